@@ -1,0 +1,195 @@
+// engine/cli/app.cpp — subcommands run, predict, gpus, ops; every error ends as "neusight: <where>: <what>".
+#include "cli/app.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+
+#include "cli/paths.h"
+#include "cli/report.h"
+#include "core/roofline.h"
+#include "core/text.h"
+#include "lua/session.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct common_flags {
+  std::vector<std::string> ops_dirs;
+  bool traceback = false;
+  bool verbose = false;
+  std::string format = "table";
+  std::string output;
+};
+
+struct forecast_flags {
+  std::string gpu, mode, optimizer, dtype, model;
+  int64_t batch = 0, seq = 0;
+  std::string predictor = "roofline";
+};
+
+session_options session_options_make(const common_flags& c) {
+  session_options o;
+  o.data_root = data_root_find();
+  for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
+  if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  return o;
+}
+
+// Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
+void emit(const std::string& text, const std::string& output) {
+  if (output.empty() || output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  const std::string tmp = output + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush()) {
+      std::remove(tmp.c_str());
+      throw error(output + ": cannot write");
+    }
+  }
+  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw error(output + ": cannot write");
+  }
+}
+
+void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
+  cmd->add_option("--ops", c.ops_dirs, "Directory of op rules searched before the bundled ops/ (repeatable)")
+      ->type_name("DIR");
+  cmd->add_flag("--traceback", c.traceback, "Print the Lua traceback of script errors");
+  cmd->add_flag("-v,--verbose", c.verbose, "Report op files that shadow others, and other details");
+  if (with_format) {
+    cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
+    cmd->add_option("-o,--output", c.output, "Write the report to FILE instead of standard output")
+        ->type_name("FILE");
+  }
+}
+
+void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
+  const char* o = for_script ? " (overrides the script)" : "";
+  cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o);
+  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o)->check(CLI::PositiveNumber);
+  cmd->add_option("--seq", f.seq, std::string("Sequence length") + o)->check(CLI::PositiveNumber);
+  cmd->add_option("--mode", f.mode, std::string("train or inference") + o)
+      ->check(CLI::IsMember({"train", "inference"}));
+  cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam") + o)
+      ->check(CLI::IsMember({"none", "sgd", "adam"}));
+  cmd->add_option("--dtype", f.dtype, std::string("Element type: fp32, tf32, fp16, bf16, fp8") + o);
+  cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
+      ->check(CLI::IsMember(predictor_names()));
+}
+
+workload_overrides overrides_make(const forecast_flags& f) {
+  workload_overrides o;
+  if (!f.model.empty()) o["model"] = f.model;
+  if (!f.gpu.empty()) o["gpu"] = f.gpu;
+  if (!f.mode.empty()) o["mode"] = f.mode;
+  if (!f.optimizer.empty()) o["optimizer"] = f.optimizer;
+  if (!f.dtype.empty()) o["dtype"] = f.dtype;
+  if (f.batch > 0) o["batch"] = f.batch;
+  if (f.seq > 0) o["seq"] = f.seq;
+  return o;
+}
+
+int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
+  session s(session_options_make(c));
+  const workload w = s.workload_load(script, overrides_make(f));
+  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
+  const expansion e = s.expand(w.g, gpu, w.training());
+  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}};
+  for (const auto& op : e.fallback_ops) {
+    std::string msg = "no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua";
+    std::fprintf(stderr, "neusight: warning: %s\n", msg.c_str());
+    m.warnings.push_back(std::move(msg));
+  }
+  const auto pred = predictor_make(f.predictor);
+  const forecast fc = forecast_make(w.g, e.kernels, pred->predict(e.kernels, gpu));
+  if (c.format == "json") emit(report_json(fc, m), c.output);
+  else if (c.format == "csv") emit(report_csv(fc, m), c.output);
+  else emit(report_table(fc, m), c.output);
+  return 0;
+}
+
+int run_gpus(const common_flags& c) {
+  const auto gpus = gpu_catalog(data_root_find() / "gpus").load_all();
+  emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
+  return 0;
+}
+
+int run_ops(const common_flags& c) {
+  session s(session_options_make(c));
+  std::string out;
+  for (const auto& e : s.ops_list()) {
+    out += fmt::format("{:<16} {}\n", e.name, e.file);
+    if (c.verbose)
+      for (const auto& sh : e.shadows) out += fmt::format("{:<16}   shadows {}\n", "", sh);
+  }
+  emit(out, "");
+  return 0;
+}
+
+}  // namespace
+
+int app_main(int argc, char** argv) {
+  CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
+  app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + NEUSIGHT_GIT + ")");
+  app.require_subcommand(1);
+
+  common_flags common;
+  forecast_flags fflags;
+  std::string script;
+
+  auto* run = app.add_subcommand("run", "Evaluate a workload script (examples/*.lua)");
+  run->add_option("script", script, "Workload script returning { model=…, gpu=…, mode=…, batch=…, seq=… }")
+      ->required()
+      ->check(CLI::ExistingFile);
+  add_forecast(run, fflags, true);
+  add_common(run, common, true);
+
+  auto* predict = app.add_subcommand("predict", "Forecast a built-in model without writing a script");
+  predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, gpt3_xl)")->required();
+  add_forecast(predict, fflags, false);
+  add_common(predict, common, true);
+
+  auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
+  add_common(gpus, common, true);
+  gpus->get_option("--ops")->group("");  // irrelevant here; hidden
+
+  auto* ops = app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)");
+  std::string list_word;
+  ops->add_option("list", list_word, "Optional word 'list'")->check(CLI::IsMember({"list"}));
+  add_common(ops, common, false);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*run) return run_forecast(common, fflags, script);
+    if (*predict) return run_forecast(common, fflags, "");
+    if (*gpus) return run_gpus(common);
+    if (*ops) return run_ops(common);
+  } catch (const script_error& e) {
+    std::fprintf(stderr, "neusight: %s\n", e.what());
+    if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", e.traceback.c_str());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "neusight: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace ns

@@ -1,0 +1,37 @@
+// engine/cli/paths.cpp — locating the data root from the executable's own path (/proc/self/exe).
+#include "cli/paths.h"
+
+#include <string>
+#include <vector>
+
+#include "core/text.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+namespace {
+bool is_data_root(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p / "gpus", ec) && fs::is_directory(p / "ops", ec) && fs::is_directory(p / "scripts", ec);
+}
+}  // namespace
+
+fs::path data_root_find() {
+  std::error_code ec;
+  const fs::path exe = fs::canonical("/proc/self/exe", ec);
+  std::vector<fs::path> candidates;
+  if (!ec) {
+    candidates.push_back(exe.parent_path().parent_path() / "share" / "neusight");
+    if (exe.parent_path() == fs::weakly_canonical(NEUSIGHT_BINARY_DIR, ec)) candidates.push_back(NEUSIGHT_SOURCE_DIR);
+  }
+  candidates.push_back(NEUSIGHT_INSTALL_DATADIR);
+  candidates.push_back(NEUSIGHT_SOURCE_DIR);
+  std::string looked;
+  for (const auto& c : candidates) {
+    if (is_data_root(c)) return c;
+    looked += " " + c.string();
+  }
+  throw error("cannot find the bundled gpus/ ops/ scripts/ folders (looked in:" + looked + ")");
+}
+
+}  // namespace ns

@@ -1,0 +1,11 @@
+// engine/cli/paths.h — where the bundled gpus/ ops/ scripts/ weights/ live, found without environment variables.
+#pragma once
+#include <filesystem>
+
+namespace ns {
+
+// Installed layout (<exe>/../share/neusight) first, then the source tree for a binary in the build tree,
+// then the configured install prefix. Throws ns::error listing the places it looked.
+std::filesystem::path data_root_find();
+
+}  // namespace ns

@@ -1,0 +1,144 @@
+// engine/cli/report.cpp — table / JSON / CSV renderings; every number comes from the forecast, none recomputed.
+#include "cli/report.h"
+
+#include <fmt/format.h>
+
+#include <map>
+#include <nlohmann/json.hpp>
+#include <type_traits>
+
+namespace ns {
+
+namespace {
+using json = nlohmann::ordered_json;
+constexpr double ms = 1e3;
+
+json dims_json(const kernel& k) {
+  switch (k.kind) {
+    case kernel_kind::gemm:
+    case kernel_kind::bmm: return {{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}};
+    case kernel_kind::memory: return json::object();
+    default: return {{"rows", k.rows}, {"hidden", k.hidden}};
+  }
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+}  // namespace
+
+std::string report_json(const forecast& f, const report_meta& m) {
+  json j;
+  j["neusight_version"] = NEUSIGHT_VERSION;
+  j["source"] = m.source;
+  j["model"] = m.model;
+  j["gpu"] = m.gpu->name;
+  j["gpu_file"] = m.gpu->source;
+  j["predictor"] = m.predictor;
+  j["mode"] = m.mode;
+  j["batch"] = m.batch;
+  j["seq"] = m.seq;
+  j["dtype"] = m.dtype;
+  j["optimizer"] = m.optimizer;
+  j["latency_ms"] = f.total() * ms;
+  j["forward_ms"] = f.phase_total(phase::forward) * ms;
+  // backward_ms includes gradient accumulation (the reference's "bwall"); grad_accumulate_ms is that part.
+  j["backward_ms"] = (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms;
+  j["grad_accumulate_ms"] = f.phase_total(phase::accumulate) * ms;
+  j["optimizer_ms"] = f.phase_total(phase::optimizer) * ms;
+  j["flops"] = f.flops_total();
+  j["warnings"] = m.warnings;
+  json ops = json::array();
+  for (size_t i = 0; i < f.kernels.size(); ++i) {
+    const auto& ki = f.kernels[i];
+    const node& n = f.g.nodes[ki.node];
+    ops.push_back({{"name", n.name},
+                   {"op", n.op},
+                   {"layer", n.layer},
+                   {"count", n.count},
+                   {"phase", phase_name(ki.ph)},
+                   {"kernel", ki.k.name},
+                   {"kind", kernel_kind_name(ki.k.kind)},
+                   {"dims", dims_json(ki.k)},
+                   {"flops", ki.k.flops},
+                   {"bytes", ki.k.bytes},
+                   {"ms_each", f.seconds_each[i] * ms},
+                   {"ms", f.seconds(i) * ms}});
+  }
+  j["ops"] = std::move(ops);
+  return j.dump(2) + "\n";
+}
+
+std::string report_csv(const forecast& f, const report_meta&) {
+  std::string out = "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms\n";
+  for (size_t i = 0; i < f.kernels.size(); ++i) {
+    const auto& ki = f.kernels[i];
+    const node& n = f.g.nodes[ki.node];
+    const kernel& k = ki.k;
+    out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g}\n", csv_field(n.name),
+                       csv_field(n.op), csv_field(n.layer), n.count, phase_name(ki.ph), csv_field(k.name),
+                       kernel_kind_name(k.kind), k.b, k.m, k.n, k.k, k.rows, k.hidden, k.flops, k.bytes,
+                       f.seconds_each[i] * ms, f.seconds(i) * ms);
+  }
+  return out;
+}
+
+std::string report_table(const forecast& f, const report_meta& m) {
+  std::string out;
+  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
+                     m.mode == "train" ? ", optimizer " + m.optimizer : "");
+  out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
+  out += fmt::format("predictor {}\n\n", m.predictor);
+
+  // Per node: forward and backward (incl. accumulation / optimizer) time, in graph order.
+  struct row { double fw = 0, bw = 0; };
+  std::vector<row> rows(f.g.nodes.size());
+  for (size_t i = 0; i < f.kernels.size(); ++i) {
+    auto& r = rows[f.kernels[i].node];
+    (f.kernels[i].ph == phase::forward ? r.fw : r.bw) += f.seconds(i) * ms;
+  }
+  const double total = f.total() * ms;
+  out += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>12} {:>7}\n", "node", "op", "count", "forward ms", "backward ms",
+                     "share");
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const node& n = f.g.nodes[i];
+    if (rows[i].fw == 0 && rows[i].bw == 0) continue;
+    out += fmt::format("{:<28} {:<14} {:>5} {:>12.4f} {:>12.4f} {:>6.1f}%\n", n.name.substr(0, 28), n.op, n.count,
+                       rows[i].fw, rows[i].bw, total > 0 ? 100 * (rows[i].fw + rows[i].bw) / total : 0.0);
+  }
+  out += "\n";
+  out += fmt::format("forward          {:>12.3f} ms\n", f.phase_total(phase::forward) * ms);
+  out += fmt::format("backward         {:>12.3f} ms  (of which gradient accumulation {:.3f} ms)\n",
+                     (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms,
+                     f.phase_total(phase::accumulate) * ms);
+  out += fmt::format("optimizer        {:>12.3f} ms\n", f.phase_total(phase::optimizer) * ms);
+  out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
+  return out;
+}
+
+std::string gpus_table(const std::vector<gpu_spec>& gpus) {
+  std::string out = fmt::format("{:<18} {:<24} {:<7} {:<10} {:>5} {:>6} {:>8} {:>6} {:>8} {:>8}\n", "name", "file",
+                                "vendor", "arch", "SMs", "mem GB", "BW GB/s", "L2 MB", "fp32 TF", "fp16 TF");
+  for (const auto& g : gpus)
+    out += fmt::format("{:<18} {:<24} {:<7} {:<10} {:>5} {:>6.0f} {:>8.0f} {:>6.1f} {:>8.1f} {:>8.1f}\n", g.name,
+                       g.source, g.vendor, g.architecture, g.num_sm, g.mem_gb, g.mem_bw_gbps, g.l2_mb,
+                       g.peak_fp32_tflops, g.peak_fp16_tflops);
+  return out;
+}
+
+std::string gpus_json(const std::vector<gpu_spec>& gpus) {
+  json arr = json::array();
+  for (const auto& g : gpus) {
+    json j;
+    for (const auto& f : gpu_fields())
+      std::visit([&](auto member) { j[f.key] = g.*member; }, f.member);
+    j["file"] = g.source;
+    arr.push_back(std::move(j));
+  }
+  return arr.dump(2) + "\n";
+}
+
+}  // namespace ns

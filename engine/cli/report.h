@@ -1,0 +1,26 @@
+// engine/cli/report.h — a forecast rendered as a table (people), JSON or CSV (scripts).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/forecast.h"
+#include "core/gpu_spec.h"
+
+namespace ns {
+
+struct report_meta {
+  std::string source;  // workload script or "command line"
+  std::string model, predictor, mode, optimizer, dtype;
+  int64_t batch = 0, seq = 0;
+  const gpu_spec* gpu = nullptr;
+  std::vector<std::string> warnings;
+};
+
+std::string report_json(const forecast& f, const report_meta& m);
+std::string report_csv(const forecast& f, const report_meta& m);
+std::string report_table(const forecast& f, const report_meta& m);
+
+std::string gpus_table(const std::vector<gpu_spec>& gpus);
+std::string gpus_json(const std::vector<gpu_spec>& gpus);
+
+}  // namespace ns

@@ -1,0 +1,24 @@
+// engine/core/forecast.cpp — aggregation of kernel latencies (no overlap on one GPU: kernels run in order).
+#include "core/forecast.h"
+
+namespace ns {
+
+double forecast::total() const {
+  double t = 0;
+  for (double s : phase_seconds) t += s;
+  return t;
+}
+
+double forecast::flops_total() const {
+  double f = 0;
+  for (const auto& ki : kernels) f += ki.k.flops * double(g.nodes[ki.node].count);
+  return f;
+}
+
+forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each) {
+  forecast f{std::move(g), std::move(kernels), std::move(seconds_each), {}};
+  for (size_t i = 0; i < f.kernels.size(); ++i) f.phase_seconds[size_t(f.kernels[i].ph)] += f.seconds(i);
+  return f;
+}
+
+}  // namespace ns

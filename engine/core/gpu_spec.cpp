@@ -1,0 +1,209 @@
+// engine/core/gpu_spec.cpp — strict TOML loading of GPU specs (every key required, unknown keys rejected).
+#include "core/gpu_spec.h"
+
+#include <algorithm>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+#include <toml++/toml.h>
+
+#include "core/text.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+const std::vector<gpu_field>& gpu_fields() {
+  using g = gpu_spec;
+  static const std::vector<gpu_field> fields = {
+      {"name", &g::name, false},
+      {"aliases", &g::aliases, false},
+      {"vendor", &g::vendor, false},
+      {"architecture", &g::architecture, false},
+      {"compute_capability", &g::compute_capability, false},
+      {"num_sm", &g::num_sm, true},
+      {"cores_per_sm", &g::cores_per_sm, true},
+      {"base_clock_mhz", &g::base_clock_mhz, true},
+      {"boost_clock_mhz", &g::boost_clock_mhz, true},
+      {"mem_gb", &g::mem_gb, true},
+      {"mem_bw_gbps", &g::mem_bw_gbps, true},
+      {"l2_mb", &g::l2_mb, true},
+      {"peak_fp32_tflops", &g::peak_fp32_tflops, true},
+      {"peak_fp32_matrix_tflops", &g::peak_fp32_matrix_tflops, true},
+      {"peak_tf32_tflops", &g::peak_tf32_tflops, false},
+      {"peak_fp16_tflops", &g::peak_fp16_tflops, true},
+      {"peak_bf16_tflops", &g::peak_bf16_tflops, false},
+      {"peak_fp8_tflops", &g::peak_fp8_tflops, false},
+      {"max_threads_per_sm", &g::max_threads_per_sm, true},
+      {"max_threads_per_block", &g::max_threads_per_block, true},
+      {"max_blocks_per_sm", &g::max_blocks_per_sm, true},
+      {"max_warps_per_sm", &g::max_warps_per_sm, true},
+      {"warp_size", &g::warp_size, true},
+      {"max_regs_per_sm", &g::max_regs_per_sm, true},
+      {"max_regs_per_block", &g::max_regs_per_block, true},
+      {"max_regs_per_thread", &g::max_regs_per_thread, true},
+      {"max_smem_per_sm_kb", &g::max_smem_per_sm_kb, true},
+      {"max_smem_per_block_kb", &g::max_smem_per_block_kb, true},
+      {"interconnect", &g::interconnect, false},
+      {"interconnect_bw_gbps", &g::interconnect_bw_gbps, false},
+      {"pcie_gen", &g::pcie_gen, true},
+      {"pcie_bw_gbps", &g::pcie_bw_gbps, true},
+  };
+  return fields;
+}
+
+namespace {
+
+std::string where(const std::string& source, const toml::source_position& p) {
+  return source + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
+}
+
+const char* type_name(const toml::node& v) {
+  switch (v.type()) {
+    case toml::node_type::string: return "string";
+    case toml::node_type::integer: return "integer";
+    case toml::node_type::floating_point: return "float";
+    case toml::node_type::boolean: return "boolean";
+    case toml::node_type::array: return "array";
+    case toml::node_type::table: return "table";
+    default: return "date/time";
+  }
+}
+
+// Assigns one TOML value to the member a field points at, or throws with the value's position.
+struct field_setter {
+  gpu_spec& spec;
+  const toml::node& value;
+  const gpu_field& field;
+  const std::string& at;
+
+  [[noreturn]] void mistyped(const char* expected) const {
+    throw error(at + ": key '" + field.key + "' must be " + expected + " (got " + type_name(value) + ")");
+  }
+  void check_sign(double x) const {
+    if (field.positive ? !(x > 0) : !(x >= 0))
+      throw error(at + ": key '" + field.key + "' must be " + (field.positive ? "> 0" : ">= 0") + " (got " +
+                  std::to_string(x) + ")");
+  }
+  void operator()(std::string gpu_spec::*m) const {
+    if (!value.is_string()) mistyped("a string");
+    spec.*m = value.as_string()->get();
+    if ((spec.*m).empty()) throw error(at + ": key '" + field.key + "' must not be empty");
+  }
+  void operator()(std::vector<std::string> gpu_spec::*m) const {
+    const toml::array* arr = value.as_array();
+    if (!arr) mistyped("an array of strings");
+    for (const toml::node& item : *arr) {
+      if (!item.is_string()) mistyped("an array of strings");
+      (spec.*m).push_back(item.as_string()->get());
+    }
+  }
+  void operator()(int64_t gpu_spec::*m) const {
+    if (!value.is_integer()) mistyped("an integer");
+    spec.*m = value.as_integer()->get();
+    check_sign(double(spec.*m));
+  }
+  void operator()(double gpu_spec::*m) const {
+    if (value.is_integer()) spec.*m = double(value.as_integer()->get());
+    else if (value.is_floating_point()) spec.*m = value.as_floating_point()->get();
+    else mistyped("a number");
+    check_sign(spec.*m);
+  }
+};
+
+}  // namespace
+
+gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
+  toml::table tbl;
+  try {
+    tbl = toml::parse(toml_text, source);
+  } catch (const toml::parse_error& e) {
+    throw error(where(source, e.source().begin) + ": " + std::string(e.description()));
+  }
+  gpu_spec spec;
+  spec.source = source;
+  std::map<std::string, const gpu_field*> by_key;
+  std::vector<std::string> keys;
+  for (const auto& f : gpu_fields()) {
+    by_key[f.key] = &f;
+    keys.emplace_back(f.key);
+  }
+  std::set<std::string> seen;
+  for (auto&& [key, value] : tbl) {
+    const std::string k(key.str());
+    const std::string at = where(source, key.source().begin);
+    auto it = by_key.find(k);
+    if (it == by_key.end()) throw error(at + ": unknown key '" + k + "'" + text_did_you_mean(k, keys));
+    std::visit(field_setter{spec, value, *it->second, at}, it->second->member);
+    seen.insert(k);
+  }
+  // A missing key is reported at the end of the file, where it would be added.
+  const size_t last_line = size_t(std::count(toml_text.begin(), toml_text.end(), '\n')) +
+                           (toml_text.empty() || toml_text.back() == '\n' ? 0 : 1);
+  for (const auto& f : gpu_fields())
+    if (!seen.count(f.key))
+      throw error(source + ":" + std::to_string(std::max<size_t>(last_line, 1)) + ":1: missing required key '" +
+                  f.key + "'");
+  if (spec.vendor != "nvidia" && spec.vendor != "amd")
+    throw error(where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
+                spec.vendor + "\")");
+  return spec;
+}
+
+gpu_spec gpu_spec_load(const fs::path& file, const std::string& display_name) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw error(display_name + ": cannot read GPU file");
+  std::ostringstream buf;
+  buf << in.rdbuf();
+  return gpu_spec_parse(buf.str(), display_name);
+}
+
+gpu_catalog::gpu_catalog(fs::path dir) : dir_(std::move(dir)) {}
+
+namespace {
+std::vector<fs::path> toml_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec))
+    if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+std::string display(const fs::path& file) { return "gpus/" + file.filename().string(); }
+}  // namespace
+
+std::vector<gpu_spec> gpu_catalog::load_all() const {
+  std::vector<gpu_spec> out;
+  for (const auto& f : toml_files(dir_)) out.push_back(gpu_spec_load(f, display(f)));
+  return out;
+}
+
+gpu_spec gpu_catalog::resolve(const std::string& query) const {
+  const fs::path as_path(query);
+  if (as_path.extension() == ".toml" || query.find('/') != std::string::npos) {
+    if (!fs::exists(as_path)) throw error(query + ": no such GPU file");
+    return gpu_spec_load(as_path, query);
+  }
+  const std::string q = text_lower(query);
+  const auto files = toml_files(dir_);
+  for (const auto& f : files)  // stems first: no parsing of the other files
+    if (text_lower(f.stem().string()) == q) return gpu_spec_load(f, display(f));
+  std::vector<std::string> candidates;
+  for (const auto& spec : load_all()) {
+    if (text_lower(spec.name) == q) return spec;
+    for (const auto& a : spec.aliases)
+      if (text_lower(a) == q) return spec;
+    candidates.push_back(spec.name);
+    candidates.insert(candidates.end(), spec.aliases.begin(), spec.aliases.end());
+  }
+  const auto close = text_close_matches(query, candidates, 4);
+  std::string msg = "unknown GPU '" + query + "'";
+  if (!close.empty()) {
+    msg += " (close matches:";
+    for (size_t i = 0; i < close.size(); ++i) msg += (i ? ", '" : " '") + close[i] + "'";
+    msg += ")";
+  }
+  throw error(msg + "; `neusight gpus` lists the known GPUs");
+}
+
+}  // namespace ns

@@ -1,0 +1,76 @@
+// engine/core/gpu_spec.h — a GPU described by one gpus/*.toml file, and the catalogue that resolves names.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ns {
+
+struct gpu_spec {
+  std::string name;
+  std::vector<std::string> aliases;
+  std::string vendor;        // "nvidia" | "amd"
+  std::string architecture;  // "hopper", "cdna2", ...
+  std::string compute_capability;
+  int64_t num_sm = 0;
+  int64_t cores_per_sm = 0;
+  int64_t base_clock_mhz = 0;
+  int64_t boost_clock_mhz = 0;
+  double mem_gb = 0;
+  double mem_bw_gbps = 0;  // GB/s, 1e9 bytes per second
+  double l2_mb = 0;
+  double peak_fp32_tflops = 0;
+  double peak_fp32_matrix_tflops = 0;
+  double peak_tf32_tflops = 0;
+  double peak_fp16_tflops = 0;
+  double peak_bf16_tflops = 0;
+  double peak_fp8_tflops = 0;
+  int64_t max_threads_per_sm = 0;
+  int64_t max_threads_per_block = 0;
+  int64_t max_blocks_per_sm = 0;
+  int64_t max_warps_per_sm = 0;
+  int64_t warp_size = 0;
+  int64_t max_regs_per_sm = 0;
+  int64_t max_regs_per_block = 0;
+  int64_t max_regs_per_thread = 0;
+  double max_smem_per_sm_kb = 0;
+  double max_smem_per_block_kb = 0;
+  std::string interconnect;
+  double interconnect_bw_gbps = 0;
+  int64_t pcie_gen = 0;
+  double pcie_bw_gbps = 0;
+
+  std::string source;  // where it was loaded from, as shown in messages
+};
+
+// One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.
+using gpu_member = std::variant<std::string gpu_spec::*, std::vector<std::string> gpu_spec::*, int64_t gpu_spec::*,
+                                double gpu_spec::*>;
+struct gpu_field {
+  const char* key;
+  gpu_member member;
+  bool positive;  // numbers that must be > 0 (others must be >= 0)
+};
+const std::vector<gpu_field>& gpu_fields();
+
+// Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing, unknown or mistyped key.
+gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
+gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
+
+// All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
+// (case-insensitive); unknown names fail with the closest matches.
+class gpu_catalog {
+ public:
+  explicit gpu_catalog(std::filesystem::path dir);
+  const std::filesystem::path& dir() const { return dir_; }
+  std::vector<gpu_spec> load_all() const;
+  gpu_spec resolve(const std::string& query) const;
+
+ private:
+  std::filesystem::path dir_;
+};
+
+}  // namespace ns

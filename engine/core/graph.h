@@ -1,0 +1,66 @@
+// engine/core/graph.h — operator graph (nodes) and the kernels nodes expand into.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace ns {
+
+enum class phase { forward, backward, accumulate, optimizer };
+enum class kernel_kind { gemm, bmm, elementwise, softmax, layernorm, memory };
+
+std::string_view phase_name(phase p);
+std::string_view kernel_kind_name(kernel_kind k);
+std::optional<kernel_kind> kernel_kind_parse(std::string_view s);
+
+// Bytes per element; throws ns::error for an unknown dtype.
+int dtype_bytes(std::string_view dtype);
+
+using shape = std::vector<int64_t>;
+int64_t shape_numel(const shape& s);
+std::string shape_str(const shape& s);
+
+using attr_value = std::variant<double, bool, std::string>;
+
+struct node {
+  std::string op;     // op rule name: ops/<op>.lua
+  std::string name;   // unique within the graph, e.g. "h.attn.qkv"
+  std::string layer;  // "" outside replicated layers
+  std::vector<shape> inputs;
+  shape output;
+  std::string dtype = "fp32";
+  int64_t count = 1;   // replication (e.g. n_layer identical layers)
+  double params = 0;   // trainable parameters owned by this node
+  bool optimizer = false;  // an optimizer-step node: its forward kernels are charged to phase::optimizer
+  std::map<std::string, attr_value> attrs;
+};
+
+struct kernel {
+  kernel_kind kind = kernel_kind::memory;
+  std::string name;  // reference primitive name: "Linear", "BMM", "VECadd", "MEM", ...
+  std::string op;    // elementwise op ("add", "mulu", ...), empty otherwise
+  std::string dtype = "fp32";
+  int64_t b = 0, m = 0, n = 0, k = 0;  // gemm/bmm; n is the reduction dimension (data convention)
+  int64_t rows = 0, hidden = 0;        // vector kernels
+  double flops = 0;
+  double bytes = 0;
+  std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor
+};
+
+// One kernel of one node in one phase; `count` is the node's replication.
+struct kernel_instance {
+  size_t node = 0;
+  phase ph = phase::forward;
+  kernel k;
+};
+
+struct graph {
+  std::string model;
+  std::vector<node> nodes;
+};
+
+}  // namespace ns

@@ -1,0 +1,68 @@
+// engine/lua/lua_state.h — the ONLY header that includes lua.hpp: RAII state, protected calls, stack helpers.
+#pragma once
+#include <lua.hpp>
+
+#include <cassert>
+#include <exception>
+#include <string>
+
+#include "core/text.h"
+
+namespace ns {
+
+// Owns a lua_State with the standard libraries opened (the sandbox exposes only a curated subset).
+class lua_state {
+ public:
+  lua_state();
+  ~lua_state();
+  lua_state(const lua_state&) = delete;
+  lua_state& operator=(const lua_state&) = delete;
+  lua_State* get() const { return L_; }
+
+ private:
+  lua_State* L_;
+};
+
+// Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).
+// [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
+int ns_pcall(lua_State* L, int nargs, int nres);
+
+// ns_pcall that converts an error into ns::script_error (message + separated traceback), adding `context`
+// as an indented second line when non-empty. [-(nargs+1), +nres, e]
+void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {});
+
+// Runs `body` inside a lua_CFunction; a C++ exception becomes a Lua error raised after the catch block,
+// so no C++ exception ever crosses into Lua (LÖVE luax_catchexcept).
+template <class F>
+int ns_catch(lua_State* L, F&& body) {
+  std::string msg;
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  lua_pushlstring(L, msg.data(), msg.size());
+  return lua_error(L);
+}
+
+// Debug-only check that a scope leaves the stack as it found it (plus `delta`).
+class stack_guard {
+ public:
+  explicit stack_guard(lua_State* L, int delta = 0) : L_(L), top_(lua_gettop(L) + delta) {}
+  ~stack_guard() { assert(std::uncaught_exceptions() > 0 || lua_gettop(L_) == top_); }
+  stack_guard(const stack_guard&) = delete;
+  stack_guard& operator=(const stack_guard&) = delete;
+
+ private:
+  lua_State* L_;
+  int top_;
+};
+
+// Loads a Lua text chunk (never bytecode) named "@<chunkname>" and sets its _ENV upvalue to the table at
+// `env_idx`, leaving the function on the stack. [-0, +1, e] throws script_error on syntax errors.
+void ns_load_chunk(lua_State* L, const std::string& source, const std::string& chunkname, int env_idx);
+
+// Reads a whole file; throws ns::error "<display>: cannot read file".
+std::string file_read(const std::string& path, const std::string& display);
+
+}  // namespace ns

@@ -1,0 +1,142 @@
+-- engine/lua/prelude.lua — the Lua half of the engine: sandbox, restricted require, op-rule schema, strict views.
+local C, version = ...   -- C: engine functions (find_script, find_op, load, eprint, warn); see session.cpp
+
+local E = {}             -- engine-internal table, kept in the registry by the host
+
+local function did_you_mean(word, keys)
+  word = tostring(word)
+  local best, best_d
+  for k in pairs(keys) do
+    if type(k) == "string" then
+      local d = C.edit_distance(word, k)
+      if d <= 2 and (not best_d or d < best_d or (d == best_d and k < best)) then best, best_d = k, d end
+    end
+  end
+  return best and (" (did you mean '" .. best .. "'?)") or ""
+end
+E.did_you_mean = did_you_mean
+
+-- The public module scripts get from require "neusight".
+local ns = { version = version, did_you_mean = did_you_mean, warn = C.warn }
+function ns.ceil_div(a, b)
+  if type(a) ~= "number" or type(b) ~= "number" then
+    error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)
+  end
+  return -((-a) // b)
+end
+
+-- Curated base for every script environment: no io, os, load, dofile, debug (hygiene, not security).
+local base = {
+  math = math, string = string, table = table, utf8 = utf8,
+  ipairs = ipairs, pairs = pairs, next = next, select = select, type = type,
+  tostring = tostring, tonumber = tonumber, error = error, assert = assert, pcall = pcall,
+  setmetatable = setmetatable, getmetatable = getmetatable,
+  rawget = rawget, rawset = rawset, rawequal = rawequal, rawlen = rawlen,
+  print = C.eprint,      -- stdout belongs to the report (JSON/CSV); script output goes to stderr
+}
+
+local env_mt = {
+  __index = function(_, k)
+    local v = base[k]
+    if v == nil then error("undefined global '" .. tostring(k) .. "'", 2) end
+    return v
+  end,
+  __newindex = function(_, k)
+    error("assignment to undeclared global '" .. tostring(k) .. "' (use local)", 2)
+  end,
+}
+
+-- A fresh global table for one chunk; `extra` entries (test helpers) are visible as globals.
+function E.new_env(extra)
+  local env = {}
+  if extra then for k, v in pairs(extra) do env[k] = v end end
+  return setmetatable(env, env_mt)
+end
+
+local loaded = { neusight = ns }
+function base.require(name)
+  if type(name) ~= "string" then
+    error("bad argument #1 to 'require' (string expected, got " .. type(name) .. ")", 2)
+  end
+  local m = loaded[name]
+  if m ~= nil then return m end
+  local path, chunk = C.find_script(name)
+  if not path then error("module '" .. name .. "' not found:" .. chunk, 2) end
+  local r = C.load(path, chunk, E.new_env())(name)
+  if r == nil then r = true end
+  loaded[name] = r
+  return r
+end
+E.require = base.require
+
+-- Read-only view with errors on unknown fields, so `node.ouput` fails instead of being nil.
+function E.strict(data, what)
+  return setmetatable({}, {
+    __index = function(_, k)
+      local v = data[k]
+      if v == nil then error(what .. " has no field '" .. tostring(k) .. "'" .. did_you_mean(k, data), 2) end
+      return v
+    end,
+    __newindex = function(_, k) error(what .. " is read-only (assignment to '" .. tostring(k) .. "')", 2) end,
+    __pairs = function() return next, data, nil end,
+    __len = function() return #data end,
+  })
+end
+
+-- Op-rule schema (style.md): returned table, required/optional typed fields, unknown keys are errors.
+local op_fields = { name = "string", doc = "string", forward = "function", backward = "function",
+                    accumulate = "function" }
+local op_required = { "name", "doc", "forward" }
+
+function E.check_op(rule, chunk, stem)
+  if type(rule) ~= "table" then
+    error(chunk .. ": an op rule must return a table (got " .. type(rule) .. ")", 0)
+  end
+  for k, v in pairs(rule) do
+    local want = op_fields[k]
+    if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0) end
+    if type(v) ~= want then
+      error(chunk .. ": field '" .. k .. "' must be a " .. want .. " (got " .. type(v) .. ")", 0)
+    end
+  end
+  for _, k in ipairs(op_required) do
+    if rule[k] == nil then error(chunk .. ": missing required field '" .. k .. "'", 0) end
+  end
+  if rule.name ~= stem then
+    error(chunk .. ": field 'name' is '" .. rule.name .. "' but must equal the file stem '" .. stem .. "'", 0)
+  end
+  return rule
+end
+
+-- Op rules load lazily on first use and are cached by name; false caches "no rule".
+local ops, op_chunks = {}, {}
+function E.get_op(name)
+  local r = ops[name]
+  if r ~= nil then return r or nil, op_chunks[name] end
+  local path, chunk = C.find_op(name)
+  if not path then ops[name] = false; return nil end
+  r = E.check_op(C.load(path, chunk, E.new_env())(), chunk, name)
+  ops[name], op_chunks[name] = r, chunk
+  return r, chunk
+end
+
+-- Extra globals of Lua-side tests (tests/scripts/test_*.lua).
+function E.test_globals()
+  local dtype_bytes = { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }
+  return {
+    load_op = function(name)
+      local r = E.get_op(name)
+      if not r then error("no op rule '" .. tostring(name) .. "' on the op search path", 2) end
+      return r
+    end,
+    make_node = function(t)
+      local n = { layer = "", dtype = "fp32", count = 1, params = 0, training = true, attrs = {},
+                  phase = "forward", inputs = {} }
+      for k, v in pairs(t) do n[k] = v end
+      n.dtype_bytes = dtype_bytes[n.dtype] or error("unknown dtype '" .. tostring(n.dtype) .. "'", 2)
+      return n
+    end,
+  }
+end
+
+return E

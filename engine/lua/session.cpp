@@ -1,0 +1,414 @@
+// engine/lua/session.cpp — the Lua runtime of one neusight run: prelude, search paths, workloads, expansion.
+#include "lua/session.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <set>
+
+#include "lua/lua_state.h"
+#include "lua/wrap.h"
+#include "prelude_lua.h"
+
+#ifndef NEUSIGHT_VERSION
+#define NEUSIGHT_VERSION "0.1.0"
+#endif
+
+namespace ns {
+namespace fs = std::filesystem;
+
+namespace {
+
+struct search_dir {
+  fs::path path;
+  std::string display;  // prefix used in chunk names and messages
+};
+
+bool name_ok(const std::string& s, bool dots) {
+  if (s.empty()) return false;
+  return std::all_of(s.begin(), s.end(), [&](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || (dots && c == '.');
+  });
+}
+
+std::string display_of(const fs::path& p) { return p.lexically_normal().generic_string(); }
+
+}  // namespace
+
+struct session::impl {
+  session_options opts;
+  lua_state state;
+  int engine_ref = LUA_NOREF;
+  std::vector<search_dir> op_dirs;
+  std::vector<search_dir> script_dirs;
+  fs::path workload_ops;  // <dir of the run script>/ops
+
+  lua_State* L() const { return state.get(); }
+
+  void op_dirs_rebuild() {
+    std::vector<search_dir> defaults;
+    if (!workload_ops.empty() && fs::is_directory(workload_ops)) defaults.push_back({workload_ops, display_of(workload_ops)});
+    defaults.push_back({opts.data_root / "ops", "ops"});
+    op_dirs.clear();
+    for (const auto& d : opts.ops_dirs) op_dirs.push_back({d, display_of(d)});
+    if (opts.ops_path_env.empty()) {
+      op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
+      return;
+    }
+    // LUA_PATH rules: entries separated by ';'; ";;" splices the defaults in at that place.
+    std::string env = opts.ops_path_env;
+    for (size_t at; (at = env.find(";;")) != std::string::npos;) env.replace(at, 2, ";\x01;");
+    size_t start = 0;
+    while (start <= env.size()) {
+      size_t end = std::min(env.find(';', start), env.size());
+      const std::string entry = env.substr(start, end - start);
+      if (entry == "\x01") op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
+      else if (!entry.empty()) op_dirs.push_back({entry, display_of(entry)});
+      start = end + 1;
+    }
+  }
+
+  // [-0, +1, -] pushes the engine table E
+  void push_engine() const { lua_rawgeti(L(), LUA_REGISTRYINDEX, engine_ref); }
+
+  // [-0, +1, e] pushes E[field]
+  void push_engine_field(const char* field) const {
+    push_engine();
+    lua_getfield(L(), -1, field);
+    lua_remove(L(), -2);
+  }
+};
+
+namespace {
+
+session::impl* impl_of(lua_State* L) { return static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1))); }
+
+// find_script(name) -> path, chunkname | nil, "\n\tno file ..." [-1, +2, -]
+int l_find_script(lua_State* L) {
+  const auto* p = impl_of(L);
+  const std::string name = luaL_checkstring(L, 1);
+  std::string rel = name;
+  std::replace(rel.begin(), rel.end(), '.', '/');
+  std::string tried;
+  if (name_ok(name, true)) {
+    for (const auto& d : p->script_dirs) {
+      for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
+        const fs::path file = d.path / cand;
+        if (fs::is_regular_file(file)) {
+          lua_pushstring(L, file.string().c_str());
+          lua_pushstring(L, (d.display + "/" + cand).c_str());
+          return 2;
+        }
+        tried += "\n\tno file '" + d.display + "/" + cand + "'";
+      }
+    }
+  } else {
+    tried = " invalid module name";
+  }
+  lua_pushnil(L);
+  lua_pushstring(L, tried.c_str());
+  return 2;
+}
+
+// find_op(name) -> path, chunkname | nil [-1, +1|2, -]
+int l_find_op(lua_State* L) {
+  const auto* p = impl_of(L);
+  const std::string name = luaL_checkstring(L, 1);
+  if (name_ok(name, false)) {
+    for (const auto& d : p->op_dirs) {
+      const fs::path file = d.path / (name + ".lua");
+      if (fs::is_regular_file(file)) {
+        lua_pushstring(L, file.string().c_str());
+        lua_pushstring(L, (d.display + "/" + name + ".lua").c_str());
+        return 2;
+      }
+    }
+  }
+  lua_pushnil(L);
+  return 1;
+}
+
+// load(path, chunkname, env) -> function [-3, +1, e]
+int l_load(lua_State* L) {
+  return ns_catch(L, [&] {
+    const std::string path = luaL_checkstring(L, 1);
+    const std::string chunk = luaL_checkstring(L, 2);
+    luaL_checktype(L, 3, LUA_TTABLE);
+    ns_load_chunk(L, file_read(path, chunk), chunk, 3);
+    return 1;
+  });
+}
+
+std::string joined_args(lua_State* L) {
+  std::string out;
+  const int n = lua_gettop(L);
+  for (int i = 1; i <= n; ++i) {
+    size_t len = 0;
+    const char* s = luaL_tolstring(L, i, &len);  // [-0, +1, e]
+    if (i > 1) out += '\t';
+    out.append(s, len);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+// eprint(...) — print() for scripts, to stderr [-n, +0, e]
+int l_eprint(lua_State* L) {
+  const std::string s = joined_args(L);
+  std::fprintf(stderr, "%s\n", s.c_str());
+  return 0;
+}
+
+// warn(...) [-n, +0, e]
+int l_warn(lua_State* L) {
+  const std::string s = joined_args(L);
+  std::fprintf(stderr, "neusight: warning: %s\n", s.c_str());
+  return 0;
+}
+
+// edit_distance(a, b) -> integer [-2, +1, e]
+int l_edit_distance(lua_State* L) {
+  lua_pushinteger(L, lua_Integer(text_edit_distance(luaL_checkstring(L, 1), luaL_checkstring(L, 2))));
+  return 1;
+}
+
+const luaL_Reg engine_functions[] = {
+    {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
+    {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
+    {nullptr, nullptr},
+};
+
+void overrides_push(lua_State* L, const workload_overrides& o) {
+  lua_createtable(L, 0, int(o.size()));
+  for (const auto& [k, v] : o) {
+    if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
+    else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else lua_pushboolean(L, std::get<bool>(v));
+    lua_setfield(L, -2, k.c_str());
+  }
+}
+
+}  // namespace
+
+session::session(session_options opts) : p_(std::make_unique<impl>()) {
+  p_->opts = std::move(opts);
+  for (const auto& d : p_->opts.script_dirs) p_->script_dirs.push_back({d, display_of(d)});
+  p_->script_dirs.push_back({p_->opts.data_root / "scripts", "scripts"});
+  p_->op_dirs_rebuild();
+
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  // prelude(C, version) -> E
+  lua_newtable(L);  // stack: penv  (the prelude runs with the full standard library)
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "_G");
+  lua_createtable(L, 0, 1);
+  lua_pushglobaltable(L);
+  lua_setfield(L, -2, "__index");
+  lua_setmetatable(L, -2);
+  ns_load_chunk(L, prelude_lua, "engine/lua/prelude.lua", -1);  // stack: penv prelude
+  lua_remove(L, -2);
+  luaL_newlibtable(L, engine_functions);
+  lua_pushlightuserdata(L, p_.get());
+  luaL_setfuncs(L, engine_functions, 1);  // stack: prelude C
+  lua_pushstring(L, NEUSIGHT_VERSION);
+  ns_call(L, 2, 1);  // stack: E
+  p_->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+session::~session() {
+  if (p_ && p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
+}
+
+workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  workload w;
+  w.source = script.empty() ? "command line" : display_of(script);
+  try {
+    if (!script.empty()) {
+      p_->workload_ops = fs::path(script).parent_path() / "ops";
+      if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
+      p_->op_dirs_rebuild();
+    }
+    p_->push_engine_field("require");
+    lua_pushstring(L, "neusight.workload");
+    ns_call(L, 1, 1, "while loading scripts/neusight/workload.lua");  // stack: W
+    const int wl = lua_gettop(L);
+    if (script.empty()) {
+      lua_newtable(L);
+    } else {
+      p_->push_engine_field("new_env");
+      ns_call(L, 0, 1);  // stack: W env
+      ns_load_chunk(L, file_read(script, w.source), w.source, -1);
+      lua_remove(L, -2);
+      ns_call(L, 0, 1);  // stack: W spec
+      if (!lua_istable(L, -1))
+        throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
+    }
+    const int spec = lua_gettop(L);
+    lua_getfield(L, wl, "normalize");
+    lua_pushvalue(L, spec);
+    overrides_push(L, overrides);
+    lua_pushstring(L, w.source.c_str());
+    ns_call(L, 3, 1);  // stack: W spec norm
+    const int norm = lua_gettop(L);
+    table_reader r(L, norm, w.source);
+    w.gpu = r.str("gpu");
+    w.mode = r.str("mode");
+    w.optimizer = r.str("optimizer");
+    w.dtype = r.str("dtype");
+    w.batch = r.integer("batch");
+    w.seq = r.integer("seq");
+    w.description = r.str_or("description", "");
+    lua_getfield(L, wl, "build");
+    lua_pushvalue(L, norm);
+    ns_call(L, 1, 2, "while building the model of " + w.source);  // stack: W spec norm name nodes
+    w.model = lua_isstring(L, -2) ? lua_tostring(L, -2) : "custom";
+    w.g.model = w.model;
+    w.g.nodes = nodes_read(L, -1, w.source + ": model '" + w.model + "'");
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+  return w;
+}
+
+expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  expansion out;
+  std::set<std::string> fallback_seen;
+  try {
+    p_->push_engine_field("strict");
+    gpu_push(L, gpu);
+    lua_pushstring(L, "gpu");
+    ns_call(L, 2, 1);  // stack: gpu
+    const int gpu_idx = lua_gettop(L);
+    for (size_t i = 0; i < g.nodes.size(); ++i) {
+      const node& n = g.nodes[i];
+      const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
+      p_->push_engine_field("get_op");
+      lua_pushstring(L, n.op.c_str());
+      ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk
+      if (lua_isnil(L, -2)) {
+        lua_pop(L, 2);
+        p_->push_engine_field("require");
+        lua_pushstring(L, "neusight.fallback");
+        ns_call(L, 1, 1, "while loading scripts/neusight/fallback.lua");
+        lua_pushstring(L, "scripts/neusight/fallback.lua");  // stack: gpu rule chunk
+        if (fallback_seen.insert(n.op).second) out.fallback_ops.push_back(n.op);
+      }
+      const std::string chunk = lua_tostring(L, -1);
+      const int rule = lua_gettop(L) - 1;
+      p_->push_engine_field("strict");
+      node_push(L, n, training);
+      lua_pushstring(L, ("node '" + n.name + "'").c_str());
+      ns_call(L, 2, 1);  // stack: gpu rule chunk node
+      const int node_idx = lua_gettop(L);
+      std::vector<std::pair<const char*, phase>> hooks;
+      if (n.optimizer) hooks = {{"forward", phase::optimizer}};
+      else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
+      else hooks = {{"forward", phase::forward}};
+      for (const auto& [hook, ph] : hooks) {
+        if (lua_getfield(L, rule, hook) == LUA_TNIL) {  // optional hook absent: no kernels
+          lua_pop(L, 1);
+          continue;
+        }
+        const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() " + who;
+        lua_pushvalue(L, node_idx);
+        lua_pushvalue(L, gpu_idx);
+        ns_call(L, 2, 1, ctx);  // stack: ... kernels
+        try {
+          for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) out.kernels.push_back({i, ph, std::move(k)});
+        } catch (const script_error&) {
+          throw;
+        } catch (const error& e) {
+          throw error(std::string(e.what()) + "\n    " + ctx);
+        }
+        lua_pop(L, 1);
+      }
+      lua_settop(L, gpu_idx);
+    }
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+  return out;
+}
+
+std::vector<op_entry> session::ops_list() const {
+  std::vector<op_entry> out;
+  std::map<std::string, size_t> index;
+  for (const auto& d : p_->op_dirs) {
+    std::error_code ec;
+    std::vector<fs::path> files;
+    for (const auto& e : fs::directory_iterator(d.path, ec))
+      if (e.is_regular_file() && e.path().extension() == ".lua") files.push_back(e.path());
+    std::sort(files.begin(), files.end());
+    for (const auto& f : files) {
+      const std::string name = f.stem().string();
+      const std::string shown = d.display + "/" + f.filename().string();
+      auto it = index.find(name);
+      if (it == index.end()) {
+        index[name] = out.size();
+        out.push_back({name, shown, {}});
+      } else {
+        out[it->second].shadows.push_back(shown);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end(), [](const op_entry& a, const op_entry& b) { return a.name < b.name; });
+  return out;
+}
+
+namespace {
+// Loads a test file in a test env and leaves its returned table on the stack. [-0, +1, e]
+void lua_test_push(session::impl& p, const fs::path& file) {
+  lua_State* L = p.L();
+  p.push_engine_field("new_env");
+  p.push_engine_field("test_globals");
+  ns_call(L, 0, 1);
+  ns_call(L, 1, 1);  // stack: env
+  const std::string chunk = "tests/scripts/" + file.filename().string();
+  ns_load_chunk(L, file_read(file.string(), chunk), chunk, -1);
+  lua_remove(L, -2);
+  ns_call(L, 0, 1);
+  if (!lua_istable(L, -1)) {
+    lua_pop(L, 1);
+    throw error(chunk + ": a test file must return a table of test_* functions");
+  }
+}
+}  // namespace
+
+std::vector<std::string> session::lua_test_names(const fs::path& file) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  lua_test_push(*p_, file);
+  std::vector<std::string> names;
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {  // stack: tests key value
+    if (lua_type(L, -2) == LUA_TSTRING && lua_isfunction(L, -1)) {
+      const std::string k = lua_tostring(L, -2);
+      if (k.rfind("test_", 0) == 0) names.push_back(k);
+    }
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+void session::lua_test_run(const fs::path& file, const std::string& test) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  lua_test_push(*p_, file);
+  lua_getfield(L, -1, test.c_str());
+  lua_remove(L, -2);
+  ns_call(L, 0, 0);
+}
+
+}  // namespace ns

@@ -1,0 +1,73 @@
+// engine/lua/session.h — one Lua runtime with its search paths: loads workloads and expands graphs into kernels.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/gpu_spec.h"
+#include "core/graph.h"
+
+namespace ns {
+
+struct session_options {
+  std::filesystem::path data_root;                 // bundled gpus/ ops/ scripts/ weights/
+  std::vector<std::filesystem::path> ops_dirs;     // --ops DIR (repeatable), searched first
+  std::string ops_path_env;                        // NEUSIGHT_OPS_PATH: ';'-separated, ";;" splices the defaults
+  std::vector<std::filesystem::path> script_dirs;  // extra Lua module roots searched before data_root/scripts
+};
+
+// A workload after validation and model construction (scripts/neusight/workload.lua).
+struct workload {
+  std::string source;  // chunk name of the script, or "command line"
+  std::string model, gpu, mode, optimizer, dtype, description;
+  int64_t batch = 0, seq = 0;
+  graph g;
+  bool training() const { return mode == "train"; }
+};
+
+// CLI flags that override a workload's fields (or define it entirely, for `predict`).
+using workload_value = std::variant<std::string, int64_t, bool>;
+using workload_overrides = std::map<std::string, workload_value>;
+
+struct op_entry {
+  std::string name;
+  std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
+  std::vector<std::string> shadows;  // later files with the same name that this one hides
+};
+
+struct expansion {
+  std::vector<kernel_instance> kernels;
+  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
+};
+
+class session {
+ public:
+  explicit session(session_options opts);
+  ~session();
+  session(const session&) = delete;
+  session& operator=(const session&) = delete;
+
+  // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
+  workload workload_load(const std::string& script, const workload_overrides& overrides);
+
+  // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
+  expansion expand(const graph& g, const gpu_spec& gpu, bool training);
+
+  // The resolved op → file table over the whole search path.
+  std::vector<op_entry> ops_list() const;
+
+  // Lua-side unit tests (tests/scripts/test_*.lua): a chunk returning a table of test_* functions, run in
+  // the sandbox with two extra globals: load_op(name) (the resolved op rule) and make_node(t) (defaults filled).
+  std::vector<std::string> lua_test_names(const std::filesystem::path& file);
+  void lua_test_run(const std::filesystem::path& file, const std::string& test);
+
+  struct impl;
+
+ private:
+  std::unique_ptr<impl> p_;
+};
+
+}  // namespace ns

@@ -1,0 +1,49 @@
+// engine/lua/wrap.h — conversions between core types and Lua values (one wrap_<type>.cpp per type).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/gpu_spec.h"
+#include "core/graph.h"
+#include "lua/lua_state.h"
+
+namespace ns {
+
+// Pushes the GPU as a plain table of its TOML fields (plus `source`). [-0, +1, m]
+void gpu_push(lua_State* L, const gpu_spec& gpu);
+
+// Pushes a node as a plain table (op, name, layer, inputs, output, dtype, dtype_bytes, count, params,
+// training, phase, attrs). [-0, +1, m]
+void node_push(lua_State* L, const node& n, bool training);
+
+// Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). [-0, +0, -]
+std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where);
+
+// Reads the array of kernel tables at `idx` returned by a hook; errors are prefixed with `where`. [-0, +0, -]
+std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where);
+
+// Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
+class table_reader {
+ public:
+  table_reader(lua_State* L, int idx, std::string what);
+  std::string str(const char* key) const;
+  std::string str_or(const char* key, const std::string& fallback) const;
+  double number(const char* key) const;
+  double number_or(const char* key, double fallback) const;
+  int64_t integer(const char* key) const;
+  int64_t integer_or(const char* key, int64_t fallback) const;
+  bool has(const char* key) const;
+  shape shape_at(const char* key) const;
+  std::vector<shape> shapes_at(const char* key) const;
+  // Every string key must be in `allowed`; otherwise "<what>: unknown field 'x' (did you mean 'y'?)".
+  void check_keys(const std::vector<std::string>& allowed) const;
+  const std::string& what() const { return what_; }
+
+ private:
+  [[noreturn]] void fail(const char* key, const char* expected) const;
+  lua_State* L_;
+  int idx_;
+  std::string what_;
+};
+
+}  // namespace ns

@@ -1,0 +1,289 @@
+// engine/lua/wrap_graph.cpp — nodes and kernels crossing the Lua boundary, with strict field checks.
+#include <cmath>
+
+#include "lua/wrap.h"
+
+namespace ns {
+
+table_reader::table_reader(lua_State* L, int idx, std::string what)
+    : L_(L), idx_(lua_absindex(L, idx)), what_(std::move(what)) {
+  if (!lua_istable(L, idx_)) throw error(what_ + ": expected a table (got " + luaL_typename(L, idx_) + ")");
+}
+
+void table_reader::fail(const char* key, const char* expected) const {
+  std::string got = luaL_typename(L_, -1);
+  lua_pop(L_, 1);
+  throw error(what_ + ": field '" + key + "' must be " + expected + " (got " + got + ")");
+}
+
+bool table_reader::has(const char* key) const {
+  const bool present = lua_getfield(L_, idx_, key) != LUA_TNIL;
+  lua_pop(L_, 1);
+  return present;
+}
+
+std::string table_reader::str(const char* key) const {
+  if (lua_getfield(L_, idx_, key) != LUA_TSTRING) fail(key, "a string");
+  std::string s = lua_tostring(L_, -1);
+  lua_pop(L_, 1);
+  return s;
+}
+std::string table_reader::str_or(const char* key, const std::string& fallback) const {
+  return has(key) ? str(key) : fallback;
+}
+
+double table_reader::number(const char* key) const {
+  if (lua_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "a number");
+  const double v = lua_tonumber(L_, -1);
+  if (!std::isfinite(v)) fail(key, "a finite number");
+  lua_pop(L_, 1);
+  return v;
+}
+double table_reader::number_or(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
+
+int64_t table_reader::integer(const char* key) const {
+  if (lua_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "an integer");
+  int ok = 0;
+  const lua_Integer v = lua_tointegerx(L_, -1, &ok);
+  if (!ok) fail(key, "an integer");
+  lua_pop(L_, 1);
+  return int64_t(v);
+}
+int64_t table_reader::integer_or(const char* key, int64_t fallback) const {
+  return has(key) ? integer(key) : fallback;
+}
+
+namespace {
+// Reads the array of integers on top of the stack. [-0, +0, -]
+bool shape_from_top(lua_State* L, shape& out) {
+  if (!lua_istable(L, -1)) return false;
+  const lua_Integer n = luaL_len(L, -1);
+  out.clear();
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, -1, i);
+    int ok = 0;
+    const lua_Integer d = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || d < 0) return false;
+    out.push_back(int64_t(d));
+  }
+  return true;
+}
+}  // namespace
+
+shape table_reader::shape_at(const char* key) const {
+  lua_getfield(L_, idx_, key);
+  shape s;
+  if (!shape_from_top(L_, s)) fail(key, "a shape (array of non-negative integers)");
+  lua_pop(L_, 1);
+  return s;
+}
+
+std::vector<shape> table_reader::shapes_at(const char* key) const {
+  if (lua_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "an array of shapes");
+  std::vector<shape> out;
+  const lua_Integer n = luaL_len(L_, -1);
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L_, -1, i);  // stack: shapes shape_i
+    shape s;
+    if (!shape_from_top(L_, s)) {
+      lua_pop(L_, 2);
+      throw error(what_ + ": field '" + key + "'[" + std::to_string(i) +
+                  "] must be a shape (array of non-negative integers)");
+    }
+    lua_pop(L_, 1);
+    out.push_back(std::move(s));
+  }
+  lua_pop(L_, 1);
+  return out;
+}
+
+void table_reader::check_keys(const std::vector<std::string>& allowed) const {
+  lua_pushnil(L_);
+  while (lua_next(L_, idx_) != 0) {  // stack: key value
+    std::string bad;
+    if (lua_type(L_, -2) != LUA_TSTRING) {
+      bad = "non-string key";  // never lua_tostring a number key during traversal (it converts in place)
+    } else {
+      const std::string k = lua_tostring(L_, -2);
+      bool ok = false;
+      for (const auto& a : allowed) ok = ok || a == k;
+      if (!ok) bad = "unknown field '" + k + "'" + text_did_you_mean(k, allowed);
+    }
+    lua_pop(L_, 1);
+    if (!bad.empty()) {
+      lua_pop(L_, 1);
+      throw error(what_ + ": " + bad);
+    }
+  }
+}
+
+namespace {
+void shape_push(lua_State* L, const shape& s) {
+  lua_createtable(L, int(s.size()), 0);
+  for (size_t i = 0; i < s.size(); ++i) {
+    lua_pushinteger(L, lua_Integer(s[i]));
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+}
+}  // namespace
+
+void node_push(lua_State* L, const node& n, bool training) {
+  lua_createtable(L, 0, 12);  // stack: node
+  lua_pushstring(L, n.op.c_str());
+  lua_setfield(L, -2, "op");
+  lua_pushstring(L, n.name.c_str());
+  lua_setfield(L, -2, "name");
+  lua_pushstring(L, n.layer.c_str());
+  lua_setfield(L, -2, "layer");
+  lua_createtable(L, int(n.inputs.size()), 0);
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    shape_push(L, n.inputs[i]);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  lua_setfield(L, -2, "inputs");
+  shape_push(L, n.output);
+  lua_setfield(L, -2, "output");
+  lua_pushstring(L, n.dtype.c_str());
+  lua_setfield(L, -2, "dtype");
+  lua_pushinteger(L, dtype_bytes(n.dtype));
+  lua_setfield(L, -2, "dtype_bytes");
+  lua_pushinteger(L, lua_Integer(n.count));
+  lua_setfield(L, -2, "count");
+  lua_pushnumber(L, n.params);
+  lua_setfield(L, -2, "params");
+  lua_pushboolean(L, training);
+  lua_setfield(L, -2, "training");
+  lua_pushstring(L, n.optimizer ? "optimizer" : "forward");
+  lua_setfield(L, -2, "phase");
+  lua_createtable(L, 0, int(n.attrs.size()));  // stack: node attrs
+  for (const auto& [k, v] : n.attrs) {
+    if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
+    else lua_pushstring(L, std::get<std::string>(v).c_str());
+    lua_setfield(L, -2, k.c_str());
+  }
+  lua_setfield(L, -2, "attrs");
+}
+
+namespace {
+const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs", "output",
+                                            "dtype", "count",  "params", "phase",  "attrs"};
+const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
+                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes"};
+
+std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
+  std::map<std::string, attr_value> out;
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {  // stack: key value
+    if (lua_type(L, -2) != LUA_TSTRING) {
+      lua_pop(L, 2);
+      throw error(what + ": attrs keys must be strings");
+    }
+    const std::string k = lua_tostring(L, -2);
+    switch (lua_type(L, -1)) {
+      case LUA_TNUMBER: out[k] = double(lua_tonumber(L, -1)); break;
+      case LUA_TBOOLEAN: out[k] = bool(lua_toboolean(L, -1)); break;
+      case LUA_TSTRING: out[k] = std::string(lua_tostring(L, -1)); break;
+      default: {
+        const std::string t = luaL_typename(L, -1);
+        lua_pop(L, 2);
+        throw error(what + ": attrs." + k + " must be a number, boolean or string (got " + t + ")");
+      }
+    }
+    lua_pop(L, 1);
+  }
+  return out;
+}
+}  // namespace
+
+std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) throw error(where + ": expected an array of nodes (got " + luaL_typename(L, idx) + ")");
+  std::vector<node> out;
+  const lua_Integer count = luaL_len(L, idx);
+  for (lua_Integer i = 1; i <= count; ++i) {
+    lua_rawgeti(L, idx, i);  // stack: node_i
+    const std::string what = where + ": node #" + std::to_string(i);
+    try {
+      table_reader r(L, -1, what);
+      r.check_keys(node_keys);
+      node n;
+      n.op = r.str("op");
+      n.name = r.str("name");
+      table_reader named(L, -1, what + " '" + n.name + "'");
+      n.layer = named.str_or("layer", "");
+      n.inputs = named.shapes_at("inputs");
+      n.output = named.shape_at("output");
+      n.dtype = named.str_or("dtype", "fp32");
+      dtype_bytes(n.dtype);  // validates
+      n.count = named.integer_or("count", 1);
+      if (n.count < 1) throw error(named.what() + ": field 'count' must be >= 1");
+      n.params = named.number_or("params", 0);
+      if (n.params < 0) throw error(named.what() + ": field 'params' must be >= 0");
+      const std::string ph = named.str_or("phase", "forward");
+      if (ph != "forward" && ph != "optimizer")
+        throw error(named.what() + ": field 'phase' must be \"forward\" or \"optimizer\" (got \"" + ph + "\")");
+      n.optimizer = ph == "optimizer";
+      if (lua_getfield(L, -1, "attrs") == LUA_TTABLE) n.attrs = attrs_read(L, -1, named.what());
+      else if (!lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        throw error(named.what() + ": field 'attrs' must be a table");
+      }
+      lua_pop(L, 1);
+      out.push_back(std::move(n));
+    } catch (...) {
+      lua_pop(L, 1);
+      throw;
+    }
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx))
+    throw error(where + " returned " + luaL_typename(L, idx) + ", expected an array of kernels");
+  std::vector<kernel> out;
+  const lua_Integer count = luaL_len(L, idx);
+  for (lua_Integer i = 1; i <= count; ++i) {
+    lua_rawgeti(L, idx, i);  // stack: kernel_i
+    try {
+      table_reader r(L, -1, where + " kernel #" + std::to_string(i));
+      r.check_keys(kernel_keys);
+      kernel k;
+      const std::string kind = r.str("kind");
+      const auto parsed = kernel_kind_parse(kind);
+      if (!parsed)
+        throw error(r.what() + ": unknown kind '" + kind + "'" +
+                    text_did_you_mean(kind, {"gemm", "bmm", "elementwise", "softmax", "layernorm", "memory"}));
+      k.kind = *parsed;
+      k.name = r.str("name");
+      k.op = r.str_or("op", "");
+      k.dtype = r.str_or("dtype", "fp32");
+      dtype_bytes(k.dtype);
+      k.flops = r.number("flops");
+      k.bytes = r.number("bytes");
+      if (k.flops < 0 || k.bytes < 0) throw error(r.what() + ": flops and bytes must be >= 0");
+      if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
+        k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+      } else if (k.kind != kernel_kind::memory) {
+        k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
+      }
+      if (r.has("seconds")) {
+        k.seconds = r.number("seconds");
+        if (*k.seconds < 0) throw error(r.what() + ": field 'seconds' must be >= 0");
+      }
+      out.push_back(std::move(k));
+    } catch (...) {
+      lua_pop(L, 1);
+      throw;
+    }
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+}  // namespace ns
