@@ -130,7 +130,13 @@ int run_ops(const common_flags& c) {
   session s(session_options_make(c));
   std::string out;
   for (const auto& e : s.ops_list()) {
-    out += fmt::format("{:<16} {}\n", e.name, e.file);
+    std::string doc;
+    try {
+      doc = s.op_load(e.name).doc;
+    } catch (const std::exception& ex) {
+      doc = std::string("ERROR: ") + ex.what();
+    }
+    out += fmt::format("{:<16} {:<28} {}\n", e.name, e.file, doc);
     if (c.verbose)
       for (const auto& sh : e.shadows) out += fmt::format("{:<16}   shadows {}\n", "", sh);
   }

@@ -93,21 +93,23 @@ std::string report_table(const forecast& f, const report_meta& m) {
   out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
   out += fmt::format("predictor {}\n\n", m.predictor);
 
-  // Per node: forward and backward (incl. accumulation / optimizer) time, in graph order.
-  struct row { double fw = 0, bw = 0; };
+  // Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
+  struct row { double fw = 0, bw = 0, step = 0; };
   std::vector<row> rows(f.g.nodes.size());
   for (size_t i = 0; i < f.kernels.size(); ++i) {
     auto& r = rows[f.kernels[i].node];
-    (f.kernels[i].ph == phase::forward ? r.fw : r.bw) += f.seconds(i) * ms;
+    const phase p = f.kernels[i].ph;
+    (p == phase::forward ? r.fw : p == phase::optimizer ? r.step : r.bw) += f.seconds(i) * ms;
   }
   const double total = f.total() * ms;
-  out += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>12} {:>7}\n", "node", "op", "count", "forward ms", "backward ms",
-                     "share");
+  out += fmt::format("{:<28} {:<14} {:>5} {:>12} {:>12} {:>12} {:>7}\n", "node", "op", "count", "forward ms",
+                     "backward ms", "step ms", "share");
   for (size_t i = 0; i < rows.size(); ++i) {
     const node& n = f.g.nodes[i];
-    if (rows[i].fw == 0 && rows[i].bw == 0) continue;
-    out += fmt::format("{:<28} {:<14} {:>5} {:>12.4f} {:>12.4f} {:>6.1f}%\n", n.name.substr(0, 28), n.op, n.count,
-                       rows[i].fw, rows[i].bw, total > 0 ? 100 * (rows[i].fw + rows[i].bw) / total : 0.0);
+    const row& r = rows[i];
+    if (r.fw == 0 && r.bw == 0 && r.step == 0) continue;
+    out += fmt::format("{:<28} {:<14} {:>5} {:>12.4f} {:>12.4f} {:>12.4f} {:>6.1f}%\n", n.name.substr(0, 28), n.op,
+                       n.count, r.fw, r.bw, r.step, total > 0 ? 100 * (r.fw + r.bw + r.step) / total : 0.0);
   }
   out += "\n";
   out += fmt::format("forward          {:>12.3f} ms\n", f.phase_total(phase::forward) * ms);

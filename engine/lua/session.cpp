@@ -355,7 +355,7 @@ std::vector<op_entry> session::ops_list() const {
       auto it = index.find(name);
       if (it == index.end()) {
         index[name] = out.size();
-        out.push_back({name, shown, {}});
+        out.push_back({name, shown, {}, {}});
       } else {
         out[it->second].shadows.push_back(shown);
       }
@@ -363,6 +363,23 @@ std::vector<op_entry> session::ops_list() const {
   }
   std::sort(out.begin(), out.end(), [](const op_entry& a, const op_entry& b) { return a.name < b.name; });
   return out;
+}
+
+op_entry session::op_load(const std::string& name) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  p_->push_engine_field("get_op");
+  lua_pushstring(L, name.c_str());
+  ns_call(L, 1, 2);  // stack: rule chunk
+  if (lua_isnil(L, -2)) {
+    lua_pop(L, 2);
+    throw error("no rule for op '" + name + "' on the op search path");
+  }
+  op_entry e{name, lua_tostring(L, -1), {}, {}};
+  lua_getfield(L, -2, "doc");
+  e.doc = lua_tostring(L, -1);
+  lua_pop(L, 3);
+  return e;
 }
 
 namespace {

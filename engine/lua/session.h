@@ -36,6 +36,7 @@ struct op_entry {
   std::string name;
   std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
   std::vector<std::string> shadows;  // later files with the same name that this one hides
+  std::string doc;                   // filled by op_load
 };
 
 struct expansion {
@@ -58,6 +59,9 @@ class session {
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
+
+  // Loads and validates one op rule (cached); throws with file:line on any error or if no file defines it.
+  op_entry op_load(const std::string& name);
 
   // Lua-side unit tests (tests/scripts/test_*.lua): a chunk returning a table of test_* functions, run in
   // the sandbox with two extra globals: load_op(name) (the resolved op rule) and make_node(t) (defaults filled).

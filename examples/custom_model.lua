@@ -1,0 +1,26 @@
+-- examples/custom_model.lua — a workload that builds its own model: an MLP block (Linear → GELU → Linear) as op-graph nodes.
+--
+-- `model` may be a function(opts) returning nodes; opts = { batch, seq, training, dtype, loss }.
+-- Each node names an op rule (ops/<op>.lua) and gives its shapes; the engine fills dtype_bytes and
+-- training and asks the rule for the kernels. `params` feeds the optimizer node.
+local hidden, inner = 4096, 16384
+
+local function mlp(opts)
+  local x = { opts.batch, opts.seq, hidden }
+  local a = { opts.batch, opts.seq, inner }
+  return {
+    { op = "linear", name = "fc1", inputs = { x }, output = a, params = hidden * inner + inner },
+    { op = "gelu", name = "act", inputs = { a }, output = a },
+    { op = "linear", name = "fc2", inputs = { a }, output = x, params = inner * hidden + hidden },
+  }, "mlp_4096"
+end
+
+return {
+  description = "A 4096 → 16384 → 4096 GELU MLP, training with SGD",
+  model = mlp,
+  gpu = "H100-SXM5-80GB",
+  mode = "train",
+  batch = 8,
+  seq = 2048,
+  optimizer = "sgd",
+}

@@ -1,0 +1,31 @@
+-- ops/embedding.lua — nn.Embedding lookup of a V×H table: a gather forward, a dense V×H gradient backward.
+local K = require "neusight.kernels"
+local rules = require "neusight.rules"
+
+-- V (rows of the table) from attrs.num_embeddings; H from attrs.embedding_dim, else the output's last dim.
+local function table_dims(node)
+  local V = node.attrs.num_embeddings
+  if not V then
+    error(("node '%s' (op 'embedding') needs attrs.num_embeddings"):format(node.name), 2)
+  end
+  return V, node.attrs.embedding_dim or node.output[#node.output]
+end
+
+---@type neusight.OpRule
+return {
+  name = "embedding",
+  doc = "embedding lookup: MEM(ids, out); bw MEM((V,H)) x2 (zero-fill + scatter-add); acc VECadd(1,V·H)",
+  -- Read the indices, write the gathered rows.
+  forward = function(node)
+    return { K.mem(rules.shapes(node, true), node.dtype) }
+  end,
+  -- The gradient is a dense V×H tensor: zero-filled, then the output gradient is scattered into it.
+  backward = function(node)
+    local V, H = table_dims(node)
+    return { K.mem({ { V, H } }, node.dtype), K.mem({ { V, H } }, node.dtype) }
+  end,
+  accumulate = function(node)
+    local V, H = table_dims(node)
+    return { K.vec("add", 1, V * H, node.dtype) }
+  end,
+}

@@ -1,0 +1,197 @@
+-- scripts/neusight/kernels.lua — kernel constructors: the primitive kernels op rules return, with FLOPs and DRAM bytes.
+--
+-- A kernel is a plain table read by the C++ engine (see neusight/types.lua, neusight.Kernel).
+-- Names and dims follow the reference decomposition (NeuSight parse_ops): "Linear (T, I, O)",
+-- "BMM (B, M, N, K)" with N the reduction dimension, "VEC<op> (rows, hidden)", "MEM (shapes…)".
+local floor, huge, concat = math.floor, math.huge, table.concat
+local ipairs, tostring, type, error = ipairs, tostring, type, error
+
+local M = {}
+
+-- Bytes per element of each dtype the engine knows (engine/core/graph.cpp dtype_bytes).
+local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
+
+-- Elementwise ops: FLOPs per output element and number of tensors read.
+-- The reference counts 1 FLOP per element for every elementwise op (predictor.py ops_dict); the
+-- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
+-- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3.
+local VEC_OPS = {
+  add  = { flops = 1, reads = 2 }, addu = { flops = 1, reads = 1 },
+  sub  = { flops = 1, reads = 2 }, subu = { flops = 1, reads = 1 },
+  mul  = { flops = 1, reads = 2 }, mulu = { flops = 1, reads = 1 },
+  div  = { flops = 1, reads = 2 }, divu = { flops = 1, reads = 1 },
+  pow  = { flops = 1, reads = 2 }, powu = { flops = 1, reads = 1 },
+  tanh = { flops = 1, reads = 1 }, gelu = { flops = 1, reads = 1 }, relu = { flops = 1, reads = 1 },
+  sqrt = { flops = 1, reads = 1 },
+  lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
+}
+M.vec_ops = VEC_OPS
+
+local SOFTMAX_FLOPS = 5 -- per element: max, sub, exp, sum, div (reference ops_dict)
+local LAYERNORM_FLOPS = 6 -- per element: mean, sub, square, sum, rsqrt-scale, affine (reference ops_dict)
+
+local function is_integer(v)
+  return type(v) == "number" and v == floor(v) and v > -huge and v < huge -- rejects NaN and ±inf too
+end
+
+-- Raises "bad argument #i to 'fn' (positive integer expected, got v)" at the caller of the constructor.
+local function check_count(fn, i, v)
+  if not is_integer(v) or v < 1 then
+    error(("bad argument #%d to '%s' (positive integer expected, got %s)"):format(i, fn, tostring(v)), 3)
+  end
+  return floor(v) -- normalises 4096.0 to 4096
+end
+
+local function check_dtype(fn, i, dtype)
+  local e = DTYPE_BYTES[dtype]
+  if not e then
+    error(("bad argument #%d to '%s' (unknown dtype '%s')"):format(i, fn, tostring(dtype)), 3)
+  end
+  return e
+end
+
+--- Number of elements of a shape ({} is a 0-dim tensor: 1 element).
+---@param shape integer[]
+---@return integer
+function M.numel(shape)
+  if type(shape) ~= "table" then
+    error(("bad argument #1 to 'numel' (shape expected, got %s)"):format(type(shape)), 2)
+  end
+  local n = 1
+  for i = 1, #shape do
+    local d = shape[i]
+    if not is_integer(d) or d < 0 then
+      error(("bad argument #1 to 'numel' (dimension %d is %s, expected a non-negative integer)"):format(i, tostring(d)), 2)
+    end
+    n = n * floor(d)
+  end
+  return n
+end
+
+--- The reference's read_vec_shape: hidden = last dimension, rows = numel / hidden.
+---@param shape integer[]
+---@return integer rows, integer hidden
+function M.vec_shape(shape)
+  if type(shape) ~= "table" or #shape == 0 then
+    error("bad argument #1 to 'vec_shape' (shape with at least one dimension expected)", 2)
+  end
+  local hidden = shape[#shape]
+  if hidden == 0 then return 0, 0 end
+  return M.numel(shape) // hidden, hidden
+end
+
+--- Bytes per element of a dtype name ("fp32" → 4).
+function M.dtype_bytes(dtype)
+  return check_dtype("dtype_bytes", 1, dtype)
+end
+
+--- nn.Linear on `rows` tokens: "Linear (T, I, O)" = GEMM b=1, m=T, n=I (reduction), k=O.
+function M.linear(rows, in_f, out_f, dtype)
+  rows, in_f, out_f = check_count("linear", 1, rows), check_count("linear", 2, in_f), check_count("linear", 3, out_f)
+  local e = check_dtype("linear", 4, dtype)
+  return {
+    kind = "gemm", name = "Linear", dtype = dtype,
+    b = 1, m = rows, n = in_f, k = out_f,
+    flops = 2 * rows * in_f * out_f,
+    bytes = e * (rows * in_f + in_f * out_f + rows * out_f), -- X, W, Y once each
+  }
+end
+
+--- Batched matmul "BMM (B, M, N, K)": b products of an M×N by an N×K matrix (N is the reduction).
+function M.bmm(b, m, n, k, dtype)
+  b, m, n, k = check_count("bmm", 1, b), check_count("bmm", 2, m), check_count("bmm", 3, n), check_count("bmm", 4, k)
+  local e = check_dtype("bmm", 5, dtype)
+  return {
+    kind = "bmm", name = "BMM", dtype = dtype,
+    b = b, m = m, n = n, k = k,
+    flops = 2 * b * m * n * k,
+    bytes = e * b * (m * n + n * k + m * k),
+  }
+end
+
+--- Elementwise kernel "VEC<op> (rows, hidden)". Bytes default to (tensors read + 1 written) per
+--- element; opts.bytes_per_elem or opts.bytes (total) override it, e.g. for broadcast operands.
+---@param opts? { bytes_per_elem?: number, bytes?: number }
+function M.vec(op, rows, hidden, dtype, opts)
+  local spec = VEC_OPS[op]
+  if not spec then
+    error(("bad argument #1 to 'vec' (unknown elementwise op '%s')"):format(tostring(op)), 2)
+  end
+  rows, hidden = check_count("vec", 2, rows), check_count("vec", 3, hidden)
+  local e = check_dtype("vec", 4, dtype)
+  local n = rows * hidden
+  local bytes = e * (spec.reads + 1) * n
+  if opts then
+    if opts.bytes then bytes = opts.bytes
+    elseif opts.bytes_per_elem then bytes = opts.bytes_per_elem * n end
+  end
+  return {
+    kind = "elementwise", name = "VEC" .. op, op = op, dtype = dtype,
+    rows = rows, hidden = hidden,
+    flops = spec.flops * n,
+    bytes = bytes,
+  }
+end
+
+--- Row softmax "VECsoftmax (rows, hidden)": reads and writes each element once.
+function M.softmax(rows, hidden, dtype)
+  rows, hidden = check_count("softmax", 1, rows), check_count("softmax", 2, hidden)
+  local e = check_dtype("softmax", 3, dtype)
+  local n = rows * hidden
+  return {
+    kind = "softmax", name = "VECsoftmax", dtype = dtype, rows = rows, hidden = hidden,
+    flops = SOFTMAX_FLOPS * n, bytes = 2 * e * n,
+  }
+end
+
+--- Layer norm over the last dimension "VECln (rows, hidden)" (the γ/β reads are negligible).
+function M.layernorm(rows, hidden, dtype)
+  rows, hidden = check_count("layernorm", 1, rows), check_count("layernorm", 2, hidden)
+  local e = check_dtype("layernorm", 3, dtype)
+  local n = rows * hidden
+  return {
+    kind = "layernorm", name = "VECln", dtype = dtype, rows = rows, hidden = hidden,
+    flops = LAYERNORM_FLOPS * n, bytes = 2 * e * n,
+  }
+end
+
+--- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.
+---@param shapes integer[][]
+function M.mem(shapes, dtype)
+  if type(shapes) ~= "table" or #shapes == 0 then
+    error("bad argument #1 to 'mem' (non-empty array of shapes expected)", 2)
+  end
+  local e = check_dtype("mem", 2, dtype)
+  local n = 0
+  for i = 1, #shapes do n = n + M.numel(shapes[i]) end
+  return { kind = "memory", name = "MEM", dtype = dtype, shapes = shapes, flops = 0, bytes = e * n }
+end
+
+local function shape_str(s)
+  if #s == 1 then return "(" .. s[1] .. ",)" end -- Python tuple notation, as in the reference csv
+  return "(" .. concat(s, ",") .. ")"
+end
+
+--- One-line description in the reference's notation: "Linear(4096,1280,3840)", "BMM(80,1024,64,1024)",
+--- "VECadd(4096,1280)", "MEM((4,1024),(4,1024,1280))". Used for listings and tests.
+function M.describe(k)
+  if k.kind == "gemm" then
+    return ("Linear(%d,%d,%d)"):format(k.m, k.n, k.k)
+  elseif k.kind == "bmm" then
+    return ("BMM(%d,%d,%d,%d)"):format(k.b, k.m, k.n, k.k)
+  elseif k.kind == "memory" then
+    local parts = {}
+    for i, s in ipairs(k.shapes or {}) do parts[i] = shape_str(s) end
+    return "MEM(" .. concat(parts, ",") .. ")"
+  end
+  return ("%s(%d,%d)"):format(k.name, k.rows, k.hidden)
+end
+
+--- describe() of every kernel in a list, space-separated ("" for no kernels).
+function M.describe_all(kernels)
+  local parts = {}
+  for i, k in ipairs(kernels) do parts[i] = M.describe(k) end
+  return concat(parts, " ")
+end
+
+return M

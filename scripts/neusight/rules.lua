@@ -1,0 +1,216 @@
+-- scripts/neusight/rules.lua — op-rule constructors and node helpers shared by ops/*.lua (one rule, many op files).
+--
+-- Each constructor returns a complete op-rule table ({ name, doc, forward [, backward] [, accumulate] });
+-- an op file is then one line: `return require("neusight.rules").elementwise { name = "mul", doc = "…" }`.
+-- Decompositions follow the reference's parse_ops table (method-neusight.md §1.2).
+local K = require "neusight.kernels"
+local ipairs, pairs, type, tostring, error, concat = ipairs, pairs, type, tostring, error, table.concat
+
+local M = {}
+
+---------------------------------------------------------------------------------------------------
+-- Node helpers (also used by the written-out ops)
+
+--- Input shape #i of a node; a clear error if the graph did not provide it.
+function M.input(node, i)
+  local s = node.inputs[i]
+  if not s then
+    error(("node '%s' (op '%s') needs input #%d, got %d input(s)"):format(node.name, node.op, i, #node.inputs), 2)
+  end
+  return s
+end
+
+--- Number of tensor operands: inputs with more than one element. A Python-scalar operand given as
+--- shape {1} does not count, so `x * 0.5` is the reference's unary 'u' variant. attrs.tensor_inputs
+--- overrides the count, for a 0-dim *tensor* operand that the reference traced as an input.
+function M.tensor_inputs(node)
+  local n = node.attrs.tensor_inputs
+  if n then return n end
+  n = 0
+  for _, s in ipairs(node.inputs) do
+    if K.numel(s) > 1 then n = n + 1 end
+  end
+  return n
+end
+
+--- Elementwise op name for a node: `op` with one tensor operand becomes the 'u' variant ("mul" → "mulu").
+function M.vec_op(node, op)
+  return M.tensor_inputs(node) == 1 and op .. "u" or op
+end
+
+--- (rows, hidden) of the node's output, or nil for a 1-element output: the reference drops
+--- vector ops on (1,1) (Python-scalar arithmetic traced as tensor ops) as zero-cost 'misc'.
+function M.vec_dims(node)
+  local rows, hidden = K.vec_shape(node.output)
+  if rows * hidden <= 1 then return nil end
+  return rows, hidden
+end
+
+--- DRAM bytes of touching every input and the output once (the reference's MemPerO · numel(out)):
+--- honest for broadcast operands (wte + wpe reads the position table once per batch).
+function M.io_bytes(node)
+  local n = K.numel(node.output)
+  for _, s in ipairs(node.inputs) do n = n + K.numel(s) end
+  return K.dtype_bytes(node.dtype) * n
+end
+
+--- The node's input shapes as a fresh array, followed by its output shape when `with_output`.
+function M.shapes(node, with_output)
+  local list = {}
+  for i, s in ipairs(node.inputs) do list[i] = s end
+  if with_output then list[#list + 1] = node.output end
+  return list
+end
+
+---------------------------------------------------------------------------------------------------
+-- Rule constructors
+
+-- Checks a constructor's spec table: required `name`/`doc` strings, no unknown keys.
+local function check_spec(ctor, spec, allowed)
+  if type(spec) ~= "table" then error(("rules.%s: spec table expected, got %s"):format(ctor, type(spec)), 3) end
+  for _, key in ipairs { "name", "doc" } do
+    if type(spec[key]) ~= "string" then
+      error(("rules.%s: field '%s' must be a string (got %s)"):format(ctor, key, type(spec[key])), 3)
+    end
+  end
+  for key in pairs(spec) do
+    if key ~= "name" and key ~= "doc" and not allowed[key] then
+      error(("rules.%s: unknown field '%s'"):format(ctor, tostring(key)), 3)
+    end
+  end
+end
+
+--- Elementwise op (add, sub, mul, div, gelu, relu …): forward VEC<op>(u) over the output's (rows, hidden).
+--- spec.op: elementwise op (default: name); spec.unary = true: never takes the 'u' suffix (gelu, relu);
+--- spec.grad: "mem"  → backward is one MEM (rows, hidden) per tensor operand (add, sub: the gradient is
+---                     passed through / negated),
+---            "same" → backward is the forward kernel once per tensor operand (mul, div, gelu, relu).
+function M.elementwise(spec)
+  check_spec("elementwise", spec, { op = true, unary = true, grad = true })
+  local base, unary, grad = spec.op or spec.name, spec.unary, spec.grad
+  if grad ~= "mem" and grad ~= "same" then
+    error(("rules.elementwise: field 'grad' must be \"mem\" or \"same\" (got %s)"):format(tostring(grad)), 2)
+  end
+  if not K.vec_ops[base] or not (unary or K.vec_ops[base .. "u"]) then -- fail when the op file loads
+    error(("rules.elementwise: unknown elementwise op '%s'"):format(tostring(base)), 2)
+  end
+
+  local function op_of(node) return unary and base or M.vec_op(node, base) end
+
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      return { K.vec(op_of(node), rows, hidden, node.dtype, { bytes = M.io_bytes(node) }) }
+    end,
+    backward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      local n = unary and 1 or M.tensor_inputs(node)
+      local out = {}
+      for i = 1, n do
+        out[i] = grad == "mem" and K.mem({ { rows, hidden } }, node.dtype)
+          or K.vec(op_of(node), rows, hidden, node.dtype)
+      end
+      return out
+    end,
+  }
+end
+
+--- Memory-bound op (contiguous, getitem …): forward MEM(inputs…, out); backward MEM(inputs…) ×2
+--- (the reference's pattern: zero-fill of the input gradient, then the copy/scatter into it).
+function M.memory(spec)
+  check_spec("memory", spec, {})
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node) return { K.mem(M.shapes(node, true), node.dtype) } end,
+    backward = function(node)
+      local shapes = M.shapes(node, false)
+      return { K.mem(shapes, node.dtype), K.mem(shapes, node.dtype) }
+    end,
+  }
+end
+
+--- Metadata-only op (view, reshape, permute, transpose, split, size): no kernels in any phase.
+function M.view(spec)
+  check_spec("view", spec, {})
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function() return {} end,
+  }
+end
+
+--- Linear layer y = x·Wᵀ + b with x = inputs[spec.x_input] (default 1), T = numel(x)/I, I = x[-1], O = out[-1]:
+---   forward    Linear(T, I, O)
+---   backward   Linear(T, O, I) (dX = dY·W)  and  Linear(O, T, I) (dW = dYᵀ·X)
+---   accumulate VECadd(1, O·I) into W.grad and, unless attrs.bias == false, VECadd(1, O) into b.grad.
+--- (The reference always accumulates a bias-sized gradient, even for the bias-free lm_head.)
+function M.linear(spec)
+  check_spec("linear", spec, { x_input = true })
+  local x_input = spec.x_input or 1
+
+  local function dims(node)
+    local x = M.input(node, x_input)
+    local in_f = x[#x]
+    return K.numel(x) // in_f, in_f, node.output[#node.output]
+  end
+
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node)
+      local T, I, O = dims(node)
+      return { K.linear(T, I, O, node.dtype) }
+    end,
+    backward = function(node)
+      local T, I, O = dims(node)
+      return { K.linear(T, O, I, node.dtype), K.linear(O, T, I, node.dtype) }
+    end,
+    accumulate = function(node)
+      local _, I, O = dims(node)
+      local out = { K.vec("add", 1, O * I, node.dtype) }
+      if node.attrs.bias ~= false then out[2] = K.vec("add", 1, O, node.dtype) end
+      return out
+    end,
+  }
+end
+
+--- Batched matmul of A = inputs[a] = […, M, N] by B = inputs[a+1] = […, N, K] (a = spec.a_input, default 1),
+--- batch = numel(A)/(M·N) (B may broadcast):
+---   forward  BMM(batch, M, N, K), plus VECadd(batch, M·K) when spec.add_input (baddbmm's C + A·B)
+---   backward BMM(batch, M, K, N) (dA = dC·Bᵀ)  and  BMM(batch, N, M, K) (dB = Aᵀ·dC)
+function M.bmm(spec)
+  check_spec("bmm", spec, { a_input = true, add_input = true })
+  local a_input, add_input = spec.a_input or 1, spec.add_input
+
+  local function dims(node)
+    local a, b = M.input(node, a_input), M.input(node, a_input + 1)
+    local m, n, k = a[#a - 1], a[#a], b[#b]
+    if not m or #b < 2 or b[#b - 1] ~= n then
+      error(("node '%s' (op '%s'): shapes do not multiply: [%s] x [%s]"):format(
+        node.name, node.op, concat(a, ","), concat(b, ",")), 3)
+    end
+    return K.numel(a) // (m * n), m, n, k
+  end
+
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node)
+      local batch, m, n, k = dims(node)
+      local out = { K.bmm(batch, m, n, k, node.dtype) }
+      if add_input then out[2] = K.vec("add", batch, m * k, node.dtype) end
+      return out
+    end,
+    backward = function(node)
+      local batch, m, n, k = dims(node)
+      return { K.bmm(batch, m, k, n, node.dtype), K.bmm(batch, n, m, k, node.dtype) }
+    end,
+  }
+end
+
+return M

@@ -1,0 +1,59 @@
+-- scripts/neusight/types.lua — LuaCATS type declarations for op rules, nodes, kernels and workloads (documentation only).
+
+---@class neusight.Gpu                   GPU spec fields from gpus/<gpu>.toml (read-only)
+---@field name string
+---@field vendor string
+---@field num_sm integer
+---@field mem_bw_gbps number            DRAM bandwidth, GB/s (1e9 bytes)
+---@field peak_fp32_tflops number
+---@field l2_mb number
+
+---@class neusight.Node                  one operator of the graph (read-only for op rules)
+---@field op string                      op rule name: ops/<op>.lua
+---@field name string                    unique node name, e.g. "h.attn.c_attn"
+---@field layer string                   "" outside replicated layers
+---@field inputs integer[][]             input shapes; a Python scalar is {1}
+---@field output integer[]               output shape
+---@field dtype string                   "fp32" | "tf32" | "fp16" | "bf16" | "fp8" | "fp64"
+---@field dtype_bytes integer            added by the engine
+---@field count integer                  replication (e.g. n_layer)
+---@field params number                  trainable parameters owned by the node
+---@field training boolean               added by the engine
+---@field phase? "forward"|"optimizer"   "optimizer": forward kernels are charged to the optimizer step
+---@field attrs table<string, number|boolean|string>  op-specific: bias, num_embeddings, tensor_inputs, …
+
+---@class neusight.Kernel                one primitive kernel (neusight/kernels.lua builds them)
+---@field kind "gemm"|"bmm"|"elementwise"|"softmax"|"layernorm"|"memory"
+---@field name string                    reference primitive: "Linear", "BMM", "VECadd", "VECsoftmax", "VECln", "MEM", …
+---@field op? string                     elementwise op: "add", "mulu", …
+---@field dtype string
+---@field flops number
+---@field bytes number                   DRAM bytes moved
+---@field b? integer                     gemm/bmm: output b×m×k, A m×n, B n×k (n is the reduction)
+---@field m? integer
+---@field n? integer
+---@field k? integer
+---@field rows? integer                  vector kernels: numel / hidden
+---@field hidden? integer                vector kernels: last dim of the output
+---@field shapes? integer[][]            memory kernels: the shapes moved
+---@field seconds? number                fixed latency: the engine uses it instead of predicting
+
+---@class neusight.OpRule                what ops/<name>.lua returns; unknown keys are errors
+---@field name string                    must equal the file stem
+---@field doc string                     one line, shown by `neusight ops`
+---@field forward fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]
+---@field backward? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]    training only
+---@field accumulate? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]  training only: gradient accumulation
+
+---@class neusight.Workload              what a workload script returns (neusight/workload.lua validates it)
+---@field model string|table|fun(opts: {batch: integer, seq: integer, training: boolean, dtype: string, loss: boolean}): neusight.Node[]
+---@field gpu string                     GPU name: gpus/<gpu>.toml
+---@field mode "train"|"inference"
+---@field batch integer                  global batch
+---@field seq integer                    sequence length
+---@field optimizer? "none"|"sgd"|"adam" default "adam" for train, "none" for inference
+---@field dtype? string                  default "fp32"
+---@field loss? boolean                  append the loss in training (default true)
+---@field description? string
+
+return {}

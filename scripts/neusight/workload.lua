@@ -1,0 +1,205 @@
+-- scripts/neusight/workload.lua — validates a workload table (plus CLI overrides) and expands its model into op-graph nodes.
+--
+-- A workload script returns a table such as
+--   { model = "gpt3_27", gpu = "H100-SXM5-80GB", mode = "train", batch = 1, seq = 2048 }
+-- `model` is a preset name (neusight/models/presets.lua), a config table with `arch` (built by
+-- neusight/models/<arch>.lua), or a function(opts) returning the nodes of a custom model.
+local K = require "neusight.kernels"
+local presets = require "neusight.models.presets"
+local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
+
+local M = {}
+
+-- Known fields in display order (also the "did you mean" candidates), and those without a default.
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "description" }
+local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
+
+---------------------------------------------------------------------------------------------------
+-- "did you mean" suggestions
+
+-- Levenshtein distance between two short strings.
+local function distance(a, b)
+  local prev, cur = {}, {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    cur[0] = i
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev, cur = cur, prev
+  end
+  return prev[#b]
+end
+
+--- Closest candidate to `word`: within edit distance 2, or one is a prefix of the other
+--- ("batchsize" → "batch"); nil if none is close. Case-insensitive.
+function M.did_you_mean(word, candidates)
+  word = tostring(word):lower()
+  local best, best_d
+  for _, c in ipairs(candidates) do
+    local lc = c:lower()
+    local d = distance(word, lc)
+    local prefix = #word >= 3 and #lc >= 3 and (word:sub(1, #lc) == lc or lc:sub(1, #word) == word)
+    if (d <= 2 or prefix) and (not best_d or d < best_d) then best, best_d = c, d end
+  end
+  return best
+end
+
+local function hint(word, candidates)
+  local c = M.did_you_mean(word, candidates)
+  return c and (" (did you mean '%s'?)"):format(c) or ""
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys)
+  return keys
+end
+
+---------------------------------------------------------------------------------------------------
+-- Validation
+
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" or type(v) == "function" then return type(v) end
+  return tostring(v)
+end
+
+local function is_count(v)
+  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
+end
+
+local function one_of(choices)
+  local quoted = {}
+  for i, c in ipairs(choices) do quoted[i] = ('"%s"'):format(c) end
+  local text = table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
+  return function(v)
+    for _, c in ipairs(choices) do
+      if v == c then return nil end
+    end
+    return ("must be %s (got %s)%s"):format(text, show(v), type(v) == "string" and hint(v, choices) or "")
+  end
+end
+
+-- Field → validator returning an error fragment ("must be …") or nil when the value is fine.
+local CHECK = {
+  model = function(v)
+    if type(v) == "string" then
+      if presets[v] then return nil end
+      local names = sorted_keys(presets)
+      return ("names an unknown model preset %s%s; presets: %s"):format(show(v), hint(v, names), table.concat(names, ", "))
+    elseif type(v) == "table" then
+      if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then return nil end
+      return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch))
+    elseif type(v) == "function" then
+      return nil
+    end
+    return ("must be a preset name, a config table or a function (got %s)"):format(show(v))
+  end,
+  gpu = function(v)
+    if type(v) == "string" and v ~= "" then return nil end
+    return ("must be a GPU name string (got %s)"):format(show(v))
+  end,
+  mode = one_of { "train", "inference" },
+  batch = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  seq = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  optimizer = one_of { "none", "sgd", "adam" },
+  dtype = function(v)
+    if type(v) == "string" and pcall(K.dtype_bytes, v) then return nil end
+    return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\" (got %s)"):format(show(v))
+  end,
+  loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
+  description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
+}
+
+--- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
+--- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
+--- dtype "fp32", loss true. Errors are "<chunkname>: <what>" (raised at level 0).
+---@param spec table
+---@param overrides? table
+---@param chunkname? string
+---@return neusight.Workload
+function M.normalize(spec, overrides, chunkname)
+  chunkname = chunkname or "workload"
+  local function fail(fmt, ...) error(chunkname .. ": " .. fmt:format(...), 0) end
+
+  if type(spec) ~= "table" then fail("a workload must return a table (got %s)", show(spec)) end
+  local w = {}
+  for k, v in pairs(spec) do w[k] = v end
+  for k, v in pairs(overrides or {}) do w[k] = v end
+
+  for _, k in ipairs(sorted_keys(w)) do
+    if not CHECK[k] then fail("unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
+  end
+  for _, k in ipairs(FIELDS) do
+    if w[k] == nil then
+      if REQUIRED[k] then fail("missing required field '%s'", k) end
+    else
+      local problem = CHECK[k](w[k])
+      if problem then fail("field '%s' %s", k, problem) end
+    end
+  end
+
+  if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
+  if w.dtype == nil then w.dtype = "fp32" end
+  if w.loss == nil then w.loss = true end
+  return w
+end
+
+---------------------------------------------------------------------------------------------------
+-- Graph construction
+
+-- Fills the optional node fields a hand-written model may leave out.
+local function fill_defaults(nodes, dtype)
+  for i, n in ipairs(nodes) do
+    if type(n) ~= "table" or type(n.op) ~= "string" or type(n.name) ~= "string" then
+      error(("model: node #%d needs string fields 'op' and 'name'"):format(i), 0)
+    end
+    n.dtype = n.dtype or dtype
+    n.layer = n.layer or ""
+    n.count = n.count or 1
+    n.params = n.params or 0
+    n.attrs = n.attrs or {}
+  end
+end
+
+--- Expands a workload into (model name, nodes). In training with an optimizer, one optimizer node
+--- { op = <optimizer>, phase = "optimizer", inputs = {{P}} } is appended, P = Σ params · count.
+---@param spec table a workload table (normalized here if it was not already)
+---@return string model_name
+---@return neusight.Node[] nodes
+function M.build(spec)
+  local w = M.normalize(spec)
+  local training = w.mode == "train"
+  local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
+
+  local model, name, nodes = w.model, nil, nil
+  if type(model) == "function" then
+    nodes, name = model(opts)
+    if type(nodes) ~= "table" then
+      error(("model function must return an array of nodes (got %s)"):format(show(nodes)), 0)
+    end
+    name = name or "custom"
+  else
+    local cfg = type(model) == "string" and presets[model] or model
+    nodes = require("neusight.models." .. cfg.arch).build(cfg, opts)
+    name = cfg.name or (type(model) == "string" and model) or cfg.arch
+  end
+  fill_defaults(nodes, w.dtype)
+
+  if training and w.optimizer ~= "none" then
+    local P = 0
+    for _, n in ipairs(nodes) do P = P + n.params * n.count end
+    if P > 0 then
+      nodes[#nodes + 1] = {
+        op = w.optimizer, name = "optimizer." .. w.optimizer, layer = "", phase = "optimizer",
+        inputs = { { P } }, output = { P }, dtype = w.dtype, count = 1, params = 0, attrs = {},
+      }
+    end
+  end
+  return name, nodes
+end
+
+return M

@@ -1,0 +1,94 @@
+// tests/core/test_gpu_spec.cpp — GPU TOML loading: good files, exact error texts, name resolution.
+#include <catch2/catch.hpp>
+
+#include <set>
+
+#include "core/gpu_spec.h"
+#include "core/text.h"
+#include "test_util.h"
+
+using namespace ns;
+using ns_test::source_dir;
+
+namespace {
+const std::string tiny = ns_test::slurp(source_dir / "tests/fixtures/gpus/tiny.toml");
+
+std::string parse_error(const std::string& text) {
+  try {
+    gpu_spec_parse(text, "gpus/bad.toml");
+  } catch (const error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+}  // namespace
+
+TEST_CASE("a complete GPU file parses into every field", "[gpu]") {
+  const gpu_spec g = gpu_spec_parse(tiny, "tiny.toml");
+  CHECK(g.name == "Tiny-1");
+  CHECK(g.aliases == std::vector<std::string>{"Tiny GPU One", "tiny1"});
+  CHECK(g.num_sm == 10);
+  CHECK(g.mem_bw_gbps == 100.0);
+  CHECK(g.mem_gb == 8.0);  // an integer is accepted for a float key
+  CHECK(g.peak_fp16_tflops == 16.0);
+  CHECK(g.interconnect == "none");
+  CHECK(g.source == "tiny.toml");
+}
+
+TEST_CASE("GPU file errors name file:line:col", "[gpu]") {
+  SECTION("broken line") {
+    const std::string text = ns_test::replace_all(tiny, "num_sm = 10", "num_sm = = 10");
+    CHECK(parse_error(text) == "gpus/bad.toml:7:10: Error while parsing value: could not determine value type");
+  }
+  SECTION("misspelled key") {
+    const std::string text = ns_test::replace_all(tiny, "mem_bw_gbps", "mem_bw_gpbs");
+    CHECK(parse_error(text) == "gpus/bad.toml:12:1: unknown key 'mem_bw_gpbs' (did you mean 'mem_bw_gbps'?)");
+  }
+  SECTION("missing key") {
+    const std::string text = ns_test::replace_all(tiny, "l2_mb = 4.0\n", "");
+    CHECK(parse_error(text) == "gpus/bad.toml:32:1: missing required key 'l2_mb'");
+  }
+  SECTION("wrong type") {
+    const std::string text = ns_test::replace_all(tiny, "num_sm = 10", "num_sm = \"10\"");
+    CHECK(parse_error(text) == "gpus/bad.toml:7:1: key 'num_sm' must be an integer (got string)");
+  }
+  SECTION("non-positive value") {
+    const std::string text = ns_test::replace_all(tiny, "mem_bw_gbps = 100.0", "mem_bw_gbps = 0.0");
+    CHECK(parse_error(text) == "gpus/bad.toml:12:1: key 'mem_bw_gbps' must be > 0 (got 0.000000)");
+  }
+  SECTION("unknown vendor") {
+    const std::string text = ns_test::replace_all(tiny, "vendor = \"nvidia\"", "vendor = \"intel\"");
+    CHECK(parse_error(text) == "gpus/bad.toml:4:10: key 'vendor' must be \"nvidia\" or \"amd\" (got \"intel\")");
+  }
+}
+
+TEST_CASE("every bundled GPU loads and aliases are unique", "[gpu]") {
+  const auto gpus = gpu_catalog(source_dir / "gpus").load_all();
+  REQUIRE(gpus.size() >= 20);
+  std::set<std::string> seen;
+  for (const auto& g : gpus) {
+    INFO(g.source);
+    std::set<std::string> own = {text_lower(g.name)};  // an alias may repeat its own GPU's name
+    for (const auto& a : g.aliases) own.insert(text_lower(a));
+    for (const auto& n : own) CHECK(seen.insert(n).second);
+    // The fp32 peak is the product of its parts (within clock rounding).
+    CHECK(g.peak_fp32_tflops == Approx(g.num_sm * g.cores_per_sm * 2.0 * g.boost_clock_mhz / 1e6).epsilon(0.05));
+  }
+}
+
+TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
+  const gpu_catalog cat(source_dir / "gpus");
+  CHECK(cat.resolve("h100_sxm5_80gb").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("NVIDIA H100 80GB HBM3").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("tesla v100-pcie-32gb").name == "V100-PCIE-32GB");
+  CHECK(cat.resolve("AMD Instinct MI250").name == "MI250");
+  CHECK(cat.resolve((source_dir / "tests/fixtures/gpus/tiny.toml").string()).name == "Tiny-1");
+  try {
+    cat.resolve("H1000");
+    FAIL("no error");
+  } catch (const error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.rfind("unknown GPU 'H1000' (close matches: ", 0) == 0);
+    CHECK(msg.find("'H100'") != std::string::npos);
+  }
+}

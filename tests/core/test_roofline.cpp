@@ -1,0 +1,84 @@
+// tests/core/test_roofline.cpp — roofline bound and phase aggregation against hand-computed numbers.
+#include <catch2/catch.hpp>
+
+#include "core/forecast.h"
+#include "core/roofline.h"
+#include "core/text.h"
+#include "test_util.h"
+
+using namespace ns;
+using Catch::Matchers::WithinRel;
+
+namespace {
+// Tiny-1: 2 TFLOP/s fp32, 16 TFLOP/s fp16 tensor, 100 GB/s, no bf16.
+const gpu_spec tiny = gpu_spec_parse(ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml"), "tiny.toml");
+
+kernel gemm(int64_t m, int64_t n, int64_t k, const std::string& dtype = "fp32") {
+  kernel g;
+  g.kind = kernel_kind::gemm;
+  g.name = "Linear";
+  g.dtype = dtype;
+  g.b = 1, g.m = m, g.n = n, g.k = k;
+  g.flops = 2.0 * m * n * k;
+  g.bytes = dtype_bytes(dtype) * double(m * n + n * k + m * k);
+  return g;
+}
+}  // namespace
+
+TEST_CASE("roofline picks the slower of compute and memory", "[roofline]") {
+  // 1024^3 GEMM: 2.147e9 FLOP / 2e12 = 1.0737 ms; 12.58 MB / 100 GB/s = 0.1258 ms -> compute-bound.
+  const kernel big = gemm(1024, 1024, 1024);
+  REQUIRE_THAT(roofline_seconds(big, tiny), WithinRel(2.0 * 1024 * 1024 * 1024 / 2e12, 1e-12));
+  // 4096x1x4096 (outer-product-like): 33.5 MFLOP -> 16.8 us; 67.2 MB -> 0.672 ms -> memory-bound.
+  const kernel thin = gemm(4096, 1, 4096);
+  REQUIRE_THAT(roofline_seconds(thin, tiny), WithinRel(4.0 * (4096 + 4096 + 4096.0 * 4096) / 100e9, 1e-12));
+}
+
+TEST_CASE("GEMM peak follows the dtype, vector kernels use fp32", "[roofline]") {
+  const kernel h = gemm(1024, 1024, 1024, "fp16");
+  CHECK_THAT(roofline_seconds(h, tiny), WithinRel(2.0 * 1024 * 1024 * 1024 / 16e12, 1e-12));
+  kernel v;
+  v.kind = kernel_kind::elementwise;
+  v.dtype = "fp16";
+  v.flops = 1e9;
+  v.bytes = 0;
+  CHECK_THAT(roofline_seconds(v, tiny), WithinRel(1e9 / 2e12, 1e-12));
+  try {
+    roofline_seconds(gemm(64, 64, 64, "bf16"), tiny);
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(std::string(e.what()) == "tiny.toml: GPU 'Tiny-1' has no bf16 units (peak_bf16_tflops = 0) for kernel Linear");
+  }
+}
+
+TEST_CASE("a fixed-latency kernel bypasses the bound", "[roofline]") {
+  kernel m;
+  m.kind = kernel_kind::memory;
+  m.bytes = 1e12;
+  m.seconds = 3e-6;
+  CHECK(roofline_seconds(m, tiny) == 3e-6);
+}
+
+TEST_CASE("forecast sums phases with node replication", "[forecast]") {
+  graph g;
+  g.nodes.resize(2);
+  g.nodes[0].count = 1;
+  g.nodes[1].count = 24;
+  std::vector<kernel_instance> ks = {{0, phase::forward, gemm(8, 8, 8)},
+                                     {1, phase::forward, gemm(8, 8, 8)},
+                                     {1, phase::backward, gemm(8, 8, 8)},
+                                     {1, phase::accumulate, gemm(8, 8, 8)},
+                                     {0, phase::optimizer, gemm(8, 8, 8)}};
+  const forecast f = forecast_make(g, ks, {1.0, 2.0, 3.0, 0.5, 0.25});
+  CHECK(f.phase_total(phase::forward) == 1.0 + 48.0);
+  CHECK(f.phase_total(phase::backward) == 72.0);
+  CHECK(f.phase_total(phase::accumulate) == 12.0);
+  CHECK(f.phase_total(phase::optimizer) == 0.25);
+  CHECK(f.total() == 49.0 + 72.0 + 12.0 + 0.25);
+  CHECK(f.flops_total() == 2.0 * 512 * (1 + 24 * 3 + 1));
+}
+
+TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {
+  CHECK(predictor_make("roofline")->name() == "roofline");
+  CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: roofline");
+}

@@ -1,0 +1,78 @@
+// tests/lua_api/test_lua_state.cpp — the C++/Lua error boundary: unwinding guard, ns_catch, tracebacks.
+#include <catch2/catch.hpp>
+
+#include <stdexcept>
+
+#include "lua/lua_state.h"
+
+using namespace ns;
+
+namespace {
+int destroyed = 0;
+struct counts_destruction {
+  ~counts_destruction() { ++destroyed; }
+};
+
+// Holds an RAII object while raising: with the C build of Lua (longjmp) its destructor is skipped.
+int l_raise_with_raii(lua_State* L) {
+  counts_destruction guard;
+  return luaL_error(L, "boom %d", 42);
+}
+
+int l_throws_cpp(lua_State* L) {
+  return ns_catch(L, []() -> int { throw std::runtime_error("c++ failure"); });
+}
+}  // namespace
+
+TEST_CASE("guard: a Lua error unwinds C++ destructors (lua5.4-c++ is linked)", "[lua][guard]") {
+  lua_state s;
+  lua_State* L = s.get();
+  destroyed = 0;
+  lua_pushcfunction(L, l_raise_with_raii);
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  REQUIRE(destroyed == 1);
+  CHECK(std::string(lua_tostring(L, -1)).rfind("boom 42", 0) == 0);
+  lua_pop(L, 1);
+  CHECK(lua_gettop(L) == 0);
+}
+
+TEST_CASE("ns_catch turns a C++ exception into a Lua error with its message", "[lua]") {
+  lua_state s;
+  lua_State* L = s.get();
+  lua_pushcfunction(L, l_throws_cpp);
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  const std::string msg = lua_tostring(L, -1);
+  CHECK(msg.rfind("c++ failure\nstack traceback:", 0) == 0);
+  lua_pop(L, 1);
+}
+
+TEST_CASE("ns_call keeps file:line, separates the traceback and adds context", "[lua]") {
+  lua_state s;
+  lua_State* L = s.get();
+  lua_pushglobaltable(L);
+  ns_load_chunk(L, "local x = nil\nreturn x.y\n", "ops/t.lua", -1);
+  lua_remove(L, -2);
+  try {
+    ns_call(L, 0, 1, "while testing");
+    FAIL("no error");
+  } catch (const script_error& e) {
+    CHECK(std::string(e.what()) == "ops/t.lua:2: attempt to index a nil value (local 'x')\n    while testing");
+    CHECK(e.traceback.rfind("stack traceback:", 0) == 0);
+  }
+  CHECK(lua_gettop(L) == 0);
+}
+
+TEST_CASE("chunks load as text only, with @-names", "[lua]") {
+  lua_state s;
+  lua_State* L = s.get();
+  lua_pushglobaltable(L);
+  try {
+    ns_load_chunk(L, "return {\n  x = ,\n}\n", "ops/syntax.lua", -1);
+    FAIL("no error");
+  } catch (const script_error& e) {
+    CHECK(std::string(e.what()) == "ops/syntax.lua:2: unexpected symbol near ','");
+  }
+  CHECK_THROWS_WITH(ns_load_chunk(L, std::string("\x1bLua", 4), "ops/bin.lua", -1),
+                    Catch::Contains("attempt to load a binary chunk"));
+  lua_pop(L, 1);
+}

@@ -1,0 +1,201 @@
+// tests/lua_api/test_ops_loading.cpp — op rules: schema checks with exact messages, search path, expansion.
+#include <catch2/catch.hpp>
+
+#include <regex>
+
+#include "core/gpu_spec.h"
+#include "core/text.h"
+#include "lua/session.h"
+#include "test_util.h"
+
+using namespace ns;
+using ns::error;
+using ns_test::source_dir;
+using ns_test::temp_dir;
+
+namespace {
+
+session_options options_with(const temp_dir& t) {
+  session_options o;
+  o.data_root = source_dir;
+  o.ops_dirs = {t.path / "ops"};
+  return o;
+}
+
+// The temp folder is shown as given; tests compare against a stable "ops/" prefix.
+std::string stable(const temp_dir& t, const std::string& msg) {
+  return ns_test::replace_all(msg, (t.path / "ops").lexically_normal().generic_string(), "ops");
+}
+
+void op_should_load(const char* file, int line, const std::string& src, const std::string& doc) {
+  INFO(file << ":" << line);
+  temp_dir t;
+  t.write("ops/inline.lua", src);
+  session s(options_with(t));
+  const op_entry e = s.op_load("inline");
+  CHECK(stable(t, e.file) == "ops/inline.lua");
+  CHECK(e.doc == doc);
+}
+
+void op_should_fail(const char* file, int line, const std::string& src, const std::string& expected) {
+  INFO(file << ":" << line);
+  temp_dir t;
+  t.write("ops/inline.lua", src);
+  session s(options_with(t));
+  try {
+    s.op_load("inline");
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(stable(t, e.what()) == expected);
+  }
+}
+#define FILE_LINE_ARGS __FILE__, __LINE__
+
+const gpu_spec tiny = gpu_spec_parse(ns_test::slurp(source_dir / "tests/fixtures/gpus/tiny.toml"), "tiny.toml");
+
+graph one_node(const std::string& op) {
+  graph g;
+  node n;
+  n.op = op;
+  n.name = "n1";
+  n.inputs = {{4, 8}};
+  n.output = {4, 8};
+  g.nodes.push_back(n);
+  return g;
+}
+
+}  // namespace
+
+TEST_CASE("a well-formed op rule loads", "[ops]") {
+  op_should_load(FILE_LINE_ARGS, R"lua(-- ops/inline.lua — test op
+local K = require "neusight.kernels"
+return {
+  name = "inline",
+  doc = "test op",
+  forward = function(node, gpu) return {} end,
+})lua",
+                 "test op");
+}
+
+TEST_CASE("op rule schema errors are exact", "[ops]") {
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forwad = function() end })lua",
+                 "ops/inline.lua: unknown field 'forwad' (did you mean 'forward'?)");
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forward = "x" })lua",
+                 "ops/inline.lua: field 'forward' must be a function (got string)");
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", forward = function() end })lua",
+                 "ops/inline.lua: missing required field 'doc'");
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "other", doc = "d", forward = function() end })lua",
+                 "ops/inline.lua: field 'name' is 'other' but must equal the file stem 'inline'");
+  op_should_fail(FILE_LINE_ARGS, R"lua(return 42)lua", "ops/inline.lua: an op rule must return a table (got number)");
+}
+
+TEST_CASE("op files are sandboxed and strict about globals", "[ops]") {
+  op_should_fail(FILE_LINE_ARGS, "local x = 1\nreturn {\n  name = \"inline\" doc = \"d\",\n}\n",
+                 "ops/inline.lua:3: '}' expected (to close '{' at line 2) near 'doc'");
+  op_should_fail(FILE_LINE_ARGS, "local f = io.open\nreturn {}\n", "ops/inline.lua:1: undefined global 'io'");
+  op_should_fail(FILE_LINE_ARGS, "helper = 1\nreturn {}\n",
+                 "ops/inline.lua:1: assignment to undeclared global 'helper' (use local)");
+  op_should_fail(FILE_LINE_ARGS, "local m = require 'nosuch.module'\n",
+                 "ops/inline.lua:1: module 'nosuch.module' not found:\n\tno file 'scripts/nosuch/module.lua'\n\tno file "
+                 "'scripts/nosuch/module/init.lua'");
+}
+
+TEST_CASE("hook errors carry file:line plus the op, hook and node", "[ops]") {
+  temp_dir t;
+  t.write("ops/inline.lua", R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu)
+    return { { kind = "gemm", name = "Linear", flops = #node.ouput, bytes = 0 } }
+  end,
+})lua");
+  session s(options_with(t));
+  try {
+    s.expand(one_node("inline"), tiny, false);
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(stable(t, e.what()) ==
+          "ops/inline.lua:4: node 'n1' has no field 'ouput' (did you mean 'output'?)\n"
+          "    while evaluating op 'inline' forward() for node 1 'n1'");
+  }
+}
+
+TEST_CASE("returned kernels are validated", "[ops]") {
+  temp_dir t;
+  t.write("ops/inline.lua", R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "gemmm", name = "X", flops = 1, bytes = 1 } } end,
+})lua");
+  session s(options_with(t));
+  try {
+    s.expand(one_node("inline"), tiny, false);
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(stable(t, e.what()) ==
+          "ops/inline.lua: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
+          "    while evaluating op 'inline' forward() for node 1 'n1'");
+  }
+}
+
+TEST_CASE("an op without a rule falls back to the memory-bound script", "[ops]") {
+  session_options o;
+  o.data_root = source_dir;
+  session s(o);
+  const expansion e = s.expand(one_node("no_such_op"), tiny, true);
+  REQUIRE(e.fallback_ops == std::vector<std::string>{"no_such_op"});
+  REQUIRE(e.kernels.size() == 2);  // forward + backward
+  const kernel& k = e.kernels[0].k;
+  CHECK(k.kind == kernel_kind::memory);
+  CHECK(k.bytes == 4.0 * (32 + 32));
+  REQUIRE(k.seconds);
+  CHECK(*k.seconds > k.bytes / 100e9);  // effective bandwidth below nominal, plus launch overhead
+}
+
+TEST_CASE("op search path: ops flag, then NEUSIGHT_OPS_PATH (double semicolon splices defaults), then bundled", "[ops]") {
+  temp_dir t;
+  t.write("ops/matmul.lua", "return { name = 'matmul', doc = 'mine', forward = function() return {} end }");
+  t.write("env/matmul.lua", "return { name = 'matmul', doc = 'env', forward = function() return {} end }");
+  t.write("env/only_env.lua", "return { name = 'only_env', doc = 'env', forward = function() return {} end }");
+  {
+    session s(options_with(t));
+    CHECK(s.op_load("matmul").doc == "mine");
+    CHECK(s.op_load("softmax").file == "ops/softmax.lua");
+  }
+  {
+    session_options o;
+    o.data_root = source_dir;
+    o.ops_path_env = (t.path / "env").string() + ";;";
+    session s(o);
+    CHECK(s.op_load("matmul").doc == "env");
+    CHECK(s.op_load("only_env").doc == "env");
+    CHECK(s.op_load("softmax").file == "ops/softmax.lua");
+    bool shadowed = false;
+    for (const auto& e : s.ops_list())
+      if (e.name == "matmul") shadowed = e.shadows == std::vector<std::string>{"ops/matmul.lua"};
+    CHECK(shadowed);
+  }
+  {
+    session_options o;
+    o.data_root = source_dir;
+    o.ops_path_env = (t.path / "env").string();  // no ";;": the defaults are not searched (LUA_PATH rules)
+    session s(o);
+    CHECK_THROWS_WITH(s.op_load("softmax"), "no rule for op 'softmax' on the op search path");
+  }
+}
+
+TEST_CASE("every bundled op loads and has a canonical-node test in tests/scripts", "[ops]") {
+  session_options o;
+  o.data_root = source_dir;
+  session s(o);
+  std::string tests;
+  for (const auto& f : std::filesystem::directory_iterator(source_dir / "tests/scripts"))
+    if (f.path().extension() == ".lua") tests += ns_test::slurp(f.path());
+  const auto ops = s.ops_list();
+  REQUIRE(ops.size() >= 20);
+  for (const auto& e : ops) {
+    INFO(e.file);
+    CHECK_NOTHROW(s.op_load(e.name));
+    // either load_op("name") or a table-driven case { "name", ... } in tests/scripts/test_ops.lua
+    const std::regex used("load_op\\s*\\(?\\s*[\"']" + e.name + "[\"']|\\{\\s*\"" + e.name + "\"\\s*,");
+    CHECK(std::regex_search(tests, used));
+  }
+}

@@ -1,0 +1,120 @@
+-- tests/scripts/run_standalone.lua — dev runner: runs tests/scripts/test_*.lua with plain lua5.4 in a sandbox like the engine's.
+--
+-- Usage, from the repository root:  lua5.4 tests/scripts/run_standalone.lua [substring-of-test-name]
+-- The C++ suite runs the same files as Catch2 DYNAMIC_SECTIONs; this runner needs no build. It mirrors
+-- the engine's contract: a strict environment per chunk (reading an undefined global is an error),
+-- `require` limited to scripts/, and the globals load_op(name) / make_node(tbl) for test files.
+-- Being a dev tool outside the sandbox, it may use io/os/loadfile itself.
+local root = arg[0]:match("^(.-)tests/scripts/[^/]*$") or "./"
+local filter = arg[1]
+
+local BASE_NAMES = {
+  "math", "string", "table", "ipairs", "pairs", "next", "select", "type", "tostring", "tonumber",
+  "error", "assert", "pcall", "setmetatable", "getmetatable", "rawget", "rawset", "rawequal", "rawlen", "print",
+}
+
+local base = {}
+for _, name in ipairs(BASE_NAMES) do base[name] = _G[name] end
+
+-- A fresh strict environment: reads fall back to `base` (plus `extra`); reading an unknown name or
+-- assigning a global is an error (op rules and modules return tables, they never set globals).
+local function strict_env(extra)
+  return setmetatable({}, {
+    __newindex = function(_, key) error("assignment to undefined global '" .. tostring(key) .. "'", 2) end,
+    __index = function(_, key)
+      local v = extra and extra[key]
+      if v == nil then v = base[key] end
+      if v == nil then error("undefined global '" .. tostring(key) .. "'", 2) end
+      return v
+    end,
+  })
+end
+
+local function load_chunk(path, extra)
+  local fn, err = loadfile(path, "t", strict_env(extra))
+  if not fn then error(err, 0) end
+  return fn
+end
+
+-- require restricted to scripts/<a/b>.lua or scripts/<a/b>/init.lua, each module in its own strict env.
+local loaded = {}
+function base.require(name)
+  if loaded[name] ~= nil then return loaded[name] end
+  local rel = name:gsub("%.", "/")
+  for _, path in ipairs { root .. "scripts/" .. rel .. ".lua", root .. "scripts/" .. rel .. "/init.lua" } do
+    local f = io.open(path, "r")
+    if f then
+      f:close()
+      local value = load_chunk(path)(name)
+      loaded[name] = value == nil and true or value
+      return loaded[name]
+    end
+  end
+  error("module '" .. name .. "' not found under scripts/", 2)
+end
+
+-- load_op(name): ops/<name>.lua, checked against the op-rule schema the engine enforces.
+local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function" }
+local ops = {}
+local function load_op(name)
+  if ops[name] then return ops[name] end
+  local path = root .. "ops/" .. name .. ".lua"
+  local rule = load_chunk(path)()
+  if type(rule) ~= "table" then error(path .. ": must return a table", 2) end
+  for key, value in pairs(rule) do
+    if not OP_KEYS[key] then error(path .. ": unknown field '" .. tostring(key) .. "'", 2) end
+    if type(value) ~= OP_KEYS[key] then error(path .. ": field '" .. key .. "' must be a " .. OP_KEYS[key], 2) end
+  end
+  if rule.name ~= name then error(path .. ": name '" .. tostring(rule.name) .. "' does not match the file", 2) end
+  if not rule.doc or not rule.forward then error(path .. ": 'doc' and 'forward' are required", 2) end
+  ops[name] = rule
+  return rule
+end
+
+-- make_node(tbl): a copy of tbl with the engine's defaults filled in.
+local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
+local function make_node(tbl)
+  local node = { op = "?", name = "node", layer = "", inputs = {}, output = {}, dtype = "fp32",
+                 count = 1, params = 0, training = true, attrs = {} }
+  for k, v in pairs(tbl) do node[k] = v end
+  node.dtype_bytes = DTYPE_BYTES[node.dtype]
+  return node
+end
+
+local test_env = { load_op = load_op, make_node = make_node }
+
+local files = {}
+local listing = io.popen('ls "' .. root .. 'tests/scripts"')
+for file in listing:lines() do
+  if file:match("^test_.*%.lua$") then files[#files + 1] = file end
+end
+listing:close()
+table.sort(files)
+
+local passed, failed = 0, 0
+for _, file in ipairs(files) do
+  local ok, suite = pcall(function() return load_chunk(root .. "tests/scripts/" .. file, test_env)() end)
+  if not ok then
+    failed = failed + 1
+    print("FAIL " .. file .. ": " .. tostring(suite))
+  else
+    local names = {}
+    for name, fn in pairs(suite) do
+      if name:match("^test_") and type(fn) == "function" and (not filter or name:find(filter, 1, true)) then
+        names[#names + 1] = name
+      end
+    end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local ok_, err = xpcall(suite[name], debug.traceback)
+      if ok_ then
+        passed = passed + 1
+      else
+        failed = failed + 1
+        print("FAIL " .. file .. " " .. name .. ": " .. tostring(err))
+      end
+    end
+  end
+end
+print(("%d passed, %d failed"):format(passed, failed))
+os.exit(failed == 0)

@@ -1,0 +1,105 @@
+-- tests/scripts/test_kernels.lua — kernel constructors: FLOPs, bytes, dims and argument errors against hand-computed values.
+local K = require "neusight.kernels"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s: expected %s, got %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+-- Asserts that fn(...) raises an error whose message contains `fragment` (plain text).
+local function raises(fragment, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected an error containing '" .. fragment .. "'", 2) end
+  if not tostring(err):find(fragment, 1, true) then
+    error(("expected an error containing '%s', got '%s'"):format(fragment, tostring(err)), 2)
+  end
+  return tostring(err)
+end
+
+local T = {}
+
+function T.test_numel_and_vec_shape()
+  eq(K.numel({ 4, 1024, 1280 }), 5242880, "numel")
+  eq(K.numel({}), 1, "numel of a 0-dim shape")
+  eq(K.numel({ 1 }), 1, "numel of a scalar")
+  local rows, hidden = K.vec_shape({ 4, 20, 1024, 1024 })
+  eq(rows, 81920, "rows")
+  eq(hidden, 1024, "hidden")
+  rows, hidden = K.vec_shape({ 50257 })
+  eq(rows, 1, "rows of a vector")
+  eq(hidden, 50257, "hidden of a vector")
+end
+
+function T.test_dtype_bytes()
+  eq(K.dtype_bytes("fp32"), 4, "fp32")
+  eq(K.dtype_bytes("bf16"), 2, "bf16")
+  eq(K.dtype_bytes("fp16"), 2, "fp16")
+  eq(K.dtype_bytes("fp8"), 1, "fp8")
+  raises("unknown dtype 'fp31'", K.dtype_bytes, "fp31")
+end
+
+function T.test_linear()
+  local k = K.linear(4096, 1280, 3840, "fp32")
+  eq(k.kind, "gemm", "kind")
+  eq(k.name, "Linear", "name")
+  eq(k.b, 1, "b"); eq(k.m, 4096, "m"); eq(k.n, 1280, "n (reduction)"); eq(k.k, 3840, "k")
+  eq(k.flops, 2 * 4096 * 1280 * 3840, "flops")
+  eq(k.bytes, 4 * (4096 * 1280 + 1280 * 3840 + 4096 * 3840), "bytes")
+  eq(K.linear(4096, 1280, 3840, "bf16").bytes, 2 * (4096 * 1280 + 1280 * 3840 + 4096 * 3840), "bf16 bytes")
+  eq(K.describe(k), "Linear(4096,1280,3840)", "describe")
+end
+
+function T.test_bmm()
+  local k = K.bmm(80, 1024, 64, 1024, "fp32")
+  eq(k.kind, "bmm", "kind")
+  eq(k.flops, 2 * 80 * 1024 * 64 * 1024, "flops")
+  eq(k.bytes, 4 * 80 * (1024 * 64 + 64 * 1024 + 1024 * 1024), "bytes")
+  eq(K.describe(k), "BMM(80,1024,64,1024)", "describe")
+end
+
+function T.test_vec_binary_unary_and_override()
+  local add = K.vec("add", 4096, 1280, "fp32")
+  eq(add.kind, "elementwise", "kind")
+  eq(add.name, "VECadd", "name")
+  eq(add.op, "add", "op")
+  eq(add.flops, 4096 * 1280, "flops: 1 per element")
+  eq(add.bytes, 12 * 4096 * 1280, "binary: read 2 + write 1")
+  local mulu = K.vec("mulu", 4096, 5120, "fp32")
+  eq(mulu.bytes, 8 * 4096 * 5120, "unary: read 1 + write 1")
+  eq(K.vec("tanh", 2, 3, "fp16").bytes, 2 * 2 * 6, "fp16 unary bytes")
+  eq(K.vec("add", 10, 10, "fp32", { bytes_per_elem = 10 }).bytes, 1000, "bytes_per_elem override")
+  eq(K.vec("add", 10, 10, "fp32", { bytes = 123 }).bytes, 123, "bytes override")
+  eq(K.vec("addcdiv", 1, 100, "fp32").bytes, 1600, "addcdiv reads 3")
+  eq(K.vec("lerp", 1, 100, "fp32").flops, 300, "lerp flops")
+end
+
+function T.test_softmax_layernorm_mem()
+  local s = K.softmax(81920, 1024, "fp32")
+  eq(s.kind, "softmax", "softmax kind"); eq(s.name, "VECsoftmax", "softmax name")
+  eq(s.flops, 5 * 81920 * 1024, "softmax flops"); eq(s.bytes, 8 * 81920 * 1024, "softmax bytes")
+  local ln = K.layernorm(4096, 1280, "fp32")
+  eq(ln.kind, "layernorm", "ln kind"); eq(ln.name, "VECln", "ln name")
+  eq(ln.flops, 6 * 4096 * 1280, "ln flops"); eq(ln.bytes, 8 * 4096 * 1280, "ln bytes")
+  local m = K.mem({ { 4, 1024 }, { 4, 1024, 1280 } }, "fp32")
+  eq(m.kind, "memory", "mem kind"); eq(m.name, "MEM", "mem name")
+  eq(m.flops, 0, "mem flops"); eq(m.bytes, 4 * (4096 + 4096 * 1280), "mem bytes")
+  eq(K.describe(m), "MEM((4,1024),(4,1024,1280))", "describe mem")
+  eq(K.describe(K.mem({ { 1 } }, "fp32")), "MEM((1,))", "describe 1-d shape like Python")
+end
+
+function T.test_argument_errors_name_the_caller()
+  raises("bad argument #2 to 'linear' (positive integer expected, got 0)", K.linear, 4, 0, 4, "fp32")
+  raises("bad argument #4 to 'bmm' (positive integer expected, got 1.5)", K.bmm, 1, 2, 3, 1.5, "fp32")
+  raises("bad argument #1 to 'vec' (unknown elementwise op 'ad')", K.vec, "ad", 1, 1, "fp32")
+  raises("bad argument #3 to 'softmax' (unknown dtype 'nil')", K.softmax, 1, 1)
+  raises("bad argument #1 to 'mem' (non-empty array of shapes expected)", K.mem, {}, "fp32")
+  raises("positive integer expected, got inf", K.layernorm, math.huge, 1, "fp32")
+  -- Errors are raised at level 2: the position is the caller's line, not a line of kernels.lua.
+  local ok, msg = pcall(function()
+    local k = K.linear(1, -1, 1, "fp32") -- not a tail call, so this frame is the reported position
+    return k
+  end)
+  assert(not ok and msg:find("^[^:]*test_kernels%.lua:%d+: bad argument #2 to 'linear'"),
+    "error position should be this file: " .. tostring(msg))
+end
+
+return T

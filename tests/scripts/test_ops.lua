@@ -1,0 +1,156 @@
+-- tests/scripts/test_ops.lua — every op rule on a canonical node against the reference decomposition (opgraph csv rows).
+--
+-- Expected strings use kernels.describe() notation. Unless noted, nodes are rows of the reference's
+-- opgraph/gpt2_large-train-1024-4.csv (batch 4, seq 1024, hidden 1280, 20 heads, vocab 50257).
+local K = require "neusight.kernels"
+
+local GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
+
+-- Kernels of each phase as describe strings ("" when the phase has no kernels or no hook).
+local function expand(op, node_fields)
+  local rule, node = load_op(op), make_node(node_fields)
+  node.op = op
+  local function phase(hook)
+    if not hook or (hook ~= rule.forward and not node.training) then return "", {} end
+    local kernels = hook(node, GPU)
+    return K.describe_all(kernels), kernels
+  end
+  local fw, fw_k = phase(rule.forward)
+  local bw, bw_k = phase(rule.backward)
+  local acc, acc_k = phase(rule.accumulate)
+  return fw, bw, acc, { fw = fw_k, bw = bw_k, acc = acc_k }
+end
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+local x = { 4, 1024, 1280 }
+local scores = { 4, 20, 1024, 1024 }
+local act = { 4, 1024, 5120 }
+
+-- { op, node fields, forward, backward, accumulate }
+local CASES = {
+  addmm = { "addmm", { inputs = { { 3840 }, { 4096, 1280 }, { 1280, 3840 } }, output = { 4096, 3840 } },
+    "Linear(4096,1280,3840)", "Linear(4096,3840,1280) Linear(3840,4096,1280)", "VECadd(1,4915200) VECadd(1,3840)" },
+  linear_bias = { "linear", { inputs = { x }, output = { 4, 1024, 3840 } },
+    "Linear(4096,1280,3840)", "Linear(4096,3840,1280) Linear(3840,4096,1280)", "VECadd(1,4915200) VECadd(1,3840)" },
+  -- lm_head: no bias, so no bias-sized accumulation (the reference adds VECadd(1,50257) regardless).
+  linear_no_bias = { "linear", { inputs = { x }, output = { 4, 1024, 50257 }, attrs = { bias = false } },
+    "Linear(4096,1280,50257)", "Linear(4096,50257,1280) Linear(50257,4096,1280)", "VECadd(1,64328960)" },
+  matmul_qk = { "matmul", { inputs = { { 4, 20, 1024, 64 }, { 4, 20, 64, 1024 } }, output = scores },
+    "BMM(80,1024,64,1024)", "BMM(80,1024,1024,64) BMM(80,64,1024,1024)", "" },
+  matmul_pv = { "matmul", { inputs = { scores, { 4, 20, 1024, 64 } }, output = { 4, 20, 1024, 64 } },
+    "BMM(80,1024,1024,64)", "BMM(80,1024,64,1024) BMM(80,1024,1024,64)", "" },
+  bmm = { "bmm", { inputs = { { 80, 1024, 64 }, { 80, 64, 1024 } }, output = { 80, 1024, 1024 } },
+    "BMM(80,1024,64,1024)", "BMM(80,1024,1024,64) BMM(80,64,1024,1024)", "" },
+  baddbmm = { "baddbmm", { inputs = { { 80, 1024, 1024 }, { 80, 1024, 64 }, { 80, 64, 1024 } }, output = { 80, 1024, 1024 } },
+    "BMM(80,1024,64,1024) VECadd(80,1048576)", "BMM(80,1024,1024,64) BMM(80,64,1024,1024)", "" },
+  embedding = { "embedding", { inputs = { { 4, 1024 } }, output = x, attrs = { num_embeddings = 50257, embedding_dim = 1280 } },
+    "MEM((4,1024),(4,1024,1280))", "MEM((50257,1280)) MEM((50257,1280))", "VECadd(1,64328960)" },
+  layernorm = { "layernorm", { inputs = { x }, output = x },
+    "VECln(4096,1280)", "VECmul(4096,1280)", "VECadd(1,1280) VECadd(1,1280)" },
+  softmax = { "softmax", { inputs = { scores }, output = scores },
+    "VECsoftmax(81920,1024)", "VECmul(81920,1024) VECsoftmax(81920,1024)", "" },
+  add_binary = { "add", { inputs = { x, x }, output = x },
+    "VECadd(4096,1280)", "MEM((4096,1280)) MEM((4096,1280))", "" },
+  add_broadcast = { "add", { inputs = { x, { 1, 1024, 1280 } }, output = x },
+    "VECadd(4096,1280)", "MEM((4096,1280)) MEM((4096,1280))", "" },
+  add_unary = { "add", { inputs = { act }, output = act }, "VECaddu(4096,5120)", "MEM((4096,5120))", "" },
+  add_scalar_operand = { "add", { inputs = { act, { 1 } }, output = act }, "VECaddu(4096,5120)", "MEM((4096,5120))", "" },
+  add_of_scalars = { "add", { inputs = { { 1 }, { 1 } }, output = { 1 } }, "", "", "" }, -- reference: 'misc'
+  sub_binary = { "sub", { inputs = { x, x }, output = x }, "VECsub(4096,1280)", "MEM((4096,1280)) MEM((4096,1280))", "" },
+  sub_unary = { "sub", { inputs = { x }, output = x }, "VECsubu(4096,1280)", "MEM((4096,1280))", "" },
+  mul_binary = { "mul", { inputs = { act, act }, output = act }, "VECmul(4096,5120)", "VECmul(4096,5120) VECmul(4096,5120)", "" },
+  mul_unary = { "mul", { inputs = { act }, output = act }, "VECmulu(4096,5120)", "VECmulu(4096,5120)", "" },
+  -- truediv divides by a 0-dim tensor, which the reference counts as an operand.
+  div_tensor_scalar = { "div", { inputs = { scores, { 1 } }, output = scores, attrs = { tensor_inputs = 2 } },
+    "VECdiv(81920,1024)", "VECdiv(81920,1024) VECdiv(81920,1024)", "" },
+  div_python_scalar = { "div", { inputs = { scores, { 1 } }, output = scores }, "VECdivu(81920,1024)", "VECdivu(81920,1024)", "" },
+  pow = { "pow", { inputs = { act }, output = act },
+    "VECpowu(4096,5120)", "VECpowu(4096,5120) VECmul(4096,5120) VECmulu(4096,5120)", "" },
+  tanh = { "tanh", { inputs = { act }, output = act }, "VECtanh(4096,5120)", "VECmulu(4096,5120) VECaddu(4096,5120)", "" },
+  gelu = { "gelu", { inputs = { act }, output = act }, "VECgelu(4096,5120)", "VECgelu(4096,5120)", "" },
+  relu = { "relu", { inputs = { act }, output = act }, "VECrelu(4096,5120)", "VECrelu(4096,5120)", "" },
+  where = { "where", { inputs = { { 1, 1, 1024, 1024 }, scores, { 1 } }, output = scores },
+    "MEM((1,1,1024,1024),(4,20,1024,1024),(1,),(4,20,1024,1024))",
+    "MEM((1,1,1024,1024),(4,20,1024,1024),(1,)) MEM((1,1,1024,1024),(4,20,1024,1024),(1,))", "" },
+  dropout_training = { "dropout", { inputs = { x }, output = x },
+    "MEM((4,1024,1280),(4,1024,1280))", "MEM((4,1024,1280)) MEM((4,1024,1280))", "" },
+  dropout_inference = { "dropout", { inputs = { x }, output = x, training = false }, "", "", "" },
+  contiguous = { "contiguous", { inputs = { { 4, 1024, 20, 64 } }, output = { 4, 1024, 20, 64 } },
+    "MEM((4,1024,20,64),(4,1024,20,64))", "MEM((4,1024,20,64)) MEM((4,1024,20,64))", "" },
+  getitem_mask = { "getitem", { inputs = { { 1, 1, 1024, 1024 }, { 1 }, { 1 } }, output = { 1, 1, 1024, 1024 } },
+    "MEM((1,1,1024,1024),(1,),(1,),(1,1,1024,1024))",
+    "MEM((1,1,1024,1024),(1,),(1,)) MEM((1,1,1024,1024),(1,),(1,))", "" },
+  -- Not in the reference: our loss and optimizer rules (see the op files for the derivation).
+  cross_entropy = { "cross_entropy", { inputs = { { 4096, 50257 }, { 4096 } }, output = { 1 } },
+    "VECsoftmax(4096,50257) MEM((4096,),(4096,))", "MEM((4096,50257)) VECsub(4096,50257)", "" },
+  sgd = { "sgd", { inputs = { { 1000 } }, output = { 1000 } }, "VECadd(1,1000)", "", "" },
+  adam = { "adam", { inputs = { { 1000 } }, output = { 1000 } },
+    "VEClerp(1,1000) VECmulu(1,1000) VECaddcmul(1,1000) VECsqrt(1,1000) VECdivu(1,1000) VECaddu(1,1000) VECaddcdiv(1,1000)",
+    "", "" },
+  -- metadata-only ops launch no kernels
+  view = { "view", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
+  reshape = { "reshape", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
+  permute = { "permute", { inputs = { x }, output = { 4, 1280, 1024 } }, "", "", "" },
+  transpose = { "transpose", { inputs = { x }, output = { 4, 1280, 1024 } }, "", "", "" },
+  split = { "split", { inputs = { x }, output = { 4, 1024, 640 } }, "", "", "" },
+  size = { "size", { inputs = { x }, output = { 1 } }, "", "", "" },
+}
+
+local T = {}
+
+for case, c in pairs(CASES) do
+  T["test_op_" .. case] = function()
+    local fw, bw, acc = expand(c[1], c[2])
+    eq(fw, c[3], c[1] .. " forward")
+    eq(bw, c[4], c[1] .. " backward")
+    eq(acc, c[5], c[1] .. " accumulate")
+  end
+end
+
+local function total(kernels, field)
+  local sum = 0
+  for _, k in ipairs(kernels) do sum = sum + k[field] end
+  return sum
+end
+
+-- Forward elementwise bytes count every input and the output once (the reference's MemPerO).
+function T.test_elementwise_bytes_follow_shapes()
+  local n = 4096 * 1280
+  local _, _, _, k = expand("add", { inputs = { x, { 1, 1024, 1280 } }, output = x })
+  eq(k.fw[1].bytes, 4 * (n + 1024 * 1280 + n), "broadcast add reads the small operand once")
+  _, _, _, k = expand("div", { inputs = { scores, { 1 } }, output = scores, attrs = { tensor_inputs = 2 } })
+  eq(k.fw[1].bytes, 4 * (2 * 81920 * 1024 + 1), "division by a 0-dim tensor is unary traffic")
+  eq(k.bw[1].bytes, 12 * 81920 * 1024, "backward kernels use the op's default traffic")
+  _, _, _, k = expand("mul", { inputs = { act }, output = act, dtype = "bf16" })
+  eq(k.fw[1].bytes, 2 * 2 * 4096 * 5120, "bf16 unary")
+  eq(k.fw[1].dtype, "bf16", "dtype is carried")
+end
+
+function T.test_optimizer_traffic()
+  local _, _, _, k = expand("adam", { inputs = { { 1000 } }, output = { 1000 } })
+  eq(#k.fw, 7, "adam kernels")
+  eq(total(k.fw, "bytes"), 18 * 4 * 1000, "adam: 18 element accesses per parameter")
+  eq(total(k.fw, "flops"), 13 * 1000, "adam flops")
+  _, _, _, k = expand("sgd", { inputs = { { 1000 } }, output = { 1000 } })
+  eq(total(k.fw, "bytes"), 12 * 1000, "sgd: read param and grad, write param")
+end
+
+function T.test_gemm_flops()
+  local _, _, _, k = expand("addmm", CASES.addmm[2])
+  eq(total(k.fw, "flops"), 2 * 4096 * 1280 * 3840, "forward flops")
+  eq(total(k.bw, "flops"), 2 * 2 * 4096 * 1280 * 3840, "backward = 2 x forward")
+end
+
+function T.test_bad_nodes_raise_clear_errors()
+  local ok, err = pcall(expand, "matmul", { name = "h.attn.qk", inputs = { { 4, 8, 16 } }, output = { 4, 8, 8 } })
+  assert(not ok and err:find("node 'h.attn.qk' (op 'matmul') needs input #2, got 1 input(s)", 1, true), tostring(err))
+  ok, err = pcall(expand, "matmul", { name = "mm", inputs = { { 4, 8, 16 }, { 4, 15, 8 } }, output = { 4, 8, 8 } })
+  assert(not ok and err:find("shapes do not multiply: [4,8,16] x [4,15,8]", 1, true), tostring(err))
+  ok, err = pcall(expand, "embedding", { name = "wte", inputs = { { 4, 8 } }, output = { 4, 8, 16 } })
+  assert(not ok and err:find("node 'wte' (op 'embedding') needs attrs.num_embeddings", 1, true), tostring(err))
+end
+
+return T

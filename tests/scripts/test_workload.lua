@@ -1,0 +1,129 @@
+-- tests/scripts/test_workload.lua — workload validation (exact error messages, defaults, CLI overrides) and graph building.
+local workload = require "neusight.workload"
+local presets = require "neusight.models.presets"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+-- A valid workload with `changes` applied (a field set to false is removed).
+local function spec(changes)
+  local w = { model = "gpt2_large", gpu = "A100-PCIE-40GB", mode = "train", batch = 4, seq = 1024 }
+  for k, v in pairs(changes or {}) do
+    if v == false and k ~= "loss" then w[k] = nil else w[k] = v end
+  end
+  return w
+end
+
+-- The exact message of normalize's error.
+local function error_of(w, overrides)
+  local ok, err = pcall(workload.normalize, w, overrides, "examples/w.lua")
+  assert(not ok, "expected an error")
+  return err
+end
+
+local T = {}
+
+function T.test_defaults()
+  local w = workload.normalize(spec())
+  eq(w.optimizer, "adam", "train default optimizer")
+  eq(w.dtype, "fp32", "default dtype")
+  eq(w.loss, true, "default loss")
+  eq(workload.normalize(spec { mode = "inference" }).optimizer, "none", "inference default optimizer")
+  local original = spec()
+  workload.normalize(original)
+  eq(original.optimizer, nil, "normalize does not modify its argument")
+end
+
+function T.test_unknown_fields_suggest_a_name()
+  eq(error_of(spec { batchsize = 4 }), "examples/w.lua: unknown field 'batchsize' (did you mean 'batch'?)", "prefix")
+  eq(error_of(spec { optimiser = "sgd" }), "examples/w.lua: unknown field 'optimiser' (did you mean 'optimizer'?)", "typo")
+  eq(error_of(spec { frobnicate = 1 }), "examples/w.lua: unknown field 'frobnicate'", "no suggestion")
+end
+
+function T.test_missing_and_mistyped_fields()
+  eq(error_of(spec { gpu = false }), "examples/w.lua: missing required field 'gpu'", "missing gpu")
+  eq(error_of(spec { batch = "4" }), 'examples/w.lua: field \'batch\' must be a positive integer (got "4")', "string batch")
+  eq(error_of(spec { seq = 0 }), "examples/w.lua: field 'seq' must be a positive integer (got 0)", "zero seq")
+  eq(error_of(spec { mode = "training" }),
+    [[examples/w.lua: field 'mode' must be "train" or "inference" (got "training") (did you mean 'train'?)]], "mode")
+  eq(error_of(spec { optimizer = "adamw" }),
+    [[examples/w.lua: field 'optimizer' must be "none", "sgd" or "adam" (got "adamw") (did you mean 'adam'?)]], "optimizer")
+  eq(error_of(spec { loss = "yes" }), [[examples/w.lua: field 'loss' must be a boolean (got "yes")]], "loss")
+  eq(error_of(spec { dtype = "fp33" }),
+    [[examples/w.lua: field 'dtype' must be a dtype name such as "fp32", "bf16", "fp16" (got "fp33")]], "dtype")
+  eq(error_of(spec { model = { n_layer = 2 } }),
+    "examples/w.lua: field 'model' table needs a string 'arch' naming a builder in neusight/models/ (got nil)", "arch")
+  local names = {}
+  for name in pairs(presets) do names[#names + 1] = name end
+  table.sort(names)
+  eq(error_of(spec { model = "gpt3_176b" }),
+    [[examples/w.lua: field 'model' names an unknown model preset "gpt3_176b" (did you mean 'gpt3_175b'?); presets: ]]
+      .. table.concat(names, ", "), "preset")
+  eq(error_of(42), "examples/w.lua: a workload must return a table (got 42)", "not a table")
+end
+
+function T.test_overrides_apply_before_validation()
+  local w = workload.normalize(spec { batch = false, mode = "inference" }, { batch = 8, mode = "train" }, "w.lua")
+  eq(w.batch, 8, "batch from the CLI")
+  eq(w.mode, "train", "CLI wins")
+  eq(w.optimizer, "adam", "default follows the overridden mode")
+  eq(error_of(spec(), { batch = -1 }), "examples/w.lua: field 'batch' must be a positive integer (got -1)", "bad override")
+end
+
+local function params_sum(nodes)
+  local p = 0
+  for _, n in ipairs(nodes) do p = p + n.params * n.count end
+  return p
+end
+
+function T.test_build_appends_one_optimizer_node()
+  local name, nodes = workload.build(spec { model = "gpt3_175b", batch = 1, seq = 2048 })
+  eq(name, "gpt3_175b", "model name")
+  local opt = nodes[#nodes]
+  eq(opt.op, "adam", "optimizer op")
+  eq(opt.name, "optimizer.adam", "optimizer name")
+  eq(opt.phase, "optimizer", "phase")
+  eq(opt.params, 0, "the optimizer owns no parameters")
+  eq(opt.count, 1, "count")
+  eq(opt.inputs[1][1], params_sum(nodes), "P = sum of params x count")
+  eq(opt.inputs[1][1], 174604259328, "GPT-3 175B parameters")
+  eq(opt.output[1], opt.inputs[1][1], "output shape {P}")
+  local optimizers = 0
+  for _, n in ipairs(nodes) do
+    if n.phase == "optimizer" then optimizers = optimizers + 1 end
+  end
+  eq(optimizers, 1, "exactly one optimizer node")
+end
+
+function T.test_no_optimizer_node_in_inference_or_with_none()
+  local _, nodes = workload.build(spec { mode = "inference" })
+  assert(nodes[#nodes].phase == nil, "inference")
+  _, nodes = workload.build(spec { optimizer = "none" })
+  assert(nodes[#nodes].phase == nil, "optimizer none")
+end
+
+function T.test_config_table_and_function_models()
+  local cfg = { name = "tiny", arch = "gpt", n_layer = 2, n_embd = 64, n_head = 4, vocab_size = 100, n_positions = 16 }
+  local name, nodes = workload.build(spec { model = cfg, batch = 2, seq = 16, optimizer = "sgd" })
+  eq(name, "tiny", "config name")
+  eq(nodes[#nodes].op, "sgd", "sgd node")
+
+  local seen_opts
+  name, nodes = workload.build(spec {
+    model = function(opts)
+      seen_opts = opts
+      return { { op = "linear", name = "fc", inputs = { { opts.batch, 8 } }, output = { opts.batch, 4 }, params = 36 } }
+    end,
+    dtype = "bf16",
+  })
+  eq(name, "custom", "default name of a function model")
+  eq(seen_opts.training, true, "opts.training")
+  eq(seen_opts.dtype, "bf16", "opts.dtype")
+  eq(nodes[1].dtype, "bf16", "dtype default filled in")
+  eq(nodes[1].count, 1, "count default")
+  eq(nodes[1].layer, "", "layer default")
+  eq(nodes[2].inputs[1][1], 36, "optimizer over the function model's params")
+end
+
+return T

@@ -1,0 +1,63 @@
+// tests/test_util.h — shared helpers: temporary folders, running the CLI, trimming tracebacks.
+#pragma once
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <string>
+
+namespace ns_test {
+namespace fs = std::filesystem;
+
+inline const fs::path source_dir{NEUSIGHT_SOURCE_DIR};
+
+// A fresh folder under the system temp dir, removed at scope exit.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::random_device rd;
+    path = fs::temp_directory_path() / ("neusight-test-" + std::to_string(rd()));
+    fs::create_directories(path);
+  }
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  fs::path write(const std::string& rel, const std::string& text) const {
+    const fs::path p = path / rel;
+    fs::create_directories(p.parent_path());
+    std::ofstream(p, std::ios::binary) << text;
+    return p;
+  }
+};
+
+struct run_result {
+  int code = -1;
+  std::string out, err;
+};
+
+inline std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// Runs the neusight binary with `args` (already shell-quoted) from the source dir.
+inline run_result run_cli(const std::string& args, const std::string& env = "") {
+  temp_dir t;
+  const std::string cmd = "cd '" + source_dir.string() + "' && " + env + " '" NEUSIGHT_EXE "' " + args + " >'" +
+                          (t.path / "out").string() + "' 2>'" + (t.path / "err").string() + "'";
+  run_result r;
+  const int status = std::system(cmd.c_str());
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  r.out = slurp(t.path / "out");
+  r.err = slurp(t.path / "err");
+  return r;
+}
+
+// Replaces every occurrence of `from` by `to` (e.g. a temp path by a stable name).
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
+}
+
+}  // namespace ns_test
