@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "cli/kernels_cmd.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/roofline.h"
@@ -31,7 +32,7 @@ struct common_flags {
 struct forecast_flags {
   std::string gpu, mode, optimizer, dtype, model;
   int64_t batch = 0, seq = 0;
-  std::string predictor = "roofline";
+  std::string predictor = "neusight";
 };
 
 session_options session_options_make(const common_flags& c) {
@@ -40,27 +41,6 @@ session_options session_options_make(const common_flags& c) {
   for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
   return o;
-}
-
-// Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
-void emit(const std::string& text, const std::string& output) {
-  if (output.empty() || output == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  const std::string tmp = output + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush()) {
-      std::remove(tmp.c_str());
-      throw error(output + ": cannot write");
-    }
-  }
-  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
-    std::remove(tmp.c_str());
-    throw error(output + ": cannot write");
-  }
 }
 
 void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
@@ -105,14 +85,15 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   session s(session_options_make(c));
   const workload w = s.workload_load(script, overrides_make(f));
   const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
-  const expansion e = s.expand(w.g, gpu, w.training());
+  expansion e = s.expand(w.g, gpu, w.training());
+  s.tiles_select(e.kernels, gpu);
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}};
   for (const auto& op : e.fallback_ops) {
     std::string msg = "no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua";
     std::fprintf(stderr, "neusight: warning: %s\n", msg.c_str());
     m.warnings.push_back(std::move(msg));
   }
-  const auto pred = predictor_make(f.predictor);
+  const auto pred = predictor_make(f.predictor, data_root_find() / "weights");
   const forecast fc = forecast_make(w.g, e.kernels, pred->predict(e.kernels, gpu));
   if (c.format == "json") emit(report_json(fc, m), c.output);
   else if (c.format == "csv") emit(report_csv(fc, m), c.output);
@@ -176,6 +157,40 @@ int app_main(int argc, char** argv) {
   ops->add_option("list", list_word, "Optional word 'list'")->check(CLI::IsMember({"list"}));
   add_common(ops, common, false);
 
+  train_flags tflags;
+  std::string hidden = "64,64,64";
+  auto* train = app.add_subcommand("train", "Train the tile predictor of one kernel family from micro-benchmark CSVs");
+  train->add_option("--family", tflags.family, "bmm, linear, elementwise, softmax or layernorm")->required()
+      ->check(CLI::IsMember({"bmm", "linear", "elementwise", "softmax", "layernorm"}));
+  train->add_option("--data", tflags.data, "CSV files or folders (searched recursively), e.g. dataset/train/collect/bmm")
+      ->required();
+  train->add_option("--out", tflags.out, "Output weight folder, e.g. weights/nvidia/bmm")->required();
+  train->add_option("--exclude-gpu", tflags.exclude_gpus, "Leave this GPU's rows out (repeatable)");
+  train->add_option("--vendor", tflags.vendor, "Expected vendor of the rows (nvidia or amd)");
+  train->add_option("--tiles", tflags.tiles, "Tiles of training rows: measured (from kernel names) or rule")
+      ->check(CLI::IsMember({"measured", "rule"}));
+  train->add_option("--hidden", hidden, "Hidden layer sizes")->capture_default_str();
+  train->add_option("--epochs", tflags.opts.max_epochs, "Maximum epochs")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--patience", tflags.opts.patience, "Stop after this many epochs without improvement")->capture_default_str();
+  train->add_option("--batch", tflags.opts.batch, "Mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_option("--lr", tflags.opts.lr, "Adam learning rate")->capture_default_str();
+  train->add_option("--seed", tflags.opts.seed, "Random seed (split, init, batches)")->capture_default_str();
+  train->add_option("--threads", tflags.opts.threads, "Threads per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
+  train->add_flag("-q,--quiet", tflags.quiet, "No progress bar");
+  add_common(train, common, false);
+
+  eval_kernels_flags eflags;
+  auto* eval = app.add_subcommand("eval", "Compare forecasts with measurements");
+  eval->require_subcommand(1);
+  auto* eval_k = eval->add_subcommand("kernels", "MAPE per GPU x family on micro-benchmark CSV rows");
+  eval_k->add_option("files", eflags.files, "Micro-benchmark CSV files or folders")->required();
+  eval_k->add_option("--predictor", eflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  eval_k->add_option("--weights", eflags.weights, "Weights root (default: the bundled weights/)");
+  eval_k->add_option("--tiles", eflags.tiles, "rule (what a forecast uses) or measured (oracle)")
+      ->check(CLI::IsMember({"rule", "measured"}));
+  eval_k->add_option("--exclude-gpu", eflags.exclude_gpus, "Leave this GPU's rows out (repeatable)");
+  add_common(eval_k, common, true);
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -187,6 +202,17 @@ int app_main(int argc, char** argv) {
     if (*predict) return run_forecast(common, fflags, "");
     if (*gpus) return run_gpus(common);
     if (*ops) return run_ops(common);
+    if (*train) {
+      tflags.opts.hidden.clear();
+      for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
+      for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
+      return train_main(tflags);
+    }
+    if (*eval_k) {
+      eflags.format = common.format;
+      eflags.output = common.output;
+      return eval_kernels_main(eflags);
+    }
   } catch (const script_error& e) {
     std::fprintf(stderr, "neusight: %s\n", e.what());
     if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", e.traceback.c_str());

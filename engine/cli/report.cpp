@@ -3,7 +3,11 @@
 
 #include <fmt/format.h>
 
+#include <cstdio>
+#include <fstream>
 #include <map>
+
+#include "core/text.h"
 #include <nlohmann/json.hpp>
 #include <type_traits>
 
@@ -20,6 +24,12 @@ json dims_json(const kernel& k) {
     case kernel_kind::memory: return json::object();
     default: return {{"rows", k.rows}, {"hidden", k.hidden}};
   }
+}
+
+json tile_json(const kernel& k) {
+  if (k.tile_m > 0) return {{"m", k.tile_m}, {"k", k.tile_k}, {"library_kernel", k.tile_kernel}};
+  if (k.tile_elems > 0) return {{"elems", k.tile_elems}};
+  return nullptr;
 }
 
 std::string csv_field(const std::string& s) {
@@ -63,6 +73,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
                    {"kernel", ki.k.name},
                    {"kind", kernel_kind_name(ki.k.kind)},
                    {"dims", dims_json(ki.k)},
+                   {"tile", tile_json(ki.k)},
                    {"flops", ki.k.flops},
                    {"bytes", ki.k.bytes},
                    {"ms_each", f.seconds_each[i] * ms},
@@ -119,6 +130,26 @@ std::string report_table(const forecast& f, const report_meta& m) {
   out += fmt::format("optimizer        {:>12.3f} ms\n", f.phase_total(phase::optimizer) * ms);
   out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   return out;
+}
+
+void emit(const std::string& text, const std::string& output) {
+  if (output.empty() || output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  const std::string tmp = output + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::binary);
+    if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush()) {
+      std::remove(tmp.c_str());
+      throw error(output + ": cannot write");
+    }
+  }
+  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw error(output + ": cannot write");
+  }
 }
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus) {

@@ -20,6 +20,9 @@ std::string report_json(const forecast& f, const report_meta& m);
 std::string report_csv(const forecast& f, const report_meta& m);
 std::string report_table(const forecast& f, const report_meta& m);
 
+// Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
+void emit(const std::string& text, const std::string& output);
+
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);
 

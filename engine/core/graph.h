@@ -49,6 +49,10 @@ struct kernel {
   double flops = 0;
   double bytes = 0;
   std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor
+  // Library tile, filled by the tiling rules (scripts/tiling/): tile_m × tile_k output tile for GEMMs
+  // (tile_m along m, tile_k along k), elements per thread block for vector kernels.
+  int64_t tile_m = 0, tile_k = 0, tile_elems = 0;
+  std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
 
 // One kernel of one node in one phase; `count` is the node's replication.

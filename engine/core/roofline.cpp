@@ -44,10 +44,11 @@ class roofline_predictor final : public predictor {
 };
 }  // namespace
 
-std::vector<std::string> predictor_names() { return {"roofline"}; }
+std::vector<std::string> predictor_names() { return {"neusight", "roofline"}; }
 
-std::unique_ptr<predictor> predictor_make(const std::string& name) {
+std::unique_ptr<predictor> predictor_make(const std::string& name, const std::filesystem::path& weights_root) {
   if (name == "roofline") return std::make_unique<roofline_predictor>();
+  if (name == "neusight") return neusight_predictor_make(weights_root);
   std::string known;
   for (const auto& n : predictor_names()) known += (known.empty() ? "" : ", ") + n;
   throw error("unknown predictor '" + name + "'" + text_did_you_mean(name, predictor_names()) + "; known: " + known);

@@ -1,5 +1,6 @@
 // engine/core/roofline.h — kernel latency predictors: the roofline bound and the predictor interface.
 #pragma once
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -26,7 +27,12 @@ class predictor {
 };
 
 std::vector<std::string> predictor_names();
-// Throws ns::error naming the known predictors for an unknown name.
-std::unique_ptr<predictor> predictor_make(const std::string& name);
+// Throws ns::error naming the known predictors for an unknown name. `weights_root` holds
+// <vendor>/<family>/ folders for the neusight predictor.
+std::unique_ptr<predictor> predictor_make(const std::string& name, const std::filesystem::path& weights_root = {});
+
+// NeuSight tile predictor (engine/core/tile_model.h) for GEMM/BMM/vector kernels; memory kernels and
+// fixed-latency kernels as in the roofline. Kernels must carry tiles (session::tiles_select).
+std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& weights_root);
 
 }  // namespace ns

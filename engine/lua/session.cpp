@@ -365,6 +365,111 @@ std::vector<op_entry> session::ops_list() const {
   return out;
 }
 
+namespace {
+// Pushes require(module). [-0, +1, e]
+void require_push(session::impl& p, const char* module) {
+  p.push_engine_field("require");
+  lua_pushstring(p.L(), module);
+  ns_call(p.L(), 1, 1, std::string("while loading ") + module);
+}
+}  // namespace
+
+void session::tiles_select(std::vector<kernel_instance>& kernels, const gpu_spec& gpu) {
+  std::vector<kernel*> ks;
+  ks.reserve(kernels.size());
+  for (auto& ki : kernels) ks.push_back(&ki.k);
+  tiles_select(ks, gpu);
+}
+
+void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  try {
+    p_->push_engine_field("strict");
+    gpu_push(L, gpu);
+    lua_pushstring(L, "gpu");
+    ns_call(L, 2, 1);  // stack: gpu
+    const int gpu_idx = lua_gettop(L);
+    require_push(*p_, "tiling.gemm");
+    require_push(*p_, "tiling.vec");  // stack: gpu gemm vec
+    const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2;
+    std::map<std::string, kernel> done;  // shape key → kernel holding the tile
+    for (kernel* k : kernels) {
+      if (k->kind == kernel_kind::memory) continue;
+      const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
+      const std::string key = std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
+                              std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +
+                              std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
+      if (auto it = done.find(key); it != done.end()) {
+        k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
+        k->tile_kernel = it->second.tile_kernel;
+        continue;
+      }
+      lua_getfield(L, is_gemm ? gemm_idx : vec_idx, "select");
+      lua_createtable(L, 0, 7);  // stack: ... select k
+      const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
+      lua_pushstring(L, fam.c_str());
+      lua_setfield(L, -2, "family");
+      lua_pushstring(L, k->op.c_str());
+      lua_setfield(L, -2, "op");
+      lua_pushstring(L, k->dtype.c_str());
+      lua_setfield(L, -2, "dtype");
+      const std::pair<const char*, int64_t> dims[] = {{"b", k->b}, {"m", k->m}, {"n", k->n}, {"k", k->k},
+                                                       {"rows", k->rows}, {"hidden", k->hidden}};
+      for (const auto& [name, v] : dims) {
+        lua_pushinteger(L, lua_Integer(v));
+        lua_setfield(L, -2, name);
+      }
+      lua_pushvalue(L, gpu_idx);
+      const std::string module = is_gemm ? "scripts/tiling/gemm.lua" : "scripts/tiling/vec.lua";
+      ns_call(L, 2, 1, "while selecting the tile of kernel " + k->name + " in " + module);
+      table_reader r(L, -1, module + ": select()");
+      if (is_gemm) {
+        k->tile_m = r.integer("tile_m"), k->tile_k = r.integer("tile_k");
+        k->tile_kernel = r.str_or("kernel", "");
+        if (k->tile_m < 1 || k->tile_k < 1) throw error(r.what() + ": tile_m and tile_k must be >= 1");
+      } else {
+        k->tile_elems = r.integer("elems");
+        if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");
+      }
+      lua_pop(L, 1);
+      done[key] = *k;
+    }
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+}
+
+bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  require_push(*p_, "tiling.gemm");
+  lua_getfield(L, -1, "parse");
+  lua_pushstring(L, kernel_name.c_str());
+  ns_call(L, 1, 2, "while parsing kernel name '" + kernel_name + "'");
+  const bool ok = lua_isinteger(L, -2) && lua_isinteger(L, -1);
+  if (ok) tile_m = lua_tointeger(L, -2), tile_k = lua_tointeger(L, -1);
+  lua_pop(L, 3);
+  return ok;
+}
+
+int64_t session::tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  require_push(*p_, "tiling.vec");
+  lua_getfield(L, -1, "from_grid");
+  for (int64_t v : {rows, hidden, grid_x, grid_y, grid_z}) lua_pushinteger(L, lua_Integer(v));
+  ns_call(L, 5, 1, "while computing elements per block");
+  int ok = 0;
+  const int64_t e = lua_tointegerx(L, -1, &ok);
+  lua_pop(L, 2);
+  if (!ok || e < 1) throw error("scripts/tiling/vec.lua: from_grid() must return a positive integer");
+  return e;
+}
+
 op_entry session::op_load(const std::string& name) {
   lua_State* L = p_->L();
   stack_guard guard(L);

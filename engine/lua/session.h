@@ -57,6 +57,14 @@ class session {
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
 
+  // Fills each non-memory kernel's tile from scripts/tiling/{gemm,vec}.lua select(k, gpu), once per distinct shape.
+  void tiles_select(std::vector<kernel_instance>& kernels, const gpu_spec& gpu);
+  void tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu);
+  // The tile of a measured GEMM kernel name (tiling.gemm.parse); false when the name carries none.
+  bool tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k);
+  // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
+  int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
+
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
 

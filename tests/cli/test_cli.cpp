@@ -72,7 +72,7 @@ TEST_CASE("version and help flags", "[cli]") {
 
 TEST_CASE("golden: tiny GPT through the whole pipeline", "[cli][golden]") {
   const std::string dir = "tests/golden/tiny_gpt";
-  const auto r = run_cli("run " + dir + "/run.lua --format json");
+  const auto r = run_cli("run " + dir + "/run.lua --predictor roofline --format json");
   const json actual = parse_json(r);
   if (std::getenv("NEUSIGHT_UPDATE_GOLDEN")) {
     std::ofstream(source_dir / dir / "expected.json") << actual.dump(2) << "\n";
@@ -97,9 +97,9 @@ TEST_CASE("the main job: GPT-3 175B training on an H100", "[cli]") {
   const double flops = j["flops"];
   CHECK(flops > 6 * 174e9 * 2048);
   CHECK(flops < 6 * 180e9 * 2048 * 1.25);
-  // fp32 on 66.9 TFLOP/s: at least the compute bound, and plausibly under a minute.
+  // fp32 on 66.9 TFLOP/s: at least the compute bound, and no worse than a quarter of peak.
   CHECK(total > flops / 66.9e12 * 1e3);
-  CHECK(total < 60e3);
+  CHECK(total < 120e3);  // i.e. at least 27 % of the fp32 peak over the whole iteration
   REQUIRE(j["ops"].is_array());
   for (const char* key : {"name", "kind", "phase", "flops", "bytes", "ms"}) CHECK(j["ops"][0].contains(key));
 }
@@ -183,16 +183,16 @@ return {
 })lua").string();
   const std::string tiny = (source_dir / "tests/fixtures/gpus/tiny.toml").string();
   // via --ops
-  json j = parse_json(run_cli("run '" + script + "' --gpu '" + tiny + "' --ops '" + (t.path / "myops").string() + "' --format json"));
+  json j = parse_json(run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --ops '" + (t.path / "myops").string() + "' --format json"));
   CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(3 * 10.0, 1e-12));
   CHECK(j["ops"][0]["kernel"] == "VECfancy");
   // via NEUSIGHT_OPS_PATH
-  j = parse_json(run_cli("run '" + script + "' --gpu '" + tiny + "' --format json",
+  j = parse_json(run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --format json",
                          "NEUSIGHT_OPS_PATH='" + (t.path / "myops").string() + ";;'"));
   CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
   // via <script dir>/ops
   t.write("work/ops/fancy.lua", ns_test::slurp(t.path / "myops/fancy.lua"));
-  j = parse_json(run_cli("run '" + script + "' --gpu '" + tiny + "' --format json"));
+  j = parse_json(run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --format json"));
   CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
   // without any of them the op has no rule: memory-bound fallback with one warning
   std::filesystem::remove_all(t.path / "work/ops");
@@ -209,4 +209,43 @@ TEST_CASE("gpus and ops listings", "[cli]") {
   const auto o = run_cli("ops");
   CHECK(o.code == 0);
   CHECK(o.out.find("matmul           ops/matmul.lua") != std::string::npos);
+}
+
+TEST_CASE("eval kernels: per-row JSON, per GPU x family summary, unhandled rows counted", "[cli][eval]") {
+  const auto r = run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --format json");
+  const json j = parse_json(r);
+  REQUIRE(j["rows"].size() == 6);
+  for (const auto& row : j["rows"]) {
+    CHECK(row["op"] == "bmm");
+    CHECK(double(row["measured_ms"]) > 0);
+    CHECK(double(row["predicted_ms"]) > 0);
+  }
+  REQUIRE(j["summary"].size() == 2);
+  CHECK(j["summary"][0]["gpu"] == "A100-PCIE-40GB");
+  CHECK(j["summary"][0]["rows"] == 4);
+  CHECK(j["skipped"]["unknown device 'Imaginary GPU 9000'"] == 1);
+  CHECK(r.err.find("skipped 1 rows: unknown device 'Imaginary GPU 9000'") != std::string::npos);
+  // The roofline never beats the measurement on these compute-bound GEMMs (it is a lower bound).
+  const json roof = parse_json(run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --format json"));
+  for (const auto& row : roof["rows"]) CHECK(double(row["predicted_ms"]) <= double(row["measured_ms"]));
+}
+
+TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "[cli][train]") {
+  temp_dir t;
+  const auto out = (t.path / "nvidia/layernorm").string();
+  const auto r = run_cli("train -q --family layernorm --data tests/fixtures/bench/ln_small.csv --out '" + out +
+                         "' --hidden 16,16 --epochs 150 --batch 32 --lr 3e-3 --seed 3");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("layernorm weights, 400 rows, validation MAPE") != std::string::npos);
+  const std::string manifest = ns_test::slurp(t.path / "nvidia/layernorm/model.toml");
+  CHECK(manifest.find("gpus = [ 'T4', 'V100-PCIE-32GB' ]") != std::string::npos);
+  const json j = parse_json(run_cli("eval kernels tests/fixtures/bench/ln_small.csv --weights '" + t.path.string() +
+                                    "' --format json"));
+  CHECK(j["summary"].size() == 2);
+  for (const auto& s : j["summary"]) CHECK(double(s["mape"]) < 30);
+  // A family the graph needs but the weights folder lacks is a clear error.
+  const auto e = run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --weights '" + t.path.string() + "'");
+  CHECK(e.code == 1);
+  CHECK(e.err.find("no bmm weights for nvidia GPUs in " + (t.path / "nvidia").generic_string()) != std::string::npos);
 }

@@ -1,0 +1,210 @@
+// engine/cli/kernels_cmd.cpp — training the tile predictor from micro-benchmark CSVs and evaluating it per row.
+#include "cli/kernels_cmd.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <unistd.h>
+
+#include "cli/paths.h"
+#include "cli/report.h"
+#include "core/dataset.h"
+#include "core/roofline.h"
+#include "core/text.h"
+#include "core/weights.h"
+#include "lua/session.h"
+
+namespace ns {
+
+namespace {
+
+session_options default_session() {
+  session_options o;
+  o.data_root = data_root_find();
+  return o;
+}
+
+std::string duration(double s) {
+  const int t = int(std::lround(s));
+  return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
+}
+
+void report_skipped(const bench_data& d) {
+  for (const auto& [why, n] : d.skipped) std::fprintf(stderr, "neusight: skipped %zu rows: %s\n", n, why.c_str());
+}
+
+// Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the
+// kernel name carries no tile). Returns how many measured tiles fell back.
+size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string& mode) {
+  std::map<const gpu_spec*, std::vector<kernel*>> by_gpu;
+  for (auto& r : rows) by_gpu[r.gpu].push_back(&r.k);
+  for (auto& [gpu, ks] : by_gpu) s.tiles_select(ks, *gpu);
+  if (mode == "rule") return 0;
+  size_t fallback = 0;
+  for (auto& r : rows) {
+    if (r.fam == family::bmm || r.fam == family::linear) {
+      int64_t tm = 0, tk = 0;
+      if (s.tile_parse(r.kernel_name, tm, tk)) r.k.tile_m = tm, r.k.tile_k = tk;
+      else ++fallback;
+    } else if (r.fam == family::elementwise) {
+      r.k.tile_elems = s.tile_from_grid(r.k.rows, r.k.hidden, r.grid_x, r.grid_y, r.grid_z);
+    }
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int train_main(const train_flags& f) {
+  const auto fam = family_parse(f.family);
+  if (!fam) throw error("unknown family '" + f.family + "'" + text_did_you_mean(f.family, {"bmm", "linear", "elementwise", "softmax", "layernorm"}));
+  session s(default_session());
+  const gpu_catalog catalog(data_root_find() / "gpus");
+  bench_data d = bench_load(f.data, catalog, fam, f.exclude_gpus);
+  report_skipped(d);
+  if (d.rows.empty()) throw error("no " + f.family + " rows to train on in the given data");
+  std::set<std::string> vendors, gpus;
+  for (const auto& r : d.rows) vendors.insert(r.gpu->vendor), gpus.insert(r.gpu->name);
+  if (vendors.size() != 1) throw error("training rows mix vendors (nvidia and amd): train them separately");
+  const std::string vendor = *vendors.begin();
+  if (!f.vendor.empty() && f.vendor != vendor) throw error("--vendor " + f.vendor + " but the rows are " + vendor);
+  const size_t fell_back = tiles_assign(s, d.rows, f.tiles);
+  if (fell_back) std::fprintf(stderr, "neusight: %zu rows have no tile in their kernel name; using the tiling rule\n", fell_back);
+
+  std::vector<train_sample> samples;
+  samples.reserve(d.rows.size());
+  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu), r.latency_ms / 1e3});
+  if (!f.quiet)
+    std::fprintf(stderr, "neusight: training %s (%s) on %zu rows from %zu GPUs, %zu threads\n", f.family.c_str(),
+                 vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));
+  // A live bar on a terminal; in logs (CI) one line per 10 % of the epochs.
+  const bool tty = isatty(fileno(stderr));
+  train_result r = tile_model_train(*fam, samples, f.opts, [&](const train_progress& p) {
+    if (f.quiet) return;
+    if (!tty) {
+      if (p.epoch % std::max(1, p.max_epochs / 10) == 0)
+        std::fprintf(stderr, "epoch %d/%d  train SMAPE %.2f%%  val MAPE %.2f%% (best %.2f%% @%d)  %s\n", p.epoch,
+                     p.max_epochs, p.train_smape, p.val_mape, p.best_val_mape, p.best_epoch, duration(p.seconds).c_str());
+      return;
+    }
+    const double per = p.seconds / p.epoch;
+    const int width = 24, done = int(width * p.epoch / p.max_epochs);
+    std::fprintf(stderr, "\r[%s%s] epoch %d/%d  train SMAPE %.2f%%  val MAPE %.2f%% (best %.2f%% @%d)  lr %.1e  %s, ETA <%s   ",
+                 std::string(size_t(done), '#').c_str(), std::string(size_t(width - done), '.').c_str(), p.epoch,
+                 p.max_epochs, p.train_smape, p.val_mape, p.best_val_mape, p.best_epoch, double(p.lr),
+                 duration(p.seconds).c_str(), duration(per * (p.max_epochs - p.epoch)).c_str());
+  });
+  if (tty && !f.quiet) std::fprintf(stderr, "\n");
+
+  weights_provenance p;
+  p.vendor = vendor;
+  p.data = f.data;
+  p.gpus.assign(gpus.begin(), gpus.end());
+  p.excluded = f.exclude_gpus;
+  p.command = f.command;
+  p.git_commit = NEUSIGHT_GIT;
+  p.seed = f.opts.seed;
+  p.rows = int64_t(samples.size());
+  p.train_rows = int64_t(r.train_rows);
+  p.val_rows = int64_t(r.val_rows);
+  p.epochs_run = r.epochs_run;
+  p.best_epoch = r.best_epoch;
+  p.val_mape = r.val_mape;
+  p.train_mape = r.train_mape;
+  p.tiles = f.tiles;
+  weights_save(f.out, r.model, p);
+  std::printf("%s: %s weights, %zu rows, validation MAPE %.2f%% (train %.2f%%), best epoch %d of %d\n",
+              f.out.c_str(), f.family.c_str(), samples.size(), r.val_mape, r.train_mape, r.best_epoch, r.epochs_run);
+  return 0;
+}
+
+int eval_kernels_main(const eval_kernels_flags& f) {
+  session s(default_session());
+  const auto root = data_root_find();
+  const gpu_catalog catalog(root / "gpus");
+  bench_data d = bench_load(f.files, catalog, std::nullopt, f.exclude_gpus);
+  report_skipped(d);
+  // Measured tiles for the tile-match statistic, then the tiles the predictor will use.
+  std::vector<std::pair<int64_t, int64_t>> measured(d.rows.size());
+  std::vector<bool> has_measured(d.rows.size(), false);
+  for (size_t i = 0; i < d.rows.size(); ++i) {
+    const auto& r = d.rows[i];
+    if (r.fam == family::bmm || r.fam == family::linear) {
+      has_measured[i] = s.tile_parse(r.kernel_name, measured[i].first, measured[i].second);
+    } else if (r.fam == family::elementwise) {
+      measured[i] = {s.tile_from_grid(r.k.rows, r.k.hidden, r.grid_x, r.grid_y, r.grid_z), 0};
+      has_measured[i] = true;
+    }
+  }
+  tiles_assign(s, d.rows, f.tiles);
+  const auto pred = predictor_make(f.predictor, f.weights.empty() ? root / "weights" : std::filesystem::path(f.weights));
+  std::map<const gpu_spec*, std::vector<size_t>> by_gpu;
+  for (size_t i = 0; i < d.rows.size(); ++i) by_gpu[d.rows[i].gpu].push_back(i);
+  std::vector<double> predicted(d.rows.size());
+  for (const auto& [gpu, idx] : by_gpu) {
+    std::vector<kernel_instance> ks;
+    for (size_t i : idx) ks.push_back({0, phase::forward, d.rows[i].k});
+    const auto sec = pred->predict(ks, *gpu);
+    for (size_t j = 0; j < idx.size(); ++j) predicted[idx[j]] = sec[j] * 1e3;
+  }
+  struct agg {
+    std::vector<double> ape;
+    size_t tiles = 0, tile_hits = 0;
+  };
+  std::map<std::pair<std::string, std::string>, agg> groups;
+  using json = nlohmann::ordered_json;
+  json rows = json::array();
+  for (size_t i = 0; i < d.rows.size(); ++i) {
+    const auto& r = d.rows[i];
+    auto& g = groups[{r.gpu->name, std::string(family_name(r.fam))}];
+    g.ape.push_back(100 * std::abs(predicted[i] - r.latency_ms) / r.latency_ms);
+    if (has_measured[i]) {
+      ++g.tiles;
+      const bool hit = r.fam == family::elementwise ? r.k.tile_elems == measured[i].first
+                                                    : (r.k.tile_m == measured[i].first && r.k.tile_k == measured[i].second);
+      g.tile_hits += hit;
+    }
+    if (f.format == "json")
+      rows.push_back({{"device", r.device}, {"gpu", r.gpu->name}, {"op", r.op}, {"family", family_name(r.fam)},
+                      {"where", r.where}, {"measured_ms", r.latency_ms}, {"predicted_ms", predicted[i]}});
+  }
+  json summary = json::array();
+  std::string table = fmt::format("{:<18} {:<12} {:>6} {:>8} {:>8} {:>8} {:>10}\n", "gpu", "family", "rows", "MAPE %",
+                                  "median %", "p90 %", "tile hit %");
+  for (auto& [key, g] : groups) {
+    std::sort(g.ape.begin(), g.ape.end());
+    double mean = 0;
+    for (double a : g.ape) mean += a;
+    mean /= double(g.ape.size());
+    const double median = g.ape[g.ape.size() / 2], p90 = g.ape[std::min(g.ape.size() - 1, g.ape.size() * 9 / 10)];
+    const double hit = g.tiles ? 100.0 * double(g.tile_hits) / double(g.tiles) : NAN;
+    summary.push_back({{"gpu", key.first}, {"family", key.second}, {"rows", g.ape.size()}, {"mape", mean},
+                       {"median_ape", median}, {"p90_ape", p90}, {"tile_match", g.tiles ? json(hit) : json(nullptr)}});
+    table += fmt::format("{:<18} {:<12} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>10}\n", key.first, key.second,
+                         g.ape.size(), mean, median, p90, g.tiles ? fmt::format("{:.1f}", hit) : std::string("-"));
+  }
+  size_t skipped = 0;
+  for (const auto& [why, n] : d.skipped) skipped += n;
+  if (f.format == "json") {
+    json j;
+    j["predictor"] = f.predictor;
+    j["tiles"] = f.tiles;
+    j["files"] = d.files;
+    j["rows"] = std::move(rows);
+    j["summary"] = std::move(summary);
+    j["skipped"] = d.skipped;
+    emit(j.dump(2) + "\n", f.output);
+  } else {
+    table += fmt::format("\n{} rows evaluated, {} skipped (predictor {}, {} tiles)\n", d.rows.size(), skipped,
+                         f.predictor, f.tiles);
+    emit(table, f.output);
+  }
+  return 0;
+}
+
+}  // namespace ns

@@ -1,0 +1,25 @@
+// engine/cli/kernels_cmd.h — `neusight train` and `neusight eval kernels`: the kernel-level predictor workflow.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "core/tile_model.h"
+
+namespace ns {
+
+struct train_flags {
+  std::string family, out, vendor, tiles = "measured";
+  std::vector<std::string> data, exclude_gpus;
+  train_options opts;
+  bool quiet = false;
+  std::string command;  // the command line, recorded in the manifest
+};
+int train_main(const train_flags& f);
+
+struct eval_kernels_flags {
+  std::vector<std::string> files, exclude_gpus;
+  std::string predictor = "neusight", weights, tiles = "rule", format = "table", output;
+};
+int eval_kernels_main(const eval_kernels_flags& f);
+
+}  // namespace ns

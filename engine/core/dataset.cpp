@@ -1,0 +1,165 @@
+// engine/core/dataset.cpp — reading the micro-benchmark CSVs. FLOPs and bytes per row follow the data
+// collector's own accounting (count_ops_mem: binary 12 B, unary/ln/softmax 8 B per element in fp32).
+#include "core/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <set>
+
+#include "core/csv.h"
+#include "core/text.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+namespace {
+const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
+const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
+
+int64_t to_int(const std::string& s, const std::string& where, const char* col) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used == s.size() && v == std::floor(v)) return int64_t(v);
+  } catch (const std::exception&) {
+  }
+  throw error(where + ": column '" + col + "' must be an integer (got '" + s + "')");
+}
+
+double to_double(const std::string& s, const std::string& where, const char* col) {
+  try {
+    size_t used = 0;
+    const double v = std::stod(s, &used);
+    if (used == s.size() && std::isfinite(v)) return v;
+  } catch (const std::exception&) {
+  }
+  throw error(where + ": column '" + col + "' must be a number (got '" + s + "')");
+}
+
+std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
+  std::vector<std::string> files;
+  for (const auto& p : paths) {
+    if (fs::is_directory(p)) {
+      std::vector<std::string> found;
+      for (const auto& e : fs::recursive_directory_iterator(p))
+        if (e.is_regular_file() && e.path().extension() == ".csv") found.push_back(e.path().string());
+      std::sort(found.begin(), found.end());
+      files.insert(files.end(), found.begin(), found.end());
+    } else if (fs::is_regular_file(p)) {
+      files.push_back(p);
+    } else {
+      throw error(p + ": no such file or directory");
+    }
+  }
+  return files;
+}
+}  // namespace
+
+std::optional<family> bench_family(const std::string& op) {
+  if (op == "bmm") return family::bmm;
+  if (op == "linear") return family::linear;
+  if (op == "softmax") return family::softmax;
+  if (op == "ln") return family::layernorm;
+  if (binary_ops.count(op) || unary_ops.count(op)) return family::elementwise;
+  return std::nullopt;
+}
+
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, std::optional<family> only,
+                      const std::vector<std::string>& exclude_gpus) {
+  bench_data d;
+  d.files = csv_files(paths);
+  std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
+  const auto all = catalog.load_all();
+  auto resolve = [&](const std::string& device) -> std::optional<size_t> {
+    auto it = device_index.find(device);
+    if (it != device_index.end()) return it->second;
+    std::optional<size_t> idx;
+    try {
+      const gpu_spec g = catalog.resolve(device);
+      for (size_t i = 0; i < d.gpus.size() && !idx; ++i)
+        if (d.gpus[i].name == g.name) idx = i;
+      if (!idx) d.gpus.push_back(g), idx = d.gpus.size() - 1;
+    } catch (const error&) {
+    }
+    return device_index[device] = idx;
+  };
+  std::set<std::string> excluded;
+  for (const auto& x : exclude_gpus) excluded.insert(catalog.resolve(x).name);
+  d.gpus.reserve(all.size());  // rows keep pointers into d.gpus
+
+  for (const auto& file : d.files) {
+    const csv_table t = csv_load(file);
+    const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");
+    const size_t c_lat = t.has_column("Latency") ? t.column("Latency") : t.column("Latency (ms)");
+    const size_t c_gx = t.column("Grid x"), c_gy = t.column("Grid y"), c_gz = t.column("Grid z");
+    for (size_t i = 0; i < t.rows.size(); ++i) {
+      const auto& row = t.rows[i];
+      const std::string& op = row[c_op];
+      const auto fam = bench_family(op);
+      if (!fam) {
+        ++d.skipped["OPName '" + op + "' has no kernel family"];
+        continue;
+      }
+      if (only && *fam != *only) {
+        ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
+        continue;
+      }
+      const auto gi = resolve(row[c_dev]);
+      if (!gi) {
+        ++d.skipped["unknown device '" + row[c_dev] + "'"];
+        continue;
+      }
+      if (excluded.count(d.gpus[*gi].name)) {
+        ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+        continue;
+      }
+      bench_row r;
+      r.where = t.where(i);
+      r.device = row[c_dev];
+      r.op = op;
+      r.fam = *fam;
+      r.latency_ms = to_double(row[c_lat], r.where, "Latency");
+      r.kernel_name = row[c_name];
+      r.grid_x = to_int(row[c_gx], r.where, "Grid x");
+      r.grid_y = to_int(row[c_gy], r.where, "Grid y");
+      r.grid_z = to_int(row[c_gz], r.where, "Grid z");
+      kernel& k = r.k;
+      k.dtype = "fp32";
+      if (*fam == family::bmm || *fam == family::linear) {
+        const int64_t B = to_int(row[t.column("B")], r.where, "B"), M = to_int(row[t.column("M")], r.where, "M");
+        const int64_t N = to_int(row[t.column("N")], r.where, "N"), K = to_int(row[t.column("K")], r.where, "K");
+        if (*fam == family::bmm) {
+          k.kind = kernel_kind::bmm, k.name = "BMM", k.b = B, k.m = M;
+        } else {
+          k.kind = kernel_kind::gemm, k.name = "Linear", k.b = 1, k.m = B * M;
+        }
+        k.n = N, k.k = K;
+        k.flops = 2.0 * double(k.b) * double(k.m) * double(N) * double(K);
+        k.bytes = 4.0 * double(k.b) * double(k.m * N + N * K + k.m * K);
+      } else {
+        k.rows = to_int(row[t.column("B")], r.where, "B");
+        k.hidden = to_int(row[t.column("H")], r.where, "H");
+        const double numel = double(k.rows) * double(k.hidden);
+        if (*fam == family::elementwise) {
+          k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
+          k.flops = numel;
+          k.bytes = (binary_ops.count(op) ? 12.0 : 8.0) * numel;
+        } else if (*fam == family::softmax) {
+          k.kind = kernel_kind::softmax, k.name = "VECsoftmax", k.flops = 5 * numel, k.bytes = 8 * numel;
+        } else {
+          k.kind = kernel_kind::layernorm, k.name = "VECln", k.flops = 6 * numel, k.bytes = 8 * numel;
+        }
+      }
+      if (!(r.latency_ms > 0) || k.flops <= 0) {
+        ++d.skipped["non-positive latency or empty shape"];
+        continue;
+      }
+      r.gpu = &d.gpus[*gi];
+      d.rows.push_back(std::move(r));
+    }
+  }
+  return d;
+}
+
+}  // namespace ns

@@ -1,0 +1,42 @@
+// engine/core/dataset.h — kernel micro-benchmark rows (NeuSight CSV format) as kernels with measured latency.
+#pragma once
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/gpu_spec.h"
+#include "core/graph.h"
+#include "core/tile_model.h"
+
+namespace ns {
+
+struct bench_row {
+  std::string where;        // file:line
+  std::string device;       // the CSV's Device string
+  const gpu_spec* gpu = nullptr;
+  std::string op;           // OPName
+  family fam = family::bmm;
+  kernel k;                 // dims, flops, bytes (fp32, as measured)
+  double latency_ms = 0;
+  std::string kernel_name;  // the launched library kernel
+  int64_t grid_x = 0, grid_y = 0, grid_z = 0;
+};
+
+struct bench_data {
+  std::vector<bench_row> rows;
+  std::vector<gpu_spec> gpus;                // resolved devices (rows point into this)
+  std::map<std::string, size_t> skipped;     // reason → rows
+  std::vector<std::string> files;
+};
+
+// The OPName → family map of the data (ln → layernorm, add/addu/… → elementwise); nullopt for others.
+std::optional<family> bench_family(const std::string& op);
+
+// Reads CSV files and folders (recursively, *.csv). Devices resolve through the GPU catalogue's aliases.
+// Rows of other families than `only` (if given), of `exclude_gpus`, of unknown devices or with bad
+// numbers are skipped and counted by reason, never silently dropped. Malformed CSV throws with file:line.
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, std::optional<family> only,
+                      const std::vector<std::string>& exclude_gpus = {});
+
+}  // namespace ns

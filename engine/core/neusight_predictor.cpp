@@ -1,0 +1,77 @@
+// engine/core/neusight_predictor.cpp — batches a graph's kernels per family into one MLP evaluation each,
+// deduplicated by shape (a 96-layer model has only tens of distinct kernels).
+#include <map>
+
+#include "core/roofline.h"
+#include "core/text.h"
+#include "core/tile_model.h"
+#include "core/weights.h"
+
+namespace ns {
+
+namespace {
+
+class neusight_predictor final : public predictor {
+ public:
+  explicit neusight_predictor(std::filesystem::path root) : root_(std::move(root)) {}
+  std::string name() const override { return "neusight"; }
+
+  std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
+    std::vector<double> out(kernels.size(), 0.0);
+    std::map<family, std::vector<tile_features>> batch;
+    std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
+    std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      const auto fam = family_of(k);
+      if (k.seconds || !fam) {
+        out[i] = roofline_seconds(k, gpu);
+        continue;
+      }
+      const std::string key = k.name + "|" + k.dtype + "|" + std::to_string(k.b) + "," + std::to_string(k.m) + "," +
+                              std::to_string(k.n) + "," + std::to_string(k.k) + "," + std::to_string(k.rows) + "," +
+                              std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," +
+                              std::to_string(k.bytes) + "|" + std::to_string(k.tile_m) + "x" +
+                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems);
+      auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
+      if (fresh) batch[*fam].push_back(tile_features_compute(k, gpu));
+      slot[i] = {*fam, it->second};
+    }
+    const auto& models = models_for(gpu.vendor);
+    std::map<family, std::vector<double>> seconds;
+    for (const auto& [fam, rows] : batch) {
+      auto m = models.find(fam);
+      if (m == models.end())
+        throw error("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
+                    (root_ / gpu.vendor).generic_string() + " (train them with `neusight train`)");
+      seconds[fam] = m->second.predict(rows);
+    }
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (slot[i].second != SIZE_MAX) out[i] = seconds[slot[i].first][slot[i].second];
+    return out;
+  }
+
+ private:
+  // Loads every family folder present under <root>/<vendor>/ once.
+  const std::map<family, tile_model>& models_for(const std::string& vendor) const {
+    auto it = cache_.find(vendor);
+    if (it != cache_.end()) return it->second;
+    std::map<family, tile_model> models;
+    for (family f : families) {
+      const auto dir = root_ / vendor / std::string(family_name(f));
+      if (std::filesystem::exists(dir / "model.toml")) models.emplace(f, weights_load(dir));
+    }
+    return cache_[vendor] = std::move(models);
+  }
+
+  std::filesystem::path root_;
+  mutable std::map<std::string, std::map<family, tile_model>> cache_;
+};
+
+}  // namespace
+
+std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& weights_root) {
+  return std::make_unique<neusight_predictor>(weights_root);
+}
+
+}  // namespace ns

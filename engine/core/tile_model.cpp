@@ -1,0 +1,257 @@
+// engine/core/tile_model.cpp — NeuSight features (spec §1.3), utilisation, batched inference and training.
+#include "core/tile_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <future>
+#include <numeric>
+#include <random>
+
+#include "core/roofline.h"
+#include "core/text.h"
+
+namespace ns {
+
+namespace {
+constexpr std::pair<family, std::string_view> family_names[] = {
+    {family::bmm, "bmm"}, {family::linear, "linear"}, {family::elementwise, "elementwise"},
+    {family::softmax, "softmax"}, {family::layernorm, "layernorm"}};
+
+double ceil_div(double a, double b) { return std::ceil(a / b); }
+constexpr double gib = 1073741824.0, mib = 1048576.0;
+}  // namespace
+
+std::string_view family_name(family f) {
+  for (const auto& [fam, name] : family_names)
+    if (fam == f) return name;
+  return "?";
+}
+
+std::optional<family> family_parse(std::string_view s) {
+  for (const auto& [fam, name] : family_names)
+    if (name == s) return fam;
+  return std::nullopt;
+}
+
+std::optional<family> family_of(const kernel& k) {
+  switch (k.kind) {
+    case kernel_kind::gemm: return family::linear;
+    case kernel_kind::bmm: return family::bmm;
+    case kernel_kind::elementwise: return family::elementwise;
+    case kernel_kind::softmax: return family::softmax;
+    case kernel_kind::layernorm: return family::layernorm;
+    case kernel_kind::memory: return std::nullopt;
+  }
+  return std::nullopt;
+}
+
+const std::array<const char*, tile_feature_count>& tile_feature_names() {
+  static const std::array<const char*, tile_feature_count> names = {
+      "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
+      "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
+  return names;
+}
+
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
+  const double sms = double(gpu.num_sm);
+  const double peak = roofline_peak_flops(gpu, k) / 1e9;  // GFLOP/s
+  const double bw = gpu.mem_bw_gbps;
+  double blocks = 0, tile_gflop = 0, tile_mb = 0, ai = 0;
+  if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
+    const double tm = double(k.tile_m), tk = double(k.tile_k);
+    if (tm <= 0 || tk <= 0) throw error("kernel " + k.name + " has no tile (tile_m, tile_k)");
+    const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k), e = dtype_bytes(k.dtype);
+    blocks = B * ceil_div(M, tm) * ceil_div(K, tk);
+    tile_gflop = 2 * tm * N * tk / 1e9;
+    tile_mb = e * (tm * N + N * tk + tm * tk) / mib;
+    ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / (e * (M * N + N * K + M * K) / gib);
+  } else if (k.kind != kernel_kind::memory) {
+    const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
+    if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");
+    const double numel = R * H;
+    const double ops = k.flops / numel, mem = k.bytes / numel;
+    if (!(ops > 0) || !(mem > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
+    blocks = R * ceil_div(H, T);
+    tile_gflop = ops * T / 1e9;
+    tile_mb = mem * T / mib;
+    ai = (ops * ceil_div(H, T) * T / 1e9) / (mem * H / gib);
+  } else {
+    throw error("memory kernels have no tile model");
+  }
+  tile_features f;
+  f.blocks = blocks;
+  f.waves = std::ceil(blocks / sms);
+  f.roof_gflops = std::min(peak, ai * bw);
+  f.base_seconds = f.waves * tile_gflop * sms / f.roof_gflops;
+  f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
+           std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
+           std::log2(f.waves * tile_mb / (gpu.l2_mb * 1024 / sms))};
+  f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+  return f;
+}
+
+namespace {
+double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
+
+Eigen::MatrixXf features_matrix(const std::vector<const tile_features*>& rows, const tile_model& m) {
+  Eigen::MatrixXf x(int(tile_feature_count), int(rows.size()));
+  for (size_t j = 0; j < rows.size(); ++j)
+    for (size_t i = 0; i < tile_feature_count; ++i)
+      x(int(i), int(j)) = (std::clamp(rows[j]->x[i], m.lo[i], m.hi[i]) - m.mean[i]) / m.scale[i];
+  return x;
+}
+}  // namespace
+
+double tile_utilization(float o0, float o1, double waves) {
+  // 1 − σ(o0)/W written as ((W − 1) + σ(−o0)) / W so that it stays positive in floating point at W = 1;
+  // the floor bounds a forecast at 10^4 × the roofline time.
+  return std::max(sigmoid(o1) * ((waves - 1.0) + sigmoid(-double(o0))) / waves, 1e-4);
+}
+
+double tile_seconds(const tile_features& f, float o0, float o1, float o2) {
+  return f.base_seconds / tile_utilization(o0, o1, f.waves) + sigmoid(o2) * tile_overhead_max_s;
+}
+
+std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) const {
+  std::vector<const tile_features*> ptrs;
+  ptrs.reserve(rows.size());
+  for (const auto& r : rows) ptrs.push_back(&r);
+  const Eigen::MatrixXf out = net.forward(features_matrix(ptrs, *this));
+  std::vector<double> s(rows.size());
+  for (size_t j = 0; j < rows.size(); ++j)
+    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)));
+  return s;
+}
+
+namespace {
+
+// Forward + SMAPE gradient + backward over one chunk of a batch; returns the summed SMAPE.
+double chunk_grad(const tile_model& m, const std::vector<const train_sample*>& chunk, mlp::grad& g) {
+  std::vector<const tile_features*> fs;
+  fs.reserve(chunk.size());
+  for (const auto* s : chunk) fs.push_back(&s->f);
+  mlp::cache c;
+  const Eigen::MatrixXf out = m.net.forward(features_matrix(fs, m), c);
+  Eigen::MatrixXf dout(tile_outputs, int(chunk.size()));
+  double loss = 0;
+  for (size_t j = 0; j < chunk.size(); ++j) {
+    const int col = int(j);
+    const double W = chunk[j]->f.waves, y = chunk[j]->seconds;
+    const double s0 = sigmoid(out(0, col)), s1 = sigmoid(out(1, col)), s2 = sigmoid(out(2, col));
+    const double util = tile_utilization(out(0, col), out(1, col), W);
+    const double wave_time = chunk[j]->f.base_seconds / util;
+    const double yh = wave_time + s2 * tile_overhead_max_s;
+    const double sum = y + yh, diff = yh - y;
+    loss += std::abs(diff) / sum;
+    const double dl_dyh = ((diff > 0 ? 1.0 : -1.0) * sum - std::abs(diff)) / (sum * sum);
+    const double dl_dutil = util > 1e-4 ? dl_dyh * (-wave_time / util) : 0.0;  // no gradient through the floor
+    dout(0, col) = float(dl_dutil * (-s1 * s0 * (1 - s0) / W));
+    dout(1, col) = float(dl_dutil * (s1 * (1 - s1) * (1 - s0 / W)));
+    dout(2, col) = float(dl_dyh * s2 * (1 - s2) * tile_overhead_max_s);
+  }
+  m.net.backward(c, dout, g);
+  return loss;
+}
+
+double mape_percent(const tile_model& m, const std::vector<const train_sample*>& rows) {
+  if (rows.empty()) return 0;
+  std::vector<tile_features> fs;
+  fs.reserve(rows.size());
+  for (const auto* s : rows) fs.push_back(s->f);
+  const auto pred = m.predict(fs);
+  double sum = 0;
+  for (size_t i = 0; i < rows.size(); ++i) sum += std::abs(pred[i] - rows[i]->seconds) / rows[i]->seconds;
+  return 100 * sum / double(rows.size());
+}
+
+}  // namespace
+
+train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,
+                              const std::function<void(const train_progress&)>& progress) {
+  if (samples.size() < 10) throw error("too few training rows (" + std::to_string(samples.size()) + ")");
+  const auto start = std::chrono::steady_clock::now();
+  std::mt19937_64 rng(opts.seed);
+  std::vector<size_t> order(samples.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::shuffle(order.begin(), order.end(), rng);
+  const size_t n_val = std::max<size_t>(1, size_t(double(samples.size()) * opts.val_fraction));
+  std::vector<const train_sample*> val, train;
+  for (size_t i = 0; i < order.size(); ++i) (i < n_val ? val : train).push_back(&samples[order[i]]);
+
+  train_result r;
+  r.train_rows = train.size();
+  r.val_rows = val.size();
+  tile_model& m = r.model;
+  m.fam = fam;
+  // Normalisation from the training split only.
+  for (size_t i = 0; i < tile_feature_count; ++i) {
+    double s = 0, s2 = 0;
+    for (const auto* t : train) s += t->f.x[i], s2 += double(t->f.x[i]) * t->f.x[i];
+    const double mean = s / double(train.size());
+    const double var = std::max(s2 / double(train.size()) - mean * mean, 1e-12);
+    m.mean[i] = float(mean);
+    m.scale[i] = float(std::max(std::sqrt(var), 1e-3));
+    m.lo[i] = m.hi[i] = train.front()->f.x[i];
+    for (const auto* t : train) m.lo[i] = std::min(m.lo[i], t->f.x[i]), m.hi[i] = std::max(m.hi[i], t->f.x[i]);
+  }
+  std::vector<int> sizes = {int(tile_feature_count)};
+  sizes.insert(sizes.end(), opts.hidden.begin(), opts.hidden.end());
+  sizes.push_back(tile_outputs);
+  m.net = mlp::make(sizes, opts.seed + 1);
+
+  adam opt;
+  opt.lr = opts.lr;
+  opt.weight_decay = opts.weight_decay;
+  tile_model best = m;
+  double best_val = mape_percent(m, val);
+  int since_best = 0, since_decay = 0;
+  const int threads = std::max(1, opts.threads);
+  for (int epoch = 1; epoch <= opts.max_epochs; ++epoch) {
+    std::shuffle(train.begin(), train.end(), rng);
+    double loss_sum = 0;
+    for (size_t at = 0; at < train.size(); at += size_t(opts.batch)) {
+      const size_t end = std::min(train.size(), at + size_t(opts.batch));
+      const size_t per = (end - at + size_t(threads) - 1) / size_t(threads);
+      std::vector<mlp::grad> grads(static_cast<size_t>(threads));
+      std::vector<std::future<double>> jobs;
+      for (int t = 0; t < threads; ++t) {
+        const size_t lo = at + size_t(t) * per, hi = std::min(end, lo + per);
+        grads[size_t(t)].zero_like(m.net);
+        if (lo >= hi) continue;
+        std::vector<const train_sample*> chunk(train.begin() + long(lo), train.begin() + long(hi));
+        auto work = [&m, chunk = std::move(chunk), &g = grads[size_t(t)]] { return chunk_grad(m, chunk, g); };
+        jobs.push_back(t + 1 < threads ? std::async(std::launch::async, work) : std::async(std::launch::deferred, work));
+      }
+      for (auto& j : jobs) loss_sum += j.get();
+      for (int t = 1; t < threads; ++t) grads[0].add(grads[size_t(t)]);
+      const float inv = 1.0f / float(end - at);
+      for (size_t l = 0; l < grads[0].w.size(); ++l) grads[0].w[l] *= inv, grads[0].b[l] *= inv;
+      opt.step(m.net, grads[0]);
+    }
+    const double val_mape = mape_percent(m, val);
+    if (val_mape < best_val) {
+      best_val = val_mape, best = m, r.best_epoch = epoch;
+      since_best = since_decay = 0;
+    } else {
+      ++since_best, ++since_decay;
+      if (since_decay >= std::max(1, opts.patience / 3)) opt.lr *= 0.5f, since_decay = 0;
+    }
+    r.epochs_run = epoch;
+    if (progress) {
+      train_progress p;
+      p.epoch = epoch, p.max_epochs = opts.max_epochs, p.best_epoch = r.best_epoch;
+      p.train_smape = 100 * loss_sum / double(train.size());
+      p.val_mape = val_mape, p.best_val_mape = best_val, p.lr = opt.lr;
+      p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress(p);
+    }
+    if (since_best >= opts.patience) break;
+  }
+  r.model = std::move(best);
+  r.val_mape = best_val;
+  r.train_mape = mape_percent(r.model, train);
+  return r;
+}
+
+}  // namespace ns

@@ -1,0 +1,36 @@
+// engine/core/weights.h — versioned weight folders: model.toml (manifest) + weights.bin (float32, checksummed).
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "core/tile_model.h"
+
+namespace ns {
+
+constexpr int64_t weights_format_version = 1;
+
+// What produced the weights; written to [training] of model.toml.
+struct weights_provenance {
+  std::string vendor;                 // "nvidia" | "amd"
+  std::vector<std::string> data;      // CSV files or folders read
+  std::vector<std::string> gpus;      // GPUs with rows in the training set
+  std::vector<std::string> excluded;  // --exclude-gpu
+  std::string command, git_commit;
+  uint64_t seed = 0;
+  int64_t rows = 0, train_rows = 0, val_rows = 0, epochs_run = 0, best_epoch = 0;
+  double val_mape = 0, train_mape = 0, seconds = 0;
+  std::string tiles;  // "measured" | "rule"
+};
+
+uint64_t fnv1a64(const void* data, size_t n);
+
+// Writes <dir>/model.toml and <dir>/weights.bin (creates dir; files are written whole, then renamed).
+void weights_save(const std::filesystem::path& dir, const tile_model& m, const weights_provenance& p);
+
+// Reads and verifies format version, family, layer sizes, feature names, byte count and checksum.
+// Throws ns::error "<dir>/model.toml: ..." or "<dir>/weights.bin: ..." on any mismatch.
+tile_model weights_load(const std::filesystem::path& dir, weights_provenance* provenance = nullptr);
+
+}  // namespace ns

@@ -1,0 +1,360 @@
+-- scripts/tiling/gemm.lua — GEMM tile rules: the output tile (and kernel) cuBLAS/rocBLAS picks for a linear or bmm.
+--
+-- Replaces the reference's nearest-neighbour tile table (method-neusight.md §1.4, §7 item 7) with
+-- small per-architecture rules derived from the measured kernel names in the NeuSight data
+-- (dataset/train/collect/{bmm,linear}, dataset/test, dataset_amd/test/collect; PyTorch 2.1 + cuBLAS
+-- 12.1 on NVIDIA, PyTorch 2.4.1 + rocBLAS/Tensile on AMD, all FP32). tests/bench/tile_hits.lua prints
+-- how often each rule matches the measured tile.
+--
+-- Conventions
+--   * Shapes use the data convention: k = { family, b, m, n, k }, A is m×n, B is n×k, n is the
+--     reduction, the output is b×m×k; linear is b = 1, m = tokens, n = in-features, k = out-features.
+--   * Libraries run column-major, so their "M" is PyTorch's k. A kernel tile "AxB" (cuBLAS
+--     sgemm_AxB, Tensile MT<A>x<B>, tilesize<A>x<B>) therefore covers A output columns (along k)
+--     and B output rows (along m): tile_k = A, tile_m = B. The launch grids confirm it: grid.x =
+--     ceil(k/A), grid.y = ceil(m/B) on every GPU in the data.
+--   * Rules below return tiles in the library's own "AxB" order, so they read like kernel names.
+--   * The rules were fitted on FP32 (SIMT / FP32-MFMA) kernels; other dtypes reuse them.
+local ceil, type, tostring, tonumber, error = math.ceil, type, tostring, tonumber, error
+local fmt = string.format
+
+local M = {}
+
+---------------------------------------------------------------------------------------------------
+-- Parsing measured kernel names
+
+-- Tried in this order; each captures (A, B) = (Tile1, Tile2) of the library's column-major frame.
+--   1. Tensile macro tile "_MT64x32x16_" (rocBLAS; DepthU, the third number, is the reduction step).
+--   2. cuBLAS "sgemm_128x64": maxwell_/volta_/ampere_sgemm_AxB[_sliced1x4]_{nn,tn}, the
+--      cuBLASLt "sgemm_128x128x8_NT_vec" and CUTLASS "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"
+--      (threadblock MxN in cuBLAS' frame; the "8x4" after it is K-step x stages and is ignored).
+--   3. "tilesize128x128x8" (Hopper-era sm90_xmma_gemm_* names).
+--   4. any other "<x>gemm_AxB" (hgemm, h16816gemm, s1688gemm, dgemm …), same frame as cuBLAS.
+local PATTERNS = {
+  "_[Mm][Tt](%d+)x(%d+)",
+  "sgemm_(%d+)x(%d+)",
+  "tilesize(%d+)x(%d+)",
+  "%wgemm_(%d+)x(%d+)",
+}
+
+--- Output tile of a measured GEMM kernel: tile_m, tile_k (nil if the name carries no tile).
+---@param kernel_name string
+---@return integer|nil tile_m
+---@return integer|nil tile_k
+function M.parse(kernel_name)
+  if type(kernel_name) ~= "string" then
+    error(fmt("bad argument #1 to 'parse' (string expected, got %s)", type(kernel_name)), 2)
+  end
+  for _, pattern in ipairs(PATTERNS) do
+    local a, b = kernel_name:match(pattern)
+    if a then return tonumber(b), tonumber(a) end -- tile_m = Tile2, tile_k = Tile1
+  end
+  return nil
+end
+
+---------------------------------------------------------------------------------------------------
+-- Shape helpers shared by the rules
+
+local function cdiv(a, b) return ceil(a / b) end
+
+-- Number of thread blocks a library tile "AxB" launches for the problem (b · ceil(k/A) · ceil(m/B)).
+local function ctas(s, a, b) return s.b * cdiv(s.k, a) * cdiv(s.m, b) end
+
+-- Output area the tile pads the problem to (per batch): used where the library visibly avoids waste.
+local function padded(s, a, b) return cdiv(s.k, a) * a * cdiv(s.m, b) * b end
+
+-- A tile: library Tile1 (along k), Tile2 (along m), and whether it is a sliced-K kernel (cuBLAS
+-- "_sliced1x4": the CTA's warps split the reduction four ways; same output tile).
+local function T(a, b, sliced) return { a = a, b = b, sliced = sliced or false } end
+
+---------------------------------------------------------------------------------------------------
+-- Per-architecture rules. Each takes the shape view s = { b, m, n, k, out = b·m·k, sm = num_sm,
+-- cc = compute_capability } and returns T(A, B[, sliced]). First matching clause wins. The
+-- percentages are tile hit rates by rows / by latency over the train and test splits
+-- (tests/bench/tile_hits.lua); thresholds are split points read off the data, rounded.
+
+local rules = {}
+
+-- Ampere (A100-40GB: linear 64-75 % / 85-93 %; bmm 99.6-100 % / 100 %).
+-- cuBLAS' Ampere SGEMM heuristic is mostly shape-driven: a long reduction switches to sliced-K
+-- kernels, a small output to small tiles, and otherwise the tile follows the output's aspect.
+rules.ampere = {
+  prefix = "ampere_sgemm_",
+  linear = function(s)
+    -- Occupancy threshold: below ~1.2 waves of 128x64 tiles (2^20 outputs on A100's 108 SMs) cuBLAS
+    -- falls back to 32x32 tiles; scaled by SM count for other GPUs.
+    local small = 2 ^ 20 * s.sm / 108
+    if s.n >= 32768 then -- long reduction: sliced-K kernels, tile grows with the output
+      if s.out < 2 ^ 18.6 then return T(32, 32, true) end
+      if s.out < small or s.k < 1000 then return T(64, 32, true) end
+      return T(128, 32, true)
+    end
+    if s.out < small then return T(32, 32, true) end
+    if s.k < 1200 then -- few output columns: tall tile along m, unless the output is large anyway
+      if s.out < 2 ^ 23 then return T(32, 128) end
+      return T(128, 64)
+    end
+    if s.m < 480 then return T(128, 32) end                 -- few rows: flat tile along k
+    if s.m < 2048 and s.n >= 4096 then return T(128, 32) end -- deep tiles: more CTAs per row band
+    return T(128, 64)
+  end,
+  -- Batched GEMMs use ampere_sgemm_128x128_nn for every measured shape except a handful of tiny ones.
+  bmm = function(s) return T(128, 128) end,
+}
+
+-- Volta (V100: linear 63-65 % / 69-85 %; bmm 68-76 % / 76-80 %).
+rules.volta = {
+  prefix = "volta_sgemm_",
+  linear = function(s)
+    if s.n >= 57000 then -- very long reduction: sliced-K
+      if s.k >= 1000 then return T(128, 32, true) end
+      return T(64, 32, true)
+    end
+    if s.n >= 8192 then -- long reduction: 128x128 unless the output is small
+      if s.out < 2 ^ 19 then
+        if s.k < 150 then return T(32, 32, true) end
+        return T(64, 32, true)
+      end
+      if s.m < 320 then return T(128, 32) end
+      return T(128, 128)
+    end
+    if s.k < 1000 then
+      if s.out < 2 ^ 17.9 then
+        if s.k < 470 then return T(32, 32, true) end
+        return T(64, 32, true)
+      end
+      if s.m < 800 then return T(128, 32) end
+      return T(32, 128)
+    end
+    if s.out < 2 ^ 20.3 then
+      if s.m < 54 then return T(64, 32, true) end
+      return T(128, 32)
+    end
+    if s.m < 145 then return T(128, 32) end
+    return T(128, 64)
+  end,
+  bmm = function(s)
+    if s.k < 100 then -- narrow outputs
+      if ctas(s, 128, 128) < 4.5 * s.sm then
+        if s.out < 2 ^ 16 then return T(128, 32) end
+        return T(64, 64)
+      end
+      if s.m < 64 then return T(64, 64) end
+      return T(32, 128)
+    end
+    if s.out < 2 ^ 18.24 then return T(128, 32) end
+    -- 32x128 and 64x64 launch the same number of CTAs; cuBLAS takes the one that pads less
+    -- (a tie is a coin flip in the data: 64x64 is slightly more frequent).
+    if padded(s, 32, 128) < padded(s, 64, 64) then return T(32, 128) end
+    return T(64, 64)
+  end,
+}
+
+-- Turing (T4; cuBLAS runs the volta_sgemm kernels with its own heuristic: linear 63-77 % / 58-72 %,
+-- bmm 89-91 % / 94 %).
+rules.turing = {
+  prefix = "volta_sgemm_",
+  linear = function(s)
+    if s.m < 1000 then
+      if s.n >= 37000 then
+        if s.m >= 450 then return T(128, 128) end
+        return T(128, 64)
+      end
+      if s.m < 34 then return T(128, 32) end
+      if s.k < 84 then return T(32, 128) end
+      return T(128, 64)
+    end
+    if s.k < 32 then return T(32, 128) end
+    if s.k < 256 or s.n < 512 then return T(128, 64) end
+    if ctas(s, 128, 128) < s.sm then return T(128, 64) end -- under one wave of 128x128 tiles
+    if s.m >= 65536 then return T(128, 64) end
+    return T(128, 128)
+  end,
+  bmm = function(s)
+    if s.k < 64 then return T(64, 64) end
+    -- rows that fit a 32-row band better than a 64-row one (m <= 32, 65..96, 129..160)
+    if s.m <= 32 or (s.m < 192 and s.m % 64 > 0 and s.m % 64 <= 32) then return T(128, 32) end
+    if s.out < 2 ^ 19.1 then return T(64, 64) end
+    return T(128, 64)
+  end,
+}
+
+-- Pascal (cuBLAS' maxwell_sgemm kernels). GP100 (cc 6.0, P100) and GP10x (cc 6.1, P4) have separate
+-- cuBLAS heuristics, so the rule branches on compute capability (P100 linear 83-94 % / 95-100 %;
+-- P4 linear 65 % / 69 % of the train split, 0 % of its test split; bmm 99.6-100 %).
+rules.pascal = {
+  prefix = "maxwell_sgemm_",
+  linear = function(s)
+    if s.cc == "6.0" then
+      if s.out < 2 ^ 18.3 then
+        if s.m < 2048 and ctas(s, 64, 64) < 1.25 * s.sm then return T(128, 32) end
+        return T(64, 64)
+      end
+      if s.out < 2 ^ 20.6 or s.m < 460 then return T(64, 64) end
+      return T(32, 128)
+    end
+    -- cc 6.1 (P4). The P4 *test* split (model shapes) was measured with cuBLASLt's
+    -- sgemm_128x128x8_NT_vec instead, for shapes where the train split shows maxwell 64x64/32x128;
+    -- we follow the train split (see the bench).
+    if s.out < 2 ^ 16.3 then
+      if s.m < 660 then return T(128, 32) end
+      return T(64, 64)
+    end
+    return T(64, 64)
+  end,
+  bmm = function(s)
+    -- GP10x switches to 128x128 for large square outputs (P4 test split: m = k = 2048).
+    if s.cc ~= "6.0" and s.m >= 2048 and s.k >= 2048 then return T(128, 128) end
+    return T(128, 64)
+  end,
+}
+
+-- CDNA2 (MI210; rocBLAS picks Tensile solutions by nearest benchmarked size, so these rules only
+-- capture the dominant tiles: linear 45 % / 73 %, bmm 67 % / 76 %). Linear uses Cijk_Alik_Bljk
+-- (A transposed), bmm Cijk_Ailk_Bljk.
+rules.cdna2 = {
+  prefix = "Cijk_",
+  linear = function(s)
+    if s.out >= 2 ^ 29.6 then return T(128, 128) end
+    if s.out >= 2 ^ 28.2 then return T(96, 96) end
+    if s.n >= 2880 then -- long reduction (huge n gets a global split-U, GSU>1, same macro tile)
+      if s.out < 2 ^ 20.3 then return T(64, 32) end
+      return T(64, 64)
+    end
+    if s.out < 2 ^ 21.6 then return T(64, 32) end
+    if s.out < 2 ^ 26.6 then return T(128, 64) end
+    return T(96, 96)
+  end,
+  bmm = function(s)
+    local mk = s.m * s.k -- per-batch output
+    if mk < 2 ^ 17 then
+      if s.k < 96 and s.n >= 512 then return T(64, 128) end
+      if s.n < 384 then return T(16, 64) end
+      if s.n < 512 then return T(64, 16) end
+      return T(32, 32)
+    end
+    if s.m < 3000 then return T(64, 32) end
+    if s.k < 256 then
+      if mk < 2 ^ 18 then return T(64, 32) end
+      return T(64, 64)
+    end
+    if s.n < 4096 then return T(128, 64) end
+    return T(64, 64)
+  end,
+}
+
+-- CDNA1 (MI100: linear 53 % / 83 %, bmm 65 % / 62 %).
+rules.cdna1 = {
+  prefix = "Cijk_",
+  linear = function(s)
+    if s.n >= 30000 then -- long reduction
+      if s.m >= 65536 then return T(64, 128) end
+      if s.m >= 32768 then return T(128, 128) end
+      if s.out < 2 ^ 20.6 then return T(64, 64) end
+      return T(64, 32) -- with a global split-U (GSU3/5) in the data
+    end
+    if s.m < 3840 then
+      if s.out < 2 ^ 21.6 then return T(64, 64) end
+      if s.n < 10000 then return T(64, 128) end
+      return T(128, 96)
+    end
+    if s.out < 2 ^ 23.9 then return T(64, 128) end
+    return T(128, 96)
+  end,
+  bmm = function(s)
+    local mk = s.m * s.k
+    if mk < 2 ^ 15 then
+      if s.m < 196 then
+        if s.k < 384 then return T(16, 8) end
+        return T(16, 16)
+      end
+      if s.m < 384 then return T(64, 32) end
+      return T(64, 64)
+    end
+    if mk < 2 ^ 16.58 then
+      if s.n < 196 then return T(64, 32) end
+      if s.k < 96 then return T(64, 128) end
+      return T(16, 16)
+    end
+    if mk < 2 ^ 17 then
+      if s.m < 256 then return T(32, 32) end
+      if s.m < 1024 then return T(16, 64) end
+      return T(96, 96)
+    end
+    if mk < 2 ^ 23.17 then return T(64, 64) end
+    if s.n < 256 then return T(128, 32) end
+    return T(128, 144)
+  end,
+}
+M.rules = rules
+
+-- Architecture (gpus/*.toml `architecture`) → rule family. Architectures absent from the data
+-- follow their closest relative by lineage, never by "nearest GPU by specs". These are assumptions
+-- (there is no measurement to check them against); edit this table to change them:
+--   ada → ampere: public profiles show cuBLAS running ampere_sgemm_* kernels on sm_86/sm_89;
+--     the ampere rule's occupancy threshold scales with num_sm, which is what differs on an L4.
+--   hopper, blackwell → ampere: FP32 without tensor cores stays on SIMT tiles of the same sizes
+--     (Hopper's cuBLAS names them sm90_xmma_gemm_*_tilesize<A>x<B>…, parsed above); the predicted
+--     kernel name keeps the ampere_ spelling.
+--   cdna3 → cdna2: same rocBLAS/Tensile FP32 MFMA solution families. (MI250 is cdna2 itself: the
+--     same gfx90a chip as MI210 with the same 104 CUs per GCD, so the MI210-fitted rule applies.)
+-- Cross-architecture transfer is weak in the data (`tile_hits.lua --as ARCH`: e.g. the ampere rule
+-- matches 0 % of V100/T4 bmm tiles), so a new architecture deserves its own entry once measured.
+-- An architecture missing here is an error: add it with the family it should follow.
+M.families = {
+  pascal = "pascal", volta = "volta", turing = "turing",
+  ampere = "ampere", ada = "ampere", hopper = "ampere", blackwell = "ampere",
+  cdna1 = "cdna1", cdna2 = "cdna2", cdna3 = "cdna2",
+}
+
+-- Rule family for a GPU table (errors name the offending value).
+local function family_of(gpu)
+  local arch = gpu.architecture
+  local fam = M.families[arch]
+  if not fam then
+    error(fmt("scripts/tiling/gemm.lua: no GEMM tile rule for architecture '%s' (add it to M.families)",
+      tostring(arch)), 3)
+  end
+  return fam
+end
+
+-- Predicted kernel name in the library's spelling, e.g. ampere_sgemm_128x64_tn or
+-- Cijk_Alik_Bljk_SB_MT128x96 (Tensile names carry far more fields; only the macro tile is predicted).
+local function kernel_name(rule, family, t)
+  if rule.prefix == "Cijk_" then
+    return fmt("Cijk_%s_Bljk_SB_MT%dx%d", family == "linear" and "Alik" or "Ailk", t.a, t.b)
+  end
+  return fmt("%s%dx%d%s_%s", rule.prefix, t.a, t.b, t.sliced and "_sliced1x4" or "",
+    family == "linear" and "tn" or "nn")
+end
+
+local function check_dim(k, name)
+  local v = k[name]
+  if type(v) ~= "number" or v < 1 or v ~= v // 1 then
+    error(fmt("scripts/tiling/gemm.lua: select(): k.%s must be a positive integer (got %s)", name, tostring(v)), 3)
+  end
+  return v
+end
+
+--- Tile and kernel the library launches for one GEMM.
+---@param k table { family = "bmm"|"linear", b, m, n, k } (data convention, n = reduction)
+---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
+---@return table { tile_m = integer, tile_k = integer, kernel = string }
+function M.select(k, gpu)
+  local family = k.family
+  if family ~= "bmm" and family ~= "linear" then
+    error(fmt("scripts/tiling/gemm.lua: select(): unknown family '%s' (expected 'bmm' or 'linear')",
+      tostring(family)), 2)
+  end
+  local fam = family_of(gpu)
+  local rule = rules[fam]
+  local s = { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
+              sm = gpu.num_sm }
+  s.out = s.b * s.m * s.k
+  -- Only the Pascal rule needs to tell GP100 from GP10x; other GPU tables need not carry the field.
+  if fam == "pascal" then s.cc = gpu.compute_capability end
+  local t = rule[family](s)
+  return { tile_m = t.b, tile_k = t.a, kernel = kernel_name(rule, family, t) }
+end
+
+return M

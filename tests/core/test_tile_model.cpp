@@ -1,0 +1,194 @@
+// tests/core/test_tile_model.cpp — NeuSight features (spec §1.5 golden intermediates), MLP, training, weights IO.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <fstream>
+
+#include "core/dataset.h"
+#include "core/text.h"
+#include "core/tile_model.h"
+#include "core/weights.h"
+#include "test_util.h"
+
+using namespace ns;
+using ns::error;
+using ns_test::source_dir;
+
+namespace {
+const gpu_spec h100 =
+    gpu_spec_load(source_dir / "tests/fixtures/gpus/h100_reference.toml", "tests/fixtures/gpus/h100_reference.toml");
+
+kernel gemm(kernel_kind kind, int64_t b, int64_t m, int64_t n, int64_t k, int64_t tm, int64_t tk) {
+  kernel g;
+  g.kind = kind;
+  g.name = kind == kernel_kind::bmm ? "BMM" : "Linear";
+  g.b = b, g.m = m, g.n = n, g.k = k, g.tile_m = tm, g.tile_k = tk;
+  g.flops = 2.0 * b * m * n * k;
+  g.bytes = 4.0 * b * (m * n + n * k + m * k);
+  return g;
+}
+
+kernel vec(kernel_kind kind, int64_t rows, int64_t hidden, double ops, double mem, int64_t tile) {
+  kernel v;
+  v.kind = kind;
+  v.name = "VEC";
+  v.rows = rows, v.hidden = hidden, v.tile_elems = tile;
+  v.flops = ops * double(rows) * double(hidden);
+  v.bytes = mem * double(rows) * double(hidden);
+  return v;
+}
+
+struct worked {
+  const char* name;
+  kernel k;
+  double blocks, waves, roof;
+  std::array<double, 4> inputs;
+};
+}  // namespace
+
+TEST_CASE("features reproduce the spec's worked example (GPT-3 2.7B on H100)", "[neusight]") {
+  const auto L = kernel_kind::gemm, B = kernel_kind::bmm;
+  const std::vector<worked> cases = {
+      {"addmm QKV", gemm(L, 1, 2048, 2560, 7680, 64, 128), 1920, 15, 66908, {-3.60, -3.77, -4.44, -3.76}},
+      {"addmm_1", gemm(L, 1, 2048, 2560, 2560, 128, 32), 1280, 10, 66908, {-4.60, -4.04, -5.30, -4.62}},
+      {"addmm_3", gemm(L, 1, 2048, 10240, 2560, 32, 128), 1280, 10, 66908, {-2.60, -2.05, -3.31, -2.63}},
+      {"lm_head", gemm(L, 1, 2048, 2560, 50257, 64, 128), 12576, 96, 66908, {-3.60, -3.77, -1.76, -1.08}},
+      {"matmul QK", gemm(B, 32, 2048, 80, 2048, 128, 128), 8192, 63, 66908, {-7.60, -7.53, -6.13, -5.45}},
+      {"matmul_1 PV", gemm(B, 32, 2048, 2048, 80, 128, 128), 512, 4, 66908, {-2.92, -3.66, -6.23, -5.56}},
+      {"add_1", vec(kernel_kind::elementwise, 2048, 2560, 1, 12, 512), 10240, 78, 306.9, {-19.92, -12.11, -10.41, -9.73}},
+      {"truediv", vec(kernel_kind::elementwise, 65536, 2048, 1, 8, 512), 262144, 1986, 460.4, {-19.92, -12.70, -6.32, -5.64}},
+      {"softmax", vec(kernel_kind::softmax, 65536, 2048, 5, 8, 2048), 65536, 497, 2301.8, {-15.60, -10.70, -6.32, -5.64}},
+      {"ln_1", vec(kernel_kind::layernorm, 2048, 2560, 6, 8, 2560), 2048, 16, 2762.2, {-15.01, -10.38, -10.96, -10.28}},
+      {"tanh", vec(kernel_kind::elementwise, 2048, 10240, 1, 8, 512), 40960, 311, 460.4, {-19.92, -12.70, -9.00, -8.32}},
+  };
+  for (const auto& c : cases) {
+    INFO(c.name);
+    const tile_features f = tile_features_compute(c.k, h100);
+    CHECK(f.blocks == c.blocks);
+    CHECK(f.waves == c.waves);
+    CHECK(f.roof_gflops == Approx(c.roof).margin(0.06));
+    for (size_t i = 0; i < 4; ++i) CHECK(f.ref[i] == Approx(c.inputs[i]).margin(0.006));  // spec prints 2 decimals
+    for (size_t i = 0; i < 3; ++i) CHECK(f.x[i] == Approx(f.ref[i]));
+    CHECK(f.x[3] == Approx(std::log2(c.waves)));
+    CHECK(f.x[4] == Approx(c.blocks / (c.waves * 132)));
+  }
+}
+
+TEST_CASE("utilisation stays in (0, 1) and follows alpha - beta / waves", "[neusight]") {
+  CHECK(tile_utilization(0, 0, 1) == Approx(0.25));            // 0.5 · (1 − 0.5)
+  CHECK(tile_utilization(0, 0, 100) == Approx(0.5 * (1 - 0.005)));
+  CHECK(tile_utilization(50, -50, 1) > 0);                        // never ≤ 0, unlike the reference form
+  CHECK(tile_utilization(-50, 50, 1e6) <= 1.0);
+}
+
+TEST_CASE("MLP forward matches a hand-computed network", "[mlp]") {
+  mlp net = mlp::make({2, 2, 1}, 0);
+  net.w[0] << 1, -1, 0.5f, 2;
+  net.b[0] << 0, -1;
+  net.w[1] << 3, -2;
+  net.b[1] << 0.25f;
+  Eigen::MatrixXf x(2, 2);
+  x << 1, -2,   // sample 0 = (1, 2), sample 1 = (-2, 1)
+      2, 1;
+  const Eigen::MatrixXf y = net.forward(x);
+  // sample 0: h = relu(1-2, 0.5+4-1) = (0, 3.5) → 3·0 − 2·3.5 + 0.25 = −6.75
+  // sample 1: h = relu(-2-1, -1+2-1) = (0, 0) → 0.25
+  CHECK(y(0, 0) == Approx(-6.75f));
+  CHECK(y(0, 1) == Approx(0.25f));
+}
+
+TEST_CASE("MLP backward agrees with finite differences", "[mlp]") {
+  mlp net = mlp::make({3, 5, 2}, 7);
+  Eigen::MatrixXf x = Eigen::MatrixXf::Random(3, 4);
+  Eigen::MatrixXf dout = Eigen::MatrixXf::Random(2, 4);  // loss = sum(dout ∘ y)
+  mlp::cache c;
+  net.forward(x, c);
+  mlp::grad g;
+  g.zero_like(net);
+  net.backward(c, dout, g);
+  auto loss = [&](const mlp& n) { return double((n.forward(x).array() * dout.array()).sum()); };
+  for (int i = 0; i < 3; ++i) {
+    mlp plus = net, minus = net;
+    plus.w[0](i, 1) += 1e-2f, minus.w[0](i, 1) -= 1e-2f;
+    CHECK(g.w[0](i, 1) == Approx((loss(plus) - loss(minus)) / 2e-2).margin(2e-2));
+  }
+  mlp plus = net, minus = net;
+  plus.b[1](0) += 1e-2f, minus.b[1](0) -= 1e-2f;
+  CHECK(g.b[1](0) == Approx((loss(plus) - loss(minus)) / 2e-2).margin(2e-2));
+}
+
+namespace {
+std::vector<train_sample> fixture_samples() {
+  const gpu_catalog cat(source_dir / "gpus");
+  const bench_data d = bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, family::layernorm);
+  std::vector<train_sample> out;
+  for (const auto& r : d.rows) {
+    kernel k = r.k;
+    k.tile_elems = k.hidden;  // one row per block
+    out.push_back({tile_features_compute(k, *r.gpu), r.latency_ms / 1e3});
+  }
+  return out;
+}
+}  // namespace
+
+TEST_CASE("a short training run on fixture data learns (validation MAPE below 15%)", "[mlp][train]") {
+  const auto samples = fixture_samples();
+  REQUIRE(samples.size() == 400);
+  train_options o;
+  o.hidden = {32, 32};
+  o.max_epochs = 120;
+  o.batch = 32;
+  o.lr = 3e-3f;
+  o.seed = 3;
+  const train_result r = tile_model_train(family::layernorm, samples, o, nullptr);
+  CHECK(r.val_rows == 80);
+  CHECK(r.val_mape < 15.0);
+  CHECK(r.train_mape < 15.0);
+  // Same seed and threads → identical weights.
+  const train_result again = tile_model_train(family::layernorm, samples, o, nullptr);
+  CHECK(again.model.net.w[0] == r.model.net.w[0]);
+  CHECK(again.val_mape == r.val_mape);
+}
+
+TEST_CASE("weights round-trip; corrupt or truncated files are rejected", "[weights]") {
+  ns_test::temp_dir t;
+  tile_model m;
+  m.fam = family::softmax;
+  m.net = mlp::make({int(tile_feature_count), 8, tile_outputs}, 5);
+  for (size_t i = 0; i < tile_feature_count; ++i)
+    m.mean[i] = float(i), m.scale[i] = 1.0f + float(i), m.lo[i] = -10.0f - float(i), m.hi[i] = 5.0f + float(i);
+  weights_provenance p;
+  p.vendor = "nvidia";
+  p.command = "test";
+  const auto dir = t.path / "softmax";
+  weights_save(dir, m, p);
+  const tile_model back = weights_load(dir);
+  CHECK(back.fam == family::softmax);
+  CHECK(back.net.w[0] == m.net.w[0]);
+  CHECK(back.net.b[1] == m.net.b[1]);
+  CHECK(back.mean == m.mean);
+  CHECK(back.scale == m.scale);
+  CHECK(back.lo == m.lo);
+  CHECK(back.hi == m.hi);
+
+  const std::string bin = ns_test::slurp(dir / "weights.bin");
+  const std::string where = (dir / "weights.bin").generic_string();
+  SECTION("checksum") {
+    std::string bad = bin;
+    bad[10] = char(bad[10] ^ 1);
+    std::ofstream(dir / "weights.bin", std::ios::binary) << bad;
+    CHECK_THROWS_WITH(weights_load(dir), Catch::StartsWith(where + ": checksum mismatch"));
+  }
+  SECTION("truncated") {
+    std::ofstream(dir / "weights.bin", std::ios::binary) << bin.substr(0, bin.size() - 4);
+    CHECK_THROWS_WITH(weights_load(dir), where + ": " + std::to_string(bin.size() - 4) + " bytes, expected " +
+                                             std::to_string(bin.size()) + " (truncated or from another model)");
+  }
+  SECTION("manifest from another engine") {
+    std::string toml = ns_test::slurp(dir / "model.toml");
+    toml = ns_test::replace_all(toml, "format_version = 1", "format_version = 9");
+    std::ofstream(dir / "model.toml") << toml;
+    CHECK_THROWS_WITH(weights_load(dir), (dir / "model.toml").generic_string() +
+                                             ": format_version 9 is not supported (this engine reads 1)");
+  }
+}

@@ -1,0 +1,199 @@
+-- tests/scripts/test_tiling.lua — tile rules: kernel-name parsing, measured (shape, GPU) → kernel pairs, vector tiles, unseen-architecture fallbacks.
+--
+-- Expected kernels are rows of the NeuSight micro-benchmarks (file and B,M,N,K noted per case).
+-- tests/bench/tile_hits.lua measures the rules on all rows; these pin a few that must keep matching.
+local gemm = require "tiling.gemm"
+local vec = require "tiling.vec"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s: expected %s, got %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+-- Asserts that fn(...) raises an error whose message contains `fragment` (plain text).
+local function raises(fragment, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected an error containing '" .. fragment .. "'", 2) end
+  if not tostring(err):find(fragment, 1, true) then
+    error(("expected an error containing '%s', got '%s'"):format(fragment, tostring(err)), 2)
+  end
+end
+
+-- GPU tables carry only the fields the rules read (values from gpus/*.toml). Reading any other field
+-- is an error, as with the engine's read-only GPU tables.
+local function gpu(fields)
+  return setmetatable(fields, {
+    __index = function(_, key) error("test gpu has no field '" .. tostring(key) .. "'", 2) end,
+    __newindex = function(_, key) error("test gpu is read-only (wrote '" .. tostring(key) .. "')", 2) end,
+  })
+end
+
+local A100 = gpu { name = "A100-PCIE-40GB", vendor = "nvidia", architecture = "ampere", compute_capability = "8.0", num_sm = 108 }
+local V100 = gpu { name = "V100-PCIE-32GB", vendor = "nvidia", architecture = "volta", compute_capability = "7.0", num_sm = 80 }
+local T4 = gpu { name = "T4", vendor = "nvidia", architecture = "turing", compute_capability = "7.5", num_sm = 40 }
+local P100 = gpu { name = "P100-PCIE-16GB", vendor = "nvidia", architecture = "pascal", compute_capability = "6.0", num_sm = 56 }
+local P4 = gpu { name = "P4", vendor = "nvidia", architecture = "pascal", compute_capability = "6.1", num_sm = 20 }
+local MI100 = gpu { name = "MI100", vendor = "amd", architecture = "cdna1", compute_capability = "gfx908", num_sm = 120 }
+local MI210 = gpu { name = "MI210", vendor = "amd", architecture = "cdna2", compute_capability = "gfx90a", num_sm = 104 }
+-- Unseen architectures (no data): the rules must still answer, through their documented family.
+local H100 = gpu { name = "H100-SXM5-80GB", vendor = "nvidia", architecture = "hopper", compute_capability = "9.0", num_sm = 132 }
+local L4 = gpu { name = "L4", vendor = "nvidia", architecture = "ada", compute_capability = "8.9", num_sm = 58 }
+local B200 = gpu { name = "B200", vendor = "nvidia", architecture = "blackwell", compute_capability = "10.0", num_sm = 148 }
+local MI300X = gpu { name = "MI300X", vendor = "amd", architecture = "cdna3", compute_capability = "gfx942", num_sm = 304 }
+
+local T = {}
+
+function T.test_parse_real_kernel_names()
+  -- { name, tile_m, tile_k }: tile_m = Tile2, tile_k = Tile1 of the library name
+  local cases = {
+    { "ampere_sgemm_128x128_nn", 128, 128 },
+    { "ampere_sgemm_128x64_tn", 64, 128 },
+    { "ampere_sgemm_32x128_tn", 128, 32 },
+    { "ampere_sgemm_128x32_sliced1x4_tn", 32, 128 },
+    { "ampere_sgemm_32x32_sliced1x4_tn", 32, 32 },
+    { "volta_sgemm_64x32_sliced1x4_tn", 32, 64 },
+    { "volta_sgemm_128x32_nn", 32, 128 },
+    { "maxwell_sgemm_128x64_nn", 64, 128 },
+    { "maxwell_sgemm_32x128_tn", 128, 32 },
+    { "sgemm_128x128x8_NT_vec", 128, 128 },      -- cuBLASLt, P4 test split
+    { "sgemm_32x32x32_NN_vec", 32, 32 },         -- P100/P4 bmm `Kernels` column
+    -- rocBLAS/Tensile (dataset_amd): macro tile MT<Tile1>x<Tile2>x<DepthU>
+    { "Cijk_Ailk_Bljk_SB_MT16x8x32_SE_1LDSB0_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS3_ASE_ASGT_ASLT_ASM_ASAE01_ASCE01_ASEM1_AAC0_BL1_BS1_CLR0_DTLA0_DTLB0_DTVA0_DTVB0_DVO0_ETSP_EPS1_ELFLR0_EMLL0_FSSC10_FL1_GLVWA2_GLVWB2_GRCGA1_GRCGB1_GRPM1_GRVW2_GSU1_GSUASB_GLS0_ISA908_IU1_K1_KLA_LBSPPA0_LBSPPB0_LPA0_LPB2_LDL1_LRVW2_LWPMn1_LDW0_MAC_MIAV0_MDA2_MO40_MMFGLC_MKFGSU256_NTA0_NTB0_NTC0_NTD0_NEPBS0_NLCA1_NLCB1_ONLL1_OPLV0_PK0_PAP0_PGR1_PLR1_SIA1_SS0_SU32_SUM0_SUS256_SCIUI1_SPO0_SRVW0_SSO0_SVW4_SNLL1_TSGRA0_TSGRB0_TT2_2_TLDS0_UMLDSA0_UMLDSB0_U64SL1_USFGRO0_VAW1_VS1_VW2_VWB2_VFLRP0_WSGRA0_WSGRB0_WS64_WG8_4_4_WGM1", 8, 16 },
+    { "Cijk_Alik_Bljk_SB_MT128x96x32_MI32x32x2x1_SE_1LDSB1_APM1_ABV0_ACED0_AF0EM1_AF1EM1_AMAS0_ASE_ASGT_ASLT_ASM_ASAE01_ASCE01_ASEM1_AAC0_BL1_BS1_CLR0_DTLA0_DTLB0_DTVA0_DTVB0_DVO0_ETSP_EPS1_ELFLR0_EMLL0_FSSC10_FL0_GLVWA1_GLVWB1_GRCGA1_GRCGB1_GRPM1_GRVW1_GSU1_GSUASB_GLS0_ISA908_IU1_K1_KLA_LBSPPA128_LBSPPB128_LPA2_LPB2_LDL1_LRVW2_LWPMn1_LDW0_MAC_MIAV0_MDA2_MO40_MMFGLC_MKFGSU256_NTA0_NTB0_NTC0_NTD0_NEPBS0_NLCA1_NLCB1_ONLL1_OPLV0_PK0_PAP0_PGR1_PLR17_SIA3_SS0_SU32_SUM0_SUS128_SCIUI1_SPO0_SRVW2_SSO0_SVW4_SNLL0_TSGRA0_TSGRB0_TT1_96_TLDS1_UMLDSA1_UMLDSB1_U64SL1_USFGROn1_VAW1_VSn1_VW1_VWB1_VFLRP0_WSGRA1_WSGRB1_WS64_WG128_2_1_WGM15", 96, 128 },
+    -- The reference's lower-case regex spelling, and names the data lacks but the spec names.
+    { "Cijk_Alik_Bljk_SB_mt64x32x32_GSU3", 32, 64 },
+    { "cutlass_80_simt_sgemm_256x128_8x4_nn_align1", 128, 256 },
+    { "sm90_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize128x64x8_warpgroupsize1x1x1_execute_kernel", 64, 128 },
+    { "ampere_h16816gemm_256x128_ldg8_stages_32x3_tn", 128, 256 },
+  }
+  local seen = {}
+  for _, c in ipairs(cases) do
+    local tm, tk = gemm.parse(c[1])
+    eq(tm, c[2], "tile_m of " .. c[1]:sub(1, 40))
+    eq(tk, c[3], "tile_k of " .. c[1]:sub(1, 40))
+    seen[c[1]] = true
+  end
+  -- Kernels without a GEMM tile return nil.
+  local tm, tk = gemm.parse("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3> >(int, at::native::CUDAFunctor_add<float>, at::detail::Array<char*, 3>)")
+  eq(tm, nil, "tile_m of an elementwise kernel")
+  eq(tk, nil, "tile_k of an elementwise kernel")
+  raises("string expected", gemm.parse, 42)
+end
+
+-- select() on (shape, GPU) pairs whose measured kernel the rules reproduce.
+local function check_select(g, family, b, m, n, k, kernel, source)
+  local t = gemm.select({ family = family, b = b, m = m, n = n, k = k, dtype = "fp32" }, g)
+  local tm, tk = gemm.parse(kernel)
+  local what = ("%s %s (%d,%d,%d,%d) [%s]"):format(g.name, family, b, m, n, k, source)
+  eq(t.tile_m, tm, what .. " tile_m")
+  eq(t.tile_k, tk, what .. " tile_k")
+  -- NVIDIA predictions spell the measured kernel exactly; Tensile names only up to the macro tile.
+  if kernel:match("^Cijk_") then
+    eq(kernel:sub(1, #t.kernel), t.kernel, what .. " kernel prefix")
+  else
+    eq(t.kernel, kernel, what .. " kernel")
+  end
+end
+
+function T.test_select_ampere()
+  check_select(A100, "bmm", 3072, 1024, 1024, 64, "ampere_sgemm_128x128_nn", "test/bmm.csv")
+  check_select(A100, "bmm", 580, 968, 781, 218, "ampere_sgemm_128x128_nn", "train A100")
+  check_select(A100, "linear", 1, 16384, 8192, 2048, "ampere_sgemm_128x64_tn", "test/linear.csv")
+  check_select(A100, "linear", 1, 2048, 50272, 1600, "ampere_sgemm_128x32_sliced1x4_tn", "test/linear.csv")
+  check_select(A100, "linear", 1, 1536, 8192, 30522, "ampere_sgemm_128x32_tn", "test/linear.csv")
+  check_select(A100, "linear", 1, 146, 81, 7686, "ampere_sgemm_128x32_tn", "train A100")
+  check_select(A100, "linear", 1, 1980, 110, 757, "ampere_sgemm_32x128_tn", "train A100")
+  check_select(A100, "linear", 1, 126, 115, 72, "ampere_sgemm_32x32_sliced1x4_tn", "train A100")
+end
+
+function T.test_select_volta_turing()
+  check_select(V100, "bmm", 192, 512, 512, 64, "volta_sgemm_32x128_nn", "test/bmm.csv")
+  check_select(V100, "bmm", 96, 512, 64, 512, "volta_sgemm_64x64_nn", "test/bmm.csv")
+  check_select(V100, "linear", 1, 2048, 50272, 2560, "volta_sgemm_128x128_tn", "test/linear.csv")
+  check_select(T4, "bmm", 192, 256, 3072, 3072, "volta_sgemm_128x64_nn", "test/bmm.csv")
+  check_select(T4, "bmm", 80, 96, 3072, 3072, "volta_sgemm_128x32_nn", "test/bmm.csv")
+  check_select(T4, "linear", 1, 32768, 2048, 6144, "volta_sgemm_128x128_tn", "test/linear.csv")
+end
+
+function T.test_select_pascal()
+  check_select(P100, "linear", 1, 8192, 30522, 2048, "maxwell_sgemm_32x128_tn", "test/linear.csv")
+  check_select(P100, "bmm", 160, 4096, 4096, 128, "maxwell_sgemm_128x64_nn", "test/bmm.csv")
+  check_select(P4, "linear", 1, 1724, 21221, 5920, "maxwell_sgemm_64x64_tn", "train P4")
+  check_select(P4, "bmm", 476, 726, 924, 858, "maxwell_sgemm_128x64_nn", "train P4")
+end
+
+function T.test_select_cdna()
+  check_select(MI210, "bmm", 256, 4096, 4096, 256, "Cijk_Ailk_Bljk_SB_MT64x64x32_MI16x16x4x1_SN_1LDSB0", "amd MI210 bmm")
+  check_select(MI210, "linear", 1, 65536, 2048, 30522, "Cijk_Alik_Bljk_SB_MT128x128x16_MI32x32x2x1_SN_1LDSB1", "amd MI210 linear")
+  check_select(MI100, "bmm", 3072, 1024, 1024, 256, "Cijk_Ailk_Bljk_SB_MT64x64x32_MI32x32x2x1_SE_1LDSB0", "amd MI100 bmm")
+  check_select(MI100, "linear", 1, 65536, 1024, 50272, "Cijk_Alik_Bljk_SB_MT128x96x32_MI32x32x2x1_SE_1LDSB1", "amd MI100 linear")
+end
+
+-- Tiles a library could plausibly launch: both sides a multiple of 8 in [8, 256].
+local function sane(t, what)
+  for _, side in ipairs { "tile_m", "tile_k" } do
+    local v = t[side]
+    if math.type(v) ~= "integer" or v < 8 or v > 256 or v % 8 ~= 0 then
+      error(("%s: implausible %s %s"):format(what, side, tostring(v)), 2)
+    end
+  end
+end
+
+function T.test_unseen_architectures_follow_their_family()
+  local shapes = {
+    { "bmm", 32, 2048, 80, 2048 }, { "bmm", 32, 2048, 2048, 80 }, { "bmm", 1, 7, 3, 5 },
+    { "linear", 1, 2048, 2560, 7680 }, { "linear", 1, 2048, 10240, 2560 }, { "linear", 1, 2048, 2560, 50257 },
+    { "linear", 1, 8, 64, 16 }, { "linear", 1, 512, 65536, 1024 },
+  }
+  for _, g in ipairs { H100, L4, B200, MI300X } do
+    for _, s in ipairs(shapes) do
+      local t = gemm.select({ family = s[1], b = s[2], m = s[3], n = s[4], k = s[5] }, g)
+      sane(t, g.name .. " " .. s[1])
+    end
+  end
+  -- hopper/ada/blackwell use the ampere rule (and ampere kernel spelling); cdna3 uses cdna2's.
+  local k = { family = "linear", b = 1, m = 2048, n = 2560, k = 7680 }
+  eq(gemm.select(k, H100).kernel, "ampere_sgemm_128x64_tn", "H100 QKV projection")
+  eq(gemm.select({ family = "bmm", b = 32, m = 2048, n = 80, k = 2048 }, H100).kernel, "ampere_sgemm_128x128_nn", "H100 QKᵀ")
+  eq(gemm.select(k, MI300X).kernel, gemm.select(k, MI210).kernel, "MI300X follows MI210")
+  -- The ampere occupancy threshold scales with SM count: 1000x700 outputs (0.7 M) fill L4's 58 SMs
+  -- with 32x128 tiles but count as small (32x32 sliced) on a 108-SM A100.
+  local mid = { family = "linear", b = 1, m = 1000, n = 512, k = 700 }
+  eq(gemm.select(mid, A100).kernel, "ampere_sgemm_32x32_sliced1x4_tn", "A100 mid-size")
+  eq(gemm.select(mid, L4).kernel, "ampere_sgemm_32x128_tn", "L4 mid-size")
+end
+
+function T.test_select_errors()
+  local unknown = gpu { name = "X", vendor = "nvidia", architecture = "rubin", compute_capability = "11.0", num_sm = 1 }
+  raises("no GEMM tile rule for architecture 'rubin'", gemm.select, { family = "bmm", b = 1, m = 1, n = 1, k = 1 }, unknown)
+  raises("unknown family 'conv'", gemm.select, { family = "conv", b = 1, m = 1, n = 1, k = 1 }, A100)
+  raises("k.n must be a positive integer", gemm.select, { family = "linear", b = 1, m = 8, n = 0, k = 8 }, A100)
+end
+
+function T.test_vec_from_grid()
+  -- add, A100 train row: B=127, H=168, grid 42x1x1 → ceil(21336/42) = 508 → 512
+  eq(vec.from_grid(127, 168, 42, 1, 1), 512, "from_grid A100 add")
+  -- add, A100 test row over 2 GiB: B=131072, H=8192, grid 1048576 (one of two 32-bit halves) → 1024
+  eq(vec.from_grid(131072, 8192, 1048576, 1, 1), 1024, "from_grid 4 GiB add")
+  -- fewer elements than one block: the block count is 1, the tile is numel rounded up to a power of two
+  eq(vec.from_grid(1, 100, 1, 1, 1), 128, "from_grid tiny")
+  raises("bad argument #4 to 'from_grid'", vec.from_grid, 1, 1, 1, 0, 1)
+end
+
+function T.test_vec_select()
+  local add = function(rows, hidden) return { family = "elementwise", op = "add", rows = rows, hidden = hidden } end
+  eq(vec.select(add(127, 168), A100).elems, 512, "NVIDIA: 128 threads x 4")
+  eq(vec.select(add(2048, 2560), H100).elems, 512, "H100 (unseen) uses the CUDA kernel's block")
+  eq(vec.select(add(32768, 1600), MI210).elems, 1024, "AMD: 256 threads x 4")
+  eq(vec.select(add(32768, 1600), MI300X).elems, 1024, "cdna3 (unseen) uses the ROCm kernel's block")
+  eq(vec.select(add(1, 100), A100).elems, 128, "tensor smaller than a block")
+  eq(vec.select(add(65536, 8192), A100).elems, 512, "exactly 2 GiB still fits 32-bit indexing")
+  eq(vec.select(add(131072, 8192), A100).elems, 1024, "4 GiB: two halves")
+  eq(vec.select(add(131072, 16384), A100).elems, 2048, "8 GiB: four quarters")
+  local half = { family = "elementwise", op = "mul", rows = 131072, hidden = 8192, dtype = "fp16" }
+  eq(vec.select(half, A100).elems, 512, "2 GiB of fp16 fits 32-bit indexing")
+  eq(vec.select({ family = "softmax", op = "softmax", rows = 65536, hidden = 2048 }, A100).elems, 2048, "softmax row")
+  eq(vec.select({ family = "layernorm", op = "ln", rows = 2048, hidden = 2560 }, MI210).elems, 2560, "layernorm row")
+  raises("unknown family 'conv'", vec.select, { family = "conv", rows = 1, hidden = 1 }, A100)
+end
+
+return T

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# weights/train.sh — reproduces the shipped weights from the NeuSight measurements (training GPUs only).
+#
+#   weights/train.sh [--data DIR] [--out DIR] [--vendor nvidia|amd|all] [--no-test-rows] [--exclude-gpu G]...
+#
+# Shipped weights use every row the shared data has for the training GPUs: the micro-benchmark grids
+# (dataset/train/collect) plus the transformer-shaped rows of dataset/test, which cover the large shapes
+# real models launch. --no-test-rows trains on the grids only (the in-distribution evaluation in
+# weights/ACCURACY.md); --exclude-gpu G drops a GPU's rows everywhere (leave-one-GPU-out).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+data=../shared/data/neusight out=weights vendor=all test_rows=1 exclude=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --data) data=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    --vendor) vendor=$2; shift 2 ;;
+    --no-test-rows) test_rows=0; shift ;;
+    --exclude-gpu) exclude+=(--exclude-gpu "$2"); shift 2 ;;
+    -h|--help) sed -n 2,10p "$0"; exit 0 ;;
+    *) echo "train.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -d "$data/dataset" ] || { echo "train.sh: no NeuSight data at $data (pass --data DIR)" >&2; exit 1; }
+exe=${NEUSIGHT:-build/neusight}
+[ -x "$exe" ] || { echo "train.sh: $exe not built (cmake --build build)" >&2; exit 1; }
+
+elementwise_ops="add addu div divu mul mulu pow powu tanh gelu relu"
+hp=(--hidden 64,64,64 --epochs 150 --seed 0)
+
+train() {  # family out-subdir data...
+  local family=$1 dir=$2; shift 2
+  local start=$SECONDS
+  "$exe" train -q --family "$family" --out "$out/$dir" "${hp[@]}" "${exclude[@]}" --data "$@"
+  echo "   ($((SECONDS - start)) s)"
+}
+
+if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
+  d=$data/dataset/train/collect t=$data/dataset/test
+  extra() { [ "$test_rows" = 1 ] && echo "$t/$1" || true; }
+  train bmm nvidia/bmm "$d/bmm" $(extra bmm.csv)
+  train linear nvidia/linear "$d/linear" $(extra linear.csv)
+  train elementwise nvidia/elementwise $(for op in $elementwise_ops; do echo "$d/$op"; done) $(extra elem.csv)
+  train softmax nvidia/softmax "$d/softmax" $(extra softmax.csv)
+  train layernorm nvidia/layernorm "$d/ln" $(extra ln.csv)
+fi
+if [ "$vendor" = all ] || [ "$vendor" = amd ]; then
+  # The AMD GEMM training files were lost upstream: their test collections are the only GEMM rows.
+  d=$data/dataset_amd/train/collect t=$data/dataset_amd/test/collect
+  train bmm amd/bmm "$t/bmm"
+  train linear amd/linear "$t/linear"
+  train elementwise amd/elementwise $(for op in $elementwise_ops; do echo "$d/$op"; done)
+  train softmax amd/softmax "$d/softmax"
+  train layernorm amd/layernorm "$d/ln"
+fi
