@@ -30,7 +30,7 @@ echo "## In-distribution (trained on dataset/train grids, evaluated on dataset/t
 echo '```'
 weights/train.sh --data "$data" --out "$tmp/indist" --vendor nvidia --no-test-rows >/dev/null 2>&1
 "$exe" eval kernels "${tests[@]}" --weights "$tmp/indist"
-"$exe" eval kernels "${tests[@]}" --weights "$tmp/indist" --predictor roofline | sed 's/^/roofline: /' | grep -v "rows evaluated" || true
+"$exe" eval kernels "${tests[@]}" --weights "$tmp/indist" --predictor roofline | grep -v "rows evaluated" | grep . | sed 's/^/roofline: /' 
 echo '```'
 
 echo
