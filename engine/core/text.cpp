@@ -35,8 +35,10 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
   for (const auto& c : candidates) {
     const std::string lc = text_lower(c);
     size_t d = text_edit_distance(w, lc);
-    // A substring hit ("h100" in "nvidia h100 80gb hbm3") counts as close too.
-    if (!w.empty() && (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos)) d = std::min<size_t>(d, 1);
+    // A substring hit ("h100" in "nvidia h100 80gb hbm3") counts as close too, unless the shorter side is
+    // too short to mean anything ("n" is in "second").
+    const size_t shorter = std::min(w.size(), lc.size());
+    if (shorter >= 3 && (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos)) d = std::min<size_t>(d, 1);
     const size_t limit = std::max<size_t>(2, w.size() / 3);
     if (d <= limit) scored.emplace_back(d, c);
   }

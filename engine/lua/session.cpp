@@ -67,6 +67,14 @@ struct session::impl {
     }
   }
 
+  // [-0, +1, e] pushes the GPU as the read-only table rules receive
+  void push_gpu(const gpu_spec& gpu) const {
+    push_engine_field("strict");
+    gpu_push(L(), gpu);
+    lua_pushstring(L(), "gpu");
+    ns_call(L(), 2, 1);
+  }
+
   // [-0, +1, -] pushes the engine table E
   void push_engine() const { lua_rawgeti(L(), LUA_REGISTRYINDEX, engine_ref); }
 
@@ -282,10 +290,7 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   expansion out;
   std::set<std::string> fallback_seen;
   try {
-    p_->push_engine_field("strict");
-    gpu_push(L, gpu);
-    lua_pushstring(L, "gpu");
-    ns_call(L, 2, 1);  // stack: gpu
+    p_->push_gpu(gpu);  // stack: gpu
     const int gpu_idx = lua_gettop(L);
     for (size_t i = 0; i < g.nodes.size(); ++i) {
       const node& n = g.nodes[i];
@@ -386,10 +391,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   stack_guard guard(L);
   const int top = lua_gettop(L);
   try {
-    p_->push_engine_field("strict");
-    gpu_push(L, gpu);
-    lua_pushstring(L, "gpu");
-    ns_call(L, 2, 1);  // stack: gpu
+    p_->push_gpu(gpu);  // stack: gpu
     const int gpu_idx = lua_gettop(L);
     require_push(*p_, "tiling.gemm");
     require_push(*p_, "tiling.vec");  // stack: gpu gemm vec

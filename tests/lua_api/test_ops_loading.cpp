@@ -100,40 +100,46 @@ TEST_CASE("op files are sandboxed and strict about globals", "[ops]") {
                  "'scripts/nosuch/module/init.lua'");
 }
 
-TEST_CASE("hook errors carry file:line plus the op, hook and node", "[ops]") {
+namespace {
+// Expands one node with the inline op and checks the exact error (file:line + context line).
+void expand_should_fail(const char* file, int line, const std::string& src, const std::string& expected) {
+  INFO(file << ":" << line);
   temp_dir t;
-  t.write("ops/inline.lua", R"lua(return {
+  t.write("ops/inline.lua", src);
+  session s(options_with(t));
+  try {
+    s.expand(one_node("inline"), tiny, false);
+    FAIL("no error");
+  } catch (const error& e) {
+    CHECK(stable(t, e.what()) == expected);
+  }
+}
+}  // namespace
+
+TEST_CASE("hook errors carry file:line plus the op, hook and node", "[ops]") {
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu)
     return { { kind = "gemm", name = "Linear", flops = #node.ouput, bytes = 0 } }
   end,
-})lua");
-  session s(options_with(t));
-  try {
-    s.expand(one_node("inline"), tiny, false);
-    FAIL("no error");
-  } catch (const error& e) {
-    CHECK(stable(t, e.what()) ==
-          "ops/inline.lua:4: node 'n1' has no field 'ouput' (did you mean 'output'?)\n"
-          "    while evaluating op 'inline' forward() for node 1 'n1'");
-  }
+})lua",
+                     "ops/inline.lua:4: node 'n1' has no field 'ouput' (did you mean 'output'?)\n"
+                     "    while evaluating op 'inline' forward() for node 1 'n1'");
 }
 
 TEST_CASE("returned kernels are validated", "[ops]") {
-  temp_dir t;
-  t.write("ops/inline.lua", R"lua(return {
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "gemmm", name = "X", flops = 1, bytes = 1 } } end,
-})lua");
-  session s(options_with(t));
-  try {
-    s.expand(one_node("inline"), tiny, false);
-    FAIL("no error");
-  } catch (const error& e) {
-    CHECK(stable(t, e.what()) ==
-          "ops/inline.lua: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
-          "    while evaluating op 'inline' forward() for node 1 'n1'");
-  }
+})lua",
+                     "ops/inline.lua: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
+                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 8, second = 1 } } end,
+})lua",
+                     "ops/inline.lua: forward() kernel #1: unknown field 'second' (did you mean 'seconds'?)\n"
+                     "    while evaluating op 'inline' forward() for node 1 'n1'");
 }
 
 TEST_CASE("an op without a rule falls back to the memory-bound script", "[ops]") {
