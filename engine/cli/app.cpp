@@ -1,4 +1,4 @@
-// engine/cli/app.cpp — subcommands run, predict, gpus, ops; every error ends as "neusight: <where>: <what>".
+// engine/cli/app.cpp — subcommands run, predict, gpus, ops, train, eval; every error ends as "neusight: <where>: <what>".
 #include "cli/app.h"
 
 #include <CLI/CLI.hpp>
@@ -10,8 +10,10 @@
 #include <iostream>
 
 #include "cli/kernels_cmd.h"
+#include "cli/models_cmd.h"
 #include "cli/paths.h"
 #include "cli/report.h"
+#include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "lua/session.h"
@@ -33,6 +35,11 @@ struct forecast_flags {
   std::string gpu, mode, optimizer, dtype, model;
   int64_t batch = 0, seq = 0;
   std::string predictor = "neusight";
+};
+
+struct graph_flags {
+  std::string file;    // predict --graph: a reference operator graph (opgraph/<tag>.csv)
+  int64_t layers = 0;  // --layers; 0 = from the model config
 };
 
 session_options session_options_make(const common_flags& c) {
@@ -81,24 +88,53 @@ workload_overrides overrides_make(const forecast_flags& f) {
   return o;
 }
 
+// The tail every forecast shares: library tiles, kernel latencies, aggregation, the report.
+int forecast_report(session& s, const common_flags& c, const std::string& predictor_name, const graph& g,
+                    std::vector<kernel_instance> kernels, const gpu_spec& gpu, const report_meta& m) {
+  for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  s.tiles_select(kernels, gpu);
+  const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
+  std::vector<double> seconds = pred->predict(kernels, gpu);
+  const forecast fc = forecast_make(g, std::move(kernels), std::move(seconds));
+  if (c.format == "json") emit(report_json(fc, m), c.output);
+  else if (c.format == "csv") emit(report_csv(fc, m), c.output);
+  else emit(report_table(fc, m), c.output);
+  return 0;
+}
+
 int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
   const workload w = s.workload_load(script, overrides_make(f));
   const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, gpu, w.training());
-  s.tiles_select(e.kernels, gpu);
-  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}};
-  for (const auto& op : e.fallback_ops) {
-    std::string msg = "no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua";
-    std::fprintf(stderr, "neusight: warning: %s\n", msg.c_str());
-    m.warnings.push_back(std::move(msg));
-  }
-  const auto pred = predictor_make(f.predictor, data_root_find() / "weights");
-  const forecast fc = forecast_make(w.g, e.kernels, pred->predict(e.kernels, gpu));
-  if (c.format == "json") emit(report_json(fc, m), c.output);
-  else if (c.format == "csv") emit(report_csv(fc, m), c.output);
-  else emit(report_table(fc, m), c.output);
-  return 0;
+  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}, {}};
+  for (const auto& op : e.fallback_ops)
+    m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
+  return forecast_report(s, c, f.predictor, w.g, std::move(e.kernels), gpu, m);
+}
+
+// predict --graph: the reference's own decomposition, replicated over the layers, no Lua rules involved.
+int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags& gf) {
+  opgraph og = opgraph_load(gf.file);
+  opgraph_check_supported(og);
+  if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
+  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(f.gpu);
+  const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
+  if (mode.empty())
+    throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
+  report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}};
+  const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
+  opgraph_replicate(og, layers);
+  m.layers = layers;
+  const bool training = mode == "train";
+  bool has_backward = false;
+  for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;
+  if (training && !has_backward)
+    m.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
+                                     "forecast is the forward pass only");
+  session s(session_options_make(c));
+  return forecast_report(s, c, f.predictor, og.g, opgraph_kernels(og, training), gpu, m);
 }
 
 int run_gpus(const common_flags& c) {
@@ -143,9 +179,20 @@ int app_main(int argc, char** argv) {
   add_forecast(run, fflags, true);
   add_common(run, common, true);
 
-  auto* predict = app.add_subcommand("predict", "Forecast a built-in model without writing a script");
-  predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, gpt3_xl)")->required();
+  graph_flags gflags;
+  auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, gpt3_xl)");
   add_forecast(predict, fflags, false);
+  auto* graph_opt = predict->add_option("--graph", gflags.file,
+                                        "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "
+                                        "instead of --model (needs --gpu; mode from the file name)")
+                        ->check(CLI::ExistingFile)
+                        ->excludes(model_opt);
+  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype"}) graph_opt->excludes(predict->get_option(o));
+  predict->add_option("--layers", gflags.layers,
+                      "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
+      ->check(CLI::PositiveNumber)
+      ->needs(graph_opt);
   add_common(predict, common, true);
 
   auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
@@ -191,15 +238,28 @@ int app_main(int argc, char** argv) {
   eval_k->add_option("--exclude-gpu", eflags.exclude_gpus, "Leave this GPU's rows out (repeatable)");
   add_common(eval_k, common, true);
 
+  eval_models_flags mflags;
+  auto* eval_m = eval->add_subcommand("models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)");
+  eval_m->add_option("labels", mflags.labels, "Label folders label/<GPU> (or label/ itself, or single label JSON files)")
+      ->required();
+  eval_m->add_option("--graphs", mflags.graphs, "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
+      ->type_name("DIR");
+  eval_m->add_option("--predictor", mflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  eval_m->add_option("--weights", mflags.weights, "Weights root (default: the bundled weights/)");
+  add_common(eval_m, common, true);
+  eval_m->get_option("--format")->check(CLI::IsMember({"table", "json"}));
+
   try {
     app.parse(argc, argv);
+    if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    const int code = app.exit(e);  // prints help/version or the usage error
+    return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
 
   try {
     if (*run) return run_forecast(common, fflags, script);
-    if (*predict) return run_forecast(common, fflags, "");
+    if (*predict) return gflags.file.empty() ? run_forecast(common, fflags, "") : run_graph(common, fflags, gflags);
     if (*gpus) return run_gpus(common);
     if (*ops) return run_ops(common);
     if (*train) {
@@ -212,6 +272,11 @@ int app_main(int argc, char** argv) {
       eflags.format = common.format;
       eflags.output = common.output;
       return eval_kernels_main(eflags);
+    }
+    if (*eval_m) {
+      mflags.format = common.format;
+      mflags.output = common.output;
+      return eval_models_main(mflags);
     }
   } catch (const script_error& e) {
     std::fprintf(stderr, "neusight: %s\n", e.what());

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/forecast.h"
 #include "core/text.h"
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -53,6 +54,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["seq"] = m.seq;
   j["dtype"] = m.dtype;
   j["optimizer"] = m.optimizer;
+  if (m.layers) j["layers"] = *m.layers;
   j["latency_ms"] = f.total() * ms;
   j["forward_ms"] = f.phase_total(phase::forward) * ms;
   // backward_ms includes gradient accumulation (the reference's "bwall"); grad_accumulate_ms is that part.
@@ -60,6 +62,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["grad_accumulate_ms"] = f.phase_total(phase::accumulate) * ms;
   j["optimizer_ms"] = f.phase_total(phase::optimizer) * ms;
   j["flops"] = f.flops_total();
+  j["params"] = f.params_total();
+  j["state_gb"] = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
   j["warnings"] = m.warnings;
   json ops = json::array();
   for (size_t i = 0; i < f.kernels.size(); ++i) {
@@ -99,8 +103,9 @@ std::string report_csv(const forecast& f, const report_meta&) {
 
 std::string report_table(const forecast& f, const report_meta& m) {
   std::string out;
-  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
-                     m.mode == "train" ? ", optimizer " + m.optimizer : "");
+  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
+                     m.mode == "train" ? ", optimizer " + m.optimizer : "",
+                     m.layers ? fmt::format(", {} layers", *m.layers) : "");
   out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
   out += fmt::format("predictor {}\n\n", m.predictor);
 
@@ -129,6 +134,13 @@ std::string report_table(const forecast& f, const report_meta& m) {
                      f.phase_total(phase::accumulate) * ms);
   out += fmt::format("optimizer        {:>12.3f} ms\n", f.phase_total(phase::optimizer) * ms);
   out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
+  const double state_gb = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters; activations not counted){}\n", state_gb,
+                     f.params_total() / 1e9,
+                     state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
+                                                            "it fits (shard it, see the parallelism options)",
+                                                            m.gpu->mem_gb)
+                                              : std::string());
   return out;
 }
 

@@ -1,5 +1,6 @@
 // engine/cli/report.h — a forecast rendered as a table (people), JSON or CSV (scripts).
 #pragma once
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct report_meta {
   int64_t batch = 0, seq = 0;
   const gpu_spec* gpu = nullptr;
   std::vector<std::string> warnings;
+  std::optional<int64_t> layers;  // replication of the traced layer, for imported graphs (predict --graph)
 };
 
 std::string report_json(const forecast& f, const report_meta& m);

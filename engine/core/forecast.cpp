@@ -15,6 +15,23 @@ double forecast::flops_total() const {
   return f;
 }
 
+double forecast::params_total() const {
+  double p = 0;
+  for (const auto& n : g.nodes)
+    if (!n.optimizer) p += n.params * double(n.count);
+  return p;
+}
+
+double state_bytes(double params, const std::string& dtype, bool training, const std::string& optimizer) {
+  const double e = dtype_bytes(dtype);
+  double per_param = e;  // weights
+  if (training) {
+    per_param += e;                          // gradients
+    if (optimizer == "adam") per_param += 8;  // exp_avg, exp_avg_sq in fp32
+  }
+  return params * per_param;
+}
+
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each) {
   forecast f{std::move(g), std::move(kernels), std::move(seconds_each), {}};
   for (size_t i = 0; i < f.kernels.size(); ++i) f.phase_seconds[size_t(f.kernels[i].ph)] += f.seconds(i);

@@ -19,7 +19,14 @@ struct forecast {
   // forward + backward (incl. gradient accumulation) + optimizer
   double total() const;
   double flops_total() const;
+  // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
+  double params_total() const;
 };
+
+// Bytes of model state that must stay resident: weights, plus gradients when training, plus optimizer
+// state (Adam: two fp32 moments per parameter; SGD without momentum: none). Activations are not counted,
+// so this is a lower bound on the memory a run needs.
+double state_bytes(double params, const std::string& dtype, bool training, const std::string& optimizer);
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each);
 

@@ -31,23 +31,53 @@ double roofline_seconds(const kernel& k, const gpu_spec& gpu) {
   return std::max(t_flop, t_mem);
 }
 
+double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {
+  if (k.seconds) return *k.seconds;
+  if (k.dtype != "fp32")
+    throw error("predictor roofline-reference models fp32 only (the reference hard-codes 4-byte elements); kernel " +
+                k.name + " is " + k.dtype + ": use --predictor roofline");
+  constexpr double gib = 1073741824.0;  // 2^30
+  const double bw = gpu.mem_bw_gbps;    // the reference's Mem_Bw, GB/s
+  switch (k.kind) {
+    case kernel_kind::gemm:
+    case kernel_kind::bmm: {
+      const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k);
+      const double peak = gpu.peak_fp32_tflops * 1e3;  // GFLOP/s (SingleFLOPs)
+      const double ai = (2 * M * N * K / 1e9) / (4 * (M * N + N * K + M * K) / gib);
+      return 2 * B * M * N * K / 1e9 / std::min(peak, ai * bw);
+    }
+    case kernel_kind::elementwise:
+    case kernel_kind::softmax:
+    case kernel_kind::layernorm: return k.bytes / 1e9 / bw;
+    case kernel_kind::memory: return k.bytes / (bw * gib);
+  }
+  return 0;
+}
+
 namespace {
 class roofline_predictor final : public predictor {
  public:
-  std::string name() const override { return "roofline"; }
+  using seconds_fn = double (*)(const kernel&, const gpu_spec&);
+  roofline_predictor(std::string name, seconds_fn fn) : name_(std::move(name)), fn_(fn) {}
+  std::string name() const override { return name_; }
   std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
     std::vector<double> out;
     out.reserve(kernels.size());
-    for (const auto& ki : kernels) out.push_back(roofline_seconds(ki.k, gpu));
+    for (const auto& ki : kernels) out.push_back(fn_(ki.k, gpu));
     return out;
   }
+
+ private:
+  std::string name_;
+  seconds_fn fn_;
 };
 }  // namespace
 
-std::vector<std::string> predictor_names() { return {"neusight", "roofline"}; }
+std::vector<std::string> predictor_names() { return {"neusight", "roofline", "roofline-reference"}; }
 
 std::unique_ptr<predictor> predictor_make(const std::string& name, const std::filesystem::path& weights_root) {
-  if (name == "roofline") return std::make_unique<roofline_predictor>();
+  if (name == "roofline") return std::make_unique<roofline_predictor>(name, roofline_seconds);
+  if (name == "roofline-reference") return std::make_unique<roofline_predictor>(name, roofline_reference_seconds);
   if (name == "neusight") return neusight_predictor_make(weights_root);
   std::string known;
   for (const auto& n : predictor_names()) known += (known.empty() ? "" : ", ") + n;

@@ -18,6 +18,14 @@ double roofline_peak_flops(const gpu_spec& gpu, const kernel& k);
 // max(flops / peak, bytes / bandwidth) in seconds; `seconds` of a fixed kernel wins.
 double roofline_seconds(const kernel& k, const gpu_spec& gpu);
 
+// The reference implementation's roofline baseline, bit for bit (spec §8; its shipped
+// prediction/<GPU>/roofline/*.json are reproducible with it). fp32 only; F = peak_fp32_tflops in GFLOP/s:
+//   GEMM/BMM  2·B·M·N·K/1e9 / min(F, AI·BW), AI = 2·M·N·K/1e9 / (4·(MN + NK + MK)/2^30)  (no B in AI)
+//   vector    bytes/1e9 / BW       (bytes = MemPerO·B·H: the kernel's bytes)
+//   memory    bytes / (BW·2^30)    (bytes over GiB/s, as the reference's MEM fallback)
+// Throws ns::error for a non-fp32 kernel. A fixed `seconds` wins, as in the roofline.
+double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu);
+
 class predictor {
  public:
   virtual ~predictor() = default;

@@ -279,3 +279,10 @@ TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "
   CHECK(e.code == 1);
   CHECK(e.err.find("no bmm weights for nvidia GPUs in " + (t.path / "nvidia").generic_string()) != std::string::npos);
 }
+
+TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {
+  CHECK(run_cli("predict --gpu l4").code == 2);                     // --model missing
+  CHECK(run_cli("run examples/gpt3_train.lua --format xml").code == 2);
+  CHECK(run_cli("no-such-subcommand").code == 2);
+  CHECK(run_cli("predict --model no_such_model --gpu l4 --mode inference --batch 1 --seq 8").code == 1);
+}

@@ -80,5 +80,5 @@ TEST_CASE("forecast sums phases with node replication", "[forecast]") {
 
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {
   CHECK(predictor_make("roofline")->name() == "roofline");
-  CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: neusight, roofline");
+  CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: neusight, roofline, roofline-reference");
 }

@@ -1,0 +1,266 @@
+// engine/cli/models_cmd.cpp — forecasting every labelled configuration from its reference operator graph and
+// reporting the absolute percentage error of the end-to-end latency per GPU (mean / median / max).
+#include "cli/models_cmd.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <set>
+
+#include "cli/paths.h"
+#include "cli/report.h"
+#include "core/forecast.h"
+#include "core/opgraph.h"
+#include "core/roofline.h"
+#include "core/text.h"
+#include "lua/session.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+std::vector<fs::path> json_files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.is_regular_file() && e.path().extension() == ".json") out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// label/<GPU>/<tag>.json files: a GPU folder, the label/ folder above them, or files named directly.
+std::vector<fs::path> label_files(const std::vector<std::string>& paths) {
+  std::vector<fs::path> out;
+  for (const auto& p : paths) {
+    if (fs::is_regular_file(p)) {
+      if (fs::path(p).extension() != ".json") throw error(p + ": not a label file (expected <tag>.json)");
+      out.emplace_back(p);
+      continue;
+    }
+    if (!fs::is_directory(p)) throw error(p + ": no such file or directory");
+    auto found = json_files_in(p);
+    if (found.empty()) {
+      std::vector<fs::path> subdirs;
+      for (const auto& e : fs::directory_iterator(p))
+        if (e.is_directory()) subdirs.push_back(e.path());
+      std::sort(subdirs.begin(), subdirs.end());
+      for (const auto& d : subdirs)
+        for (auto& f : json_files_in(d)) found.push_back(std::move(f));
+    }
+    if (found.empty()) throw error(p + ": no label files (expected label/<GPU>/<tag>.json)");
+    out.insert(out.end(), found.begin(), found.end());
+  }
+  return out;
+}
+
+struct label {
+  double e2e_ms = 0;
+  int64_t num_layer = 0;
+};
+
+label label_read(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) throw error(file.string() + ": cannot read file");
+  json j;
+  try {
+    j = json::parse(in);
+  } catch (const json::exception& e) {
+    throw error(file.string() + ": invalid JSON: " + e.what());
+  }
+  label l;
+  const auto e2e = j.find("e2e_latency");
+  if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0))
+    throw error(file.string() + ": key 'e2e_latency' must be a positive number (ms)");
+  l.e2e_ms = e2e->get<double>();
+  const auto layers = j.find("num_layer");
+  if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0)
+    throw error(file.string() + ": key 'num_layer' must be a non-negative integer");
+  l.num_layer = layers->get<int64_t>();
+  return l;
+}
+
+// The label folder names the device as the data does ("NVIDIA_A100-PCIE-40GB"): as is, then with spaces.
+std::optional<gpu_spec> gpu_from_folder(const gpu_catalog& catalog, const std::string& folder) {
+  std::string spaced = folder;
+  std::replace(spaced.begin(), spaced.end(), '_', ' ');
+  for (const auto& q : {folder, spaced}) {
+    try {
+      return catalog.resolve(q);
+    } catch (const error&) {
+    }
+  }
+  return std::nullopt;
+}
+
+struct result_row {
+  std::string gpu, device, config, mode;
+  int64_t layers = 0;
+  double measured_ms = 0, predicted_ms = 0, ape = 0;
+};
+
+struct stats {
+  size_t n = 0;
+  double mean = 0, median = 0, max = 0;
+};
+
+stats stats_of(std::vector<double> v) {
+  stats s;
+  s.n = v.size();
+  if (v.empty()) return s;
+  std::sort(v.begin(), v.end());
+  for (double x : v) s.mean += x;
+  s.mean /= double(v.size());
+  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.max = v.back();
+  return s;
+}
+
+}  // namespace
+
+int eval_models_main(const eval_models_flags& f) {
+  const auto root = data_root_find();
+  session_options so;
+  so.data_root = root;
+  session s(so);
+  const gpu_catalog catalog(root / "gpus");
+  const auto pred = predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
+
+  std::map<std::string, size_t> skipped;
+  std::map<std::string, std::string> skipped_first;
+  auto skip = [&](const std::string& why, const fs::path& file) {
+    if (skipped[why]++ == 0) skipped_first[why] = file.string();
+  };
+  std::map<std::string, std::optional<gpu_spec>> gpus;  // folder name → spec
+  std::map<std::string, opgraph> graphs;                // csv path → parsed graph
+  std::set<std::string> warned;
+  std::vector<result_row> rows;
+
+  for (const auto& file : label_files(f.labels)) {
+    const std::string stem = file.stem().string();
+    const std::string device = file.parent_path().filename().string();
+    const auto tag = opgraph_tag_parse(stem);
+    if (!tag) {
+      skip("file name is not <model>-<inf|train>-<seq>-<batch>[-option]", file);
+      continue;
+    }
+    if (tag->option == "fusion") {
+      skip("fusion label (torch.compile): the fused-kernel model (spec §1.6) is not implemented", file);
+      continue;
+    }
+    if (!tag->option.empty()) {
+      const std::string kind = tag->option.substr(0, 2);
+      if (kind == "dp" || kind == "tp" || kind == "pp") skip("distributed label (dp/tp/pp): collectives are not supported yet", file);
+      else skip("unknown tag option '" + tag->option + "'", file);
+      continue;
+    }
+    auto git = gpus.find(device);
+    if (git == gpus.end()) git = gpus.emplace(device, gpu_from_folder(catalog, device)).first;
+    if (!git->second) {
+      skip("unknown GPU folder '" + device + "' (not in the GPU catalogue)", file);
+      continue;
+    }
+    const gpu_spec& gpu = *git->second;
+    const fs::path graphs_dir =
+        f.graphs.empty() ? (file.parent_path().parent_path().parent_path() / "opgraph") : fs::path(f.graphs);
+    const fs::path graph_file = graphs_dir / (stem + ".csv");
+    if (!fs::is_regular_file(graph_file)) {
+      skip("no opgraph <tag>.csv in " + graphs_dir.string(), file);
+      continue;
+    }
+    const label l = label_read(file);
+    auto it = graphs.find(graph_file.string());
+    if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string())).first;
+    opgraph& og = it->second;
+    if (!og.unsupported.empty()) {
+      skip("distributed graph (collective kernels): not supported yet", file);
+      continue;
+    }
+    std::vector<std::string> warnings = og.warnings;
+    const int64_t layers = opgraph_layers(og, l.num_layer, warnings);
+    for (const auto& w : warnings)
+      if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    opgraph_replicate(og, layers);
+    const bool training = tag->mode == "train";
+    std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
+    s.tiles_select(kernels, gpu);
+    std::vector<double> seconds = pred->predict(kernels, gpu);
+    const forecast fc = forecast_make(og.g, std::move(kernels), std::move(seconds));
+    result_row r;
+    r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
+    r.measured_ms = l.e2e_ms;
+    r.predicted_ms = fc.total() * 1e3;
+    r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
+    rows.push_back(std::move(r));
+  }
+
+  for (const auto& [why, n] : skipped)
+    std::fprintf(stderr, "neusight: skipped %zu label%s: %s (first: %s)\n", n, n == 1 ? "" : "s", why.c_str(),
+                 skipped_first[why].c_str());
+
+  // Per GPU in order of first appearance.
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<const result_row*>> by_gpu;
+  for (const auto& r : rows) {
+    if (!by_gpu.count(r.gpu)) order.push_back(r.gpu);
+    by_gpu[r.gpu].push_back(&r);
+  }
+  size_t skipped_total = 0;
+  for (const auto& [why, n] : skipped) skipped_total += n;
+
+  if (f.format == "json") {
+    json j;
+    j["predictor"] = f.predictor;
+    json jr = json::array();
+    for (const auto& r : rows)
+      jr.push_back({{"gpu", r.gpu}, {"device", r.device}, {"config", r.config}, {"mode", r.mode},
+                    {"layers", r.layers}, {"measured_ms", r.measured_ms}, {"predicted_ms", r.predicted_ms},
+                    {"ape", r.ape}});
+    json js = json::array();
+    for (const auto& g : order) {
+      std::vector<double> apes;
+      for (const auto* r : by_gpu[g]) apes.push_back(r->ape);
+      const stats st = stats_of(apes);
+      js.push_back({{"gpu", g}, {"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max}});
+    }
+    j["rows"] = std::move(jr);
+    j["summary"] = std::move(js);
+    j["skipped"] = skipped;
+    emit(j.dump(2) + "\n", f.output);
+    return 0;
+  }
+
+  std::string out;
+  std::vector<double> all;
+  std::string summary = fmt::format("{:<18} {:>4} {:>9} {:>9} {:>9}\n", "gpu", "n", "mean %", "median %", "max %");
+  for (const auto& g : order) {
+    const auto& rs = by_gpu[g];
+    out += fmt::format("{} ({})\n", g, rs.front()->device);
+    out += fmt::format("  {:<30} {:>13} {:>13} {:>9}\n", "config", "measured ms", "predicted ms", "APE %");
+    std::vector<double> apes;
+    for (const auto* r : rs) {
+      out += fmt::format("  {:<30} {:>13.3f} {:>13.3f} {:>9.2f}\n", r->config, r->measured_ms, r->predicted_ms, r->ape);
+      apes.push_back(r->ape);
+      all.push_back(r->ape);
+    }
+    const stats st = stats_of(apes);
+    out += fmt::format("  mean {:.2f} %, median {:.2f} %, max {:.2f} % over {} configurations\n\n", st.mean, st.median,
+                       st.max, st.n);
+    summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f}\n", g, st.n, st.mean, st.median, st.max);
+  }
+  const stats st = stats_of(all);
+  summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f}\n", "all", st.n, st.mean, st.median, st.max);
+  out += fmt::format("summary: APE of end-to-end latency, predictor {}\n", f.predictor) + summary;
+  out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
+  emit(out, f.output);
+  return 0;
+}
+
+}  // namespace ns

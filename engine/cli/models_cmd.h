@@ -1,0 +1,16 @@
+// engine/cli/models_cmd.h — `neusight eval models`: end-to-end forecasts of the reference's operator graphs
+// against the measured labels, per GPU (the paper's Table 5).
+#pragma once
+#include <string>
+#include <vector>
+
+namespace ns {
+
+struct eval_models_flags {
+  std::vector<std::string> labels;  // label/<GPU> folders, label/ itself, or label JSON files
+  std::string graphs;               // opgraph folder; "" = <label root>/../opgraph
+  std::string predictor = "neusight", weights, format = "table", output;
+};
+int eval_models_main(const eval_models_flags& f);
+
+}  // namespace ns

@@ -1,0 +1,68 @@
+// engine/core/opgraph.h — the reference's parsed operator graphs (opgraph/<tag>.csv) as nodes and kernels.
+#pragma once
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "core/graph.h"
+
+namespace ns {
+
+// The file-name tag <model>-<inf|train>-<seq>-<batch>[-<option>], e.g. gpt2_large-train-1024-4-pp4_1.
+struct opgraph_tag {
+  std::string model;   // "gpt2_large"
+  std::string mode;    // "inference" or "train"
+  int64_t seq = 0, batch = 0;
+  std::string option;  // "", "fusion", "dp4", "tp4", "pp4_1", ...
+};
+std::optional<opgraph_tag> opgraph_tag_parse(std::string_view stem);
+
+struct opgraph {
+  std::string source;               // the file, as shown in messages
+  std::string stem;                 // file name without .csv
+  std::optional<opgraph_tag> tag;   // nullopt when the name does not follow the pattern
+  graph g;                          // one node per CSV row (op = OpName, name = Name), count 1
+  std::vector<size_t> lines;        // CSV line of each node
+  std::vector<kernel_instance> kernels;  // FwOps, BwOps, AccOps of every row, in row order
+  // Node index range [first, last] of the traced transformer layer (spec §1.7); nullopt for whole-model
+  // graphs (Switch, fusion) and models without layer markers.
+  std::optional<std::pair<size_t, size_t>> layer;
+  std::string layers_key;           // model-config key holding the layer count ("" if the family is unknown)
+  // Kernels this importer does not model (collectives of distributed graphs): name → occurrences.
+  std::map<std::string, size_t> unsupported;
+  size_t unsupported_rows = 0;
+  std::string unsupported_first;    // file:line of the first such row
+  std::vector<std::string> warnings;
+};
+
+// Throws ns::error "<source>:<line>: column '<col>': <what>" for a malformed row; `source`'s file stem
+// is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K);
+// VEC<op> (B,H) with bytes = MemPerO·B·H, MemPerO from the row's own shapes; MEM → 4·Σ numel bytes.
+opgraph opgraph_parse(std::string_view text, const std::string& source);
+opgraph opgraph_load(const std::string& path);
+
+// The layer count from the HuggingFace config beside the data: <graph dir>/../DLmodel_configs/<model>.json,
+// key og.layers_key. nullopt when there is no such file (or no tag / key); throws if the file lacks the key.
+// `config` receives the path looked at.
+std::optional<int64_t> opgraph_config_layers(const opgraph& og, std::filesystem::path* config = nullptr);
+
+// The layer count to replicate with: `requested` (> 0, e.g. --layers), else the model config beside the data,
+// else 1 with a warning. Whole-model graphs (no traced layer) always give 1; a requested count > 1 for them
+// is ignored with a warning. Warnings are appended to `warnings`.
+int64_t opgraph_layers(const opgraph& og, int64_t requested, std::vector<std::string>& warnings);
+
+// Sets count = layers on the traced layer's nodes (and the layer name "layer"); others keep count 1.
+void opgraph_replicate(opgraph& og, int64_t layers);
+
+// All kernels for training; forward only for inference.
+std::vector<kernel_instance> opgraph_kernels(const opgraph& og, bool training);
+
+// Throws when the graph holds kernels we do not model (distributed graphs), naming them and the first row.
+void opgraph_check_supported(const opgraph& og);
+
+}  // namespace ns

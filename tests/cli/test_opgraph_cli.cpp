@@ -1,0 +1,239 @@
+// tests/cli/test_opgraph_cli.cpp — `predict --graph` and `eval models` end to end: the roofline-reference
+// golden against the reference's shipped forecasts, label evaluation, and error reporting.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/opgraph.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::source_dir;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+json parse_json(const ns_test::run_result& r) {
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// Tolerance of the roofline-reference golden: 0.01 % relative (the acceptance bound). The reference's JSON is
+// a float sum of its per-row milliseconds in another order; the observed worst case is below 1e-7.
+const double reference_rel_tol = 1e-4;
+
+struct golden_stats {
+  size_t matched = 0;
+  double worst = 0;
+  std::string worst_where;
+};
+
+// Every <root>/prediction/<GPU>/roofline/<tag>.json whose <root>/opgraph/<tag>.csv exists (single-GPU,
+// non-fusion tags) is forecast with the reference's device numbers (tests/fixtures/gpus/reference/<GPU>.toml)
+// and must match e2e, fw and bwall (= bw + acc) latencies; the layer count comes from the config beside it.
+golden_stats golden_reference(const fs::path& root) {
+  golden_stats st;
+  std::vector<fs::path> files;
+  for (const auto& gpu_dir : fs::directory_iterator(root / "prediction"))
+    if (fs::is_directory(gpu_dir.path() / "roofline"))
+      for (const auto& e : fs::directory_iterator(gpu_dir.path() / "roofline"))
+        if (e.path().extension() == ".json") files.push_back(e.path());
+  std::sort(files.begin(), files.end());
+  for (const auto& file : files) {
+    const std::string gpu = file.parent_path().parent_path().filename().string();
+    const std::string tag = file.stem().string();
+    const auto t = ns::opgraph_tag_parse(tag);
+    const fs::path graph = root / "opgraph" / (tag + ".csv");
+    if (!t || !t->option.empty() || !fs::exists(graph)) continue;
+    const fs::path toml = source_dir / "tests/fixtures/gpus/reference" / (gpu + ".toml");
+    INFO("reference forecast " << file.string());
+    REQUIRE(fs::exists(toml));
+    const json ref = json::parse(ns_test::slurp(file));
+    const json j = parse_json(run_cli("predict --graph '" + graph.string() + "' --gpu '" + toml.string() +
+                                      "' --predictor roofline-reference --format json"));
+    const std::pair<const char*, const char*> fields[] = {
+        {"latency_ms", "e2e_latency"}, {"forward_ms", "fw_latency"}, {"backward_ms", "bwall_latency"}};
+    for (const auto& [ours, theirs] : fields) {
+      const double a = j[ours], e = ref[theirs];
+      const double rel = e == 0 ? std::abs(a) : std::abs(a - e) / std::abs(e);
+      INFO(ours << " = " << a << ", reference " << theirs << " = " << e);
+      CHECK(rel <= reference_rel_tol);
+      if (rel >= st.worst) st.worst = rel, st.worst_where = gpu + "/" + tag + " " + ours;
+    }
+    if (tag.rfind("switch", 0) != 0) CHECK(j["layers"] == ref["num_layer"]);  // Switch is traced whole
+    ++st.matched;
+  }
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("golden: roofline-reference reproduces the reference's forecasts (fixture copy)", "[cli][golden][opgraph]") {
+  const golden_stats st = golden_reference(source_dir / "tests/fixtures/neusight");
+  CHECK(st.matched == 2);  // T4 inference, V100 training
+  INFO("worst " << st.worst << " at " << st.worst_where);
+  CHECK(st.worst < 1e-6);
+}
+
+TEST_CASE("golden: roofline-reference reproduces every reference roofline forecast in ../shared", "[cli][golden][opgraph]") {
+  const fs::path shared = (source_dir / ".." / "shared" / "data" / "neusight").lexically_normal();
+  if (!fs::is_directory(shared / "prediction") || !fs::is_directory(shared / "opgraph")) {
+    WARN("skipped: " << shared.string() << " not found (the shared NeuSight data is not part of a clone)");
+    return;
+  }
+  const golden_stats st = golden_reference(shared);
+  WARN("roofline-reference golden: " << st.matched << " reference forecasts matched, worst relative error "
+                                     << st.worst << " (" << st.worst_where << ")");
+  CHECK(st.matched >= 72);
+}
+
+TEST_CASE("predict --graph: mode from the file name, --mode and --layers override", "[cli][opgraph]") {
+  const std::string graph = "tests/fixtures/neusight/opgraph/gpt2_large-train-1024-1.csv";
+  const std::string gpu = "--gpu tests/fixtures/gpus/reference/Tesla_V100-PCIE-32GB.toml --predictor roofline-reference";
+  const json train = parse_json(run_cli("predict --graph " + graph + " " + gpu + " --format json"));
+  CHECK(train["mode"] == "train");
+  CHECK(train["model"] == "gpt2_large");
+  CHECK(train["batch"] == 1);
+  CHECK(train["seq"] == 1024);
+  CHECK(train["layers"] == 36);
+  CHECK(train["optimizer"] == "none");
+  CHECK(double(train["backward_ms"]) > double(train["forward_ms"]));
+  CHECK(double(train["grad_accumulate_ms"]) > 0);
+  CHECK_THAT(double(train["latency_ms"]),
+             Catch::Matchers::WithinRel(double(train["forward_ms"]) + double(train["backward_ms"]), 1e-12));
+
+  const json inf = parse_json(run_cli("predict --graph " + graph + " " + gpu + " --mode inference --format json"));
+  CHECK(inf["mode"] == "inference");
+  CHECK(inf["backward_ms"] == 0.0);
+  CHECK(inf["forward_ms"] == train["forward_ms"]);
+
+  const json one = parse_json(run_cli("predict --graph " + graph + " " + gpu + " --layers 1 --format json"));
+  CHECK(one["layers"] == 1);
+  CHECK(double(one["forward_ms"]) < double(train["forward_ms"]) / 5);
+  for (const auto& op : one["ops"]) CHECK(op["count"] == 1);
+
+  // the table names the layer count; the other predictors run on imported graphs too
+  const auto table = run_cli("predict --graph " + graph + " --gpu v100 --predictor roofline");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("model     gpt2_large  (train, batch 1, seq 1024, fp32, optimizer none, 36 layers)") !=
+        std::string::npos);
+  const json ns = parse_json(run_cli("predict --graph " + graph + " --gpu v100 --format json"));
+  CHECK(ns["predictor"] == "neusight");
+  CHECK(double(ns["latency_ms"]) > 0);
+}
+
+TEST_CASE("predict --graph: bad input is reported with file:line and the column", "[cli][opgraph][errors]") {
+  temp_dir t;
+  const std::string header = "Name,OpName,FwOps,BwOps,AccOps,Prev,Next,InputShapes,OutputShape\n";
+  const auto bad = t.write("g/custom-inf-8-1.csv", header +
+                                                       "a,misc,[],[],[],set(),set(),[],\"(1,)\"\n"
+                                                       "addmm,Linear,\"[['Linear', (8, 16)]]\",[],[],set(),set(),[],\"(8, 16)\"\n")
+                       .string();
+  auto r = run_cli("predict --graph '" + bad + "' --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + bad + ":3: column 'FwOps': kernel 'Linear' needs 3 positive integers (T, I, O), got (8, 16)\n");
+  CHECK(r.out.empty());
+
+  const auto syntax = t.write("g/other-inf-8-1.csv", header + "a,misc,\"[['MEM', ((1,), (2,)]]\",[],[],set(),set(),[],\"(1,)\"\n").string();
+  r = run_cli("predict --graph '" + syntax + "' --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + syntax + ":2: column 'FwOps': expected ',' or ')', found ']' at character 21\n");
+
+  // neither --model nor --graph; --graph with model-builder flags; --graph without --gpu; --layers without --graph
+  r = run_cli("predict --gpu l4");
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--model or --graph is required") != std::string::npos);
+  const std::string graph = "tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv";
+  r = run_cli("predict --graph " + graph + " --gpu l4 --batch 2");
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--batch excludes --graph") != std::string::npos);
+  r = run_cli("predict --graph " + graph);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: predict --graph needs --gpu (a file path, file stem or alias)\n");
+  r = run_cli("predict --model gpt2_large --gpu l4 --layers 3");
+  CHECK(r.code != 0);
+  CHECK(r.err.find("--layers requires --graph") != std::string::npos);
+
+  // a file name without a mode tag needs --mode
+  const auto untagged = t.write("g/mine.csv", header + "a,misc,\"[['MEM', ((4,),)]]\",[],[],set(),set(),[],\"(1,)\"\n").string();
+  r = run_cli("predict --graph '" + untagged + "' --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + untagged + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference\n");
+  r = run_cli("predict --graph '" + untagged + "' --gpu tests/fixtures/gpus/tiny.toml --mode inference --predictor roofline --format json");
+  REQUIRE(r.code == 0);
+  CHECK(r.err == "neusight: warning: " + untagged + ": no layer markers known for model 'mine': every row counts once (whole model)\n");
+  CHECK_THAT(double(json::parse(r.out)["latency_ms"]), Catch::Matchers::WithinRel(16 / 100e9 * 1e3, 1e-12));
+
+  // distributed graphs are refused, naming the collectives
+  const auto dp = t.write("g/custom-train-8-1-dp4.csv", header +
+                                                            "a,misc,[],[],[],set(),set(),[],\"(1,)\"\n"
+                                                            "x_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (16,)]]\",[],set(),set(),[],[]\n")
+                      .string();
+  r = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + dp + ": 1 rows hold collective kernels (ALLREDUCE_ASYNC ×1), first at " + dp +
+                     ":3: distributed graphs (dp/tp/pp) are not supported yet\n");
+}
+
+TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {
+  const auto r = run_cli("eval models tests/fixtures/neusight/label --predictor roofline --format json");
+  const json j = parse_json(r);
+  CHECK(j["predictor"] == "roofline");
+  REQUIRE(j["rows"].size() == 3);
+  const json& a100 = j["rows"][0];
+  CHECK(a100["gpu"] == "A100-PCIE-40GB");
+  CHECK(a100["device"] == "NVIDIA_A100-PCIE-40GB");
+  CHECK(a100["config"] == "gpt2_large-inf-1024-4");
+  CHECK(a100["layers"] == 36);
+  CHECK(a100["measured_ms"] == 535.8211059570312);
+  for (const auto& row : j["rows"]) {
+    for (const char* key : {"gpu", "config", "measured_ms", "predicted_ms", "ape"}) CHECK(row.contains(key));
+    const double m = row["measured_ms"], p = row["predicted_ms"];
+    CHECK(p > 0);
+    CHECK_THAT(double(row["ape"]), Catch::Matchers::WithinRel(100 * std::abs(p - m) / m, 1e-12));
+  }
+  CHECK(j["rows"][2]["mode"] == "train");
+  REQUIRE(j["summary"].size() == 3);
+  for (size_t i = 0; i < 3; ++i) {
+    const json& s = j["summary"][i];
+    CHECK(s["gpu"] == j["rows"][i]["gpu"]);
+    CHECK(s["n"] == 1);
+    CHECK(s["mean"] == j["rows"][i]["ape"]);
+    CHECK(s["median"] == s["mean"]);
+    CHECK(s["max"] == s["mean"]);
+  }
+  const std::string fusion = "fusion label (torch.compile): the fused-kernel model (spec §1.6) is not implemented";
+  REQUIRE(j["skipped"].size() == 1);
+  CHECK(j["skipped"][fusion] == 1);
+  CHECK(r.err == "neusight: skipped 1 label: " + fusion +
+                     " (first: tests/fixtures/neusight/label/NVIDIA_A100-PCIE-40GB/gpt2_large-inf-1024-4-fusion.json)\n");
+
+  // The same prediction as predict --graph on the catalogue GPU.
+  const json p = parse_json(run_cli("predict --graph tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv "
+                                    "--gpu a100_pcie_40gb --predictor roofline --format json"));
+  CHECK_THAT(double(a100["predicted_ms"]), Catch::Matchers::WithinRel(double(p["latency_ms"]), 1e-12));
+
+  // Table: one block per GPU and a summary; a graphs folder without the tag skips the label with its reason.
+  temp_dir t;
+  fs::create_directories(t.path / "empty");
+  const auto table = run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 tests/fixtures/neusight/label/Tesla_V100-PCIE-32GB");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("T4 (Tesla_T4)\n") != std::string::npos);
+  CHECK(table.out.find("summary: APE of end-to-end latency, predictor neusight\n") != std::string::npos);
+  CHECK(table.out.find("2 labels evaluated, 0 skipped") != std::string::npos);
+  const json none = parse_json(run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 --graphs '" +
+                                       (t.path / "empty").string() + "' --format json"));
+  CHECK(none["rows"].empty());
+  CHECK(none["skipped"]["no opgraph <tag>.csv in " + (t.path / "empty").string()] == 1);
+  // a label folder that is not a GPU
+  fs::create_directories(t.path / "label/Imaginary_GPU_9000");
+  std::ofstream(t.path / "label/Imaginary_GPU_9000/gpt2_large-inf-1024-4.json") << R"({"num_layer": 36, "e2e_latency": 1.0})";
+  const json unknown = parse_json(run_cli("eval models '" + (t.path / "label").string() + "' --format json"));
+  CHECK(unknown["skipped"]["unknown GPU folder 'Imaginary_GPU_9000' (not in the GPU catalogue)"] == 1);
+}

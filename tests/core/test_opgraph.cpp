@@ -1,0 +1,241 @@
+// tests/core/test_opgraph.cpp — importing the reference's operator graphs, layer replication, and the
+// roofline-reference formulas against hand-computed numbers.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+
+#include "core/forecast.h"
+#include "core/opgraph.h"
+#include "core/roofline.h"
+#include "core/text.h"
+#include "test_util.h"
+
+using namespace ns;
+using Catch::Matchers::WithinRel;
+
+namespace {
+const std::string fixture = (ns_test::source_dir / "tests/fixtures/neusight/opgraph").string();
+
+size_t count_phase(const opgraph& og, phase p) {
+  size_t n = 0;
+  for (const auto& ki : og.kernels) n += ki.ph == p;
+  return n;
+}
+
+const node& node_named(const opgraph& og, const std::string& name) {
+  for (const auto& n : og.g.nodes)
+    if (n.name == name) return n;
+  FAIL("no node " << name);
+  throw;
+}
+
+const kernel_instance& first_kernel(const opgraph& og, const std::string& node_name, phase p) {
+  for (const auto& ki : og.kernels)
+    if (og.g.nodes[ki.node].name == node_name && ki.ph == p) return ki;
+  FAIL("no " << phase_name(p) << " kernel for " << node_name);
+  throw;
+}
+
+const std::string header = "Name,OpName,FwOps,BwOps,AccOps,Prev,Next,InputShapes,OutputShape\n";
+}  // namespace
+
+TEST_CASE("opgraph: the GPT2-Large training fixture imports row by row", "[opgraph]") {
+  opgraph og = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv");
+  REQUIRE(og.tag);
+  CHECK(og.tag->model == "gpt2_large");
+  CHECK(og.tag->mode == "train");
+  CHECK(og.tag->seq == 1024);
+  CHECK(og.tag->batch == 1);
+  CHECK(og.g.nodes.size() == 125);
+  CHECK(count_phase(og, phase::forward) == 46);
+  CHECK(count_phase(og, phase::backward) == 86);
+  CHECK(count_phase(og, phase::accumulate) == 17);
+  CHECK(og.unsupported.empty());
+  CHECK(og.warnings.empty());
+
+  // addmm: Linear (T=1024, I=1280, O=3840) → gemm b=1 m=T n=I k=O
+  const kernel& qkv = first_kernel(og, "addmm", phase::forward).k;
+  CHECK(qkv.kind == kernel_kind::gemm);
+  CHECK(qkv.name == "Linear");
+  CHECK((qkv.b == 1 && qkv.m == 1024 && qkv.n == 1280 && qkv.k == 3840));
+  CHECK(qkv.flops == 2.0 * 1024 * 1280 * 3840);
+  CHECK(qkv.bytes == 4.0 * (1024 * 1280 + 1280 * 3840 + 1024 * 3840));
+  CHECK(qkv.dtype == "fp32");
+  // its gradient accumulation: VECadd [1, O·I] then [1, O]; the node's parameters come from AccOps
+  const kernel& acc = first_kernel(og, "addmm", phase::accumulate).k;
+  CHECK(acc.kind == kernel_kind::elementwise);
+  CHECK(acc.op == "add");
+  CHECK((acc.rows == 1 && acc.hidden == 4915200));
+  CHECK(node_named(og, "addmm").params == 4915200.0 + 3840);
+
+  // add_1 = wte + wpe, a broadcast add: MemPerO = 4·(2·1280·1024 + 1280·1024) / (1280·1024) = 12
+  const kernel& add = first_kernel(og, "add_1", phase::forward).k;
+  CHECK(add.flops == 1024.0 * 1280);
+  CHECK(add.bytes == 12.0 * 1024 * 1280);
+  // its backward: one MEM ((B,H),) per input, 4 bytes per element
+  const kernel& mem = first_kernel(og, "add_1", phase::backward).k;
+  CHECK(mem.kind == kernel_kind::memory);
+  CHECK(mem.bytes == 4.0 * 1024 * 1280);
+  // layer norm: 6 ops per element; backward VECmul uses the row's shapes (unary: 8 B per element)
+  const kernel& ln = first_kernel(og, "transformer_h_0_ln_1", phase::forward).k;
+  CHECK(ln.kind == kernel_kind::layernorm);
+  CHECK(ln.flops == 6.0 * 1024 * 1280);
+  CHECK(first_kernel(og, "transformer_h_0_ln_1", phase::backward).k.bytes == 8.0 * 1024 * 1280);
+  // getitem_5: MEM ((1,), (1, 1024, 1280)) counts the scalar too
+  CHECK(first_kernel(og, "getitem_5", phase::forward).k.bytes == 4.0 * (1 + 1024 * 1280));
+
+  // Layer replication: rows transformer_h_0_ln_1 … add_15 (102 rows) count 36 times, the rest once.
+  REQUIRE(og.layer);
+  CHECK(og.g.nodes[og.layer->first].name == "transformer_h_0_ln_1");
+  CHECK(og.g.nodes[og.layer->second].name == "add_15");
+  CHECK(og.layer->second - og.layer->first + 1 == 102);
+  const auto layers = opgraph_config_layers(og);
+  REQUIRE(layers);
+  CHECK(*layers == 36);
+  opgraph_replicate(og, *layers);
+  size_t replicated = 0;
+  for (const auto& n : og.g.nodes) replicated += n.count == 36;
+  CHECK(replicated == 102);
+  CHECK(node_named(og, "addmm").count == 36);
+  CHECK(node_named(og, "addmm").layer == "layer");
+  CHECK(node_named(og, "transformer_wte").count == 1);
+  CHECK(node_named(og, "lm_head").count == 1);
+
+  CHECK(opgraph_kernels(og, false).size() == 46);
+  CHECK(opgraph_kernels(og, true).size() == 46 + 86 + 17);
+}
+
+TEST_CASE("opgraph: layer count from --layers, the model config, or 1 with a warning", "[opgraph]") {
+  const opgraph og = opgraph_load(fixture + "/gpt2_large-inf-1024-4.csv");
+  std::vector<std::string> warnings;
+  CHECK(opgraph_layers(og, 5, warnings) == 5);
+  CHECK(opgraph_layers(og, 0, warnings) == 36);  // ../DLmodel_configs/gpt2_large.json: n_layer
+  CHECK(warnings.empty());
+
+  // The same graph elsewhere, without a config beside it.
+  ns_test::temp_dir t;
+  const auto copy = t.write("opgraph/gpt2_large-inf-1024-4.csv", ns_test::slurp(fixture + "/gpt2_large-inf-1024-4.csv"));
+  const opgraph lone = opgraph_load(copy.string());
+  CHECK(opgraph_layers(lone, 0, warnings) == 1);
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0] == copy.string() + ": no layer count given and no model config at " +
+                           (t.path / "DLmodel_configs/gpt2_large.json").string() +
+                           ": the traced layer counts once (pass --layers N)");
+  // A config without the key is an error, not a silent 1.
+  t.write("DLmodel_configs/gpt2_large.json", R"({"num_hidden_layers": 12})");
+  CHECK_THROWS_WITH(opgraph_layers(lone, 0, warnings),
+                    (t.path / "DLmodel_configs/gpt2_large.json").string() +
+                        ": key 'n_layer' must be a positive integer (the layer count)");
+}
+
+TEST_CASE("opgraph: file-name tags", "[opgraph]") {
+  auto t = opgraph_tag_parse("gpt3_xl-train-2048-4-pp4_1");
+  REQUIRE(t);
+  CHECK(t->model == "gpt3_xl");
+  CHECK(t->mode == "train");
+  CHECK(t->seq == 2048);
+  CHECK(t->batch == 4);
+  CHECK(t->option == "pp4_1");
+  CHECK(opgraph_tag_parse("bert_large-inf-512-8")->mode == "inference");
+  CHECK(opgraph_tag_parse("bert_large-inf-512-8")->option.empty());
+  CHECK_FALSE(opgraph_tag_parse("bert_large-eval-512-8"));
+  CHECK_FALSE(opgraph_tag_parse("bert_large-inf-512"));
+  CHECK_FALSE(opgraph_tag_parse("bert_large-inf-x-8"));
+  CHECK_FALSE(opgraph_tag_parse("mygraph"));
+}
+
+TEST_CASE("opgraph: malformed rows name file:line and the column", "[opgraph]") {
+  const std::string ok_row = "add_1,VECadd,\"[['VECadd', (4, 8)]]\",[],[],set(),{'x'},\"[(4, 8), (4, 8)]\",\"(4, 8)\"\n";
+  const std::pair<std::string, std::string> cases[] = {
+      {"a,misc,\"[['Linear', (4096, 1280)]]\",[],[],set(),set(),[],\"(1,)\"\n",
+       "g.csv:3: column 'FwOps': kernel 'Linear' needs 3 positive integers (T, I, O), got (4096, 1280)"},
+      {"a,misc,\"[['Linear', (1, 2, 3)]\",[],[],set(),set(),[],\"(1,)\"\n",
+       "g.csv:3: column 'FwOps': expected ',' or ']', found end of input at character 23"},
+      {"a,misc,[],\"[['VECfoo', (1, 2)]]\",[],set(),set(),\"[(1, 2)]\",\"(1, 2)\"\n",
+       "g.csv:3: column 'BwOps': unknown vector kernel 'VECfoo'"},
+      {"a,misc,[],[],\"[['CONV', (1, 2)]]\",set(),set(),[],\"(1,)\"\n",
+       "g.csv:3: column 'AccOps': unknown kernel 'CONV'"},
+      {"a,misc,\"[['MEM', (1, 2)]]\",[],[],set(),set(),[],\"(1,)\"\n",
+       "g.csv:3: column 'FwOps': kernel 'MEM': expected a shape (tuple of integers), got 1"},
+      {"a,misc,[],[],[],set(),set(),\"[(1, 2), 3]\",\"(1,)\"\n",
+       "g.csv:3: column 'InputShapes': expected a shape (tuple of integers), got 3"},
+      {"a,misc,[],[],[],set(),\"{'b', 1}\",[],\"(1,)\"\n",
+       "g.csv:3: column 'Next': expected a set of node names, got {'b', 1}"},
+      {"a,misc,[],[],[],set(),set(),[],1.5\n", "g.csv:3: column 'OutputShape': floats are not supported at character 1"},
+      {"a,misc,\"[['VECadd', (4, 8)]]\",[],[],set(),set(),[],[]\n",
+       "g.csv:3: column 'OutputShape': vector kernel 'VECadd' needs the row's output shape (bytes per element)"},
+      {"a,misc,\"['Linear', (1, 2, 3)]\",[],[],set(),set(),[],\"(1,)\"\n",
+       "g.csv:3: column 'FwOps': expected a [name, args] kernel, got 'Linear'"},
+  };
+  for (const auto& [row, message] : cases) {
+    INFO("row: " << row);
+    CHECK_THROWS_WITH(opgraph_parse(header + ok_row + row, "g.csv"), message);
+  }
+  CHECK_THROWS_WITH(opgraph_parse("Name,OpName\nx,y\n", "g.csv"), "g.csv: missing column 'FwOps'");
+}
+
+TEST_CASE("opgraph: collectives are counted as unsupported, markers are required", "[opgraph]") {
+  const std::string rows = header +
+                           "a_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (2560,)]]\",[],set(),set(),[],[]\n"
+                           "b_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (10,)]]\",[],set(),set(),[],[]\n";
+  const opgraph og = opgraph_parse(rows, "dir/custom.csv");
+  CHECK(og.unsupported.at("ALLREDUCE_ASYNC") == 2);
+  CHECK(og.unsupported_rows == 2);
+  CHECK(og.kernels.empty());
+  CHECK(og.layer == std::nullopt);
+  CHECK_THROWS_WITH(opgraph_check_supported(og),
+                    "dir/custom.csv: 2 rows hold collective kernels (ALLREDUCE_ASYNC ×2), first at dir/custom.csv:2: "
+                    "distributed graphs (dp/tp/pp) are not supported yet");
+}
+
+TEST_CASE("opgraph: a GPT graph without its layer markers is an error", "[opgraph]") {
+  const std::string rows = header + "x,misc,[],[],[],set(),set(),[],\"(1,)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(rows, "d/gpt2_large-inf-1024-4.csv"),
+                    "d/gpt2_large-inf-1024-4.csv: layer start marker 'transformer_h_0_ln_1' not found (model family "
+                    "'gpt', spec §1.7)");
+  const std::string start_only = header + "transformer_h_0_ln_1,misc,[],[],[],set(),set(),[],\"(1,)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(start_only, "d/gpt2_large-inf-1024-4.csv"),
+                    "d/gpt2_large-inf-1024-4.csv:2: layer end marker 'add_15' not found after the start marker "
+                    "'transformer_h_0_ln_1'");
+  // Switch is traced whole; unknown models count once with a warning.
+  CHECK_FALSE(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv").layer);
+  CHECK(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv").warnings.empty());
+  const opgraph other = opgraph_parse(rows, "d/llama-inf-1-1.csv");
+  REQUIRE(other.warnings.size() == 1);
+  CHECK(other.warnings[0] == "d/llama-inf-1-1.csv: no layer markers known for model 'llama': every row counts once (whole model)");
+}
+
+TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgraph]") {
+  gpu_spec p100;  // Tesla P100 as the reference describes it
+  p100.name = "P100-ref";
+  p100.peak_fp32_tflops = 9.519;
+  p100.mem_bw_gbps = 732;
+  const double gib = 1073741824.0;
+
+  kernel g;  // BMM (20, 1024, 8, 1024): memory-bound by its arithmetic intensity (no B in AI)
+  g.kind = kernel_kind::bmm, g.b = 20, g.m = 1024, g.n = 8, g.k = 1024;
+  const double ai = (2.0 * 1024 * 8 * 1024 / 1e9) / (4.0 * (1024 * 8 + 8 * 1024 + 1024 * 1024) / gib);
+  const double expected = 2.0 * 20 * 1024 * 8 * 1024 / 1e9 / std::min(9519.0, ai * 732);
+  CHECK_THAT(roofline_reference_seconds(g, p100), WithinRel(expected, 1e-12));
+  CHECK(ai * 732 < 9519);  // this one is on the bandwidth slope
+
+  kernel big = g;  // a large GEMM is compute-bound: 2·M·N·K / F
+  big.kind = kernel_kind::gemm, big.b = 1, big.m = big.n = big.k = 4096;
+  CHECK_THAT(roofline_reference_seconds(big, p100), WithinRel(2.0 * 4096 * 4096 * 4096 / 1e9 / 9519, 1e-12));
+
+  kernel v;  // vector: bytes / 1e9 / BW (bytes = MemPerO·B·H)
+  v.kind = kernel_kind::elementwise, v.rows = 4096, v.hidden = 1280, v.bytes = 12.0 * 4096 * 1280, v.flops = 4096.0 * 1280;
+  CHECK_THAT(roofline_reference_seconds(v, p100), WithinRel(12.0 * 4096 * 1280 / 1e9 / 732, 1e-12));
+
+  kernel m;  // MEM: bytes over GiB/s
+  m.kind = kernel_kind::memory, m.bytes = 8;
+  CHECK_THAT(roofline_reference_seconds(m, p100), WithinRel(8 / (732 * gib), 1e-12));
+
+  kernel h = big;
+  h.dtype = "fp16";
+  h.name = "Linear";
+  CHECK_THROWS_WITH(roofline_reference_seconds(h, p100),
+                    "predictor roofline-reference models fp32 only (the reference hard-codes 4-byte elements); kernel "
+                    "Linear is fp16: use --predictor roofline");
+  CHECK(predictor_make("roofline-reference")->name() == "roofline-reference");
+}
