@@ -117,7 +117,7 @@ end
 function T.test_select_pascal()
   check_select(P100, "linear", 1, 8192, 30522, 2048, "maxwell_sgemm_32x128_tn", "test/linear.csv")
   check_select(P100, "bmm", 160, 4096, 4096, 128, "maxwell_sgemm_128x64_nn", "test/bmm.csv")
-  check_select(P4, "linear", 1, 1724, 21221, 5920, "maxwell_sgemm_64x64_tn", "train P4")
+  check_select(P4, "linear", 1, 512, 50272, 1536, "maxwell_sgemm_128x128_tn", "test P4 (model shapes)")
   check_select(P4, "bmm", 476, 726, 924, 858, "maxwell_sgemm_128x64_nn", "train P4")
 end
 
