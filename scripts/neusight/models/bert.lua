@@ -1,0 +1,169 @@
+-- scripts/neusight/models/bert.lua — BERT encoder (HF BertModel, eager attention) with the heads the reference traced, as an op graph.
+--
+-- The node sequence mirrors the reference's traced one-layer graphs (opgraph/bert_large-{inf,train}-512-*.csv,
+-- rows with kernels), so a forecast decomposes into the same kernels. The encoder layer is emitted once
+-- with count = num_hidden_layers (layer "layer"), never copied per layer.
+--
+-- Heads: the reference traced BertForSequenceClassification (pooler + dropout + a num_labels-way
+-- classifier) for inference and BertForPreTraining (pooler + masked-LM head + next-sentence head) for
+-- training, and measured those same models. By default the head follows the mode the same way;
+-- cfg.head = "classification" or "pretraining" forces one.
+--
+-- Departures from the trace:
+--   * the trace's getitems on size() results (Python ints: MEM of two 1-element shapes) are left out:
+--     host-side bookkeeping, not GPU kernels;
+--   * the pooler's nn.Tanh is a tanh here; the reference's name match ('_act' in
+--     bert_pooler_activation) charges it as a ReLU;
+--   * in training, the HF losses (cross-entropy over the b·s masked-LM logits and the b next-sentence
+--     logits) are appended unless opts.loss == false; the reference neither traces nor measures a loss.
+-- Mirrored as the reference charges them (to keep forecasts comparable):
+--   * token_type_embeddings and position_embeddings are lookups like word_embeddings, but the reference
+--     classifies them 'misc' (their names match none of its embedding patterns): zero-kernel "view"
+--     nodes here that still own their parameters;
+--   * the mask's 1.0 − m (an rsub) and the dtype casts are 'misc' in the reference and left out.
+local ipairs, type, tostring, error = ipairs, type, tostring, error
+
+local M = {}
+
+local function is_count(v)
+  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
+end
+
+-- hidden_act → activation op: HF's "gelu" (GELUActivation, exact erf) and "relu" are single traced nodes.
+local ACTIVATIONS = { gelu = "gelu", relu = "relu" }
+local HEADS = { classification = true, pretraining = true }
+
+-- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
+local function check(cfg, opts)
+  local who = ("bert model '%s'"):format(tostring(cfg.name or "?"))
+  for _, key in ipairs { "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                         "vocab_size", "max_position_embeddings", "type_vocab_size" } do
+    if not is_count(cfg[key]) then
+      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+    end
+  end
+  if cfg.num_labels ~= nil and not is_count(cfg.num_labels) then
+    error(("%s: field 'num_labels' must be a positive integer (got %s)"):format(who, tostring(cfg.num_labels)), 0)
+  end
+  if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
+    error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
+      who, cfg.hidden_size, cfg.num_attention_heads), 0)
+  end
+  local act = cfg.hidden_act or "gelu"
+  if not ACTIVATIONS[act] then
+    error(("%s: hidden_act %s is not supported (\"gelu\" or \"relu\")"):format(who, tostring(act)), 0)
+  end
+  if cfg.head ~= nil and not HEADS[cfg.head] then
+    error(("%s: head %s is not supported (\"classification\" or \"pretraining\")"):format(who, tostring(cfg.head)), 0)
+  end
+  for _, key in ipairs { "batch", "seq" } do
+    if not is_count(opts[key]) then
+      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
+    end
+  end
+  if opts.seq > cfg.max_position_embeddings then
+    error(("%s: seq %d exceeds max_position_embeddings %d"):format(who, opts.seq, cfg.max_position_embeddings), 0)
+  end
+end
+
+--- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
+---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, intermediate_size: integer, vocab_size: integer, max_position_embeddings: integer, type_vocab_size: integer, hidden_act?: string, num_labels?: integer, head?: "classification"|"pretraining" }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
+---@return neusight.Node[]
+function M.build(cfg, opts)
+  check(cfg, opts)
+  local b, s, h, nh = opts.batch, opts.seq, cfg.hidden_size, cfg.num_attention_heads
+  local V, P, L, ni = cfg.vocab_size, cfg.max_position_embeddings, cfg.num_hidden_layers, cfg.intermediate_size
+  local hd, labels = h // nh, cfg.num_labels or 2
+  local act_op = ACTIVATIONS[cfg.hidden_act or "gelu"]
+  local head = cfg.head or (opts.training and "pretraining" or "classification")
+  local dtype = opts.dtype or "fp32"
+
+  local nodes, layer, count = {}, "", 1
+  local function add(op, name, inputs, output, params, attrs)
+    nodes[#nodes + 1] = {
+      op = op, name = name, layer = layer, count = count, dtype = dtype,
+      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
+    }
+  end
+
+  -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
+  local x = { b, s, h }                     -- residual stream
+  local heads = { b, nh, s, hd }            -- per-head q / k / v / context
+  local scores = { b, nh, s, s }            -- attention scores
+  local mask = { b, 1, 1, s }               -- extended attention mask, broadcast over heads and queries
+  local pooled = { b, h }                   -- the [CLS] token
+
+  -- Embeddings. The buffered token_type_ids and position_ids rows are sliced to seq (the slice bound
+  -- is traced as a (1,) operand).
+  add("getitem", "embeddings.token_type_ids", { { 1, P }, { 1 } }, { 1, s })
+  -- get_extended_attention_mask: attention_mask[:, None, None, :], then (1.0 − m) · finfo.min.
+  add("getitem", "extended_attention_mask", { { b, s } }, mask)
+  add("mul", "extended_attention_mask.scale", { mask }, mask) -- × Python float: VECmulu
+  add("getitem", "embeddings.position_ids", { { 1, P }, { 1 } }, { 1, s })
+  add("embedding", "embeddings.word_embeddings", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  add("view", "embeddings.token_type_embeddings", { { b, s } }, x, cfg.type_vocab_size * h)
+  add("add", "embeddings.add_token_type", { x, x }, x)
+  add("view", "embeddings.position_embeddings", { { 1, s } }, { 1, s, h }, P * h)
+  add("add", "embeddings.add_position", { x, { 1, s, h } }, x)
+  add("layernorm", "embeddings.LayerNorm", { x }, x, 2 * h)
+  add("dropout", "embeddings.dropout", { x }, x)
+
+  layer, count = "layer", L
+  add("linear", "layer.attention.self.query", { x }, x, h * h + h)
+  add("linear", "layer.attention.self.key", { x }, x, h * h + h)
+  add("permute", "layer.attention.self.key_heads", { { b, s, nh, hd } }, heads)
+  add("linear", "layer.attention.self.value", { x }, x, h * h + h)
+  add("permute", "layer.attention.self.value_heads", { { b, s, nh, hd } }, heads)
+  add("permute", "layer.attention.self.query_heads", { { b, s, nh, hd } }, heads)
+  add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
+  add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu
+  add("add", "layer.attention.self.mask", { scores, mask }, scores)
+  add("softmax", "layer.attention.self.softmax", { scores }, scores)
+  add("dropout", "layer.attention.self.dropout", { scores }, scores)
+  add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
+  add("permute", "layer.attention.self.merge_heads", { heads }, { b, s, nh, hd })
+  add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
+  add("linear", "layer.attention.output.dense", { x }, x, h * h + h)
+  add("dropout", "layer.attention.output.dropout", { x }, x)
+  add("add", "layer.attention.output.residual", { x, x }, x)
+  add("layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
+  add("linear", "layer.intermediate.dense", { x }, { b, s, ni }, h * ni + ni)
+  add(act_op, "layer.intermediate.act", { { b, s, ni } }, { b, s, ni })
+  add("linear", "layer.output.dense", { { b, s, ni } }, x, ni * h + h)
+  add("dropout", "layer.output.dropout", { x }, x)
+  add("add", "layer.output.residual", { x, x }, x)
+  add("layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
+
+  layer, count = "", 1
+  -- BertPooler: hidden_states[:, 0] (the reference charges reading the whole input), dense, tanh.
+  add("getitem", "pooler.first_token", { x }, pooled)
+  add("linear", "pooler.dense", { pooled }, pooled, h * h + h)
+  add("tanh", "pooler.activation", { pooled }, pooled)
+
+  local training_loss = opts.training and opts.loss ~= false
+  if head == "classification" then
+    add("dropout", "dropout", { pooled }, pooled)
+    add("linear", "classifier", { pooled }, { b, labels }, h * labels + labels)
+    if training_loss then
+      add("cross_entropy", "loss", { { b, labels }, { b } }, { 1 })
+    end
+  else
+    -- BertPreTrainingHeads. The decoder's weight is tied to word_embeddings (counted there); its bias is its own.
+    add("linear", "cls.predictions.transform.dense", { x }, x, h * h + h)
+    add(act_op, "cls.predictions.transform.act", { x }, x)
+    add("layernorm", "cls.predictions.transform.LayerNorm", { x }, x, 2 * h)
+    local tied = cfg.tie_word_embeddings ~= false
+    add("linear", "cls.predictions.decoder", { x }, { b, s, V }, (tied and 0 or h * V) + V)
+    add("linear", "cls.seq_relationship", { pooled }, { b, 2 }, 2 * h + 2)
+    if training_loss then
+      -- masked-LM loss over prediction_scores.view(-1, V) (a view, no copy) plus the next-sentence loss;
+      -- their sum is scalar arithmetic.
+      add("cross_entropy", "loss.mlm", { { b * s, V }, { b * s } }, { 1 })
+      add("cross_entropy", "loss.nsp", { { b, 2 }, { b } }, { 1 })
+    end
+  end
+  return nodes
+end
+
+return M

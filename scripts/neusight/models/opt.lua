@@ -1,0 +1,177 @@
+-- scripts/neusight/models/opt.lua — OPT decoder (HF OPTForCausalLM, eager attention, ReLU FFN) as an op graph.
+--
+-- The node sequence mirrors the reference's traced one-layer graph (opgraph/opt_13-train-2048-*.csv, the
+-- rows with kernels), so a forecast decomposes into the same kernels. The decoder layer is emitted once
+-- with count = num_hidden_layers (layer "layers"), never copied per layer. OPT specifics: learned
+-- positions computed from the attention mask (cumsum(mask)·mask − 1, plus an offset of 2, so the
+-- table has max_position_embeddings + 2 rows), pre-LN layers (do_layer_norm_before; post-LN, as in
+-- OPT-350m, is supported), q scaled by 1/√head_dim before QKᵀ, optional project_in/project_out when
+-- word_embed_proj_dim differs from hidden_size, lm_head tied to embed_tokens and bias-free.
+--
+-- Departures from the trace:
+--   * the trace's getitems on size() results (Python ints: MEM of two 1-element shapes) are left out:
+--     host-side bookkeeping, not GPU kernels;
+--   * lm_head is bias-free: we accumulate no bias gradient (the reference adds VECadd(1, V) anyway);
+--   * in training, the HF loss (shift + cross-entropy) is appended unless opts.loss == false; the
+--     reference neither traces nor measures a loss.
+-- Mirrored as the reference charges them (to keep forecasts comparable):
+--   * embed_positions is a lookup like embed_tokens, but the reference classifies it 'misc' (its call
+--     is traced as a bare `embedding` node): a zero-kernel "view" node here that owns its parameters;
+--   * the causal-mask construction (full, lt, masked_fill), the padding-mask expand/rsub/masked_fill and
+--     the attention scores' clamp torch.max(scores, finfo.min) are 'misc' in the reference and left out;
+--   * the attention output's transpose + reshape is a copy in PyTorch, but the reference's 'reshape'
+--     is 'misc': a "reshape" node (no kernels);
+--   * logits.contiguous() is a no-op on the already contiguous logits, but the reference charges it
+--     as a copy (contiguous_3), so it is kept.
+local ipairs, type, tostring, error = ipairs, type, tostring, error
+
+local M = {}
+
+-- HF's position offset: OPTLearnedPositionalEmbedding reserves two rows (fairseq padding legacy).
+local POSITION_OFFSET = 2
+
+local function is_count(v)
+  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
+end
+
+-- activation_function → activation op (ACT2FN["relu"] is nn.ReLU, ["gelu"] GELUActivation: one traced node).
+local ACTIVATIONS = { relu = "relu", gelu = "gelu" }
+
+-- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
+local function check(cfg, opts)
+  local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
+  for _, key in ipairs { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
+                         "max_position_embeddings" } do
+    if not is_count(cfg[key]) then
+      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+    end
+  end
+  if cfg.word_embed_proj_dim ~= nil and not is_count(cfg.word_embed_proj_dim) then
+    error(("%s: field 'word_embed_proj_dim' must be a positive integer (got %s)"):format(
+      who, tostring(cfg.word_embed_proj_dim)), 0)
+  end
+  if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
+    error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
+      who, cfg.hidden_size, cfg.num_attention_heads), 0)
+  end
+  local act = cfg.activation_function or "relu"
+  if not ACTIVATIONS[act] then
+    error(("%s: activation_function %s is not supported (\"relu\" or \"gelu\")"):format(who, tostring(act)), 0)
+  end
+  for _, key in ipairs { "batch", "seq" } do
+    if not is_count(opts[key]) then
+      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
+    end
+  end
+  if opts.seq > cfg.max_position_embeddings then
+    error(("%s: seq %d exceeds max_position_embeddings %d"):format(who, opts.seq, cfg.max_position_embeddings), 0)
+  end
+end
+
+--- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
+---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, ffn_dim: integer, vocab_size: integer, max_position_embeddings: integer, word_embed_proj_dim?: integer, do_layer_norm_before?: boolean, activation_function?: string, enable_bias?: boolean, tie_word_embeddings?: boolean }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
+---@return neusight.Node[]
+function M.build(cfg, opts)
+  check(cfg, opts)
+  local b, s, h, nh = opts.batch, opts.seq, cfg.hidden_size, cfg.num_attention_heads
+  local V, P, L, ffn = cfg.vocab_size, cfg.max_position_embeddings, cfg.num_hidden_layers, cfg.ffn_dim
+  local hd, T, bh = h // nh, b * s, b * nh
+  local wep = cfg.word_embed_proj_dim or h
+  local pre_ln = cfg.do_layer_norm_before ~= false
+  local act_op = ACTIVATIONS[cfg.activation_function or "relu"]
+  local bias = cfg.enable_bias ~= false
+  local dtype = opts.dtype or "fp32"
+
+  local nodes, layer, count = {}, "", 1
+  local function add(op, name, inputs, output, params, attrs)
+    nodes[#nodes + 1] = {
+      op = op, name = name, layer = layer, count = count, dtype = dtype,
+      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
+    }
+  end
+  -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`.
+  local function linear(name, x, in_f, out_f, out)
+    add("linear", name, { x }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
+  end
+
+  -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
+  local x = { b, s, h }                     -- residual stream
+  local x2d = { T, h }                      -- the FFN block works on flattened tokens
+  local heads = { b, nh, s, hd }            -- per-head q / k / v after _shape(): view, transpose, contiguous
+  local scores = { bh, s, s }               -- attention scores, heads folded into the batch for bmm
+  local tokens = { b, s }
+
+  -- Embeddings and masks, in the order OPTDecoder.forward runs them.
+  add("embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep, { num_embeddings = V, embedding_dim = wep })
+  -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None].
+  add("add", "causal_mask.cond", { { s } }, { s })
+  add("getitem", "causal_mask.expand", { { s, s } }, { 1, 1, s, s })
+  -- _expand_mask: attention_mask[:, None, None, :] (then expand, rsub, masked_fill: 'misc').
+  add("getitem", "padding_mask.expand", { tokens }, { b, 1, 1, s })
+  -- OPTLearnedPositionalEmbedding: positions = (cumsum(mask)·mask).long() − 1, [:, past:], + offset.
+  add("cumsum", "embed_positions.cumsum", { tokens }, tokens)
+  add("mul", "embed_positions.mask", { tokens, tokens }, tokens)
+  add("getitem", "embed_positions.past", { tokens }, tokens)
+  add("add", "embed_positions.offset", { tokens }, tokens) -- + 2, a Python int: VECaddu
+  add("view", "embed_positions", { tokens }, x, (P + POSITION_OFFSET) * h)
+  if wep ~= h then
+    add("linear", "project_in", { { b, s, wep } }, x, wep * h, { bias = false })
+  end
+  add("add", "embed_add", { x, x }, x)
+
+  layer, count = "layers", L
+  if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
+  linear("layers.self_attn.q_proj", x, h, h, x)
+  add("mul", "layers.self_attn.scaling", { x }, x) -- × head_dim^-0.5, a Python float: VECmulu
+  linear("layers.self_attn.k_proj", x, h, h, x)
+  add("transpose", "layers.self_attn.k_heads", { { b, s, nh, hd } }, heads)
+  add("contiguous", "layers.self_attn.k_contiguous", { heads }, heads)
+  linear("layers.self_attn.v_proj", x, h, h, x)
+  add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
+  add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
+  add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
+  add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
+  add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
+  -- scores.view(b, nh, s, s) + the (b, 1, s, s) causal ∧ padding mask
+  add("add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s })
+  add("softmax", "layers.self_attn.softmax", { scores }, scores)
+  add("dropout", "layers.self_attn.dropout", { scores }, scores)
+  add("bmm", "layers.self_attn.pv", { scores, { bh, s, hd } }, { bh, s, hd })
+  add("transpose", "layers.self_attn.merge_heads", { heads }, { b, s, nh, hd })
+  add("reshape", "layers.self_attn.reshape", { { b, s, nh, hd } }, x)
+  linear("layers.self_attn.out_proj", x, h, h, x)
+  add("dropout", "layers.self_attn.resid_dropout", { x }, x)
+  add("add", "layers.self_attn.residual", { x, x }, x)
+  if not pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
+  add("reshape", "layers.flatten", { x }, x2d)
+  if pre_ln then add("layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
+  linear("layers.fc1", x2d, h, ffn, { T, ffn })
+  add(act_op, "layers.activation_fn", { { T, ffn } }, { T, ffn })
+  linear("layers.fc2", { T, ffn }, ffn, h, x2d)
+  add("dropout", "layers.fc_dropout", { x2d }, x2d)
+  add("add", "layers.fc_residual", { x2d, x2d }, x2d)
+  add("view", "layers.unflatten", { x2d }, x)
+  if not pre_ln then add("layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
+
+  layer, count = "", 1
+  -- OPTDecoder keeps a final LayerNorm only for pre-LN models (unless _remove_final_layer_norm).
+  if pre_ln and not cfg._remove_final_layer_norm then add("layernorm", "final_layer_norm", { x }, x, 2 * h) end
+  if wep ~= h then
+    add("linear", "project_out", { x }, { b, s, wep }, h * wep, { bias = false })
+  end
+  -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
+  local tied = cfg.tie_word_embeddings ~= false
+  add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V, { bias = false })
+  add("contiguous", "logits.contiguous", { { b, s, V } }, { b, s, V })
+  if opts.training and opts.loss ~= false and s > 1 then
+    -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
+    -- (The labels' shift copies b·(s−1) integers and is left out.)
+    local n = b * (s - 1)
+    add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
+    add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
+  end
+  return nodes
+end
+
+return M
