@@ -181,7 +181,7 @@ int app_main(int argc, char** argv) {
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, gpt3_xl)");
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13)");
   add_forecast(predict, fflags, false);
   auto* graph_opt = predict->add_option("--graph", gflags.file,
                                         "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "

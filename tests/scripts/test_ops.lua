@@ -83,6 +83,9 @@ local CASES = {
   getitem_mask = { "getitem", { inputs = { { 1, 1, 1024, 1024 }, { 1 }, { 1 } }, output = { 1, 1, 1024, 1024 } },
     "MEM((1,1,1024,1024),(1,),(1,),(1,1,1024,1024))",
     "MEM((1,1,1024,1024),(1,),(1,)) MEM((1,1,1024,1024),(1,),(1,))", "" },
+  -- opgraph/opt_13-train-2048-2.csv: OPT's position ids, cumsum(attention_mask, dim=1) over (batch 2, seq 2048).
+  cumsum = { "cumsum", { inputs = { { 2, 2048 } }, output = { 2, 2048 } },
+    "MEM((2,2048),(2,2048))", "MEM((2,2048)) MEM((2,2048))", "" },
   -- Not in the reference: our loss and optimizer rules (see the op files for the derivation).
   cross_entropy = { "cross_entropy", { inputs = { { 4096, 50257 }, { 4096 } }, output = { 1 } },
     "VECsoftmax(4096,50257) MEM((4096,),(4096,))", "MEM((4096,50257)) VECsub(4096,50257)", "" },

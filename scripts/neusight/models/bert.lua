@@ -67,7 +67,7 @@ local function check(cfg, opts)
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
----@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, intermediate_size: integer, vocab_size: integer, max_position_embeddings: integer, type_vocab_size: integer, hidden_act?: string, num_labels?: integer, head?: "classification"|"pretraining" }
+---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, intermediate_size: integer, vocab_size: integer, max_position_embeddings: integer, type_vocab_size: integer, hidden_act?: string, num_labels?: integer, head?: "classification"|"pretraining", tie_word_embeddings?: boolean }
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts)

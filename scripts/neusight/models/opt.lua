@@ -69,7 +69,7 @@ local function check(cfg, opts)
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
----@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, ffn_dim: integer, vocab_size: integer, max_position_embeddings: integer, word_embed_proj_dim?: integer, do_layer_norm_before?: boolean, activation_function?: string, enable_bias?: boolean, tie_word_embeddings?: boolean }
+---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, ffn_dim: integer, vocab_size: integer, max_position_embeddings: integer, word_embed_proj_dim?: integer, do_layer_norm_before?: boolean, activation_function?: string, enable_bias?: boolean, tie_word_embeddings?: boolean, _remove_final_layer_norm?: boolean }
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts)

@@ -1,0 +1,213 @@
+-- tests/scripts/test_bert.lua — BERT builder: kernel sequence vs the reference trace, closed-form FLOPs and parameter counts.
+local K = require "neusight.kernels"
+local bert = require "neusight.models.bert"
+local presets = require "neusight.models.presets"
+
+local GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+-- Kernels of one node per phase, as the engine would request them.
+local function kernels(n, training)
+  local rule = load_op(n.op)
+  local node = make_node(n)
+  node.training = training
+  local fw = rule.forward(node, GPU)
+  local bw = training and rule.backward and rule.backward(node, GPU) or {}
+  local acc = training and rule.accumulate and rule.accumulate(node, GPU) or {}
+  return fw, bw, acc
+end
+
+-- Σ count · flops over the given phase ("fw", "bw", "acc") of all nodes; `kind` filters kernels.
+local function flops(nodes, training, phase, kind)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    local fw, bw, acc = kernels(n, training)
+    for _, k in ipairs(({ fw = fw, bw = bw, acc = acc })[phase]) do
+      if not kind or k.kind == kind then sum = sum + n.count * k.flops end
+    end
+  end
+  return sum
+end
+
+local function total_params(nodes)
+  local p = 0
+  for _, n in ipairs(nodes) do p = p + n.params * n.count end
+  return p
+end
+
+-- "FwOps | BwOps | AccOps" of every node with kernels, in order.
+local function kernel_rows(nodes, training)
+  local lines = {}
+  for _, n in ipairs(nodes) do
+    local fw, bw, acc = kernels(n, training)
+    if #fw + #bw + #acc > 0 then
+      lines[#lines + 1] = K.describe_all(fw) .. " | " .. K.describe_all(bw) .. " | " .. K.describe_all(acc)
+    end
+  end
+  return lines
+end
+
+local T = {}
+
+-- opgraph/bert_large-train-512-2.csv (BertForPreTraining), rows with kernels, minus the getitems of
+-- size() results (host-side Python ints, left out by the builder). The pooler's activation is nn.Tanh:
+-- the reference's name match charges it as VECrelu(2,1024) | VECrelu(2,1024).
+local REFERENCE_TRAIN = {
+  "MEM((1,512),(1,),(1,512)) | MEM((1,512),(1,)) MEM((1,512),(1,)) | ", -- getitem_2
+  "MEM((2,512),(2,1,1,512)) | MEM((2,512)) MEM((2,512)) | ", -- getitem_3
+  "VECmulu(2,512) | VECmulu(2,512) | ", -- mul
+  "MEM((1,512),(1,),(1,512)) | MEM((1,512),(1,)) MEM((1,512),(1,)) | ", -- getitem_5
+  "MEM((2,512),(2,512,1024)) | MEM((30522,1024)) MEM((30522,1024)) | VECadd(1,31254528)", -- bert_embeddings_word_embeddings
+  "VECadd(1024,1024) | MEM((1024,1024)) MEM((1024,1024)) | ", -- add_2
+  "VECadd(1024,1024) | MEM((1024,1024)) MEM((1024,1024)) | ", -- add_3
+  "VECln(1024,1024) | VECmul(1024,1024) | VECadd(1,1024) VECadd(1,1024)", -- bert_embeddings_layer_norm
+  "MEM((2,512,1024),(2,512,1024)) | MEM((2,512,1024)) MEM((2,512,1024)) | ", -- bert_embeddings_dropout
+  "Linear(1024,1024,1024) | Linear(1024,1024,1024) Linear(1024,1024,1024) | VECadd(1,1048576) VECadd(1,1024)", -- query
+  "Linear(1024,1024,1024) | Linear(1024,1024,1024) Linear(1024,1024,1024) | VECadd(1,1048576) VECadd(1,1024)", -- key
+  "Linear(1024,1024,1024) | Linear(1024,1024,1024) Linear(1024,1024,1024) | VECadd(1,1048576) VECadd(1,1024)", -- value
+  "BMM(32,512,64,512) | BMM(32,512,512,64) BMM(32,64,512,512) | ", -- matmul
+  "VECdivu(16384,512) | VECdivu(16384,512) | ", -- truediv
+  "VECadd(16384,512) | MEM((16384,512)) MEM((16384,512)) | ", -- add_7
+  "VECsoftmax(16384,512) | VECmul(16384,512) VECsoftmax(16384,512) | ", -- softmax
+  "MEM((2,16,512,512),(2,16,512,512)) | MEM((2,16,512,512)) MEM((2,16,512,512)) | ", -- attention_self_dropout
+  "BMM(32,512,512,64) | BMM(32,512,64,512) BMM(32,512,512,64) | ", -- matmul_1
+  "MEM((2,512,16,64),(2,512,16,64)) | MEM((2,512,16,64)) MEM((2,512,16,64)) | ", -- contiguous
+  "Linear(1024,1024,1024) | Linear(1024,1024,1024) Linear(1024,1024,1024) | VECadd(1,1048576) VECadd(1,1024)", -- attention_output_dense
+  "MEM((2,512,1024),(2,512,1024)) | MEM((2,512,1024)) MEM((2,512,1024)) | ", -- attention_output_dropout
+  "VECadd(1024,1024) | MEM((1024,1024)) MEM((1024,1024)) | ", -- add_9
+  "VECln(1024,1024) | VECmul(1024,1024) | VECadd(1,1024) VECadd(1,1024)", -- attention_output_layer_norm
+  "Linear(1024,1024,4096) | Linear(1024,4096,1024) Linear(4096,1024,1024) | VECadd(1,4194304) VECadd(1,4096)", -- intermediate_dense
+  "VECgelu(1024,4096) | VECgelu(1024,4096) | ", -- gelu
+  "Linear(1024,4096,1024) | Linear(1024,1024,4096) Linear(1024,1024,4096) | VECadd(1,4194304) VECadd(1,1024)", -- output_dense
+  "MEM((2,512,1024),(2,512,1024)) | MEM((2,512,1024)) MEM((2,512,1024)) | ", -- output_dropout
+  "VECadd(1024,1024) | MEM((1024,1024)) MEM((1024,1024)) | ", -- add_10
+  "VECln(1024,1024) | VECmul(1024,1024) | VECadd(1,1024) VECadd(1,1024)", -- output_layer_norm
+  "MEM((2,512,1024),(2,1024)) | MEM((2,512,1024)) MEM((2,512,1024)) | ", -- getitem_10
+  "Linear(2,1024,1024) | Linear(2,1024,1024) Linear(1024,2,1024) | VECadd(1,1048576) VECadd(1,1024)", -- bert_pooler_dense
+  "VECtanh(2,1024) | VECmulu(2,1024) VECaddu(2,1024) | ", -- bert_pooler_activation (reference: VECrelu)
+  "Linear(1024,1024,1024) | Linear(1024,1024,1024) Linear(1024,1024,1024) | VECadd(1,1048576) VECadd(1,1024)", -- transform_dense
+  "VECgelu(1024,1024) | VECgelu(1024,1024) | ", -- gelu_1
+  "VECln(1024,1024) | VECmul(1024,1024) | VECadd(1,1024) VECadd(1,1024)", -- transform_layer_norm
+  "Linear(1024,1024,30522) | Linear(1024,30522,1024) Linear(30522,1024,1024) | VECadd(1,31254528) VECadd(1,30522)", -- decoder
+  "Linear(2,1024,2) | Linear(2,2,1024) Linear(2,2,1024) | VECadd(1,2048) VECadd(1,2)", -- cls_seq_relationship
+}
+
+function T.test_bert_large_train_matches_reference_trace()
+  local nodes = bert.build(presets.bert_large, { batch = 2, seq = 512, training = true, loss = false })
+  local lines = kernel_rows(nodes, true)
+  for i = 1, math.max(#lines, #REFERENCE_TRAIN) do
+    eq(lines[i], REFERENCE_TRAIN[i], "kernel row " .. i)
+  end
+end
+
+-- opgraph/bert_large-inf-512-8.csv (BertForSequenceClassification): the same encoder, then
+-- pooler, dropout (free in inference) and a 2-way classifier.
+function T.test_bert_large_inference_head_is_the_classifier()
+  local nodes = bert.build(presets.bert_large, { batch = 8, seq = 512, training = false })
+  local lines = kernel_rows(nodes, false)
+  eq(lines[#lines - 2], "Linear(8,1024,1024) |  | ", "pooler dense")
+  eq(lines[#lines - 1], "VECtanh(8,1024) |  | ", "pooler activation")
+  eq(lines[#lines], "Linear(8,1024,2) |  | ", "classifier")
+  eq(nodes[#nodes].name, "classifier", "last node")
+  -- A forced head overrides the mode's default.
+  local forced = bert.build(setmetatable({ head = "pretraining" }, { __index = presets.bert_large }),
+    { batch = 8, seq = 512, training = false })
+  eq(forced[#forced].name, "cls.seq_relationship", "forced pre-training head")
+end
+
+function T.test_layer_nodes_are_replicated_by_count()
+  local cfg = presets.bert_large
+  local nodes = bert.build(cfg, { batch = 8, seq = 512, training = true })
+  local seen, layer_nodes = {}, 0
+  for _, n in ipairs(nodes) do
+    assert(not seen[n.name], "duplicate node name " .. n.name)
+    seen[n.name] = true
+    if n.layer == "layer" then
+      layer_nodes = layer_nodes + 1
+      eq(n.count, cfg.num_hidden_layers, n.name .. " count")
+      assert(n.name:sub(1, 6) == "layer.", "layer node names start with 'layer.': " .. n.name)
+    else
+      eq(n.count, 1, n.name .. " count")
+    end
+  end
+  eq(layer_nodes, 24, "nodes per layer")
+end
+
+-- Tiny config: closed-form forward FLOPs (T = b·s tokens, I = intermediate_size).
+local TINY = {
+  name = "tiny", arch = "bert", num_hidden_layers = 2, hidden_size = 64, num_attention_heads = 4,
+  intermediate_size = 256, vocab_size = 100, max_position_embeddings = 16, type_vocab_size = 2,
+}
+
+function T.test_tiny_forward_flops_closed_form()
+  local b, s, h, nh, I, V, L = 2, 16, 64, 4, 256, 100, 2
+  local T_ = b * s
+  local gemm_layer = 2 * T_ * (4 * h * h + 2 * h * I)    -- q, k, v, attention output; intermediate, output
+  local bmm_layer = 2 * 2 * b * s * s * h                 -- QKᵀ and PV over all heads
+  local vec_layer = 2 * b * nh * s * s                    -- scale, mask add
+    + 5 * b * nh * s * s                                  -- softmax
+    + 2 * T_ * h + 2 * 6 * T_ * h                         -- two residual adds, two layer norms
+    + T_ * I                                              -- gelu
+  local prologue = b * s + 2 * T_ * h + 6 * T_ * h        -- mask scale; token-type and position adds; LayerNorm
+  local pooler = 2 * b * h * h + b * h                    -- dense, tanh
+
+  -- Inference: sequence-classification head (2 labels).
+  local inf = bert.build(TINY, { batch = b, seq = s, training = false })
+  local classifier = 2 * b * h * 2
+  eq(flops(inf, false, "fw", "gemm"), L * gemm_layer + 2 * b * h * h + classifier, "GEMM forward flops")
+  eq(flops(inf, false, "fw", "bmm"), L * bmm_layer, "BMM forward flops")
+  eq(flops(inf, false, "fw"), L * (gemm_layer + bmm_layer + vec_layer) + prologue + pooler + classifier,
+    "total forward flops (classification)")
+
+  -- Training: pre-training heads (transform dense + gelu + LayerNorm, decoder, next-sentence) and both losses.
+  local train = bert.build(TINY, { batch = b, seq = s, training = true })
+  local heads = 2 * T_ * h * h + T_ * h + 6 * T_ * h + 2 * T_ * h * V + 2 * b * h * 2
+  local losses = 5 * T_ * V + 5 * b * 2                   -- log-softmax over the MLM and NSP logits
+  eq(flops(train, true, "fw"), L * (gemm_layer + bmm_layer + vec_layer) + prologue + pooler + heads + losses,
+    "total forward flops (pre-training)")
+  local no_loss = bert.build(TINY, { batch = b, seq = s, training = true, loss = false })
+  eq(flops(train, true, "bw", "gemm"), 2 * flops(no_loss, true, "fw", "gemm"), "GEMM backward flops")
+  eq(flops(train, true, "bw", "bmm"), 2 * flops(no_loss, true, "fw", "bmm"), "BMM backward flops")
+end
+
+function T.test_parameter_count_matches_hf()
+  local cfg = presets.bert_large
+  local h, L, V, P, I = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, cfg.max_position_embeddings,
+    cfg.intermediate_size
+  -- BertModel: embeddings (+ LayerNorm), per layer 4(h² + h) + 2·h·I + I + h + 2·2h, pooler h² + h.
+  local encoder = (V + P + cfg.type_vocab_size) * h + 2 * h + L * (4 * h * h + 4 * h + 2 * h * I + I + h + 4 * h)
+    + h * h + h
+  eq(encoder, 335141888, "bert-large-uncased BertModel parameters")
+  local inf = bert.build(cfg, { batch = 1, seq = 512, training = false })
+  eq(total_params(inf), encoder + 2 * h + 2, "BertForSequenceClassification (2 labels)")
+  -- BertForPreTraining: transform dense + LayerNorm, decoder bias (weight tied), next-sentence head.
+  local train = bert.build(cfg, { batch = 1, seq = 512, training = true })
+  eq(total_params(train), 336226108, "BertForPreTraining parameters")
+  eq(total_params(train), encoder + h * h + h + 2 * h + V + 2 * h + 2, "pre-training heads")
+end
+
+function T.test_training_appends_losses()
+  local nodes = bert.build(TINY, { batch = 2, seq = 16, training = true })
+  eq(nodes[#nodes - 1].op, "cross_entropy", "masked-LM loss")
+  eq(nodes[#nodes - 1].inputs[1][1], 2 * 16, "MLM loss rows: b·s")
+  eq(nodes[#nodes].name, "loss.nsp", "next-sentence loss")
+  nodes = bert.build(TINY, { batch = 2, seq = 16, training = true, loss = false })
+  eq(nodes[#nodes].name, "cls.seq_relationship", "loss = false")
+end
+
+function T.test_config_errors()
+  local bad = setmetatable({ num_attention_heads = 5 }, { __index = TINY })
+  local ok, err = pcall(bert.build, bad, { batch = 1, seq = 8 })
+  eq(not ok and err, "bert model 'tiny': hidden_size (64) must be divisible by num_attention_heads (5)", "divisibility")
+  ok, err = pcall(bert.build, TINY, { batch = 1, seq = 17 })
+  eq(not ok and err, "bert model 'tiny': seq 17 exceeds max_position_embeddings 16", "sequence too long")
+  ok, err = pcall(bert.build, setmetatable({ hidden_act = "gelu_new" }, { __index = TINY }), { batch = 1, seq = 8 })
+  eq(not ok and err, "bert model 'tiny': hidden_act gelu_new is not supported (\"gelu\" or \"relu\")", "activation")
+  ok, err = pcall(bert.build, setmetatable({ intermediate_size = 0 }, { __index = TINY }), { batch = 1, seq = 8 })
+  eq(not ok and err, "bert model 'tiny': field 'intermediate_size' must be a positive integer (got 0)", "size")
+end
+
+return T

@@ -1,0 +1,200 @@
+-- tests/scripts/test_opt.lua — OPT builder: kernel sequence vs the reference trace, closed-form FLOPs and parameter counts.
+local K = require "neusight.kernels"
+local opt = require "neusight.models.opt"
+local presets = require "neusight.models.presets"
+
+local GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+-- Kernels of one node per phase, as the engine would request them.
+local function kernels(n, training)
+  local rule = load_op(n.op)
+  local node = make_node(n)
+  node.training = training
+  local fw = rule.forward(node, GPU)
+  local bw = training and rule.backward and rule.backward(node, GPU) or {}
+  local acc = training and rule.accumulate and rule.accumulate(node, GPU) or {}
+  return fw, bw, acc
+end
+
+-- Σ count · flops over the given phase ("fw", "bw", "acc") of all nodes; `kind` filters kernels.
+local function flops(nodes, training, phase, kind)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    local fw, bw, acc = kernels(n, training)
+    for _, k in ipairs(({ fw = fw, bw = bw, acc = acc })[phase]) do
+      if not kind or k.kind == kind then sum = sum + n.count * k.flops end
+    end
+  end
+  return sum
+end
+
+local function total_params(nodes)
+  local p = 0
+  for _, n in ipairs(nodes) do p = p + n.params * n.count end
+  return p
+end
+
+local T = {}
+
+-- opgraph/opt_13-train-2048-1.csv, rows with kernels, minus the getitems of size() results (host-side
+-- Python ints, left out by the builder). lm_head has no bias, so its bias-gradient VECadd(1,50272) that
+-- the reference still accumulates is absent.
+local REFERENCE_TRAIN = {
+  "MEM((1,2048),(1,2048,2048)) | MEM((50272,2048)) MEM((50272,2048)) | VECadd(1,102957056)", -- model_decoder_embed_tokens
+  "VECaddu(1,2048) | MEM((1,2048)) | ", -- add_2
+  "MEM((2048,2048),(1,1,2048,2048)) | MEM((2048,2048)) MEM((2048,2048)) | ", -- getitem_6
+  "MEM((1,2048),(1,1,1,2048)) | MEM((1,2048)) MEM((1,2048)) | ", -- getitem_9
+  "MEM((1,2048),(1,2048)) | MEM((1,2048)) MEM((1,2048)) | ", -- cumsum
+  "VECmul(1,2048) | VECmul(1,2048) VECmul(1,2048) | ", -- mul
+  "MEM((1,2048),(1,2048)) | MEM((1,2048)) MEM((1,2048)) | ", -- getitem_10
+  "VECaddu(1,2048) | MEM((1,2048)) | ", -- add_4
+  "VECadd(2048,2048) | MEM((2048,2048)) MEM((2048,2048)) | ", -- add_5
+  "VECln(2048,2048) | VECmul(2048,2048) | VECadd(1,2048) VECadd(1,2048)", -- self_attn_layer_norm
+  "Linear(2048,2048,2048) | Linear(2048,2048,2048) Linear(2048,2048,2048) | VECadd(1,4194304) VECadd(1,2048)", -- q_proj
+  "VECmulu(2048,2048) | VECmulu(2048,2048) | ", -- mul_1
+  "Linear(2048,2048,2048) | Linear(2048,2048,2048) Linear(2048,2048,2048) | VECadd(1,4194304) VECadd(1,2048)", -- k_proj
+  "MEM((1,32,2048,64),(1,32,2048,64)) | MEM((1,32,2048,64)) MEM((1,32,2048,64)) | ", -- contiguous
+  "Linear(2048,2048,2048) | Linear(2048,2048,2048) Linear(2048,2048,2048) | VECadd(1,4194304) VECadd(1,2048)", -- v_proj
+  "MEM((1,32,2048,64),(1,32,2048,64)) | MEM((1,32,2048,64)) MEM((1,32,2048,64)) | ", -- contiguous_1
+  "MEM((1,32,2048,64),(1,32,2048,64)) | MEM((1,32,2048,64)) MEM((1,32,2048,64)) | ", -- contiguous_2
+  "BMM(32,2048,64,2048) | BMM(32,2048,2048,64) BMM(32,64,2048,2048) | ", -- bmm
+  "VECadd(65536,2048) | MEM((65536,2048)) MEM((65536,2048)) | ", -- add_6
+  "VECsoftmax(65536,2048) | VECmul(65536,2048) VECsoftmax(65536,2048) | ", -- softmax
+  "MEM((32,2048,2048),(32,2048,2048)) | MEM((32,2048,2048)) MEM((32,2048,2048)) | ", -- dropout
+  "BMM(32,2048,2048,64) | BMM(32,2048,64,2048) BMM(32,2048,2048,64) | ", -- bmm_1
+  "Linear(2048,2048,2048) | Linear(2048,2048,2048) Linear(2048,2048,2048) | VECadd(1,4194304) VECadd(1,2048)", -- out_proj
+  "MEM((1,2048,2048),(1,2048,2048)) | MEM((1,2048,2048)) MEM((1,2048,2048)) | ", -- dropout_1
+  "VECadd(2048,2048) | MEM((2048,2048)) MEM((2048,2048)) | ", -- add_7
+  "VECln(2048,2048) | VECmul(2048,2048) | VECadd(1,2048) VECadd(1,2048)", -- final_layer_norm (layer)
+  "Linear(2048,2048,8192) | Linear(2048,8192,2048) Linear(8192,2048,2048) | VECadd(1,16777216) VECadd(1,8192)", -- fc1
+  "VECrelu(2048,8192) | VECrelu(2048,8192) | ", -- activation_fn
+  "Linear(2048,8192,2048) | Linear(2048,2048,8192) Linear(2048,2048,8192) | VECadd(1,16777216) VECadd(1,2048)", -- fc2
+  "MEM((2048,2048),(2048,2048)) | MEM((2048,2048)) MEM((2048,2048)) | ", -- dropout_2
+  "VECadd(2048,2048) | MEM((2048,2048)) MEM((2048,2048)) | ", -- add_8
+  "VECln(2048,2048) | VECmul(2048,2048) | VECadd(1,2048) VECadd(1,2048)", -- model_decoder_final_layer_norm
+  "Linear(2048,2048,50272) | Linear(2048,50272,2048) Linear(50272,2048,2048) | VECadd(1,102957056)", -- lm_head
+  "MEM((1,2048,50272),(1,2048,50272)) | MEM((1,2048,50272)) MEM((1,2048,50272)) | ", -- contiguous_3
+}
+
+function T.test_opt_13_train_matches_reference_trace()
+  local nodes = opt.build(presets.opt_13, { batch = 1, seq = 2048, training = true, loss = false })
+  local lines = {}
+  for _, n in ipairs(nodes) do
+    local fw, bw, acc = kernels(n, true)
+    if #fw + #bw + #acc > 0 then
+      lines[#lines + 1] = K.describe_all(fw) .. " | " .. K.describe_all(bw) .. " | " .. K.describe_all(acc)
+    end
+  end
+  for i = 1, math.max(#lines, #REFERENCE_TRAIN) do
+    eq(lines[i], REFERENCE_TRAIN[i], "kernel row " .. i)
+  end
+end
+
+function T.test_layer_nodes_are_replicated_by_count()
+  local cfg = presets.opt_13
+  local nodes = opt.build(cfg, { batch = 2, seq = 2048, training = false })
+  local seen, layer_nodes = {}, 0
+  for _, n in ipairs(nodes) do
+    assert(not seen[n.name], "duplicate node name " .. n.name)
+    seen[n.name] = true
+    if n.layer == "layers" then
+      layer_nodes = layer_nodes + 1
+      eq(n.count, cfg.num_hidden_layers, n.name .. " count")
+      assert(n.name:sub(1, 7) == "layers.", "layer node names start with 'layers.': " .. n.name)
+    else
+      eq(n.count, 1, n.name .. " count")
+    end
+  end
+  eq(layer_nodes, 29, "nodes per layer")
+  assert(not seen["loss"], "no loss node in inference")
+end
+
+-- Tiny config: closed-form forward FLOPs (T = b·s tokens, F = ffn_dim).
+local TINY = {
+  name = "tiny", arch = "opt", num_hidden_layers = 2, hidden_size = 64, num_attention_heads = 4, ffn_dim = 256,
+  vocab_size = 100, max_position_embeddings = 16,
+}
+
+function T.test_tiny_forward_flops_closed_form()
+  local b, s, h, nh, F, V, L = 2, 16, 64, 4, 256, 100, 2
+  local T_ = b * s
+  local gemm_layer = 2 * T_ * (4 * h * h + 2 * h * F)  -- q, k, v, out_proj; fc1, fc2
+  local bmm_layer = 2 * 2 * b * s * s * h               -- QKᵀ and PV over all heads
+  local vec_layer = 2 * 6 * T_ * h                      -- two layer norms
+    + T_ * h                                            -- q scaling
+    + b * nh * s * s + 5 * b * nh * s * s               -- mask add, softmax
+    + 2 * T_ * h                                        -- two residual adds
+    + T_ * F                                            -- relu
+  local prologue = s + 2 * b * s + T_ * h               -- mask_cond + 1; positions mask·cumsum and + 2; embed add
+  local epilogue = 6 * T_ * h + 2 * T_ * h * V          -- final LayerNorm, lm_head
+  local nodes = opt.build(TINY, { batch = b, seq = s, training = false })
+
+  eq(flops(nodes, false, "fw", "gemm"), L * gemm_layer + 2 * T_ * h * V, "GEMM forward flops")
+  eq(flops(nodes, false, "fw", "bmm"), L * bmm_layer, "BMM forward flops")
+  eq(flops(nodes, false, "fw"), L * (gemm_layer + bmm_layer + vec_layer) + prologue + epilogue, "total forward flops")
+
+  -- word_embed_proj_dim ≠ hidden_size adds project_in and project_out (bias-free), and lm_head reads the wider x.
+  local wide = setmetatable({ word_embed_proj_dim = 96 }, { __index = TINY })
+  local wide_nodes = opt.build(wide, { batch = b, seq = s, training = false })
+  eq(flops(wide_nodes, false, "fw", "gemm"), L * gemm_layer + 2 * (2 * T_ * 96 * h) + 2 * T_ * 96 * V,
+    "GEMM forward flops with project_in/out")
+
+  -- Training: + the loss's log-softmax over b·(s−1) rows; backward GEMM/BMM work is twice the forward.
+  local train = opt.build(TINY, { batch = b, seq = s, training = true })
+  eq(flops(train, true, "fw"), flops(nodes, false, "fw") + 5 * b * (s - 1) * V, "training forward flops")
+  eq(flops(train, true, "bw", "gemm"), 2 * flops(nodes, false, "fw", "gemm"), "GEMM backward flops")
+  eq(flops(train, true, "bw", "bmm"), 2 * flops(nodes, false, "fw", "bmm"), "BMM backward flops")
+end
+
+function T.test_parameter_count_matches_hf()
+  local cfg = presets.opt_13
+  local h, L, V, P, F = cfg.hidden_size, cfg.num_hidden_layers, cfg.vocab_size, cfg.max_position_embeddings, cfg.ffn_dim
+  local nodes = opt.build(cfg, { batch = 1, seq = 2048, training = true })
+  -- embed_tokens, embed_positions (P + 2 rows), per layer 4(h² + h) + 2·2h + (h·F + F) + (F·h + h),
+  -- final LayerNorm; lm_head tied to embed_tokens.
+  eq(total_params(nodes), V * h + (P + 2) * h + L * (4 * h * h + 4 * h + 4 * h + 2 * h * F + F + h) + 2 * h, "parameters")
+  eq(total_params(nodes), 1315758080, "facebook/opt-1.3b parameters")
+  -- The reference's tiny "opt": 512 wide with 2048-wide token embeddings, bridged by project_in/out.
+  local tiny = presets.opt
+  local th, tw, tF = tiny.hidden_size, tiny.word_embed_proj_dim, tiny.ffn_dim
+  eq(total_params(opt.build(tiny, { batch = 1, seq = 8 })),
+    V * tw + (P + 2) * th + 2 * tw * th + (4 * th * th + 8 * th + 2 * th * tF + tF + th) + 2 * th, "tiny opt parameters")
+end
+
+function T.test_post_layer_norm_variant()
+  -- do_layer_norm_before = false (OPT-350m): LayerNorms after the residual adds, no final LayerNorm.
+  local post = setmetatable({ do_layer_norm_before = false }, { __index = TINY })
+  local nodes = opt.build(post, { batch = 1, seq = 8 })
+  local names = {}
+  for i, n in ipairs(nodes) do names[n.name] = i end
+  assert(names["layers.self_attn_layer_norm"] > names["layers.self_attn.residual"], "attention LayerNorm after residual")
+  assert(names["layers.final_layer_norm"] > names["layers.fc_residual"], "FFN LayerNorm after residual")
+  eq(names["final_layer_norm"], nil, "no decoder-level final LayerNorm")
+end
+
+function T.test_training_appends_loss()
+  local nodes = opt.build(TINY, { batch = 2, seq = 16, training = true })
+  eq(nodes[#nodes].op, "cross_entropy", "last node")
+  eq(nodes[#nodes].inputs[1][1], 2 * 15, "loss rows: b·(s−1)")
+  eq(nodes[#nodes - 1].name, "loss.shift_logits", "shift copy before the loss")
+  nodes = opt.build(TINY, { batch = 2, seq = 16, training = true, loss = false })
+  eq(nodes[#nodes].name, "logits.contiguous", "loss = false")
+end
+
+function T.test_config_errors()
+  local bad = setmetatable({ num_attention_heads = 5 }, { __index = TINY })
+  local ok, err = pcall(opt.build, bad, { batch = 1, seq = 8 })
+  eq(not ok and err, "opt model 'tiny': hidden_size (64) must be divisible by num_attention_heads (5)", "divisibility")
+  ok, err = pcall(opt.build, TINY, { batch = 1, seq = 17 })
+  eq(not ok and err, "opt model 'tiny': seq 17 exceeds max_position_embeddings 16", "sequence too long")
+  ok, err = pcall(opt.build, setmetatable({ activation_function = "silu" }, { __index = TINY }), { batch = 1, seq = 8 })
+  eq(not ok and err, "opt model 'tiny': activation_function silu is not supported (\"relu\" or \"gelu\")", "activation")
+  ok, err = pcall(opt.build, setmetatable({ ffn_dim = 1.5 }, { __index = TINY }), { batch = 1, seq = 8 })
+  eq(not ok and err, "opt model 'tiny': field 'ffn_dim' must be a positive integer (got 1.5)", "ffn_dim")
+end
+
+return T
