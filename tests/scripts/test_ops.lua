@@ -86,6 +86,16 @@ local CASES = {
   -- opgraph/opt_13-train-2048-2.csv: OPT's position ids, cumsum(attention_mask, dim=1) over (batch 2, seq 2048).
   cumsum = { "cumsum", { inputs = { { 2, 2048 } }, output = { 2, 2048 } },
     "MEM((2,2048),(2,2048))", "MEM((2,2048)) MEM((2,2048))", "" },
+  -- opgraph/switchxl4-train-512-1.csv: T5 RMSNorm (mean_1, rsqrt_1, the layer_norm_weight leaf) and MoE dispatch.
+  mean = { "mean", { inputs = { { 1, 512, 1024 } }, output = { 1, 512, 1 } },
+    "MEM((1,512,1024),(1,512,1))", "MEM((1,512,1024)) MEM((1,512,1024))", "" },
+  rsqrt = { "rsqrt", { inputs = { { 1, 512, 1 } }, output = { 1, 512, 1 } },
+    "MEM((1,512,1),(1,512,1))", "MEM((1,512,1),(1,512,1))", "" },
+  weight = { "weight", { inputs = {}, output = { 1024 } }, "", "", "VECadd(1,1024)" },
+  count_nonzero = { "count_nonzero", { inputs = { { 1, 512 } }, output = { 1 } },
+    "MEM((1,512),(1,))", "MEM((1,512)) MEM((1,512))", "" },
+  setitem = { "setitem", { inputs = { { 64, 1024 }, { 1 }, { 64, 1024 } }, output = { 1 } },
+    "MEM((64,1024),(1,),(64,1024),(1,))", "MEM((64,1024),(1,),(64,1024)) MEM((64,1024),(1,),(64,1024))", "" },
   -- Not in the reference: our loss and optimizer rules (see the op files for the derivation).
   cross_entropy = { "cross_entropy", { inputs = { { 4096, 50257 }, { 4096 } }, output = { 1 } },
     "VECsoftmax(4096,50257) MEM((4096,),(4096,))", "MEM((4096,50257)) VECsub(4096,50257)", "" },

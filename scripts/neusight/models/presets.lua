@@ -30,6 +30,16 @@ local function opt(name, layers, hidden, heads, ffn, word_embed_proj_dim)
   }
 end
 
+-- Switch presets keep the HF SwitchTransformersConfig field names of DLmodel_configs/switchxl4.json.
+local function switch(name, layers, d_model, d_ff, d_kv, heads, experts, capacity)
+  return {
+    name = name, arch = "switch",
+    num_layers = layers, num_decoder_layers = layers, d_model = d_model, d_ff = d_ff, d_kv = d_kv,
+    num_heads = heads, num_experts = experts, expert_capacity = capacity,
+    encoder_sparse_step = 2, decoder_sparse_step = 2, vocab_size = 32128, relative_attention_num_buckets = 32,
+  }
+end
+
 return {
   gpt2_med   = gpt("gpt2_med",   24, 1024, 16, 1024),
   gpt2_large = gpt("gpt2_large", 36, 1280, 20, 1024),
@@ -44,4 +54,5 @@ return {
   -- "opt" is the reference's tiny config: hidden 512 with 2048-wide token embeddings (project_in/out).
   opt        = opt("opt",         1, 512, 8, 2048, 2048),
   opt_13     = opt("opt_13",      24, 2048, 32, 8192, 2048),
+  switchxl4  = switch("switchxl4", 24, 1024, 16384, 128, 32, 4, 64),
 }

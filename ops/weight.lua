@@ -1,0 +1,10 @@
+-- ops/weight.lua — a bare parameter read by elementwise ops (T5 RMSNorm scale): no kernels but the gradient accumulation VECadd(1, numel).
+local K = require "neusight.kernels"
+
+---@type neusight.OpRule
+return {
+  name = "weight",
+  doc = "parameter leaf: no forward/backward kernels; acc VECadd(1, numel(out))",
+  forward = function() return {} end,
+  accumulate = function(node) return { K.vec("add", 1, K.numel(node.output), node.dtype) } end,
+}

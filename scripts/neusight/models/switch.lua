@@ -1,0 +1,233 @@
+-- scripts/neusight/models/switch.lua — Switch Transformer (HF SwitchTransformersForConditionalGeneration): T5 encoder-decoder with top-1 MoE FFNs.
+--
+-- The node sequence mirrors the reference's whole-model traces (opgraph/switchxl4-{inf,train}-512-*.csv, rows
+-- with kernels). Identical blocks are emitted once with a count: the encoder's dense and sparse blocks
+-- (layers "encoder.dense", "encoder.sparse") and the decoder's ("decoder.dense", "decoder.sparse"); the relative
+-- position bias, computed in block 0 and reused by every block, is a count-1 prologue of each stack.
+--
+-- MoE FFN as traced: router Linear(d, E) + softmax, capacity mask (cumsum, mul); then for each expert a
+-- dispatch (getitem of the routed tokens, setitem into a zero (b·capacity, d) buffer), the expert FFN on the
+-- whole buffer (b·capacity rows), and a combine (getitem, setitem back into the hidden states); finally the
+-- router-probability scaling. The routed token count n per expert is data dependent (the traces show 0…capacity);
+-- the builder assumes every expert is full: n = b·capacity (512 tokens over 4 experts of capacity 64).
+-- Router z-loss and load-balancing loss over the concatenated router logits close the graph (traced in both modes).
+--
+-- Departures from the trace:
+--   * getitems on size() results (Python ints) are left out: host-side bookkeeping;
+--   * attention QKᵀ is a BMM everywhere; the reference turns nodes named matmul_4, matmul_40…49 into Linear.
+-- Mirrored as the reference charges them:
+--   * encoder_embed_tokens / decoder_embed_tokens match none of the reference's embedding patterns ('misc'):
+--     zero-kernel "view" nodes (the shared table's parameters are counted once, on the encoder's);
+--   * dropout, argmax, one_hot, the casts and the zero-filled buffers are 'misc' (dropout only in inference).
+local ipairs, type, tostring, error = ipairs, type, tostring, error
+
+local M = {}
+
+local function is_count(v)
+  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
+end
+
+local function check(cfg, opts)
+  local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
+  for _, key in ipairs { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
+                         "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" } do
+    if not is_count(cfg[key]) then
+      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+    end
+  end
+  if cfg.num_layers % cfg.encoder_sparse_step ~= 0 or cfg.num_decoder_layers % cfg.decoder_sparse_step ~= 0 then
+    error(("%s: layer counts must be multiples of the sparse steps"):format(who), 0)
+  end
+  for _, key in ipairs { "batch", "seq" } do
+    if not is_count(opts[key]) then
+      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
+    end
+  end
+end
+
+--- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
+---@param cfg table HF SwitchTransformersConfig fields (num_layers, num_decoder_layers, d_model, d_ff, d_kv, num_heads, num_experts, expert_capacity, encoder_sparse_step, decoder_sparse_step, vocab_size, relative_attention_num_buckets?)
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string }
+---@return neusight.Node[]
+function M.build(cfg, opts)
+  check(cfg, opts)
+  local b, s, d, F = opts.batch, opts.seq, cfg.d_model, cfg.d_ff
+  local nh, dkv, E, V = cfg.num_heads, cfg.d_kv, cfg.num_experts, cfg.vocab_size
+  local inner, cap = nh * cfg.d_kv, opts.batch * cfg.expert_capacity
+  local buckets = cfg.relative_attention_num_buckets or 32
+  local training, dtype = opts.training, opts.dtype or "fp32"
+
+  local nodes, layer, count = {}, "", 1
+  local function add(op, name, inputs, output, params, attrs)
+    nodes[#nodes + 1] = {
+      op = op, name = name, layer = layer, count = count, dtype = dtype,
+      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
+    }
+  end
+
+  -- Shared shapes (nodes are read-only for op rules and the engine).
+  local x = { b, s, d }
+  local qkv = { b, s, inner }
+  local heads, heads_t = { b, nh, s, dkv }, { b, nh, dkv, s }
+  local scores = { b, nh, s, s }
+  local ss = { s, s }
+  local col = { b, s, 1 }
+  local probs = { b, s, E }
+  local routed = { cap, d }             -- tokens an expert receives (all experts assumed full)
+  local no_bias = { bias = false }
+
+  -- T5LayerNorm (RMS): x·rsqrt(mean(x²) + eps)·w.
+  local function rms_norm(p)
+    add("pow", p .. ".pow", { x }, x)
+    add("mean", p .. ".mean", { x }, col)
+    add("add", p .. ".eps", { col }, col)
+    add("rsqrt", p .. ".rsqrt", { col }, col)
+    add("mul", p .. ".normalize", { x, col }, x)
+    add("weight", p .. ".weight", {}, { d }, d)
+    add("mul", p .. ".scale", { { d }, x }, x)
+  end
+
+  local function attention(p, bias_input)
+    add("linear", p .. ".q", { x }, qkv, d * inner, no_bias)
+    add("linear", p .. ".k", { x }, qkv, d * inner, no_bias)
+    add("linear", p .. ".v", { x }, qkv, d * inner, no_bias)
+    add("matmul", p .. ".qk", { heads, heads_t }, scores)
+    add("add", p .. ".position_bias", { scores, bias_input }, scores)
+    add("softmax", p .. ".softmax", { scores }, scores)
+    add("dropout", p .. ".dropout", { scores }, scores)
+    add("matmul", p .. ".pv", { scores, heads }, heads)
+    add("contiguous", p .. ".contiguous", { { b, s, nh, dkv } }, { b, s, nh, dkv })
+    add("linear", p .. ".o", { qkv }, x, inner * d, no_bias)
+  end
+
+  local function residual(p)
+    add("dropout", p .. ".dropout", { x }, x)
+    add("add", p .. ".residual", { x, x }, x)
+  end
+
+  local function self_attention_layer(p)
+    rms_norm(p .. ".layer_norm")
+    attention(p .. ".attention", scores)
+    residual(p)
+  end
+
+  local function dense_ffn_layer(p)
+    rms_norm(p .. ".layer_norm")
+    add("linear", p .. ".mlp.wi", { x }, { b, s, F }, d * F, no_bias)
+    add("relu", p .. ".mlp.act", { { b, s, F } }, { b, s, F })
+    add("dropout", p .. ".mlp.dropout", { { b, s, F } }, { b, s, F })
+    add("linear", p .. ".mlp.wo", { { b, s, F } }, x, F * d, no_bias)
+    residual(p)
+  end
+
+  local function sparse_ffn_layer(p)
+    rms_norm(p .. ".layer_norm")
+    local r = p .. ".mlp.router"
+    if training then add("mul", r .. ".jitter", { x, x }, x) end -- multiplicative jitter noise
+    add("linear", r .. ".classifier", { x }, probs, d * E, no_bias)
+    add("softmax", r .. ".softmax", { probs }, probs)
+    add("cumsum", r .. ".priority", { probs }, probs)
+    add("mul", r .. ".capacity_mask", { probs, probs }, probs)
+    for e = 0, E - 1 do
+      local ex = ("%s.mlp.experts.expert_%d"):format(p, e)
+      add("getitem", ex .. ".mask", { probs }, { b, s })
+      add("count_nonzero", ex .. ".count", { { b, s } }, { 1 })
+      add("getitem", ex .. ".dispatch", { x, { b, s } }, routed)
+      add("setitem", ex .. ".dispatch_pad", { { cap, d }, { 1 }, routed }, { 1 })
+      add("linear", ex .. ".wi", { { cap, d } }, { cap, F }, d * F, no_bias)
+      add("relu", ex .. ".act", { { cap, F } }, { cap, F })
+      add("dropout", ex .. ".dropout", { { cap, F } }, { cap, F })
+      add("linear", ex .. ".wo", { { cap, F } }, { cap, d }, F * d, no_bias)
+      add("getitem", ex .. ".combine", { { cap, d }, { 1 } }, routed)
+      add("setitem", ex .. ".combine_scatter", { x, { b, s }, routed }, { 1 })
+    end
+    add("mul", p .. ".mlp.router_probs", { col, x }, x)
+    residual(p)
+  end
+
+  -- Relative position bias (computed once per stack, in block 0): bucket arithmetic on (s, s), lookup, mask add.
+  local function position_bias(p, bidirectional, mask)
+    add("getitem", p .. ".context_position", { { s } }, { s, 1 })
+    add("getitem", p .. ".memory_position", { { s } }, { 1, s })
+    if bidirectional then
+      add("mul", p .. ".bucket_sign", { ss }, ss)
+      add("add", p .. ".bucket_offset", { ss }, ss)
+    end
+    add("div", p .. ".log_ratio", { ss }, ss)
+    add("div", p .. ".log_scale", { ss }, ss)
+    add("mul", p .. ".log_buckets", { ss }, ss)
+    add("add", p .. ".large_offset", { ss }, ss)
+    add("where", p .. ".bucket_select", { ss, ss, ss }, ss)
+    if bidirectional then add("add", p .. ".buckets", { ss, ss }, ss) else add("add", p .. ".buckets", { ss }, ss) end
+    add("embedding", p .. ".relative_attention_bias", { ss }, { s, s, nh }, buckets * nh,
+      { num_embeddings = buckets, embedding_dim = nh })
+    add("add", p .. ".mask", { { 1, nh, s, s }, mask }, scores)
+  end
+
+  -- Encoder.
+  local ext_mask = { b, 1, 1, s }
+  add("view", "shared", { { b, s } }, x, V * d) -- encoder_embed_tokens: 'misc' in the reference (see above)
+  add("getitem", "encoder.extended_attention_mask", { { b, s } }, ext_mask)
+  add("mul", "encoder.extended_attention_mask.scale", { ext_mask }, ext_mask)
+  add("dropout", "encoder.dropout", { x }, x)
+  position_bias("encoder.position_bias", true, ext_mask)
+  local Le, Ld = cfg.num_layers, cfg.num_decoder_layers
+  local ne, nd = Le // cfg.encoder_sparse_step, Ld // cfg.decoder_sparse_step
+  layer, count = "encoder.dense", Le - ne
+  self_attention_layer("encoder.dense.layer_0")
+  dense_ffn_layer("encoder.dense.layer_1")
+  layer, count = "encoder.sparse", ne
+  self_attention_layer("encoder.sparse.layer_0")
+  sparse_ffn_layer("encoder.sparse.layer_1")
+  layer, count = "", 1
+  rms_norm("encoder.final_layer_norm")
+  add("dropout", "encoder.final_dropout", { x }, x)
+
+  -- Decoder: causal mask ⊗ padding mask, the encoder-attention mask, then the blocks.
+  local causal = { b, 1, s, s }
+  add("getitem", "decoder.causal.seq_ids_row", { { s } }, { 1, 1, s })
+  add("getitem", "decoder.causal.seq_ids_col", { { s } }, { 1, s, 1 })
+  add("getitem", "decoder.causal.mask", { { b, s, s } }, causal)
+  add("getitem", "decoder.extended_attention_mask", { { b, s } }, ext_mask)
+  add("mul", "decoder.extended_attention_mask.padding", { causal, ext_mask }, causal)
+  add("mul", "decoder.extended_attention_mask.scale", { causal }, causal)
+  add("getitem", "decoder.encoder_extended_attention_mask", { { b, s } }, ext_mask)
+  add("mul", "decoder.encoder_extended_attention_mask.scale", { ext_mask }, ext_mask)
+  add("dropout", "decoder.dropout", { x }, x)
+  position_bias("decoder.position_bias", false, causal)
+  -- Cross-attention has no relative bias: zeros(1, nh, s, s) + the encoder mask, once.
+  add("add", "decoder.encoder_position_bias", { { 1, nh, s, s }, ext_mask }, scores)
+
+  local function decoder_block(p, sparse)
+    self_attention_layer(p .. ".layer_0")
+    rms_norm(p .. ".layer_1.layer_norm")
+    attention(p .. ".layer_1.enc_dec_attention", scores)
+    residual(p .. ".layer_1")
+    if sparse then sparse_ffn_layer(p .. ".layer_2") else dense_ffn_layer(p .. ".layer_2") end
+  end
+  layer, count = "decoder.dense", Ld - nd
+  decoder_block("decoder.dense", false)
+  layer, count = "decoder.sparse", nd
+  decoder_block("decoder.sparse", true)
+  layer, count = "", 1
+  rms_norm("decoder.final_layer_norm")
+  add("dropout", "decoder.final_dropout", { x }, x)
+  -- Tied lm_head: the hidden states are scaled by d_model^-0.5, the weight is the shared table.
+  add("mul", "lm_head.scale", { x }, x)
+  add("linear", "lm_head", { x }, { b, s, V }, 0, no_bias)
+
+  -- Router losses over each stack's concatenated router logits (b, sparse layers · s, E).
+  for _, st in ipairs { { "encoder", ne }, { "decoder", nd } } do
+    local p, tokens = "router_loss." .. st[1], st[2] * s
+    local logits = { b, tokens, E }
+    add("pow", p .. ".z_loss", { { b, tokens } }, { b, tokens }) -- logsumexp(logits)²
+    add("softmax", p .. ".probs", { logits }, logits)
+    add("mean", p .. ".tokens_per_expert", { logits }, { b, E })
+    add("mean", p .. ".router_prob_per_expert", { logits }, { b, E })
+    add("mul", p .. ".balance", { { b, E }, { b, E } }, { b, E })
+    add("mean", p .. ".aux_loss", { { b, E } }, { 1 })
+  end
+  return nodes
+end
+
+return M
