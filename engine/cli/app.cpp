@@ -35,6 +35,7 @@ struct forecast_flags {
   std::string gpu, mode, optimizer, dtype, model;
   int64_t batch = 0, seq = 0;
   std::string predictor = "neusight";
+  std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
 };
 
 struct graph_flags {
@@ -74,6 +75,10 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--dtype", f.dtype, std::string("Element type: fp32, tf32, fp16, bf16, fp8") + o);
   cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
       ->check(CLI::IsMember(predictor_names()));
+  cmd->add_option("--overhead", f.overhead,
+                  "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
+                  "(default: as the script says)")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -89,12 +94,14 @@ workload_overrides overrides_make(const forecast_flags& f) {
 }
 
 // The tail every forecast shares: library tiles, kernel latencies, aggregation, the report.
-int forecast_report(session& s, const common_flags& c, const std::string& predictor_name, const graph& g,
+int forecast_report(session& s, const common_flags& c, const forecast_flags& f, const graph& g,
                     std::vector<kernel_instance> kernels, const gpu_spec& gpu, const report_meta& m) {
+  const std::string& predictor_name = f.predictor;
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   s.tiles_select(kernels, gpu);
   const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
   std::vector<double> seconds = pred->predict(kernels, gpu);
+  s.overhead_apply(seconds, gpu, f.overhead);
   const forecast fc = forecast_make(g, std::move(kernels), std::move(seconds));
   if (c.format == "json") emit(report_json(fc, m), c.output);
   else if (c.format == "csv") emit(report_csv(fc, m), c.output);
@@ -110,7 +117,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}, {}};
   for (const auto& op : e.fallback_ops)
     m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
-  return forecast_report(s, c, f.predictor, w.g, std::move(e.kernels), gpu, m);
+  return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
 }
 
 // predict --graph: the reference's own decomposition, replicated over the layers, no Lua rules involved.
@@ -134,7 +141,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     m.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
                                      "forecast is the forward pass only");
   session s(session_options_make(c));
-  return forecast_report(s, c, f.predictor, og.g, opgraph_kernels(og, training), gpu, m);
+  return forecast_report(s, c, f, og.g, opgraph_kernels(og, training), gpu, m);
 }
 
 int run_gpus(const common_flags& c) {
@@ -181,7 +188,7 @@ int app_main(int argc, char** argv) {
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13)");
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua)");
   add_forecast(predict, fflags, false);
   auto* graph_opt = predict->add_option("--graph", gflags.file,
                                         "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "
@@ -246,6 +253,9 @@ int app_main(int argc, char** argv) {
       ->type_name("DIR");
   eval_m->add_option("--predictor", mflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
   eval_m->add_option("--weights", mflags.weights, "Weights root (default: the bundled weights/)");
+  eval_m->add_option("--overhead", mflags.overhead,
+                     "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off")
+      ->check(CLI::IsMember({"on", "off"}));
   add_common(eval_m, common, true);
   eval_m->get_option("--format")->check(CLI::IsMember({"table", "json"}));
 

@@ -192,6 +192,7 @@ int eval_models_main(const eval_models_flags& f) {
     std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
     s.tiles_select(kernels, gpu);
     std::vector<double> seconds = pred->predict(kernels, gpu);
+    s.overhead_apply(seconds, gpu, f.overhead);
     const forecast fc = forecast_make(og.g, std::move(kernels), std::move(seconds));
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
@@ -218,6 +219,7 @@ int eval_models_main(const eval_models_flags& f) {
   if (f.format == "json") {
     json j;
     j["predictor"] = f.predictor;
+    j["overhead"] = f.overhead;
     json jr = json::array();
     for (const auto& r : rows)
       jr.push_back({{"gpu", r.gpu}, {"device", r.device}, {"config", r.config}, {"mode", r.mode},
@@ -257,7 +259,8 @@ int eval_models_main(const eval_models_flags& f) {
   }
   const stats st = stats_of(all);
   summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f}\n", "all", st.n, st.mean, st.median, st.max);
-  out += fmt::format("summary: APE of end-to-end latency, predictor {}\n", f.predictor) + summary;
+  const std::string overhead = f.overhead == "default" ? "" : ", overhead " + f.overhead;
+  out += fmt::format("summary: APE of end-to-end latency, predictor {}{}\n", f.predictor, overhead) + summary;
   out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
   emit(out, f.output);
   return 0;

@@ -10,6 +10,7 @@ struct eval_models_flags {
   std::vector<std::string> labels;  // label/<GPU> folders, label/ itself, or label JSON files
   std::string graphs;               // opgraph folder; "" = <label root>/../opgraph
   std::string predictor = "neusight", weights, format = "table", output;
+  std::string overhead = "default";  // on, off or default (scripts/neusight/overhead.lua decides)
 };
 int eval_models_main(const eval_models_flags& f);
 

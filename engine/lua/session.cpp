@@ -2,6 +2,7 @@
 #include "lua/session.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <set>
 
@@ -73,6 +74,43 @@ struct session::impl {
     gpu_push(L(), gpu);
     lua_pushstring(L(), "gpu");
     ns_call(L(), 2, 1);
+  }
+
+  // [-0, +0, e] A model named by a path ending in ".json" (the --model override, else the script's field) is read
+  // as a HuggingFace config.json and replaced, in the overrides table at `ov`, by the config table that
+  // scripts/neusight/models/hf.lua makes of it. Paths from a script are relative to the script's folder.
+  void model_file_resolve(int spec, int ov, const std::string& script) const {
+    lua_State* L = this->L();
+    stack_guard guard(L);
+    auto is_json = [](const char* s) {
+      const std::string v = s ? s : "";
+      if (v.size() < 5) return false;
+      std::string ext = v.substr(v.size() - 5);
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+      return ext == ".json";
+    };
+    const int top = lua_gettop(L);
+    std::string path, display;
+    const int ov_type = lua_getfield(L, ov, "model");
+    if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
+      path = display = lua_tostring(L, -1);
+    } else if (ov_type == LUA_TNIL && !script.empty() && lua_getfield(L, spec, "model") == LUA_TSTRING &&
+               is_json(lua_tostring(L, -1))) {
+      const fs::path p(lua_tostring(L, -1));
+      path = (p.is_absolute() ? p : fs::path(script).parent_path() / p).string();
+      display = display_of(path);
+    }
+    lua_settop(L, top);
+    if (path.empty()) return;
+    push_engine_field("require");
+    lua_pushstring(L, "neusight.models.hf");
+    ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
+    lua_getfield(L, -1, "from_config");
+    lua_remove(L, -2);
+    json_file_push(L, path, display);
+    lua_pushstring(L, display.c_str());
+    ns_call(L, 2, 1);  // stack: cfg
+    lua_setfield(L, ov, "model");
   }
 
   // [-0, +1, -] pushes the engine table E
@@ -257,7 +295,8 @@ workload session::workload_load(const std::string& script, const workload_overri
     const int spec = lua_gettop(L);
     lua_getfield(L, wl, "normalize");
     lua_pushvalue(L, spec);
-    overrides_push(L, overrides);
+    overrides_push(L, overrides);  // stack: W spec norm ov
+    p_->model_file_resolve(spec, lua_gettop(L), script);
     lua_pushstring(L, w.source.c_str());
     ns_call(L, 3, 1);  // stack: W spec norm
     const int norm = lua_gettop(L);
@@ -281,6 +320,46 @@ workload session::workload_load(const std::string& script, const workload_overri
   }
   lua_settop(L, top);
   return w;
+}
+
+bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  bool applied = false;
+  try {
+    p_->push_engine_field("require");
+    lua_pushstring(L, "neusight.overhead");
+    ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
+    lua_getfield(L, -1, "apply");
+    lua_createtable(L, int(seconds.size()), 0);
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      lua_pushnumber(L, seconds[i]);
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    p_->push_gpu(gpu);
+    lua_pushstring(L, mode.c_str());
+    ns_call(L, 3, 1, "in scripts/neusight/overhead.lua");  // stack: O out|nil
+    if (lua_istable(L, -1)) {
+      if (lua_rawlen(L, -1) != seconds.size())
+        throw error("scripts/neusight/overhead.lua: apply returned " + std::to_string(lua_rawlen(L, -1)) +
+                    " values for " + std::to_string(seconds.size()) + " kernels");
+      for (size_t i = 0; i < seconds.size(); ++i) {
+        lua_rawgeti(L, -1, lua_Integer(i + 1));
+        if (!lua_isnumber(L, -1)) throw error("scripts/neusight/overhead.lua: apply returned a non-number");
+        seconds[i] = lua_tonumber(L, -1);
+        lua_pop(L, 1);
+      }
+      applied = true;
+    } else if (!lua_isnil(L, -1)) {
+      throw error("scripts/neusight/overhead.lua: apply must return an array or nil");
+    }
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+  return applied;
 }
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {

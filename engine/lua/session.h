@@ -65,6 +65,10 @@ class session {
   // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 
+  // Host-side framework overhead (scripts/neusight/overhead.lua) applied to predicted per-launch seconds after
+  // prediction; mode is "on", "off" or "default" (the script decides). Returns true when it changed anything.
+  bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode);
+
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
 

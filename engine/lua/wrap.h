@@ -1,5 +1,6 @@
 // engine/lua/wrap.h — conversions between core types and Lua values (one wrap_<type>.cpp per type).
 #pragma once
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,16 @@ std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where);
 
 // Reads the array of kernel tables at `idx` returned by a hook; errors are prefixed with `where`. [-0, +0, -]
 std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where);
+
+// Line and column (both 1-based) of the byte nlohmann::json's parse_error reports (its `byte`: bytes read).
+struct json_position {
+  size_t line = 1, col = 1;
+};
+json_position json_position_of(const std::string& text, size_t byte);
+
+// Reads a JSON object file (a HuggingFace config.json) and pushes it as a plain table (null members left out).
+// Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +1, m]
+void json_file_push(lua_State* L, const std::string& path, const std::string& display);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {

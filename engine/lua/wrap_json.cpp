@@ -1,0 +1,93 @@
+// engine/lua/wrap_json.cpp — a JSON document (a HuggingFace config.json) as a plain Lua table.
+#include <algorithm>
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "lua/wrap.h"
+
+namespace ns {
+namespace {
+
+using json = nlohmann::json;
+
+// [-0, +1, m] pushes `j`: objects → tables (null members are left out), arrays → sequences
+// (a null element leaves a hole), integers → Lua integers, other numbers → floats.
+void json_push(lua_State* L, const json& j, int depth) {
+  // Called outside any protected call: fail with a C++ exception, never luaL_error.
+  if (depth > 200 || !lua_checkstack(L, 3)) throw error("JSON nested too deeply");
+  switch (j.type()) {
+    case json::value_t::object:
+      lua_createtable(L, 0, int(j.size()));  // stack: t
+      for (const auto& [k, v] : j.items()) {
+        if (v.is_null()) continue;
+        json_push(L, v, depth + 1);  // stack: t v
+        lua_setfield(L, -2, k.c_str());
+      }
+      break;
+    case json::value_t::array: {
+      lua_createtable(L, int(j.size()), 0);
+      lua_Integer i = 0;
+      for (const auto& v : j) {
+        ++i;
+        if (v.is_null()) continue;
+        json_push(L, v, depth + 1);
+        lua_rawseti(L, -2, i);
+      }
+      break;
+    }
+    case json::value_t::string: {
+      const auto& s = j.get_ref<const std::string&>();
+      lua_pushlstring(L, s.data(), s.size());
+      break;
+    }
+    case json::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
+    case json::value_t::number_integer: lua_pushinteger(L, lua_Integer(j.get<int64_t>())); break;
+    case json::value_t::number_unsigned: {
+      const uint64_t u = j.get<uint64_t>();
+      if (u <= uint64_t(INT64_MAX)) lua_pushinteger(L, lua_Integer(u));
+      else lua_pushnumber(L, lua_Number(u));
+      break;
+    }
+    case json::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
+    default: lua_pushnil(L); break;
+  }
+}
+
+}  // namespace
+
+json_position json_position_of(const std::string& text, size_t byte) {
+  // nlohmann counts bytes read; the offending byte is the last one read.
+  json_position p;
+  const size_t end = std::min(byte > 0 ? byte - 1 : 0, text.size());
+  for (size_t i = 0; i < end; ++i) {
+    if (text[i] == '\n') {
+      ++p.line;
+      p.col = 1;
+    } else {
+      ++p.col;
+    }
+  }
+  return p;
+}
+
+void json_file_push(lua_State* L, const std::string& path, const std::string& display) {
+  if (std::filesystem::is_directory(path)) throw error(display + ": is a directory (expected a config.json file)");
+  const std::string text = file_read(path, display);
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    // what(): "[json.exception.parse_error.101] parse error at line 1, column 2: syntax error ..." → keep the tail.
+    std::string what = e.what();
+    const size_t at = what.find("parse error");
+    const size_t colon = at == std::string::npos ? std::string::npos : what.find(": ", at);
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    const json_position p = json_position_of(text, e.byte);
+    throw error(display + ":" + std::to_string(p.line) + ":" + std::to_string(p.col) + ": invalid JSON: " + what);
+  }
+  if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
+  json_push(L, j, 0);
+}
+
+}  // namespace ns

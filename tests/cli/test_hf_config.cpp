@@ -1,0 +1,141 @@
+// tests/cli/test_hf_config.cpp — `--model path/config.json`: HuggingFace configs give the same graph as the presets.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "lua/wrap.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::source_dir;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char* const base_flags = " --gpu l4 --mode train --batch 2 --seq 64 --predictor roofline --format json";
+
+json forecast(const std::string& model) {
+  const auto r = run_cli("predict --model '" + model + "'" + base_flags);
+  INFO("model " << model << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// The supported model_type list as hf.lua prints it (switch only where its builder exists).
+std::string supported() {
+  std::string s = "bert, gpt2, opt";
+  if (fs::exists(source_dir / "scripts/neusight/models/switch.lua")) s += ", switch_transformers";
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("hf config: every DLmodel_configs JSON with a builder gives its preset's FLOPs", "[cli][hf]") {
+  const fs::path dir = source_dir / "../shared/data/neusight/DLmodel_configs";
+  if (!fs::is_directory(dir)) {
+    WARN("skipped: " << dir << " is absent");
+    return;
+  }
+  int compared = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().extension() != ".json") continue;
+    const std::string stem = e.path().stem().string();
+    const json cfg = json::parse(ns_test::slurp(e.path()));
+    const std::string type = cfg.value("model_type", "");
+    if (type == "switch_transformers" && !fs::exists(source_dir / "scripts/neusight/models/switch.lua")) continue;
+    SECTION(stem) {
+      const json from_file = forecast(e.path().string());
+      const json preset = forecast(stem);
+      CHECK(from_file["model"] == stem);
+      CHECK(from_file["flops"].get<double>() == preset["flops"].get<double>());
+      CHECK(from_file["params"] == preset["params"]);
+      CHECK(from_file["ops"].size() == preset["ops"].size());
+      CHECK(from_file["latency_ms"].get<double>() == Approx(preset["latency_ms"].get<double>()).epsilon(1e-12));
+    }
+    ++compared;
+  }
+  CHECK(compared >= 11);
+}
+
+TEST_CASE("hf config: checked-in fixtures, from the command line and from a workload", "[cli][hf]") {
+  // The reference's gpt2_large.json equals the preset.
+  const json large = forecast("tests/fixtures/neusight/DLmodel_configs/gpt2_large.json");
+  CHECK(large["model"] == "gpt2_large");
+  CHECK(large["flops"].get<double>() == forecast("gpt2_large")["flops"].get<double>());
+
+  // A tiny GPT-2 config.json (null n_inner, nested tables ignored) equals the same config written in Lua.
+  temp_dir t;
+  const auto lua_cfg = t.write("lua.lua", R"(return { gpu = "l4", mode = "train", batch = 2, seq = 64,
+    model = { name = "tiny-gpt2", arch = "gpt", n_layer = 2, n_embd = 128, n_head = 4, vocab_size = 1000,
+              n_positions = 256 } })");
+  const auto r = run_cli("run '" + lua_cfg.string() + "' --predictor roofline --format json");
+  REQUIRE(r.code == 0);
+  const json want = json::parse(r.out);
+  const json got = forecast("tests/fixtures/hf/tiny-gpt2/config.json");
+  CHECK(got["model"] == "tiny-gpt2");
+  CHECK(got["flops"].get<double>() == want["flops"].get<double>());
+
+  // In a workload the path is relative to the script's folder.
+  fs::create_directories(t.path / "m");
+  fs::copy_file(source_dir / "tests/fixtures/hf/tiny-gpt2/config.json", t.path / "m/config.json");
+  const auto w = t.write("w.lua", R"(return { gpu = "l4", mode = "train", batch = 2, seq = 64, model = "m/config.json" })");
+  const auto rw = run_cli("run '" + w.string() + "' --predictor roofline --format json");
+  INFO(rw.err);
+  REQUIRE(rw.code == 0);
+  const json jw = json::parse(rw.out);
+  CHECK(jw["model"] == "m");
+  CHECK(jw["flops"].get<double>() == want["flops"].get<double>());
+}
+
+TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][errors]") {
+  temp_dir t;
+  const std::string flags = " --gpu l4 --mode inference --batch 1 --seq 8";
+  const auto bad = t.write("bad.json", "{\n  \"model_type\": \"gpt2\",\n  \"n_layer\": }\n");
+  auto r = run_cli("predict --model '" + bad.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + bad.string() +
+                     ":3:14: invalid JSON: syntax error while parsing value - unexpected '}'; expected '[', '{', or a "
+                     "literal\n");
+
+  const auto truncated = t.write("trunc.json", "{\"model_type\": \"gpt2\",\n");
+  r = run_cli("predict --model '" + truncated.string() + "'" + flags);
+  CHECK(r.err == "neusight: " + truncated.string() +
+                     ":2:1: invalid JSON: syntax error while parsing object key - unexpected end of input; expected "
+                     "string literal\n");
+
+  r = run_cli("predict --model '" + (t.path / "missing.json").string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + (t.path / "missing.json").string() + ": cannot read file\n");
+
+  const auto arr = t.write("arr.json", "[1, 2]");
+  r = run_cli("predict --model '" + arr.string() + "'" + flags);
+  CHECK(r.err == "neusight: " + arr.string() + ": a model config must be a JSON object (got array)\n");
+
+  const auto llama = t.write("llama/config.json", R"({"model_type": "llama", "hidden_size": 4096})");
+  r = run_cli("predict --model '" + llama.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + llama.string() + ": has model_type \"llama\", which is not supported; supported: " +
+                     supported() + "\n");
+
+  const auto none = t.write("none.json", R"({"n_layer": 2})");
+  r = run_cli("predict --model '" + none.string() + "'" + flags);
+  CHECK(r.err == "neusight: " + none.string() + ": has no 'model_type'; supported: " + supported() + "\n");
+
+  // A builder's own check names the model (from the file name) and the field.
+  const auto partial = t.write("partial.json", R"({"model_type": "gpt2", "n_layer": 2})");
+  r = run_cli("predict --model '" + partial.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("neusight: gpt model 'partial': field 'n_embd' must be a positive integer (got nil)", 0) == 0);
+}
+
+TEST_CASE("json_position_of: nlohmann's byte count → line:col", "[lua][hf]") {
+  const std::string text = "{\n  \"a\": 1,\n  \"b\": }\n";
+  CHECK(ns::json_position_of(text, 1).line == 1);
+  CHECK(ns::json_position_of(text, 1).col == 1);
+  const auto p = ns::json_position_of(text, 20);  // the '}' on line 3 is byte 20 (1-based)
+  CHECK(p.line == 3);
+  CHECK(p.col == 8);
+  CHECK(ns::json_position_of(text, 0).line == 1);
+  CHECK(ns::json_position_of(text, 1000).line == 4);
+}
