@@ -23,11 +23,9 @@
 --   * the mask's 1.0 − m (an rsub) and the dtype casts are 'misc' in the reference and left out.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
-local M = {}
+local checks = require "neusight.models.check"
 
-local function is_count(v)
-  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
-end
+local M = {}
 
 -- hidden_act → activation op: HF's "gelu" (GELUActivation, exact erf) and "relu" are single traced nodes.
 local ACTIVATIONS = { gelu = "gelu", relu = "relu" }
@@ -36,15 +34,8 @@ local HEADS = { classification = true, pretraining = true }
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("bert model '%s'"):format(tostring(cfg.name or "?"))
-  for _, key in ipairs { "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
-                         "vocab_size", "max_position_embeddings", "type_vocab_size" } do
-    if not is_count(cfg[key]) then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
-    end
-  end
-  if cfg.num_labels ~= nil and not is_count(cfg.num_labels) then
-    error(("%s: field 'num_labels' must be a positive integer (got %s)"):format(who, tostring(cfg.num_labels)), 0)
-  end
+  checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+                         "vocab_size", "max_position_embeddings", "type_vocab_size" }, { "num_labels" })
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
     error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
       who, cfg.hidden_size, cfg.num_attention_heads), 0)
@@ -56,14 +47,7 @@ local function check(cfg, opts)
   if cfg.head ~= nil and not HEADS[cfg.head] then
     error(("%s: head %s is not supported (\"classification\" or \"pretraining\")"):format(who, tostring(cfg.head)), 0)
   end
-  for _, key in ipairs { "batch", "seq" } do
-    if not is_count(opts[key]) then
-      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
-    end
-  end
-  if opts.seq > cfg.max_position_embeddings then
-    error(("%s: seq %d exceeds max_position_embeddings %d"):format(who, opts.seq, cfg.max_position_embeddings), 0)
-  end
+  checks.batch_seq(who, opts, cfg.max_position_embeddings, "max_position_embeddings")
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).

@@ -11,34 +11,18 @@
 --     reference neither traces nor measures a loss.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
-local M = {}
+local checks = require "neusight.models.check"
 
-local function is_count(v)
-  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
-end
+local M = {}
 
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
-  for _, key in ipairs { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" } do
-    if not is_count(cfg[key]) then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
-    end
-  end
-  if cfg.n_inner ~= nil and not is_count(cfg.n_inner) then
-    error(("%s: field 'n_inner' must be a positive integer (got %s)"):format(who, tostring(cfg.n_inner)), 0)
-  end
+  checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
   if cfg.n_embd % cfg.n_head ~= 0 then
     error(("%s: n_embd (%d) must be divisible by n_head (%d)"):format(who, cfg.n_embd, cfg.n_head), 0)
   end
-  for _, key in ipairs { "batch", "seq" } do
-    if not is_count(opts[key]) then
-      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
-    end
-  end
-  if opts.seq > cfg.n_positions then
-    error(("%s: seq %d exceeds n_positions %d"):format(who, opts.seq, cfg.n_positions), 0)
-  end
+  checks.batch_seq(who, opts, cfg.n_positions, "n_positions")
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).

@@ -25,14 +25,13 @@
 --     as a copy (contiguous_3), so it is kept.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
+local checks = require "neusight.models.check"
+
 local M = {}
 
 -- HF's position offset: OPTLearnedPositionalEmbedding reserves two rows (fairseq padding legacy).
 local POSITION_OFFSET = 2
 
-local function is_count(v)
-  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
-end
 
 -- activation_function → activation op (ACT2FN["relu"] is nn.ReLU, ["gelu"] GELUActivation: one traced node).
 local ACTIVATIONS = { relu = "relu", gelu = "gelu" }
@@ -40,16 +39,8 @@ local ACTIVATIONS = { relu = "relu", gelu = "gelu" }
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
-  for _, key in ipairs { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
-                         "max_position_embeddings" } do
-    if not is_count(cfg[key]) then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
-    end
-  end
-  if cfg.word_embed_proj_dim ~= nil and not is_count(cfg.word_embed_proj_dim) then
-    error(("%s: field 'word_embed_proj_dim' must be a positive integer (got %s)"):format(
-      who, tostring(cfg.word_embed_proj_dim)), 0)
-  end
+  checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
+                         "max_position_embeddings" }, { "word_embed_proj_dim" })
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
     error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
       who, cfg.hidden_size, cfg.num_attention_heads), 0)
@@ -58,14 +49,7 @@ local function check(cfg, opts)
   if not ACTIVATIONS[act] then
     error(("%s: activation_function %s is not supported (\"relu\" or \"gelu\")"):format(who, tostring(act)), 0)
   end
-  for _, key in ipairs { "batch", "seq" } do
-    if not is_count(opts[key]) then
-      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
-    end
-  end
-  if opts.seq > cfg.max_position_embeddings then
-    error(("%s: seq %d exceeds max_position_embeddings %d"):format(who, opts.seq, cfg.max_position_embeddings), 0)
-  end
+  checks.batch_seq(who, opts, cfg.max_position_embeddings, "max_position_embeddings")
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).

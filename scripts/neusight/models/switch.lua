@@ -21,28 +21,18 @@
 --   * dropout, argmax, one_hot, the casts and the zero-filled buffers are 'misc' (dropout only in inference).
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
-local M = {}
+local checks = require "neusight.models.check"
 
-local function is_count(v)
-  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
-end
+local M = {}
 
 local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
-  for _, key in ipairs { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
-                         "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" } do
-    if not is_count(cfg[key]) then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
-    end
-  end
+  checks.counts(who, cfg, { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
+                         "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" })
   if cfg.num_layers % cfg.encoder_sparse_step ~= 0 or cfg.num_decoder_layers % cfg.decoder_sparse_step ~= 0 then
     error(("%s: layer counts must be multiples of the sparse steps"):format(who), 0)
   end
-  for _, key in ipairs { "batch", "seq" } do
-    if not is_count(opts[key]) then
-      error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
-    end
-  end
+  checks.batch_seq(who, opts)
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
