@@ -12,6 +12,7 @@
 #include "cli/kernels_cmd.h"
 #include "cli/models_cmd.h"
 #include "cli/paths.h"
+#include "cli/scale_cmd.h"
 #include "cli/report.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
@@ -259,6 +260,17 @@ int app_main(int argc, char** argv) {
   add_common(eval_m, common, true);
   eval_m->get_option("--format")->check(CLI::IsMember({"table", "json"}));
 
+  scale_flags sflags;
+  auto* scale = app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)");
+  scale->add_option("--trace", sflags.trace, "Per-op label trace label/<GPU>/<tag>.csv")->required()->check(CLI::ExistingFile);
+  scale->add_option("--from", sflags.from, "GPU the trace was measured on")->required();
+  scale->add_option("--to", sflags.to, "GPU to forecast")->required();
+  scale->add_option("--layers", sflags.layers, "Replicate the traced layer N times (default: the model config)")
+      ->check(CLI::PositiveNumber);
+  scale->add_option("--graph", sflags.graph, "Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
+  scale->add_option("--weights", sflags.weights, "Weights root (default: the bundled weights/)");
+  add_common(scale, common, true);
+
   try {
     app.parse(argc, argv);
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
@@ -271,6 +283,11 @@ int app_main(int argc, char** argv) {
     if (*run) return run_forecast(common, fflags, script);
     if (*predict) return gflags.file.empty() ? run_forecast(common, fflags, "") : run_graph(common, fflags, gflags);
     if (*gpus) return run_gpus(common);
+    if (*scale) {
+      sflags.format = common.format == "csv" ? "table" : common.format;
+      sflags.output = common.output;
+      return scale_main(sflags);
+    }
     if (*ops) return run_ops(common);
     if (*train) {
       tflags.opts.hidden.clear();

@@ -362,6 +362,51 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   return applied;
 }
 
+std::vector<double> session::scale_apply(const std::vector<scale_item>& items, const gpu_spec& from,
+                                         const gpu_spec& to) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  std::vector<double> out;
+  out.reserve(items.size());
+  try {
+    p_->push_engine_field("require");
+    lua_pushstring(L, "neusight.scale");
+    ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
+    const int mod = lua_gettop(L);
+    p_->push_gpu(from);
+    p_->push_gpu(to);  // stack: S from to
+    for (const auto& it : items) {
+      lua_getfield(L, mod, "scale");
+      lua_createtable(L, 0, 7);
+      const std::pair<const char*, const std::string*> strs[] = {
+          {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
+      for (const auto& [k, v] : strs) {
+        lua_pushstring(L, v->c_str());
+        lua_setfield(L, -2, k);
+      }
+      const std::pair<const char*, double> nums[] = {
+          {"measured_ms", it.measured_ms}, {"from_ms", it.from_ms}, {"to_ms", it.to_ms}};
+      for (const auto& [k, v] : nums) {
+        lua_pushnumber(L, v);
+        lua_setfield(L, -2, k);
+      }
+      lua_pushvalue(L, mod + 1);
+      lua_pushvalue(L, mod + 2);
+      ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in scripts/neusight/scale.lua");
+      if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
+        throw error("scripts/neusight/scale.lua: scale() must return a number >= 0 (op '" + it.name + "')");
+      out.push_back(lua_tonumber(L, -1));
+      lua_pop(L, 1);
+    }
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+  return out;
+}
+
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   lua_State* L = p_->L();
   stack_guard guard(L);

@@ -69,6 +69,14 @@ class session {
   // prediction; mode is "on", "off" or "default" (the script decides). Returns true when it changed anything.
   bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode);
 
+  // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
+  struct scale_item {
+    std::string name, op, phase, family;  // family of the op's dominant kernel, "none" without kernels
+    double measured_ms = 0, from_ms = 0, to_ms = 0;
+  };
+  // scale(item, from, to) of scripts/neusight/scale.lua for every item, in order.
+  std::vector<double> scale_apply(const std::vector<scale_item>& items, const gpu_spec& from, const gpu_spec& to);
+
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
 

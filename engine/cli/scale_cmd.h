@@ -1,0 +1,14 @@
+// engine/cli/scale_cmd.h — `neusight scale`: move a measured trace from the GPU it ran on to another GPU.
+#pragma once
+#include <cstdint>
+#include <string>
+
+namespace ns {
+
+struct scale_flags {
+  std::string trace, from, to, graph, weights, format = "table", output;
+  int64_t layers = 0;
+};
+int scale_main(const scale_flags& f);
+
+}  // namespace ns

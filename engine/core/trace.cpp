@@ -1,0 +1,538 @@
+// engine/core/trace.cpp — readers for PyTorch Chrome traces, wavescale CSV traces and label CSVs (see trace.h).
+#include "core/trace.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "core/csv.h"
+#include "core/pyliteral.h"
+#include "core/text.h"
+
+namespace ns {
+namespace {
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+
+std::string read_file(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  if (!in) throw error(p.string() + ": cannot read file");
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+size_t line_of_offset(std::string_view text, size_t offset) {
+  offset = std::min(offset, text.size());
+  return 1 + static_cast<size_t>(std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+}
+
+// nlohmann's parse errors carry a byte offset; turn them into "<source>:<line>: invalid JSON: <what>".
+json json_parse_or_throw(std::string_view text, const std::string& source) {
+  try {
+    return json::parse(text.begin(), text.end());
+  } catch (const json::parse_error& e) {
+    std::string what = e.what();
+    const size_t colon = what.find(": ", what.find("column"));
+    if (colon != std::string::npos) what = what.substr(colon + 2);
+    const size_t at = e.byte == 0 ? 0 : e.byte - 1;
+    throw error(source + ":" + std::to_string(line_of_offset(text, at)) + ": invalid JSON: " + what);
+  }
+}
+
+// ---- cells ----------------------------------------------------------------------------------------------
+
+int64_t cell_int(const std::string& s, const std::string& where, std::string_view col) {
+  errno = 0;
+  char* end = nullptr;
+  const long long v = std::strtoll(s.c_str(), &end, 10);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE)
+    throw error(where + ": column '" + std::string(col) + "': expected an integer, got '" + s + "'");
+  return v;
+}
+
+double cell_double(const std::string& s, const std::string& where, std::string_view col) {
+  errno = 0;
+  char* end = nullptr;
+  const double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v))
+    throw error(where + ": column '" + std::string(col) + "': expected a number, got '" + s + "'");
+  return v;
+}
+
+double cell_nonneg(const std::string& s, const std::string& where, std::string_view col) {
+  const double v = cell_double(s, where, col);
+  if (v < 0) throw error(where + ": column '" + std::string(col) + "': negative value " + s);
+  return v;
+}
+
+std::optional<double> cell_opt(const csv_table& t, size_t row, std::string_view col) {
+  if (!t.has_column(col)) return std::nullopt;
+  const std::string& s = t.rows[row][t.column(col)];
+  if (s.empty()) return std::nullopt;
+  return cell_nonneg(s, t.where(row), col);
+}
+
+// ---- label CSV ------------------------------------------------------------------------------------------
+
+trace_shape shape_from(const py_value& v, const std::string& where, std::string_view col) {
+  if (!v.is_sequence()) throw error(where + ": column '" + std::string(col) + "': expected a shape, got an integer");
+  trace_shape s;
+  for (const py_value& d : v.items) {
+    if (d.t != py_value::type::integer)
+      throw error(where + ": column '" + std::string(col) + "': shape dimensions must be integers");
+    s.push_back(d.i);
+  }
+  return s;
+}
+
+py_value cell_py(const std::string& s, const std::string& where, std::string_view col) {
+  try {
+    return py_parse(s);
+  } catch (const error& e) {
+    throw error(where + ": column '" + std::string(col) + "': " + e.what());
+  }
+}
+
+// "<built-in function add>" -> "add", "<built-in method arange of type object at 0x..>" -> "arange",
+// "<function gelu at 0x..>" -> "gelu"; method and module targets are kept as they are.
+std::string fx_kind(const std::string& target) {
+  if (target.size() < 2 || target.front() != '<') return target;
+  for (const char* prefix : {"<built-in function ", "<built-in method ", "<function ", "<method "}) {
+    const std::string_view p(prefix);
+    if (target.compare(0, p.size(), p) == 0) {
+      std::string rest = target.substr(p.size());
+      const size_t end = rest.find_first_of(" >");
+      return rest.substr(0, end);
+    }
+  }
+  return target;
+}
+
+// ---- chrome trace ---------------------------------------------------------------------------------------
+
+// Line of each element of the trace-event array (root["traceEvents"], or the root array itself), in order.
+// A small scanner over the already-validated JSON text: nlohmann keeps no positions.
+std::vector<size_t> chrome_event_lines(std::string_view text) {
+  std::vector<size_t> lines;
+  std::vector<char> stack;  // '{' or '['
+  size_t line = 1;
+  std::string last_string;
+  std::string root_key;       // last key read directly in the root object
+  int events_depth = -1;      // stack depth of the event array once opened
+  bool expect_key = false;
+  bool expect_elem = false;   // at the event array's level, after '[' or ','
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool at_events = events_depth >= 0 && static_cast<int>(stack.size()) == events_depth;
+    if (at_events && expect_elem && c != ' ' && c != '\t' && c != '\r' && c != '\n' && c != ']') {
+      lines.push_back(line);  // first character of an element, whatever its type
+      expect_elem = false;
+    }
+    if (at_events && c == ',') expect_elem = true;
+    if (c == '\n') {
+      ++line;
+    } else if (c == '"') {
+      std::string s;
+      for (++i; i < text.size() && text[i] != '"'; ++i) {
+        if (text[i] == '\\') ++i;
+        else s += text[i];
+        if (i < text.size() && text[i] == '\n') ++line;
+      }
+      last_string = std::move(s);
+      expect_key = stack.size() == 1 && stack[0] == '{';
+    } else if (c == ':') {
+      if (expect_key) root_key = last_string;
+      expect_key = false;
+    } else if (c == '{' || c == '[') {
+      if (c == '[' && events_depth == -1 &&
+          (stack.empty() || (stack.size() == 1 && stack[0] == '{' && root_key == "traceEvents"))) {
+        events_depth = static_cast<int>(stack.size()) + 1;
+        expect_elem = true;
+      }
+      stack.push_back(c);
+    } else if (c == '}' || c == ']') {
+      if (!stack.empty()) stack.pop_back();
+      if (events_depth >= 0 && static_cast<int>(stack.size()) < events_depth) events_depth = -2;  // closed
+    }
+  }
+  return lines;
+}
+
+struct cpu_event {
+  size_t index;     // position in traceEvents
+  std::string name;
+  int64_t pid = 0, tid = 0;
+  double ts = 0, dur = 0;
+  enum class role { op, backward, optimizer } r = role::op;
+  const json* args = nullptr;
+  size_t root = 0;  // index into the cpu_event vector of the outermost enclosing event
+};
+
+std::string lower(std::string s) { return text_lower(s); }
+
+int64_t json_id(const json& v) {  // pid/tid are numbers or strings in Kineto output
+  if (v.is_number_integer()) return v.get<int64_t>();
+  if (v.is_string()) return static_cast<int64_t>(std::hash<std::string>{}(v.get<std::string>()));
+  return 0;
+}
+
+}  // namespace
+
+std::string_view trace_phase_name(trace_phase p) {
+  switch (p) {
+    case trace_phase::forward: return "forward";
+    case trace_phase::backward: return "backward";
+    case trace_phase::accumulate: return "accumulate";
+    case trace_phase::optimizer: return "optimizer";
+    case trace_phase::other: return "other";
+  }
+  return "?";
+}
+
+std::string_view trace_format_name(trace_format f) {
+  switch (f) {
+    case trace_format::chrome_json: return "chrome_json";
+    case trace_format::wavescale: return "wavescale";
+    case trace_format::label_csv: return "label_csv";
+  }
+  return "?";
+}
+
+trace trace_parse_label_csv(std::string_view text, const std::string& source, const std::string& device) {
+  const csv_table t = csv_parse(text, source);
+  const size_t c_name = t.column("Name"), c_in = t.column("input_shapes"), c_out = t.column("output_shape");
+  const size_t c_fw = t.column("fw_latency"), c_bw = t.column("bw_latency"), c_acc = t.column("acc_latency");
+  const bool has_target = t.has_column("target");
+  trace tr;
+  tr.format = trace_format::label_csv;
+  tr.source = source;
+  tr.origin_device = device;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    const std::string where = t.where(i);
+    std::vector<trace_shape> inputs;
+    const py_value in = cell_py(row[c_in], where, "input_shapes");
+    if (!in.is_sequence()) throw error(where + ": column 'input_shapes': expected a list of shapes");
+    for (const py_value& s : in.items) inputs.push_back(shape_from(s, where, "input_shapes"));
+    std::optional<trace_shape> output;
+    if (!row[c_out].empty()) output = shape_from(cell_py(row[c_out], where, "output_shape"), where, "output_shape");
+    const std::pair<size_t, trace_phase> phases[] = {
+        {c_fw, trace_phase::forward}, {c_bw, trace_phase::backward}, {c_acc, trace_phase::accumulate}};
+    for (const auto& [col, phase] : phases) {
+      const double ms = cell_nonneg(row[col], where, t.header[col]);
+      if (ms == 0) continue;
+      trace_op op;
+      op.id = static_cast<int64_t>(i);
+      op.name = row[c_name];
+      op.kind = has_target ? fx_kind(row[t.column("target")]) : row[c_name];
+      op.phase = phase;
+      op.measured_ms = ms;
+      op.input_shapes = inputs;
+      op.output_shape = output;
+      tr.ops.push_back(std::move(op));
+    }
+  }
+  return tr;
+}
+
+trace trace_load_wavescale(const fs::path& manifest) {
+  const std::string src = manifest.string();
+  const std::string text = read_file(manifest);
+  const json m = json_parse_or_throw(text, src);
+  if (!m.is_object()) throw error(src + ": manifest must be a JSON object");
+  auto str_key = [&](const char* key, bool required) -> std::string {
+    if (!m.contains(key)) {
+      if (required) throw error(src + ": missing key '" + key + "'");
+      return "";
+    }
+    if (!m[key].is_string()) throw error(src + ": key '" + key + "' must be a string");
+    return m[key].get<std::string>();
+  };
+  const std::string format = str_key("format", true);
+  if (format != "wavescale-trace/1")
+    throw error(src + ": unsupported format '" + format + "' (expected 'wavescale-trace/1')");
+  trace tr;
+  tr.format = trace_format::wavescale;
+  tr.source = src;
+  tr.origin_device = str_key("origin_gpu", false);
+  const fs::path dir = manifest.parent_path();
+  const fs::path ops_path = dir / str_key("ops", true), kernels_path = dir / str_key("kernels", true);
+
+  const csv_table ops = csv_load(ops_path.string());
+  const size_t c_id = ops.column("op_id"), c_name = ops.column("op_name"), c_pass = ops.column("pass");
+  std::map<int64_t, size_t> by_id;
+  for (size_t i = 0; i < ops.rows.size(); ++i) {
+    const auto& row = ops.rows[i];
+    trace_op op;
+    op.id = cell_int(row[c_id], ops.where(i), "op_id");
+    if (op.id < 0) throw error(ops.where(i) + ": column 'op_id': must be >= 0, got " + row[c_id]);
+    if (!by_id.emplace(op.id, tr.ops.size()).second)
+      throw error(ops.where(i) + ": duplicate op_id " + row[c_id]);
+    op.name = row[c_name];
+    op.kind = row[c_name];
+    if (op.name.empty()) throw error(ops.where(i) + ": column 'op_name' is empty");
+    const std::string& pass = row[c_pass];
+    if (pass == "fwd") op.phase = trace_phase::forward;
+    else if (pass == "bwd") op.phase = trace_phase::backward;
+    else if (pass == "opt") op.phase = trace_phase::optimizer;
+    else if (pass == "other") op.phase = trace_phase::other;
+    else throw error(ops.where(i) + ": unknown pass '" + pass + "' (expected fwd, bwd, opt or other)");
+    if (auto wall = cell_opt(ops, i, "wall_ns")) op.measured_ms = *wall / 1e6;
+    tr.ops.push_back(std::move(op));
+  }
+
+  const csv_table k = csv_load(kernels_path.string());
+  const size_t k_op = k.column("op_id"), k_seq = k.column("seq"), k_name = k.column("kernel_name");
+  const char* grid_cols[] = {"grid_x", "grid_y", "grid_z"};
+  const char* block_cols[] = {"block_x", "block_y", "block_z"};
+  const size_t k_regs = k.column("regs_per_thread"), k_sst = k.column("smem_static_bytes");
+  const size_t k_sdyn = k.column("smem_dynamic_bytes"), k_dur = k.column("duration_ns");
+  std::vector<std::vector<std::pair<int64_t, trace_kernel>>> per_op(tr.ops.size());
+  std::vector<std::pair<int64_t, trace_kernel>> loose;
+  for (size_t i = 0; i < k.rows.size(); ++i) {
+    const auto& row = k.rows[i];
+    const std::string where = k.where(i);
+    trace_kernel kern;
+    kern.name = row[k_name];
+    if (kern.name.empty()) throw error(where + ": column 'kernel_name' is empty");
+    for (int d = 0; d < 3; ++d) {
+      kern.grid[d] = cell_int(row[k.column(grid_cols[d])], where, grid_cols[d]);
+      kern.block[d] = cell_int(row[k.column(block_cols[d])], where, block_cols[d]);
+      if (kern.grid[d] < 1) throw error(where + ": column '" + grid_cols[d] + "': must be >= 1");
+      if (kern.block[d] < 1) throw error(where + ": column '" + block_cols[d] + "': must be >= 1");
+    }
+    kern.registers = cell_int(row[k_regs], where, "regs_per_thread");
+    const int64_t sst = cell_int(row[k_sst], where, "smem_static_bytes");
+    const int64_t sdyn = cell_int(row[k_sdyn], where, "smem_dynamic_bytes");
+    if (kern.registers < 0 || sst < 0 || sdyn < 0) throw error(where + ": negative registers or shared memory");
+    kern.shared_bytes = sst + sdyn;
+    kern.duration_ns = cell_nonneg(row[k_dur], where, "duration_ns");
+    kern.dram_read_bytes = cell_opt(k, i, "dram_read_bytes");
+    kern.dram_write_bytes = cell_opt(k, i, "dram_write_bytes");
+    kern.flop_eff_pct = cell_opt(k, i, "flop_sp_eff_pct");
+    kern.flops_sp = cell_opt(k, i, "flops_sp");
+    const int64_t seq = cell_int(row[k_seq], where, "seq");
+    const int64_t op_id = cell_int(row[k_op], where, "op_id");
+    if (op_id == -1) {
+      loose.emplace_back(seq, std::move(kern));
+      continue;
+    }
+    auto it = by_id.find(op_id);
+    if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_path.string());
+    per_op[it->second].emplace_back(seq, std::move(kern));
+  }
+  auto by_seq = [](const auto& a, const auto& b) { return a.first < b.first; };
+  for (size_t i = 0; i < per_op.size(); ++i) {
+    std::stable_sort(per_op[i].begin(), per_op[i].end(), by_seq);
+    for (auto& [seq, kern] : per_op[i]) tr.ops[i].kernels.push_back(std::move(kern));
+  }
+  std::stable_sort(loose.begin(), loose.end(), by_seq);
+  for (auto& [seq, kern] : loose) tr.unattributed.push_back(std::move(kern));
+  return tr;
+}
+
+trace trace_parse_chrome(std::string_view text, const std::string& source) {
+  const json root = json_parse_or_throw(text, source);
+  const json* events = nullptr;
+  if (root.is_array()) events = &root;
+  else if (root.is_object() && root.contains("traceEvents")) events = &root["traceEvents"];
+  if (!events || !events->is_array()) throw error(source + ": no 'traceEvents' array");
+  const std::vector<size_t> lines = chrome_event_lines(text);
+  auto where = [&](size_t i) { return source + ":" + std::to_string(i < lines.size() ? lines[i] : 0); };
+
+  trace tr;
+  tr.format = trace_format::chrome_json;
+  tr.source = source;
+  if (root.is_object() && root.contains("deviceProperties") && root["deviceProperties"].is_array() &&
+      !root["deviceProperties"].empty() && root["deviceProperties"][0].contains("name") &&
+      root["deviceProperties"][0]["name"].is_string())
+    tr.origin_device = root["deviceProperties"][0]["name"].get<std::string>();
+
+  static const std::string eval_prefix = "autograd::engine::evaluate_function: ";
+  std::vector<cpu_event> cpu;
+  struct kernel_event {
+    size_t index;
+    double ts;
+    std::optional<int64_t> ext;
+    trace_kernel k;
+  };
+  std::vector<kernel_event> kernels;
+  for (size_t i = 0; i < events->size(); ++i) {
+    const json& e = (*events)[i];
+    if (!e.is_object()) throw error(where(i) + ": trace event must be an object");
+    if (!e.contains("ph") || e["ph"] != "X") continue;  // complete events only
+    const std::string cat = e.contains("cat") && e["cat"].is_string() ? lower(e["cat"].get<std::string>()) : "";
+    const std::string name = e.contains("name") && e["name"].is_string() ? e["name"].get<std::string>() : "";
+    const bool is_kernel = cat == "kernel";
+    const bool is_cpu = cat == "cpu_op" || cat == "operator";
+    const bool is_optim = cat == "user_annotation" && name.rfind("Optimizer.step#", 0) == 0;
+    if (!is_kernel && !is_cpu && !is_optim) continue;
+    const std::string what = (is_kernel ? "kernel '" : "event '") + name + "'";
+    auto number = [&](const char* key) {
+      if (!e.contains(key) || !e[key].is_number()) throw error(where(i) + ": " + what + ": missing number '" + key + "'");
+      return e[key].get<double>();
+    };
+    const double ts = number("ts"), dur = number("dur");
+    if (dur < 0) throw error(where(i) + ": " + what + ": negative 'dur'");
+    const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
+    std::optional<int64_t> ext;
+    if (args && args->contains("External id")) {
+      if (!(*args)["External id"].is_number_integer())
+        throw error(where(i) + ": " + what + ": args.External id must be an integer");
+      ext = (*args)["External id"].get<int64_t>();
+    }
+    if (is_kernel) {
+      if (!args) throw error(where(i) + ": " + what + ": missing 'args'");
+      kernel_event ke{i, ts, ext, {}};
+      ke.k.name = name;
+      for (const char* key : {"grid", "block"}) {
+        const json* v = args->contains(key) ? &(*args)[key] : nullptr;
+        if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
+        if (!v->is_array() || v->size() != 3 ||
+            !std::all_of(v->begin(), v->end(), [](const json& d) { return d.is_number_integer() && d.get<int64_t>() >= 1; }))
+          throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers");
+        auto& dst = std::string(key) == "grid" ? ke.k.grid : ke.k.block;
+        for (int d = 0; d < 3; ++d) dst[d] = (*v)[d].get<int64_t>();
+      }
+      for (const char* key : {"registers per thread", "shared memory"}) {
+        const json* v = args->contains(key) ? &(*args)[key] : nullptr;
+        if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
+        if (!v->is_number_integer() || v->get<int64_t>() < 0)
+          throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer");
+        (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
+      }
+      ke.k.duration_ns = dur * 1000.0;  // Chrome-trace times are microseconds
+      kernels.push_back(std::move(ke));
+      continue;
+    }
+    cpu_event c;
+    c.index = i;
+    c.name = name;
+    c.pid = e.contains("pid") ? json_id(e["pid"]) : 0;
+    c.tid = e.contains("tid") ? json_id(e["tid"]) : 0;
+    c.ts = ts;
+    c.dur = dur;
+    c.args = args;
+    c.r = is_optim ? cpu_event::role::optimizer
+                   : (name.rfind(eval_prefix, 0) == 0 ? cpu_event::role::backward : cpu_event::role::op);
+    cpu.push_back(std::move(c));
+  }
+
+  // Outermost enclosing event per (pid, tid): sort by start, longer first, and keep a containment stack.
+  std::vector<size_t> order(cpu.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    const cpu_event &x = cpu[a], &y = cpu[b];
+    if (x.pid != y.pid) return x.pid < y.pid;
+    if (x.tid != y.tid) return x.tid < y.tid;
+    if (x.ts != y.ts) return x.ts < y.ts;
+    return x.dur > y.dur;
+  });
+  std::vector<size_t> stack;
+  std::vector<size_t> roots;  // cpu indices of outermost events
+  for (size_t idx : order) {
+    cpu_event& c = cpu[idx];
+    while (!stack.empty()) {
+      const cpu_event& top = cpu[stack.back()];
+      const bool same_thread = top.pid == c.pid && top.tid == c.tid;
+      if (same_thread && c.ts + c.dur <= top.ts + top.dur + 1e-6) break;
+      stack.pop_back();
+    }
+    if (stack.empty()) {
+      c.root = idx;
+      roots.push_back(idx);
+    } else {
+      c.root = cpu[stack.back()].root;
+    }
+    stack.push_back(idx);
+  }
+
+  std::sort(roots.begin(), roots.end(), [&](size_t a, size_t b) {
+    return cpu[a].ts != cpu[b].ts ? cpu[a].ts < cpu[b].ts : cpu[a].index < cpu[b].index;
+  });
+  std::map<size_t, size_t> op_of_root;  // cpu index -> position in tr.ops
+  for (size_t r : roots) {
+    const cpu_event& c = cpu[r];
+    trace_op op;
+    op.id = static_cast<int64_t>(tr.ops.size());
+    if (c.r == cpu_event::role::backward) {
+      op.name = c.name.substr(eval_prefix.size());
+      op.phase = op.name.rfind("torch::autograd::AccumulateGrad", 0) == 0 || op.name == "AccumulateGrad"
+                     ? trace_phase::accumulate
+                     : trace_phase::backward;
+    } else if (c.r == cpu_event::role::optimizer) {
+      op.name = c.name;
+      op.phase = trace_phase::optimizer;
+    } else {
+      op.name = c.name;
+      op.phase = trace_phase::forward;
+      if (c.args && c.args->contains("Input Dims") && (*c.args)["Input Dims"].is_array()) {
+        for (const json& dims : (*c.args)["Input Dims"]) {
+          trace_shape s;
+          // A non-tensor argument is [] and a tensor list is nested: both give an empty shape.
+          if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); }))
+            for (const json& d : dims) s.push_back(d.get<int64_t>());
+          op.input_shapes.push_back(std::move(s));
+        }
+      }
+    }
+    op.kind = op.name;
+    op.measured_ms = 0.0;
+    op_of_root[r] = tr.ops.size();
+    tr.ops.push_back(std::move(op));
+  }
+
+  std::map<int64_t, size_t> by_ext;  // External id -> cpu index (first event carrying it)
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu[i].args && cpu[i].args->contains("External id"))
+      by_ext.emplace((*cpu[i].args)["External id"].get<int64_t>(), i);
+  }
+  std::stable_sort(kernels.begin(), kernels.end(), [](const kernel_event& a, const kernel_event& b) { return a.ts < b.ts; });
+  for (kernel_event& ke : kernels) {
+    auto it = ke.ext ? by_ext.find(*ke.ext) : by_ext.end();
+    if (it == by_ext.end()) {
+      tr.unattributed.push_back(std::move(ke.k));
+      continue;
+    }
+    trace_op& op = tr.ops[op_of_root.at(cpu[it->second].root)];
+    *op.measured_ms += ke.k.duration_ns / 1e6;
+    op.kernels.push_back(std::move(ke.k));
+  }
+  return tr;
+}
+
+trace_format trace_detect(const fs::path& file) {
+  const std::string src = file.string();
+  const std::string text = read_file(file);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
+    const json j = json_parse_or_throw(text, src);
+    if (j.is_array()) return trace_format::chrome_json;
+    if (j.is_object() && j.contains("format") && j["format"].is_string() &&
+        j["format"].get<std::string>().rfind("wavescale-trace/", 0) == 0)
+      return trace_format::wavescale;
+    if (j.is_object() && j.contains("traceEvents")) return trace_format::chrome_json;
+    throw error(src + ": not a trace: JSON without 'traceEvents' or a 'wavescale-trace/' format");
+  }
+  const csv_table t = csv_parse(text, src);
+  if (t.has_column("fw_latency")) return trace_format::label_csv;
+  throw error(src + ": not a trace: expected Chrome-trace JSON, a wavescale manifest or a label CSV (fw_latency column)");
+}
+
+trace trace_load(const fs::path& file) {
+  switch (trace_detect(file)) {
+    case trace_format::chrome_json: return trace_parse_chrome(read_file(file), file.string());
+    case trace_format::wavescale: return trace_load_wavescale(file);
+    case trace_format::label_csv:
+      return trace_parse_label_csv(read_file(file), file.string(), file.parent_path().filename().string());
+  }
+  throw error(file.string() + ": unknown trace format");
+}
+
+}  // namespace ns

@@ -1,0 +1,82 @@
+// engine/core/trace.h — measured traces (ops, their kernels, measured times) read from three formats.
+//
+// Formats, auto-detected by trace_load():
+//   chrome_json  PyTorch profiler (Kineto) Chrome-trace JSON export. Kernel events ("cat": "kernel") carry
+//                args grid, block, "registers per thread", "shared memory" and dur (µs); "External id" links a
+//                kernel to the cpu_op that launched it, which is attributed to its outermost enclosing op
+//                (same pid/tid, time containment). Ranges "autograd::engine::evaluate_function: X" make one
+//                backward op named X (accumulate for AccumulateGrad); other outermost cpu_ops are forward ops.
+//                Kernels without a launching op go to trace::unattributed.
+//   wavescale    spec §7.3: a manifest {"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": ...}
+//                plus the two CSV files it names (relative to the manifest).
+//   label_csv    the shared data's per-op label CSV (label/<GPU>/<model>-<mode>-<seq>-<batch>.csv): fx nodes
+//                with Name, op, target, input_shapes, output_shape, fw_latency, bw_latency, acc_latency (ms).
+//                Each row yields up to three ops, one per non-zero latency column; no kernels.
+// Every malformed input throws ns::error "<file>:<line>: <what>".
+#pragma once
+#include <array>
+#include <cstdint>
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace ns {
+
+enum class trace_phase { forward, backward, accumulate, optimizer, other };
+std::string_view trace_phase_name(trace_phase p);
+
+struct trace_kernel {
+  std::string name;
+  std::array<int64_t, 3> grid{1, 1, 1};
+  std::array<int64_t, 3> block{1, 1, 1};
+  int64_t registers = 0;      // per thread
+  int64_t shared_bytes = 0;   // static + dynamic per block
+  double duration_ns = 0;
+  std::optional<double> dram_read_bytes, dram_write_bytes;
+  std::optional<double> flop_eff_pct;  // SinglePrecisionFLOPEfficiency, percent
+  std::optional<double> flops_sp;      // explicit FP32 FLOP count (corrected mode)
+
+  int64_t blocks() const { return grid[0] * grid[1] * grid[2]; }
+  int64_t threads_per_block() const { return block[0] * block[1] * block[2]; }
+};
+
+using trace_shape = std::vector<int64_t>;
+
+struct trace_op {
+  int64_t id = -1;          // op_id (wavescale), row/event order otherwise
+  std::string name;         // fx node name, aten name, or backward node name
+  std::string kind;         // op kind: aten name ("aten::addmm"), fx target ("add", "view"), op_name
+  trace_phase phase = trace_phase::forward;
+  // Measured time of this op pass in ms: label CSV latency column; wavescale wall_ns/1e6; chrome: the sum of
+  // its kernels' durations (GPU time). Unset when the source has none.
+  std::optional<double> measured_ms;
+  std::vector<trace_shape> input_shapes;     // empty when unknown
+  std::optional<trace_shape> output_shape;
+  std::vector<trace_kernel> kernels;         // launch order
+};
+
+enum class trace_format { chrome_json, wavescale, label_csv };
+std::string_view trace_format_name(trace_format f);
+
+struct trace {
+  trace_format format = trace_format::wavescale;
+  std::string source;         // file it was read from
+  std::string origin_device;  // e.g. "V100", "Tesla_V100-PCIE-32GB"; empty when unknown
+  std::vector<trace_op> ops;
+  std::vector<trace_kernel> unattributed;  // kernels no op claims (op_id -1, no External id match)
+};
+
+// Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a
+// "format" starting "wavescale-trace/" → wavescale; otherwise CSV with a fw_latency column → label).
+trace_format trace_detect(const std::filesystem::path& file);
+trace trace_load(const std::filesystem::path& file);
+
+// Per format. `source` is the name used in messages. For label CSVs, `device` is the origin (trace_load uses
+// the parent folder name, e.g. "Tesla_V100-PCIE-32GB").
+trace trace_parse_chrome(std::string_view json_text, const std::string& source);
+trace trace_load_wavescale(const std::filesystem::path& manifest);
+trace trace_parse_label_csv(std::string_view csv_text, const std::string& source, const std::string& device);
+
+}  // namespace ns

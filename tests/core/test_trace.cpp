@@ -1,0 +1,175 @@
+// tests/core/test_trace.cpp — trace readers: Chrome trace, wavescale CSV pair, label CSV; exact error messages.
+#include <catch2/catch.hpp>
+
+#include "core/text.h"
+#include "core/pyliteral.h"
+#include "core/trace.h"
+#include "test_util.h"
+
+using namespace ns;
+namespace fs = std::filesystem;
+
+namespace {
+const fs::path fixtures = ns_test::source_dir / "tests" / "fixtures" / "traces";
+std::string at(const fs::path& p) { return p.string(); }
+}  // namespace
+
+TEST_CASE("trace: PyTorch profiler Chrome trace", "[trace]") {
+  const fs::path p = fixtures / "chrome" / "tiny.json";
+  CHECK(trace_detect(p) == trace_format::chrome_json);
+  const trace t = trace_load(p);
+  CHECK(t.format == trace_format::chrome_json);
+  CHECK(t.source == p.string());
+  CHECK(t.origin_device == "Tesla V100-PCIE-32GB");
+  REQUIRE(t.ops.size() == 4);
+
+  const trace_op& lin = t.ops[0];
+  CHECK(lin.id == 0);
+  CHECK(lin.name == "aten::linear");
+  CHECK(lin.kind == "aten::linear");
+  CHECK(lin.phase == trace_phase::forward);
+  CHECK(lin.input_shapes == std::vector<trace_shape>{{4, 8}, {16, 8}, {16}});
+  REQUIRE(lin.kernels.size() == 1);  // launched by the nested aten::addmm
+  const trace_kernel& k = lin.kernels[0];
+  CHECK(k.name == "volta_sgemm_32x32");
+  CHECK(k.grid == std::array<int64_t, 3>{4, 1, 1});
+  CHECK(k.threads_per_block() == 256);
+  CHECK(k.registers == 64);
+  CHECK(k.shared_bytes == 8192);
+  CHECK(k.duration_ns == 2500.0);
+  CHECK_FALSE(k.dram_read_bytes);
+  CHECK(*lin.measured_ms == Approx(0.0025));
+
+  CHECK(t.ops[1].name == "aten::add");
+  CHECK(t.ops[1].input_shapes == std::vector<trace_shape>{{4, 16}, {4, 16}, {}});
+  REQUIRE(t.ops[1].kernels.size() == 1);
+  CHECK(t.ops[1].kernels[0].duration_ns == 1000.0);
+
+  const trace_op& bw = t.ops[2];
+  CHECK(bw.name == "AddmmBackward0");
+  CHECK(bw.phase == trace_phase::backward);
+  REQUIRE(bw.kernels.size() == 1);
+  CHECK(bw.kernels[0].name == "volta_sgemm_nt");
+  CHECK(bw.kernels[0].blocks() == 4);
+  CHECK(bw.kernels[0].shared_bytes == 16384);
+
+  CHECK(t.ops[3].name == "torch::autograd::AccumulateGrad");
+  CHECK(t.ops[3].phase == trace_phase::accumulate);
+  CHECK(t.ops[3].kernels.empty());
+  CHECK(*t.ops[3].measured_ms == 0.0);
+
+  REQUIRE(t.unattributed.size() == 1);
+  CHECK(t.unattributed[0].name == "nccl_kernel");
+}
+
+TEST_CASE("trace: malformed Chrome traces", "[trace]") {
+  const fs::path bad_kernel = fixtures / "chrome" / "bad_kernel.json";
+  CHECK_THROWS_WITH(trace_load(bad_kernel), at(bad_kernel) + ":5: kernel 'elementwise_add': missing args.grid");
+  const fs::path bad_grid = fixtures / "chrome" / "bad_grid.json";
+  CHECK_THROWS_WITH(trace_load(bad_grid), at(bad_grid) + ":2: kernel 'k': args.grid must be 3 positive integers");
+  const fs::path bad_syntax = fixtures / "chrome" / "bad_syntax.json";
+  CHECK_THROWS_WITH(trace_load(bad_syntax), at(bad_syntax) + ":3: invalid JSON: syntax error while parsing object key "
+                                                             "- unexpected ','; expected string literal");
+  CHECK_THROWS_WITH(trace_parse_chrome(R"({"traceEvents": {}})", "inline.json"), "inline.json: no 'traceEvents' array");
+  CHECK_THROWS_WITH(trace_parse_chrome("{\"traceEvents\": [\n 1\n]}", "inline.json"),
+                    "inline.json:2: trace event must be an object");
+  CHECK_THROWS_WITH(trace_parse_chrome("[\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 1}]",
+                                       "inline.json"),
+                    "inline.json:2: event 'aten::mm': missing number 'dur'");
+}
+
+TEST_CASE("trace: wavescale manifest + ops.csv + kernels.csv (spec §7.3)", "[trace]") {
+  const fs::path p = fixtures / "wavescale" / "trace.json";
+  CHECK(trace_detect(p) == trace_format::wavescale);
+  const trace t = trace_load(p);
+  CHECK(t.origin_device == "V100");
+  REQUIRE(t.ops.size() == 4);
+  const trace_op& op0 = t.ops[0];
+  CHECK(op0.id == 0);
+  CHECK(op0.name == "linear");
+  CHECK(op0.phase == trace_phase::forward);
+  CHECK(*op0.measured_ms == Approx(0.052));
+  REQUIRE(op0.kernels.size() == 2);
+  CHECK(op0.kernels[0].name == "volta_sgemm_32x32");  // ordered by seq, not by row
+  CHECK(op0.kernels[0].blocks() == 8);
+  CHECK(op0.kernels[0].shared_bytes == 9216);
+  CHECK(*op0.kernels[0].dram_read_bytes == 1048576);
+  CHECK(*op0.kernels[0].dram_write_bytes == 524288);
+  CHECK(*op0.kernels[0].flop_eff_pct == 35.5);
+  CHECK_FALSE(op0.kernels[0].flops_sp);
+  CHECK(op0.kernels[1].name == "volta_sgemm_epilogue");
+  CHECK_FALSE(t.ops[1].measured_ms);
+  CHECK(t.ops[2].phase == trace_phase::backward);
+  CHECK(*t.ops[2].measured_ms == Approx(0.0610005));
+  CHECK(*t.ops[2].kernels[0].flops_sp == 2.5e8);
+  CHECK(t.ops[3].phase == trace_phase::optimizer);
+  REQUIRE(t.unattributed.size() == 1);
+  CHECK(t.unattributed[0].name == "memset_kernel");
+}
+
+TEST_CASE("trace: malformed wavescale traces", "[trace]") {
+  const fs::path bad = fixtures / "wavescale_bad";
+  CHECK_THROWS_WITH(trace_load(bad / "trace.json"),
+                    at(bad / "ops.csv") + ":3: unknown pass 'forward' (expected fwd, bwd, opt or other)");
+  CHECK_THROWS_WITH(trace_load(bad / "trace_v2.json"),
+                    at(bad / "trace_v2.json") + ": unsupported format 'wavescale-trace/2' (expected 'wavescale-trace/1')");
+  const fs::path badk = fixtures / "wavescale_badk";
+  CHECK_THROWS_WITH(trace_load(badk / "trace.json"),
+                    at(badk / "kernels.csv") + ":3: column 'grid_x': expected an integer, got 'x1'");
+  const fs::path badid = fixtures / "wavescale_badid";
+  CHECK_THROWS_WITH(trace_load(badid / "trace.json"),
+                    at(badid / "kernels.csv") + ":3: op_id 7 is not in " + at(badid / "ops.csv"));
+  const fs::path none = fixtures / "not_a_trace.csv";
+  CHECK_THROWS_WITH(trace_load(none), at(none) + ": not a trace: expected Chrome-trace JSON, a wavescale manifest or "
+                                                 "a label CSV (fw_latency column)");
+}
+
+TEST_CASE("trace: per-op label CSV of the shared data", "[trace]") {
+  const fs::path p = fixtures / "label" / "Tesla_V100-PCIE-32GB" / "tiny-train-8-1.csv";
+  CHECK(trace_detect(p) == trace_format::label_csv);
+  const trace t = trace_load(p);
+  CHECK(t.origin_device == "Tesla_V100-PCIE-32GB");
+  REQUIRE(t.ops.size() == 5);  // the placeholder has no latency; the embedding has three phases
+  CHECK(t.ops[0].name == "add");
+  CHECK(t.ops[0].kind == "add");
+  CHECK(t.ops[0].id == 1);
+  CHECK(t.ops[0].input_shapes == std::vector<trace_shape>{{4, 8}, {4, 8}});
+  CHECK(*t.ops[0].output_shape == trace_shape{4, 8});
+  CHECK(*t.ops[0].measured_ms == 0.01);
+  CHECK(t.ops[1].name == "transformer_wte");
+  CHECK(t.ops[1].kind == "transformer.wte");
+  CHECK(t.ops[1].phase == trace_phase::forward);
+  CHECK(t.ops[2].phase == trace_phase::backward);
+  CHECK(*t.ops[2].measured_ms == 0.5);
+  CHECK(t.ops[3].phase == trace_phase::accumulate);
+  CHECK(*t.ops[3].measured_ms == 0.75);
+  CHECK(*t.ops[4].output_shape == trace_shape{32});
+  CHECK(t.ops[4].kernels.empty());
+
+  const fs::path bad_shape = fixtures / "label" / "bad_shape.csv";
+  CHECK_THROWS_WITH(trace_load(bad_shape), at(bad_shape) + ":3: column 'input_shapes': " + [] {
+    try {
+      py_parse("[[4, 8.5]]");
+    } catch (const error& e) {
+      return std::string(e.what());
+    }
+    return std::string("?");
+  }());
+  const fs::path bad_lat = fixtures / "label" / "bad_latency.csv";
+  CHECK_THROWS_WITH(trace_load(bad_lat), at(bad_lat) + ":2: column 'bw_latency': expected a number, got 'fast'");
+  CHECK_THROWS_WITH(trace_parse_label_csv("Name,input_shapes,output_shape,fw_latency,bw_latency,acc_latency\n"
+                                          "x,\"[[1]]\",7,1,0,0\n",
+                                          "inline.csv", ""),
+                    "inline.csv:2: column 'output_shape': expected a shape, got an integer");
+}
+
+TEST_CASE("trace: a real label file of the shared data, when present", "[trace]") {
+  const fs::path p = "/work/shared/data/neusight/label/Tesla_V100-PCIE-32GB/gpt2_large-train-1024-1.csv";
+  if (!fs::exists(p)) return;
+  const trace t = trace_load(p);
+  CHECK(t.origin_device == "Tesla_V100-PCIE-32GB");
+  CHECK(t.ops.size() > 100);
+  bool any_backward = false;
+  for (const trace_op& op : t.ops) any_backward = any_backward || op.phase == trace_phase::backward;
+  CHECK(any_backward);
+}
