@@ -262,13 +262,16 @@ int app_main(int argc, char** argv) {
 
   scale_flags sflags;
   auto* scale = app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)");
-  scale->add_option("--trace", sflags.trace, "Per-op label trace label/<GPU>/<tag>.csv")->required()->check(CLI::ExistingFile);
+  scale->add_option("--trace", sflags.trace, "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON, or wavescale manifest")->required()->check(CLI::ExistingFile);
   scale->add_option("--from", sflags.from, "GPU the trace was measured on")->required();
   scale->add_option("--to", sflags.to, "GPU to forecast")->required();
   scale->add_option("--layers", sflags.layers, "Replicate the traced layer N times (default: the model config)")
       ->check(CLI::PositiveNumber);
   scale->add_option("--graph", sflags.graph, "Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
   scale->add_option("--weights", sflags.weights, "Weights root (default: the bundled weights/)");
+  scale->add_option("--wave-variant", sflags.wave_variant,
+                    "Wave scaling of Chrome/wavescale traces: code (the released code, default) or paper (wave counts)")
+      ->check(CLI::IsMember({"code", "paper"}));
   add_common(scale, common, true);
 
   try {

@@ -1,5 +1,8 @@
-// engine/cli/scale_cmd.cpp — the hybrid of issue 6 for per-op label traces: each measured op time is scaled by
-// the ratio of the tile predictor's forecasts for its kernels on the two GPUs (rule: scripts/neusight/scale.lua).
+// engine/cli/scale_cmd.cpp — the hybrid of issue 6. Per-op label traces: each measured op time is scaled by the
+// ratio of the tile predictor's forecasts for its kernels on the two GPUs (rule: scripts/neusight/scale.lua).
+// Chrome-trace JSON and wavescale traces (launch data per kernel): scale.lua's kind_route sends kernel-varying
+// ops (GEMM/BMM…) to that ratio, with our kernels built from the op's input shapes, and every other op to Habitat's
+// wave scaling of each measured kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2).
 #include "cli/scale_cmd.h"
 
 #include <fmt/format.h>
@@ -8,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/paths.h"
 #include "cli/report.h"
@@ -16,6 +20,7 @@
 #include "core/text.h"
 #include "core/tile_model.h"
 #include "core/trace.h"
+#include "core/wave_scaling.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -24,6 +29,209 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr phase phases[3] = {phase::forward, phase::backward, phase::accumulate};
+using json = nlohmann::ordered_json;
+
+// One output row: times are totals over the op's replication `count`.
+struct scale_row {
+  std::string name, op, phase, family, method;
+  int bucket = 0;  // 0 forward, 1 backward (and accumulate), 2 neither (optimizer, other)
+  double count = 1, origin_ms = 0, scaled_ms = 0;
+  std::optional<double> pred_from_ms, pred_to_ms;
+};
+
+struct scale_report {
+  std::string graph, mode;  // graph: empty for traces scaled without one
+  int64_t layers = 0;       // 0: not replicated
+  std::vector<scale_row> rows;
+  std::vector<std::string> warnings;
+};
+
+// Table or JSON of a scaled trace; shared by every trace format.
+int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, const scale_report& r) {
+  double origin = 0, total = 0, ph_total[3] = {0, 0, 0};
+  json ops = json::array();
+  for (const auto& row : r.rows) {
+    origin += row.origin_ms;
+    total += row.scaled_ms;
+    ph_total[row.bucket] += row.scaled_ms;
+    json o = {{"name", row.name}, {"op", row.op}, {"phase", row.phase}, {"count", row.count},
+              {"family", row.family}, {"method", row.method}, {"origin_ms", row.origin_ms},
+              {"scaled_ms", row.scaled_ms}};
+    if (row.pred_from_ms) o["predicted_from_ms"] = *row.pred_from_ms;
+    if (row.pred_to_ms) o["predicted_to_ms"] = *row.pred_to_ms;
+    ops.push_back(std::move(o));
+  }
+  for (const auto& w : r.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+
+  if (f.format == "json") {
+    json j;
+    j["trace"] = f.trace;
+    if (!r.graph.empty()) j["graph"] = r.graph;
+    j["from"] = from.name;
+    j["to"] = to.name;
+    j["mode"] = r.mode;
+    if (r.layers > 0) j["layers"] = r.layers;
+    j["origin_ms"] = origin;
+    j["latency_ms"] = total;
+    j["forward_ms"] = ph_total[0];
+    j["backward_ms"] = ph_total[1];  // includes gradient accumulation, as in `predict`
+    j["warnings"] = r.warnings;
+    j["ops"] = std::move(ops);
+    emit(j.dump(2) + "\n", f.output);
+    return 0;
+  }
+  std::string out = r.layers > 0 ? fmt::format("trace     {}  ({}, {} layers)\n", f.trace, r.mode, r.layers)
+                                 : fmt::format("trace     {}  ({})\n", f.trace, r.mode);
+  out += fmt::format("scaled    {} → {}\n\n", from.name, to.name);
+  std::vector<size_t> order(r.rows.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.rows[a].scaled_ms > r.rows[b].scaled_ms; });
+  out += fmt::format("{:<40} {:<10} {:>5} {:<6} {:>12} {:>12} {:>8}\n", "op (largest 25)", "phase", "count",
+                     "method", "origin ms", "scaled ms", "ratio");
+  for (size_t n = 0; n < std::min<size_t>(25, order.size()); ++n) {
+    const auto& row = r.rows[order[n]];
+    out += fmt::format("{:<40} {:<10} {:>5} {:<6} {:>12.4f} {:>12.4f} {:>8.3f}\n", row.name.substr(0, 40), row.phase,
+                       row.count, row.method, row.origin_ms, row.scaled_ms,
+                       row.origin_ms > 0 ? row.scaled_ms / row.origin_ms : 0.0);
+  }
+  out += fmt::format("\norigin ({})   {:>12.3f} ms\nforward        {:>12.3f} ms\nbackward       {:>12.3f} ms\n"
+                     "end to end     {:>12.3f} ms\n",
+                     from.name, origin, ph_total[0], ph_total[1], total);
+  emit(out, f.output);
+  return 0;
+}
+
+// Our kernel for a kernel-varying op from its input shapes (data convention: m rows, n = reduction, k = output
+// columns; b batches for BMM); nullopt when the shapes are missing or the op is not one we can build.
+std::optional<kernel> ratio_kernel(const trace_op& op) {
+  std::string kind = op.kind;
+  if (kind.rfind("aten::", 0) == 0) kind = kind.substr(6);
+  const auto& in = op.input_shapes;
+  auto gemm = [](int64_t b, int64_t m, int64_t n, int64_t k, bool batched) -> std::optional<kernel> {
+    if (b <= 0 || m <= 0 || n <= 0 || k <= 0) return std::nullopt;
+    kernel kk;
+    kk.kind = batched ? kernel_kind::bmm : kernel_kind::gemm;
+    kk.name = batched ? "BMM" : "Linear";
+    kk.b = b, kk.m = m, kk.n = n, kk.k = k;
+    const double B = double(b), M = double(m), N = double(n), K = double(k);
+    kk.flops = 2.0 * B * M * N * K;
+    kk.bytes = 4.0 * B * (M * N + N * K + M * K);
+    return kk;
+  };
+  // a[.., M, K] x b[K, N] or a[B, M, K] x b[B, K, N]
+  auto product = [&](const trace_shape& a, const trace_shape& b) -> std::optional<kernel> {
+    if (a.size() == 2 && b.size() == 2 && a[1] == b[0]) return gemm(1, a[0], a[1], b[1], false);
+    if (a.size() == 3 && b.size() == 3 && a[0] == b[0] && a[2] == b[1]) return gemm(a[0], a[1], a[2], b[2], true);
+    return std::nullopt;
+  };
+  if ((kind == "addmm" || kind == "baddbmm") && in.size() >= 3) return product(in[1], in[2]);
+  if ((kind == "mm" || kind == "bmm" || kind == "matmul") && in.size() >= 2) return product(in[0], in[1]);
+  if (kind == "linear" && in.size() >= 2 && in[0].size() >= 2 && in[1].size() == 2 && in[0].back() == in[1][1]) {
+    int64_t rows = 1;
+    for (size_t i = 0; i + 1 < in[0].size(); ++i) rows *= in[0][i];
+    return gemm(1, rows, in[1][1], in[1][0], false);
+  }
+  return std::nullopt;
+}
+
+wave_kernel wave_kernel_of(const trace_kernel& k) {
+  wave_kernel w;
+  w.name = k.name;
+  w.blocks = k.blocks();
+  w.threads_per_block = k.threads_per_block();
+  w.regs_origin = k.registers;
+  w.smem_per_block = k.shared_bytes;
+  w.duration_ns = k.duration_ns;
+  w.flop_eff_pct = k.flop_eff_pct;
+  w.dram_read_bytes = k.dram_read_bytes;
+  w.dram_write_bytes = k.dram_write_bytes;
+  return w;
+}
+
+// Chrome-trace JSON and wavescale traces: per op, ratio or wave scaling (see the file comment).
+int scale_measured(const scale_flags& f, session& s, const fs::path& root, const trace& tr, const gpu_spec& from,
+                   const gpu_spec& to) {
+  scale_report rep;
+  rep.mode = std::any_of(tr.ops.begin(), tr.ops.end(), [](const trace_op& op) { return op.phase != trace_phase::forward; })
+                 ? "train" : "inference";
+  const wave_gpu w_from = wave_gpu_from_spec(from), w_to = wave_gpu_from_spec(to);
+  wave_options wopt;
+  wopt.variant = f.wave_variant == "paper" ? wave_variant::paper_waves : wave_variant::code;
+  wopt.zero_occupancy = zero_occupancy_policy::small_kernel;  // a kernel that fits nowhere: sub-wave, not a crash
+
+  std::vector<std::string> kinds;
+  for (const auto& op : tr.ops) kinds.push_back(op.kind);
+  const std::vector<std::string> routes = s.scale_routes(kinds);
+
+  // Ratio ops: our kernels on both GPUs, predicted in one batch.
+  std::vector<kernel_instance> k_from;
+  std::vector<std::optional<size_t>> kernel_of(tr.ops.size());
+  std::map<std::string, size_t> fallback;
+  for (size_t i = 0; i < tr.ops.size(); ++i) {
+    if (routes[i] != "ratio") continue;
+    if (auto k = ratio_kernel(tr.ops[i])) {
+      kernel_of[i] = k_from.size();
+      k_from.push_back({i, phase::forward, *k});
+    } else {
+      ++fallback[tr.ops[i].kind];
+    }
+  }
+  std::vector<double> sec_from, sec_to;
+  if (!k_from.empty()) {
+    std::vector<kernel_instance> k_to = k_from;
+    s.tiles_select(k_from, from);
+    s.tiles_select(k_to, to);
+    const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
+    sec_from = pred->predict(k_from, from);
+    sec_to = pred->predict(k_to, to);
+  }
+
+  size_t skipped = 0;
+  for (size_t i = 0; i < tr.ops.size(); ++i) {
+    const trace_op& op = tr.ops[i];
+    double kernels_ms = 0;
+    for (const auto& k : op.kernels) kernels_ms += k.duration_ns / 1e6;
+    if (!op.measured_ms && op.kernels.empty()) {
+      ++skipped;
+      continue;
+    }
+    scale_row row;
+    row.name = op.name;
+    row.op = op.kind;
+    row.phase = std::string(trace_phase_name(op.phase));
+    row.bucket = op.phase == trace_phase::forward ? 0 : op.phase == trace_phase::backward || op.phase == trace_phase::accumulate ? 1 : 2;
+    row.origin_ms = op.measured_ms ? *op.measured_ms : kernels_ms;
+    // §1.8: what the pass took beyond its kernels is carried over unscaled.
+    const double overhead = op.kernels.empty() ? 0.0 : std::max(0.0, row.origin_ms - kernels_ms);
+    if (kernel_of[i]) {
+      const size_t k = *kernel_of[i];
+      row.method = "ratio";
+      row.family = std::string(kernel_kind_name(k_from[k].k.kind));
+      row.pred_from_ms = sec_from[k] * 1e3;
+      row.pred_to_ms = sec_to[k] * 1e3;
+      const double measured = op.kernels.empty() ? row.origin_ms : kernels_ms;
+      row.scaled_ms = overhead + (sec_from[k] > 0 ? measured * sec_to[k] / sec_from[k] : measured);
+    } else if (op.kernels.empty()) {
+      row.method = "keep";  // no GPU kernels: host time, kept
+      row.family = "none";
+      row.scaled_ms = row.origin_ms;
+    } else {
+      row.method = "wave";
+      row.family = "none";
+      double scaled_ns = 0;
+      for (const auto& k : op.kernels) scaled_ns += wave_scale(wave_kernel_of(k), w_from, w_to, wopt).duration_ns;
+      row.scaled_ms = overhead + scaled_ns / 1e6;
+    }
+    rep.rows.push_back(std::move(row));
+  }
+  for (const auto& [kind, n] : fallback)
+    rep.warnings.push_back(fmt::format("{} '{}' ops routed to the ratio had missing or unsupported input shapes: "
+                                       "wave-scaled instead", n, kind));
+  if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
+  if (!tr.unattributed.empty())
+    rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
+  return scale_emit(f, from, to, rep);
+}
 
 }  // namespace
 
@@ -35,9 +243,7 @@ int scale_main(const scale_flags& f) {
   const gpu_catalog catalog(root / "gpus");
   const gpu_spec from = catalog.resolve(f.from), to = catalog.resolve(f.to);
   const trace tr = trace_load(f.trace);
-  if (tr.format != trace_format::label_csv)
-    throw error(f.trace + ": `scale` reads per-op label traces (label/<GPU>/<tag>.csv) for now; this is a " +
-                std::string(trace_format_name(tr.format)) + " trace");
+  if (tr.format != trace_format::label_csv) return scale_measured(f, s, root, tr, from, to);
 
   const fs::path trace(f.trace);
   const fs::path gpath = !f.graph.empty() ? fs::path(f.graph)
@@ -99,60 +305,29 @@ int scale_main(const scale_flags& f) {
   }
   const std::vector<double> scaled = s.scale_apply(items, from, to);
 
-  double origin = 0, total = 0, ph_total[3] = {0, 0, 0};
-  using json = nlohmann::ordered_json;
-  json ops = json::array();
+  scale_report rep;
+  rep.graph = gpath.generic_string();
+  rep.mode = training ? "train" : "inference";
+  rep.layers = layers;
+  rep.warnings = std::move(warnings);
   for (size_t i = 0; i < items.size(); ++i) {
     const double count = double(og.g.nodes[where[i].first].count);
-    origin += items[i].measured_ms * count;
-    total += scaled[i] * count;
-    ph_total[where[i].second] += scaled[i] * count;
-    ops.push_back({{"name", items[i].name}, {"op", items[i].op}, {"phase", items[i].phase}, {"count", count},
-                   {"family", items[i].family}, {"origin_ms", items[i].measured_ms * count},
-                   {"scaled_ms", scaled[i] * count},
-                   {"predicted_from_ms", items[i].from_ms * count}, {"predicted_to_ms", items[i].to_ms * count}});
+    scale_row row;
+    row.name = items[i].name;
+    row.op = items[i].op;
+    row.phase = items[i].phase;
+    row.family = items[i].family;
+    row.method = "ratio";
+    row.bucket = where[i].second == int(phase::forward) ? 0 : 1;
+    row.count = count;
+    row.origin_ms = items[i].measured_ms * count;
+    row.scaled_ms = scaled[i] * count;
+    row.pred_from_ms = items[i].from_ms * count;
+    row.pred_to_ms = items[i].to_ms * count;
+    rep.rows.push_back(std::move(row));
   }
-  for (const auto& [why, n] : skipped) warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
-  for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-
-  if (f.format == "json") {
-    json j;
-    j["trace"] = f.trace;
-    j["graph"] = gpath.generic_string();
-    j["from"] = from.name;
-    j["to"] = to.name;
-    j["mode"] = training ? "train" : "inference";
-    j["layers"] = layers;
-    j["origin_ms"] = origin;
-    j["latency_ms"] = total;
-    j["forward_ms"] = ph_total[0];
-    j["backward_ms"] = ph_total[1] + ph_total[2];  // includes gradient accumulation, as in `predict`
-    j["warnings"] = warnings;
-    j["ops"] = std::move(ops);
-    emit(j.dump(2) + "\n", f.output);
-    return 0;
-  }
-  std::string out = fmt::format("trace     {}  ({}, {} layers)\nscaled    {} → {}\n\n", f.trace,
-                                training ? "train" : "inference", layers, from.name, to.name);
-  std::vector<size_t> order(items.size());
-  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return scaled[a] * double(og.g.nodes[where[a].first].count) > scaled[b] * double(og.g.nodes[where[b].first].count);
-  });
-  out += fmt::format("{:<40} {:<10} {:>5} {:>12} {:>12} {:>8}\n", "op (largest 25)", "phase", "count", "origin ms",
-                     "scaled ms", "ratio");
-  for (size_t n = 0; n < std::min<size_t>(25, order.size()); ++n) {
-    const size_t i = order[n];
-    const double count = double(og.g.nodes[where[i].first].count);
-    out += fmt::format("{:<40} {:<10} {:>5} {:>12.4f} {:>12.4f} {:>8.3f}\n", items[i].name.substr(0, 40),
-                       items[i].phase, count, items[i].measured_ms * count, scaled[i] * count,
-                       items[i].measured_ms > 0 ? scaled[i] / items[i].measured_ms : 0.0);
-  }
-  out += fmt::format("\norigin ({})   {:>12.3f} ms\nforward        {:>12.3f} ms\nbackward       {:>12.3f} ms\n"
-                     "end to end     {:>12.3f} ms\n",
-                     from.name, origin, ph_total[0], ph_total[1] + ph_total[2], total);
-  emit(out, f.output);
-  return 0;
+  for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
+  return scale_emit(f, from, to, rep);
 }
 
 }  // namespace ns

@@ -7,6 +7,7 @@ namespace ns {
 
 struct scale_flags {
   std::string trace, from, to, graph, weights, format = "table", output;
+  std::string wave_variant = "code";  // chrome/wavescale traces: "code" or "paper" (spec §1.9)
   int64_t layers = 0;
 };
 int scale_main(const scale_flags& f);

@@ -407,6 +407,35 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
   return out;
 }
 
+std::vector<std::string> session::scale_routes(const std::vector<std::string>& kinds) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const int top = lua_gettop(L);
+  std::vector<std::string> out;
+  out.reserve(kinds.size());
+  try {
+    p_->push_engine_field("require");
+    lua_pushstring(L, "neusight.scale");
+    ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
+    const int mod = lua_gettop(L);
+    for (const auto& kind : kinds) {
+      lua_getfield(L, mod, "route_of");
+      lua_pushstring(L, kind.c_str());
+      ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
+      const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
+      if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
+        throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + kind + "')");
+      out.emplace_back(r);
+      lua_pop(L, 1);
+    }
+  } catch (...) {
+    lua_settop(L, top);
+    throw;
+  }
+  lua_settop(L, top);
+  return out;
+}
+
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   lua_State* L = p_->L();
   stack_guard guard(L);

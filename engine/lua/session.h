@@ -77,6 +77,9 @@ class session {
   // scale(item, from, to) of scripts/neusight/scale.lua for every item, in order.
   std::vector<double> scale_apply(const std::vector<scale_item>& items, const gpu_spec& from, const gpu_spec& to);
 
+  // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
+  std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
+
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
 

@@ -24,4 +24,25 @@ function M.scale(op, from, to)
   return op.measured_ms * op.to_ms / op.from_ms
 end
 
+-- Measured traces with launch data (Chrome JSON, wavescale): which rule each op kind takes (spec
+-- method-habitat.md §1.11). "ratio": kernel-varying ops (cuBLAS/cuDNN pick a different kernel per GPU) — our
+-- kernels are built from the op's input shapes and the measured kernel time moves by predicted(to)/predicted(from).
+-- "wave": every kernel is wave-scaled (§1.7) and the pass overhead carried over (§1.8). Kinds not listed: "wave".
+M.kind_route = {
+  ["aten::addmm"] = "ratio", ["aten::mm"] = "ratio", ["aten::bmm"] = "ratio", ["aten::matmul"] = "ratio",
+  ["aten::linear"] = "ratio", ["aten::baddbmm"] = "ratio", ["aten::convolution"] = "ratio",
+  ["aten::conv2d"] = "ratio", ["aten::_convolution"] = "ratio", ["aten::cudnn_convolution"] = "ratio",
+  ["aten::lstm"] = "ratio",
+  -- wavescale op names (torch function names)
+  addmm = "ratio", mm = "ratio", bmm = "ratio", matmul = "ratio", linear = "ratio", baddbmm = "ratio",
+  conv2d = "ratio", lstm = "ratio",
+}
+
+--- "ratio" or "wave" for one op kind of a measured trace.
+---@param kind string
+---@return string
+function M.route_of(kind)
+  return M.kind_route[kind] or "wave"
+end
+
 return M
