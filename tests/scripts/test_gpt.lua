@@ -3,34 +3,8 @@ local K = require "neusight.kernels"
 local gpt = require "neusight.models.gpt"
 local presets = require "neusight.models.presets"
 
-local GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
-
-local function eq(got, want, what)
-  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
-end
-
--- Kernels of one node per phase, as the engine would request them.
-local function kernels(n, training)
-  local rule = load_op(n.op)
-  local node = make_node(n)
-  node.training = training
-  local fw = rule.forward(node, GPU)
-  local bw = training and rule.backward and rule.backward(node, GPU) or {}
-  local acc = training and rule.accumulate and rule.accumulate(node, GPU) or {}
-  return fw, bw, acc
-end
-
--- Σ count · flops over the given phase ("fw", "bw", "acc") of all nodes; `kind` filters kernels.
-local function flops(nodes, training, phase, kind)
-  local sum = 0
-  for _, n in ipairs(nodes) do
-    local fw, bw, acc = kernels(n, training)
-    for _, k in ipairs(({ fw = fw, bw = bw, acc = acc })[phase]) do
-      if not kind or k.kind == kind then sum = sum + n.count * k.flops end
-    end
-  end
-  return sum
-end
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq, kernels, flops = t.eq, t.kernels, t.flops
 
 local T = {}
 

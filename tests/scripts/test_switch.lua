@@ -2,30 +2,11 @@
 local switch = require "neusight.models.switch"
 local presets = require "neusight.models.presets"
 
-local GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
-
-local function eq(got, want, what)
-  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
-end
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq, total_params = t.eq, t.params
 
 -- Σ count · forward flops of the given kernel kind (all kinds when nil).
-local function fw_flops(nodes, training, kind)
-  local sum = 0
-  for _, n in ipairs(nodes) do
-    local node = make_node(n)
-    node.training = training
-    for _, k in ipairs(load_op(n.op).forward(node, GPU)) do
-      if not kind or k.kind == kind then sum = sum + n.count * k.flops end
-    end
-  end
-  return sum
-end
-
-local function total_params(nodes)
-  local p = 0
-  for _, n in ipairs(nodes) do p = p + n.params * n.count end
-  return p
-end
+local function fw_flops(nodes, training, kind) return t.flops(nodes, training, "fw", kind) end
 
 local TINY = {
   name = "tiny", arch = "switch", num_layers = 4, num_decoder_layers = 4, d_model = 64, d_ff = 256, d_kv = 16,

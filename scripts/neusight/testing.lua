@@ -1,0 +1,48 @@
+-- scripts/neusight/testing.lua — helpers shared by the Lua-side builder tests (tests/scripts/test_*.lua).
+-- The test runner's globals (load_op, make_node) are passed in once: `require("neusight.testing").bind(load_op, make_node)`.
+local ipairs, tostring, error = ipairs, tostring, error
+
+local M = {}
+
+-- A GPU table with the fields op rules read; tests do not depend on real specs.
+M.GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, peak_fp32_tflops = 10, l2_mb = 40 }
+
+--- Raises at the caller's line when got ~= want.
+function M.eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+--- Σ params · count over a node list.
+function M.params(nodes)
+  local p = 0
+  for _, n in ipairs(nodes) do p = p + n.params * n.count end
+  return p
+end
+
+--- Helpers bound to the runner's op loader: kernels(n, training) -> fw, bw, acc (as the engine requests them);
+--- flops(nodes, training, phase, kind) -> Σ count · flops over phase "fw" | "bw" | "acc", optionally one kind.
+function M.bind(load_op, make_node)
+  local t = { eq = M.eq, params = M.params, GPU = M.GPU }
+  function t.kernels(n, training)
+    local rule = load_op(n.op)
+    local node = make_node(n)
+    node.training = training
+    local fw = rule.forward(node, M.GPU)
+    local bw = training and rule.backward and rule.backward(node, M.GPU) or {}
+    local acc = training and rule.accumulate and rule.accumulate(node, M.GPU) or {}
+    return fw, bw, acc
+  end
+  function t.flops(nodes, training, phase, kind)
+    local sum = 0
+    for _, n in ipairs(nodes) do
+      local fw, bw, acc = t.kernels(n, training)
+      for _, k in ipairs(({ fw = fw, bw = bw, acc = acc })[phase]) do
+        if not kind or k.kind == kind then sum = sum + n.count * k.flops end
+      end
+    end
+    return sum
+  end
+  return t
+end
+
+return M
