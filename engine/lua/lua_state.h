@@ -58,6 +58,19 @@ class stack_guard {
   int top_;
 };
 
+// Puts the stack back to its height at construction when the scope ends, normally or by an exception.
+class stack_restore {
+ public:
+  explicit stack_restore(lua_State* L) : L_(L), top_(lua_gettop(L)) {}
+  ~stack_restore() { lua_settop(L_, top_); }
+  stack_restore(const stack_restore&) = delete;
+  stack_restore& operator=(const stack_restore&) = delete;
+
+ private:
+  lua_State* L_;
+  int top_;
+};
+
 // Loads a Lua text chunk (never bytecode) named "@<chunkname>" and sets its _ENV upvalue to the table at
 // `env_idx`, leaving the function on the stack. [-0, +1, e] throws script_error on syntax errors.
 void ns_load_chunk(lua_State* L, const std::string& source, const std::string& chunkname, int env_idx);

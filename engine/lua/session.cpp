@@ -268,97 +268,85 @@ session::~session() {
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
+  const stack_restore restore(L);  // also on error
   workload w;
   w.source = script.empty() ? "command line" : display_of(script);
-  try {
-    if (!script.empty()) {
-      p_->workload_ops = fs::path(script).parent_path() / "ops";
-      if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
-      p_->op_dirs_rebuild();
-    }
-    p_->push_engine_field("require");
-    lua_pushstring(L, "neusight.workload");
-    ns_call(L, 1, 1, "while loading scripts/neusight/workload.lua");  // stack: W
-    const int wl = lua_gettop(L);
-    if (script.empty()) {
-      lua_newtable(L);
-    } else {
-      p_->push_engine_field("new_env");
-      ns_call(L, 0, 1);  // stack: W env
-      ns_load_chunk(L, file_read(script, w.source), w.source, -1);
-      lua_remove(L, -2);
-      ns_call(L, 0, 1);  // stack: W spec
-      if (!lua_istable(L, -1))
-        throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
-    }
-    const int spec = lua_gettop(L);
-    lua_getfield(L, wl, "normalize");
-    lua_pushvalue(L, spec);
-    overrides_push(L, overrides);  // stack: W spec norm ov
-    p_->model_file_resolve(spec, lua_gettop(L), script);
-    lua_pushstring(L, w.source.c_str());
-    ns_call(L, 3, 1);  // stack: W spec norm
-    const int norm = lua_gettop(L);
-    table_reader r(L, norm, w.source);
-    w.gpu = r.str("gpu");
-    w.mode = r.str("mode");
-    w.optimizer = r.str("optimizer");
-    w.dtype = r.str("dtype");
-    w.batch = r.integer("batch");
-    w.seq = r.integer("seq");
-    w.description = r.str_or("description", "");
-    lua_getfield(L, wl, "build");
-    lua_pushvalue(L, norm);
-    ns_call(L, 1, 2, "while building the model of " + w.source);  // stack: W spec norm name nodes
-    w.model = lua_isstring(L, -2) ? lua_tostring(L, -2) : "custom";
-    w.g.model = w.model;
-    w.g.nodes = nodes_read(L, -1, w.source + ": model '" + w.model + "'");
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+  if (!script.empty()) {
+    p_->workload_ops = fs::path(script).parent_path() / "ops";
+    if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
+    p_->op_dirs_rebuild();
   }
-  lua_settop(L, top);
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.workload");
+  ns_call(L, 1, 1, "while loading scripts/neusight/workload.lua");  // stack: W
+  const int wl = lua_gettop(L);
+  if (script.empty()) {
+    lua_newtable(L);
+  } else {
+    p_->push_engine_field("new_env");
+    ns_call(L, 0, 1);  // stack: W env
+    ns_load_chunk(L, file_read(script, w.source), w.source, -1);
+    lua_remove(L, -2);
+    ns_call(L, 0, 1);  // stack: W spec
+    if (!lua_istable(L, -1))
+      throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
+  }
+  const int spec = lua_gettop(L);
+  lua_getfield(L, wl, "normalize");
+  lua_pushvalue(L, spec);
+  overrides_push(L, overrides);  // stack: W spec norm ov
+  p_->model_file_resolve(spec, lua_gettop(L), script);
+  lua_pushstring(L, w.source.c_str());
+  ns_call(L, 3, 1);  // stack: W spec norm
+  const int norm = lua_gettop(L);
+  table_reader r(L, norm, w.source);
+  w.gpu = r.str("gpu");
+  w.mode = r.str("mode");
+  w.optimizer = r.str("optimizer");
+  w.dtype = r.str("dtype");
+  w.batch = r.integer("batch");
+  w.seq = r.integer("seq");
+  w.description = r.str_or("description", "");
+  lua_getfield(L, wl, "build");
+  lua_pushvalue(L, norm);
+  ns_call(L, 1, 2, "while building the model of " + w.source);  // stack: W spec norm name nodes
+  w.model = lua_isstring(L, -2) ? lua_tostring(L, -2) : "custom";
+  w.g.model = w.model;
+  w.g.nodes = nodes_read(L, -1, w.source + ": model '" + w.model + "'");
   return w;
 }
 
 bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
+  const stack_restore restore(L);  // also on error
   bool applied = false;
-  try {
-    p_->push_engine_field("require");
-    lua_pushstring(L, "neusight.overhead");
-    ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
-    lua_getfield(L, -1, "apply");
-    lua_createtable(L, int(seconds.size()), 0);
-    for (size_t i = 0; i < seconds.size(); ++i) {
-      lua_pushnumber(L, seconds[i]);
-      lua_rawseti(L, -2, lua_Integer(i + 1));
-    }
-    p_->push_gpu(gpu);
-    lua_pushstring(L, mode.c_str());
-    ns_call(L, 3, 1, "in scripts/neusight/overhead.lua");  // stack: O out|nil
-    if (lua_istable(L, -1)) {
-      if (lua_rawlen(L, -1) != seconds.size())
-        throw error("scripts/neusight/overhead.lua: apply returned " + std::to_string(lua_rawlen(L, -1)) +
-                    " values for " + std::to_string(seconds.size()) + " kernels");
-      for (size_t i = 0; i < seconds.size(); ++i) {
-        lua_rawgeti(L, -1, lua_Integer(i + 1));
-        if (!lua_isnumber(L, -1)) throw error("scripts/neusight/overhead.lua: apply returned a non-number");
-        seconds[i] = lua_tonumber(L, -1);
-        lua_pop(L, 1);
-      }
-      applied = true;
-    } else if (!lua_isnil(L, -1)) {
-      throw error("scripts/neusight/overhead.lua: apply must return an array or nil");
-    }
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.overhead");
+  ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
+  lua_getfield(L, -1, "apply");
+  lua_createtable(L, int(seconds.size()), 0);
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    lua_pushnumber(L, seconds[i]);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
   }
-  lua_settop(L, top);
+  p_->push_gpu(gpu);
+  lua_pushstring(L, mode.c_str());
+  ns_call(L, 3, 1, "in scripts/neusight/overhead.lua");  // stack: O out|nil
+  if (lua_istable(L, -1)) {
+    if (lua_rawlen(L, -1) != seconds.size())
+      throw error("scripts/neusight/overhead.lua: apply returned " + std::to_string(lua_rawlen(L, -1)) +
+                  " values for " + std::to_string(seconds.size()) + " kernels");
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      lua_rawgeti(L, -1, lua_Integer(i + 1));
+      if (!lua_isnumber(L, -1)) throw error("scripts/neusight/overhead.lua: apply returned a non-number");
+      seconds[i] = lua_tonumber(L, -1);
+      lua_pop(L, 1);
+    }
+    applied = true;
+  } else if (!lua_isnil(L, -1)) {
+    throw error("scripts/neusight/overhead.lua: apply must return an array or nil");
+  }
   return applied;
 }
 
@@ -366,135 +354,117 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
                                          const gpu_spec& to) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
+  const stack_restore restore(L);  // also on error
   std::vector<double> out;
   out.reserve(items.size());
-  try {
-    p_->push_engine_field("require");
-    lua_pushstring(L, "neusight.scale");
-    ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-    const int mod = lua_gettop(L);
-    p_->push_gpu(from);
-    p_->push_gpu(to);  // stack: S from to
-    for (const auto& it : items) {
-      lua_getfield(L, mod, "scale");
-      lua_createtable(L, 0, 7);
-      const std::pair<const char*, const std::string*> strs[] = {
-          {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
-      for (const auto& [k, v] : strs) {
-        lua_pushstring(L, v->c_str());
-        lua_setfield(L, -2, k);
-      }
-      const std::pair<const char*, double> nums[] = {
-          {"measured_ms", it.measured_ms}, {"from_ms", it.from_ms}, {"to_ms", it.to_ms}};
-      for (const auto& [k, v] : nums) {
-        lua_pushnumber(L, v);
-        lua_setfield(L, -2, k);
-      }
-      lua_pushvalue(L, mod + 1);
-      lua_pushvalue(L, mod + 2);
-      ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in scripts/neusight/scale.lua");
-      if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
-        throw error("scripts/neusight/scale.lua: scale() must return a number >= 0 (op '" + it.name + "')");
-      out.push_back(lua_tonumber(L, -1));
-      lua_pop(L, 1);
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.scale");
+  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
+  const int mod = lua_gettop(L);
+  p_->push_gpu(from);
+  p_->push_gpu(to);  // stack: S from to
+  for (const auto& it : items) {
+    lua_getfield(L, mod, "scale");
+    lua_createtable(L, 0, 7);
+    const std::pair<const char*, const std::string*> strs[] = {
+        {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
+    for (const auto& [k, v] : strs) {
+      lua_pushstring(L, v->c_str());
+      lua_setfield(L, -2, k);
     }
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+    const std::pair<const char*, double> nums[] = {
+        {"measured_ms", it.measured_ms}, {"from_ms", it.from_ms}, {"to_ms", it.to_ms}};
+    for (const auto& [k, v] : nums) {
+      lua_pushnumber(L, v);
+      lua_setfield(L, -2, k);
+    }
+    lua_pushvalue(L, mod + 1);
+    lua_pushvalue(L, mod + 2);
+    ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in scripts/neusight/scale.lua");
+    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
+      throw error("scripts/neusight/scale.lua: scale() must return a number >= 0 (op '" + it.name + "')");
+    out.push_back(lua_tonumber(L, -1));
+    lua_pop(L, 1);
   }
-  lua_settop(L, top);
   return out;
 }
 
 std::vector<std::string> session::scale_routes(const std::vector<std::string>& kinds) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
+  const stack_restore restore(L);  // also on error
   std::vector<std::string> out;
   out.reserve(kinds.size());
-  try {
-    p_->push_engine_field("require");
-    lua_pushstring(L, "neusight.scale");
-    ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-    const int mod = lua_gettop(L);
-    for (const auto& kind : kinds) {
-      lua_getfield(L, mod, "route_of");
-      lua_pushstring(L, kind.c_str());
-      ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
-      const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
-      if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
-        throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + kind + "')");
-      out.emplace_back(r);
-      lua_pop(L, 1);
-    }
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.scale");
+  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
+  const int mod = lua_gettop(L);
+  for (const auto& kind : kinds) {
+    lua_getfield(L, mod, "route_of");
+    lua_pushstring(L, kind.c_str());
+    ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
+    const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
+    if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
+      throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + kind + "')");
+    out.emplace_back(r);
+    lua_pop(L, 1);
   }
-  lua_settop(L, top);
   return out;
 }
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
+  const stack_restore restore(L);  // also on error
   expansion out;
   std::set<std::string> fallback_seen;
-  try {
-    p_->push_gpu(gpu);  // stack: gpu
-    const int gpu_idx = lua_gettop(L);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      const node& n = g.nodes[i];
-      const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
-      p_->push_engine_field("get_op");
-      lua_pushstring(L, n.op.c_str());
-      ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk
-      if (lua_isnil(L, -2)) {
-        lua_pop(L, 2);
-        p_->push_engine_field("require");
-        lua_pushstring(L, "neusight.fallback");
-        ns_call(L, 1, 1, "while loading scripts/neusight/fallback.lua");
-        lua_pushstring(L, "scripts/neusight/fallback.lua");  // stack: gpu rule chunk
-        if (fallback_seen.insert(n.op).second) out.fallback_ops.push_back(n.op);
-      }
-      const std::string chunk = lua_tostring(L, -1);
-      const int rule = lua_gettop(L) - 1;
-      p_->push_engine_field("strict");
-      node_push(L, n, training);
-      lua_pushstring(L, ("node '" + n.name + "'").c_str());
-      ns_call(L, 2, 1);  // stack: gpu rule chunk node
-      const int node_idx = lua_gettop(L);
-      std::vector<std::pair<const char*, phase>> hooks;
-      if (n.optimizer) hooks = {{"forward", phase::optimizer}};
-      else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
-      else hooks = {{"forward", phase::forward}};
-      for (const auto& [hook, ph] : hooks) {
-        if (lua_getfield(L, rule, hook) == LUA_TNIL) {  // optional hook absent: no kernels
-          lua_pop(L, 1);
-          continue;
-        }
-        const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() " + who;
-        lua_pushvalue(L, node_idx);
-        lua_pushvalue(L, gpu_idx);
-        ns_call(L, 2, 1, ctx);  // stack: ... kernels
-        try {
-          for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) out.kernels.push_back({i, ph, std::move(k)});
-        } catch (const script_error&) {
-          throw;
-        } catch (const error& e) {
-          throw error(std::string(e.what()) + "\n    " + ctx);
-        }
-        lua_pop(L, 1);
-      }
-      lua_settop(L, gpu_idx);
+  p_->push_gpu(gpu);  // stack: gpu
+  const int gpu_idx = lua_gettop(L);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const node& n = g.nodes[i];
+    const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
+    p_->push_engine_field("get_op");
+    lua_pushstring(L, n.op.c_str());
+    ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk
+    if (lua_isnil(L, -2)) {
+      lua_pop(L, 2);
+      p_->push_engine_field("require");
+      lua_pushstring(L, "neusight.fallback");
+      ns_call(L, 1, 1, "while loading scripts/neusight/fallback.lua");
+      lua_pushstring(L, "scripts/neusight/fallback.lua");  // stack: gpu rule chunk
+      if (fallback_seen.insert(n.op).second) out.fallback_ops.push_back(n.op);
     }
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+    const std::string chunk = lua_tostring(L, -1);
+    const int rule = lua_gettop(L) - 1;
+    p_->push_engine_field("strict");
+    node_push(L, n, training);
+    lua_pushstring(L, ("node '" + n.name + "'").c_str());
+    ns_call(L, 2, 1);  // stack: gpu rule chunk node
+    const int node_idx = lua_gettop(L);
+    std::vector<std::pair<const char*, phase>> hooks;
+    if (n.optimizer) hooks = {{"forward", phase::optimizer}};
+    else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
+    else hooks = {{"forward", phase::forward}};
+    for (const auto& [hook, ph] : hooks) {
+      if (lua_getfield(L, rule, hook) == LUA_TNIL) {  // optional hook absent: no kernels
+        lua_pop(L, 1);
+        continue;
+      }
+      const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() " + who;
+      lua_pushvalue(L, node_idx);
+      lua_pushvalue(L, gpu_idx);
+      ns_call(L, 2, 1, ctx);  // stack: ... kernels
+      try {
+        for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) out.kernels.push_back({i, ph, std::move(k)});
+      } catch (const script_error&) {
+        throw;
+      } catch (const error& e) {
+        throw error(std::string(e.what()) + "\n    " + ctx);
+      }
+      lua_pop(L, 1);
+    }
+    lua_settop(L, gpu_idx);
   }
-  lua_settop(L, top);
   return out;
 }
 
@@ -542,60 +512,54 @@ void session::tiles_select(std::vector<kernel_instance>& kernels, const gpu_spec
 void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  const int top = lua_gettop(L);
-  try {
-    p_->push_gpu(gpu);  // stack: gpu
-    const int gpu_idx = lua_gettop(L);
-    require_push(*p_, "tiling.gemm");
-    require_push(*p_, "tiling.vec");  // stack: gpu gemm vec
-    const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2;
-    std::map<std::string, kernel> done;  // shape key → kernel holding the tile
-    for (kernel* k : kernels) {
-      if (k->kind == kernel_kind::memory) continue;
-      const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
-      const std::string key = std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
-                              std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +
-                              std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
-      if (auto it = done.find(key); it != done.end()) {
-        k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
-        k->tile_kernel = it->second.tile_kernel;
-        continue;
-      }
-      lua_getfield(L, is_gemm ? gemm_idx : vec_idx, "select");
-      lua_createtable(L, 0, 7);  // stack: ... select k
-      const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
-      lua_pushstring(L, fam.c_str());
-      lua_setfield(L, -2, "family");
-      lua_pushstring(L, k->op.c_str());
-      lua_setfield(L, -2, "op");
-      lua_pushstring(L, k->dtype.c_str());
-      lua_setfield(L, -2, "dtype");
-      const std::pair<const char*, int64_t> dims[] = {{"b", k->b}, {"m", k->m}, {"n", k->n}, {"k", k->k},
-                                                       {"rows", k->rows}, {"hidden", k->hidden}};
-      for (const auto& [name, v] : dims) {
-        lua_pushinteger(L, lua_Integer(v));
-        lua_setfield(L, -2, name);
-      }
-      lua_pushvalue(L, gpu_idx);
-      const std::string module = is_gemm ? "scripts/tiling/gemm.lua" : "scripts/tiling/vec.lua";
-      ns_call(L, 2, 1, "while selecting the tile of kernel " + k->name + " in " + module);
-      table_reader r(L, -1, module + ": select()");
-      if (is_gemm) {
-        k->tile_m = r.integer("tile_m"), k->tile_k = r.integer("tile_k");
-        k->tile_kernel = r.str_or("kernel", "");
-        if (k->tile_m < 1 || k->tile_k < 1) throw error(r.what() + ": tile_m and tile_k must be >= 1");
-      } else {
-        k->tile_elems = r.integer("elems");
-        if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");
-      }
-      lua_pop(L, 1);
-      done[key] = *k;
+  const stack_restore restore(L);  // also on error
+  p_->push_gpu(gpu);  // stack: gpu
+  const int gpu_idx = lua_gettop(L);
+  require_push(*p_, "tiling.gemm");
+  require_push(*p_, "tiling.vec");  // stack: gpu gemm vec
+  const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2;
+  std::map<std::string, kernel> done;  // shape key → kernel holding the tile
+  for (kernel* k : kernels) {
+    if (k->kind == kernel_kind::memory) continue;
+    const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
+    const std::string key = std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
+                            std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +
+                            std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
+    if (auto it = done.find(key); it != done.end()) {
+      k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
+      k->tile_kernel = it->second.tile_kernel;
+      continue;
     }
-  } catch (...) {
-    lua_settop(L, top);
-    throw;
+    lua_getfield(L, is_gemm ? gemm_idx : vec_idx, "select");
+    lua_createtable(L, 0, 7);  // stack: ... select k
+    const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
+    lua_pushstring(L, fam.c_str());
+    lua_setfield(L, -2, "family");
+    lua_pushstring(L, k->op.c_str());
+    lua_setfield(L, -2, "op");
+    lua_pushstring(L, k->dtype.c_str());
+    lua_setfield(L, -2, "dtype");
+    const std::pair<const char*, int64_t> dims[] = {{"b", k->b}, {"m", k->m}, {"n", k->n}, {"k", k->k},
+                                                     {"rows", k->rows}, {"hidden", k->hidden}};
+    for (const auto& [name, v] : dims) {
+      lua_pushinteger(L, lua_Integer(v));
+      lua_setfield(L, -2, name);
+    }
+    lua_pushvalue(L, gpu_idx);
+    const std::string module = is_gemm ? "scripts/tiling/gemm.lua" : "scripts/tiling/vec.lua";
+    ns_call(L, 2, 1, "while selecting the tile of kernel " + k->name + " in " + module);
+    table_reader r(L, -1, module + ": select()");
+    if (is_gemm) {
+      k->tile_m = r.integer("tile_m"), k->tile_k = r.integer("tile_k");
+      k->tile_kernel = r.str_or("kernel", "");
+      if (k->tile_m < 1 || k->tile_k < 1) throw error(r.what() + ": tile_m and tile_k must be >= 1");
+    } else {
+      k->tile_elems = r.integer("elems");
+      if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");
+    }
+    lua_pop(L, 1);
+    done[key] = *k;
   }
-  lua_settop(L, top);
 }
 
 bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {
