@@ -1,0 +1,295 @@
+-- scripts/neusight/topology.lua — a validated cluster description (nodes × GPUs, intra/inter-node links) and the α–β link of a communicator group.
+--
+-- A cluster is two link levels: `intra` (GPU to GPU inside a node: NVLink, Infinity Fabric or PCIe)
+-- and `inter` (node to node: the NIC each GPU owns). Each level has a per-direction bandwidth, a
+-- per-message latency and an efficiency (the fraction of the datasheet bandwidth a collective
+-- actually reaches). neusight/collectives.lua turns them into α (seconds per message step) and β
+-- (seconds per byte) for the α–β cost model (Hockney 1994; Thakur, Rabenseifner & Gropp 2005).
+local floor, huge, max, min, sort = math.floor, math.huge, math.max, math.min, table.sort
+local pairs, type, tostring, error, pcall, require = pairs, type, tostring, error, pcall, require
+
+local M = {}
+
+-- Default per-hop latencies. Order-of-magnitude values from NCCL's tuning model (src/graph/tuning.cc,
+-- hwLat: ~0.6–4 µs per NVLink/PCIe step, ~3–14 µs per network step); one number per level because the
+-- α–β model has no notion of protocol (LL/LL128/Simple). Calibrate against nccl-tests where possible.
+local DEFAULT_INTRA_LATENCY_US = 1.0
+local DEFAULT_INTER_LATENCY_US = 5.0
+
+-- Default efficiencies. 0.72 is the reference's factor on NVLink/2 (method-neusight.md §1.3), kept so
+-- a flat intra-node model starts from the reference's bandwidth. 0.8 on the network is our assumption
+-- (protocol and NIC overheads), not a measurement: override it when nccl-tests numbers are known.
+local DEFAULT_INTRA_EFFICIENCY = 0.72
+local DEFAULT_INTER_EFFICIENCY = 0.8
+
+-- One 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout) = 50 GB/s per direction per GPU.
+local DEFAULT_INTER_BW_GBPS = 400 / 8
+
+-- Known keys; also the "did you mean" candidates.
+local CLUSTER_KEYS = { gpu = true, gpus_per_node = true, nodes = true, intra = true, inter = true }
+local LEVEL_KEYS = { bw_gbps = true, latency_us = true, efficiency = true }
+local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true }
+
+---------------------------------------------------------------------------------------------------
+-- "did you mean" suggestions
+
+-- The engine's require "neusight" provides did_you_mean (edit distance ≤ 2, ties alphabetical); the
+-- standalone test runner has no "neusight" module, so the same rule is repeated here as a fallback.
+local function distance(a, b)
+  local prev, cur = {}, {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    cur[0] = i
+    for j = 1, #b do
+      local cost = a:byte(i) == b:byte(j) and 0 or 1
+      cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+    end
+    prev, cur = cur, prev
+  end
+  return prev[#b]
+end
+
+local function local_did_you_mean(word, keys)
+  word = tostring(word)
+  local best, best_d
+  for k in pairs(keys) do
+    if type(k) == "string" then
+      local d = distance(word, k)
+      if d <= 2 and (not best_d or d < best_d or (d == best_d and k < best)) then best, best_d = k, d end
+    end
+  end
+  return best and (" (did you mean '" .. best .. "'?)") or ""
+end
+
+local ok_ns, ns = pcall(require, "neusight")
+local did_you_mean = ok_ns and type(ns) == "table" and ns.did_you_mean or local_did_you_mean
+
+--- " (did you mean 'x'?)" or "" for `word` among the string keys of `keys` (shared with collectives).
+M.did_you_mean = did_you_mean
+
+---------------------------------------------------------------------------------------------------
+-- Validation helpers (errors are raised at level 0 with the field path, like neusight/workload.lua)
+
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" or type(v) == "function" then return type(v) end
+  return tostring(v)
+end
+
+local function check_keys(t, allowed, where)
+  local unknown = {}
+  for k in pairs(t) do
+    if not allowed[k] then unknown[#unknown + 1] = tostring(k) end
+  end
+  if #unknown > 0 then
+    sort(unknown) -- report the same key first on every run (pairs order is unspecified)
+    error(("%s: unknown key '%s'%s"):format(where, unknown[1], did_you_mean(unknown[1], allowed)), 0)
+  end
+end
+
+local function check_count(v, where)
+  if type(v) ~= "number" or v ~= floor(v) or v < 1 or v == huge then
+    error(("%s: positive integer expected, got %s"):format(where, show(v)), 0)
+  end
+  return floor(v)
+end
+
+local function check_positive(v, where)
+  if type(v) ~= "number" or not (v > 0) or v == huge then
+    error(("%s: positive number expected, got %s"):format(where, show(v)), 0)
+  end
+  return v
+end
+
+local function check_non_negative(v, where)
+  if type(v) ~= "number" or not (v >= 0) or v == huge then
+    error(("%s: non-negative number expected, got %s"):format(where, show(v)), 0)
+  end
+  return v
+end
+
+local function check_fraction(v, where)
+  if type(v) ~= "number" or not (v > 0 and v <= 1) then
+    error(("%s: number in (0, 1] expected, got %s"):format(where, show(v)), 0)
+  end
+  return v
+end
+
+-- Intra-node per-direction bandwidth of a GPU table (gpus/*.toml). interconnect_bw_gbps is the
+-- datasheet's total bidirectional figure (H100: 900 = 18 links × 50), so one direction is half of
+-- it; PCIe-only parts ("none") talk over pcie_bw_gbps, which the TOMLs already give per direction.
+-- Bridged parts (A100 PCIe + NVLink bridge) link only pairs; a larger group needs an explicit intra.
+local function intra_bw_of(gpu)
+  if type(gpu) ~= "table" and type(gpu) ~= "userdata" then
+    error(("cluster.gpu: GPU table expected, got %s"):format(show(gpu)), 0)
+  end
+  local kind = gpu.interconnect
+  if kind == "none" then
+    return check_positive(gpu.pcie_bw_gbps, "cluster.gpu.pcie_bw_gbps")
+  elseif type(kind) == "string" then
+    return check_positive(gpu.interconnect_bw_gbps, "cluster.gpu.interconnect_bw_gbps") / 2
+  end
+  error(("cluster.gpu.interconnect: string expected, got %s"):format(show(kind)), 0)
+end
+
+local function level(spec, where, defaults)
+  if spec == nil then spec = {} end
+  if type(spec) ~= "table" then error(("%s: table expected, got %s"):format(where, show(spec)), 0) end
+  check_keys(spec, LEVEL_KEYS, where)
+  local bw = spec.bw_gbps
+  if bw == nil then
+    bw = defaults.bw_gbps
+    if bw == nil then
+      error(("%s.bw_gbps: no default without a GPU (give cluster.gpu or %s.bw_gbps)"):format(where, where), 0)
+    end
+  end
+  return {
+    bw_gbps = check_positive(bw, where .. ".bw_gbps"),
+    latency_us = check_non_negative(spec.latency_us == nil and defaults.latency_us or spec.latency_us,
+                                    where .. ".latency_us"),
+    efficiency = check_fraction(spec.efficiency == nil and defaults.efficiency or spec.efficiency,
+                                where .. ".efficiency"),
+  }
+end
+
+---------------------------------------------------------------------------------------------------
+-- Cluster
+
+--- A validated cluster: { gpus_per_node, nodes, intra = {bw_gbps, latency_us, efficiency}, inter = {…} }.
+--- `gpu` (a gpus/*.toml table) supplies the intra bandwidth when intra.bw_gbps is not given; inter
+--- defaults to one 400 Gb/s InfiniBand NIC per GPU. Unknown keys are errors with a suggestion.
+---@param spec table
+---@return table
+function M.cluster(spec)
+  if spec == nil then spec = {} end
+  if type(spec) ~= "table" then error(("cluster: table expected, got %s"):format(show(spec)), 0) end
+  check_keys(spec, CLUSTER_KEYS, "cluster")
+  local intra_default = nil
+  if spec.gpu ~= nil and (type(spec.intra) ~= "table" or spec.intra.bw_gbps == nil) then
+    intra_default = intra_bw_of(spec.gpu) -- read only when needed: a GPU view may reject missing fields
+  end
+  local c = {
+    gpus_per_node = check_count(spec.gpus_per_node == nil and 8 or spec.gpus_per_node, "cluster.gpus_per_node"),
+    nodes = check_count(spec.nodes == nil and 1 or spec.nodes, "cluster.nodes"),
+    intra = level(spec.intra, "cluster.intra", {
+      bw_gbps = intra_default, latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY,
+    }),
+    inter = level(spec.inter, "cluster.inter", {
+      bw_gbps = DEFAULT_INTER_BW_GBPS, latency_us = DEFAULT_INTER_LATENCY_US, efficiency = DEFAULT_INTER_EFFICIENCY,
+    }),
+  }
+  c.is_cluster = true
+  return c
+end
+
+-- Accepts an already-built cluster or a spec (so callers may pass either).
+local function as_cluster(cluster)
+  if type(cluster) == "table" and cluster.is_cluster then return cluster end
+  return M.cluster(cluster)
+end
+M.as_cluster = as_cluster
+
+--- α (seconds per message) and β (seconds per byte) of one link level of a cluster.
+--- GB/s are decimal (10⁹), as on the datasheets the GPU files quote.
+---@param cluster table
+---@param which "intra"|"inter"
+---@return number alpha, number beta
+function M.level(cluster, which)
+  cluster = as_cluster(cluster)
+  if which ~= "intra" and which ~= "inter" then
+    error(("level: 'intra' or 'inter' expected, got %s"):format(show(which)), 0)
+  end
+  local l = cluster[which]
+  return l.latency_us * 1e-6, 1 / (l.bw_gbps * 1e9 * l.efficiency)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Communicator groups
+
+--- A validated group { size, spans_nodes, per_node, nodes }. `spans_nodes` defaults to
+--- size > gpus_per_node. `per_node` (ranks on each node) defaults to filling nodes, except that a
+--- group said to span nodes yet small enough for one node has one rank per node (a pipeline
+--- send/recv between stages, a data-parallel group of one rank per node).
+---@param cluster table
+---@param group table
+---@return table
+function M.group(cluster, group)
+  cluster = as_cluster(cluster)
+  if type(group) ~= "table" then error(("group: table expected, got %s"):format(show(group)), 0) end
+  check_keys(group, GROUP_KEYS, "group")
+  local size = check_count(group.size, "group.size")
+  local g = cluster.gpus_per_node
+  local spans = group.spans_nodes
+  if spans == nil then
+    spans = size > g
+  elseif type(spans) ~= "boolean" then
+    error(("group.spans_nodes: boolean expected, got %s"):format(show(spans)), 0)
+  end
+  if size > g * cluster.nodes then
+    error(("group.size: %d ranks do not fit in %d node(s) of %d GPUs"):format(size, cluster.nodes, g), 0)
+  end
+  if not spans and size > g then
+    error(("group.size: %d ranks do not fit in one node of %d GPUs (set spans_nodes = true)"):format(size, g), 0)
+  end
+  if spans and cluster.nodes < 2 then
+    error("group.spans_nodes: the cluster has a single node", 0)
+  end
+  local per_node
+  if group.per_node ~= nil then
+    per_node = check_count(group.per_node, "group.per_node")
+    if per_node > g or per_node > size then
+      error(("group.per_node: %d exceeds min(group.size, gpus_per_node) = %d"):format(per_node, min(size, g)), 0)
+    end
+  elseif not spans then
+    per_node = size
+  else
+    per_node = min(size, g)
+    if per_node == size then per_node = 1 end
+  end
+  if spans and per_node == size then
+    error(("group.per_node: %d ranks on one node do not span nodes"):format(per_node), 0)
+  end
+  local nodes = -((-size) // per_node) -- ceil: a last node may hold fewer ranks
+  if nodes > cluster.nodes then
+    error(("group: %d ranks at %d per node need %d nodes, the cluster has %d"):format(size, per_node, nodes, cluster.nodes), 0)
+  end
+  return { size = size, spans_nodes = spans, per_node = per_node, nodes = nodes }
+end
+
+local function flat_link(cluster, g)
+  local a_intra, b_intra = M.level(cluster, "intra")
+  if not g.spans_nodes then return a_intra, b_intra end
+  local a_inter, b_inter = M.level(cluster, "inter")
+  return max(a_intra, a_inter), max(b_intra, b_inter)
+end
+
+--- Effective α (seconds) and β (seconds per byte) of a flat algorithm over `group`: the intra link
+--- inside a node; across nodes the slowest of the two levels, because every step of a flat ring or
+--- pairwise exchange waits for its slowest hop.
+---@param cluster table
+---@param group table
+---@return number alpha, number beta
+function M.link(cluster, group)
+  cluster = as_cluster(cluster)
+  return flat_link(cluster, M.group(cluster, group))
+end
+
+--- Everything an algorithm may need (see neusight/collectives.lua): the flat link `alpha`, `beta`,
+--- each level's { alpha, beta }, and the group's shape (size, spans_nodes, per_node, nodes).
+---@param cluster table
+---@param group table
+---@return table
+function M.links(cluster, group)
+  cluster = as_cluster(cluster)
+  local g = M.group(cluster, group)
+  local alpha, beta = flat_link(cluster, g)
+  local ai, bi = M.level(cluster, "intra")
+  local ae, be = M.level(cluster, "inter")
+  return {
+    alpha = alpha, beta = beta,
+    intra = { alpha = ai, beta = bi }, inter = { alpha = ae, beta = be },
+    size = g.size, spans_nodes = g.spans_nodes, per_node = g.per_node, nodes = g.nodes,
+  }
+end
+
+return M
