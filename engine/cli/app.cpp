@@ -37,6 +37,8 @@ struct forecast_flags {
   int64_t batch = 0, seq = 0;
   std::string predictor = "neusight";
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
+  bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
+  bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
 };
 
 struct graph_flags {
@@ -80,6 +82,10 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
                   "(default: as the script says)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_flag("--fusion", f.fusion,
+                std::string("Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)") + o);
+  cmd->add_flag("--flash-attention", f.flash_attention,
+                std::string("Like --fusion, and each attention block becomes one FlashAttention kernel") + o);
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -91,6 +97,8 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.dtype.empty()) o["dtype"] = f.dtype;
   if (f.batch > 0) o["batch"] = f.batch;
   if (f.seq > 0) o["seq"] = f.seq;
+  if (f.flash_attention) o["fusion"] = std::string("flash_attention");
+  else if (f.fusion) o["fusion"] = true;
   return o;
 }
 
@@ -196,7 +204,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype"}) graph_opt->excludes(predict->get_option(o));
+  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention"}) graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
       ->check(CLI::PositiveNumber)

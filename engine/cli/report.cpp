@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -31,6 +32,22 @@ json tile_json(const kernel& k) {
   if (k.tile_m > 0) return {{"m", k.tile_m}, {"k", k.tile_k}, {"library_kernel", k.tile_kernel}};
   if (k.tile_elems > 0) return {{"elems", k.tile_elems}};
   return nullptr;
+}
+
+// Members of a fused node (attrs.fused, comma-separated, set by scripts/neusight/fusion.lua); empty otherwise.
+std::vector<std::string> fused_members(const node& n) {
+  std::vector<std::string> out;
+  const auto it = n.attrs.find("fused");
+  if (it == n.attrs.end()) return out;
+  const auto* s = std::get_if<std::string>(&it->second);
+  if (!s) return out;
+  size_t start = 0;
+  while (start <= s->size()) {
+    const size_t end = std::min(s->find(',', start), s->size());
+    if (end > start) out.push_back(s->substr(start, end - start));
+    start = end + 1;
+  }
+  return out;
 }
 
 std::string csv_field(const std::string& s) {
@@ -82,6 +99,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
                    {"bytes", ki.k.bytes},
                    {"ms_each", f.seconds_each[i] * ms},
                    {"ms", f.seconds(i) * ms}});
+    if (auto members = fused_members(n); !members.empty()) ops.back()["fused"] = std::move(members);
   }
   j["ops"] = std::move(ops);
   return j.dump(2) + "\n";
@@ -126,6 +144,16 @@ std::string report_table(const forecast& f, const report_meta& m) {
     if (r.fw == 0 && r.bw == 0 && r.step == 0) continue;
     out += fmt::format("{:<28} {:<14} {:>5} {:>12.4f} {:>12.4f} {:>12.4f} {:>6.1f}%\n", n.name.substr(0, 28), n.op,
                        n.count, r.fw, r.bw, r.step, total > 0 ? 100 * (r.fw + r.bw + r.step) / total : 0.0);
+  }
+  bool fused_header = false;
+  for (const node& n : f.g.nodes) {
+    const auto members = fused_members(n);
+    if (members.empty()) continue;
+    if (!fused_header) out += "\nfused kernels (scripts/neusight/fusion.lua)\n";
+    fused_header = true;
+    std::string list;
+    for (const auto& mname : members) list += (list.empty() ? "" : ", ") + mname;
+    out += fmt::format("  {} ({}): {}\n", n.name, n.op, list);
   }
   out += "\n";
   out += fmt::format("forward          {:>12.3f} ms\n", f.phase_total(phase::forward) * ms);

@@ -30,7 +30,7 @@ class neusight_predictor final : public predictor {
       }
       const std::string key = k.name + "|" + k.dtype + "|" + std::to_string(k.b) + "," + std::to_string(k.m) + "," +
                               std::to_string(k.n) + "," + std::to_string(k.k) + "," + std::to_string(k.rows) + "," +
-                              std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," +
+                              std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," + std::to_string(k.predict_flops) + "," +
                               std::to_string(k.bytes) + "|" + std::to_string(k.tile_m) + "x" +
                               std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems);
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());

@@ -70,7 +70,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
     if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");
     const double numel = R * H;
-    const double ops = k.flops / numel, mem = k.bytes / numel;
+    const double ops = (k.predict_flops > 0 ? k.predict_flops : k.flops) / numel, mem = k.bytes / numel;
     if (!(ops > 0) || !(mem > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
     blocks = R * ceil_div(H, T);
     tile_gflop = ops * T / 1e9;

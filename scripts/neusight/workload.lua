@@ -11,7 +11,7 @@ local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type
 local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
-local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "description" }
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "fusion", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -111,6 +111,19 @@ local CHECK = {
     return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\" (got %s)"):format(show(v))
   end,
   loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
+  -- fusion: true (torch.compile-style fusion), "flash_attention" or { flash_attention = true } (also fuse
+  -- attention blocks into FlashAttention kernels), false (eager). See scripts/neusight/fusion.lua.
+  fusion = function(v)
+    if type(v) == "boolean" or v == "flash_attention" then return nil end
+    if type(v) == "table" then
+      for k, x in pairs(v) do
+        if k ~= "flash_attention" then return ("table has an unknown key '%s' (known: flash_attention)"):format(tostring(k)) end
+        if type(x) ~= "boolean" then return ("table field 'flash_attention' must be a boolean (got %s)"):format(show(x)) end
+      end
+      return nil
+    end
+    return ("must be a boolean, \"flash_attention\" or { flash_attention = true } (got %s)"):format(show(v))
+  end,
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
 }
 
@@ -142,6 +155,9 @@ function M.normalize(spec, overrides, chunkname)
     end
   end
 
+  if w.fusion and w.mode == "train" then
+    fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
+  end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.loss == nil then w.loss = true end
@@ -188,6 +204,9 @@ function M.build(spec)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
   end
   fill_defaults(nodes, w.dtype)
+  local fusion = require("neusight.fusion")
+  local fopts = fusion.options(w.fusion)
+  if fopts then nodes = fusion.apply(nodes, fopts) end
 
   if training and w.optimizer ~= "none" then
     local P = 0

@@ -286,3 +286,32 @@ TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {
   CHECK(run_cli("no-such-subcommand").code == 2);
   CHECK(run_cli("predict --model no_such_model --gpu l4 --mode inference --batch 1 --seq 8").code == 1);
 }
+
+TEST_CASE("predict --fusion: fused inference is faster and lists its fused groups", "[cli][fusion]") {
+  const std::string base =
+      "predict --model gpt2_large --gpu a100_pcie_40gb --mode inference --batch 4 --seq 1024 --format json";
+  const json eager = parse_json(run_cli(base));
+  const json fused = parse_json(run_cli(base + " --fusion"));
+  CHECK(double(fused["latency_ms"]) < double(eager["latency_ms"]));
+  bool gelu = false, softmax = false;
+  for (const auto& op : fused["ops"]) {
+    if (!op.contains("fused")) continue;
+    REQUIRE(op["fused"].is_array());
+    CHECK(op["op"] == "fused_elementwise");
+    if (op["name"] == "h.mlp.act.half~h.mlp.act.out") gelu = op["fused"].size() == 8 && op["kernel"] == "VECmul";
+    if (op["kernel"] == "VECsoftmax") softmax = op["fused"].size() == 5;
+  }
+  CHECK(gelu);
+  CHECK(softmax);
+  for (const auto& op : eager["ops"]) CHECK_FALSE(op.contains("fused"));
+  const json flash = parse_json(run_cli(base + " --flash-attention"));
+  bool found = false;
+  for (const auto& op : flash["ops"]) found = found || op["op"] == "flash_attention";
+  CHECK(found);
+}
+
+TEST_CASE("predict --fusion refuses training", "[cli][fusion]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu a100_pcie_40gb --mode train --batch 4 --seq 1024 --fusion");
+  CHECK(r.code == 1);
+  CHECK_THAT(r.err, Catch::Matchers::Contains("applies to inference only"));
+}

@@ -103,6 +103,16 @@ local CASES = {
   adam = { "adam", { inputs = { { 1000 } }, output = { 1000 } },
     "VEClerp(1,1000) VECmulu(1,1000) VECaddcmul(1,1000) VECsqrt(1,1000) VECdivu(1,1000) VECaddu(1,1000) VECaddcdiv(1,1000)",
     "", "" },
+  -- Fused kernels (scripts/neusight/fusion.lua; inference only, no backward): GPT-2's gelu_new chain and FlashAttention.
+  fused_elementwise = { "fused_elementwise", { inputs = { act }, output = act, training = false,
+      attrs = { fused = "h.mlp.act.half,h.mlp.act.out", flops = 8 * 4096 * 5120, rep = "mul" } },
+    "VECmul(4096,5120)", "", "" },
+  fused_softmax = { "fused_elementwise", { inputs = { scores, { 1, 1, 1024, 1024 } }, output = scores, training = false,
+      attrs = { fused = "h.attn.scale,h.attn.softmax", flops = 6 * 81920 * 1024, anchor = "softmax" } },
+    "VECsoftmax(81920,1024)", "", "" },
+  flash_attention = { "flash_attention", { inputs = { { 4, 20, 1024, 64 }, { 4, 20, 64, 1024 }, { 4, 20, 1024, 64 } },
+      output = { 4, 20, 1024, 64 }, training = false, attrs = { fused = "h.attn.qk,h.attn.pv" } },
+    "BMM(160,1024,64,1024)", "", "" },
   -- metadata-only ops launch no kernels
   view = { "view", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
   reshape = { "reshape", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },

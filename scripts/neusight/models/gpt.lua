@@ -83,7 +83,7 @@ function M.build(cfg, opts)
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
   add("addmm", "h.attn.c_proj", { { h }, { T, h }, { h, h } }, { T, h }, h * h + h)
   add("dropout", "h.attn.resid_dropout", { x }, x)
-  add("add", "h.attn.residual", { x, x }, x)
+  add("add", "h.attn.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
   add("layernorm", "h.ln_2", { x }, x, 2 * h)
   add("addmm", "h.mlp.c_fc", { { ni }, { T, h }, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
@@ -98,7 +98,7 @@ function M.build(cfg, opts)
   add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
   add("dropout", "h.mlp.dropout", { x }, x)
-  add("add", "h.mlp.residual", { x, x }, x)
+  add("add", "h.mlp.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
 
   layer, count = "", 1
   add("layernorm", "ln_f", { x }, x, 2 * h)

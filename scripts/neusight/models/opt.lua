@@ -126,7 +126,7 @@ function M.build(cfg, opts)
   add("reshape", "layers.self_attn.reshape", { { b, s, nh, hd } }, x)
   linear("layers.self_attn.out_proj", x, h, h, x)
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
-  add("add", "layers.self_attn.residual", { x, x }, x)
+  add("add", "layers.self_attn.residual", { x, x }, x, 0, { fused_external = 1 })
   if not pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add("layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
@@ -134,7 +134,7 @@ function M.build(cfg, opts)
   add(act_op, "layers.activation_fn", { { T, ffn } }, { T, ffn })
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
-  add("add", "layers.fc_residual", { x2d, x2d }, x2d)
+  add("add", "layers.fc_residual", { x2d, x2d }, x2d, 0, { fused_external = 1 })
   add("view", "layers.unflatten", { x2d }, x)
   if not pre_ln then add("layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 

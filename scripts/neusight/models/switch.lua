@@ -92,7 +92,7 @@ function M.build(cfg, opts)
 
   local function residual(p)
     add("dropout", p .. ".dropout", { x }, x)
-    add("add", p .. ".residual", { x, x }, x)
+    add("add", p .. ".residual", { x, x }, x, 0, { fused_external = 1 })
   end
 
   local function self_attention_layer(p)

@@ -1,0 +1,172 @@
+-- scripts/neusight/fusion.lua — torch.compile-style fusion: a graph pass over the node list, run before expansion.
+--
+-- Inference only (workload.lua refuses `fusion` in training: torch.compile's backward fusion is not modelled).
+-- The pass walks the nodes in the order the model builders emit them; our graphs carry no edges, so "node i's
+-- output feeds node i+1" is read from the order (consecutive nodes of the same layer and count):
+--
+--   * metadata nodes (view, permute, …; no kernel) are transparent;
+--   * a maximal run of element-wise nodes (EW below) becomes ONE node, op "fused_elementwise": one kernel that
+--     reads the run's external inputs once and writes its final output once (intermediates stay on chip);
+--   * softmax and layernorm stay one kernel each (they already are in eager mode) but absorb the element-wise
+--     run just before them (Inductor fuses the attention scale + causal-mask select into the softmax, and the
+--     residual add into the layer norm) and the element-wise run just after them (eval-mode dropout). The
+--     fused node keeps op "fused_elementwise" with attrs.anchor = "softmax" | "layernorm"; the kernel is that
+--     family's with the group's bytes and FLOPs. One anchor per group; GEMMs/BMMs are never fused.
+--   * with `fusion = { flash_attention = true }` (CLI --flash-attention) every matmul → {EW, softmax}* → matmul
+--     attention block becomes one "flash_attention" node (Q, Kᵀ, V inputs, O output). Plain `fusion = true`
+--     keeps the two BMMs: torch.compile of HF's eager attention does not emit a FlashAttention kernel.
+--
+-- External inputs of a run: every tensor operand (more than one element) of its first node; for later nodes,
+-- operands whose shape matches no value already in the run (the run's inputs and outputs so far), or, when a
+-- builder knows better, the `attrs.fused_external` last operands (a residual add: the second x is the
+-- residual stream, not the running value). Single-node runs are left as they are.
+local K = require "neusight.kernels"
+local ipairs, type, concat, min = ipairs, type, table.concat, math.min
+
+local M = {}
+
+-- Element-wise ops a run may contain → FLOPs per output element (kernels.lua counts 1 per element).
+local EW = { add = 1, sub = 1, mul = 1, div = 1, pow = 1, tanh = 1, gelu = 1, relu = 1, where = 0, dropout = 0, getitem = 0 }
+-- Row-wise kernels that anchor a group → FLOPs per element (kernels.lua SOFTMAX_FLOPS, LAYERNORM_FLOPS).
+local ANCHOR = { softmax = 5, layernorm = 6 }
+-- Metadata ops (no kernel) are transparent: they are kept in place and neither join nor break a run.
+local META = { view = true, reshape = true, permute = true, transpose = true, split = true, size = true }
+M.elementwise_ops, M.anchor_ops = EW, ANCHOR
+
+local function key(shape) return concat(shape, "x") end
+
+local function same_place(a, b) return a.layer == b.layer and a.count == b.count and a.dtype == b.dtype end
+
+-- Folds the nodes group[1..n] into one fused_elementwise node.
+local function fuse_group(group)
+  local first, last = group[1], group[#group]
+  local seen, inputs, names, flops, params = {}, {}, {}, 0, 0
+  local anchor, rep, out = nil, nil, last.output
+  for i, n in ipairs(group) do
+    names[i] = n.name
+    params = params + (n.params or 0)
+    local tensors = {}
+    for _, s in ipairs(n.inputs) do
+      if K.numel(s) > 1 then tensors[#tensors + 1] = s end
+    end
+    local forced = i > 1 and n.attrs and n.attrs.fused_external
+    for j, s in ipairs(tensors) do
+      local external
+      if i == 1 then external = true
+      elseif forced then external = j > #tensors - min(forced, #tensors)
+      else external = not seen[key(s)] end
+      if external then
+        inputs[#inputs + 1] = s
+        seen[key(s)] = true
+      end
+    end
+    seen[key(n.output)] = true
+    local numel = K.numel(n.output)
+    if ANCHOR[n.op] then
+      anchor, out = n.op, n.output
+      flops = flops + ANCHOR[n.op] * numel
+    else
+      flops = flops + EW[n.op] * numel
+      if EW[n.op] > 0 then rep = n.op end
+    end
+  end
+  local attrs = { fused = concat(names, ","), flops = flops }
+  if anchor then attrs.anchor = anchor end
+  if rep then attrs.rep = rep end
+  return {
+    op = "fused_elementwise", name = first.name .. "~" .. last.name, layer = first.layer, count = first.count,
+    dtype = first.dtype, inputs = inputs, output = out, params = params, attrs = attrs,
+  }
+end
+
+-- The attention block starting at nodes[i] (a matmul): returns the index of the closing matmul or nil.
+local function attention_end(nodes, i)
+  local qk = nodes[i]
+  if qk.op ~= "matmul" or #qk.inputs ~= 2 or #qk.inputs[1] < 3 then return nil end
+  local softmax = false
+  for j = i + 1, #nodes do
+    local n = nodes[j]
+    if not same_place(qk, n) then return nil end
+    if n.op == "matmul" then return softmax and j or nil end
+    if n.op == "softmax" then softmax = true
+    elseif not EW[n.op] then return nil end
+  end
+  return nil
+end
+
+local function flash_node(nodes, i, j)
+  local qk, pv = nodes[i], nodes[j]
+  local names, params = {}, 0
+  for t = i, j do
+    names[#names + 1] = nodes[t].name
+    params = params + (nodes[t].params or 0)
+  end
+  return {
+    op = "flash_attention", name = qk.name .. "~" .. pv.name, layer = qk.layer, count = qk.count, dtype = qk.dtype,
+    inputs = { qk.inputs[1], qk.inputs[2], pv.inputs[2] }, output = pv.output, params = params,
+    attrs = { fused = concat(names, ",") },
+  }
+end
+
+--- Normalises a workload's `fusion` value: nil/false → nil, true → {}, "flash_attention" → { flash_attention = true }.
+function M.options(v)
+  if v == nil or v == false then return nil end
+  if v == true then return { flash_attention = false } end
+  if v == "flash_attention" then return { flash_attention = true } end
+  return { flash_attention = v.flash_attention == true }
+end
+
+--- Returns a new node list with the fusion rules applied (the input nodes are not modified).
+---@param nodes neusight.Node[]
+---@param opts? { flash_attention?: boolean }
+---@return neusight.Node[]
+function M.apply(nodes, opts)
+  opts = opts or {}
+  local out, group = {}, {}
+  local function flush()
+    if #group == 1 then out[#out + 1] = group[1]
+    elseif #group > 1 then out[#out + 1] = fuse_group(group) end
+    group = {}
+  end
+  local function has_anchor()
+    for _, n in ipairs(group) do if ANCHOR[n.op] then return true end end
+    return false
+  end
+  local i = 1
+  while i <= #nodes do
+    local n = nodes[i]
+    local j = opts.flash_attention and attention_end(nodes, i)
+    if j then
+      flush()
+      out[#out + 1] = flash_node(nodes, i, j)
+      i = j + 1
+    elseif META[n.op] then
+      out[#out + 1] = n
+      i = i + 1
+    else
+      local fusable = (EW[n.op] or ANCHOR[n.op]) and not n.optimizer and n.phase == nil
+      if not fusable or (#group > 0 and not same_place(group[1], n)) or (ANCHOR[n.op] and has_anchor()) then
+        flush()
+      end
+      if fusable then group[#group + 1] = n else out[#out + 1] = n end
+      i = i + 1
+    end
+  end
+  flush()
+  return out
+end
+
+--- Summary of the fused nodes: array of { name, op, members = { names… } }.
+function M.groups(nodes)
+  local list = {}
+  for _, n in ipairs(nodes) do
+    if n.attrs and type(n.attrs.fused) == "string" then
+      local members = {}
+      for m in n.attrs.fused:gmatch("[^,]+") do members[#members + 1] = m end
+      list[#list + 1] = { name = n.name, op = n.op, members = members }
+    end
+  end
+  return list
+end
+
+return M
