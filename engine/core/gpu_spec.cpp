@@ -185,9 +185,17 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
     return gpu_spec_load(as_path, query);
   }
   const std::string q = text_lower(query);
+  // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed.
+  std::string q_stem = q;
+  std::replace_if(q_stem.begin(), q_stem.end(), [](char c) { return c == '-' || c == ' '; }, '_');
   const auto files = toml_files(dir_);
-  for (const auto& f : files)  // stems first: no parsing of the other files
-    if (text_lower(f.stem().string()) == q) return gpu_spec_load(f, display(f));
+  for (const auto& f : files) {
+    const std::string stem = text_lower(f.stem().string());
+    if (stem == q || stem == q_stem) {
+      gpu_spec spec = gpu_spec_load(f, display(f));
+      if (stem == q || text_lower(spec.name) == q) return spec;  // a normalised hit must be the GPU's own name
+    }
+  }
   std::vector<std::string> candidates;
   for (const auto& spec : load_all()) {
     if (text_lower(spec.name) == q) return spec;

@@ -204,9 +204,11 @@ function M.build(spec)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
   end
   fill_defaults(nodes, w.dtype)
-  local fusion = require("neusight.fusion")
-  local fopts = fusion.options(w.fusion)
-  if fopts then nodes = fusion.apply(nodes, fopts) end
+  if w.fusion then  -- loaded only when asked for: start-up time matters
+    local fusion = require("neusight.fusion")
+    local fopts = fusion.options(w.fusion)
+    if fopts then nodes = fusion.apply(nodes, fopts) end
+  end
 
   if training and w.optimizer ~= "none" then
     local P = 0
