@@ -1,6 +1,7 @@
 -- scripts/neusight/testing.lua — helpers shared by the Lua-side builder tests (tests/scripts/test_*.lua).
 -- The test runner's globals (load_op, make_node) are passed in once: `require("neusight.testing").bind(load_op, make_node)`.
-local ipairs, tostring, error = ipairs, tostring, error
+local ipairs, tostring, error, max = ipairs, tostring, error, math.max
+local K = require "neusight.kernels"
 
 local M = {}
 
@@ -41,6 +42,25 @@ function M.bind(load_op, make_node)
       end
     end
     return sum
+  end
+  --- "FwOps | BwOps | AccOps" of every node with kernels, in order (the reference opgraph's notation).
+  function t.kernel_rows(nodes, training)
+    local lines = {}
+    for _, n in ipairs(nodes) do
+      local fw, bw, acc = t.kernels(n, training)
+      if #fw + #bw + #acc > 0 then
+        lines[#lines + 1] = K.describe_all(fw) .. " | " .. K.describe_all(bw) .. " | " .. K.describe_all(acc)
+      end
+    end
+    return lines
+  end
+  --- Raises at the first row that differs from `reference` (a list of kernel_rows strings).
+  function t.rows_match(lines, reference)
+    for i = 1, max(#lines, #reference) do
+      if lines[i] ~= reference[i] then
+        error(("kernel row %d:\n  expected %s\n  got      %s"):format(i, tostring(reference[i]), tostring(lines[i])), 2)
+      end
+    end
   end
   return t
 end

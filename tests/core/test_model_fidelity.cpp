@@ -207,6 +207,16 @@ std::string multiset_diff(const multiset& reference, const multiset& ours) {
   return o.str();
 }
 
+// Our graph for the traced configuration (same model, mode, batch, seq; no optimizer step, as the traces).
+workload build_like(session& s, const opgraph_tag& tag) {
+  return s.workload_load("", {{"model", tag.model},
+                              {"gpu", std::string("A100-PCIE-40GB")},
+                              {"mode", tag.mode},
+                              {"batch", tag.batch},
+                              {"seq", tag.seq},
+                              {"optimizer", std::string("none")}});
+}
+
 }  // namespace
 
 TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (bert, opt, gpt)", "[models][opgraph]") {
@@ -243,12 +253,7 @@ TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (ber
     REQUIRE(layers);
     const bool training = og.tag->mode == "train";
 
-    const workload w = s.workload_load("", {{"model", og.tag->model},
-                                            {"gpu", std::string("A100-PCIE-40GB")},
-                                            {"mode", og.tag->mode},
-                                            {"batch", og.tag->batch},
-                                            {"seq", og.tag->seq},
-                                            {"optimizer", std::string("none")}});
+    const workload w = build_like(s, *og.tag);
     const expansion e = s.expand(w.g, gpu, training);
     CHECK(e.fallback_ops.empty());
     // Our layer nodes carry count = the config's layer count.
@@ -320,12 +325,7 @@ TEST_CASE("model fidelity: the Switch builder reproduces the reference's whole-m
     REQUIRE_FALSE(og.layer);  // whole-model trace
     REQUIRE(og.unsupported.empty());
     const bool training = og.tag->mode == "train";
-    const workload w = s.workload_load("", {{"model", og.tag->model},
-                                            {"gpu", std::string("A100-PCIE-40GB")},
-                                            {"mode", og.tag->mode},
-                                            {"batch", og.tag->batch},
-                                            {"seq", og.tag->seq},
-                                            {"optimizer", std::string("none")}});
+    const workload w = build_like(s, *og.tag);
     const expansion e = s.expand(w.g, gpu, training);
     CHECK(e.fallback_ops.empty());
 

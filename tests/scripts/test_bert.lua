@@ -4,20 +4,9 @@ local bert = require "neusight.models.bert"
 local presets = require "neusight.models.presets"
 
 local t = require("neusight.testing").bind(load_op, make_node)
-local eq, kernels, flops = t.eq, t.kernels, t.flops
+local eq, kernels, flops, kernel_rows = t.eq, t.kernels, t.flops, t.kernel_rows
 local total_params = t.params
 
--- "FwOps | BwOps | AccOps" of every node with kernels, in order.
-local function kernel_rows(nodes, training)
-  local lines = {}
-  for _, n in ipairs(nodes) do
-    local fw, bw, acc = kernels(n, training)
-    if #fw + #bw + #acc > 0 then
-      lines[#lines + 1] = K.describe_all(fw) .. " | " .. K.describe_all(bw) .. " | " .. K.describe_all(acc)
-    end
-  end
-  return lines
-end
 
 local T = {}
 
@@ -66,10 +55,7 @@ local REFERENCE_TRAIN = {
 
 function T.test_bert_large_train_matches_reference_trace()
   local nodes = bert.build(presets.bert_large, { batch = 2, seq = 512, training = true, loss = false })
-  local lines = kernel_rows(nodes, true)
-  for i = 1, math.max(#lines, #REFERENCE_TRAIN) do
-    eq(lines[i], REFERENCE_TRAIN[i], "kernel row " .. i)
-  end
+  t.rows_match(kernel_rows(nodes, true), REFERENCE_TRAIN)
 end
 
 -- opgraph/bert_large-inf-512-8.csv (BertForSequenceClassification): the same encoder, then

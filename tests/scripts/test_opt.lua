@@ -51,16 +51,7 @@ local REFERENCE_TRAIN = {
 
 function T.test_opt_13_train_matches_reference_trace()
   local nodes = opt.build(presets.opt_13, { batch = 1, seq = 2048, training = true, loss = false })
-  local lines = {}
-  for _, n in ipairs(nodes) do
-    local fw, bw, acc = kernels(n, true)
-    if #fw + #bw + #acc > 0 then
-      lines[#lines + 1] = K.describe_all(fw) .. " | " .. K.describe_all(bw) .. " | " .. K.describe_all(acc)
-    end
-  end
-  for i = 1, math.max(#lines, #REFERENCE_TRAIN) do
-    eq(lines[i], REFERENCE_TRAIN[i], "kernel row " .. i)
-  end
+  t.rows_match(t.kernel_rows(nodes, true), REFERENCE_TRAIN)
 end
 
 function T.test_layer_nodes_are_replicated_by_count()
