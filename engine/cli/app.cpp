@@ -39,6 +39,9 @@ struct forecast_flags {
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
+  // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
+  int64_t dp = 0, tp = 0, pp = 0, microbatches = 0;
+  std::string schedule;
 };
 
 struct graph_flags {
@@ -86,6 +89,17 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                 std::string("Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)") + o);
   cmd->add_flag("--flash-attention", f.flash_attention,
                 std::string("Like --fusion, and each attention block becomes one FlashAttention kernel") + o);
+  const char* g = "Parallelism (scripts/neusight/parallel.lua)";
+  cmd->add_option("--dp", f.dp, std::string("Data-parallel degree: replicas; --batch stays the global batch") + o)
+      ->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o)
+      ->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o)->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--microbatches", f.microbatches,
+                  std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o)
+      ->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
+      ->group(g);
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -99,6 +113,11 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (f.seq > 0) o["seq"] = f.seq;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
   else if (f.fusion) o["fusion"] = true;
+  if (f.dp > 0) o["parallel.dp"] = f.dp;
+  if (f.tp > 0) o["parallel.tp"] = f.tp;
+  if (f.pp > 0) o["parallel.pp"] = f.pp;
+  if (f.microbatches > 0) o["parallel.microbatches"] = f.microbatches;
+  if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
   return o;
 }
 
@@ -112,18 +131,20 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
   std::vector<double> seconds = pred->predict(kernels, gpu);
   s.overhead_apply(seconds, gpu, f.overhead);
   const forecast fc = forecast_make(g, std::move(kernels), std::move(seconds));
-  if (c.format == "json") emit(report_json(fc, m), c.output);
-  else if (c.format == "csv") emit(report_csv(fc, m), c.output);
-  else emit(report_table(fc, m), c.output);
+  report_meta meta = m;
+  if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
+  if (c.format == "json") emit(report_json(fc, meta), c.output);
+  else if (c.format == "csv") emit(report_csv(fc, meta), c.output);
+  else emit(report_table(fc, meta), c.output);
   return 0;
 }
 
 int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
   const workload w = s.workload_load(script, overrides_make(f));
-  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
+  const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, gpu, w.training());
-  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}, {}};
+  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}, {}, {}};
   for (const auto& op : e.fallback_ops)
     m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
@@ -139,7 +160,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}};
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -204,7 +225,9 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention"}) graph_opt->excludes(predict->get_option(o));
+  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
+                        "--pp", "--microbatches", "--schedule"})
+    graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
       ->check(CLI::PositiveNumber)

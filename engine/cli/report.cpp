@@ -23,7 +23,8 @@ json dims_json(const kernel& k) {
   switch (k.kind) {
     case kernel_kind::gemm:
     case kernel_kind::bmm: return {{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}};
-    case kernel_kind::memory: return json::object();
+    case kernel_kind::memory:
+    case kernel_kind::collective: return json::object();
     default: return {{"rows", k.rows}, {"hidden", k.hidden}};
   }
 }
@@ -50,6 +51,56 @@ std::vector<std::string> fused_members(const node& n) {
   return out;
 }
 
+json timeline_json(const parallel_timeline& t) {
+  json devices = json::array();
+  for (const auto& d : t.devices)
+    devices.push_back({{"stage", d.stage},
+                       {"layers", d.layers},
+                       {"params", d.params},
+                       {"compute_ms", d.compute_s * ms},
+                       {"exposed_comm_ms", d.exposed_comm_s * ms},
+                       {"bubble_ms", d.bubble_s * ms},
+                       {"optimizer_ms", d.optimizer_s * ms},
+                       {"tp_comm_ms", d.tp_comm_s * ms},
+                       {"p2p_ms", d.p2p_s * ms},
+                       {"dp_comm_ms", d.dp_comm_s * ms},
+                       {"dp_exposed_ms", d.dp_exposed_s * ms},
+                       {"dp_buckets", d.buckets},
+                       {"microbatch_forward_ms", d.microbatch_fw_s * ms},
+                       {"microbatch_backward_ms", d.microbatch_bw_s * ms},
+                       {"finish_ms", d.finish_s * ms}});
+  // The critical device: the one whose iteration ends last (ties: the first).
+  const timeline_device* crit = nullptr;
+  for (const auto& d : t.devices)
+    if (!crit || d.finish_s > crit->finish_s) crit = &d;
+  json j = {{"dp", t.dp},
+            {"tp", t.tp},
+            {"pp", t.pp},
+            {"microbatches", t.microbatches},
+            {"schedule", t.schedule},
+            {"virtual_stages", t.virtual_stages},
+            {"world", t.world},
+            {"micro_batch", t.micro_batch},
+            {"bucket_mb", t.bucket_mb},
+            {"overlap_grad_reduce", t.overlap_grad_reduce},
+            {"cluster",
+             {{"gpus_per_node", t.gpus_per_node},
+              {"nodes", t.nodes},
+              {"intra", {{"bw_gbps", t.intra_bw_gbps}, {"latency_us", t.intra_latency_us}, {"efficiency", t.intra_efficiency}}},
+              {"inter", {{"bw_gbps", t.inter_bw_gbps}, {"latency_us", t.inter_latency_us}, {"efficiency", t.inter_efficiency}}}}},
+            {"iteration_ms", t.iteration_s * ms},
+            {"pipeline_ms", t.pipeline_s * ms},
+            {"compute_ms", crit ? crit->compute_s * ms : 0.0},
+            {"exposed_comm_ms", crit ? crit->exposed_comm_s * ms : 0.0},
+            {"bubble_ms", crit ? crit->bubble_s * ms : 0.0},
+            {"optimizer_ms", crit ? crit->optimizer_s * ms : 0.0},
+            {"critical_stage", crit ? crit->stage : 0},
+            {"p2p_bytes", t.p2p_bytes},
+            {"grad_bytes_per_rank", t.grad_bytes_per_rank},
+            {"devices", std::move(devices)}};
+  return j;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -72,7 +123,9 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["dtype"] = m.dtype;
   j["optimizer"] = m.optimizer;
   if (m.layers) j["layers"] = *m.layers;
-  j["latency_ms"] = f.total() * ms;
+  // A parallel run's latency is its iteration on the slowest device; the phase sums below are then those of one
+  // microbatch through the whole (tp-sharded) model, serially — the timeline's inputs.
+  j["latency_ms"] = (m.timeline ? m.timeline->iteration_s : f.total()) * ms;
   j["forward_ms"] = f.phase_total(phase::forward) * ms;
   // backward_ms includes gradient accumulation (the reference's "bwall"); grad_accumulate_ms is that part.
   j["backward_ms"] = (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms;
@@ -81,6 +134,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["flops"] = f.flops_total();
   j["params"] = f.params_total();
   j["state_gb"] = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  if (m.timeline) j["parallel"] = timeline_json(*m.timeline);
   j["warnings"] = m.warnings;
   json ops = json::array();
   for (size_t i = 0; i < f.kernels.size(); ++i) {
@@ -161,7 +215,32 @@ std::string report_table(const forecast& f, const report_meta& m) {
                      (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms,
                      f.phase_total(phase::accumulate) * ms);
   out += fmt::format("optimizer        {:>12.3f} ms\n", f.phase_total(phase::optimizer) * ms);
-  out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
+  if (m.timeline) {
+    const parallel_timeline& t = *m.timeline;
+    out += fmt::format("sum of the above {:>12.3f} ms   (one microbatch of {} through all stages, one tp shard; {:.3g} TFLOP)\n",
+                       total, t.micro_batch, f.flops_total() / 1e12);
+    out += fmt::format("\nparallel  dp {} x tp {} x pp {} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}\n",
+                       t.dp, t.tp, t.pp, t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
+                       t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string());
+    out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.0f} GB/s x {:.2f}, {:.1f} us (scripts/neusight/topology.lua)\n",
+                       t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
+                       t.inter_latency_us);
+    out += fmt::format("{:>5} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "layers", "compute ms",
+                       "tp comm ms", "p2p ms", "dp exposed", "optimizer ms", "bubble ms", "finish ms");
+    for (const auto& d : t.devices)
+      out += fmt::format("{:>5} {:>6} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", d.stage,
+                         d.layers, d.compute_s * ms, d.tp_comm_s * ms, d.p2p_s * ms, d.dp_exposed_s * ms,
+                         d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
+    if (t.dp > 1 && !t.devices.empty())
+      out += fmt::format("data-parallel gradient all-reduce: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
+                         "exposed{}\n",
+                         t.devices[0].dp_comm_s * ms, t.devices[0].buckets, t.bucket_mb, t.devices[0].dp_exposed_s * ms,
+                         t.overlap_grad_reduce ? " (overlapped with backward)" : " (after backward)");
+    out += fmt::format("iteration        {:>12.3f} ms   (slowest device; every dp x tp rank of a stage alike)\n",
+                       t.iteration_s * ms);
+  } else {
+    out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
+  }
   const double state_gb = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
   out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters; activations not counted){}\n", state_gb,
                      f.params_total() / 1e9,

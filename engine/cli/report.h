@@ -6,6 +6,7 @@
 
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
+#include "core/timeline.h"
 
 namespace ns {
 
@@ -16,6 +17,7 @@ struct report_meta {
   const gpu_spec* gpu = nullptr;
   std::vector<std::string> warnings;
   std::optional<int64_t> layers;  // replication of the traced layer, for imported graphs (predict --graph)
+  std::optional<parallel_timeline> timeline;  // parallel runs: the per-device timeline; latency = its iteration
 };
 
 std::string report_json(const forecast& f, const report_meta& m);

@@ -20,6 +20,7 @@ constexpr std::pair<kernel_kind, std::string_view> kind_names[] = {
     {kernel_kind::gemm, "gemm"},       {kernel_kind::bmm, "bmm"},
     {kernel_kind::elementwise, "elementwise"}, {kernel_kind::softmax, "softmax"},
     {kernel_kind::layernorm, "layernorm"}, {kernel_kind::memory, "memory"},
+    {kernel_kind::collective, "collective"},
 };
 }  // namespace
 

@@ -11,7 +11,9 @@
 namespace ns {
 
 enum class phase { forward, backward, accumulate, optimizer };
-enum class kernel_kind { gemm, bmm, elementwise, softmax, layernorm, memory };
+// collective: inter-GPU communication (all-reduce, send/recv, ...) priced by scripts/neusight/collectives.lua;
+// its latency is always fixed (`seconds`), never predicted.
+enum class kernel_kind { gemm, bmm, elementwise, softmax, layernorm, memory, collective };
 
 std::string_view phase_name(phase p);
 std::string_view kernel_kind_name(kernel_kind k);

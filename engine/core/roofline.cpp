@@ -50,6 +50,7 @@ double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {
     case kernel_kind::softmax:
     case kernel_kind::layernorm: return k.bytes / 1e9 / bw;
     case kernel_kind::memory: return k.bytes / (bw * gib);
+    case kernel_kind::collective: return 0;  // always carries fixed seconds
   }
   return 0;
 }

@@ -41,7 +41,8 @@ std::optional<family> family_of(const kernel& k) {
     case kernel_kind::elementwise: return family::elementwise;
     case kernel_kind::softmax: return family::softmax;
     case kernel_kind::layernorm: return family::layernorm;
-    case kernel_kind::memory: return std::nullopt;
+    case kernel_kind::memory:
+    case kernel_kind::collective: return std::nullopt;
   }
   return std::nullopt;
 }
@@ -66,7 +67,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     tile_gflop = 2 * tm * N * tk / 1e9;
     tile_mb = e * (tm * N + N * tk + tm * tk) / mib;
     ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / (e * (M * N + N * K + M * K) / gib);
-  } else if (k.kind != kernel_kind::memory) {
+  } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
     const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
     if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");
     const double numel = R * H;

@@ -39,6 +39,8 @@ struct session::impl {
   session_options opts;
   lua_state state;
   int engine_ref = LUA_NOREF;
+  int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
+  int nodes_ref = LUA_NOREF;
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops
@@ -307,13 +309,115 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.description = r.str_or("description", "");
+  lua_getfield(L, norm, "parallel");
+  const bool has_parallel = !lua_isnil(L, -1);
+  lua_pop(L, 1);
   lua_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
-  ns_call(L, 1, 2, "while building the model of " + w.source);  // stack: W spec norm name nodes
-  w.model = lua_isstring(L, -2) ? lua_tostring(L, -2) : "custom";
+  if (has_parallel) {
+    w.gpu_resolved = gpu_catalog(p_->opts.data_root / "gpus").resolve(w.gpu);
+    p_->push_gpu(*w.gpu_resolved);
+  } else {
+    lua_pushnil(L);
+  }
+  ns_call(L, 2, 3, "while building the model of " + w.source);  // stack: W spec norm name nodes plan
+  w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
-  w.g.nodes = nodes_read(L, -1, w.source + ": model '" + w.model + "'");
+  w.g.nodes = nodes_read(L, -2, w.source + ": model '" + w.model + "'");
+  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  w.parallel = lua_istable(L, -1);
+  if (w.parallel) {
+    p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops plan
+    p_->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops nodes
+  }
   return w;
+}
+
+std::optional<parallel_timeline> session::timeline(const forecast& fc) {
+  if (p_->plan_ref == LUA_NOREF) return std::nullopt;
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass.
+  struct node_times { double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 0; };
+  std::vector<node_times> t(fc.g.nodes.size());
+  for (size_t i = 0; i < fc.kernels.size(); ++i) {
+    const auto& ki = fc.kernels[i];
+    node_times& n = t[ki.node];
+    const double s = fc.seconds_each[i];
+    const bool comm = ki.k.kind == kernel_kind::collective;
+    if (ki.ph == phase::forward) n.fw += s, n.fw_comm += comm ? s : 0;
+    else if (ki.ph == phase::optimizer) n.opt += s;
+    else n.bw += s, n.bw_comm += comm ? s : 0;
+  }
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.parallel");
+  ns_call(L, 1, 1, "while loading scripts/neusight/parallel.lua");  // stack: P
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
+  const int plan = lua_gettop(L);  // stack: P plan
+  lua_getfield(L, -2, "timeline");
+  lua_pushvalue(L, plan);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
+  if (lua_rawlen(L, -1) != t.size())
+    throw error("parallel timeline: the graph has " + std::to_string(t.size()) + " nodes, the plan's model " +
+                std::to_string(lua_rawlen(L, -1)));
+  lua_createtable(L, int(t.size()), 0);
+  for (size_t i = 0; i < t.size(); ++i) {
+    lua_createtable(L, 0, 5);
+    const std::pair<const char*, double> fields[] = {
+        {"fw", t[i].fw}, {"fw_comm", t[i].fw_comm}, {"bw", t[i].bw}, {"bw_comm", t[i].bw_comm}, {"opt", t[i].opt}};
+    for (const auto& [k, v] : fields) lua_pushnumber(L, v), lua_setfield(L, -2, k);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
+  const std::string where = "scripts/neusight/parallel.lua timeline";
+  if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
+  parallel_timeline out;
+  {
+    table_reader p(L, plan, "parallel plan");
+    out.dp = p.integer("dp"), out.tp = p.integer("tp"), out.pp = p.integer("pp");
+    out.microbatches = p.integer("microbatches"), out.virtual_stages = p.integer("virtual_stages");
+    out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
+    out.schedule = p.str("schedule");
+    out.bucket_mb = p.number("bucket_mb");
+    lua_getfield(L, plan, "overlap_grad_reduce");
+    out.overlap_grad_reduce = lua_toboolean(L, -1);
+    lua_getfield(L, plan, "cluster");  // stack: … result overlap cluster
+    table_reader c(L, -1, "parallel plan cluster");
+    out.gpus_per_node = c.integer("gpus_per_node"), out.nodes = c.integer("nodes");
+    for (const char* level : {"intra", "inter"}) {
+      lua_getfield(L, -1, level);
+      table_reader l(L, -1, std::string("parallel plan cluster.") + level);
+      const bool intra = std::string(level) == "intra";
+      (intra ? out.intra_bw_gbps : out.inter_bw_gbps) = l.number("bw_gbps");
+      (intra ? out.intra_latency_us : out.inter_latency_us) = l.number("latency_us");
+      (intra ? out.intra_efficiency : out.inter_efficiency) = l.number("efficiency");
+      lua_pop(L, 1);
+    }
+    lua_pop(L, 2);
+  }
+  table_reader r(L, -1, where + " result");
+  out.iteration_s = r.number("iteration");
+  out.pipeline_s = r.number("pipeline");
+  out.p2p_bytes = r.number("p2p_bytes");
+  out.grad_bytes_per_rank = r.number("grad_bytes_per_rank");
+  lua_getfield(L, -1, "devices");
+  if (!lua_istable(L, -1)) throw error(where + " result: field 'devices' must be an array");
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+    lua_rawgeti(L, -1, i);
+    table_reader d(L, -1, where + " device #" + std::to_string(i));
+    timeline_device td;
+    td.stage = d.integer("stage"), td.layers = d.integer("layers"), td.buckets = d.integer("buckets");
+    td.params = d.number("params");
+    td.compute_s = d.number("compute"), td.tp_comm_s = d.number("tp_comm"), td.p2p_s = d.number("p2p");
+    td.dp_comm_s = d.number("dp_comm"), td.dp_exposed_s = d.number("dp_exposed");
+    td.exposed_comm_s = d.number("exposed_comm"), td.optimizer_s = d.number("optimizer");
+    td.bubble_s = d.number("bubble"), td.finish_s = d.number("finish");
+    td.microbatch_fw_s = d.number("microbatch_fw"), td.microbatch_bw_s = d.number("microbatch_bw");
+    out.devices.push_back(td);
+    lua_pop(L, 1);
+  }
+  return out;
 }
 
 bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {
@@ -520,7 +624,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2;
   std::map<std::string, kernel> done;  // shape key → kernel holding the tile
   for (kernel* k : kernels) {
-    if (k->kind == kernel_kind::memory) continue;
+    if (k->kind == kernel_kind::memory || k->kind == kernel_kind::collective) continue;
     const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
     const std::string key = std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
                             std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +

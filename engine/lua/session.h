@@ -3,12 +3,15 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
 
+#include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
+#include "core/timeline.h"
 
 namespace ns {
 
@@ -25,23 +28,11 @@ struct workload {
   std::string model, gpu, mode, optimizer, dtype, description;
   int64_t batch = 0, seq = 0;
   graph g;
+  // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
+  // collectives are priced from its links; the graph is then one rank's microbatch.
+  std::optional<gpu_spec> gpu_resolved;
+  bool parallel = false;
   bool training() const { return mode == "train"; }
-};
-
-// CLI flags that override a workload's fields (or define it entirely, for `predict`).
-using workload_value = std::variant<std::string, int64_t, bool>;
-using workload_overrides = std::map<std::string, workload_value>;
-
-struct op_entry {
-  std::string name;
-  std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
-  std::vector<std::string> shadows;  // later files with the same name that this one hides
-  std::string doc;                   // filled by op_load
-};
-
-struct expansion {
-  std::vector<kernel_instance> kernels;
-  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
 };
 
 class session {
@@ -79,6 +70,10 @@ class session {
 
   // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
   std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
+
+  // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
+  // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
+  std::optional<parallel_timeline> timeline(const forecast& fc);
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

@@ -258,7 +258,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       const auto parsed = kernel_kind_parse(kind);
       if (!parsed)
         throw error(r.what() + ": unknown kind '" + kind + "'" +
-                    text_did_you_mean(kind, {"gemm", "bmm", "elementwise", "softmax", "layernorm", "memory"}));
+                    text_did_you_mean(kind, {"gemm", "bmm", "elementwise", "softmax", "layernorm", "memory", "collective"}));
       k.kind = *parsed;
       k.name = r.str("name");
       k.op = r.str_or("op", "");
@@ -273,12 +273,14 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       }
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
-      } else if (k.kind != kernel_kind::memory) {
+      } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
       }
       if (r.has("seconds")) {
         k.seconds = r.number("seconds");
         if (*k.seconds < 0) throw error(r.what() + ": field 'seconds' must be >= 0");
+      } else if (k.kind == kernel_kind::collective) {
+        throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }
       out.push_back(std::move(k));
     } catch (...) {

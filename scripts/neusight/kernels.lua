@@ -167,6 +167,26 @@ function M.mem(shapes, dtype)
   return { kind = "memory", name = "MEM", dtype = dtype, shapes = shapes, flops = 0, bytes = e * n }
 end
 
+--- Inter-GPU communication (all-reduce, send/recv, …) of `bytes` bytes taking `seconds`, as priced by
+--- neusight.collectives (α–β model). The engine never predicts it: the seconds are fixed.
+---@param op string all_reduce | all_gather | reduce_scatter | send_recv | all_to_all | broadcast
+---@param bytes number
+---@param seconds number
+function M.collective(op, bytes, seconds, dtype)
+  if type(op) ~= "string" then error("bad argument #1 to 'collective' (string expected)", 2) end
+  if type(bytes) ~= "number" or not (bytes >= 0) or bytes == huge then
+    error(("bad argument #2 to 'collective' (non-negative number expected, got %s)"):format(tostring(bytes)), 2)
+  end
+  if type(seconds) ~= "number" or not (seconds >= 0) or seconds == huge then
+    error(("bad argument #3 to 'collective' (non-negative number of seconds expected, got %s)"):format(tostring(seconds)), 2)
+  end
+  check_dtype("collective", 4, dtype)
+  return {
+    kind = "collective", name = op:gsub("_", ""):upper(), op = op, dtype = dtype,
+    flops = 0, bytes = bytes, seconds = seconds,
+  }
+end
+
 local function shape_str(s)
   if #s == 1 then return "(" .. s[1] .. ",)" end -- Python tuple notation, as in the reference csv
   return "(" .. concat(s, ",") .. ")"
@@ -179,6 +199,8 @@ function M.describe(k)
     return ("Linear(%d,%d,%d)"):format(k.m, k.n, k.k)
   elseif k.kind == "bmm" then
     return ("BMM(%d,%d,%d,%d)"):format(k.b, k.m, k.n, k.k)
+  elseif k.kind == "collective" then
+    return ("%s(%.0f B)"):format(k.name, k.bytes)
   elseif k.kind == "memory" then
     local parts = {}
     for i, s in ipairs(k.shapes or {}) do parts[i] = shape_str(s) end

@@ -11,7 +11,7 @@ local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type
 local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
-local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "fusion", "description" }
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "fusion", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -125,6 +125,12 @@ local CHECK = {
     return ("must be a boolean, \"flash_attention\" or { flash_attention = true } (got %s)"):format(show(v))
   end,
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
+  -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
+  parallel = function(v)
+    if type(v) ~= "table" then return ("must be a table such as { dp = 4 } (got %s)"):format(show(v)) end
+    local ok, err = pcall(require("neusight.parallel").normalize, v)
+    if not ok then return ("is invalid: %s"):format(tostring(err)) end
+  end,
 }
 
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
@@ -141,7 +147,19 @@ function M.normalize(spec, overrides, chunkname)
   if type(spec) ~= "table" then fail("a workload must return a table (got %s)", show(spec)) end
   local w = {}
   for k, v in pairs(spec) do w[k] = v end
-  for k, v in pairs(overrides or {}) do w[k] = v end
+  for k, v in pairs(overrides or {}) do
+    local sub = type(k) == "string" and k:match("^parallel%.(.+)$") -- --dp 4 arrives as "parallel.dp"
+    if sub then
+      local p = {}
+      if type(w.parallel) == "table" then
+        for pk, pv in pairs(w.parallel) do p[pk] = pv end
+      end
+      p[sub] = v
+      w.parallel = p
+    else
+      w[k] = v
+    end
+  end
 
   for _, k in ipairs(sorted_keys(w)) do
     if not CHECK[k] then fail("unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
@@ -158,6 +176,7 @@ function M.normalize(spec, overrides, chunkname)
   if w.fusion and w.mode == "train" then
     fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
+  if w.parallel ~= nil then w.parallel = require("neusight.parallel").normalize(w.parallel) end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.loss == nil then w.loss = true end
@@ -181,15 +200,27 @@ local function fill_defaults(nodes, dtype)
   end
 end
 
---- Expands a workload into (model name, nodes). In training with an optimizer, one optimizer node
+--- Expands a workload into (model name, nodes, plan). In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}} } is appended, P = Σ params · count.
+--- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
+--- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
+--- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
 ---@param spec table a workload table (normalized here if it was not already)
+---@param gpu? table
 ---@return string model_name
 ---@return neusight.Node[] nodes
-function M.build(spec)
+---@return table? plan
+function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
+  local par, plan = nil, nil
+  if w.parallel and require("neusight.parallel").active(w.parallel) then
+    par = require("neusight.parallel")
+    if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
+    plan = par.plan(w.parallel, gpu, w)
+    opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
+  end
 
   local model, name, nodes = w.model, nil, nil
   if type(model) == "function" then
@@ -198,9 +229,24 @@ function M.build(spec)
       error(("model function must return an array of nodes (got %s)"):format(show(nodes)), 0)
     end
     name = name or "custom"
+    if plan and plan.tp > 1 then -- a function model shards itself; make sure it did
+      local sharded = false
+      for _, n in ipairs(nodes) do
+        if type(n) == "table" and type(n.attrs) == "table" and n.attrs.group == "tp" then sharded = true end
+      end
+      if not sharded then
+        error(("parallel.tp: the model function ignored opts.tp = %d (its graph has no tensor-parallel collective; add them with neusight.parallel.comm_node)")
+          :format(plan.tp), 0)
+      end
+    end
   else
     local cfg = type(model) == "string" and presets[model] or model
-    nodes = require("neusight.models." .. cfg.arch).build(cfg, opts)
+    local builder = require("neusight.models." .. cfg.arch)
+    if plan and plan.tp > 1 and not builder.tensor_parallel then
+      error(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel sharding; use tp = 1")
+        :format(cfg.arch, cfg.arch), 0)
+    end
+    nodes = builder.build(cfg, opts)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
   end
   fill_defaults(nodes, w.dtype)
@@ -220,7 +266,7 @@ function M.build(spec)
       }
     end
   end
-  return name, nodes
+  return name, nodes, plan
 end
 
 return M

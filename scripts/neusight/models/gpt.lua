@@ -9,11 +9,20 @@
 --   * lm_head is bias-free: we accumulate no bias gradient (the reference adds VECadd(1, V) anyway);
 --   * in training, the HF loss (shift + cross-entropy) is appended unless opts.loss == false; the
 --     reference neither traces nor measures a loss.
+-- Tensor parallelism (opts.tp > 1, opts.parallel = neusight.parallel.plan): the graph is one rank's
+-- shard, Megatron-LM style (Shoeybi et al. 2019): c_attn and c_fc are column-parallel (heads and
+-- n_inner split), the two c_proj row-parallel, wte and lm_head vocab-parallel; the all-reduces sit
+-- where Megatron's f/g operators put them: g (forward all-reduce) after each row-parallel layer and
+-- the embedding, f (backward all-reduce) before each column-parallel layer and lm_head, and the
+-- vocab-parallel cross-entropy all-reduces its max, sum and target logit (3·b·s values) forward.
+-- Layer norms, dropouts and residual adds are replicated on every rank.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
 
 local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
@@ -35,6 +44,16 @@ function M.build(cfg, opts)
   local V, P, L = cfg.vocab_size, cfg.n_positions, cfg.n_layer
   local hd, ni, T = h // nh, cfg.n_inner or 4 * h, b * s
   local dtype = opts.dtype or "fp32"
+  local tp, plan = opts.tp or 1, opts.parallel
+  local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
+  local par = tp > 1 and require("neusight.parallel") or nil
+  if tp > 1 then
+    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    nh = par.split(nh, tp, "n_head", who)
+    ni = par.split(ni, tp, "n_inner", who)
+    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
+  end
+  local hl = nh * hd -- attention width of this rank
 
   local nodes, layer, count = {}, "", 1
   local function add(op, name, inputs, output, params, attrs)
@@ -43,10 +62,18 @@ function M.build(cfg, opts)
       inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
     }
   end
+  -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
+  local function tp_all_reduce(name, shape, direction, note)
+    if tp == 1 then return end
+    nodes[#nodes + 1] = par.comm_node(plan, {
+      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
+      layer = layer, count = count, dtype = dtype, note = note,
+    })
+  end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- residual stream
-  local heads = { b, nh, s, hd }            -- per-head q / v / attention output
+  local heads = { b, nh, s, hd }            -- per-head q / v / attention output (this rank's heads)
   local scores = { b, nh, s, s }            -- attention scores
   local act = { b, s, ni }                  -- MLP hidden activation
 
@@ -54,19 +81,22 @@ function M.build(cfg, opts)
   -- 'misc' (its name matches none of its embedding patterns), so it costs nothing there. To keep
   -- forecasts comparable it is a zero-kernel "view" node here; its parameters still count for the optimizer.
   add("embedding", "wte", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
   add("view", "wpe", { { 1, s } }, { 1, s, h }, P * h)
   add("add", "embd_add", { x, { 1, s, h } }, x)
   add("dropout", "drop", { x }, x)
 
   layer, count = "h", L
   add("layernorm", "h.ln_1", { x }, x, 2 * h)
+  tp_all_reduce("h.attn.tp_in", x, "backward", "f: input gradient of the column-parallel c_attn")
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
-  add("addmm", "h.attn.c_attn", { { 3 * h }, { T, h }, { h, 3 * h } }, { T, 3 * h }, h * 3 * h + 3 * h)
-  add("split", "h.attn.split", { { b, s, 3 * h } }, x)
+  add("addmm", "h.attn.c_attn", { { 3 * hl }, { T, h }, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
+  local xl = tp == 1 and x or { b, s, hl }
+  add("split", "h.attn.split", { { b, s, 3 * hl } }, xl)
   -- The trace records the tuple unpacking of split() as three getitems with a stale (1,) input and
   -- charges each a MEM of its output; split() returns views, but we mirror the reference here.
   for _, which in ipairs { "q", "k", "v" } do
-    add("getitem", "h.attn.split." .. which, { { 1 } }, x)
+    add("getitem", "h.attn.split." .. which, { { 1 } }, xl)
   end
   add("permute", "h.attn.split_heads", { { b, s, nh, hd } }, heads)
   add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores)
@@ -81,10 +111,13 @@ function M.build(cfg, opts)
   add("matmul", "h.attn.pv", { scores, heads }, heads)
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
-  add("addmm", "h.attn.c_proj", { { h }, { T, h }, { h, h } }, { T, h }, h * h + h)
+  -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
+  add("addmm", "h.attn.c_proj", { { h }, { T, hl }, { hl, h } }, { T, h }, hl * h + h)
+  tp_all_reduce("h.attn.tp_out", x, "forward", "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.attn.resid_dropout", { x }, x)
   add("add", "h.attn.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
   add("layernorm", "h.ln_2", { x }, x, 2 * h)
+  tp_all_reduce("h.mlp.tp_in", x, "backward", "f: input gradient of the column-parallel c_fc")
   add("addmm", "h.mlp.c_fc", { { ni }, { T, h }, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
@@ -97,6 +130,7 @@ function M.build(cfg, opts)
   add("add", "h.mlp.act.one_plus", { act }, act)      -- 1.0 + tanh(…)        VECaddu
   add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
+  tp_all_reduce("h.mlp.tp_out", x, "forward", "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.mlp.dropout", { x }, x)
   add("add", "h.mlp.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
 
@@ -104,6 +138,7 @@ function M.build(cfg, opts)
   add("layernorm", "ln_f", { x }, x, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
+  tp_all_reduce("lm_head.tp_in", x, "backward", "f: input gradient of the vocab-parallel lm_head")
   add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false })
   if opts.training and opts.loss ~= false and s > 1 then
     -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
@@ -111,6 +146,7 @@ function M.build(cfg, opts)
     local n = b * (s - 1)
     add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
     add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
+    tp_all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
   end
   return nodes
 end

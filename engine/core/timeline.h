@@ -1,0 +1,54 @@
+// engine/core/timeline.h — the per-device timeline of a data/tensor/pipeline-parallel iteration (computed in Lua).
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ns {
+
+// One pipeline stage's device in a parallel run (scripts/neusight/parallel.lua timeline): every dp × tp rank of the
+// stage behaves alike. Seconds per iteration.
+struct timeline_device {
+  int64_t stage = 0, layers = 0, buckets = 0;
+  double params = 0;
+  double compute_s = 0;       // kernels other than collectives, all microbatches
+  double tp_comm_s = 0;       // tensor-parallel collectives (blocking: on the critical path)
+  double p2p_s = 0;           // pipeline send/recv
+  double dp_comm_s = 0;       // data-parallel gradient all-reduce, all buckets
+  double dp_exposed_s = 0;    // the part of dp_comm_s not hidden behind backward compute
+  double exposed_comm_s = 0;  // tp_comm + p2p + dp_exposed
+  double optimizer_s = 0;
+  double bubble_s = 0;        // idle: iteration − compute − optimizer − exposed communication
+  double finish_s = 0;
+  double microbatch_fw_s = 0, microbatch_bw_s = 0;  // one microbatch through this device's chunks
+};
+
+struct parallel_timeline {
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtual_stages = 1, micro_batch = 0, world = 1;
+  int64_t gpus_per_node = 1, nodes = 1;
+  std::string schedule;
+  bool overlap_grad_reduce = true;
+  double bucket_mb = 0;
+  double intra_bw_gbps = 0, intra_latency_us = 0, intra_efficiency = 0;
+  double inter_bw_gbps = 0, inter_latency_us = 0, inter_efficiency = 0;
+  double iteration_s = 0, pipeline_s = 0, p2p_bytes = 0, grad_bytes_per_rank = 0;
+  std::vector<timeline_device> devices;
+};
+
+// CLI flags that override a workload's fields (or define it entirely, for `predict`).
+using workload_value = std::variant<std::string, int64_t, bool>;
+using workload_overrides = std::map<std::string, workload_value>;
+
+struct op_entry {
+  std::string name;
+  std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
+  std::vector<std::string> shadows;  // later files with the same name that this one hides
+  std::string doc;                   // filled by op_load
+};
+
+struct expansion {
+  std::vector<kernel_instance> kernels;
+  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
+};
+
+}  // namespace ns

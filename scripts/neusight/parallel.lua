@@ -1,0 +1,610 @@
+-- scripts/neusight/parallel.lua — data, tensor and pipeline parallelism: workload validation, the rank layout, collective nodes, and the per-device timeline.
+--
+-- A workload's `parallel` table (or predict's --dp/--tp/--pp/--microbatches/--schedule):
+--   parallel = { dp = 4, tp = 2, pp = 2, microbatches = 8, schedule = "1f1b",
+--                virtual_stages = 2, bucket_mb = 25, overlap_grad_reduce = true,
+--                cluster = { gpus_per_node = 8, nodes = 2, inter = { bw_gbps = 50 } } }
+-- `batch` stays the global batch: each pipeline runs microbatches of batch / (dp · microbatches).
+--
+-- The pieces, in the order the engine uses them:
+--   1. M.normalize validates the table (unknown keys → did-you-mean) and fills defaults.
+--   2. M.plan lays out the ranks Megatron-style (tp fastest, then dp, then pp), builds the cluster
+--      (neusight/topology.lua) and each communicator group's shape.
+--   3. Model builders shard themselves when opts.tp > 1 (Megatron column/row-parallel layers) and
+--      insert collectives with M.comm_node, priced once by neusight/collectives.lua (α–β model).
+--   4. After the kernels are predicted, M.timeline partitions the layers into pipeline stages,
+--      simulates the schedule (GPipe, 1F1B, interleaved 1F1B) from the per-stage forward/backward
+--      times, overlaps the data-parallel gradient all-reduce buckets with the last backward pass,
+--      and returns per device: compute, exposed communication and bubble.
+-- Every step is plain Lua: a new schedule is a function in M.schedules, a new collective algorithm a
+-- function in neusight.collectives.algorithms; nothing needs recompiling.
+local T = require "neusight.topology"
+local C = require "neusight.collectives"
+local floor, huge, max, min = math.floor, math.huge, math.max, math.min
+local ipairs, pairs, type, tostring, error, pcall, sort = ipairs, pairs, type, tostring, error, pcall, table.sort
+
+local M = {}
+
+local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
+
+-- PyTorch DDP's default bucket (bucket_cap_mb = 25). Megatron sizes its buckets differently
+-- (max(40 M parameters, 1 M · dp)); set bucket_mb to model it.
+local DEFAULT_BUCKET_MB = 25
+
+local KEYS = {
+  dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
+  bucket_mb = true, overlap_grad_reduce = true, cluster = true,
+}
+
+---------------------------------------------------------------------------------------------------
+-- Validation
+
+local function show(v)
+  if type(v) == "string" then return ("%q"):format(v) end
+  if type(v) == "table" or type(v) == "function" then return type(v) end
+  return tostring(v)
+end
+
+local function is_count(v) return type(v) == "number" and v >= 1 and v == floor(v) and v < huge end
+
+--- Pipeline schedules by name: function(P, M, v, training) → per-device arrays of ops
+--- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
+M.schedules = {}
+
+--- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
+--- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
+--- Errors are "parallel.<field>: …" (level 0), so workload.lua can prefix the script name.
+---@param p table
+---@return table
+function M.normalize(p)
+  if type(p) ~= "table" then error(("parallel: table expected, got %s"):format(show(p)), 0) end
+  local unknown = {}
+  for k in pairs(p) do
+    if not KEYS[k] then unknown[#unknown + 1] = tostring(k) end
+  end
+  if #unknown > 0 then
+    sort(unknown)
+    error(("parallel: unknown field '%s'%s"):format(unknown[1], T.did_you_mean(unknown[1], KEYS)), 0)
+  end
+  local out = {}
+  for _, k in ipairs { "dp", "tp", "pp", "microbatches" } do
+    local v = p[k]
+    if v == nil then v = 1 end
+    if not is_count(v) then error(("parallel.%s: positive integer expected, got %s"):format(k, show(v)), 0) end
+    out[k] = floor(v)
+  end
+  local schedule = p.schedule == nil and "1f1b" or p.schedule
+  if type(schedule) ~= "string" or not M.schedules[schedule] then
+    local names = {}
+    for name in pairs(M.schedules) do names[#names + 1] = ('"' .. name .. '"') end
+    sort(names)
+    error(("parallel.schedule: one of %s expected, got %s%s"):format(table.concat(names, ", "), show(schedule),
+      type(schedule) == "string" and T.did_you_mean(schedule, M.schedules) or ""), 0)
+  end
+  out.schedule = schedule
+  local v = p.virtual_stages
+  if v == nil then v = schedule == "interleaved" and 2 or 1 end
+  if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
+  out.virtual_stages = floor(v)
+  if schedule == "interleaved" then
+    if out.virtual_stages < 2 then
+      error("parallel.virtual_stages: the interleaved schedule needs at least 2 model chunks per device", 0)
+    end
+    if out.pp < 2 then error("parallel.schedule: the interleaved schedule needs pp >= 2", 0) end
+    if out.microbatches % out.pp ~= 0 then
+      error(("parallel.microbatches: the interleaved schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
+        :format(out.pp, out.microbatches), 0)
+    end
+  elseif out.virtual_stages ~= 1 then
+    error(("parallel.virtual_stages: only the \"interleaved\" schedule runs several model chunks per device (schedule is %q)")
+      :format(schedule), 0)
+  end
+  local bucket = p.bucket_mb == nil and DEFAULT_BUCKET_MB or p.bucket_mb
+  if type(bucket) ~= "number" or not (bucket > 0) or bucket == huge then
+    error(("parallel.bucket_mb: positive number expected, got %s"):format(show(bucket)), 0)
+  end
+  out.bucket_mb = bucket
+  local overlap = p.overlap_grad_reduce
+  if overlap == nil then overlap = true end
+  if type(overlap) ~= "boolean" then
+    error(("parallel.overlap_grad_reduce: boolean expected, got %s"):format(show(overlap)), 0)
+  end
+  out.overlap_grad_reduce = overlap
+  if p.cluster ~= nil and type(p.cluster) ~= "table" then
+    error(("parallel.cluster: table expected, got %s"):format(show(p.cluster)), 0)
+  end
+  out.cluster = p.cluster
+  return out
+end
+
+--- True when the table asks for more than one GPU or more than one microbatch.
+function M.active(p)
+  return p ~= nil and (p.dp * p.tp * p.pp > 1 or p.microbatches > 1)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Rank layout and groups
+
+-- Shape of a group of `size` ranks `stride` apart, starting at rank `first`, when ranks fill nodes
+-- of g GPUs in order: { size, spans_nodes, per_node } for topology.group.
+local function group_shape(size, stride, first, g)
+  local on = {}
+  local nodes, per_node = 0, 0
+  for k = 0, size - 1 do
+    local node = (first + k * stride) // g
+    if not on[node] then on[node], nodes = 0, nodes + 1 end
+    on[node] = on[node] + 1
+    per_node = max(per_node, on[node])
+  end
+  return { size = size, spans_nodes = nodes > 1, per_node = per_node }
+end
+M.group_shape = group_shape
+
+--- The plan of a parallel run: degrees, world size, microbatch size, the cluster (topology.cluster)
+--- and the communicator groups { tp, dp } plus one send/recv pair per stage boundary (pp_links[k]:
+--- device k → k+1). Ranks are laid out as Megatron-LM does by default: tp varies fastest, then dp,
+--- then pp, so tensor-parallel groups stay inside a node whenever tp ≤ gpus_per_node.
+---@param p table normalized parallel table
+---@param gpu table GPU view (gpus/*.toml fields)
+---@param w { batch: integer, dtype: string, mode: string }
+---@return table
+function M.plan(p, gpu, w)
+  local world = p.dp * p.tp * p.pp
+  local per_pipeline = p.dp * p.microbatches
+  if w.batch % per_pipeline ~= 0 then
+    error(("parallel: the global batch %d is not divisible by dp × microbatches = %d × %d")
+      :format(w.batch, p.dp, p.microbatches), 0)
+  end
+  local spec = {}
+  for k, v in pairs(p.cluster or {}) do spec[k] = v end
+  if spec.gpu == nil then spec.gpu = gpu end
+  if spec.gpus_per_node == nil then spec.gpus_per_node = min(world, 8) end
+  if spec.nodes == nil then spec.nodes = -((-world) // spec.gpus_per_node) end
+  local ok, cluster = pcall(T.cluster, spec)
+  if not ok then error("parallel." .. tostring(cluster), 0) end
+  local capacity = cluster.gpus_per_node * cluster.nodes
+  if world > capacity then
+    error(("parallel: dp × tp × pp = %d GPUs do not fit the cluster (%d node(s) × %d GPUs)")
+      :format(world, cluster.nodes, cluster.gpus_per_node), 0)
+  end
+  local g = cluster.gpus_per_node
+  local plan = {
+    dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
+    virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
+    world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
+    dtype = w.dtype, cluster = cluster,
+    groups = {
+      tp = group_shape(p.tp, 1, 0, g),
+      dp = group_shape(p.dp, p.tp, 0, g),
+    },
+    pp_links = {},
+  }
+  for s = 0, p.pp - 2 do -- first rank of stage s and of stage s+1
+    local a = s * p.tp * p.dp
+    plan.pp_links[s + 1] = { size = 2, spans_nodes = a // g ~= (a + p.tp * p.dp) // g }
+  end
+  return plan
+end
+
+---------------------------------------------------------------------------------------------------
+-- Collective nodes
+
+local DIRECTIONS = { forward = true, backward = true, both = true }
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+
+--- A graph node for one collective of a tensor-parallel (or other) group, priced now with the α–β
+--- model of neusight.collectives: the op rules (ops/all_reduce.lua, …) turn it into a "collective"
+--- kernel with these fixed seconds in the forward and/or backward pass.
+---@param plan table M.plan()
+---@param t { op: string, name: string, shape: integer[], group: string, direction: "forward"|"backward"|"both", layer?: string, count?: integer, dtype?: string, note?: string }
+---@return table node
+function M.comm_node(plan, t)
+  local group = plan.groups[t.group]
+  if not group then error(("comm_node: unknown group %s (known: tp, dp)"):format(show(t.group)), 2) end
+  if not DIRECTIONS[t.direction] then
+    error(("comm_node: direction must be \"forward\", \"backward\" or \"both\" (got %s)"):format(show(t.direction)), 2)
+  end
+  local dtype = t.dtype or plan.dtype
+  local bytes = numel(t.shape) * DTYPE_BYTES[dtype]
+  local seconds, algorithm = C.time(t.op, bytes, group, plan.cluster)
+  return {
+    op = t.op, name = t.name, layer = t.layer or "", count = t.count or 1, dtype = dtype,
+    inputs = { t.shape }, output = t.shape, params = 0,
+    attrs = {
+      group = t.group, ranks = group.size, direction = t.direction, seconds = seconds,
+      algorithm = algorithm, note = t.note,
+    },
+  }
+end
+
+--- The op rule of a collective node kind (ops/all_reduce.lua, …): one "collective" kernel of the
+--- node's output bytes in the pass(es) attrs.direction names, taking attrs.seconds (set by
+--- M.comm_node). A node without attrs.seconds is an error that says how to build one.
+---@param op string
+---@param doc string
+function M.rule(op, doc)
+  local K = require "neusight.kernels"
+  local function kernels(node, pass)
+    local a = node.attrs
+    if type(a.seconds) ~= "number" then
+      error(("node '%s': a %s node needs attrs.seconds; build it with require('neusight.parallel').comm_node")
+        :format(node.name, op), 0)
+    end
+    local dir = a.direction or "forward"
+    if dir ~= "both" and dir ~= pass then return {} end
+    return { K.collective(op, numel(node.output) * node.dtype_bytes, a.seconds, node.dtype) }
+  end
+  return {
+    name = op,
+    doc = doc,
+    forward = function(node) return kernels(node, "forward") end,
+    backward = function(node) return kernels(node, "backward") end,
+  }
+end
+
+--- Size of a dimension split over tp ranks: an error unless it divides evenly (what to split is
+--- named in the message: "n_head", "n_inner", …).
+function M.split(n, tp, what, who)
+  if n % tp ~= 0 then
+    error(("%s: %s = %d is not divisible by tp = %d"):format(who, what, n, tp), 0)
+  end
+  return n // tp
+end
+
+---------------------------------------------------------------------------------------------------
+-- Pipeline schedules
+
+-- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
+M.schedules.gpipe = function(P, Mb, _, training)
+  local orders = {}
+  for d = 1, P do
+    local o = {}
+    for m = 0, Mb - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    if training then
+      for m = 0, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    end
+    orders[d] = o
+  end
+  return orders
+end
+
+-- 1F1B (PipeDream-Flush; Narayanan et al. 2021): device d runs P−d−1 warm-up forwards, then
+-- alternates one forward and one backward, then drains the remaining backwards.
+M.schedules["1f1b"] = function(P, Mb, _, training)
+  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
+  local orders = {}
+  for d = 0, P - 1 do
+    local o = {}
+    local warm = min(P - d - 1, Mb)
+    for m = 0, warm - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    for i = 0, Mb - warm - 1 do
+      o[#o + 1] = { fw = true, chunk = 0, mb = warm + i }
+      o[#o + 1] = { fw = false, chunk = 0, mb = i }
+    end
+    for m = Mb - warm, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    orders[d + 1] = o
+  end
+  return orders
+end
+
+-- Interleaved 1F1B (Narayanan et al. 2021 §2.2; Megatron-LM's
+-- forward_backward_pipelining_with_interleaving): each device holds v model chunks (virtual stage
+-- c·P + d for chunk c); the k-th forward runs chunk (k // P) mod v on microbatch
+-- (k // (P·v))·P + k mod P, backwards walk the chunks in reverse; warm-up (P−d−1)·2 + (v−1)·P.
+M.schedules.interleaved = function(P, Mb, v, training)
+  local total = Mb * v
+  local function mb_of(k) return (k // (P * v)) * P + k % P end
+  local function fw(k) return { fw = true, chunk = (k // P) % v, mb = mb_of(k) } end
+  local function bw(k) return { fw = false, chunk = v - 1 - (k // P) % v, mb = mb_of(k) } end
+  local orders = {}
+  for d = 0, P - 1 do
+    local o = {}
+    if not training then
+      for k = 0, total - 1 do o[#o + 1] = fw(k) end
+    else
+      local warm = min((P - d - 1) * 2 + (v - 1) * P, total)
+      for k = 0, warm - 1 do o[#o + 1] = fw(k) end
+      for i = 0, total - warm - 1 do
+        o[#o + 1] = fw(warm + i)
+        o[#o + 1] = bw(i)
+      end
+      for k = total - warm, total - 1 do o[#o + 1] = bw(k) end
+    end
+    orders[d + 1] = o
+  end
+  return orders
+end
+
+--- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
+--- the forward of vs−1 (same microbatch), a backward for the backward of vs+1 (the last stage's for
+--- its own forward). stages[vs+1] = { fw = seconds, bw = seconds } per microbatch, sends included.
+--- Returns per device { ops = { {fw, chunk, mb, vs, start, finish}… }, finish } and the makespan.
+---@param stages { fw: number, bw: number }[] one entry per virtual stage (P·v of them)
+---@param P integer devices
+---@param Mb integer microbatches
+---@param v integer chunks per device
+---@param schedule string a key of M.schedules
+---@param training boolean
+function M.simulate(stages, P, Mb, v, schedule, training)
+  local make = M.schedules[schedule]
+  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), 2) end
+  local V = P * v
+  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), 2) end
+  local orders = make(P, Mb, v, training)
+  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local devices, ptr, free, left = {}, {}, {}, 0
+  for d = 1, P do
+    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    devices[d], ptr[d], free[d] = { ops = {}, finish = 0 }, 1, 0
+    left = left + #orders[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P do
+      local o = orders[d]
+      while ptr[d] <= #o do
+        local op = o[ptr[d]]
+        local vs = op.chunk * P + (d - 1)
+        local ready
+        if op.fw then
+          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+        else
+          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
+          if ready and not done_fw[vs][op.mb] then ready = nil end
+        end
+        if ready == nil then break end
+        local start = max(free[d], ready)
+        local finish = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
+        local rec = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = vs, start = start, finish = finish }
+        devices[d].ops[#devices[d].ops + 1] = rec
+        if op.fw then done_fw[vs][op.mb] = finish else done_bw[vs][op.mb] = finish end
+        free[d], devices[d].finish = finish, finish
+        ptr[d], left, progress = ptr[d] + 1, left - 1, true
+      end
+    end
+  end
+  if left > 0 then
+    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
+  end
+  local makespan = 0
+  for d = 1, P do makespan = max(makespan, devices[d].finish) end
+  return devices, makespan
+end
+
+---------------------------------------------------------------------------------------------------
+-- Stage partition
+
+-- Splits the graph into prologue (unlayered nodes before the first layer), layer groups (one per
+-- layer name, in order, c = the group's replication) and epilogue (the other unlayered nodes).
+-- Optimizer nodes are set aside.
+local function regions(nodes, times)
+  local prologue, epilogue, groups, by_name, optimizer = {}, {}, {}, {}, {}
+  local seen_layer = false
+  for i, n in ipairs(nodes) do
+    if times[i].opt > 0 or n.phase == "optimizer" then
+      optimizer[#optimizer + 1] = i
+    elseif n.layer ~= "" then
+      seen_layer = true
+      local g = by_name[n.layer]
+      if not g then
+        g = { name = n.layer, count = 0, nodes = {} }
+        by_name[n.layer] = g
+        groups[#groups + 1] = g
+      end
+      g.count = max(g.count, n.count)
+      g.nodes[#g.nodes + 1] = i
+    elseif seen_layer then
+      epilogue[#epilogue + 1] = i
+    else
+      prologue[#prologue + 1] = i
+    end
+  end
+  return prologue, groups, epilogue, optimizer
+end
+
+-- Virtual stage contents: stages[k].segments, in graph order, each { nodes = {i…}, reps = r,
+-- per = {instances of node i per rep} }: the prologue (one rep; goes to the first stage), runs of
+-- consecutive layers of one group (reps = layers; a node of a group with c layers and count n runs
+-- n/c instances per layer), the epilogue (to the last stage). Layers are spread as evenly as
+-- possible, earlier stages taking the remainder. stages[k].items flattens them: { node, share }.
+local function partition(nodes, prologue, groups, epilogue, V)
+  local total = 0
+  for _, g in ipairs(groups) do total = total + g.count end
+  if total < V and V > 1 then
+    error(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d layer(s)"):format(V, total), 0)
+  end
+  local function single(list)
+    local per = {}
+    for j, i in ipairs(list) do per[j] = nodes[i].count end
+    return { nodes = list, reps = 1, per = per }
+  end
+  local stages = {}
+  for k = 1, V do stages[k] = { segments = {}, items = {}, layers = 0 } end
+  if #prologue > 0 then stages[1].segments[1] = single(prologue) end
+  local base, extra = total // V, total % V
+  local g_idx, g_used = 1, 0 -- current group and layers of it already placed
+  for k = 1, V do
+    local want = base + (k <= extra and 1 or 0)
+    stages[k].layers = want
+    while want > 0 do
+      local g = groups[g_idx]
+      local take = min(want, g.count - g_used)
+      local per = {}
+      for j, i in ipairs(g.nodes) do per[j] = nodes[i].count / g.count end
+      stages[k].segments[#stages[k].segments + 1] = { nodes = g.nodes, reps = take, per = per }
+      want, g_used = want - take, g_used + take
+      if g_used == g.count then g_idx, g_used = g_idx + 1, 0 end
+    end
+  end
+  if #epilogue > 0 then stages[V].segments[#stages[V].segments + 1] = single(epilogue) end
+  for _, st in ipairs(stages) do
+    for _, seg in ipairs(st.segments) do
+      for j, i in ipairs(seg.nodes) do st.items[#st.items + 1] = { node = i, share = seg.reps * seg.per[j] } end
+    end
+  end
+  return stages
+end
+
+-- Output shape of the last node of the last layer group: the activation pipeline stages exchange.
+local function boundary_shape(nodes, groups)
+  local g = groups[#groups]
+  if not g then return nil end
+  return nodes[g.nodes[#g.nodes]].output
+end
+
+---------------------------------------------------------------------------------------------------
+-- Timeline
+
+--- Per-device timeline of one training iteration (or inference pass) from per-node times.
+--- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
+--- includes gradient accumulation and *_comm is the part spent in collective kernels.
+--- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, p2p, dp_comm,
+--- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
+--- alike, so one row stands for each of them.
+---@param plan table M.plan()
+---@param nodes table[] the graph's nodes (as built)
+---@param times table[]
+function M.timeline(plan, nodes, times)
+  local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
+  local V = P * v
+  local e = DTYPE_BYTES[plan.dtype] or 4
+  local prologue, groups, epilogue, optimizer = regions(nodes, times)
+  local stages = partition(nodes, prologue, groups, epilogue, V)
+
+  -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
+  local shape = boundary_shape(nodes, groups)
+  local p2p_bytes = shape and numel(shape) * e or 0
+  local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
+  for vs = 0, V - 2 do
+    local d = vs % P
+    local link = plan.pp_links[min(d, P - 2) + 1]
+    if P == 1 or not link then
+      p2p[vs] = 0
+    elseif d == P - 1 then -- wraps from the last device to the first (interleaved chunks)
+      local a = (P - 1) * plan.tp * plan.dp
+      local g = plan.cluster.gpus_per_node
+      p2p[vs] = C.time("send_recv", p2p_bytes, { size = 2, spans_nodes = a // g ~= 0 }, plan.cluster)
+    else
+      p2p[vs] = C.time("send_recv", p2p_bytes, link, plan.cluster)
+    end
+  end
+
+  -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
+  local params_total = 0
+  for k, st in ipairs(stages) do
+    local fw, fwc, bw, bwc, params = 0, 0, 0, 0, 0
+    for _, it in ipairs(st.items) do
+      local t, n = times[it.node], nodes[it.node]
+      fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
+      bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+      params = params + n.params * it.share
+    end
+    st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    local vs = k - 1
+    st.send_fw = vs < V - 1 and p2p[vs] or 0
+    st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
+    st.fw = fw + fwc + st.send_fw
+    st.bw = plan.training and (bw + bwc + st.send_bw) or 0
+    params_total = params_total + params
+  end
+
+  local devices_sim, makespan = M.simulate(stages, P, Mb, v, plan.schedule, plan.training)
+
+  -- Optimizer step time, shared out by the parameters each device holds.
+  local opt_total = 0
+  for _, i in ipairs(optimizer) do opt_total = opt_total + times[i].opt * nodes[i].count end
+
+  -- Data-parallel gradient all-reduce: buckets of bucket_mb filled in backward order during each
+  -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
+  -- compute without overlap) and waits for the link while the previous bucket is in flight.
+  local bucket_bytes = plan.bucket_mb * 1e6
+  local devices, iteration = {}, 0
+  for d = 1, P do
+    local sim = devices_sim[d]
+    local dev = {
+      stage = d - 1, compute = 0, tp_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
+      layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
+    }
+    local last_bw = {} -- vs → its last backward op
+    for _, op in ipairs(sim.ops) do
+      local st = stages[op.vs + 1]
+      if op.fw then
+        dev.compute = dev.compute + st.fw_compute
+        dev.tp_comm = dev.tp_comm + st.fw_comm
+        dev.p2p = dev.p2p + st.send_fw
+      else
+        dev.compute = dev.compute + st.bw_compute
+        dev.tp_comm = dev.tp_comm + st.bw_comm
+        dev.p2p = dev.p2p + st.send_bw
+        if not last_bw[op.vs] or op.start > last_bw[op.vs].start then last_bw[op.vs] = op end
+      end
+    end
+    for c = 0, v - 1 do
+      local st = stages[c * P + d]
+      dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
+      dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
+    end
+    local compute_end = sim.finish
+    local dp_end = compute_end
+    if plan.training and plan.dp > 1 then
+      local ready = {}
+      for c = 0, v - 1 do
+        local vs = c * P + (d - 1)
+        local st, op = stages[vs + 1], last_bw[vs]
+        -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
+        local t, fill = op.start, 0
+        for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
+          local seg = st.segments[si]
+          for _ = 1, seg.reps do
+            for j = #seg.nodes, 1, -1 do
+              local i = seg.nodes[j]
+              t = t + times[i].bw * seg.per[j]
+              local grads = nodes[i].params * e * seg.per[j]
+              if grads > 0 then
+                fill = fill + grads
+                while fill >= bucket_bytes do
+                  ready[#ready + 1] = { at = t, bytes = bucket_bytes }
+                  fill = fill - bucket_bytes
+                end
+              end
+            end
+          end
+        end
+        if fill > 0 then ready[#ready + 1] = { at = t, bytes = fill } end
+      end
+      sort(ready, function(a, b) return a.at < b.at end)
+      local link_free = 0
+      for _, b in ipairs(ready) do
+        local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
+        local dt = C.time("all_reduce", b.bytes, plan.groups.dp, plan.cluster)
+        local start = max(at, link_free)
+        link_free = start + dt
+        dev.dp_comm = dev.dp_comm + dt
+      end
+      dev.buckets = #ready
+      dp_end = max(compute_end, link_free)
+      dev.dp_exposed = dp_end - compute_end
+    end
+    dev.optimizer = params_total > 0 and opt_total * dev.params / params_total or 0
+    dev.finish = dp_end + dev.optimizer
+    iteration = max(iteration, dev.finish)
+    devices[d] = dev
+  end
+  for _, dev in ipairs(devices) do
+    dev.exposed_comm = dev.tp_comm + dev.p2p + dev.dp_exposed
+    dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
+  end
+  return {
+    iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
+    grad_bytes_per_rank = params_total * e,
+  }
+end
+
+return M
