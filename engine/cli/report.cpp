@@ -101,6 +101,14 @@ json timeline_json(const parallel_timeline& t) {
   return j;
 }
 
+// Parameters resident on one GPU: the whole graph, or in a parallel run the largest stage's (tp-sharded) share.
+double params_per_gpu(const forecast& f, const report_meta& m) {
+  if (!m.timeline) return f.params_total();
+  double most = 0;
+  for (const auto& d : m.timeline->devices) most = std::max(most, d.params);
+  return most;
+}
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
@@ -133,7 +141,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["optimizer_ms"] = f.phase_total(phase::optimizer) * ms;
   j["flops"] = f.flops_total();
   j["params"] = f.params_total();
-  j["state_gb"] = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  // per GPU: in a parallel run the largest pipeline stage's tp shard
+  j["state_gb"] = state_bytes(params_per_gpu(f, m), m.dtype, m.mode == "train", m.optimizer) / 1e9;
   if (m.timeline) j["parallel"] = timeline_json(*m.timeline);
   j["warnings"] = m.warnings;
   json ops = json::array();
@@ -241,9 +250,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
-  const double state_gb = state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters; activations not counted){}\n", state_gb,
-                     f.params_total() / 1e9,
+  const double per_gpu = params_per_gpu(f, m);
+  const double state_gb = state_bytes(per_gpu, m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters{}; activations not counted){}\n", state_gb,
+                     per_gpu / 1e9, m.timeline ? " on the fullest GPU" : "",
                      state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
                                                             "it fits (shard it, see the parallelism options)",
                                                             m.gpu->mem_gb)

@@ -176,7 +176,14 @@ function M.normalize(spec, overrides, chunkname)
   if w.fusion and w.mode == "train" then
     fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
-  if w.parallel ~= nil then w.parallel = require("neusight.parallel").normalize(w.parallel) end
+  if w.parallel ~= nil then
+    local p = require("neusight.parallel").normalize(w.parallel)
+    if w.batch % (p.dp * p.microbatches) ~= 0 then
+      fail("field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
+        w.batch, p.dp, p.microbatches)
+    end
+    w.parallel = p
+  end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.loss == nil then w.loss = true end

@@ -1,0 +1,138 @@
+// tests/cli/test_parallel_cli.cpp — predict/run with --dp/--tp/--pp end to end: the timeline in JSON and the table, overrides, errors.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+json predict(const std::string& extra) {
+  const auto r = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --optimizer none --seq 1024 "
+                         "--predictor roofline --format json " + extra);
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+double sum(const json& devices, const char* key) {
+  double s = 0;
+  for (const auto& d : devices) s += d[key].get<double>();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("parallel: latency is the timeline's iteration and the per-rank graph is the microbatch", "[cli][parallel]") {
+  const json one = predict("--batch 4");
+  const json dp = predict("--batch 4 --dp 4");
+  REQUIRE(dp.contains("parallel"));
+  const json& p = dp["parallel"];
+  CHECK(p["dp"] == 4);
+  CHECK(p["world"] == 4);
+  CHECK(p["micro_batch"] == 1);
+  CHECK(dp["latency_ms"].get<double>() == p["iteration_ms"].get<double>());
+  // Every forward op's work is linear in the batch: the dp rank's graph holds a quarter of the forward FLOPs.
+  // (Not of all FLOPs: gradient accumulation is parameter-sized, the same on every rank.)
+  const auto forward_flops = [](const json& j) {
+    double f = 0;
+    for (const auto& op : j["ops"])
+      if (op["phase"] == "forward") f += op["flops"].get<double>() * op["count"].get<double>();
+    return f;
+  };
+  CHECK(forward_flops(dp) * 4 == Approx(forward_flops(one)).epsilon(1e-12));
+  CHECK(dp["flops"].get<double>() * 4 > one["flops"].get<double>());
+  // Gradients of all 774 M parameters are all-reduced (fp32), overlapped with backward: less is exposed than sent.
+  const json& d0 = p["devices"][0];
+  CHECK(p["grad_bytes_per_rank"].get<double>() == Approx(4 * one["params"].get<double>()).epsilon(1e-12));
+  CHECK(d0["dp_comm_ms"].get<double>() > 0);
+  CHECK(d0["dp_exposed_ms"].get<double>() < d0["dp_comm_ms"].get<double>());
+  CHECK(d0["dp_buckets"].get<int>() > 10);
+  CHECK(!one.contains("parallel"));
+}
+
+TEST_CASE("parallel: tensor parallelism adds collective kernels, forward and backward", "[cli][parallel]") {
+  const json tp = predict("--batch 4 --tp 4");
+  int fw = 0, bw = 0;
+  for (const auto& op : tp["ops"]) {
+    if (op["kind"] != "collective") continue;
+    CHECK(op["kernel"] == "ALLREDUCE");
+    CHECK(op["flops"] == 0);
+    (op["phase"] == "forward" ? fw : bw) += op["count"].get<int>();
+  }
+  // 36 layers × (2 forward + 2 backward), the embedding's and the loss's forward, lm_head's backward.
+  CHECK(fw == 36 * 2 + 2);
+  CHECK(bw == 36 * 2 + 1);
+  const json& d = tp["parallel"]["devices"][0];
+  CHECK(d["tp_comm_ms"].get<double>() > 0);
+  CHECK(d["exposed_comm_ms"].get<double>() == Approx(d["tp_comm_ms"].get<double>()));
+}
+
+TEST_CASE("parallel: one-microbatch pipeline is the serial sum of its stages", "[cli][parallel]") {
+  const json pp = predict("--batch 4 --pp 4 --microbatches 1");
+  const json& p = pp["parallel"];
+  REQUIRE(p["devices"].size() == 4);
+  CHECK(sum(p["devices"], "layers") == 36);
+  const double serial = sum(p["devices"], "microbatch_forward_ms") + sum(p["devices"], "microbatch_backward_ms");
+  CHECK(p["iteration_ms"].get<double>() == Approx(serial).epsilon(1e-12));
+  for (const auto& d : p["devices"]) CHECK(d["bubble_ms"].get<double>() > 0);
+  // More microbatches fill the pipeline: the bubble share shrinks.
+  const json pp8 = predict("--batch 16 --pp 4 --microbatches 8");
+  const auto share = [](const json& j) {
+    return j["parallel"]["bubble_ms"].get<double>() / j["parallel"]["iteration_ms"].get<double>();
+  };
+  CHECK(share(pp8) < share(pp));
+  const json gpipe = predict("--batch 16 --pp 4 --microbatches 8 --schedule gpipe");
+  CHECK(gpipe["parallel"]["schedule"] == "gpipe");
+}
+
+TEST_CASE("parallel: workload field, command-line overrides and the table", "[cli][parallel]") {
+  const auto r = run_cli("run examples/gpt3_parallel.lua --pp 4 --microbatches 8 --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["parallel"]["tp"] == 8);  // from the script
+  CHECK(j["parallel"]["pp"] == 4);  // from the command line
+  CHECK(j["parallel"]["schedule"] == "interleaved");
+  CHECK(j["parallel"]["cluster"]["nodes"] == 8);
+  const auto t = run_cli("run examples/gpt3_parallel.lua");
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find("parallel  dp 1 x tp 8 x pp 8 = 64 GPUs (8 node(s) x 8)") != std::string::npos);
+  CHECK(t.out.find("bubble ms") != std::string::npos);
+  CHECK(t.out.find("iteration ") != std::string::npos);
+}
+
+TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]") {
+  const std::string base = "predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --seq 1024 ";
+  auto r = run_cli(base + "--batch 3 --dp 2");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: command line: field 'parallel': the global batch 3 is not divisible by dp × microbatches = "
+                 "2 × 1\n");
+  r = run_cli(base + "--batch 4 --pp 2 --schedule gpip");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("parallel.schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got \"gpip\" (did you "
+                   "mean 'gpipe'?)") != std::string::npos);
+  r = run_cli(base + "--batch 4 --tp 3");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("gpt model 'gpt2_large': n_head = 20 is not divisible by tp = 3") != std::string::npos);
+  r = run_cli("predict --model switchxl4 --gpu A100-SXM4-40GB --mode train --seq 512 --batch 4 --tp 2");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("has no tensor-parallel sharding") != std::string::npos);
+  r = run_cli("predict --graph tests/fixtures/does-not-matter.csv --gpu A100-SXM4-40GB --dp 2");
+  CHECK(r.code == 2);
+  temp_dir t;
+  const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train',\n"
+                                       "  batch = 4, seq = 1024, parallel = { dpp = 2 } }\n");
+  r = run_cli("run '" + script.string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'parallel' is invalid: parallel: unknown field 'dpp' (did you mean 'dp'?)") !=
+        std::string::npos);
+  // 16 GPUs fit: the default cluster is 2 nodes of 8, and the data-parallel ring then crosses the network.
+  r = run_cli(base + "--batch 64 --dp 16 --format json");
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["parallel"]["cluster"]["nodes"] == 2);
+}

@@ -1,0 +1,333 @@
+-- tests/scripts/test_parallel.lua — neusight/parallel.lua: validation, rank layout, collective ops, schedules against textbook bubbles, DP buckets, TP sharding.
+local P = require "neusight.parallel"
+local C = require "neusight.collectives"
+local gpt = require "neusight.models.gpt"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s: expected %s, got %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+local function near(got, want, what, rel)
+  rel = rel or 1e-12
+  if type(got) ~= "number" or math.abs(got - want) > rel * math.max(math.abs(want), 1e-300) then
+    error(("%s: expected %.17g, got %s"):format(what, want, tostring(got)), 2)
+  end
+end
+
+local function raises(message, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected the error '" .. message .. "'", 2) end
+  if tostring(err) ~= message then
+    error(("expected the error '%s', got '%s'"):format(message, tostring(err)), 2)
+  end
+end
+
+local H100 = { name = "H100-SXM5-80GB", interconnect = "nvlink4", interconnect_bw_gbps = 900.0, pcie_bw_gbps = 64.0 }
+
+local function plan_of(p, batch, mode)
+  return P.plan(P.normalize(p), H100, { batch = batch or 8, dtype = "fp32", mode = mode or "train" })
+end
+
+local T = {}
+
+---------------------------------------------------------------------------------------------------
+-- Validation and layout
+
+function T.test_normalize_defaults()
+  local p = P.normalize {}
+  eq(p.dp, 1, "dp") eq(p.tp, 1, "tp") eq(p.pp, 1, "pp") eq(p.microbatches, 1, "microbatches")
+  eq(p.schedule, "1f1b", "schedule") eq(p.virtual_stages, 1, "virtual_stages")
+  eq(p.bucket_mb, 25, "bucket_mb (PyTorch DDP default)") eq(p.overlap_grad_reduce, true, "overlap")
+  eq(P.active(p), false, "one GPU, one microbatch is not parallel")
+  eq(P.active(P.normalize { microbatches = 2 }), true, "gradient accumulation is")
+  eq(P.normalize({ schedule = "interleaved", pp = 2, microbatches = 4 }).virtual_stages, 2, "interleaved default chunks")
+end
+
+function T.test_normalize_errors()
+  raises("parallel: unknown field 'microbatch' (did you mean 'microbatches'?)", P.normalize, { microbatch = 2 })
+  raises("parallel.dp: positive integer expected, got 0", P.normalize, { dp = 0 })
+  raises("parallel.pp: positive integer expected, got 1.5", P.normalize, { pp = 1.5 })
+  raises('parallel.schedule: one of "1f1b", "gpipe", "interleaved" expected, got "1F1B" (did you mean \'1f1b\'?)', P.normalize, { schedule = "1F1B" })
+  raises('parallel.schedule: one of "1f1b", "gpipe", "interleaved" expected, got "gpip" (did you mean \'gpipe\'?)',
+    P.normalize, { schedule = "gpip" })
+  raises("parallel.schedule: the interleaved schedule needs pp >= 2", P.normalize, { schedule = "interleaved" })
+  raises("parallel.microbatches: the interleaved schedule needs a multiple of pp = 4 (got 6), as Megatron-LM does",
+    P.normalize, { schedule = "interleaved", pp = 4, microbatches = 6 })
+  raises('parallel.virtual_stages: only the "interleaved" schedule runs several model chunks per device (schedule is "1f1b")',
+    P.normalize, { pp = 2, virtual_stages = 2 })
+  raises("parallel.overlap_grad_reduce: boolean expected, got 1", P.normalize, { overlap_grad_reduce = 1 })
+  raises("parallel.bucket_mb: positive number expected, got -1", P.normalize, { bucket_mb = -1 })
+end
+
+function T.test_plan_batch_and_cluster_errors()
+  raises("parallel: the global batch 6 is not divisible by dp × microbatches = 4 × 1", plan_of, { dp = 4 }, 6)
+  raises("parallel: dp × tp × pp = 16 GPUs do not fit the cluster (1 node(s) × 8 GPUs)", plan_of,
+    { dp = 16, cluster = { nodes = 1 } }, 16)
+  raises("parallel.cluster: unknown key 'gpu_per_node' (did you mean 'gpus_per_node'?)", plan_of,
+    { dp = 2, cluster = { gpu_per_node = 4 } }, 2)
+end
+
+function T.test_plan_layout_is_megatron_order()
+  -- 2 nodes × 8: tp = 4 fastest (inside a node), dp = 2 next (ranks 0, 4: same node), pp = 2 (ranks 0, 8: across nodes).
+  local plan = plan_of({ tp = 4, dp = 2, pp = 2, microbatches = 2 }, 8)
+  eq(plan.world, 16, "world") eq(plan.micro_batch, 2, "micro batch = 8 / (2 · 2)")
+  eq(plan.cluster.gpus_per_node, 8, "8 per node (default)") eq(plan.cluster.nodes, 2, "nodes from the world size")
+  eq(plan.groups.tp.spans_nodes, false, "tp inside a node") eq(plan.groups.tp.per_node, 4, "tp per node")
+  eq(plan.groups.dp.spans_nodes, false, "dp inside a node") eq(plan.groups.dp.per_node, 2, "dp per node")
+  eq(plan.pp_links[1].spans_nodes, true, "stage 0 → 1 crosses nodes")
+  -- dp = 4 with tp = 4 on nodes of 8: ranks 0, 4, 8, 12 → two per node, spanning.
+  local g = P.group_shape(4, 4, 0, 8)
+  eq(g.spans_nodes, true, "dp spans") eq(g.per_node, 2, "two dp ranks per node")
+  -- a small default cluster is one node of exactly the world size
+  local small = plan_of({ dp = 2, tp = 2 }, 4)
+  eq(small.cluster.gpus_per_node, 4, "4 GPUs in one node") eq(small.cluster.nodes, 1, "one node")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Collective nodes and op rules
+
+function T.test_comm_node_is_alpha_beta_ring()
+  local plan = plan_of({ tp = 4 }, 4)
+  local n = P.comm_node(plan, { op = "all_reduce", name = "x", shape = { 4, 1024, 1280 }, group = "tp", direction = "both" })
+  -- H100: α = 1 µs, β = 1 / (450 GB/s · 0.72); 4 ranks, 20 MiB: the ring beats the tree at this size.
+  local bytes, p, a, b = 4 * 1024 * 1280 * 4, 4, 1e-6, 1 / (450e9 * 0.72)
+  near(n.attrs.seconds, 2 * (p - 1) * a + 2 * (p - 1) / p * bytes * b, "ring all-reduce closed form")
+  eq(n.attrs.algorithm, "ring", "algorithm") eq(n.attrs.ranks, 4, "ranks") eq(n.params, 0, "no parameters")
+  raises("comm_node: unknown group \"ep\" (known: tp, dp)", P.comm_node, plan,
+    { op = "all_reduce", name = "x", shape = { 1 }, group = "ep", direction = "both" })
+end
+
+function T.test_collective_op_rules_follow_direction()
+  local rules = {
+    all_reduce = load_op("all_reduce"), all_gather = load_op("all_gather"), reduce_scatter = load_op("reduce_scatter"),
+    send_recv = load_op("send_recv"), all_to_all = load_op("all_to_all"),
+  }
+  for _, op in ipairs { "all_reduce", "all_gather", "reduce_scatter", "send_recv", "all_to_all" } do
+    local rule = rules[op]
+    eq(rule.name, op, "rule name")
+    local fw = make_node { op = op, name = "c", output = { 2, 3 }, attrs = { seconds = 1.5e-3, direction = "forward" } }
+    local k = rule.forward(fw, H100)
+    eq(#k, 1, op .. " forward kernel") eq(k[1].kind, "collective", "kind") eq(k[1].seconds, 1.5e-3, "fixed seconds")
+    eq(k[1].bytes, 24, "bytes = numel · 4") eq(k[1].flops, 0, "no FLOPs")
+    eq(#rule.backward(fw, H100), 0, op .. ": forward-only node has no backward kernel")
+    local bw = make_node { op = op, name = "c", output = { 2, 3 }, attrs = { seconds = 2e-3, direction = "backward" } }
+    eq(#rule.forward(bw, H100), 0, op .. ": backward-only node has no forward kernel")
+    eq(rule.backward(bw, H100)[1].seconds, 2e-3, op .. " backward seconds")
+    local both = make_node { op = op, name = "c", output = { 2 }, attrs = { seconds = 1e-3, direction = "both" } }
+    eq(#rule.forward(both, H100) + #rule.backward(both, H100), 2, op .. ": both passes")
+  end
+  eq(load_op("all_reduce").forward(make_node { op = "all_reduce", name = "c", output = { 1 },
+    attrs = { seconds = 1, direction = "both" } }, H100)[1].name, "ALLREDUCE", "reference kernel name")
+  raises("node 'c': a all_reduce node needs attrs.seconds; build it with require('neusight.parallel').comm_node",
+    load_op("all_reduce").forward, make_node { op = "all_reduce", name = "c", output = { 1 } }, H100)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Schedules
+
+local function balanced(V, F, B)
+  local s = {}
+  for k = 1, V do s[k] = { fw = F, bw = B } end
+  return s
+end
+
+-- Textbook (Huang et al. 2019; Narayanan et al. 2021): with P balanced stages of forward F and
+-- backward B per microbatch and free transfers, GPipe and 1F1B take (M + P − 1)(F + B), i.e. each
+-- device idles (P − 1)(F + B); interleaving v chunks cuts the bubble to (P − 1)(F + B)/v.
+function T.test_balanced_bubbles_match_textbook()
+  for _, sched in ipairs { "gpipe", "1f1b" } do
+    for _, c in ipairs { { 4, 1 }, { 4, 8 }, { 2, 3 }, { 8, 16 }, { 1, 4 } } do
+      local Pn, Mb = c[1], c[2]
+      local F, B = 1.25, 2.5
+      local devices, makespan = P.simulate(balanced(Pn, F, B), Pn, Mb, 1, sched, true)
+      near(makespan, (Mb + Pn - 1) * (F + B), ("%s P=%d M=%d makespan"):format(sched, Pn, Mb))
+      for d = 1, Pn do
+        local busy = 0
+        for _, op in ipairs(devices[d].ops) do busy = busy + op.finish - op.start end
+        near(makespan - busy, (Pn - 1) * (F + B), ("%s P=%d M=%d device %d bubble"):format(sched, Pn, Mb, d - 1))
+      end
+    end
+  end
+  for _, c in ipairs { { 4, 8, 2 }, { 4, 4, 4 }, { 2, 6, 3 }, { 8, 16, 2 } } do
+    local Pn, Mb, v = c[1], c[2], c[3]
+    local F, B = 1.0, 2.0 -- per device and microbatch, all v chunks together
+    local _, makespan = P.simulate(balanced(Pn * v, F / v, B / v), Pn, Mb, v, "interleaved", true)
+    near(makespan, Mb * (F + B) + (Pn - 1) * (F + B) / v, ("interleaved P=%d M=%d v=%d"):format(Pn, Mb, v), 1e-9)
+  end
+end
+
+function T.test_one_f_one_b_order()
+  local orders = P.schedules["1f1b"](4, 6, 1, true)
+  local function text(o)
+    local parts = {}
+    for i, op in ipairs(o) do parts[i] = (op.fw and "F" or "B") .. op.mb end
+    return table.concat(parts, " ")
+  end
+  eq(text(orders[1]), "F0 F1 F2 F3 B0 F4 B1 F5 B2 B3 B4 B5", "first stage: 3 warm-up forwards")
+  eq(text(orders[4]), "F0 B0 F1 B1 F2 B2 F3 B3 F4 B4 F5 B5", "last stage: strict alternation")
+  eq(text(P.schedules.gpipe(2, 3, 1, true)[2]), "F0 F1 F2 B0 B1 B2", "gpipe")
+  eq(text(P.schedules["1f1b"](3, 2, 1, false)[1]), "F0 F1", "inference runs forwards only")
+end
+
+-- Imbalanced stages worked by hand: stage 0 F = B = 1, stage 1 F = B = 2, three microbatches.
+-- GPipe: stage 1 forwards 1–7, backwards 7–13; stage 0's last backward waits for 13 → 14.
+-- 1F1B ends at 14 too (the slow stage is the bottleneck in both).
+function T.test_imbalanced_stages_by_hand()
+  local stages = { { fw = 1, bw = 1 }, { fw = 2, bw = 2 } }
+  for _, sched in ipairs { "gpipe", "1f1b" } do
+    local devices, makespan = P.simulate(stages, 2, 3, 1, sched, true)
+    eq(makespan, 14, sched .. " makespan")
+    eq(devices[2].ops[1].start, 1, sched .. ": stage 1 starts when stage 0's first forward is done")
+  end
+  -- a single microbatch is the serial sum: 1 + 2 + 2 + 1
+  local _, one = P.simulate(stages, 2, 1, 1, "1f1b", true)
+  eq(one, 6, "M = 1 is serial")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Timeline: partition, data-parallel buckets
+
+-- A synthetic model: one prologue node, L layer nodes of one group, one epilogue node, with the
+-- given per-instance forward/backward times and parameter counts.
+local function synthetic(L, opts)
+  opts = opts or {}
+  local nodes = {
+    { op = "x", name = "pro", layer = "", count = 1, params = opts.pro_params or 0, output = { 0 } },
+    { op = "x", name = "h.a", layer = "h", count = L, params = opts.layer_params or 0, output = { 0 } },
+    { op = "x", name = "epi", layer = "", count = 1, params = 0, output = { 0 } },
+  }
+  local times = {
+    { fw = opts.pro_fw or 0, fw_comm = 0, bw = opts.pro_bw or 0, bw_comm = 0, opt = 0 },
+    { fw = opts.fw or 1, fw_comm = 0, bw = opts.bw or 2, bw_comm = 0, opt = 0 },
+    { fw = opts.epi_fw or 0, fw_comm = 0, bw = opts.epi_bw or 0, bw_comm = 0, opt = 0 },
+  }
+  return nodes, times
+end
+
+function T.test_timeline_balanced_pipeline_bubble()
+  -- 8 layers of F = 1, B = 2 over 4 stages: 2 layers each; 8 microbatches; transfers are empty (0 bytes).
+  local plan = plan_of({ pp = 4, microbatches = 8 }, 8)
+  local nodes, times = synthetic(8)
+  local tl = P.timeline(plan, nodes, times)
+  local F, B, Mb, Pn = 2, 4, 8, 4
+  near(tl.iteration, (Mb + Pn - 1) * (F + B), "iteration")
+  for d, dev in ipairs(tl.devices) do
+    eq(dev.layers, 2, "layers of stage " .. (d - 1))
+    near(dev.compute, Mb * (F + B), "compute of stage " .. (d - 1))
+    near(dev.bubble, (Pn - 1) * (F + B), "bubble of stage " .. (d - 1))
+    eq(dev.exposed_comm, 0, "no communication")
+  end
+end
+
+function T.test_timeline_partition_uneven_layers_and_ends()
+  -- 10 layers over 4 stages: 3, 3, 2, 2; the prologue joins stage 0, the epilogue stage 3.
+  local plan = plan_of({ pp = 4 }, 4)
+  local nodes, times = synthetic(10, { pro_fw = 5, epi_fw = 7 })
+  local tl = P.timeline(plan, nodes, times)
+  local want = { 3, 3, 2, 2 }
+  for d, dev in ipairs(tl.devices) do eq(dev.layers, want[d], "layers of stage " .. (d - 1)) end
+  near(tl.devices[1].microbatch_fw, 5 + 3, "stage 0 forward = prologue + 3 layers")
+  near(tl.devices[4].microbatch_fw, 2 + 7, "stage 3 forward = 2 layers + epilogue")
+  raises("parallel: 4 pipeline stage(s) (pp × virtual_stages) but the model has only 3 layer(s)",
+    P.timeline, plan, synthetic(3))
+end
+
+function T.test_timeline_data_parallel_buckets()
+  -- One stage, dp = 2. Each layer holds exactly one 25 MB bucket of fp32 gradients and takes 1 s of
+  -- backward: buckets are ready at 1, 2, 3, 4 s and each all-reduce is far shorter than 1 s, so only
+  -- the last (ready when compute ends) is exposed. Without overlap all four are.
+  local params = 25e6 / 4
+  local nodes, times = synthetic(4, { layer_params = params, fw = 0.5, bw = 1 })
+  local plan = plan_of({ dp = 2 }, 2)
+  local one = C.time("all_reduce", 25e6, plan.groups.dp, plan.cluster)
+  local tl = P.timeline(plan, nodes, times)
+  local dev = tl.devices[1]
+  eq(dev.buckets, 4, "four buckets")
+  near(dev.dp_comm, 4 * one, "all buckets reduced")
+  near(dev.dp_exposed, one, "only the last bucket is exposed", 1e-9)
+  near(tl.iteration, 4 * 0.5 + 4 * 1 + one, "iteration")
+  local serial = P.timeline(plan_of({ dp = 2, overlap_grad_reduce = false }, 2), nodes, times)
+  near(serial.devices[1].dp_exposed, 4 * one, "no overlap: all exposed", 1e-9)
+  -- a bucket that is still in flight delays the next one (they share the link)
+  local slow = plan_of({ dp = 2, cluster = { intra = { bw_gbps = 0.01 } } }, 2)
+  local t_slow = C.time("all_reduce", 25e6, slow.groups.dp, slow.cluster)
+  local tl_slow = P.timeline(slow, nodes, times)
+  near(tl_slow.devices[1].dp_exposed, 1 + 4 * t_slow - 4, "serialized on the link: ready at 1 s, then back to back", 1e-9)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Tensor parallelism of the GPT builder
+
+local CFG = { name = "tiny", n_layer = 2, n_embd = 64, n_head = 8, vocab_size = 256, n_positions = 128 }
+
+-- Per node: Σ FLOPs of its forward + backward kernels through the op rules (training).
+local function node_flops(n)
+  local node = make_node(n)
+  local rule = load_op(n.op)
+  local f = 0
+  for _, k in ipairs(rule.forward(node, H100)) do f = f + k.flops end
+  if rule.backward then
+    for _, k in ipairs(rule.backward(node, H100)) do f = f + k.flops end
+  end
+  return f * n.count
+end
+
+-- Nodes whose work Megatron splits over tp ranks: attention and MLP projections, per-head
+-- attention, the MLP activation, the vocabulary-sized embedding/head/loss.
+local function split_by_tp(n)
+  if n.name == "h.attn.residual" or n.name == "h.attn.resid_dropout" then return false end -- full activation
+  return n.name:match("^h%.attn%.") or n.name:match("^h%.mlp%.c_") or n.name:match("^h%.mlp%.act")
+    or n.name == "wte" or n.name == "lm_head" or n.name:match("^loss")
+end
+
+function T.test_tp_graph_flops_are_the_unsplit_over_tp_plus_collectives()
+  local tp = 4
+  local opts1 = { batch = 2, seq = 32, training = true, dtype = "fp32" }
+  local plan = plan_of({ tp = tp }, 2)
+  local optsN = { batch = 2, seq = 32, training = true, dtype = "fp32", tp = tp, parallel = plan }
+  local one, sharded = gpt.build(CFG, opts1), gpt.build(CFG, optsN)
+  local split1, rep1, splitN, repN, comm = 0, 0, 0, 0, {}
+  for _, n in ipairs(one) do
+    if split_by_tp(n) then split1 = split1 + node_flops(n) else rep1 = rep1 + node_flops(n) end
+  end
+  for _, n in ipairs(sharded) do
+    if n.attrs.group == "tp" then
+      comm[#comm + 1] = n
+      eq(node_flops(n), 0, "collectives have no FLOPs")
+    elseif split_by_tp(n) then
+      splitN = splitN + node_flops(n)
+    else
+      repN = repN + node_flops(n)
+    end
+  end
+  near(splitN * tp, split1, "split work = unsplit / tp")
+  near(repN, rep1, "replicated work (layer norms, residuals, dropouts) unchanged")
+  -- Megatron's collectives: per layer g after both row-parallel layers (forward) and f before both
+  -- column-parallel ones (backward); the embedding's g, lm_head's f and the loss's all-reduce.
+  eq(#comm, 4 + 3, "collective nodes")
+  local per_layer = { forward = 0, backward = 0 }
+  for _, n in ipairs(comm) do
+    if n.layer == "h" then
+      per_layer[n.attrs.direction] = per_layer[n.attrs.direction] + 1
+      eq(n.count, CFG.n_layer, "replicated with the layer")
+      eq(n.output[1] * n.output[2] * n.output[3], 2 * 32 * 64, "activation-sized")
+    end
+  end
+  eq(per_layer.forward, 2, "two forward all-reduces per layer") eq(per_layer.backward, 2, "two backward")
+  -- one fewer parameter set per rank: the sharded weights, plus the replicated biases and norms
+  local p1, pN = 0, 0
+  for _, n in ipairs(one) do p1 = p1 + n.params * n.count end
+  for _, n in ipairs(sharded) do pN = pN + n.params * n.count end
+  local h, L, Pos = 64, 2, 128
+  -- ln_1, ln_2 and the row-parallel c_proj biases per layer; position embeddings and ln_f
+  local replicated = L * (2 * h + 2 * h + h + h) + Pos * h + 2 * h
+  near(pN, (p1 - replicated) / tp + replicated, "parameters per rank")
+end
+
+function T.test_tp_errors()
+  local plan = plan_of({ tp = 3 }, 3)
+  raises("gpt model 'tiny': n_head = 8 is not divisible by tp = 3", gpt.build, CFG,
+    { batch = 1, seq = 8, training = true, tp = 3, parallel = plan })
+end
+
+return T
