@@ -41,7 +41,7 @@ struct forecast_flags {
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   int64_t dp = 0, tp = 0, pp = 0, microbatches = 0;
-  std::string schedule;
+  std::string schedule, kernels;
 };
 
 struct graph_flags {
@@ -100,6 +100,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
       ->group(g);
+  cmd->add_option("--kernels", f.kernels,
+                  std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
+      ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -118,6 +121,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (f.pp > 0) o["parallel.pp"] = f.pp;
   if (f.microbatches > 0) o["parallel.microbatches"] = f.microbatches;
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
+  if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   return o;
 }
 
@@ -226,7 +230,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--microbatches", "--schedule"})
+                        "--pp", "--microbatches", "--schedule", "--kernels"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

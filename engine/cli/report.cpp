@@ -79,6 +79,7 @@ json timeline_json(const parallel_timeline& t) {
             {"microbatches", t.microbatches},
             {"schedule", t.schedule},
             {"virtual_stages", t.virtual_stages},
+            {"kernels", t.kernels},
             {"world", t.world},
             {"micro_batch", t.micro_batch},
             {"bucket_mb", t.bucket_mb},
@@ -228,9 +229,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
     const parallel_timeline& t = *m.timeline;
     out += fmt::format("sum of the above {:>12.3f} ms   (one microbatch of {} through all stages, one tp shard; {:.3g} TFLOP)\n",
                        total, t.micro_batch, f.flops_total() / 1e12);
-    out += fmt::format("\nparallel  dp {} x tp {} x pp {} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}\n",
+    out += fmt::format("\nparallel  dp {} x tp {} x pp {} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {} kernels\n",
                        t.dp, t.tp, t.pp, t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
-                       t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string());
+                       t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
+                       t.kernels);
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.0f} GB/s x {:.2f}, {:.1f} us (scripts/neusight/topology.lua)\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
                        t.inter_latency_us);

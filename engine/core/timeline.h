@@ -27,6 +27,7 @@ struct parallel_timeline {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtual_stages = 1, micro_batch = 0, world = 1;
   int64_t gpus_per_node = 1, nodes = 1;
   std::string schedule;
+  std::string kernels;  // "megatron" (Megatron-LM's fused kernels) or "eager"
   bool overlap_grad_reduce = true;
   double bucket_mb = 0;
   double intra_bw_gbps = 0, intra_latency_us = 0, intra_efficiency = 0;

@@ -379,6 +379,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.microbatches = p.integer("microbatches"), out.virtual_stages = p.integer("virtual_stages");
     out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
     out.schedule = p.str("schedule");
+    out.kernels = p.str("kernels");
     out.bucket_mb = p.number("bucket_mb");
     lua_getfield(L, plan, "overlap_grad_reduce");
     out.overlap_grad_reduce = lua_toboolean(L, -1);

@@ -2,7 +2,7 @@
 --
 -- A workload's `parallel` table (or predict's --dp/--tp/--pp/--microbatches/--schedule):
 --   parallel = { dp = 4, tp = 2, pp = 2, microbatches = 8, schedule = "1f1b",
---                virtual_stages = 2, bucket_mb = 25, overlap_grad_reduce = true,
+--                virtual_stages = 2, bucket_mb = 25, overlap_grad_reduce = true, kernels = "megatron",
 --                cluster = { gpus_per_node = 8, nodes = 2, inter = { bw_gbps = 50 } } }
 -- `batch` stays the global batch: each pipeline runs microbatches of batch / (dp · microbatches).
 --
@@ -33,7 +33,7 @@ local DEFAULT_BUCKET_MB = 25
 
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
-  bucket_mb = true, overlap_grad_reduce = true, cluster = true,
+  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true,
 }
 
 ---------------------------------------------------------------------------------------------------
@@ -110,6 +110,13 @@ function M.normalize(p)
     error(("parallel.overlap_grad_reduce: boolean expected, got %s"):format(show(overlap)), 0)
   end
   out.overlap_grad_reduce = overlap
+  -- kernels: whose kernels the model runs. "megatron" (Megatron-LM's model code, the framework these
+  -- parallel layouts come from: fused bias-GeLU, see models/gpt.lua) or "eager" (the HF eager graph).
+  local kernels = p.kernels == nil and "megatron" or p.kernels
+  if kernels ~= "megatron" and kernels ~= "eager" then
+    error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
+  end
+  out.kernels = kernels
   if p.cluster ~= nil and type(p.cluster) ~= "table" then
     error(("parallel.cluster: table expected, got %s"):format(show(p.cluster)), 0)
   end
@@ -171,6 +178,7 @@ function M.plan(p, gpu, w)
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
+    kernels = p.kernels,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster,
     groups = {

@@ -227,6 +227,7 @@ function M.build(spec, gpu)
     if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
     plan = par.plan(w.parallel, gpu, w)
     opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
+    opts.megatron = plan.kernels == "megatron"
   end
 
   local model, name, nodes = w.model, nil, nil

@@ -29,7 +29,7 @@ double sum(const json& devices, const char* key) {
 
 TEST_CASE("parallel: latency is the timeline's iteration and the per-rank graph is the microbatch", "[cli][parallel]") {
   const json one = predict("--batch 4");
-  const json dp = predict("--batch 4 --dp 4");
+  const json dp = predict("--batch 4 --dp 4 --kernels eager");  // the same kernels as the one-GPU graph
   REQUIRE(dp.contains("parallel"));
   const json& p = dp["parallel"];
   CHECK(p["dp"] == 4);
@@ -53,6 +53,28 @@ TEST_CASE("parallel: latency is the timeline's iteration and the per-rank graph 
   CHECK(d0["dp_exposed_ms"].get<double>() < d0["dp_comm_ms"].get<double>());
   CHECK(d0["dp_buckets"].get<int>() > 10);
   CHECK(!one.contains("parallel"));
+  CHECK(p["kernels"] == "eager");
+  CHECK(predict("--batch 4 --dp 4")["parallel"]["kernels"] == "megatron");  // the default
+}
+
+TEST_CASE("parallel: Megatron kernels fuse the GPT MLP activation, eager kernels keep HF's graph", "[cli][parallel]") {
+  temp_dir t;
+  const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train',\n"
+                                       "  batch = 4, seq = 1024, optimizer = 'none', parallel = { dp = 4, kernels = 'eager' } }\n");
+  const auto r = run_cli("run '" + script.string() + "' --format json --predictor roofline");
+  REQUIRE(r.code == 0);
+  const json eager = json::parse(r.out);
+  const json megatron = predict("--batch 4 --dp 4");
+  const auto count = [](const json& j, const std::string& prefix) {
+    int n = 0;
+    for (const auto& op : j["ops"])
+      if (op["phase"] == "forward" && op["name"].get<std::string>().rfind(prefix, 0) == 0) ++n;
+    return n;
+  };
+  CHECK(count(eager, "h.mlp.act.") == 8);  // gelu_new: 8 element-wise kernels
+  CHECK(count(megatron, "h.mlp.act") == 1);  // one fused bias-GeLU
+  CHECK(eager["parallel"]["kernels"] == "eager");
+  CHECK(megatron["latency_ms"].get<double>() < eager["latency_ms"].get<double>());
 }
 
 TEST_CASE("parallel: tensor parallelism adds collective kernels, forward and backward", "[cli][parallel]") {
@@ -101,7 +123,8 @@ TEST_CASE("parallel: workload field, command-line overrides and the table", "[cl
   CHECK(j["parallel"]["cluster"]["nodes"] == 8);
   const auto t = run_cli("run examples/gpt3_parallel.lua");
   REQUIRE(t.code == 0);
-  CHECK(t.out.find("parallel  dp 1 x tp 8 x pp 8 = 64 GPUs (8 node(s) x 8)") != std::string::npos);
+  CHECK(t.out.find("parallel  dp 1 x tp 8 x pp 8 = 64 GPUs (8 node(s) x 8), 64 microbatch(es) of 1, schedule "
+                   "interleaved (2 chunks per device), megatron kernels") != std::string::npos);
   CHECK(t.out.find("bubble ms") != std::string::npos);
   CHECK(t.out.find("iteration ") != std::string::npos);
 }

@@ -16,6 +16,9 @@
 -- the embedding, f (backward all-reduce) before each column-parallel layer and lm_head, and the
 -- vocab-parallel cross-entropy all-reduces its max, sum and target logit (3·b·s values) forward.
 -- Layer norms, dropouts and residual adds are replicated on every rank.
+-- opts.megatron (parallel runs with kernels = "megatron", the default): Megatron-LM's GPT runs the
+-- MLP activation as one fused bias-GeLU kernel each way (bias_gelu_fusion, on by default in every
+-- Megatron-LM release) where HF's eager gelu_new launches 8 element-wise kernels forward.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -121,14 +124,18 @@ function M.build(cfg, opts)
   add("addmm", "h.mlp.c_fc", { { ni }, { T, h }, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
-  add("mul", "h.mlp.act.half", { act }, act)          -- 0.5 · a              VECmulu
-  add("pow", "h.mlp.act.cube", { act }, act)          -- a ** 3               VECpowu
-  add("mul", "h.mlp.act.coef", { act }, act)          -- 0.044715 · a³        VECmulu
-  add("add", "h.mlp.act.inner", { act, act }, act)    -- a + 0.044715·a³      VECadd
-  add("mul", "h.mlp.act.scale", { act }, act)         -- √(2/π) · (…)         VECmulu
-  add("tanh", "h.mlp.act.tanh", { act }, act)         -- tanh(…)              VECtanh
-  add("add", "h.mlp.act.one_plus", { act }, act)      -- 1.0 + tanh(…)        VECaddu
-  add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
+  if opts.megatron then
+    add("gelu", "h.mlp.act", { act }, act, 0, { note = "Megatron-LM fused bias-GeLU (bias_gelu_impl)" })
+  else
+    add("mul", "h.mlp.act.half", { act }, act)          -- 0.5 · a              VECmulu
+    add("pow", "h.mlp.act.cube", { act }, act)          -- a ** 3               VECpowu
+    add("mul", "h.mlp.act.coef", { act }, act)          -- 0.044715 · a³        VECmulu
+    add("add", "h.mlp.act.inner", { act, act }, act)    -- a + 0.044715·a³      VECadd
+    add("mul", "h.mlp.act.scale", { act }, act)         -- √(2/π) · (…)         VECmulu
+    add("tanh", "h.mlp.act.tanh", { act }, act)         -- tanh(…)              VECtanh
+    add("add", "h.mlp.act.one_plus", { act }, act)      -- 1.0 + tanh(…)        VECaddu
+    add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
+  end
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
   tp_all_reduce("h.mlp.tp_out", x, "forward", "g: sum of the row-parallel c_proj partial outputs")
   add("dropout", "h.mlp.dropout", { x }, x)
