@@ -165,4 +165,154 @@ function T.test_config_errors()
   eq(not ok and err, "bert model 'tiny': field 'intermediate_size' must be a positive integer (got 0)", "size")
 end
 
+---------------------------------------------------------------------------------------------------
+-- Tensor parallelism (Megatron-LM sharding, as in the GPT builder)
+
+local P = require "neusight.parallel"
+local LINK = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+
+local function tp_plan(tp, batch)
+  return P.plan(P.normalize { tp = tp }, LINK, { batch = batch, dtype = "fp32", mode = "train" })
+end
+
+local function same(a, b, path)
+  if type(a) ~= type(b) then error(("%s: %s vs %s"):format(path, type(a), type(b)), 0) end
+  if type(a) ~= "table" then
+    if a ~= b then error(("%s: %s vs %s"):format(path, tostring(a), tostring(b)), 0) end
+    return
+  end
+  for k, v in pairs(a) do same(v, b[k], path .. "." .. tostring(k)) end
+  for k in pairs(b) do
+    if a[k] == nil then error(("%s.%s: missing"):format(path, tostring(k)), 0) end
+  end
+end
+
+-- Σ count · FLOPs of the GEMM and BMM kernels, forward and backward, of the nodes `pick` accepts.
+local function matmul_flops(nodes, pick)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    if not pick or pick(n) then
+      local fw, bw = kernels(n, true)
+      for _, list in ipairs { fw, bw } do
+        for _, k in ipairs(list) do
+          if k.kind == "gemm" or k.kind == "bmm" then sum = sum + n.count * k.flops end
+        end
+      end
+    end
+  end
+  return sum
+end
+
+-- Linear layers Megatron's BERT keeps whole on every rank: the pooler, the LM-head transform, the NSP head.
+local REPLICATED_GEMMS = { ["pooler.dense"] = true, ["cls.predictions.transform.dense"] = true,
+                           ["cls.seq_relationship"] = true, classifier = true }
+
+function T.test_bert_tp1_graph_is_unchanged()
+  for _, training in ipairs { true, false } do
+    local plain = bert.build(presets.bert_large, { batch = 4, seq = 512, training = training })
+    local tp1 = bert.build(presets.bert_large,
+      { batch = 4, seq = 512, training = training, tp = 1, parallel = tp_plan(1, 4) })
+    same(tp1, plain, "nodes")
+  end
+end
+
+function T.test_bert_tp_collectives_per_layer_and_heads()
+  local b, s, tp = 2, 16, 4
+  local nodes = bert.build(TINY, { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+  local per_layer, outside, names = { forward = 0, backward = 0 }, {}, {}
+  for i, n in ipairs(nodes) do
+    names[n.name] = i
+    if n.attrs.group == "tp" then
+      eq(n.op, "all_reduce", n.name .. " op")
+      eq(n.attrs.ranks, tp, n.name .. " ranks")
+      eq(n.params, 0, n.name .. " params")
+      if n.layer == "layer" then
+        per_layer[n.attrs.direction] = per_layer[n.attrs.direction] + 1
+        eq(n.count, TINY.num_hidden_layers, n.name .. " count")
+        eq(table.concat(n.output, ","), "2,16,64", n.name .. " activation-sized")
+      else
+        outside[n.name] = n
+      end
+    end
+  end
+  eq(per_layer.forward, 2, "forward all-reduces (g) per layer")
+  eq(per_layer.backward, 2, "backward all-reduces (f) per layer")
+  -- f before the column-parallel layers, g after the row-parallel ones.
+  eq(names["layer.attention.self.tp_in"] + 1, names["layer.attention.self.query"], "f before query")
+  eq(names["layer.attention.output.tp_out"] - 1, names["layer.attention.output.dense"], "g after attention output")
+  eq(names["layer.intermediate.tp_in"] + 1, names["layer.intermediate.dense"], "f before intermediate")
+  eq(names["layer.output.tp_out"] - 1, names["layer.output.dense"], "g after output.dense")
+  eq(outside["embeddings.word_embeddings.tp_all_reduce"].attrs.direction, "forward", "embedding g")
+  eq(names["embeddings.word_embeddings.tp_all_reduce"] - 1, names["embeddings.word_embeddings"], "g after the lookup")
+  eq(outside["cls.predictions.decoder.tp_in"].attrs.direction, "backward", "decoder f")
+  eq(names["cls.predictions.decoder.tp_in"] + 1, names["cls.predictions.decoder"], "f before the decoder")
+  local ce = outside["loss.mlm.tp_all_reduce"]
+  eq(ce.attrs.direction, "forward", "cross-entropy all-reduce")
+  eq(table.concat(ce.output, ","), "3," .. b * s, "max, sum, target logit per token")
+  local count = 0
+  for _ in pairs(outside) do count = count + 1 end
+  eq(count, 3, "collectives outside the layers")
+  -- Per-rank shapes: one of the 4 heads, a quarter of the intermediate and of the vocabulary.
+  local q = nodes[names["layer.attention.self.query"]]
+  eq(table.concat(q.output, ","), "2,16,16", "query output: this rank's heads")
+  eq(table.concat(nodes[names["layer.attention.self.key_heads"]].inputs[1], ","), "2,16,1,16", "heads view")
+  eq(table.concat(nodes[names["layer.attention.self.qk"]].output, ","), "2,1,16,16", "scores")
+  eq(table.concat(nodes[names["layer.attention.output.dense"]].inputs[1], ","), "2,16,16", "row-parallel input")
+  eq(table.concat(nodes[names["layer.intermediate.dense"]].output, ","), "2,16,64", "intermediate")
+  eq(nodes[names["embeddings.word_embeddings"]].attrs.num_embeddings, 25, "vocab rows per rank")
+  eq(table.concat(nodes[names["loss.mlm"]].inputs[1], ","), "32,25", "vocab-parallel logits")
+  -- Inference (classification head): no vocabulary head, so only the embedding's g outside the layers.
+  local inf = bert.build(TINY, { batch = b, seq = s, training = false, tp = tp, parallel = tp_plan(tp, b) })
+  local n_comm = 0
+  for _, n in ipairs(inf) do if n.attrs.group == "tp" then n_comm = n_comm + 1 end end
+  eq(n_comm, 4 + 1, "collectives in inference")
+end
+
+function T.test_bert_tp_matmul_flops_split_by_tp()
+  local b, s, tp = 2, 16, 4
+  local one = bert.build(TINY, { batch = b, seq = s, training = true })
+  local sharded = bert.build(TINY, { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+  local function split(n) return not REPLICATED_GEMMS[n.name] end
+  local function replicated(n) return REPLICATED_GEMMS[n.name] end
+  assert(matmul_flops(one, split) > 0, "some split GEMM work")
+  -- vocab_size = 100 divides by 4: no padding, the split work is exactly a quarter.
+  eq(tp * matmul_flops(sharded, split), matmul_flops(one, split), "split GEMM/BMM FLOPs × tp")
+  eq(matmul_flops(sharded, replicated), matmul_flops(one, replicated), "replicated GEMM FLOPs")
+  eq(tp * matmul_flops(sharded), matmul_flops(one) + (tp - 1) * matmul_flops(one, replicated), "all GEMM/BMM FLOPs")
+  -- bert-large's 30522 words pad to 4 · 7631 rows.
+  local big = bert.build(presets.bert_large,
+    { batch = 8, seq = 512, training = true, tp = tp, parallel = tp_plan(tp, 8) })
+  for _, n in ipairs(big) do
+    if n.name == "cls.predictions.decoder" then eq(n.output[3], 7631, "padded vocab rows per rank") end
+    if n.name == "embeddings.word_embeddings" then eq(n.params, 7631 * 1024, "vocab-parallel table") end
+  end
+end
+
+function T.test_bert_tp_parameters_per_rank()
+  local h, L, I, V = TINY.hidden_size, TINY.num_hidden_layers, TINY.intermediate_size, TINY.vocab_size
+  local Pos, types, tp = TINY.max_position_embeddings, TINY.type_vocab_size, 4
+  local one = bert.build(TINY, { batch = 2, seq = 16, training = true })
+  local sharded = bert.build(TINY, { batch = 2, seq = 16, training = true, tp = tp, parallel = tp_plan(tp, 2) })
+  -- per layer: the two row-parallel biases and two LayerNorms; embeddings: token-type and position
+  -- tables and LayerNorm; pooler; LM-head transform dense + LayerNorm; next-sentence head.
+  local replicated = L * (h + h + 2 * h + 2 * h) + (types + Pos) * h + 2 * h + (h * h + h) + (h * h + h) + 2 * h
+    + (2 * h + 2)
+  eq(total_params(sharded), (total_params(one) - replicated) // tp + replicated, "parameters per rank")
+  -- the same, closed form: q/k/v and intermediate column shards, row-parallel weights, the vocabulary
+  -- (word table and decoder bias) split.
+  local per_layer = 3 * (h * h / tp + h / tp) + (h / tp * h + h) + (h * I / tp + I / tp) + (I / tp * h + h) + 4 * h
+  eq(total_params(sharded), L * per_layer + V / tp * h + V / tp + (types + Pos) * h + 2 * h
+    + 2 * (h * h + h) + 2 * h + 2 * h + 2, "closed form")
+end
+
+function T.test_bert_tp_errors()
+  local ok, err = pcall(bert.build, TINY, { batch = 3, seq = 8, training = true, tp = 3, parallel = tp_plan(3, 3) })
+  eq(not ok and err, "bert model 'tiny': num_attention_heads = 4 is not divisible by tp = 3", "heads")
+  local odd = setmetatable({ intermediate_size = 258 }, { __index = TINY })
+  ok, err = pcall(bert.build, odd, { batch = 4, seq = 8, training = true, tp = 4, parallel = tp_plan(4, 4) })
+  eq(not ok and err, "bert model 'tiny': intermediate_size = 258 is not divisible by tp = 4", "intermediate")
+  ok, err = pcall(bert.build, TINY, { batch = 2, seq = 8, training = true, tp = 2 })
+  eq(not ok and err, "bert model 'tiny': opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", "no plan")
+end
+
 return T

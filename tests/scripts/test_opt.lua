@@ -157,4 +157,154 @@ function T.test_config_errors()
   eq(not ok and err, "opt model 'tiny': field 'ffn_dim' must be a positive integer (got 1.5)", "ffn_dim")
 end
 
+---------------------------------------------------------------------------------------------------
+-- Tensor parallelism (Megatron-LM sharding, as in the GPT builder)
+
+local P = require "neusight.parallel"
+local LINK = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+
+local function tp_plan(tp, batch)
+  return P.plan(P.normalize { tp = tp }, LINK, { batch = batch, dtype = "fp32", mode = "train" })
+end
+
+local function same(a, b, path)
+  if type(a) ~= type(b) then error(("%s: %s vs %s"):format(path, type(a), type(b)), 0) end
+  if type(a) ~= "table" then
+    if a ~= b then error(("%s: %s vs %s"):format(path, tostring(a), tostring(b)), 0) end
+    return
+  end
+  for k, v in pairs(a) do same(v, b[k], path .. "." .. tostring(k)) end
+  for k in pairs(b) do
+    if a[k] == nil then error(("%s.%s: missing"):format(path, tostring(k)), 0) end
+  end
+end
+
+-- Σ count · FLOPs of the GEMM and BMM kernels, forward and backward, of the nodes `pick` accepts.
+local function matmul_flops(nodes, pick)
+  local sum = 0
+  for _, n in ipairs(nodes) do
+    if not pick or pick(n) then
+      local fw, bw = kernels(n, true)
+      for _, list in ipairs { fw, bw } do
+        for _, k in ipairs(list) do
+          if k.kind == "gemm" or k.kind == "bmm" then sum = sum + n.count * k.flops end
+        end
+      end
+    end
+  end
+  return sum
+end
+
+-- project_in / project_out (word_embed_proj_dim ≠ hidden_size) stay whole on every rank.
+local REPLICATED_GEMMS = { project_in = true, project_out = true }
+
+function T.test_opt_tp1_graph_is_unchanged()
+  for _, training in ipairs { true, false } do
+    for _, cfg in ipairs { presets.opt_13, presets.opt } do
+      local plain = opt.build(cfg, { batch = 4, seq = 2048, training = training })
+      local tp1 = opt.build(cfg, { batch = 4, seq = 2048, training = training, tp = 1, parallel = tp_plan(1, 4) })
+      same(tp1, plain, "nodes")
+    end
+  end
+end
+
+function T.test_opt_tp_collectives_per_layer_and_heads()
+  local b, s, tp = 2, 16, 4
+  for _, post in ipairs { false, true } do
+    local cfg = setmetatable({ do_layer_norm_before = not post }, { __index = TINY })
+    local nodes = opt.build(cfg, { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+    local per_layer, outside, names = { forward = 0, backward = 0 }, {}, {}
+    for i, n in ipairs(nodes) do
+      names[n.name] = i
+      if n.attrs.group == "tp" then
+        eq(n.op, "all_reduce", n.name .. " op")
+        eq(n.attrs.ranks, tp, n.name .. " ranks")
+        eq(n.params, 0, n.name .. " params")
+        if n.layer == "layers" then
+          per_layer[n.attrs.direction] = per_layer[n.attrs.direction] + 1
+          eq(n.count, TINY.num_hidden_layers, n.name .. " count")
+          eq(n.output[1] * n.output[2] * (n.output[3] or 1), b * s * 64, n.name .. " activation-sized")
+        else
+          outside[n.name] = n
+        end
+      end
+    end
+    eq(per_layer.forward, 2, "forward all-reduces (g) per layer")
+    eq(per_layer.backward, 2, "backward all-reduces (f) per layer")
+    eq(names["layers.self_attn.tp_in"] + 1, names["layers.self_attn.q_proj"], "f before q_proj")
+    eq(names["layers.self_attn.tp_out"] - 1, names["layers.self_attn.out_proj"], "g after out_proj")
+    eq(names["layers.fc1.tp_in"] + 1, names["layers.fc1"], "f before fc1")
+    eq(names["layers.fc2.tp_out"] - 1, names["layers.fc2"], "g after fc2")
+    eq(outside["embed_tokens.tp_all_reduce"].attrs.direction, "forward", "embedding g")
+    eq(names["embed_tokens.tp_all_reduce"] - 1, names["embed_tokens"], "g after the lookup")
+    eq(outside["lm_head.tp_in"].attrs.direction, "backward", "lm_head f")
+    eq(names["lm_head.tp_in"] + 1, names["lm_head"], "f before lm_head")
+    local ce = outside["loss.tp_all_reduce"]
+    eq(ce.attrs.direction, "forward", "cross-entropy all-reduce")
+    eq(table.concat(ce.output, ","), "3," .. b * (s - 1), "max, sum, target logit per token")
+    local count = 0
+    for _ in pairs(outside) do count = count + 1 end
+    eq(count, 3, "collectives outside the layers")
+    -- Per-rank shapes: one of the 4 heads, a quarter of ffn_dim and of the vocabulary.
+    eq(table.concat(nodes[names["layers.self_attn.q_proj"]].output, ","), "2,16,16", "q_proj: this rank's heads")
+    eq(table.concat(nodes[names["layers.self_attn.k_heads"]].inputs[1], ","), "2,16,1,16", "heads view")
+    eq(table.concat(nodes[names["layers.self_attn.qk"]].inputs[1], ","), "2,16,16", "bmm batch b·nh/tp")
+    eq(table.concat(nodes[names["layers.self_attn.mask"]].inputs[1], ","), "2,1,16,16", "scores view")
+    eq(table.concat(nodes[names["layers.self_attn.out_proj"]].inputs[1], ","), "2,16,16", "row-parallel input")
+    eq(table.concat(nodes[names["layers.fc1"]].output, ","), "32,64", "fc1 columns")
+    eq(nodes[names["embed_tokens"]].attrs.num_embeddings, 25, "vocab rows per rank")
+    eq(table.concat(nodes[names["loss"]].inputs[1], ","), "30,25", "vocab-parallel logits")
+  end
+end
+
+function T.test_opt_tp_matmul_flops_split_by_tp()
+  local b, s, tp = 2, 16, 4
+  local function split(n) return not REPLICATED_GEMMS[n.name] end
+  local function replicated(n) return REPLICATED_GEMMS[n.name] end
+  for _, wep in ipairs { 64, 96 } do
+    local cfg = setmetatable({ word_embed_proj_dim = wep }, { __index = TINY })
+    local one = opt.build(cfg, { batch = b, seq = s, training = true })
+    local sharded = opt.build(cfg, { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+    assert(matmul_flops(one, split) > 0, "some split GEMM work")
+    -- vocab_size = 100 divides by 4: no padding, the split work is exactly a quarter.
+    eq(tp * matmul_flops(sharded, split), matmul_flops(one, split), "split GEMM/BMM FLOPs × tp")
+    eq(matmul_flops(sharded, replicated), matmul_flops(one, replicated), "replicated GEMM FLOPs")
+    eq(tp * matmul_flops(sharded), matmul_flops(one) + (tp - 1) * matmul_flops(one, replicated), "all GEMM/BMM FLOPs")
+  end
+  -- A vocabulary that does not divide pads to a multiple of tp (Megatron): 102 words → 4 · 26 rows.
+  local padded = opt.build(setmetatable({ vocab_size = 102 }, { __index = TINY }),
+    { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+  for _, n in ipairs(padded) do
+    if n.name == "lm_head" then eq(n.output[3], 26, "padded vocab rows per rank") end
+    if n.name == "embed_tokens" then eq(n.params, 26 * 64, "vocab-parallel table") end
+  end
+end
+
+function T.test_opt_tp_parameters_per_rank()
+  local h, L, F, V, Pos, tp = TINY.hidden_size, TINY.num_hidden_layers, TINY.ffn_dim, TINY.vocab_size,
+    TINY.max_position_embeddings, 4
+  for _, wep in ipairs { 64, 96 } do
+    local cfg = setmetatable({ word_embed_proj_dim = wep }, { __index = TINY })
+    local one = opt.build(cfg, { batch = 2, seq = 16, training = true })
+    local sharded = opt.build(cfg, { batch = 2, seq = 16, training = true, tp = tp, parallel = tp_plan(tp, 2) })
+    -- per layer: out_proj and fc2 biases, two LayerNorms; the position table, the final LayerNorm and
+    -- project_in/out when present.
+    local proj = wep ~= h and 2 * wep * h or 0
+    local replicated = L * (h + h + 2 * h + 2 * h) + (Pos + 2) * h + 2 * h + proj
+    eq(total_params(sharded), (total_params(one) - replicated) // tp + replicated, "parameters per rank")
+    local per_layer = 3 * (h * h / tp + h / tp) + (h / tp * h + h) + (h * F / tp + F / tp) + (F / tp * h + h) + 4 * h
+    eq(total_params(sharded), L * per_layer + V / tp * wep + (Pos + 2) * h + 2 * h + proj, "closed form")
+  end
+end
+
+function T.test_opt_tp_errors()
+  local ok, err = pcall(opt.build, TINY, { batch = 3, seq = 8, training = true, tp = 3, parallel = tp_plan(3, 3) })
+  eq(not ok and err, "opt model 'tiny': num_attention_heads = 4 is not divisible by tp = 3", "heads")
+  local odd = setmetatable({ ffn_dim = 258 }, { __index = TINY })
+  ok, err = pcall(opt.build, odd, { batch = 4, seq = 8, training = true, tp = 4, parallel = tp_plan(4, 4) })
+  eq(not ok and err, "opt model 'tiny': ffn_dim = 258 is not divisible by tp = 4", "ffn_dim")
+  ok, err = pcall(opt.build, TINY, { batch = 2, seq = 8, training = true, tp = 2 })
+  eq(not ok and err, "opt model 'tiny': opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", "no plan")
+end
+
 return T

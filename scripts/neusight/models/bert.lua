@@ -21,11 +21,22 @@
 --     classifies them 'misc' (their names match none of its embedding patterns): zero-kernel "view"
 --     nodes here that still own their parameters;
 --   * the mask's 1.0 − m (an rsub) and the dtype casts are 'misc' in the reference and left out.
+-- Tensor parallelism (opts.tp > 1, opts.parallel = neusight.parallel.plan): the graph is one rank's
+-- shard, Megatron-LM style (Shoeybi et al. 2019), as in gpt.lua: query/key/value and
+-- intermediate.dense are column-parallel (heads and intermediate_size split), attention.output.dense
+-- and output.dense row-parallel (bias replicated), word_embeddings and the masked-LM decoder (with
+-- its bias) vocab-parallel; g (forward all-reduce) follows each row-parallel layer and the word
+-- embedding, f (backward all-reduce) precedes each column-parallel layer and the decoder, and the
+-- vocab-parallel masked-LM cross-entropy all-reduces its max, sum and target logit (3·b·s values)
+-- forward. Position/token-type embeddings, layer norms, the pooler, the LM-head transform, the
+-- classifier and the next-sentence head are replicated on every rank.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
 
 local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 
 -- hidden_act → activation op: HF's "gelu" (GELUActivation, exact erf) and "relu" are single traced nodes.
 local ACTIVATIONS = { gelu = "gelu", relu = "relu" }
@@ -52,7 +63,7 @@ end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
 ---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, intermediate_size: integer, vocab_size: integer, max_position_embeddings: integer, type_vocab_size: integer, hidden_act?: string, num_labels?: integer, head?: "classification"|"pretraining", tie_word_embeddings?: boolean }
----@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, tp?: integer, parallel?: table }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
   check(cfg, opts)
@@ -62,6 +73,16 @@ function M.build(cfg, opts)
   local act_op = ACTIVATIONS[cfg.hidden_act or "gelu"]
   local head = cfg.head or (opts.training and "pretraining" or "classification")
   local dtype = opts.dtype or "fp32"
+  local tp, plan = opts.tp or 1, opts.parallel
+  local who = ("bert model '%s'"):format(tostring(cfg.name or "?"))
+  local par = tp > 1 and require("neusight.parallel") or nil
+  if tp > 1 then
+    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    nh = par.split(nh, tp, "num_attention_heads", who)
+    ni = par.split(ni, tp, "intermediate_size", who)
+    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
+  end
+  local hl = nh * hd -- attention width of this rank
 
   local nodes, layer, count = {}, "", 1
   local function add(op, name, inputs, output, params, attrs)
@@ -70,9 +91,18 @@ function M.build(cfg, opts)
       inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
     }
   end
+  -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
+  local function tp_all_reduce(name, shape, direction, note)
+    if tp == 1 then return end
+    nodes[#nodes + 1] = par.comm_node(plan, {
+      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
+      layer = layer, count = count, dtype = dtype, note = note,
+    })
+  end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- residual stream
+  local xl = tp == 1 and x or { b, s, hl }  -- q / k / v / context of this rank's heads
   local heads = { b, nh, s, hd }            -- per-head q / k / v / context
   local scores = { b, nh, s, s }            -- attention scores
   local mask = { b, 1, 1, s }               -- extended attention mask, broadcast over heads and queries
@@ -86,6 +116,8 @@ function M.build(cfg, opts)
   add("mul", "extended_attention_mask.scale", { mask }, mask) -- × Python float: VECmulu
   add("getitem", "embeddings.position_ids", { { 1, P }, { 1 } }, { 1, s })
   add("embedding", "embeddings.word_embeddings", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  tp_all_reduce("embeddings.word_embeddings.tp_all_reduce", x, "forward",
+    "vocab-parallel embedding: sum of the ranks' partial lookups")
   add("view", "embeddings.token_type_embeddings", { { b, s } }, x, cfg.type_vocab_size * h)
   add("add", "embeddings.add_token_type", { x, x }, x)
   add("view", "embeddings.position_embeddings", { { 1, s } }, { 1, s, h }, P * h)
@@ -94,10 +126,11 @@ function M.build(cfg, opts)
   add("dropout", "embeddings.dropout", { x }, x)
 
   layer, count = "layer", L
-  add("linear", "layer.attention.self.query", { x }, x, h * h + h)
-  add("linear", "layer.attention.self.key", { x }, x, h * h + h)
+  tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value")
+  add("linear", "layer.attention.self.query", { x }, xl, h * hl + hl)
+  add("linear", "layer.attention.self.key", { x }, xl, h * hl + hl)
   add("permute", "layer.attention.self.key_heads", { { b, s, nh, hd } }, heads)
-  add("linear", "layer.attention.self.value", { x }, x, h * h + h)
+  add("linear", "layer.attention.self.value", { x }, xl, h * hl + hl)
   add("permute", "layer.attention.self.value_heads", { { b, s, nh, hd } }, heads)
   add("permute", "layer.attention.self.query_heads", { { b, s, nh, hd } }, heads)
   add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
@@ -108,13 +141,17 @@ function M.build(cfg, opts)
   add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
   add("permute", "layer.attention.self.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
-  add("linear", "layer.attention.output.dense", { x }, x, h * h + h)
+  -- Row-parallel attention.output.dense: the bias is added once, after the all-reduce (replicated parameters).
+  add("linear", "layer.attention.output.dense", { xl }, x, hl * h + h)
+  tp_all_reduce("layer.attention.output.tp_out", x, "forward", "g: sum of the row-parallel attention.output.dense partial outputs")
   add("dropout", "layer.attention.output.dropout", { x }, x)
   add("add", "layer.attention.output.residual", { x, x }, x, 0, { fused_external = 1 })
   add("layernorm", "layer.attention.output.LayerNorm", { x }, x, 2 * h)
+  tp_all_reduce("layer.intermediate.tp_in", x, "backward", "f: input gradient of the column-parallel intermediate.dense")
   add("linear", "layer.intermediate.dense", { x }, { b, s, ni }, h * ni + ni)
   add(act_op, "layer.intermediate.act", { { b, s, ni } }, { b, s, ni })
   add("linear", "layer.output.dense", { { b, s, ni } }, x, ni * h + h)
+  tp_all_reduce("layer.output.tp_out", x, "forward", "g: sum of the row-parallel output.dense partial outputs")
   add("dropout", "layer.output.dropout", { x }, x)
   add("add", "layer.output.residual", { x, x }, x, 0, { fused_external = 1 })
   add("layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
@@ -138,12 +175,15 @@ function M.build(cfg, opts)
     add(act_op, "cls.predictions.transform.act", { x }, x)
     add("layernorm", "cls.predictions.transform.LayerNorm", { x }, x, 2 * h)
     local tied = cfg.tie_word_embeddings ~= false
+    tp_all_reduce("cls.predictions.decoder.tp_in", x, "backward", "f: input gradient of the vocab-parallel decoder")
     add("linear", "cls.predictions.decoder", { x }, { b, s, V }, (tied and 0 or h * V) + V)
     add("linear", "cls.seq_relationship", { pooled }, { b, 2 }, 2 * h + 2)
     if training_loss then
       -- masked-LM loss over prediction_scores.view(-1, V) (a view, no copy) plus the next-sentence loss;
       -- their sum is scalar arithmetic.
       add("cross_entropy", "loss.mlm", { { b * s, V }, { b * s } }, { 1 })
+      tp_all_reduce("loss.mlm.tp_all_reduce", { 3, b * s }, "forward",
+        "vocab-parallel cross-entropy: max, sum of exp, target logit")
       add("cross_entropy", "loss.nsp", { { b, 2 }, { b } }, { 1 })
     end
   end

@@ -23,11 +23,20 @@
 --     is 'misc': a "reshape" node (no kernels);
 --   * logits.contiguous() is a no-op on the already contiguous logits, but the reference charges it
 --     as a copy (contiguous_3), so it is kept.
+-- Tensor parallelism (opts.tp > 1, opts.parallel = neusight.parallel.plan): the graph is one rank's
+-- shard, Megatron-LM style (Shoeybi et al. 2019), as in gpt.lua: q_proj/k_proj/v_proj and fc1 are
+-- column-parallel (heads and ffn_dim split), out_proj and fc2 row-parallel (bias replicated),
+-- embed_tokens and lm_head vocab-parallel; g (forward all-reduce) follows each row-parallel layer and
+-- embed_tokens, f (backward all-reduce) precedes each column-parallel layer and lm_head, and the
+-- vocab-parallel cross-entropy all-reduces its max, sum and target logit (3·b·(s−1) values) forward.
+-- embed_positions, project_in/project_out, layer norms, dropouts and residual adds are replicated.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
 
 local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 
 -- HF's position offset: OPTLearnedPositionalEmbedding reserves two rows (fairseq padding legacy).
 local POSITION_OFFSET = 2
@@ -54,13 +63,23 @@ end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
 ---@param cfg { name?: string, num_hidden_layers: integer, hidden_size: integer, num_attention_heads: integer, ffn_dim: integer, vocab_size: integer, max_position_embeddings: integer, word_embed_proj_dim?: integer, do_layer_norm_before?: boolean, activation_function?: string, enable_bias?: boolean, tie_word_embeddings?: boolean, _remove_final_layer_norm?: boolean }
----@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, tp?: integer, parallel?: table }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
   check(cfg, opts)
   local b, s, h, nh = opts.batch, opts.seq, cfg.hidden_size, cfg.num_attention_heads
   local V, P, L, ffn = cfg.vocab_size, cfg.max_position_embeddings, cfg.num_hidden_layers, cfg.ffn_dim
-  local hd, T, bh = h // nh, b * s, b * nh
+  local hd = h // nh
+  local tp, plan = opts.tp or 1, opts.parallel
+  local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
+  local par = tp > 1 and require("neusight.parallel") or nil
+  if tp > 1 then
+    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    nh = par.split(nh, tp, "num_attention_heads", who)
+    ffn = par.split(ffn, tp, "ffn_dim", who)
+    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
+  end
+  local hl, T, bh = nh * hd, b * s, b * nh -- hl: attention width of this rank
   local wep = cfg.word_embed_proj_dim or h
   local pre_ln = cfg.do_layer_norm_before ~= false
   local act_op = ACTIVATIONS[cfg.activation_function or "relu"]
@@ -78,16 +97,27 @@ function M.build(cfg, opts)
   local function linear(name, x, in_f, out_f, out)
     add("linear", name, { x }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
   end
+  -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
+  local function tp_all_reduce(name, shape, direction, note)
+    if tp == 1 then return end
+    nodes[#nodes + 1] = par.comm_node(plan, {
+      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
+      layer = layer, count = count, dtype = dtype, note = note,
+    })
+  end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- residual stream
   local x2d = { T, h }                      -- the FFN block works on flattened tokens
+  local xl = tp == 1 and x or { b, s, hl }  -- q / k / v / attention output of this rank's heads
   local heads = { b, nh, s, hd }            -- per-head q / k / v after _shape(): view, transpose, contiguous
   local scores = { bh, s, s }               -- attention scores, heads folded into the batch for bmm
   local tokens = { b, s }
 
   -- Embeddings and masks, in the order OPTDecoder.forward runs them.
   add("embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep, { num_embeddings = V, embedding_dim = wep })
+  tp_all_reduce("embed_tokens.tp_all_reduce", { b, s, wep }, "forward",
+    "vocab-parallel embedding: sum of the ranks' partial lookups")
   -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None].
   add("add", "causal_mask.cond", { { s } }, { s })
   add("getitem", "causal_mask.expand", { { s, s } }, { 1, 1, s, s })
@@ -106,12 +136,13 @@ function M.build(cfg, opts)
 
   layer, count = "layers", L
   if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
-  linear("layers.self_attn.q_proj", x, h, h, x)
-  add("mul", "layers.self_attn.scaling", { x }, x) -- × head_dim^-0.5, a Python float: VECmulu
-  linear("layers.self_attn.k_proj", x, h, h, x)
+  tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
+  linear("layers.self_attn.q_proj", x, h, hl, xl)
+  add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
+  linear("layers.self_attn.k_proj", x, h, hl, xl)
   add("transpose", "layers.self_attn.k_heads", { { b, s, nh, hd } }, heads)
   add("contiguous", "layers.self_attn.k_contiguous", { heads }, heads)
-  linear("layers.self_attn.v_proj", x, h, h, x)
+  linear("layers.self_attn.v_proj", x, h, hl, xl)
   add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
   add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
   add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
@@ -123,16 +154,20 @@ function M.build(cfg, opts)
   add("dropout", "layers.self_attn.dropout", { scores }, scores)
   add("bmm", "layers.self_attn.pv", { scores, { bh, s, hd } }, { bh, s, hd })
   add("transpose", "layers.self_attn.merge_heads", { heads }, { b, s, nh, hd })
-  add("reshape", "layers.self_attn.reshape", { { b, s, nh, hd } }, x)
-  linear("layers.self_attn.out_proj", x, h, h, x)
+  add("reshape", "layers.self_attn.reshape", { { b, s, nh, hd } }, xl)
+  -- Row-parallel out_proj: the bias is added once, after the all-reduce (replicated parameters).
+  linear("layers.self_attn.out_proj", xl, hl, h, x)
+  tp_all_reduce("layers.self_attn.tp_out", x, "forward", "g: sum of the row-parallel out_proj partial outputs")
   add("dropout", "layers.self_attn.resid_dropout", { x }, x)
   add("add", "layers.self_attn.residual", { x, x }, x, 0, { fused_external = 1 })
   if not pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   add("reshape", "layers.flatten", { x }, x2d)
   if pre_ln then add("layernorm", "layers.final_layer_norm", { x2d }, x2d, 2 * h) end
+  tp_all_reduce("layers.fc1.tp_in", x2d, "backward", "f: input gradient of the column-parallel fc1")
   linear("layers.fc1", x2d, h, ffn, { T, ffn })
   add(act_op, "layers.activation_fn", { { T, ffn } }, { T, ffn })
   linear("layers.fc2", { T, ffn }, ffn, h, x2d)
+  tp_all_reduce("layers.fc2.tp_out", x2d, "forward", "g: sum of the row-parallel fc2 partial outputs")
   add("dropout", "layers.fc_dropout", { x2d }, x2d)
   add("add", "layers.fc_residual", { x2d, x2d }, x2d, 0, { fused_external = 1 })
   add("view", "layers.unflatten", { x2d }, x)
@@ -146,6 +181,7 @@ function M.build(cfg, opts)
   end
   -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
   local tied = cfg.tie_word_embeddings ~= false
+  tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head")
   add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V, { bias = false })
   add("contiguous", "logits.contiguous", { { b, s, V } }, { b, s, V })
   if opts.training and opts.loss ~= false and s > 1 then
@@ -154,6 +190,7 @@ function M.build(cfg, opts)
     local n = b * (s - 1)
     add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
     add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
+    tp_all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
   end
   return nodes
 end
