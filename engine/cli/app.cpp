@@ -41,7 +41,7 @@ struct forecast_flags {
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   int64_t dp = 0, tp = 0, pp = 0, microbatches = 0;
-  std::string schedule, kernels;
+  std::string schedule, kernels, cluster;
 };
 
 struct graph_flags {
@@ -103,6 +103,10 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--kernels", f.kernels,
                   std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
+  cmd->add_option("--cluster", f.cluster,
+                  std::string("Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; "
+                              "default: one node of the GPU's own links") + o)
+      ->group(g);
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -122,6 +126,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (f.microbatches > 0) o["parallel.microbatches"] = f.microbatches;
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
+  if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
   return o;
 }
 
@@ -230,7 +235,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--microbatches", "--schedule", "--kernels"})
+                        "--pp", "--microbatches", "--schedule", "--kernels", "--cluster"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

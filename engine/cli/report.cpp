@@ -85,7 +85,8 @@ json timeline_json(const parallel_timeline& t) {
             {"bucket_mb", t.bucket_mb},
             {"overlap_grad_reduce", t.overlap_grad_reduce},
             {"cluster",
-             {{"gpus_per_node", t.gpus_per_node},
+             {{"file", t.cluster_file},
+              {"gpus_per_node", t.gpus_per_node},
               {"nodes", t.nodes},
               {"intra", {{"bw_gbps", t.intra_bw_gbps}, {"latency_us", t.intra_latency_us}, {"efficiency", t.intra_efficiency}}},
               {"inter", {{"bw_gbps", t.inter_bw_gbps}, {"latency_us", t.inter_latency_us}, {"efficiency", t.inter_efficiency}}}}},
@@ -233,9 +234,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
                        t.dp, t.tp, t.pp, t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
                        t.kernels);
-    out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.0f} GB/s x {:.2f}, {:.1f} us (scripts/neusight/topology.lua)\n",
+    out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
-                       t.inter_latency_us);
+                       t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);
     out += fmt::format("{:>5} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "layers", "compute ms",
                        "tp comm ms", "p2p ms", "dp exposed", "optimizer ms", "bubble ms", "finish ms");
     for (const auto& d : t.devices)

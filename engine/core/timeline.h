@@ -28,6 +28,7 @@ struct parallel_timeline {
   int64_t gpus_per_node = 1, nodes = 1;
   std::string schedule;
   std::string kernels;  // "megatron" (Megatron-LM's fused kernels) or "eager"
+  std::string cluster_file;  // gpus/clusters/*.toml the links came from; empty: the workload's table / defaults
   bool overlap_grad_reduce = true;
   double bucket_mb = 0;
   double intra_bw_gbps = 0, intra_latency_us = 0, intra_efficiency = 0;

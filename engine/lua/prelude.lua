@@ -17,7 +17,8 @@ end
 E.did_you_mean = did_you_mean
 
 -- The public module scripts get from require "neusight".
-local ns = { version = version, did_you_mean = did_you_mean, warn = C.warn }
+local ns = { version = version, did_you_mean = did_you_mean, warn = C.warn,
+             cluster_file = C.cluster_load } -- gpus/clusters/<name>.toml (or a .toml path) as a table
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

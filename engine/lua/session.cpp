@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <set>
 
+#include "core/cluster_spec.h"
 #include "lua/lua_state.h"
 #include "lua/wrap.h"
 #include "prelude_lua.h"
@@ -186,6 +187,28 @@ int l_load(lua_State* L) {
   });
 }
 
+// cluster_load(name_or_path) -> { name, source, description, gpus_per_node, nodes?, intra = {…}, inter = {…} }
+// from gpus/clusters/<name>.toml or a .toml path [-1, +1, e]
+int l_cluster_load(lua_State* L) {
+  return ns_catch(L, [&] {
+    const auto* p = impl_of(L);
+    const cluster_spec c = cluster_resolve(p->opts.data_root / "gpus" / "clusters", luaL_checkstring(L, 1));
+    lua_createtable(L, 0, 7);
+    for (const auto& [k, v] : {std::pair{"name", &c.name}, {"source", &c.source}, {"description", &c.description}})
+      lua_pushstring(L, v->c_str()), lua_setfield(L, -2, k);
+    lua_pushinteger(L, lua_Integer(c.gpus_per_node)), lua_setfield(L, -2, "gpus_per_node");
+    if (c.nodes) lua_pushinteger(L, lua_Integer(*c.nodes)), lua_setfield(L, -2, "nodes");
+    for (const auto& [level, l] : {std::pair{"intra", &c.intra}, {"inter", &c.inter}}) {
+      lua_createtable(L, 0, 3);
+      if (l->bw_gbps) lua_pushnumber(L, *l->bw_gbps), lua_setfield(L, -2, "bw_gbps");
+      if (l->latency_us) lua_pushnumber(L, *l->latency_us), lua_setfield(L, -2, "latency_us");
+      if (l->efficiency) lua_pushnumber(L, *l->efficiency), lua_setfield(L, -2, "efficiency");
+      lua_setfield(L, -2, level);
+    }
+    return 1;
+  });
+}
+
 std::string joined_args(lua_State* L) {
   std::string out;
   const int n = lua_gettop(L);
@@ -222,6 +245,7 @@ int l_edit_distance(lua_State* L) {
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
+    {"cluster_load", l_cluster_load},
     {nullptr, nullptr},
 };
 
@@ -380,6 +404,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
     out.schedule = p.str("schedule");
     out.kernels = p.str("kernels");
+    out.cluster_file = p.str_or("cluster_name", "");
     out.bucket_mb = p.number("bucket_mb");
     lua_getfield(L, plan, "overlap_grad_reduce");
     out.overlap_grad_reduce = lua_toboolean(L, -1);

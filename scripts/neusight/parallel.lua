@@ -117,8 +117,8 @@ function M.normalize(p)
     error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
   end
   out.kernels = kernels
-  if p.cluster ~= nil and type(p.cluster) ~= "table" then
-    error(("parallel.cluster: table expected, got %s"):format(show(p.cluster)), 0)
+  if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
+    error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end
   out.cluster = p.cluster
   return out
@@ -162,8 +162,18 @@ function M.plan(p, gpu, w)
     error(("parallel: the global batch %d is not divisible by dp × microbatches = %d × %d")
       :format(w.batch, p.dp, p.microbatches), 0)
   end
-  local spec = {}
-  for k, v in pairs(p.cluster or {}) do spec[k] = v end
+  local spec, cluster_name = {}, nil
+  local given = p.cluster
+  if type(given) == "string" then -- a TOML description: gpus/clusters/<name>.toml or a path
+    local ns = require "neusight"
+    if type(ns) ~= "table" or not ns.cluster_file then
+      error("parallel.cluster: cluster files need the engine (neusight.cluster_file)", 0)
+    end
+    local file = ns.cluster_file(given)
+    cluster_name = file.source
+    given = { gpus_per_node = file.gpus_per_node, nodes = file.nodes, intra = file.intra, inter = file.inter }
+  end
+  for k, v in pairs(given or {}) do spec[k] = v end
   if spec.gpu == nil then spec.gpu = gpu end
   if spec.gpus_per_node == nil then spec.gpus_per_node = min(world, 8) end
   if spec.nodes == nil then spec.nodes = -((-world) // spec.gpus_per_node) end
@@ -180,7 +190,7 @@ function M.plan(p, gpu, w)
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
     kernels = p.kernels,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
-    dtype = w.dtype, cluster = cluster,
+    dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     groups = {
       tp = group_shape(p.tp, 1, 0, g),
       dp = group_shape(p.dp, p.tp, 0, g),

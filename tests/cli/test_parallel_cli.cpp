@@ -159,3 +159,33 @@ TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]")
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["parallel"]["cluster"]["nodes"] == 2);
 }
+
+TEST_CASE("parallel: clusters from gpus/clusters/*.toml and collective algorithms added in Lua", "[cli][parallel]") {
+  const json dgx = predict("--batch 16 --dp 16 --cluster dgx_a100");
+  const json& c = dgx["parallel"]["cluster"];
+  CHECK(c["file"] == "gpus/clusters/dgx_a100.toml");
+  CHECK(c["nodes"] == 2);
+  CHECK(c["inter"]["bw_gbps"] == 25.0);
+  // The same 16 ranks over a slower network expose more of the gradient all-reduce.
+  const json pcie = predict("--batch 16 --dp 16 --cluster pcie_8gpu");
+  CHECK(pcie["parallel"]["devices"][0]["dp_comm_ms"].get<double>() >
+        dgx["parallel"]["devices"][0]["dp_comm_ms"].get<double>());
+  // A workload registers a new all-reduce algorithm without rebuilding: the cheapest registered one is used.
+  temp_dir t;
+  const auto script = t.write(
+      "w.lua",
+      "local C = require 'neusight.collectives'\n"
+      "C.algorithms.all_reduce.in_network = function(n, p, link) return link.alpha end -- e.g. switch-side reduction\n"
+      "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train', optimizer = 'none',\n"
+      "  batch = 4, seq = 1024, parallel = { tp = 4, cluster = 'dgx_a100' } }\n");
+  const auto r = run_cli("run '" + script.string() + "' --format json --predictor roofline");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json custom = json::parse(r.out);
+  const json ring = predict("--batch 4 --tp 4 --cluster dgx_a100");
+  const double tp_custom = custom["parallel"]["devices"][0]["tp_comm_ms"].get<double>();
+  const double tp_ring = ring["parallel"]["devices"][0]["tp_comm_ms"].get<double>();
+  // 36 layers x 4 + 3 all-reduces of 1 us (the cluster's intra latency) each
+  CHECK(tp_custom == Approx((36 * 4 + 3) * 1e-3).epsilon(1e-9));
+  CHECK(tp_ring > 10 * tp_custom);
+}
