@@ -40,7 +40,7 @@ struct forecast_flags {
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
-  int64_t dp = 0, tp = 0, pp = 0, microbatches = 0;
+  int64_t dp = 0, tp = 0, pp = 0, microbatches = 0, ep = 0;
   std::string schedule, kernels, cluster;
 };
 
@@ -94,6 +94,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o)
       ->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--ep", f.ep,
+                  std::string("Expert-parallel degree (MoE models): experts spread over ep of the dp ranks") + o)
+      ->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o)->check(CLI::PositiveNumber)->group(g);
   cmd->add_option("--microbatches", f.microbatches,
                   std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o)
@@ -123,6 +126,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (f.dp > 0) o["parallel.dp"] = f.dp;
   if (f.tp > 0) o["parallel.tp"] = f.tp;
   if (f.pp > 0) o["parallel.pp"] = f.pp;
+  if (f.ep > 0) o["parallel.ep"] = f.ep;
   if (f.microbatches > 0) o["parallel.microbatches"] = f.microbatches;
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
@@ -235,7 +239,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--microbatches", "--schedule", "--kernels", "--cluster"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

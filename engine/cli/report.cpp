@@ -62,6 +62,7 @@ json timeline_json(const parallel_timeline& t) {
                        {"bubble_ms", d.bubble_s * ms},
                        {"optimizer_ms", d.optimizer_s * ms},
                        {"tp_comm_ms", d.tp_comm_s * ms},
+                       {"ep_comm_ms", d.ep_comm_s * ms},
                        {"p2p_ms", d.p2p_s * ms},
                        {"dp_comm_ms", d.dp_comm_s * ms},
                        {"dp_exposed_ms", d.dp_exposed_s * ms},
@@ -76,6 +77,7 @@ json timeline_json(const parallel_timeline& t) {
   json j = {{"dp", t.dp},
             {"tp", t.tp},
             {"pp", t.pp},
+            {"ep", t.ep},
             {"microbatches", t.microbatches},
             {"schedule", t.schedule},
             {"virtual_stages", t.virtual_stages},
@@ -230,18 +232,21 @@ std::string report_table(const forecast& f, const report_meta& m) {
     const parallel_timeline& t = *m.timeline;
     out += fmt::format("sum of the above {:>12.3f} ms   (one microbatch of {} through all stages, one tp shard; {:.3g} TFLOP)\n",
                        total, t.micro_batch, f.flops_total() / 1e12);
-    out += fmt::format("\nparallel  dp {} x tp {} x pp {} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {} kernels\n",
-                       t.dp, t.tp, t.pp, t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
+    out += fmt::format("\nparallel  dp {} x tp {} x pp {}{} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {} kernels\n",
+                       t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
                        t.kernels);
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
                        t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);
-    out += fmt::format("{:>5} {:>6} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "layers", "compute ms",
-                       "tp comm ms", "p2p ms", "dp exposed", "optimizer ms", "bubble ms", "finish ms");
+    const bool ep = t.ep > 1;
+    out += fmt::format("{:>5} {:>6} {:>12} {:>12} {}{:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "layers", "compute ms",
+                       "tp comm ms", ep ? fmt::format("{:>12} ", "ep comm ms") : "", "p2p ms", "dp exposed",
+                       "optimizer ms", "bubble ms", "finish ms");
     for (const auto& d : t.devices)
-      out += fmt::format("{:>5} {:>6} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", d.stage,
-                         d.layers, d.compute_s * ms, d.tp_comm_s * ms, d.p2p_s * ms, d.dp_exposed_s * ms,
+      out += fmt::format("{:>5} {:>6} {:>12.3f} {:>12.3f} {}{:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", d.stage,
+                         d.layers, d.compute_s * ms, d.tp_comm_s * ms,
+                         ep ? fmt::format("{:>12.3f} ", d.ep_comm_s * ms) : "", d.p2p_s * ms, d.dp_exposed_s * ms,
                          d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
     if (t.dp > 1 && !t.devices.empty())
       out += fmt::format("data-parallel gradient all-reduce: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "

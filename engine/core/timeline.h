@@ -13,10 +13,11 @@ struct timeline_device {
   double params = 0;
   double compute_s = 0;       // kernels other than collectives, all microbatches
   double tp_comm_s = 0;       // tensor-parallel collectives (blocking: on the critical path)
+  double ep_comm_s = 0;       // expert-parallel all-to-all (MoE token exchange)
   double p2p_s = 0;           // pipeline send/recv
   double dp_comm_s = 0;       // data-parallel gradient all-reduce, all buckets
   double dp_exposed_s = 0;    // the part of dp_comm_s not hidden behind backward compute
-  double exposed_comm_s = 0;  // tp_comm + p2p + dp_exposed
+  double exposed_comm_s = 0;  // tp_comm + ep_comm + p2p + dp_exposed
   double optimizer_s = 0;
   double bubble_s = 0;        // idle: iteration − compute − optimizer − exposed communication
   double finish_s = 0;
@@ -24,7 +25,7 @@ struct timeline_device {
 };
 
 struct parallel_timeline {
-  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1, virtual_stages = 1, micro_batch = 0, world = 1;
+  int64_t dp = 1, tp = 1, pp = 1, ep = 1, microbatches = 1, virtual_stages = 1, micro_batch = 0, world = 1;
   int64_t gpus_per_node = 1, nodes = 1;
   std::string schedule;
   std::string kernels;  // "megatron" (Megatron-LM's fused kernels) or "eager"

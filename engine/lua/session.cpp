@@ -399,7 +399,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   parallel_timeline out;
   {
     table_reader p(L, plan, "parallel plan");
-    out.dp = p.integer("dp"), out.tp = p.integer("tp"), out.pp = p.integer("pp");
+    out.dp = p.integer("dp"), out.tp = p.integer("tp"), out.pp = p.integer("pp"), out.ep = p.integer("ep");
     out.microbatches = p.integer("microbatches"), out.virtual_stages = p.integer("virtual_stages");
     out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
     out.schedule = p.str("schedule");
@@ -436,6 +436,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     td.stage = d.integer("stage"), td.layers = d.integer("layers"), td.buckets = d.integer("buckets");
     td.params = d.number("params");
     td.compute_s = d.number("compute"), td.tp_comm_s = d.number("tp_comm"), td.p2p_s = d.number("p2p");
+    td.ep_comm_s = d.number("ep_comm");
     td.dp_comm_s = d.number("dp_comm"), td.dp_exposed_s = d.number("dp_exposed");
     td.exposed_comm_s = d.number("exposed_comm"), td.optimizer_s = d.number("optimizer");
     td.bubble_s = d.number("bubble"), td.finish_s = d.number("finish");

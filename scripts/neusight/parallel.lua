@@ -1,7 +1,7 @@
 -- scripts/neusight/parallel.lua — data, tensor and pipeline parallelism: workload validation, the rank layout, collective nodes, and the per-device timeline.
 --
 -- A workload's `parallel` table (or predict's --dp/--tp/--pp/--microbatches/--schedule):
---   parallel = { dp = 4, tp = 2, pp = 2, microbatches = 8, schedule = "1f1b",
+--   parallel = { dp = 4, tp = 2, pp = 2, microbatches = 8, schedule = "1f1b", ep = 1,
 --                virtual_stages = 2, bucket_mb = 25, overlap_grad_reduce = true, kernels = "megatron",
 --                cluster = { gpus_per_node = 8, nodes = 2, inter = { bw_gbps = 50 } } }
 -- `batch` stays the global batch: each pipeline runs microbatches of batch / (dp · microbatches).
@@ -33,7 +33,7 @@ local DEFAULT_BUCKET_MB = 25
 
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
-  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true,
+  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true,
 }
 
 ---------------------------------------------------------------------------------------------------
@@ -67,7 +67,7 @@ function M.normalize(p)
     error(("parallel: unknown field '%s'%s"):format(unknown[1], T.did_you_mean(unknown[1], KEYS)), 0)
   end
   local out = {}
-  for _, k in ipairs { "dp", "tp", "pp", "microbatches" } do
+  for _, k in ipairs { "dp", "tp", "pp", "microbatches", "ep" } do
     local v = p[k]
     if v == nil then v = 1 end
     if not is_count(v) then error(("parallel.%s: positive integer expected, got %s"):format(k, show(v)), 0) end
@@ -82,6 +82,12 @@ function M.normalize(p)
       type(schedule) == "string" and T.did_you_mean(schedule, M.schedules) or ""), 0)
   end
   out.schedule = schedule
+  -- Expert parallelism (MoE): the experts are spread over `ep` of the data-parallel ranks (DeepSpeed-MoE,
+  -- Megatron-LM's expert_model_parallel_size), so ep must divide dp.
+  if out.dp % out.ep ~= 0 then
+    error(("parallel.ep: expert parallelism spreads the experts over data-parallel ranks: ep = %d must divide dp = %d")
+      :format(out.ep, out.dp), 0)
+  end
   local v = p.virtual_stages
   if v == nil then v = schedule == "interleaved" and 2 or 1 end
   if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
@@ -125,6 +131,7 @@ function M.normalize(p)
 end
 
 --- True when the table asks for more than one GPU or more than one microbatch.
+--- (ep needs dp ≥ ep, so it never makes a one-GPU run parallel by itself.)
 function M.active(p)
   return p ~= nil and (p.dp * p.tp * p.pp > 1 or p.microbatches > 1)
 end
@@ -188,12 +195,15 @@ function M.plan(p, gpu, w)
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
-    kernels = p.kernels,
+    kernels = p.kernels, ep = p.ep,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     groups = {
       tp = group_shape(p.tp, 1, 0, g),
       dp = group_shape(p.dp, p.tp, 0, g),
+      -- experts over ep consecutive dp ranks; each expert's replicas (dp / ep of them) sync its gradients
+      ep = group_shape(p.ep, p.tp, 0, g),
+      edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g),
     },
     pp_links = {},
   }
@@ -223,7 +233,7 @@ end
 ---@return table node
 function M.comm_node(plan, t)
   local group = plan.groups[t.group]
-  if not group then error(("comm_node: unknown group %s (known: tp, dp)"):format(show(t.group)), 2) end
+  if not group then error(("comm_node: unknown group %s (known: tp, dp, ep, edp)"):format(show(t.group)), 2) end
   if not DIRECTIONS[t.direction] then
     error(("comm_node: direction must be \"forward\", \"backward\" or \"both\" (got %s)"):format(show(t.direction)), 2)
   end
@@ -265,13 +275,13 @@ function M.rule(op, doc)
   }
 end
 
---- Size of a dimension split over tp ranks: an error unless it divides evenly (what to split is
---- named in the message: "n_head", "n_inner", …).
-function M.split(n, tp, what, who)
-  if n % tp ~= 0 then
-    error(("%s: %s = %d is not divisible by tp = %d"):format(who, what, n, tp), 0)
+--- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
+--- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep").
+function M.split(n, k, what, who, degree)
+  if n % k ~= 0 then
+    error(("%s: %s = %d is not divisible by %s = %d"):format(who, what, n, degree or "tp", k), 0)
   end
-  return n // tp
+  return n // k
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -483,7 +493,8 @@ end
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
 --- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
 --- includes gradient accumulation and *_comm is the part spent in collective kernels.
---- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, p2p, dp_comm,
+--- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all).
+--- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
 --- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
 --- alike, so one row stands for each of them.
 ---@param plan table M.plan()
@@ -517,14 +528,18 @@ function M.timeline(plan, nodes, times)
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
   local params_total = 0
   for k, st in ipairs(stages) do
-    local fw, fwc, bw, bwc, params = 0, 0, 0, 0, 0
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
     for _, it in ipairs(st.items) do
       local t, n = times[it.node], nodes[it.node]
       fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
       bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+      if (n.attrs or {}).group == "ep" then
+        ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
+      end
       params = params + n.params * it.share
     end
     st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    st.fw_ep, st.bw_ep = ep_fw, ep_bw
     local vs = k - 1
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
@@ -547,7 +562,7 @@ function M.timeline(plan, nodes, times)
   for d = 1, P do
     local sim = devices_sim[d]
     local dev = {
-      stage = d - 1, compute = 0, tp_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
+      stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
     }
     local last_bw = {} -- vs → its last backward op
@@ -555,11 +570,13 @@ function M.timeline(plan, nodes, times)
       local st = stages[op.vs + 1]
       if op.fw then
         dev.compute = dev.compute + st.fw_compute
-        dev.tp_comm = dev.tp_comm + st.fw_comm
+        dev.tp_comm = dev.tp_comm + st.fw_comm - st.fw_ep
+        dev.ep_comm = dev.ep_comm + st.fw_ep
         dev.p2p = dev.p2p + st.send_fw
       else
         dev.compute = dev.compute + st.bw_compute
-        dev.tp_comm = dev.tp_comm + st.bw_comm
+        dev.tp_comm = dev.tp_comm + st.bw_comm - st.bw_ep
+        dev.ep_comm = dev.ep_comm + st.bw_ep
         dev.p2p = dev.p2p + st.send_bw
         if not last_bw[op.vs] or op.start > last_bw[op.vs].start then last_bw[op.vs] = op end
       end
@@ -577,7 +594,7 @@ function M.timeline(plan, nodes, times)
         local vs = c * P + (d - 1)
         local st, op = stages[vs + 1], last_bw[vs]
         -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
-        local t, fill = op.start, 0
+        local t, fill = op.start, { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
           for _ = 1, seg.reps do
@@ -585,23 +602,26 @@ function M.timeline(plan, nodes, times)
               local i = seg.nodes[j]
               t = t + times[i].bw * seg.per[j]
               local grads = nodes[i].params * e * seg.per[j]
-              if grads > 0 then
-                fill = fill + grads
-                while fill >= bucket_bytes do
-                  ready[#ready + 1] = { at = t, bytes = bucket_bytes }
-                  fill = fill - bucket_bytes
+              if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
+                local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
+                fill[gk] = fill[gk] + grads
+                while fill[gk] >= bucket_bytes do
+                  ready[#ready + 1] = { at = t, bytes = bucket_bytes, group = gk }
+                  fill[gk] = fill[gk] - bucket_bytes
                 end
               end
             end
           end
         end
-        if fill > 0 then ready[#ready + 1] = { at = t, bytes = fill } end
+        for _, gk in ipairs { "dp", "edp" } do
+          if fill[gk] > 0 then ready[#ready + 1] = { at = t, bytes = fill[gk], group = gk } end
+        end
       end
       sort(ready, function(a, b) return a.at < b.at end)
       local link_free = 0
       for _, b in ipairs(ready) do
         local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
-        local dt = C.time("all_reduce", b.bytes, plan.groups.dp, plan.cluster)
+        local dt = C.time("all_reduce", b.bytes, plan.groups[b.group], plan.cluster)
         local start = max(at, link_free)
         link_free = start + dt
         dev.dp_comm = dev.dp_comm + dt
@@ -616,7 +636,7 @@ function M.timeline(plan, nodes, times)
     devices[d] = dev
   end
   for _, dev in ipairs(devices) do
-    dev.exposed_comm = dev.tp_comm + dev.p2p + dev.dp_exposed
+    dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
   end
   return {

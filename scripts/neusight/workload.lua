@@ -228,6 +228,7 @@ function M.build(spec, gpu)
     plan = par.plan(w.parallel, gpu, w)
     opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
     opts.megatron = plan.kernels == "megatron"
+    opts.ep = plan.ep
   end
 
   local model, name, nodes = w.model, nil, nil
@@ -237,14 +238,14 @@ function M.build(spec, gpu)
       error(("model function must return an array of nodes (got %s)"):format(show(nodes)), 0)
     end
     name = name or "custom"
-    if plan and plan.tp > 1 then -- a function model shards itself; make sure it did
-      local sharded = false
+    for _, g in ipairs(plan and { "tp", "ep" } or {}) do -- a function model shards itself; make sure it did
+      local sharded = plan[g] == 1
       for _, n in ipairs(nodes) do
-        if type(n) == "table" and type(n.attrs) == "table" and n.attrs.group == "tp" then sharded = true end
+        if type(n) == "table" and type(n.attrs) == "table" and n.attrs.group == g then sharded = true end
       end
       if not sharded then
-        error(("parallel.tp: the model function ignored opts.tp = %d (its graph has no tensor-parallel collective; add them with neusight.parallel.comm_node)")
-          :format(plan.tp), 0)
+        error(("parallel.%s: the model function ignored opts.%s = %d (its graph has no %s collective; add them with neusight.parallel.comm_node)")
+          :format(g, g, plan[g], g == "tp" and "tensor-parallel" or "expert-parallel"), 0)
       end
     end
   else
@@ -252,6 +253,10 @@ function M.build(spec, gpu)
     local builder = require("neusight.models." .. cfg.arch)
     if plan and plan.tp > 1 and not builder.tensor_parallel then
       error(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel sharding; use tp = 1")
+        :format(cfg.arch, cfg.arch), 0)
+    end
+    if plan and plan.ep > 1 and not builder.expert_parallel then
+      error(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; use ep = 1")
         :format(cfg.arch, cfg.arch), 0)
     end
     nodes = builder.build(cfg, opts)

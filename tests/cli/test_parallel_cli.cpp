@@ -189,3 +189,27 @@ TEST_CASE("parallel: clusters from gpus/clusters/*.toml and collective algorithm
   CHECK(tp_custom == Approx((36 * 4 + 3) * 1e-3).epsilon(1e-9));
   CHECK(tp_ring > 10 * tp_custom);
 }
+
+TEST_CASE("parallel: expert parallelism exchanges tokens with all-to-all and shards the experts", "[cli][parallel]") {
+  const std::string base = "predict --model switchxl4 --gpu A100-SXM4-40GB --mode train --optimizer none --seq 512 "
+                           "--batch 8 --predictor roofline --format json --dp 4";
+  const auto dense = run_cli(base);
+  const auto moe = run_cli(base + " --ep 4");
+  REQUIRE(dense.code == 0);
+  INFO(moe.err);
+  REQUIRE(moe.code == 0);
+  const json d = json::parse(dense.out), m = json::parse(moe.out);
+  CHECK(m["parallel"]["ep"] == 4);
+  CHECK(m["parallel"]["devices"][0]["ep_comm_ms"].get<double>() > 0);
+  CHECK(d["parallel"]["devices"][0]["ep_comm_ms"].get<double>() == 0);
+  int a2a = 0;
+  for (const auto& op : m["ops"]) a2a += op["kernel"] == "ALLTOALL" ? 1 : 0;
+  CHECK(a2a > 0);
+  // One of the 4 experts per rank instead of all 4: less model state per GPU, and fewer gradients to all-reduce.
+  CHECK(m["state_gb"].get<double>() < 0.6 * d["state_gb"].get<double>());
+  CHECK(m["parallel"]["devices"][0]["dp_comm_ms"].get<double>() < d["parallel"]["devices"][0]["dp_comm_ms"].get<double>());
+  const auto bad = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --batch 8 --seq 512 --dp 4 --ep 2");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("parallel.ep: the gpt model builder (scripts/neusight/models/gpt.lua) has no experts to spread; use "
+                     "ep = 1") != std::string::npos);
+}

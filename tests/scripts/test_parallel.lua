@@ -57,6 +57,9 @@ function T.test_normalize_errors()
     P.normalize, { pp = 2, virtual_stages = 2 })
   raises("parallel.overlap_grad_reduce: boolean expected, got 1", P.normalize, { overlap_grad_reduce = 1 })
   raises("parallel.bucket_mb: positive number expected, got -1", P.normalize, { bucket_mb = -1 })
+  raises("parallel.ep: expert parallelism spreads the experts over data-parallel ranks: ep = 4 must divide dp = 2",
+    P.normalize, { dp = 2, ep = 4 })
+  raises('parallel.kernels: "megatron" or "eager" expected, got "fused"', P.normalize, { kernels = "fused" })
 end
 
 function T.test_plan_batch_and_cluster_errors()
@@ -93,8 +96,8 @@ function T.test_comm_node_is_alpha_beta_ring()
   local bytes, p, a, b = 4 * 1024 * 1280 * 4, 4, 1e-6, 1 / (450e9 * 0.72)
   near(n.attrs.seconds, 2 * (p - 1) * a + 2 * (p - 1) / p * bytes * b, "ring all-reduce closed form")
   eq(n.attrs.algorithm, "ring", "algorithm") eq(n.attrs.ranks, 4, "ranks") eq(n.params, 0, "no parameters")
-  raises("comm_node: unknown group \"ep\" (known: tp, dp)", P.comm_node, plan,
-    { op = "all_reduce", name = "x", shape = { 1 }, group = "ep", direction = "both" })
+  raises("comm_node: unknown group \"pp\" (known: tp, dp, ep, edp)", P.comm_node, plan,
+    { op = "all_reduce", name = "x", shape = { 1 }, group = "pp", direction = "both" })
 end
 
 function T.test_collective_op_rules_follow_direction()
@@ -328,6 +331,76 @@ function T.test_tp_errors()
   local plan = plan_of({ tp = 3 }, 3)
   raises("gpt model 'tiny': n_head = 8 is not divisible by tp = 3", gpt.build, CFG,
     { batch = 1, seq = 8, training = true, tp = 3, parallel = plan })
+end
+
+---------------------------------------------------------------------------------------------------
+-- Expert parallelism of the Switch builder
+
+local switch = require "neusight.models.switch"
+local SW = { name = "sw", num_layers = 2, num_decoder_layers = 2, d_model = 32, d_ff = 64, d_kv = 8, num_heads = 4,
+             num_experts = 4, expert_capacity = 8, encoder_sparse_step = 2, decoder_sparse_step = 2, vocab_size = 100 }
+
+function T.test_ep_moves_experts_not_work()
+  local ep = 2
+  local plan = plan_of({ dp = 4, ep = ep }, 8)
+  local base = { batch = 2, seq = 16, training = true, dtype = "fp32" }
+  local one = switch.build(SW, base)
+  local spread = switch.build(SW, { batch = 2, seq = 16, training = true, dtype = "fp32", ep = ep, parallel = plan })
+  local function totals(nodes)
+    local expert_flops, expert_params, other_flops, a2a = 0, 0, 0, {}
+    for _, n in ipairs(nodes) do
+      if n.op == "all_to_all" then
+        a2a[#a2a + 1] = n
+      elseif n.attrs.expert then
+        expert_flops, expert_params = expert_flops + node_flops(n), expert_params + n.params * n.count
+      else
+        other_flops = other_flops + node_flops(n)
+      end
+    end
+    return expert_flops, expert_params, other_flops, a2a
+  end
+  local f1, p1, o1, a1 = totals(one)
+  local fN, pN, oN, aN = totals(spread)
+  eq(#a1, 0, "no all-to-all without ep")
+  near(fN, f1, "every token still meets its expert: the same expert FLOPs per rank")
+  near(pN * ep, p1, "each rank holds num_experts / ep experts")
+  local relu1, reluN = 0, 0 -- the other expert kernels (activation) move with the experts too
+  for _, n in ipairs(one) do if n.name:match("experts%.expert_%d+%.act$") then relu1 = relu1 + node_flops(n) end end
+  for _, n in ipairs(spread) do if n.name:match("experts%.local_%d+%.act$") then reluN = reluN + node_flops(n) end end
+  near(reluN, relu1, "expert activations")
+  near(oN - reluN, o1 - relu1, "routing, dispatch, combine and the dense layers are unchanged")
+  -- two all-to-alls per sparse layer (dispatch, combine), both directions, of the (E·cap, d) buffer
+  local sparse_layers = 0
+  for _, n in ipairs(one) do
+    if n.name:match("%.mlp%.router%.classifier$") then sparse_layers = sparse_layers + n.count end
+  end
+  local count = 0
+  for _, n in ipairs(aN) do
+    count = count + n.count
+    eq(n.attrs.direction, "both", "forward and backward")
+    eq(n.output[1] * n.output[2], 4 * 2 * 8 * 32, "E · (batch · capacity) · d_model")
+    near(n.attrs.seconds, C.time("all_to_all", 4 * 2 * 8 * 32 * 4, plan.groups.ep, plan.cluster), "alpha-beta")
+  end
+  eq(count, 2 * sparse_layers, "two all-to-alls per sparse layer")
+  raises("switch model 'sw': num_experts = 4 is not divisible by ep = 3", switch.build, SW,
+    { batch = 2, seq = 16, training = true, ep = 3, parallel = plan_of({ dp = 3, ep = 3 }, 3) })
+end
+
+function T.test_expert_gradients_sync_over_their_replicas()
+  -- dp = 4, ep = 2: dense gradients all-reduce over 4 ranks, expert gradients over the 2 replicas of each expert.
+  local nodes = {
+    { op = "x", name = "dense", layer = "h", count = 1, params = 25e6 / 4, output = { 0 }, attrs = {} },
+    { op = "x", name = "experts", layer = "h", count = 1, params = 25e6 / 4, output = { 0 }, attrs = { expert = true } },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 }, { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
+  }
+  local plan = plan_of({ dp = 4, ep = 2, overlap_grad_reduce = false }, 4)
+  local tl = P.timeline(plan, nodes, times)
+  local want = C.time("all_reduce", 25e6, plan.groups.dp, plan.cluster)
+    + C.time("all_reduce", 25e6, plan.groups.edp, plan.cluster)
+  eq(plan.groups.edp.size, 2, "two replicas of each expert")
+  near(tl.devices[1].dp_comm, want, "one bucket over dp, one over the expert replicas", 1e-9)
 end
 
 return T

@@ -15,6 +15,12 @@
 -- Departures from the trace:
 --   * getitems on size() results (Python ints) are left out: host-side bookkeeping;
 --   * attention QKᵀ is a BMM everywhere; the reference turns nodes named matmul_4, matmul_40…49 into Linear.
+-- Expert parallelism (opts.ep = k > 1, opts.parallel = neusight.parallel.plan; DeepSpeed-MoE / GShard
+-- style): each of k ranks holds num_experts / k experts. Routing and the per-expert dispatch into the
+-- send buffer stay on every rank; an all-to-all (group "ep") moves the (num_experts · capacity, d_model)
+-- buffer so each local expert receives its capacity from all k ranks (k · capacity rows), a second
+-- all-to-all brings the outputs back before the combine. Both run again in backward. Expert weights
+-- carry attrs.expert: their gradients are all-reduced among the dp / k replicas of each expert only.
 -- Mirrored as the reference charges them:
 --   * encoder_embed_tokens / decoder_embed_tokens match none of the reference's embedding patterns ('misc'):
 --     zero-kernel "view" nodes (the shared table's parameters are counted once, on the encoder's);
@@ -24,6 +30,8 @@ local ipairs, type, tostring, error = ipairs, type, tostring, error
 local checks = require "neusight.models.check"
 
 local M = {}
+
+M.expert_parallel = true -- build() spreads the experts when opts.ep > 1 (neusight/workload.lua checks this)
 
 local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
@@ -46,6 +54,14 @@ function M.build(cfg, opts)
   local inner, cap = nh * cfg.d_kv, opts.batch * cfg.expert_capacity
   local buckets = cfg.relative_attention_num_buckets or 32
   local training, dtype = opts.training, opts.dtype or "fp32"
+  local ep, plan = opts.ep or 1, opts.parallel
+  local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
+  local par = ep > 1 and require("neusight.parallel") or nil
+  local local_experts = E
+  if ep > 1 then
+    if not plan then error(who .. ": opts.ep > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    local_experts = par.split(E, ep, "num_experts", who, "ep")
+  end
 
   local nodes, layer, count = {}, "", 1
   local function add(op, name, inputs, output, params, attrs)
@@ -118,18 +134,47 @@ function M.build(cfg, opts)
     add("softmax", r .. ".softmax", { probs }, probs)
     add("cumsum", r .. ".priority", { probs }, probs)
     add("mul", r .. ".capacity_mask", { probs, probs }, probs)
-    for e = 0, E - 1 do
-      local ex = ("%s.mlp.experts.expert_%d"):format(p, e)
-      add("getitem", ex .. ".mask", { probs }, { b, s })
-      add("count_nonzero", ex .. ".count", { { b, s } }, { 1 })
-      add("getitem", ex .. ".dispatch", { x, { b, s } }, routed)
-      add("setitem", ex .. ".dispatch_pad", { { cap, d }, { 1 }, routed }, { 1 })
-      add("linear", ex .. ".wi", { { cap, d } }, { cap, F }, d * F, no_bias)
-      add("relu", ex .. ".act", { { cap, F } }, { cap, F })
-      add("dropout", ex .. ".dropout", { { cap, F } }, { cap, F })
-      add("linear", ex .. ".wo", { { cap, F } }, { cap, d }, F * d, no_bias)
-      add("getitem", ex .. ".combine", { { cap, d }, { 1 } }, routed)
-      add("setitem", ex .. ".combine_scatter", { x, { b, s }, routed }, { 1 })
+    local function expert_ffn(ex, rows)
+      add("linear", ex .. ".wi", { { rows, d } }, { rows, F }, d * F, { bias = false, expert = true })
+      add("relu", ex .. ".act", { { rows, F } }, { rows, F })
+      add("dropout", ex .. ".dropout", { { rows, F } }, { rows, F })
+      add("linear", ex .. ".wo", { { rows, F } }, { rows, d }, F * d, { bias = false, expert = true })
+    end
+    if ep == 1 then
+      for e = 0, E - 1 do
+        local ex = ("%s.mlp.experts.expert_%d"):format(p, e)
+        add("getitem", ex .. ".mask", { probs }, { b, s })
+        add("count_nonzero", ex .. ".count", { { b, s } }, { 1 })
+        add("getitem", ex .. ".dispatch", { x, { b, s } }, routed)
+        add("setitem", ex .. ".dispatch_pad", { { cap, d }, { 1 }, routed }, { 1 })
+        expert_ffn(ex, cap)
+        add("getitem", ex .. ".combine", { { cap, d }, { 1 } }, routed)
+        add("setitem", ex .. ".combine_scatter", { x, { b, s }, routed }, { 1 })
+      end
+    else
+      for e = 0, E - 1 do -- fill the send buffer: every expert's tokens, wherever the expert lives
+        local ex = ("%s.mlp.experts.expert_%d"):format(p, e)
+        add("getitem", ex .. ".mask", { probs }, { b, s })
+        add("count_nonzero", ex .. ".count", { { b, s } }, { 1 })
+        add("getitem", ex .. ".dispatch", { x, { b, s } }, routed)
+        add("setitem", ex .. ".dispatch_pad", { { cap, d }, { 1 }, routed }, { 1 })
+      end
+      local function all_to_all(name)
+        nodes[#nodes + 1] = par.comm_node(plan, {
+          op = "all_to_all", name = p .. ".mlp." .. name, shape = { E * cap, d }, group = "ep", direction = "both",
+          layer = layer, count = count, dtype = dtype, note = "expert parallel: token exchange",
+        })
+      end
+      all_to_all("dispatch_all_to_all")
+      for e = 0, local_experts - 1 do -- this rank's experts, each with its capacity from all ep ranks
+        expert_ffn(("%s.mlp.experts.local_%d"):format(p, e), cap * ep)
+      end
+      all_to_all("combine_all_to_all")
+      for e = 0, E - 1 do
+        local ex = ("%s.mlp.experts.expert_%d"):format(p, e)
+        add("getitem", ex .. ".combine", { { cap, d }, { 1 } }, routed)
+        add("setitem", ex .. ".combine_scatter", { x, { b, s }, routed }, { 1 })
+      end
     end
     add("mul", p .. ".mlp.router_probs", { col, x }, x)
     residual(p)
