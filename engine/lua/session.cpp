@@ -8,6 +8,7 @@
 
 #include "core/cluster_spec.h"
 #include "lua/lua_state.h"
+#include "lua/session_impl.h"
 #include "lua/wrap.h"
 #include "prelude_lua.h"
 
@@ -16,14 +17,8 @@
 #endif
 
 namespace ns {
-namespace fs = std::filesystem;
 
 namespace {
-
-struct search_dir {
-  fs::path path;
-  std::string display;  // prefix used in chunk names and messages
-};
 
 bool name_ok(const std::string& s, bool dots) {
   if (s.empty()) return false;
@@ -31,103 +26,6 @@ bool name_ok(const std::string& s, bool dots) {
     return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || (dots && c == '.');
   });
 }
-
-std::string display_of(const fs::path& p) { return p.lexically_normal().generic_string(); }
-
-}  // namespace
-
-struct session::impl {
-  session_options opts;
-  lua_state state;
-  int engine_ref = LUA_NOREF;
-  int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
-  int nodes_ref = LUA_NOREF;
-  std::vector<search_dir> op_dirs;
-  std::vector<search_dir> script_dirs;
-  fs::path workload_ops;  // <dir of the run script>/ops
-
-  lua_State* L() const { return state.get(); }
-
-  void op_dirs_rebuild() {
-    std::vector<search_dir> defaults;
-    if (!workload_ops.empty() && fs::is_directory(workload_ops)) defaults.push_back({workload_ops, display_of(workload_ops)});
-    defaults.push_back({opts.data_root / "ops", "ops"});
-    op_dirs.clear();
-    for (const auto& d : opts.ops_dirs) op_dirs.push_back({d, display_of(d)});
-    if (opts.ops_path_env.empty()) {
-      op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
-      return;
-    }
-    // LUA_PATH rules: entries separated by ';'; ";;" splices the defaults in at that place.
-    std::string env = opts.ops_path_env;
-    for (size_t at; (at = env.find(";;")) != std::string::npos;) env.replace(at, 2, ";\x01;");
-    size_t start = 0;
-    while (start <= env.size()) {
-      size_t end = std::min(env.find(';', start), env.size());
-      const std::string entry = env.substr(start, end - start);
-      if (entry == "\x01") op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
-      else if (!entry.empty()) op_dirs.push_back({entry, display_of(entry)});
-      start = end + 1;
-    }
-  }
-
-  // [-0, +1, e] pushes the GPU as the read-only table rules receive
-  void push_gpu(const gpu_spec& gpu) const {
-    push_engine_field("strict");
-    gpu_push(L(), gpu);
-    lua_pushstring(L(), "gpu");
-    ns_call(L(), 2, 1);
-  }
-
-  // [-0, +0, e] A model named by a path ending in ".json" (the --model override, else the script's field) is read
-  // as a HuggingFace config.json and replaced, in the overrides table at `ov`, by the config table that
-  // scripts/neusight/models/hf.lua makes of it. Paths from a script are relative to the script's folder.
-  void model_file_resolve(int spec, int ov, const std::string& script) const {
-    lua_State* L = this->L();
-    stack_guard guard(L);
-    auto is_json = [](const char* s) {
-      const std::string v = s ? s : "";
-      if (v.size() < 5) return false;
-      std::string ext = v.substr(v.size() - 5);
-      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-      return ext == ".json";
-    };
-    const int top = lua_gettop(L);
-    std::string path, display;
-    const int ov_type = lua_getfield(L, ov, "model");
-    if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
-      path = display = lua_tostring(L, -1);
-    } else if (ov_type == LUA_TNIL && !script.empty() && lua_getfield(L, spec, "model") == LUA_TSTRING &&
-               is_json(lua_tostring(L, -1))) {
-      const fs::path p(lua_tostring(L, -1));
-      path = (p.is_absolute() ? p : fs::path(script).parent_path() / p).string();
-      display = display_of(path);
-    }
-    lua_settop(L, top);
-    if (path.empty()) return;
-    push_engine_field("require");
-    lua_pushstring(L, "neusight.models.hf");
-    ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
-    lua_getfield(L, -1, "from_config");
-    lua_remove(L, -2);
-    json_file_push(L, path, display);
-    lua_pushstring(L, display.c_str());
-    ns_call(L, 2, 1);  // stack: cfg
-    lua_setfield(L, ov, "model");
-  }
-
-  // [-0, +1, -] pushes the engine table E
-  void push_engine() const { lua_rawgeti(L(), LUA_REGISTRYINDEX, engine_ref); }
-
-  // [-0, +1, e] pushes E[field]
-  void push_engine_field(const char* field) const {
-    push_engine();
-    lua_getfield(L(), -1, field);
-    lua_remove(L(), -2);
-  }
-};
-
-namespace {
 
 session::impl* impl_of(lua_State* L) { return static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1))); }
 
@@ -357,191 +255,6 @@ workload session::workload_load(const std::string& script, const workload_overri
   return w;
 }
 
-std::optional<parallel_timeline> session::timeline(const forecast& fc) {
-  if (p_->plan_ref == LUA_NOREF) return std::nullopt;
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass.
-  struct node_times { double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 0; };
-  std::vector<node_times> t(fc.g.nodes.size());
-  for (size_t i = 0; i < fc.kernels.size(); ++i) {
-    const auto& ki = fc.kernels[i];
-    node_times& n = t[ki.node];
-    const double s = fc.seconds_each[i];
-    const bool comm = ki.k.kind == kernel_kind::collective;
-    if (ki.ph == phase::forward) n.fw += s, n.fw_comm += comm ? s : 0;
-    else if (ki.ph == phase::optimizer) n.opt += s;
-    else n.bw += s, n.bw_comm += comm ? s : 0;
-  }
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.parallel");
-  ns_call(L, 1, 1, "while loading scripts/neusight/parallel.lua");  // stack: P
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
-  const int plan = lua_gettop(L);  // stack: P plan
-  lua_getfield(L, -2, "timeline");
-  lua_pushvalue(L, plan);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
-  if (lua_rawlen(L, -1) != t.size())
-    throw error("parallel timeline: the graph has " + std::to_string(t.size()) + " nodes, the plan's model " +
-                std::to_string(lua_rawlen(L, -1)));
-  lua_createtable(L, int(t.size()), 0);
-  for (size_t i = 0; i < t.size(); ++i) {
-    lua_createtable(L, 0, 5);
-    const std::pair<const char*, double> fields[] = {
-        {"fw", t[i].fw}, {"fw_comm", t[i].fw_comm}, {"bw", t[i].bw}, {"bw_comm", t[i].bw_comm}, {"opt", t[i].opt}};
-    for (const auto& [k, v] : fields) lua_pushnumber(L, v), lua_setfield(L, -2, k);
-    lua_rawseti(L, -2, lua_Integer(i + 1));
-  }
-  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
-  const std::string where = "scripts/neusight/parallel.lua timeline";
-  if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  parallel_timeline out;
-  {
-    table_reader p(L, plan, "parallel plan");
-    out.dp = p.integer("dp"), out.tp = p.integer("tp"), out.pp = p.integer("pp"), out.ep = p.integer("ep");
-    out.microbatches = p.integer("microbatches"), out.virtual_stages = p.integer("virtual_stages");
-    out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
-    out.schedule = p.str("schedule");
-    out.kernels = p.str("kernels");
-    out.cluster_file = p.str_or("cluster_name", "");
-    out.bucket_mb = p.number("bucket_mb");
-    lua_getfield(L, plan, "overlap_grad_reduce");
-    out.overlap_grad_reduce = lua_toboolean(L, -1);
-    lua_getfield(L, plan, "cluster");  // stack: … result overlap cluster
-    table_reader c(L, -1, "parallel plan cluster");
-    out.gpus_per_node = c.integer("gpus_per_node"), out.nodes = c.integer("nodes");
-    for (const char* level : {"intra", "inter"}) {
-      lua_getfield(L, -1, level);
-      table_reader l(L, -1, std::string("parallel plan cluster.") + level);
-      const bool intra = std::string(level) == "intra";
-      (intra ? out.intra_bw_gbps : out.inter_bw_gbps) = l.number("bw_gbps");
-      (intra ? out.intra_latency_us : out.inter_latency_us) = l.number("latency_us");
-      (intra ? out.intra_efficiency : out.inter_efficiency) = l.number("efficiency");
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 2);
-  }
-  table_reader r(L, -1, where + " result");
-  out.iteration_s = r.number("iteration");
-  out.pipeline_s = r.number("pipeline");
-  out.p2p_bytes = r.number("p2p_bytes");
-  out.grad_bytes_per_rank = r.number("grad_bytes_per_rank");
-  lua_getfield(L, -1, "devices");
-  if (!lua_istable(L, -1)) throw error(where + " result: field 'devices' must be an array");
-  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-    lua_rawgeti(L, -1, i);
-    table_reader d(L, -1, where + " device #" + std::to_string(i));
-    timeline_device td;
-    td.stage = d.integer("stage"), td.layers = d.integer("layers"), td.buckets = d.integer("buckets");
-    td.params = d.number("params");
-    td.compute_s = d.number("compute"), td.tp_comm_s = d.number("tp_comm"), td.p2p_s = d.number("p2p");
-    td.ep_comm_s = d.number("ep_comm");
-    td.dp_comm_s = d.number("dp_comm"), td.dp_exposed_s = d.number("dp_exposed");
-    td.exposed_comm_s = d.number("exposed_comm"), td.optimizer_s = d.number("optimizer");
-    td.bubble_s = d.number("bubble"), td.finish_s = d.number("finish");
-    td.microbatch_fw_s = d.number("microbatch_fw"), td.microbatch_bw_s = d.number("microbatch_bw");
-    out.devices.push_back(td);
-    lua_pop(L, 1);
-  }
-  return out;
-}
-
-bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  bool applied = false;
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.overhead");
-  ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
-  lua_getfield(L, -1, "apply");
-  lua_createtable(L, int(seconds.size()), 0);
-  for (size_t i = 0; i < seconds.size(); ++i) {
-    lua_pushnumber(L, seconds[i]);
-    lua_rawseti(L, -2, lua_Integer(i + 1));
-  }
-  p_->push_gpu(gpu);
-  lua_pushstring(L, mode.c_str());
-  ns_call(L, 3, 1, "in scripts/neusight/overhead.lua");  // stack: O out|nil
-  if (lua_istable(L, -1)) {
-    if (lua_rawlen(L, -1) != seconds.size())
-      throw error("scripts/neusight/overhead.lua: apply returned " + std::to_string(lua_rawlen(L, -1)) +
-                  " values for " + std::to_string(seconds.size()) + " kernels");
-    for (size_t i = 0; i < seconds.size(); ++i) {
-      lua_rawgeti(L, -1, lua_Integer(i + 1));
-      if (!lua_isnumber(L, -1)) throw error("scripts/neusight/overhead.lua: apply returned a non-number");
-      seconds[i] = lua_tonumber(L, -1);
-      lua_pop(L, 1);
-    }
-    applied = true;
-  } else if (!lua_isnil(L, -1)) {
-    throw error("scripts/neusight/overhead.lua: apply must return an array or nil");
-  }
-  return applied;
-}
-
-std::vector<double> session::scale_apply(const std::vector<scale_item>& items, const gpu_spec& from,
-                                         const gpu_spec& to) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  std::vector<double> out;
-  out.reserve(items.size());
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.scale");
-  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-  const int mod = lua_gettop(L);
-  p_->push_gpu(from);
-  p_->push_gpu(to);  // stack: S from to
-  for (const auto& it : items) {
-    lua_getfield(L, mod, "scale");
-    lua_createtable(L, 0, 7);
-    const std::pair<const char*, const std::string*> strs[] = {
-        {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
-    for (const auto& [k, v] : strs) {
-      lua_pushstring(L, v->c_str());
-      lua_setfield(L, -2, k);
-    }
-    const std::pair<const char*, double> nums[] = {
-        {"measured_ms", it.measured_ms}, {"from_ms", it.from_ms}, {"to_ms", it.to_ms}};
-    for (const auto& [k, v] : nums) {
-      lua_pushnumber(L, v);
-      lua_setfield(L, -2, k);
-    }
-    lua_pushvalue(L, mod + 1);
-    lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in scripts/neusight/scale.lua");
-    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
-      throw error("scripts/neusight/scale.lua: scale() must return a number >= 0 (op '" + it.name + "')");
-    out.push_back(lua_tonumber(L, -1));
-    lua_pop(L, 1);
-  }
-  return out;
-}
-
-std::vector<std::string> session::scale_routes(const std::vector<std::string>& kinds) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  std::vector<std::string> out;
-  out.reserve(kinds.size());
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.scale");
-  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-  const int mod = lua_gettop(L);
-  for (const auto& kind : kinds) {
-    lua_getfield(L, mod, "route_of");
-    lua_pushstring(L, kind.c_str());
-    ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
-    const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
-    if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
-      throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + kind + "')");
-    out.emplace_back(r);
-    lua_pop(L, 1);
-  }
-  return out;
-}
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   lua_State* L = p_->L();
@@ -624,14 +337,6 @@ std::vector<op_entry> session::ops_list() const {
   return out;
 }
 
-namespace {
-// Pushes require(module). [-0, +1, e]
-void require_push(session::impl& p, const char* module) {
-  p.push_engine_field("require");
-  lua_pushstring(p.L(), module);
-  ns_call(p.L(), 1, 1, std::string("while loading ") + module);
-}
-}  // namespace
 
 void session::tiles_select(std::vector<kernel_instance>& kernels, const gpu_spec& gpu) {
   std::vector<kernel*> ks;

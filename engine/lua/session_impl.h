@@ -1,0 +1,121 @@
+// engine/lua/session_impl.h — private to engine/lua/session*.cpp: the state behind ns::session.
+#pragma once
+#include <algorithm>
+#include <cctype>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include "lua/lua_state.h"
+#include "lua/session.h"
+#include "lua/wrap.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+struct search_dir {
+  fs::path path;
+  std::string display;  // prefix used in chunk names and messages
+};
+
+inline std::string display_of(const fs::path& p) { return p.lexically_normal().generic_string(); }
+
+struct session::impl {
+  session_options opts;
+  lua_state state;
+  int engine_ref = LUA_NOREF;
+  int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
+  int nodes_ref = LUA_NOREF;
+  std::vector<search_dir> op_dirs;
+  std::vector<search_dir> script_dirs;
+  fs::path workload_ops;  // <dir of the run script>/ops
+
+  lua_State* L() const { return state.get(); }
+
+  void op_dirs_rebuild() {
+    std::vector<search_dir> defaults;
+    if (!workload_ops.empty() && fs::is_directory(workload_ops)) defaults.push_back({workload_ops, display_of(workload_ops)});
+    defaults.push_back({opts.data_root / "ops", "ops"});
+    op_dirs.clear();
+    for (const auto& d : opts.ops_dirs) op_dirs.push_back({d, display_of(d)});
+    if (opts.ops_path_env.empty()) {
+      op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
+      return;
+    }
+    // LUA_PATH rules: entries separated by ';'; ";;" splices the defaults in at that place.
+    std::string env = opts.ops_path_env;
+    for (size_t at; (at = env.find(";;")) != std::string::npos;) env.replace(at, 2, ";\x01;");
+    size_t start = 0;
+    while (start <= env.size()) {
+      size_t end = std::min(env.find(';', start), env.size());
+      const std::string entry = env.substr(start, end - start);
+      if (entry == "\x01") op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
+      else if (!entry.empty()) op_dirs.push_back({entry, display_of(entry)});
+      start = end + 1;
+    }
+  }
+
+  // [-0, +1, e] pushes the GPU as the read-only table rules receive
+  void push_gpu(const gpu_spec& gpu) const {
+    push_engine_field("strict");
+    gpu_push(L(), gpu);
+    lua_pushstring(L(), "gpu");
+    ns_call(L(), 2, 1);
+  }
+
+  // [-0, +0, e] A model named by a path ending in ".json" (the --model override, else the script's field) is read
+  // as a HuggingFace config.json and replaced, in the overrides table at `ov`, by the config table that
+  // scripts/neusight/models/hf.lua makes of it. Paths from a script are relative to the script's folder.
+  void model_file_resolve(int spec, int ov, const std::string& script) const {
+    lua_State* L = this->L();
+    stack_guard guard(L);
+    auto is_json = [](const char* s) {
+      const std::string v = s ? s : "";
+      if (v.size() < 5) return false;
+      std::string ext = v.substr(v.size() - 5);
+      std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+      return ext == ".json";
+    };
+    const int top = lua_gettop(L);
+    std::string path, display;
+    const int ov_type = lua_getfield(L, ov, "model");
+    if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
+      path = display = lua_tostring(L, -1);
+    } else if (ov_type == LUA_TNIL && !script.empty() && lua_getfield(L, spec, "model") == LUA_TSTRING &&
+               is_json(lua_tostring(L, -1))) {
+      const fs::path p(lua_tostring(L, -1));
+      path = (p.is_absolute() ? p : fs::path(script).parent_path() / p).string();
+      display = display_of(path);
+    }
+    lua_settop(L, top);
+    if (path.empty()) return;
+    push_engine_field("require");
+    lua_pushstring(L, "neusight.models.hf");
+    ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
+    lua_getfield(L, -1, "from_config");
+    lua_remove(L, -2);
+    json_file_push(L, path, display);
+    lua_pushstring(L, display.c_str());
+    ns_call(L, 2, 1);  // stack: cfg
+    lua_setfield(L, ov, "model");
+  }
+
+  // [-0, +1, -] pushes the engine table E
+  void push_engine() const { lua_rawgeti(L(), LUA_REGISTRYINDEX, engine_ref); }
+
+  // [-0, +1, e] pushes E[field]
+  void push_engine_field(const char* field) const {
+    push_engine();
+    lua_getfield(L(), -1, field);
+    lua_remove(L(), -2);
+  }
+};
+
+// Pushes require(module). [-0, +1, e]
+inline void require_push(session::impl& p, const char* module) {
+  p.push_engine_field("require");
+  lua_pushstring(p.L(), module);
+  ns_call(p.L(), 1, 1, std::string("while loading ") + module);
+}
+
+}  // namespace ns
