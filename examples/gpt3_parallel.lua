@@ -1,7 +1,7 @@
 -- examples/gpt3_parallel.lua — GPT-3 175B trained on 64 H100s (8 nodes): Megatron-LM's 3-D parallelism, tp 8 × pp 8 × dp 1.
 --
 -- The layout follows Narayanan et al. (SC'21), Table 1 row "175B": tensor parallelism inside a node,
--- pipeline stages across nodes, 1F1B interleaved over 2 model chunks per device. `batch` is the global
+-- pipeline stages across nodes, 1F1B interleaved over 2 model chunks per device, activation recomputation. `batch` is the global
 -- batch; each pipeline runs `microbatches` microbatches of batch / (dp · microbatches) sequences.
 -- The cluster is DGX H100-like: 8 GPUs per node on NVLink 4 (taken from gpus/h100_sxm5_80gb.toml),
 -- one 400 Gb/s NIC per GPU between nodes. Change any field and rerun; --dp/--tp/--pp/--microbatches/
@@ -19,6 +19,7 @@ return {
     dp = 1, tp = 8, pp = 8,
     microbatches = 64,
     schedule = "interleaved", virtual_stages = 2,
+    recompute = "full",  -- as Megatron-LM trains 175B: without it the activations alone exceed 80 GB (try "none")
     cluster = {
       gpus_per_node = 8, nodes = 8,
       inter = { bw_gbps = 50, latency_us = 5, efficiency = 0.8 },  -- 400 Gb/s InfiniBand NDR per GPU

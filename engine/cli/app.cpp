@@ -41,7 +41,7 @@ struct forecast_flags {
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   int64_t dp = 0, tp = 0, pp = 0, microbatches = 0, ep = 0;
-  std::string schedule, kernels, cluster;
+  std::string schedule, kernels, cluster, recompute;
 };
 
 struct graph_flags {
@@ -106,6 +106,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--kernels", f.kernels,
                   std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
+  cmd->add_option("--recompute", f.recompute,
+                  std::string("Activation recomputation: none or full (each layer re-runs its forward in backward)") + o)
+      ->check(CLI::IsMember({"none", "full"}))->group(g);
   cmd->add_option("--cluster", f.cluster,
                   std::string("Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; "
                               "default: one node of the GPU's own links") + o)
@@ -131,6 +134,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
+  if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
   return o;
 }
 
@@ -239,7 +243,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

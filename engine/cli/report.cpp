@@ -51,12 +51,25 @@ std::vector<std::string> fused_members(const node& n) {
   return out;
 }
 
-json timeline_json(const parallel_timeline& t) {
+// GB one GPU of a stage needs: its weights, gradients and optimizer state plus its peak activations.
+double device_state_gb(const timeline_device& d, const report_meta& m) {
+  return state_bytes(d.params, m.dtype, m.mode == "train", m.optimizer) / 1e9;
+}
+double device_memory_gb(const timeline_device& d, const report_meta& m) {
+  return device_state_gb(d, m) + d.activation_bytes / 1e9;
+}
+
+json timeline_json(const parallel_timeline& t, const report_meta& m) {
   json devices = json::array();
-  for (const auto& d : t.devices)
+  double most = 0;
+  for (const auto& d : t.devices) {
+    most = std::max(most, device_memory_gb(d, m));
     devices.push_back({{"stage", d.stage},
                        {"layers", d.layers},
                        {"params", d.params},
+                       {"state_gb", device_state_gb(d, m)},
+                       {"activation_gb", d.activation_bytes / 1e9},
+                       {"memory_gb", device_memory_gb(d, m)},
                        {"compute_ms", d.compute_s * ms},
                        {"exposed_comm_ms", d.exposed_comm_s * ms},
                        {"bubble_ms", d.bubble_s * ms},
@@ -70,6 +83,7 @@ json timeline_json(const parallel_timeline& t) {
                        {"microbatch_forward_ms", d.microbatch_fw_s * ms},
                        {"microbatch_backward_ms", d.microbatch_bw_s * ms},
                        {"finish_ms", d.finish_s * ms}});
+  }
   // The critical device: the one whose iteration ends last (ties: the first).
   const timeline_device* crit = nullptr;
   for (const auto& d : t.devices)
@@ -82,6 +96,7 @@ json timeline_json(const parallel_timeline& t) {
             {"schedule", t.schedule},
             {"virtual_stages", t.virtual_stages},
             {"kernels", t.kernels},
+            {"recompute", t.recompute},
             {"world", t.world},
             {"micro_batch", t.micro_batch},
             {"bucket_mb", t.bucket_mb},
@@ -101,6 +116,8 @@ json timeline_json(const parallel_timeline& t) {
             {"critical_stage", crit ? crit->stage : 0},
             {"p2p_bytes", t.p2p_bytes},
             {"grad_bytes_per_rank", t.grad_bytes_per_rank},
+            {"memory_gb", most},
+            {"fits", most <= m.gpu->mem_gb},
             {"devices", std::move(devices)}};
   return j;
 }
@@ -147,7 +164,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_bytes(params_per_gpu(f, m), m.dtype, m.mode == "train", m.optimizer) / 1e9;
-  if (m.timeline) j["parallel"] = timeline_json(*m.timeline);
+  if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
   j["warnings"] = m.warnings;
   json ops = json::array();
   for (size_t i = 0; i < f.kernels.size(); ++i) {
@@ -232,10 +249,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
     const parallel_timeline& t = *m.timeline;
     out += fmt::format("sum of the above {:>12.3f} ms   (one microbatch of {} through all stages, one tp shard; {:.3g} TFLOP)\n",
                        total, t.micro_batch, f.flops_total() / 1e12);
-    out += fmt::format("\nparallel  dp {} x tp {} x pp {}{} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {} kernels\n",
+    out += fmt::format("\nparallel  dp {} x tp {} x pp {}{} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {}\n",
                        t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
-                       t.kernels);
+                       t.kernels + (t.recompute == "full" ? " kernels, full recomputation" : ""));
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
                        t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);
@@ -248,6 +265,12 @@ std::string report_table(const forecast& f, const report_meta& m) {
                          d.layers, d.compute_s * ms, d.tp_comm_s * ms,
                          ep ? fmt::format("{:>12.3f} ", d.ep_comm_s * ms) : "", d.p2p_s * ms, d.dp_exposed_s * ms,
                          d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
+    for (const auto& d : t.devices) {
+      const double need = device_memory_gb(d, m);
+      out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f} (peak over the schedule; node outputs, an upper bound){}\n",
+                         d.stage, need, device_state_gb(d, m), d.activation_bytes / 1e9,
+                         need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
+    }
     if (t.dp > 1 && !t.devices.empty())
       out += fmt::format("data-parallel gradient all-reduce: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
                          "exposed{}\n",

@@ -11,6 +11,7 @@ namespace ns {
 struct timeline_device {
   int64_t stage = 0, layers = 0, buckets = 0;
   double params = 0;
+  double activation_bytes = 0;  // peak activations kept for backward over the schedule (0 in inference)
   double compute_s = 0;       // kernels other than collectives, all microbatches
   double tp_comm_s = 0;       // tensor-parallel collectives (blocking: on the critical path)
   double ep_comm_s = 0;       // expert-parallel all-to-all (MoE token exchange)
@@ -29,6 +30,7 @@ struct parallel_timeline {
   int64_t gpus_per_node = 1, nodes = 1;
   std::string schedule;
   std::string kernels;  // "megatron" (Megatron-LM's fused kernels) or "eager"
+  std::string recompute;  // activation recomputation: "none" or "full"
   std::string cluster_file;  // gpus/clusters/*.toml the links came from; empty: the workload's table / defaults
   bool overlap_grad_reduce = true;
   double bucket_mb = 0;

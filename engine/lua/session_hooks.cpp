@@ -53,6 +53,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
     out.schedule = p.str("schedule");
     out.kernels = p.str("kernels");
+    out.recompute = p.str("recompute");
     out.cluster_file = p.str_or("cluster_name", "");
     out.bucket_mb = p.number("bucket_mb");
     lua_getfield(L, plan, "overlap_grad_reduce");
@@ -84,6 +85,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     timeline_device td;
     td.stage = d.integer("stage"), td.layers = d.integer("layers"), td.buckets = d.integer("buckets");
     td.params = d.number("params");
+    td.activation_bytes = d.number("activation_bytes");
     td.compute_s = d.number("compute"), td.tp_comm_s = d.number("tp_comm"), td.p2p_s = d.number("p2p");
     td.ep_comm_s = d.number("ep_comm");
     td.dp_comm_s = d.number("dp_comm"), td.dp_exposed_s = d.number("dp_exposed");

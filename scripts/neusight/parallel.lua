@@ -33,7 +33,7 @@ local DEFAULT_BUCKET_MB = 25
 
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
-  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true,
+  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true, recompute = true,
 }
 
 ---------------------------------------------------------------------------------------------------
@@ -123,6 +123,13 @@ function M.normalize(p)
     error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
   end
   out.kernels = kernels
+  -- recompute: "none", or "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
+  -- each layer keeps only its input and re-runs its forward during backward.
+  local recompute = p.recompute == nil and "none" or p.recompute
+  if recompute ~= "none" and recompute ~= "full" then
+    error(("parallel.recompute: \"none\" or \"full\" expected, got %s"):format(show(recompute)), 0)
+  end
+  out.recompute = recompute
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
     error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end
@@ -195,7 +202,7 @@ function M.plan(p, gpu, w)
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
-    kernels = p.kernels, ep = p.ep,
+    kernels = p.kernels, ep = p.ep, recompute = p.recompute,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     groups = {
@@ -451,7 +458,7 @@ local function partition(nodes, prologue, groups, epilogue, V)
   local function single(list)
     local per = {}
     for j, i in ipairs(list) do per[j] = nodes[i].count end
-    return { nodes = list, reps = 1, per = per }
+    return { nodes = list, reps = 1, per = per, layered = false }
   end
   local stages = {}
   for k = 1, V do stages[k] = { segments = {}, items = {}, layers = 0 } end
@@ -466,7 +473,7 @@ local function partition(nodes, prologue, groups, epilogue, V)
       local take = min(want, g.count - g_used)
       local per = {}
       for j, i in ipairs(g.nodes) do per[j] = nodes[i].count / g.count end
-      stages[k].segments[#stages[k].segments + 1] = { nodes = g.nodes, reps = take, per = per }
+      stages[k].segments[#stages[k].segments + 1] = { nodes = g.nodes, reps = take, per = per, layered = true }
       want, g_used = want - take, g_used + take
       if g_used == g.count then g_idx, g_used = g_idx + 1, 0 end
     end
@@ -485,6 +492,47 @@ local function boundary_shape(nodes, groups)
   local g = groups[#groups]
   if not g then return nil end
   return nodes[g.nodes[#g.nodes]].output
+end
+
+---------------------------------------------------------------------------------------------------
+-- Activation memory
+
+-- Ops whose output is a view or bookkeeping: they keep nothing alive for backward.
+local NO_ACTIVATION = {
+  view = true, reshape = true, permute = true, transpose = true, split = true, size = true, getitem = true,
+  weight = true, all_reduce = true, all_gather = true, reduce_scatter = true, send_recv = true, all_to_all = true,
+}
+
+-- Bytes one microbatch leaves alive for backward in a virtual stage: every computing node's output
+-- (eager PyTorch keeps the tensors autograd needs; outputs are a proxy and an upper bound: dropout
+-- masks count at the element size, in-place results twice). With full recomputation a layer keeps
+-- only its input (`boundary` bytes) and `transient` is one layer's activations, rebuilt in backward.
+local function activation_bytes(nodes, st, e, recompute, boundary)
+  local bytes, transient = 0, 0
+  for _, seg in ipairs(st.segments) do
+    local one = 0 -- one rep
+    for j, i in ipairs(seg.nodes) do
+      local n = nodes[i]
+      if not NO_ACTIVATION[n.op] and type(n.output) == "table" then one = one + numel(n.output) * e * seg.per[j] end
+    end
+    if recompute and seg.layered then
+      bytes, transient = bytes + boundary * seg.reps, max(transient, one)
+    else
+      bytes = bytes + one * seg.reps
+    end
+  end
+  return bytes, transient
+end
+
+-- Peak activation bytes of a device over its op order: + a stage's bytes at each forward, − at its backward.
+local function activation_peak(ops, stages)
+  local live, peak = 0, 0
+  for _, op in ipairs(ops) do
+    local b = stages[op.vs + 1].activations
+    if op.fw then live = live + b else live = live - b end
+    if live > peak then peak = live end
+  end
+  return peak
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -538,11 +586,28 @@ function M.timeline(plan, nodes, times)
       end
       params = params + n.params * it.share
     end
-    st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    local recompute = plan.recompute == "full"
+    st.activations, st.transient = 0, 0
+    if plan.training then st.activations, st.transient = activation_bytes(nodes, st, e, recompute, p2p_bytes) end
+    -- full recomputation: every layer's forward (kernels and tp collectives) runs again before its backward
+    st.recompute = 0
+    if plan.training and recompute then
+      for _, seg in ipairs(st.segments) do
+        if seg.layered then
+          for j, i in ipairs(seg.nodes) do
+            local t, x = times[i], seg.per[j] * seg.reps
+            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+            if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+            st.recompute = st.recompute + t.fw * x
+          end
+        end
+      end
+    end
     st.fw_ep, st.bw_ep = ep_fw, ep_bw
     local vs = k - 1
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
+    st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
     st.fw = fw + fwc + st.send_fw
     st.bw = plan.training and (bw + bwc + st.send_bw) or 0
     params_total = params_total + params
@@ -558,13 +623,18 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
+  local recompute_all = plan.recompute == "full"
   local devices, iteration = {}, 0
   for d = 1, P do
     local sim = devices_sim[d]
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
+      activation_bytes = activation_peak(devices_sim[d].ops, stages), -- peak kept for backward (training)
     }
+    local transient = 0
+    for c = 0, v - 1 do transient = max(transient, stages[c * P + d].transient) end
+    dev.activation_bytes = dev.activation_bytes + transient
     local last_bw = {} -- vs → its last backward op
     for _, op in ipairs(sim.ops) do
       local st = stages[op.vs + 1]
@@ -600,7 +670,7 @@ function M.timeline(plan, nodes, times)
           for _ = 1, seg.reps do
             for j = #seg.nodes, 1, -1 do
               local i = seg.nodes[j]
-              t = t + times[i].bw * seg.per[j]
+              t = t + (times[i].bw + (recompute_all and seg.layered and times[i].fw or 0)) * seg.per[j]
               local grads = nodes[i].params * e * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"

@@ -213,3 +213,19 @@ TEST_CASE("parallel: expert parallelism exchanges tokens with all-to-all and sha
   CHECK(bad.err.find("parallel.ep: the gpt model builder (scripts/neusight/models/gpt.lua) has no experts to spread; use "
                      "ep = 1") != std::string::npos);
 }
+
+TEST_CASE("parallel: memory per GPU, and full recomputation trading time for activations", "[cli][parallel]") {
+  const json plain = predict("--batch 16 --pp 4 --microbatches 8");
+  const json re = predict("--batch 16 --pp 4 --microbatches 8 --recompute full");
+  const json& p = plain["parallel"];
+  CHECK(re["parallel"]["recompute"] == "full");
+  CHECK(p["recompute"] == "none");
+  // 1F1B: the first stage holds the most microbatches in flight
+  CHECK(p["devices"][0]["activation_gb"].get<double>() > p["devices"][3]["activation_gb"].get<double>());
+  for (const auto& d : p["devices"])
+    CHECK(d["memory_gb"].get<double>() == Approx(d["state_gb"].get<double>() + d["activation_gb"].get<double>()));
+  CHECK(p["memory_gb"].get<double>() == Approx(p["devices"][0]["memory_gb"].get<double>()));
+  CHECK(p["fits"] == (p["memory_gb"].get<double>() <= 40.0));
+  CHECK(re["parallel"]["memory_gb"].get<double>() < 0.5 * p["memory_gb"].get<double>());
+  CHECK(re["latency_ms"].get<double>() > 1.2 * plain["latency_ms"].get<double>());
+}

@@ -403,4 +403,34 @@ function T.test_expert_gradients_sync_over_their_replicas()
   near(tl.devices[1].dp_comm, want, "one bucket over dp, one over the expert replicas", 1e-9)
 end
 
+function T.test_activation_memory_follows_the_schedule()
+  -- 8 layers of two nodes with 1000-element fp32 outputs (8000 B per layer and microbatch) on 4 stages,
+  -- 8 microbatches: GPipe keeps all 8 microbatches alive, 1F1B keeps P − d on device d.
+  local nodes = {
+    { op = "x", name = "h.a", layer = "h", count = 8, params = 0, output = { 1000 } },
+    { op = "x", name = "h.b", layer = "h", count = 8, params = 0, output = { 1000 } },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 },
+  }
+  local per_stage = 2 * 8000
+  local gpipe = P.timeline(plan_of({ pp = 4, microbatches = 8, schedule = "gpipe" }, 8), nodes, times)
+  local ofob = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
+  for d = 1, 4 do
+    eq(gpipe.devices[d].activation_bytes, 8 * per_stage, "gpipe device " .. (d - 1))
+    eq(ofob.devices[d].activation_bytes, (4 - d + 1) * per_stage, "1f1b device " .. (d - 1))
+  end
+  -- Full recomputation: a layer keeps its input (the 4000 B boundary), one layer's 8000 B are rebuilt at a
+  -- time, and every layer's forward (2 s per stage and microbatch) runs again in backward.
+  local re = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "full" }, 8), nodes, times)
+  for d = 1, 4 do
+    eq(re.devices[d].activation_bytes, (4 - d + 1) * 2 * 4000 + 8000, "recompute device " .. (d - 1))
+    local base = ofob.devices[d]
+    near(re.devices[d].compute - base.compute, 8 * 2 * 2, "recomputed forwards of device " .. (d - 1))
+  end
+  eq(P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8, "inference"), nodes, times).devices[1].activation_bytes, 0,
+    "inference keeps nothing for backward")
+  raises('parallel.recompute: "none" or "full" expected, got "selective"', P.normalize, { recompute = "selective" })
+end
+
 return T
