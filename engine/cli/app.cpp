@@ -42,6 +42,7 @@ struct forecast_flags {
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   int64_t dp = 0, tp = 0, pp = 0, microbatches = 0, ep = 0;
   std::string schedule, kernels, cluster, recompute;
+  bool sequence_parallel = false;
 };
 
 struct graph_flags {
@@ -109,6 +110,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--recompute", f.recompute,
                   std::string("Activation recomputation: none or full (each layer re-runs its forward in backward)") + o)
       ->check(CLI::IsMember({"none", "full"}))->group(g);
+  cmd->add_flag("--sequence-parallel", f.sequence_parallel,
+                std::string("Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens") + o)
+      ->group(g);
   cmd->add_option("--cluster", f.cluster,
                   std::string("Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; "
                               "default: one node of the GPU's own links") + o)
@@ -135,6 +139,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
   if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
+  if (f.sequence_parallel) o["parallel.sequence_parallel"] = true;
   return o;
 }
 
@@ -243,7 +248,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

@@ -97,6 +97,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"virtual_stages", t.virtual_stages},
             {"kernels", t.kernels},
             {"recompute", t.recompute},
+            {"sequence_parallel", t.sequence_parallel},
             {"world", t.world},
             {"micro_batch", t.micro_batch},
             {"bucket_mb", t.bucket_mb},
@@ -252,7 +253,8 @@ std::string report_table(const forecast& f, const report_meta& m) {
     out += fmt::format("\nparallel  dp {} x tp {} x pp {}{} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {}\n",
                        t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
-                       t.kernels + (t.recompute == "full" ? " kernels, full recomputation" : ""));
+                       t.kernels + " kernels" + (t.sequence_parallel ? ", sequence parallel" : "") +
+                           (t.recompute == "full" ? ", full recomputation" : ""));
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
                        t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);

@@ -54,6 +54,9 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.schedule = p.str("schedule");
     out.kernels = p.str("kernels");
     out.recompute = p.str("recompute");
+    lua_getfield(L, plan, "sequence_parallel");
+    out.sequence_parallel = lua_toboolean(L, -1);
+    lua_pop(L, 1);
     out.cluster_file = p.str_or("cluster_name", "");
     out.bucket_mb = p.number("bucket_mb");
     lua_getfield(L, plan, "overlap_grad_reduce");

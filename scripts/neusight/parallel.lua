@@ -34,6 +34,7 @@ local DEFAULT_BUCKET_MB = 25
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
   bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true, recompute = true,
+  sequence_parallel = true,
 }
 
 ---------------------------------------------------------------------------------------------------
@@ -130,6 +131,12 @@ function M.normalize(p)
     error(("parallel.recompute: \"none\" or \"full\" expected, got %s"):format(show(recompute)), 0)
   end
   out.recompute = recompute
+  -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
+  local sp = p.sequence_parallel
+  if sp == nil then sp = false end
+  if type(sp) ~= "boolean" then error(("parallel.sequence_parallel: boolean expected, got %s"):format(show(sp)), 0) end
+  if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
+  out.sequence_parallel = sp
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
     error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end
@@ -202,7 +209,7 @@ function M.plan(p, gpu, w)
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
-    kernels = p.kernels, ep = p.ep, recompute = p.recompute,
+    kernels = p.kernels, ep = p.ep, recompute = p.recompute, sequence_parallel = p.sequence_parallel,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     groups = {

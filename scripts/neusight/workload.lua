@@ -229,6 +229,7 @@ function M.build(spec, gpu)
     opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
     opts.megatron = plan.kernels == "megatron"
     opts.ep = plan.ep
+    opts.sequence_parallel = plan.sequence_parallel
   end
 
   local model, name, nodes = w.model, nil, nil
@@ -253,6 +254,10 @@ function M.build(spec, gpu)
     local builder = require("neusight.models." .. cfg.arch)
     if plan and plan.tp > 1 and not builder.tensor_parallel then
       error(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel sharding; use tp = 1")
+        :format(cfg.arch, cfg.arch), 0)
+    end
+    if plan and plan.sequence_parallel and not builder.sequence_parallel then
+      error(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not implement it")
         :format(cfg.arch, cfg.arch), 0)
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then

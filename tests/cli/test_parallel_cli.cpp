@@ -229,3 +229,19 @@ TEST_CASE("parallel: memory per GPU, and full recomputation trading time for act
   CHECK(re["parallel"]["memory_gb"].get<double>() < 0.5 * p["memory_gb"].get<double>());
   CHECK(re["latency_ms"].get<double>() > 1.2 * plain["latency_ms"].get<double>());
 }
+
+TEST_CASE("parallel: sequence parallelism flag", "[cli][parallel]") {
+  const json tp = predict("--batch 4 --tp 4");
+  const json sp = predict("--batch 4 --tp 4 --sequence-parallel");
+  CHECK(sp["parallel"]["sequence_parallel"] == true);
+  CHECK(tp["parallel"]["sequence_parallel"] == false);
+  int gathers = 0;
+  for (const auto& op : sp["ops"]) gathers += op["kernel"] == "ALLGATHER" ? op["count"].get<int>() : 0;
+  CHECK(gathers == 36 * 2 * 2 + 2);  // per layer 2 forward (before c_attn, c_fc) + 2 backward; embedding, lm_head
+  CHECK(sp["latency_ms"].get<double>() < tp["latency_ms"].get<double>());
+  const auto r = run_cli("predict --model bert_large --gpu A100-SXM4-40GB --mode train --batch 8 --seq 512 --tp 4 "
+                         "--sequence-parallel");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("parallel.sequence_parallel: the bert model builder (scripts/neusight/models/bert.lua) does not "
+                   "implement it") != std::string::npos);
+}

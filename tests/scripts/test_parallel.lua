@@ -433,4 +433,41 @@ function T.test_activation_memory_follows_the_schedule()
   raises('parallel.recompute: "none" or "full" expected, got "selective"', P.normalize, { recompute = "selective" })
 end
 
+function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
+  local tp = 4
+  local plan = plan_of({ tp = tp }, 2)
+  local spp = plan_of({ tp = tp, sequence_parallel = true }, 2)
+  -- 1 MB activations: the ring is the cheapest all-reduce (the tree wins below ~0.26 MB on this link)
+  local cfg = { name = "tiny", n_layer = 2, n_embd = 64, n_head = 8, vocab_size = 256, n_positions = 512 }
+  local base = gpt.build(cfg, { batch = 8, seq = 512, training = true, dtype = "fp32", tp = tp, parallel = plan })
+  local seq = gpt.build(cfg, { batch = 8, seq = 512, training = true, dtype = "fp32", tp = tp, parallel = spp,
+                               sequence_parallel = true })
+  local function sums(nodes)
+    local comm, ops, rep, other = 0, {}, 0, 0
+    for _, n in ipairs(nodes) do
+      if n.attrs.group == "tp" then
+        comm = comm + n.attrs.seconds * n.count * ((n.attrs.direction == "both") and 2 or 1)
+        ops[n.op] = (ops[n.op] or 0) + n.count
+      elseif n.op == "layernorm" or n.name:match("dropout$") or n.name:match("residual$") or n.name == "drop" then
+        rep = rep + node_flops(n)
+      else
+        other = other + node_flops(n)
+      end
+    end
+    return comm, ops, rep, other
+  end
+  local c1, o1, r1, x1 = sums(base)
+  local c2, o2, r2, x2 = sums(seq)
+  -- ring all-gather + reduce-scatter = ring all-reduce, step for step (Thakur et al. 2005)
+  near(c2, c1, "the same communication time")
+  eq(o1.all_reduce, 4 * CFG.n_layer + 3, "all-reduces without sequence parallelism")
+  eq(o2.all_gather, o2.reduce_scatter, "each all-reduce became a gather and a scatter")
+  eq(o2.all_reduce, 1, "only the loss's all-reduce is left")
+  near(r2 * tp, r1, "norms, dropouts and residual adds run on s / tp tokens")
+  near(x2, x1, "everything else unchanged")
+  raises("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", P.normalize, { sequence_parallel = true })
+  raises("gpt model 'tiny': the sequence length = 30 is not divisible by tp = 4", gpt.build, CFG,
+    { batch = 2, seq = 30, training = true, tp = tp, parallel = spp, sequence_parallel = true })
+end
+
 return T

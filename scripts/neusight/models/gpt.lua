@@ -15,7 +15,10 @@
 -- where Megatron's f/g operators put them: g (forward all-reduce) after each row-parallel layer and
 -- the embedding, f (backward all-reduce) before each column-parallel layer and lm_head, and the
 -- vocab-parallel cross-entropy all-reduces its max, sum and target logit (3·b·s values) forward.
--- Layer norms, dropouts and residual adds are replicated on every rank.
+-- Layer norms, dropouts and residual adds are replicated on every rank — unless opts.sequence_parallel
+-- (Korthikanti et al. 2022): then they run on s/tp of the sequence, and each all-reduce becomes an
+-- all-gather in front of the column-parallel layer (reduce-scatter of its gradient in backward) and a
+-- reduce-scatter behind the row-parallel one (all-gather in backward): the same bytes on the wire.
 -- opts.megatron (parallel runs with kernels = "megatron", the default): Megatron-LM's GPT runs the
 -- MLP activation as one fused bias-GeLU kernel each way (bias_gelu_fusion, on by default in every
 -- Megatron-LM release) where HF's eager gelu_new launches 8 element-wise kernels forward.
@@ -26,6 +29,7 @@ local checks = require "neusight.models.check"
 local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.sequence_parallel = true -- and honours opts.sequence_parallel
 
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
@@ -57,6 +61,8 @@ function M.build(cfg, opts)
     V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
   end
   local hl = nh * hd -- attention width of this rank
+  local sp = tp > 1 and opts.sequence_parallel == true
+  local sl = sp and par.split(s, tp, "the sequence length", who) or s -- tokens of the residual stream per rank
 
   local nodes, layer, count = {}, "", 1
   local function add(op, name, inputs, output, params, attrs)
@@ -66,16 +72,34 @@ function M.build(cfg, opts)
     }
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local function tp_all_reduce(name, shape, direction, note)
-    if tp == 1 then return end
+  local function comm(op, name, shape, direction, note)
     nodes[#nodes + 1] = par.comm_node(plan, {
-      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
+      op = op, name = name, shape = shape, group = "tp", direction = direction,
       layer = layer, count = count, dtype = dtype, note = note,
     })
   end
+  local function tp_all_reduce(name, shape, direction, note)
+    if tp > 1 then comm("all_reduce", name, shape, direction, note) end
+  end
+  -- Into a column-parallel layer (f): all-reduce of the input gradient, or with sequence parallelism an
+  -- all-gather of the sharded input (reduce-scatter of its gradient).
+  local function tp_in(name, shape, note)
+    if tp == 1 then return end
+    if not sp then return comm("all_reduce", name, shape, "backward", note) end
+    comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
+    comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
+  end
+  -- Out of a row-parallel layer (g): all-reduce of the partial sums, or reduce-scatter into sequence shards.
+  local function tp_out(name, shape, note)
+    if tp == 1 then return end
+    if not sp then return comm("all_reduce", name, shape, "forward", note) end
+    comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)")
+    comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)")
+  end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
-  local x = { b, s, h }                     -- residual stream
+  local x = { b, s, h }                     -- a full activation
+  local xs = sp and { b, sl, h } or x       -- residual stream (this rank's sequence shard when sequence parallel)
   local heads = { b, nh, s, hd }            -- per-head q / v / attention output (this rank's heads)
   local scores = { b, nh, s, s }            -- attention scores
   local act = { b, s, ni }                  -- MLP hidden activation
@@ -84,14 +108,17 @@ function M.build(cfg, opts)
   -- 'misc' (its name matches none of its embedding patterns), so it costs nothing there. To keep
   -- forecasts comparable it is a zero-kernel "view" node here; its parameters still count for the optimizer.
   add("embedding", "wte", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
-  tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
+  if not sp then
+    tp_all_reduce("wte.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
+  end
   add("view", "wpe", { { 1, s } }, { 1, s, h }, P * h)
   add("add", "embd_add", { x, { 1, s, h } }, x)
-  add("dropout", "drop", { x }, x)
+  if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups") end
+  add("dropout", "drop", { xs }, xs)
 
   layer, count = "h", L
-  add("layernorm", "h.ln_1", { x }, x, 2 * h)
-  tp_all_reduce("h.attn.tp_in", x, "backward", "f: input gradient of the column-parallel c_attn")
+  add("layernorm", "h.ln_1", { xs }, xs, 2 * h)
+  tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn")
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
   add("addmm", "h.attn.c_attn", { { 3 * hl }, { T, h }, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
   local xl = tp == 1 and x or { b, s, hl }
@@ -116,11 +143,11 @@ function M.build(cfg, opts)
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
   -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
   add("addmm", "h.attn.c_proj", { { h }, { T, hl }, { hl, h } }, { T, h }, hl * h + h)
-  tp_all_reduce("h.attn.tp_out", x, "forward", "g: sum of the row-parallel c_proj partial outputs")
-  add("dropout", "h.attn.resid_dropout", { x }, x)
-  add("add", "h.attn.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
-  add("layernorm", "h.ln_2", { x }, x, 2 * h)
-  tp_all_reduce("h.mlp.tp_in", x, "backward", "f: input gradient of the column-parallel c_fc")
+  tp_out("h.attn.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
+  add("dropout", "h.attn.resid_dropout", { xs }, xs)
+  add("add", "h.attn.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
+  add("layernorm", "h.ln_2", { xs }, xs, 2 * h)
+  tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc")
   add("addmm", "h.mlp.c_fc", { { ni }, { T, h }, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
@@ -137,15 +164,15 @@ function M.build(cfg, opts)
     add("mul", "h.mlp.act.out", { act, act }, act)      -- 0.5·a · (1 + …)      VECmul
   end
   add("addmm", "h.mlp.c_proj", { { h }, { T, ni }, { ni, h } }, { T, h }, ni * h + h)
-  tp_all_reduce("h.mlp.tp_out", x, "forward", "g: sum of the row-parallel c_proj partial outputs")
-  add("dropout", "h.mlp.dropout", { x }, x)
-  add("add", "h.mlp.residual", { x, x }, x, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
+  tp_out("h.mlp.tp_out", x, "g: sum of the row-parallel c_proj partial outputs")
+  add("dropout", "h.mlp.dropout", { xs }, xs)
+  add("add", "h.mlp.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
 
   layer, count = "", 1
-  add("layernorm", "ln_f", { x }, x, 2 * h)
+  add("layernorm", "ln_f", { xs }, xs, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
-  tp_all_reduce("lm_head.tp_in", x, "backward", "f: input gradient of the vocab-parallel lm_head")
+  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
   add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false })
   if opts.training and opts.loss ~= false and s > 1 then
     -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
