@@ -193,7 +193,14 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     m.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
                                      "forecast is the forward pass only");
   session s(session_options_make(c));
-  return forecast_report(s, c, f, og.g, opgraph_kernels(og, training), gpu, m);
+  std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
+  if (const auto par = opgraph_parallel_of(og)) {
+    if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
+    workload_overrides p{{"dp", par->dp}, {"tp", par->tp}, {"pp", par->pp}, {"microbatches", par->microbatches},
+                         {"kernels", std::string("eager")}};
+    s.graph_parallel(og.g, kernels, gpu, p, og.tag->batch, mode, m.warnings);
+  }
+  return forecast_report(s, c, f, og.g, std::move(kernels), gpu, m);
 }
 
 int run_gpus(const common_flags& c) {

@@ -157,7 +157,8 @@ int eval_models_main(const eval_models_flags& f) {
     }
     if (!tag->option.empty()) {
       const std::string kind = tag->option.substr(0, 2);
-      if (kind == "dp" || kind == "tp" || kind == "pp") skip("distributed label (dp/tp/pp): collectives are not supported yet", file);
+      if (kind == "dp" || kind == "tp" || kind == "pp") skip("distributed label (dp/tp/pp): not evaluated here; forecast it with predict --graph <opgraph>-" +
+                                                      tag->option + ".csv or predict --model … --dp/--tp/--pp", file);
       else skip("unknown tag option '" + tag->option + "'", file);
       continue;
     }
@@ -179,7 +180,7 @@ int eval_models_main(const eval_models_flags& f) {
     auto it = graphs.find(graph_file.string());
     if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string())).first;
     opgraph& og = it->second;
-    if (!og.unsupported.empty()) {
+    if (!og.collectives.empty()) {
       skip("distributed graph (collective kernels): not supported yet", file);
       continue;
     }

@@ -2,6 +2,7 @@
 // traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived.
 #include "core/opgraph.h"
 
+#include <algorithm>
 #include <fstream>
 #include <set>
 #include <sstream>
@@ -97,7 +98,7 @@ struct row_shapes {
   double output_numel = 0;  // 0: the row has no output shape
 };
 
-// One [name, args] entry of FwOps/BwOps/AccOps. Returns nullopt for a collective (counted by the caller).
+// One [name, args] entry of FwOps/BwOps/AccOps.
 std::optional<kernel> kernel_make(const std::string& name, const py_value& args, const row_shapes& rs,
                                   const row_context& row, const char* column) {
   kernel k;
@@ -141,8 +142,11 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     k.bytes = 4.0 * elems;  // every listed shape, scalars (1,) included
     return k;
   } else if (collective_kernels.count(name)) {
-    dims_of(args, name, "(elements,)", 1, row, column);
-    return std::nullopt;
+    const auto d = dims_of(args, name, "(elements,)", 1, row, column);
+    k.kind = kernel_kind::collective;
+    k.op = name == "SENDRECV" ? "send_recv" : "all_reduce";
+    k.bytes = 4.0 * double(d[0]);
+    return k;
   } else {
     row.fail(column, "unknown kernel '" + name + "'" +
                          text_did_you_mean(name, {"Linear", "BMM", "MEM", "VECadd", "VECmul", "VECsoftmax", "VECln"}));
@@ -292,14 +296,12 @@ opgraph opgraph_parse(std::string_view text, const std::string& source) {
           // AccOps are the AccumulateGrad kernels, one VECadd [1, numel] per parameter tensor (spec §1.2):
           // the only place the graph states its parameter count (inference graphs have none).
           if (phase_columns[p].second == phase::accumulate) n.params += double(k->rows) * double(k->hidden);
+          if (k->kind == kernel_kind::collective) ++og.collectives[name], collective_row = true;
           og.kernels.push_back({node_index, phase_columns[p].second, std::move(*k)});
-        } else {
-          ++og.unsupported[name];
-          collective_row = true;
         }
       }
     }
-    if (collective_row && og.unsupported_rows++ == 0) og.unsupported_first = ctx.where;
+    if (collective_row && og.collective_rows++ == 0) og.collective_first = ctx.where;
     og.g.nodes.push_back(std::move(n));
     og.lines.push_back(t.lines[r]);
   }
@@ -367,13 +369,42 @@ std::vector<kernel_instance> opgraph_kernels(const opgraph& og, bool training) {
   return out;
 }
 
+std::optional<opgraph_parallel_option> opgraph_parallel_of(const opgraph& og) {
+  if (!og.tag) return std::nullopt;
+  const std::string& o = og.tag->option;
+  const auto number = [](const std::string& s) -> std::optional<int64_t> {
+    if (s.empty() || s.size() > 6 || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; }))
+      return std::nullopt;
+    const int64_t v = std::stoll(s);
+    return v >= 1 ? std::optional<int64_t>(v) : std::nullopt;
+  };
+  if (o.size() < 3) return std::nullopt;
+  const std::string kind = o.substr(0, 2), rest = o.substr(2);
+  opgraph_parallel_option p;
+  if (kind == "dp" || kind == "tp") {
+    const auto n = number(rest);
+    if (!n) return std::nullopt;
+    (kind == "dp" ? p.dp : p.tp) = *n;
+    return p;
+  }
+  if (kind == "pp") {
+    const size_t us = rest.find('_');
+    const auto n = number(rest.substr(0, us));
+    const auto m = us == std::string::npos ? std::optional<int64_t>(1) : number(rest.substr(us + 1));
+    if (!n || !m) return std::nullopt;
+    p.pp = *n, p.microbatches = *m;
+    return p;
+  }
+  return std::nullopt;
+}
+
 void opgraph_check_supported(const opgraph& og) {
-  if (og.unsupported.empty()) return;
+  if (og.collectives.empty() || opgraph_parallel_of(og)) return;
   std::string kinds;
-  for (const auto& [name, n] : og.unsupported) kinds += (kinds.empty() ? "" : ", ") + name + " ×" + std::to_string(n);
-  throw error(og.source + ": " + std::to_string(og.unsupported_rows) + " rows hold collective kernels (" + kinds +
-              "), first at " + og.unsupported_first +
-              ": distributed graphs (dp/tp/pp) are not supported yet");
+  for (const auto& [name, n] : og.collectives) kinds += (kinds.empty() ? "" : ", ") + name + " ×" + std::to_string(n);
+  throw error(og.source + ": " + std::to_string(og.collective_rows) + " rows hold collective kernels (" + kinds +
+              "), first at " + og.collective_first +
+              ": a distributed graph needs its layout in the file name (<model>-train-<seq>-<batch>-dp4, -tp4 or -pp4_1)");
 }
 
 }  // namespace ns

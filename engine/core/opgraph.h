@@ -33,10 +33,11 @@ struct opgraph {
   // graphs (Switch, fusion) and models without layer markers.
   std::optional<std::pair<size_t, size_t>> layer;
   std::string layers_key;           // model-config key holding the layer count ("" if the family is unknown)
-  // Kernels this importer does not model (collectives of distributed graphs): name → occurrences.
-  std::map<std::string, size_t> unsupported;
-  size_t unsupported_rows = 0;
-  std::string unsupported_first;    // file:line of the first such row
+  // Collective kernels of distributed graphs (ALLREDUCE, ALLREDUCE_ASYNC, SENDRECV): name → occurrences. They are
+  // kernels of kind collective (bytes = 4 · elements) without a latency: opgraph_parallel decides what they cost.
+  std::map<std::string, size_t> collectives;
+  size_t collective_rows = 0;
+  std::string collective_first;     // file:line of the first such row
   std::vector<std::string> warnings;
 };
 
@@ -62,7 +63,14 @@ void opgraph_replicate(opgraph& og, int64_t layers);
 // All kernels for training; forward only for inference.
 std::vector<kernel_instance> opgraph_kernels(const opgraph& og, bool training);
 
-// Throws when the graph holds kernels we do not model (distributed graphs), naming them and the first row.
+// The degrees a distributed graph's tag option names: "dp4" → dp 4, "tp4" → tp 4, "pp4_2" → pp 4 with 2
+// microbatches; nullopt for other options.
+struct opgraph_parallel_option {
+  int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
+};
+std::optional<opgraph_parallel_option> opgraph_parallel_of(const opgraph& og);
+
+// Throws when the graph holds collectives but its file name names no dp/tp/pp layout, naming them and the first row.
 void opgraph_check_supported(const opgraph& og);
 
 }  // namespace ns

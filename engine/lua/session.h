@@ -71,6 +71,13 @@ class session {
   // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
   std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
 
+  // predict --graph of a distributed reference graph: makes the plan timeline() uses from `parallel` (fields of a
+  // workload's parallel table), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models
+  // itself (ALLREDUCE_ASYNC gradient rows, SENDRECV); a note on what was dropped goes to `notes`.
+  void graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+                      const workload_overrides& parallel, int64_t batch, const std::string& mode,
+                      std::vector<std::string>& notes);
+
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);

@@ -6,6 +6,68 @@
 
 namespace ns {
 
+void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+                             const workload_overrides& parallel, int64_t batch, const std::string& mode,
+                             std::vector<std::string>& notes) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const bool training = mode == "train";
+  require_push(*p_, "neusight.parallel");  // stack: P
+  const int P = lua_gettop(L);
+  lua_getfield(L, P, "plan");
+  lua_getfield(L, P, "normalize");
+  lua_createtable(L, 0, int(parallel.size()));
+  for (const auto& [k, v] : parallel) {
+    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
+    else lua_pushboolean(L, std::get<bool>(v));
+    lua_setfield(L, -2, k.c_str());
+  }
+  ns_call(L, 1, 1, "in scripts/neusight/parallel.lua normalize");  // stack: P plan_fn p
+  p_->push_gpu(gpu);
+  lua_createtable(L, 0, 3);
+  lua_pushinteger(L, lua_Integer(batch)), lua_setfield(L, -2, "batch");
+  lua_pushstring(L, "fp32"), lua_setfield(L, -2, "dtype");  // the reference's graphs are fp32 throughout
+  lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
+  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua plan");  // stack: P plan
+  const int plan = lua_gettop(L);
+  std::map<std::string, size_t> dropped;
+  std::vector<kernel_instance> kept;
+  kept.reserve(kernels.size());
+  for (auto& ki : kernels) {
+    if (ki.k.kind != kernel_kind::collective) {
+      kept.push_back(std::move(ki));
+      continue;
+    }
+    lua_getfield(L, P, "price_reference");
+    lua_pushvalue(L, plan);
+    lua_pushstring(L, ki.k.name.c_str());
+    lua_pushnumber(L, ki.k.bytes);
+    ns_call(L, 3, 1, "in scripts/neusight/parallel.lua price_reference");
+    if (lua_isnil(L, -1)) {
+      ++dropped[ki.k.name];
+    } else {
+      ki.k.seconds = lua_tonumber(L, -1);
+      kept.push_back(std::move(ki));
+    }
+    lua_pop(L, 1);
+  }
+  kernels = std::move(kept);
+  for (const auto& [name, n] : dropped)
+    notes.push_back(std::to_string(n) + " " + name + " kernel(s) of the reference graph replaced by neusight's own " +
+                    (name == "SENDRECV" ? "stage-boundary send/recv" : "bucketed gradient all-reduce") +
+                    " (scripts/neusight/parallel.lua)");
+  lua_createtable(L, int(g.nodes.size()), 0);  // stack: P plan nodes
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    node_push(L, g.nodes[i], training);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  p_->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops nodes
+  p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
+}
+
 std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   if (p_->plan_ref == LUA_NOREF) return std::nullopt;
   lua_State* L = p_->L();

@@ -14,6 +14,22 @@ bin=${1:-build/neusight}
 ms() { "$bin" predict --mode train --optimizer none --format json "$@" |
   python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["latency_ms"])'; }
 
+# The reference's own operator graphs (opgraph/*-dp4/-tp4/-pp4_1.csv: HF eager kernels) through our predictor,
+# collectives and schedule, when the shared data is there: isolates our kernel predictor from our graphs.
+graphs=../shared/data/neusight/opgraph
+if [[ -d $graphs ]]; then
+  echo "reference graphs (predict --graph), A100-SXM4-40GB, GPT-2 Large, seq 1024, batch 4:"
+  for layout in dp4:452.3 tp4:484.9 pp4_1:1597.6; do
+    name=${layout%%:*} meas=${layout##*:}
+    ours=$("$bin" predict --graph "$graphs/gpt2_large-train-1024-4-$name.csv" --gpu A100-SXM4-40GB --format json 2>/dev/null |
+      python3 -c 'import json,sys; print("%.1f" % json.load(sys.stdin)["latency_ms"])')
+    python3 -c "import sys; o,m=float('$ours'),float('$meas'); print('  %-6s %8.1f ms vs %8.1f measured: %5.1f %%' % ('$name', o, m, 100*abs(o-m)/m))"
+  done
+  echo
+else
+  echo "(../shared/data/neusight/opgraph not found: reference-graph rows skipped)"
+fi
+
 printf '%-16s %-6s %-5s %-10s %10s %10s %8s %10s %8s\n' gpu model batch layout ours_ms measured err% neusight err%
 row() { # gpu model seq batch layout-label measured neusight flags...
   local gpu=$1 model=$2 seq=$3 batch=$4 label=$5 meas=$6 ref=$7; shift 7

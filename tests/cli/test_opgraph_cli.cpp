@@ -170,15 +170,34 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   CHECK(r.err == "neusight: warning: " + untagged + ": no layer markers known for model 'mine': every row counts once (whole model)\n");
   CHECK_THAT(double(json::parse(r.out)["latency_ms"]), Catch::Matchers::WithinRel(16 / 100e9 * 1e3, 1e-12));
 
-  // distributed graphs are refused, naming the collectives
-  const auto dp = t.write("g/custom-train-8-1-dp4.csv", header +
-                                                            "a,misc,[],[],[],set(),set(),[],\"(1,)\"\n"
-                                                            "x_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (16,)]]\",[],set(),set(),[],[]\n")
-                      .string();
-  r = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml");
+  // collectives in a graph whose name carries no dp/tp/pp layout are refused, naming them
+  const std::string grad_row = "x_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (16,)]]\",[],set(),set(),[],[]\n";
+  const auto plain = t.write("g/custom-train-8-1.csv", header + "a,misc,[],[],[],set(),set(),[],\"(1,)\"\n" + grad_row)
+                         .string();
+  r = run_cli("predict --graph '" + plain + "' --gpu tests/fixtures/gpus/tiny.toml");
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + dp + ": 1 rows hold collective kernels (ALLREDUCE_ASYNC ×1), first at " + dp +
-                     ":3: distributed graphs (dp/tp/pp) are not supported yet\n");
+  CHECK(r.err == "neusight: " + plain + ": 1 rows hold collective kernels (ALLREDUCE_ASYNC ×1), first at " + plain +
+                     ":3: a distributed graph needs its layout in the file name (<model>-train-<seq>-<batch>-dp4, "
+                     "-tp4 or -pp4_1)\n");
+  // with its layout named, the graph gets a parallel timeline; the reference's gradient rows give way to our buckets
+  const auto dp = t.write("g/custom-train-8-4-dp4.csv",
+                          header + "a,linear,\"[['Linear', (8, 16, 16)]]\",\"[['Linear', (8, 16, 16)], ['Linear', "
+                                   "(16, 8, 16)]]\",\"[['VECadd', (1, 256)]]\",set(),set(),\"[(8, 16)]\",\"(8, 16)\"\n" +
+                              grad_row)
+                      .string();
+  r = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml --predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["parallel"]["dp"] == 4);
+  CHECK(j["parallel"]["micro_batch"] == 1);
+  CHECK(j["parallel"]["grad_bytes_per_rank"] == 4 * 256);
+  CHECK(j["latency_ms"] == j["parallel"]["iteration_ms"]);
+  CHECK(r.err.find("1 ALLREDUCE_ASYNC kernel(s) of the reference graph replaced by neusight's own bucketed gradient "
+                   "all-reduce") != std::string::npos);
+  r = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml --mode inference");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("is a training graph") != std::string::npos);
 }
 
 TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted by reason", "[cli][eval][opgraph]") {

@@ -248,7 +248,7 @@ TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (ber
     opgraph og = opgraph_load(file.string());
     REQUIRE(og.tag);
     REQUIRE(og.layer);
-    REQUIRE(og.unsupported.empty());
+    REQUIRE(og.collectives.empty());
     const auto layers = opgraph_config_layers(og);
     REQUIRE(layers);
     const bool training = og.tag->mode == "train";
@@ -323,7 +323,7 @@ TEST_CASE("model fidelity: the Switch builder reproduces the reference's whole-m
     opgraph og = opgraph_load(file.string());
     REQUIRE(og.tag);
     REQUIRE_FALSE(og.layer);  // whole-model trace
-    REQUIRE(og.unsupported.empty());
+    REQUIRE(og.collectives.empty());
     const bool training = og.tag->mode == "train";
     const workload w = build_like(s, *og.tag);
     const expansion e = s.expand(w.g, gpu, training);
