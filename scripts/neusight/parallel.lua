@@ -289,6 +289,20 @@ function M.rule(op, doc)
   }
 end
 
+--- Prices a collective kernel of an imported reference graph (predict --graph of opgraph/*-dp4/-tp4/-pp4_M.csv,
+--- method-neusight.md §1.8) with this plan: ALLREDUCE (tensor-parallel rows, forward and backward) is an
+--- all-reduce over the tp group; ALLREDUCE_ASYNC (the reference's per-parameter gradient rows) and SENDRECV
+--- return nil — the timeline models them itself (bucketed gradient all-reduce, stage-boundary send/recv).
+---@param plan table
+---@param name string kernel name in the graph
+---@param bytes number
+---@return number? seconds
+function M.price_reference(plan, name, bytes)
+  if name == "ALLREDUCE" then return (C.time("all_reduce", bytes, plan.groups.tp, plan.cluster)) end
+  if name == "ALLREDUCE_ASYNC" or name == "SENDRECV" then return nil end
+  error(("price_reference: unknown collective kernel %s"):format(show(name)), 0)
+end
+
 --- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
 --- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep").
 function M.split(n, k, what, who, degree)
