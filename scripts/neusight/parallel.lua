@@ -289,6 +289,29 @@ function M.rule(op, doc)
   }
 end
 
+--- The tensor-parallel side of a model builder (Megatron-LM sharding): `shard.tp` ranks,
+--- `shard.split(n, what)` (n / tp, an error naming `what` unless it divides; n when tp = 1),
+--- `shard.vocab(V)` (vocabulary rows per rank, padded up as Megatron does) and
+--- `shard.comm(nodes, place, op, name, shape, direction, note)`, which appends a tp-group collective
+--- node to `nodes` at `place` = { layer, count, dtype } (nothing when tp = 1).
+---@param opts { tp?: integer, parallel?: table }
+---@param who string the model, for messages ("gpt model 'gpt2_large'")
+function M.tensor_shard(opts, who)
+  local tp, plan = opts.tp or 1, opts.parallel
+  if tp > 1 and not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+  local shard = { tp = tp, plan = plan }
+  function shard.split(n, what) return tp > 1 and M.split(n, tp, what, who) or n end
+  function shard.vocab(V) return -((-V) // tp) end
+  function shard.comm(nodes, place, op, name, shape, direction, note)
+    if tp == 1 then return end
+    nodes[#nodes + 1] = M.comm_node(plan, {
+      op = op, name = name, shape = shape, group = "tp", direction = direction,
+      layer = place.layer, count = place.count, dtype = place.dtype, note = note,
+    })
+  end
+  return shard
+end
+
 --- Prices a collective kernel of an imported reference graph (predict --graph of opgraph/*-dp4/-tp4/-pp4_M.csv,
 --- method-neusight.md §1.8) with this plan: ALLREDUCE (tensor-parallel rows, forward and backward) is an
 --- all-reduce over the tp group; ALLREDUCE_ASYNC (the reference's per-parameter gradient rows) and SENDRECV

@@ -1,6 +1,6 @@
 -- scripts/neusight/testing.lua — helpers shared by the Lua-side builder tests (tests/scripts/test_*.lua).
 -- The test runner's globals (load_op, make_node) are passed in once: `require("neusight.testing").bind(load_op, make_node)`.
-local ipairs, tostring, error, max = ipairs, tostring, error, math.max
+local ipairs, pairs, type, tostring, error, max = ipairs, pairs, type, tostring, error, math.max
 local K = require "neusight.kernels"
 
 local M = {}
@@ -13,6 +13,27 @@ function M.eq(got, want, what)
   if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
 end
 
+--- Raises (naming the path) at the first difference between two plain values or tables, compared deeply.
+function M.same(a, b, path)
+  path = path or "value"
+  if type(a) ~= type(b) then error(("%s: %s vs %s"):format(path, type(a), type(b)), 0) end
+  if type(a) ~= "table" then
+    if a ~= b then error(("%s: %s vs %s"):format(path, tostring(a), tostring(b)), 0) end
+    return
+  end
+  for k, v in pairs(a) do M.same(v, b[k], path .. "." .. tostring(k)) end
+  for k in pairs(b) do
+    if a[k] == nil then error(("%s.%s: missing"):format(path, tostring(k)), 0) end
+  end
+end
+
+--- A tensor-parallel plan (neusight.parallel) over one NVLink-4 node, for builder tests.
+function M.tp_plan(tp, batch)
+  local P = require "neusight.parallel"
+  local link = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
+  return P.plan(P.normalize { tp = tp }, link, { batch = batch, dtype = "fp32", mode = "train" })
+end
+
 --- Σ params · count over a node list.
 function M.params(nodes)
   local p = 0
@@ -23,7 +44,7 @@ end
 --- Helpers bound to the runner's op loader: kernels(n, training) -> fw, bw, acc (as the engine requests them);
 --- flops(nodes, training, phase, kind) -> Σ count · flops over phase "fw" | "bw" | "acc", optionally one kind.
 function M.bind(load_op, make_node)
-  local t = { eq = M.eq, params = M.params, GPU = M.GPU }
+  local t = { eq = M.eq, params = M.params, GPU = M.GPU, same = M.same, tp_plan = M.tp_plan }
   function t.kernels(n, training)
     local rule = load_op(n.op)
     local node = make_node(n)
@@ -39,6 +60,21 @@ function M.bind(load_op, make_node)
       local fw, bw, acc = t.kernels(n, training)
       for _, k in ipairs(({ fw = fw, bw = bw, acc = acc })[phase]) do
         if not kind or k.kind == kind then sum = sum + n.count * k.flops end
+      end
+    end
+    return sum
+  end
+  --- Σ count · FLOPs of the GEMM and BMM kernels, forward and backward (training), of the nodes `pick` accepts.
+  function t.matmul_flops(nodes, pick)
+    local sum = 0
+    for _, n in ipairs(nodes) do
+      if not pick or pick(n) then
+        local fw, bw = t.kernels(n, true)
+        for _, list in ipairs { fw, bw } do
+          for _, k in ipairs(list) do
+            if k.kind == "gemm" or k.kind == "bmm" then sum = sum + n.count * k.flops end
+          end
+        end
       end
     end
     return sum

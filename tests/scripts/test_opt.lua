@@ -160,40 +160,7 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Tensor parallelism (Megatron-LM sharding, as in the GPT builder)
 
-local P = require "neusight.parallel"
-local LINK = { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }
-
-local function tp_plan(tp, batch)
-  return P.plan(P.normalize { tp = tp }, LINK, { batch = batch, dtype = "fp32", mode = "train" })
-end
-
-local function same(a, b, path)
-  if type(a) ~= type(b) then error(("%s: %s vs %s"):format(path, type(a), type(b)), 0) end
-  if type(a) ~= "table" then
-    if a ~= b then error(("%s: %s vs %s"):format(path, tostring(a), tostring(b)), 0) end
-    return
-  end
-  for k, v in pairs(a) do same(v, b[k], path .. "." .. tostring(k)) end
-  for k in pairs(b) do
-    if a[k] == nil then error(("%s.%s: missing"):format(path, tostring(k)), 0) end
-  end
-end
-
--- Σ count · FLOPs of the GEMM and BMM kernels, forward and backward, of the nodes `pick` accepts.
-local function matmul_flops(nodes, pick)
-  local sum = 0
-  for _, n in ipairs(nodes) do
-    if not pick or pick(n) then
-      local fw, bw = kernels(n, true)
-      for _, list in ipairs { fw, bw } do
-        for _, k in ipairs(list) do
-          if k.kind == "gemm" or k.kind == "bmm" then sum = sum + n.count * k.flops end
-        end
-      end
-    end
-  end
-  return sum
-end
+local tp_plan, same, matmul_flops = t.tp_plan, t.same, t.matmul_flops
 
 -- project_in / project_out (word_embed_proj_dim ≠ hidden_size) stay whole on every rank.
 local REPLICATED_GEMMS = { project_in = true, project_out = true }

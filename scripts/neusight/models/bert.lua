@@ -73,14 +73,11 @@ function M.build(cfg, opts)
   local act_op = ACTIVATIONS[cfg.hidden_act or "gelu"]
   local head = cfg.head or (opts.training and "pretraining" or "classification")
   local dtype = opts.dtype or "fp32"
-  local tp, plan = opts.tp or 1, opts.parallel
   local who = ("bert model '%s'"):format(tostring(cfg.name or "?"))
-  local par = tp > 1 and require("neusight.parallel") or nil
-  if tp > 1 then
-    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
-    nh = par.split(nh, tp, "num_attention_heads", who)
-    ni = par.split(ni, tp, "intermediate_size", who)
-    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
+  local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
+  local tp = shard and shard.tp or 1
+  if shard then
+    nh, ni, V = shard.split(nh, "num_attention_heads"), shard.split(ni, "intermediate_size"), shard.vocab(V)
   end
   local hl = nh * hd -- attention width of this rank
 
@@ -93,11 +90,7 @@ function M.build(cfg, opts)
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
   local function tp_all_reduce(name, shape, direction, note)
-    if tp == 1 then return end
-    nodes[#nodes + 1] = par.comm_node(plan, {
-      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
-      layer = layer, count = count, dtype = dtype, note = note,
-    })
+    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
   end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.

@@ -51,18 +51,13 @@ function M.build(cfg, opts)
   local V, P, L = cfg.vocab_size, cfg.n_positions, cfg.n_layer
   local hd, ni, T = h // nh, cfg.n_inner or 4 * h, b * s
   local dtype = opts.dtype or "fp32"
-  local tp, plan = opts.tp or 1, opts.parallel
   local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
-  local par = tp > 1 and require("neusight.parallel") or nil
-  if tp > 1 then
-    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
-    nh = par.split(nh, tp, "n_head", who)
-    ni = par.split(ni, tp, "n_inner", who)
-    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
-  end
+  local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
+  local tp = shard and shard.tp or 1
+  if shard then nh, ni, V = shard.split(nh, "n_head"), shard.split(ni, "n_inner"), shard.vocab(V) end
   local hl = nh * hd -- attention width of this rank
   local sp = tp > 1 and opts.sequence_parallel == true
-  local sl = sp and par.split(s, tp, "the sequence length", who) or s -- tokens of the residual stream per rank
+  local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
 
   local nodes, layer, count = {}, "", 1
   local function add(op, name, inputs, output, params, attrs)
@@ -73,10 +68,7 @@ function M.build(cfg, opts)
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
   local function comm(op, name, shape, direction, note)
-    nodes[#nodes + 1] = par.comm_node(plan, {
-      op = op, name = name, shape = shape, group = "tp", direction = direction,
-      layer = layer, count = count, dtype = dtype, note = note,
-    })
+    shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, op, name, shape, direction, note)
   end
   local function tp_all_reduce(name, shape, direction, note)
     if tp > 1 then comm("all_reduce", name, shape, direction, note) end

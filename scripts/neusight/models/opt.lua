@@ -70,14 +70,11 @@ function M.build(cfg, opts)
   local b, s, h, nh = opts.batch, opts.seq, cfg.hidden_size, cfg.num_attention_heads
   local V, P, L, ffn = cfg.vocab_size, cfg.max_position_embeddings, cfg.num_hidden_layers, cfg.ffn_dim
   local hd = h // nh
-  local tp, plan = opts.tp or 1, opts.parallel
   local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
-  local par = tp > 1 and require("neusight.parallel") or nil
-  if tp > 1 then
-    if not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
-    nh = par.split(nh, tp, "num_attention_heads", who)
-    ffn = par.split(ffn, tp, "ffn_dim", who)
-    V = -((-V) // tp) -- vocab rows per rank (Megatron pads the vocabulary to a multiple of tp)
+  local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
+  local tp = shard and shard.tp or 1
+  if shard then
+    nh, ffn, V = shard.split(nh, "num_attention_heads"), shard.split(ffn, "ffn_dim"), shard.vocab(V)
   end
   local hl, T, bh = nh * hd, b * s, b * nh -- hl: attention width of this rank
   local wep = cfg.word_embed_proj_dim or h
@@ -99,11 +96,7 @@ function M.build(cfg, opts)
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
   local function tp_all_reduce(name, shape, direction, note)
-    if tp == 1 then return end
-    nodes[#nodes + 1] = par.comm_node(plan, {
-      op = "all_reduce", name = name, shape = shape, group = "tp", direction = direction,
-      layer = layer, count = count, dtype = dtype, note = note,
-    })
+    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
   end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
