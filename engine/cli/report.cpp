@@ -117,6 +117,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"critical_stage", crit ? crit->stage : 0},
             {"p2p_bytes", t.p2p_bytes},
             {"grad_bytes_per_rank", t.grad_bytes_per_rank},
+            {"embedding_sync_ms", t.embedding_sync_s * ms},
             {"memory_gb", most},
             {"fits", most <= m.gpu->mem_gb},
             {"devices", std::move(devices)}};

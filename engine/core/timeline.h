@@ -38,6 +38,7 @@ struct parallel_timeline {
   double intra_bw_gbps = 0, intra_latency_us = 0, intra_efficiency = 0;
   double inter_bw_gbps = 0, inter_latency_us = 0, inter_efficiency = 0;
   double iteration_s = 0, pipeline_s = 0, p2p_bytes = 0, grad_bytes_per_rank = 0;
+  double embedding_sync_s = 0;  // tied embeddings over pipeline stages: first/last-stage gradient all-reduce
   std::vector<timeline_device> devices;
 };
 

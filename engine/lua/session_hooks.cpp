@@ -142,6 +142,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   out.pipeline_s = r.number("pipeline");
   out.p2p_bytes = r.number("p2p_bytes");
   out.grad_bytes_per_rank = r.number("grad_bytes_per_rank");
+  out.embedding_sync_s = r.number("embedding_sync");
   lua_getfield(L, -1, "devices");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'devices' must be an array");
   for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {

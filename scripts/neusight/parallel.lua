@@ -585,7 +585,9 @@ end
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
 --- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
 --- includes gradient accumulation and *_comm is the part spent in collective kernels.
---- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all).
+--- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
+--- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
+--- gradient all-reduce.
 --- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
 --- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
 --- alike, so one row stands for each of them.
@@ -657,6 +659,31 @@ function M.timeline(plan, nodes, times)
     params_total = params_total + params
   end
 
+  -- Tied input/output embeddings (a node with attrs.tied = <name of the embedding node>) split over
+  -- pipeline stages: as in Megatron-LM the last stage keeps its own copy of the table (memory, optimizer,
+  -- data-parallel gradients) and, after the flush, the first and last stages all-reduce its gradient.
+  local tied_extra, tied_bytes = {}, 0
+  if P > 1 then
+    local by_name = {}
+    for i, n in ipairs(nodes) do by_name[n.name] = i end
+    for _, it in ipairs(stages[V].items) do
+      local n = nodes[it.node]
+      local j = type(n.attrs) == "table" and type(n.attrs.tied) == "string" and by_name[n.attrs.tied]
+      if j and nodes[j].params > 0 then
+        local copy = nodes[j].params * nodes[j].count
+        tied_extra[it.node] = copy / it.share -- per instance, as the bucket walk counts
+        stages[V].params = stages[V].params + copy
+        tied_bytes = tied_bytes + copy * e
+      end
+    end
+  end
+  local tied_sync = 0
+  if plan.training and tied_bytes > 0 then
+    local g = plan.cluster.gpus_per_node
+    local last = (P - 1) * plan.tp * plan.dp
+    tied_sync = C.time("all_reduce", tied_bytes, { size = 2, spans_nodes = last // g ~= 0 }, plan.cluster)
+  end
+
   local devices_sim, makespan = M.simulate(stages, P, Mb, v, plan.schedule, plan.training)
 
   -- Optimizer step time, shared out by the parameters each device holds.
@@ -715,7 +742,7 @@ function M.timeline(plan, nodes, times)
             for j = #seg.nodes, 1, -1 do
               local i = seg.nodes[j]
               t = t + (times[i].bw + (recompute_all and seg.layered and times[i].fw or 0)) * seg.per[j]
-              local grads = nodes[i].params * e * seg.per[j]
+              local grads = (nodes[i].params + (tied_extra[i] or 0)) * e * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
                 fill[gk] = fill[gk] + grads
@@ -744,6 +771,9 @@ function M.timeline(plan, nodes, times)
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
+    if tied_sync > 0 and (d == 1 or d == P) then -- the embedding group: first and last stage
+      dp_end, dev.p2p = dp_end + tied_sync, dev.p2p + tied_sync
+    end
     dev.optimizer = params_total > 0 and opt_total * dev.params / params_total or 0
     dev.finish = dp_end + dev.optimizer
     iteration = max(iteration, dev.finish)
@@ -755,7 +785,7 @@ function M.timeline(plan, nodes, times)
   end
   return {
     iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
-    grad_bytes_per_rank = params_total * e,
+    grad_bytes_per_rank = params_total * e, embedding_sync = tied_sync,
   }
 end
 

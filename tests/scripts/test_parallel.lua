@@ -470,4 +470,28 @@ function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
     { batch = 2, seq = 30, training = true, tp = tp, parallel = spp, sequence_parallel = true })
 end
 
+function T.test_tied_embeddings_across_stages()
+  -- The head (last stage) shares the embedding's 1000 parameters (first stage): with pp = 2 the last stage
+  -- holds a copy, and the two stages all-reduce its fp32 gradient (4000 B over 2 ranks) after the flush.
+  local nodes = {
+    { op = "x", name = "emb", layer = "", count = 1, params = 1000, output = { 0 }, attrs = {} },
+    { op = "x", name = "h.a", layer = "h", count = 4, params = 10, output = { 0 }, attrs = {} },
+    { op = "x", name = "head", layer = "", count = 1, params = 0, output = { 0 }, attrs = { tied = "emb" } },
+  }
+  local times = {}
+  for i = 1, 3 do times[i] = { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 } end
+  local plan = plan_of({ pp = 2 }, 2)
+  local tl = P.timeline(plan, nodes, times)
+  local sync = C.time("all_reduce", 4000, { size = 2 }, plan.cluster)
+  eq(tl.devices[1].params, 1000 + 2 * 10, "first stage: the table and two layers")
+  eq(tl.devices[2].params, 2 * 10 + 1000, "last stage: two layers and the copy")
+  local plain = P.timeline(plan, { nodes[1], nodes[2], { op = "x", name = "head", layer = "", count = 1, params = 0,
+    output = { 0 }, attrs = {} } }, times)
+  near(tl.devices[1].p2p - plain.devices[1].p2p, sync, "first stage waits for the embedding all-reduce", 1e-6)
+  near(tl.devices[2].p2p - plain.devices[2].p2p, sync, "and so does the last", 1e-6)
+  near(tl.iteration - plain.iteration, sync, "after the flush", 1e-6)
+  local one = P.timeline(plan_of({ dp = 2 }, 2), nodes, times)
+  eq(one.devices[1].params, 1040, "one stage: no copy")
+end
+
 return T

@@ -165,7 +165,7 @@ function M.build(cfg, opts)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
   tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false })
+  add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false, tied = tied and "wte" or nil })
   if opts.training and opts.loss ~= false and s > 1 then
     -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
     -- (The labels' shift copies b·(s−1) integers and is left out.)

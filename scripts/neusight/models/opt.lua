@@ -175,7 +175,8 @@ function M.build(cfg, opts)
   -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
   local tied = cfg.tie_word_embeddings ~= false
   tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head")
-  add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V, { bias = false })
+  add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V,
+    { bias = false, tied = tied and "embed_tokens" or nil })
   add("contiguous", "logits.contiguous", { { b, s, V } }, { b, s, V })
   if opts.training and opts.loss ~= false and s > 1 then
     -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
