@@ -197,7 +197,7 @@ function M.plan(p, gpu, w)
   for k, v in pairs(given or {}) do spec[k] = v end
   if spec.gpu == nil then spec.gpu = gpu end
   if spec.gpus_per_node == nil then spec.gpus_per_node = min(world, 8) end
-  if spec.nodes == nil then spec.nodes = -((-world) // spec.gpus_per_node) end
+  if spec.nodes == nil and is_count(spec.gpus_per_node) then spec.nodes = -((-world) // spec.gpus_per_node) end
   local ok, cluster = pcall(T.cluster, spec)
   if not ok then error("parallel." .. tostring(cluster), 0) end
   local capacity = cluster.gpus_per_node * cluster.nodes

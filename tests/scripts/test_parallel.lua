@@ -68,6 +68,8 @@ function T.test_plan_batch_and_cluster_errors()
     { dp = 16, cluster = { nodes = 1 } }, 16)
   raises("parallel.cluster: unknown key 'gpu_per_node' (did you mean 'gpus_per_node'?)", plan_of,
     { dp = 2, cluster = { gpu_per_node = 4 } }, 2)
+  raises('parallel.cluster.gpus_per_node: positive integer expected, got "8"', plan_of,
+    { dp = 2, cluster = { gpus_per_node = "8" } }, 2)
 end
 
 function T.test_plan_layout_is_megatron_order()
