@@ -108,8 +108,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
   cmd->add_option("--recompute", f.recompute,
-                  std::string("Activation recomputation: none or full (each layer re-runs its forward in backward)") + o)
-      ->check(CLI::IsMember({"none", "full"}))->group(g);
+                  std::string("Activation recomputation: none, selective (core attention re-runs in backward) or "
+                              "full (every layer re-runs its forward)") + o)
+      ->check(CLI::IsMember({"none", "selective", "full"}))->group(g);
   cmd->add_flag("--sequence-parallel", f.sequence_parallel,
                 std::string("Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens") + o)
       ->group(g);

@@ -255,7 +255,7 @@ std::string report_table(const forecast& f, const report_meta& m) {
                        t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
                        t.kernels + " kernels" + (t.sequence_parallel ? ", sequence parallel" : "") +
-                           (t.recompute == "full" ? ", full recomputation" : ""));
+                           (t.recompute != "none" ? ", " + t.recompute + " recomputation" : ""));
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
                        t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);

@@ -124,11 +124,13 @@ function M.normalize(p)
     error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
   end
   out.kernels = kernels
-  -- recompute: "none", or "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
-  -- each layer keeps only its input and re-runs its forward during backward.
+  -- recompute: "none"; "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
+  -- each layer keeps only its input and re-runs its forward during backward; "selective" (Korthikanti et al.
+  -- 2022, Megatron's --recompute-activations): only the core-attention nodes (attrs.core_attention: QKᵀ,
+  -- scale, mask, softmax, dropout, ·V) drop their outputs and re-run in backward.
   local recompute = p.recompute == nil and "none" or p.recompute
-  if recompute ~= "none" and recompute ~= "full" then
-    error(("parallel.recompute: \"none\" or \"full\" expected, got %s"):format(show(recompute)), 0)
+  if recompute ~= "none" and recompute ~= "full" and recompute ~= "selective" then
+    error(("parallel.recompute: \"none\", \"selective\" or \"full\" expected, got %s"):format(show(recompute)), 0)
   end
   out.recompute = recompute
   -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
@@ -551,14 +553,19 @@ local NO_ACTIVATION = {
 -- (eager PyTorch keeps the tensors autograd needs; outputs are a proxy and an upper bound: dropout
 -- masks count at the element size, in-place results twice). With full recomputation a layer keeps
 -- only its input (`boundary` bytes) and `transient` is one layer's activations, rebuilt in backward.
-local function activation_bytes(nodes, st, e, recompute, boundary)
+-- With selective recomputation, core-attention outputs are not kept (rebuilt one layer at a time).
+local function activation_bytes(nodes, st, e, recompute, boundary, selective)
   local bytes, transient = 0, 0
   for _, seg in ipairs(st.segments) do
-    local one = 0 -- one rep
+    local one, core = 0, 0 -- one rep
     for j, i in ipairs(seg.nodes) do
       local n = nodes[i]
-      if not NO_ACTIVATION[n.op] and type(n.output) == "table" then one = one + numel(n.output) * e * seg.per[j] end
+      if not NO_ACTIVATION[n.op] and type(n.output) == "table" then
+        local b = numel(n.output) * e * seg.per[j]
+        if selective and seg.layered and (n.attrs or {}).core_attention then core = core + b else one = one + b end
+      end
     end
+    transient = max(transient, core)
     if recompute and seg.layered then
       bytes, transient = bytes + boundary * seg.reps, max(transient, one)
     else
@@ -632,19 +639,24 @@ function M.timeline(plan, nodes, times)
       end
       params = params + n.params * it.share
     end
-    local recompute = plan.recompute == "full"
+    local recompute, selective = plan.recompute == "full", plan.recompute == "selective"
     st.activations, st.transient = 0, 0
-    if plan.training then st.activations, st.transient = activation_bytes(nodes, st, e, recompute, p2p_bytes) end
+    if plan.training then
+      st.activations, st.transient = activation_bytes(nodes, st, e, recompute, p2p_bytes, selective)
+    end
     -- full recomputation: every layer's forward (kernels and tp collectives) runs again before its backward
     st.recompute = 0
-    if plan.training and recompute then
+    if plan.training and (recompute or selective) then
       for _, seg in ipairs(st.segments) do
         if seg.layered then
           for j, i in ipairs(seg.nodes) do
-            local t, x = times[i], seg.per[j] * seg.reps
-            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
-            if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
-            st.recompute = st.recompute + t.fw * x
+            local a = nodes[i].attrs or {}
+            if recompute or a.core_attention then
+              local t, x = times[i], seg.per[j] * seg.reps
+              bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+              if a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+              st.recompute = st.recompute + t.fw * x
+            end
           end
         end
       end
@@ -695,6 +707,7 @@ function M.timeline(plan, nodes, times)
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
   local recompute_all = plan.recompute == "full"
+  local recompute_core = plan.recompute == "selective"
   local devices, iteration = {}, 0
   for d = 1, P do
     local sim = devices_sim[d]
@@ -741,7 +754,8 @@ function M.timeline(plan, nodes, times)
           for _ = 1, seg.reps do
             for j = #seg.nodes, 1, -1 do
               local i = seg.nodes[j]
-              t = t + (times[i].bw + (recompute_all and seg.layered and times[i].fw or 0)) * seg.per[j]
+              local again = seg.layered and (recompute_all or (recompute_core and (nodes[i].attrs or {}).core_attention))
+              t = t + (times[i].bw + (again and times[i].fw or 0)) * seg.per[j]
               local grads = (nodes[i].params + (tied_extra[i] or 0)) * e * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"

@@ -230,6 +230,12 @@ TEST_CASE("parallel: memory per GPU, and full recomputation trading time for act
   CHECK(p["fits"] == (p["memory_gb"].get<double>() <= 40.0));
   CHECK(re["parallel"]["memory_gb"].get<double>() < 0.5 * p["memory_gb"].get<double>());
   CHECK(re["latency_ms"].get<double>() > 1.2 * plain["latency_ms"].get<double>());
+  // selective recomputation (core attention only) sits in between on both counts
+  const json sel = predict("--batch 16 --pp 4 --microbatches 8 --recompute selective");
+  CHECK(sel["parallel"]["memory_gb"].get<double>() < p["memory_gb"].get<double>());
+  CHECK(sel["parallel"]["memory_gb"].get<double>() > re["parallel"]["memory_gb"].get<double>());
+  CHECK(sel["latency_ms"].get<double>() > plain["latency_ms"].get<double>());
+  CHECK(sel["latency_ms"].get<double>() < re["latency_ms"].get<double>());
 }
 
 TEST_CASE("parallel: sequence parallelism flag", "[cli][parallel]") {

@@ -432,7 +432,7 @@ function T.test_activation_memory_follows_the_schedule()
   end
   eq(P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8, "inference"), nodes, times).devices[1].activation_bytes, 0,
     "inference keeps nothing for backward")
-  raises('parallel.recompute: "none" or "full" expected, got "selective"', P.normalize, { recompute = "selective" })
+  raises('parallel.recompute: "none", "selective" or "full" expected, got "partial"', P.normalize, { recompute = "partial" })
 end
 
 function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
@@ -494,6 +494,26 @@ function T.test_tied_embeddings_across_stages()
   near(tl.iteration - plain.iteration, sync, "after the flush", 1e-6)
   local one = P.timeline(plan_of({ dp = 2 }, 2), nodes, times)
   eq(one.devices[1].params, 1040, "one stage: no copy")
+end
+
+function T.test_selective_recomputation_drops_core_attention()
+  -- Per layer: a kept node (1000 fp32 elements) and a core-attention node (3000 elements, forward 0.5 s).
+  local nodes = {
+    { op = "x", name = "h.keep", layer = "h", count = 8, params = 0, output = { 1000 }, attrs = {} },
+    { op = "x", name = "h.core", layer = "h", count = 8, params = 0, output = { 3000 }, attrs = { core_attention = true } },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0 }, { fw = 0.5, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
+  }
+  local none = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
+  local sel = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "selective" }, 8), nodes, times)
+  for d = 1, 4 do
+    local inflight = 4 - d + 1 -- 1F1B
+    eq(none.devices[d].activation_bytes, inflight * 2 * (4000 + 12000), "everything kept, device " .. (d - 1))
+    -- kept outputs of the in-flight microbatches, plus one layer's core attention rebuilt at a time
+    eq(sel.devices[d].activation_bytes, inflight * 2 * 4000 + 12000, "core attention dropped, device " .. (d - 1))
+    near(sel.devices[d].compute - none.devices[d].compute, 8 * 2 * 0.5, "core attention forwards re-run")
+  end
 end
 
 return T

@@ -121,16 +121,18 @@ function M.build(cfg, opts)
     add("getitem", "h.attn.split." .. which, { { 1 } }, xl)
   end
   add("permute", "h.attn.split_heads", { { b, s, nh, hd } }, heads)
-  add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores)
+  -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
+  local core = { core_attention = true }
+  add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, core)
   -- attn / torch.full([], √hd): the divisor is a 0-dim tensor, which the reference counts as a
   -- second operand (VECdiv, two backward kernels), hence tensor_inputs = 2.
-  add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2 })
+  add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2, core_attention = true })
   -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
   add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
-  add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores)
-  add("softmax", "h.attn.softmax", { scores }, scores)
-  add("dropout", "h.attn.attn_dropout", { scores }, scores)
-  add("matmul", "h.attn.pv", { scores, heads }, heads)
+  add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
+  add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+  add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
+  add("matmul", "h.attn.pv", { scores, heads }, heads, 0, core)
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
   -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
