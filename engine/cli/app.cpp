@@ -42,7 +42,7 @@ struct forecast_flags {
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   int64_t dp = 0, tp = 0, pp = 0, microbatches = 0, ep = 0;
   std::string schedule, kernels, cluster, recompute;
-  bool sequence_parallel = false;
+  bool sequence_parallel = false, distributed_optimizer = false;
 };
 
 struct graph_flags {
@@ -114,6 +114,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_flag("--sequence-parallel", f.sequence_parallel,
                 std::string("Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens") + o)
       ->group(g);
+  cmd->add_flag("--distributed-optimizer", f.distributed_optimizer,
+                std::string("Shard the optimizer state and step over dp (Megatron's distributed optimizer, ZeRO-1)") + o)
+      ->group(g);
   cmd->add_option("--cluster", f.cluster,
                   std::string("Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; "
                               "default: one node of the GPU's own links") + o)
@@ -141,6 +144,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
   if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
   if (f.sequence_parallel) o["parallel.sequence_parallel"] = true;
+  if (f.distributed_optimizer) o["parallel.distributed_optimizer"] = true;
   return o;
 }
 
@@ -256,7 +260,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")

@@ -53,7 +53,11 @@ std::vector<std::string> fused_members(const node& n) {
 
 // GB one GPU of a stage needs: its weights, gradients and optimizer state plus its peak activations.
 double device_state_gb(const timeline_device& d, const report_meta& m) {
-  return state_bytes(d.params, m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  double bytes = state_bytes(d.params, m.dtype, m.mode == "train", m.optimizer);
+  const auto& t = *m.timeline;
+  if (t.distributed_optimizer && m.mode == "train" && t.dp > 1)  // the optimizer's share lives on 1/dp of the ranks
+    bytes -= (bytes - state_bytes(d.params, m.dtype, true, "none")) * (1 - 1.0 / double(t.dp));
+  return bytes / 1e9;
 }
 double device_memory_gb(const timeline_device& d, const report_meta& m) {
   return device_state_gb(d, m) + d.activation_bytes / 1e9;
@@ -98,6 +102,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"kernels", t.kernels},
             {"recompute", t.recompute},
             {"sequence_parallel", t.sequence_parallel},
+            {"distributed_optimizer", t.distributed_optimizer},
             {"world", t.world},
             {"micro_batch", t.micro_batch},
             {"bucket_mb", t.bucket_mb},
@@ -255,6 +260,7 @@ std::string report_table(const forecast& f, const report_meta& m) {
                        t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
                        t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
                        t.kernels + " kernels" + (t.sequence_parallel ? ", sequence parallel" : "") +
+                           (t.distributed_optimizer ? ", distributed optimizer" : "") +
                            (t.recompute != "none" ? ", " + t.recompute + " recomputation" : ""));
     out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
                        t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,

@@ -32,6 +32,7 @@ struct parallel_timeline {
   std::string kernels;  // "megatron" (Megatron-LM's fused kernels) or "eager"
   std::string recompute;  // activation recomputation: "none" or "full"
   bool sequence_parallel = false;
+  bool distributed_optimizer = false;  // ZeRO-1: optimizer state sharded over dp
   std::string cluster_file;  // gpus/clusters/*.toml the links came from; empty: the workload's table / defaults
   bool overlap_grad_reduce = true;
   double bucket_mb = 0;

@@ -118,7 +118,9 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.recompute = p.str("recompute");
     lua_getfield(L, plan, "sequence_parallel");
     out.sequence_parallel = lua_toboolean(L, -1);
-    lua_pop(L, 1);
+    lua_getfield(L, plan, "distributed_optimizer");
+    out.distributed_optimizer = lua_toboolean(L, -1);
+    lua_pop(L, 2);
     out.cluster_file = p.str_or("cluster_name", "");
     out.bucket_mb = p.number("bucket_mb");
     lua_getfield(L, plan, "overlap_grad_reduce");

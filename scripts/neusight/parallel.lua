@@ -34,7 +34,7 @@ local DEFAULT_BUCKET_MB = 25
 local KEYS = {
   dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
   bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true, recompute = true,
-  sequence_parallel = true,
+  sequence_parallel = true, distributed_optimizer = true,
 }
 
 ---------------------------------------------------------------------------------------------------
@@ -139,6 +139,14 @@ function M.normalize(p)
   if type(sp) ~= "boolean" then error(("parallel.sequence_parallel: boolean expected, got %s"):format(show(sp)), 0) end
   if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
   out.sequence_parallel = sp
+  -- distributed_optimizer (Megatron-LM --use-distributed-optimizer, ZeRO stage 1): optimizer state and step
+  -- sharded over dp; gradients reduce-scattered, updated parameters all-gathered after the step.
+  local dist = p.distributed_optimizer
+  if dist == nil then dist = false end
+  if type(dist) ~= "boolean" then
+    error(("parallel.distributed_optimizer: boolean expected, got %s"):format(show(dist)), 0)
+  end
+  out.distributed_optimizer = dist
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
     error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end
@@ -212,6 +220,7 @@ function M.plan(p, gpu, w)
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
     kernels = p.kernels, ep = p.ep, recompute = p.recompute, sequence_parallel = p.sequence_parallel,
+    distributed_optimizer = p.distributed_optimizer,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
     groups = {
@@ -774,9 +783,11 @@ function M.timeline(plan, nodes, times)
       end
       sort(ready, function(a, b) return a.at < b.at end)
       local link_free = 0
+      -- with the distributed optimizer each rank only needs its shard of the summed gradient
+      local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
       for _, b in ipairs(ready) do
         local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
-        local dt = C.time("all_reduce", b.bytes, plan.groups[b.group], plan.cluster)
+        local dt = C.time(reduce, b.bytes, plan.groups[b.group], plan.cluster)
         local start = max(at, link_free)
         link_free = start + dt
         dev.dp_comm = dev.dp_comm + dt
@@ -789,7 +800,16 @@ function M.timeline(plan, nodes, times)
       dp_end, dev.p2p = dp_end + tied_sync, dev.p2p + tied_sync
     end
     dev.optimizer = params_total > 0 and opt_total * dev.params / params_total or 0
-    dev.finish = dp_end + dev.optimizer
+    local gather = 0
+    if plan.distributed_optimizer and plan.training and plan.dp > 1 then
+      -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
+      dev.optimizer = dev.optimizer / plan.dp
+      if opt_total > 0 then
+        gather = C.time("all_gather", dev.params * e, plan.groups.dp, plan.cluster)
+        dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
+      end
+    end
+    dev.finish = dp_end + dev.optimizer + gather
     iteration = max(iteration, dev.finish)
     devices[d] = dev
   end

@@ -253,3 +253,20 @@ TEST_CASE("parallel: sequence parallelism flag", "[cli][parallel]") {
   CHECK(r.err.find("parallel.sequence_parallel: the bert model builder (scripts/neusight/models/bert.lua) does not "
                    "implement it") != std::string::npos);
 }
+
+TEST_CASE("parallel: the distributed optimizer shards optimizer state and step over dp", "[cli][parallel]") {
+  const auto run = [](const std::string& extra) {
+    const auto r = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --optimizer adam --seq 1024 "
+                           "--batch 8 --predictor roofline --format json --dp 8" + extra);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json plain = run(""), zero = run(" --distributed-optimizer");
+  const json &a = plain["parallel"]["devices"][0], &b = zero["parallel"]["devices"][0];
+  CHECK(zero["parallel"]["distributed_optimizer"] == true);
+  CHECK(b["optimizer_ms"].get<double>() == Approx(a["optimizer_ms"].get<double>() / 8));
+  // fp32 Adam: 4 B weights + 4 B gradients + 8 B moments per parameter; the moments shard over 8 ranks
+  CHECK(b["state_gb"].get<double>() == Approx(a["state_gb"].get<double>() * (4 + 4 + 1.0) / 16));
+  CHECK(b["dp_exposed_ms"].get<double>() > a["dp_exposed_ms"].get<double>());  // the parameter all-gather
+}

@@ -516,4 +516,25 @@ function T.test_selective_recomputation_drops_core_attention()
   end
 end
 
+function T.test_distributed_optimizer_shards_the_step()
+  -- dp = 4, one 25 MB bucket, an optimizer step of 8 s over all parameters: with the distributed optimizer
+  -- the bucket is reduce-scattered, each rank steps a quarter, then all-gathers the updated parameters.
+  local params = 25e6 / 4
+  local nodes = {
+    { op = "x", name = "h.a", layer = "h", count = 1, params = params, output = { 0 }, attrs = {} },
+    { op = "adam", name = "optimizer.adam", layer = "", count = 1, params = 0, output = { 0 }, attrs = {}, phase = "optimizer" },
+  }
+  local times = { { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 }, { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 8 } }
+  local plain_plan = plan_of({ dp = 4, overlap_grad_reduce = false }, 4)
+  local zero_plan = plan_of({ dp = 4, overlap_grad_reduce = false, distributed_optimizer = true }, 4)
+  local plain = P.timeline(plain_plan, nodes, times).devices[1]
+  local zero = P.timeline(zero_plan, nodes, times).devices[1]
+  local g = zero_plan.groups.dp
+  near(plain.dp_comm, C.time("all_reduce", 25e6, g, zero_plan.cluster), "all-reduce without sharding")
+  near(zero.dp_comm, C.time("reduce_scatter", 25e6, g, zero_plan.cluster) + C.time("all_gather", 25e6, g, zero_plan.cluster),
+    "reduce-scatter, then all-gather of the parameters", 1e-9)
+  near(plain.optimizer, 8, "whole step") near(zero.optimizer, 2, "a quarter of the step")
+  raises("parallel.distributed_optimizer: boolean expected, got 1", P.normalize, { distributed_optimizer = 1 })
+end
+
 return T
