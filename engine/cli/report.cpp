@@ -53,14 +53,10 @@ std::vector<std::string> fused_members(const node& n) {
 
 // GB one GPU of a stage needs: its weights, gradients and optimizer state plus its peak activations.
 double device_state_gb(const timeline_device& d, const report_meta& m) {
-  double bytes = state_bytes(d.params, m.dtype, m.mode == "train", m.optimizer);
-  const auto& t = *m.timeline;
-  if (t.distributed_optimizer && m.mode == "train" && t.dp > 1)  // the optimizer's share lives on 1/dp of the ranks
-    bytes -= (bytes - state_bytes(d.params, m.dtype, true, "none")) * (1 - 1.0 / double(t.dp));
-  return bytes / 1e9;
+  return device_state_bytes(d, *m.timeline, m.dtype, m.mode == "train", m.optimizer) / 1e9;
 }
 double device_memory_gb(const timeline_device& d, const report_meta& m) {
-  return device_state_gb(d, m) + d.activation_bytes / 1e9;
+  return device_memory_bytes(d, *m.timeline, m.dtype, m.mode == "train", m.optimizer) / 1e9;
 }
 
 json timeline_json(const parallel_timeline& t, const report_meta& m) {

@@ -43,20 +43,12 @@ struct parallel_timeline {
   std::vector<timeline_device> devices;
 };
 
-// CLI flags that override a workload's fields (or define it entirely, for `predict`).
-using workload_value = std::variant<std::string, int64_t, bool>;
-using workload_overrides = std::map<std::string, workload_value>;
-
-struct op_entry {
-  std::string name;
-  std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
-  std::vector<std::string> shadows;  // later files with the same name that this one hides
-  std::string doc;                   // filled by op_load
-};
-
-struct expansion {
-  std::vector<kernel_instance> kernels;
-  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
-};
+// Bytes of model state on one GPU of a stage: state_bytes() of its parameter share, with the optimizer's part divided
+// by dp under the distributed optimizer.
+double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
+                          const std::string& optimizer);
+// State plus peak activations.
+double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
+                           const std::string& optimizer);
 
 }  // namespace ns

@@ -35,6 +35,22 @@ struct workload {
   bool training() const { return mode == "train"; }
 };
 
+// CLI flags that override a workload's fields (or define it entirely, for `predict`).
+using workload_value = std::variant<std::string, int64_t, bool>;
+using workload_overrides = std::map<std::string, workload_value>;
+
+struct op_entry {
+  std::string name;
+  std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
+  std::vector<std::string> shadows;  // later files with the same name that this one hides
+  std::string doc;                   // filled by op_load
+};
+
+struct expansion {
+  std::vector<kernel_instance> kernels;
+  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
+};
+
 class session {
  public:
   explicit session(session_options opts);

@@ -1,0 +1,21 @@
+// engine/core/timeline.cpp — memory per GPU of a parallel run's stage.
+#include "core/timeline.h"
+
+#include "core/forecast.h"
+
+namespace ns {
+
+double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
+                          const std::string& optimizer) {
+  double bytes = state_bytes(d.params, dtype, training, optimizer);
+  if (t.distributed_optimizer && training && t.dp > 1)  // the optimizer's share lives on 1/dp of the ranks
+    bytes -= (bytes - state_bytes(d.params, dtype, true, "none")) * (1 - 1.0 / double(t.dp));
+  return bytes;
+}
+
+double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
+                           const std::string& optimizer) {
+  return device_state_bytes(d, t, dtype, training, optimizer) + d.activation_bytes;
+}
+
+}  // namespace ns
