@@ -13,6 +13,7 @@
 #include "cli/models_cmd.h"
 #include "cli/paths.h"
 #include "cli/scale_cmd.h"
+#include "cli/search_cmd.h"
 #include "cli/report.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
@@ -339,6 +340,30 @@ int app_main(int argc, char** argv) {
       ->check(CLI::IsMember({"code", "paper"}));
   add_common(scale, common, true);
 
+  search_flags qflags;
+  auto* search = app.add_subcommand("search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory");
+  search->add_option("--model", qflags.model, "Model preset or HuggingFace config.json")->required();
+  search->add_option("--gpu", qflags.gpu, "GPU: file path, file stem or alias")->required();
+  search->add_option("--gpus", qflags.gpus, "Number of GPUs")->required()->check(CLI::PositiveNumber);
+  search->add_option("--batch", qflags.batch, "Global batch size")->required()->check(CLI::PositiveNumber);
+  search->add_option("--seq", qflags.seq, "Sequence length")->required()->check(CLI::PositiveNumber);
+  search->add_option("--mode", qflags.mode, "train or inference")->capture_default_str()
+      ->check(CLI::IsMember({"train", "inference"}));
+  search->add_option("--optimizer", qflags.optimizer, "Optimizer step in training: none, sgd, adam (default adam)")
+      ->check(CLI::IsMember({"none", "sgd", "adam"}));
+  search->add_option("--dtype", qflags.dtype, "Element type: fp32, tf32, fp16, bf16, fp8");
+  search->add_option("--predictor", qflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  search->add_option("--schedule", qflags.schedule, "Pipeline schedule: gpipe or 1f1b")->capture_default_str()
+      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  search->add_option("--cluster", qflags.cluster, "Cluster: a gpus/clusters/*.toml name or a .toml path");
+  search->add_option("--max-tp", qflags.max_tp, "Largest tensor-parallel degree to try (keep tp inside a node)")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  search->add_flag("--sequence-parallel", qflags.sequence_parallel, "Use sequence parallelism whenever tp > 1");
+  search->add_flag("--distributed-optimizer", qflags.distributed_optimizer, "Shard the optimizer over dp (ZeRO-1)");
+  search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
+  search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
+  add_common(search, common, true);
+
   try {
     app.parse(argc, argv);
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
@@ -357,6 +382,12 @@ int app_main(int argc, char** argv) {
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
+    if (*search) {
+      qflags.ops_dirs = common.ops_dirs;
+      qflags.format = common.format;
+      qflags.output = common.output;
+      return search_main(qflags);
+    }
     if (*train) {
       tflags.opts.hidden.clear();
       for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));

@@ -270,3 +270,35 @@ TEST_CASE("parallel: the distributed optimizer shards optimizer state and step o
   CHECK(b["state_gb"].get<double>() == Approx(a["state_gb"].get<double>() * (4 + 4 + 1.0) / 16));
   CHECK(b["dp_exposed_ms"].get<double>() > a["dp_exposed_ms"].get<double>());  // the parameter all-gather
 }
+
+TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad ones skipped with a reason", "[cli][search]") {
+  const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 16 --batch 16 --seq 1024 "
+                         "--optimizer none --predictor roofline --format json --top 50");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["gpus"] == 16);
+  REQUIRE(j["layouts"].size() > 3);
+  double last = 0;
+  for (const auto& l : j["layouts"]) {
+    CHECK(l["dp"].get<int>() * l["tp"].get<int>() * l["pp"].get<int>() == 16);
+    CHECK(l["fits"] == true);
+    CHECK(l["iteration_ms"].get<double>() >= last);  // ranked
+    last = l["iteration_ms"].get<double>();
+  }
+  // GPT-2 Large has 20 heads: tp = 8 and 16 cannot split them
+  CHECK(j["skipped"].contains("gpt model 'gpt2_large': n_head = 20 is not divisible by tp = 8"));
+  // the winner, forecast on its own, gives the same iteration
+  const json& best = j["layouts"][0];
+  const auto one = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --batch 16 --seq 1024 --optimizer none "
+                           "--mode train --predictor roofline --format json --dp " + std::to_string(best["dp"].get<int>()) +
+                           " --tp " + std::to_string(best["tp"].get<int>()) + " --pp " + std::to_string(best["pp"].get<int>()) +
+                           " --microbatches " + std::to_string(best["microbatches"].get<int>()) + " --recompute " +
+                           best["recompute"].get<std::string>());
+  REQUIRE(one.code == 0);
+  CHECK(json::parse(one.out)["latency_ms"].get<double>() == Approx(best["iteration_ms"].get<double>()).epsilon(1e-12));
+  // nothing that can be forecast: a clear error listing why
+  const auto none = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 3 --batch 4 --seq 1024");
+  CHECK(none.code == 1);
+  CHECK(none.err.find("search: no layout of 3 GPUs could be forecast") != std::string::npos);
+}

@@ -1,0 +1,19 @@
+// engine/cli/search_cmd.h — `neusight search`: forecast every dp × tp × pp layout of N GPUs and rank those that fit.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace ns {
+
+struct search_flags {
+  std::string model, gpu, mode = "train", optimizer, dtype, predictor = "neusight", cluster, schedule = "1f1b";
+  int64_t gpus = 0, batch = 0, seq = 0, top = 10, max_tp = 8;
+  bool sequence_parallel = false, distributed_optimizer = false, all = false;
+  std::vector<std::string> ops_dirs;
+  std::string format = "table", output;
+};
+
+int search_main(const search_flags& f);
+
+}  // namespace ns
