@@ -1,7 +1,8 @@
 -- examples/gpt3_parallel.lua — GPT-3 175B trained on 64 H100s (8 nodes): Megatron-LM's 3-D parallelism, tp 8 × pp 8 × dp 1.
 --
--- The layout follows Narayanan et al. (SC'21), Table 1 row "175B": tensor parallelism inside a node,
--- pipeline stages across nodes, 1F1B interleaved over 2 model chunks per device, activation recomputation. `batch` is the global
+-- The layout is shaped like Narayanan et al.'s (SC'21, Table 1: 175B on 1536 GPUs with tp 8 × pp 16):
+-- tensor parallelism inside a node, pipeline stages across nodes, 1F1B interleaved over 2 model chunks
+-- per device, activation recomputation. `neusight search` ranks the alternatives for 64 GPUs. `batch` is the global
 -- batch; each pipeline runs `microbatches` microbatches of batch / (dp · microbatches) sequences.
 -- The cluster is DGX H100-like: 8 GPUs per node on NVLink 4 (taken from gpus/h100_sxm5_80gb.toml),
 -- one 400 Gb/s NIC per GPU between nodes. Change any field and rerun; --dp/--tp/--pp/--microbatches/
