@@ -1,6 +1,6 @@
 -- scripts/neusight/testing.lua — helpers shared by the Lua-side builder tests (tests/scripts/test_*.lua).
 -- The test runner's globals (load_op, make_node) are passed in once: `require("neusight.testing").bind(load_op, make_node)`.
-local ipairs, pairs, type, tostring, error, max = ipairs, pairs, type, tostring, error, math.max
+local ipairs, pairs, type, tostring, error, pcall, max, abs = ipairs, pairs, type, tostring, error, pcall, math.max, math.abs
 local K = require "neusight.kernels"
 
 local M = {}
@@ -11,6 +11,23 @@ M.GPU = { name = "test", vendor = "nvidia", num_sm = 100, mem_bw_gbps = 1000, pe
 --- Raises at the caller's line when got ~= want.
 function M.eq(got, want, what)
   if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+--- Relative comparison (default 1e-12): for closed forms evaluated in a different order than the module.
+function M.near(got, want, what, rel)
+  rel = rel or 1e-12
+  if type(got) ~= "number" or abs(got - want) > rel * max(abs(want), 1e-300) then
+    error(("%s: expected %.17g, got %s"):format(what, want, tostring(got)), 2)
+  end
+end
+
+--- Asserts that fn(...) raises exactly `message` (errors raised at level 0, without a position).
+function M.raises(message, fn, ...)
+  local ok, err = pcall(fn, ...)
+  if ok then error("expected the error '" .. message .. "'", 2) end
+  if tostring(err) ~= message then
+    error(("expected the error '%s', got '%s'"):format(message, tostring(err)), 2)
+  end
 end
 
 --- Raises (naming the path) at the first difference between two plain values or tables, compared deeply.

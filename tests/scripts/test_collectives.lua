@@ -6,21 +6,8 @@ local function eq(got, want, what)
   if got ~= want then error(("%s: expected %s, got %s"):format(what, tostring(want), tostring(got)), 2) end
 end
 
--- Relative comparison: the closed forms below are evaluated in a different order than the module.
-local function near(got, want, what)
-  if type(got) ~= "number" or math.abs(got - want) > 1e-12 * math.max(math.abs(want), 1e-300) then
-    error(("%s: expected %.17g, got %s"):format(what, want, tostring(got)), 2)
-  end
-end
-
--- Asserts that fn(...) raises exactly `message` (errors are raised at level 0, without a position).
-local function raises(message, fn, ...)
-  local ok, err = pcall(fn, ...)
-  if ok then error("expected the error '" .. message .. "'", 2) end
-  if tostring(err) ~= message then
-    error(("expected the error '%s', got '%s'"):format(message, tostring(err)), 2)
-  end
-end
+local testing = require "neusight.testing"
+local near, raises = testing.near, testing.raises
 
 -- GPU tables carry the fields topology reads, with the values of gpus/*.toml.
 local H100 = { name = "H100-SXM5-80GB", interconnect = "nvlink4", interconnect_bw_gbps = 900.0, pcie_bw_gbps = 64.0 }

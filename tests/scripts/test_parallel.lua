@@ -7,20 +7,8 @@ local function eq(got, want, what)
   if got ~= want then error(("%s: expected %s, got %s"):format(what, tostring(want), tostring(got)), 2) end
 end
 
-local function near(got, want, what, rel)
-  rel = rel or 1e-12
-  if type(got) ~= "number" or math.abs(got - want) > rel * math.max(math.abs(want), 1e-300) then
-    error(("%s: expected %.17g, got %s"):format(what, want, tostring(got)), 2)
-  end
-end
-
-local function raises(message, fn, ...)
-  local ok, err = pcall(fn, ...)
-  if ok then error("expected the error '" .. message .. "'", 2) end
-  if tostring(err) ~= message then
-    error(("expected the error '%s', got '%s'"):format(message, tostring(err)), 2)
-  end
-end
+local testing = require "neusight.testing"
+local near, raises = testing.near, testing.raises
 
 local H100 = { name = "H100-SXM5-80GB", interconnect = "nvlink4", interconnect_bw_gbps = 900.0, pcie_bw_gbps = 64.0 }
 
