@@ -125,11 +125,12 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
   return j;
 }
 
-// Parameters resident on one GPU: the whole graph, or in a parallel run the largest stage's (tp-sharded) share.
-double params_per_gpu(const forecast& f, const report_meta& m) {
-  if (!m.timeline) return f.params_total();
+// GB of model state on one GPU: the whole graph's, or in a parallel run the fullest stage's (its tp-sharded parameters,
+// the optimizer's part divided by dp under the distributed optimizer).
+double state_gb_per_gpu(const forecast& f, const report_meta& m) {
+  if (!m.timeline) return state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
   double most = 0;
-  for (const auto& d : m.timeline->devices) most = std::max(most, d.params);
+  for (const auto& d : m.timeline->devices) most = std::max(most, device_state_gb(d, m));
   return most;
 }
 
@@ -166,7 +167,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["flops"] = f.flops_total();
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
-  j["state_gb"] = state_bytes(params_per_gpu(f, m), m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  j["state_gb"] = state_gb_per_gpu(f, m);
   if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
   j["warnings"] = m.warnings;
   json ops = json::array();
@@ -277,8 +278,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
                          need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
     }
     if (t.dp > 1 && !t.devices.empty())
-      out += fmt::format("data-parallel gradient all-reduce: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
+      out += fmt::format("data-parallel gradient {}: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
                          "exposed{}\n",
+                         t.distributed_optimizer ? "reduce-scatter and parameter all-gather" : "all-reduce",
                          t.devices[0].dp_comm_s * ms, t.devices[0].buckets, t.bucket_mb, t.devices[0].dp_exposed_s * ms,
                          t.overlap_grad_reduce ? " (overlapped with backward)" : " (after backward)");
     out += fmt::format("iteration        {:>12.3f} ms   (slowest device; every dp x tp rank of a stage alike)\n",
@@ -286,10 +288,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
-  const double per_gpu = params_per_gpu(f, m);
-  const double state_gb = state_bytes(per_gpu, m.dtype, m.mode == "train", m.optimizer) / 1e9;
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters{}; activations not counted){}\n", state_gb,
-                     per_gpu / 1e9, m.timeline ? " on the fullest GPU" : "",
+  if (m.timeline) return out;  // the memory lines above say it per stage
+  const double state_gb = state_gb_per_gpu(f, m);
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters; activations not counted){}\n", state_gb,
+                     f.params_total() / 1e9,
                      state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
                                                             "it fits (shard it, see the parallelism options)",
                                                             m.gpu->mem_gb)
