@@ -302,3 +302,30 @@ TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad one
   CHECK(none.code == 1);
   CHECK(none.err.find("search: no layout of 3 GPUs could be forecast") != std::string::npos);
 }
+
+TEST_CASE("parallel: a workload adds a pipeline schedule in Lua", "[cli][parallel]") {
+  temp_dir t;
+  // GPipe written out again under a new name: same op order, so the same iteration as the built-in one.
+  const auto script = t.write(
+      "w.lua",
+      "local P = require 'neusight.parallel'\n"
+      "P.schedules.mine = function(stages, microbatches, chunks, training)\n"
+      "  local orders = {}\n"
+      "  for d = 1, stages do\n"
+      "    local o = {}\n"
+      "    for m = 0, microbatches - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end\n"
+      "    if training then for m = 0, microbatches - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end end\n"
+      "    orders[d] = o\n"
+      "  end\n"
+      "  return orders\n"
+      "end\n"
+      "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train', optimizer = 'none', batch = 16,\n"
+      "  seq = 1024, parallel = { pp = 4, microbatches = 8, schedule = 'mine' } }\n");
+  const auto r = run_cli("run '" + script.string() + "' --format json --predictor roofline");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json mine = json::parse(r.out);
+  const json gpipe = predict("--batch 16 --pp 4 --microbatches 8 --schedule gpipe");
+  CHECK(mine["parallel"]["schedule"] == "mine");
+  CHECK(mine["latency_ms"].get<double>() == Approx(gpipe["latency_ms"].get<double>()).epsilon(1e-12));
+}
