@@ -155,11 +155,10 @@ int eval_models_main(const eval_models_flags& f) {
       skip("fusion label (torch.compile): the fused-kernel model (spec §1.6) is not implemented", file);
       continue;
     }
-    if (!tag->option.empty()) {
-      const std::string kind = tag->option.substr(0, 2);
-      if (kind == "dp" || kind == "tp" || kind == "pp") skip("distributed label (dp/tp/pp): not evaluated here; forecast it with predict --graph <opgraph>-" +
-                                                      tag->option + ".csv or predict --model … --dp/--tp/--pp", file);
-      else skip("unknown tag option '" + tag->option + "'", file);
+    const std::string kind = tag->option.substr(0, 2);
+    const bool distributed = kind == "dp" || kind == "tp" || kind == "pp";
+    if (!tag->option.empty() && !distributed) {
+      skip("unknown tag option '" + tag->option + "'", file);
       continue;
     }
     auto git = gpus.find(device);
@@ -180,8 +179,13 @@ int eval_models_main(const eval_models_flags& f) {
     auto it = graphs.find(graph_file.string());
     if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string())).first;
     opgraph& og = it->second;
-    if (!og.collectives.empty()) {
-      skip("distributed graph (collective kernels): not supported yet", file);
+    const auto par = opgraph_parallel_of(og);
+    if (!og.collectives.empty() && !par) {
+      skip("graph with collective kernels but no dp/tp/pp layout in its name", file);
+      continue;
+    }
+    if (distributed && (!par || tag->mode != "train")) {
+      skip("distributed label whose layout is not <model>-train-<seq>-<batch>-dpN|tpN|ppN_M", file);
       continue;
     }
     std::vector<std::string> warnings = og.warnings;
@@ -191,14 +195,24 @@ int eval_models_main(const eval_models_flags& f) {
     opgraph_replicate(og, layers);
     const bool training = tag->mode == "train";
     std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
+    if (par) {  // the same timeline as predict --graph on this file
+      std::vector<std::string> notes;
+      s.graph_parallel(og.g, kernels, gpu,
+                       {{"dp", par->dp}, {"tp", par->tp}, {"pp", par->pp}, {"microbatches", par->microbatches},
+                        {"kernels", std::string("eager")}},
+                       tag->batch, tag->mode, notes);
+      for (const auto& w : notes)
+        if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    }
     s.tiles_select(kernels, gpu);
     std::vector<double> seconds = pred->predict(kernels, gpu);
     s.overhead_apply(seconds, gpu, f.overhead);
     const forecast fc = forecast_make(og.g, std::move(kernels), std::move(seconds));
+    const auto tl = par ? s.timeline(fc) : std::nullopt;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
     r.measured_ms = l.e2e_ms;
-    r.predicted_ms = fc.total() * 1e3;
+    r.predicted_ms = (tl ? tl->iteration_s : fc.total()) * 1e3;
     r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
     rows.push_back(std::move(r));
   }

@@ -329,3 +329,22 @@ TEST_CASE("parallel: a workload adds a pipeline schedule in Lua", "[cli][paralle
   CHECK(mine["parallel"]["schedule"] == "mine");
   CHECK(mine["latency_ms"].get<double>() == Approx(gpipe["latency_ms"].get<double>()).epsilon(1e-12));
 }
+
+TEST_CASE("eval models: distributed labels get the same timeline as predict --graph", "[cli][parallel][eval]") {
+  const auto r = run_cli("eval models tests/fixtures/distributed/label --predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 3);
+  for (const auto& row : j["rows"]) {
+    const std::string config = row["config"];
+    CHECK(row["layers"] == 36);
+    const auto p = run_cli("predict --graph tests/fixtures/distributed/opgraph/" + config +
+                           ".csv --gpu A100-SXM4-40GB --predictor roofline --format json");
+    REQUIRE(p.code == 0);
+    const json one = json::parse(p.out);
+    CHECK(one.contains("parallel"));
+    CHECK(row["predicted_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
+  }
+  CHECK(j["rows"][0]["measured_ms"] == 452.3);
+}
