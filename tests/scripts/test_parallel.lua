@@ -525,4 +525,24 @@ function T.test_distributed_optimizer_shards_the_step()
   raises("parallel.distributed_optimizer: boolean expected, got 1", P.normalize, { distributed_optimizer = 1 })
 end
 
+function T.test_megatron_kernels_of_the_gpt_builder()
+  local function names(opts)
+    local set, n = {}, 0
+    for _, node in ipairs(gpt.build(CFG, opts)) do set[node.name], n = node, n + 1 end
+    return set, n
+  end
+  local base = { batch = 2, seq = 32, training = true }
+  local eager = names { batch = 2, seq = 32, training = true, dtype = "bf16" }
+  local fp32 = names { batch = 2, seq = 32, training = true, dtype = "fp32", megatron = true }
+  local bf16 = names { batch = 2, seq = 32, training = true, dtype = "bf16", megatron = true }
+  eq(eager["h.mlp.act.tanh"] ~= nil and eager["h.mlp.act"] == nil, true, "eager: HF's 8-node gelu_new")
+  eq(fp32["h.mlp.act"].op, "gelu", "megatron: one fused bias-GeLU")
+  eq(fp32["h.mlp.act.tanh"], nil, "no gelu_new chain")
+  eq(fp32["h.attn.scale"] ~= nil and fp32["h.attn.mask"] ~= nil, true, "fp32: the unfused softmax path")
+  eq(bf16["h.attn.scale"], nil, "bf16: scale fused into the softmax")
+  eq(bf16["h.attn.mask"], nil, "bf16: mask fused into the softmax")
+  eq(bf16["h.attn.softmax"].attrs.core_attention, true, "still core attention (selective recomputation)")
+  eq(base.dtype, nil, "inputs untouched")
+end
+
 return T

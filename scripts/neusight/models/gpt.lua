@@ -21,7 +21,8 @@
 -- reduce-scatter behind the row-parallel one (all-gather in backward): the same bytes on the wire.
 -- opts.megatron (parallel runs with kernels = "megatron", the default): Megatron-LM's GPT runs the
 -- MLP activation as one fused bias-GeLU kernel each way (bias_gelu_fusion, on by default in every
--- Megatron-LM release) where HF's eager gelu_new launches 8 element-wise kernels forward.
+-- Megatron-LM release) where HF's eager gelu_new launches 8 element-wise kernels forward; in fp16/bf16
+-- the attention scale, causal mask and softmax are one fused kernel too (fp32 takes the unfused path).
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -124,13 +125,20 @@ function M.build(cfg, opts)
   -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
   local core = { core_attention = true }
   add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, core)
-  -- attn / torch.full([], √hd): the divisor is a 0-dim tensor, which the reference counts as a
-  -- second operand (VECdiv, two backward kernels), hence tensor_inputs = 2.
-  add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2, core_attention = true })
-  -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
-  add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
-  add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
-  add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+  if opts.megatron and (dtype == "fp16" or dtype == "bf16") then
+    -- Megatron-LM's FusedScaleMaskSoftmax (masked_softmax_fusion, on by default; its CUDA kernels take
+    -- fp16/bf16 only): scale, causal mask and softmax are one kernel each way.
+    add("softmax", "h.attn.softmax", { scores }, scores, 0,
+      { core_attention = true, note = "Megatron fused scale + causal mask + softmax" })
+  else
+    -- attn / torch.full([], √hd): the divisor is a 0-dim tensor, which the reference counts as a
+    -- second operand (VECdiv, two backward kernels), hence tensor_inputs = 2.
+    add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2, core_attention = true })
+    -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
+    add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
+    add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
+    add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+  end
   add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
   add("matmul", "h.attn.pv", { scores, heads }, heads, 0, core)
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
