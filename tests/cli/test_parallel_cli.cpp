@@ -144,9 +144,13 @@ TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]")
   r = run_cli(base + "--batch 4 --tp 3");
   CHECK(r.code == 1);
   CHECK(r.err.find("gpt model 'gpt2_large': n_head = 20 is not divisible by tp = 3") != std::string::npos);
-  r = run_cli("predict --model switchxl4 --gpu A100-SXM4-40GB --mode train --seq 512 --batch 4 --tp 2");
+  // a model function must shard itself: one that ignores opts.tp is refused rather than forecast unsharded
+  r = run_cli("run examples/custom_model.lua --tp 2");
   CHECK(r.code == 1);
-  CHECK(r.err.find("has no tensor-parallel sharding") != std::string::npos);
+  CHECK(r.err.find("parallel.tp: the model function ignored opts.tp = 2 (its graph has no tensor-parallel collective; "
+                   "add them with neusight.parallel.comm_node)") != std::string::npos);
+  r = run_cli("run examples/custom_model.lua --dp 2 --format json --predictor roofline");  // dp needs nothing of it
+  CHECK(r.code == 0);
   r = run_cli("predict --graph tests/fixtures/does-not-matter.csv --gpu A100-SXM4-40GB --dp 2");
   CHECK(r.code == 2);
   temp_dir t;

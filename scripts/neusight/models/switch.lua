@@ -21,6 +21,18 @@
 -- buffer so each local expert receives its capacity from all k ranks (k · capacity rows), a second
 -- all-to-all brings the outputs back before the combine. Both run again in backward. Expert weights
 -- carry attrs.expert: their gradients are all-reduced among the dp / k replicas of each expert only.
+-- Tensor parallelism (opts.tp = t > 1, opts.parallel = neusight.parallel.plan): the graph is one rank's
+-- shard, Megatron-LM style (Shoeybi et al. 2019), as in gpt.lua / bert.lua: in self- and cross-attention q, k
+-- and v are column-parallel (num_heads split: inner = heads/t · d_kv), o row-parallel; the relative-position
+-- bias table is split by heads; the dense FFN's wi is column-parallel (d_ff split), wo row-parallel; every
+-- expert's wi / wo likewise (d_ff split, the router classifier replicated); the shared word embedding and the
+-- tied lm_head are vocab-parallel (ceil(V/t) rows). Megatron's f (backward all-reduce, group "tp") precedes
+-- each column-parallel layer — in cross-attention both q on the decoder stream and k/v on the encoder output —,
+-- the MoE layer (one f for the expert path) and lm_head; g (forward all-reduce) follows each o / wo, the
+-- combined expert output and both embedding lookups (the encoder's "shared" node and the decoder's implicit
+-- one). RMS norms, dropouts, residual adds, the router and the router losses are replicated; there is no
+-- token cross-entropy node, hence no vocab-parallel loss all-reduce. Composes with expert parallelism: each
+-- ep rank holds num_experts / ep experts, each of them split t ways.
 -- Mirrored as the reference charges them:
 --   * encoder_embed_tokens / decoder_embed_tokens match none of the reference's embedding patterns ('misc'):
 --     zero-kernel "view" nodes (the shared table's parameters are counted once, on the encoder's);
@@ -32,6 +44,7 @@ local checks = require "neusight.models.check"
 local M = {}
 
 M.expert_parallel = true -- build() spreads the experts when opts.ep > 1 (neusight/workload.lua checks this)
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 
 local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
@@ -45,17 +58,20 @@ end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
 ---@param cfg table HF SwitchTransformersConfig fields (num_layers, num_decoder_layers, d_model, d_ff, d_kv, num_heads, num_experts, expert_capacity, encoder_sparse_step, decoder_sparse_step, vocab_size, relative_attention_num_buckets?)
----@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, ep?: integer, tp?: integer, parallel?: table }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
   check(cfg, opts)
   local b, s, d, F = opts.batch, opts.seq, cfg.d_model, cfg.d_ff
   local nh, dkv, E, V = cfg.num_heads, cfg.d_kv, cfg.num_experts, cfg.vocab_size
-  local inner, cap = nh * cfg.d_kv, opts.batch * cfg.expert_capacity
+  local cap = opts.batch * cfg.expert_capacity
   local buckets = cfg.relative_attention_num_buckets or 32
   local training, dtype = opts.training, opts.dtype or "fp32"
   local ep, plan = opts.ep or 1, opts.parallel
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
+  local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
+  if shard then nh, F, V = shard.split(nh, "num_heads"), shard.split(F, "d_ff"), shard.vocab(V) end
+  local inner = nh * dkv -- attention width of this rank
   local par = ep > 1 and require("neusight.parallel") or nil
   local local_experts = E
   if ep > 1 then
@@ -69,6 +85,10 @@ function M.build(cfg, opts)
       op = op, name = name, layer = layer, count = count, dtype = dtype,
       inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
     }
+  end
+  -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
+  local function tp_all_reduce(name, shape, direction, note)
+    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
   end
 
   -- Shared shapes (nodes are read-only for op rules and the engine).
@@ -93,8 +113,14 @@ function M.build(cfg, opts)
     add("mul", p .. ".scale", { { d }, x }, x)
   end
 
-  local function attention(p, bias_input)
+  -- cross: enc-dec attention, whose k / v read the encoder output (a second f, on that stream).
+  local function attention(p, bias_input, cross)
+    tp_all_reduce(p .. ".tp_in", x, "backward", cross and "f: input gradient of the column-parallel q (decoder stream)"
+      or "f: input gradient of the column-parallel q / k / v")
     add("linear", p .. ".q", { x }, qkv, d * inner, no_bias)
+    if cross then
+      tp_all_reduce(p .. ".tp_in_kv", x, "backward", "f: input gradient of the column-parallel k / v (encoder output)")
+    end
     add("linear", p .. ".k", { x }, qkv, d * inner, no_bias)
     add("linear", p .. ".v", { x }, qkv, d * inner, no_bias)
     add("matmul", p .. ".qk", { heads, heads_t }, scores)
@@ -104,6 +130,7 @@ function M.build(cfg, opts)
     add("matmul", p .. ".pv", { scores, heads }, heads)
     add("contiguous", p .. ".contiguous", { { b, s, nh, dkv } }, { b, s, nh, dkv })
     add("linear", p .. ".o", { qkv }, x, inner * d, no_bias)
+    tp_all_reduce(p .. ".tp_out", x, "forward", "g: sum of the row-parallel o partial outputs")
   end
 
   local function residual(p)
@@ -119,15 +146,20 @@ function M.build(cfg, opts)
 
   local function dense_ffn_layer(p)
     rms_norm(p .. ".layer_norm")
+    tp_all_reduce(p .. ".mlp.tp_in", x, "backward", "f: input gradient of the column-parallel wi")
     add("linear", p .. ".mlp.wi", { x }, { b, s, F }, d * F, no_bias)
     add("relu", p .. ".mlp.act", { { b, s, F } }, { b, s, F })
     add("dropout", p .. ".mlp.dropout", { { b, s, F } }, { b, s, F })
     add("linear", p .. ".mlp.wo", { { b, s, F } }, x, F * d, no_bias)
+    tp_all_reduce(p .. ".mlp.tp_out", x, "forward", "g: sum of the row-parallel wo partial outputs")
     residual(p)
   end
 
   local function sparse_ffn_layer(p)
     rms_norm(p .. ".layer_norm")
+    -- One f for the whole expert path (every expert's wi is column-parallel): the gradient of the dispatched
+    -- expert inputs is a partial sum per rank. The router classifier is replicated (its gradient is whole).
+    tp_all_reduce(p .. ".mlp.tp_in", x, "backward", "f: input gradient of the column-parallel expert wi (expert path)")
     local r = p .. ".mlp.router"
     if training then add("mul", r .. ".jitter", { x, x }, x) end -- multiplicative jitter noise
     add("linear", r .. ".classifier", { x }, probs, d * E, no_bias)
@@ -176,6 +208,8 @@ function M.build(cfg, opts)
         add("setitem", ex .. ".combine_scatter", { x, { b, s }, routed }, { 1 })
       end
     end
+    -- g after the combine, before the router-probability scaling (a per-token scale: it commutes with the sum).
+    tp_all_reduce(p .. ".mlp.tp_out", x, "forward", "g: sum of the row-parallel expert wo partial outputs")
     add("mul", p .. ".mlp.router_probs", { col, x }, x)
     residual(p)
   end
@@ -202,6 +236,7 @@ function M.build(cfg, opts)
   -- Encoder.
   local ext_mask = { b, 1, 1, s }
   add("view", "shared", { { b, s } }, x, V * d) -- encoder_embed_tokens: 'misc' in the reference (see above)
+  tp_all_reduce("shared.tp_all_reduce", x, "forward", "vocab-parallel embedding: sum of the ranks' partial lookups")
   add("getitem", "encoder.extended_attention_mask", { { b, s } }, ext_mask)
   add("mul", "encoder.extended_attention_mask.scale", { ext_mask }, ext_mask)
   add("dropout", "encoder.dropout", { x }, x)
@@ -228,6 +263,9 @@ function M.build(cfg, opts)
   add("mul", "decoder.extended_attention_mask.scale", { causal }, causal)
   add("getitem", "decoder.encoder_extended_attention_mask", { { b, s } }, ext_mask)
   add("mul", "decoder.encoder_extended_attention_mask.scale", { ext_mask }, ext_mask)
+  -- decoder_embed_tokens (the shared table) is not emitted (zero-kernel, see above); its g is.
+  tp_all_reduce("decoder.embed_tokens.tp_all_reduce", x, "forward",
+    "vocab-parallel embedding: sum of the ranks' partial lookups (decoder)")
   add("dropout", "decoder.dropout", { x }, x)
   position_bias("decoder.position_bias", false, causal)
   -- Cross-attention has no relative bias: zeros(1, nh, s, s) + the encoder mask, once.
@@ -236,7 +274,7 @@ function M.build(cfg, opts)
   local function decoder_block(p, sparse)
     self_attention_layer(p .. ".layer_0")
     rms_norm(p .. ".layer_1.layer_norm")
-    attention(p .. ".layer_1.enc_dec_attention", scores)
+    attention(p .. ".layer_1.enc_dec_attention", scores, true)
     residual(p .. ".layer_1")
     if sparse then sparse_ffn_layer(p .. ".layer_2") else dense_ffn_layer(p .. ".layer_2") end
   end
@@ -249,6 +287,7 @@ function M.build(cfg, opts)
   add("dropout", "decoder.final_dropout", { x }, x)
   -- Tied lm_head: the hidden states are scaled by d_model^-0.5, the weight is the shared table.
   add("mul", "lm_head.scale", { x }, x)
+  tp_all_reduce("lm_head.tp_in", x, "backward", "f: input gradient of the vocab-parallel lm_head")
   add("linear", "lm_head", { x }, { b, s, V }, 0, no_bias)
 
   -- Router losses over each stack's concatenated router logits (b, sparse layers · s, E).
