@@ -51,6 +51,16 @@ function M.tp_plan(tp, batch)
   return P.plan(P.normalize { tp = tp }, link, { batch = batch, dtype = "fp32", mode = "train" })
 end
 
+--- Raises unless builder.build(cfg, …) with tp = 1 and a plan gives exactly the graph it gives without
+--- (training and inference): tensor parallelism must cost nothing when it is off.
+function M.tp1_unchanged(builder, cfg, batch, seq)
+  for _, training in ipairs { true, false } do
+    local plain = builder.build(cfg, { batch = batch, seq = seq, training = training })
+    local tp1 = builder.build(cfg, { batch = batch, seq = seq, training = training, tp = 1, parallel = M.tp_plan(1, batch) })
+    M.same(tp1, plain, "nodes")
+  end
+end
+
 --- Σ params · count over a node list.
 function M.params(nodes)
   local p = 0
@@ -61,7 +71,8 @@ end
 --- Helpers bound to the runner's op loader: kernels(n, training) -> fw, bw, acc (as the engine requests them);
 --- flops(nodes, training, phase, kind) -> Σ count · flops over phase "fw" | "bw" | "acc", optionally one kind.
 function M.bind(load_op, make_node)
-  local t = { eq = M.eq, params = M.params, GPU = M.GPU, same = M.same, tp_plan = M.tp_plan }
+  local t = { eq = M.eq, params = M.params, GPU = M.GPU, same = M.same, tp_plan = M.tp_plan,
+              tp1_unchanged = M.tp1_unchanged }
   function t.kernels(n, training)
     local rule = load_op(n.op)
     local node = make_node(n)

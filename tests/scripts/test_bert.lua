@@ -175,12 +175,7 @@ local REPLICATED_GEMMS = { ["pooler.dense"] = true, ["cls.predictions.transform.
                            ["cls.seq_relationship"] = true, classifier = true }
 
 function T.test_bert_tp1_graph_is_unchanged()
-  for _, training in ipairs { true, false } do
-    local plain = bert.build(presets.bert_large, { batch = 4, seq = 512, training = training })
-    local tp1 = bert.build(presets.bert_large,
-      { batch = 4, seq = 512, training = training, tp = 1, parallel = tp_plan(1, 4) })
-    same(tp1, plain, "nodes")
-  end
+  t.tp1_unchanged(bert, presets.bert_large, 4, 512)
 end
 
 function T.test_bert_tp_collectives_per_layer_and_heads()

@@ -166,13 +166,7 @@ local tp_plan, same, matmul_flops = t.tp_plan, t.same, t.matmul_flops
 local REPLICATED_GEMMS = { project_in = true, project_out = true }
 
 function T.test_opt_tp1_graph_is_unchanged()
-  for _, training in ipairs { true, false } do
-    for _, cfg in ipairs { presets.opt_13, presets.opt } do
-      local plain = opt.build(cfg, { batch = 4, seq = 2048, training = training })
-      local tp1 = opt.build(cfg, { batch = 4, seq = 2048, training = training, tp = 1, parallel = tp_plan(1, 4) })
-      same(tp1, plain, "nodes")
-    end
-  end
+  for _, cfg in ipairs { presets.opt_13, presets.opt } do t.tp1_unchanged(opt, cfg, 4, 2048) end
 end
 
 function T.test_opt_tp_collectives_per_layer_and_heads()

@@ -72,12 +72,7 @@ local function router(n) return n.name:find("%.mlp%.router%.classifier$") ~= nil
 local function shape(v) return table.concat(v, ",") end
 
 function T.test_switch_tp1_graph_is_unchanged()
-  for _, training in ipairs { true, false } do
-    local plain = switch.build(presets.switchxl4, { batch = 4, seq = 512, training = training })
-    local tp1 = switch.build(presets.switchxl4,
-      { batch = 4, seq = 512, training = training, tp = 1, parallel = tp_plan(1, 4) })
-    same(tp1, plain, "nodes")
-  end
+  t.tp1_unchanged(switch, presets.switchxl4, 4, 512)
 end
 
 function T.test_switch_tp_collectives_per_layer_and_shapes()
