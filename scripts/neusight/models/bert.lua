@@ -81,17 +81,10 @@ function M.build(cfg, opts)
   end
   local hl = nh * hd -- attention width of this rank
 
-  local nodes, layer, count = {}, "", 1
-  local function add(op, name, inputs, output, params, attrs)
-    nodes[#nodes + 1] = {
-      op = op, name = name, layer = layer, count = count, dtype = dtype,
-      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
-    }
-  end
+  local g = require("neusight.nodes").new(dtype, shard)
+  local nodes, add = g.nodes, g.add
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local function tp_all_reduce(name, shape, direction, note)
-    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
-  end
+  local tp_all_reduce = g.all_reduce
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- residual stream
@@ -118,7 +111,7 @@ function M.build(cfg, opts)
   add("layernorm", "embeddings.LayerNorm", { x }, x, 2 * h)
   add("dropout", "embeddings.dropout", { x }, x)
 
-  layer, count = "layer", L
+  g.layer, g.count = "layer", L
   tp_all_reduce("layer.attention.self.tp_in", x, "backward", "f: input gradient of the column-parallel query/key/value")
   add("linear", "layer.attention.self.query", { x }, xl, h * hl + hl)
   add("linear", "layer.attention.self.key", { x }, xl, h * hl + hl)
@@ -149,7 +142,7 @@ function M.build(cfg, opts)
   add("add", "layer.output.residual", { x, x }, x, 0, { fused_external = 1 })
   add("layernorm", "layer.output.LayerNorm", { x }, x, 2 * h)
 
-  layer, count = "", 1
+  g.layer, g.count = "", 1
   -- BertPooler: hidden_states[:, 0] (the reference charges reading the whole input), dense, tanh.
   add("getitem", "pooler.first_token", { x }, pooled)
   add("linear", "pooler.dense", { pooled }, pooled, h * h + h)

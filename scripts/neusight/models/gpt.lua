@@ -60,20 +60,10 @@ function M.build(cfg, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
 
-  local nodes, layer, count = {}, "", 1
-  local function add(op, name, inputs, output, params, attrs)
-    nodes[#nodes + 1] = {
-      op = op, name = name, layer = layer, count = count, dtype = dtype,
-      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
-    }
-  end
+  local g = require("neusight.nodes").new(dtype, shard)
+  local nodes, add = g.nodes, g.add
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local function comm(op, name, shape, direction, note)
-    shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, op, name, shape, direction, note)
-  end
-  local function tp_all_reduce(name, shape, direction, note)
-    if tp > 1 then comm("all_reduce", name, shape, direction, note) end
-  end
+  local comm, tp_all_reduce = g.comm, g.all_reduce
   -- Into a column-parallel layer (f): all-reduce of the input gradient, or with sequence parallelism an
   -- all-gather of the sharded input (reduce-scatter of its gradient).
   local function tp_in(name, shape, note)
@@ -109,7 +99,7 @@ function M.build(cfg, opts)
   if sp then tp_out("wte.tp", x, "vocab-parallel embedding: sum of the ranks' partial lookups") end
   add("dropout", "drop", { xs }, xs)
 
-  layer, count = "h", L
+  g.layer, g.count = "h", L
   add("layernorm", "h.ln_1", { xs }, xs, 2 * h)
   tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn")
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
@@ -170,20 +160,13 @@ function M.build(cfg, opts)
   add("dropout", "h.mlp.dropout", { xs }, xs)
   add("add", "h.mlp.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
 
-  layer, count = "", 1
+  g.layer, g.count = "", 1
   add("layernorm", "ln_f", { xs }, xs, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
   tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
   add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false, tied = tied and "wte" or nil })
-  if opts.training and opts.loss ~= false and s > 1 then
-    -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
-    -- (The labels' shift copies b·(s−1) integers and is left out.)
-    local n = b * (s - 1)
-    add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
-    add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
-    tp_all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
-  end
+  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
   return nodes
 end
 

@@ -83,21 +83,14 @@ function M.build(cfg, opts)
   local bias = cfg.enable_bias ~= false
   local dtype = opts.dtype or "fp32"
 
-  local nodes, layer, count = {}, "", 1
-  local function add(op, name, inputs, output, params, attrs)
-    nodes[#nodes + 1] = {
-      op = op, name = name, layer = layer, count = count, dtype = dtype,
-      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
-    }
-  end
+  local g = require("neusight.nodes").new(dtype, shard)
+  local nodes, add = g.nodes, g.add
   -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`.
   local function linear(name, x, in_f, out_f, out)
     add("linear", name, { x }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
   end
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local function tp_all_reduce(name, shape, direction, note)
-    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
-  end
+  local tp_all_reduce = g.all_reduce
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- residual stream
@@ -127,7 +120,7 @@ function M.build(cfg, opts)
   end
   add("add", "embed_add", { x, x }, x)
 
-  layer, count = "layers", L
+  g.layer, g.count = "layers", L
   if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
   linear("layers.self_attn.q_proj", x, h, hl, xl)
@@ -166,7 +159,7 @@ function M.build(cfg, opts)
   add("view", "layers.unflatten", { x2d }, x)
   if not pre_ln then add("layernorm", "layers.final_layer_norm", { x }, x, 2 * h) end
 
-  layer, count = "", 1
+  g.layer, g.count = "", 1
   -- OPTDecoder keeps a final LayerNorm only for pre-LN models (unless _remove_final_layer_norm).
   if pre_ln and not cfg._remove_final_layer_norm then add("layernorm", "final_layer_norm", { x }, x, 2 * h) end
   if wep ~= h then
@@ -178,14 +171,7 @@ function M.build(cfg, opts)
   add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V,
     { bias = false, tied = tied and "embed_tokens" or nil })
   add("contiguous", "logits.contiguous", { { b, s, V } }, { b, s, V })
-  if opts.training and opts.loss ~= false and s > 1 then
-    -- HF's loss: logits[..., :-1, :].contiguous() (a copy), then cross-entropy over b·(s−1) tokens.
-    -- (The labels' shift copies b·(s−1) integers and is left out.)
-    local n = b * (s - 1)
-    add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
-    add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
-    tp_all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
-  end
+  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
   return nodes
 end
 

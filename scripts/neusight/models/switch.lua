@@ -79,17 +79,10 @@ function M.build(cfg, opts)
     local_experts = par.split(E, ep, "num_experts", who, "ep")
   end
 
-  local nodes, layer, count = {}, "", 1
-  local function add(op, name, inputs, output, params, attrs)
-    nodes[#nodes + 1] = {
-      op = op, name = name, layer = layer, count = count, dtype = dtype,
-      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
-    }
-  end
+  local g = require("neusight.nodes").new(dtype, shard)
+  local nodes, add = g.nodes, g.add
   -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local function tp_all_reduce(name, shape, direction, note)
-    if shard then shard.comm(nodes, { layer = layer, count = count, dtype = dtype }, "all_reduce", name, shape, direction, note) end
-  end
+  local tp_all_reduce = g.all_reduce
 
   -- Shared shapes (nodes are read-only for op rules and the engine).
   local x = { b, s, d }
@@ -194,7 +187,7 @@ function M.build(cfg, opts)
       local function all_to_all(name)
         nodes[#nodes + 1] = par.comm_node(plan, {
           op = "all_to_all", name = p .. ".mlp." .. name, shape = { E * cap, d }, group = "ep", direction = "both",
-          layer = layer, count = count, dtype = dtype, note = "expert parallel: token exchange",
+          layer = g.layer, count = g.count, dtype = dtype, note = "expert parallel: token exchange",
         })
       end
       all_to_all("dispatch_all_to_all")
@@ -243,13 +236,13 @@ function M.build(cfg, opts)
   position_bias("encoder.position_bias", true, ext_mask)
   local Le, Ld = cfg.num_layers, cfg.num_decoder_layers
   local ne, nd = Le // cfg.encoder_sparse_step, Ld // cfg.decoder_sparse_step
-  layer, count = "encoder.dense", Le - ne
+  g.layer, g.count = "encoder.dense", Le - ne
   self_attention_layer("encoder.dense.layer_0")
   dense_ffn_layer("encoder.dense.layer_1")
-  layer, count = "encoder.sparse", ne
+  g.layer, g.count = "encoder.sparse", ne
   self_attention_layer("encoder.sparse.layer_0")
   sparse_ffn_layer("encoder.sparse.layer_1")
-  layer, count = "", 1
+  g.layer, g.count = "", 1
   rms_norm("encoder.final_layer_norm")
   add("dropout", "encoder.final_dropout", { x }, x)
 
@@ -278,11 +271,11 @@ function M.build(cfg, opts)
     residual(p .. ".layer_1")
     if sparse then sparse_ffn_layer(p .. ".layer_2") else dense_ffn_layer(p .. ".layer_2") end
   end
-  layer, count = "decoder.dense", Ld - nd
+  g.layer, g.count = "decoder.dense", Ld - nd
   decoder_block("decoder.dense", false)
-  layer, count = "decoder.sparse", nd
+  g.layer, g.count = "decoder.sparse", nd
   decoder_block("decoder.sparse", true)
-  layer, count = "", 1
+  g.layer, g.count = "", 1
   rms_norm("decoder.final_layer_norm")
   add("dropout", "decoder.final_dropout", { x }, x)
   -- Tied lm_head: the hidden states are scaled by d_model^-0.5, the weight is the shared table.
