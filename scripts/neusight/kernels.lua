@@ -35,17 +35,17 @@ local function is_integer(v)
 end
 
 -- Raises "bad argument #i to 'fn' (positive integer expected, got v)" at the caller of the constructor.
-local function check_count(fn, i, v)
+local function check_count(fn, i, v, level)
   if not is_integer(v) or v < 1 then
-    error(("bad argument #%d to '%s' (positive integer expected, got %s)"):format(i, fn, tostring(v)), 3)
+    error(("bad argument #%d to '%s' (positive integer expected, got %s)"):format(i, fn, tostring(v)), level or 3)
   end
   return floor(v) -- normalises 4096.0 to 4096
 end
 
-local function check_dtype(fn, i, dtype)
+local function check_dtype(fn, i, dtype, level)
   local e = DTYPE_BYTES[dtype]
   if not e then
-    error(("bad argument #%d to '%s' (unknown dtype '%s')"):format(i, fn, tostring(dtype)), 3)
+    error(("bad argument #%d to '%s' (unknown dtype '%s')"):format(i, fn, tostring(dtype)), level or 3)
   end
   return e
 end
@@ -133,26 +133,23 @@ function M.vec(op, rows, hidden, dtype, opts)
   }
 end
 
+-- A row-wise kernel (kind, reference name, FLOPs per element) that reads and writes each element once.
+-- `fn` names the public constructor in argument errors; level 4 reaches the constructor's caller.
+local function row_kernel(fn, kind, name, flops_per, rows, hidden, dtype)
+  rows, hidden = check_count(fn, 1, rows, 4), check_count(fn, 2, hidden, 4)
+  local e = check_dtype(fn, 3, dtype, 4)
+  local n = rows * hidden
+  return { kind = kind, name = name, dtype = dtype, rows = rows, hidden = hidden, flops = flops_per * n, bytes = 2 * e * n }
+end
+
 --- Row softmax "VECsoftmax (rows, hidden)": reads and writes each element once.
 function M.softmax(rows, hidden, dtype)
-  rows, hidden = check_count("softmax", 1, rows), check_count("softmax", 2, hidden)
-  local e = check_dtype("softmax", 3, dtype)
-  local n = rows * hidden
-  return {
-    kind = "softmax", name = "VECsoftmax", dtype = dtype, rows = rows, hidden = hidden,
-    flops = SOFTMAX_FLOPS * n, bytes = 2 * e * n,
-  }
+  return row_kernel("softmax", "softmax", "VECsoftmax", SOFTMAX_FLOPS, rows, hidden, dtype)
 end
 
 --- Layer norm over the last dimension "VECln (rows, hidden)" (the γ/β reads are negligible).
 function M.layernorm(rows, hidden, dtype)
-  rows, hidden = check_count("layernorm", 1, rows), check_count("layernorm", 2, hidden)
-  local e = check_dtype("layernorm", 3, dtype)
-  local n = rows * hidden
-  return {
-    kind = "layernorm", name = "VECln", dtype = dtype, rows = rows, hidden = hidden,
-    flops = LAYERNORM_FLOPS * n, bytes = 2 * e * n,
-  }
+  return row_kernel("layernorm", "layernorm", "VECln", LAYERNORM_FLOPS, rows, hidden, dtype)
 end
 
 --- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.
