@@ -179,8 +179,9 @@ end
 M.group_shape = group_shape
 
 --- The plan of a parallel run: degrees, world size, microbatch size, the cluster (topology.cluster)
---- and the communicator groups { tp, dp } plus one send/recv pair per stage boundary (pp_links[k]:
---- device k → k+1). Ranks are laid out as Megatron-LM does by default: tp varies fastest, then dp,
+--- and the communicator groups { tp, dp, ep, edp } plus one pair group per pipeline device
+--- (pp_links[k]: device k−1 → device k mod pp; the last one wraps to the first device, which interleaved
+--- chunks and the tied-embedding sync use). Ranks are laid out as Megatron-LM does by default: tp varies fastest, then dp,
 --- then pp, so tensor-parallel groups stay inside a node whenever tp ≤ gpus_per_node.
 ---@param p table normalized parallel table
 ---@param gpu table GPU view (gpus/*.toml fields)
@@ -232,9 +233,9 @@ function M.plan(p, gpu, w)
     },
     pp_links = {},
   }
-  for s = 0, p.pp - 2 do -- first rank of stage s and of stage s+1
-    local a = s * p.tp * p.dp
-    plan.pp_links[s + 1] = { size = 2, spans_nodes = a // g ~= (a + p.tp * p.dp) // g }
+  for s = 0, p.pp > 1 and p.pp - 1 or -1 do -- first rank of stage s and of the next stage (wrapping)
+    local a, b = s * p.tp * p.dp, ((s + 1) % p.pp) * p.tp * p.dp
+    plan.pp_links[s + 1] = { size = 2, spans_nodes = a // g ~= b // g }
   end
   return plan
 end
@@ -621,18 +622,8 @@ function M.timeline(plan, nodes, times)
   local shape = boundary_shape(nodes, groups)
   local p2p_bytes = shape and numel(shape) * e or 0
   local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
-  for vs = 0, V - 2 do
-    local d = vs % P
-    local link = plan.pp_links[min(d, P - 2) + 1]
-    if P == 1 or not link then
-      p2p[vs] = 0
-    elseif d == P - 1 then -- wraps from the last device to the first (interleaved chunks)
-      local a = (P - 1) * plan.tp * plan.dp
-      local g = plan.cluster.gpus_per_node
-      p2p[vs] = C.time("send_recv", p2p_bytes, { size = 2, spans_nodes = a // g ~= 0 }, plan.cluster)
-    else
-      p2p[vs] = C.time("send_recv", p2p_bytes, link, plan.cluster)
-    end
+  for vs = 0, V - 2 do -- device vs mod P sends to the next one (the last device to the first: interleaving)
+    p2p[vs] = P == 1 and 0 or C.time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1], plan.cluster)
   end
 
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
@@ -700,9 +691,7 @@ function M.timeline(plan, nodes, times)
   end
   local tied_sync = 0
   if plan.training and tied_bytes > 0 then
-    local g = plan.cluster.gpus_per_node
-    local last = (P - 1) * plan.tp * plan.dp
-    tied_sync = C.time("all_reduce", tied_bytes, { size = 2, spans_nodes = last // g ~= 0 }, plan.cluster)
+    tied_sync = C.time("all_reduce", tied_bytes, plan.pp_links[P], plan.cluster) -- last device ↔ first
   end
 
   local devices_sim, makespan = M.simulate(stages, P, Mb, v, plan.schedule, plan.training)
