@@ -154,11 +154,8 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
                     std::vector<kernel_instance> kernels, const gpu_spec& gpu, const report_meta& m) {
   const std::string& predictor_name = f.predictor;
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  s.tiles_select(kernels, gpu);
   const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
-  std::vector<double> seconds = pred->predict(kernels, gpu);
-  s.overhead_apply(seconds, gpu, f.overhead);
-  const forecast fc = forecast_make(g, std::move(kernels), std::move(seconds));
+  const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
   report_meta meta = m;
   if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
   if (c.format == "json") emit(report_json(fc, meta), c.output);
@@ -202,9 +199,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
   if (const auto par = opgraph_parallel_of(og)) {
     if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
-    workload_overrides p{{"dp", par->dp}, {"tp", par->tp}, {"pp", par->pp}, {"microbatches", par->microbatches},
-                         {"kernels", std::string("eager")}};
-    s.graph_parallel(og.g, kernels, gpu, p, og.tag->batch, mode, m.warnings);
+    s.graph_parallel(og.g, kernels, gpu, *par, og.tag->batch, mode, m.warnings);
   }
   return forecast_report(s, c, f, og.g, std::move(kernels), gpu, m);
 }

@@ -197,17 +197,11 @@ int eval_models_main(const eval_models_flags& f) {
     std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
     if (par) {  // the same timeline as predict --graph on this file
       std::vector<std::string> notes;
-      s.graph_parallel(og.g, kernels, gpu,
-                       {{"dp", par->dp}, {"tp", par->tp}, {"pp", par->pp}, {"microbatches", par->microbatches},
-                        {"kernels", std::string("eager")}},
-                       tag->batch, tag->mode, notes);
+      s.graph_parallel(og.g, kernels, gpu, *par, tag->batch, tag->mode, notes);
       for (const auto& w : notes)
         if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     }
-    s.tiles_select(kernels, gpu);
-    std::vector<double> seconds = pred->predict(kernels, gpu);
-    s.overhead_apply(seconds, gpu, f.overhead);
-    const forecast fc = forecast_make(og.g, std::move(kernels), std::move(seconds));
+    const forecast fc = s.forecast_run(og.g, std::move(kernels), gpu, *pred, f.overhead);
     const auto tl = par ? s.timeline(fc) : std::nullopt;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;

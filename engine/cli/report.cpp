@@ -84,10 +84,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
                        {"microbatch_backward_ms", d.microbatch_bw_s * ms},
                        {"finish_ms", d.finish_s * ms}});
   }
-  // The critical device: the one whose iteration ends last (ties: the first).
-  const timeline_device* crit = nullptr;
-  for (const auto& d : t.devices)
-    if (!crit || d.finish_s > crit->finish_s) crit = &d;
+  const timeline_device* crit = critical_device(t);
   json j = {{"dp", t.dp},
             {"tp", t.tp},
             {"pp", t.pp},

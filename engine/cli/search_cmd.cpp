@@ -91,21 +91,15 @@ int search_main(const search_flags& f) {
             const workload w = s.workload_load("", ov);
             const gpu_spec& gpu = *w.gpu_resolved;
             gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb;
-            expansion e = s.expand(w.g, gpu, training);
-            s.tiles_select(e.kernels, gpu);
-            std::vector<double> seconds = pred->predict(e.kernels, gpu);
-            s.overhead_apply(seconds, gpu, "default");
-            const forecast fc = forecast_make(w.g, std::move(e.kernels), std::move(seconds));
+            const forecast fc = s.forecast_run(w.g, s.expand(w.g, gpu, training).kernels, gpu, *pred, "default");
             const auto tl = s.timeline(fc);
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
             candidate c{dp, tp, pp, m, recompute};
-            const timeline_device* crit = nullptr;
+            const timeline_device* crit = critical_device(*tl);
             double most = 0;
-            for (const auto& d : tl->devices) {
-              if (!crit || d.finish_s > crit->finish_s) crit = &d;
+            for (const auto& d : tl->devices)
               most = std::max(most, device_memory_bytes(d, *tl, w.dtype, training, w.optimizer) / 1e9);
-            }
             c.iteration_ms = tl->iteration_s * 1e3;
             c.compute_ms = crit->compute_s * 1e3;
             c.exposed_comm_ms = crit->exposed_comm_s * 1e3;

@@ -5,6 +5,13 @@
 
 namespace ns {
 
+const timeline_device* critical_device(const parallel_timeline& t) {
+  const timeline_device* crit = nullptr;
+  for (const auto& d : t.devices)
+    if (!crit || d.finish_s > crit->finish_s) crit = &d;
+  return crit;
+}
+
 double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
                           const std::string& optimizer) {
   double bytes = state_bytes(d.params, dtype, training, optimizer);

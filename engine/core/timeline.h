@@ -43,6 +43,9 @@ struct parallel_timeline {
   std::vector<timeline_device> devices;
 };
 
+// The critical device: the one whose iteration ends last (ties: the first); nullptr without devices.
+const timeline_device* critical_device(const parallel_timeline& t);
+
 // Bytes of model state on one GPU of a stage: state_bytes() of its parameter share, with the optimizer's part divided
 // by dp under the distributed optimizer.
 double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,

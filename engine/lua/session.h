@@ -11,6 +11,8 @@
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
+#include "core/opgraph.h"
+#include "core/roofline.h"
 #include "core/timeline.h"
 
 namespace ns {
@@ -87,11 +89,16 @@ class session {
   // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
   std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
 
-  // predict --graph of a distributed reference graph: makes the plan timeline() uses from `parallel` (fields of a
-  // workload's parallel table), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models
+  // The forecast every command shares: library tiles, kernel latencies from `pred`, host overhead
+  // (scripts/neusight/overhead.lua, mode "on" | "off" | "default"), aggregation.
+  forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
+                        const std::string& overhead);
+
+  // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
+  // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models
   // itself (ALLREDUCE_ASYNC gradient rows, SENDRECV); a note on what was dropped goes to `notes`.
   void graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
-                      const workload_overrides& parallel, int64_t batch, const std::string& mode,
+                      const opgraph_parallel_option& layout, int64_t batch, const std::string& mode,
                       std::vector<std::string>& notes);
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph

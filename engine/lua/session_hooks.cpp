@@ -6,9 +6,22 @@
 
 namespace ns {
 
+forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu,
+                               const predictor& pred, const std::string& overhead) {
+  tiles_select(kernels, gpu);
+  std::vector<double> seconds = pred.predict(kernels, gpu);
+  overhead_apply(seconds, gpu, overhead);
+  return forecast_make(g, std::move(kernels), std::move(seconds));
+}
+
 void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
-                             const workload_overrides& parallel, int64_t batch, const std::string& mode,
+                             const opgraph_parallel_option& layout, int64_t batch, const std::string& mode,
                              std::vector<std::string>& notes) {
+  const workload_overrides parallel{{"dp", layout.dp},
+                                    {"tp", layout.tp},
+                                    {"pp", layout.pp},
+                                    {"microbatches", layout.microbatches},
+                                    {"kernels", std::string("eager")}};
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
