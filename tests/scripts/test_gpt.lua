@@ -99,11 +99,7 @@ function T.test_tiny_forward_flops_closed_form()
   eq(flops(train, true, "bw", "bmm"), 2 * flops(nodes, false, "fw", "bmm"), "BMM backward flops")
 end
 
-local function total_params(nodes)
-  local p = 0
-  for _, n in ipairs(nodes) do p = p + n.params * n.count end
-  return p
-end
+local total_params = t.params
 
 function T.test_parameter_count_gpt3_175b()
   local cfg = presets.gpt3_175b

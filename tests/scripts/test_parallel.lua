@@ -308,9 +308,7 @@ function T.test_tp_graph_flops_are_the_unsplit_over_tp_plus_collectives()
   end
   eq(per_layer.forward, 2, "two forward all-reduces per layer") eq(per_layer.backward, 2, "two backward")
   -- one fewer parameter set per rank: the sharded weights, plus the replicated biases and norms
-  local p1, pN = 0, 0
-  for _, n in ipairs(one) do p1 = p1 + n.params * n.count end
-  for _, n in ipairs(sharded) do pN = pN + n.params * n.count end
+  local p1, pN = testing.params(one), testing.params(sharded)
   local h, L, Pos = 64, 2, 128
   -- ln_1, ln_2 and the row-parallel c_proj biases per layer; position embeddings and ln_f
   local replicated = L * (2 * h + 2 * h + h + h) + Pos * h + 2 * h

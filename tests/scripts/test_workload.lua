@@ -71,11 +71,7 @@ function T.test_overrides_apply_before_validation()
   eq(error_of(spec(), { batch = -1 }), "examples/w.lua: field 'batch' must be a positive integer (got -1)", "bad override")
 end
 
-local function params_sum(nodes)
-  local p = 0
-  for _, n in ipairs(nodes) do p = p + n.params * n.count end
-  return p
-end
+local params_sum = require("neusight.testing").params
 
 function T.test_build_appends_one_optimizer_node()
   local name, nodes = workload.build(spec { model = "gpt3_175b", batch = 1, seq = 2048 })
