@@ -617,6 +617,11 @@ function M.timeline(plan, nodes, times)
   local e = DTYPE_BYTES[plan.dtype] or 4
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
+  -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
+  local full, selective = plan.recompute == "full", plan.recompute == "selective"
+  local function reruns(seg, i)
+    return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
+  end
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   local shape = boundary_shape(nodes, groups)
@@ -639,25 +644,17 @@ function M.timeline(plan, nodes, times)
       end
       params = params + n.params * it.share
     end
-    local recompute, selective = plan.recompute == "full", plan.recompute == "selective"
     st.activations, st.transient = 0, 0
     if plan.training then
-      st.activations, st.transient = activation_bytes(nodes, st, e, recompute, p2p_bytes, selective)
+      st.activations, st.transient = activation_bytes(nodes, st, e, full, p2p_bytes, selective)
     end
-    -- full recomputation: every layer's forward (kernels and tp collectives) runs again before its backward
-    st.recompute = 0
-    if plan.training and (recompute or selective) then
-      for _, seg in ipairs(st.segments) do
-        if seg.layered then
-          for j, i in ipairs(seg.nodes) do
-            local a = nodes[i].attrs or {}
-            if recompute or a.core_attention then
-              local t, x = times[i], seg.per[j] * seg.reps
-              bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
-              if a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
-              st.recompute = st.recompute + t.fw * x
-            end
-          end
+    -- recomputed forwards (kernels and tp collectives) run again before their backward
+    for _, seg in ipairs(st.segments) do
+      for j, i in ipairs(seg.nodes) do
+        if reruns(seg, i) then
+          local t, x = times[i], seg.per[j] * seg.reps
+          bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+          if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
         end
       end
     end
@@ -704,8 +701,6 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
-  local recompute_all = plan.recompute == "full"
-  local recompute_core = plan.recompute == "selective"
   local devices, iteration = {}, 0
   for d = 1, P do
     local sim = devices_sim[d]
@@ -752,8 +747,7 @@ function M.timeline(plan, nodes, times)
           for _ = 1, seg.reps do
             for j = #seg.nodes, 1, -1 do
               local i = seg.nodes[j]
-              local again = seg.layered and (recompute_all or (recompute_core and (nodes[i].attrs or {}).core_attention))
-              t = t + (times[i].bw + (again and times[i].fw or 0)) * seg.per[j]
+              t = t + (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
               local grads = (nodes[i].params + (tied_extra[i] or 0)) * e * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
