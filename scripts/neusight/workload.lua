@@ -126,10 +126,9 @@ local CHECK = {
   end,
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
+  -- (its fields are validated once, by neusight.parallel.normalize in M.normalize)
   parallel = function(v)
     if type(v) ~= "table" then return ("must be a table such as { dp = 4 } (got %s)"):format(show(v)) end
-    local ok, err = pcall(require("neusight.parallel").normalize, v)
-    if not ok then return ("is invalid: %s"):format(tostring(err)) end
   end,
 }
 
@@ -173,16 +172,18 @@ function M.normalize(spec, overrides, chunkname)
     end
   end
 
-  if w.fusion and w.mode == "train" then
-    fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
-  end
   if w.parallel ~= nil then
-    local p = require("neusight.parallel").normalize(w.parallel)
+    local ok, p = pcall(require("neusight.parallel").normalize, w.parallel)
+    if not ok then fail("field 'parallel' is invalid: %s", tostring(p)) end
     if w.batch % (p.dp * p.microbatches) ~= 0 then
       fail("field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
         w.batch, p.dp, p.microbatches)
     end
     w.parallel = p
+  end
+
+  if w.fusion and w.mode == "train" then
+    fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
