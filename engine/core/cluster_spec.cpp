@@ -7,15 +7,12 @@
 #include <toml++/toml.h>
 
 #include "core/text.h"
+#include "core/toml_read.h"
 
 namespace ns {
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string where(const std::string& source, const toml::source_position& p) {
-  return source + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
-}
 
 double number_of(const toml::node& v, const std::string& at, const std::string& key) {
   if (v.is_integer()) return double(v.as_integer()->get());
@@ -30,7 +27,7 @@ link_spec link_parse(const toml::node& node, const std::string& source, const st
   link_spec l;
   for (auto&& [key, value] : *t) {
     const std::string k(key.str());
-    const std::string kat = where(source, key.source().begin);
+    const std::string kat = toml_where(source, key.source().begin);
     const std::string full = name + "." + k;
     if (std::find(keys.begin(), keys.end(), k) == keys.end())
       throw error(kat + ": unknown key '" + full + "'" + text_did_you_mean(k, keys));
@@ -52,19 +49,14 @@ link_spec link_parse(const toml::node& node, const std::string& source, const st
 }  // namespace
 
 cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& source) {
-  toml::table tbl;
-  try {
-    tbl = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    throw error(where(source, e.source().begin) + ": " + std::string(e.description()));
-  }
+  const toml::table tbl = toml_parse_text(toml_text, source);
   static const std::vector<std::string> keys = {"name", "description", "nodes", "gpus_per_node", "intra", "inter"};
   cluster_spec c;
   c.source = source;
   bool has_gpn = false;
   for (auto&& [key, value] : tbl) {
     const std::string k(key.str());
-    const std::string at = where(source, key.source().begin);
+    const std::string at = toml_where(source, key.source().begin);
     if (std::find(keys.begin(), keys.end(), k) == keys.end())
       throw error(at + ": unknown key '" + k + "'" + text_did_you_mean(k, keys));
     if (k == "name" || k == "description") {

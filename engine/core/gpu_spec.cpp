@@ -9,6 +9,7 @@
 #include <toml++/toml.h>
 
 #include "core/text.h"
+#include "core/toml_read.h"
 
 namespace ns {
 namespace fs = std::filesystem;
@@ -53,10 +54,6 @@ const std::vector<gpu_field>& gpu_fields() {
 }
 
 namespace {
-
-std::string where(const std::string& source, const toml::source_position& p) {
-  return source + ":" + std::to_string(p.line) + ":" + std::to_string(p.column);
-}
 
 const char* type_name(const toml::node& v) {
   switch (v.type()) {
@@ -114,12 +111,7 @@ struct field_setter {
 }  // namespace
 
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
-  toml::table tbl;
-  try {
-    tbl = toml::parse(toml_text, source);
-  } catch (const toml::parse_error& e) {
-    throw error(where(source, e.source().begin) + ": " + std::string(e.description()));
-  }
+  const toml::table tbl = toml_parse_text(toml_text, source);
   gpu_spec spec;
   spec.source = source;
   std::map<std::string, const gpu_field*> by_key;
@@ -131,7 +123,7 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
   std::set<std::string> seen;
   for (auto&& [key, value] : tbl) {
     const std::string k(key.str());
-    const std::string at = where(source, key.source().begin);
+    const std::string at = toml_where(source, key.source().begin);
     auto it = by_key.find(k);
     if (it == by_key.end()) throw error(at + ": unknown key '" + k + "'" + text_did_you_mean(k, keys));
     std::visit(field_setter{spec, value, *it->second, at}, it->second->member);
@@ -145,7 +137,7 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
       throw error(source + ":" + std::to_string(std::max<size_t>(last_line, 1)) + ":1: missing required key '" +
                   f.key + "'");
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
-    throw error(where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
+    throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
   return spec;
 }
