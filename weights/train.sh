@@ -1,19 +1,25 @@
 #!/usr/bin/env bash
 # weights/train.sh — reproduces the shipped weights from the NeuSight measurements (training GPUs only).
 #
-#   weights/train.sh [--data DIR] [--out DIR] [--vendor nvidia|amd|all] [--no-test-rows] [--exclude-gpu G]...
+#   weights/train.sh [--data DIR] [--aic DIR] [--out DIR] [--vendor nvidia|amd|all] [--no-test-rows]
+#                    [--exclude-gpu G]... [--only FAMILY]...
 #
 # Shipped weights use every row the shared data has for the training GPUs: the micro-benchmark grids
 # (dataset/train/collect) plus the transformer-shaped rows of dataset/test, which cover the large shapes
 # real models launch. --no-test-rows trains on the grids only (the in-distribution evaluation in
 # weights/ACCURACY.md); --exclude-gpu G drops a GPU's rows everywhere (leave-one-GPU-out).
+# The tensor-core families (gemm_tc16: bf16/fp16/tf32, gemm_fp8) train on the AIConfigurator GEMMs (--aic,
+# default ../shared/data/aiconfigurator: A100-SXM4, L40S, RTX PRO 6000, B200, B300, GB200, GB300; no Hopper).
+# --only FAMILY (repeatable) trains just those families (e.g. --only gemm_tc16).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-data=../shared/data/neusight out=weights vendor=all test_rows=1 exclude=()
+data=../shared/data/neusight aic=../shared/data/aiconfigurator out=weights vendor=all test_rows=1 exclude=() only=
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) data=$2; shift 2 ;;
+    --aic) aic=$2; shift 2 ;;
+    --only) only="$only $2"; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --vendor) vendor=$2; shift 2 ;;
     --no-test-rows) test_rows=0; shift ;;
@@ -31,6 +37,7 @@ hp=(--hidden 64,64,64 --epochs 150 --seed 0)
 
 train() {  # family out-subdir data...
   local family=$1 dir=$2; shift 2
+  if [ -n "$only" ] && ! [[ " $only " == *" $family "* ]]; then return 0; fi
   local start=$SECONDS
   "$exe" train -q --family "$family" --out "$out/$dir" "${hp[@]}" "${exclude[@]}" --data "$@"
   echo "   ($((SECONDS - start)) s)"
@@ -44,6 +51,9 @@ if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
   train elementwise nvidia/elementwise $(for op in $elementwise_ops; do echo "$d/$op"; done) $(extra elem.csv)
   train softmax nvidia/softmax "$d/softmax" $(extra softmax.csv)
   train layernorm nvidia/layernorm "$d/ln" $(extra ln.csv)
+  [ -d "$aic" ] || { echo "train.sh: no AIConfigurator data at $aic (pass --aic DIR)" >&2; exit 1; }
+  train gemm_tc16 nvidia/gemm_tc16 "$aic"/*/gemm.csv
+  train gemm_fp8 nvidia/gemm_fp8 "$aic"/*/gemm.csv
 fi
 if [ "$vendor" = all ] || [ "$vendor" = amd ]; then
   # The AMD GEMM training files were lost upstream: their test collections are the only GEMM rows.

@@ -18,6 +18,7 @@
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "core/tile_model.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -157,6 +158,10 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
   const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
   const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
   report_meta meta = m;
+  for (const auto& w : pred->warnings()) {
+    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
   if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
   if (c.format == "json") emit(report_json(fc, meta), c.output);
   else if (c.format == "csv") emit(report_csv(fc, meta), c.output);
@@ -276,8 +281,8 @@ int app_main(int argc, char** argv) {
   train_flags tflags;
   std::string hidden = "64,64,64";
   auto* train = app.add_subcommand("train", "Train the tile predictor of one kernel family from micro-benchmark CSVs");
-  train->add_option("--family", tflags.family, "bmm, linear, elementwise, softmax or layernorm")->required()
-      ->check(CLI::IsMember({"bmm", "linear", "elementwise", "softmax", "layernorm"}));
+  train->add_option("--family", tflags.family, "Kernel family: bmm, linear (fp32 GEMMs), elementwise, softmax, layernorm, gemm_tc16 (bf16/fp16/tf32 tensor-core GEMMs), gemm_fp8")->required()
+      ->check(CLI::IsMember(family_name_list()));
   train->add_option("--data", tflags.data, "CSV files or folders (searched recursively), e.g. dataset/train/collect/bmm")
       ->required();
   train->add_option("--out", tflags.out, "Output weight folder, e.g. weights/nvidia/bmm")->required();

@@ -62,7 +62,7 @@ size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string&
 
 int train_main(const train_flags& f) {
   const auto fam = family_parse(f.family);
-  if (!fam) throw error("unknown family '" + f.family + "'" + text_did_you_mean(f.family, {"bmm", "linear", "elementwise", "softmax", "layernorm"}));
+  if (!fam) throw error("unknown family '" + f.family + "'" + text_did_you_mean(f.family, family_name_list()));
   session s(default_session());
   const gpu_catalog catalog(data_root_find() / "gpus");
   bench_data d = bench_load(f.data, catalog, fam, f.exclude_gpus);

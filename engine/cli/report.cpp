@@ -30,7 +30,7 @@ json dims_json(const kernel& k) {
 }
 
 json tile_json(const kernel& k) {
-  if (k.tile_m > 0) return {{"m", k.tile_m}, {"k", k.tile_k}, {"library_kernel", k.tile_kernel}};
+  if (k.tile_m > 0) return {{"m", k.tile_m}, {"k", k.tile_k}, {"split", k.tile_split}, {"library_kernel", k.tile_kernel}};
   if (k.tile_elems > 0) return {{"elems", k.tile_elems}};
   return nullptr;
 }

@@ -54,6 +54,65 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   }
   return files;
 }
+// AIConfigurator's gemm.csv (../shared/data/aiconfigurator/README.md): Y[m,n] = X[m,k]·W[n,k]ᵀ, latency in ms
+// per call. In our convention (Linear T, I, O) that is m = T tokens, n = k in-features (the reduction),
+// k = n out-features. Bytes count every operand and the output once at the operand's element size, as
+// neusight.kernels' linear() does. fp8_block and nvfp4 are not modelled yet and are counted as skipped.
+template <class Resolve>
+void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
+                              std::optional<family> only) {
+  const size_t c_dt = t.column("gemm_dtype"), c_dev = t.column("device"), c_lat = t.column("latency");
+  const size_t c_m = t.column("m"), c_n = t.column("n"), c_k = t.column("k");
+  const size_t c_src = t.has_column("kernel_source") ? t.column("kernel_source") : SIZE_MAX;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    const std::string& dt = row[c_dt];
+    std::string dtype;
+    if (dt == "bfloat16") dtype = "bf16";
+    else if (dt == "float16") dtype = "fp16";
+    else if (dt == "fp8") dtype = "fp8";
+    if (dtype.empty()) {
+      ++d.skipped["gemm_dtype '" + dt + "' is not modelled"];
+      continue;
+    }
+    bench_row r;
+    r.where = t.where(i);
+    kernel& k = r.k;
+    k.kind = kernel_kind::gemm, k.name = "Linear", k.dtype = dtype, k.b = 1;
+    k.m = to_int(row[c_m], r.where, "m");
+    k.n = to_int(row[c_k], r.where, "k");
+    k.k = to_int(row[c_n], r.where, "n");
+    const auto fam = family_of(k);
+    if (only && *fam != *only) {
+      ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
+      continue;
+    }
+    const auto gi = resolve(row[c_dev]);
+    if (!gi) {
+      ++d.skipped["unknown device '" + row[c_dev] + "'"];
+      continue;
+    }
+    if (excluded.count(d.gpus[*gi].name)) {
+      ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+      continue;
+    }
+    if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
+    r.device = row[c_dev];
+    r.op = "gemm";
+    r.fam = *fam;
+    r.latency_ms = to_double(row[c_lat], r.where, "latency");
+    if (c_src != SIZE_MAX) r.kernel_name = row[c_src];
+    const double e = dtype_bytes(dtype), M = double(k.m), N = double(k.n), K = double(k.k);
+    k.flops = 2.0 * M * N * K;
+    k.bytes = e * (M * N + N * K + M * K);
+    if (!(r.latency_ms > 0)) {
+      ++d.skipped["non-positive latency or empty shape"];
+      continue;
+    }
+    r.gpu = &d.gpus[*gi];
+    d.rows.push_back(std::move(r));
+  }
+}
 }  // namespace
 
 std::optional<family> bench_family(const std::string& op) {
@@ -90,6 +149,10 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
 
   for (const auto& file : d.files) {
     const csv_table t = csv_load(file);
+    if (t.has_column("gemm_dtype")) {
+      aiconfigurator_gemm_load(t, d, resolve, excluded, only);
+      continue;
+    }
     const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");
     const size_t c_lat = t.has_column("Latency") ? t.column("Latency") : t.column("Latency (ms)");
     const size_t c_gx = t.column("Grid x"), c_gy = t.column("Grid y"), c_gz = t.column("Grid z");

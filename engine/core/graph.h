@@ -57,6 +57,10 @@ struct kernel {
   // Library tile, filled by the tiling rules (scripts/tiling/): tile_m × tile_k output tile for GEMMs
   // (tile_m along m, tile_k along k), elements per thread block for vector kernels.
   int64_t tile_m = 0, tile_k = 0, tile_elems = 0;
+  // Split-K factor of a GEMM tile (tensor-core rules): the reduction n is cut into tile_split slices, each a
+  // thread block of its own (tile_split × the output tiles in all), as cuBLAS' split-K / stream-K kernels do
+  // when the output tiles alone cannot fill the SMs.
+  int64_t tile_split = 1;
   std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
 

@@ -32,24 +32,36 @@ class neusight_predictor final : public predictor {
                               std::to_string(k.n) + "," + std::to_string(k.k) + "," + std::to_string(k.rows) + "," +
                               std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," + std::to_string(k.predict_flops) + "," +
                               std::to_string(k.bytes) + "|" + std::to_string(k.tile_m) + "x" +
-                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems);
+                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split);
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
       if (fresh) batch[*fam].push_back(tile_features_compute(k, gpu));
       slot[i] = {*fam, it->second};
     }
     const auto& models = models_for(gpu.vendor);
     std::map<family, std::vector<double>> seconds;
+    warnings_.clear();
     for (const auto& [fam, rows] : batch) {
       auto m = models.find(fam);
+      if (m == models.end() && (fam == family::gemm_tc16 || fam == family::gemm_fp8)) {
+        // No tensor-core measurements for this vendor (AMD's MFMA data has none): say so and use the roofline.
+        warnings_.push_back("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
+                            (root_ / gpu.vendor).generic_string() +
+                            ": its tensor-core GEMMs are priced by the roofline (peak of their dtype), not the tile model");
+        continue;
+      }
       if (m == models.end())
         throw error("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                     (root_ / gpu.vendor).generic_string() + " (train them with `neusight train`)");
       seconds[fam] = m->second.predict(rows);
     }
-    for (size_t i = 0; i < kernels.size(); ++i)
-      if (slot[i].second != SIZE_MAX) out[i] = seconds[slot[i].first][slot[i].second];
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      if (slot[i].second == SIZE_MAX) continue;
+      auto s = seconds.find(slot[i].first);
+      out[i] = s != seconds.end() ? s->second[slot[i].second] : roofline_seconds(kernels[i].k, gpu);
+    }
     return out;
   }
+  std::vector<std::string> warnings() const override { return warnings_; }
 
  private:
   // Loads every family folder present under <root>/<vendor>/ once.
@@ -66,6 +78,7 @@ class neusight_predictor final : public predictor {
 
   std::filesystem::path root_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
+  mutable std::vector<std::string> warnings_;
 };
 
 }  // namespace

@@ -32,6 +32,8 @@ class predictor {
   virtual std::string name() const = 0;
   // Seconds per kernel, same order as `kernels`.
   virtual std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const = 0;
+  // What the last predict() could not do as asked (e.g. kernels priced by the roofline for lack of weights).
+  virtual std::vector<std::string> warnings() const { return {}; }
 };
 
 std::vector<std::string> predictor_names();

@@ -16,7 +16,8 @@ namespace ns {
 namespace {
 constexpr std::pair<family, std::string_view> family_names[] = {
     {family::bmm, "bmm"}, {family::linear, "linear"}, {family::elementwise, "elementwise"},
-    {family::softmax, "softmax"}, {family::layernorm, "layernorm"}};
+    {family::softmax, "softmax"}, {family::layernorm, "layernorm"}, {family::gemm_tc16, "gemm_tc16"},
+    {family::gemm_fp8, "gemm_fp8"}};
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 constexpr double gib = 1073741824.0, mib = 1048576.0;
@@ -28,6 +29,12 @@ std::string_view family_name(family f) {
   return "?";
 }
 
+std::vector<std::string> family_name_list() {
+  std::vector<std::string> out;
+  for (family f : families) out.emplace_back(family_name(f));
+  return out;
+}
+
 std::optional<family> family_parse(std::string_view s) {
   for (const auto& [fam, name] : family_names)
     if (name == s) return fam;
@@ -36,8 +43,11 @@ std::optional<family> family_parse(std::string_view s) {
 
 std::optional<family> family_of(const kernel& k) {
   switch (k.kind) {
-    case kernel_kind::gemm: return family::linear;
-    case kernel_kind::bmm: return family::bmm;
+    case kernel_kind::gemm:
+    case kernel_kind::bmm:
+      if (k.dtype == "bf16" || k.dtype == "fp16" || k.dtype == "tf32") return family::gemm_tc16;
+      if (k.dtype == "fp8") return family::gemm_fp8;
+      return k.kind == kernel_kind::gemm ? family::linear : family::bmm;
     case kernel_kind::elementwise: return family::elementwise;
     case kernel_kind::softmax: return family::softmax;
     case kernel_kind::layernorm: return family::layernorm;
@@ -63,9 +73,10 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     const double tm = double(k.tile_m), tk = double(k.tile_k);
     if (tm <= 0 || tk <= 0) throw error("kernel " + k.name + " has no tile (tile_m, tile_k)");
     const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k), e = dtype_bytes(k.dtype);
-    blocks = B * ceil_div(M, tm) * ceil_div(K, tk);
-    tile_gflop = 2 * tm * N * tk / 1e9;
-    tile_mb = e * (tm * N + N * tk + tm * tk) / mib;
+    const double split = double(std::max<int64_t>(1, k.tile_split)), Ns = ceil_div(N, split);  // reduction per block
+    blocks = B * ceil_div(M, tm) * ceil_div(K, tk) * split;
+    tile_gflop = 2 * tm * Ns * tk / 1e9;
+    tile_mb = e * (tm * Ns + Ns * tk + tm * tk) / mib;
     ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / (e * (M * N + N * K + M * K) / gib);
   } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
     const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);

@@ -12,12 +12,17 @@
 
 namespace ns {
 
-enum class family { bmm, linear, elementwise, softmax, layernorm };
-constexpr std::array<family, 5> families = {family::bmm, family::linear, family::elementwise, family::softmax,
-                                            family::layernorm};
+// bmm/linear: fp32 GEMMs on CUDA cores (SIMT) or FP32 MFMA, as the NeuSight measurements.
+// gemm_tc16: GEMMs and BMMs on tensor cores with 16-bit operands (bf16, fp16; tf32 follows it at its own peak),
+// gemm_fp8: fp8 tensor-core GEMMs; trained on the AIConfigurator measurements (../shared/data/aiconfigurator).
+enum class family { bmm, linear, elementwise, softmax, layernorm, gemm_tc16, gemm_fp8 };
+constexpr std::array<family, 7> families = {family::bmm,       family::linear,    family::elementwise, family::softmax,
+                                            family::layernorm, family::gemm_tc16, family::gemm_fp8};
 std::string_view family_name(family f);
 std::optional<family> family_parse(std::string_view s);
-// gemm → linear, bmm → bmm, vector kinds → themselves, memory → none (analytic).
+std::vector<std::string> family_name_list();  // every family's name, in `families` order
+// fp32 gemm → linear, fp32 bmm → bmm, tensor-core dtypes → gemm_tc16 / gemm_fp8, vector kinds → themselves,
+// memory → none (analytic).
 std::optional<family> family_of(const kernel& k);
 
 // The reference's four MLP inputs are log2 ratios, bit-for-bit in its units (spec §1.3): tile GFLOP / per-SM

@@ -363,6 +363,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
                             std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
     if (auto it = done.find(key); it != done.end()) {
       k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
+      k->tile_split = it->second.tile_split;
       k->tile_kernel = it->second.tile_kernel;
       continue;
     }
@@ -389,6 +390,11 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       k->tile_m = r.integer("tile_m"), k->tile_k = r.integer("tile_k");
       k->tile_kernel = r.str_or("kernel", "");
       if (k->tile_m < 1 || k->tile_k < 1) throw error(r.what() + ": tile_m and tile_k must be >= 1");
+      if (r.has("split")) {
+        k->tile_split = r.integer("split");
+        if (k->tile_split < 1 || k->tile_split > k->n)
+          throw error(r.what() + ": split must be between 1 and the reduction length n = " + std::to_string(k->n));
+      }
     } else {
       k->tile_elems = r.integer("elems");
       if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");

@@ -304,6 +304,80 @@ M.families = {
   cdna1 = "cdna1", cdna2 = "cdna2", cdna3 = "cdna2",
 }
 
+---------------------------------------------------------------------------------------------------
+-- Tensor-core GEMMs (bf16, fp16, tf32, fp8): the CTA tile of cuBLAS' / CUTLASS' tensor-core kernels.
+--
+-- The measurements these predictors are trained on (AIConfigurator, ../shared/data/aiconfigurator) carry
+-- no kernel names, so unlike the FP32 rules above this one is not fitted to observed tiles: it is a
+-- documented convention that gives the tile model a physically sensible tile and wave count. Each
+-- architecture has the CTA tile set its libraries' kernel names show (output rows along m × output
+-- columns along the out-features), and the rule picks, like a heuristic of those libraries, the tile that
+-- minimises waves × per-tile time, where a tile's time is its MMA work divided by an efficiency that grows
+-- with its operand reuse tm·tn/(tm+tn) (a 128×256 tile reuses each loaded element twice as often as a
+-- 64×128 one). Ties go to the larger tile (less launch overhead per FLOP).
+--   ampere, ada, and Blackwell cc 12.x (RTX PRO / GeForce: mma.sync kernels, sm80_xmma_gemm_*/cutlass_80_tensorop_*):
+--     256x128, 128x256, 128x128, 128x64, 64x128, 64x64.
+--   hopper (sm90_xmma_gemm_*_tilesize<A>x<B>x64, wgmma m64nNk16: 64- or 128-row CTAs): 128x256, 256x128,
+--     128x128, 64x256, 64x128, 64x64.
+--   blackwell cc 10.x (tcgen05 UMMA, 1- and 2-SM tiles; a 2-SM 256-row tile is two 128-row tiles, one per
+--     SM): 128x256, 256x128, 128x128, 64x256, 64x128, 64x64.
+-- Tiles are written { rows along m, columns along out-features } here; kernel names keep the library's
+-- "tilesize<A>x<B>" order (A along the out-features), which M.parse reads back.
+M.tensor_dtypes = { bf16 = true, fp16 = true, tf32 = true, fp8 = true }
+
+local TC_TILES = {
+  mma_sync = { { 256, 128 }, { 128, 256 }, { 128, 128 }, { 128, 64 }, { 64, 128 }, { 64, 64 } },
+  wgmma = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } },
+  umma = { { 128, 256 }, { 256, 128 }, { 128, 128 }, { 64, 256 }, { 64, 128 }, { 64, 64 } },
+}
+M.tc_tiles = TC_TILES
+
+-- Architecture → tensor-core tile set (prefix of the predicted kernel name). An architecture missing here
+-- has no tensor-core GEMM rule: an error, as for the FP32 rules.
+M.tc_families = {
+  volta = { set = "mma_sync", prefix = "volta_h884gemm" }, turing = { set = "mma_sync", prefix = "turing_h1688gemm" },
+  ampere = { set = "mma_sync", prefix = "sm80_xmma_gemm" }, ada = { set = "mma_sync", prefix = "sm89_xmma_gemm" },
+  hopper = { set = "wgmma", prefix = "sm90_xmma_gemm" },
+  blackwell = function(cc)
+    if tostring(cc):match("^12") then return { set = "mma_sync", prefix = "sm120_xmma_gemm" } end
+    return { set = "umma", prefix = "sm100_xmma_gemm" }
+  end,
+}
+
+local TC_REUSE_FULL = 256 * 128 / (256 + 128) -- operand reuse at which a tile runs at full efficiency
+
+-- Split-K: when the output tiles cannot fill the SMs, the libraries cut the reduction into slices computed by
+-- separate thread blocks (cuBLAS split-K, CUTLASS/cuBLAS stream-K on sm90+) and reduce the partial tiles.
+-- We split as far as the SMs are filled, keeping at least TC_MIN_SLICE reduction elements per slice.
+local TC_MIN_SLICE = 256
+M.tc_min_slice = TC_MIN_SLICE
+local function tc_split(tiles, s)
+  if tiles >= s.sm then return 1 end
+  return math.max(1, math.min(s.sm // tiles, s.n // TC_MIN_SLICE))
+end
+
+local function tc_select(s, gpu, dtype)
+  local fam = M.tc_families[gpu.architecture]
+  if type(fam) == "function" then fam = fam(gpu.compute_capability) end
+  if not fam then
+    error(fmt("scripts/tiling/gemm.lua: no tensor-core GEMM tile rule for architecture '%s' (add it to M.tc_families)",
+      tostring(gpu.architecture)), 3)
+  end
+  local best, best_cost, best_split
+  for _, t in ipairs(TC_TILES[fam.set]) do
+    local tm, tn = t[1], t[2]
+    local tiles = s.b * cdiv(s.m, tm) * cdiv(s.k, tn)
+    local split = tc_split(tiles, s)
+    local waves = cdiv(tiles * split, s.sm)
+    local eff = math.min(1, tm * tn / (tm + tn) / TC_REUSE_FULL)
+    local cost = waves * tm * tn * cdiv(s.n, split) / eff
+    if not best_cost or cost < best_cost - 1e-9 * best_cost then best, best_cost, best_split = t, cost, split end
+  end
+  return { tile_m = best[1], tile_k = best[2], split = best_split,
+           kernel = fmt("%s_%s_tilesize%dx%d%s", fam.prefix, dtype, best[2], best[1],
+             best_split > 1 and fmt("_splitk%d", best_split) or "") }
+end
+
 -- Rule family for a GPU table (errors name the offending value).
 local function family_of(gpu)
   local arch = gpu.architecture
@@ -334,7 +408,8 @@ local function check_dim(k, name)
 end
 
 --- Tile and kernel the library launches for one GEMM.
----@param k table { family = "bmm"|"linear", b, m, n, k } (data convention, n = reduction)
+---@param k table { family = "bmm"|"linear", b, m, n, k, dtype? } (data convention, n = reduction); tensor-core
+---  dtypes on NVIDIA GPUs take the tensor-core rule above
 ---@param gpu neusight.Gpu read-only GPU table (architecture, num_sm, compute_capability are read)
 ---@return table { tile_m = integer, tile_k = integer, kernel = string }
 function M.select(k, gpu)
@@ -343,11 +418,12 @@ function M.select(k, gpu)
     error(fmt("scripts/tiling/gemm.lua: select(): unknown family '%s' (expected 'bmm' or 'linear')",
       tostring(family)), 2)
   end
-  local fam = family_of(gpu)
-  local rule = rules[fam]
   local s = { b = check_dim(k, "b"), m = check_dim(k, "m"), n = check_dim(k, "n"), k = check_dim(k, "k"),
               sm = gpu.num_sm }
   s.out = s.b * s.m * s.k
+  if M.tensor_dtypes[k.dtype] and gpu.vendor == "nvidia" then return tc_select(s, gpu, k.dtype) end
+  local fam = family_of(gpu)
+  local rule = rules[fam]
   -- Only the Pascal rule needs to tell GP100 from GP10x; other GPU tables need not carry the field.
   if fam == "pascal" then s.cc = gpu.compute_capability end
   local t = rule[family](s)

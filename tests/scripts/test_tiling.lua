@@ -196,4 +196,47 @@ function T.test_vec_select()
   raises("unknown family 'conv'", vec.select, { family = "conv", rows = 1, hidden = 1 }, A100)
 end
 
+-- Tensor-core GEMMs (bf16/fp16/tf32/fp8 on NVIDIA): the documented tile-set rule with split-K.
+local function tc(g, b, m, n, k, dtype)
+  return gemm.select({ family = b > 1 and "bmm" or "linear", b = b, m = m, n = n, k = k, dtype = dtype or "bf16" }, g)
+end
+
+function T.test_tensor_core_tiles()
+  -- A large GEMM fills the GPU many times over with the largest tiles and needs no split.
+  local big = tc(H100, 1, 8192, 8192, 8192)
+  eq(big.split, 1, "large bf16 GEMM: no split-K")
+  eq(big.tile_m * big.tile_k >= 128 * 128, true, "large bf16 GEMM: a large tile")
+  eq(big.kernel:match("^sm90_xmma_gemm_bf16_tilesize") ~= nil, true, "hopper kernel name " .. big.kernel)
+  -- The predicted name parses back to the same tile (library order: out-features first).
+  local pm, pk = gemm.parse(big.kernel)
+  eq(pm, big.tile_m, "parse(tile_m)")
+  eq(pk, big.tile_k, "parse(tile_k)")
+  -- Decode-shaped GEMM (one token, 4096 x 4096): too few output tiles for 132 SMs, so the reduction is split
+  -- until the SMs are filled, each slice keeping at least tc_min_slice elements of the reduction.
+  local gemv = tc(H100, 1, 1, 4096, 4096)
+  local tiles = math.ceil(1 / gemv.tile_m) * math.ceil(4096 / gemv.tile_k)
+  eq(gemv.split > 1, true, "decode GEMM is split-K")
+  eq(tiles * gemv.split <= 132, true, "split-K never exceeds one wave")
+  eq(4096 // gemv.split >= gemm.tc_min_slice, true, "slices keep tc_min_slice reduction elements")
+  eq(gemv.kernel:find("_splitk" .. gemv.split, 1, true) ~= nil, true, "split in the kernel name")
+  -- A short reduction cannot be split below the minimum slice.
+  eq(tc(H100, 1, 1, 256, 4096).split, 1, "n = 256: no split")
+  -- Per architecture: Ampere/Ada mma.sync, Blackwell datacenter tcgen05, Blackwell cc 12 (RTX) mma.sync.
+  eq(tc(A100, 1, 4096, 4096, 4096).kernel:match("^sm80_") ~= nil, true, "ampere name")
+  eq(tc(B200, 1, 4096, 4096, 4096).kernel:match("^sm100_") ~= nil, true, "blackwell cc 10 name")
+  local RTX = gpu { name = "RTX", vendor = "nvidia", architecture = "blackwell", compute_capability = "12.0", num_sm = 188 }
+  eq(tc(RTX, 1, 4096, 4096, 4096).kernel:match("^sm120_") ~= nil, true, "blackwell cc 12 name")
+  -- Batched (attention-shaped) products use the same rule; fp32 keeps the measured SIMT rules.
+  eq(tc(H100, 64, 2048, 128, 2048).split, 1, "bmm with 64 batches")
+  eq(gemm.select({ family = "linear", b = 1, m = 4096, n = 4096, k = 4096, dtype = "fp32" }, A100).kernel:match("^ampere_sgemm") ~= nil,
+    true, "fp32 stays SIMT")
+  -- Model-shaped GEMMs get plausible tiles.
+  for _, shape in ipairs { { 2048, 5120, 5120 }, { 4096, 1280, 3840 }, { 512, 8192, 28672 }, { 77, 4096, 11008 } } do
+    local t = tc(H100, 1, shape[1], shape[2], shape[3])
+    sane(t, ("tc %d,%d,%d"):format(shape[1], shape[2], shape[3]))
+  end
+  local Volta = gpu { name = "X", vendor = "nvidia", architecture = "kepler", compute_capability = "3.5", num_sm = 15 }
+  raises("no tensor-core GEMM tile rule for architecture 'kepler'", tc, Volta, 1, 64, 64, 64)
+end
+
 return T

@@ -1,0 +1,113 @@
+// tests/core/test_tensor_core.cpp — tensor-core GEMMs: the AIConfigurator reader, the family of a kernel, the
+// shipped gemm_tc16/gemm_fp8 predictors' physical sanity, and the roofline fallback where a vendor has no weights.
+#include <catch2/catch.hpp>
+
+#include "core/dataset.h"
+#include "core/roofline.h"
+#include "core/tile_model.h"
+#include "lua/session.h"
+#include "test_util.h"
+
+using namespace ns;
+using ns_test::source_dir;
+
+namespace {
+kernel linear(int64_t m, int64_t in, int64_t out, const std::string& dtype) {
+  kernel g;
+  g.kind = kernel_kind::gemm, g.name = "Linear", g.dtype = dtype, g.b = 1, g.m = m, g.n = in, g.k = out;
+  g.flops = 2.0 * double(m) * double(in) * double(out);
+  g.bytes = dtype_bytes(dtype) * double(m * in + in * out + m * out);
+  return g;
+}
+
+// Seconds for each kernel with the rule tiles and the shipped weights.
+std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const std::string& predictor = "neusight") {
+  session_options o;
+  o.data_root = source_dir;
+  session s(o);
+  std::vector<kernel_instance> inst;
+  for (auto& k : ks) inst.push_back({0, phase::forward, k});
+  s.tiles_select(inst, gpu);
+  return predictor_make(predictor, source_dir / "weights")->predict(inst, gpu);
+}
+}  // namespace
+
+TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O); unmodelled dtypes are counted, not read") {
+  const gpu_catalog cat(source_dir / "gpus");
+  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, std::nullopt);
+  REQUIRE(d.rows.size() == 3);
+  const auto& r = d.rows[0];
+  CHECK(r.gpu->name == "B200");
+  CHECK(r.fam == family::gemm_tc16);
+  CHECK(r.k.dtype == "bf16");
+  CHECK(r.latency_ms == Approx(0.0902257760365804));
+  CHECK(r.k.flops == Approx(2.0 * 4096 * 4096 * 4096));
+  // Y[m,n] = X[m,k]·W[n,k]ᵀ with m = 1, n = 4096 out-features, k = 4096 in-features.
+  const auto& gemv = d.rows[1];
+  CHECK((gemv.k.m == 1 && gemv.k.n == 4096 && gemv.k.k == 4096));
+  CHECK(gemv.k.bytes == Approx(2.0 * (4096 + 4096.0 * 4096 + 4096)));
+  CHECK(d.rows[2].fam == family::gemm_fp8);
+  CHECK(d.rows[2].k.bytes == Approx(1.0 * (2048.0 * 4096 + 4096.0 * 8192 + 2048.0 * 8192)));
+  CHECK(d.skipped.at("gemm_dtype 'nvfp4' is not modelled") == 1);
+  CHECK(d.skipped.at("gemm_dtype 'fp8_block' is not modelled") == 1);
+  // Family filter and GPU exclusion apply to these rows as to the NeuSight ones.
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, family::gemm_fp8).rows.size() == 1);
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, std::nullopt, {"B200"}).rows.empty());
+}
+
+TEST_CASE("kernel family by dtype: fp32 GEMMs stay SIMT families, tensor-core dtypes get their own") {
+  CHECK(family_of(linear(8, 8, 8, "fp32")) == family::linear);
+  CHECK(family_of(linear(8, 8, 8, "bf16")) == family::gemm_tc16);
+  CHECK(family_of(linear(8, 8, 8, "fp16")) == family::gemm_tc16);
+  CHECK(family_of(linear(8, 8, 8, "tf32")) == family::gemm_tc16);
+  CHECK(family_of(linear(8, 8, 8, "fp8")) == family::gemm_fp8);
+  kernel b = linear(8, 8, 8, "bf16");
+  b.kind = kernel_kind::bmm;
+  CHECK(family_of(b) == family::gemm_tc16);
+  CHECK(family_parse("gemm_tc16") == family::gemm_tc16);
+}
+
+TEST_CASE("shipped tensor-core predictors: large GEMMs run at 40-100 % of the dtype's peak, never above it") {
+  const gpu_catalog cat(source_dir / "gpus");
+  for (const char* name : {"H100", "A100-SXM4-80GB", "L4", "B200"}) {
+    const gpu_spec gpu = cat.resolve(name);
+    for (const char* dtype : {"bf16", "fp16", "fp8", "tf32"}) {
+      if (std::string(dtype) == "fp8" && !(gpu.peak_fp8_tflops > 0)) continue;
+      const std::vector<kernel> ks = {linear(8192, 8192, 8192, dtype), linear(16384, 4096, 14336, dtype)};
+      const auto t = predict(ks, gpu);
+      const auto roof = predict(ks, gpu, "roofline");
+      for (size_t i = 0; i < ks.size(); ++i) {
+        INFO(name << " " << dtype << " kernel " << i << ": " << t[i] << " s vs roofline " << roof[i] << " s");
+        CHECK(t[i] >= roof[i]);
+        CHECK(t[i] <= 2.5 * roof[i]);
+      }
+    }
+  }
+}
+
+TEST_CASE("shipped tensor-core predictors: decode GEMMs are bounded by the weights' bytes, and grow with them") {
+  const gpu_spec gpu = gpu_catalog(source_dir / "gpus").resolve("H100");
+  std::vector<kernel> ks;
+  for (int64_t out : {4096, 8192, 16384, 32768}) ks.push_back(linear(1, 4096, out, "bf16"));
+  const auto t = predict(ks, gpu);
+  for (size_t i = 0; i < ks.size(); ++i) {
+    INFO("out-features " << ks[i].k << ": " << t[i] * 1e6 << " us");
+    CHECK(t[i] >= ks[i].bytes / (gpu.mem_bw_gbps * 1e9));            // never faster than the weights' bytes
+    CHECK(t[i] <= 4 * ks[i].bytes / (gpu.mem_bw_gbps * 1e9) + 20e-6);  // nor absurdly slower
+    if (i) CHECK(t[i] > t[i - 1]);
+  }
+}
+
+TEST_CASE("a vendor without tensor-core weights: roofline for those GEMMs, with a warning") {
+  const gpu_spec gpu = gpu_catalog(source_dir / "gpus").resolve("MI300X");
+  session_options o;
+  o.data_root = source_dir;
+  session s(o);
+  std::vector<kernel_instance> inst = {{0, phase::forward, linear(4096, 4096, 4096, "bf16")}};
+  s.tiles_select(inst, gpu);
+  const auto pred = predictor_make("neusight", source_dir / "weights");
+  const auto t = pred->predict(inst, gpu);
+  CHECK(t[0] == Approx(roofline_seconds(inst[0].k, gpu)));
+  REQUIRE(pred->warnings().size() == 1);
+  CHECK_THAT(pred->warnings()[0], Catch::Matchers::Contains("no gemm_tc16 weights for amd GPUs"));
+}
