@@ -8,8 +8,9 @@
 #    (transformer-shaped kernels of the same GPUs);
 # 2. leave-one-GPU-out, our proxy for unseen GPUs: for each GPU G, weights trained on every row of the
 #    other GPUs (grids + test rows, as shipped), evaluated on G's dataset/test rows with rule tiles.
-# 3. tensor-core GEMMs (gemm_tc16 = bf16, gemm_fp8), leave-one-GPU-out over the AIConfigurator GPUs: for each
-#    GPU G, gemm_tc16/gemm_fp8 trained on the other GPUs' rows, evaluated on all of G's rows, next to roofline.
+# 3. tensor-core GEMMs (gemm_tc16 = bf16, gemm_fp8) and fused attention (prefill, decode), leave-one-GPU-out
+#    over the AIConfigurator GPUs: for each GPU G, those families trained on the other GPUs' rows, evaluated on
+#    all of G's rows, next to roofline.
 # Work goes to a temporary folder; the tables go to standard output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -68,11 +69,12 @@ for g in "${list[@]}"; do
   dir="$tmp/tc"
   rm -rf "$dir"
   weights/train.sh --data "$data" --aic "$aic" --out "$dir" --vendor nvidia --only gemm_tc16 --only gemm_fp8 \
-    --exclude-gpu "$g" >/dev/null 2>&1
+    --only attention_prefill --only attention_decode --exclude-gpu "$g" >/dev/null 2>&1
   name=$(gpu_name "$g")
-  f=$(grep -l "$g" "$aic"/*/gemm.csv | head -1)
-  "$exe" eval kernels "$f" --weights "$dir" 2>/dev/null | grep -E "^$name " | sed 's/^/held-out /'
-  "$exe" eval kernels "$f" --predictor roofline 2>/dev/null | grep -E "^$name " | sed 's/^/roofline /'
+  d=$(dirname "$(grep -l "$g" "$aic"/*/gemm.csv | head -1)")
+  fs=("$d/gemm.csv" "$d/context_attention.csv" "$d/generation_attention.csv")
+  "$exe" eval kernels "${fs[@]}" --weights "$dir" 2>/dev/null | grep -E "^$name " | sed 's/^/held-out /'
+  "$exe" eval kernels "${fs[@]}" --predictor roofline 2>/dev/null | grep -E "^$name " | sed 's/^/roofline /'
 done
 echo '```'
 fi

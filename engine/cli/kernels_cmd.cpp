@@ -41,6 +41,9 @@ void report_skipped(const bench_data& d) {
 // Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the
 // kernel name carries no tile). Returns how many measured tiles fell back.
 size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string& mode) {
+  std::vector<kernel*> all;
+  for (auto& r : rows) all.push_back(&r.k);
+  s.attention_costs(all);
   std::map<const gpu_spec*, std::vector<kernel*>> by_gpu;
   for (auto& r : rows) by_gpu[r.gpu].push_back(&r.k);
   for (auto& [gpu, ks] : by_gpu) s.tiles_select(ks, *gpu);

@@ -23,6 +23,8 @@ json dims_json(const kernel& k) {
   switch (k.kind) {
     case kernel_kind::gemm:
     case kernel_kind::bmm: return {{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}};
+    case kernel_kind::attention:
+      return {{"batch", k.b}, {"q_len", k.m}, {"kv_len", k.k}, {"head_dim", k.n}, {"heads", k.rows}, {"kv_heads", k.hidden}};
     case kernel_kind::memory:
     case kernel_kind::collective: return json::object();
     default: return {{"rows", k.rows}, {"hidden", k.hidden}};
@@ -32,6 +34,8 @@ json dims_json(const kernel& k) {
 json tile_json(const kernel& k) {
   if (k.tile_m > 0) return {{"m", k.tile_m}, {"k", k.tile_k}, {"split", k.tile_split}, {"library_kernel", k.tile_kernel}};
   if (k.tile_elems > 0) return {{"elems", k.tile_elems}};
+  if (k.tile_blocks > 0)
+    return {{"blocks", k.tile_blocks}, {"flops", k.tile_flops}, {"bytes", k.tile_bytes}, {"library_kernel", k.tile_kernel}};
   return nullptr;
 }
 

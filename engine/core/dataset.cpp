@@ -113,6 +113,79 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     d.rows.push_back(std::move(r));
   }
 }
+// AIConfigurator's context_attention.csv (prefill: causal attention over isl tokens) and
+// generation_attention.csv (decode: isl = 1 new token over a cache of step tokens, key length isl + step).
+// FLOPs and bytes are left to neusight.kernels' attention() (session::attention_costs). Rows with an fp8
+// attention or KV cache, a sliding window or beams are counted as skipped: not modelled yet.
+template <class Resolve>
+void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& resolve,
+                                   const std::set<std::string>& excluded, std::optional<family> only) {
+  const size_t c_op = t.column("op_name"), c_dev = t.column("device"), c_lat = t.column("latency");
+  const size_t c_b = t.column("batch_size"), c_isl = t.column("isl"), c_h = t.column("num_heads");
+  const size_t c_kvh = t.column("num_key_value_heads"), c_d = t.column("head_dim"), c_step = t.column("step");
+  const size_t c_adt = t.column("attn_dtype"), c_kvdt = t.column("kv_cache_dtype");
+  const size_t c_beam = t.has_column("beam_width") ? t.column("beam_width") : SIZE_MAX;
+  const size_t c_win = t.has_column("window_size") ? t.column("window_size") : SIZE_MAX;
+  const size_t c_src = t.has_column("kernel_source") ? t.column("kernel_source") : SIZE_MAX;
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& row = t.rows[i];
+    const std::string& op = row[c_op];
+    if (op != "context_attention" && op != "generation_attention") {
+      ++d.skipped["op_name '" + op + "' is not an attention kernel"];
+      continue;
+    }
+    if (row[c_adt] != "bfloat16" || row[c_kvdt] != "bfloat16") {
+      ++d.skipped["attention with an fp8 compute or KV-cache dtype is not modelled"];
+      continue;
+    }
+    bench_row r;
+    r.where = t.where(i);
+    if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0) {
+      ++d.skipped["sliding-window attention is not modelled"];
+      continue;
+    }
+    if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1) {
+      ++d.skipped["beam search attention is not modelled"];
+      continue;
+    }
+    kernel& k = r.k;
+    k.kind = kernel_kind::attention, k.dtype = "bf16";
+    k.op = op == "context_attention" ? "causal" : "decode";
+    k.b = to_int(row[c_b], r.where, "batch_size");
+    k.m = to_int(row[c_isl], r.where, "isl");
+    k.k = k.m + to_int(row[c_step], r.where, "step");
+    k.n = to_int(row[c_d], r.where, "head_dim");
+    k.rows = to_int(row[c_h], r.where, "num_heads");
+    k.hidden = to_int(row[c_kvh], r.where, "num_key_value_heads");
+    if (k.b < 1 || k.m < 1 || k.n < 1 || k.rows < 1 || k.hidden < 1 || k.rows % k.hidden != 0)
+      throw error(r.where + ": batch, isl, head_dim and heads must be >= 1 and heads a multiple of kv heads");
+    const auto fam = family_of(k);
+    if (only && *fam != *only) {
+      ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
+      continue;
+    }
+    const auto gi = resolve(row[c_dev]);
+    if (!gi) {
+      ++d.skipped["unknown device '" + row[c_dev] + "'"];
+      continue;
+    }
+    if (excluded.count(d.gpus[*gi].name)) {
+      ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+      continue;
+    }
+    r.device = row[c_dev];
+    r.op = op;
+    r.fam = *fam;
+    r.latency_ms = to_double(row[c_lat], r.where, "latency");
+    if (c_src != SIZE_MAX) r.kernel_name = row[c_src];
+    if (!(r.latency_ms > 0)) {
+      ++d.skipped["non-positive latency or empty shape"];
+      continue;
+    }
+    r.gpu = &d.gpus[*gi];
+    d.rows.push_back(std::move(r));
+  }
+}
 }  // namespace
 
 std::optional<family> bench_family(const std::string& op) {
@@ -151,6 +224,10 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
     const csv_table t = csv_load(file);
     if (t.has_column("gemm_dtype")) {
       aiconfigurator_gemm_load(t, d, resolve, excluded, only);
+      continue;
+    }
+    if (t.has_column("isl") && t.has_column("step") && t.has_column("num_key_value_heads")) {
+      aiconfigurator_attention_load(t, d, resolve, excluded, only);
       continue;
     }
     const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");

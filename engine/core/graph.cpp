@@ -19,7 +19,7 @@ namespace {
 constexpr std::pair<kernel_kind, std::string_view> kind_names[] = {
     {kernel_kind::gemm, "gemm"},       {kernel_kind::bmm, "bmm"},
     {kernel_kind::elementwise, "elementwise"}, {kernel_kind::softmax, "softmax"},
-    {kernel_kind::layernorm, "layernorm"}, {kernel_kind::memory, "memory"},
+    {kernel_kind::layernorm, "layernorm"}, {kernel_kind::memory, "memory"}, {kernel_kind::attention, "attention"},
     {kernel_kind::collective, "collective"},
 };
 }  // namespace
@@ -28,6 +28,12 @@ std::string_view kernel_kind_name(kernel_kind k) {
   for (const auto& [kind, name] : kind_names)
     if (kind == k) return name;
   return "?";
+}
+
+std::vector<std::string> kernel_kind_names() {
+  std::vector<std::string> out;
+  for (const auto& [kind, name] : kind_names) out.emplace_back(name);
+  return out;
 }
 
 std::optional<kernel_kind> kernel_kind_parse(std::string_view s) {

@@ -13,11 +13,15 @@ namespace ns {
 enum class phase { forward, backward, accumulate, optimizer };
 // collective: inter-GPU communication (all-reduce, send/recv, ...) priced by scripts/neusight/collectives.lua;
 // its latency is always fixed (`seconds`), never predicted.
-enum class kernel_kind { gemm, bmm, elementwise, softmax, layernorm, memory, collective };
+// attention: one fused scaled-dot-product-attention kernel (FlashAttention-style prefill, its backward, or decode
+// over a KV cache). Its dims: b = batch, m = query length, k = key/value length, n = head dim, rows = query heads,
+// hidden = key/value heads; `op` names the variant ("causal", "full", "causal_bwd", "full_bwd", "decode").
+enum class kernel_kind { gemm, bmm, elementwise, softmax, layernorm, memory, collective, attention };
 
 std::string_view phase_name(phase p);
 std::string_view kernel_kind_name(kernel_kind k);
 std::optional<kernel_kind> kernel_kind_parse(std::string_view s);
+std::vector<std::string> kernel_kind_names();
 
 // Bytes per element; throws ns::error for an unknown dtype.
 int dtype_bytes(std::string_view dtype);
@@ -61,6 +65,9 @@ struct kernel {
   // thread block of its own (tile_split × the output tiles in all), as cuBLAS' split-K / stream-K kernels do
   // when the output tiles alone cannot fill the SMs.
   int64_t tile_split = 1;
+  // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
+  // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.
+  double tile_blocks = 0, tile_flops = 0, tile_bytes = 0;
   std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
 

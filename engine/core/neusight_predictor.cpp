@@ -32,7 +32,9 @@ class neusight_predictor final : public predictor {
                               std::to_string(k.n) + "," + std::to_string(k.k) + "," + std::to_string(k.rows) + "," +
                               std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," + std::to_string(k.predict_flops) + "," +
                               std::to_string(k.bytes) + "|" + std::to_string(k.tile_m) + "x" +
-                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split);
+                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split) + "|" +
+                              k.op + "|" + std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
+                              std::to_string(k.tile_bytes);
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
       if (fresh) batch[*fam].push_back(tile_features_compute(k, gpu));
       slot[i] = {*fam, it->second};

@@ -8,7 +8,7 @@
 namespace ns {
 
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
-  const bool matrix = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm;
+  const bool matrix = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm || k.kind == kernel_kind::attention;
   double tflops = gpu.peak_fp32_tflops;
   const char* key = "peak_fp32_tflops";
   if (matrix) {
@@ -50,6 +50,8 @@ double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {
     case kernel_kind::softmax:
     case kernel_kind::layernorm: return k.bytes / 1e9 / bw;
     case kernel_kind::memory: return k.bytes / (bw * gib);
+    case kernel_kind::attention:
+      throw error("predictor roofline-reference has no fused attention kernel (" + k.name + "): use --predictor roofline");
     case kernel_kind::collective: return 0;  // always carries fixed seconds
   }
   return 0;

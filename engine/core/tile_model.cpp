@@ -17,7 +17,8 @@ namespace {
 constexpr std::pair<family, std::string_view> family_names[] = {
     {family::bmm, "bmm"}, {family::linear, "linear"}, {family::elementwise, "elementwise"},
     {family::softmax, "softmax"}, {family::layernorm, "layernorm"}, {family::gemm_tc16, "gemm_tc16"},
-    {family::gemm_fp8, "gemm_fp8"}};
+    {family::gemm_fp8, "gemm_fp8"}, {family::attention_prefill, "attention_prefill"},
+    {family::attention_decode, "attention_decode"}};
 
 double ceil_div(double a, double b) { return std::ceil(a / b); }
 constexpr double gib = 1073741824.0, mib = 1048576.0;
@@ -51,17 +52,26 @@ std::optional<family> family_of(const kernel& k) {
     case kernel_kind::elementwise: return family::elementwise;
     case kernel_kind::softmax: return family::softmax;
     case kernel_kind::layernorm: return family::layernorm;
+    case kernel_kind::attention: return k.op == "decode" ? family::attention_decode : family::attention_prefill;
     case kernel_kind::memory:
     case kernel_kind::collective: return std::nullopt;
   }
   return std::nullopt;
 }
 
-const std::array<const char*, tile_feature_count>& tile_feature_names() {
+bool family_transfer_features(family f) {
+  return f == family::gemm_tc16 || f == family::gemm_fp8 || f == family::attention_prefill ||
+         f == family::attention_decode;
+}
+
+const std::array<const char*, tile_feature_count>& tile_feature_names(family f) {
   static const std::array<const char*, tile_feature_count> names = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
       "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
-  return names;
+  static const std::array<const char*, tile_feature_count> transfer = {
+      "log2(tile_gflop / (peak_tflops / sms))", "log2((tile_mb / (mem_bw_gbps / sms)) / (tile_gflop / (peak_tflops / sms)))",
+      "log2(waves)", "blocks / (waves * sms)", "log2(base_seconds * 1e6)"};
+  return family_transfer_features(f) ? transfer : names;
 }
 
 tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
@@ -69,7 +79,16 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   const double peak = roofline_peak_flops(gpu, k) / 1e9;  // GFLOP/s
   const double bw = gpu.mem_bw_gbps;
   double blocks = 0, tile_gflop = 0, tile_mb = 0, ai = 0;
-  if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
+  if (k.kind == kernel_kind::attention) {
+    // The tile is given by its work (scripts/tiling/attention.lua): blocks, FLOPs and bytes per block.
+    if (!(k.tile_blocks >= 1) || !(k.tile_flops > 0) || !(k.tile_bytes > 0))
+      throw error("kernel " + k.name + " has no tile (blocks, flops and bytes per block)");
+    if (!(k.flops > 0) || !(k.bytes > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0");
+    blocks = k.tile_blocks;
+    tile_gflop = k.tile_flops / 1e9;
+    tile_mb = k.tile_bytes / mib;
+    ai = (k.flops / 1e9) / (k.bytes / gib);
+  } else if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
     const double tm = double(k.tile_m), tk = double(k.tile_k);
     if (tm <= 0 || tk <= 0) throw error("kernel " + k.name + " has no tile (tile_m, tile_k)");
     const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k), e = dtype_bytes(k.dtype);
@@ -99,7 +118,12 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
            std::log2(f.waves * tile_mb / (gpu.l2_mb * 1024 / sms))};
-  f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+  const auto fam = family_of(k);
+  if (fam && family_transfer_features(*fam))
+    f.x = {float(f.ref[0]), float(f.ref[1] - f.ref[0]), float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
+           float(std::log2(f.base_seconds * 1e6))};
+  else
+    f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
   return f;
 }
 
@@ -115,14 +139,14 @@ Eigen::MatrixXf features_matrix(const std::vector<const tile_features*>& rows, c
 }
 }  // namespace
 
-double tile_utilization(float o0, float o1, double waves) {
+double tile_utilization(float o0, float o1, double waves, double floor) {
   // 1 − σ(o0)/W written as ((W − 1) + σ(−o0)) / W so that it stays positive in floating point at W = 1;
   // the floor bounds a forecast at 10^4 × the roofline time.
-  return std::max(sigmoid(o1) * ((waves - 1.0) + sigmoid(-double(o0))) / waves, 1e-4);
+  return std::max(sigmoid(o1) * ((waves - 1.0) + sigmoid(-double(o0))) / waves, floor);
 }
 
-double tile_seconds(const tile_features& f, float o0, float o1, float o2) {
-  return f.base_seconds / tile_utilization(o0, o1, f.waves) + sigmoid(o2) * tile_overhead_max_s;
+double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor) {
+  return f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) + sigmoid(o2) * tile_overhead_max_s;
 }
 
 std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) const {
@@ -132,7 +156,7 @@ std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) 
   const Eigen::MatrixXf out = net.forward(features_matrix(ptrs, *this));
   std::vector<double> s(rows.size());
   for (size_t j = 0; j < rows.size(); ++j)
-    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)));
+    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor);
   return s;
 }
 
@@ -261,6 +285,17 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     if (since_best >= opts.patience) break;
   }
   r.model = std::move(best);
+  // The utilisation floor of forecasts: half the lowest utilisation any training row reached. Only the
+  // transfer-feature families get it (the fp32 families keep the historical 1e-4, so retraining them
+  // reproduces their shipped weights and accuracy tables).
+  if (family_transfer_features(fam)) {
+    // Rows under twice the overhead ceiling are launch-bound (their base / measured says nothing of utilisation).
+    double lowest = 1.0;
+    bool any = false;
+    for (const auto* t : train)
+      if (t->seconds >= 2 * tile_overhead_max_s) lowest = std::min(lowest, t->f.base_seconds / t->seconds), any = true;
+    if (any) r.model.util_floor = std::clamp(0.5 * lowest, 1e-4, 1.0);
+  }
   r.val_mape = best_val;
   r.train_mape = mape_percent(r.model, train);
   return r;

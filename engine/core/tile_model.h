@@ -15,9 +15,13 @@ namespace ns {
 // bmm/linear: fp32 GEMMs on CUDA cores (SIMT) or FP32 MFMA, as the NeuSight measurements.
 // gemm_tc16: GEMMs and BMMs on tensor cores with 16-bit operands (bf16, fp16; tf32 follows it at its own peak),
 // gemm_fp8: fp8 tensor-core GEMMs; trained on the AIConfigurator measurements (../shared/data/aiconfigurator).
-enum class family { bmm, linear, elementwise, softmax, layernorm, gemm_tc16, gemm_fp8 };
-constexpr std::array<family, 7> families = {family::bmm,       family::linear,    family::elementwise, family::softmax,
-                                            family::layernorm, family::gemm_tc16, family::gemm_fp8};
+// attention_prefill: fused attention kernels (FlashAttention-style forward, and its backward priced by the same
+// model on its own work); attention_decode: one query token per sequence over a KV cache. Both trained on the
+// AIConfigurator context/generation attention measurements.
+enum class family { bmm, linear, elementwise, softmax, layernorm, gemm_tc16, gemm_fp8, attention_prefill, attention_decode };
+constexpr std::array<family, 9> families = {family::bmm,       family::linear,    family::elementwise, family::softmax,
+                                            family::layernorm, family::gemm_tc16, family::gemm_fp8,
+                                            family::attention_prefill, family::attention_decode};
 std::string_view family_name(family f);
 std::optional<family> family_parse(std::string_view s);
 std::vector<std::string> family_name_list();  // every family's name, in `families` order
@@ -31,8 +35,17 @@ std::optional<family> family_of(const kernel& k);
 // Why drop L2: among the training GPUs only the A100 has a large L2 (40 MB vs 2–6 MB), so the ratio is a
 // feature no leave-one-out model can learn; with it the A100-held-out BMM error was 63 %, without it 6 %
 // (weights/ACCURACY.md). Every unseen GPU we are judged on (H100, L4, A100-80GB) has a large L2.
+//
+// The tensor-core and attention families (trained on seven GPUs of three architectures, judged on Hopper) use
+// a set built to transfer across GPUs: every feature is either a dimensionless ratio or a time, never a
+// per-SM resource on its own, so that the MLP cannot tell GPUs apart by their bandwidth or memory size (with
+// the set above, leaving the A100 out doubled its attention forecasts: the memory features placed it between
+// Ada and Blackwell). Their five: log2 tile time at peak (ms), log2 tile memory time / tile compute time (the
+// tile's distance from the ridge point), log2(W), the last-wave fill, and log2 of the kernel's roofline time
+// per wave-quantised launch (µs), which places launch-latency-bound kernels.
 constexpr size_t tile_feature_count = 5;
-const std::array<const char*, tile_feature_count>& tile_feature_names();
+bool family_transfer_features(family f);
+const std::array<const char*, tile_feature_count>& tile_feature_names(family f = family::linear);
 
 struct tile_features {
   std::array<float, tile_feature_count> x{};
@@ -48,7 +61,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu);
 
 // util = σ(o1) · (1 − σ(o0) / W): the paper's α − β/W with 0 < β ≤ α, so utilisation stays in (0, 1)
 // (the reference's σ(o2) − σ(o0)/W can reach ≤ 0 and then predicts 0 s).
-double tile_utilization(float o0, float o1, double waves);
+double tile_utilization(float o0, float o1, double waves, double floor = 1e-4);
 
 // Our third output: a fixed per-launch cost overhead = σ(o2) · tile_overhead_max_s, added to the wave time.
 // Tiny kernels (bias-gradient adds, small layer norms) take microseconds whatever their roofline says;
@@ -57,7 +70,7 @@ constexpr double tile_overhead_max_s = 20e-6;
 constexpr int tile_outputs = 3;
 
 // seconds = base / util + overhead
-double tile_seconds(const tile_features& f, float o0, float o1, float o2);
+double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4);
 
 struct tile_model {
   family fam = family::bmm;
@@ -67,6 +80,11 @@ struct tile_model {
   // keeps the utilisation of the largest measured ones (the roofline still scales) instead of trusting
   // the MLP's extrapolation, which was off by 20× on A100 elementwise kernels of 3·10⁹ elements.
   std::array<float, tile_feature_count> lo{}, hi{};
+  // Lowest utilisation a forecast may claim: half the lowest the training rows beyond the launch overhead's reach
+  // (measured ≥ 2 × tile_overhead_max_s) reached (base / measured), so a
+  // feature combination off the training manifold cannot send a kernel to 10^4 × its roofline. 1e-4 for weights
+  // trained before this bound existed (the manifest's optional util_floor).
+  double util_floor = 1e-4;
 
   // Seconds for each feature row (one Eigen evaluation for all of them).
   std::vector<double> predict(const std::vector<tile_features>& rows) const;

@@ -72,8 +72,9 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   t.insert("layers", to_array(m.net.sizes()));
   t.insert("activation", "relu");
   t.insert("latency", "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s");
-  std::vector<std::string> feats(tile_feature_names().begin(), tile_feature_names().end());
+  std::vector<std::string> feats(tile_feature_names(m.fam).begin(), tile_feature_names(m.fam).end());
   t.insert("features", to_array(feats));
+  if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
   t.insert("weights_file", "weights.bin");
   t.insert("weights_layout",
            "float32 little-endian; per layer W row-major (out x in) then b; then feature mean, scale, min, max");
@@ -165,8 +166,13 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const auto& feats = r.array("features");
   bool same = feats.size() == tile_feature_count;
   for (size_t i = 0; same && i < tile_feature_count; ++i)
-    same = feats[i].is_string() && feats[i].as_string()->get() == tile_feature_names()[i];
+    same = feats[i].is_string() && feats[i].as_string()->get() == tile_feature_names(m.fam)[i];
   if (!same) throw error(mpath + ": trained on other features than this engine computes; retrain with `neusight train`");
+  if (const auto* uf = t.get("util_floor")) {
+    const auto v = uf->value<double>();
+    if (!v || !(*v > 0 && *v <= 1)) throw error(mpath + ": 'util_floor' must be a number in (0, 1]");
+    m.util_floor = *v;
+  }
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
   const std::string bpath = (dir / r.str("weights_file")).generic_string();

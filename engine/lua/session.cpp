@@ -1,6 +1,7 @@
 // engine/lua/session.cpp — the Lua runtime of one neusight run: prelude, search paths, workloads, expansion.
 #include "lua/session.h"
 
+#include <cmath>
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -352,8 +353,9 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   p_->push_gpu(gpu);  // stack: gpu
   const int gpu_idx = lua_gettop(L);
   require_push(*p_, "tiling.gemm");
-  require_push(*p_, "tiling.vec");  // stack: gpu gemm vec
-  const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2;
+  require_push(*p_, "tiling.vec");
+  require_push(*p_, "tiling.attention");  // stack: gpu gemm vec attention
+  const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2, attn_idx = gpu_idx + 3;
   std::map<std::string, kernel> done;  // shape key → kernel holding the tile
   for (kernel* k : kernels) {
     if (k->kind == kernel_kind::memory || k->kind == kernel_kind::collective) continue;
@@ -364,10 +366,12 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
     if (auto it = done.find(key); it != done.end()) {
       k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
       k->tile_split = it->second.tile_split;
+      k->tile_blocks = it->second.tile_blocks, k->tile_flops = it->second.tile_flops, k->tile_bytes = it->second.tile_bytes;
       k->tile_kernel = it->second.tile_kernel;
       continue;
     }
-    lua_getfield(L, is_gemm ? gemm_idx : vec_idx, "select");
+    const bool is_attn = k->kind == kernel_kind::attention;
+    lua_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
     lua_createtable(L, 0, 7);  // stack: ... select k
     const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
     lua_pushstring(L, fam.c_str());
@@ -383,7 +387,8 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       lua_setfield(L, -2, name);
     }
     lua_pushvalue(L, gpu_idx);
-    const std::string module = is_gemm ? "scripts/tiling/gemm.lua" : "scripts/tiling/vec.lua";
+    const std::string module =
+        is_gemm ? "scripts/tiling/gemm.lua" : is_attn ? "scripts/tiling/attention.lua" : "scripts/tiling/vec.lua";
     ns_call(L, 2, 1, "while selecting the tile of kernel " + k->name + " in " + module);
     table_reader r(L, -1, module + ": select()");
     if (is_gemm) {
@@ -395,12 +400,37 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
         if (k->tile_split < 1 || k->tile_split > k->n)
           throw error(r.what() + ": split must be between 1 and the reduction length n = " + std::to_string(k->n));
       }
+    } else if (is_attn) {
+      k->tile_blocks = r.number("blocks"), k->tile_flops = r.number("flops"), k->tile_bytes = r.number("bytes");
+      k->tile_kernel = r.str_or("kernel", "");
+      if (!(k->tile_blocks >= 1) || !(k->tile_flops > 0) || !(k->tile_bytes > 0) || !std::isfinite(k->tile_blocks) ||
+          !std::isfinite(k->tile_flops) || !std::isfinite(k->tile_bytes))
+        throw error(r.what() + ": blocks must be >= 1, flops and bytes > 0 and finite");
     } else {
       k->tile_elems = r.integer("elems");
       if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");
     }
     lua_pop(L, 1);
     done[key] = *k;
+  }
+}
+
+void session::attention_costs(std::vector<kernel*>& kernels) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);
+  require_push(*p_, "neusight.kernels");  // stack: K
+  const int k_idx = lua_gettop(L);
+  for (kernel* k : kernels) {
+    if (k->kind != kernel_kind::attention) continue;
+    lua_getfield(L, k_idx, "attention");
+    lua_pushstring(L, k->op.c_str());
+    for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+    lua_pushstring(L, k->dtype.c_str());
+    ns_call(L, 8, 1, "while costing attention kernel " + k->op);
+    table_reader r(L, -1, "neusight.kernels.attention()");
+    k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
+    lua_pop(L, 1);
   }
 }
 

@@ -257,8 +257,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       const std::string kind = r.str("kind");
       const auto parsed = kernel_kind_parse(kind);
       if (!parsed)
-        throw error(r.what() + ": unknown kind '" + kind + "'" +
-                    text_did_you_mean(kind, {"gemm", "bmm", "elementwise", "softmax", "layernorm", "memory", "collective"}));
+        throw error(r.what() + ": unknown kind '" + kind + "'" + text_did_you_mean(kind, kernel_kind_names()));
       k.kind = *parsed;
       k.name = r.str("name");
       k.op = r.str_or("op", "");
@@ -273,6 +272,13 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       }
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+      } else if (k.kind == kernel_kind::attention) {
+        k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+        k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
+        if (k.b < 1 || k.m < 1 || k.n < 1 || k.k < 1 || k.rows < 1 || k.hidden < 1)
+          throw error(r.what() + ": attention dims b, m, n, k, rows (heads), hidden (kv heads) must be >= 1");
+        if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")
+          throw error(r.what() + ": attention op must be causal, full, causal_bwd, full_bwd or decode (got '" + k.op + "')");
       } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
       }

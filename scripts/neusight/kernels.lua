@@ -152,6 +152,41 @@ function M.layernorm(rows, hidden, dtype)
   return row_kernel("layernorm", "layernorm", "VECln", LAYERNORM_FLOPS, rows, hidden, dtype)
 end
 
+-- Query/key pairs a causal mask leaves visible when the last query sits at the last key (prefill, and prefill
+-- that continues a cache of skv − sq tokens): Σᵢ (skv − sq + i) for i = 1..sq.
+local function causal_pairs(sq, skv) return sq * (skv - sq) + sq * (sq + 1) // 2 end
+
+local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd = true, decode = true }
+
+--- Fused scaled-dot-product attention (FlashAttention-style): softmax(Q·Kᵀ/√d)·V without the scores in DRAM.
+--- `op`: "causal" | "full" (forward), "causal_bwd" | "full_bwd" (backward), "decode" (sq new tokens per sequence
+--- over a KV cache of skv tokens). heads query heads share kv_heads key/value heads (MHA, GQA, MQA).
+--- FLOPs count the two products over the visible query/key pairs (4·d per pair); the backward's five products
+--- (Q·Kᵀ recomputed, dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) are 10·d per pair. Bytes: Q, K, V read and O
+--- written once (forward, decode); Q, K, V, O, dO read and dQ, dK, dV written once (backward).
+function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype)
+  if not ATTENTION_OPS[op] then
+    error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
+  end
+  batch, sq, skv = check_count("attention", 2, batch), check_count("attention", 3, sq), check_count("attention", 4, skv)
+  d, heads, kv_heads = check_count("attention", 5, d), check_count("attention", 6, heads), check_count("attention", 7, kv_heads)
+  local e = check_dtype("attention", 8, dtype)
+  if heads % kv_heads ~= 0 then
+    error(("bad argument #7 to 'attention' (%d query heads are not a multiple of %d kv heads)"):format(heads, kv_heads), 2)
+  end
+  if sq > skv then error(("bad argument #3 to 'attention' (query length %d exceeds key length %d)"):format(sq, skv), 2) end
+  local causal = op == "causal" or op == "causal_bwd" or op == "decode"
+  local pairs = causal and causal_pairs(sq, skv) or sq * skv
+  local bwd = op == "causal_bwd" or op == "full_bwd"
+  local q_io, kv_io = 2 * heads * sq * d, 2 * kv_heads * skv * d -- forward: Q read + O written, K + V read
+  return {
+    kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
+    op = op, dtype = dtype, b = batch, m = sq, k = skv, n = d, rows = heads, hidden = kv_heads,
+    flops = (bwd and 10 or 4) * batch * heads * d * pairs,
+    bytes = e * batch * (bwd and 2 * (q_io + kv_io) or q_io + kv_io),
+  }
+end
+
 --- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.
 ---@param shapes integer[][]
 function M.mem(shapes, dtype)
@@ -196,6 +231,8 @@ function M.describe(k)
     return ("Linear(%d,%d,%d)"):format(k.m, k.n, k.k)
   elseif k.kind == "bmm" then
     return ("BMM(%d,%d,%d,%d)"):format(k.b, k.m, k.n, k.k)
+  elseif k.kind == "attention" then
+    return ("%s(%s,b%d,q%d,kv%d,d%d,h%d/%d)"):format(k.name, k.op, k.b, k.m, k.k, k.n, k.rows, k.hidden)
   elseif k.kind == "collective" then
     return ("%s(%.0f B)"):format(k.name, k.bytes)
   elseif k.kind == "memory" then

@@ -102,4 +102,51 @@ function T.test_argument_errors_name_the_caller()
     "error position should be this file: " .. tostring(msg))
 end
 
+function T.test_attention_flops_and_bytes()
+  -- Causal prefill, MHA: 4·d per visible pair, s(s+1)/2 pairs per head; Q, K, V read and O written once.
+  local a = K.attention("causal", 2, 1024, 1024, 64, 16, 16, "bf16")
+  eq(a.kind, "attention", "kind")
+  eq(a.flops, 4 * 64 * 2 * 16 * (1024 * 1025 // 2), "causal flops")
+  eq(a.bytes, 2 * 2 * (2 * 16 * 1024 * 64 + 2 * 16 * 1024 * 64), "causal bytes")
+  -- The AIConfigurator README's closed form 2·b·s²·heads·d is this up to the diagonal (s(s+1)/2 vs s²/2).
+  eq(math.abs(a.flops - 2 * 2 * 1024 ^ 2 * 16 * 64) / a.flops < 1e-3, true, "matches 2·b·s²·h·d")
+  -- Full (non-causal) attention sees every pair; the backward does 2.5× the work and moves twice the bytes.
+  eq(K.attention("full", 2, 1024, 1024, 64, 16, 16, "bf16").flops, 4 * 64 * 2 * 16 * 1024 * 1024, "full flops")
+  local bwd = K.attention("causal_bwd", 2, 1024, 1024, 64, 16, 16, "bf16")
+  eq(bwd.flops, 2.5 * a.flops, "backward flops")
+  eq(bwd.bytes, 2 * a.bytes, "backward bytes")
+  -- GQA reads each kv head once: 32 query heads over 8 kv heads move a quarter of MHA's K/V bytes.
+  local gqa = K.attention("causal", 1, 4096, 4096, 128, 32, 8, "bf16")
+  eq(gqa.bytes, 2 * (2 * 32 * 4096 * 128 + 2 * 8 * 4096 * 128), "gqa bytes")
+  -- Decode: one token over a 4096-token cache is memory-bound on the cache, 2·b·kv·skv·d·e bytes.
+  local dec = K.attention("decode", 8, 1, 4096, 128, 32, 8, "bf16")
+  eq(dec.flops, 4 * 8 * 32 * 128 * 4096, "decode flops")
+  eq(dec.bytes, 2 * 8 * (2 * 32 * 128 + 2 * 8 * 4096 * 128), "decode bytes")
+  raises("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got sliding)",
+    K.attention, "sliding", 1, 1, 1, 1, 1, 1, "bf16")
+  raises("bad argument #7 to 'attention' (32 query heads are not a multiple of 5 kv heads)",
+    K.attention, "causal", 1, 8, 8, 64, 32, 5, "bf16")
+  raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8)", K.attention, "decode", 1, 9, 8, 64, 4, 4, "bf16")
+end
+
+function T.test_attention_tiles()
+  local tiling = require "tiling.attention"
+  local H100 = { num_sm = 132 }
+  -- Prefill: one block per (sequence, head, 128-query tile); a causal block streams on average about half the keys.
+  local k = K.attention("causal", 2, 4096, 4096, 128, 32, 8, "bf16")
+  local t = tiling.select(k, H100)
+  eq(t.blocks, 2 * 32 * (4096 // 128), "prefill blocks")
+  -- Summed over blocks, the tile FLOPs cover the kernel's FLOPs (the diagonal tiles are counted whole).
+  local ratio = t.blocks * t.flops / k.flops
+  eq(ratio >= 1 and ratio < 1.05, true, "causal tiles cover the kernel's work, ratio " .. ratio)
+  local full = K.attention("full", 2, 4096, 4096, 128, 32, 8, "bf16")
+  eq(tiling.select(full, H100).blocks * tiling.select(full, H100).flops, full.flops, "full tiles = kernel flops")
+  -- Decode: (sequence, kv head) blocks split over the cache until the SMs are filled, slices >= min_kv_slice.
+  local d = tiling.select(K.attention("decode", 1, 1, 32768, 128, 32, 8, "bf16"), H100)
+  local split = d.blocks // 8
+  eq(split > 1 and d.blocks <= 132 + 8, true, "decode splits the cache to fill the SMs: " .. d.blocks .. " blocks")
+  eq(32768 / split >= tiling.min_kv_slice, true, "decode slice length")
+  eq(tiling.select(K.attention("decode", 64, 1, 32768, 128, 32, 8, "bf16"), H100).blocks, 64 * 8, "more (sequence, kv head) pairs than SMs: no split")
+end
+
 return T

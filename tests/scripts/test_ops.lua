@@ -113,6 +113,16 @@ local CASES = {
   flash_attention = { "flash_attention", { inputs = { { 4, 20, 1024, 64 }, { 4, 20, 64, 1024 }, { 4, 20, 1024, 64 } },
       output = { 4, 20, 1024, 64 }, training = false, attrs = { fused = "h.attn.qk,h.attn.pv" } },
     "BMM(160,1024,64,1024)", "", "" },
+  -- Fused scaled-dot-product attention (HF sdpa / FlashAttention) with GQA, and decode over a KV cache.
+  sdpa = { "sdpa", { inputs = { { 2, 32, 2048, 128 }, { 2, 8, 2048, 128 }, { 2, 8, 2048, 128 } },
+      output = { 2, 32, 2048, 128 }, dtype = "bf16", attrs = { causal = true } },
+    "FlashAttention(causal,b2,q2048,kv2048,d128,h32/8)", "FlashAttentionBwd(causal_bwd,b2,q2048,kv2048,d128,h32/8)", "" },
+  sdpa_full = { "sdpa", { inputs = { { 2, 16, 512, 64 }, { 2, 16, 512, 64 }, { 2, 16, 512, 64 } },
+      output = { 2, 16, 512, 64 }, dtype = "bf16", attrs = { causal = false } },
+    "FlashAttention(full,b2,q512,kv512,d64,h16/16)", "FlashAttentionBwd(full_bwd,b2,q512,kv512,d64,h16/16)", "" },
+  decode_attention = { "decode_attention", { inputs = { { 8, 32, 1, 128 }, { 8, 8, 4096, 128 }, { 8, 8, 4096, 128 } },
+      output = { 8, 32, 1, 128 }, dtype = "bf16", training = false },
+    "DecodeAttention(decode,b8,q1,kv4096,d128,h32/8)", "", "" },
   -- metadata-only ops launch no kernels
   view = { "view", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
   reshape = { "reshape", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },

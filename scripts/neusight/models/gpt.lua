@@ -23,6 +23,10 @@
 -- MLP activation as one fused bias-GeLU kernel each way (bias_gelu_fusion, on by default in every
 -- Megatron-LM release) where HF's eager gelu_new launches 8 element-wise kernels forward; in fp16/bf16
 -- the attention scale, causal mask and softmax are one fused kernel too (fp32 takes the unfused path).
+-- opts.attention = "sdpa" (workload field `attention`; the default for 16-bit and fp8 dtypes): HF's SDPA
+-- attention, i.e. one fused FlashAttention kernel forward and one backward (ops/sdpa.lua) instead of the eager
+-- matmul → scale → mask → softmax → dropout → matmul chain, which stays for "eager" (the fp32 default, as the
+-- NeuSight reference traced it).
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -114,23 +118,29 @@ function M.build(cfg, opts)
   add("permute", "h.attn.split_heads", { { b, s, nh, hd } }, heads)
   -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
   local core = { core_attention = true }
-  add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, core)
-  if opts.megatron and (dtype == "fp16" or dtype == "bf16") then
-    -- Megatron-LM's FusedScaleMaskSoftmax (masked_softmax_fusion, on by default; its CUDA kernels take
-    -- fp16/bf16 only): scale, causal mask and softmax are one kernel each way.
-    add("softmax", "h.attn.softmax", { scores }, scores, 0,
-      { core_attention = true, note = "Megatron fused scale + causal mask + softmax" })
+  if opts.attention == "sdpa" then
+    -- HF's sdpa attention (GPT2SdpaAttention) and Megatron-Core with flash attention: one fused kernel each way
+    -- (ops/sdpa.lua), causal, dropout inside the kernel; no scores tensor is materialised.
+    add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0, { core_attention = true, causal = true })
   else
-    -- attn / torch.full([], √hd): the divisor is a 0-dim tensor, which the reference counts as a
-    -- second operand (VECdiv, two backward kernels), hence tensor_inputs = 2.
-    add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2, core_attention = true })
-    -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
-    add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
-    add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
-    add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+    add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, core)
+    if opts.megatron and (dtype == "fp16" or dtype == "bf16") then
+      -- Megatron-LM's FusedScaleMaskSoftmax (masked_softmax_fusion, on by default; its CUDA kernels take
+      -- fp16/bf16 only): scale, causal mask and softmax are one kernel each way.
+      add("softmax", "h.attn.softmax", { scores }, scores, 0,
+        { core_attention = true, note = "Megatron fused scale + causal mask + softmax" })
+    else
+      -- attn / torch.full([], √hd): the divisor is a 0-dim tensor, which the reference counts as a
+      -- second operand (VECdiv, two backward kernels), hence tensor_inputs = 2.
+      add("div", "h.attn.scale", { scores, { 1 } }, scores, 0, { tensor_inputs = 2, core_attention = true })
+      -- bias[:, :, s-s:s, :s] slices the (1, 1, n_positions, n_positions) causal-mask buffer.
+      add("getitem", "h.attn.causal_mask", { { 1, 1, P, P }, { 1 }, { 1 } }, { 1, 1, s, s })
+      add("where", "h.attn.mask", { { 1, 1, s, s }, scores, { 1 } }, scores, 0, core)
+      add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
+    end
+    add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
+    add("matmul", "h.attn.pv", { scores, heads }, heads, 0, core)
   end
-  add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
-  add("matmul", "h.attn.pv", { scores, heads }, heads, 0, core)
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
   -- Row-parallel c_proj: the bias is added once, after the all-reduce (replicated parameters).
