@@ -1,33 +1,49 @@
--- ops/adam.lua — Adam optimizer step (PyTorch 2.x foreach) over the P parameters of input {P}: 7 elementwise passes.
+-- ops/adam.lua — Adam optimizer step (PyTorch 2.x torch.optim.Adam) over the P parameters of input {P}.
 --
--- torch.optim.Adam(foreach=True, default hyper-parameters, no weight decay) launches, per step, these
--- multi-tensor kernels over all parameters (bytes per parameter with element size e):
---   1 _foreach_lerp_(exp_avg, grad, 1−β1)              exp_avg += (1−β1)(grad − exp_avg)  reads 2, writes 1  3e
---   2 _foreach_mul_(exp_avg_sq, β2)                    in place                            reads 1, writes 1  2e
---   3 _foreach_addcmul_(exp_avg_sq, grad, grad, 1−β2)  grad is passed twice, read once     reads 2, writes 1  3e
---   4 denom = _foreach_sqrt(exp_avg_sq)                                                    reads 1, writes 1  2e
---   5 _foreach_div_(denom, √bias_correction2)          scalar per tensor                   reads 1, writes 1  2e
---   6 _foreach_add_(denom, eps)                                                            reads 1, writes 1  2e
---   7 _foreach_addcdiv_(param, exp_avg, denom, −step)  param += −step·exp_avg/denom        reads 3, writes 1  4e
--- = 18e bytes and 13 FLOPs per parameter. The step-counter increments (one scalar per tensor) are ignored.
+-- Element sizes come from the node's precision recipe (neusight.precision via workload.lua; rules.optimizer_roles):
+-- w = the parameters the step updates (fp32 master in Megatron amp), g = the gradients it reads, m = one moment
+-- element, copy = the 16-bit model parameters written back from a master (0 without one).
+--
+-- attrs.impl = "foreach" (default: torch.optim.Adam(foreach=True), default hyper-parameters, no weight decay)
+-- launches these multi-tensor passes over all parameters (bytes per parameter):
+--   1 _foreach_lerp_(exp_avg, grad, 1−β1)              exp_avg += (1−β1)(grad − exp_avg)  2m + g
+--   2 _foreach_mul_(exp_avg_sq, β2)                    in place                            2m
+--   3 _foreach_addcmul_(exp_avg_sq, grad, grad, 1−β2)  grad is passed twice, read once     2m + g
+--   4 denom = _foreach_sqrt(exp_avg_sq)                                                    2m
+--   5 _foreach_div_(denom, √bias_correction2)          scalar per tensor                   2m
+--   6 _foreach_add_(denom, eps)                                                            2m
+--   7 _foreach_addcdiv_(param, exp_avg, denom, −step)  param += −step·exp_avg/denom        2w + 2m
+-- = 2w + 2g + 14m bytes (18e when every role has e bytes) and 13 FLOPs per parameter, plus, with a master,
+-- the copy pass MEM [w + copy]. attrs.impl = "fused" (torch.optim.Adam(fused=True), apex/TE FusedAdam) is one
+-- VECadam kernel reading w, g, exp_avg, exp_avg_sq and writing w, exp_avg, exp_avg_sq and the 16-bit copy:
+-- 2w + g + 4m + copy bytes, 13 FLOPs per parameter. Either way a recipe's fp16 passes come first
+-- (rules.optimizer_prologue). The step-counter increments (one scalar per tensor) are ignored.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
 ---@type neusight.OpRule
 return {
   name = "adam",
-  doc = "Adam step over P params (foreach): VEClerp, VECmulu, VECaddcmul, VECsqrt, VECdivu, VECaddu, VECaddcdiv (18·e bytes per param)",
+  doc = "Adam step over P params: foreach (default) 7 passes, 2w+2g+14m bytes per param; fused one VECadam, 2w+g+4m+copy",
   forward = function(node)
-    local rows, params = K.vec_shape(rules.input(node, 1))
-    local dtype, e = node.dtype, K.dtype_bytes(node.dtype)
-    return {
-      K.vec("lerp", rows, params, dtype),
-      K.vec("mulu", rows, params, dtype),
-      K.vec("addcmul", rows, params, dtype, { bytes_per_elem = 3 * e }), -- grad read once, not twice
-      K.vec("sqrt", rows, params, dtype),
-      K.vec("divu", rows, params, dtype),
-      K.vec("addu", rows, params, dtype),
-      K.vec("addcdiv", rows, params, dtype),
-    }
+    local r = rules.optimizer_roles(node)
+    local impl = rules.optimizer_impl(node, "foreach")
+    local rows, P, dtype, w, g, m = r.rows, r.P, node.dtype, r.w, r.g, r.m
+    local out = rules.optimizer_prologue(r, dtype)
+    if impl == "fused" then
+      out[#out + 1] = K.vec("adam", rows, P, dtype, { bytes_per_elem = 2 * w + g + 4 * m + r.copy })
+      return out
+    end
+    for _, k in ipairs {
+      K.vec("lerp", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
+      K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+      K.vec("addcmul", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
+      K.vec("sqrt", rows, P, dtype, { bytes_per_elem = 2 * m }),
+      K.vec("divu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+      K.vec("addu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+      K.vec("addcdiv", rows, P, dtype, { bytes_per_elem = 2 * w + 2 * m }),
+      rules.optimizer_copy(r, dtype),
+    } do out[#out + 1] = k end
+    return out
   end,
 }

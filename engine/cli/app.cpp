@@ -35,7 +35,7 @@ struct common_flags {
 };
 
 struct forecast_flags {
-  std::string gpu, mode, optimizer, dtype, model;
+  std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, model;
   int64_t batch = 0, seq = 0;
   std::string predictor = "neusight";
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
@@ -79,9 +79,16 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--seq", f.seq, std::string("Sequence length") + o)->check(CLI::PositiveNumber);
   cmd->add_option("--mode", f.mode, std::string("train or inference") + o)
       ->check(CLI::IsMember({"train", "inference"}));
-  cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam") + o)
-      ->check(CLI::IsMember({"none", "sgd", "adam"}));
-  cmd->add_option("--dtype", f.dtype, std::string("Element type: fp32, tf32, fp16, bf16, fp8") + o);
+  cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam, adamw") + o)
+      ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
+  cmd->add_option("--optimizer-impl", f.optimizer_impl,
+                  std::string("How the step runs: fused (one kernel; default for adamw) or foreach (multi-tensor "
+                              "passes; default for adam, sgd)") + o);
+  cmd->add_option("--dtype", f.dtype, std::string("Compute element type: fp32, tf32, fp16, bf16, fp8") + o);
+  cmd->add_option("--precision", f.precision,
+                  std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
+                              "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
+                              "in fp16/bf16/fp8, else pure (scripts/neusight/precision.lua)") + o);
   cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
       ->check(CLI::IsMember(predictor_names()));
   cmd->add_option("--overhead", f.overhead,
@@ -131,7 +138,9 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.gpu.empty()) o["gpu"] = f.gpu;
   if (!f.mode.empty()) o["mode"] = f.mode;
   if (!f.optimizer.empty()) o["optimizer"] = f.optimizer;
+  if (!f.optimizer_impl.empty()) o["optimizer_impl"] = f.optimizer_impl;
   if (!f.dtype.empty()) o["dtype"] = f.dtype;
+  if (!f.precision.empty()) o["precision"] = f.precision;
   if (f.batch > 0) o["batch"] = f.batch;
   if (f.seq > 0) o["seq"] = f.seq;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
@@ -174,7 +183,8 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   const workload w = s.workload_load(script, overrides_make(f));
   const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, gpu, w.training());
-  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu, {}, {}, {}};
+  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
+                {}, {}, {}, w.precision, w.optimizer_impl, w.state};
   for (const auto& op : e.fallback_ops)
     m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
@@ -189,8 +199,9 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
+  session s(session_options_make(c));
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}};
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none")};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -200,7 +211,6 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (training && !has_backward)
     m.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
                                      "forecast is the forward pass only");
-  session s(session_options_make(c));
   std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
   if (const auto par = opgraph_parallel_of(og)) {
     if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
@@ -260,7 +270,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--optimizer", "--dtype", "--fusion", "--flash-attention", "--dp", "--tp",
+  for (const char* o : {"--batch", "--seq", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--fusion", "--flash-attention", "--dp", "--tp",
                         "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
@@ -349,9 +359,13 @@ int app_main(int argc, char** argv) {
   search->add_option("--seq", qflags.seq, "Sequence length")->required()->check(CLI::PositiveNumber);
   search->add_option("--mode", qflags.mode, "train or inference")->capture_default_str()
       ->check(CLI::IsMember({"train", "inference"}));
-  search->add_option("--optimizer", qflags.optimizer, "Optimizer step in training: none, sgd, adam (default adam)")
-      ->check(CLI::IsMember({"none", "sgd", "adam"}));
-  search->add_option("--dtype", qflags.dtype, "Element type: fp32, tf32, fp16, bf16, fp8");
+  search->add_option("--optimizer", qflags.optimizer, "Optimizer step in training: none, sgd, adam, adamw (default adam)")
+      ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
+  search->add_option("--optimizer-impl", qflags.optimizer_impl,
+                     "How the step runs: fused (default for adamw) or foreach (default for adam, sgd)");
+  search->add_option("--dtype", qflags.dtype, "Compute element type: fp32, tf32, fp16, bf16, fp8");
+  search->add_option("--precision", qflags.precision,
+                     "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
   search->add_option("--predictor", qflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
   search->add_option("--schedule", qflags.schedule, "Pipeline schedule: gpipe or 1f1b")->capture_default_str()
       ->check(CLI::IsMember({"gpipe", "1f1b"}));

@@ -55,12 +55,18 @@ std::vector<std::string> fused_members(const node& n) {
   return out;
 }
 
-// GB one GPU of a stage needs: its weights, gradients and optimizer state plus its peak activations.
+// GB one GPU of a stage needs: its weights, gradients, master copies and optimizer state plus its peak activations.
 double device_state_gb(const timeline_device& d, const report_meta& m) {
-  return device_state_bytes(d, *m.timeline, m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  return device_state_bytes(d, *m.timeline, m.state) / 1e9;
 }
 double device_memory_gb(const timeline_device& d, const report_meta& m) {
-  return device_memory_bytes(d, *m.timeline, m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  return device_memory_bytes(d, *m.timeline, m.state) / 1e9;
+}
+
+// "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": the recipe's state per parameter, for the table.
+std::string state_breakdown(const state_layout& s) {
+  return fmt::format("{:g} B = weights {:g} + gradients {:g} + master {:g} + optimizer {:g}", s.total(), s.weights,
+                     s.gradients, s.master, s.optimizer_state);
 }
 
 json timeline_json(const parallel_timeline& t, const report_meta& m) {
@@ -129,7 +135,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
 // GB of model state on one GPU: the whole graph's, or in a parallel run the fullest stage's (its tp-sharded parameters,
 // the optimizer's part divided by dp under the distributed optimizer).
 double state_gb_per_gpu(const forecast& f, const report_meta& m) {
-  if (!m.timeline) return state_bytes(f.params_total(), m.dtype, m.mode == "train", m.optimizer) / 1e9;
+  if (!m.timeline) return state_bytes(f.params_total(), m.state) / 1e9;
   double most = 0;
   for (const auto& d : m.timeline->devices) most = std::max(most, device_state_gb(d, m));
   return most;
@@ -155,7 +161,10 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["batch"] = m.batch;
   j["seq"] = m.seq;
   j["dtype"] = m.dtype;
+  j["precision"] = m.precision;
+  j["precision_convention"] = m.state.convention;
   j["optimizer"] = m.optimizer;
+  j["optimizer_impl"] = m.optimizer_impl;
   if (m.layers) j["layers"] = *m.layers;
   // A parallel run's latency is its iteration on the slowest device; the phase sums below are then those of one
   // microbatch through the whole (tp-sharded) model, serially — the timeline's inputs.
@@ -169,6 +178,12 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(f, m);
+  // the recipe's bytes per parameter (scripts/neusight/precision.lua); state_gb = params x their sum (per stage in a
+  // parallel run, with master + optimizer_state divided by dp under the distributed optimizer)
+  j["state_bytes_per_param"] = {{"weights", m.state.weights},
+                                {"gradients", m.state.gradients},
+                                {"master", m.state.master},
+                                {"optimizer_state", m.state.optimizer_state}};
   if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
   j["warnings"] = m.warnings;
   json ops = json::array();
@@ -210,8 +225,11 @@ std::string report_csv(const forecast& f, const report_meta&) {
 
 std::string report_table(const forecast& f, const report_meta& m) {
   std::string out;
-  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
-                     m.mode == "train" ? ", optimizer " + m.optimizer : "",
+  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{}{}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
+                     m.precision == "pure" ? std::string() : " " + m.precision,
+                     m.mode == "train" ? ", optimizer " + m.optimizer +
+                                             (m.optimizer_impl.empty() ? "" : " (" + m.optimizer_impl + ")")
+                                       : "",
                      m.layers ? fmt::format(", {} layers", *m.layers) : "");
   out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
   out += fmt::format("predictor {}\n\n", m.predictor);
@@ -278,6 +296,11 @@ std::string report_table(const forecast& f, const report_meta& m) {
                          d.stage, need, device_state_gb(d, m), d.activation_bytes / 1e9,
                          need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
     }
+    out += fmt::format("state     per parameter: {} ({} recipe{}){}\n", state_breakdown(m.state), m.precision,
+                       m.precision == "amp" ? ", " + m.state.convention + " convention" : "",
+                       t.distributed_optimizer && t.dp > 1
+                           ? fmt::format("; master + optimizer sharded over dp {}", t.dp)
+                           : std::string());
     if (t.dp > 1 && !t.devices.empty())
       out += fmt::format("data-parallel gradient {}: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
                          "exposed{}\n",
@@ -291,8 +314,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
   }
   if (m.timeline) return out;  // the memory lines above say it per stage
   const double state_gb = state_gb_per_gpu(f, m);
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters; activations not counted){}\n", state_gb,
-                     f.params_total() / 1e9,
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}; "
+                     "activations not counted){}\n",
+                     state_gb, f.params_total() / 1e9, state_breakdown(m.state), m.precision,
+                     m.precision == "amp" ? " (" + m.state.convention + ")" : "",
                      state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
                                                             "it fits (shard it, see the parallelism options)",
                                                             m.gpu->mem_gb)

@@ -18,6 +18,9 @@ struct report_meta {
   std::vector<std::string> warnings;
   std::optional<int64_t> layers;  // replication of the traced layer, for imported graphs (predict --graph)
   std::optional<parallel_timeline> timeline;  // parallel runs: the per-device timeline; latency = its iteration
+  std::string precision = "pure";             // precision recipe (scripts/neusight/precision.lua)
+  std::string optimizer_impl;                 // "fused" | "foreach"; "" without an optimizer
+  state_layout state;                         // model-state bytes per parameter of the recipe
 };
 
 std::string report_json(const forecast& f, const report_meta& m);

@@ -57,7 +57,7 @@ int search_main(const search_flags& f) {
   std::vector<candidate> results;
   std::map<std::string, size_t> skipped;  // reason → layouts
   size_t evaluated = 0;
-  std::string gpu_name;
+  std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
   double gpu_mem_gb = 0;
   for (int64_t tp : divisors(f.gpus)) {
     if (tp > f.max_tp) continue;
@@ -83,14 +83,16 @@ int search_main(const search_flags& f) {
                                 {"parallel.microbatches", m}, {"parallel.schedule", f.schedule},
                                 {"parallel.recompute", std::string(recompute)}};
           if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
+          if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
           if (!f.dtype.empty()) ov["dtype"] = f.dtype;
+          if (!f.precision.empty()) ov["precision"] = f.precision;
           if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
           if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
           if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
           try {
             const workload w = s.workload_load("", ov);
             const gpu_spec& gpu = *w.gpu_resolved;
-            gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb;
+            gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
             const forecast fc = s.forecast_run(w.g, s.expand(w.g, gpu, training).kernels, gpu, *pred, "default");
             const auto tl = s.timeline(fc);
             ++evaluated;
@@ -99,7 +101,7 @@ int search_main(const search_flags& f) {
             const timeline_device* crit = critical_device(*tl);
             double most = 0;
             for (const auto& d : tl->devices)
-              most = std::max(most, device_memory_bytes(d, *tl, w.dtype, training, w.optimizer) / 1e9);
+              most = std::max(most, device_memory_bytes(d, *tl, w.state) / 1e9);
             c.iteration_ms = tl->iteration_s * 1e3;
             c.compute_ms = crit->compute_s * 1e3;
             c.exposed_comm_ms = crit->exposed_comm_s * 1e3;
@@ -137,7 +139,8 @@ int search_main(const search_flags& f) {
   if (f.format == "json") {
     nlohmann::ordered_json j;
     j["model"] = f.model, j["gpu"] = gpu_name, j["gpus"] = f.gpus, j["batch"] = f.batch, j["seq"] = f.seq;
-    j["mode"] = f.mode, j["predictor"] = f.predictor, j["evaluated"] = evaluated;
+    j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision, j["predictor"] = f.predictor;
+    j["evaluated"] = evaluated;
     j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
     auto& arr = j["layouts"] = nlohmann::ordered_json::array();
     for (const auto& c : shown)
@@ -155,8 +158,8 @@ int search_main(const search_flags& f) {
                          c.recompute, c.iteration_ms, c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb,
                          c.fits ? "true" : "false");
   } else {
-    out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, global batch {}, seq {}: {} forecasts\n\n", f.model,
-                       f.gpus, gpu_name, gpu_mem_gb, f.mode, f.batch, f.seq, evaluated);
+    out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts\n\n",
+                       f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated);
     out += fmt::format("{:>4} {:>4} {:>4} {:>4} {:>4} {:<10} {:>13} {:>11} {:>12} {:>10} {:>10}\n", "rank", "dp", "tp",
                        "pp", "mb", "recompute", "iteration ms", "compute ms", "exposed comm", "bubble ms", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {

@@ -22,15 +22,7 @@ double forecast::params_total() const {
   return p;
 }
 
-double state_bytes(double params, const std::string& dtype, bool training, const std::string& optimizer) {
-  const double e = dtype_bytes(dtype);
-  double per_param = e;  // weights
-  if (training) {
-    per_param += e;                          // gradients
-    if (optimizer == "adam") per_param += 8;  // exp_avg, exp_avg_sq in fp32
-  }
-  return params * per_param;
-}
+double state_bytes(double params, const state_layout& s) { return params * s.total(); }
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each) {
   forecast f{std::move(g), std::move(kernels), std::move(seconds_each), {}};

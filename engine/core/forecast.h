@@ -23,10 +23,21 @@ struct forecast {
   double params_total() const;
 };
 
-// Bytes of model state that must stay resident: weights, plus gradients when training, plus optimizer
-// state (Adam: two fp32 moments per parameter; SGD without momentum: none). Activations are not counted,
-// so this is a lower bound on the memory a run needs.
-double state_bytes(double params, const std::string& dtype, bool training, const std::string& optimizer);
+// Model-state bytes per parameter by role, as scripts/neusight/precision.lua state() computes them from the
+// precision recipe, the optimizer and the mode (the engine lists no element sizes of its own).
+struct state_layout {
+  double weights = 0;          // the model's parameters
+  double gradients = 0;        // the gradient buffer (training)
+  double master = 0;           // fp32 master parameters (+ fp32 main gradients) the optimizer owns (amp)
+  double optimizer_state = 0;  // the optimizer's moments (Adam/AdamW: exp_avg, exp_avg_sq)
+  std::string convention = "pure";  // the recipe's: "pure", or amp's "autocast" (PyTorch) / "megatron" (Megatron-LM)
+  double total() const { return weights + gradients + master + optimizer_state; }
+  double sharded() const { return master + optimizer_state; }  // what the distributed optimizer shards over dp
+};
+
+// Bytes of model state that must stay resident for `params` parameters: weights + gradients + master copies +
+// optimizer state. Activations are not counted, so this is a lower bound on the memory a run needs.
+double state_bytes(double params, const state_layout& s);
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each);
 

@@ -12,17 +12,15 @@ const timeline_device* critical_device(const parallel_timeline& t) {
   return crit;
 }
 
-double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
-                          const std::string& optimizer) {
-  double bytes = state_bytes(d.params, dtype, training, optimizer);
-  if (t.distributed_optimizer && training && t.dp > 1)  // the optimizer's share lives on 1/dp of the ranks
-    bytes -= (bytes - state_bytes(d.params, dtype, true, "none")) * (1 - 1.0 / double(t.dp));
+double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const state_layout& s) {
+  double bytes = state_bytes(d.params, s);
+  if (t.distributed_optimizer && t.dp > 1)  // the optimizer's share lives on 1/dp of the ranks
+    bytes -= d.params * s.sharded() * (1 - 1.0 / double(t.dp));
   return bytes;
 }
 
-double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
-                           const std::string& optimizer) {
-  return device_state_bytes(d, t, dtype, training, optimizer) + d.activation_bytes;
+double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const state_layout& s) {
+  return device_state_bytes(d, t, s) + d.activation_bytes;
 }
 
 }  // namespace ns

@@ -46,12 +46,12 @@ struct parallel_timeline {
 // The critical device: the one whose iteration ends last (ties: the first); nullptr without devices.
 const timeline_device* critical_device(const parallel_timeline& t);
 
-// Bytes of model state on one GPU of a stage: state_bytes() of its parameter share, with the optimizer's part divided
-// by dp under the distributed optimizer.
-double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
-                          const std::string& optimizer);
+struct state_layout;
+
+// Bytes of model state on one GPU of a stage: state_bytes() of its parameter share, with the optimizer's part (master
+// copies and moments, state_layout::sharded) divided by dp under the distributed optimizer.
+double device_state_bytes(const timeline_device& d, const parallel_timeline& t, const state_layout& s);
 // State plus peak activations.
-double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const std::string& dtype, bool training,
-                           const std::string& optimizer);
+double device_memory_bytes(const timeline_device& d, const parallel_timeline& t, const state_layout& s);
 
 }  // namespace ns

@@ -158,6 +158,18 @@ void overrides_push(lua_State* L, const workload_overrides& o) {
   }
 }
 
+// A state table { weights, gradients, master, optimizer_state } (scripts/neusight/precision.lua state()).
+state_layout state_read(lua_State* L, int idx, const std::string& what) {
+  table_reader r(L, idx, what);
+  state_layout s;
+  s.weights = r.number("weights");
+  s.gradients = r.number("gradients");
+  s.master = r.number("master");
+  s.optimizer_state = r.number("optimizer_state");
+  s.convention = r.str("convention");
+  return s;
+}
+
 }  // namespace
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
@@ -188,6 +200,20 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
 
 session::~session() {
   if (p_ && p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
+}
+
+state_layout session::state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.precision");
+  lua_getfield(L, -1, "state_of");
+  lua_createtable(L, 0, 3);
+  lua_pushstring(L, dtype.c_str()), lua_setfield(L, -2, "dtype");
+  lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
+  lua_pushstring(L, optimizer.c_str()), lua_setfield(L, -2, "optimizer");
+  ns_call(L, 1, 1, "in scripts/neusight/precision.lua state_of");
+  return state_read(L, -1, "scripts/neusight/precision.lua state_of");
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
@@ -228,7 +254,9 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
   w.optimizer = r.str("optimizer");
+  w.optimizer_impl = r.str_or("optimizer_impl", "");
   w.dtype = r.str("dtype");
+  w.precision = r.str("precision");
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.description = r.str_or("description", "");
@@ -243,7 +271,9 @@ workload session::workload_load(const std::string& script, const workload_overri
   } else {
     lua_pushnil(L);
   }
-  ns_call(L, 2, 3, "while building the model of " + w.source);  // stack: W spec norm name nodes plan
+  ns_call(L, 2, 4, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state
+  w.state = state_read(L, -1, "scripts/neusight/workload.lua build: state");
+  lua_pop(L, 1);  // stack: W spec norm name nodes plan
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
   w.g.nodes = nodes_read(L, -2, w.source + ": model '" + w.model + "'");

@@ -28,6 +28,9 @@ struct session_options {
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
   std::string model, gpu, mode, optimizer, dtype, description;
+  std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
+  std::string optimizer_impl;  // "fused" | "foreach"; "" without an optimizer
+  state_layout state;          // model-state bytes per parameter of this recipe (precision.lua state())
   int64_t batch = 0, seq = 0;
   graph g;
   // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
@@ -62,6 +65,10 @@ class session {
 
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
+
+  // Model-state bytes per parameter of a graph without a workload (predict --graph): scripts/neusight/precision.lua
+  // state_of{dtype, mode, optimizer} with the default recipe.
+  state_layout state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);

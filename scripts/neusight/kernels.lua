@@ -14,7 +14,9 @@ local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 
 -- Elementwise ops: FLOPs per output element and number of tensors read.
 -- The reference counts 1 FLOP per element for every elementwise op (predictor.py ops_dict); the
 -- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
--- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3.
+-- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3. adam/adamw are one
+-- fused optimizer step per parameter (ops/adam.lua, ops/adamw.lua): the 13 FLOPs of the foreach passes,
+-- + 1 for AdamW's decoupled weight decay; their bytes always come from the precision recipe.
 local VEC_OPS = {
   add  = { flops = 1, reads = 2 }, addu = { flops = 1, reads = 1 },
   sub  = { flops = 1, reads = 2 }, subu = { flops = 1, reads = 1 },
@@ -24,6 +26,7 @@ local VEC_OPS = {
   tanh = { flops = 1, reads = 1 }, gelu = { flops = 1, reads = 1 }, relu = { flops = 1, reads = 1 },
   sqrt = { flops = 1, reads = 1 },
   lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
+  adam = { flops = 13, reads = 4 }, adamw = { flops = 14, reads = 4 },
 }
 M.vec_ops = VEC_OPS
 

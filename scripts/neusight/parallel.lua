@@ -20,6 +20,7 @@
 -- function in neusight.collectives.algorithms; nothing needs recompiling.
 local T = require "neusight.topology"
 local C = require "neusight.collectives"
+local precision = require "neusight.precision"
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 local ipairs, pairs, type, tostring, error, pcall, sort = ipairs, pairs, type, tostring, error, pcall, table.sort
 
@@ -185,7 +186,10 @@ M.group_shape = group_shape
 --- then pp, so tensor-parallel groups stay inside a node whenever tp ≤ gpus_per_node.
 ---@param p table normalized parallel table
 ---@param gpu table GPU view (gpus/*.toml fields)
----@param w { batch: integer, dtype: string, mode: string }
+--- plan.precision is the run's precision recipe (neusight.precision.recipe of w.precision, default by dtype and
+--- mode; its "amp" convention is Megatron-LM's with kernels = "megatron", autocast's with "eager"): the timeline
+--- reduces gradients and all-gathers parameters in its element sizes.
+---@param w { batch: integer, dtype: string, mode: string, precision?: string }
 ---@return table
 function M.plan(p, gpu, w)
   local world = p.dp * p.tp * p.pp
@@ -224,6 +228,7 @@ function M.plan(p, gpu, w)
     distributed_optimizer = p.distributed_optimizer,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
+    precision = precision.recipe(w.precision, w.dtype, precision.convention(p.kernels == "megatron"), w.mode),
     groups = {
       tp = group_shape(p.tp, 1, 0, g),
       dp = group_shape(p.dp, p.tp, 0, g),
@@ -614,7 +619,11 @@ end
 function M.timeline(plan, nodes, times)
   local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
   local V = P * v
-  local e = DTYPE_BYTES[plan.dtype] or 4
+  local e = DTYPE_BYTES[plan.dtype] or 4 -- activations (compute dtype)
+  -- gradients (reduced over dp, tied-embedding sync) and parameters (all-gathered after a sharded step): the
+  -- precision recipe's element sizes (fp32 gradients in amp except Megatron fp16; 16-bit parameters in Megatron amp)
+  local recipe = plan.precision or precision.recipe(nil, plan.dtype, "autocast", plan.training and "train" or "inference")
+  local eg, ep = recipe.bytes.grad, recipe.bytes.param
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
   -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
@@ -682,7 +691,7 @@ function M.timeline(plan, nodes, times)
         local copy = nodes[j].params * nodes[j].count
         tied_extra[it.node] = copy / it.share -- per instance, as the bucket walk counts
         stages[V].params = stages[V].params + copy
-        tied_bytes = tied_bytes + copy * e
+        tied_bytes = tied_bytes + copy * eg
       end
     end
   end
@@ -748,7 +757,7 @@ function M.timeline(plan, nodes, times)
             for j = #seg.nodes, 1, -1 do
               local i = seg.nodes[j]
               t = t + (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
-              local grads = (nodes[i].params + (tied_extra[i] or 0)) * e * seg.per[j]
+              local grads = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
                 fill[gk] = fill[gk] + grads
@@ -788,7 +797,7 @@ function M.timeline(plan, nodes, times)
       -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
       dev.optimizer = dev.optimizer / plan.dp
       if opt_total > 0 then
-        gather = C.time("all_gather", dev.params * e, plan.groups.dp, plan.cluster)
+        gather = C.time("all_gather", dev.params * ep, plan.groups.dp, plan.cluster)
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
       end
     end
@@ -802,7 +811,7 @@ function M.timeline(plan, nodes, times)
   end
   return {
     iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
-    grad_bytes_per_rank = params_total * e, embedding_sync = tied_sync,
+    grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
   }
 end
 

@@ -213,4 +213,68 @@ function M.bmm(spec)
   }
 end
 
+---------------------------------------------------------------------------------------------------
+-- Optimizer steps (ops/sgd.lua, adam.lua, adamw.lua)
+
+--- The roles of an optimizer node { op, inputs = {{P}}, attrs from neusight.precision.optimizer_attrs }:
+--- bytes per element of what the step touches, and its implementation. A node without the attrs (built by
+--- hand) is "pure" in node.dtype.
+---   w       the parameters the step updates: the fp32 master copy when the recipe has one, else the model's
+---   g       the gradients it reads: fp32 main gradients when the recipe copies them, else the gradient buffer
+---   m       one moment element (exp_avg, exp_avg_sq; also the sqrt/denominator temporary of foreach Adam)
+---   copy    the 16-bit model parameters written back from the master (0 without a master)
+---   grad16  fp16 gradients cast into the fp32 main gradients before the step (0 without main gradients)
+---@return { rows: integer, P: integer, w: number, g: number, m: number, copy: number, grad16: number, loss_scale: boolean, impl?: string }
+function M.optimizer_roles(node)
+  local a = node.attrs
+  local e = K.dtype_bytes(node.dtype)
+  local rows, P = K.vec_shape(M.input(node, 1))
+  local param, grad = a.param_bytes or e, a.grad_bytes or e
+  local master, main_grad = a.master_bytes or 0, a.main_grad_bytes or 0
+  return {
+    rows = rows, P = P,
+    w = master > 0 and master or param,
+    g = main_grad > 0 and main_grad or grad,
+    m = a.moment_bytes or e,
+    copy = master > 0 and param or 0,
+    grad16 = main_grad > 0 and grad or 0,
+    loss_scale = a.loss_scale == true,
+    impl = a.impl,
+  }
+end
+
+--- The implementation of an optimizer node: attrs.impl, else `default`; "fused" or "foreach".
+function M.optimizer_impl(node, default)
+  local impl = node.attrs.impl or default
+  if impl ~= "fused" and impl ~= "foreach" then
+    error(("node '%s' (op '%s'): attrs.impl must be \"fused\" or \"foreach\" (got %s)")
+      :format(node.name, node.op, tostring(impl)), 2)
+  end
+  return impl
+end
+
+--- Passes a mixed-precision recipe runs before the step (bytes per parameter in brackets):
+---   MEM   fp16 gradients → fp32 main gradients            [grad16 + g]  (Megatron fp16)
+---   VECmulu unscale and inf-check of the step's gradients [2·g]         (fp16 loss scaling: GradScaler.unscale_,
+---         Megatron's _unscale_main_grads_and_check_for_nan)
+function M.optimizer_prologue(r, dtype)
+  local out = {}
+  if r.grad16 > 0 then
+    local k = K.mem({ { r.rows, r.P }, { r.rows, r.P } }, dtype)
+    k.bytes = (r.grad16 + r.g) * r.rows * r.P
+    out[#out + 1] = k
+  end
+  if r.loss_scale then out[#out + 1] = K.vec("mulu", r.rows, r.P, dtype, { bytes_per_elem = 2 * r.g }) end
+  return out
+end
+
+--- The pass after a multi-tensor (foreach) step of a recipe with a master copy: master → 16-bit model
+--- parameters [w + copy] (Megatron's _copy_main_params_to_model_params). A fused step writes the copy itself.
+function M.optimizer_copy(r, dtype)
+  if r.copy == 0 then return nil end
+  local k = K.mem({ { r.rows, r.P }, { r.rows, r.P } }, dtype)
+  k.bytes = (r.w + r.copy) * r.rows * r.P
+  return k
+end
+
 return M

@@ -20,7 +20,8 @@
 ---@field params number                  trainable parameters owned by the node
 ---@field training boolean               added by the engine
 ---@field phase? "forward"|"optimizer"   "optimizer": forward kernels are charged to the optimizer step
----@field attrs table<string, number|boolean|string>  op-specific: bias, num_embeddings, tensor_inputs, …
+---@field attrs table<string, number|boolean|string>  op-specific: bias, num_embeddings, tensor_inputs, …; optimizer
+---                                      nodes: impl and the recipe's element sizes (neusight.precision.optimizer_attrs)
 
 ---@class neusight.Kernel                one primitive kernel (neusight/kernels.lua builds them)
 ---@field kind "gemm"|"bmm"|"elementwise"|"softmax"|"layernorm"|"memory"|"collective"
@@ -52,8 +53,10 @@
 ---@field mode "train"|"inference"
 ---@field batch integer                  global batch
 ---@field seq integer                    sequence length
----@field optimizer? "none"|"sgd"|"adam" default "adam" for train, "none" for inference
----@field dtype? string                  default "fp32"
+---@field optimizer? "none"|"sgd"|"adam"|"adamw" default "adam" for train, "none" for inference
+---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw, "foreach" for adam and sgd (ops/adamw.lua)
+---@field dtype? string                  compute dtype, default "fp32"
+---@field precision? "pure"|"amp"        state recipe (neusight/precision.lua); default "amp" when training in fp16/bf16/fp8
 ---@field loss? boolean                  append the loss in training (default true)
 ---@field description? string
 

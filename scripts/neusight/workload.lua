@@ -5,13 +5,15 @@
 -- `model` is a preset name (neusight/models/presets.lua), a config table with `arch` (built by
 -- neusight/models/<arch>.lua), or a function(opts) returning the nodes of a custom model.
 local K = require "neusight.kernels"
+local precision = require "neusight.precision"
 local presets = require "neusight.models.presets"
 local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
 
 local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
-local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "dtype", "loss", "fusion", "parallel", "description" }
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "optimizer_impl", "dtype", "precision", "loss",
+  "fusion", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -105,11 +107,18 @@ local CHECK = {
   mode = one_of { "train", "inference" },
   batch = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
   seq = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
-  optimizer = one_of { "none", "sgd", "adam" },
+  optimizer = one_of { "none", "sgd", "adam", "adamw" },
+  -- optimizer_impl: how the step runs (ops/adam.lua, adamw.lua, sgd.lua): "fused" (one kernel over all
+  -- parameters: torch.optim.*(fused=True), apex/TE FusedAdam) or "foreach" (PyTorch's multi-tensor passes).
+  -- Default: "fused" for adamw, "foreach" for adam and sgd.
+  optimizer_impl = one_of { "fused", "foreach" },
   dtype = function(v)
     if type(v) == "string" and pcall(K.dtype_bytes, v) then return nil end
     return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\" (got %s)"):format(show(v))
   end,
+  -- precision: the recipe around the compute dtype (scripts/neusight/precision.lua): "pure" (parameters,
+  -- gradients and optimizer state in the dtype) or "amp" (fp32 state, 16-bit compute).
+  precision = one_of(precision.names),
   loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
   -- fusion: true (torch.compile-style fusion), "flash_attention" or { flash_attention = true } (also fuse
   -- attention blocks into FlashAttention kernels), false (eager). See scripts/neusight/fusion.lua.
@@ -134,7 +143,9 @@ local CHECK = {
 
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
---- dtype "fp32", loss true. Errors are "<chunkname>: <what>" (raised at level 0).
+--- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
+--- precision "amp" when training in fp16/bf16/fp8 and "pure" otherwise (neusight.precision.default), loss
+--- true. Errors are "<chunkname>: <what>" (raised at level 0).
 ---@param spec table
 ---@param overrides? table
 ---@param chunkname? string
@@ -187,6 +198,12 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
+  if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
+  local problem = precision.check(w.precision, w.dtype)
+  if problem then fail("field 'precision' %s", problem) end
+  if w.optimizer_impl == nil and w.optimizer ~= "none" then
+    w.optimizer_impl = w.optimizer == "adamw" and "fused" or "foreach"
+  end
   if w.loss == nil then w.loss = true end
   return w
 end
@@ -208,8 +225,13 @@ local function fill_defaults(nodes, dtype)
   end
 end
 
---- Expands a workload into (model name, nodes, plan). In training with an optimizer, one optimizer node
---- { op = <optimizer>, phase = "optimizer", inputs = {{P}} } is appended, P = Σ params · count.
+--- Expands a workload into (model name, nodes, plan, state). In training with an optimizer, one optimizer node
+--- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
+--- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
+--- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
+--- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
+--- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
+--- kernels = "megatron"), PyTorch autocast's otherwise.
 --- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
 --- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
 --- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
@@ -218,6 +240,7 @@ end
 ---@return string model_name
 ---@return neusight.Node[] nodes
 ---@return table? plan
+---@return table state
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
@@ -275,17 +298,19 @@ function M.build(spec, gpu)
     if fopts then nodes = fusion.apply(nodes, fopts) end
   end
 
+  local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then
     local P = 0
     for _, n in ipairs(nodes) do P = P + n.params * n.count end
     if P > 0 then
       nodes[#nodes + 1] = {
         op = w.optimizer, name = "optimizer." .. w.optimizer, layer = "", phase = "optimizer",
-        inputs = { { P } }, output = { P }, dtype = w.dtype, count = 1, params = 0, attrs = {},
+        inputs = { { P } }, output = { P }, dtype = precision.step_dtype(recipe), count = 1, params = 0,
+        attrs = precision.optimizer_attrs(recipe, w.optimizer_impl),
       }
     end
   end
-  return name, nodes, plan
+  return name, nodes, plan, precision.state(recipe, w.optimizer, training)
 end
 
 return M

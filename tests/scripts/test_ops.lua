@@ -171,6 +171,60 @@ function T.test_optimizer_traffic()
   eq(total(k.fw, "bytes"), 12 * 1000, "sgd: read param and grad, write param")
 end
 
+-- Optimizer kernels per precision recipe: total bytes and FLOPs per parameter equal the closed forms of
+-- ops/adam.lua, ops/adamw.lua and ops/sgd.lua. Roles (bytes per element, rules.optimizer_roles):
+--   w the parameters the step updates, g the gradients it reads, m one moment element, copy the 16-bit model
+--   parameters written from a master, grad16 fp16 gradients cast into fp32 main gradients.
+--   pure d            w = g = m = d, copy = grad16 = 0
+--   amp autocast      w = g = m = 4 (fp32 parameters, gradients, moments), copy = 0; fp16: + unscale pass 2g
+--   amp megatron bf16 w = 4 (master), g = 4 (fp32 gradients), m = 4, copy = 2
+--   amp megatron fp16 w = 4, g = 4 (fp32 main gradients), m = 4, copy = 2, + cast (grad16 + g = 2 + 4) + unscale 2g
+-- Formulas (bytes per parameter):
+--   AdamW fused    2w + g + 4m + copy            (read w g m m, write w m m + the copy)     14 FLOPs
+--   AdamW foreach  4w + 2g + 14m [+ w + copy]    (decay pass + Adam's 7 passes [+ copy])    14 FLOPs
+--   Adam  fused    2w + g + 4m + copy                                                       13 FLOPs
+--   Adam  foreach  2w + 2g + 14m [+ w + copy]                                               13 FLOPs
+--   SGD   foreach  2w + g [+ w + copy]                                                       1 FLOP
+-- plus, fp16 amp: unscale 2g (1 FLOP) and, Megatron, the cast grad16 + g.
+function T.test_optimizer_bytes_per_parameter_by_recipe()
+  local precision = require "neusight.precision"
+  local P = 1000
+  local cases = {
+    -- optimizer, impl, precision, dtype, convention, bytes per param, FLOPs per param, kernels
+    { "adamw", "fused", "pure", "fp32", nil, 2 * 4 + 4 + 4 * 4, 14, 1 },                 -- 28 = 7·4
+    { "adamw", "fused", "pure", "bf16", nil, 2 * 2 + 2 + 4 * 2, 14, 1 },                 -- 14 = 7·2
+    { "adamw", "fused", "amp", "bf16", "autocast", 2 * 4 + 4 + 4 * 4, 14, 1 },           -- 28: all fp32
+    { "adamw", "fused", "amp", "fp16", "autocast", 2 * 4 + 4 + 4 * 4 + 2 * 4, 15, 2 },   -- 36: + unscale
+    { "adamw", "fused", "amp", "bf16", "megatron", 2 * 4 + 4 + 4 * 4 + 2, 14, 1 },       -- 30: + bf16 copy
+    { "adamw", "fused", "amp", "fp16", "megatron", 2 * 4 + 4 + 4 * 4 + 2 + (2 + 4) + 2 * 4, 15, 3 }, -- 44
+    { "adamw", "foreach", "pure", "fp32", nil, 4 * 4 + 2 * 4 + 14 * 4, 14, 8 },          -- 80 = 20·4
+    { "adamw", "foreach", "pure", "bf16", nil, 4 * 2 + 2 * 2 + 14 * 2, 14, 8 },          -- 40
+    { "adamw", "foreach", "amp", "bf16", "megatron", 4 * 4 + 2 * 4 + 14 * 4 + (4 + 2), 14, 9 }, -- 86
+    { "adam", "foreach", "pure", "fp32", nil, 2 * 4 + 2 * 4 + 14 * 4, 13, 7 },           -- 72 = 18·4
+    { "adam", "foreach", "amp", "bf16", "megatron", 2 * 4 + 2 * 4 + 14 * 4 + (4 + 2), 13, 8 }, -- 78
+    { "adam", "fused", "amp", "bf16", "megatron", 2 * 4 + 4 + 4 * 4 + 2, 13, 1 },        -- 30
+    { "sgd", "foreach", "pure", "bf16", nil, 2 * 2 + 2, 1, 1 },                          -- 6
+    { "sgd", "foreach", "amp", "bf16", "megatron", 2 * 4 + 4 + (4 + 2), 1, 2 },          -- 18
+    { "sgd", "fused", "amp", "bf16", "megatron", 2 * 4 + 4 + 2, 1, 1 },                  -- 14
+  }
+  for _, c in ipairs(cases) do
+    local op, impl, name, dtype, convention, bytes, flops, n = table.unpack(c)
+    local r = precision.recipe(name, dtype, convention)
+    local what = ("%s %s, %s %s %s"):format(op, impl, name, dtype, convention or "")
+    local _, _, _, k = expand(op, { inputs = { { P } }, output = { P }, dtype = precision.step_dtype(r),
+      phase = "optimizer", attrs = precision.optimizer_attrs(r, impl) })
+    eq(#k.fw, n, what .. ": kernels")
+    eq(total(k.fw, "bytes"), bytes * P, what .. ": bytes")
+    eq(total(k.fw, "flops"), flops * P, what .. ": flops")
+  end
+  -- without recipe attrs (a hand-built node) the defaults: adamw fused, pure in the node's dtype
+  local _, _, _, k = expand("adamw", { inputs = { { P } }, output = { P }, dtype = "bf16" })
+  eq(K.describe_all(k.fw), "VECadamw(1,1000)", "adamw default: one fused kernel")
+  eq(k.fw[1].bytes, 7 * 2 * P, "pure bf16")
+  local ok, err = pcall(expand, "adamw", { name = "opt", inputs = { { P } }, output = { P }, attrs = { impl = "fast" } })
+  assert(not ok and err:find("attrs.impl must be \"fused\" or \"foreach\" (got fast)", 1, true), tostring(err))
+end
+
 function T.test_gemm_flops()
   local _, _, _, k = expand("addmm", CASES.addmm[2])
   eq(total(k.fw, "flops"), 2 * 4096 * 1280 * 3840, "forward flops")

@@ -523,6 +523,59 @@ function T.test_distributed_optimizer_shards_the_step()
   raises("parallel.distributed_optimizer: boolean expected, got 1", P.normalize, { distributed_optimizer = 1 })
 end
 
+-- The plan's precision recipe (neusight.precision): Megatron-LM's amp convention with its kernels, autocast's with
+-- eager ones. Bytes per parameter with Adam match the table of Megatron-LM's docs/source/distrib_optimizer.md:
+-- fp16 params + fp16 grads 20 (distributed 4 + 16/d), bf16 params + fp32 grads 18 (6 + 12/d), fp32 16 (8 + 8/d).
+function T.test_plan_precision_recipe_is_megatrons()
+  local precision = require "neusight.precision"
+  local function recipe(dtype, kernels, prec)
+    return P.plan(P.normalize { dp = 2, kernels = kernels }, H100,
+      { batch = 2, dtype = dtype, mode = "train", precision = prec }).precision
+  end
+  local d = 8
+  for _, c in ipairs {
+    { "fp16", 20, 4 + 16 / d }, { "bf16", 18, 6 + 12 / d }, { "fp32", 16, 8 + 8 / d },
+  } do
+    local r = recipe(c[1], "megatron")
+    local s = precision.state(r, "adam", true)
+    eq(s.weights + s.gradients + s.master + s.optimizer_state, c[2], c[1] .. ": bytes per parameter")
+    eq(s.weights + s.gradients + (s.master + s.optimizer_state) / d, c[3], c[1] .. ": distributed optimizer")
+  end
+  local mb = recipe("bf16", "megatron")
+  eq(mb.name .. " " .. mb.convention, "amp megatron", "bf16 training defaults to amp, Megatron's with its kernels")
+  eq(mb.param .. " " .. mb.grad .. " " .. mb.master .. " " .. mb.moment, "bf16 fp32 fp32 fp32", "bf16 roles")
+  local ea = recipe("bf16", "eager")
+  eq(ea.convention .. " " .. ea.param .. " " .. ea.grad, "autocast fp32 fp32", "eager kernels: autocast")
+  eq(recipe("bf16", "megatron", "pure").convention, "pure", "pure asked for")
+  eq(recipe("fp32", "megatron").name, "pure", "fp32 defaults to pure")
+end
+
+-- Gradient buckets are reduced in the recipe's gradient element size and the sharded step all-gathers the model's
+-- parameters in theirs: bf16 Megatron amp reduces fp32 gradients and gathers bf16 parameters.
+function T.test_dp_traffic_follows_the_precision_recipe()
+  local params = 25e6 / 4
+  local nodes = {
+    { op = "x", name = "h.a", layer = "h", count = 1, params = params, output = { 0 }, attrs = {} },
+    { op = "adamw", name = "optimizer.adamw", layer = "", count = 1, params = 0, output = { 0 }, attrs = {}, phase = "optimizer" },
+  }
+  local times = { { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 }, { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 8 } }
+  for _, c in ipairs { { "bf16", nil, 4, 2 }, { "fp16", nil, 2, 2 }, { "bf16", "pure", 2, 2 }, { "fp32", nil, 4, 4 } } do
+    local dtype, prec, eg, ep = c[1], c[2], c[3], c[4]
+    local plan = P.plan(P.normalize { dp = 4, overlap_grad_reduce = false, distributed_optimizer = true }, H100,
+      { batch = 4, dtype = dtype, mode = "train", precision = prec })
+    local t = P.timeline(plan, nodes, times)
+    local g, what = plan.groups.dp, dtype .. " " .. (prec or "default")
+    eq(t.grad_bytes_per_rank, params * eg, what .. ": gradient bytes")
+    local want, bytes = 0, params * eg -- in buckets of 25 MB
+    while bytes > 0 do
+      want = want + C.time("reduce_scatter", math.min(bytes, 25e6), g, plan.cluster)
+      bytes = bytes - 25e6
+    end
+    want = want + C.time("all_gather", params * ep, g, plan.cluster)
+    near(t.devices[1].dp_comm, want, what .. ": reduce-scatter of the gradients + all-gather of the parameters", 1e-9)
+  end
+end
+
 function T.test_megatron_kernels_of_the_gpt_builder()
   local function names(opts)
     local set, n = {}, 0

@@ -47,8 +47,9 @@ function T.test_missing_and_mistyped_fields()
   eq(error_of(spec { seq = 0 }), "examples/w.lua: field 'seq' must be a positive integer (got 0)", "zero seq")
   eq(error_of(spec { mode = "training" }),
     [[examples/w.lua: field 'mode' must be "train" or "inference" (got "training") (did you mean 'train'?)]], "mode")
-  eq(error_of(spec { optimizer = "adamw" }),
-    [[examples/w.lua: field 'optimizer' must be "none", "sgd" or "adam" (got "adamw") (did you mean 'adam'?)]], "optimizer")
+  eq(error_of(spec { optimizer = "adamW2" }),
+    [[examples/w.lua: field 'optimizer' must be "none", "sgd", "adam" or "adamw" (got "adamW2") (did you mean 'adamw'?)]],
+    "optimizer")
   eq(error_of(spec { loss = "yes" }), [[examples/w.lua: field 'loss' must be a boolean (got "yes")]], "loss")
   eq(error_of(spec { dtype = "fp33" }),
     [[examples/w.lua: field 'dtype' must be a dtype name such as "fp32", "bf16", "fp16" (got "fp33")]], "dtype")
@@ -120,6 +121,83 @@ function T.test_config_table_and_function_models()
   eq(nodes[1].count, 1, "count default")
   eq(nodes[1].layer, "", "layer default")
   eq(nodes[2].inputs[1][1], 36, "optimizer over the function model's params")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Precision recipes and optimizer implementations (scripts/neusight/precision.lua)
+
+function T.test_precision_and_optimizer_impl_defaults()
+  eq(workload.normalize(spec()).precision, "pure", "fp32 training: pure (amp would be the same thing)")
+  eq(workload.normalize(spec { dtype = "bf16" }).precision, "amp", "bf16 training: amp, what people train with")
+  eq(workload.normalize(spec { dtype = "fp16" }).precision, "amp", "fp16 training: amp")
+  eq(workload.normalize(spec { dtype = "bf16", mode = "inference" }).precision, "pure", "bf16 inference: bf16 weights")
+  eq(workload.normalize(spec { dtype = "bf16", precision = "pure" }).precision, "pure", "pure asked for")
+  eq(workload.normalize(spec { dtype = "tf32" }).precision, "pure", "tf32 keeps fp32 storage")
+  eq(workload.normalize(spec { optimizer = "adamw" }).optimizer_impl, "fused", "adamw: fused by default")
+  eq(workload.normalize(spec { optimizer = "adam" }).optimizer_impl, "foreach", "adam: foreach by default")
+  eq(workload.normalize(spec { optimizer = "sgd" }).optimizer_impl, "foreach", "sgd: foreach by default")
+  eq(workload.normalize(spec { optimizer = "none" }).optimizer_impl, nil, "no implementation without an optimizer")
+  eq(workload.normalize(spec { optimizer = "adamw", optimizer_impl = "foreach" }).optimizer_impl, "foreach", "asked for")
+end
+
+function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
+  eq(error_of(spec { dtype = "bf16", precision = "ampp" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
+  eq(error_of(spec { precision = "mixed" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "mixed")]], "unknown, no suggestion")
+  eq(error_of(spec(), { precision = true }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got true)]], "CLI override, not a string")
+  eq(error_of(spec { precison = "amp" }), "examples/w.lua: unknown field 'precison' (did you mean 'precision'?)", "field")
+  eq(error_of(spec { optimizer = "adamw", optimizer_impl = "fuse" }),
+    [[examples/w.lua: field 'optimizer_impl' must be "fused" or "foreach" (got "fuse") (did you mean 'fused'?)]], "impl")
+end
+
+function T.test_amp_needs_a_16_bit_compute_dtype()
+  local want = [[examples/w.lua: field 'precision' "amp" mixes a 16-bit or fp8 compute dtype with fp32 state; ]]
+    .. [[dtype "%s" is already %d bytes per element (parameters, gradients and optimizer state in it): ]]
+    .. [[use precision = "pure" or dtype "bf16" / "fp16"]]
+  eq(error_of(spec { precision = "amp" }), want:format("fp32", 4), "amp + fp32")
+  eq(error_of(spec { precision = "amp" }, { dtype = "tf32" }), want:format("tf32", 4), "amp + tf32 (CLI)")
+  eq(workload.normalize(spec { precision = "amp", dtype = "fp8" }).precision, "amp", "fp8 compute mixes")
+end
+
+-- Model state per parameter by recipe, in bytes: { weights, gradients, master, optimizer_state }. Single-GPU runs
+-- use PyTorch autocast's convention for amp (fp32 parameters, gradients and moments; no master copy).
+function T.test_state_per_parameter_by_recipe()
+  local cases = {
+    { {}, { 4, 4, 0, 8 }, "fp32 Adam: 4 + 4 + 2·4 = 16" },
+    { { dtype = "bf16", precision = "pure", optimizer = "adamw" }, { 2, 2, 0, 4 }, "model.to(bf16) AdamW: 4·2 = 8" },
+    { { dtype = "bf16", optimizer = "adamw" }, { 4, 4, 0, 8 }, "amp (autocast) bf16 AdamW: 16" },
+    { { dtype = "fp16", optimizer = "sgd" }, { 4, 4, 0, 0 }, "amp (autocast) fp16 SGD: 8" },
+    { { dtype = "bf16", optimizer = "none" }, { 4, 4, 0, 0 }, "amp without an optimizer: weights + gradients" },
+    { { dtype = "bf16", mode = "inference" }, { 2, 0, 0, 0 }, "bf16 inference: the weights" },
+    { { dtype = "bf16", mode = "inference", precision = "amp" }, { 4, 0, 0, 0 }, "autocast inference: fp32 weights" },
+  }
+  for _, c in ipairs(cases) do
+    local _, _, _, st = workload.build(spec(c[1]))
+    local got = { st.weights, st.gradients, st.master, st.optimizer_state }
+    eq(table.concat(got, " "), table.concat(c[2], " "), c[3])
+  end
+end
+
+function T.test_optimizer_node_carries_the_recipe()
+  local _, nodes = workload.build(spec { dtype = "bf16", optimizer = "adamw" })
+  local opt = nodes[#nodes]
+  eq(opt.op, "adamw", "op")
+  eq(opt.name, "optimizer.adamw", "name")
+  eq(opt.dtype, "fp32", "amp steps in fp32")
+  local a = opt.attrs
+  eq(a.impl, "fused", "impl")
+  eq(a.precision, "amp", "recipe")
+  eq(a.convention, "autocast", "single GPU: PyTorch autocast")
+  eq(table.concat({ a.param_bytes, a.grad_bytes, a.main_grad_bytes, a.master_bytes, a.moment_bytes }, " "),
+    "4 4 0 0 4", "element sizes")
+  eq(a.loss_scale, false, "bf16: no loss scaling")
+  _, nodes = workload.build(spec { dtype = "bf16", precision = "pure", optimizer = "adam", optimizer_impl = "fused" })
+  opt = nodes[#nodes]
+  eq(opt.dtype, "bf16", "pure steps in the dtype")
+  eq(table.concat({ opt.attrs.param_bytes, opt.attrs.grad_bytes, opt.attrs.moment_bytes }, " "), "2 2 2", "pure sizes")
+  eq(opt.attrs.impl, "fused", "impl asked for")
 end
 
 return T

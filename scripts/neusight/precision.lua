@@ -1,0 +1,149 @@
+-- scripts/neusight/precision.lua — precision recipes: which element type each role of training state has.
+--
+-- The workload's `dtype` is the compute type (GEMM inputs, activations). `precision` says how the training
+-- state around it is kept; this module is the one place that turns both into element sizes, for the optimizer
+-- node (workload.lua → ops/adam.lua, adamw.lua, sgd.lua), the data-parallel gradient and parameter traffic
+-- (parallel.lua) and the memory report (state_gb, the engine reads M.state's numbers and re-lists nothing).
+--
+--   "pure"  model.to(dtype): parameters, gradients and optimizer moments in the dtype, no master copy.
+--   "amp"   mixed precision: compute in a 16-bit (or fp8) dtype, fp32 optimizer state. Two conventions,
+--           picked by whose code runs the model (workload.lua: parallel.kernels):
+--     "autocast" (PyTorch torch.autocast, eager kernels: single-GPU runs and parallel.kernels = "eager"):
+--           parameters, gradients and moments stay fp32; the 16-bit weight copies are casts inside the ops
+--           (not separate state). fp16 adds GradScaler's unscale/inf-check pass over the gradients.
+--     "megatron" (Megatron-LM Float16Optimizer / distributed optimizer, parallel.kernels = "megatron"):
+--           16-bit model parameters (bf16 for fp8 compute, as Transformer Engine keeps them), fp32 master
+--           parameters and moments. Gradients: bf16 (and fp8) runs accumulate and all-reduce them in fp32
+--           (Megatron-LM forces --accumulate-allreduce-grads-in-fp32 for bf16); fp16 runs keep fp16
+--           gradients, copy them to fp32 main gradients for the step and unscale them (loss scaling).
+--           Bytes per parameter with Adam — bf16: 2 + 4 + 4 + 8 = 18, fp16: 2 + 2 + (4 + 4) + 8 = 20,
+--           fp32: 16 — with the distributed optimizer 6 + 12/dp, 4 + 16/dp, 8 + 8/dp: the table of
+--           Megatron-LM's docs/source/distrib_optimizer.md.
+-- Default: "amp" when training in fp16, bf16 or fp8 (what mixed-precision training means in practice),
+-- "pure" otherwise (fp32/tf32/fp64 training, and every inference run: weights loaded in the dtype).
+-- "amp" with a 4- or 8-byte dtype is an error: there is nothing to mix.
+local K = require "neusight.kernels"
+local ipairs, tostring, error = ipairs, tostring, error
+
+local M = {}
+
+--- Recipe names, in display order (workload validation and "did you mean" use them).
+M.names = { "pure", "amp" }
+
+-- Compute dtypes amp can mix with fp32 (a 2- or 1-byte floating-point type).
+local LOW = { fp16 = true, bf16 = true, fp8 = true }
+
+--- True when `dtype` is a 16-bit or fp8 compute type that "amp" can mix with fp32 state.
+function M.mixable(dtype) return LOW[dtype] == true end
+
+--- The default recipe for a compute dtype and mode ("train" | "inference").
+function M.default(dtype, mode)
+  return (mode == "train" and LOW[dtype]) and "amp" or "pure"
+end
+
+--- nil when `precision` goes with `dtype`, else an error fragment for workload.lua ("\"amp\" needs …").
+function M.check(precision, dtype)
+  if precision == "amp" and not LOW[dtype] then
+    return ("\"amp\" mixes a 16-bit or fp8 compute dtype with fp32 state; dtype %q is already %d bytes per element"
+      .. " (parameters, gradients and optimizer state in it): use precision = \"pure\" or dtype \"bf16\" / \"fp16\"")
+      :format(tostring(dtype), K.dtype_bytes(dtype))
+  end
+  return nil
+end
+
+--- The convention of "amp" for a run: "megatron" when Megatron-LM's kernels run the model, else "autocast".
+function M.convention(megatron) return megatron and "megatron" or "autocast" end
+
+--- Element types by role. Returns { name, convention, compute, param, grad, main_grad?, master?, moment,
+--- loss_scale } (dtype names; main_grad / master absent when the recipe has none) and a `bytes` table with
+--- the same roles in bytes per element (0 for an absent role).
+---   param      the model's parameters (what the forward reads)
+---   grad       the gradient buffer backward fills and data parallelism reduces
+---   main_grad  an fp32 copy of the gradients the optimizer steps on (Megatron fp16)
+---   master     fp32 master parameters the optimizer updates (Megatron amp)
+---   moment     each optimizer moment (Adam's exp_avg, exp_avg_sq)
+---@param precision? string "pure" | "amp" (nil: M.default(dtype, mode))
+---@param dtype string compute dtype
+---@param convention? string "autocast" (default) | "megatron"; ignored by "pure"
+---@param mode? string for the default only
+function M.recipe(precision, dtype, convention, mode)
+  K.dtype_bytes(dtype) -- validates
+  precision = precision or M.default(dtype, mode or "train")
+  local r
+  if precision == "pure" then
+    r = { name = "pure", convention = "pure", compute = dtype, param = dtype, grad = dtype, moment = dtype,
+          loss_scale = false }
+  elseif precision == "amp" then
+    local problem = M.check(precision, dtype)
+    if problem then error("precision: " .. problem, 2) end
+    convention = convention or "autocast"
+    if convention == "autocast" then
+      r = { name = "amp", convention = "autocast", compute = dtype, param = "fp32", grad = "fp32", moment = "fp32",
+            loss_scale = dtype == "fp16" }
+    elseif convention == "megatron" then
+      local fp16 = dtype == "fp16"
+      r = { name = "amp", convention = "megatron", compute = dtype, param = fp16 and "fp16" or "bf16",
+            grad = fp16 and "fp16" or "fp32", main_grad = fp16 and "fp32" or nil, master = "fp32", moment = "fp32",
+            loss_scale = fp16 }
+    else
+      error(("precision: unknown convention %s (\"autocast\" or \"megatron\")"):format(tostring(convention)), 2)
+    end
+  else
+    error(("precision: unknown recipe %s (\"pure\" or \"amp\")"):format(tostring(precision)), 2)
+  end
+  local b = {}
+  for _, role in ipairs { "param", "grad", "main_grad", "master", "moment" } do
+    b[role] = r[role] and K.dtype_bytes(r[role]) or 0
+  end
+  r.bytes = b
+  return r
+end
+
+-- Moments each optimizer keeps per parameter.
+local MOMENTS = { none = 0, sgd = 0, adam = 2, adamw = 2 }
+
+--- Model-state bytes per parameter of a recipe: { weights, gradients, master, optimizer_state, convention }.
+--- master = fp32 master parameters + fp32 main gradients (the optimizer's copies), optimizer_state = its
+--- moments; under the distributed optimizer both shard over dp, weights and gradients do not. Inference
+--- keeps the weights only; training without an optimizer (optimizer "none") the weights and gradients.
+---@param r table M.recipe()
+---@param optimizer string "none" | "sgd" | "adam" | "adamw"
+---@param training boolean
+function M.state(r, optimizer, training)
+  local moments = MOMENTS[optimizer]
+  if not moments then error(("precision.state: unknown optimizer %s"):format(tostring(optimizer)), 2) end
+  local b = r.bytes
+  local s = { weights = b.param, gradients = 0, master = 0, optimizer_state = 0, convention = r.convention }
+  if training then
+    s.gradients = b.grad
+    if optimizer ~= "none" then
+      s.master = b.master + b.main_grad
+      s.optimizer_state = moments * b.moment
+    end
+  end
+  return s
+end
+
+--- state() for a workload-like table { dtype, mode, optimizer, precision?, megatron? } (the engine's
+--- entry point for graphs that have no workload, e.g. predict --graph).
+function M.state_of(t)
+  local r = M.recipe(t.precision, t.dtype, M.convention(t.megatron), t.mode)
+  return M.state(r, t.optimizer or "none", t.mode == "train")
+end
+
+--- The optimizer node's attrs for a recipe: element sizes by role plus the implementation.
+---@param r table M.recipe()
+---@param impl string "fused" | "foreach"
+function M.optimizer_attrs(r, impl)
+  local b = r.bytes
+  return {
+    impl = impl, precision = r.name, convention = r.convention,
+    param_bytes = b.param, grad_bytes = b.grad, main_grad_bytes = b.main_grad, master_bytes = b.master,
+    moment_bytes = b.moment, loss_scale = r.loss_scale,
+  }
+end
+
+--- The dtype the optimizer step computes in: its moments' (fp32 in amp, the dtype in pure).
+function M.step_dtype(r) return r.moment end
+
+return M

@@ -1,0 +1,177 @@
+// tests/cli/test_precision_cli.cpp — precision recipes (--precision pure|amp) and the AdamW step (--optimizer adamw,
+// --optimizer-impl) end to end: state_gb by recipe, optimizer kernels' bytes, errors, parallel runs.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+// GPT-2 Large (HF gpt2-large): 36 × 12·1280² + 36 × 13·1280 + 1280·(50257 + 1024) + 2·1280 parameters.
+constexpr double gpt2_large_params = 36.0 * 12 * 1280 * 1280 + 36.0 * 13 * 1280 + 1280.0 * (50257 + 1024) + 2 * 1280;
+
+const std::string gpt2 = "predict --model gpt2_large --gpu h100 --batch 4 --seq 1024 --format json ";
+const std::string gpt2_train = gpt2 + "--mode train ";
+
+json run_json(const std::string& args) {
+  const auto r = run_cli(args);
+  INFO(args << "\n" << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// The optimizer-phase kernels of a report.
+std::vector<json> optimizer_ops(const json& j) {
+  std::vector<json> out;
+  for (const auto& o : j["ops"])
+    if (o["phase"] == "optimizer") out.push_back(o);
+  return out;
+}
+
+double sum(const std::vector<json>& ops, const char* field) {
+  double s = 0;
+  for (const auto& o : ops) s += o[field].get<double>();
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("adamw end to end: bf16 amp GPT-2 Large on an H100", "[cli][precision]") {
+  const json j = run_json(gpt2_train + "--optimizer adamw --dtype bf16 --precision amp");
+  CHECK(j["optimizer"] == "adamw");
+  CHECK(j["optimizer_impl"] == "fused");
+  CHECK(j["dtype"] == "bf16");
+  CHECK(j["precision"] == "amp");
+  CHECK(j["precision_convention"] == "autocast");
+  REQUIRE(j["params"].get<double>() == gpt2_large_params);
+  const double P = gpt2_large_params;
+  CHECK(j["optimizer_ms"].get<double>() > 0);
+  CHECK(j["latency_ms"].get<double>() ==
+        Approx(j["forward_ms"].get<double>() + j["backward_ms"].get<double>() + j["optimizer_ms"].get<double>()));
+  // autocast: fp32 parameters + fp32 gradients + two fp32 moments = 16 B per parameter
+  CHECK(j["state_bytes_per_param"] == json({{"weights", 4.0}, {"gradients", 4.0}, {"master", 0.0}, {"optimizer_state", 8.0}}));
+  CHECK(j["state_gb"].get<double>() == Approx(P * 16 / 1e9).epsilon(1e-12));
+  // one fused kernel: read w, g, exp_avg, exp_avg_sq, write w, exp_avg, exp_avg_sq: 2·4 + 4 + 4·4 = 28 B, 14 FLOPs
+  const auto ops = optimizer_ops(j);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0]["kernel"] == "VECadamw");
+  CHECK(ops[0]["op"] == "adamw");
+  CHECK(ops[0]["bytes"].get<double>() == 28 * P);
+  CHECK(ops[0]["flops"].get<double>() == 14 * P);
+}
+
+TEST_CASE("adamw: fused vs foreach under the roofline, by recipe", "[cli][precision]") {
+  const auto step = [](const std::string& extra) {
+    const json j = run_json(gpt2_train + "--predictor roofline --optimizer adamw " + extra);
+    return std::make_pair(j["optimizer_ms"].get<double>(), sum(optimizer_ops(j), "bytes") / j["params"].get<double>());
+  };
+  const auto fused = step("--dtype bf16"), foreach = step("--dtype bf16 --optimizer-impl foreach");
+  CHECK(fused.second == 28);    // 2w + g + 4m, all fp32 under autocast
+  CHECK(foreach.second == 80);  // 4w + 2g + 14m: the decay pass and Adam's seven passes
+  // memory-bound: the step time scales with the bytes (H100 SXM5: 3.35 TB/s)
+  CHECK(fused.first == Approx(28 * gpt2_large_params / 3.35e12 * 1e3).epsilon(1e-3));
+  CHECK(foreach.first / fused.first == Approx(80.0 / 28).epsilon(1e-9));
+  const auto pure = step("--dtype bf16 --precision pure");
+  CHECK(pure.second == 14);  // 7 element accesses of 2 B
+  CHECK(pure.first == Approx(fused.first / 2).epsilon(1e-9));
+}
+
+TEST_CASE("state_gb per precision recipe equals the closed form for GPT-2 Large", "[cli][precision]") {
+  const double P = gpt2_large_params;
+  struct c { const char* flags; double bytes; };
+  for (const c& k : {
+           c{"--mode train --dtype fp32 --optimizer adam", 4 + 4 + 8},                        // fp32: pure, the only recipe
+           c{"--mode train --dtype bf16 --precision pure --optimizer adamw", 2 + 2 + 2 * 2},  // model.to(bf16)
+           c{"--mode train --dtype bf16 --optimizer adamw", 4 + 4 + 2 * 4},                   // default amp (autocast)
+           c{"--mode train --dtype bf16 --optimizer adam", 4 + 4 + 2 * 4},                    // before: 2 + 2 + 8 = 12
+           c{"--mode train --dtype fp16 --precision amp --optimizer sgd", 4 + 4},             // SGD: no moments
+           c{"--mode train --dtype bf16 --precision pure --optimizer none", 2 + 2},           // weights + gradients
+           c{"--mode inference --dtype bf16", 2},                                             // inference default: pure
+       }) {
+    INFO(k.flags);
+    const json j = run_json(gpt2 + "--predictor roofline " + k.flags);
+    CHECK(j["state_gb"].get<double>() == Approx(P * k.bytes / 1e9).epsilon(1e-12));
+  }
+  const auto table = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 4 --seq 1024 --predictor "
+                             "roofline --optimizer adamw --dtype bf16");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("(train, batch 4, seq 1024, bf16 amp, optimizer adamw (fused))") != std::string::npos);
+  CHECK(table.out.find("(0.774 B parameters x 16 B = weights 4 + gradients 4 + master 0 + optimizer 8 per parameter, "
+                       "amp recipe (autocast); activations not counted)") != std::string::npos);
+}
+
+TEST_CASE("precision errors: an unknown recipe names the field, amp with fp32 is refused", "[cli][precision]") {
+  auto r = run_cli(gpt2_train + "--dtype bf16 --precision ampp");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'precision' must be \"pure\" or \"amp\" (got \"ampp\") (did you mean 'amp'?)") !=
+        std::string::npos);
+  // --dtype is the compute type: amp with fp32 compute has nothing to mix, an error rather than a silent no-op
+  r = run_cli(gpt2_train + "--dtype fp32 --precision amp");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'precision' \"amp\" mixes a 16-bit or fp8 compute dtype with fp32 state; dtype \"fp32\" is "
+                   "already 4 bytes per element") != std::string::npos);
+  r = run_cli(gpt2_train + "--optimizer adamw --optimizer-impl fast");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'optimizer_impl' must be \"fused\" or \"foreach\" (got \"fast\")") != std::string::npos);
+  r = run_cli(gpt2_train + "--optimizer adamx");
+  CHECK(r.code == 2);
+  // a script's recipe meets the command line's dtype
+  temp_dir t;
+  const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'train', batch = 4, seq = 1024,\n"
+                                       "  dtype = 'bf16', precision = 'amp', optimizer = 'adamw' }\n");
+  r = run_cli("run '" + script.string() + "' --dtype fp32 --predictor roofline");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'precision' \"amp\" mixes") != std::string::npos);
+  r = run_cli("run '" + script.string() + "' --dtype fp32 --precision pure --predictor roofline --format json");
+  INFO(r.err);
+  CHECK(r.code == 0);
+}
+
+TEST_CASE("adamw in a parallel run: dp 2, Megatron amp, the distributed optimizer", "[cli][precision][parallel]") {
+  const std::string base = gpt2_train + "--predictor roofline --optimizer adamw --dtype bf16 --dp 2";
+  const json plain = run_json(base), zero = run_json(base + " --distributed-optimizer");
+  CHECK(plain["precision"] == "amp");
+  CHECK(plain["precision_convention"] == "megatron");  // Megatron-LM kernels (the parallel default)
+  // bf16 parameters, fp32 gradients (Megatron accumulates bf16 gradients in fp32), fp32 master, two fp32 moments
+  CHECK(plain["state_bytes_per_param"] ==
+        json({{"weights", 2.0}, {"gradients", 4.0}, {"master", 4.0}, {"optimizer_state", 8.0}}));
+  const json &a = plain["parallel"]["devices"][0], &b = zero["parallel"]["devices"][0];
+  const double P = a["params"].get<double>();
+  CHECK(P == gpt2_large_params);
+  CHECK(a["state_gb"].get<double>() == Approx(P * (2 + 4 + 4 + 8) / 1e9).epsilon(1e-12));  // 18 B
+  CHECK(b["state_gb"].get<double>() == Approx(P * (2 + 4 + (4 + 8) / 2.0) / 1e9).epsilon(1e-12));  // 6 + 12/dp
+  CHECK(zero["state_gb"].get<double>() == b["state_gb"].get<double>());
+  CHECK(b["memory_gb"].get<double>() == Approx(b["state_gb"].get<double>() + b["activation_gb"].get<double>()));
+  // fused step over the fp32 master: 2·4 + 4 + 4·4 + the bf16 model copy 2 = 30 B per parameter
+  const auto ops = optimizer_ops(plain);
+  REQUIRE(ops.size() == 1);
+  CHECK(ops[0]["bytes"].get<double>() == 30 * P);
+  CHECK(a["optimizer_ms"].get<double>() > 0);
+  CHECK(b["optimizer_ms"].get<double>() == Approx(a["optimizer_ms"].get<double>() / 2));
+  CHECK(plain["parallel"]["grad_bytes_per_rank"].get<double>() == 4 * P);  // fp32 gradients reduced
+  CHECK(zero["latency_ms"].get<double>() > 0);
+}
+
+TEST_CASE("search takes --precision and --optimizer adamw", "[cli][precision][search]") {
+  const auto run = [](const std::string& extra) {
+    return run_json("search --model gpt2_large --gpu h100 --gpus 2 --batch 4 --seq 1024 --dtype bf16 --optimizer adamw "
+                    "--predictor roofline --format json --all --top 50" + extra);
+  };
+  const json amp = run(""), pure = run(" --precision pure");
+  CHECK(amp["precision"] == "amp");
+  CHECK(pure["precision"] == "pure");
+  bool compared = false;
+  for (const auto& a : amp["layouts"])
+    for (const auto& p : pure["layouts"])
+      if (a["dp"] == p["dp"] && a["tp"] == p["tp"] && a["pp"] == p["pp"] && a["microbatches"] == p["microbatches"] &&
+          a["recompute"] == p["recompute"]) {
+        CHECK(a["memory_gb"].get<double>() > p["memory_gb"].get<double>());  // 18 B vs 8 B of state per parameter
+        compared = true;
+      }
+  CHECK(compared);
+}
