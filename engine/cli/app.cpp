@@ -35,7 +35,7 @@ struct common_flags {
 };
 
 struct forecast_flags {
-  std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, model;
+  std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
   int64_t batch = 0, seq = 0;
   std::string predictor = "neusight";
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
@@ -89,6 +89,11 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
                               "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
                               "in fp16/bf16/fp8, else pure (scripts/neusight/precision.lua)") + o);
+  cmd->add_option("--attention", f.attention,
+                  std::string("Attention implementation: eager (matmul-softmax-matmul kernels) or sdpa (one fused "
+                              "FlashAttention kernel each way); default sdpa for bf16/fp16/fp8 where the model has "
+                              "it, else eager") + o)
+      ->check(CLI::IsMember({"eager", "sdpa"}));
   cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
       ->check(CLI::IsMember(predictor_names()));
   cmd->add_option("--overhead", f.overhead,
@@ -141,6 +146,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.optimizer_impl.empty()) o["optimizer_impl"] = f.optimizer_impl;
   if (!f.dtype.empty()) o["dtype"] = f.dtype;
   if (!f.precision.empty()) o["precision"] = f.precision;
+  if (!f.attention.empty()) o["attention"] = f.attention;
   if (f.batch > 0) o["batch"] = f.batch;
   if (f.seq > 0) o["seq"] = f.seq;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
@@ -270,7 +276,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--fusion", "--flash-attention", "--dp", "--tp",
+  for (const char* o : {"--batch", "--seq", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
                         "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,

@@ -12,8 +12,8 @@ local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type
 local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
-local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "optimizer_impl", "dtype", "precision", "loss",
-  "fusion", "parallel", "description" }
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "optimizer_impl", "dtype", "precision",
+  "attention", "loss", "fusion", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -119,6 +119,12 @@ local CHECK = {
   -- precision: the recipe around the compute dtype (scripts/neusight/precision.lua): "pure" (parameters,
   -- gradients and optimizer state in the dtype) or "amp" (fp32 state, 16-bit compute).
   precision = one_of(precision.names),
+  -- attention: how the model's attention runs (builders that declare M.attention = { sdpa = true }): "eager"
+  -- (matmul → scale → mask → softmax → dropout → matmul, the kernels HF eager and the NeuSight traces launch) or
+  -- "sdpa" (torch scaled_dot_product_attention: one FlashAttention kernel each way, ops/sdpa.lua). Default:
+  -- "sdpa" for 16-bit and fp8 dtypes where the builder has it (what HF and Megatron-Core run today), "eager"
+  -- for fp32 (the setting the fp32 measurements were taken in).
+  attention = one_of { "eager", "sdpa" },
   loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
   -- fusion: true (torch.compile-style fusion), "flash_attention" or { flash_attention = true } (also fuse
   -- attention blocks into FlashAttention kernels), false (eager). See scripts/neusight/fusion.lua.
@@ -225,6 +231,10 @@ local function fill_defaults(nodes, dtype)
   end
 end
 
+--- Whether attention defaults to sdpa for a compute dtype: 16-bit and fp8 runs are today's stacks (HF's sdpa
+--- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from.
+function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or dtype == "fp8" end
+
 --- Expands a workload into (model name, nodes, plan, state). In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
 --- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
@@ -258,6 +268,7 @@ function M.build(spec, gpu)
 
   local model, name, nodes = w.model, nil, nil
   if type(model) == "function" then
+    opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes, name = model(opts)
     if type(nodes) ~= "table" then
       error(("model function must return an array of nodes (got %s)"):format(show(nodes)), 0)
@@ -288,6 +299,12 @@ function M.build(spec, gpu)
       error(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; use ep = 1")
         :format(cfg.arch, cfg.arch), 0)
     end
+    local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
+    if w.attention == "sdpa" and not has_sdpa then
+      error(("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has no sdpa attention; use attention = \"eager\"")
+        :format(cfg.arch, cfg.arch), 0)
+    end
+    opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes = builder.build(cfg, opts)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
   end

@@ -2,6 +2,8 @@
 // shipped gemm_tc16/gemm_fp8 predictors' physical sanity, and the roofline fallback where a vendor has no weights.
 #include <catch2/catch.hpp>
 
+#include <nlohmann/json.hpp>
+
 #include "core/dataset.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
@@ -110,4 +112,30 @@ TEST_CASE("a vendor without tensor-core weights: roofline for those GEMMs, with 
   CHECK(t[0] == Approx(roofline_seconds(inst[0].k, gpu)));
   REQUIRE(pred->warnings().size() == 1);
   CHECK_THAT(pred->warnings()[0], Catch::Matchers::Contains("no gemm_tc16 weights for amd GPUs"));
+}
+
+TEST_CASE("sdpa attention end to end: fused kernels each way, no scores tensor, faster than eager in bf16") {
+  auto run = [](const std::string& attention) {
+    const auto r = ns_test::run_cli("predict --model gpt2_large --gpu h100 --mode train --optimizer none --batch 4 "
+                                    "--seq 1024 --dtype bf16 --format json --attention " + attention);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return nlohmann::json::parse(r.out);
+  };
+  const auto sdpa = run("sdpa"), eager = run("eager");
+  int fwd = 0, bwd = 0, softmax = 0;
+  for (const auto& op : sdpa["ops"]) {
+    if (op["kind"] == "attention") {
+      (op["phase"] == "forward" ? fwd : bwd) += 1;
+      CHECK(op["tile"]["blocks"].get<double>() == 4 * 20 * (1024 / 128));
+      CHECK(op["dims"]["heads"] == 20);
+    }
+    if (op["kind"] == "softmax" && op["layer"] == "h") ++softmax;
+  }
+  CHECK(fwd == 1);
+  CHECK(bwd == 1);
+  CHECK(softmax == 0);
+  CHECK(sdpa["latency_ms"].get<double>() < eager["latency_ms"].get<double>());
+  // Same parameters and GEMMs: only the attention core differs.
+  CHECK(sdpa["params"] == eager["params"]);
 }

@@ -200,4 +200,40 @@ function T.test_optimizer_node_carries_the_recipe()
   eq(opt.attrs.impl, "fused", "impl asked for")
 end
 
+-- Ops of the first attention block of a built graph (layer "h"), in order, joined by spaces.
+local function attention_ops(w)
+  local _, nodes = workload.build(w)
+  local ops = {}
+  for _, n in ipairs(nodes) do
+    if n.name:match("^h%.attn%.") and n.op ~= "permute" and n.op ~= "getitem" and n.op ~= "split" then ops[#ops + 1] = n.op end
+  end
+  return table.concat(ops, " ")
+end
+
+function T.test_attention_implementation()
+  -- bf16 defaults to sdpa (one fused kernel), fp32 to the eager chain the fp32 measurements were traced from.
+  eq(attention_ops(spec { dtype = "bf16" }), "addmm sdpa contiguous addmm dropout add", "bf16 default: sdpa")
+  eq(attention_ops(spec {}), "addmm matmul div where softmax dropout matmul contiguous addmm dropout add", "fp32: eager")
+  eq(attention_ops(spec { dtype = "bf16", attention = "eager" }),
+    "addmm matmul div where softmax dropout matmul contiguous addmm dropout add", "explicit eager in bf16")
+  eq(attention_ops(spec { attention = "sdpa" }), "addmm sdpa contiguous addmm dropout add", "explicit sdpa in fp32")
+  -- The sdpa node carries Q, K, V of this rank's heads and the causal mask.
+  local _, nodes = workload.build(spec { dtype = "bf16" })
+  for _, n in ipairs(nodes) do
+    if n.op == "sdpa" then
+      eq(#n.inputs, 3, "Q, K, V")
+      eq(table.concat(n.inputs[1], ","), "4,20,1024,64", "Q shape [b, heads, s, d]")
+      eq(n.attrs.causal, true, "causal")
+      eq(n.count, 36, "one node replicated over the layers")
+    end
+  end
+  -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
+  local ok, err = pcall(workload.build, spec { model = "bert_large", attention = "sdpa", seq = 512 })
+  assert(not ok and tostring(err):find("field 'attention': the bert model builder (scripts/neusight/models/bert.lua) has no sdpa attention", 1, true), tostring(err))
+  eq(error_of(spec { attention = "spda" }),
+    [[examples/w.lua: field 'attention' must be "eager" or "sdpa" (got "spda") (did you mean 'sdpa'?)]], "typo")
+  -- bf16 BERT (no sdpa builder yet) quietly keeps eager, as documented.
+  workload.build(spec { model = "bert_large", dtype = "bf16", seq = 512 })
+end
+
 return T

@@ -35,6 +35,7 @@ local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true -- and honours opts.sequence_parallel
+M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
 
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
