@@ -227,13 +227,21 @@ function T.test_attention_implementation()
       eq(n.count, 36, "one node replicated over the layers")
     end
   end
+  -- BERT's is non-causal, OPT's causal.
+  local function sdpa_node(w)
+    local _, ns = workload.build(w)
+    for _, n in ipairs(ns) do if n.op == "sdpa" then return n end end
+  end
+  eq(sdpa_node(spec { model = "bert_large", dtype = "bf16", seq = 512 }).attrs.causal, false, "bert: full attention")
+  eq(sdpa_node(spec { model = "opt_13", dtype = "bf16", seq = 2048 }).attrs.causal, true, "opt: causal")
+  eq(sdpa_node(spec { model = "bert_large", seq = 512 }), nil, "bert fp32: eager")
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
-  local ok, err = pcall(workload.build, spec { model = "bert_large", attention = "sdpa", seq = 512 })
-  assert(not ok and tostring(err):find("field 'attention': the bert model builder (scripts/neusight/models/bert.lua) has no sdpa attention", 1, true), tostring(err))
+  local ok, err = pcall(workload.build, spec { model = "switchxl4", attention = "sdpa", seq = 512, batch = 1 })
+  assert(not ok and tostring(err):find("field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa attention", 1, true), tostring(err))
   eq(error_of(spec { attention = "spda" }),
     [[examples/w.lua: field 'attention' must be "eager" or "sdpa" (got "spda") (did you mean 'sdpa'?)]], "typo")
-  -- bf16 BERT (no sdpa builder yet) quietly keeps eager, as documented.
-  workload.build(spec { model = "bert_large", dtype = "bf16", seq = 512 })
+  -- bf16 Switch (no sdpa in its builder yet) keeps eager, as documented.
+  workload.build(spec { model = "switchxl4", dtype = "bf16", seq = 512, batch = 1 })
 end
 
 return T

@@ -37,6 +37,7 @@ local checks = require "neusight.models.check"
 local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.attention = { eager = true, sdpa = true } -- opts.attention: "sdpa" is HF's BertSdpaSelfAttention (neusight/workload.lua)
 
 -- hidden_act → activation op: HF's "gelu" (GELUActivation, exact erf) and "relu" are single traced nodes.
 local ACTIVATIONS = { gelu = "gelu", relu = "relu" }
@@ -119,12 +120,17 @@ function M.build(cfg, opts)
   add("linear", "layer.attention.self.value", { x }, xl, h * hl + hl)
   add("permute", "layer.attention.self.value_heads", { { b, s, nh, hd } }, heads)
   add("permute", "layer.attention.self.query_heads", { { b, s, nh, hd } }, heads)
-  add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
-  add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu
-  add("add", "layer.attention.self.mask", { scores, mask }, scores)
-  add("softmax", "layer.attention.self.softmax", { scores }, scores)
-  add("dropout", "layer.attention.self.dropout", { scores }, scores)
-  add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
+  if opts.attention == "sdpa" then
+    -- HF's BertSdpaSelfAttention: one fused, non-causal kernel each way (the padding mask is an SDPA argument).
+    add("sdpa", "layer.attention.self.sdpa", { heads, heads, heads }, heads, 0, { causal = false })
+  else
+    add("matmul", "layer.attention.self.qk", { heads, { b, nh, hd, s } }, scores)
+    add("div", "layer.attention.self.scale", { scores }, scores) -- / math.sqrt(hd), a Python float: VECdivu
+    add("add", "layer.attention.self.mask", { scores, mask }, scores)
+    add("softmax", "layer.attention.self.softmax", { scores }, scores)
+    add("dropout", "layer.attention.self.dropout", { scores }, scores)
+    add("matmul", "layer.attention.self.pv", { scores, heads }, heads)
+  end
   add("permute", "layer.attention.self.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "layer.attention.self.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })
   -- Row-parallel attention.output.dense: the bias is added once, after the all-reduce (replicated parameters).

@@ -37,6 +37,7 @@ local checks = require "neusight.models.check"
 local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.attention = { eager = true, sdpa = true } -- opts.attention: "sdpa" is HF's OPTSdpaAttention (neusight/workload.lua)
 
 -- HF's position offset: OPTLearnedPositionalEmbedding reserves two rows (fairseq padding legacy).
 local POSITION_OFFSET = 2
@@ -123,22 +124,32 @@ function M.build(cfg, opts)
   g.layer, g.count = "layers", L
   if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
-  linear("layers.self_attn.q_proj", x, h, hl, xl)
-  add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
-  linear("layers.self_attn.k_proj", x, h, hl, xl)
-  add("transpose", "layers.self_attn.k_heads", { { b, s, nh, hd } }, heads)
-  add("contiguous", "layers.self_attn.k_contiguous", { heads }, heads)
-  linear("layers.self_attn.v_proj", x, h, hl, xl)
-  add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
-  add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
-  add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
-  add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
-  add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
-  -- scores.view(b, nh, s, s) + the (b, 1, s, s) causal ∧ padding mask
-  add("add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s })
-  add("softmax", "layers.self_attn.softmax", { scores }, scores)
-  add("dropout", "layers.self_attn.dropout", { scores }, scores)
-  add("bmm", "layers.self_attn.pv", { scores, { bh, s, hd } }, { bh, s, hd })
+  if opts.attention == "sdpa" then
+    -- HF's OPTSdpaAttention: q/k/v projections viewed per head (transposes are views; the scale is SDPA's
+    -- argument), one fused causal kernel each way (ops/sdpa.lua).
+    linear("layers.self_attn.q_proj", x, h, hl, xl)
+    linear("layers.self_attn.k_proj", x, h, hl, xl)
+    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
+    add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
+  else
+    linear("layers.self_attn.q_proj", x, h, hl, xl)
+    add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
+    linear("layers.self_attn.k_proj", x, h, hl, xl)
+    add("transpose", "layers.self_attn.k_heads", { { b, s, nh, hd } }, heads)
+    add("contiguous", "layers.self_attn.k_contiguous", { heads }, heads)
+    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
+    add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
+    add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
+    add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
+    add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
+    -- scores.view(b, nh, s, s) + the (b, 1, s, s) causal ∧ padding mask
+    add("add", "layers.self_attn.mask", { { b, nh, s, s }, { b, 1, s, s } }, { b, nh, s, s })
+    add("softmax", "layers.self_attn.softmax", { scores }, scores)
+    add("dropout", "layers.self_attn.dropout", { scores }, scores)
+    add("bmm", "layers.self_attn.pv", { scores, { bh, s, hd } }, { bh, s, hd })
+  end
   add("transpose", "layers.self_attn.merge_heads", { heads }, { b, s, nh, hd })
   add("reshape", "layers.self_attn.reshape", { { b, s, nh, hd } }, xl)
   -- Row-parallel out_proj: the bias is added once, after the all-reduce (replicated parameters).
