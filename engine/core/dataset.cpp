@@ -54,35 +54,25 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   }
   return files;
 }
-// AIConfigurator's gemm.csv (../shared/data/aiconfigurator/README.md): Y[m,n] = X[m,k]·W[n,k]ᵀ, latency in ms
-// per call. In our convention (Linear T, I, O) that is m = T tokens, n = k in-features (the reduction),
-// k = n out-features. Bytes count every operand and the output once at the operand's element size, as
-// neusight.kernels' linear() does. fp8_block and nvfp4 are not modelled yet and are counted as skipped.
-template <class Resolve>
-void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
-                              std::optional<family> only) {
-  const size_t c_dt = t.column("gemm_dtype"), c_dev = t.column("device"), c_lat = t.column("latency");
-  const size_t c_m = t.column("m"), c_n = t.column("n"), c_k = t.column("k");
+// The rows of AIConfigurator's CSVs (../shared/data/aiconfigurator/README.md) share the device, latency
+// (ms per call) and kernel_source columns. `make` reads one row into the kernel (kind, dtype, dims, op) and
+// returns a skip reason for rows we do not model ("" to keep it); family filter, device resolution and GPU
+// exclusion then apply as for the NeuSight rows. FLOPs and bytes are filled here for GEMMs and left to
+// neusight.kernels (session::attention_costs) for attention kernels.
+template <class Resolve, class Make>
+void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
+                         std::optional<family> only, Make make) {
+  const size_t c_dev = t.column("device"), c_lat = t.column("latency");
   const size_t c_src = t.has_column("kernel_source") ? t.column("kernel_source") : SIZE_MAX;
   for (size_t i = 0; i < t.rows.size(); ++i) {
     const auto& row = t.rows[i];
-    const std::string& dt = row[c_dt];
-    std::string dtype;
-    if (dt == "bfloat16") dtype = "bf16";
-    else if (dt == "float16") dtype = "fp16";
-    else if (dt == "fp8") dtype = "fp8";
-    if (dtype.empty()) {
-      ++d.skipped["gemm_dtype '" + dt + "' is not modelled"];
-      continue;
-    }
     bench_row r;
     r.where = t.where(i);
-    kernel& k = r.k;
-    k.kind = kernel_kind::gemm, k.name = "Linear", k.dtype = dtype, k.b = 1;
-    k.m = to_int(row[c_m], r.where, "m");
-    k.n = to_int(row[c_k], r.where, "k");
-    k.k = to_int(row[c_n], r.where, "n");
-    const auto fam = family_of(k);
+    if (const std::string why = make(row, r); !why.empty()) {
+      ++d.skipped[why];
+      continue;
+    }
+    const auto fam = family_of(r.k);
     if (only && *fam != *only) {
       ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
       continue;
@@ -96,15 +86,10 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
       ++d.skipped["excluded GPU " + d.gpus[*gi].name];
       continue;
     }
-    if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
     r.device = row[c_dev];
-    r.op = "gemm";
     r.fam = *fam;
     r.latency_ms = to_double(row[c_lat], r.where, "latency");
     if (c_src != SIZE_MAX) r.kernel_name = row[c_src];
-    const double e = dtype_bytes(dtype), M = double(k.m), N = double(k.n), K = double(k.k);
-    k.flops = 2.0 * M * N * K;
-    k.bytes = e * (M * N + N * K + M * K);
     if (!(r.latency_ms > 0)) {
       ++d.skipped["non-positive latency or empty shape"];
       continue;
@@ -113,41 +98,52 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     d.rows.push_back(std::move(r));
   }
 }
-// AIConfigurator's context_attention.csv (prefill: causal attention over isl tokens) and
-// generation_attention.csv (decode: isl = 1 new token over a cache of step tokens, key length isl + step).
-// FLOPs and bytes are left to neusight.kernels' attention() (session::attention_costs). Rows with an fp8
-// attention or KV cache, a sliding window or beams are counted as skipped: not modelled yet.
+
+// gemm.csv: Y[m,n] = X[m,k]·W[n,k]ᵀ. In our convention (Linear T, I, O) that is m = T tokens, n = k
+// in-features (the reduction), k = n out-features. Bytes count every operand and the output once at the
+// operand's element size, as neusight.kernels' linear() does. fp8_block and nvfp4 are not modelled yet.
+template <class Resolve>
+void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
+                              std::optional<family> only) {
+  const size_t c_dt = t.column("gemm_dtype"), c_m = t.column("m"), c_n = t.column("n"), c_k = t.column("k");
+  aiconfigurator_load(t, d, resolve, excluded, only, [&](const std::vector<std::string>& row, bench_row& r) {
+    const std::string& dt = row[c_dt];
+    const std::string dtype = dt == "bfloat16" ? "bf16" : dt == "float16" ? "fp16" : dt == "fp8" ? "fp8" : "";
+    if (dtype.empty()) return "gemm_dtype '" + dt + "' is not modelled";
+    kernel& k = r.k;
+    k.kind = kernel_kind::gemm, k.name = "Linear", k.dtype = dtype, k.b = 1;
+    k.m = to_int(row[c_m], r.where, "m");
+    k.n = to_int(row[c_k], r.where, "k");
+    k.k = to_int(row[c_n], r.where, "n");
+    if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
+    const double e = dtype_bytes(dtype), M = double(k.m), N = double(k.n), K = double(k.k);
+    k.flops = 2.0 * M * N * K;
+    k.bytes = e * (M * N + N * K + M * K);
+    r.op = "gemm";
+    return std::string();
+  });
+}
+
+// context_attention.csv (prefill: causal attention over isl tokens) and generation_attention.csv (decode: isl = 1
+// new token over a cache of step tokens, key length isl + step). Rows with an fp8 attention or KV cache, a
+// sliding window or beams are not modelled yet.
 template <class Resolve>
 void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& resolve,
                                    const std::set<std::string>& excluded, std::optional<family> only) {
-  const size_t c_op = t.column("op_name"), c_dev = t.column("device"), c_lat = t.column("latency");
-  const size_t c_b = t.column("batch_size"), c_isl = t.column("isl"), c_h = t.column("num_heads");
-  const size_t c_kvh = t.column("num_key_value_heads"), c_d = t.column("head_dim"), c_step = t.column("step");
-  const size_t c_adt = t.column("attn_dtype"), c_kvdt = t.column("kv_cache_dtype");
+  const size_t c_op = t.column("op_name"), c_b = t.column("batch_size"), c_isl = t.column("isl");
+  const size_t c_h = t.column("num_heads"), c_kvh = t.column("num_key_value_heads"), c_d = t.column("head_dim");
+  const size_t c_step = t.column("step"), c_adt = t.column("attn_dtype"), c_kvdt = t.column("kv_cache_dtype");
   const size_t c_beam = t.has_column("beam_width") ? t.column("beam_width") : SIZE_MAX;
   const size_t c_win = t.has_column("window_size") ? t.column("window_size") : SIZE_MAX;
-  const size_t c_src = t.has_column("kernel_source") ? t.column("kernel_source") : SIZE_MAX;
-  for (size_t i = 0; i < t.rows.size(); ++i) {
-    const auto& row = t.rows[i];
+  aiconfigurator_load(t, d, resolve, excluded, only, [&](const std::vector<std::string>& row, bench_row& r) {
     const std::string& op = row[c_op];
-    if (op != "context_attention" && op != "generation_attention") {
-      ++d.skipped["op_name '" + op + "' is not an attention kernel"];
-      continue;
-    }
-    if (row[c_adt] != "bfloat16" || row[c_kvdt] != "bfloat16") {
-      ++d.skipped["attention with an fp8 compute or KV-cache dtype is not modelled"];
-      continue;
-    }
-    bench_row r;
-    r.where = t.where(i);
-    if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0) {
-      ++d.skipped["sliding-window attention is not modelled"];
-      continue;
-    }
-    if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1) {
-      ++d.skipped["beam search attention is not modelled"];
-      continue;
-    }
+    if (op != "context_attention" && op != "generation_attention") return "op_name '" + op + "' is not an attention kernel";
+    if (row[c_adt] != "bfloat16" || row[c_kvdt] != "bfloat16")
+      return std::string("attention with an fp8 compute or KV-cache dtype is not modelled");
+    if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0)
+      return std::string("sliding-window attention is not modelled");
+    if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
+      return std::string("beam search attention is not modelled");
     kernel& k = r.k;
     k.kind = kernel_kind::attention, k.dtype = "bf16";
     k.op = op == "context_attention" ? "causal" : "decode";
@@ -159,32 +155,9 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     k.hidden = to_int(row[c_kvh], r.where, "num_key_value_heads");
     if (k.b < 1 || k.m < 1 || k.n < 1 || k.rows < 1 || k.hidden < 1 || k.rows % k.hidden != 0)
       throw error(r.where + ": batch, isl, head_dim and heads must be >= 1 and heads a multiple of kv heads");
-    const auto fam = family_of(k);
-    if (only && *fam != *only) {
-      ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
-      continue;
-    }
-    const auto gi = resolve(row[c_dev]);
-    if (!gi) {
-      ++d.skipped["unknown device '" + row[c_dev] + "'"];
-      continue;
-    }
-    if (excluded.count(d.gpus[*gi].name)) {
-      ++d.skipped["excluded GPU " + d.gpus[*gi].name];
-      continue;
-    }
-    r.device = row[c_dev];
     r.op = op;
-    r.fam = *fam;
-    r.latency_ms = to_double(row[c_lat], r.where, "latency");
-    if (c_src != SIZE_MAX) r.kernel_name = row[c_src];
-    if (!(r.latency_ms > 0)) {
-      ++d.skipped["non-positive latency or empty shape"];
-      continue;
-    }
-    r.gpu = &d.gpus[*gi];
-    d.rows.push_back(std::move(r));
-  }
+    return std::string();
+  });
 }
 }  // namespace
 
