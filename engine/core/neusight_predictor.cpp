@@ -44,11 +44,12 @@ class neusight_predictor final : public predictor {
     warnings_.clear();
     for (const auto& [fam, rows] : batch) {
       auto m = models.find(fam);
-      if (m == models.end() && (fam == family::gemm_tc16 || fam == family::gemm_fp8)) {
-        // No tensor-core measurements for this vendor (AMD's MFMA data has none): say so and use the roofline.
+      if (m == models.end() && family_transfer_features(fam)) {
+        // No tensor-core or fused-attention measurements for this vendor (AMD's data has none): say so and use
+        // the roofline.
         warnings_.push_back("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                             (root_ / gpu.vendor).generic_string() +
-                            ": its tensor-core GEMMs are priced by the roofline (peak of their dtype), not the tile model");
+                            ": these kernels are priced by the roofline (peak of their dtype), not the tile model");
         continue;
       }
       if (m == models.end())
