@@ -14,7 +14,9 @@ local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 
 -- Elementwise ops: FLOPs per output element and number of tensors read.
 -- The reference counts 1 FLOP per element for every elementwise op (predictor.py ops_dict); the
 -- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
--- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3.
+-- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3. The tile predictor sees
+-- every element-wise kernel with the data's 1 FLOP per element and takes the real FLOPs only as a compute
+-- bound (engine/core/tile_model.h), so any FLOP count here is safe.
 local VEC_OPS = {
   add  = { flops = 1, reads = 2 }, addu = { flops = 1, reads = 1 },
   sub  = { flops = 1, reads = 2 }, subu = { flops = 1, reads = 1 },
