@@ -6,11 +6,11 @@
 -- named after the last computing member (attrs.rep, the reference's representative primitive), or a MEM
 -- kernel when no member computes (selects, slices). Inference only: there is no backward hook.
 --
--- Prediction: the tile predictor's VEC/softmax/LN families were trained on single primitives (1, 5 or 6 FLOPs
--- per element) and extrapolate wildly beyond them (a 2-FLOP VECmul of (4096, 5120) on A100 comes out 20×
--- slower, 4 FLOPs 7000×). A fused chain stays memory-bound (≤ 1 FLOP/byte in fp32, far below any GPU's ridge
--- point), so the predictor sees its memory-bound representative: the fused bytes with the representative
--- primitive's FLOPs (predict_flops); the reported FLOPs are the chain's.
+-- Prediction: the kernel carries the fused bytes and the chain's total FLOPs. The tile predictor sees every
+-- vector kernel in its family's training convention (1, 5 or 6 FLOPs per element for element-wise, softmax,
+-- layer norm) and takes the real FLOPs only as a compute bound (engine/core/tile_model.h,
+-- tile_features_compute): a fused chain stays memory-bound (≤ 1 FLOP/byte in fp32, far below any GPU's ridge
+-- point), so it is forecast as its memory-bound representative, never faster than FLOPs / fp32 peak.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
@@ -28,7 +28,6 @@ return {
     elseif a.rep then k = K.vec(a.rep, rows, hidden, node.dtype)
     else return { K.mem(rules.shapes(node, true), node.dtype) } end
     k.bytes = rules.io_bytes(node)
-    k.predict_flops = k.flops
     k.flops = a.flops or k.flops
     return { k }
   end,

@@ -254,14 +254,15 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
         k.rows = to_int(row[t.column("B")], r.where, "B");
         k.hidden = to_int(row[t.column("H")], r.where, "H");
         const double numel = double(k.rows) * double(k.hidden);
+        // FLOPs: the collector's per-family convention (1, 5, 6 per element), which the tile model relies on.
+        k.flops = family_train_flops_per_element(*fam) * numel;
         if (*fam == family::elementwise) {
           k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
-          k.flops = numel;
           k.bytes = (binary_ops.count(op) ? 12.0 : 8.0) * numel;
         } else if (*fam == family::softmax) {
-          k.kind = kernel_kind::softmax, k.name = "VECsoftmax", k.flops = 5 * numel, k.bytes = 8 * numel;
+          k.kind = kernel_kind::softmax, k.name = "VECsoftmax", k.bytes = 8 * numel;
         } else {
-          k.kind = kernel_kind::layernorm, k.name = "VECln", k.flops = 6 * numel, k.bytes = 8 * numel;
+          k.kind = kernel_kind::layernorm, k.name = "VECln", k.bytes = 8 * numel;
         }
       }
       if (!(r.latency_ms > 0) || k.flops <= 0) {

@@ -54,9 +54,6 @@ struct kernel {
   int64_t rows = 0, hidden = 0;        // vector kernels
   double flops = 0;
   double bytes = 0;
-  // FLOPs the tile predictor sees, when they differ from `flops` (0: use flops). A fused element-wise kernel
-  // (ops/fused_elementwise.lua) reports its chain's FLOPs but is predicted as its memory-bound representative.
-  double predict_flops = 0;
   std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor
   // Library tile, filled by the tiling rules (scripts/tiling/): tile_m × tile_k output tile for GEMMs
   // (tile_m along m, tile_k along k), elements per thread block for vector kernels.

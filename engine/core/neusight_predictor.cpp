@@ -16,6 +16,9 @@ class neusight_predictor final : public predictor {
   explicit neusight_predictor(std::filesystem::path root) : root_(std::move(root)) {}
   std::string name() const override { return "neusight"; }
 
+  // One MLP row per distinct feature input. The row key leaves the FLOPs out: they are not a feature (vector
+  // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
+  // differ only in FLOPs share one MLP evaluation and differ only by their own compute bound.
   std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
     std::vector<double> out(kernels.size(), 0.0);
     std::map<family, std::vector<tile_features>> batch;
@@ -30,17 +33,17 @@ class neusight_predictor final : public predictor {
       }
       const std::string key = k.name + "|" + k.dtype + "|" + std::to_string(k.b) + "," + std::to_string(k.m) + "," +
                               std::to_string(k.n) + "," + std::to_string(k.k) + "," + std::to_string(k.rows) + "," +
-                              std::to_string(k.hidden) + "|" + std::to_string(k.flops) + "," + std::to_string(k.predict_flops) + "," +
-                              std::to_string(k.bytes) + "|" + std::to_string(k.tile_m) + "x" +
-                              std::to_string(k.tile_k) + "x" + std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split) + "|" +
-                              k.op + "|" + std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
+                              std::to_string(k.hidden) + "|" + std::to_string(k.bytes) + "|" +
+                              std::to_string(k.tile_m) + "x" + std::to_string(k.tile_k) + "x" +
+                              std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split) + "|" + k.op + "|" +
+                              std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
                               std::to_string(k.tile_bytes);
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
       if (fresh) batch[*fam].push_back(tile_features_compute(k, gpu));
       slot[i] = {*fam, it->second};
     }
     const auto& models = models_for(gpu.vendor);
-    std::map<family, std::vector<double>> seconds;
+    std::map<family, Eigen::MatrixXf> outputs;
     warnings_.clear();
     for (const auto& [fam, rows] : batch) {
       auto m = models.find(fam);
@@ -55,12 +58,20 @@ class neusight_predictor final : public predictor {
       if (m == models.end())
         throw error("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                     (root_ / gpu.vendor).generic_string() + " (train them with `neusight train`)");
-      seconds[fam] = m->second.predict(rows);
+      outputs[fam] = m->second.outputs(rows);
     }
     for (size_t i = 0; i < kernels.size(); ++i) {
-      if (slot[i].second == SIZE_MAX) continue;
-      auto s = seconds.find(slot[i].first);
-      out[i] = s != seconds.end() ? s->second[slot[i].second] : roofline_seconds(kernels[i].k, gpu);
+      const auto [fam, row] = slot[i];
+      if (row == SIZE_MAX) continue;
+      const auto o = outputs.find(fam);
+      if (o == outputs.end()) {  // no weights for this vendor (warned above)
+        out[i] = roofline_seconds(kernels[i].k, gpu);
+        continue;
+      }
+      tile_features f = batch[fam][row];
+      f.compute_seconds = tile_compute_seconds(kernels[i].k, gpu);  // this kernel's own FLOPs
+      out[i] = tile_seconds(f, o->second(0, int(row)), o->second(1, int(row)), o->second(2, int(row)),
+                            models.at(fam).util_floor);
     }
     return out;
   }

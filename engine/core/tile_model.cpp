@@ -64,6 +64,21 @@ bool family_transfer_features(family f) {
          f == family::attention_decode;
 }
 
+double family_train_flops_per_element(family f) {
+  switch (f) {
+    case family::elementwise: return 1;
+    case family::softmax: return 5;
+    case family::layernorm: return 6;
+    case family::bmm:
+    case family::linear:
+    case family::gemm_tc16:
+    case family::gemm_fp8:
+    case family::attention_prefill:
+    case family::attention_decode: return 0;
+  }
+  return 0;
+}
+
 const std::array<const char*, tile_feature_count>& tile_feature_names(family f) {
   static const std::array<const char*, tile_feature_count> names = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
@@ -101,8 +116,9 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
     if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");
     const double numel = R * H;
-    const double ops = (k.predict_flops > 0 ? k.predict_flops : k.flops) / numel, mem = k.bytes / numel;
-    if (!(ops > 0) || !(mem > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
+    if (!(k.flops > 0) || !(k.bytes > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
+    // The training convention's FLOPs for the kernel's bytes (see tile_model.h); the real FLOPs only bound below.
+    const double ops = family_train_flops_per_element(*family_of(k)), mem = k.bytes / numel;
     blocks = R * ceil_div(H, T);
     tile_gflop = ops * T / 1e9;
     tile_mb = mem * T / mib;
@@ -115,6 +131,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   f.waves = std::ceil(blocks / sms);
   f.roof_gflops = std::min(peak, ai * bw);
   f.base_seconds = f.waves * tile_gflop * sms / f.roof_gflops;
+  f.compute_seconds = tile_compute_seconds(k, gpu);
   f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
            std::log2(f.waves * tile_mb / (gpu.l2_mb * 1024 / sms))};
@@ -126,6 +143,8 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
   return f;
 }
+
+double tile_compute_seconds(const kernel& k, const gpu_spec& gpu) { return k.flops / roofline_peak_flops(gpu, k); }
 
 namespace {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
@@ -146,14 +165,19 @@ double tile_utilization(float o0, float o1, double waves, double floor) {
 }
 
 double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor) {
-  return f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) + sigmoid(o2) * tile_overhead_max_s;
+  return std::max(f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) + sigmoid(o2) * tile_overhead_max_s,
+                  f.compute_seconds);
 }
 
-std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) const {
+Eigen::MatrixXf tile_model::outputs(const std::vector<tile_features>& rows) const {
   std::vector<const tile_features*> ptrs;
   ptrs.reserve(rows.size());
   for (const auto& r : rows) ptrs.push_back(&r);
-  const Eigen::MatrixXf out = net.forward(features_matrix(ptrs, *this));
+  return net.forward(features_matrix(ptrs, *this));
+}
+
+std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) const {
+  const Eigen::MatrixXf out = outputs(rows);
   std::vector<double> s(rows.size());
   for (size_t j = 0; j < rows.size(); ++j)
     s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor);
@@ -173,6 +197,7 @@ double chunk_grad(const tile_model& m, const std::vector<const train_sample*>& c
   double loss = 0;
   for (size_t j = 0; j < chunk.size(); ++j) {
     const int col = int(j);
+    // tile_seconds without its compute floor: training rows are in the FLOP convention, where it never binds.
     const double W = chunk[j]->f.waves, y = chunk[j]->seconds;
     const double s0 = sigmoid(out(0, col)), s1 = sigmoid(out(1, col)), s2 = sigmoid(out(2, col));
     const double util = tile_utilization(out(0, col), out(1, col), W);

@@ -45,6 +45,10 @@ std::optional<family> family_of(const kernel& k);
 // per wave-quantised launch (µs), which places launch-latency-bound kernels.
 constexpr size_t tile_feature_count = 5;
 bool family_transfer_features(family f);
+
+// FLOPs per element of each vector family in the training data — the data collector's convention
+// (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
+double family_train_flops_per_element(family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(family f = family::linear);
 
 struct tile_features {
@@ -54,10 +58,26 @@ struct tile_features {
   double blocks = 0;
   double roof_gflops = 0;   // min(peak, AI · bandwidth) in the reference's units
   double base_seconds = 0;  // W · tile GFLOP · SMs / roof: the latency at utilisation 1
+  double compute_seconds = 0;  // the kernel's real FLOPs / its peak (roofline_peak_flops): the forecast's floor
 };
 
 // Needs the kernel's tile (tile_m/tile_k for GEMMs, tile_elems for vector kernels). Throws for memory kernels.
+//
+// The rule for vector kernels (elementwise, softmax, layernorm): the MLP sees the kernel in the convention it
+// was trained in, i.e. its tile features, roof and base are those of the kernel's bytes with the family's
+// training FLOPs per element (family_train_flops_per_element × rows × hidden), whatever FLOPs the kernel
+// reports. In the training data FLOPs are a fixed multiple of the elements, so the FLOP feature is collinear
+// with the byte feature; a kernel with more FLOPs per byte (Adam's 3-FLOP lerp/addcmul/addcdiv, a SiLU, a fused
+// chain) is off that manifold and the MLP answered it with the utilisation floor, 10²–10⁴× the roofline.
+// The real FLOPs enter only through the compute bound `compute_seconds` = FLOPs / fp32 peak (the vector peak,
+// roofline_peak_flops), and tile_seconds never returns less: a kernel with more FLOPs and the same bytes is
+// never faster, and is at most max(its representative's forecast, its roofline compute time).
+// For a kernel in the convention (1-FLOP element-wise ops, softmax, layer norm as emitted by neusight.kernels)
+// nothing changes: base_seconds ≥ FLOPs / peak already (tiles cover the kernel and roof ≤ peak, util < 1), so
+// the bound never binds — the same holds for every GEMM/BMM, whose FLOPs are taken as they are.
 tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu);
+// The kernel's compute bound: its FLOPs / roofline_peak_flops (fp32 for vector kernels, the dtype's for GEMMs).
+double tile_compute_seconds(const kernel& k, const gpu_spec& gpu);
 
 // util = σ(o1) · (1 − σ(o0) / W): the paper's α − β/W with 0 < β ≤ α, so utilisation stays in (0, 1)
 // (the reference's σ(o2) − σ(o0)/W can reach ≤ 0 and then predicts 0 s).
@@ -69,7 +89,7 @@ double tile_utilization(float o0, float o1, double waves, double floor = 1e-4);
 constexpr double tile_overhead_max_s = 20e-6;
 constexpr int tile_outputs = 3;
 
-// seconds = base / util + overhead
+// seconds = max(base / max(util, util_floor) + overhead, compute_seconds)
 double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4);
 
 struct tile_model {
@@ -86,7 +106,9 @@ struct tile_model {
   // trained before this bound existed (the manifest's optional util_floor).
   double util_floor = 1e-4;
 
-  // Seconds for each feature row (one Eigen evaluation for all of them).
+  // The MLP's raw outputs (tile_outputs × rows) for each feature row (one Eigen evaluation for all of them).
+  Eigen::MatrixXf outputs(const std::vector<tile_features>& rows) const;
+  // Seconds for each feature row: tile_seconds of outputs().
   std::vector<double> predict(const std::vector<tile_features>& rows) const;
 };
 

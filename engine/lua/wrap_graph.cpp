@@ -170,7 +170,7 @@ namespace {
 const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs", "output",
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
-                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "predict_flops"};
+                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes"};
 
 std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
   std::map<std::string, attr_value> out;
@@ -266,10 +266,6 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       k.flops = r.number("flops");
       k.bytes = r.number("bytes");
       if (k.flops < 0 || k.bytes < 0) throw error(r.what() + ": flops and bytes must be >= 0");
-      if (r.has("predict_flops")) {
-        k.predict_flops = r.number("predict_flops");
-        if (!(k.predict_flops > 0)) throw error(r.what() + ": field 'predict_flops' must be > 0");
-      }
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
       } else if (k.kind == kernel_kind::attention) {

@@ -16,7 +16,9 @@ local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 
 -- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
 -- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3. adam/adamw are one
 -- fused optimizer step per parameter (ops/adam.lua, ops/adamw.lua): the 13 FLOPs of the foreach passes,
--- + 1 for AdamW's decoupled weight decay; their bytes always come from the precision recipe.
+-- + 1 for AdamW's decoupled weight decay; their bytes always come from the precision recipe. The tile predictor
+-- sees every element-wise kernel with the data's 1 FLOP per element and takes the real FLOPs only as a compute
+-- bound (engine/core/tile_model.h), so any FLOP count here is safe.
 local VEC_OPS = {
   add  = { flops = 1, reads = 2 }, addu = { flops = 1, reads = 1 },
   sub  = { flops = 1, reads = 2 }, subu = { flops = 1, reads = 1 },

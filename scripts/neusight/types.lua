@@ -38,7 +38,6 @@
 ---@field hidden? integer                vector kernels: last dim of the output
 ---@field shapes? integer[][]            memory kernels: the shapes moved
 ---@field seconds? number                fixed latency: the engine uses it instead of predicting
----@field predict_flops? number          FLOPs the tile predictor sees (default: flops); fused kernels (ops/fused_elementwise.lua)
 
 ---@class neusight.OpRule                what ops/<name>.lua returns; unknown keys are errors
 ---@field name string                    must equal the file stem

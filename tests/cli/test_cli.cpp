@@ -23,18 +23,21 @@ json parse_json(const ns_test::run_result& r) {
 // Golden tolerances, one place, with reasons (style.md: never one blanket tolerance).
 //   roofline numbers are closed-form: only summation order can differ  -> relative 1e-9
 //   MLP latencies (neusight golden): float32 Eigen kernels may differ across compilers and CPUs in the
-//     last bits -> the "*ms*" fields are compared together by NMSE <= 1e-8 (ggml's test-backend-ops)
+//     last bits -> the latency fields (ms, ms_each, *_ms) are compared together by NMSE <= 1e-8 (ggml's test-backend-ops)
 //   counts, shapes, names, tiles                                      -> exact
 //   neusight_version changes every release                            -> excluded
 const double golden_rel_tol = 1e-9;
 const double golden_nmse_tol = 1e-8;
 const std::vector<std::string> golden_excluded = {"neusight_version"};
 
-// When `collect` is given, latency fields (keys containing "ms") go there as (expected, actual) pairs.
+// When `collect` is given, latency fields (ms, ms_each, *_ms) go there as (expected, actual) pairs.
 std::string compare(const json& expected, const json& actual, const std::string& path,
                     std::vector<std::pair<double, double>>* collect = nullptr) {
+  // Latency fields: "ms", "ms_each" and "*_ms" (not every key containing "ms": "params" is a count).
   const auto leaf = path.substr(path.find_last_of('.') + 1);
-  if (collect && expected.is_number() && actual.is_number() && leaf.find("ms") != std::string::npos) {
+  const bool latency = leaf == "ms" || leaf == "ms_each" ||
+                       (leaf.size() > 3 && leaf.compare(leaf.size() - 3, 3, "_ms") == 0);
+  if (collect && expected.is_number() && actual.is_number() && latency) {
     collect->emplace_back(expected.get<double>(), actual.get<double>());
     return {};
   }

@@ -74,6 +74,29 @@ TEST_CASE("features reproduce the spec's worked example (GPT-3 2.7B on H100)", "
   }
 }
 
+TEST_CASE("vector kernels are seen with their family's training FLOPs; the real FLOPs only bound below", "[neusight]") {
+  for (const auto& [kind, per] : std::vector<std::pair<kernel_kind, double>>{
+           {kernel_kind::elementwise, 1}, {kernel_kind::softmax, 5}, {kernel_kind::layernorm, 6}}) {
+    const kernel conv = vec(kind, 4096, 1024, per, 8, 1024);
+    CHECK(family_train_flops_per_element(*family_of(conv)) == per);
+    const tile_features f = tile_features_compute(conv, h100);
+    for (const double ops : {0.5, 3.0, 8.0, 4096.0}) {
+      INFO(family_name(*family_of(conv)) << " " << ops << " FLOPs/element");
+      const tile_features g = tile_features_compute(vec(kind, 4096, 1024, ops, 8, 1024), h100);
+      CHECK(g.x == f.x);
+      CHECK(g.base_seconds == f.base_seconds);
+      CHECK(g.compute_seconds == Approx(ops * 4096 * 1024 / (h100.peak_fp32_tflops * 1e12)));
+      // seconds = max(base / util + overhead, FLOPs / peak)
+      CHECK(tile_seconds(g, 0, 0, -50) ==
+            Approx(std::max(g.base_seconds / tile_utilization(0, 0, g.waves), g.compute_seconds)));
+    }
+    // In the convention the bound never binds, even at utilisation ~1 and no overhead.
+    CHECK(f.compute_seconds < f.base_seconds);
+    CHECK(tile_seconds(f, -50, 50, -50) == f.base_seconds / tile_utilization(-50, 50, f.waves) +
+                                               1 / (1 + std::exp(50.0)) * tile_overhead_max_s);
+  }
+}
+
 TEST_CASE("utilisation stays in (0, 1) and follows alpha - beta / waves", "[neusight]") {
   CHECK(tile_utilization(0, 0, 1) == Approx(0.25));            // 0.5 · (1 − 0.5)
   CHECK(tile_utilization(0, 0, 100) == Approx(0.5 * (1 - 0.005)));

@@ -1,0 +1,143 @@
+// tests/core/test_forecast_physics.cpp — physical properties of the shipped NeuSight forecasts (weights/nvidia):
+// element-wise kernels with several FLOPs per element stay near their roofline and never get faster with more
+// FLOPs; a GPU's bandwidth does not move compute-bound forecasts and its FLOP peaks do not move bandwidth-bound ones.
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <memory>
+#include <sstream>
+
+#include "core/gpu_spec.h"
+#include "core/tile_model.h"
+#include "core/roofline.h"
+#include "lua/session.h"
+#include "test_util.h"
+
+using namespace ns;
+
+namespace {
+
+struct forecaster {
+  session s;
+  std::unique_ptr<predictor> pred;
+  forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}}),
+                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {}
+
+  // Seconds of each kernel with the library tiles of scripts/tiling/ and the shipped weights.
+  std::vector<double> seconds(std::vector<kernel> ks, const gpu_spec& gpu) {
+    std::vector<kernel_instance> kis;
+    for (auto& k : ks) kis.push_back({0, phase::forward, std::move(k)});
+    s.tiles_select(kis, gpu);
+    return pred->predict(kis, gpu);
+  }
+  double seconds(const kernel& k, const gpu_spec& gpu) { return seconds(std::vector<kernel>{k}, gpu).front(); }
+
+  // The forward kernels of one op rule applied to a node with a single 1-D input of n elements.
+  std::vector<kernel> op_kernels(const std::string& op, int64_t n, const gpu_spec& gpu) {
+    graph g;
+    node nd;
+    nd.op = op, nd.name = op, nd.inputs = {{n}}, nd.output = {n}, nd.dtype = "fp32";
+    g.nodes.push_back(nd);
+    std::vector<kernel> out;
+    for (auto& ki : s.expand(g, gpu, false).kernels) out.push_back(ki.k);
+    return out;
+  }
+};
+
+gpu_spec gpu_named(const std::string& name) { return gpu_catalog(ns_test::source_dir / "gpus").resolve(name); }
+
+// A user element-wise op (SiLU-like): reads one fp32 tensor, writes one, `flops_per` FLOPs per element.
+kernel user_vec(int64_t rows, int64_t hidden, double flops_per, double bytes_per = 8) {
+  kernel k;
+  k.kind = kernel_kind::elementwise, k.name = "VECsilu", k.op = "silu", k.dtype = "fp32";
+  k.rows = rows, k.hidden = hidden;
+  k.flops = flops_per * double(rows) * double(hidden);
+  k.bytes = bytes_per * double(rows) * double(hidden);
+  return k;
+}
+
+// 1e5, 3e5, 1e6, …, 1e9 elements.
+std::vector<int64_t> sizes_1e5_1e9() {
+  std::vector<int64_t> out;
+  for (int e = 5; e <= 9; ++e) {
+    out.push_back(int64_t(std::llround(std::pow(10.0, e))));
+    if (e < 9) out.push_back(int64_t(std::llround(3 * std::pow(10.0, e))));
+  }
+  return out;
+}
+
+}  // namespace
+
+// The measured element-wise kernels have a per-launch floor: a 1-FLOP add of 1e5 fp32 elements takes 26.7 µs on
+// the A100-PCIE-40GB (dataset/train/collect/add: median of 92 rows), 35× its 0.77 µs roofline, flat up to 1e6
+// elements. The model's per-launch cost is at most tile_overhead_max_s (20 µs), so "near the roofline" means
+// within [1×, 3×] of max(roofline, 20 µs): exactly [1×, 3×] of the roofline once that exceeds 20 µs
+// (≥ 3·10⁶ elements on the A100, 7·10⁶ on the H100), and under 60 µs below it.
+TEST_CASE("multi-FLOP element-wise kernels (Adam lerp/addcmul/addcdiv, an 8-FLOP user op) stay within 1-3x of "
+          "the roofline and grow with size",
+          "[neusight][physics]") {
+  forecaster f;
+  for (const std::string gpu_name : {"A100-PCIE-40GB", "h100"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    std::map<std::string, std::pair<double, double>> last;  // name → (seconds, roofline) at the previous size
+    for (const int64_t n : sizes_1e5_1e9()) {
+      std::vector<kernel> ks;
+      for (const auto& k : f.op_kernels("adam", n, gpu))
+        if (k.op == "lerp" || k.op == "addcmul" || k.op == "addcdiv") ks.push_back(k);
+      REQUIRE(ks.size() == 3);
+      ks.push_back(user_vec(1, n, 8));
+      // The same kernels with 1 FLOP per element: the training convention, forecast as before the rule.
+      std::vector<kernel> ones = ks;
+      for (auto& k : ones) k.flops = double(n);
+      std::vector<kernel> all = ks;
+      all.insert(all.end(), ones.begin(), ones.end());
+      const auto t = f.seconds(all, gpu);
+      for (size_t i = 0; i < ks.size(); ++i) {
+        const double roof = roofline_seconds(ks[i], gpu);
+        INFO(gpu.name << " " << ks[i].name << " n=" << n << ": " << t[i] * 1e3 << " ms, roofline " << roof * 1e3
+                      << " ms, ratio " << t[i] / roof);
+        CHECK(t[i] >= roof);
+        CHECK(t[i] <= 3 * std::max(roof, tile_overhead_max_s));
+        // Memory-bound: the forecast is its 1-FLOP representative's (same bytes), bit for bit.
+        CHECK(t[i] == t[ks.size() + i]);
+        if (last.count(ks[i].name)) {
+          const auto [prev, prev_roof] = last[ks[i].name];
+          INFO("previous size: " << prev * 1e3 << " ms");
+          if (prev_roof >= tile_overhead_max_s) CHECK(t[i] >= prev);
+          // In the launch-floor regime the shipped 1-FLOP forecasts (kept bit-identical) wobble by up to 15 %
+          // on the H100 (30.9 → 27.7 → 26.3 µs from 1e5 to 1e6 elements); the measured A100 floor is flat.
+          else CHECK(t[i] >= 0.8 * prev);
+        }
+        last[ks[i].name] = {t[i], roof};
+      }
+    }
+  }
+}
+
+TEST_CASE("a vector kernel with more FLOPs per element and the same bytes is never faster", "[neusight][physics]") {
+  forecaster f;
+  for (const std::string gpu_name : {"A100-PCIE-40GB", "h100", "t4"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const auto& [rows, hidden] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 100000}, {1, 10000000}, {1, 1000000000}, {64, 1024}, {4096, 1024}, {16384, 5120}, {65536, 2048}}) {
+      for (const kernel_kind kind : {kernel_kind::elementwise, kernel_kind::softmax, kernel_kind::layernorm}) {
+        // Softmax and layer norm run one row per block: a 10⁵-element row is far outside their data.
+        if (kind != kernel_kind::elementwise && hidden > 16384) continue;
+        std::vector<kernel> ks;
+        for (double per = 0.5; per <= 4096; per *= 2) {
+          kernel k = user_vec(rows, hidden, per);
+          k.kind = kind;
+          ks.push_back(k);
+        }
+        const auto t = f.seconds(ks, gpu);
+        for (size_t i = 1; i < ks.size(); ++i) {
+          INFO(gpu.name << " " << kernel_kind_name(kind) << " (" << rows << ", " << hidden << "): " << ks[i].flops / double(rows * hidden)
+                        << " FLOPs/element " << t[i] * 1e3 << " ms vs " << t[i - 1] * 1e3 << " ms");
+          CHECK(t[i] >= t[i - 1]);
+          // and never absurdly slower than the roofline
+          CHECK(t[i] <= 3 * std::max(roofline_seconds(ks[i], gpu), t[0]));
+        }
+      }
+    }
+  }
+}
