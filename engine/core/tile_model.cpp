@@ -79,6 +79,11 @@ double family_train_flops_per_element(family f) {
   return 0;
 }
 
+std::pair<double, double> family_train_bytes_per_element(family f) {
+  if (f == family::elementwise) return {8, 12};  // unary (read + write) to binary (two reads + write), fp32
+  return {8, 8};                                 // softmax and layer norm: read + write, fp32
+}
+
 const std::array<const char*, tile_feature_count>& tile_feature_names(family f) {
   static const std::array<const char*, tile_feature_count> names = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
@@ -113,12 +118,24 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     tile_mb = e * (tm * Ns + Ns * tk + tm * tk) / mib;
     ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / (e * (M * N + N * K + M * K) / gib);
   } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
-    const double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
+    double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
     if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");
     const double numel = R * H;
     if (!(k.flops > 0) || !(k.bytes > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
     // The training convention's FLOPs for the kernel's bytes (see tile_model.h); the real FLOPs only bound below.
-    const double ops = family_train_flops_per_element(*family_of(k)), mem = k.bytes / numel;
+    const family fam = *family_of(k);
+    const double ops = family_train_flops_per_element(fam);
+    double mem = k.bytes / numel;
+    // And the convention's bytes per element: a kernel moving more or fewer bytes per element (16-bit tensors,
+    // a fused optimizer step's 28 B per parameter) is shown as the fp32 kernel that moves the same bytes — the
+    // same rows with its elements scaled by mem / mem_in_convention (row kernels: their one-row tile with them).
+    const auto [lo, hi] = family_train_bytes_per_element(fam);
+    if (mem < lo || mem > hi) {
+      const double conv = std::clamp(mem, lo, hi), scale = mem / conv;
+      H *= scale;
+      if (fam != family::elementwise) T *= scale;
+      mem = conv;
+    }
     blocks = R * ceil_div(H, T);
     tile_gflop = ops * T / 1e9;
     tile_mb = mem * T / mib;

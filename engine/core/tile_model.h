@@ -4,6 +4,7 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gpu_spec.h"
@@ -49,6 +50,10 @@ bool family_transfer_features(family f);
 // FLOPs per element of each vector family in the training data — the data collector's convention
 // (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
 double family_train_flops_per_element(family f);
+// DRAM bytes per element of the vector families' training rows (all fp32): element-wise 8 (unary) to 12
+// (binary), softmax and layer norm 8. Vector kernels outside that range are shown to the MLP as the fp32 kernel
+// moving the same bytes (tile_features_compute).
+std::pair<double, double> family_train_bytes_per_element(family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(family f = family::linear);
 
 struct tile_features {
