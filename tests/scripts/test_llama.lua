@@ -28,6 +28,36 @@ local TINY = { name = "tiny", arch = "llama", vocab_size = 100, hidden_size = 64
   num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
 
 ---------------------------------------------------------------------------------------------------
+-- The two ops the builder added: silu and cast (canonical nodes)
+
+function T.test_silu_op()
+  local rule = load_op("silu")
+  local node = make_node { op = "silu", name = "act_fn", inputs = { { 1, 4096, 14336 } }, output = { 1, 4096, 14336 },
+                           dtype = "bf16" }
+  local n = 4096 * 14336
+  local fw, bw = rule.forward(node, t.GPU), rule.backward(node, t.GPU)
+  eq(K.describe_all(fw) .. " | " .. K.describe_all(bw), "VECsilu(4096,14336) | VECsilu_backward(4096,14336)", "kernels")
+  eq(fw[1].flops, 4 * n, "x / (1 + exp(−x)): 4 FLOPs per element")
+  eq(fw[1].bytes, 2 * 2 * n, "reads x, writes y")
+  eq(fw[1].predict_flops, n, "predicted as the 1-FLOP element-wise kernel with these bytes")
+  eq(bw[1].flops, 9 * n, "dy·σ·(1 + x·(1 − σ)): 9 FLOPs per element")
+  eq(bw[1].bytes, 3 * 2 * n, "reads dy and x, writes dx")
+  eq(rule.accumulate, nil, "no parameters")
+end
+
+function T.test_cast_op()
+  local rule = load_op("cast")
+  local up = make_node { op = "cast", name = "to_fp32", inputs = { { 2, 8, 64 } }, output = { 2, 8, 64 }, dtype = "fp32",
+                         attrs = { from = "bf16" } }
+  local fw, bw = rule.forward(up, t.GPU), rule.backward(up, t.GPU)
+  eq(K.describe_all(fw) .. " | " .. K.describe_all(bw), "MEM((2,8,64),(2,8,64)) | MEM((2,8,64),(2,8,64))", "kernels")
+  eq(fw[1].bytes, 1024 * 2 + 1024 * 4, "bf16 read, fp32 written")
+  eq(bw[1].bytes, fw[1].bytes, "the gradient cast back")
+  local copy = make_node { op = "cast", name = "copy", inputs = { { 1000 } }, output = { 1000 }, dtype = "bf16" }
+  eq(rule.forward(copy, t.GPU)[1].bytes, 4000, "without attrs.from: a copy in the node's dtype")
+end
+
+---------------------------------------------------------------------------------------------------
 -- Parameter counts
 
 -- HuggingFace's num_parameters() of the published checkpoints.
