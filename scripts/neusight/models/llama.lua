@@ -49,7 +49,9 @@
 -- before q/k/v, gate/up and lm_head, g (g.tp_out) after o_proj, down_proj and the embedding; the vocab-parallel
 -- cross-entropy all-reduces 3 values per token. RMSNorms and residual adds are replicated, or run on s/tp tokens
 -- with opts.sequence_parallel. Not modelled: the all-reduce of replicated k/v weight gradients among their
--- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces).
+-- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces), and
+-- opts.megatron's fused kernels (Megatron-Core / Transformer Engine fused RMSNorm, RoPE and SwiGLU): parallel runs
+-- keep HF's kernels.
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
