@@ -94,9 +94,10 @@ struct session::impl {
     ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
     lua_getfield(L, -1, "from_config");
     lua_remove(L, -2);
-    json_file_push(L, path, display);
+    json_file_push(L, path, display);  // stack: from_config t nulls
     lua_pushstring(L, display.c_str());
-    ns_call(L, 2, 1);  // stack: cfg
+    lua_insert(L, -2);                 // stack: from_config t display nulls
+    ns_call(L, 3, 1);                  // stack: cfg
     lua_setfield(L, ov, "model");
   }
 

@@ -29,8 +29,10 @@ struct json_position {
 };
 json_position json_position_of(const std::string& text, size_t byte);
 
-// Reads a JSON object file (a HuggingFace config.json) and pushes it as a plain table (null members left out).
-// Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +1, m]
+// Reads a JSON object file (a HuggingFace config.json) and pushes it as a plain table (null members left out),
+// then a set { key = true } of its top-level members that were null (HF writes None as null: "sliding_window":
+// null is not the same as an omitted key, which takes the config class's default).
+// Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].

@@ -88,6 +88,12 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
   }
   if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
   json_push(L, j, 0);
+  lua_createtable(L, 0, 0);  // the null members, by name
+  for (const auto& [k, v] : j.items()) {
+    if (!v.is_null()) continue;
+    lua_pushboolean(L, 1);
+    lua_setfield(L, -2, k.c_str());
+  }
 }
 
 }  // namespace ns

@@ -27,6 +27,9 @@ local VEC_OPS = {
   pow  = { flops = 1, reads = 2 }, powu = { flops = 1, reads = 1 },
   tanh = { flops = 1, reads = 1 }, gelu = { flops = 1, reads = 1 }, relu = { flops = 1, reads = 1 },
   sqrt = { flops = 1, reads = 1 },
+  -- SiLU x·σ(x) as PyTorch's kernel computes it, x / (1 + exp(−x)): neg, exp, add, div. Its backward
+  -- dy·σ·(1 + x·(1 − σ)) reads dy and x: σ (4), then sub, mul, add, mul, mul.
+  silu = { flops = 4, reads = 1 }, silu_backward = { flops = 9, reads = 2 },
   lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
   adam = { flops = 13, reads = 4 }, adamw = { flops = 14, reads = 4 },
 }

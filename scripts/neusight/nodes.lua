@@ -5,11 +5,14 @@ local M = {}
 --- current place: `g.layer` and `g.count` (the builder sets them around replicated layers; "" and 1 outside)
 --- and the graph's dtype. `g.comm(op, name, shape, direction, note)` appends a tensor-parallel collective
 --- through `shard` (neusight.parallel.tensor_shard) and `g.all_reduce(name, shape, direction, note)` an
---- all-reduce — both nothing without a shard (tp = 1).
+--- all-reduce — both nothing without a shard (tp = 1). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
+--- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation.
 ---@param dtype string
 ---@param shard? table neusight.parallel.tensor_shard(...)
-function M.new(dtype, shard)
+---@param sequence_parallel? boolean Megatron sequence parallelism (needs a shard with tp > 1)
+function M.new(dtype, shard, sequence_parallel)
   local g = { nodes = {}, layer = "", count = 1, dtype = dtype }
+  local sp = shard ~= nil and shard.tp > 1 and sequence_parallel == true
   local nodes = g.nodes
   function g.add(op, name, inputs, output, params, attrs)
     nodes[#nodes + 1] = {
@@ -21,6 +24,22 @@ function M.new(dtype, shard)
     if shard then shard.comm(nodes, g, op, name, shape, direction, note) end
   end
   function g.all_reduce(name, shape, direction, note) g.comm("all_reduce", name, shape, direction, note) end
+  -- f, into a column-parallel layer: all-reduce of the input gradient in backward, or with sequence parallelism
+  -- an all-gather of the sharded input (reduce-scatter of its gradient). Nothing without a shard.
+  function g.tp_in(name, shape, note)
+    if not shard or shard.tp == 1 then return end
+    if not sp then return g.comm("all_reduce", name, shape, "backward", note) end
+    g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
+  end
+  -- g, out of a row-parallel layer: all-reduce of the partial sums in forward, or with sequence parallelism a
+  -- reduce-scatter into sequence shards (all-gather of the gradient in backward): the same bytes on the wire.
+  function g.tp_out(name, shape, note)
+    if not shard or shard.tp == 1 then return end
+    if not sp then return g.comm("all_reduce", name, shape, "forward", note) end
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)")
+    g.comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)")
+  end
   return g
 end
 

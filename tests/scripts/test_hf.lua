@@ -40,9 +40,9 @@ end
 
 function M.test_unknown_and_missing_model_type()
   local supported = table.concat(hf.supported(), ", ")
-  eq(supported:sub(1, 15), "bert, gpt2, opt", "supported list")
-  raises(function() hf.from_config({ model_type = "llama" }, "l.json") end,
-    [[l.json: has model_type "llama", which is not supported; supported: ]] .. supported)
+  eq(supported:sub(1, 45), "bert, gpt2, llama, mistral, opt, qwen2, qwen3", "supported list")
+  raises(function() hf.from_config({ model_type = "mixtral" }, "l.json") end,
+    [[l.json: has model_type "mixtral", which is not supported; supported: ]] .. supported)
   raises(function() hf.from_config({}, "e.json") end, "e.json: has no 'model_type'; supported: " .. supported)
 end
 

@@ -1,6 +1,6 @@
 -- scripts/neusight/models/check.lua — argument checks shared by the model builders (messages name the model).
 -- Errors are raised at level 0: the position that matters is the config's field, not this Lua code.
-local ipairs, type, tostring, error, floor, huge = ipairs, type, tostring, error, math.floor, math.huge
+local ipairs, pairs, type, tostring, error, floor, huge = ipairs, pairs, type, tostring, error, math.floor, math.huge
 
 local M = {}
 
@@ -21,6 +21,20 @@ function M.counts(who, cfg, required, optional)
       error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
     end
   end
+end
+
+--- Raises "<who>: unknown field 'k' (did you mean 'x'?)" for the first key of cfg (sorted) that is not in the
+--- `known` list (a did-you-mean among them when one is close, as for workload fields).
+function M.known(who, cfg, known)
+  local set, keys = {}, {}
+  for _, k in ipairs(known) do set[k] = true end
+  for k in pairs(cfg) do
+    if not set[k] then keys[#keys + 1] = tostring(k) end
+  end
+  if #keys == 0 then return end
+  table.sort(keys)
+  local best = require("neusight.workload").did_you_mean(keys[1], known)
+  error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
 
 --- Checks opts.batch and opts.seq, and seq against the model's position table (max_name = its field).

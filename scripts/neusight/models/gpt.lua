@@ -65,25 +65,11 @@ function M.build(cfg, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
 
-  local g = require("neusight.nodes").new(dtype, shard)
+  local g = require("neusight.nodes").new(dtype, shard, sp)
   local nodes, add = g.nodes, g.add
-  -- Megatron's f (direction "backward") and g ("forward") operators: no-ops without tensor parallelism.
-  local comm, tp_all_reduce = g.comm, g.all_reduce
-  -- Into a column-parallel layer (f): all-reduce of the input gradient, or with sequence parallelism an
-  -- all-gather of the sharded input (reduce-scatter of its gradient).
-  local function tp_in(name, shape, note)
-    if tp == 1 then return end
-    if not sp then return comm("all_reduce", name, shape, "backward", note) end
-    comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
-    comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
-  end
-  -- Out of a row-parallel layer (g): all-reduce of the partial sums, or reduce-scatter into sequence shards.
-  local function tp_out(name, shape, note)
-    if tp == 1 then return end
-    if not sp then return comm("all_reduce", name, shape, "forward", note) end
-    comm("reduce_scatter", name .. ".reduce_scatter", shape, "forward", note .. " (sequence parallel: scatter the sums)")
-    comm("all_gather", name .. ".all_gather", shape, "backward", note .. " (sequence parallel)")
-  end
+  -- Megatron's f (g.tp_in: into a column-parallel layer) and g (g.tp_out: out of a row-parallel one), as
+  -- all-reduces or, with sequence parallelism, all-gather / reduce-scatter pairs: no-ops without tensor parallelism.
+  local tp_all_reduce, tp_in, tp_out = g.all_reduce, g.tp_in, g.tp_out
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                     -- a full activation

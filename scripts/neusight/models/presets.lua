@@ -40,7 +40,38 @@ local function switch(name, layers, d_model, d_ff, d_kv, heads, experts, capacit
   }
 end
 
+-- Llama-family presets (scripts/neusight/models/llama.lua) keep the HF config.json field names and values of the
+-- published checkpoints (the fields that shape the kernels; the rest take the config class's defaults).
+local function llama(name, model_type, layers, hidden, heads, kv_heads, intermediate, vocab, extra)
+  local cfg = {
+    name = name, arch = "llama", model_type = model_type,
+    num_hidden_layers = layers, hidden_size = hidden, num_attention_heads = heads, num_key_value_heads = kv_heads,
+    intermediate_size = intermediate, vocab_size = vocab, tie_word_embeddings = false,
+  }
+  for k, v in pairs(extra or {}) do cfg[k] = v end
+  return cfg
+end
+
 return {
+  -- meta-llama/Llama-2-7b-hf, Llama-2-13b-hf, Llama-2-70b-hf
+  llama2_7b   = llama("llama2_7b",   "llama", 32, 4096, 32, 32, 11008, 32000),
+  llama2_13b  = llama("llama2_13b",  "llama", 40, 5120, 40, 40, 13824, 32000),
+  llama2_70b  = llama("llama2_70b",  "llama", 80, 8192, 64, 8, 28672, 32000),
+  -- meta-llama/Meta-Llama-3-8B (= Llama-3.1-8B), Meta-Llama-3-70B (= Llama-3.1-70B), Llama-3.1-405B
+  llama3_8b   = llama("llama3_8b",   "llama", 32, 4096, 32, 8, 14336, 128256),
+  llama3_70b  = llama("llama3_70b",  "llama", 80, 8192, 64, 8, 28672, 128256),
+  llama3_405b = llama("llama3_405b", "llama", 126, 16384, 128, 8, 53248, 128256),
+  -- meta-llama/Llama-3.2-1B, Llama-3.2-3B (lm_head tied to embed_tokens)
+  llama32_1b  = llama("llama32_1b",  "llama", 16, 2048, 32, 8, 8192, 128256, { head_dim = 64, tie_word_embeddings = true }),
+  llama32_3b  = llama("llama32_3b",  "llama", 28, 3072, 24, 8, 8192, 128256, { head_dim = 128, tie_word_embeddings = true }),
+  -- mistralai/Mistral-7B-v0.1 (sliding_window 4096)
+  mistral_7b  = llama("mistral_7b",  "mistral", 32, 4096, 32, 8, 14336, 32000, { sliding_window = 4096 }),
+  -- Qwen/Qwen2.5-7B, Qwen2.5-72B (q/k/v bias; use_sliding_window false)
+  qwen25_7b   = llama("qwen25_7b",   "qwen2", 28, 3584, 28, 4, 18944, 152064, { use_sliding_window = false }),
+  qwen25_72b  = llama("qwen25_72b",  "qwen2", 80, 8192, 64, 8, 29568, 152064, { use_sliding_window = false }),
+  -- Qwen/Qwen3-8B, Qwen3-32B (q_norm / k_norm, head_dim 128)
+  qwen3_8b    = llama("qwen3_8b",    "qwen3", 36, 4096, 32, 8, 12288, 151936, { head_dim = 128, attention_bias = false }),
+  qwen3_32b   = llama("qwen3_32b",   "qwen3", 64, 5120, 64, 8, 25600, 151936, { head_dim = 128, attention_bias = false }),
   gpt2_med   = gpt("gpt2_med",   24, 1024, 16, 1024),
   gpt2_large = gpt("gpt2_large", 36, 1280, 20, 1024),
   gpt2_xl    = gpt("gpt2_xl",    48, 1600, 25, 1024),

@@ -1,0 +1,356 @@
+-- scripts/neusight/models/llama.lua — Llama-family decoders (HF LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM,
+-- Qwen3ForCausalLM) as an op graph: the kernels HuggingFace's modeling code launches, eager or sdpa attention.
+--
+-- Per decoder layer (emitted once with count = num_hidden_layers, layer "layers"):
+--   input_layernorm (RMSNorm) → q_proj, k_proj, v_proj → [Qwen3: q_norm, k_norm over head_dim] → rotary embedding
+--   of q and k → attention → o_proj → residual add → post_attention_layernorm → gate_proj, SiLU, up_proj, mul,
+--   down_proj → residual add.
+-- Around them: embed_tokens, the final norm, lm_head (tied to embed_tokens when tie_word_embeddings) and, in
+-- training, HF's causal-LM loss (neusight.nodes.causal_lm_loss).
+--
+-- The kernels, as HF eager runs them with the model in the compute dtype (model.to(dtype)):
+--   * LlamaRMSNorm: hidden.to(fp32), pow(2), mean(-1), + eps, rsqrt, mul, .to(dtype), weight mul. The casts (op
+--     cast) exist only for 16-bit and fp8 dtypes; pow … mul then run in fp32 (their nodes carry dtype fp32).
+--   * apply_rotary_pos_emb, per q and k: q·cos, rotate_half(q) = cat(−q2, q1) (a neg, written as VECmulu — the
+--     same bytes and FLOPs — and the cat copy, op contiguous), ·sin, + .
+--   * eager attention (eager_attention_forward): repeat_kv copies K and V to all query heads when
+--     num_key_value_heads < num_attention_heads (expand + reshape), QKᵀ (matmul), × scaling (VECmulu),
+--     + causal mask (VECadd of the (b, 1, s, s) mask), softmax (HF upcasts to fp32 and back: counted as the one
+--     softmax kernel), dropout only when attention_dropout > 0 (F.dropout with p = 0 launches nothing), ·V
+--     (matmul), transpose(1, 2).contiguous() (a copy).
+--   * sdpa attention (sdpa_attention_forward): one `sdpa` node, Q at num_attention_heads and K, V at
+--     num_key_value_heads (torch ≥ 2.5 enable_gqa: no repeat_kv copies); is_causal when HF builds no mask. Its
+--     output is already (b, s, heads, d) in memory (FlashAttention's layout), so transpose(1, 2).contiguous()
+--     copies nothing.
+--   * MLP: down_proj(silu(gate_proj(x)) · up_proj(x)); SiLU is ops/silu.lua (one kernel each way).
+-- Variants (config fields, HF's defaults when omitted; M.DEFAULTS, by model_type):
+--   * model_type "mistral": sliding_window (default 4096; false = None); "qwen2" / "qwen3": sliding_window applies
+--     only with use_sliding_window, to layers ≥ max_window_layers (or those layer_types marks "sliding_attention").
+--     Eager attention is unchanged by a window (HF computes the full scores and masks them). With sdpa, HF passes
+--     the sliding-window mask to scaled_dot_product_attention once s ≥ sliding_window (below that the mask is the
+--     causal one and is skipped); PyTorch then runs the memory-efficient kernel with an explicit mask over every
+--     query/key block: such layers get the non-causal `sdpa` kernel (attrs.causal = false) over s × s (the read
+--     of the mask is left out). Not modelled: FlashAttention-2's windowed kernel (attn_implementation =
+--     "flash_attention_2", whose key span is min(i, w) per query: the sdpa op has no such kernel). Windowed and
+--     full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
+--   * "qwen2": q/k/v projections with bias (o_proj without); "llama" / "qwen3": attention_bias on q/k/v/o;
+--     "llama": mlp_bias on gate/up/down; "qwen3": q_norm / k_norm RMSNorms over head_dim before the rotary
+--     embedding; head_dim (llama, mistral, qwen3) may differ from hidden_size / num_attention_heads.
+-- Left out: the rotary cos/sin tables (LlamaRotaryEmbedding: an outer product, cat, cos, sin over b·s·head_dim
+-- elements, once per forward and under no_grad) and the causal-mask construction (once per forward): neither is
+-- per layer, and our graphs have no no-grad nodes; the labels' shift in the loss (integers). HF ≥ 4.46 upcasts
+-- the logits with .float() and pads the labels instead of shifting the logits: the loss keeps
+-- neusight.nodes.causal_lm_loss's one (b, s−1, V) copy.
+-- Tensor parallelism (opts.tp > 1, opts.parallel = neusight.parallel.plan), Megatron-LM style as in gpt.lua:
+-- q/k/v column-parallel (query heads split; key/value heads split when tp divides num_key_value_heads, else, when
+-- tp is a multiple of it, one key/value head per rank — each replicated on tp / num_key_value_heads ranks, as
+-- Megatron-Core, vLLM and TensorRT-LLM lay GQA out beyond tp = kv heads), gate/up column-parallel
+-- (intermediate_size split), o_proj/down_proj row-parallel, embed_tokens and lm_head vocab-parallel; f (g.tp_in)
+-- before q/k/v, gate/up and lm_head, g (g.tp_out) after o_proj, down_proj and the embedding; the vocab-parallel
+-- cross-entropy all-reduces 3 values per token. RMSNorms and residual adds are replicated, or run on s/tp tokens
+-- with opts.sequence_parallel. Not modelled: the all-reduce of replicated k/v weight gradients among their
+-- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces), and
+-- opts.megatron's fused kernels (Megatron-Core / Transformer Engine fused RMSNorm, RoPE and SwiGLU): parallel runs
+-- keep HF's kernels.
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
+
+local checks = require "neusight.models.check"
+local K = require "neusight.kernels"
+
+local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.sequence_parallel = true -- and honours opts.sequence_parallel
+M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
+
+--- HuggingFace's config-class defaults (transformers LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config) for the
+--- fields that shape the kernels; num_key_value_heads defaults to num_attention_heads, head_dim to
+--- hidden_size / num_attention_heads where these tables have none.
+M.DEFAULTS = {
+  llama = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008, num_hidden_layers = 32,
+            num_attention_heads = 32, hidden_act = "silu", tie_word_embeddings = false, attention_bias = false,
+            mlp_bias = false, attention_dropout = 0.0 },
+  mistral = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32,
+              num_attention_heads = 32, num_key_value_heads = 8, hidden_act = "silu", tie_word_embeddings = false,
+              sliding_window = 4096, attention_dropout = 0.0 },
+  qwen2 = { vocab_size = 151936, hidden_size = 4096, intermediate_size = 22016, num_hidden_layers = 32,
+            num_attention_heads = 32, num_key_value_heads = 32, hidden_act = "silu", tie_word_embeddings = false,
+            use_sliding_window = false, sliding_window = 4096, max_window_layers = 28, attention_dropout = 0.0 },
+  qwen3 = { vocab_size = 151936, hidden_size = 4096, intermediate_size = 22016, num_hidden_layers = 32,
+            num_attention_heads = 32, num_key_value_heads = 32, head_dim = 128, hidden_act = "silu",
+            tie_word_embeddings = false, attention_bias = false, use_sliding_window = false, sliding_window = 4096,
+            max_window_layers = 28, attention_dropout = 0.0 },
+}
+
+-- The fields of every model_type, then each one's own; the config keys that do not change the kernels and that a
+-- config table may carry anyway (scripts/neusight/models/hf.lua ignores many more of a config.json's keys).
+local COMMON = { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
+  "num_key_value_heads", "hidden_act", "tie_word_embeddings", "attention_dropout" }
+local OWN = {
+  llama = { "head_dim", "attention_bias", "mlp_bias" },
+  mistral = { "head_dim", "sliding_window" },
+  qwen2 = { "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
+  qwen3 = { "head_dim", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
+}
+local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
+
+--- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
+function M.fields(model_type)
+  local out = {}
+  for _, list in ipairs { COMMON, OWN[model_type] or {} } do
+    for _, k in ipairs(list) do out[#out + 1] = k end
+  end
+  return out
+end
+
+local function known_fields(model_type)
+  local out = M.fields(model_type)
+  for _, k in ipairs { "name", "arch", "model_type" } do out[#out + 1] = k end
+  for _, k in ipairs(NEUTRAL) do out[#out + 1] = k end
+  return out
+end
+
+--- Resolves a config (HF field names, any of them omitted) into the numbers the graph needs; errors name the model.
+--- false stands for HF's None (sliding_window, head_dim, num_key_value_heads, layer_types).
+---@return table r { who, model_type, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed }
+function M.config(cfg)
+  local who = ("llama model '%s'"):format(tostring(cfg.name or "?"))
+  local mt = cfg.model_type or "llama"
+  if not M.DEFAULTS[mt] then
+    error(("%s: model_type %s is not supported (\"llama\", \"mistral\", \"qwen2\" or \"qwen3\")")
+      :format(who, type(mt) == "string" and ("%q"):format(mt) or tostring(mt)), 0)
+  end
+  checks.known(who, cfg, known_fields(mt))
+  local d = M.DEFAULTS[mt]
+  local c = {}
+  for _, k in ipairs(M.fields(mt)) do
+    local v = cfg[k]
+    if v == nil then v = d[k] end
+    if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types") then v = nil end
+    c[k] = v
+  end
+  checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" },
+    { "num_key_value_heads", "head_dim" })
+  for _, k in ipairs { "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window" } do
+    if c[k] ~= nil and type(c[k]) ~= "boolean" then
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
+    end
+  end
+  if c.hidden_act ~= "silu" then
+    error(("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")"):format(who,
+      type(c.hidden_act) == "string" and ("%q"):format(c.hidden_act) or tostring(c.hidden_act)), 0)
+  end
+  local p = c.attention_dropout
+  if type(p) ~= "number" or not (p >= 0 and p < 1) then
+    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, tostring(p)), 0)
+  end
+  local nh = c.num_attention_heads
+  local kvh = c.num_key_value_heads or nh
+  if nh % kvh ~= 0 then
+    error(("%s: num_attention_heads (%d) must be divisible by num_key_value_heads (%d)"):format(who, nh, kvh), 0)
+  end
+  local hd = c.head_dim
+  if not hd then
+    if c.hidden_size % nh ~= 0 then
+      error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d), or head_dim be given")
+        :format(who, c.hidden_size, nh), 0)
+    end
+    hd = c.hidden_size // nh
+  end
+  if hd % 2 ~= 0 then
+    error(("%s: head_dim (%d) must be even (rotate_half splits it in two)"):format(who, hd), 0)
+  end
+
+  -- Sliding-window attention: the window and how many layers use it.
+  local L, window, windowed = c.num_hidden_layers, nil, 0
+  local sw = c.sliding_window
+  if sw ~= nil and sw ~= false and not checks.is_count(sw) then
+    error(("%s: field 'sliding_window' must be a positive integer or false (got %s)"):format(who, tostring(sw)), 0)
+  end
+  if mt == "mistral" then
+    if sw then window, windowed = sw, L end
+  elseif mt == "qwen2" or mt == "qwen3" then
+    local mwl = c.max_window_layers
+    if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
+      error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, tostring(mwl)), 0)
+    end
+    if c.use_sliding_window and sw then window = sw end
+    if c.layer_types ~= nil then
+      local lt = c.layer_types
+      if type(lt) ~= "table" or #lt ~= L then
+        error(("%s: field 'layer_types' must list num_hidden_layers (%d) entries"):format(who, L), 0)
+      end
+      local n = 0
+      for i, v in ipairs(lt) do
+        if v ~= "full_attention" and v ~= "sliding_attention" then
+          error(("%s: layer_types[%d] must be \"full_attention\" or \"sliding_attention\" (got %s)")
+            :format(who, i, tostring(v)), 0)
+        end
+        if v == "sliding_attention" then n = n + 1 end
+      end
+      if window then windowed = n end
+    elseif window then
+      windowed = math.max(0, L - mwl)
+    end
+  end
+
+  return {
+    who = who, model_type = mt, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L,
+    nh = nh, kvh = kvh, hd = hd, tied = c.tie_word_embeddings == true,
+    qkv_bias = mt == "qwen2" or c.attention_bias == true, o_bias = c.attention_bias == true,
+    mlp_bias = c.mlp_bias == true, qk_norm = mt == "qwen3", p_drop = p,
+    window = window, windowed = window and windowed or 0,
+  }
+end
+
+--- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
+---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, parallel?: table, sequence_parallel?: boolean }
+---@return neusight.Node[]
+function M.build(cfg, opts)
+  local r = M.config(cfg)
+  local who = r.who
+  checks.batch_seq(who, opts)
+  local b, s, h, hd = opts.batch, opts.seq, r.h, r.hd
+  local dtype = opts.dtype or "fp32"
+  local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
+  local tp = shard and shard.tp or 1
+  local nh, kvh, I, V = r.nh, r.kvh, r.I, r.V
+  if shard then
+    nh = shard.split(nh, "num_attention_heads")
+    if kvh % tp == 0 then
+      kvh = kvh // tp
+    elseif tp % kvh == 0 then
+      kvh = 1 -- this rank's query heads share one key/value head (replicated on tp / num_key_value_heads ranks)
+    else
+      error(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads or be a multiple of it")
+        :format(who, r.kvh, tp), 0)
+    end
+    I, V = shard.split(I, "intermediate_size"), shard.vocab(V)
+  end
+  local sp = tp > 1 and opts.sequence_parallel == true
+  local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
+  local sdpa = opts.attention == "sdpa"
+  -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
+  local upcast = K.dtype_bytes(dtype) < 4
+  local norm_dtype = upcast and "fp32" or dtype
+
+  local g = require("neusight.nodes").new(dtype, shard, sp)
+  local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
+  local function add_as(node_dtype, ...)
+    add(...)
+    nodes[#nodes].dtype = node_dtype
+  end
+
+  -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
+  local x = { b, s, h }                   -- a full activation
+  local xs = sp and { b, sl, h } or x     -- residual stream (this rank's sequence shard when sequence parallel)
+  local q_flat, kv_flat = { b, s, nh * hd }, { b, s, kvh * hd }
+  local q_heads, kv_heads = { b, nh, s, hd }, { b, kvh, s, hd }
+  local q_half, kv_half = { b, nh, s, hd // 2 }, { b, kvh, s, hd // 2 }
+  local rope_table = { b, 1, s, hd }      -- cos / sin, broadcast over the heads
+  local scores = { b, nh, s, s }
+  local act = { b, s, I }
+
+  -- LlamaRMSNorm (Qwen3RMSNorm) over the last dimension `width` of `shape`.
+  local function rms_norm(p, shape, width)
+    local col = {}
+    for i = 1, #shape - 1 do col[i] = shape[i] end
+    col[#shape] = 1
+    if upcast then add_as("fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
+    add_as(norm_dtype, "pow", p .. ".pow", { shape }, shape)                -- hidden ** 2          VECpowu
+    add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)                -- .mean(-1, keepdim)   reduction
+    add_as(norm_dtype, "add", p .. ".eps", { col }, col)                    -- + variance_epsilon   VECaddu
+    add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
+    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape)     -- hidden · rsqrt(…)    VECmul
+    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+    add("weight", p .. ".weight", {}, { width }, width)
+    add("mul", p .. ".scale", { { width }, shape }, shape)                  -- weight · hidden      VECmul
+  end
+
+  -- apply_rotary_pos_emb for one of q / k: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1).
+  local function rope(p, heads, half)
+    add("mul", p .. ".cos", { heads, rope_table }, heads)
+    add("mul", p .. ".neg", { half }, half)                                 -- −x2: neg (as VECmulu)
+    add("contiguous", p .. ".rotate_half", { half, half }, heads)           -- torch.cat((−x2, x1), -1)
+    add("mul", p .. ".sin", { heads, rope_table }, heads)
+    add("add", p .. ".add", { heads, heads }, heads)
+  end
+
+  local function linear(name, input, in_f, out_f, out, bias)
+    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
+  end
+
+  -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask).
+  local function layer(p, full)
+    rms_norm(p .. ".input_layernorm", xs, h)
+    local a = p .. ".self_attn"
+    tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
+    linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
+    linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias)
+    linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias)
+    if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
+      rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
+      rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)
+    end
+    rope(a .. ".rotary.q", q_heads, q_half)
+    rope(a .. ".rotary.k", kv_heads, kv_half)
+    -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
+    local core = { core_attention = true }
+    if sdpa then
+      add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
+        core_attention = true, causal = not full, dropout = r.p_drop > 0 and r.p_drop or nil,
+        note = full and "sliding-window mask: memory-efficient kernel over all s × s pairs" or nil })
+    else
+      if kvh < nh then -- repeat_kv: expand + reshape, a copy to all query heads
+        add("contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0, core)
+        add("contiguous", a .. ".repeat_kv.v", { kv_heads }, q_heads, 0, core)
+      end
+      add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0, core)
+      add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
+      add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
+      add("softmax", a .. ".softmax", { scores }, scores, 0, core)
+      if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      add("matmul", a .. ".pv", { scores, q_heads }, q_heads, 0, core)
+      add("contiguous", a .. ".contiguous", { q_heads }, { b, s, nh, hd })    -- transpose(1, 2).contiguous()
+    end
+    -- Row-parallel o_proj: its bias (attention_bias) is added once, after the all-reduce (replicated).
+    add("linear", a .. ".o_proj", { q_flat }, x, nh * hd * h + (r.o_bias and h or 0), { bias = r.o_bias })
+    tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
+    add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+    rms_norm(p .. ".post_attention_layernorm", xs, h)
+    local m = p .. ".mlp"
+    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
+    linear(m .. ".gate_proj", x, h, I, act, r.mlp_bias)
+    add("silu", m .. ".act_fn", { act }, act)
+    linear(m .. ".up_proj", x, h, I, act, r.mlp_bias)
+    add("mul", m .. ".mul", { act, act }, act)
+    add("linear", m .. ".down_proj", { act }, x, I * h + (r.mlp_bias and h or 0), { bias = r.mlp_bias })
+    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
+    add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+  end
+
+  add("embedding", "embed_tokens", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+
+  -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
+  local sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
+  if sliding < r.L then
+    g.layer, g.count = "layers", r.L - sliding
+    layer("layers", false)
+  end
+  if sliding > 0 then
+    g.layer, g.count = "sliding_layers", sliding
+    layer("sliding_layers", true)
+  end
+
+  g.layer, g.count = "", 1
+  rms_norm("norm", xs, h)
+  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
+  add("linear", "lm_head", { x }, { b, s, V }, r.tied and 0 or h * V,
+    { bias = false, tied = r.tied and "embed_tokens" or nil })
+  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
+  return nodes
+end
+
+return M

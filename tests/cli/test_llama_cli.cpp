@@ -1,0 +1,108 @@
+// tests/cli/test_llama_cli.cpp — Llama-family models end to end: a checked-in config.json (meta-llama/Llama-3.2-1B) through
+// `predict`, training and inference, tensor parallel; presets; null vs omitted config keys; strict keys.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+const std::string fixture = "tests/fixtures/hf/llama32_1b/config.json";
+
+json predict(const std::string& args) {
+  const auto r = run_cli("predict " + args + " --format json");
+  INFO("predict " << args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+int kernels_named(const json& j, const std::string& kernel) {
+  int n = 0;
+  for (const auto& op : j["ops"])
+    if (op["kernel"] == kernel) n += op["count"].get<int>();
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("llama: Llama-3.2-1B config.json, training and inference on an H100", "[cli][llama]") {
+  const std::string base = "--model " + fixture + " --gpu h100 --dtype bf16 --batch 1 --seq 2048";
+  const json train = predict(base + " --mode train");
+  CHECK(train["model"] == "llama32_1b");
+  CHECK(train["params"].get<double>() == 1235814400.0);  // HF num_parameters(), lm_head tied
+  CHECK(train["latency_ms"].get<double>() > 0);
+  CHECK(train["backward_ms"].get<double>() > train["forward_ms"].get<double>());
+  CHECK(train["optimizer_ms"].get<double>() > 0);
+  // bf16 defaults to sdpa: one fused kernel per layer each way, GQA 32 query heads over 8 kv heads.
+  CHECK(kernels_named(train, "FlashAttention") == 16);
+  CHECK(kernels_named(train, "FlashAttentionBwd") == 16);
+  CHECK(kernels_named(train, "VECsilu") == 16);
+  for (const auto& op : train["ops"])
+    if (op["kernel"] == "FlashAttention") {
+      CHECK(op["dims"]["heads"] == 32);
+      CHECK(op["dims"]["kv_heads"] == 8);
+      CHECK(op["dims"]["head_dim"] == 64);
+    }
+
+  const json inference = predict(base + " --mode inference");
+  CHECK(inference["params"].get<double>() == 1235814400.0);
+  CHECK(inference["backward_ms"].get<double>() == 0);
+  CHECK(inference["latency_ms"].get<double>() < train["forward_ms"].get<double>() * 1.5);
+
+  // The preset is the same model: the same FLOPs and parameters.
+  const json preset = predict("--model llama32_1b --gpu h100 --dtype bf16 --batch 1 --seq 2048 --mode train");
+  CHECK(preset["flops"].get<double>() == train["flops"].get<double>());
+  CHECK(preset["params"] == train["params"]);
+
+  // Eager attention materialises the scores: slower than sdpa.
+  const json eager = predict(base + " --mode train --attention eager");
+  CHECK(kernels_named(eager, "FlashAttention") == 0);
+  CHECK(eager["latency_ms"].get<double>() > train["latency_ms"].get<double>());
+}
+
+TEST_CASE("llama: tensor parallel over 2 GPUs", "[cli][llama][parallel]") {
+  const json tp = predict("--model " + fixture + " --gpu h100 --mode train --dtype bf16 --batch 1 --seq 2048 --tp 2");
+  CHECK(tp["parallel"]["tp"] == 2);
+  // One rank's parameters: half of every projection and of the (tied) vocabulary, norms replicated.
+  CHECK(tp["params"].get<double>() == 617940992.0);
+  int all_reduces = 0;
+  for (const auto& op : tp["ops"])
+    if (op["kernel"] == "ALLREDUCE") all_reduces += op["count"].get<int>();
+  CHECK(all_reduces == 16 * 4 + 3);  // f and g twice per layer; embedding, lm_head, cross-entropy
+  CHECK(tp["parallel"]["devices"][0]["tp_comm_ms"].get<double>() > 0);
+  const json sp = predict("--model llama3_8b --gpu h100 --mode train --dtype bf16 --batch 1 --seq 4096 --tp 8 "
+                          "--sequence-parallel");
+  CHECK(sp["params"].get<double>() > 8030261248.0 / 8);
+  CHECK(sp["parallel"]["fits"] == true);
+}
+
+TEST_CASE("llama: config.json null vs omitted keys, strict keys", "[cli][llama][hf]") {
+  temp_dir t;
+  // MistralConfig's default sliding_window is 4096: omitted, HF masks the window at s = 4096 (non-causal sdpa
+  // kernel over all pairs); null (Mistral-7B-v0.3) is no window (causal kernel, half the pairs).
+  const std::string shape = R"("model_type": "mistral", "num_hidden_layers": 2, "hidden_size": 256,
+    "intermediate_size": 512, "num_attention_heads": 4, "num_key_value_heads": 2, "vocab_size": 1000)";
+  const auto omitted = t.write("omitted/config.json", "{" + shape + "}");
+  const auto null = t.write("null/config.json", "{" + shape + R"(, "sliding_window": null, "rope_scaling": null})");
+  const std::string flags = " --gpu h100 --mode inference --dtype bf16 --batch 1 --seq 4096 --predictor roofline";
+  const auto attention_flops = [](const json& j) {
+    double f = 0;
+    for (const auto& op : j["ops"])
+      if (op["kind"] == "attention") f += op["flops"].get<double>() * op["count"].get<double>();
+    return f;
+  };
+  const double full = attention_flops(predict("--model '" + omitted.string() + "'" + flags));
+  const double causal = attention_flops(predict("--model '" + null.string() + "'" + flags));
+  CHECK(full == 2 * 4 * 64 * 4 * 4096.0 * 4096.0);
+  CHECK(causal == 2 * 4 * 64 * 4 * 4096.0 * 4097.0 / 2);
+
+  const auto typo = t.write("typo/config.json", R"({"model_type": "llama", "num_key_value_head": 8})");
+  const auto r = run_cli("predict --model '" + typo.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + typo.string() +
+                     ": unknown key 'num_key_value_head' for model_type \"llama\" (did you mean 'num_key_value_heads'?)\n");
+}

@@ -1,0 +1,486 @@
+-- tests/scripts/test_llama.lua — Llama-family builder: HF parameter counts, closed-form FLOPs, one layer's kernels
+-- against HF's module structure (eager and sdpa), variants (Mistral, Qwen2, Qwen3), tensor/sequence parallelism, errors.
+local K = require "neusight.kernels"
+local llama = require "neusight.models.llama"
+local hf = require "neusight.models.hf"
+local presets = require "neusight.models.presets"
+
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq, kernels, flops, total_params = t.eq, t.kernels, t.flops, t.params
+local tp_plan, matmul_flops = t.tp_plan, t.matmul_flops
+local raises = require("neusight.testing").raises
+
+local T = {}
+
+local LLAMA_PRESETS = { "llama2_7b", "llama2_13b", "llama2_70b", "llama3_8b", "llama3_70b", "llama3_405b",
+  "llama32_1b", "llama32_3b", "mistral_7b", "qwen25_7b", "qwen25_72b", "qwen3_8b", "qwen3_32b" }
+
+-- A config table derived from `base` with `over` on top (own keys only: the builder checks them).
+local function with(base, over)
+  local c = {}
+  for k, v in pairs(base) do c[k] = v end
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
+-- A tiny GQA config: 4 query heads over 2 key/value heads of 16, SwiGLU 96 wide.
+local TINY = { name = "tiny", arch = "llama", vocab_size = 100, hidden_size = 64, intermediate_size = 96,
+  num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2 }
+
+---------------------------------------------------------------------------------------------------
+-- The two ops the builder added: silu and cast (canonical nodes)
+
+function T.test_silu_op()
+  local rule = load_op("silu")
+  local node = make_node { op = "silu", name = "act_fn", inputs = { { 1, 4096, 14336 } }, output = { 1, 4096, 14336 },
+                           dtype = "bf16" }
+  local n = 4096 * 14336
+  local fw, bw = rule.forward(node, t.GPU), rule.backward(node, t.GPU)
+  eq(K.describe_all(fw) .. " | " .. K.describe_all(bw), "VECsilu(4096,14336) | VECsilu_backward(4096,14336)", "kernels")
+  eq(fw[1].flops, 4 * n, "x / (1 + exp(−x)): 4 FLOPs per element")
+  eq(fw[1].bytes, 2 * 2 * n, "reads x, writes y")
+  eq(fw[1].predict_flops, n, "predicted as the 1-FLOP element-wise kernel with these bytes")
+  eq(bw[1].flops, 9 * n, "dy·σ·(1 + x·(1 − σ)): 9 FLOPs per element")
+  eq(bw[1].bytes, 3 * 2 * n, "reads dy and x, writes dx")
+  eq(rule.accumulate, nil, "no parameters")
+end
+
+function T.test_cast_op()
+  local rule = load_op("cast")
+  local up = make_node { op = "cast", name = "to_fp32", inputs = { { 2, 8, 64 } }, output = { 2, 8, 64 }, dtype = "fp32",
+                         attrs = { from = "bf16" } }
+  local fw, bw = rule.forward(up, t.GPU), rule.backward(up, t.GPU)
+  eq(K.describe_all(fw) .. " | " .. K.describe_all(bw), "MEM((2,8,64),(2,8,64)) | MEM((2,8,64),(2,8,64))", "kernels")
+  eq(fw[1].bytes, 1024 * 2 + 1024 * 4, "bf16 read, fp32 written")
+  eq(bw[1].bytes, fw[1].bytes, "the gradient cast back")
+  local copy = make_node { op = "cast", name = "copy", inputs = { { 1000 } }, output = { 1000 }, dtype = "bf16" }
+  eq(rule.forward(copy, t.GPU)[1].bytes, 4000, "without attrs.from: a copy in the node's dtype")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Parameter counts
+
+-- HuggingFace's num_parameters() of the published checkpoints.
+function T.test_parameter_counts_equal_huggingface()
+  local function count(name) return total_params(llama.build(presets[name], { batch = 1, seq = 8, training = true })) end
+  eq(count("llama32_1b"), 1235814400, "meta-llama/Llama-3.2-1B")
+  eq(count("llama32_3b"), 3212749824, "meta-llama/Llama-3.2-3B")
+  eq(count("llama3_8b"), 8030261248, "meta-llama/Llama-3.1-8B")
+end
+
+-- Closed form: embedding + layers × (attention + MLP + 2 norms [+ q_norm, k_norm]) + final norm + untied lm_head.
+local function closed_form_params(cfg)
+  local h, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+  local nh = cfg.num_attention_heads
+  local kvh = cfg.num_key_value_heads or nh
+  local hd = cfg.head_dim or h // nh
+  local qwen2, qwen3 = cfg.model_type == "qwen2", cfg.model_type == "qwen3"
+  local attention = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
+  if qwen2 then attention = attention + nh * hd + 2 * kvh * hd end -- q/k/v biases
+  local mlp = 3 * h * I
+  local norms = 2 * h + (qwen3 and 2 * hd or 0)
+  return V * h + L * (attention + mlp + norms) + h + (cfg.tie_word_embeddings and 0 or V * h)
+end
+
+function T.test_every_preset_matches_the_closed_form()
+  for _, name in ipairs(LLAMA_PRESETS) do
+    local cfg = presets[name]
+    eq(cfg.arch, "llama", name .. " arch")
+    eq(total_params(llama.build(cfg, { batch = 1, seq = 8, training = true })), closed_form_params(cfg), name)
+  end
+  -- The published totals of the others (HF num_parameters()), as a check on the preset shapes.
+  local published = { llama2_7b = 6738415616, llama2_13b = 13015864320, llama2_70b = 68976648192,
+    llama3_70b = 70553706496, llama3_405b = 405853388800, mistral_7b = 7241732096, qwen25_7b = 7615616512,
+    qwen25_72b = 72706203648, qwen3_8b = 8190735360, qwen3_32b = 32762123264 }
+  for name, want in pairs(published) do eq(closed_form_params(presets[name]), want, name .. " published") end
+end
+
+-- HF's config-class defaults: LlamaConfig() is Llama-2-7B's shape, MistralConfig() Mistral-7B's.
+function T.test_config_class_defaults()
+  local function count(cfg) return total_params(llama.build(cfg, { batch = 1, seq = 8 })) end
+  eq(count({ name = "d" }), 6738415616, "LlamaConfig()")
+  eq(count({ name = "d", model_type = "mistral" }), 7241732096, "MistralConfig()")
+  local qwen2 = { model_type = "qwen2", vocab_size = 151936, hidden_size = 4096, intermediate_size = 22016,
+    num_hidden_layers = 32, num_attention_heads = 32, num_key_value_heads = 32 }
+  eq(count({ name = "d", model_type = "qwen2" }), closed_form_params(qwen2), "Qwen2Config()")
+  eq(count({ name = "d", model_type = "qwen3" }), closed_form_params(with(qwen2, { model_type = "qwen3", head_dim = 128 })),
+    "Qwen3Config()")
+  -- Llama: attention_bias on q/k/v/o, mlp_bias on gate/up/down.
+  local base = count(TINY)
+  eq(count(with(TINY, { attention_bias = true })), base + 2 * (4 * 16 + 2 * 2 * 16 + 64), "attention_bias")
+  eq(count(with(TINY, { mlp_bias = true })), base + 2 * (96 + 96 + 64), "mlp_bias")
+end
+
+---------------------------------------------------------------------------------------------------
+-- FLOPs
+
+-- GEMM FLOPs per token = 2 · (every projection's weights, lm_head included even when tied); attention:
+-- sdpa's causal kernel sees s(s+1)/2 query/key pairs at 4·head_dim each, eager's two BMMs the full s × s.
+function T.test_flops_per_token_closed_form()
+  local b, s = 2, 64
+  for _, name in ipairs { "llama32_1b", "qwen25_7b", "qwen3_8b", "llama2_7b" } do
+    local cfg = presets[name]
+    local h, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
+    local nh = cfg.num_attention_heads
+    local kvh, hd = cfg.num_key_value_heads, cfg.head_dim or h // nh
+    local matmul_params = L * (2 * h * nh * hd + 2 * h * kvh * hd + 3 * h * I) + V * h
+    for _, attention in ipairs { "sdpa", "eager" } do
+      local nodes = llama.build(cfg, { batch = b, seq = s, training = true, attention = attention, dtype = "bf16" })
+      eq(flops(nodes, true, "fw", "gemm"), 2 * matmul_params * b * s, name .. " GEMM FLOPs, " .. attention)
+      eq(flops(nodes, true, "bw", "gemm"), 2 * flops(nodes, true, "fw", "gemm"), name .. " backward GEMMs")
+      if attention == "sdpa" then
+        eq(flops(nodes, true, "fw", "attention"), 4 * hd * L * nh * b * s * (s + 1) // 2, name .. " causal attention")
+        eq(flops(nodes, true, "bw", "attention"), 10 * hd * L * nh * b * s * (s + 1) // 2, name .. " attention bw")
+        eq(flops(nodes, true, "fw", "bmm"), 0, name .. " no BMMs with sdpa")
+      else
+        eq(flops(nodes, true, "fw", "bmm"), 4 * hd * L * nh * b * s * s, name .. " eager QKᵀ and PV")
+        eq(flops(nodes, true, "fw", "attention"), 0, name .. " no fused kernel in eager")
+      end
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------------
+-- One layer's kernels against HF's module structure
+
+-- Forward kernels of the layer nodes, one string per node that launches any (bf16: RMSNorm casts to fp32).
+local function layer_rows(nodes, layer)
+  local rows = {}
+  for _, n in ipairs(nodes) do
+    if n.layer == layer then
+      local fw = kernels(n, false)
+      if #fw > 0 then rows[#rows + 1] = n.name:gsub("^[%w_]+%.", "") .. " " .. K.describe_all(fw) end
+    end
+  end
+  return rows
+end
+
+-- TINY, b = 2, s = 8 (16 tokens), bf16. LlamaDecoderLayer: input_layernorm (LlamaRMSNorm: to(fp32), pow, mean,
+-- + eps, rsqrt, mul, to(bf16), weight ·), q/k/v_proj, apply_rotary_pos_emb (q·cos, −q2, cat, ·sin, +; the same
+-- for k over 2 heads), attention, o_proj, residual, post_attention_layernorm, gate_proj, SiLU, up_proj, mul,
+-- down_proj, residual.
+local function rms(p, rows, hidden, shape, col)
+  return {
+    p .. ".to_fp32 MEM(" .. shape .. "," .. shape .. ")", p .. ".pow VECpowu(" .. rows .. "," .. hidden .. ")",
+    p .. ".mean MEM(" .. shape .. "," .. col .. ")", p .. ".eps VECaddu(" .. rows .. ",1)",
+    p .. ".rsqrt MEM(" .. col .. "," .. col .. ")", p .. ".normalize VECmul(" .. rows .. "," .. hidden .. ")",
+    p .. ".to_dtype MEM(" .. shape .. "," .. shape .. ")", p .. ".scale VECmul(" .. rows .. "," .. hidden .. ")",
+  }
+end
+local function concat(...)
+  local out = {}
+  for _, list in ipairs { ... } do
+    for _, v in ipairs(list) do out[#out + 1] = v end
+  end
+  return out
+end
+local PROJ = {
+  "self_attn.q_proj Linear(16,64,64)", "self_attn.k_proj Linear(16,64,32)", "self_attn.v_proj Linear(16,64,32)",
+  "self_attn.rotary.q.cos VECmul(64,16)", "self_attn.rotary.q.neg VECmulu(64,8)",
+  "self_attn.rotary.q.rotate_half MEM((2,4,8,8),(2,4,8,8),(2,4,8,16))", "self_attn.rotary.q.sin VECmul(64,16)",
+  "self_attn.rotary.q.add VECadd(64,16)",
+  "self_attn.rotary.k.cos VECmul(32,16)", "self_attn.rotary.k.neg VECmulu(32,8)",
+  "self_attn.rotary.k.rotate_half MEM((2,2,8,8),(2,2,8,8),(2,2,8,16))", "self_attn.rotary.k.sin VECmul(32,16)",
+  "self_attn.rotary.k.add VECadd(32,16)",
+}
+local EAGER = {
+  "self_attn.repeat_kv.k MEM((2,2,8,16),(2,4,8,16))", "self_attn.repeat_kv.v MEM((2,2,8,16),(2,4,8,16))",
+  "self_attn.qk BMM(8,8,16,8)", "self_attn.scale VECmulu(64,8)", "self_attn.mask VECadd(64,8)",
+  "self_attn.softmax VECsoftmax(64,8)", "self_attn.pv BMM(8,8,8,16)",
+  "self_attn.contiguous MEM((2,4,8,16),(2,8,4,16))",
+}
+local SDPA = { "self_attn.sdpa FlashAttention(causal,b2,q8,kv8,d16,h4/2)" }
+local REST = concat({ "self_attn.o_proj Linear(16,64,64)", "attn_residual VECadd(16,64)" },
+  rms("post_attention_layernorm", 16, 64, "(2,8,64)", "(2,8,1)"), {
+    "mlp.gate_proj Linear(16,64,96)", "mlp.act_fn VECsilu(16,96)", "mlp.up_proj Linear(16,64,96)",
+    "mlp.mul VECmul(16,96)", "mlp.down_proj Linear(16,96,64)", "mlp_residual VECadd(16,64)" })
+
+function T.test_one_layer_kernels_eager_and_sdpa()
+  local norm = rms("input_layernorm", 16, 64, "(2,8,64)", "(2,8,1)")
+  for attention, core in pairs { eager = EAGER, sdpa = SDPA } do
+    local nodes = llama.build(TINY, { batch = 2, seq = 8, training = true, dtype = "bf16", attention = attention })
+    t.rows_match(layer_rows(nodes, "layers"), concat(norm, PROJ, core, REST))
+  end
+  -- fp32: no casts around the RMSNorms; MHA (kv heads = heads): no repeat_kv copies.
+  local nodes = llama.build(with(TINY, { num_key_value_heads = 4 }), { batch = 2, seq = 8, training = true })
+  local ops = {}
+  for _, n in ipairs(nodes) do
+    if n.layer == "layers" then ops[n.op] = (ops[n.op] or 0) + 1 end
+  end
+  eq(ops.cast, nil, "no casts in fp32")
+  eq(ops.contiguous, 3, "rotate_half ×2 + the output copy, no repeat_kv")
+  eq(ops.dropout, nil, "attention_dropout = 0: no dropout kernel")
+end
+
+-- The node multiset of one layer per op, as HF's modules call them (llama3_8b, bf16).
+function T.test_one_layer_op_multiset()
+  local want = {
+    eager = { linear = 7, cast = 4, pow = 2, mean = 2, rsqrt = 2, weight = 2, add = 7, mul = 12, contiguous = 5,
+              matmul = 2, softmax = 1, silu = 1 },
+    sdpa = { linear = 7, cast = 4, pow = 2, mean = 2, rsqrt = 2, weight = 2, add = 6, mul = 11, contiguous = 2,
+             sdpa = 1, silu = 1 },
+  }
+  for attention, ops in pairs(want) do
+    local got = {}
+    for _, n in ipairs(llama.build(presets.llama3_8b, { batch = 1, seq = 128, dtype = "bf16", attention = attention })) do
+      if n.layer == "layers" then
+        got[n.op] = (got[n.op] or 0) + 1
+        eq(n.count, 32, n.name .. " count")
+      end
+    end
+    t.same(got, ops, attention)
+  end
+end
+
+function T.test_model_prologue_and_epilogue()
+  local nodes = llama.build(presets.llama32_1b, { batch = 1, seq = 16, training = true, dtype = "bf16" })
+  eq(nodes[1].name, "embed_tokens", "first node")
+  eq(nodes[1].attrs.num_embeddings, 128256, "vocabulary")
+  local names = {}
+  for i, n in ipairs(nodes) do names[n.name] = i end
+  assert(names["norm.scale"] and names["norm.scale"] < names["lm_head"], "final norm before lm_head")
+  eq(nodes[names["lm_head"]].params, 0, "tied lm_head owns no parameters")
+  eq(nodes[names["lm_head"]].attrs.tied, "embed_tokens", "tied to embed_tokens")
+  eq(nodes[#nodes].op, "cross_entropy", "loss in training")
+  eq(nodes[#nodes - 1].name, "loss.shift_logits", "shift copy")
+  local untied = llama.build(presets.llama3_8b, { batch = 1, seq = 16 })
+  eq(untied[#untied].name, "lm_head", "no loss in inference")
+  eq(untied[#untied].params, 4096 * 128256, "untied lm_head")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Variants
+
+function T.test_qwen2_bias_and_qwen3_qk_norm()
+  local q2 = llama.build(with(TINY, { model_type = "qwen2" }), { batch = 2, seq = 8, training = true })
+  local q3 = llama.build(with(TINY, { model_type = "qwen3", head_dim = 32 }), { batch = 2, seq = 8, training = true })
+  local by = {}
+  for _, n in ipairs(q2) do by[n.name] = n end
+  eq(by["layers.self_attn.q_proj"].params, 64 * 64 + 64, "qwen2 q_proj bias")
+  eq(by["layers.self_attn.k_proj"].attrs.bias, true, "qwen2 k_proj bias")
+  eq(by["layers.self_attn.o_proj"].attrs.bias, false, "qwen2 o_proj without bias")
+  by = {}
+  for _, n in ipairs(q3) do by[n.name] = n end
+  eq(by["layers.self_attn.q_proj"].params, 64 * 4 * 32, "qwen3 head_dim 32: q_proj 64 → 128")
+  eq(by["layers.self_attn.o_proj"].params, 4 * 32 * 64, "o_proj 128 → 64")
+  eq(by["layers.self_attn.q_norm.weight"].params, 32, "q_norm over head_dim")
+  eq(table.concat(by["layers.self_attn.k_norm.pow"].output, ","), "2,8,2,32", "k_norm over (b, s, kv heads, head_dim)")
+  eq(by["layers.self_attn.q_norm.to_fp32"], nil, "fp32 model: no casts")
+  assert(by["layers.self_attn.q_norm.scale"], "q_norm")
+end
+
+-- Mistral's window: eager unchanged; sdpa gets HF's explicit mask (a non-causal kernel) once s ≥ sliding_window.
+function T.test_sliding_window()
+  local mistral = with(TINY, { model_type = "mistral", sliding_window = 8 })
+  local function sdpa_node(cfg, s, attention)
+    for _, n in ipairs(llama.build(cfg, { batch = 1, seq = s, attention = attention or "sdpa" })) do
+      if n.op == "sdpa" then return n end
+    end
+  end
+  eq(sdpa_node(mistral, 4).attrs.causal, true, "s < window: causal")
+  eq(sdpa_node(mistral, 8).attrs.causal, false, "s = window: HF builds the mask")
+  eq(sdpa_node(with(mistral, { sliding_window = false }), 16).attrs.causal, true, "sliding_window None")
+  eq(sdpa_node(with(TINY, { model_type = "mistral" }), 16).attrs.causal, true, "default window 4096")
+  local a = llama.build(mistral, { batch = 1, seq = 16, attention = "eager" })
+  local b = llama.build(with(mistral, { sliding_window = false }), { batch = 1, seq = 16, attention = "eager" })
+  t.same(a, b, "eager")
+  -- Qwen2: only with use_sliding_window, on layers ≥ max_window_layers: two layer groups.
+  local qwen = with(TINY, { model_type = "qwen2", num_hidden_layers = 6, sliding_window = 8, max_window_layers = 4 })
+  local function groups(cfg)
+    local seen, out = {}, {}
+    for _, n in ipairs(llama.build(cfg, { batch = 1, seq = 16, attention = "sdpa" })) do
+      if n.layer ~= "" and not seen[n.layer] then
+        seen[n.layer] = true
+        out[#out + 1] = n.layer .. "×" .. n.count
+      end
+    end
+    return table.concat(out, " ")
+  end
+  eq(groups(qwen), "layers×6", "use_sliding_window = false")
+  eq(groups(with(qwen, { use_sliding_window = true })), "layers×4 sliding_layers×2", "layers 4, 5 windowed")
+  eq(groups(with(qwen, { use_sliding_window = true, layer_types = { "full_attention", "sliding_attention",
+    "full_attention", "full_attention", "full_attention", "sliding_attention" } })), "layers×4 sliding_layers×2",
+    "layer_types")
+  eq(groups(with(qwen, { use_sliding_window = true, max_window_layers = 0 })), "sliding_layers×6", "all windowed")
+  eq(groups(with(mistral, { num_hidden_layers = 3 })), "sliding_layers×3", "mistral: every layer")
+end
+
+function T.test_attention_dropout_kernel_only_when_positive()
+  local function count(cfg, attention)
+    local c = 0
+    for _, n in ipairs(llama.build(cfg, { batch = 1, seq = 8, training = true, attention = attention })) do
+      if n.op == "dropout" then c = c + 1 end
+      if n.op == "sdpa" and n.attrs.dropout then c = c + 10 end
+    end
+    return c
+  end
+  eq(count(TINY, "eager"), 0, "p = 0")
+  eq(count(with(TINY, { attention_dropout = 0.1 }), "eager"), 1, "p = 0.1: attention-probability dropout")
+  eq(count(with(TINY, { attention_dropout = 0.1 }), "sdpa"), 10, "sdpa: dropout inside the kernel")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Tensor and sequence parallelism
+
+function T.test_tp1_graph_is_unchanged()
+  for _, cfg in ipairs { presets.llama32_1b, presets.qwen3_8b, TINY } do t.tp1_unchanged(llama, cfg, 2, 64) end
+end
+
+-- Column/row-parallel GEMMs and the attention split tp ways; with tp > kv heads each rank keeps one key/value head.
+function T.test_tp_gemm_flops_split()
+  local b, s = 2, 16
+  local function kv(n) return n.name:find("k_proj", 1, true) or n.name:find("v_proj", 1, true) end
+  local function not_kv(n) return not kv(n) end
+  for _, attention in ipairs { "eager", "sdpa" } do
+    local one = llama.build(TINY, { batch = b, seq = s, training = true, attention = attention })
+    -- tp = 2 divides the 2 kv heads: everything splits.
+    local two = llama.build(TINY, { batch = b, seq = s, training = true, attention = attention, tp = 2, parallel = tp_plan(2, b) })
+    eq(2 * matmul_flops(two), matmul_flops(one), attention .. ": tp 2 GEMM/BMM FLOPs × tp")
+    eq(2 * flops(two, true, "fw", "attention"), flops(one, true, "fw", "attention"), attention .. ": attention × tp")
+    -- tp = 4 > 2 kv heads: one kv head per rank, each replicated on 2 ranks.
+    local four = llama.build(TINY, { batch = b, seq = s, training = true, attention = attention, tp = 4, parallel = tp_plan(4, b) })
+    eq(4 * matmul_flops(four, not_kv), matmul_flops(one, not_kv), attention .. ": tp 4 split GEMM/BMM FLOPs × tp")
+    eq(4 * matmul_flops(four, kv), 2 * matmul_flops(one, kv), attention .. ": k/v GEMMs replicated tp / kv heads times")
+    eq(4 * flops(four, true, "fw", "attention"), flops(one, true, "fw", "attention"), attention .. ": attention × tp")
+    for _, n in ipairs(four) do
+      if n.name == "layers.self_attn.k_proj" then eq(n.output[3], 16, "one kv head of 16 per rank") end
+      if n.op == "sdpa" then eq(n.inputs[2][2] .. "/" .. n.inputs[1][2], "1/1", "sdpa: 1 query head over 1 kv head") end
+    end
+  end
+  -- Real shapes: Llama-3-70B (64 heads, 8 kv heads) at tp 8 and 16.
+  local cfg = presets.llama3_70b
+  local one = llama.build(cfg, { batch = 1, seq = 32, training = true, attention = "sdpa" })
+  for _, tp in ipairs { 8, 16 } do
+    local sharded = llama.build(cfg, { batch = 1, seq = 32, training = true, attention = "sdpa", tp = tp, parallel = tp_plan(tp, 1) })
+    local kv_copies = tp // math.min(tp, 8)
+    eq(tp * matmul_flops(sharded, not_kv), matmul_flops(one, not_kv), "llama3_70b tp " .. tp)
+    eq(tp * matmul_flops(sharded, kv), kv_copies * matmul_flops(one, kv), "llama3_70b k/v tp " .. tp)
+  end
+end
+
+function T.test_tp_collectives_and_parameters()
+  local b, s, tp = 2, 16, 2
+  local nodes = llama.build(TINY, { batch = b, seq = s, training = true, tp = tp, parallel = tp_plan(tp, b) })
+  local names, per_layer, outside = {}, { forward = 0, backward = 0 }, 0
+  for i, n in ipairs(nodes) do
+    names[n.name] = i
+    if n.attrs.group == "tp" then
+      eq(n.op, "all_reduce", n.name)
+      if n.layer == "layers" then per_layer[n.attrs.direction] = per_layer[n.attrs.direction] + 1
+      else outside = outside + 1 end
+    end
+  end
+  eq(per_layer.forward, 2, "g after o_proj and down_proj")
+  eq(per_layer.backward, 2, "f before q/k/v and gate/up")
+  eq(outside, 3, "embedding g, lm_head f, cross-entropy")
+  eq(names["layers.self_attn.tp_in"] + 1, names["layers.self_attn.q_proj"], "f before q_proj")
+  eq(names["layers.self_attn.tp_out"] - 1, names["layers.self_attn.o_proj"], "g after o_proj")
+  eq(names["layers.mlp.tp_in"] + 1, names["layers.mlp.gate_proj"], "f before gate_proj")
+  eq(names["layers.mlp.tp_out"] - 1, names["layers.mlp.down_proj"], "g after down_proj")
+  eq(names["embed_tokens.tp_out"] - 1, names["embed_tokens"], "g after the lookup")
+  eq(names["lm_head.tp_in"] + 1, names["lm_head"], "f before lm_head")
+  -- Per rank: half of every projection and of the vocabulary; norms replicated.
+  local h, I, V = 64, 96, 100
+  local per_layer_params = (h * 32 + 2 * h * 16 + 32 * h) + 3 * h * I / tp + 2 * h
+  eq(total_params(nodes), 2 * per_layer_params + V / tp * h + h + V / tp * h, "parameters per rank")
+end
+
+function T.test_sequence_parallel()
+  local b, s, tp = 2, 16, 4
+  local nodes = llama.build(with(TINY, { num_key_value_heads = 4 }), { batch = b, seq = s, training = true, tp = tp,
+    parallel = tp_plan(tp, b), sequence_parallel = true })
+  local ops, by = {}, {}
+  for _, n in ipairs(nodes) do
+    by[n.name] = n
+    if n.attrs.group == "tp" and n.layer == "layers" then ops[n.op] = (ops[n.op] or 0) + 1 end
+  end
+  eq(ops.all_reduce, nil, "no all-reduce in the layers")
+  eq(ops.all_gather, 4, "all-gather forward before q/k/v and gate/up, backward after o_proj and down_proj")
+  eq(ops.reduce_scatter, 4, "and their reduce-scatters")
+  eq(table.concat(by["layers.input_layernorm.pow"].output, ","), "2,4,64", "norms on s/tp tokens")
+  eq(table.concat(by["layers.mlp_residual"].output, ","), "2,4,64", "residual on s/tp tokens")
+  eq(table.concat(by["layers.self_attn.q_proj"].inputs[1], ","), "2,16,64", "q_proj sees the gathered sequence")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Errors
+
+function T.test_errors()
+  raises("llama model 'tiny': num_attention_heads (4) must be divisible by num_key_value_heads (3)",
+    llama.build, with(TINY, { num_key_value_heads = 3 }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': num_attention_heads = 4 is not divisible by tp = 3",
+    llama.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
+  raises("llama model 'tiny': num_key_value_heads = 6 and tp = 4: tp must divide num_key_value_heads or be a multiple of it",
+    llama.build, with(TINY, { num_attention_heads = 12, num_key_value_heads = 6, hidden_size = 192 }),
+    { batch = 4, seq = 8, tp = 4, parallel = tp_plan(4, 4) })
+  raises("llama model 'tiny': unknown field 'num_key_value_head' (did you mean 'num_key_value_heads'?)",
+    llama.build, with(TINY, { num_key_value_head = 2 }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': unknown field 'sliding_window'", -- a Mistral / Qwen field: LlamaConfig has no window
+    llama.build, with(TINY, { sliding_window = 8 }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': model_type \"mixtral\" is not supported (\"llama\", \"mistral\", \"qwen2\" or \"qwen3\")",
+    llama.build, with(TINY, { model_type = "mixtral" }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\")",
+    llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': field 'hidden_size' must be a positive integer (got 0)",
+    llama.build, with(TINY, { hidden_size = 0 }), { batch = 1, seq = 8 })
+  raises("llama model 'tiny': hidden_size (64) must be divisible by num_attention_heads (6), or head_dim be given",
+    llama.build, with(TINY, { num_attention_heads = 6, num_key_value_heads = 6 }), { batch = 1, seq = 8 })
+end
+
+---------------------------------------------------------------------------------------------------
+-- config.json (scripts/neusight/models/hf.lua)
+
+-- meta-llama/Llama-3.2-1B's config.json, as tests/fixtures/hf/llama32_1b/config.json.
+local LLAMA32_1B_JSON = {
+  architectures = { "LlamaForCausalLM" }, attention_bias = false, attention_dropout = 0.0, bos_token_id = 128000,
+  eos_token_id = 128001, head_dim = 64, hidden_act = "silu", hidden_size = 2048, initializer_range = 0.02,
+  intermediate_size = 8192, max_position_embeddings = 131072, mlp_bias = false, model_type = "llama",
+  num_attention_heads = 32, num_hidden_layers = 16, num_key_value_heads = 8, pretraining_tp = 1, rms_norm_eps = 1e-05,
+  rope_scaling = { factor = 32.0, high_freq_factor = 4.0, low_freq_factor = 1.0,
+                   original_max_position_embeddings = 8192, rope_type = "llama3" },
+  rope_theta = 500000.0, tie_word_embeddings = true, torch_dtype = "bfloat16", transformers_version = "4.45.0.dev0",
+  use_cache = true, vocab_size = 128256,
+}
+
+function T.test_config_json_gives_the_preset()
+  local cfg = hf.from_config(LLAMA32_1B_JSON, "models/Llama-3.2-1B/config.json", {})
+  eq(cfg.arch, "llama", "arch")
+  eq(cfg.name, "Llama-3.2-1B", "name")
+  eq(cfg.rope_theta, nil, "ignored keys are dropped")
+  local opts = { batch = 1, seq = 32, training = true, dtype = "bf16", attention = "sdpa" }
+  t.same(llama.build(cfg, opts), llama.build(with(presets.llama32_1b, { name = "Llama-3.2-1B" }), opts), "graph")
+  eq(total_params(llama.build(cfg, opts)), 1235814400, "parameters")
+end
+
+function T.test_config_json_defaults_and_nulls()
+  -- Omitted keys take the config class's defaults (MistralConfig: sliding_window 4096); null is None.
+  local m = hf.from_config({ model_type = "mistral" }, "m.json", {})
+  eq(m.model_type, "mistral", "model_type passed on")
+  eq(total_params(llama.build(m, { batch = 1, seq = 8 })), 7241732096, "MistralConfig()")
+  local function causal(cfg)
+    for _, n in ipairs(llama.build(cfg, { batch = 1, seq = 4096, attention = "sdpa" })) do
+      if n.op == "sdpa" then return n.attrs.causal end
+    end
+  end
+  local small = { model_type = "mistral", num_hidden_layers = 1, hidden_size = 256, intermediate_size = 256,
+    num_attention_heads = 2, num_key_value_heads = 1, vocab_size = 100 }
+  eq(causal(hf.from_config(small, "m.json", {})), false, "default window 4096 at s = 4096")
+  local none = hf.from_config(small, "m.json", { sliding_window = true })
+  eq(none.sliding_window, false, "null → false (None)")
+  eq(causal(none), true, "no window")
+  eq(hf.from_config({ model_type = "qwen3", head_dim = 64 }, "q.json", { rope_scaling = true }).head_dim, 64, "qwen3")
+end
+
+function T.test_config_json_unknown_keys()
+  raises([[l.json: unknown key 'num_key_value_head' for model_type "llama" (did you mean 'num_key_value_heads'?)]],
+    hf.from_config, { model_type = "llama", num_key_value_head = 8 }, "l.json", {})
+  raises([[q.json: unknown key 'quantization_config' for model_type "qwen2"]],
+    hf.from_config, { model_type = "qwen2", quantization_config = { quant_method = "fp8" } }, "q.json", {})
+  -- A key of another model_type: Mistral has no attention_bias; a null unknown key is still a key.
+  raises([[m.json: unknown key 'attention_bias' for model_type "mistral"]],
+    hf.from_config, { model_type = "mistral", attention_bias = false }, "m.json", {})
+  raises([[m.json: unknown key 'foo' for model_type "mistral"]], hf.from_config, { model_type = "mistral" }, "m.json",
+    { foo = true })
+end
+
+return T
