@@ -18,32 +18,11 @@
 -- VECadam kernel reading w, g, exp_avg, exp_avg_sq and writing w, exp_avg, exp_avg_sq and the 16-bit copy:
 -- 2w + g + 4m + copy bytes, 13 FLOPs per parameter. Either way a recipe's fp16 passes come first
 -- (rules.optimizer_prologue). The step-counter increments (one scalar per tensor) are ignored.
-local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
 ---@type neusight.OpRule
 return {
   name = "adam",
   doc = "Adam step over P params: foreach (default) 7 passes, 2w+2g+14m bytes per param; fused one VECadam, 2w+g+4m+copy",
-  forward = function(node)
-    local r = rules.optimizer_roles(node)
-    local impl = rules.optimizer_impl(node, "foreach")
-    local rows, P, dtype, w, g, m = r.rows, r.P, node.dtype, r.w, r.g, r.m
-    local out = rules.optimizer_prologue(r, dtype)
-    if impl == "fused" then
-      out[#out + 1] = K.vec("adam", rows, P, dtype, { bytes_per_elem = 2 * w + g + 4 * m + r.copy })
-      return out
-    end
-    for _, k in ipairs {
-      K.vec("lerp", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
-      K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addcmul", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
-      K.vec("sqrt", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("divu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addcdiv", rows, P, dtype, { bytes_per_elem = 2 * w + 2 * m }),
-      rules.optimizer_copy(r, dtype),
-    } do out[#out + 1] = k end
-    return out
-  end,
+  forward = function(node) return rules.adam_step(node, "adam", "foreach", false) end,
 }

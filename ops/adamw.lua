@@ -16,33 +16,11 @@
 -- parameter, plus, with a master, the copy pass MEM [w + copy].
 -- Either way a recipe's fp16 passes come first (rules.optimizer_prologue): fp16 → fp32 main gradients
 -- [grad16 + g] (Megatron), unscale + inf check [2g] (loss scaling).
-local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
 ---@type neusight.OpRule
 return {
   name = "adamw",
   doc = "AdamW step over P params: fused (default) one VECadamw, 2w+g+4m+copy bytes per param; foreach 8 passes, 4w+2g+14m",
-  forward = function(node)
-    local r = rules.optimizer_roles(node)
-    local impl = rules.optimizer_impl(node, "fused")
-    local rows, P, dtype, w, g, m = r.rows, r.P, node.dtype, r.w, r.g, r.m
-    local out = rules.optimizer_prologue(r, dtype)
-    if impl == "fused" then
-      out[#out + 1] = K.vec("adamw", rows, P, dtype, { bytes_per_elem = 2 * w + g + 4 * m + r.copy })
-      return out
-    end
-    for _, k in ipairs {
-      K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * w }),
-      K.vec("lerp", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
-      K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addcmul", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
-      K.vec("sqrt", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("divu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addu", rows, P, dtype, { bytes_per_elem = 2 * m }),
-      K.vec("addcdiv", rows, P, dtype, { bytes_per_elem = 2 * w + 2 * m }),
-      rules.optimizer_copy(r, dtype),
-    } do out[#out + 1] = k end
-    return out
-  end,
+  forward = function(node) return rules.adam_step(node, "adamw", "fused", true) end,
 }

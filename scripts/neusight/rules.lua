@@ -277,4 +277,35 @@ function M.optimizer_copy(r, dtype)
   return k
 end
 
+--- The kernels of an Adam-family step (ops/adam.lua, ops/adamw.lua) over the optimizer node's P parameters, with
+--- the element sizes of its precision recipe (rules.optimizer_roles): the recipe's fp16 prologue, then either one
+--- fused kernel `name` (2w + g + 4m + copy bytes per parameter) or PyTorch's foreach passes — AdamW's decoupled
+--- weight decay `mul_` on the parameters first when `decoupled` — and, with a master copy, the copy pass.
+---@param node table the optimizer node
+---@param name string fused kernel name: "adam" | "adamw" (neusight.kernels VEC_OPS)
+---@param default_impl string "fused" | "foreach" when the node does not say
+---@param decoupled boolean AdamW's weight decay pass
+function M.adam_step(node, name, default_impl, decoupled)
+  local r = M.optimizer_roles(node)
+  local impl = M.optimizer_impl(node, default_impl)
+  local rows, P, dtype, w, g, m = r.rows, r.P, node.dtype, r.w, r.g, r.m
+  local out = M.optimizer_prologue(r, dtype)
+  if impl == "fused" then
+    out[#out + 1] = K.vec(name, rows, P, dtype, { bytes_per_elem = 2 * w + g + 4 * m + r.copy })
+    return out
+  end
+  if decoupled then out[#out + 1] = K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * w }) end
+  for _, k in ipairs {
+    K.vec("lerp", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
+    K.vec("mulu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+    K.vec("addcmul", rows, P, dtype, { bytes_per_elem = 2 * m + g }),
+    K.vec("sqrt", rows, P, dtype, { bytes_per_elem = 2 * m }),
+    K.vec("divu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+    K.vec("addu", rows, P, dtype, { bytes_per_elem = 2 * m }),
+    K.vec("addcdiv", rows, P, dtype, { bytes_per_elem = 2 * w + 2 * m }),
+    M.optimizer_copy(r, dtype),
+  } do out[#out + 1] = k end
+  return out
+end
+
 return M
