@@ -153,6 +153,10 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
            std::log2(f.waves * tile_mb / (gpu.l2_mb * 1024 / sms))};
   const auto fam = family_of(k);
+  // The launch floor of the transfer families is counted in clock cycles: the shortest kernels take a fixed
+  // number of cycles (1.5 µs on Blackwell at 1.9–2.0 GHz, 2.5 µs on the A100 at 1.41 GHz in the CUDA-graph data).
+  if (fam && family_transfer_features(*fam) && gpu.boost_clock_mhz > 0)
+    f.overhead_scale = tile_overhead_reference_mhz / double(gpu.boost_clock_mhz);
   if (fam && family_transfer_features(*fam))
     f.x = {float(f.ref[0]), float(f.ref[1] - f.ref[0]), float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
            float(std::log2(f.base_seconds * 1e6))};
@@ -182,7 +186,8 @@ double tile_utilization(float o0, float o1, double waves, double floor) {
 }
 
 double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor) {
-  return std::max(f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) + sigmoid(o2) * tile_overhead_max_s,
+  return std::max(f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) +
+                      sigmoid(o2) * tile_overhead_max_s * f.overhead_scale,
                   f.compute_seconds);
 }
 
@@ -219,14 +224,15 @@ double chunk_grad(const tile_model& m, const std::vector<const train_sample*>& c
     const double s0 = sigmoid(out(0, col)), s1 = sigmoid(out(1, col)), s2 = sigmoid(out(2, col));
     const double util = tile_utilization(out(0, col), out(1, col), W);
     const double wave_time = chunk[j]->f.base_seconds / util;
-    const double yh = wave_time + s2 * tile_overhead_max_s;
+    const double ov = tile_overhead_max_s * chunk[j]->f.overhead_scale;
+    const double yh = wave_time + s2 * ov;
     const double sum = y + yh, diff = yh - y;
     loss += std::abs(diff) / sum;
     const double dl_dyh = ((diff > 0 ? 1.0 : -1.0) * sum - std::abs(diff)) / (sum * sum);
     const double dl_dutil = util > 1e-4 ? dl_dyh * (-wave_time / util) : 0.0;  // no gradient through the floor
     dout(0, col) = float(dl_dutil * (-s1 * s0 * (1 - s0) / W));
     dout(1, col) = float(dl_dutil * (s1 * (1 - s1) * (1 - s0 / W)));
-    dout(2, col) = float(dl_dyh * s2 * (1 - s2) * tile_overhead_max_s);
+    dout(2, col) = float(dl_dyh * s2 * (1 - s2) * ov);
   }
   m.net.backward(c, dout, g);
   return loss;

@@ -64,6 +64,7 @@ struct tile_features {
   double roof_gflops = 0;   // min(peak, AI · bandwidth) in the reference's units
   double base_seconds = 0;  // W · tile GFLOP · SMs / roof: the latency at utilisation 1
   double compute_seconds = 0;  // the kernel's real FLOPs / its peak (roofline_peak_flops): the forecast's floor
+  double overhead_scale = 1;   // multiplies the learned launch overhead (tile_overhead_reference_mhz / boost clock)
 };
 
 // Needs the kernel's tile (tile_m/tile_k for GEMMs, tile_elems for vector kernels). Throws for memory kernels.
@@ -92,6 +93,9 @@ double tile_utilization(float o0, float o1, double waves, double floor = 1e-4);
 // Tiny kernels (bias-gradient adds, small layer norms) take microseconds whatever their roofline says;
 // without it the MLP must push utilisation towards 0 to reach them, which it learns badly.
 constexpr double tile_overhead_max_s = 20e-6;
+// The tensor-core and attention families count that overhead in cycles: it is scaled by
+// tile_overhead_reference_mhz / the GPU's boost clock (tile_features::overhead_scale; 1 for the fp32 families).
+constexpr double tile_overhead_reference_mhz = 1500;
 constexpr int tile_outputs = 3;
 
 // seconds = max(base / max(util, util_floor) + overhead, compute_seconds)
