@@ -58,11 +58,17 @@ double family_train_flops_per_element(family f) {
   return 0;
 }
 
-const std::array<const char*, tile_feature_count>& tile_feature_names() {
-  static const std::array<const char*, tile_feature_count> names = {
+bool flops_at_roofline(std::string_view vendor, family f) {
+  return vendor == "nvidia" && (f == family::bmm || f == family::linear);
+}
+
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
+  static const std::array<const char*, tile_feature_count> at_peak = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
       "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
-  return names;
+  static const std::array<const char*, tile_feature_count> at_roofline = {
+      "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
+  return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
 tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
@@ -101,7 +107,12 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   f.ref = {std::log2(tile_gflop / (peak / 1000 / sms)), std::log2(tile_mb / (bw / sms)),
            std::log2(f.waves * tile_mb / (gpu.mem_gb * 1024 / sms)),
            std::log2(f.waves * tile_mb / (gpu.l2_mb * 1024 / sms))};
-  f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+  // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak (NVIDIA
+  // BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).
+  const double x0 = flops_at_roofline(gpu.vendor, *family_of(k)) ? std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))
+                                                            : f.ref[0];
+  f.x = {float(x0), float(f.ref[1]),
+         float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
   return f;
 }
 

@@ -23,15 +23,32 @@ std::optional<family> family_of(const kernel& k);
 // The reference's four MLP inputs are log2 ratios, bit-for-bit in its units (spec §1.3): tile GFLOP / per-SM
 // TFLOP/s, tile MB / per-SM GB/s, W·tile MB / per-SM memory MB, W·tile MB / per-SM L2 KB (`ref` below).
 // Our MLP keeps the first three, drops the L2 ratio and adds log2(W) and the last-wave fill (blocks / (W·SMs)).
-// Why drop L2: among the training GPUs only the A100 has a large L2 (40 MB vs 2–6 MB), so the ratio is a
-// feature no leave-one-out model can learn; with it the A100-held-out BMM error was 63 %, without it 6 %
-// (weights/ACCURACY.md). Every unseen GPU we are judged on (H100, L4, A100-80GB) has a large L2.
+// For NVIDIA BMM and Linear (flops_at_roofline) the first is taken against the roofline throughput
+// min(peak, AI·bw) instead of the peak: tile GFLOP / per-SM roofline TFLOP/s. For a compute-bound kernel that is
+// the reference's ratio; for a bandwidth-bound one it is the tile's time at the bandwidth, so neither a feature
+// nor `base` depends on the FLOP peaks and two GPUs that differ only in peaks get the same forecast.
+// Kept only where leave-one-GPU-out got better and nothing else broke (weights/ACCURACY.md; mean MAPE over the
+// five held-out GPUs): BMM 23.9 → 17.3 % (V100 held out 42.2 → 14.9 %), Linear 25.1 → 23.5 %. Not kept:
+// layer norm 22.2 → 24.7 % over five seeds (T4 held out 7.5 → 28.5 %); elementwise A100 / V100 held out
+// 10.9 / 13.6 → 15.8 / 17.7 % over three seeds; softmax improved (23.6 → 21.9 %, five seeds) but a model
+// trained on the grids alone then put rows far beyond them at the utilisation floor (1.3 M rows × 1024 on the
+// A100: 356× the measured time, 5× with the peak). With four training GPUs the peak per SM is one of the two
+// descriptors from which these MLPs infer how much of the bandwidth a GPU achieves. AMD keeps the peak in every
+// family: two AMD GPUs allow no leave-one-GPU-out, and in distribution the change made the MI210 end-to-end labels
+// worse (mean APE 8.2 → 12.2 %, mostly the softmax of 2048-long rows).
+// The converse property does not hold for any family: the second ratio keeps the bandwidth for compute-bound
+// GEMMs. Taking it at the roofline as well (tile MB / (roof / AI)) made leave-one-GPU-out far worse (A100 held
+// out: BMM 8.3 → 337 %, Linear 22 → 60 %; dropping it only beyond 4× or 16× from the ridge: Linear 69 % and
+// 57 %). Tiled GEMMs re-read their operands (an fp32 SIMT tile of 32×128 to 128×128 does 13–32 FLOP per byte
+// it loads, near every GPU's ridge), so bandwidth is not irrelevant to them.
 constexpr size_t tile_feature_count = 5;
 
 // FLOPs per element of each vector family in the training data — the data collector's convention
 // (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM families.
 double family_train_flops_per_element(family f);
-const std::array<const char*, tile_feature_count>& tile_feature_names();
+// x0 against min(peak, AI·bw) rather than the peak: NVIDIA bmm and linear.
+bool flops_at_roofline(std::string_view vendor, family f);
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
 struct tile_features {
   std::array<float, tile_feature_count> x{};
@@ -76,6 +93,7 @@ double tile_seconds(const tile_features& f, float o0, float o1, float o2);
 
 struct tile_model {
   family fam = family::bmm;
+  std::string vendor;  // the GPUs it was trained on (weights manifest); the features depend on it
   mlp net;
   std::array<float, tile_feature_count> mean{}, scale{};  // x_norm = (x − mean) / scale
   // Training range of each feature: inputs are clipped to it, so a kernel larger than anything measured
