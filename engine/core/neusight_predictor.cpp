@@ -85,7 +85,12 @@ class neusight_predictor final : public predictor {
     std::map<family, tile_model> models;
     for (family f : families) {
       const auto dir = root_ / vendor / std::string(family_name(f));
-      if (std::filesystem::exists(dir / "model.toml")) models.emplace(f, weights_load(dir));
+      if (!std::filesystem::exists(dir / "model.toml")) continue;
+      tile_model m = weights_load(dir);
+      if (m.vendor != vendor)  // the features differ by vendor (tile_model.h)
+        throw error((dir / "model.toml").generic_string() + ": weights trained on " + m.vendor + " GPUs in the " +
+                    vendor + " folder");
+      models.emplace(f, std::move(m));
     }
     return cache_[vendor] = std::move(models);
   }

@@ -84,14 +84,21 @@ std::pair<double, double> family_train_bytes_per_element(family f) {
   return {8, 8};                                 // softmax and layer norm: read + write, fp32
 }
 
-const std::array<const char*, tile_feature_count>& tile_feature_names(family f) {
-  static const std::array<const char*, tile_feature_count> names = {
+bool flops_at_roofline(std::string_view vendor, family f) {
+  return vendor == "nvidia" && (f == family::bmm || f == family::linear);
+}
+
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
+  static const std::array<const char*, tile_feature_count> at_peak = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
       "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
+  static const std::array<const char*, tile_feature_count> at_roofline = {
+      "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
   static const std::array<const char*, tile_feature_count> transfer = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2((tile_mb / (mem_bw_gbps / sms)) / (tile_gflop / (peak_tflops / sms)))",
       "log2(waves)", "blocks / (waves * sms)", "log2(base_seconds * 1e6)"};
-  return family_transfer_features(f) ? transfer : names;
+  if (family_transfer_features(f)) return transfer;
+  return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
 tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
@@ -157,11 +164,16 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   // number of cycles (1.5 µs on Blackwell at 1.9–2.0 GHz, 2.5 µs on the A100 at 1.41 GHz in the CUDA-graph data).
   if (fam && family_transfer_features(*fam) && gpu.boost_clock_mhz > 0)
     f.overhead_scale = tile_overhead_reference_mhz / double(gpu.boost_clock_mhz);
-  if (fam && family_transfer_features(*fam))
+  if (fam && family_transfer_features(*fam)) {
     f.x = {float(f.ref[0]), float(f.ref[1] - f.ref[0]), float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
            float(std::log2(f.base_seconds * 1e6))};
-  else
-    f.x = {float(f.ref[0]), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+  } else {
+    // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak
+    // (NVIDIA BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).
+    const double x0 = fam && flops_at_roofline(gpu.vendor, *fam) ? std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))
+                                                                  : f.ref[0];
+    f.x = {float(x0), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+  }
   return f;
 }
 

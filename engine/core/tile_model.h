@@ -44,6 +44,25 @@ std::optional<family> family_of(const kernel& k);
 // Ada and Blackwell). Their five: log2 tile time at peak (ms), log2 tile memory time / tile compute time (the
 // tile's distance from the ridge point), log2(W), the last-wave fill, and log2 of the kernel's roofline time
 // per wave-quantised launch (µs), which places launch-latency-bound kernels.
+//
+// For NVIDIA BMM and Linear (flops_at_roofline) the first is taken against the roofline throughput
+// min(peak, AI·bw) instead of the peak: tile GFLOP / per-SM roofline TFLOP/s. For a compute-bound kernel that is
+// the reference's ratio; for a bandwidth-bound one it is the tile's time at the bandwidth, so neither a feature
+// nor `base` depends on the FLOP peaks and two GPUs that differ only in peaks get the same forecast.
+// Kept only where leave-one-GPU-out got better and nothing else broke (weights/ACCURACY.md; mean MAPE over the
+// five held-out GPUs): BMM 23.9 → 17.3 % (V100 held out 42.2 → 14.9 %), Linear 25.1 → 23.5 %. Not kept:
+// layer norm 22.2 → 24.7 % over five seeds (T4 held out 7.5 → 28.5 %); elementwise A100 / V100 held out
+// 10.9 / 13.6 → 15.8 / 17.7 % over three seeds; softmax improved (23.6 → 21.9 %, five seeds) but a model
+// trained on the grids alone then put rows far beyond them at the utilisation floor (1.3 M rows × 1024 on the
+// A100: 356× the measured time, 5× with the peak). With four training GPUs the peak per SM is one of the two
+// descriptors from which these MLPs infer how much of the bandwidth a GPU achieves. AMD keeps the peak in every
+// family: two AMD GPUs allow no leave-one-GPU-out, and in distribution the change made the MI210 end-to-end labels
+// worse (mean APE 8.2 → 12.2 %, mostly the softmax of 2048-long rows).
+// The converse property does not hold for any family: the second ratio keeps the bandwidth for compute-bound
+// GEMMs. Taking it at the roofline as well (tile MB / (roof / AI)) made leave-one-GPU-out far worse (A100 held
+// out: BMM 8.3 → 337 %, Linear 22 → 60 %; dropping it only beyond 4× or 16× from the ridge: Linear 69 % and
+// 57 %). Tiled GEMMs re-read their operands (an fp32 SIMT tile of 32×128 to 128×128 does 13–32 FLOP per byte
+// it loads, near every GPU's ridge), so bandwidth is not irrelevant to them.
 constexpr size_t tile_feature_count = 5;
 bool family_transfer_features(family f);
 
@@ -54,7 +73,9 @@ double family_train_flops_per_element(family f);
 // (binary), softmax and layer norm 8. Vector kernels outside that range are shown to the MLP as the fp32 kernel
 // moving the same bytes (tile_features_compute).
 std::pair<double, double> family_train_bytes_per_element(family f);
-const std::array<const char*, tile_feature_count>& tile_feature_names(family f = family::linear);
+// x0 against min(peak, AI·bw) rather than the peak: NVIDIA bmm and linear.
+bool flops_at_roofline(std::string_view vendor, family f);
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
 struct tile_features {
   std::array<float, tile_feature_count> x{};
@@ -103,6 +124,7 @@ double tile_seconds(const tile_features& f, float o0, float o1, float o2, double
 
 struct tile_model {
   family fam = family::bmm;
+  std::string vendor;  // the GPUs it was trained on (weights manifest); the features depend on it
   mlp net;
   std::array<float, tile_feature_count> mean{}, scale{};  // x_norm = (x − mean) / scale
   // Training range of each feature: inputs are clipped to it, so a kernel larger than anything measured

@@ -72,7 +72,8 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   t.insert("layers", to_array(m.net.sizes()));
   t.insert("activation", "relu");
   t.insert("latency", "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s");
-  std::vector<std::string> feats(tile_feature_names(m.fam).begin(), tile_feature_names(m.fam).end());
+  const auto& names = tile_feature_names(p.vendor, m.fam);
+  std::vector<std::string> feats(names.begin(), names.end());
   t.insert("features", to_array(feats));
   if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
   t.insert("weights_file", "weights.bin");
@@ -155,6 +156,7 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const auto f = family_parse(fam);
   if (!f) throw error(mpath + ": unknown family '" + fam + "'");
   m.fam = *f;
+  m.vendor = r.str("vendor");
   std::vector<int> sizes;
   for (const auto& n : r.array("layers")) {
     if (!n.is_integer() || n.as_integer()->get() < 1) throw error(mpath + ": 'layers' must hold positive integers");
@@ -166,7 +168,7 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const auto& feats = r.array("features");
   bool same = feats.size() == tile_feature_count;
   for (size_t i = 0; same && i < tile_feature_count; ++i)
-    same = feats[i].is_string() && feats[i].as_string()->get() == tile_feature_names(m.fam)[i];
+    same = feats[i].is_string() && feats[i].as_string()->get() == tile_feature_names(m.vendor, m.fam)[i];
   if (!same) throw error(mpath + ": trained on other features than this engine computes; retrain with `neusight train`");
   if (const auto* uf = t.get("util_floor")) {
     const auto v = uf->value<double>();

@@ -11,7 +11,7 @@
 -- GPUs only (label/{NVIDIA_A100-PCIE-40GB,Tesla_P100-PCIE-16GB,Tesla_P4,Tesla_T4,Tesla_V100-PCIE-32GB}),
 -- sweeping `launch_s` over 0, 2, 4, 6, 8, 10, 15, 20, 30, 50 µs and keeping the value with the lowest mean
 -- APE over all 38 non-fused, non-distributed labels (see weights/ACCURACY.md, "End-to-end latency").
--- Result: mean APE 9.10 % at 0 µs, rising monotonically (9.60 % at 10 µs, 12.88 % at 50 µs): the fitted
+-- Result: mean APE 9.26 % at 0 µs, rising monotonically (9.78 % at 10 µs, 13.06 % at 50 µs): the fitted
 -- value is 0, on the boundary. The labelled workloads are large (0.2–7 s), the configs with many short
 -- kernels (switchxl4) are already over-predicted, and the under-predicted ones (P4 throttling, opt_13 /
 -- gpt3_xl at batch 8) are GPU-bound, so no non-negative host cost helps. Hence `enabled = false` and

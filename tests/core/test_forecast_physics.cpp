@@ -1,6 +1,7 @@
 // tests/core/test_forecast_physics.cpp — physical properties of the shipped NeuSight forecasts (weights/nvidia):
 // element-wise kernels with several FLOPs per element stay near their roofline and never get faster with more
-// FLOPs; a GPU's bandwidth does not move compute-bound forecasts and its FLOP peaks do not move bandwidth-bound ones.
+// FLOPs; a GPU's FLOP peaks do not move bandwidth-bound forecasts and its bandwidth does not move compute-bound ones
+// (the parts that do not hold with the shipped weights are tagged [!mayfail], with the reason).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -8,8 +9,8 @@
 #include <sstream>
 
 #include "core/gpu_spec.h"
-#include "core/tile_model.h"
 #include "core/roofline.h"
+#include "core/tile_model.h"
 #include "lua/session.h"
 #include "test_util.h"
 
@@ -138,6 +139,111 @@ TEST_CASE("a vector kernel with more FLOPs per element and the same bytes is nev
           CHECK(t[i] <= 3 * std::max(roofline_seconds(ks[i], gpu), t[0]));
         }
       }
+    }
+  }
+}
+
+namespace {
+kernel gemm_kernel(int64_t m, int64_t n, int64_t k, const std::string& dtype) {
+  kernel g;
+  g.kind = kernel_kind::gemm, g.name = "Linear", g.dtype = dtype;
+  g.b = 1, g.m = m, g.n = n, g.k = k;
+  g.flops = 2.0 * double(m) * double(n) * double(k);
+  g.bytes = (dtype == "fp32" ? 4.0 : 2.0) * double(m * n + n * k + m * k);
+  return g;
+}
+kernel row_kernel(kernel_kind kind, int64_t rows, int64_t hidden) {
+  kernel v = user_vec(rows, hidden, kind == kernel_kind::softmax ? 5 : 6);
+  v.kind = kind, v.op = "", v.name = kind == kernel_kind::softmax ? "VECsoftmax" : "VECln";
+  return v;
+}
+
+// Two H100 files that differ only in their FLOP peaks (all scaled together), or only in memory bandwidth.
+struct h100_variants {
+  gpu_spec base = gpu_spec_load(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
+  gpu_spec peaks(double s) const {
+    gpu_spec g = base;
+    for (double gpu_spec::*p : {&gpu_spec::peak_fp32_tflops, &gpu_spec::peak_fp32_matrix_tflops,
+                                &gpu_spec::peak_tf32_tflops, &gpu_spec::peak_fp16_tflops, &gpu_spec::peak_bf16_tflops,
+                                &gpu_spec::peak_fp8_tflops})
+      g.*p *= s;
+    return g;
+  }
+  gpu_spec bandwidth(double s) const {
+    gpu_spec g = base;
+    g.mem_bw_gbps *= s;
+    return g;
+  }
+};
+
+bool compute_bound(const kernel& k, const gpu_spec& gpu) {
+  return k.flops / roofline_peak_flops(gpu, k) > k.bytes / (gpu.mem_bw_gbps * 1e9);
+}
+}  // namespace
+
+namespace {
+// Forecasts of `ks` on the H100 and on the H100 with every FLOP peak scaled by 0.5 and 2 must agree within 2 %.
+void check_peaks_do_not_move(forecaster& f, const std::vector<kernel>& ks) {
+  const h100_variants v;
+  const auto t0 = f.seconds(ks, v.base);
+  for (const double s : {0.5, 2.0}) {
+    const gpu_spec pk = v.peaks(s);
+    const auto t = f.seconds(ks, pk);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const kernel& k = ks[i];
+      INFO(k.name << " " << k.dtype << " (" << k.rows << ", " << k.hidden << " | " << k.m << ", " << k.n << ", " << k.k
+                  << "), FLOP peaks x" << s << ": " << t[i] * 1e3 << " ms vs " << t0[i] * 1e3 << " ms, ratio "
+                  << t[i] / t0[i]);
+      REQUIRE(!compute_bound(k, pk));
+      CHECK(t[i] / t0[i] == Approx(1).margin(0.02));
+    }
+  }
+}
+}  // namespace
+
+// A GPU's FLOP peaks cannot change how long a bandwidth-bound kernel takes. The NVIDIA BMM and Linear MLPs see
+// the tile's FLOPs against the roofline throughput (engine/core/tile_model.h), so none of their inputs carries
+// the peak once the kernel is bandwidth-bound.
+TEST_CASE("FLOP peaks do not move bandwidth-bound forecasts (GEMMs)", "[neusight][physics]") {
+  forecaster f;
+  // bf16: the library tiles pad an fp32 GEMM's rows to >= 32 (>= 16 FLOP/B), which the tile roofline counts as
+  // compute-bound once the peaks are halved.
+  check_peaks_do_not_move(f, {gemm_kernel(8, 8192, 8192, "bf16"), gemm_kernel(16, 4096, 4096, "bf16"),
+                              gemm_kernel(1, 12288, 49152, "bf16")});
+}
+
+// The same does not hold for element-wise, softmax and layer-norm kernels: their MLPs keep
+// log2(tile GFLOP / per-SM peak), because without it leave-one-GPU-out got worse or extrapolation broke
+// (tile_model.h). A known failure, kept visible.
+TEST_CASE("FLOP peaks do not move bandwidth-bound forecasts (elementwise, softmax, layer norm)",
+          "[neusight][physics][!mayfail]") {
+  forecaster f;
+  kernel add = user_vec(1, 100000000, 1, 12);
+  add.op = "add", add.name = "VECadd";
+  check_peaks_do_not_move(f, {add, row_kernel(kernel_kind::layernorm, 16384, 4096),
+                              row_kernel(kernel_kind::softmax, 65536, 2048)});
+}
+
+// A GPU's bandwidth cannot change how long a compute-bound kernel takes. This does not hold with the shipped
+// weights: the GEMM MLPs see log2(tile MB / per-SM bandwidth) whatever binds, and taking that feature at the
+// roofline instead (tile MB / (roof / AI)) made leave-one-GPU-out accuracy far worse (engine/core/tile_model.h,
+// weights/ACCURACY.md), so the property is recorded here as a known failure. Measured (H100 SXM5 file, bandwidth
+// x0.5 / x2): fp32 8192³ 26.2 ms → 84.7 / 110.4 ms, bf16 1.28 ms → 1.18 / 7.44 ms — the GPUs outside the training
+// GPUs' peak-to-bandwidth range (12–29 FLOP/B in fp32) get the MLP's extrapolation.
+TEST_CASE("bandwidth does not move compute-bound forecasts", "[neusight][physics][!mayfail]") {
+  forecaster f;
+  const h100_variants v;
+  const std::vector<kernel> compute = {gemm_kernel(8192, 8192, 8192, "fp32"), gemm_kernel(8192, 8192, 8192, "bf16")};
+  const auto t0 = f.seconds(compute, v.base);
+  for (const double s : {0.5, 2.0}) {
+    const gpu_spec bw = v.bandwidth(s);
+    const auto t = f.seconds(compute, bw);
+    for (size_t i = 0; i < compute.size(); ++i) {
+      const kernel& k = compute[i];
+      INFO(k.dtype << " Linear(8192, 8192, 8192), bandwidth x" << s << ": " << t[i] * 1e3 << " ms vs " << t0[i] * 1e3
+                   << " ms, ratio " << t[i] / t0[i]);
+      REQUIRE(compute_bound(k, bw));
+      CHECK(t[i] / t0[i] == Approx(1).margin(0.02));
     }
   }
 }
