@@ -36,7 +36,7 @@ struct common_flags {
 
 struct forecast_flags {
   std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
-  int64_t batch = 0, seq = 0;
+  int64_t batch = 0, seq = 0, context = 0;
   std::string predictor = "neusight";
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
@@ -76,9 +76,15 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   const char* o = for_script ? " (overrides the script)" : "";
   cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o);
   cmd->add_option("--batch", f.batch, std::string("Global batch size") + o)->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", f.seq, std::string("Sequence length") + o)->check(CLI::PositiveNumber);
-  cmd->add_option("--mode", f.mode, std::string("train or inference") + o)
-      ->check(CLI::IsMember({"train", "inference"}));
+  cmd->add_option("--seq", f.seq, std::string("Sequence length (prefill: the prompt length; not used in decode)") + o)
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--mode", f.mode,
+                  std::string("train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV "
+                              "cache) or decode (one token per sequence over a KV cache of --context tokens)") + o)
+      ->check(CLI::IsMember({"train", "inference", "prefill", "decode"}));
+  cmd->add_option("--context", f.context,
+                  std::string("Tokens already in each sequence's KV cache (required by, and only for, --mode decode)") + o)
+      ->check(CLI::PositiveNumber);
   cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam, adamw") + o)
       ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
   cmd->add_option("--optimizer-impl", f.optimizer_impl,
@@ -149,6 +155,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.attention.empty()) o["attention"] = f.attention;
   if (f.batch > 0) o["batch"] = f.batch;
   if (f.seq > 0) o["seq"] = f.seq;
+  if (f.context > 0) o["context"] = f.context;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
   else if (f.fusion) o["fusion"] = true;
   if (f.dp > 0) o["parallel.dp"] = f.dp;
@@ -190,7 +197,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, gpu, w.training());
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
-                {}, {}, {}, w.precision, w.optimizer_impl, w.state};
+                {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes};
   for (const auto& op : e.fallback_ops)
     m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
@@ -205,9 +212,11 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
+  if (mode == "prefill" || mode == "decode")
+    throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   session s(session_options_make(c));
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none")};
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -276,7 +285,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
+  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
                         "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,

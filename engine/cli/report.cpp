@@ -160,6 +160,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["mode"] = m.mode;
   j["batch"] = m.batch;
   j["seq"] = m.seq;
+  if (m.mode == "decode") j["context"] = m.context;
   j["dtype"] = m.dtype;
   j["precision"] = m.precision;
   j["precision_convention"] = m.state.convention;
@@ -178,6 +179,9 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(f, m);
+  // serving phases: the KV cache one GPU holds, 2 x layers x batch x cached tokens x kv heads (this rank's) x head_dim x
+  // dtype bytes (prefill: seq tokens; decode: context + 1)
+  if (m.kv_cache_bytes) j["kv_cache_gb"] = *m.kv_cache_bytes / 1e9;
   // the recipe's bytes per parameter (scripts/neusight/precision.lua); state_gb = params x their sum (per stage in a
   // parallel run, with master + optimizer_state divided by dp under the distributed optimizer)
   j["state_bytes_per_param"] = {{"weights", m.state.weights},
@@ -225,7 +229,9 @@ std::string report_csv(const forecast& f, const report_meta&) {
 
 std::string report_table(const forecast& f, const report_meta& m) {
   std::string out;
-  out += fmt::format("model     {}  ({}, batch {}, seq {}, {}{}{}{})\n", m.model, m.mode, m.batch, m.seq, m.dtype,
+  out += fmt::format("model     {}  ({}, batch {}, {}, {}{}{}{})\n", m.model, m.mode, m.batch,
+                     m.mode == "decode" ? fmt::format("context {} + 1 new token", m.context) : fmt::format("seq {}", m.seq),
+                     m.dtype,
                      m.precision == "pure" ? std::string() : " " + m.precision,
                      m.mode == "train" ? ", optimizer " + m.optimizer +
                                              (m.optimizer_impl.empty() ? "" : " (" + m.optimizer_impl + ")")
@@ -312,6 +318,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
+  if (m.kv_cache_bytes)
+    out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence)\n", *m.kv_cache_bytes / 1e9,
+                       m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq));
   if (m.timeline) return out;  // the memory lines above say it per stage
   const double state_gb = state_gb_per_gpu(f, m);
   out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}; "

@@ -21,6 +21,8 @@ struct report_meta {
   std::string precision = "pure";             // precision recipe (scripts/neusight/precision.lua)
   std::string optimizer_impl;                 // "fused" | "foreach"; "" without an optimizer
   state_layout state;                         // model-state bytes per parameter of the recipe
+  int64_t context = 0;                        // mode "decode": tokens already in each KV cache
+  std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
 };
 
 std::string report_json(const forecast& f, const report_meta& m);

@@ -259,6 +259,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.precision = r.str("precision");
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
+  w.context = r.integer_or("context", 0);
   w.description = r.str_or("description", "");
   lua_getfield(L, norm, "parallel");
   const bool has_parallel = !lua_isnil(L, -1);
@@ -271,7 +272,9 @@ workload session::workload_load(const std::string& script, const workload_overri
   } else {
     lua_pushnil(L);
   }
-  ns_call(L, 2, 4, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state
+  ns_call(L, 2, 5, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv
+  if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
+  lua_pop(L, 1);  // stack: W spec norm name nodes plan state
   w.state = state_read(L, -1, "scripts/neusight/workload.lua build: state");
   lua_pop(L, 1);  // stack: W spec norm name nodes plan
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";

@@ -32,6 +32,8 @@ struct workload {
   std::string optimizer_impl;  // "fused" | "foreach"; "" without an optimizer
   state_layout state;          // model-state bytes per parameter of this recipe (precision.lua state())
   int64_t batch = 0, seq = 0;
+  int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
+  std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   graph g;
   // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
   // collectives are priced from its links; the graph is then one rank's microbatch.

@@ -1,4 +1,5 @@
--- scripts/neusight/nodes.lua — the node list a model builder appends to: placement (layer, count), tp collectives, the HF causal-LM loss.
+-- scripts/neusight/nodes.lua — the node list a model builder appends to: placement (layer, count), tp collectives, the HF causal-LM loss,
+-- and the serving phases' pieces (prefill / decode: KV-cache writes, decode attention, the last-token LM head).
 local M = {}
 
 --- A node list under construction. `g.add(op, name, inputs, output, params?, attrs?)` appends a node at the
@@ -55,6 +56,73 @@ function M.causal_lm_loss(g, b, s, V, opts)
   g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
   g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
   g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
+end
+
+---------------------------------------------------------------------------------------------------
+-- Serving phases (workload mode "prefill" / "decode", passed to builders as opts.phase and opts.context)
+--
+-- prefill: B prompts of S tokens through the model once (the inference graph), writing each layer's K and V into
+-- the KV cache (one copy kernel per layer, vLLM's reshape_and_cache), and the LM head on the last token of each
+-- prompt only (B rows, not B·S: what serving engines sample from).
+-- decode: one new token for each of B sequences whose caches hold C tokens: every linear on B rows, the new
+-- token's K/V appended to the cache (a small copy), one decode_attention node per layer over C + 1 cached tokens
+-- (ops/decode_attention.lua) with the model's kv heads (this rank's under tensor parallelism), LM head on B rows.
+-- No loss and no backward in either phase.
+
+--- The serving phase of a build: nil for train / inference, else { phase, s = query tokens per sequence (S in
+--- prefill, 1 in decode), kv = KV-cache tokens attended and held per sequence (S in prefill, C + 1 in decode) }.
+--- Errors name the model (`who`); `max_positions` (a learned position table) bounds the cache.
+---@param opts table builder options (phase, context, seq)
+---@param who string
+---@param max_positions? integer
+---@param max_name? string
+function M.serving(opts, who, max_positions, max_name)
+  local phase = opts.phase
+  if phase == nil then return nil end
+  if phase == "prefill" then
+    return { phase = phase, s = opts.seq, kv = opts.seq }
+  elseif phase ~= "decode" then
+    error(("%s: option 'phase' must be \"prefill\" or \"decode\" (got %s)"):format(who, tostring(phase)), 0)
+  end
+  local C = opts.context
+  if type(C) ~= "number" or C < 1 or C ~= math.floor(C) then
+    error(("%s: decode needs option 'context', a positive integer (got %s)"):format(who, tostring(C)), 0)
+  end
+  if opts.seq ~= nil and opts.seq ~= 1 then
+    error(("%s: decode runs one new token per sequence: option 'seq' must be 1 (got %s)"):format(who, tostring(opts.seq)), 0)
+  end
+  if max_positions and C + 1 > max_positions then
+    error(("%s: context %d + 1 new token exceeds %s %d"):format(who, C, max_name, max_positions), 0)
+  end
+  return { phase = phase, s = 1, kv = C + 1 }
+end
+
+--- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
+--- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of
+--- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · dtype bytes (per rank):
+--- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb.
+function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens)
+  local kv = { b, kv_heads, new, head_dim }
+  local bytes = 2 * b * kv_heads * cache_tokens * head_dim * require("neusight.kernels").dtype_bytes(g.dtype)
+  g.add("setitem", name, { kv, kv }, { 2, b, kv_heads, new, head_dim }, 0, {
+    kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens,
+    note = ("append K and V of %d token(s) per sequence to a KV cache of %d"):format(new, cache_tokens) })
+end
+
+--- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua).
+function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv)
+  local cache = { b, kv_heads, kv, head_dim }
+  g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, cache }, { b, heads, 1, head_dim }, 0,
+    { note = ("FlashDecoding over %d cached tokens"):format(kv) })
+end
+
+--- Prefill's LM-head input: the last token of each prompt, hidden[:, -1:, :] (a [b, 1, h] copy); returns its shape.
+--- Any other phase: `x` itself (every position goes through the LM head).
+function M.lm_head_input(g, serve, x)
+  if not serve or serve.phase ~= "prefill" or x[2] == 1 then return x end
+  local last = { x[1], 1, x[3] }
+  g.add("getitem", "lm_head.last_token", { last }, last, 0, { note = "prefill: the LM head runs on each prompt's last token" })
+  return last
 end
 
 return M

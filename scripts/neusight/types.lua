@@ -49,9 +49,10 @@
 ---@class neusight.Workload              what a workload script returns (neusight/workload.lua validates it)
 ---@field model string|table|fun(opts: {batch: integer, seq: integer, training: boolean, dtype: string, loss: boolean}): neusight.Node[]
 ---@field gpu string                     GPU name: gpus/<gpu>.toml
----@field mode "train"|"inference"
+---@field mode "train"|"inference"|"prefill"|"decode"
 ---@field batch integer                  global batch
----@field seq integer                    sequence length
+---@field seq integer                    sequence length (prompt length in prefill; 1, the default, in decode)
+---@field context? integer               decode only (required there): tokens already in each sequence's KV cache
 ---@field optimizer? "none"|"sgd"|"adam"|"adamw" default "adam" for train, "none" for inference
 ---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw, "foreach" for adam and sgd (ops/adamw.lua)
 ---@field dtype? string                  compute dtype, default "fp32"

@@ -12,7 +12,7 @@ local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type
 local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
-local FIELDS = { "model", "gpu", "mode", "batch", "seq", "optimizer", "optimizer_impl", "dtype", "precision",
+local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
   "attention", "loss", "fusion", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
@@ -104,9 +104,18 @@ local CHECK = {
     if type(v) == "string" and v ~= "" then return nil end
     return ("must be a GPU name string (got %s)"):format(show(v))
   end,
-  mode = one_of { "train", "inference" },
+  -- mode: "train" (forward, backward, optimizer step), "inference" (one forward over batch × seq tokens), or a
+  -- serving phase (builders that declare M.serving; shared pieces in neusight/nodes.lua): "prefill" (batch prompts
+  -- of seq tokens once through the model, writing the KV cache; the LM head on each prompt's last token only) or
+  -- "decode" (one new token for each of batch sequences whose KV caches hold `context` tokens: linears on batch rows,
+  -- one decode_attention per layer over context + 1 tokens; no loss, no backward).
+  mode = one_of { "train", "inference", "prefill", "decode" },
   batch = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  -- seq: tokens per sequence (the prompt length in prefill). In decode it is the one new token: it defaults to 1
+  -- there and any other value is an error (the cache length is `context`).
   seq = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  -- context: tokens already in each sequence's KV cache, mode "decode" only (required there).
+  context = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
   optimizer = one_of { "none", "sgd", "adam", "adamw" },
   -- optimizer_impl: how the step runs (ops/adam.lua, adamw.lua, sgd.lua): "fused" (one kernel over all
   -- parameters: torch.optim.*(fused=True), apex/TE FusedAdam) or "foreach" (PyTorch's multi-tensor passes).
@@ -180,6 +189,7 @@ function M.normalize(spec, overrides, chunkname)
   for _, k in ipairs(sorted_keys(w)) do
     if not CHECK[k] then fail("unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
   end
+  if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   for _, k in ipairs(FIELDS) do
     if w[k] == nil then
       if REQUIRED[k] then fail("missing required field '%s'", k) end
@@ -187,6 +197,17 @@ function M.normalize(spec, overrides, chunkname)
       local problem = CHECK[k](w[k])
       if problem then fail("field '%s' %s", k, problem) end
     end
+  end
+
+  if w.mode == "decode" then
+    if w.context == nil then
+      fail("mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)")
+    end
+    if w.seq ~= 1 then
+      fail("field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got %s); the KV-cache length is 'context'", show(w.seq))
+    end
+  elseif w.context ~= nil then
+    fail("field 'context' applies to mode \"decode\" only (mode is %s); prefill and inference take the prompt length as 'seq'", show(w.mode))
   end
 
   if w.parallel ~= nil then
@@ -235,9 +256,24 @@ end
 --- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from.
 function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or dtype == "fp8" end
 
---- Expands a workload into (model name, nodes, plan, state). In training with an optimizer, one optimizer node
+--- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
+function M.serving(mode) return mode == "prefill" or mode == "decode" end
+
+--- KV-cache bytes per GPU of a graph: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write).
+function M.kv_cache_bytes(nodes)
+  local total = 0
+  for _, n in ipairs(nodes) do
+    local b = type(n.attrs) == "table" and n.attrs.kv_cache_bytes
+    if type(b) == "number" then total = total + b * (n.count or 1) end
+  end
+  return total
+end
+
+--- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes). In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
 --- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
+--- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
+--- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
 --- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
 --- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
 --- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
@@ -251,10 +287,12 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 ---@return neusight.Node[] nodes
 ---@return table? plan
 ---@return table state
+---@return number? kv_cache_bytes
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
+  if M.serving(w.mode) then opts.phase, opts.context = w.mode, w.context end
   local par, plan = nil, nil
   if w.parallel and require("neusight.parallel").active(w.parallel) then
     par = require("neusight.parallel")
@@ -299,6 +337,10 @@ function M.build(spec, gpu)
       error(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; use ep = 1")
         :format(cfg.arch, cfg.arch), 0)
     end
+    if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
+      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama); use mode = \"inference\"")
+        :format(cfg.arch, cfg.arch, opts.phase), 0)
+    end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
     if w.attention == "sdpa" and not has_sdpa then
       error(("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has no sdpa attention; use attention = \"eager\"")
@@ -327,7 +369,8 @@ function M.build(spec, gpu)
       }
     end
   end
-  return name, nodes, plan, precision.state(recipe, w.optimizer, training)
+  return name, nodes, plan, precision.state(recipe, w.optimizer, training),
+    opts.phase and M.kv_cache_bytes(nodes) or nil
 end
 
 return M

@@ -46,7 +46,7 @@ function T.test_missing_and_mistyped_fields()
   eq(error_of(spec { batch = "4" }), 'examples/w.lua: field \'batch\' must be a positive integer (got "4")', "string batch")
   eq(error_of(spec { seq = 0 }), "examples/w.lua: field 'seq' must be a positive integer (got 0)", "zero seq")
   eq(error_of(spec { mode = "training" }),
-    [[examples/w.lua: field 'mode' must be "train" or "inference" (got "training") (did you mean 'train'?)]], "mode")
+    [[examples/w.lua: field 'mode' must be "train", "inference", "prefill" or "decode" (got "training") (did you mean 'train'?)]], "mode")
   eq(error_of(spec { optimizer = "adamW2" }),
     [[examples/w.lua: field 'optimizer' must be "none", "sgd", "adam" or "adamw" (got "adamW2") (did you mean 'adamw'?)]],
     "optimizer")

@@ -27,6 +27,11 @@
 -- attention, i.e. one fused FlashAttention kernel forward and one backward (ops/sdpa.lua) instead of the eager
 -- matmul → scale → mask → softmax → dropout → matmul chain, which stays for "eager" (the fp32 default, as the
 -- NeuSight reference traced it).
+-- Serving phases (opts.phase, workload mode "prefill" / "decode"; pieces shared with llama.lua in neusight.nodes):
+-- prefill adds each layer's KV-cache write (h.attn.kv_cache_write) and runs lm_head on each prompt's last token;
+-- decode runs every layer on one token per sequence (b rows), appends its K/V to the cache and replaces the
+-- attention chain (eager or sdpa) with one decode_attention node over C + 1 cached tokens (n_head kv heads: GPT-2
+-- is multi-head). The cache, C + 1 positions, must fit n_positions.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -36,6 +41,7 @@ local M = {}
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
+M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
@@ -44,7 +50,10 @@ local function check(cfg, opts)
   if cfg.n_embd % cfg.n_head ~= 0 then
     error(("%s: n_embd (%d) must be divisible by n_head (%d)"):format(who, cfg.n_embd, cfg.n_head), 0)
   end
-  checks.batch_seq(who, opts, cfg.n_positions, "n_positions")
+  local serve = require("neusight.nodes").serving(opts, who, cfg.n_positions, "n_positions")
+  local decode = serve ~= nil and serve.phase == "decode"
+  checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts, cfg.n_positions, "n_positions")
+  return serve
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
@@ -52,8 +61,10 @@ end
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
-  check(cfg, opts)
-  local b, s, h, nh = opts.batch, opts.seq, cfg.n_embd, cfg.n_head
+  local serve = check(cfg, opts)
+  local decode = serve ~= nil and serve.phase == "decode"
+  local N = require "neusight.nodes"
+  local b, s, h, nh = opts.batch, serve and serve.s or opts.seq, cfg.n_embd, cfg.n_head
   local V, P, L = cfg.vocab_size, cfg.n_positions, cfg.n_layer
   local hd, ni, T = h // nh, cfg.n_inner or 4 * h, b * s
   local dtype = opts.dtype or "fp32"
@@ -65,7 +76,7 @@ function M.build(cfg, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
 
-  local g = require("neusight.nodes").new(dtype, shard, sp)
+  local g = N.new(dtype, shard, sp)
   local nodes, add = g.nodes, g.add
   -- Megatron's f (g.tp_in: into a column-parallel layer) and g (g.tp_out: out of a row-parallel one), as
   -- all-reduces or, with sequence parallelism, all-gather / reduce-scatter pairs: no-ops without tensor parallelism.
@@ -105,7 +116,10 @@ function M.build(cfg, opts)
   add("permute", "h.attn.split_heads", { { b, s, nh, hd } }, heads)
   -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
   local core = { core_attention = true }
-  if opts.attention == "sdpa" then
+  if serve then N.kv_cache_write(g, "h.attn.kv_cache_write", b, nh, s, hd, serve.kv) end
+  if decode then
+    N.decode_attention(g, "h.attn.decode_attention", b, nh, nh, hd, serve.kv)
+  elseif opts.attention == "sdpa" then
     -- HF's sdpa attention (GPT2SdpaAttention) and Megatron-Core with flash attention: one fused kernel each way
     -- (ops/sdpa.lua), causal, dropout inside the kernel; no scores tensor is materialised.
     add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0, { core_attention = true, causal = true })
@@ -162,8 +176,10 @@ function M.build(cfg, opts)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
   tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  add("linear", "lm_head", { x }, { b, s, V }, tied and 0 or h * V, { bias = false, tied = tied and "wte" or nil })
-  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
+  local head_in = N.lm_head_input(g, serve, x)
+  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
+    { bias = false, tied = tied and "wte" or nil })
+  N.causal_lm_loss(g, b, s, V, opts)
   return nodes
 end
 

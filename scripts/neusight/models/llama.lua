@@ -36,6 +36,14 @@
 --   * "qwen2": q/k/v projections with bias (o_proj without); "llama" / "qwen3": attention_bias on q/k/v/o;
 --     "llama": mlp_bias on gate/up/down; "qwen3": q_norm / k_norm RMSNorms over head_dim before the rotary
 --     embedding; head_dim (llama, mistral, qwen3) may differ from hidden_size / num_attention_heads.
+-- Serving phases (opts.phase, workload mode "prefill" / "decode"; the shared pieces are in neusight.nodes):
+--   * prefill: the inference graph over S prompt tokens, plus each layer's KV-cache write (kv_cache_write, a copy
+--     of K and V after the rotary embedding) and the LM head on each prompt's last token (lm_head.last_token).
+--   * decode: one token per sequence (s = 1: every linear, norm and rotary kernel on b rows), the new K/V appended
+--     to the cache (kv_cache_write), then one decode_attention node over C + 1 cached tokens with the kv heads
+--     (this rank's under tp; no repeat_kv, QKᵀ, softmax or PV kernels: serving engines run FlashDecoding /
+--     paged attention whatever opts.attention says), LM head on b rows. Sliding-window layers (mistral, qwen with
+--     use_sliding_window) attend to and cache min(C + 1, sliding_window) tokens (a "sliding_layers" group).
 -- Left out: the rotary cos/sin tables (LlamaRotaryEmbedding: an outer product, cat, cos, sin over b·s·head_dim
 -- elements, once per forward and under no_grad) and the causal-mask construction (once per forward): neither is
 -- per layer, and our graphs have no no-grad nodes; the labels' shift in the loss (integers). HF ≥ 4.46 upcasts
@@ -62,6 +70,7 @@ local M = {}
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
+M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 
 --- HuggingFace's config-class defaults (transformers LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config) for the
 --- fields that shape the kernels; num_key_value_heads defaults to num_attention_heads, head_dim to
@@ -210,8 +219,11 @@ end
 function M.build(cfg, opts)
   local r = M.config(cfg)
   local who = r.who
-  checks.batch_seq(who, opts)
-  local b, s, h, hd = opts.batch, opts.seq, r.h, r.hd
+  local N = require "neusight.nodes"
+  local serve = N.serving(opts, who)
+  local decode = serve ~= nil and serve.phase == "decode"
+  checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
+  local b, s, h, hd = opts.batch, serve and serve.s or opts.seq, r.h, r.hd
   local dtype = opts.dtype or "fp32"
   local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
   local tp = shard and shard.tp or 1
@@ -235,7 +247,7 @@ function M.build(cfg, opts)
   local upcast = K.dtype_bytes(dtype) < 4
   local norm_dtype = upcast and "fp32" or dtype
 
-  local g = require("neusight.nodes").new(dtype, shard, sp)
+  local g = N.new(dtype, shard, sp)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
   local function add_as(node_dtype, ...)
     add(...)
@@ -281,8 +293,9 @@ function M.build(cfg, opts)
     add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
   end
 
-  -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask).
-  local function layer(p, full)
+  -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask);
+  -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase.
+  local function layer(p, full, kv)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
@@ -297,7 +310,10 @@ function M.build(cfg, opts)
     rope(a .. ".rotary.k", kv_heads, kv_half)
     -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
     local core = { core_attention = true }
-    if sdpa then
+    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, kvh, s, hd, kv) end
+    if decode then
+      N.decode_attention(g, a .. ".decode_attention", b, nh, kvh, hd, kv)
+    elseif sdpa then
       add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
         core_attention = true, causal = not full, dropout = r.p_drop > 0 and r.p_drop or nil,
         note = full and "sliding-window mask: memory-efficient kernel over all s × s pairs" or nil })
@@ -334,22 +350,31 @@ function M.build(cfg, opts)
   tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
-  local sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
+  -- In decode they attend to (and cache) the last `sliding_window` tokens once the cache outgrows the window.
+  local sliding, kv, kv_window = 0, serve and serve.kv, nil
+  if decode then
+    sliding = r.window ~= nil and kv > r.window and r.windowed or 0
+    kv_window = r.window
+  else
+    sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
+    kv_window = kv
+  end
   if sliding < r.L then
     g.layer, g.count = "layers", r.L - sliding
-    layer("layers", false)
+    layer("layers", false, kv)
   end
   if sliding > 0 then
     g.layer, g.count = "sliding_layers", sliding
-    layer("sliding_layers", true)
+    layer("sliding_layers", not decode, kv_window)
   end
 
   g.layer, g.count = "", 1
   rms_norm("norm", xs, h)
   tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  add("linear", "lm_head", { x }, { b, s, V }, r.tied and 0 or h * V,
+  local head_in = N.lm_head_input(g, serve, x)
+  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
     { bias = false, tied = r.tied and "embed_tokens" or nil })
-  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
+  N.causal_lm_loss(g, b, s, V, opts)
   return nodes
 end
 

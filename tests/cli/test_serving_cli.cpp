@@ -1,0 +1,134 @@
+// tests/cli/test_serving_cli.cpp — serving phases end to end: `predict --mode prefill / decode` for Llama-3-8B on an H100
+// (the README's two commands), kv_cache_gb, decode time against C, B and the weights' read, errors, tensor parallelism.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+json predict(const std::string& args) {
+  const auto r = run_cli("predict " + args + " --format json");
+  INFO("predict " << args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+std::string decode_args(int batch, int context, const std::string& extra = "") {
+  return "--model llama3_8b --gpu h100 --mode decode --batch " + std::to_string(batch) + " --context " +
+         std::to_string(context) + " --dtype bf16 " + extra;
+}
+
+// Σ count of the forward kernels named `kernel`.
+int kernels_named(const json& j, const std::string& kernel) {
+  int n = 0;
+  for (const auto& op : j["ops"])
+    if (op["kernel"] == kernel) n += op["count"].get<int>();
+  return n;
+}
+
+const json* op_named(const json& j, const std::string& name) {
+  for (const auto& op : j["ops"])
+    if (op["name"] == name) return &op;
+  return nullptr;
+}
+
+constexpr double kv_bytes_per_token = 2.0 * 32 * 8 * 128 * 2;  // K and V, 32 layers, 8 kv heads of 128, bf16
+
+}  // namespace
+
+TEST_CASE("serving: the README's prefill and decode commands for llama3_8b on an H100", "[cli][serving]") {
+  const json pre = predict("--model llama3_8b --gpu h100 --mode prefill --batch 8 --seq 2048 --dtype bf16");
+  CHECK(pre["mode"] == "prefill");
+  CHECK(pre["latency_ms"].get<double>() > 0);
+  CHECK(pre["backward_ms"].get<double>() == 0);
+  CHECK(pre["optimizer_ms"].get<double>() == 0);
+  CHECK(pre["kv_cache_gb"].get<double>() == Approx(kv_bytes_per_token * 8 * 2048 / 1e9));
+  // the LM head on each prompt's last token: B rows
+  const json* head = op_named(pre, "lm_head");
+  REQUIRE(head);
+  CHECK((*head)["dims"]["m"] == 8);
+  CHECK(kernels_named(pre, "FlashAttention") == 32);
+  // weights for inference = params x dtype bytes
+  CHECK(pre["state_gb"].get<double>() == Approx(pre["params"].get<double>() * 2 / 1e9));
+
+  const json dec = predict(decode_args(8, 2048));
+  CHECK(dec["mode"] == "decode");
+  CHECK(dec["context"] == 2048);
+  CHECK(dec["seq"] == 1);
+  CHECK(dec["kv_cache_gb"].get<double>() == Approx(kv_bytes_per_token * 8 * 2049 / 1e9));
+  CHECK(dec["backward_ms"].get<double>() == 0);
+  CHECK(kernels_named(dec, "DecodeAttention") == 32);
+  CHECK(kernels_named(dec, "FlashAttention") == 0);
+  for (const auto& op : dec["ops"]) {
+    if (op["kernel"] == "DecodeAttention") {
+      CHECK(op["dims"]["kv_len"] == 2049);
+      CHECK(op["dims"]["kv_heads"] == 8);
+    }
+    if (op["kind"] == "gemm") CHECK(op["dims"]["m"] == 8);
+    CHECK(op["kind"] != "bmm");
+  }
+  // one decode step is far shorter than the prefill of the same batch
+  CHECK(dec["latency_ms"].get<double>() < pre["latency_ms"].get<double>() / 10);
+}
+
+TEST_CASE("serving: decode time grows with the context and the batch, and reads at least the weights", "[cli][serving]") {
+  for (const std::string predictor : {"neusight", "roofline"}) {
+    INFO(predictor);
+    const std::string p = "--predictor " + predictor;
+    const double c1k = predict(decode_args(8, 1024, p))["latency_ms"];
+    const double c4k = predict(decode_args(8, 4096, p))["latency_ms"];
+    const double b1 = predict(decode_args(1, 2048, p))["latency_ms"];
+    const double b64 = predict(decode_args(64, 2048, p))["latency_ms"];
+    CHECK(c4k > c1k);
+    CHECK(b64 > b1);
+  }
+  // the roofline's floor: every weight a step reads, read once (params x 2 bytes / the GPU's bandwidth) — all of them
+  // but the untied embedding table, of which a step gathers B rows only (128256 x 4096 of Llama-3-8B's 8.03 B)
+  const json one = predict(decode_args(1, 1024, "--predictor roofline"));
+  double bw_gbps = 0;
+  for (const auto& g : json::parse(run_cli("gpus --format json").out))
+    if (g["name"] == one["gpu"]) bw_gbps = g["mem_bw_gbps"];
+  REQUIRE(bw_gbps > 0);
+  const double read = one["params"].get<double>() - 128256.0 * 4096;
+  CHECK(read / one["params"].get<double>() > 0.93);
+  const double weights_ms = read * 2 / (bw_gbps * 1e9) * 1e3;
+  CHECK(one["latency_ms"].get<double>() >= weights_ms);
+}
+
+TEST_CASE("serving: decode with tensor parallelism 2", "[cli][serving]") {
+  const json one = predict(decode_args(8, 2048));
+  const json two = predict(decode_args(8, 2048, "--tp 2"));
+  CHECK(two["latency_ms"].get<double>() > 0);
+  CHECK(two["parallel"]["tp"] == 2);
+  CHECK(two["kv_cache_gb"].get<double>() == Approx(one["kv_cache_gb"].get<double>() / 2));
+  CHECK(two["latency_ms"].get<double>() < one["latency_ms"].get<double>());
+  for (const auto& op : two["ops"])
+    if (op["kernel"] == "DecodeAttention") {
+      CHECK(op["dims"]["heads"] == 16);
+      CHECK(op["dims"]["kv_heads"] == 4);
+    }
+}
+
+TEST_CASE("serving: errors", "[cli][serving]") {
+  auto fails = [](const std::string& args, const std::string& message) {
+    const auto r = run_cli("predict " + args);
+    INFO(args);
+    CHECK(r.code == 1);
+    CHECK(r.err == "neusight: " + message + "\n");
+  };
+  fails("--model llama3_8b --gpu h100 --mode decode --batch 8 --dtype bf16",
+        "command line: mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)");
+  fails("--model llama3_8b --gpu h100 --mode train --batch 8 --seq 128 --context 2048",
+        "command line: field 'context' applies to mode \"decode\" only (mode is \"train\"); prefill and inference take the "
+        "prompt length as 'seq'");
+  fails("--model llama3_8b --gpu h100 --mode decode --batch 8 --seq 2048 --context 2048",
+        "command line: field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got 2048); the "
+        "KV-cache length is 'context'");
+  const auto bert = run_cli("predict --model bert_large --gpu h100 --mode decode --batch 8 --context 128");
+  CHECK(bert.code == 1);
+  CHECK(bert.err.find("the bert model builder (scripts/neusight/models/bert.lua) has no decode phase") != std::string::npos);
+}
