@@ -95,8 +95,8 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   static const std::array<const char*, tile_feature_count> at_roofline = {
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
   static const std::array<const char*, tile_feature_count> transfer = {
-      "log2(tile_gflop / (peak_tflops / sms))", "log2((tile_mb / (mem_bw_gbps / sms)) / (tile_gflop / (peak_tflops / sms)))",
-      "log2(waves)", "blocks / (waves * sms)", "log2(base_seconds * 1e6)"};
+      "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", "log2(tile_mb / element_bytes / tile_gflop)", "log2(waves)",
+      "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)"};
   if (family_transfer_features(f)) return transfer;
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
@@ -165,8 +165,9 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   if (fam && family_transfer_features(*fam) && gpu.boost_clock_mhz > 0)
     f.overhead_scale = tile_overhead_reference_mhz / double(gpu.boost_clock_mhz);
   if (fam && family_transfer_features(*fam)) {
-    f.x = {float(f.ref[0]), float(f.ref[1] - f.ref[0]), float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
-           float(std::log2(f.base_seconds * 1e6))};
+    f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
+           float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
+           float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp))};
   } else {
     // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak
     // (NVIDIA BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).

@@ -38,12 +38,14 @@ std::optional<family> family_of(const kernel& k);
 // (weights/ACCURACY.md). Every unseen GPU we are judged on (H100, L4, A100-80GB) has a large L2.
 //
 // The tensor-core and attention families (trained on seven GPUs of three architectures, judged on Hopper) use
-// a set built to transfer across GPUs: every feature is either a dimensionless ratio or a time, never a
-// per-SM resource on its own, so that the MLP cannot tell GPUs apart by their bandwidth or memory size (with
-// the set above, leaving the A100 out doubled its attention forecasts: the memory features placed it between
-// Ada and Blackwell). Their five: log2 tile time at peak (ms), log2 tile memory time / tile compute time (the
-// tile's distance from the ridge point), log2(W), the last-wave fill, and log2 of the kernel's roofline time
-// per wave-quantised launch (µs), which places launch-latency-bound kernels.
+// a set built to transfer across GPUs and to respect the roofline's physics: no feature is a per-SM resource on
+// its own (with the fp32 set, leaving the A100 out doubled its attention forecasts: the memory features placed
+// it between Ada and Blackwell), and none carries the resource that does not bind. Their five: log2 tile time
+// at the kernel's roofline throughput min(peak, AI·bw) (ms), log2 tile elements per FLOP (the tile's shape, the
+// same on every GPU and for every 16/32-bit dtype: a tf32 GEMM is the bf16 GEMM at half the peak), log2(W), the last-wave fill, and the kernel's distance from the ridge point
+// log2(peak / (AI·bw)) clamped to ±transfer_ridge_clamp. A kernel more than 2× from the ridge then gets the same
+// features, `base` and forecast on two GPUs that differ only in the resource it is not bound by
+// (tests/core/test_forecast_physics.cpp).
 //
 // For NVIDIA BMM and Linear (flops_at_roofline) the first is taken against the roofline throughput
 // min(peak, AI·bw) instead of the peak: tile GFLOP / per-SM roofline TFLOP/s. For a compute-bound kernel that is
@@ -65,6 +67,8 @@ std::optional<family> family_of(const kernel& k);
 // it loads, near every GPU's ridge), so bandwidth is not irrelevant to them.
 constexpr size_t tile_feature_count = 5;
 bool family_transfer_features(family f);
+// log2 distance from the ridge beyond which the transfer families see a kernel as purely memory- or compute-bound.
+constexpr double transfer_ridge_clamp = 1;
 
 // FLOPs per element of each vector family in the training data — the data collector's convention
 // (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
