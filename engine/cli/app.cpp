@@ -198,8 +198,6 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   expansion e = s.expand(w.g, gpu, w.training());
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
                 {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes};
-  for (const auto& op : e.fallback_ops)
-    m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
 }
 

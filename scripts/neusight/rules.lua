@@ -141,6 +141,7 @@ function M.view(spec)
     name = spec.name,
     doc = spec.doc,
     forward = function() return {} end,
+    backward = false, -- the gradient is a view too
   }
 end
 
