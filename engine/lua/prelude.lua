@@ -139,12 +139,6 @@ function E.need_op(name)
         0)
 end
 
-local function shape_str(s)
-  local out = {}
-  for i, d in ipairs(s) do out[i] = tostring(d) end
-  return "{" .. table.concat(out, ",") .. "}"
-end
-
 -- Checks the nodes a model built before anything is priced: at least one node, every op has a rule, and each
 -- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model).
 function E.check_nodes(nodes, where)
@@ -160,10 +154,7 @@ function E.check_nodes(nodes, where)
       local ok_, problem = pcall(rule.check, view)
       if not ok_ then error(tostring(problem) .. "\n    while checking " .. who, 0) end
       if problem ~= nil then
-        local shapes = {}
-        for j, s in ipairs(n.inputs or {}) do shapes[j] = shape_str(s) end
-        error(("%s (op '%s'): %s (inputs %s, output %s; %s check())"):format(who, tostring(n.op), tostring(problem),
-          table.concat(shapes, " "), shape_str(n.output or {}), chunk), 0)
+        error(("%s (op '%s'): %s (%s check())"):format(who, tostring(n.op), tostring(problem), chunk), 0)
       end
     end
   end
