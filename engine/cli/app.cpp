@@ -185,6 +185,10 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
     meta.warnings.push_back(w);
   }
   if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
+  for (const auto& w : report_memory_warnings(fc, meta)) {  // the table says so too; JSON and CSV readers need it
+    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
   if (c.format == "json") emit(report_json(fc, meta), c.output);
   else if (c.format == "csv") emit(report_csv(fc, meta), c.output);
   else emit(report_table(fc, meta), c.output);
