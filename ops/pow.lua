@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "pow",
   doc = "power: VECpow(u)(rows,H); bw VECpow(u) + VECmul + VECmulu (n · x^(n-1) · dy)",
+  check = rules.check_broadcast,
   forward = function(node)
     local rows, hidden = rules.vec_dims(node)
     if not rows then return {} end

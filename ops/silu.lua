@@ -10,6 +10,7 @@ local rules = require "neusight.rules"
 return {
   name = "silu",
   doc = "SiLU x·σ(x): VECsilu(rows,H); bw VECsilu_backward(rows,H) (reads dy and x)",
+  check = rules.check_broadcast,
   forward = function(node)
     local rows, hidden = rules.vec_dims(node)
     if not rows then return {} end

@@ -6,5 +6,6 @@ return {
   name = "weight",
   doc = "parameter leaf: no forward/backward kernels; acc VECadd(1, numel(out))",
   forward = function() return {} end,
+  backward = false, -- a leaf: its gradient is only accumulated
   accumulate = function(node) return { K.vec("add", 1, K.numel(node.output), node.dtype) } end,
 }

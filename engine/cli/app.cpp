@@ -185,6 +185,10 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
     meta.warnings.push_back(w);
   }
   if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
+  for (const auto& w : report_memory_warnings(fc, meta)) {  // the table says so too; JSON and CSV readers need it
+    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
   if (c.format == "json") emit(report_json(fc, meta), c.output);
   else if (c.format == "csv") emit(report_csv(fc, meta), c.output);
   else emit(report_table(fc, meta), c.output);
@@ -198,8 +202,6 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   expansion e = s.expand(w.g, gpu, w.training());
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
                 {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes};
-  for (const auto& op : e.fallback_ops)
-    m.warnings.push_back("no rule for op '" + op + "'; predicted as memory-bound by scripts/neusight/fallback.lua");
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
 }
 

@@ -149,6 +149,29 @@ std::string csv_field(const std::string& s) {
 }
 }  // namespace
 
+std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
+  if (!m.timeline) {
+    const double state_gb = state_gb_per_gpu(f, m);
+    if (state_gb <= m.gpu->mem_gb) return {};
+    return {fmt::format("model state {:.1f} GB exceeds the GPU's {:.0f} GB: the forecast assumes it fits (shard it, "
+                        "see the parallelism options)",
+                        state_gb, m.gpu->mem_gb)};
+  }
+  std::string stages;
+  int over = 0;
+  double most = 0;
+  for (const auto& d : m.timeline->devices) {
+    const double need = device_memory_gb(d, m);
+    if (need <= m.gpu->mem_gb) continue;
+    stages += (over++ ? ", " : "") + std::to_string(d.stage);
+    most = std::max(most, need);
+  }
+  if (!over) return {};
+  return {fmt::format("{} {} {} up to {:.1f} GB per GPU (model state + peak activations), more than the GPU's {:.0f} "
+                      "GB: the forecast assumes it fits",
+                      over > 1 ? "stages" : "stage", stages, over > 1 ? "need" : "needs", most, m.gpu->mem_gb)};
+}
+
 std::string report_json(const forecast& f, const report_meta& m) {
   json j;
   j["neusight_version"] = NEUSIGHT_VERSION;

@@ -25,6 +25,11 @@ struct report_meta {
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
 };
 
+// The run does not fit in the GPU's memory: model state (single GPU) or state + peak activations of the fullest
+// pipeline stage (parallel runs, m.timeline) above gpu.mem_gb. Empty when it fits. The table says it in its memory
+// lines; the JSON carries these in `warnings`.
+std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m);
+
 std::string report_json(const forecast& f, const report_meta& m);
 std::string report_csv(const forecast& f, const report_meta& m);
 std::string report_table(const forecast& f, const report_meta& m);

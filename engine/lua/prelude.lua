@@ -85,8 +85,10 @@ function E.strict(data, what)
 end
 
 -- Op-rule schema (style.md): returned table, required/optional typed fields, unknown keys are errors.
+-- `backward = false` says the op has no backward work; a training run refuses a rule that says nothing (the engine
+-- checks it when it needs the hook). `check(node)` returns nil or what is wrong with the node (its shapes).
 local op_fields = { name = "string", doc = "string", forward = "function", backward = "function",
-                    accumulate = "function" }
+                    accumulate = "function", check = "function" }
 local op_required = { "name", "doc", "forward" }
 
 function E.check_op(rule, chunk, stem)
@@ -96,7 +98,10 @@ function E.check_op(rule, chunk, stem)
   for k, v in pairs(rule) do
     local want = op_fields[k]
     if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0) end
-    if type(v) ~= want then
+    if k == "backward" and v ~= false and type(v) ~= want then
+      error(chunk .. ": field 'backward' must be a function, or false for an op without backward work (got "
+            .. (type(v) == "boolean" and "true" or type(v)) .. ")", 0)
+    elseif k ~= "backward" and type(v) ~= want then
       error(chunk .. ": field '" .. k .. "' must be a " .. want .. " (got " .. type(v) .. ")", 0)
     end
   end
@@ -119,6 +124,40 @@ function E.get_op(name)
   r = E.check_op(C.load(path, chunk, E.new_env())(), chunk, name)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
+end
+
+-- The rule of op `name`, or an error naming the closest op on the search path. There is no silent memory-bound
+-- guess for an op without a rule: a rule file routes an op there explicitly (require("neusight.fallback").rule).
+function E.need_op(name)
+  local r, chunk = E.get_op(name)
+  if r then return r, chunk end
+  local names = {}
+  for _, n in ipairs(C.op_names()) do names[n] = true end
+  local hint = did_you_mean(name, names)
+  if hint == "" then hint = " (`neusight ops` lists the rules)" end
+  error("unknown op '" .. tostring(name) .. "'" .. hint .. ": no " .. tostring(name) .. ".lua on the op search path",
+        0)
+end
+
+-- Checks the nodes a model built before anything is priced: at least one node, every op has a rule, and each
+-- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model).
+function E.check_nodes(nodes, where)
+  if #nodes == 0 then
+    error(where .. " has no nodes: an empty graph would forecast 0 ms (does the model function return its list?)", 0)
+  end
+  for i, n in ipairs(nodes) do
+    local who = where .. ", node " .. i .. " '" .. tostring(n.name) .. "'"
+    local ok, rule, chunk = pcall(E.need_op, n.op)
+    if not ok then error(who .. ": " .. tostring(rule), 0) end
+    if rule.check then
+      local view = E.strict(n, "node '" .. tostring(n.name) .. "'")
+      local ok_, problem = pcall(rule.check, view)
+      if not ok_ then error(tostring(problem) .. "\n    while checking " .. who, 0) end
+      if problem ~= nil then
+        error(("%s (op '%s'): %s (%s check())"):format(who, tostring(n.op), tostring(problem), chunk), 0)
+      end
+    end
+  end
 end
 
 -- Extra globals of Lua-side tests (tests/scripts/test_*.lua).

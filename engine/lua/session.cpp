@@ -75,6 +75,21 @@ int l_find_op(lua_State* L) {
   return 1;
 }
 
+// op_names() -> { name, … }: every op file on the search path (for did-you-mean) [-0, +1, m]
+int l_op_names(lua_State* L) {
+  const auto* p = impl_of(L);
+  std::set<std::string> names;
+  for (const auto& d : p->op_dirs) {
+    std::error_code ec;
+    for (const auto& e : fs::directory_iterator(d.path, ec))
+      if (e.is_regular_file(ec) && e.path().extension() == ".lua") names.insert(e.path().stem().string());
+  }
+  lua_createtable(L, int(names.size()), 0);
+  lua_Integer i = 0;
+  for (const auto& n : names) lua_pushstring(L, n.c_str()), lua_rawseti(L, -2, ++i);
+  return 1;
+}
+
 // load(path, chunkname, env) -> function [-3, +1, e]
 int l_load(lua_State* L) {
   return ns_catch(L, [&] {
@@ -144,7 +159,7 @@ int l_edit_distance(lua_State* L) {
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
-    {"cluster_load", l_cluster_load},
+    {"cluster_load", l_cluster_load}, {"op_names", l_op_names},
     {nullptr, nullptr},
 };
 
@@ -280,6 +295,10 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
   w.g.nodes = nodes_read(L, -2, w.source + ": model '" + w.model + "'");
+  p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
+  lua_pushvalue(L, -3);
+  lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
+  ns_call(L, 2, 0);  // stack: W spec norm name nodes plan
   for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {
@@ -295,23 +314,14 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   expansion out;
-  std::set<std::string> fallback_seen;
   p_->push_gpu(gpu);  // stack: gpu
   const int gpu_idx = lua_gettop(L);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
     const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
-    p_->push_engine_field("get_op");
+    p_->push_engine_field("need_op");
     lua_pushstring(L, n.op.c_str());
     ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk
-    if (lua_isnil(L, -2)) {
-      lua_pop(L, 2);
-      p_->push_engine_field("require");
-      lua_pushstring(L, "neusight.fallback");
-      ns_call(L, 1, 1, "while loading scripts/neusight/fallback.lua");
-      lua_pushstring(L, "scripts/neusight/fallback.lua");  // stack: gpu rule chunk
-      if (fallback_seen.insert(n.op).second) out.fallback_ops.push_back(n.op);
-    }
     const std::string chunk = lua_tostring(L, -1);
     const int rule = lua_gettop(L) - 1;
     p_->push_engine_field("strict");
@@ -324,7 +334,11 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
     else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
     else hooks = {{"forward", phase::forward}};
     for (const auto& [hook, ph] : hooks) {
-      if (lua_getfield(L, rule, hook) == LUA_TNIL) {  // optional hook absent: no kernels
+      const int t = lua_getfield(L, rule, hook);  // stack: ... hook
+      if (t == LUA_TNIL && ph == phase::backward)  // a silent 0 ms backward is refused: the rule must say so
+        throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
+                            "if the op has no backward work\n    " + who);
+      if (t == LUA_TNIL || t == LUA_TBOOLEAN) {  // optional hook absent, or backward = false: no kernels
         lua_pop(L, 1);
         continue;
       }

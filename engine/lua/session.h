@@ -55,7 +55,6 @@ struct op_entry {
 
 struct expansion {
   std::vector<kernel_instance> kernels;
-  std::vector<std::string> fallback_ops;  // ops without a rule, predicted by scripts/neusight/fallback.lua
 };
 
 class session {

@@ -246,8 +246,24 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
     throw error(where + " returned " + luaL_typename(L, idx) + ", expected an array of kernels");
-  std::vector<kernel> out;
   const lua_Integer count = luaL_len(L, idx);
+  // A lone kernel ({ kind = …, … }) has length 0: read as an array it would vanish with 0 ms. Any key outside
+  // 1..#t is an error.
+  const bool lone = lua_getfield(L, idx, "kind") != LUA_TNIL;  // stack: … kind
+  lua_pop(L, 1);
+  if (lone) throw error(where + " returned a single kernel (a table with field 'kind'), expected an array of kernels: "
+                                "return { kernel }");
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {  // stack: … key value
+    lua_pop(L, 1);                  // stack: … key
+    if (lua_isinteger(L, -1) && lua_tointeger(L, -1) >= 1 && lua_tointeger(L, -1) <= count) continue;
+    // lua_type first: lua_tostring would convert a number key in place and break the traversal
+    const std::string key = lua_type(L, -1) == LUA_TSTRING ? "'" + std::string(lua_tostring(L, -1)) + "'"
+                                                            : std::string("of type ") + luaL_typename(L, -1);
+    lua_pop(L, 1);
+    throw error(where + " returned a table with key " + key + ", expected an array of kernels");
+  }
+  std::vector<kernel> out;
   for (lua_Integer i = 1; i <= count; ++i) {
     lua_rawgeti(L, idx, i);  // stack: kernel_i
     try {

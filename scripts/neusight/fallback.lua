@@ -1,6 +1,8 @@
--- scripts/neusight/fallback.lua — memory-bound latency for ops without a rule: move every input and the output once.
+-- scripts/neusight/fallback.lua — memory-bound latency for ops without a model of their own: move every input and the output once.
 --
--- The engine calls M.forward (and M.backward when training) for a node whose op has no ops/<op>.lua.
+-- An op reaches it only through a rule file that says so (an op without any rule is an error, never a silent guess):
+--   -- ops/fancy.lua
+--   return require("neusight.fallback").rule { name = "fancy", doc = "priced as memory-bound" }
 -- The kernel carries `seconds`, so the engine uses this latency instead of predicting one.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
@@ -27,6 +29,24 @@ end
 --- Backward: the same traffic once more (gradient of the output in, gradients of the inputs out).
 function M.backward(node, gpu)
   return { memory_kernel(node, gpu) }
+end
+
+--- An op rule that prices its op with M.forward / M.backward: { name, doc } as for every op file.
+---@param spec { name: string, doc: string }
+---@return neusight.OpRule
+function M.rule(spec)
+  if type(spec) ~= "table" or type(spec.name) ~= "string" or type(spec.doc) ~= "string" then
+    error("fallback.rule: { name = <the file stem>, doc = <one line> } expected", 2)
+  end
+  for k in pairs(spec) do
+    if k ~= "name" and k ~= "doc" then error(("fallback.rule: unknown field '%s'"):format(tostring(k)), 2) end
+  end
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node, gpu) return M.forward(node, gpu) end,
+    backward = function(node, gpu) return M.backward(node, gpu) end,
+  }
 end
 
 return M

@@ -63,6 +63,56 @@ function M.shapes(node, with_output)
 end
 
 ---------------------------------------------------------------------------------------------------
+-- Shape contracts: `check(node)` hooks return nil, or what is wrong with the node's shapes (the engine runs them on
+-- every node before pricing and names the model, the node and the rule file)
+
+local function show(s) return "{" .. concat(s, ",") .. "}" end
+
+-- nil when every dimension of shape `s` is an integer >= 1, else the problem.
+local function bad_dims(s, what)
+  if type(s) ~= "table" or #s == 0 then return what .. " has no dimensions" end
+  for _, d in ipairs(s) do
+    if math.type(d) ~= "integer" or d < 1 then return ("%s %s has a dimension < 1"):format(what, show(s)) end
+  end
+end
+
+-- nil when `s` broadcasts to `out` (aligned from the last dimension, each dimension 1 or out's), else the problem.
+local function broadcast_problem(s, out, what)
+  for j = 1, #s do
+    local d, o = s[#s - j + 1], out[#out - j + 1]
+    if (o == nil and d ~= 1) or (o ~= nil and d ~= 1 and d ~= o) then
+      return ("%s %s does not broadcast to the output %s"):format(what, show(s), show(out))
+    end
+  end
+end
+
+--- Element-wise contract (PyTorch broadcasting): aligned from the last dimension, each dimension of the output is
+--- the inputs' (1 broadcasts; an input's extra leading dimensions must be 1), so `x + y` cannot silently price a
+--- tensor of another size. Nodes without inputs are not checked.
+function M.check_broadcast(node)
+  local out = node.output
+  local problem = bad_dims(out, "the output")
+  if problem then return problem end
+  if #node.inputs == 0 then return nil end
+  local want = {}
+  for i, s in ipairs(node.inputs) do
+    problem = bad_dims(s, "input #" .. i)
+    if problem then return problem end
+    problem = broadcast_problem(s, out, "input #" .. i)
+    if problem then return problem end
+    for j = 1, #s do
+      if s[#s - j + 1] > (want[j] or 1) then want[j] = s[#s - j + 1] end
+    end
+  end
+  for j = 1, #out do
+    if out[#out - j + 1] ~= (want[j] or 1) then
+      return ("the output is not the broadcast of the inputs (dimension %d is %d, the inputs give %d)")
+        :format(#out - j + 1, out[#out - j + 1], want[j] or 1)
+    end
+  end
+end
+
+---------------------------------------------------------------------------------------------------
 -- Rule constructors
 
 -- Checks a constructor's spec table: required `name`/`doc` strings, no unknown keys.
@@ -100,6 +150,7 @@ function M.elementwise(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    check = M.check_broadcast,
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
       if not rows then return {} end
@@ -141,6 +192,7 @@ function M.view(spec)
     name = spec.name,
     doc = spec.doc,
     forward = function() return {} end,
+    backward = false, -- the gradient is a view too
   }
 end
 
@@ -162,6 +214,24 @@ function M.linear(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    -- x[…, I] → out[…, O]: the same rows (the leading dimensions' product) on both sides; a weight input after x
+    -- (addmm's W) holds I·O elements.
+    check = function(node)
+      local x = node.inputs[x_input]
+      if not x then return ("needs input #%d (x), got %d input(s)"):format(x_input, #node.inputs) end
+      local problem = bad_dims(x, "x") or bad_dims(node.output, "the output")
+      if problem then return problem end
+      local I, O, out = x[#x], node.output[#node.output], node.output
+      local rows_x, rows_out = K.numel(x) // I, K.numel(out) // O
+      if rows_x ~= rows_out then
+        return ("x %s has %d rows of %d features but the output %s has %d rows of %d"):format(
+          show(x), rows_x, I, show(out), rows_out, O)
+      end
+      local w = node.inputs[x_input + 1]
+      if w and K.numel(w) ~= I * O then
+        return ("the weight %s does not hold %d x %d elements"):format(show(w), I, O)
+      end
+    end,
     forward = function(node)
       local T, I, O = dims(node)
       return { K.linear(T, I, O, node.dtype) }
@@ -200,6 +270,31 @@ function M.bmm(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    -- A[…, M, N] · B[…, N, K] → out[…, M, K] with A's batch (B's batch divides it: broadcast); baddbmm's C
+    -- broadcasts to the output.
+    check = function(node)
+      local a, b, out = node.inputs[a_input], node.inputs[a_input + 1], node.output
+      if not a or not b then
+        return ("needs inputs #%d and #%d (A, B), got %d input(s)"):format(a_input, a_input + 1, #node.inputs)
+      end
+      local problem = bad_dims(a, "A") or bad_dims(b, "B") or bad_dims(out, "the output")
+      if problem then return problem end
+      if #a < 2 or #b < 2 or #out < 2 then return "A, B and the output need at least two dimensions" end
+      local m, n, k = a[#a - 1], a[#a], b[#b]
+      if b[#b - 1] ~= n then return ("A %s and B %s do not multiply"):format(show(a), show(b)) end
+      local batch, batch_b = K.numel(a) // (m * n), K.numel(b) // (n * k)
+      if out[#out - 1] ~= m or out[#out] ~= k or K.numel(out) ~= batch * m * k then
+        return ("A %s · B %s is %d x {%d,%d}, not the output %s"):format(show(a), show(b), batch, m, k, show(out))
+      end
+      if batch % batch_b ~= 0 then
+        return ("B %s has %d matrices, which do not broadcast over A's %d"):format(show(b), batch_b, batch)
+      end
+      if add_input then
+        local c = node.inputs[1]
+        problem = bad_dims(c, "C") or broadcast_problem(c, out, "C")
+        if problem then return problem end
+      end
+    end,
     forward = function(node)
       local batch, m, n, k = dims(node)
       local out = { K.bmm(batch, m, n, k, node.dtype) }

@@ -43,7 +43,8 @@
 ---@field name string                    must equal the file stem
 ---@field doc string                     one line, shown by `neusight ops`
 ---@field forward fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]
----@field backward? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]    training only
+---@field backward? (fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[])|false  required in training; false: no backward work
+---@field check? fun(node: neusight.Node): string?  shape contract: nil when the shapes agree, else the problem
 ---@field accumulate? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]  training only: gradient accumulation
 
 ---@class neusight.Workload              what a workload script returns (neusight/workload.lua validates it)

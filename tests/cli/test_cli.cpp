@@ -238,11 +238,20 @@ return {
   t.write("work/ops/fancy.lua", ns_test::slurp(t.path / "myops/fancy.lua"));
   j = parse_json(run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --format json"));
   CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
-  // without any of them the op has no rule: memory-bound fallback with one warning
+  // without any of them the op has no rule: an error naming the workload and the node, nothing written
   std::filesystem::remove_all(t.path / "work/ops");
-  const auto r = run_cli("run '" + script + "' --gpu '" + tiny + "' --format json");
+  const auto out = (t.path / "out.json").string();
+  auto r = run_cli("run '" + script + "' --gpu '" + tiny + "' --format json -o '" + out + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + script + ": model 'custom', node 1 'f0': unknown op 'fancy' (`neusight ops` lists the "
+                 "rules): no fancy.lua on the op search path\n");
+  CHECK_FALSE(std::filesystem::exists(out));
+  // a rule file that routes the op to the memory-bound fallback: priced, no warning
+  t.write("work/ops/fancy.lua", "return require('neusight.fallback').rule { name = 'fancy', doc = 'memory-bound' }");
+  r = run_cli("run '" + script + "' --gpu '" + tiny + "' --format json");
   CHECK(r.code == 0);
-  CHECK(r.err == "neusight: warning: no rule for op 'fancy'; predicted as memory-bound by scripts/neusight/fallback.lua\n");
+  CHECK(r.err.empty());
+  CHECK(parse_json(r)["ops"][0]["kernel"] == "MEM");
 }
 
 TEST_CASE("gpus and ops listings", "[cli]") {

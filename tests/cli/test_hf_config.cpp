@@ -123,10 +123,45 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   CHECK(r.err == "neusight: " + none.string() + ": has no 'model_type'; supported: " + supported() + "\n");
 
   // A builder's own check names the model (from the file name) and the field.
-  const auto partial = t.write("partial.json", R"({"model_type": "gpt2", "n_layer": 2})");
+  const auto partial = t.write("partial.json", R"({"model_type": "gpt2", "n_layer": 2, "n_embd": 0})");
   r = run_cli("predict --model '" + partial.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err.rfind("neusight: gpt model 'partial': field 'n_embd' must be a positive integer (got nil)", 0) == 0);
+  CHECK(r.err.rfind("neusight: gpt model 'partial': field 'n_embd' must be a positive integer (got 0)", 0) == 0);
+}
+
+TEST_CASE("hf config: omitted keys take HF's defaults, unknown keys are errors", "[cli][hf][errors]") {
+  temp_dir t;
+  // GPT2Config defaults: n_embd 768, n_head 12, vocab_size 50257, n_positions 1024.
+  const auto partial = t.write("partial.json", R"({"model_type": "gpt2", "n_layer": 2})");
+  const auto lua_cfg = t.write("lua.lua", R"(return { gpu = "l4", mode = "train", batch = 2, seq = 64,
+    model = { name = "partial", arch = "gpt", n_layer = 2, n_embd = 768, n_head = 12, vocab_size = 50257,
+              n_positions = 1024 } })");
+  const auto r_lua = run_cli("run '" + lua_cfg.string() + "' --predictor roofline --format json");
+  REQUIRE(r_lua.code == 0);
+  const json got = forecast(partial.string());
+  CHECK(got["params"] == json::parse(r_lua.out)["params"]);
+  CHECK(got["flops"].get<double>() == json::parse(r_lua.out)["flops"].get<double>());
+
+  // A typo is neither ours nor HF's: an error with a did-you-mean, exit 1, nothing written.
+  const std::string out = (t.path / "out.json").string();
+  const std::string flags = " --gpu l4 --mode inference --batch 1 --seq 8 --format json -o '" + out + "'";
+  const auto typo = t.write("typo/config.json", R"({"model_type": "gpt2", "n_layer": 2, "n_iner": 8192})");
+  auto r = run_cli("predict --model '" + typo.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + typo.string() + ": unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)\n");
+  CHECK_FALSE(fs::exists(out));
+  const auto bert = t.write("bert/config.json", R"({"model_type": "bert", "num_hidden_layer": 2})");
+  r = run_cli("predict --model '" + bert.string() + "'" + flags);
+  CHECK(r.err == "neusight: " + bert.string() +
+                     ": unknown key 'num_hidden_layer' for model_type \"bert\" (did you mean 'num_hidden_layers'?)\n");
+  // An HF key that would change the kernels is accepted at the value the builder models only.
+  const auto relu = t.write("relu/config.json", R"({"model_type": "gpt2", "activation_function": "relu"})");
+  r = run_cli("predict --model '" + relu.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + relu.string() +
+                     ": activation_function = \"relu\" is not modelled by the gpt builder (scripts/neusight/models/gpt.lua "
+                     "builds \"gelu_new\" only)\n");
+  CHECK_FALSE(fs::exists(out));
 }
 
 TEST_CASE("json_position_of: nlohmann's byte count → line:col", "[lua][hf]") {

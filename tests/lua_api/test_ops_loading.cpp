@@ -142,18 +142,86 @@ TEST_CASE("returned kernels are validated", "[ops]") {
                      "    while evaluating op 'inline' forward() for node 1 'n1'");
 }
 
-TEST_CASE("an op without a rule falls back to the memory-bound script", "[ops]") {
+TEST_CASE("an op without a rule is an error; a rule file routes an op to the memory-bound fallback", "[ops]") {
   session_options o;
   o.data_root = source_dir;
-  session s(o);
-  const expansion e = s.expand(one_node("no_such_op"), tiny, true);
-  REQUIRE(e.fallback_ops == std::vector<std::string>{"no_such_op"});
+  {
+    session s(o);
+    try {
+      s.expand(one_node("no_such_op"), tiny, true);
+      FAIL("no error");
+    } catch (const error& e) {
+      CHECK(std::string(e.what()) ==
+            "unknown op 'no_such_op' (`neusight ops` lists the rules): no no_such_op.lua on the op search path\n"
+            "    while loading op 'no_such_op' for node 1 'n1'");
+    }
+    try {
+      s.expand(one_node("linaer"), tiny, false);
+      FAIL("no error");
+    } catch (const error& e) {
+      CHECK(std::string(e.what()).rfind("unknown op 'linaer' (did you mean 'linear'?): no linaer.lua", 0) == 0);
+    }
+  }
+  temp_dir t;
+  t.write("ops/fancy.lua", "return require('neusight.fallback').rule { name = 'fancy', doc = 'memory-bound' }");
+  session s(options_with(t));
+  const expansion e = s.expand(one_node("fancy"), tiny, true);
   REQUIRE(e.kernels.size() == 2);  // forward + backward
   const kernel& k = e.kernels[0].k;
   CHECK(k.kind == kernel_kind::memory);
   CHECK(k.bytes == 4.0 * (32 + 32));
   REQUIRE(k.seconds);
   CHECK(*k.seconds > k.bytes / 100e9);  // effective bandwidth below nominal, plus launch overhead
+}
+
+TEST_CASE("a hook that returns one kernel instead of a list is an error naming the rule file", "[ops]") {
+  // Read as an array, { kind = …, … } has no elements: the node would vanish with 0 ms.
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { kind = "memory", name = "MEM", flops = 0, bytes = 64 } end,
+})lua",
+                     "ops/inline.lua: forward() returned a single kernel (a table with field 'kind'), expected an "
+                     "array of kernels: return { kernel }\n"
+                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 64 }, extra = 1 } end,
+})lua",
+                     "ops/inline.lua: forward() returned a table with key 'extra', expected an array of kernels\n"
+                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+}
+
+TEST_CASE("training needs a backward hook or backward = false", "[ops]") {
+  const char* const no_backward = R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 64 } } end,
+})lua";
+  temp_dir t;
+  t.write("ops/inline.lua", no_backward);
+  {
+    session s(options_with(t));
+    CHECK(s.expand(one_node("inline"), tiny, false).kernels.size() == 1);  // inference: fine
+    try {
+      s.expand(one_node("inline"), tiny, true);
+      FAIL("no error");
+    } catch (const error& e) {
+      CHECK(stable(t, e.what()) == "ops/inline.lua: op 'inline' has no 'backward' and this is a training run; write "
+                                   "backward = false if the op has no backward work\n    for node 1 'n1'");
+    }
+  }
+  t.write("ops/inline.lua", R"lua(return {
+  name = "inline", doc = "d", backward = false,
+  forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 64 } } end,
+})lua");
+  session s(options_with(t));
+  const expansion e = s.expand(one_node("inline"), tiny, true);
+  REQUIRE(e.kernels.size() == 1);
+  CHECK(e.kernels[0].ph == phase::forward);
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forward = function() end, backward = true })lua",
+                 "ops/inline.lua: field 'backward' must be a function, or false for an op without backward work (got "
+                 "true)");
+  op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forward = function() end, chek = 1 })lua",
+                 "ops/inline.lua: unknown field 'chek' (did you mean 'check'?)");
 }
 
 TEST_CASE("op search path: ops flag, then NEUSIGHT_OPS_PATH (double semicolon splices defaults), then bundled", "[ops]") {

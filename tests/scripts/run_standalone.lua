@@ -54,7 +54,8 @@ function base.require(name)
 end
 
 -- load_op(name): ops/<name>.lua, checked against the op-rule schema the engine enforces.
-local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function" }
+local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function",
+                  check = "function" }
 local ops = {}
 local function load_op(name)
   if ops[name] then return ops[name] end
@@ -63,7 +64,8 @@ local function load_op(name)
   if type(rule) ~= "table" then error(path .. ": must return a table", 2) end
   for key, value in pairs(rule) do
     if not OP_KEYS[key] then error(path .. ": unknown field '" .. tostring(key) .. "'", 2) end
-    if type(value) ~= OP_KEYS[key] then error(path .. ": field '" .. key .. "' must be a " .. OP_KEYS[key], 2) end
+    local ok = type(value) == OP_KEYS[key] or (key == "backward" and value == false) -- no backward work
+    if not ok then error(path .. ": field '" .. key .. "' must be a " .. OP_KEYS[key], 2) end
   end
   if rule.name ~= name then error(path .. ": name '" .. tostring(rule.name) .. "' does not match the file", 2) end
   if not rule.doc or not rule.forward then error(path .. ": 'doc' and 'forward' are required", 2) end

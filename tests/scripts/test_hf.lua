@@ -46,6 +46,46 @@ function M.test_unknown_and_missing_model_type()
   raises(function() hf.from_config({}, "e.json") end, "e.json: has no 'model_type'; supported: " .. supported)
 end
 
+-- Omitted keys take the config class's defaults (GPT2Config, BertConfig, OPTConfig, SwitchTransformersConfig).
+function M.test_omitted_keys_take_hf_defaults()
+  local gpt = hf.from_config({ model_type = "gpt2", n_layer = 2 }, "g.json")
+  eq(gpt.n_embd, 768, "gpt2 n_embd") eq(gpt.n_head, 12, "gpt2 n_head") eq(gpt.n_positions, 1024, "gpt2 n_positions")
+  eq(gpt.vocab_size, 50257, "gpt2 vocab_size") eq(gpt.n_layer, 2, "given")
+  eq(gpt.n_inner, nil, "n_inner None: the builder's 4 * n_embd")
+  local bert = hf.from_config({ model_type = "bert" }, "b.json")
+  eq(bert.intermediate_size, 3072, "bert") eq(bert.type_vocab_size, 2, "bert type_vocab_size")
+  eq(hf.from_config({ model_type = "bert", id2label = { ["0"] = "a", ["1"] = "b", ["2"] = "c" } }, "b.json").num_labels,
+    3, "num_labels from id2label")
+  eq(hf.from_config({ model_type = "opt" }, "o.json").ffn_dim, 3072, "opt")
+  local sw = hf.from_config({ model_type = "switch_transformers" }, "s.json")
+  eq(sw.num_experts, 8, "switch experts") eq(sw.encoder_sparse_step, 4, "12 layers / 3 sparse")
+  eq(hf.from_config({ model_type = "switch_transformers", num_layers = 24, num_sparse_encoder_layers = 12 },
+    "s.json").encoder_sparse_step, 2, "derived step")
+  eq(hf.from_config({ model_type = "switch_transformers", encoder_sparse_step = 6 }, "s.json").encoder_sparse_step, 6,
+    "the file's step wins")
+end
+
+function M.test_unknown_keys_are_errors_and_hf_keys_are_accepted()
+  raises(function() hf.from_config({ model_type = "gpt2", n_iner = 8192 }, "g.json") end,
+    [[g.json: unknown key 'n_iner' for model_type "gpt2" (did you mean 'n_inner'?)]])
+  raises(function() hf.from_config({ model_type = "opt", ffn_dims = 8 }, "o.json") end,
+    [[o.json: unknown key 'ffn_dims' for model_type "opt" (did you mean 'ffn_dim'?)]])
+  raises(function() hf.from_config({ model_type = "switch_transformers", num_expert = 8 }, "s.json") end,
+    [[s.json: unknown key 'num_expert' for model_type "switch_transformers" (did you mean 'num_experts'?)]])
+  raises(function() hf.from_config({ model_type = "bert", quantization_config = {} }, "b.json") end,
+    [[b.json: unknown key 'quantization_config' for model_type "bert"]])
+  -- HF's own keys that do not change the kernels pass (bert-base-uncased's config.json).
+  local cfg = hf.from_config({ model_type = "bert", architectures = { "BertForMaskedLM" }, gradient_checkpointing = false,
+    hidden_dropout_prob = 0.1, layer_norm_eps = 1e-12, position_embedding_type = "absolute", transformers_version = "4.6.0",
+    use_cache = true, pad_token_id = 0 }, "b.json")
+  eq(cfg.hidden_size, 768, "bert-base-uncased")
+  -- ... and those that would are accepted at the modelled value only.
+  raises(function() hf.from_config({ model_type = "bert", position_embedding_type = "relative_key" }, "b.json") end,
+    [[b.json: position_embedding_type = "relative_key" is not modelled by the bert builder (scripts/neusight/models/bert.lua builds "absolute" only)]])
+  raises(function() hf.from_config({ model_type = "llama", gradient_checkpointing = true }, "l.json") end,
+    [[l.json: gradient_checkpointing = true is not modelled by the llama builder (scripts/neusight/models/llama.lua builds false only)]])
+end
+
 function M.test_user_extension()
   hf.TYPES.my_gpt = { arch = "gpt", fields = { n_layer = { "layers" } } }
   local ok, cfg = pcall(hf.from_config, { model_type = "my_gpt", layers = 3 }, "m.json")

@@ -136,6 +136,8 @@ local T = {}
 
 for case, c in pairs(CASES) do
   T["test_op_" .. case] = function()
+    local rule = load_op(c[1])
+    if rule.check then eq(rule.check(make_node(c[2])), nil, c[1] .. " check() of the reference node") end
     local fw, bw, acc = expand(c[1], c[2])
     eq(fw, c[3], c[1] .. " forward")
     eq(bw, c[4], c[1] .. " backward")
@@ -229,6 +231,33 @@ function T.test_gemm_flops()
   local _, _, _, k = expand("addmm", CASES.addmm[2])
   eq(total(k.fw, "flops"), 2 * 4096 * 1280 * 3840, "forward flops")
   eq(total(k.bw, "flops"), 2 * 2 * 4096 * 1280 * 3840, "backward = 2 x forward")
+end
+
+-- Shape contracts (rule.check): nil when the shapes agree, else what is wrong; the engine runs them on every node.
+function T.test_shape_contracts()
+  local function problem(op, fields) return load_op(op).check(make_node(fields)) end
+  eq(problem("linear", { inputs = { { 4, 128, 64 } }, output = { 7, 3, 99 } }),
+    "x {4,128,64} has 512 rows of 64 features but the output {7,3,99} has 21 rows of 99", "linear rows")
+  eq(problem("linear", { inputs = { { 4, 128, 64 } }, output = { 512, 99 } }), nil, "linear: rows flattened")
+  eq(problem("linear", { inputs = {}, output = { 4, 8 } }), "needs input #1 (x), got 0 input(s)", "linear without x")
+  eq(problem("addmm", { inputs = { { 99 }, { 512, 64 }, { 64, 98 } }, output = { 512, 99 } }),
+    "the weight {64,98} does not hold 64 x 99 elements", "addmm weight")
+  eq(problem("matmul", { inputs = { { 4, 8, 16 }, { 4, 15, 8 } }, output = { 4, 8, 8 } }),
+    "A {4,8,16} and B {4,15,8} do not multiply", "matmul inner dims")
+  eq(problem("bmm", { inputs = { { 4, 8, 16 }, { 4, 16, 8 } }, output = { 4, 8, 9 } }),
+    "A {4,8,16} · B {4,16,8} is 4 x {8,8}, not the output {4,8,9}", "bmm output")
+  eq(problem("bmm", { inputs = { { 4, 8, 16 }, { 3, 16, 8 } }, output = { 4, 8, 8 } }),
+    "B {3,16,8} has 3 matrices, which do not broadcast over A's 4", "bmm batch")
+  eq(problem("baddbmm", { inputs = { { 4, 8, 9 }, { 4, 8, 16 }, { 4, 16, 8 } }, output = { 4, 8, 8 } }),
+    "C {4,8,9} does not broadcast to the output {4,8,8}", "baddbmm C")
+  eq(problem("add", { inputs = { { 4, 8 }, { 8 } }, output = { 4, 8 } }), nil, "add broadcast")
+  eq(problem("add", { inputs = { { 4, 8 }, { 4, 1 } }, output = { 4, 16 } }),
+    "input #1 {4,8} does not broadcast to the output {4,16}", "add")
+  eq(problem("mul", { inputs = { { 4, 1 }, { 1, 8 } }, output = { 4, 16 } }),
+    "input #2 {1,8} does not broadcast to the output {4,16}", "mul")
+  eq(problem("sub", { inputs = { { 4, 1 }, { 1 } }, output = { 4, 8 } }),
+    "the output is not the broadcast of the inputs (dimension 2 is 8, the inputs give 1)", "output larger than inputs")
+  eq(problem("gelu", { inputs = { { 4, 0 } }, output = { 4, 8 } }), "input #1 {4,0} has a dimension < 1", "zero dim")
 end
 
 function T.test_bad_nodes_raise_clear_errors()

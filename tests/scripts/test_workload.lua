@@ -126,6 +126,33 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Precision recipes and optimizer implementations (scripts/neusight/precision.lua)
 
+-- A typo in a model config key (a table in the workload, or a preset copied and changed) is an error naming the
+-- model, never the builder's default: n_iner = 8192 would otherwise build the 4·n_embd MLP.
+function T.test_model_config_typos_are_errors()
+  local function config_error(model)
+    local ok, err = pcall(workload.build, spec { model = model, mode = "inference" })
+    assert(not ok, "expected an error")
+    return err
+  end
+  local gpt = { name = "mine", arch = "gpt", n_layer = 2, n_embd = 256, n_head = 4, vocab_size = 1000,
+                n_positions = 128, n_iner = 8192 }
+  eq(config_error(gpt), "gpt model 'mine': unknown field 'n_iner' (did you mean 'n_inner'?)", "gpt")
+  local overridden = {}
+  for k, v in pairs(presets.bert) do overridden[k] = v end
+  overridden.num_hiden_layers = 2
+  eq(config_error(overridden), "bert model 'bert': unknown field 'num_hiden_layers' (did you mean 'num_hidden_layers'?)",
+    "bert preset override")
+  local opt = {}
+  for k, v in pairs(presets.opt) do opt[k] = v end
+  opt.ffn = 4096
+  eq(config_error(opt), "opt model 'opt': unknown field 'ffn' (did you mean 'ffn_dim'?)", "opt")
+  local switch = {}
+  for k, v in pairs(presets.switchxl4) do switch[k] = v end
+  switch.num_expert = 8
+  eq(config_error(switch), "switch model 'switchxl4': unknown field 'num_expert' (did you mean 'num_experts'?)",
+    "switch")
+end
+
 function T.test_precision_and_optimizer_impl_defaults()
   eq(workload.normalize(spec()).precision, "pure", "fp32 training: pure (amp would be the same thing)")
   eq(workload.normalize(spec { dtype = "bf16" }).precision, "amp", "bf16 training: amp, what people train with")

@@ -43,9 +43,14 @@ M.attention = { eager = true, sdpa = true } -- opts.attention: "sdpa" is HF's Be
 local ACTIVATIONS = { gelu = "gelu", relu = "relu" }
 local HEADS = { classification = true, pretraining = true }
 
+--- The config fields build() reads, plus name and arch: any other key is an error (a typo must not become a default).
+M.FIELDS = { "name", "arch", "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
+  "vocab_size", "max_position_embeddings", "type_vocab_size", "hidden_act", "num_labels", "head", "tie_word_embeddings" }
+
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("bert model '%s'"):format(tostring(cfg.name or "?"))
+  checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
                          "vocab_size", "max_position_embeddings", "type_vocab_size" }, { "num_labels" })
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then

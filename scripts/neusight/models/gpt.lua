@@ -43,9 +43,13 @@ M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
 M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 
+--- The config fields build() reads, plus name and arch: any other key is an error (a typo must not become a default).
+M.FIELDS = { "name", "arch", "n_layer", "n_embd", "n_head", "vocab_size", "n_positions", "n_inner", "tie_word_embeddings" }
+
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
+  checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
   if cfg.n_embd % cfg.n_head ~= 0 then
     error(("%s: n_embd (%d) must be divisible by n_head (%d)"):format(who, cfg.n_embd, cfg.n_head), 0)

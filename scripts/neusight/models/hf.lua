@@ -6,13 +6,16 @@
 -- names and, per field the builder reads, the config.json keys to take it from (first present wins). No rebuild
 -- is needed.
 --
--- Two kinds of entries. gpt2, bert, opt and switch_transformers take the fields they know and pass over every
--- other key. Strict entries (those with `ignore`, the Llama family) check every key: a builder field is passed
--- under its name (a null one as false, HF's None: "sliding_window": null is no window, while an omitted key
--- takes the config class's default, which the builder applies — M.DEFAULTS in neusight/models/llama.lua),
--- `model_type` is passed too, a key of the `ignore` list is accepted and dropped (it does not change the
--- kernels), and any other key is an error with a did-you-mean — a misspelt num_key_value_heads must not
--- silently become multi-head attention.
+-- Every bundled entry is strict (it has `ignore`): each key of the file must be a builder field, a key of the
+-- `ignore` lists (HF's own keys that do not change the kernels: accepted and dropped) or a key of `fixed` (HF keys
+-- that would change the kernels, accepted only at the value the builder models); any other key is an error with a
+-- did-you-mean — a misspelt n_inner or num_key_value_heads must not silently become the default. An omitted
+-- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
+-- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
+-- neusight/models/llama.lua for the Llama family. A null member is HF's None: for the Llama family it is passed as
+-- false ("sliding_window": null is no window); elsewhere it counts as omitted without taking `defaults` (gpt2's
+-- "n_inner": null is 4 · n_embd, the builder's own default). An entry without `ignore` (a user's extension) takes
+-- the fields it knows and passes over every other key.
 local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
 
 local M = {}
@@ -35,6 +38,36 @@ local PRETRAINED_KEYS = {
   "_attn_implementation_autoset",
 }
 
+-- Keys some configs carry that HF itself reads only at the value we model; gradient checkpointing (a legacy
+-- config key HF still honours) recomputes the forward in training: use the workload's parallel.recompute.
+local COMMON_FIXED = { gradient_checkpointing = { false } }
+
+-- GPT2Config keys that do not change the kernels (dropout probabilities keep their kernels; the summary_* keys
+-- belong to the sequence-summary head of GPT2DoubleHeadsModel), and padded_vocab_size, a Megatron field the
+-- NeuSight reference's gpt3_* configs carry (HF ignores it).
+local GPT2_KEYS = {
+  "attn_pdrop", "embd_pdrop", "resid_pdrop", "layer_norm_epsilon", "initializer_range", "summary_type",
+  "summary_use_proj", "summary_activation", "summary_proj_to_labels", "summary_first_dropout", "padded_vocab_size",
+}
+
+-- BertConfig keys that do not change the kernels.
+local BERT_KEYS = {
+  "hidden_dropout_prob", "attention_probs_dropout_prob", "initializer_range", "layer_norm_eps", "classifier_dropout",
+}
+
+-- OPTConfig keys that do not change the kernels.
+local OPT_KEYS = {
+  "dropout", "attention_dropout", "activation_dropout", "layerdrop", "init_std",
+}
+
+-- SwitchTransformersConfig keys that do not change the kernels (num_sparse_*_layers only derive the sparse steps
+-- when those are omitted, see `derive` below).
+local SWITCH_KEYS = {
+  "num_sparse_encoder_layers", "num_sparse_decoder_layers", "relative_attention_max_distance", "dropout_rate",
+  "layer_norm_epsilon", "initializer_factor", "router_aux_loss_coef", "router_z_loss_coef", "router_jitter_noise",
+  "router_dtype", "router_ignore_padding_tokens", "router_type", "router_bias", "add_router_probs",
+}
+
 -- Llama-family keys that do not change the kernels: the position limit and the RoPE frequencies (the
 -- rotary kernels are the same whatever rope_theta / rope_scaling say; the cos/sin tables are not modelled),
 -- the norm epsilon, initialisation, pretraining_tp (modern HF ignores it; HF < 4.45 split the projections in
@@ -55,7 +88,7 @@ end
 -- Strict entry for one Llama-family model_type (neusight/models/llama.lua lists its fields).
 local function llama_family(model_type)
   return {
-    arch = "llama", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS },
+    arch = "llama", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS }, null_is_false = true,
     fields = function() return same_names(require("neusight.models.llama").fields(model_type)) end,
   }
 end
@@ -63,8 +96,11 @@ end
 --- model_type → { arch = builder in neusight/models/, fields = { builder field = { config.json keys… } } },
 --- or fields = "all" to pass every scalar (non-table) field through under its config.json name. Optional:
 --- fields may be a function returning the table (read when the type is used); model_type = true passes the
---- model_type on; ignore = { lists of keys } makes the entry strict (see the top of this file).
+--- model_type on; ignore = { lists of keys } makes the entry strict, fixed = { key = { accepted values… } },
+--- defaults = { builder field = HF's default }, derive = function(t, cfg) filling fields HF computes from others,
+--- null_is_false = true passes a null builder field as false (see the top of this file).
 M.TYPES = {
+  -- GPT2Config: GPT-2's gelu_new MLP and scaled attention, as neusight/models/gpt.lua builds it.
   gpt2 = {
     arch = "gpt",
     fields = {
@@ -72,7 +108,12 @@ M.TYPES = {
       n_positions = { "n_positions", "n_ctx" }, n_inner = { "n_inner" },
       tie_word_embeddings = { "tie_word_embeddings" },
     },
+    defaults = { n_layer = 12, n_embd = 768, n_head = 12, vocab_size = 50257, n_positions = 1024 },
+    ignore = { PRETRAINED_KEYS, GPT2_KEYS, { "n_ctx" } },
+    fixed = { activation_function = { "gelu_new" }, scale_attn_weights = { true },
+              scale_attn_by_inverse_layer_idx = { false }, reorder_and_upcast_attn = { false } },
   },
+  -- BertConfig (absolute position embeddings, the only kind neusight/models/bert.lua builds).
   bert = {
     arch = "bert",
     fields = {
@@ -82,7 +123,20 @@ M.TYPES = {
       max_position_embeddings = { "max_position_embeddings" }, type_vocab_size = { "type_vocab_size" },
       num_labels = { "num_labels" }, tie_word_embeddings = { "tie_word_embeddings" },
     },
+    defaults = { num_hidden_layers = 12, hidden_size = 768, num_attention_heads = 12, intermediate_size = 3072,
+                 vocab_size = 30522, max_position_embeddings = 512, type_vocab_size = 2 },
+    -- PretrainedConfig: without num_labels, an id2label table sets it (its size).
+    derive = function(t, cfg)
+      if cfg.num_labels == nil and type(t.id2label) == "table" then
+        local n = 0
+        for _ in pairs(t.id2label) do n = n + 1 end
+        if n > 0 then cfg.num_labels = n end
+      end
+    end,
+    ignore = { PRETRAINED_KEYS, BERT_KEYS },
+    fixed = { position_embedding_type = { "absolute" } },
   },
+  -- OPTConfig (word_embed_proj_dim None is hidden_size, the builder's own default).
   opt = {
     arch = "opt",
     fields = {
@@ -93,10 +147,34 @@ M.TYPES = {
       _remove_final_layer_norm = { "_remove_final_layer_norm" }, vocab_size = { "vocab_size" },
       max_position_embeddings = { "max_position_embeddings" }, tie_word_embeddings = { "tie_word_embeddings" },
     },
+    defaults = { num_hidden_layers = 12, hidden_size = 768, num_attention_heads = 12, ffn_dim = 3072,
+                 vocab_size = 50272, max_position_embeddings = 2048 },
+    ignore = { PRETRAINED_KEYS, OPT_KEYS },
+    fixed = { layer_norm_elementwise_affine = { true } },
   },
-  -- Used only where scripts/neusight/models/switch.lua exists. Its configs keep the config.json names
-  -- (SwitchTransformersConfig), so every scalar field is passed through (`fields = "all"`).
-  switch_transformers = { arch = "switch", fields = "all" },
+  -- SwitchTransformersConfig, used only where scripts/neusight/models/switch.lua exists: a dense ReLU FFN
+  -- (is_gated_act false) in every expert.
+  switch_transformers = {
+    arch = "switch",
+    fields = same_names { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
+                          "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size",
+                          "relative_attention_num_buckets" },
+    defaults = { vocab_size = 32128, d_model = 768, d_kv = 64, d_ff = 2048, expert_capacity = 64, num_layers = 12,
+                 num_decoder_layers = 12, num_heads = 12, num_experts = 8, relative_attention_num_buckets = 32 },
+    -- HF computes the sparse steps from num_sparse_*_layers (default 3) unless the file sets them.
+    derive = function(t, cfg)
+      for _, side in ipairs { { "encoder", "num_layers" }, { "decoder", "num_decoder_layers" } } do
+        local step, layers = side[1] .. "_sparse_step", cfg[side[2]]
+        if cfg[step] == nil and type(layers) == "number" then
+          local sparse = t["num_sparse_" .. side[1] .. "_layers"]
+          if sparse == nil then sparse = 3 end
+          cfg[step] = (type(sparse) == "number" and sparse > 0) and layers // sparse or layers
+        end
+      end
+    end,
+    ignore = { PRETRAINED_KEYS, SWITCH_KEYS },
+    fixed = { dense_act_fn = { "relu" }, feed_forward_proj = { "relu" }, is_gated_act = { false } },
+  },
   -- LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: one builder, strict keys.
   llama = llama_family("llama"),
   mistral = llama_family("mistral"),
@@ -160,6 +238,11 @@ function M.from_config(t, path, nulls)
     return cfg
   end
   local fields = type(entry.fields) == "function" and entry.fields() or entry.fields
+  local fixed = entry.ignore and {} or nil
+  if fixed then
+    for k, v in pairs(COMMON_FIXED) do fixed[k] = v end
+    for k, v in pairs(entry.fixed or {}) do fixed[k] = v end
+  end
   if entry.ignore then
     local known, ignored = { "model_type" }, {}
     for field in pairs(fields) do known[#known + 1] = field end
@@ -169,6 +252,7 @@ function M.from_config(t, path, nulls)
         known[#known + 1] = k
       end
     end
+    for k in pairs(fixed or {}) do known[#known + 1] = k end
     table.sort(known)
     local keys = {}
     for k in pairs(t) do keys[#keys + 1] = k end
@@ -177,22 +261,40 @@ function M.from_config(t, path, nulls)
     end
     table.sort(keys)
     for _, k in ipairs(keys) do
-      if k ~= "model_type" and not fields[k] and not ignored[k] then
+      if k ~= "model_type" and not fields[k] and not ignored[k] and not (fixed and fixed[k]) then
         error(("%s: unknown key '%s' for model_type %q%s"):format(path, k, mt, hint(k, known)), 0)
       end
     end
   end
+  for k, accepted in pairs(fixed or {}) do
+    local v = t[k]
+    if v ~= nil then
+      local ok = false
+      for _, a in ipairs(accepted) do ok = ok or v == a end
+      if not ok then
+        local shown = {}
+        for i, a in ipairs(accepted) do shown[i] = type(a) == "string" and ("%q"):format(a) or tostring(a) end
+        error(("%s: %s = %s is not modelled by the %s builder (scripts/neusight/models/%s.lua builds %s only)")
+          :format(path, k, type(v) == "string" and ("%q"):format(v) or tostring(v), entry.arch, entry.arch,
+                  table.concat(shown, " or ")), 0)
+      end
+    end
+  end
   for field, keys in pairs(fields) do
+    local null = false
     for _, key in ipairs(keys) do
       if t[key] ~= nil then
         cfg[field] = t[key]
         break
-      elseif entry.ignore and nulls and nulls[key] then
-        cfg[field] = false -- HF's None
+      elseif nulls and nulls[key] then
+        null = true
+        if entry.null_is_false then cfg[field] = false end -- HF's None
         break
       end
     end
+    if cfg[field] == nil and not null and entry.defaults then cfg[field] = entry.defaults[field] end
   end
+  if entry.derive then entry.derive(t, cfg) end
   return cfg
 end
 

@@ -46,9 +46,15 @@ local POSITION_OFFSET = 2
 -- activation_function → activation op (ACT2FN["relu"] is nn.ReLU, ["gelu"] GELUActivation: one traced node).
 local ACTIVATIONS = { relu = "relu", gelu = "gelu" }
 
+--- The config fields build() reads, plus name and arch: any other key is an error (a typo must not become a default).
+M.FIELDS = { "name", "arch", "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
+  "max_position_embeddings", "word_embed_proj_dim", "activation_function", "do_layer_norm_before", "enable_bias",
+  "_remove_final_layer_norm", "tie_word_embeddings" }
+
 -- Validates cfg/opts; errors name the model and the field (level 0: the position is the config, not Lua code).
 local function check(cfg, opts)
   local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
+  checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
                          "max_position_embeddings" }, { "word_embed_proj_dim" })
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then

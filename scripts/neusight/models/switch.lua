@@ -46,8 +46,13 @@ local M = {}
 M.expert_parallel = true -- build() spreads the experts when opts.ep > 1 (neusight/workload.lua checks this)
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 
+--- The config fields build() reads, plus name and arch: any other key is an error (a typo must not become a default).
+M.FIELDS = { "name", "arch", "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
+  "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size", "relative_attention_num_buckets" }
+
 local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
+  checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
                          "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" })
   if cfg.num_layers % cfg.encoder_sparse_step ~= 0 or cfg.num_decoder_layers % cfg.decoder_sparse_step ~= 0 then
