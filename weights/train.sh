@@ -40,7 +40,7 @@ train() {  # family out-subdir data...
   local family=$1 dir=$2; shift 2
   if [ -n "$only" ] && ! [[ " $only " == *" $family "* ]]; then return 0; fi
   local start=$SECONDS
-  "$exe" train -q --family "$family" --out "$out/$dir" "${hp[@]}" "${exclude[@]}" --data "$@"
+  "$exe" train -q --force --family "$family" --out "$out/$dir" "${hp[@]}" "${exclude[@]}" --data "$@"
   echo "   ($((SECONDS - start)) s)"
 }
 

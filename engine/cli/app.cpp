@@ -67,7 +67,9 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
   cmd->add_flag("-v,--verbose", c.verbose, "Report op files that shadow others, and other details");
   if (with_format) {
     cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
-    cmd->add_option("-o,--output", c.output, "Write the report to FILE instead of standard output")
+    cmd->add_option("-o,--output", c.output,
+                    "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless "
+                    "it is given)")
         ->type_name("FILE");
   }
 }
@@ -90,7 +92,9 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   cmd->add_option("--optimizer-impl", f.optimizer_impl,
                   std::string("How the step runs: fused (one kernel; default for adamw) or foreach (multi-tensor "
                               "passes; default for adam, sgd)") + o);
-  cmd->add_option("--dtype", f.dtype, std::string("Compute element type: fp32, tf32, fp16, bf16, fp8") + o);
+  cmd->add_option("--dtype", f.dtype,
+                  std::string("Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, "
+                              "BF16, torch.float16, fp8_e4m3, …)") + o);
   cmd->add_option("--precision", f.precision,
                   std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
                               "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
@@ -325,6 +329,7 @@ int app_main(int argc, char** argv) {
   train->add_option("--seed", tflags.opts.seed, "Random seed (split, init, batches)")->capture_default_str();
   train->add_option("--threads", tflags.opts.threads, "Threads per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
   train->add_flag("-q,--quiet", tflags.quiet, "No progress bar");
+  train->add_flag("--force", tflags.force, "Replace a model already in --out");
   add_common(train, common, false);
 
   eval_kernels_flags eflags;
@@ -380,7 +385,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
   search->add_option("--optimizer-impl", qflags.optimizer_impl,
                      "How the step runs: fused (default for adamw) or foreach (default for adam, sgd)");
-  search->add_option("--dtype", qflags.dtype, "Compute element type: fp32, tf32, fp16, bf16, fp8");
+  search->add_option("--dtype", qflags.dtype, "Compute element type: fp32, tf32, fp16, bf16, fp8 (or bfloat16, torch.float16, …)");
   search->add_option("--precision", qflags.precision,
                      "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
   search->add_option("--predictor", qflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
@@ -401,6 +406,20 @@ int app_main(int argc, char** argv) {
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
+  }
+  // -o out.json / out.csv: the format follows the extension unless --format was given.
+  for (CLI::App* cmd : {run, predict, gpus, scale, search, eval_k, eval_m}) {
+    const CLI::Option* fo = *cmd ? cmd->get_option_no_throw("--format") : nullptr;
+    if (!fo || fo->count() > 0 || common.output.empty()) continue;
+    const std::string ext = text_lower(fs::path(common.output).extension().string());
+    const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
+    if (want.empty()) continue;
+    if (want == "csv" && (cmd == eval_m || cmd == scale)) {
+      std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
+                   common.output.c_str(), cmd->get_name().c_str());
+      return 2;
+    }
+    common.format = want;
   }
 
   try {

@@ -1,4 +1,5 @@
 // engine/cli/kernels_cmd.cpp — training the tile predictor from micro-benchmark CSVs and evaluating it per row.
+#include <filesystem>
 #include "cli/kernels_cmd.h"
 
 #include <fmt/format.h>
@@ -66,6 +67,10 @@ size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string&
 int train_main(const train_flags& f) {
   const auto fam = family_parse(f.family);
   if (!fam) throw error("unknown family '" + f.family + "'" + text_did_you_mean(f.family, family_name_list()));
+  if (!(f.opts.lr > 0) || !std::isfinite(f.opts.lr) || f.opts.lr > 1)
+    throw error("--lr must be a learning rate in (0, 1] (got " + std::to_string(f.opts.lr) + ")");
+  if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
+    throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
   session s(default_session());
   const gpu_catalog catalog(data_root_find() / "gpus");
   bench_data d = bench_load(f.data, catalog, fam, f.exclude_gpus);

@@ -12,6 +12,7 @@ struct train_flags {
   std::vector<std::string> data, exclude_gpus;
   train_options opts;
   bool quiet = false;
+  bool force = false;   // --force: replace an existing model in --out
   std::string command;  // the command line, recorded in the manifest
 };
 int train_main(const train_flags& f);

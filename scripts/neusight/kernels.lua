@@ -11,6 +11,16 @@ local M = {}
 -- Bytes per element of each dtype the engine knows (engine/core/graph.cpp dtype_bytes).
 local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
 
+-- The names people type for them (PyTorch's, NumPy's, the fp8 formats), matched case-insensitively and without a
+-- "torch." prefix: M.dtype_name("torch.bfloat16") == "bf16". fp8 covers both OCP formats (E4M3 and E5M2 run on the
+-- same tensor cores at the same rate).
+local DTYPE_ALIASES = {
+  float64 = "fp64", double = "fp64", float32 = "fp32", float = "fp32", tfloat32 = "tf32",
+  float16 = "fp16", half = "fp16", bfloat16 = "bf16",
+  float8 = "fp8", float8_e4m3fn = "fp8", float8_e4m3fnuz = "fp8", float8_e5m2 = "fp8", float8_e5m2fnuz = "fp8",
+  fp8_e4m3 = "fp8", fp8_e5m2 = "fp8", e4m3 = "fp8", e5m2 = "fp8",
+}
+
 -- Elementwise ops: FLOPs per output element and number of tensors read.
 -- The reference counts 1 FLOP per element for every elementwise op (predictor.py ops_dict); the
 -- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
@@ -91,6 +101,15 @@ end
 --- Bytes per element of a dtype name ("fp32" → 4).
 function M.dtype_bytes(dtype)
   return check_dtype("dtype_bytes", 1, dtype)
+end
+
+--- The engine's name of a dtype as people write it ("BF16", "bfloat16", "torch.bfloat16" → "bf16"), or nil.
+function M.dtype_name(name)
+  if type(name) ~= "string" then return nil end
+  local n = name:lower():gsub("^torch%.", "")
+  n = DTYPE_ALIASES[n] or n
+  if DTYPE_BYTES[n] then return n end
+  return nil
 end
 
 --- nn.Linear on `rows` tokens: "Linear (T, I, O)" = GEMM b=1, m=T, n=I (reduction), k=O.

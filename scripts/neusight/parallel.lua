@@ -21,12 +21,12 @@
 local T = require "neusight.topology"
 local C = require "neusight.collectives"
 local precision = require "neusight.precision"
+local K = require "neusight.kernels"
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 local ipairs, pairs, type, tostring, error, pcall, sort = ipairs, pairs, type, tostring, error, pcall, table.sort
 
 local M = {}
 
-local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
 
 -- PyTorch DDP's default bucket (bucket_cap_mb = 25). Megatron sizes its buckets differently
 -- (max(40 M parameters, 1 M · dp)); set bucket_mb to model it.
@@ -269,7 +269,7 @@ function M.comm_node(plan, t)
     error(("comm_node: direction must be \"forward\", \"backward\" or \"both\" (got %s)"):format(show(t.direction)), 2)
   end
   local dtype = t.dtype or plan.dtype
-  local bytes = numel(t.shape) * DTYPE_BYTES[dtype]
+  local bytes = numel(t.shape) * K.dtype_bytes(dtype)
   local seconds, algorithm = C.time(t.op, bytes, group, plan.cluster)
   return {
     op = t.op, name = t.name, layer = t.layer or "", count = t.count or 1, dtype = dtype,
@@ -287,7 +287,6 @@ end
 ---@param op string
 ---@param doc string
 function M.rule(op, doc)
-  local K = require "neusight.kernels"
   local function kernels(node, pass)
     local a = node.attrs
     if type(a.seconds) ~= "number" then
@@ -619,7 +618,7 @@ end
 function M.timeline(plan, nodes, times)
   local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
   local V = P * v
-  local e = DTYPE_BYTES[plan.dtype] or 4 -- activations (compute dtype)
+  local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
   -- gradients (reduced over dp, tied-embedding sync) and parameters (all-gathered after a sharded step): the
   -- precision recipe's element sizes (fp32 gradients in amp except Megatron fp16; 16-bit parameters in Megatron amp)
   local recipe = plan.precision or precision.recipe(nil, plan.dtype, "autocast", plan.training and "train" or "inference")

@@ -122,8 +122,8 @@ local CHECK = {
   -- Default: "fused" for adamw, "foreach" for adam and sgd.
   optimizer_impl = one_of { "fused", "foreach" },
   dtype = function(v)
-    if type(v) == "string" and pcall(K.dtype_bytes, v) then return nil end
-    return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\" (got %s)"):format(show(v))
+    if K.dtype_name(v) then return nil end
+    return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\", \"tf32\", \"fp8\" (or bfloat16, torch.float16, …) (got %s)"):format(show(v))
   end,
   -- precision: the recipe around the compute dtype (scripts/neusight/precision.lua): "pure" (parameters,
   -- gradients and optimizer state in the dtype) or "amp" (fp32 state, 16-bit compute).
@@ -190,6 +190,7 @@ function M.normalize(spec, overrides, chunkname)
     if not CHECK[k] then fail("unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
+  if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
   for _, k in ipairs(FIELDS) do
     if w[k] == nil then
       if REQUIRED[k] then fail("missing required field '%s'", k) end

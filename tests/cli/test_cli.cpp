@@ -173,6 +173,20 @@ TEST_CASE("csv output and atomic -o", "[cli]") {
   CHECK(json::parse(ns_test::slurp(out))["gpu"] == "L4");
 }
 
+TEST_CASE("-o out.json / out.csv sets the format unless --format is given", "[cli]") {
+  temp_dir t;
+  const std::string base = "predict --model gpt2_large --gpu l4 --mode inference --batch 1 --seq 128 -o '";
+  const auto js = (t.path / "r.JSON").string(), csv = (t.path / "r.csv").string(), txt = (t.path / "r.txt").string();
+  REQUIRE(run_cli(base + js + "'").code == 0);
+  CHECK(json::parse(ns_test::slurp(js))["gpu"] == "L4");
+  REQUIRE(run_cli(base + csv + "'").code == 0);
+  CHECK(ns_test::slurp(csv).rfind("name,op,layer,count,phase,kernel,kind,", 0) == 0);
+  REQUIRE(run_cli(base + txt + "'").code == 0);  // no known extension: the table
+  CHECK(ns_test::slurp(txt).find("end to end") != std::string::npos);
+  REQUIRE(run_cli(base + csv + "' --format json").code == 0);  // an explicit --format wins
+  CHECK(json::parse(ns_test::slurp(csv))["gpu"] == "L4");
+}
+
 TEST_CASE("bad input: broken GPU file, unknown GPU, Lua syntax error, misspelled field", "[cli][errors]") {
   temp_dir t;
   std::string toml = ns_test::slurp(source_dir / "tests/fixtures/gpus/tiny.toml");
@@ -301,6 +315,22 @@ TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "
   const auto e = run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --weights '" + t.path.string() + "'");
   CHECK(e.code == 1);
   CHECK(e.err.find("no bmm weights for nvidia GPUs in " + (t.path / "nvidia").generic_string()) != std::string::npos);
+  // An existing model is not replaced without --force; a learning rate outside (0, 1] is refused.
+  const std::string again = "train -q --family layernorm --data tests/fixtures/bench/ln_small.csv --out '" + out +
+                            "' --hidden 8 --epochs 2 --batch 32";
+  const std::string before = ns_test::slurp(t.path / "nvidia/layernorm/model.toml");
+  const auto refused = run_cli(again);
+  CHECK(refused.code == 1);
+  CHECK(refused.err.find("already holds a model (model.toml): pass --force") != std::string::npos);
+  CHECK(ns_test::slurp(t.path / "nvidia/layernorm/model.toml") == before);
+  for (const char* lr : {"0", "-1e-3", "nan", "inf", "2"}) {
+    const auto bad = run_cli(again + " --force --lr " + lr);
+    INFO("--lr " << lr << ": " << bad.err);
+    CHECK(bad.code != 0);
+    CHECK(ns_test::slurp(t.path / "nvidia/layernorm/model.toml") == before);
+  }
+  CHECK(run_cli(again + " --force").code == 0);
+  CHECK(ns_test::slurp(t.path / "nvidia/layernorm/model.toml") != before);
 }
 
 TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {

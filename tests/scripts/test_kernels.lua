@@ -37,6 +37,17 @@ function T.test_dtype_bytes()
   raises("unknown dtype 'fp31'", K.dtype_bytes, "fp31")
 end
 
+function T.test_dtype_names_people_type()
+  for name, want in pairs { bf16 = "bf16", BF16 = "bf16", bfloat16 = "bf16", ["torch.bfloat16"] = "bf16",
+                            float16 = "fp16", half = "fp16", ["torch.float32"] = "fp32", float = "fp32",
+                            fp8_e4m3 = "fp8", ["torch.float8_e4m3fn"] = "fp8", E5M2 = "fp8", tf32 = "tf32" } do
+    eq(K.dtype_name(name), want, name)
+  end
+  eq(K.dtype_name("bf61"), nil, "unknown")
+  eq(K.dtype_name("torch.int8"), nil, "not a compute dtype")
+  eq(K.dtype_name(16), nil, "not a string")
+end
+
 function T.test_linear()
   local k = K.linear(4096, 1280, 3840, "fp32")
   eq(k.kind, "gemm", "kind")

@@ -52,7 +52,9 @@ function T.test_missing_and_mistyped_fields()
     "optimizer")
   eq(error_of(spec { loss = "yes" }), [[examples/w.lua: field 'loss' must be a boolean (got "yes")]], "loss")
   eq(error_of(spec { dtype = "fp33" }),
-    [[examples/w.lua: field 'dtype' must be a dtype name such as "fp32", "bf16", "fp16" (got "fp33")]], "dtype")
+    [[examples/w.lua: field 'dtype' must be a dtype name such as "fp32", "bf16", "fp16", "tf32", "fp8" (or bfloat16, torch.float16, …) (got "fp33")]], "dtype")
+  eq(workload.normalize(spec { dtype = "torch.bfloat16" }).dtype, "bf16", "dtype alias → the engine's name")
+  eq(workload.normalize(spec(), { dtype = "BF16" }).dtype, "bf16", "--dtype BF16")
   eq(error_of(spec { model = { n_layer = 2 } }),
     "examples/w.lua: field 'model' table needs a string 'arch' naming a builder in neusight/models/ (got nil)", "arch")
   local names = {}
