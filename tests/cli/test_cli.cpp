@@ -173,7 +173,7 @@ TEST_CASE("csv output and atomic -o", "[cli]") {
   CHECK(json::parse(ns_test::slurp(out))["gpu"] == "L4");
 }
 
-TEST_CASE("-o out.json / out.csv sets the format unless --format is given", "[cli]") {
+TEST_CASE("output file: -o out.json / out.csv sets the format unless --format is given", "[cli]") {
   temp_dir t;
   const std::string base = "predict --model gpt2_large --gpu l4 --mode inference --batch 1 --seq 128 -o '";
   const auto js = (t.path / "r.JSON").string(), csv = (t.path / "r.csv").string(), txt = (t.path / "r.txt").string();
