@@ -38,6 +38,7 @@ struct forecast_flags {
   std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
   int64_t batch = 0, seq = 0, context = 0;
   std::string predictor = "neusight";
+  std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
@@ -106,6 +107,11 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(CLI::IsMember({"eager", "sdpa"}));
   cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
       ->check(CLI::IsMember(predictor_names()));
+  cmd->add_option("--weights", f.weights,
+                  "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the "
+                  "bundled weights/; e.g. the --out of weights/train.sh)")
+      ->type_name("DIR")
+      ->check(CLI::ExistingDirectory);
   cmd->add_option("--overhead", f.overhead,
                   "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
                   "(default: as the script says)")
@@ -181,7 +187,7 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
                     std::vector<kernel_instance> kernels, const gpu_spec& gpu, const report_meta& m) {
   const std::string& predictor_name = f.predictor;
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
+  const auto pred = predictor_make(predictor_name, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
   const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
   report_meta meta = m;
   for (const auto& w : pred->warnings()) {

@@ -87,6 +87,9 @@ class neusight_predictor final : public predictor {
       const auto dir = root_ / vendor / std::string(family_name(f));
       if (!std::filesystem::exists(dir / "model.toml")) continue;
       tile_model m = weights_load(dir);
+      if (m.fam != f)
+        throw error((dir / "model.toml").generic_string() + ": weights of family '" + std::string(family_name(m.fam)) +
+                    "' in the '" + std::string(family_name(f)) + "' folder");
       if (m.vendor != vendor)  // the features differ by vendor (tile_model.h)
         throw error((dir / "model.toml").generic_string() + ": weights trained on " + m.vendor + " GPUs in the " +
                     vendor + " folder");

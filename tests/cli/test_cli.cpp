@@ -331,6 +331,25 @@ TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "
   }
   CHECK(run_cli(again + " --force").code == 0);
   CHECK(ns_test::slurp(t.path / "nvidia/layernorm/model.toml") != before);
+  // predict --weights uses them: a forecast that needs families the folder lacks is a clear error.
+  const auto p = run_cli("predict --model gpt2_large --gpu t4 --mode inference --batch 1 --seq 128 --weights '" +
+                         t.path.string() + "'");
+  CHECK(p.code == 1);
+  CHECK(p.err.find("weights for nvidia GPUs in " + (t.path / "nvidia").generic_string()) != std::string::npos);
+}
+
+TEST_CASE("predict --weights: a copy of the bundled weights gives the same forecast, a changed one another", "[cli][train]") {
+  temp_dir t;
+  std::filesystem::copy(source_dir / "weights", t.path / "w", std::filesystem::copy_options::recursive);
+  const std::string base = "predict --model gpt2_large --gpu t4 --mode inference --batch 1 --seq 128 --format json";
+  const double bundled = parse_json(run_cli(base))["latency_ms"];
+  CHECK(double(parse_json(run_cli(base + " --weights '" + (t.path / "w").string() + "'"))["latency_ms"]) == bundled);
+  std::filesystem::copy(t.path / "w/nvidia/softmax", t.path / "w/nvidia/layernorm",
+                        std::filesystem::copy_options::recursive | std::filesystem::copy_options::overwrite_existing);
+  const auto r = run_cli(base + " --weights '" + (t.path / "w").string() + "'");
+  CHECK(r.code == 1);  // softmax weights in the layernorm folder: the manifest names another family
+  CHECK(r.err.find("weights of family 'softmax' in the 'layernorm' folder") != std::string::npos);
+  CHECK(run_cli(base + " --weights '" + (t.path / "nope").string() + "'").code == 2);
 }
 
 TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {
