@@ -246,6 +246,34 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   return forecast_report(s, c, f, og.g, std::move(kernels), gpu, m);
 }
 
+// A workload script: the path as given when it exists, else (relative paths) the bundled file of that name, so
+// that `neusight run examples/gpt3_train.lua` works from any folder with the installed binary.
+std::string script_resolve(const std::string& script) {
+  std::error_code ec;
+  if (fs::is_regular_file(script, ec)) return script;
+  if (fs::exists(script, ec)) throw error(script + ": not a regular file");
+  const fs::path p(script);
+  if (p.is_relative()) {
+    const fs::path bundled = data_root_find() / p;
+    if (fs::is_regular_file(bundled, ec)) return bundled.string();
+    throw error(script + ": no such file (nor " + bundled.string() + " among the bundled files)");
+  }
+  throw error(script + ": no such file");
+}
+
+int run_paths(const common_flags& c) {
+  const fs::path root = data_root_find();
+  session s(session_options_make(c));
+  std::string out = fmt::format("{:<10} {}\n", "data", root.string());
+  for (const char* d : {"gpus", "ops", "scripts", "weights", "examples"})
+    out += fmt::format("{:<10} {}\n", d, (root / d).string());
+  std::string ops_path;
+  for (const auto& d : s.ops_search_path()) ops_path += (ops_path.empty() ? "" : ":") + d.string();
+  out += fmt::format("{:<10} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
+  emit(out, "");
+  return 0;
+}
+
 int run_gpus(const common_flags& c) {
   const auto gpus = gpu_catalog(data_root_find() / "gpus").load_all();
   emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
@@ -282,9 +310,10 @@ int app_main(int argc, char** argv) {
   std::string script;
 
   auto* run = app.add_subcommand("run", "Evaluate a workload script (examples/*.lua)");
-  run->add_option("script", script, "Workload script returning { model=…, gpu=…, mode=…, batch=…, seq=… }")
-      ->required()
-      ->check(CLI::ExistingFile);
+  run->add_option("script", script,
+                  "Workload script returning { model=…, gpu=…, mode=…, batch=…, seq=… }; a relative path that does "
+                  "not exist here is looked up in the bundled files (examples/gpt3_train.lua works from any folder)")
+      ->required();
   add_forecast(run, fflags, true);
   add_common(run, common, true);
 
@@ -305,6 +334,9 @@ int app_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->needs(graph_opt);
   add_common(predict, common, true);
+
+  auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
+  add_common(paths, common, false);
 
   auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
   add_common(gpus, common, true);
@@ -429,7 +461,8 @@ int app_main(int argc, char** argv) {
   }
 
   try {
-    if (*run) return run_forecast(common, fflags, script);
+    if (*run) return run_forecast(common, fflags, script_resolve(script));
+    if (*paths) return run_paths(common);
     if (*predict) return gflags.file.empty() ? run_forecast(common, fflags, "") : run_graph(common, fflags, gflags);
     if (*gpus) return run_gpus(common);
     if (*scale) {

@@ -360,6 +360,12 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   return out;
 }
 
+std::vector<fs::path> session::ops_search_path() const {
+  std::vector<fs::path> out;
+  for (const auto& d : p_->op_dirs) out.push_back(d.path);
+  return out;
+}
+
 std::vector<op_entry> session::ops_list() const {
   std::vector<op_entry> out;
   std::map<std::string, size_t> index;

@@ -118,6 +118,8 @@ class session {
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
+  // The op search path in order (first hit wins): --ops, NEUSIGHT_OPS_PATH (";;" splices the defaults), the bundled ops/.
+  std::vector<std::filesystem::path> ops_search_path() const;
 
   // Loads and validates one op rule (cached); throws with file:line on any error or if no file defines it.
   op_entry op_load(const std::string& name);

@@ -352,6 +352,27 @@ TEST_CASE("predict --weights: a copy of the bundled weights gives the same forec
   CHECK(run_cli(base + " --weights '" + (t.path / "nope").string() + "'").code == 2);
 }
 
+TEST_CASE("bundled examples run from any folder; paths says where everything is read from", "[cli]") {
+  temp_dir t;
+  const std::string elsewhere = "cd '" + t.path.string() + "' &&";
+  const auto here = run_cli("run examples/gpt3_train.lua --format json");
+  const auto there = run_cli("run examples/gpt3_train.lua --format json", elsewhere);
+  INFO(there.err);
+  REQUIRE(there.code == 0);
+  CHECK(parse_json(there)["latency_ms"] == parse_json(here)["latency_ms"]);
+  // A local file of that name wins over the bundled one.
+  t.write("examples/gpt3_train.lua", "return { model = 'gpt2_large', gpu = 'l4', mode = 'inference', batch = 1, seq = 64 }\n");
+  CHECK(parse_json(run_cli("run examples/gpt3_train.lua --format json", elsewhere))["model"] == "gpt2_large");
+  const auto missing = run_cli("run examples/no_such.lua", elsewhere);
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("examples/no_such.lua: no such file (nor ") != std::string::npos);
+  CHECK(run_cli("run '" + t.path.string() + "'").err.find("not a regular file") != std::string::npos);
+  const auto p = run_cli("paths --ops '" + t.path.string() + "'", elsewhere);
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("weights    " + (source_dir / "weights").string()) != std::string::npos);
+  CHECK(p.out.find("op search  " + t.path.string() + ":" + (source_dir / "ops").string()) != std::string::npos);
+}
+
 TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {
   CHECK(run_cli("predict --gpu l4").code == 2);                     // --model missing
   CHECK(run_cli("run examples/gpt3_train.lua --format xml").code == 2);
