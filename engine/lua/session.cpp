@@ -267,7 +267,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   if (has_parallel) {
-    w.gpu_resolved = gpu_catalog(p_->opts.data_root / "gpus").resolve(w.gpu);
+    w.gpu_resolved = p_->gpu_resolve(w.gpu);
     p_->push_gpu(*w.gpu_resolved);
   } else {
     lua_pushnil(L);
