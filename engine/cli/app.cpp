@@ -57,6 +57,7 @@ session_options session_options_make(const common_flags& c) {
   o.data_root = data_root_find();
   for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  o.memo = !memo_disabled();
   return o;
 }
 
@@ -178,6 +179,7 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
   const std::string& predictor_name = f.predictor;
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   const auto pred = predictor_make(predictor_name, data_root_find() / "weights");
+  pred->memo_enable(!memo_disabled());
   const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
   report_meta meta = m;
   for (const auto& w : pred->warnings()) {

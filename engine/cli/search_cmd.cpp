@@ -50,8 +50,11 @@ int search_main(const search_flags& f) {
   session_options o;
   o.data_root = data_root_find();
   for (const auto& d : f.ops_dirs) o.ops_dirs.emplace_back(d);
+  // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
+  o.memo = !memo_disabled();
   session s(o);
   const auto pred = predictor_make(f.predictor, o.data_root / "weights");
+  pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
 
   std::vector<candidate> results;

@@ -32,6 +32,14 @@ struct session::impl {
   fs::path workload_ops;  // <dir of the run script>/ops
 
   std::map<std::string, gpu_spec> gpus_resolved;  // --gpu query → spec: a search resolves the same name per layout
+  // opts.memo: what a node expanded into (key: GPU, training, every field of the node; rules are cached by op name
+  // for the session, so the name picks the rule) and the tile of a kernel shape (key: GPU, shape).
+  struct expanded {
+    std::vector<std::pair<phase, kernel>> kernels;
+    bool fallback = false;  // no rule: scripts/neusight/fallback.lua
+  };
+  std::map<std::string, expanded> expansions;
+  std::map<std::string, kernel> tiles;
 
   lua_State* L() const { return state.get(); }
 

@@ -636,6 +636,28 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Timeline
 
+-- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
+-- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
+-- M.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
+local function pricer(cluster)
+  local memo = {}
+  return function(op, bytes, group)
+    if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
+    local fields = 0
+    for _ in pairs(group) do fields = fields + 1 end
+    local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+      tostring(group.per_node), fields)
+    local by_bytes = memo[key]
+    if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+    local t = by_bytes[bytes]
+    if t == nil then
+      t = C.time(op, bytes, group, cluster)
+      by_bytes[bytes] = t
+    end
+    return t
+  end
+end
+
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
 --- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
 --- includes gradient accumulation and *_comm is the part spent in collective kernels.
@@ -663,13 +685,14 @@ function M.timeline(plan, nodes, times)
   local function reruns(seg, i)
     return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
   end
+  local comm_time = pricer(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   local shape = boundary_shape(nodes, groups)
   local p2p_bytes = shape and numel(shape) * e or 0
   local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
   for vs = 0, V - 2 do -- device vs mod P sends to the next one (the last device to the first: interleaving)
-    p2p[vs] = P == 1 and 0 or C.time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1], plan.cluster)
+    p2p[vs] = P == 1 and 0 or comm_time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1])
   end
 
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
@@ -729,7 +752,7 @@ function M.timeline(plan, nodes, times)
   end
   local tied_sync = 0
   if plan.training and tied_bytes > 0 then
-    tied_sync = C.time("all_reduce", tied_bytes, plan.pp_links[P], plan.cluster) -- last device ↔ first
+    tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
   local orders, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
@@ -742,21 +765,6 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
-  -- C.time is a function of its arguments alone: each distinct (op, bytes, group) is priced once per timeline
-  -- (a 175B model fills tens of thousands of equal buckets).
-  local priced = {} -- [group][op][bytes] = seconds
-  local function comm_time(op, bytes, group)
-    local by_op = priced[group]
-    if not by_op then by_op = {}; priced[group] = by_op end
-    local by_bytes = by_op[op]
-    if not by_bytes then by_bytes = {}; by_op[op] = by_bytes end
-    local t = by_bytes[bytes]
-    if t == nil then
-      t = C.time(op, bytes, group, plan.cluster)
-      by_bytes[bytes] = t
-    end
-    return t
-  end
   local devices, iteration = {}, 0
   for d = 1, P do
     local ops, op_start = orders[d], starts[d]
@@ -769,22 +777,26 @@ function M.timeline(plan, nodes, times)
     for c = 0, v - 1 do transient = max(transient, stages[c * P + d].transient) end
     dev.activation_bytes = dev.activation_bytes + transient
     local last_bw = {} -- vs → start of its last backward op
-    for i, op in ipairs(ops) do
+    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
+    for i = 1, #ops do
+      local op = ops[i]
       local vs = op.chunk * P + (d - 1)
       local st = stages[vs + 1]
       if op.fw then
-        dev.compute = dev.compute + st.fw_compute
-        dev.tp_comm = dev.tp_comm + st.fw_comm - st.fw_ep
-        dev.ep_comm = dev.ep_comm + st.fw_ep
-        dev.p2p = dev.p2p + st.send_fw
+        compute = compute + st.fw_compute
+        tp_comm = tp_comm + st.fw_comm - st.fw_ep
+        ep_comm = ep_comm + st.fw_ep
+        p2p_s = p2p_s + st.send_fw
       else
-        dev.compute = dev.compute + st.bw_compute
-        dev.tp_comm = dev.tp_comm + st.bw_comm - st.bw_ep
-        dev.ep_comm = dev.ep_comm + st.bw_ep
-        dev.p2p = dev.p2p + st.send_bw
-        if not last_bw[vs] or op_start[i] > last_bw[vs] then last_bw[vs] = op_start[i] end
+        compute = compute + st.bw_compute
+        tp_comm = tp_comm + st.bw_comm - st.bw_ep
+        ep_comm = ep_comm + st.bw_ep
+        p2p_s = p2p_s + st.send_bw
+        local s = op_start[i]
+        if not last_bw[vs] or s > last_bw[vs] then last_bw[vs] = s end
       end
     end
+    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
@@ -872,7 +884,7 @@ function M.timeline(plan, nodes, times)
       -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
       dev.optimizer = dev.optimizer / plan.dp
       if opt_total > 0 then
-        gather = C.time("all_gather", dev.params * ep, plan.groups.dp, plan.cluster)
+        gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
       end
     end
