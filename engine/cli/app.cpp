@@ -391,6 +391,9 @@ int app_main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--sequence-parallel", qflags.sequence_parallel, "Use sequence parallelism whenever tp > 1");
   search->add_flag("--distributed-optimizer", qflags.distributed_optimizer, "Shard the optimizer over dp (ZeRO-1)");
+  search->add_option("--recompute", qflags.recompute,
+                     "Activation recomputation: auto (the cheapest that fits), all (every mode), none, selective, full")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "all", "none", "selective", "full"}));
   search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);
