@@ -58,6 +58,7 @@ session_options session_options_make(const common_flags& c) {
   o.data_root = data_root_find();
   for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  o.memo = !memo_disabled();
   return o;
 }
 
@@ -188,6 +189,7 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
   const std::string& predictor_name = f.predictor;
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   const auto pred = predictor_make(predictor_name, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
+  pred->memo_enable(!memo_disabled());
   const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
   report_meta meta = m;
   for (const auto& w : pred->warnings()) {
@@ -434,6 +436,9 @@ int app_main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--sequence-parallel", qflags.sequence_parallel, "Use sequence parallelism whenever tp > 1");
   search->add_flag("--distributed-optimizer", qflags.distributed_optimizer, "Shard the optimizer over dp (ZeRO-1)");
+  search->add_option("--recompute", qflags.recompute,
+                     "Activation recomputation: auto (the cheapest that fits), all (every mode), none, selective, full")
+      ->capture_default_str()->check(CLI::IsMember({"auto", "all", "none", "selective", "full"}));
   search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);

@@ -1,6 +1,7 @@
 // engine/cli/paths.cpp — locating the data root from the executable's own path (/proc/self/exe).
 #include "cli/paths.h"
 
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -32,6 +33,11 @@ fs::path data_root_find() {
     looked += " " + c.string();
   }
   throw error("cannot find the bundled gpus/ ops/ scripts/ folders (looked in:" + looked + ")");
+}
+
+bool memo_disabled() {
+  const char* v = std::getenv("NEUSIGHT_NO_CACHE");
+  return v && *v && std::string(v) != "0";
 }
 
 }  // namespace ns

@@ -50,8 +50,11 @@ int search_main(const search_flags& f) {
   session_options o;
   o.data_root = data_root_find();
   for (const auto& d : f.ops_dirs) o.ops_dirs.emplace_back(d);
+  // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
+  o.memo = !memo_disabled();
   session s(o);
   const auto pred = predictor_make(f.predictor, o.data_root / "weights");
+  pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
 
   std::vector<candidate> results;
@@ -78,6 +81,7 @@ int search_main(const search_flags& f) {
         bool done = false;
         for (const char* recompute : {"none", "selective", "full"}) {
           if (done || (!training && std::string(recompute) != "none")) break;
+          if (f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
           workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch},
                                 {"seq", f.seq}, {"parallel.dp", dp}, {"parallel.tp", tp}, {"parallel.pp", pp},
                                 {"parallel.microbatches", m}, {"parallel.schedule", f.schedule},
@@ -108,8 +112,9 @@ int search_main(const search_flags& f) {
             c.bubble_ms = crit->bubble_s * 1e3;
             c.memory_gb = most;
             c.fits = most <= gpu.mem_gb;
-            done = c.fits;
-            if (c.fits || std::string(recompute) == "full" || !training) results.push_back(c);
+            const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
+            done = cheapest && c.fits;
+            if (!cheapest || c.fits || std::string(recompute) == "full" || !training) results.push_back(c);
           } catch (const std::exception& ex) {
             // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
             std::string why = ex.what();

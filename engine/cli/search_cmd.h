@@ -9,6 +9,9 @@ namespace ns {
 struct search_flags {
   std::string model, gpu, mode = "train", optimizer, optimizer_impl, dtype, precision, predictor = "neusight", cluster,
       schedule = "1f1b";
+  // "auto": per layout the cheapest recomputation that fits (none → selective → full); "all": every mode, each
+  // ranked as a layout of its own; "none" | "selective" | "full": that mode only.
+  std::string recompute = "auto";
   int64_t gpus = 0, batch = 0, seq = 0, top = 10, max_tp = 8;
   bool sequence_parallel = false, distributed_optimizer = false, all = false;
   std::vector<std::string> ops_dirs;

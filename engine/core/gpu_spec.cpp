@@ -2,6 +2,7 @@
 #include "core/gpu_spec.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <fstream>
 #include <map>
 #include <set>
@@ -140,6 +141,40 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
   return spec;
+}
+
+namespace {
+void key_add(std::string& out, const std::string& v) {
+  out += std::to_string(v.size());
+  out += ':';
+  out += v;
+}
+}  // namespace
+
+std::string gpu_spec_key(const gpu_spec& gpu) {
+  std::string out;
+  for (const auto& f : gpu_fields()) {
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(gpu.*member)>;
+          const T& v = gpu.*member;
+          if constexpr (std::is_same_v<T, std::string>) {
+            key_add(out, v);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            out += std::to_string(v.size()) + "[";
+            for (const auto& s : v) key_add(out, s);
+          } else if constexpr (std::is_same_v<T, int64_t>) {
+            out += std::to_string(v) + ";";
+          } else {
+            char buf[40];
+            std::snprintf(buf, sizeof buf, "%a;", v);  // exact
+            out += buf;
+          }
+        },
+        f.member);
+  }
+  key_add(out, gpu.source);
+  return out;
 }
 
 gpu_spec gpu_spec_load(const fs::path& file, const std::string& display_name) {

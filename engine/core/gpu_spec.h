@@ -56,6 +56,10 @@ struct gpu_field {
 };
 const std::vector<gpu_field>& gpu_fields();
 
+// A string equal for two specs exactly when every field (and the source) is: numbers bit for bit. Keys the
+// per-process memos of what is computed from a GPU (expansions, tiles, predictions).
+std::string gpu_spec_key(const gpu_spec& gpu);
+
 // Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing, unknown or mistyped key.
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);

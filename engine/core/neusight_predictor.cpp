@@ -1,5 +1,6 @@
 // engine/core/neusight_predictor.cpp — batches a graph's kernels per family into one MLP evaluation each,
 // deduplicated by shape (a 96-layer model has only tens of distinct kernels).
+#include <cstdio>
 #include <map>
 
 #include "core/roofline.h"
@@ -16,6 +17,11 @@ class neusight_predictor final : public predictor {
   explicit neusight_predictor(std::filesystem::path root) : root_(std::move(root)) {}
   std::string name() const override { return "neusight"; }
 
+  void memo_enable(bool on) override {
+    memo_ = on;
+    if (!on) features_memo_.clear(), outputs_memo_.clear();
+  }
+
   // One MLP row per distinct feature input. The row key leaves the FLOPs out: they are not a feature (vector
   // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
   // differ only in FLOPs share one MLP evaluation and differ only by their own compute bound.
@@ -24,6 +30,10 @@ class neusight_predictor final : public predictor {
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
     std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
+    // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
+    // in order) — not row by row: Eigen's product of one column may round differently in another batch.
+    const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
+    std::map<family, std::string> batch_key;
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
       const auto fam = family_of(k);
@@ -39,7 +49,17 @@ class neusight_predictor final : public predictor {
                               std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
                               std::to_string(k.tile_bytes);
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
-      if (fresh) batch[*fam].push_back(tile_features_compute(k, gpu));
+      if (fresh && memo_) {
+        char flops[40];
+        std::snprintf(flops, sizeof flops, "|%a", k.flops);  // the row's first kernel gives its features
+        const std::string rkey = key + flops;
+        auto f = features_memo_.find(gpu_key + rkey);
+        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu)).first;
+        batch[*fam].push_back(f->second);
+        batch_key[*fam] += std::to_string(rkey.size()) + ":" + rkey;
+      } else if (fresh) {
+        batch[*fam].push_back(tile_features_compute(k, gpu));
+      }
       slot[i] = {*fam, it->second};
     }
     const auto& models = models_for(gpu.vendor);
@@ -58,7 +78,14 @@ class neusight_predictor final : public predictor {
       if (m == models.end())
         throw error("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                     (root_ / gpu.vendor).generic_string() + " (train them with `neusight train`)");
-      outputs[fam] = m->second.outputs(rows);
+      if (!memo_) {
+        outputs[fam] = m->second.outputs(rows);
+        continue;
+      }
+      const std::string okey = gpu_key + std::string(family_name(fam)) + "|" + batch_key[fam];
+      auto o = outputs_memo_.find(okey);
+      if (o == outputs_memo_.end()) o = outputs_memo_.emplace(okey, m->second.outputs(rows)).first;
+      outputs[fam] = o->second;
     }
     for (size_t i = 0; i < kernels.size(); ++i) {
       const auto [fam, row] = slot[i];
@@ -99,6 +126,9 @@ class neusight_predictor final : public predictor {
   }
 
   std::filesystem::path root_;
+  bool memo_ = true;
+  mutable std::map<std::string, tile_features> features_memo_;
+  mutable std::map<std::string, Eigen::MatrixXf> outputs_memo_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
   mutable std::vector<std::string> warnings_;
 };

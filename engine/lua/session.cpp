@@ -282,7 +282,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   if (has_parallel) {
-    w.gpu_resolved = gpu_catalog(p_->opts.data_root / "gpus").resolve(w.gpu);
+    w.gpu_resolved = p_->gpu_resolve(w.gpu);
     p_->push_gpu(*w.gpu_resolved);
   } else {
     lua_pushnil(L);
@@ -309,6 +309,43 @@ workload session::workload_load(const std::string& script, const workload_overri
 }
 
 
+namespace {
+void key_add(std::string& out, const std::string& v) {
+  out += std::to_string(v.size());
+  out += ':';
+  out += v;
+}
+void key_add(std::string& out, double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%a;", v);  // exact
+  out += buf;
+}
+void key_add(std::string& out, const shape& s) {
+  out += '[';
+  for (int64_t d : s) out += std::to_string(d) + ',';
+  out += ']';
+}
+
+// Everything node_push shows a rule, unambiguously.
+std::string node_key(const node& n) {
+  std::string k;
+  for (const std::string* s : {&n.op, &n.name, &n.layer, &n.dtype}) key_add(k, *s);
+  k += std::to_string(n.inputs.size()) + '{';
+  for (const auto& in : n.inputs) key_add(k, in);
+  key_add(k, n.output);
+  k += std::to_string(n.count) + ';';
+  key_add(k, n.params);
+  k += n.optimizer ? 'o' : 'f';
+  for (const auto& [name, v] : n.attrs) {
+    key_add(k, name);
+    if (const auto* d = std::get_if<double>(&v)) k += 'd', key_add(k, *d);
+    else if (const auto* b = std::get_if<bool>(&v)) k += *b ? "bt" : "bf";
+    else k += 's', key_add(k, std::get<std::string>(v));
+  }
+  return k;
+}
+}  // namespace
+
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -316,8 +353,18 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   expansion out;
   p_->push_gpu(gpu);  // stack: gpu
   const int gpu_idx = lua_gettop(L);
+  const std::string memo_prefix = p_->opts.memo ? gpu_spec_key(gpu) + (training ? "|T|" : "|I|") : std::string();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
+    std::string memo_key;
+    if (p_->opts.memo) {
+      memo_key = memo_prefix + node_key(n);
+      if (auto it = p_->expansions.find(memo_key); it != p_->expansions.end()) {
+        for (const auto& [ph, k] : it->second.kernels) out.kernels.push_back({i, ph, k});
+        continue;
+      }
+    }
+    session::impl::expanded memo;
     const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
     p_->push_engine_field("need_op");
     lua_pushstring(L, n.op.c_str());
@@ -347,7 +394,10 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
       lua_pushvalue(L, gpu_idx);
       ns_call(L, 2, 1, ctx);  // stack: ... kernels
       try {
-        for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) out.kernels.push_back({i, ph, std::move(k)});
+        for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) {
+          if (p_->opts.memo) memo.kernels.emplace_back(ph, k);
+          out.kernels.push_back({i, ph, std::move(k)});
+        }
       } catch (const script_error&) {
         throw;
       } catch (const error& e) {
@@ -356,6 +406,7 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
       lua_pop(L, 1);
     }
     lua_settop(L, gpu_idx);
+    if (p_->opts.memo) p_->expansions.emplace(std::move(memo_key), std::move(memo));
   }
   return out;
 }
@@ -409,11 +460,14 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   require_push(*p_, "tiling.vec");
   require_push(*p_, "tiling.attention");  // stack: gpu gemm vec attention
   const int gemm_idx = gpu_idx + 1, vec_idx = gpu_idx + 2, attn_idx = gpu_idx + 3;
-  std::map<std::string, kernel> done;  // shape key → kernel holding the tile
+  // shape key → kernel holding the tile: this call's, or (opts.memo) the session's, keyed by the GPU too
+  std::map<std::string, kernel> local;
+  std::map<std::string, kernel>& done = p_->opts.memo ? p_->tiles : local;
+  const std::string prefix = p_->opts.memo ? gpu_spec_key(gpu) + "|" : std::string();
   for (kernel* k : kernels) {
     if (k->kind == kernel_kind::memory || k->kind == kernel_kind::collective) continue;
     const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
-    const std::string key = std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
+    const std::string key = prefix + std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
                             std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +
                             std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
     if (auto it = done.find(key); it != done.end()) {

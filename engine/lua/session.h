@@ -22,6 +22,9 @@ struct session_options {
   std::vector<std::filesystem::path> ops_dirs;     // --ops DIR (repeatable), searched first
   std::string ops_path_env;                        // NEUSIGHT_OPS_PATH: ';'-separated, ";;" splices the defaults
   std::vector<std::filesystem::path> script_dirs;  // extra Lua module roots searched before data_root/scripts
+  // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
+  // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
+  bool memo = true;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).

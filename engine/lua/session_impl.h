@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,22 @@ struct session::impl {
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops
 
+  std::map<std::string, gpu_spec> gpus_resolved;  // --gpu query → spec: a search resolves the same name per layout
+  // opts.memo: what a node expanded into (key: GPU, training, every field of the node; rules are cached by op name
+  // for the session, so the name picks the rule) and the tile of a kernel shape (key: GPU, shape).
+  struct expanded {
+    std::vector<std::pair<phase, kernel>> kernels;
+  };
+  std::map<std::string, expanded> expansions;
+  std::map<std::string, kernel> tiles;
+
   lua_State* L() const { return state.get(); }
+
+  // The GPU a workload names (gpu_catalog::resolve), parsed once per query for the session's lifetime.
+  const gpu_spec& gpu_resolve(const std::string& query) {
+    if (auto it = gpus_resolved.find(query); it != gpus_resolved.end()) return it->second;
+    return gpus_resolved.emplace(query, gpu_catalog(opts.data_root / "gpus").resolve(query)).first->second;
+  }
 
   void op_dirs_rebuild() {
     std::vector<search_dir> defaults;

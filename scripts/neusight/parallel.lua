@@ -415,6 +415,72 @@ M.schedules.interleaved = function(P, Mb, v, training)
   return orders
 end
 
+-- The schedules' op lists by schedule function and (P, Mb, v, training): a search asks for the same few shapes
+-- many times (every recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; a few
+-- recent shapes are kept (a 64-stage, 512-microbatch schedule is 65 536 op tables).
+local orders_memo, orders_memo_size, ORDERS_MEMO_MAX = {}, 0, 8
+local function schedule_orders(make, P, Mb, v, training)
+  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
+  local orders = orders_memo[key]
+  if orders == nil then
+    orders = make(P, Mb, v, training)
+    if orders_memo_size >= ORDERS_MEMO_MAX then orders_memo, orders_memo_size = {}, 0 end
+    orders_memo[key], orders_memo_size = orders, orders_memo_size + 1
+  end
+  return orders
+end
+
+-- The simulation of M.simulate without its per-op records: starts[d][i], finishes[d][i] of the i-th op of
+-- orders[d], each device's finish and the makespan. Argument errors are raised at `level` (2: the caller's line).
+local function simulate_times(stages, P, Mb, v, schedule, training, level)
+  local make = M.schedules[schedule]
+  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
+  local V = P * v
+  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
+  local orders = schedule_orders(make, P, Mb, v, training)
+  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
+  for d = 1, P do
+    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
+    left = left + #orders[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P do
+      local o, st_d, fi_d = orders[d], starts[d], finishes[d]
+      local i, n = ptr[d], #o
+      while i <= n do
+        local op = o[i]
+        local vs = op.chunk * P + (d - 1)
+        local ready
+        if op.fw then
+          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+        else
+          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
+          if ready and not done_fw[vs][op.mb] then ready = nil end
+        end
+        if ready == nil then break end
+        local start = max(finish[d], ready)
+        local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
+        st_d[i], fi_d[i] = start, fin
+        if op.fw then done_fw[vs][op.mb] = fin else done_bw[vs][op.mb] = fin end
+        finish[d] = fin
+        i, left, progress = i + 1, left - 1, true
+      end
+      ptr[d] = i
+    end
+  end
+  if left > 0 then
+    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
+  end
+  local makespan = 0
+  for d = 1, P do makespan = max(makespan, finish[d]) end
+  return orders, starts, finishes, finish, makespan
+end
+
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
 --- the forward of vs−1 (same microbatch), a backward for the backward of vs+1 (the last stage's for
 --- its own forward). stages[vs+1] = { fw = seconds, bw = seconds } per microbatch, sends included.
@@ -426,50 +492,16 @@ end
 ---@param schedule string a key of M.schedules
 ---@param training boolean
 function M.simulate(stages, P, Mb, v, schedule, training)
-  local make = M.schedules[schedule]
-  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), 2) end
-  local V = P * v
-  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), 2) end
-  local orders = make(P, Mb, v, training)
-  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
-  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local devices, ptr, free, left = {}, {}, {}, 0
+  local orders, starts, finishes, finish, makespan = simulate_times(stages, P, Mb, v, schedule, training, 2)
+  local devices = {}
   for d = 1, P do
-    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
-    devices[d], ptr[d], free[d] = { ops = {}, finish = 0 }, 1, 0
-    left = left + #orders[d]
-  end
-  local progress = true
-  while left > 0 and progress do
-    progress = false
-    for d = 1, P do
-      local o = orders[d]
-      while ptr[d] <= #o do
-        local op = o[ptr[d]]
-        local vs = op.chunk * P + (d - 1)
-        local ready
-        if op.fw then
-          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
-        else
-          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
-          if ready and not done_fw[vs][op.mb] then ready = nil end
-        end
-        if ready == nil then break end
-        local start = max(free[d], ready)
-        local finish = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
-        local rec = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = vs, start = start, finish = finish }
-        devices[d].ops[#devices[d].ops + 1] = rec
-        if op.fw then done_fw[vs][op.mb] = finish else done_bw[vs][op.mb] = finish end
-        free[d], devices[d].finish = finish, finish
-        ptr[d], left, progress = ptr[d] + 1, left - 1, true
-      end
+    local ops = {}
+    for i, op in ipairs(orders[d]) do
+      ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = op.chunk * P + (d - 1), start = starts[d][i],
+                 finish = finishes[d][i] }
     end
+    devices[d] = { ops = ops, finish = finish[d] }
   end
-  if left > 0 then
-    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
-  end
-  local makespan = 0
-  for d = 1, P do makespan = max(makespan, devices[d].finish) end
   return devices, makespan
 end
 
@@ -589,11 +621,11 @@ local function activation_bytes(nodes, st, e, recompute, boundary, selective)
   return bytes, transient
 end
 
--- Peak activation bytes of a device over its op order: + a stage's bytes at each forward, − at its backward.
-local function activation_peak(ops, stages)
+-- Peak activation bytes of device d (1-based) over its op order: + a stage's bytes at each forward, − at its backward.
+local function activation_peak(ops, stages, P, d)
   local live, peak = 0, 0
   for _, op in ipairs(ops) do
-    local b = stages[op.vs + 1].activations
+    local b = stages[op.chunk * P + d].activations
     if op.fw then live = live + b else live = live - b end
     if live > peak then peak = live end
   end
@@ -602,6 +634,28 @@ end
 
 ---------------------------------------------------------------------------------------------------
 -- Timeline
+
+-- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
+-- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
+-- M.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
+local function pricer(cluster)
+  local memo = {}
+  return function(op, bytes, group)
+    if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
+    local fields = 0
+    for _ in pairs(group) do fields = fields + 1 end
+    local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+      tostring(group.per_node), fields)
+    local by_bytes = memo[key]
+    if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+    local t = by_bytes[bytes]
+    if t == nil then
+      t = C.time(op, bytes, group, cluster)
+      by_bytes[bytes] = t
+    end
+    return t
+  end
+end
 
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
 --- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
@@ -630,13 +684,14 @@ function M.timeline(plan, nodes, times)
   local function reruns(seg, i)
     return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
   end
+  local comm_time = pricer(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   local shape = boundary_shape(nodes, groups)
   local p2p_bytes = shape and numel(shape) * e or 0
   local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
   for vs = 0, V - 2 do -- device vs mod P sends to the next one (the last device to the first: interleaving)
-    p2p[vs] = P == 1 and 0 or C.time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1], plan.cluster)
+    p2p[vs] = P == 1 and 0 or comm_time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1])
   end
 
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
@@ -696,10 +751,10 @@ function M.timeline(plan, nodes, times)
   end
   local tied_sync = 0
   if plan.training and tied_bytes > 0 then
-    tied_sync = C.time("all_reduce", tied_bytes, plan.pp_links[P], plan.cluster) -- last device ↔ first
+    tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local devices_sim, makespan = M.simulate(stages, P, Mb, v, plan.schedule, plan.training)
+  local orders, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total = 0
@@ -711,45 +766,58 @@ function M.timeline(plan, nodes, times)
   local bucket_bytes = plan.bucket_mb * 1e6
   local devices, iteration = {}, 0
   for d = 1, P do
-    local sim = devices_sim[d]
+    local ops, op_start = orders[d], starts[d]
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
-      activation_bytes = activation_peak(devices_sim[d].ops, stages), -- peak kept for backward (training)
+      activation_bytes = activation_peak(ops, stages, P, d), -- peak kept for backward (training)
     }
     local transient = 0
     for c = 0, v - 1 do transient = max(transient, stages[c * P + d].transient) end
     dev.activation_bytes = dev.activation_bytes + transient
-    local last_bw = {} -- vs → its last backward op
-    for _, op in ipairs(sim.ops) do
-      local st = stages[op.vs + 1]
+    local last_bw = {} -- vs → start of its last backward op
+    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
+    for i = 1, #ops do
+      local op = ops[i]
+      local vs = op.chunk * P + (d - 1)
+      local st = stages[vs + 1]
       if op.fw then
-        dev.compute = dev.compute + st.fw_compute
-        dev.tp_comm = dev.tp_comm + st.fw_comm - st.fw_ep
-        dev.ep_comm = dev.ep_comm + st.fw_ep
-        dev.p2p = dev.p2p + st.send_fw
+        compute = compute + st.fw_compute
+        tp_comm = tp_comm + st.fw_comm - st.fw_ep
+        ep_comm = ep_comm + st.fw_ep
+        p2p_s = p2p_s + st.send_fw
       else
-        dev.compute = dev.compute + st.bw_compute
-        dev.tp_comm = dev.tp_comm + st.bw_comm - st.bw_ep
-        dev.ep_comm = dev.ep_comm + st.bw_ep
-        dev.p2p = dev.p2p + st.send_bw
-        if not last_bw[op.vs] or op.start > last_bw[op.vs].start then last_bw[op.vs] = op end
+        compute = compute + st.bw_compute
+        tp_comm = tp_comm + st.bw_comm - st.bw_ep
+        ep_comm = ep_comm + st.bw_ep
+        p2p_s = p2p_s + st.send_bw
+        local s = op_start[i]
+        if not last_bw[vs] or s > last_bw[vs] then last_bw[vs] = s end
       end
     end
+    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
       dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
     end
-    local compute_end = sim.finish
+    local compute_end = finish[d]
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
-      local ready = {}
+      local ready = {} -- runs of buckets: { at, bytes, group, n } = n buckets of `bytes` ready at `at`
+      local function ready_add(at, bytes, gk, n)
+        local last = ready[#ready]
+        if last and last.at == at and last.bytes == bytes and last.group == gk then
+          last.n = last.n + n
+        else
+          ready[#ready + 1] = { at = at, bytes = bytes, group = gk, n = n }
+        end
+      end
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
-        local st, op = stages[vs + 1], last_bw[vs]
+        local st = stages[vs + 1]
         -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
-        local t, fill = op.start, { dp = 0, edp = 0 }
+        local t, fill = last_bw[vs], { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
           for _ = 1, seg.reps do
@@ -759,31 +827,50 @@ function M.timeline(plan, nodes, times)
               local grads = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
               if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
                 local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
-                fill[gk] = fill[gk] + grads
-                while fill[gk] >= bucket_bytes do
-                  ready[#ready + 1] = { at = t, bytes = bucket_bytes, group = gk }
-                  fill[gk] = fill[gk] - bucket_bytes
-                end
+                local f, full = fill[gk] + grads, 0
+                while f >= bucket_bytes do f, full = f - bucket_bytes, full + 1 end
+                fill[gk] = f
+                if full > 0 then ready_add(t, bucket_bytes, gk, full) end
               end
             end
           end
         end
         for _, gk in ipairs { "dp", "edp" } do
-          if fill[gk] > 0 then ready[#ready + 1] = { at = t, bytes = fill[gk], group = gk } end
+          if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
         end
       end
-      sort(ready, function(a, b) return a.at < b.at end)
+      -- Buckets in order of readiness. Runs strictly increasing in `at` are already in the one order any sort
+      -- gives (equal buckets are interchangeable). So are they when only the final leftover bucket ties with the
+      -- run before it: Lua's table.sort never moves a last element that nothing exceeds (its partitions leave a[up]
+      -- in place; tests/scripts/test_parallel.lua checks it). Otherwise sort the buckets one by one, as before.
+      local in_order = true
+      for k = 2, #ready do
+        local a, b = ready[k - 1], ready[k]
+        if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
+      end
+      if not in_order then
+        local each = {}
+        for _, r in ipairs(ready) do
+          for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
+        end
+        sort(each, function(a, b) return a.at < b.at end)
+        ready = each
+      end
       local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+      local buckets = 0
       for _, b in ipairs(ready) do
         local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
-        local dt = C.time(reduce, b.bytes, plan.groups[b.group], plan.cluster)
-        local start = max(at, link_free)
-        link_free = start + dt
-        dev.dp_comm = dev.dp_comm + dt
+        local dt = comm_time(reduce, b.bytes, plan.groups[b.group])
+        for _ = 1, b.n do
+          local start = max(at, link_free)
+          link_free = start + dt
+          dev.dp_comm = dev.dp_comm + dt
+        end
+        buckets = buckets + b.n
       end
-      dev.buckets = #ready
+      dev.buckets = buckets
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
@@ -796,7 +883,7 @@ function M.timeline(plan, nodes, times)
       -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
       dev.optimizer = dev.optimizer / plan.dp
       if opt_total > 0 then
-        gather = C.time("all_gather", dev.params * ep, plan.groups.dp, plan.cluster)
+        gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
       end
     end

@@ -1,6 +1,7 @@
 // tests/cli/test_parallel_cli.cpp — predict/run with --dp/--tp/--pp end to end: the timeline in JSON and the table, overrides, errors.
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -305,6 +306,49 @@ TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad one
   const auto none = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 3 --batch 4 --seq 1024");
   CHECK(none.code == 1);
   CHECK(none.err.find("search: no layout of 3 GPUs could be forecast") != std::string::npos);
+}
+
+// The memos one process keeps across forecasts (node expansions, tiles, features, MLP batches; engine/lua/session.cpp,
+// engine/core/neusight_predictor.cpp) must not change a bit: the same search without them gives the same bytes.
+TEST_CASE("search: the same JSON with and without the per-process memos (NEUSIGHT_NO_CACHE=1)", "[cli][search][memo]") {
+  for (const std::string args : {
+           "search --model gpt3_175b --gpu h100 --gpus 64 --batch 64 --seq 2048 --dtype bf16 --cluster dgx_h100 "
+           "--sequence-parallel --recompute all",
+           "search --model switchxl4 --gpu h100 --gpus 16 --batch 32 --seq 512 --dtype bf16 --distributed-optimizer",
+           "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --predictor roofline "
+           "--schedule gpipe"}) {
+    INFO(args);
+    const std::string all = args + " --all --top 100000 --format json";
+    const auto cached = run_cli(all);
+    const auto fresh = run_cli(all, "NEUSIGHT_NO_CACHE=1");
+    INFO(cached.err << fresh.err);
+    REQUIRE(cached.code == 0);
+    REQUIRE(fresh.code == 0);
+    CHECK(json::parse(cached.out)["evaluated"].get<int>() > 10);
+    CHECK(cached.out == fresh.out);  // JSON numbers round-trip: equal text is equal bits
+  }
+}
+
+TEST_CASE("search --recompute: auto takes the cheapest mode that fits, all lists every mode, a mode only itself",
+          "[cli][search]") {
+  auto layouts = [](const std::string& mode) {
+    const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 "
+                           "--predictor roofline --all --top 1000 --format json --recompute " + mode);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json all = layouts("all"), full = layouts("full"), aut = layouts("auto");
+  std::map<std::string, int> modes;
+  for (const auto& l : all["layouts"]) ++modes[l["recompute"].get<std::string>()];
+  CHECK(modes["none"] == modes["selective"]);
+  CHECK(modes["none"] == modes["full"]);
+  CHECK(all["evaluated"].get<int>() == 3 * modes["none"]);
+  for (const auto& l : full["layouts"]) CHECK(l["recompute"] == "full");
+  CHECK(full["evaluated"].get<int>() == modes["full"]);
+  CHECK(aut["evaluated"].get<int>() <= all["evaluated"].get<int>());
+  const auto bad = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --recompute some");
+  CHECK(bad.code == 2);
 }
 
 TEST_CASE("parallel: a workload adds a pipeline schedule in Lua", "[cli][parallel]") {

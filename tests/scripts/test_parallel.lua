@@ -596,4 +596,20 @@ function T.test_megatron_kernels_of_the_gpt_builder()
   eq(base.dtype, nil, "inputs untouched")
 end
 
+-- timeline() skips sorting the gradient buckets when only the final leftover bucket ties with the run before it:
+-- that relies on table.sort never moving a last element that nothing exceeds (ltablib.c: partitions leave a[up]
+-- alone, and a[up] is swapped only with a strictly greater element). Lua's own sort, checked here on that shape.
+function T.test_sort_keeps_a_maximal_last_element()
+  for before = 0, 300, 13 do
+    for ties = 1, 90, 7 do
+      local a = {}
+      for i = 1, before do a[#a + 1] = { at = i, id = "run" } end
+      for _ = 1, ties do a[#a + 1] = { at = before + 1, id = "full" } end
+      a[#a + 1] = { at = before + 1, id = "leftover" }
+      table.sort(a, function(x, y) return x.at < y.at end)
+      eq(a[#a].id, "leftover", ("last of %d + %d ties"):format(before, ties))
+    end
+  end
+end
+
 return T

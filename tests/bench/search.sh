@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# tests/bench/search.sh — wall and CPU time of `neusight search` in one process: the README's GPT-3 175B search on
+# 64 H100s, and larger sweeps over 768 GPUs (tp up to 32; then every recomputation mode of every layout).
+# Usage: tests/bench/search.sh [BUILD_DIR] [RUNS]
+#   (target, 2-core reference machine: the 64-GPU search >= 10x faster than before issue 14, i.e. well under 1 s)
+# NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
+set -euo pipefail
+TIMEFORMAT='%R %U %S'
+cd "$(dirname "$0")/../.."
+build=${1:-build}
+runs=${2:-3}
+exe="$build/neusight"
+[ -x "$exe" ] || { echo "search.sh: $exe not built (cmake --build $build)" >&2; exit 1; }
+common="--model gpt3_175b --gpu h100_sxm5_80gb --seq 2048 --dtype bf16 --cluster dgx_h100 --sequence-parallel"
+bench() {  # NAME ARGS...: best of $runs (wall, user+sys) and the number of forecasts
+  local name=$1; shift
+  local out err best_wall="" best_cpu="" forecasts
+  out=$(mktemp); err=$(mktemp)
+  for _ in $(seq "$runs"); do
+    { time "$exe" search "$@" --format json >"$out" 2>/dev/null; } 2>"$err"
+    read -r wall user sys <"$err"
+    cpu=$(awk -v u="$user" -v s="$sys" 'BEGIN { printf "%.2f", u + s }')
+    if [ -z "$best_wall" ] || awk -v a="$wall" -v b="$best_wall" 'BEGIN { exit !(a < b) }'; then best_wall=$wall; fi
+    if [ -z "$best_cpu" ] || awk -v a="$cpu" -v b="$best_cpu" 'BEGIN { exit !(a < b) }'; then best_cpu=$cpu; fi
+  done
+  forecasts=$(sed -n 's/^  "evaluated": \([0-9]*\),$/\1/p' "$out")
+  rm -f "$out" "$err"
+  printf '%-28s %5s forecasts  wall %6.2f s  cpu %6.2f s  (best of %d)\n' "$name" "$forecasts" "$best_wall" "$best_cpu" "$runs"
+}
+bench "gpt3_175b, 64 GPUs" $common --gpus 64 --batch 64
+bench "sweep, 768 GPUs, tp <= 32" $common --gpus 768 --batch 1536 --max-tp 32
+if "$exe" search --help | grep -q -- --recompute; then  # builds before `search --recompute` skip this one
+  bench "sweep, same, every mode" $common --gpus 768 --batch 1536 --max-tp 32 --recompute all
+fi
