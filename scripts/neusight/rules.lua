@@ -121,15 +121,28 @@ end
 
 --- Memory-bound op (contiguous, getitem …): forward MEM(inputs…, out); backward MEM(inputs…) ×2
 --- (the reference's pattern: zero-fill of the input gradient, then the copy/scatter into it).
+--- node.attrs.elem_bytes, when set, is the element size instead of the dtype's (integer tensors: an int64 mask);
+--- node.attrs.no_grad = true: no backward kernels (a reduction of an integer mask, which has no gradient).
 function M.memory(spec)
   check_spec("memory", spec, {})
+  local function mem(node, shapes)
+    local k = K.mem(shapes, node.dtype)
+    local e = node.attrs.elem_bytes
+    if e then
+      local n = 0
+      for _, s in ipairs(shapes) do n = n + K.numel(s) end
+      k.bytes = e * n
+    end
+    return k
+  end
   return {
     name = spec.name,
     doc = spec.doc,
-    forward = function(node) return { K.mem(M.shapes(node, true), node.dtype) } end,
+    forward = function(node) return { mem(node, M.shapes(node, true)) } end,
     backward = function(node)
+      if node.attrs.no_grad then return {} end
       local shapes = M.shapes(node, false)
-      return { K.mem(shapes, node.dtype), K.mem(shapes, node.dtype) }
+      return { mem(node, shapes), mem(node, shapes) }
     end,
   }
 end

@@ -7,9 +7,9 @@
 -- is needed.
 --
 -- Two kinds of entries. gpt2, bert, opt and switch_transformers take the fields they know and pass over every
--- other key. Strict entries (those with `ignore`, the Llama family) check every key: a builder field is passed
+-- other key. Strict entries (those with `ignore`, the Llama family and its MoE types) check every key: a builder field is passed
 -- under its name (a null one as false, HF's None: "sliding_window": null is no window, while an omitted key
--- takes the config class's default, which the builder applies — M.DEFAULTS in neusight/models/llama.lua),
+-- takes the config class's default, which the builder applies — M.DEFAULTS in neusight/models/llama.lua and moe.lua),
 -- `model_type` is passed too, a key of the `ignore` list is accepted and dropped (it does not change the
 -- kernels), and any other key is an error with a did-you-mean — a misspelt num_key_value_heads must not
 -- silently become multi-head attention.
@@ -52,11 +52,17 @@ local function same_names(list)
   return out
 end
 
--- Strict entry for one Llama-family model_type (neusight/models/llama.lua lists its fields).
-local function llama_family(model_type)
+-- MoE keys that do not change the kernels: whether HF returns the router logits and the aux loss's weight
+-- (neusight/models/moe.lua always includes the aux loss in training).
+local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
+
+-- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
+-- for the Mixture-of-Experts types.
+local function llama_family(model_type, arch)
+  arch = arch or "llama"
   return {
-    arch = "llama", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS },
-    fields = function() return same_names(require("neusight.models.llama").fields(model_type)) end,
+    arch = arch, model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or nil },
+    fields = function() return same_names(require("neusight.models." .. arch).fields(model_type)) end,
   }
 end
 
@@ -102,6 +108,10 @@ M.TYPES = {
   mistral = llama_family("mistral"),
   qwen2 = llama_family("qwen2"),
   qwen3 = llama_family("qwen3"),
+  -- MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: the Llama decoder with MoE blocks, strict keys.
+  mixtral = llama_family("mixtral", "moe"),
+  qwen2_moe = llama_family("qwen2_moe", "moe"),
+  qwen3_moe = llama_family("qwen3_moe", "moe"),
 }
 
 -- Whether neusight/models/<arch>.lua can be found (errors inside an existing builder are raised).
