@@ -119,6 +119,30 @@ function M.elementwise(spec)
   }
 end
 
+--- Activation with a backward kernel of its own (silu, sigmoid): forward VEC<spec.op>(rows, hidden) reading x and
+--- writing y; backward VEC<spec.grad>(rows, hidden) with that op's bytes (it reads dy and x or y, writes dx).
+function M.activation(spec)
+  check_spec("activation", spec, { op = true, grad = true })
+  local op, grad = spec.op or spec.name, spec.grad
+  if not K.vec_ops[op] or not K.vec_ops[grad] then
+    error(("rules.activation: unknown elementwise op '%s' or '%s'"):format(tostring(op), tostring(grad)), 2)
+  end
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      return { K.vec(op, rows, hidden, node.dtype, { bytes = M.io_bytes(node) }) }
+    end,
+    backward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      return { K.vec(grad, rows, hidden, node.dtype) }
+    end,
+  }
+end
+
 --- Memory-bound op (contiguous, getitem …): forward MEM(inputs…, out); backward MEM(inputs…) ×2
 --- (the reference's pattern: zero-fill of the input gradient, then the copy/scatter into it).
 --- node.attrs.elem_bytes, when set, is the element size instead of the dtype's (integer tensors: an int64 mask);

@@ -15,12 +15,7 @@ local T = {}
 
 local MOE_PRESETS = { "mixtral_8x7b", "mixtral_8x22b", "qwen3_30b_a3b", "qwen15_moe_a27b" }
 
-local function with(base, over)
-  local c = {}
-  for k, v in pairs(base) do c[k] = v end
-  for k, v in pairs(over or {}) do c[k] = v end
-  return c
-end
+local with = require("neusight.testing").with
 
 -- Tiny configs: 4 query heads over 2 kv heads of 16; 4 experts, top 2.
 local TINY_MIXTRAL = { name = "tiny", arch = "moe", model_type = "mixtral", vocab_size = 100, hidden_size = 64,
@@ -38,50 +33,49 @@ local TINY_QWEN3 = { name = "tiny", arch = "moe", model_type = "qwen3_moe", voca
 
 function T.test_routing_ops()
   local n, h, E, k, m = 4096, 4096, 8, 2, 1024
-  local function run(op, node)
-    local rule = load_op(op)
-    local nd = make_node(with({ op = op, name = op }, node))
+  local function run(rule, node)
+    local nd = make_node(with({ op = rule.name, name = rule.name }, node))
     local fw = rule.forward(nd, t.GPU)
     local bw = rule.backward and rule.backward(nd, t.GPU) or {}
     return fw, bw
   end
   -- topk over fp32 probabilities: values (n, k) fp32 + int64 indices; backward: zero-fill (n, E), scatter.
-  local fw, bw = run("topk", { inputs = { { n, E } }, output = { n, k }, dtype = "fp32" })
+  local fw, bw = run(load_op("topk"), { inputs = { { n, E } }, output = { n, k }, dtype = "fp32" })
   eq(fw[1].bytes, 4 * n * E + 4 * n * k + 8 * n * k, "topk reads x, writes values and indices")
   eq(#bw, 2, "topk backward: zero-fill + scatter")
   eq(bw[1].bytes, 4 * n * E, "zero-filled gradient of x")
   -- one_hot: int64 in and out, no backward.
-  fw, bw = run("one_hot", { inputs = { { n, k } }, output = { E, k, n }, dtype = "bf16" })
+  fw, bw = run(load_op("one_hot"), { inputs = { { n, k } }, output = { E, k, n }, dtype = "bf16" })
   eq(fw[1].bytes, 8 * n * k + 8 * E * k * n, "one_hot: int64 indices → int64 mask")
   eq(#bw, 0, "no gradient")
   -- torch.where on one expert's (k, n) int64 mask → 2 index tensors of m.
-  fw, bw = run("nonzero", { inputs = { { k, n } }, output = { 2, m }, dtype = "bf16" })
+  fw, bw = run(load_op("nonzero"), { inputs = { { k, n } }, output = { 2, m }, dtype = "bf16" })
   eq(fw[1].bytes, 8 * k * n + 8 * 2 * m, "nonzero")
   eq(#bw, 0, "no gradient")
   -- hidden_states[top_x]: gather m rows; backward zero-fill (n, h), index_put accumulate, autograd's add over (n, h).
-  fw, bw = run("index", { inputs = { { n, h }, { m } }, output = { m, h }, dtype = "bf16" })
+  fw, bw = run(load_op("index"), { inputs = { { n, h }, { m } }, output = { m, h }, dtype = "bf16" })
   eq(fw[1].bytes, 8 * m + 2 * 2 * m * h, "gather")
   eq(K.describe_all(bw), "MEM((4096,4096)) MEM((1024,),(1024,4096),(1024,4096),(1024,4096)) VECadd(4096,4096)", "index bw")
   eq(bw[1].bytes, 2 * n * h, "zero-fill")
   eq(bw[2].bytes, 8 * m + 3 * 2 * m * h, "index_put accumulate")
   eq(bw[3].bytes, 3 * 2 * n * h, "the full-size gradient added into the input's")
   -- final.index_add_(0, top_x, y): read y and the index, read-modify-write m rows; backward an index_select.
-  fw, bw = run("index_add", { inputs = { { m, h }, { m }, { n, h } }, output = { m, h }, dtype = "bf16" })
+  fw, bw = run(load_op("index_add"), { inputs = { { m, h }, { m }, { n, h } }, output = { m, h }, dtype = "bf16" })
   eq(fw[1].bytes, 8 * m + 3 * 2 * m * h, "index_add")
   eq(bw[1].bytes, 8 * m + 2 * 2 * m * h, "index_select of the gradient")
   -- zeros: one write, no backward.
-  fw, bw = run("zeros", { inputs = {}, output = { n, h }, dtype = "bf16" })
+  fw, bw = run(load_op("zeros"), { inputs = {}, output = { n, h }, dtype = "bf16" })
   eq(K.describe_all(fw) .. "|" .. #bw, "MEM((4096,4096))|0", "zeros")
   eq(fw[1].bytes, 2 * n * h, "written once")
   -- sum of an int64 mask (no gradient) and of fp32 weights (a gradient).
-  fw, bw = run("sum", { inputs = { { E, k, n } }, output = { E }, dtype = "bf16", attrs = { elem_bytes = 8, no_grad = true } })
+  fw, bw = run(load_op("sum"), { inputs = { { E, k, n } }, output = { E }, dtype = "bf16", attrs = { elem_bytes = 8, no_grad = true } })
   eq(fw[1].bytes, 8 * (E * k * n + E), "int64 sum")
   eq(#bw, 0, "no_grad")
-  fw, bw = run("sum", { inputs = { { n, k } }, output = { n, 1 }, dtype = "fp32" })
+  fw, bw = run(load_op("sum"), { inputs = { { n, k } }, output = { n, 1 }, dtype = "fp32" })
   eq(fw[1].bytes, 4 * (n * k + n), "fp32 sum")
   eq(#bw, 2, "memory rule's backward")
   -- sigmoid: one kernel each way.
-  fw, bw = run("sigmoid", { inputs = { { n, 1 } }, output = { n, 1 }, dtype = "bf16" })
+  fw, bw = run(load_op("sigmoid"), { inputs = { { n, 1 } }, output = { n, 1 }, dtype = "bf16" })
   eq(K.describe_all(fw) .. " | " .. K.describe_all(bw), "VECsigmoid(4096,1) | VECsigmoid_backward(4096,1)", "sigmoid")
   eq(fw[1].flops, 4 * n, "1 / (1 + exp(−x))")
   eq(bw[1].bytes, 3 * 2 * n, "reads dy and y, writes dx")

@@ -55,12 +55,8 @@ end
 -- Mixture-of-Experts presets (scripts/neusight/models/moe.lua), the HF config.json values of the published checkpoints
 -- (the fields that shape the kernels; omitted ones take the config class's defaults, as a config.json would).
 local function moe(name, model_type, layers, hidden, heads, kv_heads, intermediate, vocab, extra)
-  local cfg = {
-    name = name, arch = "moe", model_type = model_type,
-    num_hidden_layers = layers, hidden_size = hidden, num_attention_heads = heads, num_key_value_heads = kv_heads,
-    intermediate_size = intermediate, vocab_size = vocab, tie_word_embeddings = false,
-  }
-  for k, v in pairs(extra or {}) do cfg[k] = v end
+  local cfg = llama(name, model_type, layers, hidden, heads, kv_heads, intermediate, vocab, extra)
+  cfg.arch = "moe"
   return cfg
 end
 
