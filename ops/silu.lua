@@ -3,22 +3,8 @@
 -- writes dx. FLOPs per element are the real ones (neusight.kernels: 4 forward, 9 backward).
 -- Prediction: the tile predictor shows every element-wise kernel to its MLP in the training convention (1 FLOP
 -- per element, the kernel's bytes) and uses the real FLOPs only as a compute bound (engine/core/tile_model.h).
-local K = require "neusight.kernels"
-local rules = require "neusight.rules"
-
----@type neusight.OpRule
-return {
+return require("neusight.rules").activation {
   name = "silu",
   doc = "SiLU x·σ(x): VECsilu(rows,H); bw VECsilu_backward(rows,H) (reads dy and x)",
-  check = rules.check_broadcast,
-  forward = function(node)
-    local rows, hidden = rules.vec_dims(node)
-    if not rows then return {} end
-    return { K.vec("silu", rows, hidden, node.dtype, { bytes = rules.io_bytes(node) }) }
-  end,
-  backward = function(node)
-    local rows, hidden = rules.vec_dims(node)
-    if not rows then return {} end
-    return { K.vec("silu_backward", rows, hidden, node.dtype) }
-  end,
+  grad = "silu_backward",
 }

@@ -40,6 +40,8 @@ local VEC_OPS = {
   -- SiLU x·σ(x) as PyTorch's kernel computes it, x / (1 + exp(−x)): neg, exp, add, div. Its backward
   -- dy·σ·(1 + x·(1 − σ)) reads dy and x: σ (4), then sub, mul, add, mul, mul.
   silu = { flops = 4, reads = 1 }, silu_backward = { flops = 9, reads = 2 },
+  -- sigmoid 1 / (1 + exp(−x)): neg, exp, add, reciprocal; its backward dy·y·(1 − y) reads dy and y.
+  sigmoid = { flops = 4, reads = 1 }, sigmoid_backward = { flops = 3, reads = 2 },
   lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
   adam = { flops = 13, reads = 4 }, adamw = { flops = 14, reads = 4 },
 }
@@ -97,6 +99,9 @@ function M.vec_shape(shape)
   if hidden == 0 then return 0, 0 end
   return M.numel(shape) // hidden, hidden
 end
+
+--- Bytes per element of the integer tensors of routing (torch.topk indices, one_hot masks, nonzero results): int64.
+M.index_bytes = 8
 
 --- Bytes per element of a dtype name ("fp32" → 4).
 function M.dtype_bytes(dtype)

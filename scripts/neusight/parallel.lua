@@ -328,6 +328,28 @@ function M.tensor_shard(opts, who)
   return shard
 end
 
+--- The expert-parallel side of a MoE builder (switch, moe): `shard.ep` ranks, `shard.local_experts` = E / ep (an
+--- error naming num_experts unless ep divides it) and `shard.all_to_all(nodes, place, name, shape, note)`, which
+--- appends an all-to-all of `shape` over the "ep" group, forward and backward, at `place` = { layer, count, dtype }.
+---@param opts { ep?: integer, parallel?: table }
+---@param who string the model, for messages
+---@param E integer num_experts
+function M.expert_shard(opts, who, E)
+  local ep, plan = opts.ep or 1, opts.parallel
+  local shard = { ep = ep, plan = plan, local_experts = E }
+  if ep > 1 then
+    if not plan then error(who .. ": opts.ep > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    shard.local_experts = M.split(E, ep, "num_experts", who, "ep")
+  end
+  function shard.all_to_all(nodes, place, name, shape, note)
+    nodes[#nodes + 1] = M.comm_node(plan, {
+      op = "all_to_all", name = name, shape = shape, group = "ep", direction = "both",
+      layer = place.layer, count = place.count, dtype = place.dtype, note = note,
+    })
+  end
+  return shard
+end
+
 --- Prices a collective kernel of an imported reference graph (predict --graph of opgraph/*-dp4/-tp4/-pp4_M.csv,
 --- method-neusight.md §1.8) with this plan: ALLREDUCE (tensor-parallel rows, forward and backward) is an
 --- all-reduce over the tp group; ALLREDUCE_ASYNC (the reference's per-parameter gradient rows) and SENDRECV
@@ -509,7 +531,7 @@ end
 -- Stage partition
 
 -- Splits the graph into prologue (unlayered nodes before the first layer), layer groups (one per
--- layer name, in order, c = the group's replication) and epilogue (the other unlayered nodes).
+-- layer name, in order, c = the group's replication: count / attrs.per_layer) and epilogue (the other unlayered nodes).
 -- Optimizer nodes are set aside.
 local function regions(nodes, times)
   local prologue, epilogue, groups, by_name, optimizer = {}, {}, {}, {}, {}
@@ -525,7 +547,8 @@ local function regions(nodes, times)
         by_name[n.layer] = g
         groups[#groups + 1] = g
       end
-      g.count = max(g.count, n.count)
+      -- a node that runs several times per layer (attrs.per_layer: a MoE layer's experts) counts the layer once
+      g.count = max(g.count, n.count // ((n.attrs or {}).per_layer or 1))
       g.nodes[#g.nodes + 1] = i
     elseif seen_layer then
       epilogue[#epilogue + 1] = i

@@ -170,17 +170,55 @@ function M.elementwise(spec)
   }
 end
 
---- Memory-bound op (contiguous, getitem …): forward MEM(inputs…, out); backward MEM(inputs…) ×2
---- (the reference's pattern: zero-fill of the input gradient, then the copy/scatter into it).
-function M.memory(spec)
-  check_spec("memory", spec, {})
+--- Activation with a backward kernel of its own (silu, sigmoid): forward VEC<spec.op>(rows, hidden) reading x and
+--- writing y; backward VEC<spec.grad>(rows, hidden) with that op's bytes (it reads dy and x or y, writes dx).
+function M.activation(spec)
+  check_spec("activation", spec, { op = true, grad = true })
+  local op, grad = spec.op or spec.name, spec.grad
+  if not K.vec_ops[op] or not K.vec_ops[grad] then
+    error(("rules.activation: unknown elementwise op '%s' or '%s'"):format(tostring(op), tostring(grad)), 2)
+  end
   return {
     name = spec.name,
     doc = spec.doc,
-    forward = function(node) return { K.mem(M.shapes(node, true), node.dtype) } end,
+    check = function(node) return M.check_broadcast(node) end,
+    forward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      return { K.vec(op, rows, hidden, node.dtype, { bytes = M.io_bytes(node) }) }
+    end,
     backward = function(node)
+      local rows, hidden = M.vec_dims(node)
+      if not rows then return {} end
+      return { K.vec(grad, rows, hidden, node.dtype) }
+    end,
+  }
+end
+
+--- Memory-bound op (contiguous, getitem …): forward MEM(inputs…, out); backward MEM(inputs…) ×2
+--- (the reference's pattern: zero-fill of the input gradient, then the copy/scatter into it).
+--- node.attrs.elem_bytes, when set, is the element size instead of the dtype's (integer tensors: an int64 mask);
+--- node.attrs.no_grad = true: no backward kernels (a reduction of an integer mask, which has no gradient).
+function M.memory(spec)
+  check_spec("memory", spec, {})
+  local function mem(node, shapes)
+    local k = K.mem(shapes, node.dtype)
+    local e = node.attrs.elem_bytes
+    if e then
+      local n = 0
+      for _, s in ipairs(shapes) do n = n + K.numel(s) end
+      k.bytes = e * n
+    end
+    return k
+  end
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    forward = function(node) return { mem(node, M.shapes(node, true)) } end,
+    backward = function(node)
+      if node.attrs.no_grad then return {} end
       local shapes = M.shapes(node, false)
-      return { K.mem(shapes, node.dtype), K.mem(shapes, node.dtype) }
+      return { mem(node, shapes), mem(node, shapes) }
     end,
   }
 end

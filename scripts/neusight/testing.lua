@@ -61,6 +61,14 @@ function M.tp1_unchanged(builder, cfg, batch, seq)
   end
 end
 
+--- A copy of the table `base` with the fields of `over` on top (config variants in builder tests).
+function M.with(base, over)
+  local c = {}
+  for k, v in pairs(base) do c[k] = v end
+  for k, v in pairs(over or {}) do c[k] = v end
+  return c
+end
+
 --- Σ params · count over a node list.
 function M.params(nodes)
   local p = 0

@@ -24,7 +24,7 @@ json forecast(const std::string& model) {
 
 // The supported model_type list as hf.lua prints it (switch only where its builder exists).
 std::string supported() {
-  std::string s = "bert, gpt2, llama, mistral, opt, qwen2, qwen3";
+  std::string s = "bert, gpt2, llama, mistral, mixtral, opt, qwen2, qwen2_moe, qwen3, qwen3_moe";
   if (fs::exists(source_dir / "scripts/neusight/models/switch.lua")) s += ", switch_transformers";
   return s;
 }
@@ -112,10 +112,10 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
   r = run_cli("predict --model '" + arr.string() + "'" + flags);
   CHECK(r.err == "neusight: " + arr.string() + ": a model config must be a JSON object (got array)\n");
 
-  const auto mixtral = t.write("mixtral/config.json", R"({"model_type": "mixtral", "hidden_size": 4096})");
-  r = run_cli("predict --model '" + mixtral.string() + "'" + flags);
+  const auto rwkv = t.write("rwkv/config.json", R"({"model_type": "rwkv", "hidden_size": 4096})");
+  r = run_cli("predict --model '" + rwkv.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + mixtral.string() + ": has model_type \"mixtral\", which is not supported; supported: " +
+  CHECK(r.err == "neusight: " + rwkv.string() + ": has model_type \"rwkv\", which is not supported; supported: " +
                      supported() + "\n");
 
   const auto none = t.write("none.json", R"({"n_layer": 2})");

@@ -12,7 +12,7 @@
 -- did-you-mean — a misspelt n_inner or num_key_value_heads must not silently become the default. An omitted
 -- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
 -- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
--- neusight/models/llama.lua for the Llama family. A null member is HF's None: for the Llama family it is passed as
+-- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe). A null member is HF's None: for the Llama family it is passed as
 -- false ("sliding_window": null is no window); elsewhere it counts as omitted without taking `defaults` (gpt2's
 -- "n_inner": null is 4 · n_embd, the builder's own default). An entry without `ignore` (a user's extension) takes
 -- the fields it knows and passes over every other key.
@@ -85,11 +85,18 @@ local function same_names(list)
   return out
 end
 
--- Strict entry for one Llama-family model_type (neusight/models/llama.lua lists its fields).
-local function llama_family(model_type)
+-- MoE keys that do not change the kernels: whether HF returns the router logits and the aux loss's weight
+-- (neusight/models/moe.lua always includes the aux loss in training).
+local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
+
+-- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
+-- for the Mixture-of-Experts types.
+local function llama_family(model_type, arch)
+  arch = arch or "llama"
   return {
-    arch = "llama", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS }, null_is_false = true,
-    fields = function() return same_names(require("neusight.models.llama").fields(model_type)) end,
+    arch = arch, model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or nil },
+    null_is_false = true,
+    fields = function() return same_names(require("neusight.models." .. arch).fields(model_type)) end,
   }
 end
 
@@ -180,6 +187,10 @@ M.TYPES = {
   mistral = llama_family("mistral"),
   qwen2 = llama_family("qwen2"),
   qwen3 = llama_family("qwen3"),
+  -- MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: the Llama decoder with MoE blocks, strict keys.
+  mixtral = llama_family("mixtral", "moe"),
+  qwen2_moe = llama_family("qwen2_moe", "moe"),
+  qwen3_moe = llama_family("qwen3_moe", "moe"),
 }
 
 -- Whether neusight/models/<arch>.lua can be found (errors inside an existing builder are raised).

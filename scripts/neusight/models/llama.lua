@@ -104,35 +104,46 @@ local OWN = {
 local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
-function M.fields(model_type)
+function M.fields(model_type) return M.family_fields(M.FAMILY, model_type) end
+
+-- The Llama family as M.resolve sees it: its model types, their defaults and own fields, and how each one windows
+-- attention ("mistral": every layer when sliding_window is set; "qwen": use_sliding_window, max_window_layers,
+-- layer_types). Derived families (neusight/models/moe.lua) pass their own table of the same shape.
+M.FAMILY = {
+  name = "llama", defaults = M.DEFAULTS, own = OWN, neutral = NEUTRAL,
+  supported = "\"llama\", \"mistral\", \"qwen2\" or \"qwen3\"",
+  window = { mistral = "mistral", qwen2 = "qwen", qwen3 = "qwen" },
+  qkv_bias = { qwen2 = true }, qk_norm = { qwen3 = true },
+}
+
+--- The builder fields of a model_type of `family` (default M.FAMILY): its common fields, then its own.
+function M.family_fields(family, model_type)
   local out = {}
-  for _, list in ipairs { COMMON, OWN[model_type] or {} } do
+  for _, list in ipairs { COMMON, family.own[model_type] or {} } do
     for _, k in ipairs(list) do out[#out + 1] = k end
   end
   return out
 end
 
-local function known_fields(model_type)
-  local out = M.fields(model_type)
-  for _, k in ipairs { "name", "arch", "model_type" } do out[#out + 1] = k end
-  for _, k in ipairs(NEUTRAL) do out[#out + 1] = k end
-  return out
-end
-
---- Resolves a config (HF field names, any of them omitted) into the numbers the graph needs; errors name the model.
---- false stands for HF's None (sliding_window, head_dim, num_key_value_heads, layer_types).
----@return table r { who, model_type, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed }
-function M.config(cfg)
-  local who = ("llama model '%s'"):format(tostring(cfg.name or "?"))
-  local mt = cfg.model_type or "llama"
-  if not M.DEFAULTS[mt] then
-    error(("%s: model_type %s is not supported (\"llama\", \"mistral\", \"qwen2\" or \"qwen3\")")
-      :format(who, type(mt) == "string" and ("%q"):format(mt) or tostring(mt)), 0)
+--- Resolves a config of `family` (HF field names, any of them omitted) into the numbers the graph needs; errors
+--- name the model. false stands for HF's None (sliding_window, head_dim, num_key_value_heads, layer_types).
+--- r.c holds every builder field with its default applied (derived families read their own fields there);
+--- r.windowed_at[i] (1-based layer) whether layer i - 1 uses the sliding window.
+---@return table r { who, model_type, c, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed, windowed_at }
+function M.resolve(cfg, family)
+  local who = ("%s model '%s'"):format(family.name, tostring(cfg.name or "?"))
+  local mt = cfg.model_type or family.default_type or "llama"
+  if not family.defaults[mt] then
+    error(("%s: model_type %s is not supported (%s)")
+      :format(who, type(mt) == "string" and ("%q"):format(mt) or tostring(mt), family.supported), 0)
   end
-  checks.known(who, cfg, known_fields(mt))
-  local d = M.DEFAULTS[mt]
+  local known = M.family_fields(family, mt)
+  for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
+  for _, k in ipairs(family.neutral) do known[#known + 1] = k end
+  checks.known(who, cfg, known)
+  local d = family.defaults[mt]
   local c = {}
-  for _, k in ipairs(M.fields(mt)) do
+  for _, k in ipairs(M.family_fields(family, mt)) do
     local v = cfg[k]
     if v == nil then v = d[k] end
     if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types") then v = nil end
@@ -170,15 +181,19 @@ function M.config(cfg)
     error(("%s: head_dim (%d) must be even (rotate_half splits it in two)"):format(who, hd), 0)
   end
 
-  -- Sliding-window attention: the window and how many layers use it.
-  local L, window, windowed = c.num_hidden_layers, nil, 0
+  -- Sliding-window attention: the window and which layers use it.
+  local L, window, windowed_at = c.num_hidden_layers, nil, {}
   local sw = c.sliding_window
   if sw ~= nil and sw ~= false and not checks.is_count(sw) then
     error(("%s: field 'sliding_window' must be a positive integer or false (got %s)"):format(who, tostring(sw)), 0)
   end
-  if mt == "mistral" then
-    if sw then window, windowed = sw, L end
-  elseif mt == "qwen2" or mt == "qwen3" then
+  local style = family.window[mt]
+  if style == "mistral" then
+    if sw then
+      window = sw
+      for i = 1, L do windowed_at[i] = true end
+    end
+  elseif style == "qwen" then
     local mwl = c.max_window_layers
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
       error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, tostring(mwl)), 0)
@@ -189,35 +204,48 @@ function M.config(cfg)
       if type(lt) ~= "table" or #lt ~= L then
         error(("%s: field 'layer_types' must list num_hidden_layers (%d) entries"):format(who, L), 0)
       end
-      local n = 0
       for i, v in ipairs(lt) do
         if v ~= "full_attention" and v ~= "sliding_attention" then
           error(("%s: layer_types[%d] must be \"full_attention\" or \"sliding_attention\" (got %s)")
             :format(who, i, tostring(v)), 0)
         end
-        if v == "sliding_attention" then n = n + 1 end
+        windowed_at[i] = window ~= nil and v == "sliding_attention"
       end
-      if window then windowed = n end
     elseif window then
-      windowed = math.max(0, L - mwl)
+      for i = 1, L do windowed_at[i] = i - 1 >= mwl end
     end
+  end
+  local windowed = 0
+  for i = 1, L do
+    windowed_at[i] = windowed_at[i] == true
+    if windowed_at[i] then windowed = windowed + 1 end
   end
 
   return {
-    who = who, model_type = mt, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L,
+    who = who, model_type = mt, c = c, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L,
     nh = nh, kvh = kvh, hd = hd, tied = c.tie_word_embeddings == true,
-    qkv_bias = mt == "qwen2" or c.attention_bias == true, o_bias = c.attention_bias == true,
-    mlp_bias = c.mlp_bias == true, qk_norm = mt == "qwen3", p_drop = p,
-    window = window, windowed = window and windowed or 0,
+    qkv_bias = family.qkv_bias[mt] == true or c.attention_bias == true, o_bias = c.attention_bias == true,
+    mlp_bias = c.mlp_bias == true, qk_norm = family.qk_norm[mt] == true, p_drop = p,
+    window = window, windowed = windowed, windowed_at = windowed_at,
   }
 end
+
+--- Resolves a Llama-family config (M.resolve with M.FAMILY).
+function M.config(cfg) return M.resolve(cfg, M.FAMILY) end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
 ---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, parallel?: table, sequence_parallel?: boolean }
 ---@return neusight.Node[]
-function M.build(cfg, opts)
-  local r = M.config(cfg)
+function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
+
+--- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
+--- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
+--- `g`, `r`, the options, this rank's shapes and `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
+--- sparse_layers) appends nodes after the loss (the router's auxiliary loss). Sparse and dense layers are separate
+--- layer groups: "dense_layers" and "layers" (windowed: "sliding_dense_layers", "sliding_layers"), in that order.
+---@return neusight.Node[]
+function M.graph(r, opts, moe)
   local who = r.who
   local N = require "neusight.nodes"
   local serve = N.serving(opts, who)
@@ -227,7 +255,9 @@ function M.build(cfg, opts)
   local dtype = opts.dtype or "fp32"
   local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
   local tp = shard and shard.tp or 1
-  local nh, kvh, I, V = r.nh, r.kvh, r.I, r.V
+  local nh, kvh, V = r.nh, r.kvh, r.V
+  -- this rank's intermediate_size: now for Llama, at the first dense layer for MoE models (whose experts have their own)
+  local I = moe == nil and (shard and shard.split(r.I, "intermediate_size") or r.I) or nil
   if shard then
     nh = shard.split(nh, "num_attention_heads")
     if kvh % tp == 0 then
@@ -238,7 +268,7 @@ function M.build(cfg, opts)
       error(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads or be a multiple of it")
         :format(who, r.kvh, tp), 0)
     end
-    I, V = shard.split(I, "intermediate_size"), shard.vocab(V)
+    V = shard.vocab(V)
   end
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
@@ -262,7 +292,7 @@ function M.build(cfg, opts)
   local q_half, kv_half = { b, nh, s, hd // 2 }, { b, kvh, s, hd // 2 }
   local rope_table = { b, 1, s, hd }      -- cos / sin, broadcast over the heads
   local scores = { b, nh, s, s }
-  local act = { b, s, I }
+  local act = I and { b, s, I } -- the dense MLP's activations
 
   -- LlamaRMSNorm (Qwen3RMSNorm) over the last dimension `width` of `shape`.
   local function rms_norm(p, shape, width)
@@ -293,9 +323,29 @@ function M.build(cfg, opts)
     add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
   end
 
+  -- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
+  -- intermediate size and `mid` the (…, width) shape; `names` the three projections (default gate_proj, up_proj,
+  -- down_proj; Mixtral's experts: w1, w3, w2) and `attrs` extra attributes of the three linears (experts).
+  local function swiglu(m, input, mid, width, bias, names, attrs)
+    local gate, up, down = "gate_proj", "up_proj", "down_proj"
+    if names then gate, up, down = names[1], names[2], names[3] end
+    local function lin(name, from, to, in_f, out_f)
+      local a = { bias = bias }
+      for k, v in pairs(attrs or {}) do a[k] = v end
+      add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
+    end
+    lin(gate, input, mid, h, width)
+    add("silu", m .. ".act_fn", { mid }, mid)
+    lin(up, input, mid, h, width)
+    add("mul", m .. ".mul", { mid, mid }, mid)
+    lin(down, mid, input, width, h)
+  end
+
+  local ctx -- what moe.block sees (set below)
+
   -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask);
   -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase.
-  local function layer(p, full, kv)
+  local function layer(p, full, kv, sparse)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
@@ -336,13 +386,15 @@ function M.build(cfg, opts)
     add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
     rms_norm(p .. ".post_attention_layernorm", xs, h)
     local m = p .. ".mlp"
-    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
-    linear(m .. ".gate_proj", x, h, I, act, r.mlp_bias)
-    add("silu", m .. ".act_fn", { act }, act)
-    linear(m .. ".up_proj", x, h, I, act, r.mlp_bias)
-    add("mul", m .. ".mul", { act, act }, act)
-    add("linear", m .. ".down_proj", { act }, x, I * h + (r.mlp_bias and h or 0), { bias = r.mlp_bias })
-    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
+    if sparse then
+      moe.block(ctx, p)
+    else
+      tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
+      if not I then I = shard and shard.split(r.I, "intermediate_size") or r.I end
+      act = act or { b, s, I }
+      swiglu(m, x, act, I, r.mlp_bias)
+      tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
+    end
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
@@ -359,13 +411,26 @@ function M.build(cfg, opts)
     sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
     kv_window = kv
   end
-  if sliding < r.L then
-    g.layer, g.count = "layers", r.L - sliding
-    layer("layers", false, kv)
+  -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
+  local counts = { dense_layers = 0, layers = 0, sliding_dense_layers = 0, sliding_layers = 0 }
+  local sparse_layers = 0
+  for i = 1, r.L do
+    local sparse = moe == nil or moe.sparse(i - 1)
+    local name = (sliding > 0 and r.windowed_at[i] and "sliding_" or "") .. ((moe and not sparse) and "dense_" or "")
+      .. "layers"
+    counts[name] = counts[name] + 1
+    if moe and sparse then sparse_layers = sparse_layers + 1 end
   end
-  if sliding > 0 then
-    g.layer, g.count = "sliding_layers", sliding
-    layer("sliding_layers", not decode, kv_window)
+  ctx = { g = g, r = r, opts = opts, shard = shard, tp = tp, b = b, s = s, x = x, dtype = dtype, upcast = upcast,
+          add_as = add_as, swiglu = swiglu }
+  for _, grp in ipairs { { "dense_layers", false, false }, { "layers", false, true },
+                         { "sliding_dense_layers", true, false }, { "sliding_layers", true, true } } do
+    local name, windowed, sparse = grp[1], grp[2], grp[3]
+    if counts[name] > 0 then
+      g.layer, g.count = name, counts[name]
+      if windowed then layer(name, not decode, kv_window, moe ~= nil and sparse)
+      else layer(name, false, kv, moe ~= nil and sparse) end
+    end
   end
 
   g.layer, g.count = "", 1
@@ -375,6 +440,7 @@ function M.build(cfg, opts)
   add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
     { bias = false, tied = r.tied and "embed_tokens" or nil })
   N.causal_lm_loss(g, b, s, V, opts)
+  if moe and moe.epilogue then moe.epilogue(ctx, sparse_layers) end
   return nodes
 end
 

@@ -52,7 +52,31 @@ local function llama(name, model_type, layers, hidden, heads, kv_heads, intermed
   return cfg
 end
 
+-- Mixture-of-Experts presets (scripts/neusight/models/moe.lua), the HF config.json values of the published checkpoints
+-- (the fields that shape the kernels; omitted ones take the config class's defaults, as a config.json would).
+local function moe(name, model_type, layers, hidden, heads, kv_heads, intermediate, vocab, extra)
+  local cfg = llama(name, model_type, layers, hidden, heads, kv_heads, intermediate, vocab, extra)
+  cfg.arch = "moe"
+  return cfg
+end
+
 return {
+  -- mistralai/Mixtral-8x7B-v0.1 (sliding_window null; 8 experts of intermediate_size, top 2): 46,702,792,704 parameters
+  mixtral_8x7b  = moe("mixtral_8x7b",  "mixtral", 32, 4096, 32, 8, 14336, 32000,
+    { num_local_experts = 8, num_experts_per_tok = 2, sliding_window = false }),
+  -- mistralai/Mixtral-8x22B-v0.1 (the v3 tokenizer: vocab_size 32768)
+  mixtral_8x22b = moe("mixtral_8x22b", "mixtral", 56, 6144, 48, 8, 16384, 32768,
+    { num_local_experts = 8, num_experts_per_tok = 2, sliding_window = false }),
+  -- Qwen/Qwen3-30B-A3B (128 experts of 768, top 8, norm_topk_prob; head_dim 128; every layer sparse)
+  qwen3_30b_a3b = moe("qwen3_30b_a3b", "qwen3_moe", 48, 2048, 32, 4, 6144, 151936,
+    { head_dim = 128, attention_bias = false, num_experts = 128, num_experts_per_tok = 8, moe_intermediate_size = 768,
+      norm_topk_prob = true, decoder_sparse_step = 1, mlp_only_layers = {}, use_sliding_window = false,
+      max_window_layers = 48 }),
+  -- Qwen/Qwen1.5-MoE-A2.7B (qwen2_moe: 60 experts of 1408, top 4, a shared expert of 5632 with its sigmoid gate)
+  qwen15_moe_a27b = moe("qwen15_moe_a27b", "qwen2_moe", 24, 2048, 16, 16, 5632, 151936,
+    { num_experts = 60, num_experts_per_tok = 4, moe_intermediate_size = 1408, shared_expert_intermediate_size = 5632,
+      norm_topk_prob = false, decoder_sparse_step = 1, use_sliding_window = false, sliding_window = 32768,
+      max_window_layers = 21 }),
   -- meta-llama/Llama-2-7b-hf, Llama-2-13b-hf, Llama-2-70b-hf
   llama2_7b   = llama("llama2_7b",   "llama", 32, 4096, 32, 32, 11008, 32000),
   llama2_13b  = llama("llama2_13b",  "llama", 40, 5120, 40, 40, 13824, 32000),

@@ -72,17 +72,13 @@ function M.build(cfg, opts)
   local cap = opts.batch * cfg.expert_capacity
   local buckets = cfg.relative_attention_num_buckets or 32
   local training, dtype = opts.training, opts.dtype or "fp32"
-  local ep, plan = opts.ep or 1, opts.parallel
+  local ep = opts.ep or 1
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
   local shard = (opts.tp or 1) > 1 and require("neusight.parallel").tensor_shard(opts, who) or nil
   if shard then nh, F, V = shard.split(nh, "num_heads"), shard.split(F, "d_ff"), shard.vocab(V) end
   local inner = nh * dkv -- attention width of this rank
-  local par = ep > 1 and require("neusight.parallel") or nil
-  local local_experts = E
-  if ep > 1 then
-    if not plan then error(who .. ": opts.ep > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
-    local_experts = par.split(E, ep, "num_experts", who, "ep")
-  end
+  local experts = require("neusight.parallel").expert_shard(opts, who, E)
+  local local_experts = experts.local_experts
 
   local g = require("neusight.nodes").new(dtype, shard)
   local nodes, add = g.nodes, g.add
@@ -190,10 +186,7 @@ function M.build(cfg, opts)
         add("setitem", ex .. ".dispatch_pad", { { cap, d }, { 1 }, routed }, { 1 })
       end
       local function all_to_all(name)
-        nodes[#nodes + 1] = par.comm_node(plan, {
-          op = "all_to_all", name = p .. ".mlp." .. name, shape = { E * cap, d }, group = "ep", direction = "both",
-          layer = g.layer, count = g.count, dtype = dtype, note = "expert parallel: token exchange",
-        })
+        experts.all_to_all(nodes, g, p .. ".mlp." .. name, { E * cap, d }, "expert parallel: token exchange")
       end
       all_to_all("dispatch_all_to_all")
       for e = 0, local_experts - 1 do -- this rank's experts, each with its capacity from all ep ranks

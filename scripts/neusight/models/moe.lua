@@ -1,0 +1,302 @@
+-- scripts/neusight/models/moe.lua — Mixture-of-Experts Llama-family decoders (HF MixtralForCausalLM, Qwen2MoeForCausalLM,
+-- Qwen3MoeForCausalLM) as an op graph: neusight/models/llama.lua's decoder with a sparse MoE block for the MLP.
+--
+-- Everything but the MLP is llama.lua's (RMSNorm, q/k/v/o projections, RoPE, GQA, sdpa or eager attention, Qwen2's
+-- q/k/v biases, Qwen3's q_norm/k_norm, sliding windows, embed_tokens, lm_head, the causal-LM loss, serving phases and
+-- the Megatron-style tensor / sequence parallel sharding): this file resolves the config (llama.resolve with
+-- M.FAMILY), says which layers are sparse and emits their MoE block through llama.graph's hook.
+--   * model_type "mixtral": every layer's MLP is block_sparse_moe — router `gate` Linear(h, num_local_experts),
+--     top-k routing (num_experts_per_tok, weights renormalised over the k), experts = SwiGLU MLPs w1 (gate), w3 (up),
+--     w2 (down) of intermediate_size; router_jitter_noise > 0 multiplies the input by uniform noise in training.
+--     sliding_window as Mistral's (MixtralConfig's default is None).
+--   * "qwen2_moe": layer i is sparse unless i is in mlp_only_layers, when (i + 1) % decoder_sparse_step == 0; dense
+--     layers keep Qwen2MoeMLP(intermediate_size). Experts are Qwen2MoeMLP(moe_intermediate_size) (gate_proj, up_proj,
+--     down_proj); norm_topk_prob renormalises the top-k weights; a shared expert (Qwen2MoeMLP of
+--     shared_expert_intermediate_size, on every token) is gated by sigmoid(shared_expert_gate(x)), a Linear(h, 1),
+--     and added to the routed experts' sum. q/k/v biases and windows as Qwen2.
+--   * "qwen3_moe": as qwen2_moe without the shared expert, with Qwen3's attention (q_norm / k_norm, head_dim,
+--     attention_bias).
+-- The MoE block as HF's eager code runs it (MixtralSparseMoeBlock / Qwen2MoeSparseMoeBlock / Qwen3MoeSparseMoeBlock
+-- of transformers 4.4x–4.5x), on the n = batch · seq tokens of the (gathered) sequence, E experts, top k:
+--   gate Linear(h, E) → softmax in fp32 (F.softmax(dtype=float)) → topk(k) → [renormalise: sum, div] → .to(dtype)
+--   → zeros(n, h) output buffer → one_hot(selected, E) mask (int64, permuted: a view) → experts hit (sum of the mask)
+--   → per expert: torch.where(mask[e]) (nonzero: the expert's tokens), hidden_states[top_x] (a gather, op index),
+--     the expert MLP, × routing_weights[top_x, idx] (a gather and a mul), final.index_add_(0, top_x, ·)
+--   → [Qwen2-MoE: shared expert MLP, shared_expert_gate, sigmoid, mul, add].
+-- Tokens per expert: routing is data dependent; the builder assumes dropless routing spread evenly — each expert gets
+-- the expected n·k/E tokens (HF's eager loop drops nothing). When E does not divide n·k the n·k rows are spread as
+-- evenly as integers allow: r = n·k mod E experts get ⌊n·k/E⌋ + 1 rows ("experts" nodes), the others ⌊n·k/E⌋
+-- ("experts_short"); experts left without tokens launch nothing (HF loops over the experts hit) and keep only their
+-- parameters (a weight node). One expert's nodes are emitted once with count = layers × experts of that kind and
+-- attrs.per_layer = experts (neusight.parallel counts the layer once).
+-- Backward of the gathers (aten::index → new_zeros + index_put_(accumulate)) writes a full (n, h) gradient per
+-- expert, which autograd adds into the input's gradient: ops/index.lua charges all three, so HF eager's MoE backward
+-- costs O(E · n · h) memory traffic — the reason it is slow for many experts.
+-- Router auxiliary loss (training): HF's load_balancing_loss_func over the router logits of every sparse layer,
+-- torch.cat'ed (L_sparse · n, E): softmax, topk, one_hot, mean of the mask (tokens per expert; no gradient), mean of
+-- the probabilities, product and sum; appended after the causal-LM loss. HF computes it only with
+-- output_router_logits = True, which the published config.json files leave false (an inference setting) and training
+-- recipes turn on: training here always includes it (output_router_logits and router_aux_loss_coef are ignored).
+-- Tensor parallelism (opts.tp, Megatron-style as switch.lua's experts): every expert's w1/w3 column-parallel and w2
+-- row-parallel (intermediate size split), the shared expert likewise, the router and shared_expert_gate replicated;
+-- one f before the block (the whole expert path's input gradient is a partial sum per rank) and one g after the
+-- combine (the per-token routing and gate weights commute with the sum). Sequence parallel: the f all-gathers the
+-- sequence, the router runs on all of it, the g reduce-scatters.
+-- Expert parallelism (opts.ep = k > 1, DeepSpeed-MoE / Megatron style as switch.lua): each rank holds E/k experts.
+-- Routing, the per-expert gathers of all E experts (filling the send buffer) and the combine (routing weight, mul,
+-- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows before the local
+-- experts and one after, both again in backward; each local expert gets n·k/(E/k) rows (its share from all k ranks).
+-- Expert weights carry attrs.expert: their gradients are all-reduced among their dp / k replicas only.
+-- Not modelled: the host synchronisations of nonzero (expert_hit, torch.where), Python loop overhead beyond one
+-- launch per kernel, the fused grouped-GEMM experts of transformers ≥ 4.57 / vLLM / Megatron (this is HF eager), load
+-- imbalance between experts, and pipeline-stage placement of the aux loss's logits (it sits on the last stage).
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
+
+local checks = require "neusight.models.check"
+local llama = require "neusight.models.llama"
+local K = require "neusight.kernels"
+
+local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.sequence_parallel = true
+M.expert_parallel = true -- and spreads the experts when opts.ep > 1
+M.attention = { eager = true, sdpa = true }
+M.serving = { prefill = true, decode = true }
+
+--- HuggingFace's config-class defaults (transformers MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) for the fields
+--- that shape the kernels; false is None. num_key_value_heads / head_dim default as in llama.lua.
+M.DEFAULTS = {
+  mixtral = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32,
+              num_attention_heads = 32, num_key_value_heads = 8, hidden_act = "silu", tie_word_embeddings = false,
+              sliding_window = false, attention_dropout = 0.0, num_local_experts = 8, num_experts_per_tok = 2,
+              router_jitter_noise = 0.0 },
+  qwen2_moe = { vocab_size = 151936, hidden_size = 2048, intermediate_size = 5632, num_hidden_layers = 24,
+                num_attention_heads = 16, num_key_value_heads = 16, hidden_act = "silu", tie_word_embeddings = false,
+                use_sliding_window = false, sliding_window = 4096, max_window_layers = 28, attention_dropout = 0.0,
+                decoder_sparse_step = 1, moe_intermediate_size = 1408, shared_expert_intermediate_size = 5632,
+                num_experts_per_tok = 4, num_experts = 60, norm_topk_prob = false, mlp_only_layers = false },
+  qwen3_moe = { vocab_size = 151936, hidden_size = 2048, intermediate_size = 6144, num_hidden_layers = 24,
+                num_attention_heads = 32, num_key_value_heads = 4, hidden_act = "silu", tie_word_embeddings = false,
+                attention_bias = false, use_sliding_window = false, sliding_window = 4096, max_window_layers = 28,
+                attention_dropout = 0.0, decoder_sparse_step = 1, moe_intermediate_size = 768, num_experts_per_tok = 8,
+                num_experts = 128, norm_topk_prob = false, mlp_only_layers = false },
+}
+
+local QWEN_MOE = { "num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
+  "mlp_only_layers", "norm_topk_prob", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" }
+local function with(list, extra)
+  local out = {}
+  for _, k in ipairs(list) do out[#out + 1] = k end
+  for _, k in ipairs(extra) do out[#out + 1] = k end
+  return out
+end
+
+--- The family as llama.resolve reads it: model types, defaults, own fields, keys that change no kernel.
+M.FAMILY = {
+  name = "moe", default_type = "mixtral", defaults = M.DEFAULTS,
+  own = {
+    mixtral = { "head_dim", "sliding_window", "num_local_experts", "num_experts_per_tok", "router_jitter_noise" },
+    qwen2_moe = with(QWEN_MOE, { "shared_expert_intermediate_size" }),
+    qwen3_moe = with(QWEN_MOE, { "head_dim", "attention_bias" }),
+  },
+  neutral = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "output_router_logits",
+    "router_aux_loss_coef" },
+  supported = "\"mixtral\", \"qwen2_moe\" or \"qwen3_moe\"",
+  window = { mixtral = "mistral", qwen2_moe = "qwen", qwen3_moe = "qwen" },
+  qkv_bias = { qwen2_moe = true }, qk_norm = { qwen3_moe = true },
+}
+
+--- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
+function M.fields(model_type) return llama.family_fields(M.FAMILY, model_type) end
+
+--- Resolves a config: llama.resolve's numbers plus r.moe = { E, k, I, I_name, shared_I?, norm_topk, jitter, names,
+--- sparse_at (0-based layer → bool) }.
+function M.config(cfg)
+  local r = llama.resolve(cfg, M.FAMILY)
+  local c, who, mt = r.c, r.who, r.model_type
+  local mixtral = mt == "mixtral"
+  local moe = {
+    E = mixtral and c.num_local_experts or c.num_experts, E_name = mixtral and "num_local_experts" or "num_experts",
+    k = c.num_experts_per_tok, I = mixtral and c.intermediate_size or c.moe_intermediate_size,
+    I_name = mixtral and "intermediate_size" or "moe_intermediate_size",
+    shared_I = mt == "qwen2_moe" and c.shared_expert_intermediate_size or nil,
+    norm_topk = mixtral or c.norm_topk_prob == true, jitter = c.router_jitter_noise or 0,
+    names = mixtral and { "w1", "w3", "w2" } or nil, module = mixtral and "block_sparse_moe" or "mlp",
+  }
+  checks.counts(who, c, { moe.E_name, "num_experts_per_tok" },
+    { "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step" })
+  if moe.k > moe.E then
+    error(("%s: num_experts_per_tok (%d) exceeds %s (%d)"):format(who, moe.k, moe.E_name, moe.E), 0)
+  end
+  if c.norm_topk_prob ~= nil and type(c.norm_topk_prob) ~= "boolean" then
+    error(("%s: field 'norm_topk_prob' must be a boolean (got %s)"):format(who, tostring(c.norm_topk_prob)), 0)
+  end
+  if type(moe.jitter) ~= "number" or moe.jitter < 0 then
+    error(("%s: field 'router_jitter_noise' must be a non-negative number (got %s)"):format(who, tostring(moe.jitter)), 0)
+  end
+  -- Which layers are sparse: all for Mixtral; Qwen's decoder_sparse_step and mlp_only_layers.
+  local dense = {}
+  local only = c.mlp_only_layers
+  if only ~= nil and only ~= false then
+    if type(only) ~= "table" then
+      error(("%s: field 'mlp_only_layers' must be a list of layer indices (got %s)"):format(who, tostring(only)), 0)
+    end
+    for i, v in ipairs(only) do
+      if type(v) ~= "number" or v < 0 or v >= r.L or v ~= math.floor(v) then
+        error(("%s: mlp_only_layers[%d] must be a layer index in [0, %d) (got %s)"):format(who, i, r.L, tostring(v)), 0)
+      end
+      dense[v] = true
+    end
+  end
+  local step = c.decoder_sparse_step or 1
+  function moe.sparse(i) return not dense[i] and (i + 1) % step == 0 end
+  r.moe = moe
+  return r
+end
+
+-- Rows per expert under dropless routing spread evenly: `rows` routed rows over `experts` experts →
+-- { rows = ⌊rows/experts⌋ + 1, per = rows mod experts } and { rows = ⌊rows/experts⌋, per = the rest } (sets with no
+-- experts left out; a set of 0 rows is kept: its experts hold parameters and launch nothing).
+local function spread(rows, experts)
+  local q, rem = rows // experts, rows % experts
+  local sets = {}
+  if rem > 0 then sets[#sets + 1] = { rows = q + 1, per = rem, name = "experts" } end
+  if experts - rem > 0 then sets[#sets + 1] = { rows = q, per = experts - rem, name = rem > 0 and "experts_short" or "experts" } end
+  return sets
+end
+
+-- The MoE block of layer prefix p (llama.graph's hook; ctx from llama.graph).
+local function block(ctx, p)
+  local g, r, opts = ctx.g, ctx.r, ctx.opts
+  local moe = r.moe
+  local nodes, add = g.nodes, g.add
+  local h, E, k = r.h, moe.E, moe.k
+  local n = ctx.b * ctx.s -- tokens routed on this rank (the whole sequence: sequence parallel gathers it first)
+  local m = p .. "." .. moe.module
+  local shard = ctx.shard
+  local I = shard and shard.split(moe.I, moe.I_name) or moe.I
+  local experts = require("neusight.parallel").expert_shard(opts, r.who, E)
+  local ep = experts.ep
+  local flat, top = { n, h }, { n, k }
+
+  -- Nodes appended since index `from` run `per` times per layer (one expert's kernels for `per` experts).
+  local function replicate(from, per)
+    for i = from, #nodes do
+      nodes[i].count = nodes[i].count * per
+      nodes[i].attrs.per_layer = per
+    end
+  end
+  -- One expert kind: its MLP on `rows` tokens, or its parameters alone when it gets none.
+  local function expert_mlp(e, rows, per)
+    local from = #nodes + 1
+    if rows > 0 then
+      ctx.swiglu(e, { rows, h }, { rows, I }, I, false, moe.names, { expert = true })
+    else
+      add("weight", e .. ".idle", {}, { 3, h, I }, 3 * h * I, { expert = true, note = "no tokens: parameters only" })
+    end
+    replicate(from, per)
+  end
+  local function dispatch(e, rows, per) -- the tokens of one expert: torch.where(mask[e]), hidden_states[top_x]
+    if rows == 0 then return end
+    local from = #nodes + 1
+    add("nonzero", e .. ".where", { { k, n } }, { 2, rows })
+    add("index", e .. ".current_state", { flat, { rows } }, { rows, h })
+    replicate(from, per)
+  end
+  local function combine(e, rows, per) -- × routing_weights[top_x, idx], final.index_add_(0, top_x, ·)
+    if rows == 0 then return end
+    local from = #nodes + 1
+    local y = { rows, h }
+    add("index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
+    add("mul", e .. ".weighted", { y, { rows, 1 } }, y)
+    add("index_add", e .. ".index_add", { y, { rows }, flat }, y)
+    replicate(from, per)
+  end
+
+  g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)")
+  if opts.training and moe.jitter > 0 then add("mul", m .. ".jitter", { flat, flat }, flat) end
+  add("linear", m .. ".gate", { flat }, { n, E }, h * E, { bias = false })
+  local probs = { n, E }
+  ctx.add_as("fp32", "softmax", m .. ".routing_softmax", { probs }, probs)        -- F.softmax(dtype=torch.float)
+  ctx.add_as("fp32", "topk", m .. ".topk", { probs }, top)
+  if moe.norm_topk then
+    ctx.add_as("fp32", "sum", m .. ".topk_sum", { top }, { n, 1 })
+    ctx.add_as("fp32", "div", m .. ".topk_norm", { top, { n, 1 } }, top)
+  end
+  if ctx.upcast then add("cast", m .. ".routing_weights.to_dtype", { top }, top, 0, { from = "fp32" }) end
+  add("zeros", m .. ".final_hidden_states", {}, flat)
+  local mask = { E, k, n }
+  add("one_hot", m .. ".expert_mask", { top }, mask)
+  add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
+
+  local sets = spread(n * k, E)
+  if ep == 1 then
+    for _, set in ipairs(sets) do
+      local e = m .. "." .. set.name
+      dispatch(e, set.rows, set.per)
+      expert_mlp(e, set.rows, set.per)
+      combine(e, set.rows, set.per)
+    end
+  else
+    for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
+    experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { n * k, h }, "expert parallel: routed tokens to their experts")
+    for _, set in ipairs(spread(n * k, experts.local_experts)) do
+      expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
+    end
+    experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { n * k, h }, "expert parallel: expert outputs back")
+    for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
+  end
+
+  if moe.shared_I then -- Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared_expert(x), added to the experts' sum
+    local Is = shard and shard.split(moe.shared_I, "shared_expert_intermediate_size") or moe.shared_I
+    local col = { n, 1 }
+    ctx.swiglu(m .. ".shared_expert", flat, { n, Is }, Is, false)
+    add("linear", m .. ".shared_expert_gate", { flat }, col, h, { bias = false })
+    add("sigmoid", m .. ".shared_expert_gate.sigmoid", { col }, col)
+    add("mul", m .. ".shared_expert_gated", { col, flat }, flat)
+    add("add", m .. ".shared_expert_add", { flat, flat }, flat)
+  end
+  g.tp_out(m .. ".tp_out", ctx.x, "g: sum of the row-parallel expert w2 / down_proj partial outputs")
+end
+
+-- HF's load_balancing_loss_func over the concatenated router logits of the sparse layers (training).
+local function aux_loss(ctx, sparse_layers)
+  local opts, r = ctx.opts, ctx.r
+  if not opts.training or opts.loss == false or sparse_layers == 0 then return end
+  local g, E, k = ctx.g, r.moe.E, r.moe.k
+  local add = g.add
+  local T = sparse_layers * ctx.b * ctx.s
+  local logits, top = { T, E }, { T, k }
+  add("contiguous", "router_aux_loss.cat", { logits }, logits)                       -- torch.cat(gate_logits)
+  add("softmax", "router_aux_loss.softmax", { logits }, logits)
+  add("topk", "router_aux_loss.topk", { logits }, top)
+  add("one_hot", "router_aux_loss.expert_mask", { top }, { T, k, E })
+  add("mean", "router_aux_loss.tokens_per_expert", { { T, k, E } }, { k, E }, 0,    -- expert_mask.float().mean(0)
+    { elem_bytes = K.index_bytes, no_grad = true })
+  add("mean", "router_aux_loss.router_prob_per_expert", { logits }, { E })
+  add("mul", "router_aux_loss.product", { { k, E }, { 1, E } }, { k, E })
+  add("sum", "router_aux_loss.sum", { { k, E } }, { 1 })
+end
+
+--- Builds the op graph of one forward pass (llama.graph with the MoE block in the sparse layers).
+---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean }
+---@return neusight.Node[]
+function M.build(cfg, opts)
+  local r = M.config(cfg)
+  return llama.graph(r, opts, { sparse = r.moe.sparse, block = block, epilogue = aux_loss })
+end
+
+--- Parameters a token uses: every parameter but the experts it is not routed to (k of E per sparse layer; the shared
+--- expert and the router count in full), i.e. Σ params · count with expert weights scaled by k / E.
+function M.active_parameters(cfg)
+  local r = M.config(cfg)
+  local shared, experts = 0, 0
+  for _, n in ipairs(M.build(cfg, { batch = 1, seq = 1 })) do
+    if n.attrs.expert then experts = experts + n.params * n.count else shared = shared + n.params * n.count end
+  end
+  return shared + experts * r.moe.k // r.moe.E -- experts = sparse layers · E · one expert's parameters
+end
+
+return M

@@ -1,0 +1,107 @@
+// tests/cli/test_moe_cli.cpp — MoE Llama-family models end to end (scripts/neusight/models/moe.lua): Mixtral and Qwen3-MoE
+// presets through `predict` in fp32 and bf16, training and inference, one GPU and tensor / expert / pipeline parallel,
+// a config.json, and `search` ranking their layouts.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+json run_json(const std::string& cmd) {
+  const auto r = run_cli(cmd + " --format json");
+  INFO(cmd << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+double ms_of(const json& j, const std::string& prefix) {
+  double ms = 0;
+  for (const auto& op : j["ops"])
+    if (op["name"].get<std::string>().rfind(prefix, 0) == 0) ms += op["ms"].get<double>();
+  return ms;
+}
+
+}  // namespace
+
+TEST_CASE("moe: Mixtral-8x7B and Qwen3-30B-A3B train and infer on one H100, fp32 and bf16", "[cli][moe]") {
+  for (const std::string model : {"mixtral_8x7b", "qwen3_30b_a3b"}) {
+    const double params = model == "mixtral_8x7b" ? 46702792704.0 : 30532122624.0;
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      INFO(model << " " << dtype);
+      const std::string base = "predict --model " + model + " --gpu h100_sxm5_80gb --batch 1 --seq 512 --dtype " + dtype;
+      const json train = run_json(base + " --mode train --optimizer adamw");
+      CHECK(train["params"].get<double>() == params);
+      CHECK(train["backward_ms"].get<double>() > train["forward_ms"].get<double>());
+      CHECK(train["optimizer_ms"].get<double>() > 0);
+      CHECK(ms_of(train, "router_aux_loss") > 0);
+      CHECK(ms_of(train, "router_aux_loss") < 0.05 * train["latency_ms"].get<double>());  // small
+      const json inference = run_json(base + " --mode inference");
+      CHECK(inference["params"].get<double>() == params);
+      CHECK(inference["backward_ms"].get<double>() == 0);
+      CHECK(ms_of(inference, "router_aux_loss") == 0);
+      CHECK(inference["latency_ms"].get<double>() > 0);
+      CHECK(inference["latency_ms"].get<double>() < train["latency_ms"].get<double>());
+    }
+  }
+}
+
+TEST_CASE("moe: Mixtral-8x7B with tensor, expert and pipeline parallelism", "[cli][moe][parallel]") {
+  const std::string base = "predict --model mixtral_8x7b --gpu h100_sxm5_80gb --batch 8 --seq 4096 --dtype bf16 "
+                           "--mode train --optimizer adamw --cluster dgx_h100";
+  // 64 GPUs: tp 8 inside a node, experts over 8 data-parallel ranks.
+  const json ep = run_json(base + " --tp 8 --dp 8 --ep 8");
+  const auto& p = ep["parallel"];
+  CHECK(p["ep"] == 8);
+  CHECK(p["fits"] == true);
+  CHECK(p["devices"][0]["ep_comm_ms"].get<double>() > 0);
+  CHECK(p["devices"][0]["tp_comm_ms"].get<double>() > 0);
+  // one rank: 1/8 of the attention and of every one of its 1 expert (8 / ep 8), the router whole
+  CHECK(ep["params"].get<double>() < 46702792704.0 / 8);
+  // Pipeline: 32 layers over 4 stages, 8 each, whatever the expert nodes' counts.
+  const json pp = run_json(base + " --tp 8 --pp 4 --microbatches 8");
+  int layers = 0;
+  for (const auto& d : pp["parallel"]["devices"]) {
+    CHECK(d["layers"] == 8);
+    layers += d["layers"].get<int>();
+  }
+  CHECK(layers == 32);
+  // Sequence parallel and expert parallel on Qwen3-30B-A3B (4 kv heads, tp 8: one per rank).
+  const json q = run_json("predict --model qwen3_30b_a3b --gpu h100 --batch 16 --seq 2048 --dtype bf16 --mode train "
+                          "--tp 8 --dp 2 --ep 2 --sequence-parallel --cluster dgx_h100");
+  CHECK(q["parallel"]["devices"][0]["ep_comm_ms"].get<double>() > 0);
+}
+
+TEST_CASE("moe: a Mixtral config.json and the preset are one model", "[cli][moe]") {
+  temp_dir t;
+  const auto cfg = t.write("Mixtral-8x7B-v0.1/config.json", R"({
+    "architectures": ["MixtralForCausalLM"], "attention_dropout": 0.0, "bos_token_id": 1, "eos_token_id": 2,
+    "hidden_act": "silu", "hidden_size": 4096, "initializer_range": 0.02, "intermediate_size": 14336,
+    "max_position_embeddings": 32768, "model_type": "mixtral", "num_attention_heads": 32, "num_experts_per_tok": 2,
+    "num_hidden_layers": 32, "num_key_value_heads": 8, "num_local_experts": 8, "output_router_logits": false,
+    "rms_norm_eps": 1e-05, "rope_theta": 1000000.0, "router_aux_loss_coef": 0.02, "sliding_window": null,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "transformers_version": "4.36.0.dev0",
+    "use_cache": true, "vocab_size": 32000})");
+  const std::string run = " --gpu h100 --batch 1 --seq 1024 --dtype bf16 --mode train";
+  const json file = run_json("predict --model '" + cfg.string() + "'" + run);
+  const json preset = run_json("predict --model mixtral_8x7b" + run);
+  CHECK(file["params"].get<double>() == 46702792704.0);
+  CHECK(file["flops"].get<double>() == preset["flops"].get<double>());
+  CHECK(file["latency_ms"].get<double>() == Approx(preset["latency_ms"].get<double>()).epsilon(1e-12));
+}
+
+TEST_CASE("moe: search ranks Mixtral and Qwen3-MoE layouts without refusing them", "[cli][moe][search]") {
+  // Mixtral-8x7B's 46.7 B parameters need 16 H100s (18 B of bf16 Megatron amp state each); Qwen3-30B-A3B fits on 8.
+  for (const std::string model : {"mixtral_8x7b", "qwen3_30b_a3b"}) {
+    INFO(model);
+    const std::string gpus = model == "mixtral_8x7b" ? "16" : "8";
+    const json s = run_json("search --model " + model + " --gpu h100 --gpus " + gpus + " --batch 16 --seq 2048 --dtype bf16");
+    CHECK(s["skipped"].empty());
+    CHECK(s["fitting"].get<int>() > 0);
+    CHECK(s["layouts"].size() > 0);
+  }
+}
