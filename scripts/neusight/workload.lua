@@ -339,7 +339,7 @@ function M.build(spec, gpu)
         :format(cfg.arch, cfg.arch), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama); use mode = \"inference\"")
+      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe); use mode = \"inference\"")
         :format(cfg.arch, cfg.arch, opts.phase), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
