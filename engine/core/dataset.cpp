@@ -54,6 +54,27 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   }
   return files;
 }
+// The filters every reader applies once it knows a row's family: the requested family, a known device, no
+// excluded GPU. The GPU's index in d.gpus, or nullopt with the skip reason counted.
+template <class Resolve>
+auto row_admit(bench_data& d, Resolve& resolve, const std::set<std::string>& excluded, std::optional<family> only,
+               family fam, const std::string& device) -> decltype(resolve(device)) {
+  if (only && fam != *only) {
+    ++d.skipped["family " + std::string(family_name(fam)) + " not requested"];
+    return std::nullopt;
+  }
+  const auto gi = resolve(device);
+  if (!gi) {
+    ++d.skipped["unknown device '" + device + "'"];
+    return std::nullopt;
+  }
+  if (excluded.count(d.gpus[*gi].name)) {
+    ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+    return std::nullopt;
+  }
+  return gi;
+}
+
 // The rows of AIConfigurator's CSVs (../shared/data/aiconfigurator/README.md) share the device, latency
 // (ms per call) and kernel_source columns. `make` reads one row into the kernel (kind, dtype, dims, op) and
 // returns a skip reason for rows we do not model ("" to keep it); family filter, device resolution and GPU
@@ -73,19 +94,8 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
       continue;
     }
     const auto fam = family_of(r.k);
-    if (only && *fam != *only) {
-      ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
-      continue;
-    }
-    const auto gi = resolve(row[c_dev]);
-    if (!gi) {
-      ++d.skipped["unknown device '" + row[c_dev] + "'"];
-      continue;
-    }
-    if (excluded.count(d.gpus[*gi].name)) {
-      ++d.skipped["excluded GPU " + d.gpus[*gi].name];
-      continue;
-    }
+    const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+    if (!gi) continue;
     r.device = row[c_dev];
     r.fam = *fam;
     r.latency_ms = to_double(row[c_lat], r.where, "latency");
@@ -214,19 +224,8 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
         ++d.skipped["OPName '" + op + "' has no kernel family"];
         continue;
       }
-      if (only && *fam != *only) {
-        ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
-        continue;
-      }
-      const auto gi = resolve(row[c_dev]);
-      if (!gi) {
-        ++d.skipped["unknown device '" + row[c_dev] + "'"];
-        continue;
-      }
-      if (excluded.count(d.gpus[*gi].name)) {
-        ++d.skipped["excluded GPU " + d.gpus[*gi].name];
-        continue;
-      }
+      const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+      if (!gi) continue;
       bench_row r;
       r.where = t.where(i);
       r.device = row[c_dev];
