@@ -219,7 +219,8 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
 
 // predict --graph: the reference's own decomposition, replicated over the layers, no Lua rules involved.
 int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags& gf) {
-  opgraph og = opgraph_load(gf.file);
+  session s(session_options_make(c));
+  opgraph og = opgraph_load(gf.file, s.costing());
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
   const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(f.gpu);
@@ -228,7 +229,6 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
-  session s(session_options_make(c));
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
                 og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);

@@ -78,8 +78,7 @@ auto row_admit(bench_data& d, Resolve& resolve, const std::set<std::string>& exc
 // The rows of AIConfigurator's CSVs (../shared/data/aiconfigurator/README.md) share the device, latency
 // (ms per call) and kernel_source columns. `make` reads one row into the kernel (kind, dtype, dims, op) and
 // returns a skip reason for rows we do not model ("" to keep it); family filter, device resolution and GPU
-// exclusion then apply as for the NeuSight rows. FLOPs and bytes are filled here for GEMMs and left to
-// neusight.kernels (session::attention_costs) for attention kernels.
+// exclusion then apply as for the NeuSight rows. FLOPs and bytes come from neusight.kernels (bench_load's `cost`).
 template <class Resolve, class Make>
 void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
                          std::optional<family> only, Make make) {
@@ -126,9 +125,6 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     k.n = to_int(row[c_k], r.where, "k");
     k.k = to_int(row[c_n], r.where, "n");
     if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
-    const double e = dtype_bytes(dtype), M = double(k.m), N = double(k.n), K = double(k.k);
-    k.flops = 2.0 * M * N * K;
-    k.bytes = e * (M * N + N * K + M * K);
     r.op = "gemm";
     return std::string();
   });
@@ -180,8 +176,8 @@ std::optional<family> bench_family(const std::string& op) {
   return std::nullopt;
 }
 
-bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, std::optional<family> only,
-                      const std::vector<std::string>& exclude_gpus) {
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
   bench_data d;
   d.files = csv_files(paths);
   std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
@@ -247,24 +243,19 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
           k.kind = kernel_kind::gemm, k.name = "Linear", k.b = 1, k.m = B * M;
         }
         k.n = N, k.k = K;
-        k.flops = 2.0 * double(k.b) * double(k.m) * double(N) * double(K);
-        k.bytes = 4.0 * double(k.b) * double(k.m * N + N * K + k.m * K);
       } else {
         k.rows = to_int(row[t.column("B")], r.where, "B");
         k.hidden = to_int(row[t.column("H")], r.where, "H");
-        const double numel = double(k.rows) * double(k.hidden);
-        // FLOPs: the collector's per-family convention (1, 5, 6 per element), which the tile model relies on.
-        k.flops = family_train_flops_per_element(*fam) * numel;
-        if (*fam == family::elementwise) {
-          k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
-          k.bytes = (binary_ops.count(op) ? 12.0 : 8.0) * numel;
-        } else if (*fam == family::softmax) {
-          k.kind = kernel_kind::softmax, k.name = "VECsoftmax", k.bytes = 8 * numel;
-        } else {
-          k.kind = kernel_kind::layernorm, k.name = "VECln", k.bytes = 8 * numel;
-        }
+        // FLOPs and bytes from neusight.kernels (`cost` below): the collector's convention of 1, 5 and 6 FLOPs per
+        // element and fp32 reads + write, which the tile model relies on (family_train_flops_per_element).
+        if (*fam == family::elementwise) k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
+        else if (*fam == family::softmax) k.kind = kernel_kind::softmax, k.name = "VECsoftmax";
+        else k.kind = kernel_kind::layernorm, k.name = "VECln";
       }
-      if (!(r.latency_ms > 0) || k.flops <= 0) {
+      const bool empty = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm
+                             ? !(k.b > 0 && k.m > 0 && k.n > 0 && k.k > 0)
+                             : !(k.rows > 0 && k.hidden > 0);
+      if (!(r.latency_ms > 0) || empty) {
         ++d.skipped["non-positive latency or empty shape"];
         continue;
       }
@@ -272,6 +263,10 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
       d.rows.push_back(std::move(r));
     }
   }
+  std::vector<kernel*> costed;
+  costed.reserve(d.rows.size());
+  for (auto& r : d.rows) costed.push_back(&r.k);
+  cost(costed);
   return d;
 }
 

@@ -522,23 +522,57 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   }
 }
 
-void session::attention_costs(std::vector<kernel*>& kernels) {
+void session::kernel_costs(std::vector<kernel*>& kernels) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);
   require_push(*p_, "neusight.kernels");  // stack: K
   const int k_idx = lua_gettop(L);
   for (kernel* k : kernels) {
-    if (k->kind != kernel_kind::attention) continue;
-    lua_getfield(L, k_idx, "attention");
-    lua_pushstring(L, k->op.c_str());
-    for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+    int args = 0;
+    switch (k->kind) {
+      case kernel_kind::gemm:
+        if (k->b != 1) throw error("kernel " + k->name + ": a gemm kernel has b = 1 (got " + std::to_string(k->b) + ")");
+        lua_getfield(L, k_idx, "linear");
+        for (int64_t v : {k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
+        args = 4;
+        break;
+      case kernel_kind::bmm:
+        lua_getfield(L, k_idx, "bmm");
+        for (int64_t v : {k->b, k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
+        args = 5;
+        break;
+      case kernel_kind::elementwise:
+        lua_getfield(L, k_idx, "vec");
+        lua_pushstring(L, k->op.c_str());
+        for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 4;
+        break;
+      case kernel_kind::softmax:
+      case kernel_kind::layernorm:
+        lua_getfield(L, k_idx, k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
+        for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 3;
+        break;
+      case kernel_kind::attention:
+        lua_getfield(L, k_idx, "attention");
+        lua_pushstring(L, k->op.c_str());
+        for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 8;
+        break;
+      default:
+        continue;
+    }
     lua_pushstring(L, k->dtype.c_str());
-    ns_call(L, 8, 1, "while costing attention kernel " + k->op);
-    table_reader r(L, -1, "neusight.kernels.attention()");
+    ns_call(L, args, 1, "while costing kernel " + k->name);
+    table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
     lua_pop(L, 1);
   }
+}
+
+kernel_costing session::costing() {
+  return [this](std::vector<kernel*>& ks) { kernel_costs(ks); };
 }
 
 bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {

@@ -82,9 +82,13 @@ class session {
   void tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu);
   // The tile of a measured GEMM kernel name (tiling.gemm.parse); false when the name carries none.
   bool tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k);
-  // FLOPs, bytes and name of attention kernels read from measurements (kind, op, dims and dtype set), from
-  // neusight.kernels' attention(): the one cost formula forecasts, training and evaluation share.
-  void attention_costs(std::vector<kernel*>& kernels);
+  // FLOPs, bytes and name of kernels built outside Lua (measurement rows, traces, reference graphs: kind, op, dims
+  // and dtype set) from neusight.kernels — the one cost formula forecasts, training, evaluation and scaling share:
+  // gemm → linear(m, n, k), bmm → bmm(b, m, n, k), elementwise → vec(op, rows, hidden), softmax, layernorm,
+  // attention. Memory and collective kernels are left as they are.
+  void kernel_costs(std::vector<kernel*>& kernels);
+  // The same as a callback for the readers of engine/core (bench_load, opgraph_load), which know no Lua.
+  kernel_costing costing();
   // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 
