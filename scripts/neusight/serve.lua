@@ -215,7 +215,8 @@ local function options(raw)
     end
   else
     if type(o.rate) ~= "number" or not (o.rate > 0) or o.rate == huge then
-      fail("--rate must be a positive number of requests per second (got %s)", tostring(o.rate))
+      fail("--rate must be a positive number of requests per second (got %s)",
+        type(o.rate) == "number" and fmt("%g", o.rate) or tostring(o.rate))
     end
   end
   if o.chunked_prefill ~= nil and not is_count(o.chunked_prefill) then
