@@ -57,7 +57,8 @@ int serve_main(const serve_flags& f) {
     emit(r.json, f.output);
   } else if (f.format == "csv") {
     std::string out = "field,value\n";
-    for (const auto& [path, v] : nlohmann::json::parse(r.json).flatten().items())
+    const nlohmann::json flat = nlohmann::json::parse(r.json).flatten();  // keep it alive while iterating
+    for (const auto& [path, v] : flat.items())
       out += csv_field(dotted(path)) + "," + csv_field(v.is_string() ? v.get<std::string>() : v.dump()) + "\n";
     emit(out, f.output);
   } else {

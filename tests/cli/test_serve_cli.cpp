@@ -72,9 +72,9 @@ TEST_CASE("launch: eager is the default and does not move any number", "[cli][se
   CHECK(plain["latency_ms"] == eager["latency_ms"]);
   CHECK(plain["ops"] == eager["ops"]);
   // training and inference reports say nothing of the launch mode unless asked for graphs
-  const json inf = cli_json("predict --model gpt2_large --gpu a100 --mode inference --batch 1 --seq 128");
+  const json inf = cli_json("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128");
   CHECK_FALSE(inf.contains("launch"));
-  const auto clash = run_cli("predict --model gpt2_large --gpu a100 --mode inference --batch 1 --seq 128 "
+  const auto clash = run_cli("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128 "
                              "--launch graph --overhead on");
   CHECK(clash.code == 1);
   CHECK(clash.err.find("--overhead on and --launch graph exclude each other") != std::string::npos);
@@ -121,7 +121,7 @@ TEST_CASE("serve: static batch memory: the largest concurrency that fits", "[cli
   CHECK(most * blocks_per_seq * 16 * per_token <= budget);
   CHECK((most + 1) * blocks_per_seq * 16 * per_token > budget);
   // a batch beyond it is reported, not refused
-  const json big = serve("--batch " + std::to_string(most + 1) + " --input-len 2048 --output-len 2");
+  const json big = serve("--batch " + std::to_string(most + 1) + " --input-len 2048 --output-len 128");
   CHECK(big["fits"] == false);
   CHECK(big["warnings"].size() == 1);
   // tensor parallelism halves the KV cache and the weights per GPU
@@ -188,7 +188,7 @@ TEST_CASE("serve: memory pressure preempts and still finishes every request", "[
 }
 
 TEST_CASE("serve: CSV and table carry the report's numbers", "[cli][serve]") {
-  const std::string args = "serve --model llama3_8b --gpu h100 --rate 2 --requests 50 --input-len 256 --output-len 32";
+  const std::string args = "serve --model llama3_8b --gpu h100 --rate 2 --requests 50 --input-len 1024 --output-len 32";
   const json j = cli_json(args);
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
@@ -202,7 +202,7 @@ TEST_CASE("serve: CSV and table carry the report's numbers", "[cli][serve]") {
   REQUIRE(table.code == 0);
   CHECK(table.out.find("TTFT ms") != std::string::npos);
   CHECK(table.out.find("bound: weights") != std::string::npos);  // decode at batch 1 streams the weights
-  CHECK(table.out.find("bound: compute") != std::string::npos);  // a 256-token prefill is compute-bound
+  CHECK(table.out.find("bound: compute") != std::string::npos);  // a 1024-token prefill is compute-bound
   CHECK(j["phases"]["decode"]["bound"] == "weights");
 }
 
