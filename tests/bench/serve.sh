@@ -8,7 +8,7 @@ build=${1:-build}
 runs=${2:-3}
 exe="$build/neusight"
 [ -x "$exe" ] || { echo "serve.sh: $exe not built (cmake --build $build)" >&2; exit 1; }
-args=(serve --model llama3_8b --gpu h100 --rate 20 --requests 10000 --input-len uniform:128:2048
+args=(serve --model llama3_8b --gpu h100 --rate 12 --requests 10000 --input-len uniform:128:2048
       --output-len uniform:32:512 --seed 1 --format json)
 best=""
 for _ in $(seq "$runs"); do
