@@ -14,6 +14,7 @@
 #include "cli/paths.h"
 #include "cli/scale_cmd.h"
 #include "cli/search_cmd.h"
+#include "cli/serve_cmd.h"
 #include "cli/report.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
@@ -40,6 +41,7 @@ struct forecast_flags {
   std::string predictor = "neusight";
   std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
+  std::string launch;                 // --launch eager|graph: workload field `launch` (scripts/neusight/launch.lua)
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
@@ -117,6 +119,10 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
                   "(default: as the script says)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--launch", f.launch,
+                  std::string("Kernel launches: eager (PyTorch, one host launch per op: the predictors' times, default) "
+                              "or graph (CUDA-graph replay as serving engines run; scripts/neusight/launch.lua)") + o)
+      ->check(CLI::IsMember({"eager", "graph"}));
   cmd->add_flag("--fusion", f.fusion,
                 std::string("Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)") + o);
   cmd->add_flag("--flash-attention", f.flash_attention,
@@ -167,6 +173,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (f.batch > 0) o["batch"] = f.batch;
   if (f.seq > 0) o["seq"] = f.seq;
   if (f.context > 0) o["context"] = f.context;
+  if (!f.launch.empty()) o["launch"] = f.launch;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
   else if (f.fusion) o["fusion"] = true;
   if (f.dp > 0) o["parallel.dp"] = f.dp;
@@ -190,7 +197,7 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
   for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   const auto pred = predictor_make(predictor_name, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
   pred->memo_enable(!memo_disabled());
-  const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
+  const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead, m.launch);
   report_meta meta = m;
   for (const auto& w : pred->warnings()) {
     std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
@@ -213,7 +220,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, gpu, w.training());
   report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
-                {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes};
+                {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch};
   return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
 }
 
@@ -230,7 +237,8 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt};
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
+                f.launch.empty() ? "eager" : f.launch};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -443,8 +451,53 @@ int app_main(int argc, char** argv) {
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);
 
+  serve_flags vflags;
+  auto* serve = app.add_subcommand(
+      "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
+               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts");
+  serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
+      ->required();
+  serve->add_option("--gpu", vflags.gpu, "GPU: file path, file stem or alias")->required();
+  serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
+  serve->add_option("--tp", vflags.tp, "Tensor-parallel degree (one replica over tp GPUs)")->check(CLI::PositiveNumber);
+  serve->add_option("--launch", vflags.launch,
+                    "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
+      ->check(CLI::IsMember({"eager", "graph"}));
+  serve->add_option("--attention", vflags.attention, "Attention implementation: sdpa (default for 16-bit) or eager")
+      ->check(CLI::IsMember({"eager", "sdpa"}));
+  serve->add_option("--predictor", vflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  serve->add_option("--input-len", vflags.input_len,
+                    "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
+      ->required();
+  serve->add_option("--output-len", vflags.output_len,
+                    "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
+      ->required();
+  auto* batch_opt = serve->add_option("--batch", vflags.batch,
+                                      "Static batch: N requests prefilled together, then decoded to the end")
+                        ->check(CLI::PositiveNumber);
+  auto* rate_opt = serve->add_option_function<double>(
+      "--rate", [&vflags](double r) { vflags.rate = r, vflags.rate_given = true; },
+      "Continuous batching: Poisson arrivals, requests per second");
+  rate_opt->excludes(batch_opt);
+  serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
+      ->needs(rate_opt);
+  serve->add_option("--seed", vflags.seed, "Seed of the arrivals and lengths (with --rate; default 0)")->needs(rate_opt);
+  serve->add_option("--chunked-prefill", vflags.chunked_prefill,
+                    "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
+      ->needs(rate_opt);
+  serve->add_option("--max-batch", vflags.max_batch, "Most running requests (vLLM max_num_seqs; default 256)")
+      ->needs(rate_opt);
+  serve->add_option("--max-batched-tokens", vflags.max_batched_tokens,
+                    "Most prompt tokens in one prefill step without chunking (default 8192)")
+      ->needs(rate_opt);
+  serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
+  serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
+                    "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
+  add_common(serve, common, true);
+
   try {
     app.parse(argc, argv);
+    if (*serve && !*batch_opt && !*rate_opt) throw CLI::RequiredError("--batch (static batch) or --rate");
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
@@ -476,6 +529,12 @@ int app_main(int argc, char** argv) {
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
+    if (*serve) {
+      vflags.ops_dirs = common.ops_dirs;
+      vflags.format = common.format;
+      vflags.output = common.output;
+      return serve_main(vflags);
+    }
     if (*search) {
       qflags.ops_dirs = common.ops_dirs;
       qflags.format = common.format;

@@ -180,6 +180,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["gpu"] = m.gpu->name;
   j["gpu_file"] = m.gpu->source;
   j["predictor"] = m.predictor;
+  // the launch mode: always in serving phases, elsewhere only when it is not the default
+  if (m.launch != "eager" || m.mode == "prefill" || m.mode == "decode") j["launch"] = m.launch;
   j["mode"] = m.mode;
   j["batch"] = m.batch;
   j["seq"] = m.seq;
@@ -261,7 +263,8 @@ std::string report_table(const forecast& f, const report_meta& m) {
                                        : "",
                      m.layers ? fmt::format(", {} layers", *m.layers) : "");
   out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
-  out += fmt::format("predictor {}\n\n", m.predictor);
+  out += fmt::format("predictor {}{}\n\n", m.predictor,
+                     m.launch == "graph" ? "  (launch graph: CUDA-graph replay, scripts/neusight/launch.lua)" : "");
 
   // Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
   struct row { double fw = 0, bw = 0, step = 0; };

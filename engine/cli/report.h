@@ -23,6 +23,7 @@ struct report_meta {
   state_layout state;                         // model-state bytes per parameter of the recipe
   int64_t context = 0;                        // mode "decode": tokens already in each KV cache
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
+  std::string launch = "eager";               // "eager" | "graph" (scripts/neusight/launch.lua)
 };
 
 // The run does not fit in the GPU's memory: model state (single GPU) or state + peak activations of the fullest

@@ -163,15 +163,6 @@ const luaL_Reg engine_functions[] = {
     {nullptr, nullptr},
 };
 
-void overrides_push(lua_State* L, const workload_overrides& o) {
-  lua_createtable(L, 0, int(o.size()));
-  for (const auto& [k, v] : o) {
-    if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
-    else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
-    else lua_pushboolean(L, std::get<bool>(v));
-    lua_setfield(L, -2, k.c_str());
-  }
-}
 
 // A state table { weights, gradients, master, optimizer_state } (scripts/neusight/precision.lua state()).
 state_layout state_read(lua_State* L, int idx, const std::string& what) {
@@ -186,6 +177,18 @@ state_layout state_read(lua_State* L, int idx, const std::string& what) {
 }
 
 }  // namespace
+
+// [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
+void overrides_push_table(lua_State* L, const workload_overrides& o) {
+  lua_createtable(L, 0, int(o.size()));
+  for (const auto& [k, v] : o) {
+    if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
+    else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else lua_pushboolean(L, std::get<bool>(v));
+    lua_setfield(L, -2, k.c_str());
+  }
+}
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
@@ -260,7 +263,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   const int spec = lua_gettop(L);
   lua_getfield(L, wl, "normalize");
   lua_pushvalue(L, spec);
-  overrides_push(L, overrides);  // stack: W spec norm ov
+  overrides_push_table(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
   lua_pushstring(L, w.source.c_str());
   ns_call(L, 3, 1);  // stack: W spec norm
@@ -275,6 +278,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.context = r.integer_or("context", 0);
+  w.launch = r.str_or("launch", "eager");
   w.description = r.str_or("description", "");
   lua_getfield(L, norm, "parallel");
   const bool has_parallel = !lua_isnil(L, -1);

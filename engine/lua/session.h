@@ -36,6 +36,7 @@ struct workload {
   state_layout state;          // model-state bytes per parameter of this recipe (precision.lua state())
   int64_t batch = 0, seq = 0;
   int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
+  std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   graph g;
   // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
@@ -46,7 +47,7 @@ struct workload {
 };
 
 // CLI flags that override a workload's fields (or define it entirely, for `predict`).
-using workload_value = std::variant<std::string, int64_t, bool>;
+using workload_value = std::variant<std::string, int64_t, bool, double>;
 using workload_overrides = std::map<std::string, workload_value>;
 
 struct op_entry {
@@ -96,6 +97,23 @@ class session {
   // prediction; mode is "on", "off" or "default" (the script decides). Returns true when it changed anything.
   bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode);
 
+  // Launch mode (scripts/neusight/launch.lua apply): "eager" leaves the predicted seconds alone, "graph" (CUDA-graph
+  // replay) re-prices what the rule says, from each kernel's kind, bytes and roofline terms. True when it changed
+  // anything.
+  bool launch_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const gpu_spec& gpu,
+                    const std::string& mode);
+
+  // `neusight serve`: scripts/neusight/serve.lua run(options, phase, progress) drives the whole thing. `phase(fields)`
+  // forecasts one serving phase — a workload made of the fields (model, gpu, mode, batch, seq, context, dtype,
+  // launch, parallel.tp …), expanded and predicted by `pred` as `predict` does — and returns its latency, memory
+  // and per-kernel roofline terms; `progress(text)` writes a throttled progress line on stderr. The report table
+  // comes back as JSON text, plus serve.lua's own table rendering of it.
+  struct serve_report {
+    std::string json;   // the report, every number (objects' keys sorted)
+    std::string table;  // serve.lua format_table(report)
+  };
+  serve_report serve(const workload_overrides& options, const predictor& pred);
+
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {
     std::string name, op, phase, family;  // family of the op's dominant kernel, "none" without kernels
@@ -107,10 +125,11 @@ class session {
   // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
   std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
 
-  // The forecast every command shares: library tiles, kernel latencies from `pred`, host overhead
-  // (scripts/neusight/overhead.lua, mode "on" | "off" | "default"), aggregation.
+  // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
+  // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
+  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation.
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
-                        const std::string& overhead);
+                        const std::string& overhead, const std::string& launch = "eager");
 
   // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
   // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models

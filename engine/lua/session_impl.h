@@ -128,6 +128,9 @@ struct session::impl {
   }
 };
 
+// Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
+void overrides_push_table(lua_State* L, const workload_overrides& o);
+
 // Pushes require(module). [-0, +1, e]
 inline void require_push(session::impl& p, const char* module) {
   p.push_engine_field("require");

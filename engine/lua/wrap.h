@@ -35,6 +35,10 @@ json_position json_position_of(const std::string& text, size_t byte);
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
 
+// The Lua value at `idx` (a report table) as indented JSON text: tables with keys 1..n are arrays, others objects
+// (keys sorted), NaN/inf → null; a function or userdata inside is an error. [-0, +0, e]
+std::string json_text_of(lua_State* L, int idx);
+
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {
  public:

@@ -1,5 +1,6 @@
 // engine/lua/wrap_json.cpp — a JSON document (a HuggingFace config.json) as a plain Lua table.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -54,7 +55,66 @@ void json_push(lua_State* L, const json& j, int depth) {
   }
 }
 
+// A Lua value as JSON: a table whose keys are exactly 1..n is an array (an empty table too), any other table an
+// object (string keys; number keys written as text), integers stay integers, NaN and infinities become null.
+// Functions and userdata are errors. [-0, +0, e]
+json json_of(lua_State* L, int idx, int depth, const std::string& path) {
+  if (depth > 100) throw error("report: " + path + " is nested too deeply");
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return nullptr;
+    case LUA_TBOOLEAN: return bool(lua_toboolean(L, idx));
+    case LUA_TSTRING: return std::string(lua_tostring(L, idx));
+    case LUA_TNUMBER: {
+      if (lua_isinteger(L, idx)) return int64_t(lua_tointeger(L, idx));
+      const double d = lua_tonumber(L, idx);
+      if (!std::isfinite(d)) return nullptr;
+      return d;
+    }
+    case LUA_TTABLE: {
+      const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
+      lua_Integer keys = 0;
+      bool array = true;
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {  // stack: key value
+        ++keys;
+        if (!lua_isinteger(L, -2) || lua_tointeger(L, -2) < 1 || lua_tointeger(L, -2) > n) array = false;
+        lua_pop(L, 1);
+      }
+      if (array && keys == n) {
+        json a = json::array();
+        for (lua_Integer i = 1; i <= n; ++i) {
+          lua_rawgeti(L, idx, i);
+          a.push_back(json_of(L, -1, depth + 1, path + "[" + std::to_string(i) + "]"));
+          lua_pop(L, 1);
+        }
+        return a;
+      }
+      json o = json::object();
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {  // stack: key value
+        std::string key;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+          key = lua_tostring(L, -2);
+        } else if (lua_type(L, -2) == LUA_TNUMBER) {
+          lua_pushvalue(L, -2);  // never convert the traversal key in place
+          key = lua_tostring(L, -1);
+          lua_pop(L, 1);
+        } else {
+          throw error("report: " + path + " has a " + luaL_typename(L, -2) + " key");
+        }
+        o[key] = json_of(L, -1, depth + 1, path + "." + key);
+        lua_pop(L, 1);
+      }
+      return o;
+    }
+    default: throw error("report: " + path + " is a " + luaL_typename(L, idx) + ", not a JSON value");
+  }
+}
+
 }  // namespace
+
+std::string json_text_of(lua_State* L, int idx) { return json_of(L, idx, 0, "report").dump(2) + "\n"; }
 
 json_position json_position_of(const std::string& text, size_t byte) {
   // nlohmann counts bytes read; the offending byte is the last one read.

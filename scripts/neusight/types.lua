@@ -58,6 +58,7 @@
 ---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw, "foreach" for adam and sgd (ops/adamw.lua)
 ---@field dtype? string                  compute dtype, default "fp32"
 ---@field precision? "pure"|"amp"        state recipe (neusight/precision.lua); default "amp" when training in fp16/bf16/fp8
+---@field launch? "eager"|"graph"       kernel launches: eager PyTorch (default) or CUDA-graph replay (neusight/launch.lua)
 ---@field loss? boolean                  append the loss in training (default true)
 ---@field description? string
 

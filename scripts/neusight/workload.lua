@@ -13,7 +13,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "attention", "loss", "fusion", "parallel", "description" }
+  "attention", "loss", "fusion", "launch", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -148,6 +148,9 @@ local CHECK = {
     end
     return ("must be a boolean, \"flash_attention\" or { flash_attention = true } (got %s)"):format(show(v))
   end,
+  -- launch: "eager" (per-kernel times as the predictors give them: PyTorch's one host launch per op) or "graph"
+  -- (CUDA-graph replay, as serving engines run: scripts/neusight/launch.lua re-prices the vector kernels).
+  launch = one_of { "eager", "graph" },
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
   -- (its fields are validated once, by neusight.parallel.normalize in M.normalize)
@@ -233,6 +236,7 @@ function M.normalize(spec, overrides, chunkname)
     w.optimizer_impl = w.optimizer == "adamw" and "fused" or "foreach"
   end
   if w.loss == nil then w.loss = true end
+  if w.launch == nil then w.launch = "eager" end
   return w
 end
 
