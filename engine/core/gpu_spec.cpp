@@ -224,12 +224,34 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
     }
   }
   std::vector<std::string> candidates;
-  for (const auto& spec : load_all()) {
+  const auto all = load_all();
+  for (const auto& spec : all) {
     if (text_lower(spec.name) == q) return spec;
     for (const auto& a : spec.aliases)
       if (text_lower(a) == q) return spec;
     candidates.push_back(spec.name);
     candidates.insert(candidates.end(), spec.aliases.begin(), spec.aliases.end());
+  }
+  // As people type them: "H100 SXM", "h100sxm" and "H100-SXM" are one name (case, spaces, '-' and '_' ignored),
+  // when exactly one GPU has it.
+  auto squeeze = [](const std::string& s) {
+    std::string out;
+    for (char c : text_lower(s))
+      if (c != ' ' && c != '-' && c != '_') out += c;
+    return out;
+  };
+  const std::string qs = squeeze(query);
+  std::vector<const gpu_spec*> hits;
+  for (const auto& spec : all) {
+    bool hit = squeeze(spec.name) == qs || squeeze(fs::path(spec.source).stem().string()) == qs;
+    for (const auto& a : spec.aliases) hit = hit || squeeze(a) == qs;
+    if (hit) hits.push_back(&spec);
+  }
+  if (hits.size() == 1) return *hits.front();
+  if (hits.size() > 1) {
+    std::string names;
+    for (const auto* h : hits) names += (names.empty() ? "'" : ", '") + h->name + "'";
+    throw error("GPU '" + query + "' is ambiguous: " + names + "; give the file stem (see `neusight gpus`)");
   }
   const auto close = text_close_matches(query, candidates, 4);
   std::string msg = "unknown GPU '" + query + "'";

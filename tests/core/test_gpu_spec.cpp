@@ -83,6 +83,12 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
   CHECK(cat.resolve("tesla v100-pcie-32gb").name == "V100-PCIE-32GB");
   CHECK(cat.resolve("AMD Instinct MI250").name == "MI250");
   CHECK(cat.resolve((source_dir / "tests/fixtures/gpus/tiny.toml").string()).name == "Tiny-1");
+  // As people type them: case, spaces, '-' and '_' do not matter when one GPU has the name.
+  CHECK(cat.resolve("H100 SXM").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("h100sxm").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("a100 sxm4 80gb").name == "A100-SXM4-80GB");
+  CHECK(cat.resolve("A100 80GB PCIe").name == "A100-PCIE-80GB");
+  CHECK(cat.resolve("mi 300x").name == "MI300X");
   try {
     cat.resolve("H1000");
     FAIL("no error");
