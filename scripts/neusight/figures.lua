@@ -113,8 +113,9 @@ function M.compute(r)
     sig(tokens_per_s and tokens_per_s / gpus), tokens, per, gpus > 1 and fmt(" on %d GPUs", gpus) or "")
   lines[#lines + 1] = fmt("compute          %12s TFLOP/s per GPU achieved; MFU %s (%s)", sig(achieved),
     mfu and fmt("%.1f %%", 100 * mfu) or "-",
-    peak and fmt("model FLOPs %s per token = the graph's forward + backward, over the %s dense peak %s TFLOP/s",
-      sig(tokens > 0 and model_flops / tokens or nil), r.dtype, sig(peak))
+    peak and fmt("model FLOPs %s per token = the graph's %s, over the %s dense peak %s TFLOP/s",
+      sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
+      r.dtype, sig(peak))
       or fmt("the GPU file has no %s peak", r.dtype))
   lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (%s)", memory, gpu.mem_gb,
     fits and "fits" or "does not fit",
