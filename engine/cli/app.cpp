@@ -95,7 +95,7 @@ CLI::Validator positive_list() {
         }
         return {};
       },
-      "POSITIVE[,…]");
+      "");
 }
 
 // Every item of a comma-separated list is one of `choices`.
@@ -151,16 +151,16 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   const std::string l = " (a comma-separated list compares every combination)";
   cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o + l)
       ->check(nonempty_list());
-  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o + l)->check(positive_list());
+  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o + l)->check(positive_list())->type_name("N[,N…]");
   cmd->add_option("--seq", f.seq, std::string("Sequence length (prefill: the prompt length; not used in decode)") + o + l)
-      ->check(positive_list());
+      ->check(positive_list())->type_name("N[,N…]");
   cmd->add_option("--mode", f.mode,
                   std::string("train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV "
                               "cache) or decode (one token per sequence over a KV cache of --context tokens)") + o + l)
       ->check(member_list({"train", "inference", "prefill", "decode"}));
   cmd->add_option("--context", f.context,
                   std::string("Tokens already in each sequence's KV cache (required by, and only for, --mode decode)") + o + l)
-      ->check(positive_list());
+      ->check(positive_list())->type_name("N[,N…]");
   cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam, adamw") + o)
       ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
   cmd->add_option("--optimizer-impl", f.optimizer_impl,
@@ -196,16 +196,16 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                 std::string("Like --fusion, and each attention block becomes one FlashAttention kernel") + o);
   const char* g = "Parallelism (scripts/neusight/parallel.lua)";
   cmd->add_option("--dp", f.dp, std::string("Data-parallel degree: replicas; --batch stays the global batch") + o + l)
-      ->check(positive_list())->group(g);
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o + l)
-      ->check(positive_list())->group(g);
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--ep", f.ep,
                   std::string("Expert-parallel degree (MoE models): experts spread over ep of the dp ranks") + o + l)
-      ->check(positive_list())->group(g);
-  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o + l)->check(positive_list())->group(g);
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
+  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o + l)->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--microbatches", f.microbatches,
                   std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o + l)
-      ->check(positive_list())->group(g);
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
       ->group(g);
   cmd->add_option("--kernels", f.kernels,
@@ -382,7 +382,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     } catch (const std::exception& ex) {
       row.clear();
       const auto gi = gpu_names.find(one.gpu);
-      input("model", "model", given_str(one.model.empty() && script.empty() ? "" : one.model));
+      input("model", "model", given_str(one.model));
       input("gpu", "gpu", gi != gpu_names.end() ? figure_value{gi->second} : given_str(one.gpu));
       input("mode", "mode", given_str(one.mode));
       input("dtype", "dtype", given_str(one.dtype));
@@ -522,7 +522,8 @@ int app_main(int argc, char** argv) {
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua)");
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua); a comma-separated list compares every combination")
+                        ->check(nonempty_list());
   add_forecast(predict, fflags, false);
   auto* graph_opt = predict->add_option("--graph", gflags.file,
                                         "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "
