@@ -9,6 +9,7 @@
 #include <map>
 
 #include "core/forecast.h"
+#include "core/roofline.h"
 #include "core/text.h"
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -141,13 +142,64 @@ double state_gb_per_gpu(const forecast& f, const report_meta& m) {
   return most;
 }
 
+}  // namespace
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
-}  // namespace
+
+figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
+  figure_inputs in = {
+      {"mode", m.mode},
+      {"batch", m.batch},
+      {"seq", m.seq},
+      {"dtype", m.dtype},
+      {"latency_s", m.timeline ? m.timeline->iteration_s : f.total()},
+      {"flops_forward", f.phase_flops(phase::forward)},
+      {"flops_backward", f.phase_flops(phase::backward) + f.phase_flops(phase::accumulate)},
+      {"flops_optimizer", f.phase_flops(phase::optimizer)},
+      {"state_gb", state_gb_per_gpu(f, m)},
+      {"parallel", bool(m.timeline)},
+  };
+  if (m.mode == "decode") in.emplace_back("context", m.context);
+  if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
+  if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
+  if (m.timeline) {
+    const parallel_timeline& t = *m.timeline;
+    double most = 0;
+    for (const auto& d : t.devices) most = std::max(most, device_memory_gb(d, m));
+    in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},
+                         {"distributed_optimizer", t.distributed_optimizer}, {"memory_gb", most}});
+  }
+  kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
+  gemm.kind = kernel_kind::gemm, gemm.dtype = m.dtype, gemm.name = "peak";
+  try {
+    in.emplace_back("peak_tflops", roofline_peak_flops(*m.gpu, gemm) / 1e12);
+  } catch (const error&) {
+    // no units of that dtype: no MFU
+  }
+  return in;
+}
+
+json figure_json(const figure_value& v) {
+  return std::visit(
+      [](const auto& x) -> json {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) return nullptr;
+        else return x;
+      },
+      v);
+}
+
+std::string figure_csv(const figure_value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{:.17g}", *d);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* s = std::get_if<std::string>(&v)) return csv_field(*s);
+  return "";
+}
 
 std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
   if (!m.timeline) {
@@ -215,6 +267,11 @@ std::string report_json(const forecast& f, const report_meta& m) {
                                 {"optimizer_state", m.state.optimizer_state}};
   if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
   j["warnings"] = m.warnings;
+  if (m.figs) {
+    json fig = json::object();
+    for (const auto& x : m.figs->fields) fig[x.key] = figure_json(x.value);
+    j["figures"] = std::move(fig);
+  }
   json ops = json::array();
   for (size_t i = 0; i < f.kernels.size(); ++i) {
     const auto& ki = f.kernels[i];
@@ -347,7 +404,12 @@ std::string report_table(const forecast& f, const report_meta& m) {
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence)\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq));
-  if (m.timeline) return out;  // the memory lines above say it per stage
+  auto with_figures = [&](std::string text) {
+    if (m.figs)
+      for (const auto& line : m.figs->lines) text += line + "\n";
+    return text;
+  };
+  if (m.timeline) return with_figures(out);  // the memory lines above say it per stage
   const double state_gb = state_gb_per_gpu(f, m);
   out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}; "
                      "activations not counted){}\n",
@@ -357,6 +419,103 @@ std::string report_table(const forecast& f, const report_meta& m) {
                                                             "it fits (shard it, see the parallelism options)",
                                                             m.gpu->mem_gb)
                                               : std::string());
+  return with_figures(out);
+}
+
+std::string report_compare(const std::vector<compare_row>& rows, const std::string& format, const std::string& source) {
+  auto failed = [](const compare_row& r) { return !r.empty() && r.back().key == "error"; };
+  if (format == "json") {
+    json arr = json::array();
+    for (const auto& r : rows) {
+      json o = json::object();
+      for (const auto& c : r) o[c.key] = figure_json(c.value);
+      arr.push_back(std::move(o));
+    }
+    json j;
+    j["rows"] = std::move(arr);
+    return j.dump(2) + "\n";
+  }
+  if (format == "csv") {
+    std::vector<std::string> keys;  // the successful rows' keys first, then what error rows add ("error")
+    for (bool errors : {false, true})
+      for (const auto& r : rows)
+        if (failed(r) == errors)
+          for (const auto& c : r)
+            if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(c.key);
+    std::string out;
+    for (size_t i = 0; i < keys.size(); ++i) out += (i ? "," : "") + keys[i];
+    out += "\n";
+    for (const auto& r : rows) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (i) out += ",";
+        for (const auto& c : r)
+          if (c.key == keys[i]) out += figure_csv(c.value);
+      }
+      out += "\n";
+    }
+    return out;
+  }
+  // table: inputs that differ between rows are columns, the others are said once; then latency and the figures
+  const size_t n_in = compare_input_cells;
+  std::vector<bool> varies(n_in, false);
+  std::string fixed;
+  for (size_t i = 0; i < n_in; ++i) {
+    std::vector<std::string> seen;
+    for (const auto& r : rows)
+      if (i < r.size() && r[i].cell != "-" && std::find(seen.begin(), seen.end(), r[i].cell) == seen.end())
+        seen.push_back(r[i].cell);
+    varies[i] = seen.size() > 1;
+    if (seen.size() == 1 && !rows.empty()) fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", rows[0][i].key, seen[0]);
+  }
+  std::vector<size_t> shown;  // cell indices of a successful row
+  const compare_row* model_row = nullptr;
+  for (const auto& r : rows)
+    if (!failed(r)) {
+      model_row = &r;
+      break;
+    }
+  for (size_t i = 0; i < n_in; ++i)
+    if (varies[i]) shown.push_back(i);
+  if (model_row)
+    for (size_t i = n_in; i < model_row->size(); ++i)
+      if (!(*model_row)[i].column.empty()) shown.push_back(i);
+  std::vector<size_t> width(shown.size());
+  const auto& head = model_row ? *model_row : rows.front();
+  for (size_t k = 0; k < shown.size(); ++k) {
+    width[k] = head[shown[k]].column.size();
+    for (const auto& r : rows)
+      if (shown[k] < r.size() && (shown[k] < n_in || !failed(r))) width[k] = std::max(width[k], r[shown[k]].cell.size());
+  }
+  auto left = [](const figure_value& v) { return std::holds_alternative<std::string>(v) || std::holds_alternative<bool>(v); };
+  auto pad = [](const std::string& t, size_t w, bool l) {
+    const std::string fill(w > t.size() ? w - t.size() : 0, ' ');
+    return l ? t + fill : fill + t;
+  };
+  size_t errors = 0;
+  for (const auto& r : rows) errors += failed(r);
+  std::string out = fmt::format("compare   {} combination(s) from {}{}\n", rows.size(), source,
+                                errors ? fmt::format(", {} could not be forecast", errors) : std::string());
+  if (!fixed.empty()) out += "fixed     " + fixed + "\n";
+  out += "\n";
+  std::string line;
+  for (size_t k = 0; k < shown.size(); ++k)
+    line += (k ? "  " : "") + pad(head[shown[k]].column, width[k], left(head[shown[k]].value));
+  out += line + "\n";
+  for (const auto& r : rows) {
+    line.clear();
+    size_t k = 0;
+    for (; k < shown.size(); ++k) {
+      if (shown[k] >= n_in && failed(r)) break;
+      line += (k ? "  " : "") + pad(r[shown[k]].cell, width[k], left(head[shown[k]].value));
+    }
+    if (failed(r)) line += (k ? "  " : "") + std::string("error: ") + r.back().cell;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += "\nlatency: one iteration (train), forward pass (inference, prefill) or step (decode), the slowest device of a "
+         "parallel run; MFU = model FLOPs (the graph's forward + backward) / GPUs / latency / the dtype's dense peak; "
+         "memory per GPU; $ from price_per_hour_usd in the GPU file (- without one). --format json|csv has every "
+         "figure and the warnings.\n";
   return out;
 }
 
@@ -394,8 +553,10 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus) {
   json arr = json::array();
   for (const auto& g : gpus) {
     json j;
-    for (const auto& f : gpu_fields())
+    for (const auto& f : gpu_fields()) {
+      if (!gpu_field_present(g, f)) continue;  // optional keys the file leaves out
       std::visit([&](auto member) { j[f.key] = g.*member; }, f.member);
+    }
     j["file"] = g.source;
     arr.push_back(std::move(j));
   }

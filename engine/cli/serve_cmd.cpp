@@ -24,13 +24,6 @@ std::string dotted(const std::string& pointer) {
   return out;
 }
 
-std::string csv_field(const std::string& s) {
-  if (s.find_first_of(",\"\n") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char ch : s) q += ch == '"' ? std::string("\"\"") : std::string(1, ch);
-  return q + "\"";
-}
-
 }  // namespace
 
 int serve_main(const serve_flags& f) {

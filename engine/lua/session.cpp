@@ -312,6 +312,89 @@ workload session::workload_load(const std::string& script, const workload_overri
   return w;
 }
 
+void session::workload_check(const workload_overrides& overrides) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.workload");
+  lua_getfield(L, -1, "check_fields");  // stack: W check
+  lua_newtable(L);                      // stack: W check spec
+  overrides_push_table(L, overrides);   // stack: W check spec ov
+  p_->model_file_resolve(lua_gettop(L) - 1, lua_gettop(L), "");
+  lua_remove(L, -2);                    // stack: W check ov
+  lua_pushstring(L, "command line");
+  ns_call(L, 2, 0);
+}
+
+figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.figures");
+  lua_getfield(L, -1, "compute");  // stack: F compute
+  lua_createtable(L, 0, int(inputs.size()) + 1);
+  for (const auto& [k, v] : inputs) {
+    if (std::holds_alternative<std::monostate>(v)) continue;
+    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
+    else lua_pushstring(L, std::get<std::string>(v).c_str());
+    lua_setfield(L, -2, k.c_str());
+  }
+  p_->push_gpu(gpu);
+  lua_setfield(L, -2, "gpu");  // stack: F compute r
+  ns_call(L, 1, 1, "in scripts/neusight/figures.lua compute");
+  const std::string what = "scripts/neusight/figures.lua compute()";
+  figures out;
+  const int res = lua_gettop(L);
+  if (!lua_istable(L, res)) throw error(what + ": must return a table { fields = …, lines = … }");
+  lua_getfield(L, res, "fields");
+  if (!lua_istable(L, -1)) throw error(what + ": 'fields' must be a list");
+  const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, -1, i);  // stack: … fields f
+    const int f = lua_gettop(L);
+    if (!lua_istable(L, f)) throw error(what + ": fields[" + std::to_string(i) + "] must be a table");
+    figure fig;
+    auto str = [&](const char* name, bool required) {
+      lua_getfield(L, f, name);
+      std::string v;
+      if (lua_type(L, -1) == LUA_TSTRING) v = lua_tostring(L, -1);
+      else if (required || !lua_isnil(L, -1))
+        throw error(what + ": fields[" + std::to_string(i) + "]." + name + " must be a string");
+      lua_pop(L, 1);
+      return v;
+    };
+    fig.key = str("key", true);
+    fig.column = str("column", false);
+    fig.cell = str("cell", false);
+    switch (lua_getfield(L, f, "value")) {
+      case LUA_TNIL: break;
+      case LUA_TBOOLEAN: fig.value = bool(lua_toboolean(L, -1)); break;
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) fig.value = int64_t(lua_tointeger(L, -1));
+        else fig.value = double(lua_tonumber(L, -1));
+        break;
+      case LUA_TSTRING: fig.value = std::string(lua_tostring(L, -1)); break;
+      default: throw error(what + ": fields[" + std::to_string(i) + "].value must be a number, boolean, string or nil");
+    }
+    lua_pop(L, 2);  // value, f
+    out.fields.push_back(std::move(fig));
+  }
+  lua_pop(L, 1);
+  lua_getfield(L, res, "lines");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) throw error(what + ": 'lines' must be a list of strings");
+    const lua_Integer m = lua_Integer(lua_rawlen(L, -1));
+    for (lua_Integer i = 1; i <= m; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING) throw error(what + ": 'lines' must be a list of strings");
+      out.lines.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  return out;
+}
 
 namespace {
 void key_add(std::string& out, const std::string& v) {

@@ -8,6 +8,7 @@
 #include <variant>
 #include <vector>
 
+#include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
@@ -141,6 +142,16 @@ class session {
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);
+
+  // scripts/neusight/figures.lua compute(r): `inputs` become the table r (with r.gpu the GPU's table); returns its
+  // fields and table lines.
+  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu);
+
+  // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
+  // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as
+  // workload_load would. A comparison runs it for every combination before forecasting any, so that a typo stops
+  // the run while a combination a builder refuses becomes an error row.
+  void workload_check(const workload_overrides& overrides);
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

@@ -240,6 +240,25 @@ function M.normalize(spec, overrides, chunkname)
   return w
 end
 
+--- Checks each top-level field of `fields` on its own (the validators of M.normalize; "parallel.*" keys are left to
+--- neusight.parallel): a typo in a value (an unknown preset, a misspelled dtype) raises as normalize would, while what
+--- depends on several fields together (precision with dtype, batch divisibility, a builder's limits) is not looked at.
+--- A comparison of several values per field runs it before forecasting anything.
+---@param fields table
+---@param chunkname? string
+function M.check_fields(fields, chunkname)
+  chunkname = chunkname or "workload"
+  for _, k in ipairs(sorted_keys(fields)) do
+    local v = fields[k]
+    if not (type(k) == "string" and k:match("^parallel%.")) then
+      if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
+      if k == "dtype" then v = K.dtype_name(v) or v end
+      local problem = CHECK[k](v)
+      if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
+    end
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Graph construction
 
