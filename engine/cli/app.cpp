@@ -197,6 +197,7 @@ int forecast_report(session& s, const common_flags& c, const forecast_flags& f, 
     meta.warnings.push_back(w);
   }
   if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
+  meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
   for (const auto& w : report_memory_warnings(fc, meta)) {  // the table says so too; JSON and CSV readers need it
     std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);

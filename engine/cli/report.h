@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/timeline.h"
@@ -23,11 +25,14 @@ struct report_meta {
   state_layout state;                         // model-state bytes per parameter of the recipe
   int64_t context = 0;                        // mode "decode": tokens already in each KV cache
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
+  // Memory per GPU as scripts/neusight/memory.lua reports it (session::memory()): memory_gb, the `memory` object,
+  // table lines, a warning when it does not fit, per-stage parts of a parallel run. Null: not computed (--graph).
+  nlohmann::ordered_json memory;
 };
 
-// The run does not fit in the GPU's memory: model state (single GPU) or state + peak activations of the fullest
-// pipeline stage (parallel runs, m.timeline) above gpu.mem_gb. Empty when it fits. The table says it in its memory
-// lines; the JSON carries these in `warnings`.
+// The run does not fit in the GPU's memory: m.memory's memory_gb (state + saved activations + temporary + workspace +
+// KV cache of the fullest GPU) above gpu.mem_gb, with Lua's wording; without m.memory, model state alone. Empty when it
+// fits. The table says it in its memory lines; the JSON carries these in `warnings`.
 std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m);
 
 std::string report_json(const forecast& f, const report_meta& m);

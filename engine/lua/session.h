@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
@@ -118,6 +120,11 @@ class session {
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);
+
+  // Memory per GPU of the last workload_load (single GPU) or timeline() (parallel run), as scripts/neusight/memory.lua
+  // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
+  // Null when neither computed one (predict --graph without a parallel layout).
+  const nlohmann::ordered_json& memory() const;
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

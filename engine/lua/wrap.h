@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/gpu_spec.h"
 #include "core/graph.h"
 #include "lua/lua_state.h"
@@ -34,6 +36,11 @@ json_position json_position_of(const std::string& text, size_t byte);
 // null is not the same as an omitted key, which takes the config class's default).
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
+
+// A plain Lua value as JSON, rendered generically (a report section Lua computed, e.g. neusight.memory's): tables with
+// keys 1..n → arrays, other tables → objects with their string keys sorted, integers, floats, strings, booleans;
+// anything else (functions, non-string keys) is an error naming `what`. [-0, +0, -]
+nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {

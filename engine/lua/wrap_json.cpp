@@ -54,7 +54,61 @@ void json_push(lua_State* L, const json& j, int depth) {
   }
 }
 
+// [-0, +0, -] the value at `idx` as JSON (json_from_lua).
+nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& what, int depth) {
+  using ojson = nlohmann::ordered_json;
+  if (depth > 50 || !lua_checkstack(L, 4)) throw error(what + ": nested too deeply");
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return nullptr;
+    case LUA_TBOOLEAN: return bool(lua_toboolean(L, idx));
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, idx)) return int64_t(lua_tointeger(L, idx));
+      return double(lua_tonumber(L, idx));
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return std::string(s, n);
+    }
+    case LUA_TTABLE: {
+      const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
+      std::vector<std::string> keys;
+      bool other = false;
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {  // stack: … key value
+        if (lua_type(L, -2) == LUA_TSTRING) keys.emplace_back(lua_tostring(L, -2));  // a string key: no conversion
+        else if (!(lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= n)) other = true;
+        lua_pop(L, 1);
+      }
+      if (other) throw error(what + ": a table with keys other than strings and 1..n cannot be rendered");
+      if (n > 0 && keys.empty()) {
+        ojson arr = ojson::array();
+        for (lua_Integer i = 1; i <= n; ++i) {
+          lua_rawgeti(L, idx, i);
+          arr.push_back(lua_to_json(L, -1, what + "[" + std::to_string(i) + "]", depth + 1));
+          lua_pop(L, 1);
+        }
+        return arr;
+      }
+      if (n > 0) throw error(what + ": a table mixes array items and named fields");
+      std::sort(keys.begin(), keys.end());
+      ojson obj = ojson::object();
+      for (const auto& k : keys) {
+        lua_getfield(L, idx, k.c_str());
+        obj[k] = lua_to_json(L, -1, what + "." + k, depth + 1);
+        lua_pop(L, 1);
+      }
+      return obj;
+    }
+    default: throw error(what + ": a " + std::string(luaL_typename(L, idx)) + " cannot be rendered");
+  }
+}
+
 }  // namespace
+
+nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what) {
+  return lua_to_json(L, idx, what, 0);
+}
 
 json_position json_position_of(const std::string& text, size_t byte) {
   // nlohmann counts bytes read; the offending byte is the last one read.
