@@ -19,9 +19,10 @@
 --                training, the cached 16-bit copies of the GEMM weights (autocast keeps them until the forward ends,
 --                and backward holds them as saved tensors). The caching allocator's fragmentation is not modelled.
 --   kv_cache     serving phases (prefill, decode): the KV cache (neusight.nodes.kv_cache_write).
--- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb, the GPU's memory as the allocator can use it:
--- the datasheet's mem_gb read as GiB (an "A100 40GB" has 40 GiB = 42.9e9 bytes, torch reports 42.5e9 total) less the
--- CUDA context (M.CUDA_CONTEXT_BYTES, outside max_memory_allocated but on the device).
+-- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes. The
+-- datasheets' GB are binary (an "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~7 % between
+-- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's
+-- fragmentation (typically a few GB at these sizes).
 local K = require "neusight.kernels"
 local ipairs, pairs, type, tostring, pcall, max, floor, fmt = ipairs, pairs, type, tostring, pcall, math.max, math.floor,
   string.format
@@ -30,12 +31,10 @@ local M = {}
 
 M.CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024 -- per stream
 M.STREAMS = 1
-M.CUDA_CONTEXT_BYTES = 0.5e9 -- CUDA context, cuDNN/cuBLAS handles and kernel images (~0.3-0.6 GB on A100/H100)
-
---- Bytes the allocator can use on a GPU of `mem_gb` (its datasheet number), nil without one.
+--- Bytes a run may use on a GPU of `mem_gb` (its datasheet number, read as 1e9 bytes), nil without one.
 function M.capacity(mem_gb)
   if not mem_gb then return nil end
-  return mem_gb * 2 ^ 30 - M.CUDA_CONTEXT_BYTES
+  return mem_gb * 1e9
 end
 
 local function numel(s)
@@ -196,11 +195,12 @@ function M.single(ctx, at_batch)
   local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap }
   out.lines = { M.line(obj, total, ctx) }
   if total > cap then
+    local hint = (obj.max_batch and obj.max_batch > 0) and fmt(" (the largest batch that fits is %d)", obj.max_batch)
+      or (state > cap and " (shard it, see the parallelism options)" or "")
     out.warning = fmt("memory %.1f GB per GPU (model state %.1f + activations %.1f + temporary %.1f + workspace %.2f%s) "
-      .. "exceeds the GPU's %.0f GB (%.1f GB usable): the forecast assumes it fits%s", gb(total), obj.state_gb,
-      obj.activations_gb, obj.temporary_gb, obj.workspace_gb,
-      parts.kv_cache > 0 and fmt(" + KV cache %.1f", obj.kv_cache_gb) or "", ctx.gpu_mem_gb, cap / 1e9, obj.max_batch and obj.max_batch > 0 and fmt(" (the largest batch that fits is %d)", obj.max_batch)
-        or (state > cap and " (shard it, see the parallelism options)" or ""))
+      .. "exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gb(total), obj.state_gb, obj.activations_gb,
+      obj.temporary_gb, obj.workspace_gb, parts.kv_cache > 0 and fmt(" + KV cache %.1f", obj.kv_cache_gb) or "",
+      ctx.gpu_mem_gb, hint)
   end
   return out
 end
@@ -232,8 +232,8 @@ function M.line(obj, total, ctx)
     obj.activations_gb, obj.temporary_gb, obj.temporary_node ~= "" and " (" .. obj.temporary_node .. ")" or "",
     obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
   local cap = M.capacity(ctx.gpu_mem_gb)
-  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB (%.1f usable)", ctx.gpu_mem_gb, cap / 1e9)
-    or fmt("exceeds the GPU's %.0f GB (%.1f usable): the forecast assumes it fits", ctx.gpu_mem_gb, cap / 1e9)) or ""
+  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", ctx.gpu_mem_gb)
+    or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", ctx.gpu_mem_gb)) or ""
   local batch = obj.max_batch and fmt("; largest batch that fits: %d", obj.max_batch) or ""
   return fmt("memory           %12.2f GB   per GPU = %s; %s dominate%s; %s%s (saved tensors, no CUDA context)",
     gb(total), parts, obj.dominant == "kv_cache" and "KV cache" or obj.dominant, obj.dominant == "state" and "s" or "",
@@ -257,7 +257,7 @@ function M.parallel(devices, gpu_mem_gb, recompute)
       .. "the schedule%s) + temporary %.2f + workspace %.2f%s%s", d - 1, gb(s.total), o.state_gb, o.activations_gb,
       recompute ~= "none" and ", " .. recompute .. " recomputation" or "", o.temporary_gb, o.workspace_gb,
       o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
-      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB (%.1f usable)", gpu_mem_gb, cap / 1e9) or "")
+      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "")
     if cap and s.total > cap then
       over, worst = over + 1, max(worst, s.total)
       over_list[#over_list + 1] = tostring(d - 1)
@@ -273,8 +273,8 @@ function M.parallel(devices, gpu_mem_gb, recompute)
   end
   if over > 0 then
     out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + saved activations + temporary + workspace), more "
-      .. "than the GPU's %.0f GB (%.1f usable): the forecast assumes it fits", over > 1 and "stages" or "stage",
-      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, gpu_mem_gb, cap / 1e9)
+      .. "than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
+      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, gpu_mem_gb)
   end
   return out
 end
