@@ -289,6 +289,7 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     meta.warnings.push_back(w);
   }
   if (auto tl = s.timeline(*out.fc)) meta.timeline = std::move(*tl);
+  meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
   for (const auto& w : report_memory_warnings(*out.fc, meta)) {  // the table says so too; JSON and CSV readers need it
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);
@@ -316,7 +317,7 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   out.gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, out.gpu, w.training());
   out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
-                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}};
+                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {}};
   if (!pred) pred = predictor_for(f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
@@ -432,7 +433,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
                 og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
-                f.launch.empty() ? "eager" : f.launch, {}};
+                f.launch.empty() ? "eager" : f.launch, {}, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;

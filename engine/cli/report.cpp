@@ -70,10 +70,18 @@ std::string state_breakdown(const state_layout& s) {
                      s.gradients, s.master, s.optimizer_state);
 }
 
+// The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` without one.
+double memory_number(const report_meta& m, const char* key, double fallback) {
+  return m.memory.is_object() && m.memory.contains(key) && m.memory[key].is_number() ? m.memory[key].get<double>()
+                                                                                      : fallback;
+}
+
 json timeline_json(const parallel_timeline& t, const report_meta& m) {
   json devices = json::array();
   double most = 0;
-  for (const auto& d : t.devices) {
+  const json* stages = m.memory.is_object() && m.memory.contains("stages") ? &m.memory["stages"] : nullptr;
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const timeline_device& d = t.devices[i];
     most = std::max(most, device_memory_gb(d, m));
     devices.push_back({{"stage", d.stage},
                        {"layers", d.layers},
@@ -94,7 +102,11 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
                        {"microbatch_forward_ms", d.microbatch_fw_s * ms},
                        {"microbatch_backward_ms", d.microbatch_bw_s * ms},
                        {"finish_ms", d.finish_s * ms}});
+    // the stage's memory parts as Lua reports them (state, saved activations, temporary, workspace, KV cache)
+    if (stages && i < stages->size())
+      for (const auto& [k, v] : (*stages)[i].items()) devices.back()[k] = v;
   }
+  most = memory_number(m, "memory_gb", most);
   const timeline_device* crit = critical_device(t);
   json j = {{"dp", t.dp},
             {"tp", t.tp},
@@ -128,7 +140,8 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"grad_bytes_per_rank", t.grad_bytes_per_rank},
             {"embedding_sync_ms", t.embedding_sync_s * ms},
             {"memory_gb", most},
-            {"fits", most <= m.gpu->mem_gb},
+            {"fits", m.memory.is_object() && m.memory.contains("fits") ? m.memory["fits"].get<bool>()
+                                                                        : most <= m.gpu->mem_gb},
             {"devices", std::move(devices)}};
   return j;
 }
@@ -169,10 +182,12 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
   if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
   if (m.timeline) {
     const parallel_timeline& t = *m.timeline;
-    double most = 0;
-    for (const auto& d : t.devices) most = std::max(most, device_memory_gb(d, m));
     in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},
-                         {"distributed_optimizer", t.distributed_optimizer}, {"memory_gb", most}});
+                         {"distributed_optimizer", t.distributed_optimizer}});
+  }
+  if (m.memory.is_object() && m.memory.contains("memory_gb")) {  // scripts/neusight/memory.lua: the fullest GPU
+    in.emplace_back("memory_gb", memory_number(m, "memory_gb", 0));
+    if (m.memory.contains("fits") && m.memory["fits"].is_boolean()) in.emplace_back("fits", m.memory["fits"].get<bool>());
   }
   kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
   gemm.kind = kernel_kind::gemm, gemm.dtype = m.dtype, gemm.name = "peak";
@@ -202,6 +217,10 @@ std::string figure_csv(const figure_value& v) {
 }
 
 std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
+  if (m.memory.is_object()) {
+    if (m.memory.contains("warning") && m.memory["warning"].is_string()) return {m.memory["warning"].get<std::string>()};
+    return {};
+  }
   if (!m.timeline) {
     const double state_gb = state_gb_per_gpu(f, m);
     if (state_gb <= m.gpu->mem_gb) return {};
@@ -256,6 +275,13 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(f, m);
+  // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
+  if (m.memory.is_object()) {
+    const double memory_gb = memory_number(m, "memory_gb", 0);
+    j["memory_gb"] = memory_gb;
+    j["memory"] = m.memory.contains("memory") ? m.memory["memory"] : json::object();
+    j["fits"] = m.memory.contains("fits") ? m.memory["fits"].get<bool>() : memory_gb <= m.gpu->mem_gb;
+  }
   // serving phases: the KV cache one GPU holds, 2 x layers x batch x cached tokens x kv heads (this rank's) x head_dim x
   // dtype bytes (prefill: seq tokens; decode: context + 1)
   if (m.kv_cache_bytes) j["kv_cache_gb"] = *m.kv_cache_bytes / 1e9;
@@ -379,11 +405,15 @@ std::string report_table(const forecast& f, const report_meta& m) {
                          d.layers, d.compute_s * ms, d.tp_comm_s * ms,
                          ep ? fmt::format("{:>12.3f} ", d.ep_comm_s * ms) : "", d.p2p_s * ms, d.dp_exposed_s * ms,
                          d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
-    for (const auto& d : t.devices) {
-      const double need = device_memory_gb(d, m);
-      out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f} (peak over the schedule; node outputs, an upper bound){}\n",
-                         d.stage, need, device_state_gb(d, m), d.activation_bytes / 1e9,
-                         need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
+    if (m.memory.is_object() && m.memory.contains("lines")) {
+      for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // per stage, from Lua
+    } else {
+      for (const auto& d : t.devices) {
+        const double need = device_memory_gb(d, m);
+        out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f}{}\n", d.stage, need,
+                           device_state_gb(d, m), d.activation_bytes / 1e9,
+                           need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
+      }
     }
     out += fmt::format("state     per parameter: {} ({} recipe{}){}\n", state_breakdown(m.state), m.precision,
                        m.precision == "amp" ? ", " + m.state.convention + " convention" : "",
@@ -411,14 +441,17 @@ std::string report_table(const forecast& f, const report_meta& m) {
   };
   if (m.timeline) return with_figures(out);  // the memory lines above say it per stage
   const double state_gb = state_gb_per_gpu(f, m);
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}; "
-                     "activations not counted){}\n",
+  const bool lines = m.memory.is_object() && m.memory.contains("lines");
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}){}\n",
                      state_gb, f.params_total() / 1e9, state_breakdown(m.state), m.precision,
                      m.precision == "amp" ? " (" + m.state.convention + ")" : "",
-                     state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
-                                                            "it fits (shard it, see the parallelism options)",
-                                                            m.gpu->mem_gb)
-                                              : std::string());
+                     !lines && state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast "
+                                                                      "assumes it fits (shard it, see the parallelism "
+                                                                      "options)",
+                                                                      m.gpu->mem_gb)
+                                                        : std::string());
+  if (lines)
+    for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // scripts/neusight/memory.lua
   return with_figures(out);
 }
 

@@ -4,11 +4,12 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/timeline.h"
-#include <nlohmann/json.hpp>
 
 namespace ns {
 
@@ -27,6 +28,9 @@ struct report_meta {
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
   std::string launch = "eager";               // "eager" | "graph" (scripts/neusight/launch.lua)
   std::optional<figures> figs;                // scripts/neusight/figures.lua of this forecast (JSON `figures`, table)
+  // Memory per GPU as scripts/neusight/memory.lua reports it (session::memory()): memory_gb, the `memory` object,
+  // table lines, a warning when it does not fit, per-stage parts of a parallel run. Null: not computed (--graph).
+  nlohmann::ordered_json memory;
 };
 
 // What scripts/neusight/figures.lua compute() is given of a forecast (after the timeline is in `m`): latency, the
@@ -39,9 +43,9 @@ nlohmann::ordered_json figure_json(const figure_value& v);
 std::string figure_csv(const figure_value& v);
 std::string csv_field(const std::string& s);
 
-// The run does not fit in the GPU's memory: model state (single GPU) or state + peak activations of the fullest
-// pipeline stage (parallel runs, m.timeline) above gpu.mem_gb. Empty when it fits. The table says it in its memory
-// lines; the JSON carries these in `warnings`.
+// The run does not fit in the GPU's memory: m.memory's memory_gb (state + saved activations + temporary + workspace +
+// KV cache of the fullest GPU) above gpu.mem_gb, with Lua's wording; without m.memory, model state alone. Empty when it
+// fits. The table says it in its memory lines; the JSON carries these in `warnings`.
 std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m);
 
 // One row of a comparison (predict with list-valued flags): its inputs, latency_ms and figures in order, then

@@ -216,6 +216,8 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
+const nlohmann::ordered_json& session::memory() const { return p_->memory; }
+
 session::~session() {
   if (p_ && p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
 }
@@ -280,18 +282,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.context = r.integer_or("context", 0);
   w.launch = r.str_or("launch", "eager");
   w.description = r.str_or("description", "");
-  lua_getfield(L, norm, "parallel");
-  const bool has_parallel = !lua_isnil(L, -1);
-  lua_pop(L, 1);
   lua_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
-  if (has_parallel) {
-    w.gpu_resolved = p_->gpu_resolve(w.gpu);
-    p_->push_gpu(*w.gpu_resolved);
-  } else {
-    lua_pushnil(L);
-  }
-  ns_call(L, 2, 5, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv
+  // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
+  w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  p_->push_gpu(*w.gpu_resolved);
+  ns_call(L, 2, 6, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv mem
+  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
+  lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state
   w.state = state_read(L, -1, "scripts/neusight/workload.lua build: state");

@@ -8,6 +8,8 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
@@ -152,6 +154,11 @@ class session {
   // workload_load would. A comparison runs it for every combination before forecasting any, so that a typo stops
   // the run while a combination a builder refuses becomes an error row.
   void workload_check(const workload_overrides& overrides);
+
+  // Memory per GPU of the last workload_load (single GPU) or timeline() (parallel run), as scripts/neusight/memory.lua
+  // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
+  // Null when neither computed one (predict --graph without a parallel layout).
+  const nlohmann::ordered_json& memory() const;
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

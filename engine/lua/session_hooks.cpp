@@ -169,6 +169,9 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     }
     lua_pop(L, 2);
   }
+  lua_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
+  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
+  lua_pop(L, 1);
   table_reader r(L, -1, where + " result");
   out.iteration_s = r.number("iteration");
   out.pipeline_s = r.number("pipeline");

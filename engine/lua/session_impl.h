@@ -27,6 +27,7 @@ struct session::impl {
   int engine_ref = LUA_NOREF;
   int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
   int nodes_ref = LUA_NOREF;
+  nlohmann::ordered_json memory;  // session::memory()
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

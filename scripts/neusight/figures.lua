@@ -18,9 +18,9 @@
 --                     / latency
 --   mfu               model FLOPs / gpus / latency / the dtype's dense peak (peak_tflops: the GPU file's tensor
 --                     peak for fp16/bf16/fp8/tf32, its fp32 matrix peak for fp32; no sparsity)
---   memory_gb, fits   per GPU: single GPU, model state (+ the KV cache in serving phases; activations not counted);
---                     parallel, the fullest stage's state + peak activations (+ the KV cache); fits = memory_gb <= the
---                     GPU's mem_gb
+--   memory_gb, fits   per GPU, the fullest GPU: the memory model's (scripts/neusight/memory.lua: state + saved
+--                     activations + temporary + workspace + KV cache) when the engine gives it; else (an imported graph)
+--                     model state + the KV cache, activations not counted, fits = memory_gb <= the GPU's mem_gb
 --   cost_per_iteration_usd       price_per_hour_usd × gpus × latency in hours (absent without a price in the GPU file)
 --   cost_per_million_tokens_usd  cost_per_iteration_usd / tokens × 1e6
 local type, ipairs, fmt, huge = type, ipairs, string.format, math.huge
@@ -59,8 +59,8 @@ end
 --- The figures of one forecast.
 --- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (gradient accumulation included),
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
---- microbatches, distributed_optimizer, state_gb (per GPU), memory_gb (parallel: the fullest stage's state + peak
---- activations), kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
+--- microbatches, distributed_optimizer, state_gb (per GPU), memory_gb and fits (the memory model's, when it ran),
+--- kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
 --- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source).
 --- Returns { fields = { { key, value, column, cell }, … }, lines = { … } }: `value` nil means not available; a field
 --- with a `column` is a column of the comparison table (every field is in its JSON and CSV).
@@ -81,8 +81,11 @@ function M.compute(r)
   local achieved = latency > 0 and graph_flops / gpus / latency / 1e12 or nil
   local peak = positive(r.peak_tflops) and r.peak_tflops or nil
   local mfu = (latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12) or nil
-  local memory = (r.parallel and r.memory_gb or r.state_gb) + (r.kv_cache_gb or 0)
-  local fits = memory <= gpu.mem_gb
+  -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
+  local modelled = r.memory_gb ~= nil
+  local memory = r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)
+  local fits = r.fits
+  if fits == nil then fits = memory <= gpu.mem_gb end
   local price = positive(r.price_per_hour_usd) and r.price_per_hour_usd or nil
   local cost = price and price * gpus * latency / 3600 or nil
   local cost_mtok = cost and tokens > 0 and cost / tokens * 1e6 or nil
@@ -117,10 +120,10 @@ function M.compute(r)
       sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
       r.dtype, sig(peak))
       or fmt("the GPU file has no %s peak", r.dtype))
-  lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (%s)", memory, gpu.mem_gb,
-    fits and "fits" or "does not fit",
-    r.parallel and "fullest stage: model state + peak activations" .. (r.kv_cache_gb and " + KV cache" or "")
-      or "model state" .. (r.kv_cache_gb and " + KV cache" or "") .. ", activations not counted")
+  if not modelled then  -- the memory model's own lines say it otherwise
+    lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",
+      memory, gpu.mem_gb, fits and "fits" or "does not fit", r.kv_cache_gb and " + KV cache" or "")
+  end
   if cost then
     lines[#lines + 1] = fmt("cost             %12s USD per %s, %s USD per million tokens (%s USD per GPU-hour × %d GPU%s, %s)",
       money(cost), per, money(cost_mtok), money(price), gpus, gpus > 1 and "s" or "", gpu.source)

@@ -293,27 +293,10 @@ function M.kv_cache_bytes(nodes)
   return total
 end
 
---- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes). In training with an optimizer, one optimizer node
---- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
---- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
---- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
---- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
---- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
---- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
---- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
---- kernels = "megatron"), PyTorch autocast's otherwise.
---- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
---- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
---- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
----@param spec table a workload table (normalized here if it was not already)
----@param gpu? table
----@return string model_name
----@return neusight.Node[] nodes
----@return table? plan
----@return table state
----@return number? kv_cache_bytes
-function M.build(spec, gpu)
-  local w = M.normalize(spec)
+
+-- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
+-- builder options.
+local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
   if M.serving(w.mode) then opts.phase, opts.context = w.mode, w.context end
@@ -381,6 +364,56 @@ function M.build(spec, gpu)
     if fopts then nodes = fusion.apply(nodes, fopts) end
   end
 
+  return name, nodes, plan, opts
+end
+
+-- The memory of a run (neusight.memory): for a single GPU the report itself (with the largest batch that fits,
+-- rebuilding the graph at other batches); for a parallel run nil, its context going to the timeline as plan.memory.
+local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
+  local memory = require "neusight.memory"
+  local rule_of = memory.engine_rules()
+  local function context(ns, kv_bytes, batch)
+    return memory.context { nodes = ns, rule_of = rule_of, training = w.mode == "train", state = state,
+      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb, mode = w.mode, batch = batch }
+  end
+  local ctx = context(nodes, kv, w.batch)
+  if plan then plan.memory = ctx; return nil end
+  local function at_batch(b)
+    local wb = {}
+    for k, v in pairs(w) do wb[k] = v end
+    wb.batch = b
+    local _, ns, _, opts = graph_of(wb, gpu)
+    return memory.single(context(ns, opts.phase and M.kv_cache_bytes(ns) or nil, b)).total
+  end
+  local ok, at = pcall(function() at_batch(1) return at_batch end) -- a builder that refuses batch 1: no search
+  return memory.single(ctx, ok and at or nil)
+end
+
+--- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes, memory). In training with an optimizer, one optimizer node
+--- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
+--- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
+--- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
+--- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
+--- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
+--- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
+--- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
+--- kernels = "megatron"), PyTorch autocast's otherwise.
+--- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
+--- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
+--- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
+---@param spec table a workload table (normalized here if it was not already)
+---@param gpu? table
+---@return string model_name
+---@return neusight.Node[] nodes
+---@return table? plan
+---@return table state
+---@return number? kv_cache_bytes
+---@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
+--- (the timeline reports it from plan.memory)
+function M.build(spec, gpu)
+  local w = M.normalize(spec)
+  local training = w.mode == "train"
+  local name, nodes, plan, opts = graph_of(w, gpu)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then
     local P = 0
@@ -393,8 +426,9 @@ function M.build(spec, gpu)
       }
     end
   end
-  return name, nodes, plan, precision.state(recipe, w.optimizer, training),
-    opts.phase and M.kv_cache_bytes(nodes) or nil
+  local state = precision.state(recipe, w.optimizer, training)
+  local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
+  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv)
 end
 
 return M

@@ -74,7 +74,7 @@ function M.test_parallel_run()
   near(f.achieved_tflops.value, (model + 2 * 4 * 1e9) / 16 / 0.5 / 1e12, "achieved per GPU, step on every dp x tp rank")
   near(f.tokens_per_s_per_gpu.value, 64 * 512 / 0.5 / 16, "tokens/s per GPU")
   near(f.cost_per_iteration_usd.value, 2 * 16 * 0.5 / 3600, "cost = price x 16 GPUs x hours")
-  eq(f.memory_gb.value, 70, "the fullest stage's memory")
+  eq(f.memory_gb.value, 70, "the memory model's figure")
   local z = single { parallel = true, dp = 2, tp = 4, pp = 2, microbatches = 8, distributed_optimizer = true,
                      memory_gb = 70 }
   near(z.achieved_tflops.value, (model + 4 * 1e9) / 16 / 0.5 / 1e12, "distributed optimizer: the step once over dp")
@@ -92,6 +92,15 @@ function M.test_every_field_has_a_key_and_the_table_lines()
   end
   eq(#out.lines, 4, "throughput, compute, memory, cost")
   assert(out.lines[4]:find("no price_per_hour_usd", 1, true), out.lines[4])
+  local modelled = F.compute { mode = "inference", batch = 1, seq = 8, dtype = "fp32", latency_s = 1e-3,
+                               flops_forward = 1e9, flops_backward = 0, flops_optimizer = 0, state_gb = 1,
+                               parallel = false, peak_tflops = 10, memory_gb = 9, fits = false,
+                               gpu = { mem_gb = 8, source = "t.toml" } }
+  eq(#modelled.lines, 3, "the memory model's lines say memory: no line of its own")
+  for _, f in ipairs(modelled.fields) do
+    if f.key == "memory_gb" then eq(f.value, 9, "memory_gb: the memory model's") end
+    if f.key == "fits" then eq(f.value, false, "fits: the memory model's") end
+  end
 end
 
 return M
