@@ -487,8 +487,17 @@ int run_paths(const common_flags& c) {
 }
 
 int run_gpus(const common_flags& c) {
+  if (c.format == "csv") throw error("gpus: --format csv is not offered (table or json)");
   const auto gpus = gpu_catalog(data_root_find() / "gpus").load_all();
   emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
+  return 0;
+}
+
+// `neusight models`: the presets with family, parameter count and source (scripts/neusight/catalog.lua).
+int run_models(const common_flags& c) {
+  session s(session_options_make(c));
+  const session::lua_report r = s.report("neusight.catalog", "models");
+  emit(c.format == "json" ? r.json : c.format == "csv" ? r.csv : r.table, c.output);
   return 0;
 }
 
@@ -554,6 +563,9 @@ int app_main(int argc, char** argv) {
   auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
   add_common(gpus, common, true);
   gpus->get_option("--ops")->group("");  // irrelevant here; hidden
+
+  auto* models = app.add_subcommand("models", "List the model presets with their family, parameter count and source");
+  add_common(models, common, true);
 
   auto* ops = app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)");
   std::string list_word;
@@ -707,13 +719,13 @@ int app_main(int argc, char** argv) {
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
   // -o out.json / out.csv: the format follows the extension unless --format was given.
-  for (CLI::App* cmd : {run, predict, gpus, scale, search, eval_k, eval_m}) {
+  for (CLI::App* cmd : {run, predict, gpus, models, scale, search, eval_k, eval_m}) {
     const CLI::Option* fo = *cmd ? cmd->get_option_no_throw("--format") : nullptr;
     if (!fo || fo->count() > 0 || common.output.empty()) continue;
     const std::string ext = text_lower(fs::path(common.output).extension().string());
     const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
     if (want.empty()) continue;
-    if (want == "csv" && (cmd == eval_m || cmd == scale)) {
+    if (want == "csv" && (cmd == eval_m || cmd == scale || cmd == gpus)) {
       std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
                    common.output.c_str(), cmd->get_name().c_str());
       return 2;
@@ -732,6 +744,7 @@ int app_main(int argc, char** argv) {
       return is_comparison(fflags) ? run_compare(common, fflags, "") : run_forecast(common, fflags, "");
     }
     if (*gpus) return run_gpus(common);
+    if (*models) return run_models(common);
     if (*scale) {
       sflags.format = common.format == "csv" ? "table" : common.format;
       sflags.output = common.output;

@@ -117,6 +117,13 @@ class session {
   };
   serve_report serve(const workload_overrides& options, const predictor& pred);
 
+  // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
+  // module's format_table(report) and format_csv(report).
+  struct lua_report {
+    std::string json, table, csv;
+  };
+  lua_report report(const std::string& module, const std::string& fn);
+
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {
     std::string name, op, phase, family;  // family of the op's dominant kernel, "none" without kernels

@@ -62,7 +62,7 @@ function T.test_missing_and_mistyped_fields()
   table.sort(names)
   eq(error_of(spec { model = "gpt3_176b" }),
     [[examples/w.lua: field 'model' names an unknown model preset "gpt3_176b" (did you mean 'gpt3_175b'?); presets: ]]
-      .. table.concat(names, ", "), "preset")
+      .. table.concat(names, ", ") .. " (neusight models lists them)", "preset")
   eq(error_of(42), "examples/w.lua: a workload must return a table (got 42)", "not a table")
 end
 
