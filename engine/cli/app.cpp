@@ -51,6 +51,9 @@ struct forecast_flags {
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   std::string dp, tp, pp, microbatches, ep;
   std::string schedule, kernels, cluster, recompute;
+  int64_t virtual_stages = 0;       // --virtual-stages: model chunks per device (interleaved schedule); 0 = the default
+  double bucket_mb = 0;             // --bucket-mb: gradient bucket size; 0 = the default
+  std::string overlap_grad_reduce;  // --overlap-grad-reduce on|off; "" = the default (on)
   bool sequence_parallel = false, distributed_optimizer = false;
 };
 
@@ -214,6 +217,16 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
       ->group(g);
+  cmd->add_option("--virtual-stages", f.virtual_stages,
+                  std::string("Model chunks per device of the interleaved schedule (default 2 with --schedule "
+                              "interleaved)") + o)
+      ->check(CLI::PositiveNumber)->type_name("N")->group(g);
+  cmd->add_option("--bucket-mb", f.bucket_mb,
+                  std::string("Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)") + o)
+      ->check(CLI::PositiveNumber)->type_name("MB")->group(g);
+  cmd->add_option("--overlap-grad-reduce", f.overlap_grad_reduce,
+                  std::string("Overlap the data-parallel gradient reduction with backward: on (default) or off") + o)
+      ->check(CLI::IsMember({"on", "off"}))->group(g);
   cmd->add_option("--kernels", f.kernels,
                   std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
@@ -257,6 +270,9 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.ep.empty()) o["parallel.ep"] = integer(f.ep);
   if (!f.microbatches.empty()) o["parallel.microbatches"] = integer(f.microbatches);
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
+  if (f.virtual_stages > 0) o["parallel.virtual_stages"] = f.virtual_stages;
+  if (f.bucket_mb > 0) o["parallel.bucket_mb"] = f.bucket_mb;
+  if (!f.overlap_grad_reduce.empty()) o["parallel.overlap_grad_reduce"] = f.overlap_grad_reduce == "on";
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
   if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
@@ -549,7 +565,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb", "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
