@@ -211,10 +211,21 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
+  local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
-    if w[k] == nil then
-      if REQUIRED[k] then fail("missing required field '%s'", k) end
-    else
+    if w[k] == nil and REQUIRED[k] then missing[#missing + 1] = k end
+  end
+  if #missing > 0 then
+    local flags = {}
+    for i, k in ipairs(missing) do flags[i] = "--" .. k end
+    if chunkname == "command line" then
+      fail("missing %s (required without a workload script)", table.concat(flags, ", "))
+    end
+    fail("missing required field%s '%s' (or %s on the command line)", #missing > 1 and "s" or "",
+      table.concat(missing, "', '"), table.concat(flags, ", "))
+  end
+  for _, k in ipairs(FIELDS) do
+    if w[k] ~= nil then
       local problem = CHECK[k](w[k])
       if problem then fail("field '%s' %s", k, problem) end
     end

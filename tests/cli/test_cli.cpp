@@ -446,3 +446,9 @@ TEST_CASE("an unknown preset lists the presets its name begins", "[cli]") {
   CHECK(r.err.find("did you mean one of gpt3_13, gpt3_175b") != std::string::npos);
   CHECK(r.err.find("'opt'") == std::string::npos);
 }
+
+TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu h100");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
+}

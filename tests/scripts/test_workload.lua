@@ -42,7 +42,14 @@ function T.test_unknown_fields_suggest_a_name()
 end
 
 function T.test_missing_and_mistyped_fields()
-  eq(error_of(spec { gpu = false }), "examples/w.lua: missing required field 'gpu'", "missing gpu")
+  eq(error_of(spec { gpu = false }), "examples/w.lua: missing required field 'gpu' (or --gpu on the command line)",
+    "missing gpu")
+  eq(error_of(spec { gpu = false, mode = false, seq = false }),
+    "examples/w.lua: missing required fields 'gpu', 'mode', 'seq' (or --gpu, --mode, --seq on the command line)",
+    "every missing field at once")
+  local ok, err = pcall(workload.normalize, { model = "gpt2_large" }, nil, "command line")
+  eq(ok, false, "the command line without --gpu")
+  eq(err, "command line: missing --gpu, --mode, --batch, --seq (required without a workload script)", "as flags")
   eq(error_of(spec { batch = "4" }), 'examples/w.lua: field \'batch\' must be a positive integer (got "4")', "string batch")
   eq(error_of(spec { seq = 0 }), "examples/w.lua: field 'seq' must be a positive integer (got 0)", "zero seq")
   eq(error_of(spec { mode = "training" }),
