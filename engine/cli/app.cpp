@@ -680,10 +680,10 @@ int app_main(int argc, char** argv) {
   serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
       ->required();
   serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
-      ->required()->check(nonempty_list());
+      ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");
   serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
   serve->add_option("--tp", serve_tp, "Tensor-parallel degree (one replica over tp GPUs; --sweep: a list, e.g. 1,2,4)")
-      ->check(positive_list());
+      ->check(positive_list())->type_name("INT[,INT…]");
   serve->add_option("--launch", vflags.launch,
                     "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
       ->check(CLI::IsMember({"eager", "graph"}));
@@ -699,11 +699,11 @@ int app_main(int argc, char** argv) {
   auto* batch_opt = serve->add_option("--batch", serve_batch,
                                       "Static batch: N requests prefilled together, then decoded to the end "
                                       "(--sweep: a list, e.g. 1,8,32)")
-                        ->check(positive_list());
+                        ->check(positive_list())->type_name("INT[,INT…]");
   auto* rate_opt = serve->add_option("--rate", serve_rate,
                                      "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, "
                                      "e.g. 1,4,16)")
-                       ->check(number_list());
+                       ->check(number_list())->type_name("FLOAT[,FLOAT…]");
   rate_opt->excludes(batch_opt);
   serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
       ->needs(rate_opt);
@@ -723,7 +723,8 @@ int app_main(int argc, char** argv) {
       "--sweep", vflags.sweep,
       "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
       "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
-      "GPU file has price_per_hour_usd, else highest output tokens/s per GPU");
+      "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not fit, tp not dividing the heads) is a "
+      "row with its error; when none meets the targets the run says so and exits 0");
   serve->add_option("--ttft-ms", vflags.ttft_ms,
                     "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; "
                     "the batch's prefill with --batch)")

@@ -209,7 +209,11 @@ function M.run(raw, phase, progress, gpu)
     if #lists[k] == 0 then fail("--sweep needs at least one --%s value", k) end
   end
   local gpus = {}
-  for i, q in ipairs(lists.gpu) do gpus[i] = gpu(q) end  -- a misspelled GPU stops the sweep here
+  for i, q in ipairs(lists.gpu) do  -- a misspelled GPU stops the sweep here
+    local ok, g = pcall(gpu, q)
+    if not ok then fail("--gpu %s: %s", tostring(q), first_line(g)) end
+    gpus[i] = g
+  end
   for _, tp in ipairs(lists.tp) do
     if not is_count(tp) then fail("--tp must be a positive integer (got %s)", tostring(tp)) end
   end
@@ -241,7 +245,7 @@ function M.run(raw, phase, progress, gpu)
 
   local rows, first = {}, nil
   for i, c in ipairs(combos) do
-    local label = fmt("sweep %d/%d: %s tp %d %s %s", i, #combos, c.gpu.name, c.tp, mode, tostring(c.value))
+    local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.gpu.name, c.tp, mode, c.value)
     progress(label)
     local sub = function(text, done)
       if not done then progress(label .. ": " .. tostring(text)) end

@@ -209,7 +209,7 @@ function M.test_bad_names_and_options_stop_before_any_forecast()
     assert(tostring(err):find(msg, 1, true), ("expected %q in %q"):format(msg, tostring(err)))
     eq(calls, 0, "no forecast ran")
   end
-  fails({ gpu = { "fast", "fats" }, rate = { 1 } }, "unknown GPU 'fats'")
+  fails({ gpu = { "fast", "fats" }, rate = { 1 } }, "serve: --gpu fats: unknown GPU 'fats'")
   fails({ gpu = { "fast" }, rate = { 1, -2 } }, "--rate must be a positive number of requests per second (got -2)")
   fails({ gpu = { "fast" }, tp = { 1, 0 }, rate = { 1 } }, "--tp must be a positive integer (got 0)")
   fails({ gpu = { "fast" }, rate = { 1 }, ttft_ms = -1 }, "--ttft-ms must be a positive number")
