@@ -71,7 +71,7 @@ end
 function M.test_choose_without_a_price_ranks_by_tokens_per_gpu()
   local rows = {
     { gpu = "A", meets = true, price_per_hour_usd = 2, cost_per_million_output_tokens_usd = 1, output_tokens_per_s_per_gpu = 100 },
-    { gpu = "N", meets = true, output_tokens_per_s_per_gpu = 300 },
+    { gpu = "N", meets = true, output_tokens_per_s_per_gpu = 300, tp = 2, gpus = 2, rate = 4 },
     { gpu = "N", meets = false, output_tokens_per_s_per_gpu = 900 },
   }
   local c = W.choose(rows)
@@ -79,8 +79,8 @@ function M.test_choose_without_a_price_ranks_by_tokens_per_gpu()
   eq(c.index, 2, "the fastest per GPU that meets")
   eq(c.unpriced[1], "N", "names the GPU without a price")
   local v = W.verdict(rows, c, { ttft_ms = 100 }, "rate")
-  has(v, "best setting by output tokens/s per GPU meeting TTFT p90 <= 100 ms (not by cost: no price_per_hour_usd for N)",
-    "verdict says why")
+  eq(v, "best setting by output tokens/s per GPU meeting TTFT p90 <= 100 ms (not by cost: no price_per_hour_usd for N): "
+    .. "N, tp 2, rate 4 req/s: 300.0 output tokens/s per GPU", "verdict says why")
 end
 
 function M.test_meets_applies_targets_to_p90_and_static_values()
@@ -227,11 +227,21 @@ function M.test_csv_is_the_rows()
   for k in lines[1]:gmatch("[^,]+") do head[#head + 1] = k end
   eq(head[1], "index", "first column")
   for j, row in ipairs(r.rows) do
-    local cells, k = {}, 0
-    for c in (lines[j + 1] .. ","):gmatch('("[^"]*"|[^,]*),') do
-      k = k + 1
-      cells[head[k]] = c
+    local cells, k, cell, quoted = {}, 1, "", false
+    local text = lines[j + 1]
+    local at = 1
+    while at <= #text do
+      local ch = text:sub(at, at)
+      if quoted then
+        if ch == '"' and text:sub(at + 1, at + 1) == '"' then cell, at = cell .. '"', at + 1
+        elseif ch == '"' then quoted = false
+        else cell = cell .. ch end
+      elseif ch == '"' then quoted = true
+      elseif ch == "," then cells[head[k]], k, cell = cell, k + 1, ""
+      else cell = cell .. ch end
+      at = at + 1
     end
+    cells[head[k]] = cell
     eq(k, #head, "as many cells as columns")
     for _, key in ipairs { "ttft_ms_p90", "tpot_ms_p50", "output_tokens_per_s_per_gpu", "cost_per_million_output_tokens_usd" } do
       if row[key] == nil then eq(cells[key], "", key .. " empty")
