@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <cstdlib>
@@ -115,6 +116,21 @@ CLI::Validator member_list(std::vector<std::string> choices) {
         return {};
       },
       "{" + shown + "}[,…]");
+}
+
+// Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
+CLI::Validator number_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v)) {
+          char* end = nullptr;
+          const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
+            return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
 }
 
 // Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
@@ -683,14 +699,19 @@ int app_main(int argc, char** argv) {
   add_common(search, common, true);
 
   serve_flags vflags;
+  std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // lists with --sweep; split after parsing
   auto* serve = app.add_subcommand(
       "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
-               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts");
+               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
+               "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
+               "--tpot-ms (scripts/neusight/sweep.lua)");
   serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
       ->required();
-  serve->add_option("--gpu", vflags.gpu, "GPU: file path, file stem or alias")->required();
+  serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
+      ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");
   serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
-  serve->add_option("--tp", vflags.tp, "Tensor-parallel degree (one replica over tp GPUs)")->check(CLI::PositiveNumber);
+  serve->add_option("--tp", serve_tp, "Tensor-parallel degree (one replica over tp GPUs; --sweep: a list, e.g. 1,2,4)")
+      ->check(positive_list())->type_name("INT[,INT…]");
   serve->add_option("--launch", vflags.launch,
                     "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
       ->check(CLI::IsMember({"eager", "graph"}));
@@ -703,12 +724,14 @@ int app_main(int argc, char** argv) {
   serve->add_option("--output-len", vflags.output_len,
                     "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
       ->required();
-  auto* batch_opt = serve->add_option("--batch", vflags.batch,
-                                      "Static batch: N requests prefilled together, then decoded to the end")
-                        ->check(CLI::PositiveNumber);
-  auto* rate_opt = serve->add_option_function<double>(
-      "--rate", [&vflags](double r) { vflags.rate = r, vflags.rate_given = true; },
-      "Continuous batching: Poisson arrivals, requests per second");
+  auto* batch_opt = serve->add_option("--batch", serve_batch,
+                                      "Static batch: N requests prefilled together, then decoded to the end "
+                                      "(--sweep: a list, e.g. 1,8,32)")
+                        ->check(positive_list())->type_name("INT[,INT…]");
+  auto* rate_opt = serve->add_option("--rate", serve_rate,
+                                     "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, "
+                                     "e.g. 1,4,16)")
+                       ->check(number_list())->type_name("FLOAT[,FLOAT…]");
   rate_opt->excludes(batch_opt);
   serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
       ->needs(rate_opt);
@@ -724,18 +747,43 @@ int app_main(int argc, char** argv) {
   serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
   serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
                     "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
+  auto* sweep_opt = serve->add_flag(
+      "--sweep", vflags.sweep,
+      "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
+      "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
+      "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not fit, tp not dividing the heads) is a "
+      "row with its error; when none meets the targets the run says so and exits 0");
+  serve->add_option("--ttft-ms", vflags.ttft_ms,
+                    "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; "
+                    "the batch's prefill with --batch)")
+      ->check(CLI::PositiveNumber)->needs(sweep_opt);
+  serve->add_option("--tpot-ms", vflags.tpot_ms,
+                    "--sweep target: time per output token at most this many ms (the p90 over the requests with "
+                    "--rate; the mean over the decode steps with --batch)")
+      ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
 
   try {
     app.parse(argc, argv);
     if (*serve && !*batch_opt && !*rate_opt) throw CLI::RequiredError("--batch (static batch) or --rate");
+    if (*serve) {
+      for (const auto& [name, text] : {std::pair{"--gpu", &serve_gpu}, {"--tp", &serve_tp}, {"--batch", &serve_batch},
+                                       {"--rate", &serve_rate}})
+        if (!vflags.sweep && list_split(*text).size() > 1)
+          throw CLI::ValidationError(name, "'" + *text + "' is a list: pass --sweep to compare settings (without it "
+                                     "serve forecasts one setting)");
+      vflags.gpu = list_split(serve_gpu);
+      for (const auto& v : list_split(serve_tp)) vflags.tp.push_back(std::stoll(v));
+      for (const auto& v : list_split(serve_batch)) vflags.batch.push_back(std::stoll(v));
+      for (const auto& v : list_split(serve_rate)) vflags.rate.push_back(std::stod(v));
+    }
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
   // -o out.json / out.csv: the format follows the extension unless --format was given.
-  for (CLI::App* cmd : {run, predict, gpus, models, scale, search, eval_k, eval_m}) {
+  for (CLI::App* cmd : {run, predict, gpus, models, scale, search, serve, eval_k, eval_m}) {
     const CLI::Option* fo = *cmd ? cmd->get_option_no_throw("--format") : nullptr;
     if (!fo || fo->count() > 0 || common.output.empty()) continue;
     const std::string ext = text_lower(fs::path(common.output).extension().string());
