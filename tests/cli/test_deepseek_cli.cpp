@@ -63,7 +63,7 @@ TEST_CASE("deepseek: DeepSeek-V3 in every mode on one H100, fp32 and bf16: forec
   }
 }
 
-TEST_CASE("deepseek: DeepSeek-V3 with tensor, expert and pipeline parallelism; tensor-parallel decode", "[cli][deepseek][parallel]") {
+TEST_CASE("deepseek: DeepSeek-V3 with tensor, expert and pipeline parallelism, and tensor-parallel decode", "[cli][deepseek][parallel]") {
   // 512 GPUs: tp 8 inside a node, 8 pipeline stages, experts over the 8 data-parallel ranks.
   const json tr = run_json("predict --model deepseek_v3 --gpu h100 --mode train --batch 128 --seq 4096 --dtype bf16 "
                            "--tp 8 --pp 8 --dp 8 --ep 8 --microbatches 16 --cluster dgx_h100");
