@@ -373,7 +373,7 @@ local function graph_of(w, gpu)
         :format(cfg.arch, cfg.arch), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe); use mode = \"inference\"")
+      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
         :format(cfg.arch, cfg.arch, opts.phase), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
