@@ -120,6 +120,7 @@ class session {
   // `neusight serve --sweep`: scripts/neusight/sweep.lua run(options, phase, progress, gpu) — `options` as serve's,
   // the list-valued ones (gpu, tp, batch, rate) as arrays from `lists`; `gpu(query)` is the GPU a name resolves to
   // (its file's fields, price_per_hour_usd among them; an unknown name is an error). JSON, table and CSV come back.
+  // Empty `lists` is serve(): one setting through scripts/neusight/serve.lua.
   using option_lists = std::map<std::string, std::vector<workload_value>>;
   serve_report serve_sweep(const workload_overrides& options, const option_lists& lists, const predictor& pred);
 

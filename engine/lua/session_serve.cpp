@@ -184,16 +184,7 @@ session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::st
 }  // namespace
 
 session::serve_report session::serve(const workload_overrides& options, const predictor& pred) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  serve_context ctx;
-  ctx.s = this;
-  ctx.pred = &pred;
-  ctx.gpus_dir = p_->opts.data_root / "gpus";
-  ctx.tty = isatty(fileno(stderr)) != 0;
-  require_push(*p_, "neusight.serve");  // stack: S
-  return serve_call(L, ctx, "scripts/neusight/serve.lua", options, nullptr, false);
+  return serve_sweep(options, {}, pred);
 }
 
 session::serve_report session::serve_sweep(const workload_overrides& options, const option_lists& lists,
@@ -206,8 +197,10 @@ session::serve_report session::serve_sweep(const workload_overrides& options, co
   ctx.pred = &pred;
   ctx.gpus_dir = p_->opts.data_root / "gpus";
   ctx.tty = isatty(fileno(stderr)) != 0;
-  require_push(*p_, "neusight.sweep");  // stack: S
-  return serve_call(L, ctx, "scripts/neusight/sweep.lua", options, &lists, true);
+  const bool sweep = !lists.empty();  // one setting: scripts/neusight/serve.lua; lists: scripts/neusight/sweep.lua
+  require_push(*p_, sweep ? "neusight.sweep" : "neusight.serve");  // stack: S
+  return serve_call(L, ctx, sweep ? "scripts/neusight/sweep.lua" : "scripts/neusight/serve.lua", options,
+                    sweep ? &lists : nullptr, sweep);
 }
 
 }  // namespace ns

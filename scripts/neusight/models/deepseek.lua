@@ -192,7 +192,7 @@ function M.graph(r, opts)
   local who = r.who
   local N = require "neusight.nodes"
   local P = require "neusight.parallel"
-  local moe_spread = require("neusight.models.moe").spread
+  local run_experts = require("neusight.models.moe").run_experts
   local serve = N.serving(opts, who)
   local decode = serve ~= nil and serve.phase == "decode"
   checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
@@ -397,23 +397,7 @@ function M.graph(r, opts)
     -- moe(): the routed experts into an fp32 buffer
     add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
     add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
-    local sets = moe_spread(n * k, E)
-    if experts.ep == 1 then
-      for _, set in ipairs(sets) do
-        local e = m .. "." .. set.name
-        dispatch(e, set.rows, set.per)
-        expert_mlp(e, set.rows, set.per)
-        combine(e, set.rows, set.per)
-      end
-    else
-      for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
-      experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { n * k, h }, "expert parallel: routed tokens to their experts")
-      for _, set in ipairs(moe_spread(n * k, experts.local_experts)) do
-        expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
-      end
-      experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { n * k, h }, "expert parallel: expert outputs back")
-      for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
-    end
+    run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
     if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
     swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
     add("add", m .. ".shared_experts_add", { flat, flat }, flat)

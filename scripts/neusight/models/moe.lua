@@ -165,7 +165,31 @@ local function spread(rows, experts)
   if experts - rem > 0 then sets[#sets + 1] = { rows = q, per = experts - rem, name = rem > 0 and "experts_short" or "experts" } end
   return sets
 end
-M.spread = spread -- neusight/models/deepseek.lua routes its experts the same way
+M.spread = spread
+
+--- HF's eager expert loop over `routed` = n·k rows spread evenly over E experts (neusight/models/deepseek.lua routes
+--- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
+--- (experts.ep > 1) the dispatches run first, an all-to-all sends the rows of width `h` to their experts, this rank's
+--- local experts run, and a second all-to-all brings their outputs back before the combines.
+function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp, combine)
+  local sets = spread(routed, E)
+  if experts.ep == 1 then
+    for _, set in ipairs(sets) do
+      local e = m .. "." .. set.name
+      dispatch(e, set.rows, set.per)
+      expert_mlp(e, set.rows, set.per)
+      combine(e, set.rows, set.per)
+    end
+    return
+  end
+  for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
+  experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { routed, h }, "expert parallel: routed tokens to their experts")
+  for _, set in ipairs(spread(routed, experts.local_experts)) do
+    expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
+  end
+  experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { routed, h }, "expert parallel: expert outputs back")
+  for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
+end
 
 -- The MoE block of layer prefix p (llama.graph's hook; ctx from llama.graph).
 local function block(ctx, p)
@@ -178,7 +202,6 @@ local function block(ctx, p)
   local shard = ctx.shard
   local I = shard and shard.split(moe.I, moe.I_name) or moe.I
   local experts = require("neusight.parallel").expert_shard(opts, r.who, E)
-  local ep = experts.ep
   local flat, top = { n, h }, { n, k }
 
   -- Nodes appended since index `from` run `per` times per layer (one expert's kernels for `per` experts).
@@ -231,23 +254,7 @@ local function block(ctx, p)
   add("one_hot", m .. ".expert_mask", { top }, mask)
   add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
 
-  local sets = spread(n * k, E)
-  if ep == 1 then
-    for _, set in ipairs(sets) do
-      local e = m .. "." .. set.name
-      dispatch(e, set.rows, set.per)
-      expert_mlp(e, set.rows, set.per)
-      combine(e, set.rows, set.per)
-    end
-  else
-    for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
-    experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { n * k, h }, "expert parallel: routed tokens to their experts")
-    for _, set in ipairs(spread(n * k, experts.local_experts)) do
-      expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
-    end
-    experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { n * k, h }, "expert parallel: expert outputs back")
-    for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
-  end
+  M.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
 
   if moe.shared_I then -- Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared_expert(x), added to the experts' sum
     local Is = shard and shard.split(moe.shared_I, "shared_expert_intermediate_size") or moe.shared_I
