@@ -36,7 +36,8 @@ M.SOURCES = {
   deepseek_v3 = "deepseek-ai/DeepSeek-V3 (without the multi-token-prediction module)",
 }
 
---- The rows of `neusight models`, sorted by name: { name, arch, model_type, params, source }.
+--- The rows of `neusight models`, sorted by name: { name, arch, model_type, params, active_params (a token's: the
+--- builder's active_parameters for mixtures of experts, else params), source }.
 ---@return table report { models = { row, … } }
 function M.models()
   local presets = require("neusight.models.presets")
@@ -51,7 +52,9 @@ function M.models()
     local _, nodes = workload.graph(w)
     local params = 0
     for _, n in ipairs(nodes) do params = params + (n.params or 0) * (n.count or 1) end
+    local builder = require("neusight.models." .. cfg.arch)
     rows[#rows + 1] = { name = name, arch = cfg.arch, model_type = cfg.model_type or cfg.arch, params = params,
+                        active_params = builder.active_parameters and builder.active_parameters(cfg) or params,
                         source = M.SOURCES[name] or "-" }
   end
   return { models = rows }
@@ -70,12 +73,16 @@ function M.format_table(r)
     width[2] = math.max(width[2], #m.arch)
     width[3] = math.max(width[3], #m.model_type)
   end
-  local line = "%-" .. width[1] .. "s  %-" .. width[2] .. "s  %-" .. width[3] .. "s  %10s  %s"
-  local out = { fmt(line, "name", "family", "model_type", "parameters", "source") }
-  for _, m in ipairs(r.models) do out[#out + 1] = fmt(line, m.name, m.arch, m.model_type, billions(m.params), m.source) end
+  local line = "%-" .. width[1] .. "s  %-" .. width[2] .. "s  %-" .. width[3] .. "s  %10s  %10s  %s"
+  local out = { fmt(line, "name", "family", "model_type", "parameters", "active", "source") }
+  for _, m in ipairs(r.models) do
+    out[#out + 1] = fmt(line, m.name, m.arch, m.model_type, billions(m.params),
+      m.active_params < m.params and billions(m.active_params) or "all", m.source)
+  end
   out[#out + 1] = ""
-  out[#out + 1] = "parameters: the forecast graph's (tied embeddings once); --format json|csv gives them exactly. A"
-  out[#out + 1] = "HuggingFace config.json works as --model too (scripts/neusight/models/hf.lua lists the model_types)."
+  out[#out + 1] = "parameters: the forecast graph's (tied embeddings once); active: a token's (k of E routed experts)."
+  out[#out + 1] = "--format json|csv gives both exactly. A HuggingFace config.json works as --model too"
+  out[#out + 1] = "(scripts/neusight/models/hf.lua lists the model_types)."
   return concat(out, "\n") .. "\n"
 end
 
@@ -87,7 +94,7 @@ end
 
 --- The report as CSV: one row per preset.
 function M.format_csv(r)
-  local keys = { "name", "arch", "model_type", "params", "source" }
+  local keys = { "name", "arch", "model_type", "params", "active_params", "source" }
   local out = { concat(keys, ",") }
   for _, m in ipairs(r.models) do
     local cells = {}

@@ -434,7 +434,7 @@ TEST_CASE("models: every preset with its family, exact parameter count and sourc
   std::ifstream in(csv);
   std::string header, line;
   std::getline(in, header);
-  CHECK(header == "name,arch,model_type,params,source");
+  CHECK(header == "name,arch,model_type,params,active_params,source");
   size_t rows = 0;
   while (std::getline(in, line)) ++rows;
   CHECK(rows == models.size());

@@ -37,6 +37,11 @@ function T.test_parameter_counts_are_huggingface_s()
   eq(by.mixtral_8x7b.params, 46702792704, "Mixtral-8x7B")
   eq(by.bert.params, 109483778, "bert-base-uncased with its 2-class pooler head")
   eq(by.mixtral_8x7b.model_type, "mixtral", "model_type")
+  eq(by.deepseek_v3.active_params, 37552282624, "DeepSeek-V3: 8 of 256 routed experts")
+  eq(by.llama3_8b.active_params, by.llama3_8b.params, "a dense model: every parameter")
+  -- switchxl4: 12 + 12 sparse layers of 4 experts (wi, wo: 1024 × 16384 each), top-1: 3 of 4 experts unused
+  eq(by.switchxl4.active_params, by.switchxl4.params - 24 * 3 * 2 * 1024 * 16384, "Switch: one of 4 experts")
+  assert(by.mixtral_8x7b.active_params < by.mixtral_8x7b.params / 3, "Mixtral: 2 of 8 experts")
   eq(by.gpt3_175b.arch, "gpt", "family")
 end
 
@@ -50,8 +55,8 @@ function T.test_table_and_csv_have_a_line_per_preset()
   local lines = {}
   for line in csv:gmatch("[^\n]+") do lines[#lines + 1] = line end
   eq(#lines, #r.models + 1, "a header and a row per preset")
-  eq(lines[1], "name,arch,model_type,params,source", "header")
-  assert(csv:find("\nllama32_1b,llama,llama,1235814400,meta-llama/Llama-3.2-1B\n", 1, true), "exact row")
+  eq(lines[1], "name,arch,model_type,params,active_params,source", "header")
+  assert(csv:find("\nllama32_1b,llama,llama,1235814400,1235814400,meta-llama/Llama-3.2-1B\n", 1, true), "exact row")
 end
 
 function T.test_unknown_preset_hints()

@@ -448,11 +448,7 @@ end
 --- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).
 function M.active_parameters(cfg)
   local r = M.config(cfg)
-  local shared, experts = 0, 0
-  for _, n in ipairs(M.build(cfg, { batch = 1, seq = 1 })) do
-    if n.attrs.expert then experts = experts + n.params * n.count else shared = shared + n.params * n.count end
-  end
-  return shared + experts * r.k // r.E
+  return require("neusight.models.moe").active_of(M.build(cfg, { batch = 1, seq = 1 }), r.k, r.E)
 end
 
 return M

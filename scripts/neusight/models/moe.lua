@@ -300,11 +300,16 @@ end
 --- expert and the router count in full), i.e. Σ params · count with expert weights scaled by k / E.
 function M.active_parameters(cfg)
   local r = M.config(cfg)
+  return M.active_of(M.build(cfg, { batch = 1, seq = 1 }), r.moe.k, r.moe.E)
+end
+
+--- Σ params · count of `nodes` with the routed experts' weights (attrs.expert) scaled by k / E (also deepseek.lua's).
+function M.active_of(nodes, k, E)
   local shared, experts = 0, 0
-  for _, n in ipairs(M.build(cfg, { batch = 1, seq = 1 })) do
+  for _, n in ipairs(nodes) do
     if n.attrs.expert then experts = experts + n.params * n.count else shared = shared + n.params * n.count end
   end
-  return shared + experts * r.moe.k // r.moe.E -- experts = sparse layers · E · one expert's parameters
+  return shared + experts * k // E -- experts = sparse layers · E · one expert's parameters
 end
 
 return M
