@@ -234,9 +234,14 @@ function M.line(obj, total, ctx)
   local cap = M.capacity(ctx.gpu_mem_gb)
   local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", ctx.gpu_mem_gb)
     or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", ctx.gpu_mem_gb)) or ""
-  local batch = obj.max_batch and fmt("; largest batch that fits: %d", obj.max_batch) or ""
+  local batch = ""
+  if obj.max_batch then
+    batch = obj.max_batch >= 1 and fmt("; largest batch that fits: %d", obj.max_batch)
+      or "; no batch fits (batch 1 exceeds it)"
+  end
+  local plural = obj.dominant == "activations" -- "activations dominate", "state / KV cache / … dominates"
   return fmt("memory           %12.2f GB   per GPU = %s; %s dominate%s; %s%s (saved tensors, no CUDA context)",
-    gb(total), parts, obj.dominant == "kv_cache" and "KV cache" or obj.dominant, obj.dominant == "state" and "s" or "",
+    gb(total), parts, obj.dominant == "kv_cache" and "KV cache" or obj.dominant, plural and "" or "s",
     verdict, batch)
 end
 
