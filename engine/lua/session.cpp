@@ -28,6 +28,24 @@ bool name_ok(const std::string& s, bool dots) {
   });
 }
 
+// A module name for require: parts of letters, digits and '_' separated by single dots ("neusight.models.gpt"); no
+// leading, trailing or doubled dot, so that the name maps to a path under a script root and nowhere else.
+bool module_name_ok(const std::string& s) {
+  if (s.empty() || s.size() > 200) return false;
+  bool part_empty = true;
+  for (char c : s) {
+    if (c == '.') {
+      if (part_empty) return false;
+      part_empty = true;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      part_empty = false;
+    } else {
+      return false;
+    }
+  }
+  return !part_empty;
+}
+
 session::impl* impl_of(lua_State* L) { return static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1))); }
 
 // find_script(name) -> path, chunkname | nil, "\n\tno file ..." [-1, +2, -]
@@ -37,7 +55,7 @@ int l_find_script(lua_State* L) {
   std::string rel = name;
   std::replace(rel.begin(), rel.end(), '.', '/');
   std::string tried;
-  if (name_ok(name, true)) {
+  if (module_name_ok(name)) {
     for (const auto& d : p->script_dirs) {
       for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
         const fs::path file = d.path / cand;
@@ -50,7 +68,8 @@ int l_find_script(lua_State* L) {
       }
     }
   } else {
-    tried = " invalid module name";
+    tried = " invalid module name (parts of letters, digits and '_' separated by single dots, e.g. "
+            "\"neusight.kernels\")";
   }
   lua_pushnil(L);
   lua_pushstring(L, tried.c_str());
@@ -150,6 +169,21 @@ int l_warn(lua_State* L) {
   return 0;
 }
 
+// view(mt) -> a userdata with metatable mt: the handle of a read-only view (prelude E.strict) [-1, +1, m]
+int l_view(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_newuserdatauv(L, 0, 0);
+  lua_pushvalue(L, 1);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+// limit_tripped() -> boolean: the current call ran over a script limit [-0, +1, -]
+int l_limit_tripped(lua_State* L) {
+  lua_pushboolean(L, ns_limit_tripped(L));
+  return 1;
+}
+
 // edit_distance(a, b) -> integer [-2, +1, e]
 int l_edit_distance(lua_State* L) {
   lua_pushinteger(L, lua_Integer(text_edit_distance(luaL_checkstring(L, 1), luaL_checkstring(L, 2))));
@@ -159,7 +193,8 @@ int l_edit_distance(lua_State* L) {
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
-    {"cluster_load", l_cluster_load}, {"op_names", l_op_names},
+    {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
+    {"limit_tripped", l_limit_tripped},
     {nullptr, nullptr},
 };
 
@@ -189,6 +224,7 @@ state_layout state_read(lua_State* L, int idx, const std::string& what) {
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
+  p_->state.limits_set(p_->opts.limits);
   for (const auto& d : p_->opts.script_dirs) p_->script_dirs.push_back({d, display_of(d)});
   p_->script_dirs.push_back({p_->opts.data_root / "scripts", "scripts"});
   p_->op_dirs_rebuild();
@@ -222,7 +258,7 @@ state_layout session::state_of(const std::string& dtype, const std::string& mode
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.precision");
-  lua_getfield(L, -1, "state_of");
+  raw_getfield(L, -1, "state_of");
   lua_createtable(L, 0, 3);
   lua_pushstring(L, dtype.c_str()), lua_setfield(L, -2, "dtype");
   lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
@@ -258,7 +294,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
   }
   const int spec = lua_gettop(L);
-  lua_getfield(L, wl, "normalize");
+  raw_getfield(L, wl, "normalize");
   lua_pushvalue(L, spec);
   overrides_push(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
@@ -276,10 +312,10 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.seq = r.integer("seq");
   w.context = r.integer_or("context", 0);
   w.description = r.str_or("description", "");
-  lua_getfield(L, norm, "parallel");
+  raw_getfield(L, norm, "parallel");
   const bool has_parallel = !lua_isnil(L, -1);
   lua_pop(L, 1);
-  lua_getfield(L, wl, "build");
+  raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   if (has_parallel) {
     w.gpu_resolved = p_->gpu_resolve(w.gpu);
@@ -381,7 +417,7 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
     else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
     else hooks = {{"forward", phase::forward}};
     for (const auto& [hook, ph] : hooks) {
-      const int t = lua_getfield(L, rule, hook);  // stack: ... hook
+      const int t = raw_getfield(L, rule, hook);  // stack: ... hook
       if (t == LUA_TNIL && ph == phase::backward)  // a silent 0 ms backward is refused: the rule must say so
         throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
                             "if the op has no backward work\n    " + who);
@@ -478,7 +514,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       continue;
     }
     const bool is_attn = k->kind == kernel_kind::attention;
-    lua_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
+    raw_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
     lua_createtable(L, 0, 7);  // stack: ... select k
     const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
     lua_pushstring(L, fam.c_str());
@@ -530,7 +566,7 @@ void session::attention_costs(std::vector<kernel*>& kernels) {
   const int k_idx = lua_gettop(L);
   for (kernel* k : kernels) {
     if (k->kind != kernel_kind::attention) continue;
-    lua_getfield(L, k_idx, "attention");
+    raw_getfield(L, k_idx, "attention");
     lua_pushstring(L, k->op.c_str());
     for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
     lua_pushstring(L, k->dtype.c_str());
@@ -545,7 +581,7 @@ bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_
   lua_State* L = p_->L();
   stack_guard guard(L);
   require_push(*p_, "tiling.gemm");
-  lua_getfield(L, -1, "parse");
+  raw_getfield(L, -1, "parse");
   lua_pushstring(L, kernel_name.c_str());
   ns_call(L, 1, 2, "while parsing kernel name '" + kernel_name + "'");
   const bool ok = lua_isinteger(L, -2) && lua_isinteger(L, -1);
@@ -558,7 +594,7 @@ int64_t session::tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, in
   lua_State* L = p_->L();
   stack_guard guard(L);
   require_push(*p_, "tiling.vec");
-  lua_getfield(L, -1, "from_grid");
+  raw_getfield(L, -1, "from_grid");
   for (int64_t v : {rows, hidden, grid_x, grid_y, grid_z}) lua_pushinteger(L, lua_Integer(v));
   ns_call(L, 5, 1, "while computing elements per block");
   int ok = 0;
@@ -579,7 +615,7 @@ op_entry session::op_load(const std::string& name) {
     throw error("no rule for op '" + name + "' on the op search path");
   }
   op_entry e{name, lua_tostring(L, -1), {}, {}};
-  lua_getfield(L, -2, "doc");
+  raw_getfield(L, -2, "doc");
   e.doc = lua_tostring(L, -1);
   lua_pop(L, 3);
   return e;
@@ -626,7 +662,7 @@ void session::lua_test_run(const fs::path& file, const std::string& test) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   lua_test_push(*p_, file);
-  lua_getfield(L, -1, test.c_str());
+  raw_getfield(L, -1, test.c_str());
   lua_remove(L, -2);
   ns_call(L, 0, 0);
 }
