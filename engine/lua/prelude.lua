@@ -42,10 +42,16 @@ end
 -- setmetatable without finalizers: a __gc would run script code between the engine's calls, outside its limits.
 local raw_setmetatable = setmetatable
 local function safe_setmetatable(t, mt)
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'setmetatable' (table expected, got "
+          .. (type(t) == "userdata" and "read-only view" or type(t)) .. ")", 2)
+  end
   if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
     error("bad argument #2 to 'setmetatable' (__gc metamethods are not available to scripts)", 2)
   end
-  return raw_setmetatable(t, mt)
+  local ok, r = raw_pcall(raw_setmetatable, t, mt)
+  if not ok then error(r, 2) end  -- "cannot change a protected metatable", "nil or table expected"
+  return r
 end
 
 -- Curated base for every script environment: no io, os, load, dofile, debug (hygiene, not security).

@@ -18,8 +18,8 @@ struct script_limits {
 // Throws ns::error on a malformed environment variable.
 script_limits script_limits_default();
 inline constexpr int64_t script_budget_default = 1'000'000'000;
-inline constexpr int64_t script_memory_mb_default = 1024;
-inline constexpr double script_timeout_default = 9;
+inline constexpr int64_t script_memory_mb_default = 512;
+inline constexpr double script_timeout_default = 8;
 // Process-wide overrides from the command line; a field left at -1 keeps the environment's or the default.
 void script_limits_set(int64_t instructions, int64_t memory_mb, double seconds);
 
