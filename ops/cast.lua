@@ -16,6 +16,7 @@ end
 return {
   name = "cast",
   doc = "dtype conversion x.to(dtype): MEM(in, out), in read as attrs.from, out written as node.dtype; bw the same bytes",
+  saves = rules.saves_nothing, -- ToCopyBackward keeps no tensor (autocast's cached weight copies: neusight.memory)
   forward = function(node) return { kernel(node) } end,
   backward = function(node) return { kernel(node) } end,
 }

@@ -18,6 +18,18 @@ end
 return {
   name = "cross_entropy",
   doc = "CE loss on logits (T,V): VECsoftmax(T,V) + MEM((T,),(T,)); bw MEM((T,V)) zero-fill + VECsub(T,V)",
+  -- log_softmax keeps its output for backward, in fp32 (HF upcasts the logits; autocast runs log_softmax in fp32),
+  -- nll_loss the int64 targets
+  saves = function(node)
+    local T, V = dims(node)
+    return 4 * T * V + K.index_bytes * T
+  end,
+  -- the peak of the step is often here: the logits (kept as the model's output) and, in backward, two fp32 (T, V)
+  -- gradients at once (of the log-probabilities and of the logits); inference: the logits and the log-probabilities
+  temporary = function(node)
+    local T, V = dims(node)
+    return T * V * K.dtype_bytes(node.dtype) + 2 * 4 * T * V
+  end,
   forward = function(node)
     local T, V = dims(node)
     return { K.softmax(T, V, node.dtype), K.mem({ { T }, { T } }, node.dtype) }

@@ -15,6 +15,7 @@ end
 return {
   name = "embedding",
   doc = "embedding lookup: MEM(ids, out); bw MEM((V,H)) x2 (zero-fill + scatter-add); acc VECadd(1,V·H)",
+  saves = function(node) return K.index_bytes * K.numel(rules.input(node, 1)) end, -- the int64 indices
   -- Read the indices, write the gathered rows.
   forward = function(node)
     return { K.mem(rules.shapes(node, true), node.dtype) }

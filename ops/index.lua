@@ -18,6 +18,7 @@ end
 return {
   name = "index",
   doc = "gather x[idx]: MEM(idx, out, out); bw MEM(x) (zero-fill) + MEM(idx, out ×3) (index_put accumulate) + VECadd over x",
+  saves = function(node) return K.index_bytes * K.numel(rules.input(node, 2)) end, -- the int64 index
   forward = function(node)
     local x, m, out = dims(node)
     local k = K.mem({ { m }, out, out }, node.dtype)

@@ -10,6 +10,7 @@ local rules = require "neusight.rules"
 return {
   name = "index_add",
   doc = "scatter-add out[idx] += src: MEM(src, idx, out rows ×2); bw MEM(idx, src, src) (index_select of the gradient)",
+  saves = function(node) return K.index_bytes * K.numel(rules.input(node, 2)) end, -- the int64 index
   forward = function(node)
     local src, m = rules.input(node, 1), K.numel(rules.input(node, 2))
     local k = K.mem({ src, { m }, src, src }, node.dtype)

@@ -7,6 +7,7 @@ return {
   name = "pow",
   doc = "power: VECpow(u)(rows,H); bw VECpow(u) + VECmul + VECmulu (n · x^(n-1) · dy)",
   check = rules.check_broadcast,
+  saves = rules.saves_input, -- n · x^(n−1) needs x (a Python-scalar exponent)
   forward = function(node)
     local rows, hidden = rules.vec_dims(node)
     if not rows then return {} end

@@ -27,6 +27,12 @@ end
 return {
   name = "sdpa",
   doc = "scaled_dot_product_attention: one FlashAttention kernel forward (causal/full), one backward; GQA/MQA",
+  -- The FlashAttention kernels keep Q, K, V, the output O and the per-row logsumexp (b·h·sq fp32) for backward, never
+  -- the s × s scores (the backward kernel recomputes them)
+  saves = function(node)
+    local b, sq, _, _, h = dims(node)
+    return rules.saved_inputs(node, { 1, 2, 3 }) + rules.tensor_bytes(node, node.output) + 4 * b * h * sq
+  end,
   forward = function(node)
     local b, sq, skv, d, h, kvh, causal = dims(node)
     return { K.attention(causal and "causal" or "full", b, sq, skv, d, h, kvh, node.dtype) }

@@ -5,4 +5,5 @@ return require("neusight.rules").activation {
   name = "sigmoid",
   doc = "sigmoid 1/(1+exp(−x)): VECsigmoid(rows,H); bw VECsigmoid_backward(rows,H) (reads dy and y)",
   grad = "sigmoid_backward",
+  saves = "output", -- sigmoid_backward reads y
 }

@@ -1,10 +1,12 @@
 -- ops/softmax.lua — softmax over the last dim: VECsoftmax forward; backward a VECmul plus a softmax-like reduction.
 local K = require "neusight.kernels"
+local rules = require "neusight.rules"
 
 ---@type neusight.OpRule
 return {
   name = "softmax",
   doc = "softmax: VECsoftmax(rows,H); bw VECmul(rows,H) + VECsoftmax(rows,H)",
+  saves = rules.saves_output, -- softmax_backward reads y
   forward = function(node)
     local rows, hidden = K.vec_shape(node.output)
     return { K.softmax(rows, hidden, node.dtype) }

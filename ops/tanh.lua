@@ -7,6 +7,7 @@ return {
   name = "tanh",
   doc = "tanh: VECtanh(rows,H); bw VECmulu(rows,H) + VECaddu(rows,H)",
   check = rules.check_broadcast,
+  saves = rules.saves_output, -- tanh_backward reads y
   forward = function(node)
     local rows, hidden = K.vec_shape(node.output)
     return { K.vec("tanh", rows, hidden, node.dtype) }

@@ -9,6 +9,7 @@ local rules = require "neusight.rules"
 return {
   name = "topk",
   doc = "top-k along the last dim: MEM(x, values) + int64 indices; bw MEM(x) (zero-fill) + MEM(values, values) (scatter)",
+  saves = function(node) return K.index_bytes * K.numel(node.output) end, -- the int64 indices
   forward = function(node)
     local x, out = rules.input(node, 1), node.output
     local k = K.mem({ x, out }, node.dtype)

@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "where",
   doc = "select: MEM(cond, x, y, out); bw MEM(cond, x, y) x2 (one masked copy per branch gradient)",
+  saves = function(node) return K.numel(rules.input(node, 1)) end, -- the bool condition, 1 B per element
   forward = function(node)
     return { K.mem(rules.shapes(node, true), node.dtype) }
   end,

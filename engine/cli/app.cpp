@@ -4,7 +4,9 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <map>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -14,6 +16,7 @@
 #include "cli/paths.h"
 #include "cli/scale_cmd.h"
 #include "cli/search_cmd.h"
+#include "cli/serve_cmd.h"
 #include "cli/report.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
@@ -37,16 +40,19 @@ struct common_flags {
   double script_timeout = -1;
 };
 
+// Flags that take a comma-separated list on the command line (model, gpu, mode, dtype, recompute and the integers) are
+// kept as typed; one value is today's single forecast, several make a comparison (one row per combination).
 struct forecast_flags {
   std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
-  int64_t batch = 0, seq = 0, context = 0;
+  std::string batch, seq, context;
   std::string predictor = "neusight";
   std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
+  std::string launch;                 // --launch eager|graph: workload field `launch` (scripts/neusight/launch.lua)
   bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
   bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
-  int64_t dp = 0, tp = 0, pp = 0, microbatches = 0, ep = 0;
+  std::string dp, tp, pp, microbatches, ep;
   std::string schedule, kernels, cluster, recompute;
   bool sequence_parallel = false, distributed_optimizer = false;
 };
@@ -55,6 +61,72 @@ struct graph_flags {
   std::string file;    // predict --graph: a reference operator graph (opgraph/<tag>.csv)
   int64_t layers = 0;  // --layers; 0 = from the model config
 };
+
+// "1, 8,32" → {"1", "8", "32"}; "" → {}.
+std::vector<std::string> list_split(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    out.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+// The list-valued flags in the order their combinations are enumerated (the last varies fastest).
+const std::vector<std::pair<const char*, std::string forecast_flags::*>>& list_flags() {
+  using F = forecast_flags;
+  static const std::vector<std::pair<const char*, std::string F::*>> flags = {
+      {"model", &F::model}, {"gpu", &F::gpu}, {"mode", &F::mode}, {"dtype", &F::dtype}, {"batch", &F::batch},
+      {"seq", &F::seq}, {"context", &F::context}, {"dp", &F::dp}, {"tp", &F::tp}, {"pp", &F::pp}, {"ep", &F::ep},
+      {"microbatches", &F::microbatches}, {"recompute", &F::recompute}};
+  return flags;
+}
+
+// Every item of a comma-separated list is a positive integer.
+CLI::Validator positive_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v)) {
+          const bool digits = !item.empty() && item.size() <= 18 &&
+                              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+          if (!digits || std::stoll(item) < 1)
+            return "Value " + item + " is not a positive integer" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
+}
+
+// Every item of a comma-separated list is one of `choices`.
+CLI::Validator member_list(std::vector<std::string> choices) {
+  std::string shown;
+  for (const auto& c : choices) shown += (shown.empty() ? "" : ",") + c;
+  return CLI::Validator(
+      [choices, shown](std::string& v) -> std::string {
+        for (const auto& item : list_split(v))
+          if (std::find(choices.begin(), choices.end(), item) == choices.end())
+            return "Value " + item + " not in {" + shown + "}";
+        return {};
+      },
+      "{" + shown + "}[,…]");
+}
+
+// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
+CLI::Validator nonempty_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v))
+          if (item.empty()) return "an empty item in the list '" + v + "'";
+        return {};
+      },
+      "");
+}
 
 session_options session_options_make(const common_flags& c) {
   session_options o;
@@ -94,17 +166,19 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
 
 void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
   const char* o = for_script ? " (overrides the script)" : "";
-  cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o);
-  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o)->check(CLI::PositiveNumber);
-  cmd->add_option("--seq", f.seq, std::string("Sequence length (prefill: the prompt length; not used in decode)") + o)
-      ->check(CLI::PositiveNumber);
+  const std::string l = " (a comma-separated list compares every combination)";
+  cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o + l)
+      ->check(nonempty_list());
+  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o + l)->check(positive_list())->type_name("N[,N…]");
+  cmd->add_option("--seq", f.seq, std::string("Sequence length (prefill: the prompt length; not used in decode)") + o + l)
+      ->check(positive_list())->type_name("N[,N…]");
   cmd->add_option("--mode", f.mode,
                   std::string("train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV "
-                              "cache) or decode (one token per sequence over a KV cache of --context tokens)") + o)
-      ->check(CLI::IsMember({"train", "inference", "prefill", "decode"}));
+                              "cache) or decode (one token per sequence over a KV cache of --context tokens)") + o + l)
+      ->check(member_list({"train", "inference", "prefill", "decode"}));
   cmd->add_option("--context", f.context,
-                  std::string("Tokens already in each sequence's KV cache (required by, and only for, --mode decode)") + o)
-      ->check(CLI::PositiveNumber);
+                  std::string("Tokens already in each sequence's KV cache (required by, and only for, --mode decode)") + o + l)
+      ->check(positive_list())->type_name("N[,N…]");
   cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam, adamw") + o)
       ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
   cmd->add_option("--optimizer-impl", f.optimizer_impl,
@@ -112,7 +186,8 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                               "passes; default for adam, sgd)") + o);
   cmd->add_option("--dtype", f.dtype,
                   std::string("Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, "
-                              "BF16, torch.float16, fp8_e4m3, …)") + o);
+                              "BF16, torch.float16, fp8_e4m3, …)") + o + l)
+      ->check(nonempty_list());
   cmd->add_option("--precision", f.precision,
                   std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
                               "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
@@ -133,22 +208,26 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
                   "(default: as the script says)")
       ->check(CLI::IsMember({"on", "off"}));
+  cmd->add_option("--launch", f.launch,
+                  std::string("Kernel launches: eager (PyTorch, one host launch per op: the predictors' times, default) "
+                              "or graph (CUDA-graph replay as serving engines run; scripts/neusight/launch.lua)") + o)
+      ->check(CLI::IsMember({"eager", "graph"}));
   cmd->add_flag("--fusion", f.fusion,
                 std::string("Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)") + o);
   cmd->add_flag("--flash-attention", f.flash_attention,
                 std::string("Like --fusion, and each attention block becomes one FlashAttention kernel") + o);
   const char* g = "Parallelism (scripts/neusight/parallel.lua)";
-  cmd->add_option("--dp", f.dp, std::string("Data-parallel degree: replicas; --batch stays the global batch") + o)
-      ->check(CLI::PositiveNumber)->group(g);
-  cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o)
-      ->check(CLI::PositiveNumber)->group(g);
+  cmd->add_option("--dp", f.dp, std::string("Data-parallel degree: replicas; --batch stays the global batch") + o + l)
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
+  cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o + l)
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--ep", f.ep,
-                  std::string("Expert-parallel degree (MoE models): experts spread over ep of the dp ranks") + o)
-      ->check(CLI::PositiveNumber)->group(g);
-  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o)->check(CLI::PositiveNumber)->group(g);
+                  std::string("Expert-parallel degree (MoE models): experts spread over ep of the dp ranks") + o + l)
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
+  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o + l)->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--microbatches", f.microbatches,
-                  std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o)
-      ->check(CLI::PositiveNumber)->group(g);
+                  std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o + l)
+      ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
       ->group(g);
   cmd->add_option("--kernels", f.kernels,
@@ -156,8 +235,8 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
   cmd->add_option("--recompute", f.recompute,
                   std::string("Activation recomputation: none, selective (core attention re-runs in backward) or "
-                              "full (every layer re-runs its forward)") + o)
-      ->check(CLI::IsMember({"none", "selective", "full"}))->group(g);
+                              "full (every layer re-runs its forward)") + o + l)
+      ->check(member_list({"none", "selective", "full"}))->group(g);
   cmd->add_flag("--sequence-parallel", f.sequence_parallel,
                 std::string("Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens") + o)
       ->group(g);
@@ -180,16 +259,19 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.dtype.empty()) o["dtype"] = f.dtype;
   if (!f.precision.empty()) o["precision"] = f.precision;
   if (!f.attention.empty()) o["attention"] = f.attention;
-  if (f.batch > 0) o["batch"] = f.batch;
-  if (f.seq > 0) o["seq"] = f.seq;
-  if (f.context > 0) o["context"] = f.context;
+  // the integer flags hold one validated value here (a comparison calls this once per combination)
+  auto integer = [](const std::string& v) { return workload_value(int64_t(std::stoll(v))); };
+  if (!f.batch.empty()) o["batch"] = integer(f.batch);
+  if (!f.seq.empty()) o["seq"] = integer(f.seq);
+  if (!f.context.empty()) o["context"] = integer(f.context);
+  if (!f.launch.empty()) o["launch"] = f.launch;
   if (f.flash_attention) o["fusion"] = std::string("flash_attention");
   else if (f.fusion) o["fusion"] = true;
-  if (f.dp > 0) o["parallel.dp"] = f.dp;
-  if (f.tp > 0) o["parallel.tp"] = f.tp;
-  if (f.pp > 0) o["parallel.pp"] = f.pp;
-  if (f.ep > 0) o["parallel.ep"] = f.ep;
-  if (f.microbatches > 0) o["parallel.microbatches"] = f.microbatches;
+  if (!f.dp.empty()) o["parallel.dp"] = integer(f.dp);
+  if (!f.tp.empty()) o["parallel.tp"] = integer(f.tp);
+  if (!f.pp.empty()) o["parallel.pp"] = integer(f.pp);
+  if (!f.ep.empty()) o["parallel.ep"] = integer(f.ep);
+  if (!f.microbatches.empty()) o["parallel.microbatches"] = integer(f.microbatches);
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
@@ -199,43 +281,164 @@ workload_overrides overrides_make(const forecast_flags& f) {
   return o;
 }
 
-// The tail every forecast shares: library tiles, kernel latencies, aggregation, the report.
-int forecast_report(session& s, const common_flags& c, const forecast_flags& f, const graph& g,
-                    std::vector<kernel_instance> kernels, const gpu_spec& gpu, const report_meta& m) {
-  const std::string& predictor_name = f.predictor;
-  for (const auto& w : m.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  const auto pred = predictor_make(predictor_name, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
+// One forecast, finished: the kernels' latencies and aggregation, the parallel timeline, the warnings and the figures.
+// `gpu` and `meta.gpu` point into this object: it is filled in place, never moved.
+struct forecast_done {
+  std::optional<forecast> fc;
+  report_meta meta;
+  gpu_spec gpu;
+  forecast_done() = default;
+  forecast_done(const forecast_done&) = delete;
+  forecast_done& operator=(const forecast_done&) = delete;
+};
+
+// The tail every forecast shares: library tiles, kernel latencies, aggregation, timeline, figures. With `say`,
+// warnings go to stderr as they are found (a single forecast); a comparison row only keeps them in meta.warnings.
+void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
+                     std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
+  report_meta& meta = out.meta;
+  if (say)
+    for (const auto& w : meta.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  out.fc.emplace(s.forecast_run(g, std::move(kernels), out.gpu, pred, overhead, meta.launch));
+  for (const auto& w : pred.warnings()) {
+    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
+  if (auto tl = s.timeline(*out.fc)) meta.timeline = std::move(*tl);
+  meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
+  for (const auto& w : report_memory_warnings(*out.fc, meta)) {  // the table says so too; JSON and CSV readers need it
+    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
+  meta.figs = s.figures_compute(report_figure_inputs(*out.fc, meta), out.gpu);
+}
+
+std::unique_ptr<predictor> predictor_for(const forecast_flags& f) {
+  auto pred = predictor_make(f.predictor, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
   pred->memo_enable(!memo_disabled());
-  const forecast fc = s.forecast_run(g, std::move(kernels), gpu, *pred, f.overhead);
-  report_meta meta = m;
-  for (const auto& w : pred->warnings()) {
-    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    meta.warnings.push_back(w);
-  }
-  if (auto tl = s.timeline(fc)) meta.timeline = std::move(*tl);
-  for (const auto& w : report_memory_warnings(fc, meta)) {  // the table says so too; JSON and CSV readers need it
-    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    meta.warnings.push_back(w);
-  }
-  if (c.format == "json") emit(report_json(fc, meta), c.output);
-  else if (c.format == "csv") emit(report_csv(fc, meta), c.output);
-  else emit(report_table(fc, meta), c.output);
-  return 0;
+  return pred;
+}
+
+void report_emit(const common_flags& c, const forecast_done& d) {
+  if (c.format == "json") emit(report_json(*d.fc, d.meta), c.output);
+  else if (c.format == "csv") emit(report_csv(*d.fc, d.meta), c.output);
+  else emit(report_table(*d.fc, d.meta), c.output);
+}
+
+// A workload (a script, or the command line alone) forecast with `f`'s single values: what `predict` / `run` print and
+// what each comparison row holds. `pred` is made on first use, after the workload has loaded.
+void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forecast_flags& f, const std::string& script,
+                       forecast_done& out, bool say) {
+  const workload w = s.workload_load(script, overrides_make(f));
+  out.gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
+  expansion e = s.expand(w.g, out.gpu, w.training());
+  out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
+                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {}};
+  if (!pred) pred = predictor_for(f);
+  forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
 
 int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
-  const workload w = s.workload_load(script, overrides_make(f));
-  const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
-  expansion e = s.expand(w.g, gpu, w.training());
-  report_meta m{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &gpu,
-                {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes};
-  return forecast_report(s, c, f, w.g, std::move(e.kernels), gpu, m);
+  std::unique_ptr<predictor> pred;
+  forecast_done d;
+  forecast_workload(s, pred, f, script, d, true);
+  report_emit(c, d);
+  return 0;
+}
+
+// A comparison: one forecast per combination of the list-valued flags, in one session (expansions, tiles and
+// predictions are shared), rendered as rows. A value that names nothing (unknown GPU or model, a misspelled dtype) stops
+// the run before anything is forecast; a combination that cannot be forecast (batch not divisible by dp ×
+// microbatches, a layout a builder refuses) becomes a row with its error.
+int run_compare(const common_flags& c, const forecast_flags& f, const std::string& script) {
+  session s(session_options_make(c));
+  const gpu_catalog catalog(data_root_find() / "gpus");
+  std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
+  for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, catalog.resolve(g).name);
+  std::vector<forecast_flags> combos{f};
+  for (const auto& [key, member] : list_flags()) {
+    const auto values = list_split(f.*member);
+    if (values.size() < 2) continue;
+    std::vector<forecast_flags> next;
+    for (const auto& base : combos)
+      for (const auto& v : values) {
+        next.push_back(base);
+        next.back().*member = v;
+      }
+    combos = std::move(next);
+  }
+  for (const auto& one : combos) s.workload_check(overrides_make(one));  // typos stop here, before any forecast
+  std::unique_ptr<predictor> pred;
+  std::vector<compare_row> rows;
+  for (const auto& one : combos) {
+    compare_row row;
+    auto input = [&](const char* key, const char* column, figure_value v) {
+      std::string cell = std::holds_alternative<std::monostate>(v) ? "-" : figure_csv(v);
+      row.push_back({key, column, std::move(v), std::move(cell)});
+    };
+    auto given_int = [](const std::string& v) { return v.empty() ? figure_value{} : figure_value{int64_t(std::stoll(v))}; };
+    auto given_str = [](const std::string& v) { return v.empty() ? figure_value{} : figure_value{v}; };
+    try {
+      forecast_done d;
+      forecast_workload(s, pred, one, script, d, false);
+      const report_meta& m = d.meta;
+      const parallel_timeline* t = m.timeline ? &*m.timeline : nullptr;
+      input("model", "model", m.model);
+      input("gpu", "gpu", m.gpu->name);
+      input("mode", "mode", m.mode);
+      input("dtype", "dtype", m.dtype);
+      input("batch", "batch", m.batch);
+      input("seq", "seq", m.seq);
+      input("context", "context", m.mode == "decode" ? figure_value{m.context} : figure_value{});
+      input("dp", "dp", t ? t->dp : int64_t(1));
+      input("tp", "tp", t ? t->tp : int64_t(1));
+      input("pp", "pp", t ? t->pp : int64_t(1));
+      input("ep", "ep", t ? t->ep : int64_t(1));
+      input("microbatches", "mb", t ? t->microbatches : int64_t(1));
+      input("recompute", "recompute", t ? t->recompute : std::string("none"));
+      const double latency_ms = (t ? t->iteration_s : d.fc->total()) * 1e3;
+      row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
+      for (const auto& x : m.figs->fields) row.push_back({x.key, x.column, x.value, x.cell});
+      std::string warnings;
+      for (const auto& w : m.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
+      row.push_back({"warnings", "", warnings, ""});
+    } catch (const std::exception& ex) {
+      row.clear();
+      const auto gi = gpu_names.find(one.gpu);
+      input("model", "model", given_str(one.model));
+      input("gpu", "gpu", gi != gpu_names.end() ? figure_value{gi->second} : given_str(one.gpu));
+      input("mode", "mode", given_str(one.mode));
+      input("dtype", "dtype", given_str(one.dtype));
+      input("batch", "batch", given_int(one.batch));
+      input("seq", "seq", given_int(one.seq));
+      input("context", "context", given_int(one.context));
+      input("dp", "dp", given_int(one.dp));
+      input("tp", "tp", given_int(one.tp));
+      input("pp", "pp", given_int(one.pp));
+      input("ep", "ep", given_int(one.ep));
+      input("microbatches", "mb", given_int(one.microbatches));
+      input("recompute", "recompute", given_str(one.recompute));
+      std::string why = ex.what();
+      if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+      row.push_back({"error", "error", why, why});
+    }
+    rows.push_back(std::move(row));
+  }
+  emit(report_compare(rows, c.format, script.empty() ? "command line" : script), c.output);
+  return 0;
+}
+
+bool is_comparison(const forecast_flags& f) {
+  for (const auto& [key, member] : list_flags())
+    if (list_split(f.*member).size() > 1) return true;
+  return false;
 }
 
 // predict --graph: the reference's own decomposition, replicated over the layers, no Lua rules involved.
 int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags& gf) {
-  opgraph og = opgraph_load(gf.file);
+  session s(session_options_make(c));
+  opgraph og = opgraph_load(gf.file, s.costing());
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
   const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(f.gpu);
@@ -244,9 +447,9 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
-  session s(session_options_make(c));
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt};
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
+                f.launch.empty() ? "eager" : f.launch, {}, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -261,7 +464,14 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
     s.graph_parallel(og.g, kernels, gpu, *par, og.tag->batch, mode, m.warnings);
   }
-  return forecast_report(s, c, f, og.g, std::move(kernels), gpu, m);
+  forecast_done d;
+  d.gpu = gpu;
+  d.meta = std::move(m);
+  d.meta.gpu = &d.gpu;
+  const auto pred = predictor_for(f);
+  forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
+  report_emit(c, d);
+  return 0;
 }
 
 // A workload script: the path as given when it exists, else (relative paths) the bundled file of that name, so
@@ -337,7 +547,8 @@ int app_main(int argc, char** argv) {
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua)");
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua); a comma-separated list compares every combination")
+                        ->check(nonempty_list());
   add_forecast(predict, fflags, false);
   auto* graph_opt = predict->add_option("--graph", gflags.file,
                                         "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "
@@ -459,8 +670,53 @@ int app_main(int argc, char** argv) {
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);
 
+  serve_flags vflags;
+  auto* serve = app.add_subcommand(
+      "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
+               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts");
+  serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
+      ->required();
+  serve->add_option("--gpu", vflags.gpu, "GPU: file path, file stem or alias")->required();
+  serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
+  serve->add_option("--tp", vflags.tp, "Tensor-parallel degree (one replica over tp GPUs)")->check(CLI::PositiveNumber);
+  serve->add_option("--launch", vflags.launch,
+                    "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
+      ->check(CLI::IsMember({"eager", "graph"}));
+  serve->add_option("--attention", vflags.attention, "Attention implementation: sdpa (default for 16-bit) or eager")
+      ->check(CLI::IsMember({"eager", "sdpa"}));
+  serve->add_option("--predictor", vflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  serve->add_option("--input-len", vflags.input_len,
+                    "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
+      ->required();
+  serve->add_option("--output-len", vflags.output_len,
+                    "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
+      ->required();
+  auto* batch_opt = serve->add_option("--batch", vflags.batch,
+                                      "Static batch: N requests prefilled together, then decoded to the end")
+                        ->check(CLI::PositiveNumber);
+  auto* rate_opt = serve->add_option_function<double>(
+      "--rate", [&vflags](double r) { vflags.rate = r, vflags.rate_given = true; },
+      "Continuous batching: Poisson arrivals, requests per second");
+  rate_opt->excludes(batch_opt);
+  serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
+      ->needs(rate_opt);
+  serve->add_option("--seed", vflags.seed, "Seed of the arrivals and lengths (with --rate; default 0)")->needs(rate_opt);
+  serve->add_option("--chunked-prefill", vflags.chunked_prefill,
+                    "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
+      ->needs(rate_opt);
+  serve->add_option("--max-batch", vflags.max_batch, "Most running requests (vLLM max_num_seqs; default 256)")
+      ->needs(rate_opt);
+  serve->add_option("--max-batched-tokens", vflags.max_batched_tokens,
+                    "Most prompt tokens in one prefill step without chunking (default 8192)")
+      ->needs(rate_opt);
+  serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
+  serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
+                    "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
+  add_common(serve, common, true);
+
   try {
     app.parse(argc, argv);
+    if (*serve && !*batch_opt && !*rate_opt) throw CLI::RequiredError("--batch (static batch) or --rate");
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
@@ -483,9 +739,15 @@ int app_main(int argc, char** argv) {
 
   script_limits_set(common.script_budget, common.script_memory, common.script_timeout);
   try {
-    if (*run) return run_forecast(common, fflags, script_resolve(script));
+    if (*run) {
+      const std::string file = script_resolve(script);
+      return is_comparison(fflags) ? run_compare(common, fflags, file) : run_forecast(common, fflags, file);
+    }
     if (*paths) return run_paths(common);
-    if (*predict) return gflags.file.empty() ? run_forecast(common, fflags, "") : run_graph(common, fflags, gflags);
+    if (*predict) {
+      if (!gflags.file.empty()) return run_graph(common, fflags, gflags);
+      return is_comparison(fflags) ? run_compare(common, fflags, "") : run_forecast(common, fflags, "");
+    }
     if (*gpus) return run_gpus(common);
     if (*scale) {
       sflags.format = common.format == "csv" ? "table" : common.format;
@@ -493,6 +755,12 @@ int app_main(int argc, char** argv) {
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
+    if (*serve) {
+      vflags.ops_dirs = common.ops_dirs;
+      vflags.format = common.format;
+      vflags.output = common.output;
+      return serve_main(vflags);
+    }
     if (*search) {
       qflags.ops_dirs = common.ops_dirs;
       qflags.format = common.format;

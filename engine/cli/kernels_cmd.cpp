@@ -42,9 +42,6 @@ void report_skipped(const bench_data& d) {
 // Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the
 // kernel name carries no tile). Returns how many measured tiles fell back.
 size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string& mode) {
-  std::vector<kernel*> all;
-  for (auto& r : rows) all.push_back(&r.k);
-  s.attention_costs(all);
   std::map<const gpu_spec*, std::vector<kernel*>> by_gpu;
   for (auto& r : rows) by_gpu[r.gpu].push_back(&r.k);
   for (auto& [gpu, ks] : by_gpu) s.tiles_select(ks, *gpu);
@@ -73,7 +70,7 @@ int train_main(const train_flags& f) {
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
   session s(default_session());
   const gpu_catalog catalog(data_root_find() / "gpus");
-  bench_data d = bench_load(f.data, catalog, fam, f.exclude_gpus);
+  bench_data d = bench_load(f.data, catalog, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
   if (d.rows.empty()) throw error("no " + f.family + " rows to train on in the given data");
   std::set<std::string> vendors, gpus;
@@ -135,7 +132,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   session s(default_session());
   const auto root = data_root_find();
   const gpu_catalog catalog(root / "gpus");
-  bench_data d = bench_load(f.files, catalog, std::nullopt, f.exclude_gpus);
+  bench_data d = bench_load(f.files, catalog, s.costing(), std::nullopt, f.exclude_gpus);
   report_skipped(d);
   // Measured tiles for the tile-match statistic, then the tiles the predictor will use.
   std::vector<std::pair<int64_t, int64_t>> measured(d.rows.size());

@@ -15,6 +15,7 @@
 #include <map>
 
 #include "core/forecast.h"
+#include "core/roofline.h"
 #include "core/text.h"
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -75,10 +76,18 @@ std::string state_breakdown(const state_layout& s) {
                      s.gradients, s.master, s.optimizer_state);
 }
 
+// The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` without one.
+double memory_number(const report_meta& m, const char* key, double fallback) {
+  return m.memory.is_object() && m.memory.contains(key) && m.memory[key].is_number() ? m.memory[key].get<double>()
+                                                                                      : fallback;
+}
+
 json timeline_json(const parallel_timeline& t, const report_meta& m) {
   json devices = json::array();
   double most = 0;
-  for (const auto& d : t.devices) {
+  const json* stages = m.memory.is_object() && m.memory.contains("stages") ? &m.memory["stages"] : nullptr;
+  for (size_t i = 0; i < t.devices.size(); ++i) {
+    const timeline_device& d = t.devices[i];
     most = std::max(most, device_memory_gb(d, m));
     devices.push_back({{"stage", d.stage},
                        {"layers", d.layers},
@@ -99,7 +108,11 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
                        {"microbatch_forward_ms", d.microbatch_fw_s * ms},
                        {"microbatch_backward_ms", d.microbatch_bw_s * ms},
                        {"finish_ms", d.finish_s * ms}});
+    // the stage's memory parts as Lua reports them (state, saved activations, temporary, workspace, KV cache)
+    if (stages && i < stages->size())
+      for (const auto& [k, v] : (*stages)[i].items()) devices.back()[k] = v;
   }
+  most = memory_number(m, "memory_gb", most);
   const timeline_device* crit = critical_device(t);
   json j = {{"dp", t.dp},
             {"tp", t.tp},
@@ -133,7 +146,8 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"grad_bytes_per_rank", t.grad_bytes_per_rank},
             {"embedding_sync_ms", t.embedding_sync_s * ms},
             {"memory_gb", most},
-            {"fits", most <= m.gpu->mem_gb},
+            {"fits", m.memory.is_object() && m.memory.contains("fits") ? m.memory["fits"].get<bool>()
+                                                                        : most <= m.gpu->mem_gb},
             {"devices", std::move(devices)}};
   return j;
 }
@@ -147,15 +161,72 @@ double state_gb_per_gpu(const forecast& f, const report_meta& m) {
   return most;
 }
 
+}  // namespace
+
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
 }
-}  // namespace
+
+figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
+  figure_inputs in = {
+      {"mode", m.mode},
+      {"batch", m.batch},
+      {"seq", m.seq},
+      {"dtype", m.dtype},
+      {"latency_s", m.timeline ? m.timeline->iteration_s : f.total()},
+      {"flops_forward", f.phase_flops(phase::forward)},
+      {"flops_backward", f.phase_flops(phase::backward) + f.phase_flops(phase::accumulate)},
+      {"flops_optimizer", f.phase_flops(phase::optimizer)},
+      {"state_gb", state_gb_per_gpu(f, m)},
+      {"parallel", bool(m.timeline)},
+  };
+  if (m.mode == "decode") in.emplace_back("context", m.context);
+  if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
+  if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
+  if (m.timeline) {
+    const parallel_timeline& t = *m.timeline;
+    in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},
+                         {"distributed_optimizer", t.distributed_optimizer}});
+  }
+  if (m.memory.is_object() && m.memory.contains("memory_gb")) {  // scripts/neusight/memory.lua: the fullest GPU
+    in.emplace_back("memory_gb", memory_number(m, "memory_gb", 0));
+    if (m.memory.contains("fits") && m.memory["fits"].is_boolean()) in.emplace_back("fits", m.memory["fits"].get<bool>());
+  }
+  kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
+  gemm.kind = kernel_kind::gemm, gemm.dtype = m.dtype, gemm.name = "peak";
+  try {
+    in.emplace_back("peak_tflops", roofline_peak_flops(*m.gpu, gemm) / 1e12);
+  } catch (const error&) {
+    // no units of that dtype: no MFU
+  }
+  return in;
+}
+
+json figure_json(const figure_value& v) {
+  return std::visit(
+      [](const auto& x) -> json {
+        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) return nullptr;
+        else return x;
+      },
+      v);
+}
+
+std::string figure_csv(const figure_value& v) {
+  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
+  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{:.17g}", *d);
+  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
+  if (const auto* s = std::get_if<std::string>(&v)) return csv_field(*s);
+  return "";
+}
 
 std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
+  if (m.memory.is_object()) {
+    if (m.memory.contains("warning") && m.memory["warning"].is_string()) return {m.memory["warning"].get<std::string>()};
+    return {};
+  }
   if (!m.timeline) {
     const double state_gb = state_gb_per_gpu(f, m);
     if (state_gb <= m.gpu->mem_gb) return {};
@@ -186,6 +257,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["gpu"] = m.gpu->name;
   j["gpu_file"] = m.gpu->source;
   j["predictor"] = m.predictor;
+  // the launch mode: always in serving phases, elsewhere only when it is not the default
+  if (m.launch != "eager" || m.mode == "prefill" || m.mode == "decode") j["launch"] = m.launch;
   j["mode"] = m.mode;
   j["batch"] = m.batch;
   j["seq"] = m.seq;
@@ -208,6 +281,13 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(f, m);
+  // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
+  if (m.memory.is_object()) {
+    const double memory_gb = memory_number(m, "memory_gb", 0);
+    j["memory_gb"] = memory_gb;
+    j["memory"] = m.memory.contains("memory") ? m.memory["memory"] : json::object();
+    j["fits"] = m.memory.contains("fits") ? m.memory["fits"].get<bool>() : memory_gb <= m.gpu->mem_gb;
+  }
   // serving phases: the KV cache one GPU holds, 2 x layers x batch x cached tokens x kv heads (this rank's) x head_dim x
   // dtype bytes (prefill: seq tokens; decode: context + 1)
   if (m.kv_cache_bytes) j["kv_cache_gb"] = *m.kv_cache_bytes / 1e9;
@@ -219,6 +299,11 @@ std::string report_json(const forecast& f, const report_meta& m) {
                                 {"optimizer_state", m.state.optimizer_state}};
   if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
   j["warnings"] = m.warnings;
+  if (m.figs) {
+    json fig = json::object();
+    for (const auto& x : m.figs->fields) fig[x.key] = figure_json(x.value);
+    j["figures"] = std::move(fig);
+  }
   json ops = json::array();
   for (size_t i = 0; i < f.kernels.size(); ++i) {
     const auto& ki = f.kernels[i];
@@ -267,7 +352,8 @@ std::string report_table(const forecast& f, const report_meta& m) {
                                        : "",
                      m.layers ? fmt::format(", {} layers", *m.layers) : "");
   out += fmt::format("gpu       {}  ({})\n", m.gpu->name, m.gpu->source);
-  out += fmt::format("predictor {}\n\n", m.predictor);
+  out += fmt::format("predictor {}{}\n\n", m.predictor,
+                     m.launch == "graph" ? "  (launch graph: CUDA-graph replay, scripts/neusight/launch.lua)" : "");
 
   // Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
   struct row { double fw = 0, bw = 0, step = 0; };
@@ -325,11 +411,15 @@ std::string report_table(const forecast& f, const report_meta& m) {
                          d.layers, d.compute_s * ms, d.tp_comm_s * ms,
                          ep ? fmt::format("{:>12.3f} ", d.ep_comm_s * ms) : "", d.p2p_s * ms, d.dp_exposed_s * ms,
                          d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
-    for (const auto& d : t.devices) {
-      const double need = device_memory_gb(d, m);
-      out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f} (peak over the schedule; node outputs, an upper bound){}\n",
-                         d.stage, need, device_state_gb(d, m), d.activation_bytes / 1e9,
-                         need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
+    if (m.memory.is_object() && m.memory.contains("lines")) {
+      for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // per stage, from Lua
+    } else {
+      for (const auto& d : t.devices) {
+        const double need = device_memory_gb(d, m);
+        out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f}{}\n", d.stage, need,
+                           device_state_gb(d, m), d.activation_bytes / 1e9,
+                           need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
+      }
     }
     out += fmt::format("state     per parameter: {} ({} recipe{}){}\n", state_breakdown(m.state), m.precision,
                        m.precision == "amp" ? ", " + m.state.convention + " convention" : "",
@@ -350,16 +440,121 @@ std::string report_table(const forecast& f, const report_meta& m) {
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence)\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq));
-  if (m.timeline) return out;  // the memory lines above say it per stage
+  auto with_figures = [&](std::string text) {
+    if (m.figs)
+      for (const auto& line : m.figs->lines) text += line + "\n";
+    return text;
+  };
+  if (m.timeline) return with_figures(out);  // the memory lines above say it per stage
   const double state_gb = state_gb_per_gpu(f, m);
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}; "
-                     "activations not counted){}\n",
+  const bool lines = m.memory.is_object() && m.memory.contains("lines");
+  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}){}\n",
                      state_gb, f.params_total() / 1e9, state_breakdown(m.state), m.precision,
                      m.precision == "amp" ? " (" + m.state.convention + ")" : "",
-                     state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast assumes "
-                                                            "it fits (shard it, see the parallelism options)",
-                                                            m.gpu->mem_gb)
-                                              : std::string());
+                     !lines && state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast "
+                                                                      "assumes it fits (shard it, see the parallelism "
+                                                                      "options)",
+                                                                      m.gpu->mem_gb)
+                                                        : std::string());
+  if (lines)
+    for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // scripts/neusight/memory.lua
+  return with_figures(out);
+}
+
+std::string report_compare(const std::vector<compare_row>& rows, const std::string& format, const std::string& source) {
+  auto failed = [](const compare_row& r) { return !r.empty() && r.back().key == "error"; };
+  if (format == "json") {
+    json arr = json::array();
+    for (const auto& r : rows) {
+      json o = json::object();
+      for (const auto& c : r) o[c.key] = figure_json(c.value);
+      arr.push_back(std::move(o));
+    }
+    json j;
+    j["rows"] = std::move(arr);
+    return j.dump(2) + "\n";
+  }
+  if (format == "csv") {
+    std::vector<std::string> keys;  // the successful rows' keys first, then what error rows add ("error")
+    for (bool errors : {false, true})
+      for (const auto& r : rows)
+        if (failed(r) == errors)
+          for (const auto& c : r)
+            if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(c.key);
+    std::string out;
+    for (size_t i = 0; i < keys.size(); ++i) out += (i ? "," : "") + keys[i];
+    out += "\n";
+    for (const auto& r : rows) {
+      for (size_t i = 0; i < keys.size(); ++i) {
+        if (i) out += ",";
+        for (const auto& c : r)
+          if (c.key == keys[i]) out += figure_csv(c.value);
+      }
+      out += "\n";
+    }
+    return out;
+  }
+  // table: inputs that differ between rows are columns, the others are said once; then latency and the figures
+  const size_t n_in = compare_input_cells;
+  std::vector<bool> varies(n_in, false);
+  std::string fixed;
+  for (size_t i = 0; i < n_in; ++i) {
+    std::vector<std::string> seen;
+    for (const auto& r : rows)
+      if (i < r.size() && r[i].cell != "-" && std::find(seen.begin(), seen.end(), r[i].cell) == seen.end())
+        seen.push_back(r[i].cell);
+    varies[i] = seen.size() > 1;
+    if (seen.size() == 1 && !rows.empty()) fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", rows[0][i].key, seen[0]);
+  }
+  std::vector<size_t> shown;  // cell indices of a successful row
+  const compare_row* model_row = nullptr;
+  for (const auto& r : rows)
+    if (!failed(r)) {
+      model_row = &r;
+      break;
+    }
+  for (size_t i = 0; i < n_in; ++i)
+    if (varies[i]) shown.push_back(i);
+  if (model_row)
+    for (size_t i = n_in; i < model_row->size(); ++i)
+      if (!(*model_row)[i].column.empty()) shown.push_back(i);
+  std::vector<size_t> width(shown.size());
+  const auto& head = model_row ? *model_row : rows.front();
+  for (size_t k = 0; k < shown.size(); ++k) {
+    width[k] = head[shown[k]].column.size();
+    for (const auto& r : rows)
+      if (shown[k] < r.size() && (shown[k] < n_in || !failed(r))) width[k] = std::max(width[k], r[shown[k]].cell.size());
+  }
+  auto left = [](const figure_value& v) { return std::holds_alternative<std::string>(v) || std::holds_alternative<bool>(v); };
+  auto pad = [](const std::string& t, size_t w, bool l) {
+    const std::string fill(w > t.size() ? w - t.size() : 0, ' ');
+    return l ? t + fill : fill + t;
+  };
+  size_t errors = 0;
+  for (const auto& r : rows) errors += failed(r);
+  std::string out = fmt::format("compare   {} combination(s) from {}{}\n", rows.size(), source,
+                                errors ? fmt::format(", {} could not be forecast", errors) : std::string());
+  if (!fixed.empty()) out += "fixed     " + fixed + "\n";
+  out += "\n";
+  std::string line;
+  for (size_t k = 0; k < shown.size(); ++k)
+    line += (k ? "  " : "") + pad(head[shown[k]].column, width[k], left(head[shown[k]].value));
+  out += line + "\n";
+  for (const auto& r : rows) {
+    line.clear();
+    size_t k = 0;
+    for (; k < shown.size(); ++k) {
+      if (shown[k] >= n_in && failed(r)) break;
+      line += (k ? "  " : "") + pad(r[shown[k]].cell, width[k], left(head[shown[k]].value));
+    }
+    if (failed(r)) line += (k ? "  " : "") + std::string("error: ") + r.back().cell;
+    while (!line.empty() && line.back() == ' ') line.pop_back();
+    out += line + "\n";
+  }
+  out += "\nlatency: one iteration (train), forward pass (inference, prefill) or step (decode), the slowest device of a "
+         "parallel run; MFU = model FLOPs (the graph's forward + backward) / GPUs / latency / the dtype's dense peak; "
+         "memory per GPU; $ from price_per_hour_usd in the GPU file (- without one). --format json|csv has every "
+         "figure and the warnings.\n";
   return out;
 }
 
@@ -429,8 +624,10 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus) {
   json arr = json::array();
   for (const auto& g : gpus) {
     json j;
-    for (const auto& f : gpu_fields())
+    for (const auto& f : gpu_fields()) {
+      if (!gpu_field_present(g, f)) continue;  // optional keys the file leaves out
       std::visit([&](auto member) { j[f.key] = g.*member; }, f.member);
+    }
     j["file"] = g.source;
     arr.push_back(std::move(j));
   }

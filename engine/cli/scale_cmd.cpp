@@ -112,10 +112,7 @@ std::optional<kernel> ratio_kernel(const trace_op& op) {
     kernel kk;
     kk.kind = batched ? kernel_kind::bmm : kernel_kind::gemm;
     kk.name = batched ? "BMM" : "Linear";
-    kk.b = b, kk.m = m, kk.n = n, kk.k = k;
-    const double B = double(b), M = double(m), N = double(n), K = double(k);
-    kk.flops = 2.0 * B * M * N * K;
-    kk.bytes = 4.0 * B * (M * N + N * K + M * K);
+    kk.b = b, kk.m = m, kk.n = n, kk.k = k;  // FLOPs and bytes: session::kernel_costs (neusight.kernels)
     return kk;
   };
   // a[.., M, K] x b[K, N] or a[B, M, K] x b[B, K, N]
@@ -178,6 +175,9 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   }
   std::vector<double> sec_from, sec_to;
   if (!k_from.empty()) {
+    std::vector<kernel*> costed;
+    for (auto& ki : k_from) costed.push_back(&ki.k);
+    s.kernel_costs(costed);
     std::vector<kernel_instance> k_to = k_from;
     s.tiles_select(k_from, from);
     s.tiles_select(k_to, to);
@@ -252,7 +252,7 @@ int scale_main(const scale_flags& f) {
   if (!fs::exists(gpath))
     throw error(f.trace + ": no operator graph for this trace at " + gpath.generic_string() +
                 " (pass --graph opgraph/<tag>.csv)");
-  opgraph og = opgraph_load(gpath.string());
+  opgraph og = opgraph_load(gpath.string(), s.costing());
   opgraph_check_supported(og);
   std::vector<std::string> warnings;
   const int64_t layers = opgraph_layers(og, f.layers, warnings);

@@ -103,15 +103,18 @@ int search_main(const search_flags& f) {
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
             candidate c{dp, tp, pp, m, recompute};
             const timeline_device* crit = critical_device(*tl);
+            // memory per GPU of the fullest stage (scripts/neusight/memory.lua, as predict reports it)
+            const auto& mem = s.memory();
             double most = 0;
-            for (const auto& d : tl->devices)
-              most = std::max(most, device_memory_bytes(d, *tl, w.state) / 1e9);
+            if (mem.is_object() && mem.contains("memory_gb")) most = mem["memory_gb"].get<double>();
+            else
+              for (const auto& d : tl->devices) most = std::max(most, device_memory_bytes(d, *tl, w.state) / 1e9);
             c.iteration_ms = tl->iteration_s * 1e3;
             c.compute_ms = crit->compute_s * 1e3;
             c.exposed_comm_ms = crit->exposed_comm_s * 1e3;
             c.bubble_ms = crit->bubble_s * 1e3;
             c.memory_gb = most;
-            c.fits = most <= gpu.mem_gb;
+            c.fits = mem.is_object() && mem.contains("fits") ? mem["fits"].get<bool>() : most <= gpu.mem_gb;
             const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
             done = cheapest && c.fits;
             if (!cheapest || c.fits || std::string(recompute) == "full" || !training) results.push_back(c);

@@ -54,11 +54,31 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   }
   return files;
 }
+// The filters every reader applies once it knows a row's family: the requested family, a known device, no
+// excluded GPU. The GPU's index in d.gpus, or nullopt with the skip reason counted.
+template <class Resolve>
+auto row_admit(bench_data& d, Resolve& resolve, const std::set<std::string>& excluded, std::optional<family> only,
+               family fam, const std::string& device) -> decltype(resolve(device)) {
+  if (only && fam != *only) {
+    ++d.skipped["family " + std::string(family_name(fam)) + " not requested"];
+    return std::nullopt;
+  }
+  const auto gi = resolve(device);
+  if (!gi) {
+    ++d.skipped["unknown device '" + device + "'"];
+    return std::nullopt;
+  }
+  if (excluded.count(d.gpus[*gi].name)) {
+    ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+    return std::nullopt;
+  }
+  return gi;
+}
+
 // The rows of AIConfigurator's CSVs (../shared/data/aiconfigurator/README.md) share the device, latency
 // (ms per call) and kernel_source columns. `make` reads one row into the kernel (kind, dtype, dims, op) and
 // returns a skip reason for rows we do not model ("" to keep it); family filter, device resolution and GPU
-// exclusion then apply as for the NeuSight rows. FLOPs and bytes are filled here for GEMMs and left to
-// neusight.kernels (session::attention_costs) for attention kernels.
+// exclusion then apply as for the NeuSight rows. FLOPs and bytes come from neusight.kernels (bench_load's `cost`).
 template <class Resolve, class Make>
 void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, const std::set<std::string>& excluded,
                          std::optional<family> only, Make make) {
@@ -73,19 +93,8 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
       continue;
     }
     const auto fam = family_of(r.k);
-    if (only && *fam != *only) {
-      ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
-      continue;
-    }
-    const auto gi = resolve(row[c_dev]);
-    if (!gi) {
-      ++d.skipped["unknown device '" + row[c_dev] + "'"];
-      continue;
-    }
-    if (excluded.count(d.gpus[*gi].name)) {
-      ++d.skipped["excluded GPU " + d.gpus[*gi].name];
-      continue;
-    }
+    const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+    if (!gi) continue;
     r.device = row[c_dev];
     r.fam = *fam;
     r.latency_ms = to_double(row[c_lat], r.where, "latency");
@@ -116,9 +125,6 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     k.n = to_int(row[c_k], r.where, "k");
     k.k = to_int(row[c_n], r.where, "n");
     if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
-    const double e = dtype_bytes(dtype), M = double(k.m), N = double(k.n), K = double(k.k);
-    k.flops = 2.0 * M * N * K;
-    k.bytes = e * (M * N + N * K + M * K);
     r.op = "gemm";
     return std::string();
   });
@@ -170,8 +176,8 @@ std::optional<family> bench_family(const std::string& op) {
   return std::nullopt;
 }
 
-bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, std::optional<family> only,
-                      const std::vector<std::string>& exclude_gpus) {
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
   bench_data d;
   d.files = csv_files(paths);
   std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
@@ -214,19 +220,8 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
         ++d.skipped["OPName '" + op + "' has no kernel family"];
         continue;
       }
-      if (only && *fam != *only) {
-        ++d.skipped["family " + std::string(family_name(*fam)) + " not requested"];
-        continue;
-      }
-      const auto gi = resolve(row[c_dev]);
-      if (!gi) {
-        ++d.skipped["unknown device '" + row[c_dev] + "'"];
-        continue;
-      }
-      if (excluded.count(d.gpus[*gi].name)) {
-        ++d.skipped["excluded GPU " + d.gpus[*gi].name];
-        continue;
-      }
+      const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+      if (!gi) continue;
       bench_row r;
       r.where = t.where(i);
       r.device = row[c_dev];
@@ -248,24 +243,19 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
           k.kind = kernel_kind::gemm, k.name = "Linear", k.b = 1, k.m = B * M;
         }
         k.n = N, k.k = K;
-        k.flops = 2.0 * double(k.b) * double(k.m) * double(N) * double(K);
-        k.bytes = 4.0 * double(k.b) * double(k.m * N + N * K + k.m * K);
       } else {
         k.rows = to_int(row[t.column("B")], r.where, "B");
         k.hidden = to_int(row[t.column("H")], r.where, "H");
-        const double numel = double(k.rows) * double(k.hidden);
-        // FLOPs: the collector's per-family convention (1, 5, 6 per element), which the tile model relies on.
-        k.flops = family_train_flops_per_element(*fam) * numel;
-        if (*fam == family::elementwise) {
-          k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
-          k.bytes = (binary_ops.count(op) ? 12.0 : 8.0) * numel;
-        } else if (*fam == family::softmax) {
-          k.kind = kernel_kind::softmax, k.name = "VECsoftmax", k.bytes = 8 * numel;
-        } else {
-          k.kind = kernel_kind::layernorm, k.name = "VECln", k.bytes = 8 * numel;
-        }
+        // FLOPs and bytes from neusight.kernels (`cost` below): the collector's convention of 1, 5 and 6 FLOPs per
+        // element and fp32 reads + write, which the tile model relies on (family_train_flops_per_element).
+        if (*fam == family::elementwise) k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
+        else if (*fam == family::softmax) k.kind = kernel_kind::softmax, k.name = "VECsoftmax";
+        else k.kind = kernel_kind::layernorm, k.name = "VECln";
       }
-      if (!(r.latency_ms > 0) || k.flops <= 0) {
+      const bool empty = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm
+                             ? !(k.b > 0 && k.m > 0 && k.n > 0 && k.k > 0)
+                             : !(k.rows > 0 && k.hidden > 0);
+      if (!(r.latency_ms > 0) || empty) {
         ++d.skipped["non-positive latency or empty shape"];
         continue;
       }
@@ -273,6 +263,10 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
       d.rows.push_back(std::move(r));
     }
   }
+  std::vector<kernel*> costed;
+  costed.reserve(d.rows.size());
+  for (auto& r : d.rows) costed.push_back(&r.k);
+  cost(costed);
   return d;
 }
 

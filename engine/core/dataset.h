@@ -36,7 +36,8 @@ std::optional<family> bench_family(const std::string& op);
 // Reads CSV files and folders (recursively, *.csv). Devices resolve through the GPU catalogue's aliases.
 // Rows of other families than `only` (if given), of `exclude_gpus`, of unknown devices or with bad
 // numbers are skipped and counted by reason, never silently dropped. Malformed CSV throws with file:line.
-bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, std::optional<family> only,
-                      const std::vector<std::string>& exclude_gpus = {});
+// FLOPs and bytes come from `cost` (session::costing(): neusight.kernels, as forecasts compute them).
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 
 }  // namespace ns

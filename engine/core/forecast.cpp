@@ -15,6 +15,13 @@ double forecast::flops_total() const {
   return f;
 }
 
+double forecast::phase_flops(phase p) const {
+  double f = 0;
+  for (const auto& ki : kernels)
+    if (ki.ph == p) f += ki.k.flops * double(g.nodes[ki.node].count);
+  return f;
+}
+
 double forecast::params_total() const {
   double p = 0;
   for (const auto& n : g.nodes)

@@ -19,6 +19,8 @@ struct forecast {
   // forward + backward (incl. gradient accumulation) + optimizer
   double total() const;
   double flops_total() const;
+  // FLOPs of one phase's kernels, replication included.
+  double phase_flops(phase p) const;
   // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
   double params_total() const;
 };

@@ -2,6 +2,7 @@
 #include "core/gpu_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -50,6 +51,7 @@ const std::vector<gpu_field>& gpu_fields() {
       {"interconnect_bw_gbps", &g::interconnect_bw_gbps, false},
       {"pcie_gen", &g::pcie_gen, true},
       {"pcie_bw_gbps", &g::pcie_bw_gbps, true},
+      {"price_per_hour_usd", &g::price_per_hour_usd, true, true},
   };
   return fields;
 }
@@ -79,6 +81,11 @@ struct field_setter {
     throw error(at + ": key '" + field.key + "' must be " + expected + " (got " + type_name(value) + ")");
   }
   void check_sign(double x) const {
+    if (field.optional && !(x > 0 && std::isfinite(x)))
+      throw error(at + ": key '" + field.key + "' must be a positive finite number (got " + std::to_string(x) +
+                  "); leave the key out when unknown");
+    if (!std::isfinite(x))
+      throw error(at + ": key '" + field.key + "' must be a finite number (got " + std::to_string(x) + ")");
     if (field.positive ? !(x > 0) : !(x >= 0))
       throw error(at + ": key '" + field.key + "' must be " + (field.positive ? "> 0" : ">= 0") + " (got " +
                   std::to_string(x) + ")");
@@ -134,13 +141,19 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
   const size_t last_line = size_t(std::count(toml_text.begin(), toml_text.end(), '\n')) +
                            (toml_text.empty() || toml_text.back() == '\n' ? 0 : 1);
   for (const auto& f : gpu_fields())
-    if (!seen.count(f.key))
+    if (!f.optional && !seen.count(f.key))
       throw error(source + ":" + std::to_string(std::max<size_t>(last_line, 1)) + ":1: missing required key '" +
                   f.key + "'");
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
     throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
   return spec;
+}
+
+bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f) {
+  if (!f.optional) return true;
+  const auto* d = std::get_if<double gpu_spec::*>(&f.member);
+  return !d || gpu.**d != 0;
 }
 
 namespace {
@@ -221,12 +234,34 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
     }
   }
   std::vector<std::string> candidates;
-  for (const auto& spec : load_all()) {
+  const auto all = load_all();
+  for (const auto& spec : all) {
     if (text_lower(spec.name) == q) return spec;
     for (const auto& a : spec.aliases)
       if (text_lower(a) == q) return spec;
     candidates.push_back(spec.name);
     candidates.insert(candidates.end(), spec.aliases.begin(), spec.aliases.end());
+  }
+  // As people type them: "H100 SXM", "h100sxm" and "H100-SXM" are one name (case, spaces, '-' and '_' ignored),
+  // when exactly one GPU has it.
+  auto squeeze = [](const std::string& s) {
+    std::string out;
+    for (char c : text_lower(s))
+      if (c != ' ' && c != '-' && c != '_') out += c;
+    return out;
+  };
+  const std::string qs = squeeze(query);
+  std::vector<const gpu_spec*> hits;
+  for (const auto& spec : all) {
+    bool hit = squeeze(spec.name) == qs || squeeze(fs::path(spec.source).stem().string()) == qs;
+    for (const auto& a : spec.aliases) hit = hit || squeeze(a) == qs;
+    if (hit) hits.push_back(&spec);
+  }
+  if (hits.size() == 1) return *hits.front();
+  if (hits.size() > 1) {
+    std::string names;
+    for (const auto* h : hits) names += (names.empty() ? "'" : ", '") + h->name + "'";
+    throw error("GPU '" + query + "' is ambiguous: " + names + "; give the file stem (see `neusight gpus`)");
   }
   const auto close = text_close_matches(query, candidates, 4);
   std::string msg = "unknown GPU '" + query + "'";

@@ -42,6 +42,10 @@ struct gpu_spec {
   double interconnect_bw_gbps = 0;
   int64_t pcie_gen = 0;
   double pcie_bw_gbps = 0;
+  // Optional: what one GPU-hour costs, US dollars (a public on-demand price, with its dated source in the file);
+  // 0 when the file does not say. Present means a positive finite number. Drives the cost figures
+  // (scripts/neusight/figures.lua).
+  double price_per_hour_usd = 0;
 
   std::string source;  // where it was loaded from, as shown in messages
 };
@@ -53,14 +57,21 @@ struct gpu_field {
   const char* key;
   gpu_member member;
   bool positive;  // numbers that must be > 0 (others must be >= 0)
+  // May be left out of the file (then the member keeps 0 and the Lua view, JSON and `gpus` omit it); when present
+  // it must be a positive finite number.
+  bool optional = false;
 };
 const std::vector<gpu_field>& gpu_fields();
+
+// Whether an optional field holds a value (a required field always does).
+bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f);
 
 // A string equal for two specs exactly when every field (and the source) is: numbers bit for bit. Keys the
 // per-process memos of what is computed from a GPU (expansions, tiles, predictions).
 std::string gpu_spec_key(const gpu_spec& gpu);
 
-// Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing, unknown or mistyped key.
+// Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing (required), unknown or mistyped key,
+// and on a number out of range (negative, zero where it must be positive, infinite or NaN).
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
 

@@ -1,6 +1,7 @@
 // engine/core/graph.h — operator graph (nodes) and the kernels nodes expand into.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -67,6 +68,11 @@ struct kernel {
   double tile_blocks = 0, tile_flops = 0, tile_bytes = 0;
   std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
+
+// Fills FLOPs, bytes and name of kernels whose kind, op, dims and dtype are set. The one cost formula per kernel
+// kind lives in Lua (scripts/neusight/kernels.lua); the readers of engine/core, which know no Lua, take it as this
+// callback (session::costing()).
+using kernel_costing = std::function<void(std::vector<kernel*>&)>;
 
 // One kernel of one node in one phase; `count` is the node's replication.
 struct kernel_instance {

@@ -151,10 +151,7 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     row.fail(column, "unknown kernel '" + name + "'" +
                          text_did_you_mean(name, {"Linear", "BMM", "MEM", "VECadd", "VECmul", "VECsoftmax", "VECln"}));
   }
-  const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k);
-  k.flops = 2.0 * B * M * N * K;
-  k.bytes = 4.0 * B * (M * N + N * K + M * K);
-  return k;
+  return k;  // FLOPs and bytes of Linear and BMM: opgraph_parse's `cost` (neusight.kernels)
 }
 
 const layer_markers* family_find(const opgraph& og, const std::map<std::string, size_t>& row_of) {
@@ -226,7 +223,7 @@ std::optional<opgraph_tag> opgraph_tag_parse(std::string_view stem) {
   return t;
 }
 
-opgraph opgraph_parse(std::string_view text, const std::string& source) {
+opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost) {
   const csv_table t = csv_parse(text, source);
   opgraph og;
   og.source = source;
@@ -306,11 +303,15 @@ opgraph opgraph_parse(std::string_view text, const std::string& source) {
     og.lines.push_back(t.lines[r]);
   }
   layer_locate(og);
+  std::vector<kernel*> gemms;
+  for (auto& ki : og.kernels)
+    if (ki.k.kind == kernel_kind::gemm || ki.k.kind == kernel_kind::bmm) gemms.push_back(&ki.k);
+  cost(gemms);
   return og;
 }
 
-opgraph opgraph_load(const std::string& path) {
-  return opgraph_parse(text_file_read(path, path, text_file_max_data), path);
+opgraph opgraph_load(const std::string& path, const kernel_costing& cost) {
+  return opgraph_parse(text_file_read(path, path, text_file_max_data), path, cost);
 }
 
 std::optional<int64_t> opgraph_config_layers(const opgraph& og, fs::path* config) {

@@ -42,10 +42,11 @@ struct opgraph {
 };
 
 // Throws ns::error "<source>:<line>: column '<col>': <what>" for a malformed row; `source`'s file stem
-// is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K);
-// VEC<op> (B,H) with bytes = MemPerO·B·H, MemPerO from the row's own shapes; MEM → 4·Σ numel bytes.
-opgraph opgraph_parse(std::string_view text, const std::string& source);
-opgraph opgraph_load(const std::string& path);
+// is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K), their
+// FLOPs and bytes from `cost` (session::costing(): neusight.kernels, as forecasts compute them); VEC<op> (B,H)
+// with bytes = MemPerO·B·H, MemPerO from the row's own shapes (the data's, not a formula); MEM → 4·Σ numel bytes.
+opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost);
+opgraph opgraph_load(const std::string& path, const kernel_costing& cost);
 
 // The layer count from the HuggingFace config beside the data: <graph dir>/../DLmodel_configs/<model>.json,
 // key og.layers_key. nullopt when there is no such file (or no tag / key); throws if the file lacks the key.

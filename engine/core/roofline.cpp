@@ -24,11 +24,15 @@ double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   return tflops * 1e12;
 }
 
+double roofline_compute_seconds(const kernel& k, const gpu_spec& gpu) {
+  return k.flops > 0 ? k.flops / roofline_peak_flops(gpu, k) : 0.0;
+}
+
+double roofline_memory_seconds(const kernel& k, const gpu_spec& gpu) { return k.bytes / (gpu.mem_bw_gbps * 1e9); }
+
 double roofline_seconds(const kernel& k, const gpu_spec& gpu) {
   if (k.seconds) return *k.seconds;
-  const double t_mem = k.bytes / (gpu.mem_bw_gbps * 1e9);
-  const double t_flop = k.flops > 0 ? k.flops / roofline_peak_flops(gpu, k) : 0.0;
-  return std::max(t_flop, t_mem);
+  return std::max(roofline_compute_seconds(k, gpu), roofline_memory_seconds(k, gpu));
 }
 
 double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {

@@ -15,6 +15,11 @@ namespace ns {
 // Throws ns::error if the GPU has no unit for the dtype (peak 0).
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k);
 
+// The roofline's two terms in seconds: flops / roofline_peak_flops (0 without FLOPs) and bytes / DRAM bandwidth.
+// Neither looks at a fixed `seconds`.
+double roofline_compute_seconds(const kernel& k, const gpu_spec& gpu);
+double roofline_memory_seconds(const kernel& k, const gpu_spec& gpu);
+
 // max(flops / peak, bytes / bandwidth) in seconds; `seconds` of a fixed kernel wins.
 double roofline_seconds(const kernel& k, const gpu_spec& gpu);
 

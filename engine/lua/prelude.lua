@@ -174,8 +174,10 @@ end
 -- Op-rule schema (style.md): returned table, required/optional typed fields, unknown keys are errors.
 -- `backward = false` says the op has no backward work; a training run refuses a rule that says nothing (the engine
 -- checks it when it needs the hook). `check(node)` returns nil or what is wrong with the node (its shapes).
+-- `saves(node)` (optional) returns the bytes autograd keeps for the node's backward and `temporary(node)` the
+-- largest transient while it runs (scripts/neusight/memory.lua; defaults there).
 local op_fields = { name = "string", doc = "string", forward = "function", backward = "function",
-                    accumulate = "function", check = "function" }
+                    accumulate = "function", check = "function", saves = "function", temporary = "function" }
 local op_required = { "name", "doc", "forward" }
 
 function E.check_op(rule, chunk, stem)
@@ -230,6 +232,9 @@ function E.need_op(name)
   error("unknown op '" .. tostring(name) .. "'" .. hint .. ": no " .. tostring(name) .. ".lua on the op search path",
         0)
 end
+
+-- The rule of op `name` for library code (scripts/neusight/memory.lua reads the `saves` hooks): require("neusight").op_rule.
+ns.op_rule = function(name) return (E.need_op(name)) end
 
 -- Checks the nodes a model built before anything is priced: at least one node, every op has a rule, and each
 -- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model).

@@ -198,15 +198,6 @@ const luaL_Reg engine_functions[] = {
     {nullptr, nullptr},
 };
 
-void overrides_push(lua_State* L, const workload_overrides& o) {
-  lua_createtable(L, 0, int(o.size()));
-  for (const auto& [k, v] : o) {
-    if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
-    else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
-    else lua_pushboolean(L, std::get<bool>(v));
-    lua_setfield(L, -2, k.c_str());
-  }
-}
 
 // A state table { weights, gradients, master, optimizer_state } (scripts/neusight/precision.lua state()).
 state_layout state_read(lua_State* L, int idx, const std::string& what) {
@@ -221,6 +212,18 @@ state_layout state_read(lua_State* L, int idx, const std::string& what) {
 }
 
 }  // namespace
+
+// [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
+void overrides_push_table(lua_State* L, const workload_overrides& o) {
+  lua_createtable(L, 0, int(o.size()));
+  for (const auto& [k, v] : o) {
+    if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
+    else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else lua_pushboolean(L, std::get<bool>(v));
+    lua_setfield(L, -2, k.c_str());
+  }
+}
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
@@ -248,6 +251,8 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
   ns_call(L, 2, 1);  // stack: E
   p_->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
 }
+
+const nlohmann::ordered_json& session::memory() const { return p_->memory; }
 
 session::~session() {
   if (p_ && p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
@@ -296,7 +301,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   const int spec = lua_gettop(L);
   raw_getfield(L, wl, "normalize");
   lua_pushvalue(L, spec);
-  overrides_push(L, overrides);  // stack: W spec norm ov
+  overrides_push_table(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
   lua_pushstring(L, w.source.c_str());
   ns_call(L, 3, 1);  // stack: W spec norm
@@ -311,19 +316,16 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.context = r.integer_or("context", 0);
+  w.launch = r.str_or("launch", "eager");
   w.description = r.str_or("description", "");
-  raw_getfield(L, norm, "parallel");
-  const bool has_parallel = !lua_isnil(L, -1);
-  lua_pop(L, 1);
   raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
-  if (has_parallel) {
-    w.gpu_resolved = p_->gpu_resolve(w.gpu);
-    p_->push_gpu(*w.gpu_resolved);
-  } else {
-    lua_pushnil(L);
-  }
-  ns_call(L, 2, 5, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv
+  // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
+  w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  p_->push_gpu(*w.gpu_resolved);
+  ns_call(L, 2, 6, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv mem
+  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
+  lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state
   w.state = state_read(L, -1, "scripts/neusight/workload.lua build: state");
@@ -344,6 +346,89 @@ workload session::workload_load(const std::string& script, const workload_overri
   return w;
 }
 
+void session::workload_check(const workload_overrides& overrides) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.workload");
+  raw_getfield(L, -1, "check_fields");  // stack: W check
+  lua_newtable(L);                      // stack: W check spec
+  overrides_push_table(L, overrides);   // stack: W check spec ov
+  p_->model_file_resolve(lua_gettop(L) - 1, lua_gettop(L), "");
+  lua_remove(L, -2);                    // stack: W check ov
+  lua_pushstring(L, "command line");
+  ns_call(L, 2, 0);
+}
+
+figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.figures");
+  raw_getfield(L, -1, "compute");  // stack: F compute
+  lua_createtable(L, 0, int(inputs.size()) + 1);
+  for (const auto& [k, v] : inputs) {
+    if (std::holds_alternative<std::monostate>(v)) continue;
+    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
+    else lua_pushstring(L, std::get<std::string>(v).c_str());
+    lua_setfield(L, -2, k.c_str());
+  }
+  p_->push_gpu(gpu);
+  lua_setfield(L, -2, "gpu");  // stack: F compute r
+  ns_call(L, 1, 1, "in scripts/neusight/figures.lua compute");
+  const std::string what = "scripts/neusight/figures.lua compute()";
+  figures out;
+  const int res = lua_gettop(L);
+  if (!lua_istable(L, res)) throw error(what + ": must return a table { fields = …, lines = … }");
+  raw_getfield(L, res, "fields");
+  if (!lua_istable(L, -1)) throw error(what + ": 'fields' must be a list");
+  const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, -1, i);  // stack: … fields f
+    const int f = lua_gettop(L);
+    if (!lua_istable(L, f)) throw error(what + ": fields[" + std::to_string(i) + "] must be a table");
+    figure fig;
+    auto str = [&](const char* name, bool required) {
+      raw_getfield(L, f, name);
+      std::string v;
+      if (lua_type(L, -1) == LUA_TSTRING) v = lua_tostring(L, -1);
+      else if (required || !lua_isnil(L, -1))
+        throw error(what + ": fields[" + std::to_string(i) + "]." + name + " must be a string");
+      lua_pop(L, 1);
+      return v;
+    };
+    fig.key = str("key", true);
+    fig.column = str("column", false);
+    fig.cell = str("cell", false);
+    switch (raw_getfield(L, f, "value")) {
+      case LUA_TNIL: break;
+      case LUA_TBOOLEAN: fig.value = bool(lua_toboolean(L, -1)); break;
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) fig.value = int64_t(lua_tointeger(L, -1));
+        else fig.value = double(lua_tonumber(L, -1));
+        break;
+      case LUA_TSTRING: fig.value = std::string(lua_tostring(L, -1)); break;
+      default: throw error(what + ": fields[" + std::to_string(i) + "].value must be a number, boolean, string or nil");
+    }
+    lua_pop(L, 2);  // value, f
+    out.fields.push_back(std::move(fig));
+  }
+  lua_pop(L, 1);
+  raw_getfield(L, res, "lines");
+  if (!lua_isnil(L, -1)) {
+    if (!lua_istable(L, -1)) throw error(what + ": 'lines' must be a list of strings");
+    const lua_Integer m = lua_Integer(lua_rawlen(L, -1));
+    for (lua_Integer i = 1; i <= m; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING) throw error(what + ": 'lines' must be a list of strings");
+      out.lines.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  return out;
+}
 
 namespace {
 void key_add(std::string& out, const std::string& v) {
@@ -558,23 +643,57 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   }
 }
 
-void session::attention_costs(std::vector<kernel*>& kernels) {
+void session::kernel_costs(std::vector<kernel*>& kernels) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);
   require_push(*p_, "neusight.kernels");  // stack: K
   const int k_idx = lua_gettop(L);
   for (kernel* k : kernels) {
-    if (k->kind != kernel_kind::attention) continue;
-    raw_getfield(L, k_idx, "attention");
-    lua_pushstring(L, k->op.c_str());
-    for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+    int args = 0;
+    switch (k->kind) {
+      case kernel_kind::gemm:
+        if (k->b != 1) throw error("kernel " + k->name + ": a gemm kernel has b = 1 (got " + std::to_string(k->b) + ")");
+        raw_getfield(L, k_idx, "linear");
+        for (int64_t v : {k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
+        args = 4;
+        break;
+      case kernel_kind::bmm:
+        raw_getfield(L, k_idx, "bmm");
+        for (int64_t v : {k->b, k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
+        args = 5;
+        break;
+      case kernel_kind::elementwise:
+        raw_getfield(L, k_idx, "vec");
+        lua_pushstring(L, k->op.c_str());
+        for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 4;
+        break;
+      case kernel_kind::softmax:
+      case kernel_kind::layernorm:
+        raw_getfield(L, k_idx, k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
+        for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 3;
+        break;
+      case kernel_kind::attention:
+        raw_getfield(L, k_idx, "attention");
+        lua_pushstring(L, k->op.c_str());
+        for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
+        args = 8;
+        break;
+      default:
+        continue;
+    }
     lua_pushstring(L, k->dtype.c_str());
-    ns_call(L, 8, 1, "while costing attention kernel " + k->op);
-    table_reader r(L, -1, "neusight.kernels.attention()");
+    ns_call(L, args, 1, "while costing kernel " + k->name);
+    table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
     lua_pop(L, 1);
   }
+}
+
+kernel_costing session::costing() {
+  return [this](std::vector<kernel*>& ks) { kernel_costs(ks); };
 }
 
 bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {

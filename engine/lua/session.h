@@ -8,6 +8,9 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
+#include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
@@ -39,6 +42,7 @@ struct workload {
   state_layout state;          // model-state bytes per parameter of this recipe (precision.lua state())
   int64_t batch = 0, seq = 0;
   int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
+  std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   graph g;
   // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
@@ -49,7 +53,7 @@ struct workload {
 };
 
 // CLI flags that override a workload's fields (or define it entirely, for `predict`).
-using workload_value = std::variant<std::string, int64_t, bool>;
+using workload_value = std::variant<std::string, int64_t, bool, double>;
 using workload_overrides = std::map<std::string, workload_value>;
 
 struct op_entry {
@@ -85,15 +89,36 @@ class session {
   void tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu);
   // The tile of a measured GEMM kernel name (tiling.gemm.parse); false when the name carries none.
   bool tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k);
-  // FLOPs, bytes and name of attention kernels read from measurements (kind, op, dims and dtype set), from
-  // neusight.kernels' attention(): the one cost formula forecasts, training and evaluation share.
-  void attention_costs(std::vector<kernel*>& kernels);
+  // FLOPs, bytes and name of kernels built outside Lua (measurement rows, traces, reference graphs: kind, op, dims
+  // and dtype set) from neusight.kernels — the one cost formula forecasts, training, evaluation and scaling share:
+  // gemm → linear(m, n, k), bmm → bmm(b, m, n, k), elementwise → vec(op, rows, hidden), softmax, layernorm,
+  // attention. Memory and collective kernels are left as they are.
+  void kernel_costs(std::vector<kernel*>& kernels);
+  // The same as a callback for the readers of engine/core (bench_load, opgraph_load), which know no Lua.
+  kernel_costing costing();
   // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 
   // Host-side framework overhead (scripts/neusight/overhead.lua) applied to predicted per-launch seconds after
   // prediction; mode is "on", "off" or "default" (the script decides). Returns true when it changed anything.
   bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode);
+
+  // Launch mode (scripts/neusight/launch.lua apply): "eager" leaves the predicted seconds alone, "graph" (CUDA-graph
+  // replay) re-prices what the rule says, from each kernel's kind, bytes and roofline terms. True when it changed
+  // anything.
+  bool launch_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const gpu_spec& gpu,
+                    const std::string& mode);
+
+  // `neusight serve`: scripts/neusight/serve.lua run(options, phase, progress) drives the whole thing. `phase(fields)`
+  // forecasts one serving phase — a workload made of the fields (model, gpu, mode, batch, seq, context, dtype,
+  // launch, parallel.tp …), expanded and predicted by `pred` as `predict` does — and returns its latency, memory
+  // and per-kernel roofline terms; `progress(text)` writes a throttled progress line on stderr. The report table
+  // comes back as JSON text, plus serve.lua's own table rendering of it.
+  struct serve_report {
+    std::string json;   // the report, every number (objects' keys sorted)
+    std::string table;  // serve.lua format_table(report)
+  };
+  serve_report serve(const workload_overrides& options, const predictor& pred);
 
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {
@@ -106,10 +131,11 @@ class session {
   // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
   std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
 
-  // The forecast every command shares: library tiles, kernel latencies from `pred`, host overhead
-  // (scripts/neusight/overhead.lua, mode "on" | "off" | "default"), aggregation.
+  // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
+  // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
+  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation.
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
-                        const std::string& overhead);
+                        const std::string& overhead, const std::string& launch = "eager");
 
   // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
   // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models
@@ -121,6 +147,21 @@ class session {
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);
+
+  // scripts/neusight/figures.lua compute(r): `inputs` become the table r (with r.gpu the GPU's table); returns its
+  // fields and table lines.
+  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu);
+
+  // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
+  // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as
+  // workload_load would. A comparison runs it for every combination before forecasting any, so that a typo stops
+  // the run while a combination a builder refuses becomes an error row.
+  void workload_check(const workload_overrides& overrides);
+
+  // Memory per GPU of the last workload_load (single GPU) or timeline() (parallel run), as scripts/neusight/memory.lua
+  // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
+  // Null when neither computed one (predict --graph without a parallel layout).
+  const nlohmann::ordered_json& memory() const;
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

@@ -6,11 +6,27 @@
 
 namespace ns {
 
+namespace {
+// The roofline's compute term, 0 for a kernel whose dtype has no unit on this GPU (a fixed-latency kernel the
+// predictors never priced: nothing to re-price).
+double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
+  try {
+    return roofline_compute_seconds(k, gpu);
+  } catch (const error&) {
+    return 0;
+  }
+}
+}  // namespace
+
 forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu,
-                               const predictor& pred, const std::string& overhead) {
+                               const predictor& pred, const std::string& overhead, const std::string& launch) {
+  if (launch == "graph" && overhead == "on")
+    throw error("--overhead on and --launch graph exclude each other: a CUDA graph replays its kernels without a "
+                "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
   tiles_select(kernels, gpu);
   std::vector<double> seconds = pred.predict(kernels, gpu);
-  overhead_apply(seconds, gpu, overhead);
+  launch_apply(kernels, seconds, gpu, launch);
+  if (launch != "graph") overhead_apply(seconds, gpu, overhead);
   return forecast_make(g, std::move(kernels), std::move(seconds));
 }
 
@@ -33,6 +49,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   lua_createtable(L, 0, int(parallel.size()));
   for (const auto& [k, v] : parallel) {
     if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
     else if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
     else lua_pushboolean(L, std::get<bool>(v));
     lua_setfield(L, -2, k.c_str());
@@ -152,6 +169,9 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     }
     lua_pop(L, 2);
   }
+  raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
+  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
+  lua_pop(L, 1);
   table_reader r(L, -1, where + " result");
   out.iteration_s = r.number("iteration");
   out.pipeline_s = r.number("pipeline");
@@ -177,6 +197,43 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     lua_pop(L, 1);
   }
   return out;
+}
+
+bool session::launch_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds,
+                           const gpu_spec& gpu, const std::string& mode) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.launch");  // stack: Lm
+  raw_getfield(L, -1, "apply");
+  lua_createtable(L, int(kernels.size()), 0);  // stack: Lm apply views
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i].k;
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, std::string(kernel_kind_name(k.kind)).c_str()), lua_setfield(L, -2, "kind");
+    lua_pushnumber(L, k.bytes), lua_setfield(L, -2, "bytes");
+    lua_pushnumber(L, k.flops), lua_setfield(L, -2, "flops");
+    lua_pushnumber(L, compute_seconds_or_zero(k, gpu)), lua_setfield(L, -2, "compute_s");
+    lua_pushnumber(L, roofline_memory_seconds(k, gpu)), lua_setfield(L, -2, "memory_s");
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  lua_createtable(L, int(seconds.size()), 0);
+  for (size_t i = 0; i < seconds.size(); ++i) lua_pushnumber(L, seconds[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+  p_->push_gpu(gpu);
+  lua_pushstring(L, mode.c_str());
+  ns_call(L, 4, 1, "in scripts/neusight/launch.lua");  // stack: Lm out|nil
+  if (lua_isnil(L, -1)) return false;
+  if (!lua_istable(L, -1) || lua_rawlen(L, -1) != seconds.size())
+    throw error("scripts/neusight/launch.lua: apply must return nil or an array of " + std::to_string(seconds.size()) +
+                " numbers");
+  for (size_t i = 0; i < seconds.size(); ++i) {
+    lua_rawgeti(L, -1, lua_Integer(i + 1));
+    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
+      throw error("scripts/neusight/launch.lua: apply returned a value that is not a number >= 0");
+    seconds[i] = lua_tonumber(L, -1);
+    lua_pop(L, 1);
+  }
+  return true;
 }
 
 bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {

@@ -27,6 +27,7 @@ struct session::impl {
   int engine_ref = LUA_NOREF;
   int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
   int nodes_ref = LUA_NOREF;
+  nlohmann::ordered_json memory;  // session::memory()
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops
@@ -127,6 +128,9 @@ struct session::impl {
     lua_remove(L(), -2);
   }
 };
+
+// Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
+void overrides_push_table(lua_State* L, const workload_overrides& o);
 
 // Pushes require(module). [-0, +1, e]
 inline void require_push(session::impl& p, const char* module) {

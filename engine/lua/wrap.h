@@ -4,6 +4,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/gpu_spec.h"
 #include "core/graph.h"
 #include "lua/lua_state.h"
@@ -46,6 +48,13 @@ json_position json_position_of(const std::string& text, size_t byte);
 // null is not the same as an omitted key, which takes the config class's default).
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
+
+// A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
+// exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text),
+// integers stay integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]
+nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what);
+// json_from_lua(L, idx, "report") as indented JSON text. [-0, +0, -]
+std::string json_text_of(lua_State* L, int idx);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {

@@ -8,6 +8,7 @@ namespace ns {
 void gpu_push(lua_State* L, const gpu_spec& gpu) {
   lua_createtable(L, 0, int(gpu_fields().size()) + 1);  // stack: gpu
   for (const auto& f : gpu_fields()) {
+    if (!gpu_field_present(gpu, f)) continue;  // an optional key the file leaves out is nil
     std::visit(
         [&](auto member) {
           using T = std::decay_t<decltype(gpu.*member)>;

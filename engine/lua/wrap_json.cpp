@@ -1,8 +1,12 @@
 // engine/lua/wrap_json.cpp — a JSON document (a HuggingFace config.json) as a plain Lua table.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "lua/wrap.h"
 
@@ -54,7 +58,79 @@ void json_push(lua_State* L, const json& j, int depth) {
   }
 }
 
+// [-0, +0, e] the value at `idx` as JSON (json_from_lua): a table whose keys are exactly 1..n is an array (an empty
+// table too), any other table an object with its keys sorted (number keys written as text); integers stay integers,
+// NaN and infinities become null; functions, userdata and other keys are errors naming `what`.
+nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& what, int depth) {
+  using ojson = nlohmann::ordered_json;
+  if (depth > 100 || !lua_checkstack(L, 4)) throw error(what + ": nested too deeply");
+  idx = lua_absindex(L, idx);
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: return nullptr;
+    case LUA_TBOOLEAN: return bool(lua_toboolean(L, idx));
+    case LUA_TNUMBER: {
+      if (lua_isinteger(L, idx)) return int64_t(lua_tointeger(L, idx));
+      const double d = lua_tonumber(L, idx);
+      if (!std::isfinite(d)) return nullptr;
+      return d;
+    }
+    case LUA_TSTRING: {
+      size_t n = 0;
+      const char* s = lua_tolstring(L, idx, &n);
+      return std::string(s, n);
+    }
+    case LUA_TTABLE: {
+      const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
+      lua_Integer count = 0;
+      bool array = true;
+      std::vector<std::pair<std::string, bool>> keys;  // text, is a string key
+      lua_pushnil(L);
+      while (lua_next(L, idx) != 0) {  // stack: … key value
+        ++count;
+        if (lua_type(L, -2) == LUA_TSTRING) {
+          keys.emplace_back(lua_tostring(L, -2), true);  // a string key: no conversion
+          array = false;
+        } else if (lua_type(L, -2) == LUA_TNUMBER) {
+          if (!(lua_isinteger(L, -2) && lua_tointeger(L, -2) >= 1 && lua_tointeger(L, -2) <= n)) array = false;
+          lua_pushvalue(L, -2);  // never convert the traversal key in place
+          keys.emplace_back(lua_tostring(L, -1), false);
+          lua_pop(L, 1);
+        } else {
+          throw error(what + " has a " + std::string(luaL_typename(L, -2)) + " key");
+        }
+        lua_pop(L, 1);
+      }
+      if (array && count == n) {
+        ojson arr = ojson::array();
+        for (lua_Integer i = 1; i <= n; ++i) {
+          lua_rawgeti(L, idx, i);
+          arr.push_back(lua_to_json(L, -1, what + "[" + std::to_string(i) + "]", depth + 1));
+          lua_pop(L, 1);
+        }
+        return arr;
+      }
+      std::sort(keys.begin(), keys.end());
+      ojson obj = ojson::object();
+      for (const auto& [k, is_string] : keys) {
+        if (is_string) raw_getfield(L, idx, k.c_str());
+        else if (lua_stringtonumber(L, k.c_str()) != 0) lua_rawget(L, idx);  // stack: … number → value
+        else lua_pushnil(L);
+        obj[k] = lua_to_json(L, -1, what + "." + k, depth + 1);
+        lua_pop(L, 1);
+      }
+      return obj;
+    }
+    default: throw error(what + " is a " + std::string(luaL_typename(L, idx)) + ", not a JSON value");
+  }
+}
+
 }  // namespace
+
+nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what) {
+  return lua_to_json(L, idx, what, 0);
+}
+
+std::string json_text_of(lua_State* L, int idx) { return json_from_lua(L, idx, "report").dump(2) + "\n"; }
 
 json_position json_position_of(const std::string& text, size_t byte) {
   // nlohmann counts bytes read; the offending byte is the last one read.

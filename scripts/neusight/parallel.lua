@@ -22,6 +22,7 @@ local T = require "neusight.topology"
 local C = require "neusight.collectives"
 local precision = require "neusight.precision"
 local K = require "neusight.kernels"
+local memory = require "neusight.memory"
 local floor, huge, max, min = math.floor, math.huge, math.max, math.min
 local ipairs, pairs, type, tostring, error, pcall, sort = ipairs, pairs, type, tostring, error, pcall, table.sort
 
@@ -300,6 +301,7 @@ function M.rule(op, doc)
   return {
     name = op,
     doc = doc,
+    saves = function() return 0 end, -- a collective keeps nothing for backward
     forward = function(node) return kernels(node, "forward") end,
     backward = function(node) return kernels(node, "backward") end,
   }
@@ -612,26 +614,21 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Activation memory
 
--- Ops whose output is a view or bookkeeping: they keep nothing alive for backward.
-local NO_ACTIVATION = {
-  view = true, reshape = true, permute = true, transpose = true, split = true, size = true, getitem = true,
-  weight = true, all_reduce = true, all_gather = true, reduce_scatter = true, send_recv = true, all_to_all = true,
-}
-
--- Bytes one microbatch leaves alive for backward in a virtual stage: every computing node's output
--- (eager PyTorch keeps the tensors autograd needs; outputs are a proxy and an upper bound: dropout
--- masks count at the element size, in-place results twice). With full recomputation a layer keeps
--- only its input (`boundary` bytes) and `transient` is one layer's activations, rebuilt in backward.
--- With selective recomputation, core-attention outputs are not kept (rebuilt one layer at a time).
-local function activation_bytes(nodes, st, e, recompute, boundary, selective)
+-- Bytes one microbatch leaves alive for backward in a virtual stage: the tensors each node saves (neusight.memory:
+-- its op rule's `saves`, per instance in mem.saved). With full recomputation a layer keeps only its input
+-- (`boundary` bytes) and `transient` is one layer's saved tensors, rebuilt in backward. With selective recomputation
+-- the core-attention nodes keep only the region's inputs they read (mem.kept: Q, K, V) and one layer's core
+-- attention is rebuilt at a time.
+local function activation_bytes(mem, st, recompute, boundary, selective)
   local bytes, transient = 0, 0
   for _, seg in ipairs(st.segments) do
     local one, core = 0, 0 -- one rep
     for j, i in ipairs(seg.nodes) do
-      local n = nodes[i]
-      if not NO_ACTIVATION[n.op] and type(n.output) == "table" then
-        local b = numel(n.output) * e * seg.per[j]
-        if selective and seg.layered and (n.attrs or {}).core_attention then core = core + b else one = one + b end
+      local b = mem.saved[i] * seg.per[j]
+      if selective and seg.layered and (mem.core[i]) then
+        core, one = core + b, one + mem.kept[i] * seg.per[j]
+      else
+        one = one + b
       end
     end
     transient = max(transient, core)
@@ -702,6 +699,12 @@ function M.timeline(plan, nodes, times)
   local eg, ep = recipe.bytes.grad, recipe.bytes.param
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
+  -- Saved tensors per node (neusight.memory): from the workload's build (plan.memory), else from the op rules now
+  -- (an imported reference graph: ops without a rule are charged their output).
+  local mem = plan.memory or memory.context { nodes = nodes, rule_of = memory.engine_rules(), training = plan.training,
+    state = precision.state(recipe, "none", plan.training), recipe = recipe, mode = plan.training and "train" or "inference" }
+  mem.core = {}
+  for i, n in ipairs(nodes) do mem.core[i] = (n.attrs or {}).core_attention == true end
   -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
   local full, selective = plan.recompute == "full", plan.recompute == "selective"
   local function reruns(seg, i)
@@ -730,10 +733,11 @@ function M.timeline(plan, nodes, times)
       end
       params = params + n.params * it.share
     end
-    st.activations, st.transient = 0, 0
+    st.activations, st.transient, st.temporary = 0, 0, 0
     if plan.training then
-      st.activations, st.transient = activation_bytes(nodes, st, e, full, p2p_bytes, selective)
+      st.activations, st.transient = activation_bytes(mem, st, full, p2p_bytes, selective)
     end
+    for _, it in ipairs(st.items) do st.temporary = max(st.temporary, mem.temporary[it.node]) end
     -- recomputed forwards (kernels and tp collectives) run again before their backward
     for _, seg in ipairs(st.segments) do
       for j, i in ipairs(seg.nodes) do
@@ -795,9 +799,12 @@ function M.timeline(plan, nodes, times)
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
       activation_bytes = activation_peak(ops, stages, P, d), -- peak kept for backward (training)
     }
-    local transient = 0
-    for c = 0, v - 1 do transient = max(transient, stages[c * P + d].transient) end
+    local transient, temporary = 0, 0
+    for c = 0, v - 1 do
+      transient, temporary = max(transient, stages[c * P + d].transient), max(temporary, stages[c * P + d].temporary)
+    end
     dev.activation_bytes = dev.activation_bytes + transient
+    dev.temporary_bytes = temporary
     local last_bw = {} -- vs → start of its last backward op
     local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
     for i = 1, #ops do
@@ -918,9 +925,28 @@ function M.timeline(plan, nodes, times)
     dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
   end
+  -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
+  -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
+  -- parameter share), and its layers' share of a serving KV cache.
+  local shard = (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
+  local layers_total = 0
+  for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
+  local parts = {}
+  for d, dev in ipairs(devices) do
+    local sp = memory.state_parts(dev.params, mem.state, shard)
+    local share = params_total > 0 and dev.params / params_total or 1 / P
+    parts[d] = {
+      state = sp.weights + sp.gradients + sp.master + sp.optimizer, activations = dev.activation_bytes,
+      temporary = dev.temporary_bytes, workspace = mem.cublas + mem.autocast_cache * share,
+      kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
+    }
+  end
+  local gpu = plan.cluster and plan.cluster.gpu
+  local gpu_mem = mem.gpu_mem_gb or (type(gpu) == "table" and gpu.mem_gb) or nil
   return {
     iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
+    memory = memory.parallel(parts, gpu_mem, plan.recompute or "none"),
   }
 end
 

@@ -113,6 +113,49 @@ function M.check_broadcast(node)
 end
 
 ---------------------------------------------------------------------------------------------------
+-- Saved tensors: the bytes autograd keeps for a node's backward, as PyTorch eager does (op-rule field `saves`,
+-- read by scripts/neusight/memory.lua; a rule without one is charged its output there). Parameters are model state,
+-- never saved activations. A builder narrows the inputs a rule saves with node.attrs.saved_inputs, a comma-separated
+-- list of input positions ("" = none): a constant operand (RoPE's cos table) needs no saved partner, and a tensor
+-- two nodes save (the input of q/k/v_proj) is counted on one of them only (the graph has no producer links).
+
+--- Bytes of `shape` in the node's dtype (or `elem_bytes` per element).
+function M.tensor_bytes(node, shape, elem_bytes)
+  return K.numel(shape) * (elem_bytes or K.dtype_bytes(node.dtype))
+end
+
+--- Bytes of the node's inputs at positions `default` (a list), or at the positions attrs.saved_inputs lists.
+--- Inputs of one element (Python scalars traced as {1}) are never saved tensors.
+function M.saved_inputs(node, default)
+  local list = default
+  local given = node.attrs.saved_inputs
+  if type(given) == "string" then
+    list = {}
+    for i in given:gmatch("%d+") do list[#list + 1] = math.tointeger(tonumber(i)) end
+  end
+  local n = 0
+  for _, i in ipairs(list) do
+    local s = node.inputs[i]
+    if s and K.numel(s) > 1 then n = n + M.tensor_bytes(node, s) end
+  end
+  return n
+end
+
+--- `saves` hooks shared by the rules: nothing, the output, the first input.
+function M.saves_nothing() return 0 end
+function M.saves_output(node) return M.tensor_bytes(node, node.output) end
+function M.saves_input(node) return M.saved_inputs(node, { 1 }) end
+
+--- Positions of the inputs with more than one element (tensor operands).
+local function tensor_positions(node)
+  local list = {}
+  for i, s in ipairs(node.inputs) do
+    if K.numel(s) > 1 then list[#list + 1] = i end
+  end
+  return list
+end
+
+---------------------------------------------------------------------------------------------------
 -- Rule constructors
 
 -- Checks a constructor's spec table: required `name`/`doc` strings, no unknown keys.
@@ -147,9 +190,25 @@ function M.elementwise(spec)
 
   local function op_of(node) return unary and base or M.vec_op(node, base) end
 
+  -- Saved for backward: add/sub ("mem" gradients) nothing; a unary op (gelu, relu) its input; mul its tensor
+  -- operands (each one's gradient needs the other; a Python-scalar factor saves nothing); div the divisor, and the
+  -- dividend too when the divisor is a tensor with a gradient (x / scalar-tensor saves nothing of size).
+  local saves
+  if grad == "mem" then
+    saves = M.saves_nothing
+  elseif unary then
+    saves = M.saves_input
+  else
+    saves = function(node)
+      local list = tensor_positions(node)
+      return #list >= 2 and M.saved_inputs(node, list) or M.saved_inputs(node, {})
+    end
+  end
+
   return {
     name = spec.name,
     doc = spec.doc,
+    saves = saves,
     check = M.check_broadcast,
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
@@ -172,8 +231,9 @@ end
 
 --- Activation with a backward kernel of its own (silu, sigmoid): forward VEC<spec.op>(rows, hidden) reading x and
 --- writing y; backward VEC<spec.grad>(rows, hidden) with that op's bytes (it reads dy and x or y, writes dx).
+--- spec.saves = "input" (default: SiLU's backward reads x) or "output" (sigmoid's reads y).
 function M.activation(spec)
-  check_spec("activation", spec, { op = true, grad = true })
+  check_spec("activation", spec, { op = true, grad = true, saves = true })
   local op, grad = spec.op or spec.name, spec.grad
   if not K.vec_ops[op] or not K.vec_ops[grad] then
     error(("rules.activation: unknown elementwise op '%s' or '%s'"):format(tostring(op), tostring(grad)), 2)
@@ -181,6 +241,7 @@ function M.activation(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    saves = spec.saves == "output" and M.saves_output or M.saves_input,
     check = function(node) return M.check_broadcast(node) end,
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
@@ -214,6 +275,8 @@ function M.memory(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    -- copies, slices and reductions keep no tensor for backward (only shapes); attrs.saved_inputs may say otherwise
+    saves = function(node) return M.saved_inputs(node, {}) end,
     forward = function(node) return { mem(node, M.shapes(node, true)) } end,
     backward = function(node)
       if node.attrs.no_grad then return {} end
@@ -229,6 +292,7 @@ function M.view(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    saves = M.saves_nothing,
     forward = function() return {} end,
     backward = false, -- the gradient is a view too
   }
@@ -252,6 +316,8 @@ function M.linear(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    -- dW = dYᵀ·X needs x; dX = dY·W needs W, which is model state, not a saved activation
+    saves = function(node) return M.saved_inputs(node, { x_input }) end,
     -- x[…, I] → out[…, O]: the same rows (the leading dimensions' product) on both sides; a weight input after x
     -- (addmm's W) holds I·O elements.
     check = function(node)
@@ -308,6 +374,8 @@ function M.bmm(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    -- dA = dC·Bᵀ needs B, dB = Aᵀ·dC needs A (baddbmm's C: nothing)
+    saves = function(node) return M.saved_inputs(node, { a_input, a_input + 1 }) end,
     -- A[…, M, N] · B[…, N, K] → out[…, M, K] with A's batch (B's batch divides it: broadcast); baddbmm's C
     -- broadcasts to the output.
     check = function(node)

@@ -46,6 +46,8 @@
 ---@field backward? (fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[])|false  required in training; false: no backward work
 ---@field check? fun(node: neusight.Node): string?  shape contract: nil when the shapes agree, else the problem
 ---@field accumulate? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]  training only: gradient accumulation
+---@field saves? fun(node: neusight.Node): number  bytes autograd keeps for backward (neusight/memory.lua; default: the output)
+---@field temporary? fun(node: neusight.Node): number  largest transient bytes while it runs (default: inputs + output)
 
 ---@class neusight.Workload              what a workload script returns (neusight/workload.lua validates it)
 ---@field model string|table|fun(opts: {batch: integer, seq: integer, training: boolean, dtype: string, loss: boolean}): neusight.Node[]
@@ -58,6 +60,7 @@
 ---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw, "foreach" for adam and sgd (ops/adamw.lua)
 ---@field dtype? string                  compute dtype, default "fp32"
 ---@field precision? "pure"|"amp"        state recipe (neusight/precision.lua); default "amp" when training in fp16/bf16/fp8
+---@field launch? "eager"|"graph"       kernel launches: eager PyTorch (default) or CUDA-graph replay (neusight/launch.lua)
 ---@field loss? boolean                  append the loss in training (default true)
 ---@field description? string
 

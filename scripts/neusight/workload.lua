@@ -13,7 +13,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "attention", "loss", "fusion", "parallel", "description" }
+  "attention", "loss", "fusion", "launch", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -148,6 +148,9 @@ local CHECK = {
     end
     return ("must be a boolean, \"flash_attention\" or { flash_attention = true } (got %s)"):format(show(v))
   end,
+  -- launch: "eager" (per-kernel times as the predictors give them: PyTorch's one host launch per op) or "graph"
+  -- (CUDA-graph replay, as serving engines run: scripts/neusight/launch.lua re-prices the vector kernels).
+  launch = one_of { "eager", "graph" },
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
   -- (its fields are validated once, by neusight.parallel.normalize in M.normalize)
@@ -233,7 +236,27 @@ function M.normalize(spec, overrides, chunkname)
     w.optimizer_impl = w.optimizer == "adamw" and "fused" or "foreach"
   end
   if w.loss == nil then w.loss = true end
+  if w.launch == nil then w.launch = "eager" end
   return w
+end
+
+--- Checks each top-level field of `fields` on its own (the validators of M.normalize; "parallel.*" keys are left to
+--- neusight.parallel): a typo in a value (an unknown preset, a misspelled dtype) raises as normalize would, while what
+--- depends on several fields together (precision with dtype, batch divisibility, a builder's limits) is not looked at.
+--- A comparison of several values per field runs it before forecasting anything.
+---@param fields table
+---@param chunkname? string
+function M.check_fields(fields, chunkname)
+  chunkname = chunkname or "workload"
+  for _, k in ipairs(sorted_keys(fields)) do
+    local v = fields[k]
+    if not (type(k) == "string" and k:match("^parallel%.")) then
+      if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
+      if k == "dtype" then v = K.dtype_name(v) or v end
+      local problem = CHECK[k](v)
+      if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
+    end
+  end
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -270,27 +293,10 @@ function M.kv_cache_bytes(nodes)
   return total
 end
 
---- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes). In training with an optimizer, one optimizer node
---- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
---- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
---- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
---- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
---- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
---- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
---- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
---- kernels = "megatron"), PyTorch autocast's otherwise.
---- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
---- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
---- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
----@param spec table a workload table (normalized here if it was not already)
----@param gpu? table
----@return string model_name
----@return neusight.Node[] nodes
----@return table? plan
----@return table state
----@return number? kv_cache_bytes
-function M.build(spec, gpu)
-  local w = M.normalize(spec)
+
+-- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
+-- builder options.
+local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
   if M.serving(w.mode) then opts.phase, opts.context = w.mode, w.context end
@@ -358,6 +364,56 @@ function M.build(spec, gpu)
     if fopts then nodes = fusion.apply(nodes, fopts) end
   end
 
+  return name, nodes, plan, opts
+end
+
+-- The memory of a run (neusight.memory): for a single GPU the report itself (with the largest batch that fits,
+-- rebuilding the graph at other batches); for a parallel run nil, its context going to the timeline as plan.memory.
+local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
+  local memory = require "neusight.memory"
+  local rule_of = memory.engine_rules()
+  local function context(ns, kv_bytes, batch)
+    return memory.context { nodes = ns, rule_of = rule_of, training = w.mode == "train", state = state,
+      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb, mode = w.mode, batch = batch }
+  end
+  local ctx = context(nodes, kv, w.batch)
+  if plan then plan.memory = ctx; return nil end
+  local function at_batch(b)
+    local wb = {}
+    for k, v in pairs(w) do wb[k] = v end
+    wb.batch = b
+    local _, ns, _, opts = graph_of(wb, gpu)
+    return memory.single(context(ns, opts.phase and M.kv_cache_bytes(ns) or nil, b)).total
+  end
+  local ok, at = pcall(function() at_batch(1) return at_batch end) -- a builder that refuses batch 1: no search
+  return memory.single(ctx, ok and at or nil)
+end
+
+--- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes, memory). In training with an optimizer, one optimizer node
+--- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
+--- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
+--- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
+--- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
+--- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
+--- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
+--- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
+--- kernels = "megatron"), PyTorch autocast's otherwise.
+--- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
+--- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
+--- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
+---@param spec table a workload table (normalized here if it was not already)
+---@param gpu? table
+---@return string model_name
+---@return neusight.Node[] nodes
+---@return table? plan
+---@return table state
+---@return number? kv_cache_bytes
+---@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
+--- (the timeline reports it from plan.memory)
+function M.build(spec, gpu)
+  local w = M.normalize(spec)
+  local training = w.mode == "train"
+  local name, nodes, plan, opts = graph_of(w, gpu)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then
     local P = 0
@@ -370,8 +426,9 @@ function M.build(spec, gpu)
       }
     end
   end
-  return name, nodes, plan, precision.state(recipe, w.optimizer, training),
-    opts.phase and M.kv_cache_bytes(nodes) or nil
+  local state = precision.state(recipe, w.optimizer, training)
+  local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
+  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv)
 end
 
 return M

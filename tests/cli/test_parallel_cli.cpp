@@ -230,9 +230,16 @@ TEST_CASE("parallel: memory per GPU, and full recomputation trading time for act
   // 1F1B: the first stage holds the most microbatches in flight
   CHECK(p["devices"][0]["activation_gb"].get<double>() > p["devices"][3]["activation_gb"].get<double>());
   for (const auto& d : p["devices"])
-    CHECK(d["memory_gb"].get<double>() == Approx(d["state_gb"].get<double>() + d["activation_gb"].get<double>()));
+    CHECK(d["memory_gb"].get<double>() == Approx(d["state_gb"].get<double>() + d["activation_gb"].get<double>() +
+                                                 d["temporary_gb"].get<double>() + d["workspace_gb"].get<double>()));
+  // the fullest GPU: stage 0 (the most microbatches in flight); top-level memory_gb is the same
   CHECK(p["memory_gb"].get<double>() == Approx(p["devices"][0]["memory_gb"].get<double>()));
+  CHECK(plain["memory_gb"].get<double>() == p["memory_gb"].get<double>());
+  CHECK(plain["memory"]["stage"] == 0);
+  // capacity: the datasheet's 40 GB (scripts/neusight/memory.lua)
+  CHECK(plain["memory"]["capacity_gb"].get<double>() == 40);
   CHECK(p["fits"] == (p["memory_gb"].get<double>() <= 40.0));
+  CHECK(plain["fits"] == p["fits"]);
   CHECK(re["parallel"]["memory_gb"].get<double>() < 0.5 * p["memory_gb"].get<double>());
   CHECK(re["latency_ms"].get<double>() > 1.2 * plain["latency_ms"].get<double>());
   // selective recomputation (core attention only) sits in between on both counts

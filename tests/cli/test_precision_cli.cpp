@@ -102,7 +102,10 @@ TEST_CASE("state_gb per precision recipe equals the closed form for GPT-2 Large"
   REQUIRE(table.code == 0);
   CHECK(table.out.find("(train, batch 4, seq 1024, bf16 amp, optimizer adamw (fused))") != std::string::npos);
   CHECK(table.out.find("(0.774 B parameters x 16 B = weights 4 + gradients 4 + master 0 + optimizer 8 per parameter, "
-                       "amp recipe (autocast); activations not counted)") != std::string::npos);
+                       "amp recipe (autocast))") != std::string::npos);
+  // the memory line: the parts, what dominates, whether it fits, the largest batch (scripts/neusight/memory.lua)
+  CHECK(table.out.find("memory ") != std::string::npos);
+  CHECK(table.out.find("largest batch that fits: ") != std::string::npos);
 }
 
 TEST_CASE("precision errors: an unknown recipe names the field, amp with fp32 is refused", "[cli][precision]") {
@@ -146,7 +149,8 @@ TEST_CASE("adamw in a parallel run: dp 2, Megatron amp, the distributed optimize
   CHECK(a["state_gb"].get<double>() == Approx(P * (2 + 4 + 4 + 8) / 1e9).epsilon(1e-12));  // 18 B
   CHECK(b["state_gb"].get<double>() == Approx(P * (2 + 4 + (4 + 8) / 2.0) / 1e9).epsilon(1e-12));  // 6 + 12/dp
   CHECK(zero["state_gb"].get<double>() == b["state_gb"].get<double>());
-  CHECK(b["memory_gb"].get<double>() == Approx(b["state_gb"].get<double>() + b["activation_gb"].get<double>()));
+  CHECK(b["memory_gb"].get<double>() == Approx(b["state_gb"].get<double>() + b["activation_gb"].get<double>() +
+                                               b["temporary_gb"].get<double>() + b["workspace_gb"].get<double>()));
   // fused step over the fp32 master: 2·4 + 4 + 4·4 + the bf16 model copy 2 = 30 B per parameter
   const auto ops = optimizer_ops(plain);
   REQUIRE(ops.size() == 1);

@@ -134,8 +134,12 @@ TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON 
   REQUIRE(r.code == 0);
   json j = json::parse(r.out);
   REQUIRE(j["warnings"].size() == 1);
-  CHECK(j["warnings"][0].get<std::string>().rfind("model state 2793.7 GB exceeds the GPU's 80 GB", 0) == 0);
-  CHECK(r.err.find("warning: model state 2793.7 GB exceeds") != std::string::npos);
+  const std::string w = j["warnings"][0].get<std::string>();
+  CHECK(w.rfind("memory ", 0) == 0);
+  CHECK(w.find("GB per GPU (model state 2793.7 + activations ") != std::string::npos);
+  CHECK(w.find("exceeds the GPU's 80 GB: the forecast assumes it fits (shard it") != std::string::npos);
+  CHECK(r.err.find("warning: memory ") != std::string::npos);
+  CHECK_FALSE(j["fits"].get<bool>());
   // A parallel layout whose stages do not fit either.
   r = run_cli("predict --model gpt3_175b --gpu h100 --mode train --batch 8 --seq 2048 --dtype bf16 --tp 8 --pp 2 "
               "--microbatches 8 --predictor roofline --format json");

@@ -83,6 +83,12 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
   CHECK(cat.resolve("tesla v100-pcie-32gb").name == "V100-PCIE-32GB");
   CHECK(cat.resolve("AMD Instinct MI250").name == "MI250");
   CHECK(cat.resolve((source_dir / "tests/fixtures/gpus/tiny.toml").string()).name == "Tiny-1");
+  // As people type them: case, spaces, '-' and '_' do not matter when one GPU has the name.
+  CHECK(cat.resolve("H100 SXM").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("h100sxm").name == "H100-SXM5-80GB");
+  CHECK(cat.resolve("a100 sxm4 80gb").name == "A100-SXM4-80GB");
+  CHECK(cat.resolve("A100 80GB PCIe").name == "A100-PCIE-80GB");
+  CHECK(cat.resolve("mi 300x").name == "MI300X");
   try {
     cat.resolve("H1000");
     FAIL("no error");
@@ -91,4 +97,23 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
     CHECK(msg.rfind("unknown GPU 'H1000' (close matches: ", 0) == 0);
     CHECK(msg.find("'H100'") != std::string::npos);
   }
+}
+
+TEST_CASE("price_per_hour_usd is optional; when given, a positive finite number", "[gpu]") {
+  const gpu_spec none = gpu_spec_parse(tiny, "tiny.toml");
+  CHECK(none.price_per_hour_usd == 0);
+  const gpu_spec priced = gpu_spec_parse(tiny + "price_per_hour_usd = 2.75  # a dated source\n", "tiny.toml");
+  CHECK(priced.price_per_hour_usd == 2.75);
+  CHECK(gpu_spec_parse(tiny + "price_per_hour_usd = 3\n", "t.toml").price_per_hour_usd == 3.0);  // an integer is fine
+  const std::string at = "gpus/bad.toml:" + std::to_string(std::count(tiny.begin(), tiny.end(), '\n') + 1) + ":1: ";
+  CHECK(parse_error(tiny + "price_per_hour_usd = 0\n") ==
+        at + "key 'price_per_hour_usd' must be a positive finite number (got 0.000000); leave the key out when unknown");
+  CHECK(parse_error(tiny + "price_per_hour_usd = -inf\n") ==
+        at + "key 'price_per_hour_usd' must be a positive finite number (got -inf); leave the key out when unknown");
+  CHECK(parse_error(tiny + "price_per_hour_usd = true\n") == at + "key 'price_per_hour_usd' must be a number (got boolean)");
+  CHECK(parse_error(tiny + "price_per_hour_usd = 1.0\nprice_per_hour_usd = 2.0\n").find("price_per_hour_usd") !=
+        std::string::npos);  // a repeated key is a TOML error
+  // other numbers must be finite too
+  CHECK(parse_error(ns_test::replace_all(tiny, "mem_bw_gbps = 100.0", "mem_bw_gbps = inf")) ==
+        "gpus/bad.toml:12:1: key 'mem_bw_gbps' must be a finite number (got inf)");
 }

@@ -245,7 +245,7 @@ TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (ber
   for (const auto& file : files) {
     const std::string stem = file.stem().string();
     INFO("graph " << file.string());
-    opgraph og = opgraph_load(file.string());
+    opgraph og = opgraph_load(file.string(), s.costing());
     REQUIRE(og.tag);
     REQUIRE(og.layer);
     REQUIRE(og.collectives.empty());
@@ -320,7 +320,7 @@ TEST_CASE("model fidelity: the Switch builder reproduces the reference's whole-m
   for (const auto& file : files) {
     INFO("graph " << file.string());
     REQUIRE(fs::is_regular_file(file));
-    opgraph og = opgraph_load(file.string());
+    opgraph og = opgraph_load(file.string(), s.costing());
     REQUIRE(og.tag);
     REQUIRE_FALSE(og.layer);  // whole-model trace
     REQUIRE(og.collectives.empty());

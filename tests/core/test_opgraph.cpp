@@ -8,6 +8,7 @@
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "lua/session.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -15,6 +16,12 @@ using Catch::Matchers::WithinRel;
 
 namespace {
 const std::string fixture = (ns_test::source_dir / "tests/fixtures/neusight/opgraph").string();
+
+// neusight.kernels' cost formulas for the graphs' Linear and BMM kernels.
+kernel_costing costs() {
+  static session s(session_options{ns_test::source_dir, {}, {}, {}});
+  return s.costing();
+}
 
 size_t count_phase(const opgraph& og, phase p) {
   size_t n = 0;
@@ -40,7 +47,7 @@ const std::string header = "Name,OpName,FwOps,BwOps,AccOps,Prev,Next,InputShapes
 }  // namespace
 
 TEST_CASE("opgraph: the GPT2-Large training fixture imports row by row", "[opgraph]") {
-  opgraph og = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv");
+  opgraph og = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv", costs());
   REQUIRE(og.tag);
   CHECK(og.tag->model == "gpt2_large");
   CHECK(og.tag->mode == "train");
@@ -106,7 +113,7 @@ TEST_CASE("opgraph: the GPT2-Large training fixture imports row by row", "[opgra
 }
 
 TEST_CASE("opgraph: layer count from --layers, the model config, or 1 with a warning", "[opgraph]") {
-  const opgraph og = opgraph_load(fixture + "/gpt2_large-inf-1024-4.csv");
+  const opgraph og = opgraph_load(fixture + "/gpt2_large-inf-1024-4.csv", costs());
   std::vector<std::string> warnings;
   CHECK(opgraph_layers(og, 5, warnings) == 5);
   CHECK(opgraph_layers(og, 0, warnings) == 36);  // ../DLmodel_configs/gpt2_large.json: n_layer
@@ -115,7 +122,7 @@ TEST_CASE("opgraph: layer count from --layers, the model config, or 1 with a war
   // The same graph elsewhere, without a config beside it.
   ns_test::temp_dir t;
   const auto copy = t.write("opgraph/gpt2_large-inf-1024-4.csv", ns_test::slurp(fixture + "/gpt2_large-inf-1024-4.csv"));
-  const opgraph lone = opgraph_load(copy.string());
+  const opgraph lone = opgraph_load(copy.string(), costs());
   CHECK(opgraph_layers(lone, 0, warnings) == 1);
   REQUIRE(warnings.size() == 1);
   CHECK(warnings[0] == copy.string() + ": no layer count given and no model config at " +
@@ -169,9 +176,9 @@ TEST_CASE("opgraph: malformed rows name file:line and the column", "[opgraph]") 
   };
   for (const auto& [row, message] : cases) {
     INFO("row: " << row);
-    CHECK_THROWS_WITH(opgraph_parse(header + ok_row + row, "g.csv"), message);
+    CHECK_THROWS_WITH(opgraph_parse(header + ok_row + row, "g.csv", costs()), message);
   }
-  CHECK_THROWS_WITH(opgraph_parse("Name,OpName\nx,y\n", "g.csv"), "g.csv: missing column 'FwOps'");
+  CHECK_THROWS_WITH(opgraph_parse("Name,OpName\nx,y\n", "g.csv", costs()), "g.csv: missing column 'FwOps'");
 }
 
 TEST_CASE("opgraph: collectives are collective kernels; a distributed graph needs its layout in the name", "[opgraph]") {
@@ -179,7 +186,7 @@ TEST_CASE("opgraph: collectives are collective kernels; a distributed graph need
                            "a_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (2560,)]]\",[],set(),set(),[],[]\n"
                            "b,allreduce,\"[['ALLREDUCE', (10,)]]\",\"[['ALLREDUCE', (10,)]]\",[],set(),set(),[],[]\n"
                            "c,sendrecv,\"[['SENDRECV', (7,)]]\",[],[],set(),set(),[],[]\n";
-  const opgraph og = opgraph_parse(rows, "dir/custom.csv");
+  const opgraph og = opgraph_parse(rows, "dir/custom.csv", costs());
   CHECK(og.collectives.at("ALLREDUCE_ASYNC") == 1);
   CHECK(og.collectives.at("ALLREDUCE") == 2);
   CHECK(og.collective_rows == 3);
@@ -195,32 +202,32 @@ TEST_CASE("opgraph: collectives are collective kernels; a distributed graph need
                     "dir/custom.csv: 3 rows hold collective kernels (ALLREDUCE ×2, ALLREDUCE_ASYNC ×1, SENDRECV ×1), first at "
                     "dir/custom.csv:2: a distributed graph needs its layout in the file name "
                     "(<model>-train-<seq>-<batch>-dp4, -tp4 or -pp4_1)");
-  const opgraph named = opgraph_parse(rows, "dir/custom-train-8-4-pp4_2.csv");
+  const opgraph named = opgraph_parse(rows, "dir/custom-train-8-4-pp4_2.csv", costs());
   CHECK_NOTHROW(opgraph_check_supported(named));
   const auto p = opgraph_parallel_of(named);
   REQUIRE(p);
   CHECK(p->pp == 4);
   CHECK(p->microbatches == 2);
   CHECK(p->dp == 1);
-  CHECK(opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-tp8.csv"))->tp == 8);
-  CHECK(opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-pp4.csv"))->microbatches == 1);
-  CHECK(!opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-fusion.csv")));
-  CHECK(!opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-dpx.csv")));
+  CHECK(opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-tp8.csv", costs()))->tp == 8);
+  CHECK(opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-pp4.csv", costs()))->microbatches == 1);
+  CHECK(!opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-fusion.csv", costs())));
+  CHECK(!opgraph_parallel_of(opgraph_parse(rows, "d/x-train-8-4-dpx.csv", costs())));
 }
 
 TEST_CASE("opgraph: a GPT graph without its layer markers is an error", "[opgraph]") {
   const std::string rows = header + "x,misc,[],[],[],set(),set(),[],\"(1,)\"\n";
-  CHECK_THROWS_WITH(opgraph_parse(rows, "d/gpt2_large-inf-1024-4.csv"),
+  CHECK_THROWS_WITH(opgraph_parse(rows, "d/gpt2_large-inf-1024-4.csv", costs()),
                     "d/gpt2_large-inf-1024-4.csv: layer start marker 'transformer_h_0_ln_1' not found (model family "
                     "'gpt', spec §1.7)");
   const std::string start_only = header + "transformer_h_0_ln_1,misc,[],[],[],set(),set(),[],\"(1,)\"\n";
-  CHECK_THROWS_WITH(opgraph_parse(start_only, "d/gpt2_large-inf-1024-4.csv"),
+  CHECK_THROWS_WITH(opgraph_parse(start_only, "d/gpt2_large-inf-1024-4.csv", costs()),
                     "d/gpt2_large-inf-1024-4.csv:2: layer end marker 'add_15' not found after the start marker "
                     "'transformer_h_0_ln_1'");
   // Switch is traced whole; unknown models count once with a warning.
-  CHECK_FALSE(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv").layer);
-  CHECK(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv").warnings.empty());
-  const opgraph other = opgraph_parse(rows, "d/llama-inf-1-1.csv");
+  CHECK_FALSE(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv", costs()).layer);
+  CHECK(opgraph_parse(rows, "d/switchxl4-inf-512-1.csv", costs()).warnings.empty());
+  const opgraph other = opgraph_parse(rows, "d/llama-inf-1-1.csv", costs());
   REQUIRE(other.warnings.size() == 1);
   CHECK(other.warnings[0] == "d/llama-inf-1-1.csv: no layer markers known for model 'llama': every row counts once (whole model)");
 }

@@ -22,6 +22,12 @@ kernel linear(int64_t m, int64_t in, int64_t out, const std::string& dtype) {
   return g;
 }
 
+// neusight.kernels' cost formulas for the rows bench_load reads.
+kernel_costing costs() {
+  static session s(session_options{source_dir, {}, {}, {}});
+  return s.costing();
+}
+
 // Seconds for each kernel with the rule tiles and the shipped weights.
 std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const std::string& predictor = "neusight") {
   session_options o;
@@ -36,7 +42,7 @@ std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const s
 
 TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O); unmodelled dtypes are counted, not read") {
   const gpu_catalog cat(source_dir / "gpus");
-  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, std::nullopt);
+  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt);
   REQUIRE(d.rows.size() == 3);
   const auto& r = d.rows[0];
   CHECK(r.gpu->name == "B200");
@@ -53,8 +59,8 @@ TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O); unmodelled 
   CHECK(d.skipped.at("gemm_dtype 'nvfp4' is not modelled") == 1);
   CHECK(d.skipped.at("gemm_dtype 'fp8_block' is not modelled") == 1);
   // Family filter and GPU exclusion apply to these rows as to the NeuSight ones.
-  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, family::gemm_fp8).rows.size() == 1);
-  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, std::nullopt, {"B200"}).rows.empty());
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), family::gemm_fp8).rows.size() == 1);
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt, {"B200"}).rows.empty());
 }
 
 TEST_CASE("kernel family by dtype: fp32 GEMMs stay SIMT families, tensor-core dtypes get their own") {

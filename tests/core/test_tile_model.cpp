@@ -9,6 +9,7 @@
 #include "core/text.h"
 #include "core/tile_model.h"
 #include "core/weights.h"
+#include "lua/session.h"
 #include "test_util.h"
 
 using namespace ns;
@@ -151,7 +152,9 @@ TEST_CASE("MLP backward agrees with finite differences", "[mlp]") {
 namespace {
 std::vector<train_sample> fixture_samples() {
   const gpu_catalog cat(source_dir / "gpus");
-  const bench_data d = bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, family::layernorm);
+  session s(session_options{source_dir, {}, {}, {}});
+  const bench_data d =
+      bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, s.costing(), family::layernorm);
   std::vector<train_sample> out;
   for (const auto& r : d.rows) {
     kernel k = r.k;

@@ -55,7 +55,7 @@ end
 
 -- load_op(name): ops/<name>.lua, checked against the op-rule schema the engine enforces.
 local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function",
-                  check = "function" }
+                  check = "function", saves = "function", temporary = "function" }
 local ops = {}
 local function load_op(name)
   if ops[name] then return ops[name] end

@@ -126,9 +126,11 @@ function M.build(cfg, opts)
   elseif opts.attention == "sdpa" then
     -- HF's sdpa attention (GPT2SdpaAttention) and Megatron-Core with flash attention: one fused kernel each way
     -- (ops/sdpa.lua), causal, dropout inside the kernel; no scores tensor is materialised.
-    add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0, { core_attention = true, causal = true })
+    add("sdpa", "h.attn.sdpa", { heads, heads, heads }, heads, 0,
+      { core_attention = true, causal = true, core_inputs = "1,2,3" })
   else
-    add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, core)
+    -- core_inputs: what the region keeps when selective recomputation re-runs it (Q and K here, V at ·V)
+    add("matmul", "h.attn.qk", { heads, { b, nh, hd, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })
     if opts.megatron and (dtype == "fp16" or dtype == "bf16") then
       -- Megatron-LM's FusedScaleMaskSoftmax (masked_softmax_fusion, on by default; its CUDA kernels take
       -- fp16/bf16 only): scale, causal mask and softmax are one kernel each way.
@@ -144,7 +146,7 @@ function M.build(cfg, opts)
       add("softmax", "h.attn.softmax", { scores }, scores, 0, core)
     end
     add("dropout", "h.attn.attn_dropout", { scores }, scores, 0, core)
-    add("matmul", "h.attn.pv", { scores, heads }, heads, 0, core)
+    add("matmul", "h.attn.pv", { scores, heads }, heads, 0, { core_attention = true, core_inputs = "2" })
   end
   add("permute", "h.attn.merge_heads", { heads }, { b, s, nh, hd })
   add("contiguous", "h.attn.contiguous", { { b, s, nh, hd } }, { b, s, nh, hd })

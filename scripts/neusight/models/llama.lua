@@ -304,23 +304,27 @@ function M.graph(r, opts, moe)
     add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)                -- .mean(-1, keepdim)   reduction
     add_as(norm_dtype, "add", p .. ".eps", { col }, col)                    -- + variance_epsilon   VECaddu
     add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
-    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape)     -- hidden · rsqrt(…)    VECmul
+    -- hidden · rsqrt(…): hidden is saved once, by pow (the same tensor; saved_inputs, scripts/neusight/rules.lua)
+    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" }) --  VECmul
     if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
     add("weight", p .. ".weight", {}, { width }, width)
-    add("mul", p .. ".scale", { { width }, shape }, shape)                  -- weight · hidden      VECmul
+    add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" }) -- weight · hidden (the weight is state) VECmul
   end
 
   -- apply_rotary_pos_emb for one of q / k: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1).
   local function rope(p, heads, half)
-    add("mul", p .. ".cos", { heads, rope_table }, heads)
+    -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
+    add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
     add("mul", p .. ".neg", { half }, half)                                 -- −x2: neg (as VECmulu)
     add("contiguous", p .. ".rotate_half", { half, half }, heads)           -- torch.cat((−x2, x1), -1)
-    add("mul", p .. ".sin", { heads, rope_table }, heads)
+    add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
     add("add", p .. ".add", { heads, heads }, heads)
   end
 
-  local function linear(name, input, in_f, out_f, out, bias)
-    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0), { bias = bias })
+  -- `shared`: the input is the one an earlier linear already saves (q/k/v_proj read the same normed x): saved once
+  local function linear(name, input, in_f, out_f, out, bias, shared)
+    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
+      { bias = bias, saved_inputs = shared and "" or nil })
   end
 
   -- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
@@ -329,14 +333,14 @@ function M.graph(r, opts, moe)
   local function swiglu(m, input, mid, width, bias, names, attrs)
     local gate, up, down = "gate_proj", "up_proj", "down_proj"
     if names then gate, up, down = names[1], names[2], names[3] end
-    local function lin(name, from, to, in_f, out_f)
-      local a = { bias = bias }
+    local function lin(name, from, to, in_f, out_f, shared)
+      local a = { bias = bias, saved_inputs = shared and "" or nil } -- up reads the input gate already saves
       for k, v in pairs(attrs or {}) do a[k] = v end
       add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
     end
     lin(gate, input, mid, h, width)
     add("silu", m .. ".act_fn", { mid }, mid)
-    lin(up, input, mid, h, width)
+    lin(up, input, mid, h, width, true)
     add("mul", m .. ".mul", { mid, mid }, mid)
     lin(down, mid, input, width, h)
   end
@@ -350,8 +354,8 @@ function M.graph(r, opts, moe)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
     linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
-    linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias)
-    linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias)
+    linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+    linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
       rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
       rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)
@@ -365,19 +369,22 @@ function M.graph(r, opts, moe)
       N.decode_attention(g, a .. ".decode_attention", b, nh, kvh, hd, kv)
     elseif sdpa then
       add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
-        core_attention = true, causal = not full, dropout = r.p_drop > 0 and r.p_drop or nil,
+        core_attention = true, causal = not full, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
         note = full and "sliding-window mask: memory-efficient kernel over all s × s pairs" or nil })
     else
       if kvh < nh then -- repeat_kv: expand + reshape, a copy to all query heads
-        add("contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0, core)
-        add("contiguous", a .. ".repeat_kv.v", { kv_heads }, q_heads, 0, core)
+        add("contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0, { core_attention = true, core_inputs = "1" })
+        add("contiguous", a .. ".repeat_kv.v", { kv_heads }, q_heads, 0, { core_attention = true, core_inputs = "1" })
       end
-      add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0, core)
+      -- core_inputs: what the region keeps under selective recomputation (Q, K, V; K and V before repeat_kv)
+      local gqa = kvh < nh
+      add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0,
+        { core_attention = true, core_inputs = gqa and "1" or "1,2" })
       add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
       add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
       add("softmax", a .. ".softmax", { scores }, scores, 0, core)
       if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
-      add("matmul", a .. ".pv", { scores, q_heads }, q_heads, 0, core)
+      add("matmul", a .. ".pv", { scores, q_heads }, q_heads, 0, { core_attention = true, core_inputs = gqa and "" or "2" })
       add("contiguous", a .. ".contiguous", { q_heads }, { b, s, nh, hd })    -- transpose(1, 2).contiguous()
     end
     -- Row-parallel o_proj: its bias (attention_bias) is added once, after the all-reduce (replicated).

@@ -1,0 +1,63 @@
+// engine/cli/serve_cmd.cpp — `neusight serve`: flags in, scripts/neusight/serve.lua does the rest, the report out
+// as JSON (every number), CSV (one `field,value` row per number, dotted paths) or serve.lua's table.
+#include "cli/serve_cmd.h"
+
+#include <nlohmann/json.hpp>
+
+#include "cli/paths.h"
+#include "cli/report.h"
+#include "core/roofline.h"
+#include "lua/session.h"
+
+namespace ns {
+
+namespace {
+
+// "/ttft_ms/p50" → "ttft_ms.p50"
+std::string dotted(const std::string& pointer) {
+  std::string out;
+  for (size_t i = 1; i < pointer.size(); ++i) {
+    if (pointer[i] == '/') out += '.';
+    else if (pointer[i] == '~' && i + 1 < pointer.size()) out += pointer[++i] == '1' ? '/' : '~';
+    else out += pointer[i];
+  }
+  return out;
+}
+
+}  // namespace
+
+int serve_main(const serve_flags& f) {
+  session_options o;
+  o.data_root = data_root_find();
+  for (const auto& d : f.ops_dirs) o.ops_dirs.emplace_back(d);
+  session s(o);
+  const auto pred = predictor_make(f.predictor, o.data_root / "weights");
+
+  workload_overrides opts{{"model", f.model}, {"gpu", f.gpu}, {"predictor", f.predictor}};
+  for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"launch", &f.launch}, {"attention", &f.attention},
+                             {"input_len", &f.input_len}, {"output_len", &f.output_len}})
+    if (!v->empty()) opts[k] = *v;
+  for (const auto& [k, v] : {std::pair{"tp", f.tp}, {"batch", f.batch}, {"requests", f.requests},
+                             {"chunked_prefill", f.chunked_prefill}, {"max_batch", f.max_batch},
+                             {"max_batched_tokens", f.max_batched_tokens}, {"block_size", f.block_size}})
+    if (v != 0) opts[k] = v;
+  if (f.seed >= 0) opts["seed"] = f.seed;
+  if (f.rate_given) opts["rate"] = f.rate;
+  if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
+
+  const session::serve_report r = s.serve(opts, *pred);
+  if (f.format == "json") {
+    emit(r.json, f.output);
+  } else if (f.format == "csv") {
+    std::string out = "field,value\n";
+    const nlohmann::json flat = nlohmann::json::parse(r.json).flatten();  // keep it alive while iterating
+    for (const auto& [path, v] : flat.items())
+      out += csv_field(dotted(path)) + "," + csv_field(v.is_string() ? v.get<std::string>() : v.dump()) + "\n";
+    emit(out, f.output);
+  } else {
+    emit(r.table, f.output);
+  }
+  return 0;
+}
+
+}  // namespace ns

@@ -1,0 +1,29 @@
+// engine/core/figures.h — named values computed by a Lua rule (scripts/neusight/figures.lua) and rendered as they come:
+// the engine knows no figure by name.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace ns {
+
+// monostate: not available (JSON null, an empty CSV cell).
+using figure_value = std::variant<std::monostate, int64_t, double, bool, std::string>;
+
+// Inputs handed to the rule, by name.
+using figure_inputs = std::vector<std::pair<std::string, figure_value>>;
+
+struct figure {
+  std::string key;           // JSON and CSV name
+  figure_value value;
+  std::string column, cell;  // comparison-table header and cell text; no column: not shown in the table
+};
+
+struct figures {
+  std::vector<figure> fields;      // in display order
+  std::vector<std::string> lines;  // summary lines of a single forecast's table
+};
+
+}  // namespace ns

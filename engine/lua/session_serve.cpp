@@ -1,0 +1,162 @@
+// engine/lua/session_serve.cpp — `neusight serve`: the two primitives scripts/neusight/serve.lua drives (a phase
+// forecast, a progress line) and the call into it.
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <string>
+
+#include "lua/session_impl.h"
+
+namespace ns {
+
+namespace {
+
+struct serve_context {
+  session* s = nullptr;
+  const predictor* pred = nullptr;
+  fs::path gpus_dir;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
+  bool printed = false;
+  bool tty = false;
+};
+
+serve_context* context_of(lua_State* L) { return static_cast<serve_context*>(lua_touserdata(L, lua_upvalueindex(1))); }
+
+// The workload fields of a phase() argument as CLI-style overrides ("parallel.tp" = 2 …). [-0, +0, e]
+workload_overrides overrides_read(lua_State* L, int idx) {
+  idx = lua_absindex(L, idx);
+  workload_overrides o;
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {  // stack: key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error("phase(): field names must be strings");
+    const std::string k = lua_tostring(L, -2);
+    switch (lua_type(L, -1)) {
+      case LUA_TSTRING: o[k] = std::string(lua_tostring(L, -1)); break;
+      case LUA_TBOOLEAN: o[k] = bool(lua_toboolean(L, -1)); break;
+      case LUA_TNUMBER:
+        if (lua_isinteger(L, -1)) o[k] = int64_t(lua_tointeger(L, -1));
+        else o[k] = double(lua_tonumber(L, -1));
+        break;
+      default: throw error("phase(): field '" + k + "' must be a string, number or boolean");
+    }
+    lua_pop(L, 1);
+  }
+  return o;
+}
+
+void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), lua_setfield(L, -2, k); }
+void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
+
+// phase(fields) -> { latency_ms, kv_cache_gb, state_gb, params, flops, launch, dtype, gpu = {name, mem_gb,
+// mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
+// forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
+// the roofline's FLOP and DRAM terms). [-1, +1, e]
+int l_serve_phase(lua_State* L) {
+  return ns_catch(L, [&] {
+    serve_context* c = context_of(L);
+    luaL_checktype(L, 1, LUA_TTABLE);
+    const workload w = c->s->workload_load("", overrides_read(L, 1));
+    const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(c->gpus_dir).resolve(w.gpu);
+    forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
+                                     w.launch);
+    const auto tl = c->s->timeline(fc);
+    lua_createtable(L, 0, 10);  // stack: result
+    set_number(L, "latency_ms", (tl ? tl->iteration_s : fc.total()) * 1e3);
+    set_number(L, "kv_cache_gb", w.kv_cache_bytes ? *w.kv_cache_bytes / 1e9 : 0.0);
+    set_number(L, "state_gb", state_bytes(fc.params_total(), w.state) / 1e9);
+    set_number(L, "params", fc.params_total());
+    set_number(L, "flops", fc.flops_total());
+    set_string(L, "launch", w.launch);
+    set_string(L, "dtype", w.dtype);
+    set_string(L, "model", w.model);
+    lua_createtable(L, 0, 4);  // stack: result gpu
+    set_string(L, "name", gpu.name);
+    set_string(L, "source", gpu.source);
+    set_number(L, "mem_gb", gpu.mem_gb);
+    set_number(L, "mem_bw_gbps", gpu.mem_bw_gbps);
+    lua_setfield(L, -2, "gpu");
+    lua_createtable(L, int(fc.kernels.size()), 0);  // stack: result kernels
+    for (size_t i = 0; i < fc.kernels.size(); ++i) {
+      const kernel_instance& ki = fc.kernels[i];
+      const node& n = fc.g.nodes[ki.node];
+      const double count = double(n.count);
+      double compute_s = 0;
+      try {
+        compute_s = roofline_compute_seconds(ki.k, gpu);
+      } catch (const error&) {
+        compute_s = 0;  // a fixed-latency kernel in a dtype the GPU has no unit for: the predictor never priced it
+      }
+      lua_createtable(L, 0, 8);
+      set_string(L, "name", n.name);
+      set_string(L, "op", n.op);
+      set_string(L, "kernel", ki.k.name);
+      set_string(L, "kind", std::string(kernel_kind_name(ki.k.kind)));
+      set_string(L, "kernel_op", ki.k.op);
+      lua_pushinteger(L, lua_Integer(n.count)), lua_setfield(L, -2, "count");
+      set_number(L, "ms", fc.seconds(i) * 1e3);
+      set_number(L, "compute_ms", compute_s * count * 1e3);
+      set_number(L, "memory_ms", roofline_memory_seconds(ki.k, gpu) * count * 1e3);
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    lua_setfield(L, -2, "kernels");
+    return 1;
+  });
+}
+
+// progress(text[, done]) — a progress line on stderr, at most every 0.5 s and only once the run has taken 1 s;
+// done = true ends it. On a terminal the line is rewritten in place. [-2, +0, -]
+int l_serve_progress(lua_State* L) {
+  serve_context* c = context_of(L);
+  const bool done = lua_toboolean(L, 2);
+  const auto now = std::chrono::steady_clock::now();
+  if (done) {
+    if (c->printed && c->tty) std::fputc('\n', stderr);
+    c->printed = false;
+    return 0;
+  }
+  const double since_start = std::chrono::duration<double>(now - c->start).count();
+  const double since_last = std::chrono::duration<double>(now - c->last).count();
+  if (since_start < 1.0 || (c->printed && since_last < (c->tty ? 0.5 : 2.0))) return 0;
+  const char* text = luaL_optstring(L, 1, "");
+  if (c->tty) std::fprintf(stderr, "\rneusight: serve: %s\033[K", text);
+  else std::fprintf(stderr, "neusight: serve: %s\n", text);
+  std::fflush(stderr);
+  c->printed = true;
+  c->last = now;
+  return 0;
+}
+
+}  // namespace
+
+session::serve_report session::serve(const workload_overrides& options, const predictor& pred) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  serve_context ctx;
+  ctx.s = this;
+  ctx.pred = &pred;
+  ctx.gpus_dir = p_->opts.data_root / "gpus";
+  ctx.tty = isatty(fileno(stderr)) != 0;
+  require_push(*p_, "neusight.serve");  // stack: S
+  const int S = lua_gettop(L);
+  raw_getfield(L, S, "run");
+  overrides_push_table(L, options);
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_phase, 1);
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_progress, 1);  // stack: S run options phase progress
+  ns_call(L, 3, 1, "in scripts/neusight/serve.lua run");  // stack: S report
+  if (!lua_istable(L, -1))
+    throw error(std::string("scripts/neusight/serve.lua: run returned ") + luaL_typename(L, -1) + ", expected a table");
+  serve_report out;
+  out.json = json_text_of(L, -1);
+  raw_getfield(L, S, "format_table");
+  lua_pushvalue(L, -2);
+  ns_call(L, 1, 1, "in scripts/neusight/serve.lua format_table");  // stack: S report text
+  if (!lua_isstring(L, -1)) throw error("scripts/neusight/serve.lua: format_table must return a string");
+  out.table = lua_tostring(L, -1);
+  return out;
+}
+
+}  // namespace ns

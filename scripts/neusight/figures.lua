@@ -1,0 +1,136 @@
+-- scripts/neusight/figures.lua — the headline figures of a forecast: throughput, achieved FLOP/s, MFU, memory and
+-- whether it fits, and cost. The engine hands over what it forecast (latency, the graph's FLOPs by phase, memory, the
+-- parallel layout, the GPU) and renders what comes back as is: `fields` become the JSON object `figures` of a
+-- report and the columns of a comparison (`predict --gpu a,b --batch 1,8`), `lines` the table's summary lines. A
+-- field added here shows up everywhere without a C++ change.
+--
+-- Definitions (per iteration: a training step, an inference / prefill forward pass over the batch, one decode step):
+--   tokens            train, inference, prefill: batch × seq (the global batch); decode: batch (one new token each)
+--   tokens_per_s      tokens / latency (tokens_per_s_per_gpu: / gpus)
+--   model FLOPs       the graph's forward + backward kernel FLOPs (gradient accumulation included; the optimizer
+--                     step and activation recomputation excluded), times dp × tp × microbatches in a parallel run
+--                     (the graph is one tp rank's microbatch): FLOPs the model needs, counted kernel by kernel from
+--                     the same formulas that price the kernels — not the 6·N·tokens + attention approximation of the
+--                     PaLM / Megatron papers (which it matches for dense transformers within the attention
+--                     convention; it also covers MoE routing, encoders, imported graphs)
+--   flops_per_token   model FLOPs / tokens
+--   achieved_tflops   per GPU: every graph FLOP of the iteration (optimizer step included, recomputation not) / gpus
+--                     / latency
+--   mfu               model FLOPs / gpus / latency / the dtype's dense peak (peak_tflops: the GPU file's tensor
+--                     peak for fp16/bf16/fp8/tf32, its fp32 matrix peak for fp32; no sparsity)
+--   memory_gb, fits   per GPU, the fullest GPU: the memory model's (scripts/neusight/memory.lua: state + saved
+--                     activations + temporary + workspace + KV cache) when the engine gives it; else (an imported graph)
+--                     model state + the KV cache, activations not counted, fits = memory_gb <= the GPU's mem_gb
+--   cost_per_iteration_usd       price_per_hour_usd × gpus × latency in hours (absent without a price in the GPU file)
+--   cost_per_million_tokens_usd  cost_per_iteration_usd / tokens × 1e6
+local type, ipairs, fmt, huge = type, ipairs, string.format, math.huge
+
+local M = {}
+
+local function positive(x) return type(x) == "number" and x > 0 and x < huge end
+
+-- 4 significant digits without exponent below 1e6 ("12345", "0.01234"), else "1.235e+07".
+local function sig(x)
+  if x == nil then return "-" end
+  local a = math.abs(x)
+  if a == 0 then return "0" end
+  if a >= 1e6 or a < 1e-3 then return fmt("%.3e", x) end
+  local digits = math.max(0, 3 - math.floor(math.log(a, 10)))
+  return fmt("%." .. digits .. "f", x)
+end
+M.sig = sig
+
+local function money(x)
+  if x == nil then return "-" end
+  if x >= 100 then return fmt("%.0f", x) end
+  if x >= 0.01 then return fmt("%.4g", x) end
+  return fmt("%.3e", x)
+end
+
+--- Tokens one iteration processes.
+---@param mode string
+---@param batch integer
+---@param seq integer
+function M.tokens(mode, batch, seq)
+  if mode == "decode" then return batch end
+  return batch * seq
+end
+
+--- The figures of one forecast.
+--- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (gradient accumulation included),
+--- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
+--- microbatches, distributed_optimizer, state_gb (per GPU), memory_gb and fits (the memory model's, when it ran),
+--- kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
+--- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source).
+--- Returns { fields = { { key, value, column, cell }, … }, lines = { … } }: `value` nil means not available; a field
+--- with a `column` is a column of the comparison table (every field is in its JSON and CSV).
+---@param r table
+---@return table
+function M.compute(r)
+  local gpu = r.gpu
+  local gpus = r.parallel and r.dp * r.tp * r.pp or 1
+  local replicas = r.parallel and r.dp * r.tp * r.microbatches or 1
+  local latency = r.latency_s
+  local tokens = M.tokens(r.mode, r.batch, r.seq)
+  local tokens_per_s = latency > 0 and tokens / latency or nil
+  local model_flops = replicas * (r.flops_forward + r.flops_backward)
+  -- every FLOP of the iteration: the microbatches' forward and backward, and the optimizer step of each tp rank's
+  -- parameters per dp replica (once over dp under the distributed optimizer, which shards the step)
+  local step_copies = r.parallel and r.tp * (r.distributed_optimizer and 1 or r.dp) or 1
+  local graph_flops = model_flops + step_copies * r.flops_optimizer
+  local achieved = latency > 0 and graph_flops / gpus / latency / 1e12 or nil
+  local peak = positive(r.peak_tflops) and r.peak_tflops or nil
+  local mfu = (latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12) or nil
+  -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
+  local modelled = r.memory_gb ~= nil
+  local memory = r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)
+  local fits = r.fits
+  if fits == nil then fits = memory <= gpu.mem_gb end
+  local price = positive(r.price_per_hour_usd) and r.price_per_hour_usd or nil
+  local cost = price and price * gpus * latency / 3600 or nil
+  local cost_mtok = cost and tokens > 0 and cost / tokens * 1e6 or nil
+
+  local per = r.mode == "train" and "iteration" or r.mode == "decode" and "step" or "forward pass"
+  local fields = {
+    { key = "gpus", value = gpus, column = "GPUs", cell = fmt("%d", gpus) },
+    { key = "tokens", value = tokens },
+    { key = "tokens_per_s", value = tokens_per_s, column = "tokens/s", cell = sig(tokens_per_s) },
+    { key = "tokens_per_s_per_gpu", value = tokens_per_s and tokens_per_s / gpus },
+    { key = "model_flops", value = model_flops },
+    { key = "flops_per_token", value = tokens > 0 and model_flops / tokens or nil },
+    { key = "achieved_tflops", value = achieved, column = "TFLOP/s/GPU", cell = sig(achieved) },
+    { key = "peak_tflops", value = peak },
+    { key = "mfu", value = mfu, column = "MFU %", cell = mfu and fmt("%.1f", 100 * mfu) or "-" },
+    { key = "mfu_convention", value = "graph_forward_backward_flops" },
+    { key = "memory_gb", value = memory, column = "memory GB", cell = fmt("%.1f", memory) },
+    { key = "gpu_memory_gb", value = gpu.mem_gb },
+    { key = "fits", value = fits, column = "fits", cell = fits and "yes" or "no" },
+    { key = "price_per_hour_usd", value = price },
+    { key = "cost_per_iteration_usd", value = cost, column = "$/" .. (per == "forward pass" and "pass" or per),
+      cell = money(cost) },
+    { key = "cost_per_million_tokens_usd", value = cost_mtok, column = "$/Mtoken", cell = money(cost_mtok) },
+  }
+
+  local lines = {}
+  lines[#lines + 1] = fmt("throughput       %12s tokens/s   (%s per GPU; %d tokens per %s%s)", sig(tokens_per_s),
+    sig(tokens_per_s and tokens_per_s / gpus), tokens, per, gpus > 1 and fmt(" on %d GPUs", gpus) or "")
+  lines[#lines + 1] = fmt("compute          %12s TFLOP/s per GPU achieved; MFU %s (%s)", sig(achieved),
+    mfu and fmt("%.1f %%", 100 * mfu) or "-",
+    peak and fmt("model FLOPs %s per token = the graph's %s, over the %s dense peak %s TFLOP/s",
+      sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
+      r.dtype, sig(peak))
+      or fmt("the GPU file has no %s peak", r.dtype))
+  if not modelled then  -- the memory model's own lines say it otherwise
+    lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",
+      memory, gpu.mem_gb, fits and "fits" or "does not fit", r.kv_cache_gb and " + KV cache" or "")
+  end
+  if cost then
+    lines[#lines + 1] = fmt("cost             %12s USD per %s, %s USD per million tokens (%s USD per GPU-hour × %d GPU%s, %s)",
+      money(cost), per, money(cost_mtok), money(price), gpus, gpus > 1 and "s" or "", gpu.source)
+  else
+    lines[#lines + 1] = fmt("cost             %12s   (%s gives no price_per_hour_usd)", "-", gpu.source)
+  end
+  return { fields = fields, lines = lines }
+end
+
+return M

@@ -1,0 +1,282 @@
+-- scripts/neusight/memory.lua — memory per GPU: model state, saved activations, the temporary peak, workspace, KV cache.
+--
+-- What one GPU holds at its peak (what torch.cuda.max_memory_allocated reports; the CUDA context, ~0.5 GB, is not
+-- counted: that counter excludes it too):
+--   state        weights + gradients + fp32 master copies + optimizer moments, by precision recipe
+--                (neusight.precision.state: bytes per parameter × the graph's parameters)
+--   activations  training only: the tensors autograd keeps for backward, per node from its op rule's `saves(node)`
+--                (PyTorch eager's saved tensors: a linear's input, a softmax's output, dropout's 1-byte mask, …;
+--                scripts/neusight/rules.lua has the shared defaults). A rule that declares nothing is charged its
+--                node's output (an upper bound); parameters are state, never activations. The graph has no producer
+--                links, so a tensor two nodes save is counted twice unless the builder says otherwise
+--                (node.attrs.saved_inputs; the Llama builder does for q/k/v_proj, gate/up_proj and RMSNorm).
+--                Parallel runs: the peak over the pipeline schedule with recomputation (neusight/parallel.lua).
+--   temporary    the largest transient on top of that: per node its op rule's `temporary(node)`, by default its
+--                inputs and output (forward), or the gradients of both (backward), alive at once. The loss is
+--                usually the peak in training: the logits plus two fp32 (tokens × vocab) gradients.
+--   workspace    cuBLAS workspace, 32 MiB per stream (PyTorch's default on Hopper, CUBLAS_WORKSPACE_CONFIG
+--                ":4096:8"; GEMMs run on one stream), plus, under torch.autocast (amp, autocast convention) in
+--                training, the cached 16-bit copies of the GEMM weights (autocast keeps them until the forward ends,
+--                and backward holds them as saved tensors). The caching allocator's fragmentation is not modelled.
+--   kv_cache     serving phases (prefill, decode): the KV cache (neusight.nodes.kv_cache_write).
+-- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes. The
+-- datasheets' GB are binary (an "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~7 % between
+-- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's
+-- fragmentation (typically a few GB at these sizes).
+local K = require "neusight.kernels"
+local ipairs, pairs, type, tostring, pcall, max, floor, fmt = ipairs, pairs, type, tostring, pcall, math.max, math.floor,
+  string.format
+
+local M = {}
+
+M.CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024 -- per stream
+M.STREAMS = 1
+--- Bytes a run may use on a GPU of `mem_gb` (its datasheet number, read as 1e9 bytes), nil without one.
+function M.capacity(mem_gb)
+  if not mem_gb then return nil end
+  return mem_gb * 1e9
+end
+
+local function numel(s)
+  if type(s) ~= "table" then return 0 end
+  local n = 1
+  for _, d in ipairs(s) do n = n * d end
+  return n
+end
+
+local function elem(n) return K.dtype_bytes(n.dtype or "fp32") end
+
+--- The rule lookup of the engine (require("neusight").op_rule; nil for an op without a rule, e.g. an imported
+--- reference graph's), or nil outside the engine (standalone tests pass load_op).
+function M.engine_rules()
+  local ok, ns = pcall(require, "neusight")
+  if not (ok and type(ns) == "table" and type(ns.op_rule) == "function") then return nil end
+  local op_rule = ns.op_rule
+  return function(op)
+    local found, rule = pcall(op_rule, op)
+    return found and rule or nil
+  end
+end
+
+-- Ops whose output is a view or bookkeeping, for nodes without a rule: they keep nothing for backward.
+local NO_SAVES = {
+  view = true, reshape = true, permute = true, transpose = true, split = true, size = true, getitem = true,
+  weight = true, all_reduce = true, all_gather = true, reduce_scatter = true, send_recv = true, all_to_all = true,
+}
+
+--- Bytes one instance of node `n` keeps for backward: attrs.saved_bytes, else its rule's saves(n), else nothing for
+--- a rule without backward work (backward = false) or a view, else the node's output (a rule that declares nothing:
+--- an upper bound).
+function M.node_saved(n, rule)
+  if n.phase == "optimizer" then return 0 end
+  local a = n.attrs or {}
+  if type(a.saved_bytes) == "number" then return a.saved_bytes end
+  if rule and rule.saves then return rule.saves(n) end
+  if (rule and rule.backward == false) or NO_SAVES[n.op] then return 0 end
+  return numel(n.output) * elem(n)
+end
+
+--- Bytes of the largest transient while node `n` runs: its rule's temporary(n), else its inputs and output.
+function M.node_temporary(n, rule)
+  if n.phase == "optimizer" or NO_SAVES[n.op] then return 0 end
+  if rule and rule.temporary then return rule.temporary(n) end
+  local b = numel(n.output)
+  for _, s in ipairs(n.inputs or {}) do b = b + numel(s) end
+  return b * elem(n)
+end
+
+--- What a core-attention node keeps when selective recomputation re-runs it: the region's inputs it reads
+--- (attrs.core_inputs, comma-separated input positions: Q and K of QKᵀ, V of ·V, Q/K/V of sdpa), not its own saves.
+function M.node_kept_selective(n)
+  local list = (n.attrs or {}).core_inputs
+  if type(list) ~= "string" then return 0 end
+  local b = 0
+  for i in list:gmatch("%d+") do b = b + numel((n.inputs or {})[math.tointeger(tonumber(i))]) end
+  return b * elem(n)
+end
+
+--- Per node (one instance): saved, temporary and selective-kept bytes, from the op rules (`rule_of(op)`; nil: every
+--- node is charged its output).
+function M.per_node(nodes, rule_of)
+  local saved, temp, kept = {}, {}, {}
+  for i, n in ipairs(nodes) do
+    local rule = rule_of and rule_of(n.op) or nil
+    saved[i], temp[i], kept[i] = M.node_saved(n, rule), M.node_temporary(n, rule), M.node_kept_selective(n)
+  end
+  return { saved = saved, temporary = temp, kept = kept }
+end
+
+--- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too).
+local function gemm_weight_elems(nodes)
+  local total = 0
+  for _, n in ipairs(nodes) do
+    if n.op == "linear" or n.op == "addmm" then
+      local x = n.inputs[n.op == "addmm" and 2 or 1]
+      if x then total = total + x[#x] * n.output[#n.output] * (n.count or 1) end
+    end
+  end
+  return total
+end
+
+--- The context build() hands to the report and the timeline: per-node bytes, parameters, state layout, workspace.
+---@param t { nodes: table, rule_of?: function, training: boolean, state: table, recipe: table, kv_cache_bytes?: number, gpu_mem_gb?: number, mode: string, batch: integer }
+function M.context(t)
+  local per = M.per_node(t.nodes, t.rule_of)
+  local params = 0
+  for _, n in ipairs(t.nodes) do params = params + (n.params or 0) * (n.count or 1) end
+  local autocast = 0
+  if t.training and t.recipe and t.recipe.name == "amp" and t.recipe.convention == "autocast" then
+    autocast = gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
+  end
+  local count, names = {}, {}
+  for i, n in ipairs(t.nodes) do count[i], names[i] = n.count or 1, n.name end
+  return {
+    saved = per.saved, temporary = per.temporary, kept = per.kept, count = count, names = names,
+    params = params, state = t.state,
+    training = t.training, kv_cache = t.kv_cache_bytes or 0, gpu_mem_gb = t.gpu_mem_gb, mode = t.mode,
+    batch = t.batch, cublas = M.CUBLAS_WORKSPACE_BYTES * M.STREAMS, autocast_cache = autocast,
+  }
+end
+
+--- State bytes per role of `params` parameters under a state layout (neusight.precision.state), master copies and
+--- moments divided by `shard` (the distributed optimizer's dp; 1 otherwise).
+function M.state_parts(params, s, shard)
+  shard = shard or 1
+  return { weights = params * s.weights, gradients = params * s.gradients, master = params * s.master / shard,
+           optimizer = params * s.optimizer_state / shard }
+end
+
+local PARTS = { "state", "activations", "temporary", "workspace", "kv_cache" }
+
+--- The JSON `memory` object of one GPU from its parts in bytes (GB in the output) plus extras.
+local function memory_object(p, extra)
+  local o = {}
+  local total, dominant, most = 0, nil, -1
+  for _, k in ipairs(PARTS) do
+    local b = p[k] or 0
+    o[k .. "_gb"] = b / 1e9
+    total = total + b
+    if b > most then dominant, most = k, b end
+  end
+  o.dominant = dominant
+  for k, v in pairs(extra or {}) do o[k] = v end
+  return o, total
+end
+
+local function gb(b) return b / 1e9 end
+
+--- Single-GPU memory: { memory_gb, memory = the JSON object, lines = table lines, warning? }. `at_batch(b)` (optional)
+--- returns the total bytes of the same run at batch b, for the largest batch that fits.
+function M.single(ctx, at_batch)
+  local st = M.state_parts(ctx.params, ctx.state, 1)
+  local state = st.weights + st.gradients + st.master + st.optimizer
+  local act = 0
+  if ctx.training then
+    for i, b in ipairs(ctx.saved) do act = act + b * (ctx.count[i] or 1) end
+  end
+  local temp, temp_node = 0, nil
+  for i, b in ipairs(ctx.temporary) do
+    if b > temp then temp, temp_node = b, ctx.names[i] end
+  end
+  local parts = { state = state, activations = act, temporary = temp,
+                  workspace = ctx.cublas + ctx.autocast_cache, kv_cache = ctx.kv_cache }
+  local extra = {
+    state = { weights_gb = gb(st.weights), gradients_gb = gb(st.gradients), master_gb = gb(st.master),
+              optimizer_gb = gb(st.optimizer) },
+    workspace = { cublas_gb = gb(ctx.cublas), autocast_weight_cache_gb = gb(ctx.autocast_cache) },
+    temporary_node = temp_node or "",
+  }
+  local obj, total = memory_object(parts, extra)
+  local cap = M.capacity(ctx.gpu_mem_gb) or math.huge
+  if ctx.gpu_mem_gb then obj.capacity_gb = cap / 1e9 end
+  if at_batch and ctx.gpu_mem_gb then
+    obj.max_batch = M.max_batch(at_batch, ctx.batch, total, cap)
+  end
+  local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap }
+  out.lines = { M.line(obj, total, ctx) }
+  if total > cap then
+    local hint = (obj.max_batch and obj.max_batch > 0) and fmt(" (the largest batch that fits is %d)", obj.max_batch)
+      or (state > cap and " (shard it, see the parallelism options)" or "")
+    out.warning = fmt("memory %.1f GB per GPU (model state %.1f + activations %.1f + temporary %.1f + workspace %.2f%s) "
+      .. "exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gb(total), obj.state_gb, obj.activations_gb,
+      obj.temporary_gb, obj.workspace_gb, parts.kv_cache > 0 and fmt(" + KV cache %.1f", obj.kv_cache_gb) or "",
+      ctx.gpu_mem_gb, hint)
+  end
+  return out
+end
+
+--- The largest batch whose memory (`at_batch(b)` bytes, increasing in b) is at most `cap`; 0 when batch 1 does not
+--- fit. Activations, temporaries and the KV cache grow linearly with the batch: a linear estimate from two points,
+--- then checked against the model itself.
+function M.max_batch(at_batch, batch, total, cap)
+  local f1 = batch == 1 and total or at_batch(1)
+  if f1 > cap then return 0 end
+  local f2 = batch == 2 and total or at_batch(2)
+  local slope = f2 - f1
+  if slope <= 0 then return nil end -- nothing grows with the batch
+  local b = max(1, 1 + floor((cap - f1) / slope))
+  local seen = { [1] = f1, [2] = f2, [batch] = total }
+  local function f(x)
+    local v = seen[x]
+    if v == nil then v = at_batch(x); seen[x] = v end
+    return v
+  end
+  while b > 1 and f(b) > cap do b = b - 1 end
+  while f(b + 1) <= cap do b = b + 1 end
+  return b
+end
+
+--- The table's memory line: the total, its parts, what dominates, whether it fits, the largest batch.
+function M.line(obj, total, ctx)
+  local parts = fmt("state %.2f + activations %.2f + temporary %.2f%s + workspace %.2f%s", obj.state_gb,
+    obj.activations_gb, obj.temporary_gb, obj.temporary_node ~= "" and " (" .. obj.temporary_node .. ")" or "",
+    obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
+  local cap = M.capacity(ctx.gpu_mem_gb)
+  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", ctx.gpu_mem_gb)
+    or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", ctx.gpu_mem_gb)) or ""
+  local batch = obj.max_batch and fmt("; largest batch that fits: %d", obj.max_batch) or ""
+  return fmt("memory           %12.2f GB   per GPU = %s; %s dominate%s; %s%s (saved tensors, no CUDA context)",
+    gb(total), parts, obj.dominant == "kv_cache" and "KV cache" or obj.dominant, obj.dominant == "state" and "s" or "",
+    verdict, batch)
+end
+
+--- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
+--- and the run's memory (the fullest device's). `devices[d]` = { state, activations, temporary, workspace, kv_cache }.
+function M.parallel(devices, gpu_mem_gb, recompute)
+  local cap = M.capacity(gpu_mem_gb)
+  local stages, most, fullest = {}, -1, 1
+  for d, p in ipairs(devices) do
+    local obj, total = memory_object(p, { stage = d - 1 })
+    stages[d] = { memory = obj, total = total }
+    if total > most then most, fullest = total, d end
+  end
+  local lines, over, over_list, worst = {}, 0, {}, 0
+  for d, s in ipairs(stages) do
+    local o = s.memory
+    lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + activations %.1f (saved for backward, peak over "
+      .. "the schedule%s) + temporary %.2f + workspace %.2f%s%s", d - 1, gb(s.total), o.state_gb, o.activations_gb,
+      recompute ~= "none" and ", " .. recompute .. " recomputation" or "", o.temporary_gb, o.workspace_gb,
+      o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
+      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "")
+    if cap and s.total > cap then
+      over, worst = over + 1, max(worst, s.total)
+      over_list[#over_list + 1] = tostring(d - 1)
+    end
+  end
+  local out = { memory_gb = most / 1e9, memory = stages[fullest] and stages[fullest].memory or {}, stages = {},
+                lines = lines, fits = cap == nil or most <= cap }
+  if cap then out.memory.capacity_gb = cap / 1e9 end
+  for d, s in ipairs(stages) do
+    local o = s.memory
+    out.stages[d] = { state_gb = o.state_gb, activation_gb = o.activations_gb, temporary_gb = o.temporary_gb,
+                      workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
+  end
+  if over > 0 then
+    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + saved activations + temporary + workspace), more "
+      .. "than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
+      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, gpu_mem_gb)
+  end
+  return out
+end
+
+return M

@@ -1,0 +1,736 @@
+-- scripts/neusight/serve.lua — `neusight serve`: LLM serving latency and throughput from prefill/decode forecasts.
+--
+-- The engine hands run() two primitives: phase(fields), one serving phase forecast exactly as `neusight predict
+-- --mode prefill|decode` makes it (latency, KV cache, weights, and per kernel its predicted ms and the roofline's
+-- FLOP and DRAM terms), and progress(text), a throttled line on stderr. Everything else is here:
+--
+-- Static batch (`batch`): B requests prefilled together, then decoded to the end, all of the same lengths.
+--   TTFT = prefill(B, I); the O - 1 decode steps run at contexts I, I+1, …, I+O-2 (the first of the O output tokens
+--   comes from the prefill); TPOT = their mean, end-to-end = TTFT + their sum. Up to `static_decode_samples`
+--   steps every one is forecast; beyond that, that many evenly spaced contexts are, the rest linearly interpolated.
+--
+-- Continuous batching (`rate`, `requests`): a discrete-event simulation of a vLLM-like server.
+--   * Arrivals: Poisson at `rate` requests/s (exponential gaps), lengths fixed or uniform:LO:HI, all drawn from one
+--     splitmix64 stream seeded by `seed` (same seed, same result, on any machine).
+--   * KV cache: paged, `block_size` tokens per block; blocks = (gpu_memory_utilization · GPU memory − weights) /
+--     block bytes per GPU (activations and CUDA-graph pools not counted).
+--   * Scheduler without chunking (vLLM V0): a step prefills the waiting requests in arrival order while the running
+--     count stays ≤ max_batch, their prompts fit in max_batched_tokens (one is always allowed) and their blocks are
+--     free; otherwise it decodes every running request. With `chunked_prefill` = T (vLLM V1): every step decodes the
+--     running requests first, then spends what is left of T tokens on prompt chunks (partly prefilled requests first,
+--     then new ones). A decode that needs a block when none is free preempts the last admitted request (vLLM's
+--     recompute: its blocks are freed and it is prefilled again, prompt + generated tokens, before anyone else).
+--   * Step times (cached per grid point, interpolated; see "Step cost model" below) come from the phase forecasts.
+-- Bounds: each kernel of a phase is classed by its roofline terms — compute (FLOPs / peak ≥ bytes / bandwidth),
+-- else by what it streams: weights (GEMMs), kv_cache (attention), activations (everything else), communication
+-- (collectives) — and the phase is bound by the class with the largest sum of roofline times.
+local type, tostring, tonumber, error, pairs, ipairs, pcall = type, tostring, tonumber, error, pairs, ipairs, pcall
+local floor, ceil, max, min, huge, log = math.floor, math.ceil, math.max, math.min, math.huge, math.log
+local fmt, concat, sort = string.format, table.concat, table.sort
+
+local M = {}
+
+M.DEFAULTS = {
+  dtype = "bf16",                 -- serving runs 16-bit weights
+  launch = "graph",               -- serving engines replay CUDA graphs (scripts/neusight/launch.lua)
+  tp = 1,
+  requests = 1000,
+  seed = 0,
+  max_batch = 256,                -- vLLM max_num_seqs
+  max_batched_tokens = 8192,      -- prompt tokens per prefill step without chunking
+  block_size = 16,                -- vLLM's default KV block
+  gpu_memory_utilization = 0.9,   -- vLLM's default
+  static_decode_samples = 64,
+}
+
+local KNOWN = { "model", "gpu", "dtype", "tp", "launch", "attention", "predictor", "input_len", "output_len", "batch",
+  "rate", "requests", "seed", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
+  "gpu_memory_utilization", "static_decode_samples" }
+
+local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
+
+local function is_count(v) return type(v) == "number" and v >= 1 and v == floor(v) and v < huge end
+
+---------------------------------------------------------------------------------------------------
+-- Lengths and random numbers
+
+--- A length spec: an integer N (or "N") or "uniform:LO:HI" (inclusive). Returns { kind, lo, hi, mean, text }.
+function M.length_spec(v, what)
+  if type(v) == "number" or (type(v) == "string" and v:match("^%s*%-?%d+%s*$")) then
+    local n = tonumber(v)
+    if not is_count(n) then fail("%s must be a positive integer (got %s)", what, tostring(v)) end
+    return { kind = "fixed", lo = n, hi = n, mean = n, text = tostring(floor(n)) }
+  end
+  if type(v) == "string" then
+    local lo, hi = v:match("^uniform:(%-?%d+):(%-?%d+)$")
+    lo, hi = tonumber(lo), tonumber(hi)
+    if lo and hi then
+      if not is_count(lo) or hi < lo then
+        fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v)
+      end
+      return { kind = "uniform", lo = lo, hi = hi, mean = (lo + hi) / 2, text = v }
+    end
+  end
+  fail("%s must be a positive integer N or uniform:LO:HI (got %s)", what, tostring(v))
+end
+
+--- splitmix64: a function returning uniforms in [0, 1), the same sequence for the same seed everywhere.
+function M.rng(seed)
+  local state = floor(seed)
+  return function()
+    state = state + 0x9E3779B97F4A7C15
+    local z = state
+    z = (z ~ (z >> 30)) * 0xBF58476D1CE4E5B9
+    z = (z ~ (z >> 27)) * 0x94D049BB133111EB
+    z = z ~ (z >> 31)
+    return (z >> 11) * (1.0 / 9007199254740992.0)
+  end
+end
+
+local function draw(spec, u)
+  if spec.kind == "fixed" then return spec.lo end
+  return spec.lo + floor(u() * (spec.hi - spec.lo + 1))
+end
+
+--- Linear-interpolated percentile (numpy's default) of a sorted array.
+function M.percentile(sorted, p)
+  local n = #sorted
+  if n == 0 then return nil end
+  local x = 1 + (n - 1) * p / 100
+  local lo = floor(x)
+  local hi = min(lo + 1, n)
+  return sorted[lo] + (sorted[hi] - sorted[lo]) * (x - lo)
+end
+
+local function summary(values)
+  local s = {}
+  for i = 1, #values do s[i] = values[i] end
+  sort(s)
+  if #s == 0 then return nil end
+  local sum = 0
+  for i = 1, #s do sum = sum + s[i] end
+  return { mean = sum / #s, p50 = M.percentile(s, 50), p90 = M.percentile(s, 90), p99 = M.percentile(s, 99),
+           max = s[#s], min = s[1], count = #s }
+end
+
+---------------------------------------------------------------------------------------------------
+-- Phase forecasts and bounds
+
+M.BOUND_CLASSES = { "compute", "weights", "kv_cache", "activations", "communication" }
+
+--- The class of one kernel (see the header) from its kind and roofline terms.
+function M.bound_class(k)
+  if k.kind == "collective" then return "communication" end
+  if k.compute_ms > 0 and k.compute_ms >= k.memory_ms then return "compute" end
+  if k.kind == "attention" then return "kv_cache" end
+  if k.kind == "gemm" then return "weights" end
+  return "activations"
+end
+
+--- Per class: Σ roofline ms (max of the two terms; collectives their priced time) and Σ predicted ms; `bound`
+--- is the class with the largest roofline sum.
+function M.bounds(kernels)
+  local roof, pred = {}, {}
+  for _, c in ipairs(M.BOUND_CLASSES) do roof[c], pred[c] = 0, 0 end
+  for _, k in ipairs(kernels) do
+    local c = M.bound_class(k)
+    roof[c] = roof[c] + (c == "communication" and k.ms or max(k.compute_ms, k.memory_ms))
+    pred[c] = pred[c] + k.ms
+  end
+  local bound, most = "compute", -1
+  for _, c in ipairs(M.BOUND_CLASSES) do
+    if roof[c] > most then bound, most = c, roof[c] end
+  end
+  return { bound = bound, roofline_ms = roof, predicted_ms = pred }
+end
+
+-- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
+local function forecaster(o, phase)
+  local cache, n = {}, 0
+  local function F(mode, batch, tokens)
+    local key = mode .. ":" .. batch .. ":" .. tokens
+    local r = cache[key]
+    if r then return r end
+    local fields = { model = o.model, gpu = o.gpu, dtype = o.dtype, launch = o.launch, attention = o.attention,
+                     mode = mode, batch = batch }
+    if o.tp > 1 then fields["parallel.tp"] = o.tp end
+    if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
+    local p = phase(fields)
+    local attn = 0
+    for _, k in ipairs(p.kernels) do
+      if k.kind == "attention" then attn = attn + k.ms end
+    end
+    r = { ms = p.latency_ms, attention_ms = attn, kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb,
+          gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
+          mode = mode, batch = batch, tokens = tokens }
+    cache[key] = r
+    n = n + 1
+    return r
+  end
+  return F, function() return n end
+end
+
+local function phase_report(r)
+  local b = M.bounds(r.kernels)
+  return { latency_ms = r.ms, batch = r.batch, [r.mode == "prefill" and "seq" or "context"] = r.tokens,
+           bound = b.bound, roofline_ms = b.roofline_ms, predicted_ms = b.predicted_ms, kv_cache_gb = r.kv_cache_gb }
+end
+
+---------------------------------------------------------------------------------------------------
+-- Options
+
+local function options(raw)
+  local o = {}
+  for k, v in pairs(raw) do o[k] = v end
+  local known = {}
+  for _, k in ipairs(KNOWN) do known[k] = true end
+  for k in pairs(o) do
+    if not known[k] then
+      local c = require("neusight.workload").did_you_mean(k, KNOWN)
+      fail("unknown option '%s'%s", tostring(k), c and fmt(" (did you mean '%s'?)", c) or "")
+    end
+  end
+  for k, v in pairs(M.DEFAULTS) do
+    if o[k] == nil then o[k] = v end
+  end
+  if type(o.model) ~= "string" or o.model == "" then fail("needs a model") end
+  if type(o.gpu) ~= "string" or o.gpu == "" then fail("needs a GPU") end
+  for _, k in ipairs { "tp", "requests", "max_batch", "max_batched_tokens", "block_size", "static_decode_samples" } do
+    if not is_count(o[k]) then fail("%s must be a positive integer (got %s)", k, tostring(o[k])) end
+  end
+  if type(o.seed) ~= "number" or o.seed ~= floor(o.seed) then fail("seed must be an integer (got %s)", tostring(o.seed)) end
+  if not (type(o.gpu_memory_utilization) == "number" and o.gpu_memory_utilization > 0 and o.gpu_memory_utilization <= 1) then
+    fail("gpu_memory_utilization must be in (0, 1] (got %s)", tostring(o.gpu_memory_utilization))
+  end
+  if o.input_len == nil then fail("needs the input length (--input-len)") end
+  if o.output_len == nil then fail("needs the output length (--output-len)") end
+  o.input = M.length_spec(o.input_len, "the input length (--input-len)")
+  o.output = M.length_spec(o.output_len, "the output length (--output-len)")
+  if o.batch ~= nil and o.rate ~= nil then fail("--batch (static batch) and --rate (continuous batching) exclude each other") end
+  if o.batch == nil and o.rate == nil then fail("needs --batch N (static batch) or --rate R (continuous batching)") end
+  if o.batch ~= nil then
+    if not is_count(o.batch) then fail("--batch must be a positive integer (got %s)", tostring(o.batch)) end
+    if o.input.kind ~= "fixed" or o.output.kind ~= "fixed" then
+      fail("a static batch (--batch) takes fixed lengths; length distributions need --rate")
+    end
+  else
+    if type(o.rate) ~= "number" or not (o.rate > 0) or o.rate == huge then
+      fail("--rate must be a positive number of requests per second (got %s)",
+        type(o.rate) == "number" and fmt("%g", o.rate) or tostring(o.rate))
+    end
+  end
+  if o.chunked_prefill ~= nil and not is_count(o.chunked_prefill) then
+    fail("--chunked-prefill must be a positive number of tokens (got %s)", tostring(o.chunked_prefill))
+  end
+  return o
+end
+
+-- Runs the first forecast with a message that says why a model cannot be served.
+local function probe(F, o, mode, batch, tokens)
+  local ok, r = pcall(F, mode, batch, tokens)
+  if not ok then fail("model '%s' cannot be served: %s", o.model, tostring(r)) end
+  return r
+end
+
+local function common_report(o, first, count)
+  return {
+    model = first.model, gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
+    dtype = first.dtype, tp = o.tp, launch = first.launch, predictor = o.predictor or "neusight",
+    attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
+    gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = {},
+  }
+end
+
+-- KV bytes per token per GPU (GB) and KV blocks that fit beside the weights.
+local function kv_capacity(o, pre, batch, tokens)
+  local per_token_gb = pre.kv_cache_gb / (batch * tokens)
+  local budget_gb = o.gpu_memory_utilization * pre.gpu.mem_gb - pre.state_gb
+  local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
+  return per_token_gb, budget_gb, blocks
+end
+
+---------------------------------------------------------------------------------------------------
+-- Static batch
+
+local function run_static(o, F, count)
+  local B, I, O = o.batch, o.input.lo, o.output.lo
+  local pre = probe(F, o, "prefill", B, I)
+  local steps = O - 1
+  local ms = {}
+  local S = o.static_decode_samples
+  if steps <= S then
+    for j = 1, steps do ms[j] = F("decode", B, I + j - 1).ms end
+  else
+    local at = {}  -- sampled step indices (1-based), endpoints included
+    for s = 0, S - 1 do at[#at + 1] = 1 + floor(s * (steps - 1) / (S - 1) + 0.5) end
+    for _, j in ipairs(at) do ms[j] = F("decode", B, I + j - 1).ms end
+    for s = 1, #at - 1 do
+      local a, b = at[s], at[s + 1]
+      for j = a + 1, b - 1 do ms[j] = ms[a] + (ms[b] - ms[a]) * (j - a) / (b - a) end
+    end
+  end
+  local sum = 0
+  for j = 1, steps do sum = sum + ms[j] end
+  local per_token_gb, budget_gb, blocks = kv_capacity(o, pre, B, I)
+  local per_seq_blocks = ceil((I + O - 1) / o.block_size)
+  local r = common_report(o, pre, count)
+  r.kind = "static"
+  r.batch = B
+  r.ttft_ms = pre.ms
+  r.tpot_ms = steps > 0 and sum / steps or nil
+  r.e2e_ms = pre.ms + sum
+  r.decode_steps = steps
+  r.decode_ms_first = ms[1]
+  r.decode_ms_last = ms[steps]
+  r.decode_sampled = steps > S
+  r.output_tokens_per_s = B * O / (r.e2e_ms / 1e3)
+  r.output_tokens_per_s_per_gpu = r.output_tokens_per_s / o.tp
+  r.weights_gb = pre.state_gb
+  r.kv_cache_gb = per_token_gb * B * (I + O - 1)
+  r.kv_cache_gb_per_token = per_token_gb
+  r.kv_budget_gb = budget_gb
+  r.kv_blocks = blocks
+  r.max_concurrency = floor(blocks / per_seq_blocks)
+  r.fits = B <= r.max_concurrency
+  if not r.fits then
+    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.0f %% of %.0f GB (at most %d sequences of %d tokens)",
+      B, r.weights_gb, r.kv_cache_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
+  end
+  local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2)) or nil
+  r.phases = { prefill = phase_report(pre), decode = mid and phase_report(mid) or nil }
+  r.forecasts = count()
+  return r
+end
+
+---------------------------------------------------------------------------------------------------
+-- Step cost model (continuous batching)
+--
+-- Grids, every point one phase forecast (cached), the rest interpolated:
+--   decode D(b, c): b at powers of two up to max_batch (and max_batch), c at powers of two up to the longest
+--     context (and it); bilinear in (b, c) over the mean context of the running requests — exact for the KV-cache
+--     read, which is linear in the total cached tokens.
+--   tokens N(t): the non-attention time of t tokens through the model (GEMMs, norms, element-wise: prefill forecast
+--     minus its attention kernels) at powers of two up to S, the longest sequence (prompt + output − 1), as
+--     prefill(1, t), and beyond S as prefill(t / S, S); linear in t.
+--   prompt attention A(s): the attention kernels of prefill(1, s) at powers of two (and S); interpolated in s²
+--     (causal attention's work).
+-- A decode-only step costs D(b, c̄). A step with prompt chunks (a chunk of c tokens of a prompt whose first a are
+-- cached; a whole prompt is a = 0) costs N(T) + Σ [A(a + c) − A(a)] + the attention part of D(b, c̄) when b
+-- requests decode alongside, T = b + Σ c — one pass of all the step's tokens through the weights.
+-- One request alone: its prefill step costs N(I) + A(I) = prefill(1, I) exactly at grid points.
+
+local function grid_points(limit)
+  local pts, p = {}, 1
+  while p < limit do pts[#pts + 1] = p; p = p * 2 end
+  pts[#pts + 1] = limit
+  return pts
+end
+
+-- The grid points bracketing x (lo <= x <= hi), x clamped to the grid.
+local function bracket(pts, x)
+  if x <= pts[1] then return pts[1], pts[1] end
+  for i = 2, #pts do
+    if x <= pts[i] then return pts[i - 1], pts[i] end
+  end
+  return pts[#pts], pts[#pts]
+end
+
+local function lerp(x, x0, x1, y0, y1)
+  if x1 == x0 then return y0 end
+  return y0 + (y1 - y0) * (x - x0) / (x1 - x0)
+end
+
+local function cost_model(o, F, S, C, B)
+  local bpts, cpts, spts = grid_points(B), grid_points(C), grid_points(S)
+  local function decode(b, c)  -- returns total ms, attention ms
+    local b0, b1 = bracket(bpts, b)
+    local c0, c1 = bracket(cpts, c)
+    local p00, p01 = F("decode", b0, c0), F("decode", b0, c1)
+    local p10, p11 = F("decode", b1, c0), F("decode", b1, c1)
+    local t0 = lerp(c, c0, c1, p00.ms, p01.ms)
+    local t1 = lerp(c, c0, c1, p10.ms, p11.ms)
+    local a0 = lerp(c, c0, c1, p00.attention_ms, p01.attention_ms)
+    local a1 = lerp(c, c0, c1, p10.attention_ms, p11.attention_ms)
+    return lerp(b, b0, b1, t0, t1), lerp(b, b0, b1, a0, a1)
+  end
+  local function token_point(t)
+    local p = t <= S and F("prefill", 1, t) or F("prefill", t // S, S)
+    return p.ms - p.attention_ms
+  end
+  local function tokens(t)  -- N(t)
+    if t <= S then
+      local t0, t1 = bracket(spts, t)
+      return lerp(t, t0, t1, token_point(t0), token_point(t1))
+    end
+    local k0 = 1
+    while k0 * 2 * S <= t do k0 = k0 * 2 end
+    local lo, hi = k0 * S, 2 * k0 * S
+    return lerp(t, lo, hi, token_point(lo), token_point(hi))
+  end
+  local function attention(s)  -- A(s), A(0) = 0
+    if s <= 0 then return 0 end
+    local s0, s1 = bracket(spts, s)
+    local a0, a1 = F("prefill", 1, s0).attention_ms, F("prefill", 1, s1).attention_ms
+    return lerp(s * s, s0 * s0, s1 * s1, a0, a1)
+  end
+  return { decode = decode, tokens = tokens, attention = attention, batch_points = bpts, context_points = cpts,
+           token_points = spts }
+end
+
+---------------------------------------------------------------------------------------------------
+-- Continuous batching
+
+local function run_simulation(o, F, count, progress)
+  local u = M.rng(o.seed)
+  local n = o.requests
+  local reqs = {}
+  local t, S, C = 0, 1, 1
+  for i = 1, n do
+    t = t - log(1 - u()) / o.rate
+    local I, O = draw(o.input, u), draw(o.output, u)
+    reqs[i] = { id = i, arrival = t, input = I, output = O, prompt = I, prefilled = 0, generated = 0, blocks = 0 }
+    S = max(S, I + O - 1)
+    C = max(C, I + max(O - 2, 0))
+  end
+  local pre = probe(F, o, "prefill", 1, o.input.lo)
+  local per_token_gb, budget_gb, total_blocks = kv_capacity(o, pre, 1, o.input.lo)
+  local bs = o.block_size
+  local need_most = ceil(S / bs)
+  if need_most > total_blocks then
+    fail("a request of %d tokens needs %d KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
+      S, need_most, bs, total_blocks, pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
+  end
+  local cm = cost_model(o, F, S, C, o.max_batch)
+  local chunk = o.chunked_prefill
+
+  local free = total_blocks
+  local waiting, whead = {}, 1      -- arrived, never admitted (FCFS)
+  local preempted = {}              -- stack: the latest preempted first... served before waiting
+  local running = {}                -- admission order
+  local next_arrival, finished = 1, 0
+  local now = 0
+  local steps = { prefill = 0, decode = 0, mixed = 0 }
+  local preemptions, decode_batch_sum, decode_steps_n, max_running = 0, 0, 0, 0
+  local busy_ms = 0
+
+  local function blocks_for(tokens) return (tokens + bs - 1) // bs end
+  local function finish(r)
+    r.finish = now
+    free = free + r.blocks
+    r.blocks = 0
+    finished = finished + 1
+  end
+  -- vLLM's recompute preemption: the request gives its blocks back and is prefilled again later (prompt and the
+  -- tokens generated so far), before any request that has not started.
+  local function preempt_at(i)
+    local v = table.remove(running, i)
+    free = free + v.blocks
+    v.blocks, v.prefilled = 0, 0
+    v.prompt = v.input + v.generated
+    preempted[#preempted + 1] = v
+    preemptions = preemptions + 1
+  end
+  -- Blocks for `tokens` cached tokens of running[i], preempting requests admitted after it; when none is left, it
+  -- is preempted itself and false comes back.
+  local function grow_at(i, tokens)
+    local r = running[i]
+    local need = blocks_for(tokens) - r.blocks
+    while need > free do
+      if #running > i then
+        preempt_at(#running)
+      else
+        preempt_at(i)
+        return false
+      end
+    end
+    if need > 0 then free, r.blocks = free - need, r.blocks + need end
+    return true
+  end
+  local function candidate()
+    if #preempted > 0 then return preempted[#preempted], true end
+    if whead <= #waiting then return waiting[whead], false end
+    return nil
+  end
+  local function take(from_preempted)
+    if from_preempted then preempted[#preempted] = nil else whead = whead + 1 end
+  end
+  local function first_token(r)
+    r.generated = r.generated + 1
+    if r.first == nil then r.first = now end
+  end
+
+  local step_count = 0
+  while finished < n do
+    while next_arrival <= n and reqs[next_arrival].arrival <= now do
+      waiting[#waiting + 1] = reqs[next_arrival]
+      next_arrival = next_arrival + 1
+    end
+    local ms
+    if not chunk then
+      -- vLLM V0: prefill the admissible waiting requests, else decode everyone running.
+      local batch, tok = {}, 0
+      while #running + #batch < o.max_batch do
+        local r, from_p = candidate()
+        if not r then break end
+        if #batch > 0 and tok + r.prompt > o.max_batched_tokens then break end
+        local nb = blocks_for(r.prompt)
+        if nb > free then break end
+        take(from_p)
+        free, r.blocks = free - nb, nb
+        batch[#batch + 1] = r
+        tok = tok + r.prompt
+      end
+      if #batch > 0 then
+        ms = cm.tokens(tok)
+        for _, r in ipairs(batch) do ms = ms + cm.attention(r.prompt) end
+        now = now + ms / 1e3
+        steps.prefill = steps.prefill + 1
+        for _, r in ipairs(batch) do
+          r.prefilled = r.prompt
+          first_token(r)
+          if r.generated >= r.output then finish(r) else running[#running + 1] = r end
+        end
+      elseif #running > 0 then
+        local i = 1
+        while i <= #running do  -- blocks for each request's new token (may preempt later ones)
+          local r = running[i]
+          if grow_at(i, r.input + r.generated) then i = i + 1 end
+        end
+        local b, csum = #running, 0
+        for _, r in ipairs(running) do csum = csum + r.input + r.generated - 1 end
+        ms = cm.decode(b, csum / b)
+        now = now + ms / 1e3
+        steps.decode = steps.decode + 1
+        decode_batch_sum, decode_steps_n = decode_batch_sum + b, decode_steps_n + 1
+        local keep = {}
+        for _, r in ipairs(running) do
+          r.generated = r.generated + 1
+          if r.generated >= r.output then finish(r) else keep[#keep + 1] = r end
+        end
+        running = keep
+      end
+    else
+      -- chunked prefill (vLLM V1): decodes first, then prompt chunks within the token budget.
+      local budget = chunk
+      local dec, chunks, csum = {}, {}, 0
+      local i = 1
+      while i <= #running and budget > 0 do
+        local r = running[i]
+        if r.prefilled < r.prompt then
+          i = i + 1
+        elseif grow_at(i, r.input + r.generated) then
+          dec[#dec + 1] = r
+          csum = csum + r.input + r.generated - 1
+          budget = budget - 1
+          i = i + 1
+        end
+      end
+      for _, r in ipairs(running) do  -- prompt chunks take free blocks only: never preempt a decode of this step
+        if budget <= 0 then break end
+        if r.prefilled < r.prompt then
+          local c = min(r.prompt - r.prefilled, budget)
+          local need = blocks_for(r.prefilled + c) - r.blocks
+          if need <= free then
+            free, r.blocks = free - need, r.blocks + need
+            chunks[#chunks + 1] = { r = r, a = r.prefilled, c = c }
+            budget = budget - c
+          end
+        end
+      end
+      while budget > 0 and #running < o.max_batch do
+        local r, from_p = candidate()
+        if not r then break end
+        local c = min(r.prompt, budget)
+        local nb = blocks_for(c)
+        if nb > free then break end
+        take(from_p)
+        free, r.blocks = free - nb, nb
+        running[#running + 1] = r
+        chunks[#chunks + 1] = { r = r, a = 0, c = c }
+        budget = budget - c
+      end
+      if #chunks == 0 and #dec > 0 then
+        ms = cm.decode(#dec, csum / #dec)
+        steps.decode = steps.decode + 1
+      elseif #chunks > 0 then
+        local tok = #dec
+        for _, ch in ipairs(chunks) do tok = tok + ch.c end
+        ms = cm.tokens(tok)
+        for _, ch in ipairs(chunks) do ms = ms + cm.attention(ch.a + ch.c) - cm.attention(ch.a) end
+        if #dec > 0 then
+          local _, attn = cm.decode(#dec, csum / #dec)
+          ms = ms + attn
+          steps.mixed = steps.mixed + 1
+        else
+          steps.prefill = steps.prefill + 1
+        end
+      end
+      if ms then
+        now = now + ms / 1e3
+        if #dec > 0 then decode_batch_sum, decode_steps_n = decode_batch_sum + #dec, decode_steps_n + 1 end
+        local done = {}
+        for _, r in ipairs(dec) do
+          r.generated = r.generated + 1
+          if r.generated >= r.output then done[r] = true end
+        end
+        for _, ch in ipairs(chunks) do
+          local r = ch.r
+          r.prefilled = r.prefilled + ch.c
+          if r.prefilled >= r.prompt then
+            first_token(r)
+            if r.generated >= r.output then done[r] = true end
+          end
+        end
+        local keep = {}
+        for _, r in ipairs(running) do
+          if done[r] then finish(r) else keep[#keep + 1] = r end
+        end
+        running = keep
+      end
+    end
+    if ms then
+      busy_ms = busy_ms + ms
+      step_count = step_count + 1
+      if #running > max_running then max_running = #running end
+      if step_count % 256 == 0 then
+        progress(fmt("%d/%d requests done, %d running, %d waiting, simulated %.1f s", finished, n, #running,
+          #waiting - whead + 1 + #preempted, now))
+      end
+    elseif #running > 0 then
+      preempt_at(#running)  -- partly prefilled requests hold every block: the last admitted gives way
+    else
+      -- nothing could run: idle until the next arrival
+      if next_arrival > n then fail("internal: the scheduler stalled with %d requests unfinished", n - finished) end
+      now = max(now, reqs[next_arrival].arrival)
+    end
+  end
+  progress(nil, true)
+
+  local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
+  local first_arrival, last_finish = huge, 0
+  for _, r in ipairs(reqs) do
+    ttft[#ttft + 1] = (r.first - r.arrival) * 1e3
+    e2e[#e2e + 1] = (r.finish - r.arrival) * 1e3
+    if r.output > 1 then tpot[#tpot + 1] = (r.finish - r.first) * 1e3 / (r.output - 1) end
+    out_tokens, in_tokens = out_tokens + r.output, in_tokens + r.input
+    first_arrival, last_finish = min(first_arrival, r.arrival), max(last_finish, r.finish)
+  end
+  local duration = last_finish - first_arrival
+  local r = common_report(o, pre, count)
+  r.kind = "simulation"
+  r.rate = o.rate
+  r.requests = n
+  r.seed = o.seed
+  r.chunked_prefill = chunk or 0
+  r.max_batch = o.max_batch
+  r.max_batched_tokens = not chunk and o.max_batched_tokens or nil
+  r.input_len_mean = in_tokens / n
+  r.output_len_mean = out_tokens / n
+  r.ttft_ms = summary(ttft)
+  r.tpot_ms = summary(tpot)
+  r.e2e_ms = summary(e2e)
+  r.duration_s = duration
+  r.busy_s = busy_ms / 1e3
+  r.throughput = {
+    requests_per_s = n / duration,
+    output_tokens_per_s = out_tokens / duration,
+    output_tokens_per_s_per_gpu = out_tokens / duration / o.tp,
+    total_tokens_per_s = (in_tokens + out_tokens) / duration,
+  }
+  r.steps = steps
+  r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
+  r.max_running = max_running
+  r.preemptions = preemptions
+  r.weights_gb = pre.state_gb
+  r.kv_cache_gb_per_token = per_token_gb
+  r.kv_budget_gb = budget_gb
+  r.kv_blocks = total_blocks
+  r.kv_tokens = total_blocks * bs
+  r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
+  local mb = max(1, floor(r.mean_decode_batch + 0.5))
+  local mean_ctx = max(1, floor(r.input_len_mean + (r.output_len_mean - 1) / 2 + 0.5))
+  r.phases = { prefill = phase_report(F("prefill", 1, floor(r.input_len_mean + 0.5))),
+               decode = phase_report(F("decode", mb, mean_ctx)) }
+  r.forecasts = count()
+  return r
+end
+
+---------------------------------------------------------------------------------------------------
+
+--- Runs `neusight serve`: `raw` are the options (see KNOWN and M.DEFAULTS), `phase` and `progress` the engine's
+--- primitives (see the header). Returns the report table.
+function M.run(raw, phase, progress)
+  local o = options(raw)
+  local F, count = forecaster(o, phase)
+  progress = progress or function() end
+  if o.batch then return run_static(o, F, count) end
+  return run_simulation(o, F, count, progress)
+end
+
+---------------------------------------------------------------------------------------------------
+-- Table rendering
+
+local function bound_lines(out, name, p)
+  if not p then return end
+  local parts = {}
+  for _, c in ipairs(M.BOUND_CLASSES) do
+    if p.roofline_ms[c] > 0 or p.predicted_ms[c] > 0 then
+      parts[#parts + 1] = fmt("%s %.3f/%.3f", c, p.roofline_ms[c], p.predicted_ms[c])
+    end
+  end
+  local what = p.seq and fmt("batch %d x %d tokens", p.batch, p.seq) or fmt("batch %d, context %d", p.batch, p.context)
+  out[#out + 1] = fmt("  %-8s %-28s %9.3f ms  bound: %s", name, what, p.latency_ms, p.bound)
+  out[#out + 1] = fmt("  %-8s roofline/predicted ms by class: %s", "", concat(parts, ", "))
+end
+
+local function dist_line(name, d)
+  if not d then return fmt("%-14s n/a (every request has one output token)", name) end
+  return fmt("%-14s mean %10.2f   p50 %10.2f   p90 %10.2f   p99 %10.2f   max %10.2f", name, d.mean, d.p50, d.p90, d.p99, d.max)
+end
+
+--- The report as text for people (JSON and CSV carry the same numbers).
+function M.format_table(r)
+  local out = {}
+  out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s, launch %s, predictor %s", r.model,
+    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.launch, r.predictor)
+  if r.kind == "static" then
+    out[#out + 1] = fmt("static batch %d, input %s tokens, output %s tokens", r.batch, r.input_len, r.output_len)
+    out[#out + 1] = ""
+    out[#out + 1] = fmt("TTFT          %10.2f ms   (prefill of the batch)", r.ttft_ms)
+    if r.tpot_ms then
+      out[#out + 1] = fmt("TPOT          %10.2f ms   (mean of %d decode steps, %.2f → %.2f ms%s)", r.tpot_ms,
+        r.decode_steps, r.decode_ms_first, r.decode_ms_last, r.decode_sampled and ", sampled" or "")
+    else
+      out[#out + 1] = "TPOT                 n/a   (one output token: no decode step)"
+    end
+    out[#out + 1] = fmt("end to end    %10.2f ms", r.e2e_ms)
+    out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
+      r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
+    out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests",
+      r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency)
+  else
+    out[#out + 1] = fmt("continuous batching: %d requests, Poisson %.3g req/s (seed %d), input %s, output %s tokens%s",
+      r.requests, r.rate, r.seed, r.input_len, r.output_len,
+      r.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", r.chunked_prefill) or "")
+    out[#out + 1] = ""
+    out[#out + 1] = dist_line("TTFT ms", r.ttft_ms)
+    out[#out + 1] = dist_line("TPOT ms", r.tpot_ms)
+    out[#out + 1] = dist_line("end to end ms", r.e2e_ms)
+    out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
+      r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)
+    out[#out + 1] = fmt("batching      mean decode batch %.1f, at most %d running, %d prefill / %d decode / %d mixed steps, %d preemptions",
+      r.mean_decode_batch, r.max_running, r.steps.prefill, r.steps.decode, r.steps.mixed, r.preemptions)
+    out[#out + 1] = fmt("memory        %10.2f GB weights per GPU; KV cache %d blocks = %d tokens (%.2f GB)",
+      r.weights_gb, r.kv_blocks, r.kv_tokens, r.kv_budget_gb)
+  end
+  out[#out + 1] = ""
+  out[#out + 1] = "phases (bound = the class with the largest roofline time; classes: compute, weights = GEMMs streaming"
+  out[#out + 1] = "        weights, kv_cache = attention reading K/V, activations = element-wise/norm/copies, communication)"
+  bound_lines(out, "prefill", r.phases.prefill)
+  bound_lines(out, "decode", r.phases.decode)
+  out[#out + 1] = fmt("\n%d phase forecasts", r.forecasts)
+  for _, w in ipairs(r.warnings) do out[#out + 1] = "warning: " .. w end
+  return concat(out, "\n") .. "\n"
+end
+
+return M

@@ -1,0 +1,264 @@
+// tests/cli/test_compare_cli.cpp — the figures of every forecast (scripts/neusight/figures.lua) against their definitions
+// from the report's own numbers, and comparisons: list-valued predict flags give one row per combination, each equal to
+// the single prediction, with error rows for combinations that cannot be forecast and hard errors for typos.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <sstream>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+json run_json(const std::string& args) {
+  const auto r = run_cli(args + " --format json");
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// Σ flops × count of the report's kernels in these phases.
+double ops_flops(const json& j, std::initializer_list<const char*> phases) {
+  double f = 0;
+  for (const auto& op : j["ops"])
+    for (const char* p : phases)
+      if (op["phase"] == p) f += op["flops"].get<double>() * op["count"].get<double>();
+  return f;
+}
+
+double gpu_number(const std::string& name, const char* key) {
+  for (const auto& g : json::parse(run_cli("gpus --format json").out))
+    if (g["name"] == name) return g.contains(key) ? g[key].get<double>() : 0.0;
+  FAIL("no GPU " << name);
+  return 0;
+}
+
+std::vector<std::string> csv_split(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  bool quoted = false;
+  for (char c : line) {
+    if (c == '"') quoted = !quoted;
+    else if (c == ',' && !quoted) out.push_back(cell), cell.clear();
+    else cell += c;
+  }
+  out.push_back(cell);
+  return out;
+}
+
+const std::string small = "predict --model gpt2_large --mode train --optimizer adamw --dtype bf16 --seq 128 --predictor roofline ";
+
+}  // namespace
+
+TEST_CASE("figures: single-GPU training equals the definitions on the report's numbers", "[cli][figures]") {
+  const json j = run_json(small + "--gpu l4 --batch 4");
+  const json& f = j["figures"];
+  const double latency_s = j["latency_ms"].get<double>() / 1e3;
+  const double tokens = 4 * 128;
+  CHECK(f["gpus"] == 1);
+  CHECK(f["tokens"] == 4 * 128);
+  CHECK(f["tokens_per_s"].get<double>() == Approx(tokens / latency_s).epsilon(1e-12));
+  const double model = ops_flops(j, {"forward", "backward", "accumulate"});
+  CHECK(f["model_flops"].get<double>() == Approx(model).epsilon(1e-12));
+  CHECK(f["flops_per_token"].get<double>() == Approx(model / tokens).epsilon(1e-12));
+  CHECK(f["achieved_tflops"].get<double>() == Approx(j["flops"].get<double>() / latency_s / 1e12).epsilon(1e-12));
+  const double peak = gpu_number("L4", "peak_bf16_tflops");
+  CHECK(f["peak_tflops"].get<double>() == peak);
+  const double mfu = f["mfu"].get<double>();
+  CHECK(mfu > 0);
+  CHECK(mfu <= 1);
+  CHECK(mfu == Approx(model / latency_s / (peak * 1e12)).epsilon(1e-12));
+  CHECK(f["mfu_convention"] == "graph_forward_backward_flops");
+  const double price = gpu_number("L4", "price_per_hour_usd");
+  REQUIRE(price > 0);
+  CHECK(f["price_per_hour_usd"].get<double>() == price);
+  CHECK(f["cost_per_iteration_usd"].get<double>() == Approx(price * 1 * latency_s / 3600).epsilon(1e-12));
+  CHECK(f["cost_per_million_tokens_usd"].get<double>() == Approx(price * latency_s / 3600 / tokens * 1e6).epsilon(1e-12));
+  CHECK(f["memory_gb"].get<double>() == j["memory_gb"].get<double>());  // the memory model's (memory.lua)
+  CHECK(f["memory_gb"].get<double>() > j["state_gb"].get<double>());    // training saves activations
+  CHECK(f["fits"] == j["fits"]);
+  CHECK(f["fits"] == (j["memory_gb"].get<double>() <= gpu_number("L4", "mem_gb")));
+  // the table says the same
+  const auto t = run_cli(small + "--gpu l4 --batch 4");
+  REQUIRE(t.code == 0);
+  CHECK(t.out.find("throughput ") != std::string::npos);
+  CHECK(t.out.find(" tokens/s ") != std::string::npos);
+  CHECK(t.out.find("MFU ") != std::string::npos);
+  CHECK(t.out.find("USD per iteration") != std::string::npos);
+}
+
+TEST_CASE("figures: the model-FLOPs convention matches 6 N + attention for a dense GPT", "[cli][figures]") {
+  // PaLM / Megatron: 6 N per token plus 12 L d s for attention, halved for causal attention (sdpa visits half the
+  // pairs). The graph's kernels count the same within the small element-wise and norm FLOPs.
+  const json j = run_json("predict --model gpt2_large --gpu h100 --mode train --optimizer adamw --dtype bf16 --batch 4 --seq 1024");
+  const double n = j["params"].get<double>(), L = 36, d = 1280, s = 1024;
+  const double palm = 6 * n + 6 * L * d * s;
+  CHECK(j["figures"]["flops_per_token"].get<double>() == Approx(palm).epsilon(0.02));
+}
+
+TEST_CASE("figures: parallel runs are per GPU over dp x tp x pp; no price, no cost; decode tokens are the batch", "[cli][figures]") {
+  const json j = run_json(small + "--gpu h100 --batch 8 --dp 2 --tp 2 --pp 2 --microbatches 2");
+  const json& f = j["figures"];
+  const json& p = j["parallel"];
+  const double latency_s = j["latency_ms"].get<double>() / 1e3;
+  CHECK(latency_s == p["iteration_ms"].get<double>() / 1e3);
+  CHECK(f["gpus"] == 8);
+  CHECK(f["tokens_per_s"].get<double>() == Approx(8 * 128 / latency_s).epsilon(1e-12));
+  CHECK(f["tokens_per_s_per_gpu"].get<double>() == Approx(8 * 128 / latency_s / 8).epsilon(1e-12));
+  const double model = 2 * 2 * 2 * ops_flops(j, {"forward", "backward", "accumulate"});  // dp × tp × microbatches
+  CHECK(f["model_flops"].get<double>() == Approx(model).epsilon(1e-12));
+  CHECK(f["mfu"].get<double>() == Approx(model / 8 / latency_s / (f["peak_tflops"].get<double>() * 1e12)).epsilon(1e-12));
+  CHECK(f["memory_gb"].get<double>() == p["memory_gb"].get<double>());
+  CHECK(f["fits"] == p["fits"]);
+  const double price = gpu_number("H100-SXM5-80GB", "price_per_hour_usd");
+  CHECK(f["cost_per_iteration_usd"].get<double>() == Approx(price * 8 * latency_s / 3600).epsilon(1e-12));
+
+  const json m = run_json("predict --model gpt2_large --gpu mi300x --mode inference --dtype bf16 --batch 2 --seq 128 --predictor roofline");
+  CHECK(m["figures"]["price_per_hour_usd"].is_null());
+  CHECK(m["figures"]["cost_per_iteration_usd"].is_null());
+  CHECK(m["figures"]["cost_per_million_tokens_usd"].is_null());
+  CHECK(m["figures"]["mfu"].get<double>() > 0);
+
+  const json d = run_json("predict --model llama32_1b --gpu h100 --mode decode --batch 8 --context 512 --dtype bf16 --predictor roofline");
+  CHECK(d["figures"]["tokens"] == 8);
+  CHECK(d["figures"]["tokens_per_s"].get<double>() == Approx(8 / (d["latency_ms"].get<double>() / 1e3)).epsilon(1e-12));
+  CHECK(d["figures"]["memory_gb"].get<double>() == d["memory_gb"].get<double>());
+  CHECK(d["figures"]["memory_gb"].get<double>() >= d["state_gb"].get<double>() + d["kv_cache_gb"].get<double>());
+}
+
+TEST_CASE("compare: list-valued flags give one row per combination, each equal to its single prediction", "[cli][compare]") {
+  const std::string base = "predict --model gpt2_large --mode train --optimizer adamw --dtype bf16 --seq 128 ";
+  const json c = run_json(base + "--gpu l4,h100 --batch 4,8 --tp 1,2");
+  const json& rows = c["rows"];
+  REQUIRE(rows.size() == 8);
+  // the last flag varies fastest: gpu, then batch, then tp
+  const std::vector<std::tuple<std::string, int, int>> order = {
+      {"L4", 4, 1}, {"L4", 4, 2}, {"L4", 8, 1}, {"L4", 8, 2},
+      {"H100-SXM5-80GB", 4, 1}, {"H100-SXM5-80GB", 4, 2}, {"H100-SXM5-80GB", 8, 1}, {"H100-SXM5-80GB", 8, 2}};
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const json& row = rows[i];
+    const auto& [gpu, batch, tp] = order[i];
+    INFO("row " << i << ": " << row.dump());
+    CHECK(!row.contains("error"));
+    CHECK(row["gpu"] == gpu);
+    CHECK(row["batch"] == batch);
+    CHECK(row["tp"] == tp);
+    CHECK(row["seq"] == 128);
+    CHECK(row["dtype"] == "bf16");
+    const json one = run_json(base + "--gpu " + std::string(i < 4 ? "l4" : "h100") + " --batch " + std::to_string(batch) +
+                              " --tp " + std::to_string(tp));
+    CHECK(row["latency_ms"] == one["latency_ms"]);  // bit for bit: the same code path in one session
+    for (const auto& [key, value] : one["figures"].items()) {
+      INFO(key);
+      CHECK(row[key] == value);
+    }
+  }
+}
+
+TEST_CASE("compare: invalid combinations are error rows, typos stop the run", "[cli][compare]") {
+  const std::string base = "predict --model gpt2_large --gpu h100 --mode train --dtype bf16 --seq 128 --predictor roofline ";
+  const json c = run_json(base + "--batch 4,6 --dp 1,4");
+  const json& rows = c["rows"];
+  REQUIRE(rows.size() == 4);
+  CHECK(!rows[0].contains("error"));
+  CHECK(!rows[1].contains("error"));
+  CHECK(!rows[2].contains("error"));
+  REQUIRE(rows[3].contains("error"));  // batch 6, dp 4
+  CHECK(rows[3]["error"].get<std::string>().find("the global batch 6 is not divisible by dp × microbatches = 4 × 1") !=
+        std::string::npos);
+  CHECK(rows[3]["batch"] == 6);
+  CHECK(rows[3]["dp"] == 4);
+  CHECK(rows[3]["gpu"] == "H100-SXM5-80GB");
+  CHECK(!rows[3].contains("latency_ms"));
+  // a layout the builder refuses (20 heads over tp 3) is a row too, and the single prediction of it still fails
+  const json t = run_json(base + "--batch 4 --tp 2,3");
+  REQUIRE(t["rows"].size() == 2);
+  CHECK(!t["rows"][0].contains("error"));
+  CHECK(t["rows"][1]["error"].get<std::string>().find("n_head = 20 is not divisible by tp = 3") != std::string::npos);
+  CHECK(run_cli(base + "--batch 4 --tp 3").code == 1);
+
+  // typos: nothing is forecast, nothing is printed
+  auto r = run_cli("predict --model gpt2_large --gpu h100,h1000 --mode inference --batch 1,2 --seq 128");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.rfind("neusight: unknown GPU 'h1000'", 0) == 0);
+  r = run_cli("predict --model gpt2_large,gpt2_larg --gpu h100 --mode inference --batch 1 --seq 128");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("field 'model' names an unknown model preset \"gpt2_larg\" (did you mean 'gpt2_large'?)") != std::string::npos);
+  r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --dtype bf16,bf61");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'dtype' must be a dtype name") != std::string::npos);
+  CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference,infer --batch 1 --seq 128").code == 2);
+  CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1,0 --seq 128").code == 2);
+  CHECK(run_cli("predict --model gpt2_large --gpu h100, --mode inference --batch 1 --seq 128").code == 2);
+}
+
+TEST_CASE("compare: CSV and the table carry the figures of the JSON rows", "[cli][compare]") {
+  const std::string args = "predict --model gpt2_large --gpu l4,mi300x --mode inference --dtype bf16 --seq 128 "
+                           "--batch 2,3 --dp 1,2 --predictor roofline";
+  const json j = run_json(args);
+  const auto r = run_cli(args + " --format csv");
+  REQUIRE(r.code == 0);
+  std::istringstream in(r.out);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  const auto header = csv_split(line);
+  for (const char* key : {"gpu", "batch", "dp", "latency_ms", "tokens_per_s", "achieved_tflops", "mfu", "memory_gb",
+                          "fits", "cost_per_iteration_usd", "cost_per_million_tokens_usd", "error"}) {
+    INFO(key);
+    CHECK(std::find(header.begin(), header.end(), key) != header.end());
+  }
+  size_t i = 0;
+  for (; std::getline(in, line); ++i) {
+    REQUIRE(i < j["rows"].size());
+    const json& row = j["rows"][i];
+    const auto cells = csv_split(line);
+    REQUIRE(cells.size() == header.size());
+    for (size_t k = 0; k < header.size(); ++k) {
+      INFO("row " << i << " " << header[k] << " = " << cells[k]);
+      if (!row.contains(header[k]) || row[header[k]].is_null()) CHECK(cells[k].empty());
+      else if (row[header[k]].is_number()) CHECK(std::stod(cells[k]) == row[header[k]].get<double>());
+      else if (row[header[k]].is_boolean()) CHECK(cells[k] == (row[header[k]].get<bool>() ? "true" : "false"));
+    }
+  }
+  CHECK(i == j["rows"].size());
+  CHECK(j["rows"][3]["error"].get<std::string>().find("not divisible") != std::string::npos);  // l4, batch 3, dp 2
+  CHECK(j["rows"][7]["error"].get<std::string>().find("not divisible") != std::string::npos);  // mi300x, batch 3, dp 2
+
+  const auto t = run_cli(args);
+  REQUIRE(t.code == 0);
+  for (const char* col : {"latency ms", "tokens/s", "TFLOP/s/GPU", "MFU %", "memory GB", "fits", "$/pass", "$/Mtoken"}) {
+    INFO(col);
+    CHECK(t.out.find(col) != std::string::npos);
+  }
+  CHECK(t.out.find("2 could not be forecast") != std::string::npos);
+  CHECK(t.out.find("fixed     model gpt2_large, mode inference, dtype bf16, seq 128") != std::string::npos);
+}
+
+TEST_CASE("GPU file: a bad price_per_hour_usd stops the forecast with file:line", "[cli][figures]") {
+  ns_test::temp_dir t;
+  const std::string tiny = ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml");
+  for (const auto& [value, what] : std::map<std::string, std::string>{
+           {"0", "must be a positive finite number (got 0.000000)"},
+           {"-2.5", "must be a positive finite number (got -2.500000)"},
+           {"inf", "must be a positive finite number (got inf)"},
+           {"nan", "must be a positive finite number (got nan)"},
+           {"\"3 USD\"", "must be a number (got string)"}}) {
+    const auto gpu = t.write("g.toml", tiny + "price_per_hour_usd = " + value + "\n").string();
+    const auto r = run_cli("run tests/golden/tiny_gpt/run.lua --gpu '" + gpu + "' --predictor roofline");
+    INFO(value << ": " << r.err);
+    CHECK(r.code == 1);
+    const size_t line = size_t(std::count(tiny.begin(), tiny.end(), '\n')) + 1;
+    CHECK(r.err.rfind("neusight: " + gpu + ":" + std::to_string(line) + ":1: key 'price_per_hour_usd' " + what, 0) == 0);
+  }
+  const auto gpu = t.write("g.toml", tiny + "price_per_hour_usd = 2\n").string();
+  const json j = run_json("run tests/golden/tiny_gpt/run.lua --gpu '" + gpu + "' --predictor roofline");
+  CHECK(j["figures"]["price_per_hour_usd"] == 2.0);
+  CHECK(j["figures"]["cost_per_iteration_usd"].get<double>() ==
+        Approx(2.0 * j["latency_ms"].get<double>() / 1e3 / 3600).epsilon(1e-12));
+}

@@ -1,0 +1,97 @@
+// tests/cli/test_memory_cli.cpp — memory per GPU end to end (scripts/neusight/memory.lua): memory_gb and its parts in every
+// mode, fits, the largest batch that fits, recomputation and attention kernels against each other.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+json predict(const std::string& args) {
+  const auto r = run_cli("predict " + args + " --predictor roofline --format json");
+  INFO("predict " << args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// memory_gb is the sum of the `memory` parts.
+void parts_sum(const json& j) {
+  const json& m = j["memory"];
+  CHECK(j["memory_gb"].get<double>() ==
+        Approx(m["state_gb"].get<double>() + m["activations_gb"].get<double>() + m["temporary_gb"].get<double>() +
+               m["workspace_gb"].get<double>() + m["kv_cache_gb"].get<double>()));
+}
+
+}  // namespace
+
+TEST_CASE("memory: memory_gb and its parts in every mode, one GPU and parallel", "[cli][memory]") {
+  const std::string gpt = "--model gpt2_large --gpu A100-SXM4-40GB --seq 1024 --batch 4 ";
+  const std::string llama = "--model llama3_8b --gpu h100 --dtype bf16 --batch 2 ";
+  for (const std::string& args :
+       {gpt + "--mode train", gpt + "--mode inference", gpt + "--mode train --pp 2 --microbatches 2",
+        gpt + "--mode train --tp 2 --dp 2", llama + "--mode prefill --seq 512", llama + "--mode decode --context 512",
+        llama + "--mode train --seq 1024 --tp 4 --sequence-parallel"}) {
+    INFO(args);
+    const json j = predict(args);
+    REQUIRE(j.contains("memory_gb"));
+    CHECK(j["memory_gb"].get<double>() > 0);
+    CHECK(j["memory_gb"].get<double>() >= j["state_gb"].get<double>());
+    parts_sum(j);
+    CHECK(j["fits"] == (j["memory_gb"].get<double>() <= j["memory"]["capacity_gb"].get<double>()));
+    const bool training = j["mode"] == "train";
+    CHECK((j["memory"]["activations_gb"].get<double>() > 0) == training);  // saved for backward: training only
+    const bool serving = j["mode"] == "prefill" || j["mode"] == "decode";
+    if (serving) CHECK(j["memory"]["kv_cache_gb"].get<double>() == Approx(j["kv_cache_gb"].get<double>()));
+    if (j.contains("parallel")) CHECK(j["parallel"]["memory_gb"] == j["memory_gb"]);
+  }
+}
+
+TEST_CASE("memory: the largest batch that fits fits, one more does not", "[cli][memory]") {
+  for (const std::string& args : {std::string("--model gpt2_large --gpu A100-PCIE-40GB --mode train --seq 1024"),
+                                  std::string("--model gpt2_large --gpu A100-PCIE-40GB --mode inference --seq 1024"),
+                                  std::string("--model llama3_8b --gpu h100 --dtype bf16 --mode train --seq 4096")}) {
+    INFO(args);
+    const json one = predict(args + " --batch 1");
+    const int best = one["memory"]["max_batch"].get<int>();
+    if (best == 0) {
+      CHECK_FALSE(one["fits"].get<bool>());
+      continue;
+    }
+    const json at = predict(args + " --batch " + std::to_string(best));
+    const json over = predict(args + " --batch " + std::to_string(best + 1));
+    CHECK(at["fits"].get<bool>());
+    CHECK_FALSE(over["fits"].get<bool>());
+    CHECK(at["memory"]["max_batch"] == best);  // the same answer from any batch
+    CHECK(over["warnings"].size() == 1);
+  }
+}
+
+TEST_CASE("memory: fits is false when over, with a warning naming the parts", "[cli][memory]") {
+  const json j = predict("--model gpt2_large --gpu A100-PCIE-40GB --mode train --seq 1024 --batch 16");
+  CHECK_FALSE(j["fits"].get<bool>());
+  CHECK(j["memory"]["dominant"] == "activations");
+  REQUIRE(j["warnings"].size() == 1);
+  CHECK(j["warnings"][0].get<std::string>().find("exceeds the GPU's 40 GB") != std::string::npos);
+  CHECK(j["warnings"][0].get<std::string>().find("the largest batch that fits is ") != std::string::npos);
+  const auto table = run_cli("predict --model gpt2_large --gpu A100-PCIE-40GB --mode train --seq 1024 --batch 16 "
+                             "--predictor roofline");
+  CHECK(table.out.find("activations dominate; exceeds the GPU's 40 GB") != std::string::npos);
+  CHECK(table.out.find("largest batch that fits: ") != std::string::npos);
+}
+
+TEST_CASE("memory: recomputation full < selective < none, and sdpa < eager at long sequences", "[cli][memory]") {
+  const std::string base = "--model gpt3_27 --gpu h100 --mode train --seq 2048 --batch 4 --pp 2 --microbatches 2 "
+                           "--dtype bf16 --attention eager";
+  const double none = predict(base)["memory"]["activations_gb"].get<double>();
+  const double sel = predict(base + " --recompute selective")["memory"]["activations_gb"].get<double>();
+  const double full = predict(base + " --recompute full")["memory"]["activations_gb"].get<double>();
+  CHECK(full < sel);
+  CHECK(sel < none);
+  const std::string one = "--model gpt3_27 --gpu h100 --mode train --seq 2048 --batch 1 --dtype bf16";
+  const json sdpa = predict(one + " --attention sdpa"), eager = predict(one + " --attention eager");
+  CHECK(sdpa["memory"]["activations_gb"].get<double>() < 0.5 * eager["memory"]["activations_gb"].get<double>());
+  CHECK(sdpa["latency_ms"].get<double>() < eager["latency_ms"].get<double>());
+}

@@ -1,0 +1,233 @@
+// tests/cli/test_serve_cli.cpp — `--launch eager|graph` and `neusight serve` end to end: the launch rule touches only
+// the vector kernels, a static batch is made of the predict phases it names, the continuous-batching simulation at a
+// trickle of requests is one request's prefill and decode, throughput saturates, seeds reproduce, bad inputs fail.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <set>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+json cli_json(const std::string& args) {
+  const auto r = run_cli(args + " --format json");
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+json decode(int batch, int context, const std::string& extra = "") {
+  return cli_json("predict --model llama3_8b --gpu h100 --mode decode --dtype bf16 --batch " + std::to_string(batch) +
+                  " --context " + std::to_string(context) + " " + extra);
+}
+
+json prefill(int batch, int seq, const std::string& extra = "") {
+  return cli_json("predict --model llama3_8b --gpu h100 --mode prefill --dtype bf16 --batch " + std::to_string(batch) +
+                  " --seq " + std::to_string(seq) + " " + extra);
+}
+
+json serve(const std::string& args) { return cli_json("serve --model llama3_8b --gpu h100 " + args); }
+
+const std::set<std::string> vector_kinds = {"elementwise", "softmax", "layernorm"};
+
+}  // namespace
+
+TEST_CASE("launch: graph replay is faster than eager for decode, by the vector kernels' overhead only",
+          "[cli][serve][launch]") {
+  const json eager = decode(8, 2048, "--launch eager");
+  const json graph = decode(8, 2048, "--launch graph");
+  CHECK(eager["launch"] == "eager");
+  CHECK(graph["launch"] == "graph");
+  const double e = eager["latency_ms"], g = graph["latency_ms"];
+  CHECK(g < e);
+  CHECK(g < 0.6 * e);  // most of an eager decode step is ~1 000 element-wise kernels at their ≈ 25 µs floor
+  REQUIRE(eager["ops"].size() == graph["ops"].size());
+  double vector_overhead = 0;
+  for (size_t i = 0; i < eager["ops"].size(); ++i) {
+    const json& a = eager["ops"][i];
+    const json& b = graph["ops"][i];
+    REQUIRE(a["name"] == b["name"]);
+    const double ea = a["ms"], gb = b["ms"];
+    if (vector_kinds.count(a["kind"].get<std::string>())) {
+      CHECK(gb <= ea);
+      if (ea > 0) CHECK(gb >= 2e-3 * a["count"].get<double>() * (1 - 1e-12));  // the 2 µs graph floor per launch
+      vector_overhead += ea - gb;
+    } else {
+      INFO(a["name"] << " " << a["kind"]);
+      CHECK(gb == ea);  // GEMMs, attention, copies, collectives: unchanged
+    }
+  }
+  CHECK(e - g == Approx(vector_overhead).epsilon(1e-9));
+}
+
+TEST_CASE("launch: eager is the default and does not move any number", "[cli][serve][launch]") {
+  const json plain = decode(8, 2048);
+  const json eager = decode(8, 2048, "--launch eager");
+  CHECK(plain["launch"] == "eager");
+  CHECK(plain["latency_ms"] == eager["latency_ms"]);
+  CHECK(plain["ops"] == eager["ops"]);
+  // training and inference reports say nothing of the launch mode unless asked for graphs
+  const json inf = cli_json("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128");
+  CHECK_FALSE(inf.contains("launch"));
+  const auto clash = run_cli("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128 "
+                             "--launch graph --overhead on");
+  CHECK(clash.code == 1);
+  CHECK(clash.err.find("--overhead on and --launch graph exclude each other") != std::string::npos);
+}
+
+TEST_CASE("launch: prefill under graphs keeps its large kernels and is never slower", "[cli][serve][launch]") {
+  const json eager = prefill(8, 2048, "--launch eager");
+  const json graph = prefill(8, 2048, "--launch graph");
+  CHECK(graph["latency_ms"].get<double>() <= eager["latency_ms"].get<double>());
+  CHECK(graph["latency_ms"].get<double>() > 0.95 * eager["latency_ms"].get<double>());
+}
+
+TEST_CASE("serve: a static batch is the prefill and decode forecasts it comes from", "[cli][serve]") {
+  for (const std::string launch : {"graph", "eager"}) {
+    INFO(launch);
+    const std::string l = "--launch " + launch;
+    const json s = serve("--batch 4 --input-len 512 --output-len 6 " + l);
+    CHECK(s["kind"] == "static");
+    CHECK(s["launch"] == launch);
+    const json pre = prefill(4, 512, l);
+    CHECK(s["ttft_ms"].get<double>() == Approx(pre["latency_ms"].get<double>()).epsilon(1e-12));
+    double sum = 0;
+    for (int c = 512; c <= 512 + 6 - 2; ++c) sum += decode(4, c, l)["latency_ms"].get<double>();
+    CHECK(s["decode_steps"] == 5);
+    CHECK(s["tpot_ms"].get<double>() == Approx(sum / 5).epsilon(1e-12));
+    CHECK(s["e2e_ms"].get<double>() == Approx(pre["latency_ms"].get<double>() + sum).epsilon(1e-12));
+    CHECK(s["output_tokens_per_s_per_gpu"].get<double>() == Approx(4 * 6 / (s["e2e_ms"].get<double>() / 1e3)));
+    CHECK(s["weights_gb"].get<double>() == Approx(pre["state_gb"].get<double>()));
+    // the KV cache at the end: 517 tokens per sequence, pro rata of the prefill's 512
+    CHECK(s["kv_cache_gb"].get<double>() == Approx(pre["kv_cache_gb"].get<double>() * 517 / 512));
+    CHECK(s["fits"] == true);
+  }
+}
+
+TEST_CASE("serve: static batch memory: the largest concurrency that fits", "[cli][serve]") {
+  const json s = serve("--batch 8 --input-len 2048 --output-len 128");
+  const double per_token = s["kv_cache_gb_per_token"];
+  CHECK(per_token == Approx(2.0 * 32 * 8 * 128 * 2 / 1e9));  // K and V, 32 layers, 8 kv heads of 128, bf16
+  const double budget = 0.9 * s["gpu_mem_gb"].get<double>() - s["weights_gb"].get<double>();
+  CHECK(s["kv_budget_gb"].get<double>() == Approx(budget));
+  const int blocks_per_seq = (2048 + 128 - 1 + 15) / 16;
+  const int most = s["max_concurrency"];
+  CHECK(most == int(s["kv_blocks"].get<int>() / blocks_per_seq));
+  CHECK(most * blocks_per_seq * 16 * per_token <= budget);
+  CHECK((most + 1) * blocks_per_seq * 16 * per_token > budget);
+  // a batch beyond it is reported, not refused
+  const json big = serve("--batch " + std::to_string(most + 1) + " --input-len 2048 --output-len 128");
+  CHECK(big["fits"] == false);
+  CHECK(big["warnings"].size() == 1);
+  // tensor parallelism halves the KV cache and the weights per GPU
+  const json tp2 = serve("--batch 8 --input-len 2048 --output-len 128 --tp 2");
+  CHECK(tp2["kv_cache_gb"].get<double>() == Approx(s["kv_cache_gb"].get<double>() / 2));
+  CHECK(tp2["max_concurrency"].get<int>() > 2 * most);
+  CHECK(tp2["tpot_ms"].get<double>() < s["tpot_ms"].get<double>());
+}
+
+TEST_CASE("serve: at a trickle of requests each is served alone: TTFT = prefill(1), TPOT = decode(1)", "[cli][serve]") {
+  const json s = serve("--rate 0.01 --requests 20 --input-len 512 --output-len 64");
+  CHECK(s["kind"] == "simulation");
+  CHECK(s["max_running"] == 1);
+  CHECK(s["mean_decode_batch"] == 1.0);
+  const double pre = prefill(1, 512, "--launch graph")["latency_ms"];
+  CHECK(s["ttft_ms"]["p50"].get<double>() == Approx(pre).epsilon(1e-9));
+  CHECK(s["ttft_ms"]["p99"].get<double>() == Approx(pre).epsilon(1e-9));
+  // decode contexts 512 … 574, interpolated between forecasts at 512 and 574: within 1 % of the middle one
+  const double mid = decode(1, 543, "--launch graph")["latency_ms"];
+  CHECK(s["tpot_ms"]["p50"].get<double>() == Approx(mid).epsilon(0.01));
+  CHECK(s["tpot_ms"]["p99"].get<double>() == Approx(mid).epsilon(0.01));
+  CHECK(s["e2e_ms"]["p50"].get<double>() == Approx(pre + 63 * s["tpot_ms"]["p50"].get<double>()).epsilon(1e-9));
+}
+
+TEST_CASE("serve: throughput grows with the rate until the GPU saturates", "[cli][serve]") {
+  const std::string base = "--requests 600 --input-len 512 --output-len 128 --rate ";
+  std::vector<double> tput, offered;
+  for (double rate : {1.0, 4.0, 16.0, 64.0, 1000.0, 4000.0}) {
+    const json s = serve(base + std::to_string(rate));
+    tput.push_back(s["throughput"]["output_tokens_per_s_per_gpu"]);
+    offered.push_back(rate * 128);
+  }
+  for (size_t i = 0; i + 1 < tput.size(); ++i) CHECK(tput[i + 1] >= tput[i] * 0.98);
+  CHECK(tput[0] == Approx(offered[0]).epsilon(0.25));  // below saturation, it serves what arrives
+  CHECK(tput[2] > 3 * tput[0]);
+  CHECK(tput.back() < 0.5 * offered.back());                      // saturated: far below the offered load
+  CHECK(tput.back() == Approx(tput[tput.size() - 2]).epsilon(0.1));  // and flat
+}
+
+TEST_CASE("serve: chunked prefill and length distributions run; the same seed gives the same result", "[cli][serve]") {
+  const std::string args = "--rate 20 --requests 300 --input-len uniform:128:1024 --output-len uniform:16:256 "
+                           "--chunked-prefill 512 --seed 7";
+  const auto a = run_cli("serve --model llama3_8b --gpu h100 " + args + " --format json");
+  const auto b = run_cli("serve --model llama3_8b --gpu h100 " + args + " --format json");
+  REQUIRE(a.code == 0);
+  CHECK(a.out == b.out);
+  const json j = json::parse(a.out);
+  CHECK(j["chunked_prefill"] == 512);
+  CHECK(j["steps"]["mixed"].get<int>() > 0);
+  CHECK(j["input_len_mean"].get<double>() > 128);
+  CHECK(j["input_len_mean"].get<double>() < 1024);
+  const json other = serve("--rate 20 --requests 300 --input-len uniform:128:1024 --output-len uniform:16:256 "
+                           "--chunked-prefill 512 --seed 8");
+  CHECK(other["ttft_ms"]["mean"] != j["ttft_ms"]["mean"]);
+  // the TTFT percentiles are ordered
+  CHECK(j["ttft_ms"]["p50"].get<double>() <= j["ttft_ms"]["p90"].get<double>());
+  CHECK(j["ttft_ms"]["p90"].get<double>() <= j["ttft_ms"]["p99"].get<double>());
+}
+
+TEST_CASE("serve: memory pressure preempts and still finishes every request", "[cli][serve]") {
+  const json s = serve("--rate 1000 --requests 200 --input-len 1024 --output-len 1024 --gpu-memory-utilization 0.25");
+  CHECK(s["preemptions"].get<int>() > 0);
+  CHECK(s["e2e_ms"]["count"] == 200);
+}
+
+TEST_CASE("serve: CSV and table carry the report's numbers", "[cli][serve]") {
+  const std::string args = "serve --model llama3_8b --gpu h100 --rate 2 --requests 50 --input-len 1024 --output-len 32";
+  const json j = cli_json(args);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.rfind("field,value\n", 0) == 0);
+  char line[128];
+  std::snprintf(line, sizeof line, "\nttft_ms.p99,%s\n", j["ttft_ms"]["p99"].dump().c_str());
+  CHECK(csv.out.find(line) != std::string::npos);
+  CHECK(csv.out.find("\nthroughput.output_tokens_per_s_per_gpu,") != std::string::npos);
+  CHECK(csv.out.find("\nphases.decode.roofline_ms.weights,") != std::string::npos);
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("TTFT ms") != std::string::npos);
+  CHECK(table.out.find("bound: weights") != std::string::npos);  // decode at batch 1 streams the weights
+  CHECK(table.out.find("bound: compute") != std::string::npos);  // a 1024-token prefill is compute-bound
+  CHECK(j["phases"]["decode"]["bound"] == "weights");
+}
+
+TEST_CASE("serve: bad inputs are clear errors", "[cli][serve]") {
+  auto fails = [](const std::string& args, const std::string& message) {
+    const auto r = run_cli("serve --model llama3_8b --gpu h100 " + args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.rfind("neusight: serve: " + message, 0) == 0);
+  };
+  fails("--rate 0 --input-len 128 --output-len 16", "--rate must be a positive number of requests per second (got 0)");
+  fails("--rate -2 --input-len 128 --output-len 16", "--rate must be a positive number of requests per second (got -2)");
+  fails("--batch 4 --input-len 128 --output-len 0", "the output length (--output-len) must be a positive integer (got 0)");
+  fails("--rate 1 --input-len 128 --output-len uniform:0:8",
+        "the output length (--output-len) uniform:LO:HI needs 1 <= LO <= HI (got uniform:0:8)");
+  fails("--batch 4 --input-len uniform:1:8 --output-len 8",
+        "a static batch (--batch) takes fixed lengths; length distributions need --rate");
+  fails("--rate 1 --input-len 100000 --output-len 8 --gpu-memory-utilization 0.3",
+        "a request of 100007 tokens needs 6251 KV-cache blocks of 16 tokens");
+  const auto bert = run_cli("serve --model bert_large --gpu h100 --batch 1 --input-len 128 --output-len 8");
+  CHECK(bert.code == 1);
+  CHECK(bert.err.rfind("neusight: serve: model 'bert_large' cannot be served: field 'mode': the bert model builder "
+                       "(scripts/neusight/models/bert.lua) has no prefill phase", 0) == 0);
+  const auto neither = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8");
+  CHECK(neither.code == 2);
+  const auto both = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8 --batch 2 --rate 1");
+  CHECK(both.code == 2);
+}

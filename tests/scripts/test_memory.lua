@@ -1,0 +1,118 @@
+-- tests/scripts/test_memory.lua — saved tensors from the op rules against closed forms; the memory report's arithmetic.
+local gpt = require "neusight.models.gpt"
+local llama = require "neusight.models.llama"
+local memory = require "neusight.memory"
+
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq, near = t.eq, require("neusight.testing").near
+
+local T = {}
+
+-- A small GPT-2 (HF GPT2LMHeadModel) with b = 2, s = 64, h = 128, a = 4, 3 layers.
+local CFG = { name = "small", n_layer = 3, n_embd = 128, n_head = 4, vocab_size = 1000, n_positions = 128 }
+local B, S, H, A = 2, 64, 128, 4
+
+-- Bytes one instance of every node of layer "h" saves, summed, and the same for the other nodes.
+local function saved_per_layer(nodes)
+  local layer, other = 0, 0
+  for _, n in ipairs(nodes) do
+    local b = memory.node_saved(n, load_op(n.op))
+    if n.layer == "h" then layer = layer + b else other = other + b * n.count end
+  end
+  return layer, other
+end
+
+function T.test_gpt2_fp32_eager_saved_bytes_per_layer_closed_form()
+  -- HF's eager graph in fp32 (e = 4 B), per layer, what autograd keeps (the op list of models/gpt.lua):
+  --   ln_1, ln_2        input (2·sbh·e) + fp32 mean and rstd per row (2 · 2·4·sb)
+  --   c_attn, c_proj, c_fc, mlp.c_proj   their inputs: sbh·e · (1 + 1 + 1 + 4)
+  --   QKᵀ               Q and K (2·sbh·e); ·V: V (sbh·e) and the dropped-out probabilities (a·s²·b·e)
+  --   scale (÷ a 0-dim tensor) nothing; the causal mask's where: its bool condition (1·1·s·s bytes)
+  --   softmax           its output (a·s²·b·e); attention dropout: the bool mask (a·s²·b bytes)
+  --   gelu_new (8 element-wise nodes): pow's input, tanh's output and both operands of the last mul = 4·(4h)·sb·e
+  --   resid/mlp dropout 1-byte masks (2·sbh); residual adds nothing
+  -- = sbh·(28e + 2) + a·s²·b·(2e + 1) + 16·sb + s²  =  114·sbh + 9·a·s²·b + 16·sb + s² in fp32.
+  -- (Korthikanti et al. 2022's fp16 count is sbh·34 + 5·a·s²·b: the fused GeLU keeps one 4h tensor, not four, and
+  -- the LN statistics and mask are left out there; the Megatron test below checks that form.)
+  local nodes = gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp32" })
+  local layer = saved_per_layer(nodes)
+  local sbh, as2b = S * B * H, A * S * S * B
+  eq(layer, 114 * sbh + 9 * as2b + 16 * S * B + S * S, "fp32 eager GPT-2 layer")
+end
+
+function T.test_megatron_fp16_layer_is_korthikanti()
+  -- Megatron-LM kernels in fp16 (fused bias-GeLU, fused scale + mask + softmax): Korthikanti et al. 2022, eq. (1),
+  -- sbh·(10 + 24) + 5·a·s²·b bytes per layer, plus the layer norms' fp32 statistics (16·sb) their count leaves out.
+  local nodes = gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true })
+  local layer = saved_per_layer(nodes)
+  eq(layer, 34 * S * B * H + 5 * A * S * S * B + 16 * S * B, "Megatron fp16 layer")
+end
+
+function T.test_sdpa_keeps_no_scores()
+  -- FlashAttention keeps Q, K, V, O (4·sbh·e) and the fp32 logsumexp (4·b·a·s) instead of 2·a·s²·b·e + a·s²·b
+  local eager = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true }))
+  local sdpa = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true,
+                                                attention = "sdpa" }))
+  local sbh = S * B * H
+  -- eager: QKᵀ's Q and K, ·V's V (3·sbh·2) + 5·a·s²·b; sdpa: Q, K, V, O (4·sbh·2) + lse
+  eq(eager - sdpa, 5 * A * S * S * B + 3 * sbh * 2 - 4 * sbh * 2 - 4 * B * A * S, "eager − sdpa")
+end
+
+function T.test_loss_saves_fp32_log_probabilities_and_is_the_temporary_peak()
+  local nodes = gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "bf16" })
+  local loss
+  for _, n in ipairs(nodes) do if n.name == "loss" then loss = n end end
+  local T_, V = B * (S - 1), CFG.vocab_size
+  eq(memory.node_saved(loss, load_op("cross_entropy")), 4 * T_ * V + 8 * T_, "fp32 log-softmax + int64 targets")
+  eq(memory.node_temporary(loss, load_op("cross_entropy")), 2 * T_ * V + 2 * 4 * T_ * V, "logits + 2 fp32 gradients")
+end
+
+function T.test_llama_saves_shared_inputs_once()
+  -- q/k/v_proj read the same normed x: counted once (attrs.saved_inputs = "" on k and v), as are gate/up's input
+  local cfg = { name = "tiny_llama", arch = "llama", hidden_size = 64, intermediate_size = 128, num_hidden_layers = 2,
+                num_attention_heads = 4, num_key_value_heads = 2, vocab_size = 500, max_position_embeddings = 256 }
+  local nodes = llama.build(cfg, { batch = 2, seq = 32, training = true, dtype = "bf16", attention = "sdpa" })
+  local by = {}
+  for _, n in ipairs(nodes) do by[n.name] = memory.node_saved(n, load_op(n.op)) end
+  local x = 2 * 32 * 64 * 2
+  eq(by["layers.self_attn.q_proj"], x, "q_proj saves x")
+  eq(by["layers.self_attn.k_proj"], 0, "k_proj: the same x")
+  eq(by["layers.self_attn.v_proj"], 0, "v_proj: the same x")
+  eq(by["layers.mlp.up_proj"], 0, "up_proj: gate_proj's input")
+  eq(by["layers.self_attn.rotary.q.cos"], 0, "x · cos keeps only the shared cos table")
+  -- RMSNorm (HF, fp32 upcast): pow keeps x in fp32, normalize only rsqrt's (b, s, 1) output (x: pow's), rsqrt its
+  -- output, the weight multiply the bf16 normalized x (the weight is state); the casts keep nothing
+  local rms = 0
+  for name, b in pairs(by) do
+    if name:match("^layers%.input_layernorm%.") then rms = rms + b end
+  end
+  eq(rms, 2 * 32 * 64 * 4 + 2 * (2 * 32 * 4) + x, "RMSNorm")
+end
+
+function T.test_rule_without_saves_is_charged_its_output()
+  local n = make_node { op = "fancy", name = "f", inputs = { { 4, 8 } }, output = { 4, 16 }, dtype = "fp16" }
+  eq(memory.node_saved(n, { name = "fancy", doc = "", forward = function() return {} end }), 4 * 16 * 2, "output")
+  eq(memory.node_saved(n, nil), 4 * 16 * 2, "no rule: output")
+  eq(memory.node_saved(n, { backward = false }), 0, "no backward work: nothing")
+  n.attrs = { saved_bytes = 7 }
+  eq(memory.node_saved(n, load_op("linear")), 7, "attrs.saved_bytes wins")
+end
+
+function T.test_single_report_parts_sum_and_largest_batch()
+  -- memory(b) = 10 GB fixed + 3 GB per sample on a 40 GB GPU
+  local ctx = { params = 1e9, state = { weights = 4, gradients = 4, master = 0, optimizer_state = 2 },
+                saved = { 1e9 }, temporary = { 2e9 }, count = { 3 }, names = { "x" }, training = true,
+                kv_cache = 0, cublas = 0, autocast_cache = 0, gpu_mem_gb = 40, batch = 1, mode = "train" }
+  local r = memory.single(ctx, function(b) return 10e9 + b * 5e9 end)
+  local o = r.memory
+  near(o.state_gb + o.activations_gb + o.temporary_gb + o.workspace_gb + o.kv_cache_gb, r.memory_gb, "parts sum")
+  eq(o.state_gb, 10, "1e9 parameters x 10 B")
+  eq(o.activations_gb, 3, "saved x count")
+  eq(o.temporary_gb, 2, "the largest temporary")
+  eq(o.dominant, "state", "what dominates")
+  local cap = memory.capacity(40)
+  eq(o.max_batch, math.floor((cap - 10e9) / 5e9), "largest batch that fits")
+  eq(r.fits, true, "15 GB fits in 40")
+end
+
+return T

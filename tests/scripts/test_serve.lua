@@ -1,0 +1,142 @@
+-- tests/scripts/test_serve.lua — scripts/neusight/serve.lua with a synthetic phase(): closed-form latencies make the
+-- static batch, the interpolation grid and the simulation checkable exactly.
+local S = require "neusight.serve"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+local function near(got, want, rel, what)
+  if math.abs(got - want) > rel * math.abs(want) then
+    error(("%s:\n  expected %.17g\n  got      %.17g"):format(what, want, got), 2)
+  end
+end
+
+-- Synthetic model: decode(b, c) = 5 + 0.01 b + 1e-4 b (c + 1) ms (attention part 1e-4 b (c + 1)); prefill(b, s) =
+-- 2 + 0.05 b s ms plus attention 1e-5 b s² ms. KV 1e-4 GB per token, weights 16 GB, an 80 GB GPU.
+local calls = 0
+local function phase(f)
+  calls = calls + 1
+  local b = f.batch
+  local attn, rest, tokens
+  if f.mode == "decode" then
+    attn, rest, tokens = 1e-4 * b * (f.context + 1), 5 + 0.01 * b, b * (f.context + 1)
+  else
+    attn, rest, tokens = 1e-5 * b * f.seq * f.seq, 2 + 0.05 * b * f.seq, b * f.seq
+  end
+  return {
+    latency_ms = rest + attn, kv_cache_gb = 1e-4 * tokens, state_gb = 16, params = 8e9, flops = 1, launch = f.launch,
+    dtype = f.dtype, model = f.model, gpu = { name = "fake", source = "fake.toml", mem_gb = 80, mem_bw_gbps = 1000 },
+    kernels = {
+      { name = "attn", op = "sdpa", kernel = "A", kind = "attention", kernel_op = "", count = 1, ms = attn,
+        compute_ms = f.mode == "decode" and 0 or attn, memory_ms = f.mode == "decode" and attn or 0 },
+      { name = "mlp", op = "linear", kernel = "Linear", kind = "gemm", kernel_op = "", count = 1, ms = rest,
+        compute_ms = f.mode == "decode" and 0.1 or rest, memory_ms = f.mode == "decode" and rest or 0.1 },
+    },
+  }
+end
+local function decode_ms(b, c) return 5 + 0.01 * b + 1e-4 * b * (c + 1) end
+local function prefill_ms(b, s) return 2 + 0.05 * b * s + 1e-5 * b * s * s end
+
+local M = {}
+
+function M.test_rng_is_deterministic_and_uniform()
+  local a, b = S.rng(42), S.rng(42)
+  local sum = 0
+  for _ = 1, 1000 do
+    local x = a()
+    eq(x, b(), "same seed, same stream")
+    assert(x >= 0 and x < 1)
+    sum = sum + x
+  end
+  near(sum / 1000, 0.5, 0.05, "mean of uniforms")
+  assert(S.rng(1)() ~= S.rng(2)(), "different seeds differ")
+end
+
+function M.test_percentile_and_lengths()
+  eq(S.percentile({ 1, 2, 3, 4 }, 50), 2.5, "median of 4")
+  eq(S.percentile({ 7 }, 99), 7, "one value")
+  eq(S.percentile({ 0, 10 }, 90), 9, "linear")
+  local u = S.length_spec("uniform:10:20", "x")
+  eq(u.kind, "uniform", "kind")
+  eq(u.mean, 15, "mean")
+  eq(S.length_spec(128, "x").lo, 128, "integer")
+  local ok, err = pcall(S.length_spec, "0", "the output length")
+  eq(ok, false, "0 fails")
+  eq(err, "serve: the output length must be a positive integer (got 0)", "message")
+  ok = pcall(S.length_spec, "normal:5:1", "x")
+  eq(ok, false, "unknown distribution fails")
+end
+
+function M.test_bounds_classify_by_roofline()
+  local b = S.bounds {
+    { kind = "gemm", ms = 3, compute_ms = 1, memory_ms = 2 },
+    { kind = "gemm", ms = 5, compute_ms = 4, memory_ms = 1 },
+    { kind = "attention", ms = 1, compute_ms = 0.1, memory_ms = 0.5 },
+    { kind = "elementwise", ms = 1, compute_ms = 0, memory_ms = 0.01 },
+    { kind = "collective", ms = 0.2, compute_ms = 0, memory_ms = 0 },
+  }
+  eq(b.roofline_ms.weights, 2, "memory-bound GEMM streams weights")
+  eq(b.roofline_ms.compute, 4, "compute-bound GEMM")
+  eq(b.roofline_ms.kv_cache, 0.5, "attention reading K/V")
+  eq(b.roofline_ms.activations, 0.01, "element-wise")
+  eq(b.roofline_ms.communication, 0.2, "collective")
+  eq(b.predicted_ms.compute, 5, "predicted per class")
+  eq(b.bound, "compute", "largest roofline class")
+end
+
+function M.test_static_batch_is_its_phases()
+  local r = S.run({ model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 11 }, phase)
+  eq(r.ttft_ms, prefill_ms(4, 100), "TTFT = prefill of the batch")
+  local sum = 0
+  for c = 100, 109 do sum = sum + decode_ms(4, c) end
+  near(r.tpot_ms, sum / 10, 1e-12, "TPOT = mean of the 10 decode steps")
+  near(r.e2e_ms, r.ttft_ms + sum, 1e-12, "end to end")
+  eq(r.decode_sampled, false, "every step forecast")
+  -- sampled decode (more steps than samples): exact for a decode time linear in the context
+  local s = S.run({ model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 501, static_decode_samples = 8 }, phase)
+  sum = 0
+  for c = 100, 599 do sum = sum + decode_ms(4, c) end
+  near(s.tpot_ms, sum / 500, 1e-12, "sampled TPOT")
+  eq(s.decode_sampled, true, "sampled")
+  -- memory: (0.9 * 80 - 16) GB / (1e-4 GB x 16 tokens) = 35000 blocks; 38 blocks per sequence of 600 tokens
+  eq(s.kv_blocks, 35000, "blocks")
+  eq(s.max_concurrency, 35000 // 38, "max concurrency")
+end
+
+function M.test_trickle_is_one_request_at_a_time()
+  local r = S.run({ model = "m", gpu = "g", rate = 0.001, requests = 10, input_len = 64, output_len = 33 }, phase)
+  eq(r.max_running, 1, "alone")
+  near(r.ttft_ms.p50, prefill_ms(1, 64), 1e-9, "TTFT = prefill(1, I) (arrival times of ~1e4 s cost digits)")
+  local sum = 0
+  for c = 64, 95 do sum = sum + decode_ms(1, c) end
+  near(r.tpot_ms.p99, sum / 32, 1e-9, "TPOT = decode(1) over the contexts (bilinear is exact here)")
+end
+
+function M.test_simulation_is_reproducible_and_finishes()
+  local o = { model = "m", gpu = "g", rate = 50, requests = 400, input_len = "uniform:16:256",
+              output_len = "uniform:1:64", seed = 3, chunked_prefill = 128, max_batch = 32 }
+  local a = S.run(o, phase)
+  local b = S.run(o, phase)
+  eq(a.ttft_ms.p90, b.ttft_ms.p90, "same seed")
+  eq(a.e2e_ms.count, 400, "every request finishes")
+  assert(a.steps.mixed > 0, "chunked steps mix prefill and decode")
+  assert(a.max_running <= 32, "max batch")
+  o.chunked_prefill = nil
+  local c = S.run(o, phase)
+  eq(c.e2e_ms.count, 400, "without chunking too")
+  eq(c.steps.mixed, 0, "no mixed steps without chunking")
+end
+
+function M.test_errors()
+  local function fails(o, msg)
+    local ok, err = pcall(S.run, o, phase)
+    eq(ok, false, msg)
+    assert(err:find(msg, 1, true), ("expected %q in %q"):format(msg, err))
+  end
+  fails({ model = "m", gpu = "g", rate = 0, input_len = 1, output_len = 1 }, "--rate must be a positive number")
+  fails({ model = "m", gpu = "g", batch = 2, rate = 1, input_len = 1, output_len = 1 }, "exclude each other")
+  fails({ model = "m", gpu = "g", input_len = 1, output_len = 1 }, "needs --batch N")
+  fails({ model = "m", gpu = "g", batch = 1, input_len = 1, output_len = 1, chunk = 3 }, "unknown option 'chunk'")
+end
+
+return M
