@@ -3,6 +3,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -17,7 +18,7 @@
 namespace ns {
 
 // Allocator and hook state of one lua_State: the heap size, the depth of calls from C++ (ns_pcall), what the current
-// top-level call used, and the watchdog thread of the wall-clock limit.
+// top-level call used, and the watchdog thread of the time limit.
 struct lua_guard {
   script_limits limits;
   size_t heap = 0;         // bytes the allocator holds
@@ -26,6 +27,7 @@ struct lua_guard {
   // call and the peak heap when the state closes, to check the limits' margins.
   std::string stats;
   int64_t used_max = 0;
+  double seconds_max = 0;  // the longest call (or stretch between two progress reports), CPU seconds
   int depth = 0;           // nested ns_pcall calls; limits apply while > 0
   int64_t used = 0;        // instructions of the current top-level call (counted per hook_every)
   std::string tripped;     // the message of the first limit the current call ran over ("" when none)
@@ -36,7 +38,8 @@ struct lua_guard {
   size_t refused_osize = 0, refused_nsize = 0;
   lua_State* L = nullptr;
 
-  // wall clock (watchdog thread)
+  // time limit (watchdog thread): CPU time of the thread that runs the call, so that a busy machine does not stop a
+  // script that a quiet one would run to the end
   std::mutex mu;
   std::condition_variable cv;
   std::thread watchdog;
@@ -44,7 +47,12 @@ struct lua_guard {
   bool active = false;                       // a top-level call is running
   bool armed = false;                        // the count hook was set for the current call
   pthread_t thread{};                        // the thread that runs the current call
-  std::chrono::steady_clock::time_point start;
+  clockid_t clock{};                         // that thread's CPU-time clock
+  // The call (or stretch) the watchdog timed last, and the clock's reading when it first saw it: ns_pcall only bumps
+  // `call`, so that a short call costs no clock read (the start is late by at most one watchdog period).
+  uint64_t call = 0, call_seen = 0;
+  double start = 0;
+  uint64_t calls = 0;                        // top-level calls, for the stats
   std::atomic<bool> timed_out{false};
   char where[256] = "";                      // the script the current call runs (chunk name), for the watchdog's exit
 
@@ -74,9 +82,16 @@ namespace {
 
 constexpr int hook_every = 1000;   // instructions between two count-hook calls
 // A count hook makes the VM check a trap on every instruction (~30% slower Lua), so it is set only for a call that
-// has already run this long: the watchdog then sends arm_signal to the thread, whose handler sets it (as lua.c does
-// for Ctrl-C). Every legitimate call measured returns well before.
+// has already run this long (CPU seconds): the watchdog then sends arm_signal to the thread, whose handler sets it (as
+// lua.c does for Ctrl-C). Most calls return well before; a simulation that reports progress (ns_limits_renew) starts
+// bare again at each report.
 constexpr double arm_after_s = 0.1;
+
+double cpu_seconds(clockid_t c) {
+  timespec ts{};
+  if (clock_gettime(c, &ts) != 0) return 0;
+  return double(ts.tv_sec) + double(ts.tv_nsec) * 1e-9;
+}
 
 lua_guard* guard_of(lua_State* L) {
   void* ud = nullptr;
@@ -144,8 +159,8 @@ void l_hook(lua_State* L, lua_Debug* ar) {
     std::snprintf(num, sizeof num, "%g", g->limits.seconds);
     g->tripped = budget ? at + ": script ran longer than " + std::to_string(g->limits.instructions) +
                               " instructions; raise with --script-budget N or NEUSIGHT_SCRIPT_BUDGET"
-                        : at + ": script ran longer than " + num + " s; raise with --script-timeout SECONDS or "
-                              "NEUSIGHT_SCRIPT_TIMEOUT";
+                        : at + ": script ran longer than " + num + " s of CPU time; raise with --script-timeout "
+                              "SECONDS or NEUSIGHT_SCRIPT_TIMEOUT";
   }
   lua_pushstring(L, g->tripped.c_str());
   lua_error(L);
@@ -168,15 +183,21 @@ int arm_signal() {
   return sig;
 }
 
-// Arms the count hook of a call that runs longer than arm_after_s, marks it late after limits.seconds (the hook then
-// raises), and ends the process one second later when the call still has not returned (stuck in one C call, where
-// no hook runs).
+// Arms the count hook of a call that has run longer than arm_after_s, marks it late after limits.seconds (the hook
+// then raises), and ends the process one second later when the call still has not returned (stuck in one C call,
+// where no hook runs). All in CPU seconds of the thread that runs the call.
 void watchdog_loop(lua_guard* g) {
   std::unique_lock<std::mutex> lk(g->mu);
   while (!g->stop) {
     g->cv.wait_for(lk, std::chrono::milliseconds(20));
     if (!g->active) continue;
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - g->start).count();
+    if (g->call != g->call_seen) {
+      g->call_seen = g->call;
+      g->start = cpu_seconds(g->clock);
+      continue;
+    }
+    const double s = cpu_seconds(g->clock) - g->start;
+    if (s > g->seconds_max) g->seconds_max = s;
     if (!g->armed && s >= arm_after_s) {
       g->armed = true;
       arm_target.store(g);
@@ -186,8 +207,8 @@ void watchdog_loop(lua_guard* g) {
     if (s > g->limits.seconds) g->timed_out.store(true, std::memory_order_relaxed);
     if (s > g->limits.seconds + 1) {
       std::fprintf(stderr,
-                   "neusight: %s: script ran longer than %g s and did not stop (stuck in a library call such as a "
-                   "string pattern match); raise with --script-timeout SECONDS or NEUSIGHT_SCRIPT_TIMEOUT\n",
+                   "neusight: %s: script ran longer than %g s of CPU time and did not stop (stuck in a library call "
+                   "such as a string pattern match); raise with --script-timeout SECONDS or NEUSIGHT_SCRIPT_TIMEOUT\n",
                    g->where[0] ? g->where : "script", g->limits.seconds);
       std::fflush(stderr);
       _exit(1);
@@ -260,10 +281,12 @@ lua_state::~lua_state() {
   if (!guard_->stats.empty()) {
     FILE* f = guard_->stats == "1" ? stderr : std::fopen(guard_->stats.c_str(), "a");
     if (f) {
-      std::fprintf(f, "neusight: script stats: longest call %lld instructions (budget %lld), peak Lua heap %.1f MB "
-                      "(cap %lld MB)\n",
+      std::fprintf(f, "neusight: script stats: %llu calls, longest %lld instructions (budget %lld), %.2f s of CPU "
+                      "time (timeout %g s), peak Lua heap %.1f MB (cap %lld MB)\n",
+                   static_cast<unsigned long long>(guard_->calls),
                    static_cast<long long>(guard_->used_max), static_cast<long long>(guard_->limits.instructions),
-                   double(guard_->heap_peak) / (1024 * 1024), static_cast<long long>(guard_->limits.memory_mb));
+                   guard_->seconds_max, guard_->limits.seconds, double(guard_->heap_peak) / (1024 * 1024),
+                   static_cast<long long>(guard_->limits.memory_mb));
       if (f != stderr) std::fclose(f);
     }
   }
@@ -278,11 +301,25 @@ void lua_state::limits_set(const script_limits& limits) {
 
 bool ns_limit_tripped(lua_State* L) { return !guard_of(L)->tripped.empty(); }
 
+void ns_limits_renew(lua_State* L) {
+  lua_guard* g = guard_of(L);
+  if (g->depth == 0 || !g->tripped.empty()) return;
+  std::lock_guard<std::mutex> lk(g->mu);
+  if (!g->active) return;  // no limits
+  if (g->timed_out.load(std::memory_order_relaxed) || (g->limits.instructions > 0 && g->used > g->limits.instructions))
+    return;  // already over: the hook raises at its next count
+  if (g->used > g->used_max) g->used_max = g->used;
+  g->used = 0;
+  ++g->call;  // the watchdog times a new stretch
+  if (g->armed && g->stats.empty()) lua_sethook(L, nullptr, 0, 0), g->armed = false;  // bare again, as a new call
+}
+
 int ns_pcall(lua_State* L, int nargs, int nres) {
   const int base = lua_gettop(L) - nargs;  // function index
   lua_guard* g = guard_of(L);
   const bool top = g->depth == 0;
   if (top) {
+    ++g->calls;
     g->used = 0;
     g->tripped.clear();
     g->trip_pending = false;
@@ -294,8 +331,9 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
       if (g->armed) lua_sethook(L, nullptr, 0, 0), g->armed = false;  // the last call ran long; this one starts bare
       if (!g->stats.empty()) lua_sethook(L, l_hook, LUA_MASKCOUNT, hook_every), g->armed = true;
       std::snprintf(g->where, sizeof g->where, "%s", ar.short_src);
-      g->start = std::chrono::steady_clock::now();
       g->thread = pthread_self();
+      if (pthread_getcpuclockid(g->thread, &g->clock) != 0) g->clock = CLOCK_THREAD_CPUTIME_ID;
+      ++g->call;
       g->active = true;
       g->timed_out.store(false, std::memory_order_relaxed);
       if (!g->watchdog.joinable()) g->watchdog = std::thread(watchdog_loop, g);

@@ -34,6 +34,11 @@ class lua_state {
 // True once the current call from C++ ran over a script limit; scripts' pcall re-raises then (prelude.lua).
 bool ns_limit_tripped(lua_State* L);
 
+// A script that runs long by design (serve.lua's simulation) reports progress through the engine, which calls this:
+// the current call's instruction count and CPU time start again, so that each stretch between two reports is held to
+// the limits as one call would be. A call already over a limit stays stopped. [-0, +0, -]
+void ns_limits_renew(lua_State* L);
+
 // Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
 int ns_pcall(lua_State* L, int nargs, int nres);

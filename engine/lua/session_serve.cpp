@@ -105,8 +105,10 @@ int l_serve_phase(lua_State* L) {
 }
 
 // progress(text[, done]) — a progress line on stderr, at most every 0.5 s and only once the run has taken 1 s;
-// done = true ends it. On a terminal the line is rewritten in place. [-2, +0, -]
+// done = true ends it. On a terminal the line is rewritten in place. Each call starts the script limits' count
+// again (ns_limits_renew). [-2, +0, -]
 int l_serve_progress(lua_State* L) {
+  ns_limits_renew(L);  // a simulation that reports progress is held to the script limits per stretch, not as a whole
   serve_context* c = context_of(L);
   const bool done = lua_toboolean(L, 2);
   const auto now = std::chrono::steady_clock::now();
