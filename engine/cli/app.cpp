@@ -152,7 +152,7 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
                       ", or NEUSIGHT_SCRIPT_MEMORY)")
       ->type_name("MB")->check(CLI::NonNegativeNumber)->group(lim);
   cmd->add_option("--script-timeout", c.script_timeout,
-                  "Seconds a script may run per call, also inside one library call (default " +
+                  "CPU seconds a script may run per call, also inside one library call (default " +
                       fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
       ->type_name("SECONDS")->check(CLI::NonNegativeNumber)->group(lim);
   if (with_format) {
