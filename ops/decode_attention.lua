@@ -1,8 +1,9 @@
 -- ops/decode_attention.lua — attention of sq new tokens per sequence over a KV cache (serving decode): one
 -- FlashDecoding-style kernel, memory-bound on reading the cache.
 --
--- inputs = { Q[b, heads, sq, d], K_cache[b, kv_heads, skv, d], V_cache[b, kv_heads, skv, d] } (skv counts the
--- new tokens too), output O[b, heads, sq, d]. Inference only: it has no backward.
+-- inputs = { Q[b, heads, sq, d], K_cache[b, kv_heads, skv, d], V_cache[b, kv_heads, skv, dv] } (skv counts the
+-- new tokens too; dv = d but for DeepSeek's multi-head latent attention), output O[b, heads, sq, dv]. Inference
+-- only: it has no backward.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
@@ -11,11 +12,10 @@ return {
   name = "decode_attention",
   doc = "decode attention over a KV cache: one split-KV kernel, memory-bound on the cache bytes",
   forward = function(node)
-    local q, k = rules.input(node, 1), rules.input(node, 2)
-    rules.input(node, 3)
-    if #q ~= 4 or #k ~= 4 or k[1] ~= q[1] or k[4] ~= q[4] then
+    local q, k, v = rules.input(node, 1), rules.input(node, 2), rules.input(node, 3)
+    if #q ~= 4 or #k ~= 4 or #v ~= 4 or k[1] ~= q[1] or k[4] ~= q[4] or v[1] ~= k[1] or v[2] ~= k[2] or v[3] ~= k[3] then
       error(("decode_attention node '%s': Q and the cache must be [batch, heads, tokens, head_dim]"):format(node.name), 0)
     end
-    return { K.attention("decode", q[1], q[3], k[3], q[4], q[2], k[2], node.dtype) }
+    return { K.attention("decode", q[1], q[3], k[3], q[4], q[2], k[2], node.dtype, v[4]) }
   end,
 }

@@ -1,7 +1,8 @@
 -- ops/sdpa.lua — torch.nn.functional.scaled_dot_product_attention as frameworks run it for training and
 -- prefill: one fused FlashAttention-style kernel each way (the scores never reach DRAM).
 --
--- inputs = { Q[b, heads, sq, d], K[b, kv_heads, skv, d], V[b, kv_heads, skv, d] }, output O[b, heads, sq, d];
+-- inputs = { Q[b, heads, sq, d], K[b, kv_heads, skv, d], V[b, kv_heads, skv, dv] }, output O[b, heads, sq, dv]
+-- (dv = d but for DeepSeek's multi-head latent attention, whose values are narrower: neusight.kernels.attention's dv);
 -- attrs.causal (default true: decoder self-attention, is_causal=True), attrs.dropout (dropout inside the kernel:
 -- it changes no DRAM traffic and is ignored). Forward: kernels.attention("causal"|"full"); backward: the same
 -- with "_bwd" (FlashAttention-2's dQ/dK/dV kernel, 2.5× the forward's matrix work). Grouped-query and
@@ -15,12 +16,12 @@ local function dims(node)
   if #q ~= 4 or #k ~= 4 or #v ~= 4 then
     error(("sdpa node '%s': Q, K and V must be [batch, heads, seq, head_dim]"):format(node.name), 0)
   end
-  if k[1] ~= q[1] or v[1] ~= q[1] or k[4] ~= q[4] or v[4] ~= q[4] or v[2] ~= k[2] or v[3] ~= k[3] then
-    error(("sdpa node '%s': K and V must match Q's batch and head_dim and each other"):format(node.name), 0)
+  if k[1] ~= q[1] or v[1] ~= q[1] or k[4] ~= q[4] or v[2] ~= k[2] or v[3] ~= k[3] then
+    error(("sdpa node '%s': K must match Q's batch and head_dim, V K's batch, heads and length"):format(node.name), 0)
   end
   local causal = true
   if node.attrs and node.attrs.causal ~= nil then causal = node.attrs.causal end
-  return q[1], q[3], k[3], q[4], q[2], k[2], causal
+  return q[1], q[3], k[3], q[4], q[2], k[2], causal, v[4]
 end
 
 ---@type neusight.OpRule
@@ -34,11 +35,11 @@ return {
     return rules.saved_inputs(node, { 1, 2, 3 }) + rules.tensor_bytes(node, node.output) + 4 * b * h * sq
   end,
   forward = function(node)
-    local b, sq, skv, d, h, kvh, causal = dims(node)
-    return { K.attention(causal and "causal" or "full", b, sq, skv, d, h, kvh, node.dtype) }
+    local b, sq, skv, d, h, kvh, causal, dv = dims(node)
+    return { K.attention(causal and "causal" or "full", b, sq, skv, d, h, kvh, node.dtype, dv) }
   end,
   backward = function(node)
-    local b, sq, skv, d, h, kvh, causal = dims(node)
-    return { K.attention(causal and "causal_bwd" or "full_bwd", b, sq, skv, d, h, kvh, node.dtype) }
+    local b, sq, skv, d, h, kvh, causal, dv = dims(node)
+    return { K.attention(causal and "causal_bwd" or "full_bwd", b, sq, skv, d, h, kvh, node.dtype, dv) }
   end,
 }

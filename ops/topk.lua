@@ -2,6 +2,7 @@
 -- Input (…, E); output (…, k) values in node.dtype, plus the int64 indices (neusight.kernels.index_bytes).
 -- Forward: one kernel reading x and writing values and indices. Backward (values only: indices have no gradient):
 -- a zero-filled (…, E) gradient, then the k gradients per row scattered into it (reading them and the indices).
+-- attrs.no_grad = true (under torch.no_grad(), or only the indices are used): no backward, nothing saved.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
 
@@ -9,7 +10,9 @@ local rules = require "neusight.rules"
 return {
   name = "topk",
   doc = "top-k along the last dim: MEM(x, values) + int64 indices; bw MEM(x) (zero-fill) + MEM(values, values) (scatter)",
-  saves = function(node) return K.index_bytes * K.numel(node.output) end, -- the int64 indices
+  saves = function(node) -- the int64 indices
+    return node.attrs.no_grad and 0 or K.index_bytes * K.numel(node.output)
+  end,
   forward = function(node)
     local x, out = rules.input(node, 1), node.output
     local k = K.mem({ x, out }, node.dtype)
@@ -17,6 +20,7 @@ return {
     return { k }
   end,
   backward = function(node)
+    if node.attrs.no_grad then return {} end
     local x, out = rules.input(node, 1), node.output
     local scatter = K.mem({ out, out }, node.dtype)
     scatter.bytes = scatter.bytes + K.index_bytes * K.numel(out)

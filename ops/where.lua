@@ -6,11 +6,13 @@ local rules = require "neusight.rules"
 return {
   name = "where",
   doc = "select: MEM(cond, x, y, out); bw MEM(cond, x, y) x2 (one masked copy per branch gradient)",
-  saves = function(node) return K.numel(rules.input(node, 1)) end, -- the bool condition, 1 B per element
+  -- the bool condition, 1 B per element; attrs.no_grad (under torch.no_grad()): nothing saved, no backward
+  saves = function(node) return node.attrs.no_grad and 0 or K.numel(rules.input(node, 1)) end,
   forward = function(node)
     return { K.mem(rules.shapes(node, true), node.dtype) }
   end,
   backward = function(node)
+    if node.attrs.no_grad then return {} end
     local inputs = rules.shapes(node, false)
     return { K.mem(inputs, node.dtype), K.mem(inputs, node.dtype) }
   end,

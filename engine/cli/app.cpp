@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <cstdlib>
@@ -54,6 +55,9 @@ struct forecast_flags {
   // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
   std::string dp, tp, pp, microbatches, ep;
   std::string schedule, kernels, cluster, recompute;
+  int64_t virtual_stages = 0;       // --virtual-stages: model chunks per device (interleaved schedule); 0 = the default
+  double bucket_mb = 0;             // --bucket-mb: gradient bucket size; 0 = the default
+  std::string overlap_grad_reduce;  // --overlap-grad-reduce on|off; "" = the default (on)
   bool sequence_parallel = false, distributed_optimizer = false;
 };
 
@@ -115,6 +119,21 @@ CLI::Validator member_list(std::vector<std::string> choices) {
         return {};
       },
       "{" + shown + "}[,…]");
+}
+
+// Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
+CLI::Validator number_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v)) {
+          char* end = nullptr;
+          const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
+            return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
 }
 
 // Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
@@ -230,6 +249,16 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
       ->check(positive_list())->type_name("N[,N…]")->group(g);
   cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
       ->group(g);
+  cmd->add_option("--virtual-stages", f.virtual_stages,
+                  std::string("Model chunks per device of the interleaved schedule (default 2 with --schedule "
+                              "interleaved)") + o)
+      ->check(CLI::PositiveNumber)->type_name("N")->group(g);
+  cmd->add_option("--bucket-mb", f.bucket_mb,
+                  std::string("Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)") + o)
+      ->check(CLI::PositiveNumber)->type_name("MB")->group(g);
+  cmd->add_option("--overlap-grad-reduce", f.overlap_grad_reduce,
+                  std::string("Overlap the data-parallel gradient reduction with backward: on (default) or off") + o)
+      ->check(CLI::IsMember({"on", "off"}))->group(g);
   cmd->add_option("--kernels", f.kernels,
                   std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
@@ -273,6 +302,9 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.ep.empty()) o["parallel.ep"] = integer(f.ep);
   if (!f.microbatches.empty()) o["parallel.microbatches"] = integer(f.microbatches);
   if (!f.schedule.empty()) o["parallel.schedule"] = f.schedule;
+  if (f.virtual_stages > 0) o["parallel.virtual_stages"] = f.virtual_stages;
+  if (f.bucket_mb > 0) o["parallel.bucket_mb"] = f.bucket_mb;
+  if (!f.overlap_grad_reduce.empty()) o["parallel.overlap_grad_reduce"] = f.overlap_grad_reduce == "on";
   if (!f.kernels.empty()) o["parallel.kernels"] = f.kernels;
   if (!f.cluster.empty()) o["parallel.cluster"] = f.cluster;
   if (!f.recompute.empty()) o["parallel.recompute"] = f.recompute;
@@ -503,8 +535,17 @@ int run_paths(const common_flags& c) {
 }
 
 int run_gpus(const common_flags& c) {
+  if (c.format == "csv") throw error("gpus: --format csv is not offered (table or json)");
   const auto gpus = gpu_catalog(data_root_find() / "gpus").load_all();
   emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
+  return 0;
+}
+
+// `neusight models`: the presets with family, parameter count and source (scripts/neusight/catalog.lua).
+int run_models(const common_flags& c) {
+  session s(session_options_make(c));
+  const session::lua_report r = s.report("neusight.catalog", "models");
+  emit(c.format == "json" ? r.json : c.format == "csv" ? r.csv : r.table, c.output);
   return 0;
 }
 
@@ -556,7 +597,7 @@ int app_main(int argc, char** argv) {
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
   for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
+                        "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb", "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
                       "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
@@ -570,6 +611,9 @@ int app_main(int argc, char** argv) {
   auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
   add_common(gpus, common, true);
   gpus->get_option("--ops")->group("");  // irrelevant here; hidden
+
+  auto* models = app.add_subcommand("models", "List the model presets with their family, parameter count and source");
+  add_common(models, common, true);
 
   auto* ops = app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)");
   std::string list_word;
@@ -671,14 +715,19 @@ int app_main(int argc, char** argv) {
   add_common(search, common, true);
 
   serve_flags vflags;
+  std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // lists with --sweep; split after parsing
   auto* serve = app.add_subcommand(
       "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
-               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts");
+               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
+               "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
+               "--tpot-ms (scripts/neusight/sweep.lua)");
   serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
       ->required();
-  serve->add_option("--gpu", vflags.gpu, "GPU: file path, file stem or alias")->required();
+  serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
+      ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");
   serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
-  serve->add_option("--tp", vflags.tp, "Tensor-parallel degree (one replica over tp GPUs)")->check(CLI::PositiveNumber);
+  serve->add_option("--tp", serve_tp, "Tensor-parallel degree (one replica over tp GPUs; --sweep: a list, e.g. 1,2,4)")
+      ->check(positive_list())->type_name("INT[,INT…]");
   serve->add_option("--launch", vflags.launch,
                     "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
       ->check(CLI::IsMember({"eager", "graph"}));
@@ -691,12 +740,14 @@ int app_main(int argc, char** argv) {
   serve->add_option("--output-len", vflags.output_len,
                     "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
       ->required();
-  auto* batch_opt = serve->add_option("--batch", vflags.batch,
-                                      "Static batch: N requests prefilled together, then decoded to the end")
-                        ->check(CLI::PositiveNumber);
-  auto* rate_opt = serve->add_option_function<double>(
-      "--rate", [&vflags](double r) { vflags.rate = r, vflags.rate_given = true; },
-      "Continuous batching: Poisson arrivals, requests per second");
+  auto* batch_opt = serve->add_option("--batch", serve_batch,
+                                      "Static batch: N requests prefilled together, then decoded to the end "
+                                      "(--sweep: a list, e.g. 1,8,32)")
+                        ->check(positive_list())->type_name("INT[,INT…]");
+  auto* rate_opt = serve->add_option("--rate", serve_rate,
+                                     "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, "
+                                     "e.g. 1,4,16)")
+                       ->check(number_list())->type_name("FLOAT[,FLOAT…]");
   rate_opt->excludes(batch_opt);
   serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
       ->needs(rate_opt);
@@ -712,24 +763,49 @@ int app_main(int argc, char** argv) {
   serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
   serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
                     "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
+  auto* sweep_opt = serve->add_flag(
+      "--sweep", vflags.sweep,
+      "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
+      "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
+      "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not fit, tp not dividing the heads) is a "
+      "row with its error; when none meets the targets the run says so and exits 0");
+  serve->add_option("--ttft-ms", vflags.ttft_ms,
+                    "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; "
+                    "the batch's prefill with --batch)")
+      ->check(CLI::PositiveNumber)->needs(sweep_opt);
+  serve->add_option("--tpot-ms", vflags.tpot_ms,
+                    "--sweep target: time per output token at most this many ms (the p90 over the requests with "
+                    "--rate; the mean over the decode steps with --batch)")
+      ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
 
   try {
     app.parse(argc, argv);
     if (*serve && !*batch_opt && !*rate_opt) throw CLI::RequiredError("--batch (static batch) or --rate");
+    if (*serve) {
+      for (const auto& [name, text] : {std::pair{"--gpu", &serve_gpu}, {"--tp", &serve_tp}, {"--batch", &serve_batch},
+                                       {"--rate", &serve_rate}})
+        if (!vflags.sweep && list_split(*text).size() > 1)
+          throw CLI::ValidationError(name, "'" + *text + "' is a list: pass --sweep to compare settings (without it "
+                                     "serve forecasts one setting)");
+      vflags.gpu = list_split(serve_gpu);
+      for (const auto& v : list_split(serve_tp)) vflags.tp.push_back(std::stoll(v));
+      for (const auto& v : list_split(serve_batch)) vflags.batch.push_back(std::stoll(v));
+      for (const auto& v : list_split(serve_rate)) vflags.rate.push_back(std::stod(v));
+    }
     if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
   // -o out.json / out.csv: the format follows the extension unless --format was given.
-  for (CLI::App* cmd : {run, predict, gpus, scale, search, eval_k, eval_m}) {
+  for (CLI::App* cmd : {run, predict, gpus, models, scale, search, serve, eval_k, eval_m}) {
     const CLI::Option* fo = *cmd ? cmd->get_option_no_throw("--format") : nullptr;
     if (!fo || fo->count() > 0 || common.output.empty()) continue;
     const std::string ext = text_lower(fs::path(common.output).extension().string());
     const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
     if (want.empty()) continue;
-    if (want == "csv" && (cmd == eval_m || cmd == scale)) {
+    if (want == "csv" && (cmd == eval_m || cmd == scale || cmd == gpus)) {
       std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
                    common.output.c_str(), cmd->get_name().c_str());
       return 2;
@@ -749,6 +825,7 @@ int app_main(int argc, char** argv) {
       return is_comparison(fflags) ? run_compare(common, fflags, "") : run_forecast(common, fflags, "");
     }
     if (*gpus) return run_gpus(common);
+    if (*models) return run_models(common);
     if (*scale) {
       sflags.format = common.format == "csv" ? "table" : common.format;
       sflags.output = common.output;

@@ -33,21 +33,41 @@ int serve_main(const serve_flags& f) {
   session s(o);
   const auto pred = predictor_make(f.predictor, o.data_root / "weights");
 
-  workload_overrides opts{{"model", f.model}, {"gpu", f.gpu}, {"predictor", f.predictor}};
+  workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};
   for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"launch", &f.launch}, {"attention", &f.attention},
                              {"input_len", &f.input_len}, {"output_len", &f.output_len}})
     if (!v->empty()) opts[k] = *v;
-  for (const auto& [k, v] : {std::pair{"tp", f.tp}, {"batch", f.batch}, {"requests", f.requests},
-                             {"chunked_prefill", f.chunked_prefill}, {"max_batch", f.max_batch},
-                             {"max_batched_tokens", f.max_batched_tokens}, {"block_size", f.block_size}})
+  for (const auto& [k, v] : {std::pair{"requests", f.requests}, {"chunked_prefill", f.chunked_prefill},
+                             {"max_batch", f.max_batch}, {"max_batched_tokens", f.max_batched_tokens},
+                             {"block_size", f.block_size}})
     if (v != 0) opts[k] = v;
   if (f.seed >= 0) opts["seed"] = f.seed;
-  if (f.rate_given) opts["rate"] = f.rate;
   if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
 
-  const session::serve_report r = s.serve(opts, *pred);
+  session::serve_report r;
+  if (f.sweep) {
+    session::option_lists lists;
+    auto put = [&](const char* k, const auto& values) {
+      if (values.empty()) return;
+      auto& l = lists[k];
+      for (const auto& v : values) l.emplace_back(v);
+    };
+    put("gpu", f.gpu), put("tp", f.tp), put("batch", f.batch), put("rate", f.rate);
+    if (f.ttft_ms > 0) opts["ttft_ms"] = f.ttft_ms;
+    if (f.tpot_ms > 0) opts["tpot_ms"] = f.tpot_ms;
+    r = s.serve_sweep(opts, lists, *pred);
+  } else {
+    // one value each (the command line refuses lists without --sweep)
+    if (!f.gpu.empty()) opts["gpu"] = f.gpu.front();
+    if (!f.tp.empty()) opts["tp"] = f.tp.front();
+    if (!f.batch.empty()) opts["batch"] = f.batch.front();
+    if (!f.rate.empty()) opts["rate"] = f.rate.front();
+    r = s.serve(opts, *pred);
+  }
   if (f.format == "json") {
     emit(r.json, f.output);
+  } else if (f.format == "csv" && !r.csv.empty()) {
+    emit(r.csv, f.output);
   } else if (f.format == "csv") {
     std::string out = "field,value\n";
     const nlohmann::json flat = nlohmann::json::parse(r.json).flatten();  // keep it alive while iterating

@@ -6,13 +6,17 @@
 
 namespace ns {
 
-// The flags exactly as given; 0 / "" = not given (serve.lua fills the defaults and checks the values).
+// The flags exactly as given; 0 / "" / empty = not given (serve.lua fills the defaults and checks the values). The
+// list-valued ones hold one value without --sweep; with it, every combination is run (scripts/neusight/sweep.lua).
 struct serve_flags {
-  std::string model, gpu, dtype, launch, predictor = "neusight", attention, input_len, output_len;
-  int64_t tp = 0, batch = 0, requests = 0, seed = -1, chunked_prefill = 0, max_batch = 0, max_batched_tokens = 0,
-          block_size = 0;
-  double rate = 0, gpu_memory_utilization = 0;
-  bool rate_given = false;
+  std::string model, dtype, launch, predictor = "neusight", attention, input_len, output_len;
+  std::vector<std::string> gpu;
+  std::vector<int64_t> tp, batch;
+  std::vector<double> rate;
+  int64_t requests = 0, seed = -1, chunked_prefill = 0, max_batch = 0, max_batched_tokens = 0, block_size = 0;
+  double gpu_memory_utilization = 0;
+  bool sweep = false;
+  double ttft_ms = 0, tpot_ms = 0;  // --sweep targets, 0 = none
   std::vector<std::string> ops_dirs;
   std::string format = "table", output;
 };

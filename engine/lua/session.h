@@ -117,8 +117,21 @@ class session {
   struct serve_report {
     std::string json;   // the report, every number (objects' keys sorted)
     std::string table;  // serve.lua format_table(report)
+    std::string csv;    // sweep.lua format_csv(report); empty for a single setting
   };
   serve_report serve(const workload_overrides& options, const predictor& pred);
+  // `neusight serve --sweep`: scripts/neusight/sweep.lua run(options, phase, progress, gpu) — `options` as serve's,
+  // the list-valued ones (gpu, tp, batch, rate) as arrays from `lists`; `gpu(query)` is the GPU a name resolves to
+  // (its file's fields, price_per_hour_usd among them; an unknown name is an error). JSON, table and CSV come back.
+  using option_lists = std::map<std::string, std::vector<workload_value>>;
+  serve_report serve_sweep(const workload_overrides& options, const option_lists& lists, const predictor& pred);
+
+  // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
+  // module's format_table(report) and format_csv(report).
+  struct lua_report {
+    std::string json, table, csv;
+  };
+  lua_report report(const std::string& module, const std::string& fn);
 
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {

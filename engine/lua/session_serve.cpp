@@ -129,6 +129,60 @@ int l_serve_progress(lua_State* L) {
   return 0;
 }
 
+// gpu(query) -> the GPU's file fields as a plain table (name, source, mem_gb, price_per_hour_usd when the file has
+// one, …); an unknown name is an error that says so. [-1, +1, e]
+int l_serve_gpu(lua_State* L) {
+  return ns_catch(L, [&] {
+    serve_context* c = context_of(L);
+    const std::string query = luaL_checkstring(L, 1);
+    gpu_push(L, gpu_catalog(c->gpus_dir).resolve(query));
+    return 1;
+  });
+}
+
+void push_value(lua_State* L, const workload_value& v) {
+  if (const auto* s = std::get_if<std::string>(&v)) lua_pushstring(L, s->c_str());
+  else if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+  else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+  else lua_pushboolean(L, std::get<bool>(v));
+}
+
+// Calls `module`.run(options (+ lists as arrays), phase, progress[, gpu]) and renders the report it returns with the
+// module's format_table (and format_csv when `csv`).
+session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::string& file, const workload_overrides& options,
+                                 const session::option_lists* lists, bool csv) {
+  const int S = lua_gettop(L);  // the module
+  raw_getfield(L, S, "run");
+  overrides_push_table(L, options);
+  if (lists) {
+    for (const auto& [k, values] : *lists) {
+      lua_createtable(L, int(values.size()), 0);
+      for (size_t i = 0; i < values.size(); ++i) push_value(L, values[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+      lua_setfield(L, -2, k.c_str());
+    }
+  }
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_phase, 1);
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_progress, 1);  // stack: S run options phase progress
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_gpu, 1);  // stack: S run options phase progress gpu
+  ns_call(L, 4, 1, "in " + file + " run");  // stack: S report
+  if (!lua_istable(L, -1)) throw error(file + ": run returned " + luaL_typename(L, -1) + ", expected a table");
+  session::serve_report out;
+  out.json = json_text_of(L, -1);
+  for (const auto& [name, into] : {std::pair{"format_table", &out.table}, {"format_csv", &out.csv}}) {
+    if (into == &out.csv && !csv) continue;
+    raw_getfield(L, S, name);
+    lua_pushvalue(L, S + 1);
+    ns_call(L, 1, 1, "in " + file + " " + name);  // stack: S report text
+    if (!lua_isstring(L, -1)) throw error(file + ": " + name + " must return a string");
+    *into = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
 }  // namespace
 
 session::serve_report session::serve(const workload_overrides& options, const predictor& pred) {
@@ -141,24 +195,21 @@ session::serve_report session::serve(const workload_overrides& options, const pr
   ctx.gpus_dir = p_->opts.data_root / "gpus";
   ctx.tty = isatty(fileno(stderr)) != 0;
   require_push(*p_, "neusight.serve");  // stack: S
-  const int S = lua_gettop(L);
-  raw_getfield(L, S, "run");
-  overrides_push_table(L, options);
-  lua_pushlightuserdata(L, &ctx);
-  lua_pushcclosure(L, l_serve_phase, 1);
-  lua_pushlightuserdata(L, &ctx);
-  lua_pushcclosure(L, l_serve_progress, 1);  // stack: S run options phase progress
-  ns_call(L, 3, 1, "in scripts/neusight/serve.lua run");  // stack: S report
-  if (!lua_istable(L, -1))
-    throw error(std::string("scripts/neusight/serve.lua: run returned ") + luaL_typename(L, -1) + ", expected a table");
-  serve_report out;
-  out.json = json_text_of(L, -1);
-  raw_getfield(L, S, "format_table");
-  lua_pushvalue(L, -2);
-  ns_call(L, 1, 1, "in scripts/neusight/serve.lua format_table");  // stack: S report text
-  if (!lua_isstring(L, -1)) throw error("scripts/neusight/serve.lua: format_table must return a string");
-  out.table = lua_tostring(L, -1);
-  return out;
+  return serve_call(L, ctx, "scripts/neusight/serve.lua", options, nullptr, false);
+}
+
+session::serve_report session::serve_sweep(const workload_overrides& options, const option_lists& lists,
+                                           const predictor& pred) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  serve_context ctx;
+  ctx.s = this;
+  ctx.pred = &pred;
+  ctx.gpus_dir = p_->opts.data_root / "gpus";
+  ctx.tty = isatty(fileno(stderr)) != 0;
+  require_push(*p_, "neusight.sweep");  // stack: S
+  return serve_call(L, ctx, "scripts/neusight/sweep.lua", options, &lists, true);
 }
 
 }  // namespace ns

@@ -196,13 +196,19 @@ local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd 
 --- FLOPs count the two products over the visible query/key pairs (4·d per pair); the backward's five products
 --- (Q·Kᵀ recomputed, dP = dO·Vᵀ, dV = Pᵀ·dO, dQ = dS·K, dK = dSᵀ·Q) are 10·d per pair. Bytes: Q, K, V read and O
 --- written once (forward, decode); Q, K, V, O, dO read and dQ, dK, dV written once (backward).
-function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype)
+--- `dv` (optional, default d): the value (and output) head dim when it differs from the query/key head dim `d`
+--- (DeepSeek's multi-head latent attention: d = 192, dv = 128). Q·Kᵀ and dQ, dK then count 2·d FLOPs per pair,
+--- P·V, dP and dV 2·dv; Q, K, dQ, dK move d elements per row, V, O, dO, dV dv. The kernel's n (the head dim the
+--- tile model sees, scripts/tiling/attention.lua, and describe() shows) is the mean ⌈(d + dv) / 2⌉: the forward's
+--- FLOPs and bytes per query/key pair are those of one head dim of the mean.
+function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv)
   if not ATTENTION_OPS[op] then
     error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
   end
   batch, sq, skv = check_count("attention", 2, batch), check_count("attention", 3, sq), check_count("attention", 4, skv)
   d, heads, kv_heads = check_count("attention", 5, d), check_count("attention", 6, heads), check_count("attention", 7, kv_heads)
   local e = check_dtype("attention", 8, dtype)
+  if dv == nil then dv = d else dv = check_count("attention", 9, dv) end
   if heads % kv_heads ~= 0 then
     error(("bad argument #7 to 'attention' (%d query heads are not a multiple of %d kv heads)"):format(heads, kv_heads), 2)
   end
@@ -210,11 +216,11 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype)
   local causal = op == "causal" or op == "causal_bwd" or op == "decode"
   local pairs = causal and causal_pairs(sq, skv) or sq * skv
   local bwd = op == "causal_bwd" or op == "full_bwd"
-  local q_io, kv_io = 2 * heads * sq * d, 2 * kv_heads * skv * d -- forward: Q read + O written, K + V read
+  local q_io, kv_io = heads * sq * (d + dv), kv_heads * skv * (d + dv) -- forward: Q read + O written, K + V read
   return {
     kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
-    op = op, dtype = dtype, b = batch, m = sq, k = skv, n = d, rows = heads, hidden = kv_heads,
-    flops = (bwd and 10 or 4) * batch * heads * d * pairs,
+    op = op, dtype = dtype, b = batch, m = sq, k = skv, n = (d + dv + 1) // 2, rows = heads, hidden = kv_heads,
+    flops = 2 * batch * heads * (bwd and 3 * d + 2 * dv or d + dv) * pairs,
     bytes = e * batch * (bwd and 2 * (q_io + kv_io) or q_io + kv_io),
   }
 end

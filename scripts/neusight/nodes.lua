@@ -100,19 +100,25 @@ end
 --- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
 --- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of
 --- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · dtype bytes (per rank):
---- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb.
-function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens)
-  local kv = { b, kv_heads, new, head_dim }
-  local bytes = 2 * b * kv_heads * cache_tokens * head_dim * require("neusight.kernels").dtype_bytes(g.dtype)
-  g.add("setitem", name, { kv, kv }, { 2, b, kv_heads, new, head_dim }, 0, {
+--- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb. `v_head_dim` (default
+--- head_dim): V's head dim when it differs from K's (DeepSeek's latent attention caches K of 192 and V of 128).
+function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, v_head_dim)
+  local dv = v_head_dim or head_dim
+  local k, v = { b, kv_heads, new, head_dim }, { b, kv_heads, new, dv }
+  local bytes = b * kv_heads * cache_tokens * (head_dim + dv) * require("neusight.kernels").dtype_bytes(g.dtype)
+  local out = dv == head_dim and { 2, b, kv_heads, new, head_dim } or { b, kv_heads, new, head_dim + dv }
+  g.add("setitem", name, { k, v }, out, 0, {
     kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens,
     note = ("append K and V of %d token(s) per sequence to a KV cache of %d"):format(new, cache_tokens) })
 end
 
---- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua).
-function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv)
+--- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua);
+--- `v_head_dim` (default head_dim): V's and the output's head dim when it differs (DeepSeek's latent attention).
+function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_dim)
+  local dv = v_head_dim or head_dim
   local cache = { b, kv_heads, kv, head_dim }
-  g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, cache }, { b, heads, 1, head_dim }, 0,
+  local v = dv == head_dim and cache or { b, kv_heads, kv, dv }
+  g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, v }, { b, heads, 1, dv }, 0,
     { note = ("FlashDecoding over %d cached tokens"):format(kv) })
 end
 

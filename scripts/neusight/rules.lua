@@ -178,6 +178,8 @@ end
 --- spec.grad: "mem"  → backward is one MEM (rows, hidden) per tensor operand (add, sub: the gradient is
 ---                     passed through / negated),
 ---            "same" → backward is the forward kernel once per tensor operand (mul, div, gelu, relu).
+--- node.attrs.no_grad = true: computed under torch.no_grad() (DeepSeek-V3's expert selection): no backward
+--- kernels, nothing saved.
 function M.elementwise(spec)
   check_spec("elementwise", spec, { op = true, unary = true, grad = true })
   local base, unary, grad = spec.op or spec.name, spec.unary, spec.grad
@@ -205,6 +207,12 @@ function M.elementwise(spec)
     end
   end
 
+  local grad_saves = saves
+  saves = function(node)
+    if node.attrs.no_grad then return 0 end
+    return grad_saves(node)
+  end
+
   return {
     name = spec.name,
     doc = spec.doc,
@@ -217,7 +225,7 @@ function M.elementwise(spec)
     end,
     backward = function(node)
       local rows, hidden = M.vec_dims(node)
-      if not rows then return {} end
+      if not rows or node.attrs.no_grad then return {} end
       local n = unary and 1 or M.tensor_inputs(node)
       local out = {}
       for i = 1, n do
@@ -276,7 +284,7 @@ function M.memory(spec)
     name = spec.name,
     doc = spec.doc,
     -- copies, slices and reductions keep no tensor for backward (only shapes); attrs.saved_inputs may say otherwise
-    saves = function(node) return M.saved_inputs(node, {}) end,
+    saves = function(node) return node.attrs.no_grad and 0 or M.saved_inputs(node, {}) end,
     forward = function(node) return { mem(node, M.shapes(node, true)) } end,
     backward = function(node)
       if node.attrs.no_grad then return {} end

@@ -225,6 +225,9 @@ local function options(raw)
   return o
 end
 
+--- The options checked and completed with the defaults (an error names the bad one); run() starts with it.
+M.options = options
+
 -- Runs the first forecast with a message that says why a model cannot be served.
 local function probe(F, o, mode, batch, tokens)
   local ok, r = pcall(F, mode, batch, tokens)

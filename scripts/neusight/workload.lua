@@ -48,6 +48,22 @@ function M.did_you_mean(word, candidates)
   return best
 end
 
+--- The hint for an unknown preset name: the presets it begins ("gpt3" → gpt3_13 … gpt3_175b, "llama3" → llama3_8b …),
+--- else the closest name (did_you_mean).
+function M.preset_hint(word, names)
+  word = tostring(word):lower():gsub("[%-%.%s]", "_")
+  local starts = {}
+  if #word >= 3 then
+    for _, n in ipairs(names) do
+      if n:sub(1, #word) == word then starts[#starts + 1] = n end
+    end
+  end
+  if #starts == 1 then return (" (did you mean '%s'?)"):format(starts[1]) end
+  if #starts > 1 then return (" (did you mean one of %s?)"):format(table.concat(starts, ", ")) end
+  local c = M.did_you_mean(word, names)
+  return c and (" (did you mean '%s'?)"):format(c) or ""
+end
+
 local function hint(word, candidates)
   local c = M.did_you_mean(word, candidates)
   return c and (" (did you mean '%s'?)"):format(c) or ""
@@ -91,7 +107,8 @@ local CHECK = {
     if type(v) == "string" then
       if presets[v] then return nil end
       local names = sorted_keys(presets)
-      return ("names an unknown model preset %s%s; presets: %s"):format(show(v), hint(v, names), table.concat(names, ", "))
+      return ("names an unknown model preset %s%s; presets: %s (neusight models lists them)"):format(show(v),
+        M.preset_hint(v, names), table.concat(names, ", "))
     elseif type(v) == "table" then
       if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then return nil end
       return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch))
@@ -194,10 +211,21 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
+  local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
-    if w[k] == nil then
-      if REQUIRED[k] then fail("missing required field '%s'", k) end
-    else
+    if w[k] == nil and REQUIRED[k] then missing[#missing + 1] = k end
+  end
+  if #missing > 0 then
+    local flags = {}
+    for i, k in ipairs(missing) do flags[i] = "--" .. k end
+    if chunkname == "command line" then
+      fail("missing %s (required without a workload script)", table.concat(flags, ", "))
+    end
+    fail("missing required field%s '%s' (or %s on the command line)", #missing > 1 and "s" or "",
+      table.concat(missing, "', '"), table.concat(flags, ", "))
+  end
+  for _, k in ipairs(FIELDS) do
+    if w[k] ~= nil then
       local problem = CHECK[k](w[k])
       if problem then fail("field '%s' %s", k, problem) end
     end
@@ -345,7 +373,7 @@ local function graph_of(w, gpu)
         :format(cfg.arch, cfg.arch), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe); use mode = \"inference\"")
+      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
         :format(cfg.arch, cfg.arch, opts.phase), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
@@ -410,6 +438,12 @@ end
 ---@return number? kv_cache_bytes
 ---@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
 --- (the timeline reports it from plan.memory)
+--- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
+--- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
+---@return string model_name
+---@return neusight.Node[] nodes
+M.graph = function(w, gpu) return graph_of(w, gpu) end
+
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"

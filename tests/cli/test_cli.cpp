@@ -2,6 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -411,4 +412,43 @@ TEST_CASE("predict --fusion refuses training", "[cli][fusion]") {
   const auto r = run_cli("predict --model gpt2_large --gpu a100_pcie_40gb --mode train --batch 4 --seq 1024 --fusion");
   CHECK(r.code == 1);
   CHECK_THAT(r.err, Catch::Matchers::Contains("applies to inference only"));
+}
+
+TEST_CASE("models: every preset with its family, exact parameter count and source, in table, JSON and CSV", "[cli]") {
+  const auto j = run_cli("models --format json");
+  REQUIRE(j.code == 0);
+  const json models = json::parse(j.out)["models"];
+  REQUIRE(models.size() >= 30);
+  std::map<std::string, json> by;
+  for (const auto& m : models) by[m["name"].get<std::string>()] = m;
+  CHECK(by.at("llama3_8b")["params"] == 8030261248LL);
+  CHECK(by.at("qwen3_30b_a3b")["params"] == 30532122624LL);
+  CHECK(by.at("qwen3_30b_a3b")["model_type"] == "qwen3_moe");
+  CHECK(by.at("llama3_8b")["source"].get<std::string>().find("meta-llama/") == 0);
+  const auto t = run_cli("models");
+  REQUIRE(t.code == 0);
+  for (const auto& [name, m] : by) CHECK(t.out.find("\n" + name + " ") != std::string::npos);
+  temp_dir dir;
+  const auto csv = dir.path / "models.csv";
+  REQUIRE(run_cli("models -o '" + csv.string() + "'").code == 0);  // the extension picks CSV
+  std::ifstream in(csv);
+  std::string header, line;
+  std::getline(in, header);
+  CHECK(header == "name,arch,model_type,params,source");
+  size_t rows = 0;
+  while (std::getline(in, line)) ++rows;
+  CHECK(rows == models.size());
+}
+
+TEST_CASE("an unknown preset lists the presets its name begins", "[cli]") {
+  const auto r = run_cli("predict --model gpt3 --gpu h100 --mode inference --batch 1 --seq 8");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("did you mean one of gpt3_13, gpt3_175b") != std::string::npos);
+  CHECK(r.err.find("'opt'") == std::string::npos);
+}
+
+TEST_CASE("missing flags are reported all at once, as flags", "[cli]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu h100");
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: command line: missing --mode, --batch, --seq (required without a workload script)\n");
 }

@@ -1,6 +1,8 @@
 // tests/cli/test_parallel_cli.cpp — predict/run with --dp/--tp/--pp end to end: the timeline in JSON and the table, overrides, errors.
 #include <catch2/catch.hpp>
 
+#include <fstream>
+
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -130,6 +132,38 @@ TEST_CASE("parallel: workload field, command-line overrides and the table", "[cl
                    "interleaved (2 chunks per device), megatron kernels") != std::string::npos);
   CHECK(t.out.find("bubble ms") != std::string::npos);
   CHECK(t.out.find("iteration ") != std::string::npos);
+}
+
+TEST_CASE("parallel: every parallel field has a flag that equals the workload field", "[cli][parallel]") {
+  // --virtual-stages, --bucket-mb and --overlap-grad-reduce against the same fields written in a script
+  temp_dir t;
+  const auto script = t.path / "w.lua";
+  {
+    std::ofstream f(script);
+    f << "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'train', optimizer = 'none', batch = 16,\n"
+         "  seq = 1024, parallel = { dp = 2, pp = 4, microbatches = 8, schedule = 'interleaved', virtual_stages = 3,\n"
+         "  bucket_mb = 100, overlap_grad_reduce = false } }\n";
+  }
+  const auto by_script = run_cli("run '" + script.string() + "' --predictor roofline --format json");
+  REQUIRE(by_script.code == 0);
+  const json flags = predict("--batch 16 --dp 2 --pp 4 --microbatches 8 --schedule interleaved --virtual-stages 3 "
+                             "--bucket-mb 100 --overlap-grad-reduce off");
+  const json s = json::parse(by_script.out);
+  CHECK(flags["parallel"]["virtual_stages"] == 3);
+  CHECK(flags["parallel"]["bucket_mb"] == 100);
+  CHECK(flags["parallel"]["overlap_grad_reduce"] == false);
+  CHECK(flags["latency_ms"] == s["latency_ms"]);
+  CHECK(flags["parallel"] == s["parallel"]);
+  // each flag moves the forecast the way its field does
+  const json base = predict("--batch 16 --dp 2 --pp 4 --microbatches 8 --schedule interleaved");
+  CHECK(base["parallel"]["virtual_stages"] == 2);
+  CHECK(base["parallel"]["overlap_grad_reduce"] == true);
+  CHECK(flags["latency_ms"] != base["latency_ms"]);
+  const auto bad = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --batch 16 --pp 4 "
+                           "--seq 128 --virtual-stages 3 --predictor roofline");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("parallel.virtual_stages: only the \"interleaved\" schedule") != std::string::npos);
+  CHECK(run_cli("predict --model gpt2_large --gpu h100 --overlap-grad-reduce maybe").code == 2);
 }
 
 TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]") {

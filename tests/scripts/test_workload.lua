@@ -42,7 +42,14 @@ function T.test_unknown_fields_suggest_a_name()
 end
 
 function T.test_missing_and_mistyped_fields()
-  eq(error_of(spec { gpu = false }), "examples/w.lua: missing required field 'gpu'", "missing gpu")
+  eq(error_of(spec { gpu = false }), "examples/w.lua: missing required field 'gpu' (or --gpu on the command line)",
+    "missing gpu")
+  eq(error_of(spec { gpu = false, mode = false, seq = false }),
+    "examples/w.lua: missing required fields 'gpu', 'mode', 'seq' (or --gpu, --mode, --seq on the command line)",
+    "every missing field at once")
+  local ok, err = pcall(workload.normalize, { model = "gpt2_large" }, nil, "command line")
+  eq(ok, false, "the command line without --gpu")
+  eq(err, "command line: missing --gpu, --mode, --batch, --seq (required without a workload script)", "as flags")
   eq(error_of(spec { batch = "4" }), 'examples/w.lua: field \'batch\' must be a positive integer (got "4")', "string batch")
   eq(error_of(spec { seq = 0 }), "examples/w.lua: field 'seq' must be a positive integer (got 0)", "zero seq")
   eq(error_of(spec { mode = "training" }),
@@ -62,7 +69,7 @@ function T.test_missing_and_mistyped_fields()
   table.sort(names)
   eq(error_of(spec { model = "gpt3_176b" }),
     [[examples/w.lua: field 'model' names an unknown model preset "gpt3_176b" (did you mean 'gpt3_175b'?); presets: ]]
-      .. table.concat(names, ", "), "preset")
+      .. table.concat(names, ", ") .. " (neusight models lists them)", "preset")
   eq(error_of(42), "examples/w.lua: a workload must return a table (got 42)", "not a table")
 end
 

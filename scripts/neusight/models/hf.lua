@@ -12,7 +12,8 @@
 -- did-you-mean — a misspelt n_inner or num_key_value_heads must not silently become the default. An omitted
 -- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
 -- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
--- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe). A null member is HF's None: for the Llama family it is passed as
+-- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe), in
+-- neusight/models/deepseek.lua for deepseek_v3. A null member is HF's None: for the Llama family it is passed as
 -- false ("sliding_window": null is no window); elsewhere it counts as omitted without taking `defaults` (gpt2's
 -- "n_inner": null is 4 · n_embd, the builder's own default). An entry without `ignore` (a user's extension) takes
 -- the fields it knows and passes over every other key.
@@ -88,6 +89,13 @@ end
 -- MoE keys that do not change the kernels: whether HF returns the router logits and the aux loss's weight
 -- (neusight/models/moe.lua always includes the aux loss in training).
 local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
+
+-- DeepSeek-V3 config.json keys that do not change the kernels of HF's DeepseekV3ForCausalLM: the remote code's
+-- auto_map, its training-only aux-loss knobs (aux_loss_alpha, seq_aux), ep_size, the MTP depth (HF builds no MTP
+-- module), the checkpoint's fp8 quantization_config (the model runs in the workload's dtype) and head_dim (the
+-- config class sets it to qk_rope_head_dim for the rotary tables).
+local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
+  "quantization_config", "head_dim" }
 
 -- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
 -- for the Mixture-of-Experts types.
@@ -191,6 +199,12 @@ M.TYPES = {
   mixtral = llama_family("mixtral", "moe"),
   qwen2_moe = llama_family("qwen2_moe", "moe"),
   qwen3_moe = llama_family("qwen3_moe", "moe"),
+  -- DeepseekV3ForCausalLM: multi-head latent attention and DeepSeekMoE (sigmoid, group-limited, aux-loss-free routing).
+  deepseek_v3 = {
+    arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
+    fixed = { scoring_func = { "sigmoid" }, topk_method = { "noaux_tc" } },
+    fields = function() return same_names(require("neusight.models.deepseek").fields("deepseek_v3")) end,
+  },
 }
 
 -- Whether neusight/models/<arch>.lua can be found (errors inside an existing builder are raised).

@@ -165,6 +165,7 @@ local function spread(rows, experts)
   if experts - rem > 0 then sets[#sets + 1] = { rows = q, per = experts - rem, name = rem > 0 and "experts_short" or "experts" } end
   return sets
 end
+M.spread = spread -- neusight/models/deepseek.lua routes its experts the same way
 
 -- The MoE block of layer prefix p (llama.graph's hook; ctx from llama.graph).
 local function block(ctx, p)

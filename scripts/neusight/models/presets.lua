@@ -60,7 +60,25 @@ local function moe(name, model_type, layers, hidden, heads, kv_heads, intermedia
   return cfg
 end
 
+-- DeepSeek presets (scripts/neusight/models/deepseek.lua), the HF config.json values of the published checkpoints.
+local function deepseek(name, fields)
+  local cfg = { name = name, arch = "deepseek", model_type = "deepseek_v3" }
+  for k, v in pairs(fields) do cfg[k] = v end
+  return cfg
+end
+
 return {
+  -- deepseek-ai/DeepSeek-V3 (= DeepSeek-V3-0324, DeepSeek-R1): MLA (q_lora_rank 1536, kv_lora_rank 512, heads of
+  -- 128 + 64 / 128), 3 dense layers then 58 MoE layers of 256 routed experts (top 8 of 4 groups out of 8) + 1 shared;
+  -- HF's model has no MTP layer: 671,026,404,352 parameters (+ 58 · 256 e_score_correction_bias buffer values in the
+  -- checkpoint: 671,026,419,200)
+  deepseek_v3 = deepseek("deepseek_v3", {
+    vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
+    num_hidden_layers = 61, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 1,
+    n_routed_experts = 256, routed_scaling_factor = 2.5, kv_lora_rank = 512, q_lora_rank = 1536, qk_rope_head_dim = 64,
+    v_head_dim = 128, qk_nope_head_dim = 128, n_group = 8, topk_group = 4, num_experts_per_tok = 8,
+    first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true, hidden_act = "silu",
+    tie_word_embeddings = false }),
   -- mistralai/Mixtral-8x7B-v0.1 (sliding_window null; 8 experts of intermediate_size, top 2): 46,702,792,704 parameters
   mixtral_8x7b  = moe("mixtral_8x7b",  "mixtral", 32, 4096, 32, 8, 14336, 32000,
     { num_local_experts = 8, num_experts_per_tok = 2, sliding_window = false }),

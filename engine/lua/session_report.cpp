@@ -1,0 +1,33 @@
+// engine/lua/session_report.cpp — reports computed entirely in Lua (`neusight models`): the module's function
+// returns a table; the engine renders it as JSON and asks the module for its table and CSV text.
+#include <string>
+
+#include "lua/session_impl.h"
+
+namespace ns {
+
+session::lua_report session::report(const std::string& module, const std::string& fn) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string where = "scripts/" + std::string(module.rfind("neusight.", 0) == 0 ? "neusight/" : "") +
+                            module.substr(module.rfind("neusight.", 0) == 0 ? 9 : 0) + ".lua";
+  require_push(*p_, module.c_str());  // stack: M
+  const int M = lua_gettop(L);
+  raw_getfield(L, M, fn.c_str());
+  ns_call(L, 0, 1, "in " + where + " " + fn);  // stack: M report
+  if (!lua_istable(L, -1)) throw error(where + ": " + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
+  lua_report out;
+  out.json = json_text_of(L, -1);
+  for (auto [name, text] : {std::pair<const char*, std::string*>{"format_table", &out.table}, {"format_csv", &out.csv}}) {
+    raw_getfield(L, M, name);
+    lua_pushvalue(L, -2);
+    ns_call(L, 1, 1, "in " + where + " " + name);  // stack: M report text
+    if (!lua_isstring(L, -1)) throw error(where + ": " + name + " must return a string");
+    *text = lua_tostring(L, -1);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+}  // namespace ns

@@ -1,0 +1,474 @@
+-- scripts/neusight/models/deepseek.lua — DeepSeek-V3 (HF transformers DeepseekV3ForCausalLM, modeling_deepseek_v3.py) as an op
+-- graph: multi-head latent attention (MLA) and a DeepSeekMoE block with sigmoid, group-limited top-k routing, eager or
+-- sdpa attention, as HuggingFace's modeling code launches the kernels.
+--
+-- Per decoder layer (layer groups "dense_layers" — the first first_k_dense_replace layers, DeepseekV3MLP of
+-- intermediate_size — and "layers", the MoE layers):
+--   input_layernorm (RMSNorm) → attention → o_proj → residual add → post_attention_layernorm → MLP or MoE → residual add.
+-- Around them: embed_tokens, the final norm, lm_head (untied unless tie_word_embeddings) and, in training, HF's
+-- causal-LM loss (neusight.nodes.causal_lm_loss). No multi-token-prediction module: HF's model has none (the
+-- checkpoint's layer 61 is dropped when loading; num_nextn_predict_layers is ignored). No router auxiliary loss:
+-- DeepseekV3ForCausalLM computes none (the aux-loss-free balancing updates e_score_correction_bias outside the model).
+--
+-- DeepseekV3Attention (d_qk = qk_nope_head_dim + qk_rope_head_dim, heads = num_attention_heads):
+--   q: q_lora_rank set → q_a_proj Linear(h, q_lora_rank, bias = attention_bias) → q_a_layernorm (RMSNorm) → q_b_proj
+--      Linear(q_lora_rank, heads · d_qk, no bias); q_lora_rank null → q_proj Linear(h, heads · d_qk, no bias). The
+--      (b, heads, s, d_qk) view splits into q_pass (nope) and q_rot (rope) views.
+--   kv: kv_a_proj_with_mqa Linear(h, kv_lora_rank + qk_rope_head_dim, bias = attention_bias) → split: k_pass → kv_a_layernorm
+--      (RMSNorm over kv_lora_rank) → kv_b_proj Linear(kv_lora_rank, heads · (qk_nope_head_dim + v_head_dim), no bias)
+--      → split into k_pass (nope) and value_states (v_head_dim) views; k_rot (b, 1, s, qk_rope_head_dim), one head.
+--   RoPE on q_rot and k_rot (llama.lua's kernels: ·cos, rotate_half = neg + cat, ·sin, add); rope_interleave (HF's
+--      default, true) first de-interleaves each: view(…, d/2, 2).transpose(4, 3).reshape — one copy of q_rot and of k_rot.
+--   query_states = cat(q_pass, q_rot), key_states = cat(k_pass, k_rot.expand(heads)): one copy each, (b, heads, s, d_qk).
+--   attention with scores over d_qk and values of v_head_dim: eager (llama.lua's eager_attention_forward kernels: QKᵀ,
+--      × scaling, + causal mask, softmax, [dropout], ·V, transpose(1, 2).contiguous(); num_key_value_heads must equal
+--      num_attention_heads, so repeat_kv copies nothing) or sdpa (one `sdpa` node with V narrower than Q and K:
+--      PyTorch's FlashAttention backend needs equal head dims, so the memory-efficient kernel runs it).
+--   o_proj Linear(heads · v_head_dim, h, bias = attention_bias).
+--   The softmax scale (qk_head_dim^-0.5, × mscale² with YaRN rope_scaling) changes no kernel.
+-- DeepseekV3MoE (layers i ≥ first_k_dense_replace with i % moe_layer_freq == 0; transformers' class reads no
+--   moe_layer_freq — DeepSeek's remote code does, and both agree at its value 1), on n = b · s tokens:
+--   router DeepseekV3TopkRouter: F.linear(x.float(), weight.float()) (casts of x and of the (E, h) weight unless the
+--   model is fp32, an fp32 GEMM), sigmoid; under torch.no_grad() (get_topk_indices): + e_score_correction_bias,
+--   view (n, n_group, E / n_group) → topk(2) → sum → topk(topk_group) over the groups → zeros_like + scatter_ (group
+--   mask) → expand + reshape (a copy to (n, E)) → .bool(), ~ and masked_fill → topk(num_experts_per_tok); then with
+--   gradient scores.gather(1, topk_indices) (ops/gather.lua), [norm_topk_prob: sum, + 1e-20, div], × routed_scaling_factor.
+--   moe(): final_hidden_states = zeros (n, h) in fp32 (topk_weights' dtype), one_hot(topk_indices, E) (permuted: a
+--   view), per expert torch.where(mask[e]) (nonzero), topk_weights[token_indices, weight_indices] (a gather),
+--   hidden_states[token_indices] (a gather), the expert MLP (DeepseekV3MLP of moe_intermediate_size: gate_proj, SiLU,
+--   up_proj, mul, down_proj), × the weights (fp32 result), index_add_ into the fp32 buffer; .type(dtype) (a cast
+--   unless fp32); + shared_experts(x), one DeepseekV3MLP of moe_intermediate_size · n_shared_experts.
+--   Tokens per expert: as neusight/models/moe.lua — dropless, spread evenly (moe.spread: n·k/E rows per expert, the
+--   remainder one row more, experts without tokens keep their parameters and launch nothing). Group-limited routing
+--   restricts which experts a token may pick, not how many rows the experts get on average: the even spread stands.
+--   e_score_correction_bias is a registered buffer in transformers (not a parameter): counted in no parameter total.
+--   Bool tensors (.bool(), ~) are charged at fp32 width; the int64 routing indices as neusight.kernels.index_bytes.
+-- Serving phases (opts.phase; neusight.nodes): as llama.lua. The KV cache is HF's: DynamicCache.update stores the
+--   decompressed per-head key_states (d_qk) and value_states (v_head_dim) of every head — (d_qk + v_head_dim) ·
+--   heads values per token and layer (40,960 for DeepSeek-V3), not the compressed latent (kv_lora_rank +
+--   qk_rope_head_dim = 576) that MLA-aware engines (vLLM / SGLang with FlashMLA) cache. Decode: one
+--   decode_attention node over C + 1 cached tokens with all heads (kv heads = heads), K of d_qk, V of v_head_dim.
+-- Tensor parallelism (opts.tp > 1), Megatron-Core's MLA layout: the down projections q_a_proj and kv_a_proj_with_mqa
+--   and their RMSNorms replicated, q_b_proj (or q_proj) and kv_b_proj column-parallel (heads split), o_proj
+--   row-parallel; f before q_b_proj and kv_b_proj (the all-reduce in backward of the gradient of the replicated
+--   latents, (b, s, q_lora_rank) and (b, s, kv_lora_rank + qk_rope_head_dim)), and on x before q_proj when q_lora_rank is
+--   null (or with sequence parallelism: the all-gather of the sequence before the replicated projections); g after
+--   o_proj. Dense MLP, shared experts and every routed expert: gate/up column-, down row-parallel (as moe.lua: the
+--   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
+--   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
+--   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+-- Left out (as in llama.lua / moe.lua): the rotary tables, the causal-mask construction, the host synchronisations of
+--   torch.where, the backward of k_rot.expand (a sum over the heads of (b, heads, s, qk_rope_head_dim) gradients), the
+--   torch.where of experts that get no token (a read of the (n, k) mask each), the fp8 block-quantised weights of the
+--   published checkpoint (quantization_config: the model runs in the workload's dtype), load imbalance between experts.
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
+
+local checks = require "neusight.models.check"
+local K = require "neusight.kernels"
+
+local M = {}
+
+M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
+M.sequence_parallel = true
+M.expert_parallel = true
+M.attention = { eager = true, sdpa = true }
+M.serving = { prefill = true, decode = true }
+
+--- HuggingFace's config-class defaults (transformers DeepseekV3Config: DeepSeek-V3's shape) for the fields that shape
+--- the kernels; false is None (q_lora_rank: null → q_proj). num_key_value_heads defaults to num_attention_heads.
+M.DEFAULTS = {
+  deepseek_v3 = { vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
+                  num_hidden_layers = 61, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 1,
+                  n_routed_experts = 256, routed_scaling_factor = 2.5, kv_lora_rank = 512, q_lora_rank = 1536,
+                  qk_rope_head_dim = 64, v_head_dim = 128, qk_nope_head_dim = 128, n_group = 8, topk_group = 4,
+                  num_experts_per_tok = 8, first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true,
+                  hidden_act = "silu", tie_word_embeddings = false, rope_interleave = true, attention_bias = false,
+                  attention_dropout = 0.0 },
+}
+
+-- The builder fields (config.json keys that change the kernels), and the keys that change none a config may carry.
+local FIELDS = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+  "num_attention_heads", "num_key_value_heads", "n_shared_experts", "n_routed_experts", "routed_scaling_factor",
+  "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group",
+  "num_experts_per_tok", "first_k_dense_replace", "moe_layer_freq", "norm_topk_prob", "hidden_act",
+  "tie_word_embeddings", "rope_interleave", "attention_bias", "attention_dropout" }
+local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
+
+--- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
+function M.fields(model_type)
+  local out = {}
+  if M.DEFAULTS[model_type] then
+    for i, k in ipairs(FIELDS) do out[i] = k end
+  end
+  return out
+end
+
+local function show(v) return type(v) == "string" and ("%q"):format(v) or tostring(v) end
+
+--- Resolves a config (HF field names, any of them omitted) into the numbers the graph needs; errors name the model.
+---@return table r
+function M.config(cfg)
+  local who = ("deepseek model '%s'"):format(tostring(cfg.name or "?"))
+  local mt = cfg.model_type or "deepseek_v3"
+  if not M.DEFAULTS[mt] then
+    error(("%s: model_type %s is not supported (\"deepseek_v3\")"):format(who, show(mt)), 0)
+  end
+  local known = M.fields(mt)
+  for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
+  for _, k in ipairs(NEUTRAL) do known[#known + 1] = k end
+  checks.known(who, cfg, known)
+  local d, c = M.DEFAULTS[mt], {}
+  for _, k in ipairs(FIELDS) do
+    local v = cfg[k]
+    if v == nil then v = d[k] end
+    if v == false and (k == "q_lora_rank" or k == "num_key_value_heads") then v = nil end
+    c[k] = v
+  end
+  checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
+    "num_hidden_layers", "num_attention_heads", "n_shared_experts", "n_routed_experts", "kv_lora_rank",
+    "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group", "num_experts_per_tok",
+    "moe_layer_freq" }, { "q_lora_rank", "num_key_value_heads" })
+  for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
+    if type(c[k]) ~= "boolean" then
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
+    end
+  end
+  if c.hidden_act ~= "silu" then
+    error(("%s: hidden_act %s is not supported (DeepSeek's MLPs are SwiGLU: \"silu\")"):format(who, show(c.hidden_act)), 0)
+  end
+  local p = c.attention_dropout
+  if type(p) ~= "number" or not (p >= 0 and p < 1) then
+    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, tostring(p)), 0)
+  end
+  local fk = c.first_k_dense_replace
+  if type(fk) ~= "number" or fk < 0 or fk ~= math.floor(fk) then
+    error(("%s: field 'first_k_dense_replace' must be a non-negative integer (got %s)"):format(who, tostring(fk)), 0)
+  end
+  local rsf = c.routed_scaling_factor
+  if type(rsf) ~= "number" or not (rsf > 0 and rsf < math.huge) then
+    error(("%s: field 'routed_scaling_factor' must be a positive number (got %s)"):format(who, tostring(rsf)), 0)
+  end
+  local nh = c.num_attention_heads
+  if c.num_key_value_heads and c.num_key_value_heads ~= nh then
+    error(("%s: num_key_value_heads (%d) must equal num_attention_heads (%d): kv_b_proj makes a key and a value per "
+      .. "query head, and HF's repeat_kv would repeat them %d / %d times"):format(who, c.num_key_value_heads, nh, nh,
+      c.num_key_value_heads), 0)
+  end
+  if c.qk_rope_head_dim % 2 ~= 0 then
+    error(("%s: qk_rope_head_dim (%d) must be even (rotate_half splits it in two)"):format(who, c.qk_rope_head_dim), 0)
+  end
+  local E, G, TG, k = c.n_routed_experts, c.n_group, c.topk_group, c.num_experts_per_tok
+  if E % G ~= 0 or E // G < 2 then
+    error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d) with at least 2 experts per group "
+      .. "(the group score is the sum of each group's top 2)"):format(who, E, G), 0)
+  end
+  if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
+  if k > TG * (E // G) then
+    error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
+      TG * (E // G), TG), 0)
+  end
+  local L = c.num_hidden_layers
+  local r = {
+    who = who, model_type = mt, c = c, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L, nh = nh,
+    qr = c.q_lora_rank, kvr = c.kv_lora_rank, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim,
+    E = E, k = k, mI = c.moe_intermediate_size, ns = c.n_shared_experts, G = G, TG = TG,
+    norm_topk = c.norm_topk_prob, tied = c.tie_word_embeddings, bias = c.attention_bias,
+    interleave = c.rope_interleave, p_drop = p, first_dense = fk, freq = c.moe_layer_freq,
+  }
+  r.dqk = r.dn + r.dr
+  --- Whether layer i (0-based) is a MoE layer.
+  function r.sparse(i) return i >= fk and i % r.freq == 0 end
+  return r
+end
+
+--- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
+---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean, phase?: string, context?: integer }
+---@return neusight.Node[]
+function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
+
+--- The graph of a resolved config `r` (M.config).
+function M.graph(r, opts)
+  local who = r.who
+  local N = require "neusight.nodes"
+  local P = require "neusight.parallel"
+  local moe_spread = require("neusight.models.moe").spread
+  local serve = N.serving(opts, who)
+  local decode = serve ~= nil and serve.phase == "decode"
+  checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
+  local b, s, h = opts.batch, serve and serve.s or opts.seq, r.h
+  local dtype = opts.dtype or "fp32"
+  local shard = (opts.tp or 1) > 1 and P.tensor_shard(opts, who) or nil
+  local tp = shard and shard.tp or 1
+  local nh, V = r.nh, r.V
+  if shard then
+    nh = shard.split(nh, "num_attention_heads")
+    V = shard.vocab(V)
+  end
+  local sp = tp > 1 and opts.sequence_parallel == true
+  local sl = sp and shard.split(s, "the sequence length") or s
+  local sdpa = opts.attention == "sdpa"
+  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32
+  local norm_dtype = upcast and "fp32" or dtype
+  local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
+
+  local g = N.new(dtype, shard, sp)
+  local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
+  local function add_as(node_dtype, ...)
+    add(...)
+    nodes[#nodes].dtype = node_dtype
+  end
+
+  -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
+  local x = { b, s, h }
+  local xs = sp and { b, sl, h } or x
+  local q_flat, q_heads = { b, s, nh * dqk }, { b, nh, s, dqk }
+  local q_pass, q_rot, q_half = { b, nh, s, dn }, { b, nh, s, dr }, { b, nh, s, dr // 2 }
+  local k_rot, k_half = { b, 1, s, dr }, { b, 1, s, dr // 2 }
+  local kv_a, latent = { b, s, kvr + dr }, { b, s, kvr }
+  local kv_flat, v_heads = { b, s, nh * (dn + dv) }, { b, nh, s, dv }
+  local rope_table = { b, 1, s, dr }
+  local scores = { b, nh, s, s }
+
+  -- DeepseekV3RMSNorm (LlamaRMSNorm's kernels, llama.lua) over the last dimension `width` of `shape`.
+  local function rms_norm(p, shape, width)
+    local col = {}
+    for i = 1, #shape - 1 do col[i] = shape[i] end
+    col[#shape] = 1
+    if upcast then add_as("fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
+    add_as(norm_dtype, "pow", p .. ".pow", { shape }, shape)
+    add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)
+    add_as(norm_dtype, "add", p .. ".eps", { col }, col)
+    add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
+    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" })
+    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+    add("weight", p .. ".weight", {}, { width }, width)
+    add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
+  end
+
+  -- apply_rotary_pos_emb (rope_interleave: apply_rotary_pos_emb_interleave) for one of q_rot / k_rot.
+  local function rope(p, heads, half)
+    if r.interleave then -- view(…, d/2, 2).transpose(4, 3).reshape(…, d): a copy
+      add("contiguous", p .. ".interleave", { heads }, heads)
+    end
+    add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+    add("mul", p .. ".neg", { half }, half)
+    add("contiguous", p .. ".rotate_half", { half, half }, heads)
+    add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+    add("add", p .. ".add", { heads, heads }, heads)
+  end
+
+  local function linear(name, input, in_f, out_f, out, bias, shared)
+    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
+      { bias = bias, saved_inputs = shared and "" or nil })
+  end
+
+  -- DeepseekV3MLP under prefix `m`: down_proj(silu(gate_proj(x)) · up_proj(x)), width = this rank's intermediate size.
+  local function swiglu(m, input, mid, width, attrs)
+    local function lin(name, from, to, in_f, out_f, shared)
+      local a = { bias = false, saved_inputs = shared and "" or nil }
+      for key, v in pairs(attrs or {}) do a[key] = v end
+      add("linear", m .. "." .. name, { from }, to, in_f * out_f, a)
+    end
+    lin("gate_proj", input, mid, h, width)
+    add("silu", m .. ".act_fn", { mid }, mid)
+    lin("up_proj", input, mid, h, width, true)
+    add("mul", m .. ".mul", { mid, mid }, mid)
+    lin("down_proj", mid, input, width, h)
+  end
+
+  -- DeepseekV3Attention under prefix `a`; `kv` = the KV-cache tokens per sequence in a serving phase.
+  local function attention(a, kv)
+    if not qr or sp then
+      tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj"
+        .. (sp and " and the replicated down projections" or ""))
+    end
+    if qr then
+      linear(a .. ".q_a_proj", x, h, qr, { b, s, qr }, r.bias)
+      rms_norm(a .. ".q_a_layernorm", { b, s, qr }, qr)
+      g.all_reduce(a .. ".q_b_proj.tp_in", { b, s, qr }, "backward",
+        "f: gradient of the replicated q latent from the column-parallel q_b_proj")
+      linear(a .. ".q_b_proj", { b, s, qr }, qr, nh * dqk, q_flat, false)
+    else
+      linear(a .. ".q_proj", x, h, nh * dqk, q_flat, false)
+    end
+    linear(a .. ".kv_a_proj_with_mqa", x, h, kvr + dr, kv_a, r.bias, true)
+    rms_norm(a .. ".kv_a_layernorm", latent, kvr)
+    g.all_reduce(a .. ".kv_b_proj.tp_in", kv_a, "backward",
+      "f: gradient of the replicated kv latent and k_rot from the column-parallel kv_b_proj and heads")
+    linear(a .. ".kv_b_proj", latent, kvr, nh * (dn + dv), kv_flat, false)
+    rope(a .. ".rotary.q", q_rot, q_half)
+    rope(a .. ".rotary.k", k_rot, k_half)
+    add("contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
+    add("contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
+    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, nh, s, dqk, kv, dv) end
+    local core = { core_attention = true }
+    if decode then
+      N.decode_attention(g, a .. ".decode_attention", b, nh, nh, dqk, kv, dv)
+    elseif sdpa then
+      add("sdpa", a .. ".sdpa", { q_heads, q_heads, v_heads }, v_heads, 0, {
+        core_attention = true, causal = true, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        note = "V narrower than Q and K: PyTorch's memory-efficient kernel" })
+    else
+      add("matmul", a .. ".qk", { q_heads, { b, nh, dqk, s } }, scores, 0, { core_attention = true, core_inputs = "1,2" })
+      add("mul", a .. ".scale", { scores }, scores, 0, core)
+      add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)
+      add("softmax", a .. ".softmax", { scores }, scores, 0, core)
+      if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
+      add("matmul", a .. ".pv", { scores, v_heads }, v_heads, 0, { core_attention = true, core_inputs = "2" })
+      add("contiguous", a .. ".contiguous", { v_heads }, { b, s, nh, dv })
+    end
+    add("linear", a .. ".o_proj", { { b, s, nh * dv } }, x, nh * dv * h + (r.bias and h or 0), { bias = r.bias })
+    tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
+  end
+
+  -- DeepseekV3MoE under prefix `m` on the n tokens of the (gathered) sequence.
+  local function moe(m)
+    local E, k, G, TG = r.E, r.k, r.G, r.TG
+    local n = b * s
+    local flat, top = { n, h }, { n, k }
+    local I = shard and shard.split(r.mI, "moe_intermediate_size") or r.mI
+    local Is = shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns
+    local experts = P.expert_shard(opts, who, E)
+    local ng = { no_grad = true }
+    local function replicate(from, per)
+      for i = from, #nodes do
+        nodes[i].count = nodes[i].count * per
+        nodes[i].attrs.per_layer = per
+      end
+    end
+    local function expert_mlp(e, rows, per)
+      local from = #nodes + 1
+      if rows > 0 then
+        swiglu(e, { rows, h }, { rows, I }, I, { expert = true })
+      else
+        add("weight", e .. ".idle", {}, { 3, h, I }, 3 * h * I, { expert = true, note = "no tokens: parameters only" })
+      end
+      replicate(from, per)
+    end
+    local function dispatch(e, rows, per) -- torch.where(mask[e]), hidden_states[token_indices]
+      if rows == 0 then return end
+      local from = #nodes + 1
+      add("nonzero", e .. ".where", { top }, { 2, rows })
+      add("index", e .. ".expert_input", { flat, { rows } }, { rows, h })
+      replicate(from, per)
+    end
+    local function combine(e, rows, per) -- topk_weights[token_indices, weight_indices] · output, index_add_
+      if rows == 0 then return end
+      local from = #nodes + 1
+      local y = { rows, h }
+      add_as("fp32", "index", e .. ".expert_weights", { top, { rows } }, { rows })
+      add_as("fp32", "mul", e .. ".weighted_output", { y, { rows, 1 } }, y)
+      add_as("fp32", "index_add", e .. ".index_add", { y, { rows }, flat }, y)
+      replicate(from, per)
+    end
+
+    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts")
+    -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
+    local gate = m .. ".gate"
+    local probs = { n, E }
+    if upcast then
+      add_as("fp32", "cast", gate .. ".hidden_to_fp32", { flat }, flat, 0, { from = dtype })
+      add_as("fp32", "cast", gate .. ".weight_to_fp32", { { E, h } }, { E, h }, 0, { from = dtype })
+    end
+    add_as("fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
+    add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
+    -- get_topk_indices, under torch.no_grad()
+    local grouped = { n, G, E // G }
+    add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
+    add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
+    add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
+    add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+    add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+    add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+    add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+    add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+    add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
+    add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
+    add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
+    -- with gradient: the selected scores
+    add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
+    if r.norm_topk then
+      add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+      add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+      add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+    end
+    add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+    -- moe(): the routed experts into an fp32 buffer
+    add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
+    add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
+    local sets = moe_spread(n * k, E)
+    if experts.ep == 1 then
+      for _, set in ipairs(sets) do
+        local e = m .. "." .. set.name
+        dispatch(e, set.rows, set.per)
+        expert_mlp(e, set.rows, set.per)
+        combine(e, set.rows, set.per)
+      end
+    else
+      for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
+      experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { n * k, h }, "expert parallel: routed tokens to their experts")
+      for _, set in ipairs(moe_spread(n * k, experts.local_experts)) do
+        expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
+      end
+      experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { n * k, h }, "expert parallel: expert outputs back")
+      for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
+    end
+    if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
+    swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
+    add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+    tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)")
+  end
+
+  local function layer(p, kv, sparse)
+    rms_norm(p .. ".input_layernorm", xs, h)
+    attention(p .. ".self_attn", kv)
+    add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+    rms_norm(p .. ".post_attention_layernorm", xs, h)
+    local m = p .. ".mlp"
+    if sparse then
+      moe(m)
+    else
+      local I = shard and shard.split(r.I, "intermediate_size") or r.I
+      tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
+      swiglu(m, x, { b, s, I }, I)
+      tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
+    end
+    add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+  end
+
+  add("embedding", "embed_tokens", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  local dense, sparse = 0, 0
+  for i = 0, r.L - 1 do
+    if r.sparse(i) then sparse = sparse + 1 else dense = dense + 1 end
+  end
+  local kv = serve and serve.kv
+  for _, grp in ipairs { { "dense_layers", dense, false }, { "layers", sparse, true } } do
+    if grp[2] > 0 then
+      g.layer, g.count = grp[1], grp[2]
+      layer(grp[1], kv, grp[3])
+    end
+  end
+  g.layer, g.count = "", 1
+  rms_norm("norm", xs, h)
+  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
+  local head_in = N.lm_head_input(g, serve, x)
+  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
+    { bias = false, tied = r.tied and "embed_tokens" or nil })
+  N.causal_lm_loss(g, b, s, V, opts)
+  return nodes
+end
+
+--- Parameters a token uses: every parameter but the routed experts it is not sent to (num_experts_per_tok of
+--- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).
+function M.active_parameters(cfg)
+  local r = M.config(cfg)
+  local shared, experts = 0, 0
+  for _, n in ipairs(M.build(cfg, { batch = 1, seq = 1 })) do
+    if n.attrs.expert then experts = experts + n.params * n.count else shared = shared + n.params * n.count end
+  end
+  return shared + experts * r.k // r.E
+end
+
+return M

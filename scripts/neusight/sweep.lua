@@ -1,0 +1,431 @@
+-- scripts/neusight/sweep.lua — `neusight serve --sweep`: every combination of GPU × tp × (static batch | request
+-- rate) run through scripts/neusight/serve.lua exactly as a single `neusight serve` would run it, one row each, and
+-- the cheapest setting that meets the latency targets.
+--
+-- Rows (one per combination, GPUs outermost, then tp, then the batch or rate): the serve report's latencies — a
+-- static batch's TTFT, TPOT and end to end; a rate's p50 and p90 of each over the simulated requests — its output
+-- tokens/s (for the replica and per GPU), GPUs = tp, the GPU file's price_per_hour_usd (per GPU), $/hour = price ×
+-- GPUs, $ per million output tokens = $/hour / 3600 / output tokens/s × 1e6, `meets` and what it `misses`. A
+-- combination serve.lua refuses (a model that does not fit beside its KV cache, tp not dividing the heads) is a row
+-- with its `error` and no numbers; a static batch beyond memory keeps its numbers with the warning as `error`. Neither
+-- is ever chosen.
+--
+-- Targets (`ttft_ms`, `tpot_ms`, either or both, each an upper bound in ms) apply to the p90 of a rate run and to the
+-- static batch's values (TPOT its mean over the decode steps). Choice among the rows that meet them: the lowest $ per
+-- million output tokens when every GPU of the sweep has a price, else (said in the verdict) the highest output
+-- tokens/s per GPU; ties go to the earlier row. No row meeting them is a result, not an error: `none_meets` = true and
+-- a verdict that says so.
+local type, tostring, ipairs, pairs, pcall, error = type, tostring, ipairs, pairs, pcall, error
+local fmt, concat, floor, huge = string.format, table.concat, math.floor, math.huge
+
+local S = require "neusight.serve"
+
+local M = {}
+
+local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
+
+local function is_count(v) return math.type(v) == "integer" and v >= 1 end
+local function positive(x) return type(x) == "number" and x > 0 and x < huge end
+
+---------------------------------------------------------------------------------------------------
+-- Targets, cost and the choice (pure: the unit tests drive these directly)
+
+--- The value a target applies to: the p90 of a rate run, the static batch's own value.
+local function target_value(row, what)
+  if row.rate ~= nil then return row[what .. "_p90"] end
+  return row[what]
+end
+
+local TARGETS = { { key = "ttft_ms", name = "TTFT" }, { key = "tpot_ms", name = "TPOT" } }
+
+--- Whether `row` meets `targets` ({ ttft_ms, tpot_ms }, each optional): true, or false and the misses as text.
+--- A row with an error (or one that does not fit) meets nothing; a missing TPOT (one output token) meets any bound.
+function M.meets(row, targets)
+  if row.error ~= nil or row.fits == false then return false, nil end
+  local misses = {}
+  for _, t in ipairs(TARGETS) do
+    local bound = targets[t.key]
+    local v = target_value(row, t.key)
+    if bound ~= nil and v ~= nil and v > bound then
+      misses[#misses + 1] = fmt("%s%s %.1f > %g ms", t.name, row.rate ~= nil and " p90" or "", v, bound)
+    end
+  end
+  if #misses > 0 then return false, concat(misses, ", ") end
+  return true, nil
+end
+
+--- The cost columns of a row from its GPU's price (nil: the GPU file has none).
+function M.cost(row, price)
+  if not positive(price) then return end
+  row.price_per_hour_usd = price
+  row.cost_per_hour_usd = price * row.gpus
+  if positive(row.output_tokens_per_s) then
+    row.cost_per_million_output_tokens_usd = row.cost_per_hour_usd / 3600 / row.output_tokens_per_s * 1e6
+  end
+end
+
+--- The choice among rows (each with `meets`, `gpu`, `price_per_hour_usd`, `cost_per_million_output_tokens_usd`,
+--- `output_tokens_per_s_per_gpu`). Returns { index = i or nil, rank_by = field, unpriced = { gpu names } }: by the
+--- lowest cost per million output tokens when every row's GPU has a price, else by the highest output tokens/s per
+--- GPU; ties keep the earlier row.
+function M.choose(rows)
+  local unpriced, seen = {}, {}
+  for _, r in ipairs(rows) do
+    if r.price_per_hour_usd == nil and not seen[r.gpu] then
+      seen[r.gpu] = true
+      unpriced[#unpriced + 1] = r.gpu
+    end
+  end
+  local by_cost = #unpriced == 0
+  local rank_by = by_cost and "cost_per_million_output_tokens_usd" or "output_tokens_per_s_per_gpu"
+  local best, best_v
+  for i, r in ipairs(rows) do
+    local v = r[rank_by]
+    if r.meets and v ~= nil then
+      if best == nil or (by_cost and v < best_v) or (not by_cost and v > best_v) then best, best_v = i, v end
+    end
+  end
+  return { index = best, rank_by = rank_by, unpriced = unpriced }
+end
+
+local function targets_text(targets, mode)
+  local parts = {}
+  for _, t in ipairs(TARGETS) do
+    if targets[t.key] ~= nil then
+      parts[#parts + 1] = fmt("%s%s <= %g ms", t.name, mode == "rate" and " p90" or "", targets[t.key])
+    end
+  end
+  return concat(parts, " and ")
+end
+
+local function setting_text(r)
+  local what = r.rate ~= nil and fmt("rate %g req/s", r.rate) or fmt("batch %d", r.batch)
+  return fmt("%s, tp %d, %s", r.gpu, r.tp, what)
+end
+
+--- The verdict line: the chosen setting and why, or that none meets the targets.
+function M.verdict(rows, choice, targets, mode)
+  local goal = targets_text(targets, mode)
+  local errors = 0
+  for _, r in ipairs(rows) do
+    if r.error ~= nil then errors = errors + 1 end
+  end
+  if choice.index == nil then
+    if goal == "" then
+      return fmt("no setting could run (%d combinations, %d errors)", #rows, errors)
+    end
+    return fmt("no setting meets %s (%d combinations, %d could not run)", goal, #rows, errors)
+  end
+  local r = rows[choice.index]
+  local head = goal == "" and "no targets given (--ttft-ms, --tpot-ms): " or ""
+  if choice.rank_by == "cost_per_million_output_tokens_usd" then
+    return fmt("%scheapest setting%s: %s: $%s per million output tokens (%d GPU%s x $%s/h = $%s/h, %.1f output tokens/s per GPU)",
+      head, goal == "" and "" or " meeting " .. goal, setting_text(r), M.money(r.cost_per_million_output_tokens_usd),
+      r.gpus, r.gpus > 1 and "s" or "", M.money(r.price_per_hour_usd), M.money(r.cost_per_hour_usd),
+      r.output_tokens_per_s_per_gpu)
+  end
+  return fmt("%sbest setting by output tokens/s per GPU%s (not by cost: no price_per_hour_usd for %s): %s: %.1f output tokens/s per GPU",
+    head, goal == "" and "" or " meeting " .. goal, concat(choice.unpriced, ", "), setting_text(r),
+    r.output_tokens_per_s_per_gpu)
+end
+
+function M.money(x)
+  if x == nil then return "-" end
+  if x >= 100 then return fmt("%.0f", x) end
+  if x >= 0.01 then return fmt("%.4g", x) end
+  return fmt("%.3e", x)
+end
+
+---------------------------------------------------------------------------------------------------
+-- The sweep
+
+-- The sweep's own options; the rest go to serve.lua as they are.
+local AXES = { gpu = true, tp = true, batch = true, rate = true }
+
+-- A list option: an array (from the engine) or one value.
+local function list_of(v)
+  if v == nil then return nil end
+  if type(v) == "table" then return v end
+  return { v }
+end
+
+local function first_line(s)
+  s = tostring(s)
+  s = s:gsub("^serve: ", "")
+  return (s:match("^[^\n]*"))
+end
+
+-- The row of one combination from its serve report.
+local function row_of(base, r)
+  local row = base
+  if r.kind == "static" then
+    row.ttft_ms, row.tpot_ms, row.e2e_ms = r.ttft_ms, r.tpot_ms, r.e2e_ms
+    row.output_tokens_per_s = r.output_tokens_per_s
+    row.output_tokens_per_s_per_gpu = r.output_tokens_per_s_per_gpu
+    row.fits = r.fits
+    if not r.fits then row.error = r.warnings[1] end
+  else
+    for _, k in ipairs { "ttft_ms", "tpot_ms", "e2e_ms" } do
+      if r[k] then row[k .. "_p50"], row[k .. "_p90"] = r[k].p50, r[k].p90 end
+    end
+    row.output_tokens_per_s = r.throughput.output_tokens_per_s
+    row.output_tokens_per_s_per_gpu = r.throughput.output_tokens_per_s_per_gpu
+    row.fits = true
+  end
+  return row
+end
+
+-- Serialises a phase() argument (flat: strings, numbers, booleans) as a cache key.
+local function key_of(fields)
+  local ks = {}
+  for k in pairs(fields) do ks[#ks + 1] = k end
+  table.sort(ks)
+  local parts = {}
+  for i, k in ipairs(ks) do parts[i] = k .. "=" .. tostring(fields[k]) end
+  return concat(parts, "\1")
+end
+
+--- Runs the sweep: `raw` are serve's options with `gpu`, `tp` and `batch` or `rate` as lists (or single values) and
+--- the targets `ttft_ms`, `tpot_ms`; `phase`, `progress` serve's primitives and `gpu(query)` the GPU a name resolves
+--- to (its file's fields; an unknown name is an error). Every option is checked (and every GPU resolved) before the
+--- first forecast. Returns the report table.
+function M.run(raw, phase, progress, gpu)
+  progress = progress or function() end
+  local lists, rest, targets = {}, {}, {}
+  for k, v in pairs(raw) do
+    if AXES[k] then lists[k] = list_of(v)
+    elseif k == "ttft_ms" or k == "tpot_ms" then targets[k] = v
+    elseif k ~= "sweep" then rest[k] = v end
+  end
+  for k, v in pairs(targets) do
+    if not positive(v) then fail("--%s must be a positive number of milliseconds (got %s)", k:gsub("_", "-"), tostring(v)) end
+  end
+  if lists.batch and lists.rate then fail("--batch (static batch) and --rate (continuous batching) exclude each other") end
+  if not lists.batch and not lists.rate then fail("--sweep needs --batch N,… (static batch) or --rate R,… (continuous batching)") end
+  local mode = lists.batch and "batch" or "rate"
+  lists.gpu = lists.gpu or {}
+  lists.tp = lists.tp or { S.DEFAULTS.tp }
+  for _, k in ipairs { "gpu", "tp", mode } do
+    if #lists[k] == 0 then fail("--sweep needs at least one --%s value", k) end
+  end
+  local gpus = {}
+  for i, q in ipairs(lists.gpu) do  -- a misspelled GPU stops the sweep here
+    local ok, g = pcall(gpu, q)
+    if not ok then fail("--gpu %s: %s", tostring(q), first_line(g)) end
+    gpus[i] = g
+  end
+  for _, tp in ipairs(lists.tp) do
+    if not is_count(tp) then fail("--tp must be a positive integer (got %s)", tostring(tp)) end
+  end
+
+  local combos = {}
+  for gi, q in ipairs(lists.gpu) do
+    for _, tp in ipairs(lists.tp) do
+      for _, v in ipairs(lists[mode]) do
+        local o = {}
+        for k, x in pairs(rest) do o[k] = x end
+        o.gpu, o.tp, o[mode] = q, tp, v
+        S.options(o)  -- a bad option (length, rate ≤ 0 …) stops the sweep before any forecast
+        combos[#combos + 1] = { options = o, gpu = gpus[gi], tp = tp, value = v }
+      end
+    end
+  end
+
+  -- phase forecasts are shared by the combinations (the same GPU and tp at another rate asks for the same points)
+  local cache = {}
+  local function cached_phase(fields)
+    local k = key_of(fields)
+    local p = cache[k]
+    if p == nil then
+      p = phase(fields)
+      cache[k] = p
+    end
+    return p
+  end
+
+  local rows, first = {}, nil
+  for i, c in ipairs(combos) do
+    local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.gpu.name, c.tp, mode, c.value)
+    progress(label)
+    local sub = function(text, done)
+      if not done then progress(label .. ": " .. tostring(text)) end
+    end
+    local row = { index = i, gpu = c.gpu.name, gpu_file = c.gpu.source, tp = c.tp, gpus = c.tp }
+    row[mode] = c.value
+    local ok, r = pcall(S.run, c.options, cached_phase, sub)
+    if ok then
+      first = first or r
+      row_of(row, r)
+    else
+      row.error = first_line(r)
+    end
+    M.cost(row, c.gpu.price_per_hour_usd)
+    row.meets, row.misses = M.meets(row, targets)
+    rows[i] = row
+  end
+  progress(nil, true)
+
+  local choice = M.choose(rows)
+  for i, row in ipairs(rows) do row.chosen = choice.index == i end
+  local o1 = combos[1].options
+  local report = {
+    kind = "sweep",
+    mode = mode,
+    model = first and first.model or o1.model,
+    predictor = o1.predictor or "neusight",
+    dtype = first and first.dtype or o1.dtype,
+    launch = first and first.launch or o1.launch,
+    input_len = tostring(o1.input_len),
+    output_len = tostring(o1.output_len),
+    requests = mode == "rate" and (o1.requests or S.DEFAULTS.requests) or nil,
+    seed = mode == "rate" and (o1.seed or S.DEFAULTS.seed) or nil,
+    chunked_prefill = mode == "rate" and (o1.chunked_prefill or 0) or nil,
+    targets = { ttft_ms = targets.ttft_ms, tpot_ms = targets.tpot_ms,
+                statistic = mode == "rate" and "p90" or "static" },
+    rank_by = choice.rank_by,
+    unpriced_gpus = choice.unpriced,
+    rows = rows,
+    combinations = #rows,
+    chosen_index = choice.index,
+    chosen = choice.index and rows[choice.index] or nil,
+    none_meets = choice.index == nil,
+    forecasts = 0,
+  }
+  for _ in pairs(cache) do report.forecasts = report.forecasts + 1 end
+  local meeting, errors = 0, 0
+  for _, row in ipairs(rows) do
+    if row.meets then meeting = meeting + 1 end
+    if row.error ~= nil then errors = errors + 1 end
+  end
+  report.meeting, report.errors = meeting, errors
+  report.verdict = M.verdict(rows, choice, targets, mode)
+  return report
+end
+
+---------------------------------------------------------------------------------------------------
+-- Rendering: a table for people and CSV (one line per row); JSON is the report as is
+
+local function num(fmtstr)
+  return function(v) return v == nil and "-" or fmt(fmtstr, v) end
+end
+
+-- The columns of a mode: { key (JSON / CSV), header (table), cell (table text) }.
+local function columns(mode)
+  local ms = num("%.2f")
+  local cols = {
+    { key = "index" },
+    { key = "gpu", header = "gpu", left = true },
+    { key = "gpu_file" },
+    { key = "tp", header = "tp", cell = num("%d") },
+    { key = "gpus", header = "GPUs", cell = num("%d") },
+  }
+  if mode == "rate" then
+    cols[#cols + 1] = { key = "rate", header = "rate/s", cell = num("%g") }
+    for _, k in ipairs { "ttft_ms", "tpot_ms", "e2e_ms" } do
+      local name = k == "e2e_ms" and "e2e" or k:sub(1, 4):upper()
+      cols[#cols + 1] = { key = k .. "_p50", header = name .. " p50", cell = ms }
+      cols[#cols + 1] = { key = k .. "_p90", header = name .. " p90", cell = ms }
+    end
+  else
+    cols[#cols + 1] = { key = "batch", header = "batch", cell = num("%d") }
+    cols[#cols + 1] = { key = "ttft_ms", header = "TTFT ms", cell = ms }
+    cols[#cols + 1] = { key = "tpot_ms", header = "TPOT ms", cell = ms }
+    cols[#cols + 1] = { key = "e2e_ms", header = "e2e ms", cell = ms }
+  end
+  local more = {
+    { key = "output_tokens_per_s" },
+    { key = "output_tokens_per_s_per_gpu", header = "tok/s/GPU", cell = num("%.1f") },
+    { key = "price_per_hour_usd" },
+    { key = "cost_per_hour_usd", header = "$/hour", cell = function(v) return v and fmt("%.2f", v) or "-" end },
+    { key = "cost_per_million_output_tokens_usd", header = "$/Mtok", cell = M.money },
+    { key = "fits" },
+    { key = "meets", header = "meets", cell = function(v) return v and "yes" or "no" end },
+    { key = "chosen" },
+    { key = "misses" },
+    { key = "error" },
+  }
+  for _, c in ipairs(more) do cols[#cols + 1] = c end
+  return cols
+end
+
+local function csv_cell(v)
+  if v == nil then return "" end
+  if type(v) == "boolean" then return v and "true" or "false" end
+  if math.type(v) == "integer" then return fmt("%d", v) end
+  if type(v) == "number" then return fmt("%.17g", v) end
+  local s = tostring(v)
+  if s:find('[,"\n\r]') then s = '"' .. s:gsub('"', '""') .. '"' end
+  return s
+end
+
+--- CSV: a header of the JSON row fields, one line per combination (numbers as %.17g: the JSON's doubles exactly).
+function M.format_csv(report)
+  local cols = columns(report.mode)
+  local out, head = {}, {}
+  for i, c in ipairs(cols) do head[i] = c.key end
+  out[1] = concat(head, ",")
+  for _, row in ipairs(report.rows) do
+    local cells = {}
+    for i, c in ipairs(cols) do cells[i] = csv_cell(row[c.key]) end
+    out[#out + 1] = concat(cells, ",")
+  end
+  return concat(out, "\n") .. "\n"
+end
+
+--- The table for people (JSON and CSV carry the same numbers, unrounded).
+function M.format_table(report)
+  local out = {}
+  local mode = report.mode
+  out[#out + 1] = fmt("serve sweep   %s, %s, launch %s, predictor %s, input %s tokens, output %s tokens", report.model,
+    report.dtype or "-", report.launch or "-", report.predictor, report.input_len, report.output_len)
+  if mode == "rate" then
+    out[#out + 1] = fmt("continuous batching: %d requests per combination, Poisson arrivals (seed %d)%s; latencies in ms",
+      report.requests, report.seed,
+      report.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", report.chunked_prefill) or "")
+  else
+    out[#out + 1] = "static batches; latencies in ms"
+  end
+  local goal = targets_text(report.targets, mode)
+  out[#out + 1] = "targets       " .. (goal ~= "" and goal .. (mode == "rate" and " (p90 over the requests)" or "")
+    or "none (--ttft-ms, --tpot-ms)")
+  out[#out + 1] = ""
+  local cols = {}
+  for _, c in ipairs(columns(mode)) do
+    if c.header then cols[#cols + 1] = c end
+  end
+  local cells, widths = {}, {}
+  for j, c in ipairs(cols) do widths[j] = #c.header end
+  for i, row in ipairs(report.rows) do
+    cells[i] = {}
+    for j, c in ipairs(cols) do
+      local s = c.cell and c.cell(row[c.key]) or tostring(row[c.key] or "-")
+      cells[i][j] = s
+      if #s > widths[j] then widths[j] = #s end
+    end
+  end
+  local function line(texts, note, mark)
+    local parts = { mark }
+    for j, c in ipairs(cols) do
+      parts[#parts + 1] = c.left and fmt("%-" .. widths[j] .. "s", texts[j]) or fmt("%" .. widths[j] .. "s", texts[j])
+    end
+    local s = concat(parts, "  ")
+    if note and note ~= "" then s = s .. "  " .. note end
+    return s
+  end
+  local heads = {}
+  for j, c in ipairs(cols) do heads[j] = c.header end
+  out[#out + 1] = line(heads, "why not", " ")
+  for i, row in ipairs(report.rows) do
+    out[#out + 1] = line(cells[i], row.error or row.misses, row.chosen and "*" or " ")
+  end
+  out[#out + 1] = ""
+  out[#out + 1] = (report.none_meets and "" or "* ") .. report.verdict
+  if report.rank_by == "cost_per_million_output_tokens_usd" then
+    out[#out + 1] = "  ($/hour = price_per_hour_usd of the GPU file x GPUs; $/Mtok = $/hour / 3600 / output tokens/s x 1e6)"
+  end
+  out[#out + 1] = fmt("%d combinations, %d meet the targets, %d could not run; %d phase forecasts", report.combinations,
+    report.meeting, report.errors, report.forecasts)
+  return concat(out, "\n") .. "\n"
+end
+
+return M

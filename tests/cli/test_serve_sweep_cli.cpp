@@ -1,0 +1,248 @@
+// tests/cli/test_serve_sweep_cli.cpp — `neusight serve --sweep` end to end (scripts/neusight/sweep.lua): every row is
+// the single `serve` run of its combination, number for number; targets filter and the cheapest that meets is chosen;
+// none meeting is a result; combinations that cannot run are error rows; bad names and flags stop at once; JSON, CSV
+// and table say the same. Small model and the roofline predictor keep it fast.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include <map>
+#include <sstream>
+#include <vector>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+const std::string base = "serve --model llama32_1b --predictor roofline --input-len 256 --output-len 32 ";
+
+json cli_json(const std::string& args) {
+  const auto r = run_cli(args + " --format json");
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// The GPU file stem of a row's gpu_file ("gpus/l4.toml" → "l4").
+std::string stem(const json& row) {
+  std::string f = row["gpu_file"];
+  f = f.substr(f.find_last_of('/') + 1);
+  return f.substr(0, f.size() - 5);
+}
+
+// Splits one CSV line (quoted cells may hold commas).
+std::vector<std::string> csv_cells(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
+      else if (c == '"') quoted = false;
+      else out.back() += c;
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      out.emplace_back();
+    } else {
+      out.back() += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("serve --sweep: each rate row is the single serve run of its combination, exactly", "[cli][serve][sweep]") {
+  const std::string common = "--requests 100 --seed 3 ";
+  const json s = cli_json(base + common + "--sweep --gpu h100,l4 --tp 1,2 --rate 2,8");
+  CHECK(s["kind"] == "sweep");
+  CHECK(s["mode"] == "rate");
+  REQUIRE(s["rows"].size() == 8);
+  size_t i = 0;
+  for (const std::string gpu : {"h100", "l4"})
+    for (const int tp : {1, 2})
+      for (const int rate : {2, 8}) {
+        const json& row = s["rows"][i++];
+        INFO(gpu << " tp " << tp << " rate " << rate);
+        CHECK(row["tp"] == tp);
+        CHECK(row["gpus"] == tp);
+        CHECK(row["rate"].get<double>() == rate);
+        CHECK_FALSE(row.contains("error"));
+        const json one = cli_json(base + common + "--gpu " + gpu + " --tp " + std::to_string(tp) + " --rate " +
+                                  std::to_string(rate));
+        CHECK(row["gpu"] == one["gpu"]);
+        for (const std::string k : {"ttft_ms", "tpot_ms", "e2e_ms"})
+          for (const std::string p : {"p50", "p90"}) CHECK(row[k + "_" + p] == one[k][p]);  // exactly: same doubles
+        CHECK(row["output_tokens_per_s"] == one["throughput"]["output_tokens_per_s"]);
+        CHECK(row["output_tokens_per_s_per_gpu"] == one["throughput"]["output_tokens_per_s_per_gpu"]);
+      }
+  // prices from the GPU files: H100 SXM5 $12.29/h, L4 $0.8048/h per GPU
+  const json& h = s["rows"][2];
+  CHECK(h["price_per_hour_usd"] == 12.29);
+  CHECK(h["cost_per_hour_usd"].get<double>() == Approx(2 * 12.29));
+  CHECK(h["cost_per_million_output_tokens_usd"].get<double>() ==
+        Approx(2 * 12.29 / 3600 / h["output_tokens_per_s"].get<double>() * 1e6).epsilon(1e-12));
+  CHECK(s["rows"][4]["price_per_hour_usd"] == 0.8048);
+  // no targets: everything that ran meets; the cheapest per output token is chosen
+  CHECK(s["rank_by"] == "cost_per_million_output_tokens_usd");
+  size_t best = 0;
+  for (size_t j = 0; j < s["rows"].size(); ++j) {
+    CHECK(s["rows"][j]["meets"] == true);
+    if (s["rows"][j]["cost_per_million_output_tokens_usd"] < s["rows"][best]["cost_per_million_output_tokens_usd"]) best = j;
+  }
+  CHECK(s["chosen_index"] == best + 1);
+  CHECK(s["chosen"] == s["rows"][best]);
+  CHECK(s["none_meets"] == false);
+  CHECK(s["verdict"].get<std::string>().rfind("no targets given (--ttft-ms, --tpot-ms): cheapest setting: ", 0) == 0);
+}
+
+TEST_CASE("serve --sweep: static batch rows are single serve runs; targets apply to their values", "[cli][serve][sweep]") {
+  const json s = cli_json(base + "--sweep --gpu a100_sxm4_80gb,l4 --batch 1,16 --ttft-ms 40 --tpot-ms 6");
+  CHECK(s["mode"] == "batch");
+  CHECK(s["targets"]["statistic"] == "static");
+  REQUIRE(s["rows"].size() == 4);
+  int meeting = 0;
+  for (const json& row : s["rows"]) {
+    const json one = cli_json(base + "--gpu " + stem(row) + " --batch " + std::to_string(row["batch"].get<int>()));
+    INFO(row.dump());
+    for (const std::string k : {"ttft_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s_per_gpu"}) CHECK(row[k] == one[k]);
+    CHECK(row["fits"] == one["fits"]);
+    const bool meets = one["ttft_ms"].get<double>() <= 40 && one["tpot_ms"].get<double>() <= 6;
+    CHECK(row["meets"] == meets);
+    meeting += meets;
+    if (!meets) CHECK_FALSE(row["misses"].get<std::string>().empty());
+  }
+  CHECK(s["meeting"] == meeting);
+  // the choice is the cheapest per output token among those that meet
+  REQUIRE(meeting > 0);
+  REQUIRE(meeting < 4);  // the targets filter something out
+  const json* best = nullptr;
+  for (const json& row : s["rows"])
+    if (row["meets"] == true && (!best || row["cost_per_million_output_tokens_usd"] < (*best)["cost_per_million_output_tokens_usd"]))
+      best = &row;
+  CHECK(s["chosen"] == *best);
+}
+
+TEST_CASE("serve --sweep: when no setting meets the targets it says so and exits 0", "[cli][serve][sweep]") {
+  const std::string args = base + "--requests 50 --sweep --gpu l4,h100 --rate 1,4 --ttft-ms 0.01";
+  const auto table = run_cli(args);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("\nno setting meets TTFT p90 <= 0.01 ms (4 combinations, 0 could not run)\n") != std::string::npos);
+  const json j = cli_json(args);
+  CHECK(j["none_meets"] == true);
+  CHECK_FALSE(j.contains("chosen"));
+  CHECK_FALSE(j.contains("chosen_index"));
+  CHECK(j["meeting"] == 0);
+  CHECK(j["verdict"] == "no setting meets TTFT p90 <= 0.01 ms (4 combinations, 0 could not run)");
+  for (const json& row : j["rows"]) {
+    CHECK(row["meets"] == false);
+    CHECK(row["chosen"] == false);
+    CHECK(row["misses"].get<std::string>().rfind("TTFT p90 ", 0) == 0);
+  }
+}
+
+TEST_CASE("serve --sweep: combinations that cannot run are error rows, not an abort", "[cli][serve][sweep]") {
+  // tp 3 does not divide Llama-3.2-1B's 32 heads; a batch of 4096 sequences of 287 tokens does not fit an L4's KV cache
+  const auto r = run_cli(base + "--sweep --gpu l4 --tp 1,3 --batch 1,4096 --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 4);
+  for (const int k : {2, 3}) {
+    const json& row = j["rows"][k];
+    CHECK(row["tp"] == 3);
+    CHECK(row["error"].get<std::string>().find("model 'llama32_1b' cannot be served: ") == 0);
+    CHECK_FALSE(row.contains("ttft_ms"));
+    CHECK(row["meets"] == false);
+    CHECK(row["cost_per_hour_usd"].get<double>() == Approx(3 * 0.8048));  // the price is known, the rest is not
+  }
+  const json& big = j["rows"][1];
+  CHECK(big["batch"] == 4096);
+  CHECK(big["fits"] == false);
+  CHECK(big["error"].get<std::string>().rfind("batch 4096 does not fit", 0) == 0);
+  CHECK(big["meets"] == false);
+  CHECK(j["errors"] == 3);
+  CHECK(j["chosen_index"] == 1);
+  const auto table = run_cli(base + "--sweep --gpu l4 --tp 1,3 --batch 1,4096");
+  CHECK(table.code == 0);
+  CHECK(table.out.find("cannot be served") != std::string::npos);
+  CHECK(table.out.find("4 combinations, 1 meet the targets, 3 could not run") != std::string::npos);
+}
+
+TEST_CASE("serve --sweep: a GPU without a price ranks by output tokens/s per GPU and says so", "[cli][serve][sweep]") {
+  const json j = cli_json(base + "--requests 50 --sweep --gpu l4,l40s --rate 4");
+  CHECK(j["rank_by"] == "output_tokens_per_s_per_gpu");
+  CHECK(j["unpriced_gpus"] == json::array({j["rows"][1]["gpu"]}));
+  CHECK_FALSE(j["rows"][1].contains("cost_per_million_output_tokens_usd"));
+  const std::string v = j["verdict"];
+  CHECK(v.find("best setting by output tokens/s per GPU (not by cost: no price_per_hour_usd for L40S): ") !=
+        std::string::npos);
+}
+
+TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows; -o infers the format", "[cli][serve][sweep]") {
+  const std::string args = base + "--requests 60 --sweep --gpu h100,l4 --tp 1,2 --rate 3 --tpot-ms 4";
+  const json j = cli_json(args);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  std::istringstream in(csv.out);
+  std::string line;
+  std::getline(in, line);
+  const auto head = csv_cells(line);
+  CHECK(head.front() == "index");
+  size_t n = 0;
+  while (std::getline(in, line)) {
+    const auto cells = csv_cells(line);
+    REQUIRE(cells.size() == head.size());
+    const json& row = j["rows"][n++];
+    for (size_t c = 0; c < head.size(); ++c) {
+      INFO(head[c] << " = " << cells[c]);
+      if (!row.contains(head[c])) CHECK(cells[c].empty());
+      else if (row[head[c]].is_number()) CHECK(std::stod(cells[c]) == row[head[c]].get<double>());  // exactly
+      else if (row[head[c]].is_boolean()) CHECK(cells[c] == (row[head[c]].get<bool>() ? "true" : "false"));
+      else CHECK(cells[c] == row[head[c]].get<std::string>());
+    }
+  }
+  CHECK(n == j["rows"].size());
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find(j["verdict"].get<std::string>()) != std::string::npos);
+  CHECK(table.out.find("TPOT p90") != std::string::npos);
+  for (const json& row : j["rows"]) {
+    char cell[64];
+    std::snprintf(cell, sizeof cell, "%.1f", row["output_tokens_per_s_per_gpu"].get<double>());
+    CHECK(table.out.find(cell) != std::string::npos);
+  }
+  ns_test::temp_dir t;
+  const auto file = run_cli(args + " -o " + (t.path / "s.json").string());
+  REQUIRE(file.code == 0);
+  CHECK(json::parse(ns_test::slurp(t.path / "s.json")) == j);
+  const auto fcsv = run_cli(args + " -o " + (t.path / "s.csv").string());
+  REQUIRE(fcsv.code == 0);
+  CHECK(ns_test::slurp(t.path / "s.csv") == csv.out);
+}
+
+TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli][serve][sweep]") {
+  auto fails = [](const std::string& args, int code, const std::string& message) {
+    const auto r = run_cli(base + args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == code);
+    CHECK(r.err.find(message) != std::string::npos);
+    CHECK(r.out.empty());
+  };
+  fails("--sweep --gpu h100,h10 --rate 1", 1, "neusight: serve: --gpu h10: unknown GPU 'h10' (close matches: ");
+  fails("--sweep --gpu h100 --rate 1,0", 1, "--rate must be a positive number of requests per second (got 0)");
+  fails("--sweep --gpu h100 --rate 1,x", 2, "Value x is not a number (in 1,x)");
+  fails("--sweep --gpu h100 --tp 1,0 --rate 1", 2, "Value 0 is not a positive integer (in 1,0)");
+  fails("--sweep --gpu h100, --rate 1", 2, "an empty item");
+  // lists without --sweep: an error, never the first value
+  fails("--gpu h100,l4 --rate 1", 2, "--gpu: 'h100,l4' is a list: pass --sweep to compare settings");
+  fails("--gpu h100 --tp 1,2 --rate 1", 2, "--tp: '1,2' is a list: pass --sweep");
+  fails("--gpu h100 --batch 1,8", 2, "--batch: '1,8' is a list: pass --sweep");
+  fails("--gpu h100 --rate 1,2", 2, "--rate: '1,2' is a list: pass --sweep");
+  fails("--gpu h100 --rate 1 --ttft-ms 100", 2, "--ttft-ms requires --sweep");
+  fails("--sweep --gpu h100 --rate 1 --tpot-ms 0", 2, "--tpot-ms");
+}
