@@ -23,6 +23,7 @@
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
+#include "lua/script_limits.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -36,6 +37,8 @@ struct common_flags {
   bool verbose = false;
   std::string format = "table";
   std::string output;
+  int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
+  double script_timeout = -1;
 };
 
 // Flags that take a comma-separated list on the command line (model, gpu, mode, dtype, recompute and the integers) are
@@ -158,6 +161,19 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
       ->type_name("DIR");
   cmd->add_flag("--traceback", c.traceback, "Print the Lua traceback of script errors");
   cmd->add_flag("-v,--verbose", c.verbose, "Report op files that shadow others, and other details");
+  const char* lim = "Script limits (per call into a Lua script; 0: no limit)";
+  cmd->add_option("--script-budget", c.script_budget,
+                  "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
+                      ", or NEUSIGHT_SCRIPT_BUDGET)")
+      ->type_name("N")->check(CLI::NonNegativeNumber)->group(lim);
+  cmd->add_option("--script-memory", c.script_memory,
+                  "Lua heap in MB while a script runs (default " + std::to_string(script_memory_mb_default) +
+                      ", or NEUSIGHT_SCRIPT_MEMORY)")
+      ->type_name("MB")->check(CLI::NonNegativeNumber)->group(lim);
+  cmd->add_option("--script-timeout", c.script_timeout,
+                  "CPU seconds a script may run per call, also inside one library call (default " +
+                      fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
+      ->type_name("SECONDS")->check(CLI::NonNegativeNumber)->group(lim);
   if (with_format) {
     cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
     cmd->add_option("-o,--output", c.output,
@@ -797,6 +813,7 @@ int app_main(int argc, char** argv) {
     common.format = want;
   }
 
+  script_limits_set(common.script_budget, common.script_memory, common.script_timeout);
   try {
     if (*run) {
       const std::string file = script_resolve(script);
@@ -844,11 +861,11 @@ int app_main(int argc, char** argv) {
       return eval_models_main(mflags);
     }
   } catch (const script_error& e) {
-    std::fprintf(stderr, "neusight: %s\n", e.what());
-    if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", e.traceback.c_str());
+    std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
+    if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", text_cap(e.traceback, 16384).c_str());
     return 1;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "neusight: %s\n", e.what());
+    std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
     return 1;
   }
   return 0;

@@ -67,11 +67,10 @@ struct label {
 };
 
 label label_read(const fs::path& file) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw error(file.string() + ": cannot read file");
+  const std::string text = text_file_read(file.string(), file.string(), text_file_max_script);
   json j;
   try {
-    j = json::parse(in);
+    j = json::parse(text);
   } catch (const json::exception& e) {
     throw error(file.string() + ": invalid JSON: " + e.what());
   }

@@ -3,7 +3,13 @@
 
 #include <fmt/format.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -558,7 +564,39 @@ void emit(const std::string& text, const std::string& output) {
     std::fflush(stdout);
     return;
   }
-  const std::string tmp = output + ".tmp";
+  // A symbolic link is written through: its final target is the file replaced (the link stays a link). A target
+  // that exists and is not a regular file (/dev/null, /dev/stdout, a pipe) is written in place, never replaced.
+  namespace fs = std::filesystem;
+  fs::path target(output);
+  std::error_code ec;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    if (hops == 40) throw error(output + ": too many levels of symbolic links");
+    const fs::path link = fs::read_symlink(target, ec);
+    if (ec) throw error(output + ": cannot write (unreadable symbolic link)");
+    target = link.is_absolute() ? link : target.parent_path() / link;
+  }
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw error(output + ": is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st)) {
+    // O_NONBLOCK: a FIFO without a reader is an error (ENXIO) rather than a wait
+    const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0)
+      throw error(output + (errno == ENXIO ? ": a FIFO with no reader" : ": cannot write"));
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    size_t done = 0;
+    while (done < text.size()) {
+      const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        ::close(fd);
+        throw error(output + ": cannot write");
+      }
+      done += size_t(n);
+    }
+    ::close(fd);
+    return;
+  }
+  const std::string tmp = target.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush()) {
@@ -566,7 +604,7 @@ void emit(const std::string& text, const std::string& output) {
       throw error(output + ": cannot write");
     }
   }
-  if (std::rename(tmp.c_str(), output.c_str()) != 0) {
+  if (std::rename(tmp.c_str(), target.c_str()) != 0) {
     std::remove(tmp.c_str());
     throw error(output + ": cannot write");
   }

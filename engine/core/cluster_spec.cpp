@@ -97,11 +97,8 @@ cluster_spec cluster_resolve(const fs::path& dir, const std::string& query) {
                   " (or give a path to a .toml file)");
     }
   }
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw error(display + ": cannot read cluster file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return cluster_spec_parse(buf.str(), display);
+  return cluster_spec_parse(text_file_read(fs::path(file).string(), display, text_file_max_script, "cannot read cluster file"),
+                            display);
 }
 
 }  // namespace ns

@@ -82,11 +82,7 @@ csv_table csv_parse(std::string_view text, const std::string& source) {
 }
 
 csv_table csv_load(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(path + ": cannot read file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return csv_parse(buf.str(), path);
+  return csv_parse(text_file_read(path, path, text_file_max_data), path);
 }
 
 }  // namespace ns

@@ -46,8 +46,8 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
         if (e.is_regular_file() && e.path().extension() == ".csv") found.push_back(e.path().string());
       std::sort(found.begin(), found.end());
       files.insert(files.end(), found.begin(), found.end());
-    } else if (fs::is_regular_file(p)) {
-      files.push_back(p);
+    } else if (fs::exists(p)) {
+      files.push_back(p);  // csv_load refuses what is not a regular file (a FIFO, a device) without reading it
     } else {
       throw error(p + ": no such file or directory");
     }

@@ -191,11 +191,8 @@ std::string gpu_spec_key(const gpu_spec& gpu) {
 }
 
 gpu_spec gpu_spec_load(const fs::path& file, const std::string& display_name) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) throw error(display_name + ": cannot read GPU file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return gpu_spec_parse(buf.str(), display_name);
+  return gpu_spec_parse(text_file_read(file.string(), display_name, text_file_max_script, "cannot read GPU file"),
+                        display_name);
 }
 
 gpu_catalog::gpu_catalog(fs::path dir) : dir_(std::move(dir)) {}

@@ -311,11 +311,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
 }
 
 opgraph opgraph_load(const std::string& path, const kernel_costing& cost) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw error(path + ": cannot read file");
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  return opgraph_parse(buf.str(), path, cost);
+  return opgraph_parse(text_file_read(path, path, text_file_max_data), path, cost);
 }
 
 std::optional<int64_t> opgraph_config_layers(const opgraph& og, fs::path* config) {
@@ -323,11 +319,12 @@ std::optional<int64_t> opgraph_config_layers(const opgraph& og, fs::path* config
   const fs::path file =
       (fs::path(og.source).parent_path() / ".." / "DLmodel_configs" / (og.tag->model + ".json")).lexically_normal();
   if (config) *config = file;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return std::nullopt;
+  std::error_code ec;
+  if (!fs::exists(file, ec)) return std::nullopt;
+  const std::string text = text_file_read(file.string(), file.string(), text_file_max_script);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw error(file.string() + ": invalid JSON: " + e.what());
   }

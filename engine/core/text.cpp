@@ -1,8 +1,13 @@
 // engine/core/text.cpp — string helpers: lower-casing, Levenshtein distance, close-match suggestions.
 #include "core/text.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <numeric>
 
 namespace ns {
@@ -54,6 +59,52 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
 std::string text_did_you_mean(std::string_view word, const std::vector<std::string>& candidates) {
   const auto m = text_close_matches(word, candidates, 1);
   return m.empty() ? std::string{} : " (did you mean '" + m.front() + "'?)";
+}
+
+}  // namespace ns
+
+namespace ns {
+
+std::string text_cap(const std::string& s, size_t max) {
+  if (s.size() <= max) return s;
+  size_t cut = max;
+  while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a UTF-8 sequence
+  return s.substr(0, cut) + "… [" + std::to_string(s.size() - cut) + " more bytes]";
+}
+
+std::string text_file_read(const std::string& path, const std::string& display, size_t max_bytes,
+                           const std::string& what) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // a FIFO opens without waiting
+  if (fd < 0) throw error(display + ": " + what);
+  struct closer {
+    int fd;
+    ~closer() { ::close(fd); }
+  } guard{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) throw error(display + ": " + what);
+  if (!S_ISREG(st.st_mode)) {
+    const char* kind = S_ISDIR(st.st_mode) ? "a directory" : S_ISFIFO(st.st_mode) ? "a FIFO" :
+                       S_ISCHR(st.st_mode) ? "a character device" : S_ISBLK(st.st_mode) ? "a block device" :
+                       S_ISSOCK(st.st_mode) ? "a socket" : "a special file";
+    throw error(display + ": not a regular file (" + kind + ")");
+  }
+  const std::string limit = max_bytes >= (size_t(1) << 20) ? std::to_string(max_bytes >> 20) + " MB"
+                                                            : std::to_string(max_bytes) + " bytes";
+  if (size_t(st.st_size) > max_bytes) throw error(display + ": larger than " + limit + ", the limit for this kind of file");
+  std::string out;
+  out.reserve(size_t(st.st_size));
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      throw error(display + ": " + what);
+    }
+    if (n == 0) break;
+    out.append(buf, size_t(n));
+    if (out.size() > max_bytes) throw error(display + ": larger than " + limit + ", the limit for this kind of file");
+  }
+  return out;
 }
 
 }  // namespace ns

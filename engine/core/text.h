@@ -1,5 +1,6 @@
 // engine/core/text.h — small string helpers shared by the engine: errors, case folding, "did you mean".
 #pragma once
+#include <cstddef>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -27,5 +28,20 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
 
 // " (did you mean 'x'?)" or "" when nothing is close.
 std::string text_did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
+
+// Caps a message that a script built (an error object, a name) at `max` bytes for printing: the head, then
+// "… [N more bytes]".
+std::string text_cap(const std::string& s, size_t max = 4096);
+
+// Input files are read whole: scripts and configs (Lua, TOML, JSON) up to 1 MB, data (CSV, traces, weights) up to
+// 256 MB.
+inline constexpr size_t text_file_max_script = size_t(1) << 20;
+inline constexpr size_t text_file_max_data = size_t(256) << 20;
+
+// Reads a regular file of at most `max_bytes`. A FIFO, a device or a directory is refused without being read
+// (opened non-blocking, checked with fstat). Throws ns::error "<display>: <what>" (`what` defaults to "cannot read
+// file"), "<display>: not a regular file (…)" or "<display>: larger than N MB".
+std::string text_file_read(const std::string& path, const std::string& display, size_t max_bytes,
+                           const std::string& what = "cannot read file");
 
 }  // namespace ns

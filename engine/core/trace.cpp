@@ -19,13 +19,7 @@ namespace {
 namespace fs = std::filesystem;
 using json = nlohmann::json;
 
-std::string read_file(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  if (!in) throw error(p.string() + ": cannot read file");
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
+std::string read_file(const fs::path& p) { return text_file_read(p.string(), p.string(), text_file_max_data); }
 
 size_t line_of_offset(std::string_view text, size_t offset) {
   offset = std::min(offset, text.size());

@@ -141,9 +141,9 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const std::string mpath = (dir / "model.toml").generic_string();
   toml::table t;
   try {
-    t = toml::parse_file(mpath);
-  } catch (const toml::parse_error& e) {
     if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
+    t = toml::parse(text_file_read(mpath, mpath, text_file_max_script), mpath);
+  } catch (const toml::parse_error& e) {
     throw error(mpath + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
                 ": " + std::string(e.description()));
   }
@@ -178,9 +178,7 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
   const std::string bpath = (dir / r.str("weights_file")).generic_string();
-  std::ifstream in(bpath, std::ios::binary);
-  if (!in) throw error(bpath + ": cannot read file");
-  std::string bin((std::istreambuf_iterator<char>(in)), {});
+  const std::string bin = text_file_read(bpath, bpath, text_file_max_data);
   const int64_t want = r.integer("weights_bytes");
   m.net = mlp::make(sizes, 0);
   const size_t expected = (m.net.param_count() + 4 * tile_feature_count) * sizeof(float);

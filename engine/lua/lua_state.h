@@ -3,25 +3,41 @@
 #include <lua.hpp>
 
 #include <cassert>
+#include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 
 #include "core/text.h"
+#include "lua/script_limits.h"
 
 namespace ns {
 
-// Owns a lua_State with the standard libraries opened (the sandbox exposes only a curated subset).
+struct lua_guard;  // allocator and hook state (lua_state.cpp)
+
+// Owns a lua_State with the standard libraries opened (the sandbox exposes only a curated subset), a capped
+// allocator and an instruction-count hook (script_limits).
 class lua_state {
  public:
-  lua_state();
+  explicit lua_state(const script_limits& limits = script_limits_default());
   ~lua_state();
   lua_state(const lua_state&) = delete;
   lua_state& operator=(const lua_state&) = delete;
   lua_State* get() const { return L_; }
+  void limits_set(const script_limits& limits);
 
  private:
+  std::unique_ptr<lua_guard> guard_;
   lua_State* L_;
 };
+
+// True once the current call from C++ ran over a script limit; scripts' pcall re-raises then (prelude.lua).
+bool ns_limit_tripped(lua_State* L);
+
+// A script that runs long by design (serve.lua's simulation) reports progress through the engine, which calls this:
+// the current call's instruction count and CPU time start again, so that each stretch between two reports is held to
+// the limits as one call would be. A call already over a limit stays stopped. [-0, +0, -]
+void ns_limits_renew(lua_State* L);
 
 // Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
@@ -75,7 +91,8 @@ class stack_restore {
 // `env_idx`, leaving the function on the stack. [-0, +1, e] throws script_error on syntax errors.
 void ns_load_chunk(lua_State* L, const std::string& source, const std::string& chunkname, int env_idx);
 
-// Reads a whole file; throws ns::error "<display>: cannot read file".
+// Reads a whole script or config file (a regular file of at most 1 MB, text_file_read); throws ns::error
+// "<display>: cannot read file" and the like.
 std::string file_read(const std::string& path, const std::string& display);
 
 }  // namespace ns

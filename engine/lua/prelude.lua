@@ -3,6 +3,11 @@ local C, version = ...   -- C: engine functions (find_script, find_op, load, epr
 
 local E = {}             -- engine-internal table, kept in the registry by the host
 
+-- Nothing in a script may reach bytecode or the one string metatable every script shares: no string.dump, and
+-- getmetatable("") answers a string instead of the table (whose __index is the string library).
+string.dump = nil
+getmetatable("").__metatable = "string"
+
 local function did_you_mean(word, keys)
   word = tostring(word)
   local best, best_d
@@ -26,18 +31,51 @@ function ns.ceil_div(a, b)
   return -((-a) // b)
 end
 
+-- A script's pcall hands back every error but a script limit's (instructions, memory, time): that one goes on up,
+-- so that a runaway loop cannot catch its own stop.
+local raw_pcall, limit_tripped = pcall, C.limit_tripped
+local function pcall_result(ok, ...)
+  if not ok and limit_tripped() then error((...), 0) end
+  return ok, ...
+end
+
+-- setmetatable without finalizers: a __gc would run script code between the engine's calls, outside its limits.
+local raw_setmetatable = setmetatable
+local function safe_setmetatable(t, mt)
+  if type(t) ~= "table" then
+    error("bad argument #1 to 'setmetatable' (table expected, got "
+          .. (type(t) == "userdata" and "read-only view" or type(t)) .. ")", 2)
+  end
+  if type(mt) == "table" and rawget(mt, "__gc") ~= nil then
+    error("bad argument #2 to 'setmetatable' (__gc metamethods are not available to scripts)", 2)
+  end
+  local ok, r = raw_pcall(raw_setmetatable, t, mt)
+  if not ok then error(r, 2) end  -- "cannot change a protected metatable", "nil or table expected"
+  return r
+end
+
 -- Curated base for every script environment: no io, os, load, dofile, debug (hygiene, not security).
 local base = {
-  math = math, string = string, table = table, utf8 = utf8,
   ipairs = ipairs, pairs = pairs, next = next, select = select, type = type,
-  tostring = tostring, tonumber = tonumber, error = error, assert = assert, pcall = pcall,
-  setmetatable = setmetatable, getmetatable = getmetatable,
+  tostring = tostring, tonumber = tonumber, error = error, assert = assert,
+  pcall = function(f, ...) return pcall_result(raw_pcall(f, ...)) end,
+  setmetatable = safe_setmetatable, getmetatable = getmetatable,
   rawget = rawget, rawset = rawset, rawequal = rawequal, rawlen = rawlen,
   print = C.eprint,      -- stdout belongs to the report (JSON/CSV); script output goes to stderr
 }
+-- Library tables are copied into each environment on first use, so that one script replacing string.format or
+-- math.max changes its own copy only.
+local libs = { math = math, string = string, table = table, utf8 = utf8 }
 
 local env_mt = {
-  __index = function(_, k)
+  __index = function(env, k)
+    local lib = libs[k]
+    if lib then
+      local copy = {}
+      for name, f in next, lib do copy[name] = f end
+      rawset(env, k, copy)
+      return copy
+    end
     local v = base[k]
     if v == nil then error("undefined global '" .. tostring(k) .. "'", 2) end
     return v
@@ -45,42 +83,91 @@ local env_mt = {
   __newindex = function(_, k)
     error("assignment to undeclared global '" .. tostring(k) .. "' (use local)", 2)
   end,
+  __metatable = "sandbox",  -- getmetatable(_ENV) must not hand out this table, which every environment shares
 }
 
--- A fresh global table for one chunk; `extra` entries (test helpers) are visible as globals.
-function E.new_env(extra)
-  local env = {}
-  if extra then for k, v in pairs(extra) do env[k] = v end end
-  return setmetatable(env, env_mt)
+-- A read-only table in front of module `t`, made per environment: its fields read through (a plain __index table,
+-- as fast as the module itself), assignments are errors, pairs and # see the module's fields. A rawset lands in this
+-- environment's own view, never in the module. Tables inside the module are the module's own: registries that
+-- workloads extend by design (collectives.algorithms, parallel.schedules, models.hf.TYPES) stay writable.
+local function readonly(t, what)
+  return raw_setmetatable({}, {
+    __index = t,
+    __newindex = function(_, k) error(what .. " is read-only (assignment to '" .. tostring(k) .. "')", 2) end,
+    __len = function() return #t end,
+    __pairs = function() return next, t, nil end,
+    __metatable = "read-only",
+  })
 end
 
+-- Modules by name, shared by every script; each environment gets read-only views of them from its own require.
 local loaded = { neusight = ns }
-function base.require(name)
+local function require_raw(name, level)
   if type(name) ~= "string" then
-    error("bad argument #1 to 'require' (string expected, got " .. type(name) .. ")", 2)
+    error("bad argument #1 to 'require' (string expected, got " .. type(name) .. ")", level + 1)
   end
   local m = loaded[name]
   if m ~= nil then return m end
   local path, chunk = C.find_script(name)
-  if not path then error("module '" .. name .. "' not found:" .. chunk, 2) end
+  if not path then error("module '" .. name .. "' not found:" .. chunk, level + 1) end
   local r = C.load(path, chunk, E.new_env())(name)
   if r == nil then r = true end
   loaded[name] = r
   return r
 end
-E.require = base.require
+E.require = function(name) return require_raw(name, 2) end  -- the host's: the modules themselves
 
--- Read-only view with errors on unknown fields, so `node.ouput` fails instead of being nil.
+local function require_for_env()
+  local views = {}
+  return function(name)
+    local v = views[name]
+    if v ~= nil then return v end
+    local m = require_raw(name, 2)
+    v = type(m) == "table" and readonly(m, "module '" .. name .. "'") or m
+    views[name] = v
+    return v
+  end
+end
+
+-- A fresh global table for one chunk, with its own require; `extra` entries (test helpers) are visible as globals.
+function E.new_env(extra)
+  local env = { require = require_for_env() }
+  if extra then for k, v in pairs(extra) do env[k] = v end end
+  return raw_setmetatable(env, env_mt)
+end
+
+-- A fresh copy of a plain table and the tables in it.
+local function copy_deep(v, depth)
+  if type(v) ~= "table" then return v end
+  if depth > 32 then error("table nested too deeply", 0) end
+  local t = {}
+  for k, x in next, v do t[k] = copy_deep(x, depth + 1) end
+  return t
+end
+
+-- Read-only view with errors on unknown fields, so `node.ouput` fails instead of being nil. The view is a userdata
+-- (rawset, setmetatable and next cannot reach `data`, getmetatable answers a string); a table field reads as a
+-- fresh copy, so a rule that edits node.inputs edits its own copy. pairs and # see the real fields.
 function E.strict(data, what)
-  return setmetatable({}, {
+  return C.view({
     __index = function(_, k)
-      local v = data[k]
+      local v = rawget(data, k)
       if v == nil then error(what .. " has no field '" .. tostring(k) .. "'" .. did_you_mean(k, data), 2) end
+      if type(v) == "table" then return copy_deep(v, 1) end
       return v
     end,
     __newindex = function(_, k) error(what .. " is read-only (assignment to '" .. tostring(k) .. "')", 2) end,
-    __pairs = function() return next, data, nil end,
-    __len = function() return #data end,
+    __pairs = function()
+      return function(_, k)
+        local nk, v = next(data, k)
+        if type(v) == "table" then v = copy_deep(v, 1) end
+        return nk, v
+      end, nil, nil
+    end,
+    __len = function() return rawlen(data) end,
+    __tostring = function() return what end,
+    __name = "read-only " .. what,
+    __metatable = "read-only",
   })
 end
 
@@ -97,7 +184,10 @@ function E.check_op(rule, chunk, stem)
   if type(rule) ~= "table" then
     error(chunk .. ": an op rule must return a table (got " .. type(rule) .. ")", 0)
   end
-  for k, v in pairs(rule) do
+  if getmetatable(rule) ~= nil then
+    error(chunk .. ": an op rule must return a plain table (this one has a metatable)", 0)
+  end
+  for k, v in next, rule do
     local want = op_fields[k]
     if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0) end
     if k == "backward" and v ~= false and type(v) ~= want then
@@ -113,7 +203,9 @@ function E.check_op(rule, chunk, stem)
   if rule.name ~= stem then
     error(chunk .. ": field 'name' is '" .. rule.name .. "' but must equal the file stem '" .. stem .. "'", 0)
   end
-  return rule
+  local copy = {}  -- the engine keeps its own copy: the script cannot swap a hook later through its table
+  for k, v in next, rule do copy[k] = v end
+  return copy
 end
 
 -- Op rules load lazily on first use and are cached by name; false caches "no rule".

@@ -28,6 +28,24 @@ bool name_ok(const std::string& s, bool dots) {
   });
 }
 
+// A module name for require: parts of letters, digits and '_' separated by single dots ("neusight.models.gpt"); no
+// leading, trailing or doubled dot, so that the name maps to a path under a script root and nowhere else.
+bool module_name_ok(const std::string& s) {
+  if (s.empty() || s.size() > 200) return false;
+  bool part_empty = true;
+  for (char c : s) {
+    if (c == '.') {
+      if (part_empty) return false;
+      part_empty = true;
+    } else if (std::isalnum(static_cast<unsigned char>(c)) || c == '_') {
+      part_empty = false;
+    } else {
+      return false;
+    }
+  }
+  return !part_empty;
+}
+
 session::impl* impl_of(lua_State* L) { return static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1))); }
 
 // find_script(name) -> path, chunkname | nil, "\n\tno file ..." [-1, +2, -]
@@ -37,7 +55,7 @@ int l_find_script(lua_State* L) {
   std::string rel = name;
   std::replace(rel.begin(), rel.end(), '.', '/');
   std::string tried;
-  if (name_ok(name, true)) {
+  if (module_name_ok(name)) {
     for (const auto& d : p->script_dirs) {
       for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
         const fs::path file = d.path / cand;
@@ -50,7 +68,8 @@ int l_find_script(lua_State* L) {
       }
     }
   } else {
-    tried = " invalid module name";
+    tried = " invalid module name (parts of letters, digits and '_' separated by single dots, e.g. "
+            "\"neusight.kernels\")";
   }
   lua_pushnil(L);
   lua_pushstring(L, tried.c_str());
@@ -150,6 +169,21 @@ int l_warn(lua_State* L) {
   return 0;
 }
 
+// view(mt) -> a userdata with metatable mt: the handle of a read-only view (prelude E.strict) [-1, +1, m]
+int l_view(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  lua_newuserdatauv(L, 0, 0);
+  lua_pushvalue(L, 1);
+  lua_setmetatable(L, -2);
+  return 1;
+}
+
+// limit_tripped() -> boolean: the current call ran over a script limit [-0, +1, -]
+int l_limit_tripped(lua_State* L) {
+  lua_pushboolean(L, ns_limit_tripped(L));
+  return 1;
+}
+
 // edit_distance(a, b) -> integer [-2, +1, e]
 int l_edit_distance(lua_State* L) {
   lua_pushinteger(L, lua_Integer(text_edit_distance(luaL_checkstring(L, 1), luaL_checkstring(L, 2))));
@@ -159,7 +193,8 @@ int l_edit_distance(lua_State* L) {
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
-    {"cluster_load", l_cluster_load}, {"op_names", l_op_names},
+    {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
+    {"limit_tripped", l_limit_tripped},
     {nullptr, nullptr},
 };
 
@@ -192,6 +227,7 @@ void overrides_push_table(lua_State* L, const workload_overrides& o) {
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
+  p_->state.limits_set(p_->opts.limits);
   for (const auto& d : p_->opts.script_dirs) p_->script_dirs.push_back({d, display_of(d)});
   p_->script_dirs.push_back({p_->opts.data_root / "scripts", "scripts"});
   p_->op_dirs_rebuild();
@@ -227,7 +263,7 @@ state_layout session::state_of(const std::string& dtype, const std::string& mode
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.precision");
-  lua_getfield(L, -1, "state_of");
+  raw_getfield(L, -1, "state_of");
   lua_createtable(L, 0, 3);
   lua_pushstring(L, dtype.c_str()), lua_setfield(L, -2, "dtype");
   lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
@@ -263,7 +299,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
   }
   const int spec = lua_gettop(L);
-  lua_getfield(L, wl, "normalize");
+  raw_getfield(L, wl, "normalize");
   lua_pushvalue(L, spec);
   overrides_push_table(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
@@ -282,7 +318,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.context = r.integer_or("context", 0);
   w.launch = r.str_or("launch", "eager");
   w.description = r.str_or("description", "");
-  lua_getfield(L, wl, "build");
+  raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   w.gpu_resolved = p_->gpu_resolve(w.gpu);
@@ -315,7 +351,7 @@ void session::workload_check(const workload_overrides& overrides) {
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.workload");
-  lua_getfield(L, -1, "check_fields");  // stack: W check
+  raw_getfield(L, -1, "check_fields");  // stack: W check
   lua_newtable(L);                      // stack: W check spec
   overrides_push_table(L, overrides);   // stack: W check spec ov
   p_->model_file_resolve(lua_gettop(L) - 1, lua_gettop(L), "");
@@ -329,7 +365,7 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.figures");
-  lua_getfield(L, -1, "compute");  // stack: F compute
+  raw_getfield(L, -1, "compute");  // stack: F compute
   lua_createtable(L, 0, int(inputs.size()) + 1);
   for (const auto& [k, v] : inputs) {
     if (std::holds_alternative<std::monostate>(v)) continue;
@@ -346,7 +382,7 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
   figures out;
   const int res = lua_gettop(L);
   if (!lua_istable(L, res)) throw error(what + ": must return a table { fields = …, lines = … }");
-  lua_getfield(L, res, "fields");
+  raw_getfield(L, res, "fields");
   if (!lua_istable(L, -1)) throw error(what + ": 'fields' must be a list");
   const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
   for (lua_Integer i = 1; i <= n; ++i) {
@@ -355,7 +391,7 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
     if (!lua_istable(L, f)) throw error(what + ": fields[" + std::to_string(i) + "] must be a table");
     figure fig;
     auto str = [&](const char* name, bool required) {
-      lua_getfield(L, f, name);
+      raw_getfield(L, f, name);
       std::string v;
       if (lua_type(L, -1) == LUA_TSTRING) v = lua_tostring(L, -1);
       else if (required || !lua_isnil(L, -1))
@@ -366,7 +402,7 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
     fig.key = str("key", true);
     fig.column = str("column", false);
     fig.cell = str("cell", false);
-    switch (lua_getfield(L, f, "value")) {
+    switch (raw_getfield(L, f, "value")) {
       case LUA_TNIL: break;
       case LUA_TBOOLEAN: fig.value = bool(lua_toboolean(L, -1)); break;
       case LUA_TNUMBER:
@@ -380,7 +416,7 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
     out.fields.push_back(std::move(fig));
   }
   lua_pop(L, 1);
-  lua_getfield(L, res, "lines");
+  raw_getfield(L, res, "lines");
   if (!lua_isnil(L, -1)) {
     if (!lua_istable(L, -1)) throw error(what + ": 'lines' must be a list of strings");
     const lua_Integer m = lua_Integer(lua_rawlen(L, -1));
@@ -466,7 +502,7 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
     else if (training) hooks = {{"forward", phase::forward}, {"backward", phase::backward}, {"accumulate", phase::accumulate}};
     else hooks = {{"forward", phase::forward}};
     for (const auto& [hook, ph] : hooks) {
-      const int t = lua_getfield(L, rule, hook);  // stack: ... hook
+      const int t = raw_getfield(L, rule, hook);  // stack: ... hook
       if (t == LUA_TNIL && ph == phase::backward)  // a silent 0 ms backward is refused: the rule must say so
         throw error(chunk + ": op '" + n.op + "' has no 'backward' and this is a training run; write backward = false "
                             "if the op has no backward work\n    " + who);
@@ -563,7 +599,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       continue;
     }
     const bool is_attn = k->kind == kernel_kind::attention;
-    lua_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
+    raw_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
     lua_createtable(L, 0, 7);  // stack: ... select k
     const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
     lua_pushstring(L, fam.c_str());
@@ -618,29 +654,29 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
     switch (k->kind) {
       case kernel_kind::gemm:
         if (k->b != 1) throw error("kernel " + k->name + ": a gemm kernel has b = 1 (got " + std::to_string(k->b) + ")");
-        lua_getfield(L, k_idx, "linear");
+        raw_getfield(L, k_idx, "linear");
         for (int64_t v : {k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
         args = 4;
         break;
       case kernel_kind::bmm:
-        lua_getfield(L, k_idx, "bmm");
+        raw_getfield(L, k_idx, "bmm");
         for (int64_t v : {k->b, k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
         args = 5;
         break;
       case kernel_kind::elementwise:
-        lua_getfield(L, k_idx, "vec");
+        raw_getfield(L, k_idx, "vec");
         lua_pushstring(L, k->op.c_str());
         for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 4;
         break;
       case kernel_kind::softmax:
       case kernel_kind::layernorm:
-        lua_getfield(L, k_idx, k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
+        raw_getfield(L, k_idx, k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
         for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 3;
         break;
       case kernel_kind::attention:
-        lua_getfield(L, k_idx, "attention");
+        raw_getfield(L, k_idx, "attention");
         lua_pushstring(L, k->op.c_str());
         for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 8;
@@ -664,7 +700,7 @@ bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_
   lua_State* L = p_->L();
   stack_guard guard(L);
   require_push(*p_, "tiling.gemm");
-  lua_getfield(L, -1, "parse");
+  raw_getfield(L, -1, "parse");
   lua_pushstring(L, kernel_name.c_str());
   ns_call(L, 1, 2, "while parsing kernel name '" + kernel_name + "'");
   const bool ok = lua_isinteger(L, -2) && lua_isinteger(L, -1);
@@ -677,7 +713,7 @@ int64_t session::tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, in
   lua_State* L = p_->L();
   stack_guard guard(L);
   require_push(*p_, "tiling.vec");
-  lua_getfield(L, -1, "from_grid");
+  raw_getfield(L, -1, "from_grid");
   for (int64_t v : {rows, hidden, grid_x, grid_y, grid_z}) lua_pushinteger(L, lua_Integer(v));
   ns_call(L, 5, 1, "while computing elements per block");
   int ok = 0;
@@ -698,7 +734,7 @@ op_entry session::op_load(const std::string& name) {
     throw error("no rule for op '" + name + "' on the op search path");
   }
   op_entry e{name, lua_tostring(L, -1), {}, {}};
-  lua_getfield(L, -2, "doc");
+  raw_getfield(L, -2, "doc");
   e.doc = lua_tostring(L, -1);
   lua_pop(L, 3);
   return e;
@@ -745,7 +781,7 @@ void session::lua_test_run(const fs::path& file, const std::string& test) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   lua_test_push(*p_, file);
-  lua_getfield(L, -1, test.c_str());
+  raw_getfield(L, -1, test.c_str());
   lua_remove(L, -2);
   ns_call(L, 0, 0);
 }

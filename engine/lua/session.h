@@ -17,6 +17,7 @@
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/timeline.h"
+#include "lua/script_limits.h"
 
 namespace ns {
 
@@ -28,6 +29,8 @@ struct session_options {
   // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
   // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
   bool memo = true;
+  // Per call into a script: instructions, heap, wall clock (--script-budget, --script-memory, --script-timeout).
+  script_limits limits = script_limits_default();
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).

@@ -44,8 +44,8 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   const bool training = mode == "train";
   require_push(*p_, "neusight.parallel");  // stack: P
   const int P = lua_gettop(L);
-  lua_getfield(L, P, "plan");
-  lua_getfield(L, P, "normalize");
+  raw_getfield(L, P, "plan");
+  raw_getfield(L, P, "normalize");
   lua_createtable(L, 0, int(parallel.size()));
   for (const auto& [k, v] : parallel) {
     if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
@@ -70,7 +70,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
       kept.push_back(std::move(ki));
       continue;
     }
-    lua_getfield(L, P, "price_reference");
+    raw_getfield(L, P, "price_reference");
     lua_pushvalue(L, plan);
     lua_pushstring(L, ki.k.name.c_str());
     lua_pushnumber(L, ki.k.bytes);
@@ -120,7 +120,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   ns_call(L, 1, 1, "while loading scripts/neusight/parallel.lua");  // stack: P
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
   const int plan = lua_gettop(L);  // stack: P plan
-  lua_getfield(L, -2, "timeline");
+  raw_getfield(L, -2, "timeline");
   lua_pushvalue(L, plan);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
   if (lua_rawlen(L, -1) != t.size())
@@ -146,20 +146,20 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     out.schedule = p.str("schedule");
     out.kernels = p.str("kernels");
     out.recompute = p.str("recompute");
-    lua_getfield(L, plan, "sequence_parallel");
+    raw_getfield(L, plan, "sequence_parallel");
     out.sequence_parallel = lua_toboolean(L, -1);
-    lua_getfield(L, plan, "distributed_optimizer");
+    raw_getfield(L, plan, "distributed_optimizer");
     out.distributed_optimizer = lua_toboolean(L, -1);
     lua_pop(L, 2);
     out.cluster_file = p.str_or("cluster_name", "");
     out.bucket_mb = p.number("bucket_mb");
-    lua_getfield(L, plan, "overlap_grad_reduce");
+    raw_getfield(L, plan, "overlap_grad_reduce");
     out.overlap_grad_reduce = lua_toboolean(L, -1);
-    lua_getfield(L, plan, "cluster");  // stack: … result overlap cluster
+    raw_getfield(L, plan, "cluster");  // stack: … result overlap cluster
     table_reader c(L, -1, "parallel plan cluster");
     out.gpus_per_node = c.integer("gpus_per_node"), out.nodes = c.integer("nodes");
     for (const char* level : {"intra", "inter"}) {
-      lua_getfield(L, -1, level);
+      raw_getfield(L, -1, level);
       table_reader l(L, -1, std::string("parallel plan cluster.") + level);
       const bool intra = std::string(level) == "intra";
       (intra ? out.intra_bw_gbps : out.inter_bw_gbps) = l.number("bw_gbps");
@@ -169,7 +169,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     }
     lua_pop(L, 2);
   }
-  lua_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
+  raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
   lua_pop(L, 1);
   table_reader r(L, -1, where + " result");
@@ -178,7 +178,7 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   out.p2p_bytes = r.number("p2p_bytes");
   out.grad_bytes_per_rank = r.number("grad_bytes_per_rank");
   out.embedding_sync_s = r.number("embedding_sync");
-  lua_getfield(L, -1, "devices");
+  raw_getfield(L, -1, "devices");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'devices' must be an array");
   for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
     lua_rawgeti(L, -1, i);
@@ -205,7 +205,7 @@ bool session::launch_apply(const std::vector<kernel_instance>& kernels, std::vec
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.launch");  // stack: Lm
-  lua_getfield(L, -1, "apply");
+  raw_getfield(L, -1, "apply");
   lua_createtable(L, int(kernels.size()), 0);  // stack: Lm apply views
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel& k = kernels[i].k;
@@ -244,7 +244,7 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.overhead");
   ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
-  lua_getfield(L, -1, "apply");
+  raw_getfield(L, -1, "apply");
   lua_createtable(L, int(seconds.size()), 0);
   for (size_t i = 0; i < seconds.size(); ++i) {
     lua_pushnumber(L, seconds[i]);
@@ -284,7 +284,7 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
   p_->push_gpu(from);
   p_->push_gpu(to);  // stack: S from to
   for (const auto& it : items) {
-    lua_getfield(L, mod, "scale");
+    raw_getfield(L, mod, "scale");
     lua_createtable(L, 0, 7);
     const std::pair<const char*, const std::string*> strs[] = {
         {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
@@ -320,7 +320,7 @@ std::vector<std::string> session::scale_routes(const std::vector<std::string>& k
   ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
   const int mod = lua_gettop(L);
   for (const auto& kind : kinds) {
-    lua_getfield(L, mod, "route_of");
+    raw_getfield(L, mod, "route_of");
     lua_pushstring(L, kind.c_str());
     ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
     const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;

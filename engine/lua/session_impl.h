@@ -95,10 +95,10 @@ struct session::impl {
     };
     const int top = lua_gettop(L);
     std::string path, display;
-    const int ov_type = lua_getfield(L, ov, "model");
+    const int ov_type = raw_getfield(L, ov, "model");
     if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
       path = display = lua_tostring(L, -1);
-    } else if (ov_type == LUA_TNIL && !script.empty() && lua_getfield(L, spec, "model") == LUA_TSTRING &&
+    } else if (ov_type == LUA_TNIL && !script.empty() && raw_getfield(L, spec, "model") == LUA_TSTRING &&
                is_json(lua_tostring(L, -1))) {
       const fs::path p(lua_tostring(L, -1));
       path = (p.is_absolute() ? p : fs::path(script).parent_path() / p).string();
@@ -109,7 +109,7 @@ struct session::impl {
     push_engine_field("require");
     lua_pushstring(L, "neusight.models.hf");
     ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
-    lua_getfield(L, -1, "from_config");
+    raw_getfield(L, -1, "from_config");
     lua_remove(L, -2);
     json_file_push(L, path, display);  // stack: from_config t nulls
     lua_pushstring(L, display.c_str());
@@ -124,7 +124,7 @@ struct session::impl {
   // [-0, +1, e] pushes E[field]
   void push_engine_field(const char* field) const {
     push_engine();
-    lua_getfield(L(), -1, field);
+    raw_getfield(L(), -1, field);
     lua_remove(L(), -2);
   }
 };

@@ -14,13 +14,13 @@ session::lua_report session::report(const std::string& module, const std::string
                             module.substr(module.rfind("neusight.", 0) == 0 ? 9 : 0) + ".lua";
   require_push(*p_, module.c_str());  // stack: M
   const int M = lua_gettop(L);
-  lua_getfield(L, M, fn.c_str());
+  raw_getfield(L, M, fn.c_str());
   ns_call(L, 0, 1, "in " + where + " " + fn);  // stack: M report
   if (!lua_istable(L, -1)) throw error(where + ": " + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
   lua_report out;
   out.json = json_text_of(L, -1);
   for (auto [name, text] : {std::pair<const char*, std::string*>{"format_table", &out.table}, {"format_csv", &out.csv}}) {
-    lua_getfield(L, M, name);
+    raw_getfield(L, M, name);
     lua_pushvalue(L, -2);
     ns_call(L, 1, 1, "in " + where + " " + name);  // stack: M report text
     if (!lua_isstring(L, -1)) throw error(where + ": " + name + " must return a string");

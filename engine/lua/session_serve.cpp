@@ -105,8 +105,10 @@ int l_serve_phase(lua_State* L) {
 }
 
 // progress(text[, done]) — a progress line on stderr, at most every 0.5 s and only once the run has taken 1 s;
-// done = true ends it. On a terminal the line is rewritten in place. [-2, +0, -]
+// done = true ends it. On a terminal the line is rewritten in place. Each call starts the script limits' count
+// again (ns_limits_renew). [-2, +0, -]
 int l_serve_progress(lua_State* L) {
+  ns_limits_renew(L);  // a simulation that reports progress is held to the script limits per stretch, not as a whole
   serve_context* c = context_of(L);
   const bool done = lua_toboolean(L, 2);
   const auto now = std::chrono::steady_clock::now();
@@ -150,7 +152,7 @@ void push_value(lua_State* L, const workload_value& v) {
 session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::string& file, const workload_overrides& options,
                                  const session::option_lists* lists, bool csv) {
   const int S = lua_gettop(L);  // the module
-  lua_getfield(L, S, "run");
+  raw_getfield(L, S, "run");
   overrides_push_table(L, options);
   if (lists) {
     for (const auto& [k, values] : *lists) {
@@ -171,7 +173,7 @@ session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::st
   out.json = json_text_of(L, -1);
   for (const auto& [name, into] : {std::pair{"format_table", &out.table}, {"format_csv", &out.csv}}) {
     if (into == &out.csv && !csv) continue;
-    lua_getfield(L, S, name);
+    raw_getfield(L, S, name);
     lua_pushvalue(L, S + 1);
     ns_call(L, 1, 1, "in " + file + " " + name);  // stack: S report text
     if (!lua_isstring(L, -1)) throw error(file + ": " + name + " must return a string");

@@ -12,6 +12,18 @@
 
 namespace ns {
 
+// Pushes t[k] of the table at `idx` without metamethods (lua_rawget): the host never runs script code while it
+// reads script data. [-0, +1, m]
+inline int raw_getfield(lua_State* L, int idx, const char* k) {
+  idx = lua_absindex(L, idx);
+  lua_pushstring(L, k);
+  return lua_rawget(L, idx);
+}
+
+// Throws "<what>: expected a plain table (it has a metatable)" when the table at `idx` has a metatable: data the host
+// reads must not depend on metamethods it does not run. [-0, +0, -]
+void plain_table_check(lua_State* L, int idx, const std::string& what);
+
 // Pushes the GPU as a plain table of its TOML fields (plus `source`). [-0, +1, m]
 void gpu_push(lua_State* L, const gpu_spec& gpu);
 

@@ -5,9 +5,17 @@
 
 namespace ns {
 
+void plain_table_check(lua_State* L, int idx, const std::string& what) {
+  if (lua_getmetatable(L, idx)) {  // [-0, +(0|1), -]
+    lua_pop(L, 1);
+    throw error(what + ": expected a plain table (it has a metatable)");
+  }
+}
+
 table_reader::table_reader(lua_State* L, int idx, std::string what)
     : L_(L), idx_(lua_absindex(L, idx)), what_(std::move(what)) {
   if (!lua_istable(L, idx_)) throw error(what_ + ": expected a table (got " + luaL_typename(L, idx_) + ")");
+  plain_table_check(L, idx_, what_);
 }
 
 void table_reader::fail(const char* key, const char* expected) const {
@@ -17,13 +25,13 @@ void table_reader::fail(const char* key, const char* expected) const {
 }
 
 bool table_reader::has(const char* key) const {
-  const bool present = lua_getfield(L_, idx_, key) != LUA_TNIL;
+  const bool present = raw_getfield(L_, idx_, key) != LUA_TNIL;
   lua_pop(L_, 1);
   return present;
 }
 
 std::string table_reader::str(const char* key) const {
-  if (lua_getfield(L_, idx_, key) != LUA_TSTRING) fail(key, "a string");
+  if (raw_getfield(L_, idx_, key) != LUA_TSTRING) fail(key, "a string");
   std::string s = lua_tostring(L_, -1);
   lua_pop(L_, 1);
   return s;
@@ -33,7 +41,7 @@ std::string table_reader::str_or(const char* key, const std::string& fallback) c
 }
 
 double table_reader::number(const char* key) const {
-  if (lua_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "a number");
+  if (raw_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "a number");
   const double v = lua_tonumber(L_, -1);
   if (!std::isfinite(v)) fail(key, "a finite number");
   lua_pop(L_, 1);
@@ -42,7 +50,7 @@ double table_reader::number(const char* key) const {
 double table_reader::number_or(const char* key, double fallback) const { return has(key) ? number(key) : fallback; }
 
 int64_t table_reader::integer(const char* key) const {
-  if (lua_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "an integer");
+  if (raw_getfield(L_, idx_, key) != LUA_TNUMBER) fail(key, "an integer");
   int ok = 0;
   const lua_Integer v = lua_tointegerx(L_, -1, &ok);
   if (!ok) fail(key, "an integer");
@@ -54,10 +62,14 @@ int64_t table_reader::integer_or(const char* key, int64_t fallback) const {
 }
 
 namespace {
-// Reads the array of integers on top of the stack. [-0, +0, -]
+// Reads the array of integers on top of the stack (a plain table). [-0, +0, -]
 bool shape_from_top(lua_State* L, shape& out) {
   if (!lua_istable(L, -1)) return false;
-  const lua_Integer n = luaL_len(L, -1);
+  if (lua_getmetatable(L, -1)) {
+    lua_pop(L, 1);
+    return false;
+  }
+  const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
   out.clear();
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L, -1, i);
@@ -72,7 +84,7 @@ bool shape_from_top(lua_State* L, shape& out) {
 }  // namespace
 
 shape table_reader::shape_at(const char* key) const {
-  lua_getfield(L_, idx_, key);
+  raw_getfield(L_, idx_, key);
   shape s;
   if (!shape_from_top(L_, s)) fail(key, "a shape (array of non-negative integers)");
   lua_pop(L_, 1);
@@ -80,9 +92,13 @@ shape table_reader::shape_at(const char* key) const {
 }
 
 std::vector<shape> table_reader::shapes_at(const char* key) const {
-  if (lua_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "an array of shapes");
+  if (raw_getfield(L_, idx_, key) != LUA_TTABLE) fail(key, "an array of shapes");
+  if (lua_getmetatable(L_, -1)) {
+    lua_pop(L_, 2);
+    throw error(what_ + ": field '" + key + "' must be a plain array of shapes (it has a metatable)");
+  }
   std::vector<shape> out;
-  const lua_Integer n = luaL_len(L_, -1);
+  const lua_Integer n = lua_Integer(lua_rawlen(L_, -1));
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L_, -1, i);  // stack: shapes shape_i
     shape s;
@@ -175,6 +191,7 @@ const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "fl
 std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
   std::map<std::string, attr_value> out;
   idx = lua_absindex(L, idx);
+  plain_table_check(L, idx, what + ": attrs");
   lua_pushnil(L);
   while (lua_next(L, idx) != 0) {  // stack: key value
     if (lua_type(L, -2) != LUA_TSTRING) {
@@ -201,8 +218,9 @@ std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::s
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) throw error(where + ": expected an array of nodes (got " + luaL_typename(L, idx) + ")");
+  plain_table_check(L, idx, where + ": the array of nodes");
   std::vector<node> out;
-  const lua_Integer count = luaL_len(L, idx);
+  const lua_Integer count = lua_Integer(lua_rawlen(L, idx));
   for (lua_Integer i = 1; i <= count; ++i) {
     lua_rawgeti(L, idx, i);  // stack: node_i
     const std::string what = where + ": node #" + std::to_string(i);
@@ -226,8 +244,14 @@ std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
       if (ph != "forward" && ph != "optimizer")
         throw error(named.what() + ": field 'phase' must be \"forward\" or \"optimizer\" (got \"" + ph + "\")");
       n.optimizer = ph == "optimizer";
-      if (lua_getfield(L, -1, "attrs") == LUA_TTABLE) n.attrs = attrs_read(L, -1, named.what());
-      else if (!lua_isnil(L, -1)) {
+      if (raw_getfield(L, -1, "attrs") == LUA_TTABLE) {
+        try {
+          n.attrs = attrs_read(L, -1, named.what());
+        } catch (...) {
+          lua_pop(L, 1);
+          throw;
+        }
+      } else if (!lua_isnil(L, -1)) {
         lua_pop(L, 1);
         throw error(named.what() + ": field 'attrs' must be a table");
       }
@@ -246,10 +270,11 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
     throw error(where + " returned " + luaL_typename(L, idx) + ", expected an array of kernels");
-  const lua_Integer count = luaL_len(L, idx);
+  plain_table_check(L, idx, where + " returned a table that is not an array of kernels");
+  const lua_Integer count = lua_Integer(lua_rawlen(L, idx));
   // A lone kernel ({ kind = …, … }) has length 0: read as an array it would vanish with 0 ms. Any key outside
   // 1..#t is an error.
-  const bool lone = lua_getfield(L, idx, "kind") != LUA_TNIL;  // stack: … kind
+  const bool lone = raw_getfield(L, idx, "kind") != LUA_TNIL;  // stack: … kind
   lua_pop(L, 1);
   if (lone) throw error(where + " returned a single kernel (a table with field 'kind'), expected an array of kernels: "
                                 "return { kernel }");

@@ -112,7 +112,7 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
       std::sort(keys.begin(), keys.end());
       ojson obj = ojson::object();
       for (const auto& [k, is_string] : keys) {
-        if (is_string) lua_getfield(L, idx, k.c_str());
+        if (is_string) raw_getfield(L, idx, k.c_str());
         else if (lua_stringtonumber(L, k.c_str()) != 0) lua_rawget(L, idx);  // stack: … number → value
         else lua_pushnil(L);
         obj[k] = lua_to_json(L, -1, what + "." + k, depth + 1);

@@ -206,8 +206,10 @@ function M.single(ctx, at_batch)
 end
 
 --- The largest batch whose memory (`at_batch(b)` bytes, increasing in b) is at most `cap`; 0 when batch 1 does not
---- fit. Activations, temporaries and the KV cache grow linearly with the batch: a linear estimate from two points,
---- then checked against the model itself.
+--- fit. Activations, temporaries and the KV cache grow about linearly with the batch: a linear estimate from two
+--- points, then checked against the model itself. Steps of 1, 2, 4, … from the estimate bracket the answer and a
+--- bisection finds it, so a poor estimate (a term that grows faster than the batch) costs O(log b) model builds, not
+--- one per batch.
 function M.max_batch(at_batch, batch, total, cap)
   local f1 = batch == 1 and total or at_batch(1)
   if f1 > cap then return 0 end
@@ -221,9 +223,19 @@ function M.max_batch(at_batch, batch, total, cap)
     if v == nil then v = at_batch(x); seen[x] = v end
     return v
   end
-  while b > 1 and f(b) > cap do b = b - 1 end
-  while f(b + 1) <= cap do b = b + 1 end
-  return b
+  local lo, hi, step = b, b, 1 -- f(lo) <= cap < f(hi) once bracketed
+  if f(b) <= cap then
+    hi = b + step
+    while f(hi) <= cap do lo, step = hi, step * 2; hi = lo + step end
+  else
+    lo = b - step
+    while lo > 1 and f(lo) > cap do hi, step = lo, step * 2; lo = max(1, hi - step) end
+  end
+  while hi - lo > 1 do
+    local mid = (lo + hi) // 2
+    if f(mid) <= cap then lo = mid else hi = mid end
+  end
+  return lo
 end
 
 --- The table's memory line: the total, its parts, what dominates, whether it fits, the largest batch.
