@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
+#include <optional>
 #include <random>
 #include <string>
 
@@ -58,6 +60,18 @@ inline run_result run_cli(const std::string& args, const std::string& env = "") 
 inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
   return s;
+}
+
+// The shared data folder `rel` under ../shared/data (CI has it; a user's clone does not), or nullopt after telling
+// CTest the case is skipped: the line "NEUSIGHT-TEST-SKIPPED: …" on standard output matches the cases'
+// SKIP_REGULAR_EXPRESSION (tests/CMakeLists.txt), so ctest reports "Skipped", never "Passed". Usage:
+//   const auto dir = ns_test::shared_data("neusight/opgraph"); if (!dir) return;
+inline std::optional<fs::path> shared_data(const std::string& rel) {
+  const fs::path p = (source_dir / ".." / "shared" / "data" / rel).lexically_normal();
+  if (fs::exists(p)) return p;
+  std::cout << "NEUSIGHT-TEST-SKIPPED: " << p.string() << " not found (the shared data is not part of a clone)"
+            << std::endl;
+  return std::nullopt;
 }
 
 }  // namespace ns_test

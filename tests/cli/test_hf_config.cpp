@@ -32,11 +32,9 @@ std::string supported() {
 }  // namespace
 
 TEST_CASE("hf config: every DLmodel_configs JSON with a builder gives its preset's FLOPs", "[cli][hf]") {
-  const fs::path dir = source_dir / "../shared/data/neusight/DLmodel_configs";
-  if (!fs::is_directory(dir)) {
-    WARN("skipped: " << dir << " is absent");
-    return;
-  }
+  const auto shared = ns_test::shared_data("neusight/DLmodel_configs");
+  if (!shared) return;
+  const fs::path dir = *shared;
   int compared = 0;
   for (const auto& e : fs::directory_iterator(dir)) {
     if (e.path().extension() != ".json") continue;

@@ -82,11 +82,9 @@ TEST_CASE("golden: roofline-reference reproduces the reference's forecasts (fixt
 }
 
 TEST_CASE("golden: roofline-reference reproduces every reference roofline forecast in ../shared", "[cli][golden][opgraph]") {
-  const fs::path shared = (source_dir / ".." / "shared" / "data" / "neusight").lexically_normal();
-  if (!fs::is_directory(shared / "prediction") || !fs::is_directory(shared / "opgraph")) {
-    WARN("skipped: " << shared.string() << " not found (the shared NeuSight data is not part of a clone)");
-    return;
-  }
+  const auto pred = ns_test::shared_data("neusight/prediction");
+  if (!pred || !ns_test::shared_data("neusight/opgraph")) return;
+  const fs::path shared = pred->parent_path();
   const golden_stats st = golden_reference(shared);
   WARN("roofline-reference golden: " << st.matched << " reference forecasts matched, worst relative error "
                                      << st.worst << " (" << st.worst_where << ")");

@@ -220,11 +220,9 @@ workload build_like(session& s, const opgraph_tag& tag) {
 }  // namespace
 
 TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (bert, opt, gpt)", "[models][opgraph]") {
-  const fs::path dir = (ns_test::source_dir / ".." / "shared" / "data" / "neusight" / "opgraph").lexically_normal();
-  if (!fs::is_directory(dir)) {
-    WARN("skipped: " << dir.string() << " not found (the shared NeuSight data is not part of a clone)");
-    return;
-  }
+  const auto shared = ns_test::shared_data("neusight/opgraph");
+  if (!shared) return;
+  const fs::path dir = *shared;
   std::vector<fs::path> files;
   for (const auto& e : fs::directory_iterator(dir)) {
     const auto tag = opgraph_tag_parse(e.path().stem().string());
@@ -301,11 +299,9 @@ TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (ber
 // Switch Transformer: whole-model traces (no traced layer), so the whole model is compared at once; our identical
 // blocks carry a count and are weighted by it.
 TEST_CASE("model fidelity: the Switch builder reproduces the reference's whole-model traces", "[models][opgraph]") {
-  const fs::path dir = (ns_test::source_dir / ".." / "shared" / "data" / "neusight" / "opgraph").lexically_normal();
-  if (!fs::is_directory(dir)) {
-    WARN("skipped: " << dir.string() << " not found (the shared NeuSight data is not part of a clone)");
-    return;
-  }
+  const auto shared = ns_test::shared_data("neusight/opgraph");
+  if (!shared) return;
+  const fs::path dir = *shared;
   std::vector<fs::path> files;
   for (const char* stem : {"switchxl4-inf-512-1", "switchxl4-inf-512-2", "switchxl4-train-512-1", "switchxl4-train-512-2"})
     files.push_back(dir / (std::string(stem) + ".csv"));

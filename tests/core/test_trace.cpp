@@ -164,8 +164,9 @@ TEST_CASE("trace: per-op label CSV of the shared data", "[trace]") {
 }
 
 TEST_CASE("trace: a real label file of the shared data, when present", "[trace]") {
-  const fs::path p = "/work/shared/data/neusight/label/Tesla_V100-PCIE-32GB/gpt2_large-train-1024-1.csv";
-  if (!fs::exists(p)) return;
+  const auto shared = ns_test::shared_data("neusight/label/Tesla_V100-PCIE-32GB/gpt2_large-train-1024-1.csv");
+  if (!shared) return;
+  const fs::path p = *shared;
   const trace t = trace_load(p);
   CHECK(t.origin_device == "Tesla_V100-PCIE-32GB");
   CHECK(t.ops.size() > 100);
