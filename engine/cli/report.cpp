@@ -441,8 +441,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
   if (m.kv_cache_bytes)
-    out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence)\n", *m.kv_cache_bytes / 1e9,
-                       m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq));
+    out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
+                       m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),
+                       !m.kv_dtype.empty() && m.kv_dtype != m.dtype ? ", " + m.kv_dtype : std::string());
   auto with_figures = [&](std::string text) {
     if (m.figs)
       for (const auto& line : m.figs->lines) text += line + "\n";
