@@ -99,3 +99,13 @@ TEST_CASE("weight-dtype: int4 weights shrink the model state and the GEMMs' weig
   for (const auto& w : w4["warnings"]) warned |= w.get<std::string>().find("weight-only GEMM kernels") != std::string::npos;
   CHECK(warned);
 }
+
+TEST_CASE("kv-dtype: serve --sweep carries the KV dtype and its warning", "[cli][quant]") {
+  const json s = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16 --kv-dtype fp8");
+  CHECK(s["kv_dtype"] == "fp8");
+  REQUIRE(s["warnings"].size() == 1);
+  CHECK(s["warnings"][0].get<std::string>().find("kv_dtype fp8") != std::string::npos);
+  const json d = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16");
+  CHECK_FALSE(d.contains("kv_dtype"));
+  CHECK_FALSE(d.contains("warnings"));
+}
