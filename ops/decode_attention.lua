@@ -16,6 +16,8 @@ return {
     if #q ~= 4 or #k ~= 4 or #v ~= 4 or k[1] ~= q[1] or k[4] ~= q[4] or v[1] ~= k[1] or v[2] ~= k[2] or v[3] ~= k[3] then
       error(("decode_attention node '%s': Q and the cache must be [batch, heads, tokens, head_dim]"):format(node.name), 0)
     end
-    return { K.attention("decode", q[1], q[3], k[3], q[4], q[2], k[2], node.dtype, v[4]) }
+    -- attrs.kv_dtype: a quantised cache (neusight.nodes.decode_attention, workload field kv_dtype)
+    local kv_dtype = type(node.attrs) == "table" and node.attrs.kv_dtype or nil
+    return { K.attention("decode", q[1], q[3], k[3], q[4], q[2], k[2], node.dtype, v[4], kv_dtype) }
   end,
 }

@@ -46,6 +46,7 @@ struct common_flags {
 struct forecast_flags {
   std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
   std::string batch, seq, context;
+  std::string kv_dtype, weight_dtype;  // --kv-dtype / --weight-dtype: quantised KV cache / weights (serving phases)
   std::string predictor = "neusight";
   std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
@@ -207,6 +208,13 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   std::string("Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, "
                               "BF16, torch.float16, fp8_e4m3, …)") + o + l)
       ->check(nonempty_list());
+  cmd->add_option("--kv-dtype", f.kv_dtype,
+                  std::string("KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; "
+                              "default the compute dtype. The cache bytes, the KV-cache writes and the decode "
+                              "attention's cache reads shrink; FLOPs stay at --dtype") + o);
+  cmd->add_option("--weight-dtype", f.weight_dtype,
+                  std::string("Weight-only quantisation (inference, prefill, decode): int8, int4 or fp8 weights, "
+                              "dequantised in the GEMM; compute stays at --dtype") + o);
   cmd->add_option("--precision", f.precision,
                   std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
                               "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
@@ -288,6 +296,8 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.dtype.empty()) o["dtype"] = f.dtype;
   if (!f.precision.empty()) o["precision"] = f.precision;
   if (!f.attention.empty()) o["attention"] = f.attention;
+  if (!f.kv_dtype.empty()) o["kv_dtype"] = f.kv_dtype;
+  if (!f.weight_dtype.empty()) o["weight_dtype"] = f.weight_dtype;
   // the integer flags hold one validated value here (a comparison calls this once per combination)
   auto integer = [](const std::string& v) { return workload_value(int64_t(std::stoll(v))); };
   if (!f.batch.empty()) o["batch"] = integer(f.batch);
@@ -365,7 +375,9 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   out.gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
   expansion e = s.expand(w.g, out.gpu, w.training());
   out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
-                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {}};
+                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
+                         w.kv_dtype, w.weight_dtype};
+  out.meta.warnings = w.warnings;
   if (!pred) pred = predictor_for(f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
@@ -481,7 +493,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
                 og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
-                f.launch.empty() ? "eager" : f.launch, {}, {}};
+                f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
@@ -596,7 +608,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
+  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
                         "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb", "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
@@ -725,7 +737,12 @@ int app_main(int argc, char** argv) {
       ->required();
   serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
       ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");
-  serve->add_option("--dtype", vflags.dtype, "Compute and KV-cache element type (default bf16)");
+  serve->add_option("--dtype", vflags.dtype, "Compute element type, and the KV cache's unless --kv-dtype (default bf16)");
+  serve->add_option("--kv-dtype", vflags.kv_dtype,
+                    "KV-cache element type: fp8, bf16, fp16 or fp32 (default --dtype); fp8 halves a bf16 cache: "
+                    "more concurrent sequences, cheaper decode attention");
+  serve->add_option("--weight-dtype", vflags.weight_dtype,
+                    "Weight-only quantisation: int8, int4 or fp8 weights (dequantised in the GEMMs; default: --dtype)");
   serve->add_option("--tp", serve_tp, "Tensor-parallel degree (one replica over tp GPUs; --sweep: a list, e.g. 1,2,4)")
       ->check(positive_list())->type_name("INT[,INT…]");
   serve->add_option("--launch", vflags.launch,

@@ -29,9 +29,16 @@ constexpr double ms = 1e3;
 json dims_json(const kernel& k) {
   switch (k.kind) {
     case kernel_kind::gemm:
-    case kernel_kind::bmm: return {{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}};
-    case kernel_kind::attention:
-      return {{"batch", k.b}, {"q_len", k.m}, {"kv_len", k.k}, {"head_dim", k.n}, {"heads", k.rows}, {"kv_heads", k.hidden}};
+    case kernel_kind::bmm: {
+      json d = {{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}};
+      if (k.weight_bytes > 0) d["weight_bytes"] = k.weight_bytes;  // weight-only quantisation
+      return d;
+    }
+    case kernel_kind::attention: {
+      json d = {{"batch", k.b}, {"q_len", k.m}, {"kv_len", k.k}, {"head_dim", k.n}, {"heads", k.rows}, {"kv_heads", k.hidden}};
+      if (!k.kv_dtype.empty()) d["kv_dtype"] = k.kv_dtype;  // a quantised KV cache
+      return d;
+    }
     case kernel_kind::memory:
     case kernel_kind::collective: return json::object();
     default: return {{"rows", k.rows}, {"hidden", k.hidden}};
@@ -264,6 +271,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["seq"] = m.seq;
   if (m.mode == "decode") j["context"] = m.context;
   j["dtype"] = m.dtype;
+  if (!m.kv_dtype.empty() && m.kv_dtype != m.dtype) j["kv_dtype"] = m.kv_dtype;
+  if (!m.weight_dtype.empty()) j["weight_dtype"] = m.weight_dtype;
   j["precision"] = m.precision;
   j["precision_convention"] = m.state.convention;
   j["optimizer"] = m.optimizer;
@@ -438,8 +447,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
   if (m.kv_cache_bytes)
-    out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence)\n", *m.kv_cache_bytes / 1e9,
-                       m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq));
+    out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
+                       m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),
+                       !m.kv_dtype.empty() && m.kv_dtype != m.dtype ? ", " + m.kv_dtype : std::string());
   auto with_figures = [&](std::string text) {
     if (m.figs)
       for (const auto& line : m.figs->lines) text += line + "\n";

@@ -31,6 +31,9 @@ struct report_meta {
   // Memory per GPU as scripts/neusight/memory.lua reports it (session::memory()): memory_gb, the `memory` object,
   // table lines, a warning when it does not fit, per-stage parts of a parallel run. Null: not computed (--graph).
   nlohmann::ordered_json memory;
+  // Quantised KV cache / weights (scripts/neusight/workload.lua): "" = the compute dtype; JSON shows them only when
+  // they differ from it, so a default run's JSON is unchanged.
+  std::string kv_dtype, weight_dtype;
 };
 
 // What scripts/neusight/figures.lua compute() is given of a forecast (after the timeline is in `m`): latency, the

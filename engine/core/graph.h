@@ -53,6 +53,12 @@ struct kernel {
   std::string dtype = "fp32";
   int64_t b = 0, m = 0, n = 0, k = 0;  // gemm/bmm; n is the reduction dimension (data convention)
   int64_t rows = 0, hidden = 0;        // vector kernels
+  // Attention: the KV cache's element type when it differs from dtype (an fp8 KV cache under bf16 compute; empty =
+  // dtype). Only the K/V bytes change; FLOPs run at dtype (scripts/neusight/kernels.lua attention()).
+  std::string kv_dtype;
+  // GEMM (linear): bytes per element of the weight operand (n × k) under weight-only quantisation (int4 = 0.5);
+  // 0 = dtype's. Activations and compute stay at dtype (the kernel dequantises; scripts/neusight/kernels.lua).
+  double weight_bytes = 0;
   double flops = 0;
   double bytes = 0;
   std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor

@@ -119,11 +119,12 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     const double tm = double(k.tile_m), tk = double(k.tile_k);
     if (tm <= 0 || tk <= 0) throw error("kernel " + k.name + " has no tile (tile_m, tile_k)");
     const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k), e = dtype_bytes(k.dtype);
+    const double ew = k.weight_bytes > 0 ? k.weight_bytes : e;  // the N × K operand: weight-only quantisation
     const double split = double(std::max<int64_t>(1, k.tile_split)), Ns = ceil_div(N, split);  // reduction per block
     blocks = B * ceil_div(M, tm) * ceil_div(K, tk) * split;
     tile_gflop = 2 * tm * Ns * tk / 1e9;
-    tile_mb = e * (tm * Ns + Ns * tk + tm * tk) / mib;
-    ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / (e * (M * N + N * K + M * K) / gib);
+    tile_mb = (e * tm * Ns + ew * Ns * tk + e * tm * tk) / mib;
+    ai = (2 * ceil_div(M, tm) * tm * N * ceil_div(K, tk) * tk / 1e9) / ((e * (M * N + M * K) + ew * N * K) / gib);
   } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
     double T = double(k.tile_elems), R = double(k.rows), H = double(k.hidden);
     if (T <= 0) throw error("kernel " + k.name + " has no tile (tile_elems)");

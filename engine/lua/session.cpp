@@ -318,6 +318,18 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.context = r.integer_or("context", 0);
   w.launch = r.str_or("launch", "eager");
   w.description = r.str_or("description", "");
+  w.kv_dtype = r.str_or("kv_dtype", "");
+  w.weight_dtype = r.str_or("weight_dtype", "");
+  raw_getfield(L, wl, "warnings");  // stack: W spec norm warnings()
+  lua_pushvalue(L, norm);
+  ns_call(L, 1, 1, "while listing the warnings of " + w.source);
+  if (lua_istable(L, -1))
+    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) == LUA_TSTRING) w.warnings.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);  // stack: W spec norm
   raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
@@ -590,7 +602,8 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
     const bool is_gemm = k->kind == kernel_kind::gemm || k->kind == kernel_kind::bmm;
     const std::string key = prefix + std::string(kernel_kind_name(k->kind)) + "|" + k->op + "|" + k->dtype + "|" +
                             std::to_string(k->b) + "," + std::to_string(k->m) + "," + std::to_string(k->n) + "," +
-                            std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden);
+                            std::to_string(k->k) + "," + std::to_string(k->rows) + "," + std::to_string(k->hidden) +
+                            "|" + k->kv_dtype;
     if (auto it = done.find(key); it != done.end()) {
       k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
       k->tile_split = it->second.tile_split;
@@ -608,6 +621,10 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
     lua_setfield(L, -2, "op");
     lua_pushstring(L, k->dtype.c_str());
     lua_setfield(L, -2, "dtype");
+    if (!k->kv_dtype.empty()) {
+      lua_pushstring(L, k->kv_dtype.c_str());
+      lua_setfield(L, -2, "kv_dtype");
+    }
     const std::pair<const char*, int64_t> dims[] = {{"b", k->b}, {"m", k->m}, {"n", k->n}, {"k", k->k},
                                                      {"rows", k->rows}, {"hidden", k->hidden}};
     for (const auto& [name, v] : dims) {
@@ -685,6 +702,15 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
         continue;
     }
     lua_pushstring(L, k->dtype.c_str());
+    if (k->kind == kernel_kind::gemm && k->weight_bytes > 0) {  // linear(…, dtype, weight_bytes)
+      lua_pushnumber(L, k->weight_bytes);
+      args += 1;
+    }
+    if (k->kind == kernel_kind::attention && !k->kv_dtype.empty()) {  // attention(…, dtype, dv = nil, kv_dtype)
+      lua_pushnil(L);
+      lua_pushstring(L, k->kv_dtype.c_str());
+      args += 2;
+    }
     ns_call(L, args, 1, "while costing kernel " + k->name);
     table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");

@@ -186,7 +186,7 @@ namespace {
 const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs", "output",
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
-                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes"};
+                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes"};
 
 std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
   std::map<std::string, attr_value> out;
@@ -309,9 +309,15 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       if (k.flops < 0 || k.bytes < 0) throw error(r.what() + ": flops and bytes must be >= 0");
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+        k.weight_bytes = r.number_or("weight_bytes", 0);
+        if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
+          throw error(r.what() + ": weight_bytes must be a finite number >= 0");
       } else if (k.kind == kernel_kind::attention) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
+        k.kv_dtype = r.str_or("kv_dtype", "");
+        if (!k.kv_dtype.empty()) dtype_bytes(k.kv_dtype);  // validates
+        if (k.kv_dtype == k.dtype) k.kv_dtype.clear();
         if (k.b < 1 || k.m < 1 || k.n < 1 || k.k < 1 || k.rows < 1 || k.hidden < 1)
           throw error(r.what() + ": attention dims b, m, n, k, rows (heads), hidden (kv heads) must be >= 1");
         if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")

@@ -11,6 +11,12 @@ local M = {}
 -- Bytes per element of each dtype the engine knows (engine/core/graph.cpp dtype_bytes).
 local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
 
+-- The element types a KV cache is stored in (workload field kv_dtype), and the storage types of weight-only
+-- quantisation (workload field weight_dtype) with their bytes per weight (int4: two per byte; scales ignored).
+M.KV_DTYPES = { "fp8", "bf16", "fp16", "fp32" }
+M.WEIGHT_DTYPES = { "int8", "int4", "fp8" }
+M.WEIGHT_BYTES = { int8 = 1, int4 = 0.5, fp8 = 1 }
+
 -- The names people type for them (PyTorch's, NumPy's, the fp8 formats), matched case-insensitively and without a
 -- "torch." prefix: M.dtype_name("torch.bfloat16") == "bf16". fp8 covers both OCP formats (E4M3 and E5M2 run on the
 -- same tensor cores at the same rate).
@@ -118,14 +124,20 @@ function M.dtype_name(name)
 end
 
 --- nn.Linear on `rows` tokens: "Linear (T, I, O)" = GEMM b=1, m=T, n=I (reduction), k=O.
-function M.linear(rows, in_f, out_f, dtype)
+--- `weight_bytes` (optional): bytes per weight under weight-only quantisation (M.WEIGHT_BYTES; workload field
+--- weight_dtype): W is read at that size, X and Y at dtype's; FLOPs at dtype (the kernel dequantises).
+function M.linear(rows, in_f, out_f, dtype, weight_bytes)
   rows, in_f, out_f = check_count("linear", 1, rows), check_count("linear", 2, in_f), check_count("linear", 3, out_f)
   local e = check_dtype("linear", 4, dtype)
+  if weight_bytes ~= nil and not (type(weight_bytes) == "number" and weight_bytes > 0) then
+    error(("bad argument #5 to 'linear' (bytes per weight > 0 expected, got %s)"):format(tostring(weight_bytes)), 2)
+  end
   return {
     kind = "gemm", name = "Linear", dtype = dtype,
     b = 1, m = rows, n = in_f, k = out_f,
     flops = 2 * rows * in_f * out_f,
-    bytes = e * (rows * in_f + in_f * out_f + rows * out_f), -- X, W, Y once each
+    bytes = e * (rows * in_f + rows * out_f) + (weight_bytes or e) * in_f * out_f, -- X, W, Y once each
+    weight_bytes = weight_bytes,
   }
 end
 
@@ -201,7 +213,9 @@ local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd 
 --- P·V, dP and dV 2·dv; Q, K, dQ, dK move d elements per row, V, O, dO, dV dv. The kernel's n (the head dim the
 --- tile model sees, scripts/tiling/attention.lua, and describe() shows) is the mean ⌈(d + dv) / 2⌉: the forward's
 --- FLOPs and bytes per query/key pair are those of one head dim of the mean.
-function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv)
+--- `kv_dtype` (optional, default dtype): the KV cache's element type (an fp8 cache under bf16 compute, workload
+--- field kv_dtype): K and V are read at its size, Q and O at dtype's; FLOPs unchanged (the kernel dequantises).
+function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype)
   if not ATTENTION_OPS[op] then
     error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
   end
@@ -216,12 +230,19 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv)
   local causal = op == "causal" or op == "causal_bwd" or op == "decode"
   local pairs = causal and causal_pairs(sq, skv) or sq * skv
   local bwd = op == "causal_bwd" or op == "full_bwd"
+  local ekv = e
+  if kv_dtype == dtype then kv_dtype = nil end
+  if kv_dtype ~= nil then
+    ekv = check_dtype("attention", 10, kv_dtype)
+    if bwd then error("bad argument #10 to 'attention' (a quantised KV cache has no backward)", 2) end
+  end
   local q_io, kv_io = heads * sq * (d + dv), kv_heads * skv * (d + dv) -- forward: Q read + O written, K + V read
   return {
     kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
     op = op, dtype = dtype, b = batch, m = sq, k = skv, n = (d + dv + 1) // 2, rows = heads, hidden = kv_heads,
     flops = 2 * batch * heads * (bwd and 3 * d + 2 * dv or d + dv) * pairs,
-    bytes = e * batch * (bwd and 2 * (q_io + kv_io) or q_io + kv_io),
+    bytes = bwd and e * batch * 2 * (q_io + kv_io) or batch * (e * q_io + ekv * kv_io),
+    kv_dtype = kv_dtype,
   }
 end
 

@@ -70,7 +70,9 @@ end
 -- No loss and no backward in either phase.
 
 --- The serving phase of a build: nil for train / inference, else { phase, s = query tokens per sequence (S in
---- prefill, 1 in decode), kv = KV-cache tokens attended and held per sequence (S in prefill, C + 1 in decode) }.
+--- prefill, 1 in decode), kv = KV-cache tokens attended and held per sequence (S in prefill, C + 1 in decode),
+--- kv_dtype = the cache's element type (opts.kv_dtype, workload field kv_dtype; nil = the compute dtype) }.
+--- Builders set g.kv_dtype = serve.kv_dtype: kv_cache_write and decode_attention read it (M.kv_dtype).
 --- Errors name the model (`who`); `max_positions` (a learned position table) bounds the cache.
 ---@param opts table builder options (phase, context, seq)
 ---@param who string
@@ -80,7 +82,7 @@ function M.serving(opts, who, max_positions, max_name)
   local phase = opts.phase
   if phase == nil then return nil end
   if phase == "prefill" then
-    return { phase = phase, s = opts.seq, kv = opts.seq }
+    return { phase = phase, s = opts.seq, kv = opts.seq, kv_dtype = opts.kv_dtype }
   elseif phase ~= "decode" then
     error(("%s: option 'phase' must be \"prefill\" or \"decode\" (got %s)"):format(who, tostring(phase)), 0)
   end
@@ -94,22 +96,28 @@ function M.serving(opts, who, max_positions, max_name)
   if max_positions and C + 1 > max_positions then
     error(("%s: context %d + 1 new token exceeds %s %d"):format(who, C, max_name, max_positions), 0)
   end
-  return { phase = phase, s = 1, kv = C + 1 }
+  return { phase = phase, s = 1, kv = C + 1, kv_dtype = opts.kv_dtype }
 end
+
+--- The KV cache's element type of a graph: g.kv_dtype (the workload's kv_dtype, set by the builder from
+--- M.serving) or the graph's dtype. The one place the cache's element size comes from.
+function M.kv_dtype(g) return g.kv_dtype or g.dtype end
 
 --- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
 --- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of
---- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · dtype bytes (per rank):
+--- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · KV dtype bytes (per rank):
 --- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb. `v_head_dim` (default
 --- head_dim): V's head dim when it differs from K's (DeepSeek's latent attention caches K of 192 and V of 128).
 function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, v_head_dim)
   local dv = v_head_dim or head_dim
   local k, v = { b, kv_heads, new, head_dim }, { b, kv_heads, new, dv }
-  local bytes = b * kv_heads * cache_tokens * (head_dim + dv) * require("neusight.kernels").dtype_bytes(g.dtype)
+  local kvd = M.kv_dtype(g)
+  local bytes = b * kv_heads * cache_tokens * (head_dim + dv) * require("neusight.kernels").dtype_bytes(kvd)
   local out = dv == head_dim and { 2, b, kv_heads, new, head_dim } or { b, kv_heads, new, head_dim + dv }
   g.add("setitem", name, { k, v }, out, 0, {
-    kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens,
-    note = ("append K and V of %d token(s) per sequence to a KV cache of %d"):format(new, cache_tokens) })
+    kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens, kv_dtype = kvd ~= g.dtype and kvd or nil,
+    note = ("append K and V of %d token(s) per sequence to a KV cache of %d%s"):format(new, cache_tokens,
+      kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
 end
 
 --- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua);
@@ -118,8 +126,10 @@ function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_di
   local dv = v_head_dim or head_dim
   local cache = { b, kv_heads, kv, head_dim }
   local v = dv == head_dim and cache or { b, kv_heads, kv, dv }
+  local kvd = M.kv_dtype(g)
   g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, v }, { b, heads, 1, dv }, 0,
-    { note = ("FlashDecoding over %d cached tokens"):format(kv) })
+    { note = ("FlashDecoding over %d cached tokens%s"):format(kv, kvd ~= g.dtype and " (" .. kvd .. " cache)" or ""),
+      kv_dtype = kvd ~= g.dtype and kvd or nil })
 end
 
 --- Prefill's LM-head input: the last token of each prompt, hidden[:, -1:, :] (a [b, 1, h] copy); returns its shape.

@@ -270,13 +270,16 @@ end
 --- node.attrs.no_grad = true: no backward kernels (a reduction of an integer mask, which has no gradient).
 function M.memory(spec)
   check_spec("memory", spec, {})
-  local function mem(node, shapes)
+  local function mem(node, shapes, with_output)
     local k = K.mem(shapes, node.dtype)
     local e = node.attrs.elem_bytes
     if e then
       local n = 0
       for _, s in ipairs(shapes) do n = n + K.numel(s) end
       k.bytes = e * n
+    elseif with_output and node.attrs.kv_dtype then -- a KV-cache write into a quantised cache: the output at its size
+      local out = K.numel(shapes[#shapes])
+      k.bytes = k.bytes - out * K.dtype_bytes(node.dtype) + out * K.dtype_bytes(node.attrs.kv_dtype)
     end
     return k
   end
@@ -285,7 +288,7 @@ function M.memory(spec)
     doc = spec.doc,
     -- copies, slices and reductions keep no tensor for backward (only shapes); attrs.saved_inputs may say otherwise
     saves = function(node) return node.attrs.no_grad and 0 or M.saved_inputs(node, {}) end,
-    forward = function(node) return { mem(node, M.shapes(node, true)) } end,
+    forward = function(node) return { mem(node, M.shapes(node, true), true) } end,
     backward = function(node)
       if node.attrs.no_grad then return {} end
       local shapes = M.shapes(node, false)
@@ -346,7 +349,8 @@ function M.linear(spec)
     end,
     forward = function(node)
       local T, I, O = dims(node)
-      return { K.linear(T, I, O, node.dtype) }
+      -- attrs.weight_bytes: weight-only quantisation (neusight.workload, field weight_dtype); inference only
+      return { K.linear(T, I, O, node.dtype, node.attrs.weight_bytes) }
     end,
     backward = function(node)
       local T, I, O = dims(node)

@@ -43,7 +43,7 @@ M.DEFAULTS = {
   static_decode_samples = 64,
 }
 
-local KNOWN = { "model", "gpu", "dtype", "tp", "launch", "attention", "predictor", "input_len", "output_len", "batch",
+local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "predictor", "input_len", "output_len", "batch",
   "rate", "requests", "seed", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
   "gpu_memory_utilization", "static_decode_samples" }
 
@@ -152,7 +152,7 @@ local function forecaster(o, phase)
     local r = cache[key]
     if r then return r end
     local fields = { model = o.model, gpu = o.gpu, dtype = o.dtype, launch = o.launch, attention = o.attention,
-                     mode = mode, batch = batch }
+                     mode = mode, batch = batch, kv_dtype = o.kv_dtype, weight_dtype = o.weight_dtype }
     if o.tp > 1 then fields["parallel.tp"] = o.tp end
     if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
     local p = phase(fields)
@@ -236,11 +236,18 @@ local function probe(F, o, mode, batch, tokens)
 end
 
 local function common_report(o, first, count)
+  -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
+  local kv_dtype = o.kv_dtype and require("neusight.kernels").dtype_name(o.kv_dtype) or nil
+  if kv_dtype == first.dtype then kv_dtype = nil end
+  local warnings = require("neusight.workload").warnings {
+    mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
+    weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   return {
     model = first.model, gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
-    dtype = first.dtype, tp = o.tp, launch = first.launch, predictor = o.predictor or "neusight",
+    dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
+    predictor = o.predictor or "neusight",
     attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
-    gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = {},
+    gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
 end
 
@@ -694,8 +701,9 @@ end
 --- The report as text for people (JSON and CSV carry the same numbers).
 function M.format_table(r)
   local out = {}
-  out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s, launch %s, predictor %s", r.model,
-    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.launch, r.predictor)
+  out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, predictor %s", r.model,
+    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.kv_dtype and ", KV cache " .. r.kv_dtype or "",
+    r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
   if r.kind == "static" then
     out[#out + 1] = fmt("static batch %d, input %s tokens, output %s tokens", r.batch, r.input_len, r.output_len)
     out[#out + 1] = ""

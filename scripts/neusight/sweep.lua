@@ -163,7 +163,7 @@ local function row_of(base, r)
     row.output_tokens_per_s = r.output_tokens_per_s
     row.output_tokens_per_s_per_gpu = r.output_tokens_per_s_per_gpu
     row.fits = r.fits
-    if not r.fits then row.error = r.warnings[1] end
+    if not r.fits then row.error = r.warnings[#r.warnings] end -- the last: quantisation warnings come first
   else
     for _, k in ipairs { "ttft_ms", "tpot_ms", "e2e_ms" } do
       if r[k] then row[k .. "_p50"], row[k .. "_p90"] = r[k].p50, r[k].p90 end
@@ -274,6 +274,11 @@ function M.run(raw, phase, progress, gpu)
     model = first and first.model or o1.model,
     predictor = o1.predictor or "neusight",
     dtype = first and first.dtype or o1.dtype,
+    kv_dtype = first and first.kv_dtype or nil,
+    weight_dtype = first and first.weight_dtype or nil,
+    -- a quantised KV cache / weights: what every combination's forecasts do not know (absent otherwise)
+    warnings = first and (first.kv_dtype or first.weight_dtype) and require("neusight.workload").warnings {
+      mode = "decode", dtype = first.dtype, kv_dtype = first.kv_dtype, weight_dtype = first.weight_dtype } or nil,
     launch = first and first.launch or o1.launch,
     input_len = tostring(o1.input_len),
     output_len = tostring(o1.output_len),
@@ -376,8 +381,9 @@ end
 function M.format_table(report)
   local out = {}
   local mode = report.mode
-  out[#out + 1] = fmt("serve sweep   %s, %s, launch %s, predictor %s, input %s tokens, output %s tokens", report.model,
-    report.dtype or "-", report.launch or "-", report.predictor, report.input_len, report.output_len)
+  out[#out + 1] = fmt("serve sweep   %s, %s%s%s, launch %s, predictor %s, input %s tokens, output %s tokens",
+    report.model, report.dtype or "-", report.kv_dtype and ", KV cache " .. report.kv_dtype or "",
+    report.weight_dtype and ", weights " .. report.weight_dtype or "", report.launch or "-", report.predictor, report.input_len, report.output_len)
   if mode == "rate" then
     out[#out + 1] = fmt("continuous batching: %d requests per combination, Poisson arrivals (seed %d)%s; latencies in ms",
       report.requests, report.seed,

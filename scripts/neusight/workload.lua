@@ -13,7 +13,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "attention", "loss", "fusion", "launch", "parallel", "description" }
+  "kv_dtype", "weight_dtype", "attention", "loss", "fusion", "launch", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -145,6 +145,13 @@ local CHECK = {
   -- precision: the recipe around the compute dtype (scripts/neusight/precision.lua): "pure" (parameters,
   -- gradients and optimizer state in the dtype) or "amp" (fp32 state, 16-bit compute).
   precision = one_of(precision.names),
+  -- kv_dtype: the KV cache's element type in the serving phases (prefill, decode); default the compute dtype.
+  -- Its size is the cache's bytes (kv_cache_gb, memory's KV part, serve's capacity), the prefill's cache writes
+  -- and the decode attention's cache reads (neusight.nodes.kv_dtype); FLOPs stay at the compute dtype.
+  kv_dtype = one_of(K.KV_DTYPES),
+  -- weight_dtype: weight-only quantisation (inference, prefill, decode): the weights' storage type, dequantised
+  -- in the GEMM kernels (K.WEIGHT_BYTES); activations and compute stay at the compute dtype.
+  weight_dtype = one_of(K.WEIGHT_DTYPES),
   -- attention: how the model's attention runs (builders that declare M.attention = { sdpa = true }): "eager"
   -- (matmul → scale → mask → softmax → dropout → matmul, the kernels HF eager and the NeuSight traces launch) or
   -- "sdpa" (torch scaled_dot_product_attention: one FlashAttention kernel each way, ops/sdpa.lua). Default:
@@ -211,6 +218,8 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
+  if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
+  if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
   local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
     if w[k] == nil and REQUIRED[k] then missing[#missing + 1] = k end
@@ -240,6 +249,13 @@ function M.normalize(spec, overrides, chunkname)
     end
   elseif w.context ~= nil then
     fail("field 'context' applies to mode \"decode\" only (mode is %s); prefill and inference take the prompt length as 'seq'", show(w.mode))
+  end
+
+  if w.kv_dtype ~= nil and not M.serving(w.mode) then
+    fail("field 'kv_dtype' applies to the serving phases only (mode \"prefill\" or \"decode\"; mode is %s): train and inference hold no KV cache", show(w.mode))
+  end
+  if w.weight_dtype ~= nil and w.mode == "train" then
+    fail("field 'weight_dtype' (weight-only quantisation) applies to inference, prefill and decode only: training with quantised weights is not modelled (mode is \"train\")")
   end
 
   if w.parallel ~= nil then
@@ -311,6 +327,56 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 --- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
 function M.serving(mode) return mode == "prefill" or mode == "decode" end
 
+--- Weight-only quantisation of a graph: every linear (and addmm) with parameters reads its weight at
+--- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). Returns the parameters so
+--- quantised and all parameters (× count), for the weights' bytes per parameter in the model state.
+function M.quantise_weights(nodes, weight_bytes)
+  local quantised, all = 0, 0
+  for _, n in ipairs(nodes) do
+    local p = (n.params or 0) * (n.count or 1)
+    all = all + p
+    if (n.op == "linear" or n.op == "addmm") and p > 0 then
+      local attrs = {}
+      for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
+      attrs.weight_bytes = weight_bytes
+      n.attrs = attrs
+      quantised = quantised + p
+    end
+  end
+  return quantised, all
+end
+
+--- The weights' bytes per parameter with weight-only quantisation: the quantised linears' parameters at
+--- `weight_bytes`, the rest (embeddings, norms, biases counted with their linear) at `param_bytes`.
+local function weights_per_param(nodes, weight_bytes, param_bytes)
+  local quantised, all = 0, 0
+  for _, n in ipairs(nodes) do
+    local p = (n.params or 0) * (n.count or 1)
+    all = all + p
+    if type(n.attrs) == "table" and n.attrs.weight_bytes then quantised = quantised + p end
+  end
+  if all == 0 then return param_bytes end
+  return (quantised * weight_bytes + (all - quantised) * param_bytes) / all
+end
+
+--- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
+--- `warnings`): a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
+--- weight-only quantisation (no such GEMM kernel in the training data).
+---@param w neusight.Workload
+---@return string[]
+function M.warnings(w)
+  local out = {}
+  if w.kv_dtype ~= nil and w.kv_dtype ~= w.dtype and w.mode == "decode" then
+    out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on")
+      :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
+  end
+  if w.weight_dtype ~= nil then
+    out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast as the %s GEMM with %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
+      :format(w.weight_dtype, w.dtype, K.WEIGHT_BYTES[w.weight_dtype], w.dtype)
+  end
+  return out
+end
+
 --- KV-cache bytes per GPU of a graph: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write).
 function M.kv_cache_bytes(nodes)
   local total = 0
@@ -327,7 +393,7 @@ end
 local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
-  if M.serving(w.mode) then opts.phase, opts.context = w.mode, w.context end
+  if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype end
   local par, plan = nil, nil
   if w.parallel and require("neusight.parallel").active(w.parallel) then
     par = require("neusight.parallel")
@@ -386,6 +452,7 @@ local function graph_of(w, gpu)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
   end
   fill_defaults(nodes, w.dtype)
+  if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
     local fopts = fusion.options(w.fusion)
@@ -461,6 +528,7 @@ function M.build(spec, gpu)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)
+  if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
   return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv)
 end

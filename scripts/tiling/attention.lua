@@ -38,6 +38,7 @@ function M.select(k, gpu)
   local b, sq, skv, d = check(k, "b"), check(k, "m"), check(k, "k"), check(k, "n")
   local h, kvh = check(k, "rows"), check(k, "hidden")
   local e = kernels.dtype_bytes(k.dtype)
+  local ekv = k.kv_dtype and kernels.dtype_bytes(k.kv_dtype) or e -- a quantised KV cache (workload field kv_dtype)
   if k.op == "decode" then
     local group = h // kvh
     local pairs = b * kvh
@@ -46,8 +47,9 @@ function M.select(k, gpu)
     return {
       blocks = pairs * split,
       flops = 4 * group * sq * slice * d,
-      bytes = e * (2 * slice * d + 2 * group * sq * d),
-      kernel = fmt("decode_attention_%s_hdim%d_group%d_split%d", k.dtype, d, group, split),
+      bytes = ekv * 2 * slice * d + e * 2 * group * sq * d,
+      kernel = fmt("decode_attention_%s%s_hdim%d_group%d_split%d", k.dtype,
+        k.kv_dtype and k.kv_dtype ~= k.dtype and "_kv" .. k.kv_dtype or "", d, group, split),
     }
   end
   local causal = k.op == "causal" or k.op == "causal_bwd"
@@ -64,7 +66,7 @@ function M.select(k, gpu)
     kv = sum / tiles
   end
   local flops = 4 * bq * kv * d
-  local bytes = e * (2 * bq * d + 2 * kv * d)
+  local bytes = e * 2 * bq * d + ekv * 2 * kv * d
   if bwd then flops, bytes = 2.5 * flops, 2 * bytes end
   return {
     blocks = b * h * tiles, flops = flops, bytes = bytes,

@@ -81,6 +81,7 @@ function M.build(cfg, opts)
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
 
   local g = N.new(dtype, shard, sp)
+  g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
   -- Megatron's f (g.tp_in: into a column-parallel layer) and g (g.tp_out: out of a row-parallel one), as
   -- all-reduces or, with sequence parallelism, all-gather / reduce-scatter pairs: no-ops without tensor parallelism.

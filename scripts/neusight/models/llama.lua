@@ -278,6 +278,7 @@ function M.graph(r, opts, moe)
   local norm_dtype = upcast and "fp32" or dtype
 
   local g = N.new(dtype, shard, sp)
+  g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
   local function add_as(node_dtype, ...)
     add(...)

@@ -1,0 +1,111 @@
+// tests/cli/test_quant_cli.cpp — quantised serving end to end: --kv-dtype (the KV cache's bytes, memory's KV part,
+// the decode attention's reads, serve's concurrency; the default is the compute dtype exactly) and --weight-dtype
+// (weight-only GEMMs and model state; an error in training), with their warnings and errors.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+namespace {
+
+json cli_json(const std::string& args) {
+  const auto r = run_cli(args + " --format json");
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+const std::string decode_args = "predict --model llama3_8b --gpu h100 --mode decode --dtype bf16 --batch 32 --context 4096";
+
+const json* op_named(const json& j, const std::string& kernel) {
+  for (const auto& op : j["ops"])
+    if (op["kernel"] == kernel) return &op;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("kv-dtype: the default is the compute dtype exactly", "[cli][quant]") {
+  const auto a = run_cli(decode_args + " --format json");
+  const auto b = run_cli(decode_args + " --kv-dtype bf16 --format json");
+  REQUIRE(a.code == 0);
+  REQUIRE(b.code == 0);
+  CHECK(a.out == b.out);
+  const auto p = run_cli("predict --model llama3_8b --gpu h100 --mode prefill --dtype bf16 --batch 4 --seq 1024 --format json");
+  const auto q = run_cli("predict --model llama3_8b --gpu h100 --mode prefill --dtype bf16 --batch 4 --seq 1024 --kv-dtype bfloat16 --format json");
+  CHECK(p.out == q.out);
+}
+
+TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache reads", "[cli][quant]") {
+  const json bf = cli_json(decode_args);
+  const json f8 = cli_json(decode_args + " --kv-dtype fp8");
+  CHECK(f8["kv_dtype"] == "fp8");
+  CHECK_FALSE(bf.contains("kv_dtype"));
+  CHECK(f8["kv_cache_gb"].get<double>() == Approx(bf["kv_cache_gb"].get<double>() / 2));
+  CHECK(f8["memory"]["kv_cache_gb"].get<double>() == Approx(bf["memory"]["kv_cache_gb"].get<double>() / 2));
+  CHECK(f8["flops"].get<double>() == bf["flops"].get<double>());
+  CHECK(f8["latency_ms"].get<double>() < bf["latency_ms"].get<double>());
+  const json* a = op_named(bf, "DecodeAttention");
+  const json* q = op_named(f8, "DecodeAttention");
+  REQUIRE(a != nullptr);
+  REQUIRE(q != nullptr);
+  CHECK((*q)["flops"].get<double>() == (*a)["flops"].get<double>());
+  CHECK((*q)["bytes"].get<double>() < 0.51 * (*a)["bytes"].get<double>());
+  CHECK((*q)["dims"]["kv_dtype"] == "fp8");
+  CHECK((*q)["ms"].get<double>() < (*a)["ms"].get<double>());
+  bool warned = false;
+  for (const auto& w : f8["warnings"]) warned |= w.get<std::string>().find("outside what it was trained on") != std::string::npos;
+  CHECK(warned);
+  CHECK(bf["warnings"].empty());
+}
+
+TEST_CASE("kv-dtype: serve fits more sequences with an fp8 cache", "[cli][quant]") {
+  const std::string args = "serve --model llama3_8b --gpu h100 --batch 8 --input-len 2048 --output-len 128";
+  const json bf = cli_json(args);
+  const json f8 = cli_json(args + " --kv-dtype fp8");
+  CHECK(f8["kv_cache_gb_per_token"].get<double>() == Approx(bf["kv_cache_gb_per_token"].get<double>() / 2));
+  CHECK(f8["max_concurrency"].get<int>() >= 2 * bf["max_concurrency"].get<int>() - 1);
+  CHECK(f8["tpot_ms"].get<double>() < bf["tpot_ms"].get<double>());
+  CHECK(f8["warnings"].size() == bf["warnings"].size() + 1);
+}
+
+TEST_CASE("kv-dtype, weight-dtype: bad values and training are clear errors", "[cli][quant]") {
+  const auto bad = run_cli(decode_args + " --kv-dtype fp9");
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("kv_dtype") != std::string::npos);
+  CHECK(bad.err.find("did you mean 'fp8'") != std::string::npos);
+  const auto badw = run_cli(decode_args + " --weight-dtype in4");
+  CHECK(badw.code != 0);
+  CHECK(badw.err.find("did you mean 'int4'") != std::string::npos);
+  const auto train = run_cli("predict --model llama3_8b --gpu h100 --mode train --dtype bf16 --batch 1 --seq 512 --weight-dtype int4");
+  CHECK(train.code != 0);
+  CHECK(train.err.find("weight_dtype") != std::string::npos);
+  const auto kvtrain = run_cli("predict --model llama3_8b --gpu h100 --mode train --dtype bf16 --batch 1 --seq 512 --kv-dtype fp8");
+  CHECK(kvtrain.code != 0);
+  CHECK(kvtrain.err.find("serving phases") != std::string::npos);
+}
+
+TEST_CASE("weight-dtype: int4 weights shrink the model state and the GEMMs' weight reads", "[cli][quant]") {
+  const json bf = cli_json(decode_args);
+  const json w4 = cli_json(decode_args + " --weight-dtype int4");
+  CHECK(w4["weight_dtype"] == "int4");
+  CHECK(w4["state_gb"].get<double>() < 0.35 * bf["state_gb"].get<double>());
+  CHECK(w4["flops"].get<double>() == bf["flops"].get<double>());
+  CHECK(w4["latency_ms"].get<double>() < bf["latency_ms"].get<double>());
+  bool warned = false;
+  for (const auto& w : w4["warnings"]) warned |= w.get<std::string>().find("weight-only GEMM kernels") != std::string::npos;
+  CHECK(warned);
+}
+
+TEST_CASE("kv-dtype: serve --sweep carries the KV dtype and its warning", "[cli][quant]") {
+  const json s = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16 --kv-dtype fp8");
+  CHECK(s["kv_dtype"] == "fp8");
+  REQUIRE(s["warnings"].size() == 1);
+  CHECK(s["warnings"][0].get<std::string>().find("kv_dtype fp8") != std::string::npos);
+  const json d = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16");
+  CHECK_FALSE(d.contains("kv_dtype"));
+  CHECK_FALSE(d.contains("warnings"));
+}

@@ -1,0 +1,137 @@
+-- tests/scripts/test_quant.lua — quantised serving: the KV cache's element type (workload field kv_dtype: cache
+-- bytes, KV-cache writes, decode-attention reads) and weight-only quantisation (weight_dtype: weight bytes of the
+-- GEMMs and of the model state), their validation and warnings.
+local llama = require "neusight.models.llama"
+local presets = require "neusight.models.presets"
+local workload = require "neusight.workload"
+local K = require "neusight.kernels"
+local tiling = require "tiling.attention"
+
+local t = require("neusight.testing").bind(load_op, make_node)
+local eq, kernels = t.eq, t.kernels
+
+local T = {}
+
+local function decode_opts(b, C, kv_dtype)
+  return { batch = b, seq = 1, phase = "decode", context = C, dtype = "bf16", attention = "sdpa", kv_dtype = kv_dtype }
+end
+
+local function find(nodes, op)
+  for _, n in ipairs(nodes) do if n.op == op then return n end end
+end
+
+local function err_of(fn, ...)
+  local ok, e = pcall(fn, ...)
+  assert(not ok, "expected an error")
+  return tostring(e)
+end
+
+-- fp8 KV: exactly half the bf16 cache bytes; the decode attention reads the cache at 1 B (Q and O at 2 B) with
+-- the same FLOPs; the default (nil) and an explicit kv_dtype = the compute dtype build the same graph.
+function T.test_kv_dtype_fp8_halves_cache_and_attention_reads()
+  local cfg, b, C = presets.llama3_8b, 32, 4096
+  local bf = llama.build(cfg, decode_opts(b, C))
+  local same = llama.build(cfg, decode_opts(b, C, "bf16"))
+  local f8 = llama.build(cfg, decode_opts(b, C, "fp8"))
+  t.same(same, bf)
+  eq(workload.kv_cache_bytes(f8) * 2, workload.kv_cache_bytes(bf), "fp8 cache = half the bf16 cache")
+  eq(workload.kv_cache_bytes(bf), 2 * 32 * b * 8 * (C + 1) * 128 * 2, "bf16 cache: 2 · layers · b · kvh · (C+1) · d · 2 B")
+  local ka = kernels(find(bf, "decode_attention"), false)[1]
+  local kq = kernels(find(f8, "decode_attention"), false)[1]
+  eq(kq.flops, ka.flops, "FLOPs unchanged")
+  eq(kq.kv_dtype, "fp8", "kernel kv_dtype")
+  eq(ka.kv_dtype, nil, "bf16 cache: no kv_dtype on the kernel")
+  local q_io, kv_io = 32 * 1 * (128 + 128), 8 * (C + 1) * (128 + 128)
+  eq(ka.bytes, 2 * b * (q_io + kv_io), "bf16 bytes")
+  eq(kq.bytes, b * (2 * q_io + 1 * kv_io), "fp8 bytes: the cache at 1 B")
+  -- the prefill / decode KV-cache write writes the cache at kv_dtype bytes
+  local wa = kernels(find(bf, "setitem"), false)[1]
+  local wq = kernels(find(f8, "setitem"), false)[1]
+  local out = 2 * b * 8 * 1 * 128
+  eq(wa.bytes - wq.bytes, out * (2 - 1), "the write's output at 1 B")
+end
+
+function T.test_kv_dtype_tile_bytes()
+  local gpu = { num_sm = 132 }
+  local k = { op = "decode", b = 32, m = 1, k = 4097, n = 128, rows = 32, hidden = 8, dtype = "bf16" }
+  local a = tiling.select(k, gpu)
+  k.kv_dtype = "fp8"
+  local q = tiling.select(k, gpu)
+  eq(q.blocks, a.blocks, "same launch")
+  eq(q.flops, a.flops, "same FLOPs per block")
+  assert(q.bytes < a.bytes, "fewer bytes per block")
+  assert(q.kernel:find("_kvfp8"), q.kernel)
+end
+
+function T.test_kv_dtype_prefill_write()
+  local cfg = presets.llama3_8b
+  local o = { batch = 4, seq = 512, phase = "prefill", dtype = "bf16", attention = "sdpa" }
+  local bf = llama.build(cfg, o)
+  o.kv_dtype = "fp8"
+  local f8 = llama.build(cfg, o)
+  eq(workload.kv_cache_bytes(f8) * 2, workload.kv_cache_bytes(bf), "prefill cache halves")
+  -- the prefill attention itself runs on the fresh K, V at the compute dtype
+  local a, q = kernels(find(bf, "sdpa"), false)[1], kernels(find(f8, "sdpa"), false)[1]
+  eq(q.bytes, a.bytes, "prefill attention unchanged")
+end
+
+function T.test_kv_dtype_validation()
+  local base = { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 1, context = 128, dtype = "bf16" }
+  local function with(over)
+    local w = {}
+    for k, v in pairs(base) do w[k] = v end
+    for k, v in pairs(over) do w[k] = v end
+    return w
+  end
+  eq(workload.normalize(with { kv_dtype = "float8_e4m3fn" }).kv_dtype, "fp8", "aliases")
+  eq(workload.normalize(with { kv_dtype = "BF16" }).kv_dtype, "bf16", "case")
+  local e = err_of(workload.normalize, with { kv_dtype = "fp9" })
+  assert(e:find("field 'kv_dtype' must be", 1, true) and e:find("did you mean 'fp8'", 1, true), e)
+  e = err_of(workload.normalize, with { kv_dtype = "tf32" })
+  assert(e:find("field 'kv_dtype' must be", 1, true), e)
+  local train = { model = "llama3_8b", gpu = "h100", mode = "train", batch = 1, seq = 128, dtype = "bf16" }
+  train.kv_dtype = "fp8"
+  e = err_of(workload.normalize, train)
+  assert(e:find("applies to the serving phases only", 1, true), e)
+  train.kv_dtype, train.weight_dtype = nil, "int4"
+  e = err_of(workload.normalize, train)
+  assert(e:find("field 'weight_dtype'", 1, true) and e:find("training", 1, true), e)
+  e = err_of(workload.normalize, with { weight_dtype = "in4" })
+  assert(e:find("did you mean 'int4'", 1, true), e)
+  eq(workload.normalize(with { weight_dtype = "INT8" }).weight_dtype, "int8", "case")
+  e = err_of(workload.normalize, with { kvdtype = "fp8" })
+  assert(e:find("did you mean 'kv_dtype'", 1, true), e)
+end
+
+function T.test_warnings()
+  eq(#workload.warnings { mode = "decode", dtype = "bf16" }, 0, "none by default")
+  eq(#workload.warnings { mode = "decode", dtype = "bf16", kv_dtype = "bf16" }, 0, "none at the compute dtype")
+  local w = workload.warnings { mode = "decode", dtype = "bf16", kv_dtype = "fp8" }
+  eq(#w, 1, "fp8 KV in decode")
+  assert(w[1]:find("outside what it was trained on", 1, true), w[1])
+  w = workload.warnings { mode = "inference", dtype = "bf16", weight_dtype = "int4" }
+  eq(#w, 1, "weight-only")
+  assert(w[1]:find("weight-only GEMM kernels", 1, true), w[1])
+end
+
+-- weight-only int4: each linear reads W at 0.5 B (X, Y at 2 B), same FLOPs; state bytes per parameter drop below 2.
+function T.test_weight_dtype_int4()
+  local w = workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 1024,
+                                 dtype = "bf16", weight_dtype = "int4" }
+  local _, nodes, _, state = workload.build(w)
+  local w0 = workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 1024,
+                                  dtype = "bf16" }
+  local _, nodes0, _, state0 = workload.build(w0)
+  eq(state0.weights, 2, "bf16 weights")
+  assert(state.weights < 0.7 and state.weights > 0.5, "int4 weights per parameter: " .. state.weights)
+  local function q_proj(ns)
+    for _, n in ipairs(ns) do if n.op == "linear" and n.name:find("q_proj") then return n end end
+  end
+  local a, q = kernels(q_proj(nodes0), false)[1], kernels(q_proj(nodes), false)[1]
+  eq(q.flops, a.flops, "FLOPs unchanged")
+  eq(q.weight_bytes, 0.5, "kernel weight_bytes")
+  eq(a.bytes - q.bytes, (2 - 0.5) * a.n * a.k, "W at 0.5 B")
+  eq(K.WEIGHT_BYTES.int8, 1, "int8")
+end
+
+return T
