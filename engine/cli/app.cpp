@@ -33,6 +33,7 @@ namespace {
 
 struct common_flags {
   std::vector<std::string> ops_dirs;
+  std::vector<std::string> scripts_dirs;
   bool traceback = false;
   bool verbose = false;
   std::string format = "table";
@@ -150,8 +151,7 @@ CLI::Validator nonempty_list() {
 session_options session_options_make(const common_flags& c) {
   session_options o;
   o.data_root = data_root_find();
-  for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
-  if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  session_paths_set(o, c.ops_dirs, c.scripts_dirs, c.verbose);
   o.memo = !memo_disabled();
   return o;
 }
@@ -159,8 +159,19 @@ session_options session_options_make(const common_flags& c) {
 void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
   cmd->add_option("--ops", c.ops_dirs, "Directory of op rules searched before the bundled ops/ (repeatable)")
       ->type_name("DIR");
+  cmd->add_option("--scripts", c.scripts_dirs,
+                  "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua "
+                  "replaces module neusight.launch")
+      ->type_name("DIR")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            std::error_code ec;
+            if (!fs::is_directory(v, ec)) return "no such directory: " + v;
+            return {};
+          },
+          "DIR"));
   cmd->add_flag("--traceback", c.traceback, "Print the Lua traceback of script errors");
-  cmd->add_flag("-v,--verbose", c.verbose, "Report op files that shadow others, and other details");
+  cmd->add_flag("-v,--verbose", c.verbose, "Report op and script files that shadow others, and other details");
   const char* lim = "Script limits (per call into a Lua script; 0: no limit)";
   cmd->add_option("--script-budget", c.script_budget,
                   "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
@@ -530,6 +541,10 @@ int run_paths(const common_flags& c) {
   std::string ops_path;
   for (const auto& d : s.ops_search_path()) ops_path += (ops_path.empty() ? "" : ":") + d.string();
   out += fmt::format("{:<10} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
+  std::string scripts_path;
+  for (const auto& d : s.scripts_search_path()) scripts_path += (scripts_path.empty() ? "" : ":") + d.string();
+  out += fmt::format("{:<10} {}   (first hit wins: --scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/)\n",
+                     "script search", scripts_path);
   emit(out, "");
   return 0;
 }
@@ -834,12 +849,16 @@ int app_main(int argc, char** argv) {
     if (*ops) return run_ops(common);
     if (*serve) {
       vflags.ops_dirs = common.ops_dirs;
+      vflags.scripts_dirs = common.scripts_dirs;
+      vflags.verbose = common.verbose;
       vflags.format = common.format;
       vflags.output = common.output;
       return serve_main(vflags);
     }
     if (*search) {
       qflags.ops_dirs = common.ops_dirs;
+      qflags.scripts_dirs = common.scripts_dirs;
+      qflags.verbose = common.verbose;
       qflags.format = common.format;
       qflags.output = common.output;
       return search_main(qflags);
