@@ -844,6 +844,9 @@ int app_main(int argc, char** argv) {
     if (*scale) {
       sflags.format = common.format == "csv" ? "table" : common.format;
       sflags.output = common.output;
+      sflags.ops_dirs = common.ops_dirs;
+      sflags.scripts_dirs = common.scripts_dirs;
+      sflags.verbose = common.verbose;
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
@@ -865,6 +868,9 @@ int app_main(int argc, char** argv) {
     }
     if (*train) {
       tflags.opts.hidden.clear();
+      tflags.ops_dirs = common.ops_dirs;
+      tflags.scripts_dirs = common.scripts_dirs;
+      tflags.verbose = common.verbose;
       for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
@@ -872,11 +878,17 @@ int app_main(int argc, char** argv) {
     if (*eval_k) {
       eflags.format = common.format;
       eflags.output = common.output;
+      eflags.ops_dirs = common.ops_dirs;
+      eflags.scripts_dirs = common.scripts_dirs;
+      eflags.verbose = common.verbose;
       return eval_kernels_main(eflags);
     }
     if (*eval_m) {
       mflags.format = common.format;
       mflags.output = common.output;
+      mflags.ops_dirs = common.ops_dirs;
+      mflags.scripts_dirs = common.scripts_dirs;
+      mflags.verbose = common.verbose;
       return eval_models_main(mflags);
     }
   } catch (const script_error& e) {

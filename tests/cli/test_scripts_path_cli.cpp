@@ -179,3 +179,28 @@ TEST_CASE("scripts path: a module in a user dir cannot require its way out of th
   CHECK(r.err.find("module 'secret' not found:") != std::string::npos);
   CHECK(r.err.find("no file 'scripts/secret.lua'") != std::string::npos);
 }
+
+TEST_CASE("scripts path: eval kernels, eval models, scale and ops take --scripts too", "[cli][scripts]") {
+  temp_dir t;
+  t.write("s/neusight/kernels.lua", "error('user neusight.kernels loaded', 0)\n");
+  t.write("s/neusight/scale.lua", "error('user neusight.scale loaded', 0)\n");
+  const std::string s = " --scripts '" + (t.path / "s").string() + "'";
+  const std::string trace = "tests/fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.csv";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --format json", "neusight.kernels"},
+      {"eval models tests/fixtures/neusight/label --predictor roofline --format json", "neusight.kernels"},
+      {"scale --trace " + trace + " --from 'Tesla T4' --to t4 --format json", "neusight."},  // kernels or scale
+  };
+  for (const auto& [cmd, module] : runs) {
+    INFO(cmd);
+    REQUIRE(run_cli(cmd).code == 0);  // the bundled modules
+    const auto r = run_cli(cmd + s);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("user " + module) != std::string::npos);
+  }
+  // ops -v reports the script files that shadow bundled ones
+  const auto o = run_cli("ops -v" + s);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("/s/neusight/kernels.lua shadows scripts/neusight/kernels.lua (module 'neusight.kernels')") !=
+        std::string::npos);
+}
