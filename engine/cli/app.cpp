@@ -33,6 +33,7 @@ namespace {
 
 struct common_flags {
   std::vector<std::string> ops_dirs;
+  std::vector<std::string> scripts_dirs;
   bool traceback = false;
   bool verbose = false;
   std::string format = "table";
@@ -151,8 +152,7 @@ CLI::Validator nonempty_list() {
 session_options session_options_make(const common_flags& c) {
   session_options o;
   o.data_root = data_root_find();
-  for (const auto& d : c.ops_dirs) o.ops_dirs.emplace_back(d);
-  if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  session_paths_set(o, c.ops_dirs, c.scripts_dirs, c.verbose);
   o.memo = !memo_disabled();
   return o;
 }
@@ -160,8 +160,19 @@ session_options session_options_make(const common_flags& c) {
 void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
   cmd->add_option("--ops", c.ops_dirs, "Directory of op rules searched before the bundled ops/ (repeatable)")
       ->type_name("DIR");
+  cmd->add_option("--scripts", c.scripts_dirs,
+                  "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua "
+                  "replaces module neusight.launch")
+      ->type_name("DIR")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            std::error_code ec;
+            if (!fs::is_directory(v, ec)) return "no such directory: " + v;
+            return {};
+          },
+          "DIR"));
   cmd->add_flag("--traceback", c.traceback, "Print the Lua traceback of script errors");
-  cmd->add_flag("-v,--verbose", c.verbose, "Report op files that shadow others, and other details");
+  cmd->add_flag("-v,--verbose", c.verbose, "Report op and script files that shadow others, and other details");
   const char* lim = "Script limits (per call into a Lua script; 0: no limit)";
   cmd->add_option("--script-budget", c.script_budget,
                   "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
@@ -542,6 +553,10 @@ int run_paths(const common_flags& c) {
   std::string ops_path;
   for (const auto& d : s.ops_search_path()) ops_path += (ops_path.empty() ? "" : ":") + d.string();
   out += fmt::format("{:<10} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
+  std::string scripts_path;
+  for (const auto& d : s.scripts_search_path()) scripts_path += (scripts_path.empty() ? "" : ":") + d.string();
+  out += fmt::format("{:<10} {}   (first hit wins: --scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/)\n",
+                     "script search", scripts_path);
   emit(out, "");
   return 0;
 }
@@ -846,23 +861,33 @@ int app_main(int argc, char** argv) {
     if (*scale) {
       sflags.format = common.format == "csv" ? "table" : common.format;
       sflags.output = common.output;
+      sflags.ops_dirs = common.ops_dirs;
+      sflags.scripts_dirs = common.scripts_dirs;
+      sflags.verbose = common.verbose;
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
     if (*serve) {
       vflags.ops_dirs = common.ops_dirs;
+      vflags.scripts_dirs = common.scripts_dirs;
+      vflags.verbose = common.verbose;
       vflags.format = common.format;
       vflags.output = common.output;
       return serve_main(vflags);
     }
     if (*search) {
       qflags.ops_dirs = common.ops_dirs;
+      qflags.scripts_dirs = common.scripts_dirs;
+      qflags.verbose = common.verbose;
       qflags.format = common.format;
       qflags.output = common.output;
       return search_main(qflags);
     }
     if (*train) {
       tflags.opts.hidden.clear();
+      tflags.ops_dirs = common.ops_dirs;
+      tflags.scripts_dirs = common.scripts_dirs;
+      tflags.verbose = common.verbose;
       for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
@@ -870,11 +895,17 @@ int app_main(int argc, char** argv) {
     if (*eval_k) {
       eflags.format = common.format;
       eflags.output = common.output;
+      eflags.ops_dirs = common.ops_dirs;
+      eflags.scripts_dirs = common.scripts_dirs;
+      eflags.verbose = common.verbose;
       return eval_kernels_main(eflags);
     }
     if (*eval_m) {
       mflags.format = common.format;
       mflags.output = common.output;
+      mflags.ops_dirs = common.ops_dirs;
+      mflags.scripts_dirs = common.scripts_dirs;
+      mflags.verbose = common.verbose;
       return eval_models_main(mflags);
     }
   } catch (const script_error& e) {

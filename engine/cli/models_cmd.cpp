@@ -128,6 +128,7 @@ int eval_models_main(const eval_models_flags& f) {
   const auto root = data_root_find();
   session_options so;
   so.data_root = root;
+  session_paths_set(so, f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
   const gpu_catalog catalog(root / "gpus");
   const auto pred = predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));

@@ -11,6 +11,8 @@ struct eval_models_flags {
   std::string graphs;               // opgraph folder; "" = <label root>/../opgraph
   std::string predictor = "neusight", weights, format = "table", output;
   std::string overhead = "default";  // on, off or default (scripts/neusight/overhead.lua decides)
+  std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_paths_set)
+  bool verbose = false;                              // -v
 };
 int eval_models_main(const eval_models_flags& f);
 

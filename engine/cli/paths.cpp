@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/text.h"
+#include "lua/session.h"
 
 namespace ns {
 namespace fs = std::filesystem;
@@ -38,6 +39,15 @@ fs::path data_root_find() {
 bool memo_disabled() {
   const char* v = std::getenv("NEUSIGHT_NO_CACHE");
   return v && *v && std::string(v) != "0";
+}
+
+void session_paths_set(session_options& o, const std::vector<std::string>& ops_dirs,
+                       const std::vector<std::string>& scripts_dirs, bool verbose) {
+  for (const auto& d : ops_dirs) o.ops_dirs.emplace_back(d);
+  for (const auto& d : scripts_dirs) o.script_dirs.emplace_back(d);
+  if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
+  if (const char* env = std::getenv("NEUSIGHT_SCRIPTS_PATH")) o.scripts_path_env = env;
+  o.verbose = verbose;
 }
 
 }  // namespace ns

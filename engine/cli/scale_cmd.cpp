@@ -239,6 +239,7 @@ int scale_main(const scale_flags& f) {
   const auto root = data_root_find();
   session_options so;
   so.data_root = root;
+  session_paths_set(so, f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
   const gpu_catalog catalog(root / "gpus");
   const gpu_spec from = catalog.resolve(f.from), to = catalog.resolve(f.to);

@@ -49,7 +49,7 @@ std::vector<int64_t> microbatch_choices(int64_t per_replica, int64_t pp) {
 int search_main(const search_flags& f) {
   session_options o;
   o.data_root = data_root_find();
-  for (const auto& d : f.ops_dirs) o.ops_dirs.emplace_back(d);
+  session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
   o.memo = !memo_disabled();
   session s(o);

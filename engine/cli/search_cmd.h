@@ -15,6 +15,8 @@ struct search_flags {
   int64_t gpus = 0, batch = 0, seq = 0, top = 10, max_tp = 8;
   bool sequence_parallel = false, distributed_optimizer = false, all = false;
   std::vector<std::string> ops_dirs;
+  std::vector<std::string> scripts_dirs;  // --scripts
+  bool verbose = false;                   // -v
   std::string format = "table", output;
 };
 

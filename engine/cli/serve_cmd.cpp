@@ -29,7 +29,7 @@ std::string dotted(const std::string& pointer) {
 int serve_main(const serve_flags& f) {
   session_options o;
   o.data_root = data_root_find();
-  for (const auto& d : f.ops_dirs) o.ops_dirs.emplace_back(d);
+  session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(o);
   const auto pred = predictor_make(f.predictor, o.data_root / "weights");
 

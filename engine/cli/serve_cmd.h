@@ -18,6 +18,8 @@ struct serve_flags {
   bool sweep = false;
   double ttft_ms = 0, tpot_ms = 0;  // --sweep targets, 0 = none
   std::vector<std::string> ops_dirs;
+  std::vector<std::string> scripts_dirs;  // --scripts
+  bool verbose = false;                   // -v
   std::string format = "table", output;
 };
 

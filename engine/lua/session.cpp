@@ -228,8 +228,7 @@ void overrides_push_table(lua_State* L, const workload_overrides& o) {
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
   p_->state.limits_set(p_->opts.limits);
-  for (const auto& d : p_->opts.script_dirs) p_->script_dirs.push_back({d, display_of(d)});
-  p_->script_dirs.push_back({p_->opts.data_root / "scripts", "scripts"});
+  p_->script_dirs_rebuild();
   p_->op_dirs_rebuild();
 
   lua_State* L = p_->L();
@@ -250,6 +249,10 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
   lua_pushstring(L, NEUSIGHT_VERSION);
   ns_call(L, 2, 1);  // stack: E
   p_->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+  if (p_->opts.verbose)
+    for (const auto& e : scripts_shadowing())
+      for (const auto& sh : e.shadows)
+        std::fprintf(stderr, "neusight: %s shadows %s (module '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
 }
 
 const nlohmann::ordered_json& session::memory() const { return p_->memory; }
@@ -547,6 +550,53 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
 std::vector<fs::path> session::ops_search_path() const {
   std::vector<fs::path> out;
   for (const auto& d : p_->op_dirs) out.push_back(d.path);
+  return out;
+}
+
+std::vector<fs::path> session::scripts_search_path() const {
+  std::vector<fs::path> out;
+  for (const auto& d : p_->script_dirs) out.push_back(d.path);
+  return out;
+}
+
+std::vector<op_entry> session::scripts_shadowing() const {
+  std::vector<op_entry> out;
+  const auto& dirs = p_->script_dirs;
+  const fs::path bundled = p_->opts.data_root / "scripts";
+  for (size_t i = 0; i < dirs.size(); ++i) {
+    std::error_code ec;
+    if (fs::equivalent(dirs[i].path, bundled, ec)) continue;  // the bundled files shadow nothing of their own
+    std::vector<std::string> rels;  // module files under this root, relative ("neusight/launch.lua")
+    for (auto it = fs::recursive_directory_iterator(dirs[i].path, ec); !ec && it != fs::recursive_directory_iterator();
+         it.increment(ec)) {
+      std::error_code e1;
+      if (it->is_regular_file(e1) && it->path().extension() == ".lua")
+        rels.push_back(it->path().lexically_relative(dirs[i].path).generic_string());
+    }
+    std::sort(rels.begin(), rels.end());
+    for (const auto& rel : rels) {
+      std::string mod = rel.substr(0, rel.size() - 4);  // the module the file answers (a/b.lua, a/b/init.lua → a.b)
+      if (mod.size() > 5 && mod.compare(mod.size() - 5, 5, "/init") == 0) mod.resize(mod.size() - 5);
+      std::replace(mod.begin(), mod.end(), '/', '.');
+      if (!module_name_ok(mod)) continue;
+      // only the file require finds first: no earlier root has the module, and here a/b.lua beats a/b/init.lua
+      std::string base = mod;
+      std::replace(base.begin(), base.end(), '.', '/');
+      auto found_in = [&](size_t j) -> std::string {
+        std::error_code e2;
+        for (const std::string& cand : {base + ".lua", base + "/init.lua"})
+          if (fs::is_regular_file(dirs[j].path / cand, e2)) return cand;
+        return {};
+      };
+      bool first = found_in(i) == rel;
+      for (size_t j = 0; j < i && first; ++j) first = found_in(j).empty();
+      if (!first) continue;
+      op_entry e{mod, dirs[i].display + "/" + rel, {}, {}};
+      for (size_t j = i + 1; j < dirs.size(); ++j)
+        if (const std::string cand = found_in(j); !cand.empty()) e.shadows.push_back(dirs[j].display + "/" + cand);
+      if (!e.shadows.empty()) out.push_back(std::move(e));
+    }
+  }
   return out;
 }
 

@@ -25,10 +25,13 @@ struct session_options {
   std::filesystem::path data_root;                 // bundled gpus/ ops/ scripts/ weights/
   std::vector<std::filesystem::path> ops_dirs;     // --ops DIR (repeatable), searched first
   std::string ops_path_env;                        // NEUSIGHT_OPS_PATH: ';'-separated, ";;" splices the defaults
-  std::vector<std::filesystem::path> script_dirs;  // extra Lua module roots searched before data_root/scripts
+  std::vector<std::filesystem::path> script_dirs;  // --scripts DIR (repeatable): Lua module roots searched first
+  std::string scripts_path_env;                    // NEUSIGHT_SCRIPTS_PATH: as ops_path_env, before data_root/scripts
   // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
   // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
   bool memo = true;
+  // -v: each user script file that shadows another (a bundled one) is named on stderr when the session starts.
+  bool verbose = false;
   // Per call into a script: instructions, heap, wall clock (--script-budget, --script-memory, --script-timeout).
   script_limits limits = script_limits_default();
 };
@@ -183,6 +186,12 @@ class session {
   std::vector<op_entry> ops_list() const;
   // The op search path in order (first hit wins): --ops, NEUSIGHT_OPS_PATH (";;" splices the defaults), the bundled ops/.
   std::vector<std::filesystem::path> ops_search_path() const;
+  // The script module search path in order (first hit wins): --scripts, NEUSIGHT_SCRIPTS_PATH (";;" splices the
+  // defaults), the bundled scripts/.
+  std::vector<std::filesystem::path> scripts_search_path() const;
+  // Every module file of a user script directory that hides a file of the same module later on the path (the bundled
+  // scripts/ among them): name = module, file = the user file as shown, shadows = the hidden files.
+  std::vector<op_entry> scripts_shadowing() const;
 
   // Loads and validates one op rule (cached); throws with file:line on any error or if no file defines it.
   op_entry op_load(const std::string& name);

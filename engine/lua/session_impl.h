@@ -21,6 +21,30 @@ struct search_dir {
 
 inline std::string display_of(const fs::path& p) { return p.lexically_normal().generic_string(); }
 
+// A search path, first hit wins: the flag's directories (--ops, --scripts), then the environment variable's entries
+// (NEUSIGHT_OPS_PATH, NEUSIGHT_SCRIPTS_PATH; LUA_PATH rules: ';'-separated, ";;" splices the defaults in at that
+// place), else the defaults (the bundled folder) when the variable is unset or empty.
+inline std::vector<search_dir> search_path_make(const std::vector<fs::path>& flag_dirs, const std::string& env_value,
+                                                const std::vector<search_dir>& defaults) {
+  std::vector<search_dir> out;
+  for (const auto& d : flag_dirs) out.push_back({d, display_of(d)});
+  if (env_value.empty()) {
+    out.insert(out.end(), defaults.begin(), defaults.end());
+    return out;
+  }
+  std::string env = env_value;
+  for (size_t at; (at = env.find(";;")) != std::string::npos;) env.replace(at, 2, ";\x01;");
+  size_t start = 0;
+  while (start <= env.size()) {
+    size_t end = std::min(env.find(';', start), env.size());
+    const std::string entry = env.substr(start, end - start);
+    if (entry == "\x01") out.insert(out.end(), defaults.begin(), defaults.end());
+    else if (!entry.empty()) out.push_back({entry, display_of(entry)});
+    start = end + 1;
+  }
+  return out;
+}
+
 struct session::impl {
   session_options opts;
   lua_state state;
@@ -53,23 +77,11 @@ struct session::impl {
     std::vector<search_dir> defaults;
     if (!workload_ops.empty() && fs::is_directory(workload_ops)) defaults.push_back({workload_ops, display_of(workload_ops)});
     defaults.push_back({opts.data_root / "ops", "ops"});
-    op_dirs.clear();
-    for (const auto& d : opts.ops_dirs) op_dirs.push_back({d, display_of(d)});
-    if (opts.ops_path_env.empty()) {
-      op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
-      return;
-    }
-    // LUA_PATH rules: entries separated by ';'; ";;" splices the defaults in at that place.
-    std::string env = opts.ops_path_env;
-    for (size_t at; (at = env.find(";;")) != std::string::npos;) env.replace(at, 2, ";\x01;");
-    size_t start = 0;
-    while (start <= env.size()) {
-      size_t end = std::min(env.find(';', start), env.size());
-      const std::string entry = env.substr(start, end - start);
-      if (entry == "\x01") op_dirs.insert(op_dirs.end(), defaults.begin(), defaults.end());
-      else if (!entry.empty()) op_dirs.push_back({entry, display_of(entry)});
-      start = end + 1;
-    }
+    op_dirs = search_path_make(opts.ops_dirs, opts.ops_path_env, defaults);
+  }
+
+  void script_dirs_rebuild() {
+    script_dirs = search_path_make(opts.script_dirs, opts.scripts_path_env, {{opts.data_root / "scripts", "scripts"}});
   }
 
   // [-0, +1, e] pushes the GPU as the read-only table rules receive

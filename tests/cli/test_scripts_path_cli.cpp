@@ -1,0 +1,206 @@
+// tests/cli/test_scripts_path_cli.cpp — the script module search path (issue 15): --scripts DIR (repeatable) and
+// NEUSIGHT_SCRIPTS_PATH put a researcher's modules before the bundled scripts/, first hit wins; -v names the files
+// that shadow bundled ones; `neusight paths` shows the path; require still cannot leave the script roots.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::source_dir;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+json parse_json(const ns_test::run_result& r) {
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// 1 GFLOP and 1 GB per call: on Tiny-1 (2 TFLOP/s fp32, 100 GB/s) the roofline is 10 ms, 3 calls → 30 ms.
+const char* const fancy_rule = R"lua(return {
+  name = "fancy", doc = "1 GFLOP, 1 GB", backward = false,
+  forward = function(node, gpu)
+    return { { kind = "elementwise", name = "VECfancy", op = "fancy", rows = 1, hidden = node.output[1],
+               flops = 1e9, bytes = 1e9 } }
+  end,
+})lua";
+
+const char* const fancy_workload = R"lua(
+return {
+  gpu = "tests/fixtures/gpus/tiny.toml", mode = "inference", batch = 1, seq = 1,
+  model = function(opts)
+    return { { op = "fancy", name = "f0", inputs = { { 1000 } }, output = { 1000 }, count = 3 } }
+  end,
+})lua";
+
+// A neusight.launch whose eager mode multiplies every kernel's time by `factor`.
+std::string launch_override(const std::string& factor) {
+  return "local M = { MODES = { 'eager', 'graph' } }\n"
+         "function M.apply(kernels, seconds, gpu, mode)\n"
+         "  local out = {}\n"
+         "  for i = 1, #seconds do out[i] = seconds[i] * " + factor + " end\n"
+         "  return out\n"
+         "end\n"
+         "return M\n";
+}
+
+struct fixture {
+  temp_dir t;
+  std::string script, ops, tiny;
+  fixture() {
+    t.write("myops/fancy.lua", fancy_rule);
+    script = t.write("work/custom.lua", fancy_workload).string();
+    ops = (t.path / "myops").string();
+    tiny = (source_dir / "tests/fixtures/gpus/tiny.toml").string();
+  }
+  std::string args(const std::string& extra = "") const {
+    return "run '" + script + "' --predictor roofline --gpu '" + tiny + "' --ops '" + ops + "' --format json " + extra;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("scripts path: --scripts overrides a bundled module, without it the bundled one runs", "[cli][scripts]") {
+  fixture f;
+  f.t.write("s1/neusight/launch.lua", launch_override("2"));
+  f.t.write("s2/neusight/launch.lua", launch_override("3"));
+  const std::string s1 = (f.t.path / "s1").string(), s2 = (f.t.path / "s2").string();
+  // bundled launch.lua: eager leaves the predicted seconds alone
+  CHECK_THAT(double(parse_json(run_cli(f.args()))["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
+  // the override doubles them
+  CHECK_THAT(double(parse_json(run_cli(f.args("--scripts '" + s1 + "'")))["latency_ms"]),
+             Catch::Matchers::WithinRel(60.0, 1e-12));
+  // repeatable, first hit wins
+  CHECK_THAT(double(parse_json(run_cli(f.args("--scripts '" + s2 + "' --scripts '" + s1 + "'")))["latency_ms"]),
+             Catch::Matchers::WithinRel(90.0, 1e-12));
+  // a directory without the module: the bundled one
+  f.t.write("s3/other/thing.lua", "return {}\n");
+  CHECK_THAT(double(parse_json(run_cli(f.args("--scripts '" + (f.t.path / "s3").string() + "'")))["latency_ms"]),
+             Catch::Matchers::WithinRel(30.0, 1e-12));
+  // predict takes the flag too (a bundled model, fp16 eager on l4: times double)
+  const std::string pargs = "predict --model gpt2_large --gpu l4 --mode inference --batch 1 --seq 64 --format json ";
+  const double base = parse_json(run_cli(pargs))["latency_ms"];
+  CHECK_THAT(double(parse_json(run_cli(pargs + "--scripts '" + s1 + "'"))["latency_ms"]),
+             Catch::Matchers::WithinRel(2 * base, 1e-9));
+}
+
+TEST_CASE("scripts path: NEUSIGHT_SCRIPTS_PATH, with ;; splicing the bundled scripts", "[cli][scripts]") {
+  fixture f;
+  f.t.write("s1/neusight/launch.lua", launch_override("2"));
+  f.t.write("s2/neusight/launch.lua", launch_override("3"));
+  const std::string s1 = (f.t.path / "s1").string(), s2 = (f.t.path / "s2").string();
+  auto ms = [&](const std::string& env, const std::string& extra = "") {
+    return double(parse_json(run_cli(f.args(extra), "NEUSIGHT_SCRIPTS_PATH='" + env + "'"))["latency_ms"]);
+  };
+  CHECK_THAT(ms(s1 + ";;"), Catch::Matchers::WithinRel(60.0, 1e-12));
+  CHECK_THAT(ms(s2 + ";" + s1 + ";;"), Catch::Matchers::WithinRel(90.0, 1e-12));
+  CHECK_THAT(ms(";;" + s1), Catch::Matchers::WithinRel(30.0, 1e-12));  // the bundled module comes first
+  CHECK_THAT(ms("", ""), Catch::Matchers::WithinRel(30.0, 1e-12));      // empty: the defaults
+  // --scripts comes before the variable
+  CHECK_THAT(ms(s1 + ";;", "--scripts '" + s2 + "'"), Catch::Matchers::WithinRel(90.0, 1e-12));
+  // without ";;" the bundled scripts are not searched: neusight.workload cannot be found
+  const auto r = run_cli(f.args(), "NEUSIGHT_SCRIPTS_PATH='" + s1 + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("module 'neusight.workload' not found") != std::string::npos);
+}
+
+TEST_CASE("scripts path: -v names each user file that shadows a bundled one; paths shows the path", "[cli][scripts]") {
+  fixture f;
+  f.t.write("s1/neusight/launch.lua", launch_override("2"));
+  f.t.write("s1/tiling/init.lua", "return {}\n");   // module "tiling": nothing bundled to shadow
+  f.t.write("s1/mine/helper.lua", "return {}\n");   // a new module
+  const std::string s1 = (f.t.path / "s1").string();
+  auto r = run_cli(f.args("--scripts '" + s1 + "' -v"));
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find(fs::path(s1).lexically_normal().generic_string() +
+                   "/neusight/launch.lua shadows scripts/neusight/launch.lua (module 'neusight.launch')") !=
+        std::string::npos);
+  CHECK(r.err.find("helper") == std::string::npos);
+  CHECK(r.err.find("tiling") == std::string::npos);
+  // without -v: nothing said
+  r = run_cli(f.args("--scripts '" + s1 + "'"));
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("shadows") == std::string::npos);
+  // the variable's directories are reported too
+  r = run_cli(f.args("-v"), "NEUSIGHT_SCRIPTS_PATH='" + s1 + ";;'");
+  CHECK(r.err.find("/neusight/launch.lua shadows scripts/neusight/launch.lua") != std::string::npos);
+
+  const auto p = run_cli("paths --scripts '" + s1 + "'");
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("script search " + s1 + ":" + (source_dir / "scripts").string()) != std::string::npos);
+  const auto pe = run_cli("paths", "NEUSIGHT_SCRIPTS_PATH='" + s1 + ";;'");
+  CHECK(pe.out.find("script search " + s1 + ":" + (source_dir / "scripts").string()) != std::string::npos);
+}
+
+TEST_CASE("scripts path: a missing --scripts directory is a usage error naming the flag", "[cli][scripts]") {
+  fixture f;
+  const std::string missing = (f.t.path / "no_such_dir").string();
+  for (const std::string& cmd : {f.args("--scripts '" + missing + "'"), std::string("paths --scripts '" + missing + "'")}) {
+    const auto r = run_cli(cmd);
+    CHECK(r.code != 0);
+    CHECK(r.err.find("--scripts") != std::string::npos);
+    CHECK(r.err.find("no such directory: " + missing) != std::string::npos);
+    CHECK(r.out.empty());
+  }
+  // a file is not a directory
+  const auto file = f.t.write("afile", "x").string();
+  CHECK(run_cli(f.args("--scripts '" + file + "'")).code != 0);
+}
+
+TEST_CASE("scripts path: a module in a user dir cannot require its way out of the script roots", "[cli][scripts][safety]") {
+  fixture f;
+  f.t.write("secret.lua", "return { owned = true }\n");
+  f.t.write("user/sub/secret.lua", "return { owned = true }\n");
+  const std::string user = (f.t.path / "user").string();
+  const std::string dotted = ns_test::replace_all((f.t.path / "secret").string(), "/", ".");
+  for (const std::string& name : {std::string("..secret"), std::string("...secret"), std::string("../secret"),
+                                  (f.t.path / "secret").string(), dotted, std::string("sub..secret"),
+                                  std::string("sub/secret"), std::string("neusight.")}) {
+    INFO(name);
+    f.t.write("user/neusight/launch.lua", "local m = require('" + name + "')\n" + launch_override("2"));
+    const auto r = run_cli(f.args("--scripts '" + user + "'"));
+    CHECK(r.code == 1);
+    CHECK(r.err.find("module '" + name + "' not found: invalid module name") != std::string::npos);
+    CHECK(r.err.find("neusight/launch.lua:1:") != std::string::npos);
+  }
+  // a valid name reaches modules under the user root (and only there or in the bundled scripts)
+  f.t.write("user/neusight/launch.lua", "local m = require('sub.secret')\nassert(m.owned)\n" + launch_override("2"));
+  CHECK_THAT(double(parse_json(run_cli(f.args("--scripts '" + user + "'")))["latency_ms"]),
+             Catch::Matchers::WithinRel(60.0, 1e-12));
+  // "secret" sits one level above the root: not found
+  f.t.write("user/neusight/launch.lua", "local m = require('secret')\n" + launch_override("2"));
+  const auto r = run_cli(f.args("--scripts '" + user + "'"));
+  CHECK(r.code == 1);
+  CHECK(r.err.find("module 'secret' not found:") != std::string::npos);
+  CHECK(r.err.find("no file 'scripts/secret.lua'") != std::string::npos);
+}
+
+TEST_CASE("scripts path: eval kernels, eval models, scale and ops take --scripts too", "[cli][scripts]") {
+  temp_dir t;
+  t.write("s/neusight/kernels.lua", "error('user neusight.kernels loaded', 0)\n");
+  t.write("s/neusight/scale.lua", "error('user neusight.scale loaded', 0)\n");
+  const std::string s = " --scripts '" + (t.path / "s").string() + "'";
+  const std::string trace = "tests/fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.csv";
+  const std::vector<std::pair<std::string, std::string>> runs = {
+      {"eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --format json", "neusight.kernels"},
+      {"eval models tests/fixtures/neusight/label --predictor roofline --format json", "neusight.kernels"},
+      {"scale --trace " + trace + " --from 'Tesla T4' --to t4 --format json", "neusight."},  // kernels or scale
+  };
+  for (const auto& [cmd, module] : runs) {
+    INFO(cmd);
+    REQUIRE(run_cli(cmd).code == 0);  // the bundled modules
+    const auto r = run_cli(cmd + s);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("user " + module) != std::string::npos);
+  }
+  // ops -v reports the script files that shadow bundled ones
+  const auto o = run_cli("ops -v" + s);
+  REQUIRE(o.code == 0);
+  CHECK(o.err.find("/s/neusight/kernels.lua shadows scripts/neusight/kernels.lua (module 'neusight.kernels')") !=
+        std::string::npos);
+}
