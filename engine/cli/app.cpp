@@ -727,8 +727,15 @@ int app_main(int argc, char** argv) {
   search->add_option("--precision", qflags.precision,
                      "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
   search->add_option("--predictor", qflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
-  search->add_option("--schedule", qflags.schedule, "Pipeline schedule: gpipe or 1f1b")->capture_default_str()
-      ->check(CLI::IsMember({"gpipe", "1f1b"}));
+  search->add_option("--schedule", qflags.schedule,
+                     "Pipeline schedules to search, comma-separated: gpipe, 1f1b, interleaved (e.g. 1f1b,interleaved)")
+      ->capture_default_str()->check(member_list({"gpipe", "1f1b", "interleaved"}));
+  search->add_option("--virtual-stages", qflags.virtual_stages,
+                     "Model chunks per device to search with the interleaved schedule, comma-separated (default 2)")
+      ->check(positive_list());
+  search->add_option("--ep", qflags.ep,
+                     "Fix the expert-parallel degree (MoE); default: every ep dividing dp and the expert count")
+      ->check(CLI::PositiveNumber);
   search->add_option("--cluster", qflags.cluster, "Cluster: a gpus/clusters/*.toml name or a .toml path");
   search->add_option("--max-tp", qflags.max_tp, "Largest tensor-parallel degree to try (keep tp inside a node)")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -1,5 +1,6 @@
 // engine/cli/search_cmd.cpp — `neusight search`: every dp × tp × pp layout of N GPUs (with microbatches and the
-// cheapest activation recomputation that fits), forecast with the same pipeline as `predict`, ranked.
+// cheapest activation recomputation that fits; for MoE models every expert-parallel degree; each schedule and virtual-
+// stage count asked for), forecast with the same pipeline as `predict`, ranked.
 #include "cli/search_cmd.h"
 
 #include <fmt/format.h>
@@ -22,6 +23,9 @@ namespace {
 struct candidate {
   int64_t dp = 1, tp = 1, pp = 1, microbatches = 1;
   std::string recompute;
+  int64_t ep = 1;
+  std::string schedule;
+  int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   bool fits = false;
 };
@@ -44,6 +48,27 @@ std::vector<int64_t> microbatch_choices(int64_t per_replica, int64_t pp) {
   return out;
 }
 
+// "1f1b, interleaved" → {"1f1b", "interleaved"}
+std::vector<std::string> items_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (start <= text.size()) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    if (a != std::string::npos) out.push_back(item.substr(a, b - a + 1));
+    start = end + 1;
+  }
+  return out;
+}
+
+// One pipeline variant of a dp × tp × pp layout: expert-parallel degree, schedule, virtual stages (0: the default).
+struct variant {
+  int64_t ep = 1;
+  std::string schedule;
+  int64_t virtual_stages = 0;
+};
+
 }  // namespace
 
 int search_main(const search_flags& f) {
@@ -62,6 +87,33 @@ int search_main(const search_flags& f) {
   size_t evaluated = 0;
   std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
   double gpu_mem_gb = 0;
+  std::vector<std::string> schedules = items_of(f.schedule);
+  if (schedules.empty()) schedules.push_back("1f1b");
+  std::vector<int64_t> vstages;
+  for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
+  const bool interleaved = std::find(schedules.begin(), schedules.end(), "interleaved") != schedules.end();
+  if (!vstages.empty() && !interleaved)
+    throw error("search: --virtual-stages applies to the interleaved schedule only (add it to --schedule)");
+  // The model's experts (the ep worth trying divide it) and layers (interleaved wants them divisible by pp × v):
+  // scripts/neusight/search.lua. Only asked when needed, so a plain dense search builds nothing more than before.
+  session::model_facts facts;
+  if (f.ep == 0 || interleaved) {
+    workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}};
+    if (!f.dtype.empty()) ov["dtype"] = f.dtype;
+    if (!f.precision.empty()) ov["precision"] = f.precision;
+    try {
+      facts = s.model_facts_of(ov);
+    } catch (const std::exception&) {
+      // a model that cannot be probed this way (a custom builder refusing batch 1, …) searches as before: ep 1, and
+      // interleaved layouts without the layer check (the forecasts themselves still refuse what cannot run)
+      facts = {};
+    }
+  }
+  // Rows say their ep when the model has experts (or --ep fixed it), their schedule when more than 1F1B/GPipe alone
+  // was asked for; otherwise the output is the plain dp × tp × pp one.
+  const bool show_ep = f.ep > 0 || facts.experts > 1;
+  const bool show_schedule = schedules.size() > 1 || interleaved;
+  const bool extended = show_ep || show_schedule;
   for (int64_t tp : divisors(f.gpus)) {
     if (tp > f.max_tp) continue;
     for (int64_t pp : divisors(f.gpus / tp)) {
@@ -75,7 +127,31 @@ int search_main(const search_flags& f) {
         ++skipped["no microbatch count divides the replica's batch (pp needs batch / dp >= pp)"];
         continue;
       }
-      bool bad_layout = false;  // a builder refused (dp, tp, pp) itself: no other microbatch count will do
+      std::vector<variant> variants;
+      for (int64_t ep : divisors(dp)) {
+        if (f.ep > 0 ? ep != f.ep : facts.experts % ep != 0) continue;
+        for (const auto& sched : schedules)
+          for (int64_t v : sched == "interleaved" && !vstages.empty() ? vstages : std::vector<int64_t>{0})
+            variants.push_back({ep, sched, v});
+      }
+      if (f.ep > 0 && dp % f.ep != 0) {  // the fixed ep cannot spread over this dp: a reason, as predict gives it
+        ++skipped[fmt::format("--ep {} does not divide dp", f.ep)];
+        continue;
+      }
+      for (const variant& var : variants) {
+      const int64_t vs = var.virtual_stages > 0 ? var.virtual_stages : var.schedule == "interleaved" ? 2 : 1;
+      if (var.schedule == "interleaved") {
+        if (pp < 2) {
+          ++skipped["the interleaved schedule needs pp >= 2"];
+          continue;
+        }
+        if (facts.layers > 0 && facts.layers % (pp * vs) != 0) {
+          ++skipped[fmt::format("the interleaved schedule needs the model's {} layers divisible by pp x virtual_stages",
+                                facts.layers)];
+          continue;
+        }
+      }
+      bool bad_layout = false;  // a builder refused the layout itself: no other microbatch count will do
       for (int64_t m : choices) {
         if (bad_layout) break;
         bool done = false;
@@ -84,7 +160,7 @@ int search_main(const search_flags& f) {
           if (f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
           workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch},
                                 {"seq", f.seq}, {"parallel.dp", dp}, {"parallel.tp", tp}, {"parallel.pp", pp},
-                                {"parallel.microbatches", m}, {"parallel.schedule", f.schedule},
+                                {"parallel.microbatches", m}, {"parallel.schedule", var.schedule},
                                 {"parallel.recompute", std::string(recompute)}};
           if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
           if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
@@ -93,6 +169,8 @@ int search_main(const search_flags& f) {
           if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
           if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
           if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
+          if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
+          if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
           try {
             const workload w = s.workload_load("", ov);
             const gpu_spec& gpu = *w.gpu_resolved;
@@ -101,7 +179,7 @@ int search_main(const search_flags& f) {
             const auto tl = s.timeline(fc);
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
-            candidate c{dp, tp, pp, m, recompute};
+            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, vs};
             const timeline_device* crit = critical_device(*tl);
             // memory per GPU of the fullest stage (scripts/neusight/memory.lua, as predict reports it)
             const auto& mem = s.memory();
@@ -128,6 +206,7 @@ int search_main(const search_flags& f) {
           }
         }
       }
+      }
     }
   }
   if (results.empty()) {
@@ -143,6 +222,12 @@ int search_main(const search_flags& f) {
   for (const auto& c : results)
     if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
 
+  size_t skipped_total = 0;
+  for (const auto& [why, n] : skipped) skipped_total += n;
+  const auto sched_of = [](const candidate& c) {
+    return c.schedule == "interleaved" ? fmt::format("interleaved/{}", c.virtual_stages) : c.schedule;
+  };
+
   std::string out;
   if (f.format == "json") {
     nlohmann::ordered_json j;
@@ -151,36 +236,51 @@ int search_main(const search_flags& f) {
     j["evaluated"] = evaluated;
     j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
     auto& arr = j["layouts"] = nlohmann::ordered_json::array();
-    for (const auto& c : shown)
-      arr.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"microbatches", c.microbatches},
-                     {"recompute", c.recompute}, {"iteration_ms", c.iteration_ms}, {"compute_ms", c.compute_ms},
-                     {"exposed_comm_ms", c.exposed_comm_ms}, {"bubble_ms", c.bubble_ms}, {"memory_gb", c.memory_gb},
-                     {"fits", c.fits}});
+    for (const auto& c : shown) {
+      nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
+      if (show_ep) row["ep"] = c.ep;
+      row["microbatches"] = c.microbatches;
+      if (show_schedule) row["schedule"] = c.schedule, row["virtual_stages"] = c.virtual_stages;
+      row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
+      row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms, row["memory_gb"] = c.memory_gb;
+      row["fits"] = c.fits;
+      arr.push_back(std::move(row));
+    }
+    if (extended) j["skipped_layouts"] = skipped_total;
     auto& sk = j["skipped"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : skipped) sk[why] = n;
     out = j.dump(2) + "\n";
   } else if (f.format == "csv") {
-    out = "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,memory_gb,fits\n";
+    out = fmt::format("dp,tp,pp,{}microbatches,{}recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,memory_gb,"
+                      "fits\n", show_ep ? "ep," : "", show_schedule ? "schedule,virtual_stages," : "");
     for (const auto& c : shown)
-      out += fmt::format("{},{},{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", c.dp, c.tp, c.pp, c.microbatches,
-                         c.recompute, c.iteration_ms, c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb,
+      out += fmt::format("{},{},{},{}{},{}{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", c.dp, c.tp, c.pp,
+                         show_ep ? fmt::format("{},", c.ep) : "", c.microbatches,
+                         show_schedule ? fmt::format("{},{},", c.schedule, c.virtual_stages) : "", c.recompute,
+                         c.iteration_ms, c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb,
                          c.fits ? "true" : "false");
   } else {
-    out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts\n\n",
-                       f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated);
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {:>4} {:<10} {:>13} {:>11} {:>12} {:>10} {:>10}\n", "rank", "dp", "tp",
-                       "pp", "mb", "recompute", "iteration ms", "compute ms", "exposed comm", "bubble ms", "memory GB");
+    out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts{}\n\n",
+                       f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated,
+                       extended && skipped_total ? fmt::format(", {} layouts skipped", skipped_total) : "");
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {:>11} {:>12} {:>10} {:>10}\n", "rank", "dp",
+                       "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
+                       show_schedule ? fmt::format("{:<14} ", "schedule") : "", "recompute", "iteration ms",
+                       "compute ms", "exposed comm", "bubble ms", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {:>4} {:<10} {:>13.1f} {:>11.1f} {:>12.1f} {:>10.1f} {:>10.1f}{}\n",
-                         i + 1, c.dp, c.tp, c.pp, c.microbatches, c.recompute, c.iteration_ms, c.compute_ms,
-                         c.exposed_comm_ms, c.bubble_ms, c.memory_gb, c.fits ? "" : "  (does not fit)");
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {:>11.1f} {:>12.1f} {:>10.1f} {:>10.1f}{}\n",
+                         i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
+                         show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", c.recompute, c.iteration_ms,
+                         c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb, c.fits ? "" : "  (does not fit)");
     }
     if (shown.empty()) out += "  no layout fits in memory (--all lists them anyway)\n";
     if (!skipped.empty()) {
       out += "\nskipped\n";
       for (const auto& [why, n] : skipped) out += fmt::format("  {} layout(s): {}\n", n, why);
     }
+    if (show_ep) out += "\nep = expert-parallel degree (the experts spread over ep of the dp ranks)";
+    if (show_schedule) out += "\nschedule = pipeline schedule (interleaved/v: v model chunks per device)";
     out += "\nmb = microbatches per iteration; compute, exposed comm and bubble are the slowest device's "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
   }

@@ -8,7 +8,11 @@ namespace ns {
 
 struct search_flags {
   std::string model, gpu, mode = "train", optimizer, optimizer_impl, dtype, precision, predictor = "neusight", cluster,
-      schedule = "1f1b";
+      schedule = "1f1b";  // a comma-separated list of schedules (gpipe, 1f1b, interleaved), each searched
+  // Model chunks per device of the interleaved schedule, comma-separated ("2,4"); empty: its default (2).
+  std::string virtual_stages;
+  // Expert-parallel degree: 0 searches every ep that divides dp and the model's expert count (1 for dense models).
+  int64_t ep = 0;
   // "auto": per layout the cheapest recomputation that fits (none → selective → full); "all": every mode, each
   // ranked as a layout of its own; "none" | "selective" | "full": that mode only.
   std::string recompute = "auto";

@@ -375,6 +375,32 @@ void session::workload_check(const workload_overrides& overrides) {
   ns_call(L, 2, 0);
 }
 
+session::model_facts session::model_facts_of(const workload_overrides& overrides) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.workload");
+  const int wl = lua_gettop(L);
+  lua_newtable(L);  // stack: W spec
+  const int spec = lua_gettop(L);
+  raw_getfield(L, wl, "normalize");
+  lua_pushvalue(L, spec);
+  overrides_push_table(L, overrides);  // stack: W spec norm spec ov
+  p_->model_file_resolve(spec, lua_gettop(L), "");
+  lua_pushstring(L, "command line");
+  ns_call(L, 3, 1);  // stack: W spec w
+  const int norm = lua_gettop(L);
+  require_push(*p_, "neusight.search");
+  raw_getfield(L, -1, "model_facts");
+  lua_pushvalue(L, norm);
+  ns_call(L, 1, 1, "in scripts/neusight/search.lua model_facts");
+  table_reader r(L, -1, "scripts/neusight/search.lua model_facts");
+  model_facts out;
+  out.experts = r.integer("experts");
+  out.layers = r.integer("layers");
+  return out;
+}
+
 figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu) {
   lua_State* L = p_->L();
   stack_guard guard(L);

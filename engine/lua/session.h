@@ -132,6 +132,13 @@ class session {
   using option_lists = std::map<std::string, std::vector<workload_value>>;
   serve_report serve_sweep(const workload_overrides& options, const option_lists& lists, const predictor& pred);
 
+  // What `neusight search` needs of the model a workload (the overrides, as for workload_load) names, from
+  // scripts/neusight/search.lua model_facts: routed experts per MoE layer (1: dense) and layers.
+  struct model_facts {
+    int64_t experts = 1, layers = 0;
+  };
+  model_facts model_facts_of(const workload_overrides& overrides);
+
   // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
   // module's format_table(report) and format_csv(report).
   struct lua_report {

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # tests/bench/search.sh — wall and CPU time of `neusight search` in one process: the README's GPT-3 175B search on
-# 64 H100s, and larger sweeps over 768 GPUs (tp up to 32; then every recomputation mode of every layout).
+# 64 H100s, and larger sweeps over 768 GPUs (tp up to 32; then every recomputation mode of every layout); then
+# Mixtral-8x7B on 64 H100s with every expert-parallel degree, and GPT-3 175B with 1F1B and interleaved (2, 4 chunks).
 # Usage: tests/bench/search.sh [BUILD_DIR] [RUNS]
 #   (target, 2-core reference machine: the 64-GPU search >= 10x faster than before issue 14, i.e. well under 1 s)
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
@@ -31,4 +32,9 @@ bench "gpt3_175b, 64 GPUs" $common --gpus 64 --batch 64
 bench "sweep, 768 GPUs, tp <= 32" $common --gpus 768 --batch 1536 --max-tp 32
 if "$exe" search --help | grep -q -- --recompute; then  # builds before `search --recompute` skip this one
   bench "sweep, same, every mode" $common --gpus 768 --batch 1536 --max-tp 32 --recompute all
+fi
+if "$exe" search --help | grep -q -- --virtual-stages; then  # builds before issues 12 and 15 skip these
+  bench "mixtral_8x7b, 64 GPUs, ep" --model mixtral_8x7b --gpu h100_sxm5_80gb --seq 4096 --dtype bf16 \
+    --cluster dgx_h100 --gpus 64 --batch 64
+  bench "gpt3_175b, 64, interleaved" $common --gpus 64 --batch 64 --schedule 1f1b,interleaved --virtual-stages 2,4
 fi

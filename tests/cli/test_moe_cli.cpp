@@ -2,6 +2,7 @@
 // presets through `predict` in fp32 and bf16, training and inference, one GPU and tensor / expert / pipeline parallel,
 // a config.json, and `search` ranking their layouts.
 #include <catch2/catch.hpp>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -104,4 +105,48 @@ TEST_CASE("moe: search ranks Mixtral and Qwen3-MoE layouts without refusing them
     CHECK(s["fitting"].get<int>() > 0);
     CHECK(s["layouts"].size() > 0);
   }
+}
+
+// issue 12: `search` also searches the expert-parallel degree — every ep dividing dp and the expert count — and each
+// row is exactly the forecast `predict` makes of that layout; --ep fixes it.
+TEST_CASE("search: MoE layouts with every expert-parallel degree, each the same forecast predict makes", "[cli][moe][search]") {
+  const std::string base = "--model mixtral_8x7b --gpu h100 --batch 16 --seq 2048 --dtype bf16 --predictor roofline";
+  const json s = run_json("search " + base + " --gpus 16 --all --top 100000");
+  std::map<int, json> best;  // ep → its fastest row
+  for (const auto& l : s["layouts"]) {
+    REQUIRE(l.contains("ep"));
+    const int ep = l["ep"].get<int>(), dp = l["dp"].get<int>();
+    CHECK(dp % ep == 0);
+    CHECK(8 % ep == 0);  // Mixtral's 8 experts
+    if (!best.count(ep)) best[ep] = l;
+  }
+  CHECK(best.size() == 4);  // ep 1, 2, 4, 8 (16 does not divide the 8 experts)
+  for (const auto& [ep, l] : best) {
+    INFO("ep " << ep);
+    const json one = run_json("predict " + base + " --mode train --dp " + std::to_string(l["dp"].get<int>()) +
+                              " --tp " + std::to_string(l["tp"].get<int>()) + " --pp " +
+                              std::to_string(l["pp"].get<int>()) + " --ep " + std::to_string(ep) + " --microbatches " +
+                              std::to_string(l["microbatches"].get<int>()) + " --recompute " +
+                              l["recompute"].get<std::string>());
+    CHECK(one["latency_ms"].get<double>() == l["iteration_ms"].get<double>());
+    CHECK(one["memory_gb"].get<double>() == l["memory_gb"].get<double>());
+  }
+  // --ep 1 keeps the search of before: only ep 1, the same rows as the ep-1 rows of the full search
+  const json fixed = run_json("search " + base + " --gpus 16 --all --top 100000 --ep 1");
+  size_t ones = 0;
+  for (const auto& l : s["layouts"]) ones += l["ep"] == 1;
+  CHECK(fixed["layouts"].size() == ones);
+  for (const auto& l : fixed["layouts"]) CHECK(l["ep"] == 1);
+  // --ep that does not divide a dp: those layouts are skipped with the reason
+  const json four = run_json("search " + base + " --gpus 16 --all --top 100000 --ep 4");
+  for (const auto& l : four["layouts"]) CHECK(l["ep"] == 4);
+  CHECK(four["skipped"]["--ep 4 does not divide dp"].get<int>() > 0);
+  // dense models: ep 1 only, and the output says nothing of it
+  const json dense = run_json("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 "
+                              "--predictor roofline --all --top 1000");
+  for (const auto& l : dense["layouts"]) {
+    CHECK_FALSE(l.contains("ep"));
+    CHECK_FALSE(l.contains("schedule"));
+  }
+  CHECK_FALSE(dense.contains("skipped_layouts"));
 }

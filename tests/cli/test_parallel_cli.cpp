@@ -357,7 +357,9 @@ TEST_CASE("search: the same JSON with and without the per-process memos (NEUSIGH
            "--sequence-parallel --recompute all",
            "search --model switchxl4 --gpu h100 --gpus 16 --batch 32 --seq 512 --dtype bf16 --distributed-optimizer",
            "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --predictor roofline "
-           "--schedule gpipe"}) {
+           "--schedule gpipe",
+           "search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 16 --seq 2048 --dtype bf16 "
+           "--schedule 1f1b,interleaved --virtual-stages 2,4"}) {
     INFO(args);
     const std::string all = args + " --all --top 100000 --format json";
     const auto cached = run_cli(all);
@@ -368,6 +370,60 @@ TEST_CASE("search: the same JSON with and without the per-process memos (NEUSIGH
     CHECK(json::parse(cached.out)["evaluated"].get<int>() > 10);
     CHECK(cached.out == fresh.out);  // JSON numbers round-trip: equal text is equal bits
   }
+}
+
+// issue 15: list-valued --schedule and --virtual-stages search those too; interleaved combos that cannot run (pp < 2,
+// layers not divisible by pp × virtual_stages) are skipped and counted; every row is the forecast predict makes.
+TEST_CASE("search --schedule/--virtual-stages: every schedule asked for, bad interleaved combos counted as skipped",
+          "[cli][search]") {
+  const std::string base = "--model gpt2_large --gpu A100-SXM4-40GB --batch 32 --seq 1024 --predictor roofline";
+  const auto r = run_cli("search " + base + " --gpus 16 --schedule gpipe,1f1b,interleaved --virtual-stages 2,3 "
+                         "--all --top 100000 --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  std::map<std::string, json> best;  // "schedule/v" → its fastest row
+  for (const auto& l : j["layouts"]) {
+    const std::string sched = l["schedule"].get<std::string>();
+    const int v = l["virtual_stages"].get<int>(), pp = l["pp"].get<int>();
+    if (sched == "interleaved") {
+      CHECK(pp >= 2);
+      CHECK(36 % (pp * v) == 0);  // GPT-2 Large: 36 layers
+    } else {
+      CHECK(v == 1);
+    }
+    const std::string key = sched + "/" + std::to_string(v);
+    if (!best.count(key)) best[key] = l;
+  }
+  CHECK(best.size() == 4);  // gpipe, 1f1b, interleaved with 2 and with 3 chunks per device
+  for (const auto& [key, l] : best) {
+    INFO(key);
+    const std::string sched = l["schedule"].get<std::string>();
+    const auto one = run_cli("predict " + base + " --mode train --format json --dp " + std::to_string(l["dp"].get<int>()) +
+                             " --tp " + std::to_string(l["tp"].get<int>()) + " --pp " + std::to_string(l["pp"].get<int>()) +
+                             " --microbatches " + std::to_string(l["microbatches"].get<int>()) + " --recompute " +
+                             l["recompute"].get<std::string>() + " --schedule " + sched +
+                             (sched == "interleaved" ? " --virtual-stages " + std::to_string(l["virtual_stages"].get<int>()) : ""));
+    INFO(one.err);
+    REQUIRE(one.code == 0);
+    CHECK(json::parse(one.out)["latency_ms"].get<double>() == l["iteration_ms"].get<double>());
+    CHECK(json::parse(one.out)["memory_gb"].get<double>() == l["memory_gb"].get<double>());
+  }
+  const json& sk = j["skipped"];
+  CHECK(sk["the interleaved schedule needs pp >= 2"].get<int>() > 0);
+  CHECK(sk["the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages"].get<int>() > 0);
+  int total = 0;
+  for (const auto& [why, n] : sk.items()) total += n.get<int>();
+  CHECK(j["skipped_layouts"].get<int>() == total);
+  // the table says so on its first line
+  const auto table = run_cli("search " + base + " --gpus 16 --schedule 1f1b,interleaved --top 1000");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("layouts skipped") != std::string::npos);
+  CHECK(table.out.find("interleaved/2") != std::string::npos);
+  // --virtual-stages without the interleaved schedule is a mistake, said as such
+  const auto bad = run_cli("search " + base + " --gpus 16 --virtual-stages 2");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("--virtual-stages applies to the interleaved schedule only") != std::string::npos);
 }
 
 TEST_CASE("search --recompute: auto takes the cheapest mode that fits, all lists every mode, a mode only itself",

@@ -445,6 +445,9 @@ function M.graph(r, opts)
   return nodes
 end
 
+--- The routed experts per MoE layer (n_routed_experts): `neusight search` tries every ep that divides it.
+function M.num_experts(cfg) return M.config(cfg).E end
+
 --- Parameters a token uses: every parameter but the routed experts it is not sent to (num_experts_per_tok of
 --- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).
 function M.active_parameters(cfg)

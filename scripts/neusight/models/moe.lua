@@ -296,6 +296,9 @@ function M.build(cfg, opts)
   return llama.graph(r, opts, { sparse = r.moe.sparse, block = block, epilogue = aux_loss })
 end
 
+--- The routed experts per MoE layer (E): `neusight search` tries every expert-parallel degree ep that divides it.
+function M.num_experts(cfg) return M.config(cfg).moe.E end
+
 --- Parameters a token uses: every parameter but the experts it is not routed to (k of E per sparse layer; the shared
 --- expert and the router count in full), i.e. Σ params · count with expert weights scaled by k / E.
 function M.active_parameters(cfg)

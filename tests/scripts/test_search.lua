@@ -1,0 +1,32 @@
+-- tests/scripts/test_search.lua — neusight.search model_facts (engine/cli/search_cmd.cpp asks it before enumerating
+-- layouts): the routed experts per MoE layer (ep must divide them) and the layers stage partition counts.
+local search = require "neusight.search"
+local workload = require "neusight.workload"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+local T = {}
+
+function T.test_experts_and_layers_of_presets()
+  for _, c in ipairs {
+    { "gpt2_large", 1, 36 }, { "mixtral_8x7b", 8, 32 }, { "qwen3_30b_a3b", 128, 48 }, { "deepseek_v3", 256, 61 },
+    { "llama3_8b", 1, 32 },
+  } do
+    local w = workload.normalize { model = c[1], gpu = "-", mode = "train", batch = 8, seq = 128, dtype = "bf16" }
+    local f = search.model_facts(w)
+    eq(f.experts, c[2], c[1] .. " experts")
+    eq(f.layers, c[3], c[1] .. " layers")
+  end
+end
+
+function T.test_a_model_function_has_one_expert()
+  local w = workload.normalize { gpu = "-", mode = "inference", batch = 1, seq = 8, dtype = "fp32",
+    model = function() return { { op = "relu", name = "r", inputs = { { 2, 4 } }, output = { 2, 4 }, layer = "l", count = 3 } } end }
+  local f = search.model_facts(w)
+  eq(f.experts, 1, "experts")
+  eq(f.layers, 3, "layers")
+end
+
+return T
