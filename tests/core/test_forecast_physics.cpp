@@ -21,7 +21,7 @@ namespace {
 struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
-  forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}}),
+  forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}, {}}),
                  pred(predictor_make("neusight", ns_test::source_dir / "weights")) {}
 
   // Seconds of each kernel with the library tiles of scripts/tiling/ and the shipped weights.

@@ -19,7 +19,7 @@ const std::string fixture = (ns_test::source_dir / "tests/fixtures/neusight/opgr
 
 // neusight.kernels' cost formulas for the graphs' Linear and BMM kernels.
 kernel_costing costs() {
-  static session s(session_options{ns_test::source_dir, {}, {}, {}});
+  static session s(session_options{ns_test::source_dir, {}, {}, {}, {}});
   return s.costing();
 }
 

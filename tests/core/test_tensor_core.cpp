@@ -24,7 +24,7 @@ kernel linear(int64_t m, int64_t in, int64_t out, const std::string& dtype) {
 
 // neusight.kernels' cost formulas for the rows bench_load reads.
 kernel_costing costs() {
-  static session s(session_options{source_dir, {}, {}, {}});
+  static session s(session_options{source_dir, {}, {}, {}, {}});
   return s.costing();
 }
 

@@ -152,7 +152,7 @@ TEST_CASE("MLP backward agrees with finite differences", "[mlp]") {
 namespace {
 std::vector<train_sample> fixture_samples() {
   const gpu_catalog cat(source_dir / "gpus");
-  session s(session_options{source_dir, {}, {}, {}});
+  session s(session_options{source_dir, {}, {}, {}, {}});
   const bench_data d =
       bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, s.costing(), family::layernorm);
   std::vector<train_sample> out;
