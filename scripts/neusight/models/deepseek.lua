@@ -192,7 +192,7 @@ function M.graph(r, opts)
   local who = r.who
   local N = require "neusight.nodes"
   local P = require "neusight.parallel"
-  local run_experts = require("neusight.models.moe").run_experts
+  local moe_lib = require("neusight.models.moe")
   local serve = N.serving(opts, who)
   local decode = serve ~= nil and serve.phase == "decode"
   checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
@@ -332,12 +332,6 @@ function M.graph(r, opts)
     local Is = shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns
     local experts = P.expert_shard(opts, who, E)
     local ng = { no_grad = true }
-    local function replicate(from, per)
-      for i = from, #nodes do
-        nodes[i].count = nodes[i].count * per
-        nodes[i].attrs.per_layer = per
-      end
-    end
     local function expert_mlp(e, rows, per)
       local from = #nodes + 1
       if rows > 0 then
@@ -345,14 +339,14 @@ function M.graph(r, opts)
       else
         add("weight", e .. ".idle", {}, { 3, h, I }, 3 * h * I, { expert = true, note = "no tokens: parameters only" })
       end
-      replicate(from, per)
+      moe_lib.replicate(nodes, from, per)
     end
     local function dispatch(e, rows, per) -- torch.where(mask[e]), hidden_states[token_indices]
       if rows == 0 then return end
       local from = #nodes + 1
       add("nonzero", e .. ".where", { top }, { 2, rows })
       add("index", e .. ".expert_input", { flat, { rows } }, { rows, h })
-      replicate(from, per)
+      moe_lib.replicate(nodes, from, per)
     end
     local function combine(e, rows, per) -- topk_weights[token_indices, weight_indices] · output, index_add_
       if rows == 0 then return end
@@ -361,7 +355,7 @@ function M.graph(r, opts)
       add_as("fp32", "index", e .. ".expert_weights", { top, { rows } }, { rows })
       add_as("fp32", "mul", e .. ".weighted_output", { y, { rows, 1 } }, y)
       add_as("fp32", "index_add", e .. ".index_add", { y, { rows }, flat }, y)
-      replicate(from, per)
+      moe_lib.replicate(nodes, from, per)
     end
 
     tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts")
@@ -398,7 +392,7 @@ function M.graph(r, opts)
     -- moe(): the routed experts into an fp32 buffer
     add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
     add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
-    run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+    moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
     if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
     swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
     add("add", m .. ".shared_experts_add", { flat, flat }, flat)

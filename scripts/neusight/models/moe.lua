@@ -167,6 +167,14 @@ local function spread(rows, experts)
 end
 M.spread = spread
 
+--- Nodes appended since index `from` run `per` times per layer (one expert's kernels for `per` experts).
+function M.replicate(nodes, from, per)
+  for i = from, #nodes do
+    nodes[i].count = nodes[i].count * per
+    nodes[i].attrs.per_layer = per
+  end
+end
+
 --- HF's eager expert loop over `routed` = n·k rows spread evenly over E experts (neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
 --- (experts.ep > 1) the dispatches run first, an all-to-all sends the rows of width `h` to their experts, this rank's
@@ -204,13 +212,6 @@ local function block(ctx, p)
   local experts = require("neusight.parallel").expert_shard(opts, r.who, E)
   local flat, top = { n, h }, { n, k }
 
-  -- Nodes appended since index `from` run `per` times per layer (one expert's kernels for `per` experts).
-  local function replicate(from, per)
-    for i = from, #nodes do
-      nodes[i].count = nodes[i].count * per
-      nodes[i].attrs.per_layer = per
-    end
-  end
   -- One expert kind: its MLP on `rows` tokens, or its parameters alone when it gets none.
   local function expert_mlp(e, rows, per)
     local from = #nodes + 1
@@ -219,14 +220,14 @@ local function block(ctx, p)
     else
       add("weight", e .. ".idle", {}, { 3, h, I }, 3 * h * I, { expert = true, note = "no tokens: parameters only" })
     end
-    replicate(from, per)
+    M.replicate(nodes, from, per)
   end
   local function dispatch(e, rows, per) -- the tokens of one expert: torch.where(mask[e]), hidden_states[top_x]
     if rows == 0 then return end
     local from = #nodes + 1
     add("nonzero", e .. ".where", { { k, n } }, { 2, rows })
     add("index", e .. ".current_state", { flat, { rows } }, { rows, h })
-    replicate(from, per)
+    M.replicate(nodes, from, per)
   end
   local function combine(e, rows, per) -- × routing_weights[top_x, idx], final.index_add_(0, top_x, ·)
     if rows == 0 then return end
@@ -235,7 +236,7 @@ local function block(ctx, p)
     add("index", e .. ".routing_weight", { top, { rows } }, { rows, 1 })
     add("mul", e .. ".weighted", { y, { rows, 1 } }, y)
     add("index_add", e .. ".index_add", { y, { rows }, flat }, y)
-    replicate(from, per)
+    M.replicate(nodes, from, per)
   end
 
   g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)")
