@@ -596,6 +596,22 @@ int run_ops(const common_flags& c) {
 
 }  // namespace
 
+// What a command's own flag struct takes from the common flags: the search paths and -v (paths_into), and for a
+// command that writes a report, the format and -o too (report_into).
+template <class F>
+F& paths_into(F& f, const common_flags& c) {
+  f.ops_dirs = c.ops_dirs;
+  f.scripts_dirs = c.scripts_dirs;
+  f.verbose = c.verbose;
+  return f;
+}
+template <class F>
+F& report_into(F& f, const common_flags& c) {
+  f.format = c.format;
+  f.output = c.output;
+  return paths_into(f, c);
+}
+
 int app_main(int argc, char** argv) {
   CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
   app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + NEUSIGHT_GIT + ")");
@@ -866,54 +882,28 @@ int app_main(int argc, char** argv) {
     if (*gpus) return run_gpus(common);
     if (*models) return run_models(common);
     if (*scale) {
-      sflags.format = common.format == "csv" ? "table" : common.format;
-      sflags.output = common.output;
-      sflags.ops_dirs = common.ops_dirs;
-      sflags.scripts_dirs = common.scripts_dirs;
-      sflags.verbose = common.verbose;
+      report_into(sflags, common).format = common.format == "csv" ? "table" : common.format;
       return scale_main(sflags);
     }
     if (*ops) return run_ops(common);
     if (*serve) {
-      vflags.ops_dirs = common.ops_dirs;
-      vflags.scripts_dirs = common.scripts_dirs;
-      vflags.verbose = common.verbose;
-      vflags.format = common.format;
-      vflags.output = common.output;
-      return serve_main(vflags);
+      return serve_main(report_into(vflags, common));
     }
     if (*search) {
-      qflags.ops_dirs = common.ops_dirs;
-      qflags.scripts_dirs = common.scripts_dirs;
-      qflags.verbose = common.verbose;
-      qflags.format = common.format;
-      qflags.output = common.output;
-      return search_main(qflags);
+      return search_main(report_into(qflags, common));
     }
     if (*train) {
       tflags.opts.hidden.clear();
-      tflags.ops_dirs = common.ops_dirs;
-      tflags.scripts_dirs = common.scripts_dirs;
-      tflags.verbose = common.verbose;
+      paths_into(tflags, common);
       for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
     }
     if (*eval_k) {
-      eflags.format = common.format;
-      eflags.output = common.output;
-      eflags.ops_dirs = common.ops_dirs;
-      eflags.scripts_dirs = common.scripts_dirs;
-      eflags.verbose = common.verbose;
-      return eval_kernels_main(eflags);
+      return eval_kernels_main(report_into(eflags, common));
     }
     if (*eval_m) {
-      mflags.format = common.format;
-      mflags.output = common.output;
-      mflags.ops_dirs = common.ops_dirs;
-      mflags.scripts_dirs = common.scripts_dirs;
-      mflags.verbose = common.verbose;
-      return eval_models_main(mflags);
+      return eval_models_main(report_into(mflags, common));
     }
   } catch (const script_error& e) {
     std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
