@@ -38,6 +38,7 @@ struct common_flags {
   bool verbose = false;
   std::string format = "table";
   std::string output;
+  std::string report_html;  // --report FILE.html (run, predict): the page of neusight.html, beside the normal output
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
   double script_timeout = -1;
 };
@@ -193,6 +194,13 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
                     "it is given)")
         ->type_name("FILE");
   }
+}
+
+void add_report(CLI::App* cmd, common_flags& c) {
+  cmd->add_option("--report", c.report_html,
+                  "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by "
+                  "op kind and phase, memory, the pipeline stages; nothing is written on error")
+      ->type_name("FILE.html");
 }
 
 void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
@@ -372,10 +380,13 @@ std::unique_ptr<predictor> predictor_for(const forecast_flags& f) {
   return pred;
 }
 
-void report_emit(const common_flags& c, const forecast_done& d) {
+void report_emit(session& s, const common_flags& c, const forecast_done& d) {
+  // --report: the page is rendered first (a script error writes nothing), written after the normal output.
+  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", report_json(*d.fc, d.meta));
   if (c.format == "json") emit(report_json(*d.fc, d.meta), c.output);
   else if (c.format == "csv") emit(report_csv(*d.fc, d.meta), c.output);
   else emit(report_table(*d.fc, d.meta), c.output);
+  if (!c.report_html.empty()) emit(html, c.report_html);
 }
 
 // A workload (a script, or the command line alone) forecast with `f`'s single values: what `predict` / `run` print and
@@ -398,7 +409,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   std::unique_ptr<predictor> pred;
   forecast_done d;
   forecast_workload(s, pred, f, script, d, true);
-  report_emit(c, d);
+  report_emit(s, c, d);
   return 0;
 }
 
@@ -480,7 +491,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     }
     rows.push_back(std::move(row));
   }
-  emit(report_compare(rows, c.format, script.empty() ? "command line" : script), c.output);
+  const std::string source = script.empty() ? "command line" : script;
+  const std::string html =
+      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", report_compare(rows, "json", source));
+  emit(report_compare(rows, c.format, source), c.output);
+  if (!c.report_html.empty()) emit(html, c.report_html);
   return 0;
 }
 
@@ -525,7 +540,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   d.meta.gpu = &d.gpu;
   const auto pred = predictor_for(f);
   forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
-  report_emit(c, d);
+  report_emit(s, c, d);
   return 0;
 }
 
@@ -628,6 +643,7 @@ int app_main(int argc, char** argv) {
       ->required();
   add_forecast(run, fflags, true);
   add_common(run, common, true);
+  add_report(run, common);
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
@@ -647,6 +663,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)
       ->needs(graph_opt);
   add_common(predict, common, true);
+  add_report(predict, common);
 
   auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
   add_common(paths, common, false);

@@ -145,6 +145,8 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
+  // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
+  std::string render(const std::string& module, const std::string& fn, const std::string& json);
 
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {

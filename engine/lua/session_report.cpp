@@ -30,4 +30,19 @@ session::lua_report session::report(const std::string& module, const std::string
   return out;
 }
 
+std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string where = "module " + module + " " + fn;
+  require_push(*p_, module.c_str());  // stack: M
+  raw_getfield(L, -1, fn.c_str());
+  json_text_push(L, json, where);  // stack: M fn report
+  ns_call(L, 1, 1, "in " + where);  // stack: M text
+  if (!lua_isstring(L, -1)) throw error(where + " must return a string");
+  size_t n = 0;
+  const char* s = lua_tolstring(L, -1, &n);
+  return std::string(s, n);
+}
+
 }  // namespace ns

@@ -49,6 +49,10 @@ json_position json_position_of(const std::string& text, size_t byte);
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
 
+// Parses JSON text (a report the engine wrote) and pushes it as a plain table, like json_file_push but without the
+// null set; `what` names it in the parse error. [-0, +1, m]
+void json_text_push(lua_State* L, const std::string& text, const std::string& what);
+
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
 // exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text),
 // integers stay integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]

@@ -147,6 +147,16 @@ json_position json_position_of(const std::string& text, size_t byte) {
   return p;
 }
 
+void json_text_push(lua_State* L, const std::string& text, const std::string& what) {
+  json j;
+  try {
+    j = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw error(what + ": invalid JSON: " + e.what());
+  }
+  json_push(L, j, 0);
+}
+
 void json_file_push(lua_State* L, const std::string& path, const std::string& display) {
   if (std::filesystem::is_directory(path)) throw error(display + ": is a directory (expected a config.json file)");
   const std::string text = file_read(path, display);

@@ -1,0 +1,329 @@
+-- scripts/neusight/html.lua — `--report FILE.html`: one self-contained HTML page (inline CSS and SVG, no scripts, no
+-- external resources) of a forecast, rendered from its JSON report (the table of `predict --format json`).
+--
+-- Every number printed carries data-key (its JSON path: "latency_ms", "figures.mfu", "parallel.devices[1].bubble_ms")
+-- and data-value (the exact JSON number, %.17g), so a test can compare the page to the JSON. Sums the page computes
+-- name their rows: "ops[op=matmul,phase=forward].ms" is the sum of ops[].ms over the ops with that op and phase,
+-- "ops[op=matmul].ms" over all phases. All text is escaped: names come from user scripts.
+local M = {}
+
+local ENTITIES = { ["&"] = "&amp;", ["<"] = "&lt;", [">"] = "&gt;", ['"'] = "&quot;", ["'"] = "&#39;" }
+
+-- Text as HTML (element content and attribute values alike).
+function M.escape(s)
+  return (tostring(s):gsub("[&<>\"']", ENTITIES))
+end
+local esc = M.escape
+
+-- The exact JSON number as text: integers as such, floats with 17 significant digits (round-trips).
+function M.number_text(x)
+  if math.type(x) == "integer" then return ("%d"):format(x) end
+  return ("%.17g"):format(x)
+end
+
+-- A number for people: a few significant digits, thousands kept whole.
+function M.pretty(x)
+  if math.type(x) == "integer" then return ("%d"):format(x) end
+  local a = math.abs(x)
+  if a == 0 then return "0" end
+  if a >= 1e15 or a < 1e-4 then return ("%.3e"):format(x) end
+  if a >= 1000 then return ("%.0f"):format(x) end
+  return ("%.4g"):format(x)
+end
+
+local function attrs(key, value)
+  return ('data-key="%s" data-value="%s"'):format(esc(key), M.number_text(value))
+end
+
+-- <span> of a number with its JSON path.
+local function num(key, value, suffix)
+  return ('<span class="num" %s>%s%s</span>'):format(attrs(key, value), esc(M.pretty(value)), esc(suffix or ""))
+end
+
+local CSS = [[
+body{font-family:system-ui,-apple-system,"Segoe UI",sans-serif;margin:24px;color:#222;background:#fff;max-width:1000px}
+h1{font-size:1.4em;margin:0 0 4px}h2{font-size:1.1em;margin:24px 0 8px;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:.9em}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
+td.n{text-align:right;font-variant-numeric:tabular-nums}.big{font-size:1.6em;font-weight:600}
+.legend span{display:inline-block;margin-right:14px;font-size:.85em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}
+.warn{color:#a40}svg text{font-size:12px;fill:#222}
+]]
+
+local PHASE_ORDER = { "forward", "backward", "accumulate", "optimizer" }
+local COLORS = { forward = "#4e79a7", backward = "#f28e2b", accumulate = "#76b7b2", optimizer = "#e15759",
+  compute = "#4e79a7", comm = "#f28e2b", bubble = "#bab0ac" }
+local EXTRA_COLORS = { "#59a14f", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac" }
+
+local function color_of(name, i)
+  return COLORS[name] or EXTRA_COLORS[(i - 1) % #EXTRA_COLORS + 1]
+end
+
+local function legend(names)
+  local out = { '<div class="legend">' }
+  for i, n in ipairs(names) do
+    out[#out + 1] = ('<span><i class="sw" style="background:%s"></i>%s</span>'):format(color_of(n, i), esc(n))
+  end
+  out[#out + 1] = "</div>"
+  return table.concat(out)
+end
+
+-- A horizontal stacked bar chart. rows = { { label, key?, total, segments = { { name, key, value } } } }; `names`
+-- orders the legend (colors by name). `scale`: the value of the full width (default the largest total); `marker`:
+-- { value, label } drawn as a vertical line (the GPU's capacity). Each bar is <g class="`class`">.
+local function bar_chart(rows, names, unit, opts)
+  opts = opts or {}
+  local label_w, bar_w, row_h, value_w = 190, 560, 22, 150
+  local max = opts.scale or 0
+  for _, r in ipairs(rows) do
+    if r.total > max then max = r.total end
+  end
+  if opts.marker and opts.marker.value > max then max = opts.marker.value end
+  if max <= 0 then max = 1 end
+  local color = {}
+  for i, n in ipairs(names) do color[n] = color_of(n, i) end
+  local h = #rows * row_h + 10
+  local out = {
+    ('<svg width="%d" height="%d" role="img">'):format(label_w + bar_w + value_w, h),
+  }
+  for i, r in ipairs(rows) do
+    local y = (i - 1) * row_h + 4
+    out[#out + 1] = ('<g class="%s">'):format(esc(opts.class or "bar"))
+    out[#out + 1] = ('<text x="%d" y="%d" text-anchor="end">%s</text>'):format(label_w - 6, y + 13, esc(r.label))
+    local x = label_w
+    for _, s in ipairs(r.segments) do
+      local w = s.value / max * bar_w
+      if w > 0 then
+        out[#out + 1] = ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" %s><title>%s: %s %s</title></rect>')
+          :format(x, y, w, row_h - 6, color[s.name] or "#999", attrs(s.key, s.value), esc(s.name), esc(M.pretty(s.value)),
+                  esc(unit))
+        x = x + w
+      end
+    end
+    if r.key then
+      out[#out + 1] = ('<text x="%.2f" y="%d" %s>%s %s</text>'):format(x + 4, y + 13, attrs(r.key, r.total),
+                                                                     esc(M.pretty(r.total)), esc(unit))
+    end
+    out[#out + 1] = "</g>"
+  end
+  if opts.marker then
+    local mx = label_w + opts.marker.value / max * bar_w
+    out[#out + 1] = ('<line x1="%.2f" x2="%.2f" y1="0" y2="%d" stroke="#000" stroke-dasharray="4 3"/>'):format(mx, mx, h)
+  end
+  out[#out + 1] = "</svg>"
+  return table.concat(out, "\n")
+end
+
+local function sorted_keys(t)
+  local keys = {}
+  for k in pairs(t) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  return keys
+end
+
+local function page(title, body)
+  return table.concat({
+    "<!DOCTYPE html>",
+    '<html lang="en"><head><meta charset="utf-8">',
+    "<title>" .. esc(title) .. "</title>",
+    "<style>" .. CSS .. "</style></head><body>",
+    body,
+    "</body></html>",
+    "",
+  }, "\n")
+end
+
+-- Time by op kind, split by phase: sums of ops[].ms. Returns kinds (largest first) and phases present.
+function M.op_sums(ops)
+  local by, totals, phases_seen, kinds = {}, {}, {}, {}
+  for _, o in ipairs(ops or {}) do
+    local kind, phase, ms = tostring(o.op or "?"), tostring(o.phase or "?"), o.ms or 0
+    if not by[kind] then
+      by[kind] = {}
+      totals[kind] = 0
+      kinds[#kinds + 1] = kind
+    end
+    by[kind][phase] = (by[kind][phase] or 0) + ms
+    totals[kind] = totals[kind] + ms
+    phases_seen[phase] = true
+  end
+  table.sort(kinds, function(a, b)
+    if totals[a] ~= totals[b] then return totals[a] > totals[b] end
+    return a < b
+  end)
+  local phases = {}
+  for _, p in ipairs(PHASE_ORDER) do
+    if phases_seen[p] then
+      phases[#phases + 1] = p
+      phases_seen[p] = nil
+    end
+  end
+  for _, p in ipairs(sorted_keys(phases_seen)) do phases[#phases + 1] = p end
+  return { kinds = kinds, phases = phases, by = by, totals = totals }
+end
+
+local function ops_section(r)
+  local s = M.op_sums(r.ops)
+  if #s.kinds == 0 then return "" end
+  local rows = {}
+  for _, k in ipairs(s.kinds) do
+    local segs = {}
+    for _, p in ipairs(s.phases) do
+      local v = s.by[k][p]
+      if v then segs[#segs + 1] = { name = p, key = ("ops[op=%s,phase=%s].ms"):format(k, p), value = v } end
+    end
+    rows[#rows + 1] = { label = k, key = ("ops[op=%s].ms"):format(k), total = s.totals[k], segments = segs }
+  end
+  return "<h2>Time by op kind</h2>\n" .. legend(s.phases) .. "\n" .. bar_chart(rows, s.phases, "ms", { class = "op-bar" })
+end
+
+local function memory_section(r)
+  local m = r.memory
+  if type(m) ~= "table" then return "" end
+  local parts, names, total = {}, {}, 0
+  for _, k in ipairs(sorted_keys(m)) do
+    local v = m[k]
+    if type(v) == "number" and k:match("_gb$") and k ~= "capacity_gb" and k ~= "memory_gb" then
+      local name = k:gsub("_gb$", "")
+      names[#names + 1] = name
+      parts[#parts + 1] = { name = name, key = "memory." .. k, value = v }
+      total = total + v
+    end
+  end
+  local out = { "<h2>Memory per GPU</h2>", legend(names) }
+  local cap = type(m.capacity_gb) == "number" and m.capacity_gb or nil
+  out[#out + 1] = bar_chart({ { label = "memory", total = total, segments = parts } }, names, "GB",
+                            { class = "memory-bar", marker = cap and { value = cap } })
+  local line = { "<p>" }
+  if type(r.memory_gb) == "number" then line[#line + 1] = "Total " .. num("memory_gb", r.memory_gb, " GB") end
+  if cap then line[#line + 1] = " of " .. num("memory.capacity_gb", cap, " GB") .. " (dashed line)" end
+  if r.fits == false then line[#line + 1] = ' <b class="warn">does not fit</b>' end
+  line[#line + 1] = "</p>"
+  out[#out + 1] = table.concat(line)
+  local rowsout = { "<table><tr><th>part</th><th>GB</th></tr>" }
+  for _, p in ipairs(parts) do
+    rowsout[#rowsout + 1] = ('<tr><td>%s</td><td class="n">%s</td></tr>'):format(esc(p.name), num(p.key, p.value))
+  end
+  rowsout[#rowsout + 1] = "</table>"
+  out[#out + 1] = table.concat(rowsout)
+  return table.concat(out, "\n")
+end
+
+local function parallel_section(r)
+  local p = r.parallel
+  if type(p) ~= "table" or type(p.devices) ~= "table" then return "" end
+  local names = { "compute", "comm", "bubble" }
+  local rows = {}
+  for i, d in ipairs(p.devices) do
+    local base = ("parallel.devices[%d]."):format(i - 1)
+    local segs = {}
+    for _, f in ipairs { { "compute", "compute_ms" }, { "comm", "exposed_comm_ms" }, { "bubble", "bubble_ms" } } do
+      if type(d[f[2]]) == "number" then segs[#segs + 1] = { name = f[1], key = base .. f[2], value = d[f[2]] } end
+    end
+    local total = 0
+    for _, s in ipairs(segs) do total = total + s.value end
+    rows[#rows + 1] = { label = "stage " .. tostring(d.stage or i - 1), total = total, segments = segs }
+  end
+  local layout = {}
+  for _, k in ipairs { "dp", "tp", "pp", "ep", "microbatches" } do
+    if type(p[k]) == "number" then layout[#layout + 1] = esc(k) .. " " .. num("parallel." .. k, p[k]) end
+  end
+  local head = "<p>" .. table.concat(layout, " · ")
+  if p.schedule then head = head .. " · schedule " .. esc(p.schedule) end
+  if type(p.iteration_ms) == "number" then head = head .. " · iteration " .. num("parallel.iteration_ms", p.iteration_ms, " ms") end
+  head = head .. "</p>"
+  return "<h2>Pipeline stages (per device: compute / exposed comm / bubble)</h2>\n" .. head .. "\n" .. legend(names) ..
+    "\n" .. bar_chart(rows, names, "ms", { class = "stage-bar" })
+end
+
+local HEADER_TEXT = { "model", "gpu", "mode", "dtype", "precision", "predictor", "optimizer", "source" }
+local HEADER_NUMS = { { "batch", "" }, { "seq", "" }, { "context", "" }, { "forward_ms", " ms" }, { "backward_ms", " ms" },
+  { "grad_accumulate_ms", " ms" }, { "optimizer_ms", " ms" }, { "params", "" }, { "flops", "" } }
+
+-- The page of one forecast: `r` is its JSON report as a table.
+function M.render(r)
+  local out = {}
+  out[#out + 1] = ("<h1>neusight forecast: %s on %s</h1>"):format(esc(r.model or "?"), esc(r.gpu or "?"))
+  if type(r.latency_ms) == "number" then
+    out[#out + 1] = '<p>Latency <span class="big">' .. num("latency_ms", r.latency_ms, " ms") .. "</span></p>"
+  end
+  local t = { "<table>" }
+  for _, k in ipairs(HEADER_TEXT) do
+    if r[k] ~= nil and type(r[k]) ~= "table" then t[#t + 1] = ("<tr><th>%s</th><td>%s</td></tr>"):format(esc(k), esc(r[k])) end
+  end
+  for _, kv in ipairs(HEADER_NUMS) do
+    if type(r[kv[1]]) == "number" then
+      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(kv[1]), num(kv[1], r[kv[1]], kv[2]))
+    end
+  end
+  t[#t + 1] = "</table>"
+  out[#out + 1] = table.concat(t, "\n")
+  if type(r.figures) == "table" then
+    local f = { "<h2>Figures</h2><table>" }
+    for _, k in ipairs(sorted_keys(r.figures)) do
+      local v = r.figures[k]
+      local cell = type(v) == "number" and num("figures." .. k, v) or esc(tostring(v))
+      f[#f + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(k), cell)
+    end
+    f[#f + 1] = "</table>"
+    out[#out + 1] = table.concat(f, "\n")
+  end
+  out[#out + 1] = ops_section(r)
+  out[#out + 1] = memory_section(r)
+  out[#out + 1] = parallel_section(r)
+  if type(r.warnings) == "table" and #r.warnings > 0 then
+    local w = { "<h2>Warnings</h2><ul>" }
+    for _, s in ipairs(r.warnings) do w[#w + 1] = '<li class="warn">' .. esc(s) .. "</li>" end
+    w[#w + 1] = "</ul>"
+    out[#out + 1] = table.concat(w)
+  end
+  return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
+end
+
+-- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
+function M.render_compare(r)
+  local rows = r.rows or {}
+  local keys, seen = {}, {}
+  for _, row in ipairs(rows) do
+    for _, k in ipairs(sorted_keys(row)) do
+      if not seen[k] then
+        seen[k] = true
+        keys[#keys + 1] = k
+      end
+    end
+  end
+  local INPUTS = { "model", "gpu", "mode", "dtype", "batch", "seq", "context", "dp", "tp", "pp", "ep", "microbatches",
+    "recompute" }
+  local bars = {}
+  for i, row in ipairs(rows) do
+    local label = {}
+    for _, k in ipairs(INPUTS) do
+      if row[k] ~= nil then label[#label + 1] = tostring(row[k]) end
+    end
+    if type(row.latency_ms) == "number" then
+      local key = ("rows[%d].latency_ms"):format(i - 1)
+      bars[#bars + 1] = { label = table.concat(label, " "), key = key, total = row.latency_ms,
+                          segments = { { name = "latency", key = key, value = row.latency_ms } } }
+    end
+  end
+  local out = { ("<h1>neusight comparison (%d rows)</h1>"):format(#rows) }
+  if #bars > 0 then
+    out[#out + 1] = "<h2>Latency</h2>\n" .. bar_chart(bars, { "latency" }, "ms", { class = "row-bar" })
+  end
+  local t = { "<h2>Rows</h2><table><tr>" }
+  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
+  t[#t + 1] = "</tr>"
+  for i, row in ipairs(rows) do
+    t[#t + 1] = "<tr>"
+    for _, k in ipairs(keys) do
+      local v = row[k]
+      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
+      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
+    end
+    t[#t + 1] = "</tr>"
+  end
+  t[#t + 1] = "</table>"
+  out[#out + 1] = table.concat(t, "\n")
+  return page("neusight comparison", table.concat(out, "\n"))
+end
+
+return M
