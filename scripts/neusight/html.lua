@@ -261,8 +261,10 @@ function M.render(r)
     local f = { "<h2>Figures</h2><table>" }
     for _, k in ipairs(sorted_keys(r.figures)) do
       local v = r.figures[k]
-      local cell = type(v) == "number" and num("figures." .. k, v) or esc(tostring(v))
-      f[#f + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(k), cell)
+      if type(v) ~= "table" then
+        local cell = type(v) == "number" and num("figures." .. k, v) or esc(tostring(v))
+        f[#f + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(k), cell)
+      end
     end
     f[#f + 1] = "</table>"
     out[#out + 1] = table.concat(f, "\n")
