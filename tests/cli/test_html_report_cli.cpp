@@ -205,9 +205,19 @@ TEST_CASE("html report: chromium renders the page headless", "[cli][html][chromi
   const auto r = run_cli(base + "--pp 2 --report '" + page.string() + "'");
   REQUIRE(r.code == 0);
   const auto png = t.path / "r.png";
-  const std::string cmd = "chromium --headless --no-sandbox --disable-gpu --screenshot='" + png.string() +
+  const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu --screenshot='" + png.string() +
                           "' --window-size=1100,1400 'file://" + page.string() + "' >/dev/null 2>&1";
   CHECK(std::system(cmd.c_str()) == 0);
   REQUIRE(fs::exists(png));
   CHECK(fs::file_size(png) > 0);
+  // the DOM the browser built carries the same numbers as the page's source (which the other cases check against
+  // the JSON): every data-key / data-value pair survives parsing
+  const auto dom = t.path / "dom.html";
+  const std::string dump = "timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" +
+                           page.string() + "' >'" + dom.string() + "' 2>/dev/null";
+  CHECK(std::system(dump.c_str()) == 0);
+  const auto from_dom = data_pairs(ns_test::slurp(dom));
+  const auto from_source = data_pairs(ns_test::slurp(page));
+  REQUIRE(!from_source.empty());
+  CHECK(from_dom == from_source);
 }
