@@ -534,14 +534,14 @@ end
 
 -- Splits the graph into prologue (unlayered nodes before the first layer), layer groups (one per
 -- layer name, in order, c = the group's replication: count / attrs.per_layer) and epilogue (the other unlayered nodes).
--- Optimizer nodes are set aside.
+-- Optimizer nodes are set aside. `times` (the predicted times) may be nil: nodes straight from a builder.
 local function regions(nodes, times)
   local prologue, epilogue, groups, by_name, optimizer = {}, {}, {}, {}, {}
   local seen_layer = false
   for i, n in ipairs(nodes) do
-    if times[i].opt > 0 or n.phase == "optimizer" then
+    if (times and times[i].opt > 0) or n.phase == "optimizer" then
       optimizer[#optimizer + 1] = i
-    elseif n.layer ~= "" then
+    elseif n.layer ~= nil and n.layer ~= "" then
       seen_layer = true
       local g = by_name[n.layer]
       if not g then
@@ -550,7 +550,7 @@ local function regions(nodes, times)
         groups[#groups + 1] = g
       end
       -- a node that runs several times per layer (attrs.per_layer: a MoE layer's experts) counts the layer once
-      g.count = max(g.count, n.count // ((n.attrs or {}).per_layer or 1))
+      g.count = max(g.count, (n.count or 1) // ((n.attrs or {}).per_layer or 1))
       g.nodes[#g.nodes + 1] = i
     elseif seen_layer then
       epilogue[#epilogue + 1] = i
@@ -566,9 +566,21 @@ end
 -- consecutive layers of one group (reps = layers; a node of a group with c layers and count n runs
 -- n/c instances per layer), the epilogue (to the last stage). Layers are spread as evenly as
 -- possible, earlier stages taking the remainder. stages[k].items flattens them: { node, share }.
-local function partition(nodes, prologue, groups, epilogue, V)
+local function layers_of(groups)
   local total = 0
   for _, g in ipairs(groups) do total = total + g.count end
+  return total
+end
+
+--- Layers the stage partition counts: Σ over layer groups of count / attrs.per_layer (neusight.search asks it which
+--- interleaved layouts divide the model).
+function M.layer_count(nodes)
+  local _, groups = regions(nodes, nil)
+  return layers_of(groups)
+end
+
+local function partition(nodes, prologue, groups, epilogue, V)
+  local total = layers_of(groups)
   if total < V and V > 1 then
     error(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d layer(s)"):format(V, total), 0)
   end

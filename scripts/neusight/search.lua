@@ -1,24 +1,12 @@
 -- scripts/neusight/search.lua — what `neusight search` (engine/cli/search_cmd.cpp) needs to know about a model before
 -- it enumerates layouts: the expert count (the expert-parallel degrees ep worth trying divide it) and the layer count
 -- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does).
-local ipairs, pairs, type, max = ipairs, pairs, type, math.max
+local pairs, type = pairs, type
 
 local M = {}
 
---- Layers as neusight.parallel's stage partition counts them: one per repetition of each layer group (a node that
---- runs several times per layer, attrs.per_layer, counts the layer once); optimizer nodes and unlayered nodes aside.
-function M.layers(nodes)
-  local by_name, order = {}, {}
-  for _, n in ipairs(nodes) do
-    if n.phase ~= "optimizer" and n.layer ~= nil and n.layer ~= "" then
-      if by_name[n.layer] == nil then order[#order + 1] = n.layer end
-      by_name[n.layer] = max(by_name[n.layer] or 0, (n.count or 1) // ((n.attrs or {}).per_layer or 1))
-    end
-  end
-  local total = 0
-  for _, name in ipairs(order) do total = total + by_name[name] end
-  return total
-end
+--- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
+M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
 
 --- { experts = E (1: a dense model, or a model function, whose experts cannot be known), layers = L } of a normalized
 --- workload (neusight.workload normalize), from its model built without a parallel plan at batch 1.
