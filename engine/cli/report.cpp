@@ -83,10 +83,20 @@ std::string state_breakdown(const state_layout& s) {
                      s.gradients, s.master, s.optimizer_state);
 }
 
-// The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` without one.
+// The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` when no report was made
+// (predict --graph). A report without the number is an error, never a silent 0 GB that "fits".
 double memory_number(const report_meta& m, const char* key, double fallback) {
-  return m.memory.is_object() && m.memory.contains(key) && m.memory[key].is_number() ? m.memory[key].get<double>()
-                                                                                      : fallback;
+  if (!m.memory.is_object()) return fallback;
+  if (!m.memory.contains(key) || !m.memory[key].is_number())
+    throw error(std::string("scripts/neusight/memory.lua report: '") + key + "' must be a number");
+  return m.memory[key].get<double>();
+}
+
+// The memory report's `fits`, or whether memory_gb fits in the GPU when the report leaves it out; not a boolean: error.
+bool memory_fits(const report_meta& m) {
+  if (!m.memory.contains("fits")) return memory_number(m, "memory_gb", 0) <= m.gpu->mem_gb;
+  if (!m.memory["fits"].is_boolean()) throw error("scripts/neusight/memory.lua report: 'fits' must be a boolean");
+  return m.memory["fits"].get<bool>();
 }
 
 json timeline_json(const parallel_timeline& t, const report_meta& m) {
@@ -153,8 +163,7 @@ json timeline_json(const parallel_timeline& t, const report_meta& m) {
             {"grad_bytes_per_rank", t.grad_bytes_per_rank},
             {"embedding_sync_ms", t.embedding_sync_s * ms},
             {"memory_gb", most},
-            {"fits", m.memory.is_object() && m.memory.contains("fits") ? m.memory["fits"].get<bool>()
-                                                                        : most <= m.gpu->mem_gb},
+            {"fits", m.memory.is_object() ? memory_fits(m) : most <= m.gpu->mem_gb},
             {"devices", std::move(devices)}};
   return j;
 }
@@ -200,7 +209,7 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
   }
   if (m.memory.is_object() && m.memory.contains("memory_gb")) {  // scripts/neusight/memory.lua: the fullest GPU
     in.emplace_back("memory_gb", memory_number(m, "memory_gb", 0));
-    if (m.memory.contains("fits") && m.memory["fits"].is_boolean()) in.emplace_back("fits", m.memory["fits"].get<bool>());
+    in.emplace_back("fits", memory_fits(m));
   }
   kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
   gemm.kind = kernel_kind::gemm, gemm.dtype = m.dtype, gemm.name = "peak";
@@ -295,7 +304,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
     const double memory_gb = memory_number(m, "memory_gb", 0);
     j["memory_gb"] = memory_gb;
     j["memory"] = m.memory.contains("memory") ? m.memory["memory"] : json::object();
-    j["fits"] = m.memory.contains("fits") ? m.memory["fits"].get<bool>() : memory_gb <= m.gpu->mem_gb;
+    j["fits"] = memory_fits(m);
   }
   // serving phases: the KV cache one GPU holds, 2 x layers x batch x cached tokens x kv heads (this rank's) x head_dim x
   // dtype bytes (prefill: seq tokens; decode: context + 1)
