@@ -28,6 +28,7 @@ local type, ipairs, fmt, huge = type, ipairs, string.format, math.huge
 local M = {}
 
 local function positive(x) return type(x) == "number" and x > 0 and x < huge end
+M.positive = positive
 
 -- 4 significant digits without exponent below 1e6 ("12345", "0.01234"), else "1.235e+07".
 local function sig(x)
@@ -46,6 +47,7 @@ local function money(x)
   if x >= 0.01 then return fmt("%.4g", x) end
   return fmt("%.3e", x)
 end
+M.money = money -- USD as the tables print it (also neusight.sweep's)
 
 --- Tokens one iteration processes.
 ---@param mode string

@@ -16,7 +16,7 @@
 -- tokens/s per GPU; ties go to the earlier row. No row meeting them is a result, not an error: `none_meets` = true and
 -- a verdict that says so.
 local type, tostring, ipairs, pairs, pcall, error = type, tostring, ipairs, pairs, pcall, error
-local fmt, concat, floor, huge = string.format, table.concat, math.floor, math.huge
+local fmt, concat = string.format, table.concat
 
 local S = require "neusight.serve"
 
@@ -25,7 +25,7 @@ local M = {}
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
 local function is_count(v) return math.type(v) == "integer" and v >= 1 end
-local function positive(x) return type(x) == "number" and x > 0 and x < huge end
+local positive = require("neusight.figures").positive
 
 ---------------------------------------------------------------------------------------------------
 -- Targets, cost and the choice (pure: the unit tests drive these directly)
@@ -129,12 +129,7 @@ function M.verdict(rows, choice, targets, mode)
     r.output_tokens_per_s_per_gpu)
 end
 
-function M.money(x)
-  if x == nil then return "-" end
-  if x >= 100 then return fmt("%.0f", x) end
-  if x >= 0.01 then return fmt("%.4g", x) end
-  return fmt("%.3e", x)
-end
+M.money = require("neusight.figures").money
 
 ---------------------------------------------------------------------------------------------------
 -- The sweep
