@@ -394,7 +394,7 @@ void report_emit(session& s, const common_flags& c, const forecast_done& d) {
 void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forecast_flags& f, const std::string& script,
                        forecast_done& out, bool say) {
   const workload w = s.workload_load(script, overrides_make(f));
-  out.gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(data_root_find() / "gpus").resolve(w.gpu);
+  out.gpu = w.gpu_resolved;
   expansion e = s.expand(w.g, out.gpu, w.training());
   out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
                          {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
@@ -419,9 +419,8 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
 // microbatches, a layout a builder refuses) becomes a row with its error.
 int run_compare(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
-  const gpu_catalog catalog(data_root_find() / "gpus");
   std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
-  for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, catalog.resolve(g).name);
+  for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, s.gpu(g).name);
   std::vector<forecast_flags> combos{f};
   for (const auto& [key, member] : list_flags()) {
     const auto values = list_split(f.*member);

@@ -173,7 +173,7 @@ int search_main(const search_flags& f) {
           if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
           try {
             const workload w = s.workload_load("", ov);
-            const gpu_spec& gpu = *w.gpu_resolved;
+            const gpu_spec& gpu = w.gpu_resolved;
             gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
             const forecast fc = s.forecast_run(w.g, s.expand(w.g, gpu, training).kernels, gpu, *pred, "default");
             const auto tl = s.timeline(fc);

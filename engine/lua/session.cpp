@@ -337,7 +337,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   w.gpu_resolved = p_->gpu_resolve(w.gpu);
-  p_->push_gpu(*w.gpu_resolved);
+  p_->push_gpu(w.gpu_resolved);
   ns_call(L, 2, 6, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv mem
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv

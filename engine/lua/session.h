@@ -50,9 +50,9 @@ struct workload {
   std::string kv_dtype, weight_dtype;     // quantised KV cache / weights ("" = the compute dtype; workload.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
-  // Set for a parallel run (workload field `parallel`): the GPU, resolved before the model was built because the
-  // collectives are priced from its links; the graph is then one rank's microbatch.
-  std::optional<gpu_spec> gpu_resolved;
+  // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
+  // read it.
+  gpu_spec gpu_resolved;
   bool parallel = false;
   bool training() const { return mode == "train"; }
 };
@@ -138,6 +138,10 @@ class session {
     int64_t experts = 1, layers = 0;
   };
   model_facts model_facts_of(const workload_overrides& overrides);
+
+  // The GPU a name resolves to (gpu_catalog::resolve), parsed once per name for the session's lifetime; what
+  // workload_load, serve's gpu() and comparisons use.
+  const gpu_spec& gpu(const std::string& query);
 
   // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
   // module's format_table(report) and format_csv(report).

@@ -1,10 +1,13 @@
-// engine/lua/session_report.cpp — reports computed entirely in Lua (`neusight models`): the module's function
-// returns a table; the engine renders it as JSON and asks the module for its table and CSV text.
+// engine/lua/session_report.cpp — reports computed entirely in Lua (`neusight models`, the HTML page) and the
+// session's GPU lookup: a module's function returns a table; the engine renders it as JSON and asks the module for
+// its table and CSV text.
 #include <string>
 
 #include "lua/session_impl.h"
 
 namespace ns {
+
+const gpu_spec& session::gpu(const std::string& query) { return p_->gpu_resolve(query); }
 
 session::lua_report session::report(const std::string& module, const std::string& fn) {
   lua_State* L = p_->L();

@@ -15,7 +15,6 @@ namespace {
 struct serve_context {
   session* s = nullptr;
   const predictor* pred = nullptr;
-  fs::path gpus_dir;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool printed = false;
   bool tty = false;
@@ -57,7 +56,7 @@ int l_serve_phase(lua_State* L) {
     serve_context* c = context_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
     const workload w = c->s->workload_load("", overrides_read(L, 1));
-    const gpu_spec gpu = w.gpu_resolved ? *w.gpu_resolved : gpu_catalog(c->gpus_dir).resolve(w.gpu);
+    const gpu_spec& gpu = w.gpu_resolved;
     forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
                                      w.launch);
     const auto tl = c->s->timeline(fc);
@@ -137,7 +136,7 @@ int l_serve_gpu(lua_State* L) {
   return ns_catch(L, [&] {
     serve_context* c = context_of(L);
     const std::string query = luaL_checkstring(L, 1);
-    gpu_push(L, gpu_catalog(c->gpus_dir).resolve(query));
+    gpu_push(L, c->s->gpu(query));
     return 1;
   });
 }
@@ -199,7 +198,6 @@ session::serve_report session::serve_sweep(const workload_overrides& options, co
   serve_context ctx;
   ctx.s = this;
   ctx.pred = &pred;
-  ctx.gpus_dir = p_->opts.data_root / "gpus";
   ctx.tty = isatty(fileno(stderr)) != 0;
   const bool sweep = !lists.empty();  // one setting: scripts/neusight/serve.lua; lists: scripts/neusight/sweep.lua
   require_push(*p_, sweep ? "neusight.sweep" : "neusight.serve");  // stack: S
