@@ -39,6 +39,8 @@ struct common_flags {
   std::string format = "table";
   std::string output;
   std::string report_html;  // --report FILE.html (run, predict): the page of neusight.html, beside the normal output
+  std::string calibrate;     // --calibrate FILE (run, predict): fit the GPU's calibration from a measurement of FILE
+  bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
   double script_timeout = -1;
 };
@@ -155,6 +157,7 @@ session_options session_options_make(const common_flags& c) {
   o.data_root = data_root_find();
   session_paths_set(o, c.ops_dirs, c.scripts_dirs, c.verbose);
   o.memo = !memo_disabled();
+  if (c.no_calibration || !c.calibrate.empty()) o.calibration = false;  // --calibrate fits against the raw forecast
   return o;
 }
 
@@ -201,6 +204,21 @@ void add_report(CLI::App* cmd, common_flags& c) {
                   "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by "
                   "op kind and phase, memory, the pipeline stages; nothing is written on error")
       ->type_name("FILE.html");
+}
+
+// --no-calibration on every command that forecasts; --calibrate on those that forecast one workload (run, predict).
+void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
+  cmd->add_flag("--no-calibration", c.no_calibration,
+                "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; "
+                "also NEUSIGHT_NO_CALIBRATION=1)");
+  if (!fit) return;
+  cmd->add_option("--calibrate", c.calibrate,
+                  "Fit per-kernel-family correction factors of the GPU from FILE, a TOML with latency_ms = the measured "
+                  "time of exactly this workload on that GPU (and optionally note = \"…\"); they are written beside the "
+                  "GPU's file as <stem>.calibration.toml and used by later forecasts on it (scripts/neusight/"
+                  "calibration.lua)")
+      ->type_name("FILE")
+      ->excludes(cmd->get_option("--no-calibration"));
 }
 
 void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
@@ -371,7 +389,16 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);
   }
-  meta.figs = s.figures_compute(report_figure_inputs(*out.fc, meta), out.gpu);
+  figure_inputs in = report_figure_inputs(*out.fc, meta);
+  if (const calibration* c = s.calibration_of(out.gpu)) {  // the factors forecast_run applied
+    in.emplace_back("calibration_source", c->source);
+    for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
+  }
+  meta.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor));
+  for (const auto& w : meta.figs->warnings) {
+    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+    meta.warnings.push_back(w);
+  }
 }
 
 std::unique_ptr<predictor> predictor_for(const forecast_flags& f) {
@@ -404,11 +431,70 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
 
+// --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
+// scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts.
+int run_calibrate(session& s, const common_flags& c, const predictor& pred, const forecast_done& d) {
+  const measurement m = measurement_load(c.calibrate);
+  const fs::path path = calibration_path(d.gpu);
+  if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
+  const double latency_s = d.meta.timeline ? d.meta.timeline->iteration_s : d.fc->total();
+  figure_inputs in = {{"latency_s", latency_s}, {"measured_s", m.latency_ms / 1e3}, {"measurement", m.source}};
+  family_inputs_add(in, d.fc->seconds_by_family());
+  const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
+  std::map<std::string, double> factors;
+  std::optional<double> calibrated_ms;
+  for (const auto& x : fit.fields) {
+    const double* v = std::get_if<double>(&x.value);
+    if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
+    if (x.key == "calibrated_ms" && v) calibrated_ms = *v;
+  }
+  if (factors.empty()) throw error("scripts/neusight/calibration.lua fit(): no factor.<family> fields");
+  for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  const report_meta& mt = d.meta;
+  std::string config = mt.model + " " + mt.mode + " " + mt.dtype + " batch " + std::to_string(mt.batch);
+  if (mt.mode == "decode") config += " context " + std::to_string(mt.context);
+  else config += " seq " + std::to_string(mt.seq);
+  if (mt.timeline)
+    config += fmt::format(" dp {} tp {} pp {}", mt.timeline->dp, mt.timeline->tp, mt.timeline->pp);
+  std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
+      {"measurement", m.source}, {"measured_ms", m.latency_ms}, {"forecast_ms", latency_s * 1e3},
+      {"workload", config},      {"predictor", pred.name()}};
+  if (!m.note.empty()) facts.emplace_back("note", m.note);
+  const std::string text = calibration_text(
+      d.gpu, factors,
+      {path.filename().string() + " — written by `neusight predict … --calibrate " + m.source + "`; refit to change.",
+       "Every forecast on " + d.gpu.name + " multiplies each kernel family's predicted time by its factor",
+       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
+      facts);
+  emit(text, path.string());
+  const std::string where = path.lexically_normal().generic_string();
+  if (c.format == "json") {
+    nlohmann::ordered_json j;
+    j["gpu"] = d.gpu.name;
+    j["calibration_file"] = where;
+    j["measurement"] = m.source;
+    j["workload"] = config;
+    j["measured_ms"] = m.latency_ms;
+    j["forecast_ms"] = latency_s * 1e3;
+    j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);
+    j["factors"] = factors;
+    j["warnings"] = fit.warnings;
+    emit(j.dump(2) + "\n", c.output);
+  } else {
+    std::string out = fmt::format("calibrated {} from {} ({})\n", d.gpu.name, m.source, config);
+    for (const auto& line : fit.lines) out += line + "\n";
+    out += "written to " + where + "\n";
+    emit(out, c.output);
+  }
+  return 0;
+}
+
 int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
   std::unique_ptr<predictor> pred;
   forecast_done d;
-  forecast_workload(s, pred, f, script, d, true);
+  forecast_workload(s, pred, f, script, d, c.calibrate.empty());
+  if (!c.calibrate.empty()) return run_calibrate(s, c, *pred, d);
   report_emit(s, c, d);
   return 0;
 }
@@ -418,6 +504,8 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
 // the run before anything is forecast; a combination that cannot be forecast (batch not divisible by dp ×
 // microbatches, a layout a builder refuses) becomes a row with its error.
 int run_compare(const common_flags& c, const forecast_flags& f, const std::string& script) {
+  if (!c.calibrate.empty())
+    throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
   std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
   for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, s.gpu(g).name);
@@ -643,6 +731,7 @@ int app_main(int argc, char** argv) {
   add_forecast(run, fflags, true);
   add_common(run, common, true);
   add_report(run, common);
+  add_calibration(run, common, true);
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
@@ -663,6 +752,7 @@ int app_main(int argc, char** argv) {
       ->needs(graph_opt);
   add_common(predict, common, true);
   add_report(predict, common);
+  add_calibration(predict, common, true);
 
   auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
   add_common(paths, common, false);
@@ -725,6 +815,10 @@ int app_main(int argc, char** argv) {
   eval_m->add_option("--overhead", mflags.overhead,
                      "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off")
       ->check(CLI::IsMember({"on", "off"}));
+  eval_m->add_flag("--calibrate-each", mflags.calibrate_each,
+                   "Also score calibration from one measurement: per GPU, each label in turn calibrates the forecast "
+                   "(scripts/neusight/calibration.lua, as predict --calibrate) and the GPU's other labels are scored "
+                   "before and after");
   add_common(eval_m, common, true);
   eval_m->get_option("--format")->check(CLI::IsMember({"table", "json"}));
 

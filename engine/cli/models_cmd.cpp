@@ -103,7 +103,21 @@ struct result_row {
   std::string gpu, device, config, mode;
   int64_t layers = 0;
   double measured_ms = 0, predicted_ms = 0, ape = 0;
+  std::optional<double> p10_ms, p90_ms;  // the uncertainty band (scripts/neusight/uncertainty.lua), when there is one
+  const gpu_spec* spec = nullptr;
+  std::vector<family_time> family_s;  // forecast::seconds_by_family (--calibrate-each)
+  bool in_band() const { return p10_ms && p90_ms && measured_ms >= *p10_ms && measured_ms <= *p90_ms; }
 };
+
+// Measured values inside their p10-p90 band, of the rows that have one: "7 of 12 (58 %)", or "" when none has.
+std::string coverage_text(const std::vector<const result_row*>& rows, size_t* inside = nullptr, size_t* banded = nullptr) {
+  size_t in = 0, n = 0;
+  for (const auto* r : rows)
+    if (r->p10_ms) ++n, in += r->in_band();
+  if (inside) *inside = in;
+  if (banded) *banded = n;
+  return n ? fmt::format("{} of {} ({:.0f} %)", in, n, 100.0 * double(in) / double(n)) : std::string();
+}
 
 struct stats {
   size_t n = 0;
@@ -208,6 +222,16 @@ int eval_models_main(const eval_models_flags& f) {
     r.measured_ms = l.e2e_ms;
     r.predicted_ms = (tl ? tl->iteration_s : fc.total()) * 1e3;
     r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
+    // the band a forecast of this graph carries (the same rule as predict's figures)
+    figure_inputs band_in = {{"latency_s", r.predicted_ms / 1e3}};
+    r.spec = &gpu;
+    r.family_s = fc.seconds_by_family();
+    family_inputs_add(band_in, r.family_s);
+    const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
+    for (const auto& x : band.fields) {
+      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
+      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
+    }
     rows.push_back(std::move(r));
   }
 
@@ -225,6 +249,47 @@ int eval_models_main(const eval_models_flags& f) {
   size_t skipped_total = 0;
   for (const auto& [why, n] : skipped) skipped_total += n;
 
+  // --calibrate-each: for each GPU with at least two labels, each label i in turn is the measurement the factors are
+  // fitted to; every other label j of the GPU is scored with them (its forecast's family times × the factors; kernels
+  // no family prices kept) and without. Means over all (i, j) pairs.
+  struct calibration_score {
+    size_t pairs = 0;
+    double before = 0, after = 0;  // mean APE %
+  };
+  std::map<std::string, calibration_score> cal;
+  if (f.calibrate_each) {
+    for (const auto& g : order) {
+      const auto& rs = by_gpu[g];
+      if (rs.size() < 2) continue;
+      calibration_score& sc = cal[g];
+      for (const auto* m : rs) {
+        figure_inputs in = {{"latency_s", m->predicted_ms / 1e3}, {"measured_s", m->measured_ms / 1e3},
+                            {"measurement", m->device + "/" + m->config}};
+        family_inputs_add(in, m->family_s);
+        const figures fit =
+            s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
+        std::map<std::string, double> factors;
+        for (const auto& x : fit.fields)
+          if (const double* v = std::get_if<double>(&x.value); v && x.key.rfind("factor.", 0) == 0)
+            factors[x.key.substr(7)] = *v;
+        for (const auto* o : rs) {
+          if (o == m) continue;
+          double total = 0, scaled = 0;
+          for (const auto& ft : o->family_s) {
+            total += ft.seconds;
+            const auto it = factors.find(ft.family);
+            scaled += ft.seconds * (it == factors.end() ? 1.0 : it->second);
+          }
+          const double calibrated = total > 0 ? o->predicted_ms * scaled / total : o->predicted_ms;
+          sc.before += o->ape;
+          sc.after += 100 * std::abs(calibrated - o->measured_ms) / o->measured_ms;
+          ++sc.pairs;
+        }
+      }
+      if (sc.pairs) sc.before /= double(sc.pairs), sc.after /= double(sc.pairs);
+    }
+  }
+
   if (f.format == "json") {
     json j;
     j["predictor"] = f.predictor;
@@ -233,13 +298,21 @@ int eval_models_main(const eval_models_flags& f) {
     for (const auto& r : rows)
       jr.push_back({{"gpu", r.gpu}, {"device", r.device}, {"config", r.config}, {"mode", r.mode},
                     {"layers", r.layers}, {"measured_ms", r.measured_ms}, {"predicted_ms", r.predicted_ms},
-                    {"ape", r.ape}});
+                    {"ape", r.ape}, {"predicted_ms_p10", r.p10_ms ? json(*r.p10_ms) : json(nullptr)},
+                    {"predicted_ms_p90", r.p90_ms ? json(*r.p90_ms) : json(nullptr)},
+                    {"in_band", r.p10_ms ? json(r.in_band()) : json(nullptr)}});
     json js = json::array();
     for (const auto& g : order) {
       std::vector<double> apes;
       for (const auto* r : by_gpu[g]) apes.push_back(r->ape);
       const stats st = stats_of(apes);
-      js.push_back({{"gpu", g}, {"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max}});
+      size_t in = 0, banded = 0;
+      coverage_text(by_gpu[g], &in, &banded);
+      json row = {{"gpu", g}, {"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max},
+                  {"band_coverage", banded ? json(double(in) / double(banded)) : json(nullptr)}};
+      if (auto c = cal.find(g); c != cal.end() && c->second.pairs)
+        row["calibrated"] = {{"pairs", c->second.pairs}, {"mean_before", c->second.before}, {"mean_after", c->second.after}};
+      js.push_back(std::move(row));
     }
     j["rows"] = std::move(jr);
     j["summary"] = std::move(js);
@@ -250,26 +323,50 @@ int eval_models_main(const eval_models_flags& f) {
 
   std::string out;
   std::vector<double> all;
-  std::string summary = fmt::format("{:<18} {:>4} {:>9} {:>9} {:>9}\n", "gpu", "n", "mean %", "median %", "max %");
+  std::string summary = fmt::format("{:<18} {:>4} {:>9} {:>9} {:>9} {:>14}\n", "gpu", "n", "mean %", "median %", "max %",
+                                    "in p10-p90");
   for (const auto& g : order) {
     const auto& rs = by_gpu[g];
     out += fmt::format("{} ({})\n", g, rs.front()->device);
-    out += fmt::format("  {:<30} {:>13} {:>13} {:>9}\n", "config", "measured ms", "predicted ms", "APE %");
+    out += fmt::format("  {:<30} {:>13} {:>13} {:>9} {:>23}\n", "config", "measured ms", "predicted ms", "APE %",
+                       "p10-p90 ms");
     std::vector<double> apes;
     for (const auto* r : rs) {
-      out += fmt::format("  {:<30} {:>13.3f} {:>13.3f} {:>9.2f}\n", r->config, r->measured_ms, r->predicted_ms, r->ape);
+      const std::string band =
+          r->p10_ms ? fmt::format("{:.1f}-{:.1f}{}", *r->p10_ms, *r->p90_ms, r->in_band() ? "" : " x") : "-";
+      out += fmt::format("  {:<30} {:>13.3f} {:>13.3f} {:>9.2f} {:>23}\n", r->config, r->measured_ms, r->predicted_ms,
+                         r->ape, band);
       apes.push_back(r->ape);
       all.push_back(r->ape);
     }
     const stats st = stats_of(apes);
-    out += fmt::format("  mean {:.2f} %, median {:.2f} %, max {:.2f} % over {} configurations\n\n", st.mean, st.median,
-                       st.max, st.n);
-    summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f}\n", g, st.n, st.mean, st.median, st.max);
+    const std::string cov = coverage_text(rs);
+    out += fmt::format("  mean {:.2f} %, median {:.2f} %, max {:.2f} % over {} configurations{}\n\n", st.mean,
+                       st.median, st.max, st.n, cov.empty() ? "" : "; measured inside p10-p90: " + cov);
+    summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f} {:>14}\n", g, st.n, st.mean, st.median, st.max,
+                           cov.empty() ? "-" : cov);
   }
   const stats st = stats_of(all);
-  summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f}\n", "all", st.n, st.mean, st.median, st.max);
+  std::vector<const result_row*> every;
+  for (const auto& r : rows) every.push_back(&r);
+  const std::string cov = coverage_text(every);
+  summary += fmt::format("{:<18} {:>4} {:>9.2f} {:>9.2f} {:>9.2f} {:>14}\n", "all", st.n, st.mean, st.median, st.max,
+                         cov.empty() ? "-" : cov);
   const std::string overhead = f.overhead == "default" ? "" : ", overhead " + f.overhead;
   out += fmt::format("summary: APE of end-to-end latency, predictor {}{}\n", f.predictor, overhead) + summary;
+  if (f.calibrate_each) {
+    out += "\ncalibrated with one label (each in turn), the GPU's other labels scored: mean APE %\n";
+    out += fmt::format("{:<18} {:>6} {:>9} {:>9}\n", "gpu", "pairs", "before", "after");
+    size_t n = 0;
+    double before = 0, after = 0;
+    for (const auto& g : order)
+      if (auto c = cal.find(g); c != cal.end() && c->second.pairs) {
+        out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", g, c->second.pairs, c->second.before, c->second.after);
+        n += c->second.pairs, before += c->second.before * double(c->second.pairs),
+            after += c->second.after * double(c->second.pairs);
+      }
+    if (n) out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", "all", n, before / double(n), after / double(n));
+  }
   out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
   emit(out, f.output);
   return 0;

@@ -13,6 +13,7 @@ struct eval_models_flags {
   std::string overhead = "default";  // on, off or default (scripts/neusight/overhead.lua decides)
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_paths_set)
   bool verbose = false;                              // -v
+  bool calibrate_each = false;  // --calibrate-each: each label in turn calibrates its GPU; the others are scored
 };
 int eval_models_main(const eval_models_flags& f);
 

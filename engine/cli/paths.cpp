@@ -47,6 +47,8 @@ void session_paths_set(session_options& o, const std::vector<std::string>& ops_d
   for (const auto& d : scripts_dirs) o.script_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
   if (const char* env = std::getenv("NEUSIGHT_SCRIPTS_PATH")) o.scripts_path_env = env;
+  const char* nc = std::getenv("NEUSIGHT_NO_CALIBRATION");  // every command's forecasts; run/predict also --no-calibration
+  o.calibration = !(nc && *nc && std::string(nc) != "0");
   o.verbose = verbose;
 }
 

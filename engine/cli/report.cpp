@@ -202,6 +202,7 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
   if (m.mode == "decode") in.emplace_back("context", m.context);
   if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
   if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
+  family_inputs_add(in, f.seconds_by_family());
   if (m.timeline) {
     const parallel_timeline& t = *m.timeline;
     in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},
@@ -219,6 +220,13 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
     // no units of that dtype: no MFU
   }
   return in;
+}
+
+void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
+  for (const auto& f : families) {
+    in.emplace_back("family_s." + f.family, f.seconds);
+    in.emplace_back("family_n." + f.family, f.kernels);
+  }
 }
 
 json figure_json(const figure_value& v) {
@@ -290,6 +298,9 @@ std::string report_json(const forecast& f, const report_meta& m) {
   // A parallel run's latency is its iteration on the slowest device; the phase sums below are then those of one
   // microbatch through the whole (tp-sharded) model, serially — the timeline's inputs.
   j["latency_ms"] = (m.timeline ? m.timeline->iteration_s : f.total()) * ms;
+  if (m.figs)  // the figures a rule puts beside latency_ms (the uncertainty band's latency_ms_p10 / p50 / p90)
+    for (const auto& x : m.figs->fields)
+      if (x.top) j[x.key] = figure_json(x.value);
   j["forward_ms"] = f.phase_total(phase::forward) * ms;
   // backward_ms includes gradient accumulation (the reference's "bwall"); grad_accumulate_ms is that part.
   j["backward_ms"] = (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms;
@@ -319,7 +330,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["warnings"] = m.warnings;
   if (m.figs) {
     json fig = json::object();
-    for (const auto& x : m.figs->fields) fig[x.key] = figure_json(x.value);
+    for (const auto& x : m.figs->fields)
+      if (!x.top) fig[x.key] = figure_json(x.value);
     j["figures"] = std::move(fig);
   }
   json ops = json::array();

@@ -19,11 +19,13 @@ struct figure {
   std::string key;           // JSON and CSV name
   figure_value value;
   std::string column, cell;  // comparison-table header and cell text; no column: not shown in the table
+  bool top = false;          // a single forecast's JSON has it beside latency_ms instead of in `figures`
 };
 
 struct figures {
   std::vector<figure> fields;      // in display order
   std::vector<std::string> lines;  // summary lines of a single forecast's table
+  std::vector<std::string> warnings;  // joined to the forecast's warnings (stderr, JSON `warnings`)
 };
 
 }  // namespace ns

@@ -1,6 +1,10 @@
 // engine/core/forecast.cpp — aggregation of kernel latencies (no overlap on one GPU: kernels run in order).
 #include "core/forecast.h"
 
+#include <map>
+
+#include "core/tile_model.h"
+
 namespace ns {
 
 double forecast::total() const {
@@ -27,6 +31,27 @@ double forecast::params_total() const {
   for (const auto& n : g.nodes)
     if (!n.optimizer) p += n.params * double(n.count);
   return p;
+}
+
+std::vector<family_time> forecast::seconds_by_family() const {
+  struct acc {
+    double sum = 0, squares = 0;
+  };
+  std::map<family, acc> by;
+  acc other;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i].k;
+    const auto fam = k.seconds ? std::nullopt : family_of(k);
+    acc& a = fam ? by[*fam] : other;
+    a.sum += seconds(i), a.squares += seconds(i) * seconds(i);
+  }
+  std::vector<family_time> out;
+  auto add = [&](std::string name, const acc& a) {
+    if (a.sum > 0) out.push_back({std::move(name), a.sum, a.sum * a.sum / a.squares});
+  };
+  for (const auto& [f, a] : by) add(std::string(family_name(f)), a);
+  add("other", other);
+  return out;
 }
 
 double state_bytes(double params, const state_layout& s) { return params * s.total(); }

@@ -8,6 +8,14 @@
 
 namespace ns {
 
+struct family_time {
+  std::string family;
+  double seconds = 0;
+  // Effective number of distinct kernels, (Σ s)² / Σ s² over the graph's kernel entries (a node's kernel replicated
+  // over layers is one entry: the same shape errs the same way): how far the kernels' own errors average out.
+  double kernels = 0;
+};
+
 struct forecast {
   graph g;
   std::vector<kernel_instance> kernels;
@@ -23,6 +31,11 @@ struct forecast {
   double phase_flops(phase p) const;
   // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
   double params_total() const;
+  // Time of the predictor's kernel families (tile_model.h family_name), replication included, in family order;
+  // "other" for the kernels no family's model prices (memory copies, collectives, fixed latencies). Families with no
+  // kernel are left out. What the uncertainty band and calibration (scripts/neusight/uncertainty.lua,
+  // calibration.lua) weigh each family's error by.
+  std::vector<family_time> seconds_by_family() const;
 };
 
 // Model-state bytes per parameter by role, as scripts/neusight/precision.lua state() computes them from the

@@ -191,8 +191,10 @@ std::string gpu_spec_key(const gpu_spec& gpu) {
 }
 
 gpu_spec gpu_spec_load(const fs::path& file, const std::string& display_name) {
-  return gpu_spec_parse(text_file_read(file.string(), display_name, text_file_max_script, "cannot read GPU file"),
-                        display_name);
+  gpu_spec spec = gpu_spec_parse(
+      text_file_read(file.string(), display_name, text_file_max_script, "cannot read GPU file"), display_name);
+  spec.file = file.string();
+  return spec;
 }
 
 gpu_catalog::gpu_catalog(fs::path dir) : dir_(std::move(dir)) {}
@@ -202,7 +204,8 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec))
-    if (e.is_regular_file() && e.path().extension() == ".toml") files.push_back(e.path());
+    if (e.is_regular_file() && e.path().extension() == ".toml" && !calibration_file_is(e.path()))
+      files.push_back(e.path());
   std::sort(files.begin(), files.end());
   return files;
 }

@@ -48,6 +48,7 @@ struct gpu_spec {
   double price_per_hour_usd = 0;
 
   std::string source;  // where it was loaded from, as shown in messages
+  std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it
 };
 
 // One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.
@@ -74,6 +75,12 @@ std::string gpu_spec_key(const gpu_spec& gpu);
 // and on a number out of range (negative, zero where it must be positive, infinite or NaN).
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
+
+// "<stem>.calibration.toml": a GPU's calibration (engine/core/calibration.h) kept beside its file, not a GPU file.
+inline bool calibration_file_is(const std::filesystem::path& p) {
+  const std::string n = p.filename().string(), tail = ".calibration.toml";
+  return n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
+}
 
 // All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
 // (case-insensitive); unknown names fail with the closest matches.

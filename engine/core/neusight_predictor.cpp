@@ -103,6 +103,11 @@ class neusight_predictor final : public predictor {
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
+  std::filesystem::path uncertainty_file(const std::string& vendor) const override {
+    for (const auto& v : {vendor, std::string("nvidia")})
+      if (auto p = root_ / v / "uncertainty.toml"; std::filesystem::exists(p)) return p;
+    return {};
+  }
 
  private:
   // Loads every family folder present under <root>/<vendor>/ once.

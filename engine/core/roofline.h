@@ -42,6 +42,10 @@ class predictor {
   // Whether predict() may reuse work of earlier calls with the same inputs (on by default; results are the same
   // bit for bit either way). NEUSIGHT_NO_CACHE=1 turns it off.
   virtual void memo_enable(bool) {}
+  // The predictor's leave-one-GPU-out error table for GPUs of `vendor` (weights/<vendor>/uncertainty.toml, written by
+  // weights/uncertainty.sh; the nvidia table when the vendor has none), read by scripts/neusight/uncertainty.lua.
+  // Empty: the predictor has none (roofline), and forecasts carry no band.
+  virtual std::filesystem::path uncertainty_file(const std::string& /*vendor*/) const { return {}; }
 };
 
 std::vector<std::string> predictor_names();

@@ -401,25 +401,62 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   return out;
 }
 
-figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu) {
+figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu,
+                                 const std::filesystem::path& uncertainty) {
+  return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty);
+}
+
+figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
+                              const std::filesystem::path& uncertainty) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.figures");
-  raw_getfield(L, -1, "compute");  // stack: F compute
-  lua_createtable(L, 0, int(inputs.size()) + 1);
-  for (const auto& [k, v] : inputs) {
+  require_push(*p_, module);
+  raw_getfield(L, -1, fn);  // stack: M fn
+  lua_createtable(L, 0, int(inputs.size()) + 2);
+  const int r = lua_gettop(L);
+  for (const auto& [key, v] : inputs) {
     if (std::holds_alternative<std::monostate>(v)) continue;
+    // "a.b": field b of the table r.a (made on first use)
+    int t = r;
+    std::string k = key;
+    if (const size_t dot = key.find('.'); dot != std::string::npos) {
+      const std::string outer = key.substr(0, dot);
+      if (raw_getfield(L, r, outer.c_str()) != LUA_TTABLE) {
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, r, outer.c_str());
+      }
+      t = lua_gettop(L);
+      k = key.substr(dot + 1);
+    }
     if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
     else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
     else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
     else lua_pushstring(L, std::get<std::string>(v).c_str());
-    lua_setfield(L, -2, k.c_str());
+    lua_setfield(L, t, k.c_str());
+    lua_settop(L, r);
   }
   p_->push_gpu(gpu);
-  lua_setfield(L, -2, "gpu");  // stack: F compute r
-  ns_call(L, 1, 1, "in scripts/neusight/figures.lua compute");
-  const std::string what = "scripts/neusight/figures.lua compute()";
+  lua_setfield(L, r, "gpu");
+  if (!uncertainty.empty()) {  // parsed once per session
+    const std::string key = uncertainty.string();
+    auto it = p_->data_refs.find(key);
+    if (it == p_->data_refs.end()) {
+      toml_file_push(L, key, display_of(uncertainty));
+      it = p_->data_refs.emplace(key, luaL_ref(L, LUA_REGISTRYINDEX)).first;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);
+    lua_setfield(L, r, "uncertainty");
+    // bundled tables by their place in the tree ("weights/nvidia/uncertainty.toml"), others as given
+    const fs::path rel = uncertainty.lexically_normal().lexically_relative(p_->opts.data_root.lexically_normal());
+    const bool bundled = !rel.empty() && *rel.begin() != "..";
+    lua_pushstring(L, (bundled ? rel.generic_string() : display_of(uncertainty)).c_str());
+    lua_setfield(L, r, "uncertainty_source");
+  }  // stack: M fn r
+  const std::string what = std::string("scripts/") + module + ".lua " + fn + "()";
+  ns_call(L, 1, 1, ("in " + what).c_str());
   figures out;
   const int res = lua_gettop(L);
   if (!lua_istable(L, res)) throw error(what + ": must return a table { fields = …, lines = … }");
@@ -443,6 +480,12 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
     fig.key = str("key", true);
     fig.column = str("column", false);
     fig.cell = str("cell", false);
+    switch (raw_getfield(L, f, "top")) {
+      case LUA_TNIL: break;
+      case LUA_TBOOLEAN: fig.top = lua_toboolean(L, -1); break;
+      default: throw error(what + ": fields[" + std::to_string(i) + "].top must be a boolean");
+    }
+    lua_pop(L, 1);
     switch (raw_getfield(L, f, "value")) {
       case LUA_TNIL: break;
       case LUA_TBOOLEAN: fig.value = bool(lua_toboolean(L, -1)); break;
@@ -457,16 +500,20 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
     out.fields.push_back(std::move(fig));
   }
   lua_pop(L, 1);
-  raw_getfield(L, res, "lines");
-  if (!lua_isnil(L, -1)) {
-    if (!lua_istable(L, -1)) throw error(what + ": 'lines' must be a list of strings");
-    const lua_Integer m = lua_Integer(lua_rawlen(L, -1));
-    for (lua_Integer i = 1; i <= m; ++i) {
-      lua_rawgeti(L, -1, i);
-      if (lua_type(L, -1) != LUA_TSTRING) throw error(what + ": 'lines' must be a list of strings");
-      out.lines.emplace_back(lua_tostring(L, -1));
-      lua_pop(L, 1);
+  for (auto [name, list] : {std::pair{"lines", &out.lines}, {"warnings", &out.warnings}}) {
+    raw_getfield(L, res, name);
+    if (!lua_isnil(L, -1)) {
+      const std::string bad = what + ": '" + name + "' must be a list of strings";
+      if (!lua_istable(L, -1)) throw error(bad);
+      const lua_Integer m = lua_Integer(lua_rawlen(L, -1));
+      for (lua_Integer i = 1; i <= m; ++i) {
+        lua_rawgeti(L, -1, i);
+        if (lua_type(L, -1) != LUA_TSTRING) throw error(bad);
+        list->emplace_back(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
     }
+    lua_pop(L, 1);
   }
   return out;
 }

@@ -10,6 +10,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/calibration.h"
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
@@ -34,6 +35,9 @@ struct session_options {
   bool verbose = false;
   // Per call into a script: instructions, heap, wall clock (--script-budget, --script-memory, --script-timeout).
   script_limits limits = script_limits_default();
+  // Apply a GPU's calibration (<gpu stem>.calibration.toml beside its file, engine/core/calibration.h) to its
+  // forecasts. Off: --no-calibration or NEUSIGHT_NO_CALIBRATION=1.
+  bool calibration = true;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
@@ -180,9 +184,20 @@ class session {
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);
 
-  // scripts/neusight/figures.lua compute(r): `inputs` become the table r (with r.gpu the GPU's table); returns its
-  // fields and table lines.
-  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu);
+  // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
+  // the GPU's (read once per session); nullopt when there is none or calibration is off.
+  const calibration* calibration_of(const gpu_spec& gpu);
+  // Forecasts on GPUs named `gpu_name` use `c` instead of any file (eval models --calibrate-with); nullopt: none.
+  void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
+
+  // scripts/neusight/figures.lua compute(r): `inputs` become the table r (a dotted key "a.b" the field b of the table
+  // r.a), with r.gpu the GPU's table and, when `uncertainty` names the predictor's error table
+  // (predictor::uncertainty_file), r.uncertainty that TOML file as a plain table and r.uncertainty_source its name.
+  // Returns its fields, table lines and warnings.
+  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {});
+  // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty).
+  figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
+                       const std::filesystem::path& uncertainty = {});
 
   // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
   // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as

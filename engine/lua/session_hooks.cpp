@@ -25,9 +25,23 @@ forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kern
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
   tiles_select(kernels, gpu);
   std::vector<double> seconds = pred.predict(kernels, gpu);
+  if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c);
   launch_apply(kernels, seconds, gpu, launch);
   if (launch != "graph") overhead_apply(seconds, gpu, overhead);
   return forecast_make(g, std::move(kernels), std::move(seconds));
+}
+
+const calibration* session::calibration_of(const gpu_spec& gpu) {
+  if (auto o = p_->calibration_overrides.find(gpu.name); o != p_->calibration_overrides.end())
+    return o->second ? &*o->second : nullptr;
+  if (!p_->opts.calibration || gpu.file.empty()) return nullptr;
+  auto it = p_->calibrations.find(gpu.file);
+  if (it == p_->calibrations.end()) it = p_->calibrations.emplace(gpu.file, calibration_load(gpu)).first;
+  return it->second ? &*it->second : nullptr;
+}
+
+void session::calibration_set(const std::string& gpu_name, std::optional<calibration> c) {
+  p_->calibration_overrides[gpu_name] = std::move(c);
 }
 
 void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,

@@ -64,6 +64,9 @@ struct session::impl {
   };
   std::map<std::string, expanded> expansions;
   std::map<std::string, kernel> tiles;
+  std::map<std::string, std::optional<calibration>> calibrations;  // by GPU file (calibration_of)
+  std::map<std::string, std::optional<calibration>> calibration_overrides;  // by GPU name (calibration_set)
+  std::map<std::string, int> data_refs;  // figures_call: parsed data files (uncertainty tables) by path, registry refs
 
   lua_State* L() const { return state.get(); }
 

@@ -53,6 +53,10 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
 // null set; `what` names it in the parse error. [-0, +1, m]
 void json_text_push(lua_State* L, const std::string& text, const std::string& what);
 
+// Reads a TOML file (a data table the engine hands to a script as is, e.g. weights/<vendor>/uncertainty.toml) and
+// pushes it as a plain table. Throws ns::error "<display>:<line>:<col>: <what>" on a syntax error. [-0, +1, m]
+void toml_file_push(lua_State* L, const std::string& path, const std::string& display);
+
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
 // exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text),
 // integers stay integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]

@@ -4,10 +4,12 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "core/toml_read.h"
 #include "lua/wrap.h"
 
 namespace ns {
@@ -180,6 +182,13 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, k.c_str());
   }
+}
+
+void toml_file_push(lua_State* L, const std::string& path, const std::string& display) {
+  const toml::table t = toml_parse_text(text_file_read(path, display, text_file_max_script), display);
+  std::ostringstream out;
+  out << toml::json_formatter{t};
+  json_text_push(L, out.str(), display);
 }
 
 }  // namespace ns

@@ -63,9 +63,13 @@ end
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
 --- microbatches, distributed_optimizer, state_gb (per GPU), memory_gb and fits (the memory model's, when it ran),
 --- kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
---- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source).
---- Returns { fields = { { key, value, column, cell }, … }, lines = { … } }: `value` nil means not available; a field
---- with a `column` is a column of the comparison table (every field is in its JSON and CSV).
+--- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source),
+--- family_s (kernel seconds by predictor family), uncertainty and uncertainty_source (the predictor's error table; see
+--- neusight.uncertainty, whose band joins these figures), calibration_source and calibration (the GPU's calibration
+--- file the engine applied and its factor by family).
+--- Returns { fields = { { key, value, column, cell, top }, … }, lines = { … }, warnings = { … } }: `value` nil means
+--- not available; a field with a `column` is a column of the comparison table (every field is in its JSON and CSV);
+--- `top` puts it beside latency_ms in a single forecast's JSON instead of in `figures`.
 ---@param r table
 ---@return table
 function M.compute(r)
@@ -132,7 +136,21 @@ function M.compute(r)
   else
     lines[#lines + 1] = fmt("cost             %12s   (%s gives no price_per_hour_usd)", "-", gpu.source)
   end
-  return { fields = fields, lines = lines }
+  -- the GPU's calibration the engine applied (engine/core/calibration.h; r.calibration: factor by family)
+  fields[#fields + 1] = { key = "calibration", value = r.calibration_source }
+  if r.calibration_source then
+    local names, shown = {}, {}
+    for name in pairs(r.calibration or {}) do names[#names + 1] = name end
+    table.sort(names)
+    for _, name in ipairs(names) do shown[#shown + 1] = fmt("%s x%.3f", name, r.calibration[name]) end
+    lines[#lines + 1] = fmt("calibrated       by %s (%s; --no-calibration ignores it)", r.calibration_source,
+      table.concat(shown, ", "))
+  end
+  -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
+  local band = require("neusight.uncertainty").figures(r)
+  for _, f in ipairs(band.fields) do fields[#fields + 1] = f end
+  table.insert(lines, 1, band.lines[1])
+  return { fields = fields, lines = lines, warnings = band.warnings }
 end
 
 return M

@@ -59,7 +59,8 @@ TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache re
   bool warned = false;
   for (const auto& w : f8["warnings"]) warned |= w.get<std::string>().find("outside what it was trained on") != std::string::npos;
   CHECK(warned);
-  CHECK(bf["warnings"].empty());
+  for (const auto& w : bf["warnings"])  // H100 is out of the predictors' training range: that warning only
+    CHECK(w.get<std::string>().find("out of distribution") != std::string::npos);
 }
 
 TEST_CASE("kv-dtype: serve fits more sequences with an fp8 cache", "[cli][quant]") {

@@ -90,13 +90,14 @@ function M.test_every_field_has_a_key_and_the_table_lines()
     seen[f.key] = true
     if f.column then assert(type(f.cell) == "string", f.key .. ": a column has a cell") end
   end
-  eq(#out.lines, 4, "throughput, compute, memory, cost")
-  assert(out.lines[4]:find("no price_per_hour_usd", 1, true), out.lines[4])
+  eq(#out.lines, 5, "band, throughput, compute, memory, cost")
+  assert(out.lines[1]:find("no leave-one-GPU-out error table", 1, true), out.lines[1])
+  assert(out.lines[5]:find("no price_per_hour_usd", 1, true), out.lines[5])
   local modelled = F.compute { mode = "inference", batch = 1, seq = 8, dtype = "fp32", latency_s = 1e-3,
                                flops_forward = 1e9, flops_backward = 0, flops_optimizer = 0, state_gb = 1,
                                parallel = false, peak_tflops = 10, memory_gb = 9, fits = false,
                                gpu = { mem_gb = 8, source = "t.toml" } }
-  eq(#modelled.lines, 3, "the memory model's lines say memory: no line of its own")
+  eq(#modelled.lines, 4, "the memory model's lines say memory: no line of its own")
   for _, f in ipairs(modelled.fields) do
     if f.key == "memory_gb" then eq(f.value, 9, "memory_gb: the memory model's") end
     if f.key == "fits" then eq(f.value, false, "fits: the memory model's") end

@@ -1,0 +1,124 @@
+// engine/core/calibration.cpp — a GPU's calibration file: read, written, applied.
+#include "core/calibration.h"
+
+#include <cmath>
+#include <algorithm>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "core/text.h"
+#include "core/tile_model.h"
+#include "core/toml_read.h"
+
+namespace ns {
+
+namespace fs = std::filesystem;
+
+namespace {
+// A TOML basic string.
+std::string toml_quote(const std::string& v) {
+  std::string out = "\"";
+  for (unsigned char ch : v) {
+    if (ch == '"' || ch == '\\') out += '\\', out += char(ch);
+    else if (ch < 0x20 || ch == 0x7f) out += fmt::format("\\u{:04x}", ch);
+    else out += char(ch);
+  }
+  return out + "\"";
+}
+}  // namespace
+
+fs::path calibration_path(const gpu_spec& gpu) {
+  if (gpu.file.empty()) return {};
+  const fs::path f(gpu.file);
+  return f.parent_path() / (f.stem().string() + ".calibration.toml");
+}
+
+std::optional<calibration> calibration_load(const gpu_spec& gpu) {
+  const fs::path path = calibration_path(gpu);
+  std::error_code ec;
+  if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
+  calibration c;
+  c.source = path.lexically_normal().generic_string();
+  const toml::table t = toml_parse_text(text_file_read(path.string(), c.source, text_file_max_script), c.source);
+  auto where = [&](const toml::node& n) { return toml_where(c.source, n.source().begin); };
+  if (t["format_version"].value<int64_t>() != 1)
+    throw error(c.source + ": format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
+  const auto gpu_name = t["gpu"].value<std::string>();
+  if (!gpu_name) throw error(c.source + ": missing key 'gpu' (the GPU the factors were fitted for)");
+  if (*gpu_name != gpu.name)
+    throw error(where(*t.get("gpu")) + ": a calibration of " + *gpu_name + " beside the file of " + gpu.name +
+                " (refit it with `neusight predict --gpu " + gpu.source + " … --calibrate FILE`)");
+  static const std::vector<std::string> keys = {"format_version", "gpu",      "measurement", "measured_ms",
+                                                "forecast_ms",    "workload", "predictor",   "note", "factors"};
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw error(toml_where(c.source, k.source().begin) + ": unknown key '" + key + "'" + text_did_you_mean(key, keys));
+  }
+  const toml::table* factors = t["factors"].as_table();
+  if (!factors) throw error(c.source + ": missing table [factors]");
+  const auto known = family_name_list();
+  for (const auto& [k, v] : *factors) {
+    const std::string name(k.str());
+    if (std::find(known.begin(), known.end(), name) == known.end())
+      throw error(where(v) + ": unknown kernel family '" + name + "'" + text_did_you_mean(name, known) +
+                  " (families: " + fmt::format("{}", fmt::join(known, ", ")) + ")");
+    const auto x = v.value<double>();
+    if (!x || !std::isfinite(*x) || *x < 0.05 || *x > 20)
+      throw error(where(v) + ": factor of " + name + " must be a number in [0.05, 20]");
+    c.factors[name] = *x;
+  }
+  return c;
+}
+
+std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, double>& factors,
+                             const std::vector<std::string>& header,
+                             const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
+  std::string out;
+  for (const auto& h : header) out += "# " + h + "\n";
+  out += "format_version = 1\n";
+  out += fmt::format("gpu = {}\n", toml_quote(gpu.name));
+  for (const auto& [k, v] : facts) {
+    if (const auto* x = std::get_if<double>(&v)) out += fmt::format("{} = {:.6g}\n", k, *x);
+    else out += fmt::format("{} = {}\n", k, toml_quote(std::get<std::string>(v)));
+  }
+  out += "\n[factors]  # predicted time of each kernel family x factor\n";
+  for (const auto& [k, v] : factors) out += fmt::format("{} = {:.10g}\n", k, v);
+  return out;
+}
+
+measurement measurement_load(const std::string& path) {
+  measurement m;
+  m.source = path;
+  const toml::table t = toml_parse_text(text_file_read(path, path, text_file_max_script), path);
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (key != "latency_ms" && key != "note")
+      throw error(toml_where(path, k.source().begin) + ": unknown key '" + key + "'" +
+                  text_did_you_mean(key, {"latency_ms", "note"}) + " (a measurement has latency_ms and note)");
+  }
+  const toml::node* lat = t.get("latency_ms");
+  if (!lat) throw error(path + ": missing key 'latency_ms' (the measured time of the workload, milliseconds)");
+  const auto x = lat->value<double>();
+  if (!x || !std::isfinite(*x) || *x <= 0)
+    throw error(toml_where(path, lat->source().begin) + ": latency_ms must be a positive number of milliseconds");
+  m.latency_ms = *x;
+  if (const toml::node* n = t.get("note")) {
+    const auto s = n->value<std::string>();
+    if (!s) throw error(toml_where(path, n->source().begin) + ": note must be a string");
+    m.note = *s;
+  }
+  return m;
+}
+
+void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    const kernel& k = kernels[i].k;
+    if (k.seconds) continue;
+    const auto fam = family_of(k);
+    if (!fam) continue;
+    if (auto it = c.factors.find(std::string(family_name(*fam))); it != c.factors.end()) seconds[i] *= it->second;
+  }
+}
+
+}  // namespace ns

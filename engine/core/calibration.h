@@ -1,0 +1,48 @@
+// engine/core/calibration.h — per-family correction factors of one GPU, fitted from a measurement of the user's own
+// (`neusight predict … --calibrate FILE`, scripts/neusight/calibration.lua) and kept beside the GPU's file as
+// <stem>.calibration.toml; every later forecast on that GPU multiplies its kernel families' predicted times by them.
+#pragma once
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "core/gpu_spec.h"
+#include "core/graph.h"
+
+namespace ns {
+
+struct calibration {
+  std::string source;                     // the file, as shown in messages and reports
+  std::map<std::string, double> factors;  // kernel family (tile_model.h family_name) → factor on its predicted time
+};
+
+// Where `gpu`'s calibration lives: <dir of gpu.file>/<stem>.calibration.toml (empty when the spec has no file).
+std::filesystem::path calibration_path(const gpu_spec& gpu);
+
+// The calibration beside `gpu`'s file, nullopt when there is none. Throws ns::error "<file>:<line>:<col>: …" on a
+// syntax error, a factor outside [0.05, 20] or not finite, an unknown family, or a calibration of another GPU.
+std::optional<calibration> calibration_load(const gpu_spec& gpu);
+
+// The calibration file of `gpu` (what calibration_load reads): `header` lines become comments at the top, `facts`
+// key = "value" lines before the factors (what was measured, how it was fitted).
+std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, double>& factors,
+                             const std::vector<std::string>& header,
+                             const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts);
+
+// A measurement to calibrate with: a TOML file `latency_ms = <measured time of the workload>` with an optional
+// `note = "…"` (how it was measured). Throws ns::error "<file>:<line>:<col>: …" for a missing, non-positive or
+// non-finite latency_ms or an unknown key.
+struct measurement {
+  std::string source;
+  double latency_ms = 0;
+  std::string note;
+};
+measurement measurement_load(const std::string& path);
+
+// seconds[i] *= the factor of kernels[i]'s family (kernels with a fixed latency or no family are left as they are).
+void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c);
+
+}  // namespace ns

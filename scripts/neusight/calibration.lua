@@ -1,0 +1,122 @@
+-- scripts/neusight/calibration.lua — per-kernel-family correction factors of one GPU from one measured end-to-end time
+-- (`neusight predict … --calibrate FILE`). The engine writes them beside the GPU's file (<stem>.calibration.toml) and
+-- multiplies every later forecast's kernel times on that GPU by them (engine/core/calibration.h).
+--
+-- One measurement M of a workload is its kernels' error: the GPU's bias per kernel family (shared with every other
+-- workload on that GPU: what a calibration should carry over) plus the scatter of this workload's own kernels (not
+-- shared). From the predictor's leave-one-GPU-out table (neusight.uncertainty: per family the folds' bias m_g = mean r
+-- of a held-out GPU, and its kernels' variance v_g):
+--   prior of family f's log bias b_f: mean μ_f and variance σ_f² of m_g over the folds the band uses;
+--   scatter of the workload's family time: ε_f² = mean v_g / n_f (n_f the forecast's effective kernel count).
+-- The measured log ratio ln(M / L) (L the forecast latency) is shrunk towards the prior's ln Σ_f w_f e^{μ_f}
+-- (w_f = T_f / T) by k = Σ w_f² σ_f² / Σ w_f² (σ_f² + ε_f²), the share of its variance that is bias; then, of all
+-- factors c_f reproducing that target kernel time, we take the ones closest to the prior on the bias scale:
+--     minimise Σ_f (ln c_f − μ_f)² / σ_f²   subject to   Σ_f T_f c_f + T_other = T · target ratio
+-- whose first-order solution is ln c_f = μ_f + λ σ_f² w_f, λ by bisection (the left side grows with λ). A family with
+-- a wide bias spread and a large share of the time absorbs most of the correction; a sliver of the time barely moves.
+-- T_other (copies, collectives) is kept as forecast. Without a table (roofline) every family gets μ = 0, σ = 1 and
+-- k = 1 (the factors reproduce the measurement). Factors are kept within [0.05, 20] (the loader's range).
+local fmt, exp, abs, ipairs, pairs, sort = string.format, math.exp, math.abs, ipairs, pairs, table.sort
+
+local M = {}
+
+M.min_factor, M.max_factor = 0.05, 20
+
+--- Fits the factors.
+--- `r`: latency_s (the forecast), measured_s, measurement (the file's name), family_s (seconds by family, "other" for
+--- kernels no family prices), gpu, uncertainty / uncertainty_source (the predictor's error table, may be nil).
+--- Returns { fields = { { key = "factor.<family>", value }, …, { key = "calibrated_ms" } }, lines, warnings }.
+---@param r table
+function M.fit(r)
+  local U = require("neusight.uncertainty")
+  local parts, other, total = {}, 0, 0
+  local p = U.parts(r)
+  if p then
+    other, total = p.other, p.total
+    for _, part in ipairs(p.parts) do
+      local mean, var, within = 0, 0, 0
+      for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
+      mean, within = mean / #part.stats, within / #part.stats
+      for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
+      var = #part.stats > 1 and var / (#part.stats - 1) or within
+      parts[#parts + 1] = { name = part.name, s = part.s, mu = mean, sigma2 = math.max(var, 1e-6),
+        eps2 = within / math.max(1, part.n) }
+    end
+  else
+    local names = {}
+    for name in pairs(r.family_s or {}) do names[#names + 1] = name end
+    sort(names)
+    for _, name in ipairs(names) do
+      local s = r.family_s[name]
+      total = total + s
+      if name == "other" then other = other + s else parts[#parts + 1] = { name = name, s = s, mu = 0, sigma2 = 1, eps2 = 0 } end
+    end
+  end
+  if not (total > 0) or #parts == 0 then
+    error(fmt("%s: the forecast has no kernel time a family's predictor priced: nothing to calibrate", r.measurement), 0)
+  end
+  local ratio = r.measured_s / r.latency_s
+  -- the prior's ratio and the shrinkage of the measured one towards it
+  local prior, num, den = other / total, 0, 0
+  for _, part in ipairs(parts) do
+    local w = part.s / total
+    prior = prior + w * exp(part.mu)
+    num, den = num + w * w * part.sigma2, den + w * w * (part.sigma2 + part.eps2)
+  end
+  local k = den > 0 and num / den or 1
+  local shrunk = exp(math.log(prior) + k * (math.log(ratio) - math.log(prior)))
+  local target = total * shrunk
+  if target <= other then
+    error(fmt("%s: the measured %.4g ms is at most the forecast's time outside the predictor's families (%.4g ms of "
+      .. "copies and collectives, scaled): no factor can explain it; check the workload matches the measurement",
+      r.measurement, r.measured_s * 1e3, other * 1e3 * r.latency_s / total), 0)
+  end
+  local function factor(part, lambda)
+    local c = exp(part.mu + lambda * part.sigma2 * part.s / total)
+    return math.min(M.max_factor, math.max(M.min_factor, c))
+  end
+  local function sum(lambda)
+    local t = other
+    for _, part in ipairs(parts) do t = t + part.s * factor(part, lambda) end
+    return t
+  end
+  local lo, hi = -1, 1
+  while sum(lo) > target and lo > -1e9 do lo = lo * 2 end
+  while sum(hi) < target and hi < 1e9 do hi = hi * 2 end
+  for _ = 1, 200 do
+    local mid = (lo + hi) / 2
+    if sum(mid) < target then lo = mid else hi = mid end
+  end
+  local lambda = (lo + hi) / 2
+  local fields, shown, warnings, clamped = {}, {}, {}, {}
+  for _, part in ipairs(parts) do
+    local c = factor(part, lambda)
+    fields[#fields + 1] = { key = "factor." .. part.name, value = c }
+    shown[#shown + 1] = fmt("%s x%.3f (%.0f %% of the kernel time)", part.name, c, 100 * part.s / total)
+    if c <= M.min_factor or c >= M.max_factor then clamped[#clamped + 1] = part.name end
+  end
+  local calibrated = sum(lambda) / total * r.latency_s
+  fields[#fields + 1] = { key = "calibrated_ms", value = calibrated * 1e3 }
+  if #clamped > 0 then
+    warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: is the measurement of this "
+      .. "workload on this GPU?", r.measurement, table.concat(clamped, ", "), M.min_factor, M.max_factor)
+  end
+  if abs(ratio - 1) > 1 then
+    warnings[#warnings + 1] = fmt("%s: measured %.4g ms is %.1fx the forecast %.4g ms; a calibration this large usually "
+      .. "means the measurement and the workload differ (batch, sequence, dtype, layout, warm-up)", r.measurement,
+      r.measured_s * 1e3, ratio, r.latency_s * 1e3)
+  end
+  local band = U.band(r)
+  local lines = {
+    fmt("forecast %.4g ms, measured %.4g ms (%+.1f %%)%s", r.latency_s * 1e3, r.measured_s * 1e3, 100 * (ratio - 1),
+      band and fmt("; the forecast's p10-p90 band was %.4g - %.4g ms", band.p10 * 1e3, band.p90 * 1e3) or ""),
+    "factors: " .. table.concat(shown, ", "),
+    fmt("calibrated forecast of this workload: %.4g ms: %.0f %% of the measured deviation is taken as %s's bias "
+      .. "(the rest is this workload's own kernel scatter, leave-one-GPU-out says)%s", calibrated * 1e3, 100 * k,
+      r.gpu.name, other > 0 and fmt("; %.0f %% of the kernel time, copies and collectives, kept as forecast",
+      100 * other / total) or ""),
+  }
+  return { fields = fields, lines = lines, warnings = warnings }
+end
+
+return M

@@ -1,0 +1,227 @@
+-- scripts/neusight/uncertainty.lua — the uncertainty band of a forecast: p10 / p50 / p90 latency from the predictor's
+-- own leave-one-GPU-out errors.
+--
+-- Data: weights/<vendor>/uncertainty.toml (weights/uncertainty.sh): for each kernel family and each leave-one-GPU-out
+-- fold (a training GPU held out of that family's training), quantiles of r = ln(measured / predicted) over the held-out
+-- GPU's rows, time-weighted (and, for the record, whether that GPU lay outside the range of the GPUs trained on); and
+-- the range (SMs, bandwidth, the family's peak, architectures) of the GPUs the shipped weights were trained on. A
+-- target GPU outside that range for a family is out of distribution for it: a warning says so. The band itself is the
+-- spread over all folds, most of which held out a GPU outside its training range (an unseen architecture, the
+-- largest or smallest part): drawing only from the folds on the target's side of its range was tried and covered
+-- fewer measured values (weights/ACCURACY.md, "Uncertainty band").
+--
+-- Aggregation over the graph (M.band): the forecast's latency is scaled by
+--     (Σ_f T_f · F_f + T_other) / (Σ_f T_f + T_other)
+-- where T_f is the forecast's time of family f's kernels, F_f a draw of the family's error factor, and T_other the time
+-- of kernels no family prices (memory copies, collectives, fixed latencies; kept as forecast: no error data exists for
+-- them, and the band says what share of the time that is). The quantiles of that ratio over `M.samples` draws of a
+-- fixed-seed generator (the same band every run) give p10 / p50 / p90. In a parallel run the ratio, from one device's
+-- kernels, scales the iteration time.
+local type, pairs, ipairs, fmt, exp, floor, sort = type, pairs, ipairs, string.format, math.exp, math.floor, table.sort
+
+local M = {}
+
+M.samples = 2000  -- draws per forecast
+
+-- xorshift64 (Marsaglia), uniform in (0, 1): deterministic and independent of the scripts' math.random.
+local function generator(seed)
+  local x = seed
+  return function()
+    x = x ~ (x << 13)
+    x = x ~ (x >> 7)
+    x = x ~ (x << 17)
+    return ((x >> 11) + 0.5) / 9007199254740992.0  -- 2^53
+  end
+end
+
+-- r at probability u by linear interpolation of the table's quantiles (flat beyond the outer levels).
+local function inverse(levels, values, u)
+  if u <= levels[1] then return values[1] end
+  for i = 2, #levels do
+    if u <= levels[i] then
+      local t = (u - levels[i - 1]) / (levels[i] - levels[i - 1])
+      return values[i - 1] + t * (values[i] - values[i - 1])
+    end
+  end
+  return values[#values]
+end
+
+local function num(x)
+  return fmt("%.4g", x)
+end
+
+-- Why the GPU is outside a family's training range: a list of reasons (empty: inside).
+local function outside(gpu, range)
+  local why = {}
+  for _, f in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { range.peak_field, "peak_tflops" } }) do
+    local v, span = gpu[f[1]], range[f[2]]
+    if type(v) == "number" and span then
+      if v < span[1] then
+        why[#why + 1] = fmt("%s %s < %s", f[1], num(v), num(span[1]))
+      elseif v > span[2] then
+        why[#why + 1] = fmt("%s %s > %s", f[1], num(v), num(span[2]))
+      end
+    end
+  end
+  local seen = false
+  for _, a in ipairs(range.architectures or {}) do
+    if a == gpu.architecture then seen = true end
+  end
+  if not seen then
+    why[#why + 1] = fmt("architecture %s not among %s", tostring(gpu.architecture),
+      table.concat(range.architectures or {}, ", "))
+  end
+  return why
+end
+
+M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
+M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
+
+--- Each kernel family's error distributions: one per leave-one-GPU-out fold of the table, as inverse-CDF grids, with
+--- their mean and variance; and the out-of-distribution warnings for this GPU.
+--- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} } }, … }, other (seconds
+--- without error data), total, unmeasured (families the table lacks), warnings, out_of_distribution, source } or nil
+--- and why.
+---@param r table
+function M.parts(r)
+  local tbl = r.uncertainty
+  if type(tbl) ~= "table" then return nil, "the predictor has no leave-one-GPU-out error table" end
+  local src = r.uncertainty_source or "the error table"
+  if tbl.format_version ~= 2 then error(fmt("%s: format_version must be 2", src), 0) end
+  local levels, families = tbl.levels, tbl.families
+  if type(levels) ~= "table" or #levels < 2 or type(families) ~= "table" then
+    error(fmt("%s: needs `levels` and [families.*]", src), 0)
+  end
+  local gpu = r.gpu
+  local other_vendor = tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor
+  local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src }
+  local ood_by_reason, order, names = {}, {}, {}
+  for name in pairs(r.family_s or {}) do names[#names + 1] = name end
+  sort(names)
+  for _, name in ipairs(names) do
+    local s = r.family_s[name]
+    out.total = out.total + s
+    local e = families[name]
+    if name == "other" or s <= 0 then
+      out.other = out.other + s
+    elseif type(e) ~= "table" then
+      out.other = out.other + s
+      out.unmeasured[#out.unmeasured + 1] = name
+    else
+      local why = outside(gpu, e.range or {})
+      local q = e.quantiles
+      if type(q) ~= "table" or #q == 0 then
+        error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)
+      end
+      local chosen = q
+      local folds, stats = {}, {}
+      for i, fq in ipairs(chosen) do
+        if type(fq) ~= "table" or #fq ~= #levels then
+          error(fmt("%s: families.%s.quantiles[%d] needs %d values", src, name, i, #levels), 0)
+        end
+        local grid, sum, sq = {}, 0, 0
+        for k = 1, M.grid do
+          local v = inverse(levels, fq, (k - 0.5) / M.grid)
+          grid[k] = v
+          sum, sq = sum + v, sq + v * v
+        end
+        folds[i] = grid
+        stats[i] = { mean = sum / M.grid, var = math.max(0, sq / M.grid - (sum / M.grid) ^ 2) }
+      end
+      out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats }
+      if #why > 0 then
+        local key = table.concat(why, ", ")
+        if not ood_by_reason[key] then
+          ood_by_reason[key] = {}
+          order[#order + 1] = key
+        end
+        local list = ood_by_reason[key]
+        list[#list + 1] = name
+      end
+    end
+  end
+  if not (out.total > 0) then return nil, "the forecast has no kernel time" end
+  for _, key in ipairs(order) do
+    local fams = ood_by_reason[key]
+    out.warnings[#out.warnings + 1] = fmt("%s is out of distribution for the %s predictor%s (beyond the GPUs trained on: %s); "
+      .. "see the band for the spread to expect", gpu.name, table.concat(fams, ", "), #fams > 1 and "s" or "", key)
+  end
+  if other_vendor then
+    out.warnings[#out.warnings + 1] = fmt("no leave-one-GPU-out errors of the %s weights: the uncertainty band assumes "
+      .. "those of the %s weights (%s)", tostring(gpu.vendor), tostring(tbl.vendor), src)
+  end
+  out.out_of_distribution = #order > 0 or other_vendor
+  return out
+end
+
+--- The band of one forecast.
+--- `r`: latency_s, family_s (seconds by family name, "other" for kernels no family prices), family_n (effective kernel
+--- count by family), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
+--- uncertainty_source (its file name).
+--- Each draw picks, per family, one held-out GPU of the table (independently per family), then the mean of
+--- min(family_n, max_draws) kernel errors from that GPU's distribution: the GPU's bias is shared by the family's
+--- kernels, their own scatter averages out over the distinct kernels.
+--- Returns { p10, p50, p90 (seconds), unmodelled_share, unmeasured, out_of_distribution (boolean), warnings, source }
+--- or nil and why there is no band.
+---@param r table
+function M.band(r)
+  local p, why = M.parts(r)
+  if not p then return nil, why end
+  local rand = generator(0x2545F4914F6CDD1D)
+  local ratios, grid = {}, M.grid
+  for i = 1, M.samples do
+    local t = p.other
+    for _, part in ipairs(p.parts) do
+      local u = rand()
+      local fold = part.folds[math.min(#part.folds, floor(u * #part.folds) + 1)]
+      local k = math.max(1, math.min(M.max_draws, floor(part.n + 0.5)))
+      local f = 0
+      for _ = 1, k do f = f + exp(fold[math.min(grid, floor(rand() * grid) + 1)]) end
+      t = t + part.s * f / k
+    end
+    ratios[i] = t / p.total
+  end
+  sort(ratios)
+  local function q(x) return ratios[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
+  local lat = r.latency_s
+  return {
+    p10 = lat * q(0.10), p50 = lat * q(0.50), p90 = lat * q(0.90),
+    unmodelled_share = p.other / p.total,
+    unmeasured = p.unmeasured,
+    out_of_distribution = p.out_of_distribution,
+    warnings = p.warnings,
+    source = p.source,
+  }
+end
+
+--- The band as figures (neusight.figures merges them into every forecast's): latency_ms_p10 / p50 / p90 beside
+--- latency_ms in JSON, p10 / p90 columns of a comparison, a table line and the out-of-distribution warnings.
+---@param r table
+function M.figures(r)
+  local b, why = M.band(r)
+  local sig = require("neusight.figures").sig
+  local ms = function(x) return b and x * 1e3 or nil end
+  local fields = {
+    { key = "latency_ms_p10", value = ms(b and b.p10), top = true, column = "p10 ms", cell = sig(ms(b and b.p10)) },
+    { key = "latency_ms_p50", value = ms(b and b.p50), top = true },
+    { key = "latency_ms_p90", value = ms(b and b.p90), top = true, column = "p90 ms", cell = sig(ms(b and b.p90)) },
+    { key = "out_of_distribution", value = b and b.out_of_distribution },
+    { key = "band_unmodelled_share", value = b and b.unmodelled_share },
+  }
+  local lines = {}
+  if b then
+    local note = ""
+    if b.unmodelled_share >= 0.005 then
+      note = fmt("; %.0f %% of the kernel time (%s) has no error data and is not widened", 100 * b.unmodelled_share,
+        #b.unmeasured > 0 and "copies, collectives, " .. table.concat(b.unmeasured, ", ") or "copies, collectives")
+    end
+    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s)",
+      sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
+      b.out_of_distribution and "; out of distribution: see warnings" or "", note)
+  else
+    lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)
+  end
+  return { fields = fields, lines = lines, warnings = b and b.warnings or {} }
+end
+
+return M

@@ -1,0 +1,250 @@
+// tests/cli/test_band_cli.cpp — the uncertainty band (scripts/neusight/uncertainty.lua over the predictor's
+// leave-one-GPU-out table) and calibration from one measurement (`predict --calibrate`, scripts/neusight/calibration.lua,
+// engine/core/calibration.h): the numbers follow their definitions, bad files are clear errors, nothing half-written.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "core/calibration.h"
+#include "core/gpu_spec.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+json cli_json(const std::string& args, const std::string& env = "") {
+  const auto r = run_cli(args + " --format json", env);
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+const std::string v100 = "predict --model gpt2_large --gpu v100 --mode inference --batch 4 --seq 1024";
+
+// A weights root whose families are the bundled ones and whose error table says every kernel of every family takes
+// e^r of its forecast (`r` for all quantiles of one fold): the band collapses to a known number.
+fs::path constant_table_root(const temp_dir& t, double r, int format_version = 2) {
+  const fs::path root = t.path / "weights";
+  fs::create_directories(root / "nvidia");
+  for (const auto& e : fs::directory_iterator(ns_test::source_dir / "weights" / "nvidia"))
+    if (e.is_directory()) fs::create_directory_symlink(e.path(), root / "nvidia" / e.path().filename());
+  std::string toml = "format_version = " + std::to_string(format_version) + "\nvendor = \"nvidia\"\nlevels = [0.1, 0.5, 0.9]\n";
+  for (const char* fam : {"bmm", "linear", "elementwise", "softmax", "layernorm"}) {
+    char q_text[40];
+    std::snprintf(q_text, sizeof q_text, "%.17g", r);
+    const std::string q = q_text;
+    toml += std::string("[families.") + fam + "]\nfolds = [\"X\"]\noutside = [false]\nquantiles = [[" + q + ", " + q +
+            ", " + q + "]]\n[families." + fam + ".range]\nnum_sm = [1.0, 1000.0]\nmem_bw_gbps = [1.0, 100000.0]\n" +
+            "peak_tflops = [0.1, 10000.0]\npeak_field = \"peak_fp32_tflops\"\narchitectures = [\"volta\"]\n";
+  }
+  t.write("weights/nvidia/uncertainty.toml", toml);
+  return root;
+}
+
+}  // namespace
+
+TEST_CASE("band: p10 < p50 < p90 around the forecast, the same every run, no warning on a training GPU", "[cli][band]") {
+  const json a = cli_json(v100);
+  const json b = cli_json(v100);
+  const double lat = a["latency_ms"], p10 = a["latency_ms_p10"], p50 = a["latency_ms_p50"], p90 = a["latency_ms_p90"];
+  CHECK(p10 < p50);
+  CHECK(p50 < p90);
+  CHECK(p10 < lat);
+  CHECK(lat < p90);
+  CHECK(p90 / p10 < 4);  // a band, not everything
+  CHECK(b["latency_ms_p10"] == a["latency_ms_p10"]);
+  CHECK(b["latency_ms_p90"] == a["latency_ms_p90"]);
+  CHECK(a["figures"]["out_of_distribution"] == false);
+  CHECK(a["warnings"].empty());
+  const double other = a["figures"]["band_unmodelled_share"];
+  CHECK(other > 0);  // the memory copies
+  CHECK(other < 0.2);
+  const auto t = run_cli(v100);
+  CHECK(t.out.find("band p10-p90") != std::string::npos);
+  CHECK(t.out.find("weights/nvidia/uncertainty.toml") != std::string::npos);
+}
+
+TEST_CASE("band: a GPU outside the training range is out of distribution, said in JSON and on stderr", "[cli][band]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 4 --seq 1024 --format json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["figures"]["out_of_distribution"] == true);
+  bool said = false;
+  for (const auto& w : j["warnings"]) said |= w.get<std::string>().find("H100-SXM5-80GB is out of distribution") == 0;
+  CHECK(said);
+  CHECK(r.err.find("mem_bw_gbps 3350 > 1555") != std::string::npos);
+  CHECK(r.err.find("architecture hopper not among") != std::string::npos);
+}
+
+TEST_CASE("band: a constant table gives the band its definition says", "[cli][band]") {
+  temp_dir t;
+  const fs::path root = constant_table_root(t, std::log(2.0));
+  const json j = cli_json(v100 + " --weights '" + root.string() + "'");
+  const double lat = j["latency_ms"], other = j["figures"]["band_unmodelled_share"];
+  // every family's kernels take twice their forecast, the copies stay: latency × (2 (1 − other) + other)
+  const double want = lat * (2 * (1 - other) + other);
+  CHECK(j["latency_ms_p10"].get<double>() == Approx(want).epsilon(1e-9));
+  CHECK(j["latency_ms_p50"].get<double>() == Approx(want).epsilon(1e-9));
+  CHECK(j["latency_ms_p90"].get<double>() == Approx(want).epsilon(1e-9));
+  // and the same forecast itself: the table moves only the band
+  CHECK(lat == cli_json(v100)["latency_ms"].get<double>());
+}
+
+TEST_CASE("band: none without a table, and a broken table is an error naming it", "[cli][band]") {
+  const json roof = cli_json(v100 + " --predictor roofline");
+  CHECK(roof["latency_ms_p10"].is_null());
+  CHECK(roof["latency_ms_p90"].is_null());
+  CHECK(run_cli(v100 + " --predictor roofline").out.find("no leave-one-GPU-out error table") != std::string::npos);
+  temp_dir t;
+  const fs::path root = constant_table_root(t, 0.1, 1);
+  const auto r = run_cli(v100 + " --weights '" + root.string() + "' -o '" + (t.path / "out.json").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("uncertainty.toml: format_version must be 2") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "out.json"));
+  t.write("weights/nvidia/uncertainty.toml", "format_version = [\n");
+  const auto s = run_cli(v100 + " --weights '" + root.string() + "'");
+  CHECK(s.code == 1);
+  CHECK(s.err.find("uncertainty.toml:1:") != std::string::npos);
+}
+
+TEST_CASE("band: a comparison has p10 and p90 per row", "[cli][band][compare]") {
+  const json j = cli_json("predict --model gpt2_large --gpu v100,a100_pcie_40gb --mode inference --batch 1,4 --seq 512");
+  REQUIRE(j["rows"].size() == 4);
+  for (const auto& row : j["rows"]) {
+    CHECK(row["latency_ms_p10"].get<double>() < row["latency_ms"].get<double>());
+    CHECK(row["latency_ms_p90"].get<double>() > row["latency_ms"].get<double>());
+  }
+  const auto table = run_cli("predict --model gpt2_large --gpu v100,a100_pcie_40gb --mode inference --batch 1,4 --seq 512");
+  CHECK(table.out.find("p10 ms") != std::string::npos);
+}
+
+TEST_CASE("calibrate: the factors move the forecast towards the measurement and stay with the GPU", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  const std::string gpu = (t.path / "v100.toml").string();
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  const double before = cli_json(args)["latency_ms"];
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(1.3 * before) + "\nnote = \"a test\"\n");
+  const json fit = cli_json(args + " --calibrate '" + m.string() + "'");
+  const fs::path file = t.path / "v100.calibration.toml";
+  REQUIRE(fs::exists(file));
+  CHECK(fit["calibration_file"] == file.lexically_normal().generic_string());
+  CHECK(fit["forecast_ms"].get<double>() == Approx(before));
+  const double calibrated = fit["calibrated_ms"];
+  CHECK(calibrated > before);          // towards the measurement …
+  CHECK(calibrated <= 1.3 * before * (1 + 1e-9));  // … not past it
+  // later forecasts on that GPU file apply it and say so; --no-calibration and the variable ignore it
+  const json after = cli_json(args);
+  CHECK(after["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-6));
+  CHECK(after["figures"]["calibration"] == file.lexically_normal().generic_string());
+  CHECK(cli_json(args + " --no-calibration")["latency_ms"].get<double>() == before);
+  CHECK(cli_json(args, "NEUSIGHT_NO_CALIBRATION=1")["latency_ms"].get<double>() == before);
+  CHECK(run_cli(args).out.find("calibrated       by " + file.lexically_normal().generic_string()) != std::string::npos);
+  // another workload on the GPU moves too (a bigger batch: same families)
+  const std::string other = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 8 --seq 1024";
+  CHECK(cli_json(other)["latency_ms"].get<double>() > cli_json(other + " --no-calibration")["latency_ms"].get<double>());
+  // refitting starts from the raw forecast, not the calibrated one
+  const json again = cli_json(args + " --calibrate '" + m.string() + "'");
+  CHECK(again["forecast_ms"].get<double>() == Approx(before));
+}
+
+TEST_CASE("calibrate: without an error table the factors reproduce the measurement", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
+                           "' --mode inference --batch 4 --seq 1024 --predictor roofline";
+  const double before = cli_json(args)["latency_ms"];
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(1.5 * before) + "\n");
+  const json fit = cli_json(args + " --calibrate '" + m.string() + "'");
+  CHECK(fit["calibrated_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
+  CHECK(cli_json(args)["latency_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
+}
+
+TEST_CASE("calibrate: bad measurements and calibration files are errors with file:line, nothing written", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
+                           "' --mode inference --batch 4 --seq 1024";
+  const fs::path file = t.path / "v100.calibration.toml";
+  auto fails = [&](const std::string& text, const std::string& says) {
+    const fs::path m = t.write("m.toml", text);
+    const auto r = run_cli(args + " --calibrate '" + m.string() + "'");
+    INFO(text << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(says) != std::string::npos);
+    CHECK_FALSE(fs::exists(file));
+  };
+  fails("note = \"x\"\n", "m.toml: missing key 'latency_ms'");
+  fails("latency_ms = -3\n", "m.toml:1:14: latency_ms must be a positive number");
+  fails("latency_ms = nan\n", "latency_ms must be a positive number");
+  fails("latency_ms = 10\nlatncy_ms = 3\n", "m.toml:2:1: unknown key 'latncy_ms' (did you mean 'latency_ms'?)");
+  fails("latency_ms = \"fast\"\n", "latency_ms must be a positive number");
+  const auto lists = run_cli("predict --model gpt2_large --gpu v100 --mode inference --batch 4,8 --seq 1024 --calibrate '" +
+                             t.write("ok.toml", "latency_ms = 10\n").string() + "'");
+  CHECK(lists.code == 1);
+  CHECK(lists.err.find("give single values") != std::string::npos);
+  // a broken calibration beside the GPU stops its forecasts with the place
+  auto broken = [&](const std::string& text, const std::string& says) {
+    t.write("v100.calibration.toml", text);
+    const auto r = run_cli(args);
+    INFO(text << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(says) != std::string::npos);
+  };
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinaer = 1.1\n",
+         "v100.calibration.toml:4:10: unknown kernel family 'linaer' (did you mean 'linear'?)");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 100\n",
+         "v100.calibration.toml:4:10: factor of linear must be a number in [0.05, 20]");
+  broken("format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\nlinear = 1.1\n",
+         "v100.calibration.toml:2:7: a calibration of H100-SXM5-80GB beside the file of V100-PCIE-32GB");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\nmeasured = 3\n[factors]\nlinear = 1.1\n",
+         "v100.calibration.toml:3:1: unknown key 'measured' (did you mean 'measured_ms'?)");
+}
+
+TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  t.write("v100.calibration.toml", "format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.25\n");
+  const ns::gpu_catalog catalog(t.path);
+  REQUIRE(catalog.load_all().size() == 1);
+  const ns::gpu_spec g = catalog.resolve("v100");
+  CHECK(ns::calibration_path(g) == t.path / "v100.calibration.toml");
+  const auto c = ns::calibration_load(g);
+  REQUIRE(c);
+  CHECK(c->factors.at("linear") == 1.25);
+  // applied to the linear kernels only
+  ns::kernel lin, add;
+  lin.kind = ns::kernel_kind::gemm, lin.name = "Linear";
+  add.kind = ns::kernel_kind::elementwise, add.name = "VECadd";
+  std::vector<double> s = {2.0, 3.0};
+  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c);
+  CHECK(s[0] == 2.5);
+  CHECK(s[1] == 3.0);
+}
+
+TEST_CASE("eval models --calibrate-each scores one-label calibration on the GPU's other labels", "[cli][calibrate]") {
+  temp_dir t;
+  const fs::path fx = ns_test::source_dir / "tests" / "fixtures" / "neusight";
+  fs::create_directories(t.path / "label" / "Tesla_T4");
+  fs::create_directories(t.path / "opgraph");
+  for (const char* tag : {"gpt2_large-inf-1024-4", "gpt2_large-inf-1024-6"}) {
+    fs::copy_file(fx / "opgraph" / "gpt2_large-inf-1024-4.csv", t.path / "opgraph" / (std::string(tag) + ".csv"));
+    fs::copy_file(fx / "label" / "Tesla_T4" / "gpt2_large-inf-1024-4.json",
+                  t.path / "label" / "Tesla_T4" / (std::string(tag) + ".json"));
+  }
+  fs::copy(fx / "DLmodel_configs", t.path / "DLmodel_configs");
+  const json j = cli_json("eval models '" + (t.path / "label" / "Tesla_T4").string() + "' --calibrate-each");
+  REQUIRE(j["summary"].size() == 1);
+  const json& c = j["summary"][0]["calibrated"];
+  CHECK(c["pairs"] == 2);
+  // the two labels are the same graph and time: calibrating with one moves the other towards it
+  CHECK(c["mean_after"].get<double>() < c["mean_before"].get<double>());
+  for (const auto& row : j["rows"]) {
+    CHECK(row["predicted_ms_p10"].get<double>() < row["predicted_ms_p90"].get<double>());
+    CHECK(row["in_band"].is_boolean());
+  }
+}

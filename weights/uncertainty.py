@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""weights/uncertainty.py — quantiles of the predictor's leave-one-GPU-out errors per kernel family, the data of
+the forecast's uncertainty band (scripts/neusight/uncertainty.lua). Run by weights/uncertainty.sh; standard library
+only. Each fold keeps its own quantiles: the band draws a fold (a GPU's bias, shared by the family's kernels) and then
+kernels within it.
+
+    weights/uncertainty.py --work DIR --gpus-dir gpus --out weights/nvidia/uncertainty.toml
+
+DIR/rows/<GPU>.json are `neusight eval kernels --format json` outputs of one fold: GPU's rows forecast by weights
+trained without any row of it. For each family the residual is r = ln(measured / predicted) per row; a fold's rows
+are weighted by their measured time (a model's time is dominated by its longest kernels). A fold is "outside" when
+its GPU's SM count, memory bandwidth or the family's peak lies outside the range of the fold's training GPUs (the
+other GPUs of the group); the flag is recorded for the accuracy report, the band draws from every fold.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import tomllib
+
+LEVELS = [0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
+# The GPU-file field of each family's peak, and the group of GPUs its folds hold out.
+FAMILIES = {
+    "bmm": ("peak_fp32_tflops", "fp32"), "linear": ("peak_fp32_tflops", "fp32"),
+    "elementwise": ("peak_fp32_tflops", "fp32"), "softmax": ("peak_fp32_tflops", "fp32"),
+    "layernorm": ("peak_fp32_tflops", "fp32"),
+    "gemm_tc16": ("peak_bf16_tflops", "tc"), "gemm_fp8": ("peak_fp8_tflops", "tc"),
+    "attention_prefill": ("peak_bf16_tflops", "tc"), "attention_decode": ("peak_bf16_tflops", "tc"),
+}
+FEATURES = ["num_sm", "mem_bw_gbps"]
+
+
+def die(msg):
+    print(f"uncertainty.py: {msg}", file=sys.stderr)
+    sys.exit(1)
+
+
+def gpu_specs(gpus_dir):
+    specs = {}
+    for f in sorted(os.listdir(gpus_dir)):
+        if f.endswith(".toml"):
+            with open(os.path.join(gpus_dir, f), "rb") as h:
+                t = tomllib.load(h)
+            specs[t["name"]] = t
+    return specs
+
+
+def weighted_quantiles(pairs, levels):
+    """pairs: (value, weight); linear interpolation of the weighted empirical CDF at mid-points."""
+    pairs = sorted(pairs)
+    total = sum(w for _, w in pairs)
+    xs, cs, acc = [], [], 0.0
+    for v, w in pairs:
+        xs.append(v)
+        cs.append((acc + w / 2) / total)
+        acc += w
+    out = []
+    for q in levels:
+        if q <= cs[0]:
+            out.append(xs[0])
+        elif q >= cs[-1]:
+            out.append(xs[-1])
+        else:
+            i = next(j for j in range(1, len(cs)) if cs[j] >= q)
+            t = (q - cs[i - 1]) / (cs[i] - cs[i - 1]) if cs[i] > cs[i - 1] else 0
+            out.append(xs[i - 1] + t * (xs[i] - xs[i - 1]))
+    return out
+
+
+def range_of(specs, names, peak):
+    def span(key):
+        vals = [specs[n][key] for n in names]
+        return [min(vals), max(vals)]
+    return {"num_sm": span("num_sm"), "mem_bw_gbps": span("mem_bw_gbps"), "peak_tflops": span(peak),
+            "peak_field": peak, "architectures": sorted({specs[n]["architecture"] for n in names}),
+            "gpus": sorted(names)}
+
+
+def inside(spec, rng):
+    return all(rng[k][0] <= spec[k] <= rng[k][1] for k in FEATURES) and \
+        rng["peak_tflops"][0] <= spec[rng["peak_field"]] <= rng["peak_tflops"][1]
+
+
+def fmt_list(xs):
+    return "[" + ", ".join(f"{x:.4f}" if isinstance(x, float) else json.dumps(x) for x in xs) + "]"
+
+
+def table(rows_by_fold, specs, group_gpus, only_families, header):
+    """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group."""
+    lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}", ""]
+    for fam, (peak, group) in FAMILIES.items():
+        if only_families and fam not in only_families:
+            continue
+        folds = {g: rs[fam] for g, rs in rows_by_fold.items() if rs.get(fam)}
+        if not folds or not group_gpus[fam]:
+            continue
+        lines.append(f"[families.{fam}]")
+        lines.append(f"group = {json.dumps(group)}")
+        lines.append(f"rows = {sum(len(rs) for rs in folds.values())}")
+        names, outside, quants = sorted(folds), [], []
+        for g in names:
+            others = [o for o in group_gpus[fam] if o != g]
+            outside.append(not (others and inside(specs[g], range_of(specs, others, peak))))
+            tot = sum(w for _, w in folds[g])
+            quants.append(weighted_quantiles([(r, w / tot) for r, w in folds[g]], LEVELS))
+        lines.append(f"folds = {fmt_list(names)}")
+        lines.append(f"fold_rows = {fmt_list([len(folds[g]) for g in names])}")
+        lines.append("outside = [" + ", ".join("true" if o else "false" for o in outside) + "]")
+        lines.append("quantiles = [")
+        for g, q in zip(names, quants):
+            lines.append(f"  {fmt_list(q)},  # {g}")
+        lines.append("]")
+        rng = range_of(specs, group_gpus[fam], peak)
+        lines.append(f"[families.{fam}.range]  # the training GPUs of the weights this table goes with")
+        for k in ("num_sm", "mem_bw_gbps", "peak_tflops"):
+            lines.append(f"{k} = {fmt_list([float(x) for x in rng[k]])}")
+        lines.append(f"peak_field = {json.dumps(peak)}")
+        lines.append(f"architectures = {fmt_list(rng['architectures'])}")
+        lines.append(f"gpus = {fmt_list(rng['gpus'])}")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write(path, text):
+    tmp = path + ".tmp"
+    with open(tmp, "w") as h:
+        h.write(text)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--work", required=True)
+    ap.add_argument("--gpus-dir", default="gpus")
+    ap.add_argument("--out", required=True)
+    a = ap.parse_args()
+    specs = gpu_specs(a.gpus_dir)
+    rows_by_fold, group_of_fold = {}, {}
+    rows_dir = os.path.join(a.work, "rows")
+    for f in sorted(os.listdir(rows_dir)):
+        if not f.endswith(".json"):
+            continue
+        with open(os.path.join(rows_dir, f)) as h:
+            j = json.load(h)
+        fams = {}
+        for r in j["rows"]:
+            if r["gpu"] not in specs:
+                die(f"{f}: GPU {r['gpu']} has no gpus/*.toml")
+            m, p = r["measured_ms"], r["predicted_ms"]
+            if not (m > 0 and p > 0 and math.isfinite(m) and math.isfinite(p)):
+                die(f"{r['where']}: measured {m} / predicted {p} ms is not a positive number")
+            fams.setdefault(r["family"], []).append((math.log(m / p), m))
+        gpus = {r["gpu"] for r in j["rows"]}
+        if len(gpus) != 1:
+            die(f"{f}: rows of {len(gpus)} GPUs, one expected (the held-out one)")
+        g = gpus.pop()
+        rows_by_fold.setdefault(g, {}).update(fams)
+        for fam in fams:
+            group_of_fold.setdefault(FAMILIES[fam][1], set()).add(g)
+    group_gpus = {fam: sorted(group_of_fold.get(grp, ())) for fam, (_, grp) in FAMILIES.items()}
+    header = ("# weights/nvidia/uncertainty.toml — generated by weights/uncertainty.sh (weights/uncertainty.py); do not "
+              "edit.\n# Per kernel family and leave-one-GPU-out fold (the GPU held out of training): quantiles at "
+              "`levels` of\n# ln(measured / predicted) of its rows, time-weighted; `outside`: whether the fold's GPU "
+              "lay outside the\n# other GPUs' range (SMs, bandwidth, the family's peak). Read by "
+              "scripts/neusight/uncertainty.lua.")
+    write(a.out, table(rows_by_fold, specs, group_gpus, None, header))
+    print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}")
+    # Nested tables for the end-to-end coverage check: fold G's weights with the other folds' residuals.
+    for g in sorted(group_of_fold.get("fp32", ())):
+        fold_dir = os.path.join(a.work, "folds", g.replace(" ", "_"))
+        cands = [d for d in os.listdir(os.path.join(a.work, "folds"))
+                 if os.path.isdir(os.path.join(a.work, "folds", d, "nvidia"))]
+        match = [d for d in cands if specs[g]["name"] in d or any(al.replace(" ", "_") == d for al in specs[g].get("aliases", []))]
+        if not match:
+            continue
+        fold_dir = os.path.join(a.work, "folds", match[0])
+        others = {o: rs for o, rs in rows_by_fold.items() if o != g}
+        nested_groups = {fam: [o for o in gs if o != g] for fam, gs in group_gpus.items()}
+        fams = [f for f, (_, grp) in FAMILIES.items() if grp == "fp32"]
+        # the nested table's ranges are those of fold G's weights: the other GPUs of the group
+        text = table(others, specs, {f: nested_groups[f] for f in FAMILIES}, fams,
+                     f"# nested table of fold {g}: residuals of the other folds only")
+        write(os.path.join(fold_dir, "nvidia", "uncertainty.toml"), text)
+        print(f"{fold_dir}/nvidia/uncertainty.toml (nested, without {g})")
+
+
+if __name__ == "__main__":
+    main()

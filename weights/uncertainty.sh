@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# weights/uncertainty.sh — the leave-one-GPU-out residuals behind the forecast's uncertainty band
+# (weights/<vendor>/uncertainty.toml, scripts/neusight/uncertainty.lua).
+#
+#   weights/uncertainty.sh --work DIR [--data DIR] [--aic DIR] [--part fp32|tc|all] [--gpus "A;B"] [--tc-gpus "C;D"]
+#   weights/uncertainty.sh --work DIR --table-only        # re-derive the tables from DIR's rows
+#
+# 1. For every training GPU G of a family group (fp32: the five NeuSight GPUs; tensor-core and attention: the seven
+#    AIConfigurator GPUs), the group's predictors are retrained without any row of G (DIR/folds/<G>/) and G's rows
+#    are forecast with them (DIR/rows/<G>.json: measured and predicted ms per row, `neusight eval kernels`).
+# 2. weights/uncertainty.py turns the rows into quantiles of ln(measured / predicted) per family, split by whether G
+#    lay inside the other GPUs' range (SMs, bandwidth, the family's peak) or outside it, and writes
+#    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,
+#    DIR/folds/<G>/nvidia/uncertainty.toml from the other folds only (the nested table that the end-to-end coverage
+#    check in weights/ACCURACY.md uses with G's retrained weights, so G's own errors never widen G's band).
+# The folds are kept in DIR for that check; about 45 minutes on 2 cores with --part all.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0
+gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
+tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --work) work=$2; shift 2 ;;
+    --data) data=$2; shift 2 ;;
+    --aic) aic=$2; shift 2 ;;
+    --part) part=$2; shift 2 ;;
+    --gpus) gpus=$2; shift 2 ;;
+    --tc-gpus) tc_gpus=$2; shift 2 ;;
+    --table-only) table_only=1; shift ;;
+    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    *) echo "uncertainty.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -n "$work" ] || { echo "uncertainty.sh: --work DIR is required" >&2; exit 2; }
+exe=${NEUSIGHT:-build/neusight}
+mkdir -p "$work/rows" "$work/folds"
+stem() { echo "$1" | tr ' ' '_'; }
+
+if [ "$table_only" = 0 ]; then
+  if [ "$part" = all ] || [ "$part" = fp32 ]; then
+    t=$data/dataset/test
+    IFS=';' read -ra list <<< "$gpus"
+    for g in "${list[@]}"; do
+      s=$(stem "$g")
+      [ -s "$work/rows/$s.json" ] && { echo "fp32 $g: done before"; continue; }
+      start=$SECONDS
+      weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" \
+        --only bmm --only linear --only elementwise --only softmax --only layernorm >/dev/null 2>&1
+      "$exe" eval kernels "$t"/{bmm,linear,elem,softmax,ln}.csv --weights "$work/folds/$s" --format json 2>/dev/null |
+        python3 -c 'import json,sys; g=sys.argv[1]; j=json.load(sys.stdin); j["rows"]=[r for r in j["rows"] if r["device"]==g]; json.dump(j,sys.stdout)' "$g" \
+        > "$work/rows/$s.json.tmp"
+      mv "$work/rows/$s.json.tmp" "$work/rows/$s.json"
+      echo "fp32 $g: $((SECONDS - start)) s"
+    done
+  fi
+  if [ "$part" = all ] || [ "$part" = tc ]; then
+    IFS=';' read -ra list <<< "$tc_gpus"
+    for g in "${list[@]}"; do
+      s=$(stem "$g")
+      [ -s "$work/rows/$s.json" ] && { echo "tc $g: done before"; continue; }
+      start=$SECONDS
+      weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" \
+        --only gemm_tc16 --only gemm_fp8 --only attention_prefill --only attention_decode >/dev/null 2>&1
+      d=$(dirname "$(grep -l "$g" "$aic"/*/gemm.csv | head -1)")
+      "$exe" eval kernels "$d"/{gemm,context_attention,generation_attention}.csv --weights "$work/folds/$s" \
+        --format json 2>/dev/null > "$work/rows/$s.json.tmp"
+      mv "$work/rows/$s.json.tmp" "$work/rows/$s.json"
+      echo "tc $g: $((SECONDS - start)) s"
+    done
+  fi
+fi
+python3 weights/uncertainty.py --work "$work" --gpus-dir gpus --out weights/nvidia/uncertainty.toml
