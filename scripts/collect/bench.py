@@ -122,8 +122,10 @@ def run(cases, out_dir, warmup, repeat, profile_runs, max_gb, log=sys.stderr):
                     e.record()
                 torch.cuda.synchronize()
                 c["event_ms"] = [s.elapsed_time(e) for s, e in ev]
-            except torch.cuda.OutOfMemoryError:
-                c["skipped"] = "out of GPU memory"
+            except RuntimeError as err:  # out of memory, or a shape/dtype this GPU's libraries refuse
+                c["skipped"] = "failed: " + (str(err).strip().splitlines() or ["RuntimeError"])[0]
+                print("collect: %s %s %s %s skipped (%s)" % (c["id"], c["op"], c["dtype"], c["dims"], c["skipped"]),
+                      file=log)
             fn = None
             torch.cuda.empty_cache()
             done += 1
@@ -144,8 +146,8 @@ def run(cases, out_dir, warmup, repeat, profile_runs, max_gb, log=sys.stderr):
                         with torch.profiler.record_function("nscase/%s/%d" % (c["id"], i)):
                             fn()
                     torch.cuda.synchronize()
-                except torch.cuda.OutOfMemoryError:
-                    c["skipped"] = "out of GPU memory while profiling"
+                except RuntimeError as err:
+                    c["skipped"] = "failed while profiling: " + (str(err).strip().splitlines() or ["RuntimeError"])[0]
                 fn = None
         tmp = os.path.join(out_dir, name + ".tmp")
         prof.export_chrome_trace(tmp)

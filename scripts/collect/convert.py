@@ -110,9 +110,11 @@ def trace_kernels(path):
         key = None
         if launch is not None:
             pid, tid, ts = launch
-            for start, end, rk in ranges.get((pid, tid), ()):  # few per thread and trace: a scan is enough
-                if start <= ts <= end:
-                    key = rk
+            # The launching thread's ranges first; then any thread's (stage 1 is single-threaded, but profiler
+            # versions differ in the thread ids they give runtime events). A few hundred per trace: a scan will do.
+            for rs in [ranges.get((pid, tid), [])] + [r for k, r in ranges.items() if k != (pid, tid)]:
+                key = next((rk for start, end, rk in rs if start <= ts <= end), None)
+                if key is not None:
                     break
         if key is None:
             outside += 1

@@ -9,6 +9,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 #include <tuple>
 
 #include "core/csv.h"
@@ -260,4 +261,66 @@ TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][colle
   CHECK(e.code == 1);
   CHECK(e.err.find("softmax.csv:4: column 'Dtype' of a softmax row must be fp32, fp16 or bf16 (got 'fp64')") !=
         std::string::npos);
+}
+
+TEST_CASE("collect: the shape grid of stage 1 (no torch needed)", "[cli][collect]") {
+  if (!have_python()) return;
+  const std::string cmd = "python3 scripts/collect/collect.py grid --quick --dtypes fp32,bf16,fp8";
+  const auto r = run_sh(cmd);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(run_sh(cmd).out == r.out);  // seeded: a rerun measures the same shapes
+  // Pairs the collector does not measure are said, not silently dropped.
+  CHECK(r.err.find("note: attention is not collected in fp32") != std::string::npos);
+  CHECK(r.err.find("note: bmm is not collected in fp8") != std::string::npos);
+
+  std::map<std::string, size_t> per;  // family/dtype -> cases
+  std::map<std::string, size_t> per_op;
+  size_t n = 0;
+  std::istringstream lines(r.out);
+  for (std::string line; std::getline(lines, line); ++n) {
+    std::istringstream f(line);
+    std::string id, fam, op, dtype;
+    f >> id >> fam >> op >> dtype;
+    INFO(line);
+    char want[16];
+    std::snprintf(want, sizeof want, "c%05zu", n);
+    CHECK(id == want);
+    std::map<std::string, long> d;
+    for (std::string kv; f >> kv;) d[kv.substr(0, kv.find('='))] = std::stol(kv.substr(kv.find('=') + 1));
+    ++per[fam + "/" + dtype];
+    if (fam == "elementwise") ++per_op[op + "/" + dtype];
+    if (fam == "bmm" || fam == "linear") {
+      for (const char* k : {"B", "M", "N", "K"}) CHECK(d[k] >= 1);
+      if (fam == "linear") CHECK(d["B"] == 1);
+      if (fam == "bmm") for (const char* k : {"B", "M", "N", "K"}) CHECK(d[k] <= 1024);
+      if (dtype == "fp8") for (const char* k : {"M", "N", "K"}) CHECK(d[k] % 16 == 0);
+    } else if (fam == "layernorm") {
+      CHECK(d["B"] % 4 == 0);
+      CHECK(d["H"] % 4 == 0);
+      CHECK(d["H"] > 256);
+    } else if (fam == "attention") {
+      CHECK(dtype == "bf16");
+      CHECK(d["isl"] >= 1);
+    } else {
+      CHECK(d["B"] >= 1);
+      CHECK(d["H"] >= 1);
+      CHECK(d["H"] <= 4096);
+    }
+  }
+  for (const char* k : {"bmm/fp32", "bmm/bf16", "linear/fp32", "linear/bf16", "linear/fp8", "softmax/fp32",
+                        "layernorm/bf16", "elementwise/fp32", "attention/bf16"})
+    CHECK(per[k] > 0);
+  CHECK(per.count("bmm/fp8") == 0);
+  CHECK(per.count("softmax/fp8") == 0);
+  CHECK(per["linear/fp8"] == per["linear/fp32"]);
+  CHECK(per_op.size() == 2 * 11);  // the data's 11 element-wise ops, in fp32 and bf16, the same shapes each
+  for (const auto& [op, count] : per_op) CHECK(count == per_op.begin()->second);
+  // The default grid is the larger one; an unknown dtype is refused.
+  const auto full = run_sh("python3 scripts/collect/collect.py grid --families bmm");
+  REQUIRE(full.code == 0);
+  CHECK(size_t(std::count(full.out.begin(), full.out.end(), '\n')) > per["bmm/fp32"]);
+  const auto bad = run_sh("python3 scripts/collect/collect.py grid --dtypes fp64");
+  CHECK(bad.code == 2);
+  CHECK(bad.err.find("unknown dtype 'fp64'") != std::string::npos);
 }
