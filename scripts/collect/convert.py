@@ -26,6 +26,8 @@ import os
 import re
 import sys
 
+import grids
+
 NEUSIGHT_COLUMNS = ["OPName", "Latency", "Device", "Torch Version", "CUDNN Version", "Kernel Name", "Warps per SM",
                     "Blocks per SM", "Grid x", "Grid y", "Grid z", "Block x", "Block y", "Block z", "CUDA Version",
                     "Kernels"]
@@ -189,8 +191,15 @@ def convert(manifest_path, out_dir, log=sys.stderr):
         iters = by_case.pop(cid, None)
         if c.get("skipped"):
             continue  # stage 1 could not run it (out of memory, unsupported); it said why then
+        if fam not in grids.SUPPORTED or dtype not in grids.SUPPORTED[fam]:
+            raise ConvertError("%s: case %s: no %s family in %s (known: %s)" % (where, cid, fam, dtype, ", ".join(
+                "%s in %s" % (f, "/".join(d)) for f, d in grids.SUPPORTED.items())))
+        ops = grids.ELEMENTWISE_OPS if fam == "elementwise" else [grids.OPNAME[fam]]
+        if op not in ops:
+            raise ConvertError("%s: case %s: op '%s' is not one of the %s family's (%s)" % (where, cid, op, fam,
+                                                                                          ", ".join(ops)))
         names = GEMM_DIMS if fam in ("bmm", "linear") else ATTENTION_DIMS if fam == "attention" else VEC_DIMS
-        if not all(isinstance(dims.get(d), int) and dims[d] >= 1 for d in names):
+        if not isinstance(dims, dict) or not all(isinstance(dims.get(d), int) and dims[d] >= 1 for d in names):
             raise ConvertError("%s: dims of a %s case must be positive integers %s (got %r)"
                                % (where, fam, ", ".join(names), dims))
         if not iters:
