@@ -153,11 +153,18 @@ def run(cases, out_dir, warmup, repeat, profile_runs, max_gb, log=sys.stderr):
         prof.export_chrome_trace(tmp)
         os.replace(tmp, os.path.join(out_dir, name))
         manifest["traces"].append(name)
+        # After every trace, the manifest of what is done so far: an interrupted run still converts.
+        finished = {c["id"] for c in runnable[:start + len(chunk)]}
+        _write_manifest(out_dir, dict(manifest, cases=[c for c in cases if c.get("skipped") or c["id"] in finished]))
     skipped = sum(1 for c in cases if c.get("skipped"))
     if skipped:
         print("collect: %d cases skipped (reason in manifest.json)" % skipped, file=log)
+    _write_manifest(out_dir, manifest)
+    return manifest
+
+
+def _write_manifest(out_dir, manifest):
     tmp = os.path.join(out_dir, "manifest.json.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         json.dump(manifest, f, indent=1)
     os.replace(tmp, os.path.join(out_dir, "manifest.json"))
-    return manifest
