@@ -213,6 +213,18 @@ TEST_CASE("collect: the converted sample trains models with neusight train and i
   INFO(own.err);
   REQUIRE(own.code == 0);
   CHECK(json::parse(own.out)["rows"].size() == 28);  // 16 fp32 + 12 bf16
+
+  // Dtype fp8 puts GEMM rows in the fp8 family (on a GPU with fp8 units: the sample's A100 has none).
+  std::string fp8 = ns_test::slurp(csv / "linear/p2.1.0/bf16/NVIDIA A100-PCIE-40GB.csv");
+  fp8 = ns_test::replace_all(ns_test::replace_all(fp8, ",bf16\n", ",fp8\n"), "NVIDIA A100-PCIE-40GB", "NVIDIA L40S");
+  const auto f = run_cli("eval kernels '" + t.write("fp8/linear.csv", fp8).string() + "' --format json");
+  INFO(f.err);
+  REQUIRE(f.code == 0);
+  const json fj = json::parse(f.out);
+  CHECK(fj["rows"].size() == 12);
+  REQUIRE(fj["summary"].size() == 1);
+  CHECK(fj["summary"][0]["family"] == "gemm_fp8");
+  CHECK(fj["summary"][0]["gpu"] == "L40S");
 }
 
 TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][collect]") {
