@@ -16,6 +16,7 @@ namespace fs = std::filesystem;
 namespace {
 const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
+const std::set<std::string> dtype_known = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
 int64_t to_int(const std::string& s, const std::string& where, const char* col) {
   try {
@@ -212,14 +213,24 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
     const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");
     const size_t c_lat = t.has_column("Latency") ? t.column("Latency") : t.column("Latency (ms)");
     const size_t c_gx = t.column("Grid x"), c_gy = t.column("Grid y"), c_gz = t.column("Grid z");
+    // Optional Dtype column (scripts/collect writes it for rows not in fp32); absent, the rows are fp32 as in
+    // the shared data. A GEMM in a tensor-core dtype belongs to the tensor-core families, as in family_of.
+    const size_t c_dtype = t.has_column("Dtype") ? t.column("Dtype") : SIZE_MAX;
     for (size_t i = 0; i < t.rows.size(); ++i) {
       const auto& row = t.rows[i];
       const std::string& op = row[c_op];
-      const auto fam = bench_family(op);
+      auto fam = bench_family(op);
       if (!fam) {
         ++d.skipped["OPName '" + op + "' has no kernel family"];
         continue;
       }
+      const bool gemm = *fam == family::bmm || *fam == family::linear;
+      const std::string dtype = c_dtype == SIZE_MAX ? "fp32" : row[c_dtype];
+      if (gemm ? !dtype_known.count(dtype) : !(dtype == "fp32" || dtype == "fp16" || dtype == "bf16"))
+        throw error(t.where(i) + ": column 'Dtype' of a " + op + " row must be " +
+                    (gemm ? "fp32, tf32, fp16, bf16 or fp8" : "fp32, fp16 or bf16") + " (got '" + dtype + "')");
+      if (gemm && dtype == "fp8") fam = family::gemm_fp8;
+      else if (gemm && dtype != "fp32") fam = family::gemm_tc16;
       const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
       if (!gi) continue;
       bench_row r;
@@ -233,11 +244,11 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
       r.grid_y = to_int(row[c_gy], r.where, "Grid y");
       r.grid_z = to_int(row[c_gz], r.where, "Grid z");
       kernel& k = r.k;
-      k.dtype = "fp32";
-      if (*fam == family::bmm || *fam == family::linear) {
+      k.dtype = dtype;
+      if (gemm) {
         const int64_t B = to_int(row[t.column("B")], r.where, "B"), M = to_int(row[t.column("M")], r.where, "M");
         const int64_t N = to_int(row[t.column("N")], r.where, "N"), K = to_int(row[t.column("K")], r.where, "K");
-        if (*fam == family::bmm) {
+        if (op == "bmm") {
           k.kind = kernel_kind::bmm, k.name = "BMM", k.b = B, k.m = M;
         } else {
           k.kind = kernel_kind::gemm, k.name = "Linear", k.b = 1, k.m = B * M;

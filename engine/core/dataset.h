@@ -17,7 +17,7 @@ struct bench_row {
   const gpu_spec* gpu = nullptr;
   std::string op;           // OPName
   family fam = family::bmm;
-  kernel k;                 // dims, flops, bytes (fp32, as measured)
+  kernel k;                 // dims, dtype (fp32 unless a Dtype column says otherwise), flops, bytes
   double latency_ms = 0;
   std::string kernel_name;  // the launched library kernel
   int64_t grid_x = 0, grid_y = 0, grid_z = 0;
