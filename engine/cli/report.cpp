@@ -222,13 +222,6 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
   return in;
 }
 
-void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
-  for (const auto& f : families) {
-    in.emplace_back("family_s." + f.family, f.seconds);
-    in.emplace_back("family_n." + f.family, f.kernels);
-  }
-}
-
 json figure_json(const figure_value& v) {
   return std::visit(
       [](const auto& x) -> json {

@@ -40,10 +40,6 @@ struct report_meta {
 // graph's FLOPs by phase, memory per GPU, the layout, the dtype's dense peak.
 figure_inputs report_figure_inputs(const forecast& f, const report_meta& m);
 
-// The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
-// family_s.<family> (seconds) and family_n.<family> (effective kernel count).
-void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families);
-
 // A figure value as JSON (monostate → null).
 nlohmann::ordered_json figure_json(const figure_value& v);
 // A figure value as a CSV cell (monostate → empty; numbers exactly, %.17g).

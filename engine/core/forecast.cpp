@@ -54,6 +54,13 @@ std::vector<family_time> forecast::seconds_by_family() const {
   return out;
 }
 
+void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
+  for (const auto& f : families) {
+    in.emplace_back("family_s." + f.family, f.seconds);
+    in.emplace_back("family_n." + f.family, f.kernels);
+  }
+}
+
 double state_bytes(double params, const state_layout& s) { return params * s.total(); }
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each) {

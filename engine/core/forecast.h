@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/figures.h"
 #include "core/graph.h"
 
 namespace ns {
@@ -53,6 +54,10 @@ struct state_layout {
 // Bytes of model state that must stay resident for `params` parameters: weights + gradients + master copies +
 // optimizer state. Activations are not counted, so this is a lower bound on the memory a run needs.
 double state_bytes(double params, const state_layout& s);
+
+// The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
+// family_s.<family> (seconds) and family_n.<family> (effective kernel count).
+void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families);
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each);
 

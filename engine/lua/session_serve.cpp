@@ -47,7 +47,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), lua_setfield(L, -2, k); }
 void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
 
-// phase(fields) -> { latency_ms, kv_cache_gb, state_gb, params, flops, launch, dtype, gpu = {name, mem_gb,
+// phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
+// band_warnings, kv_cache_gb, state_gb, params, flops, launch, dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). [-1, +1, e]
@@ -60,8 +61,24 @@ int l_serve_phase(lua_State* L) {
     forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
                                      w.launch);
     const auto tl = c->s->timeline(fc);
-    lua_createtable(L, 0, 10);  // stack: result
-    set_number(L, "latency_ms", (tl ? tl->iteration_s : fc.total()) * 1e3);
+    const double latency_s = tl ? tl->iteration_s : fc.total();
+    // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
+    // for the phases a report shows)
+    figures band;
+    if (lua_toboolean(L, 2)) {
+      figure_inputs band_in = {{"latency_s", latency_s}};
+      family_inputs_add(band_in, fc.seconds_by_family());
+      band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty_file(gpu.vendor));
+    }
+    lua_createtable(L, 0, 12);  // stack: result
+    set_number(L, "latency_ms", latency_s * 1e3);
+    for (const auto& x : band.fields)
+      if (const double* v = std::get_if<double>(&x.value); v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90"))
+        set_number(L, x.key.c_str(), *v);
+    lua_createtable(L, int(band.warnings.size()), 0);  // stack: result warnings (out of distribution)
+    for (size_t i = 0; i < band.warnings.size(); ++i)
+      lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
+    lua_setfield(L, -2, "band_warnings");
     if (!w.kv_cache_bytes || !(*w.kv_cache_bytes > 0))  // a serving phase holds a cache; 0 would be infinite room
       throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua)");
     set_number(L, "kv_cache_gb", *w.kv_cache_bytes / 1e9);

@@ -246,6 +246,11 @@ function M.render(r)
   if type(r.latency_ms) == "number" then
     out[#out + 1] = '<p>Latency <span class="big">' .. num("latency_ms", r.latency_ms, " ms") .. "</span></p>"
   end
+  if type(r.latency_ms_p10) == "number" and type(r.latency_ms_p90) == "number" then
+    out[#out + 1] = "<p>Uncertainty band (leave-one-GPU-out errors): p10 " .. num("latency_ms_p10", r.latency_ms_p10, " ms")
+      .. ", p90 " .. num("latency_ms_p90", r.latency_ms_p90, " ms")
+      .. ((r.figures or {}).out_of_distribution and " — out of distribution, see the warnings" or "") .. "</p>"
+  end
   local t = { "<table>" }
   for _, k in ipairs(HEADER_TEXT) do
     if r[k] ~= nil and type(r[k]) ~= "table" then t[#t + 1] = ("<tr><th>%s</th><td>%s</td></tr>"):format(esc(k), esc(r[k])) end

@@ -147,24 +147,27 @@ end
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
 local function forecaster(o, phase)
   local cache, n = {}, 0
-  local function F(mode, batch, tokens)
+  local function F(mode, batch, tokens, with_band)
     local key = mode .. ":" .. batch .. ":" .. tokens
     local r = cache[key]
-    if r then return r end
+    if r and (r.band_done or not with_band) then return r end
     local fields = { model = o.model, gpu = o.gpu, dtype = o.dtype, launch = o.launch, attention = o.attention,
                      mode = mode, batch = batch, kv_dtype = o.kv_dtype, weight_dtype = o.weight_dtype }
     if o.tp > 1 then fields["parallel.tp"] = o.tp end
     if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
-    local p = phase(fields)
+    local p = phase(fields, with_band)
     local attn = 0
     for _, k in ipairs(p.kernels) do
       if k.kind == "attention" then attn = attn + k.ms end
     end
-    r = { ms = p.latency_ms, attention_ms = attn, kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb,
+    local counted = r ~= nil  -- a band asked of a phase forecast before: the same forecast, counted once
+    r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_warnings = p.band_warnings,
+          band_done = with_band, attention_ms = attn,
+          kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
-    n = n + 1
+    if not counted then n = n + 1 end
     return r
   end
   return F, function() return n end
@@ -229,8 +232,8 @@ end
 M.options = options
 
 -- Runs the first forecast with a message that says why a model cannot be served.
-local function probe(F, o, mode, batch, tokens)
-  local ok, r = pcall(F, mode, batch, tokens)
+local function probe(F, o, mode, batch, tokens, with_band)
+  local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then fail("model '%s' cannot be served: %s", o.model, tostring(r)) end
   return r
 end
@@ -242,6 +245,7 @@ local function common_report(o, first, count)
   local warnings = require("neusight.workload").warnings {
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
+  for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   return {
     model = first.model, gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
@@ -264,7 +268,7 @@ end
 
 local function run_static(o, F, count)
   local B, I, O = o.batch, o.input.lo, o.output.lo
-  local pre = probe(F, o, "prefill", B, I)
+  local pre = probe(F, o, "prefill", B, I, true)
   local steps = O - 1
   local ms = {}
   local S = o.static_decode_samples
@@ -306,8 +310,16 @@ local function run_static(o, F, count)
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.0f %% of %.0f GB (at most %d sequences of %d tokens)",
       B, r.weights_gb, r.kv_cache_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
   end
-  local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2)) or nil
+  local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2), true) or nil
   r.phases = { prefill = phase_report(pre), decode = mid and phase_report(mid) or nil }
+  -- the uncertainty band (neusight.uncertainty) of the prefill and of the middle decode step, the latter's ratio to its
+  -- forecast applied to every step (the steps' kernels err together: the same families on the same GPU)
+  if pre.p10 and (not mid or mid.p10) then
+    local lo, hi = mid and mid.p10 / mid.ms or 1, mid and mid.p90 / mid.ms or 1
+    r.ttft_ms_p10, r.ttft_ms_p90 = pre.p10, pre.p90
+    if r.tpot_ms then r.tpot_ms_p10, r.tpot_ms_p90 = r.tpot_ms * lo, r.tpot_ms * hi end
+    r.e2e_ms_p10, r.e2e_ms_p90 = pre.p10 + sum * lo, pre.p90 + sum * hi
+  end
   r.forecasts = count()
   return r
 end
@@ -402,7 +414,7 @@ local function run_simulation(o, F, count, progress)
     S = max(S, I + O - 1)
     C = max(C, I + max(O - 2, 0))
   end
-  local pre = probe(F, o, "prefill", 1, o.input.lo)
+  local pre = probe(F, o, "prefill", 1, o.input.lo, true)  -- with its band: the out-of-distribution warnings
   local per_token_gb, budget_gb, total_blocks = kv_capacity(o, pre, 1, o.input.lo)
   local bs = o.block_size
   local need_most = ceil(S / bs)
@@ -715,6 +727,11 @@ function M.format_table(r)
       out[#out + 1] = "TPOT                 n/a   (one output token: no decode step)"
     end
     out[#out + 1] = fmt("end to end    %10.2f ms", r.e2e_ms)
+    if r.ttft_ms_p10 then
+      out[#out + 1] = fmt("band p10-p90  TTFT %.2f - %.2f ms%s, end to end %.2f - %.2f ms (leave-one-GPU-out errors "
+        .. "per kernel family)", r.ttft_ms_p10, r.ttft_ms_p90,
+        r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90)
+    end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
     out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests",

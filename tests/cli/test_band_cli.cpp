@@ -248,3 +248,23 @@ TEST_CASE("eval models --calibrate-each scores one-label calibration on the GPU'
     CHECK(row["in_band"].is_boolean());
   }
 }
+
+TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-distribution warning", "[cli][band][serve]") {
+  const std::string args = "serve --model llama3_8b --gpu h100 --batch 8 --input-len 1024 --output-len 16";
+  const json j = cli_json(args);
+  for (const char* k : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
+    INFO(k);
+    CHECK(j[std::string(k) + "_p10"].get<double>() < j[k].get<double>());
+    CHECK(j[k].get<double>() < j[std::string(k) + "_p90"].get<double>());
+  }
+  // end to end = TTFT + the decode steps, band by band
+  const double steps = j["decode_steps"];
+  CHECK(j["e2e_ms_p90"].get<double>() ==
+        Approx(j["ttft_ms_p90"].get<double>() + steps * j["tpot_ms_p90"].get<double>()).epsilon(1e-9));
+  bool ood = false;
+  for (const auto& w : j["warnings"]) ood |= w.get<std::string>().find("out of distribution") != std::string::npos;
+  CHECK(ood);
+  CHECK(run_cli(args).out.find("band p10-p90  TTFT") != std::string::npos);
+  const json roof = cli_json(args + " --predictor roofline");
+  CHECK_FALSE(roof.contains("ttft_ms_p10"));
+}
