@@ -255,8 +255,14 @@ int eval_models_main(const eval_models_flags& f) {
   struct calibration_score {
     size_t pairs = 0;
     double before = 0, after = 0;  // mean APE %
+    void add(double b, double a) { ++pairs, before += b, after += a; }
+    void finish() {
+      if (pairs) before /= double(pairs), after /= double(pairs);
+    }
   };
-  std::map<std::string, calibration_score> cal;
+  // all pairs of the GPU's labels, and those of the same model (another batch / sequence / mode of it)
+  std::map<std::string, calibration_score> cal, cal_same;
+  auto model_of = [](const std::string& config) { return config.substr(0, config.find('-')); };
   if (f.calibrate_each) {
     for (const auto& g : order) {
       const auto& rs = by_gpu[g];
@@ -281,12 +287,13 @@ int eval_models_main(const eval_models_flags& f) {
             scaled += ft.seconds * (it == factors.end() ? 1.0 : it->second);
           }
           const double calibrated = total > 0 ? o->predicted_ms * scaled / total : o->predicted_ms;
-          sc.before += o->ape;
-          sc.after += 100 * std::abs(calibrated - o->measured_ms) / o->measured_ms;
-          ++sc.pairs;
+          const double after = 100 * std::abs(calibrated - o->measured_ms) / o->measured_ms;
+          sc.add(o->ape, after);
+          if (model_of(o->config) == model_of(m->config)) cal_same[g].add(o->ape, after);
         }
       }
-      if (sc.pairs) sc.before /= double(sc.pairs), sc.after /= double(sc.pairs);
+      sc.finish();
+      cal_same[g].finish();
     }
   }
 
@@ -310,8 +317,9 @@ int eval_models_main(const eval_models_flags& f) {
       coverage_text(by_gpu[g], &in, &banded);
       json row = {{"gpu", g}, {"n", st.n}, {"mean", st.mean}, {"median", st.median}, {"max", st.max},
                   {"band_coverage", banded ? json(double(in) / double(banded)) : json(nullptr)}};
-      if (auto c = cal.find(g); c != cal.end() && c->second.pairs)
-        row["calibrated"] = {{"pairs", c->second.pairs}, {"mean_before", c->second.before}, {"mean_after", c->second.after}};
+      for (auto [key, scores] : {std::pair{"calibrated", &cal}, {"calibrated_same_model", &cal_same}})
+        if (auto c = scores->find(g); c != scores->end() && c->second.pairs)
+          row[key] = {{"pairs", c->second.pairs}, {"mean_before", c->second.before}, {"mean_after", c->second.after}};
       js.push_back(std::move(row));
     }
     j["rows"] = std::move(jr);
@@ -355,17 +363,20 @@ int eval_models_main(const eval_models_flags& f) {
   const std::string overhead = f.overhead == "default" ? "" : ", overhead " + f.overhead;
   out += fmt::format("summary: APE of end-to-end latency, predictor {}{}\n", f.predictor, overhead) + summary;
   if (f.calibrate_each) {
-    out += "\ncalibrated with one label (each in turn), the GPU's other labels scored: mean APE %\n";
-    out += fmt::format("{:<18} {:>6} {:>9} {:>9}\n", "gpu", "pairs", "before", "after");
-    size_t n = 0;
-    double before = 0, after = 0;
-    for (const auto& g : order)
-      if (auto c = cal.find(g); c != cal.end() && c->second.pairs) {
-        out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", g, c->second.pairs, c->second.before, c->second.after);
-        n += c->second.pairs, before += c->second.before * double(c->second.pairs),
-            after += c->second.after * double(c->second.pairs);
-      }
-    if (n) out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", "all", n, before / double(n), after / double(n));
+    for (auto [title, scores] :
+         {std::pair{"calibrated with one label (each in turn), the GPU's other labels scored: mean APE %", &cal},
+          {"the same, only pairs of one model (another batch, sequence or mode of it)", &cal_same}}) {
+      out += fmt::format("\n{}\n{:<18} {:>6} {:>9} {:>9}\n", title, "gpu", "pairs", "before", "after");
+      size_t n = 0;
+      double before = 0, after = 0;
+      for (const auto& g : order)
+        if (auto c = scores->find(g); c != scores->end() && c->second.pairs) {
+          const auto& x = c->second;
+          out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", g, x.pairs, x.before, x.after);
+          n += x.pairs, before += x.before * double(x.pairs), after += x.after * double(x.pairs);
+        }
+      if (n) out += fmt::format("{:<18} {:>6} {:>9.2f} {:>9.2f}\n", "all", n, before / double(n), after / double(n));
+    }
   }
   out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
   emit(out, f.output);

@@ -34,6 +34,17 @@ local function generator(seed)
   end
 end
 
+-- Per error table (the engine hands the same table to every forecast of a session): its grids and draws.
+local memos = {}
+local function memo(tbl)
+  local m = memos[tbl]
+  if not m then
+    m = { grids = {}, draws = {} }
+    memos[tbl] = m
+  end
+  return m
+end
+
 -- r at probability u by linear interpolation of the table's quantiles (flat beyond the outer levels).
 local function inverse(levels, values, u)
   if u <= levels[1] then return values[1] end
@@ -113,21 +124,26 @@ function M.parts(r)
       if type(q) ~= "table" or #q == 0 then
         error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)
       end
-      local chosen = q
-      local folds, stats = {}, {}
-      for i, fq in ipairs(chosen) do
-        if type(fq) ~= "table" or #fq ~= #levels then
-          error(fmt("%s: families.%s.quantiles[%d] needs %d values", src, name, i, #levels), 0)
+      local c = memo(tbl).grids
+      local g = c[name]
+      if not g then  -- each fold's inverse CDF on a grid, with its mean and variance: once per table and family
+        g = { folds = {}, stats = {} }
+        for i, fq in ipairs(q) do
+          if type(fq) ~= "table" or #fq ~= #levels then
+            error(fmt("%s: families.%s.quantiles[%d] needs %d values", src, name, i, #levels), 0)
+          end
+          local grid, sum, sq = {}, 0, 0
+          for k = 1, M.grid do
+            local v = inverse(levels, fq, (k - 0.5) / M.grid)
+            grid[k] = v
+            sum, sq = sum + v, sq + v * v
+          end
+          g.folds[i] = grid
+          g.stats[i] = { mean = sum / M.grid, var = math.max(0, sq / M.grid - (sum / M.grid) ^ 2) }
         end
-        local grid, sum, sq = {}, 0, 0
-        for k = 1, M.grid do
-          local v = inverse(levels, fq, (k - 0.5) / M.grid)
-          grid[k] = v
-          sum, sq = sum + v, sq + v * v
-        end
-        folds[i] = grid
-        stats[i] = { mean = sum / M.grid, var = math.max(0, sq / M.grid - (sum / M.grid) ^ 2) }
+        c[name] = g
       end
+      local folds, stats = g.folds, g.stats
       out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats }
       if #why > 0 then
         local key = table.concat(why, ", ")
@@ -154,6 +170,27 @@ function M.parts(r)
   return out
 end
 
+-- Draws of a family's error factor for k distinct kernels: M.samples of { pick a fold; the mean of k kernel errors
+-- e^r from it }, from a generator seeded by the family's name and k (the same draws for every forecast of a session —
+-- comparisons differ by their forecasts, not by noise — and independent between families). Memoised per table.
+local function factors(tbl, part)
+  local k = math.max(1, math.min(M.max_draws, floor(part.n + 0.5)))
+  local c = memo(tbl).draws
+  local key = part.name .. ":" .. k
+  if c[key] then return c[key] end
+  local seed = 0x2545F4914F6CDD1D
+  for i = 1, #key do seed = (seed ~ key:byte(i)) * 0x100000001B3 end
+  local rand, grid, folds, out = generator(seed), M.grid, part.folds, {}
+  for i = 1, M.samples do
+    local fold = folds[math.min(#folds, floor(rand() * #folds) + 1)]
+    local f = 0
+    for _ = 1, k do f = f + exp(fold[math.min(grid, floor(rand() * grid) + 1)]) end
+    out[i] = f / k
+  end
+  c[key] = out
+  return out
+end
+
 --- The band of one forecast.
 --- `r`: latency_s, family_s (seconds by family name, "other" for kernels no family prices), family_n (effective kernel
 --- count by family), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
@@ -167,20 +204,13 @@ end
 function M.band(r)
   local p, why = M.parts(r)
   if not p then return nil, why end
-  local rand = generator(0x2545F4914F6CDD1D)
-  local ratios, grid = {}, M.grid
-  for i = 1, M.samples do
-    local t = p.other
-    for _, part in ipairs(p.parts) do
-      local u = rand()
-      local fold = part.folds[math.min(#part.folds, floor(u * #part.folds) + 1)]
-      local k = math.max(1, math.min(M.max_draws, floor(part.n + 0.5)))
-      local f = 0
-      for _ = 1, k do f = f + exp(fold[math.min(grid, floor(rand() * grid) + 1)]) end
-      t = t + part.s * f / k
-    end
-    ratios[i] = t / p.total
+  local ratios = {}
+  for i = 1, M.samples do ratios[i] = p.other end
+  for _, part in ipairs(p.parts) do
+    local f = factors(r.uncertainty, part)
+    for i = 1, M.samples do ratios[i] = ratios[i] + part.s * f[i] end
   end
+  for i = 1, M.samples do ratios[i] = ratios[i] / p.total end
   sort(ratios)
   local function q(x) return ratios[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
   local lat = r.latency_s

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# weights/band_coverage.sh — the end-to-end check of the uncertainty band and of calibration from one measurement,
+# leave-one-GPU-out, on the training GPUs' measured labels (weights/ACCURACY.md, "Uncertainty band and calibration").
+#
+#   weights/band_coverage.sh --work DIR [--labels DIR]
+#
+# DIR is weights/uncertainty.sh's work folder: for each fp32 training GPU G, DIR/folds/<G>/ holds the predictors trained
+# without G and a nested error table from the other folds only. Each of G's labels is forecast with them (so neither
+# the predictor nor the band has seen G) and scored: APE, and whether the measured time lies within p10-p90; then
+# `eval models --calibrate-each`: each label of G in turn calibrates G, the others are scored before and after.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+work= labels=../shared/data/neusight/label
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --work) work=$2; shift 2 ;;
+    --labels) labels=$2; shift 2 ;;
+    -h|--help) sed -n 2,10p "$0"; exit 0 ;;
+    *) echo "band_coverage.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+done
+[ -n "$work" ] || { echo "band_coverage.sh: --work DIR is required" >&2; exit 2; }
+exe=${NEUSIGHT:-build/neusight}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+printf '%-16s %4s %8s %10s %5s %5s %7s   %-24s %-24s\n' gpu n "APE %" "in band" below above "width %" \
+  "calibrated: pairs bef aft" "same model: pairs bef aft"
+for fold in "$work"/folds/*/; do
+  g=$(basename "$fold")
+  [ -f "$fold/nvidia/uncertainty.toml" ] && [ -d "$labels/$g" ] || continue
+  "$exe" eval models "$labels/$g" --weights "$fold" --calibrate-each --format json 2>/dev/null > "$tmp/$g.json"
+done
+python3 - "$tmp" <<'PY'
+import json, os, sys
+tot = dict(n=0, inb=0, below=0, above=0, ape=0.0, width=0.0)
+cal = {"calibrated": [0, 0.0, 0.0], "calibrated_same_model": [0, 0.0, 0.0]}
+def cell(c):
+    return f'{c["pairs"]:5d} {c["mean_before"]:8.2f} {c["mean_after"]:8.2f}  '
+for f in sorted(os.listdir(sys.argv[1])):
+    j = json.load(open(os.path.join(sys.argv[1], f)))
+    rows = j["rows"]
+    if not rows:
+        continue
+    s = j["summary"][0]
+    n = len(rows)
+    inb = sum(1 for r in rows if r["in_band"])
+    below = sum(1 for r in rows if r["measured_ms"] < r["predicted_ms_p10"])
+    above = sum(1 for r in rows if r["measured_ms"] > r["predicted_ms_p90"])
+    width = sum((r["predicted_ms_p90"] - r["predicted_ms_p10"]) / r["predicted_ms"] for r in rows) / n
+    line = f'{s["gpu"]:16s} {n:4d} {s["mean"]:8.2f} {inb:4d} ({100*inb/n:3.0f}%) {below:5d} {above:5d} {100*width:7.0f}   '
+    for key, acc in cal.items():
+        c = s.get(key, {"pairs": 0, "mean_before": 0.0, "mean_after": 0.0})
+        line += cell(c)
+        acc[0] += c["pairs"]; acc[1] += c["mean_before"] * c["pairs"]; acc[2] += c["mean_after"] * c["pairs"]
+    print(line)
+    for k, v in dict(n=n, inb=inb, below=below, above=above).items():
+        tot[k] += v
+    tot["ape"] += s["mean"] * n
+    tot["width"] += width * n
+n = tot["n"]
+if n:
+    line = (f'{"all":16s} {n:4d} {tot["ape"]/n:8.2f} {tot["inb"]:4d} ({100*tot["inb"]/n:3.0f}%) {tot["below"]:5d} '
+            f'{tot["above"]:5d} {100*tot["width"]/n:7.0f}   ')
+    for acc in cal.values():
+        p = max(1, acc[0])
+        line += cell({"pairs": acc[0], "mean_before": acc[1] / p, "mean_after": acc[2] / p})
+    print(line)
+PY
