@@ -218,7 +218,8 @@ void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
                   "GPU's file as <stem>.calibration.toml and used by later forecasts on it (scripts/neusight/"
                   "calibration.lua)")
       ->type_name("FILE")
-      ->excludes(cmd->get_option("--no-calibration"));
+      ->excludes(cmd->get_option("--no-calibration"))
+      ->excludes(cmd->get_option("--report"));  // it writes the calibration and its summary, not a forecast
 }
 
 void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
