@@ -161,7 +161,8 @@ session_options session_options_make(const common_flags& c) {
   return o;
 }
 
-void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
+void add_common(CLI::App* cmd, common_flags& c, bool with_format,
+                const std::vector<std::string>& formats = {"table", "json", "csv"}) {
   cmd->add_option("--ops", c.ops_dirs, "Directory of op rules searched before the bundled ops/ (repeatable)")
       ->type_name("DIR");
   cmd->add_option("--scripts", c.scripts_dirs,
@@ -191,7 +192,7 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format) {
                       fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
       ->type_name("SECONDS")->check(CLI::NonNegativeNumber)->group(lim);
   if (with_format) {
-    cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember({"table", "json", "csv"}));
+    cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember(formats));
     cmd->add_option("-o,--output", c.output,
                     "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless "
                     "it is given)")
@@ -650,15 +651,15 @@ std::string script_resolve(const std::string& script) {
 int run_paths(const common_flags& c) {
   const fs::path root = data_root_find();
   session s(session_options_make(c));
-  std::string out = fmt::format("{:<10} {}\n", "data", root.string());
+  std::string out = fmt::format("{:<13} {}\n", "data", root.string());
   for (const char* d : {"gpus", "ops", "scripts", "weights", "examples"})
-    out += fmt::format("{:<10} {}\n", d, (root / d).string());
+    out += fmt::format("{:<13} {}\n", d, (root / d).string());
   std::string ops_path;
   for (const auto& d : s.ops_search_path()) ops_path += (ops_path.empty() ? "" : ":") + d.string();
-  out += fmt::format("{:<10} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
+  out += fmt::format("{:<13} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
   std::string scripts_path;
   for (const auto& d : s.scripts_search_path()) scripts_path += (scripts_path.empty() ? "" : ":") + d.string();
-  out += fmt::format("{:<10} {}   (first hit wins: --scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/)\n",
+  out += fmt::format("{:<13} {}   (first hit wins: --scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/)\n",
                      "script search", scripts_path);
   emit(out, "");
   return 0;
@@ -759,7 +760,7 @@ int app_main(int argc, char** argv) {
   add_common(paths, common, false);
 
   auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
-  add_common(gpus, common, true);
+  add_common(gpus, common, true, {"table", "json"});
   gpus->get_option("--ops")->group("");  // irrelevant here; hidden
 
   auto* models = app.add_subcommand("models", "List the model presets with their family, parameter count and source");
@@ -820,8 +821,7 @@ int app_main(int argc, char** argv) {
                    "Also score calibration from one measurement: per GPU, each label in turn calibrates the forecast "
                    "(scripts/neusight/calibration.lua, as predict --calibrate) and the GPU's other labels are scored "
                    "before and after");
-  add_common(eval_m, common, true);
-  eval_m->get_option("--format")->check(CLI::IsMember({"table", "json"}));
+  add_common(eval_m, common, true, {"table", "json"});
 
   scale_flags sflags;
   auto* scale = app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)");

@@ -375,7 +375,7 @@ TEST_CASE("bundled examples run from any folder; paths says where everything is 
   const auto p = run_cli("paths --ops '" + t.path.string() + "'", elsewhere);
   REQUIRE(p.code == 0);
   CHECK(p.out.find("weights    " + (source_dir / "weights").string()) != std::string::npos);
-  CHECK(p.out.find("op search  " + t.path.string() + ":" + (source_dir / "ops").string()) != std::string::npos);
+  CHECK(p.out.find("op search     " + t.path.string() + ":" + (source_dir / "ops").string()) != std::string::npos);
 }
 
 TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {
