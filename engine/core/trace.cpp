@@ -236,8 +236,14 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
 }
 
 trace trace_load_wavescale(const fs::path& manifest) {
-  const std::string src = manifest.string();
-  const std::string text = read_file(manifest);
+  const fs::path dir = manifest.parent_path();
+  return trace_parse_wavescale(read_file(manifest), manifest.string(), [&](const std::string& name) {
+    const fs::path p = dir / name;
+    return std::make_pair(read_file(p), p.string());
+  });
+}
+
+trace trace_parse_wavescale(std::string_view text, const std::string& src, const trace_file_reader& read) {
   const json m = json_parse_or_throw(text, src);
   if (!m.is_object()) throw error(src + ": manifest must be a JSON object");
   auto str_key = [&](const char* key, bool required) -> std::string {
@@ -255,10 +261,9 @@ trace trace_load_wavescale(const fs::path& manifest) {
   tr.format = trace_format::wavescale;
   tr.source = src;
   tr.origin_device = str_key("origin_gpu", false);
-  const fs::path dir = manifest.parent_path();
-  const fs::path ops_path = dir / str_key("ops", true), kernels_path = dir / str_key("kernels", true);
-
-  const csv_table ops = csv_load(ops_path.string());
+  const std::string ops_name = str_key("ops", true), kernels_name = str_key("kernels", true);
+  const auto [ops_text, ops_source] = read(ops_name);
+  const csv_table ops = csv_parse(ops_text, ops_source);
   const size_t c_id = ops.column("op_id"), c_name = ops.column("op_name"), c_pass = ops.column("pass");
   std::map<int64_t, size_t> by_id;
   for (size_t i = 0; i < ops.rows.size(); ++i) {
@@ -281,7 +286,8 @@ trace trace_load_wavescale(const fs::path& manifest) {
     tr.ops.push_back(std::move(op));
   }
 
-  const csv_table k = csv_load(kernels_path.string());
+  const auto [kernels_text, kernels_source] = read(kernels_name);
+  const csv_table k = csv_parse(kernels_text, kernels_source);
   const size_t k_op = k.column("op_id"), k_seq = k.column("seq"), k_name = k.column("kernel_name");
   const char* grid_cols[] = {"grid_x", "grid_y", "grid_z"};
   const char* block_cols[] = {"block_x", "block_y", "block_z"};
@@ -318,7 +324,7 @@ trace trace_load_wavescale(const fs::path& manifest) {
       continue;
     }
     auto it = by_id.find(op_id);
-    if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_path.string());
+    if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_source);
     per_op[it->second].emplace_back(seq, std::move(kern));
   }
   auto by_seq = [](const auto& a, const auto& b) { return a.first < b.first; };
@@ -501,9 +507,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
   return tr;
 }
 
-trace_format trace_detect(const fs::path& file) {
-  const std::string src = file.string();
-  const std::string text = read_file(file);
+trace_format trace_detect_text(std::string_view text, const std::string& src) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
     const json j = json_parse_or_throw(text, src);
@@ -519,12 +523,15 @@ trace_format trace_detect(const fs::path& file) {
   throw error(src + ": not a trace: expected Chrome-trace JSON, a wavescale manifest or a label CSV (fw_latency column)");
 }
 
+trace_format trace_detect(const fs::path& file) { return trace_detect_text(read_file(file), file.string()); }
+
 trace trace_load(const fs::path& file) {
-  switch (trace_detect(file)) {
-    case trace_format::chrome_json: return trace_parse_chrome(read_file(file), file.string());
+  const std::string text = read_file(file);
+  switch (trace_detect_text(text, file.string())) {
+    case trace_format::chrome_json: return trace_parse_chrome(text, file.string());
     case trace_format::wavescale: return trace_load_wavescale(file);
     case trace_format::label_csv:
-      return trace_parse_label_csv(read_file(file), file.string(), file.parent_path().filename().string());
+      return trace_parse_label_csv(text, file.string(), file.parent_path().filename().string());
   }
   throw error(file.string() + ": unknown trace format");
 }

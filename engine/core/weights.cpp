@@ -139,10 +139,18 @@ struct manifest_reader {
 
 tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const std::string mpath = (dir / "model.toml").generic_string();
+  if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
+  return weights_parse(text_file_read(mpath, mpath, text_file_max_script), dir,
+                       [](const std::string& bpath) { return text_file_read(bpath, bpath, text_file_max_data); },
+                       provenance);
+}
+
+tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, const weights_reader& read,
+                         weights_provenance* provenance) {
+  const std::string mpath = (dir / "model.toml").generic_string();
   toml::table t;
   try {
-    if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
-    t = toml::parse(text_file_read(mpath, mpath, text_file_max_script), mpath);
+    t = toml::parse(manifest_text, mpath);
   } catch (const toml::parse_error& e) {
     throw error(mpath + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
                 ": " + std::string(e.description()));
@@ -178,7 +186,7 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
   const std::string bpath = (dir / r.str("weights_file")).generic_string();
-  const std::string bin = text_file_read(bpath, bpath, text_file_max_data);
+  const std::string bin = read(bpath);
   const int64_t want = r.integer("weights_bytes");
   m.net = mlp::make(sizes, 0);
   const size_t expected = (m.net.param_count() + 4 * tile_feature_count) * sizeof(float);

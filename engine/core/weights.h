@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tile_model.h"
@@ -32,5 +34,10 @@ void weights_save(const std::filesystem::path& dir, const tile_model& m, const w
 // Reads and verifies format version, family, layer sizes, feature names, byte count and checksum.
 // Throws ns::error "<dir>/model.toml: ..." or "<dir>/weights.bin: ..." on any mismatch.
 tile_model weights_load(const std::filesystem::path& dir, weights_provenance* provenance = nullptr);
+// The same checks on a manifest's text: `dir` is the folder it is shown in (messages name <dir>/model.toml), and
+// `read(path)` returns the bytes of the weights file the manifest names (path = <dir>/<weights_file>).
+using weights_reader = std::function<std::string(const std::string& path)>;
+tile_model weights_parse(std::string_view manifest_text, const std::filesystem::path& dir, const weights_reader& read,
+                         weights_provenance* provenance = nullptr);
 
 }  // namespace ns
