@@ -17,11 +17,21 @@ namespace {
 const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
 
+// Dimensions, counts and grid sizes of one benchmarked kernel: |v| < 2^31 (CUDA's largest grid dimension), so
+// products of two (B·M of a linear row) cannot overflow.
+constexpr double int_cell_max = 2147483647.0;
+
 int64_t to_int(const std::string& s, const std::string& where, const char* col) {
   try {
     size_t used = 0;
     const double v = std::stod(s, &used);
-    if (used == s.size() && v == std::floor(v)) return int64_t(v);
+    if (used == s.size() && v == std::floor(v)) {
+      if (std::fabs(v) > int_cell_max)
+        throw error(where + ": column '" + col + "' is out of range (got '" + s + "', at most 2^31-1 in magnitude)");
+      return int64_t(v);
+    }
+  } catch (const error&) {
+    throw;
   } catch (const std::exception&) {
   }
   throw error(where + ": column '" + col + "' must be an integer (got '" + s + "')");

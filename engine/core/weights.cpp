@@ -167,7 +167,9 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   m.vendor = r.str("vendor");
   std::vector<int> sizes;
   for (const auto& n : r.array("layers")) {
-    if (!n.is_integer() || n.as_integer()->get() < 1) throw error(mpath + ": 'layers' must hold positive integers");
+    if (!n.is_integer() || n.as_integer()->get() < 1 || n.as_integer()->get() > weights_max_layer_width)
+      throw error(mpath + ": 'layers' must hold positive integers of at most " +
+                  std::to_string(weights_max_layer_width));
     sizes.push_back(int(n.as_integer()->get()));
   }
   if (sizes.size() < 2 || sizes.front() != int(tile_feature_count) || sizes.back() != tile_outputs)
@@ -188,11 +190,14 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   const std::string bpath = (dir / r.str("weights_file")).generic_string();
   const std::string bin = read(bpath);
   const int64_t want = r.integer("weights_bytes");
-  m.net = mlp::make(sizes, 0);
-  const size_t expected = (m.net.param_count() + 4 * tile_feature_count) * sizeof(float);
+  // From the layer sizes, before anything is allocated (widths are capped, so this cannot overflow).
+  size_t params = 4 * tile_feature_count;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) params += (size_t(sizes[l]) + 1) * size_t(sizes[l + 1]);
+  const size_t expected = params * sizeof(float);
   if (int64_t(bin.size()) != want || bin.size() != expected)
     throw error(bpath + ": " + std::to_string(bin.size()) + " bytes, expected " + std::to_string(expected) +
                 " (truncated or from another model)");
+  m.net = mlp::make(sizes, 0);
   if (hex64(fnv1a64(bin.data(), bin.size())) != r.str("weights_fnv1a64"))
     throw error(bpath + ": checksum mismatch (file corrupted or edited; expected fnv1a64 " + r.str("weights_fnv1a64") + ")");
   std::vector<float> p(bin.size() / sizeof(float));

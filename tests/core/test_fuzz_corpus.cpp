@@ -1,0 +1,72 @@
+// tests/core/test_fuzz_corpus.cpp — every kept fuzz input (tests/fuzz/corpus/<target>, tests/fuzz/regressions/<target>)
+// through the entry its libFuzzer target calls (tests/fuzz/fuzz_entries.h): it loads, or it throws ns::error whose
+// message names the file; never a crash, a sanitizer report (the ASan + UBSan build) or another exception type.
+// A regression input was a bad input that crashed a loader: it must now fail with that error (names containing
+// ".loads" would mark inputs that must load instead).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <vector>
+
+#include "core/text.h"
+#include "fuzz/fuzz_entries.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Feeds every file of the target's corpus and regressions; returns how many were read.
+size_t replay(const std::string& name) {
+  const auto& all = ns_fuzz::targets();
+  const auto t = std::find_if(all.begin(), all.end(), [&](const ns_fuzz::target& x) { return x.name == name; });
+  REQUIRE(t != all.end());
+  size_t n = 0;
+  for (const char* kind : {"corpus", "regressions"}) {
+    const bool regression = std::string(kind) == "regressions";
+    for (const fs::path& file : files_in(ns_test::source_dir / "tests" / "fuzz" / kind / name)) {
+      ++n;
+      const std::string source = fs::relative(file, ns_test::source_dir).generic_string();
+      const bool must_load = source.find(".loads") != std::string::npos;
+      INFO(source);
+      try {
+        t->run(ns_test::slurp(file), source);
+        if (regression && !must_load) FAIL_CHECK("a regression input loaded without an error");
+      } catch (const ns::error& e) {
+        CHECK_THAT(e.what(), Catch::Contains(source));
+        if (must_load) FAIL_CHECK("expected to load: " << e.what());
+      } catch (const std::exception& e) {
+        FAIL_CHECK("not an ns::error: " << e.what());
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz corpus: GPU TOML", "[fuzz]") { CHECK(replay("gpu_toml") > 0); }
+TEST_CASE("fuzz corpus: cluster TOML", "[fuzz]") { CHECK(replay("cluster_toml") > 0); }
+TEST_CASE("fuzz corpus: micro-benchmark dataset CSV", "[fuzz]") { CHECK(replay("dataset") > 0); }
+TEST_CASE("fuzz corpus: operator-graph CSV", "[fuzz]") { CHECK(replay("opgraph") > 0); }
+TEST_CASE("fuzz corpus: traces (Chrome JSON, wavescale, label CSV)", "[fuzz]") { CHECK(replay("trace") > 0); }
+TEST_CASE("fuzz corpus: weights (model.toml + weights.bin)", "[fuzz]") { CHECK(replay("weights") > 0); }
+
+TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a float-to-int overflow", "[fuzz]") {
+  const std::string csv =
+      "framework,version,device,op_name,kernel_source,batch_size,isl,num_heads,num_key_value_heads,head_dim,"
+      "beam_width,attn_dtype,kv_cache_dtype,step,window_size,latency\n"
+      "VLLM,0.24.0,NVIDIA B200,context_attention,x,4,16444444444444444444384,64,64,64,1,bfloat16,bfloat16,0,0,12.1\n";
+  CHECK_THROWS_WITH(ns_fuzz::dataset(csv, "big.csv"),
+                    "big.csv:2: column 'isl' is out of range (got '16444444444444444444384', at most 2^31-1 in magnitude)");
+}
