@@ -72,6 +72,34 @@ std::optional<double> cell_opt(const csv_table& t, size_t row, std::string_view 
   return cell_nonneg(s, t.where(row), col);
 }
 
+// ---- kernels ----------------------------------------------------------------------------------------------
+
+// Launch limits of the GPUs the engine models (CUDA and HIP alike): grid dimensions up to 2^31 - 1, at most 1024
+// threads per block, 512 registers per thread (AMD's VGPRs + AGPRs; NVIDIA allows 255), 1 MiB of shared memory per
+// block (no GPU has more than 256 KB per SM). Blocks in all are capped at 2^53 (exact in a double). They keep
+// blocks(), threads_per_block() and the occupancy arithmetic (registers x warp size) far from int64 overflow.
+constexpr int64_t kernel_max_grid_dim = 2147483647, kernel_max_threads = 1024, kernel_max_registers = 512;
+constexpr int64_t kernel_max_shared_bytes = int64_t(1) << 20;
+constexpr double kernel_max_blocks = 9007199254740992.0;  // 2^53
+
+// `at` is "<file>:<line>: <kernel>"; grid and block dimensions are already known to be >= 1.
+void kernel_check(const trace_kernel& k, const std::string& at) {
+  const auto dims = [](const std::array<int64_t, 3>& v) {
+    return std::to_string(v[0]) + "x" + std::to_string(v[1]) + "x" + std::to_string(v[2]);
+  };
+  if (*std::max_element(k.grid.begin(), k.grid.end()) > kernel_max_grid_dim ||
+      double(k.grid[0]) * double(k.grid[1]) * double(k.grid[2]) > kernel_max_blocks)
+    throw error(at + ": grid " + dims(k.grid) + " is out of range (each dimension at most 2^31-1, 2^53 blocks in all)");
+  if (double(k.block[0]) * double(k.block[1]) * double(k.block[2]) > double(kernel_max_threads))
+    throw error(at + ": block " + dims(k.block) + " has more than " + std::to_string(kernel_max_threads) + " threads");
+  if (k.registers > kernel_max_registers)
+    throw error(at + ": " + std::to_string(k.registers) + " registers per thread is out of range (at most " +
+                std::to_string(kernel_max_registers) + ")");
+  if (k.shared_bytes > kernel_max_shared_bytes)
+    throw error(at + ": " + std::to_string(k.shared_bytes) + " bytes of shared memory per block is out of range (at most " +
+                std::to_string(kernel_max_shared_bytes) + ")");
+}
+
 // ---- label CSV ------------------------------------------------------------------------------------------
 
 trace_shape shape_from(const py_value& v, const std::string& where, std::string_view col) {
@@ -311,7 +339,11 @@ trace trace_parse_wavescale(std::string_view text, const std::string& src, const
     const int64_t sst = cell_int(row[k_sst], where, "smem_static_bytes");
     const int64_t sdyn = cell_int(row[k_sdyn], where, "smem_dynamic_bytes");
     if (kern.registers < 0 || sst < 0 || sdyn < 0) throw error(where + ": negative registers or shared memory");
+    if (sst > kernel_max_shared_bytes || sdyn > kernel_max_shared_bytes)  // before the sum, which could overflow
+      throw error(where + ": kernel '" + kern.name + "': shared memory " + row[k_sst] + " + " + row[k_sdyn] +
+                  " bytes is out of range (at most " + std::to_string(kernel_max_shared_bytes) + " per block)");
     kern.shared_bytes = sst + sdyn;
+    kernel_check(kern, where + ": kernel '" + kern.name + "'");
     kern.duration_ns = cell_nonneg(row[k_dur], where, "duration_ns");
     kern.dram_read_bytes = cell_opt(k, i, "dram_read_bytes");
     kern.dram_write_bytes = cell_opt(k, i, "dram_write_bytes");
@@ -407,6 +439,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
           throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer");
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
+      kernel_check(ke.k, where(i) + ": " + what);
       ke.k.duration_ns = dur * 1000.0;  // Chrome-trace times are microseconds
       kernels.push_back(std::move(ke));
       continue;

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <regex>
 #include <vector>
 
 #include "core/text.h"
@@ -69,4 +70,41 @@ TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a floa
       "VLLM,0.24.0,NVIDIA B200,context_attention,x,4,16444444444444444444384,64,64,64,1,bfloat16,bfloat16,0,0,12.1\n";
   CHECK_THROWS_WITH(ns_fuzz::dataset(csv, "big.csv"),
                     "big.csv:2: column 'isl' is out of range (got '16444444444444444444384', at most 2^31-1 in magnitude)");
+}
+
+TEST_CASE("fuzz finding: trace kernel launch geometry out of the GPUs' limits is an error, not an int64 overflow", "[fuzz]") {
+  // A wavescale trace with one kernel row; `row` replaces grid..smem_dynamic_bytes.
+  auto wavescale = [](const std::string& row) {
+    std::string in = R"({"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": "kernels.csv"})";
+    in += '\0';
+    in += "op_id,op_name,pass\n0,linear,fwd\n";
+    in += '\0';
+    in += "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,smem_static_bytes,"
+          "smem_dynamic_bytes,duration_ns\n0,0,k," + row + ",1000\n";
+    return in;
+  };
+  CHECK_NOTHROW(ns_fuzz::trace(wavescale("4,1,1,256,1,1,64,0,0"), "t"));
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("9223372036854775807,2,1,256,1,1,64,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': grid 9223372036854775807x2x1 is out of range (each dimension at most "
+                    "2^31-1, 2^53 blocks in all)");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("2147483647,2147483647,2147483647,256,1,1,64,0,0"), "t"),
+                    Catch::Contains("grid 2147483647x2147483647x2147483647 is out of range"));
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,9223372036854775807,2,1,64,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': block 9223372036854775807x2x1 has more than 1024 threads");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,256,1,1,9223372036854775807,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': 9223372036854775807 registers per thread is out of range (at most 512)");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,256,1,1,64,9223372036854775807,9223372036854775807"), "t"),
+                    "t/kernels.csv:2: kernel 'k': shared memory 9223372036854775807 + 9223372036854775807 bytes is out "
+                    "of range (at most 1048576 per block)");
+}
+
+TEST_CASE("fuzz finding: a weights manifest's layer widths are checked before anything is allocated", "[fuzz]") {
+  const auto dir = ns_test::source_dir / "weights" / "nvidia" / "attention_decode";
+  const std::string toml = ns_test::slurp(dir / "model.toml"), bin = ns_test::slurp(dir / "weights.bin");
+  CHECK_NOTHROW(ns_fuzz::weights(toml + '\0' + bin, "w"));
+  for (const std::string layers : {"[ 5, 2000000000, 3 ]", "[ 5, 4294967328, 32, 3 ]"}) {
+    const std::string bad = std::regex_replace(toml, std::regex("layers = \\[[^\\]]*\\]"), "layers = " + layers);
+    INFO(layers);
+    CHECK_THROWS_WITH(ns_fuzz::weights(bad + '\0' + bin, "w"), "w/model.toml: 'layers' must hold positive integers of at most 4096");
+  }
 }
