@@ -36,6 +36,10 @@ json json_parse_or_throw(std::string_view text, const std::string& source) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     const size_t at = e.byte == 0 ? 0 : e.byte - 1;
     throw error(source + ":" + std::to_string(line_of_offset(text, at)) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range 406: a number beyond double ("1E999"); nlohmann gives no position
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    throw error(source + ": invalid JSON: " + what);
   }
 }
 

@@ -108,3 +108,19 @@ TEST_CASE("fuzz finding: a weights manifest's layer widths are checked before an
     CHECK_THROWS_WITH(ns_fuzz::weights(bad + '\0' + bin, "w"), "w/model.toml: 'layers' must hold positive integers of at most 4096");
   }
 }
+
+TEST_CASE("fuzz finding: a JSON number beyond double is an ns::error naming the trace, not nlohmann's out_of_range", "[fuzz]") {
+  CHECK_THROWS_WITH(ns_fuzz::trace("{\"traceEvents\": 1E999}", "t.json"),
+                    "t.json: invalid JSON: number overflow parsing '1E999'");
+}
+
+TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an error, not an int64 overflow", "[fuzz]") {
+  const std::string head = "Name,OpName,FwOps,BwOps,AccOps,Prev,Next,InputShapes,OutputShape\n";
+  CHECK_NOTHROW(ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4, 8)\"\n", "g.csv"));
+  CHECK_THROWS_WITH(
+      ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(50257, 12844444444444440)]\",\"(4, 8)\"\n", "g.csv"),
+      "g.csv:2: column 'InputShapes': shape (50257, 12844444444444440) has more than 2^53 elements");
+  CHECK_THROWS_WITH(
+      ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4294967296, 4294967296)\"\n", "g.csv"),
+      "g.csv:2: column 'OutputShape': shape (4294967296, 4294967296) has more than 2^53 elements");
+}
