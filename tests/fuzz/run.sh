@@ -27,8 +27,11 @@ status=0
 for t in "${targets[@]}"; do
   work=build-fuzz/fuzz-corpus/$t art=build-fuzz/fuzz-artifacts/$t
   mkdir -p "$work" "$art"
-  max_len=4096
-  [[ $t == weights ]] && max_len=8192  # manifest + a 5 KB weights.bin
+  max_len=4096 keep_len=4096  # longest input fuzzed / kept in tests/fuzz/corpus/<t>
+  case $t in
+    dataset | opgraph | trace) keep_len=2048 ;;  # their corpora grow large: this keeps them under ~400 KB
+    weights) max_len=8192 keep_len=8192 ;;       # model.toml + a 5 KB weights.bin
+  esac
   start=$(date +%s)
   set +e
   nice -n 10 build-fuzz/fuzz/fuzz_$t "$work" tests/fuzz/corpus/$t -runs="$runs" -max_len=$max_len \
@@ -47,10 +50,10 @@ for t in "${targets[@]}"; do
   if [[ $update -eq 1 ]]; then
     fresh=build-fuzz/fuzz-merged/$t
     rm -rf "$fresh" && mkdir -p "$fresh"
-    nice -n 10 build-fuzz/fuzz/fuzz_$t -merge=1 -max_len=$max_len "$fresh" tests/fuzz/corpus/$t "$work" \
+    nice -n 10 build-fuzz/fuzz/fuzz_$t -merge=1 -max_len=$keep_len "$fresh" tests/fuzz/corpus/$t "$work" \
       >"build-fuzz/fuzz-$t-merge.log" 2>&1
     rm -rf "tests/fuzz/corpus/$t" && cp -r "$fresh" "tests/fuzz/corpus/$t"
-    echo "$t: corpus $(ls "tests/fuzz/corpus/$t" | wc -l) files, $(du -sk "tests/fuzz/corpus/$t" | cut -f1) KB"
+    echo "$t: corpus $(ls "tests/fuzz/corpus/$t" | wc -l) files, $(cat "tests/fuzz/corpus/$t"/* | wc -c) bytes"
   fi
 done
 exit $status
