@@ -18,11 +18,21 @@ const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
 const std::set<std::string> dtype_known = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
+// Dimensions, counts and grid sizes of one benchmarked kernel: |v| < 2^31 (CUDA's largest grid dimension), so
+// products of two (B·M of a linear row) cannot overflow.
+constexpr double int_cell_max = 2147483647.0;
+
 int64_t to_int(const std::string& s, const std::string& where, const char* col) {
   try {
     size_t used = 0;
     const double v = std::stod(s, &used);
-    if (used == s.size() && v == std::floor(v)) return int64_t(v);
+    if (used == s.size() && v == std::floor(v)) {
+      if (std::fabs(v) > int_cell_max)
+        throw error(where + ": column '" + col + "' is out of range (got '" + s + "', at most 2^31-1 in magnitude)");
+      return int64_t(v);
+    }
+  } catch (const error&) {
+    throw;
   } catch (const std::exception&) {
   }
   throw error(where + ": column '" + col + "' must be an integer (got '" + s + "')");
@@ -104,7 +114,7 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
       ++d.skipped["non-positive latency or empty shape"];
       continue;
     }
-    r.gpu = &d.gpus[*gi];
+    r.gpu_index = *gi;
     d.rows.push_back(std::move(r));
   }
 }
@@ -177,39 +187,42 @@ std::optional<family> bench_family(const std::string& op) {
   return std::nullopt;
 }
 
-bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
-  bench_data d;
-  d.files = csv_files(paths);
+namespace {
+// What bench_load does per CSV file and bench_parse for one text: the three row formats, device resolution
+// (memoised per reader), filters and skip counts. Rows hold their GPU's index while d.gpus grows; finish() points
+// them into d.gpus.
+struct bench_reader {
+  bench_data& d;
+  const bench_device_resolver& lookup;
+  std::optional<family> only;
+  std::set<std::string> excluded;
   std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
-  const auto all = catalog.load_all();
-  auto resolve = [&](const std::string& device) -> std::optional<size_t> {
+
+  std::optional<size_t> operator()(const std::string& device) {
     auto it = device_index.find(device);
     if (it != device_index.end()) return it->second;
     std::optional<size_t> idx;
-    try {
-      const gpu_spec g = catalog.resolve(device);
+    if (const std::optional<gpu_spec> g = lookup(device)) {
       for (size_t i = 0; i < d.gpus.size() && !idx; ++i)
-        if (d.gpus[i].name == g.name) idx = i;
-      if (!idx) d.gpus.push_back(g), idx = d.gpus.size() - 1;
-    } catch (const error&) {
+        if (d.gpus[i].name == g->name) idx = i;
+      if (!idx) d.gpus.push_back(*g), idx = d.gpus.size() - 1;
     }
     return device_index[device] = idx;
-  };
-  std::set<std::string> excluded;
-  for (const auto& x : exclude_gpus) excluded.insert(catalog.resolve(x).name);
-  d.gpus.reserve(all.size());  // rows keep pointers into d.gpus
+  }
 
-  for (const auto& file : d.files) {
-    const csv_table t = csv_load(file);
-    if (t.has_column("gemm_dtype")) {
-      aiconfigurator_gemm_load(t, d, resolve, excluded, only);
-      continue;
-    }
-    if (t.has_column("isl") && t.has_column("step") && t.has_column("num_key_value_heads")) {
-      aiconfigurator_attention_load(t, d, resolve, excluded, only);
-      continue;
-    }
+  void read(const csv_table& t);
+  void finish() {
+    for (auto& r : d.rows) r.gpu = &d.gpus[r.gpu_index];
+  }
+};
+
+void bench_reader::read(const csv_table& t) {
+  auto& resolve = *this;
+  if (t.has_column("gemm_dtype")) {
+    aiconfigurator_gemm_load(t, d, resolve, excluded, only);
+  } else if (t.has_column("isl") && t.has_column("step") && t.has_column("num_key_value_heads")) {
+    aiconfigurator_attention_load(t, d, resolve, excluded, only);
+  } else {
     const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");
     const size_t c_lat = t.has_column("Latency") ? t.column("Latency") : t.column("Latency (ms)");
     const size_t c_gx = t.column("Grid x"), c_gy = t.column("Grid y"), c_gz = t.column("Grid z");
@@ -270,10 +283,39 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
         ++d.skipped["non-positive latency or empty shape"];
         continue;
       }
-      r.gpu = &d.gpus[*gi];
+      r.gpu_index = *gi;
       d.rows.push_back(std::move(r));
     }
   }
+}
+}  // namespace
+
+bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
+                       std::optional<family> only) {
+  bench_data d;
+  d.files = {source};
+  bench_reader reader{d, resolve, only, {}, {}};
+  reader.read(csv_parse(csv_text, source));
+  reader.finish();
+  return d;
+}
+
+bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
+  bench_data d;
+  d.files = csv_files(paths);
+  const bench_device_resolver lookup = [&](const std::string& device) -> std::optional<gpu_spec> {
+    try {
+      return catalog.resolve(device);
+    } catch (const error&) {
+      return std::nullopt;
+    }
+  };
+  catalog.load_all();  // a broken GPU file is an error, not an unknown device
+  bench_reader reader{d, lookup, only, {}, {}};
+  for (const auto& x : exclude_gpus) reader.excluded.insert(catalog.resolve(x).name);
+  for (const auto& file : d.files) reader.read(csv_load(file));
+  reader.finish();
   std::vector<kernel*> costed;
   costed.reserve(d.rows.size());
   for (auto& r : d.rows) costed.push_back(&r.k);

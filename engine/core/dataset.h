@@ -1,8 +1,10 @@
 // engine/core/dataset.h — kernel micro-benchmark rows (NeuSight CSV format) as kernels with measured latency.
 #pragma once
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/gpu_spec.h"
@@ -15,6 +17,7 @@ struct bench_row {
   std::string where;        // file:line
   std::string device;       // the CSV's Device string
   const gpu_spec* gpu = nullptr;
+  size_t gpu_index = 0;     // of gpu in bench_data::gpus
   std::string op;           // OPName
   family fam = family::bmm;
   kernel k;                 // dims, dtype (fp32 unless a Dtype column says otherwise), flops, bytes
@@ -37,6 +40,14 @@ std::optional<family> bench_family(const std::string& op);
 // Rows of other families than `only` (if given), of `exclude_gpus`, of unknown devices or with bad
 // numbers are skipped and counted by reason, never silently dropped. Malformed CSV throws with file:line.
 // FLOPs and bytes come from `cost` (session::costing(): neusight.kernels, as forecasts compute them).
+// A CSV Device string → its GPU, or nullopt for an unknown device (the row is skipped and counted).
+using bench_device_resolver = std::function<std::optional<gpu_spec>(const std::string& device)>;
+
+// One CSV text (`source` names it in messages), read as bench_load reads each file, devices resolved by `resolve`.
+// FLOPs and bytes are not filled in (bench_load's `cost` does that).
+bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
+                       std::optional<family> only = std::nullopt);
+
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
                       std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 

@@ -93,6 +93,14 @@ std::vector<int64_t> dims_of(const py_value& args, const std::string& kernel_nam
   return dims;
 }
 
+// Element count of a shape. A tensor beyond 2^53 elements (exact in a double) is an error, not an int64 overflow.
+double numel_checked(const shape& s, const row_context& row, const char* column) {
+  double n = 1;
+  for (int64_t d : s) n *= double(d);
+  if (n > 9007199254740992.0) row.fail(column, "shape " + shape_str(s) + " has more than 2^53 elements");
+  return n;
+}
+
 struct row_shapes {
   double inputs_numel = 0;
   double output_numel = 0;  // 0: the row has no output shape
@@ -137,7 +145,7 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     for (const auto& s : args.items) {
       const auto sh = shape_of(s);
       if (!sh) row.fail(column, "kernel 'MEM': expected a shape (tuple of integers), got " + py_str(s));
-      elems += double(shape_numel(*sh));
+      elems += numel_checked(*sh, row, column);
     }
     k.bytes = 4.0 * elems;  // every listed shape, scalars (1,) included
     return k;
@@ -268,14 +276,14 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       const auto sh = shape_of(s);
       if (!sh) ctx.fail("InputShapes", "expected a shape (tuple of integers), got " + py_str(s));
       n.inputs.push_back(*sh);
-      rs.inputs_numel += double(shape_numel(*sh));
+      rs.inputs_numel += numel_checked(*sh, ctx, "InputShapes");
     }
     const py_value out = literal(c_out);
     if (out.t == py_value::type::list && out.items.empty()) {
       // rows without a tensor output (the reference's inserted gradient all-reduce rows)
     } else if (const auto sh = out.t == py_value::type::tuple ? shape_of(out) : std::nullopt) {
       n.output = *sh;
-      rs.output_numel = double(shape_numel(*sh));
+      rs.output_numel = numel_checked(*sh, ctx, "OutputShape");
     } else {
       ctx.fail("OutputShape", "expected a shape (tuple of integers), got " + py_str(out));
     }

@@ -36,6 +36,10 @@ json json_parse_or_throw(std::string_view text, const std::string& source) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     const size_t at = e.byte == 0 ? 0 : e.byte - 1;
     throw error(source + ":" + std::to_string(line_of_offset(text, at)) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range 406: a number beyond double ("1E999"); nlohmann gives no position
+    std::string what = e.what();
+    if (what.rfind("[json.exception.", 0) == 0 && what.find("] ") != std::string::npos) what = what.substr(what.find("] ") + 2);
+    throw error(source + ": invalid JSON: " + what);
   }
 }
 
@@ -70,6 +74,34 @@ std::optional<double> cell_opt(const csv_table& t, size_t row, std::string_view 
   const std::string& s = t.rows[row][t.column(col)];
   if (s.empty()) return std::nullopt;
   return cell_nonneg(s, t.where(row), col);
+}
+
+// ---- kernels ----------------------------------------------------------------------------------------------
+
+// Launch limits of the GPUs the engine models (CUDA and HIP alike): grid dimensions up to 2^31 - 1, at most 1024
+// threads per block, 512 registers per thread (AMD's VGPRs + AGPRs; NVIDIA allows 255), 1 MiB of shared memory per
+// block (no GPU has more than 256 KB per SM). Blocks in all are capped at 2^53 (exact in a double). They keep
+// blocks(), threads_per_block() and the occupancy arithmetic (registers x warp size) far from int64 overflow.
+constexpr int64_t kernel_max_grid_dim = 2147483647, kernel_max_threads = 1024, kernel_max_registers = 512;
+constexpr int64_t kernel_max_shared_bytes = int64_t(1) << 20;
+constexpr double kernel_max_blocks = 9007199254740992.0;  // 2^53
+
+// `at` is "<file>:<line>: <kernel>"; grid and block dimensions are already known to be >= 1.
+void kernel_check(const trace_kernel& k, const std::string& at) {
+  const auto dims = [](const std::array<int64_t, 3>& v) {
+    return std::to_string(v[0]) + "x" + std::to_string(v[1]) + "x" + std::to_string(v[2]);
+  };
+  if (*std::max_element(k.grid.begin(), k.grid.end()) > kernel_max_grid_dim ||
+      double(k.grid[0]) * double(k.grid[1]) * double(k.grid[2]) > kernel_max_blocks)
+    throw error(at + ": grid " + dims(k.grid) + " is out of range (each dimension at most 2^31-1, 2^53 blocks in all)");
+  if (double(k.block[0]) * double(k.block[1]) * double(k.block[2]) > double(kernel_max_threads))
+    throw error(at + ": block " + dims(k.block) + " has more than " + std::to_string(kernel_max_threads) + " threads");
+  if (k.registers > kernel_max_registers)
+    throw error(at + ": " + std::to_string(k.registers) + " registers per thread is out of range (at most " +
+                std::to_string(kernel_max_registers) + ")");
+  if (k.shared_bytes > kernel_max_shared_bytes)
+    throw error(at + ": " + std::to_string(k.shared_bytes) + " bytes of shared memory per block is out of range (at most " +
+                std::to_string(kernel_max_shared_bytes) + ")");
 }
 
 // ---- label CSV ------------------------------------------------------------------------------------------
@@ -236,8 +268,14 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
 }
 
 trace trace_load_wavescale(const fs::path& manifest) {
-  const std::string src = manifest.string();
-  const std::string text = read_file(manifest);
+  const fs::path dir = manifest.parent_path();
+  return trace_parse_wavescale(read_file(manifest), manifest.string(), [&](const std::string& name) {
+    const fs::path p = dir / name;
+    return std::make_pair(read_file(p), p.string());
+  });
+}
+
+trace trace_parse_wavescale(std::string_view text, const std::string& src, const trace_file_reader& read) {
   const json m = json_parse_or_throw(text, src);
   if (!m.is_object()) throw error(src + ": manifest must be a JSON object");
   auto str_key = [&](const char* key, bool required) -> std::string {
@@ -255,10 +293,9 @@ trace trace_load_wavescale(const fs::path& manifest) {
   tr.format = trace_format::wavescale;
   tr.source = src;
   tr.origin_device = str_key("origin_gpu", false);
-  const fs::path dir = manifest.parent_path();
-  const fs::path ops_path = dir / str_key("ops", true), kernels_path = dir / str_key("kernels", true);
-
-  const csv_table ops = csv_load(ops_path.string());
+  const std::string ops_name = str_key("ops", true), kernels_name = str_key("kernels", true);
+  const auto [ops_text, ops_source] = read(ops_name);
+  const csv_table ops = csv_parse(ops_text, ops_source);
   const size_t c_id = ops.column("op_id"), c_name = ops.column("op_name"), c_pass = ops.column("pass");
   std::map<int64_t, size_t> by_id;
   for (size_t i = 0; i < ops.rows.size(); ++i) {
@@ -281,7 +318,8 @@ trace trace_load_wavescale(const fs::path& manifest) {
     tr.ops.push_back(std::move(op));
   }
 
-  const csv_table k = csv_load(kernels_path.string());
+  const auto [kernels_text, kernels_source] = read(kernels_name);
+  const csv_table k = csv_parse(kernels_text, kernels_source);
   const size_t k_op = k.column("op_id"), k_seq = k.column("seq"), k_name = k.column("kernel_name");
   const char* grid_cols[] = {"grid_x", "grid_y", "grid_z"};
   const char* block_cols[] = {"block_x", "block_y", "block_z"};
@@ -305,7 +343,11 @@ trace trace_load_wavescale(const fs::path& manifest) {
     const int64_t sst = cell_int(row[k_sst], where, "smem_static_bytes");
     const int64_t sdyn = cell_int(row[k_sdyn], where, "smem_dynamic_bytes");
     if (kern.registers < 0 || sst < 0 || sdyn < 0) throw error(where + ": negative registers or shared memory");
+    if (sst > kernel_max_shared_bytes || sdyn > kernel_max_shared_bytes)  // before the sum, which could overflow
+      throw error(where + ": kernel '" + kern.name + "': shared memory " + row[k_sst] + " + " + row[k_sdyn] +
+                  " bytes is out of range (at most " + std::to_string(kernel_max_shared_bytes) + " per block)");
     kern.shared_bytes = sst + sdyn;
+    kernel_check(kern, where + ": kernel '" + kern.name + "'");
     kern.duration_ns = cell_nonneg(row[k_dur], where, "duration_ns");
     kern.dram_read_bytes = cell_opt(k, i, "dram_read_bytes");
     kern.dram_write_bytes = cell_opt(k, i, "dram_write_bytes");
@@ -318,7 +360,7 @@ trace trace_load_wavescale(const fs::path& manifest) {
       continue;
     }
     auto it = by_id.find(op_id);
-    if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_path.string());
+    if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_source);
     per_op[it->second].emplace_back(seq, std::move(kern));
   }
   auto by_seq = [](const auto& a, const auto& b) { return a.first < b.first; };
@@ -401,6 +443,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
           throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer");
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
+      kernel_check(ke.k, where(i) + ": " + what);
       ke.k.duration_ns = dur * 1000.0;  // Chrome-trace times are microseconds
       kernels.push_back(std::move(ke));
       continue;
@@ -501,9 +544,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
   return tr;
 }
 
-trace_format trace_detect(const fs::path& file) {
-  const std::string src = file.string();
-  const std::string text = read_file(file);
+trace_format trace_detect_text(std::string_view text, const std::string& src) {
   const size_t first = text.find_first_not_of(" \t\r\n");
   if (first != std::string::npos && (text[first] == '{' || text[first] == '[')) {
     const json j = json_parse_or_throw(text, src);
@@ -519,12 +560,15 @@ trace_format trace_detect(const fs::path& file) {
   throw error(src + ": not a trace: expected Chrome-trace JSON, a wavescale manifest or a label CSV (fw_latency column)");
 }
 
+trace_format trace_detect(const fs::path& file) { return trace_detect_text(read_file(file), file.string()); }
+
 trace trace_load(const fs::path& file) {
-  switch (trace_detect(file)) {
-    case trace_format::chrome_json: return trace_parse_chrome(read_file(file), file.string());
+  const std::string text = read_file(file);
+  switch (trace_detect_text(text, file.string())) {
+    case trace_format::chrome_json: return trace_parse_chrome(text, file.string());
     case trace_format::wavescale: return trace_load_wavescale(file);
     case trace_format::label_csv:
-      return trace_parse_label_csv(read_file(file), file.string(), file.parent_path().filename().string());
+      return trace_parse_label_csv(text, file.string(), file.parent_path().filename().string());
   }
   throw error(file.string() + ": unknown trace format");
 }

@@ -17,9 +17,11 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace ns {
@@ -71,12 +73,17 @@ struct trace {
 // Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a
 // "format" starting "wavescale-trace/" → wavescale; otherwise CSV with a fw_latency column → label).
 trace_format trace_detect(const std::filesystem::path& file);
+trace_format trace_detect_text(std::string_view text, const std::string& source);
 trace trace_load(const std::filesystem::path& file);
 
 // Per format. `source` is the name used in messages. For label CSVs, `device` is the origin (trace_load uses
 // the parent folder name, e.g. "Tesla_V100-PCIE-32GB").
 trace trace_parse_chrome(std::string_view json_text, const std::string& source);
 trace trace_load_wavescale(const std::filesystem::path& manifest);
+// A wavescale manifest's text; `read(name)` returns the text of a CSV file it names (as written in the manifest)
+// and the name shown in messages. trace_load_wavescale reads them relative to the manifest's folder.
+using trace_file_reader = std::function<std::pair<std::string, std::string>(const std::string& name)>;
+trace trace_parse_wavescale(std::string_view manifest_text, const std::string& source, const trace_file_reader& read);
 trace trace_parse_label_csv(std::string_view csv_text, const std::string& source, const std::string& device);
 
 }  // namespace ns

@@ -139,10 +139,18 @@ struct manifest_reader {
 
 tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   const std::string mpath = (dir / "model.toml").generic_string();
+  if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
+  return weights_parse(text_file_read(mpath, mpath, text_file_max_script), dir,
+                       [](const std::string& bpath) { return text_file_read(bpath, bpath, text_file_max_data); },
+                       provenance);
+}
+
+tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, const weights_reader& read,
+                         weights_provenance* provenance) {
+  const std::string mpath = (dir / "model.toml").generic_string();
   toml::table t;
   try {
-    if (!fs::exists(dir / "model.toml")) throw error(mpath + ": no such file (train with `neusight train`)");
-    t = toml::parse(text_file_read(mpath, mpath, text_file_max_script), mpath);
+    t = toml::parse(manifest_text, mpath);
   } catch (const toml::parse_error& e) {
     throw error(mpath + ":" + std::to_string(e.source().begin.line) + ":" + std::to_string(e.source().begin.column) +
                 ": " + std::string(e.description()));
@@ -159,7 +167,9 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   m.vendor = r.str("vendor");
   std::vector<int> sizes;
   for (const auto& n : r.array("layers")) {
-    if (!n.is_integer() || n.as_integer()->get() < 1) throw error(mpath + ": 'layers' must hold positive integers");
+    if (!n.is_integer() || n.as_integer()->get() < 1 || n.as_integer()->get() > weights_max_layer_width)
+      throw error(mpath + ": 'layers' must hold positive integers of at most " +
+                  std::to_string(weights_max_layer_width));
     sizes.push_back(int(n.as_integer()->get()));
   }
   if (sizes.size() < 2 || sizes.front() != int(tile_feature_count) || sizes.back() != tile_outputs)
@@ -178,13 +188,16 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
   const std::string bpath = (dir / r.str("weights_file")).generic_string();
-  const std::string bin = text_file_read(bpath, bpath, text_file_max_data);
+  const std::string bin = read(bpath);
   const int64_t want = r.integer("weights_bytes");
-  m.net = mlp::make(sizes, 0);
-  const size_t expected = (m.net.param_count() + 4 * tile_feature_count) * sizeof(float);
+  // From the layer sizes, before anything is allocated (widths are capped, so this cannot overflow).
+  size_t params = 4 * tile_feature_count;
+  for (size_t l = 0; l + 1 < sizes.size(); ++l) params += (size_t(sizes[l]) + 1) * size_t(sizes[l + 1]);
+  const size_t expected = params * sizeof(float);
   if (int64_t(bin.size()) != want || bin.size() != expected)
     throw error(bpath + ": " + std::to_string(bin.size()) + " bytes, expected " + std::to_string(expected) +
                 " (truncated or from another model)");
+  m.net = mlp::make(sizes, 0);
   if (hex64(fnv1a64(bin.data(), bin.size())) != r.str("weights_fnv1a64"))
     throw error(bpath + ": checksum mismatch (file corrupted or edited; expected fnv1a64 " + r.str("weights_fnv1a64") + ")");
   std::vector<float> p(bin.size() / sizeof(float));

@@ -2,7 +2,9 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/tile_model.h"
@@ -10,6 +12,8 @@
 namespace ns {
 
 constexpr int64_t weights_format_version = 1;
+// The widest layer a manifest may declare (the shipped models use 32–64): a 4096×4096 layer is 64 MB of float32.
+constexpr int64_t weights_max_layer_width = 4096;
 
 // What produced the weights; written to [training] of model.toml.
 struct weights_provenance {
@@ -32,5 +36,10 @@ void weights_save(const std::filesystem::path& dir, const tile_model& m, const w
 // Reads and verifies format version, family, layer sizes, feature names, byte count and checksum.
 // Throws ns::error "<dir>/model.toml: ..." or "<dir>/weights.bin: ..." on any mismatch.
 tile_model weights_load(const std::filesystem::path& dir, weights_provenance* provenance = nullptr);
+// The same checks on a manifest's text: `dir` is the folder it is shown in (messages name <dir>/model.toml), and
+// `read(path)` returns the bytes of the weights file the manifest names (path = <dir>/<weights_file>).
+using weights_reader = std::function<std::string(const std::string& path)>;
+tile_model weights_parse(std::string_view manifest_text, const std::filesystem::path& dir, const weights_reader& read,
+                         weights_provenance* provenance = nullptr);
 
 }  // namespace ns

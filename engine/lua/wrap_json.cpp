@@ -153,7 +153,7 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
   json j;
   try {
     j = json::parse(text);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, or out_of_range for a number beyond double ("1E999")
     throw error(what + ": invalid JSON: " + e.what());
   }
   json_push(L, j, 0);
@@ -173,6 +173,11 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
     if (colon != std::string::npos) what = what.substr(colon + 2);
     const json_position p = json_position_of(text, e.byte);
     throw error(display + ":" + std::to_string(p.line) + ":" + std::to_string(p.col) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // out_of_range 406: a number beyond double ("1E999"); no position given
+    std::string what = e.what();
+    if (const size_t close = what.find("] "); what.rfind("[json.exception.", 0) == 0 && close != std::string::npos)
+      what = what.substr(close + 2);
+    throw error(display + ": invalid JSON: " + what);
   }
   if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
   json_push(L, j, 0);

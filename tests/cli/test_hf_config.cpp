@@ -102,6 +102,12 @@ TEST_CASE("hf config: malformed, unreadable and unsupported files", "[cli][hf][e
                      ":2:1: invalid JSON: syntax error while parsing object key - unexpected end of input; expected "
                      "string literal\n");
 
+  // A number beyond double is nlohmann's out_of_range, not a parse_error: still an error naming the file.
+  const auto huge = t.write("huge.json", "{\"model_type\": \"gpt2\", \"n_embd\": 1E999}");
+  r = run_cli("predict --model '" + huge.string() + "'" + flags);
+  CHECK(r.code == 1);
+  CHECK(r.err == "neusight: " + huge.string() + ": invalid JSON: number overflow parsing '1E999'\n");
+
   r = run_cli("predict --model '" + (t.path / "missing.json").string() + "'" + flags);
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + (t.path / "missing.json").string() + ": cannot read file\n");

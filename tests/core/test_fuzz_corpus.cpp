@@ -1,0 +1,126 @@
+// tests/core/test_fuzz_corpus.cpp — every kept fuzz input (tests/fuzz/corpus/<target>, tests/fuzz/regressions/<target>)
+// through the entry its libFuzzer target calls (tests/fuzz/fuzz_entries.h): it loads, or it throws ns::error whose
+// message names the file; never a crash, a sanitizer report (the ASan + UBSan build) or another exception type.
+// A regression input was a bad input that crashed a loader: it must now fail with that error (names containing
+// ".loads" would mark inputs that must load instead).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+#include <vector>
+
+#include "core/text.h"
+#include "fuzz/fuzz_entries.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::vector<fs::path> files_in(const fs::path& dir) {
+  std::vector<fs::path> out;
+  if (fs::is_directory(dir))
+    for (const auto& e : fs::directory_iterator(dir))
+      if (e.is_regular_file()) out.push_back(e.path());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+// Feeds every file of the target's corpus and regressions; returns how many were read.
+size_t replay(const std::string& name) {
+  const auto& all = ns_fuzz::targets();
+  const auto t = std::find_if(all.begin(), all.end(), [&](const ns_fuzz::target& x) { return x.name == name; });
+  REQUIRE(t != all.end());
+  size_t n = 0;
+  for (const char* kind : {"corpus", "regressions"}) {
+    const bool regression = std::string(kind) == "regressions";
+    for (const fs::path& file : files_in(ns_test::source_dir / "tests" / "fuzz" / kind / name)) {
+      ++n;
+      const std::string source = fs::relative(file, ns_test::source_dir).generic_string();
+      const bool must_load = source.find(".loads") != std::string::npos;
+      INFO(source);
+      try {
+        t->run(ns_test::slurp(file), source);
+        if (regression && !must_load) FAIL_CHECK("a regression input loaded without an error");
+      } catch (const ns::error& e) {
+        CHECK_THAT(e.what(), Catch::Contains(source));
+        if (must_load) FAIL_CHECK("expected to load: " << e.what());
+      } catch (const std::exception& e) {
+        FAIL_CHECK("not an ns::error: " << e.what());
+      }
+    }
+  }
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("fuzz corpus: GPU TOML", "[fuzz]") { CHECK(replay("gpu_toml") > 0); }
+TEST_CASE("fuzz corpus: cluster TOML", "[fuzz]") { CHECK(replay("cluster_toml") > 0); }
+TEST_CASE("fuzz corpus: micro-benchmark dataset CSV", "[fuzz]") { CHECK(replay("dataset") > 0); }
+TEST_CASE("fuzz corpus: operator-graph CSV", "[fuzz]") { CHECK(replay("opgraph") > 0); }
+TEST_CASE("fuzz corpus: traces (Chrome JSON, wavescale, label CSV)", "[fuzz]") { CHECK(replay("trace") > 0); }
+TEST_CASE("fuzz corpus: weights (model.toml + weights.bin)", "[fuzz]") { CHECK(replay("weights") > 0); }
+
+TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a float-to-int overflow", "[fuzz]") {
+  const std::string csv =
+      "framework,version,device,op_name,kernel_source,batch_size,isl,num_heads,num_key_value_heads,head_dim,"
+      "beam_width,attn_dtype,kv_cache_dtype,step,window_size,latency\n"
+      "VLLM,0.24.0,NVIDIA B200,context_attention,x,4,16444444444444444444384,64,64,64,1,bfloat16,bfloat16,0,0,12.1\n";
+  CHECK_THROWS_WITH(ns_fuzz::dataset(csv, "big.csv"),
+                    "big.csv:2: column 'isl' is out of range (got '16444444444444444444384', at most 2^31-1 in magnitude)");
+}
+
+TEST_CASE("fuzz finding: trace kernel launch geometry out of the GPUs' limits is an error, not an int64 overflow", "[fuzz]") {
+  // A wavescale trace with one kernel row; `row` replaces grid..smem_dynamic_bytes.
+  auto wavescale = [](const std::string& row) {
+    std::string in = R"({"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": "kernels.csv"})";
+    in += '\0';
+    in += "op_id,op_name,pass\n0,linear,fwd\n";
+    in += '\0';
+    in += "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,smem_static_bytes,"
+          "smem_dynamic_bytes,duration_ns\n0,0,k," + row + ",1000\n";
+    return in;
+  };
+  CHECK_NOTHROW(ns_fuzz::trace(wavescale("4,1,1,256,1,1,64,0,0"), "t"));
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("9223372036854775807,2,1,256,1,1,64,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': grid 9223372036854775807x2x1 is out of range (each dimension at most "
+                    "2^31-1, 2^53 blocks in all)");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("2147483647,2147483647,2147483647,256,1,1,64,0,0"), "t"),
+                    Catch::Contains("grid 2147483647x2147483647x2147483647 is out of range"));
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,9223372036854775807,2,1,64,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': block 9223372036854775807x2x1 has more than 1024 threads");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,256,1,1,9223372036854775807,0,0"), "t"),
+                    "t/kernels.csv:2: kernel 'k': 9223372036854775807 registers per thread is out of range (at most 512)");
+  CHECK_THROWS_WITH(ns_fuzz::trace(wavescale("4,1,1,256,1,1,64,9223372036854775807,9223372036854775807"), "t"),
+                    "t/kernels.csv:2: kernel 'k': shared memory 9223372036854775807 + 9223372036854775807 bytes is out "
+                    "of range (at most 1048576 per block)");
+}
+
+TEST_CASE("fuzz finding: a weights manifest's layer widths are checked before anything is allocated", "[fuzz]") {
+  const auto dir = ns_test::source_dir / "weights" / "nvidia" / "attention_decode";
+  const std::string toml = ns_test::slurp(dir / "model.toml"), bin = ns_test::slurp(dir / "weights.bin");
+  CHECK_NOTHROW(ns_fuzz::weights(toml + '\0' + bin, "w"));
+  for (const std::string layers : {"[ 5, 2000000000, 3 ]", "[ 5, 4294967328, 32, 3 ]"}) {
+    const std::string bad = std::regex_replace(toml, std::regex("layers = \\[[^\\]]*\\]"), "layers = " + layers);
+    INFO(layers);
+    CHECK_THROWS_WITH(ns_fuzz::weights(bad + '\0' + bin, "w"), "w/model.toml: 'layers' must hold positive integers of at most 4096");
+  }
+}
+
+TEST_CASE("fuzz finding: a JSON number beyond double is an ns::error naming the trace, not nlohmann's out_of_range", "[fuzz]") {
+  CHECK_THROWS_WITH(ns_fuzz::trace("{\"traceEvents\": 1E999}", "t.json"),
+                    "t.json: invalid JSON: number overflow parsing '1E999'");
+}
+
+TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an error, not an int64 overflow", "[fuzz]") {
+  const std::string head = "Name,OpName,FwOps,BwOps,AccOps,Prev,Next,InputShapes,OutputShape\n";
+  CHECK_NOTHROW(ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4, 8)\"\n", "g.csv"));
+  CHECK_THROWS_WITH(
+      ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(50257, 12844444444444440)]\",\"(4, 8)\"\n", "g.csv"),
+      "g.csv:2: column 'InputShapes': shape (50257, 12844444444444440) has more than 2^53 elements");
+  CHECK_THROWS_WITH(
+      ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4294967296, 4294967296)\"\n", "g.csv"),
+      "g.csv:2: column 'OutputShape': shape (4294967296, 4294967296) has more than 2^53 elements");
+}

@@ -1,0 +1,120 @@
+// tests/fuzz/fuzz_entries.cpp — the loaders as the fuzz targets and the corpus replay test call them (see the header).
+#include "fuzz_entries.h"
+
+#include <algorithm>
+#include <filesystem>
+
+#include "core/cluster_spec.h"
+#include "core/dataset.h"
+#include "core/gpu_spec.h"
+#include "core/opgraph.h"
+#include "core/text.h"
+#include "core/trace.h"
+#include "core/wave_scaling.h"
+#include "core/weights.h"
+
+namespace ns_fuzz {
+namespace {
+
+// gpus/*.toml, read once: the devices a dataset CSV may name and the GPUs traces are scaled between.
+const std::vector<ns::gpu_spec>& gpus() {
+  static const std::vector<ns::gpu_spec> all = ns::gpu_catalog(std::filesystem::path(NEUSIGHT_SOURCE_DIR) / "gpus").load_all();
+  return all;
+}
+
+const ns::gpu_spec& gpu_named(const std::string& stem) {
+  for (const auto& g : gpus())
+    if (std::filesystem::path(g.source).stem() == stem) return g;
+  throw std::logic_error("fuzz: no gpus/" + stem + ".toml");
+}
+
+// Up to n parts split at NUL bytes (the last part keeps any further NULs); missing parts are empty.
+std::vector<std::string_view> split(std::string_view data, size_t n) {
+  std::vector<std::string_view> parts;
+  while (parts.size() + 1 < n) {
+    const size_t nul = data.find('\0');
+    if (nul == std::string_view::npos) break;
+    parts.push_back(data.substr(0, nul));
+    data.remove_prefix(nul + 1);
+  }
+  parts.push_back(data);
+  parts.resize(n);
+  return parts;
+}
+
+}  // namespace
+
+void gpu_toml(std::string_view data, const std::string& source) { ns::gpu_spec_parse(data, source); }
+
+void cluster_toml(std::string_view data, const std::string& source) { ns::cluster_spec_parse(data, source); }
+
+void dataset(std::string_view data, const std::string& source) {
+  // Names and aliases, case-insensitive (gpu_catalog::resolve without reading the folder again per device).
+  const ns::bench_device_resolver resolve = [](const std::string& device) -> std::optional<ns::gpu_spec> {
+    const std::string q = ns::text_lower(device);
+    for (const auto& g : gpus()) {
+      if (ns::text_lower(g.name) == q) return g;
+      for (const auto& a : g.aliases)
+        if (ns::text_lower(a) == q) return g;
+    }
+    return std::nullopt;
+  };
+  ns::bench_parse(data, source, resolve);
+}
+
+void opgraph(std::string_view data, const std::string& source) {
+  ns::opgraph_parse(data, source, [](std::vector<ns::kernel*>&) {});
+}
+
+void trace(std::string_view data, const std::string& source) {
+  const auto parts = split(data, 3);
+  ns::trace tr;
+  switch (ns::trace_detect_text(parts[0], source)) {
+    case ns::trace_format::chrome_json: tr = ns::trace_parse_chrome(parts[0], source); break;
+    case ns::trace_format::label_csv: tr = ns::trace_parse_label_csv(parts[0], source, "V100"); break;
+    case ns::trace_format::wavescale: {
+      size_t next = 1;  // the manifest's ops file, then its kernels file
+      tr = ns::trace_parse_wavescale(parts[0], source, [&](const std::string& name) {
+        return std::make_pair(std::string(parts[std::min<size_t>(next++, 2)]), source + "/" + name);
+      });
+      break;
+    }
+  }
+  // What `neusight scale` does with a measured kernel (scale_cmd.cpp's wave_kernel_of).
+  static const ns::wave_gpu from = ns::wave_gpu_from_spec(gpu_named("v100_pcie_32gb"));
+  static const ns::wave_gpu to = ns::wave_gpu_from_spec(gpu_named("h100_sxm5_80gb"));
+  ns::wave_options opt;
+  opt.zero_occupancy = ns::zero_occupancy_policy::small_kernel;
+  for (const auto& op : tr.ops)
+    for (const auto& k : op.kernels) {
+      ns::wave_kernel w;
+      w.name = k.name;
+      w.blocks = k.blocks();
+      w.threads_per_block = k.threads_per_block();
+      w.regs_origin = k.registers;
+      w.smem_per_block = k.shared_bytes;
+      w.duration_ns = k.duration_ns;
+      w.flop_eff_pct = k.flop_eff_pct;
+      w.dram_read_bytes = k.dram_read_bytes;
+      w.dram_write_bytes = k.dram_write_bytes;
+      for (const auto variant : {ns::wave_variant::code, ns::wave_variant::paper_waves}) {
+        opt.variant = variant;
+        ns::wave_scale(w, from, to, opt);
+      }
+    }
+}
+
+void weights(std::string_view data, const std::string& source) {
+  const auto parts = split(data, 2);
+  ns::weights_provenance p;
+  ns::weights_parse(parts[0], source, [&](const std::string&) { return std::string(parts[1]); }, &p);
+}
+
+const std::vector<target>& targets() {
+  static const std::vector<target> all = {{"gpu_toml", gpu_toml}, {"cluster_toml", cluster_toml},
+                                          {"dataset", dataset},   {"opgraph", opgraph},
+                                          {"trace", trace},       {"weights", weights}};
+  return all;
+}
+
+}  // namespace ns_fuzz
