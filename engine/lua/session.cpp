@@ -336,7 +336,11 @@ workload session::workload_load(const std::string& script, const workload_overri
   raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
-  w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  try {
+    w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload asked for it
+    throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
+  }
   p_->push_gpu(w.gpu_resolved);
   ns_call(L, 2, 6, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv mem
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
@@ -551,7 +555,8 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
         lua_pop(L, 1);
         continue;
       }
-      const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() " + who;
+      // names the rule file too: an error without a position (error(), error({})) still says where it came from
+      const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() (" + chunk + ") " + who;
       lua_pushvalue(L, node_idx);
       lua_pushvalue(L, gpu_idx);
       ns_call(L, 2, 1, ctx);  // stack: ... kernels

@@ -8,7 +8,8 @@
 --           {tmp} a fresh temp folder, {out} {tmp}/out.json (which must not exist afterwards)
 --   expect  substrings the error message must contain
 --   line    the line the message must name as "<names>:<line>" (absent where the input has no lines)
---   names   what the message must name (default: {file}, the input's absolute path)
+--   names   what the message must name (default: {rel}, the input's path from tests/bad_inputs/, which ends the
+--           absolute path the command gives; Lua shortens long chunk names from the left)
 --   fifo    a FIFO created as {tmp}/<fifo> before the run
 local root = arg[0]:match("^(.*)/[^/]*$") or "."
 local cases, files = {}, {}
@@ -232,6 +233,234 @@ do
          expect = "missing required key 'gpus_per_node'", line = select(2, text:gsub("\n", "")) }
 end
 cluster_case("syntax", "description =", 'description = "unterminated', "")
+
+-------------------------------------------------------------------------------------------------- Lua workloads
+local RUN = "run {file} --format json -o {out}"
+-- A workload whose model function returns `nodes`; `pre` runs first. The nodes are on line #pre + 4.
+local function workload(nodes, pre)
+  pre = pre or ""
+  return pre .. "return {\n  gpu = \"h100\", mode = \"inference\", batch = 4, seq = 128,\n  model = function(opts)\n" ..
+         "    return " .. nodes .. "\n  end,\n}\n"
+end
+local function lines(s) return select(2, s:gsub("\n", "")) end
+local function wl(name, nodes, pre, expect, line, extra)
+  local text = workload(nodes, pre)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN .. (extra or ""),
+         expect = expect, line = line == "nodes" and lines(pre or "") + 4 or line }
+end
+local function node(inputs, output, extra)
+  return '{ { op = "linear", name = "fc", inputs = { ' .. inputs .. ' }, output = ' .. output .. (extra or "") .. ' } }'
+end
+local fc = node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096")
+local boom = "setmetatable({}, { __index = function() error('boom') end, __len = function() error('len') end })"
+
+-- shapes and nodes
+wl("dim_zero", node("{ 4, 0, 64 }", "{ 4, 0, 64 }"), nil, "x {4,0,64} has a dimension < 1")
+wl("dim_negative", node("{ 4, -128, 64 }", "{ 4, -128, 64 }"), nil, "dimension 2 is -128, expected a non-negative integer")
+wl("dim_fraction", node("{ 4, 1.5, 64 }", "{ 4, 1.5, 64 }"), nil, "dimension 2 is 1.5, expected a non-negative integer")
+wl("dim_nan", node("{ 4, 0/0, 64 }", "{ 4, 0/0, 64 }"), nil, "dimension 2 is")
+wl("dim_huge_float", node("{ 4, 2^62, 64 }", "{ 4, 2^62, 64 }"), nil, "must be a shape of at most 2^48 elements")
+wl("dim_huge_int", node("{ 4, 1 << 62, 64 }", "{ 4, 1 << 62, 64 }"), nil, "must be a shape of at most 2^48 elements")
+wl("dim_string", node('{ 4, "128", 64 }', "{ 4, 128, 64 }"), nil, "expected a non-negative integer")
+wl("shape_mismatch", node("{ 4, 128, 64 }", "{ 7, 3, 99 }", ", params = 6336"), nil,
+   "x {4,128,64} has 512 rows of 64 features but the output {7,3,99} has 21 rows of 99")
+wl("params_negative", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = -5"), nil, "field 'params' must be >= 0")
+wl("params_nan", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 0/0"), nil, "field 'params' must be a finite number")
+wl("params_inf", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = math.huge"), nil, "field 'params' must be a finite number")
+wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "node #1 needs string fields 'op' and 'name'")
+wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "node #1 needs string fields 'op' and 'name'")
+wl("node_no_output", '{ { op = "linear", name = "fc", inputs = { { 4, 128, 64 } } } }', nil,
+   "node #1 'fc': field 'output' must be a shape")
+wl("node_string", '{ "linear" }', nil, "node #1 needs string fields 'op' and 'name'")
+wl("node_unknown_field", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", parms = 4096"), nil, "unknown field 'parms' (did you mean 'params'?)")
+wl("op_misspelt", '{ { op = "linaer", name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "unknown op 'linaer' (did you mean 'linear'?)")
+wl("nodes_number", "42", nil, "model function must return an array of nodes (got 42)")
+wl("nodes_nil", "nil", nil, "model function must return an array of nodes (got nil)")
+wl("nodes_empty", "{}", nil, "model 'custom' has no nodes: an empty graph would forecast 0 ms")
+-- metamethods (issue 15: each of these used to abort the process)
+wl("meta_node_list", boom, nil, "", "nodes")
+wl("meta_shape", "{ { op = 'linear', name = 'n1', inputs = { " .. boom .. " }, output = { 4, 8 } } }", nil, "len", "nodes")
+wl("meta_attrs", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = { 4, 8 }, attrs = " .. boom .. " } }", nil, "boom", "nodes")
+wl("meta_len_fraction", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = setmetatable({ 4, 8 }, { __len = function() return 1.5 end }) } }",
+   nil, "node #1 'n1': field 'output' must be a shape")
+wl("meta_quiet_shape", "{ { op = 'add', name = 'n1', inputs = { setmetatable({ 4, 8 }, { __index = function() return nil end }) }, output = { 4, 8 } } }",
+   nil, "field 'inputs'[1] must be a shape")
+wl("meta_node", "{ setmetatable({}, { __index = function(_, k) error('no ' .. k) end }) }", nil, "", nil)
+-- errors and runaway scripts
+wl("error_in_model", "{ error('model failed') }", nil, "model failed", "nodes")
+wl("error_nil", "{ error() }", nil, "error object is a nil value")
+wl("error_table", "{ error({}) }", nil, "error object is a table value")
+wl("error_tostring_raises", fc, "error(setmetatable({}, { __tostring = function() error('inner') end }))\n", "inner", 1)
+wl("error_tostring_loops", fc, "error(setmetatable({}, { __tostring = function() while true do end end }))\n",
+   "script ran longer than", 1, " --script-budget 20000000")
+wl("error_huge_message", fc, "error(('x'):rep(1e6))\n", "more bytes]", 1)
+wl("loop_default_limits", "(function() while true do end end)()", nil, "script ran longer than 1000000000 instructions", "nodes")
+wl("loop_top_level", fc, "local n = 0\nwhile true do n = n + 1 end\n", "script ran longer than 20000000 instructions", 2,
+   " --script-budget 20000000")
+wl("loop_pcall", fc, "while true do pcall(function() while true do end end) end\n", "script ran longer than 20000000 instructions", 1,
+   " --script-budget 20000000")
+wl("loop_budget_env_style", fc, "for i = 1, math.maxinteger do end\n", "script ran longer than 20000000 instructions", 1,
+   " --script-budget 20000000")
+wl("recursion", fc, "local function f(n) return f(n + 1) + 1 end\nf(1)\n", "stack overflow", 1)
+wl("pattern_backtracking", fc, "local s = ('a'):rep(300000)\nlocal x = s:find('.-.-.-.-b')\n",
+   "script ran longer than 1 s of CPU time", nil, " --script-timeout 1")
+wl("memory_bomb_table", fc, "local t = {}\nfor i = 1, 1e12 do t[i] = i end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+wl("memory_bomb_concat", fc, "local s = 'x'\nfor i = 1, 64 do s = s .. s end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+wl("memory_bomb_rep", fc, "local s = ('x'):rep(1e9)\n", "script used more than 64 MB of memory", 1, " --script-memory 64")
+wl("memory_bomb_rep_huge", fc, "local s = ('x'):rep(2^40)\n", "resulting string too large", 1)
+wl("memory_bomb_strings", fc, "local t = {}\nwhile true do t[#t + 1] = ('x'):rep(1e6) end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+-- the sandbox
+wl("require_absolute_tmp", fc, "local m = require('.tmp.x')\n", "module '.tmp.x' not found: invalid module name", 1)
+wl("require_dotdot", fc, "local m = require('..etc.passwd')\n", "module '..etc.passwd' not found: invalid module name", 1)
+wl("require_slash", fc, "local m = require('a/b')\n", "module 'a/b' not found: invalid module name", 1)
+wl("require_trailing_dot", fc, "local m = require('neusight.')\n", "module 'neusight.' not found: invalid module name", 1)
+wl("require_missing", fc, "local m = require('no_such_module_here')\n", "module 'no_such_module_here' not found", 1)
+wl("global_io", fc, "local f = io.open('/etc/passwd')\n", "undefined global 'io'", 1)
+wl("global_os", fc, "os.execute('true')\n", "undefined global 'os'", 1)
+wl("global_load", fc, "load('\\27Lua')()\n", "undefined global 'load'", 1)
+wl("global_dofile", fc, "dofile('/etc/passwd')\n", "undefined global 'dofile'", 1)
+wl("global_debug", fc, "debug.sethook()\n", "undefined global 'debug'", 1)
+wl("global_coroutine", fc, "local co = coroutine.wrap(function() while true do end end)\nco()\n", "undefined global 'coroutine'", 1)
+wl("string_dump", fc, "local d = string.dump(print)\n", "attempt to call a nil value (field 'dump')", 1)
+wl("string_metatable", fc, "getmetatable('').__index = {}\n", "attempt to index a string value", 1)
+wl("gc_metamethod", fc, "setmetatable({}, { __gc = function() while true do end end })\n", "__gc metamethods are not available to scripts", 1)
+wl("env_metatable", fc, "setmetatable(_ENV, nil)\n", "", 1)
+wl("neusight_write", fc, "require('neusight').ceil_div = nil\n", "module 'neusight' is read-only (assignment to 'ceil_div')", 1)
+wl("kernels_write", fc, "require('neusight.kernels').linear = nil\n", "is read-only (assignment to 'linear')", 1)
+-- workload fields
+local function wf(name, from, to, expect)
+  local text = workload(fc):gsub(from, to, 1)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect }
+end
+wf("batch_zero", "batch = 4", "batch = 0", "field 'batch' must be a positive integer (got 0)")
+wf("batch_negative", "batch = 4", "batch = -4", "field 'batch' must be a positive integer (got -4)")
+wf("batch_fraction", "batch = 4", "batch = 4.5", "field 'batch' must be a positive integer (got 4.5)")
+wf("batch_huge", "batch = 4", "batch = 2^62", "field 'batch' must be at most 16777216")
+wf("batch_string", "batch = 4", "batch = \"four\"", "field 'batch' must be a positive integer (got \"four\")")
+wf("seq_nan", "seq = 128", "seq = 0/0", "field 'seq' must be a positive integer")
+wf("seq_inf", "seq = 128", "seq = math.huge", "field 'seq' must be a positive integer (got inf)")
+wf("seq_huge", "seq = 128", "seq = 1 << 40", "field 'seq' must be at most 16777216")
+wf("mode_typo", "\"inference\"", "\"infer\"", "field 'mode' must be \"train\", \"inference\", \"prefill\" or \"decode\" (got \"infer\") (did you mean 'inference'?)")
+wf("field_typo", "batch = 4", "bacth = 4", "unknown field 'bacth' (did you mean 'batch'?)")
+wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' must be a dtype name")
+wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
+wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
+wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\"")
+local function wt(name, text, expect, line)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }
+end
+local function preset(fields) return 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large", ' .. fields .. ' }\n' end
+local function gpt(fields) return 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = "m", arch = "gpt", ' .. fields .. ' } }\n' end
+local gpt_ok = 'n_layer = 2, n_embd = 1024, n_head = 16, vocab_size = 50257, n_positions = 1024'
+wt("returns_number", "return 42\n", "a workload script must return a table (got number)")
+wt("returns_nil", "return nil\n", "a workload script must return a table (got nil)")
+wt("empty", "", "a workload script must return a table (got nil)")
+wt("syntax_error", "return {\n", "unexpected symbol near <eof>", 2)
+wt("binary", "\255\254\0garbage", "unexpected symbol", 1)
+wt("model_preset_typo", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "gpt2_larg" }\n',
+   "unknown model preset \"gpt2_larg\" (did you mean 'gpt2_large'?)")
+wt("config_vocab_huge", gpt(gpt_ok:gsub("50257", "2^62")), "must be a shape of at most 2^48 elements")
+wt("config_layers_zero", gpt(gpt_ok:gsub("n_layer = 2", "n_layer = 0")), "field 'n_layer' must be a positive integer (got 0)")
+wt("config_heads_indivisible", gpt(gpt_ok:gsub("1024, n_head", "1000, n_head")), "n_embd (1000) must be divisible by n_head (16)")
+wt("config_typo", gpt(gpt_ok .. ", n_iner = 8192"), "unknown field 'n_iner' (did you mean 'n_inner'?)")
+wt("config_arch_unknown", gpt(gpt_ok):gsub('"gpt"', '"gtp"'), "gtp")
+wt("parallel_bucket_tiny", preset("parallel = { dp = 2, bucket_mb = 1e-6 }"), "parallel.bucket_mb: at least 1 (MB) expected")
+wt("parallel_bucket_negative", preset("parallel = { dp = 2, bucket_mb = -1 }"), "parallel.bucket_mb: positive number expected")
+wt("parallel_tp_zero", preset("parallel = { dp = 2, tp = 0 }"), "parallel.tp: positive integer expected, got 0")
+wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "is not divisible by dp")
+wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: positive integer expected, got 1.5")
+wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
+wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
+wt("parallel_typo", preset("parallel = { dp = 2, tpp = 2 }"), "parallel: unknown field 'tpp'")
+wt("parallel_not_table", preset("parallel = 4"), "parallel")
+wt("parallel_cluster_unknown", preset("parallel = { dp = 2, cluster = \"nowhere\" }"), "unknown cluster 'nowhere'")
+wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
+   "inter_bw_gbps_inf.toml:")
+
+-------------------------------------------------------------------------------------------------- op rules
+-- Each case is a folder holding one rule mine.lua, given with --ops to a workload with one node of op "mine"
+-- (oprule/run.lua, or oprule/run_train.lua for training).
+local run_rule = 'return {\n  gpu = "h100", mode = "inference", batch = 4, seq = 128,\n  model = function(opts)\n' ..
+                 '    return { { op = "mine", name = "n1", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }\n  end,\n}\n'
+write("oprule/run.lua", run_rule)
+write("oprule/run_train.lua", (run_rule:gsub("inference", "train")))
+local RULE = "run {root}/oprule/run.lua --ops {dir} --format json -o {out}"
+local RULE_TRAIN = "run {root}/oprule/run_train.lua --ops {dir} --format json -o {out}"
+local mem = '    return { { kind = "memory", name = "MEM", flops = 0, bytes = 1e6 } }'
+-- a rule whose forward runs `body` (lines 4…)
+local function rule_text(body)
+  return 'return {\n  name = "mine", doc = "d", backward = false,\n  forward = function(node, gpu)\n' .. body .. '\n  end,\n}\n'
+end
+local function rc(name, text, expect, line, args)
+  case { kind = "oprule", file = "oprule/" .. name .. "/mine.lua", text = text, args = args or RULE, expect = expect, line = line }
+end
+local function rf(name, body, expect, line, extra) rc(name, rule_text(body), expect, line, RULE .. (extra or "")) end
+local function kern(fields) return '    return { { kind = "memory", name = "MEM", ' .. fields .. ' } }' end
+rf("forward_single_kernel", '    return { kind = "memory", name = "MEM", flops = 0, bytes = 1e6 }', "forward() returned a single kernel")
+rf("forward_nil", "    return nil", "forward() returned nil, expected an array of kernels")
+rf("forward_number", "    return 5", "forward() returned number, expected an array of kernels")
+rf("forward_string", "    return 'kernels'", "expected an array of kernels")
+rf("forward_error", "    error('rule failed')", "rule failed", 4)
+rf("forward_error_nil", "    error()", "error object is a nil value")
+rf("forward_error_table", "    error({ code = 1 })", "error object is a table value")
+rf("kernel_bytes_negative", kern("flops = 0, bytes = -1"), "flops and bytes must be >= 0")
+rf("kernel_flops_negative", kern("flops = -5, bytes = 1"), "flops and bytes must be >= 0")
+rf("kernel_flops_nan", kern("flops = 0/0, bytes = 1e6"), "field 'flops' must be a finite number")
+rf("kernel_bytes_inf", kern("flops = 0, bytes = math.huge"), "field 'bytes' must be a finite number")
+rf("kernel_bytes_huge", kern("flops = 0, bytes = 1e300"), "flops and bytes must be at most 1e21")
+rf("kernel_flops_huge", kern("flops = 2^100, bytes = 1"), "flops and bytes must be at most 1e21")
+rf("kernel_bytes_string", kern('flops = 0, bytes = "lots"'), "field 'bytes' must be a number (got string)")
+rf("kernel_kind_unknown", '    return { { kind = "quantum", name = "MEM", flops = 0, bytes = 1e6 } }', "unknown kind 'quantum'")
+rf("kernel_kind_missing", '    return { { name = "MEM", flops = 0, bytes = 1e6 } }', "field 'kind' must be a string (got nil)")
+rf("kernel_name_missing", '    return { { kind = "memory", flops = 0, bytes = 1e6 } }', "field 'name' must be a string (got nil)")
+rf("kernel_field_typo", kern("flops = 0, byts = 1e6"), "unknown field 'byts' (did you mean 'bytes'?)")
+rf("kernel_number", "    return { 5 }", "kernel #1: expected a table (got number)")
+rf("kernel_gemm_no_flops", '    return { { kind = "gemm", name = "G", m = 0, n = 64, k = 64 } }', "field 'flops' must be a number (got nil)")
+rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
+   "expected a plain table (it has a metatable)")
+rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
+rf("gpu_assign", "    gpu.num_sm = 1\n" .. mem, "gpu is read-only (assignment to 'num_sm')", 4)
+rf("gpu_rawset", "    rawset(gpu, 'num_sm', 1)\n" .. mem, "bad argument #1 to 'rawset' (table expected, got read-only gpu)", 4)
+rf("gpu_setmetatable", "    setmetatable(gpu, nil)\n" .. mem, "", 4)
+rf("node_assign", "    node.name = 'x'\n" .. mem, "node 'n1' is read-only (assignment to 'name')", 4)
+rf("node_field_typo", "    local n = #node.ouput\n" .. mem, "node 'n1' has no field 'ouput' (did you mean 'output'?)", 4)
+rf("require_absolute_tmp", "    require('.tmp.x')\n" .. mem, "module '.tmp.x' not found: invalid module name", 4)
+rf("string_metatable", "    getmetatable('').__index.rep = nil\n" .. mem, "attempt to index a nil value", 4)
+rf("loop_budget", "    while true do end", "script ran longer than 20000000 instructions", 4, " --script-budget 20000000")
+rf("loop_pcall", "    while true do pcall(function() while true do end end) end", "script ran longer than 20000000 instructions", 4,
+   " --script-budget 20000000")
+rf("memory_bomb", "    local t = {} while true do t[#t+1] = ('x'):rep(1e6) end", "script used more than 64 MB of memory", 4,
+   " --script-memory 64")
+rf("pattern_backtracking", "    local s = ('a'):rep(300000) return s:find('.-.-.-.-b')", "script ran longer than 1 s of CPU time", nil,
+   " --script-timeout 1")
+rf("error_huge_message", "    error(('x'):rep(1e6))", "more bytes]", 4)
+rc("loop_default_limits", "while true do end\n", "script ran longer than 1000000000 instructions", 1)
+rc("syntax_error", 'return {\n  name = "mine",\n  forward = function(node\n}\n', "')' expected near '}'", 4)
+rc("returns_number", "return 42\n", "an op rule must return a table (got number)")
+rc("returns_nothing", "\n", "an op rule must return a table (got nil)")
+rc("rule_metatable", "return setmetatable({ name = 'mine', doc = 'd', backward = false },\n  { __index = function() error('rule boom') end })\n",
+   "an op rule must return a plain table (this one has a metatable)")
+rc("no_forward", 'return { name = "mine", doc = "d", backward = false }\n', "missing required field 'forward'")
+rc("forward_not_function", 'return { name = "mine", doc = "d", backward = false, forward = "fast" }\n', "field 'forward' must be a function (got string)")
+rc("name_mismatch", 'return { name = "other", doc = "d", backward = false, forward = function() return {} end }\n',
+   "field 'name' is 'other' but must equal the file stem 'mine'")
+rc("field_typo", 'return { name = "mine", doc = "d", bakward = false, forward = function() return {} end }\n',
+   "unknown field 'bakward' (did you mean 'backward'?)")
+rc("check_error", 'return { name = "mine", doc = "d", backward = false, check = function() error("bad shape") end,\n' ..
+   '  forward = function() return {} end }\n', "bad shape", 1)
+rc("no_backward_in_training", 'return { name = "mine", doc = "d", forward = function() return {} end }\n',
+   "op 'mine' has no 'backward' and this is a training run", nil, RULE_TRAIN)
+rc("backward_error", 'return { name = "mine", doc = "d", forward = function() return {} end,\n  backward = function() error("no grad") end }\n',
+   "no grad", 2, RULE_TRAIN)
+rc("backward_returns_kernel", 'return { name = "mine", doc = "d", forward = function() return {} end,\n' ..
+   '  backward = function() return { kind = "memory", name = "M", flops = 0, bytes = 1 } end }\n',
+   "backward() returned a single kernel", nil, RULE_TRAIN)
 
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end

@@ -1,6 +1,7 @@
 // tests/cli/test_bad_inputs.cpp — runs the bad-input corpus (tests/bad_inputs/cases.toml, written by
 // tests/bad_inputs/generate.lua; issue 15). Every case must end in a clear error: exit status 1 (not a signal, not an
-// abort, no sanitizer report), a message that names the input file (and its line where the manifest gives one) and
+// abort, no sanitizer report), a message that names the input file (its path from tests/bad_inputs/, the tail of the
+// absolute path the command gives: Lua shortens long chunk names from the left) and its line where the manifest gives one, and
 // contains the expected text, nothing written to -o, and at most 15 s of CPU time (runaway scripts are stopped by the
 // default limits). One test per kind; the cases of a kind run two at a time.
 #include <catch2/catch.hpp>
@@ -47,7 +48,7 @@ std::vector<bad_case> load_cases() {
     c.kind = t["kind"].value_or(std::string());
     c.file = t["file"].value_or(std::string());
     c.args = t["args"].value_or(std::string());
-    c.names = t["names"].value_or(std::string("{file}"));
+    c.names = t["names"].value_or(std::string("{rel}"));
     c.fifo = t["fifo"].value_or(std::string());
     c.line = t["line"].value_or(int64_t(0));
     if (const toml::array* e = t["expect"].as_array())
@@ -68,6 +69,7 @@ struct outcome {
 std::string expand(std::string s, const bad_case& c, const fs::path& tmp) {
   const fs::path file = corpus / c.file;
   s = replace_all(s, "{file}", file.string());
+  s = replace_all(s, "{rel}", c.file);
   s = replace_all(s, "{dir}", file.parent_path().string());
   s = replace_all(s, "{root}", corpus.string());
   s = replace_all(s, "{out}", (tmp / "out.json").string());
@@ -189,3 +191,5 @@ TEST_CASE("bad inputs: the well-formed bases of the corpus are accepted", "[cli]
 
 TEST_CASE("bad inputs: gpu TOML", "[cli][bad_inputs]") { run_kind("gpu"); }
 TEST_CASE("bad inputs: cluster TOML", "[cli][bad_inputs]") { run_kind("cluster"); }
+TEST_CASE("bad inputs: Lua workloads", "[cli][bad_inputs]") { run_kind("workload"); }
+TEST_CASE("bad inputs: op rules", "[cli][bad_inputs]") { run_kind("oprule"); }
