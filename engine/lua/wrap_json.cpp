@@ -171,6 +171,10 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
     if (colon != std::string::npos) what = what.substr(colon + 2);
     const json_position p = json_position_of(text, e.byte);
     throw error(display + ":" + std::to_string(p.line) + ":" + std::to_string(p.col) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number like 1e999 that overflows a double
+    std::string what = e.what();
+    if (const size_t close = what.find("] "); close != std::string::npos) what = what.substr(close + 2);
+    throw error(display + ": invalid JSON: " + what);
   }
   if (!j.is_object()) throw error(display + ": a model config must be a JSON object (got " + j.type_name() + ")");
   json_push(L, j, 0);

@@ -462,6 +462,62 @@ rc("backward_returns_kernel", 'return { name = "mine", doc = "d", forward = func
    '  backward = function() return { kind = "memory", name = "M", flops = 0, bytes = 1 } end }\n',
    "backward() returned a single kernel", nil, RULE_TRAIN)
 
+-------------------------------------------------------------------------------------------------- HF config.json
+local HF = "predict --model {file} --gpu h100 --mode inference --batch 1 --seq 8 --predictor roofline --format json -o {out}"
+-- tiny GPT-2 fields (tests/fixtures/hf/tiny-gpt2); `change` maps a key to its JSON text (false: leave it out)
+local hf_keys = { "model_type", "activation_function", "n_ctx", "n_embd", "n_head", "n_inner", "n_layer", "n_positions", "vocab_size" }
+local hf_base = { model_type = '"gpt2"', activation_function = '"gelu_new"', n_ctx = "256", n_embd = "128", n_head = "4",
+                  n_inner = "null", n_layer = "2", n_positions = "256", vocab_size = "1000" }
+local function hf_text(change, extra)
+  local parts = {}
+  for _, k in ipairs(hf_keys) do
+    local v = hf_base[k]
+    if change[k] ~= nil then v = change[k] end
+    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+  end
+  if extra then parts[#parts + 1] = extra end
+  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+end
+write("hf/good.json", hf_text {})
+local function hf(name, text, expect, line, args)
+  case { kind = "hf", file = "hf/" .. name .. ".json", text = text, args = args or HF, expect = expect, line = line }
+end
+for _, f in ipairs { "vocab_size", "n_layer", "n_head", "n_embd", "n_positions" } do
+  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)")
+  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)")
+  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)")
+  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer")
+  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)")
+end
+hf("vocab_size_huge", hf_text { vocab_size = "4611686018427387904" }, "must be a shape of at most 2^48 elements")
+hf("n_embd_huge", hf_text { n_embd = "1099511627776" }, "must be a shape of at most 2^48 elements")
+hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)")
+hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)")
+hf("n_positions_small", hf_text { n_positions = "4" }, "seq 8 exceeds n_positions 4")
+hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)")
+hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
+hf("model_type_missing", hf_text { model_type = false }, "has no 'model_type'")
+hf("model_type_number", hf_text { model_type = "2" }, "has model_type 2, which is not supported")
+hf("activation_unknown", hf_text { activation_function = '"swishy"' }, "activation_function = \"swishy\" is not modelled")
+hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer")
+hf("number_overflow", hf_text { n_layer = "1e999" }, "invalid JSON: number overflow parsing '1e999'")
+hf("nan_literal", hf_text { n_layer = "NaN" }, "invalid JSON", 8)
+hf("truncated", '{ "model_type": "gpt2", "n_layer": 2,', "invalid JSON", 1)
+hf("empty", "", "invalid JSON", 1)
+hf("binary", "\255\254{}", "invalid JSON", 1)
+hf("top_array", "[1, 2]\n", "a model config must be a JSON object (got array)")
+hf("top_string", '"gpt2"\n', "a model config must be a JSON object (got string)")
+hf("trailing_comma", hf_text({}, '  "n_layer2": 2,'), "invalid JSON", 12)
+hf("llama_kv_indivisible", '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, ' ..
+   '"num_hidden_layers": 2, "vocab_size": 100, "num_key_value_heads": 3}\n', "num_attention_heads (4) must be divisible by num_key_value_heads (3)")
+hf("llama_intermediate_negative", '{"model_type": "llama", "hidden_size": 64, "intermediate_size": -128, "num_attention_heads": 4, ' ..
+   '"num_hidden_layers": 2, "vocab_size": 100}\n', "field 'intermediate_size' must be a positive integer (got -128)")
+hf("bert_type_vocab_zero", '{"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, ' ..
+   '"vocab_size": 100, "type_vocab_size": 0}\n', "field 'type_vocab_size' must be a positive integer (got 0)")
+case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",
+       args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
+       expect = "not a regular file (a FIFO)" }
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",

@@ -193,3 +193,4 @@ TEST_CASE("bad inputs: gpu TOML", "[cli][bad_inputs]") { run_kind("gpu"); }
 TEST_CASE("bad inputs: cluster TOML", "[cli][bad_inputs]") { run_kind("cluster"); }
 TEST_CASE("bad inputs: Lua workloads", "[cli][bad_inputs]") { run_kind("workload"); }
 TEST_CASE("bad inputs: op rules", "[cli][bad_inputs]") { run_kind("oprule"); }
+TEST_CASE("bad inputs: HF config.json", "[cli][bad_inputs]") { run_kind("hf"); }
