@@ -36,6 +36,10 @@ json json_parse_or_throw(std::string_view text, const std::string& source) {
     if (colon != std::string::npos) what = what.substr(colon + 2);
     const size_t at = e.byte == 0 ? 0 : e.byte - 1;
     throw error(source + ":" + std::to_string(line_of_offset(text, at)) + ": invalid JSON: " + what);
+  } catch (const json::exception& e) {  // e.g. out_of_range 406: a number like 1e999 that overflows a double
+    std::string what = e.what();
+    if (const size_t close = what.find("] "); close != std::string::npos) what = what.substr(close + 2);
+    throw error(source + ": invalid JSON: " + what);
   }
 }
 
@@ -374,6 +378,10 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     };
     const double ts = number("ts"), dur = number("dur");
     if (dur < 0) throw error(where(i) + ": " + what + ": negative 'dur'");
+    // physical ranges (µs): an event over 1e10 µs (almost 3 hours) or a time stamp past 1e17 µs (3000 years of epoch
+    // time) is a unit slip or garbage, and would dominate every figure computed from the trace
+    if (!(dur <= 1e10)) throw error(where(i) + ": " + what + ": 'dur' must be at most 1e10 microseconds");
+    if (!(std::fabs(ts) <= 1e17)) throw error(where(i) + ": " + what + ": 'ts' must be a time stamp within 1e17 microseconds");
     const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
     std::optional<int64_t> ext;
     if (args && args->contains("External id")) {
@@ -388,17 +396,24 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
       for (const char* key : {"grid", "block"}) {
         const json* v = args->contains(key) ? &(*args)[key] : nullptr;
         if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
+        // CUDA and HIP limits: grid dimensions below 2^31, at most 1024 threads a block
+        const int64_t most = std::string(key) == "grid" ? (int64_t(1) << 31) - 1 : 1024;
         if (!v->is_array() || v->size() != 3 ||
-            !std::all_of(v->begin(), v->end(), [](const json& d) { return d.is_number_integer() && d.get<int64_t>() >= 1; }))
-          throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers");
+            !std::all_of(v->begin(), v->end(), [&](const json& d) {
+              return d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= most;
+            }))
+          throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers of at most " +
+                      std::to_string(most));
         auto& dst = std::string(key) == "grid" ? ke.k.grid : ke.k.block;
         for (int d = 0; d < 3; ++d) dst[d] = (*v)[d].get<int64_t>();
       }
       for (const char* key : {"registers per thread", "shared memory"}) {
         const json* v = args->contains(key) ? &(*args)[key] : nullptr;
         if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
-        if (!v->is_number_integer() || v->get<int64_t>() < 0)
-          throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer");
+        const int64_t most = std::string(key) == "shared memory" ? int64_t(1) << 30 : 65536;  // bytes; registers
+        if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > most)
+          throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer of at most " +
+                      std::to_string(most));
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
       ke.k.duration_ns = dur * 1000.0;  // Chrome-trace times are microseconds
@@ -418,6 +433,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     cpu.push_back(std::move(c));
   }
 
+  if (kernels.empty())  // nothing to scale: the forecast would be 0 ms
+    throw error(source + ": no GPU kernel events (\"ph\": \"X\", \"cat\": \"kernel\") in the trace");
   // Outermost enclosing event per (pid, tid): sort by start, longer first, and keep a containment stack.
   std::vector<size_t> order(cpu.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

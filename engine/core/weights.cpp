@@ -1,6 +1,7 @@
 // engine/core/weights.cpp — weight folder IO with strict manifest checks (never a silent default).
 #include "core/weights.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -159,7 +160,9 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   m.vendor = r.str("vendor");
   std::vector<int> sizes;
   for (const auto& n : r.array("layers")) {
-    if (!n.is_integer() || n.as_integer()->get() < 1) throw error(mpath + ": 'layers' must hold positive integers");
+    // at most 65536 units a layer: a wider one is no model this engine trains, and 4294967360 used to wrap to 64
+    if (!n.is_integer() || n.as_integer()->get() < 1 || n.as_integer()->get() > 65536)
+      throw error(mpath + ": 'layers' must hold positive integers of at most 65536");
     sizes.push_back(int(n.as_integer()->get()));
   }
   if (sizes.size() < 2 || sizes.front() != int(tile_feature_count) || sizes.back() != tile_outputs)
@@ -177,18 +180,33 @@ tile_model weights_load(const fs::path& dir, weights_provenance* provenance) {
   }
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
-  const std::string bpath = (dir / r.str("weights_file")).generic_string();
+  const std::string file = r.str("weights_file");
+  if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+    throw error(mpath + ": 'weights_file' must name a file beside model.toml (got '" + file + "')");
+  const std::string bpath = (dir / file).generic_string();
+  // the size the layers imply, checked before anything is allocated
+  size_t params = 0;
+  for (size_t l = 1; l < sizes.size(); ++l) params += size_t(sizes[l - 1]) * size_t(sizes[l]) + size_t(sizes[l]);
+  const size_t expected = (params + 4 * tile_feature_count) * sizeof(float);
+  if (expected > text_file_max_data)
+    throw error(mpath + ": 'layers' imply " + std::to_string(expected) + " bytes of weights, more than any model file holds");
   const std::string bin = text_file_read(bpath, bpath, text_file_max_data);
   const int64_t want = r.integer("weights_bytes");
-  m.net = mlp::make(sizes, 0);
-  const size_t expected = (m.net.param_count() + 4 * tile_feature_count) * sizeof(float);
   if (int64_t(bin.size()) != want || bin.size() != expected)
     throw error(bpath + ": " + std::to_string(bin.size()) + " bytes, expected " + std::to_string(expected) +
                 " (truncated or from another model)");
   if (hex64(fnv1a64(bin.data(), bin.size())) != r.str("weights_fnv1a64"))
     throw error(bpath + ": checksum mismatch (file corrupted or edited; expected fnv1a64 " + r.str("weights_fnv1a64") + ")");
+  m.net = mlp::make(sizes, 0);
   std::vector<float> p(bin.size() / sizeof(float));
   std::memcpy(p.data(), bin.data(), bin.size());
+  // the checksum only says the file is the one written: a NaN, an infinity or a zero feature scale would make every
+  // forecast of the family null or infinite
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!std::isfinite(p[i])) throw error(bpath + ": float #" + std::to_string(i) + " is not finite (a diverged training run?)");
+  for (size_t i = 0; i < tile_feature_count; ++i)
+    if (!(p[p.size() - 3 * tile_feature_count + i] != 0))
+      throw error(bpath + ": feature scale #" + std::to_string(i) + " is 0 (the features cannot be normalised)");
   size_t at = 0;
   for (size_t l = 0; l < m.net.w.size(); ++l) {
     Eigen::MatrixXf& w = m.net.w[l];

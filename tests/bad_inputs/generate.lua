@@ -518,6 +518,203 @@ case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", 
        args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
        expect = "not a regular file (a FIFO)" }
 
+-------------------------------------------------------------------------------------------------- shared helpers
+local function read(rel)
+  local f = assert(io.open(root .. "/../" .. rel, "rb"))
+  local t = f:read("a")
+  f:close()
+  return t
+end
+-- `text` with the first plain occurrence of `from` replaced by `to` (which must exist)
+local function sub1(text, from, to)
+  local a, b = text:find(from, 1, true)
+  assert(a, "not found: " .. from)
+  return text:sub(1, a - 1) .. to .. text:sub(b + 1)
+end
+local function line_at(text, pos) return select(2, text:sub(1, pos):gsub("\n", "")) + 1 end
+local function line_of_plain(text, what) return line_at(text, assert(text:find(what, 1, true), what)) end
+-- the lines of `text`, the `n`th replaced by f(line)
+local function with_line(text, n, f)
+  local out, i = {}, 0
+  for l in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
+    i = i + 1
+    out[#out + 1] = i == n and f(l) or l
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-------------------------------------------------------------------------------------------------- opgraph CSV
+-- predict --graph needs the file name opgraph/<model>-<inf|train>-<seq>-<batch>.csv: one folder per case
+local og = read("fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv")
+local OG = "predict --graph {file} --gpu h100 --layers 2 --predictor roofline --format json -o {out}"
+local function ogc(name, text, expect, line)
+  case { kind = "opgraph", file = "opgraph/" .. name .. "/opgraph/gpt2_large-inf-1024-4.csv", text = text, args = OG,
+         expect = expect, line = line }
+end
+local lin = "(4096, 1280, 3840)"
+local function lin_case(name, to, expect) ogc(name, with_line(og, 29, function(l) return sub1(l, lin, to) end), expect, 29) end
+lin_case("linear_dim_huge", "(4096, 1280, 9223372036854775807)", "kernel 'Linear' has a dimension 9223372036854775807 over 2^32")
+lin_case("linear_dim_2_62", "(4611686018427387904, 1280, 3840)", "over 2^32")
+lin_case("linear_dim_negative", "(4096, -1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
+lin_case("linear_dim_zero", "(0, 1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
+lin_case("linear_dim_hex", "(0x1000, 1280, 3840)", "malformed number")
+lin_case("linear_dim_float", "(4096.5, 1280, 3840)", "floats are not supported")
+lin_case("linear_dim_overflow", "(99999999999999999999999, 1280, 3840)", "integer out of range")
+lin_case("linear_dim_string", "('a', 1280, 3840)", "kernel 'Linear' needs 3 positive integers")
+lin_case("linear_two_dims", "(4096, 1280)", "kernel 'Linear' needs 3 positive integers (T, I, O), got (4096, 1280)")
+lin_case("linear_unbalanced", "(4096, 1280, 3840", "expected ',' or ')'")
+ogc("kernel_unknown", with_line(og, 29, function(l) return sub1(l, "['Linear',", "['Quantum',") end), "unknown kernel 'Quantum'", 29)
+ogc("vec_dim_huge", with_line(og, 15, function(l) return sub1(l, "(4096, 1280)", "(4096, 4611686018427387904)") end),
+    "kernel 'VECadd' has a dimension 4611686018427387904 over 2^32", 15)
+ogc("vec_unknown", with_line(og, 15, function(l) return sub1(l, "['VECadd',", "['VECfrobnicate',") end), "unknown vector kernel 'VECfrobnicate'", 15)
+ogc("output_shape_huge", with_line(og, 15, function(l) return sub1(l, '"(4, 1024, 1280)"', '"(4, 1024, 4611686018427387904)"') end),
+    "OutputShape", 15)
+ogc("input_shapes_not_list", with_line(og, 15, function(l) return sub1(l, '"[(4, 1024, 1280), (1, 1024, 1280)]"', '"(4, 1024)"') end),
+    "expected a list of shapes", 15)
+ogc("mem_not_shapes", with_line(og, 4, function(l) return sub1(l, "((1,), (1,))", "(1, 1)") end), "kernel 'MEM': expected a shape", 4)
+ogc("prev_not_set", with_line(og, 4, function(l) return sub1(l, "{'size'}", "['size']") end), "expected a set of node names", 4)
+ogc("short_row", with_line(og, 30, function(l) return l:match("^([^,]*,[^,]*,[^,]*)") end), "expected 9 fields, found 3", 30)
+ogc("open_quote", with_line(og, 31, function(l) return l .. '"' end), "quote inside an unquoted field")
+ogc("binary_row", with_line(og, 6, function() return "\0\1\255" end), "expected 9 fields, found 1", 6)
+ogc("header_typo", with_line(og, 1, function(l) return sub1(l, "FwOps", "FwOpz") end), "missing column 'FwOps' (did you mean 'FwOpz'?)")
+ogc("header_only", og:match("^[^\n]*\n"), "layer start marker 'transformer_h_0_ln_1' not found")
+ogc("empty", "", "empty CSV file (no header)")
+
+-------------------------------------------------------------------------------------------------- dataset CSV
+-- micro-benchmark rows for `eval kernels` and `train`
+local ds = read("fixtures/bench/bmm_small.csv")
+local EVK = "eval kernels {file} --format json -o {out}"
+local TRAIN = "train -q --family bmm --epochs 2 --data {file} --out {out}"
+local function dsc(name, text, expect, line, args)
+  case { kind = "dataset", file = "dataset/" .. name .. ".csv", text = text, args = args or EVK, expect = expect, line = line }
+end
+local function ds_field(name, col, value, expect, args)
+  -- replaces column `col` (1-based) of the first data row
+  local text = with_line(ds, 2, function(l)
+    local f = {}
+    for x in (l .. ","):gmatch("([^,]*),") do f[#f + 1] = x end
+    f[col] = value
+    return table.concat(f, ",")
+  end)
+  dsc(name, text, expect, 2, args)
+end
+-- columns: 2 Latency, 3 Device, 17 B, 18 M, 19 N, 20 K
+-- (rows with a latency <= 0 or an empty shape are skipped with a count, by design: collectors write such rows)
+for _, v in ipairs { { "nan", "nan" }, { "inf", "inf" }, { "text", "fast" }, { "huge", "1e308" }, { "hex", "0x10" },
+                     { "above_1e7", "2e7" } } do
+  ds_field("latency_" .. v[1], 2, v[2], "column 'Latency' must be a number of at most 1e7 (got '" .. v[2] .. "')")
+  ds_field("train_latency_" .. v[1], 2, v[2], "column 'Latency' must be a number of at most 1e7", TRAIN)
+end
+for _, c in ipairs { { 17, "B" }, { 18, "M" }, { 19, "N" }, { 20, "K" } } do
+  for _, v in ipairs { { "hex", "0x100" }, { "huge", "9223372036854775807" }, { "float", "2.5" }, { "overflow", "99999999999999999999" },
+                       { "above_2_31", "4294967296" }, { "text", "many" } } do
+    ds_field("dim_" .. c[2] .. "_" .. v[1], c[1], v[2], "column '" .. c[2] .. "' must be an integer of at most 2^31 (got '" .. v[2] .. "')")
+  end
+end
+ds_field("grid_x_hex", 9, "0x2", "column 'Grid x' must be an integer")
+ds_field("grid_x_huge", 9, "1e30", "column 'Grid x' must be an integer")
+dsc("short_row", with_line(ds, 2, function(l) return l:match("^([^,]*,[^,]*)") end), "expected 20 fields, found 2", 2)
+dsc("header_typo", with_line(ds, 1, function(l) return sub1(l, "Latency", "Latncy") end), "missing column 'Latency (ms)'")
+dsc("header_only", ds:match("^[^\n]*\n"), "no rows to evaluate")
+dsc("empty", "", "empty CSV file (no header)")
+dsc("train_empty", "", "empty CSV file (no header)", nil, TRAIN)
+dsc("train_header_only", ds:match("^[^\n]*\n"), "no bmm rows to train on", nil, TRAIN)
+
+-------------------------------------------------------------------------------------------------- Chrome traces
+local tr = read("fixtures/traces/chrome/tiny.json")
+local SCALE = "scale --trace {file} --from V100 --to h100 --format json -o {out}"
+local function trc(name, text, expect, line)
+  case { kind = "trace", file = "trace/" .. name .. ".json", text = text, args = SCALE, expect = expect, line = line }
+end
+local function tr_sub(name, from, to, expect, with_line_no)
+  local text = sub1(tr, from, to)
+  -- "args": the change is on the line after the event's first line, which the message names
+  trc(name, text, expect, with_line_no and line_of_plain(text, to) - (with_line_no == "args" and 1 or 0) or nil)
+end
+local k1 = '"ts": 30, "dur": 2.5'
+tr_sub("kernel_dur_huge", k1, '"ts": 30, "dur": 1e308', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("kernel_dur_above_1e10", k1, '"ts": 30, "dur": 2e10', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("kernel_dur_negative", k1, '"ts": 30, "dur": -2.5', "negative 'dur'", true)
+tr_sub("kernel_dur_nan", k1, '"ts": 30, "dur": NaN', "invalid JSON", true)
+tr_sub("kernel_dur_string", k1, '"ts": 30, "dur": "long"', "missing number 'dur'", true)
+tr_sub("kernel_dur_missing", k1, '"ts": 30', "missing number 'dur'", true)
+tr_sub("kernel_dur_overflow", k1, '"ts": 30, "dur": 1e999', "invalid JSON: number overflow parsing '1e999'")
+tr_sub("kernel_ts_huge", k1, '"ts": 1e300, "dur": 2.5', "'ts' must be a time stamp within 1e17 microseconds", true)
+tr_sub("cpu_dur_huge", '"ts": 10, "dur": 50', '"ts": 10, "dur": 1e300', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("grid_negative", '"grid": [4, 1, 1]', '"grid": [-4, 1, 1]', "args.grid must be 3 positive integers", "args")
+tr_sub("grid_huge", '"grid": [4, 1, 1]', '"grid": [9223372036854775807, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647", "args")
+tr_sub("grid_short", '"grid": [4, 1, 1]', '"grid": [4]', "args.grid must be 3 positive integers", "args")
+tr_sub("grid_float", '"grid": [4, 1, 1]', '"grid": [4.5, 1, 1]', "args.grid must be 3 positive integers", "args")
+tr_sub("block_huge", '"block": [256, 1, 1]', '"block": [1000000, 1, 1]', "args.block must be 3 positive integers of at most 1024", "args")
+tr_sub("block_zero", '"block": [256, 1, 1]', '"block": [0, 1, 1]', "args.block must be 3 positive integers", "args")
+tr_sub("registers_huge", '"registers per thread": 64', '"registers per thread": 9223372036854775807',
+       "args.registers per thread must be a non-negative integer of at most 65536", "args")
+tr_sub("smem_negative", '"shared memory": 8192', '"shared memory": -8192', "args.shared memory must be a non-negative integer", "args")
+tr_sub("smem_huge", '"shared memory": 8192', '"shared memory": 1e300', "args.shared memory must be a non-negative integer", "args")
+tr_sub("external_id_string", '"External id": 2, "grid"', '"External id": "two", "grid"', "args.External id must be an integer", "args")
+tr_sub("kernel_no_args", ', "ts": 30, "dur": 2.5,\n     "args": {"External id": 2, "grid": [4, 1, 1], "block": [256, 1, 1], "registers per thread": 64, "shared memory": 8192}}',
+       ', "ts": 30, "dur": 2.5}', "missing 'args'")
+trc("events_not_array", '{"schemaVersion": 1, "traceEvents": 5}\n', "no 'traceEvents' array")
+trc("event_not_object", '{"schemaVersion": 1, "traceEvents": [5]}\n', "trace event must be an object")
+trc("no_events", '{"schemaVersion": 1, "traceEvents": []}\n', "no GPU kernel events")
+trc("no_kernels", (tr:gsub('"cat": "kernel"', '"cat": "kernel_x"')), "no GPU kernel events")
+trc("top_array", "[]\n", "no GPU kernel events")
+trc("truncated", tr:sub(1, 400), "invalid JSON")
+trc("empty", "", "empty")
+
+-------------------------------------------------------------------------------------------------- weights
+-- --weights ROOT with ROOT/nvidia/bmm/{model.toml, weights.bin}; the case file is the changed model.toml or weights.bin
+local wm = read("../weights/nvidia/bmm/model.toml")
+local WEIGHTS = "predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out} --weights {root}/"
+local wbin = read("../weights/nvidia/bmm/weights.bin")
+-- weights.bin beside the case's model.toml when `bin` is given (the TOML checks pass and the binary is read)
+-- `names`: the message names the binary (weights.bin, or the file weights_file gives) rather than model.toml
+local function wtc(name, text, expect, line, bin, names)
+  local dir = "weights/" .. name .. "/nvidia/bmm/"
+  if bin then write(dir .. "weights.bin", bin) end
+  case { kind = "weights", file = dir .. "model.toml", text = text, args = WEIGHTS .. "weights/" .. name, expect = expect,
+         line = line, names = names and dir .. names }
+end
+local function wt_sub(name, from, to, expect, bin, names)
+  local text = sub1(wm, from, to)
+  wtc(name, text, expect, nil, bin, names)
+end
+-- engine/core/weights.cpp's fnv1a64: FNV-1a with the offset basis 1469598103934665603 (the standard one has a final 7)
+local function fnv1a64(s)
+  local h = 1469598103934665603
+  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
+  return ("%016x"):format(h)
+end
+-- a binary with a consistent checksum: the loader must look at the values themselves
+local function wt_bin(name, bin, expect)
+  wtc(name, sub1(wm, "weights_fnv1a64 = 'b24366351b6b19a7'", "weights_fnv1a64 = '" .. fnv1a64(bin) .. "'"), expect, nil, bin,
+      "weights.bin")
+end
+assert(fnv1a64(wbin) == "b24366351b6b19a7", "fnv1a64 of the bundled bmm weights")
+wt_sub("layers_huge", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 2000000000, 64, 64, 3 ]", "'layers' must hold positive integers of at most 65536")
+wt_sub("layers_wrap", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 4294967360, 64, 64, 3 ]", "'layers' must hold positive integers of at most 65536")
+wt_sub("layers_negative", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, -64, 64, 64, 3 ]", "'layers' must hold positive integers")
+wt_sub("layers_zero", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 0, 64, 64, 3 ]", "'layers' must hold positive integers")
+wt_sub("layers_wide", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 65536, 65536, 65536, 3 ]", "'layers' imply")
+wt_sub("layers_shape", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 4, 64, 3 ]", "'layers' must start with 5 inputs and end with 3 outputs")
+wt_sub("bytes_wrong", "weights_bytes = 35676", "weights_bytes = 35680", "35676 bytes, expected 35676", wbin, "weights.bin")
+wt_sub("bytes_negative", "weights_bytes = 35676", "weights_bytes = -1", "truncated or from another model", wbin, "weights.bin")
+wt_sub("checksum_wrong", "weights_fnv1a64 = 'b24366351b6b19a7'", "weights_fnv1a64 = 'b24366351b6b19a8'", "checksum mismatch", wbin, "weights.bin")
+wt_sub("family_wrong", "family = 'bmm'", "family = 'softmax'", "trained on other features than this engine computes")
+wt_sub("family_unknown", "family = 'bmm'", "family = 'conv'", "unknown family 'conv'")
+wt_sub("format_version", "format_version = 1", "format_version = 99", "format_version 99 is not supported")
+wt_sub("activation_unknown", "activation = 'relu'", "activation = 'swish'", "unsupported activation 'swish'")
+wt_sub("vendor_wrong", "vendor = 'nvidia'", "vendor = 'amd'", "trained on other features than this engine computes")
+wt_sub("weights_file_escape", "weights_file = 'weights.bin'", "weights_file = '../../../../../../etc/passwd'",
+       "'weights_file' must name a file beside model.toml")
+wt_sub("weights_file_missing", "weights_file = 'weights.bin'", "weights_file = 'nothing.bin'", "cannot read file", nil, "nothing.bin")
+wt_bin("weights_nan", "\0\0\192\127" .. wbin:sub(5), "float #0 is not finite")
+wt_bin("weights_inf", wbin:sub(1, 400) .. "\0\0\128\255" .. wbin:sub(405), "float #100 is not finite")
+wt_bin("weights_zero", ("\0"):rep(#wbin), "feature scale #0 is 0")
+wt_bin("weights_truncated", wbin:sub(1, 1000), "1000 bytes, expected 35676")
+wtc("syntax", wm .. "layers = [\n", "", nil)
+wtc("empty", "", "", nil)
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",

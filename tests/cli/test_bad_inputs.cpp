@@ -152,8 +152,9 @@ void run_kind(const std::string& kind) {
 TEST_CASE("bad inputs: the manifest covers every file of the corpus, at least 300 cases", "[cli][bad_inputs]") {
   const auto cases = load_cases();
   CHECK(cases.size() >= 300);
-  std::set<std::string> listed;
+  std::set<std::string> listed, dirs;
   for (const auto& c : cases) {
+    dirs.insert(fs::path(c.file).parent_path().generic_string());
     INFO(c.file);
     CHECK(fs::is_regular_file(corpus / c.file));
     CHECK(!c.kind.empty());
@@ -161,8 +162,8 @@ TEST_CASE("bad inputs: the manifest covers every file of the corpus, at least 30
     CHECK(!c.expect.empty());
     listed.insert(c.file);
   }
-  // every file under a kind folder is a case, or the well-formed base the cases of its kind change, or a helper a
-  // case names in its command
+  // every file under a kind folder is a case, or the well-formed base the cases of its kind change, a helper a case
+  // names in its command, or a file beside a case's file (a weights.bin beside a case's model.toml)
   std::string all_args;
   for (const auto& c : cases) all_args += c.args + "\n";
   for (const auto& e : fs::recursive_directory_iterator(corpus)) {
@@ -171,6 +172,7 @@ TEST_CASE("bad inputs: the manifest covers every file of the corpus, at least 30
     if (rel.find('/') == std::string::npos) continue;  // generate.lua, cases.toml
     INFO(rel);
     CHECK((listed.count(rel) || all_args.find("{root}/" + rel) != std::string::npos ||
+           dirs.count(fs::path(rel).parent_path().generic_string()) ||
            fs::path(rel).filename().string().rfind("good", 0) == 0));
   }
 }
@@ -194,3 +196,7 @@ TEST_CASE("bad inputs: cluster TOML", "[cli][bad_inputs]") { run_kind("cluster")
 TEST_CASE("bad inputs: Lua workloads", "[cli][bad_inputs]") { run_kind("workload"); }
 TEST_CASE("bad inputs: op rules", "[cli][bad_inputs]") { run_kind("oprule"); }
 TEST_CASE("bad inputs: HF config.json", "[cli][bad_inputs]") { run_kind("hf"); }
+TEST_CASE("bad inputs: opgraph CSV", "[cli][bad_inputs]") { run_kind("opgraph"); }
+TEST_CASE("bad inputs: dataset CSV", "[cli][bad_inputs]") { run_kind("dataset"); }
+TEST_CASE("bad inputs: Chrome traces", "[cli][bad_inputs]") { run_kind("trace"); }
+TEST_CASE("bad inputs: weights", "[cli][bad_inputs]") { run_kind("weights"); }
