@@ -342,7 +342,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   try {
     w.gpu_resolved = p_->gpu_resolve(w.gpu);
-  } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload asked for it
+  } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
+    if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
   }
   p_->push_gpu(w.gpu_resolved);
