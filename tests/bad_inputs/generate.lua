@@ -715,6 +715,28 @@ wt_bin("weights_truncated", wbin:sub(1, 1000), "1000 bytes, expected 35676")
 wtc("syntax", wm .. "layers = [\n", "", nil)
 wtc("empty", "", "", nil)
 
+-------------------------------------------------------------------------------------------------- label JSON
+-- eval models reads label/<GPU>/<tag>.json against the reference graphs opgraph/<tag>.csv
+local LABEL = "eval models {file} --graphs {root}/../fixtures/neusight/opgraph --predictor roofline --format json -o {out}"
+local function lbc(name, text, expect)
+  case { kind = "label", file = "label/" .. name .. "/label/Tesla_T4/gpt2_large-inf-1024-4.json", text = text, args = LABEL,
+         expect = expect }
+end
+local function lbl(layers, e2e) return ('{"num_layer": %s, "e2e_latency": %s, "fw_latency": 2505.2, "bwall_latency": 0}\n'):format(layers, e2e) end
+lbc("e2e_negative", lbl(36, "-5"), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_zero", lbl(36, "0"), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_huge", lbl(36, "1e300"), "key 'e2e_latency' must be a positive number (ms) of at most 1e9")
+lbc("e2e_string", lbl(36, '"slow"'), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_nan", lbl(36, "NaN"), "invalid JSON")
+lbc("e2e_overflow", lbl(36, "1e999"), "invalid JSON")
+lbc("e2e_missing", '{"num_layer": 36}\n', "key 'e2e_latency' must be a positive number (ms)")
+lbc("layers_negative", lbl(-3, 2505.2), "key 'num_layer' must be a non-negative integer")
+lbc("layers_huge", lbl(1000000000000, 2505.2), "key 'num_layer' must be a non-negative integer of at most 100000")
+lbc("layers_float", lbl(36.5, 2505.2), "key 'num_layer' must be a non-negative integer")
+lbc("top_array", "[]\n", "key 'e2e_latency' must be a positive number (ms)")
+lbc("truncated", '{"num_layer": 36,', "invalid JSON")
+lbc("empty", "", "invalid JSON")
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",
