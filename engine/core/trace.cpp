@@ -58,7 +58,9 @@ double cell_double(const std::string& s, const std::string& where, std::string_v
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v))
+  // decimal only: strtod also reads hex (0x10) and inf
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) ||
+      s.find_first_not_of("0123456789+-.eE") != std::string::npos)
     throw error(where + ": column '" + std::string(col) + "': expected a number, got '" + s + "'");
   return v;
 }
@@ -84,6 +86,9 @@ trace_shape shape_from(const py_value& v, const std::string& where, std::string_
   for (const py_value& d : v.items) {
     if (d.t != py_value::type::integer)
       throw error(where + ": column '" + std::string(col) + "': shape dimensions must be integers");
+    if (d.i < 0 || d.i > (int64_t(1) << 32))  // a larger dimension wraps the products computed from it
+      throw error(where + ": column '" + std::string(col) + "': shape dimensions must be in 0..2^32, got " +
+                  std::to_string(d.i));
     s.push_back(d.i);
   }
   return s;
@@ -224,6 +229,8 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
         {c_fw, trace_phase::forward}, {c_bw, trace_phase::backward}, {c_acc, trace_phase::accumulate}};
     for (const auto& [col, phase] : phases) {
       const double ms = cell_nonneg(row[col], where, t.header[col]);
+      if (ms > 1e9)  // 11 days for one op: a unit slip, not a measurement
+        throw error(where + ": column '" + t.header[col] + "': " + row[col] + " ms is more than 1e9 ms");
       if (ms == 0) continue;
       trace_op op;
       op.id = static_cast<int64_t>(i);
@@ -236,6 +243,8 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
       tr.ops.push_back(std::move(op));
     }
   }
+  if (tr.ops.empty())  // nothing measured: scaling it would forecast 0 ms
+    throw error(source + ": no op with a measured latency (fw_latency, bw_latency, acc_latency all 0 or no rows)");
   return tr;
 }
 

@@ -737,6 +737,30 @@ lbc("top_array", "[]\n", "key 'e2e_latency' must be a positive number (ms)")
 lbc("truncated", '{"num_layer": 36,', "invalid JSON")
 lbc("empty", "", "invalid JSON")
 
+-------------------------------------------------------------------------------------------------- label-trace CSV
+-- scale on a per-op label trace label/<GPU>/<tag>.csv, with its operator graph
+local lt = read("fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.csv")
+local LTRACE = "scale --trace {file} --from t4 --to l4 --graph {root}/../fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv " ..
+               "--format json -o {out}"
+local function ltc(name, text, expect, line)
+  case { kind = "labeltrace", file = "labeltrace/" .. name .. "/label/Tesla_T4/gpt2_large-inf-1024-4.csv", text = text,
+         args = LTRACE, expect = expect, line = line }
+end
+local addmm = "True,11.012403297424317,11.012403297424317,0,0,"
+for _, v in ipairs { { "nan", "nan", "expected a number, got 'nan'" }, { "inf", "inf", "expected a number, got 'inf'" },
+                     { "negative", "-11.0", "negative value -11.0" }, { "huge", "1e308", "1e308 ms is more than 1e9 ms" },
+                     { "text", "fast", "expected a number, got 'fast'" }, { "hex", "0x10", "expected a number, got '0x10'" } } do
+  ltc("latency_" .. v[1], with_line(lt, 29, function(l) return sub1(l, addmm, "True," .. v[2] .. "," .. v[2] .. ",0,0,") end),
+      "column 'fw_latency': " .. v[3], 29)
+end
+ltc("output_shape_huge", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, 4611686018427387904)"') end),
+    "column 'output_shape': shape dimensions must be in 0..2^32", 29)
+ltc("output_shape_negative", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, -3840)"') end),
+    "column 'output_shape': shape dimensions must be in 0..2^32", 29)
+ltc("short_row", with_line(lt, 29, function(l) return l:match("^([^,]*,[^,]*)") end), "expected 22 fields, found 2", 29)
+ltc("header_only", lt:match("^[^\n]*\n"), "no op with a measured latency")
+ltc("empty", "", "empty CSV file (no header)")
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",

@@ -201,3 +201,4 @@ TEST_CASE("bad inputs: dataset CSV", "[cli][bad_inputs]") { run_kind("dataset");
 TEST_CASE("bad inputs: Chrome traces", "[cli][bad_inputs]") { run_kind("trace"); }
 TEST_CASE("bad inputs: weights", "[cli][bad_inputs]") { run_kind("weights"); }
 TEST_CASE("bad inputs: label JSON", "[cli][bad_inputs]") { run_kind("label"); }
+TEST_CASE("bad inputs: label-trace CSV", "[cli][bad_inputs]") { run_kind("labeltrace"); }
