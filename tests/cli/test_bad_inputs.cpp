@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdlib>
 #include <chrono>
 #include <map>
 #include <set>
@@ -84,7 +85,10 @@ outcome run_case(const bad_case& c) {
   outcome o;
   if (!c.fifo.empty() && ::mkfifo((t.path / c.fifo).c_str(), 0600) != 0) o.setup_error = "mkfifo failed";
   o.names = expand(c.names, c, t.path);
-  o.cmd = "cd '" + ns_test::source_dir.string() + "' && exec timeout -s KILL 60 '" NEUSIGHT_EXE "' " +
+  // NEUSIGHT_BAD_INPUTS_EXE runs the corpus against another build (e.g. build-asan/neusight) without rebuilding this test
+  const char* other = std::getenv("NEUSIGHT_BAD_INPUTS_EXE");
+  const std::string exe = other && *other ? other : NEUSIGHT_EXE;
+  o.cmd = "cd '" + ns_test::source_dir.string() + "' && exec timeout -s KILL 60 '" + exe + "' " +
           expand(c.args, c, t.path) + " </dev/null >'" + (t.path / "stdout").string() + "' 2>'" +
           (t.path / "stderr").string() + "'";
   const char* argv[] = {"/bin/sh", "-c", o.cmd.c_str(), nullptr};
