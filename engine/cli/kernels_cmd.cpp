@@ -74,7 +74,11 @@ int train_main(const train_flags& f) {
   const gpu_catalog catalog(data_root_find() / "gpus");
   bench_data d = bench_load(f.data, catalog, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
-  if (d.rows.empty()) throw error("no " + f.family + " rows to train on in the given data");
+  if (d.rows.empty()) {
+    std::string files;
+    for (const auto& file : f.data) files += (files.empty() ? "" : ", ") + file;
+    throw error(files + ": no " + f.family + " rows to train on in the given data");
+  }
   std::set<std::string> vendors, gpus;
   for (const auto& r : d.rows) vendors.insert(r.gpu->vendor), gpus.insert(r.gpu->name);
   if (vendors.size() != 1) throw error("training rows mix vendors (nvidia and amd): train them separately");
@@ -136,6 +140,11 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   const gpu_catalog catalog(root / "gpus");
   bench_data d = bench_load(f.files, catalog, s.costing(), std::nullopt, f.exclude_gpus);
   report_skipped(d);
+  if (d.rows.empty()) {  // a report over no rows would read as a perfect score
+    std::string files;
+    for (const auto& file : f.files) files += (files.empty() ? "" : ", ") + file;
+    throw error(files + ": no rows to evaluate");
+  }
   // Measured tiles for the tile-match statistic, then the tiles the predictor will use.
   std::vector<std::pair<int64_t, int64_t>> measured(d.rows.size());
   std::vector<bool> has_measured(d.rows.size(), false);

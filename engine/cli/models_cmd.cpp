@@ -76,12 +76,13 @@ label label_read(const fs::path& file) {
   }
   label l;
   const auto e2e = j.find("e2e_latency");
-  if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0))
-    throw error(file.string() + ": key 'e2e_latency' must be a positive number (ms)");
+  // at most 1e9 ms (11 days) for one iteration, at most 100000 layers: more is a unit slip, not a measurement
+  if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0) || !(e2e->get<double>() <= 1e9))
+    throw error(file.string() + ": key 'e2e_latency' must be a positive number (ms) of at most 1e9");
   l.e2e_ms = e2e->get<double>();
   const auto layers = j.find("num_layer");
-  if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0)
-    throw error(file.string() + ": key 'num_layer' must be a non-negative integer");
+  if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0 || layers->get<int64_t>() > 100000)
+    throw error(file.string() + ": key 'num_layer' must be a non-negative integer of at most 100000");
   l.num_layer = layers->get<int64_t>();
   return l;
 }

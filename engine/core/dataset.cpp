@@ -18,34 +18,31 @@ const std::set<std::string> binary_ops = {"add", "sub", "mul", "div", "pow"};
 const std::set<std::string> unary_ops = {"addu", "subu", "mulu", "divu", "powu", "tanh", "gelu", "relu"};
 const std::set<std::string> dtype_known = {"fp32", "tf32", "fp16", "bf16", "fp8"};
 
-// Dimensions, counts and grid sizes of one benchmarked kernel: |v| < 2^31 (CUDA's largest grid dimension), so
-// products of two (B·M of a linear row) cannot overflow.
-constexpr double int_cell_max = 2147483647.0;
+// Decimal numbers only (std::stod also reads hex such as 0x100 and "inf"); a dimension is at most 2^31, so that
+// products of two (B * M) stay inside an int64.
+bool decimal_number(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789+-.eE") == std::string::npos;
+}
 
 int64_t to_int(const std::string& s, const std::string& where, const char* col) {
   try {
     size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used == s.size() && v == std::floor(v)) {
-      if (std::fabs(v) > int_cell_max)
-        throw error(where + ": column '" + col + "' is out of range (got '" + s + "', at most 2^31-1 in magnitude)");
-      return int64_t(v);
-    }
-  } catch (const error&) {
-    throw;
+    const double v = decimal_number(s) ? std::stod(s, &used) : NAN;
+    if (used == s.size() && v == std::floor(v) && std::fabs(v) <= double(int64_t(1) << 31)) return int64_t(v);
   } catch (const std::exception&) {
   }
-  throw error(where + ": column '" + col + "' must be an integer (got '" + s + "')");
+  throw error(where + ": column '" + col + "' must be an integer of at most 2^31 (got '" + s + "')");
 }
 
+// A latency above 1e7 ms (close to three hours) for one kernel is a unit slip or an overflow, not a measurement.
 double to_double(const std::string& s, const std::string& where, const char* col) {
   try {
     size_t used = 0;
-    const double v = std::stod(s, &used);
-    if (used == s.size() && std::isfinite(v)) return v;
+    const double v = decimal_number(s) ? std::stod(s, &used) : NAN;
+    if (used == s.size() && std::isfinite(v) && std::fabs(v) <= 1e7) return v;
   } catch (const std::exception&) {
   }
-  throw error(where + ": column '" + col + "' must be a number (got '" + s + "')");
+  throw error(where + ": column '" + col + "' must be a number of at most 1e7 (got '" + s + "')");
 }
 
 std::vector<std::string> csv_files(const std::vector<std::string>& paths) {

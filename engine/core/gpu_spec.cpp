@@ -18,40 +18,42 @@ namespace fs = std::filesystem;
 
 const std::vector<gpu_field>& gpu_fields() {
   using g = gpu_spec;
+  // Ranges (lo, hi) hold every part made so far with room to spare (the largest as of 2025: 304 SMs, 288 GB, 8 TB/s,
+  // 5 PFLOPS fp8, 2560 threads and 131072 registers per SM, 6th-gen PCIe).
   static const std::vector<gpu_field> fields = {
       {"name", &g::name, false},
       {"aliases", &g::aliases, false},
       {"vendor", &g::vendor, false},
       {"architecture", &g::architecture, false},
       {"compute_capability", &g::compute_capability, false},
-      {"num_sm", &g::num_sm, true},
-      {"cores_per_sm", &g::cores_per_sm, true},
-      {"base_clock_mhz", &g::base_clock_mhz, true},
-      {"boost_clock_mhz", &g::boost_clock_mhz, true},
-      {"mem_gb", &g::mem_gb, true},
-      {"mem_bw_gbps", &g::mem_bw_gbps, true},
-      {"l2_mb", &g::l2_mb, true},
-      {"peak_fp32_tflops", &g::peak_fp32_tflops, true},
-      {"peak_fp32_matrix_tflops", &g::peak_fp32_matrix_tflops, true},
-      {"peak_tf32_tflops", &g::peak_tf32_tflops, false},
-      {"peak_fp16_tflops", &g::peak_fp16_tflops, true},
-      {"peak_bf16_tflops", &g::peak_bf16_tflops, false},
-      {"peak_fp8_tflops", &g::peak_fp8_tflops, false},
-      {"max_threads_per_sm", &g::max_threads_per_sm, true},
-      {"max_threads_per_block", &g::max_threads_per_block, true},
-      {"max_blocks_per_sm", &g::max_blocks_per_sm, true},
-      {"max_warps_per_sm", &g::max_warps_per_sm, true},
-      {"warp_size", &g::warp_size, true},
-      {"max_regs_per_sm", &g::max_regs_per_sm, true},
-      {"max_regs_per_block", &g::max_regs_per_block, true},
-      {"max_regs_per_thread", &g::max_regs_per_thread, true},
-      {"max_smem_per_sm_kb", &g::max_smem_per_sm_kb, true},
-      {"max_smem_per_block_kb", &g::max_smem_per_block_kb, true},
+      {"num_sm", &g::num_sm, true, false, 1, 4096},                     // SMs / CUs
+      {"cores_per_sm", &g::cores_per_sm, true, false, 1, 4096},         // FP32 lanes per SM
+      {"base_clock_mhz", &g::base_clock_mhz, true, false, 10, 10000},   // MHz
+      {"boost_clock_mhz", &g::boost_clock_mhz, true, false, 10, 10000}, // MHz
+      {"mem_gb", &g::mem_gb, true, false, 0.01, 1e5},                  // GB of device memory
+      {"mem_bw_gbps", &g::mem_bw_gbps, true, false, 0.1, 1e6},          // GB/s
+      {"l2_mb", &g::l2_mb, true, false, 0.001, 1e5},                   // MB
+      {"peak_fp32_tflops", &g::peak_fp32_tflops, true, false, 0.001, 1e6},
+      {"peak_fp32_matrix_tflops", &g::peak_fp32_matrix_tflops, true, false, 0.001, 1e6},
+      {"peak_tf32_tflops", &g::peak_tf32_tflops, false, false, 0.001, 1e6},  // 0: no TF32 path
+      {"peak_fp16_tflops", &g::peak_fp16_tflops, true, false, 0.001, 1e6},
+      {"peak_bf16_tflops", &g::peak_bf16_tflops, false, false, 0.001, 1e6},  // 0: no BF16 path
+      {"peak_fp8_tflops", &g::peak_fp8_tflops, false, false, 0.001, 1e6},    // 0: no FP8 path
+      {"max_threads_per_sm", &g::max_threads_per_sm, true, false, 1, 65536},
+      {"max_threads_per_block", &g::max_threads_per_block, true, false, 1, 16384},
+      {"max_blocks_per_sm", &g::max_blocks_per_sm, true, false, 1, 4096},
+      {"max_warps_per_sm", &g::max_warps_per_sm, true, false, 1, 4096},
+      {"warp_size", &g::warp_size, true, false, 1, 1024},
+      {"max_regs_per_sm", &g::max_regs_per_sm, true, false, 1, 1 << 24},
+      {"max_regs_per_block", &g::max_regs_per_block, true, false, 1, 1 << 24},
+      {"max_regs_per_thread", &g::max_regs_per_thread, true, false, 1, 65536},
+      {"max_smem_per_sm_kb", &g::max_smem_per_sm_kb, true, false, 0.001, 1e6},
+      {"max_smem_per_block_kb", &g::max_smem_per_block_kb, true, false, 0.001, 1e6},
       {"interconnect", &g::interconnect, false},
-      {"interconnect_bw_gbps", &g::interconnect_bw_gbps, false},
-      {"pcie_gen", &g::pcie_gen, true},
-      {"pcie_bw_gbps", &g::pcie_bw_gbps, true},
-      {"price_per_hour_usd", &g::price_per_hour_usd, true, true},
+      {"interconnect_bw_gbps", &g::interconnect_bw_gbps, false, false, 0.01, 1e6},  // GB/s; 0: no GPU-GPU link
+      {"pcie_gen", &g::pcie_gen, true, false, 1, 16},
+      {"pcie_bw_gbps", &g::pcie_bw_gbps, true, false, 0.01, 1e5},       // GB/s per direction
+      {"price_per_hour_usd", &g::price_per_hour_usd, true, true, 0.0001, 1e6},  // USD per GPU-hour
   };
   return fields;
 }
@@ -68,6 +70,13 @@ const char* type_name(const toml::node& v) {
     case toml::node_type::table: return "table";
     default: return "date/time";
   }
+}
+
+// A number as people write it: 4096, 0.001, 1e+06, 9.22337e+18.
+std::string number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  return buf;
 }
 
 // Assigns one TOML value to the member a field points at, or throws with the value's position.
@@ -89,6 +98,10 @@ struct field_setter {
     if (field.positive ? !(x > 0) : !(x >= 0))
       throw error(at + ": key '" + field.key + "' must be " + (field.positive ? "> 0" : ">= 0") + " (got " +
                   std::to_string(x) + ")");
+    if (x != 0 && field.hi > 0 && !(x >= field.lo && x <= field.hi))
+      throw error(at + ": key '" + field.key + "' must be " + (field.positive ? "" : "0 or ") + "between " +
+                  number_text(field.lo) + " and " + number_text(field.hi) + " (got " + number_text(x) +
+                  "), the physical range of this field");
   }
   void operator()(std::string gpu_spec::*m) const {
     if (!value.is_string()) mistyped("a string");

@@ -61,6 +61,10 @@ struct gpu_field {
   // May be left out of the file (then the member keeps 0 and the Lua view, JSON and `gpus` omit it); when present
   // it must be a positive finite number.
   bool optional = false;
+  // The physical range of a number (a non-zero value must lie in [lo, hi]; zero is allowed where `positive` is
+  // false): generous bounds around every GPU made so far, so that a unit slip (1e-300, 2^63 SMs, inf bandwidth) is
+  // an error, not a forecast. 0, 0: no range (strings and arrays).
+  double lo = 0, hi = 0;
 };
 const std::vector<gpu_field>& gpu_fields();
 
@@ -72,7 +76,8 @@ bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f);
 std::string gpu_spec_key(const gpu_spec& gpu);
 
 // Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing (required), unknown or mistyped key,
-// and on a number out of range (negative, zero where it must be positive, infinite or NaN).
+// and on a number out of range (negative, zero where it must be positive, infinite or NaN, outside the field's
+// physical range gpu_field::lo..hi).
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
 

@@ -69,24 +69,33 @@ std::string py_str(const py_value& v) {
 
 bool is_list_or_tuple(const py_value& v) { return v.t == py_value::type::list || v.t == py_value::type::tuple; }
 
-// A tuple (or list) of non-negative integers.
+// A dimension above 2^32 is no tensor anyone ran (and products of a few would wrap an int64): an error, not a number.
+constexpr int64_t max_dim = int64_t(1) << 32;
+
+// A tuple (or list) of non-negative integers, each at most max_dim, at most 2^48 elements in all.
 std::optional<shape> shape_of(const py_value& v) {
   if (!is_list_or_tuple(v)) return std::nullopt;
   shape s;
+  int64_t elements = 1;
   for (const auto& d : v.items) {
-    if (d.t != py_value::type::integer || d.i < 0) return std::nullopt;
+    if (d.t != py_value::type::integer || d.i < 0 || d.i > max_dim) return std::nullopt;
+    if (d.i > 0 && elements > (int64_t(1) << 48) / d.i) return std::nullopt;
+    elements *= std::max<int64_t>(d.i, 1);
     s.push_back(d.i);
   }
   return s;
 }
 
-// Exactly `names.size()` positive integers, e.g. Linear (T, I, O).
+// Exactly `names.size()` positive integers of at most 2^32, e.g. Linear (T, I, O).
 std::vector<int64_t> dims_of(const py_value& args, const std::string& kernel_name, const char* names,
                              size_t count, const row_context& row, const char* column) {
   std::vector<int64_t> dims;
   if (is_list_or_tuple(args) && args.items.size() == count)
     for (const auto& d : args.items)
       if (d.t == py_value::type::integer && d.i > 0) dims.push_back(d.i);
+  for (const int64_t d : dims)
+    if (d > max_dim)
+      row.fail(column, "kernel '" + kernel_name + "' has a dimension " + std::to_string(d) + " over 2^32, got " + py_str(args));
   if (dims.size() != count)
     row.fail(column, "kernel '" + kernel_name + "' needs " + std::to_string(count) + " positive integers " + names +
                          ", got " + py_str(args));

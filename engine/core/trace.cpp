@@ -58,7 +58,9 @@ double cell_double(const std::string& s, const std::string& where, std::string_v
   errno = 0;
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
-  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v))
+  // decimal only: strtod also reads hex (0x10) and inf
+  if (s.empty() || end != s.c_str() + s.size() || errno == ERANGE || !std::isfinite(v) ||
+      s.find_first_not_of("0123456789+-.eE") != std::string::npos)
     throw error(where + ": column '" + std::string(col) + "': expected a number, got '" + s + "'");
   return v;
 }
@@ -112,6 +114,9 @@ trace_shape shape_from(const py_value& v, const std::string& where, std::string_
   for (const py_value& d : v.items) {
     if (d.t != py_value::type::integer)
       throw error(where + ": column '" + std::string(col) + "': shape dimensions must be integers");
+    if (d.i < 0 || d.i > (int64_t(1) << 32))  // a larger dimension wraps the products computed from it
+      throw error(where + ": column '" + std::string(col) + "': shape dimensions must be in 0..2^32, got " +
+                  std::to_string(d.i));
     s.push_back(d.i);
   }
   return s;
@@ -252,6 +257,8 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
         {c_fw, trace_phase::forward}, {c_bw, trace_phase::backward}, {c_acc, trace_phase::accumulate}};
     for (const auto& [col, phase] : phases) {
       const double ms = cell_nonneg(row[col], where, t.header[col]);
+      if (ms > 1e9)  // 11 days for one op: a unit slip, not a measurement
+        throw error(where + ": column '" + t.header[col] + "': " + row[col] + " ms is more than 1e9 ms");
       if (ms == 0) continue;
       trace_op op;
       op.id = static_cast<int64_t>(i);
@@ -264,6 +271,8 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
       tr.ops.push_back(std::move(op));
     }
   }
+  if (tr.ops.empty())  // nothing measured: scaling it would forecast 0 ms
+    throw error(source + ": no op with a measured latency (fw_latency, bw_latency, acc_latency all 0 or no rows)");
   return tr;
 }
 
@@ -416,6 +425,10 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     };
     const double ts = number("ts"), dur = number("dur");
     if (dur < 0) throw error(where(i) + ": " + what + ": negative 'dur'");
+    // physical ranges (µs): an event over 1e10 µs (almost 3 hours) or a time stamp past 1e17 µs (3000 years of epoch
+    // time) is a unit slip or garbage, and would dominate every figure computed from the trace
+    if (!(dur <= 1e10)) throw error(where(i) + ": " + what + ": 'dur' must be at most 1e10 microseconds");
+    if (!(std::fabs(ts) <= 1e17)) throw error(where(i) + ": " + what + ": 'ts' must be a time stamp within 1e17 microseconds");
     const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
     std::optional<int64_t> ext;
     if (args && args->contains("External id")) {
@@ -430,17 +443,24 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
       for (const char* key : {"grid", "block"}) {
         const json* v = args->contains(key) ? &(*args)[key] : nullptr;
         if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
+        // CUDA and HIP limits: grid dimensions below 2^31, at most 1024 threads a block
+        const int64_t most = std::string(key) == "grid" ? (int64_t(1) << 31) - 1 : 1024;
         if (!v->is_array() || v->size() != 3 ||
-            !std::all_of(v->begin(), v->end(), [](const json& d) { return d.is_number_integer() && d.get<int64_t>() >= 1; }))
-          throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers");
+            !std::all_of(v->begin(), v->end(), [&](const json& d) {
+              return d.is_number_integer() && d.get<int64_t>() >= 1 && d.get<int64_t>() <= most;
+            }))
+          throw error(where(i) + ": " + what + ": args." + key + " must be 3 positive integers of at most " +
+                      std::to_string(most));
         auto& dst = std::string(key) == "grid" ? ke.k.grid : ke.k.block;
         for (int d = 0; d < 3; ++d) dst[d] = (*v)[d].get<int64_t>();
       }
       for (const char* key : {"registers per thread", "shared memory"}) {
         const json* v = args->contains(key) ? &(*args)[key] : nullptr;
         if (!v) throw error(where(i) + ": " + what + ": missing args." + key);
-        if (!v->is_number_integer() || v->get<int64_t>() < 0)
-          throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer");
+        const int64_t most = std::string(key) == "shared memory" ? int64_t(1) << 30 : 65536;  // bytes; registers
+        if (!v->is_number_integer() || v->get<int64_t>() < 0 || v->get<int64_t>() > most)
+          throw error(where(i) + ": " + what + ": args." + key + " must be a non-negative integer of at most " +
+                      std::to_string(most));
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
       kernel_check(ke.k, where(i) + ": " + what);
@@ -461,6 +481,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     cpu.push_back(std::move(c));
   }
 
+  if (kernels.empty())  // nothing to scale: the forecast would be 0 ms
+    throw error(source + ": no GPU kernel events (\"ph\": \"X\", \"cat\": \"kernel\") in the trace");
   // Outermost enclosing event per (pid, tid): sort by start, longer first, and keep a containment stack.
   std::vector<size_t> order(cpu.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;

@@ -1,6 +1,7 @@
 // engine/core/weights.cpp — weight folder IO with strict manifest checks (never a silent default).
 #include "core/weights.h"
 
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -187,21 +188,33 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   }
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 
-  const std::string bpath = (dir / r.str("weights_file")).generic_string();
-  const std::string bin = read(bpath);
-  const int64_t want = r.integer("weights_bytes");
-  // From the layer sizes, before anything is allocated (widths are capped, so this cannot overflow).
+  const std::string file = r.str("weights_file");
+  if (file.empty() || file.find('/') != std::string::npos || file == "." || file == "..")
+    throw error(mpath + ": 'weights_file' must name a file beside model.toml (got '" + file + "')");
+  const std::string bpath = (dir / file).generic_string();
+  // From the layer sizes, before anything is allocated or read (widths are capped, so this cannot overflow).
   size_t params = 4 * tile_feature_count;
   for (size_t l = 0; l + 1 < sizes.size(); ++l) params += (size_t(sizes[l]) + 1) * size_t(sizes[l + 1]);
   const size_t expected = params * sizeof(float);
+  if (expected > text_file_max_data)
+    throw error(mpath + ": 'layers' imply " + std::to_string(expected) + " bytes of weights, more than any model file holds");
+  const std::string bin = read(bpath);
+  const int64_t want = r.integer("weights_bytes");
   if (int64_t(bin.size()) != want || bin.size() != expected)
     throw error(bpath + ": " + std::to_string(bin.size()) + " bytes, expected " + std::to_string(expected) +
                 " (truncated or from another model)");
-  m.net = mlp::make(sizes, 0);
   if (hex64(fnv1a64(bin.data(), bin.size())) != r.str("weights_fnv1a64"))
     throw error(bpath + ": checksum mismatch (file corrupted or edited; expected fnv1a64 " + r.str("weights_fnv1a64") + ")");
+  m.net = mlp::make(sizes, 0);
   std::vector<float> p(bin.size() / sizeof(float));
   std::memcpy(p.data(), bin.data(), bin.size());
+  // the checksum only says the file is the one written: a NaN, an infinity or a zero feature scale would make every
+  // forecast of the family null or infinite
+  for (size_t i = 0; i < p.size(); ++i)
+    if (!std::isfinite(p[i])) throw error(bpath + ": float #" + std::to_string(i) + " is not finite (a diverged training run?)");
+  for (size_t i = 0; i < tile_feature_count; ++i)
+    if (!(p[p.size() - 3 * tile_feature_count + i] != 0))
+      throw error(bpath + ": feature scale #" + std::to_string(i) + " is 0 (the features cannot be normalised)");
   size_t at = 0;
   for (size_t l = 0; l < m.net.w.size(); ++l) {
     Eigen::MatrixXf& w = m.net.w[l];

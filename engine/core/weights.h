@@ -12,8 +12,9 @@
 namespace ns {
 
 constexpr int64_t weights_format_version = 1;
-// The widest layer a manifest may declare (the shipped models use 32–64): a 4096×4096 layer is 64 MB of float32.
-constexpr int64_t weights_max_layer_width = 4096;
+// The widest layer a manifest may declare (the shipped models use 32–64); the bytes the widths imply are checked
+// against the data-file limit before anything is read.
+constexpr int64_t weights_max_layer_width = 65536;
 
 // What produced the weights; written to [training] of model.toml.
 struct weights_provenance {

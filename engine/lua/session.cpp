@@ -281,6 +281,10 @@ workload session::workload_load(const std::string& script, const workload_overri
   const stack_restore restore(L);  // also on error
   workload w;
   w.source = script.empty() ? "command line" : display_of(script);
+  std::string origin = w.source;  // messages also name a config.json given on the command line
+  if (const auto m = overrides.find("model"); m != overrides.end())
+    if (const auto* name = std::get_if<std::string>(&m->second); name && fs::path(*name).extension() == ".json")
+      origin += " (--model " + *name + ")";
   if (!script.empty()) {
     p_->workload_ops = fs::path(script).parent_path() / "ops";
     if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
@@ -336,9 +340,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   raw_getfield(L, wl, "build");
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
-  w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  try {
+    w.gpu_resolved = p_->gpu_resolve(w.gpu);
+  } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
+    if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
+    throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
+  }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 6, "while building the model of " + w.source);  // stack: W spec norm name nodes plan state kv mem
+  ns_call(L, 2, 6, "while building the model of " + origin);  // stack: W spec norm name nodes plan state kv mem
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
@@ -347,7 +356,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);  // stack: W spec norm name nodes plan
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
-  w.g.nodes = nodes_read(L, -2, w.source + ": model '" + w.model + "'");
+  w.g.nodes = nodes_read(L, -2, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, -3);
   lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
@@ -598,7 +607,8 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
         lua_pop(L, 1);
         continue;
       }
-      const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() " + who;
+      // names the rule file too: an error without a position (error(), error({})) still says where it came from
+      const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() (" + chunk + ") " + who;
       lua_pushvalue(L, node_idx);
       lua_pushvalue(L, gpu_idx);
       ns_call(L, 2, 1, ctx);  // stack: ... kernels

@@ -62,31 +62,41 @@ int64_t table_reader::integer_or(const char* key, int64_t fallback) const {
 }
 
 namespace {
-// Reads the array of integers on top of the stack (a plain table). [-0, +0, -]
-bool shape_from_top(lua_State* L, shape& out) {
-  if (!lua_istable(L, -1)) return false;
+// At most 2^48 elements in one tensor (512 TB in bf16, more than any cluster holds): sizes, FLOPs and bytes computed
+// from the dimensions then stay far from the 2^63 where Lua integers wrap (a dimension of 2^62 used to forecast 0).
+constexpr int64_t max_shape_elements = int64_t(1) << 48;
+const char* const shape_expected = "a shape (array of non-negative integers)";
+const char* const shape_too_big = "a shape of at most 2^48 elements";
+
+// Reads the array of integers on top of the stack (a plain table): nullptr, or what it must be instead. [-0, +0, -]
+const char* shape_from_top(lua_State* L, shape& out) {
+  if (!lua_istable(L, -1)) return shape_expected;
   if (lua_getmetatable(L, -1)) {
     lua_pop(L, 1);
-    return false;
+    return shape_expected;
   }
   const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
   out.clear();
+  int64_t elements = 1;
+  bool too_big = false;
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L, -1, i);
     int ok = 0;
     const lua_Integer d = lua_tointegerx(L, -1, &ok);
     lua_pop(L, 1);
-    if (!ok || d < 0) return false;
+    if (!ok || d < 0) return shape_expected;
+    if (d > max_shape_elements || (d > 0 && elements > max_shape_elements / d)) too_big = true;
+    else elements *= d;
     out.push_back(int64_t(d));
   }
-  return true;
+  return too_big ? shape_too_big : nullptr;
 }
 }  // namespace
 
 shape table_reader::shape_at(const char* key) const {
   raw_getfield(L_, idx_, key);
   shape s;
-  if (!shape_from_top(L_, s)) fail(key, "a shape (array of non-negative integers)");
+  if (const char* expected = shape_from_top(L_, s)) fail(key, expected);
   lua_pop(L_, 1);
   return s;
 }
@@ -102,10 +112,9 @@ std::vector<shape> table_reader::shapes_at(const char* key) const {
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L_, -1, i);  // stack: shapes shape_i
     shape s;
-    if (!shape_from_top(L_, s)) {
+    if (const char* expected = shape_from_top(L_, s)) {
       lua_pop(L_, 2);
-      throw error(what_ + ": field '" + key + "'[" + std::to_string(i) +
-                  "] must be a shape (array of non-negative integers)");
+      throw error(what_ + ": field '" + key + "'[" + std::to_string(i) + "] must be " + expected);
     }
     lua_pop(L_, 1);
     out.push_back(std::move(s));
@@ -307,6 +316,9 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       k.flops = r.number("flops");
       k.bytes = r.number("bytes");
       if (k.flops < 0 || k.bytes < 0) throw error(r.what() + ": flops and bytes must be >= 0");
+      // 1e21 FLOPs or bytes is an hour of the fastest GPU on one kernel (the largest real GEMMs are ~1e18): more is a
+      // unit slip or an overflow, not a forecast
+      if (k.flops > 1e21 || k.bytes > 1e21) throw error(r.what() + ": flops and bytes must be at most 1e21");
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
         k.weight_bytes = r.number_or("weight_bytes", 0);

@@ -112,6 +112,9 @@ function M.normalize(p)
   if type(bucket) ~= "number" or not (bucket > 0) or bucket == huge then
     error(("parallel.bucket_mb: positive number expected, got %s"):format(show(bucket)), 0)
   end
+  -- a bucket under 1 MB (PyTorch's smallest useful bucket_cap_mb) is a unit slip, and millions of buckets would
+  -- take minutes to lay out
+  if bucket < 1 then error(("parallel.bucket_mb: at least 1 (MB) expected, got %s"):format(show(bucket)), 0) end
   out.bucket_mb = bucket
   local overlap = p.overlap_grad_reduce
   if overlap == nil then overlap = true end

@@ -89,6 +89,13 @@ local function is_count(v)
   return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
 end
 
+-- batch, seq and context: at most 2^24, so that tokens × features stay exact in a double and no count wraps
+local MAX_SIZE = 1 << 24
+local function size_check(v)
+  if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end
+  if v > MAX_SIZE then return ("must be at most %d (got %s)"):format(MAX_SIZE, show(v)) end
+end
+
 local function one_of(choices)
   local quoted = {}
   for i, c in ipairs(choices) do quoted[i] = ('"%s"'):format(c) end
@@ -127,12 +134,12 @@ local CHECK = {
   -- "decode" (one new token for each of batch sequences whose KV caches hold `context` tokens: linears on batch rows,
   -- one decode_attention per layer over context + 1 tokens; no loss, no backward).
   mode = one_of { "train", "inference", "prefill", "decode" },
-  batch = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  batch = size_check,
   -- seq: tokens per sequence (the prompt length in prefill). In decode it is the one new token: it defaults to 1
   -- there and any other value is an error (the cache length is `context`).
-  seq = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  seq = size_check,
   -- context: tokens already in each sequence's KV cache, mode "decode" only (required there).
-  context = function(v) if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end end,
+  context = size_check,
   optimizer = one_of { "none", "sgd", "adam", "adamw" },
   -- optimizer_impl: how the step runs (ops/adam.lua, adamw.lua, sgd.lua): "fused" (one kernel over all
   -- parameters: torch.optim.*(fused=True), apex/TE FusedAdam) or "foreach" (PyTorch's multi-tensor passes).

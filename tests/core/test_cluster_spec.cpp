@@ -54,7 +54,7 @@ TEST_CASE("cluster file errors name file:line:col", "[cluster]") {
   CHECK(parse_error(ns_test::replace_all(good, "bw_gbps = 12.5", "bw_gbps = \"fast\"")) ==
         "c.toml:8:1: key 'inter.bw_gbps' must be a number");
   CHECK(parse_error(ns_test::replace_all(good, "gpus_per_node = 4", "gpus_per_node = 0")) ==
-        "c.toml:2:1: key 'gpus_per_node' must be a positive integer");
+        "c.toml:2:1: key 'gpus_per_node' must be a positive integer, at most 1048576");
   CHECK(parse_error(ns_test::replace_all(good, "gpus_per_node = 4\n", "")) ==
         "c.toml:8:1: missing required key 'gpus_per_node'");
   CHECK(parse_error("gpus_per_node = 8\ninter = 3\n") ==

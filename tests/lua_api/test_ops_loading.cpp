@@ -124,7 +124,7 @@ TEST_CASE("hook errors carry file:line plus the op, hook and node", "[ops]") {
   end,
 })lua",
                      "ops/inline.lua:4: node 'n1' has no field 'ouput' (did you mean 'output'?)\n"
-                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
 TEST_CASE("returned kernels are validated", "[ops]") {
@@ -133,13 +133,13 @@ TEST_CASE("returned kernels are validated", "[ops]") {
   forward = function(node, gpu) return { { kind = "gemmm", name = "X", flops = 1, bytes = 1 } } end,
 })lua",
                      "ops/inline.lua: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
-                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
   expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 8, second = 1 } } end,
 })lua",
                      "ops/inline.lua: forward() kernel #1: unknown field 'second' (did you mean 'seconds'?)\n"
-                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
 TEST_CASE("an op without a rule is an error; a rule file routes an op to the memory-bound fallback", "[ops]") {
@@ -182,13 +182,13 @@ TEST_CASE("a hook that returns one kernel instead of a list is an error naming t
 })lua",
                      "ops/inline.lua: forward() returned a single kernel (a table with field 'kind'), expected an "
                      "array of kernels: return { kernel }\n"
-                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
   expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 64 }, extra = 1 } end,
 })lua",
                      "ops/inline.lua: forward() returned a table with key 'extra', expected an array of kernels\n"
-                     "    while evaluating op 'inline' forward() for node 1 'n1'");
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
 TEST_CASE("training needs a backward hook or backward = false", "[ops]") {

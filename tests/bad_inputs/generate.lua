@@ -1,0 +1,784 @@
+-- tests/bad_inputs/generate.lua — writes the bad-input corpus (the files under tests/bad_inputs/<kind>/) and its
+-- manifest cases.toml, which tests/cli/test_bad_inputs.cpp runs. Both are checked in; run this after editing a case:
+--   lua5.4 tests/bad_inputs/generate.lua
+-- Every case is one call of case{...}:
+--   kind    the group (one ctest entry per kind)
+--   file    the bad input, relative to tests/bad_inputs/ (its text in `text`, or written elsewhere in this script)
+--   args    the neusight command line; {file} the input's absolute path, {dir} its folder, {root} tests/bad_inputs,
+--           {tmp} a fresh temp folder, {out} {tmp}/out.json (which must not exist afterwards)
+--   expect  substrings the error message must contain
+--   line    the line the message must name as "<names>:<line>" (absent where the input has no lines)
+--   names   what the message must name (default: {rel}, the input's path from tests/bad_inputs/, which ends the
+--           absolute path the command gives; Lua shortens long chunk names from the left)
+--   fifo    a FIFO created as {tmp}/<fifo> before the run
+local root = arg[0]:match("^(.*)/[^/]*$") or "."
+local cases, files = {}, {}
+
+local function write(rel, text)
+  assert(not files[rel], "file written twice: " .. rel)
+  files[rel] = true
+  local dir = (root .. "/" .. rel):match("^(.*)/[^/]*$")
+  os.execute("mkdir -p '" .. dir .. "'")
+  local f = assert(io.open(root .. "/" .. rel, "wb"))
+  f:write(text)
+  f:close()
+end
+
+local function case(c)
+  assert(c.kind and c.file and c.args and c.expect, "case needs kind, file, args, expect")
+  if type(c.expect) == "string" then c.expect = { c.expect } end
+  if c.text then write(c.file, c.text) end
+  cases[#cases + 1] = c
+end
+
+-- The line (1-based) of the first line of `text` that starts with `prefix`.
+local function line_of(text, prefix)
+  local n = 0
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if l:sub(1, #prefix) == prefix then return n end
+  end
+  error("no line starting with " .. prefix)
+end
+
+local function replace_line(text, prefix, new)
+  local out, hit = {}, false
+  for l in (text .. "\n"):gmatch("([^\n]*)\n") do
+    if not hit and l:sub(1, #prefix) == prefix then out[#out + 1] = new; hit = true else out[#out + 1] = l end
+  end
+  assert(hit, prefix)
+  return table.concat(out, "\n", 1, #out - 1) .. "\n"
+end
+
+local PREDICT = "predict --model gpt2_large --mode inference --batch 1 --seq 8 --predictor roofline --format json -o {out}"
+
+-------------------------------------------------------------------------------------------------- gpu TOML
+local gpu = [[
+# a made-up GPU with round numbers; each case changes one line
+name = "Bad-1"
+aliases = ["bad1"]
+vendor = "nvidia"
+architecture = "ampere"
+compute_capability = "8.0"
+num_sm = 10
+cores_per_sm = 64
+base_clock_mhz = 1000
+boost_clock_mhz = 1500
+mem_gb = 8
+mem_bw_gbps = 100.0
+l2_mb = 4.0
+peak_fp32_tflops = 2.0
+peak_fp32_matrix_tflops = 2.0
+peak_tf32_tflops = 8.0
+peak_fp16_tflops = 16.0
+peak_bf16_tflops = 16.0
+peak_fp8_tflops = 0.0
+max_threads_per_sm = 2048
+max_threads_per_block = 1024
+max_blocks_per_sm = 32
+max_warps_per_sm = 64
+warp_size = 32
+max_regs_per_sm = 65536
+max_regs_per_block = 65536
+max_regs_per_thread = 255
+max_smem_per_sm_kb = 164
+max_smem_per_block_kb = 163
+interconnect = "none"
+interconnect_bw_gbps = 0.0
+pcie_gen = 4
+pcie_bw_gbps = 32.0
+price_per_hour_usd = 1.5
+]]
+write("gpu/good.toml", gpu)  -- the base every case changes; the driver checks that it is accepted
+
+-- integer fields and number fields; `zero` marks those where 0 is a valid value (an absent feature)
+local int_fields = { "num_sm", "cores_per_sm", "max_threads_per_sm", "max_threads_per_block", "max_blocks_per_sm",
+                     "max_warps_per_sm", "warp_size", "max_regs_per_sm", "max_regs_per_block", "max_regs_per_thread",
+                     "pcie_gen" }
+local num_fields = { "base_clock_mhz", "boost_clock_mhz", "mem_gb", "mem_bw_gbps", "l2_mb", "peak_fp32_tflops",
+                     "peak_fp32_matrix_tflops", "peak_tf32_tflops", "peak_fp16_tflops", "peak_bf16_tflops",
+                     "peak_fp8_tflops", "max_smem_per_sm_kb", "max_smem_per_block_kb", "interconnect_bw_gbps",
+                     "pcie_bw_gbps", "price_per_hour_usd" }
+local zero_ok = { peak_tf32_tflops = true, peak_bf16_tflops = true, peak_fp8_tflops = true, interconnect_bw_gbps = true }
+
+local function gpu_case(name, field, value, expect)
+  local file = "gpu/" .. name .. ".toml"
+  local text = replace_line(gpu, field .. " =", field .. " = " .. value)
+  case { kind = "gpu", file = file, text = text, args = PREDICT .. " --gpu {file}", expect = expect,
+         line = line_of(text, field .. " =") }
+end
+
+for _, f in ipairs(int_fields) do
+  gpu_case(f .. "_nan", f, "nan", "key '" .. f .. "' must be an integer (got float)")
+  gpu_case(f .. "_inf", f, "inf", "key '" .. f .. "' must be an integer (got float)")
+  gpu_case(f .. "_neg", f, "-1", "key '" .. f .. "' must be")
+  gpu_case(f .. "_zero", f, "0", "key '" .. f .. "' must be")
+  gpu_case(f .. "_frac", f, "1.5", "key '" .. f .. "' must be an integer (got float)")
+  gpu_case(f .. "_huge", f, "9223372036854775807", "key '" .. f .. "' must be")
+  gpu_case(f .. "_text", f, '"64"', "key '" .. f .. "' must be an integer (got string)")
+end
+for _, f in ipairs(num_fields) do
+  gpu_case(f .. "_nan", f, "nan", "key '" .. f .. "' must be")
+  gpu_case(f .. "_inf", f, "inf", "key '" .. f .. "' must be")
+  gpu_case(f .. "_neg", f, "-1.0", "key '" .. f .. "' must be")
+  if not zero_ok[f] then gpu_case(f .. "_zero", f, "0.0", "key '" .. f .. "' must be") end
+  gpu_case(f .. "_tiny", f, "1e-300", "key '" .. f .. "' must be")
+  gpu_case(f .. "_huge", f, "1e300", "key '" .. f .. "' must be")
+  gpu_case(f .. "_text", f, '"fast"', { "key '" .. f .. "' must be", "(got string)" })
+end
+-- strings, arrays, structure
+gpu_case("vendor_unknown", "vendor", '"intel"', "key 'vendor' must be \"nvidia\" or \"amd\"")
+gpu_case("vendor_number", "vendor", '7', "key 'vendor' must be a string (got integer)")
+gpu_case("name_empty", "name", '""', "key 'name' must not be empty")
+gpu_case("name_table", "name", '{ x = 1 }', "key 'name' must be a string (got table)")
+gpu_case("aliases_string", "aliases", '"bad1"', "key 'aliases' must be an array of strings (got string)")
+gpu_case("aliases_mixed", "aliases", '["bad1", 2]', "key 'aliases' must be an array of strings")
+gpu_case("architecture_bool", "architecture", 'true', "key 'architecture' must be a string (got boolean)")
+gpu_case("compute_capability_float", "compute_capability", '8.0', "key 'compute_capability' must be a string (got float)")
+gpu_case("interconnect_array", "interconnect", '[]', "key 'interconnect' must be a string (got array)")
+gpu_case("num_sm_date", "num_sm", '1979-05-27', "key 'num_sm' must be an integer (got date/time)")
+do
+  local text = replace_line(gpu, "num_sm =", "num_sms = 10")
+  case { kind = "gpu", file = "gpu/typo_key.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "unknown key 'num_sms' (did you mean 'num_sm'?)", line = line_of(text, "num_sms") }
+end
+gpu_case("syntax_unclosed_string", "name", '"Bad-1', "")
+gpu_case("syntax_no_value", "mem_gb", '', "")
+gpu_case("syntax_overflow_int", "num_sm", '99999999999999999999', "")
+gpu_case("syntax_overflow_float", "mem_bw_gbps", '1e400', "could not be interpreted as a value")
+gpu_case("syntax_leading_zero", "num_sm", '010', "")
+do
+  local text = gpu .. "num_sm = 12\n"
+  case { kind = "gpu", file = "gpu/duplicate_key.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "num_sm", line = select(2, text:gsub("\n", "")) }
+  text = replace_line(gpu, "mem_bw_gbps =", "# mem_bw_gbps removed")
+  case { kind = "gpu", file = "gpu/missing_key.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "missing required key 'mem_bw_gbps'", line = select(2, text:gsub("\n", "")) }
+  case { kind = "gpu", file = "gpu/empty.toml", text = "", args = PREDICT .. " --gpu {file}",
+         expect = "missing required key 'name'", line = 1 }
+  case { kind = "gpu", file = "gpu/only_comment.toml", text = "# nothing here\n", args = PREDICT .. " --gpu {file}",
+         expect = "missing required key 'name'", line = 1 }
+  case { kind = "gpu", file = "gpu/binary.toml", text = "\0\1\2\255\254garbage\0\n", args = PREDICT .. " --gpu {file}",
+         expect = "", line = 1 }
+  case { kind = "gpu", file = "gpu/table_header.toml", text = gpu .. "[extra]\nx = 1\n", args = PREDICT .. " --gpu {file}",
+         expect = "unknown key 'extra'", line = line_of(gpu .. "[extra]\nx = 1\n", "[extra]") }
+  case { kind = "gpu", file = "gpu/utf8_bom_junk.toml", text = "\239\187\191" .. "name = \"x\"\n\226\130\172 = 1\n",
+         args = PREDICT .. " --gpu {file}", expect = "", line = 2 }
+  case { kind = "gpu", file = "gpu/fifo_input.toml", text = "# the case runs on a FIFO at {tmp}/gpu.fifo\n",
+         args = PREDICT .. " --gpu {tmp}/gpu.fifo", fifo = "gpu.fifo", names = "{tmp}/gpu.fifo",
+         expect = "not a regular file (a FIFO)" }
+end
+
+-------------------------------------------------------------------------------------------------- cluster TOML
+local cluster = [[
+# a made-up cluster; each case changes one line
+name = "bad_cluster"
+description = "two nodes of four"
+nodes = 2
+gpus_per_node = 4
+
+[intra]
+bw_gbps = 100.0
+latency_us = 2.0
+efficiency = 0.8
+
+[inter]
+bw_gbps = 10.0
+latency_us = 10.0
+efficiency = 0.8
+]]
+write("cluster/good.toml", cluster)
+local CLUSTER = "predict --model gpt2_large --gpu h100 --mode train --batch 8 --seq 128 --dp 2 --tp 4 " ..
+                "--predictor roofline --format json -o {out} --cluster {file}"
+local function cluster_case(name, prefix, new, expect, nth)
+  -- replaces the nth line starting with prefix (1: [intra], 2: [inter])
+  local out, n, at = {}, 0, nil
+  for l in (cluster .. "\n"):gmatch("([^\n]*)\n") do
+    if l:sub(1, #prefix) == prefix then
+      n = n + 1
+      if n == (nth or 1) then l = new; at = #out + 1 end
+    end
+    out[#out + 1] = l
+  end
+  assert(at, prefix)
+  local text = table.concat(out, "\n", 1, #out - 1) .. "\n"
+  case { kind = "cluster", file = "cluster/" .. name .. ".toml", text = text, args = CLUSTER, expect = expect, line = at }
+end
+for _, f in ipairs { "nodes", "gpus_per_node" } do
+  for v, tag in pairs { ["0"] = "zero", ["-3"] = "neg", ["2.5"] = "frac", ["9223372036854775807"] = "huge",
+                        ['"4"'] = "text", ["inf"] = "inf" } do
+    cluster_case(f .. "_" .. tag, f .. " =", f .. " = " .. v, "key '" .. f .. "' must be")
+  end
+end
+for nth, sect in ipairs { "intra", "inter" } do
+  for _, f in ipairs { "bw_gbps", "latency_us", "efficiency" } do
+    for v, tag in pairs { nan = "nan", inf = "inf", ["-1.0"] = "neg", ['"x"'] = "text", ["1e300"] = "huge" } do
+      cluster_case(sect .. "_" .. f .. "_" .. tag, f .. " =", f .. " = " .. v, "key '" .. sect .. "." .. f .. "' must be", nth)
+    end
+  end
+  cluster_case(sect .. "_bw_zero", "bw_gbps =", "bw_gbps = 0", "key '" .. sect .. ".bw_gbps' must be > 0", nth)
+  cluster_case(sect .. "_efficiency_over", "efficiency =", "efficiency = 1.5", "key '" .. sect .. ".efficiency' must be in (0, 1]", nth)
+  cluster_case(sect .. "_typo", "latency_us =", "latency = 2.0", "unknown key '" .. sect .. ".latency'", nth)
+end
+do
+  local text = "name = \"c\"\ngpus_per_node = 4\nintra = 5\n"
+  case { kind = "cluster", file = "cluster/intra_not_table.toml", text = text, args = CLUSTER,
+         expect = "key 'intra' must be a table", line = 3 }
+end
+cluster_case("name_number", "name =", "name = 5", "key 'name' must be a string")
+cluster_case("typo_top", "nodes =", "node = 2", "unknown key 'node' (did you mean 'nodes'?)")
+do
+  local text = replace_line(cluster, "gpus_per_node =", "# no gpus_per_node")
+  case { kind = "cluster", file = "cluster/missing_gpn.toml", text = text, args = CLUSTER,
+         expect = "missing required key 'gpus_per_node'", line = select(2, text:gsub("\n", "")) }
+end
+cluster_case("syntax", "description =", 'description = "unterminated', "")
+
+-------------------------------------------------------------------------------------------------- Lua workloads
+local RUN = "run {file} --format json -o {out}"
+-- A workload whose model function returns `nodes`; `pre` runs first. The nodes are on line #pre + 4.
+local function workload(nodes, pre)
+  pre = pre or ""
+  return pre .. "return {\n  gpu = \"h100\", mode = \"inference\", batch = 4, seq = 128,\n  model = function(opts)\n" ..
+         "    return " .. nodes .. "\n  end,\n}\n"
+end
+local function lines(s) return select(2, s:gsub("\n", "")) end
+local function wl(name, nodes, pre, expect, line, extra)
+  local text = workload(nodes, pre)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN .. (extra or ""),
+         expect = expect, line = line == "nodes" and lines(pre or "") + 4 or line }
+end
+local function node(inputs, output, extra)
+  return '{ { op = "linear", name = "fc", inputs = { ' .. inputs .. ' }, output = ' .. output .. (extra or "") .. ' } }'
+end
+local fc = node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096")
+local boom = "setmetatable({}, { __index = function() error('boom') end, __len = function() error('len') end })"
+
+-- shapes and nodes
+wl("dim_zero", node("{ 4, 0, 64 }", "{ 4, 0, 64 }"), nil, "x {4,0,64} has a dimension < 1")
+wl("dim_negative", node("{ 4, -128, 64 }", "{ 4, -128, 64 }"), nil, "dimension 2 is -128, expected a non-negative integer")
+wl("dim_fraction", node("{ 4, 1.5, 64 }", "{ 4, 1.5, 64 }"), nil, "dimension 2 is 1.5, expected a non-negative integer")
+wl("dim_nan", node("{ 4, 0/0, 64 }", "{ 4, 0/0, 64 }"), nil, "dimension 2 is")
+wl("dim_huge_float", node("{ 4, 2^62, 64 }", "{ 4, 2^62, 64 }"), nil, "must be a shape of at most 2^48 elements")
+wl("dim_huge_int", node("{ 4, 1 << 62, 64 }", "{ 4, 1 << 62, 64 }"), nil, "must be a shape of at most 2^48 elements")
+wl("dim_string", node('{ 4, "128", 64 }', "{ 4, 128, 64 }"), nil, "expected a non-negative integer")
+wl("shape_mismatch", node("{ 4, 128, 64 }", "{ 7, 3, 99 }", ", params = 6336"), nil,
+   "x {4,128,64} has 512 rows of 64 features but the output {7,3,99} has 21 rows of 99")
+wl("params_negative", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = -5"), nil, "field 'params' must be >= 0")
+wl("params_nan", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 0/0"), nil, "field 'params' must be a finite number")
+wl("params_inf", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = math.huge"), nil, "field 'params' must be a finite number")
+wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "node #1 needs string fields 'op' and 'name'")
+wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "node #1 needs string fields 'op' and 'name'")
+wl("node_no_output", '{ { op = "linear", name = "fc", inputs = { { 4, 128, 64 } } } }', nil,
+   "node #1 'fc': field 'output' must be a shape")
+wl("node_string", '{ "linear" }', nil, "node #1 needs string fields 'op' and 'name'")
+wl("node_unknown_field", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", parms = 4096"), nil, "unknown field 'parms' (did you mean 'params'?)")
+wl("op_misspelt", '{ { op = "linaer", name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "unknown op 'linaer' (did you mean 'linear'?)")
+wl("nodes_number", "42", nil, "model function must return an array of nodes (got 42)")
+wl("nodes_nil", "nil", nil, "model function must return an array of nodes (got nil)")
+wl("nodes_empty", "{}", nil, "model 'custom' has no nodes: an empty graph would forecast 0 ms")
+-- metamethods (issue 15: each of these used to abort the process)
+wl("meta_node_list", boom, nil, "", "nodes")
+wl("meta_shape", "{ { op = 'linear', name = 'n1', inputs = { " .. boom .. " }, output = { 4, 8 } } }", nil, "len", "nodes")
+wl("meta_attrs", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = { 4, 8 }, attrs = " .. boom .. " } }", nil, "boom", "nodes")
+wl("meta_len_fraction", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = setmetatable({ 4, 8 }, { __len = function() return 1.5 end }) } }",
+   nil, "node #1 'n1': field 'output' must be a shape")
+wl("meta_quiet_shape", "{ { op = 'add', name = 'n1', inputs = { setmetatable({ 4, 8 }, { __index = function() return nil end }) }, output = { 4, 8 } } }",
+   nil, "field 'inputs'[1] must be a shape")
+wl("meta_node", "{ setmetatable({}, { __index = function(_, k) error('no ' .. k) end }) }", nil, "", nil)
+-- errors and runaway scripts
+wl("error_in_model", "{ error('model failed') }", nil, "model failed", "nodes")
+wl("error_nil", "{ error() }", nil, "error object is a nil value")
+wl("error_table", "{ error({}) }", nil, "error object is a table value")
+wl("error_tostring_raises", fc, "error(setmetatable({}, { __tostring = function() error('inner') end }))\n", "inner", 1)
+wl("error_tostring_loops", fc, "error(setmetatable({}, { __tostring = function() while true do end end }))\n",
+   "script ran longer than", 1, " --script-budget 20000000")
+wl("error_huge_message", fc, "error(('x'):rep(1e6))\n", "more bytes]", 1)
+wl("loop_default_limits", "(function() while true do end end)()", nil, "script ran longer than 1000000000 instructions", "nodes")
+wl("loop_top_level", fc, "local n = 0\nwhile true do n = n + 1 end\n", "script ran longer than 20000000 instructions", 2,
+   " --script-budget 20000000")
+wl("loop_pcall", fc, "while true do pcall(function() while true do end end) end\n", "script ran longer than 20000000 instructions", 1,
+   " --script-budget 20000000")
+wl("loop_budget_env_style", fc, "for i = 1, math.maxinteger do end\n", "script ran longer than 20000000 instructions", 1,
+   " --script-budget 20000000")
+wl("recursion", fc, "local function f(n) return f(n + 1) + 1 end\nf(1)\n", "stack overflow", 1)
+wl("pattern_backtracking", fc, "local s = ('a'):rep(300000)\nlocal x = s:find('.-.-.-.-b')\n",
+   "script ran longer than 1 s of CPU time", nil, " --script-timeout 1")
+wl("memory_bomb_table", fc, "local t = {}\nfor i = 1, 1e12 do t[i] = i end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+wl("memory_bomb_concat", fc, "local s = 'x'\nfor i = 1, 64 do s = s .. s end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+wl("memory_bomb_rep", fc, "local s = ('x'):rep(1e9)\n", "script used more than 64 MB of memory", 1, " --script-memory 64")
+wl("memory_bomb_rep_huge", fc, "local s = ('x'):rep(2^40)\n", "resulting string too large", 1)
+wl("memory_bomb_strings", fc, "local t = {}\nwhile true do t[#t + 1] = ('x'):rep(1e6) end\n", "script used more than 64 MB of memory", 2,
+   " --script-memory 64")
+-- the sandbox
+wl("require_absolute_tmp", fc, "local m = require('.tmp.x')\n", "module '.tmp.x' not found: invalid module name", 1)
+wl("require_dotdot", fc, "local m = require('..etc.passwd')\n", "module '..etc.passwd' not found: invalid module name", 1)
+wl("require_slash", fc, "local m = require('a/b')\n", "module 'a/b' not found: invalid module name", 1)
+wl("require_trailing_dot", fc, "local m = require('neusight.')\n", "module 'neusight.' not found: invalid module name", 1)
+wl("require_missing", fc, "local m = require('no_such_module_here')\n", "module 'no_such_module_here' not found", 1)
+wl("global_io", fc, "local f = io.open('/etc/passwd')\n", "undefined global 'io'", 1)
+wl("global_os", fc, "os.execute('true')\n", "undefined global 'os'", 1)
+wl("global_load", fc, "load('\\27Lua')()\n", "undefined global 'load'", 1)
+wl("global_dofile", fc, "dofile('/etc/passwd')\n", "undefined global 'dofile'", 1)
+wl("global_debug", fc, "debug.sethook()\n", "undefined global 'debug'", 1)
+wl("global_coroutine", fc, "local co = coroutine.wrap(function() while true do end end)\nco()\n", "undefined global 'coroutine'", 1)
+wl("string_dump", fc, "local d = string.dump(print)\n", "attempt to call a nil value (field 'dump')", 1)
+wl("string_metatable", fc, "getmetatable('').__index = {}\n", "attempt to index a string value", 1)
+wl("gc_metamethod", fc, "setmetatable({}, { __gc = function() while true do end end })\n", "__gc metamethods are not available to scripts", 1)
+wl("env_metatable", fc, "setmetatable(_ENV, nil)\n", "", 1)
+wl("neusight_write", fc, "require('neusight').ceil_div = nil\n", "module 'neusight' is read-only (assignment to 'ceil_div')", 1)
+wl("kernels_write", fc, "require('neusight.kernels').linear = nil\n", "is read-only (assignment to 'linear')", 1)
+-- workload fields
+local function wf(name, from, to, expect)
+  local text = workload(fc):gsub(from, to, 1)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect }
+end
+wf("batch_zero", "batch = 4", "batch = 0", "field 'batch' must be a positive integer (got 0)")
+wf("batch_negative", "batch = 4", "batch = -4", "field 'batch' must be a positive integer (got -4)")
+wf("batch_fraction", "batch = 4", "batch = 4.5", "field 'batch' must be a positive integer (got 4.5)")
+wf("batch_huge", "batch = 4", "batch = 2^62", "field 'batch' must be at most 16777216")
+wf("batch_string", "batch = 4", "batch = \"four\"", "field 'batch' must be a positive integer (got \"four\")")
+wf("seq_nan", "seq = 128", "seq = 0/0", "field 'seq' must be a positive integer")
+wf("seq_inf", "seq = 128", "seq = math.huge", "field 'seq' must be a positive integer (got inf)")
+wf("seq_huge", "seq = 128", "seq = 1 << 40", "field 'seq' must be at most 16777216")
+wf("mode_typo", "\"inference\"", "\"infer\"", "field 'mode' must be \"train\", \"inference\", \"prefill\" or \"decode\" (got \"infer\") (did you mean 'inference'?)")
+wf("field_typo", "batch = 4", "bacth = 4", "unknown field 'bacth' (did you mean 'batch'?)")
+wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' must be a dtype name")
+wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
+wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
+wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\"")
+local function wt(name, text, expect, line)
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }
+end
+local function preset(fields) return 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large", ' .. fields .. ' }\n' end
+local function gpt(fields) return 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = "m", arch = "gpt", ' .. fields .. ' } }\n' end
+local gpt_ok = 'n_layer = 2, n_embd = 1024, n_head = 16, vocab_size = 50257, n_positions = 1024'
+wt("returns_number", "return 42\n", "a workload script must return a table (got number)")
+wt("returns_nil", "return nil\n", "a workload script must return a table (got nil)")
+wt("empty", "", "a workload script must return a table (got nil)")
+wt("syntax_error", "return {\n", "unexpected symbol near <eof>", 2)
+wt("binary", "\255\254\0garbage", "unexpected symbol", 1)
+wt("model_preset_typo", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "gpt2_larg" }\n',
+   "unknown model preset \"gpt2_larg\" (did you mean 'gpt2_large'?)")
+wt("config_vocab_huge", gpt(gpt_ok:gsub("50257", "2^62")), "must be a shape of at most 2^48 elements")
+wt("config_layers_zero", gpt(gpt_ok:gsub("n_layer = 2", "n_layer = 0")), "field 'n_layer' must be a positive integer (got 0)")
+wt("config_heads_indivisible", gpt(gpt_ok:gsub("1024, n_head", "1000, n_head")), "n_embd (1000) must be divisible by n_head (16)")
+wt("config_typo", gpt(gpt_ok .. ", n_iner = 8192"), "unknown field 'n_iner' (did you mean 'n_inner'?)")
+wt("config_arch_unknown", gpt(gpt_ok):gsub('"gpt"', '"gtp"'), "gtp")
+wt("parallel_bucket_tiny", preset("parallel = { dp = 2, bucket_mb = 1e-6 }"), "parallel.bucket_mb: at least 1 (MB) expected")
+wt("parallel_bucket_negative", preset("parallel = { dp = 2, bucket_mb = -1 }"), "parallel.bucket_mb: positive number expected")
+wt("parallel_tp_zero", preset("parallel = { dp = 2, tp = 0 }"), "parallel.tp: positive integer expected, got 0")
+wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "is not divisible by dp")
+wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: positive integer expected, got 1.5")
+wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
+wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
+wt("parallel_typo", preset("parallel = { dp = 2, tpp = 2 }"), "parallel: unknown field 'tpp'")
+wt("parallel_not_table", preset("parallel = 4"), "parallel")
+wt("parallel_cluster_unknown", preset("parallel = { dp = 2, cluster = \"nowhere\" }"), "unknown cluster 'nowhere'")
+wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
+   "inter_bw_gbps_inf.toml:")
+
+-------------------------------------------------------------------------------------------------- op rules
+-- Each case is a folder holding one rule mine.lua, given with --ops to a workload with one node of op "mine"
+-- (oprule/run.lua, or oprule/run_train.lua for training).
+local run_rule = 'return {\n  gpu = "h100", mode = "inference", batch = 4, seq = 128,\n  model = function(opts)\n' ..
+                 '    return { { op = "mine", name = "n1", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }\n  end,\n}\n'
+write("oprule/run.lua", run_rule)
+write("oprule/run_train.lua", (run_rule:gsub("inference", "train")))
+local RULE = "run {root}/oprule/run.lua --ops {dir} --format json -o {out}"
+local RULE_TRAIN = "run {root}/oprule/run_train.lua --ops {dir} --format json -o {out}"
+local mem = '    return { { kind = "memory", name = "MEM", flops = 0, bytes = 1e6 } }'
+-- a rule whose forward runs `body` (lines 4…)
+local function rule_text(body)
+  return 'return {\n  name = "mine", doc = "d", backward = false,\n  forward = function(node, gpu)\n' .. body .. '\n  end,\n}\n'
+end
+local function rc(name, text, expect, line, args)
+  case { kind = "oprule", file = "oprule/" .. name .. "/mine.lua", text = text, args = args or RULE, expect = expect, line = line }
+end
+local function rf(name, body, expect, line, extra) rc(name, rule_text(body), expect, line, RULE .. (extra or "")) end
+local function kern(fields) return '    return { { kind = "memory", name = "MEM", ' .. fields .. ' } }' end
+rf("forward_single_kernel", '    return { kind = "memory", name = "MEM", flops = 0, bytes = 1e6 }', "forward() returned a single kernel")
+rf("forward_nil", "    return nil", "forward() returned nil, expected an array of kernels")
+rf("forward_number", "    return 5", "forward() returned number, expected an array of kernels")
+rf("forward_string", "    return 'kernels'", "expected an array of kernels")
+rf("forward_error", "    error('rule failed')", "rule failed", 4)
+rf("forward_error_nil", "    error()", "error object is a nil value")
+rf("forward_error_table", "    error({ code = 1 })", "error object is a table value")
+rf("kernel_bytes_negative", kern("flops = 0, bytes = -1"), "flops and bytes must be >= 0")
+rf("kernel_flops_negative", kern("flops = -5, bytes = 1"), "flops and bytes must be >= 0")
+rf("kernel_flops_nan", kern("flops = 0/0, bytes = 1e6"), "field 'flops' must be a finite number")
+rf("kernel_bytes_inf", kern("flops = 0, bytes = math.huge"), "field 'bytes' must be a finite number")
+rf("kernel_bytes_huge", kern("flops = 0, bytes = 1e300"), "flops and bytes must be at most 1e21")
+rf("kernel_flops_huge", kern("flops = 2^100, bytes = 1"), "flops and bytes must be at most 1e21")
+rf("kernel_bytes_string", kern('flops = 0, bytes = "lots"'), "field 'bytes' must be a number (got string)")
+rf("kernel_kind_unknown", '    return { { kind = "quantum", name = "MEM", flops = 0, bytes = 1e6 } }', "unknown kind 'quantum'")
+rf("kernel_kind_missing", '    return { { name = "MEM", flops = 0, bytes = 1e6 } }', "field 'kind' must be a string (got nil)")
+rf("kernel_name_missing", '    return { { kind = "memory", flops = 0, bytes = 1e6 } }', "field 'name' must be a string (got nil)")
+rf("kernel_field_typo", kern("flops = 0, byts = 1e6"), "unknown field 'byts' (did you mean 'bytes'?)")
+rf("kernel_number", "    return { 5 }", "kernel #1: expected a table (got number)")
+rf("kernel_gemm_no_flops", '    return { { kind = "gemm", name = "G", m = 0, n = 64, k = 64 } }', "field 'flops' must be a number (got nil)")
+rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
+   "expected a plain table (it has a metatable)")
+rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
+rf("gpu_assign", "    gpu.num_sm = 1\n" .. mem, "gpu is read-only (assignment to 'num_sm')", 4)
+rf("gpu_rawset", "    rawset(gpu, 'num_sm', 1)\n" .. mem, "bad argument #1 to 'rawset' (table expected, got read-only gpu)", 4)
+rf("gpu_setmetatable", "    setmetatable(gpu, nil)\n" .. mem, "", 4)
+rf("node_assign", "    node.name = 'x'\n" .. mem, "node 'n1' is read-only (assignment to 'name')", 4)
+rf("node_field_typo", "    local n = #node.ouput\n" .. mem, "node 'n1' has no field 'ouput' (did you mean 'output'?)", 4)
+rf("require_absolute_tmp", "    require('.tmp.x')\n" .. mem, "module '.tmp.x' not found: invalid module name", 4)
+rf("string_metatable", "    getmetatable('').__index.rep = nil\n" .. mem, "attempt to index a nil value", 4)
+rf("loop_budget", "    while true do end", "script ran longer than 20000000 instructions", 4, " --script-budget 20000000")
+rf("loop_pcall", "    while true do pcall(function() while true do end end) end", "script ran longer than 20000000 instructions", 4,
+   " --script-budget 20000000")
+rf("memory_bomb", "    local t = {} while true do t[#t+1] = ('x'):rep(1e6) end", "script used more than 64 MB of memory", 4,
+   " --script-memory 64")
+rf("pattern_backtracking", "    local s = ('a'):rep(300000) return s:find('.-.-.-.-b')", "script ran longer than 1 s of CPU time", nil,
+   " --script-timeout 1")
+rf("error_huge_message", "    error(('x'):rep(1e6))", "more bytes]", 4)
+rc("loop_default_limits", "while true do end\n", "script ran longer than 1000000000 instructions", 1)
+rc("syntax_error", 'return {\n  name = "mine",\n  forward = function(node\n}\n', "')' expected near '}'", 4)
+rc("returns_number", "return 42\n", "an op rule must return a table (got number)")
+rc("returns_nothing", "\n", "an op rule must return a table (got nil)")
+rc("rule_metatable", "return setmetatable({ name = 'mine', doc = 'd', backward = false },\n  { __index = function() error('rule boom') end })\n",
+   "an op rule must return a plain table (this one has a metatable)")
+rc("no_forward", 'return { name = "mine", doc = "d", backward = false }\n', "missing required field 'forward'")
+rc("forward_not_function", 'return { name = "mine", doc = "d", backward = false, forward = "fast" }\n', "field 'forward' must be a function (got string)")
+rc("name_mismatch", 'return { name = "other", doc = "d", backward = false, forward = function() return {} end }\n',
+   "field 'name' is 'other' but must equal the file stem 'mine'")
+rc("field_typo", 'return { name = "mine", doc = "d", bakward = false, forward = function() return {} end }\n',
+   "unknown field 'bakward' (did you mean 'backward'?)")
+rc("check_error", 'return { name = "mine", doc = "d", backward = false, check = function() error("bad shape") end,\n' ..
+   '  forward = function() return {} end }\n', "bad shape", 1)
+rc("no_backward_in_training", 'return { name = "mine", doc = "d", forward = function() return {} end }\n',
+   "op 'mine' has no 'backward' and this is a training run", nil, RULE_TRAIN)
+rc("backward_error", 'return { name = "mine", doc = "d", forward = function() return {} end,\n  backward = function() error("no grad") end }\n',
+   "no grad", 2, RULE_TRAIN)
+rc("backward_returns_kernel", 'return { name = "mine", doc = "d", forward = function() return {} end,\n' ..
+   '  backward = function() return { kind = "memory", name = "M", flops = 0, bytes = 1 } end }\n',
+   "backward() returned a single kernel", nil, RULE_TRAIN)
+
+-------------------------------------------------------------------------------------------------- HF config.json
+local HF = "predict --model {file} --gpu h100 --mode inference --batch 1 --seq 8 --predictor roofline --format json -o {out}"
+-- tiny GPT-2 fields (tests/fixtures/hf/tiny-gpt2); `change` maps a key to its JSON text (false: leave it out)
+local hf_keys = { "model_type", "activation_function", "n_ctx", "n_embd", "n_head", "n_inner", "n_layer", "n_positions", "vocab_size" }
+local hf_base = { model_type = '"gpt2"', activation_function = '"gelu_new"', n_ctx = "256", n_embd = "128", n_head = "4",
+                  n_inner = "null", n_layer = "2", n_positions = "256", vocab_size = "1000" }
+local function hf_text(change, extra)
+  local parts = {}
+  for _, k in ipairs(hf_keys) do
+    local v = hf_base[k]
+    if change[k] ~= nil then v = change[k] end
+    if v then parts[#parts + 1] = '  "' .. k .. '": ' .. v end
+  end
+  if extra then parts[#parts + 1] = extra end
+  return "{\n" .. table.concat(parts, ",\n") .. "\n}\n"
+end
+write("hf/good.json", hf_text {})
+local function hf(name, text, expect, line, args)
+  case { kind = "hf", file = "hf/" .. name .. ".json", text = text, args = args or HF, expect = expect, line = line }
+end
+for _, f in ipairs { "vocab_size", "n_layer", "n_head", "n_embd", "n_positions" } do
+  hf(f .. "_zero", hf_text { [f] = "0" }, "field '" .. f .. "' must be a positive integer (got 0)")
+  hf(f .. "_negative", hf_text { [f] = "-5" }, "field '" .. f .. "' must be a positive integer (got -5)")
+  hf(f .. "_fraction", hf_text { [f] = "100.5" }, "field '" .. f .. "' must be a positive integer (got 100.5)")
+  hf(f .. "_string", hf_text { [f] = '"100"' }, "field '" .. f .. "' must be a positive integer")
+  hf(f .. "_bool", hf_text { [f] = "true" }, "field '" .. f .. "' must be a positive integer (got true)")
+end
+hf("vocab_size_huge", hf_text { vocab_size = "4611686018427387904" }, "must be a shape of at most 2^48 elements")
+hf("n_embd_huge", hf_text { n_embd = "1099511627776" }, "must be a shape of at most 2^48 elements")
+hf("n_inner_negative", hf_text { n_inner = "-1" }, "field 'n_inner' must be a positive integer (got -1)")
+hf("n_head_indivisible", hf_text { n_head = "3" }, "n_embd (128) must be divisible by n_head (3)")
+hf("n_positions_small", hf_text { n_positions = "4" }, "seq 8 exceeds n_positions 4")
+hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)")
+hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
+hf("model_type_missing", hf_text { model_type = false }, "has no 'model_type'")
+hf("model_type_number", hf_text { model_type = "2" }, "has model_type 2, which is not supported")
+hf("activation_unknown", hf_text { activation_function = '"swishy"' }, "activation_function = \"swishy\" is not modelled")
+hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer")
+hf("number_overflow", hf_text { n_layer = "1e999" }, "invalid JSON: number overflow parsing '1e999'")
+hf("nan_literal", hf_text { n_layer = "NaN" }, "invalid JSON", 8)
+hf("truncated", '{ "model_type": "gpt2", "n_layer": 2,', "invalid JSON", 1)
+hf("empty", "", "invalid JSON", 1)
+hf("binary", "\255\254{}", "invalid JSON", 1)
+hf("top_array", "[1, 2]\n", "a model config must be a JSON object (got array)")
+hf("top_string", '"gpt2"\n', "a model config must be a JSON object (got string)")
+hf("trailing_comma", hf_text({}, '  "n_layer2": 2,'), "invalid JSON", 12)
+hf("llama_kv_indivisible", '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, ' ..
+   '"num_hidden_layers": 2, "vocab_size": 100, "num_key_value_heads": 3}\n', "num_attention_heads (4) must be divisible by num_key_value_heads (3)")
+hf("llama_intermediate_negative", '{"model_type": "llama", "hidden_size": 64, "intermediate_size": -128, "num_attention_heads": 4, ' ..
+   '"num_hidden_layers": 2, "vocab_size": 100}\n', "field 'intermediate_size' must be a positive integer (got -128)")
+hf("bert_type_vocab_zero", '{"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, ' ..
+   '"vocab_size": 100, "type_vocab_size": 0}\n', "field 'type_vocab_size' must be a positive integer (got 0)")
+case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",
+       args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
+       expect = "not a regular file (a FIFO)" }
+
+-------------------------------------------------------------------------------------------------- shared helpers
+local function read(rel)
+  local f = assert(io.open(root .. "/../" .. rel, "rb"))
+  local t = f:read("a")
+  f:close()
+  return t
+end
+-- `text` with the first plain occurrence of `from` replaced by `to` (which must exist)
+local function sub1(text, from, to)
+  local a, b = text:find(from, 1, true)
+  assert(a, "not found: " .. from)
+  return text:sub(1, a - 1) .. to .. text:sub(b + 1)
+end
+local function line_at(text, pos) return select(2, text:sub(1, pos):gsub("\n", "")) + 1 end
+local function line_of_plain(text, what) return line_at(text, assert(text:find(what, 1, true), what)) end
+-- the lines of `text`, the `n`th replaced by f(line)
+local function with_line(text, n, f)
+  local out, i = {}, 0
+  for l in (text:sub(-1) == "\n" and text or text .. "\n"):gmatch("([^\n]*)\n") do
+    i = i + 1
+    out[#out + 1] = i == n and f(l) or l
+  end
+  return table.concat(out, "\n") .. "\n"
+end
+
+-------------------------------------------------------------------------------------------------- opgraph CSV
+-- predict --graph needs the file name opgraph/<model>-<inf|train>-<seq>-<batch>.csv: one folder per case
+local og = read("fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv")
+local OG = "predict --graph {file} --gpu h100 --layers 2 --predictor roofline --format json -o {out}"
+local function ogc(name, text, expect, line)
+  case { kind = "opgraph", file = "opgraph/" .. name .. "/opgraph/gpt2_large-inf-1024-4.csv", text = text, args = OG,
+         expect = expect, line = line }
+end
+local lin = "(4096, 1280, 3840)"
+local function lin_case(name, to, expect) ogc(name, with_line(og, 29, function(l) return sub1(l, lin, to) end), expect, 29) end
+lin_case("linear_dim_huge", "(4096, 1280, 9223372036854775807)", "kernel 'Linear' has a dimension 9223372036854775807 over 2^32")
+lin_case("linear_dim_2_62", "(4611686018427387904, 1280, 3840)", "over 2^32")
+lin_case("linear_dim_negative", "(4096, -1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
+lin_case("linear_dim_zero", "(0, 1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
+lin_case("linear_dim_hex", "(0x1000, 1280, 3840)", "malformed number")
+lin_case("linear_dim_float", "(4096.5, 1280, 3840)", "floats are not supported")
+lin_case("linear_dim_overflow", "(99999999999999999999999, 1280, 3840)", "integer out of range")
+lin_case("linear_dim_string", "('a', 1280, 3840)", "kernel 'Linear' needs 3 positive integers")
+lin_case("linear_two_dims", "(4096, 1280)", "kernel 'Linear' needs 3 positive integers (T, I, O), got (4096, 1280)")
+lin_case("linear_unbalanced", "(4096, 1280, 3840", "expected ',' or ')'")
+ogc("kernel_unknown", with_line(og, 29, function(l) return sub1(l, "['Linear',", "['Quantum',") end), "unknown kernel 'Quantum'", 29)
+ogc("vec_dim_huge", with_line(og, 15, function(l) return sub1(l, "(4096, 1280)", "(4096, 4611686018427387904)") end),
+    "kernel 'VECadd' has a dimension 4611686018427387904 over 2^32", 15)
+ogc("vec_unknown", with_line(og, 15, function(l) return sub1(l, "['VECadd',", "['VECfrobnicate',") end), "unknown vector kernel 'VECfrobnicate'", 15)
+ogc("output_shape_huge", with_line(og, 15, function(l) return sub1(l, '"(4, 1024, 1280)"', '"(4, 1024, 4611686018427387904)"') end),
+    "OutputShape", 15)
+ogc("input_shapes_not_list", with_line(og, 15, function(l) return sub1(l, '"[(4, 1024, 1280), (1, 1024, 1280)]"', '"(4, 1024)"') end),
+    "expected a list of shapes", 15)
+ogc("mem_not_shapes", with_line(og, 4, function(l) return sub1(l, "((1,), (1,))", "(1, 1)") end), "kernel 'MEM': expected a shape", 4)
+ogc("prev_not_set", with_line(og, 4, function(l) return sub1(l, "{'size'}", "['size']") end), "expected a set of node names", 4)
+ogc("short_row", with_line(og, 30, function(l) return l:match("^([^,]*,[^,]*,[^,]*)") end), "expected 9 fields, found 3", 30)
+ogc("open_quote", with_line(og, 31, function(l) return l .. '"' end), "quote inside an unquoted field")
+ogc("binary_row", with_line(og, 6, function() return "\0\1\255" end), "expected 9 fields, found 1", 6)
+ogc("header_typo", with_line(og, 1, function(l) return sub1(l, "FwOps", "FwOpz") end), "missing column 'FwOps' (did you mean 'FwOpz'?)")
+ogc("header_only", og:match("^[^\n]*\n"), "layer start marker 'transformer_h_0_ln_1' not found")
+ogc("empty", "", "empty CSV file (no header)")
+
+-------------------------------------------------------------------------------------------------- dataset CSV
+-- micro-benchmark rows for `eval kernels` and `train`
+local ds = read("fixtures/bench/bmm_small.csv")
+local EVK = "eval kernels {file} --format json -o {out}"
+local TRAIN = "train -q --family bmm --epochs 2 --data {file} --out {out}"
+local function dsc(name, text, expect, line, args)
+  case { kind = "dataset", file = "dataset/" .. name .. ".csv", text = text, args = args or EVK, expect = expect, line = line }
+end
+local function ds_field(name, col, value, expect, args)
+  -- replaces column `col` (1-based) of the first data row
+  local text = with_line(ds, 2, function(l)
+    local f = {}
+    for x in (l .. ","):gmatch("([^,]*),") do f[#f + 1] = x end
+    f[col] = value
+    return table.concat(f, ",")
+  end)
+  dsc(name, text, expect, 2, args)
+end
+-- columns: 2 Latency, 3 Device, 17 B, 18 M, 19 N, 20 K
+-- (rows with a latency <= 0 or an empty shape are skipped with a count, by design: collectors write such rows)
+for _, v in ipairs { { "nan", "nan" }, { "inf", "inf" }, { "text", "fast" }, { "huge", "1e308" }, { "hex", "0x10" },
+                     { "above_1e7", "2e7" } } do
+  ds_field("latency_" .. v[1], 2, v[2], "column 'Latency' must be a number of at most 1e7 (got '" .. v[2] .. "')")
+  ds_field("train_latency_" .. v[1], 2, v[2], "column 'Latency' must be a number of at most 1e7", TRAIN)
+end
+for _, c in ipairs { { 17, "B" }, { 18, "M" }, { 19, "N" }, { 20, "K" } } do
+  for _, v in ipairs { { "hex", "0x100" }, { "huge", "9223372036854775807" }, { "float", "2.5" }, { "overflow", "99999999999999999999" },
+                       { "above_2_31", "4294967296" }, { "text", "many" } } do
+    ds_field("dim_" .. c[2] .. "_" .. v[1], c[1], v[2], "column '" .. c[2] .. "' must be an integer of at most 2^31 (got '" .. v[2] .. "')")
+  end
+end
+ds_field("grid_x_hex", 9, "0x2", "column 'Grid x' must be an integer")
+ds_field("grid_x_huge", 9, "1e30", "column 'Grid x' must be an integer")
+dsc("short_row", with_line(ds, 2, function(l) return l:match("^([^,]*,[^,]*)") end), "expected 20 fields, found 2", 2)
+dsc("header_typo", with_line(ds, 1, function(l) return sub1(l, "Latency", "Latncy") end), "missing column 'Latency (ms)'")
+dsc("header_only", ds:match("^[^\n]*\n"), "no rows to evaluate")
+dsc("empty", "", "empty CSV file (no header)")
+dsc("train_empty", "", "empty CSV file (no header)", nil, TRAIN)
+dsc("train_header_only", ds:match("^[^\n]*\n"), "no bmm rows to train on", nil, TRAIN)
+
+-------------------------------------------------------------------------------------------------- Chrome traces
+local tr = read("fixtures/traces/chrome/tiny.json")
+local SCALE = "scale --trace {file} --from V100 --to h100 --format json -o {out}"
+local function trc(name, text, expect, line)
+  case { kind = "trace", file = "trace/" .. name .. ".json", text = text, args = SCALE, expect = expect, line = line }
+end
+local function tr_sub(name, from, to, expect, with_line_no)
+  local text = sub1(tr, from, to)
+  -- "args": the change is on the line after the event's first line, which the message names
+  trc(name, text, expect, with_line_no and line_of_plain(text, to) - (with_line_no == "args" and 1 or 0) or nil)
+end
+local k1 = '"ts": 30, "dur": 2.5'
+tr_sub("kernel_dur_huge", k1, '"ts": 30, "dur": 1e308', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("kernel_dur_above_1e10", k1, '"ts": 30, "dur": 2e10', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("kernel_dur_negative", k1, '"ts": 30, "dur": -2.5', "negative 'dur'", true)
+tr_sub("kernel_dur_nan", k1, '"ts": 30, "dur": NaN', "invalid JSON", true)
+tr_sub("kernel_dur_string", k1, '"ts": 30, "dur": "long"', "missing number 'dur'", true)
+tr_sub("kernel_dur_missing", k1, '"ts": 30', "missing number 'dur'", true)
+tr_sub("kernel_dur_overflow", k1, '"ts": 30, "dur": 1e999', "invalid JSON: number overflow parsing '1e999'")
+tr_sub("kernel_ts_huge", k1, '"ts": 1e300, "dur": 2.5', "'ts' must be a time stamp within 1e17 microseconds", true)
+tr_sub("cpu_dur_huge", '"ts": 10, "dur": 50', '"ts": 10, "dur": 1e300', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("grid_negative", '"grid": [4, 1, 1]', '"grid": [-4, 1, 1]', "args.grid must be 3 positive integers", "args")
+tr_sub("grid_huge", '"grid": [4, 1, 1]', '"grid": [9223372036854775807, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647", "args")
+tr_sub("grid_short", '"grid": [4, 1, 1]', '"grid": [4]', "args.grid must be 3 positive integers", "args")
+tr_sub("grid_float", '"grid": [4, 1, 1]', '"grid": [4.5, 1, 1]', "args.grid must be 3 positive integers", "args")
+tr_sub("block_huge", '"block": [256, 1, 1]', '"block": [1000000, 1, 1]', "args.block must be 3 positive integers of at most 1024", "args")
+tr_sub("block_zero", '"block": [256, 1, 1]', '"block": [0, 1, 1]', "args.block must be 3 positive integers", "args")
+tr_sub("registers_huge", '"registers per thread": 64', '"registers per thread": 9223372036854775807',
+       "args.registers per thread must be a non-negative integer of at most 65536", "args")
+tr_sub("smem_negative", '"shared memory": 8192', '"shared memory": -8192', "args.shared memory must be a non-negative integer", "args")
+tr_sub("smem_huge", '"shared memory": 8192', '"shared memory": 1e300', "args.shared memory must be a non-negative integer", "args")
+tr_sub("external_id_string", '"External id": 2, "grid"', '"External id": "two", "grid"', "args.External id must be an integer", "args")
+tr_sub("kernel_no_args", ', "ts": 30, "dur": 2.5,\n     "args": {"External id": 2, "grid": [4, 1, 1], "block": [256, 1, 1], "registers per thread": 64, "shared memory": 8192}}',
+       ', "ts": 30, "dur": 2.5}', "missing 'args'")
+trc("events_not_array", '{"schemaVersion": 1, "traceEvents": 5}\n', "no 'traceEvents' array")
+trc("event_not_object", '{"schemaVersion": 1, "traceEvents": [5]}\n', "trace event must be an object")
+trc("no_events", '{"schemaVersion": 1, "traceEvents": []}\n', "no GPU kernel events")
+trc("no_kernels", (tr:gsub('"cat": "kernel"', '"cat": "kernel_x"')), "no GPU kernel events")
+trc("top_array", "[]\n", "no GPU kernel events")
+trc("truncated", tr:sub(1, 400), "invalid JSON")
+trc("empty", "", "empty")
+
+-------------------------------------------------------------------------------------------------- weights
+-- --weights ROOT with ROOT/nvidia/bmm/{model.toml, weights.bin}; the case file is the changed model.toml or weights.bin
+local wm = read("../weights/nvidia/bmm/model.toml")
+local WEIGHTS = "predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out} --weights {root}/"
+local wbin = read("../weights/nvidia/bmm/weights.bin")
+-- weights.bin beside the case's model.toml when `bin` is given (the TOML checks pass and the binary is read)
+-- `names`: the message names the binary (weights.bin, or the file weights_file gives) rather than model.toml
+local function wtc(name, text, expect, line, bin, names)
+  local dir = "weights/" .. name .. "/nvidia/bmm/"
+  if bin then write(dir .. "weights.bin", bin) end
+  case { kind = "weights", file = dir .. "model.toml", text = text, args = WEIGHTS .. "weights/" .. name, expect = expect,
+         line = line, names = names and dir .. names }
+end
+local function wt_sub(name, from, to, expect, bin, names)
+  local text = sub1(wm, from, to)
+  wtc(name, text, expect, nil, bin, names)
+end
+-- engine/core/weights.cpp's fnv1a64: FNV-1a with the offset basis 1469598103934665603 (the standard one has a final 7)
+local function fnv1a64(s)
+  local h = 1469598103934665603
+  for i = 1, #s do h = (h ~ s:byte(i)) * 0x100000001b3 end
+  return ("%016x"):format(h)
+end
+-- a binary with a consistent checksum: the loader must look at the values themselves
+local function wt_bin(name, bin, expect)
+  wtc(name, sub1(wm, "weights_fnv1a64 = 'b24366351b6b19a7'", "weights_fnv1a64 = '" .. fnv1a64(bin) .. "'"), expect, nil, bin,
+      "weights.bin")
+end
+assert(fnv1a64(wbin) == "b24366351b6b19a7", "fnv1a64 of the bundled bmm weights")
+wt_sub("layers_huge", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 2000000000, 64, 64, 3 ]", "'layers' must hold positive integers of at most 65536")
+wt_sub("layers_wrap", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 4294967360, 64, 64, 3 ]", "'layers' must hold positive integers of at most 65536")
+wt_sub("layers_negative", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, -64, 64, 64, 3 ]", "'layers' must hold positive integers")
+wt_sub("layers_zero", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 0, 64, 64, 3 ]", "'layers' must hold positive integers")
+wt_sub("layers_wide", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 5, 65536, 65536, 65536, 3 ]", "'layers' imply")
+wt_sub("layers_shape", "layers = [ 5, 64, 64, 64, 3 ]", "layers = [ 4, 64, 3 ]", "'layers' must start with 5 inputs and end with 3 outputs")
+wt_sub("bytes_wrong", "weights_bytes = 35676", "weights_bytes = 35680", "35676 bytes, expected 35676", wbin, "weights.bin")
+wt_sub("bytes_negative", "weights_bytes = 35676", "weights_bytes = -1", "truncated or from another model", wbin, "weights.bin")
+wt_sub("checksum_wrong", "weights_fnv1a64 = 'b24366351b6b19a7'", "weights_fnv1a64 = 'b24366351b6b19a8'", "checksum mismatch", wbin, "weights.bin")
+wt_sub("family_wrong", "family = 'bmm'", "family = 'softmax'", "trained on other features than this engine computes")
+wt_sub("family_unknown", "family = 'bmm'", "family = 'conv'", "unknown family 'conv'")
+wt_sub("format_version", "format_version = 1", "format_version = 99", "format_version 99 is not supported")
+wt_sub("activation_unknown", "activation = 'relu'", "activation = 'swish'", "unsupported activation 'swish'")
+wt_sub("vendor_wrong", "vendor = 'nvidia'", "vendor = 'amd'", "trained on other features than this engine computes")
+wt_sub("weights_file_escape", "weights_file = 'weights.bin'", "weights_file = '../../../../../../etc/passwd'",
+       "'weights_file' must name a file beside model.toml")
+wt_sub("weights_file_missing", "weights_file = 'weights.bin'", "weights_file = 'nothing.bin'", "cannot read file", nil, "nothing.bin")
+wt_bin("weights_nan", "\0\0\192\127" .. wbin:sub(5), "float #0 is not finite")
+wt_bin("weights_inf", wbin:sub(1, 400) .. "\0\0\128\255" .. wbin:sub(405), "float #100 is not finite")
+wt_bin("weights_zero", ("\0"):rep(#wbin), "feature scale #0 is 0")
+wt_bin("weights_truncated", wbin:sub(1, 1000), "1000 bytes, expected 35676")
+wtc("syntax", wm .. "layers = [\n", "", nil)
+wtc("empty", "", "", nil)
+
+-------------------------------------------------------------------------------------------------- label JSON
+-- eval models reads label/<GPU>/<tag>.json against the reference graphs opgraph/<tag>.csv
+local LABEL = "eval models {file} --graphs {root}/../fixtures/neusight/opgraph --predictor roofline --format json -o {out}"
+local function lbc(name, text, expect)
+  case { kind = "label", file = "label/" .. name .. "/label/Tesla_T4/gpt2_large-inf-1024-4.json", text = text, args = LABEL,
+         expect = expect }
+end
+local function lbl(layers, e2e) return ('{"num_layer": %s, "e2e_latency": %s, "fw_latency": 2505.2, "bwall_latency": 0}\n'):format(layers, e2e) end
+lbc("e2e_negative", lbl(36, "-5"), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_zero", lbl(36, "0"), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_huge", lbl(36, "1e300"), "key 'e2e_latency' must be a positive number (ms) of at most 1e9")
+lbc("e2e_string", lbl(36, '"slow"'), "key 'e2e_latency' must be a positive number (ms)")
+lbc("e2e_nan", lbl(36, "NaN"), "invalid JSON")
+lbc("e2e_overflow", lbl(36, "1e999"), "invalid JSON")
+lbc("e2e_missing", '{"num_layer": 36}\n', "key 'e2e_latency' must be a positive number (ms)")
+lbc("layers_negative", lbl(-3, 2505.2), "key 'num_layer' must be a non-negative integer")
+lbc("layers_huge", lbl(1000000000000, 2505.2), "key 'num_layer' must be a non-negative integer of at most 100000")
+lbc("layers_float", lbl(36.5, 2505.2), "key 'num_layer' must be a non-negative integer")
+lbc("top_array", "[]\n", "key 'e2e_latency' must be a positive number (ms)")
+lbc("truncated", '{"num_layer": 36,', "invalid JSON")
+lbc("empty", "", "invalid JSON")
+
+-------------------------------------------------------------------------------------------------- label-trace CSV
+-- scale on a per-op label trace label/<GPU>/<tag>.csv, with its operator graph
+local lt = read("fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.csv")
+local LTRACE = "scale --trace {file} --from t4 --to l4 --graph {root}/../fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv " ..
+               "--format json -o {out}"
+local function ltc(name, text, expect, line)
+  case { kind = "labeltrace", file = "labeltrace/" .. name .. "/label/Tesla_T4/gpt2_large-inf-1024-4.csv", text = text,
+         args = LTRACE, expect = expect, line = line }
+end
+local addmm = "True,11.012403297424317,11.012403297424317,0,0,"
+for _, v in ipairs { { "nan", "nan", "expected a number, got 'nan'" }, { "inf", "inf", "expected a number, got 'inf'" },
+                     { "negative", "-11.0", "negative value -11.0" }, { "huge", "1e308", "1e308 ms is more than 1e9 ms" },
+                     { "text", "fast", "expected a number, got 'fast'" }, { "hex", "0x10", "expected a number, got '0x10'" } } do
+  ltc("latency_" .. v[1], with_line(lt, 29, function(l) return sub1(l, addmm, "True," .. v[2] .. "," .. v[2] .. ",0,0,") end),
+      "column 'fw_latency': " .. v[3], 29)
+end
+ltc("output_shape_huge", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, 4611686018427387904)"') end),
+    "column 'output_shape': shape dimensions must be in 0..2^32", 29)
+ltc("output_shape_negative", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, -3840)"') end),
+    "column 'output_shape': shape dimensions must be in 0..2^32", 29)
+ltc("short_row", with_line(lt, 29, function(l) return l:match("^([^,]*,[^,]*)") end), "expected 22 fields, found 2", 29)
+ltc("header_only", lt:match("^[^\n]*\n"), "no op with a measured latency")
+ltc("empty", "", "empty CSV file (no header)")
+
+-------------------------------------------------------------------------------------------------- manifest
+local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
+local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",
+              "# tests/cli/test_bad_inputs.cpp. One [[case]] per bad input: see generate.lua for the fields.", "" }
+for _, c in ipairs(cases) do
+  out[#out + 1] = "[[case]]"
+  out[#out + 1] = "kind = " .. q(c.kind)
+  out[#out + 1] = "file = " .. q(c.file)
+  out[#out + 1] = "args = " .. q(c.args)
+  local e = {}
+  for _, s in ipairs(c.expect) do e[#e + 1] = q(s) end
+  out[#out + 1] = "expect = [" .. table.concat(e, ", ") .. "]"
+  if c.line then out[#out + 1] = "line = " .. c.line end
+  if c.names then out[#out + 1] = "names = " .. q(c.names) end
+  if c.fifo then out[#out + 1] = "fifo = " .. q(c.fifo) end
+  out[#out + 1] = ""
+end
+local f = assert(io.open(root .. "/cases.toml", "w"))
+f:write(table.concat(out, "\n"))
+f:close()
+io.write(#cases, " cases\n")

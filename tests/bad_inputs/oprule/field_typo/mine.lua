@@ -1,0 +1,1 @@
+return { name = "mine", doc = "d", bakward = false, forward = function() return {} end }

@@ -1,0 +1,1 @@
+return { name = "other", doc = "d", backward = false, forward = function() return {} end }

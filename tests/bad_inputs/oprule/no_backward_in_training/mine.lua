@@ -1,0 +1,1 @@
+return { name = "mine", doc = "d", forward = function() return {} end }

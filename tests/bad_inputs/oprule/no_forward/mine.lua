@@ -1,0 +1,1 @@
+return { name = "mine", doc = "d", backward = false }

@@ -1,0 +1,2 @@
+return setmetatable({ name = 'mine', doc = 'd', backward = false },
+  { __index = function() error('rule boom') end })

@@ -1,0 +1,4 @@
+return {
+  name = "mine",
+  forward = function(node
+}

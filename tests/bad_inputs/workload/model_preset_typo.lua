@@ -1,0 +1,1 @@
+return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "gpt2_larg" }

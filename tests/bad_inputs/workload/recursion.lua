@@ -1,0 +1,8 @@
+local function f(n) return f(n + 1) + 1 end
+f(1)
+return {
+  gpu = "h100", mode = "inference", batch = 4, seq = 128,
+  model = function(opts)
+    return { { op = "linear", name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 }, params = 4096 } }
+  end,
+}
