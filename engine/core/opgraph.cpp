@@ -153,7 +153,7 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     double elems = 0;
     for (const auto& s : args.items) {
       const auto sh = shape_of(s);
-      if (!sh) row.fail(column, "kernel 'MEM': expected a shape (tuple of integers), got " + py_str(s));
+      if (!sh) row.fail(column, "kernel 'MEM': expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got " + py_str(s));
       elems += numel_checked(*sh, row, column);
     }
     k.bytes = 4.0 * elems;  // every listed shape, scalars (1,) included
@@ -283,7 +283,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
     if (ins.t != py_value::type::list) ctx.fail("InputShapes", "expected a list of shapes, got " + py_str(ins));
     for (const auto& s : ins.items) {
       const auto sh = shape_of(s);
-      if (!sh) ctx.fail("InputShapes", "expected a shape (tuple of integers), got " + py_str(s));
+      if (!sh) ctx.fail("InputShapes", "expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got " + py_str(s));
       n.inputs.push_back(*sh);
       rs.inputs_numel += numel_checked(*sh, ctx, "InputShapes");
     }
@@ -294,7 +294,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       n.output = *sh;
       rs.output_numel = numel_checked(*sh, ctx, "OutputShape");
     } else {
-      ctx.fail("OutputShape", "expected a shape (tuple of integers), got " + py_str(out));
+      ctx.fail("OutputShape", "expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got " + py_str(out));
     }
     const size_t node_index = og.g.nodes.size();
     bool collective_row = false;
