@@ -84,6 +84,7 @@ int search_main(const search_flags& f) {
 
   std::vector<candidate> results;
   std::map<std::string, size_t> skipped;  // reason → layouts
+  std::map<std::string, std::string> skipped_context;  // reason → its context lines (which file, which model), first seen
   size_t evaluated = 0;
   std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
   double gpu_mem_gb = 0;
@@ -199,7 +200,10 @@ int search_main(const search_flags& f) {
           } catch (const std::exception& ex) {
             // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
             std::string why = ex.what();
-            if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
+            if (const size_t nl = why.find('\n'); nl != std::string::npos) {
+              skipped_context.emplace(why.substr(0, nl), why.substr(nl));  // "    while building the model of …"
+              why.resize(nl);
+            }
             ++skipped[why];
             bad_layout = true;
             break;
@@ -211,7 +215,15 @@ int search_main(const search_flags& f) {
   }
   if (results.empty()) {
     std::string reasons;
-    for (const auto& [why, n] : skipped) reasons += fmt::format("\n  {} layout(s): {}", n, why);
+    for (const auto& [why, n] : skipped) {
+      reasons += fmt::format("\n  {} layout(s): {}", n, why);
+      if (auto c = skipped_context.find(why); c != skipped_context.end())
+        for (size_t at = 0; at < c->second.size();) {  // each context line, indented under its reason
+          const size_t nl = c->second.find('\n', at + 1);
+          reasons += "\n  " + c->second.substr(at + 1, nl == std::string::npos ? std::string::npos : nl - at - 1);
+          at = nl == std::string::npos ? c->second.size() : nl;
+        }
+    }
     throw error(fmt::format("search: no layout of {} GPUs could be forecast{}", f.gpus, reasons));
   }
   std::stable_sort(results.begin(), results.end(), [](const candidate& a, const candidate& b) {

@@ -178,3 +178,12 @@ TEST_CASE("json_position_of: nlohmann's byte count → line:col", "[lua][hf]") {
   CHECK(ns::json_position_of(text, 0).line == 1);
   CHECK(ns::json_position_of(text, 1000).line == 4);
 }
+
+TEST_CASE("hf config: search names the config.json a builder refuses", "[cli][hf][search]") {
+  ns_test::temp_dir t;
+  const auto cfg = t.write("odd.json", R"({"model_type": "gpt2", "n_layer": 2, "n_head": 3, "n_embd": 64})");
+  const auto r = ns_test::run_cli("search --model '" + cfg.string() + "' --gpu h100 --gpus 2 --batch 8 --seq 128");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("n_embd (64) must be divisible by n_head (3)") != std::string::npos);
+  CHECK(r.err.find("(--model " + cfg.string() + ")") != std::string::npos);
+}
