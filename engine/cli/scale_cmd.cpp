@@ -131,19 +131,6 @@ std::optional<kernel> ratio_kernel(const trace_op& op) {
   return std::nullopt;
 }
 
-wave_kernel wave_kernel_of(const trace_kernel& k) {
-  wave_kernel w;
-  w.name = k.name;
-  w.blocks = k.blocks();
-  w.threads_per_block = k.threads_per_block();
-  w.regs_origin = k.registers;
-  w.smem_per_block = k.shared_bytes;
-  w.duration_ns = k.duration_ns;
-  w.flop_eff_pct = k.flop_eff_pct;
-  w.dram_read_bytes = k.dram_read_bytes;
-  w.dram_write_bytes = k.dram_write_bytes;
-  return w;
-}
 
 // Chrome-trace JSON and wavescale traces: per op, ratio or wave scaling (see the file comment).
 int scale_measured(const scale_flags& f, session& s, const fs::path& root, const trace& tr, const gpu_spec& from,

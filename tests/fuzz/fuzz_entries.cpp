@@ -80,23 +80,14 @@ void trace(std::string_view data, const std::string& source) {
       break;
     }
   }
-  // What `neusight scale` does with a measured kernel (scale_cmd.cpp's wave_kernel_of).
+  // What `neusight scale` does with a measured kernel.
   static const ns::wave_gpu from = ns::wave_gpu_from_spec(gpu_named("v100_pcie_32gb"));
   static const ns::wave_gpu to = ns::wave_gpu_from_spec(gpu_named("h100_sxm5_80gb"));
   ns::wave_options opt;
   opt.zero_occupancy = ns::zero_occupancy_policy::small_kernel;
   for (const auto& op : tr.ops)
     for (const auto& k : op.kernels) {
-      ns::wave_kernel w;
-      w.name = k.name;
-      w.blocks = k.blocks();
-      w.threads_per_block = k.threads_per_block();
-      w.regs_origin = k.registers;
-      w.smem_per_block = k.shared_bytes;
-      w.duration_ns = k.duration_ns;
-      w.flop_eff_pct = k.flop_eff_pct;
-      w.dram_read_bytes = k.dram_read_bytes;
-      w.dram_write_bytes = k.dram_write_bytes;
+      const ns::wave_kernel w = ns::wave_kernel_of(k);
       for (const auto variant : {ns::wave_variant::code, ns::wave_variant::paper_waves}) {
         opt.variant = variant;
         ns::wave_scale(w, from, to, opt);
