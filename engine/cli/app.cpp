@@ -392,6 +392,7 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     meta.warnings.push_back(w);
   }
   figure_inputs in = report_figure_inputs(*out.fc, meta);
+  family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
   if (const calibration* c = s.calibration_of(out.gpu)) {  // the factors forecast_run applied
     in.emplace_back("calibration_source", c->source);
     for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
@@ -441,7 +442,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
   const double latency_s = d.meta.timeline ? d.meta.timeline->iteration_s : d.fc->total();
   figure_inputs in = {{"latency_s", latency_s}, {"measured_s", m.latency_ms / 1e3}, {"measurement", m.source}};
-  family_inputs_add(in, d.fc->seconds_by_family());
+  family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
   std::map<std::string, double> factors;
   std::optional<double> calibrated_ms;

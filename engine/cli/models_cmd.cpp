@@ -227,7 +227,7 @@ int eval_models_main(const eval_models_flags& f) {
     figure_inputs band_in = {{"latency_s", r.predicted_ms / 1e3}};
     r.spec = &gpu;
     r.family_s = fc.seconds_by_family();
-    family_inputs_add(band_in, r.family_s);
+    family_inputs_add(band_in, r.family_s, *pred, gpu.vendor);
     const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
     for (const auto& x : band.fields) {
       if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
@@ -272,7 +272,7 @@ int eval_models_main(const eval_models_flags& f) {
       for (const auto* m : rs) {
         figure_inputs in = {{"latency_s", m->predicted_ms / 1e3}, {"measured_s", m->measured_ms / 1e3},
                             {"measurement", m->device + "/" + m->config}};
-        family_inputs_add(in, m->family_s);
+        family_inputs_add(in, m->family_s, *pred, m->spec->vendor);
         const figures fit =
             s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
         std::map<std::string, double> factors;

@@ -202,7 +202,6 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
   if (m.mode == "decode") in.emplace_back("context", m.context);
   if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
   if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
-  family_inputs_add(in, f.seconds_by_family());
   if (m.timeline) {
     const parallel_timeline& t = *m.timeline;
     in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},

@@ -54,10 +54,12 @@ std::vector<family_time> forecast::seconds_by_family() const {
   return out;
 }
 
-void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
+void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families, const predictor& pred,
+                       const std::string& vendor) {
   for (const auto& f : families) {
     in.emplace_back("family_s." + f.family, f.seconds);
     in.emplace_back("family_n." + f.family, f.kernels);
+    if (f.family != "other" && !pred.models_family(vendor, f.family)) in.emplace_back("roofline." + f.family, true);
   }
 }
 

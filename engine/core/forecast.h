@@ -6,6 +6,7 @@
 
 #include "core/figures.h"
 #include "core/graph.h"
+#include "core/roofline.h"
 
 namespace ns {
 
@@ -56,8 +57,10 @@ struct state_layout {
 double state_bytes(double params, const state_layout& s);
 
 // The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
-// family_s.<family> (seconds) and family_n.<family> (effective kernel count).
-void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families);
+// family_s.<family> (seconds) and family_n.<family> (effective kernel count); roofline.<family> = true for the families
+// `pred` does not price with its own model on `vendor` (the roofline stood in): the error table says nothing of them.
+void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families, const predictor& pred,
+                       const std::string& vendor);
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each);
 

@@ -103,6 +103,10 @@ class neusight_predictor final : public predictor {
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
+  bool models_family(const std::string& vendor, const std::string& name) const override {
+    const auto f = family_parse(name);
+    return f && models_for(vendor).count(*f) > 0;
+  }
   std::filesystem::path uncertainty_file(const std::string& vendor) const override {
     for (const auto& v : {vendor, std::string("nvidia")})
       if (auto p = root_ / v / "uncertainty.toml"; std::filesystem::exists(p)) return p;

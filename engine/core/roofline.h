@@ -46,6 +46,9 @@ class predictor {
   // weights/uncertainty.sh; the nvidia table when the vendor has none), read by scripts/neusight/uncertainty.lua.
   // Empty: the predictor has none (roofline), and forecasts carry no band.
   virtual std::filesystem::path uncertainty_file(const std::string& /*vendor*/) const { return {}; }
+  // Whether predict() prices kernels of `family` (tile_model.h family_name) on GPUs of `vendor` with its own model
+  // (false: the roofline stands in, e.g. no weights for that family): only those carry its error table's spread.
+  virtual bool models_family(const std::string& /*vendor*/, const std::string& /*family*/) const { return false; }
 };
 
 std::vector<std::string> predictor_names();

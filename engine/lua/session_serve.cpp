@@ -67,7 +67,7 @@ int l_serve_phase(lua_State* L) {
     figures band;
     if (lua_toboolean(L, 2)) {
       figure_inputs band_in = {{"latency_s", latency_s}};
-      family_inputs_add(band_in, fc.seconds_by_family());
+      family_inputs_add(band_in, fc.seconds_by_family(), *c->pred, gpu.vendor);
       band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty_file(gpu.vendor));
     }
     lua_createtable(L, 0, 12);  // stack: result

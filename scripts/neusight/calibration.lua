@@ -42,6 +42,15 @@ function M.fit(r)
       parts[#parts + 1] = { name = part.name, s = part.s, mu = mean, sigma2 = math.max(var, 1e-6),
         eps2 = within / math.max(1, part.n) }
     end
+    -- families the roofline priced (no weights for them): no error data; a wide prior, so they take the most
+    for name in pairs(r.roofline or {}) do
+      local s = (r.family_s or {})[name]
+      if s and s > 0 then
+        other = other - s
+        parts[#parts + 1] = { name = name, s = s, mu = 0, sigma2 = 1, eps2 = 0 }
+      end
+    end
+    sort(parts, function(a, b) return a.name < b.name end)
   else
     local names = {}
     for name in pairs(r.family_s or {}) do names[#names + 1] = name end

@@ -115,9 +115,9 @@ function M.parts(r)
     local e = families[name]
     if name == "other" or s <= 0 then
       out.other = out.other + s
-    elseif type(e) ~= "table" then
+    elseif type(e) ~= "table" or (r.roofline or {})[name] then  -- no data, or the roofline priced them
       out.other = out.other + s
-      out.unmeasured[#out.unmeasured + 1] = name
+      out.unmeasured[#out.unmeasured + 1] = (r.roofline or {})[name] and name .. " (roofline)" or name
     else
       local why = outside(gpu, e.range or {})
       local q = e.quantiles
@@ -193,7 +193,7 @@ end
 
 --- The band of one forecast.
 --- `r`: latency_s, family_s (seconds by family name, "other" for kernels no family prices), family_n (effective kernel
---- count by family), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
+--- count by family), roofline (families the roofline priced for want of weights: no error data), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
 --- uncertainty_source (its file name).
 --- Each draw picks, per family, one held-out GPU of the table (independently per family), then the mean of
 --- min(family_n, max_draws) kernel errors from that GPU's distribution: the GPU's bias is shared by the family's
