@@ -161,13 +161,25 @@ TEST_CASE("collect: the converter writes the sample's CSVs in our data format", 
     }
   }
   CHECK(splitk_rows > 0);
+}
 
-  // The columns are those of the shared training data, when it is here.
-  if (const auto shared = ns_test::shared_data("neusight/dataset/train/collect/linear/p2.1.0")) {
-    const auto data = ns::csv_load((*shared / "NVIDIA A100-PCIE-40GB.csv").string());
-    const auto ours = ns::csv_load((t.path / "csv/linear/p2.1.0" / (device + ".csv")).string());
-    CHECK(ours.header == data.header);
-  }
+// Its own case, so that the one above passes (not skips) in a clone without ../shared.
+TEST_CASE("collect: the converter's fp32 columns are those of the shared training data", "[cli][collect]") {
+  if (!have_python()) return;
+  const auto shared = ns_test::shared_data("neusight/dataset/train/collect/linear/p2.1.0");
+  if (!shared) return;
+  temp_dir t;
+  const auto r = convert(source_dir / "tests/fixtures/collect/manifest.json", t.path / "csv");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto data = ns::csv_load((*shared / "NVIDIA A100-PCIE-40GB.csv").string());
+  bool compared = false;
+  for (const auto& e : fs::directory_iterator(t.path / "csv/linear/p2.1.0"))
+    if (e.path().extension() == ".csv") {
+      CHECK(ns::csv_load(e.path().string()).header == data.header);
+      compared = true;
+    }
+  CHECK(compared);
 }
 
 TEST_CASE("collect: the converted sample trains models with neusight train and is read by eval kernels",
