@@ -89,14 +89,13 @@ def fmt_list(xs):
 def table(rows_by_fold, specs, group_gpus, only_families, header):
     """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group."""
     lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}", ""]
-    for fam, (peak, group) in FAMILIES.items():
+    for fam, (peak, _) in FAMILIES.items():
         if only_families and fam not in only_families:
             continue
         folds = {g: rs[fam] for g, rs in rows_by_fold.items() if rs.get(fam)}
         if not folds or not group_gpus[fam]:
             continue
         lines.append(f"[families.{fam}]")
-        lines.append(f"group = {json.dumps(group)}")
         lines.append(f"rows = {sum(len(rs) for rs in folds.values())}")
         names, outside, quants = sorted(folds), [], []
         for g in names:
@@ -136,7 +135,7 @@ def main():
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
     specs = gpu_specs(a.gpus_dir)
-    rows_by_fold, group_of_fold = {}, {}
+    rows_by_fold, group_of_fold, fold_dirs = {}, {}, {}
     rows_dir = os.path.join(a.work, "rows")
     for f in sorted(os.listdir(rows_dir)):
         if not f.endswith(".json"):
@@ -155,6 +154,7 @@ def main():
         if len(gpus) != 1:
             die(f"{f}: rows of {len(gpus)} GPUs, one expected (the held-out one)")
         g = gpus.pop()
+        fold_dirs[g] = os.path.join(a.work, "folds", f[:-len(".json")])  # uncertainty.sh: rows/<X>.json, folds/<X>/
         rows_by_fold.setdefault(g, {}).update(fams)
         for fam in fams:
             group_of_fold.setdefault(FAMILIES[fam][1], set()).add(g)
@@ -168,13 +168,9 @@ def main():
     print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}")
     # Nested tables for the end-to-end coverage check: fold G's weights with the other folds' residuals.
     for g in sorted(group_of_fold.get("fp32", ())):
-        fold_dir = os.path.join(a.work, "folds", g.replace(" ", "_"))
-        cands = [d for d in os.listdir(os.path.join(a.work, "folds"))
-                 if os.path.isdir(os.path.join(a.work, "folds", d, "nvidia"))]
-        match = [d for d in cands if specs[g]["name"] in d or any(al.replace(" ", "_") == d for al in specs[g].get("aliases", []))]
-        if not match:
+        fold_dir = fold_dirs[g]
+        if not os.path.isdir(os.path.join(fold_dir, "nvidia")):
             continue
-        fold_dir = os.path.join(a.work, "folds", match[0])
         others = {o: rs for o, rs in rows_by_fold.items() if o != g}
         nested_groups = {fam: [o for o in gs if o != g] for fam, gs in group_gpus.items()}
         fams = [f for f, (_, grp) in FAMILIES.items() if grp == "fp32"]

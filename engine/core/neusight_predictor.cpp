@@ -108,9 +108,12 @@ class neusight_predictor final : public predictor {
     return f && models_for(vendor).count(*f) > 0;
   }
   std::filesystem::path uncertainty_file(const std::string& vendor) const override {
+    auto it = uncertainty_files_.find(vendor);  // asked once per forecast: look on disk once per vendor
+    if (it != uncertainty_files_.end()) return it->second;
+    std::filesystem::path found;
     for (const auto& v : {vendor, std::string("nvidia")})
-      if (auto p = root_ / v / "uncertainty.toml"; std::filesystem::exists(p)) return p;
-    return {};
+      if (auto p = root_ / v / "uncertainty.toml"; found.empty() && std::filesystem::exists(p)) found = p;
+    return uncertainty_files_[vendor] = found;
   }
 
  private:
@@ -140,6 +143,7 @@ class neusight_predictor final : public predictor {
   mutable std::map<std::string, Eigen::MatrixXf> outputs_memo_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
   mutable std::vector<std::string> warnings_;
+  mutable std::map<std::string, std::filesystem::path> uncertainty_files_;
 };
 
 }  // namespace

@@ -103,6 +103,11 @@ function M.parts(r)
   if type(levels) ~= "table" or #levels < 2 or type(families) ~= "table" then
     error(fmt("%s: needs `levels` and [families.*]", src), 0)
   end
+  for i, l in ipairs(levels) do  -- probabilities, increasing: an inverse CDF's abscissae
+    if type(l) ~= "number" or not (l > 0 and l < 1) or (i > 1 and not (l > levels[i - 1])) then
+      error(fmt("%s: levels must be increasing probabilities in (0, 1) (levels[%d])", src, i), 0)
+    end
+  end
   local gpu = r.gpu
   local other_vendor = tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor
   local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src }
@@ -131,6 +136,12 @@ function M.parts(r)
         for i, fq in ipairs(q) do
           if type(fq) ~= "table" or #fq ~= #levels then
             error(fmt("%s: families.%s.quantiles[%d] needs %d values", src, name, i, #levels), 0)
+          end
+          for j, v in ipairs(fq) do  -- finite and non-decreasing: a NaN would make the whole band NaN (JSON null)
+            if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (j > 1 and v < fq[j - 1]) then
+              error(fmt("%s: families.%s.quantiles[%d][%d] must be a finite number, not below the one before it", src,
+                name, i, j), 0)
+            end
           end
           local grid, sum, sq = {}, 0, 0
           for k = 1, M.grid do

@@ -105,6 +105,11 @@ TEST_CASE("band: none without a table, and a broken table is an error naming it"
   CHECK(r.code == 1);
   CHECK(r.err.find("uncertainty.toml: format_version must be 2") != std::string::npos);
   CHECK_FALSE(fs::exists(t.path / "out.json"));
+  temp_dir t2;
+  const fs::path nan_root = constant_table_root(t2, std::nan(""));  // a NaN quantile: an error, not a null band
+  const auto n = run_cli(v100 + " --weights '" + nan_root.string() + "'");
+  CHECK(n.code == 1);
+  CHECK(n.err.find("uncertainty.toml: families.bmm.quantiles[1][1] must be a finite number") != std::string::npos);
   t.write("weights/nvidia/uncertainty.toml", "format_version = [\n");
   const auto s = run_cli(v100 + " --weights '" + root.string() + "'");
   CHECK(s.code == 1);
