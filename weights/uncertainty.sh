@@ -37,36 +37,38 @@ exe=${NEUSIGHT:-build/neusight}
 mkdir -p "$work/rows" "$work/folds"
 stem() { echo "$1" | tr ' ' '_'; }
 
+# One fold: GPU $2 of group $1 held out of training families "$3"; the rows of files "$4…" it is scored on go to
+# rows/<GPU>.json (only the held-out GPU's rows: the fp32 test files hold every GPU's).
+fold() {
+  local group=$1 g=$2 families=$3 s start only=()
+  shift 3
+  s=$(stem "$g")
+  [ -s "$work/rows/$s.json" ] && { echo "$group $g: done before"; return 0; }
+  start=$SECONDS
+  for f in $families; do only+=(--only "$f"); done
+  weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" "${only[@]}" \
+    >/dev/null 2>&1
+  "$exe" eval kernels "$@" --weights "$work/folds/$s" --format json 2>/dev/null |
+    python3 -c 'import json,sys; g=sys.argv[1]; j=json.load(sys.stdin); j["rows"]=[r for r in j["rows"] if r["device"]==g]; json.dump(j,sys.stdout)' "$g" \
+    > "$work/rows/$s.json.tmp"
+  mv "$work/rows/$s.json.tmp" "$work/rows/$s.json"
+  echo "$group $g: $((SECONDS - start)) s"
+}
+
 if [ "$table_only" = 0 ]; then
   if [ "$part" = all ] || [ "$part" = fp32 ]; then
     t=$data/dataset/test
     IFS=';' read -ra list <<< "$gpus"
     for g in "${list[@]}"; do
-      s=$(stem "$g")
-      [ -s "$work/rows/$s.json" ] && { echo "fp32 $g: done before"; continue; }
-      start=$SECONDS
-      weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" \
-        --only bmm --only linear --only elementwise --only softmax --only layernorm >/dev/null 2>&1
-      "$exe" eval kernels "$t"/{bmm,linear,elem,softmax,ln}.csv --weights "$work/folds/$s" --format json 2>/dev/null |
-        python3 -c 'import json,sys; g=sys.argv[1]; j=json.load(sys.stdin); j["rows"]=[r for r in j["rows"] if r["device"]==g]; json.dump(j,sys.stdout)' "$g" \
-        > "$work/rows/$s.json.tmp"
-      mv "$work/rows/$s.json.tmp" "$work/rows/$s.json"
-      echo "fp32 $g: $((SECONDS - start)) s"
+      fold fp32 "$g" "bmm linear elementwise softmax layernorm" "$t"/{bmm,linear,elem,softmax,ln}.csv
     done
   fi
   if [ "$part" = all ] || [ "$part" = tc ]; then
     IFS=';' read -ra list <<< "$tc_gpus"
     for g in "${list[@]}"; do
-      s=$(stem "$g")
-      [ -s "$work/rows/$s.json" ] && { echo "tc $g: done before"; continue; }
-      start=$SECONDS
-      weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" \
-        --only gemm_tc16 --only gemm_fp8 --only attention_prefill --only attention_decode >/dev/null 2>&1
       d=$(dirname "$(grep -l "$g" "$aic"/*/gemm.csv | head -1)")
-      "$exe" eval kernels "$d"/{gemm,context_attention,generation_attention}.csv --weights "$work/folds/$s" \
-        --format json 2>/dev/null > "$work/rows/$s.json.tmp"
-      mv "$work/rows/$s.json.tmp" "$work/rows/$s.json"
-      echo "tc $g: $((SECONDS - start)) s"
+      fold tc "$g" "gemm_tc16 gemm_fp8 attention_prefill attention_decode" \
+        "$d"/{gemm,context_attention,generation_attention}.csv
     done
   fi
 fi
