@@ -1,8 +1,10 @@
 // engine/cli/scale_cmd.cpp — the hybrid of issue 6. Per-op label traces: each measured op time is scaled by the
 // ratio of the tile predictor's forecasts for its kernels on the two GPUs (rule: scripts/neusight/scale.lua).
-// Chrome-trace JSON and wavescale traces (launch data per kernel): scale.lua's kind_route sends kernel-varying
-// ops (GEMM/BMM…) to that ratio, with our kernels built from the op's input shapes, and every other op to Habitat's
-// wave scaling of each measured kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2).
+// Chrome-trace JSON and wavescale traces (launch data per kernel): scale.lua's kind_route sends kernel-varying ops
+// (GEMM/BMM, fused attention; backward ops with their forward op's shapes) to that ratio, with our kernels built by
+// scale.lua kernels() from the op's input shapes, and every other op to Habitat's wave scaling of each measured
+// kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2). Both ratio paths apply
+// physics per kernel (scale.lua destination()): a resource that does not bind a kernel on either GPU cannot move it.
 #include "cli/scale_cmd.h"
 
 #include <fmt/format.h>
@@ -34,6 +36,7 @@ using json = nlohmann::ordered_json;
 // One output row: times are totals over the op's replication `count`.
 struct scale_row {
   std::string name, op, phase, family, method;
+  std::string dtype;  // of the dominant kernel of a ratio op; empty otherwise
   int bucket = 0;  // 0 forward, 1 backward (and accumulate), 2 neither (optimizer, other)
   double count = 1, origin_ms = 0, scaled_ms = 0;
   std::optional<double> pred_from_ms, pred_to_ms;
@@ -57,6 +60,7 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
     json o = {{"name", row.name}, {"op", row.op}, {"phase", row.phase}, {"count", row.count},
               {"family", row.family}, {"method", row.method}, {"origin_ms", row.origin_ms},
               {"scaled_ms", row.scaled_ms}};
+    if (!row.dtype.empty()) o["dtype"] = row.dtype;
     if (row.pred_from_ms) o["predicted_from_ms"] = *row.pred_from_ms;
     if (row.pred_to_ms) o["predicted_to_ms"] = *row.pred_to_ms;
     ops.push_back(std::move(o));
@@ -101,36 +105,32 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   return 0;
 }
 
-// Our kernel for a kernel-varying op from its input shapes (data convention: m rows, n = reduction, k = output
-// columns; b batches for BMM); nullopt when the shapes are missing or the op is not one we can build.
-std::optional<kernel> ratio_kernel(const trace_op& op) {
-  std::string kind = op.kind;
-  if (kind.rfind("aten::", 0) == 0) kind = kind.substr(6);
-  const auto& in = op.input_shapes;
-  auto gemm = [](int64_t b, int64_t m, int64_t n, int64_t k, bool batched) -> std::optional<kernel> {
-    if (b <= 0 || m <= 0 || n <= 0 || k <= 0) return std::nullopt;
-    kernel kk;
-    kk.kind = batched ? kernel_kind::bmm : kernel_kind::gemm;
-    kk.name = batched ? "BMM" : "Linear";
-    kk.b = b, kk.m = m, kk.n = n, kk.k = k;  // FLOPs and bytes: session::kernel_costs (neusight.kernels)
-    return kk;
+// Predicted seconds of `ks` on the origin and on the destination, the latter through scale.lua's destination(),
+// which applies physics per kernel from its roofline terms on both GPUs.
+struct pair_seconds {
+  std::vector<double> from, to;
+};
+pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<kernel_instance>& ks,
+                          const gpu_spec& from, const gpu_spec& to) {
+  auto run = [&](const gpu_spec& g) {
+    std::vector<kernel_instance> tiled = ks;
+    s.tiles_select(tiled, g);
+    return pred.predict(tiled, g);
   };
-  // a[.., M, K] x b[K, N] or a[B, M, K] x b[B, K, N]
-  auto product = [&](const trace_shape& a, const trace_shape& b) -> std::optional<kernel> {
-    if (a.size() == 2 && b.size() == 2 && a[1] == b[0]) return gemm(1, a[0], a[1], b[1], false);
-    if (a.size() == 3 && b.size() == 3 && a[0] == b[0] && a[2] == b[1]) return gemm(a[0], a[1], a[2], b[2], true);
-    return std::nullopt;
-  };
-  if ((kind == "addmm" || kind == "baddbmm") && in.size() >= 3) return product(in[1], in[2]);
-  if ((kind == "mm" || kind == "bmm" || kind == "matmul") && in.size() >= 2) return product(in[0], in[1]);
-  if (kind == "linear" && in.size() >= 2 && in[0].size() >= 2 && in[1].size() == 2 && in[0].back() == in[1][1]) {
-    int64_t rows = 1;
-    for (size_t i = 0; i + 1 < in[0].size(); ++i) rows *= in[0][i];
-    return gemm(1, rows, in[1][1], in[1][0], false);
+  pair_seconds out;
+  out.from = run(from);
+  const std::vector<double> to_s = run(to);
+  std::vector<session::scale_kernel_times> items(ks.size());
+  for (size_t i = 0; i < ks.size(); ++i) {
+    const kernel& k = ks[i].k;
+    auto& it = items[i];
+    it.from_s = out.from[i], it.to_s = to_s[i];
+    it.compute_from_s = roofline_compute_seconds(k, from), it.memory_from_s = roofline_memory_seconds(k, from);
+    it.compute_to_s = roofline_compute_seconds(k, to), it.memory_to_s = roofline_memory_seconds(k, to);
   }
-  return std::nullopt;
+  out.to = s.scale_destination(items, from, to);
+  return out;
 }
-
 
 // Chrome-trace JSON and wavescale traces: per op, ratio or wave scaling (see the file comment).
 int scale_measured(const scale_flags& f, session& s, const fs::path& root, const trace& tr, const gpu_spec& from,
@@ -143,34 +143,31 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   wopt.variant = f.wave_variant == "paper" ? wave_variant::paper_waves : wave_variant::code;
   wopt.zero_occupancy = zero_occupancy_policy::small_kernel;  // a kernel that fits nowhere: sub-wave, not a crash
 
-  std::vector<std::string> kinds;
-  for (const auto& op : tr.ops) kinds.push_back(op.kind);
-  const std::vector<std::string> routes = s.scale_routes(kinds);
-
-  // Ratio ops: our kernels on both GPUs, predicted in one batch.
+  // Ratio ops: our kernels (scale.lua kernels()) on both GPUs, predicted in one batch.
+  std::vector<session::scale_op> sops;
+  sops.reserve(tr.ops.size());
+  for (const auto& op : tr.ops)
+    sops.push_back({op.kind, op.forward_kind, std::string(trace_phase_name(op.phase)), op.input_shapes, op.input_types,
+                    op.input_values});
+  const auto built = s.scale_kernels(sops);
   std::vector<kernel_instance> k_from;
-  std::vector<std::optional<size_t>> kernel_of(tr.ops.size());
+  std::vector<std::vector<size_t>> kernels_of(tr.ops.size());
   std::map<std::string, size_t> fallback;
   for (size_t i = 0; i < tr.ops.size(); ++i) {
-    if (routes[i] != "ratio") continue;
-    if (auto k = ratio_kernel(tr.ops[i])) {
-      kernel_of[i] = k_from.size();
-      k_from.push_back({i, phase::forward, *k});
-    } else {
+    if (!built[i]) continue;
+    if (built[i]->empty()) {
       ++fallback[tr.ops[i].kind];
+      continue;
+    }
+    for (const kernel& k : *built[i]) {
+      kernels_of[i].push_back(k_from.size());
+      k_from.push_back({i, phase::forward, k});
     }
   }
-  std::vector<double> sec_from, sec_to;
+  pair_seconds sec;
   if (!k_from.empty()) {
-    std::vector<kernel*> costed;
-    for (auto& ki : k_from) costed.push_back(&ki.k);
-    s.kernel_costs(costed);
-    std::vector<kernel_instance> k_to = k_from;
-    s.tiles_select(k_from, from);
-    s.tiles_select(k_to, to);
     const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
-    sec_from = pred->predict(k_from, from);
-    sec_to = pred->predict(k_to, to);
+    sec = predict_pair(s, *pred, k_from, from, to);
   }
 
   size_t skipped = 0;
@@ -190,14 +187,18 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     row.origin_ms = op.measured_ms ? *op.measured_ms : kernels_ms;
     // §1.8: what the pass took beyond its kernels is carried over unscaled.
     const double overhead = op.kernels.empty() ? 0.0 : std::max(0.0, row.origin_ms - kernels_ms);
-    if (kernel_of[i]) {
-      const size_t k = *kernel_of[i];
+    if (!kernels_of[i].empty()) {
+      double p_from = 0, p_to = 0, top = -1;
+      for (const size_t k : kernels_of[i]) {
+        p_from += sec.from[k], p_to += sec.to[k];
+        if (sec.from[k] > top)
+          top = sec.from[k], row.family = std::string(kernel_kind_name(k_from[k].k.kind)), row.dtype = k_from[k].k.dtype;
+      }
       row.method = "ratio";
-      row.family = std::string(kernel_kind_name(k_from[k].k.kind));
-      row.pred_from_ms = sec_from[k] * 1e3;
-      row.pred_to_ms = sec_to[k] * 1e3;
+      row.pred_from_ms = p_from * 1e3;
+      row.pred_to_ms = p_to * 1e3;
       const double measured = op.kernels.empty() ? row.origin_ms : kernels_ms;
-      row.scaled_ms = overhead + (sec_from[k] > 0 ? measured * sec_to[k] / sec_from[k] : measured);
+      row.scaled_ms = overhead + (p_from > 0 ? measured * p_to / p_from : measured);
     } else if (op.kernels.empty()) {
       row.method = "keep";  // no GPU kernels: host time, kept
       row.family = "none";
@@ -247,11 +248,10 @@ int scale_main(const scale_flags& f) {
   opgraph_replicate(og, layers);
   const bool training = og.tag && og.tag->mode == "train";
 
-  std::vector<kernel_instance> k_from = opgraph_kernels(og, training), k_to = k_from;
-  s.tiles_select(k_from, from);
-  s.tiles_select(k_to, to);
+  const std::vector<kernel_instance> k_from = opgraph_kernels(og, training);
   const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
-  const std::vector<double> sec_from = pred->predict(k_from, from), sec_to = pred->predict(k_to, to);
+  const pair_seconds sec = predict_pair(s, *pred, k_from, from, to);
+  const std::vector<double>&sec_from = sec.from, &sec_to = sec.to;
 
   // Per (node, phase): predicted ms on both GPUs and the family of the dominant kernel.
   struct node_phase {

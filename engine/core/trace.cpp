@@ -213,6 +213,39 @@ int64_t json_id(const json& v) {  // pid/tid are numbers or strings in Kineto ou
   return 0;
 }
 
+// A cpu_op's "Input Dims" and "Input type" (Kineto with record_shapes). A non-tensor argument has dims [] and a
+// tensor list nested dims: both give an empty shape.
+void chrome_inputs(const json* args, trace_op& op) {
+  op.input_shapes.clear();
+  op.input_types.clear();
+  op.input_values.clear();
+  if (!args) return;
+  if (args->contains("Input Dims") && (*args)["Input Dims"].is_array()) {
+    for (const json& dims : (*args)["Input Dims"]) {
+      trace_shape s;
+      if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); }))
+        for (const json& d : dims) s.push_back(d.get<int64_t>());
+      op.input_shapes.push_back(std::move(s));
+    }
+  }
+  if (args->contains("Input type") && (*args)["Input type"].is_array()) {
+    for (const json& t : (*args)["Input type"]) op.input_types.push_back(t.is_string() ? t.get<std::string>() : "");
+    op.input_types.resize(op.input_shapes.size());  // one per input; a trace without dims has none
+  }
+  if (args->contains("Concrete Inputs") && (*args)["Concrete Inputs"].is_array()) {
+    for (const json& v : (*args)["Concrete Inputs"]) op.input_values.push_back(v.is_string() ? v.get<std::string>() : "");
+    op.input_values.resize(op.input_shapes.size());
+  }
+}
+
+// The autograd sequence number of a cpu_op (-1 or absent: none).
+std::optional<int64_t> chrome_seq(const json* args) {
+  if (!args || !args->contains("Sequence number")) return std::nullopt;
+  const json& v = (*args)["Sequence number"];
+  if (!v.is_number_integer() || v.get<int64_t>() < 0) return std::nullopt;
+  return v.get<int64_t>();
+}
+
 }  // namespace
 
 std::string_view trace_phase_name(trace_phase p) {
@@ -531,20 +564,31 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     } else {
       op.name = c.name;
       op.phase = trace_phase::forward;
-      if (c.args && c.args->contains("Input Dims") && (*c.args)["Input Dims"].is_array()) {
-        for (const json& dims : (*c.args)["Input Dims"]) {
-          trace_shape s;
-          // A non-tensor argument is [] and a tensor list is nested: both give an empty shape.
-          if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); }))
-            for (const json& d : dims) s.push_back(d.get<int64_t>());
-          op.input_shapes.push_back(std::move(s));
-        }
-      }
+      chrome_inputs(c.args, op);
     }
     op.kind = op.name;
     op.measured_ms = 0.0;
     op_of_root[r] = tr.ops.size();
     tr.ops.push_back(std::move(op));
+  }
+
+  // Backward ops take their forward op's inputs: the innermost forward cpu_op with the node's sequence number.
+  std::map<int64_t, size_t> fwd_of_seq;  // Sequence number -> cpu index
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    const std::optional<int64_t> seq = chrome_seq(cpu[i].args);
+    if (!seq || cpu[cpu[i].root].r != cpu_event::role::op) continue;
+    auto [it, fresh] = fwd_of_seq.emplace(*seq, i);
+    const cpu_event& prev = cpu[it->second];
+    if (!fresh && (cpu[i].ts > prev.ts || (cpu[i].ts == prev.ts && cpu[i].dur < prev.dur))) it->second = i;
+  }
+  for (const auto& [r, pos] : op_of_root) {
+    if (cpu[r].r != cpu_event::role::backward) continue;
+    const std::optional<int64_t> seq = chrome_seq(cpu[r].args);
+    const auto f = seq ? fwd_of_seq.find(*seq) : fwd_of_seq.end();
+    if (f == fwd_of_seq.end()) continue;
+    trace_op& op = tr.ops[pos];
+    op.forward_kind = cpu[f->second].name;
+    chrome_inputs(cpu[f->second].args, op);
   }
 
   std::map<int64_t, size_t> by_ext;  // External id -> cpu index (first event carrying it)

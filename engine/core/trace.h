@@ -6,6 +6,8 @@
 //                kernel to the cpu_op that launched it, which is attributed to its outermost enclosing op
 //                (same pid/tid, time containment). Ranges "autograd::engine::evaluate_function: X" make one
 //                backward op named X (accumulate for AccumulateGrad); other outermost cpu_ops are forward ops.
+//                A backward op takes the input shapes and types of the forward op with its "Sequence number"
+//                (the innermost forward cpu_op carrying it: the one whose autograd node the backward runs).
 //                Kernels without a launching op go to trace::unattributed.
 //   wavescale    spec §7.3: a manifest {"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": ...}
 //                plus the two CSV files it names (relative to the manifest).
@@ -55,6 +57,16 @@ struct trace_op {
   // its kernels' durations (GPU time). Unset when the source has none.
   std::optional<double> measured_ms;
   std::vector<trace_shape> input_shapes;     // empty when unknown
+  // Element type of each input as the trace names it ("float", "c10::BFloat16", "Scalar"; chrome "Input type");
+  // empty when unknown.
+  std::vector<std::string> input_types;
+  // Value of each non-tensor input as text ("True", "0.125"; chrome "Concrete Inputs"), "" for tensors; empty when
+  // unknown.
+  std::vector<std::string> input_values;
+  // Chrome backward ops: the forward op that created the autograd node (same "Sequence number", innermost such
+  // op of the forward pass, e.g. "aten::mm" for MmBackward0); input_shapes/input_types are that op's. Empty when
+  // the trace does not link them.
+  std::string forward_kind;
   std::optional<trace_shape> output_shape;
   std::vector<trace_kernel> kernels;         // launch order
 };

@@ -164,8 +164,23 @@ class session {
   // scale(item, from, to) of scripts/neusight/scale.lua for every item, in order.
   std::vector<double> scale_apply(const std::vector<scale_item>& items, const gpu_spec& from, const gpu_spec& to);
 
-  // route_of(kind) of scripts/neusight/scale.lua ("ratio" or "wave") for every op kind, in order.
-  std::vector<std::string> scale_routes(const std::vector<std::string>& kinds);
+  // One op of a measured trace (Chrome JSON, wavescale) as scripts/neusight/scale.lua's kernels() sees it.
+  struct scale_op {
+    std::string kind, forward, phase;  // forward: the forward op a backward op runs the node of ("" unknown)
+    std::vector<std::vector<int64_t>> inputs;
+    std::vector<std::string> types, values;
+  };
+  // Per op: nullopt when route_of(kind) is "wave"; otherwise kernels(op) — empty when it returned nil (shapes
+  // missing or not understood). FLOPs and bytes are filled.
+  std::vector<std::optional<std::vector<kernel>>> scale_kernels(const std::vector<scale_op>& ops);
+
+  // One kernel for destination(k, from, to) of scripts/neusight/scale.lua: predicted seconds on both GPUs and its
+  // roofline terms (compute and memory seconds) on both.
+  struct scale_kernel_times {
+    double from_s = 0, to_s = 0, compute_from_s = 0, memory_from_s = 0, compute_to_s = 0, memory_to_s = 0;
+  };
+  std::vector<double> scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
+                                        const gpu_spec& to);
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode

@@ -1,4 +1,5 @@
 // engine/lua/session_hooks.cpp — Lua hooks that run after kernel prediction: host overhead, trace scaling, the parallel timeline.
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -323,24 +324,100 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
   return out;
 }
 
-std::vector<std::string> session::scale_routes(const std::vector<std::string>& kinds) {
+std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std::vector<scale_op>& ops) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  std::vector<std::string> out;
-  out.reserve(kinds.size());
+  std::vector<std::optional<std::vector<kernel>>> out;
+  out.reserve(ops.size());
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.scale");
   ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
   const int mod = lua_gettop(L);
-  for (const auto& kind : kinds) {
+  auto push_strings = [&](const std::vector<std::string>& v) {
+    lua_createtable(L, int(v.size()), 0);
+    for (size_t i = 0; i < v.size(); ++i) {
+      lua_pushstring(L, v[i].c_str());
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+  };
+  for (const auto& op : ops) {
     raw_getfield(L, mod, "route_of");
-    lua_pushstring(L, kind.c_str());
-    ns_call(L, 1, 1, "while routing op kind '" + kind + "' in scripts/neusight/scale.lua");
+    lua_pushstring(L, op.kind.c_str());
+    ns_call(L, 1, 1, "while routing op kind '" + op.kind + "' in scripts/neusight/scale.lua");
     const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
     if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
-      throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + kind + "')");
-    out.emplace_back(r);
+      throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + op.kind + "')");
+    const bool ratio = std::string(r) == "ratio";
+    lua_pop(L, 1);
+    if (!ratio) {
+      out.emplace_back(std::nullopt);
+      continue;
+    }
+    raw_getfield(L, mod, "kernels");
+    lua_createtable(L, 0, 6);
+    for (const auto& [k, v] : {std::pair{"kind", &op.kind}, std::pair{"forward", &op.forward}, std::pair{"phase", &op.phase}}) {
+      lua_pushstring(L, v->c_str());
+      lua_setfield(L, -2, k);
+    }
+    lua_createtable(L, int(op.inputs.size()), 0);
+    for (size_t i = 0; i < op.inputs.size(); ++i) {
+      lua_createtable(L, int(op.inputs[i].size()), 0);
+      for (size_t d = 0; d < op.inputs[i].size(); ++d) {
+        lua_pushinteger(L, op.inputs[i][d]);
+        lua_rawseti(L, -2, lua_Integer(d + 1));
+      }
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    lua_setfield(L, -2, "inputs");
+    push_strings(op.types);
+    lua_setfield(L, -2, "types");
+    push_strings(op.values);
+    lua_setfield(L, -2, "values");
+    const std::string where = "scripts/neusight/scale.lua: kernels() for op '" + op.kind + "'";
+    ns_call(L, 1, 1, "while building the kernels of op '" + op.kind + "' in scripts/neusight/scale.lua");
+    if (lua_isnil(L, -1)) {
+      out.emplace_back(std::vector<kernel>{});
+    } else {
+      std::vector<kernel> ks = kernels_read(L, -1, where);
+      if (ks.empty()) throw error(where + " returned an empty list (return nil when the op is not understood)");
+      out.emplace_back(std::move(ks));
+    }
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::vector<double> session::scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
+                                               const gpu_spec& to) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  std::vector<double> out;
+  out.reserve(ks.size());
+  p_->push_engine_field("require");
+  lua_pushstring(L, "neusight.scale");
+  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
+  const int mod = lua_gettop(L);
+  p_->push_gpu(from);
+  p_->push_gpu(to);  // stack: S from to
+  for (const auto& k : ks) {
+    raw_getfield(L, mod, "destination");
+    lua_createtable(L, 0, 6);
+    const std::pair<const char*, double> nums[] = {
+        {"from_s", k.from_s}, {"to_s", k.to_s},
+        {"compute_from_s", k.compute_from_s}, {"memory_from_s", k.memory_from_s},
+        {"compute_to_s", k.compute_to_s}, {"memory_to_s", k.memory_to_s}};
+    for (const auto& [name, v] : nums) {
+      lua_pushnumber(L, v);
+      lua_setfield(L, -2, name);
+    }
+    lua_pushvalue(L, mod + 1);
+    lua_pushvalue(L, mod + 2);
+    ns_call(L, 3, 1, "while scaling a kernel in scripts/neusight/scale.lua destination()");
+    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0) || !std::isfinite(lua_tonumber(L, -1)))
+      throw error("scripts/neusight/scale.lua: destination() must return a finite number of seconds >= 0");
+    out.push_back(lua_tonumber(L, -1));
     lua_pop(L, 1);
   }
   return out;

@@ -5,6 +5,7 @@
 -- (Habitat instead divides two MLP outputs trained per destination GPU, which fails on GPUs outside its
 -- training set). Edit `route` or `scale` to change the rule; no recompiling.
 local M = {}
+local K = require("neusight.kernels")
 
 -- Which rule each kernel family of an op takes. "ratio": measured × predicted(to) / predicted(from).
 -- Kernel-varying ops (GEMM/BMM: the library picks a different kernel per GPU) must use the ratio; vector
@@ -25,14 +26,21 @@ function M.scale(op, from, to)
 end
 
 -- Measured traces with launch data (Chrome JSON, wavescale): which rule each op kind takes (spec
--- method-habitat.md §1.11). "ratio": kernel-varying ops (cuBLAS/cuDNN pick a different kernel per GPU) — our
--- kernels are built from the op's input shapes and the measured kernel time moves by predicted(to)/predicted(from).
--- "wave": every kernel is wave-scaled (§1.7) and the pass overhead carried over (§1.8). Kinds not listed: "wave".
+-- method-habitat.md §1.11). "ratio": kernel-varying ops (cuBLAS/cuDNN pick a different kernel per GPU, attention
+-- libraries too) — our kernels are built from the op's input shapes (M.kernels) and the measured kernel time moves
+-- by predicted(to)/predicted(from). "wave": every kernel is wave-scaled (§1.7) and the pass overhead carried over
+-- (§1.8). Kinds not listed: "wave". Backward ops (PyTorch autograd node names) take their forward op's shapes.
 M.kind_route = {
   ["aten::addmm"] = "ratio", ["aten::mm"] = "ratio", ["aten::bmm"] = "ratio", ["aten::matmul"] = "ratio",
   ["aten::linear"] = "ratio", ["aten::baddbmm"] = "ratio", ["aten::convolution"] = "ratio",
   ["aten::conv2d"] = "ratio", ["aten::_convolution"] = "ratio", ["aten::cudnn_convolution"] = "ratio",
-  ["aten::lstm"] = "ratio",
+  ["aten::lstm"] = "ratio", ["aten::scaled_dot_product_attention"] = "ratio",
+  -- autograd nodes of PyTorch-profiler traces
+  MmBackward0 = "ratio", AddmmBackward0 = "ratio", BmmBackward0 = "ratio", BaddbmmBackward0 = "ratio",
+  ScaledDotProductEfficientAttentionBackward0 = "ratio", ScaledDotProductFlashAttentionBackward0 = "ratio",
+  ScaledDotProductCudnnAttentionBackward0 = "ratio",
+  -- mixture-of-experts GEMMs (HF transformers' grouped experts)
+  ["aten::_grouped_mm"] = "ratio", GroupedMmBackward0 = "ratio",
   -- wavescale op names (torch function names)
   addmm = "ratio", mm = "ratio", bmm = "ratio", matmul = "ratio", linear = "ratio", baddbmm = "ratio",
   conv2d = "ratio", lstm = "ratio",
@@ -43,6 +51,136 @@ M.kind_route = {
 ---@return string
 function M.route_of(kind)
   return M.kind_route[kind] or "wave"
+end
+
+-- Element types as PyTorch's profiler names them ("Input type"). A float GEMM is taken as true fp32: PyTorch's
+-- default (torch.backends.cuda.matmul.allow_tf32 = False); the trace does not say when TF32 was allowed.
+M.trace_dtypes = { float = "fp32", ["c10::BFloat16"] = "bf16", ["c10::Half"] = "fp16",
+                   ["c10::Float8_e4m3fn"] = "fp8", ["c10::Float8_e5m2"] = "fp8" }
+
+-- Position of is_causal among the inputs of the attention ops a trace records (PyTorch's native_functions.yaml).
+M.causal_arg = {
+  ["aten::scaled_dot_product_attention"] = 6, ["aten::_scaled_dot_product_efficient_attention"] = 7,
+  ["aten::_scaled_dot_product_cudnn_attention"] = 7, ["aten::_scaled_dot_product_flash_attention"] = 5,
+}
+
+local function prod(t, first, last)
+  local n = 1
+  for i = first, last do n = n * t[i] end
+  return n
+end
+
+-- (b, m, n, k) of a[..., M, K] x b[..., K, N] in the data's convention (m rows, n the reduction, k columns):
+-- a 2-D right operand folds the left one's leading dims into rows; equal leading dims make a batch.
+local function product(a, b)
+  if not a or not b or #a < 2 or #b < 2 or a[#a] ~= b[#b - 1] then return nil end
+  if #b == 2 then return 1, prod(a, 1, #a - 1), a[#a], b[2] end
+  if #a ~= #b then return nil end
+  for i = 1, #a - 2 do
+    if a[i] ~= b[i] then return nil end
+  end
+  return prod(a, 1, #a - 2), a[#a - 1], a[#a], b[#b]
+end
+
+local function gemm(b, m, n, k, dtype)
+  if b == 1 then return K.linear(m, n, k, dtype) end
+  return K.bmm(b, m, n, k, dtype)
+end
+
+--- Our kernels for one op of a measured trace that route_of sends to the ratio: GEMMs from the operands' shapes
+--- (a backward op: the two GEMMs of its forward product, dA = dC·Bᵀ and dB = Aᵀ·dC), fused attention from the
+--- query/key/value shapes. nil when the shapes are missing or not understood: the op is then wave-scaled and
+--- counted in a warning.
+---@param op { kind: string, forward: string, phase: string, inputs: integer[][], types: string[], values: string[] }
+---@return table[]|nil
+function M.kernels(op)
+  local fwd = op.forward ~= "" and op.forward or op.kind
+  fwd = fwd:gsub("^aten::", "")
+  local inputs, types = op.inputs, op.types
+  local dtype = M.trace_dtypes[types[1] or ""] or (#types == 0 and "fp32" or nil)
+  if not dtype then return nil end
+  local backward = op.phase == "backward"
+  local b, m, n, k
+  if fwd == "addmm" or fwd == "baddbmm" then
+    b, m, n, k = product(inputs[2], inputs[3])
+  elseif fwd == "mm" or fwd == "bmm" or fwd == "matmul" then
+    b, m, n, k = product(inputs[1], inputs[2])
+  elseif fwd == "linear" then
+    local x, w = inputs[1], inputs[2]
+    if x and w and #x >= 2 and #w == 2 and x[#x] == w[2] then b, m, n, k = 1, prod(x, 1, #x - 1), w[2], w[1] end
+  elseif fwd == "_grouped_mm" then
+    -- tokens x[T, K] sorted by expert, weights w[E, K, N], offsets: the group sizes are data (not in the trace),
+    -- taken as balanced, ⌈T / E⌉ rows per expert — a batch of E GEMMs with the tokens' FLOPs and every
+    -- expert's weights read once.
+    local x, w = inputs[1], inputs[2]
+    if x and w and #x == 2 and #w == 3 and x[2] == w[2] then b, m, n, k = w[1], (x[1] + w[1] - 1) // w[1], w[2], w[3] end
+  elseif M.causal_arg["aten::" .. fwd] then
+    local q, kk, v = inputs[1], inputs[2], inputs[3]
+    if not (q and kk and v and #q == 4 and #kk == 4 and #v == 4) then return nil end
+    local mask = inputs[4] and #inputs[4] > 0
+    local causal = (op.values[M.causal_arg["aten::" .. fwd]] or "") == "True" and not mask
+    local kind = (causal and "causal" or "full") .. (backward and "_bwd" or "")
+    -- q (B, H, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, Dv)
+    return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
+  else
+    return nil
+  end
+  if not b then return nil end
+  if not backward then return { gemm(b, m, n, k, dtype) } end
+  return { gemm(b, m, k, n, dtype), gemm(b, n, m, k, dtype) }
+end
+
+-- A kernel is bound by the resource whose roofline term is larger on both GPUs; a kernel whose binding resource
+-- differs between the two is "mixed".
+---@param k { compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number }
+function M.bound(k)
+  local cf, mf, ct, mt = k.compute_from_s, k.memory_from_s, k.compute_to_s, k.memory_to_s
+  if cf > mf and ct > mt then return "compute" end
+  if mf >= cf and mt >= ct then return "memory" end
+  return "mixed"
+end
+
+-- What binds a kernel: the GPU fields of its compute and of its memory system. Two GPUs that agree on every
+-- field of one set differ only in the other as far as a kernel bound by it can tell.
+M.compute_fields = { "architecture", "num_sm", "cores_per_sm", "base_clock_mhz", "boost_clock_mhz",
+                     "peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops", "peak_fp16_tflops",
+                     "peak_bf16_tflops", "peak_fp8_tflops", "max_threads_per_sm", "max_blocks_per_sm",
+                     "max_warps_per_sm", "max_regs_per_sm", "max_smem_per_sm_kb", "max_smem_per_block_kb" }
+M.memory_fields = { "mem_bw_gbps", "l2_mb" }
+
+local function same(a, b, fields)
+  for _, f in ipairs(fields) do
+    if a[f] ~= b[f] then return false end
+  end
+  return true
+end
+
+--- The destination time of one kernel the ratio rule scales, with physics over the predictor. When the two GPUs
+--- share every compute field (they differ only in memory: an H100 and an H200), a kernel compute-bound on both
+--- (roofline terms from its own FLOPs and bytes and the GPUs' ceilings) keeps its origin time, and any other
+--- moves at most by the bandwidth ratio, in its direction; when they share the memory system, the same holds with
+--- the FLOP peak of the kernel's dtype. A learned predictor's sensitivity to a resource that does not bind (the
+--- fp32 GEMM MLPs see bandwidth and capacity whatever binds, tests/core/test_forecast_physics.cpp) then never
+--- moves a measured time. Other pairs take the predictor's ratio: asking it for a hybrid GPU (one GPU's SMs with
+--- the other's memory) to separate the two resources extrapolated far outside its training data
+--- (tests/bench/scale_pairs.sh: mean 17.0 % → 33.7 %, one pair 599 %).
+---@param k { from_s: number, to_s: number, compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number }
+---@param from table origin GPU (read-only)
+---@param to table destination GPU (read-only)
+---@return number seconds on the destination
+function M.destination(k, from, to)
+  if not (k.from_s > 0) then return k.to_s end
+  local b, r = M.bound(k), nil
+  if same(from, to, M.compute_fields) then
+    if b == "compute" then return k.from_s end
+    if k.memory_from_s > 0 then r = k.memory_to_s / k.memory_from_s end
+  elseif same(from, to, M.memory_fields) then
+    if b == "memory" then return k.from_s end
+    if k.compute_from_s > 0 then r = k.compute_to_s / k.compute_from_s end
+  end
+  if not r then return k.to_s end
+  local ratio = math.min(math.max(k.to_s / k.from_s, math.min(1, r)), math.max(1, r))
+  return k.from_s * ratio
 end
 
 return M

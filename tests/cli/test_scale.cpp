@@ -1,6 +1,8 @@
 // tests/cli/test_scale.cpp — `neusight scale` on a per-op label trace (fixture copy of the NeuSight data).
 #include <catch2/catch.hpp>
 
+#include <map>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -146,4 +148,89 @@ TEST_CASE("scale: --wave-variant paper changes a multi-wave kernel's result", "[
   CHECK(std::abs(c - p) > 1e-6 * c);
   const auto bad = run_cli("scale --trace '" + manifest.string() + "' --from v100 --to v100 --wave-variant nope");
   CHECK(bad.code != 0);
+}
+
+// ---- Real PyTorch-profiler traces of HF models (tests/fixtures/traces/hf, recorded on an H200: reader fixtures).
+namespace {
+const std::string hf = "tests/fixtures/traces/hf/";
+const double h200_bw = 4800, h100_bw = 3350;  // gpus/h200_sxm_141gb.toml, gpus/h100_sxm5_80gb.toml
+
+json scale_hf(const std::string& name, const std::string& to, std::string* err = nullptr) {
+  const auto r = run_cli("scale --trace " + hf + name + ".json --from h200_sxm_141gb --to " + to + " --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  if (err) *err = r.err;
+  return json::parse(r.out);
+}
+}  // namespace
+
+TEST_CASE("scale: real HF traces scaled to their own GPU come back unchanged", "[cli][scale]") {
+  for (const std::string name : {"gpt2-fp32-train", "llama-bf16-train", "mixtral-bf16-inference"}) {
+    INFO(name);
+    const json j = scale_hf(name, "h200_sxm_141gb");
+    for (const auto& op : j["ops"]) CHECK(double(op["scaled_ms"]) == Approx(double(op["origin_ms"])).epsilon(1e-12));
+    CHECK(double(j["latency_ms"]) == Approx(double(j["origin_ms"])).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("scale: backward GEMMs, attention and MoE experts of real traces take the ratio rule at their dtype",
+          "[cli][scale]") {
+  std::string err;
+  const json gpt2 = scale_hf("gpt2-fp32-train", "a100_sxm4_80gb", &err);
+  CHECK(err.find("missing or unsupported input shapes") == std::string::npos);
+  std::map<std::string, std::string> method;
+  for (const auto& op : gpt2["ops"]) {
+    method[op["op"]] = op["method"];
+    if (op["method"] == "ratio") CHECK(op["dtype"] == "fp32");
+  }
+  for (const char* kind : {"aten::addmm", "AddmmBackward0", "MmBackward0", "aten::scaled_dot_product_attention",
+                           "ScaledDotProductEfficientAttentionBackward0"}) {
+    INFO(kind);
+    CHECK(method[kind] == "ratio");
+  }
+  const json llama = scale_hf("llama-bf16-train", "a100_sxm4_80gb");
+  size_t bf16 = 0;
+  for (const auto& op : llama["ops"])
+    if (op["method"] == "ratio") {
+      INFO(op.dump());
+      if (op["dtype"] == "bf16") ++bf16;
+      else CHECK(op["op"] == "aten::matmul");  // RoPE's frequencies: an fp32 product in the trace too
+    }
+  CHECK(bf16 >= 32);  // 15 linear + 15 MmBackward0 + attention forward and backward
+  const json moe = scale_hf("mixtral-bf16-inference", "a100_sxm4_80gb");
+  size_t grouped = 0;
+  for (const auto& op : moe["ops"])
+    if (op["op"] == "aten::_grouped_mm") {
+      CHECK(op["method"] == "ratio");
+      CHECK(op["family"] == "bmm");
+      ++grouped;
+    }
+  CHECK(grouped == 2);  // the experts' gate+up and down projections of the one layer
+}
+
+// The physics of issue 11: the H200 and the H100 SXM share every compute field (SMs, clocks, peaks) and differ in
+// their memory system. Compute-bound kernels (the large GEMMs, fused attention) keep their time; nothing slows
+// down by more than the bandwidth ratio, and nothing speeds up.
+TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest slows by at most the bandwidth ratio",
+          "[cli][scale][physics]") {
+  for (const std::string name : {"gpt2-fp32-train", "llama-bf16-train"}) {
+    INFO(name);
+    const json j = scale_hf(name, "h100_sxm5_80gb");
+    size_t kept = 0;
+    for (const auto& op : j["ops"]) {
+      INFO(op.dump());
+      const double origin = op["origin_ms"], scaled = op["scaled_ms"];
+      CHECK(scaled >= origin * (1 - 1e-9));
+      CHECK(scaled <= origin * h200_bw / h100_bw * (1 + 1e-9));
+      const std::string kind = op["op"];
+      const bool gemm = kind == "aten::addmm" || kind == "AddmmBackward0" || kind == "aten::linear" || kind == "MmBackward0";
+      if (gemm && scaled == Approx(origin).epsilon(1e-9)) ++kept;
+      // fp32 GEMMs of this size are compute-bound on both (ridge ≈ 14 FLOP/B): every one keeps its time
+      if (gemm && name == "gpt2-fp32-train") CHECK(scaled == Approx(origin).epsilon(1e-9));
+    }
+    CHECK(kept >= 16);  // gpt2: 8 addmm + 8 AddmmBackward0 (+ LM head); llama: the q/o/MLP projections
+    const double ratio = double(j["latency_ms"]) / double(j["origin_ms"]);
+    CHECK(ratio > 1.0);
+    CHECK(ratio < 1.2);
+  }
 }

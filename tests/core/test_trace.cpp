@@ -174,3 +174,52 @@ TEST_CASE("trace: a real label file of the shared data, when present", "[trace]"
   for (const trace_op& op : t.ops) any_backward = any_backward || op.phase == trace_phase::backward;
   CHECK(any_backward);
 }
+
+// A real PyTorch 2.11 profiler trace (tests/fixtures/traces/hf/README.md: GPT-2, 2 layers, fp32 training with AdamW,
+// recorded on an H200): backward nodes carry their forward op's shapes through the autograd sequence number.
+TEST_CASE("trace: a real PyTorch-profiler trace links backward nodes to their forward op", "[trace]") {
+  const trace t = trace_load(fixtures / "hf" / "gpt2-fp32-train.json");
+  CHECK(t.format == trace_format::chrome_json);
+  CHECK(t.origin_device == "NVIDIA H200");
+  auto find = [&](const std::string& name, trace_phase ph) -> const trace_op* {
+    for (const auto& op : t.ops)
+      if (op.name == name && op.phase == ph) return &op;
+    return nullptr;
+  };
+  const trace_op* addmm = find("aten::addmm", trace_phase::forward);
+  REQUIRE(addmm);
+  CHECK(addmm->input_shapes == std::vector<trace_shape>{{2304}, {2048, 768}, {768, 2304}, {}, {}});
+  CHECK(addmm->input_types == std::vector<std::string>{"float", "float", "float", "Scalar", "Scalar"});
+  CHECK(addmm->input_values == std::vector<std::string>{"", "", "", "1", "1"});
+  CHECK(addmm->forward_kind.empty());
+  REQUIRE_FALSE(addmm->kernels.empty());
+
+  const trace_op* mm = find("MmBackward0", trace_phase::backward);  // the tied LM head
+  REQUIRE(mm);
+  CHECK(mm->forward_kind == "aten::mm");
+  CHECK(mm->input_shapes == std::vector<trace_shape>{{2048, 768}, {768, 50257}});
+  CHECK(mm->input_types == std::vector<std::string>{"float", "float"});
+
+  const trace_op* sdpa = find("ScaledDotProductEfficientAttentionBackward0", trace_phase::backward);
+  REQUIRE(sdpa);
+  CHECK(sdpa->forward_kind == "aten::_scaled_dot_product_efficient_attention");
+  REQUIRE(sdpa->input_values.size() == 8);
+  CHECK(sdpa->input_values[6] == "True");  // is_causal
+
+  // Every backward node but the leaves' gradient accumulation has its forward op.
+  size_t backward = 0, opt = 0;
+  for (const auto& op : t.ops) {
+    if (op.phase == trace_phase::backward) {
+      ++backward;
+      INFO(op.name);
+      CHECK_FALSE(op.forward_kind.empty());
+    }
+    if (op.phase == trace_phase::optimizer) {
+      ++opt;
+      CHECK(op.name.rfind("Optimizer.step#AdamW.step", 0) == 0);
+      CHECK_FALSE(op.kernels.empty());
+    }
+  }
+  CHECK(backward > 50);
+  CHECK(opt == 1);
+}

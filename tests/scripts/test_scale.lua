@@ -1,0 +1,99 @@
+-- tests/scripts/test_scale.lua — scripts/neusight/scale.lua on measured traces: the kernels built from an op's
+-- shapes (forward and backward GEMMs, grouped MoE GEMMs, fused attention) and the per-kernel physics rule.
+local S = require "neusight.scale"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+local function dims(k) return ("%s %s b=%d m=%d n=%d k=%d"):format(k.kind, k.dtype, k.b, k.m, k.n, k.k) end
+
+local function op(t)
+  t.forward, t.phase = t.forward or "", t.phase or "forward"
+  t.types, t.values = t.types or {}, t.values or {}
+  return t
+end
+
+local M = {}
+
+function M.test_forward_gemms()
+  local ks = S.kernels(op { kind = "aten::addmm", inputs = { { 2304 }, { 2048, 768 }, { 768, 2304 }, {}, {} },
+                            types = { "float", "float", "float", "Scalar", "Scalar" } })
+  eq(#ks, 1, "addmm: one GEMM")
+  eq(dims(ks[1]), "gemm fp32 b=1 m=2048 n=768 k=2304", "addmm(bias, A, B): rows, reduction, columns")
+  ks = S.kernels(op { kind = "aten::linear", inputs = { { 2, 512, 2048 }, { 8192, 2048 }, {} },
+                      types = { "c10::BFloat16", "c10::BFloat16", "" } })
+  eq(dims(ks[1]), "gemm bf16 b=1 m=1024 n=2048 k=8192", "linear: leading dims fold into rows, W is [out, in]")
+  ks = S.kernels(op { kind = "aten::matmul", inputs = { { 4, 12, 512, 64 }, { 4, 12, 64, 512 } },
+                      types = { "c10::Half", "c10::Half" } })
+  eq(dims(ks[1]), "bmm fp16 b=48 m=512 n=64 k=512", "matmul: equal leading dims are a batch")
+  eq(S.kernels(op { kind = "aten::mm", inputs = { { 8, 4 }, { 5, 6 } }, types = { "float", "float" } }), nil,
+     "inner dims disagree: not understood")
+  eq(S.kernels(op { kind = "aten::mm", inputs = { { 8, 4 }, { 4, 6 } }, types = { "double", "double" } }), nil,
+     "a dtype we have no kernels for")
+end
+
+function M.test_backward_gemms_take_the_forward_shapes()
+  local ks = S.kernels(op { kind = "MmBackward0", forward = "aten::mm", phase = "backward",
+                            inputs = { { 2048, 768 }, { 768, 50257 } }, types = { "float", "float" } })
+  eq(#ks, 2, "dA and dB")
+  eq(dims(ks[1]), "gemm fp32 b=1 m=2048 n=50257 k=768", "dA = dC·Bᵀ")
+  eq(dims(ks[2]), "gemm fp32 b=1 m=768 n=2048 k=50257", "dB = Aᵀ·dC")
+  eq(ks[1].flops + ks[2].flops, 2 * 2 * 2048 * 768 * 50257, "twice the forward FLOPs")
+  eq(S.kernels(op { kind = "MmBackward0", phase = "backward" }), nil, "no linked forward op: not understood")
+end
+
+function M.test_grouped_experts()
+  local ks = S.kernels(op { kind = "aten::_grouped_mm", inputs = { { 2048, 4096 }, { 8, 4096, 28672 }, { 8 }, {}, {} },
+                            types = { "c10::BFloat16", "c10::BFloat16", "int", "", "" } })
+  eq(dims(ks[1]), "bmm bf16 b=8 m=256 n=4096 k=28672", "balanced routing: ⌈T / E⌉ rows per expert")
+  eq(ks[1].flops, 2 * 2048 * 4096 * 28672, "the tokens' FLOPs")
+end
+
+function M.test_attention_kinds()
+  local q, kv = { 2, 32, 512, 64 }, { 2, 8, 512, 64 }
+  local t = { "c10::BFloat16", "c10::BFloat16", "c10::BFloat16", "", "Scalar", "Scalar", "Scalar", "Scalar" }
+  local ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, kv, kv, {}, {}, {}, {}, {} },
+                            types = t, values = { "", "", "", "", "0.", "True", "0.125", "True" } })
+  eq(ks[1].kind .. " " .. ks[1].op .. " " .. ks[1].rows .. "/" .. ks[1].hidden, "attention causal 32/8", "causal GQA")
+  ks = S.kernels(op { kind = "ScaledDotProductCudnnAttentionBackward0", phase = "backward",
+                      forward = "aten::_scaled_dot_product_cudnn_attention", inputs = { q, kv, kv, {}, {}, {}, {}, {}, {} },
+                      types = t, values = { "", "", "", "", "True", "0.", "True", "False", "0.125" } })
+  eq(ks[1].op, "causal_bwd", "backward of the cuDNN op: is_causal is its 7th input")
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, kv, kv, { 2, 1, 512, 512 } },
+                      types = t, values = { "", "", "", "", "0.", "True" } })
+  eq(ks[1].op, "full", "an explicit mask: every pair is computed")
+end
+
+function M.test_physics()
+  local a = { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 60, peak_bf16_tflops = 989 }
+  local b = { num_sm = 132, mem_bw_gbps = 3350, l2_mb = 60, peak_bf16_tflops = 989 }
+  local c = { num_sm = 114, mem_bw_gbps = 4800, l2_mb = 60, peak_bf16_tflops = 756 }
+  local compute = { from_s = 1e-3, to_s = 1.2e-3, compute_from_s = 9e-4, memory_from_s = 1e-4,
+                    compute_to_s = 9e-4, memory_to_s = 2e-4 }
+  local memory = { from_s = 1e-3, to_s = 0.9e-3, compute_from_s = 1e-5, memory_from_s = 8e-4,
+                   compute_to_s = 1e-5, memory_to_s = 8e-4 }
+  eq(S.bound(compute), "compute", "compute-bound on both")
+  eq(S.bound(memory), "memory", "bandwidth-bound on both")
+  eq(S.destination(compute, a, b), 1e-3, "same compute, other memory: a compute-bound kernel keeps its time")
+  eq(S.destination(memory, a, b), 1e-3, "a bandwidth-bound one slowing down: not faster than its origin")
+  local slow = { from_s = 1e-3, to_s = 2e-3, compute_from_s = 1e-5, memory_from_s = 8e-4, compute_to_s = 1e-5,
+                 memory_to_s = 8e-4 * 4800 / 3350 }
+  local got = S.destination(slow, a, b)
+  eq(math.abs(got / (1e-3 * 4800 / 3350) - 1) < 1e-12, true, "at most the bandwidth ratio slower (got " .. got .. ")")
+  slow.to_s = 1.2e-3
+  eq(S.destination(slow, a, b), 1.2e-3, "within the envelope: the predictor's ratio")
+  eq(S.destination(memory, a, c), 1e-3, "same memory, other compute: a bandwidth-bound kernel keeps its time")
+  local on_c = { from_s = 1e-3, to_s = 1.1e-3, compute_from_s = 9e-4, memory_from_s = 1e-4,
+                 compute_to_s = 9e-4 * 989 / 756, memory_to_s = 1e-4 }
+  eq(S.destination(on_c, a, c), 1.1e-3, "a compute-bound one takes the predictor's ratio within the peak ratio")
+  on_c.to_s = 1.5e-3
+  got = S.destination(on_c, a, c)
+  eq(math.abs(got / (1e-3 * 989 / 756) - 1) < 1e-12, true, "and at most the peak ratio slower (got " .. got .. ")")
+  local mixed = { from_s = 1e-3, to_s = 1.1e-3, compute_from_s = 5e-4, memory_from_s = 4e-4,
+                  compute_to_s = 5e-4, memory_to_s = 6e-4 }
+  eq(S.bound(mixed), "mixed", "binding resource differs between the GPUs")
+  eq(S.destination(mixed, a, b), 1.1e-3, "mixed: the predictor's ratio")
+end
+
+return M
