@@ -31,11 +31,12 @@ local M = {}
 --      (threadblock MxN in cuBLAS' frame; the "8x4" after it is K-step x stages and is ignored).
 --   3. cuBLAS 12.x/13.x Hopper "nvjet_sm90_<types>_AxB_<K-step>x<stages>_<cluster>_…" (nvjet_sm90_tst_128x184_
 --      64x5_1x2_h_bz_coopA_NNT, qqtst = fp8, hsh = fp16): library frame. Checked on an H200 (torch 2.11, CUDA 13):
---      every launch grid that is not persistent (132 CTAs) is ceil(k/A) x ceil(m/B) rounded up to the cluster.
+--      every launch grid not capped at a persistent size (120 or 132 CTAs) nor doubled by split-K is
+--      ceil(k/A) x ceil(m/B) rounded up to the cluster shape; none fits only the swapped reading.
 --   4. cuBLAS' SIMT "sm80_xmma_gemm_<types>_<layouts>_<C layout>_tilesize<A>x<B>x<K>" (fp32 on Ampere and later:
 --      sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_…): rows_first. On the H200 its grid is
---      ceil(m/A) x ceil(k/B) in all 35 rows whose tile is not square (none fits the library frame), the
---      opposite of ampere_sgemm. Only names with the layout field: the engine's own predicted tensor-core
+--      ceil(m/A) x ceil(k/B) in all 35 rows whose grid tells the two frames apart (none fits the library
+--      frame), the opposite of ampere_sgemm. Only names with the layout field: the engine's own predicted tensor-core
 --      names (sm80_xmma_gemm_bf16_tilesize<A>x<B>, written by tc_select below) keep the library frame.
 --   5. any other "tilesize128x128x8" (Hopper-era sm90_xmma_gemm_* names; frame not checked: the H200 run only
 --      launched square sm90_xmma tiles).
