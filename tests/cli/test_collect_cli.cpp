@@ -464,7 +464,7 @@ TEST_CASE("collect: a real H200 sample converts and is read by eval kernels", "[
 TEST_CASE("collect: a second run into the same folder keeps the first run's raw files", "[cli][collect]") {
   if (!have_python()) return;
   temp_dir t;
-  const std::string py = "python3 -c \"import sys; sys.path.insert(0, 'scripts/collect'); import collect; "
+  const std::string py = "python3 -B -c \"import sys; sys.path.insert(0, 'scripts/collect'); import collect; "
                          "print(collect.raw_dir(sys.argv[1]))\" '" + t.path.string() + "'";
   auto r = run_sh(py);
   INFO(r.err);
