@@ -139,8 +139,8 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
 }
 
 // context_attention.csv (prefill: causal attention over isl tokens) and generation_attention.csv (decode: isl = 1
-// new token over a cache of step tokens, key length isl + step). Rows with an fp8 attention or KV cache, a
-// sliding window or beams are not modelled yet.
+// new token over a cache of step tokens, key length isl + step). Rows with an fp8 attention or KV cache (or
+// compute and cache in different dtypes), a sliding window or beams are not modelled yet.
 template <class Resolve>
 void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& resolve,
                                    const std::set<std::string>& excluded, std::optional<family> only) {
@@ -152,14 +152,20 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
   aiconfigurator_load(t, d, resolve, excluded, only, [&](const std::vector<std::string>& row, bench_row& r) {
     const std::string& op = row[c_op];
     if (op != "context_attention" && op != "generation_attention") return "op_name '" + op + "' is not an attention kernel";
-    if (row[c_adt] != "bfloat16" || row[c_kvdt] != "bfloat16")
-      return std::string("attention with an fp8 compute or KV-cache dtype is not modelled");
+    // bfloat16 (the aiconfigurator data) or float16 (scripts/collect's fp16 rows: the same tensor-core rate and
+    // element size, costed at the GPU's fp16 peak as a forecast of an fp16 model is), compute and KV cache alike.
+    const std::string& adt = row[c_adt];
+    if (adt != row[c_kvdt] || (adt != "bfloat16" && adt != "float16")) {
+      if (adt == "fp8" || row[c_kvdt] == "fp8") return std::string("attention with an fp8 compute or KV-cache dtype is not modelled");
+      return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + row[c_kvdt] +
+             "' is not modelled (bfloat16 or float16 for both)";
+    }
     if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0)
       return std::string("sliding-window attention is not modelled");
     if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
       return std::string("beam search attention is not modelled");
     kernel& k = r.k;
-    k.kind = kernel_kind::attention, k.dtype = "bf16";
+    k.kind = kernel_kind::attention, k.dtype = adt == "bfloat16" ? "bf16" : "fp16";
     k.op = op == "context_attention" ? "causal" : "decode";
     k.b = to_int(row[c_b], r.where, "batch_size");
     k.m = to_int(row[c_isl], r.where, "isl");

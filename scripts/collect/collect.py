@@ -50,6 +50,16 @@ def _cases(a):
     return cases
 
 
+def raw_dir(out):
+    """OUT/raw for a run's traces and manifest; OUT/raw-2, raw-3, ... when an earlier run's manifest is there, so a
+    second run into the same folder (other dtypes or families) never replaces the first run's raw files."""
+    raw, n = os.path.join(out, "raw"), 1
+    while os.path.exists(os.path.join(raw, "manifest.json")):
+        n += 1
+        raw = os.path.join(out, "raw-%d" % n)
+    return raw
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(prog="collect.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -84,7 +94,7 @@ def main(argv=None):
                 raise SystemExit("collect: error: --warmup must be >= 0, --repeat and --profile-runs >= 1")
             import bench  # imports torch lazily inside run()
             cases = _cases(a)
-            raw = os.path.join(a.out, "raw")
+            raw = raw_dir(a.out)
             print("collect: %d cases, %d warm-up + %d timed runs each -> %s" % (len(cases), a.warmup, a.repeat, raw),
                   file=sys.stderr)
             bench.run(cases, raw, a.warmup, a.repeat, a.profile_runs, a.max_gb)

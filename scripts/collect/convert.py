@@ -13,9 +13,9 @@ profiled runs' summed kernel durations.
 Written files, in the layout and columns of ../shared/data/neusight/dataset/train/collect:
   <op>/p<torch>/<Device>.csv           fp32 rows, exactly the data's columns
   <op>/p<torch>/<dtype>/<Device>.csv   tf32/fp16/bf16/fp8 rows: the same columns plus `Dtype`
-  context_attention/p<torch>/<Device>.csv  attention, in the columns of
-                                       ../shared/data/aiconfigurator/*/context_attention.csv plus the kernel's
-                                       grid, block and kernel list
+  context_attention/p<torch>/[<dtype>/]<Device>.csv  attention (bf16 at the top, fp16 in fp16/), in the
+                                       columns of ../shared/data/aiconfigurator/*/context_attention.csv plus the
+                                       kernel's grid, block and kernel list
 """
 
 import csv
@@ -221,14 +221,17 @@ def convert(manifest_path, out_dir, log=sys.stderr):
         for ks in iters.values():
             for k in ks:
                 total[k["name"]] = total.get(k["name"], 0.0) + k["dur_us"]
-        main = max(first, key=lambda k: total[k["name"]])  # the kernel doing the work (not a split-K reduction)
+        main = _main_kernel(fam, first, total)
         gx, gy, gz = main["grid"]
         bx, by, bz = main["block"]
         blocks = gx * gy * gz
         warps = blocks * -(-(bx * by * bz) // 32)
         kernels = ";" + ";".join(k["name"] for k in first)
         if fam == "attention":
-            rel = os.path.join("context_attention", torch_v, _safe(dev) + ".csv")
+            # bf16 (what the aiconfigurator data holds) at the top, other dtypes in their own folder: a later run
+            # in another dtype must not replace the bf16 rows (one file per dtype, as for the other families).
+            sub = ["context_attention", torch_v] + ([] if dtype == "bf16" else [dtype])
+            rel = os.path.join(*(sub + [_safe(dev) + ".csv"]))
             row = ["PyTorch", m["software"]["torch"], dev, "context_attention", main["name"], dims["batch_size"],
                    dims["isl"], dims["num_heads"], dims["num_heads"], dims["head_dim"], 1,
                    TORCH_DTYPE_NAME.get(dtype, dtype), TORCH_DTYPE_NAME.get(dtype, dtype), 0, 0, repr(latency_ms),
@@ -256,6 +259,20 @@ def convert(manifest_path, out_dir, log=sys.stderr):
         print("collect: %d kernels outside the timed iterations (allocation, warm-up) ignored" % outside, file=log)
     _write_all(out_dir, files)
     return {rel: len(rows) for rel, (cols, rows) in sorted(files.items())}
+
+
+# PyTorch's own kernels (element-wise, casts, reductions: at::native::…) around a library GEMM: the fp8 case's
+# activation quantisation (x / scale, then a cast to e4m3) can outlast a small GEMM, yet the row's kernel is the GEMM.
+TORCH_NATIVE = re.compile(r"\bat::native::")
+
+
+def _main_kernel(fam, kernels, total):
+    """The kernel doing the work: the longest over the profiled runs (a split-K GEMM's reduction is shorter than
+    the GEMM); for bmm/linear the longest that is not one of PyTorch's own kernels, if there is one."""
+    pool = kernels
+    if fam in ("bmm", "linear"):
+        pool = [k for k in kernels if not TORCH_NATIVE.search(k["name"])] or kernels
+    return max(pool, key=lambda k: total[k["name"]])
 
 
 def _safe(name):

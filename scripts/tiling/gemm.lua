@@ -23,18 +23,38 @@ local M = {}
 ---------------------------------------------------------------------------------------------------
 -- Parsing measured kernel names
 
--- Tried in this order; each captures (A, B) = (Tile1, Tile2) of the library's column-major frame.
+-- Tried in this order; each captures (A, B) = (Tile1, Tile2) of the library's column-major frame
+-- (tile_k = A along the out-features, tile_m = B along the rows) unless marked `rows_first`.
 --   1. Tensile macro tile "_MT64x32x16_" (rocBLAS; DepthU, the third number, is the reduction step).
 --   2. cuBLAS "sgemm_128x64": maxwell_/volta_/ampere_sgemm_AxB[_sliced1x4]_{nn,tn}, the
 --      cuBLASLt "sgemm_128x128x8_NT_vec" and CUTLASS "cutlass_80_simt_sgemm_256x128_8x4_nn_align1"
 --      (threadblock MxN in cuBLAS' frame; the "8x4" after it is K-step x stages and is ignored).
---   3. "tilesize128x128x8" (Hopper-era sm90_xmma_gemm_* names).
---   4. any other "<x>gemm_AxB" (hgemm, h16816gemm, s1688gemm, dgemm …), same frame as cuBLAS.
+--   3. cuBLAS 12.x/13.x Hopper "nvjet_sm90_<types>_AxB_<K-step>x<stages>_<cluster>_…" (nvjet_sm90_tst_128x184_
+--      64x5_1x2_h_bz_coopA_NNT, qqtst = fp8, hsh = fp16): library frame. Checked on an H200 (torch 2.11, CUDA 13):
+--      every launch grid not capped at a persistent size (120 or 132 CTAs) nor doubled by split-K is
+--      ceil(k/A) x ceil(m/B) rounded up to the cluster shape; none fits only the swapped reading.
+--   4. cuBLAS' SIMT "sm80_xmma_gemm_<types>_<layouts>_<C layout>_tilesize<A>x<B>x<K>" (fp32 on Ampere and later:
+--      sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_…): rows_first. On the H200 its grid is
+--      ceil(m/A) x ceil(k/B) in all 35 rows whose grid tells the two frames apart (none fits the library
+--      frame), the opposite of ampere_sgemm. Only names with the layout field: the engine's own predicted tensor-core
+--      names (sm80_xmma_gemm_bf16_tilesize<A>x<B>, written by tc_select below) keep the library frame.
+--   5. any other "tilesize128x128x8" (Hopper-era sm90_xmma_gemm_* names; frame not checked: the H200 run only
+--      launched square sm90_xmma tiles).
+--   6. any other "<x>gemm_AxB" (hgemm, h16816gemm, s1688gemm, dgemm …), same frame as cuBLAS.
+--   7. "<x>gemm_<dtype>_AxB": CUTLASS tensor-core kernels as cuBLAS launches them on Hopper
+--      (cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1, cutlass_80_tensorop_f16_s16816gemm_f16_
+--      128x256_64x3_tn_align2, cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_32x32_32x1_nn_align2): library
+--      frame (on the H200 the swizzled grid is (ceil(m/B)·2^s, ceil(ceil(k/A)/2^s)) in every non-square case).
+-- Names without a tile (cuBLAS gemmSN_NN_kernel<…>, sgemm_largek_lds64<…>, magma_sgemmEx_kernel<…>, cutlass 3.x
+-- device_kernel<…GemmUniversal…>) return nil: --tiles measured falls back to the tile rule for them.
 local PATTERNS = {
-  "_[Mm][Tt](%d+)x(%d+)",
-  "sgemm_(%d+)x(%d+)",
-  "tilesize(%d+)x(%d+)",
-  "%wgemm_(%d+)x(%d+)",
+  { "_[Mm][Tt](%d+)x(%d+)" },
+  { "sgemm_(%d+)x(%d+)" },
+  { "^nvjet_sm%d+_%a+_(%d+)x(%d+)_" },
+  { "sm80_xmma_gemm_[%w_]-_[nt][nt]_[nt]_tilesize(%d+)x(%d+)", rows_first = true },
+  { "tilesize(%d+)x(%d+)" },
+  { "%wgemm_(%d+)x(%d+)" },
+  { "%wgemm_%a+%d*_(%d+)x(%d+)" },
 }
 
 --- Output tile of a measured GEMM kernel: tile_m, tile_k (nil if the name carries no tile).
@@ -45,9 +65,12 @@ function M.parse(kernel_name)
   if type(kernel_name) ~= "string" then
     error(fmt("bad argument #1 to 'parse' (string expected, got %s)", type(kernel_name)), 2)
   end
-  for _, pattern in ipairs(PATTERNS) do
-    local a, b = kernel_name:match(pattern)
-    if a then return tonumber(b), tonumber(a) end -- tile_m = Tile2, tile_k = Tile1
+  for _, p in ipairs(PATTERNS) do
+    local a, b = kernel_name:match(p[1])
+    if a then
+      if p.rows_first then return tonumber(a), tonumber(b) end
+      return tonumber(b), tonumber(a) -- tile_m = Tile2, tile_k = Tile1
+    end
   end
   return nil
 end

@@ -11,9 +11,16 @@
 -- `--as ARCH` evaluates every GPU of ARCH's vendor with ARCH's rules instead of its own: a transfer
 -- check of how a rule fares on a GPU it was not fitted to (what an unseen architecture gets).
 -- A dev tool run outside the sandbox: it uses io and package.path.
+--
+-- `--collect DIR` reads a scripts/collect output folder instead (every *.csv under DIR: <op>/p<torch>/[<dtype>/]
+-- <GPU>.csv): the split column is then the rows' dtype (the Dtype column, fp32 without it), tensor-core dtypes
+-- take the tensor-core rule (tiling.gemm.select with the row's dtype), and `named%` is the share of GEMM rows
+-- whose kernel name carries a tile at all (rows without one are left out of count% and time%).
 local root = (arg[0]:match("^(.-)tests/bench/[^/]*$") or "./")
-local data = arg[1] or error("usage: lua5.4 tests/bench/tile_hits.lua <neusight data dir> [--as ARCH]")
-local as_arch = arg[2] == "--as" and (arg[3] or error("--as needs an architecture")) or nil
+local collect_dir = arg[1] == "--collect" and (arg[2] or error("--collect needs a folder")) or nil
+local data = collect_dir or arg[1] or
+  error("usage: lua5.4 tests/bench/tile_hits.lua <neusight data dir> [--as ARCH] | --collect DIR")
+local as_arch = not collect_dir and arg[2] == "--as" and (arg[3] or error("--as needs an architecture")) or nil
 package.path = root .. "scripts/?.lua;" .. root .. "scripts/?/init.lua;" .. package.path
 
 local gemm = require "tiling.gemm"
@@ -124,10 +131,12 @@ local function tally(device, family, split, hit, latency)
   local key = device .. "|" .. family .. "|" .. split
   local s = stats[key]
   if not s then
-    s = { device = device, family = family, split = split, n = 0, hits = 0, lat = 0, lat_hit = 0 }
+    s = { device = device, family = family, split = split, n = 0, hits = 0, lat = 0, lat_hit = 0, all = 0 }
     stats[key] = s
     order[#order + 1] = key
   end
+  s.all = s.all + 1
+  if hit == nil then return end -- a GEMM row whose kernel name carries no tile (counted in named% only)
   s.n, s.lat = s.n + 1, s.lat + latency
   if hit then s.hits, s.lat_hit = s.hits + 1, s.lat_hit + latency end
 end
@@ -143,9 +152,17 @@ local function gemm_file(path, family, split)
     local gpu = gpu_of(row.Device)
     if not gpu then return end
     local tm, tk = gemm.parse(row["Kernel Name"])
-    if not tm then return end -- no tile in the name (not a GEMM kernel)
-    local t = gemm.select({ family = family, b = tonumber(row.B), m = tonumber(row.M), n = tonumber(row.N),
-                            k = tonumber(row.K), dtype = "fp32" }, gpu)
+    local dtype = collect_dir and row.Dtype or "fp32"
+    if collect_dir then split = dtype end
+    if not tm then -- no tile in the name (not a GEMM kernel, or a library kernel without one)
+      if collect_dir then tally(gpu.name, family, split, nil, 0) end
+      return
+    end
+    -- The data's linear rows are B x M tokens (B = 1 in the shared data; the collector writes B = 1 too).
+    local b, m = tonumber(row.B), tonumber(row.M)
+    if family == "linear" then b, m = 1, b * m end
+    local t = gemm.select({ family = family, b = b, m = m, n = tonumber(row.N), k = tonumber(row.K), dtype = dtype },
+      gpu)
     tally(gpu.name, family, split, t.tile_m == tm and t.tile_k == tk, tonumber(row.Latency))
   end)
 end
@@ -160,14 +177,25 @@ local function vec_file(path, op, split)
     local rows, hidden = tonumber(row.B), tonumber(row.H)
     local measured = vec.from_grid(rows, hidden, tonumber(row["Grid x"]), tonumber(row["Grid y"]),
       tonumber(row["Grid z"]))
-    local t = vec.select({ family = "elementwise", op = o, rows = rows, hidden = hidden, dtype = "fp32" }, gpu)
+    local dtype = collect_dir and row.Dtype or "fp32"
+    if collect_dir then split = dtype end
+    local t = vec.select({ family = "elementwise", op = o, rows = rows, hidden = hidden, dtype = dtype }, gpu)
     tally(gpu.name, "elementwise", split, t.elems == measured, tonumber(row.Latency))
   end)
 end
 
 local SKIP_OPS = { bmm = true, linear = true, conv = true }
-for _, base in ipairs { { dir = data .. "/dataset/train/collect", ver = "p2.1.0" },
-                        { dir = data .. "/dataset_amd/train/collect", ver = "p2.4.1" } } do
+if collect_dir then
+  local p = io.popen('find "' .. collect_dir .. '" -name "*.csv" | sort')
+  for path in p:lines() do
+    local op = path:match("([%w_]+)/p[%d.]+/[^/]*$") or path:match("([%w_]+)/p[%d.]+/%w+/[^/]*$")
+    if op == "bmm" or op == "linear" then gemm_file(path, op, "fp32")
+    elseif op and not SKIP_OPS[op] and op ~= "context_attention" then vec_file(path, op, "fp32") end
+  end
+  p:close()
+end
+for _, base in ipairs(collect_dir and {} or { { dir = data .. "/dataset/train/collect", ver = "p2.1.0" },
+                        { dir = data .. "/dataset_amd/train/collect", ver = "p2.4.1" } }) do
   for _, op in ipairs(ls(base.dir, "^%w+$")) do
     local dir = base.dir .. "/" .. op .. "/" .. base.ver
     for _, file in ipairs(ls(dir, "%.csv$")) do
@@ -176,12 +204,12 @@ for _, base in ipairs { { dir = data .. "/dataset/train/collect", ver = "p2.1.0"
     end
   end
 end
-for _, family in ipairs { "bmm", "linear" } do
+for _, family in ipairs(collect_dir and {} or { "bmm", "linear" }) do
   gemm_file(data .. "/dataset/test/" .. family .. ".csv", family, "test")
   local dir = data .. "/dataset_amd/test/collect/" .. family .. "/p2.4.1"
   for _, file in ipairs(ls(dir, "%.csv$")) do gemm_file(dir .. "/" .. file, family, "test") end
 end
-vec_file(data .. "/dataset/test/elem.csv", nil, "test")
+if not collect_dir then vec_file(data .. "/dataset/test/elem.csv", nil, "test") end
 
 ---------------------------------------------------------------------------------------------------
 -- Report
@@ -194,11 +222,13 @@ table.sort(order, function(a, b)
   return x.split > y.split -- train before test
 end)
 
-print(("%-16s %-12s %-6s %7s %8s %8s"):format("gpu", "family", "split", "rows", "count%", "time%"))
+local extra = collect_dir and (" %8s"):format("named%") or ""
+print(("%-16s %-12s %-6s %7s %8s %8s"):format("gpu", "family", "split", "rows", "count%", "time%") .. extra)
 for _, key in ipairs(order) do
   local s = stats[key]
-  print(("%-16s %-12s %-6s %7d %8.1f %8.1f"):format(s.device, s.family, s.split, s.n, 100 * s.hits / s.n,
-    100 * s.lat_hit / s.lat))
+  local named = collect_dir and (" %8.1f"):format(100 * s.n / s.all) or ""
+  print(("%-16s %-12s %-6s %7d %8.1f %8.1f"):format(s.device, s.family, s.split, s.all, 100 * s.hits / s.n,
+    100 * s.lat_hit / s.lat) .. named)
 end
 for device in pairs(unknown_devices) do
   io.stderr:write("tile_hits: no gpus/*.toml alias for device '" .. device .. "' (rows skipped)\n")

@@ -350,3 +350,129 @@ TEST_CASE("collect: the shape grid of stage 1 (no torch needed)", "[cli][collect
   CHECK(bad.code == 2);
   CHECK(bad.err.find("unknown dtype 'fp64'") != std::string::npos);
 }
+
+// A real sample (tests/fixtures/collect_h200: two runs on an H200, cut to 31 cases). Held-out hardware: read and
+// converted here, never trained on.
+TEST_CASE("collect: a real H200 sample converts and is read by eval kernels", "[cli][collect]") {
+  if (!have_python()) return;
+  temp_dir t;
+  const fs::path fixture = source_dir / "tests/fixtures/collect_h200";
+  const fs::path csv = t.path / "csv";
+  // Both runs into one folder, as they were measured: the second (fp16 attention) must not replace the bf16 rows.
+  for (const char* run : {"run1", "run2"}) {
+    const auto r = convert(fixture / run / "manifest.json", csv);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("kernels outside the timed iterations") != std::string::npos);  // allocation, warm-up
+  }
+  const std::string dev = "NVIDIA H200";
+  std::map<std::string, size_t> want = {  // file -> rows (the cases of shrink.py)
+      {"bmm/p2.11.0/" + dev + ".csv", 2},           {"bmm/p2.11.0/bf16/" + dev + ".csv", 3},
+      {"bmm/p2.11.0/tf32/" + dev + ".csv", 2},      {"bmm/p2.11.0/fp16/" + dev + ".csv", 1},
+      {"linear/p2.11.0/" + dev + ".csv", 3},        {"linear/p2.11.0/bf16/" + dev + ".csv", 3},
+      {"linear/p2.11.0/tf32/" + dev + ".csv", 2},   {"linear/p2.11.0/fp16/" + dev + ".csv", 2},
+      {"linear/p2.11.0/fp8/" + dev + ".csv", 2},    {"add/p2.11.0/" + dev + ".csv", 1},
+      {"add/p2.11.0/bf16/" + dev + ".csv", 1},      {"gelu/p2.11.0/" + dev + ".csv", 1},
+      {"softmax/p2.11.0/" + dev + ".csv", 1},       {"softmax/p2.11.0/bf16/" + dev + ".csv", 1},
+      {"ln/p2.11.0/" + dev + ".csv", 1},            {"ln/p2.11.0/bf16/" + dev + ".csv", 1},
+      {"context_attention/p2.11.0/" + dev + ".csv", 2}, {"context_attention/p2.11.0/fp16/" + dev + ".csv", 2}};
+  const auto files = csvs_under(csv);
+  CHECK(files.size() == want.size());
+  size_t rows = 0;
+  std::map<std::string, std::string> kernel_of;  // "op dtype B,M,N,K" -> Kernel Name
+  for (const auto& [rel, n] : want) {
+    INFO(rel);
+    REQUIRE(fs::exists(csv / rel));
+    const ns::csv_table tab = ns::csv_load((csv / rel).string());
+    CHECK(tab.rows.size() == n);
+    rows += tab.rows.size();
+    if (rel.rfind("context_attention/", 0) == 0) {
+      const std::string dt = rel.find("/fp16/") != std::string::npos ? "float16" : "bfloat16";
+      for (const auto& row : tab.rows) {
+        CHECK(row[tab.column("attn_dtype")] == dt);
+        CHECK(row[tab.column("kernel_source")].rfind("cudnn_generated_fort_native_sdpa_sm90_flash_fprop", 0) == 0);
+      }
+      continue;
+    }
+    const bool gemm = rel.rfind("bmm/", 0) == 0 || rel.rfind("linear/", 0) == 0;
+    std::vector<std::string> cols = neusight_columns;
+    for (const char* d : gemm ? std::vector<const char*>{"B", "M", "N", "K"} : std::vector<const char*>{"B", "H"})
+      cols.push_back(d);
+    const bool fp32 = std::count(rel.begin(), rel.end(), '/') == 2;
+    if (!fp32) cols.push_back("Dtype");
+    CHECK(tab.header == cols);
+    for (const auto& row : tab.rows) {
+      CHECK(row[tab.column("Device")] == dev);
+      CHECK(row[tab.column("Torch Version")] == "p2.11.0");
+      CHECK(row[tab.column("CUDA Version")] == "cu130");
+      CHECK(row[tab.column("CUDNN Version")] == "91900");
+      const std::string k = row[tab.column("Kernel Name")];
+      CHECK(row[tab.column("Kernels")].find(";" + k) != std::string::npos);
+      if (gemm)
+        kernel_of[row[tab.column("OPName")] + " " + (fp32 ? "fp32" : row[tab.column("Dtype")]) + " " +
+                  row[tab.column("B")] + "," + row[tab.column("M")] + "," + row[tab.column("N")] + "," +
+                  row[tab.column("K")]] = k;
+    }
+  }
+  CHECK(rows == 31);
+  // Kernel names as cuBLAS 13 launched them. The fp8 case's row names the GEMM although its activation
+  // quantisation (PyTorch's own element-wise kernels, listed in Kernels) ran longer.
+  CHECK(kernel_of["linear fp8 1,128,144,32"] == "nvjet_sm90_qqtst_8x64_128x16_4x2_h_bz_algo2_TNN");
+  CHECK(kernel_of["linear fp8 1,48,960,7792"] == "nvjet_sm90_qqtst_64x48_128x15_2x1_v_bz_algo2_TNT");
+  CHECK(kernel_of["bmm bf16 58,374,376,248"] == "nvjet_sm90_tst_128x192_64x5_2x1_v_bz_coopB_NNN");
+  CHECK(kernel_of["bmm fp32 59,42,470,510"].rfind("sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8", 0) == 0);
+  CHECK(kernel_of["linear tf32 1,101,924,2544"].rfind("sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize64x64x32", 0) == 0);
+  CHECK(kernel_of["linear fp32 1,169,14,213"].rfind("void sgemm_largek_lds64<", 0) == 0);
+  for (const auto& [key, k] : kernel_of) {
+    INFO(key);
+    CHECK(k.find("at::native") == std::string::npos);
+  }
+  const ns::csv_table fp8 = ns::csv_load((csv / ("linear/p2.11.0/fp8/" + dev + ".csv")).string());
+  CHECK(fp8.rows[0][fp8.column("Kernels")].find("at::native::elementwise_kernel") != std::string::npos);
+
+  // eval kernels reads every row, fp16 attention included (as fp16 kernels), and skips nothing.
+  const auto e = run_cli("eval kernels '" + csv.string() + "' --format json");
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  const json j = json::parse(e.out);
+  CHECK(j["rows"].size() == 31);
+  CHECK((!j.contains("skipped") || j["skipped"].empty()));
+  std::map<std::string, size_t> fam;
+  for (const auto& s : j["summary"]) {
+    CHECK(s["gpu"] == "H200-SXM-141GB");
+    fam[s["family"].get<std::string>()] = s["rows"].get<size_t>();
+  }
+  CHECK(fam == std::map<std::string, size_t>{{"attention_prefill", 4}, {"bmm", 2}, {"elementwise", 3},
+                                             {"gemm_fp8", 2}, {"gemm_tc16", 13}, {"layernorm", 2},
+                                             {"linear", 3}, {"softmax", 2}});
+  const auto m = run_cli("eval kernels '" + csv.string() + "' --tiles measured --format json");
+  INFO(m.err);
+  REQUIRE(m.code == 0);
+  CHECK(json::parse(m.out)["rows"].size() == 31);
+
+  // Attention in a dtype we do not model is skipped with its own reason (not the fp8 one).
+  std::string att = ns_test::slurp(csv / ("context_attention/p2.11.0/fp16/" + dev + ".csv"));
+  att = ns_test::replace_all(att, ",float16,float16,", ",float32,float32,");
+  const auto s = run_cli("eval kernels '" + t.write("f32/att.csv", att).string() + "' '" +
+                         (csv / ("softmax/p2.11.0/" + dev + ".csv")).string() + "'");
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  CHECK(s.err.find("skipped 2 rows: attention in attn_dtype 'float32' with kv_cache_dtype 'float32' is not modelled") !=
+        std::string::npos);
+}
+
+TEST_CASE("collect: a second run into the same folder keeps the first run's raw files", "[cli][collect]") {
+  if (!have_python()) return;
+  temp_dir t;
+  const std::string py = "python3 -B -c \"import sys; sys.path.insert(0, 'scripts/collect'); import collect; "
+                         "print(collect.raw_dir(sys.argv[1]))\" '" + t.path.string() + "'";
+  auto r = run_sh(py);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out == (t.path / "raw").string() + "\n");
+  t.write("raw/manifest.json", "{}");
+  r = run_sh(py);
+  CHECK(r.out == (t.path / "raw-2").string() + "\n");
+  t.write("raw-2/manifest.json", "{}");
+  CHECK(run_sh(py).out == (t.path / "raw-3").string() + "\n");
+}

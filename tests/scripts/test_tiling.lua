@@ -79,6 +79,51 @@ function T.test_parse_real_kernel_names()
   raises("string expected", gemm.parse, 42)
 end
 
+-- Names cuBLAS launched on an H200 (torch 2.11.0+cu130, scripts/collect, 2026-11-26; tests/fixtures/collect_h200).
+-- The expected frame is the one the launch grids showed (tiling/gemm.lua, parse patterns 3, 4 and 7); the shape
+-- and grid of one row per family are noted. Names only: no timing of that held-out GPU is used.
+function T.test_parse_hopper_cublas13_names()
+  local cases = {
+    -- nvjet (linear bf16 m=3074 k=496... persistent; linear fp8 m=48 k=7792: grid 2x61 = ceil(7792/64) x ceil(48/48))
+    { "nvjet_sm90_tst_128x184_64x5_1x2_h_bz_coopA_NNT", 184, 128 },
+    { "nvjet_sm90_hsh_192x208_64x4_2x1_v_bz_coopB_bias_TNT", 208, 192 },
+    { "nvjet_sm90_qqtst_64x48_128x15_2x1_v_bz_algo2_TNT", 48, 64 },
+    { "nvjet_sm90_qqtst_64x16_128x16_1x4_h_bz_algo2_splitK_TNT", 16, 64 },
+    -- cuBLAS SIMT fp32: tile A runs along the rows (bmm B=59 M=42 K=510, tilesize64x128: grid 1x4x59)
+    { "sm80_xmma_gemm_f32f32_f32f32_f32_nn_n_tilesize64x128x8_stage3_warpsize1x4x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas", 64, 128 },
+    { "sm80_xmma_gemm_f32f32_f32f32_f32_tn_n_tilesize256x64x8_stage3_warpsize2x2x1_ffma_aligna4_alignc4_execute_kernel__5x_cublas", 256, 64 },
+    { "sm80_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize32x32x64_stage3_warpsize2x2x1_tensor16x8x8_aligna4_alignc4_execute_kernel__5x_cublas", 32, 32 },
+    -- the engine's own predicted tensor-core names keep the library frame (no layout field)
+    { "sm80_xmma_gemm_bf16_tilesize128x256", 256, 128 },
+    -- Hopper xmma (only square tiles seen): library frame as before
+    { "sm90_xmma_gemm_f32f32_tf32f32_f32_tn_n_tilesize128x128x32_warpgroupsize1x1x1_execute_segment_k_off_kernel__5x_cublas", 128, 128 },
+    -- CUTLASS tensor-core kernels with the dtype after "gemm_" (bmm bf16 B=59 M=42 K=510, 256x64: grid 2x1x59)
+    { "void cutlass::Kernel2<cutlass_80_tensorop_bf16_s16816gemm_bf16_256x64_64x3_nn_align2>(cutlass_80_tensorop_bf16_s16816gemm_bf16_256x64_64x3_nn_align2::Params)", 64, 256 },
+    { "void cutlass::Kernel2<cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1>(cutlass_75_tensorop_bf16_s1688gemm_bf16_256x128_nn_align1::Params)", 128, 256 },
+    { "void cutlass::Kernel2<cutlass_80_tensorop_f16_s16816gemm_f16_128x256_64x3_tn_align2>(cutlass_80_tensorop_f16_s16816gemm_f16_128x256_64x3_tn_align2::Params)", 256, 128 },
+    { "void cutlass::Kernel2<cutlass_75_wmma_tensorop_f16_s161616gemm_f16_32x32_128x1_tn_align1>(cutlass_75_wmma_tensorop_f16_s161616gemm_f16_32x32_128x1_tn_align1::Params)", 32, 32 },
+    { "void cutlass::Kernel2<cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_64x2_nn_align2>(cutlass_80_wmma_tensorop_bf16_s161616gemm_bf16_16x16_64x2_nn_align2::Params)", 16, 16 },
+    -- tf32 CUTLASS (no dtype field) as before
+    { "void cutlass::Kernel2<cutlass_80_tensorop_s1688gemm_64x256_16x4_nn_align1>(cutlass_80_tensorop_s1688gemm_64x256_16x4_nn_align1::Params)", 256, 64 },
+  }
+  for _, c in ipairs(cases) do
+    local tm, tk = gemm.parse(c[1])
+    eq(tm, c[2], "tile_m of " .. c[1]:sub(1, 60))
+    eq(tk, c[3], "tile_k of " .. c[1]:sub(1, 60))
+  end
+  -- Names that carry no output tile: the rule's tile is used instead (nil here).
+  for _, name in ipairs {
+    "void gemmSN_NN_kernel<float, 128, 2, 4, 8, 3, 4, false, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float> >(cublasGemmSmallNParams<cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float const>, cublasGemvTensorStridedBatched<float>, float>)",
+    "void sgemm_largek_lds64<true, false, 5, 5, 4, 4, 4, 34>(float*, float const*, float const*, int, int, int, int, int, int, float const*, float const*, float, float, int, int, int*, int*)",
+    "void magma_sgemmEx_kernel<float, float, float, false, false, 6, 3, 5, 3, 3>(int, int, int, BatchedTensor, int, BatchedTensor, int, BatchedTensor, int, BatchedTensor, int, int, int, float const*, float const*, float, float, int, cublasLtEpilogue_t, int, void const*, long)",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x64_4x1x1_cga1x1x1_kernel0_0",
+  } do
+    local tm, tk = gemm.parse(name)
+    eq(tm, nil, "tile_m of " .. name:sub(1, 40))
+    eq(tk, nil, "tile_k of " .. name:sub(1, 40))
+  end
+end
+
 -- select() on (shape, GPU) pairs whose measured kernel the rules reproduce.
 local function check_select(g, family, b, m, n, k, kernel, source)
   local t = gemm.select({ family = family, b = b, m = m, n = n, k = k, dtype = "fp32" }, g)
