@@ -230,6 +230,7 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
   }
   lua_State* L = p_->L();
   stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
   p_->push_engine_field("load_predictor");
   lua_pushstring(L, path.c_str());
   lua_pushstring(L, chunk.c_str());
@@ -241,8 +242,7 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
   const std::string where = ar.linedefined > 0 ? chunk + ":" + std::to_string(ar.linedefined) : chunk;
   const int ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops P
   p_->predictor_refs.push_back(ref);
-  auto pred = std::make_unique<lua_predictor>(*p_, name, where, ref);
-  return pred;
+  return std::make_unique<lua_predictor>(*p_, name, where, ref);
 }
 
 }  // namespace ns
