@@ -31,6 +31,15 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// --predictor: a built-in or a Lua predictor (session::predictor_make resolves and checks the name).
+std::string predictor_help() {
+  std::string builtins;
+  for (const auto& n : predictor_names()) builtins += (builtins.empty() ? "" : ", ") + n;
+  return "Kernel latency predictor: " + builtins +
+         ", or a Lua predictor: NAME (neusight/predictors/NAME.lua on the script search path, e.g. roofline_derated) "
+         "or a .lua file";
+}
+
 struct common_flags {
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;
@@ -263,8 +272,7 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                               "FlashAttention kernel each way); default sdpa for bf16/fp16/fp8 where the model has "
                               "it, else eager") + o)
       ->check(CLI::IsMember({"eager", "sdpa"}));
-  cmd->add_option("--predictor", f.predictor, "Kernel latency predictor")
-      ->check(CLI::IsMember(predictor_names()));
+  cmd->add_option("--predictor", f.predictor, predictor_help());
   cmd->add_option("--weights", f.weights,
                   "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the "
                   "bundled weights/; e.g. the --out of weights/train.sh)")
@@ -404,8 +412,8 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
   }
 }
 
-std::unique_ptr<predictor> predictor_for(const forecast_flags& f) {
-  auto pred = predictor_make(f.predictor, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
+std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
+  auto pred = s.predictor_make(f.predictor, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
   pred->memo_enable(!memo_disabled());
   return pred;
 }
@@ -430,7 +438,7 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
                          {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
                          w.kv_dtype, w.weight_dtype};
   out.meta.warnings = w.warnings;
-  if (!pred) pred = predictor_for(f);
+  if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
 
@@ -628,7 +636,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   d.gpu = gpu;
   d.meta = std::move(m);
   d.meta.gpu = &d.gpu;
-  const auto pred = predictor_for(f);
+  const auto pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
   report_emit(s, c, d);
   return 0;
@@ -800,7 +808,7 @@ int app_main(int argc, char** argv) {
   eval->require_subcommand(1);
   auto* eval_k = eval->add_subcommand("kernels", "MAPE per GPU x family on micro-benchmark CSV rows");
   eval_k->add_option("files", eflags.files, "Micro-benchmark CSV files or folders")->required();
-  eval_k->add_option("--predictor", eflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  eval_k->add_option("--predictor", eflags.predictor, predictor_help());
   eval_k->add_option("--weights", eflags.weights, "Weights root (default: the bundled weights/)");
   eval_k->add_option("--tiles", eflags.tiles, "rule (what a forecast uses) or measured (oracle)")
       ->check(CLI::IsMember({"rule", "measured"}));
@@ -813,7 +821,7 @@ int app_main(int argc, char** argv) {
       ->required();
   eval_m->add_option("--graphs", mflags.graphs, "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
       ->type_name("DIR");
-  eval_m->add_option("--predictor", mflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  eval_m->add_option("--predictor", mflags.predictor, predictor_help());
   eval_m->add_option("--weights", mflags.weights, "Weights root (default: the bundled weights/)");
   eval_m->add_option("--overhead", mflags.overhead,
                      "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off")
@@ -854,7 +862,7 @@ int app_main(int argc, char** argv) {
   search->add_option("--dtype", qflags.dtype, "Compute element type: fp32, tf32, fp16, bf16, fp8 (or bfloat16, torch.float16, …)");
   search->add_option("--precision", qflags.precision,
                      "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
-  search->add_option("--predictor", qflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  search->add_option("--predictor", qflags.predictor, predictor_help());
   search->add_option("--schedule", qflags.schedule,
                      "Pipeline schedules to search, comma-separated: gpipe, 1f1b, interleaved (e.g. 1f1b,interleaved)")
       ->capture_default_str()->check(member_list({"gpipe", "1f1b", "interleaved"}));
@@ -900,7 +908,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::IsMember({"eager", "graph"}));
   serve->add_option("--attention", vflags.attention, "Attention implementation: sdpa (default for 16-bit) or eager")
       ->check(CLI::IsMember({"eager", "sdpa"}));
-  serve->add_option("--predictor", vflags.predictor, "Kernel latency predictor")->check(CLI::IsMember(predictor_names()));
+  serve->add_option("--predictor", vflags.predictor, predictor_help());
   serve->add_option("--input-len", vflags.input_len,
                     "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
       ->required();

@@ -158,7 +158,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     }
   }
   tiles_assign(s, d.rows, f.tiles);
-  const auto pred = predictor_make(f.predictor, f.weights.empty() ? root / "weights" : std::filesystem::path(f.weights));
+  const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : std::filesystem::path(f.weights));
   std::map<const gpu_spec*, std::vector<size_t>> by_gpu;
   for (size_t i = 0; i < d.rows.size(); ++i) by_gpu[d.rows[i].gpu].push_back(i);
   std::vector<double> predicted(d.rows.size());

@@ -146,7 +146,7 @@ int eval_models_main(const eval_models_flags& f) {
   session_paths_set(so, f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
   const gpu_catalog catalog(root / "gpus");
-  const auto pred = predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
+  const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
 
   std::map<std::string, size_t> skipped;
   std::map<std::string, std::string> skipped_first;

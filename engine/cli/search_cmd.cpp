@@ -78,7 +78,7 @@ int search_main(const search_flags& f) {
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
   o.memo = !memo_disabled();
   session s(o);
-  const auto pred = predictor_make(f.predictor, o.data_root / "weights");
+  const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
 

@@ -32,7 +32,7 @@ int serve_main(const serve_flags& f) {
   session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
   o.memo = !memo_disabled();  // NEUSIGHT_NO_CACHE=1, as predict and search
   session s(o);
-  const auto pred = predictor_make(f.predictor, o.data_root / "weights");
+  const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(!memo_disabled());
 
   workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};

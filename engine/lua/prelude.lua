@@ -39,6 +39,32 @@ local function pcall_result(ok, ...)
   return ok, ...
 end
 
+-- ns.predict(kernels, gpu, predictor) -> { seconds, … }: a built-in predictor ("neusight", "roofline",
+-- "roofline-reference") over a list of kernels — the tables a Lua predictor receives, or ones built as an op rule
+-- returns them (those get the library's tile) — on a GPU (the table rules and predictors receive, a copy with changed
+-- numbers, or a name). One call prices identical kernels once; the "neusight" MLP runs once per family.
+function ns.predict(kernels, gpu, predictor)
+  if type(kernels) ~= "table" then
+    error("bad argument #1 to 'predict' (array of kernels expected, got " .. type(kernels) .. ")", 2)
+  end
+  if type(gpu) == "userdata" then  -- the read-only view rules and predictors get: its fields, as a plain table
+    local t = {}
+    for k, v in pairs(gpu) do t[k] = v end
+    gpu = t
+  elseif type(gpu) ~= "table" and type(gpu) ~= "string" then
+    error("bad argument #2 to 'predict' (GPU table or name expected, got " .. type(gpu) .. ")", 2)
+  end
+  if type(predictor) ~= "string" then
+    error("bad argument #3 to 'predict' (predictor name expected, got " .. type(predictor) .. ")", 2)
+  end
+  local ok, r = raw_pcall(C.predict, kernels, gpu, predictor)
+  if not ok then
+    if limit_tripped() then error(r, 0) end
+    error("ns.predict: " .. tostring(r), 2)
+  end
+  return r
+end
+
 -- setmetatable without finalizers: a __gc would run script code between the engine's calls, outside its limits.
 local raw_setmetatable = setmetatable
 local function safe_setmetatable(t, mt)
@@ -206,6 +232,36 @@ function E.check_op(rule, chunk, stem)
   local copy = {}  -- the engine keeps its own copy: the script cannot swap a hook later through its table
   for k, v in next, rule do copy[k] = v end
   return copy
+end
+
+-- Lua predictor schema (--predictor NAME: scripts/neusight/predictors/NAME.lua, or a .lua file): a returned plain table,
+-- predict(kernels, gpu) -> { seconds, … } required, description optional, unknown keys are errors.
+local predictor_fields = { predict = "function", description = "string" }
+
+function E.check_predictor(p, chunk)
+  if type(p) ~= "table" then
+    error(chunk .. ": a predictor must return a table { predict = function(kernels, gpu) … end } (got " .. type(p)
+          .. ")", 0)
+  end
+  if getmetatable(p) ~= nil then
+    error(chunk .. ": a predictor must return a plain table (this one has a metatable)", 0)
+  end
+  for k, v in next, p do
+    local want = predictor_fields[k]
+    if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, predictor_fields), 0) end
+    if type(v) ~= want then error(chunk .. ": field '" .. k .. "' must be a " .. want .. " (got " .. type(v) .. ")", 0) end
+  end
+  if p.predict == nil then
+    error(chunk .. ": missing required field 'predict' (function(kernels, gpu) returning seconds per kernel)", 0)
+  end
+  local copy = {}  -- the engine keeps its own copy, as for op rules
+  for k, v in next, p do copy[k] = v end
+  return copy
+end
+
+-- Loads a predictor file (found by the host) in a fresh environment and checks it; `name` is its module name or path.
+function E.load_predictor(path, chunk, name)
+  return E.check_predictor(C.load(path, chunk, E.new_env())(name), chunk)
 end
 
 -- Op rules load lazily on first use and are cached by name; false caches "no rule".

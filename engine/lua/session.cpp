@@ -194,7 +194,7 @@ const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
-    {"limit_tripped", l_limit_tripped},
+    {"limit_tripped", l_limit_tripped}, {"predict", l_predict},
     {nullptr, nullptr},
 };
 
@@ -227,6 +227,9 @@ void overrides_push_table(lua_State* L, const workload_overrides& o) {
 
 session::session(session_options opts) : p_(std::make_unique<impl>()) {
   p_->opts = std::move(opts);
+  p_->owner = this;
+  p_->weights_root = p_->opts.data_root / "weights";
+  p_->predict_memo = p_->opts.memo;
   p_->state.limits_set(p_->opts.limits);
   p_->script_dirs_rebuild();
   p_->op_dirs_rebuild();
@@ -258,7 +261,9 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
 const nlohmann::ordered_json& session::memory() const { return p_->memory; }
 
 session::~session() {
-  if (p_ && p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
+  if (!p_) return;
+  if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
+  for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
 state_layout session::state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer) {

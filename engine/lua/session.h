@@ -143,6 +143,17 @@ class session {
   };
   model_facts model_facts_of(const workload_overrides& overrides);
 
+  // The predictor `name` names: a built-in (predictor_names(); "neusight" reads `weights_root`), else a Lua predictor
+  // run in this session's state behind the same interface — the module neusight.predictors.<name> on the script
+  // search path (scripts/neusight/predictors/<name>.lua, --scripts, NEUSIGHT_SCRIPTS_PATH), or a file when the name
+  // ends in ".lua" or holds a '/'. The file returns { predict = function(kernels, gpu) → { seconds, … },
+  // description = "…" }; predict gets the distinct kernels without fixed seconds (kernel_push tables) and the GPU
+  // table. Throws for an unknown name (naming the built-ins and the Lua predictors found), a file that breaks the
+  // schema, and later a predict() that errs or returns the wrong count, a non-number, NaN, inf or a negative time,
+  // each with file:line. ns.predict(kernels, gpu, name) runs the same built-ins with the same weights. The predictor
+  // must not outlive the session.
+  std::unique_ptr<predictor> predictor_make(const std::string& name, const std::filesystem::path& weights_root);
+
   // The GPU a name resolves to (gpu_catalog::resolve), parsed once per name for the session's lifetime; what
   // workload_load, serve's gpu() and comparisons use.
   const gpu_spec& gpu(const std::string& query);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <filesystem>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -67,6 +68,17 @@ struct session::impl {
   std::map<std::string, std::optional<calibration>> calibrations;  // by GPU file (calibration_of)
   std::map<std::string, std::optional<calibration>> calibration_overrides;  // by GPU name (calibration_set)
   std::map<std::string, int> data_refs;  // figures_call: parsed data files (uncertainty tables) by path, registry refs
+  // Predictors (session_predict.cpp): the built-ins ns.predict runs, made on first use with `weights_root` (the last
+  // predictor_make's, else data_root/weights) and memoised unless `predict_memo` is off; the checked tables of the
+  // Lua predictors made (registry refs, released with the session); what the built-ins warned of during the current
+  // Lua predictor call.
+  session* owner = nullptr;  // the session this state belongs to (ns.predict selects tiles through it)
+  fs::path weights_root;
+  bool predict_memo = true;
+  std::map<std::string, std::unique_ptr<predictor>> builtin_predictors;
+  std::vector<int> predictor_refs;
+  std::vector<std::string> predict_warnings;
+  predictor& builtin_predictor(const std::string& name);
 
   lua_State* L() const { return state.get(); }
 
@@ -143,6 +155,9 @@ struct session::impl {
     lua_remove(L(), -2);
   }
 };
+
+// predict(kernels, gpu, name) -> { seconds, … }: the engine half of ns.predict (session_predict.cpp). [-3, +1, e]
+int l_predict(lua_State* L);
 
 // Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
 void overrides_push_table(lua_State* L, const workload_overrides& o);

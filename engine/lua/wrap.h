@@ -34,8 +34,20 @@ void node_push(lua_State* L, const node& n, bool training);
 // Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). [-0, +0, -]
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where);
 
-// Reads the array of kernel tables at `idx` returned by a hook; errors are prefixed with `where`. [-0, +0, -]
-std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where);
+// Reads the array of kernel tables at `idx` returned by a hook; errors are prefixed with `where`. With `tiles`, a kernel
+// may also carry the `tile` table kernel_push writes (read back into the tile fields). [-0, +0, -]
+std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where, bool tiles = false);
+
+// Pushes a kernel as the plain table a Lua predictor receives: the fields kernels_read accepts (kind, name, op, dtype,
+// flops, bytes, b/m/n/k, rows/hidden, kv_dtype, weight_bytes, seconds; absent where they do not apply) and, once the
+// tiling rules picked one, `tile` = { m, k, split, elems, blocks, flops, bytes, kernel } (its non-zero parts).
+// [-0, +1, m]
+void kernel_push(lua_State* L, const kernel& k);
+
+// Reads a GPU table (the fields gpu_push writes, plus `source`) back into a spec: the table a rule or predictor got,
+// or a copy with some numbers changed. Required fields must be present; numbers finite and >= 0 (> 0 where the GPU
+// file demands it). `what` prefixes errors. [-0, +0, -]
+gpu_spec gpu_read(lua_State* L, int idx, const std::string& what);
 
 // Line and column (both 1-based) of the byte nlohmann::json's parse_error reports (its `byte`: bytes read).
 struct json_position {

@@ -1,4 +1,5 @@
 // engine/lua/wrap_gpu.cpp — the GPU spec as the plain table op rules receive.
+#include <cmath>
 #include <type_traits>
 
 #include "lua/wrap.h"
@@ -32,6 +33,62 @@ void gpu_push(lua_State* L, const gpu_spec& gpu) {
   }
   lua_pushlstring(L, gpu.source.data(), gpu.source.size());
   lua_setfield(L, -2, "source");
+}
+
+gpu_spec gpu_read(lua_State* L, int idx, const std::string& what) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) throw error(what + ": expected a GPU table (got " + luaL_typename(L, idx) + ")");
+  plain_table_check(L, idx, what);
+  gpu_spec gpu;
+  for (const auto& f : gpu_fields()) {
+    const int t = raw_getfield(L, idx, f.key);  // stack: value
+    if (t == LUA_TNIL) {
+      lua_pop(L, 1);
+      if (f.optional) continue;
+      throw error(what + ": missing GPU field '" + f.key + "'");
+    }
+    std::visit(
+        [&](auto member) {
+          using T = std::decay_t<decltype(gpu.*member)>;
+          T& v = gpu.*member;
+          auto bad = [&](const char* expected) {
+            const std::string got = luaL_typename(L, -1);
+            lua_pop(L, 1);
+            throw error(what + ": GPU field '" + f.key + "' must be " + expected + " (got " + got + ")");
+          };
+          if constexpr (std::is_same_v<T, std::string>) {
+            if (t != LUA_TSTRING) bad("a string");
+            v = lua_tostring(L, -1);
+          } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            if (t != LUA_TTABLE) bad("an array of strings");
+            for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+              if (lua_rawgeti(L, -1, i) != LUA_TSTRING) {
+                lua_pop(L, 1);
+                bad("an array of strings");
+              }
+              v.emplace_back(lua_tostring(L, -1));
+              lua_pop(L, 1);
+            }
+          } else {
+            int ok = t == LUA_TNUMBER;
+            if constexpr (std::is_same_v<T, int64_t>) v = int64_t(lua_tointegerx(L, -1, &ok));
+            else v = lua_tonumber(L, -1);
+            if (!ok) bad(std::is_same_v<T, int64_t> ? "an integer" : "a number");
+            const double x = double(v);
+            if (!std::isfinite(x) || (f.positive || f.optional ? !(x > 0) : !(x >= 0))) {
+              lua_pop(L, 1);
+              throw error(what + ": GPU field '" + f.key + "' must be a finite number " +
+                          (f.positive || f.optional ? "> 0" : ">= 0") + " (got " + std::to_string(x) + ")");
+            }
+          }
+        },
+        f.member);
+    lua_pop(L, 1);
+  }
+  if (raw_getfield(L, idx, "source") == LUA_TSTRING) gpu.source = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (gpu.source.empty()) gpu.source = what;
+  return gpu;
 }
 
 }  // namespace ns

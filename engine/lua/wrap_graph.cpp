@@ -196,6 +196,24 @@ const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
                                               "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes"};
+const std::vector<std::string> kernel_keys_tiled = [] {
+  auto keys = kernel_keys;
+  keys.emplace_back("tile");
+  return keys;
+}();
+
+// The `tile` table of kernel_push at `idx` into k's tile fields. [-0, +0, -]
+void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
+  table_reader t(L, idx, what);
+  t.check_keys({"m", "k", "split", "elems", "blocks", "flops", "bytes", "kernel"});
+  k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
+  k.tile_elems = t.integer_or("elems", 0);
+  k.tile_blocks = t.number_or("blocks", 0), k.tile_flops = t.number_or("flops", 0), k.tile_bytes = t.number_or("bytes", 0);
+  k.tile_kernel = t.str_or("kernel", "");
+  if (k.tile_m < 0 || k.tile_k < 0 || k.tile_split < 1 || k.tile_elems < 0 || k.tile_blocks < 0 || k.tile_flops < 0 ||
+      k.tile_bytes < 0)
+    throw error(what + ": tile sizes must be >= 0 (split >= 1)");
+}
 
 std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
   std::map<std::string, attr_value> out;
@@ -275,7 +293,7 @@ std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
   return out;
 }
 
-std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where) {
+std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where, bool tiles) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx))
     throw error(where + " returned " + luaL_typename(L, idx) + ", expected an array of kernels");
@@ -302,7 +320,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
     lua_rawgeti(L, idx, i);  // stack: kernel_i
     try {
       table_reader r(L, -1, where + " kernel #" + std::to_string(i));
-      r.check_keys(kernel_keys);
+      r.check_keys(tiles ? kernel_keys_tiled : kernel_keys);
       kernel k;
       const std::string kind = r.str("kind");
       const auto parsed = kernel_kind_parse(kind);
@@ -343,6 +361,16 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }
+      if (tiles && r.has("tile")) {
+        raw_getfield(L, -1, "tile");  // stack: kernel_i tile
+        try {
+          tile_read(L, -1, k, r.what() + ": tile");
+        } catch (...) {
+          lua_pop(L, 1);
+          throw;
+        }
+        lua_pop(L, 1);
+      }
       out.push_back(std::move(k));
     } catch (...) {
       lua_pop(L, 1);
@@ -351,6 +379,46 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
     lua_pop(L, 1);
   }
   return out;
+}
+
+void kernel_push(lua_State* L, const kernel& k) {
+  lua_createtable(L, 0, 12);  // stack: kernel
+  const auto str = [&](const char* key, const std::string& v) {
+    lua_pushlstring(L, v.data(), v.size());
+    lua_setfield(L, -2, key);
+  };
+  const auto num = [&](const char* key, double v) {
+    lua_pushnumber(L, v);
+    lua_setfield(L, -2, key);
+  };
+  const auto integer = [&](const char* key, int64_t v) {
+    lua_pushinteger(L, lua_Integer(v));
+    lua_setfield(L, -2, key);
+  };
+  str("kind", std::string(kernel_kind_name(k.kind)));
+  str("name", k.name);
+  if (!k.op.empty()) str("op", k.op);
+  str("dtype", k.dtype);
+  num("flops", k.flops);
+  num("bytes", k.bytes);
+  const bool matrix = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm || k.kind == kernel_kind::attention;
+  const bool vector = k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
+                      k.kind == kernel_kind::layernorm || k.kind == kernel_kind::attention;
+  if (matrix) integer("b", k.b), integer("m", k.m), integer("n", k.n), integer("k", k.k);
+  if (vector) integer("rows", k.rows), integer("hidden", k.hidden);
+  if (!k.kv_dtype.empty()) str("kv_dtype", k.kv_dtype);
+  if (k.weight_bytes > 0) num("weight_bytes", k.weight_bytes);
+  if (k.seconds) num("seconds", *k.seconds);
+  if (k.tile_m || k.tile_k || k.tile_elems || k.tile_blocks > 0) {
+    lua_createtable(L, 0, 8);  // stack: kernel tile
+    if (k.tile_m) integer("m", k.tile_m);
+    if (k.tile_k) integer("k", k.tile_k);
+    if (k.tile_m || k.tile_k) integer("split", k.tile_split);
+    if (k.tile_elems) integer("elems", k.tile_elems);
+    if (k.tile_blocks > 0) num("blocks", k.tile_blocks), num("flops", k.tile_flops), num("bytes", k.tile_bytes);
+    if (!k.tile_kernel.empty()) str("kernel", k.tile_kernel);
+    lua_setfield(L, -2, "tile");
+  }
 }
 
 }  // namespace ns

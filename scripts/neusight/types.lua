@@ -1,4 +1,4 @@
--- scripts/neusight/types.lua — LuaCATS type declarations for op rules, nodes, kernels and workloads (documentation only).
+-- scripts/neusight/types.lua — LuaCATS type declarations for op rules, nodes, kernels, predictors and workloads (documentation only).
 
 ---@class neusight.Gpu                   GPU spec fields from gpus/<gpu>.toml (read-only)
 ---@field name string
@@ -24,7 +24,7 @@
 ---                                      nodes: impl and the recipe's element sizes (neusight.precision.optimizer_attrs)
 
 ---@class neusight.Kernel                one primitive kernel (neusight/kernels.lua builds them)
----@field kind "gemm"|"bmm"|"elementwise"|"softmax"|"layernorm"|"memory"|"collective"
+---@field kind "gemm"|"bmm"|"elementwise"|"softmax"|"layernorm"|"memory"|"collective"|"attention"
 ---@field name string                    reference primitive: "Linear", "BMM", "VECadd", "VECsoftmax", "VECln", "MEM", …
 ---@field op? string                     elementwise op: "add", "mulu", …
 ---@field dtype string
@@ -48,6 +48,26 @@
 ---@field accumulate? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]  training only: gradient accumulation
 ---@field saves? fun(node: neusight.Node): number  bytes autograd keeps for backward (neusight/memory.lua; default: the output)
 ---@field temporary? fun(node: neusight.Node): number  largest transient bytes while it runs (default: inputs + output)
+
+---@class neusight.Tile                  the library tile the tiling rules chose (scripts/tiling/); its non-zero parts
+---@field m? integer                     GEMM/BMM output tile along m
+---@field k? integer                     GEMM/BMM output tile along k
+---@field split? integer                 GEMM split-K factor
+---@field elems? integer                 vector kernels: elements per thread block
+---@field blocks? number                 attention: thread blocks, and FLOPs and bytes per block
+---@field flops? number
+---@field bytes? number
+---@field kernel? string                 the library kernel, e.g. "ampere_sgemm_128x64_tn"
+
+---@class neusight.PricedKernel: neusight.Kernel  what a Lua predictor's predict() receives (and ns.predict takes)
+---@field kv_dtype? string               attention: the KV cache's dtype when it differs
+---@field weight_bytes? number           gemm: bytes per weight element under weight-only quantisation
+---@field tile? neusight.Tile            absent before tiling; ns.predict keeps a given one, selects a missing one
+
+---@class neusight.Predictor             what scripts/neusight/predictors/<name>.lua (--predictor <name>) returns
+---@field predict fun(kernels: neusight.PricedKernel[], gpu: neusight.Gpu): number[]  seconds per kernel, in order;
+---                                      each finite and >= 0. The kernels are distinct, none with fixed `seconds`.
+---@field description? string
 
 ---@class neusight.Workload              what a workload script returns (neusight/workload.lua validates it)
 ---@field model string|table|fun(opts: {batch: integer, seq: integer, training: boolean, dtype: string, loss: boolean}): neusight.Node[]

@@ -1,0 +1,248 @@
+// engine/lua/session_predict.cpp — predictors in the session's Lua state: ns.predict over the built-ins, Lua predictors.
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <unordered_map>
+
+#include "lua/session_impl.h"
+
+namespace ns {
+
+namespace {
+
+void key_num(std::string& out, double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%a;", v);  // exact
+  out += buf;
+}
+
+// Everything kernel_push shows a predictor, unambiguously: two kernels with one key are the same input.
+std::string kernel_key(const kernel& k) {
+  std::string out;
+  for (const std::string* s : {&k.name, &k.op, &k.dtype, &k.kv_dtype, &k.tile_kernel})
+    out += std::to_string(s->size()) + ':' + *s;
+  out += std::string(kernel_kind_name(k.kind)) + ';';
+  for (int64_t v : {k.b, k.m, k.n, k.k, k.rows, k.hidden, k.tile_m, k.tile_k, k.tile_elems, k.tile_split})
+    out += std::to_string(v) + ',';
+  for (double v : {k.flops, k.bytes, k.weight_bytes, k.tile_blocks, k.tile_flops, k.tile_bytes}) key_num(out, v);
+  if (k.seconds) key_num(out, *k.seconds);
+  return out;
+}
+
+// "#3 'Linear' (gemm)" for messages about one kernel of a predict() call.
+std::string kernel_label(size_t i, const kernel& k) {
+  return "#" + std::to_string(i + 1) + " '" + k.name + "' (" + std::string(kernel_kind_name(k.kind)) + ")";
+}
+
+std::string names_joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// A Lua predictor: the checked table E.load_predictor returned, kept in the registry, called through ns_call.
+class lua_predictor final : public predictor {
+ public:
+  lua_predictor(session::impl& p, std::string name, std::string where, int ref)
+      : p_(p), name_(std::move(name)), where_(std::move(where)), ref_(ref) {}
+  std::string name() const override { return name_; }
+  std::vector<std::string> warnings() const override { return warnings_; }
+  void memo_enable(bool on) override {
+    p_.predict_memo = on;
+    for (auto& [_, b] : p_.builtin_predictors) b->memo_enable(on);
+  }
+
+  // The distinct kernels without fixed seconds go to predict() once each, in order of first appearance (a pass-through
+  // to ns.predict(…, "neusight") thus sees the batch the C++ predictor would, bit for bit); fixed ones keep theirs.
+  std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
+    std::vector<double> out(kernels.size(), 0.0);
+    std::vector<size_t> slot(kernels.size(), SIZE_MAX);
+    std::vector<const kernel*> unique;
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (k.seconds) {
+        out[i] = *k.seconds;
+        continue;
+      }
+      auto [it, fresh] = index.try_emplace(kernel_key(k), unique.size());
+      if (fresh) unique.push_back(&k);
+      slot[i] = it->second;
+    }
+    p_.predict_warnings.clear();
+    warnings_.clear();
+    if (unique.empty()) return out;
+    lua_State* L = p_.L();
+    stack_guard guard(L);
+    const stack_restore restore(L);  // also on error
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref_);
+    raw_getfield(L, -1, "predict");  // stack: P predict
+    lua_createtable(L, int(unique.size()), 0);
+    for (size_t i = 0; i < unique.size(); ++i) {
+      kernel_push(L, *unique[i]);
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    p_.push_gpu(gpu);  // stack: P predict kernels gpu
+    ns_call(L, 2, 1,
+            "while predicting " + std::to_string(unique.size()) + " kernels on " + gpu.name + " with predictor '" +
+                name_ + "' (" + where_ + ")");
+    // stack: P seconds
+    const std::string head = where_ + ": predict() returned ";
+    if (!lua_istable(L, -1))
+      throw error(head + luaL_typename(L, -1) + ", expected an array of " + std::to_string(unique.size()) +
+                  " numbers (seconds per kernel, in order)");
+    const size_t n = lua_rawlen(L, -1);
+    if (n != unique.size())
+      throw error(head + std::to_string(n) + " values for " + std::to_string(unique.size()) +
+                  " kernels (one number of seconds per kernel, in order)");
+    std::vector<double> seconds(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int t = lua_rawgeti(L, -1, lua_Integer(i + 1));
+      if (t != LUA_TNUMBER)
+        throw error(head + "a " + luaL_typename(L, -1) + " for kernel " + kernel_label(i, *unique[i]) +
+                    ", expected a number of seconds");
+      const double v = lua_tonumber(L, -1);
+      if (!std::isfinite(v) || v < 0) {
+        char buf[40];
+        std::snprintf(buf, sizeof buf, "%g", v);
+        const std::string shown = std::isnan(v) ? "nan" : std::isinf(v) ? (v > 0 ? "inf" : "-inf") : buf;
+        throw error(head + shown + " for kernel " + kernel_label(i, *unique[i]) + ": seconds must be finite and >= 0");
+      }
+      seconds[i] = v;
+      lua_pop(L, 1);
+    }
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (slot[i] != SIZE_MAX) out[i] = seconds[slot[i]];
+    warnings_ = p_.predict_warnings;
+    return out;
+  }
+
+ private:
+  session::impl& p_;
+  std::string name_, where_;  // where_: "<chunk>:<line of predict>"
+  int ref_;
+  mutable std::vector<std::string> warnings_;
+};
+
+bool lua_name_ok(const std::string& s) {
+  if (s.empty() || s.size() > 100) return false;
+  for (char c : s)
+    if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_') return false;
+  return true;
+}
+
+}  // namespace
+
+predictor& session::impl::builtin_predictor(const std::string& name) {
+  if (auto it = builtin_predictors.find(name); it != builtin_predictors.end()) return *it->second;
+  const auto names = predictor_names();
+  if (std::find(names.begin(), names.end(), name) == names.end())
+    throw error("unknown built-in predictor '" + name + "'" + text_did_you_mean(name, names) + "; built-in: " +
+                names_joined(names) + " (a Lua predictor is a module: require(\"neusight.predictors.<name>\").predict)");
+  auto pred = ns::predictor_make(name, weights_root);
+  pred->memo_enable(predict_memo);
+  return *builtin_predictors.emplace(name, std::move(pred)).first->second;
+}
+
+int l_predict(lua_State* L) {
+  return ns_catch(L, [&] {
+    auto& p = *static_cast<session::impl*>(lua_touserdata(L, lua_upvalueindex(1)));
+    // stack: kernels gpu name (types checked by prelude.lua ns.predict)
+    const std::string name = lua_tostring(L, 3);
+    predictor& pred = p.builtin_predictor(name);
+    const gpu_spec gpu = lua_type(L, 2) == LUA_TSTRING ? p.gpu_resolve(lua_tostring(L, 2))
+                                                       : gpu_read(L, 2, "argument #2 (gpu)");
+    const std::vector<kernel> read = kernels_read(L, 1, "argument #1 (kernels)", true);
+    // distinct kernels, in order of first appearance
+    std::vector<kernel_instance> unique;
+    std::vector<size_t> slot(read.size());
+    std::unordered_map<std::string, size_t> index;
+    for (size_t i = 0; i < read.size(); ++i) {
+      auto [it, fresh] = index.try_emplace(kernel_key(read[i]), unique.size());
+      if (fresh) unique.push_back({0, phase::forward, read[i]});
+      slot[i] = it->second;
+    }
+    // kernels without a tile (built in Lua) get the library's, as a forecast's do; a given tile is kept
+    std::vector<kernel*> untiled;
+    for (auto& ki : unique)
+      if (!ki.k.tile_m && !ki.k.tile_k && !ki.k.tile_elems && !(ki.k.tile_blocks > 0)) untiled.push_back(&ki.k);
+    if (!untiled.empty()) p.owner->tiles_select(untiled, gpu);
+    const std::vector<double> seconds = pred.predict(unique, gpu);
+    for (const auto& w : pred.warnings())
+      if (std::find(p.predict_warnings.begin(), p.predict_warnings.end(), w) == p.predict_warnings.end())
+        p.predict_warnings.push_back(w);
+    lua_createtable(L, int(read.size()), 0);
+    for (size_t i = 0; i < read.size(); ++i) {
+      lua_pushnumber(L, seconds[slot[i]]);
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    return 1;
+  });
+}
+
+std::unique_ptr<predictor> session::predictor_make(const std::string& name, const fs::path& weights_root) {
+  if (weights_root != p_->weights_root) p_->builtin_predictors.clear();  // ns.predict's "neusight" reads these weights
+  p_->weights_root = weights_root;
+  const auto builtins = predictor_names();
+  if (std::find(builtins.begin(), builtins.end(), name) != builtins.end()) return ns::predictor_make(name, weights_root);
+  std::string path, chunk;
+  const bool is_file = name.find('/') != std::string::npos ||
+                       (name.size() > 4 && name.compare(name.size() - 4, 4, ".lua") == 0);
+  if (is_file) {
+    std::error_code ec;
+    if (!fs::is_regular_file(name, ec)) throw error("predictor " + name + ": no such file");
+    path = name;
+    chunk = display_of(name);
+  } else {
+    std::vector<std::string> found;  // Lua predictors on the search path, for the message
+    std::string dirs;
+    for (const auto& d : p_->script_dirs) {
+      dirs += (dirs.empty() ? "" : ", ") + d.display;
+      std::error_code ec;
+      for (const auto& e : fs::directory_iterator(d.path / "neusight" / "predictors", ec)) {
+        std::error_code e1;
+        if (e.is_regular_file(e1) && e.path().extension() == ".lua" && lua_name_ok(e.path().stem().string()))
+          found.push_back(e.path().stem().string());
+      }
+      if (path.empty() && lua_name_ok(name)) {
+        const fs::path file = d.path / "neusight" / "predictors" / (name + ".lua");
+        if (fs::is_regular_file(file, ec)) path = file.string(), chunk = d.display + "/neusight/predictors/" + name + ".lua";
+      }
+    }
+    if (path.empty()) {
+      const std::set<std::string> lua_names(found.begin(), found.end());
+      std::vector<std::string> all = builtins;
+      all.insert(all.end(), lua_names.begin(), lua_names.end());
+      // the closest by edit distance among the close ones ("roofline_derate" → roofline_derated, not the substring
+      // hit roofline)
+      std::string hint;
+      size_t best = SIZE_MAX;
+      for (const auto& c : text_close_matches(name, all, all.size()))
+        if (const size_t d = text_edit_distance(text_lower(name), text_lower(c)); d < best) best = d, hint = c;
+      if (!hint.empty()) hint = " (did you mean '" + hint + "'?)";
+      throw error("unknown predictor '" + name + "'" + hint +
+                  ": not a built-in and no neusight/predictors/" + name + ".lua on the script search path (" + dirs +
+                  "); built-in: " + names_joined(builtins) + "; Lua: " +
+                  (lua_names.empty() ? std::string("none found")
+                                     : names_joined(std::vector<std::string>(lua_names.begin(), lua_names.end()))) +
+                  " (or give a .lua file)");
+    }
+  }
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  p_->push_engine_field("load_predictor");
+  lua_pushstring(L, path.c_str());
+  lua_pushstring(L, chunk.c_str());
+  lua_pushstring(L, is_file ? name.c_str() : ("neusight.predictors." + name).c_str());
+  ns_call(L, 3, 1, "while loading predictor '" + name + "' (" + chunk + ")");  // stack: P (checked copy)
+  raw_getfield(L, -1, "predict");
+  lua_Debug ar;
+  lua_getinfo(L, ">S", &ar);  // pops predict
+  const std::string where = ar.linedefined > 0 ? chunk + ":" + std::to_string(ar.linedefined) : chunk;
+  const int ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops P
+  p_->predictor_refs.push_back(ref);
+  return std::make_unique<lua_predictor>(*p_, name, where, ref);
+}
+
+}  // namespace ns

@@ -1,0 +1,62 @@
+-- scripts/neusight/predictors/roofline_derated.lua — an analytical Lua predictor: the roofline over an efficiency per family.
+--
+-- `--predictor roofline_derated`. Each kernel takes roofline / efficiency, where the roofline is the built-in's
+-- max(flops / peak of its dtype, bytes / DRAM bandwidth) (ns.predict(…, "roofline"), one formula in the engine) and
+-- the efficiency is the fraction of the roofline kernels of its family reach on real GPUs. It is an example of the
+-- predictor contract (README "Writing a predictor in Lua") more than a model: one number per family, no shape, no
+-- wave quantisation, no GPU dependence.
+--
+-- EFFICIENCY: per family, the constant e that minimises the mean absolute percentage error of roofline / e against
+-- measured times (1 / e is the median of measured / roofline weighted by roofline / measured), over the NeuSight
+-- test split (../shared/data/neusight/dataset/test: fp32 CUDA-core kernels on five GPUs) and the AIConfigurator
+-- measurements (../shared/data/aiconfigurator/*/{gemm,context_attention,generation_attention}.csv: tensor-core GEMMs
+-- and fused attention on A100-SXM4, L40S, RTX PRO 6000, B200, B300, GB200, GB300), from the rows of
+-- `neusight eval kernels … --predictor roofline --format json`. In sample, so the MAPE it reaches there flatters it:
+--   family              rows   MAPE roofline → derated   (neusight's tile model on the same rows)
+--   linear             5,134   30.9 % → 20.9 %            8.6 %
+--   bmm                6,405   39.6 % → 28.7 %           10.5 %
+--   elementwise        9,657   20.0 % →  8.2 %            1.0 %
+--   softmax            1,125   40.1 % → 20.1 %            8.6 %
+--   layernorm          1,125   43.3 % → 13.5 %            4.0 %
+--   gemm_tc16        223,622   50.1 % → 37.7 %           13.0 %
+--   gemm_fp8         214,428   74.3 % → 60.3 %           27.8 %
+--   attention_prefill 83,536   74.7 % → 53.7 %           13.0 %
+--   attention_decode 101,480   73.5 % → 69.0 %           17.6 %
+local EFFICIENCY = {
+  linear = 0.779,             -- fp32 GEMM (CUDA cores, TF32 off)
+  bmm = 0.723,                -- fp32 batched matmul
+  gemm_tc16 = 0.694,          -- fp16 / bf16 / tf32 GEMM and BMM on tensor cores
+  gemm_fp8 = 0.486,           -- fp8 GEMM
+  elementwise = 0.764,
+  softmax = 0.665,
+  layernorm = 0.574,
+  attention_prefill = 0.426,  -- fused attention, prefill (and its backward, for want of measurements)
+  attention_decode = 0.721,   -- fused attention over a KV cache
+  memory = 0.764,             -- copies, no measurements of their own: the elementwise efficiency
+}
+
+-- The family a kernel's efficiency comes from (the tile predictor's families: engine/core/tile_model.h).
+local function family(k)
+  if k.kind == "gemm" or k.kind == "bmm" then
+    if k.dtype == "fp8" then return "gemm_fp8" end
+    if k.dtype ~= "fp32" then return "gemm_tc16" end
+    return k.kind == "gemm" and "linear" or "bmm"
+  end
+  if k.kind == "attention" then return k.op == "decode" and "attention_decode" or "attention_prefill" end
+  return k.kind
+end
+
+return {
+  description = "roofline / median achieved efficiency per kernel family (an analytical example)",
+  predict = function(kernels, gpu)
+    local ns = require "neusight"
+    local roofline = ns.predict(kernels, gpu, "roofline")
+    local out = {}
+    for i, k in ipairs(kernels) do
+      local eff = EFFICIENCY[family(k)]
+      if not eff then error("no efficiency for kernel kind '" .. tostring(k.kind) .. "' (" .. k.name .. ")") end
+      out[i] = roofline[i] / eff
+    end
+    return out
+  end,
+}

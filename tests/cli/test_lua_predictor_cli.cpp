@@ -1,0 +1,186 @@
+// tests/cli/test_lua_predictor_cli.cpp — Lua predictors end to end (issue 14): a predictor written in Lua, in a test's
+// temp dir, gives the forecast it computes through `neusight predict`; found as a module on the script search path
+// (--scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/neusight/predictors/) or given as a file; accepted by every
+// command with --predictor; its mistakes are errors with file:line.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+using Catch::Matchers::WithinRel;
+
+namespace {
+
+json parse_json(const ns_test::run_result& r) {
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+// 1 µs per kernel, whatever the kernel.
+const char* const const_us = R"lua(-- a constant predictor
+return {
+  description = "1 us per kernel",
+  predict = function(kernels, gpu)
+    local out = {}
+    for i = 1, #kernels do out[i] = 1e-6 end
+    return out
+  end,
+})lua";
+
+const std::string gpt2 = "predict --model gpt2_large --gpu t4 --batch 1 --seq 128 --overhead off --format json ";
+
+// latency = kernels × 1 µs: every op's ms_each is 1e-3 and the total is the kernel count (ops[].count) × 1e-3 ms.
+void check_one_us_per_kernel(const json& j) {
+  double kernels = 0;
+  for (const auto& op : j["ops"]) {
+    INFO(op.dump());
+    CHECK_THAT(double(op["ms_each"]), WithinRel(1e-3, 1e-12));
+    kernels += double(op["count"]);
+  }
+  CHECK(kernels > 100);
+  CHECK_THAT(double(j["latency_ms"]), WithinRel(kernels * 1e-3, 1e-12));
+}
+
+// Runs `predict` with the predictor file `body` as "p.lua" in a temp dir; returns stderr with the dir as "TMP".
+std::string predict_error(const std::string& body) {
+  temp_dir t;
+  const std::string file = t.write("p.lua", body).string();
+  const auto r = run_cli(gpt2 + "--mode inference --predictor '" + file + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  return ns_test::replace_all(r.err, t.path.string(), "TMP");
+}
+
+}  // namespace
+
+TEST_CASE("Lua predictor: a constant 1 us predictor gives kernels x 1 us through neusight predict", "[cli][predictor]") {
+  temp_dir t;
+  t.write("mine/neusight/predictors/const_us.lua", const_us);
+  const std::string dir = (t.path / "mine").string();
+  SECTION("a module on --scripts, inference and training") {
+    for (const char* mode : {"--mode inference", "--mode train --optimizer none"}) {
+      const json j = parse_json(run_cli(gpt2 + mode + " --predictor const_us --scripts '" + dir + "'"));
+      CHECK(j["predictor"] == "const_us");
+      check_one_us_per_kernel(j);
+    }
+  }
+  SECTION("a module on NEUSIGHT_SCRIPTS_PATH") {
+    check_one_us_per_kernel(parse_json(
+        run_cli(gpt2 + "--mode inference --predictor const_us", "NEUSIGHT_SCRIPTS_PATH='" + dir + ";;'")));
+  }
+  SECTION("a file") {
+    const std::string file = t.write("elsewhere/one_us.lua", const_us).string();
+    check_one_us_per_kernel(parse_json(run_cli(gpt2 + "--mode inference --predictor '" + file + "'")));
+  }
+  SECTION("without the search path entry the name is unknown") {
+    const auto r = run_cli(gpt2 + "--mode inference --predictor const_us");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("neusight: unknown predictor 'const_us': not a built-in and no neusight/predictors/const_us.lua "
+                     "on the script search path (scripts); built-in: neusight, roofline, roofline-reference; Lua: ") == 0);
+  }
+}
+
+TEST_CASE("Lua predictor: a pass-through to ns.predict gives the built-in's forecast bit for bit", "[cli][predictor]") {
+  temp_dir t;
+  const std::string file = t.write("via.lua", R"lua(local ns = require "neusight"
+return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "neusight") end })lua").string();
+  const std::string args = "predict --model gpt2_large --gpu h100 --mode train --dtype bf16 --batch 4 --seq 1024 "
+                           "--format json --predictor ";
+  const json want = parse_json(run_cli(args + "neusight"));
+  const json got = parse_json(run_cli(args + "'" + file + "'"));
+  CHECK(double(got["latency_ms"]) == double(want["latency_ms"]));
+  REQUIRE(got["ops"].size() == want["ops"].size());
+  for (size_t i = 0; i < got["ops"].size(); ++i) CHECK(double(got["ops"][i]["ms"]) == double(want["ops"][i]["ms"]));
+}
+
+TEST_CASE("Lua predictor: the bundled roofline_derated is the roofline over its family efficiency", "[cli][predictor]") {
+  const std::string args = gpt2 + "--mode inference --predictor ";
+  const json roof = parse_json(run_cli(args + "roofline"));
+  const json derated = parse_json(run_cli(args + "roofline_derated"));
+  REQUIRE(roof["ops"].size() == derated["ops"].size());
+  // fp32: gemm → linear 0.779, bmm 0.723, elementwise 0.764, softmax 0.665, layernorm 0.574, memory 0.764
+  const std::map<std::string, double> eff = {{"gemm", 0.779},    {"bmm", 0.723},       {"elementwise", 0.764},
+                                             {"softmax", 0.665}, {"layernorm", 0.574}, {"memory", 0.764}};
+  for (size_t i = 0; i < roof["ops"].size(); ++i) {
+    const auto& r = roof["ops"][i];
+    INFO(r.dump());
+    CHECK_THAT(double(derated["ops"][i]["ms"]), WithinRel(double(r["ms"]) / eff.at(r["kind"]), 1e-12));
+  }
+}
+
+TEST_CASE("Lua predictor: every command with --predictor takes one", "[cli][predictor]") {
+  for (const std::string cmd :
+       {"eval kernels tests/fixtures/bench/bmm_small.csv --format json",
+        "eval models tests/fixtures/neusight/label/Tesla_T4 --format json",
+        "search --model gpt2_large --gpu h100 --gpus 4 --batch 8 --seq 1024 --format json",
+        "serve --model llama3_8b --gpu h100 --rate 2 --requests 20 --input-len 256 --output-len 8 --format json",
+        "run examples/gpt3_train.lua --format json"}) {
+    INFO(cmd);
+    const json j = parse_json(run_cli(cmd + " --predictor roofline_derated"));
+    CHECK(j["predictor"] == "roofline_derated");
+  }
+}
+
+TEST_CASE("Lua predictor: mistakes are errors that say where", "[cli][predictor]") {
+  SECTION("an unknown name suggests a built-in or a Lua predictor") {
+    const auto r = run_cli(gpt2 + "--mode inference --predictor roofline_derate");
+    CHECK(r.code == 1);
+    CHECK(r.err ==
+          "neusight: unknown predictor 'roofline_derate' (did you mean 'roofline_derated'?): not a built-in and no "
+          "neusight/predictors/roofline_derate.lua on the script search path (scripts); built-in: neusight, roofline, "
+          "roofline-reference; Lua: roofline_derated (or give a .lua file)\n");
+    CHECK(run_cli(gpt2 + "--mode inference --predictor nope/p.lua").err == "neusight: predictor nope/p.lua: no such file\n");
+  }
+  SECTION("the schema: a table, predict required, no unknown keys") {
+    CHECK(predict_error("return 42\n") ==
+          "neusight: TMP/p.lua: a predictor must return a table { predict = function(kernels, gpu) … end } (got number)\n"
+          "    while loading predictor 'TMP/p.lua' (TMP/p.lua)\n");
+    CHECK(predict_error("return { description = 'x' }\n") ==
+          "neusight: TMP/p.lua: missing required field 'predict' (function(kernels, gpu) returning seconds per kernel)\n"
+          "    while loading predictor 'TMP/p.lua' (TMP/p.lua)\n");
+    CHECK(predict_error("return { predikt = function() end }\n") ==
+          "neusight: TMP/p.lua: unknown field 'predikt' (did you mean 'predict'?)\n"
+          "    while loading predictor 'TMP/p.lua' (TMP/p.lua)\n");
+    CHECK(predict_error("return { predict = 'fast' }\n") ==
+          "neusight: TMP/p.lua: field 'predict' must be a function (got string)\n"
+          "    while loading predictor 'TMP/p.lua' (TMP/p.lua)\n");
+  }
+  SECTION("what predict returns: the count, numbers, finite and >= 0 (file:line of predict)") {
+    CHECK(predict_error("return {\n  predict = function(k, gpu)\n    return { 1 }\n  end,\n}\n") ==
+          "neusight: TMP/p.lua:2: predict() returned 1 values for 22 kernels (one number of seconds per kernel, in "
+          "order)\n");
+    CHECK(predict_error("return {\n  predict = function(k, gpu) return nil end,\n}\n") ==
+          "neusight: TMP/p.lua:2: predict() returned nil, expected an array of 22 numbers (seconds per kernel, in "
+          "order)\n");
+    const std::string each = "return {\n  predict = function(k, gpu)\n    local o = {}\n"
+                             "    for i = 1, #k do o[i] = i == 2 and VALUE or 1e-6 end\n    return o\n  end,\n}\n";
+    CHECK(predict_error(ns_test::replace_all(each, "VALUE", "-1")) ==
+          "neusight: TMP/p.lua:2: predict() returned -1 for kernel #2 'VECadd' (elementwise): seconds must be finite "
+          "and >= 0\n");
+    CHECK(predict_error(ns_test::replace_all(each, "VALUE", "0/0")) ==
+          "neusight: TMP/p.lua:2: predict() returned nan for kernel #2 'VECadd' (elementwise): seconds must be finite "
+          "and >= 0\n");
+    CHECK(predict_error(ns_test::replace_all(each, "VALUE", "math.huge")) ==
+          "neusight: TMP/p.lua:2: predict() returned inf for kernel #2 'VECadd' (elementwise): seconds must be finite "
+          "and >= 0\n");
+    CHECK(predict_error(ns_test::replace_all(each, "VALUE", "'1e-6'")) ==
+          "neusight: TMP/p.lua:2: predict() returned a string for kernel #2 'VECadd' (elementwise), expected a number "
+          "of seconds\n");
+  }
+  SECTION("a runtime error, in predict or in ns.predict, names its line") {
+    CHECK(predict_error("return {\n  predict = function(k, gpu)\n    return k.nope.x\n  end,\n}\n") ==
+          "neusight: TMP/p.lua:3: attempt to index a nil value (field 'nope')\n"
+          "    while predicting 22 kernels on T4 with predictor 'TMP/p.lua' (TMP/p.lua:2)\n");
+    CHECK(predict_error("local ns = require 'neusight'\nreturn {\n  predict = function(k, gpu)\n"
+                        "    local s = ns.predict(k, gpu, 'neusigth')\n    return s\n  end,\n}\n") ==
+          "neusight: TMP/p.lua:4: ns.predict: unknown built-in predictor 'neusigth' (did you mean 'neusight'?); "
+          "built-in: neusight, roofline, roofline-reference (a Lua predictor is a module: "
+          "require(\"neusight.predictors.<name>\").predict)\n"
+          "    while predicting 22 kernels on T4 with predictor 'TMP/p.lua' (TMP/p.lua:3)\n");
+  }
+}

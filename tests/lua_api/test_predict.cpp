@@ -1,0 +1,158 @@
+// tests/lua_api/test_predict.cpp — ns.predict and Lua predictors behind the C++ interface (issue 14): a Lua predictor
+// that hands its kernels to ns.predict gives the C++ predictor's numbers bit for bit; ns.predict deduplicates, keeps a
+// given tile, selects a missing one, and reads a GPU table or name.
+#include <catch2/catch.hpp>
+
+#include "core/gpu_spec.h"
+#include "core/roofline.h"
+#include "lua/session.h"
+#include "test_util.h"
+
+using ns_test::source_dir;
+using ns_test::temp_dir;
+
+namespace {
+
+ns::kernel make(ns::kernel_kind kind, const char* name, const char* dtype, int64_t b, int64_t m, int64_t n, int64_t k,
+                int64_t rows, int64_t hidden, double flops, double bytes, const char* op = "") {
+  ns::kernel x;
+  x.kind = kind, x.name = name, x.dtype = dtype, x.op = op;
+  x.b = b, x.m = m, x.n = n, x.k = k, x.rows = rows, x.hidden = hidden, x.flops = flops, x.bytes = bytes;
+  return x;
+}
+
+// One kernel of each kind the predictors price, fp32 and bf16, a duplicate, and a fixed-latency kernel.
+std::vector<ns::kernel_instance> kernel_mix() {
+  using kk = ns::kernel_kind;
+  std::vector<ns::kernel> ks = {
+      make(kk::gemm, "Linear", "fp32", 1, 4096, 1024, 4096, 0, 0, 2.0 * 4096 * 1024 * 4096, 4.0 * (4096 * 1024 + 1024 * 4096 + 4096 * 4096)),
+      make(kk::bmm, "BMM", "fp32", 16, 512, 64, 512, 0, 0, 2.0 * 16 * 512 * 64 * 512, 4.0 * 16 * (512 * 64 * 2 + 512 * 512)),
+      make(kk::gemm, "Linear", "bf16", 1, 8192, 4096, 4096, 0, 0, 2.0 * 8192 * 4096 * 4096, 2.0 * (8192 * 4096 * 2 + 4096 * 4096)),
+      make(kk::elementwise, "VECadd", "fp32", 0, 0, 0, 0, 4096, 1024, 4096.0 * 1024, 12.0 * 4096 * 1024, "add"),
+      make(kk::softmax, "VECsoftmax", "fp32", 0, 0, 0, 0, 8192, 512, 5.0 * 8192 * 512, 8.0 * 8192 * 512),
+      make(kk::layernorm, "VECln", "fp32", 0, 0, 0, 0, 4096, 1024, 6.0 * 4096 * 1024, 8.0 * 4096 * 1024),
+      make(kk::memory, "MEM", "fp32", 0, 0, 0, 0, 0, 0, 0, 1e8),
+  };
+  ks.push_back(ks[0]);  // a duplicate
+  ns::kernel fixed = make(kk::memory, "MEM", "fp32", 0, 0, 0, 0, 0, 0, 0, 1e6);
+  fixed.seconds = 3e-5;
+  ks.push_back(fixed);
+  std::vector<ns::kernel_instance> out;
+  for (auto& k : ks) out.push_back({0, ns::phase::forward, k});
+  return out;
+}
+
+ns::session_options options(const temp_dir& t) {
+  ns::session_options o;
+  o.data_root = source_dir;
+  o.script_dirs.push_back(t.path);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ns.predict: a Lua predictor handing its kernels to ns.predict equals the C++ predictor", "[lua][predict]") {
+  temp_dir t;
+  for (const char* name : {"neusight", "roofline"})
+    t.write(std::string("neusight/predictors/via_") + name + ".lua",
+            std::string("local ns = require 'neusight'\n"
+                        "return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, '") + name +
+                "') end }\n");
+  ns::session s(options(t));
+  for (const char* gpu_name : {"l4", "h100", "mi300x"}) {
+    const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve(gpu_name);
+    auto ks = kernel_mix();
+    s.tiles_select(ks, gpu);
+    for (const char* name : {"neusight", "roofline"}) {
+      INFO(gpu_name << " " << name);
+      const auto want = ns::predictor_make(name, source_dir / "weights")->predict(ks, gpu);
+      const auto lua = s.predictor_make(std::string("via_") + name, source_dir / "weights");
+      const auto got = lua->predict(ks, gpu);
+      REQUIRE(got.size() == ks.size());
+      for (size_t i = 0; i < ks.size(); ++i) CHECK(got[i] == want[i]);  // bit for bit
+      CHECK(got.back() == 3e-5);  // a fixed latency bypasses the predictor
+      CHECK(lua->name() == std::string("via_") + name);
+    }
+  }
+}
+
+TEST_CASE("ns.predict: duplicates, given and selected tiles, GPU tables and names", "[lua][predict]") {
+  temp_dir t;
+  // Each test_* function raises on failure (session::lua_test_run).
+  const auto file = t.write("test_ns_predict.lua", R"lua(
+local ns = require "neusight"
+local function gemm(m, n, k) return { kind = "gemm", name = "Linear", dtype = "fp32", b = 1, m = m, n = n, k = k,
+                                      flops = 2 * m * n * k, bytes = 4 * (m * n + n * k + m * k) } end
+return {
+  test_duplicates_and_order = function()
+    local a, b = gemm(1024, 1024, 1024), gemm(64, 4096, 64)
+    local s = ns.predict({ a, b, a, b, a }, "t4", "neusight")
+    assert(#s == 5)
+    assert(s[1] == s[3] and s[3] == s[5] and s[2] == s[4], "identical kernels, identical times")
+    assert(s[1] > 0 and s[2] > 0 and s[1] ~= s[2])
+  end,
+  test_given_tile_is_kept = function()
+    local k = gemm(4096, 4096, 4096)
+    local auto = ns.predict({ k }, "t4", "neusight")[1]
+    local small = gemm(4096, 4096, 4096)
+    small.tile = { m = 32, k = 32, split = 1 }
+    local forced = ns.predict({ small }, "t4", "neusight")[1]
+    assert(forced ~= auto, "a 32x32 tile is not the library's choice and prices differently")
+  end,
+  test_bad_arguments = function()
+    local ok, err = pcall(ns.predict, "x", "t4", "roofline")
+    assert(not ok and err:find("bad argument #1 to 'predict'", 1, true), err)
+    ok, err = pcall(ns.predict, {}, 42, "roofline")
+    assert(not ok and err:find("bad argument #2 to 'predict'", 1, true), err)
+    ok, err = pcall(ns.predict, {}, "t4")
+    assert(not ok and err:find("bad argument #3 to 'predict'", 1, true), err)
+    ok, err = pcall(ns.predict, { gemm(1, 1, 1) }, "t4", "rooflin")
+    assert(not ok and err:find("unknown built-in predictor 'rooflin' (did you mean 'roofline'?)", 1, true), err)
+    ok, err = pcall(ns.predict, { { kind = "gemm", name = "x" } }, "t4", "roofline")
+    assert(not ok and err:find("argument #1 (kernels) kernel #1: field 'flops' must be a number", 1, true), err)
+    ok, err = pcall(ns.predict, { gemm(1, 1, 1) }, { name = "x" }, "roofline")
+    assert(not ok and err:find("argument #2 (gpu): missing GPU field", 1, true), err)
+  end,
+  test_empty = function()
+    assert(#ns.predict({}, "t4", "neusight") == 0)
+  end,
+}
+)lua");
+  ns::session s(options(t));
+  const auto names = s.lua_test_names(file);
+  REQUIRE(names.size() == 4);
+  for (const auto& name : names) {
+    DYNAMIC_SECTION(name) {
+      try {
+        s.lua_test_run(file, name);
+      } catch (const std::exception& e) {
+        FAIL(e.what());
+      }
+    }
+  }
+}
+
+TEST_CASE("ns.predict: a GPU table with changed numbers is priced as that GPU", "[lua][predict]") {
+  temp_dir t;
+  // predict() prices each kernel on the GPU it got and on a copy with twice the DRAM bandwidth; returns the ratio
+  t.write("neusight/predictors/ratio.lua", R"lua(
+local ns = require "neusight"
+return {
+  predict = function(kernels, gpu)
+    local fast = {}
+    for k, v in pairs(gpu) do fast[k] = v end
+    fast.mem_bw_gbps = gpu.mem_bw_gbps * 2
+    local a, b = ns.predict(kernels, gpu, "roofline"), ns.predict(kernels, fast, "roofline")
+    local out = {}
+    for i = 1, #kernels do out[i] = a[i] / b[i] end
+    return out
+  end,
+})lua");
+  ns::session s(options(t));
+  const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve("t4");
+  ns::kernel mem;
+  mem.kind = ns::kernel_kind::memory, mem.name = "MEM", mem.bytes = 1e9;
+  const auto got = s.predictor_make("ratio", source_dir / "weights")->predict({{0, ns::phase::forward, mem}}, gpu);
+  REQUIRE(got.size() == 1);
+  CHECK_THAT(got[0], Catch::Matchers::WithinRel(2.0, 1e-12));
+}
