@@ -23,6 +23,7 @@
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
+#include "core/trace.h"
 #include "lua/script_limits.h"
 #include "lua/session.h"
 
@@ -223,10 +224,11 @@ void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
                 "also NEUSIGHT_NO_CALIBRATION=1)");
   if (!fit) return;
   cmd->add_option("--calibrate", c.calibrate,
-                  "Fit per-kernel-family correction factors of the GPU from FILE, a TOML with latency_ms = the measured "
-                  "time of exactly this workload on that GPU (and optionally note = \"…\"); they are written beside the "
-                  "GPU's file as <stem>.calibration.toml and used by later forecasts on it (scripts/neusight/"
-                  "calibration.lua)")
+                  "Fit per-kernel-family correction factors of the GPU from FILE: a TOML with latency_ms = the measured "
+                  "time of exactly this workload on that GPU (and optionally note = \"…\"), or a PyTorch-profiler "
+                  "Chrome trace (.json, recorded with shapes on that GPU: scripts/collect/hf_trace.py; predict --gpu G "
+                  "only, no workload); they are written beside the GPU's file as <stem>.calibration.toml and used by "
+                  "later forecasts on it (scripts/neusight/calibration.lua)")
       ->type_name("FILE")
       ->excludes(cmd->get_option("--no-calibration"))
       ->excludes(cmd->get_option("--report"));  // it writes the calibration and its summary, not a forecast
@@ -500,10 +502,131 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   return 0;
 }
 
+// --calibrate TRACE.json: a PyTorch-profiler Chrome trace measured on the GPU. Its GEMM and attention ops (those
+// scripts/neusight/scale.lua builds kernels for) give each kernel family's measured and predicted time on that GPU;
+// scripts/neusight/calibration.lua fit_trace() turns them into factors, written beside the GPU's file.
+bool calibrate_from_trace(const std::string& file) {
+  return file.size() > 5 && text_lower(file.substr(file.size() - 5)) == ".json";
+}
+
+int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags& f) {
+  const gpu_spec gpu = s.gpu(f.gpu);
+  const fs::path path = calibration_path(gpu);
+  if (path.empty()) throw error("--calibrate: " + gpu.name + " was not read from a file: nowhere to keep a calibration");
+  const trace tr = trace_load(c.calibrate);
+  if (tr.format != trace_format::chrome_json)
+    throw error(c.calibrate + ": --calibrate reads a PyTorch-profiler Chrome trace (.json) or a TOML measurement (" +
+                std::string(trace_format_name(tr.format)) + " given)");
+  std::vector<std::string> warnings;
+  if (tr.origin_device.empty()) {
+    warnings.push_back(c.calibrate + ": the trace does not name its GPU (deviceProperties): taken as " + gpu.name);
+  } else {
+    std::string origin;
+    try {
+      origin = s.gpu(tr.origin_device).name;
+    } catch (const error&) {
+      throw error(c.calibrate + ": the trace was recorded on '" + tr.origin_device +
+                  "', which no GPU file names: add its torch.cuda.get_device_name() string to the aliases of " +
+                  gpu.source + " if it is that GPU");
+    }
+    if (origin != gpu.name)
+      throw error(c.calibrate + ": the trace was recorded on " + origin + " ('" + tr.origin_device + "'), not on " +
+                  gpu.name + " (--gpu)");
+  }
+  std::map<std::string, size_t> not_built;
+  std::vector<kernel_instance> ks = trace_kernels(s, tr, not_built);
+  for (const auto& [kind, n] : not_built)
+    warnings.push_back(fmt::format("{} '{}' ops had missing or unsupported input shapes: not used", n, kind));
+  if (ks.empty())
+    throw error(c.calibrate + ": no GEMM or attention op with input shapes in the trace (record it with "
+                "record_shapes=True, e.g. scripts/collect/hf_trace.py): nothing to calibrate");
+  auto pred = predictor_for(s, f);
+  s.tiles_select(ks, gpu);
+  const std::vector<double> sec = pred->predict(ks, gpu);
+  // Each op's measured GPU time goes to the family of its dominant kernel, as do its predicted kernels.
+  std::map<size_t, std::pair<size_t, double>> top;  // op → (kernel, seconds) of its longest predicted kernel
+  for (size_t i = 0; i < ks.size(); ++i) {
+    auto [it, fresh] = top.try_emplace(ks[i].node, i, sec[i]);
+    if (!fresh && sec[i] > it->second.second) it->second = {i, sec[i]};
+  }
+  std::vector<kernel_instance> dominant;
+  std::vector<double> measured;
+  std::vector<double> predicted;
+  for (const auto& [op, best] : top) {
+    double p = 0, m = 0;
+    for (size_t i = 0; i < ks.size(); ++i)
+      if (ks[i].node == op) p += sec[i];
+    for (const auto& k : tr.ops[op].kernels) m += k.duration_ns / 1e9;
+    if (!(m > 0)) continue;
+    dominant.push_back(ks[best.first]);
+    predicted.push_back(p);
+    measured.push_back(m);
+  }
+  graph g;  // one node per op (count 1): forecast's family sums weigh kernels by their node's replication
+  g.nodes.resize(dominant.size());
+  for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
+  const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
+  figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
+  family_inputs_add(in, pf.seconds_by_family(), *pred, gpu.vendor);
+  for (const auto& ft : mf.seconds_by_family()) in.emplace_back("measured_s." + ft.family, ft.seconds);
+  const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
+  std::map<std::string, double> factors;
+  for (const auto& x : fit.fields) {
+    const double* v = std::get_if<double>(&x.value);
+    if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
+  }
+  if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
+  warnings.insert(warnings.end(), fit.warnings.begin(), fit.warnings.end());
+  for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  double m_total = 0, p_total = 0;
+  for (size_t i = 0; i < measured.size(); ++i) m_total += measured[i], p_total += predicted[i];
+  std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
+      {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
+      {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
+  const std::string text = calibration_text(
+      gpu, factors,
+      {path.filename().string() + " — written by `neusight predict --gpu … --calibrate " + c.calibrate +
+           "` (a profiler trace); refit to change.",
+       "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
+       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
+      facts);
+  emit(text, path.string());
+  const std::string where = path.lexically_normal().generic_string();
+  if (c.format == "json") {
+    nlohmann::ordered_json j;
+    j["gpu"] = gpu.name;
+    j["calibration_file"] = where;
+    j["measurement"] = c.calibrate;
+    j["trace_device"] = tr.origin_device;
+    j["ops"] = dominant.size();
+    j["measured_ms"] = m_total * 1e3;
+    j["forecast_ms"] = p_total * 1e3;
+    j["factors"] = factors;
+    nlohmann::ordered_json fams = nlohmann::ordered_json::object();
+    for (const auto& ft : pf.seconds_by_family()) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : mf.seconds_by_family()) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    j["families"] = fams;
+    j["warnings"] = warnings;
+    emit(j.dump(2) + "\n", c.output);
+  } else {
+    std::string out = fmt::format("calibrated {} from the trace {} ({} ops)\n", gpu.name, c.calibrate, dominant.size());
+    for (const auto& line : fit.lines) out += line + "\n";
+    out += "written to " + where + "\n";
+    emit(out, c.output);
+  }
+  return 0;
+}
+
 int run_forecast(const common_flags& c, const forecast_flags& f, const std::string& script) {
   session s(session_options_make(c));
   std::unique_ptr<predictor> pred;
   forecast_done d;
+  if (!c.calibrate.empty() && calibrate_from_trace(c.calibrate)) {
+    if (!script.empty() || !f.model.empty())
+      throw error("--calibrate " + c.calibrate + " fits from the trace's own kernels: give predict --gpu only, without "
+                  "a workload or --model");
+    return run_calibrate_trace(s, c, f);
+  }
   forecast_workload(s, pred, f, script, d, c.calibrate.empty());
   if (!c.calibrate.empty()) return run_calibrate(s, c, *pred, d);
   report_emit(s, c, d);
@@ -968,7 +1091,9 @@ int app_main(int argc, char** argv) {
       for (const auto& v : list_split(serve_batch)) vflags.batch.push_back(std::stoll(v));
       for (const auto& v : list_split(serve_rate)) vflags.rate.push_back(std::stod(v));
     }
-    if (*predict && fflags.model.empty() && gflags.file.empty()) throw CLI::RequiredError("--model or --graph");
+    if (*predict && fflags.model.empty() && gflags.file.empty() &&
+        !(!common.calibrate.empty() && calibrate_from_trace(common.calibrate)))
+      throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error

@@ -144,26 +144,10 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   wopt.zero_occupancy = zero_occupancy_policy::small_kernel;  // a kernel that fits nowhere: sub-wave, not a crash
 
   // Ratio ops: our kernels (scale.lua kernels()) on both GPUs, predicted in one batch.
-  std::vector<session::scale_op> sops;
-  sops.reserve(tr.ops.size());
-  for (const auto& op : tr.ops)
-    sops.push_back({op.kind, op.forward_kind, std::string(trace_phase_name(op.phase)), op.input_shapes, op.input_types,
-                    op.input_values});
-  const auto built = s.scale_kernels(sops);
-  std::vector<kernel_instance> k_from;
-  std::vector<std::vector<size_t>> kernels_of(tr.ops.size());
   std::map<std::string, size_t> fallback;
-  for (size_t i = 0; i < tr.ops.size(); ++i) {
-    if (!built[i]) continue;
-    if (built[i]->empty()) {
-      ++fallback[tr.ops[i].kind];
-      continue;
-    }
-    for (const kernel& k : *built[i]) {
-      kernels_of[i].push_back(k_from.size());
-      k_from.push_back({i, phase::forward, k});
-    }
-  }
+  const std::vector<kernel_instance> k_from = trace_kernels(s, tr, fallback);
+  std::vector<std::vector<size_t>> kernels_of(tr.ops.size());
+  for (size_t k = 0; k < k_from.size(); ++k) kernels_of[k_from[k].node].push_back(k);
   pair_seconds sec;
   if (!k_from.empty()) {
     const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
@@ -222,6 +206,22 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
 }
 
 }  // namespace
+
+std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map<std::string, size_t>& not_built) {
+  std::vector<session::scale_op> sops;
+  sops.reserve(tr.ops.size());
+  for (const auto& op : tr.ops)
+    sops.push_back({op.kind, op.forward_kind, std::string(trace_phase_name(op.phase)), op.input_shapes, op.input_types,
+                    op.input_values});
+  const auto built = s.scale_kernels(sops);
+  std::vector<kernel_instance> out;
+  for (size_t i = 0; i < tr.ops.size(); ++i) {
+    if (!built[i]) continue;
+    if (built[i]->empty()) ++not_built[tr.ops[i].kind];
+    for (const kernel& k : *built[i]) out.push_back({i, phase::forward, k});
+  }
+  return out;
+}
 
 int scale_main(const scale_flags& f) {
   const auto root = data_root_find();

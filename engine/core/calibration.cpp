@@ -48,8 +48,10 @@ std::optional<calibration> calibration_load(const gpu_spec& gpu) {
   if (*gpu_name != gpu.name)
     throw error(where(*t.get("gpu")) + ": a calibration of " + *gpu_name + " beside the file of " + gpu.name +
                 " (refit it with `neusight predict --gpu " + gpu.source + " … --calibrate FILE`)");
-  static const std::vector<std::string> keys = {"format_version", "gpu",      "measurement", "measured_ms",
-                                                "forecast_ms",    "workload", "predictor",   "note", "factors"};
+  // trace_device, ops: a calibration from a profiler trace (`predict --gpu G --calibrate TRACE.json`)
+  static const std::vector<std::string> keys = {"format_version", "gpu",       "measurement", "measured_ms",
+                                                "forecast_ms",    "workload",  "predictor",   "note",
+                                                "trace_device",   "ops",       "factors"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())

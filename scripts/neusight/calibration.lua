@@ -128,4 +128,64 @@ function M.fit(r)
   return { fields = fields, lines = lines, warnings = warnings }
 end
 
+--- Fits the factors from a profiler trace measured on the GPU (`neusight predict --gpu G --calibrate TRACE.json`):
+--- per family f, the measured time M_f of the trace's GEMM and attention ops and our forecast T_f of the same
+--- kernels. Unlike one end-to-end time, a trace measures each family on its own, so each factor is that family's
+--- own ratio, shrunk towards the leave-one-GPU-out prior of its bias like fit(): ln c_f = μ_f + k_f (ln(M_f / T_f) −
+--- μ_f) with k_f = σ_f² / (σ_f² + ε_f²) (ε_f² = the folds' kernel variance / n_f, the trace's effective kernel
+--- count of the family). Without an error table (roofline) c_f = M_f / T_f. Families the trace does not exercise
+--- (element-wise, norms: their ops are not built from shapes) get no factor.
+--- `r`: measurement, ops, family_s / family_n (forecast seconds and kernel counts by family), measured_s (by
+--- family), roofline, gpu, uncertainty / uncertainty_source.
+---@param r table
+function M.fit_trace(r)
+  local U = require("neusight.uncertainty")
+  local measured, predicted = r.measured_s or {}, r.family_s or {}
+  local prior = {}
+  local p = U.parts(r)
+  if p then
+    for _, part in ipairs(p.parts) do
+      local mean, var, within = 0, 0, 0
+      for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
+      mean, within = mean / #part.stats, within / #part.stats
+      for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
+      var = #part.stats > 1 and var / (#part.stats - 1) or within
+      prior[part.name] = { mu = mean, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
+    end
+  end
+  local names = {}
+  for name, t in pairs(predicted) do
+    if name ~= "other" and t > 0 and (measured[name] or 0) > 0 then names[#names + 1] = name end
+  end
+  sort(names)
+  if #names == 0 then error(fmt("%s: no kernel family with a measured and a forecast time: nothing to calibrate",
+    r.measurement), 0) end
+  local fields, shown, warnings, clamped = {}, {}, {}, {}
+  local m_all, t_all = 0, 0
+  for _, name in ipairs(names) do m_all, t_all = m_all + measured[name], t_all + predicted[name] end
+  for _, name in ipairs(names) do
+    local ratio = measured[name] / predicted[name]
+    local pr, c, k = prior[name], ratio, 1
+    if pr then
+      k = pr.sigma2 / (pr.sigma2 + pr.eps2)
+      c = exp(pr.mu + k * (math.log(ratio) - pr.mu))
+    end
+    c = math.min(M.max_factor, math.max(M.min_factor, c))
+    if c <= M.min_factor or c >= M.max_factor then clamped[#clamped + 1] = name end
+    fields[#fields + 1] = { key = "factor." .. name, value = c }
+    shown[#shown + 1] = fmt("%s x%.3f (measured %.4g ms vs forecast %.4g ms, %.0f %% taken as bias)", name, c,
+      measured[name] * 1e3, predicted[name] * 1e3, 100 * k)
+  end
+  if #clamped > 0 then
+    warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: was the trace recorded on this "
+      .. "GPU?", r.measurement, table.concat(clamped, ", "), M.min_factor, M.max_factor)
+  end
+  local lines = {
+    fmt("%d GEMM and attention ops: measured %.4g ms of kernel time, forecast %.4g ms (%+.1f %%)", r.ops or 0,
+      m_all * 1e3, t_all * 1e3, 100 * (m_all / t_all - 1)),
+    "factors: " .. table.concat(shown, "; "),
+  }
+  return { fields = fields, lines = lines, warnings = warnings }
+end
+
 return M

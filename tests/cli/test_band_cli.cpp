@@ -273,3 +273,54 @@ TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-d
   const json roof = cli_json(args + " --predictor roofline");
   CHECK_FALSE(roof.contains("ttft_ms_p10"));
 }
+
+// --calibrate with a PyTorch-profiler trace of the GPU (tests/fixtures/traces/hf: recorded on an H200, used here for
+// the mechanics only): per family, the trace's measured time of its GEMM/attention ops against our forecast of them.
+TEST_CASE("calibrate: from a profiler trace, each family's factor is its measured over forecast time", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
+  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
+  const json fit = cli_json("predict " + gpu + " --predictor roofline --calibrate '" + trace + "'");
+  const fs::path file = t.path / "h200.calibration.toml";
+  REQUIRE(fs::exists(file));
+  CHECK(fit["trace_device"] == "NVIDIA H200");
+  CHECK(fit["ops"].get<int>() == 22);  // 8 addmm + 8 AddmmBackward0, LM head forward and backward, 2 + 2 attention
+  double measured = 0, forecast = 0;
+  for (const auto& [fam, x] : fit["families"].items()) {
+    INFO(fam);
+    REQUIRE(fit["factors"].contains(fam));  // roofline: no error table, the factor is the family's own ratio
+    CHECK(fit["factors"][fam].get<double>() ==
+          Approx(x["measured_ms"].get<double>() / x["forecast_ms"].get<double>()).epsilon(1e-9));
+    measured += x["measured_ms"].get<double>(), forecast += x["forecast_ms"].get<double>();
+  }
+  CHECK(fit["factors"].contains("linear"));
+  CHECK(measured == Approx(fit["measured_ms"].get<double>()));
+  CHECK(forecast == Approx(fit["forecast_ms"].get<double>()));
+  // a later forecast on that GPU file applies the factors
+  const std::string args = "predict --model gpt2_large " + gpu + " --predictor roofline --mode train --batch 4 --seq 512";
+  CHECK(cli_json(args)["latency_ms"].get<double>() != cli_json(args + " --no-calibration")["latency_ms"].get<double>());
+  // the default predictor shrinks towards its leave-one-GPU-out prior: factors stay in the loader's range
+  const json nfit = cli_json("predict " + gpu + " --calibrate '" + trace + "'");
+  for (const auto& [fam, c] : nfit["factors"].items()) {
+    INFO(fam);
+    CHECK(c.get<double>() >= 0.05);
+    CHECK(c.get<double>() <= 20);
+  }
+}
+
+TEST_CASE("calibrate: a trace of another GPU, or a trace with a workload, is an error and writes nothing",
+          "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "a100_sxm4_80gb.toml", t.path / "a100.toml");
+  const std::string gpu = "--gpu '" + (t.path / "a100.toml").string() + "'";
+  const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
+  auto r = run_cli("predict " + gpu + " --calibrate '" + trace + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("the trace was recorded on H200-SXM-141GB ('NVIDIA H200'), not on A100-SXM4-80GB (--gpu)") !=
+        std::string::npos);
+  r = run_cli("predict --model gpt2_large " + gpu + " --calibrate '" + trace + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("fits from the trace's own kernels: give predict --gpu only") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "a100.calibration.toml"));
+}
