@@ -215,7 +215,11 @@ local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd 
 --- FLOPs and bytes per query/key pair are those of one head dim of the mean.
 --- `kv_dtype` (optional, default dtype): the KV cache's element type (an fp8 cache under bf16 compute, workload
 --- field kv_dtype): K and V are read at its size, Q and O at dtype's; FLOPs unchanged (the kernel dequantises).
-function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype)
+--- `latent` (optional, decode only): V is the first dv values of each K row of one cache (multi-head latent attention
+--- with absorbed weights: K = [latent, rotary key] of kv_lora_rank + qk_rope_head_dim, V = the latent), so the cache
+--- is read once: kv_heads · skv · d elements, not · (d + dv). FLOPs and n as above (the tile model's per-block bytes,
+--- which it derives from n, then count V apart: scripts/tiling/attention.lua has no field for a shared cache).
+function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype, latent)
   if not ATTENTION_OPS[op] then
     error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
   end
@@ -236,7 +240,11 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype
     ekv = check_dtype("attention", 10, kv_dtype)
     if bwd then error("bad argument #10 to 'attention' (a quantised KV cache has no backward)", 2) end
   end
+  if latent and (op ~= "decode" or dv > d) then
+    error("bad argument #11 to 'attention' (a latent cache is a decode kernel's, with dv <= d)", 2)
+  end
   local q_io, kv_io = heads * sq * (d + dv), kv_heads * skv * (d + dv) -- forward: Q read + O written, K + V read
+  if latent then kv_io = kv_heads * skv * d end -- V is read with K
   return {
     kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
     op = op, dtype = dtype, b = batch, m = sq, k = skv, n = (d + dv + 1) // 2, rows = heads, hidden = kv_heads,

@@ -120,16 +120,35 @@ function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, v_h
       kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
 end
 
+--- The KV-cache write of one layer of multi-head latent attention (DeepSeek's MLA as serving engines cache it: vLLM's
+--- concat_and_cache_mla, SGLang / FlashMLA): per token one compressed latent of `latent` values (kv_lora_rank, after its
+--- RMSNorm) and the rotary key of `rope` values (qk_rope_head_dim, after RoPE, shared by every head) — not per-head K
+--- and V. Inputs [b, new, latent] and [b, 1, new, rope], one copy kernel into [b, new, latent + rope].
+--- attrs.kv_cache_bytes = b · cache_tokens · (latent + rope) · KV dtype bytes: the same on every tensor-parallel rank
+--- (the latent belongs to no head: each rank caches all of it, as vLLM's MLA under tp does).
+function M.latent_cache_write(g, name, b, new, latent, rope, cache_tokens)
+  local width = latent + rope
+  local kvd = M.kv_dtype(g)
+  local bytes = b * cache_tokens * width * require("neusight.kernels").dtype_bytes(kvd)
+  g.add("setitem", name, { { b, new, latent }, { b, 1, new, rope } }, { b, new, width }, 0, {
+    kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens, kv_dtype = kvd ~= g.dtype and kvd or nil,
+    note = ("append the latent (%d) and rotary key (%d) of %d token(s) per sequence to a latent cache of %d%s")
+      :format(latent, rope, new, cache_tokens, kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
+end
+
 --- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua);
 --- `v_head_dim` (default head_dim): V's and the output's head dim when it differs (DeepSeek's latent attention).
-function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_dim)
+--- `latent`: V is the first v_head_dim values of each cached K row (MLA with absorbed weights: one cache read as both,
+--- attrs.latent; ops/decode_attention.lua then reads the cache once).
+function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_dim, latent)
   local dv = v_head_dim or head_dim
   local cache = { b, kv_heads, kv, head_dim }
   local v = dv == head_dim and cache or { b, kv_heads, kv, dv }
   local kvd = M.kv_dtype(g)
   g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, v }, { b, heads, 1, dv }, 0,
-    { note = ("FlashDecoding over %d cached tokens%s"):format(kv, kvd ~= g.dtype and " (" .. kvd .. " cache)" or ""),
-      kv_dtype = kvd ~= g.dtype and kvd or nil })
+    { note = ("%s over %d cached tokens%s"):format(latent and "MLA decode (FlashMLA-style, one latent cache)"
+      or "FlashDecoding", kv, kvd ~= g.dtype and " (" .. kvd .. " cache)" or ""),
+      kv_dtype = kvd ~= g.dtype and kvd or nil, latent = latent or nil })
 end
 
 --- Prefill's LM-head input: the last token of each prompt, hidden[:, -1:, :] (a [b, 1, h] copy); returns its shape.

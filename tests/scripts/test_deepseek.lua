@@ -253,28 +253,44 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Serving phases
 
--- Decode: K (d_qk) and V (v_head_dim) of every head cached, as HF's DynamicCache holds them; one decode_attention.
+-- Serving phases cache MLA's latent (kv_lora_rank + qk_rope_head_dim = 576 values per token and layer), as vLLM / SGLang
+-- do, not HF's decompressed per-head K and V; decode runs the absorbed formulation: W_UK and W_UV bmms around one
+-- decode_attention of all heads over one latent "head" that is read once.
 function T.test_serving_phases()
   local cfg, b, C = presets.deepseek_v3, 8, 2048
   local nodes = ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16" })
   local by = by_name(nodes)
   local att = by["layers.self_attn.decode_attention"]
-  eq(table.concat(att.inputs[2], ",") .. " " .. table.concat(att.inputs[3], ","), "8,128,2049,192 8,128,2049,128",
-    "K and V caches")
+  eq(table.concat(att.inputs[1], ",") .. " " .. table.concat(att.inputs[2], ",") .. " " .. table.concat(att.inputs[3], ","),
+    "8,128,1,576 8,1,2049,576 8,1,2049,512", "Q in latent space, the latent cache as K and (its first 512) as V")
+  eq(att.attrs.latent, true, "V is read with K")
+  local fw = t.kernels(att)
+  eq(fw[1].bytes, 2 * b * (128 * (576 + 512) + 2049 * 576), "Q read and O written per head, the cache once")
+  eq(fw[1].flops, 2 * b * 128 * (576 + 512) * 2049, "Q·Kᵀ over 576, P·V over 512 for every head")
   local cache = 0
   for _, n in ipairs(nodes) do cache = cache + (n.attrs.kv_cache_bytes or 0) * n.count end
-  eq(cache, 61 * b * (C + 1) * 128 * (192 + 128) * 2, "KV cache bytes: 61 layers × heads × (192 + 128) × 2 B")
+  eq(cache, 61 * b * (C + 1) * (512 + 64) * 2, "KV cache bytes: 61 layers × (kv_lora_rank + qk_rope_head_dim) × 2 B")
+  eq(by["layers.self_attn.kv_b_proj"], nil, "decode never decompresses the cache")
+  eq(by["layers.self_attn.kv_b_proj.w_uk"].params + by["layers.self_attn.kv_b_proj.w_uv"].params, 512 * 128 * (128 + 128),
+    "W_UK and W_UV are kv_b_proj's weights")
+  eq(t.flops({ by["layers.self_attn.kv_b_proj.w_uk"] }, false, "fw") // by["layers.self_attn.kv_b_proj.w_uk"].count,
+    2 * b * 128 * 128 * 512, "q_nope · W_UK per head")
   eq(by["layers.mlp.experts.gate_proj"].attrs.per_layer, 64, "8 tokens × top 8: 64 busy experts")
   eq(by["layers.mlp.experts_short.idle"].attrs.per_layer, 192, "192 idle ones")
   eq(total_params(nodes), 671026404352, "every parameter in decode")
   eq(by["layers.self_attn.sdpa"], nil, "no prefill attention")
   local pre = by_name(ds.build(cfg, { batch = 2, seq = 512, phase = "prefill", dtype = "bf16", attention = "sdpa" }))
   eq(table.concat(pre["lm_head"].inputs[1], ","), "2,1,7168", "last token")
-  eq(pre["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, 2 * 512 * 128 * 320 * 2, "prefill cache per layer")
-  -- Tensor parallel decode: each rank caches its heads.
+  eq(pre["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, 2 * 512 * 576 * 2, "prefill caches the latent")
+  eq(pre["layers.self_attn.kv_b_proj"].params, 512 * 128 * 256, "prefill decompresses (kv_b_proj on the prompt)")
+  -- Tensor parallel decode: every rank caches the whole latent; its 16 heads attend to it.
   local tp = by_name(ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16", tp = 8,
     parallel = tp_plan(8, b) }))
-  eq(tp["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * 16 * (C + 1) * 320 * 2, "16 heads per rank")
+  eq(tp["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * (C + 1) * 576 * 2, "the latent on every rank")
+  eq(tp["layers.self_attn.decode_attention"].inputs[1][2], 16, "16 heads per rank")
+  -- an fp8 cache: 1 byte per latent value
+  local fp8 = by_name(ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16", kv_dtype = "fp8" }))
+  eq(fp8["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * (C + 1) * 576, "fp8 latent")
 end
 
 ---------------------------------------------------------------------------------------------------

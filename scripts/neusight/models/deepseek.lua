@@ -43,11 +43,21 @@
 --   restricts which experts a token may pick, not how many rows the experts get on average: the even spread stands.
 --   e_score_correction_bias is a registered buffer in transformers (not a parameter): counted in no parameter total.
 --   Bool tensors (.bool(), ~) are charged at fp32 width; the int64 routing indices as neusight.kernels.index_bytes.
--- Serving phases (opts.phase; neusight.nodes): as llama.lua. The KV cache is HF's: DynamicCache.update stores the
---   decompressed per-head key_states (d_qk) and value_states (v_head_dim) of every head — (d_qk + v_head_dim) ·
---   heads values per token and layer (40,960 for DeepSeek-V3), not the compressed latent (kv_lora_rank +
---   qk_rope_head_dim = 576) that MLA-aware engines (vLLM / SGLang with FlashMLA) cache. Decode: one
---   decode_attention node over C + 1 cached tokens with all heads (kv heads = heads), K of d_qk, V of v_head_dim.
+-- Serving phases (opts.phase; neusight.nodes): as llama.lua, with the KV cache of an MLA-aware serving engine (vLLM /
+--   SGLang with FlashMLA), not HF's: per token and layer the compressed latent after kv_a_layernorm (kv_lora_rank) and
+--   the rotary key k_rot after RoPE (qk_rope_head_dim), 576 values for DeepSeek-V3 — not the decompressed per-head K
+--   (d_qk) and V (v_head_dim) of HF's DynamicCache, (d_qk + v_head_dim) · heads = 40,960 (neusight.nodes.latent_cache_write,
+--   one copy kernel, vLLM's concat_and_cache_mla). Under tensor parallelism every rank caches the whole latent (it
+--   belongs to no head).
+--   Prefill decompresses as in training (kv_b_proj on the prompt, attention over per-head K and V) and writes the
+--   latent. Decode uses DeepSeek's absorbed formulation (vLLM's MLA decode path, FlashMLA): kv_b_proj's weights are
+--   never applied to the cache; W_UK (its key rows, heads × qk_nope_head_dim × kv_lora_rank) takes q_nope into the
+--   latent space (a bmm over the heads, kv_b_proj.w_uk), cat(ql_nope, q_rot) (a copy), then one decode_attention over
+--   C + 1 cached tokens as multi-query attention: every head against one cached "head" of kv_lora_rank +
+--   qk_rope_head_dim, V = its first kv_lora_rank values (attrs.latent: the cache is read once), then W_UV (its value
+--   rows, heads × kv_lora_rank × v_head_dim, kv_b_proj.w_uv, a bmm writing o_proj's input) and o_proj. The two bmm
+--   nodes carry kv_b_proj's parameters (same total). Not modelled: weight-only quantisation of the two bmm weights
+--   (--weight-dtype quantises linears only), FlashMLA's paged-block layout (64-token pages).
 -- Tensor parallelism (opts.tp > 1), Megatron-Core's MLA layout: the down projections q_a_proj and kv_a_proj_with_mqa
 --   and their RMSNorms replicated, q_b_proj (or q_proj) and kv_b_proj column-parallel (heads split), o_proj
 --   row-parallel; f before q_b_proj and kv_b_proj (the all-reduce in backward of the gradient of the replicated
@@ -295,6 +305,22 @@ function M.graph(r, opts)
     end
     linear(a .. ".kv_a_proj_with_mqa", x, h, kvr + dr, kv_a, r.bias, true)
     rms_norm(a .. ".kv_a_layernorm", latent, kvr)
+    if decode then -- absorbed weights over the latent cache (vLLM's MLA decode path); kv_b_proj is W_UK and W_UV
+      rope(a .. ".rotary.q", q_rot, q_half)
+      rope(a .. ".rotary.k", k_rot, k_half)
+      N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv)
+      -- q_nope (b, heads, dn) · W_UK (heads, dn, kvr): torch.bmm over the heads of the transposed views
+      add("matmul", a .. ".kv_b_proj.w_uk", { { nh, b, dn }, { nh, dn, kvr } }, { nh, b, kvr }, nh * dn * kvr,
+        { note = "absorbed key up-projection (kv_b_proj's key rows): q_nope into the latent space" })
+      add("contiguous", a .. ".query_latent", { { nh, b, kvr }, q_rot }, { b, nh, 1, kvr + dr }) -- cat(ql_nope, q_pe)
+      N.decode_attention(g, a .. ".decode_attention", b, nh, 1, kvr + dr, kv, kvr, true)
+      -- the latent output (b, heads, kvr) · W_UV (heads, kvr, dv), written into o_proj's input (bmm out=)
+      add("matmul", a .. ".kv_b_proj.w_uv", { { nh, b, kvr }, { nh, kvr, dv } }, { nh, b, dv }, nh * kvr * dv,
+        { note = "absorbed value up-projection (kv_b_proj's value rows)" })
+      add("linear", a .. ".o_proj", { { b, s, nh * dv } }, x, nh * dv * h + (r.bias and h or 0), { bias = r.bias })
+      tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
+      return
+    end
     g.all_reduce(a .. ".kv_b_proj.tp_in", kv_a, "backward",
       "f: gradient of the replicated kv latent and k_rot from the column-parallel kv_b_proj and heads")
     linear(a .. ".kv_b_proj", latent, kvr, nh * (dn + dv), kv_flat, false)
@@ -302,11 +328,9 @@ function M.graph(r, opts)
     rope(a .. ".rotary.k", k_rot, k_half)
     add("contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
     add("contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
-    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, nh, s, dqk, kv, dv) end
+    if serve then N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv) end
     local core = { core_attention = true }
-    if decode then
-      N.decode_attention(g, a .. ".decode_attention", b, nh, nh, dqk, kv, dv)
-    elseif sdpa then
+    if sdpa then
       add("sdpa", a .. ".sdpa", { q_heads, q_heads, v_heads }, v_heads, 0, {
         core_attention = true, causal = true, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
         note = "V narrower than Q and K: PyTorch's memory-efficient kernel" })
@@ -441,6 +465,9 @@ end
 
 --- The routed experts per MoE layer (n_routed_experts): `neusight search` tries every ep that divides it.
 function M.num_experts(cfg) return M.config(cfg).E end
+
+--- The routed experts a token is sent to per MoE layer (num_experts_per_tok; the shared experts are not routed).
+function M.top_k(cfg) return M.config(cfg).k end
 
 --- Parameters a token uses: every parameter but the routed experts it is not sent to (num_experts_per_tok of
 --- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).
