@@ -68,8 +68,9 @@ TEST_CASE("moe: the report carries active_params, and MFU counts the active expe
     // model FLOPs are the graph's: each token through k experts, so per token ≈ 6 × the active parameters (+ attention,
     // routing; − the embedding lookup), nowhere near 6 × all of them
     const double per_token = tr["figures"]["flops_per_token"];
-    CHECK(per_token > 6 * c.active);
+    CHECK(per_token > 0.9 * 6 * c.active);  // Qwen3-30B-A3B: its 0.31 B embedding rows do no FLOPs
     CHECK(per_token < 1.1 * 6 * c.active);
+    CHECK(per_token < 0.3 * 6 * c.params);
     // decode: one token per sequence, 2 × active per token (the experts 8 tokens hit; attention over the cache)
     const json dec = run_json(std::string("predict --model ") + c.model +
                               " --gpu h100 --mode decode --batch 8 --context 128 --dtype bf16");

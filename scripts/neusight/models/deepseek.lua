@@ -218,17 +218,13 @@ function M.graph(r, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s
   local sdpa = opts.attention == "sdpa"
-  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32
-  local norm_dtype = upcast and "fp32" or dtype
+  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32 (neusight.nodes.upcasts)
   local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
 
   local g = N.new(dtype, shard, sp)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
-  local function add_as(node_dtype, ...)
-    add(...)
-    nodes[#nodes].dtype = node_dtype
-  end
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }
@@ -241,52 +237,12 @@ function M.graph(r, opts)
   local rope_table = { b, 1, s, dr }
   local scores = { b, nh, s, s }
 
-  -- DeepseekV3RMSNorm (LlamaRMSNorm's kernels, llama.lua) over the last dimension `width` of `shape`.
-  local function rms_norm(p, shape, width)
-    local col = {}
-    for i = 1, #shape - 1 do col[i] = shape[i] end
-    col[#shape] = 1
-    if upcast then add_as("fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
-    add_as(norm_dtype, "pow", p .. ".pow", { shape }, shape)
-    add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)
-    add_as(norm_dtype, "add", p .. ".eps", { col }, col)
-    add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
-    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" })
-    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
-    add("weight", p .. ".weight", {}, { width }, width)
-    add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
-  end
-
-  -- apply_rotary_pos_emb (rope_interleave: apply_rotary_pos_emb_interleave) for one of q_rot / k_rot.
-  local function rope(p, heads, half)
-    if r.interleave then -- view(…, d/2, 2).transpose(4, 3).reshape(…, d): a copy
-      add("contiguous", p .. ".interleave", { heads }, heads)
-    end
-    add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("mul", p .. ".neg", { half }, half)
-    add("contiguous", p .. ".rotate_half", { half, half }, heads)
-    add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("add", p .. ".add", { heads, heads }, heads)
-  end
-
-  local function linear(name, input, in_f, out_f, out, bias, shared)
-    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
-      { bias = bias, saved_inputs = shared and "" or nil })
-  end
-
-  -- DeepseekV3MLP under prefix `m`: down_proj(silu(gate_proj(x)) · up_proj(x)), width = this rank's intermediate size.
-  local function swiglu(m, input, mid, width, attrs)
-    local function lin(name, from, to, in_f, out_f, shared)
-      local a = { bias = false, saved_inputs = shared and "" or nil }
-      for key, v in pairs(attrs or {}) do a[key] = v end
-      add("linear", m .. "." .. name, { from }, to, in_f * out_f, a)
-    end
-    lin("gate_proj", input, mid, h, width)
-    add("silu", m .. ".act_fn", { mid }, mid)
-    lin("up_proj", input, mid, h, width, true)
-    add("mul", m .. ".mul", { mid, mid }, mid)
-    lin("down_proj", mid, input, width, h)
-  end
+  -- The HF pieces llama.lua's modules share (neusight.nodes): DeepseekV3RMSNorm, apply_rotary_pos_emb (rope_interleave:
+  -- apply_rotary_pos_emb_interleave), nn.Linear, DeepseekV3MLP (down_proj(silu(gate_proj(x)) · up_proj(x)), no bias).
+  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table, r.interleave) end
+  local function linear(...) N.linear(g, ...) end
+  local function swiglu(m, input, mid, width, attrs) N.swiglu(g, m, input, mid, h, width, false, nil, attrs) end
 
   -- DeepseekV3Attention under prefix `a`; `kv` = the KV-cache tokens per sequence in a serving phase.
   local function attention(a, kv)
@@ -440,8 +396,7 @@ function M.graph(r, opts)
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
-  add("embedding", "embed_tokens", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
-  tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  N.embed_tokens(g, x, V)
   local dense, sparse = 0, 0
   for i = 0, r.L - 1 do
     if r.sparse(i) then sparse = sparse + 1 else dense = dense + 1 end
@@ -453,13 +408,7 @@ function M.graph(r, opts)
       layer(grp[1], kv, grp[3])
     end
   end
-  g.layer, g.count = "", 1
-  rms_norm("norm", xs, h)
-  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  local head_in = N.lm_head_input(g, serve, x)
-  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
-    { bias = false, tied = r.tied and "embed_tokens" or nil })
-  N.causal_lm_loss(g, b, s, V, opts)
+  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts)
   return nodes
 end
 
