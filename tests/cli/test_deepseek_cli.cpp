@@ -120,6 +120,18 @@ TEST_CASE("deepseek: serve holds the MLA latent per token, so far more requests 
   CHECK(s["fits"] == true);
 }
 
+TEST_CASE("deepseek: DeepSeek-V2-Lite forecasts every mode on one H100 with its latent cache", "[cli][deepseek]") {
+  for (const std::string mode : {"train", "prefill", "decode"}) {
+    INFO(mode);
+    const std::string shape = mode == "decode" ? " --batch 8 --context 2048" : " --batch 1 --seq 512";
+    const json j = run_json("predict --model deepseek_v2_lite --gpu h100 --dtype bf16 --mode " + mode + shape);
+    CHECK(j["params"].get<double>() == 15706484224.0);
+    CHECK(j["active_params"].get<double>() == 2661150208.0);
+    CHECK(j["latency_ms"].get<double>() > 0);
+    if (mode == "decode") CHECK(j["kv_cache_gb"].get<double>() == Approx(27.0 * 8 * 2049 * 576 * 2 / 1e9));
+  }
+}
+
 TEST_CASE("deepseek: the DeepSeek-V3 config.json and the preset are one model", "[cli][deepseek]") {
   temp_dir t;
   const auto cfg = t.write("DeepSeek-V3/config.json", R"({

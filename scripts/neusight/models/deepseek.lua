@@ -67,6 +67,18 @@
 --   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
 --   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
 --   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+-- DeepSeek-V2 (model_type "deepseek_v2": DeepSeek-V2, V2-Lite; DeepSeek's modeling_deepseek.py of those checkpoints): the
+--   same MLA (always de-interleaving RoPE: V2 has no rope_interleave key) and DeepSeekMoE, with MoEGate's routing: the
+--   fp32 logits (casts as V3's), softmax scores (scoring_func "softmax", fixed by hf.lua), no correction bias and no
+--   no_grad block: topk_method "greedy" takes topk(scores, k) with the values' gradient; "group_limited_greedy" scores
+--   each of n_group groups by its best expert (.max(dim=-1), charged as a top-1), keeps topk_group groups (zeros,
+--   scatter_, expand + reshape, .bool(), ~) and takes the top k of scores.masked_fill(…) (gradient through both); then
+--   renormalised when norm_topk_prob and k > 1, else × routed_scaling_factor (V2's if / else). n_shared_experts None: no
+--   shared experts. Approximations: the routed experts run V3's loop (per expert torch.where, gather, MLP, weighted
+--   index_add_) where V2's code sorts the token-expert pairs (moe_infer: scatter_, argsort, one gather, the experts on
+--   contiguous slices, an index_put and a weighted sum over k; in training repeat_interleave and masked assignment):
+--   the same rows and GEMMs per expert, other gather/scatter kernels. V2's sequence-level auxiliary loss
+--   (aux_loss_alpha, seq_aux; training only) is left out.
 -- Left out (as in llama.lua / moe.lua): the rotary tables, the causal-mask construction, the host synchronisations of
 --   torch.where, the backward of k_rot.expand (a sum over the heads of (b, heads, s, qk_rope_head_dim) gradients), the
 --   torch.where of experts that get no token (a read of the (n, k) mask each), the fp8 block-quantised weights of the
@@ -84,8 +96,11 @@ M.expert_parallel = true
 M.attention = { eager = true, sdpa = true }
 M.serving = { prefill = true, decode = true }
 
---- HuggingFace's config-class defaults (transformers DeepseekV3Config: DeepSeek-V3's shape) for the fields that shape
---- the kernels; false is None (q_lora_rank: null → q_proj). num_key_value_heads defaults to num_attention_heads.
+--- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).
+--- num_key_value_heads defaults to num_attention_heads. deepseek_v3: transformers' DeepseekV3Config (DeepSeek-V3's
+--- shape). deepseek_v2: DeepSeek's DeepseekV2Config (configuration_deepseek.py of the published checkpoints), whose
+--- n_routed_experts and num_experts_per_tok have no default (None: a config must give them), n_shared_experts,
+--- n_group and topk_group default to None (no shared experts; groups only for group_limited_greedy).
 M.DEFAULTS = {
   deepseek_v3 = { vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
                   num_hidden_layers = 61, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 1,
@@ -94,6 +109,13 @@ M.DEFAULTS = {
                   num_experts_per_tok = 8, first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true,
                   hidden_act = "silu", tie_word_embeddings = false, rope_interleave = true, attention_bias = false,
                   attention_dropout = 0.0 },
+  deepseek_v2 = { vocab_size = 102400, hidden_size = 4096, intermediate_size = 11008, moe_intermediate_size = 1407,
+                  num_hidden_layers = 30, num_attention_heads = 32, num_key_value_heads = 32, n_shared_experts = false,
+                  n_routed_experts = false, routed_scaling_factor = 1.0, kv_lora_rank = 512, q_lora_rank = 1536,
+                  qk_rope_head_dim = 64, v_head_dim = 128, qk_nope_head_dim = 128, topk_method = "greedy",
+                  n_group = false, topk_group = false, num_experts_per_tok = false, first_k_dense_replace = 0,
+                  moe_layer_freq = 1, norm_topk_prob = false, hidden_act = "silu", tie_word_embeddings = false,
+                  attention_bias = false, attention_dropout = 0.0 },
 }
 
 -- The builder fields (config.json keys that change the kernels), and the keys that change none a config may carry.
@@ -102,14 +124,20 @@ local FIELDS = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermed
   "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group",
   "num_experts_per_tok", "first_k_dense_replace", "moe_layer_freq", "norm_topk_prob", "hidden_act",
   "tie_word_embeddings", "rope_interleave", "attention_bias", "attention_dropout" }
+-- DeepSeek-V2 has no rope_interleave key (its modeling code always de-interleaves, as V3's default) and two routing
+-- keys V3 fixes: topk_method ("greedy" | "group_limited_greedy") and the softmax scoring (hf.lua fixes scoring_func).
+local FIELDS_V2 = {}
+for _, k in ipairs(FIELDS) do
+  if k ~= "rope_interleave" then FIELDS_V2[#FIELDS_V2 + 1] = k end
+end
+FIELDS_V2[#FIELDS_V2 + 1] = "topk_method"
+local FIELDS_OF = { deepseek_v3 = FIELDS, deepseek_v2 = FIELDS_V2 }
 local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
 function M.fields(model_type)
   local out = {}
-  if M.DEFAULTS[model_type] then
-    for i, k in ipairs(FIELDS) do out[i] = k end
-  end
+  for i, k in ipairs(FIELDS_OF[model_type] or {}) do out[i] = k end
   return out
 end
 
@@ -121,23 +149,34 @@ function M.config(cfg)
   local who = ("deepseek model '%s'"):format(tostring(cfg.name or "?"))
   local mt = cfg.model_type or "deepseek_v3"
   if not M.DEFAULTS[mt] then
-    error(("%s: model_type %s is not supported (\"deepseek_v3\")"):format(who, show(mt)), 0)
+    error(("%s: model_type %s is not supported (\"deepseek_v3\" or \"deepseek_v2\")"):format(who, show(mt)), 0)
   end
   local known = M.fields(mt)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
   for _, k in ipairs(NEUTRAL) do known[#known + 1] = k end
   checks.known(who, cfg, known)
   local d, c = M.DEFAULTS[mt], {}
-  for _, k in ipairs(FIELDS) do
+  local v2 = mt == "deepseek_v2"
+  local NONE = { q_lora_rank = true, num_key_value_heads = true, n_shared_experts = v2, n_group = v2, topk_group = v2,
+                 n_routed_experts = v2, num_experts_per_tok = v2 }
+  for _, k in ipairs(FIELDS_OF[mt]) do
     local v = cfg[k]
     if v == nil then v = d[k] end
-    if v == false and (k == "q_lora_rank" or k == "num_key_value_heads") then v = nil end
+    if v == false and NONE[k] then v = nil end
     c[k] = v
   end
-  checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
-    "num_hidden_layers", "num_attention_heads", "n_shared_experts", "n_routed_experts", "kv_lora_rank",
-    "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group", "num_experts_per_tok",
-    "moe_layer_freq" }, { "q_lora_rank", "num_key_value_heads" })
+  if v2 then c.rope_interleave = true end
+  local method = v2 and c.topk_method or "noaux_tc"
+  if v2 and method ~= "greedy" and method ~= "group_limited_greedy" then
+    error(("%s: topk_method %s is not supported (\"greedy\" or \"group_limited_greedy\")"):format(who, show(method)), 0)
+  end
+  local grouped = method ~= "greedy"
+  local required = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "n_routed_experts", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim",
+    "num_experts_per_tok", "moe_layer_freq" }
+  if not v2 then required[#required + 1] = "n_shared_experts" end -- V2: None is no shared expert
+  if grouped then required[#required + 1] = "n_group"; required[#required + 1] = "topk_group" end
+  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" })
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
@@ -168,20 +207,25 @@ function M.config(cfg)
     error(("%s: qk_rope_head_dim (%d) must be even (rotate_half splits it in two)"):format(who, c.qk_rope_head_dim), 0)
   end
   local E, G, TG, k = c.n_routed_experts, c.n_group, c.topk_group, c.num_experts_per_tok
-  if E % G ~= 0 or E // G < 2 then
-    error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d) with at least 2 experts per group "
-      .. "(the group score is the sum of each group's top 2)"):format(who, E, G), 0)
-  end
-  if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
-  if k > TG * (E // G) then
-    error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
-      TG * (E // G), TG), 0)
+  if grouped then
+    local least = method == "noaux_tc" and 2 or 1
+    if E % G ~= 0 or E // G < least then
+      error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d)%s"):format(who, E, G, least == 2
+        and " with at least 2 experts per group (the group score is the sum of each group's top 2)" or ""), 0)
+    end
+    if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
+    if k > TG * (E // G) then
+      error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
+        TG * (E // G), TG), 0)
+    end
+  elseif k > E then
+    error(("%s: num_experts_per_tok (%d) exceeds n_routed_experts (%d)"):format(who, k, E), 0)
   end
   local L = c.num_hidden_layers
   local r = {
     who = who, model_type = mt, c = c, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L, nh = nh,
     qr = c.q_lora_rank, kvr = c.kv_lora_rank, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim,
-    E = E, k = k, mI = c.moe_intermediate_size, ns = c.n_shared_experts, G = G, TG = TG,
+    E = E, k = k, mI = c.moe_intermediate_size, ns = c.n_shared_experts, G = G, TG = TG, method = method,
     norm_topk = c.norm_topk_prob, tied = c.tie_word_embeddings, bias = c.attention_bias,
     interleave = c.rope_interleave, p_drop = p, first_dense = fk, freq = c.moe_layer_freq,
   }
@@ -309,7 +353,7 @@ function M.graph(r, opts)
     local n = b * s
     local flat, top = { n, h }, { n, k }
     local I = shard and shard.split(r.mI, "moe_intermediate_size") or r.mI
-    local Is = shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns
+    local Is = r.ns and (shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns)
     local experts = P.expert_shard(opts, who, E)
     local ng = { no_grad = true }
     local function expert_mlp(e, rows, per)
@@ -347,35 +391,59 @@ function M.graph(r, opts)
       add_as("fp32", "cast", gate .. ".weight_to_fp32", { { E, h } }, { E, h }, 0, { from = dtype })
     end
     add_as("fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
-    add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
-    -- get_topk_indices, under torch.no_grad()
-    local grouped = { n, G, E // G }
-    add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
-    add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
-    add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
-    add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-    add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
-    add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-    add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-    add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
-    add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
-    add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
-    add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
-    -- with gradient: the selected scores
-    add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
-    if r.norm_topk then
-      add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
-      add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-      add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+    if r.method == "noaux_tc" then
+      add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
+      -- get_topk_indices, under torch.no_grad()
+      local grouped = { n, G, E // G }
+      add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
+      add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
+      add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
+      add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+      add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+      add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+      add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+      add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
+      add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
+      add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
+      -- with gradient: the selected scores
+      add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
+      if r.norm_topk then
+        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      end
+      add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+    else -- DeepSeek-V2's MoEGate: softmax scores, top-k values with their gradient (no no_grad block, no gather)
+      add_as("fp32", "softmax", gate .. ".softmax", { probs }, probs)
+      if r.method == "group_limited_greedy" then -- group score = the group's best expert; masked scores keep grad
+        add_as("fp32", "topk", gate .. ".group_max", { { n, G, E // G } }, { n, G, 1 }, 0, ng) -- .max(dim=-1)
+        add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+        add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+        add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+        add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+        add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+        add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
+        add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs)
+      end
+      add_as("fp32", "topk", gate .. ".topk", { probs }, top)
+      if r.norm_topk and k > 1 then -- renormalised, else scaled (DeepSeek-V2's if / else)
+        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      else
+        add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+      end
     end
-    add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
     -- moe(): the routed experts into an fp32 buffer
     add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
     add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
     moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
     if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
-    swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
-    add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+    if r.ns then
+      swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
+      add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+    end
     tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)")
   end
 
