@@ -267,6 +267,13 @@ function T.test_serving_phases()
   local fw = t.kernels(att)
   eq(fw[1].bytes, 2 * b * (128 * (576 + 512) + 2049 * 576), "Q read and O written per head, the cache once")
   eq(fw[1].flops, 2 * b * 128 * (576 + 512) * 2049, "Q·Kᵀ over 576, P·V over 512 for every head")
+  -- the tile model sees an equivalent kernel: cache rows of 2 · 288 values, 242 query heads of 288 (4·242·288 FLOPs per
+  -- cached token ≈ 2·128·1088)
+  eq(fw[1].n .. " " .. fw[1].rows .. " " .. fw[1].hidden, "288 242 1", "tile view")
+  local tile = require("tiling.attention").select(fw[1], { num_sm = 132 })
+  assert(math.abs(tile.flops * tile.blocks / fw[1].flops - 1) < 0.01, "tile FLOPs ≈ the kernel's")
+  eq(tile.blocks * (tile.bytes - 2 * 2 * 242 * 288), b * 8 * 257 * 576 * 2,
+    "tile cache bytes: 8 splits of 257 tokens per sequence, each cached row of 576 values read once")
   local cache = 0
   for _, n in ipairs(nodes) do cache = cache + (n.attrs.kv_cache_bytes or 0) * n.count end
   eq(cache, 61 * b * (C + 1) * (512 + 64) * 2, "KV cache bytes: 61 layers × (kv_lora_rank + qk_rope_head_dim) × 2 B")
