@@ -335,14 +335,19 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 function M.serving(mode) return mode == "prefill" or mode == "decode" end
 
 --- Weight-only quantisation of a graph: every linear (and addmm) with parameters reads its weight at
---- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). Returns the parameters so
---- quantised and all parameters (× count), for the weights' bytes per parameter in the model state.
+--- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). A matmul holding parameters (MLA's
+--- absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
+--- it so) but its BMM kernel still reads the weight at the compute dtype; so are the weights of experts no token reaches
+--- (op weight, attrs.expert: they launch nothing). Returns the parameters so quantised and all
+--- parameters (× count), for the weights' bytes per parameter in the model state.
 function M.quantise_weights(nodes, weight_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if (n.op == "linear" or n.op == "addmm") and p > 0 then
+    -- idle experts (op weight, attrs.expert: experts no token reached) hold the same linears' weights
+    local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
+    if (n.op == "linear" or n.op == "addmm" or n.op == "matmul" or idle_expert) and p > 0 then
       local attrs = {}
       for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
       attrs.weight_bytes = weight_bytes

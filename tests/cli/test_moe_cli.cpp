@@ -90,6 +90,17 @@ TEST_CASE("moe: the report carries active_params, and MFU counts the active expe
   CHECK(a > p / 4);
 }
 
+TEST_CASE("moe: weight-only quantisation also stores the experts no token reaches quantised", "[cli][moe][quant]") {
+  // decode of one sequence: 2 of 8 experts busy per layer, the other 6 hold weights and launch nothing; with fp8
+  // weights every linear's weight is 1 byte, only the norms and embed_tokens stay at 2
+  const json q = run_json("predict --model mixtral_8x7b --gpu h200 --mode decode --batch 1 --context 1024 --dtype bf16 "
+                          "--weight-dtype fp8");
+  const double per_param = q["state_bytes_per_param"]["weights"];
+  CHECK(per_param < 1.01);  // was 1.73: the idle experts' 32 × 6 × 3 × 4096 × 14336 weights counted at 2 bytes
+  CHECK(q["memory"]["state_gb"].get<double>() == Approx(46702792704.0 * per_param / 1e9));
+  CHECK(q["memory"]["state_gb"].get<double>() < 47.5);
+}
+
 TEST_CASE("moe: Mixtral-8x7B with tensor, expert and pipeline parallelism", "[cli][moe][parallel]") {
   const std::string base = "predict --model mixtral_8x7b --gpu h100_sxm5_80gb --batch 8 --seq 4096 --dtype bf16 "
                            "--mode train --optimizer adamw --cluster dgx_h100";
