@@ -1,5 +1,7 @@
 -- scripts/neusight/nodes.lua — the node list a model builder appends to: placement (layer, count), tp collectives, the HF causal-LM loss,
--- and the serving phases' pieces (prefill / decode: KV-cache writes, decode attention, the last-token LM head).
+-- the HF decoder modules the Llama-family and DeepSeek builders share (RMSNorm, RoPE, linear, SwiGLU, embed_tokens, the
+-- norm / lm_head / loss tail), and the serving phases' pieces (prefill / decode: KV-cache writes, MLA's latent cache,
+-- decode attention, the last-token LM head).
 local M = {}
 
 --- A node list under construction. `g.add(op, name, inputs, output, params?, attrs?)` appends a node at the
