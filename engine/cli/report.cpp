@@ -300,6 +300,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["optimizer_ms"] = f.phase_total(phase::optimizer) * ms;
   j["flops"] = f.flops_total();
   j["params"] = f.params_total();
+  if (m.active_params) j["active_params"] = *m.active_params;  // mixtures of experts: a token's share of params
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(f, m);
   // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
@@ -459,6 +460,10 @@ std::string report_table(const forecast& f, const report_meta& m) {
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
+  if (m.active_params)
+    out += fmt::format("parameters       {:>12.3f} B    of which {:.3f} B active per token (the routed experts it is sent "
+                       "to; attention, shared experts, embeddings in full){}\n",
+                       f.params_total() / 1e9, *m.active_params / 1e9, m.timeline ? ", one tensor-parallel rank" : "");
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),

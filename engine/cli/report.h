@@ -34,6 +34,9 @@ struct report_meta {
   // Quantised KV cache / weights (scripts/neusight/workload.lua): "" = the compute dtype; JSON shows them only when
   // they differ from it, so a default run's JSON is unchanged.
   std::string kv_dtype, weight_dtype;
+  // Mixtures of experts: the parameters a token touches, on the graph's scope as `params` (scripts/neusight/workload.lua
+  // active_params); absent for dense models.
+  std::optional<double> active_params;
 };
 
 // What scripts/neusight/figures.lua compute() is given of a forecast (after the timeline is in `m`): latency, the

@@ -34,6 +34,8 @@ M.SOURCES = {
   mixtral_8x7b = "mistralai/Mixtral-8x7B-v0.1", mixtral_8x22b = "mistralai/Mixtral-8x22B-v0.1",
   qwen3_30b_a3b = "Qwen/Qwen3-30B-A3B", qwen15_moe_a27b = "Qwen/Qwen1.5-MoE-A2.7B",
   deepseek_v3 = "deepseek-ai/DeepSeek-V3 (without the multi-token-prediction module)",
+  deepseek_v2 = "deepseek-ai/DeepSeek-V2",
+  deepseek_v2_lite = "deepseek-ai/DeepSeek-V2-Lite",
 }
 
 --- The rows of `neusight models`, sorted by name: { name, arch, model_type, params, active_params (a token's: the

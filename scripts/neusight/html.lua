@@ -237,7 +237,7 @@ end
 
 local HEADER_TEXT = { "model", "gpu", "mode", "dtype", "precision", "predictor", "optimizer", "source" }
 local HEADER_NUMS = { { "batch", "" }, { "seq", "" }, { "context", "" }, { "forward_ms", " ms" }, { "backward_ms", " ms" },
-  { "grad_accumulate_ms", " ms" }, { "optimizer_ms", " ms" }, { "params", "" }, { "flops", "" } }
+  { "grad_accumulate_ms", " ms" }, { "optimizer_ms", " ms" }, { "params", "" }, { "active_params", "" }, { "flops", "" } }
 
 -- The page of one forecast: `r` is its JSON report as a table.
 function M.render(r)

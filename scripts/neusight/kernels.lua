@@ -215,7 +215,15 @@ local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd 
 --- FLOPs and bytes per query/key pair are those of one head dim of the mean.
 --- `kv_dtype` (optional, default dtype): the KV cache's element type (an fp8 cache under bf16 compute, workload
 --- field kv_dtype): K and V are read at its size, Q and O at dtype's; FLOPs unchanged (the kernel dequantises).
-function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype)
+--- `latent` (optional, decode only): V is the first dv values of each K row of one cache (multi-head latent attention
+--- with absorbed weights: K = [latent, rotary key] of kv_lora_rank + qk_rope_head_dim, V = the latent), so the cache
+--- is read once: kv_heads · skv · d elements, not · (d + dv); FLOPs as above. The tile model (scripts/tiling/attention.lua)
+--- derives a decode block's work from n and the query heads per kv head alone (2·n cache values and 4·group·n FLOPs per
+--- cached token), so a latent kernel shows it an equivalent one: n = ⌈d / 2⌉ (the cache row of d values, read once) and
+--- rows = heads · (d + dv) / d query heads, rounded to a multiple of kv_heads (4·rows·n = 2·heads·(d + dv) FLOPs per
+--- cached token; Q and O bytes alike): DeepSeek-V3's 128 heads over 576 / 512 are shown as 242 heads of 288, within
+--- 0.2 % of the kernel's FLOPs and exact on the cache bytes. flops and bytes here are the kernel's own.
+function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype, latent)
   if not ATTENTION_OPS[op] then
     error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
   end
@@ -236,10 +244,20 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype
     ekv = check_dtype("attention", 10, kv_dtype)
     if bwd then error("bad argument #10 to 'attention' (a quantised KV cache has no backward)", 2) end
   end
+  if latent and (op ~= "decode" or dv > d) then
+    error("bad argument #11 to 'attention' (a latent cache is a decode kernel's, with dv <= d)", 2)
+  end
   local q_io, kv_io = heads * sq * (d + dv), kv_heads * skv * (d + dv) -- forward: Q read + O written, K + V read
+  if latent then kv_io = kv_heads * skv * d end -- V is read with K
+  local n, rows = (d + dv + 1) // 2, heads
+  if latent then -- the tile model's equivalent kernel (above)
+    n = (d + 1) // 2
+    rows = math.max(1, (heads * (d + dv) / d / kv_heads + 0.5) // 1) * kv_heads
+    rows = math.tointeger(rows) or rows
+  end
   return {
     kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
-    op = op, dtype = dtype, b = batch, m = sq, k = skv, n = (d + dv + 1) // 2, rows = heads, hidden = kv_heads,
+    op = op, dtype = dtype, b = batch, m = sq, k = skv, n = n, rows = rows, hidden = kv_heads,
     flops = 2 * batch * heads * (bwd and 3 * d + 2 * dv or d + dv) * pairs,
     bytes = bwd and e * batch * 2 * (q_io + kv_io) or batch * (e * q_io + ekv * kv_io),
     kv_dtype = kv_dtype,

@@ -1,5 +1,7 @@
 -- scripts/neusight/nodes.lua — the node list a model builder appends to: placement (layer, count), tp collectives, the HF causal-LM loss,
--- and the serving phases' pieces (prefill / decode: KV-cache writes, decode attention, the last-token LM head).
+-- the HF decoder modules the Llama-family and DeepSeek builders share (RMSNorm, RoPE, linear, SwiGLU, embed_tokens, the
+-- norm / lm_head / loss tail), and the serving phases' pieces (prefill / decode: KV-cache writes, MLA's latent cache,
+-- decode attention, the last-token LM head).
 local M = {}
 
 --- A node list under construction. `g.add(op, name, inputs, output, params?, attrs?)` appends a node at the
@@ -56,6 +58,103 @@ function M.causal_lm_loss(g, b, s, V, opts)
   g.add("contiguous", "loss.shift_logits", { { b, s - 1, V } }, { b, s - 1, V })
   g.add("cross_entropy", "loss", { { n, V }, { n } }, { 1 })
   g.all_reduce("loss.tp_all_reduce", { 3, n }, "forward", "vocab-parallel cross-entropy: max, sum of exp, target logit")
+end
+
+---------------------------------------------------------------------------------------------------
+-- HuggingFace decoder pieces the Llama-family and DeepSeek builders share (scripts/neusight/models/llama.lua, moe.lua via
+-- llama.lua, deepseek.lua): the kernels HF's eager modules launch, appended to a node list `g` (M.new).
+
+--- Appends a node (g.add's arguments after `node_dtype`) whose kernels run at `node_dtype` instead of the graph's.
+function M.add_as(g, node_dtype, ...)
+  g.add(...)
+  g.nodes[#g.nodes].dtype = node_dtype
+end
+
+--- Whether HF's RMSNorm / router upcast to fp32 under the graph's dtype (16-bit and fp8 models: casts around them).
+function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 4 end
+
+--- LlamaRMSNorm (Qwen3RMSNorm, DeepseekV3RMSNorm) under prefix `p` over the last dimension `width` of `shape`:
+--- hidden.to(fp32), pow(2), mean(-1), + eps, rsqrt, mul, .to(dtype), weight mul. The casts exist only when the graph
+--- upcasts (M.upcasts); pow … mul then run in fp32 (their nodes carry dtype fp32).
+function M.rms_norm(g, p, shape, width)
+  local upcast = M.upcasts(g)
+  local dtype = g.dtype
+  local norm_dtype = upcast and "fp32" or dtype
+  local add = g.add
+  local col = {}
+  for i = 1, #shape - 1 do col[i] = shape[i] end
+  col[#shape] = 1
+  if upcast then M.add_as(g, "fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
+  M.add_as(g, norm_dtype, "pow", p .. ".pow", { shape }, shape)                -- hidden ** 2          VECpowu
+  M.add_as(g, norm_dtype, "mean", p .. ".mean", { shape }, col)                -- .mean(-1, keepdim)   reduction
+  M.add_as(g, norm_dtype, "add", p .. ".eps", { col }, col)                    -- + variance_epsilon   VECaddu
+  M.add_as(g, norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
+  -- hidden · rsqrt(…): hidden is saved once, by pow (the same tensor; saved_inputs, scripts/neusight/rules.lua)
+  M.add_as(g, norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" }) --  VECmul
+  if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+  add("weight", p .. ".weight", {}, { width }, width)
+  add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" }) -- weight · hidden (the weight is state) VECmul
+end
+
+--- apply_rotary_pos_emb for one of q / k under prefix `p`: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1);
+--- `heads` the (b, heads, s, d) shape, `half` its (…, d/2), `rope_table` the (b, 1, s, d) cos / sin broadcast over the
+--- heads. `interleave` (DeepSeek's rope_interleave): first view(…, d/2, 2).transpose(4, 3).reshape, a copy.
+function M.rope(g, p, heads, half, rope_table, interleave)
+  local add = g.add
+  if interleave then add("contiguous", p .. ".interleave", { heads }, heads) end
+  -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
+  add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+  add("mul", p .. ".neg", { half }, half)                                 -- −x2: neg (as VECmulu)
+  add("contiguous", p .. ".rotate_half", { half, half }, heads)           -- torch.cat((−x2, x1), -1)
+  add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
+  add("add", p .. ".add", { heads, heads }, heads)
+end
+
+--- nn.Linear(in_f, out_f) on `input` into `out`; `shared`: the input is the one an earlier linear already saves (q/k/v
+--- projections reading the same normed x): saved once.
+function M.linear(g, name, input, in_f, out_f, out, bias, shared)
+  g.add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
+    { bias = bias, saved_inputs = shared and "" or nil })
+end
+
+--- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
+--- intermediate size and `mid` the (…, width) shape; `names` the three projections (default gate_proj, up_proj,
+--- down_proj; Mixtral's experts: w1, w3, w2) and `attrs` extra attributes of the three linears (experts).
+function M.swiglu(g, m, input, mid, h, width, bias, names, attrs)
+  local gate, up, down = "gate_proj", "up_proj", "down_proj"
+  if names then gate, up, down = names[1], names[2], names[3] end
+  local function lin(name, from, to, in_f, out_f, shared)
+    local a = { bias = bias, saved_inputs = shared and "" or nil } -- up reads the input gate already saves
+    for k, v in pairs(attrs or {}) do a[k] = v end
+    g.add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
+  end
+  lin(gate, input, mid, h, width)
+  g.add("silu", m .. ".act_fn", { mid }, mid)
+  lin(up, input, mid, h, width, true)
+  g.add("mul", m .. ".mul", { mid, mid }, mid)
+  lin(down, mid, input, width, h)
+end
+
+--- embed_tokens (nn.Embedding(V, h), vocab-parallel under tp: the ranks' partial lookups summed) into `x` = (b, s, h);
+--- `V` this rank's vocabulary rows.
+function M.embed_tokens(g, x, V)
+  local h = x[3]
+  g.add("embedding", "embed_tokens", { { x[1], x[2] } }, x, V * h, { num_embeddings = V, embedding_dim = h })
+  g.tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+end
+
+--- The decoder's tail, outside the layers: the final RMSNorm ("norm") on the residual stream `xs`, lm_head (tied to
+--- embed_tokens when `tied`: no parameters of its own; vocab-parallel under tp, `V` this rank's rows) on `x` (prefill:
+--- the last token, M.lm_head_input) and, in training, the causal-LM loss (M.causal_lm_loss).
+function M.causal_lm_head(g, serve, x, xs, V, tied, opts)
+  local b, s, h = x[1], x[2], x[3]
+  g.layer, g.count = "", 1
+  M.rms_norm(g, "norm", xs, h)
+  g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
+  local head_in = M.lm_head_input(g, serve, x)
+  g.add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
+    { bias = false, tied = tied and "embed_tokens" or nil })
+  M.causal_lm_loss(g, b, s, V, opts)
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -120,16 +219,35 @@ function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, v_h
       kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
 end
 
+--- The KV-cache write of one layer of multi-head latent attention (DeepSeek's MLA as serving engines cache it: vLLM's
+--- concat_and_cache_mla, SGLang / FlashMLA): per token one compressed latent of `latent` values (kv_lora_rank, after its
+--- RMSNorm) and the rotary key of `rope` values (qk_rope_head_dim, after RoPE, shared by every head) — not per-head K
+--- and V. Inputs [b, new, latent] and [b, 1, new, rope], one copy kernel into [b, new, latent + rope].
+--- attrs.kv_cache_bytes = b · cache_tokens · (latent + rope) · KV dtype bytes: the same on every tensor-parallel rank
+--- (the latent belongs to no head: each rank caches all of it, as vLLM's MLA under tp does).
+function M.latent_cache_write(g, name, b, new, latent, rope, cache_tokens)
+  local width = latent + rope
+  local kvd = M.kv_dtype(g)
+  local bytes = b * cache_tokens * width * require("neusight.kernels").dtype_bytes(kvd)
+  g.add("setitem", name, { { b, new, latent }, { b, 1, new, rope } }, { b, new, width }, 0, {
+    kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens, kv_dtype = kvd ~= g.dtype and kvd or nil,
+    note = ("append the latent (%d) and rotary key (%d) of %d token(s) per sequence to a latent cache of %d%s")
+      :format(latent, rope, new, cache_tokens, kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
+end
+
 --- Decode attention of one layer: Q [b, heads, 1, d] over the cache K, V [b, kv_heads, kv, d] (ops/decode_attention.lua);
 --- `v_head_dim` (default head_dim): V's and the output's head dim when it differs (DeepSeek's latent attention).
-function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_dim)
+--- `latent`: V is the first v_head_dim values of each cached K row (MLA with absorbed weights: one cache read as both,
+--- attrs.latent; ops/decode_attention.lua then reads the cache once).
+function M.decode_attention(g, name, b, heads, kv_heads, head_dim, kv, v_head_dim, latent)
   local dv = v_head_dim or head_dim
   local cache = { b, kv_heads, kv, head_dim }
   local v = dv == head_dim and cache or { b, kv_heads, kv, dv }
   local kvd = M.kv_dtype(g)
   g.add("decode_attention", name, { { b, heads, 1, head_dim }, cache, v }, { b, heads, 1, dv }, 0,
-    { note = ("FlashDecoding over %d cached tokens%s"):format(kv, kvd ~= g.dtype and " (" .. kvd .. " cache)" or ""),
-      kv_dtype = kvd ~= g.dtype and kvd or nil })
+    { note = ("%s over %d cached tokens%s"):format(latent and "MLA decode (FlashMLA-style, one latent cache)"
+      or "FlashDecoding", kv, kvd ~= g.dtype and " (" .. kvd .. " cache)" or ""),
+      kv_dtype = kvd ~= g.dtype and kvd or nil, latent = latent or nil })
 end
 
 --- Prefill's LM-head input: the last token of each prompt, hidden[:, -1:, :] (a [b, 1, h] copy); returns its shape.

@@ -335,14 +335,19 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 function M.serving(mode) return mode == "prefill" or mode == "decode" end
 
 --- Weight-only quantisation of a graph: every linear (and addmm) with parameters reads its weight at
---- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). Returns the parameters so
---- quantised and all parameters (× count), for the weights' bytes per parameter in the model state.
+--- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). A matmul holding parameters (MLA's
+--- absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
+--- it so) but its BMM kernel still reads the weight at the compute dtype; so are the weights of experts no token reaches
+--- (op weight, attrs.expert: they launch nothing). Returns the parameters so quantised and all
+--- parameters (× count), for the weights' bytes per parameter in the model state.
 function M.quantise_weights(nodes, weight_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if (n.op == "linear" or n.op == "addmm") and p > 0 then
+    -- idle experts (op weight, attrs.expert: experts no token reached) hold the same linears' weights
+    local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
+    if (n.op == "linear" or n.op == "addmm" or n.op == "matmul" or idle_expert) and p > 0 then
       local attrs = {}
       for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
       attrs.weight_bytes = weight_bytes
@@ -412,7 +417,7 @@ local function graph_of(w, gpu)
     opts.sequence_parallel = plan.sequence_parallel
   end
 
-  local model, name, nodes = w.model, nil, nil
+  local model, name, nodes, routing = w.model, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes, name = model(opts)
@@ -457,6 +462,7 @@ local function graph_of(w, gpu)
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes = builder.build(cfg, opts)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
+    if builder.top_k and builder.num_experts then routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg) } end
   end
   fill_defaults(nodes, w.dtype)
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
@@ -466,7 +472,23 @@ local function graph_of(w, gpu)
     if fopts then nodes = fusion.apply(nodes, fopts) end
   end
 
-  return name, nodes, plan, opts
+  return name, nodes, plan, opts, routing
+end
+
+--- Parameters a token touches in a graph of routed experts: Σ params · count with the routed experts' weights
+--- (attrs.expert) scaled by k / E — attention, dense MLPs, shared experts, routers, norms, embeddings and the LM head
+--- in full (neusight.models.moe.active_of). `routing` = { k, E } from the builder (top_k, num_experts). The graph's
+--- scope is params': one tensor-parallel rank's shard in a parallel run, whose E / ep local experts under expert
+--- parallelism take k / ep of a token's experts on average (the same k / E share). nil for a graph without routed
+--- experts (a dense model: every parameter is active, and the report says nothing more).
+function M.active_params(nodes, routing)
+  if not routing then return nil end
+  for _, n in ipairs(nodes) do
+    if type(n.attrs) == "table" and n.attrs.expert and (n.params or 0) > 0 then
+      return require("neusight.models.moe").active_of(nodes, routing.k, routing.E)
+    end
+  end
+  return nil
 end
 
 -- The memory of a run (neusight.memory): for a single GPU the report itself (with the largest batch that fits,
@@ -491,7 +513,7 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   return memory.single(ctx, ok and at or nil)
 end
 
---- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes, memory). In training with an optimizer, one optimizer node
+--- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes, memory, active_params). In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
 --- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
 --- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
@@ -512,6 +534,7 @@ end
 ---@return number? kv_cache_bytes
 ---@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
 --- (the timeline reports it from plan.memory)
+---@return number? active_params M.active_params: the report's active_params (mixtures of experts only)
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
 --- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
 ---@return string model_name
@@ -521,7 +544,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts = graph_of(w, gpu)
+  local name, nodes, plan, opts, routing = graph_of(w, gpu)
+  local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then
     local P = 0
@@ -537,7 +561,7 @@ function M.build(spec, gpu)
   local state = precision.state(recipe, w.optimizer, training)
   if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
-  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv)
+  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv), active
 end
 
 return M

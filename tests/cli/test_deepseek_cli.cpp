@@ -81,12 +81,55 @@ TEST_CASE("deepseek: DeepSeek-V3 with tensor, expert and pipeline parallelism, a
   CHECK(layers == 61);
   CHECK(params < deepseek_v3_params / 8);  // one tp rank of each stage, 32 of 256 experts per layer
   CHECK(tr["latency_ms"].get<double>() > 0);
-  // Decode on one node: each rank caches its 16 heads' K (192) and V (128) for 8 × 2049 tokens over 61 layers.
+  // Decode on one node: each rank caches the whole MLA latent (kv_lora_rank 512 + qk_rope_head_dim 64) for 8 × 2049
+  // tokens over 61 layers (vLLM's MLA under tp), not its 16 heads' K (192) and V (128).
   const json dec = run_json("predict --model deepseek_v3 --gpu h100 --mode decode --batch 8 --context 2048 --tp 8 "
                             "--dtype bf16 --cluster dgx_h100");
-  CHECK(dec["kv_cache_gb"].get<double>() == Approx(61.0 * 8 * 2049 * 16 * 320 * 2 / 1e9));
+  CHECK(dec["kv_cache_gb"].get<double>() == Approx(61.0 * 8 * 2049 * 576 * 2 / 1e9));
   CHECK(dec["parallel"]["devices"][0]["tp_comm_ms"].get<double>() > 0);
   CHECK(dec["latency_ms"].get<double>() > 0);
+}
+
+TEST_CASE("deepseek: decode memory is the weights, the latent KV cache and small transients (hand computation)",
+          "[cli][deepseek][memory]") {
+  // bf16 weights 671,026,404,352 × 2 B; the cache 61 layers × 8 sequences × (4096 + 1) tokens × 576 latent values × 2 B
+  // (HF's decompressed per-head cache would hold 128 × (192 + 128) = 40,960 values per token: 71× more); the
+  // temporary is the W_UK bmm's inputs and output (its weight counted again: 18 MB), cuBLAS' workspace 32 MiB.
+  const json j = run_json("predict --model deepseek_v3 --gpu h200 --mode decode --batch 8 --context 4096 --dtype bf16");
+  const double weights = deepseek_v3_params * 2 / 1e9, kv = 61.0 * 8 * 4097 * 576 * 2 / 1e9;
+  const json& m = j["memory"];
+  CHECK(m["state_gb"].get<double>() == Approx(weights));
+  CHECK(j["kv_cache_gb"].get<double>() == Approx(kv));
+  CHECK(m["kv_cache_gb"].get<double>() == Approx(kv));
+  CHECK(m["temporary_gb"].get<double>() < 0.05);  // not the cache again (decode_attention's transient is Q and O)
+  CHECK(j["memory_gb"].get<double>() == Approx(weights + kv + m["temporary_gb"].get<double>() + 0.033554432));
+  CHECK(j["memory_gb"].get<double>() == Approx(1344.41).epsilon(1e-4));
+}
+
+TEST_CASE("deepseek: serve holds the MLA latent per token, so far more requests fit", "[cli][deepseek][serve]") {
+  // fp8 weights over tp 8 on H200: 84.9 GB per GPU; every rank caches 61 × 576 bf16 values per token (70,272 B).
+  const json s = run_json("serve --model deepseek_v3 --gpu h200 --tp 8 --weight-dtype fp8 --input-len 2048 "
+                          "--output-len 64 --batch 32");
+  const double per_token = s["kv_cache_gb_per_token"];
+  CHECK(per_token == Approx(61.0 * 576 * 2 / 1e9));
+  const double budget = 0.9 * s["gpu_mem_gb"].get<double>() - s["weights_gb"].get<double>();
+  const int blocks_per_seq = (2048 + 64 - 1 + 15) / 16;
+  CHECK(s["kv_blocks"].get<int>() == int(budget / (per_token * 16) + 1e-9));
+  CHECK(s["max_concurrency"].get<int>() == s["kv_blocks"].get<int>() / blocks_per_seq);
+  CHECK(s["max_concurrency"].get<int>() > 200);  // a per-head K/V cache (16 heads × 320 values per rank) fits 29
+  CHECK(s["fits"] == true);
+}
+
+TEST_CASE("deepseek: DeepSeek-V2-Lite forecasts every mode on one H100 with its latent cache", "[cli][deepseek]") {
+  for (const std::string mode : {"train", "prefill", "decode"}) {
+    INFO(mode);
+    const std::string shape = mode == "decode" ? " --batch 8 --context 2048" : " --batch 1 --seq 512";
+    const json j = run_json("predict --model deepseek_v2_lite --gpu h100 --dtype bf16 --mode " + mode + shape);
+    CHECK(j["params"].get<double>() == 15706484224.0);
+    CHECK(j["active_params"].get<double>() == 2661150208.0);
+    CHECK(j["latency_ms"].get<double>() > 0);
+    if (mode == "decode") CHECK(j["kv_cache_gb"].get<double>() == Approx(27.0 * 8 * 2049 * 576 * 2 / 1e9));
+  }
 }
 
 TEST_CASE("deepseek: the DeepSeek-V3 config.json and the preset are one model", "[cli][deepseek]") {

@@ -51,6 +51,56 @@ TEST_CASE("moe: Mixtral-8x7B and Qwen3-30B-A3B train and infer on one H100, fp32
   }
 }
 
+TEST_CASE("moe: the report carries active_params, and MFU counts the active experts' FLOPs only", "[cli][moe][figures]") {
+  // Published: Mixtral-8x7B 12.9 B active of 46.7 B; Qwen3-30B-A3B 3.3 B of 30.5 B; DeepSeek-V3 37 B of 671 B.
+  const struct {
+    const char* model;
+    double params, active;
+  } cases[] = {{"mixtral_8x7b", 46702792704.0, 12879925248.0},
+               {"qwen3_30b_a3b", 30532122624.0, 3353032704.0},
+               {"deepseek_v3", 671026404352.0, 37552282624.0}};
+  for (const auto& c : cases) {
+    INFO(c.model);
+    const json tr = run_json(std::string("predict --model ") + c.model +
+                             " --gpu h100 --mode train --batch 1 --seq 1024 --dtype bf16 --optimizer none");
+    CHECK(tr["params"].get<double>() == c.params);
+    CHECK(tr["active_params"].get<double>() == c.active);
+    // model FLOPs are the graph's: each token through k experts, so per token ≈ 6 × the active parameters (+ attention,
+    // routing; − the embedding lookup), nowhere near 6 × all of them
+    const double per_token = tr["figures"]["flops_per_token"];
+    CHECK(per_token > 0.9 * 6 * c.active);  // Qwen3-30B-A3B: its 0.31 B embedding rows do no FLOPs
+    CHECK(per_token < 1.1 * 6 * c.active);
+    CHECK(per_token < 0.3 * 6 * c.params);
+    // decode: one token per sequence, 2 × active per token (the experts 8 tokens hit; attention over the cache)
+    const json dec = run_json(std::string("predict --model ") + c.model +
+                              " --gpu h100 --mode decode --batch 8 --context 128 --dtype bf16");
+    CHECK(dec["active_params"].get<double>() == c.active);
+    CHECK(dec["figures"]["flops_per_token"].get<double>() == Approx(2 * c.active).epsilon(0.12));
+  }
+  // the table says it; a dense model's report has no active_params
+  const auto r = run_cli("predict --model mixtral_8x7b --gpu h100 --mode inference --batch 1 --seq 128 --dtype bf16");
+  CHECK(r.out.find("of which 12.880 B active per token") != std::string::npos);
+  const json dense = run_json("predict --model llama3_8b --gpu h100 --mode inference --batch 1 --seq 128 --dtype bf16");
+  CHECK_FALSE(dense.contains("active_params"));
+  // tensor x expert parallel: the scope of params (one tp rank, its ep share of the experts), the same k / E share
+  const json ep = run_json("predict --model mixtral_8x7b --gpu h100 --batch 8 --seq 1024 --dtype bf16 --mode train "
+                           "--optimizer none --tp 2 --dp 4 --ep 4 --cluster dgx_h100");
+  const double p = ep["params"], a = ep["active_params"];
+  CHECK(a < p);
+  CHECK(a > p / 4);
+}
+
+TEST_CASE("moe: weight-only quantisation also stores the experts no token reaches quantised", "[cli][moe][quant]") {
+  // decode of one sequence: 2 of 8 experts busy per layer, the other 6 hold weights and launch nothing; with fp8
+  // weights every linear's weight is 1 byte, only the norms and embed_tokens stay at 2
+  const json q = run_json("predict --model mixtral_8x7b --gpu h200 --mode decode --batch 1 --context 1024 --dtype bf16 "
+                          "--weight-dtype fp8");
+  const double per_param = q["state_bytes_per_param"]["weights"];
+  CHECK(per_param < 1.01);  // was 1.73: the idle experts' 32 × 6 × 3 × 4096 × 14336 weights counted at 2 bytes
+  CHECK(q["memory"]["state_gb"].get<double>() == Approx(46702792704.0 * per_param / 1e9));
+  CHECK(q["memory"]["state_gb"].get<double>() < 47.5);
+}
+
 TEST_CASE("moe: Mixtral-8x7B with tensor, expert and pipeline parallelism", "[cli][moe][parallel]") {
   const std::string base = "predict --model mixtral_8x7b --gpu h100_sxm5_80gb --batch 8 --seq 4096 --dtype bf16 "
                            "--mode train --optimizer adamw --cluster dgx_h100";

@@ -253,28 +253,51 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Serving phases
 
--- Decode: K (d_qk) and V (v_head_dim) of every head cached, as HF's DynamicCache holds them; one decode_attention.
+-- Serving phases cache MLA's latent (kv_lora_rank + qk_rope_head_dim = 576 values per token and layer), as vLLM / SGLang
+-- do, not HF's decompressed per-head K and V; decode runs the absorbed formulation: W_UK and W_UV bmms around one
+-- decode_attention of all heads over one latent "head" that is read once.
 function T.test_serving_phases()
   local cfg, b, C = presets.deepseek_v3, 8, 2048
   local nodes = ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16" })
   local by = by_name(nodes)
   local att = by["layers.self_attn.decode_attention"]
-  eq(table.concat(att.inputs[2], ",") .. " " .. table.concat(att.inputs[3], ","), "8,128,2049,192 8,128,2049,128",
-    "K and V caches")
+  eq(table.concat(att.inputs[1], ",") .. " " .. table.concat(att.inputs[2], ",") .. " " .. table.concat(att.inputs[3], ","),
+    "8,128,1,576 8,1,2049,576 8,1,2049,512", "Q in latent space, the latent cache as K and (its first 512) as V")
+  eq(att.attrs.latent, true, "V is read with K")
+  local fw = t.kernels(att)
+  eq(fw[1].bytes, 2 * b * (128 * (576 + 512) + 2049 * 576), "Q read and O written per head, the cache once")
+  eq(fw[1].flops, 2 * b * 128 * (576 + 512) * 2049, "Q·Kᵀ over 576, P·V over 512 for every head")
+  -- the tile model sees an equivalent kernel: cache rows of 2 · 288 values, 242 query heads of 288 (4·242·288 FLOPs per
+  -- cached token ≈ 2·128·1088)
+  eq(fw[1].n .. " " .. fw[1].rows .. " " .. fw[1].hidden, "288 242 1", "tile view")
+  local tile = require("tiling.attention").select(fw[1], { num_sm = 132 })
+  assert(math.abs(tile.flops * tile.blocks / fw[1].flops - 1) < 0.01, "tile FLOPs ≈ the kernel's")
+  eq(tile.blocks * (tile.bytes - 2 * 2 * 242 * 288), b * 8 * 257 * 576 * 2,
+    "tile cache bytes: 8 splits of 257 tokens per sequence, each cached row of 576 values read once")
   local cache = 0
   for _, n in ipairs(nodes) do cache = cache + (n.attrs.kv_cache_bytes or 0) * n.count end
-  eq(cache, 61 * b * (C + 1) * 128 * (192 + 128) * 2, "KV cache bytes: 61 layers × heads × (192 + 128) × 2 B")
+  eq(cache, 61 * b * (C + 1) * (512 + 64) * 2, "KV cache bytes: 61 layers × (kv_lora_rank + qk_rope_head_dim) × 2 B")
+  eq(by["layers.self_attn.kv_b_proj"], nil, "decode never decompresses the cache")
+  eq(by["layers.self_attn.kv_b_proj.w_uk"].params + by["layers.self_attn.kv_b_proj.w_uv"].params, 512 * 128 * (128 + 128),
+    "W_UK and W_UV are kv_b_proj's weights")
+  eq(t.flops({ by["layers.self_attn.kv_b_proj.w_uk"] }, false, "fw") // by["layers.self_attn.kv_b_proj.w_uk"].count,
+    2 * b * 128 * 128 * 512, "q_nope · W_UK per head")
   eq(by["layers.mlp.experts.gate_proj"].attrs.per_layer, 64, "8 tokens × top 8: 64 busy experts")
   eq(by["layers.mlp.experts_short.idle"].attrs.per_layer, 192, "192 idle ones")
   eq(total_params(nodes), 671026404352, "every parameter in decode")
   eq(by["layers.self_attn.sdpa"], nil, "no prefill attention")
   local pre = by_name(ds.build(cfg, { batch = 2, seq = 512, phase = "prefill", dtype = "bf16", attention = "sdpa" }))
   eq(table.concat(pre["lm_head"].inputs[1], ","), "2,1,7168", "last token")
-  eq(pre["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, 2 * 512 * 128 * 320 * 2, "prefill cache per layer")
-  -- Tensor parallel decode: each rank caches its heads.
+  eq(pre["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, 2 * 512 * 576 * 2, "prefill caches the latent")
+  eq(pre["layers.self_attn.kv_b_proj"].params, 512 * 128 * 256, "prefill decompresses (kv_b_proj on the prompt)")
+  -- Tensor parallel decode: every rank caches the whole latent; its 16 heads attend to it.
   local tp = by_name(ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16", tp = 8,
     parallel = tp_plan(8, b) }))
-  eq(tp["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * 16 * (C + 1) * 320 * 2, "16 heads per rank")
+  eq(tp["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * (C + 1) * 576 * 2, "the latent on every rank")
+  eq(tp["layers.self_attn.decode_attention"].inputs[1][2], 16, "16 heads per rank")
+  -- an fp8 cache: 1 byte per latent value
+  local fp8 = by_name(ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16", kv_dtype = "fp8" }))
+  eq(fp8["layers.self_attn.kv_cache_write"].attrs.kv_cache_bytes, b * (C + 1) * 576, "fp8 latent")
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -403,6 +426,84 @@ function T.test_config_json_unknown_keys()
 end
 
 ---------------------------------------------------------------------------------------------------
+-- DeepSeek-V2 (model_type deepseek_v2): the same MLA and DeepSeekMoE, softmax routing without correction bias
+
+-- deepseek-ai/DeepSeek-V2-Lite's config.json (the keys that matter; q_lora_rank null).
+local V2_LITE_JSON = {
+  architectures = { "DeepseekV2ForCausalLM" }, attention_bias = false, attention_dropout = 0.0, aux_loss_alpha = 0.001,
+  bos_token_id = 100000, eos_token_id = 100001, first_k_dense_replace = 1, hidden_act = "silu", hidden_size = 2048,
+  initializer_range = 0.02, intermediate_size = 10944, kv_lora_rank = 512, max_position_embeddings = 163840,
+  model_type = "deepseek_v2", moe_intermediate_size = 1408, moe_layer_freq = 1, n_group = 1, n_routed_experts = 64,
+  n_shared_experts = 2, norm_topk_prob = false, num_attention_heads = 16, num_experts_per_tok = 6,
+  num_hidden_layers = 27, num_key_value_heads = 16, pretraining_tp = 1, qk_nope_head_dim = 128, qk_rope_head_dim = 64,
+  rms_norm_eps = 1e-06, rope_theta = 10000, routed_scaling_factor = 1.0, scoring_func = "softmax", seq_aux = true,
+  tie_word_embeddings = false, topk_group = 1, topk_method = "greedy", torch_dtype = "bfloat16",
+  transformers_version = "4.33.1", use_cache = true, v_head_dim = 128, vocab_size = 102400,
+}
+
+function T.test_deepseek_v2_parameters()
+  -- DeepSeek's figures: V2-Lite 15.7 B total, 2.4 B active; V2 236 B, 21 B active (both without the input embedding)
+  local lite, v2 = presets.deepseek_v2_lite, presets.deepseek_v2
+  eq(total_params(ds.build(lite, { batch = 1, seq = 1 })), 15706484224, "DeepSeek-V2-Lite")
+  eq(closed_form(lite), 15706484224, "closed form")
+  eq(total_params(ds.build(v2, { batch = 1, seq = 1 })), 235741434880, "DeepSeek-V2")
+  eq(closed_form(v2), 235741434880, "closed form")
+  eq(ds.active_parameters(lite), closed_form(lite, 6), "6 of 64 routed experts")
+  eq(ds.active_parameters(lite) - 102400 * 2048, 2451435008, "2.45 B without the input embedding")
+  eq(ds.active_parameters(v2), closed_form(v2, 6), "6 of 160")
+  eq(ds.active_parameters(v2) - 102400 * 5120, 20851512320, "20.9 B without the input embedding")
+  eq(ds.top_k(v2) .. "/" .. ds.num_experts(v2), "6/160", "routing")
+end
+
+function T.test_deepseek_v2_router()
+  local function gate_of(cfg)
+    local by = by_name(ds.build(cfg, { batch = 2, seq = 8, training = true, dtype = "bf16", attention = "sdpa" }))
+    return by, function(name) return by["layers.mlp.gate." .. name] end
+  end
+  -- greedy (V2-Lite): softmax, top-k values with their gradient, × routed_scaling_factor (norm_topk_prob false)
+  local by, gate = gate_of(presets.deepseek_v2_lite)
+  assert(gate("softmax") and not gate("sigmoid") and not gate("e_score_correction_bias"), "softmax scores, no bias")
+  eq(gate("topk_weights"), nil, "the top-k values themselves, no gather")
+  local _, bw = t.kernels(gate("topk"), true)
+  assert(#bw > 0, "top-k has a backward")
+  assert(gate("routed_scaling_factor") and not gate("topk_norm"), "scaled, not renormalised")
+  eq(gate("group_idx"), nil, "greedy: no groups")
+  assert(by["layers.self_attn.q_proj"] and not by["layers.self_attn.q_a_proj"], "q_lora_rank null: q_proj")
+  assert(by["layers.mlp.shared_experts.gate_proj"], "2 shared experts")
+  -- group_limited_greedy (V2): each group's best expert scores it, top 3 of 8 groups, masked scores keep their gradient
+  by, gate = gate_of(presets.deepseek_v2)
+  eq(table.concat(gate("group_max").output, ","), "16,8,1", ".max(dim=-1) of (tokens, 8 groups, 20)")
+  eq(gate("group_max").attrs.no_grad, true, "group scores: indices only")
+  eq(table.concat(gate("group_idx").output, ","), "16,3", "topk_group 3")
+  eq(gate("masked_fill").attrs.no_grad, nil, "tmp_scores carry the gradient")
+  eq(gate("topk").attrs.no_grad, nil, "so do the selected values")
+  -- no shared experts when n_shared_experts is None
+  local none = by_name(ds.build(with(presets.deepseek_v2_lite, { n_shared_experts = false }), { batch = 1, seq = 8 }))
+  eq(none["layers.mlp.shared_experts.gate_proj"], nil, "n_shared_experts null")
+end
+
+function T.test_deepseek_v2_serving_and_config_json()
+  -- decode: the latent cache (27 layers × 576 values), absorbed attention, q_proj
+  local cfg, b, C = presets.deepseek_v2_lite, 4, 1000
+  local nodes = ds.build(cfg, { batch = b, phase = "decode", context = C, dtype = "bf16" })
+  local cache = 0
+  for _, n in ipairs(nodes) do cache = cache + (n.attrs.kv_cache_bytes or 0) * n.count end
+  eq(cache, 27 * b * (C + 1) * 576 * 2, "latent cache")
+  local by = by_name(nodes)
+  eq(table.concat(by["layers.self_attn.decode_attention"].inputs[1], ","), "4,16,1,576", "16 heads in latent space")
+  eq(total_params(nodes), 15706484224, "every parameter in decode")
+  -- the config.json is the preset
+  local opts = { batch = 1, seq = 32, training = true, dtype = "bf16", attention = "sdpa" }
+  local m = hf.from_config(V2_LITE_JSON, "models/DeepSeek-V2-Lite/config.json", { q_lora_rank = true })
+  eq(m.arch .. " " .. m.name .. " " .. m.model_type, "deepseek DeepSeek-V2-Lite deepseek_v2", "arch, name, type")
+  t.same(ds.build(m, opts), ds.build(with(presets.deepseek_v2_lite, { name = "DeepSeek-V2-Lite" }), opts), "graph")
+  raises([[d.json: scoring_func = "sigmoid" is not modelled by the deepseek builder (scripts/neusight/models/deepseek.lua builds "softmax" only)]],
+    hf.from_config, with(V2_LITE_JSON, { scoring_func = "sigmoid" }), "d.json", { q_lora_rank = true })
+  raises([[d.json: unknown key 'rope_interleave' for model_type "deepseek_v2"]],
+    hf.from_config, with(V2_LITE_JSON, { rope_interleave = true }), "d.json", { q_lora_rank = true })
+end
+
+---------------------------------------------------------------------------------------------------
 -- Errors
 
 function T.test_errors()
@@ -412,8 +513,19 @@ function T.test_errors()
     ds.build, with(TINY, { num_key_value_heads = 2 }), o)
   raises("deepseek model 'tiny': unknown field 'n_shared_expert' (did you mean 'n_shared_experts'?)",
     ds.build, with(TINY, { n_shared_expert = 4 }), o)
-  raises("deepseek model 'tiny': model_type \"deepseek_v2\" is not supported (\"deepseek_v3\")",
-    ds.build, with(TINY, { model_type = "deepseek_v2" }), o)
+  raises("deepseek model 'tiny': model_type \"deepseek_v1\" is not supported (\"deepseek_v3\" or \"deepseek_v2\")",
+    ds.build, with(TINY, { model_type = "deepseek_v1" }), o)
+  raises("deepseek model 'tiny': unknown field 'topk_method'", ds.build, with(TINY, { topk_method = "greedy" }), o)
+  local v2 = with(TINY, { model_type = "deepseek_v2", rope_interleave = nil, topk_method = "greedy" })
+  raises("deepseek model 'tiny': unknown field 'rope_interleave'", ds.build, with(v2, { rope_interleave = true }), o)
+  raises("deepseek model 'tiny': topk_method \"noaux_tc\" is not supported (\"greedy\" or \"group_limited_greedy\")",
+    ds.build, with(v2, { topk_method = "noaux_tc" }), o)
+  raises("deepseek model 'tiny': field 'n_routed_experts' must be a positive integer (got nil)", ds.build,
+    with(v2, { n_routed_experts = false }), o)
+  raises("deepseek model 'tiny': num_experts_per_tok (9) exceeds n_routed_experts (8)", ds.build,
+    with(v2, { num_experts_per_tok = 9 }), o)
+  raises("deepseek model 'tiny': n_routed_experts (8) must be a multiple of n_group (3)", ds.build,
+    with(v2, { topk_method = "group_limited_greedy", n_group = 3 }), o)
   raises("deepseek model 'tiny': n_routed_experts (8) must be a multiple of n_group (3) with at least 2 experts per "
     .. "group (the group score is the sum of each group's top 2)", ds.build, with(TINY, { n_group = 3 }), o)
   raises("deepseek model 'tiny': topk_group (5) exceeds n_group (4)", ds.build, with(TINY, { topk_group = 5 }), o)

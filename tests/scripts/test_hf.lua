@@ -40,7 +40,8 @@ end
 
 function M.test_unknown_and_missing_model_type()
   local supported = table.concat(hf.supported(), ", ")
-  eq(supported:sub(1, 89), "bert, deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen2_moe, qwen3, qwen3_moe", "supported list")
+  eq(supported:sub(1, 102), "bert, deepseek_v2, deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen2_moe, qwen3, qwen3_moe",
+    "supported list")
   raises(function() hf.from_config({ model_type = "rwkv" }, "l.json") end,
     [[l.json: has model_type "rwkv", which is not supported; supported: ]] .. supported)
   raises(function() hf.from_config({}, "e.json") end, "e.json: has no 'model_type'; supported: " .. supported)

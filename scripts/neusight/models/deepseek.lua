@@ -43,11 +43,21 @@
 --   restricts which experts a token may pick, not how many rows the experts get on average: the even spread stands.
 --   e_score_correction_bias is a registered buffer in transformers (not a parameter): counted in no parameter total.
 --   Bool tensors (.bool(), ~) are charged at fp32 width; the int64 routing indices as neusight.kernels.index_bytes.
--- Serving phases (opts.phase; neusight.nodes): as llama.lua. The KV cache is HF's: DynamicCache.update stores the
---   decompressed per-head key_states (d_qk) and value_states (v_head_dim) of every head — (d_qk + v_head_dim) ·
---   heads values per token and layer (40,960 for DeepSeek-V3), not the compressed latent (kv_lora_rank +
---   qk_rope_head_dim = 576) that MLA-aware engines (vLLM / SGLang with FlashMLA) cache. Decode: one
---   decode_attention node over C + 1 cached tokens with all heads (kv heads = heads), K of d_qk, V of v_head_dim.
+-- Serving phases (opts.phase; neusight.nodes): as llama.lua, with the KV cache of an MLA-aware serving engine (vLLM /
+--   SGLang with FlashMLA), not HF's: per token and layer the compressed latent after kv_a_layernorm (kv_lora_rank) and
+--   the rotary key k_rot after RoPE (qk_rope_head_dim), 576 values for DeepSeek-V3 — not the decompressed per-head K
+--   (d_qk) and V (v_head_dim) of HF's DynamicCache, (d_qk + v_head_dim) · heads = 40,960 (neusight.nodes.latent_cache_write,
+--   one copy kernel, vLLM's concat_and_cache_mla). Under tensor parallelism every rank caches the whole latent (it
+--   belongs to no head).
+--   Prefill decompresses as in training (kv_b_proj on the prompt, attention over per-head K and V) and writes the
+--   latent. Decode uses DeepSeek's absorbed formulation (vLLM's MLA decode path, FlashMLA): kv_b_proj's weights are
+--   never applied to the cache; W_UK (its key rows, heads × qk_nope_head_dim × kv_lora_rank) takes q_nope into the
+--   latent space (a bmm over the heads, kv_b_proj.w_uk), cat(ql_nope, q_rot) (a copy), then one decode_attention over
+--   C + 1 cached tokens as multi-query attention: every head against one cached "head" of kv_lora_rank +
+--   qk_rope_head_dim, V = its first kv_lora_rank values (attrs.latent: the cache is read once), then W_UV (its value
+--   rows, heads × kv_lora_rank × v_head_dim, kv_b_proj.w_uv, a bmm writing o_proj's input) and o_proj. The two bmm
+--   nodes carry kv_b_proj's parameters (same total). Not modelled: weight-only quantisation of the two bmm weights
+--   (--weight-dtype quantises linears only), FlashMLA's paged-block layout (64-token pages).
 -- Tensor parallelism (opts.tp > 1), Megatron-Core's MLA layout: the down projections q_a_proj and kv_a_proj_with_mqa
 --   and their RMSNorms replicated, q_b_proj (or q_proj) and kv_b_proj column-parallel (heads split), o_proj
 --   row-parallel; f before q_b_proj and kv_b_proj (the all-reduce in backward of the gradient of the replicated
@@ -57,6 +67,18 @@
 --   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
 --   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
 --   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+-- DeepSeek-V2 (model_type "deepseek_v2": DeepSeek-V2, V2-Lite; DeepSeek's modeling_deepseek.py of those checkpoints): the
+--   same MLA (always de-interleaving RoPE: V2 has no rope_interleave key) and DeepSeekMoE, with MoEGate's routing: the
+--   fp32 logits (casts as V3's), softmax scores (scoring_func "softmax", fixed by hf.lua), no correction bias and no
+--   no_grad block: topk_method "greedy" takes topk(scores, k) with the values' gradient; "group_limited_greedy" scores
+--   each of n_group groups by its best expert (.max(dim=-1), charged as a top-1), keeps topk_group groups (zeros,
+--   scatter_, expand + reshape, .bool(), ~) and takes the top k of scores.masked_fill(…) (gradient through both); then
+--   renormalised when norm_topk_prob and k > 1, else × routed_scaling_factor (V2's if / else). n_shared_experts None: no
+--   shared experts. Approximations: the routed experts run V3's loop (per expert torch.where, gather, MLP, weighted
+--   index_add_) where V2's code sorts the token-expert pairs (moe_infer: scatter_, argsort, one gather, the experts on
+--   contiguous slices, an index_put and a weighted sum over k; in training repeat_interleave and masked assignment):
+--   the same rows and GEMMs per expert, other gather/scatter kernels. V2's sequence-level auxiliary loss
+--   (aux_loss_alpha, seq_aux; training only) is left out.
 -- Left out (as in llama.lua / moe.lua): the rotary tables, the causal-mask construction, the host synchronisations of
 --   torch.where, the backward of k_rot.expand (a sum over the heads of (b, heads, s, qk_rope_head_dim) gradients), the
 --   torch.where of experts that get no token (a read of the (n, k) mask each), the fp8 block-quantised weights of the
@@ -74,8 +96,11 @@ M.expert_parallel = true
 M.attention = { eager = true, sdpa = true }
 M.serving = { prefill = true, decode = true }
 
---- HuggingFace's config-class defaults (transformers DeepseekV3Config: DeepSeek-V3's shape) for the fields that shape
---- the kernels; false is None (q_lora_rank: null → q_proj). num_key_value_heads defaults to num_attention_heads.
+--- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).
+--- num_key_value_heads defaults to num_attention_heads. deepseek_v3: transformers' DeepseekV3Config (DeepSeek-V3's
+--- shape). deepseek_v2: DeepSeek's DeepseekV2Config (configuration_deepseek.py of the published checkpoints), whose
+--- n_routed_experts and num_experts_per_tok have no default (None: a config must give them), n_shared_experts,
+--- n_group and topk_group default to None (no shared experts; groups only for group_limited_greedy).
 M.DEFAULTS = {
   deepseek_v3 = { vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
                   num_hidden_layers = 61, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 1,
@@ -84,6 +109,13 @@ M.DEFAULTS = {
                   num_experts_per_tok = 8, first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true,
                   hidden_act = "silu", tie_word_embeddings = false, rope_interleave = true, attention_bias = false,
                   attention_dropout = 0.0 },
+  deepseek_v2 = { vocab_size = 102400, hidden_size = 4096, intermediate_size = 11008, moe_intermediate_size = 1407,
+                  num_hidden_layers = 30, num_attention_heads = 32, num_key_value_heads = 32, n_shared_experts = false,
+                  n_routed_experts = false, routed_scaling_factor = 1.0, kv_lora_rank = 512, q_lora_rank = 1536,
+                  qk_rope_head_dim = 64, v_head_dim = 128, qk_nope_head_dim = 128, topk_method = "greedy",
+                  n_group = false, topk_group = false, num_experts_per_tok = false, first_k_dense_replace = 0,
+                  moe_layer_freq = 1, norm_topk_prob = false, hidden_act = "silu", tie_word_embeddings = false,
+                  attention_bias = false, attention_dropout = 0.0 },
 }
 
 -- The builder fields (config.json keys that change the kernels), and the keys that change none a config may carry.
@@ -92,14 +124,20 @@ local FIELDS = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermed
   "kv_lora_rank", "q_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group",
   "num_experts_per_tok", "first_k_dense_replace", "moe_layer_freq", "norm_topk_prob", "hidden_act",
   "tie_word_embeddings", "rope_interleave", "attention_bias", "attention_dropout" }
+-- DeepSeek-V2 has no rope_interleave key (its modeling code always de-interleaves, as V3's default) and two routing
+-- keys V3 fixes: topk_method ("greedy" | "group_limited_greedy") and the softmax scoring (hf.lua fixes scoring_func).
+local FIELDS_V2 = {}
+for _, k in ipairs(FIELDS) do
+  if k ~= "rope_interleave" then FIELDS_V2[#FIELDS_V2 + 1] = k end
+end
+FIELDS_V2[#FIELDS_V2 + 1] = "topk_method"
+local FIELDS_OF = { deepseek_v3 = FIELDS, deepseek_v2 = FIELDS_V2 }
 local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
 function M.fields(model_type)
   local out = {}
-  if M.DEFAULTS[model_type] then
-    for i, k in ipairs(FIELDS) do out[i] = k end
-  end
+  for i, k in ipairs(FIELDS_OF[model_type] or {}) do out[i] = k end
   return out
 end
 
@@ -111,23 +149,34 @@ function M.config(cfg)
   local who = ("deepseek model '%s'"):format(tostring(cfg.name or "?"))
   local mt = cfg.model_type or "deepseek_v3"
   if not M.DEFAULTS[mt] then
-    error(("%s: model_type %s is not supported (\"deepseek_v3\")"):format(who, show(mt)), 0)
+    error(("%s: model_type %s is not supported (\"deepseek_v3\" or \"deepseek_v2\")"):format(who, show(mt)), 0)
   end
   local known = M.fields(mt)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
   for _, k in ipairs(NEUTRAL) do known[#known + 1] = k end
   checks.known(who, cfg, known)
   local d, c = M.DEFAULTS[mt], {}
-  for _, k in ipairs(FIELDS) do
+  local v2 = mt == "deepseek_v2"
+  local NONE = { q_lora_rank = true, num_key_value_heads = true, n_shared_experts = v2, n_group = v2, topk_group = v2,
+                 n_routed_experts = v2, num_experts_per_tok = v2 }
+  for _, k in ipairs(FIELDS_OF[mt]) do
     local v = cfg[k]
     if v == nil then v = d[k] end
-    if v == false and (k == "q_lora_rank" or k == "num_key_value_heads") then v = nil end
+    if v == false and NONE[k] then v = nil end
     c[k] = v
   end
-  checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size",
-    "num_hidden_layers", "num_attention_heads", "n_shared_experts", "n_routed_experts", "kv_lora_rank",
-    "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim", "n_group", "topk_group", "num_experts_per_tok",
-    "moe_layer_freq" }, { "q_lora_rank", "num_key_value_heads" })
+  if v2 then c.rope_interleave = true end
+  local method = v2 and c.topk_method or "noaux_tc"
+  if v2 and method ~= "greedy" and method ~= "group_limited_greedy" then
+    error(("%s: topk_method %s is not supported (\"greedy\" or \"group_limited_greedy\")"):format(who, show(method)), 0)
+  end
+  local grouped = method ~= "greedy"
+  local required = { "vocab_size", "hidden_size", "intermediate_size", "moe_intermediate_size", "num_hidden_layers",
+    "num_attention_heads", "n_routed_experts", "kv_lora_rank", "qk_rope_head_dim", "v_head_dim", "qk_nope_head_dim",
+    "num_experts_per_tok", "moe_layer_freq" }
+  if not v2 then required[#required + 1] = "n_shared_experts" end -- V2: None is no shared expert
+  if grouped then required[#required + 1] = "n_group"; required[#required + 1] = "topk_group" end
+  checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" })
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
@@ -158,20 +207,25 @@ function M.config(cfg)
     error(("%s: qk_rope_head_dim (%d) must be even (rotate_half splits it in two)"):format(who, c.qk_rope_head_dim), 0)
   end
   local E, G, TG, k = c.n_routed_experts, c.n_group, c.topk_group, c.num_experts_per_tok
-  if E % G ~= 0 or E // G < 2 then
-    error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d) with at least 2 experts per group "
-      .. "(the group score is the sum of each group's top 2)"):format(who, E, G), 0)
-  end
-  if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
-  if k > TG * (E // G) then
-    error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
-      TG * (E // G), TG), 0)
+  if grouped then
+    local least = method == "noaux_tc" and 2 or 1
+    if E % G ~= 0 or E // G < least then
+      error(("%s: n_routed_experts (%d) must be a multiple of n_group (%d)%s"):format(who, E, G, least == 2
+        and " with at least 2 experts per group (the group score is the sum of each group's top 2)" or ""), 0)
+    end
+    if TG > G then error(("%s: topk_group (%d) exceeds n_group (%d)"):format(who, TG, G), 0) end
+    if k > TG * (E // G) then
+      error(("%s: num_experts_per_tok (%d) exceeds the %d experts of topk_group (%d) groups"):format(who, k,
+        TG * (E // G), TG), 0)
+    end
+  elseif k > E then
+    error(("%s: num_experts_per_tok (%d) exceeds n_routed_experts (%d)"):format(who, k, E), 0)
   end
   local L = c.num_hidden_layers
   local r = {
     who = who, model_type = mt, c = c, V = c.vocab_size, h = c.hidden_size, I = c.intermediate_size, L = L, nh = nh,
     qr = c.q_lora_rank, kvr = c.kv_lora_rank, dn = c.qk_nope_head_dim, dr = c.qk_rope_head_dim, dv = c.v_head_dim,
-    E = E, k = k, mI = c.moe_intermediate_size, ns = c.n_shared_experts, G = G, TG = TG,
+    E = E, k = k, mI = c.moe_intermediate_size, ns = c.n_shared_experts, G = G, TG = TG, method = method,
     norm_topk = c.norm_topk_prob, tied = c.tie_word_embeddings, bias = c.attention_bias,
     interleave = c.rope_interleave, p_drop = p, first_dense = fk, freq = c.moe_layer_freq,
   }
@@ -208,17 +262,13 @@ function M.graph(r, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s
   local sdpa = opts.attention == "sdpa"
-  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32
-  local norm_dtype = upcast and "fp32" or dtype
+  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32 (neusight.nodes.upcasts)
   local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
 
   local g = N.new(dtype, shard, sp)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
-  local function add_as(node_dtype, ...)
-    add(...)
-    nodes[#nodes].dtype = node_dtype
-  end
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }
@@ -231,52 +281,12 @@ function M.graph(r, opts)
   local rope_table = { b, 1, s, dr }
   local scores = { b, nh, s, s }
 
-  -- DeepseekV3RMSNorm (LlamaRMSNorm's kernels, llama.lua) over the last dimension `width` of `shape`.
-  local function rms_norm(p, shape, width)
-    local col = {}
-    for i = 1, #shape - 1 do col[i] = shape[i] end
-    col[#shape] = 1
-    if upcast then add_as("fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
-    add_as(norm_dtype, "pow", p .. ".pow", { shape }, shape)
-    add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)
-    add_as(norm_dtype, "add", p .. ".eps", { col }, col)
-    add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
-    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" })
-    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
-    add("weight", p .. ".weight", {}, { width }, width)
-    add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
-  end
-
-  -- apply_rotary_pos_emb (rope_interleave: apply_rotary_pos_emb_interleave) for one of q_rot / k_rot.
-  local function rope(p, heads, half)
-    if r.interleave then -- view(…, d/2, 2).transpose(4, 3).reshape(…, d): a copy
-      add("contiguous", p .. ".interleave", { heads }, heads)
-    end
-    add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("mul", p .. ".neg", { half }, half)
-    add("contiguous", p .. ".rotate_half", { half, half }, heads)
-    add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("add", p .. ".add", { heads, heads }, heads)
-  end
-
-  local function linear(name, input, in_f, out_f, out, bias, shared)
-    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
-      { bias = bias, saved_inputs = shared and "" or nil })
-  end
-
-  -- DeepseekV3MLP under prefix `m`: down_proj(silu(gate_proj(x)) · up_proj(x)), width = this rank's intermediate size.
-  local function swiglu(m, input, mid, width, attrs)
-    local function lin(name, from, to, in_f, out_f, shared)
-      local a = { bias = false, saved_inputs = shared and "" or nil }
-      for key, v in pairs(attrs or {}) do a[key] = v end
-      add("linear", m .. "." .. name, { from }, to, in_f * out_f, a)
-    end
-    lin("gate_proj", input, mid, h, width)
-    add("silu", m .. ".act_fn", { mid }, mid)
-    lin("up_proj", input, mid, h, width, true)
-    add("mul", m .. ".mul", { mid, mid }, mid)
-    lin("down_proj", mid, input, width, h)
-  end
+  -- The HF pieces llama.lua's modules share (neusight.nodes): DeepseekV3RMSNorm, apply_rotary_pos_emb (rope_interleave:
+  -- apply_rotary_pos_emb_interleave), nn.Linear, DeepseekV3MLP (down_proj(silu(gate_proj(x)) · up_proj(x)), no bias).
+  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table, r.interleave) end
+  local function linear(...) N.linear(g, ...) end
+  local function swiglu(m, input, mid, width, attrs) N.swiglu(g, m, input, mid, h, width, false, nil, attrs) end
 
   -- DeepseekV3Attention under prefix `a`; `kv` = the KV-cache tokens per sequence in a serving phase.
   local function attention(a, kv)
@@ -295,6 +305,22 @@ function M.graph(r, opts)
     end
     linear(a .. ".kv_a_proj_with_mqa", x, h, kvr + dr, kv_a, r.bias, true)
     rms_norm(a .. ".kv_a_layernorm", latent, kvr)
+    if decode then -- absorbed weights over the latent cache (vLLM's MLA decode path); kv_b_proj is W_UK and W_UV
+      rope(a .. ".rotary.q", q_rot, q_half)
+      rope(a .. ".rotary.k", k_rot, k_half)
+      N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv)
+      -- q_nope (b, heads, dn) · W_UK (heads, dn, kvr): torch.bmm over the heads of the transposed views
+      add("matmul", a .. ".kv_b_proj.w_uk", { { nh, b, dn }, { nh, dn, kvr } }, { nh, b, kvr }, nh * dn * kvr,
+        { note = "absorbed key up-projection (kv_b_proj's key rows): q_nope into the latent space" })
+      add("contiguous", a .. ".query_latent", { { nh, b, kvr }, q_rot }, { b, nh, 1, kvr + dr }) -- cat(ql_nope, q_pe)
+      N.decode_attention(g, a .. ".decode_attention", b, nh, 1, kvr + dr, kv, kvr, true)
+      -- the latent output (b, heads, kvr) · W_UV (heads, kvr, dv), written into o_proj's input (bmm out=)
+      add("matmul", a .. ".kv_b_proj.w_uv", { { nh, b, kvr }, { nh, kvr, dv } }, { nh, b, dv }, nh * kvr * dv,
+        { note = "absorbed value up-projection (kv_b_proj's value rows)" })
+      add("linear", a .. ".o_proj", { { b, s, nh * dv } }, x, nh * dv * h + (r.bias and h or 0), { bias = r.bias })
+      tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
+      return
+    end
     g.all_reduce(a .. ".kv_b_proj.tp_in", kv_a, "backward",
       "f: gradient of the replicated kv latent and k_rot from the column-parallel kv_b_proj and heads")
     linear(a .. ".kv_b_proj", latent, kvr, nh * (dn + dv), kv_flat, false)
@@ -302,11 +328,9 @@ function M.graph(r, opts)
     rope(a .. ".rotary.k", k_rot, k_half)
     add("contiguous", a .. ".query_states", { q_pass, q_rot }, q_heads)   -- torch.cat((q_pass, q_rot), -1)
     add("contiguous", a .. ".key_states", { q_pass, k_rot }, q_heads)     -- torch.cat((k_pass, k_rot.expand), -1)
-    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, nh, s, dqk, kv, dv) end
+    if serve then N.latent_cache_write(g, a .. ".kv_cache_write", b, s, kvr, dr, kv) end
     local core = { core_attention = true }
-    if decode then
-      N.decode_attention(g, a .. ".decode_attention", b, nh, nh, dqk, kv, dv)
-    elseif sdpa then
+    if sdpa then
       add("sdpa", a .. ".sdpa", { q_heads, q_heads, v_heads }, v_heads, 0, {
         core_attention = true, causal = true, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
         note = "V narrower than Q and K: PyTorch's memory-efficient kernel" })
@@ -329,7 +353,7 @@ function M.graph(r, opts)
     local n = b * s
     local flat, top = { n, h }, { n, k }
     local I = shard and shard.split(r.mI, "moe_intermediate_size") or r.mI
-    local Is = shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns
+    local Is = r.ns and (shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns)
     local experts = P.expert_shard(opts, who, E)
     local ng = { no_grad = true }
     local function expert_mlp(e, rows, per)
@@ -367,35 +391,59 @@ function M.graph(r, opts)
       add_as("fp32", "cast", gate .. ".weight_to_fp32", { { E, h } }, { E, h }, 0, { from = dtype })
     end
     add_as("fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
-    add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
-    -- get_topk_indices, under torch.no_grad()
-    local grouped = { n, G, E // G }
-    add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
-    add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
-    add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
-    add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-    add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
-    add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-    add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-    add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
-    add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
-    add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
-    add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
-    -- with gradient: the selected scores
-    add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
-    if r.norm_topk then
-      add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
-      add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-      add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+    if r.method == "noaux_tc" then
+      add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
+      -- get_topk_indices, under torch.no_grad()
+      local grouped = { n, G, E // G }
+      add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
+      add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
+      add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
+      add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+      add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+      add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+      add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+      add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
+      add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
+      add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
+      -- with gradient: the selected scores
+      add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
+      if r.norm_topk then
+        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      end
+      add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+    else -- DeepSeek-V2's MoEGate: softmax scores, top-k values with their gradient (no no_grad block, no gather)
+      add_as("fp32", "softmax", gate .. ".softmax", { probs }, probs)
+      if r.method == "group_limited_greedy" then -- group score = the group's best expert; masked scores keep grad
+        add_as("fp32", "topk", gate .. ".group_max", { { n, G, E // G } }, { n, G, 1 }, 0, ng) -- .max(dim=-1)
+        add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+        add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+        add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+        add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+        add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+        add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
+        add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs)
+      end
+      add_as("fp32", "topk", gate .. ".topk", { probs }, top)
+      if r.norm_topk and k > 1 then -- renormalised, else scaled (DeepSeek-V2's if / else)
+        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+      else
+        add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
+      end
     end
-    add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
     -- moe(): the routed experts into an fp32 buffer
     add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
     add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
     moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
     if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
-    swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
-    add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+    if r.ns then
+      swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
+      add("add", m .. ".shared_experts_add", { flat, flat }, flat)
+    end
     tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs (experts and shared experts)")
   end
 
@@ -416,8 +464,7 @@ function M.graph(r, opts)
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
-  add("embedding", "embed_tokens", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
-  tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  N.embed_tokens(g, x, V)
   local dense, sparse = 0, 0
   for i = 0, r.L - 1 do
     if r.sparse(i) then sparse = sparse + 1 else dense = dense + 1 end
@@ -429,18 +476,15 @@ function M.graph(r, opts)
       layer(grp[1], kv, grp[3])
     end
   end
-  g.layer, g.count = "", 1
-  rms_norm("norm", xs, h)
-  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  local head_in = N.lm_head_input(g, serve, x)
-  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
-    { bias = false, tied = r.tied and "embed_tokens" or nil })
-  N.causal_lm_loss(g, b, s, V, opts)
+  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts)
   return nodes
 end
 
 --- The routed experts per MoE layer (n_routed_experts): `neusight search` tries every ep that divides it.
 function M.num_experts(cfg) return M.config(cfg).E end
+
+--- The routed experts a token is sent to per MoE layer (num_experts_per_tok; the shared experts are not routed).
+function M.top_k(cfg) return M.config(cfg).k end
 
 --- Parameters a token uses: every parameter but the routed experts it is not sent to (num_experts_per_tok of
 --- n_routed_experts per MoE layer; attention, dense MLPs, shared experts, routers, embeddings and lm_head in full).

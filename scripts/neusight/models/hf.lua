@@ -13,7 +13,7 @@
 -- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
 -- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
 -- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe), in
--- neusight/models/deepseek.lua for deepseek_v3. A null member is HF's None: for the Llama family it is passed as
+-- neusight/models/deepseek.lua for deepseek_v3 and deepseek_v2. A null member is HF's None: for the Llama family it is passed as
 -- false ("sliding_window": null is no window); elsewhere it counts as omitted without taking `defaults` (gpt2's
 -- "n_inner": null is 4 · n_embd, the builder's own default). An entry without `ignore` (a user's extension) takes
 -- the fields it knows and passes over every other key.
@@ -204,6 +204,13 @@ M.TYPES = {
     arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
     fixed = { scoring_func = { "sigmoid" }, topk_method = { "noaux_tc" } },
     fields = function() return same_names(require("neusight.models.deepseek").fields("deepseek_v3")) end,
+  },
+  -- DeepseekV2ForCausalLM (DeepSeek-V2, V2-Lite): the same MLA and DeepSeekMoE, softmax routing (greedy or
+  -- group-limited by each group's best expert), no correction bias.
+  deepseek_v2 = {
+    arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
+    fixed = { scoring_func = { "softmax" } },
+    fields = function() return same_names(require("neusight.models.deepseek").fields("deepseek_v2")) end,
   },
 }
 

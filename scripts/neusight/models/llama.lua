@@ -273,17 +273,13 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
-  -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
+  -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32 (neusight.nodes.upcasts).
   local upcast = K.dtype_bytes(dtype) < 4
-  local norm_dtype = upcast and "fp32" or dtype
 
   local g = N.new(dtype, shard, sp)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
-  local function add_as(node_dtype, ...)
-    add(...)
-    nodes[#nodes].dtype = node_dtype
-  end
+  local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
 
   -- Shapes are shared between nodes: nodes are read-only for op rules and the engine.
   local x = { b, s, h }                   -- a full activation
@@ -295,56 +291,12 @@ function M.graph(r, opts, moe)
   local scores = { b, nh, s, s }
   local act = I and { b, s, I } -- the dense MLP's activations
 
-  -- LlamaRMSNorm (Qwen3RMSNorm) over the last dimension `width` of `shape`.
-  local function rms_norm(p, shape, width)
-    local col = {}
-    for i = 1, #shape - 1 do col[i] = shape[i] end
-    col[#shape] = 1
-    if upcast then add_as("fp32", "cast", p .. ".to_fp32", { shape }, shape, 0, { from = dtype }) end
-    add_as(norm_dtype, "pow", p .. ".pow", { shape }, shape)                -- hidden ** 2          VECpowu
-    add_as(norm_dtype, "mean", p .. ".mean", { shape }, col)                -- .mean(-1, keepdim)   reduction
-    add_as(norm_dtype, "add", p .. ".eps", { col }, col)                    -- + variance_epsilon   VECaddu
-    add_as(norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
-    -- hidden · rsqrt(…): hidden is saved once, by pow (the same tensor; saved_inputs, scripts/neusight/rules.lua)
-    add_as(norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" }) --  VECmul
-    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
-    add("weight", p .. ".weight", {}, { width }, width)
-    add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" }) -- weight · hidden (the weight is state) VECmul
-  end
-
-  -- apply_rotary_pos_emb for one of q / k: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1).
-  local function rope(p, heads, half)
-    -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
-    add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("mul", p .. ".neg", { half }, half)                                 -- −x2: neg (as VECmulu)
-    add("contiguous", p .. ".rotate_half", { half, half }, heads)           -- torch.cat((−x2, x1), -1)
-    add("mul", p .. ".sin", { heads, rope_table }, heads, 0, { saved_inputs = "" })
-    add("add", p .. ".add", { heads, heads }, heads)
-  end
-
-  -- `shared`: the input is the one an earlier linear already saves (q/k/v_proj read the same normed x): saved once
-  local function linear(name, input, in_f, out_f, out, bias, shared)
-    add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
-      { bias = bias, saved_inputs = shared and "" or nil })
-  end
-
-  -- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
-  -- intermediate size and `mid` the (…, width) shape; `names` the three projections (default gate_proj, up_proj,
-  -- down_proj; Mixtral's experts: w1, w3, w2) and `attrs` extra attributes of the three linears (experts).
-  local function swiglu(m, input, mid, width, bias, names, attrs)
-    local gate, up, down = "gate_proj", "up_proj", "down_proj"
-    if names then gate, up, down = names[1], names[2], names[3] end
-    local function lin(name, from, to, in_f, out_f, shared)
-      local a = { bias = bias, saved_inputs = shared and "" or nil } -- up reads the input gate already saves
-      for k, v in pairs(attrs or {}) do a[k] = v end
-      add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
-    end
-    lin(gate, input, mid, h, width)
-    add("silu", m .. ".act_fn", { mid }, mid)
-    lin(up, input, mid, h, width, true)
-    add("mul", m .. ".mul", { mid, mid }, mid)
-    lin(down, mid, input, width, h)
-  end
+  -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, nn.Linear, the SwiGLU MLP under
+  -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
+  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
+  local function linear(...) N.linear(g, ...) end
+  local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
 
@@ -406,8 +358,7 @@ function M.graph(r, opts, moe)
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
-  add("embedding", "embed_tokens", { { b, s } }, x, V * h, { num_embeddings = V, embedding_dim = h })
-  tp_out("embed_tokens.tp_out", x, "vocab-parallel embedding: sum of the ranks' partial lookups")
+  N.embed_tokens(g, x, V)
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
   -- In decode they attend to (and cache) the last `sliding_window` tokens once the cache outgrows the window.
@@ -441,13 +392,7 @@ function M.graph(r, opts, moe)
     end
   end
 
-  g.layer, g.count = "", 1
-  rms_norm("norm", xs, h)
-  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  local head_in = N.lm_head_input(g, serve, x)
-  add("linear", "lm_head", { head_in }, { b, head_in[2], V }, r.tied and 0 or h * V,
-    { bias = false, tied = r.tied and "embed_tokens" or nil })
-  N.causal_lm_loss(g, b, s, V, opts)
+  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts)
   if moe and moe.epilogue then moe.epilogue(ctx, sparse_layers) end
   return nodes
 end

@@ -300,6 +300,10 @@ end
 --- The routed experts per MoE layer (E): `neusight search` tries every expert-parallel degree ep that divides it.
 function M.num_experts(cfg) return M.config(cfg).moe.E end
 
+--- The routed experts a token is sent to per MoE layer (num_experts_per_tok): with num_experts, what a forecast's
+--- active_params scales the expert weights by (neusight.workload).
+function M.top_k(cfg) return M.config(cfg).moe.k end
+
 --- Parameters a token uses: every parameter but the experts it is not routed to (k of E per sparse layer; the shared
 --- expert and the router count in full), i.e. Σ params · count with expert weights scaled by k / E.
 function M.active_parameters(cfg)

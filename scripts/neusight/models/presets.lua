@@ -61,8 +61,8 @@ local function moe(name, model_type, layers, hidden, heads, kv_heads, intermedia
 end
 
 -- DeepSeek presets (scripts/neusight/models/deepseek.lua), the HF config.json values of the published checkpoints.
-local function deepseek(name, fields)
-  local cfg = { name = name, arch = "deepseek", model_type = "deepseek_v3" }
+local function deepseek(name, fields, model_type)
+  local cfg = { name = name, arch = "deepseek", model_type = model_type or "deepseek_v3" }
   for k, v in pairs(fields) do cfg[k] = v end
   return cfg
 end
@@ -79,6 +79,24 @@ return {
     v_head_dim = 128, qk_nope_head_dim = 128, n_group = 8, topk_group = 4, num_experts_per_tok = 8,
     first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true, hidden_act = "silu",
     tie_word_embeddings = false }),
+  -- deepseek-ai/DeepSeek-V2-Lite: MLA without the q latent (q_proj), 1 dense layer then 26 MoE layers of 64 routed
+  -- experts (softmax, greedy top 6) + 2 shared; 15.7 B parameters, 2.4 B active (DeepSeek's figures, without embeddings)
+  deepseek_v2_lite = deepseek("deepseek_v2_lite", {
+    vocab_size = 102400, hidden_size = 2048, intermediate_size = 10944, moe_intermediate_size = 1408,
+    num_hidden_layers = 27, num_attention_heads = 16, num_key_value_heads = 16, n_shared_experts = 2,
+    n_routed_experts = 64, routed_scaling_factor = 1.0, kv_lora_rank = 512, q_lora_rank = false, qk_rope_head_dim = 64,
+    v_head_dim = 128, qk_nope_head_dim = 128, topk_method = "greedy", n_group = 1, topk_group = 1,
+    num_experts_per_tok = 6, first_k_dense_replace = 1, moe_layer_freq = 1, norm_topk_prob = false,
+    hidden_act = "silu", tie_word_embeddings = false }, "deepseek_v2"),
+  -- deepseek-ai/DeepSeek-V2 (and V2-Chat): 1 dense layer then 59 MoE layers of 160 routed experts (softmax, top 6 of
+  -- the best 3 of 8 groups, × 16) + 2 shared; 236 B parameters, 21 B active (DeepSeek's figures)
+  deepseek_v2 = deepseek("deepseek_v2", {
+    vocab_size = 102400, hidden_size = 5120, intermediate_size = 12288, moe_intermediate_size = 1536,
+    num_hidden_layers = 60, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 2,
+    n_routed_experts = 160, routed_scaling_factor = 16.0, kv_lora_rank = 512, q_lora_rank = 1536, qk_rope_head_dim = 64,
+    v_head_dim = 128, qk_nope_head_dim = 128, topk_method = "group_limited_greedy", n_group = 8, topk_group = 3,
+    num_experts_per_tok = 6, first_k_dense_replace = 1, moe_layer_freq = 1, norm_topk_prob = false,
+    hidden_act = "silu", tie_word_embeddings = false }, "deepseek_v2"),
   -- mistralai/Mixtral-8x7B-v0.1 (sliding_window null; 8 experts of intermediate_size, top 2): 46,702,792,704 parameters
   mixtral_8x7b  = moe("mixtral_8x7b",  "mixtral", 32, 4096, 32, 8, 14336, 32000,
     { num_local_experts = 8, num_experts_per_tok = 2, sliding_window = false }),

@@ -298,6 +298,9 @@ end
 --- The experts per sparse layer (num_experts): `neusight search` tries every ep that divides it.
 function M.num_experts(cfg) return cfg.num_experts end
 
+--- The routed experts a token is sent to per sparse layer: Switch routes top-1.
+function M.top_k(_) return 1 end
+
 --- Parameters a token uses: top-1 routing, one of num_experts experts per sparse layer (everything else in full).
 function M.active_parameters(cfg)
   return require("neusight.models.moe").active_of(M.build(cfg, { batch = 1, seq = 1 }), 1, cfg.num_experts)
