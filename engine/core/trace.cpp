@@ -215,7 +215,7 @@ int64_t json_id(const json& v) {  // pid/tid are numbers or strings in Kineto ou
 
 // A cpu_op's "Input Dims" and "Input type" (Kineto with record_shapes). A non-tensor argument has dims [] and a
 // tensor list nested dims: both give an empty shape.
-void chrome_inputs(const json* args, trace_op& op) {
+void chrome_inputs(const json* args, trace_op& op, const std::string& at, const std::string& event) {
   op.input_shapes.clear();
   op.input_types.clear();
   op.input_values.clear();
@@ -223,8 +223,13 @@ void chrome_inputs(const json* args, trace_op& op) {
   if (args->contains("Input Dims") && (*args)["Input Dims"].is_array()) {
     for (const json& dims : (*args)["Input Dims"]) {
       trace_shape s;
-      if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); }))
-        for (const json& d : dims) s.push_back(d.get<int64_t>());
+      if (dims.is_array() && std::all_of(dims.begin(), dims.end(), [](const json& d) { return d.is_number_integer(); })) {
+        for (const json& d : dims) {
+          if (d.get<int64_t>() < 0)
+            throw error(at + ": args.Input Dims of '" + event + "' must hold sizes >= 0 (got " + d.dump() + ")");
+          s.push_back(d.get<int64_t>());
+        }
+      }
       op.input_shapes.push_back(std::move(s));
     }
   }
@@ -564,7 +569,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     } else {
       op.name = c.name;
       op.phase = trace_phase::forward;
-      chrome_inputs(c.args, op);
+      chrome_inputs(c.args, op, where(c.index), c.name);
     }
     op.kind = op.name;
     op.measured_ms = 0.0;
@@ -588,7 +593,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     if (f == fwd_of_seq.end()) continue;
     trace_op& op = tr.ops[pos];
     op.forward_kind = cpu[f->second].name;
-    chrome_inputs(cpu[f->second].args, op);
+    chrome_inputs(cpu[f->second].args, op, where(cpu[f->second].index), cpu[f->second].name);
   }
 
   std::map<int64_t, size_t> by_ext;  // External id -> cpu index (first event carrying it)

@@ -82,7 +82,19 @@ local function product(a, b)
   return prod(a, 1, #a - 2), a[#a - 1], a[#a], b[#b]
 end
 
+-- Dims we can price: positive, and small enough that FLOPs stay exact (an empty tensor, or a shape no GPU could
+-- hold, is an op we do not understand: wave-scaled and counted in the warning).
+local function sane(...)
+  local n = 1.0
+  for _, d in ipairs({ ... }) do
+    if math.type(d) ~= "integer" or d < 1 then return false end
+    n = n * d
+  end
+  return n <= 2 ^ 50
+end
+
 local function gemm(b, m, n, k, dtype)
+  if not sane(b, m, n, k) or not sane(b, m, n) or not sane(b, n, k) then return nil end
   if b == 1 then return K.linear(m, n, k, dtype) end
   return K.bmm(b, m, n, k, dtype)
 end
@@ -121,11 +133,14 @@ function M.kernels(op)
     local causal = (op.values[M.causal_arg["aten::" .. fwd]] or "") == "True" and not mask
     local kind = (causal and "causal" or "full") .. (backward and "_bwd" or "")
     -- q (B, H, Sq, D), k (B, Hkv, Skv, D), v (B, Hkv, Skv, Dv)
+    if not (sane(q[1], q[2], q[3], kk[3], q[4]) and sane(v[4]) and sane(kk[2]) and q[2] % kk[2] == 0 and q[3] <= kk[3]) then
+      return nil
+    end
     return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
   else
     return nil
   end
-  if not b then return nil end
+  if not b or not gemm(b, m, n, k, dtype) then return nil end
   if not backward then return { gemm(b, m, n, k, dtype) } end
   return { gemm(b, m, k, n, dtype), gemm(b, n, m, k, dtype) }
 end

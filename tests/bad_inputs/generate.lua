@@ -654,6 +654,8 @@ tr_sub("smem_huge", '"shared memory": 8192', '"shared memory": 1e300', "args.sha
 tr_sub("external_id_string", '"External id": 2, "grid"', '"External id": "two", "grid"', "args.External id must be an integer", "args")
 tr_sub("kernel_no_args", ', "ts": 30, "dur": 2.5,\n     "args": {"External id": 2, "grid": [4, 1, 1], "block": [256, 1, 1], "registers per thread": 64, "shared memory": 8192}}',
        ', "ts": 30, "dur": 2.5}', "missing 'args'")
+tr_sub("input_dims_negative", '"Input Dims": [[4, 8], [16, 8], [16]]', '"Input Dims": [[-4, 8], [16, 8], [16]]',
+       "args.Input Dims of 'aten::linear' must hold sizes >= 0 (got -4)", "args")
 trc("events_not_array", '{"schemaVersion": 1, "traceEvents": 5}\n', "no 'traceEvents' array")
 trc("event_not_object", '{"schemaVersion": 1, "traceEvents": [5]}\n', "trace event must be an object")
 trc("no_events", '{"schemaVersion": 1, "traceEvents": []}\n', "no GPU kernel events")

@@ -31,6 +31,12 @@ function M.test_forward_gemms()
      "inner dims disagree: not understood")
   eq(S.kernels(op { kind = "aten::mm", inputs = { { 8, 4 }, { 4, 6 } }, types = { "double", "double" } }), nil,
      "a dtype we have no kernels for")
+  eq(S.kernels(op { kind = "aten::mm", inputs = { { 0, 4 }, { 4, 6 } }, types = { "float", "float" } }), nil,
+     "an empty tensor")
+  eq(S.kernels(op { kind = "aten::mm", inputs = { { 1 << 40, 1 << 20 }, { 1 << 20, 6 } }, types = { "float", "float" } }),
+     nil, "a shape no GPU holds")
+  eq(S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { { 2, 6, 8, 4 }, { 2, 4, 8, 4 }, { 2, 4, 8, 4 } },
+                    types = { "float", "float", "float" }, values = {} }), nil, "query heads not a multiple of kv heads")
 end
 
 function M.test_backward_gemms_take_the_forward_shapes()
