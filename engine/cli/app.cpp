@@ -444,6 +444,20 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
 
+// Writes `gpu`'s calibration file at `path` (written by `by`); returns the path as messages show it.
+std::string calibration_write(const gpu_spec& gpu, const fs::path& path, const std::map<std::string, double>& factors,
+                              const std::string& by,
+                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
+  const std::string text = calibration_text(
+      gpu, factors,
+      {path.filename().string() + " — written by " + by + "; refit to change.",
+       "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
+       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
+      facts);
+  emit(text, path.string());
+  return path.lexically_normal().generic_string();
+}
+
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
 // scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts.
 int run_calibrate(session& s, const common_flags& c, const predictor& pred, const forecast_done& d) {
@@ -473,14 +487,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
       {"measurement", m.source}, {"measured_ms", m.latency_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"predictor", pred.name()}};
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  const std::string text = calibration_text(
-      d.gpu, factors,
-      {path.filename().string() + " — written by `neusight predict … --calibrate " + m.source + "`; refit to change.",
-       "Every forecast on " + d.gpu.name + " multiplies each kernel family's predicted time by its factor",
-       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
-      facts);
-  emit(text, path.string());
-  const std::string where = path.lexically_normal().generic_string();
+  const std::string where = calibration_write(d.gpu, path, factors, "`neusight predict … --calibrate " + m.source + "`", facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = d.gpu.name;
@@ -583,15 +590,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
       {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
-  const std::string text = calibration_text(
-      gpu, factors,
-      {path.filename().string() + " — written by `neusight predict --gpu … --calibrate " + c.calibrate +
-           "` (a profiler trace); refit to change.",
-       "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
-       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
-      facts);
-  emit(text, path.string());
-  const std::string where = path.lexically_normal().generic_string();
+  const std::string where =
+      calibration_write(gpu, path, factors, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = gpu.name;

@@ -285,6 +285,21 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   return applied;
 }
 
+namespace {
+// [-0, +1 or +3, e] pushes scripts/neusight/scale.lua's module, then `from` and `to` when given (read-only GPU
+// tables); returns the module's stack index.
+int scale_module_push(const session::impl& p, const gpu_spec* from, const gpu_spec* to) {
+  lua_State* L = p.L();
+  p.push_engine_field("require");
+  lua_pushstring(L, "neusight.scale");
+  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");
+  const int mod = lua_gettop(L);
+  if (from) p.push_gpu(*from);
+  if (to) p.push_gpu(*to);
+  return mod;
+}
+}  // namespace
+
 std::vector<double> session::scale_apply(const std::vector<scale_item>& items, const gpu_spec& from,
                                          const gpu_spec& to) {
   lua_State* L = p_->L();
@@ -292,12 +307,7 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
   const stack_restore restore(L);  // also on error
   std::vector<double> out;
   out.reserve(items.size());
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.scale");
-  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-  const int mod = lua_gettop(L);
-  p_->push_gpu(from);
-  p_->push_gpu(to);  // stack: S from to
+  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& it : items) {
     raw_getfield(L, mod, "scale");
     lua_createtable(L, 0, 7);
@@ -330,10 +340,7 @@ std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std
   const stack_restore restore(L);  // also on error
   std::vector<std::optional<std::vector<kernel>>> out;
   out.reserve(ops.size());
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.scale");
-  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-  const int mod = lua_gettop(L);
+  const int mod = scale_module_push(*p_, nullptr, nullptr);  // stack: S
   auto push_strings = [&](const std::vector<std::string>& v) {
     lua_createtable(L, int(v.size()), 0);
     for (size_t i = 0; i < v.size(); ++i) {
@@ -395,12 +402,7 @@ std::vector<double> session::scale_destination(const std::vector<scale_kernel_ti
   const stack_restore restore(L);  // also on error
   std::vector<double> out;
   out.reserve(ks.size());
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.scale");
-  ns_call(L, 1, 1, "while loading scripts/neusight/scale.lua");  // stack: S
-  const int mod = lua_gettop(L);
-  p_->push_gpu(from);
-  p_->push_gpu(to);  // stack: S from to
+  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& k : ks) {
     raw_getfield(L, mod, "destination");
     lua_createtable(L, 0, 6);

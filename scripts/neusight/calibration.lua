@@ -22,6 +22,18 @@ local M = {}
 
 M.min_factor, M.max_factor = 0.05, 20
 
+-- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ and
+-- variance σ² of its folds' log bias, and ε² = the folds' mean kernel variance / n (the scatter of n kernels' mean).
+local function prior_of(part)
+  local mean, var, within = 0, 0, 0
+  for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
+  mean, within = mean / #part.stats, within / #part.stats
+  for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
+  var = #part.stats > 1 and var / (#part.stats - 1) or within
+  return { mu = mean, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
+end
+
+
 --- Fits the factors.
 --- `r`: latency_s (the forecast), measured_s, measurement (the file's name), family_s (seconds by family, "other" for
 --- kernels no family prices), gpu, uncertainty / uncertainty_source (the predictor's error table, may be nil).
@@ -34,13 +46,8 @@ function M.fit(r)
   if p then
     other, total = p.other, p.total
     for _, part in ipairs(p.parts) do
-      local mean, var, within = 0, 0, 0
-      for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
-      mean, within = mean / #part.stats, within / #part.stats
-      for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
-      var = #part.stats > 1 and var / (#part.stats - 1) or within
-      parts[#parts + 1] = { name = part.name, s = part.s, mu = mean, sigma2 = math.max(var, 1e-6),
-        eps2 = within / math.max(1, part.n) }
+      local pr = prior_of(part)
+      parts[#parts + 1] = { name = part.name, s = part.s, mu = pr.mu, sigma2 = pr.sigma2, eps2 = pr.eps2 }
     end
     -- families the roofline priced (no weights for them): no error data; a wide prior, so they take the most
     for name in pairs(r.roofline or {}) do
@@ -144,14 +151,7 @@ function M.fit_trace(r)
   local prior = {}
   local p = U.parts(r)
   if p then
-    for _, part in ipairs(p.parts) do
-      local mean, var, within = 0, 0, 0
-      for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
-      mean, within = mean / #part.stats, within / #part.stats
-      for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
-      var = #part.stats > 1 and var / (#part.stats - 1) or within
-      prior[part.name] = { mu = mean, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
-    end
+    for _, part in ipairs(p.parts) do prior[part.name] = prior_of(part) end
   end
   local names = {}
   for name, t in pairs(predicted) do
