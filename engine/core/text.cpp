@@ -36,20 +36,28 @@ size_t text_edit_distance(std::string_view a, std::string_view b) {
 std::vector<std::string> text_close_matches(std::string_view word, const std::vector<std::string>& candidates,
                                             size_t max_results) {
   const std::string w = text_lower(word);
-  std::vector<std::pair<size_t, std::string>> scored;
+  struct score {
+    size_t close, edits;  // close: the edit distance, or 1 for a containment hit; edits break its ties
+    std::string c;
+  };
+  std::vector<score> scored;
   for (const auto& c : candidates) {
     const std::string lc = text_lower(c);
-    size_t d = text_edit_distance(w, lc);
-    // A substring hit ("h100" in "nvidia h100 80gb hbm3") counts as close too, unless the shorter side is
-    // too short to mean anything ("n" is in "second").
-    const size_t shorter = std::min(w.size(), lc.size());
-    if (shorter >= 3 && (lc.find(w) != std::string::npos || w.find(lc) != std::string::npos)) d = std::min<size_t>(d, 1);
+    const size_t edits = text_edit_distance(w, lc);
+    size_t d = edits;
+    // Close too: the word inside a candidate ("h100" in "nvidia h100 80gb hbm3"), or a candidate the word begins with
+    // ("batchsize" → "batch"), unless the shorter side is too short to mean anything ("n" is in "second"). A candidate
+    // inside the word elsewhere is not ("intermediate_size" for "shared_expert_intermediate_size" is another key).
+    if ((w.size() >= 3 && lc.find(w) != std::string::npos) || (lc.size() >= 3 && w.rfind(lc, 0) == 0))
+      d = std::min<size_t>(d, 1);
     const size_t limit = std::max<size_t>(2, w.size() / 3);
-    if (d <= limit) scored.emplace_back(d, c);
+    if (d <= limit) scored.push_back({d, edits, c});
   }
-  std::stable_sort(scored.begin(), scored.end(), [](const auto& x, const auto& y) { return x.first < y.first; });
+  std::stable_sort(scored.begin(), scored.end(), [](const score& x, const score& y) {
+    return x.close != y.close ? x.close < y.close : x.edits < y.edits;
+  });
   std::vector<std::string> out;
-  for (const auto& [d, c] : scored) {
+  for (const auto& [d, e, c] : scored) {
     if (out.size() == max_results) break;
     if (std::find(out.begin(), out.end(), c) == out.end()) out.push_back(c);
   }

@@ -8,21 +8,18 @@ local E = {}             -- engine-internal table, kept in the registry by the h
 string.dump = nil
 getmetatable("").__metatable = "string"
 
+-- The engine's one did-you-mean rule (engine/core/text.h text_close_matches, through C.closest): closest(word,
+-- candidates) is the closest candidate or nil (candidates: an array of strings or a table's string keys);
+-- did_you_mean gives the " (did you mean 'x'?)" suffix of an error message, or "".
+local closest = C.closest
 local function did_you_mean(word, keys)
-  word = tostring(word)
-  local best, best_d
-  for k in pairs(keys) do
-    if type(k) == "string" then
-      local d = C.edit_distance(word, k)
-      if d <= 2 and (not best_d or d < best_d or (d == best_d and k < best)) then best, best_d = k, d end
-    end
-  end
+  local best = closest(word, keys)
   return best and (" (did you mean '" .. best .. "'?)") or ""
 end
 E.did_you_mean = did_you_mean
 
 -- The public module scripts get from require "neusight".
-local ns = { version = version, did_you_mean = did_you_mean, warn = C.warn,
+local ns = { version = version, closest = closest, did_you_mean = did_you_mean, warn = C.warn,
              cluster_file = C.cluster_load } -- gpus/clusters/<name>.toml (or a .toml path) as a table
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then

@@ -184,6 +184,29 @@ int l_limit_tripped(lua_State* L) {
   return 1;
 }
 
+// closest(word, candidates) -> string | nil [-2, +1, e]: the candidate closest to `word` by text_close_matches (the
+// engine's one did-you-mean rule: case-insensitive edit distance within max(2, |word| / 3), a shared substring of 3+
+// characters counting as 1), ties to the alphabetically first. `candidates`: an array of strings, or a table whose
+// string keys are the candidates.
+int l_closest(lua_State* L) {
+  const std::string word = luaL_tolstring(L, 1, nullptr);
+  lua_pop(L, 1);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<std::string> cands;
+  lua_pushnil(L);
+  while (lua_next(L, 2) != 0) {  // stack: … key value
+    if (lua_type(L, -2) == LUA_TSTRING) cands.emplace_back(lua_tostring(L, -2));
+    else if (lua_type(L, -2) == LUA_TNUMBER && lua_type(L, -1) == LUA_TSTRING) cands.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  std::sort(cands.begin(), cands.end());
+  cands.erase(std::unique(cands.begin(), cands.end()), cands.end());
+  const auto m = text_close_matches(word, cands, 1);
+  if (m.empty()) lua_pushnil(L);
+  else lua_pushstring(L, m.front().c_str());
+  return 1;
+}
+
 // edit_distance(a, b) -> integer [-2, +1, e]
 int l_edit_distance(lua_State* L) {
   lua_pushinteger(L, lua_Integer(text_edit_distance(luaL_checkstring(L, 1), luaL_checkstring(L, 2))));
@@ -192,7 +215,7 @@ int l_edit_distance(lua_State* L) {
 
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
-    {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance},
+    {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance}, {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict},
     {nullptr, nullptr},

@@ -213,14 +213,7 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
       const std::set<std::string> lua_names(found.begin(), found.end());
       std::vector<std::string> all = builtins;
       all.insert(all.end(), lua_names.begin(), lua_names.end());
-      // the closest by edit distance among the close ones ("roofline_derate" → roofline_derated, not the substring
-      // hit roofline)
-      std::string hint;
-      size_t best = SIZE_MAX;
-      for (const auto& c : text_close_matches(name, all, all.size()))
-        if (const size_t d = text_edit_distance(text_lower(name), text_lower(c)); d < best) best = d, hint = c;
-      if (!hint.empty()) hint = " (did you mean '" + hint + "'?)";
-      throw error("unknown predictor '" + name + "'" + hint +
+      throw error("unknown predictor '" + name + "'" + text_did_you_mean(name, all) +
                   ": not a built-in and no neusight/predictors/" + name + ".lua on the script search path (" + dirs +
                   "); built-in: " + names_joined(builtins) + "; Lua: " +
                   (lua_names.empty() ? std::string("none found")

@@ -33,36 +33,7 @@ local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true }
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
 
--- The engine's require "neusight" provides did_you_mean (edit distance ≤ 2, ties alphabetical); the
--- standalone test runner has no "neusight" module, so the same rule is repeated here as a fallback.
-local function distance(a, b)
-  local prev, cur = {}, {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    cur[0] = i
-    for j = 1, #b do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev, cur = cur, prev
-  end
-  return prev[#b]
-end
-
-local function local_did_you_mean(word, keys)
-  word = tostring(word)
-  local best, best_d
-  for k in pairs(keys) do
-    if type(k) == "string" then
-      local d = distance(word, k)
-      if d <= 2 and (not best_d or d < best_d or (d == best_d and k < best)) then best, best_d = k, d end
-    end
-  end
-  return best and (" (did you mean '" .. best .. "'?)") or ""
-end
-
-local ok_ns, ns = pcall(require, "neusight")
-local did_you_mean = ok_ns and type(ns) == "table" and ns.did_you_mean or local_did_you_mean
+local did_you_mean = require("neusight").did_you_mean
 
 --- " (did you mean 'x'?)" or "" for `word` among the string keys of `keys` (shared with collectives).
 M.did_you_mean = did_you_mean

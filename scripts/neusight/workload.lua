@@ -19,33 +19,11 @@ local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = tr
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
 
--- Levenshtein distance between two short strings.
-local function distance(a, b)
-  local prev, cur = {}, {}
-  for j = 0, #b do prev[j] = j end
-  for i = 1, #a do
-    cur[0] = i
-    for j = 1, #b do
-      local cost = a:byte(i) == b:byte(j) and 0 or 1
-      cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
-    end
-    prev, cur = cur, prev
-  end
-  return prev[#b]
-end
-
---- Closest candidate to `word`: within edit distance 2, or one is a prefix of the other
---- ("batchsize" → "batch"); nil if none is close. Case-insensitive.
+--- Closest candidate to `word` (the engine's one rule, require("neusight").closest: case-insensitive edit distance
+--- within max(2, |word| / 3), a shared substring of 3+ characters — "batchsize" → "batch" — counting as 1); nil if
+--- none is close.
 function M.did_you_mean(word, candidates)
-  word = tostring(word):lower()
-  local best, best_d
-  for _, c in ipairs(candidates) do
-    local lc = c:lower()
-    local d = distance(word, lc)
-    local prefix = #word >= 3 and #lc >= 3 and (word:sub(1, #lc) == lc or lc:sub(1, #word) == word)
-    if (d <= 2 or prefix) and (not best_d or d < best_d) then best, best_d = c, d end
-  end
-  return best
+  return require("neusight").closest(word, candidates)
 end
 
 --- The hint for an unknown preset name: the presets it begins ("gpt3" → gpt3_13 … gpt3_175b, "llama3" → llama3_8b …),

@@ -37,7 +37,46 @@ local function load_chunk(path, extra)
 end
 
 -- require restricted to scripts/<a/b>.lua or scripts/<a/b>/init.lua, each module in its own strict env.
-local loaded = {}
+-- require "neusight" (engine/lua/prelude.lua) for plain lua5.4: closest / did_you_mean follow engine/core/text.cpp
+-- text_close_matches, the engine's one rule (this runner has no C++; the engine-run tests check the real one).
+local function edit_distance(a, b)
+  local prev, cur = {}, {}
+  for j = 0, #b do prev[j] = j end
+  for i = 1, #a do
+    cur[0] = i
+    for j = 1, #b do cur[j] = math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a:byte(i) == b:byte(j) and 0 or 1)) end
+    prev, cur = cur, prev
+  end
+  return prev[#b]
+end
+local function closest(word, cands)
+  local w, list, seen = tostring(word):lower(), {}, {}
+  for k, v in pairs(cands) do
+    local c = type(k) == "string" and k or (math.type(k) == "integer" and type(v) == "string" and v) or nil
+    if c and not seen[c] then list[#list + 1], seen[c] = c, true end
+  end
+  table.sort(list)
+  local best, best_d, best_e
+  for _, c in ipairs(list) do
+    local lc = c:lower()
+    local e = edit_distance(w, lc)
+    local d = e
+    if (#w >= 3 and lc:find(w, 1, true)) or (#lc >= 3 and w:sub(1, #lc) == lc) then d = math.min(d, 1) end
+    if d <= math.max(2, #w // 3) and (not best_d or d < best_d or (d == best_d and e < best_e)) then
+      best, best_d, best_e = c, d, e
+    end
+  end
+  return best
+end
+local neusight_module = {
+  closest = closest,
+  did_you_mean = function(word, keys)
+    local best = closest(word, keys)
+    return best and (" (did you mean '" .. best .. "'?)") or ""
+  end,
+}
+
+local loaded = { neusight = neusight_module }
 function base.require(name)
   if loaded[name] ~= nil then return loaded[name] end
   local rel = name:gsub("%.", "/")
