@@ -425,218 +425,233 @@ local function run_simulation(o, F, count, progress)
   local cm = cost_model(o, F, S, C, o.max_batch)
   local chunk = o.chunked_prefill
 
-  local free = total_blocks
-  local waiting, whead = {}, 1      -- arrived, never admitted (FCFS)
-  local preempted = {}              -- stack: the latest preempted first... served before waiting
-  local running = {}                -- admission order
-  local next_arrival, finished = 1, 0
-  local now = 0
-  local steps = { prefill = 0, decode = 0, mixed = 0 }
-  local preemptions, decode_batch_sum, decode_steps_n, max_running = 0, 0, 0, 0
-  local busy_ms = 0
+  -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing).
+  local function simulate(cm, report)
+    for _, r in ipairs(reqs) do  -- fresh state: the band's runs replay the same arrivals
+      r.prompt, r.prefilled, r.generated, r.blocks, r.first, r.finish = r.input, 0, 0, 0, nil, nil
+    end
+    local free = total_blocks
+    local waiting, whead = {}, 1      -- arrived, never admitted (FCFS)
+    local preempted = {}              -- stack: the latest preempted first... served before waiting
+    local running = {}                -- admission order
+    local next_arrival, finished = 1, 0
+    local now = 0
+    local steps = { prefill = 0, decode = 0, mixed = 0 }
+    local preemptions, decode_batch_sum, decode_steps_n, max_running = 0, 0, 0, 0
+    local busy_ms = 0
 
-  local function blocks_for(tokens) return (tokens + bs - 1) // bs end
-  local function finish(r)
-    r.finish = now
-    free = free + r.blocks
-    r.blocks = 0
-    finished = finished + 1
-  end
-  -- vLLM's recompute preemption: the request gives its blocks back and is prefilled again later (prompt and the
-  -- tokens generated so far), before any request that has not started.
-  local function preempt_at(i)
-    local v = table.remove(running, i)
-    free = free + v.blocks
-    v.blocks, v.prefilled = 0, 0
-    v.prompt = v.input + v.generated
-    preempted[#preempted + 1] = v
-    preemptions = preemptions + 1
-  end
-  -- Blocks for `tokens` cached tokens of running[i], preempting requests admitted after it; when none is left, it
-  -- is preempted itself and false comes back.
-  local function grow_at(i, tokens)
-    local r = running[i]
-    local need = blocks_for(tokens) - r.blocks
-    while need > free do
-      if #running > i then
-        preempt_at(#running)
+    local function blocks_for(tokens) return (tokens + bs - 1) // bs end
+    local function finish(r)
+      r.finish = now
+      free = free + r.blocks
+      r.blocks = 0
+      finished = finished + 1
+    end
+    -- vLLM's recompute preemption: the request gives its blocks back and is prefilled again later (prompt and the
+    -- tokens generated so far), before any request that has not started.
+    local function preempt_at(i)
+      local v = table.remove(running, i)
+      free = free + v.blocks
+      v.blocks, v.prefilled = 0, 0
+      v.prompt = v.input + v.generated
+      preempted[#preempted + 1] = v
+      preemptions = preemptions + 1
+    end
+    -- Blocks for `tokens` cached tokens of running[i], preempting requests admitted after it; when none is left, it
+    -- is preempted itself and false comes back.
+    local function grow_at(i, tokens)
+      local r = running[i]
+      local need = blocks_for(tokens) - r.blocks
+      while need > free do
+        if #running > i then
+          preempt_at(#running)
+        else
+          preempt_at(i)
+          return false
+        end
+      end
+      if need > 0 then free, r.blocks = free - need, r.blocks + need end
+      return true
+    end
+    local function candidate()
+      if #preempted > 0 then return preempted[#preempted], true end
+      if whead <= #waiting then return waiting[whead], false end
+      return nil
+    end
+    local function take(from_preempted)
+      if from_preempted then preempted[#preempted] = nil else whead = whead + 1 end
+    end
+    local function first_token(r)
+      r.generated = r.generated + 1
+      if r.first == nil then r.first = now end
+    end
+
+    local step_count = 0
+    while finished < n do
+      while next_arrival <= n and reqs[next_arrival].arrival <= now do
+        waiting[#waiting + 1] = reqs[next_arrival]
+        next_arrival = next_arrival + 1
+      end
+      local ms
+      if not chunk then
+        -- vLLM V0: prefill the admissible waiting requests, else decode everyone running.
+        local batch, tok = {}, 0
+        while #running + #batch < o.max_batch do
+          local r, from_p = candidate()
+          if not r then break end
+          if #batch > 0 and tok + r.prompt > o.max_batched_tokens then break end
+          local nb = blocks_for(r.prompt)
+          if nb > free then break end
+          take(from_p)
+          free, r.blocks = free - nb, nb
+          batch[#batch + 1] = r
+          tok = tok + r.prompt
+        end
+        if #batch > 0 then
+          ms = cm.tokens(tok)
+          for _, r in ipairs(batch) do ms = ms + cm.attention(r.prompt) end
+          now = now + ms / 1e3
+          steps.prefill = steps.prefill + 1
+          for _, r in ipairs(batch) do
+            r.prefilled = r.prompt
+            first_token(r)
+            if r.generated >= r.output then finish(r) else running[#running + 1] = r end
+          end
+        elseif #running > 0 then
+          local i = 1
+          while i <= #running do  -- blocks for each request's new token (may preempt later ones)
+            local r = running[i]
+            if grow_at(i, r.input + r.generated) then i = i + 1 end
+          end
+          local b, csum = #running, 0
+          for _, r in ipairs(running) do csum = csum + r.input + r.generated - 1 end
+          ms = cm.decode(b, csum / b)
+          now = now + ms / 1e3
+          steps.decode = steps.decode + 1
+          decode_batch_sum, decode_steps_n = decode_batch_sum + b, decode_steps_n + 1
+          local keep = {}
+          for _, r in ipairs(running) do
+            r.generated = r.generated + 1
+            if r.generated >= r.output then finish(r) else keep[#keep + 1] = r end
+          end
+          running = keep
+        end
       else
-        preempt_at(i)
-        return false
-      end
-    end
-    if need > 0 then free, r.blocks = free - need, r.blocks + need end
-    return true
-  end
-  local function candidate()
-    if #preempted > 0 then return preempted[#preempted], true end
-    if whead <= #waiting then return waiting[whead], false end
-    return nil
-  end
-  local function take(from_preempted)
-    if from_preempted then preempted[#preempted] = nil else whead = whead + 1 end
-  end
-  local function first_token(r)
-    r.generated = r.generated + 1
-    if r.first == nil then r.first = now end
-  end
-
-  local step_count = 0
-  while finished < n do
-    while next_arrival <= n and reqs[next_arrival].arrival <= now do
-      waiting[#waiting + 1] = reqs[next_arrival]
-      next_arrival = next_arrival + 1
-    end
-    local ms
-    if not chunk then
-      -- vLLM V0: prefill the admissible waiting requests, else decode everyone running.
-      local batch, tok = {}, 0
-      while #running + #batch < o.max_batch do
-        local r, from_p = candidate()
-        if not r then break end
-        if #batch > 0 and tok + r.prompt > o.max_batched_tokens then break end
-        local nb = blocks_for(r.prompt)
-        if nb > free then break end
-        take(from_p)
-        free, r.blocks = free - nb, nb
-        batch[#batch + 1] = r
-        tok = tok + r.prompt
-      end
-      if #batch > 0 then
-        ms = cm.tokens(tok)
-        for _, r in ipairs(batch) do ms = ms + cm.attention(r.prompt) end
-        now = now + ms / 1e3
-        steps.prefill = steps.prefill + 1
-        for _, r in ipairs(batch) do
-          r.prefilled = r.prompt
-          first_token(r)
-          if r.generated >= r.output then finish(r) else running[#running + 1] = r end
-        end
-      elseif #running > 0 then
+        -- chunked prefill (vLLM V1): decodes first, then prompt chunks within the token budget.
+        local budget = chunk
+        local dec, chunks, csum = {}, {}, 0
         local i = 1
-        while i <= #running do  -- blocks for each request's new token (may preempt later ones)
+        while i <= #running and budget > 0 do
           local r = running[i]
-          if grow_at(i, r.input + r.generated) then i = i + 1 end
-        end
-        local b, csum = #running, 0
-        for _, r in ipairs(running) do csum = csum + r.input + r.generated - 1 end
-        ms = cm.decode(b, csum / b)
-        now = now + ms / 1e3
-        steps.decode = steps.decode + 1
-        decode_batch_sum, decode_steps_n = decode_batch_sum + b, decode_steps_n + 1
-        local keep = {}
-        for _, r in ipairs(running) do
-          r.generated = r.generated + 1
-          if r.generated >= r.output then finish(r) else keep[#keep + 1] = r end
-        end
-        running = keep
-      end
-    else
-      -- chunked prefill (vLLM V1): decodes first, then prompt chunks within the token budget.
-      local budget = chunk
-      local dec, chunks, csum = {}, {}, 0
-      local i = 1
-      while i <= #running and budget > 0 do
-        local r = running[i]
-        if r.prefilled < r.prompt then
-          i = i + 1
-        elseif grow_at(i, r.input + r.generated) then
-          dec[#dec + 1] = r
-          csum = csum + r.input + r.generated - 1
-          budget = budget - 1
-          i = i + 1
-        end
-      end
-      for _, r in ipairs(running) do  -- prompt chunks take free blocks only: never preempt a decode of this step
-        if budget <= 0 then break end
-        if r.prefilled < r.prompt then
-          local c = min(r.prompt - r.prefilled, budget)
-          local need = blocks_for(r.prefilled + c) - r.blocks
-          if need <= free then
-            free, r.blocks = free - need, r.blocks + need
-            chunks[#chunks + 1] = { r = r, a = r.prefilled, c = c }
-            budget = budget - c
+          if r.prefilled < r.prompt then
+            i = i + 1
+          elseif grow_at(i, r.input + r.generated) then
+            dec[#dec + 1] = r
+            csum = csum + r.input + r.generated - 1
+            budget = budget - 1
+            i = i + 1
           end
         end
-      end
-      while budget > 0 and #running < o.max_batch do
-        local r, from_p = candidate()
-        if not r then break end
-        local c = min(r.prompt, budget)
-        local nb = blocks_for(c)
-        if nb > free then break end
-        take(from_p)
-        free, r.blocks = free - nb, nb
-        running[#running + 1] = r
-        chunks[#chunks + 1] = { r = r, a = 0, c = c }
-        budget = budget - c
-      end
-      if #chunks == 0 and #dec > 0 then
-        ms = cm.decode(#dec, csum / #dec)
-        steps.decode = steps.decode + 1
-      elseif #chunks > 0 then
-        local tok = #dec
-        for _, ch in ipairs(chunks) do tok = tok + ch.c end
-        ms = cm.tokens(tok)
-        for _, ch in ipairs(chunks) do ms = ms + cm.attention(ch.a + ch.c) - cm.attention(ch.a) end
-        if #dec > 0 then
-          local _, attn = cm.decode(#dec, csum / #dec)
-          ms = ms + attn
-          steps.mixed = steps.mixed + 1
-        else
-          steps.prefill = steps.prefill + 1
+        for _, r in ipairs(running) do  -- prompt chunks take free blocks only: never preempt a decode of this step
+          if budget <= 0 then break end
+          if r.prefilled < r.prompt then
+            local c = min(r.prompt - r.prefilled, budget)
+            local need = blocks_for(r.prefilled + c) - r.blocks
+            if need <= free then
+              free, r.blocks = free - need, r.blocks + need
+              chunks[#chunks + 1] = { r = r, a = r.prefilled, c = c }
+              budget = budget - c
+            end
+          end
+        end
+        while budget > 0 and #running < o.max_batch do
+          local r, from_p = candidate()
+          if not r then break end
+          local c = min(r.prompt, budget)
+          local nb = blocks_for(c)
+          if nb > free then break end
+          take(from_p)
+          free, r.blocks = free - nb, nb
+          running[#running + 1] = r
+          chunks[#chunks + 1] = { r = r, a = 0, c = c }
+          budget = budget - c
+        end
+        if #chunks == 0 and #dec > 0 then
+          ms = cm.decode(#dec, csum / #dec)
+          steps.decode = steps.decode + 1
+        elseif #chunks > 0 then
+          local tok = #dec
+          for _, ch in ipairs(chunks) do tok = tok + ch.c end
+          ms = cm.tokens(tok)
+          for _, ch in ipairs(chunks) do ms = ms + cm.attention(ch.a + ch.c) - cm.attention(ch.a) end
+          if #dec > 0 then
+            local _, attn = cm.decode(#dec, csum / #dec)
+            ms = ms + attn
+            steps.mixed = steps.mixed + 1
+          else
+            steps.prefill = steps.prefill + 1
+          end
+        end
+        if ms then
+          now = now + ms / 1e3
+          if #dec > 0 then decode_batch_sum, decode_steps_n = decode_batch_sum + #dec, decode_steps_n + 1 end
+          local done = {}
+          for _, r in ipairs(dec) do
+            r.generated = r.generated + 1
+            if r.generated >= r.output then done[r] = true end
+          end
+          for _, ch in ipairs(chunks) do
+            local r = ch.r
+            r.prefilled = r.prefilled + ch.c
+            if r.prefilled >= r.prompt then
+              first_token(r)
+              if r.generated >= r.output then done[r] = true end
+            end
+          end
+          local keep = {}
+          for _, r in ipairs(running) do
+            if done[r] then finish(r) else keep[#keep + 1] = r end
+          end
+          running = keep
         end
       end
       if ms then
-        now = now + ms / 1e3
-        if #dec > 0 then decode_batch_sum, decode_steps_n = decode_batch_sum + #dec, decode_steps_n + 1 end
-        local done = {}
-        for _, r in ipairs(dec) do
-          r.generated = r.generated + 1
-          if r.generated >= r.output then done[r] = true end
+        busy_ms = busy_ms + ms
+        step_count = step_count + 1
+        if #running > max_running then max_running = #running end
+        if step_count % 256 == 0 then
+          report(fmt("%d/%d requests done, %d running, %d waiting, simulated %.1f s", finished, n, #running,
+            #waiting - whead + 1 + #preempted, now))
         end
-        for _, ch in ipairs(chunks) do
-          local r = ch.r
-          r.prefilled = r.prefilled + ch.c
-          if r.prefilled >= r.prompt then
-            first_token(r)
-            if r.generated >= r.output then done[r] = true end
-          end
-        end
-        local keep = {}
-        for _, r in ipairs(running) do
-          if done[r] then finish(r) else keep[#keep + 1] = r end
-        end
-        running = keep
+      elseif #running > 0 then
+        preempt_at(#running)  -- partly prefilled requests hold every block: the last admitted gives way
+      else
+        -- nothing could run: idle until the next arrival
+        if next_arrival > n then fail("internal: the scheduler stalled with %d requests unfinished", n - finished) end
+        now = max(now, reqs[next_arrival].arrival)
       end
     end
-    if ms then
-      busy_ms = busy_ms + ms
-      step_count = step_count + 1
-      if #running > max_running then max_running = #running end
-      if step_count % 256 == 0 then
-        progress(fmt("%d/%d requests done, %d running, %d waiting, simulated %.1f s", finished, n, #running,
-          #waiting - whead + 1 + #preempted, now))
-      end
-    elseif #running > 0 then
-      preempt_at(#running)  -- partly prefilled requests hold every block: the last admitted gives way
-    else
-      -- nothing could run: idle until the next arrival
-      if next_arrival > n then fail("internal: the scheduler stalled with %d requests unfinished", n - finished) end
-      now = max(now, reqs[next_arrival].arrival)
-    end
-  end
-  progress(nil, true)
+    report(nil, true)
 
-  local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
-  local first_arrival, last_finish = huge, 0
-  for _, r in ipairs(reqs) do
-    ttft[#ttft + 1] = (r.first - r.arrival) * 1e3
-    e2e[#e2e + 1] = (r.finish - r.arrival) * 1e3
-    if r.output > 1 then tpot[#tpot + 1] = (r.finish - r.first) * 1e3 / (r.output - 1) end
-    out_tokens, in_tokens = out_tokens + r.output, in_tokens + r.input
-    first_arrival, last_finish = min(first_arrival, r.arrival), max(last_finish, r.finish)
+    local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
+    local first_arrival, last_finish = huge, 0
+    for _, r in ipairs(reqs) do
+      ttft[#ttft + 1] = (r.first - r.arrival) * 1e3
+      e2e[#e2e + 1] = (r.finish - r.arrival) * 1e3
+      if r.output > 1 then tpot[#tpot + 1] = (r.finish - r.first) * 1e3 / (r.output - 1) end
+      out_tokens, in_tokens = out_tokens + r.output, in_tokens + r.input
+      first_arrival, last_finish = min(first_arrival, r.arrival), max(last_finish, r.finish)
+    end
+    return { ttft = ttft, tpot = tpot, e2e = e2e, out_tokens = out_tokens, in_tokens = in_tokens,
+             first_arrival = first_arrival, last_finish = last_finish, busy_ms = busy_ms, steps = steps,
+             decode_batch_sum = decode_batch_sum, decode_steps_n = decode_steps_n, max_running = max_running,
+             preemptions = preemptions }
   end
+  local sim = simulate(cm, progress)
+  local ttft, tpot, e2e, out_tokens, in_tokens = sim.ttft, sim.tpot, sim.e2e, sim.out_tokens, sim.in_tokens
+  local first_arrival, last_finish, busy_ms, steps = sim.first_arrival, sim.last_finish, sim.busy_ms, sim.steps
+  local decode_batch_sum, decode_steps_n = sim.decode_batch_sum, sim.decode_steps_n
+  local max_running, preemptions = sim.max_running, sim.preemptions
   local duration = last_finish - first_arrival
   local r = common_report(o, pre, count)
   r.kind = "simulation"
@@ -673,6 +688,32 @@ local function run_simulation(o, F, count, progress)
   local mean_ctx = max(1, floor(r.input_len_mean + (r.output_len_mean - 1) / 2 + 0.5))
   r.phases = { prefill = phase_report(F("prefill", 1, floor(r.input_len_mean + 0.5))),
                decode = phase_report(F("decode", mb, mean_ctx)) }
+  -- The uncertainty band under load: the same arrivals replayed with every prefill step at its p10 (then p90) time and
+  -- every decode step at its own (the band ratios of the first prefill and of the mean decode step; the steps' kernels
+  -- err together: the same families on the same GPU). Queueing is not linear in step time, so the runs are
+  -- simulated, not scaled.
+  local mid = F("decode", mb, mean_ctx, true)
+  if pre.p10 and mid.p10 and pre.ms > 0 and mid.ms > 0 then
+    local function scaled(fp, fd)
+      return { decode = function(b, c)
+                 local t, a = cm.decode(b, c)
+                 return t * fd, a * fd
+               end,
+               tokens = function(t) return cm.tokens(t) * fp end,
+               attention = function(s) return cm.attention(s) * fp end }
+    end
+    local function band_of(fp, fd, label)
+      -- progress as the main run (it also renews the script limits per stretch)
+      local x = simulate(scaled(fp, fd), function(text, done)
+        progress(text and ("band " .. label .. " replay: " .. text) or nil, done)
+      end)
+      return { ttft_ms = summary(x.ttft), tpot_ms = summary(x.tpot), e2e_ms = summary(x.e2e),
+               output_tokens_per_s_per_gpu = x.out_tokens / (x.last_finish - x.first_arrival) / o.tp,
+               prefill_step_factor = fp, decode_step_factor = fd }
+    end
+    r.band = { p10 = band_of(pre.p10 / pre.ms, mid.p10 / mid.ms, "p10"),
+               p90 = band_of(pre.p90 / pre.ms, mid.p90 / mid.ms, "p90") }
+  end
   r.forecasts = count()
   return r
 end
@@ -744,6 +785,13 @@ function M.format_table(r)
     out[#out + 1] = dist_line("TTFT ms", r.ttft_ms)
     out[#out + 1] = dist_line("TPOT ms", r.tpot_ms)
     out[#out + 1] = dist_line("end to end ms", r.e2e_ms)
+    if r.band then
+      local lo, hi = r.band.p10, r.band.p90
+      out[#out + 1] = fmt("band p10-p90  TTFT p90 %.2f - %.2f ms%s, throughput %.1f - %.1f (every step at its p10 / p90 "
+        .. "time: leave-one-GPU-out errors per kernel family, replayed)", lo.ttft_ms.p90, hi.ttft_ms.p90,
+        lo.tpot_ms and fmt(", TPOT p90 %.2f - %.2f ms", lo.tpot_ms.p90, hi.tpot_ms.p90) or "",
+        hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu)
+    end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)
     out[#out + 1] = fmt("batching      mean decode batch %.1f, at most %d running, %d prefill / %d decode / %d mixed steps, %d preemptions",

@@ -149,6 +149,31 @@ TEST_CASE("serve: at a trickle of requests each is served alone: TTFT = prefill(
   CHECK(s["e2e_ms"]["p50"].get<double>() == Approx(pre + 63 * s["tpot_ms"]["p50"].get<double>()).epsilon(1e-9));
 }
 
+// The band under load (serve.lua): the same arrivals replayed with every prefill and decode step at its p10 / p90
+// time. At a trickle each request is alone, so its TTFT is the prefill's own band and its TPOT scales by the decode
+// step's factor.
+TEST_CASE("serve: the rate simulation's band replays the steps at their p10 and p90 times", "[cli][serve][band]") {
+  const json s = serve("--rate 0.01 --requests 20 --input-len 512 --output-len 64");
+  REQUIRE(s.contains("band"));
+  const json pre = prefill(1, 512, "--launch graph");
+  const json& lo = s["band"]["p10"];
+  const json& hi = s["band"]["p90"];
+  CHECK(lo["ttft_ms"]["p50"].get<double>() == Approx(pre["latency_ms_p10"].get<double>()).epsilon(1e-9));
+  CHECK(hi["ttft_ms"]["p50"].get<double>() == Approx(pre["latency_ms_p90"].get<double>()).epsilon(1e-9));
+  CHECK(lo["tpot_ms"]["p50"].get<double>() ==
+        Approx(s["tpot_ms"]["p50"].get<double>() * lo["decode_step_factor"].get<double>()).epsilon(1e-9));
+  CHECK(lo["decode_step_factor"].get<double>() < 1);
+  CHECK(hi["decode_step_factor"].get<double>() > 1);
+  // under load: slower steps queue more
+  const json busy = serve("--rate 40 --requests 400 --input-len 512 --output-len 128");
+  REQUIRE(busy.contains("band"));
+  CHECK(busy["band"]["p10"]["ttft_ms"]["p90"].get<double>() <= busy["ttft_ms"]["p90"].get<double>());
+  CHECK(busy["band"]["p90"]["ttft_ms"]["p90"].get<double>() >= busy["ttft_ms"]["p90"].get<double>());
+  CHECK(busy["band"]["p90"]["tpot_ms"]["p50"].get<double>() > busy["tpot_ms"]["p50"].get<double>());
+  // a predictor without an error table: no band
+  CHECK_FALSE(serve("--rate 1 --requests 20 --input-len 512 --output-len 64 --predictor roofline").contains("band"));
+}
+
 TEST_CASE("serve: throughput grows with the rate until the GPU saturates", "[cli][serve]") {
   const std::string base = "--requests 600 --input-len 512 --output-len 128 --rate ";
   std::vector<double> tput, offered;
