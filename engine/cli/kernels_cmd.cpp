@@ -38,7 +38,11 @@ std::string duration(double s) {
 }
 
 void report_skipped(const bench_data& d) {
-  for (const auto& [why, n] : d.skipped) std::fprintf(stderr, "neusight: skipped %zu rows: %s\n", n, why.c_str());
+  for (const auto& [why, n] : d.skipped) {
+    const auto first = d.skipped_first.find(why);
+    std::fprintf(stderr, "neusight: skipped %zu rows: %s%s\n", n, why.c_str(),
+                 first == d.skipped_first.end() ? "" : (" (first at " + first->second + ")").c_str());
+  }
 }
 
 // Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the

@@ -62,6 +62,11 @@ std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   }
   return files;
 }
+// Counts a skipped row under `why`, keeping where the first one was.
+void skip_row(bench_data& d, const std::string& why, const std::string& where) {
+  if (d.skipped[why]++ == 0 && !where.empty()) d.skipped_first[why] = where;
+}
+
 // The filters every reader applies once it knows a row's family: the requested family, a known device, no
 // excluded GPU. The GPU's index in d.gpus, or nullopt with the skip reason counted.
 template <class Resolve>
@@ -97,7 +102,7 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
     bench_row r;
     r.where = t.where(i);
     if (const std::string why = make(row, r); !why.empty()) {
-      ++d.skipped[why];
+      skip_row(d, why, r.where);
       continue;
     }
     const auto fam = family_of(r.k);
@@ -108,7 +113,7 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
     r.latency_ms = to_double(row[c_lat], r.where, "latency");
     if (c_src != SIZE_MAX) r.kernel_name = row[c_src];
     if (!(r.latency_ms > 0)) {
-      ++d.skipped["non-positive latency or empty shape"];
+      skip_row(d, "non-positive latency or empty shape", r.where);
       continue;
     }
     r.gpu_index = *gi;
@@ -283,7 +288,7 @@ void bench_reader::read(const csv_table& t) {
                              ? !(k.b > 0 && k.m > 0 && k.n > 0 && k.k > 0)
                              : !(k.rows > 0 && k.hidden > 0);
       if (!(r.latency_ms > 0) || empty) {
-        ++d.skipped["non-positive latency or empty shape"];
+        skip_row(d, "non-positive latency or empty shape", r.where);
         continue;
       }
       r.gpu_index = *gi;

@@ -30,6 +30,7 @@ struct bench_data {
   std::vector<bench_row> rows;
   std::vector<gpu_spec> gpus;                // resolved devices (rows point into this)
   std::map<std::string, size_t> skipped;     // reason → rows
+  std::map<std::string, std::string> skipped_first;  // reason → "<file>:<line>" of its first row, where known
   std::vector<std::string> files;
 };
 

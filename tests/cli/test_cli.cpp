@@ -297,6 +297,21 @@ TEST_CASE("eval kernels: per-row JSON, per GPU x family summary, unhandled rows 
   CHECK(j["summary"][0]["rows"] == 4);
   CHECK(j["skipped"]["unknown device 'Imaginary GPU 9000'"] == 1);
   CHECK(r.err.find("skipped 1 rows: unknown device 'Imaginary GPU 9000'") != std::string::npos);
+  // a row with a non-positive latency is counted, and the message says where the first one is
+  {
+    ns_test::temp_dir t;
+    std::string text = ns_test::slurp(ns_test::source_dir / "tests/fixtures/bench/bmm_small.csv");
+    const size_t second = text.find('\n', text.find('\n') + 1);  // end of the first data row
+    const std::string header_and_first = text.substr(0, second + 1);
+    std::string zero = header_and_first.substr(header_and_first.find('\n') + 1);
+    const size_t lat = zero.find(',', zero.find(',') + 1);  // Latency is the second column
+    zero = zero.substr(0, zero.find(',') + 1) + "0" + zero.substr(lat);
+    const auto file = t.write("z.csv", header_and_first + zero);
+    const auto z = run_cli("eval kernels '" + file.string() + "' --format json");
+    INFO(z.err);
+    CHECK(z.err.find("skipped 1 rows: non-positive latency or empty shape (first at " + file.string() + ":3)") !=
+          std::string::npos);
+  }
   // The roofline never beats the measurement on these compute-bound GEMMs (it is a lower bound).
   const json roof = parse_json(run_cli("eval kernels tests/fixtures/bench/bmm_small.csv --predictor roofline --format json"));
   for (const auto& row : roof["rows"]) CHECK(double(row["predicted_ms"]) <= double(row["measured_ms"]));
