@@ -45,8 +45,16 @@ struct opgraph {
 // is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K), their
 // FLOPs and bytes from `cost` (session::costing(): neusight.kernels, as forecasts compute them); VEC<op> (B,H)
 // with bytes = MemPerO·B·H, MemPerO from the row's own shapes (the data's, not a formula); MEM → 4·Σ numel bytes.
-opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost);
-opgraph opgraph_load(const std::string& path, const kernel_costing& cost);
+// Import options. experts_routed: the reference's capacity-padded MoE experts (Switch: a setitem of the r routed
+// rows into a (capacity, d_model) buffer, then the `…_experts_expert_<i>_*` rows on the whole buffer) are priced
+// at the r routed rows, as HuggingFace runs them; an expert routed no token gets no kernels (one warning says how
+// many). false: the rows as traced (the model-fidelity test compares our builders with those).
+struct opgraph_options {
+  bool experts_routed = true;
+};
+opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost,
+                      const opgraph_options& options = {});
+opgraph opgraph_load(const std::string& path, const kernel_costing& cost, const opgraph_options& options = {});
 
 // The layer count from the HuggingFace config beside the data: <graph dir>/../DLmodel_configs/<model>.json,
 // key og.layers_key. nullopt when there is no such file (or no tag / key); throws if the file lacks the key.
