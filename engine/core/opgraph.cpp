@@ -1,5 +1,6 @@
 // engine/core/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
-// traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived.
+// traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived,
+// except where it departs from the kernels HuggingFace launches (opgraph_options::corrections, below).
 #include "core/opgraph.h"
 
 #include <algorithm>
@@ -213,6 +214,40 @@ void layer_locate(opgraph& og) {
               "' not found after the start marker '" + og.g.nodes[*first].name + "'");
 }
 
+// A row the reference left without kernels although it launches one: HuggingFace OPT's attention clamps its scores,
+// `torch.max(attn_weights, torch.tensor(finfo.min))` (transformers' OPTAttention), an element-wise maximum over
+// (batch, heads, tgt, src) with a one-element tensor, traced as a `max` / `max_<n>` call with "misc" and no FwOps.
+// Forward: one element-wise kernel, bytes by the row's shapes (MemPerO, as the VEC rows). Backward (PyTorch's
+// derivative of maximum for `self`; the clamp value needs no gradient): at::where(self == other, grad / 2, grad)
+// .masked_fill_(self < other, 0) = eq, div, where, lt, masked_fill_ over the same elements, bytes counted per kernel
+// with 4-byte floats and 1-byte masks. Returns whether the row is such a clamp.
+bool clamp_max_kernels(const node& n, size_t node_index, const row_shapes& rs, std::vector<kernel_instance>& out) {
+  const bool named_max = n.name == "max" || (n.name.rfind("max_", 0) == 0 && n.name.size() > 4 &&
+                                             n.name.find_first_not_of("0123456789", 4) == std::string::npos);
+  if (!named_max || n.op != "misc" || n.inputs.size() != 2 || shape_numel(n.inputs[1]) != 1 || n.output != n.inputs[0] ||
+      n.output.size() < 2 || !(rs.output_numel > 1))
+    return false;
+  const int64_t hidden = n.output.back();
+  const int64_t rows = int64_t(rs.output_numel) / hidden;
+  const double numel = double(rows) * double(hidden);
+  auto vec = [&](const char* op, double bytes_per_elem) {
+    kernel k;
+    k.kind = kernel_kind::elementwise;
+    k.name = std::string("VEC") + op;
+    k.op = op;
+    k.dtype = "fp32";
+    k.rows = rows, k.hidden = hidden;
+    k.flops = numel;
+    k.bytes = bytes_per_elem * numel;
+    return k;
+  };
+  out.push_back({node_index, phase::forward, vec("maxu", 4.0 * (rs.inputs_numel + rs.output_numel) / rs.output_numel)});
+  const std::pair<const char*, double> backward[] = {
+      {"eq", 4 + 1}, {"divu", 4 + 4}, {"where", 1 + 4 + 4 + 4}, {"lt", 4 + 1}, {"masked_fill", 4 + 4 + 1}};
+  for (const auto& [op, bytes] : backward) out.push_back({node_index, phase::backward, vec(op, bytes)});
+  return true;
+}
+
 // Capacity-padded MoE experts (the reference's Switch graphs). The traced Switch code dispatches each expert's
 // tokens into a (capacity, d_model) buffer, `setitem(buffer, (1,), routed (r, d_model))`, and runs the expert
 // (the HuggingFace module path `…_experts_expert_<i>_{wi,act,wo}`) on the whole buffer: Linear (capacity, …).
@@ -356,7 +391,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
     } else {
       ctx.fail("OutputShape", "expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got " + py_str(out));
     }
-    const size_t node_index = og.g.nodes.size();
+    const size_t node_index = og.g.nodes.size(), kernels_before = og.kernels.size();
     bool collective_row = false;
     for (size_t p = 0; p < 3; ++p) {
       const char* column = phase_columns[p].first;
@@ -376,11 +411,15 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       }
     }
     if (collective_row && og.collective_rows++ == 0) og.collective_first = ctx.where;
+    if (options.corrections && og.kernels.size() == kernels_before && clamp_max_kernels(n, node_index, rs, og.kernels)) ++og.added_rows["max (attention score clamp)"];
     og.g.nodes.push_back(std::move(n));
     og.lines.push_back(t.lines[r]);
   }
   layer_locate(og);
-  if (options.experts_routed) {
+  for (const auto& [what, rows] : og.added_rows)
+    og.warnings.push_back(og.source + ": " + std::to_string(rows) + " '" + what +
+                          "' rows without kernels in the graph priced as the element-wise kernels they launch");
+  if (options.corrections) {
     const auto [calls, empty] = experts_at_routed_rows(og);
     if (calls > 0)
       og.warnings.push_back(og.source + ": " + std::to_string(calls) +

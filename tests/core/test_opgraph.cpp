@@ -355,3 +355,36 @@ TEST_CASE("opgraph: switchxl4's expert GEMMs are the routed ones", "[opgraph][mo
     CHECK(og.warnings[0].find("(72 routed none") != std::string::npos);
   }
 }
+
+// HuggingFace OPT clamps its attention scores with torch.max(scores, torch.tensor(finfo.min)); the reference traced
+// the row ('max_1', misc) without kernels. It is an element-wise kernel over the scores (forward), and PyTorch's
+// maximum backward for the scores (eq, grad / 2, where, lt, masked_fill_) in training.
+TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kernel", "[opgraph]") {
+  const std::string rows =
+      header +
+      "tensor,misc,[],[],[],set(),\"{'max_1'}\",\"[(1,), (1,)]\",\"(1,)\"\n"
+      "max_1,misc,[],[],[],\"{'tensor', 'add_6'}\",\"{'view_9'}\",\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n"
+      "max_2,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8)]\",\"(1,)\"\n"            // a reduction: not the clamp
+      "maxpool,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n"  // not named max
+      "max_3,VECadd,\"[['VECadd', (64, 8)]]\",[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n";
+  const opgraph og = opgraph_parse(rows, "d/custom-train-8-2.csv", costs());
+  REQUIRE(og.kernels.size() == 1 + 5 + 1);
+  const kernel& fw = first_kernel(og, "max_1", phase::forward).k;
+  CHECK(fw.kind == kernel_kind::elementwise);
+  CHECK(fw.name == "VECmaxu");
+  CHECK(fw.rows == 64);
+  CHECK(fw.hidden == 8);
+  CHECK(fw.flops == 512);
+  CHECK(fw.bytes == 4.0 * (512 + 1 + 512));  // MemPerO from the row's shapes, as the VEC rows
+  double bw_bytes = 0;
+  std::vector<std::string> bw;
+  for (const auto& ki : og.kernels)
+    if (og.g.nodes[ki.node].name == "max_1" && ki.ph == phase::backward) bw.push_back(ki.k.name), bw_bytes += ki.k.bytes;
+  CHECK(bw == std::vector<std::string>{"VECeq", "VECdivu", "VECwhere", "VEClt", "VECmasked_fill"});
+  CHECK(bw_bytes == 40.0 * 512);
+  CHECK(opgraph_kernels(og, false).size() == 2);  // inference: the forward kernels only
+  REQUIRE(og.warnings.size() == 2);
+  CHECK(og.warnings[0] == "d/custom-train-8-2.csv: no layer markers known for model 'custom': every row counts once (whole model)");
+  CHECK(og.warnings[1] == "d/custom-train-8-2.csv: 1 'max (attention score clamp)' rows without kernels in the graph priced "
+                          "as the element-wise kernels they launch");
+}
