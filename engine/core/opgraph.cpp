@@ -1,5 +1,6 @@
 // engine/core/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
-// traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived.
+// traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived,
+// except where it departs from the kernels HuggingFace launches (opgraph_options::corrections, below).
 #include "core/opgraph.h"
 
 #include <algorithm>
@@ -213,6 +214,99 @@ void layer_locate(opgraph& og) {
               "' not found after the start marker '" + og.g.nodes[*first].name + "'");
 }
 
+// A row the reference left without kernels although it launches one: HuggingFace OPT's attention clamps its scores,
+// `torch.max(attn_weights, torch.tensor(finfo.min))` (transformers' OPTAttention), an element-wise maximum over
+// (batch, heads, tgt, src) with a one-element tensor, traced as a `max` / `max_<n>` call with "misc" and no FwOps.
+// Forward: one element-wise kernel, bytes by the row's shapes (MemPerO, as the VEC rows). Backward (PyTorch's
+// derivative of maximum for `self`; the clamp value needs no gradient): at::where(self == other, grad / 2, grad)
+// .masked_fill_(self < other, 0) = eq, div, where, lt, masked_fill_ over the same elements, bytes counted per kernel
+// with 4-byte floats and 1-byte masks. Returns whether the row is such a clamp.
+bool clamp_max_kernels(const node& n, size_t node_index, const row_shapes& rs, std::vector<kernel_instance>& out) {
+  const bool named_max = n.name == "max" || (n.name.rfind("max_", 0) == 0 && n.name.size() > 4 &&
+                                             n.name.find_first_not_of("0123456789", 4) == std::string::npos);
+  if (!named_max || n.op != "misc" || n.inputs.size() != 2 || shape_numel(n.inputs[1]) != 1 || n.output != n.inputs[0] ||
+      n.output.size() < 2 || !(rs.output_numel > 1))
+    return false;
+  const int64_t hidden = n.output.back();
+  const int64_t rows = int64_t(rs.output_numel) / hidden;
+  const double numel = double(rows) * double(hidden);
+  auto vec = [&](const char* op, double bytes_per_elem) {
+    kernel k;
+    k.kind = kernel_kind::elementwise;
+    k.name = std::string("VEC") + op;
+    k.op = op;
+    k.dtype = "fp32";
+    k.rows = rows, k.hidden = hidden;
+    k.flops = numel;
+    k.bytes = bytes_per_elem * numel;
+    return k;
+  };
+  out.push_back({node_index, phase::forward, vec("maxu", 4.0 * (rs.inputs_numel + rs.output_numel) / rs.output_numel)});
+  const std::pair<const char*, double> backward[] = {
+      {"eq", 4 + 1}, {"divu", 4 + 4}, {"where", 1 + 4 + 4 + 4}, {"lt", 4 + 1}, {"masked_fill", 4 + 4 + 1}};
+  for (const auto& [op, bytes] : backward) out.push_back({node_index, phase::backward, vec(op, bytes)});
+  return true;
+}
+
+// Capacity-padded MoE experts (the reference's Switch graphs). The traced Switch code dispatches each expert's
+// tokens into a (capacity, d_model) buffer, `setitem(buffer, (1,), routed (r, d_model))`, and runs the expert
+// (the HuggingFace module path `…_experts_expert_<i>_{wi,act,wo}`) on the whole buffer: Linear (capacity, …).
+// HuggingFace's SwitchTransformersSparseMLP runs `expert(hidden_states[token_indices])`: the expert's GEMMs see
+// the r routed rows, and an expert that was routed no token launches no kernel. The traces record r (the gathered
+// rows; with their untrained routers 0 or the capacity per expert), so the expert kernels are priced at r rows.
+// Measured evidence (weights/ACCURACY.md): on the A100 the capacity-padded graph's GEMMs alone, at their isolated
+// measured latencies, exceed both measured switchxl4 inference runs. Returns the number of expert calls re-priced
+// and of those that were routed no token.
+std::pair<size_t, size_t> experts_at_routed_rows(opgraph& og) {
+  struct routed_rows {
+    int64_t capacity = 0, rows = 0;
+  };
+  std::optional<routed_rows> cur;
+  std::vector<std::optional<routed_rows>> of_node(og.g.nodes.size());
+  std::set<std::string> calls, empty_calls;  // "<layer path>_experts_expert_<i>" prefixes
+  for (size_t i = 0; i < og.g.nodes.size(); ++i) {
+    const node& n = og.g.nodes[i];
+    if (n.op == "setitem") {
+      cur.reset();
+      if (n.inputs.size() >= 3 && n.inputs[0].size() == 2 && n.inputs[2].size() == 2 &&
+          n.inputs[0][1] == n.inputs[2][1] && n.inputs[2][0] <= n.inputs[0][0] && n.inputs[0][0] != n.inputs[0][1])
+        cur = routed_rows{n.inputs[0][0], n.inputs[2][0]};
+      continue;
+    }
+    const size_t at = n.name.find("_experts_expert_");
+    if (!cur || at == std::string::npos || n.inputs.empty() || n.inputs[0].empty() || n.inputs[0][0] != cur->capacity)
+      continue;
+    of_node[i] = cur;
+    const size_t end = n.name.find('_', at + 16);  // after the expert index
+    const std::string call = n.name.substr(0, end);
+    calls.insert(call);
+    if (cur->rows == 0) empty_calls.insert(call);
+  }
+  if (calls.empty()) return {0, 0};
+  std::vector<kernel_instance> kept;
+  kept.reserve(og.kernels.size());
+  for (auto& ki : og.kernels) {
+    const auto& rr = of_node[ki.node];
+    if (!rr) {
+      kept.push_back(std::move(ki));
+      continue;
+    }
+    if (rr->rows == 0) continue;  // never called: no forward, backward or weight-gradient kernel
+    kernel& k = ki.k;
+    if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
+      if (k.m == rr->capacity) k.m = rr->rows;       // forward and data gradient: one row per token
+      else if (k.n == rr->capacity) k.n = rr->rows;  // weight gradient: the reduction runs over the tokens
+    } else if ((k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
+                k.kind == kernel_kind::layernorm) && k.rows == rr->capacity) {
+      const double f = double(rr->rows) / double(rr->capacity);
+      k.rows = rr->rows, k.flops *= f, k.bytes *= f;
+    }
+    kept.push_back(std::move(ki));
+  }
+  og.kernels = std::move(kept);
+  return {calls.size(), empty_calls.size()};
+}
+
 }  // namespace
 
 std::optional<opgraph_tag> opgraph_tag_parse(std::string_view stem) {
@@ -240,7 +334,8 @@ std::optional<opgraph_tag> opgraph_tag_parse(std::string_view stem) {
   return t;
 }
 
-opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost) {
+opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost,
+                      const opgraph_options& options) {
   const csv_table t = csv_parse(text, source);
   opgraph og;
   og.source = source;
@@ -296,7 +391,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
     } else {
       ctx.fail("OutputShape", "expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got " + py_str(out));
     }
-    const size_t node_index = og.g.nodes.size();
+    const size_t node_index = og.g.nodes.size(), kernels_before = og.kernels.size();
     bool collective_row = false;
     for (size_t p = 0; p < 3; ++p) {
       const char* column = phase_columns[p].first;
@@ -316,10 +411,21 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       }
     }
     if (collective_row && og.collective_rows++ == 0) og.collective_first = ctx.where;
+    if (options.corrections && og.kernels.size() == kernels_before && clamp_max_kernels(n, node_index, rs, og.kernels)) ++og.added_rows["max (attention score clamp)"];
     og.g.nodes.push_back(std::move(n));
     og.lines.push_back(t.lines[r]);
   }
   layer_locate(og);
+  for (const auto& [what, rows] : og.added_rows)
+    og.warnings.push_back(og.source + ": " + std::to_string(rows) + " '" + what +
+                          "' rows without kernels in the graph priced as the element-wise kernels they launch");
+  if (options.corrections) {
+    const auto [calls, empty] = experts_at_routed_rows(og);
+    if (calls > 0)
+      og.warnings.push_back(og.source + ": " + std::to_string(calls) +
+                            " capacity-padded MoE expert calls priced at the tokens the trace routed to them (" +
+                            std::to_string(empty) + " routed none: no kernels), as HuggingFace runs them");
+  }
   std::vector<kernel*> gemms;
   for (auto& ki : og.kernels)
     if (ki.k.kind == kernel_kind::gemm || ki.k.kind == kernel_kind::bmm) gemms.push_back(&ki.k);
@@ -327,8 +433,8 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
   return og;
 }
 
-opgraph opgraph_load(const std::string& path, const kernel_costing& cost) {
-  return opgraph_parse(text_file_read(path, path, text_file_max_data), path, cost);
+opgraph opgraph_load(const std::string& path, const kernel_costing& cost, const opgraph_options& options) {
+  return opgraph_parse(text_file_read(path, path, text_file_max_data), path, cost, options);
 }
 
 std::optional<int64_t> opgraph_config_layers(const opgraph& og, fs::path* config) {

@@ -39,14 +39,26 @@ struct opgraph {
   size_t collective_rows = 0;
   std::string collective_first;     // file:line of the first such row
   std::vector<std::string> warnings;
+  // Rows the reference left without kernels that launch some (OPT's attention-score clamp `max_<n>`): what → rows.
+  std::map<std::string, size_t> added_rows;
 };
 
 // Throws ns::error "<source>:<line>: column '<col>': <what>" for a malformed row; `source`'s file stem
 // is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K), their
 // FLOPs and bytes from `cost` (session::costing(): neusight.kernels, as forecasts compute them); VEC<op> (B,H)
 // with bytes = MemPerO·B·H, MemPerO from the row's own shapes (the data's, not a formula); MEM → 4·Σ numel bytes.
-opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost);
-opgraph opgraph_load(const std::string& path, const kernel_costing& cost);
+// Import options. corrections: where the reference's decomposition departs from the kernels HuggingFace launches,
+// price what runs (one warning per kind says how many rows): OPT's attention-score clamp `max_<n>` (traced "misc",
+// no kernels) becomes the element-wise kernel it launches; capacity-padded MoE experts (Switch: a setitem of the r
+// routed rows into a (capacity, d_model) buffer, then the `…_experts_expert_<i>_*` rows on the whole buffer) are
+// priced at the r routed rows, an expert routed no token gets no kernels. false: the rows as traced (the
+// model-fidelity and roofline-reference tests compare with those).
+struct opgraph_options {
+  bool corrections = true;
+};
+opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost,
+                      const opgraph_options& options = {});
+opgraph opgraph_load(const std::string& path, const kernel_costing& cost, const opgraph_options& options = {});
 
 // The layer count from the HuggingFace config beside the data: <graph dir>/../DLmodel_configs/<model>.json,
 // key og.layers_key. nullopt when there is no such file (or no tag / key); throws if the file lacks the key.

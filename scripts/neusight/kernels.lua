@@ -48,6 +48,10 @@ local VEC_OPS = {
   silu = { flops = 4, reads = 1 }, silu_backward = { flops = 9, reads = 2 },
   -- sigmoid 1 / (1 + exp(−x)): neg, exp, add, reciprocal; its backward dy·y·(1 − y) reads dy and y.
   sigmoid = { flops = 4, reads = 1 }, sigmoid_backward = { flops = 3, reads = 2 },
+  -- torch.maximum with a one-element tensor (OPT's score clamp) and its backward's compares, select and masked fill
+  -- (ops/maximum.lua passes their bytes: masks are 1 byte per element).
+  maxu = { flops = 1, reads = 1 }, eq = { flops = 1, reads = 1 }, lt = { flops = 1, reads = 1 },
+  where = { flops = 1, reads = 3 }, masked_fill = { flops = 1, reads = 2 },
   lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
   adam = { flops = 13, reads = 4 }, adamw = { flops = 14, reads = 4 },
 }

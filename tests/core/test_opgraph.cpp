@@ -2,7 +2,9 @@
 // roofline-reference formulas against hand-computed numbers.
 #include <catch2/catch.hpp>
 
+#include <array>
 #include <cmath>
+#include <map>
 
 #include "core/forecast.h"
 #include "core/opgraph.h"
@@ -265,4 +267,124 @@ TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgrap
                     "predictor roofline-reference models fp32 only (the reference hard-codes 4-byte elements); kernel "
                     "Linear is fp16: use --predictor roofline");
   CHECK(predictor_make("roofline-reference")->name() == "roofline-reference");
+}
+
+// The reference's Switch graphs dispatch each expert's routed tokens into a (capacity, d_model) buffer and run the
+// expert on the whole buffer; HuggingFace runs the expert on the routed rows only (none: no call). Rows in the shape
+// of switchxl4's trace (capacity 4, d_model 8, d_ff 16): expert 0 routed 0 tokens, expert 1 routed 3.
+TEST_CASE("opgraph: capacity-padded MoE experts are priced at the tokens the trace routed to them", "[opgraph]") {
+  const std::string rows =
+      header +
+      "zeros_1,misc,[],[],[],set(),\"{'setitem'}\",\"[(1,), (1,)]\",\"(4, 8)\"\n"
+      "setitem,setitem,\"[['MEM', ((4, 8), (1,), (0, 8), (1,))]]\",[],[],\"{'zeros_1'}\",set(),"
+      "\"[(4, 8), (1,), (0, 8)]\",\"(1,)\"\n"
+      "b_1_mlp_experts_expert_0_wi,Linear,\"[['Linear', (4, 8, 16)]]\",\"[['Linear', (4, 16, 8)], ['Linear', (16, 4, 8)]]\","
+      "\"[['VECadd', (1, 128)]]\",set(),set(),\"[(4, 8)]\",\"(4, 16)\"\n"
+      "b_1_mlp_experts_expert_0_act,VECrelu,\"[['VECrelu', (4, 16)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 16)\"\n"
+      "b_1_mlp_experts_expert_0_wo,Linear,\"[['Linear', (4, 16, 8)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 8)\"\n"
+      "setitem_1,setitem,\"[['MEM', ((1, 6, 8), (1, 6), (0, 8), (1,))]]\",[],[],set(),set(),"
+      "\"[(1, 6, 8), (1, 6), (0, 8)]\",\"(1,)\"\n"
+      "setitem_2,setitem,\"[['MEM', ((4, 8), (1,), (3, 8), (1,))]]\",[],[],set(),set(),"
+      "\"[(4, 8), (1,), (3, 8)]\",\"(1,)\"\n"
+      "b_1_mlp_experts_expert_1_wi,Linear,\"[['Linear', (4, 8, 16)]]\",\"[['Linear', (4, 16, 8)], ['Linear', (16, 4, 8)]]\","
+      "\"[['VECadd', (1, 128)]]\",set(),set(),\"[(4, 8)]\",\"(4, 16)\"\n"
+      "b_1_mlp_experts_expert_1_act,VECrelu,\"[['VECrelu', (4, 16)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 16)\"\n"
+      "b_1_mlp_experts_expert_1_wo,Linear,\"[['Linear', (4, 16, 8)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 8)\"\n"
+      "lm_head,Linear,\"[['Linear', (4, 8, 16)]]\",[],[],set(),set(),\"[(4, 8)]\",\"(4, 16)\"\n";
+  const opgraph padded = opgraph_parse(rows, "d/switchxl4-train-6-1.csv", costs(), opgraph_options{false});
+  CHECK(padded.warnings.empty());
+  CHECK(padded.kernels.size() == 3 /*setitems*/ + 2 * 6 /*experts*/ + 1 /*lm_head*/);
+  CHECK(first_kernel(padded, "b_1_mlp_experts_expert_1_wi", phase::forward).k.m == 4);
+
+  const opgraph og = opgraph_parse(rows, "d/switchxl4-train-6-1.csv", costs());
+  REQUIRE(og.warnings.size() == 1);
+  CHECK(og.warnings[0] ==
+        "d/switchxl4-train-6-1.csv: 2 capacity-padded MoE expert calls priced at the tokens the trace routed to them "
+        "(1 routed none: no kernels), as HuggingFace runs them");
+  for (const auto& ki : og.kernels) {
+    INFO(og.g.nodes[ki.node].name);
+    CHECK(og.g.nodes[ki.node].name.find("expert_0") == std::string::npos);  // never called
+  }
+  CHECK(og.kernels.size() == 3 + 6 + 1);
+  const kernel& wi = first_kernel(og, "b_1_mlp_experts_expert_1_wi", phase::forward).k;
+  CHECK(wi.m == 3);
+  CHECK(wi.n == 8);
+  CHECK(wi.k == 16);
+  CHECK(wi.flops == 2.0 * 3 * 8 * 16);  // costed after the rows changed
+  std::vector<std::array<int64_t, 3>> bw;
+  for (const auto& ki : og.kernels)
+    if (og.g.nodes[ki.node].name == "b_1_mlp_experts_expert_1_wi" && ki.ph == phase::backward)
+      bw.push_back({ki.k.m, ki.k.n, ki.k.k});
+  CHECK(bw == std::vector<std::array<int64_t, 3>>{{3, 16, 8}, {16, 3, 8}});  // data gradient; weight gradient over tokens
+  CHECK(first_kernel(og, "b_1_mlp_experts_expert_1_wi", phase::accumulate).k.hidden == 128);  // the weight is whole
+  const kernel& act = first_kernel(og, "b_1_mlp_experts_expert_1_act", phase::forward).k;
+  const kernel& act_padded = first_kernel(padded, "b_1_mlp_experts_expert_1_act", phase::forward).k;
+  CHECK(act.rows == 3);
+  CHECK(act.bytes == Approx(act_padded.bytes * 3 / 4));
+  CHECK(first_kernel(og, "b_1_mlp_experts_expert_1_wo", phase::forward).k.m == 3);
+  CHECK(first_kernel(og, "lm_head", phase::forward).k.m == 4);  // not an expert: as traced
+  // The dispatch/combine copies keep the traced shapes (they already move the routed rows).
+  CHECK(first_kernel(og, "setitem_2", phase::forward).k.bytes == first_kernel(padded, "setitem_2", phase::forward).k.bytes);
+}
+
+// The measured Switch graphs: with their untrained routers every sparse layer sent all routed tokens (the capacity,
+// 64 per sequence) to one expert, none to the other three. Priced as HuggingFace runs it: one expert per sparse layer.
+TEST_CASE("opgraph: switchxl4's expert GEMMs are the routed ones", "[opgraph][models]") {
+  const auto shared = ns_test::shared_data("neusight/opgraph");
+  if (!shared) return;
+  for (const auto& [stem, cap] : std::vector<std::pair<std::string, int64_t>>{{"switchxl4-inf-512-1", 64},
+                                                                             {"switchxl4-inf-512-2", 128}}) {
+    INFO(stem);
+    const std::string file = (*shared / (stem + ".csv")).string();
+    const opgraph padded = opgraph_load(file, costs(), opgraph_options{false});
+    const opgraph og = opgraph_load(file, costs());
+    std::map<std::array<int64_t, 3>, int> experts, experts_padded;
+    for (const auto& ki : og.kernels)
+      if (ki.k.kind == kernel_kind::gemm && og.g.nodes[ki.node].name.find("_experts_expert_") != std::string::npos)
+        ++experts[{ki.k.m, ki.k.n, ki.k.k}];
+    for (const auto& ki : padded.kernels)
+      if (ki.k.kind == kernel_kind::gemm && padded.g.nodes[ki.node].name.find("_experts_expert_") != std::string::npos)
+        ++experts_padded[{ki.k.m, ki.k.n, ki.k.k}];
+    // 12 sparse encoder + 12 sparse decoder layers, 4 experts each, wi (d_model→d_ff) and wo
+    CHECK(experts_padded == std::map<std::array<int64_t, 3>, int>{{{cap, 1024, 16384}, 96}, {{cap, 16384, 1024}, 96}});
+    CHECK(experts == std::map<std::array<int64_t, 3>, int>{{{cap, 1024, 16384}, 24}, {{cap, 16384, 1024}, 24}});
+    // everything else as traced
+    CHECK(padded.kernels.size() - og.kernels.size() == 72 * 3);  // wi, relu, wo of the 72 unrouted calls
+    REQUIRE(og.warnings.size() == 1);
+    CHECK(og.warnings[0].find("96 capacity-padded MoE expert calls") != std::string::npos);
+    CHECK(og.warnings[0].find("(72 routed none") != std::string::npos);
+  }
+}
+
+// HuggingFace OPT clamps its attention scores with torch.max(scores, torch.tensor(finfo.min)); the reference traced
+// the row ('max_1', misc) without kernels. It is an element-wise kernel over the scores (forward), and PyTorch's
+// maximum backward for the scores (eq, grad / 2, where, lt, masked_fill_) in training.
+TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kernel", "[opgraph]") {
+  const std::string rows =
+      header +
+      "tensor,misc,[],[],[],set(),\"{'max_1'}\",\"[(1,), (1,)]\",\"(1,)\"\n"
+      "max_1,misc,[],[],[],\"{'tensor', 'add_6'}\",\"{'view_9'}\",\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n"
+      "max_2,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8)]\",\"(1,)\"\n"            // a reduction: not the clamp
+      "maxpool,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n"  // not named max
+      "max_3,VECadd,\"[['VECadd', (64, 8)]]\",[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n";
+  const opgraph og = opgraph_parse(rows, "d/custom-train-8-2.csv", costs());
+  REQUIRE(og.kernels.size() == 1 + 5 + 1);
+  const kernel& fw = first_kernel(og, "max_1", phase::forward).k;
+  CHECK(fw.kind == kernel_kind::elementwise);
+  CHECK(fw.name == "VECmaxu");
+  CHECK(fw.rows == 64);
+  CHECK(fw.hidden == 8);
+  CHECK(fw.flops == 512);
+  CHECK(fw.bytes == 4.0 * (512 + 1 + 512));  // MemPerO from the row's shapes, as the VEC rows
+  double bw_bytes = 0;
+  std::vector<std::string> bw;
+  for (const auto& ki : og.kernels)
+    if (og.g.nodes[ki.node].name == "max_1" && ki.ph == phase::backward) bw.push_back(ki.k.name), bw_bytes += ki.k.bytes;
+  CHECK(bw == std::vector<std::string>{"VECeq", "VECdivu", "VECwhere", "VEClt", "VECmasked_fill"});
+  CHECK(bw_bytes == 40.0 * 512);
+  CHECK(opgraph_kernels(og, false).size() == 2);  // inference: the forward kernels only
+  REQUIRE(og.warnings.size() == 2);
+  CHECK(og.warnings[0] == "d/custom-train-8-2.csv: no layer markers known for model 'custom': every row counts once (whole model)");
+  CHECK(og.warnings[1] == "d/custom-train-8-2.csv: 1 'max (attention score clamp)' rows without kernels in the graph priced "
+                          "as the element-wise kernels they launch");
 }

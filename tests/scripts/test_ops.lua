@@ -72,6 +72,10 @@ local CASES = {
   tanh = { "tanh", { inputs = { act }, output = act }, "VECtanh(4096,5120)", "VECmulu(4096,5120) VECaddu(4096,5120)", "" },
   gelu = { "gelu", { inputs = { act }, output = act }, "VECgelu(4096,5120)", "VECgelu(4096,5120)", "" },
   relu = { "relu", { inputs = { act }, output = act }, "VECrelu(4096,5120)", "VECrelu(4096,5120)", "" },
+  -- OPT's attention-score clamp torch.max(scores, torch.tensor(finfo.min)): not a reference row (traced 'misc');
+  -- backward of maximum for the scores (ops/maximum.lua).
+  maximum = { "maximum", { inputs = { scores, { 1 } }, output = scores }, "VECmaxu(81920,1024)",
+    "VECeq(81920,1024) VECdivu(81920,1024) VECwhere(81920,1024) VEClt(81920,1024) VECmasked_fill(81920,1024)", "" },
   where = { "where", { inputs = { { 1, 1, 1024, 1024 }, scores, { 1 } }, output = scores },
     "MEM((1,1,1024,1024),(4,20,1024,1024),(1,),(4,20,1024,1024))",
     "MEM((1,1,1024,1024),(4,20,1024,1024),(1,)) MEM((1,1,1024,1024),(4,20,1024,1024),(1,))", "" },
