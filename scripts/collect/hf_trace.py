@@ -9,8 +9,9 @@ its input shapes, backward ops linked to their forward op by sequence number, th
     python3 scripts/collect/hf_trace.py --model gpt2 --layers 2 --mode train --batch 4 --seq 512 --out gpt2.json
     python3 scripts/collect/hf_trace.py --model path/to/config.json --dtype bf16 --mode inference --out m.json
 
-The step time measured with CUDA events (each of `--timed` unprofiled steps after the warm-up, and their mean)
-goes into the trace's metadata key "neusight", a sidecar OUT.meta.json and stderr.
+The step time measured with CUDA events (each of `--timed` unprofiled steps after the warm-up, and their mean) and
+the peak memory of those steps (torch.cuda.max_memory_allocated, GB) go into the trace's metadata key "neusight", a
+sidecar OUT.meta.json and stderr.
 Needs PyTorch with a GPU and `transformers` (any 4.x or 5.x).
 """
 
@@ -123,6 +124,7 @@ def main(argv=None):
     for _ in range(a.warmup):
         step()
     torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats(dev)  # the peak of a steady-state step, not of the first (allocator warm-up)
     timed = []
     for _ in range(a.timed):
         s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -137,7 +139,9 @@ def main(argv=None):
             "mode": a.mode, "dtype": a.dtype, "attn": a.attn, "batch": a.batch, "seq": a.seq, "steps": a.steps,
             "params": params, "device": torch.cuda.get_device_name(dev),
             "torch": torch.__version__, "cuda": torch.version.cuda, "transformers": transformers.__version__,
-            "step_ms_events": timed, "step_ms_mean": (sum(timed) / len(timed)) if timed else None}
+            "step_ms_events": timed, "step_ms_mean": (sum(timed) / len(timed)) if timed else None,
+            # torch.cuda.max_memory_allocated over the timed steps: what `neusight predict`'s memory_gb forecasts
+            "max_memory_allocated_gb": torch.cuda.max_memory_allocated(dev) / 1e9 if a.timed else None}
     with torch.profiler.profile(activities=acts, record_shapes=True) as prof:
         for _ in range(a.steps):
             step()
@@ -151,9 +155,9 @@ def main(argv=None):
     os.replace(tmp, a.out)
     with open(a.out + ".meta.json", "w", encoding="utf-8") as f:
         json.dump(meta, f, indent=1)
-    print("hf_trace.py: %s %d layers %s %s batch %d seq %d: %.3f ms/step (mean of %d), %d params -> %s" %
+    print("hf_trace.py: %s %d layers %s %s batch %d seq %d: %.3f ms/step (mean of %d), peak %.3f GB, %d params -> %s" %
           (cfg.model_type, cfg.num_hidden_layers, a.mode, a.dtype, a.batch, a.seq, meta["step_ms_mean"] or 0,
-           len(timed), params, a.out), file=sys.stderr)
+           len(timed), meta["max_memory_allocated_gb"] or 0, params, a.out), file=sys.stderr)
     return 0
 
 
