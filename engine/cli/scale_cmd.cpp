@@ -37,6 +37,7 @@ using json = nlohmann::ordered_json;
 struct scale_row {
   std::string name, op, phase, family, method;
   std::string dtype;  // of the dominant kernel of a ratio op; empty otherwise
+  std::string physics;  // how scale.lua destination() moved the dominant kernel of a ratio op
   int bucket = 0;  // 0 forward, 1 backward (and accumulate), 2 neither (optimizer, other)
   double count = 1, origin_ms = 0, scaled_ms = 0;
   std::optional<double> pred_from_ms, pred_to_ms;
@@ -61,6 +62,7 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
               {"family", row.family}, {"method", row.method}, {"origin_ms", row.origin_ms},
               {"scaled_ms", row.scaled_ms}};
     if (!row.dtype.empty()) o["dtype"] = row.dtype;
+    if (!row.physics.empty()) o["physics"] = row.physics;
     if (row.pred_from_ms) o["predicted_from_ms"] = *row.pred_from_ms;
     if (row.pred_to_ms) o["predicted_to_ms"] = *row.pred_to_ms;
     ops.push_back(std::move(o));
@@ -109,6 +111,7 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
 // which applies physics per kernel from its roofline terms on both GPUs.
 struct pair_seconds {
   std::vector<double> from, to;
+  std::vector<std::string> rule;  // per kernel: how destination() moved it
 };
 pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<kernel_instance>& ks,
                           const gpu_spec& from, const gpu_spec& to) {
@@ -128,7 +131,7 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
     it.compute_from_s = roofline_compute_seconds(k, from), it.memory_from_s = roofline_memory_seconds(k, from);
     it.compute_to_s = roofline_compute_seconds(k, to), it.memory_to_s = roofline_memory_seconds(k, to);
   }
-  out.to = s.scale_destination(items, from, to);
+  for (auto& d : s.scale_destination(items, from, to)) out.to.push_back(d.seconds), out.rule.push_back(std::move(d.rule));
   return out;
 }
 
@@ -176,7 +179,8 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
       for (const size_t k : kernels_of[i]) {
         p_from += sec.from[k], p_to += sec.to[k];
         if (sec.from[k] > top)
-          top = sec.from[k], row.family = std::string(kernel_kind_name(k_from[k].k.kind)), row.dtype = k_from[k].k.dtype;
+          top = sec.from[k], row.family = std::string(kernel_kind_name(k_from[k].k.kind)), row.dtype = k_from[k].k.dtype,
+          row.physics = sec.rule[k];
       }
       row.method = "ratio";
       row.pred_from_ms = p_from * 1e3;

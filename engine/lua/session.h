@@ -191,8 +191,13 @@ class session {
   struct scale_kernel_times {
     double from_s = 0, to_s = 0, compute_from_s = 0, memory_from_s = 0, compute_to_s = 0, memory_to_s = 0;
   };
-  std::vector<double> scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
-                                        const gpu_spec& to);
+  // Per kernel: the destination seconds and the rule that gave them (destination()'s second result, "" if none).
+  struct scale_destined {
+    double seconds = 0;
+    std::string rule;
+  };
+  std::vector<scale_destined> scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
+                                                const gpu_spec& to);
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode

@@ -395,12 +395,12 @@ std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std
   return out;
 }
 
-std::vector<double> session::scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
+std::vector<session::scale_destined> session::scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
                                                const gpu_spec& to) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  std::vector<double> out;
+  std::vector<scale_destined> out;
   out.reserve(ks.size());
   const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& k : ks) {
@@ -416,11 +416,13 @@ std::vector<double> session::scale_destination(const std::vector<scale_kernel_ti
     }
     lua_pushvalue(L, mod + 1);
     lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 1, "while scaling a kernel in scripts/neusight/scale.lua destination()");
-    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0) || !std::isfinite(lua_tonumber(L, -1)))
+    ns_call(L, 3, 2, "while scaling a kernel in scripts/neusight/scale.lua destination()");
+    if (!lua_isnumber(L, -2) || !(lua_tonumber(L, -2) >= 0) || !std::isfinite(lua_tonumber(L, -2)))
       throw error("scripts/neusight/scale.lua: destination() must return a finite number of seconds >= 0");
-    out.push_back(lua_tonumber(L, -1));
-    lua_pop(L, 1);
+    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
+      throw error("scripts/neusight/scale.lua: destination()'s second result (the rule) must be a string or nil");
+    out.push_back({lua_tonumber(L, -2), lua_isnil(L, -1) ? std::string() : std::string(lua_tostring(L, -1))});
+    lua_pop(L, 2);
   }
   return out;
 }

@@ -183,19 +183,22 @@ end
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)
 ---@return number seconds on the destination
+---@return string how: kept, bounded by a resource ratio, or the predictor's (shown as the op's "physics" in JSON)
 function M.destination(k, from, to)
-  if not (k.from_s > 0) then return k.to_s end
-  local b, r = M.bound(k), nil
+  if not (k.from_s > 0) then return k.to_s, "predictor" end
+  local b, r, resource = M.bound(k), nil, nil
   if same(from, to, M.compute_fields) then
-    if b == "compute" then return k.from_s end
-    if k.memory_from_s > 0 then r = k.memory_to_s / k.memory_from_s end
+    if b == "compute" then return k.from_s, "compute-bound, same compute: kept" end
+    if k.memory_from_s > 0 then r, resource = k.memory_to_s / k.memory_from_s, "bandwidth" end
   elseif same(from, to, M.memory_fields) then
-    if b == "memory" then return k.from_s end
-    if k.compute_from_s > 0 then r = k.compute_to_s / k.compute_from_s end
+    if b == "memory" then return k.from_s, "bandwidth-bound, same memory: kept" end
+    if k.compute_from_s > 0 then r, resource = k.compute_to_s / k.compute_from_s, "peak" end
   end
-  if not r then return k.to_s end
-  local ratio = math.min(math.max(k.to_s / k.from_s, math.min(1, r)), math.max(1, r))
-  return k.from_s * ratio
+  if not r then return k.to_s, "predictor" end
+  local raw = k.to_s / k.from_s
+  local ratio = math.min(math.max(raw, math.min(1, r)), math.max(1, r))
+  return k.from_s * ratio, ratio == raw and "predictor (within the " .. resource .. " ratio)"
+    or "predictor, bounded by the " .. resource .. " ratio"
 end
 
 return M

@@ -226,7 +226,10 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
       const bool gemm = kind == "aten::addmm" || kind == "AddmmBackward0" || kind == "aten::linear" || kind == "MmBackward0";
       if (gemm && scaled == Approx(origin).epsilon(1e-9)) ++kept;
       // fp32 GEMMs of this size are compute-bound on both (ridge ≈ 14 FLOP/B): every one keeps its time
-      if (gemm && name == "gpt2-fp32-train") CHECK(scaled == Approx(origin).epsilon(1e-9));
+      if (gemm && name == "gpt2-fp32-train") {
+        CHECK(scaled == Approx(origin).epsilon(1e-9));
+        CHECK(op["physics"] == "compute-bound, same compute: kept");
+      }
     }
     CHECK(kept >= 16);  // gpt2: 8 addmm + 8 AddmmBackward0 (+ LM head); llama: the q/o/MLP projections
     const double ratio = double(j["latency_ms"]) / double(j["origin_ms"]);

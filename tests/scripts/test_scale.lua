@@ -82,6 +82,7 @@ function M.test_physics()
   eq(S.bound(compute), "compute", "compute-bound on both")
   eq(S.bound(memory), "memory", "bandwidth-bound on both")
   eq(S.destination(compute, a, b), 1e-3, "same compute, other memory: a compute-bound kernel keeps its time")
+  eq(select(2, S.destination(compute, a, b)), "compute-bound, same compute: kept", "the rule says so")
   eq(S.destination(memory, a, b), 1e-3, "a bandwidth-bound one slowing down: not faster than its origin")
   local slow = { from_s = 1e-3, to_s = 2e-3, compute_from_s = 1e-5, memory_from_s = 8e-4, compute_to_s = 1e-5,
                  memory_to_s = 8e-4 * 4800 / 3350 }
@@ -93,6 +94,7 @@ function M.test_physics()
   local on_c = { from_s = 1e-3, to_s = 1.1e-3, compute_from_s = 9e-4, memory_from_s = 1e-4,
                  compute_to_s = 9e-4 * 989 / 756, memory_to_s = 1e-4 }
   eq(S.destination(on_c, a, c), 1.1e-3, "a compute-bound one takes the predictor's ratio within the peak ratio")
+  eq(select(2, S.destination(on_c, a, c)), "predictor (within the peak ratio)", "the rule says so")
   on_c.to_s = 1.5e-3
   got = S.destination(on_c, a, c)
   eq(math.abs(got / (1e-3 * 989 / 756) - 1) < 1e-12, true, "and at most the peak ratio slower (got " .. got .. ")")
