@@ -100,11 +100,7 @@ M.algorithms = {
 ---------------------------------------------------------------------------------------------------
 -- Pricing
 
-local function show(v)
-  if type(v) == "string" then return ("%q"):format(v) end
-  if type(v) == "table" or type(v) == "function" then return type(v) end
-  return tostring(v)
-end
+local show = T.show
 
 local function run(op, name, fn, n, p, l)
   local t = fn(n, p, l)

@@ -146,6 +146,9 @@ function M.state_parts(params, s, shard)
            optimizer = params * s.optimizer_state / shard }
 end
 
+--- Total bytes of state_parts' roles (weights + gradients + master copies + optimizer moments).
+function M.state_bytes(sp) return sp.weights + sp.gradients + sp.master + sp.optimizer end
+
 local PARTS = { "state", "activations", "temporary", "workspace", "kv_cache" }
 
 --- The JSON `memory` object of one GPU from its parts in bytes (GB in the output) plus extras.
@@ -169,7 +172,7 @@ local function gb(b) return b / 1e9 end
 --- returns the total bytes of the same run at batch b, for the largest batch that fits.
 function M.single(ctx, at_batch)
   local st = M.state_parts(ctx.params, ctx.state, 1)
-  local state = st.weights + st.gradients + st.master + st.optimizer
+  local state = M.state_bytes(st)
   local act = 0
   if ctx.training then
     for i, b in ipairs(ctx.saved) do act = act + b * (ctx.count[i] or 1) end

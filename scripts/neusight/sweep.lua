@@ -220,8 +220,8 @@ function M.run(raw, phase, progress, gpu)
         local o = {}
         for k, x in pairs(rest) do o[k] = x end
         o.gpu, o.tp, o[mode] = q, tp, v
-        S.options(o)  -- a bad option (length, rate ≤ 0 …) stops the sweep before any forecast
-        combos[#combos + 1] = { options = o, gpu = gpus[gi], tp = tp, value = v }
+        -- a bad option (length, rate ≤ 0 …) stops the sweep before any forecast; `checked` has serve's defaults
+        combos[#combos + 1] = { options = o, checked = S.options(o), gpu = gpus[gi], tp = tp, value = v }
       end
     end
   end
@@ -262,7 +262,7 @@ function M.run(raw, phase, progress, gpu)
 
   local choice = M.choose(rows)
   for i, row in ipairs(rows) do row.chosen = choice.index == i end
-  local o1 = combos[1].options
+  local o1, d1 = combos[1].options, combos[1].checked
   local report = {
     kind = "sweep",
     mode = mode,
@@ -277,8 +277,8 @@ function M.run(raw, phase, progress, gpu)
     launch = first and first.launch or o1.launch,
     input_len = tostring(o1.input_len),
     output_len = tostring(o1.output_len),
-    requests = mode == "rate" and (o1.requests or S.DEFAULTS.requests) or nil,
-    seed = mode == "rate" and (o1.seed or S.DEFAULTS.seed) or nil,
+    requests = mode == "rate" and d1.requests or nil,
+    seed = mode == "rate" and d1.seed or nil,
     chunked_prefill = mode == "rate" and (o1.chunked_prefill or 0) or nil,
     targets = { ttft_ms = targets.ttft_ms, tpot_ms = targets.tpot_ms,
                 statistic = mode == "rate" and "p90" or "static" },

@@ -41,11 +41,14 @@ M.did_you_mean = did_you_mean
 ---------------------------------------------------------------------------------------------------
 -- Validation helpers (errors are raised at level 0 with the field path, like neusight/workload.lua)
 
+--- A value as validation messages quote it: strings quoted, tables and functions by type, the rest by tostring
+--- (shared with collectives and the parallel modules).
 local function show(v)
   if type(v) == "string" then return ("%q"):format(v) end
   if type(v) == "table" or type(v) == "function" then return type(v) end
   return tostring(v)
 end
+M.show = show
 
 local function check_keys(t, allowed, where)
   local unknown = {}

@@ -372,7 +372,7 @@ TEST_CASE("predict --weights: a copy of the bundled weights gives the same forec
   CHECK(run_cli(base + " --weights '" + (t.path / "nope").string() + "'").code == 2);
 }
 
-TEST_CASE("bundled examples run from any folder; paths says where everything is read from", "[cli]") {
+TEST_CASE("bundled examples run from any folder — paths says where everything is read from", "[cli]") {
   temp_dir t;
   const std::string elsewhere = "cd '" + t.path.string() + "' &&";
   const auto here = run_cli("run examples/gpt3_train.lua --format json");
@@ -389,7 +389,7 @@ TEST_CASE("bundled examples run from any folder; paths says where everything is 
   CHECK(run_cli("run '" + t.path.string() + "'").err.find("not a regular file") != std::string::npos);
   const auto p = run_cli("paths --ops '" + t.path.string() + "'", elsewhere);
   REQUIRE(p.code == 0);
-  CHECK(p.out.find("weights    " + (source_dir / "weights").string()) != std::string::npos);
+  CHECK(p.out.find("weights       " + (source_dir / "weights").string()) != std::string::npos);
   CHECK(p.out.find("op search     " + t.path.string() + ":" + (source_dir / "ops").string()) != std::string::npos);
 }
 

@@ -100,7 +100,7 @@ TEST_CASE("figures: the model-FLOPs convention matches 6 N + attention for a den
   CHECK(j["figures"]["flops_per_token"].get<double>() == Approx(palm).epsilon(0.02));
 }
 
-TEST_CASE("figures: parallel runs are per GPU over dp x tp x pp; no price, no cost; decode tokens are the batch", "[cli][figures]") {
+TEST_CASE("figures: parallel runs are per GPU over dp x tp x pp — no price, no cost — decode tokens are the batch", "[cli][figures]") {
   const json j = run_json(small + "--gpu h100 --batch 8 --dp 2 --tp 2 --pp 2 --microbatches 2");
   const json& f = j["figures"];
   const json& p = j["parallel"];

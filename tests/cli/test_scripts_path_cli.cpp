@@ -89,7 +89,7 @@ TEST_CASE("scripts path: --scripts overrides a bundled module, without it the bu
              Catch::Matchers::WithinRel(2 * base, 1e-9));
 }
 
-TEST_CASE("scripts path: NEUSIGHT_SCRIPTS_PATH, with ;; splicing the bundled scripts", "[cli][scripts]") {
+TEST_CASE("scripts path: NEUSIGHT_SCRIPTS_PATH, an empty entry (two separators in a row) splicing the bundled scripts", "[cli][scripts]") {
   fixture f;
   f.t.write("s1/neusight/launch.lua", launch_override("2"));
   f.t.write("s2/neusight/launch.lua", launch_override("3"));
@@ -109,7 +109,7 @@ TEST_CASE("scripts path: NEUSIGHT_SCRIPTS_PATH, with ;; splicing the bundled scr
   CHECK(r.err.find("module 'neusight.workload' not found") != std::string::npos);
 }
 
-TEST_CASE("scripts path: -v names each user file that shadows a bundled one; paths shows the path", "[cli][scripts]") {
+TEST_CASE("scripts path: -v names each user file that shadows a bundled one — paths shows the path", "[cli][scripts]") {
   fixture f;
   f.t.write("s1/neusight/launch.lua", launch_override("2"));
   f.t.write("s1/tiling/init.lua", "return {}\n");   // module "tiling": nothing bundled to shadow

@@ -189,7 +189,7 @@ TEST_CASE("serve: throughput grows with the rate until the GPU saturates", "[cli
   CHECK(tput.back() == Approx(tput[tput.size() - 2]).epsilon(0.1));  // and flat
 }
 
-TEST_CASE("serve: chunked prefill and length distributions run; the same seed gives the same result", "[cli][serve]") {
+TEST_CASE("serve: chunked prefill and length distributions run — the same seed gives the same result", "[cli][serve]") {
   const std::string args = "--rate 20 --requests 300 --input-len uniform:128:1024 --output-len uniform:16:256 "
                            "--chunked-prefill 512 --seed 7";
   const auto a = run_cli("serve --model llama3_8b --gpu h100 " + args + " --format json");

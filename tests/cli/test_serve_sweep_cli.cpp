@@ -99,7 +99,7 @@ TEST_CASE("serve --sweep: each rate row is the single serve run of its combinati
   CHECK(s["verdict"].get<std::string>().rfind("no targets given (--ttft-ms, --tpot-ms): cheapest setting: ", 0) == 0);
 }
 
-TEST_CASE("serve --sweep: static batch rows are single serve runs; targets apply to their values", "[cli][serve][sweep]") {
+TEST_CASE("serve --sweep: static batch rows are single serve runs — targets apply to their values", "[cli][serve][sweep]") {
   const json s = cli_json(base + "--sweep --gpu a100_sxm4_80gb,l4 --batch 1,16 --ttft-ms 40 --tpot-ms 6");
   CHECK(s["mode"] == "batch");
   CHECK(s["targets"]["statistic"] == "static");
@@ -183,7 +183,7 @@ TEST_CASE("serve --sweep: a GPU without a price ranks by output tokens/s per GPU
         std::string::npos);
 }
 
-TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows; -o infers the format", "[cli][serve][sweep]") {
+TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows — -o infers the format", "[cli][serve][sweep]") {
   const std::string args = base + "--requests 60 --sweep --gpu h100,l4 --tp 1,2 --rate 3 --tpot-ms 4";
   const json j = cli_json(args);
   const auto csv = run_cli(args + " --format csv");

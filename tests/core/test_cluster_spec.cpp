@@ -30,7 +30,7 @@ std::string parse_error(const std::string& text) {
 }
 }  // namespace
 
-TEST_CASE("a cluster file parses; unset link fields stay unset for the Lua defaults", "[cluster]") {
+TEST_CASE("a cluster file parses — unset link fields stay unset for the Lua defaults", "[cluster]") {
   const cluster_spec c = cluster_spec_parse(good, "c.toml");
   CHECK(c.name == "two");
   CHECK(c.gpus_per_node == 4);
@@ -62,7 +62,7 @@ TEST_CASE("cluster file errors name file:line:col", "[cluster]") {
   CHECK(parse_error("gpus_per_node = = 4\n") == "c.toml:1:17: Error while parsing value: could not determine value type");
 }
 
-TEST_CASE("bundled clusters load; names resolve with suggestions", "[cluster]") {
+TEST_CASE("bundled clusters load — names resolve with suggestions", "[cluster]") {
   const auto dir = source_dir / "gpus" / "clusters";
   for (const char* name : {"dgx_h100", "dgx_a100", "pcie_8gpu"}) {
     const cluster_spec c = cluster_resolve(dir, name);

@@ -99,7 +99,7 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
   }
 }
 
-TEST_CASE("price_per_hour_usd is optional; when given, a positive finite number", "[gpu]") {
+TEST_CASE("price_per_hour_usd is optional — when given, a positive finite number", "[gpu]") {
   const gpu_spec none = gpu_spec_parse(tiny, "tiny.toml");
   CHECK(none.price_per_hour_usd == 0);
   const gpu_spec priced = gpu_spec_parse(tiny + "price_per_hour_usd = 2.75  # a dated source\n", "tiny.toml");

@@ -183,7 +183,7 @@ TEST_CASE("opgraph: malformed rows name file:line and the column", "[opgraph]") 
   CHECK_THROWS_WITH(opgraph_parse("Name,OpName\nx,y\n", "g.csv", costs()), "g.csv: missing column 'FwOps'");
 }
 
-TEST_CASE("opgraph: collectives are collective kernels; a distributed graph needs its layout in the name", "[opgraph]") {
+TEST_CASE("opgraph: collectives are collective kernels — a distributed graph needs its layout in the name", "[opgraph]") {
   const std::string rows = header +
                            "a_grad,allreduce,[],\"[['ALLREDUCE_ASYNC', (2560,)]]\",[],set(),set(),[],[]\n"
                            "b,allreduce,\"[['ALLREDUCE', (10,)]]\",\"[['ALLREDUCE', (10,)]]\",[],set(),set(),[],[]\n"

@@ -40,7 +40,7 @@ std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const s
 }
 }  // namespace
 
-TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O); unmodelled dtypes are counted, not read") {
+TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O) — unmodelled dtypes are counted, not read") {
   const gpu_catalog cat(source_dir / "gpus");
   const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt);
   REQUIRE(d.rows.size() == 3);

@@ -83,7 +83,7 @@ TEST_CASE("features reproduce the spec's worked example (GPT-3 2.7B on H100)", "
   }
 }
 
-TEST_CASE("vector kernels are seen with their family's training FLOPs; the real FLOPs only bound below", "[neusight]") {
+TEST_CASE("vector kernels are seen with their family's training FLOPs — the real FLOPs only bound below", "[neusight]") {
   for (const auto& [kind, per] : std::vector<std::pair<kernel_kind, double>>{
            {kernel_kind::elementwise, 1}, {kernel_kind::softmax, 5}, {kernel_kind::layernorm, 6}}) {
     const kernel conv = vec(kind, 4096, 1024, per, 8, 1024);
@@ -184,7 +184,7 @@ TEST_CASE("a short training run on fixture data learns (validation MAPE below 15
   CHECK(again.val_mape == r.val_mape);
 }
 
-TEST_CASE("weights round-trip; corrupt or truncated files are rejected", "[weights]") {
+TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[weights]") {
   ns_test::temp_dir t;
   tile_model m;
   m.fam = family::softmax;

@@ -142,7 +142,7 @@ TEST_CASE("returned kernels are validated", "[ops]") {
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
-TEST_CASE("an op without a rule is an error; a rule file routes an op to the memory-bound fallback", "[ops]") {
+TEST_CASE("an op without a rule is an error — a rule file routes an op to the memory-bound fallback", "[ops]") {
   session_options o;
   o.data_root = source_dir;
   {

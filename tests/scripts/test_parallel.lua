@@ -1,4 +1,4 @@
--- tests/scripts/test_parallel.lua — neusight/parallel.lua: validation, rank layout, collective ops, schedules against textbook bubbles, DP buckets, TP sharding.
+-- tests/scripts/test_parallel.lua — neusight/parallel.lua (the facade over neusight/parallel/*.lua): validation, rank layout, collective ops, schedules against textbook bubbles, DP buckets, TP sharding.
 local P = require "neusight.parallel"
 local C = require "neusight.collectives"
 local gpt = require "neusight.models.gpt"
@@ -610,6 +610,35 @@ function T.test_sort_keeps_a_maximal_last_element()
       eq(a[#a].id, "leftover", ("last of %d + %d ties"):format(before, ties))
     end
   end
+end
+
+
+---------------------------------------------------------------------------------------------------
+-- The facade
+
+-- require "neusight.parallel" hands out the modules' own functions (no wrappers: error levels stay the callers')
+-- and the one schedule registry, so a schedule registered through the facade is one normalize accepts.
+function T.test_facade_is_the_modules()
+  local exports = {
+    config = { "normalize", "active" }, layout = { "group_shape", "plan" },
+    shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split" },
+    schedule = { "schedules", "simulate" }, stages = { "layer_count" }, timeline = { "timeline" },
+  }
+  local n = 0
+  for mod, names in pairs(exports) do
+    local m = require("neusight.parallel." .. mod)
+    for _, k in ipairs(names) do
+      eq(P[k], m[k], "neusight.parallel." .. k .. " is neusight.parallel." .. mod .. "." .. k)
+      n = n + 1
+    end
+  end
+  local fields = 0
+  for _ in pairs(P) do fields = fields + 1 end
+  eq(fields, n, "the facade exports these and nothing else")
+  P.schedules.test_only = P.schedules.gpipe
+  local ok, p = pcall(P.normalize, { schedule = "test_only", pp = 2 })
+  P.schedules.test_only = nil -- the registry is shared by every test file
+  eq(ok and p.schedule, "test_only", "a registered schedule is valid")
 end
 
 return T

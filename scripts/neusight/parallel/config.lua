@@ -1,0 +1,140 @@
+-- scripts/neusight/parallel/config.lua — the workload's `parallel` table: its fields, defaults and validation (normalize, active).
+--
+-- Owns what a user may write in `parallel = { … }` (or predict's --dp/--tp/--pp/… flags): the known keys with
+-- did-you-mean, each field's type and default, and the cross-field rules (ep divides dp, interleaving needs pp ≥ 2
+-- and microbatches a multiple of pp, sequence parallelism needs tp ≥ 2). The schedule names come from the registry
+-- of neusight.parallel.schedule, so a schedule a workload registers is accepted here too.
+local T = require "neusight.topology"
+local schedules = require("neusight.parallel.schedule").schedules -- the registry (workloads may add to it)
+local floor, huge = math.floor, math.huge
+local ipairs, pairs, type, tostring, error, sort = ipairs, pairs, type, tostring, error, table.sort
+local show = T.show
+
+local M = {}
+
+-- PyTorch DDP's default bucket (bucket_cap_mb = 25). Megatron sizes its buckets differently
+-- (max(40 M parameters, 1 M · dp)); set bucket_mb to model it.
+local DEFAULT_BUCKET_MB = 25
+
+local KEYS = {
+  dp = true, tp = true, pp = true, microbatches = true, schedule = true, virtual_stages = true,
+  bucket_mb = true, overlap_grad_reduce = true, cluster = true, kernels = true, ep = true, recompute = true,
+  sequence_parallel = true, distributed_optimizer = true,
+}
+
+--- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
+local function is_count(v) return type(v) == "number" and v >= 1 and v == floor(v) and v < huge end
+M.is_count = is_count
+
+--- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
+--- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
+--- Errors are "parallel.<field>: …" (level 0), so workload.lua can prefix the script name.
+---@param p table
+---@return table
+function M.normalize(p)
+  if type(p) ~= "table" then error(("parallel: table expected, got %s"):format(show(p)), 0) end
+  local unknown = {}
+  for k in pairs(p) do
+    if not KEYS[k] then unknown[#unknown + 1] = tostring(k) end
+  end
+  if #unknown > 0 then
+    sort(unknown)
+    error(("parallel: unknown field '%s'%s"):format(unknown[1], T.did_you_mean(unknown[1], KEYS)), 0)
+  end
+  local out = {}
+  for _, k in ipairs { "dp", "tp", "pp", "microbatches", "ep" } do
+    local v = p[k]
+    if v == nil then v = 1 end
+    if not is_count(v) then error(("parallel.%s: positive integer expected, got %s"):format(k, show(v)), 0) end
+    out[k] = floor(v)
+  end
+  local schedule = p.schedule == nil and "1f1b" or p.schedule
+  if type(schedule) ~= "string" or not schedules[schedule] then
+    local names = {}
+    for name in pairs(schedules) do names[#names + 1] = ('"' .. name .. '"') end
+    sort(names)
+    error(("parallel.schedule: one of %s expected, got %s%s"):format(table.concat(names, ", "), show(schedule),
+      type(schedule) == "string" and T.did_you_mean(schedule, schedules) or ""), 0)
+  end
+  out.schedule = schedule
+  -- Expert parallelism (MoE): the experts are spread over `ep` of the data-parallel ranks (DeepSpeed-MoE,
+  -- Megatron-LM's expert_model_parallel_size), so ep must divide dp.
+  if out.dp % out.ep ~= 0 then
+    error(("parallel.ep: expert parallelism spreads the experts over data-parallel ranks: ep = %d must divide dp = %d")
+      :format(out.ep, out.dp), 0)
+  end
+  local v = p.virtual_stages
+  if v == nil then v = schedule == "interleaved" and 2 or 1 end
+  if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
+  out.virtual_stages = floor(v)
+  if schedule == "interleaved" then
+    if out.virtual_stages < 2 then
+      error("parallel.virtual_stages: the interleaved schedule needs at least 2 model chunks per device", 0)
+    end
+    if out.pp < 2 then error("parallel.schedule: the interleaved schedule needs pp >= 2", 0) end
+    if out.microbatches % out.pp ~= 0 then
+      error(("parallel.microbatches: the interleaved schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
+        :format(out.pp, out.microbatches), 0)
+    end
+  elseif out.virtual_stages ~= 1 then
+    error(("parallel.virtual_stages: only the \"interleaved\" schedule runs several model chunks per device (schedule is %q)")
+      :format(schedule), 0)
+  end
+  local bucket = p.bucket_mb == nil and DEFAULT_BUCKET_MB or p.bucket_mb
+  if type(bucket) ~= "number" or not (bucket > 0) or bucket == huge then
+    error(("parallel.bucket_mb: positive number expected, got %s"):format(show(bucket)), 0)
+  end
+  -- a bucket under 1 MB (PyTorch's smallest useful bucket_cap_mb) is a unit slip, and millions of buckets would
+  -- take minutes to lay out
+  if bucket < 1 then error(("parallel.bucket_mb: at least 1 (MB) expected, got %s"):format(show(bucket)), 0) end
+  out.bucket_mb = bucket
+  local overlap = p.overlap_grad_reduce
+  if overlap == nil then overlap = true end
+  if type(overlap) ~= "boolean" then
+    error(("parallel.overlap_grad_reduce: boolean expected, got %s"):format(show(overlap)), 0)
+  end
+  out.overlap_grad_reduce = overlap
+  -- kernels: whose kernels the model runs. "megatron" (Megatron-LM's model code, the framework these
+  -- parallel layouts come from: fused bias-GeLU, see models/gpt.lua) or "eager" (the HF eager graph).
+  local kernels = p.kernels == nil and "megatron" or p.kernels
+  if kernels ~= "megatron" and kernels ~= "eager" then
+    error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
+  end
+  out.kernels = kernels
+  -- recompute: "none"; "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
+  -- each layer keeps only its input and re-runs its forward during backward; "selective" (Korthikanti et al.
+  -- 2022, Megatron's --recompute-activations): only the core-attention nodes (attrs.core_attention: QKᵀ,
+  -- scale, mask, softmax, dropout, ·V) drop their outputs and re-run in backward.
+  local recompute = p.recompute == nil and "none" or p.recompute
+  if recompute ~= "none" and recompute ~= "full" and recompute ~= "selective" then
+    error(("parallel.recompute: \"none\", \"selective\" or \"full\" expected, got %s"):format(show(recompute)), 0)
+  end
+  out.recompute = recompute
+  -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
+  local sp = p.sequence_parallel
+  if sp == nil then sp = false end
+  if type(sp) ~= "boolean" then error(("parallel.sequence_parallel: boolean expected, got %s"):format(show(sp)), 0) end
+  if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
+  out.sequence_parallel = sp
+  -- distributed_optimizer (Megatron-LM --use-distributed-optimizer, ZeRO stage 1): optimizer state and step
+  -- sharded over dp; gradients reduce-scattered, updated parameters all-gathered after the step.
+  local dist = p.distributed_optimizer
+  if dist == nil then dist = false end
+  if type(dist) ~= "boolean" then
+    error(("parallel.distributed_optimizer: boolean expected, got %s"):format(show(dist)), 0)
+  end
+  out.distributed_optimizer = dist
+  if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
+    error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
+  end
+  out.cluster = p.cluster
+  return out
+end
+
+--- True when the table asks for more than one GPU or more than one microbatch.
+--- (ep needs dp ≥ ep, so it never makes a one-GPU run parallel by itself.)
+function M.active(p)
+  return p ~= nil and (p.dp * p.tp * p.pp > 1 or p.microbatches > 1)
+end
+
+return M

@@ -1,0 +1,95 @@
+-- scripts/neusight/parallel/layout.lua — the rank layout of a parallel run: the plan (degrees, microbatch, cluster) and its communicator groups.
+--
+-- Owns where the dp × tp × pp ranks land (Megatron-LM's order: tp fastest, then dp, then pp), the cluster they run
+-- on (neusight/topology.lua, from a table or a gpus/clusters/*.toml name) and the shape of each communicator group
+-- (tp, dp, ep, edp and the pipeline's pair links) that neusight/collectives.lua prices.
+local T = require "neusight.topology"
+local precision = require "neusight.precision"
+local is_count = require("neusight.parallel.config").is_count
+local max, min = math.max, math.min
+local pairs, type, tostring, error, pcall = pairs, type, tostring, error, pcall
+
+local M = {}
+
+-- Shape of a group of `size` ranks `stride` apart, starting at rank `first`, when ranks fill nodes
+-- of g GPUs in order: { size, spans_nodes, per_node } for topology.group.
+local function group_shape(size, stride, first, g)
+  local on = {}
+  local nodes, per_node = 0, 0
+  for k = 0, size - 1 do
+    local node = (first + k * stride) // g
+    if not on[node] then on[node], nodes = 0, nodes + 1 end
+    on[node] = on[node] + 1
+    per_node = max(per_node, on[node])
+  end
+  return { size = size, spans_nodes = nodes > 1, per_node = per_node }
+end
+M.group_shape = group_shape
+
+--- The plan of a parallel run: degrees, world size, microbatch size, the cluster (topology.cluster)
+--- and the communicator groups { tp, dp, ep, edp } plus one pair group per pipeline device
+--- (pp_links[k]: device k−1 → device k mod pp; the last one wraps to the first device, which interleaved
+--- chunks and the tied-embedding sync use). Ranks are laid out as Megatron-LM does by default: tp varies fastest, then dp,
+--- then pp, so tensor-parallel groups stay inside a node whenever tp ≤ gpus_per_node.
+---@param p table normalized parallel table
+---@param gpu table GPU view (gpus/*.toml fields)
+--- plan.precision is the run's precision recipe (neusight.precision.recipe of w.precision, default by dtype and
+--- mode; its "amp" convention is Megatron-LM's with kernels = "megatron", autocast's with "eager"): the timeline
+--- reduces gradients and all-gathers parameters in its element sizes.
+---@param w { batch: integer, dtype: string, mode: string, precision?: string }
+---@return table
+function M.plan(p, gpu, w)
+  local world = p.dp * p.tp * p.pp
+  local per_pipeline = p.dp * p.microbatches
+  if w.batch % per_pipeline ~= 0 then
+    error(("parallel: the global batch %d is not divisible by dp × microbatches = %d × %d")
+      :format(w.batch, p.dp, p.microbatches), 0)
+  end
+  local spec, cluster_name = {}, nil
+  local given = p.cluster
+  if type(given) == "string" then -- a TOML description: gpus/clusters/<name>.toml or a path
+    local ns = require "neusight"
+    if type(ns) ~= "table" or not ns.cluster_file then
+      error("parallel.cluster: cluster files need the engine (neusight.cluster_file)", 0)
+    end
+    local file = ns.cluster_file(given)
+    cluster_name = file.source
+    given = { gpus_per_node = file.gpus_per_node, nodes = file.nodes, intra = file.intra, inter = file.inter }
+  end
+  for k, v in pairs(given or {}) do spec[k] = v end
+  if spec.gpu == nil then spec.gpu = gpu end
+  if spec.gpus_per_node == nil then spec.gpus_per_node = min(world, 8) end
+  if spec.nodes == nil and is_count(spec.gpus_per_node) then spec.nodes = -((-world) // spec.gpus_per_node) end
+  local ok, cluster = pcall(T.cluster, spec)
+  if not ok then error("parallel." .. tostring(cluster), 0) end
+  local capacity = cluster.gpus_per_node * cluster.nodes
+  if world > capacity then
+    error(("parallel: dp × tp × pp = %d GPUs do not fit the cluster (%d node(s) × %d GPUs)")
+      :format(world, cluster.nodes, cluster.gpus_per_node), 0)
+  end
+  local g = cluster.gpus_per_node
+  local plan = {
+    dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
+    virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
+    kernels = p.kernels, ep = p.ep, recompute = p.recompute, sequence_parallel = p.sequence_parallel,
+    distributed_optimizer = p.distributed_optimizer,
+    world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
+    dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
+    precision = precision.recipe(w.precision, w.dtype, precision.convention(p.kernels == "megatron"), w.mode),
+    groups = {
+      tp = group_shape(p.tp, 1, 0, g),
+      dp = group_shape(p.dp, p.tp, 0, g),
+      -- experts over ep consecutive dp ranks; each expert's replicas (dp / ep of them) sync its gradients
+      ep = group_shape(p.ep, p.tp, 0, g),
+      edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g),
+    },
+    pp_links = {},
+  }
+  for s = 0, p.pp > 1 and p.pp - 1 or -1 do -- first rank of stage s and of the next stage (wrapping)
+    local a, b = s * p.tp * p.dp, ((s + 1) % p.pp) * p.tp * p.dp
+    plan.pp_links[s + 1] = { size = 2, spans_nodes = a // g ~= b // g }
+  end
+  return plan
+end
+
+return M

@@ -1,0 +1,111 @@
+-- scripts/neusight/parallel/memory.lua — memory per GPU of a pipeline stage: saved activations over the schedule, temporaries, the state share.
+--
+-- Owns the parallel side of neusight/memory.lua's model: which tensors a virtual stage keeps alive per microbatch
+-- under full or selective recomputation, the peak of them over a device's op order, its largest temporary, and each
+-- stage's memory parts (its share of the model state, sharded by the distributed optimizer; workspace; KV cache)
+-- handed to memory.parallel for the report.
+local memory = require "neusight.memory"
+local precision = require "neusight.precision"
+local max = math.max
+local ipairs, type = ipairs, type
+
+local M = {}
+
+--- Saved tensors per node (neusight.memory): from the workload's build (plan.memory), else from the op rules now
+--- (an imported reference graph: ops without a rule are charged their output); mem.core[i] marks the core-attention
+--- nodes selective recomputation re-runs.
+---@param plan table neusight.parallel.plan()
+---@param nodes table[]
+---@param recipe table the run's precision recipe
+function M.context(plan, nodes, recipe)
+  local mem = plan.memory or memory.context { nodes = nodes, rule_of = memory.engine_rules(), training = plan.training,
+    state = precision.state(recipe, "none", plan.training), recipe = recipe, mode = plan.training and "train" or "inference" }
+  mem.core = {}
+  for i, n in ipairs(nodes) do mem.core[i] = (n.attrs or {}).core_attention == true end
+  return mem
+end
+
+-- Bytes one microbatch leaves alive for backward in a virtual stage: the tensors each node saves (neusight.memory:
+-- its op rule's `saves`, per instance in mem.saved). With full recomputation a layer keeps only its input
+-- (`boundary` bytes) and `transient` is one layer's saved tensors, rebuilt in backward. With selective recomputation
+-- the core-attention nodes keep only the region's inputs they read (mem.kept: Q, K, V) and one layer's core
+-- attention is rebuilt at a time.
+local function activation_bytes(mem, st, recompute, boundary, selective)
+  local bytes, transient = 0, 0
+  for _, seg in ipairs(st.segments) do
+    local one, core = 0, 0 -- one rep
+    for j, i in ipairs(seg.nodes) do
+      local b = mem.saved[i] * seg.per[j]
+      if selective and seg.layered and (mem.core[i]) then
+        core, one = core + b, one + mem.kept[i] * seg.per[j]
+      else
+        one = one + b
+      end
+    end
+    transient = max(transient, core)
+    if recompute and seg.layered then
+      bytes, transient = bytes + boundary * seg.reps, max(transient, one)
+    else
+      bytes = bytes + one * seg.reps
+    end
+  end
+  return bytes, transient
+end
+
+-- Peak activation bytes of device d (1-based) over its op order: + a stage's bytes at each forward, − at its backward.
+function M.activation_peak(ops, stages, P, d)
+  local live, peak = 0, 0
+  for _, op in ipairs(ops) do
+    local b = stages[op.chunk * P + d].activations
+    if op.fw then live = live + b else live = live - b end
+    if live > peak then peak = live end
+  end
+  return peak
+end
+
+--- Activation, transient and temporary bytes of virtual stage `st` per microbatch (set on st): activations and the
+--- transient only in training; the largest temporary of its nodes.
+---@param boundary number bytes of the stage-boundary activation (what a fully recomputed layer keeps)
+function M.stage(mem, st, training, full, boundary, selective)
+  st.activations, st.transient, st.temporary = 0, 0, 0
+  if training then
+    st.activations, st.transient = activation_bytes(mem, st, full, boundary, selective)
+  end
+  for _, it in ipairs(st.items) do st.temporary = max(st.temporary, mem.temporary[it.node]) end
+end
+
+--- Largest transient and temporary bytes over device d's chunks (virtual stages c·P + d, 1-based d).
+function M.device_peaks(stages, P, v, d)
+  local transient, temporary = 0, 0
+  for c = 0, v - 1 do
+    transient, temporary = max(transient, stages[c * P + d].transient), max(temporary, stages[c * P + d].temporary)
+  end
+  return transient, temporary
+end
+
+--- The run's memory (memory.parallel) from the timeline's devices (params, layers, activation_bytes,
+--- temporary_bytes each) and `params_total` parameters over all stages.
+function M.report(plan, devices, mem, params_total)
+  local P = plan.pp
+  -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
+  -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
+  -- parameter share), and its layers' share of a serving KV cache.
+  local shard = (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
+  local layers_total = 0
+  for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
+  local parts = {}
+  for d, dev in ipairs(devices) do
+    local sp = memory.state_parts(dev.params, mem.state, shard)
+    local share = params_total > 0 and dev.params / params_total or 1 / P
+    parts[d] = {
+      state = memory.state_bytes(sp), activations = dev.activation_bytes,
+      temporary = dev.temporary_bytes, workspace = mem.cublas + mem.autocast_cache * share,
+      kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
+    }
+  end
+  local gpu = plan.cluster and plan.cluster.gpu
+  local gpu_mem = mem.gpu_mem_gb or (type(gpu) == "table" and gpu.mem_gb) or nil
+  return memory.parallel(parts, gpu_mem, plan.recompute or "none")
+end
+
+return M

@@ -1,0 +1,168 @@
+-- scripts/neusight/parallel/schedule.lua — pipeline schedules (GPipe, 1F1B, interleaved 1F1B) as a registry, and their op-by-op simulation.
+--
+-- Owns the order in which each pipeline device runs its forward and backward microbatches (M.schedules: one
+-- function per schedule; a workload adds one by assigning require("neusight.parallel").schedules.<name>) and the
+-- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
+local T = require "neusight.topology"
+local max, min = math.max, math.min
+local ipairs, type, tostring, error = ipairs, type, tostring, error
+local show = T.show
+
+local M = {}
+
+--- Pipeline schedules by name: function(P, M, v, training) → per-device arrays of ops
+--- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
+M.schedules = {}
+
+-- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
+M.schedules.gpipe = function(P, Mb, _, training)
+  local orders = {}
+  for d = 1, P do
+    local o = {}
+    for m = 0, Mb - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    if training then
+      for m = 0, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    end
+    orders[d] = o
+  end
+  return orders
+end
+
+-- 1F1B (PipeDream-Flush; Narayanan et al. 2021): device d runs P−d−1 warm-up forwards, then
+-- alternates one forward and one backward, then drains the remaining backwards.
+M.schedules["1f1b"] = function(P, Mb, _, training)
+  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
+  local orders = {}
+  for d = 0, P - 1 do
+    local o = {}
+    local warm = min(P - d - 1, Mb)
+    for m = 0, warm - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    for i = 0, Mb - warm - 1 do
+      o[#o + 1] = { fw = true, chunk = 0, mb = warm + i }
+      o[#o + 1] = { fw = false, chunk = 0, mb = i }
+    end
+    for m = Mb - warm, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    orders[d + 1] = o
+  end
+  return orders
+end
+
+-- Interleaved 1F1B (Narayanan et al. 2021 §2.2; Megatron-LM's
+-- forward_backward_pipelining_with_interleaving): each device holds v model chunks (virtual stage
+-- c·P + d for chunk c); the k-th forward runs chunk (k // P) mod v on microbatch
+-- (k // (P·v))·P + k mod P, backwards walk the chunks in reverse; warm-up (P−d−1)·2 + (v−1)·P.
+M.schedules.interleaved = function(P, Mb, v, training)
+  local total = Mb * v
+  local function mb_of(k) return (k // (P * v)) * P + k % P end
+  local function fw(k) return { fw = true, chunk = (k // P) % v, mb = mb_of(k) } end
+  local function bw(k) return { fw = false, chunk = v - 1 - (k // P) % v, mb = mb_of(k) } end
+  local orders = {}
+  for d = 0, P - 1 do
+    local o = {}
+    if not training then
+      for k = 0, total - 1 do o[#o + 1] = fw(k) end
+    else
+      local warm = min((P - d - 1) * 2 + (v - 1) * P, total)
+      for k = 0, warm - 1 do o[#o + 1] = fw(k) end
+      for i = 0, total - warm - 1 do
+        o[#o + 1] = fw(warm + i)
+        o[#o + 1] = bw(i)
+      end
+      for k = total - warm, total - 1 do o[#o + 1] = bw(k) end
+    end
+    orders[d + 1] = o
+  end
+  return orders
+end
+
+-- The schedules' op lists by schedule function and (P, Mb, v, training): a search asks for the same few shapes
+-- many times (every recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; a few
+-- recent shapes are kept (a 64-stage, 512-microbatch schedule is 65 536 op tables).
+local orders_memo, orders_memo_size, ORDERS_MEMO_MAX = {}, 0, 8
+local function schedule_orders(make, P, Mb, v, training)
+  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
+  local orders = orders_memo[key]
+  if orders == nil then
+    orders = make(P, Mb, v, training)
+    if orders_memo_size >= ORDERS_MEMO_MAX then orders_memo, orders_memo_size = {}, 0 end
+    orders_memo[key], orders_memo_size = orders, orders_memo_size + 1
+  end
+  return orders
+end
+
+-- The simulation of M.simulate without its per-op records: starts[d][i], finishes[d][i] of the i-th op of
+-- orders[d], each device's finish and the makespan. Argument errors are raised at `level` (2: the caller's line).
+function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+  local make = M.schedules[schedule]
+  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
+  local V = P * v
+  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
+  local orders = schedule_orders(make, P, Mb, v, training)
+  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
+  for d = 1, P do
+    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
+    left = left + #orders[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P do
+      local o, st_d, fi_d = orders[d], starts[d], finishes[d]
+      local i, n = ptr[d], #o
+      while i <= n do
+        local op = o[i]
+        local vs = op.chunk * P + (d - 1)
+        local ready
+        if op.fw then
+          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+        else
+          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
+          if ready and not done_fw[vs][op.mb] then ready = nil end
+        end
+        if ready == nil then break end
+        local start = max(finish[d], ready)
+        local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
+        st_d[i], fi_d[i] = start, fin
+        if op.fw then done_fw[vs][op.mb] = fin else done_bw[vs][op.mb] = fin end
+        finish[d] = fin
+        i, left, progress = i + 1, left - 1, true
+      end
+      ptr[d] = i
+    end
+  end
+  if left > 0 then
+    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
+  end
+  local makespan = 0
+  for d = 1, P do makespan = max(makespan, finish[d]) end
+  return orders, starts, finishes, finish, makespan
+end
+
+--- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
+--- the forward of vs−1 (same microbatch), a backward for the backward of vs+1 (the last stage's for
+--- its own forward). stages[vs+1] = { fw = seconds, bw = seconds } per microbatch, sends included.
+--- Returns per device { ops = { {fw, chunk, mb, vs, start, finish}… }, finish } and the makespan.
+---@param stages { fw: number, bw: number }[] one entry per virtual stage (P·v of them)
+---@param P integer devices
+---@param Mb integer microbatches
+---@param v integer chunks per device
+---@param schedule string a key of M.schedules
+---@param training boolean
+function M.simulate(stages, P, Mb, v, schedule, training)
+  local orders, starts, finishes, finish, makespan = M.simulate_times(stages, P, Mb, v, schedule, training, 2)
+  local devices = {}
+  for d = 1, P do
+    local ops = {}
+    for i, op in ipairs(orders[d]) do
+      ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = op.chunk * P + (d - 1), start = starts[d][i],
+                 finish = finishes[d][i] }
+    end
+    devices[d] = { ops = ops, finish = finish[d] }
+  end
+  return devices, makespan
+end
+
+return M

@@ -1,0 +1,143 @@
+-- scripts/neusight/parallel/shard.lua — collective nodes and the sharding helpers model builders use (comm_node, rule, tensor_shard, expert_shard, split).
+--
+-- Owns how a parallel layout shows up inside a graph: a collective is a node priced once with the α–β model of
+-- neusight/collectives.lua (comm_node; ops/all_reduce.lua … turn it into a "collective" kernel through rule), the
+-- Megatron-LM tensor-parallel and the expert-parallel side of a builder (dimensions split over the ranks, the
+-- collectives between them), and the pricing of a reference graph's collective kernels (price_reference).
+local C = require "neusight.collectives"
+local K = require "neusight.kernels"
+local T = require "neusight.topology"
+local ipairs, type, error = ipairs, type, error
+local show = T.show
+
+local M = {}
+
+local DIRECTIONS = { forward = true, backward = true, both = true }
+
+local function numel(shape)
+  local n = 1
+  for _, d in ipairs(shape) do n = n * d end
+  return n
+end
+--- Elements of a shape (the collective bytes of comm_node and rule; the timeline's stage-boundary bytes).
+M.numel = numel
+
+--- A graph node for one collective of a tensor-parallel (or other) group, priced now with the α–β
+--- model of neusight.collectives: the op rules (ops/all_reduce.lua, …) turn it into a "collective"
+--- kernel with these fixed seconds in the forward and/or backward pass.
+---@param plan table neusight.parallel.plan()
+---@param t { op: string, name: string, shape: integer[], group: string, direction: "forward"|"backward"|"both", layer?: string, count?: integer, dtype?: string, note?: string }
+---@return table node
+function M.comm_node(plan, t)
+  local group = plan.groups[t.group]
+  if not group then error(("comm_node: unknown group %s (known: tp, dp, ep, edp)"):format(show(t.group)), 2) end
+  if not DIRECTIONS[t.direction] then
+    error(("comm_node: direction must be \"forward\", \"backward\" or \"both\" (got %s)"):format(show(t.direction)), 2)
+  end
+  local dtype = t.dtype or plan.dtype
+  local bytes = numel(t.shape) * K.dtype_bytes(dtype)
+  local seconds, algorithm = C.time(t.op, bytes, group, plan.cluster)
+  return {
+    op = t.op, name = t.name, layer = t.layer or "", count = t.count or 1, dtype = dtype,
+    inputs = { t.shape }, output = t.shape, params = 0,
+    attrs = {
+      group = t.group, ranks = group.size, direction = t.direction, seconds = seconds,
+      algorithm = algorithm, note = t.note,
+    },
+  }
+end
+
+--- The op rule of a collective node kind (ops/all_reduce.lua, …): one "collective" kernel of the
+--- node's output bytes in the pass(es) attrs.direction names, taking attrs.seconds (set by
+--- M.comm_node). A node without attrs.seconds is an error that says how to build one.
+---@param op string
+---@param doc string
+function M.rule(op, doc)
+  local function kernels(node, pass)
+    local a = node.attrs
+    if type(a.seconds) ~= "number" then
+      error(("node '%s': a %s node needs attrs.seconds; build it with require('neusight.parallel').comm_node")
+        :format(node.name, op), 0)
+    end
+    local dir = a.direction or "forward"
+    if dir ~= "both" and dir ~= pass then return {} end
+    return { K.collective(op, numel(node.output) * node.dtype_bytes, a.seconds, node.dtype) }
+  end
+  return {
+    name = op,
+    doc = doc,
+    saves = function() return 0 end, -- a collective keeps nothing for backward
+    forward = function(node) return kernels(node, "forward") end,
+    backward = function(node) return kernels(node, "backward") end,
+  }
+end
+
+--- The tensor-parallel side of a model builder (Megatron-LM sharding): `shard.tp` ranks,
+--- `shard.split(n, what)` (n / tp, an error naming `what` unless it divides; n when tp = 1),
+--- `shard.vocab(V)` (vocabulary rows per rank, padded up as Megatron does) and
+--- `shard.comm(nodes, place, op, name, shape, direction, note)`, which appends a tp-group collective
+--- node to `nodes` at `place` = { layer, count, dtype } (nothing when tp = 1).
+---@param opts { tp?: integer, parallel?: table }
+---@param who string the model, for messages ("gpt model 'gpt2_large'")
+function M.tensor_shard(opts, who)
+  local tp, plan = opts.tp or 1, opts.parallel
+  if tp > 1 and not plan then error(who .. ": opts.tp > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+  local shard = { tp = tp, plan = plan }
+  function shard.split(n, what) return tp > 1 and M.split(n, tp, what, who) or n end
+  function shard.vocab(V) return -((-V) // tp) end
+  function shard.comm(nodes, place, op, name, shape, direction, note)
+    if tp == 1 then return end
+    nodes[#nodes + 1] = M.comm_node(plan, {
+      op = op, name = name, shape = shape, group = "tp", direction = direction,
+      layer = place.layer, count = place.count, dtype = place.dtype, note = note,
+    })
+  end
+  return shard
+end
+
+--- The expert-parallel side of a MoE builder (switch, moe): `shard.ep` ranks, `shard.local_experts` = E / ep (an
+--- error naming num_experts unless ep divides it) and `shard.all_to_all(nodes, place, name, shape, note)`, which
+--- appends an all-to-all of `shape` over the "ep" group, forward and backward, at `place` = { layer, count, dtype }.
+---@param opts { ep?: integer, parallel?: table }
+---@param who string the model, for messages
+---@param E integer num_experts
+function M.expert_shard(opts, who, E)
+  local ep, plan = opts.ep or 1, opts.parallel
+  local shard = { ep = ep, plan = plan, local_experts = E }
+  if ep > 1 then
+    if not plan then error(who .. ": opts.ep > 1 needs opts.parallel (a neusight.parallel plan)", 0) end
+    shard.local_experts = M.split(E, ep, "num_experts", who, "ep")
+  end
+  function shard.all_to_all(nodes, place, name, shape, note)
+    nodes[#nodes + 1] = M.comm_node(plan, {
+      op = "all_to_all", name = name, shape = shape, group = "ep", direction = "both",
+      layer = place.layer, count = place.count, dtype = place.dtype, note = note,
+    })
+  end
+  return shard
+end
+
+--- Prices a collective kernel of an imported reference graph (predict --graph of opgraph/*-dp4/-tp4/-pp4_M.csv,
+--- method-neusight.md §1.8) with this plan: ALLREDUCE (tensor-parallel rows, forward and backward) is an
+--- all-reduce over the tp group; ALLREDUCE_ASYNC (the reference's per-parameter gradient rows) and SENDRECV
+--- return nil — the timeline models them itself (bucketed gradient all-reduce, stage-boundary send/recv).
+---@param plan table
+---@param name string kernel name in the graph
+---@param bytes number
+---@return number? seconds
+function M.price_reference(plan, name, bytes)
+  if name == "ALLREDUCE" then return (C.time("all_reduce", bytes, plan.groups.tp, plan.cluster)) end
+  if name == "ALLREDUCE_ASYNC" or name == "SENDRECV" then return nil end
+  error(("price_reference: unknown collective kernel %s"):format(show(name)), 0)
+end
+
+--- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
+--- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep").
+function M.split(n, k, what, who, degree)
+  if n % k ~= 0 then
+    error(("%s: %s = %d is not divisible by %s = %d"):format(who, what, n, degree or "tp", k), 0)
+  end
+  return n // k
+end
+
+return M

@@ -1,0 +1,287 @@
+-- scripts/neusight/parallel/timeline.lua — the per-device timeline of a parallel iteration from the predicted per-node times.
+--
+-- Owns the time side of a parallel run: per virtual stage its forward/backward compute, in-graph (tp, ep)
+-- communication and send/recv per microbatch (recomputed forwards included), the schedule's simulation
+-- (neusight.parallel.schedule), tied-embedding copies and their gradient sync, the data-parallel gradient buckets
+-- that overlap the last backward (all-reduce, or reduce-scatter + parameter all-gather under the distributed
+-- optimizer), the optimizer step's share, and per device: compute, exposed communication and bubble. The stage
+-- partition is neusight.parallel.stages', the memory per stage neusight.parallel.memory's.
+local C = require "neusight.collectives"
+local precision = require "neusight.precision"
+local K = require "neusight.kernels"
+local stages_of = require "neusight.parallel.stages"
+local schedule = require "neusight.parallel.schedule"
+local PM = require "neusight.parallel.memory"
+local numel = require("neusight.parallel.shard").numel
+local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
+local simulate_times = schedule.simulate_times
+local max, min = math.max, math.min
+local ipairs, pairs, type, tostring, sort = ipairs, pairs, type, tostring, table.sort
+
+local M = {}
+
+-- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
+-- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
+-- neusight.parallel.layout.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
+local function pricer(cluster)
+  local memo = {}
+  return function(op, bytes, group)
+    if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
+    local fields = 0
+    for _ in pairs(group) do fields = fields + 1 end
+    local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+      tostring(group.per_node), fields)
+    local by_bytes = memo[key]
+    if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+    local t = by_bytes[bytes]
+    if t == nil then
+      t = C.time(op, bytes, group, cluster)
+      by_bytes[bytes] = t
+    end
+    return t
+  end
+end
+
+--- Per-device timeline of one training iteration (or inference pass) from per-node times.
+--- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
+--- includes gradient accumulation and *_comm is the part spent in collective kernels.
+--- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
+--- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
+--- gradient all-reduce.
+--- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
+--- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
+--- alike, so one row stands for each of them.
+---@param plan table neusight.parallel.plan()
+---@param nodes table[] the graph's nodes (as built)
+---@param times table[]
+function M.timeline(plan, nodes, times)
+  local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
+  local V = P * v
+  local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
+  -- gradients (reduced over dp, tied-embedding sync) and parameters (all-gathered after a sharded step): the
+  -- precision recipe's element sizes (fp32 gradients in amp except Megatron fp16; 16-bit parameters in Megatron amp)
+  local recipe = plan.precision or precision.recipe(nil, plan.dtype, "autocast", plan.training and "train" or "inference")
+  local eg, ep = recipe.bytes.grad, recipe.bytes.param
+  local prologue, groups, epilogue, optimizer = regions(nodes, times)
+  local stages = partition(nodes, prologue, groups, epilogue, V)
+  local mem = PM.context(plan, nodes, recipe) -- saved, kept and temporary bytes per node (neusight.parallel.memory)
+  -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
+  local full, selective = plan.recompute == "full", plan.recompute == "selective"
+  local function reruns(seg, i)
+    return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
+  end
+  local comm_time = pricer(plan.cluster)
+
+  -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
+  local shape = boundary_shape(nodes, groups)
+  local p2p_bytes = shape and numel(shape) * e or 0
+  local p2p = {} -- p2p[vs] = seconds of the transfer vs → vs+1 (0-based vs)
+  for vs = 0, V - 2 do -- device vs mod P sends to the next one (the last device to the first: interleaving)
+    p2p[vs] = P == 1 and 0 or comm_time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1])
+  end
+
+  -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
+  local params_total = 0
+  for k, st in ipairs(stages) do
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
+    for _, it in ipairs(st.items) do
+      local t, n = times[it.node], nodes[it.node]
+      fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
+      bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+      if (n.attrs or {}).group == "ep" then
+        ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
+      end
+      params = params + n.params * it.share
+    end
+    PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
+    -- recomputed forwards (kernels and tp collectives) run again before their backward
+    for _, seg in ipairs(st.segments) do
+      for j, i in ipairs(seg.nodes) do
+        if reruns(seg, i) then
+          local t, x = times[i], seg.per[j] * seg.reps
+          bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+          if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+        end
+      end
+    end
+    st.fw_ep, st.bw_ep = ep_fw, ep_bw
+    local vs = k - 1
+    st.send_fw = vs < V - 1 and p2p[vs] or 0
+    st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
+    st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    st.fw = fw + fwc + st.send_fw
+    st.bw = plan.training and (bw + bwc + st.send_bw) or 0
+    params_total = params_total + params
+  end
+
+  -- Tied input/output embeddings (a node with attrs.tied = <name of the embedding node>) split over
+  -- pipeline stages: as in Megatron-LM the last stage keeps its own copy of the table (memory, optimizer,
+  -- data-parallel gradients) and, after the flush, the first and last stages all-reduce its gradient.
+  local tied_extra, tied_bytes = {}, 0
+  if P > 1 then
+    local by_name = {}
+    for i, n in ipairs(nodes) do by_name[n.name] = i end
+    for _, it in ipairs(stages[V].items) do
+      local n = nodes[it.node]
+      local j = type(n.attrs) == "table" and type(n.attrs.tied) == "string" and by_name[n.attrs.tied]
+      if j and nodes[j].params > 0 then
+        local copy = nodes[j].params * nodes[j].count
+        tied_extra[it.node] = copy / it.share -- per instance, as the bucket walk counts
+        stages[V].params = stages[V].params + copy
+        tied_bytes = tied_bytes + copy * eg
+      end
+    end
+  end
+  local tied_sync = 0
+  if plan.training and tied_bytes > 0 then
+    tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
+  end
+
+  local orders, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
+
+  -- Optimizer step time, shared out by the parameters each device holds.
+  local opt_total = 0
+  for _, i in ipairs(optimizer) do opt_total = opt_total + times[i].opt * nodes[i].count end
+
+  -- Data-parallel gradient all-reduce: buckets of bucket_mb filled in backward order during each
+  -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
+  -- compute without overlap) and waits for the link while the previous bucket is in flight.
+  local bucket_bytes = plan.bucket_mb * 1e6
+  local devices, iteration = {}, 0
+  for d = 1, P do
+    local ops, op_start = orders[d], starts[d]
+    local dev = {
+      stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
+      layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
+      activation_bytes = PM.activation_peak(ops, stages, P, d), -- peak kept for backward (training)
+    }
+    local transient, temporary = PM.device_peaks(stages, P, v, d)
+    dev.activation_bytes = dev.activation_bytes + transient
+    dev.temporary_bytes = temporary
+    local last_bw = {} -- vs → start of its last backward op
+    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
+    for i = 1, #ops do
+      local op = ops[i]
+      local vs = op.chunk * P + (d - 1)
+      local st = stages[vs + 1]
+      if op.fw then
+        compute = compute + st.fw_compute
+        tp_comm = tp_comm + st.fw_comm - st.fw_ep
+        ep_comm = ep_comm + st.fw_ep
+        p2p_s = p2p_s + st.send_fw
+      else
+        compute = compute + st.bw_compute
+        tp_comm = tp_comm + st.bw_comm - st.bw_ep
+        ep_comm = ep_comm + st.bw_ep
+        p2p_s = p2p_s + st.send_bw
+        local s = op_start[i]
+        if not last_bw[vs] or s > last_bw[vs] then last_bw[vs] = s end
+      end
+    end
+    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
+    for c = 0, v - 1 do
+      local st = stages[c * P + d]
+      dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
+      dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
+    end
+    local compute_end = finish[d]
+    local dp_end = compute_end
+    if plan.training and plan.dp > 1 then
+      local ready = {} -- runs of buckets: { at, bytes, group, n } = n buckets of `bytes` ready at `at`
+      local function ready_add(at, bytes, gk, n)
+        local last = ready[#ready]
+        if last and last.at == at and last.bytes == bytes and last.group == gk then
+          last.n = last.n + n
+        else
+          ready[#ready + 1] = { at = at, bytes = bytes, group = gk, n = n }
+        end
+      end
+      for c = 0, v - 1 do
+        local vs = c * P + (d - 1)
+        local st = stages[vs + 1]
+        -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
+        local t, fill = last_bw[vs], { dp = 0, edp = 0 }
+        for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
+          local seg = st.segments[si]
+          for _ = 1, seg.reps do
+            for j = #seg.nodes, 1, -1 do
+              local i = seg.nodes[j]
+              t = t + (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
+              local grads = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+              if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
+                local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
+                local f, full = fill[gk] + grads, 0
+                while f >= bucket_bytes do f, full = f - bucket_bytes, full + 1 end
+                fill[gk] = f
+                if full > 0 then ready_add(t, bucket_bytes, gk, full) end
+              end
+            end
+          end
+        end
+        for _, gk in ipairs { "dp", "edp" } do
+          if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
+        end
+      end
+      -- Buckets in order of readiness. Runs strictly increasing in `at` are already in the one order any sort
+      -- gives (equal buckets are interchangeable). So are they when only the final leftover bucket ties with the
+      -- run before it: Lua's table.sort never moves a last element that nothing exceeds (its partitions leave a[up]
+      -- in place; tests/scripts/test_parallel.lua checks it). Otherwise sort the buckets one by one, as before.
+      local in_order = true
+      for k = 2, #ready do
+        local a, b = ready[k - 1], ready[k]
+        if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
+      end
+      if not in_order then
+        local each = {}
+        for _, r in ipairs(ready) do
+          for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
+        end
+        sort(each, function(a, b) return a.at < b.at end)
+        ready = each
+      end
+      local link_free = 0
+      -- with the distributed optimizer each rank only needs its shard of the summed gradient
+      local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+      local buckets = 0
+      for _, b in ipairs(ready) do
+        local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
+        local dt = comm_time(reduce, b.bytes, plan.groups[b.group])
+        for _ = 1, b.n do
+          local start = max(at, link_free)
+          link_free = start + dt
+          dev.dp_comm = dev.dp_comm + dt
+        end
+        buckets = buckets + b.n
+      end
+      dev.buckets = buckets
+      dp_end = max(compute_end, link_free)
+      dev.dp_exposed = dp_end - compute_end
+    end
+    if tied_sync > 0 and (d == 1 or d == P) then -- the embedding group: first and last stage
+      dp_end, dev.p2p = dp_end + tied_sync, dev.p2p + tied_sync
+    end
+    dev.optimizer = params_total > 0 and opt_total * dev.params / params_total or 0
+    local gather = 0
+    if plan.distributed_optimizer and plan.training and plan.dp > 1 then
+      -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
+      dev.optimizer = dev.optimizer / plan.dp
+      if opt_total > 0 then
+        gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
+        dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
+      end
+    end
+    dev.finish = dp_end + dev.optimizer + gather
+    iteration = max(iteration, dev.finish)
+    devices[d] = dev
+  end
+  for _, dev in ipairs(devices) do
+    dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
+    dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
+  end
+  return {
+    iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
+    grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
+    memory = PM.report(plan, devices, mem, params_total),
+  }
+end
+return M
