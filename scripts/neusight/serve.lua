@@ -49,7 +49,7 @@ local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "laun
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
-local function is_count(v) return type(v) == "number" and v >= 1 and v == floor(v) and v < huge end
+local is_count = require("neusight.topology").is_count
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers

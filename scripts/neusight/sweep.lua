@@ -24,7 +24,7 @@ local M = {}
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
-local function is_count(v) return math.type(v) == "integer" and v >= 1 end
+local is_count = require("neusight.topology").is_count
 local positive = require("neusight.figures").positive
 
 ---------------------------------------------------------------------------------------------------

@@ -50,6 +50,11 @@ local function show(v)
 end
 M.show = show
 
+--- A positive whole number (1, 2.0), finite: the one count check of the Lua rules.
+function M.is_count(v)
+  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
+end
+
 local function check_keys(t, allowed, where)
   local unknown = {}
   for k in pairs(t) do

@@ -57,15 +57,7 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Validation
 
-local function show(v)
-  if type(v) == "string" then return ("%q"):format(v) end
-  if type(v) == "table" or type(v) == "function" then return type(v) end
-  return tostring(v)
-end
-
-local function is_count(v)
-  return type(v) == "number" and v >= 1 and v == math.floor(v) and v < math.huge
-end
+local show, is_count = require("neusight.topology").show, require("neusight.topology").is_count
 
 -- batch, seq and context: at most 2^24, so that tokens × features stay exact in a double and no count wraps
 local MAX_SIZE = 1 << 24

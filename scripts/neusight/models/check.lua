@@ -1,12 +1,10 @@
 -- scripts/neusight/models/check.lua — argument checks shared by the model builders (messages name the model).
 -- Errors are raised at level 0: the position that matters is the config's field, not this Lua code.
-local ipairs, pairs, type, tostring, error, floor, huge = ipairs, pairs, type, tostring, error, math.floor, math.huge
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local M = {}
 
-function M.is_count(v)
-  return type(v) == "number" and v >= 1 and v == floor(v) and v < huge
-end
+M.is_count = require("neusight.topology").is_count
 
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key.
 --- Keys listed in `optional` may also be nil.

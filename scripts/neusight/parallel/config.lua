@@ -23,7 +23,7 @@ local KEYS = {
 }
 
 --- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
-local function is_count(v) return type(v) == "number" and v >= 1 and v == floor(v) and v < huge end
+local is_count = require("neusight.topology").is_count
 M.is_count = is_count
 
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
