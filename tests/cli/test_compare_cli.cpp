@@ -262,3 +262,33 @@ TEST_CASE("GPU file: a bad price_per_hour_usd stops the forecast with file:line"
   CHECK(j["figures"]["cost_per_iteration_usd"].get<double>() ==
         Approx(2.0 * j["latency_ms"].get<double>() / 1e3 / 3600).epsilon(1e-12));
 }
+
+// Issue 14: a report field added in Lua alone reaches JSON, CSV and the tables with no C++ change. A scripts folder
+// shadows neusight/figures.lua with the bundled file plus one field (tokens per joule at a 700 W board power) and one
+// line.
+TEST_CASE("figures: a field added in Lua appears in JSON, the comparison's columns and the table", "[cli][figures]") {
+  ns_test::temp_dir t;
+  std::string lua = ns_test::slurp(ns_test::source_dir / "scripts/neusight/figures.lua");
+  const std::string anchor = "  -- the uncertainty band (scripts/neusight/uncertainty.lua)";
+  const size_t at = lua.find(anchor);
+  REQUIRE(at != std::string::npos);
+  lua.insert(at, "  fields[#fields + 1] = { key = \"tokens_per_joule\", value = tokens_per_s and tokens_per_s / 700,\n"
+                 "    column = \"tok/J\", cell = fmt(\"%.2f\", tokens_per_s and tokens_per_s / 700 or 0) }\n"
+                 "  lines[#lines + 1] = fmt(\"energy           %12.2f tokens per joule at 700 W\", tokens_per_s / 700)\n");
+  t.write("scripts/neusight/figures.lua", lua);
+  const std::string scripts = " --scripts '" + (t.path / "scripts").string() + "'";
+  const std::string args = "predict --model gpt2_large --gpu h100 --mode inference --seq 128" + scripts;
+  const auto j = run_cli(args + " --batch 4 --format json");
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  const json r = json::parse(j.out);
+  CHECK(r["figures"]["tokens_per_joule"].get<double>() ==
+        Approx(r["figures"]["tokens_per_s"].get<double>() / 700).epsilon(1e-12));
+  const auto table = run_cli(args + " --batch 4");
+  CHECK(table.out.find("tokens per joule at 700 W") != std::string::npos);
+  const auto csv = run_cli(args + " --batch 1,4 --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find("tokens_per_joule") != std::string::npos);
+  const auto cmp = run_cli(args + " --batch 1,4");
+  CHECK(cmp.out.find("tok/J") != std::string::npos);
+}
