@@ -48,6 +48,7 @@ struct scale_report {
   int64_t layers = 0;       // 0: not replicated
   std::vector<scale_row> rows;
   std::vector<std::string> warnings;
+  std::optional<double> span_ms, idle_ms;  // Chrome traces: the origin's GPU span and its idle part (trace.h)
 };
 
 // Table or JSON of a scaled trace; shared by every trace format.
@@ -81,6 +82,12 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
     j["latency_ms"] = total;
     j["forward_ms"] = ph_total[0];
     j["backward_ms"] = ph_total[1];  // includes gradient accumulation, as in `predict`
+    if (r.idle_ms) {
+      // the gaps between kernels (launches, host work) carried over unscaled: what a step takes with them
+      j["origin_span_ms"] = *r.span_ms;
+      j["idle_ms"] = *r.idle_ms;
+      j["latency_with_idle_ms"] = total + *r.idle_ms;
+    }
     j["warnings"] = r.warnings;
     j["ops"] = std::move(ops);
     emit(j.dump(2) + "\n", f.output);
@@ -103,6 +110,10 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   out += fmt::format("\norigin ({})   {:>12.3f} ms\nforward        {:>12.3f} ms\nbackward       {:>12.3f} ms\n"
                      "end to end     {:>12.3f} ms\n",
                      from.name, origin, ph_total[0], ph_total[1], total);
+  if (r.idle_ms)
+    out += fmt::format("with idle      {:>12.3f} ms   (+ {:.3f} ms of the origin's {:.3f} ms GPU span that no kernel covers: "
+                       "launch gaps and host work as profiled, which the profiler's own overhead widens; carried over unscaled)\n",
+                       total + *r.idle_ms, *r.idle_ms, *r.span_ms);
   emit(out, f.output);
   return 0;
 }
@@ -206,6 +217,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
   if (!tr.unattributed.empty())
     rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
+  rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms;
   return scale_emit(f, from, to, rep);
 }
 

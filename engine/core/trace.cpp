@@ -602,6 +602,22 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
       by_ext.emplace((*cpu[i].args)["External id"].get<int64_t>(), i);
   }
   std::stable_sort(kernels.begin(), kernels.end(), [](const kernel_event& a, const kernel_event& b) { return a.ts < b.ts; });
+  {  // the GPU's span and the part of it no kernel covers (kernels of several streams may overlap: their union)
+    double start = kernels.front().ts, covered = 0, cur_lo = start, cur_hi = start, end = start;
+    for (const kernel_event& ke : kernels) {
+      const double lo = ke.ts, hi = ke.ts + ke.k.duration_ns / 1e3;
+      end = std::max(end, hi);
+      if (lo > cur_hi) {
+        covered += cur_hi - cur_lo;
+        cur_lo = lo, cur_hi = hi;
+      } else {
+        cur_hi = std::max(cur_hi, hi);
+      }
+    }
+    covered += cur_hi - cur_lo;
+    tr.gpu_span_ms = (end - start) / 1e3;
+    tr.gpu_idle_ms = std::max(0.0, end - start - covered) / 1e3;
+  }
   for (kernel_event& ke : kernels) {
     auto it = ke.ext ? by_ext.find(*ke.ext) : by_ext.end();
     if (it == by_ext.end()) {

@@ -80,6 +80,9 @@ struct trace {
   std::string origin_device;  // e.g. "V100", "Tesla_V100-PCIE-32GB"; empty when unknown
   std::vector<trace_op> ops;
   std::vector<trace_kernel> unattributed;  // kernels no op claims (op_id -1, no External id match)
+  // Chrome traces: from the first kernel's start to the last kernel's end, and the time inside it that no kernel
+  // covers (the union of the kernels' intervals subtracted: launch gaps, host-side work, synchronisation), in ms.
+  std::optional<double> gpu_span_ms, gpu_idle_ms;
 };
 
 // Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a

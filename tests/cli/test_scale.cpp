@@ -170,7 +170,15 @@ TEST_CASE("scale: real HF traces scaled to their own GPU come back unchanged", "
     const json j = scale_hf(name, "h200_sxm_141gb");
     for (const auto& op : j["ops"]) CHECK(double(op["scaled_ms"]) == Approx(double(op["origin_ms"])).epsilon(1e-12));
     CHECK(double(j["latency_ms"]) == Approx(double(j["origin_ms"])).epsilon(1e-12));
+    // the gaps no kernel covers are carried over as they are: inside the GPU span, beside the kernel time
+    const double span = j["origin_span_ms"], idle = j["idle_ms"];
+    CHECK(idle >= 0);
+    CHECK(idle < span);
+    CHECK(double(j["origin_ms"]) <= span * (1 + 1e-9));  // one stream: the kernels fit in the span
+    CHECK(double(j["latency_with_idle_ms"]) == Approx(double(j["latency_ms"]) + idle).epsilon(1e-12));
   }
+  // label traces have no kernel timeline: no idle figures
+  CHECK_FALSE(scale_json("--from 'Tesla T4' --to t4").contains("idle_ms"));
 }
 
 TEST_CASE("scale: backward GEMMs, attention and MoE experts of real traces take the ratio rule at their dtype",
