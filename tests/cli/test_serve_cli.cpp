@@ -109,6 +109,13 @@ TEST_CASE("serve: a static batch is the prefill and decode forecasts it comes fr
   }
 }
 
+TEST_CASE("serve: the report carries the model's parameters as predict counts them", "[cli][serve]") {
+  const double params = prefill(1, 512)["params"];
+  CHECK(params == 8030261248.0);  // Llama-3.1-8B, HuggingFace's count
+  CHECK(serve("--batch 1 --input-len 512 --output-len 8")["params"].get<double>() == params);
+  CHECK(serve("--rate 1 --requests 10 --input-len 512 --output-len 8")["params"].get<double>() == params);
+}
+
 TEST_CASE("serve: static batch memory: the largest concurrency that fits", "[cli][serve]") {
   const json s = serve("--batch 8 --input-len 2048 --output-len 128");
   const double per_token = s["kv_cache_gb_per_token"];
