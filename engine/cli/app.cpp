@@ -551,22 +551,25 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   s.tiles_select(ks, gpu);
   const std::vector<double> sec = pred->predict(ks, gpu);
   // Each op's measured GPU time goes to the family of its dominant kernel, as do its predicted kernels.
-  std::map<size_t, std::pair<size_t, double>> top;  // op → (kernel, seconds) of its longest predicted kernel
+  struct op_forecast {
+    size_t top = 0;          // its longest predicted kernel
+    double top_s = -1, s = 0;  // that kernel's seconds, and all its kernels'
+  };
+  std::map<size_t, op_forecast> by_op;  // op index → its kernels' forecast
   for (size_t i = 0; i < ks.size(); ++i) {
-    auto [it, fresh] = top.try_emplace(ks[i].node, i, sec[i]);
-    if (!fresh && sec[i] > it->second.second) it->second = {i, sec[i]};
+    op_forecast& o = by_op[ks[i].node];
+    o.s += sec[i];
+    if (sec[i] > o.top_s) o.top = i, o.top_s = sec[i];
   }
   std::vector<kernel_instance> dominant;
   std::vector<double> measured;
   std::vector<double> predicted;
-  for (const auto& [op, best] : top) {
-    double p = 0, m = 0;
-    for (size_t i = 0; i < ks.size(); ++i)
-      if (ks[i].node == op) p += sec[i];
+  for (const auto& [op, o] : by_op) {
+    double m = 0;
     for (const auto& k : tr.ops[op].kernels) m += k.duration_ns / 1e9;
     if (!(m > 0)) continue;
-    dominant.push_back(ks[best.first]);
-    predicted.push_back(p);
+    dominant.push_back(ks[o.top]);
+    predicted.push_back(o.s);
     measured.push_back(m);
   }
   graph g;  // one node per op (count 1): forecast's family sums weigh kernels by their node's replication
