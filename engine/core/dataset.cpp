@@ -70,19 +70,19 @@ void skip_row(bench_data& d, const std::string& why, const std::string& where) {
 // The filters every reader applies once it knows a row's family: the requested family, a known device, no
 // excluded GPU. The GPU's index in d.gpus, or nullopt with the skip reason counted.
 template <class Resolve>
-auto row_admit(bench_data& d, Resolve& resolve, const std::set<std::string>& excluded, std::optional<family> only,
-               family fam, const std::string& device) -> decltype(resolve(device)) {
+auto row_admit(bench_data& d, const std::string& where, Resolve& resolve, const std::set<std::string>& excluded,
+               std::optional<family> only, family fam, const std::string& device) -> decltype(resolve(device)) {
   if (only && fam != *only) {
-    ++d.skipped["family " + std::string(family_name(fam)) + " not requested"];
+    skip_row(d, "family " + std::string(family_name(fam)) + " not requested", where);
     return std::nullopt;
   }
   const auto gi = resolve(device);
   if (!gi) {
-    ++d.skipped["unknown device '" + device + "'"];
+    skip_row(d, "unknown device '" + device + "'", where);
     return std::nullopt;
   }
   if (excluded.count(d.gpus[*gi].name)) {
-    ++d.skipped["excluded GPU " + d.gpus[*gi].name];
+    skip_row(d, "excluded GPU " + d.gpus[*gi].name, where);
     return std::nullopt;
   }
   return gi;
@@ -106,7 +106,7 @@ void aiconfigurator_load(const csv_table& t, bench_data& d, Resolve& resolve, co
       continue;
     }
     const auto fam = family_of(r.k);
-    const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+    const auto gi = row_admit(d, r.where, resolve, excluded, only, *fam, row[c_dev]);
     if (!gi) continue;
     r.device = row[c_dev];
     r.fam = *fam;
@@ -242,7 +242,7 @@ void bench_reader::read(const csv_table& t) {
       const std::string& op = row[c_op];
       auto fam = bench_family(op);
       if (!fam) {
-        ++d.skipped["OPName '" + op + "' has no kernel family"];
+        skip_row(d, "OPName '" + op + "' has no kernel family", t.where(i));
         continue;
       }
       const bool gemm = *fam == family::bmm || *fam == family::linear;
@@ -252,7 +252,7 @@ void bench_reader::read(const csv_table& t) {
                     (gemm ? "fp32, tf32, fp16, bf16 or fp8" : "fp32, fp16 or bf16") + " (got '" + dtype + "')");
       if (gemm && dtype == "fp8") fam = family::gemm_fp8;
       else if (gemm && dtype != "fp32") fam = family::gemm_tc16;
-      const auto gi = row_admit(d, resolve, excluded, only, *fam, row[c_dev]);
+      const auto gi = row_admit(d, t.where(i), resolve, excluded, only, *fam, row[c_dev]);
       if (!gi) continue;
       bench_row r;
       r.where = t.where(i);
