@@ -121,7 +121,7 @@ end
 --- The engine's name of a dtype as people write it ("BF16", "bfloat16", "torch.bfloat16" → "bf16"), or nil.
 function M.dtype_name(name)
   if type(name) ~= "string" then return nil end
-  local n = name:lower():gsub("^torch%.", "")
+  local n = name:lower():gsub("^torch%.", ""):gsub("^c10::", "") -- torch.bfloat16, c10::BFloat16 (profiler traces)
   n = DTYPE_ALIASES[n] or n
   if DTYPE_BYTES[n] then return n end
   return nil

@@ -53,10 +53,14 @@ function M.route_of(kind)
   return M.kind_route[kind] or "wave"
 end
 
--- Element types as PyTorch's profiler names them ("Input type"). A float GEMM is taken as true fp32: PyTorch's
--- default (torch.backends.cuda.matmul.allow_tf32 = False); the trace does not say when TF32 was allowed.
-M.trace_dtypes = { float = "fp32", ["c10::BFloat16"] = "bf16", ["c10::Half"] = "fp16",
-                   ["c10::Float8_e4m3fn"] = "fp8", ["c10::Float8_e5m2"] = "fp8" }
+-- Element types as PyTorch's profiler names them ("Input type": float, c10::BFloat16, …) through kernels.lua's
+-- dtype_name. A float GEMM is taken as true fp32: PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False);
+-- the trace does not say when TF32 was allowed. fp64 has no tensor kernels of ours: such ops are not understood.
+local function trace_dtype(types)
+  if #types == 0 then return "fp32" end -- wavescale traces carry no types: fp32, as their data
+  local d = K.dtype_name(types[1])
+  return d ~= "fp64" and d or nil
+end
 
 -- Position of is_causal among the inputs of the attention ops a trace records (PyTorch's native_functions.yaml).
 M.causal_arg = {
@@ -109,7 +113,7 @@ function M.kernels(op)
   local fwd = op.forward ~= "" and op.forward or op.kind
   fwd = fwd:gsub("^aten::", "")
   local inputs, types = op.inputs, op.types
-  local dtype = M.trace_dtypes[types[1] or ""] or (#types == 0 and "fp32" or nil)
+  local dtype = trace_dtype(types)
   if not dtype then return nil end
   local backward = op.phase == "backward"
   local b, m, n, k
