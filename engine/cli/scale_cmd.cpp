@@ -118,6 +118,11 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   return 0;
 }
 
+// The tile predictor both scaling paths take the ratio of (--weights or the bundled weights).
+std::unique_ptr<predictor> scale_predictor(const scale_flags& f, const fs::path& root) {
+  return predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
+}
+
 // Predicted seconds of `ks` on the origin and on the destination, the latter through scale.lua's destination(),
 // which applies physics per kernel from its roofline terms on both GPUs.
 struct pair_seconds {
@@ -164,7 +169,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   for (size_t k = 0; k < k_from.size(); ++k) kernels_of[k_from[k].node].push_back(k);
   pair_seconds sec;
   if (!k_from.empty()) {
-    const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
+    const auto pred = scale_predictor(f, root);
     sec = predict_pair(s, *pred, k_from, from, to);
   }
 
@@ -265,7 +270,7 @@ int scale_main(const scale_flags& f) {
   const bool training = og.tag && og.tag->mode == "train";
 
   const std::vector<kernel_instance> k_from = opgraph_kernels(og, training);
-  const auto pred = predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
+  const auto pred = scale_predictor(f, root);
   const pair_seconds sec = predict_pair(s, *pred, k_from, from, to);
   const std::vector<double>&sec_from = sec.from, &sec_to = sec.to;
 
