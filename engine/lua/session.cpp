@@ -185,8 +185,7 @@ int l_limit_tripped(lua_State* L) {
 }
 
 // closest(word, candidates) -> string | nil [-2, +1, e]: the candidate closest to `word` by text_close_matches (the
-// engine's one did-you-mean rule: case-insensitive edit distance within max(2, |word| / 3), a shared substring of 3+
-// characters counting as 1), ties to the alphabetically first. `candidates`: an array of strings, or a table whose
+// engine's one did-you-mean rule, engine/core/text.h), ties to the alphabetically first. `candidates`: an array of strings, or a table whose
 // string keys are the candidates.
 int l_closest(lua_State* L) {
   const std::string word = luaL_tolstring(L, 1, nullptr);
@@ -207,15 +206,9 @@ int l_closest(lua_State* L) {
   return 1;
 }
 
-// edit_distance(a, b) -> integer [-2, +1, e]
-int l_edit_distance(lua_State* L) {
-  lua_pushinteger(L, lua_Integer(text_edit_distance(luaL_checkstring(L, 1), luaL_checkstring(L, 2))));
-  return 1;
-}
-
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
-    {"eprint", l_eprint},           {"warn", l_warn},       {"edit_distance", l_edit_distance}, {"closest", l_closest},
+    {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict},
     {nullptr, nullptr},
