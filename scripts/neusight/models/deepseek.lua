@@ -86,7 +86,6 @@
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
-local K = require "neusight.kernels"
 
 local M = {}
 
@@ -262,10 +261,10 @@ function M.graph(r, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s
   local sdpa = opts.attention == "sdpa"
-  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32 (neusight.nodes.upcasts)
   local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
 
   local g = N.new(dtype, shard, sp)
+  local upcast = N.upcasts(g) -- HF's RMSNorm and router compute in fp32
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
   local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
