@@ -348,6 +348,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
   const size_t c_name = t.column("Name"), c_op = t.column("OpName");
   size_t phase_col[3];
   for (size_t p = 0; p < 3; ++p) phase_col[p] = t.column(phase_columns[p].first);
+  size_t clamp_rows = 0;  // OPT's attention-score clamps given their kernels (clamp_max_kernels)
   const size_t c_prev = t.column("Prev"), c_next = t.column("Next"), c_in = t.column("InputShapes"),
                c_out = t.column("OutputShape");
 
@@ -411,14 +412,16 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       }
     }
     if (collective_row && og.collective_rows++ == 0) og.collective_first = ctx.where;
-    if (options.corrections && og.kernels.size() == kernels_before && clamp_max_kernels(n, node_index, rs, og.kernels)) ++og.added_rows["max (attention score clamp)"];
+    if (options.corrections && og.kernels.size() == kernels_before && clamp_max_kernels(n, node_index, rs, og.kernels))
+      ++clamp_rows;
     og.g.nodes.push_back(std::move(n));
     og.lines.push_back(t.lines[r]);
   }
   layer_locate(og);
-  for (const auto& [what, rows] : og.added_rows)
-    og.warnings.push_back(og.source + ": " + std::to_string(rows) + " '" + what +
-                          "' rows without kernels in the graph priced as the element-wise kernels they launch");
+  if (clamp_rows > 0)
+    og.warnings.push_back(og.source + ": " + std::to_string(clamp_rows) +
+                          " 'max (attention score clamp)' rows without kernels in the graph priced as the element-wise"
+                          " kernels they launch");
   if (options.corrections) {
     const auto [calls, empty] = experts_at_routed_rows(og);
     if (calls > 0)

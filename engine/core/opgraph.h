@@ -39,8 +39,6 @@ struct opgraph {
   size_t collective_rows = 0;
   std::string collective_first;     // file:line of the first such row
   std::vector<std::string> warnings;
-  // Rows the reference left without kernels that launch some (OPT's attention-score clamp `max_<n>`): what → rows.
-  std::map<std::string, size_t> added_rows;
 };
 
 // Throws ns::error "<source>:<line>: column '<col>': <what>" for a malformed row; `source`'s file stem

@@ -205,15 +205,13 @@ function M.kv_dtype(g) return g.kv_dtype or g.dtype end
 --- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
 --- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of
 --- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · KV dtype bytes (per rank):
---- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb. `v_head_dim` (default
---- head_dim): V's head dim when it differs from K's (DeepSeek's latent attention caches K of 192 and V of 128).
-function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, v_head_dim)
-  local dv = v_head_dim or head_dim
-  local k, v = { b, kv_heads, new, head_dim }, { b, kv_heads, new, dv }
+--- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb. (DeepSeek's MLA caches a
+--- latent instead: M.latent_cache_write.)
+function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens)
+  local k = { b, kv_heads, new, head_dim }
   local kvd = M.kv_dtype(g)
-  local bytes = b * kv_heads * cache_tokens * (head_dim + dv) * require("neusight.kernels").dtype_bytes(kvd)
-  local out = dv == head_dim and { 2, b, kv_heads, new, head_dim } or { b, kv_heads, new, head_dim + dv }
-  g.add("setitem", name, { k, v }, out, 0, {
+  local bytes = 2 * b * kv_heads * cache_tokens * head_dim * require("neusight.kernels").dtype_bytes(kvd)
+  g.add("setitem", name, { k, k }, { 2, b, kv_heads, new, head_dim }, 0, {
     kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens, kv_dtype = kvd ~= g.dtype and kvd or nil,
     note = ("append K and V of %d token(s) per sequence to a KV cache of %d%s"):format(new, cache_tokens,
       kvd ~= g.dtype and " (" .. kvd .. ")" or "") })

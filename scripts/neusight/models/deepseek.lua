@@ -86,7 +86,6 @@
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
-local K = require "neusight.kernels"
 
 local M = {}
 
@@ -262,10 +261,10 @@ function M.graph(r, opts)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s
   local sdpa = opts.attention == "sdpa"
-  local upcast = K.dtype_bytes(dtype) < 4 -- HF's RMSNorm and router compute in fp32 (neusight.nodes.upcasts)
   local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
 
   local g = N.new(dtype, shard, sp)
+  local upcast = N.upcasts(g) -- HF's RMSNorm and router compute in fp32
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
   local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
@@ -391,6 +390,24 @@ function M.graph(r, opts)
       add_as("fp32", "cast", gate .. ".weight_to_fp32", { { E, h } }, { E, h }, 0, { from = dtype })
     end
     add_as("fp32", "linear", gate, { flat }, probs, E * h, { bias = false })
+    -- the group-limited selection's mask (V3's get_topk_indices, V2's group_limited_greedy): the topk_group best of
+    -- the (n, G) group scores, scatter into a mask, expand + reshape, .bool(), ~ (charged as a unary op), then
+    -- masked_fill of the other groups' scores with attributes `fill` (V3: under no_grad; V2: with gradient)
+    local function group_mask(fill)
+      add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
+      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+      add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
+      add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
+      add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
+      add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
+      add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, fill)
+    end
+    -- topk_weights / (topk_weights.sum(-1, keepdim) + 1e-20)
+    local function renormalise()
+      add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
+      add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
+      add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+    end
     if r.method == "noaux_tc" then
       add_as("fp32", "sigmoid", gate .. ".sigmoid", { probs }, probs)
       -- get_topk_indices, under torch.no_grad()
@@ -398,39 +415,21 @@ function M.graph(r, opts)
       add_as("fp32", "add", gate .. ".e_score_correction_bias", { probs, { E } }, probs, 0, ng)
       add_as("fp32", "topk", gate .. ".group_top2", { grouped }, { n, G, 2 }, 0, ng)
       add_as("fp32", "sum", gate .. ".group_scores", { { n, G, 2 } }, { n, G }, 0, ng)
-      add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
-      add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-      add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-      add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
-      add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)       -- ~ (charged as a unary op)
-      add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs, 0, ng)
+      group_mask(ng)
       add_as("fp32", "topk", gate .. ".topk", { probs }, top, 0, ng)
       -- with gradient: the selected scores
       add_as("fp32", "gather", gate .. ".topk_weights", { probs, top }, top)
-      if r.norm_topk then
-        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
-        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
-      end
+      if r.norm_topk then renormalise() end
       add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
     else -- DeepSeek-V2's MoEGate: softmax scores, top-k values with their gradient (no no_grad block, no gather)
       add_as("fp32", "softmax", gate .. ".softmax", { probs }, probs)
       if r.method == "group_limited_greedy" then -- group score = the group's best expert; masked scores keep grad
         add_as("fp32", "topk", gate .. ".group_max", { { n, G, E // G } }, { n, G, 1 }, 0, ng) -- .max(dim=-1)
-        add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-        add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
-        add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
-        add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
-        add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })
-        add_as("fp32", "mul", gate .. ".score_mask.not", { probs }, probs, 0, ng)
-        add_as("fp32", "where", gate .. ".masked_fill", { probs, probs }, probs)
+        group_mask(nil)
       end
       add_as("fp32", "topk", gate .. ".topk", { probs }, top)
       if r.norm_topk and k > 1 then -- renormalised, else scaled (DeepSeek-V2's if / else)
-        add_as("fp32", "sum", gate .. ".topk_sum", { top }, { n, 1 })
-        add_as("fp32", "add", gate .. ".topk_sum.eps", { { n, 1 } }, { n, 1 })
-        add_as("fp32", "div", gate .. ".topk_norm", { top, { n, 1 } }, top)
+        renormalise()
       else
         add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
       end

@@ -63,7 +63,6 @@
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
-local K = require "neusight.kernels"
 
 local M = {}
 
@@ -273,10 +272,9 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
-  -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32 (neusight.nodes.upcasts).
-  local upcast = K.dtype_bytes(dtype) < 4
-
   local g = N.new(dtype, shard, sp)
+  -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
+  local upcast = N.upcasts(g)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out
   local function add_as(node_dtype, ...) N.add_as(g, node_dtype, ...) end
