@@ -187,22 +187,26 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
     path = name;
     chunk = display_of(name);
   } else {
-    std::vector<std::string> found;  // Lua predictors on the search path, for the message
-    std::string dirs;
     for (const auto& d : p_->script_dirs) {
-      dirs += (dirs.empty() ? "" : ", ") + d.display;
       std::error_code ec;
-      for (const auto& e : fs::directory_iterator(d.path / "neusight" / "predictors", ec)) {
-        std::error_code e1;
-        if (e.is_regular_file(e1) && e.path().extension() == ".lua" && lua_name_ok(e.path().stem().string()))
-          found.push_back(e.path().stem().string());
-      }
-      if (path.empty() && lua_name_ok(name)) {
-        const fs::path file = d.path / "neusight" / "predictors" / (name + ".lua");
-        if (fs::is_regular_file(file, ec)) path = file.string(), chunk = d.display + "/neusight/predictors/" + name + ".lua";
+      const fs::path file = d.path / "neusight" / "predictors" / (name + ".lua");
+      if (lua_name_ok(name) && fs::is_regular_file(file, ec)) {
+        path = file.string(), chunk = d.display + "/neusight/predictors/" + name + ".lua";
+        break;
       }
     }
-    if (path.empty()) {
+    if (path.empty()) {  // the Lua predictors on the search path, for the message
+      std::vector<std::string> found;
+      std::string dirs;
+      for (const auto& d : p_->script_dirs) {
+        dirs += (dirs.empty() ? "" : ", ") + d.display;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(d.path / "neusight" / "predictors", ec)) {
+          std::error_code e1;
+          if (e.is_regular_file(e1) && e.path().extension() == ".lua" && lua_name_ok(e.path().stem().string()))
+            found.push_back(e.path().stem().string());
+        }
+      }
       const std::set<std::string> lua_names(found.begin(), found.end());
       std::vector<std::string> all = builtins;
       all.insert(all.end(), lua_names.begin(), lua_names.end());
