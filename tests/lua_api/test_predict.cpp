@@ -142,6 +142,11 @@ return {
     local fast = {}
     for k, v in pairs(gpu) do fast[k] = v end
     fast.mem_bw_gbps = gpu.mem_bw_gbps * 2
+    local typo = {}
+    for k, v in pairs(gpu) do typo[k] = v end
+    typo.mem_bw_gbs = 1  -- a misspelt field is an error, not the unchanged GPU
+    local ok, err = pcall(ns.predict, kernels, typo, "roofline")
+    assert(not ok and err:find("argument #2 (gpu): unknown field 'mem_bw_gbs' (did you mean 'mem_bw_gbps'?)", 1, true), err)
     local a, b = ns.predict(kernels, gpu, "roofline"), ns.predict(kernels, fast, "roofline")
     local out = {}
     for i = 1, #kernels do out[i] = a[i] / b[i] end
