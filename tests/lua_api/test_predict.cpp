@@ -98,6 +98,10 @@ return {
     small.tile = { m = 32, k = 32, split = 1 }
     local forced = ns.predict({ small }, "t4", "neusight")[1]
     assert(forced ~= auto, "a 32x32 tile is not the library's choice and prices differently")
+    local partial = gemm(4096, 4096, 4096)
+    partial.tile = { blocks = 64 }
+    local ok, err = pcall(ns.predict, { partial }, "t4", "neusight")
+    assert(not ok and err:find("tile: field 'flops' must be a number (got nil)", 1, true), err)
   end,
   test_bad_arguments = function()
     local ok, err = pcall(ns.predict, "x", "t4", "roofline")
