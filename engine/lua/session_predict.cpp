@@ -152,28 +152,21 @@ int l_predict(lua_State* L) {
     predictor& pred = p.builtin_predictor(name);
     const gpu_spec gpu = lua_type(L, 2) == LUA_TSTRING ? p.gpu_resolve(lua_tostring(L, 2))
                                                        : gpu_read(L, 2, "argument #2 (gpu)");
-    const std::vector<kernel> read = kernels_read(L, 1, "argument #1 (kernels)", true);
-    // distinct kernels, in order of first appearance
-    std::vector<kernel_instance> unique;
-    std::vector<size_t> slot(read.size());
-    std::unordered_map<std::string, size_t> index;
-    for (size_t i = 0; i < read.size(); ++i) {
-      auto [it, fresh] = index.try_emplace(kernel_key(read[i]), unique.size());
-      if (fresh) unique.push_back({0, phase::forward, read[i]});
-      slot[i] = it->second;
-    }
+    // identical kernels are priced once by tiles_select and the predictor themselves (the neusight MLP by row)
+    std::vector<kernel_instance> ks;
+    for (auto& k : kernels_read(L, 1, "argument #1 (kernels)", true)) ks.push_back({0, phase::forward, std::move(k)});
     // kernels without a tile (built in Lua) get the library's, as a forecast's do; a given tile is kept
     std::vector<kernel*> untiled;
-    for (auto& ki : unique)
+    for (auto& ki : ks)
       if (!ki.k.tile_m && !ki.k.tile_k && !ki.k.tile_elems && !(ki.k.tile_blocks > 0)) untiled.push_back(&ki.k);
     if (!untiled.empty()) p.owner->tiles_select(untiled, gpu);
-    const std::vector<double> seconds = pred.predict(unique, gpu);
+    const std::vector<double> seconds = pred.predict(ks, gpu);
     for (const auto& w : pred.warnings())
       if (std::find(p.predict_warnings.begin(), p.predict_warnings.end(), w) == p.predict_warnings.end())
         p.predict_warnings.push_back(w);
-    lua_createtable(L, int(read.size()), 0);
-    for (size_t i = 0; i < read.size(); ++i) {
-      lua_pushnumber(L, seconds[slot[i]]);
+    lua_createtable(L, int(seconds.size()), 0);
+    for (size_t i = 0; i < seconds.size(); ++i) {
+      lua_pushnumber(L, seconds[i]);
       lua_rawseti(L, -2, lua_Integer(i + 1));
     }
     return 1;
@@ -194,22 +187,26 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
     path = name;
     chunk = display_of(name);
   } else {
-    std::vector<std::string> found;  // Lua predictors on the search path, for the message
-    std::string dirs;
     for (const auto& d : p_->script_dirs) {
-      dirs += (dirs.empty() ? "" : ", ") + d.display;
       std::error_code ec;
-      for (const auto& e : fs::directory_iterator(d.path / "neusight" / "predictors", ec)) {
-        std::error_code e1;
-        if (e.is_regular_file(e1) && e.path().extension() == ".lua" && lua_name_ok(e.path().stem().string()))
-          found.push_back(e.path().stem().string());
-      }
-      if (path.empty() && lua_name_ok(name)) {
-        const fs::path file = d.path / "neusight" / "predictors" / (name + ".lua");
-        if (fs::is_regular_file(file, ec)) path = file.string(), chunk = d.display + "/neusight/predictors/" + name + ".lua";
+      const fs::path file = d.path / "neusight" / "predictors" / (name + ".lua");
+      if (lua_name_ok(name) && fs::is_regular_file(file, ec)) {
+        path = file.string(), chunk = d.display + "/neusight/predictors/" + name + ".lua";
+        break;
       }
     }
-    if (path.empty()) {
+    if (path.empty()) {  // the Lua predictors on the search path, for the message
+      std::vector<std::string> found;
+      std::string dirs;
+      for (const auto& d : p_->script_dirs) {
+        dirs += (dirs.empty() ? "" : ", ") + d.display;
+        std::error_code ec;
+        for (const auto& e : fs::directory_iterator(d.path / "neusight" / "predictors", ec)) {
+          std::error_code e1;
+          if (e.is_regular_file(e1) && e.path().extension() == ".lua" && lua_name_ok(e.path().stem().string()))
+            found.push_back(e.path().stem().string());
+        }
+      }
       const std::set<std::string> lua_names(found.begin(), found.end());
       std::vector<std::string> all = builtins;
       all.insert(all.end(), lua_names.begin(), lua_names.end());

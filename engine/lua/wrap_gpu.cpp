@@ -38,7 +38,9 @@ void gpu_push(lua_State* L, const gpu_spec& gpu) {
 gpu_spec gpu_read(lua_State* L, int idx, const std::string& what) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) throw error(what + ": expected a GPU table (got " + luaL_typename(L, idx) + ")");
-  plain_table_check(L, idx, what);
+  std::vector<std::string> keys = {"source"};  // a misspelt field would otherwise leave the GPU's number unchanged
+  for (const auto& f : gpu_fields()) keys.emplace_back(f.key);
+  table_reader(L, idx, what).check_keys(keys);
   gpu_spec gpu;
   for (const auto& f : gpu_fields()) {
     const int t = raw_getfield(L, idx, f.key);  // stack: value

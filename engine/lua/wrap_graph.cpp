@@ -208,7 +208,11 @@ void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   t.check_keys({"m", "k", "split", "elems", "blocks", "flops", "bytes", "kernel"});
   k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
   k.tile_elems = t.integer_or("elems", 0);
-  k.tile_blocks = t.number_or("blocks", 0), k.tile_flops = t.number_or("flops", 0), k.tile_bytes = t.number_or("bytes", 0);
+  // blocks come with their flops and bytes (as kernel_push writes them): a missing one is an error, not 0
+  const bool blocks = t.has("blocks");
+  k.tile_blocks = t.number_or("blocks", 0);
+  k.tile_flops = blocks ? t.number("flops") : t.number_or("flops", 0);
+  k.tile_bytes = blocks ? t.number("bytes") : t.number_or("bytes", 0);
   k.tile_kernel = t.str_or("kernel", "");
   if (k.tile_m < 0 || k.tile_k < 0 || k.tile_split < 1 || k.tile_elems < 0 || k.tile_blocks < 0 || k.tile_flops < 0 ||
       k.tile_bytes < 0)

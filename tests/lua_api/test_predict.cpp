@@ -98,6 +98,10 @@ return {
     small.tile = { m = 32, k = 32, split = 1 }
     local forced = ns.predict({ small }, "t4", "neusight")[1]
     assert(forced ~= auto, "a 32x32 tile is not the library's choice and prices differently")
+    local partial = gemm(4096, 4096, 4096)
+    partial.tile = { blocks = 64 }
+    local ok, err = pcall(ns.predict, { partial }, "t4", "neusight")
+    assert(not ok and err:find("tile: field 'flops' must be a number (got nil)", 1, true), err)
   end,
   test_bad_arguments = function()
     local ok, err = pcall(ns.predict, "x", "t4", "roofline")
@@ -142,6 +146,11 @@ return {
     local fast = {}
     for k, v in pairs(gpu) do fast[k] = v end
     fast.mem_bw_gbps = gpu.mem_bw_gbps * 2
+    local typo = {}
+    for k, v in pairs(gpu) do typo[k] = v end
+    typo.mem_bw_gbs = 1  -- a misspelt field is an error, not the unchanged GPU
+    local ok, err = pcall(ns.predict, kernels, typo, "roofline")
+    assert(not ok and err:find("argument #2 (gpu): unknown field 'mem_bw_gbs' (did you mean 'mem_bw_gbps'?)", 1, true), err)
     local a, b = ns.predict(kernels, gpu, "roofline"), ns.predict(kernels, fast, "roofline")
     local out = {}
     for i = 1, #kernels do out[i] = a[i] / b[i] end
