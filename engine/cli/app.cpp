@@ -732,7 +732,7 @@ bool is_comparison(const forecast_flags& f) {
 // predict --graph: the reference's own decomposition, replicated over the layers, no Lua rules involved.
 int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags& gf) {
   session s(session_options_make(c));
-  opgraph og = opgraph_load(gf.file, s.costing());
+  opgraph og = opgraph_load(gf.file, s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
   const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(f.gpu);

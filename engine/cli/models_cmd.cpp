@@ -192,7 +192,7 @@ int eval_models_main(const eval_models_flags& f) {
     }
     const label l = label_read(file);
     auto it = graphs.find(graph_file.string());
-    if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string(), s.costing())).first;
+    if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string(), s.costing(), {true, s.rule_kernels()})).first;
     opgraph& og = it->second;
     const auto par = opgraph_parallel_of(og);
     if (!og.collectives.empty() && !par) {

@@ -262,7 +262,7 @@ int scale_main(const scale_flags& f) {
   if (!fs::exists(gpath))
     throw error(f.trace + ": no operator graph for this trace at " + gpath.generic_string() +
                 " (pass --graph opgraph/<tag>.csv)");
-  opgraph og = opgraph_load(gpath.string(), s.costing());
+  opgraph og = opgraph_load(gpath.string(), s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
   std::vector<std::string> warnings;
   const int64_t layers = opgraph_layers(og, f.layers, warnings);

@@ -87,6 +87,10 @@ struct kernel_instance {
   kernel k;
 };
 
+// The kernels a node's op rule (ops/<op>.lua) gives for training, forward and backward, GPU-independent
+// (session::node_rule()): how readers of engine/core price a row by the rule that owns it, without knowing Lua.
+using node_rule = std::function<std::vector<kernel_instance>(const node&)>;
+
 struct graph {
   std::string model;
   std::vector<node> nodes;

@@ -217,35 +217,22 @@ void layer_locate(opgraph& og) {
 // A row the reference left without kernels although it launches one: HuggingFace OPT's attention clamps its scores,
 // `torch.max(attn_weights, torch.tensor(finfo.min))` (transformers' OPTAttention), an element-wise maximum over
 // (batch, heads, tgt, src) with a one-element tensor, traced as a `max` / `max_<n>` call with "misc" and no FwOps.
-// Forward: one element-wise kernel, bytes by the row's shapes (MemPerO, as the VEC rows). Backward (PyTorch's
-// derivative of maximum for `self`; the clamp value needs no gradient): at::where(self == other, grad / 2, grad)
-// .masked_fill_(self < other, 0) = eq, div, where, lt, masked_fill_ over the same elements, bytes counted per kernel
-// with 4-byte floats and 1-byte masks. Returns whether the row is such a clamp.
-bool clamp_max_kernels(const node& n, size_t node_index, const row_shapes& rs, std::vector<kernel_instance>& out) {
+bool is_score_clamp(const node& n, const row_shapes& rs) {
   const bool named_max = n.name == "max" || (n.name.rfind("max_", 0) == 0 && n.name.size() > 4 &&
                                              n.name.find_first_not_of("0123456789", 4) == std::string::npos);
-  if (!named_max || n.op != "misc" || n.inputs.size() != 2 || shape_numel(n.inputs[1]) != 1 || n.output != n.inputs[0] ||
-      n.output.size() < 2 || !(rs.output_numel > 1))
-    return false;
-  const int64_t hidden = n.output.back();
-  const int64_t rows = int64_t(rs.output_numel) / hidden;
-  const double numel = double(rows) * double(hidden);
-  auto vec = [&](const char* op, double bytes_per_elem) {
-    kernel k;
-    k.kind = kernel_kind::elementwise;
-    k.name = std::string("VEC") + op;
-    k.op = op;
-    k.dtype = "fp32";
-    k.rows = rows, k.hidden = hidden;
-    k.flops = numel;
-    k.bytes = bytes_per_elem * numel;
-    return k;
-  };
-  out.push_back({node_index, phase::forward, vec("maxu", 4.0 * (rs.inputs_numel + rs.output_numel) / rs.output_numel)});
-  const std::pair<const char*, double> backward[] = {
-      {"eq", 4 + 1}, {"divu", 4 + 4}, {"where", 1 + 4 + 4 + 4}, {"lt", 4 + 1}, {"masked_fill", 4 + 4 + 1}};
-  for (const auto& [op, bytes] : backward) out.push_back({node_index, phase::backward, vec(op, bytes)});
-  return true;
+  return named_max && n.op == "misc" && n.inputs.size() == 2 && shape_numel(n.inputs[1]) == 1 &&
+         n.output == n.inputs[0] && n.output.size() >= 2 && rs.output_numel > 1;
+}
+
+// Its kernels, forward and backward, are those of the op rule that owns torch.maximum (ops/maximum.lua) for a node
+// of the row's shapes: one source for them, as for every forecast.
+void score_clamp_kernels(const node& n, size_t node_index, const node_rule& rule, std::vector<kernel_instance>& out) {
+  node m = n;
+  m.op = "maximum";
+  for (auto& ki : rule(m)) {
+    ki.node = node_index;
+    out.push_back(std::move(ki));
+  }
 }
 
 // Capacity-padded MoE experts (the reference's Switch graphs). The traced Switch code dispatches each expert's
@@ -348,7 +335,7 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
   const size_t c_name = t.column("Name"), c_op = t.column("OpName");
   size_t phase_col[3];
   for (size_t p = 0; p < 3; ++p) phase_col[p] = t.column(phase_columns[p].first);
-  size_t clamp_rows = 0;  // OPT's attention-score clamps given their kernels (clamp_max_kernels)
+  size_t clamp_rows = 0;  // OPT's attention-score clamps (is_score_clamp)
   const size_t c_prev = t.column("Prev"), c_next = t.column("Next"), c_in = t.column("InputShapes"),
                c_out = t.column("OutputShape");
 
@@ -412,16 +399,19 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
       }
     }
     if (collective_row && og.collective_rows++ == 0) og.collective_first = ctx.where;
-    if (options.corrections && og.kernels.size() == kernels_before && clamp_max_kernels(n, node_index, rs, og.kernels))
+    if (options.corrections && og.kernels.size() == kernels_before && is_score_clamp(n, rs)) {
       ++clamp_rows;
+      if (options.rule) score_clamp_kernels(n, node_index, options.rule, og.kernels);
+    }
     og.g.nodes.push_back(std::move(n));
     og.lines.push_back(t.lines[r]);
   }
   layer_locate(og);
   if (clamp_rows > 0)
     og.warnings.push_back(og.source + ": " + std::to_string(clamp_rows) +
-                          " 'max (attention score clamp)' rows without kernels in the graph priced as the element-wise"
-                          " kernels they launch");
+                          " 'max (attention score clamp)' rows without kernels in the graph " +
+                          (options.rule ? "priced as the element-wise kernels they launch"
+                                        : "left without kernels (no op rule to price them)"));
   if (options.corrections) {
     const auto [calls, empty] = experts_at_routed_rows(og);
     if (calls > 0)

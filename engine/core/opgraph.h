@@ -47,12 +47,14 @@ struct opgraph {
 // with bytes = MemPerO·B·H, MemPerO from the row's own shapes (the data's, not a formula); MEM → 4·Σ numel bytes.
 // Import options. corrections: where the reference's decomposition departs from the kernels HuggingFace launches,
 // price what runs (one warning per kind says how many rows): OPT's attention-score clamp `max_<n>` (traced "misc",
-// no kernels) becomes the element-wise kernel it launches; capacity-padded MoE experts (Switch: a setitem of the r
+// no kernels) gets the kernels of `rule` for an op "maximum" node of its shapes (ops/maximum.lua; without a rule
+// the row keeps no kernels and a warning says so); capacity-padded MoE experts (Switch: a setitem of the r
 // routed rows into a (capacity, d_model) buffer, then the `…_experts_expert_<i>_*` rows on the whole buffer) are
 // priced at the r routed rows, an expert routed no token gets no kernels. false: the rows as traced (the
 // model-fidelity and roofline-reference tests compare with those).
 struct opgraph_options {
   bool corrections = true;
+  node_rule rule;  // session::node_rule()
 };
 opgraph opgraph_parse(std::string_view text, const std::string& source, const kernel_costing& cost,
                       const opgraph_options& options = {});

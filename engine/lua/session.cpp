@@ -588,13 +588,27 @@ std::string node_key(const node& n) {
 }  // namespace
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
+  return expand_on(g, &gpu, training);
+}
+
+node_rule session::rule_kernels() {
+  return [this](const node& n) {
+    graph g;
+    g.nodes.push_back(n);
+    return expand_on(g, nullptr, true).kernels;
+  };
+}
+
+expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   expansion out;
-  p_->push_gpu(gpu);  // stack: gpu
+  if (gpu) p_->push_gpu(*gpu);  // stack: gpu
+  else lua_pushnil(L);
   const int gpu_idx = lua_gettop(L);
-  const std::string memo_prefix = p_->opts.memo ? gpu_spec_key(gpu) + (training ? "|T|" : "|I|") : std::string();
+  const std::string memo_prefix =
+      p_->opts.memo ? (gpu ? gpu_spec_key(*gpu) : std::string("no gpu")) + (training ? "|T|" : "|I|") : std::string();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const node& n = g.nodes[i];
     std::string memo_key;

@@ -93,6 +93,9 @@ class session {
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
+  // One node's training kernels by its op rule, for a reader of engine/core (opgraph_options::rule). The rule gets no
+  // GPU (nil): the rows it prices are GPU-independent, like the reference graphs they come from.
+  node_rule rule_kernels();
 
   // Fills each non-memory kernel's tile from scripts/tiling/{gemm,vec}.lua select(k, gpu), once per distinct shape.
   void tiles_select(std::vector<kernel_instance>& kernels, const gpu_spec& gpu);
@@ -264,6 +267,7 @@ class session {
   struct impl;
 
  private:
+  expansion expand_on(const graph& g, const gpu_spec* gpu, bool training);  // gpu nullptr: rules see nil
   std::unique_ptr<impl> p_;
 };
 

@@ -54,7 +54,7 @@ std::pair<double, double> correction_ms(const fs::path& graph, const ns::gpu_spe
     }
     return ms;
   };
-  const auto corrected = total({}), traced = total(ns::opgraph_options{false});
+  const auto corrected = total({true, s.rule_kernels()}), traced = total(ns::opgraph_options{false, {}});
   return {corrected.first - traced.first, corrected.second - traced.second};
 }
 

@@ -243,7 +243,7 @@ TEST_CASE("model fidelity: builders reproduce the reference's traced graphs (ber
   for (const auto& file : files) {
     const std::string stem = file.stem().string();
     INFO("graph " << file.string());
-    opgraph og = opgraph_load(file.string(), s.costing());
+    opgraph og = opgraph_load(file.string(), s.costing(), {true, s.rule_kernels()});
     REQUIRE(og.tag);
     REQUIRE(og.layer);
     REQUIRE(og.collectives.empty());
@@ -317,7 +317,7 @@ TEST_CASE("model fidelity: the Switch builder reproduces the reference's whole-m
     INFO("graph " << file.string());
     REQUIRE(fs::is_regular_file(file));
     // as traced: every expert runs on its capacity-padded buffer, as our builder assumes (full experts)
-    opgraph og = opgraph_load(file.string(), s.costing(), opgraph_options{false});
+    opgraph og = opgraph_load(file.string(), s.costing(), opgraph_options{false, {}});
     REQUIRE(og.tag);
     REQUIRE_FALSE(og.layer);  // whole-model trace
     REQUIRE(og.collectives.empty());

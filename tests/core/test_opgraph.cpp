@@ -19,11 +19,12 @@ using Catch::Matchers::WithinRel;
 namespace {
 const std::string fixture = (ns_test::source_dir / "tests/fixtures/neusight/opgraph").string();
 
-// neusight.kernels' cost formulas for the graphs' Linear and BMM kernels.
-kernel_costing costs() {
+session& lua() {
   static session s(session_options{ns_test::source_dir, {}, {}, {}, {}});
-  return s.costing();
+  return s;
 }
+// neusight.kernels' cost formulas for the graphs' Linear and BMM kernels.
+kernel_costing costs() { return lua().costing(); }
 
 size_t count_phase(const opgraph& og, phase p) {
   size_t n = 0;
@@ -291,7 +292,7 @@ TEST_CASE("opgraph: capacity-padded MoE experts are priced at the tokens the tra
       "b_1_mlp_experts_expert_1_act,VECrelu,\"[['VECrelu', (4, 16)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 16)\"\n"
       "b_1_mlp_experts_expert_1_wo,Linear,\"[['Linear', (4, 16, 8)]]\",[],[],set(),set(),\"[(4, 16)]\",\"(4, 8)\"\n"
       "lm_head,Linear,\"[['Linear', (4, 8, 16)]]\",[],[],set(),set(),\"[(4, 8)]\",\"(4, 16)\"\n";
-  const opgraph padded = opgraph_parse(rows, "d/switchxl4-train-6-1.csv", costs(), opgraph_options{false});
+  const opgraph padded = opgraph_parse(rows, "d/switchxl4-train-6-1.csv", costs(), opgraph_options{false, {}});
   CHECK(padded.warnings.empty());
   CHECK(padded.kernels.size() == 3 /*setitems*/ + 2 * 6 /*experts*/ + 1 /*lm_head*/);
   CHECK(first_kernel(padded, "b_1_mlp_experts_expert_1_wi", phase::forward).k.m == 4);
@@ -336,7 +337,7 @@ TEST_CASE("opgraph: switchxl4's expert GEMMs are the routed ones", "[opgraph][mo
                                                                              {"switchxl4-inf-512-2", 128}}) {
     INFO(stem);
     const std::string file = (*shared / (stem + ".csv")).string();
-    const opgraph padded = opgraph_load(file, costs(), opgraph_options{false});
+    const opgraph padded = opgraph_load(file, costs(), opgraph_options{false, {}});
     const opgraph og = opgraph_load(file, costs());
     std::map<std::array<int64_t, 3>, int> experts, experts_padded;
     for (const auto& ki : og.kernels)
@@ -359,6 +360,7 @@ TEST_CASE("opgraph: switchxl4's expert GEMMs are the routed ones", "[opgraph][mo
 // HuggingFace OPT clamps its attention scores with torch.max(scores, torch.tensor(finfo.min)); the reference traced
 // the row ('max_1', misc) without kernels. It is an element-wise kernel over the scores (forward), and PyTorch's
 // maximum backward for the scores (eq, grad / 2, where, lt, masked_fill_) in training.
+// Its kernels come from the op rule (ops/maximum.lua), the same source as a forecast's torch.maximum node.
 TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kernel", "[opgraph]") {
   const std::string rows =
       header +
@@ -367,7 +369,7 @@ TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kerne
       "max_2,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8)]\",\"(1,)\"\n"            // a reduction: not the clamp
       "maxpool,misc,[],[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n"  // not named max
       "max_3,VECadd,\"[['VECadd', (64, 8)]]\",[],[],set(),set(),\"[(2, 4, 8, 8), (1,)]\",\"(2, 4, 8, 8)\"\n";
-  const opgraph og = opgraph_parse(rows, "d/custom-train-8-2.csv", costs());
+  const opgraph og = opgraph_parse(rows, "d/custom-train-8-2.csv", costs(), {true, lua().rule_kernels()});
   REQUIRE(og.kernels.size() == 1 + 5 + 1);
   const kernel& fw = first_kernel(og, "max_1", phase::forward).k;
   CHECK(fw.kind == kernel_kind::elementwise);
@@ -387,4 +389,24 @@ TEST_CASE("opgraph: OPT's attention-score clamp max_<n> is an element-wise kerne
   CHECK(og.warnings[0] == "d/custom-train-8-2.csv: no layer markers known for model 'custom': every row counts once (whole model)");
   CHECK(og.warnings[1] == "d/custom-train-8-2.csv: 1 'max (attention score clamp)' rows without kernels in the graph priced "
                           "as the element-wise kernels they launch");
+
+  SECTION("a rule written by the user prices the row: the reader has no kernels of its own") {
+    const ns_test::temp_dir ops;
+    ops.write("maximum.lua",
+        "local K = require 'neusight.kernels'\n"
+           "return { name = 'maximum', doc = 'a test rule', check = function() end, saves = function() return 0 end,\n"
+           "  forward = function(node) return { K.vec('maxu', 64, 8, node.dtype, { bytes = 7 }) } end,\n"
+           "  backward = false }\n");
+    session user(session_options{ns_test::source_dir, {ops.path}, {}, {}, {}});
+    const opgraph mine = opgraph_parse(rows, "d/custom-train-8-2.csv", costs(), {true, user.rule_kernels()});
+    REQUIRE(mine.kernels.size() == 1 + 1);  // its forward (backward = false) and max_3's VECadd
+    CHECK(first_kernel(mine, "max_1", phase::forward).k.bytes == 7);
+  }
+  SECTION("without a rule the row keeps no kernels, and the warning says so") {
+    const opgraph bare = opgraph_parse(rows, "d/custom-train-8-2.csv", costs());
+    CHECK(bare.kernels.size() == 1);
+    REQUIRE(bare.warnings.size() == 2);
+    CHECK(bare.warnings[1] == "d/custom-train-8-2.csv: 1 'max (attention score clamp)' rows without kernels in the graph "
+                              "left without kernels (no op rule to price them)");
+  }
 }
