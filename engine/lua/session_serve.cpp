@@ -48,7 +48,7 @@ void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), l
 void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
 
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
-// band_warnings, kv_cache_gb, state_gb, params, flops, launch, dtype, gpu = {name, mem_gb,
+// band_warnings, kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). [-1, +1, e]
@@ -84,6 +84,7 @@ int l_serve_phase(lua_State* L) {
     set_number(L, "kv_cache_gb", *w.kv_cache_bytes / 1e9);
     set_number(L, "state_gb", state_bytes(fc.params_total(), w.state) / 1e9);
     set_number(L, "params", fc.params_total());
+    if (w.active_params) set_number(L, "active_params", *w.active_params);  // mixtures of experts (workload.lua)
     set_number(L, "flops", fc.flops_total());
     set_string(L, "launch", w.launch);
     set_string(L, "dtype", w.dtype);

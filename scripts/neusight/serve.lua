@@ -163,7 +163,7 @@ local function forecaster(o, phase)
     local counted = r ~= nil  -- a band asked of a phase forecast before: the same forecast, counted once
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
-          kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params,
+          kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -248,6 +248,7 @@ local function common_report(o, first, count)
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   return {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
+    active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",

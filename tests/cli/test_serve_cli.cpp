@@ -114,6 +114,14 @@ TEST_CASE("serve: the report carries the model's parameters as predict counts th
   CHECK(params == 8030261248.0);  // Llama-3.1-8B, HuggingFace's count
   CHECK(serve("--batch 1 --input-len 512 --output-len 8")["params"].get<double>() == params);
   CHECK(serve("--rate 1 --requests 10 --input-len 512 --output-len 8")["params"].get<double>() == params);
+  CHECK(!serve("--batch 1 --input-len 512 --output-len 8").contains("active_params"));  // dense: every parameter
+  SECTION("a mixture of experts: the active parameters too, as predict counts them") {
+    const json p = cli_json("predict --model mixtral_8x7b --gpu h200 --mode decode --batch 1 --context 512");
+    const json s = cli_json("serve --model mixtral_8x7b --gpu h200 --batch 1 --input-len 512 --output-len 4");
+    REQUIRE(p.contains("active_params"));
+    CHECK(s["active_params"].get<double>() == p["active_params"].get<double>());
+    CHECK(s["active_params"].get<double>() < s["params"].get<double>());
+  }
 }
 
 TEST_CASE("serve: static batch memory: the largest concurrency that fits", "[cli][serve]") {
