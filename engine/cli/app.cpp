@@ -48,7 +48,7 @@ struct common_flags {
   bool verbose = false;
   std::string format = "table";
   std::string output;
-  std::string report_html;  // --report FILE.html (run, predict): the page of neusight.html, beside the normal output
+  std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
   std::string calibrate;     // --calibrate FILE (run, predict): fit the GPU's calibration from a measurement of FILE
   bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
@@ -213,7 +213,8 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format,
 void add_report(CLI::App* cmd, common_flags& c) {
   cmd->add_option("--report", c.report_html,
                   "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by "
-                  "op kind and phase, memory, the pipeline stages; nothing is written on error")
+                  "op kind and phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, "
+                  "the sweep's rows); nothing is written on error")
       ->type_name("FILE.html");
 }
 
@@ -1079,6 +1080,7 @@ int app_main(int argc, char** argv) {
                     "--rate; the mean over the decode steps with --batch)")
       ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
+  add_report(serve, common);
 
   try {
     app.parse(argc, argv);
@@ -1135,6 +1137,7 @@ int app_main(int argc, char** argv) {
     }
     if (*ops) return run_ops(common);
     if (*serve) {
+      vflags.report_html = common.report_html;
       return serve_main(report_into(vflags, common));
     }
     if (*search) {

@@ -66,6 +66,8 @@ int serve_main(const serve_flags& f) {
     if (!f.rate.empty()) opts["rate"] = f.rate.front();
     r = s.serve(opts, *pred);
   }
+  // the page first: a failing page script leaves neither file written
+  const std::string html = f.report_html.empty() ? "" : s.render("neusight.html", "render_serve", r.json);
   if (f.format == "json") {
     emit(r.json, f.output);
   } else if (f.format == "csv" && !r.csv.empty()) {
@@ -79,6 +81,7 @@ int serve_main(const serve_flags& f) {
   } else {
     emit(r.table, f.output);
   }
+  if (!f.report_html.empty()) emit(html, f.report_html);
   return 0;
 }
 

@@ -21,6 +21,7 @@ struct serve_flags {
   std::vector<std::string> scripts_dirs;  // --scripts
   bool verbose = false;                   // -v
   std::string format = "table", output;
+  std::string report_html;  // --report FILE.html: neusight.html render_serve of the JSON report
 };
 
 int serve_main(const serve_flags& f);
