@@ -218,7 +218,8 @@ void add_report(CLI::App* cmd, common_flags& c) {
       ->type_name("FILE.html");
 }
 
-// --no-calibration on every command that forecasts; --calibrate on those that forecast one workload (run, predict).
+// --no-calibration on the commands that forecast (run, predict, serve; NEUSIGHT_NO_CALIBRATION=1 for all of them);
+// --calibrate on those that forecast one workload (run, predict).
 void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
   cmd->add_flag("--no-calibration", c.no_calibration,
                 "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; "
@@ -1081,6 +1082,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
   add_report(serve, common);
+  add_calibration(serve, common, false);
 
   try {
     app.parse(argc, argv);
@@ -1138,6 +1140,7 @@ int app_main(int argc, char** argv) {
     if (*ops) return run_ops(common);
     if (*serve) {
       vflags.report_html = common.report_html;
+      vflags.no_calibration = common.no_calibration;
       return serve_main(report_into(vflags, common));
     }
     if (*search) {

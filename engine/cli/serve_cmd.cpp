@@ -30,6 +30,7 @@ int serve_main(const serve_flags& f) {
   session_options o;
   o.data_root = data_root_find();
   session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
+  if (f.no_calibration) o.calibration = false;
   o.memo = !memo_disabled();  // NEUSIGHT_NO_CACHE=1, as predict and search
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
