@@ -286,18 +286,36 @@ function M.render(r)
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
 end
 
--- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
-function M.render_compare(r)
-  local rows = r.rows or {}
+-- A table of list rows under `title`: one column per scalar key any row has (sorted), numbers keyed "rows[i].key".
+local function rows_table(title, rows)
   local keys, seen = {}, {}
   for _, row in ipairs(rows) do
     for _, k in ipairs(sorted_keys(row)) do
-      if not seen[k] then
+      if not seen[k] and type(row[k]) ~= "table" then
         seen[k] = true
         keys[#keys + 1] = k
       end
     end
   end
+  local t = { "<h2>" .. esc(title) .. "</h2><table><tr>" }
+  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
+  t[#t + 1] = "</tr>"
+  for i, row in ipairs(rows) do
+    t[#t + 1] = "<tr>"
+    for _, k in ipairs(keys) do
+      local v = row[k]
+      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
+      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
+    end
+    t[#t + 1] = "</tr>"
+  end
+  t[#t + 1] = "</table>"
+  return table.concat(t, "\n")
+end
+
+-- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
+function M.render_compare(r)
+  local rows = r.rows or {}
   local INPUTS = { "model", "gpu", "mode", "dtype", "batch", "seq", "context", "dp", "tp", "pp", "ep", "microbatches",
     "recompute" }
   local bars = {}
@@ -316,20 +334,7 @@ function M.render_compare(r)
   if #bars > 0 then
     out[#out + 1] = "<h2>Latency</h2>\n" .. bar_chart(bars, { "latency" }, "ms", { class = "row-bar" })
   end
-  local t = { "<h2>Rows</h2><table><tr>" }
-  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
-  t[#t + 1] = "</tr>"
-  for i, row in ipairs(rows) do
-    t[#t + 1] = "<tr>"
-    for _, k in ipairs(keys) do
-      local v = row[k]
-      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
-      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
-    end
-    t[#t + 1] = "</tr>"
-  end
-  t[#t + 1] = "</table>"
-  out[#out + 1] = table.concat(t, "\n")
+  out[#out + 1] = rows_table("Rows", rows)
   return page("neusight comparison", table.concat(out, "\n"))
 end
 
@@ -436,29 +441,7 @@ local function serve_sweep_section(r)
   if #bars > 0 then
     out[#out + 1] = "<h2>" .. esc(by) .. " (* the chosen setting)</h2>\n" .. bar_chart(bars, { by }, "", { class = "sweep-bar" })
   end
-  local keys, seen = {}, {}
-  for _, row in ipairs(rows) do
-    for _, k in ipairs(sorted_keys(row)) do
-      if not seen[k] and type(row[k]) ~= "table" then
-        seen[k] = true
-        keys[#keys + 1] = k
-      end
-    end
-  end
-  local t = { "<h2>Combinations</h2><table><tr>" }
-  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
-  t[#t + 1] = "</tr>"
-  for i, row in ipairs(rows) do
-    t[#t + 1] = "<tr>"
-    for _, k in ipairs(keys) do
-      local v = row[k]
-      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
-      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
-    end
-    t[#t + 1] = "</tr>"
-  end
-  t[#t + 1] = "</table>"
-  out[#out + 1] = table.concat(t, "\n")
+  out[#out + 1] = rows_table("Combinations", rows)
   return table.concat(out, "\n")
 end
 
