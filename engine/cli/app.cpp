@@ -927,11 +927,6 @@ int app_main(int argc, char** argv) {
   train->add_option("--threads", tflags.opts.threads, "Threads per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
   train->add_flag("-q,--quiet", tflags.quiet, "No progress bar");
   train->add_flag("--force", tflags.force, "Replace a model already in --out");
-  train->add_option("--augment-invariance", tflags.augment,
-                    "bmm, linear: add one synthetic row per measured row on a virtual GPU with more bandwidth (if the "
-                    "kernel is compute-bound) and/or another DRAM capacity, same measured time, weight 0.5: all, "
-                    "bandwidth (no capacity scaling) or none (engine/core/dataset.h invariance_augment)")
-      ->check(CLI::IsMember({"none", "all", "bandwidth"}))->capture_default_str();
   add_common(train, common, false);
 
   eval_kernels_flags eflags;

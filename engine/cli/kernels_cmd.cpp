@@ -94,17 +94,9 @@ int train_main(const train_flags& f) {
   std::vector<train_sample> samples;
   samples.reserve(d.rows.size());
   for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu), r.latency_ms / 1e3});
-  const size_t measured = samples.size();
-  if (f.augment != "none") {
-    if (*fam != family::bmm && *fam != family::linear)
-      throw error("--augment-invariance is for the fp32 GEMM families (bmm, linear), not " + f.family);
-    const auto synthetic = invariance_augment(d.rows, samples, f.opts.seed, 0.5, f.augment == "bandwidth");
-    samples.insert(samples.end(), synthetic.begin(), synthetic.end());
-  }
   if (!f.quiet)
-    std::fprintf(stderr, "neusight: training %s (%s) on %zu rows (+%zu synthetic) from %zu GPUs, %zu threads\n",
-                 f.family.c_str(), vendor.c_str(), measured, samples.size() - measured, gpus.size(),
-                 size_t(f.opts.threads));
+    std::fprintf(stderr, "neusight: training %s (%s) on %zu rows from %zu GPUs, %zu threads\n", f.family.c_str(),
+                 vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));
   // A live bar on a terminal; in logs (CI) one line per 10 % of the epochs.
   const bool tty = isatty(fileno(stderr));
   train_result r = tile_model_train(*fam, samples, f.opts, [&](const train_progress& p) {
@@ -132,7 +124,7 @@ int train_main(const train_flags& f) {
   p.command = f.command;
   p.git_commit = NEUSIGHT_GIT;
   p.seed = f.opts.seed;
-  p.rows = int64_t(measured);
+  p.rows = int64_t(samples.size());
   p.train_rows = int64_t(r.train_rows);
   p.val_rows = int64_t(r.val_rows);
   p.epochs_run = r.epochs_run;
@@ -141,10 +133,8 @@ int train_main(const train_flags& f) {
   p.train_mape = r.train_mape;
   p.tiles = f.tiles;
   weights_save(f.out, r.model, p);
-  std::printf("%s: %s weights, %zu rows%s, validation MAPE %.2f%% (train %.2f%%), best epoch %d of %d\n",
-              f.out.c_str(), f.family.c_str(), measured,
-              samples.size() > measured ? fmt::format(" (+{} synthetic)", samples.size() - measured).c_str() : "",
-              r.val_mape, r.train_mape, r.best_epoch, r.epochs_run);
+  std::printf("%s: %s weights, %zu rows, validation MAPE %.2f%% (train %.2f%%), best epoch %d of %d\n",
+              f.out.c_str(), f.family.c_str(), samples.size(), r.val_mape, r.train_mape, r.best_epoch, r.epochs_run);
   return 0;
 }
 

@@ -13,7 +13,6 @@ struct train_flags {
   train_options opts;
   bool quiet = false;
   bool force = false;   // --force: replace an existing model in --out
-  std::string augment = "none";  // --augment-invariance: none, all (bandwidth + capacity), bandwidth (dataset.h)
   std::string command;  // the command line, recorded in the manifest
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_paths_set)
   bool verbose = false;                              // -v

@@ -5,11 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
-#include <random>
 #include <set>
 
 #include "core/csv.h"
-#include "core/roofline.h"
 #include "core/text.h"
 
 namespace ns {
@@ -331,38 +329,6 @@ bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& 
   for (auto& r : d.rows) costed.push_back(&r.k);
   cost(costed);
   return d;
-}
-
-std::vector<train_sample> invariance_augment(const std::vector<bench_row>& rows, const std::vector<train_sample>& samples,
-                                             uint64_t seed, double weight, bool bandwidth_only) {
-  constexpr double margin = 2;  // the ridge distance beyond which the transfer families ignore bandwidth too
-  const double bw_scales[] = {1, 1.5, 2, 3}, cap_scales[] = {0.5, 1, 2};
-  std::mt19937_64 rng(seed ^ 0x9e3779b97f4a7c15ull);
-  std::vector<train_sample> out;
-  for (size_t i = 0; i < rows.size() && i < samples.size(); ++i) {
-    const bench_row& r = rows[i];
-    gpu_spec narrow = *r.gpu;  // the roofline throughput at half the bandwidth: still the peak → 2x compute-bound
-    narrow.mem_bw_gbps /= margin;
-    const bool compute_bound =
-        tile_features_compute(r.k, narrow).roof_gflops >= roofline_peak_flops(*r.gpu, r.k) / 1e9;
-    std::vector<std::pair<double, double>> choices;  // (bandwidth, capacity) scales
-    for (const double b : bw_scales)
-      for (const double c : cap_scales) {
-        if ((b == 1 && c == 1) || (b != 1 && !compute_bound) || (c != 1 && bandwidth_only)) continue;
-        if (c < 1 && !(r.k.bytes <= c * r.gpu->mem_gb * 1e9)) continue;
-        choices.emplace_back(b, c);
-      }
-    if (choices.empty()) continue;
-    const auto [b, c] = choices[size_t(rng() % choices.size())];
-    gpu_spec virt = *r.gpu;
-    virt.mem_bw_gbps *= b;
-    virt.mem_gb *= c;
-    train_sample t{tile_features_compute(r.k, virt), samples[i].seconds};
-    t.origin = i;
-    t.weight = weight;
-    out.push_back(t);
-  }
-  return out;
 }
 
 }  // namespace ns

@@ -52,14 +52,4 @@ bench_data bench_parse(std::string_view csv_text, const std::string& source, con
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
                       std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 
-// Physics-invariance augmentation (`neusight train --augment-invariance`, issues 10/11): for each row (tiles
-// assigned; samples[i] its measured sample), one synthetic sample of the same kernel and measured latency on a
-// virtual copy of its GPU whose DRAM capacity is scaled by 0.5, 1 or 2 (0.5 only if the kernel's bytes fit) and,
-// if the kernel is compute-bound at the model's roofline with a 2x margin (AI·bw >= 2·peak), whose bandwidth is
-// scaled by 1, 1.5, 2 or 3: capacity never changes a kernel's time when its data fits, and more bandwidth does not
-// speed up (nor slow down) a compute-bound one. One combination other than (1, 1) per row, drawn from `seed`;
-// each synthetic sample has origin = i and loss weight `weight`. `bandwidth_only` keeps the capacity at 1.
-std::vector<train_sample> invariance_augment(const std::vector<bench_row>& rows, const std::vector<train_sample>& samples,
-                                             uint64_t seed, double weight = 0.5, bool bandwidth_only = false);
-
 }  // namespace ns

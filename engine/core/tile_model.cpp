@@ -240,9 +240,9 @@ double chunk_grad(const tile_model& m, const std::vector<const train_sample*>& c
     const double wave_time = chunk[j]->f.base_seconds / util;
     const double ov = tile_overhead_max_s * chunk[j]->f.overhead_scale;
     const double yh = wave_time + s2 * ov;
-    const double sum = y + yh, diff = yh - y, w = chunk[j]->weight;
-    loss += w * std::abs(diff) / sum;
-    const double dl_dyh = w * ((diff > 0 ? 1.0 : -1.0) * sum - std::abs(diff)) / (sum * sum);
+    const double sum = y + yh, diff = yh - y;
+    loss += std::abs(diff) / sum;
+    const double dl_dyh = ((diff > 0 ? 1.0 : -1.0) * sum - std::abs(diff)) / (sum * sum);
     const double dl_dutil = util > 1e-4 ? dl_dyh * (-wave_time / util) : 0.0;  // no gradient through the floor
     dout(0, col) = float(dl_dutil * (-s1 * s0 * (1 - s0) / W));
     dout(1, col) = float(dl_dutil * (s1 * (1 - s1) * (1 - s0 / W)));
@@ -270,23 +270,15 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
   if (samples.size() < 10) throw error("too few training rows (" + std::to_string(samples.size()) + ")");
   const auto start = std::chrono::steady_clock::now();
   std::mt19937_64 rng(opts.seed);
-  // The split is over the measured rows; a synthetic row joins training when the row it copies is there.
-  std::vector<size_t> order;
-  for (size_t i = 0; i < samples.size(); ++i)
-    if (samples[i].origin == train_sample::measured) order.push_back(i);
+  std::vector<size_t> order(samples.size());
+  std::iota(order.begin(), order.end(), size_t{0});
   std::shuffle(order.begin(), order.end(), rng);
-  const size_t n_val = std::max<size_t>(1, size_t(double(order.size()) * opts.val_fraction));
+  const size_t n_val = std::max<size_t>(1, size_t(double(samples.size()) * opts.val_fraction));
   std::vector<const train_sample*> val, train;
-  std::vector<char> in_train(samples.size(), 0);
-  for (size_t i = 0; i < order.size(); ++i) {
-    (i < n_val ? val : train).push_back(&samples[order[i]]);
-    in_train[order[i]] = i >= n_val;
-  }
-  for (const auto& s : samples)
-    if (s.origin != train_sample::measured && s.origin < samples.size() && in_train[s.origin]) train.push_back(&s);
+  for (size_t i = 0; i < order.size(); ++i) (i < n_val ? val : train).push_back(&samples[order[i]]);
 
   train_result r;
-  r.train_rows = order.size() - n_val;
+  r.train_rows = train.size();
   r.val_rows = val.size();
   tile_model& m = r.model;
   m.fam = fam;
@@ -315,7 +307,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
   const int threads = std::max(1, opts.threads);
   for (int epoch = 1; epoch <= opts.max_epochs; ++epoch) {
     std::shuffle(train.begin(), train.end(), rng);
-    double loss_sum = 0, weight_sum = 0;
+    double loss_sum = 0;
     for (size_t at = 0; at < train.size(); at += size_t(opts.batch)) {
       const size_t end = std::min(train.size(), at + size_t(opts.batch));
       const size_t per = (end - at + size_t(threads) - 1) / size_t(threads);
@@ -331,10 +323,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
       }
       for (auto& j : jobs) loss_sum += j.get();
       for (int t = 1; t < threads; ++t) grads[0].add(grads[size_t(t)]);
-      double batch_weight = 0;
-      for (size_t i = at; i < end; ++i) batch_weight += train[i]->weight;
-      weight_sum += batch_weight;
-      const float inv = 1.0f / float(batch_weight);
+      const float inv = 1.0f / float(end - at);
       for (size_t l = 0; l < grads[0].w.size(); ++l) grads[0].w[l] *= inv, grads[0].b[l] *= inv;
       opt.step(m.net, grads[0]);
     }
@@ -350,7 +339,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     if (progress) {
       train_progress p;
       p.epoch = epoch, p.max_epochs = opts.max_epochs, p.best_epoch = r.best_epoch;
-      p.train_smape = 100 * loss_sum / weight_sum;
+      p.train_smape = 100 * loss_sum / double(train.size());
       p.val_mape = val_mape, p.best_val_mape = best_val, p.lr = opt.lr;
       p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       progress(p);
@@ -358,9 +347,6 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     if (since_best >= opts.patience) break;
   }
   r.model = std::move(best);
-  std::vector<const train_sample*> measured_train;  // the rows the statistics below describe
-  for (const auto* t : train)
-    if (t->origin == train_sample::measured) measured_train.push_back(t);
   // The utilisation floor of forecasts: half the lowest utilisation any training row reached. Only the
   // transfer-feature families get it (the fp32 families keep the historical 1e-4, so retraining them
   // reproduces their shipped weights and accuracy tables).
@@ -368,12 +354,12 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     // Rows under twice the overhead ceiling are launch-bound (their base / measured says nothing of utilisation).
     double lowest = 1.0;
     bool any = false;
-    for (const auto* t : measured_train)
+    for (const auto* t : train)
       if (t->seconds >= 2 * tile_overhead_max_s) lowest = std::min(lowest, t->f.base_seconds / t->seconds), any = true;
     if (any) r.model.util_floor = std::clamp(0.5 * lowest, 1e-4, 1.0);
   }
   r.val_mape = best_val;
-  r.train_mape = mape_percent(r.model, measured_train);
+  r.train_mape = mape_percent(r.model, train);
   return r;
 }
 

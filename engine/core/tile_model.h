@@ -150,11 +150,6 @@ struct tile_model {
 struct train_sample {
   tile_features f;
   double seconds = 0;  // measured
-  // Synthetic rows (invariance_augment): the index of the measured row they copy, and their loss weight.
-  // A synthetic row never enters validation and is trained on only if its measured row is.
-  static constexpr size_t measured = size_t(-1);
-  size_t origin = measured;
-  double weight = 1;
 };
 
 struct train_options {
@@ -182,8 +177,8 @@ struct train_result {
   size_t train_rows = 0, val_rows = 0;
 };
 
-// Adam on SMAPE of per-wave time (weighted by train_sample::weight), random train/validation split of the measured
-// rows, best-validation checkpoint, early stop. Deterministic for a given seed and thread count.
+// Adam on SMAPE of per-wave time, random train/validation split, best-validation checkpoint, early stop.
+// Deterministic for a given seed and thread count.
 train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,
                               const std::function<void(const train_progress&)>& progress);
 
