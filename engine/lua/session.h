@@ -17,7 +17,6 @@
 #include "core/graph.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
-#include "core/timeline.h"
 #include "lua/script_limits.h"
 
 namespace ns {
@@ -60,6 +59,16 @@ struct workload {
   gpu_spec gpu_resolved;
   bool parallel = false;
   bool training() const { return mode == "train"; }
+};
+
+// A parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline): the few numbers the engine
+// uses and the report's JSON object and table lines, rendered as they are.
+struct parallel_report {
+  double iteration_s = 0;       // the slowest device's finish: the run's latency
+  double state_gb = 0;          // model state on the fullest GPU (the report's state_gb)
+  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms, devices)
+  std::string table;            // the table's lines from the layout to the iteration
+  figure_inputs figures;        // what scripts/neusight/figures.lua gets of the layout (dp, tp, pp, …)
 };
 
 // CLI flags that override a workload's fields (or define it entirely, for `predict`).
@@ -213,8 +222,9 @@ class session {
                       std::vector<std::string>& notes);
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
-  // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
-  std::optional<parallel_timeline> timeline(const forecast& fc);
+  // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
+  // when that workload was not parallel. The timeline itself stays a Lua table.
+  std::optional<parallel_report> timeline(const forecast& fc);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.
