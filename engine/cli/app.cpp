@@ -746,11 +746,12 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", {}, 0, std::nullopt,
                 f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
+  m.state = s.state_of("fp32", mode, "none", og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";
   bool has_backward = false;
   for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;

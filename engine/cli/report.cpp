@@ -69,12 +69,6 @@ std::vector<std::string> fused_members(const node& n) {
   return out;
 }
 
-// "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": the recipe's state per parameter, for the table.
-std::string state_breakdown(const state_layout& s) {
-  return fmt::format("{:g} B = weights {:g} + gradients {:g} + master {:g} + optimizer {:g}", s.total(), s.weights,
-                     s.gradients, s.master, s.optimizer_state);
-}
-
 // The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` when no report was made
 // (predict --graph). A report without the number is an error, never a silent 0 GB that "fits".
 double memory_number(const report_meta& m, const char* key, double fallback) {
@@ -93,8 +87,8 @@ bool memory_fits(const report_meta& m) {
 
 // GB of model state on one GPU: the whole graph's, or in a parallel run the fullest stage's (its tp-sharded parameters,
 // the optimizer's part divided by dp under the distributed optimizer).
-double state_gb_per_gpu(const forecast& f, const report_meta& m) {
-  return m.parallel ? m.parallel->state_gb : state_bytes(f.params_total(), m.state) / 1e9;
+double state_gb_per_gpu(const report_meta& m) {
+  return m.parallel ? m.parallel->state_gb : m.state.state_gb;
 }
 
 }  // namespace
@@ -116,7 +110,7 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
       {"flops_forward", f.phase_flops(phase::forward)},
       {"flops_backward", f.phase_flops(phase::backward) + f.phase_flops(phase::accumulate)},
       {"flops_optimizer", f.phase_flops(phase::optimizer)},
-      {"state_gb", state_gb_per_gpu(f, m)},
+      {"state_gb", state_gb_per_gpu(m)},
       {"parallel", bool(m.parallel)},
   };
   if (m.mode == "decode") in.emplace_back("context", m.context);
@@ -154,16 +148,14 @@ std::string figure_csv(const figure_value& v) {
   return "";
 }
 
-std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
+std::vector<std::string> report_memory_warnings(const forecast&, const report_meta& m) {
   if (m.memory.is_object()) {
     if (m.memory.contains("warning") && m.memory["warning"].is_string()) return {m.memory["warning"].get<std::string>()};
     return {};
   }
-  const double state_gb = state_gb_per_gpu(f, m);  // a parallel run's memory is always reported (parallel/report.lua)
-  if (state_gb <= m.gpu->mem_gb) return {};
-  return {fmt::format("model state {:.1f} GB exceeds the GPU's {:.0f} GB: the forecast assumes it fits (shard it, "
-                      "see the parallelism options)",
-                      state_gb, m.gpu->mem_gb)};
+  // no memory report (predict --graph on one GPU): the state alone (scripts/neusight/precision.lua state_report)
+  if (!m.state.warning.empty()) return {m.state.warning};
+  return {};
 }
 
 std::string report_json(const forecast& f, const report_meta& m) {
@@ -203,7 +195,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   if (m.active_params) j["active_params"] = *m.active_params;  // mixtures of experts: a token's share of params
   // per GPU: in a parallel run the largest pipeline stage's tp shard
-  j["state_gb"] = state_gb_per_gpu(f, m);
+  j["state_gb"] = state_gb_per_gpu(m);
   // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
   if (m.memory.is_object()) {
     const double memory_gb = memory_number(m, "memory_gb", 0);
@@ -216,10 +208,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   if (m.kv_cache_bytes) j["kv_cache_gb"] = *m.kv_cache_bytes / 1e9;
   // the recipe's bytes per parameter (scripts/neusight/precision.lua); state_gb = params x their sum (per stage in a
   // parallel run, with master + optimizer_state divided by dp under the distributed optimizer)
-  j["state_bytes_per_param"] = {{"weights", m.state.weights},
-                                {"gradients", m.state.gradients},
-                                {"master", m.state.master},
-                                {"optimizer_state", m.state.optimizer_state}};
+  j["state_bytes_per_param"] = m.state.bytes_per_param;
   if (m.parallel) j["parallel"] = m.parallel->json;  // scripts/neusight/parallel/report.lua, as it is
   j["warnings"] = m.warnings;
   if (m.figs) {
@@ -334,16 +323,8 @@ std::string report_table(const forecast& f, const report_meta& m) {
     return text;
   };
   if (m.parallel) return with_figures(out);  // the memory lines above say it per stage
-  const double state_gb = state_gb_per_gpu(f, m);
+  out += m.state.line;  // scripts/neusight/precision.lua state_report
   const bool lines = m.memory.is_object() && m.memory.contains("lines");
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}){}\n",
-                     state_gb, f.params_total() / 1e9, state_breakdown(m.state), m.precision,
-                     m.precision == "amp" ? " (" + m.state.convention + ")" : "",
-                     !lines && state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast "
-                                                                      "assumes it fits (shard it, see the parallelism "
-                                                                      "options)",
-                                                                      m.gpu->mem_gb)
-                                                        : std::string());
   if (lines)
     for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // scripts/neusight/memory.lua
   return with_figures(out);

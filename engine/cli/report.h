@@ -23,7 +23,7 @@ struct report_meta {
   std::optional<parallel_report> parallel;    // parallel runs: the timeline's report; latency = its iteration
   std::string precision = "pure";             // precision recipe (scripts/neusight/precision.lua)
   std::string optimizer_impl;                 // "fused" | "foreach"; "" without an optimizer
-  state_layout state;                         // model-state bytes per parameter of the recipe
+  state_report state;                         // the model state (scripts/neusight/precision.lua state_report)
   int64_t context = 0;                        // mode "decode": tokens already in each KV cache
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
   std::string launch = "eager";               // "eager" | "graph" (scripts/neusight/launch.lua)

@@ -90,6 +90,8 @@ struct kernel_instance {
 struct graph {
   std::string model;
   std::vector<node> nodes;
+  // Trainable parameters: Σ params × count over the nodes (the optimizer node owns none).
+  double params_total() const;
 };
 
 }  // namespace ns

@@ -5,6 +5,7 @@
 -- The engine renders what M.report returns as it is (engine/lua/session_hooks.cpp): the object through its generic
 -- Lua → JSON bridge, the text verbatim. A field added here shows up in the JSON without a C++ change. Keys keep the
 -- order of the metatable's __order list (the rest follow, sorted), so the JSON reads in a fixed, documented order.
+local precision = require "neusight.precision"
 local max, tointeger, fmt = math.max, math.tointeger, string.format
 local ipairs, pairs, type, tostring, error, setmetatable = ipairs, pairs, type, tostring, error, setmetatable
 
@@ -44,23 +45,6 @@ function M.critical(devices)
     if not crit or d.finish > crit.finish then crit = d end
   end
   return crit
-end
-
---- Bytes of model state on one GPU of a stage: its parameters × the state per parameter, the optimizer's part (master
---- copies and moments) divided by dp under the distributed optimizer.
-function M.device_state_bytes(dev, plan, s)
-  local params = num(dev.params, "device params")
-  local bytes = params * (s.weights + s.gradients + s.master + s.optimizer_state + 0.0)
-  if plan.distributed_optimizer and plan.dp > 1 then -- the optimizer's share lives on 1/dp of the ranks
-    bytes = bytes - params * (s.master + s.optimizer_state + 0.0) * (1 - 1.0 / plan.dp)
-  end
-  return bytes
-end
-
--- "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": the recipe's state per parameter.
-local function state_breakdown(s)
-  return fmt("%g B = weights %g + gradients %g + master %g + optimizer %g",
-    s.weights + s.gradients + s.master + s.optimizer_state + 0.0, s.weights, s.gradients, s.master, s.optimizer_state)
 end
 
 local function link(l, what)
@@ -117,8 +101,8 @@ function M.json(plan, result)
 end
 
 --- The table's lines of a run (layout, links, per-stage times, memory, state, gradient reduction, iteration), each
---- ending in a newline. `j` is M.json's object, `s` the state per parameter, `precision` the recipe's name.
-function M.format_table(plan, result, j, s, precision)
+--- ending in a newline. `j` is M.json's object, `s` the state per parameter, `recipe` the recipe's name.
+function M.format_table(plan, result, j, s, recipe)
   local out = {}
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
@@ -140,8 +124,8 @@ function M.format_table(plan, result, j, s, precision)
       d.bubble * ms, d.finish * ms)
   end
   for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
-  add("state     per parameter: %s (%s recipe%s)%s\n", state_breakdown(s), precision,
-    precision == "amp" and ", " .. s.convention .. " convention" or "",
+  add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
+    recipe == "amp" and ", " .. s.convention .. " convention" or "",
     (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d", j.dp) or "")
   local first = result.devices[1]
   if j.dp > 1 and first then
@@ -158,7 +142,7 @@ end
 ---   iteration  seconds of the slowest device (the run's latency)
 ---   json       the report's `parallel` object (M.json)
 ---   table      the table's lines (M.format_table)
----   state_gb   model state on the fullest GPU (M.device_state_bytes), the report's state_gb
+---   state_gb   model state on the fullest GPU (neusight.precision.state_bytes), the report's state_gb
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
@@ -166,11 +150,13 @@ function M.report(plan, result)
   local s = result.state
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result)
-  local most = 0
-  for _, d in ipairs(result.devices) do most = max(most, M.device_state_bytes(d, plan, s) / 1e9) end
-  local precision = type(plan.precision) == "table" and plan.precision.name or "pure"
+  -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
+  local shard = plan.distributed_optimizer and plan.dp or 1
+  local most = 0.0
+  for _, d in ipairs(result.devices) do most = max(most, precision.state_bytes(d.params, s, shard) / 1e9) end
+  local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   return {
-    iteration = result.iteration, json = j, table = M.format_table(plan, result, j, s, precision), state_gb = most,
+    iteration = result.iteration, json = j, table = M.format_table(plan, result, j, s, recipe), state_gb = most,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer },
   }
