@@ -397,7 +397,7 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);
   }
-  if (auto tl = s.timeline(*out.fc)) meta.timeline = std::move(*tl);
+  if (auto tl = s.timeline(*out.fc)) meta.parallel = std::move(*tl);
   meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
   for (const auto& w : report_memory_warnings(*out.fc, meta)) {  // the table says so too; JSON and CSV readers need it
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
@@ -414,6 +414,11 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);
   }
+}
+
+// A degree of a parallel run's layout (its report's `parallel` object: dp, tp, pp, ep, microbatches); 1 on one GPU.
+int64_t layout_of(const report_meta& m, const char* key) {
+  return m.parallel ? m.parallel->json.at(key).get<int64_t>() : 1;
 }
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
@@ -466,7 +471,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   const measurement m = measurement_load(c.calibrate);
   const fs::path path = calibration_path(d.gpu);
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
-  const double latency_s = d.meta.timeline ? d.meta.timeline->iteration_s : d.fc->total();
+  const double latency_s = d.meta.parallel ? d.meta.parallel->iteration_s : d.fc->total();
   figure_inputs in = {{"latency_s", latency_s}, {"measured_s", m.latency_ms / 1e3}, {"measurement", m.source}};
   family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
@@ -483,8 +488,8 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   std::string config = mt.model + " " + mt.mode + " " + mt.dtype + " batch " + std::to_string(mt.batch);
   if (mt.mode == "decode") config += " context " + std::to_string(mt.context);
   else config += " seq " + std::to_string(mt.seq);
-  if (mt.timeline)
-    config += fmt::format(" dp {} tp {} pp {}", mt.timeline->dp, mt.timeline->tp, mt.timeline->pp);
+  if (mt.parallel)
+    config += fmt::format(" dp {} tp {} pp {}", layout_of(mt, "dp"), layout_of(mt, "tp"), layout_of(mt, "pp"));
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", m.latency_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"predictor", pred.name()}};
@@ -675,7 +680,6 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_done d;
       forecast_workload(s, pred, one, script, d, false);
       const report_meta& m = d.meta;
-      const parallel_timeline* t = m.timeline ? &*m.timeline : nullptr;
       input("model", "model", m.model);
       input("gpu", "gpu", m.gpu->name);
       input("mode", "mode", m.mode);
@@ -683,13 +687,13 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       input("batch", "batch", m.batch);
       input("seq", "seq", m.seq);
       input("context", "context", m.mode == "decode" ? figure_value{m.context} : figure_value{});
-      input("dp", "dp", t ? t->dp : int64_t(1));
-      input("tp", "tp", t ? t->tp : int64_t(1));
-      input("pp", "pp", t ? t->pp : int64_t(1));
-      input("ep", "ep", t ? t->ep : int64_t(1));
-      input("microbatches", "mb", t ? t->microbatches : int64_t(1));
-      input("recompute", "recompute", t ? t->recompute : std::string("none"));
-      const double latency_ms = (t ? t->iteration_s : d.fc->total()) * 1e3;
+      input("dp", "dp", layout_of(m, "dp"));
+      input("tp", "tp", layout_of(m, "tp"));
+      input("pp", "pp", layout_of(m, "pp"));
+      input("ep", "ep", layout_of(m, "ep"));
+      input("microbatches", "mb", layout_of(m, "microbatches"));
+      input("recompute", "recompute", m.parallel ? m.parallel->json.at("recompute").get<std::string>() : "none");
+      const double latency_ms = (m.parallel ? m.parallel->iteration_s : d.fc->total()) * 1e3;
       row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
       for (const auto& x : m.figs->fields) row.push_back({x.key, x.column, x.value, x.cell});
       std::string warnings;
@@ -744,11 +748,12 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", s.state_of("fp32", mode, "none"), 0, std::nullopt,
+                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", {}, 0, std::nullopt,
                 f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;
+  m.state = s.state_of("fp32", mode, "none", og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";
   bool has_backward = false;
   for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;

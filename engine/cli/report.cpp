@@ -69,20 +69,6 @@ std::vector<std::string> fused_members(const node& n) {
   return out;
 }
 
-// GB one GPU of a stage needs: its weights, gradients, master copies and optimizer state plus its peak activations.
-double device_state_gb(const timeline_device& d, const report_meta& m) {
-  return device_state_bytes(d, *m.timeline, m.state) / 1e9;
-}
-double device_memory_gb(const timeline_device& d, const report_meta& m) {
-  return device_memory_bytes(d, *m.timeline, m.state) / 1e9;
-}
-
-// "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": the recipe's state per parameter, for the table.
-std::string state_breakdown(const state_layout& s) {
-  return fmt::format("{:g} B = weights {:g} + gradients {:g} + master {:g} + optimizer {:g}", s.total(), s.weights,
-                     s.gradients, s.master, s.optimizer_state);
-}
-
 // The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` when no report was made
 // (predict --graph). A report without the number is an error, never a silent 0 GB that "fits".
 double memory_number(const report_meta& m, const char* key, double fallback) {
@@ -99,82 +85,10 @@ bool memory_fits(const report_meta& m) {
   return m.memory["fits"].get<bool>();
 }
 
-json timeline_json(const parallel_timeline& t, const report_meta& m) {
-  json devices = json::array();
-  double most = 0;
-  const json* stages = m.memory.is_object() && m.memory.contains("stages") ? &m.memory["stages"] : nullptr;
-  for (size_t i = 0; i < t.devices.size(); ++i) {
-    const timeline_device& d = t.devices[i];
-    most = std::max(most, device_memory_gb(d, m));
-    devices.push_back({{"stage", d.stage},
-                       {"layers", d.layers},
-                       {"params", d.params},
-                       {"state_gb", device_state_gb(d, m)},
-                       {"activation_gb", d.activation_bytes / 1e9},
-                       {"memory_gb", device_memory_gb(d, m)},
-                       {"compute_ms", d.compute_s * ms},
-                       {"exposed_comm_ms", d.exposed_comm_s * ms},
-                       {"bubble_ms", d.bubble_s * ms},
-                       {"optimizer_ms", d.optimizer_s * ms},
-                       {"tp_comm_ms", d.tp_comm_s * ms},
-                       {"ep_comm_ms", d.ep_comm_s * ms},
-                       {"p2p_ms", d.p2p_s * ms},
-                       {"dp_comm_ms", d.dp_comm_s * ms},
-                       {"dp_exposed_ms", d.dp_exposed_s * ms},
-                       {"dp_buckets", d.buckets},
-                       {"microbatch_forward_ms", d.microbatch_fw_s * ms},
-                       {"microbatch_backward_ms", d.microbatch_bw_s * ms},
-                       {"finish_ms", d.finish_s * ms}});
-    // the stage's memory parts as Lua reports them (state, saved activations, temporary, workspace, KV cache)
-    if (stages && i < stages->size())
-      for (const auto& [k, v] : (*stages)[i].items()) devices.back()[k] = v;
-  }
-  most = memory_number(m, "memory_gb", most);
-  const timeline_device* crit = critical_device(t);
-  json j = {{"dp", t.dp},
-            {"tp", t.tp},
-            {"pp", t.pp},
-            {"ep", t.ep},
-            {"microbatches", t.microbatches},
-            {"schedule", t.schedule},
-            {"virtual_stages", t.virtual_stages},
-            {"kernels", t.kernels},
-            {"recompute", t.recompute},
-            {"sequence_parallel", t.sequence_parallel},
-            {"distributed_optimizer", t.distributed_optimizer},
-            {"world", t.world},
-            {"micro_batch", t.micro_batch},
-            {"bucket_mb", t.bucket_mb},
-            {"overlap_grad_reduce", t.overlap_grad_reduce},
-            {"cluster",
-             {{"file", t.cluster_file},
-              {"gpus_per_node", t.gpus_per_node},
-              {"nodes", t.nodes},
-              {"intra", {{"bw_gbps", t.intra_bw_gbps}, {"latency_us", t.intra_latency_us}, {"efficiency", t.intra_efficiency}}},
-              {"inter", {{"bw_gbps", t.inter_bw_gbps}, {"latency_us", t.inter_latency_us}, {"efficiency", t.inter_efficiency}}}}},
-            {"iteration_ms", t.iteration_s * ms},
-            {"pipeline_ms", t.pipeline_s * ms},
-            {"compute_ms", crit ? crit->compute_s * ms : 0.0},
-            {"exposed_comm_ms", crit ? crit->exposed_comm_s * ms : 0.0},
-            {"bubble_ms", crit ? crit->bubble_s * ms : 0.0},
-            {"optimizer_ms", crit ? crit->optimizer_s * ms : 0.0},
-            {"critical_stage", crit ? crit->stage : 0},
-            {"p2p_bytes", t.p2p_bytes},
-            {"grad_bytes_per_rank", t.grad_bytes_per_rank},
-            {"embedding_sync_ms", t.embedding_sync_s * ms},
-            {"memory_gb", most},
-            {"fits", m.memory.is_object() ? memory_fits(m) : most <= m.gpu->mem_gb},
-            {"devices", std::move(devices)}};
-  return j;
-}
-
 // GB of model state on one GPU: the whole graph's, or in a parallel run the fullest stage's (its tp-sharded parameters,
 // the optimizer's part divided by dp under the distributed optimizer).
-double state_gb_per_gpu(const forecast& f, const report_meta& m) {
-  if (!m.timeline) return state_bytes(f.params_total(), m.state) / 1e9;
-  double most = 0;
-  for (const auto& d : m.timeline->devices) most = std::max(most, device_state_gb(d, m));
-  return most;
+double state_gb_per_gpu(const report_meta& m) {
+  return m.parallel ? m.parallel->state_gb : m.state.state_gb;
 }
 
 }  // namespace
@@ -192,21 +106,17 @@ figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
       {"batch", m.batch},
       {"seq", m.seq},
       {"dtype", m.dtype},
-      {"latency_s", m.timeline ? m.timeline->iteration_s : f.total()},
+      {"latency_s", m.parallel ? m.parallel->iteration_s : f.total()},
       {"flops_forward", f.phase_flops(phase::forward)},
       {"flops_backward", f.phase_flops(phase::backward) + f.phase_flops(phase::accumulate)},
       {"flops_optimizer", f.phase_flops(phase::optimizer)},
-      {"state_gb", state_gb_per_gpu(f, m)},
-      {"parallel", bool(m.timeline)},
+      {"state_gb", state_gb_per_gpu(m)},
+      {"parallel", bool(m.parallel)},
   };
   if (m.mode == "decode") in.emplace_back("context", m.context);
   if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
   if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
-  if (m.timeline) {
-    const parallel_timeline& t = *m.timeline;
-    in.insert(in.end(), {{"dp", t.dp}, {"tp", t.tp}, {"pp", t.pp}, {"microbatches", t.microbatches},
-                         {"distributed_optimizer", t.distributed_optimizer}});
-  }
+  if (m.parallel) in.insert(in.end(), m.parallel->figures.begin(), m.parallel->figures.end());  // the layout
   if (m.memory.is_object() && m.memory.contains("memory_gb")) {  // scripts/neusight/memory.lua: the fullest GPU
     in.emplace_back("memory_gb", memory_number(m, "memory_gb", 0));
     in.emplace_back("fits", memory_fits(m));
@@ -238,31 +148,14 @@ std::string figure_csv(const figure_value& v) {
   return "";
 }
 
-std::vector<std::string> report_memory_warnings(const forecast& f, const report_meta& m) {
+std::vector<std::string> report_memory_warnings(const forecast&, const report_meta& m) {
   if (m.memory.is_object()) {
     if (m.memory.contains("warning") && m.memory["warning"].is_string()) return {m.memory["warning"].get<std::string>()};
     return {};
   }
-  if (!m.timeline) {
-    const double state_gb = state_gb_per_gpu(f, m);
-    if (state_gb <= m.gpu->mem_gb) return {};
-    return {fmt::format("model state {:.1f} GB exceeds the GPU's {:.0f} GB: the forecast assumes it fits (shard it, "
-                        "see the parallelism options)",
-                        state_gb, m.gpu->mem_gb)};
-  }
-  std::string stages;
-  int over = 0;
-  double most = 0;
-  for (const auto& d : m.timeline->devices) {
-    const double need = device_memory_gb(d, m);
-    if (need <= m.gpu->mem_gb) continue;
-    stages += (over++ ? ", " : "") + std::to_string(d.stage);
-    most = std::max(most, need);
-  }
-  if (!over) return {};
-  return {fmt::format("{} {} {} up to {:.1f} GB per GPU (model state + peak activations), more than the GPU's {:.0f} "
-                      "GB: the forecast assumes it fits",
-                      over > 1 ? "stages" : "stage", stages, over > 1 ? "need" : "needs", most, m.gpu->mem_gb)};
+  // no memory report (predict --graph on one GPU): the state alone (scripts/neusight/precision.lua state_report)
+  if (!m.state.warning.empty()) return {m.state.warning};
+  return {};
 }
 
 std::string report_json(const forecast& f, const report_meta& m) {
@@ -289,7 +182,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   if (m.layers) j["layers"] = *m.layers;
   // A parallel run's latency is its iteration on the slowest device; the phase sums below are then those of one
   // microbatch through the whole (tp-sharded) model, serially — the timeline's inputs.
-  j["latency_ms"] = (m.timeline ? m.timeline->iteration_s : f.total()) * ms;
+  j["latency_ms"] = (m.parallel ? m.parallel->iteration_s : f.total()) * ms;
   if (m.figs)  // the figures a rule puts beside latency_ms (the uncertainty band's latency_ms_p10 / p50 / p90)
     for (const auto& x : m.figs->fields)
       if (x.top) j[x.key] = figure_json(x.value);
@@ -302,7 +195,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["params"] = f.params_total();
   if (m.active_params) j["active_params"] = *m.active_params;  // mixtures of experts: a token's share of params
   // per GPU: in a parallel run the largest pipeline stage's tp shard
-  j["state_gb"] = state_gb_per_gpu(f, m);
+  j["state_gb"] = state_gb_per_gpu(m);
   // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
   if (m.memory.is_object()) {
     const double memory_gb = memory_number(m, "memory_gb", 0);
@@ -315,11 +208,8 @@ std::string report_json(const forecast& f, const report_meta& m) {
   if (m.kv_cache_bytes) j["kv_cache_gb"] = *m.kv_cache_bytes / 1e9;
   // the recipe's bytes per parameter (scripts/neusight/precision.lua); state_gb = params x their sum (per stage in a
   // parallel run, with master + optimizer_state divided by dp under the distributed optimizer)
-  j["state_bytes_per_param"] = {{"weights", m.state.weights},
-                                {"gradients", m.state.gradients},
-                                {"master", m.state.master},
-                                {"optimizer_state", m.state.optimizer_state}};
-  if (m.timeline) j["parallel"] = timeline_json(*m.timeline, m);
+  j["state_bytes_per_param"] = m.state.bytes_per_param;
+  if (m.parallel) j["parallel"] = m.parallel->json;  // scripts/neusight/parallel/report.lua, as it is
   j["warnings"] = m.warnings;
   if (m.figs) {
     json fig = json::object();
@@ -412,58 +302,17 @@ std::string report_table(const forecast& f, const report_meta& m) {
                      (f.phase_total(phase::backward) + f.phase_total(phase::accumulate)) * ms,
                      f.phase_total(phase::accumulate) * ms);
   out += fmt::format("optimizer        {:>12.3f} ms\n", f.phase_total(phase::optimizer) * ms);
-  if (m.timeline) {
-    const parallel_timeline& t = *m.timeline;
+  if (m.parallel) {
     out += fmt::format("sum of the above {:>12.3f} ms   (one microbatch of {} through all stages, one tp shard; {:.3g} TFLOP)\n",
-                       total, t.micro_batch, f.flops_total() / 1e12);
-    out += fmt::format("\nparallel  dp {} x tp {} x pp {}{} = {} GPUs ({} node(s) x {}), {} microbatch(es) of {}, schedule {}{}, {}\n",
-                       t.dp, t.tp, t.pp, t.ep > 1 ? fmt::format(" (ep {})", t.ep) : std::string(), t.world, t.nodes, t.gpus_per_node, t.microbatches, t.micro_batch, t.schedule,
-                       t.virtual_stages > 1 ? fmt::format(" ({} chunks per device)", t.virtual_stages) : std::string(),
-                       t.kernels + " kernels" + (t.sequence_parallel ? ", sequence parallel" : "") +
-                           (t.distributed_optimizer ? ", distributed optimizer" : "") +
-                           (t.recompute != "none" ? ", " + t.recompute + " recomputation" : ""));
-    out += fmt::format("links     intra {:.0f} GB/s x {:.2f}, {:.1f} us; inter {:.4g} GB/s x {:.2f}, {:.1f} us ({})\n",
-                       t.intra_bw_gbps, t.intra_efficiency, t.intra_latency_us, t.inter_bw_gbps, t.inter_efficiency,
-                       t.inter_latency_us, t.cluster_file.empty() ? "scripts/neusight/topology.lua" : t.cluster_file);
-    const bool ep = t.ep > 1;
-    out += fmt::format("{:>5} {:>6} {:>12} {:>12} {}{:>12} {:>12} {:>12} {:>12} {:>12}\n", "stage", "layers", "compute ms",
-                       "tp comm ms", ep ? fmt::format("{:>12} ", "ep comm ms") : "", "p2p ms", "dp exposed",
-                       "optimizer ms", "bubble ms", "finish ms");
-    for (const auto& d : t.devices)
-      out += fmt::format("{:>5} {:>6} {:>12.3f} {:>12.3f} {}{:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f} {:>12.3f}\n", d.stage,
-                         d.layers, d.compute_s * ms, d.tp_comm_s * ms,
-                         ep ? fmt::format("{:>12.3f} ", d.ep_comm_s * ms) : "", d.p2p_s * ms, d.dp_exposed_s * ms,
-                         d.optimizer_s * ms, d.bubble_s * ms, d.finish_s * ms);
-    if (m.memory.is_object() && m.memory.contains("lines")) {
-      for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // per stage, from Lua
-    } else {
-      for (const auto& d : t.devices) {
-        const double need = device_memory_gb(d, m);
-        out += fmt::format("memory    stage {}: {:.1f} GB per GPU = state {:.1f} + activations {:.1f}{}\n", d.stage, need,
-                           device_state_gb(d, m), d.activation_bytes / 1e9,
-                           need > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB", m.gpu->mem_gb) : "");
-      }
-    }
-    out += fmt::format("state     per parameter: {} ({} recipe{}){}\n", state_breakdown(m.state), m.precision,
-                       m.precision == "amp" ? ", " + m.state.convention + " convention" : "",
-                       t.distributed_optimizer && t.dp > 1
-                           ? fmt::format("; master + optimizer sharded over dp {}", t.dp)
-                           : std::string());
-    if (t.dp > 1 && !t.devices.empty())
-      out += fmt::format("data-parallel gradient {}: {:.3f} ms in {} bucket(s) of <= {:g} MB on stage 0, {:.3f} ms "
-                         "exposed{}\n",
-                         t.distributed_optimizer ? "reduce-scatter and parameter all-gather" : "all-reduce",
-                         t.devices[0].dp_comm_s * ms, t.devices[0].buckets, t.bucket_mb, t.devices[0].dp_exposed_s * ms,
-                         t.overlap_grad_reduce ? " (overlapped with backward)" : " (after backward)");
-    out += fmt::format("iteration        {:>12.3f} ms   (slowest device; every dp x tp rank of a stage alike)\n",
-                       t.iteration_s * ms);
+                       total, m.parallel->json.at("micro_batch").get<int64_t>(), f.flops_total() / 1e12);
+    out += m.parallel->table;  // layout, stages, memory, state, iteration (scripts/neusight/parallel/report.lua)
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
   if (m.active_params)
     out += fmt::format("parameters       {:>12.3f} B    of which {:.3f} B active per token (the routed experts it is sent "
                        "to; attention, shared experts, embeddings in full){}\n",
-                       f.params_total() / 1e9, *m.active_params / 1e9, m.timeline ? ", one tensor-parallel rank" : "");
+                       f.params_total() / 1e9, *m.active_params / 1e9, m.parallel ? ", one tensor-parallel rank" : "");
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),
@@ -473,17 +322,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
       for (const auto& line : m.figs->lines) text += line + "\n";
     return text;
   };
-  if (m.timeline) return with_figures(out);  // the memory lines above say it per stage
-  const double state_gb = state_gb_per_gpu(f, m);
+  if (m.parallel) return with_figures(out);  // the memory lines above say it per stage
+  out += m.state.line;  // scripts/neusight/precision.lua state_report
   const bool lines = m.memory.is_object() && m.memory.contains("lines");
-  out += fmt::format("model state      {:>12.1f} GB   ({:.3g} B parameters x {} per parameter, {} recipe{}){}\n",
-                     state_gb, f.params_total() / 1e9, state_breakdown(m.state), m.precision,
-                     m.precision == "amp" ? " (" + m.state.convention + ")" : "",
-                     !lines && state_gb > m.gpu->mem_gb ? fmt::format(" — exceeds the GPU's {:.0f} GB: the forecast "
-                                                                      "assumes it fits (shard it, see the parallelism "
-                                                                      "options)",
-                                                                      m.gpu->mem_gb)
-                                                        : std::string());
   if (lines)
     for (const auto& line : m.memory["lines"]) out += line.get<std::string>() + "\n";  // scripts/neusight/memory.lua
   return with_figures(out);

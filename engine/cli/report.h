@@ -9,7 +9,7 @@
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
-#include "core/timeline.h"
+#include "lua/session.h"
 
 namespace ns {
 
@@ -20,10 +20,10 @@ struct report_meta {
   const gpu_spec* gpu = nullptr;
   std::vector<std::string> warnings;
   std::optional<int64_t> layers;  // replication of the traced layer, for imported graphs (predict --graph)
-  std::optional<parallel_timeline> timeline;  // parallel runs: the per-device timeline; latency = its iteration
+  std::optional<parallel_report> parallel;    // parallel runs: the timeline's report; latency = its iteration
   std::string precision = "pure";             // precision recipe (scripts/neusight/precision.lua)
   std::string optimizer_impl;                 // "fused" | "foreach"; "" without an optimizer
-  state_layout state;                         // model-state bytes per parameter of the recipe
+  state_report state;                         // the model state (scripts/neusight/precision.lua state_report)
   int64_t context = 0;                        // mode "decode": tokens already in each KV cache
   std::optional<double> kv_cache_bytes;       // serving phases: the KV cache per GPU (scripts/neusight/workload.lua)
   std::string launch = "eager";               // "eager" | "graph" (scripts/neusight/launch.lua)

@@ -181,19 +181,15 @@ int search_main(const search_flags& f) {
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
             candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, vs};
-            const timeline_device* crit = critical_device(*tl);
-            // memory per GPU of the fullest stage (scripts/neusight/memory.lua, as predict reports it)
-            const auto& mem = s.memory();
-            double most = 0;
-            if (mem.is_object() && mem.contains("memory_gb")) most = mem["memory_gb"].get<double>();
-            else
-              for (const auto& d : tl->devices) most = std::max(most, device_memory_bytes(d, *tl, w.state) / 1e9);
+            // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
+            // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
+            const nlohmann::ordered_json& par = tl->json;
             c.iteration_ms = tl->iteration_s * 1e3;
-            c.compute_ms = crit->compute_s * 1e3;
-            c.exposed_comm_ms = crit->exposed_comm_s * 1e3;
-            c.bubble_ms = crit->bubble_s * 1e3;
-            c.memory_gb = most;
-            c.fits = mem.is_object() && mem.contains("fits") ? mem["fits"].get<bool>() : most <= gpu.mem_gb;
+            c.compute_ms = par.at("compute_ms").get<double>();
+            c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
+            c.bubble_ms = par.at("bubble_ms").get<double>();
+            c.memory_gb = par.at("memory_gb").get<double>();
+            c.fits = par.at("fits").get<bool>();
             const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
             done = cheapest && c.fits;
             if (!cheapest || c.fits || std::string(recompute) == "full" || !training) results.push_back(c);

@@ -26,12 +26,14 @@ double forecast::phase_flops(phase p) const {
   return f;
 }
 
-double forecast::params_total() const {
+double graph::params_total() const {
   double p = 0;
-  for (const auto& n : g.nodes)
+  for (const auto& n : nodes)
     if (!n.optimizer) p += n.params * double(n.count);
   return p;
 }
+
+double forecast::params_total() const { return g.params_total(); }
 
 std::vector<family_time> forecast::seconds_by_family() const {
   struct acc {
@@ -63,7 +65,6 @@ void family_inputs_add(figure_inputs& in, const std::vector<family_time>& famili
   }
 }
 
-double state_bytes(double params, const state_layout& s) { return params * s.total(); }
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each) {
   forecast f{std::move(g), std::move(kernels), std::move(seconds_each), {}};

@@ -40,22 +40,6 @@ struct forecast {
   std::vector<family_time> seconds_by_family() const;
 };
 
-// Model-state bytes per parameter by role, as scripts/neusight/precision.lua state() computes them from the
-// precision recipe, the optimizer and the mode (the engine lists no element sizes of its own).
-struct state_layout {
-  double weights = 0;          // the model's parameters
-  double gradients = 0;        // the gradient buffer (training)
-  double master = 0;           // fp32 master parameters (+ fp32 main gradients) the optimizer owns (amp)
-  double optimizer_state = 0;  // the optimizer's moments (Adam/AdamW: exp_avg, exp_avg_sq)
-  std::string convention = "pure";  // the recipe's: "pure", or amp's "autocast" (PyTorch) / "megatron" (Megatron-LM)
-  double total() const { return weights + gradients + master + optimizer_state; }
-  double sharded() const { return master + optimizer_state; }  // what the distributed optimizer shards over dp
-};
-
-// Bytes of model state that must stay resident for `params` parameters: weights + gradients + master copies +
-// optimizer state. Activations are not counted, so this is a lower bound on the memory a run needs.
-double state_bytes(double params, const state_layout& s);
-
 // The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
 // family_s.<family> (seconds) and family_n.<family> (effective kernel count); roofline.<family> = true for the families
 // `pred` does not price with its own model on `vendor` (the roofline stood in): the error table says nothing of them.

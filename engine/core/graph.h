@@ -94,6 +94,8 @@ using node_rule = std::function<std::vector<kernel_instance>(const node&)>;
 struct graph {
   std::string model;
   std::vector<node> nodes;
+  // Trainable parameters: Σ params × count over the nodes (the optimizer node owns none).
+  double params_total() const;
 };
 
 }  // namespace ns

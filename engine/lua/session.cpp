@@ -215,16 +215,33 @@ const luaL_Reg engine_functions[] = {
 };
 
 
-// A state table { weights, gradients, master, optimizer_state } (scripts/neusight/precision.lua state()).
-state_layout state_read(lua_State* L, int idx, const std::string& what) {
-  table_reader r(L, idx, what);
-  state_layout s;
-  s.weights = r.number("weights");
-  s.gradients = r.number("gradients");
-  s.master = r.number("master");
-  s.optimizer_state = r.number("optimizer_state");
-  s.convention = r.str("convention");
-  return s;
+// scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
+// `idx` (precision.lua state()). [-0, +0, e]
+state_report state_report_of(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
+                             bool unreported) {
+  lua_State* L = p.L();
+  idx = lua_absindex(L, idx);
+  const std::string where = "scripts/neusight/precision.lua state_report";
+  require_push(p, "neusight.precision");  // stack: … Pr
+  raw_getfield(L, -1, "state_report");
+  lua_pushvalue(L, idx);
+  lua_pushnumber(L, params);
+  lua_pushstring(L, recipe.c_str());
+  lua_pushnumber(L, gpu_mem_gb);
+  lua_pushboolean(L, unreported);
+  ns_call(L, 5, 1, "in " + where);  // stack: … Pr report
+  state_report out;
+  {
+    table_reader r(L, -1, where + " result");
+    out.state_gb = r.number("state_gb");
+    out.convention = r.str("convention");
+    out.line = r.str("line");
+    out.warning = r.str_or("warning", "");
+  }
+  raw_getfield(L, -1, "bytes_per_param");
+  out.bytes_per_param = json_from_lua(L, -1, where + " result.bytes_per_param");
+  lua_pop(L, 3);
+  return out;
 }
 
 }  // namespace
@@ -282,7 +299,8 @@ session::~session() {
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
-state_layout session::state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer) {
+state_report session::state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer,
+                              double params, double gpu_mem_gb) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -292,8 +310,15 @@ state_layout session::state_of(const std::string& dtype, const std::string& mode
   lua_pushstring(L, dtype.c_str()), lua_setfield(L, -2, "dtype");
   lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
   lua_pushstring(L, optimizer.c_str()), lua_setfield(L, -2, "optimizer");
-  ns_call(L, 1, 1, "in scripts/neusight/precision.lua state_of");
-  return state_read(L, -1, "scripts/neusight/precision.lua state_of");
+  ns_call(L, 1, 1, "in scripts/neusight/precision.lua state_of");  // stack: Pr state
+  // the default recipe of a graph (state_of's): pure
+  raw_getfield(L, -2, "default");
+  lua_pushstring(L, dtype.c_str());
+  lua_pushstring(L, mode.c_str());
+  ns_call(L, 2, 1, "in scripts/neusight/precision.lua default");  // stack: Pr state recipe
+  const std::string recipe = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
+  lua_pop(L, 1);
+  return state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
@@ -375,15 +400,17 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state
-  w.state = state_read(L, -1, "scripts/neusight/workload.lua build: state");
-  lua_pop(L, 1);  // stack: W spec norm name nodes plan
+  lua_insert(L, -4);  // stack: W spec norm state name nodes plan
+  const int state = lua_gettop(L) - 3;
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
   w.g.nodes = nodes_read(L, -2, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, -3);
   lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
-  ns_call(L, 2, 0);  // stack: W spec norm name nodes plan
+  ns_call(L, 2, 0);  // stack: W spec norm state name nodes plan
+  // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's)
+  w.state = state_report_of(*p_, state, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
   for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {

@@ -17,7 +17,6 @@
 #include "core/graph.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
-#include "core/timeline.h"
 #include "lua/script_limits.h"
 
 namespace ns {
@@ -40,13 +39,33 @@ struct session_options {
   bool calibration = true;
 };
 
+// The model state of a forecast as scripts/neusight/precision.lua state_report() gives it: the recipe's bytes per
+// parameter stay in Lua (precision.lua state()); the engine renders these as they are.
+struct state_report {
+  double state_gb = 0;                     // on one GPU (a parallel run's report has its own: parallel_report)
+  std::string convention;                  // the recipe's convention (JSON precision_convention)
+  nlohmann::ordered_json bytes_per_param;  // JSON state_bytes_per_param
+  std::string line;                        // the table's model-state line
+  std::string warning;                     // the state alone exceeds the GPU (runs no memory report covers); "" else
+};
+
+// A parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline): the few numbers the engine
+// uses and the report's JSON object and table lines, rendered as they are.
+struct parallel_report {
+  double iteration_s = 0;       // the slowest device's finish: the run's latency
+  double state_gb = 0;          // model state on the fullest GPU (the report's state_gb)
+  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms, devices)
+  std::string table;            // the table's lines from the layout to the iteration
+  figure_inputs figures;        // what scripts/neusight/figures.lua gets of the layout (dp, tp, pp, …)
+};
+
 // A workload after validation and model construction (scripts/neusight/workload.lua).
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
   std::string model, gpu, mode, optimizer, dtype, description;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
   std::string optimizer_impl;  // "fused" | "foreach"; "" without an optimizer
-  state_layout state;          // model-state bytes per parameter of this recipe (precision.lua state())
+  state_report state;          // its model state as the report shows it (precision.lua state_report())
   int64_t batch = 0, seq = 0;
   int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
@@ -87,9 +106,11 @@ class session {
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
 
-  // Model-state bytes per parameter of a graph without a workload (predict --graph): scripts/neusight/precision.lua
-  // state_of{dtype, mode, optimizer} with the default recipe.
-  state_layout state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer);
+  // The model state of a graph without a workload (predict --graph): scripts/neusight/precision.lua state_report of
+  // state_of{dtype, mode, optimizer} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no memory report
+  // covering it (the line and a warning say when the state alone does not fit).
+  state_report state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer, double params,
+                        double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
@@ -216,8 +237,9 @@ class session {
                       std::vector<std::string>& notes);
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
-  // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
-  std::optional<parallel_timeline> timeline(const forecast& fc);
+  // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
+  // when that workload was not parallel. The timeline itself stays a Lua table.
+  std::optional<parallel_report> timeline(const forecast& fc);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.

@@ -1,4 +1,5 @@
-// engine/lua/session_hooks.cpp — Lua hooks that run after kernel prediction: host overhead, trace scaling, the parallel timeline.
+// engine/lua/session_hooks.cpp — Lua hooks that run after kernel prediction: host overhead, trace scaling, the parallel
+// timeline and its report.
 #include <cmath>
 #include <string>
 #include <vector>
@@ -113,7 +114,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
 }
 
-std::optional<parallel_timeline> session::timeline(const forecast& fc) {
+std::optional<parallel_report> session::timeline(const forecast& fc) {
   if (p_->plan_ref == LUA_NOREF) return std::nullopt;
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -133,9 +134,10 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.parallel");
   ns_call(L, 1, 1, "while loading scripts/neusight/parallel.lua");  // stack: P
+  const int P = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
   const int plan = lua_gettop(L);  // stack: P plan
-  raw_getfield(L, -2, "timeline");
+  raw_getfield(L, P, "timeline");
   lua_pushvalue(L, plan);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
   if (lua_rawlen(L, -1) != t.size())
@@ -150,66 +152,35 @@ std::optional<parallel_timeline> session::timeline(const forecast& fc) {
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
-  const std::string where = "scripts/neusight/parallel.lua timeline";
+  std::string where = "scripts/neusight/parallel.lua timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  parallel_timeline out;
-  {
-    table_reader p(L, plan, "parallel plan");
-    out.dp = p.integer("dp"), out.tp = p.integer("tp"), out.pp = p.integer("pp"), out.ep = p.integer("ep");
-    out.microbatches = p.integer("microbatches"), out.virtual_stages = p.integer("virtual_stages");
-    out.micro_batch = p.integer("micro_batch"), out.world = p.integer("world");
-    out.schedule = p.str("schedule");
-    out.kernels = p.str("kernels");
-    out.recompute = p.str("recompute");
-    raw_getfield(L, plan, "sequence_parallel");
-    out.sequence_parallel = lua_toboolean(L, -1);
-    raw_getfield(L, plan, "distributed_optimizer");
-    out.distributed_optimizer = lua_toboolean(L, -1);
-    lua_pop(L, 2);
-    out.cluster_file = p.str_or("cluster_name", "");
-    out.bucket_mb = p.number("bucket_mb");
-    raw_getfield(L, plan, "overlap_grad_reduce");
-    out.overlap_grad_reduce = lua_toboolean(L, -1);
-    raw_getfield(L, plan, "cluster");  // stack: … result overlap cluster
-    table_reader c(L, -1, "parallel plan cluster");
-    out.gpus_per_node = c.integer("gpus_per_node"), out.nodes = c.integer("nodes");
-    for (const char* level : {"intra", "inter"}) {
-      raw_getfield(L, -1, level);
-      table_reader l(L, -1, std::string("parallel plan cluster.") + level);
-      const bool intra = std::string(level) == "intra";
-      (intra ? out.intra_bw_gbps : out.inter_bw_gbps) = l.number("bw_gbps");
-      (intra ? out.intra_latency_us : out.inter_latency_us) = l.number("latency_us");
-      (intra ? out.intra_efficiency : out.inter_efficiency) = l.number("efficiency");
-      lua_pop(L, 1);
-    }
-    lua_pop(L, 2);
-  }
   raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
   lua_pop(L, 1);
+  // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
+  raw_getfield(L, P, "report");
+  lua_pushvalue(L, plan);
+  lua_pushvalue(L, -3);
+  ns_call(L, 2, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
+  where = "scripts/neusight/parallel.lua report";
   table_reader r(L, -1, where + " result");
+  parallel_report out;
   out.iteration_s = r.number("iteration");
-  out.pipeline_s = r.number("pipeline");
-  out.p2p_bytes = r.number("p2p_bytes");
-  out.grad_bytes_per_rank = r.number("grad_bytes_per_rank");
-  out.embedding_sync_s = r.number("embedding_sync");
-  raw_getfield(L, -1, "devices");
-  if (!lua_istable(L, -1)) throw error(where + " result: field 'devices' must be an array");
-  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-    lua_rawgeti(L, -1, i);
-    table_reader d(L, -1, where + " device #" + std::to_string(i));
-    timeline_device td;
-    td.stage = d.integer("stage"), td.layers = d.integer("layers"), td.buckets = d.integer("buckets");
-    td.params = d.number("params");
-    td.activation_bytes = d.number("activation_bytes");
-    td.compute_s = d.number("compute"), td.tp_comm_s = d.number("tp_comm"), td.p2p_s = d.number("p2p");
-    td.ep_comm_s = d.number("ep_comm");
-    td.dp_comm_s = d.number("dp_comm"), td.dp_exposed_s = d.number("dp_exposed");
-    td.exposed_comm_s = d.number("exposed_comm"), td.optimizer_s = d.number("optimizer");
-    td.bubble_s = d.number("bubble"), td.finish_s = d.number("finish");
-    td.microbatch_fw_s = d.number("microbatch_fw"), td.microbatch_bw_s = d.number("microbatch_bw");
-    out.devices.push_back(td);
-    lua_pop(L, 1);
+  out.state_gb = r.number("state_gb");
+  out.table = r.str("table");
+  raw_getfield(L, -1, "json");
+  if (!lua_istable(L, -1)) throw error(where + " result: field 'json' must be a table");
+  out.json = json_from_lua(L, -1, where + " result.json");
+  lua_pop(L, 1);
+  raw_getfield(L, -1, "figures");  // what figures.lua gets of the layout, by name
+  if (!lua_istable(L, -1)) throw error(where + " result: field 'figures' must be a table");
+  const nlohmann::ordered_json figs = json_from_lua(L, -1, where + " result.figures");
+  for (const auto& [k, v] : figs.items()) {
+    if (v.is_boolean()) out.figures.emplace_back(k, v.get<bool>());
+    else if (v.is_number_integer()) out.figures.emplace_back(k, v.get<int64_t>());
+    else if (v.is_number()) out.figures.emplace_back(k, v.get<double>());
+    else if (v.is_string()) out.figures.emplace_back(k, v.get<std::string>());
+    else throw error(where + " result.figures." + k + " must be a number, boolean or string");
   }
   return out;
 }

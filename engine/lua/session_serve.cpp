@@ -83,7 +83,7 @@ int l_serve_phase(lua_State* L) {
     if (!w.kv_cache_bytes || !(*w.kv_cache_bytes > 0))  // a serving phase holds a cache; 0 would be infinite room
       throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua)");
     set_number(L, "kv_cache_gb", *w.kv_cache_bytes / 1e9);
-    set_number(L, "state_gb", state_bytes(fc.params_total(), w.state) / 1e9);
+    set_number(L, "state_gb", w.state.state_gb);  // of w.g, the graph fc forecast
     set_number(L, "params", fc.params_total());
     if (w.active_params) set_number(L, "active_params", *w.active_params);  // mixtures of experts (workload.lua)
     set_number(L, "flops", fc.flops_total());

@@ -70,8 +70,9 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display);
 
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
-// exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text),
-// integers stay integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]
+// exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text)
+// after the keys their metatable's __order array lists, in that order (a report's fixed field order); integers stay
+// integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]
 nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what);
 // json_from_lua(L, idx, "report") as indented JSON text. [-0, +0, -]
 std::string json_text_of(lua_State* L, int idx);

@@ -112,6 +112,23 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
         return arr;
       }
       std::sort(keys.begin(), keys.end());
+      // a metatable's __order (an array of key names) puts those keys first, in its order
+      if (luaL_getmetafield(L, idx, "__order") != LUA_TNIL) {  // stack: … order
+        if (!lua_istable(L, -1)) throw error(what + ": its metatable's __order must be an array of key names");
+        std::vector<std::pair<std::string, bool>> first;
+        for (lua_Integer i = 1, n_order = lua_Integer(lua_rawlen(L, -1)); i <= n_order; ++i) {
+          lua_rawgeti(L, -1, i);
+          if (lua_type(L, -1) != LUA_TSTRING) throw error(what + ": its metatable's __order must be an array of key names");
+          const std::pair<std::string, bool> key(lua_tostring(L, -1), true);
+          lua_pop(L, 1);
+          if (const auto it = std::find(keys.begin(), keys.end(), key); it != keys.end()) {
+            keys.erase(it);
+            first.push_back(key);
+          }
+        }
+        lua_pop(L, 1);
+        keys.insert(keys.begin(), first.begin(), first.end());
+      }
       ojson obj = ojson::object();
       for (const auto& [k, is_string] : keys) {
         if (is_string) raw_getfield(L, idx, k.c_str());

@@ -21,6 +21,9 @@
 --      M.simulate) from the per-stage forward/backward times, overlaps the data-parallel gradient all-reduce buckets
 --      with the last backward pass, and returns per device: compute, exposed communication and bubble, and the memory
 --      per stage (memory.lua: saved activations over the schedule, temporaries, the state share).
+--   5. report.lua    M.report turns the plan and its timeline into what the forecast report shows: the JSON `parallel`
+--                    object, the table's lines, the state per GPU and the layout figures.lua gets; the engine renders
+--                    them as they are.
 -- Every step is plain Lua: a new schedule is a function in M.schedules, a new collective algorithm a
 -- function in neusight.collectives.algorithms; nothing needs recompiling.
 local config = require "neusight.parallel.config"
@@ -29,6 +32,7 @@ local shard = require "neusight.parallel.shard"
 local schedule = require "neusight.parallel.schedule"
 local stages = require "neusight.parallel.stages"
 local timeline = require "neusight.parallel.timeline"
+local report = require "neusight.parallel.report"
 
 local M = {}
 
@@ -41,5 +45,6 @@ M.price_reference, M.split = shard.price_reference, shard.split
 M.simulate = schedule.simulate
 M.layer_count = stages.layer_count
 M.timeline = timeline.timeline
+M.report = report.report
 
 return M

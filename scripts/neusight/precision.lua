@@ -3,7 +3,7 @@
 -- The workload's `dtype` is the compute type (GEMM inputs, activations). `precision` says how the training
 -- state around it is kept; this module is the one place that turns both into element sizes, for the optimizer
 -- node (workload.lua → ops/adam.lua, adamw.lua, sgd.lua), the data-parallel gradient and parameter traffic
--- (parallel.lua) and the memory report (state_gb, the engine reads M.state's numbers and re-lists nothing).
+-- (parallel.lua) and the memory report (state_gb: M.state_report; the engine reads none of M.state's numbers).
 --
 --   "pure"  model.to(dtype): parameters, gradients and optimizer moments in the dtype, no master copy.
 --   "amp"   mixed precision: compute in a 16-bit (or fp8) dtype, fp32 optimizer state. Two conventions,
@@ -23,7 +23,7 @@
 -- "pure" otherwise (fp32/tf32/fp64 training, and every inference run: weights loaded in the dtype).
 -- "amp" with a 4- or 8-byte dtype is an error: there is nothing to mix.
 local K = require "neusight.kernels"
-local ipairs, tostring, error = ipairs, tostring, error
+local ipairs, tostring, error, setmetatable, fmt = ipairs, tostring, error, setmetatable, string.format
 
 local M = {}
 
@@ -145,5 +145,55 @@ end
 
 --- The dtype the optimizer step computes in: its moments' (fp32 in amp, the dtype in pure).
 function M.step_dtype(r) return r.moment end
+
+--- Bytes of model state of `params` parameters under a state layout (M.state): params × its bytes per parameter, with
+--- the optimizer's part (master copies and moments) divided by `shard` (the distributed optimizer's dp; nil or 1: not
+--- sharded).
+---@param params number
+---@param s table M.state()
+---@param shard? integer
+function M.state_bytes(params, s, shard)
+  params = params + 0.0
+  local bytes = params * (s.weights + s.gradients + s.master + s.optimizer_state + 0.0)
+  if shard and shard > 1 then -- the optimizer's share lives on 1/shard of the ranks
+    bytes = bytes - params * (s.master + s.optimizer_state + 0.0) * (1 - 1.0 / shard)
+  end
+  return bytes
+end
+
+--- "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": a state layout (M.state) per parameter, for the table.
+function M.state_breakdown(s)
+  return fmt("%g B = weights %g + gradients %g + master %g + optimizer %g",
+    s.weights + s.gradients + s.master + s.optimizer_state + 0.0, s.weights, s.gradients, s.master, s.optimizer_state)
+end
+
+local SHARD = " (shard it, see the parallelism options)"
+
+--- The model state of a forecast as the report shows it (the engine renders these as they are):
+---   state_gb         params × the bytes per parameter of `s` (one GPU; a parallel run's report has its own per stage)
+---   convention       the recipe's convention (JSON precision_convention)
+---   bytes_per_param  JSON state_bytes_per_param: weights, gradients, master, optimizer_state
+---   line             the table's model-state line
+---   warning          with `unreported` (no memory report covers the run: an imported graph), when the state alone
+---                    exceeds the GPU; nil otherwise. The line says so too.
+---@param s table M.state()
+---@param params number the graph's parameters
+---@param recipe string the recipe's name ("pure" | "amp")
+---@param gpu_mem_gb number
+---@param unreported boolean
+function M.state_report(s, params, recipe, gpu_mem_gb, unreported)
+  local gb = M.state_bytes(params, s) / 1e9
+  local over = unreported and gb > gpu_mem_gb
+  return {
+    state_gb = gb, convention = s.convention,
+    bytes_per_param = setmetatable({ weights = s.weights + 0.0, gradients = s.gradients + 0.0, master = s.master + 0.0,
+      optimizer_state = s.optimizer_state + 0.0 }, { __order = { "weights", "gradients", "master", "optimizer_state" } }),
+    line = fmt("model state      %12.1f GB   (%.3g B parameters x %s per parameter, %s recipe%s)%s\n", gb, params / 1e9,
+      M.state_breakdown(s), recipe, recipe == "amp" and " (" .. s.convention .. ")" or "",
+      over and fmt(" — exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gpu_mem_gb, SHARD) or ""),
+    warning = over and fmt("model state %.1f GB exceeds the GPU's %.0f GB: the forecast assumes it fits%s", gb, gpu_mem_gb,
+      SHARD) or nil,
+  }
+end
 
 return M

@@ -4,6 +4,7 @@
 #include <stdexcept>
 
 #include "lua/lua_state.h"
+#include "lua/wrap.h"
 
 using namespace ns;
 
@@ -75,4 +76,26 @@ TEST_CASE("chunks load as text only, with @-names", "[lua]") {
   CHECK_THROWS_WITH(ns_load_chunk(L, std::string("\x1bLua", 4), "ops/bin.lua", -1),
                     Catch::Contains("attempt to load a binary chunk"));
   lua_pop(L, 1);
+}
+
+TEST_CASE("json_from_lua: a metatable's __order puts its keys first, in its order, the rest sorted after them", "[lua][json]") {
+  lua_state s;
+  lua_State* L = s.get();
+  lua_newtable(L);  // stack: t = { b = 1, a = 2, d = true, c = "x" }
+  lua_pushinteger(L, 1), lua_setfield(L, -2, "b");
+  lua_pushinteger(L, 2), lua_setfield(L, -2, "a");
+  lua_pushboolean(L, 1), lua_setfield(L, -2, "d");
+  lua_pushstring(L, "x"), lua_setfield(L, -2, "c");
+  CHECK(json_from_lua(L, -1, "t").dump() == R"({"a":2,"b":1,"c":"x","d":true})");
+  lua_newtable(L);  // stack: t mt
+  lua_newtable(L);  // stack: t mt order = { "d", "b", "missing" }
+  for (const char* k : {"d", "b", "missing"}) lua_pushstring(L, k), lua_rawseti(L, -2, lua_Integer(lua_rawlen(L, -2) + 1));
+  lua_setfield(L, -2, "__order");
+  lua_setmetatable(L, -2);  // stack: t
+  CHECK(json_from_lua(L, -1, "t").dump() == R"({"d":true,"b":1,"a":2,"c":"x"})");
+  lua_newtable(L);  // a non-array __order is an error naming the value
+  lua_pushinteger(L, 3), lua_setfield(L, -2, "__order");
+  lua_setmetatable(L, -2);
+  CHECK_THROWS_WITH(json_from_lua(L, -1, "t"), Catch::Contains("t: its metatable's __order must be an array"));
+  lua_settop(L, 0);  // callers restore the stack after an error (stack_restore)
 }

@@ -248,6 +248,48 @@ function T.test_timeline_data_parallel_buckets()
   near(tl_slow.devices[1].dp_exposed, 1 + 4 * t_slow - 4, "serialized on the link: ready at 1 s, then back to back", 1e-9)
 end
 
+-- The report of a timeline (neusight.parallel.report): the JSON object in its fixed key order, the critical device's
+-- parts, each device's memory parts from neusight.memory, the state per GPU with the optimizer's part over dp, the table.
+function T.test_report_of_a_timeline()
+  local plan = plan_of({ pp = 4, dp = 2, microbatches = 8, distributed_optimizer = true }, 16)
+  local nodes, times = synthetic(8, { layer_params = 1000, pro_params = 500, epi_fw = 3 })
+  local tl = P.timeline(plan, nodes, times)
+  tl.state = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "pure" }
+  local r = P.report(plan, tl)
+  eq(r.iteration, tl.iteration, "iteration")
+  local j = r.json
+  local order = getmetatable(j).__order
+  eq(order[1], "dp", "first key") eq(order[#order], "devices", "last key")
+  eq(math.type(j.dp), "integer", "dp is an integer") eq(math.type(j.bucket_mb), "float", "bucket_mb is a number")
+  eq(j.dp, 2, "dp") eq(j.pp, 4, "pp") eq(j.distributed_optimizer, true, "distributed optimizer")
+  near(j.iteration_ms, tl.iteration * 1e3, "iteration_ms")
+  local crit = 1 -- the last device to finish (ties: the first)
+  for d, dev in ipairs(tl.devices) do if dev.finish > tl.devices[crit].finish then crit = d end end
+  eq(j.critical_stage, crit - 1, "critical stage")
+  eq(j.compute_ms, tl.devices[crit].compute * 1e3, "the critical device's compute")
+  eq(j.memory_gb, tl.memory.memory_gb, "memory of the fullest GPU") eq(j.fits, tl.memory.fits, "fits")
+  eq(#j.devices, 4, "one row per stage")
+  local most = 0
+  for d, dev in ipairs(tl.devices) do
+    local row = j.devices[d]
+    eq(row.stage, d - 1, "stage") eq(row.finish_ms, dev.finish * 1e3, "finish of stage " .. (d - 1))
+    eq(row.memory_gb, tl.memory.stages[d].memory_gb, "memory of stage " .. (d - 1))
+    eq(row.workspace_gb, tl.memory.stages[d].workspace_gb, "workspace of stage " .. (d - 1))
+    most = math.max(most, dev.params * (2 + 4) + dev.params * (4 + 8) / 2) -- master + moments over dp = 2
+  end
+  near(r.state_gb, most / 1e9, "state per GPU: master copies and moments sharded over dp", 1e-12)
+  eq(r.figures.dp, 2, "figures: dp") eq(r.figures.microbatches, 8, "figures: microbatches")
+  eq(r.figures.distributed_optimizer, true, "figures: distributed optimizer")
+  local lines = {}
+  for line in r.table:gmatch("[^\n]+") do lines[#lines + 1] = line end
+  eq(lines[1]:sub(1, 36), "parallel  dp 2 x tp 1 x pp 4 = 8 GPU", "layout line")
+  eq(#lines, 2 + 1 + 4 + #tl.memory.lines + 3, "layout, links, header, 4 stages, memory, state, gradients, iteration")
+  eq(lines[#lines], ("iteration        %12.3f ms   (slowest device; every dp x tp rank of a stage alike)"):format(
+    tl.iteration * 1e3), "iteration line")
+  tl.memory = nil
+  raises("parallel report: the timeline has no memory report (result.memory)", P.report, plan, tl)
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Tensor parallelism of the GPT builder
 
@@ -623,6 +665,7 @@ function T.test_facade_is_the_modules()
     config = { "normalize", "active" }, layout = { "group_shape", "plan" },
     shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split" },
     schedule = { "schedules", "simulate" }, stages = { "layer_count" }, timeline = { "timeline" },
+    report = { "report" },
   }
   local n = 0
   for mod, names in pairs(exports) do

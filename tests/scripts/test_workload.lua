@@ -216,6 +216,27 @@ function T.test_state_per_parameter_by_recipe()
   end
 end
 
+-- The model state as the report shows it (neusight.precision.state_report): params × bytes per parameter, the JSON
+-- object in role order, the table line, and a warning only for runs no memory report covers that do not fit.
+function T.test_state_report()
+  local precision = require "neusight.precision"
+  local s = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "megatron" }
+  local r = precision.state_report(s, 1e9, "amp", 80, false)
+  eq(r.state_gb, 18.0, "1e9 parameters x 18 B")
+  eq(r.convention, "megatron", "convention")
+  eq(table.concat(getmetatable(r.bytes_per_param).__order, " "), "weights gradients master optimizer_state", "key order")
+  eq(math.type(r.bytes_per_param.weights), "float", "bytes per parameter are numbers")
+  eq(r.line, "model state              18.0 GB   (1 B parameters x 18 B = weights 2 + gradients 4 + master 4 + "
+    .. "optimizer 8 per parameter, amp recipe (megatron))\n", "table line")
+  eq(r.warning, nil, "a memory report covers it")
+  local over = precision.state_report(s, 5e9, "amp", 80, true)
+  eq(over.warning, "model state 90.0 GB exceeds the GPU's 80 GB: the forecast assumes it fits (shard it, see the "
+    .. "parallelism options)", "no memory report: the state alone does not fit")
+  eq(over.line:find(" — exceeds the GPU's 80 GB", 1, true) ~= nil, true, "the line says so too")
+  eq(precision.state_report(s, 4e9, "amp", 80, true).warning, nil, "72 GB fits")
+  eq(precision.state_bytes(1e9, s, 4), 1e9 * 6 + 1e9 * 12 / 4, "the optimizer's part over the distributed optimizer's dp")
+end
+
 function T.test_optimizer_node_carries_the_recipe()
   local _, nodes = workload.build(spec { dtype = "bf16", optimizer = "adamw" })
   local opt = nodes[#nodes]

@@ -50,7 +50,8 @@ end
 --- gradient all-reduce.
 --- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
 --- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
---- alike, so one row stands for each of them.
+--- alike, so one row stands for each of them; `memory` (neusight.memory.parallel) and `state`, the state per
+--- parameter it counted.
 ---@param plan table neusight.parallel.plan()
 ---@param nodes table[] the graph's nodes (as built)
 ---@param times table[]
@@ -281,7 +282,7 @@ function M.timeline(plan, nodes, times)
   return {
     iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
-    memory = PM.report(plan, devices, mem, params_total),
+    memory = PM.report(plan, devices, mem, params_total), state = mem.state,
   }
 end
 return M

@@ -1,0 +1,165 @@
+-- scripts/neusight/parallel/report.lua — a parallel run as the forecast report shows it: the JSON `parallel` object,
+-- the table's layout, per-stage and memory lines, the model state per GPU and what neusight/figures.lua gets of the
+-- layout.
+--
+-- The engine renders what M.report returns as it is (engine/lua/session_hooks.cpp): the object through its generic
+-- Lua → JSON bridge, the text verbatim. A field added here shows up in the JSON without a C++ change. Keys keep the
+-- order of the metatable's __order list (the rest follow, sorted), so the JSON reads in a fixed, documented order.
+local precision = require "neusight.precision"
+local max, tointeger, fmt = math.max, math.tointeger, string.format
+local ipairs, pairs, type, tostring, error, setmetatable = ipairs, pairs, type, tostring, error, setmetatable
+
+local M = {}
+
+local function ordered(t, keys) return setmetatable(t, { __order = keys }) end
+
+-- A count the report shows as an integer (plan degrees, stage numbers, layers, buckets).
+local function int(x, what)
+  local i = tointeger(x)
+  if not i then error(("parallel report: %s must be an integer (got %s)"):format(what, tostring(x)), 0) end
+  return i
+end
+
+-- A quantity the report shows as a number (floats in the JSON, as 4.0 rather than 4).
+local function num(x, what)
+  if type(x) ~= "number" then error(("parallel report: %s must be a number (got %s)"):format(what, tostring(x)), 0) end
+  return x + 0.0
+end
+
+local ms = 1e3
+
+local DEVICE_KEYS = { "stage", "layers", "params", "state_gb", "activation_gb", "memory_gb", "compute_ms",
+  "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
+  "dp_buckets", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
+local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
+local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
+local KEYS = { "dp", "tp", "pp", "ep", "microbatches", "schedule", "virtual_stages", "kernels", "recompute",
+  "sequence_parallel", "distributed_optimizer", "world", "micro_batch", "bucket_mb", "overlap_grad_reduce", "cluster",
+  "iteration_ms", "pipeline_ms", "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "critical_stage",
+  "p2p_bytes", "grad_bytes_per_rank", "embedding_sync_ms", "memory_gb", "fits", "devices" }
+
+--- The critical device: the one whose iteration ends last (ties: the first); nil without devices.
+function M.critical(devices)
+  local crit
+  for _, d in ipairs(devices) do
+    if not crit or d.finish > crit.finish then crit = d end
+  end
+  return crit
+end
+
+local function link(l, what)
+  return ordered({ bw_gbps = num(l.bw_gbps, what .. ".bw_gbps"), latency_us = num(l.latency_us, what .. ".latency_us"),
+    efficiency = num(l.efficiency, what .. ".efficiency") }, LINK_KEYS)
+end
+
+--- The JSON `parallel` object of a run: its layout, the cluster's links, the iteration and the critical device's
+--- parts, memory per GPU (neusight.memory.parallel, in result.memory) and per device its times and memory parts.
+---@param plan table neusight.parallel.plan()
+---@param result table neusight.parallel.timeline()
+function M.json(plan, result)
+  local memory = result.memory
+  if type(memory) ~= "table" then error("parallel report: the timeline has no memory report (result.memory)", 0) end
+  local stages = type(memory.stages) == "table" and memory.stages or {}
+  local devices = {}
+  for i, d in ipairs(result.devices) do
+    local o = ordered({
+      stage = int(d.stage, "device stage"), layers = int(d.layers, "device layers"), params = num(d.params, "device params"),
+      activation_gb = d.activation_bytes / 1e9,
+      compute_ms = d.compute * ms, exposed_comm_ms = d.exposed_comm * ms, bubble_ms = d.bubble * ms,
+      optimizer_ms = d.optimizer * ms, tp_comm_ms = d.tp_comm * ms, ep_comm_ms = d.ep_comm * ms, p2p_ms = d.p2p * ms,
+      dp_comm_ms = d.dp_comm * ms, dp_exposed_ms = d.dp_exposed * ms, dp_buckets = int(d.buckets, "device buckets"),
+      microbatch_forward_ms = d.microbatch_fw * ms, microbatch_backward_ms = d.microbatch_bw * ms,
+      finish_ms = d.finish * ms,
+    }, DEVICE_KEYS)
+    for k, v in pairs(stages[i] or {}) do o[k] = v end -- the stage's memory parts (state, activations, temporary, …)
+    devices[i] = o
+  end
+  if type(memory.memory_gb) ~= "number" then error("parallel report: memory.memory_gb must be a number", 0) end
+  if type(memory.fits) ~= "boolean" then error("parallel report: memory.fits must be a boolean", 0) end
+  local crit = M.critical(result.devices)
+  local c = plan.cluster
+  return ordered({
+    dp = int(plan.dp, "dp"), tp = int(plan.tp, "tp"), pp = int(plan.pp, "pp"), ep = int(plan.ep, "ep"),
+    microbatches = int(plan.microbatches, "microbatches"), schedule = plan.schedule,
+    virtual_stages = int(plan.virtual_stages, "virtual_stages"), kernels = plan.kernels, recompute = plan.recompute,
+    sequence_parallel = plan.sequence_parallel and true or false,
+    distributed_optimizer = plan.distributed_optimizer and true or false,
+    world = int(plan.world, "world"), micro_batch = int(plan.micro_batch, "micro_batch"),
+    bucket_mb = num(plan.bucket_mb, "bucket_mb"), overlap_grad_reduce = plan.overlap_grad_reduce and true or false,
+    cluster = ordered({ file = plan.cluster_name or "", gpus_per_node = int(c.gpus_per_node, "cluster.gpus_per_node"),
+      nodes = int(c.nodes, "cluster.nodes"), intra = link(c.intra, "cluster.intra"), inter = link(c.inter, "cluster.inter") },
+      CLUSTER_KEYS),
+    iteration_ms = result.iteration * ms, pipeline_ms = result.pipeline * ms,
+    compute_ms = crit and crit.compute * ms or 0.0, exposed_comm_ms = crit and crit.exposed_comm * ms or 0.0,
+    bubble_ms = crit and crit.bubble * ms or 0.0, optimizer_ms = crit and crit.optimizer * ms or 0.0,
+    critical_stage = crit and int(crit.stage, "device stage") or 0,
+    p2p_bytes = num(result.p2p_bytes, "p2p_bytes"), grad_bytes_per_rank = num(result.grad_bytes_per_rank, "grad_bytes_per_rank"),
+    embedding_sync_ms = result.embedding_sync * ms,
+    memory_gb = memory.memory_gb, fits = memory.fits,
+    devices = devices,
+  }, KEYS)
+end
+
+--- The table's lines of a run (layout, links, per-stage times, memory, state, gradient reduction, iteration), each
+--- ending in a newline. `j` is M.json's object, `s` the state per parameter, `recipe` the recipe's name.
+function M.format_table(plan, result, j, s, recipe)
+  local out = {}
+  local function add(...) out[#out + 1] = fmt(...) end
+  local c = j.cluster
+  local kernels = j.kernels .. " kernels" .. (j.sequence_parallel and ", sequence parallel" or "")
+    .. (j.distributed_optimizer and ", distributed optimizer" or "")
+    .. (j.recompute ~= "none" and ", " .. j.recompute .. " recomputation" or "")
+  add("\nparallel  dp %d x tp %d x pp %d%s = %d GPUs (%d node(s) x %d), %d microbatch(es) of %d, schedule %s%s, %s\n",
+    j.dp, j.tp, j.pp, j.ep > 1 and fmt(" (ep %d)", j.ep) or "", j.world, c.nodes, c.gpus_per_node, j.microbatches,
+    j.micro_batch, j.schedule, j.virtual_stages > 1 and fmt(" (%d chunks per device)", j.virtual_stages) or "", kernels)
+  add("links     intra %.0f GB/s x %.2f, %.1f us; inter %.4g GB/s x %.2f, %.1f us (%s)\n", c.intra.bw_gbps,
+    c.intra.efficiency, c.intra.latency_us, c.inter.bw_gbps, c.inter.efficiency, c.inter.latency_us,
+    c.file == "" and "scripts/neusight/topology.lua" or c.file)
+  local ep = j.ep > 1
+  add("%5s %6s %12s %12s %s%12s %12s %12s %12s %12s\n", "stage", "layers", "compute ms", "tp comm ms",
+    ep and fmt("%12s ", "ep comm ms") or "", "p2p ms", "dp exposed", "optimizer ms", "bubble ms", "finish ms")
+  for _, d in ipairs(result.devices) do
+    add("%5d %6d %12.3f %12.3f %s%12.3f %12.3f %12.3f %12.3f %12.3f\n", d.stage, d.layers, d.compute * ms,
+      d.tp_comm * ms, ep and fmt("%12.3f ", d.ep_comm * ms) or "", d.p2p * ms, d.dp_exposed * ms, d.optimizer * ms,
+      d.bubble * ms, d.finish * ms)
+  end
+  for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
+  add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
+    recipe == "amp" and ", " .. s.convention .. " convention" or "",
+    (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d", j.dp) or "")
+  local first = result.devices[1]
+  if j.dp > 1 and first then
+    add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB on stage 0, %.3f ms exposed%s\n",
+      j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
+      first.buckets, j.bucket_mb, first.dp_exposed * ms,
+      j.overlap_grad_reduce and " (overlapped with backward)" or " (after backward)")
+  end
+  add("iteration        %12.3f ms   (slowest device; every dp x tp rank of a stage alike)\n", result.iteration * ms)
+  return table.concat(out)
+end
+
+--- Everything the engine reports of a parallel run (engine/lua/session_hooks.cpp):
+---   iteration  seconds of the slowest device (the run's latency)
+---   json       the report's `parallel` object (M.json)
+---   table      the table's lines (M.format_table)
+---   state_gb   model state on the fullest GPU (neusight.precision.state_bytes), the report's state_gb
+---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer
+---@param plan table neusight.parallel.plan()
+---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
+function M.report(plan, result)
+  local s = result.state
+  if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
+  local j = M.json(plan, result)
+  -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
+  local shard = plan.distributed_optimizer and plan.dp or 1
+  local most = 0.0
+  for _, d in ipairs(result.devices) do most = max(most, precision.state_bytes(d.params, s, shard) / 1e9) end
+  local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
+  return {
+    iteration = result.iteration, json = j, table = M.format_table(plan, result, j, s, recipe), state_gb = most,
+    figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
+                distributed_optimizer = j.distributed_optimizer },
+  }
+end
+
+return M
