@@ -6,8 +6,8 @@
 -- active_params, expert-parallel gradients, weight-only quantisation).
 -- Balanced routing (the model builders' dropless even spread): b = min(E, R) experts receive rows, ⌈R / b⌉ each. The
 -- kernel is priced as a batched GEMM BMM(b, ⌈R/b⌉, I, O) (the bmm predictors, scripts/tiling/gemm.lua's bmm tile rule)
--- whose bytes are the R rows in and out once and the b active experts' whole weight matrices (at attrs.weight_bytes
--- per weight under weight-only quantisation); experts without rows are not read.
+-- whose FLOPs are the R rows' 2·R·I·O and whose bytes are the R rows in and out once and the b active experts' whole
+-- weight matrices (at attrs.weight_bytes per weight under weight-only quantisation); experts without rows are not read.
 --   forward    BMM(b, m, I, O)                                   y = x · W[e]
 --   backward   BMM(b, m, O, I) (dX = dY · W[e]ᵀ) and BMM(b, I, m, O) (dW[e] = x_eᵀ · dY_e, per active expert)
 --   accumulate VECadd(1, E · I · O) into the (E, I, O) gradient.
@@ -24,11 +24,12 @@ local function dims(node)
   return R, I, O, E, b, ceil(R / b)
 end
 
--- BMM(b, m, n, k) with the bytes of R real rows: `rows_in`, `rows_out` elements of activations and `weights` elements
--- of the expert matrices (read at `wb` bytes each when quantised).
-local function grouped(b, m, n, k, dtype, acts, weights, wb)
+-- BMM(b, m, n, k) with the FLOPs of the R real rows (`flops`: the padding of ⌈R/b⌉ does no work) and their bytes:
+-- `acts` elements of activations and `weights` elements of the expert matrices (at `wb` bytes each when quantised).
+local function grouped(b, m, n, k, dtype, flops, acts, weights, wb)
   local kern = K.bmm(b, m, n, k, dtype)
   local e = K.dtype_bytes(dtype)
+  kern.flops = flops
   kern.bytes = e * acts + (wb or e) * weights
   kern.weight_bytes = wb
   return kern
@@ -56,13 +57,13 @@ return {
   end,
   forward = function(node)
     local R, I, O, _, b, m = dims(node)
-    return { grouped(b, m, I, O, node.dtype, R * (I + O), b * I * O, node.attrs.weight_bytes) }
+    return { grouped(b, m, I, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O, node.attrs.weight_bytes) }
   end,
   backward = function(node)
     local R, I, O, _, b, m = dims(node)
     return {
-      grouped(b, m, O, I, node.dtype, R * (I + O), b * I * O),  -- dX = dY · W[e]ᵀ
-      grouped(b, I, m, O, node.dtype, R * (I + O), b * I * O),  -- dW[e] = x_eᵀ · dY_e (written once per expert)
+      grouped(b, m, O, I, node.dtype, 2 * R * I * O, R * (I + O), b * I * O), -- dX = dY · W[e]ᵀ
+      grouped(b, I, m, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O), -- dW[e] = x_eᵀ · dY_e, once per expert
     }
   end,
   accumulate = function(node)
