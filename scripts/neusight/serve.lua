@@ -129,7 +129,7 @@ function M.bound_class(k)
   if k.kind == "collective" then return "communication" end
   if k.compute_ms > 0 and k.compute_ms >= k.memory_ms then return "compute" end
   if k.kind == "attention" then return "kv_cache" end
-  if k.kind == "gemm" then return "weights" end
+  if k.kind == "gemm" or k.op == "grouped_linear" then return "weights" end -- MoE grouped GEMMs stream expert weights
   return "activations"
 end
 

@@ -265,4 +265,12 @@ function T.test_grouped_workload_field_and_errors()
     deepseek.build, TINY_DS, { batch = 1, seq = 4, experts = true })
 end
 
+-- serve's bound classes: a grouped GEMM that is not compute bound streams the experts' weights
+function T.test_grouped_gemm_bound_class_is_weights()
+  local serve = require "neusight.serve"
+  eq(serve.bound_class { kind = "bmm", op = "grouped_linear", compute_ms = 0.1, memory_ms = 1 }, "weights", "grouped")
+  eq(serve.bound_class { kind = "bmm", op = "bmm", compute_ms = 0.1, memory_ms = 1 }, "activations", "attention bmm")
+  eq(serve.bound_class { kind = "bmm", op = "grouped_linear", compute_ms = 2, memory_ms = 1 }, "compute", "prefill")
+end
+
 return T
