@@ -48,7 +48,7 @@ struct common_flags {
   bool verbose = false;
   std::string format = "table";
   std::string output;
-  std::string report_html;  // --report FILE.html (run, predict): the page of neusight.html, beside the normal output
+  std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
   std::string calibrate;     // --calibrate FILE (run, predict): fit the GPU's calibration from a measurement of FILE
   bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
@@ -214,11 +214,13 @@ void add_common(CLI::App* cmd, common_flags& c, bool with_format,
 void add_report(CLI::App* cmd, common_flags& c) {
   cmd->add_option("--report", c.report_html,
                   "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by "
-                  "op kind and phase, memory, the pipeline stages; nothing is written on error")
+                  "op kind and phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, "
+                  "the sweep's rows); nothing is written on error")
       ->type_name("FILE.html");
 }
 
-// --no-calibration on every command that forecasts; --calibrate on those that forecast one workload (run, predict).
+// --no-calibration on the commands that forecast (run, predict, serve; NEUSIGHT_NO_CALIBRATION=1 for all of them);
+// --calibrate on those that forecast one workload (run, predict).
 void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
   cmd->add_flag("--no-calibration", c.no_calibration,
                 "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; "
@@ -1090,6 +1092,8 @@ int app_main(int argc, char** argv) {
                     "--rate; the mean over the decode steps with --batch)")
       ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
+  add_report(serve, common);
+  add_calibration(serve, common, false);
 
   try {
     app.parse(argc, argv);
@@ -1146,6 +1150,8 @@ int app_main(int argc, char** argv) {
     }
     if (*ops) return run_ops(common);
     if (*serve) {
+      vflags.report_html = common.report_html;
+      vflags.no_calibration = common.no_calibration;
       return serve_main(report_into(vflags, common));
     }
     if (*search) {

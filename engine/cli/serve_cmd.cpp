@@ -30,6 +30,7 @@ int serve_main(const serve_flags& f) {
   session_options o;
   o.data_root = data_root_find();
   session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
+  if (f.no_calibration) o.calibration = false;
   o.memo = !memo_disabled();  // NEUSIGHT_NO_CACHE=1, as predict and search
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
@@ -66,6 +67,8 @@ int serve_main(const serve_flags& f) {
     if (!f.rate.empty()) opts["rate"] = f.rate.front();
     r = s.serve(opts, *pred);
   }
+  // the page first: a failing page script leaves neither file written
+  const std::string html = f.report_html.empty() ? "" : s.render("neusight.html", "render_serve", r.json);
   if (f.format == "json") {
     emit(r.json, f.output);
   } else if (f.format == "csv" && !r.csv.empty()) {
@@ -79,6 +82,7 @@ int serve_main(const serve_flags& f) {
   } else {
     emit(r.table, f.output);
   }
+  if (!f.report_html.empty()) emit(html, f.report_html);
   return 0;
 }
 

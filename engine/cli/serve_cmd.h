@@ -21,6 +21,8 @@ struct serve_flags {
   std::vector<std::string> scripts_dirs;  // --scripts
   bool verbose = false;                   // -v
   std::string format = "table", output;
+  std::string report_html;  // --report FILE.html: neusight.html render_serve of the JSON report
+  bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
 };
 
 int serve_main(const serve_flags& f);

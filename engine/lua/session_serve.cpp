@@ -48,7 +48,8 @@ void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), l
 void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
 
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
-// band_warnings, kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, dtype, gpu = {name, mem_gb,
+// band_warnings, kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, calibration (the
+// GPU's calibration file its kernel times were corrected by; nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). [-1, +1, e]
@@ -89,6 +90,7 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "launch", w.launch);
     set_string(L, "dtype", w.dtype);
     set_string(L, "model", w.model);
+    if (const calibration* cal = c->s->calibration_of(gpu)) set_string(L, "calibration", cal->source);  // applied
     lua_createtable(L, 0, 4);  // stack: result gpu
     set_string(L, "name", gpu.name);
     set_string(L, "source", gpu.source);

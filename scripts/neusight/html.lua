@@ -286,18 +286,36 @@ function M.render(r)
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
 end
 
--- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
-function M.render_compare(r)
-  local rows = r.rows or {}
+-- A table of list rows under `title`: one column per scalar key any row has (sorted), numbers keyed "rows[i].key".
+local function rows_table(title, rows)
   local keys, seen = {}, {}
   for _, row in ipairs(rows) do
     for _, k in ipairs(sorted_keys(row)) do
-      if not seen[k] then
+      if not seen[k] and type(row[k]) ~= "table" then
         seen[k] = true
         keys[#keys + 1] = k
       end
     end
   end
+  local t = { "<h2>" .. esc(title) .. "</h2><table><tr>" }
+  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
+  t[#t + 1] = "</tr>"
+  for i, row in ipairs(rows) do
+    t[#t + 1] = "<tr>"
+    for _, k in ipairs(keys) do
+      local v = row[k]
+      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
+      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
+    end
+    t[#t + 1] = "</tr>"
+  end
+  t[#t + 1] = "</table>"
+  return table.concat(t, "\n")
+end
+
+-- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
+function M.render_compare(r)
+  local rows = r.rows or {}
   local INPUTS = { "model", "gpu", "mode", "dtype", "batch", "seq", "context", "dp", "tp", "pp", "ep", "microbatches",
     "recompute" }
   local bars = {}
@@ -316,21 +334,153 @@ function M.render_compare(r)
   if #bars > 0 then
     out[#out + 1] = "<h2>Latency</h2>\n" .. bar_chart(bars, { "latency" }, "ms", { class = "row-bar" })
   end
-  local t = { "<h2>Rows</h2><table><tr>" }
-  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
-  t[#t + 1] = "</tr>"
-  for i, row in ipairs(rows) do
-    t[#t + 1] = "<tr>"
-    for _, k in ipairs(keys) do
-      local v = row[k]
-      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
-      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
+  out[#out + 1] = rows_table("Rows", rows)
+  return page("neusight comparison", table.concat(out, "\n"))
+end
+
+-- Every scalar of a decoded JSON value with its path ("phases.decode.latency_ms", "rows[0].tp": the JSON's keys in
+-- sorted order, array indices from 0): { { path, value } }.
+local function flatten(v, path, out)
+  if type(v) ~= "table" then
+    out[#out + 1] = { path, v }
+  elseif #v > 0 then
+    for i, x in ipairs(v) do flatten(x, ("%s[%d]"):format(path, i - 1), out) end
+  else
+    for _, k in ipairs(sorted_keys(v)) do flatten(v[k], path == "" and k or path .. "." .. k, out) end
+  end
+  return out
+end
+
+local function warnings_section(w)
+  if type(w) ~= "table" or #w == 0 then return "" end
+  local out = { "<h2>Warnings</h2><ul>" }
+  for _, s in ipairs(w) do out[#out + 1] = '<li class="warn">' .. esc(s) .. "</li>" end
+  out[#out + 1] = "</ul>"
+  return table.concat(out)
+end
+
+local SERVE_METRICS = { { "ttft_ms", "time to first token", " ms" }, { "tpot_ms", "time per output token", " ms" },
+  { "e2e_ms", "end to end", " ms" } }
+local SERVE_QUANTILES = { "mean", "p50", "p90", "p99" }
+local RESOURCES = { "compute", "weights", "kv_cache", "activations", "communication" }
+
+-- Latency per request: one number each (a static batch, with its band) or the percentiles over the simulated
+-- requests (--rate), with the band runs' p90 when there is a band.
+local function serve_latency_section(r)
+  local t = { "<h2>Latency</h2><table>" }
+  for _, m in ipairs(SERVE_METRICS) do
+    local key, v = m[1], r[m[1]]
+    if type(v) == "number" then
+      local band = ""
+      if type(r[key .. "_p10"]) == "number" and type(r[key .. "_p90"]) == "number" then
+        band = " (band " .. num(key .. "_p10", r[key .. "_p10"]) .. " – " .. num(key .. "_p90", r[key .. "_p90"], m[3]) .. ")"
+      end
+      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s%s</td></tr>'):format(esc(m[2]), num(key, v, m[3]), band)
+    elseif type(v) == "table" then
+      local cells = {}
+      for _, q in ipairs(SERVE_QUANTILES) do
+        if type(v[q]) == "number" then cells[#cells + 1] = esc(q) .. " " .. num(key .. "." .. q, v[q], m[3]) end
+      end
+      local band = r.band
+      if type(band) == "table" and type(band.p10) == "table" and type(band.p90) == "table"
+          and type(band.p10[key]) == "table" and type(band.p90[key]) == "table"
+          and type(band.p10[key].p90) == "number" and type(band.p90[key].p90) == "number" then
+        cells[#cells + 1] = "band of p90 " .. num("band.p10." .. key .. ".p90", band.p10[key].p90) .. " – "
+          .. num("band.p90." .. key .. ".p90", band.p90[key].p90, m[3])
+      end
+      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(m[2]), table.concat(cells, ", "))
     end
-    t[#t + 1] = "</tr>"
+  end
+  t[#t + 1] = "</table>"
+  return table.concat(t, "\n")
+end
+
+-- Each phase's step time split by the resource that bounds its kernels (serve.lua phases[].predicted_ms).
+local function serve_phases_section(r)
+  if type(r.phases) ~= "table" then return "" end
+  local rows = {}
+  for _, name in ipairs(sorted_keys(r.phases)) do
+    local ph = r.phases[name]
+    if type(ph) == "table" and type(ph.predicted_ms) == "table" then
+      local segs, total = {}, 0
+      for _, res in ipairs(RESOURCES) do
+        local v = ph.predicted_ms[res]
+        if type(v) == "number" and v > 0 then
+          segs[#segs + 1] = { name = res, key = ("phases.%s.predicted_ms.%s"):format(name, res), value = v }
+          total = total + v
+        end
+      end
+      local label = name .. (type(ph.bound) == "string" and (" (bound: " .. ph.bound .. ")") or "")
+      local key = type(ph.latency_ms) == "number" and ("phases.%s.latency_ms"):format(name) or nil
+      rows[#rows + 1] = { label = label, key = key, total = key and ph.latency_ms or total, segments = segs }
+    end
+  end
+  if #rows == 0 then return "" end
+  return "<h2>One step of each phase, by the resource its kernels are bound by</h2>\n" .. legend(RESOURCES) .. "\n"
+    .. bar_chart(rows, RESOURCES, "ms", { class = "phase-bar" })
+end
+
+-- A sweep's rows: the ranking figure of each combination, then the table.
+local function serve_sweep_section(r)
+  local rows = r.rows
+  if type(rows) ~= "table" or #rows == 0 then return "" end
+  local out = {}
+  local by = type(r.rank_by) == "string" and r.rank_by or nil
+  local bars = {}
+  for i, row in ipairs(rows) do
+    if by and type(row[by]) == "number" then
+      local label = {} -- compact: the chart's label column is narrow ("H100-SXM5-80GB tp1 b16 *" for the chosen)
+      for _, k in ipairs { { "gpu", "" }, { "tp", "tp" }, { "batch", "b" }, { "rate", "r" } } do
+        if row[k[1]] ~= nil then label[#label + 1] = k[2] .. tostring(row[k[1]]) end
+      end
+      local key = ("rows[%d].%s"):format(i - 1, by)
+      bars[#bars + 1] = { label = table.concat(label, " ") .. (row.chosen == true and " *" or ""), key = key,
+                          total = row[by], segments = { { name = by, key = key, value = row[by] } } }
+    end
+  end
+  if #bars > 0 then
+    out[#out + 1] = "<h2>" .. esc(by) .. " (* the chosen setting)</h2>\n" .. bar_chart(bars, { by }, "", { class = "sweep-bar" })
+  end
+  out[#out + 1] = rows_table("Combinations", rows)
+  return table.concat(out, "\n")
+end
+
+-- The page of `neusight serve` (a static batch, a simulated request rate or a --sweep): `r` is its JSON report.
+-- The sections show the numbers people look at; the last one lists every number of the JSON with its path.
+function M.render_serve(r)
+  local out = {}
+  if r.kind == "sweep" then
+    out[#out + 1] = ("<h1>neusight serve sweep: %s, %s combinations</h1>"):format(esc(r.model or "?"),
+      esc(r.combinations or #(r.rows or {})))
+    if type(r.verdict) == "string" then out[#out + 1] = "<p>" .. esc(r.verdict) .. "</p>" end
+    out[#out + 1] = serve_sweep_section(r)
+  else
+    out[#out + 1] = ("<h1>neusight serve: %s on %s%s</h1>"):format(esc(r.model or "?"), esc(r.gpu or "?"),
+      type(r.tp) == "number" and r.tp > 1 and (" × " .. esc(r.tp) .. " (tensor parallel)") or "")
+    out[#out + 1] = ("<p>%s, %s, launch %s, input %s tokens, output %s tokens</p>"):format(
+      esc(r.kind == "static" and ("a static batch of " .. tostring(r.batch)) or ("%s requests/s"):format(tostring(r.rate))),
+      esc(r.dtype or "?"), esc(r.launch or "?"), esc(r.input_len or "?"), esc(r.output_len or "?"))
+    out[#out + 1] = serve_latency_section(r)
+    local tput = r.output_tokens_per_s_per_gpu or (type(r.throughput) == "table" and r.throughput.output_tokens_per_s_per_gpu)
+    if type(tput) == "number" then
+      local key = r.output_tokens_per_s_per_gpu and "output_tokens_per_s_per_gpu" or "throughput.output_tokens_per_s_per_gpu"
+      out[#out + 1] = '<p>Throughput <span class="big">' .. num(key, tput, " output tokens/s per GPU") .. "</span></p>"
+    end
+    out[#out + 1] = serve_phases_section(r)
+  end
+  local all = flatten(r, "", {})
+  local t = { "<h2>Every number of the report</h2><table>" }
+  for _, kv in ipairs(all) do
+    if type(kv[2]) == "number" then
+      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(kv[1]), num(kv[1], kv[2]))
+    elseif type(kv[2]) == "string" or type(kv[2]) == "boolean" then
+      t[#t + 1] = ("<tr><th>%s</th><td>%s</td></tr>"):format(esc(kv[1]), esc(tostring(kv[2])))
+    end
   end
   t[#t + 1] = "</table>"
   out[#out + 1] = table.concat(t, "\n")
-  return page("neusight comparison", table.concat(out, "\n"))
+  out[#out + 1] = warnings_section(r.warnings)
+  return page("neusight serve: " .. tostring(r.model or "?"), table.concat(out, "\n"))
 end
 
 return M

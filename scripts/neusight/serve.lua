@@ -170,6 +170,7 @@ local function forecaster(o, phase)
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
+          calibration = p.calibration,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -255,6 +256,7 @@ local function common_report(o, first, count)
   return {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
+    calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",
@@ -767,6 +769,9 @@ function M.format_table(r)
     r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.kv_dtype and ", KV cache " .. r.kv_dtype or "",
     r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
+  if r.calibration then
+    out[#out + 1] = fmt("calibrated: kernel times corrected by %s (--no-calibration ignores it)", r.calibration)
+  end
   if r.kind == "static" then
     out[#out + 1] = fmt("static batch %d, input %s tokens, output %s tokens", r.batch, r.input_len, r.output_len)
     out[#out + 1] = ""

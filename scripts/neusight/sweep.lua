@@ -167,6 +167,7 @@ local function row_of(base, r)
     row.output_tokens_per_s_per_gpu = r.throughput.output_tokens_per_s_per_gpu
     row.fits = true
   end
+  row.calibration = r.calibration -- the GPU's calibration file its forecasts applied (nil: none)
   return row
 end
 

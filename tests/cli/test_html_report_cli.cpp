@@ -195,6 +195,72 @@ TEST_CASE("html report: a comparison page carries each row's latency", "[cli][ht
   CHECK(html.find("data-key=\"rows[1].latency_ms\"") != std::string::npos);
 }
 
+// Every number of a JSON value with its page path ("phases.decode.latency_ms", "rows[0].tp").
+void json_numbers(const json& j, const std::string& path, std::map<std::string, double>& out) {
+  if (j.is_number()) out[path] = j.get<double>();
+  else if (j.is_array())
+    for (size_t i = 0; i < j.size(); ++i) json_numbers(j[i], path + "[" + std::to_string(i) + "]", out);
+  else if (j.is_object())
+    for (const auto& [k, v] : j.items()) json_numbers(v, path.empty() ? k : path + "." + k, out);
+}
+
+TEST_CASE("html report: serve --report shows a static batch and a request rate and a sweep with every number of the JSON",
+          "[cli][html][serve]") {
+  temp_dir t;
+  const std::string serve = "serve --model llama3_8b --input-len 512 --output-len 16 --format json ";
+  for (const std::string& args :
+       {std::string("--gpu h100 --batch 4"), std::string("--gpu h100 --rate 4 --requests 50"),
+        std::string("--gpu h100,a100_sxm4_80gb --batch 1,8 --sweep")}) {
+    INFO(args);
+    const auto page = t.path / "s.html";
+    fs::remove(page);
+    const auto r = run_cli(serve + args + " --report '" + page.string() + "'");
+    INFO("stderr: " << r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    REQUIRE(fs::exists(page));
+    const std::string html = slurp(page);
+    check_self_contained(html);
+    check_page_matches(html, j);
+    // complete: every number of the JSON is on the page under its path
+    std::map<std::string, double> want;
+    json_numbers(j, "", want);
+    const auto kv = data_pairs(html);
+    const std::map<std::string, std::string> have(kv.begin(), kv.end());
+    for (const auto& [path, v] : want) {
+      INFO(path);
+      CHECK(have.count(path) == 1);
+    }
+    if (j["kind"] == "sweep") {
+      size_t bars = 0;
+      for (size_t at = 0; (at = html.find("<g class=\"sweep-bar\">", at)) != std::string::npos; ++at) ++bars;
+      CHECK(bars == j["rows"].size());
+    } else {
+      CHECK(have.count("phases.decode.predicted_ms.weights") == 1);  // the phase chart's segments
+      CHECK(html.find("<g class=\"phase-bar\">") != std::string::npos);
+    }
+    if (j["kind"] == "rate") {
+      REQUIRE(j.contains("band"));
+      CHECK(have.count("band.p90.ttft_ms.p90") == 1);
+    }
+  }
+  SECTION("nothing is written on error") {
+    const auto page = t.path / "bad.html";
+    const auto bad = run_cli("serve --model no_such_model --gpu h100 --batch 1 --input-len 8 --output-len 2 --report '" +
+                             page.string() + "'");
+    CHECK(bad.code != 0);
+    CHECK(!fs::exists(page));
+    fs::create_directories(t.path / "s" / "neusight");
+    std::ofstream(t.path / "s" / "neusight" / "html.lua") << "return { render_serve = function() error('boom') end }\n";
+    const auto boom = run_cli(serve + "--gpu h100 --batch 1 --scripts '" + (t.path / "s").string() + "' -o '" +
+                              (t.path / "o.json").string() + "' --report '" + page.string() + "'");
+    CHECK(boom.code == 1);
+    CHECK(boom.err.find("boom") != std::string::npos);
+    CHECK(!fs::exists(page));
+    CHECK(!fs::exists(t.path / "o.json"));
+  }
+}
+
 TEST_CASE("html report: chromium renders the page headless", "[cli][html][chromium]") {
   if (std::system("which chromium >/dev/null 2>&1") != 0) {
     std::cout << "NEUSIGHT-TEST-SKIPPED: chromium not installed" << std::endl;

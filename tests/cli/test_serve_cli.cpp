@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <sstream>
 
 #include "test_util.h"
 
@@ -273,4 +274,34 @@ TEST_CASE("serve: bad inputs are clear errors", "[cli][serve]") {
   CHECK(neither.code == 2);
   const auto both = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8 --batch 2 --rate 1");
   CHECK(both.code == 2);
+}
+
+// A GPU's calibration file corrects serve's step forecasts as it does predict's; the report names it, and
+// --no-calibration ignores it.
+TEST_CASE("serve: the GPU's calibration is applied and named in the report, --no-calibration ignores it",
+          "[cli][serve][calibration]") {
+  ns_test::temp_dir t;
+  const std::string toml = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  std::string mine;
+  std::istringstream lines(toml);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("name = ", 0) == 0) line = "name = \"CalH100\"";
+    else if (line.rfind("aliases = ", 0) == 0) line = "aliases = [\"calh100\"]";
+    mine += line + "\n";
+  }
+  const std::filesystem::path gpu = t.write("calh100.toml", mine);
+  t.write("calh100.calibration.toml", "format_version = 1\ngpu = \"CalH100\"\n[factors]\ngemm_tc16 = 2.0\n");
+  const std::string args = "serve --model llama3_8b --gpu '" + gpu.string() + "' --batch 4 --input-len 512 --output-len 8";
+  const json cal = cli_json(args);
+  const json raw = cli_json(args + " --no-calibration");
+  CHECK(cal["calibration"] == (t.path / "calh100.calibration.toml").string());
+  CHECK(!raw.contains("calibration"));
+  CHECK(cal["ttft_ms"].get<double>() > 1.2 * raw["ttft_ms"].get<double>());  // prefill is mostly GEMMs
+  const auto table = ns_test::run_cli(args);
+  CHECK(table.out.find("calibrated: kernel times corrected by") != std::string::npos);
+  const json sweep = cli_json("serve --model llama3_8b --gpu '" + gpu.string() + "',h100 --batch 4 --sweep "
+                              "--input-len 512 --output-len 8");
+  REQUIRE(sweep["rows"].size() == 2);
+  CHECK(sweep["rows"][0]["calibration"] == cal["calibration"]);
+  CHECK(!sweep["rows"][1].contains("calibration"));
 }
