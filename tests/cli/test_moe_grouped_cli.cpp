@@ -77,7 +77,7 @@ TEST_CASE("experts grouped: MoE decode is far faster than HF's loop and bounded 
   }
 }
 
-TEST_CASE("experts grouped: training has the grouped GEMMs' backward; tp and ep shard them", "[cli][moe][grouped]") {
+TEST_CASE("experts grouped: training has the grouped GEMMs' backward, and tp and ep shard them", "[cli][moe][grouped]") {
   const std::string base = "predict --model qwen3_30b_a3b --gpu h100 --batch 2 --seq 512 --dtype bf16 --mode train "
                            "--optimizer adamw --experts grouped";
   const json one = run_json(base);
@@ -98,7 +98,7 @@ TEST_CASE("experts grouped: training has the grouped GEMMs' backward; tp and ep 
   CHECK(ep["params"].get<double>() < one["params"].get<double>());  // half the experts per rank
 }
 
-TEST_CASE("experts grouped: serve defaults to it for MoE models; --experts loop gives HF's loop", "[cli][moe][grouped][serve]") {
+TEST_CASE("experts grouped: serve defaults to it for MoE models, and the loop when asked for", "[cli][moe][grouped][serve]") {
   const std::string s = "serve --model qwen3_30b_a3b --gpu h100 --batch 8 --input-len 512 --output-len 2";
   const json grouped = run_json(s);
   const json loop = run_json(s + " --experts loop");
