@@ -61,6 +61,7 @@ struct forecast_flags {
   std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
   std::string batch, seq, context;
   std::string kv_dtype, weight_dtype;  // --kv-dtype / --weight-dtype: quantised KV cache / weights (serving phases)
+  std::string experts;                 // --experts loop|grouped: workload field `experts` (MoE models)
   std::string predictor = "neusight";
   std::string weights;                // --weights DIR: weights root instead of the bundled weights/
   std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
@@ -276,6 +277,11 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                               "FlashAttention kernel each way); default sdpa for bf16/fp16/fp8 where the model has "
                               "it, else eager") + o)
       ->check(CLI::IsMember({"eager", "sdpa"}));
+  cmd->add_option("--experts", f.experts,
+                  std::string("How an MoE model's routed experts run: loop (HF eager's per-expert loop, default) or "
+                              "grouped (permute, grouped GEMMs, unpermute: Megatron-Core GroupedMLP / vLLM fused_moe; "
+                              "scripts/neusight/models/moe.lua)") + o)
+      ->check(CLI::IsMember({"loop", "grouped"}));
   cmd->add_option("--predictor", f.predictor, predictor_help());
   cmd->add_option("--weights", f.weights,
                   "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the "
@@ -349,6 +355,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.attention.empty()) o["attention"] = f.attention;
   if (!f.kv_dtype.empty()) o["kv_dtype"] = f.kv_dtype;
   if (!f.weight_dtype.empty()) o["weight_dtype"] = f.weight_dtype;
+  if (!f.experts.empty()) o["experts"] = f.experts;
   // the integer flags hold one validated value here (a comparison calls this once per combination)
   auto integer = [](const std::string& v) { return workload_value(int64_t(std::stoll(v))); };
   if (!f.batch.empty()) o["batch"] = integer(f.batch);
@@ -887,7 +894,7 @@ int app_main(int argc, char** argv) {
                                         "instead of --model (needs --gpu; mode from the file name)")
                         ->check(CLI::ExistingFile)
                         ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--attention", "--fusion", "--flash-attention", "--dp", "--tp",
+  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--attention", "--experts", "--fusion", "--flash-attention", "--dp", "--tp",
                         "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb", "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
     graph_opt->excludes(predict->get_option(o));
   predict->add_option("--layers", gflags.layers,
@@ -1041,6 +1048,10 @@ int app_main(int argc, char** argv) {
       ->check(CLI::IsMember({"eager", "graph"}));
   serve->add_option("--attention", vflags.attention, "Attention implementation: sdpa (default for 16-bit) or eager")
       ->check(CLI::IsMember({"eager", "sdpa"}));
+  serve->add_option("--experts", vflags.experts,
+                    "MoE models' routed experts: grouped (grouped GEMMs, as serving engines run them; default) or loop "
+                    "(HF eager's per-expert loop)")
+      ->check(CLI::IsMember({"loop", "grouped"}));
   serve->add_option("--predictor", vflags.predictor, predictor_help());
   serve->add_option("--input-len", vflags.input_len,
                     "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")

@@ -37,7 +37,7 @@ int serve_main(const serve_flags& f) {
   pred->memo_enable(!memo_disabled());
 
   workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};
-  for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"kv_dtype", &f.kv_dtype}, {"weight_dtype", &f.weight_dtype}, {"launch", &f.launch}, {"attention", &f.attention},
+  for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"kv_dtype", &f.kv_dtype}, {"weight_dtype", &f.weight_dtype}, {"launch", &f.launch}, {"attention", &f.attention}, {"experts", &f.experts},
                              {"input_len", &f.input_len}, {"output_len", &f.output_len}})
     if (!v->empty()) opts[k] = *v;
   for (const auto& [k, v] : {std::pair{"requests", f.requests}, {"chunked_prefill", f.chunked_prefill},

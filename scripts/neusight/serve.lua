@@ -21,6 +21,10 @@
 --     then new ones). A decode that needs a block when none is free preempts the last admitted request (vLLM's
 --     recompute: its blocks are freed and it is prefilled again, prompt + generated tokens, before anyone else).
 --   * Step times (cached per grid point, interpolated; see "Step cost model" below) come from the phase forecasts.
+-- Mixtures of experts: the routed experts run as grouped GEMMs by default (`experts` = "grouped": permute, one grouped
+-- GEMM for gate+up, SwiGLU, one for down, unpermute — vLLM's fused_moe, SGLang, Megatron-Core's GroupedMLP; see
+-- neusight/models/moe.lua), not as HF eager's per-expert loop ("loop", `neusight predict`'s default), whose thousands
+-- of one-row kernels a serving engine does not launch.
 -- Bounds: each kernel of a phase is classed by its roofline terms — compute (FLOPs / peak ≥ bytes / bandwidth),
 -- else by what it streams: weights (GEMMs), kv_cache (attention), activations (everything else), communication
 -- (collectives) — and the phase is bound by the class with the largest sum of roofline times.
@@ -33,6 +37,8 @@ local M = {}
 M.DEFAULTS = {
   dtype = "bf16",                 -- serving runs 16-bit weights
   launch = "graph",               -- serving engines replay CUDA graphs (scripts/neusight/launch.lua)
+  experts = "grouped",            -- MoE models: grouped-GEMM experts as vLLM / SGLang run them (fused_moe), not HF's
+                                  -- per-expert loop (workload field `experts`; dense models ignore it)
   tp = 1,
   requests = 1000,
   seed = 0,
@@ -43,7 +49,7 @@ M.DEFAULTS = {
   static_decode_samples = 64,
 }
 
-local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "predictor", "input_len", "output_len", "batch",
+local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "experts", "predictor", "input_len", "output_len", "batch",
   "rate", "requests", "seed", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
   "gpu_memory_utilization", "static_decode_samples" }
 
@@ -123,7 +129,7 @@ function M.bound_class(k)
   if k.kind == "collective" then return "communication" end
   if k.compute_ms > 0 and k.compute_ms >= k.memory_ms then return "compute" end
   if k.kind == "attention" then return "kv_cache" end
-  if k.kind == "gemm" then return "weights" end
+  if k.kind == "gemm" or k.op == "grouped_linear" then return "weights" end -- MoE grouped GEMMs stream expert weights
   return "activations"
 end
 
@@ -152,7 +158,7 @@ local function forecaster(o, phase)
     local r = cache[key]
     if r and (r.band_done or not with_band) then return r end
     local fields = { model = o.model, gpu = o.gpu, dtype = o.dtype, launch = o.launch, attention = o.attention,
-                     mode = mode, batch = batch, kv_dtype = o.kv_dtype, weight_dtype = o.weight_dtype }
+                     experts = o.experts, mode = mode, batch = batch, kv_dtype = o.kv_dtype, weight_dtype = o.weight_dtype }
     if o.tp > 1 then fields["parallel.tp"] = o.tp end
     if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
     local p = phase(fields, with_band)
@@ -255,6 +261,7 @@ local function common_report(o, first, count)
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",
     attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
+    experts = first.active_params and o.experts or nil, -- mixtures of experts only: how the routed experts ran
     gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
 end
@@ -761,6 +768,7 @@ function M.format_table(r)
   out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, predictor %s", r.model,
     r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.kv_dtype and ", KV cache " .. r.kv_dtype or "",
     r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
+  if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
     out[#out + 1] = fmt("calibrated: kernel times corrected by %s (--no-calibration ignores it)", r.calibration)
   end

@@ -13,7 +13,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "kv_dtype", "weight_dtype", "attention", "loss", "fusion", "launch", "parallel", "description" }
+  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -135,6 +135,12 @@ local CHECK = {
   -- "sdpa" for 16-bit and fp8 dtypes where the builder has it (what HF and Megatron-Core run today), "eager"
   -- for fp32 (the setting the fp32 measurements were taken in).
   attention = one_of { "eager", "sdpa" },
+  -- experts: how a mixture of experts' routed experts run (builders that declare M.experts; models without routed
+  -- experts ignore it): "loop" (HF eager's per-expert loop of transformers 4.4x–4.5x: gather, three small GEMMs and
+  -- a scatter per expert; the default) or "grouped" (Megatron-Core GroupedMLP / vLLM fused_moe: permute, one grouped
+  -- GEMM for gate+up, SwiGLU, one for down, unpermute; neusight/models/moe.lua M.grouped_experts). `neusight serve`
+  -- defaults to "grouped" (a serving engine).
+  experts = one_of { "loop", "grouped" },
   loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
   -- fusion: true (torch.compile-style fusion), "flash_attention" or { flash_attention = true } (also fuse
   -- attention blocks into FlashAttention kernels), false (eager). See scripts/neusight/fusion.lua.
@@ -304,9 +310,9 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 --- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
 function M.serving(mode) return mode == "prefill" or mode == "decode" end
 
---- Weight-only quantisation of a graph: every linear (and addmm) with parameters reads its weight at
---- `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear). A matmul holding parameters (MLA's
---- absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
+--- Weight-only quantisation of a graph: every linear (and addmm, and the experts' grouped_linear) with parameters reads
+--- its weight at `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear, ops/grouped_linear.lua).
+--- A matmul holding parameters (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
 --- it so) but its BMM kernel still reads the weight at the compute dtype; so are the weights of experts no token reaches
 --- (op weight, attrs.expert: they launch nothing). Returns the parameters so quantised and all
 --- parameters (× count), for the weights' bytes per parameter in the model state.
@@ -317,7 +323,7 @@ function M.quantise_weights(nodes, weight_bytes)
     all = all + p
     -- idle experts (op weight, attrs.expert: experts no token reached) hold the same linears' weights
     local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
-    if (n.op == "linear" or n.op == "addmm" or n.op == "matmul" or idle_expert) and p > 0 then
+    if (n.op == "linear" or n.op == "addmm" or n.op == "matmul" or n.op == "grouped_linear" or idle_expert) and p > 0 then
       local attrs = {}
       for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
       attrs.weight_bytes = weight_bytes
@@ -387,6 +393,7 @@ local function graph_of(w, gpu)
     opts.sequence_parallel = plan.sequence_parallel
   end
 
+  opts.experts = w.experts
   local model, name, nodes, routing = w.model, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
@@ -430,6 +437,15 @@ local function graph_of(w, gpu)
         :format(cfg.arch, cfg.arch), 0)
     end
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
+    -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
+    local impls = type(builder.experts) == "table" and builder.experts or { loop = true }
+    if w.experts ~= nil and builder.num_experts and not impls[w.experts] then
+      local have = {}
+      for impl in pairs(impls) do have[#have + 1] = impl end
+      table.sort(have)
+      error(("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no %q experts; use experts = \"%s\"")
+        :format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \"")), 0)
+    end
     nodes = builder.build(cfg, opts)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     if builder.top_k and builder.num_experts then routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg) } end

@@ -38,6 +38,9 @@
 --   hidden_states[token_indices] (a gather), the expert MLP (DeepseekV3MLP of moe_intermediate_size: gate_proj, SiLU,
 --   up_proj, mul, down_proj), × the weights (fp32 result), index_add_ into the fp32 buffer; .type(dtype) (a cast
 --   unless fp32); + shared_experts(x), one DeepseekV3MLP of moe_intermediate_size · n_shared_experts.
+--   opts.experts = "grouped": the routed experts as grouped GEMMs instead (neusight/models/moe.lua M.grouped_experts,
+--   Megatron-Core GroupedMLP: permute, gate_up_proj and down_proj grouped GEMMs, SwiGLU, unpermute in the compute
+--   dtype; the fp32 routing weights cast once), router and shared experts as above.
 --   Tokens per expert: as neusight/models/moe.lua — dropless, spread evenly (moe.spread: n·k/E rows per expert, the
 --   remainder one row more, experts without tokens keep their parameters and launch nothing). Group-limited routing
 --   restricts which experts a token may pick, not how many rows the experts get on average: the even spread stands.
@@ -93,6 +96,7 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true
 M.expert_parallel = true
 M.attention = { eager = true, sdpa = true }
+M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs (moe.lua)
 M.serving = { prefill = true, decode = true }
 
 --- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).
@@ -247,6 +251,7 @@ function M.graph(r, opts)
   local P = require "neusight.parallel"
   local moe_lib = require("neusight.models.moe")
   local serve = N.serving(opts, who)
+  local grouped = moe_lib.implementation(opts, who) == "grouped"
   local decode = serve ~= nil and serve.phase == "decode"
   checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts)
   local b, s, h = opts.batch, serve and serve.s or opts.seq, r.h
@@ -434,11 +439,15 @@ function M.graph(r, opts)
         add_as("fp32", "mul", gate .. ".routed_scaling_factor", { top }, top)
       end
     end
-    -- moe(): the routed experts into an fp32 buffer
-    add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
-    add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
-    moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
-    if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
+    if grouped then -- permute, grouped GEMMs, unpermute in the compute dtype (neusight.models.moe.grouped_experts)
+      if upcast then add("cast", m .. ".topk_weights.to_dtype", { top }, top, 0, { from = "fp32" }) end
+      moe_lib.grouped_experts(g, experts, m, n, k, E, h, I)
+    else -- moe(): the routed experts into an fp32 buffer
+      add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
+      add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
+      moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+      if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
+    end
     if r.ns then
       swiglu(m .. ".shared_experts", flat, { n, Is }, Is)
       add("add", m .. ".shared_experts_add", { flat, flat }, flat)

@@ -47,9 +47,23 @@
 -- index_add for all E) stay on every rank; an all-to-all (group "ep") of the (n·k, h) routed rows before the local
 -- experts and one after, both again in backward; each local expert gets n·k/(E/k) rows (its share from all k ranks).
 -- Expert weights carry attrs.expert: their gradients are all-reduced among their dp / k replicas only.
+-- Grouped experts (opts.experts = "grouped"; workload field `experts`, CLI --experts, `neusight serve`'s default): the
+-- routed experts as serving engines and Megatron run them, following Megatron-Core's MoELayer with the all-to-all
+-- token dispatcher and GroupedMLP (moe_utils.permute / unpermute, grouped_gemm's gmm or TE GroupedLinear with the gated
+-- linear unit); M.grouped_experts lists its kernels: router as above → permute (routing map, tokens per expert, sorted
+-- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul →
+-- one grouped GEMM down_proj (I → h) → × routing weight, scatter-add into (n, h). A grouped GEMM (ops/grouped_linear.lua)
+-- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b = min(local experts, n·k) experts that receive rows (balanced
+-- routing: an upper bound on the experts a small batch really hits), reading each active expert's whole weight; its
+-- backward is the data- and weight-gradient grouped GEMMs. Tensor, sequence and expert parallelism as the loop's
+-- (I split, f / g around the block; all-to-alls of the (n·k, h) rows around the grouped MLP, plus Megatron's
+-- sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
+-- and active parameters equal the loop's. Differences from vLLM's fused_moe (the gather fused into the first GEMM,
+-- silu_and_mul in one kernel, the routing weights applied in the second GEMM, moe_sum over (n, k, h)) are a few
+-- memory-bound kernels; the GEMMs are the same. transformers ≥ 4.57's grouped_mm experts are close to this form.
 -- Not modelled: the host synchronisations of nonzero (expert_hit, torch.where), Python loop overhead beyond one
--- launch per kernel, the fused grouped-GEMM experts of transformers ≥ 4.57 / vLLM / Megatron (this is HF eager), load
--- imbalance between experts, and pipeline-stage placement of the aux loss's logits (it sits on the last stage).
+-- launch per kernel, load imbalance between experts (both forms), and pipeline-stage placement of the aux loss's
+-- logits (it sits on the last stage).
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -62,6 +76,7 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true
 M.expert_parallel = true -- and spreads the experts when opts.ep > 1
 M.attention = { eager = true, sdpa = true }
+M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs
 M.serving = { prefill = true, decode = true }
 
 --- HuggingFace's config-class defaults (transformers MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) for the fields
@@ -199,6 +214,66 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
   for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
 end
 
+--- The experts implementations a builder can emit (workload field `experts`, opts.experts; neusight.workload checks
+--- the value against the builder's M.experts).
+M.IMPLEMENTATIONS = { "loop", "grouped" }
+
+--- opts.experts checked: nil → "loop" (HF eager), "loop" or "grouped"; anything else an error naming the closest.
+function M.implementation(opts, who)
+  local impl = opts.experts
+  if impl == nil then return "loop" end
+  if impl == "loop" or impl == "grouped" then return impl end
+  local c = type(impl) == "string" and require("neusight").closest(impl, M.IMPLEMENTATIONS) or nil
+  error(("%s: opts.experts must be \"loop\" or \"grouped\" (got %s)%s"):format(who, type(impl) == "string" and
+    ("%q"):format(impl) or tostring(impl), c and (" (did you mean '%s'?)"):format(c) or ""), 0)
+end
+
+--- The routed experts as grouped GEMMs (opts.experts = "grouped"), Megatron-Core's MoELayer with the all-to-all token
+--- dispatcher and GroupedMLP (moe_utils.permute / unpermute, grouped_gemm.ops.gmm or TE GroupedLinear, gated linear
+--- unit), on the n tokens routed to k of E experts with weights `weights` (the (n, k) routing weights), hidden size h,
+--- expert intermediate size I (this tensor-parallel rank's share), under prefix m (names m.experts.*):
+---   routing_map: the top-k indices scattered into an (n, E) mask; tokens_per_expert: its column sums (the group
+---   sizes; no gradient); sorted_indices: masked_select of the token ids (a nonzero); permute: index_select of the
+---   n·k routed rows sorted by expert (a gather, (n·k, h)); permuted_probs: the routing weights in the same order;
+---   [expert parallel: all-to-all of the (n·k, h) rows, sort_chunks_by_idxs (a copy grouping the rows from all
+---   ranks by local expert)]
+---   gate_up_proj: one grouped GEMM (n·k, h) → (n·k, 2·I) over the experts that receive rows (ops/grouped_linear.lua:
+---   BMM(b, ⌈n·k/b⌉, h, 2I), b = min(local experts, n·k), balanced routing); act_fn: silu of the gate half and mul
+---   with the up half (n·k, I); down_proj: one grouped GEMM (n·k, I) → (n·k, h)
+---   [expert parallel: the unsort copy and the all-to-all back]
+---   unpermute: × permuted_probs (mul), zeros (n, h) and scatter_add of the n·k rows into it (index_add).
+--- The kernel count does not depend on E. The weights are two (E_local, ·, ·) parameters (gate_up_proj E·h·2I,
+--- down_proj E·I·h: the loop form's E · 3·h·I), attrs.expert. vLLM's fused_moe runs the same two GEMMs with the
+--- gather fused into the first one's loads, silu_and_mul as one kernel, the routing weights applied in the second
+--- GEMM and moe_sum over (n, k, h) in place of the scatter-add: a few memory-bound kernels fewer, same GEMMs.
+function M.grouped_experts(g, experts, m, n, k, E, h, I)
+  local add = g.add
+  local R = n * k
+  local rows, mid, e = { R, h }, { R, I }, m .. ".experts"
+  local El = experts.local_experts
+  add("one_hot", e .. ".routing_map", { { n, k } }, { n, E })
+  add("sum", e .. ".tokens_per_expert", { { n, E } }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
+  add("nonzero", e .. ".sorted_indices", { { E, n } }, { R })
+  add("index", e .. ".permute", { { n, h }, { R } }, rows)
+  add("index", e .. ".permuted_probs", { { n, k }, { R } }, { R, 1 })
+  if experts.ep > 1 then
+    experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", rows, "expert parallel: routed tokens to their experts")
+    add("contiguous", e .. ".sort_chunks", { rows }, rows)
+  end
+  local attrs = { expert = true, experts = El, bias = false }
+  add("grouped_linear", e .. ".gate_up_proj", { rows }, { R, 2 * I }, El * h * 2 * I, attrs)
+  add("silu", e .. ".act_fn", { mid }, mid)
+  add("mul", e .. ".mul", { mid, mid }, mid)
+  add("grouped_linear", e .. ".down_proj", { mid }, rows, El * I * h, attrs)
+  if experts.ep > 1 then
+    add("contiguous", e .. ".unsort_chunks", { rows }, rows)
+    experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", rows, "expert parallel: expert outputs back")
+  end
+  add("mul", e .. ".weighted", { rows, { R, 1 } }, rows)
+  add("zeros", m .. ".final_hidden_states", {}, { n, h })
+  add("index_add", e .. ".unpermute", { rows, { R }, { n, h } }, rows)
+end
+
 -- The MoE block of layer prefix p (llama.graph's hook; ctx from llama.graph).
 local function block(ctx, p)
   local g, r, opts = ctx.g, ctx.r, ctx.opts
@@ -250,12 +325,15 @@ local function block(ctx, p)
     ctx.add_as("fp32", "div", m .. ".topk_norm", { top, { n, 1 } }, top)
   end
   if ctx.upcast then add("cast", m .. ".routing_weights.to_dtype", { top }, top, 0, { from = "fp32" }) end
-  add("zeros", m .. ".final_hidden_states", {}, flat)
-  local mask = { E, k, n }
-  add("one_hot", m .. ".expert_mask", { top }, mask)
-  add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
-
-  M.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+  if M.implementation(opts, r.who) == "grouped" then
+    M.grouped_experts(g, experts, m, n, k, E, h, I)
+  else
+    add("zeros", m .. ".final_hidden_states", {}, flat)
+    local mask = { E, k, n }
+    add("one_hot", m .. ".expert_mask", { top }, mask)
+    add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
+    M.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+  end
 
   if moe.shared_I then -- Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared_expert(x), added to the experts' sum
     local Is = shard and shard.split(moe.shared_I, "shared_expert_intermediate_size") or moe.shared_I
@@ -290,7 +368,7 @@ end
 
 --- Builds the op graph of one forward pass (llama.graph with the MoE block in the sparse layers).
 ---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
----@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, experts?: "loop"|"grouped", tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
   local r = M.config(cfg)

@@ -1,0 +1,73 @@
+-- ops/grouped_linear.lua — the grouped GEMM of a mixture of experts' MLP: the R routed rows x (R, I), sorted by
+-- expert, times each expert's own weight (E experts of I × O, one (E, I, O) parameter) → y (R, O). Megatron-Core's
+-- GroupedMLP (grouped_gemm.ops.gmm / TE GroupedLinear), vLLM's fused_moe_kernel and transformers' aten::_grouped_mm
+-- run it as one kernel over the experts that receive rows (scripts/neusight/models/moe.lua, experts = "grouped").
+-- attrs.experts = E (this rank's experts: the parameter is E · I · O); attrs.expert = true (routed-expert weights:
+-- active_params, expert-parallel gradients, weight-only quantisation).
+-- Balanced routing (the model builders' dropless even spread): b = min(E, R) experts receive rows, ⌈R / b⌉ each. The
+-- kernel is priced as a batched GEMM BMM(b, ⌈R/b⌉, I, O) (the bmm predictors, scripts/tiling/gemm.lua's bmm tile rule)
+-- whose FLOPs are the R rows' 2·R·I·O and whose bytes are the R rows in and out once and the b active experts' whole
+-- weight matrices (at attrs.weight_bytes per weight under weight-only quantisation); experts without rows are not read.
+--   forward    BMM(b, m, I, O)                                   y = x · W[e]
+--   backward   BMM(b, m, O, I) (dX = dY · W[e]ᵀ) and BMM(b, I, m, O) (dW[e] = x_eᵀ · dY_e, per active expert)
+--   accumulate VECadd(1, E · I · O) into the (E, I, O) gradient.
+local K = require "neusight.kernels"
+local rules = require "neusight.rules"
+local ceil, min = math.ceil, math.min
+
+-- R rows, I in-features, O out-features, E experts, b active experts, m rows each
+local function dims(node)
+  local x = rules.input(node, 1)
+  local I = x[#x]
+  local R, O, E = K.numel(x) // I, node.output[#node.output], node.attrs.experts
+  local b = min(E, R)
+  return R, I, O, E, b, ceil(R / b)
+end
+
+-- BMM(b, m, n, k) with the FLOPs of the R real rows (`flops`: the padding of ⌈R/b⌉ does no work) and their bytes:
+-- `acts` elements of activations and `weights` elements of the expert matrices (at `wb` bytes each when quantised).
+local function grouped(b, m, n, k, dtype, flops, acts, weights, wb)
+  local kern = K.bmm(b, m, n, k, dtype)
+  local e = K.dtype_bytes(dtype)
+  kern.flops = flops
+  kern.bytes = e * acts + (wb or e) * weights
+  kern.weight_bytes = wb
+  return kern
+end
+
+---@type neusight.OpRule
+return {
+  name = "grouped_linear",
+  doc = "MoE grouped GEMM x(R,I)·W[e](I,O), E experts, b = min(E,R) active, m = ceil(R/b) rows each: BMM(b,m,I,O); "
+    .. "bw BMM(b,m,O,I)+BMM(b,I,m,O); acc VECadd(1,E·I·O)",
+  saves = function(node) return rules.saved_inputs(node, { 1 }) end, -- dW needs x (and the group sizes: tiny)
+  check = function(node)
+    local x, out, E = node.inputs[1], node.output, node.attrs.experts
+    if not x then return "needs input #1 (the routed rows x)" end
+    if math.type(E) ~= "integer" or E < 1 then
+      return ("needs attrs.experts, the experts of the (E, I, O) weight (got %s)"):format(tostring(E))
+    end
+    local I, O = x[#x], out[#out]
+    if K.numel(x) // I ~= K.numel(out) // O then
+      return ("x has %d rows but the output has %d"):format(K.numel(x) // I, K.numel(out) // O)
+    end
+    if node.params and node.params > 0 and node.params ~= E * I * O then
+      return ("params %d is not experts · in · out = %d · %d · %d"):format(node.params, E, I, O)
+    end
+  end,
+  forward = function(node)
+    local R, I, O, _, b, m = dims(node)
+    return { grouped(b, m, I, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O, node.attrs.weight_bytes) }
+  end,
+  backward = function(node)
+    local R, I, O, _, b, m = dims(node)
+    return {
+      grouped(b, m, O, I, node.dtype, 2 * R * I * O, R * (I + O), b * I * O), -- dX = dY · W[e]ᵀ
+      grouped(b, I, m, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O), -- dW[e] = x_eᵀ · dY_e, once per expert
+    }
+  end,
+  accumulate = function(node)
+    local _, I, O, E = dims(node)
+    return { K.vec("add", 1, E * I * O, node.dtype) }
+  end,
+}
