@@ -416,7 +416,7 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     in.emplace_back("calibration_source", c->source);
     for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
   }
-  meta.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor));
+  meta.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor), meta.source);
   for (const auto& w : meta.figs->warnings) {
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);

@@ -359,6 +359,13 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, w.source.c_str());
   ns_call(L, 3, 1);  // stack: W spec norm
   const int norm = lua_gettop(L);
+  // the workload's own figures (field `figures`, a function): kept for figures_compute, by the workload's source
+  if (auto old = p_->figures_hooks.find(w.source); old != p_->figures_hooks.end()) {
+    luaL_unref(L, LUA_REGISTRYINDEX, old->second);
+    p_->figures_hooks.erase(old);
+  }
+  if (raw_getfield(L, norm, "figures") == LUA_TFUNCTION) p_->figures_hooks[w.source] = luaL_ref(L, LUA_REGISTRYINDEX);
+  else lua_pop(L, 1);
   table_reader r(L, norm, w.source);
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
@@ -461,12 +468,12 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
 }
 
 figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu,
-                                 const std::filesystem::path& uncertainty) {
-  return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty);
+                                 const std::filesystem::path& uncertainty, const std::string& workload) {
+  return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty, workload);
 }
 
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                              const std::filesystem::path& uncertainty) {
+                              const std::filesystem::path& uncertainty, const std::string& workload) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -499,6 +506,12 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   }
   p_->push_gpu(gpu);
   lua_setfield(L, r, "gpu");
+  if (auto h = p_->figures_hooks.find(workload); h != p_->figures_hooks.end()) {  // r.workload_figures(view)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, h->second);
+    lua_setfield(L, r, "workload_figures");
+    lua_pushstring(L, workload.c_str());
+    lua_setfield(L, r, "workload_source");
+  }
   if (!uncertainty.empty()) {  // parsed once per session
     const std::string key = uncertainty.string();
     auto it = p_->data_refs.find(key);

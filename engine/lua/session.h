@@ -251,10 +251,13 @@ class session {
   // r.a), with r.gpu the GPU's table and, when `uncertainty` names the predictor's error table
   // (predictor::uncertainty_file), r.uncertainty that TOML file as a plain table and r.uncertainty_source its name.
   // Returns its fields, table lines and warnings.
-  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {});
+  // `workload` (a workload's source, as workload_load named it): its own `figures` function, when the script has one,
+  // goes along as r.workload_figures (r.workload_source its name).
+  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {},
+                          const std::string& workload = {});
   // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty).
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                       const std::filesystem::path& uncertainty = {});
+                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {});
 
   // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
   // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as

@@ -67,6 +67,7 @@ struct session::impl {
   std::map<std::string, kernel> tiles;
   std::map<std::string, std::optional<calibration>> calibrations;  // by GPU file (calibration_of)
   std::map<std::string, std::optional<calibration>> calibration_overrides;  // by GPU name (calibration_set)
+  std::map<std::string, int> figures_hooks;  // workload source → its `figures` function (workload.lua), registry refs
   std::map<std::string, int> data_refs;  // figures_call: parsed data files (uncertainty tables) by path, registry refs
   // Predictors (session_predict.cpp): the built-ins ns.predict runs, made on first use with `weights_root` (the last
   // predictor_make's, else data_root/weights) and memoised unless `predict_memo` is off; the checked tables of the

@@ -150,7 +150,50 @@ function M.compute(r)
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end
   table.insert(lines, 1, band.lines[1])
+  if r.workload_figures then M.workload_fields(r, fields, lines) end
   return { fields = fields, lines = lines, warnings = band.warnings }
+end
+
+--- A workload's own figures: its field `figures`, a function(f) called with f = { latency_s, latency_ms, mode, batch,
+--- seq, dtype, gpu (the GPU's table), figures = { name → value of the fields above } } and returning
+--- { name = value, … } (numbers, strings or booleans). Each becomes one more field (JSON `figures.<name>`, a
+--- comparison's column) and a table line, in name order. A name the report has already, or a value of another type,
+--- is an error naming the workload.
+function M.workload_fields(r, fields, lines)
+  local src = r.workload_source or "workload"
+  local known = {}
+  for _, f in ipairs(fields) do
+    if f.value ~= nil then known[f.key] = f.value end
+  end
+  local view = { latency_s = r.latency_s, latency_ms = r.latency_s * 1e3, mode = r.mode, batch = r.batch, seq = r.seq,
+                 dtype = r.dtype, gpu = r.gpu, figures = known }
+  local out = r.workload_figures(view)
+  if type(out) ~= "table" then
+    error(("%s: field 'figures' must return a table of name = value (got %s)"):format(src, type(out)), 0)
+  end
+  local names = {}
+  for k in pairs(out) do
+    if type(k) ~= "string" or not k:match("^[%a_][%w_]*$") then
+      error(("%s: field 'figures' returned the name %s: names are identifiers such as tokens_per_joule"):format(src,
+        type(k) == "string" and ("'" .. k .. "'") or tostring(k)), 0)
+    end
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  local taken = {}
+  for _, f in ipairs(fields) do taken[f.key] = true end
+  for _, k in ipairs(names) do
+    local v = out[k]
+    if taken[k] then error(("%s: field 'figures' returned '%s', a figure the report has already"):format(src, k), 0) end
+    local tv = type(v)
+    if not (tv == "string" or tv == "boolean" or (tv == "number" and v == v and v > -huge and v < huge)) then
+      error(("%s: field 'figures' returned %s = %s: a figure is a finite number, a string or a boolean"):format(src, k,
+        tostring(v)), 0)
+    end
+    local cell = tv == "number" and sig(v) or tostring(v)
+    fields[#fields + 1] = { key = k, value = v, column = k, cell = cell }
+    lines[#lines + 1] = fmt("%-16s %12s   (%s)", k, cell, src)
+  end
 end
 
 return M

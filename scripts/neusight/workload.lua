@@ -3,7 +3,8 @@
 -- A workload script returns a table such as
 --   { model = "gpt3_27", gpu = "H100-SXM5-80GB", mode = "train", batch = 1, seq = 2048 }
 -- `model` is a preset name (neusight/models/presets.lua), a config table with `arch` (built by
--- neusight/models/<arch>.lua), or a function(opts) returning the nodes of a custom model.
+-- neusight/models/<arch>.lua), or a function(opts) returning the nodes of a custom model. An optional
+-- `figures = function(f) … end` adds the workload's own figures to the report (neusight.figures workload_fields).
 local K = require "neusight.kernels"
 local precision = require "neusight.precision"
 local presets = require "neusight.models.presets"
@@ -13,7 +14,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description" }
+  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description", "figures" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -159,6 +160,13 @@ local CHECK = {
   -- (CUDA-graph replay, as serving engines run: scripts/neusight/launch.lua re-prices the vector kernels).
   launch = one_of { "eager", "graph" },
   description = function(v) if type(v) ~= "string" then return ("must be a string (got %s)"):format(show(v)) end end,
+  -- figures: function(f) returning { name = value, … }: the workload's own headline figures, added to the report's
+  -- (JSON `figures`, a comparison's columns, the table's lines) by neusight.figures (M.workload_fields).
+  figures = function(v)
+    if type(v) ~= "function" then
+      return ("must be a function(f) returning { name = value, … } (got %s)"):format(show(v))
+    end
+  end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).
   -- (its fields are validated once, by neusight.parallel.normalize in M.normalize)
   parallel = function(v)

@@ -292,3 +292,47 @@ TEST_CASE("figures: a field added in Lua appears in JSON, the comparison's colum
   const auto cmp = run_cli(args + " --batch 1,4");
   CHECK(cmp.out.find("tok/J") != std::string::npos);
 }
+
+// Issue 14: a report field from a workload hook. The workload script's own `figures` function adds fields to JSON
+// `figures`, the comparison's columns and the table's lines; what it returns is checked.
+TEST_CASE("figures: a workload's own figures function adds fields to JSON and the comparison and the table",
+          "[cli][figures]") {
+  ns_test::temp_dir t;
+  auto script = [&](const std::string& name, const std::string& fn) {
+    return t.write(name, "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 4, seq = 128,\n"
+                         "  figures = " + fn + " }\n").string();
+  };
+  const std::string ok = script("w.lua", "function(f) return { tokens_per_joule = f.figures.tokens_per_s / 700,\n"
+                                         "  ms_check = f.latency_ms, board = f.gpu.name } end");
+  const auto j = run_cli("run '" + ok + "' --format json");
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  const json r = json::parse(j.out);
+  CHECK(r["figures"]["tokens_per_joule"].get<double>() ==
+        Approx(r["figures"]["tokens_per_s"].get<double>() / 700).epsilon(1e-12));
+  CHECK(r["figures"]["ms_check"].get<double>() == Approx(r["latency_ms"].get<double>()).epsilon(1e-12));
+  CHECK(r["figures"]["board"] == "H100-SXM5-80GB");
+  const auto table = run_cli("run '" + ok + "'");
+  CHECK(table.out.find("tokens_per_joule") != std::string::npos);
+  const auto csv = run_cli("run '" + ok + "' --batch 1,4 --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find("tokens_per_joule") != std::string::npos);
+
+  const std::pair<std::string, std::string> bad[] = {
+      {"function() return 3 end", "field 'figures' must return a table of name = value (got number)"},
+      {"function() return { mfu = 1 } end", "field 'figures' returned 'mfu', a figure the report has already"},
+      {"function() return { x = 0/0 } end", "field 'figures' returned x = "},
+      {"function() return { [1] = 2 } end", "field 'figures' returned the name 1"},
+      {"'tokens'", "field 'figures' must be a function(f) returning { name = value, … } (got \"tokens\")"},
+      {"function(f) return f.nope.x end", "attempt to index"},
+  };
+  for (size_t i = 0; i < std::size(bad); ++i) {
+    const std::string s = script("bad" + std::to_string(i) + ".lua", bad[i].first);
+    const auto e = run_cli("run '" + s + "' --format json");
+    INFO(bad[i].first << "\nstderr: " << e.err);
+    CHECK(e.code == 1);
+    CHECK(e.out.empty());
+    CHECK(e.err.find(bad[i].second) != std::string::npos);
+    CHECK(e.err.find("bad" + std::to_string(i) + ".lua") != std::string::npos);
+  }
+}
