@@ -164,12 +164,8 @@ CLI::Validator nonempty_list() {
 }
 
 session_options session_options_make(const common_flags& c) {
-  session_options o;
-  o.data_root = data_root_find();
-  session_paths_set(o, c.ops_dirs, c.scripts_dirs, c.verbose);
-  o.memo = !memo_disabled();
-  if (c.no_calibration || !c.calibrate.empty()) o.calibration = false;  // --calibrate fits against the raw forecast
-  return o;
+  // --calibrate fits against the raw forecast
+  return session_options_for(c.ops_dirs, c.scripts_dirs, c.verbose, !c.no_calibration && c.calibrate.empty());
 }
 
 void add_common(CLI::App* cmd, common_flags& c, bool with_format,

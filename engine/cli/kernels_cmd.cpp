@@ -24,14 +24,6 @@ namespace ns {
 
 namespace {
 
-session_options default_session(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
-                                 bool verbose) {
-  session_options o;
-  o.data_root = data_root_find();
-  session_paths_set(o, ops_dirs, scripts_dirs, verbose);
-  return o;
-}
-
 std::string duration(double s) {
   const int t = int(std::lround(s));
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
@@ -74,7 +66,7 @@ int train_main(const train_flags& f) {
     throw error("--lr must be a learning rate in (0, 1] (got " + std::to_string(f.opts.lr) + ")");
   if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
-  session s(default_session(f.ops_dirs, f.scripts_dirs, f.verbose));
+  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const gpu_catalog catalog(data_root_find() / "gpus");
   bench_data d = bench_load(f.data, catalog, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
@@ -139,7 +131,7 @@ int train_main(const train_flags& f) {
 }
 
 int eval_kernels_main(const eval_kernels_flags& f) {
-  session s(default_session(f.ops_dirs, f.scripts_dirs, f.verbose));
+  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const auto root = data_root_find();
   const gpu_catalog catalog(root / "gpus");
   bench_data d = bench_load(f.files, catalog, s.costing(), std::nullopt, f.exclude_gpus);

@@ -14,7 +14,7 @@ struct train_flags {
   bool quiet = false;
   bool force = false;   // --force: replace an existing model in --out
   std::string command;  // the command line, recorded in the manifest
-  std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_paths_set)
+  std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
 };
 int train_main(const train_flags& f);
@@ -22,7 +22,7 @@ int train_main(const train_flags& f);
 struct eval_kernels_flags {
   std::vector<std::string> files, exclude_gpus;
   std::string predictor = "neusight", weights, tiles = "rule", format = "table", output;
-  std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_paths_set)
+  std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
 };
 int eval_kernels_main(const eval_kernels_flags& f);

@@ -140,11 +140,9 @@ stats stats_of(std::vector<double> v) {
 }  // namespace
 
 int eval_models_main(const eval_models_flags& f) {
-  const auto root = data_root_find();
-  session_options so;
-  so.data_root = root;
-  session_paths_set(so, f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
+  const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
 

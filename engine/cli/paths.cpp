@@ -41,15 +41,19 @@ bool memo_disabled() {
   return v && *v && std::string(v) != "0";
 }
 
-void session_paths_set(session_options& o, const std::vector<std::string>& ops_dirs,
-                       const std::vector<std::string>& scripts_dirs, bool verbose) {
+session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
+                                    bool verbose, bool calibration) {
+  session_options o;
+  o.data_root = data_root_find();
+  o.memo = !memo_disabled();
   for (const auto& d : ops_dirs) o.ops_dirs.emplace_back(d);
   for (const auto& d : scripts_dirs) o.script_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
   if (const char* env = std::getenv("NEUSIGHT_SCRIPTS_PATH")) o.scripts_path_env = env;
   const char* nc = std::getenv("NEUSIGHT_NO_CALIBRATION");  // every command's forecasts; run/predict also --no-calibration
-  o.calibration = !(nc && *nc && std::string(nc) != "0");
+  o.calibration = calibration && !(nc && *nc && std::string(nc) != "0");
   o.verbose = verbose;
+  return o;
 }
 
 }  // namespace ns

@@ -15,10 +15,12 @@ std::filesystem::path data_root_find();
 bool memo_disabled();
 
 struct session_options;
-// The user parts of both search paths: --ops and --scripts directories, NEUSIGHT_OPS_PATH and NEUSIGHT_SCRIPTS_PATH
-// (session.h: search_path_make puts them before the bundled ops/ and scripts/). Every command that makes a session
-// from the command line sets them here.
-void session_paths_set(session_options& o, const std::vector<std::string>& ops_dirs,
-                       const std::vector<std::string>& scripts_dirs, bool verbose);
+// The options every command's session starts from, in one place: the bundled data root (data_root_find), the user
+// parts of both search paths (--ops and --scripts directories, NEUSIGHT_OPS_PATH and NEUSIGHT_SCRIPTS_PATH; session.h:
+// search_path_make puts them before the bundled ops/ and scripts/), -v, the per-process memos (off with
+// NEUSIGHT_NO_CACHE, memo_disabled) and the GPUs' calibration files (off with NEUSIGHT_NO_CALIBRATION=1, or
+// `calibration` false: --no-calibration).
+session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
+                                    bool verbose, bool calibration = true);
 
 }  // namespace ns

@@ -245,11 +245,9 @@ std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map
 }
 
 int scale_main(const scale_flags& f) {
-  const auto root = data_root_find();
-  session_options so;
-  so.data_root = root;
-  session_paths_set(so, f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
+  const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
   const gpu_spec from = catalog.resolve(f.from), to = catalog.resolve(f.to);
   const trace tr = trace_load(f.trace);

@@ -72,11 +72,8 @@ struct variant {
 }  // namespace
 
 int search_main(const search_flags& f) {
-  session_options o;
-  o.data_root = data_root_find();
-  session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
-  o.memo = !memo_disabled();
+  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);

@@ -27,14 +27,10 @@ std::string dotted(const std::string& pointer) {
 }  // namespace
 
 int serve_main(const serve_flags& f) {
-  session_options o;
-  o.data_root = data_root_find();
-  session_paths_set(o, f.ops_dirs, f.scripts_dirs, f.verbose);
-  if (f.no_calibration) o.calibration = false;
-  o.memo = !memo_disabled();  // NEUSIGHT_NO_CACHE=1, as predict and search
+  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
-  pred->memo_enable(!memo_disabled());
+  pred->memo_enable(o.memo);
 
   workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};
   for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"kv_dtype", &f.kv_dtype}, {"weight_dtype", &f.weight_dtype}, {"launch", &f.launch}, {"attention", &f.attention}, {"experts", &f.experts},
