@@ -188,8 +188,8 @@ TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[we
   ns_test::temp_dir t;
   tile_model m;
   m.fam = family::softmax;
-  m.net = mlp::make({int(tile_feature_count), 8, tile_outputs}, 5);
-  for (size_t i = 0; i < tile_feature_count; ++i)
+  m.net = mlp::make({int(tile_feature_inputs(family::softmax)), 8, tile_outputs}, 5);
+  for (size_t i = 0; i < tile_feature_inputs(family::softmax); ++i)
     m.mean[i] = float(i), m.scale[i] = 1.0f + float(i), m.lo[i] = -10.0f - float(i), m.hi[i] = 5.0f + float(i);
   weights_provenance p;
   p.vendor = "nvidia";
