@@ -98,7 +98,7 @@ const std::vector<const char*>& tile_feature_names(std::string_view vendor, fami
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
   static const std::vector<const char*> transfer = {
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", "log2(tile_mb / element_bytes / tile_gflop)", "log2(waves)",
-      "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)", "log2(tdp_w / min(peak, ai * bw) tflops)"};
+      "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)", "log2(tdp_w / peak tflops) * (clamp(log2(peak / (ai * bw)), -1, 1) + 1) / 2"};
   if (family_transfer_features(f)) return transfer;
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
@@ -174,7 +174,8 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
            float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
            float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp)),
-           float(std::log2(gpu.tdp_w / (f.roof_gflops / 1000)))};
+           float(std::log2(gpu.tdp_w / (peak / 1000)) *
+                 (std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp) / transfer_ridge_clamp + 1) / 2)};
   } else {
     // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak
     // (NVIDIA BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).
