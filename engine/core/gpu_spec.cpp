@@ -54,7 +54,6 @@ const std::vector<gpu_field>& gpu_fields() {
       {"pcie_gen", &g::pcie_gen, true, false, 1, 16},
       {"pcie_bw_gbps", &g::pcie_bw_gbps, true, false, 0.01, 1e5},       // GB/s per direction
       {"price_per_hour_usd", &g::price_per_hour_usd, true, true, 0.0001, 1e6},  // USD per GPU-hour
-      {"tdp_w", &g::tdp_w, true, true, 1, 5000},  // W per GPU (board/module power; 72 W L4 .. 1400 W GB300)
   };
   return fields;
 }

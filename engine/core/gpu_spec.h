@@ -46,9 +46,6 @@ struct gpu_spec {
   // 0 when the file does not say. Present means a positive finite number. Drives the cost figures
   // (scripts/neusight/figures.lua).
   double price_per_hour_usd = 0;
-  // Optional: the board's (module's) maximum power, W, from the vendor's datasheet; 0 when the file does not say.
-  // The tensor-core and attention families need it (their power-headroom feature, engine/core/tile_model.h).
-  double tdp_w = 0;
 
   std::string source;  // where it was loaded from, as shown in messages
   std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it

@@ -88,17 +88,15 @@ bool flops_at_roofline(std::string_view vendor, family f) {
   return vendor == "nvidia" && (f == family::bmm || f == family::linear);
 }
 
-size_t tile_feature_inputs(family f) { return family_transfer_features(f) ? 6 : 5; }
-
-const std::vector<const char*>& tile_feature_names(std::string_view vendor, family f) {
-  static const std::vector<const char*> at_peak = {
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f) {
+  static const std::array<const char*, tile_feature_count> at_peak = {
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
       "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
-  static const std::vector<const char*> at_roofline = {
+  static const std::array<const char*, tile_feature_count> at_roofline = {
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
-  static const std::vector<const char*> transfer = {
+  static const std::array<const char*, tile_feature_count> transfer = {
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", "log2(tile_mb / element_bytes / tile_gflop)", "log2(waves)",
-      "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)", "log2(tdp_w / peak tflops) * (clamp(log2(peak / (ai * bw)), -1, 1) + 1) / 2"};
+      "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)"};
   if (family_transfer_features(f)) return transfer;
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
@@ -168,20 +166,15 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   if (fam && family_transfer_features(*fam) && gpu.boost_clock_mhz > 0)
     f.overhead_scale = tile_overhead_reference_mhz / double(gpu.boost_clock_mhz);
   if (fam && family_transfer_features(*fam)) {
-    if (!(gpu.tdp_w > 0))
-      throw error(gpu.source + ": key 'tdp_w' (the board power in W, from the datasheet) is needed by the " +
-                  std::string(family_name(*fam)) + " family; add it to " + (gpu.file.empty() ? gpu.source : gpu.file));
     f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
            float(std::log2(f.waves)), float(blocks / (f.waves * sms)),
-           float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp)),
-           float(std::log2(gpu.tdp_w / (peak / 1000)) *
-                 (std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp) / transfer_ridge_clamp + 1) / 2)};
+           float(std::clamp(std::log2(peak / (ai * bw)), -transfer_ridge_clamp, transfer_ridge_clamp))};
   } else {
     // x0 divides the tile's FLOPs by the per-SM roofline throughput min(peak, AI·bw) rather than by the peak
     // (NVIDIA BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).
     const double x0 = fam && flops_at_roofline(gpu.vendor, *fam) ? std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))
                                                                   : f.ref[0];
-    f.x = {float(x0), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms)), 0.f};
+    f.x = {float(x0), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
   }
   return f;
 }
@@ -192,10 +185,9 @@ namespace {
 double sigmoid(double x) { return 1.0 / (1.0 + std::exp(-x)); }
 
 Eigen::MatrixXf features_matrix(const std::vector<const tile_features*>& rows, const tile_model& m) {
-  const size_t n = tile_feature_inputs(m.fam);
-  Eigen::MatrixXf x(int(n), int(rows.size()));
+  Eigen::MatrixXf x(int(tile_feature_count), int(rows.size()));
   for (size_t j = 0; j < rows.size(); ++j)
-    for (size_t i = 0; i < n; ++i)
+    for (size_t i = 0; i < tile_feature_count; ++i)
       x(int(i), int(j)) = (std::clamp(rows[j]->x[i], m.lo[i], m.hi[i]) - m.mean[i]) / m.scale[i];
   return x;
 }
@@ -291,8 +283,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
   tile_model& m = r.model;
   m.fam = fam;
   // Normalisation from the training split only.
-  const size_t n_in = tile_feature_inputs(fam);
-  for (size_t i = 0; i < n_in; ++i) {
+  for (size_t i = 0; i < tile_feature_count; ++i) {
     double s = 0, s2 = 0;
     for (const auto* t : train) s += t->f.x[i], s2 += double(t->f.x[i]) * t->f.x[i];
     const double mean = s / double(train.size());
@@ -302,7 +293,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     m.lo[i] = m.hi[i] = train.front()->f.x[i];
     for (const auto* t : train) m.lo[i] = std::min(m.lo[i], t->f.x[i]), m.hi[i] = std::max(m.hi[i], t->f.x[i]);
   }
-  std::vector<int> sizes = {int(n_in)};
+  std::vector<int> sizes = {int(tile_feature_count)};
   sizes.insert(sizes.end(), opts.hidden.begin(), opts.hidden.end());
   sizes.push_back(tile_outputs);
   m.net = mlp::make(sizes, opts.seed + 1);

@@ -65,16 +65,8 @@ std::optional<family> family_of(const kernel& k);
 // out: BMM 8.3 → 337 %, Linear 22 → 60 %; dropping it only beyond 4× or 16× from the ridge: Linear 69 % and
 // 57 %). Tiled GEMMs re-read their operands (an fp32 SIMT tile of 32×128 to 128×128 does 13–32 FLOP per byte
 // it loads, near every GPU's ridge), so bandwidth is not irrelevant to them.
-//
-// Power headroom (the transfer families' sixth input): log2(tdp_w / roofline TFLOP/s), the board power per unit
-// of the kernel's roofline throughput min(peak, AI·bw). Large tensor-core GEMMs run at the clock the power limit
-// allows; the spec sheet's W per dense TFLOP/s describes that headroom. Taken at the roofline, so it carries the
-// FLOP peak only for compute-bound kernels and the bandwidth only for bandwidth-bound ones (the physics above
-// holds). A GPU file without tdp_w cannot be forecast by these families (an error naming the key and the file).
-// tile_feature_count is the most inputs any family has; tile_feature_inputs(f) those family f uses.
-constexpr size_t tile_feature_count = 6;
+constexpr size_t tile_feature_count = 5;
 bool family_transfer_features(family f);
-size_t tile_feature_inputs(family f);
 // log2 distance from the ridge beyond which the transfer families see a kernel as purely memory- or compute-bound.
 constexpr double transfer_ridge_clamp = 1;
 
@@ -87,8 +79,7 @@ double family_train_flops_per_element(family f);
 std::pair<double, double> family_train_bytes_per_element(family f);
 // x0 against min(peak, AI·bw) rather than the peak: NVIDIA bmm and linear.
 bool flops_at_roofline(std::string_view vendor, family f);
-// tile_feature_inputs(f) names (the weights manifest records them: weights trained on other features do not load).
-const std::vector<const char*>& tile_feature_names(std::string_view vendor, family f);
+const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
 
 struct tile_features {
   std::array<float, tile_feature_count> x{};

@@ -37,8 +37,7 @@ std::vector<float> flatten(const tile_model& m) {
       for (int j = 0; j < w.cols(); ++j) out.push_back(w(i, j));
     for (int i = 0; i < m.net.b[l].size(); ++i) out.push_back(m.net.b[l](i));
   }
-  const long n = long(tile_feature_inputs(m.fam));
-  for (const auto* a : {&m.mean, &m.scale, &m.lo, &m.hi}) out.insert(out.end(), a->begin(), a->begin() + n);
+  for (const auto* a : {&m.mean, &m.scale, &m.lo, &m.hi}) out.insert(out.end(), a->begin(), a->end());
   return out;
 }
 
@@ -174,15 +173,14 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
                   std::to_string(weights_max_layer_width));
     sizes.push_back(int(n.as_integer()->get()));
   }
-  const size_t n_in = tile_feature_inputs(m.fam);
+  if (sizes.size() < 2 || sizes.front() != int(tile_feature_count) || sizes.back() != tile_outputs)
+    throw error(mpath + ": 'layers' must start with " + std::to_string(tile_feature_count) + " inputs and end with " +
+                std::to_string(tile_outputs) + " outputs");
   const auto& feats = r.array("features");
-  bool same = feats.size() == n_in;
-  for (size_t i = 0; same && i < n_in; ++i)
+  bool same = feats.size() == tile_feature_count;
+  for (size_t i = 0; same && i < tile_feature_count; ++i)
     same = feats[i].is_string() && feats[i].as_string()->get() == tile_feature_names(m.vendor, m.fam)[i];
   if (!same) throw error(mpath + ": trained on other features than this engine computes; retrain with `neusight train`");
-  if (sizes.size() < 2 || sizes.front() != int(n_in) || sizes.back() != tile_outputs)
-    throw error(mpath + ": 'layers' must start with " + std::to_string(n_in) + " inputs and end with " +
-                std::to_string(tile_outputs) + " outputs");
   if (const auto* uf = t.get("util_floor")) {
     const auto v = uf->value<double>();
     if (!v || !(*v > 0 && *v <= 1)) throw error(mpath + ": 'util_floor' must be a number in (0, 1]");
@@ -195,7 +193,7 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     throw error(mpath + ": 'weights_file' must name a file beside model.toml (got '" + file + "')");
   const std::string bpath = (dir / file).generic_string();
   // From the layer sizes, before anything is allocated or read (widths are capped, so this cannot overflow).
-  size_t params = 4 * n_in;
+  size_t params = 4 * tile_feature_count;
   for (size_t l = 0; l + 1 < sizes.size(); ++l) params += (size_t(sizes[l]) + 1) * size_t(sizes[l + 1]);
   const size_t expected = params * sizeof(float);
   if (expected > text_file_max_data)
@@ -214,8 +212,8 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
   // forecast of the family null or infinite
   for (size_t i = 0; i < p.size(); ++i)
     if (!std::isfinite(p[i])) throw error(bpath + ": float #" + std::to_string(i) + " is not finite (a diverged training run?)");
-  for (size_t i = 0; i < n_in; ++i)
-    if (!(p[p.size() - 3 * n_in + i] != 0))
+  for (size_t i = 0; i < tile_feature_count; ++i)
+    if (!(p[p.size() - 3 * tile_feature_count + i] != 0))
       throw error(bpath + ": feature scale #" + std::to_string(i) + " is 0 (the features cannot be normalised)");
   size_t at = 0;
   for (size_t l = 0; l < m.net.w.size(); ++l) {
@@ -225,7 +223,7 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     for (int i = 0; i < m.net.b[l].size(); ++i) m.net.b[l](i) = p[at++];
   }
   for (auto* a : {&m.mean, &m.scale, &m.lo, &m.hi})
-    for (size_t i = 0; i < n_in; ++i) (*a)[i] = p[at++];
+    for (auto& x : *a) x = p[at++];
   if (provenance) {
     provenance->vendor = r.str("vendor");
     if (const toml::table* tr = t["training"].as_table()) {

@@ -88,7 +88,6 @@ interconnect_bw_gbps = 0.0
 pcie_gen = 4
 pcie_bw_gbps = 32.0
 price_per_hour_usd = 1.5
-tdp_w = 300.0
 ]]
 write("gpu/good.toml", gpu)  -- the base every case changes; the driver checks that it is accepted
 
@@ -99,7 +98,7 @@ local int_fields = { "num_sm", "cores_per_sm", "max_threads_per_sm", "max_thread
 local num_fields = { "base_clock_mhz", "boost_clock_mhz", "mem_gb", "mem_bw_gbps", "l2_mb", "peak_fp32_tflops",
                      "peak_fp32_matrix_tflops", "peak_tf32_tflops", "peak_fp16_tflops", "peak_bf16_tflops",
                      "peak_fp8_tflops", "max_smem_per_sm_kb", "max_smem_per_block_kb", "interconnect_bw_gbps",
-                     "pcie_bw_gbps", "price_per_hour_usd", "tdp_w" }
+                     "pcie_bw_gbps", "price_per_hour_usd" }
 local zero_ok = { peak_tf32_tflops = true, peak_bf16_tflops = true, peak_fp8_tflops = true, interconnect_bw_gbps = true }
 
 local function gpu_case(name, field, value, expect)

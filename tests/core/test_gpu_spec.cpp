@@ -117,24 +117,3 @@ TEST_CASE("price_per_hour_usd is optional — when given, a positive finite numb
   CHECK(parse_error(ns_test::replace_all(tiny, "mem_bw_gbps = 100.0", "mem_bw_gbps = inf")) ==
         "gpus/bad.toml:12:1: key 'mem_bw_gbps' must be a finite number (got inf)");
 }
-
-TEST_CASE("tdp_w is optional — when given, a board power within the physical range", "[gpu]") {
-  CHECK(gpu_spec_parse(tiny, "tiny.toml").tdp_w == 0);
-  CHECK(gpu_spec_parse(tiny + "tdp_w = 700.0  # a datasheet\n", "tiny.toml").tdp_w == 700.0);
-  CHECK(gpu_spec_parse(tiny + "tdp_w = 72\n", "t.toml").tdp_w == 72.0);  // an integer is fine
-  const std::string at = "gpus/bad.toml:" + std::to_string(std::count(tiny.begin(), tiny.end(), '\n') + 1) + ":1: ";
-  CHECK(parse_error(tiny + "tdp_w = 0\n") ==
-        at + "key 'tdp_w' must be a positive finite number (got 0.000000); leave the key out when unknown");
-  CHECK(parse_error(tiny + "tdp_w = 0.7\n") ==
-        at + "key 'tdp_w' must be between 1 and 5000 (got 0.7), the physical range of this field");
-  CHECK(parse_error(tiny + "tdp_w = 700000\n") ==
-        at + "key 'tdp_w' must be between 1 and 5000 (got 700000), the physical range of this field");
-  CHECK(parse_error(tiny + "tdp_w = \"700 W\"\n") == at + "key 'tdp_w' must be a number (got string)");
-}
-
-TEST_CASE("every shipped GPU file with tensor-core peaks gives its board power", "[gpu]") {
-  for (const gpu_spec& g : gpu_catalog(source_dir / "gpus").load_all()) {
-    INFO(g.source);
-    CHECK(g.tdp_w > 0);
-  }
-}

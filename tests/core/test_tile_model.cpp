@@ -106,29 +106,6 @@ TEST_CASE("vector kernels are seen with their family's training FLOPs — the re
   }
 }
 
-TEST_CASE("tensor-core families need the GPU file's tdp_w — an error naming the key and the file", "[neusight]") {
-  kernel k = gemm(kernel_kind::gemm, 1, 4096, 4096, 4096, 128, 128);
-  k.dtype = "bf16";
-  k.flops = 2.0 * 4096 * 4096 * 4096;
-  k.bytes = 2.0 * 3 * 4096 * 4096;
-  gpu_spec g = gpu_spec_load(source_dir / "gpus/h100_sxm5_80gb.toml", "gpus/h100_sxm5_80gb.toml");
-  REQUIRE(g.tdp_w == 700);
-  const tile_features f = tile_features_compute(k, g);
-  CHECK(f.x[5] == Approx(std::log2(700 / g.peak_bf16_tflops)));  // compute-bound: W per dense bf16 TFLOP/s
-  g.tdp_w = 0;
-  try {
-    tile_features_compute(k, g);
-    FAIL("no error");
-  } catch (const error& e) {
-    const std::string msg = e.what();
-    CHECK(msg.find("'tdp_w'") != std::string::npos);
-    CHECK(msg.find("gemm_tc16") != std::string::npos);
-    CHECK(msg.find("h100_sxm5_80gb.toml") != std::string::npos);
-  }
-  k.dtype = "fp32";  // the fp32 families do not use it
-  CHECK_NOTHROW(tile_features_compute(k, g));
-}
-
 TEST_CASE("utilisation stays in (0, 1) and follows alpha - beta / waves", "[neusight]") {
   CHECK(tile_utilization(0, 0, 1) == Approx(0.25));            // 0.5 · (1 − 0.5)
   CHECK(tile_utilization(0, 0, 100) == Approx(0.5 * (1 - 0.005)));
@@ -211,8 +188,8 @@ TEST_CASE("weights round-trip — corrupt or truncated files are rejected", "[we
   ns_test::temp_dir t;
   tile_model m;
   m.fam = family::softmax;
-  m.net = mlp::make({int(tile_feature_inputs(family::softmax)), 8, tile_outputs}, 5);
-  for (size_t i = 0; i < tile_feature_inputs(family::softmax); ++i)
+  m.net = mlp::make({int(tile_feature_count), 8, tile_outputs}, 5);
+  for (size_t i = 0; i < tile_feature_count; ++i)
     m.mean[i] = float(i), m.scale[i] = 1.0f + float(i), m.lo[i] = -10.0f - float(i), m.hi[i] = 5.0f + float(i);
   weights_provenance p;
   p.vendor = "nvidia";
