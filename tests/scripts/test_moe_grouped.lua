@@ -56,6 +56,23 @@ function T.test_grouped_linear_rule()
   eq(K.describe_all(fw), "BMM(48,1,2048,2816)", "b = min(E, R) experts, ⌈R/b⌉ rows")
   eq(fw[1].bytes, 2 * 48 * (2048 + 2816) + 2 * 48 * 2048 * 2816, "rows once, the active experts' whole weights")
   eq(fw[1].flops, 2 * 48 * 2048 * 2816, "FLOPs of the rows")
+  -- with the routing statistics: the experts 8 tokens picking 6 of 64 reach, 64·(1 − (58/64)^8) = 34.9 → 35 of 2 rows
+  local routed = node(48, 2048, 2816, 64, { top_k = 6, experts_total = 64, routed_tokens = 8 })
+  fw = rule.forward(routed, t.GPU)
+  eq(K.describe_all(fw), "BMM(35,2,2048,2816)", "35 experts reached, ⌈48/35⌉ rows")
+  eq(fw[1].bytes, 2 * 48 * (2048 + 2816) + 2 * 35 * 2048 * 2816, "only the reached experts' weights")
+  eq(fw[1].flops, 2 * 48 * 2048 * 2816, "FLOPs of the rows, not of the padding")
+  -- one token: exactly its k experts
+  eq(K.describe_all(rule.forward(node(6, 2048, 2816, 64, { top_k = 6, experts_total = 64, routed_tokens = 1 }), t.GPU)),
+    "BMM(6,1,2048,2816)", "one token reaches its 6 experts")
+  -- expert parallel: 16 local experts of 64, tokens from 4 ranks of 8: 16·(1 − (58/64)^32) = 15.3 → 15
+  eq(K.describe_all(rule.forward(node(48, 2048, 2816, 16, { top_k = 6, experts_total = 64, routed_tokens = 32 }),
+    t.GPU)), "BMM(15,4,2048,2816)", "local experts reached by every rank's tokens")
+  -- the statistics go together and make sense, or the rule says so
+  local bad = node(48, 2048, 2816, 64, { top_k = 6 })
+  assert(rule.check(bad):find("go together", 1, true), "top_k alone")
+  bad = node(48, 2048, 2816, 64, { top_k = 6, experts_total = 32, routed_tokens = 8 })
+  assert(rule.check(bad), "experts_total below the weight's experts")
   -- more rows than experts: every expert active, ⌈R/E⌉ rows (the padding does no FLOPs)
   n = node(100, 64, 32, 8)
   fw = rule.forward(n, t.GPU)
@@ -82,7 +99,8 @@ end
 ---------------------------------------------------------------------------------------------------
 -- The block
 
--- The grouped block's nodes do not depend on E; its grouped GEMMs run b = min(E, n·k) experts of ⌈n·k/b⌉ rows.
+-- The grouped block's nodes do not depend on E; its grouped GEMMs run the b experts the n tokens reach (uniform
+-- routing: E·(1 − (1 − k/E)^n)) with ⌈n·k/b⌉ rows each.
 function T.test_grouped_kernel_count_independent_of_experts()
   for _, base in ipairs { TINY_QWEN3, TINY_DS } do
     local counts = {}
@@ -101,7 +119,8 @@ function T.test_grouped_kernel_count_independent_of_experts()
       eq(#gu, 1, "one gate_up grouped GEMM per MoE layer group")
       local R = 2 * 8 * 2
       local fw = t.kernels(gu[1], false)
-      local b = math.min(E, R)
+      -- the experts 16 tokens reach, each picking 2 of E uniformly: E·(1 − (1 − 2/E)^16), rounded
+      local b = math.min(E, R, math.floor(E * (1 - (1 - 2 / E) ^ 16) + 0.5))
       local I = base.arch == "deepseek" and 16 or 32
       eq(K.describe_all(fw), ("BMM(%d,%d,64,%d)"):format(b, (R + b - 1) // b, 2 * I), "gate_up BMM at E = " .. E)
       eq(fw[1].bytes, 4 * R * (64 + 2 * I) + 4 * b * 64 * 2 * I, "bytes at E = " .. E)

@@ -53,8 +53,8 @@
 -- linear unit); M.grouped_experts lists its kernels: router as above → permute (routing map, tokens per expert, sorted
 -- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul →
 -- one grouped GEMM down_proj (I → h) → × routing weight, scatter-add into (n, h). A grouped GEMM (ops/grouped_linear.lua)
--- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b = min(local experts, n·k) experts that receive rows (balanced
--- routing: an upper bound on the experts a small batch really hits), reading each active expert's whole weight; its
+-- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b experts that receive rows (the expected distinct experts a uniform
+-- router reaches, at most min(local experts, n·k); ops/grouped_linear.lua), reading each active expert's whole weight; its
 -- backward is the data- and weight-gradient grouped GEMMs. Tensor, sequence and expert parallelism as the loop's
 -- (I split, f / g around the block; all-to-alls of the (n·k, h) rows around the grouped MLP, plus Megatron's
 -- sort_chunks_by_idxs copies). The kernel count does not depend on E; parameters (two (E, ·, ·) tensors, attrs.expert)
@@ -238,7 +238,8 @@ end
 ---   [expert parallel: all-to-all of the (n·k, h) rows, sort_chunks_by_idxs (a copy grouping the rows from all
 ---   ranks by local expert)]
 ---   gate_up_proj: one grouped GEMM (n·k, h) → (n·k, 2·I) over the experts that receive rows (ops/grouped_linear.lua:
----   BMM(b, ⌈n·k/b⌉, h, 2I), b = min(local experts, n·k), balanced routing); act_fn: silu of the gate half and mul
+---   BMM(b, ⌈n·k/b⌉, h, 2I), b = the local experts the n·ep tokens' routing reaches, uniformly: the expected distinct
+---   count, at most min(local experts, n·k)); act_fn: silu of the gate half and mul
 ---   with the up half (n·k, I); down_proj: one grouped GEMM (n·k, I) → (n·k, h)
 ---   [expert parallel: the unsort copy and the all-to-all back]
 ---   unpermute: × permuted_probs (mul), zeros (n, h) and scatter_add of the n·k rows into it (index_add).
@@ -260,7 +261,9 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
     experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", rows, "expert parallel: routed tokens to their experts")
     add("contiguous", e .. ".sort_chunks", { rows }, rows)
   end
-  local attrs = { expert = true, experts = El, bias = false }
+  -- routing statistics: n tokens on each of the ep ranks pick k of the E experts (ops/grouped_linear.lua: the experts
+  -- they reach)
+  local attrs = { expert = true, experts = El, bias = false, top_k = k, experts_total = E, routed_tokens = n * experts.ep }
   add("grouped_linear", e .. ".gate_up_proj", { rows }, { R, 2 * I }, El * h * 2 * I, attrs)
   add("silu", e .. ".act_fn", { mid }, mid)
   add("mul", e .. ".mul", { mid, mid }, mid)
