@@ -4,12 +4,9 @@
 -- run it as one kernel over the experts that receive rows (scripts/neusight/models/moe.lua, experts = "grouped").
 -- attrs.experts = E (this rank's experts: the parameter is E · I · O); attrs.expert = true (routed-expert weights:
 -- active_params, expert-parallel gradients, weight-only quantisation).
--- Experts that receive rows: b. With the routing statistics in attrs (top_k = k experts per token out of experts_total
--- = E_all, routed_tokens = N tokens whose routing reaches these E experts), b is the expected number of distinct
--- experts a uniform router reaches, E · (1 − (1 − k/E_all)^N) (each token picks k distinct experts; exact for one
--- token: k of them), rounded and at most R — at decode, 8 tokens of DeepSeek-V2-Lite (top 6 of 64) reach about 35
--- experts, not 48. A trained router's skew reaches fewer still; load imbalance is not modelled. Without those attrs,
--- every routed row goes to another expert: b = min(E, R). Each active expert gets ⌈R / b⌉ rows. The kernel is priced as a batched GEMM BMM(b, ⌈R/b⌉, I, O) (the bmm predictors, scripts/tiling/gemm.lua's bmm tile rule)
+-- Experts that receive rows: b = min(E, R, attrs.experts_reached) — the builder's routing statistics
+-- (neusight.models.moe experts_reached: the expected distinct experts a uniform router reaches); without it every
+-- routed row goes to another expert, b = min(E, R). Each active expert gets ⌈R / b⌉ rows. The kernel is priced as a batched GEMM BMM(b, ⌈R/b⌉, I, O) (the bmm predictors, scripts/tiling/gemm.lua's bmm tile rule)
 -- whose FLOPs are the R rows' 2·R·I·O and whose bytes are the R rows in and out once and the b active experts' whole
 -- weight matrices (at attrs.weight_bytes per weight under weight-only quantisation); experts without rows are not read.
 --   forward    BMM(b, m, I, O)                                   y = x · W[e]
@@ -17,23 +14,14 @@
 --   accumulate VECadd(1, E · I · O) into the (E, I, O) gradient.
 local K = require "neusight.kernels"
 local rules = require "neusight.rules"
-local ceil, min, max, floor = math.ceil, math.min, math.max, math.floor
-
---- Expected distinct experts among E that N tokens reach, each picking k distinct experts of E_all uniformly.
-local function experts_reached(E, k, E_all, N)
-  return E * (1 - (1 - k / E_all) ^ N)
-end
+local ceil, min = math.ceil, math.min
 
 -- R rows, I in-features, O out-features, E experts, b active experts, m rows each
 local function dims(node)
   local x = rules.input(node, 1)
   local I = x[#x]
-  local a = node.attrs
-  local R, O, E = K.numel(x) // I, node.output[#node.output], a.experts
-  local b = min(E, R)
-  if a.top_k and a.experts_total and a.routed_tokens then
-    b = min(b, max(1, floor(experts_reached(E, a.top_k, a.experts_total, a.routed_tokens) + 0.5)))
-  end
+  local R, O, E = K.numel(x) // I, node.output[#node.output], node.attrs.experts
+  local b = min(E, R, node.attrs.experts_reached or R)
   return R, I, O, E, b, ceil(R / b)
 end
 
@@ -60,14 +48,9 @@ return {
     if math.type(E) ~= "integer" or E < 1 then
       return ("needs attrs.experts, the experts of the (E, I, O) weight (got %s)"):format(tostring(E))
     end
-    local a = node.attrs
-    if (a.top_k ~= nil or a.experts_total ~= nil or a.routed_tokens ~= nil) and not (
-        math.type(a.top_k) == "integer" and math.type(a.experts_total) == "integer"
-        and math.type(a.routed_tokens) == "integer" and a.top_k >= 1 and a.experts_total >= a.top_k
-        and a.experts_total >= E and a.routed_tokens >= 1) then
-      return ("attrs.top_k, experts_total and routed_tokens go together: integers with 1 <= top_k <= experts_total, "
-        .. "experts <= experts_total, routed_tokens >= 1 (got %s, %s, %s)"):format(tostring(a.top_k),
-          tostring(a.experts_total), tostring(a.routed_tokens))
+    local reached = node.attrs.experts_reached
+    if reached ~= nil and (math.type(reached) ~= "integer" or reached < 1 or reached > E) then
+      return ("attrs.experts_reached must be an integer in 1..experts (%d) (got %s)"):format(E, tostring(reached))
     end
     local I, O = x[#x], out[#out]
     if K.numel(x) // I ~= K.numel(out) // O then

@@ -282,8 +282,10 @@ function T.test_serving_phases()
     "W_UK and W_UV are kv_b_proj's weights")
   eq(t.flops({ by["layers.self_attn.kv_b_proj.w_uk"] }, false, "fw") // by["layers.self_attn.kv_b_proj.w_uk"].count,
     2 * b * 128 * 128 * 512, "q_nope · W_UK per head")
-  eq(by["layers.mlp.experts.gate_proj"].attrs.per_layer, 64, "8 tokens × top 8: 64 busy experts")
-  eq(by["layers.mlp.experts_short.idle"].attrs.per_layer, 192, "192 idle ones")
+  -- 8 tokens × top 8 of 256 reach 256·(1 − (248/256)^8) = 57.4 → 57 experts: 7 of 2 rows, 50 of 1, 199 idle
+  eq(by["layers.mlp.experts.gate_proj"].attrs.per_layer, 7, "8 tokens × top 8: 7 experts of 2 rows")
+  eq(by["layers.mlp.experts_short.gate_proj"].attrs.per_layer, 50, "50 of 1 row")
+  eq(by["layers.mlp.experts_idle.idle"].attrs.per_layer, 199, "199 idle ones")
   eq(total_params(nodes), 671026404352, "every parameter in decode")
   eq(by["layers.self_attn.sdpa"], nil, "no prefill attention")
   local pre = by_name(ds.build(cfg, { batch = 2, seq = 512, phase = "prefill", dtype = "bf16", attention = "sdpa" }))

@@ -234,8 +234,9 @@ function T.test_qwen_shared_expert_and_norm_topk()
   eq(by["layers.self_attn.q_proj"].params, 64 * 4 * 32, "head_dim 32")
 end
 
--- n·k not divisible by E: r experts get one row more; decode with fewer routed rows than experts leaves idle experts
--- that hold parameters and launch nothing. The routed rows and the parameters always add up.
+-- The routed rows go to the experts the tokens reach (moe.experts_reached: the expected distinct experts of a uniform
+-- router), spread evenly: some get one row more; the experts not reached hold parameters and launch nothing. The
+-- routed rows and the parameters always add up.
 function T.test_uneven_routing()
   local function experts(nodes, suffix)
     local rows, per = 0, 0
@@ -246,24 +247,36 @@ function T.test_uneven_routing()
     end
     return rows, per
   end
-  -- 5 tokens · top 2 = 10 rows over 8 experts: 2 experts of 2 rows, 6 of 1.
+  -- 5 tokens · top 2 = 10 rows; they reach 8·(1 − (6/8)^5) = 6.1 → 6 of the 8 experts: 4 of 2 rows, 2 of 1, 2 idle.
   local nodes = moe.build(TINY_QWEN3, { batch = 1, seq = 5 })
   local by = {}
   for _, n in ipairs(nodes) do by[n.name] = n end
-  eq(by["layers.mlp.experts.gate_proj"].inputs[1][1] .. "×" .. by["layers.mlp.experts.gate_proj"].attrs.per_layer, "2×2", "fuller experts")
-  eq(by["layers.mlp.experts_short.gate_proj"].inputs[1][1] .. "×" .. by["layers.mlp.experts_short.gate_proj"].attrs.per_layer, "1×6", "the others")
+  eq(by["layers.mlp.experts.gate_proj"].inputs[1][1] .. "×" .. by["layers.mlp.experts.gate_proj"].attrs.per_layer, "2×4", "fuller experts")
+  eq(by["layers.mlp.experts_short.gate_proj"].inputs[1][1] .. "×" .. by["layers.mlp.experts_short.gate_proj"].attrs.per_layer, "1×2", "the others")
+  eq(by["layers.mlp.experts_idle.idle"].attrs.per_layer, 2, "not reached")
   local rows, per = experts(nodes, ".gate_proj")
   eq(rows, 10, "every routed row")
-  eq(per, 8, "every expert")
+  eq(per + by["layers.mlp.experts_idle.idle"].attrs.per_layer, 8, "every expert")
+  -- a prefill-sized batch reaches every expert: 64 tokens · top 2 = 128 rows, 16 each
+  local big = {}
+  for _, n in ipairs(moe.build(TINY_QWEN3, { batch = 8, seq = 8 })) do big[n.name] = n end
+  eq(big["layers.mlp.experts.gate_proj"].inputs[1][1] .. "×" .. big["layers.mlp.experts.gate_proj"].attrs.per_layer,
+    "16×8", "all 8 experts")
   local full = total_params(moe.build(TINY_QWEN3, { batch = 1, seq = 8 }))
   eq(total_params(nodes), full, "parameters unchanged")
-  -- Decode, batch 3: 6 rows over 8 experts: 6 busy experts of 1 row, 2 idle ones (a weight node).
+  -- Decode, batch 3: 6 rows; 3 tokens reach 8·(1 − (6/8)^3) = 4.6 → 5 experts: 1 of 2 rows, 4 of 1, 3 idle (a
+  -- weight node). One token reaches exactly its k experts.
   local dec = moe.build(TINY_QWEN3, { batch = 3, phase = "decode", context = 16 })
   by = {}
   for _, n in ipairs(dec) do by[n.name] = n end
-  eq(by["layers.mlp.experts.gate_proj"].attrs.per_layer, 6, "busy experts")
-  eq(by["layers.mlp.experts_short.idle"].attrs.per_layer, 2, "idle experts")
-  eq(by["layers.mlp.experts_short.where"], nil, "idle experts launch nothing")
+  eq(by["layers.mlp.experts.gate_proj"].inputs[1][1] .. "×" .. by["layers.mlp.experts.gate_proj"].attrs.per_layer, "2×1", "fuller")
+  eq(by["layers.mlp.experts_short.gate_proj"].attrs.per_layer, 4, "busy experts of one row")
+  eq(by["layers.mlp.experts_idle.idle"].attrs.per_layer, 3, "idle experts")
+  eq(by["layers.mlp.experts_idle.where"], nil, "idle experts launch nothing")
+  local one = {}
+  for _, n in ipairs(moe.build(TINY_QWEN3, { batch = 1, phase = "decode", context = 16 })) do one[n.name] = n end
+  eq(one["layers.mlp.experts.gate_proj"].attrs.per_layer, 2, "one token: its top 2")
+  eq(one["layers.mlp.experts_short.idle"].attrs.per_layer, 6, "and 6 idle")
   eq(total_params(dec), full, "parameters unchanged in decode")
 end
 

@@ -56,23 +56,22 @@ function T.test_grouped_linear_rule()
   eq(K.describe_all(fw), "BMM(48,1,2048,2816)", "b = min(E, R) experts, ⌈R/b⌉ rows")
   eq(fw[1].bytes, 2 * 48 * (2048 + 2816) + 2 * 48 * 2048 * 2816, "rows once, the active experts' whole weights")
   eq(fw[1].flops, 2 * 48 * 2048 * 2816, "FLOPs of the rows")
-  -- with the routing statistics: the experts 8 tokens picking 6 of 64 reach, 64·(1 − (58/64)^8) = 34.9 → 35 of 2 rows
-  local routed = node(48, 2048, 2816, 64, { top_k = 6, experts_total = 64, routed_tokens = 8 })
+  -- the experts the routing reaches (the builder's attrs.experts_reached): only theirs are read, ⌈R/b⌉ rows each
+  local routed = node(48, 2048, 2816, 64, { experts_reached = 35 })
   fw = rule.forward(routed, t.GPU)
   eq(K.describe_all(fw), "BMM(35,2,2048,2816)", "35 experts reached, ⌈48/35⌉ rows")
   eq(fw[1].bytes, 2 * 48 * (2048 + 2816) + 2 * 35 * 2048 * 2816, "only the reached experts' weights")
   eq(fw[1].flops, 2 * 48 * 2048 * 2816, "FLOPs of the rows, not of the padding")
-  -- one token: exactly its k experts
-  eq(K.describe_all(rule.forward(node(6, 2048, 2816, 64, { top_k = 6, experts_total = 64, routed_tokens = 1 }), t.GPU)),
-    "BMM(6,1,2048,2816)", "one token reaches its 6 experts")
-  -- expert parallel: 16 local experts of 64, tokens from 4 ranks of 8: 16·(1 − (58/64)^32) = 15.3 → 15
-  eq(K.describe_all(rule.forward(node(48, 2048, 2816, 16, { top_k = 6, experts_total = 64, routed_tokens = 32 }),
-    t.GPU)), "BMM(15,4,2048,2816)", "local experts reached by every rank's tokens")
-  -- the statistics go together and make sense, or the rule says so
-  local bad = node(48, 2048, 2816, 64, { top_k = 6 })
-  assert(rule.check(bad):find("go together", 1, true), "top_k alone")
-  bad = node(48, 2048, 2816, 64, { top_k = 6, experts_total = 32, routed_tokens = 8 })
-  assert(rule.check(bad), "experts_total below the weight's experts")
+  for _, bad in ipairs { 0, 65, 2.5, "35" } do
+    assert(rule.check(node(48, 2048, 2816, 64, { experts_reached = bad })):find("experts_reached", 1, true),
+      "experts_reached " .. tostring(bad))
+  end
+  -- moe.experts_reached: 8 tokens picking 6 of 64, 64·(1 − (58/64)^8) = 34.9 → 35; one token: its k; expert parallel
+  -- (16 local experts of 64, 4 ranks of 8 tokens): 16·(1 − (58/64)^32) = 15.3 → 15; a prefill batch: all of them
+  eq(moe.experts_reached(64, 6, 64, 8), 35, "decode batch 8")
+  eq(moe.experts_reached(64, 6, 64, 1), 6, "one token reaches its k experts")
+  eq(moe.experts_reached(16, 6, 64, 32), 15, "local experts under expert parallelism")
+  eq(moe.experts_reached(8, 2, 8, 4096), 8, "prefill reaches every expert")
   -- more rows than experts: every expert active, ⌈R/E⌉ rows (the padding does no FLOPs)
   n = node(100, 64, 32, 8)
   fw = rule.forward(n, t.GPU)

@@ -445,7 +445,7 @@ function M.graph(r, opts)
     else -- moe(): the routed experts into an fp32 buffer
       add_as("fp32", "zeros", m .. ".final_hidden_states", {}, flat)
       add("one_hot", m .. ".expert_mask", { top }, { n, k, E })
-      moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+      moe_lib.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine, k)
       if upcast then add("cast", m .. ".to_dtype", { flat }, flat, 0, { from = "fp32" }) end
     end
     if r.ns then

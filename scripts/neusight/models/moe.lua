@@ -170,14 +170,28 @@ function M.config(cfg)
   return r
 end
 
--- Rows per expert under dropless routing spread evenly: `rows` routed rows over `experts` experts →
--- { rows = ⌊rows/experts⌋ + 1, per = rows mod experts } and { rows = ⌊rows/experts⌋, per = the rest } (sets with no
+--- The experts among `local_experts` (of E) that `tokens` tokens reach, each picking k distinct experts of E with a
+--- uniform router: the expected distinct count local_experts · (1 − (1 − k/E)^tokens), rounded, at least 1 (exact
+--- for one token: k of E). 8 decode tokens of DeepSeek-V2-Lite (top 6 of 64) reach about 35 experts, not 48; a
+--- prefill or training batch reaches them all. A trained router's skew reaches fewer still (not modelled).
+function M.experts_reached(local_experts, k, E, tokens)
+  return math.max(1, math.floor(local_experts * (1 - (1 - k / E) ^ tokens) + 0.5))
+end
+
+-- Rows per expert under dropless routing spread evenly: `rows` routed rows over the `reached` experts of `experts`
+-- (default: all of them; at most rows) → { rows = ⌊rows/reached⌋ + 1, per = rows mod reached } and
+-- { rows = ⌊rows/reached⌋, per = the rest of the reached }, and the experts not reached with 0 rows (sets with no
 -- experts left out; a set of 0 rows is kept: its experts hold parameters and launch nothing).
-local function spread(rows, experts)
-  local q, rem = rows // experts, rows % experts
+local function spread(rows, experts, reached)
+  reached = math.min(reached or experts, experts, math.max(rows, 1))
+  local q, rem = rows // reached, rows % reached
   local sets = {}
   if rem > 0 then sets[#sets + 1] = { rows = q + 1, per = rem, name = "experts" } end
-  if experts - rem > 0 then sets[#sets + 1] = { rows = q, per = experts - rem, name = rem > 0 and "experts_short" or "experts" } end
+  if reached - rem > 0 then sets[#sets + 1] = { rows = q, per = reached - rem, name = rem > 0 and "experts_short" or "experts" } end
+  if experts > reached then
+    local named = sets[#sets].name == "experts_short"
+    sets[#sets + 1] = { rows = 0, per = experts - reached, name = named and "experts_idle" or "experts_short" }
+  end
   return sets
 end
 M.spread = spread
@@ -190,12 +204,14 @@ function M.replicate(nodes, from, per)
   end
 end
 
---- HF's eager expert loop over `routed` = n·k rows spread evenly over E experts (neusight/models/deepseek.lua routes
+--- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
+--- (M.experts_reached: all E in prefill and training, fewer at small decode batches; neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
 --- (experts.ep > 1) the dispatches run first, an all-to-all sends the rows of width `h` to their experts, this rank's
 --- local experts run, and a second all-to-all brings their outputs back before the combines.
-function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp, combine)
-  local sets = spread(routed, E)
+function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp, combine, k)
+  local n = routed // k -- this rank's tokens, k experts each: the experts they reach (M.experts_reached)
+  local sets = spread(routed, E, M.experts_reached(E, k, E, n))
   if experts.ep == 1 then
     for _, set in ipairs(sets) do
       local e = m .. "." .. set.name
@@ -207,7 +223,8 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
   end
   for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
   experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { routed, h }, "expert parallel: routed tokens to their experts")
-  for _, set in ipairs(spread(routed, experts.local_experts)) do
+  for _, set in ipairs(spread(routed, experts.local_experts,
+      M.experts_reached(experts.local_experts, k, E, n * experts.ep))) do
     expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
   end
   experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { routed, h }, "expert parallel: expert outputs back")
@@ -261,9 +278,8 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
     experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", rows, "expert parallel: routed tokens to their experts")
     add("contiguous", e .. ".sort_chunks", { rows }, rows)
   end
-  -- routing statistics: n tokens on each of the ep ranks pick k of the E experts (ops/grouped_linear.lua: the experts
-  -- they reach)
-  local attrs = { expert = true, experts = El, bias = false, top_k = k, experts_total = E, routed_tokens = n * experts.ep }
+  -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
+  local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { rows }, { R, 2 * I }, El * h * 2 * I, attrs)
   add("silu", e .. ".act_fn", { mid }, mid)
   add("mul", e .. ".mul", { mid, mid }, mid)
@@ -335,7 +351,7 @@ local function block(ctx, p)
     local mask = { E, k, n }
     add("one_hot", m .. ".expert_mask", { top }, mask)
     add("sum", m .. ".expert_hit", { mask }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
-    M.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine)
+    M.run_experts(nodes, g, experts, m, n * k, E, h, dispatch, expert_mlp, combine, k)
   end
 
   if moe.shared_I then -- Qwen2-MoE: sigmoid(shared_expert_gate(x)) · shared_expert(x), added to the experts' sum
