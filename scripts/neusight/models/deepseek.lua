@@ -41,9 +41,10 @@
 --   opts.experts = "grouped": the routed experts as grouped GEMMs instead (neusight/models/moe.lua M.grouped_experts,
 --   Megatron-Core GroupedMLP: permute, gate_up_proj and down_proj grouped GEMMs, SwiGLU, unpermute in the compute
 --   dtype; the fp32 routing weights cast once), router and shared experts as above.
---   Tokens per expert: as neusight/models/moe.lua — dropless, spread evenly (moe.spread: n·k/E rows per expert, the
---   remainder one row more, experts without tokens keep their parameters and launch nothing). Group-limited routing
---   restricts which experts a token may pick, not how many rows the experts get on average: the even spread stands.
+--   Tokens per expert: as neusight/models/moe.lua — dropless, spread evenly over the experts the tokens reach
+--   (moe.experts_reached, a uniform router; moe.spread: the remainder one row more, experts not reached keep their
+--   parameters and launch nothing). Group-limited routing restricts which experts a token may pick, which a uniform
+--   router over all E ignores (it reaches somewhat more experts than group-limited routing would).
 --   e_score_correction_bias is a registered buffer in transformers (not a parameter): counted in no parameter total.
 --   Bool tensors (.bool(), ~) are charged at fp32 width; the int64 routing indices as neusight.kernels.index_bytes.
 -- Serving phases (opts.phase; neusight.nodes): as llama.lua, with the KV cache of an MLA-aware serving engine (vLLM /

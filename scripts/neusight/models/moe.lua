@@ -23,11 +23,12 @@
 --   → per expert: torch.where(mask[e]) (nonzero: the expert's tokens), hidden_states[top_x] (a gather, op index),
 --     the expert MLP, × routing_weights[top_x, idx] (a gather and a mul), final.index_add_(0, top_x, ·)
 --   → [Qwen2-MoE: shared expert MLP, shared_expert_gate, sigmoid, mul, add].
--- Tokens per expert: routing is data dependent; the builder assumes dropless routing spread evenly — each expert gets
--- the expected n·k/E tokens (HF's eager loop drops nothing). When E does not divide n·k the n·k rows are spread as
--- evenly as integers allow: r = n·k mod E experts get ⌊n·k/E⌋ + 1 rows ("experts" nodes), the others ⌊n·k/E⌋
--- ("experts_short"); experts left without tokens launch nothing (HF loops over the experts hit) and keep only their
--- parameters (a weight node). One expert's nodes are emitted once with count = layers × experts of that kind and
+-- Tokens per expert: routing is data dependent; the builder assumes a uniform, dropless router (HF's eager loop drops
+-- nothing). The n tokens reach b = M.experts_reached(E, k, E, n) experts, the expected distinct count E·(1 − (1 −
+-- k/E)^n) (all E in prefill and training; at decode 8 tokens of top 6 of 64 reach 35, not 48), and the n·k rows are
+-- spread over those b as evenly as integers allow: r = n·k mod b experts get ⌊n·k/b⌋ + 1 rows ("experts" nodes), the
+-- others ⌊n·k/b⌋ ("experts_short"); the experts not reached ("experts_short" or "experts_idle") launch nothing (HF
+-- loops over the experts hit) and keep only their parameters (a weight node). One expert's nodes are emitted once with count = layers × experts of that kind and
 -- attrs.per_layer = experts (neusight.parallel counts the layer once).
 -- Backward of the gathers (aten::index → new_zeros + index_put_(accumulate)) writes a full (n, h) gradient per
 -- expert, which autograd adds into the input's gradient: ops/index.lua charges all three, so HF eager's MoE backward
