@@ -380,6 +380,17 @@ wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag
 wt("parallel_typo", preset("parallel = { dp = 2, tpp = 2 }"), "parallel: unknown field 'tpp'")
 wt("parallel_not_table", preset("parallel = 4"), "parallel")
 wt("parallel_cluster_unknown", preset("parallel = { dp = 2, cluster = \"nowhere\" }"), "unknown cluster 'nowhere'")
+wt("experts_typo", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = "mixtral_8x7b", experts = "groupd" }\n',
+   "(did you mean 'grouped'?)")
+wt("experts_dense_model_number", preset("experts = 3"), "experts")
+wt("figures_not_function", preset('figures = "tokens"'), "field 'figures' must be a function(f) returning { name = value, … }")
+wt("figures_returns_number", preset("figures = function() return 3 end"),
+   "field 'figures' must return a table of name = value (got number)")
+wt("figures_name_taken", preset("figures = function() return { mfu = 1 } end"),
+   "field 'figures' returned 'mfu', a figure the report has already")
+wt("figures_value_inf", preset("figures = function() return { x = math.huge } end"),
+   "a figure is a finite number, a string or a boolean")
+wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
