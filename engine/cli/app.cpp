@@ -98,13 +98,37 @@ std::vector<std::string> list_split(const std::string& text) {
   return out;
 }
 
-// The list-valued flags in the order their combinations are enumerated (the last varies fastest).
-const std::vector<std::pair<const char*, std::string forecast_flags::*>>& list_flags() {
+// The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it, whether its
+// values are integers, and its value in a finished forecast. The order is the rows' column order and the order the
+// combinations are enumerated in (the last varies fastest).
+struct list_flag {
+  const char* key;
+  const char* column;
+  std::string forecast_flags::* flag;
+  bool integer;
+  figure_value (*of)(const report_meta&);
+};
+int64_t layout_of(const report_meta& m, const char* key);
+const std::vector<list_flag>& list_flags() {
   using F = forecast_flags;
-  static const std::vector<std::pair<const char*, std::string F::*>> flags = {
-      {"model", &F::model}, {"gpu", &F::gpu}, {"mode", &F::mode}, {"dtype", &F::dtype}, {"batch", &F::batch},
-      {"seq", &F::seq}, {"context", &F::context}, {"dp", &F::dp}, {"tp", &F::tp}, {"pp", &F::pp}, {"ep", &F::ep},
-      {"microbatches", &F::microbatches}, {"recompute", &F::recompute}};
+  using M = const report_meta&;
+  static const std::vector<list_flag> flags = {
+      {"model", "model", &F::model, false, [](M m) { return figure_value{m.model}; }},
+      {"gpu", "gpu", &F::gpu, false, [](M m) { return figure_value{m.gpu->name}; }},
+      {"mode", "mode", &F::mode, false, [](M m) { return figure_value{m.mode}; }},
+      {"dtype", "dtype", &F::dtype, false, [](M m) { return figure_value{m.dtype}; }},
+      {"batch", "batch", &F::batch, true, [](M m) { return figure_value{m.batch}; }},
+      {"seq", "seq", &F::seq, true, [](M m) { return figure_value{m.seq}; }},
+      {"context", "context", &F::context, true,
+       [](M m) { return m.mode == "decode" ? figure_value{m.context} : figure_value{}; }},
+      {"dp", "dp", &F::dp, true, [](M m) { return figure_value{layout_of(m, "dp")}; }},
+      {"tp", "tp", &F::tp, true, [](M m) { return figure_value{layout_of(m, "tp")}; }},
+      {"pp", "pp", &F::pp, true, [](M m) { return figure_value{layout_of(m, "pp")}; }},
+      {"ep", "ep", &F::ep, true, [](M m) { return figure_value{layout_of(m, "ep")}; }},
+      {"microbatches", "mb", &F::microbatches, true, [](M m) { return figure_value{layout_of(m, "microbatches")}; }},
+      {"recompute", "recompute", &F::recompute, false, [](M m) {
+         return figure_value{m.parallel ? m.parallel->json.at("recompute").get<std::string>() : std::string("none")};
+       }}};
   return flags;
 }
 
@@ -657,7 +681,8 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
   for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, s.gpu(g).name);
   std::vector<forecast_flags> combos{f};
-  for (const auto& [key, member] : list_flags()) {
+  for (const auto& lf : list_flags()) {
+    const auto member = lf.flag;
     const auto values = list_split(f.*member);
     if (values.size() < 2) continue;
     std::vector<forecast_flags> next;
@@ -677,25 +702,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       std::string cell = std::holds_alternative<std::monostate>(v) ? "-" : figure_csv(v);
       row.push_back({key, column, std::move(v), std::move(cell)});
     };
-    auto given_int = [](const std::string& v) { return v.empty() ? figure_value{} : figure_value{int64_t(std::stoll(v))}; };
-    auto given_str = [](const std::string& v) { return v.empty() ? figure_value{} : figure_value{v}; };
     try {
       forecast_done d;
       forecast_workload(s, pred, one, script, d, false);
       const report_meta& m = d.meta;
-      input("model", "model", m.model);
-      input("gpu", "gpu", m.gpu->name);
-      input("mode", "mode", m.mode);
-      input("dtype", "dtype", m.dtype);
-      input("batch", "batch", m.batch);
-      input("seq", "seq", m.seq);
-      input("context", "context", m.mode == "decode" ? figure_value{m.context} : figure_value{});
-      input("dp", "dp", layout_of(m, "dp"));
-      input("tp", "tp", layout_of(m, "tp"));
-      input("pp", "pp", layout_of(m, "pp"));
-      input("ep", "ep", layout_of(m, "ep"));
-      input("microbatches", "mb", layout_of(m, "microbatches"));
-      input("recompute", "recompute", m.parallel ? m.parallel->json.at("recompute").get<std::string>() : "none");
+      for (const auto& lf : list_flags()) input(lf.key, lf.column, lf.of(m));
       const double latency_ms = (m.parallel ? m.parallel->iteration_s : d.fc->total()) * 1e3;
       row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
       for (const auto& x : m.figs->fields) row.push_back({x.key, x.column, x.value, x.cell});
@@ -703,21 +714,15 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       for (const auto& w : m.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
       row.push_back({"warnings", "", warnings, ""});
     } catch (const std::exception& ex) {
-      row.clear();
-      const auto gi = gpu_names.find(one.gpu);
-      input("model", "model", given_str(one.model));
-      input("gpu", "gpu", gi != gpu_names.end() ? figure_value{gi->second} : given_str(one.gpu));
-      input("mode", "mode", given_str(one.mode));
-      input("dtype", "dtype", given_str(one.dtype));
-      input("batch", "batch", given_int(one.batch));
-      input("seq", "seq", given_int(one.seq));
-      input("context", "context", given_int(one.context));
-      input("dp", "dp", given_int(one.dp));
-      input("tp", "tp", given_int(one.tp));
-      input("pp", "pp", given_int(one.pp));
-      input("ep", "ep", given_int(one.ep));
-      input("microbatches", "mb", given_int(one.microbatches));
-      input("recompute", "recompute", given_str(one.recompute));
+      row.clear();  // the inputs as given (the GPU by its name)
+      for (const auto& lf : list_flags()) {
+        const std::string& v = one.*lf.flag;
+        const auto gi = lf.flag == &forecast_flags::gpu ? gpu_names.find(v) : gpu_names.end();
+        input(lf.key, lf.column, gi != gpu_names.end() ? figure_value{gi->second}
+                                 : v.empty()            ? figure_value{}
+                                 : lf.integer           ? figure_value{int64_t(std::stoll(v))}
+                                                        : figure_value{v});
+      }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
       row.push_back({"error", "error", why, why});
@@ -733,8 +738,8 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
 }
 
 bool is_comparison(const forecast_flags& f) {
-  for (const auto& [key, member] : list_flags())
-    if (list_split(f.*member).size() > 1) return true;
+  for (const auto& lf : list_flags())
+    if (list_split(f.*lf.flag).size() > 1) return true;
   return false;
 }
 
