@@ -5,20 +5,15 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 using ns_test::temp_dir;
 
 namespace {
-
-json run_json(const std::string& cmd) {
-  const auto r = run_cli(cmd + " --format json");
-  INFO(cmd << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 double ms_of(const json& j, const std::string& prefix) {
   double ms = 0;

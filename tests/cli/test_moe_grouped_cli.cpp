@@ -8,20 +8,15 @@
 #include <algorithm>
 #include <cmath>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 using ns_test::temp_dir;
 
 namespace {
-
-json run_json(const std::string& cmd) {
-  const auto r = run_cli(cmd + " --format json");
-  INFO(cmd << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 // Σ ms and the op count of the ops whose op is `op`
 std::pair<double, int> op_ms(const json& j, const std::string& op) {
