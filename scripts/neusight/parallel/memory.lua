@@ -52,12 +52,14 @@ local function activation_bytes(mem, st, recompute, boundary, selective)
   return bytes, transient
 end
 
--- Peak activation bytes of device d (1-based) over its op order: + a stage's bytes at each forward, − at its backward.
-function M.activation_peak(ops, stages, P, d)
+-- Peak activation bytes of a device over its op order (ops: its compiled op list, neusight.parallel.schedule
+-- simulate_times: n, fw[i], vs[i]): + a stage's bytes at each forward, − at its backward.
+function M.activation_peak(ops, stages)
+  local fw, vs = ops.fw, ops.vs
   local live, peak = 0, 0
-  for _, op in ipairs(ops) do
-    local b = stages[op.chunk * P + d].activations
-    if op.fw then live = live + b else live = live - b end
+  for i = 1, ops.n do
+    local b = stages[vs[i] + 1].activations
+    if fw[i] then live = live + b else live = live - b end
     if live > peak then peak = live end
   end
   return peak

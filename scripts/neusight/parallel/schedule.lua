@@ -75,62 +75,91 @@ M.schedules.interleaved = function(P, Mb, v, training)
   return orders
 end
 
--- The schedules' op lists by schedule function and (P, Mb, v, training): a search asks for the same few shapes
--- many times (every recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; a few
--- recent shapes are kept (a 64-stage, 512-microbatch schedule is 65 536 op tables).
-local orders_memo, orders_memo_size, ORDERS_MEMO_MAX = {}, 0, 8
-local function schedule_orders(make, P, Mb, v, training)
+-- The schedules' op lists by schedule function and (P, Mb, v, training), each device's compiled into flat arrays
+-- (ops[d] = { n = ops, fw = {truthy?}, chunk = {c}, mb = {m}, vs = {c·P + d − 1} }: the simulation and the timeline
+-- walk 10⁵ ops of a deep pipeline without a table per op). A search asks for the same few shapes many times (every
+-- recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; recent shapes are kept up to
+-- ORDERS_MEMO_OPS ops in all (a 64-stage, 512-microbatch schedule is 65 536 ops).
+local orders_memo, orders_memo_ops, ORDERS_MEMO_OPS = {}, 0, 1 << 19
+local function schedule_ops(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
-  local orders = orders_memo[key]
-  if orders == nil then
-    orders = make(P, Mb, v, training)
-    if orders_memo_size >= ORDERS_MEMO_MAX then orders_memo, orders_memo_size = {}, 0 end
-    orders_memo[key], orders_memo_size = orders, orders_memo_size + 1
+  local ops = orders_memo[key]
+  if ops then return ops end
+  local orders = make(P, Mb, v, training)
+  ops = {}
+  local total = 0
+  for d = 1, P do
+    local o = type(orders) == "table" and orders[d]
+    if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    local n = #o
+    local fw, chunk, mb, vs = {}, {}, {}, {}
+    for i = 1, n do
+      local op = o[i]
+      fw[i], chunk[i], mb[i], vs[i] = op.fw, op.chunk, op.mb, op.chunk * P + (d - 1)
+    end
+    ops[d] = { n = n, fw = fw, chunk = chunk, mb = mb, vs = vs }
+    total = total + n
   end
-  return orders
+  if orders_memo_ops + total > ORDERS_MEMO_OPS then orders_memo, orders_memo_ops = {}, 0 end
+  orders_memo[key], orders_memo_ops = ops, orders_memo_ops + total
+  return ops
 end
 
--- The simulation of M.simulate without its per-op records: starts[d][i], finishes[d][i] of the i-th op of
--- orders[d], each device's finish and the makespan. Argument errors are raised at `level` (2: the caller's line).
+-- The simulation of M.simulate without its per-op records: the compiled op lists (schedule_ops), starts[d][i] and
+-- finishes[d][i] of the i-th op of device d, each device's finish and the makespan. Argument errors are raised at
+-- `level` (2: the caller's line).
 function M.simulate_times(stages, P, Mb, v, schedule, training, level)
   local make = M.schedules[schedule]
   if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
   local V = P * v
   if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
-  local orders = schedule_orders(make, P, Mb, v, training)
+  local ops = schedule_ops(make, schedule, P, Mb, v, training)
+  -- a forward op lasts stage.fw (stage.bw where fw is false or nil: the `op.fw and st.fw or st.bw` of old), a
+  -- backward op stage.bw
+  local dur_fw, dur_bw = {}, {}
+  for k = 1, V do
+    local st = stages[k]
+    dur_fw[k - 1], dur_bw[k - 1] = st.fw or st.bw, st.bw
+  end
   local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
   local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
   for d = 1, P do
-    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
     starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
-    left = left + #orders[d]
+    left = left + ops[d].n
   end
+  local last = V - 1
   local progress = true
   while left > 0 and progress do
     progress = false
     for d = 1, P do
-      local o, st_d, fi_d = orders[d], starts[d], finishes[d]
-      local i, n = ptr[d], #o
+      local od = ops[d]
+      local ofw, ovs, omb, n = od.fw, od.vs, od.mb, od.n
+      local st_d, fi_d = starts[d], finishes[d]
+      local i0 = ptr[d]
+      local i, f = i0, finish[d]
       while i <= n do
-        local op = o[i]
-        local vs = op.chunk * P + (d - 1)
-        local ready
-        if op.fw then
-          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+        local vs, mb = ovs[i], omb[i]
+        if ofw[i] then
+          local ready = vs == 0 and 0 or done_fw[vs - 1][mb]
+          if ready == nil then break end
+          local start = f < ready and ready or f -- math.max(f, ready), inline: f unless f < ready
+          f = start + dur_fw[vs]
+          st_d[i], fi_d[i] = start, f
+          done_fw[vs][mb] = f
         else
-          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
-          if ready and not done_fw[vs][op.mb] then ready = nil end
+          local ready = vs == last and done_fw[vs][mb] or done_bw[vs + 1][mb]
+          if ready == nil or not done_fw[vs][mb] then break end
+          local start = f < ready and ready or f
+          f = start + dur_bw[vs]
+          st_d[i], fi_d[i] = start, f
+          done_bw[vs][mb] = f
         end
-        if ready == nil then break end
-        local start = max(finish[d], ready)
-        local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
-        st_d[i], fi_d[i] = start, fin
-        if op.fw then done_fw[vs][op.mb] = fin else done_bw[vs][op.mb] = fin end
-        finish[d] = fin
-        i, left, progress = i + 1, left - 1, true
+        i = i + 1
       end
-      ptr[d] = i
+      if i > i0 then
+        ptr[d], finish[d], left, progress = i, f, left - (i - i0), true
+      end
     end
   end
   if left > 0 then
@@ -138,7 +167,7 @@ function M.simulate_times(stages, P, Mb, v, schedule, training, level)
   end
   local makespan = 0
   for d = 1, P do makespan = max(makespan, finish[d]) end
-  return orders, starts, finishes, finish, makespan
+  return ops, starts, finishes, finish, makespan
 end
 
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
@@ -152,12 +181,12 @@ end
 ---@param schedule string a key of M.schedules
 ---@param training boolean
 function M.simulate(stages, P, Mb, v, schedule, training)
-  local orders, starts, finishes, finish, makespan = M.simulate_times(stages, P, Mb, v, schedule, training, 2)
+  local compiled, starts, finishes, finish, makespan = M.simulate_times(stages, P, Mb, v, schedule, training, 2)
   local devices = {}
   for d = 1, P do
-    local ops = {}
-    for i, op in ipairs(orders[d]) do
-      ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = op.chunk * P + (d - 1), start = starts[d][i],
+    local ops, od = {}, compiled[d]
+    for i = 1, od.n do
+      ops[i] = { fw = od.fw[i], chunk = od.chunk[i], mb = od.mb[i], vs = od.vs[i], start = starts[d][i],
                  finish = finishes[d][i] }
     end
     devices[d] = { ops = ops, finish = finish[d] }

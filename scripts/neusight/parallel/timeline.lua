@@ -23,16 +23,24 @@ local M = {}
 -- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
 -- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
 -- neusight.parallel.layout.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
+-- The groups (the plan's, not changed while a timeline runs) are also looked up by identity first: a deep pipeline's
+-- ten thousand buckets skip the key.
 local function pricer(cluster)
-  local memo = {}
+  local memo, of_group = {}, {}
   return function(op, bytes, group)
     if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
-    local fields = 0
-    for _ in pairs(group) do fields = fields + 1 end
-    local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
-      tostring(group.per_node), fields)
-    local by_bytes = memo[key]
-    if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+    local by_op = of_group[group]
+    if not by_op then by_op = {}; of_group[group] = by_op end
+    local by_bytes = by_op[op]
+    if not by_bytes then
+      local fields = 0
+      for _ in pairs(group) do fields = fields + 1 end
+      local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+        tostring(group.per_node), fields)
+      by_bytes = memo[key]
+      if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+      by_op[op] = by_bytes
+    end
     local t = by_bytes[bytes]
     if t == nil then
       t = C.time(op, bytes, group, cluster)
@@ -137,7 +145,7 @@ function M.timeline(plan, nodes, times)
     tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local orders, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
+  local compiled, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total = 0
@@ -147,35 +155,41 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
+  -- per virtual stage (0-based), what each of its forward and backward ops adds to its device's sums
+  local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
+  for k, st in ipairs(stages) do
+    local vs = k - 1
+    fw_compute[vs], fw_comm[vs], fw_ep[vs], send_fw[vs] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
+    bw_compute[vs], bw_comm[vs], bw_ep[vs], send_bw[vs] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
+  end
   local devices, iteration = {}, 0
   for d = 1, P do
-    local ops, op_start = orders[d], starts[d]
+    local ops, op_start = compiled[d], starts[d]
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
-      activation_bytes = PM.activation_peak(ops, stages, P, d), -- peak kept for backward (training)
+      activation_bytes = PM.activation_peak(ops, stages), -- peak kept for backward (training)
     }
     local transient, temporary = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = dev.activation_bytes + transient
     dev.temporary_bytes = temporary
     local last_bw = {} -- vs → start of its last backward op
     local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
-    for i = 1, #ops do
-      local op = ops[i]
-      local vs = op.chunk * P + (d - 1)
-      local st = stages[vs + 1]
-      if op.fw then
-        compute = compute + st.fw_compute
-        tp_comm = tp_comm + st.fw_comm - st.fw_ep
-        ep_comm = ep_comm + st.fw_ep
-        p2p_s = p2p_s + st.send_fw
+    local op_fw, op_vs = ops.fw, ops.vs
+    for i = 1, ops.n do
+      local vs = op_vs[i]
+      if op_fw[i] then
+        compute = compute + fw_compute[vs]
+        tp_comm = tp_comm + fw_comm[vs] - fw_ep[vs]
+        ep_comm = ep_comm + fw_ep[vs]
+        p2p_s = p2p_s + send_fw[vs]
       else
-        compute = compute + st.bw_compute
-        tp_comm = tp_comm + st.bw_comm - st.bw_ep
-        ep_comm = ep_comm + st.bw_ep
-        p2p_s = p2p_s + st.send_bw
-        local s = op_start[i]
-        if not last_bw[vs] or s > last_bw[vs] then last_bw[vs] = s end
+        compute = compute + bw_compute[vs]
+        tp_comm = tp_comm + bw_comm[vs] - bw_ep[vs]
+        ep_comm = ep_comm + bw_ep[vs]
+        p2p_s = p2p_s + send_bw[vs]
+        local s, l = op_start[i], last_bw[vs]
+        if not l or s > l then last_bw[vs] = s end
       end
     end
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
@@ -203,13 +217,22 @@ function M.timeline(plan, nodes, times)
         local t, fill = last_bw[vs], { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
+          -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
+          local seg_nodes, n_seg = seg.nodes, #seg.nodes
+          local dt_of, grads_of, group_of = {}, {}, {}
+          for j = 1, n_seg do
+            local i = seg_nodes[j]
+            dt_of[j] = (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
+            grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+            -- expert weights sync over their own replicas (edp), the rest over dp
+            group_of[j] = (nodes[i].attrs or {}).expert and "edp" or "dp"
+          end
           for _ = 1, seg.reps do
-            for j = #seg.nodes, 1, -1 do
-              local i = seg.nodes[j]
-              t = t + (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
-              local grads = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
-              if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
-                local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
+            for j = n_seg, 1, -1 do
+              t = t + dt_of[j]
+              local grads = grads_of[j]
+              if grads > 0 then
+                local gk = group_of[j]
                 local f, full = fill[gk] + grads, 0
                 while f >= bucket_bytes do f, full = f - bucket_bytes, full + 1 end
                 fill[gk] = f
@@ -242,18 +265,18 @@ function M.timeline(plan, nodes, times)
       local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
-      local buckets = 0
+      local buckets, dp_comm = 0, dev.dp_comm
       for _, b in ipairs(ready) do
         local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
         local dt = comm_time(reduce, b.bytes, plan.groups[b.group])
         for _ = 1, b.n do
-          local start = max(at, link_free)
+          local start = at < link_free and link_free or at -- max(at, link_free), inline
           link_free = start + dt
-          dev.dp_comm = dev.dp_comm + dt
+          dp_comm = dp_comm + dt
         end
         buckets = buckets + b.n
       end
-      dev.buckets = buckets
+      dev.buckets, dev.dp_comm = buckets, dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
