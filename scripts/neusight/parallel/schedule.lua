@@ -76,11 +76,12 @@ M.schedules.interleaved = function(P, Mb, v, training)
 end
 
 -- The schedules' op lists by schedule function and (P, Mb, v, training), each device's compiled into flat arrays
--- (ops[d] = { n = ops, fw = {truthy?}, chunk = {c}, mb = {m}, vs = {c·P + d − 1} }: the simulation and the timeline
--- walk 10⁵ ops of a deep pipeline without a table per op). A search asks for the same few shapes many times (every
--- recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; recent shapes are kept up to
--- ORDERS_MEMO_OPS ops in all (a 64-stage, 512-microbatch schedule is 65 536 ops).
-local orders_memo, orders_memo_ops, ORDERS_MEMO_OPS = {}, 0, 1 << 19
+-- (ops[d] = { n = ops, fw = {truthy?}, mb = {m}, vs = {c·P + d − 1} }: the simulation and the timeline walk 10⁵ ops
+-- of a deep pipeline without a table per op). A search asks for the same few shapes many times (every recomputation
+-- mode of a layout, every tp of a pipeline depth). Read-only once made; recent shapes are kept up to ORDERS_MEMO_OPS
+-- ops in all, about 48 MB (a 64-stage, 512-microbatch schedule is 65 536 ops; GPT-3's 768-GPU search with tp up to
+-- 32 asks for 532 480 ops of shapes over and over, once per tp).
+local orders_memo, orders_memo_ops, ORDERS_MEMO_OPS = {}, 0, 1 << 20
 local function schedule_ops(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
   local ops = orders_memo[key]
@@ -92,12 +93,12 @@ local function schedule_ops(make, schedule, P, Mb, v, training)
     local o = type(orders) == "table" and orders[d]
     if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
     local n = #o
-    local fw, chunk, mb, vs = {}, {}, {}, {}
+    local fw, mb, vs = {}, {}, {}
     for i = 1, n do
       local op = o[i]
-      fw[i], chunk[i], mb[i], vs[i] = op.fw, op.chunk, op.mb, op.chunk * P + (d - 1)
+      fw[i], mb[i], vs[i] = op.fw, op.mb, op.chunk * P + (d - 1)
     end
-    ops[d] = { n = n, fw = fw, chunk = chunk, mb = mb, vs = vs }
+    ops[d] = { n = n, fw = fw, mb = mb, vs = vs }
     total = total + n
   end
   if orders_memo_ops + total > ORDERS_MEMO_OPS then orders_memo, orders_memo_ops = {}, 0 end
@@ -106,9 +107,10 @@ local function schedule_ops(make, schedule, P, Mb, v, training)
 end
 
 -- The simulation of M.simulate without its per-op records: the compiled op lists (schedule_ops), starts[d][i] and
--- finishes[d][i] of the i-th op of device d, each device's finish and the makespan. Argument errors are raised at
--- `level` (2: the caller's line).
-function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+-- finishes[d][i] of the i-th op of device d, each device's finish, the makespan and last_bw[vs] = the start of
+-- virtual stage vs's last backward op (the latest; the first of equal ones). `lean`: no starts and finishes (nil),
+-- the rest alone. Argument errors are raised at `level` (2: the caller's line).
+function M.simulate_times(stages, P, Mb, v, schedule, training, level, lean)
   local make = M.schedules[schedule]
   if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
   local V = P * v
@@ -123,11 +125,13 @@ function M.simulate_times(stages, P, Mb, v, schedule, training, level)
   end
   local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
+  local starts, finishes, finish, ptr, left, last_bw = {}, {}, {}, {}, 0, {}
   for d = 1, P do
-    starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
+    if not lean then starts[d], finishes[d] = {}, {} end
+    finish[d], ptr[d] = 0, 1
     left = left + ops[d].n
   end
+  local record = not lean
   local last = V - 1
   local progress = true
   while left > 0 and progress do
@@ -145,15 +149,17 @@ function M.simulate_times(stages, P, Mb, v, schedule, training, level)
           if ready == nil then break end
           local start = f < ready and ready or f -- math.max(f, ready), inline: f unless f < ready
           f = start + dur_fw[vs]
-          st_d[i], fi_d[i] = start, f
+          if record then st_d[i], fi_d[i] = start, f end
           done_fw[vs][mb] = f
         else
           local ready = vs == last and done_fw[vs][mb] or done_bw[vs + 1][mb]
           if ready == nil or not done_fw[vs][mb] then break end
           local start = f < ready and ready or f
           f = start + dur_bw[vs]
-          st_d[i], fi_d[i] = start, f
+          if record then st_d[i], fi_d[i] = start, f end
           done_bw[vs][mb] = f
+          local l = last_bw[vs]
+          if not l or start > l then last_bw[vs] = start end
         end
         i = i + 1
       end
@@ -167,7 +173,8 @@ function M.simulate_times(stages, P, Mb, v, schedule, training, level)
   end
   local makespan = 0
   for d = 1, P do makespan = max(makespan, finish[d]) end
-  return ops, starts, finishes, finish, makespan
+  if lean then starts, finishes = nil, nil end
+  return ops, starts, finishes, finish, makespan, last_bw
 end
 
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
@@ -186,7 +193,8 @@ function M.simulate(stages, P, Mb, v, schedule, training)
   for d = 1, P do
     local ops, od = {}, compiled[d]
     for i = 1, od.n do
-      ops[i] = { fw = od.fw[i], chunk = od.chunk[i], mb = od.mb[i], vs = od.vs[i], start = starts[d][i],
+      local vs = od.vs[i]
+      ops[i] = { fw = od.fw[i], chunk = (vs - (d - 1)) // P, mb = od.mb[i], vs = vs, start = starts[d][i],
                  finish = finishes[d][i] }
     end
     devices[d] = { ops = ops, finish = finish[d] }

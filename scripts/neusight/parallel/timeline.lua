@@ -145,7 +145,8 @@ function M.timeline(plan, nodes, times)
     tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local compiled, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
+  local compiled, _, _, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1,
+    true)
 
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total = 0
@@ -164,7 +165,7 @@ function M.timeline(plan, nodes, times)
   end
   local devices, iteration = {}, 0
   for d = 1, P do
-    local ops, op_start = compiled[d], starts[d]
+    local ops = compiled[d]
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
@@ -173,7 +174,6 @@ function M.timeline(plan, nodes, times)
     local transient, temporary = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = dev.activation_bytes + transient
     dev.temporary_bytes = temporary
-    local last_bw = {} -- vs → start of its last backward op
     local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
     local op_fw, op_vs = ops.fw, ops.vs
     for i = 1, ops.n do
@@ -188,8 +188,6 @@ function M.timeline(plan, nodes, times)
         tp_comm = tp_comm + bw_comm[vs] - bw_ep[vs]
         ep_comm = ep_comm + bw_ep[vs]
         p2p_s = p2p_s + send_bw[vs]
-        local s, l = op_start[i], last_bw[vs]
-        if not l or s > l then last_bw[vs] = s end
       end
     end
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
@@ -213,7 +211,8 @@ function M.timeline(plan, nodes, times)
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
         local st = stages[vs + 1]
-        -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
+        -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
+        -- backward kernels finish.
         local t, fill = last_bw[vs], { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
