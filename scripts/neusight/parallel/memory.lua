@@ -52,14 +52,13 @@ local function activation_bytes(mem, st, recompute, boundary, selective)
   return bytes, transient
 end
 
--- Peak activation bytes of a device over its op order (ops: its compiled op list, neusight.parallel.schedule
--- simulate_times: n, fw[i], vs[i]): + a stage's bytes at each forward, − at its backward.
-function M.activation_peak(ops, stages)
-  local fw, vs = ops.fw, ops.vs
+-- Peak activation bytes of a device over its op order (code[i] = ±(virtual stage + 1) of its i-th op, + a forward,
+-- − a backward: neusight.parallel.schedule simulate_times): + a stage's bytes at each forward, − at its backward.
+function M.activation_peak(code, n, stages)
   local live, peak = 0, 0
-  for i = 1, ops.n do
-    local b = stages[vs[i] + 1].activations
-    if fw[i] then live = live + b else live = live - b end
+  for i = 1, n do
+    local c = code[i]
+    if c > 0 then live = live + stages[c].activations else live = live - stages[-c].activations end
     if live > peak then peak = live end
   end
   return peak

@@ -5,7 +5,7 @@
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
 local max, min = math.max, math.min
-local ipairs, type, tostring, error = ipairs, type, tostring, error
+local type, tostring, error = type, tostring, error
 local show = T.show
 
 local M = {}
@@ -75,106 +75,124 @@ M.schedules.interleaved = function(P, Mb, v, training)
   return orders
 end
 
--- The schedules' op lists by schedule function and (P, Mb, v, training), each device's compiled into flat arrays
--- (ops[d] = { n = ops, fw = {truthy?}, mb = {m}, vs = {c·P + d − 1} }: the simulation and the timeline walk 10⁵ ops
--- of a deep pipeline without a table per op). A search asks for the same few shapes many times (every recomputation
--- mode of a layout, every tp of a pipeline depth). Read-only once made; recent shapes are kept up to ORDERS_MEMO_OPS
--- ops in all, about 48 MB (a 64-stage, 512-microbatch schedule is 65 536 ops; GPT-3's 768-GPU search with tp up to
--- 32 asks for 532 480 ops of shapes over and over, once per tp).
-local orders_memo, orders_memo_ops, ORDERS_MEMO_OPS = {}, 0, 1 << 20
-local function schedule_ops(make, schedule, P, Mb, v, training)
-  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
-  local ops = orders_memo[key]
-  if ops then return ops end
-  local orders = make(P, Mb, v, training)
-  ops = {}
-  local total = 0
-  for d = 1, P do
-    local o = type(orders) == "table" and orders[d]
-    if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
-    local n = #o
-    local fw, mb, vs = {}, {}, {}
-    for i = 1, n do
-      local op = o[i]
-      fw[i], mb[i], vs[i] = op.fw, op.mb, op.chunk * P + (d - 1)
-    end
-    ops[d] = { n = n, fw = fw, mb = mb, vs = vs }
-    total = total + n
-  end
-  if orders_memo_ops + total > ORDERS_MEMO_OPS then orders_memo, orders_memo_ops = {}, 0 end
-  orders_memo[key], orders_memo_ops = ops, orders_memo_ops + total
-  return ops
-end
-
--- The simulation of M.simulate without its per-op records: the compiled op lists (schedule_ops), starts[d][i] and
--- finishes[d][i] of the i-th op of device d, each device's finish, the makespan and last_bw[vs] = the start of
--- virtual stage vs's last backward op (the latest; the first of equal ones). `lean`: no starts and finishes (nil),
--- the rest alone. Argument errors are raised at `level` (2: the caller's line).
-function M.simulate_times(stages, P, Mb, v, schedule, training, level, lean)
-  local make = M.schedules[schedule]
-  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
+-- The simulation's rules: each device runs its ops in order; a forward of virtual stage vs is ready when the forward
+-- of vs − 1 (same microbatch) is done (at once on the first stage), a backward when the backward of vs + 1 is (on the
+-- last stage: its own forward), and a backward also waits for its own forward. Devices take turns, each running what
+-- it can, until every op ran (or none can: a deadlock). The turn order depends on which ops are done, never on their
+-- times. `on_op(d, i, op, vs, ready)` runs op i of device d (`ready`: what on_op returned for the op it waited for,
+-- 0 for none) and returns what the ops waiting for it see (a finish time, or anything but nil and false).
+local function run(orders, P, Mb, v, schedule, on_op)
   local V = P * v
-  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
-  local ops = schedule_ops(make, schedule, P, Mb, v, training)
-  -- a forward op lasts stage.fw (stage.bw where fw is false or nil: the `op.fw and st.fw or st.bw` of old), a
-  -- backward op stage.bw
-  local dur_fw, dur_bw = {}, {}
-  for k = 1, V do
-    local st = stages[k]
-    dur_fw[k - 1], dur_bw[k - 1] = st.fw or st.bw, st.bw
-  end
-  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
+  local done_fw, done_bw = {}, {} -- [vs][mb] = on_op's value
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local starts, finishes, finish, ptr, left, last_bw = {}, {}, {}, {}, 0, {}
+  local ptr, left = {}, 0
   for d = 1, P do
-    if not lean then starts[d], finishes[d] = {}, {} end
-    finish[d], ptr[d] = 0, 1
-    left = left + ops[d].n
+    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    ptr[d] = 1
+    left = left + #orders[d]
   end
-  local record = not lean
-  local last = V - 1
   local progress = true
   while left > 0 and progress do
     progress = false
     for d = 1, P do
-      local od = ops[d]
-      local ofw, ovs, omb, n = od.fw, od.vs, od.mb, od.n
-      local st_d, fi_d = starts[d], finishes[d]
-      local i0 = ptr[d]
-      local i, f = i0, finish[d]
+      local o = orders[d]
+      local i, n = ptr[d], #o
       while i <= n do
-        local vs, mb = ovs[i], omb[i]
-        if ofw[i] then
-          local ready = vs == 0 and 0 or done_fw[vs - 1][mb]
-          if ready == nil then break end
-          local start = f < ready and ready or f -- math.max(f, ready), inline: f unless f < ready
-          f = start + dur_fw[vs]
-          if record then st_d[i], fi_d[i] = start, f end
-          done_fw[vs][mb] = f
+        local op = o[i]
+        local vs = op.chunk * P + (d - 1)
+        local ready
+        if op.fw then
+          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
         else
-          local ready = vs == last and done_fw[vs][mb] or done_bw[vs + 1][mb]
-          if ready == nil or not done_fw[vs][mb] then break end
-          local start = f < ready and ready or f
-          f = start + dur_bw[vs]
-          if record then st_d[i], fi_d[i] = start, f end
-          done_bw[vs][mb] = f
-          local l = last_bw[vs]
-          if not l or start > l then last_bw[vs] = start end
+          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
+          if ready and not done_fw[vs][op.mb] then ready = nil end
         end
-        i = i + 1
+        if ready == nil then break end
+        local value = on_op(d, i, op, vs, ready)
+        if op.fw then done_fw[vs][op.mb] = value else done_bw[vs][op.mb] = value end
+        i, left, progress = i + 1, left - 1, true
       end
-      if i > i0 then
-        ptr[d], finish[d], left, progress = i, f, left - (i - i0), true
-      end
+      ptr[d] = i
     end
   end
   if left > 0 then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  local makespan = 0
-  for d = 1, P do makespan = max(makespan, finish[d]) end
-  if lean then starts, finishes = nil, nil end
-  return ops, starts, finishes, finish, makespan, last_bw
+end
+
+local function schedule_of(schedule, stages, P, v, level)
+  local make = M.schedules[schedule]
+  if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
+  local V = P * v
+  if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
+  return make
+end
+
+-- A schedule shape (P, Mb, v, training) compiled once into flat arrays (a deep pipeline has 10⁵ ops): per device d,
+-- code[d][i] = +(vs + 1) for its i-th op when a forward of virtual stage vs, −(vs + 1) for a backward, n[d] ops,
+-- last[d] = the program position of its last op (0: none); and the program: the ops in the order `run` takes them
+-- (k = 1, 2, …), prev[k] = the position of the op before it on its device, dep[k] = that of the op it waits for (0
+-- for either: none, time 0), pcode[k] its code. As that order does not depend on times, walking the program computes
+-- each op's max(previous finish, ready) + seconds from the same two finishes, in an order the simulation allows: the
+-- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against M.simulate). A search
+-- asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline depth).
+-- Read-only once made; recent shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (GPT-3's 768-GPU search
+-- with tp up to 32 asks for 532 480 ops of shapes, again for each tp).
+local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 20
+local function shape_of(make, schedule, P, Mb, v, training)
+  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
+  local shape = shapes_memo[key]
+  if shape then return shape end
+  local orders = make(P, Mb, v, training)
+  local code, n, last, prev, dep, pcode, k = {}, {}, {}, {}, {}, {}, 0
+  for d = 1, P do code[d], n[d], last[d] = {}, 0, 0 end
+  run(orders, P, Mb, v, schedule, function(d, i, op, vs, ready)
+    k = k + 1
+    local c = op.fw and vs + 1 or -(vs + 1)
+    prev[k], dep[k], pcode[k], code[d][i] = last[d], ready, c, c
+    n[d], last[d] = i, k
+    return k
+  end)
+  shape = { code = code, n = n, last = last, prev = prev, dep = dep, pcode = pcode, total = k }
+  if shapes_memo_ops + k > SHAPES_MEMO_OPS then shapes_memo, shapes_memo_ops = {}, 0 end
+  shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k
+  return shape
+end
+
+-- The simulation for the timeline: the compiled shape (shape_of: per device code[d] and n[d]), each device's finish,
+-- the makespan and last_bw[vs] = the start of virtual stage vs's last backward op (the latest; the first of equal
+-- ones; by 1-based stage: last_bw[vs + 1]), as M.simulate gives them. Argument errors are raised at `level` (2: the caller's line).
+function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+  local make = schedule_of(schedule, stages, P, v, level + 1)
+  local shape = shape_of(make, schedule, P, Mb, v, training)
+  local V = P * v
+  -- a forward op lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`), a backward stage.bw
+  local dur_fw, dur_bw = {}, {}
+  for s = 1, V do
+    local st = stages[s]
+    dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw
+  end
+  local prev, dep, pcode = shape.prev, shape.dep, shape.pcode
+  local done, last_bw = { [0] = 0 }, {} -- done[k]: finish of the k-th op run
+  for k = 1, shape.total do
+    local a, b = done[prev[k]], done[dep[k]]
+    local start = a < b and b or a -- max(previous finish, ready), inline: the previous unless it is less
+    local c = pcode[k]
+    if c > 0 then
+      done[k] = start + dur_fw[c]
+    else
+      c = -c
+      done[k] = start + dur_bw[c]
+      local l = last_bw[c]
+      if not l or start > l then last_bw[c] = start end
+    end
+  end
+  local finish, makespan, last = {}, 0, shape.last
+  for d = 1, P do
+    finish[d] = done[last[d]]
+    makespan = max(makespan, finish[d])
+  end
+  return shape, finish, makespan, last_bw
 end
 
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
@@ -188,17 +206,20 @@ end
 ---@param schedule string a key of M.schedules
 ---@param training boolean
 function M.simulate(stages, P, Mb, v, schedule, training)
-  local compiled, starts, finishes, finish, makespan = M.simulate_times(stages, P, Mb, v, schedule, training, 2)
+  local make = schedule_of(schedule, stages, P, v, 2)
+  local orders = make(P, Mb, v, training)
   local devices = {}
-  for d = 1, P do
-    local ops, od = {}, compiled[d]
-    for i = 1, od.n do
-      local vs = od.vs[i]
-      ops[i] = { fw = od.fw[i], chunk = (vs - (d - 1)) // P, mb = od.mb[i], vs = vs, start = starts[d][i],
-                 finish = finishes[d][i] }
-    end
-    devices[d] = { ops = ops, finish = finish[d] }
-  end
+  for d = 1, P do devices[d] = { ops = {}, finish = 0 } end
+  run(orders, P, Mb, v, schedule, function(d, i, op, vs, ready)
+    local dev = devices[d]
+    local start = max(dev.finish, ready)
+    local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
+    dev.ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = vs, start = start, finish = fin }
+    dev.finish = fin
+    return fin
+  end)
+  local makespan = 0
+  for d = 1, P do makespan = max(makespan, devices[d].finish) end
   return devices, makespan
 end
 

@@ -145,8 +145,7 @@ function M.timeline(plan, nodes, times)
     tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local compiled, _, _, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1,
-    true)
+  local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total = 0
@@ -156,38 +155,37 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
-  -- per virtual stage (0-based), what each of its forward and backward ops adds to its device's sums
+  -- per virtual stage (1-based), what each of its forward and backward ops adds to its device's sums
   local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
   for k, st in ipairs(stages) do
-    local vs = k - 1
-    fw_compute[vs], fw_comm[vs], fw_ep[vs], send_fw[vs] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
-    bw_compute[vs], bw_comm[vs], bw_ep[vs], send_bw[vs] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
+    fw_compute[k], fw_comm[k], fw_ep[k], send_fw[k] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
+    bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
   end
   local devices, iteration = {}, 0
   for d = 1, P do
-    local ops = compiled[d]
+    local code, n_ops = shape.code[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
-      activation_bytes = PM.activation_peak(ops, stages), -- peak kept for backward (training)
+      activation_bytes = PM.activation_peak(code, n_ops, stages), -- peak kept for backward (training)
     }
     local transient, temporary = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = dev.activation_bytes + transient
     dev.temporary_bytes = temporary
     local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
-    local op_fw, op_vs = ops.fw, ops.vs
-    for i = 1, ops.n do
-      local vs = op_vs[i]
-      if op_fw[i] then
-        compute = compute + fw_compute[vs]
-        tp_comm = tp_comm + fw_comm[vs] - fw_ep[vs]
-        ep_comm = ep_comm + fw_ep[vs]
-        p2p_s = p2p_s + send_fw[vs]
+    for i = 1, n_ops do
+      local k = code[i]
+      if k > 0 then
+        compute = compute + fw_compute[k]
+        tp_comm = tp_comm + fw_comm[k] - fw_ep[k]
+        ep_comm = ep_comm + fw_ep[k]
+        p2p_s = p2p_s + send_fw[k]
       else
-        compute = compute + bw_compute[vs]
-        tp_comm = tp_comm + bw_comm[vs] - bw_ep[vs]
-        ep_comm = ep_comm + bw_ep[vs]
-        p2p_s = p2p_s + send_bw[vs]
+        k = -k
+        compute = compute + bw_compute[k]
+        tp_comm = tp_comm + bw_comm[k] - bw_ep[k]
+        ep_comm = ep_comm + bw_ep[k]
+        p2p_s = p2p_s + send_bw[k]
       end
     end
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
@@ -213,7 +211,7 @@ function M.timeline(plan, nodes, times)
         local st = stages[vs + 1]
         -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
         -- backward kernels finish.
-        local t, fill = last_bw[vs], { dp = 0, edp = 0 }
+        local t, fill = last_bw[vs + 1], { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
           -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
