@@ -5,7 +5,7 @@
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
 local max, min = math.max, math.min
-local type, tostring, error = type, tostring, error
+local ipairs, type, tostring, error = ipairs, type, tostring, error
 local show = T.show
 
 local M = {}
@@ -14,110 +14,113 @@ local M = {}
 --- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
 M.schedules = {}
 
--- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
-M.schedules.gpipe = function(P, Mb, _, training)
+-- The built-in schedules write each device's ops into flat arrays (lists[d] = { n, fw = {}, chunk = {}, mb = {} }):
+-- the simulation reads those (a deep pipeline has 10⁵ ops) and M.schedules' functions make the op tables from them.
+local function lists_new(P)
+  local lists = {}
+  for d = 1, P do lists[d] = { n = 0, fw = {}, chunk = {}, mb = {} } end
+  return lists
+end
+local function push(l, fw, chunk, mb)
+  local n = l.n + 1
+  l.n, l.fw[n], l.chunk[n], l.mb[n] = n, fw, chunk, mb
+end
+local function tables_of(lists)
   local orders = {}
-  for d = 1, P do
-    local o = {}
-    for m = 0, Mb - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
-    if training then
-      for m = 0, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
-    end
+  for d, l in ipairs(lists) do
+    local o, fw, chunk, mb = {}, l.fw, l.chunk, l.mb
+    for i = 1, l.n do o[i] = { fw = fw[i], chunk = chunk[i], mb = mb[i] } end
     orders[d] = o
   end
   return orders
 end
+local lists_of = {} -- built-in schedule function → its flat-array maker
+
+-- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
+local function gpipe(P, Mb, _, training)
+  local lists = lists_new(P)
+  for d = 1, P do
+    local l = lists[d]
+    for m = 0, Mb - 1 do push(l, true, 0, m) end
+    if training then
+      for m = 0, Mb - 1 do push(l, false, 0, m) end
+    end
+  end
+  return lists
+end
+M.schedules.gpipe = function(P, Mb, v, training) return tables_of(gpipe(P, Mb, v, training)) end
+lists_of[M.schedules.gpipe] = gpipe
 
 -- 1F1B (PipeDream-Flush; Narayanan et al. 2021): device d runs P−d−1 warm-up forwards, then
--- alternates one forward and one backward, then drains the remaining backwards.
-M.schedules["1f1b"] = function(P, Mb, _, training)
-  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
-  local orders = {}
+-- alternates one forward and one backward, then drains the remaining backwards. Inference: M.schedules.gpipe.
+local function one_f_one_b(P, Mb, _, training)
+  local lists = lists_new(P)
   for d = 0, P - 1 do
-    local o = {}
+    local l = lists[d + 1]
     local warm = min(P - d - 1, Mb)
-    for m = 0, warm - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    for m = 0, warm - 1 do push(l, true, 0, m) end
     for i = 0, Mb - warm - 1 do
-      o[#o + 1] = { fw = true, chunk = 0, mb = warm + i }
-      o[#o + 1] = { fw = false, chunk = 0, mb = i }
+      push(l, true, 0, warm + i)
+      push(l, false, 0, i)
     end
-    for m = Mb - warm, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
-    orders[d + 1] = o
+    for m = Mb - warm, Mb - 1 do push(l, false, 0, m) end
   end
-  return orders
+  return lists
 end
+M.schedules["1f1b"] = function(P, Mb, v, training)
+  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
+  return tables_of(one_f_one_b(P, Mb, v, training))
+end
+lists_of[M.schedules["1f1b"]] = one_f_one_b
 
 -- Interleaved 1F1B (Narayanan et al. 2021 §2.2; Megatron-LM's
 -- forward_backward_pipelining_with_interleaving): each device holds v model chunks (virtual stage
 -- c·P + d for chunk c); the k-th forward runs chunk (k // P) mod v on microbatch
 -- (k // (P·v))·P + k mod P, backwards walk the chunks in reverse; warm-up (P−d−1)·2 + (v−1)·P.
-M.schedules.interleaved = function(P, Mb, v, training)
+local function interleaved(P, Mb, v, training)
   local total = Mb * v
   local function mb_of(k) return (k // (P * v)) * P + k % P end
-  local function fw(k) return { fw = true, chunk = (k // P) % v, mb = mb_of(k) } end
-  local function bw(k) return { fw = false, chunk = v - 1 - (k // P) % v, mb = mb_of(k) } end
-  local orders = {}
+  local function fw(l, k) push(l, true, (k // P) % v, mb_of(k)) end
+  local function bw(l, k) push(l, false, v - 1 - (k // P) % v, mb_of(k)) end
+  local lists = lists_new(P)
   for d = 0, P - 1 do
-    local o = {}
+    local l = lists[d + 1]
     if not training then
-      for k = 0, total - 1 do o[#o + 1] = fw(k) end
+      for k = 0, total - 1 do fw(l, k) end
     else
       local warm = min((P - d - 1) * 2 + (v - 1) * P, total)
-      for k = 0, warm - 1 do o[#o + 1] = fw(k) end
+      for k = 0, warm - 1 do fw(l, k) end
       for i = 0, total - warm - 1 do
-        o[#o + 1] = fw(warm + i)
-        o[#o + 1] = bw(i)
+        fw(l, warm + i)
+        bw(l, i)
       end
-      for k = total - warm, total - 1 do o[#o + 1] = bw(k) end
+      for k = total - warm, total - 1 do bw(l, k) end
     end
-    orders[d + 1] = o
   end
-  return orders
+  return lists
 end
+M.schedules.interleaved = function(P, Mb, v, training) return tables_of(interleaved(P, Mb, v, training)) end
+lists_of[M.schedules.interleaved] = interleaved
 
--- The simulation's rules: each device runs its ops in order; a forward of virtual stage vs is ready when the forward
--- of vs − 1 (same microbatch) is done (at once on the first stage), a backward when the backward of vs + 1 is (on the
--- last stage: its own forward), and a backward also waits for its own forward. Devices take turns, each running what
--- it can, until every op ran (or none can: a deadlock). The turn order depends on which ops are done, never on their
--- times. `on_op(d, i, op, vs, ready)` runs op i of device d (`ready`: what on_op returned for the op it waited for,
--- 0 for none) and returns what the ops waiting for it see (a finish time, or anything but nil and false).
-local function run(orders, P, Mb, v, schedule, on_op)
-  local V = P * v
-  local done_fw, done_bw = {}, {} -- [vs][mb] = on_op's value
-  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local ptr, left = {}, 0
+-- Schedule `make`'s ops as flat arrays: a built-in's own (unless it hands over to a replaced M.schedules.gpipe, as
+-- 1F1B in inference does), else its op tables copied.
+local function op_lists(make, schedule, P, Mb, v, training)
+  local fast = lists_of[make]
+  if fast and not (fast == one_f_one_b and not training) then return fast(P, Mb, v, training) end
+  if fast and lists_of[M.schedules.gpipe] == gpipe then return gpipe(P, Mb, 1, false) end
+  local orders = make(P, Mb, v, training)
+  local lists = {}
   for d = 1, P do
-    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
-    ptr[d] = 1
-    left = left + #orders[d]
-  end
-  local progress = true
-  while left > 0 and progress do
-    progress = false
-    for d = 1, P do
-      local o = orders[d]
-      local i, n = ptr[d], #o
-      while i <= n do
-        local op = o[i]
-        local vs = op.chunk * P + (d - 1)
-        local ready
-        if op.fw then
-          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
-        else
-          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
-          if ready and not done_fw[vs][op.mb] then ready = nil end
-        end
-        if ready == nil then break end
-        local value = on_op(d, i, op, vs, ready)
-        if op.fw then done_fw[vs][op.mb] = value else done_bw[vs][op.mb] = value end
-        i, left, progress = i + 1, left - 1, true
-      end
-      ptr[d] = i
+    local o = type(orders) == "table" and orders[d]
+    if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    local fw, chunk, mb, n = {}, {}, {}, #o
+    for i = 1, n do
+      local op = o[i]
+      fw[i], chunk[i], mb[i] = op.fw, op.chunk, op.mb
     end
+    lists[d] = { n = n, fw = fw, chunk = chunk, mb = mb }
   end
-  if left > 0 then
-    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
-  end
+  return lists
 end
 
 local function schedule_of(schedule, stages, P, v, level)
@@ -128,56 +131,87 @@ local function schedule_of(schedule, stages, P, v, level)
   return make
 end
 
--- A schedule shape (P, Mb, v, training) compiled once into flat arrays (a deep pipeline has 10⁵ ops): per device d,
--- code[d][i] = +(vs + 1) for its i-th op when a forward of virtual stage vs, −(vs + 1) for a backward, n[d] ops,
--- last[d] = the program position of its last op (0: none); and the program: the ops in the order `run` takes them
--- (k = 1, 2, …), prev[k] = the position of the op before it on its device, dep[k] = that of the op it waits for (0
--- for either: none, time 0), pcode[k] its code. As that order does not depend on times, walking the program computes
--- each op's max(previous finish, ready) + seconds from the same two finishes, in an order the simulation allows: the
--- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against M.simulate). A search
--- asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline depth).
--- Read-only once made; recent shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (GPT-3's 768-GPU search
--- with tp up to 32 asks for 532 480 ops of shapes, again for each tp).
+-- The simulation's rules: each device runs its ops in order; a forward of virtual stage vs is ready when the forward
+-- of vs − 1 (same microbatch) is done (at once on the first stage), a backward when the backward of vs + 1 is (on the
+-- last stage: its own forward), and a backward also waits for its own forward; an op starts at max(its device's
+-- previous finish, ready) and takes its stage's seconds. Devices take turns, each running what it can, until every
+-- op ran (or none can: a deadlock).
+--
+-- The order of those turns depends on which ops are done, never on their times. So a schedule shape (P, Mb, v,
+-- training) is compiled once, without times, into a program: the ops in the order the turns take them (k = 1, 2, …),
+-- prev[k] = the position of the op before it on its device, dep[k] = that of the op it waits for (0 for either: none,
+-- time 0), code[k] = +(vs + 1) for a forward of virtual stage vs, −(vs + 1) for a backward. Walking the program
+-- computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the same
+-- bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn simulation).
+-- Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's position, 0:
+-- none).
+--
+-- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
+-- depth). Read-only once made; recent shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (GPT-3's 768-GPU
+-- search with tp up to 32 asks for 532 380 ops of shapes, again for each tp).
 local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 20
 local function shape_of(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
   local shape = shapes_memo[key]
   if shape then return shape end
-  local orders = make(P, Mb, v, training)
-  local code, n, last, prev, dep, pcode, k = {}, {}, {}, {}, {}, {}, 0
-  for d = 1, P do code[d], n[d], last[d] = {}, 0, 0 end
-  run(orders, P, Mb, v, schedule, function(d, i, op, vs, ready)
-    k = k + 1
-    local c = op.fw and vs + 1 or -(vs + 1)
-    prev[k], dep[k], pcode[k], code[d][i] = last[d], ready, c, c
-    n[d], last[d] = i, k
-    return k
-  end)
-  shape = { code = code, n = n, last = last, prev = prev, dep = dep, pcode = pcode, total = k }
+  local lists = op_lists(make, schedule, P, Mb, v, training)
+  local V = P * v
+  local done_fw, done_bw = {}, {} -- [vs][mb] = program position
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local prev, dep, code, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, {}, {}, 0, 0
+  for d = 1, P do
+    codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
+    left = left + n[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P do
+      local l, cd = lists[d], codes[d]
+      local fw, chunk, mb = l.fw, l.chunk, l.mb
+      local i, nd, at = ptr[d], n[d], last[d]
+      local i0 = i
+      while i <= nd do
+        local vs, m = chunk[i] * P + (d - 1), mb[i]
+        local ready, c
+        if fw[i] then
+          ready = vs == 0 and 0 or done_fw[vs - 1][m]
+          if ready == nil then break end
+          k, c = k + 1, vs + 1
+          done_fw[vs][m] = k
+        else
+          ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
+          if ready == nil or not done_fw[vs][m] then break end
+          k, c = k + 1, -(vs + 1)
+          done_bw[vs][m] = k
+        end
+        prev[k], dep[k], code[k], cd[i], at = at, ready, c, c, k
+        i = i + 1
+      end
+      if i > i0 then ptr[d], last[d], left, progress = i, at, left - (i - i0), true end
+    end
+  end
+  if left > 0 then
+    error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
+  end
+  shape = { total = k, prev = prev, dep = dep, code = code, codes = codes, n = n, last = last }
   if shapes_memo_ops + k > SHAPES_MEMO_OPS then shapes_memo, shapes_memo_ops = {}, 0 end
   shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k
   return shape
 end
 
--- The simulation for the timeline: the compiled shape (shape_of: per device code[d] and n[d]), each device's finish,
--- the makespan and last_bw[vs] = the start of virtual stage vs's last backward op (the latest; the first of equal
--- ones; by 1-based stage: last_bw[vs + 1]), as M.simulate gives them. Argument errors are raised at `level` (2: the caller's line).
-function M.simulate_times(stages, P, Mb, v, schedule, training, level)
-  local make = schedule_of(schedule, stages, P, v, level + 1)
-  local shape = shape_of(make, schedule, P, Mb, v, training)
-  local V = P * v
-  -- a forward op lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`), a backward stage.bw
+-- Walks a shape's program with per-stage seconds: done[k] = the finish of op k (done[0] = 0), starts[k] when asked
+-- for (`starts` a table), last_bw[vs + 1] = the start of virtual stage vs's last backward op (the latest; the first
+-- of equal ones). A forward lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`).
+local function walk(shape, stages, starts)
   local dur_fw, dur_bw = {}, {}
-  for s = 1, V do
-    local st = stages[s]
-    dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw
-  end
-  local prev, dep, pcode = shape.prev, shape.dep, shape.pcode
-  local done, last_bw = { [0] = 0 }, {} -- done[k]: finish of the k-th op run
+  for s, st in ipairs(stages) do dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw end
+  local prev, dep, code = shape.prev, shape.dep, shape.code
+  local done, last_bw = { [0] = 0 }, {}
   for k = 1, shape.total do
     local a, b = done[prev[k]], done[dep[k]]
     local start = a < b and b or a -- max(previous finish, ready), inline: the previous unless it is less
-    local c = pcode[k]
+    local c = code[k]
     if c > 0 then
       done[k] = start + dur_fw[c]
     else
@@ -186,7 +220,19 @@ function M.simulate_times(stages, P, Mb, v, schedule, training, level)
       local l = last_bw[c]
       if not l or start > l then last_bw[c] = start end
     end
+    if starts then starts[k] = start end
   end
+  return done, last_bw
+end
+
+-- The simulation for the timeline: the compiled shape (per device d: codes[d][i] = ±(virtual stage + 1) of its i-th
+-- op, + a forward, − a backward; n[d] ops), each device's finish, the makespan and last_bw[vs + 1] = the start of
+-- virtual stage vs's last backward op (the latest; the first of equal ones), as M.simulate gives them. Argument errors
+-- are raised at `level` (2: the caller's line).
+function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+  local make = schedule_of(schedule, stages, P, v, level + 1)
+  local shape = shape_of(make, schedule, P, Mb, v, training)
+  local done, last_bw = walk(shape, stages, nil)
   local finish, makespan, last = {}, 0, shape.last
   for d = 1, P do
     finish[d] = done[last[d]]
@@ -207,19 +253,23 @@ end
 ---@param training boolean
 function M.simulate(stages, P, Mb, v, schedule, training)
   local make = schedule_of(schedule, stages, P, v, 2)
-  local orders = make(P, Mb, v, training)
-  local devices = {}
-  for d = 1, P do devices[d] = { ops = {}, finish = 0 } end
-  run(orders, P, Mb, v, schedule, function(d, i, op, vs, ready)
-    local dev = devices[d]
-    local start = max(dev.finish, ready)
-    local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
-    dev.ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = vs, start = start, finish = fin }
-    dev.finish = fin
-    return fin
-  end)
-  local makespan = 0
-  for d = 1, P do makespan = max(makespan, devices[d].finish) end
+  local shape = shape_of(make, schedule, P, Mb, v, training)
+  local lists = op_lists(make, schedule, P, Mb, v, training)
+  local starts = {}
+  local done = walk(shape, stages, starts)
+  local devices, makespan = {}, 0
+  for d = 1, P do
+    local l, pd, ops = lists[d], {}, {}
+    local k = shape.last[d]
+    for i = l.n, 1, -1 do pd[i], k = k, shape.prev[k] end -- program positions of its ops, from the last back
+    for i = 1, l.n do
+      local k = pd[i]
+      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = l.mb[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
+                 finish = done[k] }
+    end
+    devices[d] = { ops = ops, finish = done[shape.last[d]] }
+    makespan = max(makespan, devices[d].finish)
+  end
   return devices, makespan
 end
 

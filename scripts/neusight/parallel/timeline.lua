@@ -163,7 +163,7 @@ function M.timeline(plan, nodes, times)
   end
   local devices, iteration = {}, 0
   for d = 1, P do
-    local code, n_ops = shape.code[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
+    local code, n_ops = shape.codes[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
