@@ -147,8 +147,9 @@ end
 -- none).
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
--- depth). Read-only once made; recent shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (GPT-3's 768-GPU
--- search with tp up to 32 asks for 532 380 ops of shapes, again for each tp).
+-- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB, the first ones
+-- made: a search going round more shapes than that (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of
+-- 1F1B shapes, again for each tp; with GPipe too, twice that) finds those every round instead of none.
 local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 20
 local function shape_of(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
@@ -195,8 +196,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
   shape = { total = k, prev = prev, dep = dep, code = code, codes = codes, n = n, last = last }
-  if shapes_memo_ops + k > SHAPES_MEMO_OPS then shapes_memo, shapes_memo_ops = {}, 0 end
-  shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k
+  if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
 
