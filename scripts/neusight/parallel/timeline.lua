@@ -245,13 +245,24 @@ function M.timeline(plan, nodes, times)
       -- Buckets in order of readiness. Runs strictly increasing in `at` are already in the one order any sort
       -- gives (equal buckets are interchangeable). So are they when only the final leftover bucket ties with the
       -- run before it: Lua's table.sort never moves a last element that nothing exceeds (its partitions leave a[up]
-      -- in place; tests/scripts/test_parallel.lua checks it). Otherwise sort the buckets one by one, as before.
-      local in_order = true
+      -- in place; tests/scripts/test_parallel.lua checks it). Runs at distinct times (the interleaved schedule's
+      -- chunks, one after the other) have one sorted order too, whichever the sort: sort the runs. Otherwise (two
+      -- runs at one time) sort the buckets one by one, as before.
+      local in_order, distinct, seen = true, true, {}
       for k = 2, #ready do
         local a, b = ready[k - 1], ready[k]
         if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
       end
       if not in_order then
+        for _, r in ipairs(ready) do
+          local at = r.at
+          if at ~= at or seen[at] then distinct = false break end
+          seen[at] = true
+        end
+      end
+      if not in_order and distinct then
+        sort(ready, function(a, b) return a.at < b.at end)
+      elseif not in_order then
         local each = {}
         for _, r in ipairs(ready) do
           for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
