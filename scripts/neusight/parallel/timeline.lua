@@ -16,7 +16,8 @@ local numel = require("neusight.parallel.shard").numel
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
-local ipairs, pairs, type, tostring, sort = ipairs, pairs, type, tostring, table.sort
+local ipairs, pairs, type, tostring, sort, rawequal = ipairs, pairs, type, tostring, table.sort, rawequal
+local math_type = math.type
 
 local M = {}
 
@@ -48,6 +49,88 @@ local function pricer(cluster)
     end
     return t
   end
+end
+
+-- Same kind of bucket: the same time, bytes and group, subtypes included (interchangeable in the link walk).
+local function same_kind(a, b)
+  return a.at == b.at and a.bytes == b.bytes and a.group == b.group and math_type(a.at) == math_type(b.at)
+    and math_type(a.bytes) == math_type(b.bytes)
+end
+
+--- The data-parallel gradient buckets in order of readiness, as runs { at, bytes, group, n } (n equal buckets):
+--- `ready`'s buckets one by one sorted by `at` with table.sort, as they always were (equal buckets interchangeable),
+--- at a fraction of the cost where that order can be known without it:
+---   * runs strictly increasing in `at` are in the one sorted order already; so are they when only the final leftover
+---     bucket ties with the run before it: Lua's table.sort never moves a last element that nothing exceeds (its
+---     partitions leave a[up] in place; tests/scripts/test_parallel.lua checks it);
+---   * runs at distinct times (the interleaved schedule's chunks, one after the other) have one sorted order, whichever
+---     the sort: the runs sorted;
+---   * otherwise, where no time has more than two kinds of bucket, table.sort runs on numbers that compare as the
+---     times do (the rank of each bucket's time) with the default order: the same comparisons, so the same moves,
+---     as on the buckets, C-fast. The rank is an integer for the first kind at its time, the same value as a float
+---     for the second (equal under <, told apart after): where each kind ended up.
+---   * else the buckets one by one, sorted.
+---@param ready { at: number, bytes: number, group: string, n: integer }[] runs in the order they became ready
+function M.buckets_in_order(ready)
+  local in_order = true
+  for k = 2, #ready do
+    local a, b = ready[k - 1], ready[k]
+    if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
+  end
+  if in_order then return ready end
+  local times, rank, distinct = {}, {}, true
+  for _, r in ipairs(ready) do
+    local at = r.at
+    if at ~= at then times = nil break end -- NaN: no rank
+    if rank[at] == nil then rank[at], times[#times + 1] = false, at else distinct = false end
+  end
+  if times and distinct then
+    local runs = {}
+    for k, r in ipairs(ready) do runs[k] = r end
+    sort(runs, function(a, b) return a.at < b.at end)
+    return runs
+  end
+  if times then
+    sort(times)
+    for i, at in ipairs(times) do rank[at] = i end
+    local kinds, proxies, np = {}, {}, 0 -- kinds[rank] = { first kind's run, second kind's run }
+    for _, r in ipairs(ready) do
+      local i = rank[r.at]
+      local ks = kinds[i]
+      if not ks then ks = { r }; kinds[i] = ks end
+      local p
+      if same_kind(ks[1], r) then
+        p = i
+      else
+        if not ks[2] then ks[2] = r end
+        if not same_kind(ks[2], r) then kinds = nil break end -- a third kind at one time
+        p = i + 0.0
+      end
+      for _ = 1, r.n do np = np + 1; proxies[np] = p end
+    end
+    if kinds then
+      sort(proxies)
+      local runs, last, last_p = {}, nil, nil
+      for k = 1, np do
+        local p = proxies[k]
+        if last and rawequal(p, last_p) and math_type(p) == math_type(last_p) then
+          last.n = last.n + 1
+        else
+          local ks = kinds[p // 1]
+          local r = math_type(p) == "integer" and ks[1] or ks[2]
+          last, last_p = { at = r.at, bytes = r.bytes, group = r.group, n = 1 }, p
+          runs[#runs + 1] = last
+        end
+      end
+      return runs
+    end
+  end
+  local each = {}
+  for _, r in ipairs(ready) do
+    for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
+  end
+  sort(each, function(a, b) return a.at < b.at end)
+  return each
 end
 
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
@@ -242,34 +325,7 @@ function M.timeline(plan, nodes, times)
           if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
         end
       end
-      -- Buckets in order of readiness. Runs strictly increasing in `at` are already in the one order any sort
-      -- gives (equal buckets are interchangeable). So are they when only the final leftover bucket ties with the
-      -- run before it: Lua's table.sort never moves a last element that nothing exceeds (its partitions leave a[up]
-      -- in place; tests/scripts/test_parallel.lua checks it). Runs at distinct times (the interleaved schedule's
-      -- chunks, one after the other) have one sorted order too, whichever the sort: sort the runs. Otherwise (two
-      -- runs at one time) sort the buckets one by one, as before.
-      local in_order, distinct, seen = true, true, {}
-      for k = 2, #ready do
-        local a, b = ready[k - 1], ready[k]
-        if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
-      end
-      if not in_order then
-        for _, r in ipairs(ready) do
-          local at = r.at
-          if at ~= at or seen[at] then distinct = false break end
-          seen[at] = true
-        end
-      end
-      if not in_order and distinct then
-        sort(ready, function(a, b) return a.at < b.at end)
-      elseif not in_order then
-        local each = {}
-        for _, r in ipairs(ready) do
-          for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
-        end
-        sort(each, function(a, b) return a.at < b.at end)
-        ready = each
-      end
+      ready = M.buckets_in_order(ready)
       local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
