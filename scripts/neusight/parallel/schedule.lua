@@ -139,18 +139,21 @@ end
 --
 -- The order of those turns depends on which ops are done, never on their times. So a schedule shape (P, Mb, v,
 -- training) is compiled once, without times, into a program: the ops in the order the turns take them (k = 1, 2, …),
--- prev[k] = the position of the op before it on its device, dep[k] = that of the op it waits for (0 for either: none,
--- time 0), code[k] = +(vs + 1) for a forward of virtual stage vs, −(vs + 1) for a backward. Walking the program
--- computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the same
--- bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn simulation).
--- Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's position, 0:
--- none).
+-- each as prev (the position of the op before it on its device), dep (that of the op it waits for; 0 for either:
+-- none, time 0) and code = +(vs + 1) for a forward of virtual stage vs, −(vs + 1) for a backward, packed into one
+-- integer: program[k] = prev << 40 | dep << 16 | (code + 2^15) (positions below 2^24, codes within ±2^15). Walking the
+-- program computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the
+-- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn
+-- simulation). Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's
+-- position, 0: none).
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
--- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB, the first ones
--- made: a search going round more shapes than that (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of
--- 1F1B shapes, again for each tp; with GPipe too, twice that) finds those every round instead of none.
-local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 20
+-- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (32 bytes an
+-- op), the first ones made: a search going round more shapes than that finds those every round instead of none
+-- (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of 1F1B shapes, again for each tp; with GPipe too,
+-- twice that).
+local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 21
+local MAX_OPS, MAX_CODE = (1 << 24) - 1, (1 << 15) - 1
 local function shape_of(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
   local shape = shapes_memo[key]
@@ -159,10 +162,14 @@ local function shape_of(make, schedule, P, Mb, v, training)
   local V = P * v
   local done_fw, done_bw = {}, {} -- [vs][mb] = program position
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local prev, dep, code, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, {}, {}, 0, 0
+  local program, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, 0, 0
   for d = 1, P do
     codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
     left = left + n[d]
+  end
+  if left > MAX_OPS or V > MAX_CODE then
+    error(("schedule %s: %d device(s), %d microbatch(es), %d chunk(s) make %d ops (at most %d ops and %d stages)")
+      :format(schedule, P, Mb, v, left, MAX_OPS, MAX_CODE), 0)
   end
   local progress = true
   while left > 0 and progress do
@@ -186,7 +193,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
           k, c = k + 1, -(vs + 1)
           done_bw[vs][m] = k
         end
-        prev[k], dep[k], code[k], cd[i], at = at, ready, c, c, k
+        program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
         i = i + 1
       end
       if i > i0 then ptr[d], last[d], left, progress = i, at, left - (i - i0), true end
@@ -195,7 +202,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
   if left > 0 then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  shape = { total = k, prev = prev, dep = dep, code = code, codes = codes, n = n, last = last }
+  shape = { total = k, program = program, codes = codes, n = n, last = last }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
@@ -206,12 +213,13 @@ end
 local function walk(shape, stages, starts)
   local dur_fw, dur_bw = {}, {}
   for s, st in ipairs(stages) do dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw end
-  local prev, dep, code = shape.prev, shape.dep, shape.code
+  local program = shape.program
   local done, last_bw = { [0] = 0 }, {}
   for k = 1, shape.total do
-    local a, b = done[prev[k]], done[dep[k]]
+    local x = program[k]
+    local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
     local start = a < b and b or a -- max(previous finish, ready), inline: the previous unless it is less
-    local c = code[k]
+    local c = (x & 0xFFFF) - 0x8000
     if c > 0 then
       done[k] = start + dur_fw[c]
     else
@@ -261,7 +269,7 @@ function M.simulate(stages, P, Mb, v, schedule, training)
   for d = 1, P do
     local l, pd, ops = lists[d], {}, {}
     local k = shape.last[d]
-    for i = l.n, 1, -1 do pd[i], k = k, shape.prev[k] end -- program positions of its ops, from the last back
+    for i = l.n, 1, -1 do pd[i], k = k, shape.program[k] >> 40 end -- program positions of its ops, from the last back
     for i = 1, l.n do
       local k = pd[i]
       ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = l.mb[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
