@@ -52,16 +52,13 @@ local function activation_bytes(mem, st, recompute, boundary, selective)
   return bytes, transient
 end
 
--- Peak activation bytes of a device over its op order (code[i] = ±(virtual stage + 1) of its i-th op, + a forward,
--- − a backward: neusight.parallel.schedule simulate_times): + a stage's bytes at each forward, − at its backward.
-function M.activation_peak(code, n, stages)
-  local live, peak = 0, 0
-  for i = 1, n do
-    local c = code[i]
-    if c > 0 then live = live + stages[c].activations else live = live - stages[-c].activations end
-    if live > peak then peak = live end
-  end
-  return peak
+--- Activation bytes per virtual stage (activations[k] of stage k, set by M.stage): a device's peak kept for backward
+--- is their running sum over its op order, + a stage's bytes at each forward, − at its backward (walked by
+--- neusight.parallel.timeline along with its other sums over the ops).
+function M.stage_activations(stages)
+  local out = {}
+  for k, st in ipairs(stages) do out[k] = st.activations end
+  return out
 end
 
 --- Activation, transient and temporary bytes of virtual stage `st` per microbatch (set on st): activations and the

@@ -244,18 +244,18 @@ function M.timeline(plan, nodes, times)
     fw_compute[k], fw_comm[k], fw_ep[k], send_fw[k] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
     bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
   end
+  local activations = PM.stage_activations(stages)
   local devices, iteration = {}, 0
   for d = 1, P do
     local code, n_ops = shape.codes[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
-      activation_bytes = PM.activation_peak(code, n_ops, stages), -- peak kept for backward (training)
     }
-    local transient, temporary = PM.device_peaks(stages, P, v, d)
-    dev.activation_bytes = dev.activation_bytes + transient
-    dev.temporary_bytes = temporary
-    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
+    -- summed in op order (locals: 10⁵ ops in a deep pipeline); with the peak of the activations kept for backward
+    -- (training): neusight.parallel.memory's activation_peak, walked along
+    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0
+    local live, peak = 0, 0
     for i = 1, n_ops do
       local k = code[i]
       if k > 0 then
@@ -263,15 +263,21 @@ function M.timeline(plan, nodes, times)
         tp_comm = tp_comm + fw_comm[k] - fw_ep[k]
         ep_comm = ep_comm + fw_ep[k]
         p2p_s = p2p_s + send_fw[k]
+        live = live + activations[k]
       else
         k = -k
         compute = compute + bw_compute[k]
         tp_comm = tp_comm + bw_comm[k] - bw_ep[k]
         ep_comm = ep_comm + bw_ep[k]
         p2p_s = p2p_s + send_bw[k]
+        live = live - activations[k]
       end
+      if live > peak then peak = live end
     end
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
+    local transient, temporary = PM.device_peaks(stages, P, v, d)
+    dev.activation_bytes = peak + transient
+    dev.temporary_bytes = temporary
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
