@@ -215,9 +215,6 @@ class session {
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline); nullopt when that workload was not parallel.
   std::optional<parallel_timeline> timeline(const forecast& fc);
-  // Sets string field `key` of that plan (a search re-times one built layout under another parallel.recompute: the
-  // graph, its kernels and their forecast do not depend on it). Throws when the last workload was not parallel.
-  void plan_set(const std::string& key, const std::string& value);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.
@@ -244,6 +241,11 @@ class session {
   // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
   // Null when neither computed one (predict --graph without a parallel layout).
   const nlohmann::ordered_json& memory() const;
+
+  // Sets string field `key` of the last workload_load's parallel plan, the one timeline() reads (a search re-times one
+  // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).
+  // Throws when the last workload was not parallel.
+  void plan_set(const std::string& key, const std::string& value);
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

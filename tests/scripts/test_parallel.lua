@@ -842,7 +842,11 @@ function T.test_buckets_in_order_is_the_plain_sort()
       for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
     end
     table.sort(each, function(a, b) return a.at < b.at end)
-    local want, got = expand(each), expand(order(ready))
+    local arrays = { len = #ready, at = {}, bytes = {}, group = {}, n = {} }
+    for k, r in ipairs(ready) do arrays.at[k], arrays.bytes[k], arrays.group[k], arrays.n[k] = r.at, r.bytes, r.group, r.n end
+    local sorted, runs = order(arrays), {}
+    for k = 1, sorted.len do runs[k] = { at = sorted.at[k], bytes = sorted.bytes[k], group = sorted.group[k], n = sorted.n[k] } end
+    local want, got = expand(each), expand(runs)
     eq(#got, #want, "case " .. case .. " buckets")
     for k = 1, #want do eq(got[k], want[k], ("case %d bucket %d"):format(case, k)) end
   end

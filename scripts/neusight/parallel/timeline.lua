@@ -57,27 +57,7 @@ local function same_kind(a, b)
     and math_type(a.bytes) == math_type(b.bytes)
 end
 
---- The data-parallel gradient buckets in order of readiness, as runs { at, bytes, group, n } (n equal buckets):
---- `ready`'s buckets one by one sorted by `at` with table.sort, as they always were (equal buckets interchangeable),
---- at a fraction of the cost where that order can be known without it:
----   * runs strictly increasing in `at` are in the one sorted order already; so are they when only the final leftover
----     bucket ties with the run before it: Lua's table.sort never moves a last element that nothing exceeds (its
----     partitions leave a[up] in place; tests/scripts/test_parallel.lua checks it);
----   * runs at distinct times (the interleaved schedule's chunks, one after the other) have one sorted order, whichever
----     the sort: the runs sorted;
----   * otherwise, where no time has more than two kinds of bucket, table.sort runs on numbers that compare as the
----     times do (the rank of each bucket's time) with the default order: the same comparisons, so the same moves,
----     as on the buckets, C-fast. The rank is an integer for the first kind at its time, the same value as a float
----     for the second (equal under <, told apart after): where each kind ended up.
----   * else the buckets one by one, sorted.
----@param ready { at: number, bytes: number, group: string, n: integer }[] runs in the order they became ready
-function M.buckets_in_order(ready)
-  local in_order = true
-  for k = 2, #ready do
-    local a, b = ready[k - 1], ready[k]
-    if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
-  end
-  if in_order then return ready end
+local function sorted_runs(ready) -- not in order (M.buckets_in_order): runs as tables
   local times, rank, distinct = {}, {}, true
   for _, r in ipairs(ready) do
     local at = r.at
@@ -131,6 +111,44 @@ function M.buckets_in_order(ready)
   end
   sort(each, function(a, b) return a.at < b.at end)
   return each
+end
+
+-- Runs of buckets from parallel arrays (M.buckets_in_order) to tables { at, bytes, group, n }, and back.
+local function run_tables(runs)
+  local list, at, bytes, group, n = {}, runs.at, runs.bytes, runs.group, runs.n
+  for k = 1, runs.len do list[k] = { at = at[k], bytes = bytes[k], group = group[k], n = n[k] } end
+  return list
+end
+local function run_arrays(list)
+  local runs = { len = #list, at = {}, bytes = {}, group = {}, n = {} }
+  for k, r in ipairs(list) do runs.at[k], runs.bytes[k], runs.group[k], runs.n[k] = r.at, r.bytes, r.group, r.n end
+  return runs
+end
+
+--- The data-parallel gradient buckets in order of readiness, as runs of n equal buckets in parallel arrays
+--- ({ len = runs, at = {}, bytes = {}, group = {}, n = {} }): `ready`'s buckets one by one sorted by `at` with
+--- table.sort, as they always were (equal buckets interchangeable), at a fraction of the cost where that order can be
+--- known without it:
+---   * runs strictly increasing in `at` are in the one sorted order already; so are they when only the final leftover
+---     bucket ties with the run before it: Lua's table.sort never moves a last element that nothing exceeds (its
+---     partitions leave a[up] in place; tests/scripts/test_parallel.lua checks it);
+---   * runs at distinct times (the interleaved schedule's chunks, one after the other) have one sorted order, whichever
+---     the sort: the runs sorted;
+---   * otherwise, where no time has more than two kinds of bucket, table.sort runs on numbers that compare as the
+---     times do (the rank of each bucket's time) with the default order: the same comparisons, so the same moves,
+---     as on the buckets, C-fast. The rank is an integer for the first kind at its time, the same value as a float
+---     for the second (equal under <, told apart after): where each kind ended up.
+---   * else the buckets one by one, sorted.
+---@param ready table runs in the order they became ready, parallel arrays as above
+function M.buckets_in_order(ready)
+  local at, count, len = ready.at, ready.n, ready.len
+  local in_order = true
+  for k = 2, len do
+    local a, b = at[k - 1], at[k]
+    if not (a < b or (k == len and count[k] == 1 and a == b)) then in_order = false break end
+  end
+  if in_order then return ready end
+  return run_arrays(sorted_runs(run_tables(ready)))
 end
 
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
@@ -286,13 +304,14 @@ function M.timeline(plan, nodes, times)
     local compute_end = finish[d]
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
-      local ready = {} -- runs of buckets: { at, bytes, group, n } = n buckets of `bytes` ready at `at`
+      -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k] (parallel arrays)
+      local r_at, r_bytes, r_group, r_n, nr = {}, {}, {}, {}, 0
       local function ready_add(at, bytes, gk, n)
-        local last = ready[#ready]
-        if last and last.at == at and last.bytes == bytes and last.group == gk then
-          last.n = last.n + n
+        if nr > 0 and r_at[nr] == at and r_bytes[nr] == bytes and r_group[nr] == gk then
+          r_n[nr] = r_n[nr] + n
         else
-          ready[#ready + 1] = { at = at, bytes = bytes, group = gk, n = n }
+          nr = nr + 1
+          r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = at, bytes, gk, n
         end
       end
       for c = 0, v - 1 do
@@ -331,20 +350,21 @@ function M.timeline(plan, nodes, times)
           if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
         end
       end
-      ready = M.buckets_in_order(ready)
+      local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
       local buckets, dp_comm = 0, dev.dp_comm
-      for _, b in ipairs(ready) do
-        local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
-        local dt = comm_time(reduce, b.bytes, plan.groups[b.group])
-        for _ = 1, b.n do
+      local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
+      for k = 1, ready.len do
+        local at = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
+        local dt = comm_time(reduce, b_bytes[k], plan.groups[b_group[k]])
+        for _ = 1, b_n[k] do
           local start = at < link_free and link_free or at -- max(at, link_free), inline
           link_free = start + dt
           dp_comm = dp_comm + dt
         end
-        buckets = buckets + b.n
+        buckets = buckets + b_n[k]
       end
       dev.buckets, dev.dp_comm = buckets, dp_comm
       dp_end = max(compute_end, link_free)
