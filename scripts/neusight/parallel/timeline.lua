@@ -174,10 +174,12 @@ function M.timeline(plan, nodes, times)
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
   local mem = PM.context(plan, nodes, recipe) -- saved, kept and temporary bytes per node (neusight.parallel.memory)
-  -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
+  -- Recomputation: whether node i re-runs its forward before its backward where it is in a layered segment
+  -- (seg.layered and rerun[i]; training only).
   local full, selective = plan.recompute == "full", plan.recompute == "selective"
-  local function reruns(seg, i)
-    return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
+  local rerun = {}
+  for i, n in ipairs(nodes) do
+    rerun[i] = plan.training and (full or (selective and (n.attrs or {}).core_attention == true))
   end
   local comm_time = pricer(plan.cluster)
 
@@ -206,7 +208,7 @@ function M.timeline(plan, nodes, times)
     -- recomputed forwards (kernels and tp collectives) run again before their backward
     for _, seg in ipairs(st.segments) do
       for j, i in ipairs(seg.nodes) do
-        if reruns(seg, i) then
+        if seg.layered and rerun[i] then
           local t, x = times[i], seg.per[j] * seg.reps
           bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
           if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
@@ -327,7 +329,7 @@ function M.timeline(plan, nodes, times)
           local dt_of, grads_of, group_of = {}, {}, {}
           for j = 1, n_seg do
             local i = seg_nodes[j]
-            dt_of[j] = (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
+            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
             grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
             -- expert weights sync over their own replicas (edp), the rest over dp
             group_of[j] = (nodes[i].attrs or {}).expert and "edp" or "dp"
