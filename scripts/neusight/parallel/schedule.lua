@@ -5,7 +5,8 @@
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
 local max, min = math.max, math.min
-local ipairs, type, tostring, error = ipairs, type, tostring, error
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
+local math_type = math.type
 local show = T.show
 
 local M = {}
@@ -145,7 +146,7 @@ end
 -- program computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the
 -- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn
 -- simulation). Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's
--- position, 0: none).
+-- position, 0: none); and last_bw[vs + 1], the position of virtual stage vs's last backward op.
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
 -- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (32 bytes an
@@ -162,7 +163,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
   local V = P * v
   local done_fw, done_bw = {}, {} -- [vs][mb] = program position
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local program, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, 0, 0
+  local program, codes, n, last, last_bw, ptr, left, k = {}, {}, {}, {}, {}, {}, 0, 0
   for d = 1, P do
     codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
     left = left + n[d]
@@ -191,7 +192,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
           ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
           if ready == nil or not done_fw[vs][m] then break end
           k, c = k + 1, -(vs + 1)
-          done_bw[vs][m] = k
+          done_bw[vs][m], last_bw[vs + 1] = k, k
         end
         program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
         i = i + 1
@@ -202,7 +203,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
   if left > 0 then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  shape = { total = k, program = program, codes = codes, n = n, last = last }
+  shape = { total = k, program = program, codes = codes, n = n, last = last, last_bw = last_bw }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
@@ -212,9 +213,31 @@ end
 -- of equal ones). A forward lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`).
 local function walk(shape, stages, starts)
   local dur_fw, dur_bw = {}, {}
-  for s, st in ipairs(stages) do dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw end
+  -- With every op's seconds a float >= 0 (not NaN), starts never decrease along a device, and a backward's start is a
+  -- float (it follows its own forward on its device): the latest start of a stage's backwards, the first of equal
+  -- ones, is its last backward's, bits and all. Then only the ops' finishes are walked.
+  local plain = starts == nil
+  for s, st in ipairs(stages) do
+    local f, b = st.fw or st.bw, st.bw
+    dur_fw[s], dur_bw[s] = f, b
+    if not (math_type(f) == "float" and f >= 0 and math_type(b) == "float" and b >= 0) then plain = false end
+  end
   local program = shape.program
   local done, last_bw = { [0] = 0 }, {}
+  if plain then
+    for k = 1, shape.total do
+      local x = program[k]
+      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+      local c = (x & 0xFFFF) - 0x8000
+      done[k] = (a < b and b or a) + (c > 0 and dur_fw[c] or dur_bw[-c])
+    end
+    for c, k in pairs(shape.last_bw) do
+      local x = program[k]
+      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+      last_bw[c] = a < b and b or a
+    end
+    return done, last_bw
+  end
   for k = 1, shape.total do
     local x = program[k]
     local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
