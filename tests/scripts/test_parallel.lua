@@ -857,6 +857,32 @@ function T.test_buckets_in_order_is_the_plain_sort()
   end
 end
 
+-- timeline() pours each node's gradient bytes into buckets with neusight.parallel.timeline fill_buckets: the same
+-- leftover (bits and subtype) and count as the subtracting loop it replaced, on random sizes and byte counts.
+function T.test_fill_buckets_is_the_loop()
+  local fill = require("neusight.parallel.timeline").fill_buckets
+  local seed = 777
+  local function rand() -- a fixed LCG: [0, 1)
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed / 2147483648
+  end
+  local sizes = { 25e6, 1e6, 4e7, 25 * 1e6, 1.5e6, 1000000.1, 3e6 + 0.5, 7, 1e12 }
+  for case = 1, 20000 do
+    local size = sizes[case % #sizes + 1]
+    local f -- up to a few thousand buckets (the loop counts them one by one)
+    local r = rand()
+    if r < 0.2 then f = (rand() * size * 3000) // 1 -- an integer count of bytes
+    elseif r < 0.3 then f = size * ((rand() * 1000) // 1) -- an exact multiple
+    elseif r < 0.35 then f = size * 0.999999
+    elseif r < 0.4 and size >= 1e12 then f = 0x1p52 + rand() * size * 100 -- past 2^52: the loop itself
+    else f = rand() ^ 3 * size * 4000 / 3 end
+    local want_f, want_full = f, 0
+    while want_f >= size do want_f, want_full = want_f - size, want_full + 1 end
+    local got_f, got_full = fill(f, size)
+    eq(("%q %q"):format(got_f, got_full), ("%q %q"):format(want_f, want_full), ("case %d: %q into %q"):format(case, f, size))
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- The facade
 
