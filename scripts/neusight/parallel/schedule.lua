@@ -40,12 +40,14 @@ local lists_of = {} -- built-in schedule function → its flat-array maker
 -- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
 local function gpipe(P, Mb, _, training)
   local lists = lists_new(P)
-  for d = 1, P do
+  for d = 1, P do -- push(l, …) written out: these run once per op
     local l = lists[d]
-    for m = 0, Mb - 1 do push(l, true, 0, m) end
+    local fw, chunk, mb, n = l.fw, l.chunk, l.mb, 0
+    for m = 0, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = true, 0, m end
     if training then
-      for m = 0, Mb - 1 do push(l, false, 0, m) end
+      for m = 0, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = false, 0, m end
     end
+    l.n = n
   end
   return lists
 end
@@ -58,13 +60,15 @@ local function one_f_one_b(P, Mb, _, training)
   local lists = lists_new(P)
   for d = 0, P - 1 do
     local l = lists[d + 1]
+    local fw, chunk, mb, n = l.fw, l.chunk, l.mb, 0 -- push(l, …) written out: these run once per op
     local warm = min(P - d - 1, Mb)
-    for m = 0, warm - 1 do push(l, true, 0, m) end
+    for m = 0, warm - 1 do n = n + 1; fw[n], chunk[n], mb[n] = true, 0, m end
     for i = 0, Mb - warm - 1 do
-      push(l, true, 0, warm + i)
-      push(l, false, 0, i)
+      n = n + 1; fw[n], chunk[n], mb[n] = true, 0, warm + i
+      n = n + 1; fw[n], chunk[n], mb[n] = false, 0, i
     end
-    for m = Mb - warm, Mb - 1 do push(l, false, 0, m) end
+    for m = Mb - warm, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = false, 0, m end
+    l.n = n
   end
   return lists
 end
