@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "cli/paths.h"
@@ -153,6 +154,13 @@ int search_main(const search_flags& f) {
       for (int64_t m : choices) {
         if (bad_layout) break;
         bool done = false;
+        // The layout's workload and forecast, built for its first recomputation mode: the graph, its kernels and
+        // their times do not depend on the mode (only the timeline does), so the next modes re-time them with the
+        // plan's recompute changed (the per-process memos; without them, or with --scripts that might replace a
+        // model builder, each mode builds its own).
+        std::optional<workload> built;
+        std::optional<forecast> built_fc;
+        const bool reuse = o.memo && f.scripts_dirs.empty();
         for (const char* recompute : {"none", "selective", "full"}) {
           if (done || (!training && std::string(recompute) != "none")) break;
           if (f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
@@ -170,10 +178,17 @@ int search_main(const search_flags& f) {
           if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
           if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
           try {
-            const workload w = s.workload_load("", ov);
+            if (built && reuse) {
+              s.plan_set("recompute", recompute);
+            } else {
+              built = s.workload_load("", ov);
+              const gpu_spec& gpu = built->gpu_resolved;
+              built_fc = s.forecast_run(built->g, s.expand(built->g, gpu, training).kernels, gpu, *pred, "default");
+            }
+            const workload& w = *built;
+            const forecast& fc = *built_fc;
             const gpu_spec& gpu = w.gpu_resolved;
             gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
-            const forecast fc = s.forecast_run(w.g, s.expand(w.g, gpu, training).kernels, gpu, *pred, "default");
             const auto tl = s.timeline(fc);
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1

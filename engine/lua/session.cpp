@@ -293,6 +293,17 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
 
 const nlohmann::ordered_json& session::memory() const { return p_->memory; }
 
+void session::plan_set(const std::string& key, const std::string& value) {
+  if (p_->plan_ref == LUA_NOREF) throw error("plan_set: the last workload has no parallel plan");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
+  lua_pushstring(L, key.c_str());
+  lua_pushstring(L, value.c_str());
+  lua_rawset(L, -3);
+  lua_pop(L, 1);
+}
+
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);

@@ -270,6 +270,11 @@ class session {
   // Null when neither computed one (predict --graph without a parallel layout).
   const nlohmann::ordered_json& memory() const;
 
+  // Sets string field `key` of the last workload_load's parallel plan, the one timeline() reads (a search re-times one
+  // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).
+  // Throws when the last workload was not parallel.
+  void plan_set(const std::string& key, const std::string& value);
+
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;
   // The op search path in order (first hit wins): --ops, NEUSIGHT_OPS_PATH (";;" splices the defaults), the bundled ops/.

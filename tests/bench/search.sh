@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # tests/bench/search.sh — wall and CPU time of `neusight search` in one process: the README's GPT-3 175B search on
 # 64 H100s, and larger sweeps over 768 GPUs (tp up to 32; then every recomputation mode of every layout); then
-# Mixtral-8x7B on 64 H100s with every expert-parallel degree, and GPT-3 175B with 1F1B and interleaved (2, 4 chunks).
+# Mixtral-8x7B on 64 H100s with every expert-parallel degree, and GPT-3 175B with 1F1B and interleaved (2, 4 chunks);
+# last the 1,000-configuration sweep: the 768-GPU space with every recomputation mode under GPipe and 1F1B (1,422
+# forecasts, pipelines up to 96 stages × 768 microbatches).
 # Usage: tests/bench/search.sh [BUILD_DIR] [RUNS]
-#   (target, 2-core reference machine: the 64-GPU search >= 10x faster than before issue 14, i.e. well under 1 s)
+#   (targets, 2-core reference machine: the 64-GPU search >= 10x faster than before issue 14, i.e. well under 1 s;
+#   the 1,000-configuration sweep under 2 s)
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'
@@ -37,4 +40,8 @@ if "$exe" search --help | grep -q -- --virtual-stages; then  # builds before iss
   bench "mixtral_8x7b, 64 GPUs, ep" --model mixtral_8x7b --gpu h100_sxm5_80gb --seq 4096 --dtype bf16 \
     --cluster dgx_h100 --gpus 64 --batch 64
   bench "gpt3_175b, 64, interleaved" $common --gpus 64 --batch 64 --schedule 1f1b,interleaved --virtual-stages 2,4
+  if "$exe" search --help | grep -q -- --recompute; then
+    bench "sweep, 768, modes, gpipe+1f1b" $common --gpus 768 --batch 1536 --max-tp 32 --recompute all \
+      --schedule gpipe,1f1b
+  fi
 fi

@@ -177,6 +177,202 @@ function T.test_imbalanced_stages_by_hand()
   eq(one, 6, "M = 1 is serial")
 end
 
+-- The schedules and the simulation as they were before the simulation was compiled per shape (issue 14), verbatim:
+-- the reference the compiled program must match bit for bit.
+local reference = {}
+reference.gpipe = function(P_, Mb, _, training)
+  local orders = {}
+  for d = 1, P_ do
+    local o = {}
+    for m = 0, Mb - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    if training then
+      for m = 0, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    end
+    orders[d] = o
+  end
+  return orders
+end
+reference["1f1b"] = function(P_, Mb, _, training)
+  if not training then return reference.gpipe(P_, Mb, 1, false) end
+  local orders = {}
+  for d = 0, P_ - 1 do
+    local o = {}
+    local warm = math.min(P_ - d - 1, Mb)
+    for m = 0, warm - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    for i = 0, Mb - warm - 1 do
+      o[#o + 1] = { fw = true, chunk = 0, mb = warm + i }
+      o[#o + 1] = { fw = false, chunk = 0, mb = i }
+    end
+    for m = Mb - warm, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
+    orders[d + 1] = o
+  end
+  return orders
+end
+reference.interleaved = function(P_, Mb, v, training)
+  local total = Mb * v
+  local function mb_of(k) return (k // (P_ * v)) * P_ + k % P_ end
+  local function fw(k) return { fw = true, chunk = (k // P_) % v, mb = mb_of(k) } end
+  local function bw(k) return { fw = false, chunk = v - 1 - (k // P_) % v, mb = mb_of(k) } end
+  local orders = {}
+  for d = 0, P_ - 1 do
+    local o = {}
+    if not training then
+      for k = 0, total - 1 do o[#o + 1] = fw(k) end
+    else
+      local warm = math.min((P_ - d - 1) * 2 + (v - 1) * P_, total)
+      for k = 0, warm - 1 do o[#o + 1] = fw(k) end
+      for i = 0, total - warm - 1 do
+        o[#o + 1] = fw(warm + i)
+        o[#o + 1] = bw(i)
+      end
+      for k = total - warm, total - 1 do o[#o + 1] = bw(k) end
+    end
+    orders[d + 1] = o
+  end
+  return orders
+end
+local function reference_simulate(stages, P_, Mb, v, orders)
+  local max = math.max
+  local V = P_ * v
+  local done_fw, done_bw = {}, {}
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
+  for d = 1, P_ do
+    starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
+    left = left + #orders[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P_ do
+      local o, st_d, fi_d = orders[d], starts[d], finishes[d]
+      local i, n = ptr[d], #o
+      while i <= n do
+        local op = o[i]
+        local vs = op.chunk * P_ + (d - 1)
+        local ready
+        if op.fw then
+          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+        else
+          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
+          if ready and not done_fw[vs][op.mb] then ready = nil end
+        end
+        if ready == nil then break end
+        local start = max(finish[d], ready)
+        local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
+        st_d[i], fi_d[i] = start, fin
+        if op.fw then done_fw[vs][op.mb] = fin else done_bw[vs][op.mb] = fin end
+        finish[d] = fin
+        i, left, progress = i + 1, left - 1, true
+      end
+      ptr[d] = i
+    end
+  end
+  assert(left == 0, "reference deadlock")
+  local makespan = 0
+  for d = 1, P_ do makespan = max(makespan, finish[d]) end
+  return starts, finishes, finish, makespan
+end
+
+-- The same number and the same Lua subtype (an integer 0 stays one): string.format("%q") tells them apart.
+local function same(a, b) return ("%q"):format(a) == ("%q"):format(b) end
+
+-- The built-in schedules give the op lists they gave before; the compiled simulation (the timeline's
+-- simulate_times and M.simulate) gives every start and finish, each device's finish, the makespan and each stage's
+-- last backward start of the turn-by-turn simulation, bit for bit, over many shapes and random stage times (ties,
+-- zeros and integer times included).
+function T.test_compiled_simulation_matches_the_turn_by_turn_one()
+  local S = require "neusight.parallel.schedule"
+  local seed = 12345
+  local function rand() -- a fixed LCG: the same cases on every run
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed / 2147483648
+  end
+  local function duration()
+    local r = rand()
+    if r < 0.1 then return 0 end          -- an integer 0 (an empty stage)
+    if r < 0.15 then return 0.0 end       -- a float one: max(0, 0.0) keeps its first argument's subtype
+    if r < 0.3 then return 1.5 end        -- ties between stages
+    if r < 0.4 then return 2 end          -- an integer
+    return rand() * 3 + 1e-3 * rand()
+  end
+  local cases = 0
+  for _, sched in ipairs { "gpipe", "1f1b", "interleaved" } do
+    for Pn = 1, 6 do
+      for _, Mb in ipairs { 1, 2, 3, 4, 5, 8, 12 } do
+        for _, v in ipairs(sched == "interleaved" and { 1, 2, 3, 4 } or { 1 }) do
+          for _, training in ipairs { true, false } do
+            local ok_shape = sched ~= "interleaved" or Mb % Pn == 0 or Pn == 1
+            if ok_shape then
+              local orders = P.schedules[sched](Pn, Mb, v, training)
+              local want = reference[sched](Pn, Mb, v, training)
+              for d = 1, Pn do
+                eq(#orders[d], #want[d], ("%s P=%d M=%d v=%d ops of device %d"):format(sched, Pn, Mb, v, d))
+                for i, op in ipairs(want[d]) do
+                  local got = orders[d][i]
+                  eq(got.fw == op.fw and got.chunk == op.chunk and got.mb == op.mb, true,
+                    ("%s P=%d M=%d v=%d device %d op %d"):format(sched, Pn, Mb, v, d, i))
+                end
+              end
+              for rep = 1, 4 do
+                -- every other set of stages all floats (the simulation's plain walk), the others mixed
+                local function seconds()
+                  local x = duration()
+                  return rep % 2 == 0 and x + 0.0 or x
+                end
+                local stages = {}
+                for k = 1, Pn * v do stages[k] = { fw = seconds(), bw = training and seconds() or 0 } end
+                local what = ("%s P=%d M=%d v=%d training=%s"):format(sched, Pn, Mb, v, tostring(training))
+                local okr, starts, finishes, finish, makespan = pcall(reference_simulate, stages, Pn, Mb, v, want)
+                if okr then
+                  cases = cases + 1
+                  local devices, got_makespan = P.simulate(stages, Pn, Mb, v, sched, training)
+                  local shape, got_finish, got_makespan2, last_bw = S.simulate_times(stages, Pn, Mb, v, sched,
+                    training, 1)
+                  eq(same(got_makespan, makespan) and same(got_makespan2, makespan), true, what .. " makespan")
+                  local want_last = {}
+                  for d = 1, Pn do
+                    eq(same(devices[d].finish, finish[d]) and same(got_finish[d], finish[d]), true,
+                      what .. " finish of device " .. d)
+                    eq(shape.n[d], #want[d], what .. " ops of device " .. d)
+                    for i, op in ipairs(want[d]) do
+                      local g = devices[d].ops[i]
+                      eq(same(g.start, starts[d][i]) and same(g.finish, finishes[d][i]), true,
+                        ("%s device %d op %d times"):format(what, d, i))
+                      eq(g.vs, op.chunk * Pn + (d - 1), what .. " vs")
+                      local vs = op.chunk * Pn + (d - 1)
+                      eq(shape.codes[d][i], op.fw and vs + 1 or -(vs + 1), what .. " code")
+                      if not op.fw then
+                        local l = want_last[vs + 1]
+                        if not l or starts[d][i] > l then want_last[vs + 1] = starts[d][i] end
+                      end
+                    end
+                  end
+                  for k = 1, Pn * v do
+                    eq(want_last[k] == nil and last_bw[k] == nil or same(last_bw[k], want_last[k]), true,
+                      what .. " last backward start of stage " .. k)
+                  end
+                end
+              end
+            end
+          end
+        end
+      end
+    end
+  end
+  eq(cases > 1000, true, "cases simulated (" .. cases .. ")")
+  -- a registered schedule goes through its op tables; a deadlock is still one
+  P.schedules.test_stuck = function() -- device 0 wants its backward before its forward
+    return { { { fw = false, chunk = 0, mb = 0 }, { fw = true, chunk = 0, mb = 0 } },
+             { { fw = true, chunk = 0, mb = 0 }, { fw = false, chunk = 0, mb = 0 } } }
+  end
+  local ok, err = pcall(P.simulate, { { fw = 1, bw = 1 }, { fw = 1, bw = 1 } }, 2, 1, 1, "test_stuck", true)
+  P.schedules.test_stuck = nil -- the registry is shared by every test file
+  eq(ok, false, "a stuck schedule fails")
+  eq(tostring(err):find("schedule test_stuck deadlocks with 2 device(s), 1 microbatch(es), 1 chunk(s)", 1, true) ~= nil,
+    true, "deadlock message: " .. tostring(err))
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Timeline: partition, data-parallel buckets
 
@@ -654,6 +850,80 @@ function T.test_sort_keeps_a_maximal_last_element()
   end
 end
 
+
+-- timeline() orders the gradient buckets with neusight.parallel.timeline buckets_in_order: the order table.sort gives
+-- the buckets one by one (as it always did), found cheaper where it can be. Checked against that sort on random runs
+-- with ties between one, two and three kinds of bucket at a time, integer and float times (fewer than 100 buckets:
+-- Lua randomizes the pivot of longer ranges after a lopsided partition, so only short ones sort the same every time).
+function T.test_buckets_in_order_is_the_plain_sort()
+  local order = require("neusight.parallel.timeline").buckets_in_order
+  local seed = 4242
+  local function rand(n) -- a fixed LCG: 1..n
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed % n + 1
+  end
+  local function expand(runs)
+    local out = {}
+    for _, r in ipairs(runs) do
+      for _ = 1, r.n do out[#out + 1] = ("%q %q %s"):format(r.at, r.bytes, r.group) end
+    end
+    return out
+  end
+  local paths = {}
+  for case = 1, 3000 do
+    local ready, total = {}, 0
+    local times = rand(6)
+    while true do
+      local n = rand(case % 3 == 0 and 12 or 3)
+      if total + n > 99 then break end
+      local at = rand(times) * 0.25
+      if rand(4) == 1 then at = at // 1 end -- an integer time now and then (equal to a float one)
+      local kind = rand(case % 5 == 0 and 3 or 2)
+      ready[#ready + 1] = { at = at, bytes = kind == 1 and 25e6 or 1e6 * kind + at, group = kind == 3 and "edp" or "dp",
+                            n = n }
+      total = total + n
+      if rand(10) == 1 then break end
+    end
+    local each = {}
+    for _, r in ipairs(ready) do
+      for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
+    end
+    table.sort(each, function(a, b) return a.at < b.at end)
+    local arrays = { len = #ready, at = {}, bytes = {}, group = {}, n = {} }
+    for k, r in ipairs(ready) do arrays.at[k], arrays.bytes[k], arrays.group[k], arrays.n[k] = r.at, r.bytes, r.group, r.n end
+    local sorted, runs = order(arrays), {}
+    for k = 1, sorted.len do runs[k] = { at = sorted.at[k], bytes = sorted.bytes[k], group = sorted.group[k], n = sorted.n[k] } end
+    local want, got = expand(each), expand(runs)
+    eq(#got, #want, "case " .. case .. " buckets")
+    for k = 1, #want do eq(got[k], want[k], ("case %d bucket %d"):format(case, k)) end
+  end
+end
+
+-- timeline() pours each node's gradient bytes into buckets with neusight.parallel.timeline fill_buckets: the same
+-- leftover (bits and subtype) and count as the subtracting loop it replaced, on random sizes and byte counts.
+function T.test_fill_buckets_is_the_loop()
+  local fill = require("neusight.parallel.timeline").fill_buckets
+  local seed = 777
+  local function rand() -- a fixed LCG: [0, 1)
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed / 2147483648
+  end
+  local sizes = { 25e6, 1e6, 4e7, 25 * 1e6, 1.5e6, 1000000.1, 3e6 + 0.5, 7, 1e12 }
+  for case = 1, 20000 do
+    local size = sizes[case % #sizes + 1]
+    local f -- up to a few thousand buckets (the loop counts them one by one)
+    local r = rand()
+    if r < 0.2 then f = (rand() * size * 3000) // 1 -- an integer count of bytes
+    elseif r < 0.3 then f = size * ((rand() * 1000) // 1) -- an exact multiple
+    elseif r < 0.35 then f = size * 0.999999
+    elseif r < 0.4 and size >= 1e12 then f = 0x1p52 + rand() * size * 100 -- past 2^52: the loop itself
+    else f = rand() ^ 3 * size * 4000 / 3 end
+    local want_f, want_full = f, 0
+    while want_f >= size do want_f, want_full = want_f - size, want_full + 1 end
+    local got_f, got_full = fill(f, size)
+    eq(("%q %q"):format(got_f, got_full), ("%q %q"):format(want_f, want_full), ("case %d: %q into %q"):format(case, f, size))
+  end
+end
 
 ---------------------------------------------------------------------------------------------------
 -- The facade

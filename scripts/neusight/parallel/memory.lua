@@ -52,15 +52,13 @@ local function activation_bytes(mem, st, recompute, boundary, selective)
   return bytes, transient
 end
 
--- Peak activation bytes of device d (1-based) over its op order: + a stage's bytes at each forward, − at its backward.
-function M.activation_peak(ops, stages, P, d)
-  local live, peak = 0, 0
-  for _, op in ipairs(ops) do
-    local b = stages[op.chunk * P + d].activations
-    if op.fw then live = live + b else live = live - b end
-    if live > peak then peak = live end
-  end
-  return peak
+--- Activation bytes per virtual stage (activations[k] of stage k, set by M.stage): a device's peak kept for backward
+--- is their running sum over its op order, + a stage's bytes at each forward, − at its backward (walked by
+--- neusight.parallel.timeline along with its other sums over the ops).
+function M.stage_activations(stages)
+  local out = {}
+  for k, st in ipairs(stages) do out[k] = st.activations end
+  return out
 end
 
 --- Activation, transient and temporary bytes of virtual stage `st` per microbatch (set on st): activations and the

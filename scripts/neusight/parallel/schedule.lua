@@ -5,7 +5,8 @@
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
 local max, min = math.max, math.min
-local ipairs, type, tostring, error = ipairs, type, tostring, error
+local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
+local math_type = math.type
 local show = T.show
 
 local M = {}
@@ -14,131 +15,265 @@ local M = {}
 --- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
 M.schedules = {}
 
--- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
-M.schedules.gpipe = function(P, Mb, _, training)
+-- The built-in schedules write each device's ops into flat arrays (lists[d] = { n, fw = {}, chunk = {}, mb = {} }):
+-- the simulation reads those (a deep pipeline has 10⁵ ops) and M.schedules' functions make the op tables from them.
+local function lists_new(P)
+  local lists = {}
+  for d = 1, P do lists[d] = { n = 0, fw = {}, chunk = {}, mb = {} } end
+  return lists
+end
+local function push(l, fw, chunk, mb)
+  local n = l.n + 1
+  l.n, l.fw[n], l.chunk[n], l.mb[n] = n, fw, chunk, mb
+end
+local function tables_of(lists)
   local orders = {}
-  for d = 1, P do
-    local o = {}
-    for m = 0, Mb - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
-    if training then
-      for m = 0, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
-    end
+  for d, l in ipairs(lists) do
+    local o, fw, chunk, mb = {}, l.fw, l.chunk, l.mb
+    for i = 1, l.n do o[i] = { fw = fw[i], chunk = chunk[i], mb = mb[i] } end
     orders[d] = o
   end
   return orders
 end
+local lists_of = {} -- built-in schedule function → its flat-array maker
+
+-- GPipe (Huang et al. 2019): every forward microbatch, then every backward one.
+local function gpipe(P, Mb, _, training)
+  local lists = lists_new(P)
+  for d = 1, P do -- push(l, …) written out: these run once per op
+    local l = lists[d]
+    local fw, chunk, mb, n = l.fw, l.chunk, l.mb, 0
+    for m = 0, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = true, 0, m end
+    if training then
+      for m = 0, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = false, 0, m end
+    end
+    l.n = n
+  end
+  return lists
+end
+M.schedules.gpipe = function(P, Mb, v, training) return tables_of(gpipe(P, Mb, v, training)) end
+lists_of[M.schedules.gpipe] = gpipe
 
 -- 1F1B (PipeDream-Flush; Narayanan et al. 2021): device d runs P−d−1 warm-up forwards, then
--- alternates one forward and one backward, then drains the remaining backwards.
-M.schedules["1f1b"] = function(P, Mb, _, training)
-  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
-  local orders = {}
+-- alternates one forward and one backward, then drains the remaining backwards. Inference: M.schedules.gpipe.
+local function one_f_one_b(P, Mb, _, training)
+  local lists = lists_new(P)
   for d = 0, P - 1 do
-    local o = {}
+    local l = lists[d + 1]
+    local fw, chunk, mb, n = l.fw, l.chunk, l.mb, 0 -- push(l, …) written out: these run once per op
     local warm = min(P - d - 1, Mb)
-    for m = 0, warm - 1 do o[#o + 1] = { fw = true, chunk = 0, mb = m } end
+    for m = 0, warm - 1 do n = n + 1; fw[n], chunk[n], mb[n] = true, 0, m end
     for i = 0, Mb - warm - 1 do
-      o[#o + 1] = { fw = true, chunk = 0, mb = warm + i }
-      o[#o + 1] = { fw = false, chunk = 0, mb = i }
+      n = n + 1; fw[n], chunk[n], mb[n] = true, 0, warm + i
+      n = n + 1; fw[n], chunk[n], mb[n] = false, 0, i
     end
-    for m = Mb - warm, Mb - 1 do o[#o + 1] = { fw = false, chunk = 0, mb = m } end
-    orders[d + 1] = o
+    for m = Mb - warm, Mb - 1 do n = n + 1; fw[n], chunk[n], mb[n] = false, 0, m end
+    l.n = n
   end
-  return orders
+  return lists
 end
+M.schedules["1f1b"] = function(P, Mb, v, training)
+  if not training then return M.schedules.gpipe(P, Mb, 1, false) end
+  return tables_of(one_f_one_b(P, Mb, v, training))
+end
+lists_of[M.schedules["1f1b"]] = one_f_one_b
 
 -- Interleaved 1F1B (Narayanan et al. 2021 §2.2; Megatron-LM's
 -- forward_backward_pipelining_with_interleaving): each device holds v model chunks (virtual stage
 -- c·P + d for chunk c); the k-th forward runs chunk (k // P) mod v on microbatch
 -- (k // (P·v))·P + k mod P, backwards walk the chunks in reverse; warm-up (P−d−1)·2 + (v−1)·P.
-M.schedules.interleaved = function(P, Mb, v, training)
+local function interleaved(P, Mb, v, training)
   local total = Mb * v
   local function mb_of(k) return (k // (P * v)) * P + k % P end
-  local function fw(k) return { fw = true, chunk = (k // P) % v, mb = mb_of(k) } end
-  local function bw(k) return { fw = false, chunk = v - 1 - (k // P) % v, mb = mb_of(k) } end
-  local orders = {}
+  local function fw(l, k) push(l, true, (k // P) % v, mb_of(k)) end
+  local function bw(l, k) push(l, false, v - 1 - (k // P) % v, mb_of(k)) end
+  local lists = lists_new(P)
   for d = 0, P - 1 do
-    local o = {}
+    local l = lists[d + 1]
     if not training then
-      for k = 0, total - 1 do o[#o + 1] = fw(k) end
+      for k = 0, total - 1 do fw(l, k) end
     else
       local warm = min((P - d - 1) * 2 + (v - 1) * P, total)
-      for k = 0, warm - 1 do o[#o + 1] = fw(k) end
+      for k = 0, warm - 1 do fw(l, k) end
       for i = 0, total - warm - 1 do
-        o[#o + 1] = fw(warm + i)
-        o[#o + 1] = bw(i)
+        fw(l, warm + i)
+        bw(l, i)
       end
-      for k = total - warm, total - 1 do o[#o + 1] = bw(k) end
+      for k = total - warm, total - 1 do bw(l, k) end
     end
-    orders[d + 1] = o
   end
-  return orders
+  return lists
+end
+M.schedules.interleaved = function(P, Mb, v, training) return tables_of(interleaved(P, Mb, v, training)) end
+lists_of[M.schedules.interleaved] = interleaved
+
+-- Schedule `make`'s ops as flat arrays: a built-in's own (unless it hands over to a replaced M.schedules.gpipe, as
+-- 1F1B in inference does), else its op tables copied.
+local function op_lists(make, schedule, P, Mb, v, training)
+  local fast = lists_of[make]
+  if fast and not (fast == one_f_one_b and not training) then return fast(P, Mb, v, training) end
+  if fast and lists_of[M.schedules.gpipe] == gpipe then return gpipe(P, Mb, 1, false) end
+  local orders = make(P, Mb, v, training)
+  local lists = {}
+  for d = 1, P do
+    local o = type(orders) == "table" and orders[d]
+    if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
+    local fw, chunk, mb, n = {}, {}, {}, #o
+    for i = 1, n do
+      local op = o[i]
+      fw[i], chunk[i], mb[i] = op.fw, op.chunk, op.mb
+    end
+    lists[d] = { n = n, fw = fw, chunk = chunk, mb = mb }
+  end
+  return lists
 end
 
--- The schedules' op lists by schedule function and (P, Mb, v, training): a search asks for the same few shapes
--- many times (every recomputation mode of a layout, every tp of a pipeline depth). Read-only once made; a few
--- recent shapes are kept (a 64-stage, 512-microbatch schedule is 65 536 op tables).
-local orders_memo, orders_memo_size, ORDERS_MEMO_MAX = {}, 0, 8
-local function schedule_orders(make, P, Mb, v, training)
-  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
-  local orders = orders_memo[key]
-  if orders == nil then
-    orders = make(P, Mb, v, training)
-    if orders_memo_size >= ORDERS_MEMO_MAX then orders_memo, orders_memo_size = {}, 0 end
-    orders_memo[key], orders_memo_size = orders, orders_memo_size + 1
-  end
-  return orders
-end
-
--- The simulation of M.simulate without its per-op records: starts[d][i], finishes[d][i] of the i-th op of
--- orders[d], each device's finish and the makespan. Argument errors are raised at `level` (2: the caller's line).
-function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+local function schedule_of(schedule, stages, P, v, level)
   local make = M.schedules[schedule]
   if not make then error(("simulate: unknown schedule %s"):format(show(schedule)), level + 1) end
   local V = P * v
   if #stages ~= V then error(("simulate: %d stages given, %d expected (P·v)"):format(#stages, V), level + 1) end
-  local orders = schedule_orders(make, P, Mb, v, training)
-  local done_fw, done_bw = {}, {} -- [vs][mb] = finish time
+  return make
+end
+
+-- The simulation's rules: each device runs its ops in order; a forward of virtual stage vs is ready when the forward
+-- of vs − 1 (same microbatch) is done (at once on the first stage), a backward when the backward of vs + 1 is (on the
+-- last stage: its own forward), and a backward also waits for its own forward; an op starts at max(its device's
+-- previous finish, ready) and takes its stage's seconds. Devices take turns, each running what it can, until every
+-- op ran (or none can: a deadlock).
+--
+-- The order of those turns depends on which ops are done, never on their times. So a schedule shape (P, Mb, v,
+-- training) is compiled once, without times, into a program: the ops in the order the turns take them (k = 1, 2, …),
+-- each as prev (the position of the op before it on its device), dep (that of the op it waits for; 0 for either:
+-- none, time 0) and code = +(vs + 1) for a forward of virtual stage vs, −(vs + 1) for a backward, packed into one
+-- integer: program[k] = prev << 40 | dep << 16 | (code + 2^15) (positions below 2^24, codes within ±2^15). Walking the
+-- program computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the
+-- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn
+-- simulation). Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's
+-- position, 0: none); and last_bw[vs + 1], the position of virtual stage vs's last backward op.
+--
+-- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
+-- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (32 bytes an
+-- op), the first ones made: a search going round more shapes than that finds those every round instead of none
+-- (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of 1F1B shapes, again for each tp; with GPipe too,
+-- twice that).
+local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 21
+local MAX_OPS, MAX_CODE = (1 << 24) - 1, (1 << 15) - 1
+local function shape_of(make, schedule, P, Mb, v, training)
+  local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
+  local shape = shapes_memo[key]
+  if shape then return shape end
+  local lists = op_lists(make, schedule, P, Mb, v, training)
+  local V = P * v
+  local done_fw, done_bw = {}, {} -- [vs][mb] = program position
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local starts, finishes, finish, ptr, left = {}, {}, {}, {}, 0
+  local program, codes, n, last, last_bw, ptr, left, k = {}, {}, {}, {}, {}, {}, 0, 0
   for d = 1, P do
-    if type(orders[d]) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
-    starts[d], finishes[d], finish[d], ptr[d] = {}, {}, 0, 1
-    left = left + #orders[d]
+    codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
+    left = left + n[d]
+  end
+  if left > MAX_OPS or V > MAX_CODE then
+    error(("schedule %s: %d device(s), %d microbatch(es), %d chunk(s) make %d ops (at most %d ops and %d stages)")
+      :format(schedule, P, Mb, v, left, MAX_OPS, MAX_CODE), 0)
   end
   local progress = true
   while left > 0 and progress do
     progress = false
     for d = 1, P do
-      local o, st_d, fi_d = orders[d], starts[d], finishes[d]
-      local i, n = ptr[d], #o
-      while i <= n do
-        local op = o[i]
-        local vs = op.chunk * P + (d - 1)
-        local ready
-        if op.fw then
-          ready = vs == 0 and 0 or done_fw[vs - 1][op.mb]
+      local l, cd = lists[d], codes[d]
+      local fw, chunk, mb = l.fw, l.chunk, l.mb
+      local i, nd, at = ptr[d], n[d], last[d]
+      local i0 = i
+      while i <= nd do
+        local vs, m = chunk[i] * P + (d - 1), mb[i]
+        local ready, c
+        if fw[i] then
+          ready = vs == 0 and 0 or done_fw[vs - 1][m]
+          if ready == nil then break end
+          k, c = k + 1, vs + 1
+          done_fw[vs][m] = k
         else
-          ready = vs == V - 1 and done_fw[vs][op.mb] or done_bw[vs + 1][op.mb]
-          if ready and not done_fw[vs][op.mb] then ready = nil end
+          ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
+          if ready == nil or not done_fw[vs][m] then break end
+          k, c = k + 1, -(vs + 1)
+          done_bw[vs][m], last_bw[vs + 1] = k, k
         end
-        if ready == nil then break end
-        local start = max(finish[d], ready)
-        local fin = start + (op.fw and stages[vs + 1].fw or stages[vs + 1].bw)
-        st_d[i], fi_d[i] = start, fin
-        if op.fw then done_fw[vs][op.mb] = fin else done_bw[vs][op.mb] = fin end
-        finish[d] = fin
-        i, left, progress = i + 1, left - 1, true
+        program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
+        i = i + 1
       end
-      ptr[d] = i
+      if i > i0 then ptr[d], last[d], left, progress = i, at, left - (i - i0), true end
     end
   end
   if left > 0 then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  local makespan = 0
-  for d = 1, P do makespan = max(makespan, finish[d]) end
-  return orders, starts, finishes, finish, makespan
+  shape = { total = k, program = program, codes = codes, n = n, last = last, last_bw = last_bw }
+  if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
+  return shape
+end
+
+-- Walks a shape's program with per-stage seconds: done[k] = the finish of op k (done[0] = 0), starts[k] when asked
+-- for (`starts` a table), last_bw[vs + 1] = the start of virtual stage vs's last backward op (the latest; the first
+-- of equal ones). A forward lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`).
+local function walk(shape, stages, starts)
+  local dur_fw, dur_bw = {}, {}
+  -- With every op's seconds a float >= 0 (not NaN), starts never decrease along a device, and a backward's start is a
+  -- float (it follows its own forward on its device): the latest start of a stage's backwards, the first of equal
+  -- ones, is its last backward's, bits and all. Then only the ops' finishes are walked.
+  local plain = starts == nil
+  for s, st in ipairs(stages) do
+    local f, b = st.fw or st.bw, st.bw
+    dur_fw[s], dur_bw[s] = f, b
+    if not (math_type(f) == "float" and f >= 0 and math_type(b) == "float" and b >= 0) then plain = false end
+  end
+  local program = shape.program
+  local done, last_bw = { [0] = 0 }, {}
+  if plain then
+    for k = 1, shape.total do
+      local x = program[k]
+      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+      local c = (x & 0xFFFF) - 0x8000
+      done[k] = (a < b and b or a) + (c > 0 and dur_fw[c] or dur_bw[-c])
+    end
+    for c, k in pairs(shape.last_bw) do
+      local x = program[k]
+      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+      last_bw[c] = a < b and b or a
+    end
+    return done, last_bw
+  end
+  for k = 1, shape.total do
+    local x = program[k]
+    local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+    local start = a < b and b or a -- max(previous finish, ready), inline: the previous unless it is less
+    local c = (x & 0xFFFF) - 0x8000
+    if c > 0 then
+      done[k] = start + dur_fw[c]
+    else
+      c = -c
+      done[k] = start + dur_bw[c]
+      local l = last_bw[c]
+      if not l or start > l then last_bw[c] = start end
+    end
+    if starts then starts[k] = start end
+  end
+  return done, last_bw
+end
+
+-- The simulation for the timeline: the compiled shape (per device d: codes[d][i] = ±(virtual stage + 1) of its i-th
+-- op, + a forward, − a backward; n[d] ops), each device's finish, the makespan and last_bw[vs + 1] = the start of
+-- virtual stage vs's last backward op (the latest; the first of equal ones), as M.simulate gives them. Argument errors
+-- are raised at `level` (2: the caller's line).
+function M.simulate_times(stages, P, Mb, v, schedule, training, level)
+  local make = schedule_of(schedule, stages, P, v, level + 1)
+  local shape = shape_of(make, schedule, P, Mb, v, training)
+  local done, last_bw = walk(shape, stages, nil)
+  local finish, makespan, last = {}, 0, shape.last
+  for d = 1, P do
+    finish[d] = done[last[d]]
+    makespan = max(makespan, finish[d])
+  end
+  return shape, finish, makespan, last_bw
 end
 
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
@@ -152,15 +287,23 @@ end
 ---@param schedule string a key of M.schedules
 ---@param training boolean
 function M.simulate(stages, P, Mb, v, schedule, training)
-  local orders, starts, finishes, finish, makespan = M.simulate_times(stages, P, Mb, v, schedule, training, 2)
-  local devices = {}
+  local make = schedule_of(schedule, stages, P, v, 2)
+  local shape = shape_of(make, schedule, P, Mb, v, training)
+  local lists = op_lists(make, schedule, P, Mb, v, training)
+  local starts = {}
+  local done = walk(shape, stages, starts)
+  local devices, makespan = {}, 0
   for d = 1, P do
-    local ops = {}
-    for i, op in ipairs(orders[d]) do
-      ops[i] = { fw = op.fw, chunk = op.chunk, mb = op.mb, vs = op.chunk * P + (d - 1), start = starts[d][i],
-                 finish = finishes[d][i] }
+    local l, pd, ops = lists[d], {}, {}
+    local k = shape.last[d]
+    for i = l.n, 1, -1 do pd[i], k = k, shape.program[k] >> 40 end -- program positions of its ops, from the last back
+    for i = 1, l.n do
+      local k = pd[i]
+      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = l.mb[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
+                 finish = done[k] }
     end
-    devices[d] = { ops = ops, finish = finish[d] }
+    devices[d] = { ops = ops, finish = done[shape.last[d]] }
+    makespan = max(makespan, devices[d].finish)
   end
   return devices, makespan
 end

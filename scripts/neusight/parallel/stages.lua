@@ -71,14 +71,20 @@ function M.partition(nodes, prologue, groups, epilogue, V)
   if #prologue > 0 then stages[1].segments[1] = single(prologue) end
   local base, extra = total // V, total % V
   local g_idx, g_used = 1, 0 -- current group and layers of it already placed
+  -- a group's `per`, and the items of `reps` of its layers, are the same in every stage: made once, shared (read-only)
+  local per_of, items_of = {}, {}
   for k = 1, V do
     local want = base + (k <= extra and 1 or 0)
     stages[k].layers = want
     while want > 0 do
       local g = groups[g_idx]
       local take = min(want, g.count - g_used)
-      local per = {}
-      for j, i in ipairs(g.nodes) do per[j] = nodes[i].count / g.count end
+      local per = per_of[g_idx]
+      if not per then
+        per = {}
+        for j, i in ipairs(g.nodes) do per[j] = nodes[i].count / g.count end
+        per_of[g_idx], items_of[per] = per, {}
+      end
       stages[k].segments[#stages[k].segments + 1] = { nodes = g.nodes, reps = take, per = per, layered = true }
       want, g_used = want - take, g_used + take
       if g_used == g.count then g_idx, g_used = g_idx + 1, 0 end
@@ -86,8 +92,16 @@ function M.partition(nodes, prologue, groups, epilogue, V)
   end
   if #epilogue > 0 then stages[V].segments[#stages[V].segments + 1] = single(epilogue) end
   for _, st in ipairs(stages) do
+    local items = st.items
     for _, seg in ipairs(st.segments) do
-      for j, i in ipairs(seg.nodes) do st.items[#st.items + 1] = { node = i, share = seg.reps * seg.per[j] } end
+      local by_reps = items_of[seg.per] -- nil: the prologue or epilogue
+      local list = by_reps and by_reps[seg.reps]
+      if not list then
+        list = {}
+        for j, i in ipairs(seg.nodes) do list[j] = { node = i, share = seg.reps * seg.per[j] } end
+        if by_reps then by_reps[seg.reps] = list end
+      end
+      for j = 1, #list do items[#items + 1] = list[j] end
     end
   end
   return stages

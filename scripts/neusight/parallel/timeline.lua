@@ -16,23 +16,32 @@ local numel = require("neusight.parallel.shard").numel
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
-local ipairs, pairs, type, tostring, sort = ipairs, pairs, type, tostring, table.sort
+local ipairs, pairs, type, tostring, sort, rawequal = ipairs, pairs, type, tostring, table.sort, rawequal
+local math_type, tointeger = math.type, math.tointeger
 
 local M = {}
 
 -- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
 -- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
 -- neusight.parallel.layout.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
+-- The groups (the plan's, not changed while a timeline runs) are also looked up by identity first: a deep pipeline's
+-- ten thousand buckets skip the key.
 local function pricer(cluster)
-  local memo = {}
+  local memo, of_group = {}, {}
   return function(op, bytes, group)
     if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
-    local fields = 0
-    for _ in pairs(group) do fields = fields + 1 end
-    local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
-      tostring(group.per_node), fields)
-    local by_bytes = memo[key]
-    if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+    local by_op = of_group[group]
+    if not by_op then by_op = {}; of_group[group] = by_op end
+    local by_bytes = by_op[op]
+    if not by_bytes then
+      local fields = 0
+      for _ in pairs(group) do fields = fields + 1 end
+      local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+        tostring(group.per_node), fields)
+      by_bytes = memo[key]
+      if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
+      by_op[op] = by_bytes
+    end
     local t = by_bytes[bytes]
     if t == nil then
       t = C.time(op, bytes, group, cluster)
@@ -40,6 +49,127 @@ local function pricer(cluster)
     end
     return t
   end
+end
+
+-- Same kind of bucket: the same time, bytes and group, subtypes included (interchangeable in the link walk).
+local function same_kind(a, b)
+  return a.at == b.at and a.bytes == b.bytes and a.group == b.group and math_type(a.at) == math_type(b.at)
+    and math_type(a.bytes) == math_type(b.bytes)
+end
+
+local function sorted_runs(ready) -- not in order (M.buckets_in_order): runs as tables
+  local times, rank, distinct = {}, {}, true
+  for _, r in ipairs(ready) do
+    local at = r.at
+    if at ~= at then times = nil break end -- NaN: no rank
+    if rank[at] == nil then rank[at], times[#times + 1] = false, at else distinct = false end
+  end
+  if times and distinct then
+    local runs = {}
+    for k, r in ipairs(ready) do runs[k] = r end
+    sort(runs, function(a, b) return a.at < b.at end)
+    return runs
+  end
+  if times then
+    sort(times)
+    for i, at in ipairs(times) do rank[at] = i end
+    local kinds, proxies, np = {}, {}, 0 -- kinds[rank] = { first kind's run, second kind's run }
+    for _, r in ipairs(ready) do
+      local i = rank[r.at]
+      local ks = kinds[i]
+      if not ks then ks = { r }; kinds[i] = ks end
+      local p
+      if same_kind(ks[1], r) then
+        p = i
+      else
+        if not ks[2] then ks[2] = r end
+        if not same_kind(ks[2], r) then kinds = nil break end -- a third kind at one time
+        p = i + 0.0
+      end
+      for _ = 1, r.n do np = np + 1; proxies[np] = p end
+    end
+    if kinds then
+      sort(proxies)
+      local runs, last, last_p = {}, nil, nil
+      for k = 1, np do
+        local p = proxies[k]
+        if last and rawequal(p, last_p) and math_type(p) == math_type(last_p) then
+          last.n = last.n + 1
+        else
+          local ks = kinds[p // 1]
+          local r = math_type(p) == "integer" and ks[1] or ks[2]
+          last, last_p = { at = r.at, bytes = r.bytes, group = r.group, n = 1 }, p
+          runs[#runs + 1] = last
+        end
+      end
+      return runs
+    end
+  end
+  local each = {}
+  for _, r in ipairs(ready) do
+    for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
+  end
+  sort(each, function(a, b) return a.at < b.at end)
+  return each
+end
+
+-- Runs of buckets from parallel arrays (M.buckets_in_order) to tables { at, bytes, group, n }, and back.
+local function run_tables(runs)
+  local list, at, bytes, group, n = {}, runs.at, runs.bytes, runs.group, runs.n
+  for k = 1, runs.len do list[k] = { at = at[k], bytes = bytes[k], group = group[k], n = n[k] } end
+  return list
+end
+local function run_arrays(list)
+  local runs = { len = #list, at = {}, bytes = {}, group = {}, n = {} }
+  for k, r in ipairs(list) do runs.at[k], runs.bytes[k], runs.group[k], runs.n[k] = r.at, r.bytes, r.group, r.n end
+  return runs
+end
+
+--- The data-parallel gradient buckets in order of readiness, as runs of n equal buckets in parallel arrays
+--- ({ len = runs, at = {}, bytes = {}, group = {}, n = {} }): `ready`'s buckets one by one sorted by `at` with
+--- table.sort, as they always were (equal buckets interchangeable), at a fraction of the cost where that order can be
+--- known without it:
+---   * runs strictly increasing in `at` are in the one sorted order already; so are they when only the final leftover
+---     bucket ties with the run before it: Lua's table.sort never moves a last element that nothing exceeds (its
+---     partitions leave a[up] in place; tests/scripts/test_parallel.lua checks it);
+---   * runs at distinct times (the interleaved schedule's chunks, one after the other) have one sorted order, whichever
+---     the sort: the runs sorted;
+---   * otherwise, where no time has more than two kinds of bucket, table.sort runs on numbers that compare as the
+---     times do (the rank of each bucket's time) with the default order: the same comparisons, so the same moves,
+---     as on the buckets, C-fast. The rank is an integer for the first kind at its time, the same value as a float
+---     for the second (equal under <, told apart after): where each kind ended up.
+---   * else the buckets one by one, sorted.
+---@param ready table runs in the order they became ready, parallel arrays as above
+function M.buckets_in_order(ready)
+  local at, count, len = ready.at, ready.n, ready.len
+  local in_order = true
+  for k = 2, len do
+    local a, b = at[k - 1], at[k]
+    if not (a < b or (k == len and count[k] == 1 and a == b)) then in_order = false break end
+  end
+  if in_order then return ready end
+  return run_arrays(sorted_runs(run_tables(ready)))
+end
+
+--- Gradient bytes `f` poured into buckets of `size` bytes: the bytes left over and the buckets filled, as
+--- `while f >= size do f, full = f - size, full + 1 end` leaves them. With a whole size and f below 2^52, each
+--- f − size of that loop is exact (both are multiples of f's ulp, at most 1, and the difference is below f): it ends
+--- at f − full·size exactly, computed here at once (tens of thousands of buckets in a 175B model's timeline).
+function M.fill_buckets(f, size)
+  local full = 0
+  if not (f >= size) then return f, full end
+  if size == size // 1 and f < 0x1p52 then
+    full = tointeger(f // size)
+    if full then
+      local r = f - full * size
+      while r < 0 do full = full - 1; r = f - full * size end
+      while r >= size do full = full + 1; r = f - full * size end
+      return r, full
+    end
+    full = 0
+  end
+  while f >= size do f, full = f - size, full + 1 end
+  return f, full
 end
 
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
@@ -66,10 +196,12 @@ function M.timeline(plan, nodes, times)
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
   local mem = PM.context(plan, nodes, recipe) -- saved, kept and temporary bytes per node (neusight.parallel.memory)
-  -- Recomputation: whether node i of segment seg re-runs its forward before its backward (training only).
+  -- Recomputation: whether node i re-runs its forward before its backward where it is in a layered segment
+  -- (seg.layered and rerun[i]; training only).
   local full, selective = plan.recompute == "full", plan.recompute == "selective"
-  local function reruns(seg, i)
-    return plan.training and seg.layered and (full or (selective and (nodes[i].attrs or {}).core_attention == true))
+  local rerun = {}
+  for i, n in ipairs(nodes) do
+    rerun[i] = plan.training and (full or (selective and (n.attrs or {}).core_attention == true))
   end
   local comm_time = pricer(plan.cluster)
 
@@ -98,7 +230,7 @@ function M.timeline(plan, nodes, times)
     -- recomputed forwards (kernels and tp collectives) run again before their backward
     for _, seg in ipairs(st.segments) do
       for j, i in ipairs(seg.nodes) do
-        if reruns(seg, i) then
+        if seg.layered and rerun[i] then
           local t, x = times[i], seg.per[j] * seg.reps
           bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
           if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
@@ -138,7 +270,7 @@ function M.timeline(plan, nodes, times)
     tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local orders, starts, _, finish, makespan = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
+  local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total = 0
@@ -148,38 +280,46 @@ function M.timeline(plan, nodes, times)
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   local bucket_bytes = plan.bucket_mb * 1e6
+  -- per virtual stage (1-based), what each of its forward and backward ops adds to its device's sums
+  local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
+  for k, st in ipairs(stages) do
+    fw_compute[k], fw_comm[k], fw_ep[k], send_fw[k] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
+    bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
+  end
+  local activations = PM.stage_activations(stages)
   local devices, iteration = {}, 0
   for d = 1, P do
-    local ops, op_start = orders[d], starts[d]
+    local code, n_ops = shape.codes[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
-      activation_bytes = PM.activation_peak(ops, stages, P, d), -- peak kept for backward (training)
     }
-    local transient, temporary = PM.device_peaks(stages, P, v, d)
-    dev.activation_bytes = dev.activation_bytes + transient
-    dev.temporary_bytes = temporary
-    local last_bw = {} -- vs → start of its last backward op
-    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0 -- summed in op order (locals: 10⁵ ops in a deep pipeline)
-    for i = 1, #ops do
-      local op = ops[i]
-      local vs = op.chunk * P + (d - 1)
-      local st = stages[vs + 1]
-      if op.fw then
-        compute = compute + st.fw_compute
-        tp_comm = tp_comm + st.fw_comm - st.fw_ep
-        ep_comm = ep_comm + st.fw_ep
-        p2p_s = p2p_s + st.send_fw
+    -- summed in op order (locals: 10⁵ ops in a deep pipeline); with the peak of the activations kept for backward
+    -- (training): neusight.parallel.memory's activation_peak, walked along
+    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0
+    local live, peak = 0, 0
+    for i = 1, n_ops do
+      local k = code[i]
+      if k > 0 then
+        compute = compute + fw_compute[k]
+        tp_comm = tp_comm + fw_comm[k] - fw_ep[k]
+        ep_comm = ep_comm + fw_ep[k]
+        p2p_s = p2p_s + send_fw[k]
+        live = live + activations[k]
       else
-        compute = compute + st.bw_compute
-        tp_comm = tp_comm + st.bw_comm - st.bw_ep
-        ep_comm = ep_comm + st.bw_ep
-        p2p_s = p2p_s + st.send_bw
-        local s = op_start[i]
-        if not last_bw[vs] or s > last_bw[vs] then last_bw[vs] = s end
+        k = -k
+        compute = compute + bw_compute[k]
+        tp_comm = tp_comm + bw_comm[k] - bw_ep[k]
+        ep_comm = ep_comm + bw_ep[k]
+        p2p_s = p2p_s + send_bw[k]
+        live = live - activations[k]
       end
+      if live > peak then peak = live end
     end
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
+    local transient, temporary = PM.device_peaks(stages, P, v, d)
+    dev.activation_bytes = peak + transient
+    dev.temporary_bytes = temporary
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
@@ -188,31 +328,41 @@ function M.timeline(plan, nodes, times)
     local compute_end = finish[d]
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
-      local ready = {} -- runs of buckets: { at, bytes, group, n } = n buckets of `bytes` ready at `at`
+      -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k] (parallel arrays)
+      local r_at, r_bytes, r_group, r_n, nr = {}, {}, {}, {}, 0
       local function ready_add(at, bytes, gk, n)
-        local last = ready[#ready]
-        if last and last.at == at and last.bytes == bytes and last.group == gk then
-          last.n = last.n + n
+        if nr > 0 and r_at[nr] == at and r_bytes[nr] == bytes and r_group[nr] == gk then
+          r_n[nr] = r_n[nr] + n
         else
-          ready[#ready + 1] = { at = at, bytes = bytes, group = gk, n = n }
+          nr = nr + 1
+          r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = at, bytes, gk, n
         end
       end
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
         local st = stages[vs + 1]
-        -- Walk the stage backward: gradients of node i are ready when its backward kernels finish.
-        local t, fill = last_bw[vs], { dp = 0, edp = 0 }
+        -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
+        -- backward kernels finish.
+        local t, fill = last_bw[vs + 1], { dp = 0, edp = 0 }
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
+          -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
+          local seg_nodes, n_seg = seg.nodes, #seg.nodes
+          local dt_of, grads_of, group_of = {}, {}, {}
+          for j = 1, n_seg do
+            local i = seg_nodes[j]
+            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
+            grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+            -- expert weights sync over their own replicas (edp), the rest over dp
+            group_of[j] = (nodes[i].attrs or {}).expert and "edp" or "dp"
+          end
           for _ = 1, seg.reps do
-            for j = #seg.nodes, 1, -1 do
-              local i = seg.nodes[j]
-              t = t + (times[i].bw + (reruns(seg, i) and times[i].fw or 0)) * seg.per[j]
-              local grads = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
-              if grads > 0 then -- expert weights sync over their own replicas (edp), the rest over dp
-                local gk = (nodes[i].attrs or {}).expert and "edp" or "dp"
-                local f, full = fill[gk] + grads, 0
-                while f >= bucket_bytes do f, full = f - bucket_bytes, full + 1 end
+            for j = n_seg, 1, -1 do
+              t = t + dt_of[j]
+              local grads = grads_of[j]
+              if grads > 0 then
+                local gk = group_of[j]
+                local f, full = M.fill_buckets(fill[gk] + grads, bucket_bytes)
                 fill[gk] = f
                 if full > 0 then ready_add(t, bucket_bytes, gk, full) end
               end
@@ -223,38 +373,23 @@ function M.timeline(plan, nodes, times)
           if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
         end
       end
-      -- Buckets in order of readiness. Runs strictly increasing in `at` are already in the one order any sort
-      -- gives (equal buckets are interchangeable). So are they when only the final leftover bucket ties with the
-      -- run before it: Lua's table.sort never moves a last element that nothing exceeds (its partitions leave a[up]
-      -- in place; tests/scripts/test_parallel.lua checks it). Otherwise sort the buckets one by one, as before.
-      local in_order = true
-      for k = 2, #ready do
-        local a, b = ready[k - 1], ready[k]
-        if not (a.at < b.at or (k == #ready and b.n == 1 and a.at == b.at)) then in_order = false break end
-      end
-      if not in_order then
-        local each = {}
-        for _, r in ipairs(ready) do
-          for _ = 1, r.n do each[#each + 1] = { at = r.at, bytes = r.bytes, group = r.group, n = 1 } end
-        end
-        sort(each, function(a, b) return a.at < b.at end)
-        ready = each
-      end
+      local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
-      local buckets = 0
-      for _, b in ipairs(ready) do
-        local at = plan.overlap_grad_reduce and min(b.at, compute_end) or compute_end
-        local dt = comm_time(reduce, b.bytes, plan.groups[b.group])
-        for _ = 1, b.n do
-          local start = max(at, link_free)
+      local buckets, dp_comm = 0, dev.dp_comm
+      local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
+      for k = 1, ready.len do
+        local at = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
+        local dt = comm_time(reduce, b_bytes[k], plan.groups[b_group[k]])
+        for _ = 1, b_n[k] do
+          local start = at < link_free and link_free or at -- max(at, link_free), inline
           link_free = start + dt
-          dev.dp_comm = dev.dp_comm + dt
+          dp_comm = dp_comm + dt
         end
-        buckets = buckets + b.n
+        buckets = buckets + b_n[k]
       end
-      dev.buckets = buckets
+      dev.buckets, dev.dp_comm = buckets, dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
