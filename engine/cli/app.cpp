@@ -239,7 +239,7 @@ void add_report(CLI::App* cmd, common_flags& c) {
       ->type_name("FILE.html");
 }
 
-// --no-calibration on the commands that forecast (run, predict, serve; NEUSIGHT_NO_CALIBRATION=1 for all of them);
+// --no-calibration on the commands that forecast (run, predict, serve, search; NEUSIGHT_NO_CALIBRATION=1 for all);
 // --calibrate on those that forecast one workload (run, predict).
 void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
   cmd->add_flag("--no-calibration", c.no_calibration,
@@ -1024,6 +1024,7 @@ int app_main(int argc, char** argv) {
   search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);
+  add_calibration(search, common, false);
 
   serve_flags vflags;
   std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // lists with --sweep; split after parsing
@@ -1161,6 +1162,7 @@ int app_main(int argc, char** argv) {
       return serve_main(report_into(vflags, common));
     }
     if (*search) {
+      qflags.no_calibration = common.no_calibration;
       return search_main(report_into(qflags, common));
     }
     if (*train) {

@@ -74,7 +74,7 @@ struct variant {
 
 int search_main(const search_flags& f) {
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
-  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
@@ -85,6 +85,7 @@ int search_main(const search_flags& f) {
   std::map<std::string, std::string> skipped_context;  // reason → its context lines (which file, which model), first seen
   size_t evaluated = 0;
   std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
+  std::string calibration_file;            // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
   std::vector<std::string> schedules = items_of(f.schedule);
   if (schedules.empty()) schedules.push_back("1f1b");
@@ -189,6 +190,7 @@ int search_main(const search_flags& f) {
             const forecast& fc = *built_fc;
             const gpu_spec& gpu = w.gpu_resolved;
             gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
+            if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
             const auto tl = s.timeline(fc);
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
@@ -253,6 +255,7 @@ int search_main(const search_flags& f) {
     nlohmann::ordered_json j;
     j["model"] = f.model, j["gpu"] = gpu_name, j["gpus"] = f.gpus, j["batch"] = f.batch, j["seq"] = f.seq;
     j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision, j["predictor"] = f.predictor;
+    if (!calibration_file.empty()) j["calibration"] = calibration_file;
     j["evaluated"] = evaluated;
     j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
     auto& arr = j["layouts"] = nlohmann::ordered_json::array();
@@ -283,6 +286,9 @@ int search_main(const search_flags& f) {
     out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts{}\n\n",
                        f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated,
                        extended && skipped_total ? fmt::format(", {} layouts skipped", skipped_total) : "");
+    if (!calibration_file.empty())
+      out.insert(out.size() - 1, fmt::format("calibrated: kernel times corrected by {} (--no-calibration ignores it)\n",
+                                             calibration_file));
     out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {:>11} {:>12} {:>10} {:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
                        show_schedule ? fmt::format("{:<14} ", "schedule") : "", "recompute", "iteration ms",

@@ -22,6 +22,7 @@ struct search_flags {
   std::vector<std::string> scripts_dirs;  // --scripts
   bool verbose = false;                   // -v
   std::string format = "table", output;
+  bool no_calibration = false;            // --no-calibration: ignore the GPU's calibration file
 };
 
 int search_main(const search_flags& f);

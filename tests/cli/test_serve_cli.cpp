@@ -278,7 +278,7 @@ TEST_CASE("serve: bad inputs are clear errors", "[cli][serve]") {
 
 // A GPU's calibration file corrects serve's step forecasts as it does predict's; the report names it, and
 // --no-calibration ignores it.
-TEST_CASE("serve: the GPU's calibration is applied and named in the report, --no-calibration ignores it",
+TEST_CASE("serve and search: the GPU's calibration is applied and named in the report, --no-calibration ignores it",
           "[cli][serve][calibration]") {
   ns_test::temp_dir t;
   const std::string toml = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
@@ -304,4 +304,21 @@ TEST_CASE("serve: the GPU's calibration is applied and named in the report, --no
   REQUIRE(sweep["rows"].size() == 2);
   CHECK(sweep["rows"][0]["calibration"] == cal["calibration"]);
   CHECK(!sweep["rows"][1].contains("calibration"));
+
+  SECTION("search too") {
+    const std::string q = "search --model gpt2_large --gpu '" + gpu.string() + "' --gpus 8 --batch 8 --seq 512 --dtype bf16";
+    const json with = cli_json(q), without = cli_json(q + " --no-calibration");
+    CHECK(with["calibration"] == cal["calibration"]);
+    CHECK(!without.contains("calibration"));
+    const json& best = with["layouts"][0];  // the same layout in the uncalibrated ranking: its compute is slower now
+    bool found = false;
+    for (const auto& l : without["layouts"])
+      if (l["dp"] == best["dp"] && l["tp"] == best["tp"] && l["pp"] == best["pp"] &&
+          l["microbatches"] == best["microbatches"] && l["recompute"] == best["recompute"]) {
+        found = true;
+        CHECK(best["compute_ms"].get<double>() > 1.03 * l["compute_ms"].get<double>());  // GEMMs are part of it
+      }
+    CHECK(found);
+    CHECK(ns_test::run_cli(q).out.find("calibrated: kernel times corrected by") != std::string::npos);
+  }
 }
