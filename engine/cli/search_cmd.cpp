@@ -139,17 +139,10 @@ int search_main(const search_flags& f) {
         continue;
       }
       for (const variant& var : variants) {
-      const int64_t vs = var.virtual_stages > 0 ? var.virtual_stages : var.schedule == "interleaved" ? 2 : 1;
-      if (var.schedule == "interleaved") {
-        if (pp < 2) {
-          ++skipped["the interleaved schedule needs pp >= 2"];
-          continue;
-        }
-        if (facts.layers > 0 && facts.layers % (pp * vs) != 0) {
-          ++skipped[fmt::format("the interleaved schedule needs the model's {} layers divisible by pp x virtual_stages",
-                                facts.layers)];
-          continue;
-        }
+      if (const std::string why = s.search_pipeline_skip(facts.layers, pp, var.schedule, var.virtual_stages);
+          !why.empty()) {
+        ++skipped[why];
+        continue;
       }
       bool bad_layout = false;  // a builder refused the layout itself: no other microbatch count will do
       for (int64_t m : choices) {
@@ -194,10 +187,11 @@ int search_main(const search_flags& f) {
             const auto tl = s.timeline(fc);
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
-            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, vs};
+            // the virtual stages the plan ran (the schedule's default when the variant left them open)
+            const nlohmann::ordered_json& par = tl->json;
+            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, par.at("virtual_stages").get<int64_t>()};
             // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
             // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
-            const nlohmann::ordered_json& par = tl->json;
             c.iteration_ms = tl->iteration_s * 1e3;
             c.compute_ms = par.at("compute_ms").get<double>();
             c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();

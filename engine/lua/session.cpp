@@ -478,6 +478,25 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   return out;
 }
 
+std::string session::search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule,
+                                          int64_t virtual_stages) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.search");
+  raw_getfield(L, -1, "pipeline_skip");
+  lua_pushinteger(L, lua_Integer(layers));
+  lua_pushinteger(L, lua_Integer(pp));
+  lua_pushstring(L, schedule.c_str());
+  lua_pushinteger(L, lua_Integer(virtual_stages));
+  ns_call(L, 4, 1, "in scripts/neusight/search.lua pipeline_skip");
+  if (lua_isnil(L, -1)) return {};
+  if (lua_type(L, -1) != LUA_TSTRING)
+    throw error(std::string("scripts/neusight/search.lua pipeline_skip returned ") + luaL_typename(L, -1) +
+                ", expected a reason (string) or nil");
+  return lua_tostring(L, -1);
+}
+
 figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu,
                                  const std::filesystem::path& uncertainty, const std::string& workload) {
   return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty, workload);

@@ -167,6 +167,9 @@ class session {
     int64_t experts = 1, layers = 0;
   };
   model_facts model_facts_of(const workload_overrides& overrides);
+  // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline
+  // variant before forecasting it ("" when it does not).
+  std::string search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule, int64_t virtual_stages);
 
   // The predictor `name` names: a built-in (predictor_names(); "neusight" reads `weights_root`), else a Lua predictor
   // run in this session's state behind the same interface — the module neusight.predictors.<name> on the script

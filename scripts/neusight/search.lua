@@ -8,6 +8,21 @@ local M = {}
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
 
+--- Why search skips a pipeline variant before forecasting it, or nil: the interleaved schedule needs pp >= 2 and (as
+--- Megatron-LM requires) the model's `layers` divisible by pp × virtual_stages (`virtual_stages` 0: the schedule's
+--- default, 2 for interleaved; `layers` 0: unknown, not checked). Other schedules are never skipped here; the forecasts
+--- themselves refuse what cannot run (neusight.parallel).
+---@return string?
+function M.pipeline_skip(layers, pp, schedule, virtual_stages)
+  if schedule ~= "interleaved" then return nil end
+  local v = virtual_stages > 0 and virtual_stages or 2
+  if pp < 2 then return "the interleaved schedule needs pp >= 2" end
+  if layers > 0 and layers % (pp * v) ~= 0 then
+    return ("the interleaved schedule needs the model's %d layers divisible by pp x virtual_stages"):format(layers)
+  end
+  return nil
+end
+
 --- { experts = E (1: a dense model, or a model function, whose experts cannot be known), layers = L } of a normalized
 --- workload (neusight.workload normalize), from its model built without a parallel plan at batch 1.
 ---@param w table

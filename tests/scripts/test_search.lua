@@ -29,4 +29,16 @@ function T.test_a_model_function_has_one_expert()
   eq(f.layers, 3, "layers")
 end
 
+-- The pipeline variants search skips before forecasting: only interleaved ones, by pp and the layer count.
+function T.test_pipeline_skip()
+  eq(search.pipeline_skip(36, 4, "1f1b", 0), nil, "1f1b is never skipped")
+  eq(search.pipeline_skip(36, 1, "gpipe", 0), nil, "nor gpipe")
+  eq(search.pipeline_skip(36, 1, "interleaved", 0), "the interleaved schedule needs pp >= 2", "pp 1")
+  eq(search.pipeline_skip(36, 2, "interleaved", 0), nil, "36 layers over 2 x 2 chunks")
+  eq(search.pipeline_skip(36, 4, "interleaved", 0),
+    "the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages", "36 over 4 x 2 (default)")
+  eq(search.pipeline_skip(36, 4, "interleaved", 3), nil, "36 over 4 x 3")
+  eq(search.pipeline_skip(0, 4, "interleaved", 5), nil, "unknown layers: not checked")
+end
+
 return T
