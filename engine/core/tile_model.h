@@ -76,6 +76,9 @@ std::optional<family> family_of(const kernel& k);
 constexpr size_t tile_feature_count = 5;
 constexpr double canonical_ridge_flop_per_byte = 17.82;
 constexpr double canonical_bandwidth_margin = 2;
+// Variant B: the capacity input takes bw_feat · canonical_capacity_seconds GB (geometric mean of mem_gb / mem_bw_gbps
+// over the five training GPUs) instead of mem_gb.
+constexpr double canonical_capacity_seconds = 0.03341;
 bool family_transfer_features(family f);
 // log2 distance from the ridge beyond which the transfer families see a kernel as purely memory- or compute-bound.
 constexpr double transfer_ridge_clamp = 1;
