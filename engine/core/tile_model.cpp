@@ -93,9 +93,7 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
       "log2(tile_gflop / (peak_tflops / sms))", "log2(tile_mb / (mem_bw_gbps / sms))",
       "log2(waves * tile_mb / (mem_gb * 1024 / sms))", "log2(waves)", "blocks / (waves * sms)"};
   static const std::array<const char*, tile_feature_count> at_roofline = {
-      "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))",
-      "log2(tile_mb / (bw^(1-w) * (peak / 17.82)^w / sms)), w = clamp(log2(ai * bw / peak), 0, 1)",
-      "log2(waves * tile_mb / (bw^(1-w) * (peak / 17.82)^w * 0.03341 s * 1024 / sms))", at_peak[3], at_peak[4]};
+      "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", at_peak[1], at_peak[2], at_peak[3], at_peak[4]};
   static const std::array<const char*, tile_feature_count> transfer = {
       "log2(tile_gflop / (min(peak, ai * bw) tflops / sms))", "log2(tile_mb / element_bytes / tile_gflop)", "log2(waves)",
       "blocks / (waves * sms)", "clamp(log2(peak / (ai * bw)), -1, 1)"};
@@ -176,17 +174,7 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     // (NVIDIA BMM and Linear): a bandwidth-bound kernel's features and base then carry no FLOP peak (tile_model.h).
     const double x0 = fam && flops_at_roofline(gpu.vendor, *fam) ? std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))
                                                                   : f.ref[0];
-    // x1 for NVIDIA BMM and Linear: the bandwidth of a compute-bound kernel is replaced by a canonical one derived
-    // from the GPU's compute, peak / canonical_ridge_flop_per_byte, log-linearly from the ridge (w = 0) to
-    // canonical_bandwidth_margin × the ridge (w = 1): beyond it no input carries the bandwidth (tile_model.h).
-    double x1 = f.ref[1], x2 = f.ref[2];
-    if (fam && flops_at_roofline(gpu.vendor, *fam)) {
-      const double w = std::clamp(std::log2(ai * bw / peak) / std::log2(canonical_bandwidth_margin), 0.0, 1.0);
-      const double bw_feat = std::exp2((1 - w) * std::log2(bw) + w * std::log2(peak / canonical_ridge_flop_per_byte));
-      x1 = std::log2(tile_mb / (bw_feat / sms));
-      x2 = std::log2(f.waves * tile_mb / (bw_feat * canonical_capacity_seconds * 1024 / sms));
-    }
-    f.x = {float(x0), float(x1), float(x2), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
+    f.x = {float(x0), float(f.ref[1]), float(f.ref[2]), float(std::log2(f.waves)), float(blocks / (f.waves * sms))};
   }
   return f;
 }

@@ -65,20 +65,7 @@ std::optional<family> family_of(const kernel& k);
 // out: BMM 8.3 → 337 %, Linear 22 → 60 %; dropping it only beyond 4× or 16× from the ridge: Linear 69 % and
 // 57 %). Tiled GEMMs re-read their operands (an fp32 SIMT tile of 32×128 to 128×128 does 13–32 FLOP per byte
 // it loads, near every GPU's ridge), so bandwidth is not irrelevant to them.
-//
-// Canonical bandwidth (NVIDIA BMM and Linear): the second input takes, instead of the GPU's bandwidth bw,
-// bw_feat = bw^(1−w) · (peak / canonical_ridge_flop_per_byte)^w with w = clamp(log2(AI·bw / peak) /
-// log2(canonical_bandwidth_margin), 0, 1) — the real bandwidth for a bandwidth-bound kernel, a bandwidth derived
-// from the GPU's fp32 peak for one compute-bound by the margin or more, a log-linear blend in between (continuous
-// in every GPU parameter). Two GPUs that differ only in bandwidth then give a compute-bound GEMM the same inputs.
-// canonical_ridge_flop_per_byte = 17.82: the geometric mean of the five training GPUs' fp32 ridge points from
-// gpus/*.toml (P4 28.65, P100 12.71, T4 25.31, V100 15.56, A100-PCIe-40GB 12.54 FLOP/B).
 constexpr size_t tile_feature_count = 5;
-constexpr double canonical_ridge_flop_per_byte = 17.82;
-constexpr double canonical_bandwidth_margin = 2;
-// Variant B: the capacity input takes bw_feat · canonical_capacity_seconds GB (geometric mean of mem_gb / mem_bw_gbps
-// over the five training GPUs) instead of mem_gb.
-constexpr double canonical_capacity_seconds = 0.03341;
 bool family_transfer_features(family f);
 // log2 distance from the ridge beyond which the transfer families see a kernel as purely memory- or compute-bound.
 constexpr double transfer_ridge_clamp = 1;
