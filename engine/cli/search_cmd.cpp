@@ -184,7 +184,7 @@ int search_main(const search_flags& f) {
             const gpu_spec& gpu = w.gpu_resolved;
             gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
             if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
-            const auto tl = s.timeline(fc);
+            const auto tl = s.timeline(fc, true);  // the ranking's numbers only
             ++evaluated;
             if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
             // the virtual stages the plan ran (the schedule's default when the variant left them open)

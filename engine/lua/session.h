@@ -241,8 +241,9 @@ class session {
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
-  // when that workload was not parallel. The timeline itself stays a Lua table.
-  std::optional<parallel_report> timeline(const forecast& fc);
+  // when that workload was not parallel. The timeline itself stays a Lua table. `lean` (search: a ranking of many
+  // layouts): the report's JSON without its per-device list, no table text, and memory() not refreshed.
+  std::optional<parallel_report> timeline(const forecast& fc, bool lean = false);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.

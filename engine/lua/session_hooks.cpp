@@ -114,7 +114,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
 }
 
-std::optional<parallel_report> session::timeline(const forecast& fc) {
+std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) {
   if (p_->plan_ref == LUA_NOREF) return std::nullopt;
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -154,14 +154,19 @@ std::optional<parallel_report> session::timeline(const forecast& fc) {
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
   std::string where = "scripts/neusight/parallel.lua timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
-  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
-  lua_pop(L, 1);
+  if (lean) {
+    p_->memory = nlohmann::ordered_json();
+  } else {
+    raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
+    p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
+    lua_pop(L, 1);
+  }
   // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
   raw_getfield(L, P, "report");
   lua_pushvalue(L, plan);
   lua_pushvalue(L, -3);
-  ns_call(L, 2, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
+  lua_pushboolean(L, lean);
+  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
   where = "scripts/neusight/parallel.lua report";
   table_reader r(L, -1, where + " result");
   parallel_report out;

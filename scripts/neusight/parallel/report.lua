@@ -146,17 +146,20 @@ end
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
-function M.report(plan, result)
+---@param lean? boolean a search's ranking: json without `devices`, table ""
+function M.report(plan, result, lean)
   local s = result.state
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result)
+  if lean then j.devices = nil end -- a search ranks layouts by the run's numbers: no per-device list, no table text
   -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
   local shard = plan.distributed_optimizer and plan.dp or 1
   local most = 0.0
   for _, d in ipairs(result.devices) do most = max(most, precision.state_bytes(d.params, s, shard) / 1e9) end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   return {
-    iteration = result.iteration, json = j, table = M.format_table(plan, result, j, s, recipe), state_gb = most,
+    iteration = result.iteration, json = j, table = lean and "" or M.format_table(plan, result, j, s, recipe),
+    state_gb = most,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer },
   }
