@@ -432,6 +432,10 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
   }
   figure_inputs in = report_figure_inputs(*out.fc, meta);
   family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
+  // the names a comparison row holds besides the figures (a workload's own figures may not take them)
+  std::string row_keys = "latency_ms,warnings,error";
+  for (const auto& lf : list_flags()) row_keys += std::string(",") + lf.key;
+  in.emplace_back("row_keys", row_keys);
   if (const calibration* c = s.calibration_of(out.gpu)) {  // the factors forecast_run applied
     in.emplace_back("calibration_source", c->source);
     for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
@@ -709,7 +713,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       for (const auto& lf : list_flags()) input(lf.key, lf.column, lf.of(m));
       const double latency_ms = (m.parallel ? m.parallel->iteration_s : d.fc->total()) * 1e3;
       row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
-      for (const auto& x : m.figs->fields) row.push_back({x.key, x.column, x.value, x.cell});
+      for (const auto& x : m.figs->fields) {
+        for (const auto& have : row)  // a figure named like an input would overwrite it in JSON and glue CSV cells
+          if (have.key == x.key) throw error("figures: a figure named '" + x.key + "' is already a column of the row");
+        row.push_back({x.key, x.column, x.value, x.cell});
+      }
       std::string warnings;
       for (const auto& w : m.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
       row.push_back({"warnings", "", warnings, ""});

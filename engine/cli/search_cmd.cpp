@@ -154,7 +154,7 @@ int search_main(const search_flags& f) {
         // model builder, each mode builds its own).
         std::optional<workload> built;
         std::optional<forecast> built_fc;
-        const bool reuse = o.memo && f.scripts_dirs.empty();
+        const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
         for (const char* recompute : {"none", "selective", "full"}) {
           if (done || (!training && std::string(recompute) != "none")) break;
           if (f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;

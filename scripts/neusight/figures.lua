@@ -182,9 +182,12 @@ function M.workload_fields(r, fields, lines)
   table.sort(names)
   local taken = {}
   for _, f in ipairs(fields) do taken[f.key] = true end
+  for k in tostring(r.row_keys or ""):gmatch("[^,]+") do taken[k] = true end -- a comparison row's other columns
   for _, k in ipairs(names) do
     local v = out[k]
-    if taken[k] then error(("%s: field 'figures' returned '%s', a figure the report has already"):format(src, k), 0) end
+    if taken[k] then
+      error(("%s: field 'figures' returned '%s', a figure or column the report has already"):format(src, k), 0)
+    end
     local tv = type(v)
     if not (tv == "string" or tv == "boolean" or (tv == "number" and v == v and v > -huge and v < huge)) then
       error(("%s: field 'figures' returned %s = %s: a figure is a finite number, a string or a boolean"):format(src, k,

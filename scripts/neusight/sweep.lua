@@ -168,6 +168,7 @@ local function row_of(base, r)
     row.fits = true
   end
   row.calibration = r.calibration -- the GPU's calibration file its forecasts applied (nil: none)
+  row.experts = r.experts -- mixtures of experts: how the routed experts ran (nil for dense models)
   return row
 end
 

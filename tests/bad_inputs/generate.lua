@@ -205,14 +205,17 @@ local function cluster_case(name, prefix, new, expect, nth)
   case { kind = "cluster", file = "cluster/" .. name .. ".toml", text = text, args = CLUSTER, expect = expect, line = at }
 end
 for _, f in ipairs { "nodes", "gpus_per_node" } do
-  for v, tag in pairs { ["0"] = "zero", ["-3"] = "neg", ["2.5"] = "frac", ["9223372036854775807"] = "huge",
-                        ['"4"'] = "text", ["inf"] = "inf" } do
+  -- arrays, not pairs over a keyed table: the corpus regenerates in the same order every time
+  for _, vt in ipairs { { "0", "zero" }, { "-3", "neg" }, { "2.5", "frac" }, { "9223372036854775807", "huge" },
+                        { '"4"', "text" }, { "inf", "inf" } } do
+    local v, tag = vt[1], vt[2]
     cluster_case(f .. "_" .. tag, f .. " =", f .. " = " .. v, "key '" .. f .. "' must be")
   end
 end
 for nth, sect in ipairs { "intra", "inter" } do
   for _, f in ipairs { "bw_gbps", "latency_us", "efficiency" } do
-    for v, tag in pairs { nan = "nan", inf = "inf", ["-1.0"] = "neg", ['"x"'] = "text", ["1e300"] = "huge" } do
+    for _, vt in ipairs { { "nan", "nan" }, { "inf", "inf" }, { "-1.0", "neg" }, { '"x"', "text" }, { "1e300", "huge" } } do
+      local v, tag = vt[1], vt[2]
       cluster_case(sect .. "_" .. f .. "_" .. tag, f .. " =", f .. " = " .. v, "key '" .. sect .. "." .. f .. "' must be", nth)
     end
   end
@@ -387,7 +390,9 @@ wt("figures_not_function", preset('figures = "tokens"'), "field 'figures' must b
 wt("figures_returns_number", preset("figures = function() return 3 end"),
    "field 'figures' must return a table of name = value (got number)")
 wt("figures_name_taken", preset("figures = function() return { mfu = 1 } end"),
-   "field 'figures' returned 'mfu', a figure the report has already")
+   "field 'figures' returned 'mfu', a figure or column the report has already")
+wt("figures_name_input", preset("figures = function() return { batch = 999 } end"),
+   "field 'figures' returned 'batch', a figure or column the report has already")
 wt("figures_value_inf", preset("figures = function() return { x = math.huge } end"),
    "a figure is a finite number, a string or a boolean")
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)

@@ -320,8 +320,10 @@ TEST_CASE("figures: a workload's own figures function adds fields to JSON and th
 
   const std::pair<std::string, std::string> bad[] = {
       {"function() return 3 end", "field 'figures' must return a table of name = value (got number)"},
-      {"function() return { mfu = 1 } end", "field 'figures' returned 'mfu', a figure the report has already"},
+      {"function() return { mfu = 1 } end", "field 'figures' returned 'mfu', a figure or column the report has already"},
       {"function() return { x = 0/0 } end", "field 'figures' returned x = "},
+      {"function() return { batch = 999 } end", "field 'figures' returned 'batch', a figure or column the report has already"},
+      {"function() return { latency_ms = 1 } end", "field 'figures' returned 'latency_ms', a figure or column"},
       {"function() return { [1] = 2 } end", "field 'figures' returned the name 1"},
       {"'tokens'", "field 'figures' must be a function(f) returning { name = value, … } (got \"tokens\")"},
       {"function(f) return f.nope.x end", "attempt to index"},

@@ -239,7 +239,7 @@ TEST_CASE("html report: serve --report shows a static batch and a request rate a
       CHECK(have.count("phases.decode.predicted_ms.weights") == 1);  // the phase chart's segments
       CHECK(html.find("<g class=\"phase-bar\">") != std::string::npos);
     }
-    if (j["kind"] == "rate") {
+    if (j["kind"] == "simulation") {  // --rate
       REQUIRE(j.contains("band"));
       CHECK(have.count("band.p90.ttft_ms.p90") == 1);
     }

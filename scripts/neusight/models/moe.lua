@@ -25,7 +25,7 @@
 --   → [Qwen2-MoE: shared expert MLP, shared_expert_gate, sigmoid, mul, add].
 -- Tokens per expert: routing is data dependent; the builder assumes a uniform, dropless router (HF's eager loop drops
 -- nothing). The n tokens reach b = M.experts_reached(E, k, E, n) experts, the expected distinct count E·(1 − (1 −
--- k/E)^n) (all E in prefill and training; at decode 8 tokens of top 6 of 64 reach 35, not 48), and the n·k rows are
+-- k/E)^n) (all E once n·k ≫ E; at decode 8 tokens of top 6 of 64 reach 35, not 48), and the n·k rows are
 -- spread over those b as evenly as integers allow: r = n·k mod b experts get ⌊n·k/b⌋ + 1 rows ("experts" nodes), the
 -- others ⌊n·k/b⌋ ("experts_short"); the experts not reached ("experts_short" or "experts_idle") launch nothing (HF
 -- loops over the experts hit) and keep only their parameters (a weight node). One expert's nodes are emitted once with count = layers × experts of that kind and
@@ -173,8 +173,8 @@ end
 
 --- The experts among `local_experts` (of E) that `tokens` tokens reach, each picking k distinct experts of E with a
 --- uniform router: the expected distinct count local_experts · (1 − (1 − k/E)^tokens), rounded, at least 1 (exact
---- for one token: k of E). 8 decode tokens of DeepSeek-V2-Lite (top 6 of 64) reach about 35 experts, not 48; a
---- prefill or training batch reaches them all. A trained router's skew reaches fewer still (not modelled).
+--- for one token: k of E). 8 decode tokens of DeepSeek-V2-Lite (top 6 of 64) reach about 35 experts, not 48; once
+--- tokens · k ≫ E (most prefill and training batches) they reach them all. A trained router's skew reaches fewer still (not modelled).
 function M.experts_reached(local_experts, k, E, tokens)
   return math.max(1, math.floor(local_experts * (1 - (1 - k / E) ^ tokens) + 0.5))
 end
@@ -206,7 +206,7 @@ function M.replicate(nodes, from, per)
 end
 
 --- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
---- (M.experts_reached: all E in prefill and training, fewer at small decode batches; neusight/models/deepseek.lua routes
+--- (M.experts_reached: all E once n·k ≫ E, fewer at small decode batches and short prompts; neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
 --- (experts.ep > 1) the dispatches run first, an all-to-all sends the rows of width `h` to their experts, this rank's
 --- local experts run, and a second all-to-all brings their outputs back before the combines.

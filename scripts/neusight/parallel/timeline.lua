@@ -295,7 +295,7 @@ function M.timeline(plan, nodes, times)
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
     }
     -- summed in op order (locals: 10⁵ ops in a deep pipeline); with the peak of the activations kept for backward
-    -- (training): neusight.parallel.memory's activation_peak, walked along
+    -- (training), walked along
     local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0
     local live, peak = 0, 0
     for i = 1, n_ops do
