@@ -990,6 +990,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   scale->add_option("--graph", sflags.graph, "Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
   scale->add_option("--weights", sflags.weights, "Weights root (default: the bundled weights/)");
+  scale->add_option("--predictor", sflags.predictor, predictor_help() + " — whose forecasts on the two GPUs give the ratio");
   scale->add_option("--wave-variant", sflags.wave_variant,
                     "Wave scaling of Chrome/wavescale traces: code (the released code, default) or paper (wave counts)")
       ->check(CLI::IsMember({"code", "paper"}));

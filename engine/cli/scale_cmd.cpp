@@ -76,6 +76,7 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
     if (!r.graph.empty()) j["graph"] = r.graph;
     j["from"] = from.name;
     j["to"] = to.name;
+    j["predictor"] = f.predictor;
     j["mode"] = r.mode;
     if (r.layers > 0) j["layers"] = r.layers;
     j["origin_ms"] = origin;
@@ -95,7 +96,8 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   }
   std::string out = r.layers > 0 ? fmt::format("trace     {}  ({}, {} layers)\n", f.trace, r.mode, r.layers)
                                  : fmt::format("trace     {}  ({})\n", f.trace, r.mode);
-  out += fmt::format("scaled    {} → {}\n\n", from.name, to.name);
+  out += fmt::format("scaled    {} → {}{}\n\n", from.name, to.name,
+                     f.predictor == "neusight" ? "" : " (ratios of the " + f.predictor + " predictor)");
   std::vector<size_t> order(r.rows.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return r.rows[a].scaled_ms > r.rows[b].scaled_ms; });
@@ -118,9 +120,10 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   return 0;
 }
 
-// The tile predictor both scaling paths take the ratio of (--weights or the bundled weights).
-std::unique_ptr<predictor> scale_predictor(const scale_flags& f, const fs::path& root) {
-  return predictor_make("neusight", f.weights.empty() ? root / "weights" : fs::path(f.weights));
+// The predictor both scaling paths take the ratio of: --predictor (the tile predictor by default; a built-in or a Lua
+// predictor, session::predictor_make) with --weights or the bundled weights.
+std::unique_ptr<predictor> scale_predictor(session& s, const scale_flags& f, const fs::path& root) {
+  return s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
 }
 
 // Predicted seconds of `ks` on the origin and on the destination, the latter through scale.lua's destination(),
@@ -169,7 +172,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   for (size_t k = 0; k < k_from.size(); ++k) kernels_of[k_from[k].node].push_back(k);
   pair_seconds sec;
   if (!k_from.empty()) {
-    const auto pred = scale_predictor(f, root);
+    const auto pred = scale_predictor(s, f, root);
     sec = predict_pair(s, *pred, k_from, from, to);
   }
 
@@ -268,7 +271,7 @@ int scale_main(const scale_flags& f) {
   const bool training = og.tag && og.tag->mode == "train";
 
   const std::vector<kernel_instance> k_from = opgraph_kernels(og, training);
-  const auto pred = scale_predictor(f, root);
+  const auto pred = scale_predictor(s, f, root);
   const pair_seconds sec = predict_pair(s, *pred, k_from, from, to);
   const std::vector<double>&sec_from = sec.from, &sec_to = sec.to;
 

@@ -14,6 +14,7 @@ class session;
 
 struct scale_flags {
   std::string trace, from, to, graph, weights, format = "table", output;
+  std::string predictor = "neusight";  // whose forecasts give the ratio: a built-in or a Lua predictor
   std::string wave_variant = "code";  // chrome/wavescale traces: "code" or "paper" (spec §1.9)
   int64_t layers = 0;
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)

@@ -245,3 +245,30 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
     CHECK(ratio < 1.2);
   }
 }
+
+// --predictor picks whose forecasts give the ratio: a built-in, or a Lua predictor; the JSON says which. A predictor
+// whose times do not depend on the GPU moves no ratio op at all.
+TEST_CASE("scale: --predictor gives the ratio from another predictor", "[cli][scale]") {
+  const json tile = scale_json("--from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB'");
+  const json roof = scale_json("--from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB' --predictor roofline");
+  CHECK(tile["predictor"] == "neusight");
+  CHECK(roof["predictor"] == "roofline");
+  CHECK(roof["origin_ms"] == tile["origin_ms"]);
+  CHECK(roof["latency_ms"].get<double>() != tile["latency_ms"].get<double>());
+  ns_test::temp_dir t;
+  t.write("scripts/neusight/predictors/flat.lua",
+          "return { description = 'one microsecond per kernel on any GPU',\n"
+          "  predict = function(kernels) local out = {} for i = 1, #kernels do out[i] = 1e-6 end return out end }\n");
+  const json flat = scale_json("--from 'Tesla T4' --to 'NVIDIA A100-PCIE-40GB' --predictor flat --scripts '" +
+                               (t.path / "scripts").string() + "'");
+  size_t ratio_ops = 0;
+  for (const auto& op : flat["ops"])
+    if (op["method"] == "ratio") {
+      ++ratio_ops;
+      CHECK(op["scaled_ms"].get<double>() == Approx(op["origin_ms"].get<double>()).epsilon(1e-9));
+    }
+  CHECK(ratio_ops > 0);
+  const auto bad = run_cli("scale --trace " + trace + " --from 'Tesla T4' --to t4 --predictor rooflin");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("unknown predictor 'rooflin'") != std::string::npos);
+}
