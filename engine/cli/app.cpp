@@ -476,7 +476,7 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   expansion e = s.expand(w.g, out.gpu, w.training());
   out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
                          {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
-                         w.kv_dtype, w.weight_dtype, w.active_params};
+                         w.kv_dtype, w.weight_dtype, w.active_params, w.experts};
   out.meta.warnings = w.warnings;
   if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
@@ -765,7 +765,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
                 og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", {}, 0, std::nullopt,
-                f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt};
+                f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
   m.layers = layers;

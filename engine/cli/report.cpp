@@ -194,6 +194,7 @@ std::string report_json(const forecast& f, const report_meta& m) {
   j["flops"] = f.flops_total();
   j["params"] = f.params_total();
   if (m.active_params) j["active_params"] = *m.active_params;  // mixtures of experts: a token's share of params
+  if (!m.experts.empty()) j["experts"] = m.experts;              // and how their experts ran
   // per GPU: in a parallel run the largest pipeline stage's tp shard
   j["state_gb"] = state_gb_per_gpu(m);
   // memory per GPU (scripts/neusight/memory.lua): the peak of the fullest GPU and its parts, every mode
@@ -311,8 +312,9 @@ std::string report_table(const forecast& f, const report_meta& m) {
   }
   if (m.active_params)
     out += fmt::format("parameters       {:>12.3f} B    of which {:.3f} B active per token (the routed experts it is sent "
-                       "to; attention, shared experts, embeddings in full){}\n",
-                       f.params_total() / 1e9, *m.active_params / 1e9, m.parallel ? ", one tensor-parallel rank" : "");
+                       "to; attention, shared experts, embeddings in full){}{}\n",
+                       f.params_total() / 1e9, *m.active_params / 1e9, m.parallel ? ", one tensor-parallel rank" : "",
+                       m.experts.empty() ? "" : "; experts: " + m.experts);
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),

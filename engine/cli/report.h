@@ -37,6 +37,7 @@ struct report_meta {
   // Mixtures of experts: the parameters a token touches, on the graph's scope as `params` (scripts/neusight/workload.lua
   // active_params); absent for dense models.
   std::optional<double> active_params;
+  std::string experts;  // mixtures of experts: "loop" or "grouped" (workload.lua); "" for dense models
 };
 
 // What scripts/neusight/figures.lua compute() is given of a forecast (after the timeline is in `m`): latency, the

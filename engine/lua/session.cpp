@@ -411,7 +411,9 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 7, "while building the model of " + origin);  // stack: W spec norm name nodes plan state kv mem active
+  ns_call(L, 2, 8, "while building the model of " + origin);  // stack: W spec norm name nodes plan state kv mem active experts
+  if (lua_type(L, -1) == LUA_TSTRING) w.experts = lua_tostring(L, -1);
+  lua_pop(L, 1);
   if (lua_isnumber(L, -1)) w.active_params = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv mem
   p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");

@@ -71,6 +71,7 @@ struct workload {
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
+  std::string experts;                    // mixtures of experts: how the routed experts ran ("loop", "grouped"; "" else)
   std::string kv_dtype, weight_dtype;     // quantised KV cache / weights ("" = the compute dtype; workload.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;

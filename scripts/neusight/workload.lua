@@ -456,7 +456,11 @@ local function graph_of(w, gpu)
     end
     nodes = builder.build(cfg, opts)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
-    if builder.top_k and builder.num_experts then routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg) } end
+    if builder.top_k and builder.num_experts then
+      -- how the routed experts ran (neusight.models.moe.implementation: the field, else HF's loop), for the report
+      routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg),
+                  experts = require("neusight.models.moe").implementation(opts, name) }
+    end
   end
   fill_defaults(nodes, w.dtype)
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
@@ -529,6 +533,7 @@ end
 ---@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
 --- (the timeline reports it from plan.memory)
 ---@return number? active_params M.active_params: the report's active_params (mixtures of experts only)
+---@return string? experts how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
 --- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
 ---@return string model_name
@@ -555,7 +560,8 @@ function M.build(spec, gpu)
   local state = precision.state(recipe, w.optimizer, training)
   if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
-  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv), active
+  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv), active,
+    routing and routing.experts
 end
 
 return M

@@ -50,6 +50,12 @@ TEST_CASE("experts grouped: MoE decode is far faster than HF's loop and bounded 
       const json grouped = run_json(base + " --experts grouped");
       const json loop_given = run_json(base + " --experts loop");
       CHECK(loop_given["latency_ms"].get<double>() == loop["latency_ms"].get<double>());  // loop is the default
+      CHECK(loop["experts"] == "loop");  // the report says how the experts ran
+      CHECK(grouped["experts"] == "grouped");
+      if (batch == 1) {  // a dense model has no such field; the table names it for a mixture of experts
+        CHECK(!run_json("predict --model llama32_1b --gpu h100 --mode decode --context 64 --batch 1").contains("experts"));
+        CHECK(run_cli(base + " --experts grouped").out.find("; experts: grouped") != std::string::npos);
+      }
       CHECK(grouped["params"].get<double>() == loop["params"].get<double>());
       CHECK(grouped["active_params"].get<double>() == loop["active_params"].get<double>());
       const double l = loop["latency_ms"], g = grouped["latency_ms"];
