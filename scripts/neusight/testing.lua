@@ -69,6 +69,32 @@ function M.with(base, over)
   return c
 end
 
+-- Tiny mixture-of-experts configs the MoE builder tests share (4 query heads over 2 kv heads; top 2 of 4 or 8 experts;
+-- DeepSeek-V3's routing and MLA, scaled down).
+local TINY = {
+  mixtral = { name = "tiny", arch = "moe", model_type = "mixtral", vocab_size = 100, hidden_size = 64,
+    intermediate_size = 96, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
+    num_local_experts = 4, num_experts_per_tok = 2 },
+  qwen2_moe = { name = "tiny", arch = "moe", model_type = "qwen2_moe", vocab_size = 100, hidden_size = 64,
+    intermediate_size = 128, num_hidden_layers = 4, num_attention_heads = 4, num_key_value_heads = 2, num_experts = 4,
+    num_experts_per_tok = 2, moe_intermediate_size = 32, shared_expert_intermediate_size = 96 },
+  qwen3_moe = { name = "tiny", arch = "moe", model_type = "qwen3_moe", vocab_size = 100, hidden_size = 64,
+    intermediate_size = 128, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 32,
+    num_experts = 8, num_experts_per_tok = 2, moe_intermediate_size = 32, norm_topk_prob = true },
+  deepseek_v3 = { name = "tiny", arch = "deepseek", model_type = "deepseek_v3", vocab_size = 100, hidden_size = 64,
+    intermediate_size = 96, moe_intermediate_size = 16, num_hidden_layers = 3, num_attention_heads = 4,
+    num_key_value_heads = 4, q_lora_rank = 32, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4,
+    v_head_dim = 8, n_routed_experts = 8, n_shared_experts = 2, num_experts_per_tok = 2, n_group = 4, topk_group = 2,
+    first_k_dense_replace = 1 },
+}
+
+--- A fresh copy of the tiny config of `model_type` (a test may change its copy).
+function M.tiny(model_type)
+  local cfg = TINY[model_type]
+  if not cfg then error(("no tiny config for model_type %s"):format(tostring(model_type)), 2) end
+  return M.with(cfg)
+end
+
 --- Σ params · count over a node list.
 function M.params(nodes)
   local p = 0

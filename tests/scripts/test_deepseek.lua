@@ -17,11 +17,7 @@ local T = {}
 
 -- Tiny config: 4 heads, q latent 32, kv latent 16, heads of 8 + 4 (q/k) and 8 (v); 1 dense layer then 2 MoE layers of
 -- 8 experts (4 groups of 2, top 2 of the best 2 groups) + 2 shared.
-local TINY = { name = "tiny", arch = "deepseek", model_type = "deepseek_v3", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 96, moe_intermediate_size = 16, num_hidden_layers = 3, num_attention_heads = 4,
-  num_key_value_heads = 4, q_lora_rank = 32, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4,
-  v_head_dim = 8, n_routed_experts = 8, n_shared_experts = 2, num_experts_per_tok = 2, n_group = 4, topk_group = 2,
-  first_k_dense_replace = 1 }
+local TINY = require("neusight.testing").tiny("deepseek_v3")
 -- DeepSeek-V2-Lite's attention shape (q_lora_rank null: q_proj) under V3 routing, scaled down.
 local TINY_NO_Q_LORA = with(TINY, { q_lora_rank = false })
 

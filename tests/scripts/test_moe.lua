@@ -18,15 +18,8 @@ local MOE_PRESETS = { "mixtral_8x7b", "mixtral_8x22b", "qwen3_30b_a3b", "qwen15_
 local with = require("neusight.testing").with
 
 -- Tiny configs: 4 query heads over 2 kv heads of 16; 4 experts, top 2.
-local TINY_MIXTRAL = { name = "tiny", arch = "moe", model_type = "mixtral", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 96, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
-  num_local_experts = 4, num_experts_per_tok = 2 }
-local TINY_QWEN2 = { name = "tiny", arch = "moe", model_type = "qwen2_moe", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 128, num_hidden_layers = 4, num_attention_heads = 4, num_key_value_heads = 2, num_experts = 4,
-  num_experts_per_tok = 2, moe_intermediate_size = 32, shared_expert_intermediate_size = 96 }
-local TINY_QWEN3 = { name = "tiny", arch = "moe", model_type = "qwen3_moe", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 128, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 32,
-  num_experts = 8, num_experts_per_tok = 2, moe_intermediate_size = 32, norm_topk_prob = true }
+local tiny = require("neusight.testing").tiny
+local TINY_MIXTRAL, TINY_QWEN2, TINY_QWEN3 = tiny("mixtral"), tiny("qwen2_moe"), tiny("qwen3_moe")
 
 ---------------------------------------------------------------------------------------------------
 -- The routing ops (canonical nodes: n = 4096 tokens, h = 4096, E = 8 experts, top 2, m = 1024 rows per expert)

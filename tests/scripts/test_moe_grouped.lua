@@ -15,20 +15,9 @@ local with, raises = require("neusight.testing").with, require("neusight.testing
 
 local T = {}
 
-local TINY_QWEN3 = { name = "tiny", arch = "moe", model_type = "qwen3_moe", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 128, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2, head_dim = 32,
-  num_experts = 8, num_experts_per_tok = 2, moe_intermediate_size = 32, norm_topk_prob = true }
-local TINY_QWEN2 = { name = "tiny", arch = "moe", model_type = "qwen2_moe", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 128, num_hidden_layers = 4, num_attention_heads = 4, num_key_value_heads = 2, num_experts = 4,
-  num_experts_per_tok = 2, moe_intermediate_size = 32, shared_expert_intermediate_size = 96 }
-local TINY_MIXTRAL = { name = "tiny", arch = "moe", model_type = "mixtral", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 96, num_hidden_layers = 2, num_attention_heads = 4, num_key_value_heads = 2,
-  num_local_experts = 4, num_experts_per_tok = 2 }
-local TINY_DS = { name = "tiny", arch = "deepseek", model_type = "deepseek_v3", vocab_size = 100, hidden_size = 64,
-  intermediate_size = 96, moe_intermediate_size = 16, num_hidden_layers = 3, num_attention_heads = 4,
-  num_key_value_heads = 4, q_lora_rank = 32, kv_lora_rank = 16, qk_nope_head_dim = 8, qk_rope_head_dim = 4,
-  v_head_dim = 8, n_routed_experts = 8, n_shared_experts = 2, num_experts_per_tok = 2, n_group = 4, topk_group = 2,
-  first_k_dense_replace = 1 }
+local tiny = require("neusight.testing").tiny
+local TINY_QWEN3, TINY_QWEN2, TINY_MIXTRAL, TINY_DS = tiny("qwen3_moe"), tiny("qwen2_moe"), tiny("mixtral"),
+  tiny("deepseek_v3")
 
 local function builder(cfg) return cfg.arch == "deepseek" and deepseek or moe end
 local function build(cfg, opts) return builder(cfg).build(cfg, opts) end
