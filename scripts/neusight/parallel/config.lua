@@ -24,6 +24,28 @@ local KEYS = {
 
 --- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
 local is_count = require("neusight.topology").is_count
+
+-- Field `name` of the plan table `p`: a boolean, `default` when absent.
+local function boolean_field(p, name, default)
+  local v = p[name]
+  if v == nil then return default end
+  if type(v) ~= "boolean" then error(("parallel.%s: boolean expected, got %s"):format(name, show(v)), 0) end
+  return v
+end
+
+-- Field `name` of `p`: one of `choices` (strings, the first is the default when absent).
+local function choice_field(p, name, choices)
+  local v = p[name]
+  if v == nil then return choices[1] end
+  for _, c in ipairs(choices) do
+    if v == c then return v end
+  end
+  local quoted = {}
+  for i, c in ipairs(choices) do quoted[i] = ("%q"):format(c) end
+  local list = #quoted == 2 and quoted[1] .. " or " .. quoted[2]
+    or table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
+  error(("parallel.%s: %s expected, got %s"):format(name, list, show(v)), 0)
+end
 M.is_count = is_count
 
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
@@ -88,42 +110,22 @@ function M.normalize(p)
   -- take minutes to lay out
   if bucket < 1 then error(("parallel.bucket_mb: at least 1 (MB) expected, got %s"):format(show(bucket)), 0) end
   out.bucket_mb = bucket
-  local overlap = p.overlap_grad_reduce
-  if overlap == nil then overlap = true end
-  if type(overlap) ~= "boolean" then
-    error(("parallel.overlap_grad_reduce: boolean expected, got %s"):format(show(overlap)), 0)
-  end
-  out.overlap_grad_reduce = overlap
+  out.overlap_grad_reduce = boolean_field(p, "overlap_grad_reduce", true)
   -- kernels: whose kernels the model runs. "megatron" (Megatron-LM's model code, the framework these
   -- parallel layouts come from: fused bias-GeLU, see models/gpt.lua) or "eager" (the HF eager graph).
-  local kernels = p.kernels == nil and "megatron" or p.kernels
-  if kernels ~= "megatron" and kernels ~= "eager" then
-    error(("parallel.kernels: \"megatron\" or \"eager\" expected, got %s"):format(show(kernels)), 0)
-  end
-  out.kernels = kernels
+  out.kernels = choice_field(p, "kernels", { "megatron", "eager" })
   -- recompute: "none"; "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
   -- each layer keeps only its input and re-runs its forward during backward; "selective" (Korthikanti et al.
   -- 2022, Megatron's --recompute-activations): only the core-attention nodes (attrs.core_attention: QKᵀ,
   -- scale, mask, softmax, dropout, ·V) drop their outputs and re-run in backward.
-  local recompute = p.recompute == nil and "none" or p.recompute
-  if recompute ~= "none" and recompute ~= "full" and recompute ~= "selective" then
-    error(("parallel.recompute: \"none\", \"selective\" or \"full\" expected, got %s"):format(show(recompute)), 0)
-  end
-  out.recompute = recompute
+  out.recompute = choice_field(p, "recompute", { "none", "selective", "full" })
   -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
-  local sp = p.sequence_parallel
-  if sp == nil then sp = false end
-  if type(sp) ~= "boolean" then error(("parallel.sequence_parallel: boolean expected, got %s"):format(show(sp)), 0) end
+  local sp = boolean_field(p, "sequence_parallel", false)
   if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
   out.sequence_parallel = sp
   -- distributed_optimizer (Megatron-LM --use-distributed-optimizer, ZeRO stage 1): optimizer state and step
   -- sharded over dp; gradients reduce-scattered, updated parameters all-gathered after the step.
-  local dist = p.distributed_optimizer
-  if dist == nil then dist = false end
-  if type(dist) ~= "boolean" then
-    error(("parallel.distributed_optimizer: boolean expected, got %s"):format(show(dist)), 0)
-  end
-  out.distributed_optimizer = dist
+  out.distributed_optimizer = boolean_field(p, "distributed_optimizer", false)
   if p.cluster ~= nil and type(p.cluster) ~= "table" and (type(p.cluster) ~= "string" or p.cluster == "") then
     error(("parallel.cluster: a table or the name of a gpus/clusters/*.toml file expected, got %s"):format(show(p.cluster)), 0)
   end
