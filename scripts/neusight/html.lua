@@ -239,6 +239,15 @@ local HEADER_TEXT = { "model", "gpu", "mode", "dtype", "precision", "predictor",
 local HEADER_NUMS = { { "batch", "" }, { "seq", "" }, { "context", "" }, { "forward_ms", " ms" }, { "backward_ms", " ms" },
   { "grad_accumulate_ms", " ms" }, { "optimizer_ms", " ms" }, { "params", "" }, { "active_params", "" }, { "flops", "" } }
 
+-- The report's warnings as a list (nothing without any).
+local function warnings_section(w)
+  if type(w) ~= "table" or #w == 0 then return "" end
+  local out = { "<h2>Warnings</h2><ul>" }
+  for _, s in ipairs(w) do out[#out + 1] = '<li class="warn">' .. esc(s) .. "</li>" end
+  out[#out + 1] = "</ul>"
+  return table.concat(out)
+end
+
 -- The page of one forecast: `r` is its JSON report as a table.
 function M.render(r)
   local out = {}
@@ -277,12 +286,8 @@ function M.render(r)
   out[#out + 1] = ops_section(r)
   out[#out + 1] = memory_section(r)
   out[#out + 1] = parallel_section(r)
-  if type(r.warnings) == "table" and #r.warnings > 0 then
-    local w = { "<h2>Warnings</h2><ul>" }
-    for _, s in ipairs(r.warnings) do w[#w + 1] = '<li class="warn">' .. esc(s) .. "</li>" end
-    w[#w + 1] = "</ul>"
-    out[#out + 1] = table.concat(w)
-  end
+  local w = warnings_section(r.warnings)
+  if w ~= "" then out[#out + 1] = w end
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
 end
 
@@ -349,14 +354,6 @@ local function flatten(v, path, out)
     for _, k in ipairs(sorted_keys(v)) do flatten(v[k], path == "" and k or path .. "." .. k, out) end
   end
   return out
-end
-
-local function warnings_section(w)
-  if type(w) ~= "table" or #w == 0 then return "" end
-  local out = { "<h2>Warnings</h2><ul>" }
-  for _, s in ipairs(w) do out[#out + 1] = '<li class="warn">' .. esc(s) .. "</li>" end
-  out[#out + 1] = "</ul>"
-  return table.concat(out)
 end
 
 local SERVE_METRICS = { { "ttft_ms", "time to first token", " ms" }, { "tpot_ms", "time per output token", " ms" },
