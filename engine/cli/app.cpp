@@ -49,7 +49,7 @@ struct common_flags {
   std::string format = "table";
   std::string output;
   std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
-  std::string calibrate;     // --calibrate FILE (run, predict): fit the GPU's calibration from a measurement of FILE
+  std::string calibrate;     // --calibrate FILE (run, predict, serve): fit the GPU's calibration from a measurement of FILE
   bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
   double script_timeout = -1;
@@ -240,18 +240,28 @@ void add_report(CLI::App* cmd, common_flags& c) {
 }
 
 // --no-calibration on the commands that forecast (run, predict, serve, search; NEUSIGHT_NO_CALIBRATION=1 for all);
-// --calibrate on those that forecast one workload (run, predict).
-void add_calibration(CLI::App* cmd, common_flags& c, bool fit) {
+// --calibrate on those that forecast one workload (run, predict: `fit` = calibrate_fit::workload) or one static serving
+// batch (serve: calibrate_fit::serve).
+enum class calibrate_fit { none, workload, serve };
+CLI::Option* add_calibration(CLI::App* cmd, common_flags& c, calibrate_fit fit) {
   cmd->add_flag("--no-calibration", c.no_calibration,
                 "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; "
                 "also NEUSIGHT_NO_CALIBRATION=1)");
-  if (!fit) return;
-  cmd->add_option("--calibrate", c.calibrate,
-                  "Fit per-kernel-family correction factors of the GPU from FILE: a TOML with latency_ms = the measured "
-                  "time of exactly this workload on that GPU (and optionally note = \"…\"), or a PyTorch-profiler "
-                  "Chrome trace (.json, recorded with shapes on that GPU: scripts/collect/hf_trace.py; predict --gpu G "
-                  "only, no workload); they are written beside the GPU's file as <stem>.calibration.toml and used by "
-                  "later forecasts on it (scripts/neusight/calibration.lua)")
+  if (fit == calibrate_fit::none) return nullptr;
+  const std::string help =
+      fit == calibrate_fit::workload
+          ? "Fit per-kernel-family correction factors of the GPU from FILE: a TOML with latency_ms = the measured "
+            "time of exactly this workload on that GPU (and optionally note = \"…\"), or a PyTorch-profiler "
+            "Chrome trace (.json, recorded with shapes on that GPU: scripts/collect/hf_trace.py; predict --gpu G "
+            "only, no workload); they are written beside the GPU's file as <stem>.calibration.toml and used by "
+            "later forecasts on it (scripts/neusight/calibration.lua)"
+          : "Fit per-kernel-family correction factors of the GPU from FILE, a TOML with the measured times of exactly "
+            "this static batch (--batch; not --rate) on that GPU: ttft_ms = its prefill (time to first token) and/or "
+            "tpot_ms = its mean decode step (time per output token), optionally note = \"…\"; one of them fits as "
+            "predict --calibrate does, both pin the families the prefill and the decode step weigh differently. "
+            "Written beside the GPU's file as <stem>.calibration.toml and used by later forecasts on it (predict, "
+            "search, serve; scripts/neusight/calibration.lua fit_serve)";
+  return cmd->add_option("--calibrate", c.calibrate, help)
       ->type_name("FILE")
       ->excludes(cmd->get_option("--no-calibration"))
       ->excludes(cmd->get_option("--report"));  // it writes the calibration and its summary, not a forecast
@@ -480,20 +490,6 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   out.meta.warnings = w.warnings;
   if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
-}
-
-// Writes `gpu`'s calibration file at `path` (written by `by`); returns the path as messages show it.
-std::string calibration_write(const gpu_spec& gpu, const fs::path& path, const std::map<std::string, double>& factors,
-                              const std::string& by,
-                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
-  const std::string text = calibration_text(
-      gpu, factors,
-      {path.filename().string() + " — written by " + by + "; refit to change.",
-       "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
-       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
-      facts);
-  emit(text, path.string());
-  return path.lexically_normal().generic_string();
 }
 
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
@@ -891,7 +887,7 @@ int app_main(int argc, char** argv) {
   add_forecast(run, fflags, true);
   add_common(run, common, true);
   add_report(run, common);
-  add_calibration(run, common, true);
+  add_calibration(run, common, calibrate_fit::workload);
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
@@ -912,7 +908,7 @@ int app_main(int argc, char** argv) {
       ->needs(graph_opt);
   add_common(predict, common, true);
   add_report(predict, common);
-  add_calibration(predict, common, true);
+  add_calibration(predict, common, calibrate_fit::workload);
 
   auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
   add_common(paths, common, false);
@@ -1033,7 +1029,7 @@ int app_main(int argc, char** argv) {
   search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
   search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
   add_common(search, common, true);
-  add_calibration(search, common, false);
+  add_calibration(search, common, calibrate_fit::none);
 
   serve_flags vflags;
   std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // lists with --sweep; split after parsing
@@ -1109,7 +1105,7 @@ int app_main(int argc, char** argv) {
       ->check(CLI::PositiveNumber)->needs(sweep_opt);
   add_common(serve, common, true);
   add_report(serve, common);
-  add_calibration(serve, common, false);
+  add_calibration(serve, common, calibrate_fit::serve)->excludes(sweep_opt);
 
   try {
     app.parse(argc, argv);
@@ -1168,6 +1164,7 @@ int app_main(int argc, char** argv) {
     if (*serve) {
       vflags.report_html = common.report_html;
       vflags.no_calibration = common.no_calibration;
+      vflags.calibrate = common.calibrate;
       return serve_main(report_into(vflags, common));
     }
     if (*search) {

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <map>
 
+#include "core/calibration.h"
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -503,6 +504,20 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus) {
     arr.push_back(std::move(j));
   }
   return arr.dump(2) + "\n";
+}
+
+// Writes `gpu`'s calibration file at `path` (written by `by`); returns the path as messages show it.
+std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path, const std::map<std::string, double>& factors,
+                              const std::string& by,
+                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
+  const std::string text = calibration_text(
+      gpu, factors,
+      {path.filename().string() + " — written by " + by + "; refit to change.",
+       "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
+       "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
+      facts);
+  emit(text, path.string());
+  return path.lexically_normal().generic_string();
 }
 
 }  // namespace ns

@@ -1,7 +1,10 @@
 // engine/cli/report.h — a forecast rendered as a table (people), JSON or CSV (scripts).
 #pragma once
+#include <filesystem>
+#include <map>
 #include <optional>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -80,5 +83,12 @@ void emit(const std::string& text, const std::string& output);
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);
+
+// Writes `gpu`'s calibration file (core/calibration.h calibration_text) at `path`, with a header naming `by` (the
+// command that fitted it) and `facts` (what was measured); returns the path as messages show it. predict's and serve's
+// --calibrate.
+std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path,
+                              const std::map<std::string, double>& factors, const std::string& by,
+                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts);
 
 }  // namespace ns

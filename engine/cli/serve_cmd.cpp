@@ -2,14 +2,20 @@
 // as JSON (every number), CSV (one `field,value` row per number, dotted paths) or serve.lua's table.
 #include "cli/serve_cmd.h"
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+
+#include <cstdio>
 
 #include "cli/paths.h"
 #include "cli/report.h"
+#include "core/calibration.h"
 #include "core/roofline.h"
+#include "core/text.h"
 #include "lua/session.h"
 
 namespace ns {
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -24,10 +30,86 @@ std::string dotted(const std::string& pointer) {
   return out;
 }
 
+// --calibrate FILE: the static batch forecast without any calibration (serve.lua calibration_inputs: its TTFT, TPOT
+// and their kernel families), the measured ttft_ms / tpot_ms of FILE, and the factors scripts/neusight/calibration.lua
+// fit_serve() fits, written beside the GPU's file for later forecasts (predict, search, serve). The measurement is
+// read first: a bad file stops the run before any forecast, and nothing is written on any error.
+int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, const workload_overrides& opts) {
+  const serve_measurement m = serve_measurement_load(f.calibrate);
+  if (!f.rate.empty())
+    throw error("--calibrate needs a static batch (--batch N): with --rate the TTFT and TPOT are percentiles over "
+                "queueing requests, not one phase forecast each; measure the model at a fixed batch to calibrate");
+  const gpu_spec gpu = s.gpu(f.gpu.front());
+  const fs::path path = calibration_path(gpu);
+  if (path.empty()) throw error("--calibrate: " + gpu.name + " was not read from a file: nowhere to keep a calibration");
+  figure_inputs in = s.serve_calibration_inputs(opts, pred);
+  std::string workload;
+  std::optional<double> ttft_s, tpot_s;
+  for (const auto& [k, v] : in) {
+    if (k == "workload") workload = std::get<std::string>(v);
+    if (k == "ttft_s") ttft_s = std::get<double>(v);
+    if (k == "tpot_s") tpot_s = std::get<double>(v);
+  }
+  in.emplace_back("measurement", m.source);
+  if (m.ttft_ms) in.emplace_back("measured_ttft_s", *m.ttft_ms / 1e3);
+  if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
+  const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
+  std::map<std::string, double> factors;
+  std::map<std::string, double> calibrated;  // ttft / tpot → ms
+  for (const auto& x : fit.fields) {
+    const double* v = std::get_if<double>(&x.value);
+    if (!v) continue;
+    if (x.key.rfind("factor.", 0) == 0) factors[x.key.substr(7)] = *v;
+    if (x.key == "calibrated_ttft_ms") calibrated["ttft"] = *v;
+    if (x.key == "calibrated_tpot_ms") calibrated["tpot"] = *v;
+  }
+  if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_serve(): no factor.<family> fields");
+  for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {{"measurement", m.source}};
+  if (m.ttft_ms) facts.emplace_back("measured_ttft_ms", *m.ttft_ms);
+  if (ttft_s) facts.emplace_back("forecast_ttft_ms", *ttft_s * 1e3);
+  if (m.tpot_ms) facts.emplace_back("measured_tpot_ms", *m.tpot_ms);
+  if (tpot_s) facts.emplace_back("forecast_tpot_ms", *tpot_s * 1e3);
+  facts.emplace_back("workload", workload);
+  facts.emplace_back("predictor", pred.name());
+  if (!m.note.empty()) facts.emplace_back("note", m.note);
+  const std::string where =
+      calibration_write(gpu, path, factors, "`neusight serve … --calibrate " + m.source + "`", facts);
+  if (f.format == "json") {
+    auto opt = [](const std::optional<double>& x) { return x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json(nullptr); };
+    auto cal = [&](const char* k) {
+      const auto it = calibrated.find(k);
+      return it == calibrated.end() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(it->second);
+    };
+    nlohmann::ordered_json j;
+    j["gpu"] = gpu.name;
+    j["calibration_file"] = where;
+    j["measurement"] = m.source;
+    j["workload"] = workload;
+    j["measured_ttft_ms"] = opt(m.ttft_ms);
+    j["forecast_ttft_ms"] = ttft_s ? nlohmann::ordered_json(*ttft_s * 1e3) : nlohmann::ordered_json(nullptr);
+    j["calibrated_ttft_ms"] = cal("ttft");
+    j["measured_tpot_ms"] = opt(m.tpot_ms);
+    j["forecast_tpot_ms"] = tpot_s ? nlohmann::ordered_json(*tpot_s * 1e3) : nlohmann::ordered_json(nullptr);
+    j["calibrated_tpot_ms"] = cal("tpot");
+    j["factors"] = factors;
+    j["warnings"] = fit.warnings;
+    emit(j.dump(2) + "\n", f.output);
+  } else {
+    std::string out = fmt::format("calibrated {} from {} ({})\n", gpu.name, m.source, workload);
+    for (const auto& line : fit.lines) out += line + "\n";
+    out += "written to " + where + "\n";
+    emit(out, f.output);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int serve_main(const serve_flags& f) {
-  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
+  // --calibrate fits against the raw forecast
+  const session_options o =
+      session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration && f.calibrate.empty());
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
@@ -43,6 +125,12 @@ int serve_main(const serve_flags& f) {
   if (f.seed >= 0) opts["seed"] = f.seed;
   if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
 
+  if (!f.calibrate.empty()) {
+    if (!f.gpu.empty()) opts["gpu"] = f.gpu.front();
+    if (!f.tp.empty()) opts["tp"] = f.tp.front();
+    if (!f.batch.empty()) opts["batch"] = f.batch.front();
+    return serve_calibrate(s, f, *pred, opts);
+  }
   session::serve_report r;
   if (f.sweep) {
     session::option_lists lists;

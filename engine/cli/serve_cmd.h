@@ -23,6 +23,7 @@ struct serve_flags {
   std::string format = "table", output;
   std::string report_html;  // --report FILE.html: neusight.html render_serve of the JSON report
   bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
+  std::string calibrate;        // --calibrate FILE: fit the GPU's calibration from a measurement of this static batch
 };
 
 int serve_main(const serve_flags& f);

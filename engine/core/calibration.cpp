@@ -48,10 +48,12 @@ std::optional<calibration> calibration_load(const gpu_spec& gpu) {
   if (*gpu_name != gpu.name)
     throw error(where(*t.get("gpu")) + ": a calibration of " + *gpu_name + " beside the file of " + gpu.name +
                 " (refit it with `neusight predict --gpu " + gpu.source + " … --calibrate FILE`)");
-  // trace_device, ops: a calibration from a profiler trace (`predict --gpu G --calibrate TRACE.json`)
-  static const std::vector<std::string> keys = {"format_version", "gpu",       "measurement", "measured_ms",
-                                                "forecast_ms",    "workload",  "predictor",   "note",
-                                                "trace_device",   "ops",       "factors"};
+  // trace_device, ops: a calibration from a profiler trace (`predict --gpu G --calibrate TRACE.json`); the
+  // *_ttft_ms / *_tpot_ms: from a serve measurement (`serve --batch … --calibrate FILE`)
+  static const std::vector<std::string> keys = {
+      "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
+      "workload",          "predictor",   "note",             "trace_device",     "ops",
+      "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -105,6 +107,37 @@ measurement measurement_load(const std::string& path) {
   if (!x || !std::isfinite(*x) || *x <= 0)
     throw error(toml_where(path, lat->source().begin) + ": latency_ms must be a positive number of milliseconds");
   m.latency_ms = *x;
+  if (const toml::node* n = t.get("note")) {
+    const auto s = n->value<std::string>();
+    if (!s) throw error(toml_where(path, n->source().begin) + ": note must be a string");
+    m.note = *s;
+  }
+  return m;
+}
+
+serve_measurement serve_measurement_load(const std::string& path) {
+  serve_measurement m;
+  m.source = path;
+  const toml::table t = toml_parse_text(text_file_read(path, path, text_file_max_script), path);
+  const std::vector<std::string> keys = {"ttft_ms", "tpot_ms", "note"};
+  for (const auto& [k, v] : t) {
+    const std::string key(k.str());
+    if (std::find(keys.begin(), keys.end(), key) == keys.end())
+      throw error(toml_where(path, k.source().begin) + ": unknown key '" + key + "'" + text_did_you_mean(key, keys) +
+                  " (a serve measurement has ttft_ms, tpot_ms and note" +
+                  (key == "latency_ms" ? "; latency_ms is predict --calibrate's" : "") + ")");
+  }
+  for (const auto& [key, into] : {std::pair{"ttft_ms", &m.ttft_ms}, {"tpot_ms", &m.tpot_ms}}) {
+    const toml::node* n = t.get(key);
+    if (!n) continue;
+    const auto x = n->value<double>();
+    if (!x || !std::isfinite(*x) || *x <= 0)
+      throw error(toml_where(path, n->source().begin) + ": " + key + " must be a positive number of milliseconds");
+    *into = *x;
+  }
+  if (!m.ttft_ms && !m.tpot_ms)
+    throw error(path + ": needs ttft_ms (the measured prefill of the batch) or tpot_ms (its mean decode step), or "
+                "both (milliseconds)");
   if (const toml::node* n = t.get("note")) {
     const auto s = n->value<std::string>();
     if (!s) throw error(toml_where(path, n->source().begin) + ": note must be a string");

@@ -42,6 +42,17 @@ struct measurement {
 };
 measurement measurement_load(const std::string& path);
 
+// A measurement of a static-batch serve run to calibrate with (`neusight serve --batch … --calibrate FILE`): a TOML
+// file with `ttft_ms` (the batch's prefill: time to first token) and/or `tpot_ms` (the mean decode step: time per
+// output token after the first), and an optional `note`. Throws ns::error "<file>:<line>:<col>: …" when neither is
+// given, for a value that is not a positive finite number of milliseconds, and for an unknown key.
+struct serve_measurement {
+  std::string source;
+  std::optional<double> ttft_ms, tpot_ms;
+  std::string note;
+};
+serve_measurement serve_measurement_load(const std::string& path);
+
 // seconds[i] *= the factor of kernels[i]'s family (kernels with a fixed latency or no family are left as they are).
 void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c);
 

@@ -161,6 +161,11 @@ class session {
   // Empty `lists` is serve(): one setting through scripts/neusight/serve.lua.
   using option_lists = std::map<std::string, std::vector<workload_value>>;
   serve_report serve_sweep(const workload_overrides& options, const option_lists& lists, const predictor& pred);
+  // `neusight serve --batch … --calibrate FILE`: scripts/neusight/serve.lua calibration_inputs(options, phase) — the
+  // static batch's forecast TTFT and TPOT (ttft_s, tpot_s), and each kernel family's seconds, effective kernel count
+  // and roofline flag in its prefill (prefill_family_s.<family> …) and in its mean decode step (decode_family_s.<family>
+  // …), the inputs of scripts/neusight/calibration.lua fit_serve(); sorted by key.
+  figure_inputs serve_calibration_inputs(const workload_overrides& options, const predictor& pred);
 
   // What `neusight search` needs of the model a workload (the overrides, as for workload_load) names, from
   // scripts/neusight/search.lua model_facts: routed experts per MoE layer (1: dense) and layers.

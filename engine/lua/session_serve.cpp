@@ -2,6 +2,7 @@
 // forecast, a progress line) and the call into it.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -48,7 +49,8 @@ void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), l
 void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
 
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
-// band_warnings, kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, calibration (the
+// band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
+// for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, calibration (the
 // GPU's calibration file its kernel times were corrected by; nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
@@ -71,8 +73,20 @@ int l_serve_phase(lua_State* L) {
       family_inputs_add(band_in, fc.seconds_by_family(), *c->pred, gpu.vendor);
       band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty_file(gpu.vendor));
     }
-    lua_createtable(L, 0, 12);  // stack: result
+    lua_createtable(L, 0, 13);  // stack: result
     set_number(L, "latency_ms", latency_s * 1e3);
+    {  // families: the inputs a calibration fit reads (family_s.<f>, family_n.<f>, roofline.<f>), flat
+      figure_inputs fam;
+      family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
+      lua_createtable(L, 0, int(fam.size()));  // stack: result families
+      for (const auto& [k, v] : fam) {
+        if (const double* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+        else if (const bool* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
+        else continue;
+        lua_setfield(L, -2, k.c_str());
+      }
+      lua_setfield(L, -2, "families");
+    }
     for (const auto& x : band.fields)
       if (const double* v = std::get_if<double>(&x.value); v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90"))
         set_number(L, x.key.c_str(), *v);
@@ -205,6 +219,40 @@ session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::st
 }
 
 }  // namespace
+
+figure_inputs session::serve_calibration_inputs(const workload_overrides& options, const predictor& pred) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  serve_context ctx;
+  ctx.s = this;
+  ctx.pred = &pred;
+  const std::string file = "scripts/neusight/serve.lua";
+  require_push(*p_, "neusight.serve");  // stack: S
+  raw_getfield(L, -1, "calibration_inputs");
+  overrides_push_table(L, options);
+  lua_pushlightuserdata(L, &ctx);
+  lua_pushcclosure(L, l_serve_phase, 1);  // stack: S fn options phase
+  ns_call(L, 2, 1, "in " + file + " calibration_inputs");  // stack: S inputs
+  if (!lua_istable(L, -1))
+    throw error(file + ": calibration_inputs returned " + luaL_typename(L, -1) + ", expected a table");
+  const int t = lua_gettop(L);
+  figure_inputs in;
+  lua_pushnil(L);
+  while (lua_next(L, t) != 0) {  // stack: S inputs key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error(file + ": calibration_inputs: keys must be strings");
+    const std::string k = lua_tostring(L, -2);
+    switch (lua_type(L, -1)) {
+      case LUA_TSTRING: in.emplace_back(k, std::string(lua_tostring(L, -1))); break;
+      case LUA_TBOOLEAN: in.emplace_back(k, bool(lua_toboolean(L, -1))); break;
+      case LUA_TNUMBER: in.emplace_back(k, double(lua_tonumber(L, -1))); break;
+      default: throw error(file + ": calibration_inputs: '" + k + "' must be a string, number or boolean");
+    }
+    lua_pop(L, 1);
+  }
+  std::sort(in.begin(), in.end(), [](const auto& a, const auto& b) { return a.first < b.first; });  // pairs() order varies
+  return in;
+}
 
 session::serve_report session::serve(const workload_overrides& options, const predictor& pred) {
   return serve_sweep(options, {}, pred);

@@ -170,7 +170,7 @@ local function forecaster(o, phase)
     r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          calibration = p.calibration,
+          calibration = p.calibration, families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -277,23 +277,31 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Static batch
 
-local function run_static(o, F, count)
-  local B, I, O = o.batch, o.input.lo, o.output.lo
-  local pre = probe(F, o, "prefill", B, I, true)
-  local steps = O - 1
+-- The static batch's decode steps 1 … steps (step j at context I + j - 1): value(j) of every step up to S steps; beyond
+-- that of S evenly spaced ones (endpoints included), the rest linearly interpolated. Its mean is the TPOT (run_static)
+-- and, per kernel family, what a serve calibration weighs the families by (calibration_inputs).
+local function step_series(steps, S, value)
   local ms = {}
-  local S = o.static_decode_samples
   if steps <= S then
-    for j = 1, steps do ms[j] = F("decode", B, I + j - 1).ms end
+    for j = 1, steps do ms[j] = value(j) end
   else
     local at = {}  -- sampled step indices (1-based), endpoints included
     for s = 0, S - 1 do at[#at + 1] = 1 + floor(s * (steps - 1) / (S - 1) + 0.5) end
-    for _, j in ipairs(at) do ms[j] = F("decode", B, I + j - 1).ms end
+    for _, j in ipairs(at) do ms[j] = value(j) end
     for s = 1, #at - 1 do
       local a, b = at[s], at[s + 1]
       for j = a + 1, b - 1 do ms[j] = ms[a] + (ms[b] - ms[a]) * (j - a) / (b - a) end
     end
   end
+  return ms
+end
+
+local function run_static(o, F, count)
+  local B, I, O = o.batch, o.input.lo, o.output.lo
+  local pre = probe(F, o, "prefill", B, I, true)
+  local steps = O - 1
+  local S = o.static_decode_samples
+  local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
   local per_token_gb, budget_gb, blocks = kv_capacity(o, pre, B, I)
@@ -333,6 +341,57 @@ local function run_static(o, F, count)
   end
   r.forecasts = count()
   return r
+end
+
+---------------------------------------------------------------------------------------------------
+-- Calibration from a measurement of a static batch (`neusight serve --batch … --calibrate FILE`)
+
+--- What scripts/neusight/calibration.lua fit_serve() needs of the static batch `raw` (options as run()'s): the forecast
+--- TTFT (ttft_s: the prefill) and TPOT (tpot_s: the mean of the decode steps, as run() averages them), and per
+--- kernel family its seconds, effective kernel count and roofline flag in the prefill (prefill_family_s.<family>,
+--- prefill_family_n.<family>, prefill_roofline.<family>) and in the mean decode step (decode_…: each step's family
+--- time averaged over the steps exactly as TPOT averages their totals, so TPOT is linear in the family factors);
+--- `workload` names the run. One flat table: the engine hands it to the fit. Continuous batching is refused: its
+--- TTFT and TPOT are percentiles over requests that queue, not one phase forecast each.
+function M.calibration_inputs(raw, phase)
+  local o = options(raw)
+  if not o.batch then
+    fail("--calibrate needs a static batch (--batch N): its TTFT is one prefill forecast and its TPOT the mean of its "
+      .. "decode steps, so a measurement of them pins the kernel families; with --rate both are percentiles over "
+      .. "queueing requests. Measure the same model with a fixed batch (e.g. vLLM's benchmark_latency) to calibrate")
+  end
+  local F = forecaster(o, phase)
+  local B, I, O = o.batch, o.input.lo, o.output.lo
+  local pre = probe(F, o, "prefill", B, I)
+  local out = {
+    ttft_s = pre.ms / 1e3,
+    workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
+      o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
+  }
+  for k, v in pairs(pre.families) do out["prefill_" .. k] = v end
+  local steps = O - 1
+  if steps > 0 then
+    local S = o.static_decode_samples
+    local function mean(series)
+      local sum = 0
+      for j = 1, steps do sum = sum + series[j] end
+      return sum / steps
+    end
+    out.tpot_s = mean(step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)) / 1e3
+    local keys = {}  -- every family key of any decode step (the steps' forecasts are cached: no new ones)
+    step_series(steps, S, function(j)
+      for k in pairs(F("decode", B, I + j - 1).families) do keys[k] = true end
+      return 0
+    end)
+    for k in pairs(keys) do
+      if k:match("^roofline%.") then
+        out["decode_" .. k] = true
+      else
+        out["decode_" .. k] = mean(step_series(steps, S, function(j) return F("decode", B, I + j - 1).families[k] or 0 end))
+      end
+    end
+  end
+  return out
 end
 
 ---------------------------------------------------------------------------------------------------
