@@ -779,6 +779,37 @@ ltc("short_row", with_line(lt, 29, function(l) return l:match("^([^,]*,[^,]*)") 
 ltc("header_only", lt:match("^[^\n]*\n"), "no op with a measured latency")
 ltc("empty", "", "empty CSV file (no header)")
 
+-------------------------------------------------------------------------------------------------- calibration measurements
+-- `predict --calibrate` (latency_ms) and `serve --batch … --calibrate` (ttft_ms / tpot_ms) measurements; the GPU is the
+-- corpus's good one, so a case that wrongly passed would leave gpu/good.calibration.toml (a file the manifest test
+-- flags), never a file beside gpus/.
+local CAL_GPU = " --gpu {root}/gpu/good.toml --calibrate {file}"
+local SERVE_CAL = "serve --model gpt2_med --batch 2 --input-len 16 --output-len 4 --predictor roofline --format json -o {out}"
+  .. CAL_GPU
+local function meas(name, args, text, expect, line, names)
+  case { kind = "measurement", file = "measurement/" .. name .. ".toml", text = text, args = args, expect = expect,
+         line = line, names = names }
+end
+meas("predict_missing", PREDICT .. CAL_GPU, 'note = "x"\n', "missing key 'latency_ms'")
+meas("predict_negative", PREDICT .. CAL_GPU, "latency_ms = -3\n", "latency_ms must be a positive number", 1)
+meas("predict_unknown_key", PREDICT .. CAL_GPU, "latency_ms = 3\nttft_ms = 3\n", "unknown key 'ttft_ms'", 2)
+meas("serve_neither", SERVE_CAL, 'note = "x"\n', "needs ttft_ms (the measured prefill of the batch) or tpot_ms")
+meas("serve_latency_ms", SERVE_CAL, "latency_ms = 3\n", { "unknown key 'latency_ms'",
+  "latency_ms is predict --calibrate's" }, 1)
+meas("serve_misspelt", SERVE_CAL, "ttft_ms = 3\ntpot = 1\n", "unknown key 'tpot' (did you mean 'tpot_ms'?)", 2)
+meas("serve_ttft_negative", SERVE_CAL, "ttft_ms = -3\n", "ttft_ms must be a positive number of milliseconds", 1)
+meas("serve_ttft_zero", SERVE_CAL, "ttft_ms = 0\ntpot_ms = 1\n", "ttft_ms must be a positive number of milliseconds", 1)
+meas("serve_tpot_string", SERVE_CAL, 'tpot_ms = "fast"\n', "tpot_ms must be a positive number of milliseconds", 1)
+meas("serve_tpot_nan", SERVE_CAL, "ttft_ms = 2\ntpot_ms = nan\n", "tpot_ms must be a positive number of milliseconds", 2)
+meas("serve_tpot_inf", SERVE_CAL, "tpot_ms = inf\n", "tpot_ms must be a positive number of milliseconds", 1)
+meas("serve_note_number", SERVE_CAL, "tpot_ms = 1\nnote = 4\n", "note must be a string", 2)
+meas("serve_table", SERVE_CAL, "tpot_ms = 1\n[ttft]\nms = 3\n", "unknown key 'ttft'", 2)
+meas("serve_syntax", SERVE_CAL, "tpot_ms = 1\nttft_ms = \n", "expected value", 2)
+meas("serve_rate", SERVE_CAL:gsub("%-%-batch 2", "--rate 2"), "ttft_ms = 3\n",
+  "needs a static batch (--batch N)", nil, "--calibrate")
+meas("serve_no_decode", SERVE_CAL:gsub("%-%-output%-len 4", "--output-len 1"), "tpot_ms = 3\n",
+  "tpot_ms given, but the run has no decode step")
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",

@@ -206,3 +206,4 @@ TEST_CASE("bad inputs: Chrome traces", "[cli][bad_inputs]") { run_kind("trace");
 TEST_CASE("bad inputs: weights", "[cli][bad_inputs]") { run_kind("weights"); }
 TEST_CASE("bad inputs: label JSON", "[cli][bad_inputs]") { run_kind("label"); }
 TEST_CASE("bad inputs: label-trace CSV", "[cli][bad_inputs]") { run_kind("labeltrace"); }
+TEST_CASE("bad inputs: calibration measurements", "[cli][bad_inputs]") { run_kind("measurement"); }

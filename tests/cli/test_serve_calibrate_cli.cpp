@@ -1,0 +1,180 @@
+// tests/cli/test_serve_calibrate_cli.cpp — `neusight serve --batch … --calibrate FILE` (engine/cli/serve_cmd.cpp,
+// scripts/neusight/serve.lua calibration_inputs, scripts/neusight/calibration.lua fit_serve): the factors reproduce
+// what they were fitted to when the run is forecast again, later serve and predict runs on the GPU file use them, one
+// measurement is predict's fit, and bad measurements are refused with the place, writing nothing. Every test works on
+// a copy of a GPU file in a temp folder: nothing is written beside gpus/.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+json cli_json(const std::string& args, const std::string& env = "") {
+  const auto r = run_cli(args + " --format json", env);
+  INFO(args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+std::string num(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// A copy of the H100 file in `t` (its calibration goes beside the copy).
+std::string gpu_copy(const temp_dir& t) {
+  fs::copy_file(ns_test::source_dir / "gpus" / "h100_sxm5_80gb.toml", t.path / "h100.toml");
+  return (t.path / "h100.toml").string();
+}
+
+}  // namespace
+
+TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit and later serve and predict runs use it",
+          "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
+  const json raw = cli_json(run);
+  const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
+  const fs::path m = t.write("m.toml", "tpot_ms = " + num(1.25 * tpot) + "\nnote = \"vLLM benchmark_latency\"\n");
+  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  const fs::path file = t.path / "h100.calibration.toml";
+  REQUIRE(fs::exists(file));
+  CHECK(fit["calibration_file"] == file.lexically_normal().generic_string());
+  CHECK(fit["forecast_tpot_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
+  CHECK(fit["forecast_ttft_ms"].get<double>() == Approx(ttft).epsilon(1e-12));
+  CHECK(fit["measured_ttft_ms"].is_null());
+  const double cal_tpot = fit["calibrated_tpot_ms"], cal_ttft = fit["calibrated_ttft_ms"];
+  CHECK(cal_tpot > 1.05 * tpot);                     // towards the measurement …
+  CHECK(cal_tpot <= 1.25 * tpot * (1 + 1e-9));       // … not past it
+  CHECK(fit["factors"].contains("gemm_tc16"));
+  CHECK(fit["factors"].contains("attention_decode"));
+  // the file keeps what was measured
+  const std::string text = ns_test::slurp(file);
+  CHECK(text.find("measured_tpot_ms = ") != std::string::npos);
+  CHECK(text.find("note = \"vLLM benchmark_latency\"") != std::string::npos);
+  CHECK(text.find("workload = \"serve llama3_8b bf16 static batch 8, input 512, output 64 tokens, launch graph\"") !=
+        std::string::npos);
+  // the same run forecast again applies the factors: both phases are what the fit said
+  const json after = cli_json(run);
+  CHECK(after["tpot_ms"].get<double>() == Approx(cal_tpot).epsilon(1e-7));
+  CHECK(after["ttft_ms"].get<double>() == Approx(cal_ttft).epsilon(1e-7));
+  CHECK(after["calibration"] == file.string());
+  CHECK(cli_json(run + " --no-calibration")["tpot_ms"].get<double>() == tpot);
+  // another batch and a predict of a decode step on the GPU file move too
+  const std::string other = "serve --model llama3_8b --gpu '" + gpu + "' --batch 32 --input-len 1024 --output-len 16";
+  CHECK(cli_json(other)["tpot_ms"].get<double>() > 1.05 * cli_json(other + " --no-calibration")["tpot_ms"].get<double>());
+  const std::string decode = "predict --model llama3_8b --gpu '" + gpu + "' --mode decode --batch 16 --context 256 "
+                             "--dtype bf16 --launch graph";
+  const json p = cli_json(decode);
+  CHECK(p["latency_ms"].get<double>() > 1.05 * cli_json(decode + " --no-calibration")["latency_ms"].get<double>());
+  CHECK(p["figures"]["calibration"] == file.lexically_normal().generic_string());
+  // refitting starts from the raw forecast, not the calibrated one
+  CHECK(cli_json(run + " --calibrate '" + m.string() + "'")["forecast_tpot_ms"].get<double>() ==
+        Approx(tpot).epsilon(1e-12));
+  // the table names the file and the calibrated forecast
+  const auto table = run_cli(run + " --calibrate '" + m.string() + "'");
+  CHECK(table.code == 0);
+  CHECK(table.out.find("written to " + file.lexically_normal().generic_string()) != std::string::npos);
+  CHECK(table.out.find("calibrated forecast of this run: TTFT ") != std::string::npos);
+}
+
+TEST_CASE("serve calibrate: one measurement is predict's fit of that phase (the same factors)", "[cli][serve][calibrate]") {
+  // with two output tokens the TPOT is one decode step at the prompt's length: predict's decode workload exactly
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string serve = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 2";
+  const std::string predict = "predict --model llama3_8b --gpu '" + gpu + "' --mode decode --batch 8 --context 512 "
+                              "--dtype bf16 --launch graph";
+  const double tpot = cli_json(serve)["tpot_ms"];
+  REQUIRE(cli_json(predict)["latency_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
+  const json a = cli_json(serve + " --calibrate '" + t.write("a.toml", "tpot_ms = " + num(0.8 * tpot) + "\n").string() + "'");
+  const json b =
+      cli_json(predict + " --calibrate '" + t.write("b.toml", "latency_ms = " + num(0.8 * tpot) + "\n").string() + "'");
+  REQUIRE(a["factors"].size() == b["factors"].size());
+  for (const auto& [fam, x] : b["factors"].items()) CHECK(a["factors"][fam].get<double>() == Approx(x.get<double>()).epsilon(1e-12));
+  CHECK(a["calibrated_tpot_ms"].get<double>() == Approx(b["calibrated_ms"].get<double>()).epsilon(1e-12));
+}
+
+TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - the factors reproduce both",
+          "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 4 --input-len 256 --output-len 32 "
+                          "--predictor roofline";
+  const json raw = cli_json(run);
+  const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
+  const fs::path m = t.write("m.toml", "ttft_ms = " + num(1.4 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
+  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  CHECK(fit["calibrated_ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-9));
+  CHECK(fit["calibrated_tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-9));
+  // two different ratios: the families the two phases weigh differently get different factors
+  double lo = 1e9, hi = 0;
+  for (const auto& [fam, x] : fit["factors"].items()) lo = std::min(lo, x.get<double>()), hi = std::max(hi, x.get<double>());
+  CHECK(hi > 1.05 * lo);
+  const json after = cli_json(run);
+  CHECK(after["ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-7));
+  CHECK(after["tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-7));
+}
+
+TEST_CASE("serve calibrate: with the error table both measurements move both phases towards them",
+          "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
+  const json raw = cli_json(run);
+  const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
+  const fs::path m = t.write("m.toml", "ttft_ms = " + num(1.1 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
+  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  const double c1 = fit["calibrated_ttft_ms"], c2 = fit["calibrated_tpot_ms"];
+  CHECK(c1 > ttft);
+  CHECK(c2 > tpot);
+  CHECK(c2 < 1.2 * tpot * (1 + 1e-9));
+  const json after = cli_json(run);
+  CHECK(after["ttft_ms"].get<double>() == Approx(c1).epsilon(1e-7));
+  CHECK(after["tpot_ms"].get<double>() == Approx(c2).epsilon(1e-7));
+  // measurements that pull the shared families apart are fitted, with a warning that says so
+  t.write("m.toml", "ttft_ms = " + num(0.7 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
+  const auto apart = run_cli(run + " --calibrate '" + m.string() + "'");
+  CHECK(apart.code == 0);
+  CHECK(apart.err.find("pull the kernel families they share in opposite directions") != std::string::npos);
+}
+
+TEST_CASE("serve calibrate: bad measurements and runs are refused with the place and nothing is written",
+          "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --input-len 128 --predictor roofline";
+  const fs::path file = t.path / "h100.calibration.toml";
+  const fs::path out = t.path / "out.json";
+  auto fails = [&](const std::string& text, const std::string& flags, int code, const std::string& says) {
+    const fs::path m = t.write("m.toml", text);
+    const auto r = run_cli(run + " " + flags + " --calibrate '" + m.string() + "' -o '" + out.string() + "'");
+    INFO(text << "\n" << flags << "\n" << r.err);
+    CHECK(r.code == code);
+    CHECK(r.err.find(says) != std::string::npos);
+    CHECK_FALSE(fs::exists(file));
+    CHECK_FALSE(fs::exists(out));
+  };
+  fails("note = \"x\"\n", "--batch 2 --output-len 8", 1, "m.toml: needs ttft_ms (the measured prefill of the batch) or tpot_ms");
+  fails("latency_ms = 3\n", "--batch 2 --output-len 8", 1, "m.toml:1:1: unknown key 'latency_ms' (a serve measurement has ttft_ms, "
+                                            "tpot_ms and note; latency_ms is predict --calibrate's)");
+  fails("ttft_ms = 3\ntpot = 1\n", "--batch 2 --output-len 8", 1, "m.toml:2:1: unknown key 'tpot' (did you mean 'tpot_ms'?)");
+  fails("ttft_ms = -3\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a positive number of milliseconds");
+  fails("tpot_ms = \"fast\"\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: tpot_ms must be a positive number of milliseconds");
+  fails("ttft_ms = inf\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a positive number of milliseconds");
+  fails("ttft_ms = 3\nnote = 4\n", "--batch 2 --output-len 8", 1, "m.toml:2:8: note must be a string");
+  fails("ttft_ms = 3\n", "--rate 2 --output-len 8", 1, "--calibrate needs a static batch (--batch N)");
+  fails("ttft_ms = 3\n", "--batch 2,4 --sweep --output-len 8", 2, "--sweep excludes --calibrate");
+  fails("ttft_ms = 3\n", "--batch 2 --no-calibration --output-len 8", 2, "excludes");
+  fails("ttft_ms = 1e-6\n", "--batch 2 --output-len 8", 1, "is at most the forecast's time outside the predictor's families");
+  fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1,
+        "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
+}
