@@ -76,22 +76,23 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   const std::string where =
       calibration_write(gpu, path, factors, "`neusight serve … --calibrate " + m.source + "`", facts);
   if (f.format == "json") {
-    auto opt = [](const std::optional<double>& x) { return x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json(nullptr); };
-    auto cal = [&](const char* k) {
+    auto value = [](std::optional<double> x) { return x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json(nullptr); };
+    auto ms = [](std::optional<double> s) { return s ? std::optional<double>(*s * 1e3) : std::nullopt; };
+    auto fitted = [&](const char* k) {
       const auto it = calibrated.find(k);
-      return it == calibrated.end() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(it->second);
+      return it == calibrated.end() ? std::nullopt : std::optional<double>(it->second);
     };
     nlohmann::ordered_json j;
     j["gpu"] = gpu.name;
     j["calibration_file"] = where;
     j["measurement"] = m.source;
     j["workload"] = workload;
-    j["measured_ttft_ms"] = opt(m.ttft_ms);
-    j["forecast_ttft_ms"] = ttft_s ? nlohmann::ordered_json(*ttft_s * 1e3) : nlohmann::ordered_json(nullptr);
-    j["calibrated_ttft_ms"] = cal("ttft");
-    j["measured_tpot_ms"] = opt(m.tpot_ms);
-    j["forecast_tpot_ms"] = tpot_s ? nlohmann::ordered_json(*tpot_s * 1e3) : nlohmann::ordered_json(nullptr);
-    j["calibrated_tpot_ms"] = cal("tpot");
+    j["measured_ttft_ms"] = value(m.ttft_ms);
+    j["forecast_ttft_ms"] = value(ms(ttft_s));
+    j["calibrated_ttft_ms"] = value(fitted("ttft"));
+    j["measured_tpot_ms"] = value(m.tpot_ms);
+    j["forecast_tpot_ms"] = value(ms(tpot_s));
+    j["calibrated_tpot_ms"] = value(fitted("tpot"));
     j["factors"] = factors;
     j["warnings"] = fit.warnings;
     emit(j.dump(2) + "\n", f.output);

@@ -1,6 +1,7 @@
 // engine/core/calibration.h — per-family correction factors of one GPU, fitted from a measurement of the user's own
-// (`neusight predict … --calibrate FILE`, scripts/neusight/calibration.lua) and kept beside the GPU's file as
-// <stem>.calibration.toml; every later forecast on that GPU multiplies its kernel families' predicted times by them.
+// (`neusight predict … --calibrate FILE`, `neusight serve --batch … --calibrate FILE`, scripts/neusight/calibration.lua)
+// and kept beside the GPU's file as <stem>.calibration.toml; every later forecast on that GPU multiplies its kernel
+// families' predicted times by them.
 #pragma once
 #include <filesystem>
 #include <map>

@@ -50,8 +50,9 @@ void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstr
 
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
-// for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params (mixtures of experts), flops, launch, calibration (the
-// GPU's calibration file its kernel times were corrected by; nil without one), dtype, gpu = {name, mem_gb,
+// for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
+// (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by;
+// nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). [-1, +1, e]
@@ -250,7 +251,8 @@ figure_inputs session::serve_calibration_inputs(const workload_overrides& option
     }
     lua_pop(L, 1);
   }
-  std::sort(in.begin(), in.end(), [](const auto& a, const auto& b) { return a.first < b.first; });  // pairs() order varies
+  // pairs() order varies from run to run: sorted, the fit sees the same inputs every time
+  std::sort(in.begin(), in.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return in;
 }
 

@@ -1,6 +1,8 @@
 -- scripts/neusight/calibration.lua — per-kernel-family correction factors of one GPU from one measured end-to-end time
--- (`neusight predict … --calibrate FILE`). The engine writes them beside the GPU's file (<stem>.calibration.toml) and
--- multiplies every later forecast's kernel times on that GPU by them (engine/core/calibration.h).
+-- (`neusight predict … --calibrate FILE`: fit), a profiler trace (fit_trace) or a measured static serving batch
+-- (`neusight serve --batch … --calibrate FILE`: fit_serve, its TTFT and/or TPOT). The engine writes them beside the
+-- GPU's file (<stem>.calibration.toml) and multiplies every later forecast's kernel times on that GPU by them, after
+-- the launch re-pricing (engine/core/calibration.h).
 --
 -- One measurement M of a workload is its kernels' error: the GPU's bias per kernel family (shared with every other
 -- workload on that GPU: what a calibration should carry over) plus the scatter of this workload's own kernels (not
@@ -206,8 +208,13 @@ local SERVE_PHASES = {
 
 -- A phase's forecast with the factors applied: its families' seconds times their factors (1 without one).
 local function calibrated_s(ph, factors)
-  local total, sum = 0, 0
-  for name, s in pairs(ph.family_s or {}) do total, sum = total + s, sum + s * (factors[name] or 1) end
+  local names, total, sum = {}, 0, 0
+  for name in pairs(ph.family_s or {}) do names[#names + 1] = name end
+  sort(names)  -- a fixed order: the same sum, to the last bit, every run
+  for _, name in ipairs(names) do
+    local s = ph.family_s[name]
+    total, sum = total + s, sum + s * (factors[name] or 1)
+  end
   return total > 0 and ph.latency_s * sum / total or ph.latency_s
 end
 
