@@ -175,6 +175,9 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   fails("ttft_ms = 3\n", "--batch 2,4 --sweep --output-len 8", 2, "--sweep excludes --calibrate");
   fails("ttft_ms = 3\n", "--batch 2 --no-calibration --output-len 8", 2, "excludes");
   fails("ttft_ms = 1e-6\n", "--batch 2 --output-len 8", 1, "is at most the forecast's time outside the predictor's families");
+  // ten times the prefill and a fifth of a decode step: the families both phases share cannot do both
+  fails("ttft_ms = 60\ntpot_ms = 1\n", "--batch 2 --output-len 8", 1,
+        "m.toml: no per-family factors within [0.05, 20] reproduce both the measured TTFT and TPOT");
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1,
         "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
 }
