@@ -256,6 +256,11 @@ function M.normalize(spec, overrides, chunkname)
       fail("field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
         w.batch, p.dp, p.microbatches)
     end
+    -- Megatron's sequence parallelism scatters the residual stream's sequence dimension over the tp ranks; a decode
+    -- step has one token per sequence, so there is nothing to split (serving engines run decode without it).
+    if p.sequence_parallel and w.mode == "decode" then
+      fail("field 'parallel': sequence parallelism splits each sequence's tokens over the tp ranks, and mode \"decode\" has one new token per sequence: drop sequence_parallel (--sequence-parallel) for decode; train, inference and prefill take it")
+    end
     w.parallel = p
   end
 
