@@ -209,3 +209,31 @@ TEST_CASE("presets matrix: the impossible layouts are refused with their reason"
   refused("predict --model llama2_7b --gpu h100 --batch 8 --seq 64 --mode train --pp 64 --microbatches 8",
           "64 pipeline stage(s) (pp × virtual_stages) but the model has only 32 layer(s)");
 }
+
+// One GPU is a layout too: activation recomputation on one GPU is honoured (it used to be ignored: the same time and
+// memory as none), and `search --gpus 1` ranks the one-GPU layouts (it used to forecast none: "no parallel plan").
+TEST_CASE("presets matrix: one GPU honours --recompute and search --gpus 1 ranks its layouts", "[cli][presets]") {
+  const std::string base = "predict --model llama32_1b --gpu h100 --batch 8 --seq 1024 --dtype bf16 --mode train";
+  const json none = run_json(base);
+  const json full = run_json(base + " --recompute full");
+  CHECK(full["parallel"]["recompute"] == "full");
+  CHECK(full["parallel"]["world"].get<int>() == 1);
+  CHECK(full["memory"]["activations_gb"].get<double>() < none["memory"]["activations_gb"].get<double>() / 2);
+  CHECK(full["latency_ms"].get<double>() > none["latency_ms"].get<double>());  // the forward runs again
+  // inference has nothing to recompute: the plain one-GPU forecast
+  const std::string inf = "predict --model llama32_1b --gpu h100 --batch 8 --seq 1024 --dtype bf16 --mode inference";
+  CHECK(run_json(inf + " --recompute full")["latency_ms"] == run_json(inf)["latency_ms"]);
+
+  const json s = run_json("search --model llama32_1b --gpu h100 --gpus 1 --batch 8 --seq 1024 --dtype bf16 --all");
+  REQUIRE(!s["layouts"].empty());
+  bool plain = false;
+  for (const auto& row : s["layouts"]) {
+    CHECK(row["dp"].get<int>() * row["tp"].get<int>() * row["pp"].get<int>() == 1);
+    if (row["microbatches"] == 1 && row["recompute"] == "none") {
+      plain = true;  // the one-GPU forecast predict gives for it
+      CHECK(row["iteration_ms"].get<double>() == Approx(none["latency_ms"].get<double>()).epsilon(1e-12));
+      CHECK(row["memory_gb"].get<double>() == Approx(none["memory_gb"].get<double>()).epsilon(1e-12));
+    }
+  }
+  CHECK(plain);
+}
