@@ -891,7 +891,7 @@ int app_main(int argc, char** argv) {
 
   graph_flags gflags;
   auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, gpt2_large, bert_large, opt_13) or a HuggingFace config.json (model_type gpt2, bert, opt, switch_transformers; mapping in scripts/neusight/models/hf.lua); a comma-separated list compares every combination")
+  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, bert_large, llama3_8b, mixtral_8x7b, deepseek_v3; `neusight models` lists them) or a HuggingFace config.json (the model_types scripts/neusight/models/hf.lua maps: GPT-2, BERT, OPT, Switch, Llama, Mistral, Qwen2/3, Mixtral, Qwen MoE, DeepSeek-V2/V3); a comma-separated list compares every combination")
                         ->check(nonempty_list());
   add_forecast(predict, fflags, false);
   auto* graph_opt = predict->add_option("--graph", gflags.file,
@@ -1038,7 +1038,7 @@ int app_main(int argc, char** argv) {
                "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
                "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
                "--tpot-ms (scripts/neusight/sweep.lua)");
-  serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json with a decode phase (gpt, llama)")
+  serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json of a decoder-only model with a KV cache (gpt, llama, moe, deepseek builders; `neusight models` lists the presets)")
       ->required();
   serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
       ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");

@@ -311,11 +311,16 @@ std::string report_table(const forecast& f, const report_meta& m) {
   } else {
     out += fmt::format("end to end       {:>12.3f} ms   ({:.3g} TFLOP)\n", total, f.flops_total() / 1e12);
   }
-  if (m.active_params)
+  if (m.active_params) {
+    // The graph is one rank's: its tp shard and, under expert parallelism, its E / ep local experts.
+    const bool ep = m.parallel && m.parallel->json.value("ep", 1) > 1;
     out += fmt::format("parameters       {:>12.3f} B    of which {:.3f} B active per token (the routed experts it is sent "
                        "to; attention, shared experts, embeddings in full){}{}\n",
-                       f.params_total() / 1e9, *m.active_params / 1e9, m.parallel ? ", one tensor-parallel rank" : "",
+                       f.params_total() / 1e9, *m.active_params / 1e9,
+                       !m.parallel ? "" : ep ? ", one tensor- and expert-parallel rank (E / ep of the routed experts)"
+                                             : ", one tensor-parallel rank",
                        m.experts.empty() ? "" : "; experts: " + m.experts);
+  }
   if (m.kv_cache_bytes)
     out += fmt::format("kv cache         {:>12.2f} GB   per GPU ({} tokens per sequence{})\n", *m.kv_cache_bytes / 1e9,
                        m.mode == "decode" ? fmt::format("context {} + 1", m.context) : fmt::format("{}", m.seq),

@@ -154,6 +154,7 @@ int search_main(const search_flags& f) {
         // model builder, each mode builds its own).
         std::optional<workload> built;
         std::optional<forecast> built_fc;
+        bool built_plan = false;  // the built workload has a parallel plan (one GPU, one microbatch, none: no plan)
         const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
         for (const char* recompute : {"none", "selective", "full"}) {
           if (done || (!training && std::string(recompute) != "none")) break;
@@ -172,7 +173,7 @@ int search_main(const search_flags& f) {
           if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
           if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
           try {
-            if (built && reuse) {
+            if (built && reuse && built_plan) {
               s.plan_set("recompute", recompute);
             } else {
               built = s.workload_load("", ov);
@@ -186,18 +187,27 @@ int search_main(const search_flags& f) {
             if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
             const auto tl = s.timeline(fc, true);  // the ranking's numbers only
             ++evaluated;
-            if (!tl) throw error("no parallel plan");  // cannot happen: dp·tp·pp = gpus > 1 or microbatches > 1
-            // the virtual stages the plan ran (the schedule's default when the variant left them open)
-            const nlohmann::ordered_json& par = tl->json;
-            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, par.at("virtual_stages").get<int64_t>()};
-            // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
-            // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
-            c.iteration_ms = tl->iteration_s * 1e3;
-            c.compute_ms = par.at("compute_ms").get<double>();
-            c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
-            c.bubble_ms = par.at("bubble_ms").get<double>();
-            c.memory_gb = par.at("memory_gb").get<double>();
-            c.fits = par.at("fits").get<bool>();
+            built_plan = tl.has_value();
+            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
+            if (tl) {
+              // the virtual stages the plan ran (the schedule's default when the variant left them open)
+              const nlohmann::ordered_json& par = tl->json;
+              c.virtual_stages = par.at("virtual_stages").get<int64_t>();
+              // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
+              // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
+              c.iteration_ms = tl->iteration_s * 1e3;
+              c.compute_ms = par.at("compute_ms").get<double>();
+              c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
+              c.bubble_ms = par.at("bubble_ms").get<double>();
+              c.memory_gb = par.at("memory_gb").get<double>();
+              c.fits = par.at("fits").get<bool>();
+            } else {
+              // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
+              const nlohmann::ordered_json& mem = s.memory();
+              c.iteration_ms = c.compute_ms = fc.total() * 1e3;
+              c.memory_gb = mem.at("memory_gb").get<double>();
+              c.fits = mem.at("fits").get<bool>();
+            }
             const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
             done = cheapest && c.fits;
             if (!cheapest || c.fits || std::string(recompute) == "full" || !training) results.push_back(c);

@@ -270,7 +270,7 @@ function M.parallel(devices, gpu_mem_gb, recompute)
     stages[d] = { memory = obj, total = total }
     if total > most then most, fullest = total, d end
   end
-  local lines, over, over_list, worst = {}, 0, {}, 0
+  local lines, over, over_list, worst, kv = {}, 0, {}, 0, false
   for d, s in ipairs(stages) do
     local o = s.memory
     lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + activations %.1f (saved for backward, peak over "
@@ -279,7 +279,7 @@ function M.parallel(devices, gpu_mem_gb, recompute)
       o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
       cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "")
     if cap and s.total > cap then
-      over, worst = over + 1, max(worst, s.total)
+      over, worst, kv = over + 1, max(worst, s.total), kv or o.kv_cache_gb > 0
       over_list[#over_list + 1] = tostring(d - 1)
     end
   end
@@ -292,9 +292,9 @@ function M.parallel(devices, gpu_mem_gb, recompute)
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
   if over > 0 then
-    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + saved activations + temporary + workspace), more "
-      .. "than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
-      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, gpu_mem_gb)
+    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + saved activations + temporary + workspace%s), "
+      .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
+      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, kv and " + KV cache" or "", gpu_mem_gb)
   end
   return out
 end

@@ -256,6 +256,11 @@ function M.normalize(spec, overrides, chunkname)
       fail("field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
         w.batch, p.dp, p.microbatches)
     end
+    -- Megatron's sequence parallelism scatters the residual stream's sequence dimension over the tp ranks; a decode
+    -- step has one token per sequence, so there is nothing to split (serving engines run decode without it).
+    if p.sequence_parallel and w.mode == "decode" then
+      fail("field 'parallel': sequence parallelism splits each sequence's tokens over the tp ranks, and mode \"decode\" has one new token per sequence: drop sequence_parallel (--sequence-parallel) for decode; train, inference and prefill take it")
+    end
     w.parallel = p
   end
 
@@ -391,7 +396,10 @@ local function graph_of(w, gpu)
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
   if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype end
   local par, plan = nil, nil
-  if w.parallel and require("neusight.parallel").active(w.parallel) then
+  -- Activation recomputation is modelled by the timeline only: a one-GPU training run asking for it is a one-device
+  -- plan, as one with microbatches is (it used to be ignored).
+  if w.parallel and (require("neusight.parallel").active(w.parallel)
+      or (training and (w.parallel.recompute or "none") ~= "none")) then
     par = require("neusight.parallel")
     if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
     plan = par.plan(w.parallel, gpu, w)

@@ -537,4 +537,13 @@ function T.test_errors()
     ds.build, TINY, { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
 end
 
+-- A preset added later gets its closed-form parameter check: the arch "deepseek" presets are the three checked above
+-- (test_parameter_counts: deepseek_v3; test_deepseek_v2_parameters: deepseek_v2, deepseek_v2_lite).
+function T.test_every_deepseek_preset_has_a_parameter_check()
+  local checked = { deepseek_v3 = true, deepseek_v2 = true, deepseek_v2_lite = true }
+  for name, cfg in pairs(presets) do
+    if cfg.arch == "deepseek" and not checked[name] then error(name .. ": no closed-form parameter check") end
+  end
+end
+
 return T

@@ -482,4 +482,13 @@ function T.test_config_json_unknown_keys()
     { foo = true })
 end
 
+-- A preset added later gets its closed-form parameter check: every arch "llama" preset is in LLAMA_PRESETS.
+function T.test_every_llama_preset_has_a_parameter_check()
+  local listed = {}
+  for _, name in ipairs(LLAMA_PRESETS) do listed[name] = true end
+  for name, cfg in pairs(presets) do
+    if cfg.arch == "llama" and not listed[name] then error(name .. ": add it to LLAMA_PRESETS (closed-form parameters)") end
+  end
+end
+
 return T

@@ -445,4 +445,13 @@ function T.test_errors()
     { batch = 3, seq = 8, tp = 3, parallel = tp_plan(3, 3) })
 end
 
+-- A preset added later gets its closed-form parameter check: every arch "moe" preset is in MOE_PRESETS.
+function T.test_every_moe_preset_has_a_parameter_check()
+  local listed = {}
+  for _, name in ipairs(MOE_PRESETS) do listed[name] = true end
+  for name, cfg in pairs(presets) do
+    if cfg.arch == "moe" and not listed[name] then error(name .. ": add it to MOE_PRESETS (closed-form parameters)") end
+  end
+end
+
 return T
