@@ -458,12 +458,15 @@ std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
   return pred;
 }
 
-void report_emit(session& s, const common_flags& c, const forecast_done& d) {
+// The single forecast as scripts/neusight/report.lua renders it (session::forecast_render) in --format, and the
+// --report page of its JSON.
+void report_emit(session& s, const common_flags& c, const forecast_done& d, const std::string& predictor) {
+  auto render = [&](const std::string& format) {
+    return s.forecast_render(*d.fc, d.gpu, predictor, d.meta.warnings, *d.meta.figs, format);
+  };
   // --report: the page is rendered first (a script error writes nothing), written after the normal output.
-  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", report_json(*d.fc, d.meta));
-  if (c.format == "json") emit(report_json(*d.fc, d.meta), c.output);
-  else if (c.format == "csv") emit(report_csv(*d.fc, d.meta), c.output);
-  else emit(report_table(*d.fc, d.meta), c.output);
+  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", render("json"));
+  emit(render(c.format == "json" || c.format == "csv" ? c.format : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
 }
 
@@ -474,10 +477,8 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   const workload w = s.workload_load(script, overrides_make(f));
   out.gpu = w.gpu_resolved;
   expansion e = s.expand(w.g, out.gpu, w.training());
-  out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
-                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
-                         w.kv_dtype, w.weight_dtype, w.active_params, w.experts};
-  out.meta.warnings = w.warnings;
+  out.meta = report_meta{w.source, w.model, w.mode, w.dtype, w.batch, w.seq, &out.gpu, w.warnings, {}, w.state,
+                         w.context, w.kv_cache_bytes, w.launch, {}, {}};
   if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
@@ -670,7 +671,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   }
   forecast_workload(s, pred, f, script, d, c.calibrate.empty());
   if (!c.calibrate.empty()) return run_calibrate(s, c, *pred, d);
-  report_emit(s, c, d);
+  report_emit(s, c, d, f.predictor);
   return 0;
 }
 
@@ -763,13 +764,13 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
-  report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", {}, 0, std::nullopt,
-                f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt, {}};
+  report_meta m{og.source, og.g.model, mode, "fp32", og.tag ? og.tag->batch : 0, og.tag ? og.tag->seq : 0, &gpu,
+                og.warnings, {}, {}, 0, std::nullopt, f.launch.empty() ? "eager" : f.launch, {}, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
-  m.layers = layers;
-  m.state = s.state_of("fp32", mode, "none", og.g.params_total(), gpu.mem_gb);
+  m.state = s.report_graph({{"source", m.source}, {"model", m.model}, {"mode", m.mode}, {"batch", m.batch},
+                            {"seq", m.seq}, {"layers", layers}, {"launch", m.launch}},
+                           og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";
   bool has_backward = false;
   for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;
@@ -787,7 +788,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   d.meta.gpu = &d.gpu;
   const auto pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
-  report_emit(s, c, d);
+  report_emit(s, c, d, f.predictor);
   return 0;
 }
 

@@ -39,14 +39,11 @@ struct session_options {
   bool calibration = true;
 };
 
-// The model state of a forecast as scripts/neusight/precision.lua state_report() gives it: the recipe's bytes per
-// parameter stay in Lua (precision.lua state()); the engine renders these as they are.
+// What the engine reads of a forecast's model state (scripts/neusight/precision.lua state_report()); the report
+// renders the rest of it from Lua (scripts/neusight/report.lua).
 struct state_report {
-  double state_gb = 0;                     // on one GPU (a parallel run's report has its own: parallel_report)
-  std::string convention;                  // the recipe's convention (JSON precision_convention)
-  nlohmann::ordered_json bytes_per_param;  // JSON state_bytes_per_param
-  std::string line;                        // the table's model-state line
-  std::string warning;                     // the state alone exceeds the GPU (runs no memory report covers); "" else
+  double state_gb = 0;  // on one GPU (a parallel run's report has its own: parallel_report)
+  std::string warning;  // the state alone exceeds the GPU (runs no memory report covers); "" else
 };
 
 // A parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline): the few numbers the engine
@@ -107,11 +104,12 @@ class session {
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
 
-  // The model state of a graph without a workload (predict --graph): scripts/neusight/precision.lua state_report of
-  // state_of{dtype, mode, optimizer} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no memory report
-  // covering it (the line and a warning say when the state alone does not fit).
-  state_report state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer, double params,
-                        double gpu_mem_gb);
+  // The report fields of a graph without a workload (predict --graph; scripts/neusight/report.lua graph): `fields`
+  // holds source, model, mode, batch, seq, layers, launch; its model state is scripts/neusight/precision.lua
+  // state_report of state_of{fp32, mode, none} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no
+  // memory report covering it (the line and a warning say when the state alone does not fit). What forecast_render
+  // renders next, as workload_load's workload.
+  state_report report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
@@ -193,6 +191,11 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
+  // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
+  // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
+  // its format_json (as JSON text), format_table or format_csv by `format` ("json", "table", "csv").
+  std::string forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+                              const std::vector<std::string>& warnings, const figures& figs, const std::string& format);
   // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
 

@@ -159,7 +159,14 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   } else {
     raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
     p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
-    lua_pop(L, 1);
+    if (p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report
+      lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result memory fields
+      lua_insert(L, -2);
+      lua_setfield(L, -2, "memory");
+      lua_pop(L, 1);
+    } else {
+      lua_pop(L, 1);
+    }
   }
   // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
   raw_getfield(L, P, "report");
@@ -169,6 +176,12 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
   where = "scripts/neusight/parallel.lua report";
   table_reader r(L, -1, where + " result");
+  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report renders this one (scripts/neusight/report.lua)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result report fields
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "parallel");
+    lua_pop(L, 1);
+  }
   parallel_report out;
   out.iteration_s = r.number("iteration");
   out.state_gb = r.number("state_gb");

@@ -82,6 +82,16 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
       return std::string(s, n);
     }
     case LUA_TTABLE: {
+      // a metatable's __json = "null" is JSON null (a field that must be written, where nil would leave it out)
+      if (luaL_getmetafield(L, idx, "__json") != LUA_TNIL) {  // stack: … marker
+        const bool is_null = lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "null";
+        lua_pop(L, 1);
+        if (!is_null) throw error(what + ": its metatable's __json must be \"null\"");
+        return nullptr;
+      }
+      // a metatable's __order makes an object, even of an empty table
+      bool ordered = false;
+      if (luaL_getmetafield(L, idx, "__order") != LUA_TNIL) ordered = true, lua_pop(L, 1);
       const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
       lua_Integer count = 0;
       bool array = true;
@@ -102,7 +112,7 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
         }
         lua_pop(L, 1);
       }
-      if (array && count == n) {
+      if (array && count == n && !ordered) {
         ojson arr = ojson::array();
         for (lua_Integer i = 1; i <= n; ++i) {
           lua_rawgeti(L, idx, i);
