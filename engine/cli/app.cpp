@@ -425,12 +425,20 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     meta.warnings.push_back(w);
   }
   if (auto tl = s.timeline(*out.fc)) meta.parallel = std::move(*tl);
-  meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
-  for (const auto& w : report_memory_warnings(*out.fc, meta)) {  // the table says so too; JSON and CSV readers need it
+  // after timeline(): a parallel run's memory comes from it (scripts/neusight/report.lua)
+  session::forecast_facts facts = s.forecast_facts_of(*out.fc, out.gpu);
+  for (const auto& w : facts.memory_warnings) {  // the table says so too; JSON and CSV readers need it
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     meta.warnings.push_back(w);
   }
-  figure_inputs in = report_figure_inputs(*out.fc, meta);
+  figure_inputs in = std::move(facts.inputs);
+  kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
+  gemm.kind = kernel_kind::gemm, gemm.dtype = meta.dtype, gemm.name = "peak";
+  try {
+    in.emplace_back("peak_tflops", roofline_peak_flops(out.gpu, gemm) / 1e12);
+  } catch (const error&) {
+    // no units of that dtype: no MFU
+  }
   family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
   // the names a comparison row holds besides the figures (a workload's own figures may not take them)
   std::string row_keys = "latency_ms,warnings,error";
@@ -477,8 +485,8 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   const workload w = s.workload_load(script, overrides_make(f));
   out.gpu = w.gpu_resolved;
   expansion e = s.expand(w.g, out.gpu, w.training());
-  out.meta = report_meta{w.source, w.model, w.mode, w.dtype, w.batch, w.seq, &out.gpu, w.warnings, {}, w.state,
-                         w.context, w.kv_cache_bytes, w.launch, {}, {}};
+  out.meta = report_meta{w.source, w.model, w.mode, w.dtype, w.batch, w.seq, &out.gpu, w.warnings, {}, w.context,
+                         w.launch, {}};
   if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
@@ -765,10 +773,10 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
   report_meta m{og.source, og.g.model, mode, "fp32", og.tag ? og.tag->batch : 0, og.tag ? og.tag->seq : 0, &gpu,
-                og.warnings, {}, {}, 0, std::nullopt, f.launch.empty() ? "eager" : f.launch, {}, {}};
+                og.warnings, {}, 0, f.launch.empty() ? "eager" : f.launch, {}};
   const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
   opgraph_replicate(og, layers);
-  m.state = s.report_graph({{"source", m.source}, {"model", m.model}, {"mode", m.mode}, {"batch", m.batch},
+  s.report_graph({{"source", m.source}, {"model", m.model}, {"mode", m.mode}, {"batch", m.batch},
                             {"seq", m.seq}, {"layers", layers}, {"launch", m.launch}},
                            og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";

@@ -16,7 +16,6 @@
 #include <map>
 
 #include "core/forecast.h"
-#include "core/roofline.h"
 #include "core/text.h"
 #include <nlohmann/json.hpp>
 #include <type_traits>
@@ -25,29 +24,6 @@ namespace ns {
 
 namespace {
 using json = nlohmann::ordered_json;
-
-// The memory report's number `key` (m.memory, scripts/neusight/memory.lua), or `fallback` when no report was made
-// (predict --graph). A report without the number is an error, never a silent 0 GB that "fits".
-double memory_number(const report_meta& m, const char* key, double fallback) {
-  if (!m.memory.is_object()) return fallback;
-  if (!m.memory.contains(key) || !m.memory[key].is_number())
-    throw error(std::string("scripts/neusight/memory.lua report: '") + key + "' must be a number");
-  return m.memory[key].get<double>();
-}
-
-// The memory report's `fits`, or whether memory_gb fits in the GPU when the report leaves it out; not a boolean: error.
-bool memory_fits(const report_meta& m) {
-  if (!m.memory.contains("fits")) return memory_number(m, "memory_gb", 0) <= m.gpu->mem_gb;
-  if (!m.memory["fits"].is_boolean()) throw error("scripts/neusight/memory.lua report: 'fits' must be a boolean");
-  return m.memory["fits"].get<bool>();
-}
-
-// GB of model state on one GPU: the whole graph's, or in a parallel run the fullest stage's (its tp-sharded parameters,
-// the optimizer's part divided by dp under the distributed optimizer).
-double state_gb_per_gpu(const report_meta& m) {
-  return m.parallel ? m.parallel->state_gb : m.state.state_gb;
-}
-
 }  // namespace
 
 std::string csv_field(const std::string& s) {
@@ -55,37 +31,6 @@ std::string csv_field(const std::string& s) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-figure_inputs report_figure_inputs(const forecast& f, const report_meta& m) {
-  figure_inputs in = {
-      {"mode", m.mode},
-      {"batch", m.batch},
-      {"seq", m.seq},
-      {"dtype", m.dtype},
-      {"latency_s", m.parallel ? m.parallel->iteration_s : f.total()},
-      {"flops_forward", f.phase_flops(phase::forward)},
-      {"flops_backward", f.phase_flops(phase::backward) + f.phase_flops(phase::accumulate)},
-      {"flops_optimizer", f.phase_flops(phase::optimizer)},
-      {"state_gb", state_gb_per_gpu(m)},
-      {"parallel", bool(m.parallel)},
-  };
-  if (m.mode == "decode") in.emplace_back("context", m.context);
-  if (m.kv_cache_bytes) in.emplace_back("kv_cache_gb", *m.kv_cache_bytes / 1e9);
-  if (m.gpu->price_per_hour_usd > 0) in.emplace_back("price_per_hour_usd", m.gpu->price_per_hour_usd);
-  if (m.parallel) in.insert(in.end(), m.parallel->figures.begin(), m.parallel->figures.end());  // the layout
-  if (m.memory.is_object() && m.memory.contains("memory_gb")) {  // scripts/neusight/memory.lua: the fullest GPU
-    in.emplace_back("memory_gb", memory_number(m, "memory_gb", 0));
-    in.emplace_back("fits", memory_fits(m));
-  }
-  kernel gemm;  // the dense peak a GEMM of the compute dtype runs at (roofline.cpp: one table of peaks)
-  gemm.kind = kernel_kind::gemm, gemm.dtype = m.dtype, gemm.name = "peak";
-  try {
-    in.emplace_back("peak_tflops", roofline_peak_flops(*m.gpu, gemm) / 1e12);
-  } catch (const error&) {
-    // no units of that dtype: no MFU
-  }
-  return in;
 }
 
 json figure_json(const figure_value& v) {
@@ -103,16 +48,6 @@ std::string figure_csv(const figure_value& v) {
   if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
   if (const auto* s = std::get_if<std::string>(&v)) return csv_field(*s);
   return "";
-}
-
-std::vector<std::string> report_memory_warnings(const forecast&, const report_meta& m) {
-  if (m.memory.is_object()) {
-    if (m.memory.contains("warning") && m.memory["warning"].is_string()) return {m.memory["warning"].get<std::string>()};
-    return {};
-  }
-  // no memory report (predict --graph on one GPU): the state alone (scripts/neusight/precision.lua state_report)
-  if (!m.state.warning.empty()) return {m.state.warning};
-  return {};
 }
 
 std::string report_compare(const std::vector<compare_row>& rows, const std::string& format, const std::string& source) {

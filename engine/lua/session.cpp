@@ -302,8 +302,6 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
         std::fprintf(stderr, "neusight: %s shadows %s (module '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
 }
 
-const nlohmann::ordered_json& session::memory() const { return p_->memory; }
-
 void session::plan_set(const std::string& key, const std::string& value) {
   if (p_->plan_ref == LUA_NOREF) throw error("plan_set: the last workload has no parallel plan");
   lua_State* L = p_->L();
@@ -399,16 +397,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
   w.optimizer = r.str("optimizer");
-  w.optimizer_impl = r.str_or("optimizer_impl", "");
+  r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua): checked here, with the other fields
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.context = r.integer_or("context", 0);
   w.launch = r.str_or("launch", "eager");
-  w.description = r.str_or("description", "");
-  w.kv_dtype = r.str_or("kv_dtype", "");
-  w.weight_dtype = r.str_or("weight_dtype", "");
+  for (const char* key : {"description", "kv_dtype", "weight_dtype"}) r.str_or(key, "");  // the report's, as above
   raw_getfield(L, wl, "warnings");  // stack: W spec norm warnings()
   lua_pushvalue(L, norm);
   ns_call(L, 1, 1, "while listing the warnings of " + w.source);
@@ -434,7 +430,6 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);
   if (lua_isnumber(L, -1)) w.active_params = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv mem
-  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
   lua_insert(L, norm + 1);  // stack: W spec norm mem name nodes plan state kv
   const int mem = norm + 1;
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);

@@ -59,17 +59,16 @@ struct parallel_report {
 // A workload after validation and model construction (scripts/neusight/workload.lua).
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
-  std::string model, gpu, mode, optimizer, dtype, description;
+  // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
+  std::string model, gpu, mode, optimizer, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
-  std::string optimizer_impl;  // "fused" | "foreach"; "" without an optimizer
-  state_report state;          // its model state as the report shows it (precision.lua state_report())
+  state_report state;          // its model state (precision.lua state_report())
   int64_t batch = 0, seq = 0;
   int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
   std::string experts;                    // mixtures of experts: how the routed experts ran ("loop", "grouped"; "" else)
-  std::string kv_dtype, weight_dtype;     // quantised KV cache / weights ("" = the compute dtype; workload.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
@@ -191,6 +190,14 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
+  // What the engine needs of the forecast `f` of the last workload_load (or report_graph), after its timeline(), from
+  // scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
+  // times, the dtype's peak and the calibration, which the engine adds) and memory_warnings (the run does not fit).
+  struct forecast_facts {
+    figure_inputs inputs;
+    std::vector<std::string> memory_warnings;
+  };
+  forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);
   // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
   // its format_json (as JSON text), format_table or format_csv by `format` ("json", "table", "csv").
@@ -272,11 +279,6 @@ class session {
   // workload_load would. A comparison runs it for every combination before forecasting any, so that a typo stops
   // the run while a combination a builder refuses becomes an error row.
   void workload_check(const workload_overrides& overrides);
-
-  // Memory per GPU of the last workload_load (single GPU) or timeline() (parallel run), as scripts/neusight/memory.lua
-  // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
-  // Null when neither computed one (predict --graph without a parallel layout).
-  const nlohmann::ordered_json& memory() const;
 
   // Sets string field `key` of the last workload_load's parallel plan, the one timeline() reads (a search re-times one
   // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).

@@ -154,19 +154,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
   std::string where = "scripts/neusight/parallel.lua timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  if (lean) {
-    p_->memory = nlohmann::ordered_json();
-  } else {
-    raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
-    p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
-    if (p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report
-      lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result memory fields
-      lua_insert(L, -2);
-      lua_setfield(L, -2, "memory");
-      lua_pop(L, 1);
-    } else {
-      lua_pop(L, 1);
-    }
+  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report (neusight.memory.parallel)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result fields
+    raw_getfield(L, -2, "memory");
+    lua_setfield(L, -2, "memory");
+    lua_pop(L, 1);
   }
   // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
   raw_getfield(L, P, "report");

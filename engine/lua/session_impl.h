@@ -55,7 +55,6 @@ struct session::impl {
   // The report fields of the forecast in progress (neusight.report.workload of the last workload_load, or .graph of
   // report_graph); timeline() adds the parallel report and its memory report. What forecast_render renders.
   int fields_ref = LUA_NOREF;
-  nlohmann::ordered_json memory;  // session::memory()
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

@@ -35,6 +35,63 @@ session::lua_report session::report(const std::string& module, const std::string
   return out;
 }
 
+namespace {
+
+// [-0, +1, m] what neusight.report reads of a GPU: name, file, mem_gb, price_per_hour_usd
+void report_gpu_push(lua_State* L, const gpu_spec& gpu) {
+  lua_createtable(L, 0, 4);
+  lua_pushstring(L, gpu.name.c_str()), lua_setfield(L, -2, "name");
+  lua_pushstring(L, gpu.source.c_str()), lua_setfield(L, -2, "file");
+  lua_pushnumber(L, gpu.mem_gb), lua_setfield(L, -2, "mem_gb");
+  lua_pushnumber(L, gpu.price_per_hour_usd), lua_setfield(L, -2, "price_per_hour_usd");
+}
+
+}  // namespace
+
+session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_spec& gpu) {
+  if (p_->fields_ref == LUA_NOREF) throw error("forecast_facts_of: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string where = "scripts/neusight/report.lua";
+  require_push(*p_, "neusight.report");  // stack: R
+  const int R = lua_gettop(L);
+  forecast_facts out;
+  raw_getfield(L, R, "memory_warnings");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  ns_call(L, 1, 1, "in " + where + " memory_warnings");  // stack: R warnings
+  if (!lua_istable(L, -1)) throw error(where + ": memory_warnings must return an array of strings");
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+    lua_rawgeti(L, -1, i);
+    if (lua_type(L, -1) != LUA_TSTRING) throw error(where + ": memory_warnings must return an array of strings");
+    out.memory_warnings.emplace_back(lua_tostring(L, -1));
+    lua_pop(L, 1);
+  }
+  lua_pop(L, 1);  // stack: R
+  raw_getfield(L, R, "figure_inputs");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  forecast_push(L, f, false);
+  report_gpu_push(L, gpu);
+  ns_call(L, 3, 1, "in " + where + " figure_inputs");  // stack: R inputs
+  const std::string bad = where + ": figure_inputs must return an array of { key, value } (a number, boolean or string)";
+  if (!lua_istable(L, -1)) throw error(bad);
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+    lua_rawgeti(L, -1, i);  // stack: R inputs pair
+    if (!lua_istable(L, -1)) throw error(bad);
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);  // stack: R inputs pair key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error(bad);
+    const std::string key = lua_tostring(L, -2);
+    if (lua_isinteger(L, -1)) out.inputs.emplace_back(key, int64_t(lua_tointeger(L, -1)));
+    else if (lua_type(L, -1) == LUA_TNUMBER) out.inputs.emplace_back(key, double(lua_tonumber(L, -1)));
+    else if (lua_type(L, -1) == LUA_TBOOLEAN) out.inputs.emplace_back(key, bool(lua_toboolean(L, -1)));
+    else if (lua_type(L, -1) == LUA_TSTRING) out.inputs.emplace_back(key, std::string(lua_tostring(L, -1)));
+    else throw error(bad + " (" + key + " is a " + luaL_typename(L, -1) + ")");
+    lua_pop(L, 3);
+  }
+  return out;
+}
+
 std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                      const std::vector<std::string>& warnings, const figures& figs,
                                      const std::string& format) {
@@ -49,10 +106,7 @@ std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, con
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   forecast_push(L, f);
   lua_createtable(L, 0, 6);  // stack: R result fields fc extras
-  lua_createtable(L, 0, 3);
-  lua_pushstring(L, gpu.name.c_str()), lua_setfield(L, -2, "name");
-  lua_pushstring(L, gpu.source.c_str()), lua_setfield(L, -2, "file");
-  lua_pushnumber(L, gpu.mem_gb), lua_setfield(L, -2, "mem_gb");
+  report_gpu_push(L, gpu);
   lua_setfield(L, -2, "gpu");
   lua_pushstring(L, predictor.c_str()), lua_setfield(L, -2, "predictor");
   const auto strings = [&](const std::vector<std::string>& v, const char* key) {

@@ -83,8 +83,9 @@ std::string json_text_of(lua_State* L, int idx);
 // The forecast as a plain table for neusight.report (scripts/neusight/report.lua): nodes (name, op, layer, count,
 // fused = attrs.fused when a string), kernels (node = its index in nodes, phase, name, kind, every dim and tile field
 // whatever the kind, flops, bytes, seconds_each = one instance, seconds = replication included), and the totals in
-// seconds (total, forward, backward, accumulate, optimizer), flops and params. [-0, +1, m]
-void forecast_push(lua_State* L, const forecast& f);
+// seconds (total, forward, backward, accumulate, optimizer), flops (and flops_<phase>) and params; without `rows`
+// the totals alone. [-0, +1, m]
+void forecast_push(lua_State* L, const forecast& f, bool rows = true);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {

@@ -6,7 +6,7 @@
 
 namespace ns {
 
-void forecast_push(lua_State* L, const forecast& f) {
+void forecast_push(lua_State* L, const forecast& f, bool rows) {
   const auto str = [&](const char* key, const std::string& v) {
     lua_pushlstring(L, v.data(), v.size());
     lua_setfield(L, -2, key);
@@ -19,7 +19,19 @@ void forecast_push(lua_State* L, const forecast& f) {
     lua_pushinteger(L, lua_Integer(v));
     lua_setfield(L, -2, key);
   };
-  lua_createtable(L, 0, 9);  // stack: fc
+  lua_createtable(L, 0, 13);  // stack: fc
+  num("total", f.total());
+  num("forward", f.phase_total(phase::forward));
+  num("backward", f.phase_total(phase::backward));
+  num("accumulate", f.phase_total(phase::accumulate));
+  num("optimizer", f.phase_total(phase::optimizer));
+  num("flops", f.flops_total());
+  num("flops_forward", f.phase_flops(phase::forward));
+  num("flops_backward", f.phase_flops(phase::backward));
+  num("flops_accumulate", f.phase_flops(phase::accumulate));
+  num("flops_optimizer", f.phase_flops(phase::optimizer));
+  num("params", f.params_total());
+  if (!rows) return;
   lua_createtable(L, int(f.g.nodes.size()), 0);  // stack: fc nodes
   for (size_t i = 0; i < f.g.nodes.size(); ++i) {
     const node& n = f.g.nodes[i];
@@ -56,13 +68,6 @@ void forecast_push(lua_State* L, const forecast& f) {
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
   lua_setfield(L, -2, "kernels");
-  num("total", f.total());
-  num("forward", f.phase_total(phase::forward));
-  num("backward", f.phase_total(phase::backward));
-  num("accumulate", f.phase_total(phase::accumulate));
-  num("optimizer", f.phase_total(phase::optimizer));
-  num("flops", f.flops_total());
-  num("params", f.params_total());
 }
 
 }  // namespace ns

@@ -6,8 +6,10 @@
 -- M.graph for a reference graph), the model state (neusight.precision state_report), the memory report
 -- (neusight.memory) and a parallel run's report (neusight.parallel.report). M.result puts them into one table whose
 -- fields are the JSON document: the engine writes it through its generic Lua → JSON bridge, so a field added here
--- shows up in the JSON without a C++ change. Keys keep the order of KEYS (a field not listed follows, sorted); what
--- only the table shows (per-node rows, text lines) sits in the result's `text`, which the JSON leaves out.
+-- shows up in the JSON without a C++ change. Keys keep the order of HEAD and TAIL (a field not listed follows,
+-- sorted); what only the table shows (per-node rows, text lines) sits in the result's `text`, which the JSON leaves
+-- out. Before the figures are computed the engine asks M.memory_warnings (the run does not fit) and M.figure_inputs
+-- (what neusight.figures compute() gets of the forecast).
 local ns = require "neusight"
 local fmt, concat, sub = string.format, table.concat, string.sub
 local ipairs, pairs, type, tostring, error, setmetatable, getmetatable, tointeger =
@@ -129,6 +131,56 @@ local function memory_fits(memory, gpu)
   return memory.fits
 end
 
+-- The model state on one GPU: the whole graph's, or in a parallel run the fullest stage's.
+local function state_gb(f)
+  local par = f.parallel
+  return par and par.state_gb + 0.0 or f.state.state_gb + 0.0
+end
+
+--- The warnings of a forecast's memory: the memory report's (neusight.memory: the run does not fit), or without one
+--- (predict --graph on one GPU) the model state's alone. The table says it in its memory lines; JSON readers need it.
+function M.memory_warnings(f)
+  local memory = f.memory
+  if type(memory) == "table" then
+    return { type(memory.warning) == "string" and memory.warning or nil }
+  end
+  return { f.state.warning }
+end
+
+--- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an
+--- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. The engine adds the kernel families'
+--- times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
+function M.figure_inputs(f, fc, gpu)
+  local par = f.parallel
+  local out = {}
+  local function add(k, v) out[#out + 1] = { k, v } end
+  add("mode", f.mode)
+  add("batch", f.batch)
+  add("seq", f.seq)
+  add("dtype", f.dtype)
+  add("latency_s", par and par.iteration + 0.0 or fc.total)
+  add("flops_forward", fc.flops_forward)
+  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+  add("flops_optimizer", fc.flops_optimizer)
+  add("state_gb", state_gb(f))
+  add("parallel", par ~= nil)
+  if f.mode == "decode" then add("context", f.context) end
+  if f.kv_cache_bytes then add("kv_cache_gb", f.kv_cache_bytes / 1e9) end
+  if gpu.price_per_hour_usd > 0 then add("price_per_hour_usd", gpu.price_per_hour_usd) end
+  if par then  -- the layout, by name
+    local keys = {}
+    for k in pairs(par.figures) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do add(k, par.figures[k]) end
+  end
+  local memory = f.memory
+  if type(memory) == "table" and memory.memory_gb ~= nil then  -- neusight.memory: the fullest GPU
+    add("memory_gb", memory_number(memory, "memory_gb"))
+    add("fits", memory_fits(memory, gpu))
+  end
+  return out
+end
+
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
 --- seconds), `x` what the engine adds: gpu { name, file, mem_gb }, predictor, warnings, figures (an array of
@@ -174,7 +226,7 @@ function M.result(f, fc, x)
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
   -- per GPU: in a parallel run the largest pipeline stage's tp shard
-  r.state_gb = par and par.state_gb + 0.0 or f.state.state_gb + 0.0
+  r.state_gb = state_gb(f)
   local memory = f.memory
   if type(memory) == "table" then  -- neusight.memory: the peak of the fullest GPU and its parts, every mode
     r.memory_gb = memory_number(memory, "memory_gb")
