@@ -14,21 +14,6 @@
 
 namespace ns {
 
-// What the engine itself reads of a forecast's workload: a comparison row's inputs, the calibration's note, the
-// dtype's peak for the figures, the launch mode and the warnings it gathers. The report renders from Lua
-// (scripts/neusight/report.lua, session::forecast_render), which holds the rest of the workload's fields.
-struct report_meta {
-  std::string source;  // workload script or "command line"
-  std::string model, mode, dtype;
-  int64_t batch = 0, seq = 0;
-  const gpu_spec* gpu = nullptr;
-  std::vector<std::string> warnings;
-  std::optional<parallel_report> parallel;    // parallel runs: the timeline's report; latency = its iteration
-  int64_t context = 0;                        // mode "decode": tokens already in each KV cache
-  std::string launch = "eager";               // "eager" | "graph" (scripts/neusight/launch.lua)
-  std::optional<figures> figs;                // scripts/neusight/figures.lua of this forecast
-};
-
 // A figure value as JSON (monostate → null).
 nlohmann::ordered_json figure_json(const figure_value& v);
 // A figure value as a CSV cell (monostate → empty; numbers exactly, %.17g).

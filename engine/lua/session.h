@@ -46,14 +46,11 @@ struct state_report {
   std::string warning;  // the state alone exceeds the GPU (runs no memory report covers); "" else
 };
 
-// A parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline): the few numbers the engine
-// uses and the report's JSON object and table lines, rendered as they are.
+// What the engine reads of a parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline); the
+// single forecast's report renders the rest from the Lua table (scripts/neusight/report.lua).
 struct parallel_report {
   double iteration_s = 0;       // the slowest device's finish: the run's latency
-  double state_gb = 0;          // model state on the fullest GPU (the report's state_gb)
-  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms, devices)
-  std::string table;            // the table's lines from the layout to the iteration
-  figure_inputs figures;        // what scripts/neusight/figures.lua gets of the layout (dp, tp, pp, …)
+  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms): search ranks by it
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
@@ -198,6 +195,11 @@ class session {
     std::vector<std::string> memory_warnings;
   };
   forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);
+  // scripts/neusight/report.lua row(fields, gpu) of the same forecast: a comparison row's inputs by name (model, gpu,
+  // mode, dtype, batch, seq, context in decode, dp, tp, pp, ep, microbatches, recompute); an absent one is missing.
+  std::map<std::string, figure_value> forecast_row(const gpu_spec& gpu);
+  // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
+  std::string forecast_summary();
   // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
   // its format_json (as JSON text), format_table or format_csv by `format` ("json", "table", "csv").
@@ -252,8 +254,9 @@ class session {
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
-  // when that workload was not parallel. The timeline itself stays a Lua table. `lean` (search: a ranking of many
-  // layouts): the report's JSON without its per-device list, no table text, and memory() not refreshed.
+  // when that workload was not parallel. The timeline itself stays a Lua table; the report and the timeline's memory
+  // report join the report fields forecast_render renders. `lean` (search: a ranking of many layouts): the report's
+  // JSON without its per-device list, no table text, and the report fields left alone.
   std::optional<parallel_report> timeline(const forecast& fc, bool lean = false);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside

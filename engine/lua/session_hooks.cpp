@@ -176,22 +176,18 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   }
   parallel_report out;
   out.iteration_s = r.number("iteration");
-  out.state_gb = r.number("state_gb");
-  out.table = r.str("table");
+  r.number("state_gb"), r.str("table");  // scripts/neusight/report.lua renders them: checked here, naming the rule
   raw_getfield(L, -1, "json");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'json' must be a table");
   out.json = json_from_lua(L, -1, where + " result.json");
   lua_pop(L, 1);
-  raw_getfield(L, -1, "figures");  // what figures.lua gets of the layout, by name
+  // what figures.lua gets of the layout, by name (scripts/neusight/report.lua figure_inputs): checked here
+  raw_getfield(L, -1, "figures");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'figures' must be a table");
   const nlohmann::ordered_json figs = json_from_lua(L, -1, where + " result.figures");
-  for (const auto& [k, v] : figs.items()) {
-    if (v.is_boolean()) out.figures.emplace_back(k, v.get<bool>());
-    else if (v.is_number_integer()) out.figures.emplace_back(k, v.get<int64_t>());
-    else if (v.is_number()) out.figures.emplace_back(k, v.get<double>());
-    else if (v.is_string()) out.figures.emplace_back(k, v.get<std::string>());
-    else throw error(where + " result.figures." + k + " must be a number, boolean or string");
-  }
+  for (const auto& [k, v] : figs.items())
+    if (!v.is_boolean() && !v.is_number() && !v.is_string())
+      throw error(where + " result.figures." + k + " must be a number, boolean or string");
   return out;
 }
 

@@ -92,6 +92,46 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   return out;
 }
 
+std::map<std::string, figure_value> session::forecast_row(const gpu_spec& gpu) {
+  if (p_->fields_ref == LUA_NOREF) throw error("forecast_row: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string where = "scripts/neusight/report.lua row";
+  require_push(*p_, "neusight.report");  // stack: R
+  raw_getfield(L, -1, "row");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  report_gpu_push(L, gpu);
+  ns_call(L, 2, 1, "in " + where);  // stack: R row
+  if (!lua_istable(L, -1)) throw error(where + " must return a table");
+  std::map<std::string, figure_value> out;
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {  // stack: R row key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error(where + " must return a table of named values");
+    const std::string key = lua_tostring(L, -2);
+    if (lua_isinteger(L, -1)) out[key] = int64_t(lua_tointeger(L, -1));
+    else if (lua_type(L, -1) == LUA_TNUMBER) out[key] = double(lua_tonumber(L, -1));
+    else if (lua_type(L, -1) == LUA_TBOOLEAN) out[key] = bool(lua_toboolean(L, -1));
+    else if (lua_type(L, -1) == LUA_TSTRING) out[key] = std::string(lua_tostring(L, -1));
+    else throw error(where + ": " + key + " must be a number, boolean or string");
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::string session::forecast_summary() {
+  if (p_->fields_ref == LUA_NOREF) throw error("forecast_summary: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.report");  // stack: R
+  raw_getfield(L, -1, "summary");
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  ns_call(L, 1, 1, "in scripts/neusight/report.lua summary");  // stack: R line
+  if (lua_type(L, -1) != LUA_TSTRING) throw error("scripts/neusight/report.lua summary must return a string");
+  return lua_tostring(L, -1);
+}
+
 std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                      const std::vector<std::string>& warnings, const figures& figs,
                                      const std::string& format) {

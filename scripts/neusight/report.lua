@@ -181,6 +181,27 @@ function M.figure_inputs(f, fc, gpu)
   return out
 end
 
+--- A comparison row's inputs (predict with list-valued flags) by name: the workload as the forecast ran it, its
+--- layout 1 x 1 x 1 on one GPU; context only in decode.
+function M.row(f, gpu)
+  local par = f.parallel and f.parallel.json
+  local function layout(k) return par and integer(par[k], "parallel." .. k) or 1 end
+  local recompute = par and par.recompute or "none"
+  if type(recompute) ~= "string" then error("report: parallel.recompute must be a string", 0) end
+  return { model = f.model, gpu = gpu.name, mode = f.mode, dtype = f.dtype, batch = f.batch, seq = f.seq,
+    context = f.mode == "decode" and f.context or nil, dp = layout("dp"), tp = layout("tp"), pp = layout("pp"),
+    ep = layout("ep"), microbatches = layout("microbatches"), recompute = recompute }
+end
+
+--- The workload in one line (what a calibration file notes it was fitted on).
+function M.summary(f)
+  local par = f.parallel and f.parallel.json
+  return fmt("%s %s %s batch %d", f.model, f.mode, f.dtype, f.batch)
+    .. (f.mode == "decode" and fmt(" context %d", f.context) or fmt(" seq %d", f.seq))
+    .. (par and fmt(" dp %d tp %d pp %d", integer(par.dp, "parallel.dp"), integer(par.tp, "parallel.tp"),
+      integer(par.pp, "parallel.pp")) or "")
+end
+
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
 --- seconds), `x` what the engine adds: gpu { name, file, mem_gb }, predictor, warnings, figures (an array of
