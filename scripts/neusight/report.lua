@@ -63,6 +63,7 @@ function M.workload(w, facts)
     state = facts.state, kv_cache_bytes = number_or_nil(facts.kv_cache_bytes),
     active_params = number_or_nil(facts.active_params),
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
+    hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
   }
 end
 
@@ -273,7 +274,9 @@ function M.result(f, fc, x)
   r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file,
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
     memory_lines = type(memory) == "table" and memory.lines or nil }
-  return ordered(r, keys)
+  ordered(r, keys)
+  if f.hook then f.hook(r) end  -- the workload's own fields: after the report's, sorted
+  return r
 end
 
 --- The JSON document of a result: every field but `text`, in the result's order.

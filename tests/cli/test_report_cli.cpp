@@ -1,5 +1,6 @@
 // tests/cli/test_report_cli.cpp — the single forecast's report is rendered by scripts/neusight/report.lua (issue 14):
-// a field added in Lua reaches the JSON, and the table when its formatter is given it, with no C++ change.
+// a field added in Lua (the module through --scripts, or a workload's report hook) reaches the JSON, and the table when
+// its formatter is given it, with no C++ change.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -104,4 +105,30 @@ TEST_CASE("report: the JSON keeps its field order and writes null tiles and empt
   CHECK(j["ops"][0]["count"] == 3);
   CHECK(j["ops"][0]["dims"] == json{{"rows", 16}, {"hidden", 64}});
   CHECK(j["figures"].is_object());
+}
+
+TEST_CASE("report: a workload's report hook adds fields to the JSON", "[cli][report]") {
+  temp_dir t;
+  std::string hooked = workload;
+  hooked.replace(hooked.find("  model = function"), 0,
+                 "  report = function(r) r.tokens = r.batch * r.seq; r.described = r.source ~= nil end,\n");
+  const std::string script = t.write("w.lua", hooked).string();
+  const auto r = run_cli("run '" + script + "' --predictor roofline --format json");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["tokens"] == 16);
+  CHECK(j["described"] == true);
+  std::vector<std::string> keys;
+  for (const auto& [k, v] : j.items()) keys.push_back(k);
+  REQUIRE(keys.size() > 3);
+  CHECK(keys[keys.size() - 3] == "ops");  // the report's own fields first, then the workload's, sorted
+  CHECK(keys[keys.size() - 2] == "described");
+  CHECK(keys.back() == "tokens");
+  // not a function: the workload's field check says so
+  std::string bad = workload;
+  bad.replace(bad.find("  model = function"), 0, "  report = 3,\n");
+  const auto e = run_cli("run '" + t.write("bad.lua", bad).string() + "' --predictor roofline");
+  CHECK(e.code == 1);
+  CHECK_THAT(e.err, Catch::Contains("field 'report' must be a function(r) adding fields to the report (got 3)"));
 }
