@@ -734,8 +734,12 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   }
   const std::string source = script.empty() ? "command line" : script;
   const std::string html =
-      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", report_compare(rows, "json", source));
-  emit(report_compare(rows, c.format, source), c.output);
+      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", compare_json(rows));
+  // table and CSV: scripts/neusight/report.lua's layout
+  emit(c.format == "json" ? compare_json(rows)
+                          : s.render("neusight.report", c.format == "csv" ? "compare_csv" : "compare_table",
+                                     compare_doc(rows, source)),
+       c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
   return 0;
 }

@@ -50,101 +50,31 @@ std::string figure_csv(const figure_value& v) {
   return "";
 }
 
-std::string report_compare(const std::vector<compare_row>& rows, const std::string& format, const std::string& source) {
-  auto failed = [](const compare_row& r) { return !r.empty() && r.back().key == "error"; };
-  if (format == "json") {
-    json arr = json::array();
-    for (const auto& r : rows) {
-      json o = json::object();
-      for (const auto& c : r) o[c.key] = figure_json(c.value);
-      arr.push_back(std::move(o));
-    }
-    json j;
-    j["rows"] = std::move(arr);
-    return j.dump(2) + "\n";
-  }
-  if (format == "csv") {
-    std::vector<std::string> keys;  // the successful rows' keys first, then what error rows add ("error")
-    for (bool errors : {false, true})
-      for (const auto& r : rows)
-        if (failed(r) == errors)
-          for (const auto& c : r)
-            if (std::find(keys.begin(), keys.end(), c.key) == keys.end()) keys.push_back(c.key);
-    std::string out;
-    for (size_t i = 0; i < keys.size(); ++i) out += (i ? "," : "") + keys[i];
-    out += "\n";
-    for (const auto& r : rows) {
-      for (size_t i = 0; i < keys.size(); ++i) {
-        if (i) out += ",";
-        for (const auto& c : r)
-          if (c.key == keys[i]) out += figure_csv(c.value);
-      }
-      out += "\n";
-    }
-    return out;
-  }
-  // table: inputs that differ between rows are columns, the others are said once; then latency and the figures
-  const size_t n_in = compare_input_cells;
-  std::vector<bool> varies(n_in, false);
-  std::string fixed;
-  for (size_t i = 0; i < n_in; ++i) {
-    std::vector<std::string> seen;
-    for (const auto& r : rows)
-      if (i < r.size() && r[i].cell != "-" && std::find(seen.begin(), seen.end(), r[i].cell) == seen.end())
-        seen.push_back(r[i].cell);
-    varies[i] = seen.size() > 1;
-    if (seen.size() == 1 && !rows.empty()) fixed += fmt::format("{}{} {}", fixed.empty() ? "" : ", ", rows[0][i].key, seen[0]);
-  }
-  std::vector<size_t> shown;  // cell indices of a successful row
-  const compare_row* model_row = nullptr;
-  for (const auto& r : rows)
-    if (!failed(r)) {
-      model_row = &r;
-      break;
-    }
-  for (size_t i = 0; i < n_in; ++i)
-    if (varies[i]) shown.push_back(i);
-  if (model_row)
-    for (size_t i = n_in; i < model_row->size(); ++i)
-      if (!(*model_row)[i].column.empty()) shown.push_back(i);
-  std::vector<size_t> width(shown.size());
-  const auto& head = model_row ? *model_row : rows.front();
-  for (size_t k = 0; k < shown.size(); ++k) {
-    width[k] = head[shown[k]].column.size();
-    for (const auto& r : rows)
-      if (shown[k] < r.size() && (shown[k] < n_in || !failed(r))) width[k] = std::max(width[k], r[shown[k]].cell.size());
-  }
-  auto left = [](const figure_value& v) { return std::holds_alternative<std::string>(v) || std::holds_alternative<bool>(v); };
-  auto pad = [](const std::string& t, size_t w, bool l) {
-    const std::string fill(w > t.size() ? w - t.size() : 0, ' ');
-    return l ? t + fill : fill + t;
-  };
-  size_t errors = 0;
-  for (const auto& r : rows) errors += failed(r);
-  std::string out = fmt::format("compare   {} combination(s) from {}{}\n", rows.size(), source,
-                                errors ? fmt::format(", {} could not be forecast", errors) : std::string());
-  if (!fixed.empty()) out += "fixed     " + fixed + "\n";
-  out += "\n";
-  std::string line;
-  for (size_t k = 0; k < shown.size(); ++k)
-    line += (k ? "  " : "") + pad(head[shown[k]].column, width[k], left(head[shown[k]].value));
-  out += line + "\n";
+std::string compare_json(const std::vector<compare_row>& rows) {
+  json arr = json::array();
   for (const auto& r : rows) {
-    line.clear();
-    size_t k = 0;
-    for (; k < shown.size(); ++k) {
-      if (shown[k] >= n_in && failed(r)) break;
-      line += (k ? "  " : "") + pad(r[shown[k]].cell, width[k], left(head[shown[k]].value));
-    }
-    if (failed(r)) line += (k ? "  " : "") + std::string("error: ") + r.back().cell;
-    while (!line.empty() && line.back() == ' ') line.pop_back();
-    out += line + "\n";
+    json o = json::object();
+    for (const auto& c : r) o[c.key] = figure_json(c.value);
+    arr.push_back(std::move(o));
   }
-  out += "\nlatency: one iteration (train), forward pass (inference, prefill) or step (decode), the slowest device of a "
-         "parallel run; MFU = model FLOPs (the graph's forward + backward) / GPUs / latency / the dtype's dense peak; "
-         "memory per GPU; $ from price_per_hour_usd in the GPU file (- without one). --format json|csv has every "
-         "figure and the warnings.\n";
-  return out;
+  json j;
+  j["rows"] = std::move(arr);
+  return j.dump(2) + "\n";
+}
+
+std::string compare_doc(const std::vector<compare_row>& rows, const std::string& source) {
+  json arr = json::array();
+  for (const auto& r : rows) {
+    json cells = json::array();
+    for (const auto& c : r)
+      cells.push_back(json{{"key", c.key}, {"column", c.column}, {"value", figure_json(c.value)}, {"cell", c.cell}});
+    arr.push_back(std::move(cells));
+  }
+  json doc;
+  doc["source"] = source;
+  doc["inputs"] = compare_input_cells;
+  doc["rows"] = std::move(arr);
+  return doc.dump(-1, ' ', false, json::error_handler_t::replace);  // text from scripts: never a throw over bad UTF-8
 }
 
 void emit(const std::string& text, const std::string& output) {

@@ -32,9 +32,11 @@ using compare_row = std::vector<compare_cell>;
 // rows as columns and the others once above it.
 constexpr size_t compare_input_cells = 13;
 
-// The comparison as a table (format "table"), JSON {"rows": [...]} or CSV (one line per row, the union of the rows'
-// keys as columns).
-std::string report_compare(const std::vector<compare_row>& rows, const std::string& format, const std::string& source);
+// The comparison as JSON {"rows": [...]}: each row's key → value, in order.
+std::string compare_json(const std::vector<compare_row>& rows);
+// The comparison as the JSON text scripts/neusight/report.lua compare_table / compare_csv render (session::render):
+// { source, inputs = compare_input_cells, rows = [[{ key, column, value, cell }, …], …] }.
+std::string compare_doc(const std::vector<compare_row>& rows, const std::string& source);
 
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);

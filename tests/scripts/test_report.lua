@@ -108,4 +108,25 @@ function M.test_memory_warnings_and_figure_inputs()
   eq(err, "scripts/neusight/memory.lua report: 'memory_gb' must be a number", "its message")
 end
 
+-- A comparison of two inputs (the second varies) and one figure; the second row failed.
+local function comparison()
+  local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
+  return { source = "command line", inputs = 2, rows = {
+    { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 1, "1"), cell("latency_ms", "latency ms", 2.5, "2.500"),
+      cell("mfu", "", nil, "-"), cell("warnings", "", "a, b", "") },
+    { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 16, "16"), cell("error", "error", "no fit", "no fit") },
+  } }
+end
+
+function M.test_compare_table()
+  eq(R.compare_table(comparison()), "compare   2 combination(s) from command line, 1 could not be forecast\n"
+    .. "fixed     model tiny\n\nbatch  latency ms\n    1       2.500\n   16  error: no fit\n\n"
+    .. select(1, R.compare_table(comparison()):match("\n\n(latency: .*)$")), "table")
+end
+
+function M.test_compare_csv()
+  eq(R.compare_csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
+    "csv: the union of the keys, values exactly, nil empty")
+end
+
 return M
