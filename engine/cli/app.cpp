@@ -735,10 +735,9 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   const std::string source = script.empty() ? "command line" : script;
   const std::string html =
       c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", compare_json(rows));
-  // table and CSV: scripts/neusight/report.lua's layout
+  // table and CSV: scripts/neusight/compare.lua's layout
   emit(c.format == "json" ? compare_json(rows)
-                          : s.render("neusight.report", c.format == "csv" ? "compare_csv" : "compare_table",
-                                     compare_doc(rows, source)),
+                          : s.render("neusight.compare", c.format == "csv" ? "csv" : "table", compare_doc(rows, source)),
        c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
   return 0;

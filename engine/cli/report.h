@@ -34,7 +34,7 @@ constexpr size_t compare_input_cells = 13;
 
 // The comparison as JSON {"rows": [...]}: each row's key → value, in order.
 std::string compare_json(const std::vector<compare_row>& rows);
-// The comparison as the JSON text scripts/neusight/report.lua compare_table / compare_csv render (session::render):
+// The comparison as the JSON text scripts/neusight/compare.lua table / csv render (session::render):
 // { source, inputs = compare_input_cells, rows = [[{ key, column, value, cell }, …], …] }.
 std::string compare_doc(const std::vector<compare_row>& rows, const std::string& source);
 

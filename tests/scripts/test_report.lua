@@ -119,13 +119,14 @@ local function comparison()
 end
 
 function M.test_compare_table()
-  eq(R.compare_table(comparison()), "compare   2 combination(s) from command line, 1 could not be forecast\n"
+  local C = require "neusight.compare"
+  eq(C.table(comparison()), "compare   2 combination(s) from command line, 1 could not be forecast\n"
     .. "fixed     model tiny\n\nbatch  latency ms\n    1       2.500\n   16  error: no fit\n\n"
-    .. select(1, R.compare_table(comparison()):match("\n\n(latency: .*)$")), "table")
+    .. select(1, C.table(comparison()):match("\n\n(latency: .*)$")), "table")
 end
 
 function M.test_compare_csv()
-  eq(R.compare_csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
+  eq(require("neusight.compare").csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
     "csv: the union of the keys, values exactly, nil empty")
 end
 
