@@ -98,37 +98,25 @@ std::vector<std::string> list_split(const std::string& text) {
   return out;
 }
 
-// The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it, whether its
-// values are integers, and its value in a finished forecast. The order is the rows' column order and the order the
-// combinations are enumerated in (the last varies fastest).
+// The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it (its value in a
+// finished forecast is scripts/neusight/report.lua row()'s `key`), whether its values are integers. The order is the
+// rows' column order and the order the combinations are enumerated in (the last varies fastest).
 struct list_flag {
   const char* key;
   const char* column;
   std::string forecast_flags::* flag;
   bool integer;
-  figure_value (*of)(const report_meta&);
 };
-int64_t layout_of(const report_meta& m, const char* key);
 const std::vector<list_flag>& list_flags() {
   using F = forecast_flags;
-  using M = const report_meta&;
   static const std::vector<list_flag> flags = {
-      {"model", "model", &F::model, false, [](M m) { return figure_value{m.model}; }},
-      {"gpu", "gpu", &F::gpu, false, [](M m) { return figure_value{m.gpu->name}; }},
-      {"mode", "mode", &F::mode, false, [](M m) { return figure_value{m.mode}; }},
-      {"dtype", "dtype", &F::dtype, false, [](M m) { return figure_value{m.dtype}; }},
-      {"batch", "batch", &F::batch, true, [](M m) { return figure_value{m.batch}; }},
-      {"seq", "seq", &F::seq, true, [](M m) { return figure_value{m.seq}; }},
-      {"context", "context", &F::context, true,
-       [](M m) { return m.mode == "decode" ? figure_value{m.context} : figure_value{}; }},
-      {"dp", "dp", &F::dp, true, [](M m) { return figure_value{layout_of(m, "dp")}; }},
-      {"tp", "tp", &F::tp, true, [](M m) { return figure_value{layout_of(m, "tp")}; }},
-      {"pp", "pp", &F::pp, true, [](M m) { return figure_value{layout_of(m, "pp")}; }},
-      {"ep", "ep", &F::ep, true, [](M m) { return figure_value{layout_of(m, "ep")}; }},
-      {"microbatches", "mb", &F::microbatches, true, [](M m) { return figure_value{layout_of(m, "microbatches")}; }},
-      {"recompute", "recompute", &F::recompute, false, [](M m) {
-         return figure_value{m.parallel ? m.parallel->json.at("recompute").get<std::string>() : std::string("none")};
-       }}};
+      {"model", "model", &F::model, false},       {"gpu", "gpu", &F::gpu, false},
+      {"mode", "mode", &F::mode, false},          {"dtype", "dtype", &F::dtype, false},
+      {"batch", "batch", &F::batch, true},        {"seq", "seq", &F::seq, true},
+      {"context", "context", &F::context, true},  {"dp", "dp", &F::dp, true},
+      {"tp", "tp", &F::tp, true},                 {"pp", "pp", &F::pp, true},
+      {"ep", "ep", &F::ep, true},                 {"microbatches", "mb", &F::microbatches, true},
+      {"recompute", "recompute", &F::recompute, false}};
   return flags;
 }
 
@@ -412,35 +400,47 @@ workload_overrides overrides_make(const forecast_flags& f) {
 }
 
 // One forecast, finished: the kernels' latencies and aggregation, the parallel timeline, the warnings and the figures.
-// `gpu` and `meta.gpu` point into this object: it is filled in place, never moved.
+// What the report shows of its workload stays in Lua (scripts/neusight/report.lua, session::forecast_render).
 struct forecast_done {
   std::optional<forecast> fc;
-  report_meta meta;
   gpu_spec gpu;
-  forecast_done() = default;
-  forecast_done(const forecast_done&) = delete;
-  forecast_done& operator=(const forecast_done&) = delete;
+  std::string source;                       // the workload script or "command line": its own figures go by it
+  std::string launch = "eager";             // "eager" | "graph" (scripts/neusight/launch.lua)
+  std::vector<std::string> warnings;        // the workload's, then the predictor's, memory's and figures'
+  std::optional<parallel_report> parallel;  // parallel runs: the timeline's report
+  std::optional<figures> figs;              // scripts/neusight/figures.lua of this forecast
+  // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
+  double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
 };
 
 // The tail every forecast shares: library tiles, kernel latencies, aggregation, timeline, figures. With `say`,
 // warnings go to stderr as they are found (a single forecast); a comparison row only keeps them in meta.warnings.
 void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
                      std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
-  report_meta& meta = out.meta;
   if (say)
-    for (const auto& w : meta.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  out.fc.emplace(s.forecast_run(g, std::move(kernels), out.gpu, pred, overhead, meta.launch));
+    for (const auto& w : out.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
+  out.fc.emplace(s.forecast_run(g, std::move(kernels), out.gpu, pred, overhead, out.launch));
   for (const auto& w : pred.warnings()) {
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    meta.warnings.push_back(w);
+    out.warnings.push_back(w);
   }
-  if (auto tl = s.timeline(*out.fc)) meta.parallel = std::move(*tl);
-  meta.memory = s.memory();  // after timeline(): a parallel run's memory comes from it
-  for (const auto& w : report_memory_warnings(*out.fc, meta)) {  // the table says so too; JSON and CSV readers need it
+  if (auto tl = s.timeline(*out.fc)) out.parallel = std::move(*tl);
+  // after timeline(): a parallel run's memory comes from it (scripts/neusight/report.lua)
+  session::forecast_facts facts = s.forecast_facts_of(*out.fc, out.gpu);
+  for (const auto& w : facts.memory_warnings) {  // the table says so too; JSON and CSV readers need it
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    meta.warnings.push_back(w);
+    out.warnings.push_back(w);
   }
-  figure_inputs in = report_figure_inputs(*out.fc, meta);
+  figure_inputs in = std::move(facts.inputs);
+  kernel gemm;  // the dense peak a GEMM of the compute dtype (the figures' `dtype`) runs at (roofline.cpp)
+  gemm.kind = kernel_kind::gemm, gemm.name = "peak";
+  for (const auto& [key, v] : in)
+    if (const auto* dtype = std::get_if<std::string>(&v); dtype && key == "dtype") gemm.dtype = *dtype;
+  try {
+    in.emplace_back("peak_tflops", roofline_peak_flops(out.gpu, gemm) / 1e12);
+  } catch (const error&) {
+    // no units of that dtype: no MFU
+  }
   family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
   // the names a comparison row holds besides the figures (a workload's own figures may not take them)
   std::string row_keys = "latency_ms,warnings,error";
@@ -450,16 +450,11 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     in.emplace_back("calibration_source", c->source);
     for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
   }
-  meta.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor), meta.source);
-  for (const auto& w : meta.figs->warnings) {
+  out.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor), out.source);
+  for (const auto& w : out.figs->warnings) {
     if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    meta.warnings.push_back(w);
+    out.warnings.push_back(w);
   }
-}
-
-// A degree of a parallel run's layout (its report's `parallel` object: dp, tp, pp, ep, microbatches); 1 on one GPU.
-int64_t layout_of(const report_meta& m, const char* key) {
-  return m.parallel ? m.parallel->json.at(key).get<int64_t>() : 1;
 }
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
@@ -468,12 +463,15 @@ std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
   return pred;
 }
 
-void report_emit(session& s, const common_flags& c, const forecast_done& d) {
+// The single forecast as scripts/neusight/report.lua renders it (session::forecast_render) in --format, and the
+// --report page of its JSON.
+void report_emit(session& s, const common_flags& c, const forecast_done& d, const std::string& predictor) {
+  auto render = [&](const std::string& format) {
+    return s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, *d.figs, format);
+  };
   // --report: the page is rendered first (a script error writes nothing), written after the normal output.
-  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", report_json(*d.fc, d.meta));
-  if (c.format == "json") emit(report_json(*d.fc, d.meta), c.output);
-  else if (c.format == "csv") emit(report_csv(*d.fc, d.meta), c.output);
-  else emit(report_table(*d.fc, d.meta), c.output);
+  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", render("json"));
+  emit(render(c.format == "json" || c.format == "csv" ? c.format : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
 }
 
@@ -484,10 +482,9 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   const workload w = s.workload_load(script, overrides_make(f));
   out.gpu = w.gpu_resolved;
   expansion e = s.expand(w.g, out.gpu, w.training());
-  out.meta = report_meta{w.source, w.model, f.predictor, w.mode, w.optimizer, w.dtype, w.batch, w.seq, &out.gpu,
-                         {}, {}, {}, w.precision, w.optimizer_impl, w.state, w.context, w.kv_cache_bytes, w.launch, {}, {},
-                         w.kv_dtype, w.weight_dtype, w.active_params, w.experts};
-  out.meta.warnings = w.warnings;
+  out.source = w.source;
+  out.launch = w.launch;
+  out.warnings = w.warnings;
   if (!pred) pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
 }
@@ -498,7 +495,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   const measurement m = measurement_load(c.calibrate);
   const fs::path path = calibration_path(d.gpu);
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
-  const double latency_s = d.meta.parallel ? d.meta.parallel->iteration_s : d.fc->total();
+  const double latency_s = d.latency_s();
   figure_inputs in = {{"latency_s", latency_s}, {"measured_s", m.latency_ms / 1e3}, {"measurement", m.source}};
   family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
@@ -511,12 +508,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   }
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit(): no factor.<family> fields");
   for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  const report_meta& mt = d.meta;
-  std::string config = mt.model + " " + mt.mode + " " + mt.dtype + " batch " + std::to_string(mt.batch);
-  if (mt.mode == "decode") config += " context " + std::to_string(mt.context);
-  else config += " seq " + std::to_string(mt.seq);
-  if (mt.parallel)
-    config += fmt::format(" dp {} tp {} pp {}", layout_of(mt, "dp"), layout_of(mt, "tp"), layout_of(mt, "pp"));
+  const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", m.latency_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"predictor", pred.name()}};
@@ -666,7 +658,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
   }
   forecast_workload(s, pred, f, script, d, c.calibrate.empty());
   if (!c.calibrate.empty()) return run_calibrate(s, c, *pred, d);
-  report_emit(s, c, d);
+  report_emit(s, c, d, f.predictor);
   return 0;
 }
 
@@ -705,17 +697,20 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     try {
       forecast_done d;
       forecast_workload(s, pred, one, script, d, false);
-      const report_meta& m = d.meta;
-      for (const auto& lf : list_flags()) input(lf.key, lf.column, lf.of(m));
-      const double latency_ms = (m.parallel ? m.parallel->iteration_s : d.fc->total()) * 1e3;
+      const std::map<std::string, figure_value> as_run = s.forecast_row(d.gpu);  // scripts/neusight/report.lua row
+      for (const auto& lf : list_flags()) {
+        const auto it = as_run.find(lf.key);
+        input(lf.key, lf.column, it == as_run.end() ? figure_value{} : it->second);
+      }
+      const double latency_ms = d.latency_s() * 1e3;
       row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
-      for (const auto& x : m.figs->fields) {
+      for (const auto& x : d.figs->fields) {
         for (const auto& have : row)  // a figure named like an input would overwrite it in JSON and glue CSV cells
           if (have.key == x.key) throw error("figures: a figure named '" + x.key + "' is already a column of the row");
         row.push_back({x.key, x.column, x.value, x.cell});
       }
       std::string warnings;
-      for (const auto& w : m.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
+      for (const auto& w : d.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
       row.push_back({"warnings", "", warnings, ""});
     } catch (const std::exception& ex) {
       row.clear();  // the inputs as given (the GPU by its name)
@@ -735,8 +730,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   }
   const std::string source = script.empty() ? "command line" : script;
   const std::string html =
-      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", report_compare(rows, "json", source));
-  emit(report_compare(rows, c.format, source), c.output);
+      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", compare_json(rows));
+  // table and CSV: scripts/neusight/compare.lua's layout
+  emit(c.format == "json" ? compare_json(rows)
+                          : s.render("neusight.compare", c.format == "csv" ? "csv" : "table", compare_doc(rows, source)),
+       c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
   return 0;
 }
@@ -759,31 +757,32 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
-  report_meta m{og.source, og.g.model, f.predictor, mode, "none", "fp32", og.tag ? og.tag->batch : 0,
-                og.tag ? og.tag->seq : 0, &gpu, og.warnings, {}, {}, "pure", "", {}, 0, std::nullopt,
-                f.launch.empty() ? "eager" : f.launch, {}, {}, {}, {}, std::nullopt, {}};
-  const int64_t layers = opgraph_layers(og, gf.layers, m.warnings);
+  forecast_done d;
+  d.gpu = gpu;
+  d.source = og.source;
+  d.launch = f.launch.empty() ? "eager" : f.launch;
+  d.warnings = og.warnings;
+  const int64_t layers = opgraph_layers(og, gf.layers, d.warnings);
   opgraph_replicate(og, layers);
-  m.layers = layers;
-  m.state = s.state_of("fp32", mode, "none", og.g.params_total(), gpu.mem_gb);
+  // what the report shows of the graph (scripts/neusight/report.lua graph)
+  s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", mode},
+                  {"batch", int64_t(og.tag ? og.tag->batch : 0)}, {"seq", int64_t(og.tag ? og.tag->seq : 0)},
+                  {"layers", layers}, {"launch", d.launch}},
+                 og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";
   bool has_backward = false;
   for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;
   if (training && !has_backward)
-    m.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
+    d.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
                                      "forecast is the forward pass only");
   std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
   if (const auto par = opgraph_parallel_of(og)) {
     if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
-    s.graph_parallel(og.g, kernels, gpu, *par, og.tag->batch, mode, m.warnings);
+    s.graph_parallel(og.g, kernels, gpu, *par, og.tag->batch, mode, d.warnings);
   }
-  forecast_done d;
-  d.gpu = gpu;
-  d.meta = std::move(m);
-  d.meta.gpu = &d.gpu;
   const auto pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
-  report_emit(s, c, d);
+  report_emit(s, c, d, f.predictor);
   return 0;
 }
 

@@ -203,10 +203,17 @@ int search_main(const search_flags& f) {
               c.fits = par.at("fits").get<bool>();
             } else {
               // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
-              const nlohmann::ordered_json& mem = s.memory();
+              // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
               c.iteration_ms = c.compute_ms = fc.total() * 1e3;
-              c.memory_gb = mem.at("memory_gb").get<double>();
-              c.fits = mem.at("fits").get<bool>();
+              bool have_memory = false, have_fits = false;
+              for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
+                if (key == "memory_gb" && std::holds_alternative<double>(value))
+                  c.memory_gb = std::get<double>(value), have_memory = true;
+                if (key == "memory_gb" && std::holds_alternative<int64_t>(value))
+                  c.memory_gb = double(std::get<int64_t>(value)), have_memory = true;
+                if (key == "fits" && std::holds_alternative<bool>(value)) c.fits = std::get<bool>(value), have_fits = true;
+              }
+              if (!have_memory || !have_fits) throw error("scripts/neusight/report.lua: no memory_gb or fits for a one-GPU run");
             }
             const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
             done = cheapest && c.fits;

@@ -216,7 +216,8 @@ const luaL_Reg engine_functions[] = {
 
 
 // scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
-// `idx` (precision.lua state()). [-0, +0, e]
+// `idx` (precision.lua state()): pushes the report (neusight.report renders it) and returns what the engine reads of
+// it. [-0, +1, e]
 state_report state_report_of(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
                              bool unreported) {
   lua_State* L = p.L();
@@ -230,18 +231,28 @@ state_report state_report_of(session::impl& p, int idx, double params, const std
   lua_pushnumber(L, gpu_mem_gb);
   lua_pushboolean(L, unreported);
   ns_call(L, 5, 1, "in " + where);  // stack: … Pr report
+  lua_remove(L, -2);                // stack: … report
   state_report out;
-  {
-    table_reader r(L, -1, where + " result");
-    out.state_gb = r.number("state_gb");
-    out.convention = r.str("convention");
-    out.line = r.str("line");
-    out.warning = r.str_or("warning", "");
-  }
-  raw_getfield(L, -1, "bytes_per_param");
-  out.bytes_per_param = json_from_lua(L, -1, where + " result.bytes_per_param");
-  lua_pop(L, 3);
+  table_reader r(L, -1, where + " result");
+  out.state_gb = r.number("state_gb");
+  r.str("convention"), r.str("line");  // neusight.report renders them: checked here, where the message names the rule
+  out.warning = r.str_or("warning", "");
   return out;
+}
+
+// Calls neusight.report.`fn` with the two values on top of the stack and keeps its result as the report fields of the
+// forecast that follows (impl::fields_ref). [-2, +0, e]
+void report_fields_keep(session::impl& p, const char* fn) {
+  lua_State* L = p.L();
+  require_push(p, "neusight.report");  // stack: … a b R
+  raw_getfield(L, -1, fn);
+  lua_remove(L, -2);
+  lua_insert(L, -3);  // stack: … fn a b
+  ns_call(L, 2, 1, std::string("in scripts/neusight/report.lua ") + fn);  // stack: … fields
+  if (!lua_istable(L, -1))
+    throw error(std::string("scripts/neusight/report.lua: ") + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
+  luaL_unref(L, LUA_REGISTRYINDEX, p.fields_ref);
+  p.fields_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops fields
 }
 
 }  // namespace
@@ -291,8 +302,6 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
         std::fprintf(stderr, "neusight: %s shadows %s (module '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
 }
 
-const nlohmann::ordered_json& session::memory() const { return p_->memory; }
-
 void session::plan_set(const std::string& key, const std::string& value) {
   if (p_->plan_ref == LUA_NOREF) throw error("plan_set: the last workload has no parallel plan");
   lua_State* L = p_->L();
@@ -307,14 +316,17 @@ void session::plan_set(const std::string& key, const std::string& value) {
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
+  luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->fields_ref);
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
-state_report session::state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer,
-                              double params, double gpu_mem_gb) {
+state_report session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
+  const auto it = fields.find("mode");
+  const std::string* mode_p = it == fields.end() ? nullptr : std::get_if<std::string>(&it->second);
+  const std::string dtype = "fp32", mode = mode_p ? *mode_p : "", optimizer = "none";
   require_push(*p_, "neusight.precision");
   raw_getfield(L, -1, "state_of");
   lua_createtable(L, 0, 3);
@@ -329,7 +341,11 @@ state_report session::state_of(const std::string& dtype, const std::string& mode
   ns_call(L, 2, 1, "in scripts/neusight/precision.lua default");  // stack: Pr state recipe
   const std::string recipe = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
   lua_pop(L, 1);
-  return state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);
+  const state_report out = state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
+  overrides_push_table(L, fields);  // stack: Pr state report g
+  lua_insert(L, -2);                // stack: Pr state g report
+  report_fields_keep(*p_, "graph");
+  return out;
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
@@ -381,16 +397,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
   w.optimizer = r.str("optimizer");
-  w.optimizer_impl = r.str_or("optimizer_impl", "");
+  r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua): checked here, with the other fields
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
   w.batch = r.integer("batch");
   w.seq = r.integer("seq");
   w.context = r.integer_or("context", 0);
   w.launch = r.str_or("launch", "eager");
-  w.description = r.str_or("description", "");
-  w.kv_dtype = r.str_or("kv_dtype", "");
-  w.weight_dtype = r.str_or("weight_dtype", "");
+  for (const char* key : {"description", "kv_dtype", "weight_dtype"}) r.str_or(key, "");  // the report's, as above
   raw_getfield(L, wl, "warnings");  // stack: W spec norm warnings()
   lua_pushvalue(L, norm);
   ns_call(L, 1, 1, "while listing the warnings of " + w.source);
@@ -416,11 +430,11 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);
   if (lua_isnumber(L, -1)) w.active_params = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv mem
-  p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, "scripts/neusight/memory.lua report");
-  lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv
+  lua_insert(L, norm + 1);  // stack: W spec norm mem name nodes plan state kv
+  const int mem = norm + 1;
   if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
-  lua_pop(L, 1);  // stack: W spec norm name nodes plan state
-  lua_insert(L, -4);  // stack: W spec norm state name nodes plan
+  lua_pop(L, 1);  // stack: W spec norm mem name nodes plan state
+  lua_insert(L, -4);  // stack: W spec norm mem state name nodes plan
   const int state = lua_gettop(L) - 3;
   w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
   w.g.model = w.model;
@@ -428,9 +442,22 @@ workload session::workload_load(const std::string& script, const workload_overri
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, -3);
   lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
-  ns_call(L, 2, 0);  // stack: W spec norm state name nodes plan
+  ns_call(L, 2, 0);  // stack: W spec norm mem state name nodes plan
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's)
   w.state = state_report_of(*p_, state, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
+  // the report's fields (neusight.report.workload): what the workload says of itself and its build's facts
+  lua_createtable(L, 0, 7);  // stack: W spec norm mem state name nodes plan report facts
+  lua_insert(L, -2);         // stack: … plan facts report
+  lua_setfield(L, -2, "state");
+  lua_pushstring(L, w.source.c_str()), lua_setfield(L, -2, "source");
+  lua_pushstring(L, w.model.c_str()), lua_setfield(L, -2, "model");
+  if (w.kv_cache_bytes) lua_pushnumber(L, *w.kv_cache_bytes), lua_setfield(L, -2, "kv_cache_bytes");
+  if (w.active_params) lua_pushnumber(L, *w.active_params), lua_setfield(L, -2, "active_params");
+  if (!w.experts.empty()) lua_pushstring(L, w.experts.c_str()), lua_setfield(L, -2, "experts");
+  lua_pushvalue(L, mem), lua_setfield(L, -2, "memory");
+  lua_pushvalue(L, norm);
+  lua_insert(L, -2);                     // stack: … plan norm facts
+  report_fields_keep(*p_, "workload");  // stack: W spec norm mem state name nodes plan
   for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {

@@ -39,40 +39,33 @@ struct session_options {
   bool calibration = true;
 };
 
-// The model state of a forecast as scripts/neusight/precision.lua state_report() gives it: the recipe's bytes per
-// parameter stay in Lua (precision.lua state()); the engine renders these as they are.
+// What the engine reads of a forecast's model state (scripts/neusight/precision.lua state_report()); the report
+// renders the rest of it from Lua (scripts/neusight/report.lua).
 struct state_report {
-  double state_gb = 0;                     // on one GPU (a parallel run's report has its own: parallel_report)
-  std::string convention;                  // the recipe's convention (JSON precision_convention)
-  nlohmann::ordered_json bytes_per_param;  // JSON state_bytes_per_param
-  std::string line;                        // the table's model-state line
-  std::string warning;                     // the state alone exceeds the GPU (runs no memory report covers); "" else
+  double state_gb = 0;  // on one GPU (a parallel run's report has its own: parallel_report)
+  std::string warning;  // the state alone exceeds the GPU (runs no memory report covers); "" else
 };
 
-// A parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline): the few numbers the engine
-// uses and the report's JSON object and table lines, rendered as they are.
+// What the engine reads of a parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline); the
+// single forecast's report renders the rest from the Lua table (scripts/neusight/report.lua).
 struct parallel_report {
   double iteration_s = 0;       // the slowest device's finish: the run's latency
-  double state_gb = 0;          // model state on the fullest GPU (the report's state_gb)
-  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms, devices)
-  std::string table;            // the table's lines from the layout to the iteration
-  figure_inputs figures;        // what scripts/neusight/figures.lua gets of the layout (dp, tp, pp, …)
+  nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms): search ranks by it
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
-  std::string model, gpu, mode, optimizer, dtype, description;
+  // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
+  std::string model, gpu, mode, optimizer, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
-  std::string optimizer_impl;  // "fused" | "foreach"; "" without an optimizer
-  state_report state;          // its model state as the report shows it (precision.lua state_report())
+  state_report state;          // its model state (precision.lua state_report())
   int64_t batch = 0, seq = 0;
   int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
   std::string experts;                    // mixtures of experts: how the routed experts ran ("loop", "grouped"; "" else)
-  std::string kv_dtype, weight_dtype;     // quantised KV cache / weights ("" = the compute dtype; workload.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
@@ -107,11 +100,12 @@ class session {
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
 
-  // The model state of a graph without a workload (predict --graph): scripts/neusight/precision.lua state_report of
-  // state_of{dtype, mode, optimizer} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no memory report
-  // covering it (the line and a warning say when the state alone does not fit).
-  state_report state_of(const std::string& dtype, const std::string& mode, const std::string& optimizer, double params,
-                        double gpu_mem_gb);
+  // The report fields of a graph without a workload (predict --graph; scripts/neusight/report.lua graph): `fields`
+  // holds source, model, mode, batch, seq, layers, launch; its model state is scripts/neusight/precision.lua
+  // state_report of state_of{fp32, mode, none} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no
+  // memory report covering it (the line and a warning say when the state alone does not fit). What forecast_render
+  // renders next, as workload_load's workload.
+  state_report report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
@@ -198,6 +192,24 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
+  // What the engine needs of the forecast `f` of the last workload_load (or report_graph), after its timeline(), from
+  // scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
+  // times, the dtype's peak and the calibration, which the engine adds) and memory_warnings (the run does not fit).
+  struct forecast_facts {
+    figure_inputs inputs;
+    std::vector<std::string> memory_warnings;
+  };
+  forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);
+  // scripts/neusight/report.lua row(fields, gpu) of the same forecast: a comparison row's inputs by name (model, gpu,
+  // mode, dtype, batch, seq, context in decode, dp, tp, pp, ep, microbatches, recompute); an absent one is missing.
+  std::map<std::string, figure_value> forecast_row(const gpu_spec& gpu);
+  // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
+  std::string forecast_summary();
+  // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
+  // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
+  // its format_json (as JSON text), format_table or format_csv by `format` ("json", "table", "csv").
+  std::string forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+                              const std::vector<std::string>& warnings, const figures& figs, const std::string& format);
   // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
 
@@ -247,8 +259,9 @@ class session {
 
   // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
-  // when that workload was not parallel. The timeline itself stays a Lua table. `lean` (search: a ranking of many
-  // layouts): the report's JSON without its per-device list, no table text, and memory() not refreshed.
+  // when that workload was not parallel. The timeline itself stays a Lua table; the report and the timeline's memory
+  // report join the report fields forecast_render renders. `lean` (search: a ranking of many layouts): the report's
+  // JSON without its per-device list, no table text, and the report fields left alone.
   std::optional<parallel_report> timeline(const forecast& fc, bool lean = false);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
@@ -274,11 +287,6 @@ class session {
   // workload_load would. A comparison runs it for every combination before forecasting any, so that a typo stops
   // the run while a combination a builder refuses becomes an error row.
   void workload_check(const workload_overrides& overrides);
-
-  // Memory per GPU of the last workload_load (single GPU) or timeline() (parallel run), as scripts/neusight/memory.lua
-  // reported it: { memory_gb, memory = the JSON object, lines = table lines, warning?, stages? (parallel, per device) }.
-  // Null when neither computed one (predict --graph without a parallel layout).
-  const nlohmann::ordered_json& memory() const;
 
   // Sets string field `key` of the last workload_load's parallel plan, the one timeline() reads (a search re-times one
   // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).

@@ -157,11 +157,10 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline");  // stack: P plan result
   std::string where = "scripts/neusight/parallel.lua timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  if (lean) {
-    p_->memory = nlohmann::ordered_json();
-  } else {
-    raw_getfield(L, -1, "memory");  // neusight.memory.parallel: the report's memory fields, rendered as they are
-    p_->memory = lua_isnil(L, -1) ? nlohmann::ordered_json() : json_from_lua(L, -1, where + " result.memory");
+  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report (neusight.memory.parallel)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result fields
+    raw_getfield(L, -2, "memory");
+    lua_setfield(L, -2, "memory");
     lua_pop(L, 1);
   }
   // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
@@ -172,24 +171,26 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   ns_call(L, 3, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
   where = "scripts/neusight/parallel.lua report";
   table_reader r(L, -1, where + " result");
+  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report renders this one (scripts/neusight/report.lua)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result report fields
+    lua_pushvalue(L, -2);
+    lua_setfield(L, -2, "parallel");
+    lua_pop(L, 1);
+  }
   parallel_report out;
   out.iteration_s = r.number("iteration");
-  out.state_gb = r.number("state_gb");
-  out.table = r.str("table");
+  r.number("state_gb"), r.str("table");  // scripts/neusight/report.lua renders them: checked here, naming the rule
   raw_getfield(L, -1, "json");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'json' must be a table");
   out.json = json_from_lua(L, -1, where + " result.json");
   lua_pop(L, 1);
-  raw_getfield(L, -1, "figures");  // what figures.lua gets of the layout, by name
+  // what figures.lua gets of the layout, by name (scripts/neusight/report.lua figure_inputs): checked here
+  raw_getfield(L, -1, "figures");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'figures' must be a table");
   const nlohmann::ordered_json figs = json_from_lua(L, -1, where + " result.figures");
-  for (const auto& [k, v] : figs.items()) {
-    if (v.is_boolean()) out.figures.emplace_back(k, v.get<bool>());
-    else if (v.is_number_integer()) out.figures.emplace_back(k, v.get<int64_t>());
-    else if (v.is_number()) out.figures.emplace_back(k, v.get<double>());
-    else if (v.is_string()) out.figures.emplace_back(k, v.get<std::string>());
-    else throw error(where + " result.figures." + k + " must be a number, boolean or string");
-  }
+  for (const auto& [k, v] : figs.items())
+    if (!v.is_boolean() && !v.is_number() && !v.is_string())
+      throw error(where + " result.figures." + k + " must be a number, boolean or string");
   return out;
 }
 

@@ -52,7 +52,9 @@ struct session::impl {
   int engine_ref = LUA_NOREF;
   int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
   int nodes_ref = LUA_NOREF;
-  nlohmann::ordered_json memory;  // session::memory()
+  // The report fields of the forecast in progress (neusight.report.workload of the last workload_load, or .graph of
+  // report_graph); timeline() adds the parallel report and its memory report. What forecast_render renders.
+  int fields_ref = LUA_NOREF;
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

@@ -6,6 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
 #include "lua/lua_state.h"
@@ -71,11 +72,20 @@ void toml_file_push(lua_State* L, const std::string& path, const std::string& di
 
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
 // exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text)
-// after the keys their metatable's __order array lists, in that order (a report's fixed field order); integers stay
-// integers, NaN/inf → null; functions, userdata or other keys are errors naming `what`. [-0, +0, -]
+// after the keys their metatable's __order array lists, in that order (a report's fixed field order; a table with
+// __order is an object even when empty); a table whose metatable has __json = "null" → null (neusight.report's
+// null: a key written as null, where nil would leave it out); integers stay integers, NaN/inf → null; functions,
+// userdata or other keys are errors naming `what`. [-0, +0, -]
 nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what);
 // json_from_lua(L, idx, "report") as indented JSON text. [-0, +0, -]
 std::string json_text_of(lua_State* L, int idx);
+
+// The forecast as a plain table for neusight.report (scripts/neusight/report.lua): nodes (name, op, layer, count,
+// fused = attrs.fused when a string), kernels (node = its index in nodes, phase, name, kind, every dim and tile field
+// whatever the kind, flops, bytes, seconds_each = one instance, seconds = replication included), and the totals in
+// seconds (total, forward, backward, accumulate, optimizer), flops (and flops_<phase>) and params; without `rows`
+// the totals alone. [-0, +1, m]
+void forecast_push(lua_State* L, const forecast& f, bool rows = true);
 
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {

@@ -60,12 +60,26 @@ void json_push(lua_State* L, const json& j, int depth) {
   }
 }
 
+// Where a value sits in the document, for messages only: the root's name, then ".key" and "[i]" steps, made into text
+// only when an error names it (a report has thousands of values; building each path eagerly dominated the cost).
+struct json_path {
+  const json_path* parent = nullptr;
+  const std::string* key = nullptr;  // ".key"; nullptr with parent: "[index]"; nullptr without: the root
+  lua_Integer index = 0;
+  const std::string* root = nullptr;
+  std::string text() const {
+    if (!parent) return root ? *root : std::string();
+    return parent->text() + (key ? "." + *key : "[" + std::to_string(index) + "]");
+  }
+};
+
 // [-0, +0, e] the value at `idx` as JSON (json_from_lua): a table whose keys are exactly 1..n is an array (an empty
 // table too), any other table an object with its keys sorted (number keys written as text); integers stay integers,
 // NaN and infinities become null; functions, userdata and other keys are errors naming `what`.
-nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& what, int depth) {
+nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const json_path& at, int depth) {
   using ojson = nlohmann::ordered_json;
-  if (depth > 100 || !lua_checkstack(L, 4)) throw error(what + ": nested too deeply");
+  const auto what_of = [&] { return at.text(); };
+  if (depth > 100 || !lua_checkstack(L, 4)) throw error(what_of() + ": nested too deeply");
   idx = lua_absindex(L, idx);
   switch (lua_type(L, idx)) {
     case LUA_TNIL: return nullptr;
@@ -82,6 +96,16 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
       return std::string(s, n);
     }
     case LUA_TTABLE: {
+      // a metatable's __json = "null" is JSON null (a field that must be written, where nil would leave it out)
+      if (luaL_getmetafield(L, idx, "__json") != LUA_TNIL) {  // stack: … marker
+        const bool is_null = lua_type(L, -1) == LUA_TSTRING && std::string(lua_tostring(L, -1)) == "null";
+        lua_pop(L, 1);
+        if (!is_null) throw error(what_of() + ": its metatable's __json must be \"null\"");
+        return nullptr;
+      }
+      // a metatable's __order makes an object, even of an empty table
+      bool ordered = false;
+      if (luaL_getmetafield(L, idx, "__order") != LUA_TNIL) ordered = true, lua_pop(L, 1);
       const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
       lua_Integer count = 0;
       bool array = true;
@@ -98,15 +122,15 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
           keys.emplace_back(lua_tostring(L, -1), false);
           lua_pop(L, 1);
         } else {
-          throw error(what + " has a " + std::string(luaL_typename(L, -2)) + " key");
+          throw error(what_of() + " has a " + std::string(luaL_typename(L, -2)) + " key");
         }
         lua_pop(L, 1);
       }
-      if (array && count == n) {
+      if (array && count == n && !ordered) {
         ojson arr = ojson::array();
         for (lua_Integer i = 1; i <= n; ++i) {
           lua_rawgeti(L, idx, i);
-          arr.push_back(lua_to_json(L, -1, what + "[" + std::to_string(i) + "]", depth + 1));
+          arr.push_back(lua_to_json(L, -1, json_path{&at, nullptr, i}, depth + 1));
           lua_pop(L, 1);
         }
         return arr;
@@ -114,11 +138,11 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
       std::sort(keys.begin(), keys.end());
       // a metatable's __order (an array of key names) puts those keys first, in its order
       if (luaL_getmetafield(L, idx, "__order") != LUA_TNIL) {  // stack: … order
-        if (!lua_istable(L, -1)) throw error(what + ": its metatable's __order must be an array of key names");
+        if (!lua_istable(L, -1)) throw error(what_of() + ": its metatable's __order must be an array of key names");
         std::vector<std::pair<std::string, bool>> first;
         for (lua_Integer i = 1, n_order = lua_Integer(lua_rawlen(L, -1)); i <= n_order; ++i) {
           lua_rawgeti(L, -1, i);
-          if (lua_type(L, -1) != LUA_TSTRING) throw error(what + ": its metatable's __order must be an array of key names");
+          if (lua_type(L, -1) != LUA_TSTRING) throw error(what_of() + ": its metatable's __order must be an array of key names");
           const std::pair<std::string, bool> key(lua_tostring(L, -1), true);
           lua_pop(L, 1);
           if (const auto it = std::find(keys.begin(), keys.end(), key); it != keys.end()) {
@@ -134,19 +158,19 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const std::string& wha
         if (is_string) raw_getfield(L, idx, k.c_str());
         else if (lua_stringtonumber(L, k.c_str()) != 0) lua_rawget(L, idx);  // stack: … number → value
         else lua_pushnil(L);
-        obj[k] = lua_to_json(L, -1, what + "." + k, depth + 1);
+        obj[k] = lua_to_json(L, -1, json_path{&at, &k, 0}, depth + 1);
         lua_pop(L, 1);
       }
       return obj;
     }
-    default: throw error(what + " is a " + std::string(luaL_typename(L, idx)) + ", not a JSON value");
+    default: throw error(what_of() + " is a " + std::string(luaL_typename(L, idx)) + ", not a JSON value");
   }
 }
 
 }  // namespace
 
 nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what) {
-  return lua_to_json(L, idx, what, 0);
+  return lua_to_json(L, idx, json_path{nullptr, nullptr, 0, &what}, 0);
 }
 
 std::string json_text_of(lua_State* L, int idx) { return json_from_lua(L, idx, "report").dump(2) + "\n"; }

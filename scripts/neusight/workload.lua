@@ -4,7 +4,9 @@
 --   { model = "gpt3_27", gpu = "H100-SXM5-80GB", mode = "train", batch = 1, seq = 2048 }
 -- `model` is a preset name (neusight/models/presets.lua), a config table with `arch` (built by
 -- neusight/models/<arch>.lua), or a function(opts) returning the nodes of a custom model. An optional
--- `figures = function(f) … end` adds the workload's own figures to the report (neusight.figures workload_fields).
+-- `figures = function(f) … end` adds the workload's own figures to the report (neusight.figures workload_fields);
+-- an optional `report = function(r) … end` gets the single forecast's result table (neusight.report) and may add
+-- fields to it: they show up in the JSON (after the report's own, sorted).
 local K = require "neusight.kernels"
 local precision = require "neusight.precision"
 local presets = require "neusight.models.presets"
@@ -14,7 +16,8 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description", "figures" }
+  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description", "figures",
+  "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
 ---------------------------------------------------------------------------------------------------
@@ -165,6 +168,13 @@ local CHECK = {
   figures = function(v)
     if type(v) ~= "function" then
       return ("must be a function(f) returning { name = value, … } (got %s)"):format(show(v))
+    end
+  end,
+  -- report: function(r) adding fields to the single forecast's result table (neusight.report result: the JSON
+  -- document's fields, as the JSON shows them); what it returns is ignored.
+  report = function(v)
+    if type(v) ~= "function" then
+      return ("must be a function(r) adding fields to the report (got %s)"):format(show(v))
     end
   end,
   -- parallel: { dp, tp, pp, microbatches, schedule, … } validated by neusight/parallel.lua (loaded only when given).

@@ -99,3 +99,27 @@ TEST_CASE("json_from_lua: a metatable's __order puts its keys first, in its orde
   CHECK_THROWS_WITH(json_from_lua(L, -1, "t"), Catch::Contains("t: its metatable's __order must be an array"));
   lua_settop(L, 0);  // callers restore the stack after an error (stack_restore)
 }
+
+TEST_CASE("json_from_lua: a table with __order is an object even when empty and __json null is null", "[lua][json]") {
+  lua_state s;
+  lua_State* L = s.get();
+  lua_newtable(L);  // stack: t = {} — an array without a metatable
+  CHECK(json_from_lua(L, -1, "t").dump() == "[]");
+  lua_newtable(L);  // stack: t mt = { __order = {} }
+  lua_newtable(L);
+  lua_setfield(L, -2, "__order");
+  lua_setmetatable(L, -2);
+  CHECK(json_from_lua(L, -1, "t").dump() == "{}");
+  lua_newtable(L);  // stack: t n — neusight.report's null: { x = n } writes "x": null where nil leaves x out
+  lua_newtable(L);
+  lua_pushstring(L, "null"), lua_setfield(L, -2, "__json");
+  lua_setmetatable(L, -2);
+  lua_setfield(L, -2, "x");
+  CHECK(json_from_lua(L, -1, "t").dump() == R"({"x":null})");
+  lua_newtable(L);  // any other __json is an error naming the value
+  lua_newtable(L);
+  lua_pushstring(L, "nil"), lua_setfield(L, -2, "__json");
+  lua_setmetatable(L, -2);
+  CHECK_THROWS_WITH(json_from_lua(L, -1, "y"), Catch::Contains("y: its metatable's __json must be \"null\""));
+  lua_settop(L, 0);
+}

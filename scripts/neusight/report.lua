@@ -1,0 +1,388 @@
+-- scripts/neusight/report.lua — a single forecast's report: one result table, rendered as JSON, a table and CSV.
+--
+-- The engine hands over what only it has (engine/lua/session_report.cpp): the forecast's nodes and kernels with their
+-- predicted seconds and phase totals (a plain table), the GPU, the predictor's name, the warnings and the figures. The
+-- rest comes from the Lua side: what the workload says of itself (M.workload, called when the workload is built, or
+-- M.graph for a reference graph), the model state (neusight.precision state_report), the memory report
+-- (neusight.memory) and a parallel run's report (neusight.parallel.report). M.result puts them into one table whose
+-- fields are the JSON document: the engine writes it through its generic Lua → JSON bridge, so a field added here
+-- shows up in the JSON without a C++ change. Keys keep the order of HEAD and TAIL (a field not listed follows,
+-- sorted); what only the table shows (per-node rows, text lines) sits in the result's `text`, which the JSON leaves
+-- out. Before the figures are computed the engine asks M.memory_warnings (the run does not fit) and M.figure_inputs
+-- (what neusight.figures compute() gets of the forecast).
+local ns = require "neusight"
+local fmt, concat, sub = string.format, table.concat, string.sub
+local ipairs, pairs, type, tostring, error, setmetatable, getmetatable, tointeger =
+  ipairs, pairs, type, tostring, error, setmetatable, getmetatable, math.tointeger
+
+local M = {}
+
+--- JSON null (a table field that must be written as `null`, where nil would leave the key out).
+M.null = setmetatable({}, { __json = "null" })
+local null = M.null
+
+local function ordered(t, keys) return setmetatable(t, { __order = keys }) end
+--- An object even when empty (an empty Lua table is written as []).
+local function object(t) return setmetatable(t or {}, { __order = {} }) end
+
+local ms = 1e3
+
+-- The JSON document's fields, in order; the figures a rule puts beside latency_ms go right after it.
+local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
+  "context", "dtype", "kv_dtype", "weight_dtype", "precision", "precision_convention", "optimizer", "optimizer_impl",
+  "layers", "latency_ms" }
+local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "active_params",
+  "experts", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
+  "figures", "ops" }
+local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
+  "ms", "fused" }
+
+local function integer(x, what)
+  local i = tointeger(x)
+  if not i then error(fmt("report: %s must be an integer (got %s)", what, tostring(x)), 0) end
+  return i
+end
+
+local function number_or_nil(x)
+  if type(x) == "number" then return x + 0.0 end
+  return nil
+end
+
+--- What the report shows of a workload (neusight.workload normalize()'d table `w`) and of its build: called by the
+--- engine once the model is built. `facts`: source (the script, or "command line"), model (its name), state
+--- (neusight.precision state_report), kv_cache_bytes, active_params, experts (workload.lua build), memory (the
+--- neusight.memory report; a parallel run's replaces it once its timeline is made).
+---@param w table
+---@param facts table
+function M.workload(w, facts)
+  return {
+    source = facts.source, model = facts.model, mode = w.mode, batch = integer(w.batch, "batch"),
+    seq = integer(w.seq, "seq"), context = w.context and integer(w.context, "context") or 0, dtype = w.dtype,
+    kv_dtype = w.kv_dtype or "", weight_dtype = w.weight_dtype or "", precision = w.precision,
+    optimizer = w.optimizer, optimizer_impl = w.optimizer_impl or "", launch = w.launch or "eager",
+    state = facts.state, kv_cache_bytes = number_or_nil(facts.kv_cache_bytes),
+    active_params = number_or_nil(facts.active_params),
+    experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
+    hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
+  }
+end
+
+--- What the report shows of a reference operator graph (predict --graph): `g` holds source, model, mode, batch, seq,
+--- layers and launch; fp32, no optimizer, the pure recipe; `state` its neusight.precision state_report.
+function M.graph(g, state)
+  return {
+    source = g.source, model = g.model, mode = g.mode, batch = integer(g.batch, "batch"), seq = integer(g.seq, "seq"),
+    context = 0, dtype = "fp32", kv_dtype = "", weight_dtype = "", precision = "pure", optimizer = "none",
+    optimizer_impl = "", launch = g.launch or "eager", layers = integer(g.layers, "layers"), state = state,
+  }
+end
+
+-- The dims a kernel of its kind shows.
+local function dims_of(k)
+  local kind = k.kind
+  if kind == "gemm" or kind == "bmm" then
+    local d = { b = k.b, m = k.m, n = k.n, k = k.k }
+    local keys = { "b", "m", "n", "k" }
+    if k.weight_bytes > 0 then d.weight_bytes, keys[5] = k.weight_bytes, "weight_bytes" end  -- weight-only quantisation
+    return ordered(d, keys)
+  elseif kind == "attention" then
+    local d = { batch = k.b, q_len = k.m, kv_len = k.k, head_dim = k.n, heads = k.rows, kv_heads = k.hidden }
+    local keys = { "batch", "q_len", "kv_len", "head_dim", "heads", "kv_heads" }
+    if k.kv_dtype ~= "" then d.kv_dtype, keys[7] = k.kv_dtype, "kv_dtype" end  -- a quantised KV cache
+    return ordered(d, keys)
+  elseif kind == "memory" or kind == "collective" then
+    return object()
+  end
+  return ordered({ rows = k.rows, hidden = k.hidden }, { "rows", "hidden" })
+end
+
+-- The library tile a kernel runs, or null.
+local function tile_of(k)
+  if k.tile_m > 0 then
+    return ordered({ m = k.tile_m, k = k.tile_k, split = k.tile_split, library_kernel = k.tile_kernel },
+      { "m", "k", "split", "library_kernel" })
+  elseif k.tile_elems > 0 then
+    return ordered({ elems = k.tile_elems }, { "elems" })
+  elseif k.tile_blocks > 0 then
+    return ordered({ blocks = k.tile_blocks, flops = k.tile_flops, bytes = k.tile_bytes, library_kernel = k.tile_kernel },
+      { "blocks", "flops", "bytes", "library_kernel" })
+  end
+  return null
+end
+
+-- Members of a fused node (attrs.fused, comma-separated, set by neusight.fusion); nil otherwise.
+local function fused_members(n)
+  if type(n.fused) ~= "string" then return nil end
+  local out = {}
+  for part in n.fused:gmatch("[^,]+") do out[#out + 1] = part end
+  return #out > 0 and out or nil
+end
+
+-- A memory report's number `key`: a report without it is an error, never a silent 0 GB that "fits".
+local function memory_number(memory, key)
+  local v = memory[key]
+  if type(v) ~= "number" then error(fmt("scripts/neusight/memory.lua report: '%s' must be a number", key), 0) end
+  return v + 0.0
+end
+
+-- The memory report's `fits`, or whether memory_gb fits in the GPU when the report leaves it out.
+local function memory_fits(memory, gpu)
+  if memory.fits == nil then return memory_number(memory, "memory_gb") <= gpu.mem_gb end
+  if type(memory.fits) ~= "boolean" then error("scripts/neusight/memory.lua report: 'fits' must be a boolean", 0) end
+  return memory.fits
+end
+
+-- The model state on one GPU: the whole graph's, or in a parallel run the fullest stage's.
+local function state_gb(f)
+  local par = f.parallel
+  return par and par.state_gb + 0.0 or f.state.state_gb + 0.0
+end
+
+--- The warnings of a forecast's memory: the memory report's (neusight.memory: the run does not fit), or without one
+--- (predict --graph on one GPU) the model state's alone. The table says it in its memory lines; JSON readers need it.
+function M.memory_warnings(f)
+  local memory = f.memory
+  if type(memory) == "table" then
+    return { type(memory.warning) == "string" and memory.warning or nil }
+  end
+  return { f.state.warning }
+end
+
+--- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an
+--- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. The engine adds the kernel families'
+--- times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
+function M.figure_inputs(f, fc, gpu)
+  local par = f.parallel
+  local out = {}
+  local function add(k, v) out[#out + 1] = { k, v } end
+  add("mode", f.mode)
+  add("batch", f.batch)
+  add("seq", f.seq)
+  add("dtype", f.dtype)
+  add("latency_s", par and par.iteration + 0.0 or fc.total)
+  add("flops_forward", fc.flops_forward)
+  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+  add("flops_optimizer", fc.flops_optimizer)
+  add("state_gb", state_gb(f))
+  add("parallel", par ~= nil)
+  if f.mode == "decode" then add("context", f.context) end
+  if f.kv_cache_bytes then add("kv_cache_gb", f.kv_cache_bytes / 1e9) end
+  if gpu.price_per_hour_usd > 0 then add("price_per_hour_usd", gpu.price_per_hour_usd) end
+  if par then  -- the layout, by name
+    local keys = {}
+    for k in pairs(par.figures) do keys[#keys + 1] = k end
+    table.sort(keys)
+    for _, k in ipairs(keys) do add(k, par.figures[k]) end
+  end
+  local memory = f.memory
+  if type(memory) == "table" and memory.memory_gb ~= nil then  -- neusight.memory: the fullest GPU
+    add("memory_gb", memory_number(memory, "memory_gb"))
+    add("fits", memory_fits(memory, gpu))
+  end
+  return out
+end
+
+--- A comparison row's inputs (predict with list-valued flags) by name: the workload as the forecast ran it, its
+--- layout 1 x 1 x 1 on one GPU; context only in decode.
+function M.row(f, gpu)
+  local par = f.parallel and f.parallel.json
+  local function layout(k) return par and integer(par[k], "parallel." .. k) or 1 end
+  local recompute = par and par.recompute or "none"
+  if type(recompute) ~= "string" then error("report: parallel.recompute must be a string", 0) end
+  return { model = f.model, gpu = gpu.name, mode = f.mode, dtype = f.dtype, batch = f.batch, seq = f.seq,
+    context = f.mode == "decode" and f.context or nil, dp = layout("dp"), tp = layout("tp"), pp = layout("pp"),
+    ep = layout("ep"), microbatches = layout("microbatches"), recompute = recompute }
+end
+
+--- The workload in one line (what a calibration file notes it was fitted on).
+function M.summary(f)
+  local par = f.parallel and f.parallel.json
+  return fmt("%s %s %s batch %d", f.model, f.mode, f.dtype, f.batch)
+    .. (f.mode == "decode" and fmt(" context %d", f.context) or fmt(" seq %d", f.seq))
+    .. (par and fmt(" dp %d tp %d pp %d", integer(par.dp, "parallel.dp"), integer(par.tp, "parallel.tp"),
+      integer(par.pp, "parallel.pp")) or "")
+end
+
+--- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
+--- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
+--- seconds), `x` what the engine adds: gpu { name, file, mem_gb }, predictor, warnings, figures (an array of
+--- { key, value, top }, value nil when not available) and figure_lines.
+function M.result(f, fc, x)
+  local par = f.parallel
+  local keys = {}
+  for _, k in ipairs(HEAD) do keys[#keys + 1] = k end
+  local r = {
+    neusight_version = ns.version, source = f.source, model = f.model, gpu = x.gpu.name, gpu_file = x.gpu.file,
+    predictor = x.predictor, mode = f.mode, batch = f.batch, seq = f.seq, dtype = f.dtype, precision = f.precision,
+    precision_convention = f.state.convention, optimizer = f.optimizer, optimizer_impl = f.optimizer_impl,
+    layers = f.layers,
+  }
+  -- the launch mode: always in serving phases, elsewhere only when it is not the default
+  if f.launch ~= "eager" or f.mode == "prefill" or f.mode == "decode" then r.launch = f.launch end
+  if f.mode == "decode" then r.context = f.context end
+  if f.kv_dtype ~= "" and f.kv_dtype ~= f.dtype then r.kv_dtype = f.kv_dtype end
+  if f.weight_dtype ~= "" then r.weight_dtype = f.weight_dtype end
+  -- A parallel run's latency is its iteration on the slowest device; the phase sums are then those of one microbatch
+  -- through the whole (tp-sharded) model, serially — the timeline's inputs.
+  r.latency_ms = (par and par.iteration or fc.total) * ms
+  local figures, figure_keys = {}, {}
+  for _, fig in ipairs(x.figures) do  -- the uncertainty band's latency_ms_p10 / p50 / p90 go beside latency_ms
+    local v = fig.value
+    if v == nil then v = null end
+    if fig.top then
+      if r[fig.key] == nil then keys[#keys + 1] = fig.key end
+      r[fig.key] = v
+    else
+      if figures[fig.key] == nil then figure_keys[#figure_keys + 1] = fig.key end
+      figures[fig.key] = v
+    end
+  end
+  for _, k in ipairs(TAIL) do keys[#keys + 1] = k end
+  r.forward_ms = fc.forward * ms
+  -- backward_ms includes gradient accumulation (the reference's "bwall"); grad_accumulate_ms is that part.
+  r.backward_ms = (fc.backward + fc.accumulate) * ms
+  r.grad_accumulate_ms = fc.accumulate * ms
+  r.optimizer_ms = fc.optimizer * ms
+  r.flops = fc.flops
+  r.params = fc.params
+  r.active_params = f.active_params  -- mixtures of experts: a token's share of params
+  if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
+  -- per GPU: in a parallel run the largest pipeline stage's tp shard
+  r.state_gb = state_gb(f)
+  local memory = f.memory
+  if type(memory) == "table" then  -- neusight.memory: the peak of the fullest GPU and its parts, every mode
+    r.memory_gb = memory_number(memory, "memory_gb")
+    r.memory = memory.memory or object()
+    r.fits = memory_fits(memory, x.gpu)
+  end
+  -- serving phases: the KV cache one GPU holds
+  if f.kv_cache_bytes then r.kv_cache_gb = f.kv_cache_bytes / 1e9 end
+  -- the recipe's bytes per parameter (neusight.precision); state_gb = params x their sum
+  r.state_bytes_per_param = f.state.bytes_per_param
+  if par then r.parallel = par.json end  -- neusight.parallel.report, as it is
+  r.warnings = x.warnings
+  r.figures = ordered(figures, figure_keys)
+  local ops = {}
+  for i, k in ipairs(fc.kernels) do
+    local n = fc.nodes[k.node]
+    ops[i] = ordered({ name = n.name, op = n.op, layer = n.layer, count = n.count, phase = k.phase, kernel = k.name,
+      kind = k.kind, dims = dims_of(k), tile = tile_of(k), flops = k.flops, bytes = k.bytes,
+      ms_each = k.seconds_each * ms, ms = k.seconds * ms, fused = fused_members(n) }, OP_KEYS)
+  end
+  r.ops = ops
+  -- what only the table shows
+  r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file,
+    state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
+    memory_lines = type(memory) == "table" and memory.lines or nil }
+  ordered(r, keys)
+  if f.hook then f.hook(r) end  -- the workload's own fields: after the report's, sorted
+  return r
+end
+
+--- The JSON document of a result: every field but `text`, in the result's order.
+function M.format_json(r)
+  local doc = {}
+  for k, v in pairs(r) do
+    if k ~= "text" then doc[k] = v end
+  end
+  return setmetatable(doc, getmetatable(r))
+end
+
+local function csv_field(s)
+  s = tostring(s)
+  if not s:find('[,"\n]') then return s end
+  return '"' .. s:gsub('"', '""') .. '"'
+end
+M.csv_field = csv_field
+
+--- One line per kernel: its node, phase, dims (0 where the kind has none) and times.
+function M.format_csv(r)
+  local out = { "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms\n" }
+  local nodes = r.text.nodes
+  for _, k in ipairs(r.text.kernels) do
+    local n = nodes[k.node]
+    out[#out + 1] = fmt("%s,%s,%s,%d,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.17g,%.17g,%.17g,%.17g\n", csv_field(n.name),
+      csv_field(n.op), csv_field(n.layer), n.count, k.phase, csv_field(k.name), k.kind, k.b, k.m, k.n, k.k, k.rows,
+      k.hidden, k.flops, k.bytes, k.seconds_each * ms, k.seconds * ms)
+  end
+  return concat(out)
+end
+
+--- The table people read: the run, time per node and phase, fused kernels, the phase totals, the layout (parallel),
+--- parameters, KV cache, model state, memory and the figures' lines.
+function M.format_table(r)
+  local t = r.text
+  local out = {}
+  local function add(s) out[#out + 1] = s end
+  add(fmt("model     %s  (%s, batch %d, %s, %s%s%s%s)\n", r.model, r.mode, r.batch,
+    r.mode == "decode" and fmt("context %d + 1 new token", r.context) or fmt("seq %d", r.seq), r.dtype,
+    r.precision == "pure" and "" or " " .. r.precision,
+    r.mode == "train" and ", optimizer " .. r.optimizer .. (r.optimizer_impl == "" and "" or " (" .. r.optimizer_impl .. ")")
+      or "",
+    r.layers and fmt(", %d layers", r.layers) or ""))
+  add(fmt("gpu       %s  (%s)\n", r.gpu, r.gpu_file))
+  add(fmt("predictor %s%s\n\n", r.predictor,
+    r.launch == "graph" and "  (launch graph: CUDA-graph replay, scripts/neusight/launch.lua)" or ""))
+
+  -- Per node, in graph order: forward, backward (incl. gradient accumulation) and optimizer-step time.
+  local fw, bw, step = {}, {}, {}
+  for i = 1, #t.nodes do fw[i], bw[i], step[i] = 0.0, 0.0, 0.0 end
+  for _, k in ipairs(t.kernels) do
+    local i, s = k.node, k.seconds * ms
+    if k.phase == "forward" then fw[i] = fw[i] + s
+    elseif k.phase == "optimizer" then step[i] = step[i] + s
+    else bw[i] = bw[i] + s end
+  end
+  local total = t.total_ms
+  add(fmt("%-28s %-14s %5s %12s %12s %12s %7s\n", "node", "op", "count", "forward ms", "backward ms", "step ms", "share"))
+  for i, n in ipairs(t.nodes) do
+    if not (fw[i] == 0 and bw[i] == 0 and step[i] == 0) then
+      add(fmt("%-28s %-14s %5d %12.4f %12.4f %12.4f %6.1f%%\n", sub(n.name, 1, 28), n.op, n.count, fw[i], bw[i], step[i],
+        total > 0 and 100 * (fw[i] + bw[i] + step[i]) / total or 0.0))
+    end
+  end
+  local fused_header = false
+  for _, n in ipairs(t.nodes) do
+    local members = fused_members(n)
+    if members then
+      if not fused_header then add("\nfused kernels (scripts/neusight/fusion.lua)\n") end
+      fused_header = true
+      add(fmt("  %s (%s): %s\n", n.name, n.op, concat(members, ", ")))
+    end
+  end
+  add("\n")
+  add(fmt("forward          %12.3f ms\n", r.forward_ms))
+  add(fmt("backward         %12.3f ms  (of which gradient accumulation %.3f ms)\n", r.backward_ms,
+    r.grad_accumulate_ms))
+  add(fmt("optimizer        %12.3f ms\n", r.optimizer_ms))
+  if r.parallel then
+    add(fmt("sum of the above %12.3f ms   (one microbatch of %d through all stages, one tp shard; %.3g TFLOP)\n",
+      total, r.parallel.micro_batch, r.flops / 1e12))
+    add(t.parallel_table)  -- layout, stages, memory, state, iteration (neusight.parallel.report)
+  else
+    add(fmt("end to end       %12.3f ms   (%.3g TFLOP)\n", total, r.flops / 1e12))
+  end
+  if r.active_params then
+    add(fmt("parameters       %12.3f B    of which %.3f B active per token (the routed experts it is sent to; "
+      .. "attention, shared experts, embeddings in full)%s%s\n", r.params / 1e9, r.active_params / 1e9,
+      -- The graph is one rank's: its tp shard and, under expert parallelism, its E / ep local experts.
+      not r.parallel and "" or (r.parallel.ep or 1) > 1
+        and ", one tensor- and expert-parallel rank (E / ep of the routed experts)" or ", one tensor-parallel rank",
+      r.experts and "; experts: " .. r.experts or ""))
+  end
+  if r.kv_cache_gb then
+    add(fmt("kv cache         %12.2f GB   per GPU (%s tokens per sequence%s)\n", r.kv_cache_gb,
+      r.mode == "decode" and fmt("context %d + 1", r.context) or fmt("%d", r.seq),
+      r.kv_dtype and ", " .. r.kv_dtype or ""))
+  end
+  if not r.parallel then  -- a parallel run's memory lines above say it per stage
+    add(t.state_line)  -- neusight.precision state_report
+    if t.memory_lines then
+      for _, line in ipairs(t.memory_lines) do add(line .. "\n") end  -- neusight.memory
+    end
+  end
+  for _, line in ipairs(t.figure_lines) do add(line .. "\n") end
+  return concat(out)
+end
+
+return M

@@ -1,0 +1,133 @@
+-- tests/scripts/test_report.lua — the single forecast's report (scripts/neusight/report.lua): one result table, its
+-- JSON field order, the table and CSV renderings, the figures' inputs and the memory warnings.
+local R = require "neusight.report"
+
+local function eq(got, want, what)
+  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
+end
+
+local function near(got, want, what)
+  if type(got) ~= "number" or math.abs(got - want) > 1e-12 * math.abs(want) then eq(got, want, what) end
+end
+
+local function index_of(list, x)
+  for i, v in ipairs(list) do
+    if v == x then return i end
+  end
+end
+
+local state = { state_gb = 2, convention = "pure", line = "model state line\n",
+  bytes_per_param = { weights = 4.0, gradients = 0.0, master = 0.0, optimizer_state = 0.0 } }
+
+-- Two nodes, three kernels: a GEMM (forward, tiled), its backward, a fused element-wise node.
+local function forecast()
+  return {
+    nodes = { { name = "fc", op = "linear", layer = "h", count = 2 },
+              { name = "act", op = "gelu", layer = "", count = 1, fused = "a,,b" } },
+    kernels = {
+      { node = 1, phase = "forward", name = "Linear", kind = "gemm", b = 1, m = 8, n = 16, k = 32, rows = 0, hidden = 0,
+        kv_dtype = "", weight_bytes = 0.0, flops = 8192.0, bytes = 100.0, tile_m = 64, tile_k = 32, tile_split = 1,
+        tile_elems = 0, tile_blocks = 0.0, tile_flops = 0.0, tile_bytes = 0.0, tile_kernel = "sgemm",
+        seconds_each = 1e-3, seconds = 2e-3 },
+      { node = 1, phase = "backward", name = "Linear, bwd", kind = "gemm", b = 1, m = 8, n = 16, k = 32, rows = 0,
+        hidden = 0, kv_dtype = "", weight_bytes = 0.0, flops = 16384.0, bytes = 200.0, tile_m = 0, tile_k = 0,
+        tile_split = 1, tile_elems = 0, tile_blocks = 0.0, tile_flops = 0.0, tile_bytes = 0.0, tile_kernel = "",
+        seconds_each = 2e-3, seconds = 4e-3 },
+      { node = 2, phase = "forward", name = "VECgelu", kind = "elementwise", b = 0, m = 0, n = 0, k = 0, rows = 8,
+        hidden = 16, kv_dtype = "", weight_bytes = 0.0, flops = 128.0, bytes = 1024.0, tile_m = 0, tile_k = 0,
+        tile_split = 1, tile_elems = 256, tile_blocks = 0.0, tile_flops = 0.0, tile_bytes = 0.0, tile_kernel = "",
+        seconds_each = 1e-4, seconds = 1e-4 },
+    },
+    total = 6.1e-3, forward = 2.1e-3, backward = 4e-3, accumulate = 0.0, optimizer = 0.0, flops = 40960.0,
+    flops_forward = 16512.0, flops_backward = 32768.0, flops_accumulate = 0.0, flops_optimizer = 0.0, params = 512.0,
+  }
+end
+
+local function fields(memory)
+  return R.workload({ mode = "train", batch = 4.0, seq = 8, dtype = "fp32", precision = "pure", optimizer = "none" },
+    { source = "w.lua", model = "tiny", state = state, memory = memory })
+end
+
+local gpu = { name = "Tiny", file = "gpus/tiny.toml", mem_gb = 16, price_per_hour_usd = 0 }
+
+local function result(memory)
+  return R.result(fields(memory), forecast(), { gpu = gpu, predictor = "roofline", warnings = {}, figure_lines = {},
+    figures = { { key = "band", value = 1.5, top = true }, { key = "mfu", top = false } } })
+end
+
+local M = {}
+
+function M.test_result_fields_and_order()
+  local r = result({ memory_gb = 3, memory = { state_gb = 2 }, lines = { "memory line" } })
+  local order = getmetatable(r).__order
+  eq(r.batch, 4, "batch as an integer")
+  eq(math.type(r.batch), "integer", "batch's type")
+  eq(index_of(order, "band"), index_of(order, "latency_ms") + 1, "a top figure follows latency_ms")
+  eq(order[#order], "ops", "ops last")
+  near(r.latency_ms, 6.1, "latency_ms")
+  near(r.backward_ms, 4.0, "backward_ms")
+  eq(r.memory_gb, 3.0, "memory_gb")
+  eq(r.fits, true, "fits: 3 GB in 16")
+  eq(r.figures.mfu, R.null, "a figure without a value is JSON null")
+  eq(r.ops[1].tile.library_kernel, "sgemm", "GEMM tile")
+  eq(r.ops[2].tile, R.null, "no tile: null")
+  eq(r.ops[3].dims.rows, 8, "vector dims")
+  eq(r.ops[3].fused[2], "b", "fused members, empty ones dropped")
+  eq(R.format_json(r).text, nil, "the JSON leaves the table's text out")
+  eq(getmetatable(R.format_json(r)).__order, order, "and keeps the order")
+end
+
+function M.test_table_and_csv()
+  local r = result({ memory_gb = 3, lines = { "memory line" } })
+  local t = R.format_table(r)
+  eq(t:match("^[^\n]*"), "model     tiny  (train, batch 4, seq 8, fp32, optimizer none)", "header")
+  eq(t:find("fc                           linear             2       2.0000       4.0000       0.0000   98.4%", 1, true) ~= nil,
+    true, "node row")
+  eq(t:find("  act (gelu): a, b\n", 1, true) ~= nil, true, "fused members")
+  eq(t:sub(-29), "model state line\nmemory line\n", "state and memory lines last")
+  local csv = R.format_csv(r)
+  eq(select(2, csv:gsub("\n", "")), 4, "header and three kernels")
+  eq(csv:find('fc,linear,h,2,backward,"Linear, bwd",gemm,1,8,16,32,0,0,16384,200,2,4\n', 1, true) ~= nil, true,
+    "a quoted kernel name")
+end
+
+function M.test_memory_warnings_and_figure_inputs()
+  eq(#R.memory_warnings(fields({ memory_gb = 30, warning = "does not fit" })), 1, "the memory report's warning")
+  eq(#R.memory_warnings(fields({ memory_gb = 3 })), 0, "fits: none")
+  local f = fields(nil)
+  f.state = { state_gb = 20, warning = "state alone" }
+  eq(R.memory_warnings(f)[1], "state alone", "without a memory report: the state's")
+  local inputs = {}
+  for _, kv in ipairs(R.figure_inputs(fields({ memory_gb = 30 }), forecast(), gpu)) do inputs[kv[1]] = kv[2] end
+  near(inputs.latency_s, 6.1e-3, "latency_s")
+  eq(inputs.flops_backward, 32768.0, "flops_backward")
+  eq(inputs.fits, false, "30 GB do not fit in 16")
+  eq(inputs.price_per_hour_usd, nil, "no price")
+  local ok, err = pcall(R.figure_inputs, fields({ memory_gb = "3" }), forecast(), gpu)
+  eq(ok, false, "a memory_gb that is not a number")
+  eq(err, "scripts/neusight/memory.lua report: 'memory_gb' must be a number", "its message")
+end
+
+-- A comparison of two inputs (the second varies) and one figure; the second row failed.
+local function comparison()
+  local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
+  return { source = "command line", inputs = 2, rows = {
+    { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 1, "1"), cell("latency_ms", "latency ms", 2.5, "2.500"),
+      cell("mfu", "", nil, "-"), cell("warnings", "", "a, b", "") },
+    { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 16, "16"), cell("error", "error", "no fit", "no fit") },
+  } }
+end
+
+function M.test_compare_table()
+  local C = require "neusight.compare"
+  eq(C.table(comparison()), "compare   2 combination(s) from command line, 1 could not be forecast\n"
+    .. "fixed     model tiny\n\nbatch  latency ms\n    1       2.500\n   16  error: no fit\n\n"
+    .. select(1, C.table(comparison()):match("\n\n(latency: .*)$")), "table")
+end
+
+function M.test_compare_csv()
+  eq(require("neusight.compare").csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
+    "csv: the union of the keys, values exactly, nil empty")
+end
+
+return M
