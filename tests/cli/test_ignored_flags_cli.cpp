@@ -156,3 +156,17 @@ TEST_CASE("params_scope: a parallel run's JSON says what params counts and a one
   CHECK(pp["params"] == one["params"]);                         // every stage's share: the whole model
   CHECK(tp["params"].get<double>() < one["params"].get<double>());  // one tp rank's shard
 }
+
+TEST_CASE("params_scope: serve --tp 2 says params is one tensor-parallel rank and tp 1 is unchanged", "[cli][serve]") {
+  auto doc = [](const std::string& tp) {
+    const auto r = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8 --batch 2 --format json --tp " + tp);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json one = doc("1");
+  const json two = doc("2");
+  CHECK(!one.contains("params_scope"));
+  CHECK(two["params_scope"] == "one tensor-parallel rank");
+  CHECK(two["params"].get<double>() < one["params"].get<double>());
+}
