@@ -193,7 +193,7 @@ local IGNORED = setmetatable({}, { __mode = "k" })
 local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
   virtual_stages = "--virtual-stages", bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce",
   cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
-  distributed_optimizer = "--distributed-optimizer" }
+  distributed_optimizer = "--distributed-optimizer", experts = "--experts" }
 
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
@@ -217,6 +217,15 @@ local function ignored_fields(w, given)
       note("optimizer_impl", false, ("only training runs an optimizer step (%s); drop it"):format(mode))
     elseif w.optimizer == "none" then
       note("optimizer_impl", false, "optimizer is \"none\": no optimizer step to run; drop it or name an optimizer")
+    end
+  end
+  if w.experts ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
+    local cfg = type(w.model) == "string" and presets[w.model] or w.model
+    local ok, builder = false, nil
+    if type(cfg) == "table" and type(cfg.arch) == "string" then ok, builder = pcall(require, "neusight.models." .. cfg.arch) end
+    if ok and type(builder) == "table" and not builder.num_experts then
+      note("experts", false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
+        :format(cfg.arch, cfg.arch))
     end
   end
   local p, raw = w.parallel, given.parallel
@@ -361,7 +370,8 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.loss == nil then w.loss = true end
   if w.launch == nil then w.launch = "eager" end
-  IGNORED[w] = ignored_fields(w, given)
+  -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
+  IGNORED[w] = IGNORED[spec] or ignored_fields(w, given)
   return w
 end
 
@@ -541,6 +551,7 @@ local function graph_of(w, gpu)
     end
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
+    -- (ignored_fields has warned of it)
     local impls = type(builder.experts) == "table" and builder.experts or { loop = true }
     if w.experts ~= nil and builder.num_experts and not impls[w.experts] then
       local have = {}

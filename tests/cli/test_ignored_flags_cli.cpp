@@ -74,6 +74,7 @@ TEST_CASE("ignored flags: training-only flags in inference warn", "[cli][ignored
       {"--recompute full", "parallel.recompute (--recompute) has no effect: "},
       {"--dp 2 --bucket-mb 50", "parallel.bucket_mb (--bucket-mb) has no effect: "},
       {"--dp 2 --distributed-optimizer", "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+      {"--experts grouped", "experts (--experts) has no effect: the gpt model builder"},  // no routed experts
   };
   for (const auto& [flag, text] : flags) {
     INFO(flag);

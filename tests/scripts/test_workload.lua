@@ -345,6 +345,13 @@ function T.test_ignored_fields_warn()
   eq(notes(nil, { ["parallel.pp"] = 2, ["parallel.microbatches"] = 2, ["parallel.schedule"] = "interleaved",
     ["parallel.virtual_stages"] = 2 }), "", "interleaved pipeline")
   eq(notes(nil, { ["parallel.microbatches"] = 2, ["parallel.schedule"] = "gpipe" }), "", "microbatches on one GPU")
+  -- --experts on a model without routed experts; a mixture of experts takes it
+  eq(notes(inference, { experts = "grouped" }), "experts (--experts)", "experts on a dense model")
+  eq(notes({ mode = "inference", model = "mixtral_8x7b" }, { experts = "grouped" }), "", "experts on a mixture of experts")
+  -- normalized again (M.build does): the same notes, none from the defaults its parallel table has by now
+  local twice = workload.normalize(workload.normalize(spec(inference), { optimizer = "adamw", ["parallel.dp"] = 2 }))
+  eq(#workload.warnings(twice), 1, "normalized twice: the optimizer's note only")
+  eq(#workload.warnings(workload.normalize(workload.normalize(spec(), { ["parallel.dp"] = 2 }))), 0, "dp 2 twice")
   -- a copy of a normalized table (search.lua's probe) has no notes: nothing is reported twice or by another command
   local w = workload.normalize(spec(inference), { optimizer = "adamw" })
   local copy = {}
