@@ -31,7 +31,8 @@ local ms = 1e3
 local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
   "context", "dtype", "kv_dtype", "weight_dtype", "precision", "precision_convention", "optimizer", "optimizer_impl",
   "layers", "latency_ms" }
-local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "active_params",
+local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
+  "active_params",
   "experts", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
@@ -203,6 +204,16 @@ function M.summary(f)
       integer(par.pp, "parallel.pp")) or "")
 end
 
+--- What a parallel run's `params` counts (`j` its neusight.parallel.report json): "whole model" with tp = ep = 1, else
+--- one tensor- and/or expert-parallel rank's share summed over all pipeline stages (a stage's own is
+--- parallel.devices[i].params).
+function M.params_scope(j)
+  local tp, ep = (j.tp or 1) > 1, (j.ep or 1) > 1
+  if not tp and not ep then return "whole model" end
+  return (tp and ep and "one tensor- and expert-parallel rank" or tp and "one tensor-parallel rank"
+    or "one expert-parallel rank") .. ", all pipeline stages"
+end
+
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
 --- seconds), `x` what the engine adds: gpu { name, file, mem_gb }, predictor, warnings, figures (an array of
@@ -245,6 +256,10 @@ function M.result(f, fc, x)
   r.optimizer_ms = fc.optimizer * ms
   r.flops = fc.flops
   r.params = fc.params
+  -- A parallel run's graph is one rank's: params counts its tp shard (and, under expert parallelism, its E / ep local
+  -- experts) over every pipeline stage. params_scope says which, in every parallel run (a one-GPU run's JSON, whose
+  -- params is the whole model, is left as it was: no field means the whole model).
+  if par then r.params_scope = M.params_scope(par.json) end
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
   -- per GPU: in a parallel run the largest pipeline stage's tp shard

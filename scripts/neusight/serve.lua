@@ -255,6 +255,7 @@ local function common_report(o, first, count)
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   return {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
+    params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,

@@ -10,7 +10,8 @@
 local K = require "neusight.kernels"
 local precision = require "neusight.precision"
 local presets = require "neusight.models.presets"
-local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
+local ipairs, pairs, type, tostring, error, pcall, require, setmetatable =
+  ipairs, pairs, type, tostring, error, pcall, require, setmetatable
 
 local M = {}
 
@@ -184,6 +185,87 @@ local CHECK = {
   end,
 }
 
+-- What a normalized workload was given that its forecast cannot use, by workload table (weak keys: a copy of the
+-- table, as search.lua's probe makes, has none). M.warnings reports them.
+local IGNORED = setmetatable({}, { __mode = "k" })
+
+-- The flag each field a flag sets comes from (the fields keep their script names in the messages).
+local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
+  virtual_stages = "--virtual-stages", bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce",
+  cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
+  distributed_optimizer = "--distributed-optimizer", experts = "--experts" }
+
+--- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
+--- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
+--- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
+--- "none", distributed_optimizer / sequence_parallel false, optimizer "none", a degree of 1) asks for nothing and
+--- is not reported; every other value given is, even the default's (an explicit --bucket-mb 25 on one GPU is
+--- ignored as much as --bucket-mb 50). Warnings, not errors: the run is still the one asked for, and a comparison
+--- over modes or degrees (--mode train,inference --optimizer adamw) keeps its other rows.
+local function ignored_fields(w, given)
+  local out = {}
+  local function note(key, parallel, why)
+    out[#out + 1] = ("%s (%s) has no effect: %s"):format(parallel and "parallel." .. key or key, FLAG[key], why)
+  end
+  local training = w.mode == "train"
+  local mode = ("mode is %q"):format(w.mode)
+  if given.optimizer ~= nil and given.optimizer ~= "none" and not training then
+    note("optimizer", false, ("only training runs an optimizer step (%s); drop it"):format(mode))
+  end
+  if given.optimizer_impl ~= nil then
+    if not training then
+      note("optimizer_impl", false, ("only training runs an optimizer step (%s); drop it"):format(mode))
+    elseif w.optimizer == "none" then
+      note("optimizer_impl", false, "optimizer is \"none\": no optimizer step to run; drop it or name an optimizer")
+    end
+  end
+  if w.experts ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
+    local cfg = type(w.model) == "string" and presets[w.model] or w.model
+    local ok, builder = false, nil
+    if type(cfg) == "table" and type(cfg.arch) == "string" then ok, builder = pcall(require, "neusight.models." .. cfg.arch) end
+    if ok and type(builder) == "table" and not builder.num_experts then
+      note("experts", false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
+        :format(cfg.arch, cfg.arch))
+    end
+  end
+  local p, raw = w.parallel, given.parallel
+  if type(raw) ~= "table" or not p then return out end
+  local gpus = p.dp * p.tp * p.pp
+  local recompute = training and p.recompute ~= "none"
+  -- a plan (and so Megatron kernels, a schedule, a cluster) exists as in graph_of
+  local planned = gpus > 1 or p.microbatches > 1 or recompute
+  if raw.recompute ~= nil and raw.recompute ~= "none" and not training then
+    note("recompute", true, ("activation recomputation re-runs forwards during the backward pass, and mode %q has none; drop it"):format(w.mode))
+  end
+  if raw.kernels ~= nil and not planned then
+    note("kernels", true, ("a one-GPU run without microbatches or recomputation builds the model's own graph (the HF eager kernels); Megatron-LM's kernels come with parallel runs (--dp/--tp/--pp/--microbatches > 1%s); drop it")
+      :format(training and ", or --recompute" or ""))
+  end
+  if raw.schedule ~= nil and p.pp == 1 and p.microbatches == 1 then
+    note("schedule", true, "a pipeline schedule orders microbatches over pipeline stages, and this run has pp = 1 and one microbatch; drop it")
+  end
+  if raw.virtual_stages ~= nil and p.schedule ~= "interleaved" then
+    note("virtual_stages", true, ("only the \"interleaved\" schedule runs several model chunks per device (schedule is %q); drop it")
+      :format(p.schedule))
+  end
+  if raw.cluster ~= nil and gpus == 1 then
+    note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")
+  end
+  local dp_why = not training and mode or p.dp == 1 and "dp = 1" or nil
+  if dp_why then
+    if raw.bucket_mb ~= nil then
+      note("bucket_mb", true, ("the gradient all-reduce buckets exist in data-parallel training only (%s); drop it"):format(dp_why))
+    end
+    if raw.overlap_grad_reduce ~= nil then
+      note("overlap_grad_reduce", true, ("the gradient all-reduce exists in data-parallel training only (%s); drop it"):format(dp_why))
+    end
+    if raw.distributed_optimizer == true then
+      note("distributed_optimizer", true, ("it shards the optimizer step over data-parallel ranks in training only (%s); drop it"):format(dp_why))
+    end
+  end
+  return out
+end
+
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
 --- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
@@ -259,6 +341,7 @@ function M.normalize(spec, overrides, chunkname)
     fail("field 'weight_dtype' (weight-only quantisation) applies to inference, prefill and decode only: training with quantised weights is not modelled (mode is \"train\")")
   end
 
+  local given = { parallel = w.parallel, optimizer = w.optimizer, optimizer_impl = w.optimizer_impl }
   if w.parallel ~= nil then
     local ok, p = pcall(require("neusight.parallel").normalize, w.parallel)
     if not ok then fail("field 'parallel' is invalid: %s", tostring(p)) end
@@ -287,6 +370,8 @@ function M.normalize(spec, overrides, chunkname)
   end
   if w.loss == nil then w.loss = true end
   if w.launch == nil then w.launch = "eager" end
+  -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
+  IGNORED[w] = IGNORED[spec] or ignored_fields(w, given)
   return w
 end
 
@@ -372,7 +457,8 @@ end
 
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
 --- `warnings`): a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
---- weight-only quantisation (no such GEMM kernel in the training data).
+--- weight-only quantisation (no such GEMM kernel in the training data); then each field given that changes nothing
+--- (a parallel-only field on one GPU, a training-only one in inference: ignored_fields above).
 ---@param w neusight.Workload
 ---@return string[]
 function M.warnings(w)
@@ -385,6 +471,7 @@ function M.warnings(w)
     out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast as the %s GEMM with %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
       :format(w.weight_dtype, w.dtype, K.WEIGHT_BYTES[w.weight_dtype], w.dtype)
   end
+  for _, note in ipairs(IGNORED[w] or {}) do out[#out + 1] = note end -- what was given and has no effect
   return out
 end
 
@@ -464,6 +551,7 @@ local function graph_of(w, gpu)
     end
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
+    -- (ignored_fields has warned of it)
     local impls = type(builder.experts) == "table" and builder.experts or { loop = true }
     if w.experts ~= nil and builder.num_experts and not impls[w.experts] then
       local have = {}

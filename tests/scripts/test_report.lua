@@ -108,6 +108,17 @@ function M.test_memory_warnings_and_figure_inputs()
   eq(err, "scripts/neusight/memory.lua report: 'memory_gb' must be a number", "its message")
 end
 
+-- params_scope: what a parallel run's params counts; a one-GPU result has no such field (params is the whole model).
+function M.test_params_scope()
+  eq(result({ memory_gb = 3 }).params_scope, nil, "one GPU: no params_scope")
+  eq(R.params_scope { tp = 1, ep = 1 }, "whole model", "dp / pp only")
+  eq(R.params_scope { tp = 2, ep = 1 }, "one tensor-parallel rank, all pipeline stages", "tp 2")
+  eq(R.params_scope { tp = 1, ep = 2 }, "one expert-parallel rank, all pipeline stages", "ep 2")
+  eq(R.params_scope { tp = 2, ep = 2 }, "one tensor- and expert-parallel rank, all pipeline stages", "tp and ep")
+  local order = getmetatable(result({ memory_gb = 3 })).__order
+  eq(index_of(order, "params_scope"), index_of(order, "params") + 1, "params_scope follows params")
+end
+
 -- A comparison of two inputs (the second varies) and one figure; the second row failed.
 local function comparison()
   local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end

@@ -301,4 +301,66 @@ function T.test_attention_implementation()
   workload.build(spec { model = "switchxl4", dtype = "bf16", seq = 512, batch = 1 })
 end
 
+-- What a workload was given that changes nothing in its forecast warns, naming the field and its flag: the
+-- parallel-only fields on one GPU, the training-only ones in inference (neusight.workload.warnings).
+function T.test_ignored_fields_warn()
+  local function notes(changes, overrides)
+    local out = {}
+    for _, w in ipairs(workload.warnings(workload.normalize(spec(changes), overrides))) do
+      out[#out + 1] = w:match("^(%S+ %(%-%-[%w-]+%)) has no effect: ") or ("other: " .. w)
+    end
+    return table.concat(out, " | ")
+  end
+  -- one GPU, training: each parallel-only field, in the script's table or as a flag
+  for key, flag in pairs { kernels = "--kernels", schedule = "--schedule", virtual_stages = "--virtual-stages",
+    bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce", cluster = "--cluster",
+    distributed_optimizer = "--distributed-optimizer" } do
+    local value = ({ kernels = "megatron", schedule = "gpipe", virtual_stages = 1, bucket_mb = 50,
+      overlap_grad_reduce = false, cluster = "dgx_h100", distributed_optimizer = true })[key]
+    local want = ("parallel.%s (%s)"):format(key, flag)
+    eq(notes { parallel = { [key] = value } }, want, key .. " in the script on one GPU")
+    eq(notes(nil, { ["parallel." .. key] = value }), want, key .. " as a flag on one GPU")
+  end
+  -- inference: the training-only ones
+  local inference = { mode = "inference" }
+  eq(notes(inference, { optimizer = "adamw" }), "optimizer (--optimizer)", "optimizer in inference")
+  eq(notes(inference, { optimizer_impl = "fused" }), "optimizer_impl (--optimizer-impl)", "optimizer_impl in inference")
+  eq(notes(inference, { ["parallel.recompute"] = "full" }), "parallel.recompute (--recompute)", "recompute in inference")
+  eq(notes(inference, { ["parallel.dp"] = 2, ["parallel.bucket_mb"] = 50, ["parallel.distributed_optimizer"] = true }),
+    "parallel.bucket_mb (--bucket-mb) | parallel.distributed_optimizer (--distributed-optimizer)", "dp 2 in inference")
+  eq(notes({ optimizer = "none" }, { optimizer_impl = "fused" }), "optimizer_impl (--optimizer-impl)", "no optimizer")
+  -- tp without dp: no gradient all-reduce
+  eq(notes(nil, { ["parallel.tp"] = 2, ["parallel.bucket_mb"] = 50 }), "parallel.bucket_mb (--bucket-mb)", "tp 2, dp 1")
+  -- what has an effect, the defaults filled in and what states "off" say nothing
+  eq(notes(), "", "no field given")
+  eq(notes(inference), "", "inference, nothing given")
+  eq(notes({ optimizer = "adamw", optimizer_impl = "foreach" }), "", "training with an optimizer")
+  eq(notes({ parallel = { dp = 1, tp = 1, pp = 1, ep = 1, microbatches = 1, recompute = "none",
+    distributed_optimizer = false, sequence_parallel = false } }), "", "degrees of 1 and features off")
+  eq(notes(inference, { optimizer = "none", ["parallel.recompute"] = "none" }), "", "inference, off stated")
+  eq(notes(nil, { ["parallel.recompute"] = "full", ["parallel.kernels"] = "eager" }), "", "recompute plans one GPU")
+  eq(notes(nil, { ["parallel.dp"] = 2, ["parallel.bucket_mb"] = 50, ["parallel.overlap_grad_reduce"] = false,
+    ["parallel.distributed_optimizer"] = true, ["parallel.cluster"] = "dgx_h100", ["parallel.kernels"] = "eager" }),
+    "", "data-parallel training")
+  eq(notes(nil, { ["parallel.pp"] = 2, ["parallel.microbatches"] = 2, ["parallel.schedule"] = "interleaved",
+    ["parallel.virtual_stages"] = 2 }), "", "interleaved pipeline")
+  eq(notes(nil, { ["parallel.microbatches"] = 2, ["parallel.schedule"] = "gpipe" }), "", "microbatches on one GPU")
+  -- --experts on a model without routed experts; a mixture of experts takes it
+  eq(notes(inference, { experts = "grouped" }), "experts (--experts)", "experts on a dense model")
+  eq(notes({ mode = "inference", model = "mixtral_8x7b" }, { experts = "grouped" }), "", "experts on a mixture of experts")
+  -- normalized again (M.build does): the same notes, none from the defaults its parallel table has by now
+  local twice = workload.normalize(workload.normalize(spec(inference), { optimizer = "adamw", ["parallel.dp"] = 2 }))
+  eq(#workload.warnings(twice), 1, "normalized twice: the optimizer's note only")
+  eq(#workload.warnings(workload.normalize(workload.normalize(spec(), { ["parallel.dp"] = 2 }))), 0, "dp 2 twice")
+  -- a copy of a normalized table (search.lua's probe) has no notes: nothing is reported twice or by another command
+  local w = workload.normalize(spec(inference), { optimizer = "adamw" })
+  local copy = {}
+  for k, v in pairs(w) do copy[k] = v end
+  eq(#workload.warnings(copy), 0, "a copy")
+  -- the message says why
+  eq(workload.warnings(workload.normalize(spec(), { ["parallel.bucket_mb"] = 50 }))[1],
+    "parallel.bucket_mb (--bucket-mb) has no effect: the gradient all-reduce buckets exist in data-parallel training only (dp = 1); drop it",
+    "bucket_mb message")
+end
+
 return T

@@ -1,0 +1,173 @@
+// tests/cli/test_ignored_flags_cli.cpp — a flag that changes nothing in the forecast says so (stderr and JSON
+// `warnings`): the parallel-only flags on one GPU, the training-only ones in inference (scripts/neusight/workload.lua
+// ignored_fields); a flag that matters says nothing; a parallel run's JSON says what its `params` counts.
+#include <catch2/catch.hpp>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+const std::string kPredict = "predict --model gpt2_large --gpu A100-SXM4-40GB --seq 256 --predictor roofline ";
+
+// The JSON warnings of a run that succeeded, and its stderr.
+struct warned {
+  std::vector<std::string> json_warnings;
+  std::string err;
+  // the warnings, JSON and stderr, that say a field has no effect
+  int ignored() const {
+    int n = 0;
+    for (const auto& w : json_warnings) n += w.find(" has no effect: ") != std::string::npos;
+    return n;
+  }
+  bool says(const std::string& text) const {
+    bool in_json = false;
+    for (const auto& w : json_warnings) in_json = in_json || w.find(text) != std::string::npos;
+    return in_json && err.find("neusight: warning: " + text) != std::string::npos;
+  }
+};
+
+warned run_json(const std::string& command) {
+  const auto r = run_cli(command + " --format json");
+  INFO(command << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  warned w;
+  const json doc = json::parse(r.out);  // kept: a loop over a temporary's member would dangle
+  for (const auto& x : doc["warnings"]) w.json_warnings.push_back(x.get<std::string>());
+  w.err = r.err;
+  return w;
+}
+
+}  // namespace
+
+TEST_CASE("ignored flags: each parallel-only flag on one GPU warns by its key and flag", "[cli][ignored_flags]") {
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"--kernels megatron", "parallel.kernels (--kernels) has no effect: "},
+      {"--schedule gpipe", "parallel.schedule (--schedule) has no effect: "},
+      {"--virtual-stages 1", "parallel.virtual_stages (--virtual-stages) has no effect: "},
+      {"--bucket-mb 50", "parallel.bucket_mb (--bucket-mb) has no effect: "},
+      {"--overlap-grad-reduce off", "parallel.overlap_grad_reduce (--overlap-grad-reduce) has no effect: "},
+      {"--cluster dgx_h100", "parallel.cluster (--cluster) has no effect: "},
+      {"--distributed-optimizer", "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+  };
+  for (const auto& [flag, text] : flags) {
+    INFO(flag);
+    const warned w = run_json(kPredict + "--mode train --batch 2 " + flag);
+    CHECK(w.says(text));
+    CHECK(w.ignored() == 1);
+  }
+}
+
+TEST_CASE("ignored flags: training-only flags in inference warn", "[cli][ignored_flags]") {
+  const std::vector<std::pair<std::string, std::string>> flags = {
+      {"--optimizer adamw", "optimizer (--optimizer) has no effect: only training runs an optimizer step (mode is \"inference\")"},
+      {"--optimizer-impl fused", "optimizer_impl (--optimizer-impl) has no effect: "},
+      {"--recompute full", "parallel.recompute (--recompute) has no effect: "},
+      {"--dp 2 --bucket-mb 50", "parallel.bucket_mb (--bucket-mb) has no effect: "},
+      {"--dp 2 --distributed-optimizer", "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+      {"--experts grouped", "experts (--experts) has no effect: the gpt model builder"},  // no routed experts
+  };
+  for (const auto& [flag, text] : flags) {
+    INFO(flag);
+    const warned w = run_json(kPredict + "--mode inference --batch 2 " + flag);
+    CHECK(w.says(text));
+    CHECK(w.ignored() == 1);
+  }
+}
+
+TEST_CASE("ignored flags: flags that matter and defaults say nothing", "[cli][ignored_flags]") {
+  for (const std::string flags : {
+           "--mode train --batch 2",
+           "--mode inference --batch 2",
+           "--mode train --batch 2 --optimizer adamw --optimizer-impl foreach",
+           "--mode train --batch 2 --recompute full --kernels eager",
+           "--mode train --batch 4 --dp 2 --bucket-mb 50 --overlap-grad-reduce off --distributed-optimizer --cluster dgx_a100",
+           "--mode train --batch 4 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 2",
+           "--mode train --batch 4 --microbatches 2 --schedule gpipe",
+           "--mode inference --batch 2 --optimizer none --recompute none --dp 1 --ep 1",
+       }) {
+    INFO(flags);
+    const warned w = run_json(kPredict + flags);
+    CHECK(w.ignored() == 0);
+    CHECK(w.err.find("has no effect") == std::string::npos);
+  }
+}
+
+TEST_CASE("ignored flags: a workload script's parallel table and fields warn through run", "[cli][ignored_flags]") {
+  temp_dir t;
+  const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'A100-SXM4-40GB', mode = 'inference', batch = 2,\n"
+                                      "  seq = 256, optimizer = 'adamw', parallel = { dp = 1, bucket_mb = 40, kernels = 'eager',\n"
+                                      "  recompute = 'full', distributed_optimizer = false } }\n");
+  const warned w = run_json("run '" + script.string() + "' --predictor roofline");
+  CHECK(w.says("optimizer (--optimizer) has no effect: "));
+  CHECK(w.says("parallel.bucket_mb (--bucket-mb) has no effect: "));
+  CHECK(w.says("parallel.kernels (--kernels) has no effect: "));
+  CHECK(w.says("parallel.recompute (--recompute) has no effect: "));
+  CHECK(w.ignored() == 4);  // distributed_optimizer = false and dp = 1 ask for nothing
+}
+
+TEST_CASE("ignored flags: a comparison row of inference keeps the optimizer's warning", "[cli][ignored_flags]") {
+  const auto r = run_cli(kPredict + "--mode train,inference --batch 2 --optimizer adamw --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 2);
+  int with = 0;
+  for (const auto& row : j["rows"]) {
+    const std::string w = row["warnings"];
+    const bool says = w.find("optimizer (--optimizer) has no effect") != std::string::npos;
+    CHECK(says == (row["mode"] == "inference"));
+    with += says;
+  }
+  CHECK(with == 1);
+}
+
+TEST_CASE("ignored flags: search does not start warning", "[cli][ignored_flags][search]") {
+  for (const std::string gpus : {"1", "2"}) {
+    const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus " + gpus +
+                           " --batch 4 --seq 256 --predictor roofline --distributed-optimizer");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("has no effect") == std::string::npos);
+  }
+}
+
+TEST_CASE("params_scope: a parallel run's JSON says what params counts and a one-GPU run's is unchanged", "[cli][parallel]") {
+  auto doc = [](const std::string& flags) {
+    const auto r = run_cli(kPredict + "--mode inference --batch 4 --format json " + flags);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json one = doc("");
+  const json tp = doc("--tp 2");
+  const json pp = doc("--pp 2");
+  CHECK(!one.contains("params_scope"));
+  CHECK(tp["params_scope"] == "one tensor-parallel rank, all pipeline stages");
+  CHECK(pp["params_scope"] == "whole model");
+  CHECK(pp["params"] == one["params"]);                         // every stage's share: the whole model
+  CHECK(tp["params"].get<double>() < one["params"].get<double>());  // one tp rank's shard
+}
+
+TEST_CASE("params_scope: serve --tp 2 says params is one tensor-parallel rank and tp 1 is unchanged", "[cli][serve]") {
+  auto doc = [](const std::string& tp) {
+    const auto r = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8 --batch 2 --format json --tp " + tp);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const json one = doc("1");
+  const json two = doc("2");
+  CHECK(!one.contains("params_scope"));
+  CHECK(two["params_scope"] == "one tensor-parallel rank");
+  CHECK(two["params"].get<double>() < one["params"].get<double>());
+}
