@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -25,6 +26,8 @@ std::filesystem::path calibration_path(const gpu_spec& gpu);
 // The calibration beside `gpu`'s file, nullopt when there is none. Throws ns::error "<file>:<line>:<col>: …" on a
 // syntax error, a factor outside [0.05, 20] or not finite, an unknown family, or a calibration of another GPU.
 std::optional<calibration> calibration_load(const gpu_spec& gpu);
+// The same from the file's text, named `source` in messages (what calibration_load calls; the fuzz target too).
+calibration calibration_parse(std::string_view text, const std::string& source, const gpu_spec& gpu);
 
 // The calibration file of `gpu` (what calibration_load reads): `header` lines become comments at the top, `facts`
 // key = "value" lines before the factors (what was measured, how it was fitted).
@@ -41,6 +44,8 @@ struct measurement {
   std::string note;
 };
 measurement measurement_load(const std::string& path);
+// The same from the file's text, named `source` in messages (what measurement_load calls).
+measurement measurement_parse(std::string_view text, const std::string& source);
 
 // seconds[i] *= the factor of kernels[i]'s family (kernels with a fixed latency or no family are left as they are).
 void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c);

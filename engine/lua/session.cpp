@@ -304,6 +304,10 @@ void session::plan_set(const std::string& key, const std::string& value) {
   lua_pop(L, 1);
 }
 
+void session::model_config_text_set(const std::string& path, std::string text) {
+  p_->config_texts[path] = std::move(text);
+}
+
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);

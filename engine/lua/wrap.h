@@ -60,6 +60,8 @@ json_position json_position_of(const std::string& text, size_t byte);
 // null is not the same as an omitted key, which takes the config class's default).
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
+// The same from the file's text (what json_file_push calls once it has read the file). [-0, +2, m]
+void json_config_push(lua_State* L, const std::string& text, const std::string& display);
 
 // Parses JSON text (a report the engine wrote) and pushes it as a plain table, like json_file_push but without the
 // null set; `what` names it in the parse error. [-0, +1, m]

@@ -178,7 +178,10 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 
 void json_file_push(lua_State* L, const std::string& path, const std::string& display) {
   if (std::filesystem::is_directory(path)) throw error(display + ": is a directory (expected a config.json file)");
-  const std::string text = file_read(path, display);
+  json_config_push(L, file_read(path, display), display);
+}
+
+void json_config_push(lua_State* L, const std::string& text, const std::string& display) {
   json j;
   try {
     j = json::parse(text);

@@ -62,6 +62,9 @@ TEST_CASE("fuzz corpus: micro-benchmark dataset CSV", "[fuzz]") { CHECK(replay("
 TEST_CASE("fuzz corpus: operator-graph CSV", "[fuzz]") { CHECK(replay("opgraph") > 0); }
 TEST_CASE("fuzz corpus: traces (Chrome JSON, wavescale, label CSV)", "[fuzz]") { CHECK(replay("trace") > 0); }
 TEST_CASE("fuzz corpus: weights (model.toml + weights.bin)", "[fuzz]") { CHECK(replay("weights") > 0); }
+TEST_CASE("fuzz corpus: HuggingFace config.json models", "[fuzz]") { CHECK(replay("hf_config") > 0); }
+TEST_CASE("fuzz corpus: GPU calibration TOML", "[fuzz]") { CHECK(replay("calibration_toml") > 0); }
+TEST_CASE("fuzz corpus: --calibrate measurement TOML", "[fuzz]") { CHECK(replay("measurement_toml") > 0); }
 
 TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a float-to-int overflow", "[fuzz]") {
   const std::string csv =

@@ -2,8 +2,11 @@
 #include "fuzz_entries.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <stdexcept>
 
+#include "core/calibration.h"
 #include "core/cluster_spec.h"
 #include "core/dataset.h"
 #include "core/gpu_spec.h"
@@ -12,6 +15,7 @@
 #include "core/trace.h"
 #include "core/wave_scaling.h"
 #include "core/weights.h"
+#include "lua/session.h"
 
 namespace ns_fuzz {
 namespace {
@@ -101,10 +105,74 @@ void weights(std::string_view data, const std::string& source) {
   ns::weights_parse(parts[0], source, [&](const std::string&) { return std::string(parts[1]); }, &p);
 }
 
+namespace {
+
+// One session for every HF config input (a state per input would dominate the run): no memo (its tables would grow
+// with every input), no calibration files, and a smaller instruction budget than the CLI's so that a config that
+// builds a huge model stops with the budget's error within the fuzzer's timeout.
+ns::session& hf_session() {
+  static ns::session s([] {
+    ns::session_options o;
+    o.data_root = NEUSIGHT_SOURCE_DIR;
+    o.memo = false;
+    o.calibration = false;
+    o.limits = ns::script_limits{};
+    o.limits.instructions = 50'000'000;
+    o.limits.memory_mb = 512;
+    return o;
+  }());
+  return s;
+}
+
+// A message that names the input but comes from a Lua runtime error in the engine's own scripts (the config reached
+// code that assumed a validated value) is a loader bug too: it must be a message about the config.
+void check_not_internal(const ns::error& e) {
+  static const char* const internal[] = {"attempt to ", "bad argument #", "stack overflow", "has no integer representation"};
+  for (const char* s : internal)
+    if (std::string_view(e.what()).find(s) != std::string_view::npos)
+      throw std::logic_error(std::string("a Lua runtime error, not a message about the config: ") + e.what());
+}
+
+}  // namespace
+
+void hf_config(std::string_view data, const std::string& source) {
+  ns::session& s = hf_session();
+  const std::string path = source + "/config.json";
+  s.model_config_text_set(path, std::string(data));
+  const ns::workload_overrides o = {{"model", path},
+                                    {"gpu", std::string("h100_sxm5_80gb")},
+                                    {"mode", std::string("inference")},
+                                    {"batch", ns::workload_value(int64_t(2))},
+                                    {"seq", ns::workload_value(int64_t(8))}};
+  try {
+    const ns::workload w = s.workload_load("", o);
+    if (w.g.nodes.empty()) throw std::logic_error("a config that builds no nodes loaded: " + source);
+    const ns::expansion e = s.expand(w.g, w.gpu_resolved, w.training());
+    for (const auto& ki : e.kernels)
+      if (!std::isfinite(ki.k.flops) || !std::isfinite(ki.k.bytes) || ki.k.flops < 0 || ki.k.bytes < 0)
+        throw std::logic_error("a kernel with flops " + std::to_string(ki.k.flops) + " and bytes " +
+                               std::to_string(ki.k.bytes) + " from " + source);
+  } catch (const ns::error& e) {
+    check_not_internal(e);
+    throw;
+  }
+}
+
+void calibration_toml(std::string_view data, const std::string& source) {
+  // a calibration of the GPU it sits beside (the check that it names that GPU is part of the loader)
+  static const ns::gpu_spec& gpu = gpu_named("h100_sxm5_80gb");
+  ns::calibration_parse(data, source, gpu);
+}
+
+void measurement_toml(std::string_view data, const std::string& source) { ns::measurement_parse(data, source); }
+
 const std::vector<target>& targets() {
   static const std::vector<target> all = {{"gpu_toml", gpu_toml}, {"cluster_toml", cluster_toml},
                                           {"dataset", dataset},   {"opgraph", opgraph},
-                                          {"trace", trace},       {"weights", weights}};
+                                          {"trace", trace},       {"weights", weights},
+                                          {"hf_config", hf_config},
+                                          {"calibration_toml", calibration_toml},
+                                          {"measurement_toml", measurement_toml}};
   return all;
 }
 

@@ -15,7 +15,7 @@ if [[ "${1:-}" == "--update" ]]; then update=1; shift; fi
 runs=1000000
 if [[ "${1:-}" =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(gpu_toml cluster_toml dataset opgraph trace weights)
+[[ ${#targets[@]} -gt 0 ]] || targets=(gpu_toml cluster_toml dataset opgraph trace weights hf_config calibration_toml measurement_toml)
 
 if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DNEUSIGHT_FUZZ=ON -DNEUSIGHT_BUILD_TESTS=OFF \
