@@ -431,7 +431,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.g.nodes = nodes_read(L, -2, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, -3);
-  lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
+  lua_pushstring(L, (origin + ": model '" + w.model + "'").c_str());  // origin: also the --model config.json
   ns_call(L, 2, 0);  // stack: W spec norm state name nodes plan
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's)
   w.state = state_report_of(*p_, state, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);

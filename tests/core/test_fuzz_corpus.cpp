@@ -127,3 +127,22 @@ TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an erro
       ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4294967296, 4294967296)\"\n", "g.csv"),
       "g.csv:2: column 'OutputShape': expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got (4294967296, 4294967296)");
 }
+
+TEST_CASE("fuzz finding: a whole-number float in a config.json is refused by the builder's check, naming the file", "[fuzz]") {
+  // found by fuzz_hf_config: "vocab_size": 1.0 passed the builder's positive-integer check and reached the op rules'
+  // shape check ("the output {2,8,1.0} has a dimension < 1"), whose message named "command line", not the config
+  const std::string mixtral =
+      R"({"model_type": "mixtral", "vocab_size": 1.0, "hidden_size": 64, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+          "num_experts_per_tok": 2})";
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(mixtral, "m"),
+                    Catch::StartsWith("moe model 'm': field 'vocab_size' must be a positive integer (got 1.0)") &&
+                        Catch::Contains("while building the model of command line (--model m/config.json)"));
+  CHECK_NOTHROW(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "100"), "m"));
+}
+
+TEST_CASE("fuzz finding: a model_type that is a JSON object is named as such, not as a Lua table address", "[fuzz]") {
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(R"({"model_type": {"a": 1}})", "m"),
+                    Catch::StartsWith("m/config.json: has a model_type that is not a string (a JSON object or array); "
+                                      "supported: "));
+}

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <regex>
 #include <stdexcept>
 
 #include "core/calibration.h"
@@ -125,12 +126,14 @@ ns::session& hf_session() {
 }
 
 // A message that names the input but comes from a Lua runtime error in the engine's own scripts (the config reached
-// code that assumed a validated value) is a loader bug too: it must be a message about the config.
+// code that assumed a validated value: "scripts/neusight/models/gpt.lua:40: attempt to compare number with nil") is a
+// loader bug too: it must be a message about the config. Matched with the script position in front, so that config
+// text quoted in a message (a JSON syntax error's "last read") is not taken for one.
 void check_not_internal(const ns::error& e) {
-  static const char* const internal[] = {"attempt to ", "bad argument #", "stack overflow", "has no integer representation"};
-  for (const char* s : internal)
-    if (std::string_view(e.what()).find(s) != std::string_view::npos)
-      throw std::logic_error(std::string("a Lua runtime error, not a message about the config: ") + e.what());
+  static const std::regex internal(
+      R"(\.lua:[0-9]+: (attempt to |bad argument #|stack overflow|number has no integer representation))");
+  if (std::regex_search(e.what(), internal))
+    throw std::logic_error(std::string("a Lua runtime error, not a message about the config: ") + e.what());
 }
 
 }  // namespace
