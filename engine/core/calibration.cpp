@@ -46,7 +46,8 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
   c.source = source;
   const toml::table t = toml_parse_text(text, c.source);
   auto where = [&](const toml::node& n) { return toml_where(c.source, n.source().begin); };
-  if (t["format_version"].value<int64_t>() != 1)
+  // value_exact: value<int64_t>() would cast a float such as 1.3e118 to int64 (UB; found by fuzz_calibration_toml)
+  if (t["format_version"].value_exact<int64_t>() != 1)
     throw error(c.source + ": format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
   const auto gpu_name = t["gpu"].value<std::string>();
   if (!gpu_name) throw error(c.source + ": missing key 'gpu' (the GPU the factors were fitted for)");

@@ -304,8 +304,12 @@ void session::plan_set(const std::string& key, const std::string& value) {
   lua_pop(L, 1);
 }
 
-void session::model_config_text_set(const std::string& path, std::string text) {
-  p_->config_texts[path] = std::move(text);
+void session::file_text_set(const std::string& path, std::string text) {
+  p_->file_texts[path] = std::move(text);
+  if (const auto it = p_->data_refs.find(path); it != p_->data_refs.end()) {  // parsed from the old text
+    luaL_unref(p_->L(), LUA_REGISTRYINDEX, it->second);
+    p_->data_refs.erase(it);
+  }
 }
 
 session::~session() {
@@ -552,7 +556,10 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     const std::string key = uncertainty.string();
     auto it = p_->data_refs.find(key);
     if (it == p_->data_refs.end()) {
-      toml_file_push(L, key, display_of(uncertainty));
+      if (const auto text = p_->file_texts.find(key); text != p_->file_texts.end())
+        toml_text_push(L, text->second, display_of(uncertainty));
+      else
+        toml_file_push(L, key, display_of(uncertainty));
       it = p_->data_refs.emplace(key, luaL_ref(L, LUA_REGISTRYINDEX)).first;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);

@@ -106,9 +106,10 @@ class session {
 
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
-  // The text of the config.json named `path` (a --model override or a script's `model`), used instead of reading
-  // that file: the HF config fuzz target (tests/fuzz) feeds configs from memory through the loader the CLI uses.
-  void model_config_text_set(const std::string& path, std::string text);
+  // The text of the file `path`, used instead of reading it: a config.json (a --model override or a script's
+  // `model`) or an error table (figures_call's `uncertainty`). The fuzz targets (tests/fuzz) feed these files from
+  // memory through the loaders the CLI uses.
+  void file_text_set(const std::string& path, std::string text);
 
   // The model state of a graph without a workload (predict --graph): scripts/neusight/precision.lua state_report of
   // state_of{dtype, mode, optimizer} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no memory report

@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -70,6 +71,8 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 // Reads a TOML file (a data table the engine hands to a script as is, e.g. weights/<vendor>/uncertainty.toml) and
 // pushes it as a plain table. Throws ns::error "<display>:<line>:<col>: <what>" on a syntax error. [-0, +1, m]
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display);
+// The same from the file's text. [-0, +1, m]
+void toml_text_push(lua_State* L, std::string_view text, const std::string& display);
 
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
 // exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text)

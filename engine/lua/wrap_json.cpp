@@ -210,7 +210,11 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
 }
 
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display) {
-  const toml::table t = toml_parse_text(text_file_read(path, display, text_file_max_script), display);
+  toml_text_push(L, text_file_read(path, display, text_file_max_script), display);
+}
+
+void toml_text_push(lua_State* L, std::string_view text, const std::string& display) {
+  const toml::table t = toml_parse_text(text, display);
   std::ostringstream out;
   out << toml::json_formatter{t};
   json_text_push(L, out.str(), display);

@@ -65,6 +65,7 @@ TEST_CASE("fuzz corpus: weights (model.toml + weights.bin)", "[fuzz]") { CHECK(r
 TEST_CASE("fuzz corpus: HuggingFace config.json models", "[fuzz]") { CHECK(replay("hf_config") > 0); }
 TEST_CASE("fuzz corpus: GPU calibration TOML", "[fuzz]") { CHECK(replay("calibration_toml") > 0); }
 TEST_CASE("fuzz corpus: --calibrate measurement TOML", "[fuzz]") { CHECK(replay("measurement_toml") > 0); }
+TEST_CASE("fuzz corpus: uncertainty TOML (leave-one-GPU-out error table)", "[fuzz]") { CHECK(replay("uncertainty_toml") > 0); }
 
 TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a float-to-int overflow", "[fuzz]") {
   const std::string csv =
@@ -128,21 +129,35 @@ TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an erro
       "g.csv:2: column 'OutputShape': expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got (4294967296, 4294967296)");
 }
 
-TEST_CASE("fuzz finding: a whole-number float in a config.json is refused by the builder's check, naming the file", "[fuzz]") {
-  // found by fuzz_hf_config: "vocab_size": 1.0 passed the builder's positive-integer check and reached the op rules'
-  // shape check ("the output {2,8,1.0} has a dimension < 1"), whose message named "command line", not the config
+TEST_CASE("fuzz finding: a whole-number float in a config.json is the integer it equals, and node checks name the config", "[fuzz]") {
+  // found by fuzz_hf_config (regressions/hf_config/mixtral_vocab_size_1.0.loads.json): "vocab_size": 1.0 passed the
+  // builder's positive-integer check as a float and reached the op rules' shape check ("the output {2,8,1.0} has a
+  // dimension < 1"), whose message named "command line", not the config
   const std::string mixtral =
-      R"({"model_type": "mixtral", "vocab_size": 1.0, "hidden_size": 64, "intermediate_size": 96,
-          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4,
+      R"({"model_type": "mixtral", "vocab_size": 1.0, "hidden_size": 64.0, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4.0,
           "num_experts_per_tok": 2})";
-  CHECK_THROWS_WITH(ns_fuzz::hf_config(mixtral, "m"),
-                    Catch::StartsWith("moe model 'm': field 'vocab_size' must be a positive integer (got 1.0)") &&
-                        Catch::Contains("while building the model of command line (--model m/config.json)"));
-  CHECK_NOTHROW(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "100"), "m"));
+  CHECK_NOTHROW(ns_fuzz::hf_config(mixtral, "m"));
+  // a float beyond int64 stays a float: the node check refuses the shape, naming the config
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "1e300"), "m"),
+                    Catch::StartsWith("command line (--model m/config.json): model 'm': node #65 'lm_head': field "
+                                      "'output' must be a shape"));
 }
 
 TEST_CASE("fuzz finding: a model_type that is a JSON object is named as such, not as a Lua table address", "[fuzz]") {
   CHECK_THROWS_WITH(ns_fuzz::hf_config(R"({"model_type": {"a": 1}})", "m"),
                     Catch::StartsWith("m/config.json: has a model_type that is not a string (a JSON object or array); "
                                       "supported: "));
+}
+
+TEST_CASE("fuzz finding: a calibration's format_version must be the integer 1, never a float cast to int64", "[fuzz]") {
+  // found by fuzz_calibration_toml (regressions/calibration_toml/format_version_float_1e118.toml): value<int64_t>()
+  // cast 1.3e118 to int64 (UBSan: float-cast-overflow)
+  const std::string rest = "gpu = \"H100-SXM5-80GB\"\n[factors]\nlinear = 1.25\n";
+  CHECK_NOTHROW(ns_fuzz::calibration_toml("format_version = 1\n" + rest, "c.toml"));
+  for (const char* v : {"1.3e118", "1.0", "\"1\""}) {
+    INFO(v);
+    CHECK_THROWS_WITH(ns_fuzz::calibration_toml("format_version = " + std::string(v) + "\n" + rest, "c.toml"),
+                      "c.toml: format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
+  }
 }

@@ -13,6 +13,7 @@
 #include "core/gpu_spec.h"
 #include "core/opgraph.h"
 #include "core/text.h"
+#include "core/tile_model.h"
 #include "core/trace.h"
 #include "core/wave_scaling.h"
 #include "core/weights.h"
@@ -141,7 +142,7 @@ void check_not_internal(const ns::error& e) {
 void hf_config(std::string_view data, const std::string& source) {
   ns::session& s = hf_session();
   const std::string path = source + "/config.json";
-  s.model_config_text_set(path, std::string(data));
+  s.file_text_set(path, std::string(data));
   const ns::workload_overrides o = {{"model", path},
                                     {"gpu", std::string("h100_sxm5_80gb")},
                                     {"mode", std::string("inference")},
@@ -155,6 +156,34 @@ void hf_config(std::string_view data, const std::string& source) {
       if (!std::isfinite(ki.k.flops) || !std::isfinite(ki.k.bytes) || ki.k.flops < 0 || ki.k.bytes < 0)
         throw std::logic_error("a kernel with flops " + std::to_string(ki.k.flops) + " and bytes " +
                                std::to_string(ki.k.bytes) + " from " + source);
+  } catch (const ns::error& e) {
+    check_not_internal(e);
+    throw;
+  }
+}
+
+void uncertainty_toml(std::string_view data, const std::string& source) {
+  // What predict and --calibrate hand the table's two readers (scripts/neusight/uncertainty.lua figures, the band;
+  // scripts/neusight/calibration.lua fit, its priors): a forecast's seconds by kernel family on an H100.
+  ns::session& s = hf_session();
+  const std::string path = source + "/uncertainty.toml";
+  s.file_text_set(path, std::string(data));
+  static const ns::figure_inputs in = [] {
+    ns::figure_inputs v = {{"latency_s", 0.0125}, {"measured_s", 0.015}, {"measurement", std::string("m.toml")}};
+    double t = 0.001;
+    for (const auto& fam : ns::family_name_list()) {
+      v.emplace_back("family_s." + fam, t);
+      v.emplace_back("family_n." + fam, 3.0);
+      t *= 1.3;
+    }
+    v.emplace_back("family_s.other", 0.0005);
+    v.emplace_back("roofline.gemm_fp8", true);  // a family the roofline priced: no error data used
+    return v;
+  }();
+  const ns::gpu_spec& gpu = gpu_named("h100_sxm5_80gb");
+  try {
+    s.figures_call("neusight.uncertainty", "figures", in, gpu, path);
+    s.figures_call("neusight.calibration", "fit", in, gpu, path);
   } catch (const ns::error& e) {
     check_not_internal(e);
     throw;
@@ -175,7 +204,8 @@ const std::vector<target>& targets() {
                                           {"trace", trace},       {"weights", weights},
                                           {"hf_config", hf_config},
                                           {"calibration_toml", calibration_toml},
-                                          {"measurement_toml", measurement_toml}};
+                                          {"measurement_toml", measurement_toml},
+                                          {"uncertainty_toml", uncertainty_toml}};
   return all;
 }
 

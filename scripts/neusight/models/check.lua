@@ -6,25 +6,22 @@ local M = {}
 
 M.is_count = require("neusight.topology").is_count
 
--- A model dimension: a positive Lua integer. A float such as 1.0 (what a config.json's "vocab_size": 1.0 reads as)
--- is refused here, as HF's own modules refuse it (nn.Embedding(1.0, …) raises), rather than reaching the op rules'
--- shape checks as a float dimension.
-local function is_dim(v)
-  return math.type(v) == "integer" and M.is_count(v)
-end
-
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key.
---- Keys listed in `optional` may also be nil.
+--- Keys listed in `optional` may also be nil. A whole-number float (2^10 in a Lua config, "vocab_size": 1.0 in a
+--- config.json) is stored back as the integer it equals, so that every shape built from it holds integers (the op
+--- rules' shape checks refuse float dimensions).
 function M.counts(who, cfg, required, optional)
   for _, key in ipairs(required) do
-    if not is_dim(cfg[key]) then
+    if not M.is_count(cfg[key]) then
       error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
     end
+    cfg[key] = math.tointeger(cfg[key]) or cfg[key]
   end
   for _, key in ipairs(optional or {}) do
-    if cfg[key] ~= nil and not is_dim(cfg[key]) then
+    if cfg[key] ~= nil and not M.is_count(cfg[key]) then
       error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
     end
+    if cfg[key] ~= nil then cfg[key] = math.tointeger(cfg[key]) or cfg[key] end
   end
 end
 
