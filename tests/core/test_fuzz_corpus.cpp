@@ -161,3 +161,26 @@ TEST_CASE("fuzz finding: a calibration's format_version must be the integer 1, n
                       "c.toml: format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
   }
 }
+
+TEST_CASE("fuzz finding: an uncertainty table's family range is checked, naming the table", "[fuzz]") {
+  // found by fuzz_uncertainty_toml (regressions/uncertainty_toml/range_without_peak_field.loads.toml, which now loads:
+  // its range gives no peak to compare): a range without peak_field read the GPU's field nil,
+  // "scripts/neusight/uncertainty.lua:68: gpu has no field 'nil'", an error that named no file
+  const std::string head = "format_version = 2\nvendor = \"nvidia\"\nlevels = [0.1, 0.5, 0.9]\n"
+                           "[families.linear]\nquantiles = [[-0.1, 0.0, 0.1], [-0.2, 0.05, 0.2]]\n";
+  const std::string range = "[families.linear.range]\nnum_sm = [20.0, 108.0]\nmem_bw_gbps = [192.0, 1555.0]\n"
+                            "peak_tflops = [5.5, 19.5]\narchitectures = [\"ampere\", \"volta\"]\n";
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head, "u"));
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head + range + "peak_field = \"peak_fp32_tflops\"\n", "u"));
+  // a peak the GPU's file lacks is not compared
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head + range + "peak_field = \"peak_fp4_tflops\"\n", "u"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + range, "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.peak_field must name a GPU peak "
+                                      "(peak_<type>_tflops) beside peak_tflops"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + "[families.linear.range]\nnum_sm = [108.0]\n", "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.num_sm must be [low, high], two finite "
+                                      "numbers"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + "[families.linear.range]\narchitectures = [1, 2]\n", "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.architectures must be a list of "
+                                      "architecture names"));
+}

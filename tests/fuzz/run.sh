@@ -15,7 +15,8 @@ if [[ "${1:-}" == "--update" ]]; then update=1; shift; fi
 runs=1000000
 if [[ "${1:-}" =~ ^[0-9]+$ ]]; then runs=$1; shift; fi
 targets=("$@")
-[[ ${#targets[@]} -gt 0 ]] || targets=(gpu_toml cluster_toml dataset opgraph trace weights hf_config calibration_toml measurement_toml uncertainty_toml)
+[[ ${#targets[@]} -gt 0 ]] ||
+  targets=(gpu_toml cluster_toml dataset opgraph trace weights hf_config calibration_toml measurement_toml uncertainty_toml)
 
 if [[ ! -f build-fuzz/CMakeCache.txt ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-fuzz -DNEUSIGHT_FUZZ=ON -DNEUSIGHT_BUILD_TESTS=OFF \
@@ -34,7 +35,7 @@ for t in "${targets[@]}"; do
     weights) max_len=8192 keep_len=8192 ;;       # model.toml + a 5 KB weights.bin
     hf_config) leaks=0 ;;  # one Lua state for every input: its garbage (collected later) fails the per-input
                            # malloc/free balance, and the leak scan that follows took 90% of the time
-    uncertainty_toml) max_len=16384 keep_len=16384 leaks=0 ;;  # the bundled table is 12 KB; a Lua state as above
+    uncertainty_toml) max_len=16384 leaks=0 ;;  # the bundled table is 12 KB (kept inputs: 4096); a Lua state as above
   esac
   dict=()
   [[ -f tests/fuzz/$t.dict ]] && dict=(-dict="tests/fuzz/$t.dict")  # keys the loader knows (hf_config)
