@@ -143,19 +143,23 @@ void hf_config(std::string_view data, const std::string& source) {
   ns::session& s = hf_session();
   const std::string path = source + "/config.json";
   s.file_text_set(path, std::string(data));
-  const ns::workload_overrides o = {{"model", path},
-                                    {"gpu", std::string("h100_sxm5_80gb")},
-                                    {"mode", std::string("inference")},
-                                    {"batch", ns::workload_value(int64_t(2))},
-                                    {"seq", ns::workload_value(int64_t(8))}};
+  ns::workload_overrides o = {{"model", path},
+                              {"gpu", std::string("h100_sxm5_80gb")},
+                              {"mode", std::string("inference")},
+                              {"batch", ns::workload_value(int64_t(2))},
+                              {"seq", ns::workload_value(int64_t(8))}};
   try {
-    const ns::workload w = s.workload_load("", o);
-    if (w.g.nodes.empty()) throw std::logic_error("a config that builds no nodes loaded: " + source);
-    const ns::expansion e = s.expand(w.g, w.gpu_resolved, w.training());
-    for (const auto& ki : e.kernels)
-      if (!std::isfinite(ki.k.flops) || !std::isfinite(ki.k.bytes) || ki.k.flops < 0 || ki.k.bytes < 0)
-        throw std::logic_error("a kernel with flops " + std::to_string(ki.k.flops) + " and bytes " +
-                               std::to_string(ki.k.bytes) + " from " + source);
+    // inference, then (a config that loads) training: its backward and optimizer kernels
+    for (const char* mode : {"inference", "train"}) {
+      o["mode"] = std::string(mode);
+      const ns::workload w = s.workload_load("", o);
+      if (w.g.nodes.empty()) throw std::logic_error("a config that builds no nodes loaded: " + source);
+      const ns::expansion e = s.expand(w.g, w.gpu_resolved, w.training());
+      for (const auto& ki : e.kernels)
+        if (!std::isfinite(ki.k.flops) || !std::isfinite(ki.k.bytes) || ki.k.flops < 0 || ki.k.bytes < 0)
+          throw std::logic_error("a kernel with flops " + std::to_string(ki.k.flops) + " and bytes " +
+                                 std::to_string(ki.k.bytes) + " from " + source);
+    }
   } catch (const ns::error& e) {
     check_not_internal(e);
     throw;
