@@ -37,11 +37,17 @@ std::optional<calibration> calibration_load(const gpu_spec& gpu) {
   const fs::path path = calibration_path(gpu);
   std::error_code ec;
   if (path.empty() || !fs::exists(path, ec)) return std::nullopt;
+  const std::string source = path.lexically_normal().generic_string();
+  return calibration_parse(text_file_read(path.string(), source, text_file_max_script), source, gpu);
+}
+
+calibration calibration_parse(std::string_view text, const std::string& source, const gpu_spec& gpu) {
   calibration c;
-  c.source = path.lexically_normal().generic_string();
-  const toml::table t = toml_parse_text(text_file_read(path.string(), c.source, text_file_max_script), c.source);
+  c.source = source;
+  const toml::table t = toml_parse_text(text, c.source);
   auto where = [&](const toml::node& n) { return toml_where(c.source, n.source().begin); };
-  if (t["format_version"].value<int64_t>() != 1)
+  // value_exact: value<int64_t>() would cast a float such as 1.3e118 to int64 (UB; found by fuzz_calibration_toml)
+  if (t["format_version"].value_exact<int64_t>() != 1)
     throw error(c.source + ": format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
   const auto gpu_name = t["gpu"].value<std::string>();
   if (!gpu_name) throw error(c.source + ": missing key 'gpu' (the GPU the factors were fitted for)");
@@ -92,9 +98,13 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
 }
 
 measurement measurement_load(const std::string& path) {
+  return measurement_parse(text_file_read(path, path, text_file_max_script), path);
+}
+
+measurement measurement_parse(std::string_view text, const std::string& path) {
   measurement m;
   m.source = path;
-  const toml::table t = toml_parse_text(text_file_read(path, path, text_file_max_script), path);
+  const toml::table t = toml_parse_text(text, path);
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (key != "latency_ms" && key != "note")

@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -26,6 +27,8 @@ std::filesystem::path calibration_path(const gpu_spec& gpu);
 // The calibration beside `gpu`'s file, nullopt when there is none. Throws ns::error "<file>:<line>:<col>: …" on a
 // syntax error, a factor outside [0.05, 20] or not finite, an unknown family, or a calibration of another GPU.
 std::optional<calibration> calibration_load(const gpu_spec& gpu);
+// The same from the file's text, named `source` in messages (what calibration_load calls; the fuzz target too).
+calibration calibration_parse(std::string_view text, const std::string& source, const gpu_spec& gpu);
 
 // The calibration file of `gpu` (what calibration_load reads): `header` lines become comments at the top, `facts`
 // key = "value" lines before the factors (what was measured, how it was fitted).
@@ -42,6 +45,8 @@ struct measurement {
   std::string note;
 };
 measurement measurement_load(const std::string& path);
+// The same from the file's text, named `source` in messages (what measurement_load calls).
+measurement measurement_parse(std::string_view text, const std::string& source);
 
 // A measurement of a static-batch serve run to calibrate with (`neusight serve --batch … --calibrate FILE`): a TOML
 // file with `ttft_ms` (the batch's prefill: time to first token) and/or `tpot_ms` (the mean decode step: time per

@@ -313,6 +313,14 @@ void session::plan_set(const std::string& key, const std::string& value) {
   lua_pop(L, 1);
 }
 
+void session::file_text_set(const std::string& path, std::string text) {
+  p_->file_texts[path] = std::move(text);
+  if (const auto it = p_->data_refs.find(path); it != p_->data_refs.end()) {  // parsed from the old text
+    luaL_unref(p_->L(), LUA_REGISTRYINDEX, it->second);
+    p_->data_refs.erase(it);
+  }
+}
+
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
@@ -441,7 +449,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.g.nodes = nodes_read(L, -2, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, -3);
-  lua_pushstring(L, (w.source + ": model '" + w.model + "'").c_str());
+  lua_pushstring(L, (origin + ": model '" + w.model + "'").c_str());  // origin: also the --model config.json
   ns_call(L, 2, 0);  // stack: W spec norm mem state name nodes plan
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's)
   w.state = state_report_of(*p_, state, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
@@ -575,7 +583,10 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     const std::string key = uncertainty.string();
     auto it = p_->data_refs.find(key);
     if (it == p_->data_refs.end()) {
-      toml_file_push(L, key, display_of(uncertainty));
+      if (const auto text = p_->file_texts.find(key); text != p_->file_texts.end())
+        toml_text_push(L, text->second, display_of(uncertainty));
+      else
+        toml_file_push(L, key, display_of(uncertainty));
       it = p_->data_refs.emplace(key, luaL_ref(L, LUA_REGISTRYINDEX)).first;
     }
     lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);

@@ -99,6 +99,10 @@ class session {
 
   // Runs a workload script (script = "" builds one from the overrides alone) and builds its graph.
   workload workload_load(const std::string& script, const workload_overrides& overrides);
+  // The text of the file `path`, used instead of reading it: a config.json (a --model override or a script's
+  // `model`) or an error table (figures_call's `uncertainty`). The fuzz targets (tests/fuzz) feed these files from
+  // memory through the loaders the CLI uses.
+  void file_text_set(const std::string& path, std::string text);
 
   // The report fields of a graph without a workload (predict --graph; scripts/neusight/report.lua graph): `fields`
   // holds source, model, mode, batch, seq, layers, launch; its model state is scripts/neusight/precision.lua

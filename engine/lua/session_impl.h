@@ -69,6 +69,7 @@ struct session::impl {
   std::map<std::string, kernel> tiles;
   std::map<std::string, std::optional<calibration>> calibrations;  // by GPU file (calibration_of)
   std::map<std::string, std::optional<calibration>> calibration_overrides;  // by GPU name (calibration_set)
+  std::map<std::string, std::string> file_texts;  // file_text_set: path → the text read instead of the file
   std::map<std::string, int> figures_hooks;  // workload source → its `figures` function (workload.lua), registry refs
   std::map<std::string, int> data_refs;  // figures_call: parsed data files (uncertainty tables) by path, registry refs
   // Predictors (session_predict.cpp): the built-ins ns.predict runs, made on first use with `weights_root` (the last
@@ -141,7 +142,10 @@ struct session::impl {
     ns_call(L, 1, 1, "while loading scripts/neusight/models/hf.lua");  // stack: hf
     raw_getfield(L, -1, "from_config");
     lua_remove(L, -2);
-    json_file_push(L, path, display);  // stack: from_config t nulls
+    if (const auto text = file_texts.find(path); text != file_texts.end())
+      json_config_push(L, text->second, display);  // stack: from_config t nulls
+    else
+      json_file_push(L, path, display);
     lua_pushstring(L, display.c_str());
     lua_insert(L, -2);                 // stack: from_config t display nulls
     ns_call(L, 3, 1);                  // stack: cfg

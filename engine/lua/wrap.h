@@ -2,6 +2,7 @@
 #pragma once
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -61,6 +62,8 @@ json_position json_position_of(const std::string& text, size_t byte);
 // null is not the same as an omitted key, which takes the config class's default).
 // Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
+// The same from the file's text (what json_file_push calls once it has read the file). [-0, +2, m]
+void json_config_push(lua_State* L, const std::string& text, const std::string& display);
 
 // Parses JSON text (a report the engine wrote) and pushes it as a plain table, like json_file_push but without the
 // null set; `what` names it in the parse error. [-0, +1, m]
@@ -69,6 +72,8 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 // Reads a TOML file (a data table the engine hands to a script as is, e.g. weights/<vendor>/uncertainty.toml) and
 // pushes it as a plain table. Throws ns::error "<display>:<line>:<col>: <what>" on a syntax error. [-0, +1, m]
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display);
+// The same from the file's text. [-0, +1, m]
+void toml_text_push(lua_State* L, std::string_view text, const std::string& display);
 
 // A plain Lua value as JSON (a report section Lua computed: neusight.memory's, a serve report): tables with keys
 // exactly 1..n → arrays (an empty table too), other tables → objects with their keys sorted (number keys as text)

@@ -202,7 +202,10 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 
 void json_file_push(lua_State* L, const std::string& path, const std::string& display) {
   if (std::filesystem::is_directory(path)) throw error(display + ": is a directory (expected a config.json file)");
-  const std::string text = file_read(path, display);
+  json_config_push(L, file_read(path, display), display);
+}
+
+void json_config_push(lua_State* L, const std::string& text, const std::string& display) {
   json j;
   try {
     j = json::parse(text);
@@ -231,7 +234,11 @@ void json_file_push(lua_State* L, const std::string& path, const std::string& di
 }
 
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display) {
-  const toml::table t = toml_parse_text(text_file_read(path, display, text_file_max_script), display);
+  toml_text_push(L, text_file_read(path, display, text_file_max_script), display);
+}
+
+void toml_text_push(lua_State* L, std::string_view text, const std::string& display) {
+  const toml::table t = toml_parse_text(text, display);
   std::ostringstream out;
   out << toml::json_formatter{t};
   json_text_push(L, out.str(), display);

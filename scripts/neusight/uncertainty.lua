@@ -17,7 +17,8 @@
 -- them, and the band says what share of the time that is). The quantiles of that ratio over `M.samples` draws of a
 -- fixed-seed generator (the same band every run) give p10 / p50 / p90. In a parallel run the ratio, from one device's
 -- kernels, scales the iteration time.
-local type, pairs, ipairs, fmt, exp, floor, sort = type, pairs, ipairs, string.format, math.exp, math.floor, table.sort
+local type, pairs, ipairs, next, pcall, select = type, pairs, ipairs, next, pcall, select
+local fmt, exp, floor, sort = string.format, math.exp, math.floor, table.sort
 
 local M = {}
 
@@ -34,8 +35,9 @@ local function generator(seed)
   end
 end
 
--- Per error table (the engine hands the same table to every forecast of a session): its grids and draws.
-local memos = {}
+-- Per error table (the engine hands the same table to every forecast of a session): its grids and draws. Weak keys:
+-- a table the session drops (session::file_text_set replaces it) takes its memo with it.
+local memos = setmetatable({}, { __mode = "k" })
 local function memo(tbl)
   local m = memos[tbl]
   if not m then
@@ -61,11 +63,48 @@ local function num(x)
   return fmt("%.4g", x)
 end
 
--- Why the GPU is outside a family's training range: a list of reasons (empty: inside).
+-- A family's `range` as the table's generator writes it, checked: spans are [low, high] of finite numbers, peak_field
+-- names a GPU peak (peak_<type>_tflops), architectures are names. Raises "<src>: families.<name>.range…" otherwise
+-- (found by the uncertainty_toml fuzz target: a range without peak_field read the GPU's field nil, an error that named
+-- no file).
+local function check_range(src, name, range)
+  if range == nil then return {} end
+  local where = fmt("%s: families.%s.range", src, name)
+  if type(range) ~= "table" then error(where .. " must be a table", 0) end
+  for _, k in ipairs({ "num_sm", "mem_bw_gbps", "peak_tflops" }) do
+    local span = range[k]
+    if span ~= nil then
+      local lo, hi = type(span) == "table" and span[1], type(span) == "table" and span[2]
+      if type(lo) ~= "number" or type(hi) ~= "number" or #span ~= 2 or not (lo <= hi) or lo == -math.huge
+        or hi == math.huge then
+        error(fmt("%s.%s must be [low, high], two finite numbers", where, k), 0)
+      end
+    end
+  end
+  local pf = range.peak_field
+  if range.peak_tflops ~= nil or pf ~= nil then
+    if type(pf) ~= "string" or not pf:match("^peak_[%w_]+_tflops$") then
+      error(where .. ".peak_field must name a GPU peak (peak_<type>_tflops) beside peak_tflops", 0)
+    end
+  end
+  local archs = range.architectures
+  if archs ~= nil then
+    local ok = type(archs) == "table"
+    for _, a in pairs(ok and archs or {}) do ok = ok and type(a) == "string" end
+    if not ok or (#archs == 0 and next(archs) ~= nil) then
+      error(where .. ".architectures must be a list of architecture names", 0)
+    end
+  end
+  return range
+end
+
+-- Why the GPU is outside a family's training range (checked by check_range): a list of reasons (empty: inside).
+-- A peak the GPU's file does not give is not compared.
 local function outside(gpu, range)
   local why = {}
   for _, f in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { range.peak_field, "peak_tflops" } }) do
-    local v, span = gpu[f[1]], range[f[2]]
+    local span = f[1] and range[f[2]]
+    local v = span and select(2, pcall(function() return gpu[f[1]] end))  -- the GPU view raises on a missing field
     if type(v) == "number" and span then
       if v < span[1] then
         why[#why + 1] = fmt("%s %s < %s", f[1], num(v), num(span[1]))
@@ -124,7 +163,7 @@ function M.parts(r)
       out.other = out.other + s
       out.unmeasured[#out.unmeasured + 1] = (r.roofline or {})[name] and name .. " (roofline)" or name
     else
-      local why = outside(gpu, e.range or {})
+      local why = outside(gpu, check_range(src, name, e.range))
       local q = e.quantiles
       if type(q) ~= "table" or #q == 0 then
         error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)

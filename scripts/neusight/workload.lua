@@ -653,8 +653,14 @@ function M.build(spec, gpu)
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then
-    local P = 0
-    for _, n in ipairs(nodes) do P = P + n.params * n.count end
+    local P, P_float = 0, 0.0
+    for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
+    -- the step's tensor holds every parameter: beyond 2^48 elements (a huge layer count) the integer sum would wrap
+    -- (found by the hf_config fuzz target: a negative dimension from num_decoder_layers = 442949672968)
+    if P_float >= 2 ^ 48 then
+      error(("model '%s': %.4g parameters, more than the 2^48 elements of the optimizer step's tensor"):format(
+        tostring(name), P_float), 0)
+    end
     if P > 0 then
       nodes[#nodes + 1] = {
         op = w.optimizer, name = "optimizer." .. w.optimizer, layer = "", phase = "optimizer",

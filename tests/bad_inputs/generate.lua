@@ -514,6 +514,16 @@ hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_t
 hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
 hf("model_type_missing", hf_text { model_type = false }, "has no 'model_type'")
 hf("model_type_number", hf_text { model_type = "2" }, "has model_type 2, which is not supported")
+-- found by the hf_config fuzz target (tests/fuzz): a model_type object was shown as "table: 0x…"; a whole number beyond
+-- 2^63 passed the count check and failed in a builder's string.format ("number has no integer representation")
+-- … and a layer count whose parameters overflow the optimizer step's tensor (the integer sum wrapped negative)
+hf("switch_decoder_layers_huge_train", '{"model_type": "switch_transformers", "d_ff": 32768, "d_kv": 128, ' ..
+   '"d_model": 4096, "num_decoder_layers": 442949672968, "num_sparse_decoder_layers": 11, "num_experts": 1, ' ..
+   '"num_heads": 32, "num_layers": 24, ' ..
+   '"vocab_size": 32128}\n', "parameters, more than the 2^48 elements of the optimizer step's tensor", nil,
+   (HF:gsub("inference", "train")))
+hf("n_layer_beyond_int64", hf_text { n_layer = "1e300" }, "field 'n_layer' must be a positive integer (got 1e+300)")
+hf("model_type_object", hf_text { model_type = '{ "name": "gpt2" }' }, "has a model_type that is not a string (a JSON object or array)")
 hf("activation_unknown", hf_text { activation_function = '"swishy"' }, "activation_function = \"swishy\" is not modelled")
 hf("n_layer_table", hf_text { n_layer = '{ "a": 1 }' }, "field 'n_layer' must be a positive integer")
 hf("number_overflow", hf_text { n_layer = "1e999" }, "invalid JSON: number overflow parsing '1e999'")

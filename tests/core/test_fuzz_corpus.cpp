@@ -62,6 +62,10 @@ TEST_CASE("fuzz corpus: micro-benchmark dataset CSV", "[fuzz]") { CHECK(replay("
 TEST_CASE("fuzz corpus: operator-graph CSV", "[fuzz]") { CHECK(replay("opgraph") > 0); }
 TEST_CASE("fuzz corpus: traces (Chrome JSON, wavescale, label CSV)", "[fuzz]") { CHECK(replay("trace") > 0); }
 TEST_CASE("fuzz corpus: weights (model.toml + weights.bin)", "[fuzz]") { CHECK(replay("weights") > 0); }
+TEST_CASE("fuzz corpus: HuggingFace config.json models", "[fuzz]") { CHECK(replay("hf_config") > 0); }
+TEST_CASE("fuzz corpus: GPU calibration TOML", "[fuzz]") { CHECK(replay("calibration_toml") > 0); }
+TEST_CASE("fuzz corpus: --calibrate measurement TOML", "[fuzz]") { CHECK(replay("measurement_toml") > 0); }
+TEST_CASE("fuzz corpus: uncertainty TOML (leave-one-GPU-out error table)", "[fuzz]") { CHECK(replay("uncertainty_toml") > 0); }
 
 TEST_CASE("fuzz finding: a dataset dimension beyond 2^31 is an error, not a float-to-int overflow", "[fuzz]") {
   const std::string csv =
@@ -123,4 +127,72 @@ TEST_CASE("fuzz finding: an operator-graph shape beyond 2^53 elements is an erro
   CHECK_THROWS_WITH(
       ns_fuzz::opgraph(head + "x,add,[],[],[],set(),set(),\"[(4, 8)]\",\"(4294967296, 4294967296)\"\n", "g.csv"),
       "g.csv:2: column 'OutputShape': expected a shape (a tuple of integers of at most 2^32, at most 2^48 elements), got (4294967296, 4294967296)");
+}
+
+TEST_CASE("fuzz finding: a whole-number float in a config.json is the integer it equals, and node checks name the config", "[fuzz]") {
+  // found by fuzz_hf_config (regressions/hf_config/mixtral_vocab_size_1.0.loads.json): "vocab_size": 1.0 passed the
+  // builder's positive-integer check as a float and reached the op rules' shape check ("the output {2,8,1.0} has a
+  // dimension < 1"), whose message named "command line", not the config
+  const std::string mixtral =
+      R"({"model_type": "mixtral", "vocab_size": 1.0, "hidden_size": 64.0, "intermediate_size": 96,
+          "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2, "num_local_experts": 4.0,
+          "num_experts_per_tok": 2})";
+  CHECK_NOTHROW(ns_fuzz::hf_config(mixtral, "m"));
+  // a whole number beyond int64 is refused (found next: regressions/hf_config/deepseek_experts_per_tok_2.7e70.json,
+  // where "%d" raised "number has no integer representation" in deepseek.lua)
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(std::regex_replace(mixtral, std::regex("1\\.0"), "1e300"), "m"),
+                    Catch::StartsWith("moe model 'm': field 'vocab_size' must be a positive integer (got 1e+300)") &&
+                        Catch::Contains("while building the model of command line (--model m/config.json)"));
+}
+
+TEST_CASE("fuzz finding: a model_type that is a JSON object is named as such, not as a Lua table address", "[fuzz]") {
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(R"({"model_type": {"a": 1}})", "m"),
+                    Catch::StartsWith("m/config.json: has a model_type that is not a string (a JSON object or array); "
+                                      "supported: "));
+}
+
+TEST_CASE("fuzz finding: a calibration's format_version must be the integer 1, never a float cast to int64", "[fuzz]") {
+  // found by fuzz_calibration_toml (regressions/calibration_toml/format_version_float_1e118.toml): value<int64_t>()
+  // cast 1.3e118 to int64 (UBSan: float-cast-overflow)
+  const std::string rest = "gpu = \"H100-SXM5-80GB\"\n[factors]\nlinear = 1.25\n";
+  CHECK_NOTHROW(ns_fuzz::calibration_toml("format_version = 1\n" + rest, "c.toml"));
+  for (const char* v : {"1.3e118", "1.0", "\"1\""}) {
+    INFO(v);
+    CHECK_THROWS_WITH(ns_fuzz::calibration_toml("format_version = " + std::string(v) + "\n" + rest, "c.toml"),
+                      "c.toml: format_version = 1 expected (a calibration written by `neusight predict --calibrate`)");
+  }
+}
+
+TEST_CASE("fuzz finding: an uncertainty table's family range is checked, naming the table", "[fuzz]") {
+  // found by fuzz_uncertainty_toml (regressions/uncertainty_toml/range_without_peak_field.loads.toml, which now loads:
+  // its range gives no peak to compare): a range without peak_field read the GPU's field nil,
+  // "scripts/neusight/uncertainty.lua:68: gpu has no field 'nil'", an error that named no file
+  const std::string head = "format_version = 2\nvendor = \"nvidia\"\nlevels = [0.1, 0.5, 0.9]\n"
+                           "[families.linear]\nquantiles = [[-0.1, 0.0, 0.1], [-0.2, 0.05, 0.2]]\n";
+  const std::string range = "[families.linear.range]\nnum_sm = [20.0, 108.0]\nmem_bw_gbps = [192.0, 1555.0]\n"
+                            "peak_tflops = [5.5, 19.5]\narchitectures = [\"ampere\", \"volta\"]\n";
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head, "u"));
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head + range + "peak_field = \"peak_fp32_tflops\"\n", "u"));
+  // a peak the GPU's file lacks is not compared
+  CHECK_NOTHROW(ns_fuzz::uncertainty_toml(head + range + "peak_field = \"peak_fp4_tflops\"\n", "u"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + range, "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.peak_field must name a GPU peak "
+                                      "(peak_<type>_tflops) beside peak_tflops"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + "[families.linear.range]\nnum_sm = [108.0]\n", "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.num_sm must be [low, high], two finite "
+                                      "numbers"));
+  CHECK_THROWS_WITH(ns_fuzz::uncertainty_toml(head + "[families.linear.range]\narchitectures = [1, 2]\n", "u"),
+                    Catch::StartsWith("u/uncertainty.toml: families.linear.range.architectures must be a list of "
+                                      "architecture names"));
+}
+
+TEST_CASE("fuzz finding: a model whose parameters overflow the optimizer step's tensor is an error, not a wrapped shape", "[fuzz]") {
+  // found by fuzz_hf_config (regressions/hf_config/switch_decoder_layers_4e11_train.json): in train mode Σ params ·
+  // count wrapped to a negative int64, and rules.lua's numel raised on the optimizer node's shape
+  const std::string cfg = ns_test::slurp(ns_test::source_dir / "tests" / "fuzz" / "regressions" / "hf_config" /
+                                         "switch_decoder_layers_4e11_train.json");
+  CHECK_THROWS_WITH(ns_fuzz::hf_config(cfg, "s"),
+                    Catch::StartsWith("model 's': 4.738e+19 parameters, more than the 2^48 elements of the optimizer "
+                                      "step's tensor") &&
+                        Catch::Contains("while building the model of command line (--model s/config.json)"));
 }

@@ -2,16 +2,22 @@
 #include "fuzz_entries.h"
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <regex>
+#include <stdexcept>
 
+#include "core/calibration.h"
 #include "core/cluster_spec.h"
 #include "core/dataset.h"
 #include "core/gpu_spec.h"
 #include "core/opgraph.h"
 #include "core/text.h"
+#include "core/tile_model.h"
 #include "core/trace.h"
 #include "core/wave_scaling.h"
 #include "core/weights.h"
+#include "lua/session.h"
 
 namespace ns_fuzz {
 namespace {
@@ -101,10 +107,109 @@ void weights(std::string_view data, const std::string& source) {
   ns::weights_parse(parts[0], source, [&](const std::string&) { return std::string(parts[1]); }, &p);
 }
 
+namespace {
+
+// One session for every HF config input (a state per input would dominate the run): no memo (its tables would grow
+// with every input), no calibration files, and a smaller instruction budget than the CLI's so that a config that
+// builds a huge model stops with the budget's error within the fuzzer's timeout.
+ns::session& hf_session() {
+  static ns::session s([] {
+    ns::session_options o;
+    o.data_root = NEUSIGHT_SOURCE_DIR;
+    o.memo = false;
+    o.calibration = false;
+    o.limits = ns::script_limits{};
+    o.limits.instructions = 50'000'000;
+    o.limits.memory_mb = 512;
+    return o;
+  }());
+  return s;
+}
+
+// A message that names the input but comes from a Lua runtime error in the engine's own scripts (the config reached
+// code that assumed a validated value: "scripts/neusight/models/gpt.lua:40: attempt to compare number with nil") is a
+// loader bug too: it must be a message about the config. Matched with the script position in front, so that config
+// text quoted in a message (a JSON syntax error's "last read") is not taken for one.
+void check_not_internal(const ns::error& e) {
+  static const std::regex internal(
+      R"(\.lua:[0-9]+: (attempt to |bad argument #|stack overflow|number has no integer representation))");
+  if (std::regex_search(e.what(), internal))
+    throw std::logic_error(std::string("a Lua runtime error, not a message about the config: ") + e.what());
+}
+
+}  // namespace
+
+void hf_config(std::string_view data, const std::string& source) {
+  ns::session& s = hf_session();
+  const std::string path = source + "/config.json";
+  s.file_text_set(path, std::string(data));
+  ns::workload_overrides o = {{"model", path},
+                              {"gpu", std::string("h100_sxm5_80gb")},
+                              {"mode", std::string("inference")},
+                              {"batch", ns::workload_value(int64_t(2))},
+                              {"seq", ns::workload_value(int64_t(8))}};
+  try {
+    // inference, then (a config that loads) training: its backward and optimizer kernels
+    for (const char* mode : {"inference", "train"}) {
+      o["mode"] = std::string(mode);
+      const ns::workload w = s.workload_load("", o);
+      if (w.g.nodes.empty()) throw std::logic_error("a config that builds no nodes loaded: " + source);
+      const ns::expansion e = s.expand(w.g, w.gpu_resolved, w.training());
+      for (const auto& ki : e.kernels)
+        if (!std::isfinite(ki.k.flops) || !std::isfinite(ki.k.bytes) || ki.k.flops < 0 || ki.k.bytes < 0)
+          throw std::logic_error("a kernel with flops " + std::to_string(ki.k.flops) + " and bytes " +
+                                 std::to_string(ki.k.bytes) + " from " + source);
+    }
+  } catch (const ns::error& e) {
+    check_not_internal(e);
+    throw;
+  }
+}
+
+void uncertainty_toml(std::string_view data, const std::string& source) {
+  // What predict and --calibrate hand the table's two readers (scripts/neusight/uncertainty.lua figures, the band;
+  // scripts/neusight/calibration.lua fit, its priors): a forecast's seconds by kernel family on an H100.
+  ns::session& s = hf_session();
+  const std::string path = source + "/uncertainty.toml";
+  s.file_text_set(path, std::string(data));
+  static const ns::figure_inputs in = [] {
+    ns::figure_inputs v = {{"latency_s", 0.0125}, {"measured_s", 0.015}, {"measurement", std::string("m.toml")}};
+    double t = 0.001;
+    for (const auto& fam : ns::family_name_list()) {
+      v.emplace_back("family_s." + fam, t);
+      v.emplace_back("family_n." + fam, 3.0);
+      t *= 1.3;
+    }
+    v.emplace_back("family_s.other", 0.0005);
+    v.emplace_back("roofline.gemm_fp8", true);  // a family the roofline priced: no error data used
+    return v;
+  }();
+  const ns::gpu_spec& gpu = gpu_named("h100_sxm5_80gb");
+  try {
+    s.figures_call("neusight.uncertainty", "figures", in, gpu, path);
+    s.figures_call("neusight.calibration", "fit", in, gpu, path);
+  } catch (const ns::error& e) {
+    check_not_internal(e);
+    throw;
+  }
+}
+
+void calibration_toml(std::string_view data, const std::string& source) {
+  // a calibration of the GPU it sits beside (the check that it names that GPU is part of the loader)
+  static const ns::gpu_spec& gpu = gpu_named("h100_sxm5_80gb");
+  ns::calibration_parse(data, source, gpu);
+}
+
+void measurement_toml(std::string_view data, const std::string& source) { ns::measurement_parse(data, source); }
+
 const std::vector<target>& targets() {
   static const std::vector<target> all = {{"gpu_toml", gpu_toml}, {"cluster_toml", cluster_toml},
                                           {"dataset", dataset},   {"opgraph", opgraph},
-                                          {"trace", trace},       {"weights", weights}};
+                                          {"trace", trace},       {"weights", weights},
+                                          {"hf_config", hf_config},
+                                          {"calibration_toml", calibration_toml},
+                                          {"measurement_toml", measurement_toml},
+                                          {"uncertainty_toml", uncertainty_toml}};
   return all;
 }
 

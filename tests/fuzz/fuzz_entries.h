@@ -7,6 +7,8 @@
 // file) is a bug. Inputs made of several files are split at NUL bytes:
 //   trace    the trace file (Chrome JSON, wavescale manifest or label CSV) [\0 ops CSV \0 kernels CSV]
 //   weights  model.toml \0 weights.bin (everything after the first NUL, NULs included)
+// The HF config entry names the input "<source>/config.json" (the loader takes a config by its extension), the
+// uncertainty entry "<source>/uncertainty.toml".
 #pragma once
 #include <string>
 #include <string_view>
@@ -28,6 +30,13 @@ void opgraph(std::string_view data, const std::string& source);       // opgraph
 void trace(std::string_view data, const std::string& source);         // trace_detect_text + the format's parser,
                                                                       // then wave scaling of every kernel
 void weights(std::string_view data, const std::string& source);       // weights_parse
+void hf_config(std::string_view data, const std::string& source);     // --model config.json: JSON, models/hf.lua
+                                                                      // from_config, the model's builder, then
+                                                                      // every node's op rule (session::expand)
+void calibration_toml(std::string_view data, const std::string& source);  // calibration_parse (<gpu>.calibration.toml)
+void measurement_toml(std::string_view data, const std::string& source);  // measurement_parse (--calibrate FILE)
+void uncertainty_toml(std::string_view data, const std::string& source);  // weights/<vendor>/uncertainty.toml: the
+                                                                          // band and a calibration fit read it
 
 const std::vector<target>& targets();
 

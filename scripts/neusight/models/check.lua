@@ -6,17 +6,30 @@ local M = {}
 
 M.is_count = require("neusight.topology").is_count
 
---- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key.
---- Keys listed in `optional` may also be nil.
+-- The integer a count field holds: a Lua integer >= 1, or a whole-number float that has one (2^10 in a Lua config,
+-- "vocab_size": 1.0 in a config.json), so that every shape built from it holds integers (the op rules' shape checks
+-- refuse float dimensions). nil for anything else, a float beyond 2^63 included ("%d" cannot format it).
+local function count_of(v)
+  return M.is_count(v) and math.tointeger(v) or nil
+end
+
+--- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
+--- float back as the integer it equals. Keys listed in `optional` may also be nil.
 function M.counts(who, cfg, required, optional)
   for _, key in ipairs(required) do
-    if not M.is_count(cfg[key]) then
+    local n = count_of(cfg[key])
+    if not n then
       error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
     end
+    cfg[key] = n
   end
   for _, key in ipairs(optional or {}) do
-    if cfg[key] ~= nil and not M.is_count(cfg[key]) then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+    if cfg[key] ~= nil then
+      local n = count_of(cfg[key])
+      if not n then
+        error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+      end
+      cfg[key] = n
     end
   end
 end

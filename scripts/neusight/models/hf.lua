@@ -257,8 +257,9 @@ function M.from_config(t, path, nulls)
   local mt = t.model_type
   local entry = type(mt) == "string" and M.TYPES[mt] or nil
   if not entry or not builder_exists(entry.arch) then
-    local what = mt == nil and "has no 'model_type'" or ("has model_type %s, which is not supported"):format(
-      type(mt) == "string" and ("%q"):format(mt) or tostring(mt))
+    local what = mt == nil and "has no 'model_type'"
+      or type(mt) == "table" and "has a model_type that is not a string (a JSON object or array)"
+      or ("has model_type %s, which is not supported"):format(type(mt) == "string" and ("%q"):format(mt) or tostring(mt))
     error(("%s: %s; supported: %s"):format(path, what, table.concat(M.supported(), ", ")), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }

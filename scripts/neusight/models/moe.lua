@@ -132,16 +132,17 @@ function M.config(cfg)
   local r = llama.resolve(cfg, M.FAMILY)
   local c, who, mt = r.c, r.who, r.model_type
   local mixtral = mt == "mixtral"
+  local E_name = mixtral and "num_local_experts" or "num_experts"
+  checks.counts(who, c, { E_name, "num_experts_per_tok" }, -- first: it stores whole-number floats as integers
+    { "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step" })
   local moe = {
-    E = mixtral and c.num_local_experts or c.num_experts, E_name = mixtral and "num_local_experts" or "num_experts",
+    E = c[E_name], E_name = E_name,
     k = c.num_experts_per_tok, I = mixtral and c.intermediate_size or c.moe_intermediate_size,
     I_name = mixtral and "intermediate_size" or "moe_intermediate_size",
     shared_I = mt == "qwen2_moe" and c.shared_expert_intermediate_size or nil,
     norm_topk = mixtral or c.norm_topk_prob == true, jitter = c.router_jitter_noise or 0,
     names = mixtral and { "w1", "w3", "w2" } or nil, module = mixtral and "block_sparse_moe" or "mlp",
   }
-  checks.counts(who, c, { moe.E_name, "num_experts_per_tok" },
-    { "moe_intermediate_size", "shared_expert_intermediate_size", "decoder_sparse_step" })
   if moe.k > moe.E then
     error(("%s: num_experts_per_tok (%d) exceeds %s (%d)"):format(who, moe.k, moe.E_name, moe.E), 0)
   end
