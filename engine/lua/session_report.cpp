@@ -199,14 +199,20 @@ std::string session::compare_render(const std::string& format) {
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   compare_push(*p_, "render");  // stack: C doc
-  raw_getfield(L, -2, format.c_str());
+  const bool html = format == "html";
+  raw_getfield(L, -2, html ? "page" : format.c_str());
   lua_pushvalue(L, -2);
-  const std::string where = "scripts/neusight/compare.lua " + format;
-  ns_call(L, 1, 1, "in " + where);  // stack: C doc out
-  if (format == "json") {
-    if (!lua_istable(L, -1)) throw error(where + " must return a table");
-    return json_text_of(L, -1);
+  const std::string fn = "module neusight.compare " + (html ? std::string("page") : format);
+  ns_call(L, 1, 1, "in " + fn);  // stack: C doc out
+  if (format == "json" || html) {
+    if (!lua_istable(L, -1)) throw error(fn + " must return a table");
+    if (!html) return json_text_of(L, -1);
+    require_push(*p_, "neusight.html");  // stack: C doc page H
+    raw_getfield(L, -1, "render_compare");
+    lua_pushvalue(L, -3);  // stack: C doc page H render_compare page
+    ns_call(L, 1, 1, "in module neusight.html render_compare");  // stack: C doc page H text
   }
+  const std::string where = html ? "module neusight.html render_compare" : fn;
   if (!lua_isstring(L, -1)) throw error(where + " must return a string");
   size_t n = 0;
   const char* s = lua_tolstring(L, -1, &n);

@@ -1,5 +1,5 @@
 -- scripts/neusight/compare.lua — a comparison (predict with list-valued flags): one row per combination, built here
--- and rendered as a table, CSV, JSON and neusight.html's page.
+-- and rendered as a table, CSV, JSON and (M.page) neusight.html's page.
 --
 -- The engine (engine/cli/app.cpp run_compare, through engine/lua/session_report.cpp) makes the combinations and
 -- forecasts each one; M.new starts the comparison `doc` with the list-valued flags (`inputs`: { key, column, integer }
@@ -94,9 +94,9 @@ local function plain(v)
   return v
 end
 
---- The comparison's HTML page (neusight.html render_compare): the JSON document's rows as plain tables, and the
---- inputs' keys.
-function M.html(doc)
+--- What the comparison's HTML page shows (the engine hands it to neusight.html render_compare): the JSON document's
+--- rows as plain tables (null left out, as the JSON reads back) and `inputs`, the inputs' keys.
+function M.page(doc)
   local rows, inputs = {}, {}
   for i, row in ipairs(doc.rows) do
     local o = {}
@@ -104,7 +104,7 @@ function M.html(doc)
     rows[i] = o
   end
   for i, input in ipairs(doc.inputs) do inputs[i] = input.key end
-  return require("neusight.html").render_compare({ rows = rows, inputs = inputs })
+  return { rows = rows, inputs = inputs }
 end
 
 local function failed(row) return #row > 0 and row[#row].key == "error" end

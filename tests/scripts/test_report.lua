@@ -145,8 +145,9 @@ function M.test_compare_error_row_json_and_page()
   local j = C.json(doc)
   eq(getmetatable(j.rows[1]).__order[3], "context", "JSON keys in the cells' order")
   eq(j.rows[1].context, require("neusight.report").null, "nil written as null")
-  local page = C.html(doc)
+  local page = require("neusight.html").render_compare(C.page(doc))
   assert(page:find("no fit", 1, true), "the page has the error")
+  eq(C.page(doc).rows[1].context, nil, "null left out of the page's rows")
 end
 
 return M
