@@ -57,15 +57,12 @@ struct parallel_report {
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
   // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
-  std::string model, gpu, mode, optimizer, dtype;
+  std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
   state_report state;          // its model state (precision.lua state_report())
-  int64_t batch = 0, seq = 0;
-  int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
-  std::string experts;                    // mixtures of experts: how the routed experts ran ("loop", "grouped"; "" else)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
