@@ -200,8 +200,24 @@ std::string session::compare_render(const std::string& format) {
   const stack_restore restore(L);  // also on error
   compare_push(*p_, "render");  // stack: C doc
   const bool html = format == "html";
+  if (html) {  // the page holds what the JSON document does: a text JSON cannot hold (bad UTF-8) stops both alike
+    raw_getfield(L, -2, "json");
+    lua_pushvalue(L, -2);
+    ns_call(L, 1, 1, "in module neusight.compare json");  // stack: C doc json
+    if (!lua_istable(L, -1)) throw error("module neusight.compare json must return a table");
+    (void)json_text_of(L, -1);
+    lua_pop(L, 1);  // stack: C doc
+  }
   raw_getfield(L, -2, html ? "page" : format.c_str());
-  lua_pushvalue(L, -2);
+  if (format == "table" || format == "csv") {
+    // the rows as their JSON text reads back, as these layouts have always had them: a text that is not UTF-8 (a
+    // script's error message, a path) shows U+FFFD where JSON cannot hold its bytes
+    using ojson = nlohmann::ordered_json;
+    const std::string text = json_from_lua(L, -2, "comparison").dump(-1, ' ', false, ojson::error_handler_t::replace);
+    json_text_push(L, text, "comparison");
+  } else {
+    lua_pushvalue(L, -2);
+  }
   const std::string fn = "module neusight.compare " + (html ? std::string("page") : format);
   ns_call(L, 1, 1, "in " + fn);  // stack: C doc out
   if (format == "json" || html) {

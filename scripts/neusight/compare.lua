@@ -7,7 +7,9 @@
 -- M.add_error a row for a combination that could not be forecast. A row is an array of cells { key, column (the
 -- table's header; "" for JSON and CSV only), value (nil when not available), cell (the table's text) }: the inputs,
 -- latency_ms and the figures, then warnings — or the inputs and error. So a column added to the figures (or to
--- neusight.report row) shows up in every rendering without a C++ change.
+-- neusight.report row) shows up in every rendering without a C++ change. The engine writes M.json's document, hands
+-- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
+-- neusight.html render_compare M.page's rows.
 local report = require("neusight.report")
 local csv_field, null = report.csv_field, report.null
 local fmt, concat = string.format, table.concat

@@ -392,3 +392,26 @@ TEST_CASE("compare: a row field added in Lua alone appears in JSON CSV the table
   CHECK(table.out.find("2 could not be forecast") != std::string::npos);
   CHECK(ns_test::slurp(page).find("<th>gpu_file</th>") != std::string::npos);
 }
+
+// Issue 14: the rows built in Lua keep what text that is not UTF-8 did before: the table and CSV show U+FFFD for the
+// bytes, JSON and the HTML page refuse it (nothing written).
+TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
+  ns_test::temp_dir t;
+  const std::string w = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 2,\n"
+                                         "  seq = 128, figures = function(f) if f.batch == 4 then error('bad \\255 byte', 0)"
+                                         " end return {} end }\n").string();
+  const std::string args = "run '" + w + "' --batch 2,4 --predictor roofline";
+  const auto table = run_cli(args);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("error: bad \xEF\xBF\xBD byte") != std::string::npos);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.find("bad \xEF\xBF\xBD byte") != std::string::npos);
+  CHECK(run_cli(args + " --format json").code == 1);
+  const std::string page = (t.path / "p.html").string();
+  const auto html = run_cli(args + " --report '" + page + "'");
+  CHECK(html.code == 1);
+  CHECK(html.out.empty());
+  CHECK(!std::filesystem::exists(page));
+}
