@@ -686,55 +686,29 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     combos = std::move(next);
   }
   for (const auto& one : combos) s.workload_check(overrides_make(one));  // typos stop here, before any forecast
+  std::vector<session::compare_input> inputs;
+  for (const auto& lf : list_flags()) inputs.push_back({lf.key, lf.column, lf.integer});
+  s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
   std::unique_ptr<predictor> pred;
-  std::vector<compare_row> rows;
   for (const auto& one : combos) {
-    compare_row row;
-    auto input = [&](const char* key, const char* column, figure_value v) {
-      std::string cell = std::holds_alternative<std::monostate>(v) ? "-" : figure_csv(v);
-      row.push_back({key, column, std::move(v), std::move(cell)});
-    };
     try {
       forecast_done d;
       forecast_workload(s, pred, one, script, d, false);
-      const std::map<std::string, figure_value> as_run = s.forecast_row(d.gpu);  // scripts/neusight/report.lua row
-      for (const auto& lf : list_flags()) {
-        const auto it = as_run.find(lf.key);
-        input(lf.key, lf.column, it == as_run.end() ? figure_value{} : it->second);
-      }
-      const double latency_ms = d.latency_s() * 1e3;
-      row.push_back({"latency_ms", "latency ms", latency_ms, fmt::format("{:.3f}", latency_ms)});
-      for (const auto& x : d.figs->fields) {
-        for (const auto& have : row)  // a figure named like an input would overwrite it in JSON and glue CSV cells
-          if (have.key == x.key) throw error("figures: a figure named '" + x.key + "' is already a column of the row");
-        row.push_back({x.key, x.column, x.value, x.cell});
-      }
-      std::string warnings;
-      for (const auto& w : d.warnings) warnings += (warnings.empty() ? "" : "; ") + w;
-      row.push_back({"warnings", "", warnings, ""});
+      s.compare_add(d.gpu, d.latency_s() * 1e3, *d.figs, d.warnings);
     } catch (const std::exception& ex) {
-      row.clear();  // the inputs as given (the GPU by its name)
+      std::vector<std::string> given;  // the inputs as given (the GPU by its name)
       for (const auto& lf : list_flags()) {
         const std::string& v = one.*lf.flag;
         const auto gi = lf.flag == &forecast_flags::gpu ? gpu_names.find(v) : gpu_names.end();
-        input(lf.key, lf.column, gi != gpu_names.end() ? figure_value{gi->second}
-                                 : v.empty()            ? figure_value{}
-                                 : lf.integer           ? figure_value{int64_t(std::stoll(v))}
-                                                        : figure_value{v});
+        given.push_back(gi != gpu_names.end() ? gi->second : v);
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-      row.push_back({"error", "error", why, why});
+      s.compare_add_error(given, why);
     }
-    rows.push_back(std::move(row));
   }
-  const std::string source = script.empty() ? "command line" : script;
-  const std::string html =
-      c.report_html.empty() ? "" : s.render("neusight.html", "render_compare", compare_json(rows));
-  // table and CSV: scripts/neusight/compare.lua's layout
-  emit(c.format == "json" ? compare_json(rows)
-                          : s.render("neusight.compare", c.format == "csv" ? "csv" : "table", compare_doc(rows, source)),
-       c.output);
+  const std::string html = c.report_html.empty() ? "" : s.compare_render("html");
+  emit(s.compare_render(c.format == "json" ? "json" : c.format == "csv" ? "csv" : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
   return 0;
 }

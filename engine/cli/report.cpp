@@ -1,5 +1,5 @@
-// engine/cli/report.cpp — comparison and GPU-list renderings, the figures' inputs and emit(); a single forecast is
-// rendered by scripts/neusight/report.lua (session::forecast_render).
+// engine/cli/report.cpp — the GPU list's renderings, calibration files and emit(); a single forecast and a comparison
+// are rendered by scripts/neusight/report.lua and compare.lua (session::forecast_render, session::compare_render).
 #include "cli/report.h"
 
 #include <fmt/format.h>
@@ -19,7 +19,6 @@
 #include "core/forecast.h"
 #include "core/text.h"
 #include <nlohmann/json.hpp>
-#include <type_traits>
 
 namespace ns {
 
@@ -32,50 +31,6 @@ std::string csv_field(const std::string& s) {
   std::string out = "\"";
   for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
   return out + "\"";
-}
-
-json figure_json(const figure_value& v) {
-  return std::visit(
-      [](const auto& x) -> json {
-        if constexpr (std::is_same_v<std::decay_t<decltype(x)>, std::monostate>) return nullptr;
-        else return x;
-      },
-      v);
-}
-
-std::string figure_csv(const figure_value& v) {
-  if (const auto* i = std::get_if<int64_t>(&v)) return std::to_string(*i);
-  if (const auto* d = std::get_if<double>(&v)) return fmt::format("{:.17g}", *d);
-  if (const auto* b = std::get_if<bool>(&v)) return *b ? "true" : "false";
-  if (const auto* s = std::get_if<std::string>(&v)) return csv_field(*s);
-  return "";
-}
-
-std::string compare_json(const std::vector<compare_row>& rows) {
-  json arr = json::array();
-  for (const auto& r : rows) {
-    json o = json::object();
-    for (const auto& c : r) o[c.key] = figure_json(c.value);
-    arr.push_back(std::move(o));
-  }
-  json j;
-  j["rows"] = std::move(arr);
-  return j.dump(2) + "\n";
-}
-
-std::string compare_doc(const std::vector<compare_row>& rows, const std::string& source) {
-  json arr = json::array();
-  for (const auto& r : rows) {
-    json cells = json::array();
-    for (const auto& c : r)
-      cells.push_back(json{{"key", c.key}, {"column", c.column}, {"value", figure_json(c.value)}, {"cell", c.cell}});
-    arr.push_back(std::move(cells));
-  }
-  json doc;
-  doc["source"] = source;
-  doc["inputs"] = compare_input_cells;
-  doc["rows"] = std::move(arr);
-  return doc.dump(-1, ' ', false, json::error_handler_t::replace);  // text from scripts: never a throw over bad UTF-8
 }
 
 void emit(const std::string& text, const std::string& output) {

@@ -1,5 +1,5 @@
-// engine/cli/report.h — what the commands print besides a single forecast (scripts/neusight/report.lua renders that):
-// comparisons and the GPU list; and emit(), which writes any report.
+// engine/cli/report.h — what the commands print besides a single forecast and a comparison (scripts/neusight/report.lua
+// and compare.lua render those): the GPU list; and emit(), which writes any report.
 #pragma once
 #include <filesystem>
 #include <map>
@@ -17,29 +17,8 @@
 
 namespace ns {
 
-// A figure value as JSON (monostate → null).
-nlohmann::ordered_json figure_json(const figure_value& v);
-// A figure value as a CSV cell (monostate → empty; numbers exactly, %.17g).
-std::string figure_csv(const figure_value& v);
+// A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a newline.
 std::string csv_field(const std::string& s);
-
-// One row of a comparison (predict with list-valued flags): its inputs, latency_ms and figures in order, then
-// `warnings` — or its inputs and `error`. `column` is the table header (empty: JSON and CSV only), `cell` the table text.
-struct compare_cell {
-  std::string key, column;
-  figure_value value;
-  std::string cell;
-};
-using compare_row = std::vector<compare_cell>;
-// How many leading cells of every row are its inputs (model … recompute): the table shows those that differ between
-// rows as columns and the others once above it.
-constexpr size_t compare_input_cells = 13;
-
-// The comparison as JSON {"rows": [...]}: each row's key → value, in order.
-std::string compare_json(const std::vector<compare_row>& rows);
-// The comparison as the JSON text scripts/neusight/compare.lua table / csv render (session::render):
-// { source, inputs = compare_input_cells, rows = [[{ key, column, value, cell }, …], …] }.
-std::string compare_doc(const std::vector<compare_row>& rows, const std::string& source);
 
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);

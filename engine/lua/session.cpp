@@ -325,6 +325,7 @@ session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
   luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->fields_ref);
+  luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->compare_ref);
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
@@ -404,13 +405,12 @@ workload session::workload_load(const std::string& script, const workload_overri
   table_reader r(L, norm, w.source);
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
-  w.optimizer = r.str("optimizer");
-  r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua): checked here, with the other fields
+  // the report's fields (scripts/neusight/report.lua workload reads them from the table): checked here, not kept
+  r.str("optimizer");
+  r.str_or("optimizer_impl", "");
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
-  w.batch = r.integer("batch");
-  w.seq = r.integer("seq");
-  w.context = r.integer_or("context", 0);
+  r.integer("batch"), r.integer("seq"), r.integer_or("context", 0);  // the report's, as above
   w.launch = r.str_or("launch", "eager");
   for (const char* key : {"description", "kv_dtype", "weight_dtype"}) r.str_or(key, "");  // the report's, as above
   raw_getfield(L, wl, "warnings");  // stack: W spec norm warnings()
@@ -434,7 +434,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   }
   p_->push_gpu(w.gpu_resolved);
   ns_call(L, 2, 8, "while building the model of " + origin);  // stack: W spec norm name nodes plan state kv mem active experts
-  if (lua_type(L, -1) == LUA_TSTRING) w.experts = lua_tostring(L, -1);
+  const std::string experts = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";  // the report's facts
   lua_pop(L, 1);
   if (lua_isnumber(L, -1)) w.active_params = lua_tonumber(L, -1);
   lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv mem
@@ -461,7 +461,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, w.model.c_str()), lua_setfield(L, -2, "model");
   if (w.kv_cache_bytes) lua_pushnumber(L, *w.kv_cache_bytes), lua_setfield(L, -2, "kv_cache_bytes");
   if (w.active_params) lua_pushnumber(L, *w.active_params), lua_setfield(L, -2, "active_params");
-  if (!w.experts.empty()) lua_pushstring(L, w.experts.c_str()), lua_setfield(L, -2, "experts");
+  if (!experts.empty()) lua_pushstring(L, experts.c_str()), lua_setfield(L, -2, "experts");
   lua_pushvalue(L, mem), lua_setfield(L, -2, "memory");
   lua_pushvalue(L, norm);
   lua_insert(L, -2);                     // stack: … plan norm facts

@@ -57,15 +57,12 @@ struct parallel_report {
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
   // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
-  std::string model, gpu, mode, optimizer, dtype;
+  std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
   state_report state;          // its model state (precision.lua state_report())
-  int64_t batch = 0, seq = 0;
-  int64_t context = 0;                    // mode "decode": tokens already in each KV cache (0 otherwise)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
   std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
-  std::string experts;                    // mixtures of experts: how the routed experts ran ("loop", "grouped"; "" else)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
@@ -204,9 +201,22 @@ class session {
     std::vector<std::string> memory_warnings;
   };
   forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);
-  // scripts/neusight/report.lua row(fields, gpu) of the same forecast: a comparison row's inputs by name (model, gpu,
-  // mode, dtype, batch, seq, context in decode, dp, tp, pp, ep, microbatches, recompute); an absent one is missing.
-  std::map<std::string, figure_value> forecast_row(const gpu_spec& gpu);
+  // A comparison (predict with list-valued flags) as scripts/neusight/compare.lua builds and renders it: a Lua table of
+  // rows the session holds. compare_begin starts one: `inputs` are the list-valued flags (a row's first cells, in
+  // order: key, table column, whether its values are integers), `source` what the table says the rows come from.
+  struct compare_input {
+    std::string key, column;
+    bool integer = false;
+  };
+  void compare_begin(const std::vector<compare_input>& inputs, const std::string& source);
+  // compare.lua add(): the row of the last workload_load's forecast — its inputs as run (scripts/neusight/report.lua
+  // row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a figure named like a column).
+  void compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
+  // compare.lua add_error(): a combination that could not be forecast: its inputs as given (one text per input, ""
+  // for none) and the error.
+  void compare_add_error(const std::vector<std::string>& given, const std::string& message);
+  // The comparison as compare.lua renders it: "json" (JSON text), "csv", "table" or "html" (neusight.html's page).
+  std::string compare_render(const std::string& format);
   // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
   std::string forecast_summary();
   // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:

@@ -55,6 +55,7 @@ struct session::impl {
   // The report fields of the forecast in progress (neusight.report.workload of the last workload_load, or .graph of
   // report_graph); timeline() adds the parallel report and its memory report. What forecast_render renders.
   int fields_ref = LUA_NOREF;
+  int compare_ref = LUA_NOREF;  // the comparison in progress (scripts/neusight/compare.lua new)
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

@@ -1,6 +1,7 @@
-// engine/lua/session_report.cpp — reports computed entirely in Lua (`neusight models`, the HTML page) and the
-// session's GPU lookup: a module's function returns a table; the engine renders it as JSON and asks the module for
-// its table and CSV text.
+// engine/lua/session_report.cpp — reports computed in Lua (`neusight models`, the HTML page, a single forecast's
+// report: scripts/neusight/report.lua, a comparison's rows: compare.lua) and the session's GPU lookup: the engine hands
+// over what only it has (the forecast, the GPU, the figures), a module's function returns a table, and the engine
+// writes it as JSON or asks the module for its text.
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -44,6 +45,39 @@ void report_gpu_push(lua_State* L, const gpu_spec& gpu) {
   lua_pushstring(L, gpu.source.c_str()), lua_setfield(L, -2, "file");
   lua_pushnumber(L, gpu.mem_gb), lua_setfield(L, -2, "mem_gb");
   lua_pushnumber(L, gpu.price_per_hour_usd), lua_setfield(L, -2, "price_per_hour_usd");
+}
+
+// [-0, +1, m] the figures as neusight.report and neusight.compare read them: an array of { key, value (nil when not
+// available), column, cell, top }
+void figures_push(lua_State* L, const figures& figs) {
+  lua_createtable(L, int(figs.fields.size()), 0);
+  for (size_t i = 0; i < figs.fields.size(); ++i) {
+    const figure& x = figs.fields[i];
+    lua_createtable(L, 0, 5);
+    lua_pushstring(L, x.key.c_str()), lua_setfield(L, -2, "key");
+    std::visit(
+        [&](const auto& v) {
+          using T = std::decay_t<decltype(v)>;
+          if constexpr (std::is_same_v<T, std::monostate>) lua_pushnil(L);  // not available: JSON null
+          else if constexpr (std::is_same_v<T, int64_t>) lua_pushinteger(L, lua_Integer(v));
+          else if constexpr (std::is_same_v<T, double>) lua_pushnumber(L, v);
+          else if constexpr (std::is_same_v<T, bool>) lua_pushboolean(L, v);
+          else lua_pushlstring(L, v.data(), v.size());
+        },
+        x.value);
+    lua_setfield(L, -2, "value");
+    lua_pushlstring(L, x.column.data(), x.column.size()), lua_setfield(L, -2, "column");
+    lua_pushlstring(L, x.cell.data(), x.cell.size()), lua_setfield(L, -2, "cell");
+    lua_pushboolean(L, x.top), lua_setfield(L, -2, "top");
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+}
+
+// [-0, +1, m] an array of strings
+void strings_push(lua_State* L, const std::vector<std::string>& v) {
+  lua_createtable(L, int(v.size()), 0);
+  for (size_t i = 0; i < v.size(); ++i)
+    lua_pushlstring(L, v[i].data(), v[i].size()), lua_rawseti(L, -2, lua_Integer(i + 1));
 }
 
 }  // namespace
@@ -92,31 +126,113 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   return out;
 }
 
-std::map<std::string, figure_value> session::forecast_row(const gpu_spec& gpu) {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_row: no workload or graph to report");
+void session::compare_begin(const std::vector<compare_input>& inputs, const std::string& source) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const std::string where = "scripts/neusight/report.lua row";
-  require_push(*p_, "neusight.report");  // stack: R
-  raw_getfield(L, -1, "row");
+  require_push(*p_, "neusight.compare");  // stack: C
+  raw_getfield(L, -1, "new");
+  lua_createtable(L, int(inputs.size()), 0);  // stack: C new inputs
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    lua_createtable(L, 0, 3);
+    lua_pushstring(L, inputs[i].key.c_str()), lua_setfield(L, -2, "key");
+    lua_pushstring(L, inputs[i].column.c_str()), lua_setfield(L, -2, "column");
+    lua_pushboolean(L, inputs[i].integer), lua_setfield(L, -2, "integer");
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  lua_pushlstring(L, source.data(), source.size());
+  ns_call(L, 2, 1, "in scripts/neusight/compare.lua new");  // stack: C doc
+  if (!lua_istable(L, -1)) throw error("scripts/neusight/compare.lua new must return a table");
+  luaL_unref(L, LUA_REGISTRYINDEX, p_->compare_ref);
+  p_->compare_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops doc
+}
+
+namespace {
+
+// [-0, +2, e] neusight.compare and the comparison in progress, after compare_begin
+void compare_push(session::impl& p, const char* fn) {
+  if (p.compare_ref == LUA_NOREF) throw error(std::string("compare_") + fn + ": no comparison (compare_begin)");
+  require_push(p, "neusight.compare");  // stack: C
+  lua_rawgeti(p.L(), LUA_REGISTRYINDEX, p.compare_ref);  // stack: C doc
+}
+
+// [-1, +0, e] the row add / add_error returned (nil and why when it cannot be made) joins the comparison
+void compare_result(lua_State* L, const std::string& where) {
+  if (lua_isnil(L, -2)) throw error(lua_isstring(L, -1) ? lua_tostring(L, -1) : where + " returned nil");
+}
+
+}  // namespace
+
+void session::compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs,
+                          const std::vector<std::string>& warnings) {
+  if (p_->fields_ref == LUA_NOREF) throw error("compare_add: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  compare_push(*p_, "add");  // stack: C doc
+  raw_getfield(L, -2, "add");
+  lua_pushvalue(L, -2);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   report_gpu_push(L, gpu);
-  ns_call(L, 2, 1, "in " + where);  // stack: R row
-  if (!lua_istable(L, -1)) throw error(where + " must return a table");
-  std::map<std::string, figure_value> out;
-  lua_pushnil(L);
-  while (lua_next(L, -2) != 0) {  // stack: R row key value
-    if (lua_type(L, -2) != LUA_TSTRING) throw error(where + " must return a table of named values");
-    const std::string key = lua_tostring(L, -2);
-    if (lua_isinteger(L, -1)) out[key] = int64_t(lua_tointeger(L, -1));
-    else if (lua_type(L, -1) == LUA_TNUMBER) out[key] = double(lua_tonumber(L, -1));
-    else if (lua_type(L, -1) == LUA_TBOOLEAN) out[key] = bool(lua_toboolean(L, -1));
-    else if (lua_type(L, -1) == LUA_TSTRING) out[key] = std::string(lua_tostring(L, -1));
-    else throw error(where + ": " + key + " must be a number, boolean or string");
-    lua_pop(L, 1);
+  lua_pushnumber(L, latency_ms);
+  figures_push(L, figs);
+  strings_push(L, warnings);  // stack: C doc add doc fields gpu latency figures warnings
+  ns_call(L, 6, 2, "in scripts/neusight/compare.lua add");  // stack: C doc row why
+  compare_result(L, "scripts/neusight/compare.lua add");
+}
+
+void session::compare_add_error(const std::vector<std::string>& given, const std::string& message) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  compare_push(*p_, "add_error");  // stack: C doc
+  raw_getfield(L, -2, "add_error");
+  lua_pushvalue(L, -2);
+  strings_push(L, given);
+  lua_pushlstring(L, message.data(), message.size());
+  ns_call(L, 3, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
+  compare_result(L, "scripts/neusight/compare.lua add_error");
+}
+
+std::string session::compare_render(const std::string& format) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  compare_push(*p_, "render");  // stack: C doc
+  const bool html = format == "html";
+  if (html) {  // the page holds what the JSON document does: a text JSON cannot hold (bad UTF-8) stops both alike
+    raw_getfield(L, -2, "json");
+    lua_pushvalue(L, -2);
+    ns_call(L, 1, 1, "in module neusight.compare json");  // stack: C doc json
+    if (!lua_istable(L, -1)) throw error("module neusight.compare json must return a table");
+    (void)json_text_of(L, -1);
+    lua_pop(L, 1);  // stack: C doc
   }
-  return out;
+  raw_getfield(L, -2, html ? "page" : format.c_str());
+  if (format == "table" || format == "csv") {
+    // the rows as their JSON text reads back, as these layouts have always had them: a text that is not UTF-8 (a
+    // script's error message, a path) shows U+FFFD where JSON cannot hold its bytes
+    using ojson = nlohmann::ordered_json;
+    const std::string text = json_from_lua(L, -2, "comparison").dump(-1, ' ', false, ojson::error_handler_t::replace);
+    json_text_push(L, text, "comparison");
+  } else {
+    lua_pushvalue(L, -2);
+  }
+  const std::string fn = "module neusight.compare " + (html ? std::string("page") : format);
+  ns_call(L, 1, 1, "in " + fn);  // stack: C doc out
+  if (format == "json" || html) {
+    if (!lua_istable(L, -1)) throw error(fn + " must return a table");
+    if (!html) return json_text_of(L, -1);
+    require_push(*p_, "neusight.html");  // stack: C doc page H
+    raw_getfield(L, -1, "render_compare");
+    lua_pushvalue(L, -3);  // stack: C doc page H render_compare page
+    ns_call(L, 1, 1, "in module neusight.html render_compare");  // stack: C doc page H text
+  }
+  const std::string where = html ? "module neusight.html render_compare" : fn;
+  if (!lua_isstring(L, -1)) throw error(where + " must return a string");
+  size_t n = 0;
+  const char* s = lua_tolstring(L, -1, &n);
+  return std::string(s, n);
 }
 
 std::string session::forecast_summary() {
@@ -149,32 +265,9 @@ std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, con
   report_gpu_push(L, gpu);
   lua_setfield(L, -2, "gpu");
   lua_pushstring(L, predictor.c_str()), lua_setfield(L, -2, "predictor");
-  const auto strings = [&](const std::vector<std::string>& v, const char* key) {
-    lua_createtable(L, int(v.size()), 0);
-    for (size_t i = 0; i < v.size(); ++i) lua_pushstring(L, v[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
-    lua_setfield(L, -2, key);
-  };
-  strings(warnings, "warnings");
-  strings(figs.lines, "figure_lines");
-  lua_createtable(L, int(figs.fields.size()), 0);  // stack: … extras figures
-  for (size_t i = 0; i < figs.fields.size(); ++i) {
-    const figure& x = figs.fields[i];
-    lua_createtable(L, 0, 3);
-    lua_pushstring(L, x.key.c_str()), lua_setfield(L, -2, "key");
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::monostate>) lua_pushnil(L);  // not available: JSON null
-          else if constexpr (std::is_same_v<T, int64_t>) lua_pushinteger(L, lua_Integer(v));
-          else if constexpr (std::is_same_v<T, double>) lua_pushnumber(L, v);
-          else if constexpr (std::is_same_v<T, bool>) lua_pushboolean(L, v);
-          else lua_pushlstring(L, v.data(), v.size());
-        },
-        x.value);
-    lua_setfield(L, -2, "value");
-    lua_pushboolean(L, x.top), lua_setfield(L, -2, "top");
-    lua_rawseti(L, -2, lua_Integer(i + 1));
-  }
+  strings_push(L, warnings), lua_setfield(L, -2, "warnings");
+  strings_push(L, figs.lines), lua_setfield(L, -2, "figure_lines");
+  figures_push(L, figs);  // stack: … extras figures
   lua_setfield(L, -2, "figures");
   ns_call(L, 3, 1, "in " + where + " result");  // stack: R r
   if (!lua_istable(L, -1)) throw error(where + ": result returned " + luaL_typename(L, -1) + ", expected a table");

@@ -1,14 +1,19 @@
--- scripts/neusight/compare.lua — a comparison (predict with list-valued flags) laid out as a table and CSV: one row
--- per combination.
+-- scripts/neusight/compare.lua — a comparison (predict with list-valued flags): one row per combination, built here
+-- and rendered as a table, CSV, JSON and (M.page) neusight.html's page.
 --
--- The engine hands over `doc` (engine/cli/report.cpp compare_doc, through session::render): source (the workload
--- script or "command line"), inputs (how many leading cells of every row are its inputs: model … recompute) and rows,
--- each an array of cells { key, column (the table's header; "" for JSON and CSV only), value (nil when not
--- available), cell (the table's text) }: the inputs, latency_ms and the figures, then warnings — or the inputs and
--- error. Its JSON is the rows' key → value objects, written by the engine.
-local csv_field = require("neusight.report").csv_field
+-- The engine (engine/cli/app.cpp run_compare, through engine/lua/session_report.cpp) makes the combinations and
+-- forecasts each one; M.new starts the comparison `doc` with the list-valued flags (`inputs`: { key, column, integer }
+-- each, in the rows' order) and the source (the workload script or "command line"), M.add makes a forecast's row and
+-- M.add_error a row for a combination that could not be forecast. A row is an array of cells { key, column (the
+-- table's header; "" for JSON and CSV only), value (nil when not available), cell (the table's text) }: the inputs,
+-- latency_ms and the figures, then warnings — or the inputs and error. So a column added to the figures (or to
+-- neusight.report row) shows up in every rendering without a C++ change. The engine writes M.json's document, hands
+-- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
+-- neusight.html render_compare M.page's rows.
+local report = require("neusight.report")
+local csv_field, null = report.csv_field, report.null
 local fmt, concat = string.format, table.concat
-local ipairs, type = ipairs, type
+local ipairs, type, tonumber, tointeger, setmetatable = ipairs, type, tonumber, math.tointeger, setmetatable
 
 local M = {}
 
@@ -19,6 +24,89 @@ local function value_csv(v)
   if type(v) == "boolean" then return v and "true" or "false" end
   if v == nil then return "" end
   return csv_field(v)
+end
+
+-- A value as the table shows an input: "-" when not available, else its CSV text.
+local function cell_of(v)
+  if v == nil then return "-" end
+  return value_csv(v)
+end
+
+--- A new comparison: `inputs` the list-valued flags ({ key, column, integer } each), `source` the rows' origin.
+function M.new(inputs, source)
+  return { inputs = inputs, source = source, rows = {} }
+end
+
+--- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), latency_ms, the `figures` (the engine's
+--- array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
+--- (it would overwrite that one in JSON and glue CSV cells).
+function M.add(doc, fields, gpu, latency_ms, figures, warnings)
+  local as_run = report.row(fields, gpu)
+  local row = {}
+  for i, input in ipairs(doc.inputs) do
+    local v = as_run[input.key]
+    row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
+  end
+  row[#row + 1] = { key = "latency_ms", column = "latency ms", value = latency_ms, cell = fmt("%.3f", latency_ms) }
+  for _, x in ipairs(figures) do
+    for _, have in ipairs(row) do
+      if have.key == x.key then
+        return nil, fmt("figures: a figure named '%s' is already a column of the row", x.key)
+      end
+    end
+    row[#row + 1] = { key = x.key, column = x.column, value = x.value, cell = x.cell }
+  end
+  row[#row + 1] = { key = "warnings", column = "", value = concat(warnings, "; "), cell = "" }
+  doc.rows[#doc.rows + 1] = row
+  return row
+end
+
+--- The row of a combination that could not be forecast: its inputs as given (`given`: one text per input, "" for
+--- none; integers read as such) and the error.
+function M.add_error(doc, given, message)
+  local row = {}
+  for i, input in ipairs(doc.inputs) do
+    local v = given[i]
+    if v == "" then v = nil
+    elseif input.integer then v = tointeger(tonumber(v)) or v end
+    row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
+  end
+  row[#row + 1] = { key = "error", column = "error", value = message, cell = message }
+  doc.rows[#doc.rows + 1] = row
+  return row
+end
+
+--- The comparison as the JSON document { rows = [ { key = value, … } in the cells' order, … ] } (nil → null).
+function M.json(doc)
+  local rows = {}
+  for i, row in ipairs(doc.rows) do
+    local o, keys = {}, {}
+    for k, c in ipairs(row) do
+      keys[k] = c.key
+      if c.value == nil then o[c.key] = null else o[c.key] = c.value end
+    end
+    rows[i] = setmetatable(o, { __order = keys })
+  end
+  return setmetatable({ rows = rows }, { __order = { "rows" } })
+end
+
+-- A JSON value as read back from the document: null and numbers JSON has no text for (NaN, infinities) left out.
+local function plain(v)
+  if v ~= v or v == math.huge or v == -math.huge then return nil end
+  return v
+end
+
+--- What the comparison's HTML page shows (the engine hands it to neusight.html render_compare): the JSON document's
+--- rows as plain tables (null left out, as the JSON reads back) and `inputs`, the inputs' keys.
+function M.page(doc)
+  local rows, inputs = {}, {}
+  for i, row in ipairs(doc.rows) do
+    local o = {}
+    for _, c in ipairs(row) do o[c.key] = plain(c.value) end
+    rows[i] = o
+  end
+  for i, input in ipairs(doc.inputs) do inputs[i] = input.key end
+  return { rows = rows, inputs = inputs }
 end
 
 local function failed(row) return #row > 0 and row[#row].key == "error" end
@@ -52,7 +140,7 @@ end
 --- The comparison as a table: the inputs that differ between rows are columns, the others are said once above it;
 --- then latency and the figures with a column; an error row ends in its error.
 function M.table(doc)
-  local rows, n_in = doc.rows, doc.inputs
+  local rows, n_in = doc.rows, #doc.inputs
   local varies, fixed = {}, {}
   for i = 1, n_in do
     local seen, known = {}, {}

@@ -318,11 +318,11 @@ local function rows_table(title, rows)
   return table.concat(t, "\n")
 end
 
--- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json).
+-- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json) and `inputs`,
+-- the keys of the rows' inputs in order (a bar's label; neusight.compare html).
 function M.render_compare(r)
   local rows = r.rows or {}
-  local INPUTS = { "model", "gpu", "mode", "dtype", "batch", "seq", "context", "dp", "tp", "pp", "ep", "microbatches",
-    "recompute" }
+  local INPUTS = r.inputs or {}
   local bars = {}
   for i, row in ipairs(rows) do
     local label = {}

@@ -338,3 +338,80 @@ TEST_CASE("figures: a workload's own figures function adds fields to JSON and th
     CHECK(e.err.find("bad" + std::to_string(i) + ".lua") != std::string::npos);
   }
 }
+
+// Issue 14: a comparison's rows are built in Lua (scripts/neusight/compare.lua add). A scripts folder shadows it with
+// the bundled file plus one cell (the GPU file) in every forecast's row: it reaches the JSON rows, the CSV header, the
+// table's columns and the HTML page with no C++ change; error rows keep the inputs and the error.
+TEST_CASE("compare: a row field added in Lua alone appears in JSON CSV the table and the page", "[cli][compare]") {
+  ns_test::temp_dir t;
+  std::string lua = ns_test::slurp(ns_test::source_dir / "scripts/neusight/compare.lua");
+  const std::string anchor = "  row[#row + 1] = { key = \"warnings\"";
+  const size_t at = lua.find(anchor);
+  REQUIRE(at != std::string::npos);
+  lua.insert(at, "  row[#row + 1] = { key = \"gpu_file\", column = \"GPU file\", value = gpu.file,\n"
+                 "    cell = gpu.file }\n");
+  t.write("scripts/neusight/compare.lua", lua);
+  const std::string args = "predict --model gpt2_large --gpu h100,l4 --mode inference --seq 128 --batch 2,3 --dp 1,2"
+                           " --predictor roofline --scripts '" + (t.path / "scripts").string() + "'";
+  const auto j = run_cli(args + " --format json");
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  const auto rows = nlohmann::ordered_json::parse(j.out)["rows"];  // in the cells' order
+  REQUIRE(rows.size() == 8);
+  size_t forecast = 0, failed = 0;
+  for (const auto& row : rows) {
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : row.items()) keys.push_back(k);
+    // the inputs first, in the list flags' order
+    const std::vector<std::string> inputs = {"model", "gpu", "mode", "dtype", "batch", "seq", "context",
+                                             "dp",    "tp",  "pp",   "ep",    "microbatches", "recompute"};
+    REQUIRE(keys.size() > inputs.size());
+    CHECK(std::vector<std::string>(keys.begin(), keys.begin() + long(inputs.size())) == inputs);
+    if (row.contains("error")) {
+      ++failed;  // batch 3 on dp 2
+      CHECK(!row.contains("gpu_file"));
+      CHECK(row["batch"] == 3);
+      CHECK(row["dp"] == 2);
+      continue;
+    }
+    ++forecast;
+    const std::string file = row["gpu"] == "L4" ? "l4" : "h100";
+    CHECK(row["gpu_file"].get<std::string>().find(file) != std::string::npos);
+    CHECK(keys[keys.size() - 2] == "gpu_file");  // before the warnings, after the figures
+    CHECK(keys.back() == "warnings");
+  }
+  CHECK(forecast == 6);
+  CHECK(failed == 2);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",gpu_file,warnings") != std::string::npos);
+  const std::string page = (t.path / "page.html").string();
+  const auto table = run_cli(args + " --report '" + page + "'");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("GPU file") != std::string::npos);
+  CHECK(table.out.find("2 could not be forecast") != std::string::npos);
+  CHECK(ns_test::slurp(page).find("<th>gpu_file</th>") != std::string::npos);
+}
+
+// Issue 14: the rows built in Lua keep what text that is not UTF-8 did before: the table and CSV show U+FFFD for the
+// bytes, JSON and the HTML page refuse it (nothing written).
+TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
+  ns_test::temp_dir t;
+  const std::string w = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 2,\n"
+                                         "  seq = 128, figures = function(f) if f.batch == 4 then error('bad \\255 byte', 0)"
+                                         " end return {} end }\n").string();
+  const std::string args = "run '" + w + "' --batch 2,4 --predictor roofline";
+  const auto table = run_cli(args);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("error: bad \xEF\xBF\xBD byte") != std::string::npos);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.find("bad \xEF\xBF\xBD byte") != std::string::npos);
+  CHECK(run_cli(args + " --format json").code == 1);
+  const std::string page = (t.path / "p.html").string();
+  const auto html = run_cli(args + " --report '" + page + "'");
+  CHECK(html.code == 1);
+  CHECK(html.out.empty());
+  CHECK(!std::filesystem::exists(page));
+}

@@ -122,7 +122,8 @@ end
 -- A comparison of two inputs (the second varies) and one figure; the second row failed.
 local function comparison()
   local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
-  return { source = "command line", inputs = 2, rows = {
+  return { source = "command line", inputs = { { key = "model", column = "model" },
+    { key = "batch", column = "batch", integer = true } }, rows = {
     { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 1, "1"), cell("latency_ms", "latency ms", 2.5, "2.500"),
       cell("mfu", "", nil, "-"), cell("warnings", "", "a, b", "") },
     { cell("model", "model", "tiny", "tiny"), cell("batch", "batch", 16, "16"), cell("error", "error", "no fit", "no fit") },
@@ -139,6 +140,25 @@ end
 function M.test_compare_csv()
   eq(require("neusight.compare").csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
     "csv: the union of the keys, values exactly, nil empty")
+end
+
+function M.test_compare_error_row_json_and_page()
+  local C = require "neusight.compare"
+  local doc = C.new({ { key = "model", column = "model" }, { key = "batch", column = "batch", integer = true },
+    { key = "context", column = "context", integer = true } }, "command line")
+  C.add_error(doc, { "tiny", "16", "" }, "no fit")
+  local row = doc.rows[1]
+  eq(row[2].value, 16, "an integer input as given, read as an integer")
+  eq(math.type(row[2].value), "integer", "not a float")
+  eq(row[3].value, nil, "an empty one: not available")
+  eq(row[3].cell, "-", "shown as -")
+  eq(row[4].key, "error", "then the error")
+  local j = C.json(doc)
+  eq(getmetatable(j.rows[1]).__order[3], "context", "JSON keys in the cells' order")
+  eq(j.rows[1].context, require("neusight.report").null, "nil written as null")
+  local page = require("neusight.html").render_compare(C.page(doc))
+  assert(page:find("no fit", 1, true), "the page has the error")
+  eq(C.page(doc).rows[1].context, nil, "null left out of the page's rows")
 end
 
 return M
