@@ -290,7 +290,20 @@ function M.result(f, fc, x)
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
     memory_lines = type(memory) == "table" and memory.lines or nil }
   ordered(r, keys)
-  if f.hook then f.hook(r) end  -- the workload's own fields: after the report's, sorted
+  if f.hook then  -- the workload's own fields: after the report's, sorted
+    local own, names = {}, {}
+    for k, v in pairs(r) do own[k], names[#names + 1] = v, k end
+    table.sort(names)  -- the first changed field by name: the same message every run
+    f.hook(r)
+    -- it adds fields; one that replaced or removed the report's (latency_ms, warnings, …) would make the JSON say
+    -- something else than the forecast and the table
+    for _, k in ipairs(names) do
+      if r[k] ~= own[k] then
+        error(fmt("%s: the workload's report function changed the report's field '%s': it may only add fields",
+          f.source, k), 0)
+      end
+    end
+  end
   return r
 end
 
