@@ -393,9 +393,10 @@ function M.format_table(r)
   if r.active_params then
     add(fmt("parameters       %12.3f B    of which %.3f B active per token (the routed experts it is sent to; "
       .. "attention, shared experts, embeddings in full)%s%s\n", r.params / 1e9, r.active_params / 1e9,
-      -- The graph is one rank's: its tp shard and, under expert parallelism, its E / ep local experts.
-      not r.parallel and "" or (r.parallel.ep or 1) > 1
-        and ", one tensor- and expert-parallel rank (E / ep of the routed experts)" or ", one tensor-parallel rank",
+      -- A parallel run's graph is one rank's: what params_scope says (the whole model at tp = ep = 1), and under
+      -- expert parallelism its E / ep local experts.
+      not r.params_scope and "" or ", " .. r.params_scope
+        .. ((r.parallel.ep or 1) > 1 and " (E / ep of the routed experts)" or ""),
       r.experts and "; experts: " .. r.experts or ""))
   end
   if r.kv_cache_gb then
