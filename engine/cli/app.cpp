@@ -881,7 +881,8 @@ int app_main(int argc, char** argv) {
       ->needs(graph_opt);
   add_common(predict, common, true);
   add_report(predict, common);
-  add_calibration(predict, common, calibrate_fit::workload);
+  // a reference graph is not fitted (run_graph has no --calibrate): refused, not ignored
+  add_calibration(predict, common, calibrate_fit::workload)->excludes(graph_opt);
 
   auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
   add_common(paths, common, false);

@@ -204,7 +204,9 @@ int search_main(const search_flags& f) {
             } else {
               // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
               // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
-              c.iteration_ms = c.compute_ms = fc.total() * 1e3;
+              c.iteration_ms = fc.total() * 1e3;
+              // compute as a plan's timeline counts it: without the optimizer step (its own optimizer_ms there)
+              c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
               bool have_memory = false, have_fits = false;
               for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
                 if (key == "memory_gb" && std::holds_alternative<double>(value))

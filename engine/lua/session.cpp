@@ -597,7 +597,9 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     lua_pushstring(L, (bundled ? rel.generic_string() : display_of(uncertainty)).c_str());
     lua_setfield(L, r, "uncertainty_source");
   }  // stack: M fn r
-  const std::string what = std::string("scripts/") + module + ".lua " + fn + "()";
+  std::string file = module;  // "neusight.calibration" → scripts/neusight/calibration.lua
+  std::replace(file.begin(), file.end(), '.', '/');
+  const std::string what = "scripts/" + file + ".lua " + fn + "()";
   ns_call(L, 1, 1, ("in " + what).c_str());
   figures out;
   const int res = lua_gettop(L);

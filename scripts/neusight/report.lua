@@ -290,7 +290,20 @@ function M.result(f, fc, x)
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
     memory_lines = type(memory) == "table" and memory.lines or nil }
   ordered(r, keys)
-  if f.hook then f.hook(r) end  -- the workload's own fields: after the report's, sorted
+  if f.hook then  -- the workload's own fields: after the report's, sorted
+    local own, names = {}, {}
+    for k, v in pairs(r) do own[k], names[#names + 1] = v, k end
+    table.sort(names)  -- the first changed field by name: the same message every run
+    f.hook(r)
+    -- it adds fields; one that replaced or removed the report's (latency_ms, warnings, …) would make the JSON say
+    -- something else than the forecast and the table
+    for _, k in ipairs(names) do
+      if r[k] ~= own[k] then
+        error(fmt("%s: the workload's report function changed the report's field '%s': it may only add fields",
+          f.source, k), 0)
+      end
+    end
+  end
   return r
 end
 
@@ -380,9 +393,10 @@ function M.format_table(r)
   if r.active_params then
     add(fmt("parameters       %12.3f B    of which %.3f B active per token (the routed experts it is sent to; "
       .. "attention, shared experts, embeddings in full)%s%s\n", r.params / 1e9, r.active_params / 1e9,
-      -- The graph is one rank's: its tp shard and, under expert parallelism, its E / ep local experts.
-      not r.parallel and "" or (r.parallel.ep or 1) > 1
-        and ", one tensor- and expert-parallel rank (E / ep of the routed experts)" or ", one tensor-parallel rank",
+      -- A parallel run's graph is one rank's: what params_scope says (the whole model at tp = ep = 1), and under
+      -- expert parallelism its E / ep local experts.
+      not r.params_scope and "" or ", " .. r.params_scope
+        .. ((r.parallel.ep or 1) > 1 and " (E / ep of the routed experts)" or ""),
       r.experts and "; experts: " .. r.experts or ""))
   end
   if r.kv_cache_gb then

@@ -192,6 +192,12 @@ TEST_CASE("calibrate: bad measurements and calibration files are errors with fil
                              t.write("ok.toml", "latency_ms = 10\n").string() + "'");
   CHECK(lists.code == 1);
   CHECK(lists.err.find("give single values") != std::string::npos);
+  // a reference graph: refused (it was forecast, with nothing fitted or written, and exit 0)
+  const auto graph = run_cli("predict --graph tests/fixtures/neusight/opgraph/gpt2_large-train-1024-1.csv --gpu '" +
+                             (t.path / "v100.toml").string() + "' --calibrate '" + (t.path / "ok.toml").string() + "'");
+  CHECK(graph.code == 2);
+  CHECK(graph.err.find("--graph excludes --calibrate") != std::string::npos);
+  CHECK_FALSE(fs::exists(file));
   // a broken calibration beside the GPU stops its forecasts with the place
   auto broken = [&](const std::string& text, const std::string& says) {
     t.write("v100.calibration.toml", text);

@@ -158,6 +158,25 @@ TEST_CASE("params_scope: a parallel run's JSON says what params counts and a one
   CHECK(tp["params"].get<double>() < one["params"].get<double>());  // one tp rank's shard
 }
 
+TEST_CASE("params_scope: the table's parameter line of a mixture of experts says what the JSON says", "[cli][parallel]") {
+  const std::string base = "predict --model mixtral_8x7b --gpu h100 --mode decode --batch 8 --context 128 --dtype bf16 "
+                           "--predictor roofline ";
+  auto line = [&](const std::string& flags) {
+    const auto r = run_cli(base + flags);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const size_t at = r.out.find("\nparameters ");
+    REQUIRE(at != std::string::npos);
+    return r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  };
+  CHECK_THAT(line("--pp 2"), Catch::Contains("active per token") && Catch::Contains("), whole model;") &&
+                                 !Catch::Contains("tensor-parallel"));  // pp alone: every stage's share, no tp shard
+  CHECK_THAT(line("--tp 2"), Catch::Contains("), one tensor-parallel rank, all pipeline stages;"));
+  CHECK_THAT(line("--tp 2 --dp 2 --ep 2"),
+             Catch::Contains("), one tensor- and expert-parallel rank, all pipeline stages (E / ep of the routed experts);"));
+  CHECK_THAT(line(""), !Catch::Contains("rank") && !Catch::Contains("whole model"));
+}
+
 TEST_CASE("params_scope: serve --tp 2 says params is one tensor-parallel rank and tp 1 is unchanged", "[cli][serve]") {
   auto doc = [](const std::string& tp) {
     const auto r = run_cli("serve --model llama3_8b --gpu h100 --input-len 128 --output-len 8 --batch 2 --format json --tp " + tp);

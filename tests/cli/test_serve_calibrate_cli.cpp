@@ -180,4 +180,6 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
         "m.toml: no per-family factors within [0.05, 20] reproduce both the measured TTFT and TPOT");
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1,
         "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
+  // the context line names the rule's file as it is in the tree (was scripts/neusight.calibration.lua)
+  fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1, "\n    in scripts/neusight/calibration.lua fit_serve()");
 }

@@ -77,6 +77,28 @@ function M.test_result_fields_and_order()
   eq(getmetatable(R.format_json(r)).__order, order, "and keeps the order")
 end
 
+function M.test_report_hook_adds_fields_only()
+  local function with_hook(hook)
+    local f = fields({ memory_gb = 3, memory = { state_gb = 2 }, lines = {} })
+    f.hook = hook
+    return pcall(R.result, f, forecast(), { gpu = gpu, predictor = "roofline", warnings = { "w" }, figure_lines = {},
+      figures = {} })
+  end
+  local ok, r = with_hook(function(r) r.tokens = r.batch * r.seq end)
+  eq(ok, true, "a hook adding a field")
+  eq(r.tokens, 32, "the added field")
+  for what, hook in pairs({
+    latency_ms = function(r) r.latency_ms = 1 end,
+    warnings = function(r) r.warnings = {} end,
+    text = function(r) r.text = nil end,
+  }) do
+    local ok2, err = with_hook(hook)
+    eq(ok2, false, "a hook replacing " .. what)
+    eq(err, ("w.lua: the workload's report function changed the report's field '%s': it may only add fields")
+      :format(what), "its message")
+  end
+end
+
 function M.test_table_and_csv()
   local r = result({ memory_gb = 3, lines = { "memory line" } })
   local t = R.format_table(r)
