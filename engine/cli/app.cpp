@@ -343,7 +343,7 @@ void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
                   std::string("Overlap the data-parallel gradient reduction with backward: on (default) or off") + o)
       ->check(CLI::IsMember({"on", "off"}))->group(g);
   cmd->add_option("--kernels", f.kernels,
-                  std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones, default) or eager") + o)
+                  std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones; default with more than one GPU) or eager (the HF eager graph; default on one GPU)") + o)
       ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
   cmd->add_option("--recompute", f.recompute,
                   std::string("Activation recomputation: none, selective (core attention re-runs in backward) or "

@@ -29,6 +29,13 @@ function T.test_normalize_defaults()
   eq(P.active(p), false, "one GPU, one microbatch is not parallel")
   eq(P.active(P.normalize { microbatches = 2 }), true, "gradient accumulation is")
   eq(P.normalize({ schedule = "interleaved", pp = 2, microbatches = 4 }).virtual_stages, 2, "interleaved default chunks")
+  -- kernels: Megatron's across GPUs; on one GPU the plain run's eager graph, so a one-GPU layout with microbatches or
+  -- recomputation differs from the plain run by those alone (search --gpus 1 compares like with like)
+  eq(P.normalize({ tp = 2 }).kernels, "megatron", "more than one GPU: Megatron kernels by default")
+  eq(P.normalize({ dp = 2 }).kernels, "megatron", "data parallel: Megatron kernels by default")
+  eq(P.normalize({ microbatches = 2 }).kernels, "eager", "one GPU with microbatches: the eager graph by default")
+  eq(P.normalize({ recompute = "full" }).kernels, "eager", "one GPU with recomputation: the eager graph by default")
+  eq(P.normalize({ microbatches = 2, kernels = "megatron" }).kernels, "megatron", "given kernels are kept")
 end
 
 function T.test_normalize_errors()

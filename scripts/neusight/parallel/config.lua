@@ -34,9 +34,9 @@ local function boolean_field(p, name, default)
 end
 
 -- Field `name` of `p`: one of `choices` (strings, the first is the default when absent).
-local function choice_field(p, name, choices)
+local function choice_field(p, name, choices, default)
   local v = p[name]
-  if v == nil then return choices[1] end
+  if v == nil then return default or choices[1] end
   for _, c in ipairs(choices) do
     if v == c then return v end
   end
@@ -112,8 +112,11 @@ function M.normalize(p)
   out.bucket_mb = bucket
   out.overlap_grad_reduce = boolean_field(p, "overlap_grad_reduce", true)
   -- kernels: whose kernels the model runs. "megatron" (Megatron-LM's model code, the framework these
-  -- parallel layouts come from: fused bias-GeLU, see models/gpt.lua) or "eager" (the HF eager graph).
-  out.kernels = choice_field(p, "kernels", { "megatron", "eager" })
+  -- parallel layouts come from: fused bias-GeLU, see models/gpt.lua) or "eager" (the HF eager graph). One GPU
+  -- (microbatches or recomputation only) defaults to "eager", the graph of the plain one-GPU run: a one-GPU layout
+  -- compared with it (search --gpus 1) differs by its microbatches or recomputation, not by its kernels.
+  local one_gpu = out.dp * out.tp * out.pp == 1
+  out.kernels = choice_field(p, "kernels", { "megatron", "eager" }, one_gpu and "eager" or "megatron")
   -- recompute: "none"; "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
   -- each layer keeps only its input and re-runs its forward during backward; "selective" (Korthikanti et al.
   -- 2022, Megatron's --recompute-activations): only the core-attention nodes (attrs.core_attention: QKᵀ,
