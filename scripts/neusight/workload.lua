@@ -195,6 +195,14 @@ local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", s
   cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
   distributed_optimizer = "--distributed-optimizer", experts = "--experts" }
 
+-- Whether a normalized workload runs as a parallel plan (a timeline, a schedule, a cluster, the plan's kernels): more
+-- than one GPU or microbatches, or a one-GPU training run asking for activation recomputation, which only the
+-- timeline models. graph_of builds the plan; ignored_fields reports what a run without one ignores.
+local function planned(w)
+  local p = w.parallel
+  return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
+end
+
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
 --- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
@@ -231,13 +239,11 @@ local function ignored_fields(w, given)
   local p, raw = w.parallel, given.parallel
   if type(raw) ~= "table" or not p then return out end
   local gpus = p.dp * p.tp * p.pp
-  local recompute = training and p.recompute ~= "none"
-  -- a plan (and so Megatron kernels, a schedule, a cluster) exists as in graph_of
-  local planned = gpus > 1 or p.microbatches > 1 or recompute
+  local has_plan = planned(w)  -- a plan (and so its kernels, a schedule, a cluster) exists as in graph_of
   if raw.recompute ~= nil and raw.recompute ~= "none" and not training then
     note("recompute", true, ("activation recomputation re-runs forwards during the backward pass, and mode %q has none; drop it"):format(w.mode))
   end
-  if raw.kernels ~= nil and not planned then
+  if raw.kernels ~= nil and not has_plan then
     note("kernels", true, ("a one-GPU run without microbatches or recomputation builds the model's own graph (the HF eager kernels); Megatron-LM's kernels come with parallel runs (--dp/--tp/--pp/--microbatches > 1%s); drop it")
       :format(training and ", or --recompute" or ""))
   end
@@ -495,8 +501,7 @@ local function graph_of(w, gpu)
   local par, plan = nil, nil
   -- Activation recomputation is modelled by the timeline only: a one-GPU training run asking for it is a one-device
   -- plan, as one with microbatches is (it used to be ignored).
-  if w.parallel and (require("neusight.parallel").active(w.parallel)
-      or (training and (w.parallel.recompute or "none") ~= "none")) then
+  if planned(w) then
     par = require("neusight.parallel")
     if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
     plan = par.plan(w.parallel, gpu, w)
