@@ -33,14 +33,10 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-void emit(const std::string& text, const std::string& output) {
-  if (output.empty() || output == "-") {
-    std::fwrite(text.data(), 1, text.size(), stdout);
-    std::fflush(stdout);
-    return;
-  }
-  // A symbolic link is written through: its final target is the file replaced (the link stays a link). A target
-  // that exists and is not a regular file (/dev/null, /dev/stdout, a pipe) is written in place, never replaced.
+namespace {
+
+// The file `output` names, through its symbolic links: a link is written through (the link stays a link).
+std::filesystem::path emit_target(const std::string& output) {
   namespace fs = std::filesystem;
   fs::path target(output);
   std::error_code ec;
@@ -50,6 +46,34 @@ void emit(const std::string& text, const std::string& output) {
     if (ec) throw error(output + ": cannot write (unreadable symbolic link)");
     target = link.is_absolute() ? link : target.parent_path() / link;
   }
+  return target;
+}
+
+}  // namespace
+
+void emit_check(const std::string& output) {
+  if (output.empty() || output == "-") return;
+  namespace fs = std::filesystem;
+  const fs::path target = emit_target(output);
+  std::error_code ec;
+  const fs::file_status st = fs::status(target, ec);
+  if (fs::is_directory(st)) throw error(output + ": is a directory");
+  if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or a pipe: written in place
+  const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
+  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) throw error(output + ": cannot write");
+}
+
+void emit(const std::string& text, const std::string& output) {
+  if (output.empty() || output == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+    return;
+  }
+  // A symbolic link is written through: its final target is the file replaced (the link stays a link). A target
+  // that exists and is not a regular file (/dev/null, /dev/stdout, a pipe) is written in place, never replaced.
+  namespace fs = std::filesystem;
+  const fs::path target = emit_target(output);
+  std::error_code ec;
   const fs::file_status st = fs::status(target, ec);
   if (fs::is_directory(st)) throw error(output + ": is a directory");
   if (fs::exists(st) && !fs::is_regular_file(st)) {
@@ -111,8 +135,9 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus) {
 
 // Writes `gpu`'s calibration file at `path` (written by `by`); returns the path as messages show it.
 std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path, const std::map<std::string, double>& factors,
-                              const std::string& by,
+                              const std::string& by, const std::string& output,
                               const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
+  emit_check(output);  // a run that cannot write its report writes no calibration either
   const std::string text = calibration_text(
       gpu, factors,
       {path.filename().string() + " — written by " + by + "; refit to change.",

@@ -74,7 +74,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   facts.emplace_back("predictor", pred.name());
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =
-      calibration_write(gpu, path, factors, "`neusight serve … --calibrate " + m.source + "`", facts);
+      calibration_write(gpu, path, factors, "`neusight serve … --calibrate " + m.source + "`", f.output, facts);
   if (f.format == "json") {
     auto value = [](std::optional<double> x) { return x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json(nullptr); };
     auto ms = [](std::optional<double> s) { return s ? std::optional<double>(*s * 1e3) : std::nullopt; };

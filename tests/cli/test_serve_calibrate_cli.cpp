@@ -182,4 +182,19 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
         "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
   // the context line names the rule's file as it is in the tree (was scripts/neusight.calibration.lua)
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1, "\n    in scripts/neusight/calibration.lua fit_serve()");
+  // a report that cannot be written (-o into a missing folder): no calibration file either (it was written first)
+  for (const std::string cmd : {run + " --batch 2 --output-len 8", "predict --model gpt2_med --gpu '" + gpu +
+                                                                       "' --batch 2 --seq 64 --mode inference"}) {
+    const fs::path m = t.write("m.toml", cmd.rfind("serve", 0) == 0 ? "tpot_ms = 3\n" : "latency_ms = 3\n");
+    const fs::path missing = t.path / "no-such-folder" / "out.json";
+    const auto r = run_cli(cmd + " --calibrate '" + m.string() + "' -o '" + missing.string() + "'");
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("out.json: cannot write") != std::string::npos);
+    CHECK_FALSE(fs::exists(file));
+    const auto ok = run_cli(cmd + " --calibrate '" + m.string() + "' -o '" + out.string() + "'");  // the same, writable
+    CHECK(ok.code == 0);
+    CHECK(fs::exists(file));
+    fs::remove(file), fs::remove(out);
+  }
 }
