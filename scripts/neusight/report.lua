@@ -303,6 +303,30 @@ function M.result(f, fc, x)
           f.source, k), 0)
       end
     end
+    -- what it adds is JSON (numbers, strings, booleans, tables of them), checked here so that every format refuses it
+    -- with the script's name, not only the JSON writer without it
+    local function json_check(v, path, depth)
+      local t = type(v)
+      if t == "table" then
+        if depth > 64 then error(fmt("%s: report.%s nests deeper than 64 tables (a cycle?)", f.source, path), 0) end
+        for k2, v2 in pairs(v) do
+          if type(k2) ~= "string" and math.type(k2) ~= "integer" then
+            error(fmt("%s: report.%s has a %s key: JSON keys are strings (or array indices)", f.source, path, type(k2)), 0)
+          end
+          json_check(v2, path .. "." .. tostring(k2), depth + 1)
+        end
+      elseif t ~= "number" and t ~= "string" and t ~= "boolean" then
+        error(fmt("%s: report.%s is a %s, not a JSON value (a number, string, boolean or table)", f.source, path, t), 0)
+      end
+    end
+    for k, v in pairs(r) do
+      if own[k] == nil then
+        if type(k) ~= "string" then
+          error(fmt("%s: the workload's report function added a %s key: field names are strings", f.source, type(k)), 0)
+        end
+        json_check(v, k, 1)
+      end
+    end
   end
   return r
 end

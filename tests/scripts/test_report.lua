@@ -97,6 +97,23 @@ function M.test_report_hook_adds_fields_only()
     eq(err, ("w.lua: the workload's report function changed the report's field '%s': it may only add fields")
       :format(what), "its message")
   end
+  -- what it adds must be JSON, refused with the script's name in every format (was: the JSON writer's message alone,
+  -- and the table accepted it)
+  for hook, says in pairs({
+    [function(r) r.bad = function() end end] = "w.lua: report.bad is a function, not a JSON value",
+    [function(r) r.bad = { x = { coroutine.create(print) } } end] = "w.lua: report.bad.x.1 is a thread, not a JSON value",
+    [function(r) r.bad = { [true] = 1 } end] = "w.lua: report.bad has a boolean key",
+    [function(r) r[1] = "x" end] = "w.lua: the workload's report function added a number key",
+    [function(r) local t = {}; t.self = t; r.loop = t end] = "w.lua: report.loop" .. string.rep(".self", 64)
+      .. " nests deeper than 64 tables (a cycle?)",
+  }) do
+    local ok2, err = with_hook(hook)
+    eq(ok2, false, says)
+    eq(err:sub(1, #says), says, "its message")
+  end
+  local ok3, r3 = with_hook(function(r) r.team = { name = "x", ids = { 1, 2 }, nested = { ok = true } } end)
+  eq(ok3, true, "nested JSON values are accepted")
+  eq(r3.team.ids[2], 2, "as given")
 end
 
 function M.test_table_and_csv()
