@@ -22,6 +22,17 @@ inline int raw_getfield(lua_State* L, int idx, const char* k) {
   return lua_rawget(L, idx);
 }
 
+// Set field `key` of the table on top of the stack to a string, a number or an integer. [-0, +0, m]
+inline void set_string(lua_State* L, const char* key, const std::string& v) {
+  lua_pushlstring(L, v.data(), v.size());
+  lua_setfield(L, -2, key);
+}
+inline void set_number(lua_State* L, const char* key, double v) { lua_pushnumber(L, v), lua_setfield(L, -2, key); }
+inline void set_integer(lua_State* L, const char* key, int64_t v) {
+  lua_pushinteger(L, lua_Integer(v));
+  lua_setfield(L, -2, key);
+}
+
 // Throws "<what>: expected a plain table (it has a metatable)" when the table at `idx` has a metatable: data the host
 // reads must not depend on metamethods it does not run. [-0, +0, -]
 void plain_table_check(lua_State* L, int idx, const std::string& what);

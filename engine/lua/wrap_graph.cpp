@@ -387,40 +387,28 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
 
 void kernel_push(lua_State* L, const kernel& k) {
   lua_createtable(L, 0, 12);  // stack: kernel
-  const auto str = [&](const char* key, const std::string& v) {
-    lua_pushlstring(L, v.data(), v.size());
-    lua_setfield(L, -2, key);
-  };
-  const auto num = [&](const char* key, double v) {
-    lua_pushnumber(L, v);
-    lua_setfield(L, -2, key);
-  };
-  const auto integer = [&](const char* key, int64_t v) {
-    lua_pushinteger(L, lua_Integer(v));
-    lua_setfield(L, -2, key);
-  };
-  str("kind", std::string(kernel_kind_name(k.kind)));
-  str("name", k.name);
-  if (!k.op.empty()) str("op", k.op);
-  str("dtype", k.dtype);
-  num("flops", k.flops);
-  num("bytes", k.bytes);
+  set_string(L, "kind", std::string(kernel_kind_name(k.kind)));
+  set_string(L, "name", k.name);
+  if (!k.op.empty()) set_string(L, "op", k.op);
+  set_string(L, "dtype", k.dtype);
+  set_number(L, "flops", k.flops);
+  set_number(L, "bytes", k.bytes);
   const bool matrix = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm || k.kind == kernel_kind::attention;
   const bool vector = k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
                       k.kind == kernel_kind::layernorm || k.kind == kernel_kind::attention;
-  if (matrix) integer("b", k.b), integer("m", k.m), integer("n", k.n), integer("k", k.k);
-  if (vector) integer("rows", k.rows), integer("hidden", k.hidden);
-  if (!k.kv_dtype.empty()) str("kv_dtype", k.kv_dtype);
-  if (k.weight_bytes > 0) num("weight_bytes", k.weight_bytes);
-  if (k.seconds) num("seconds", *k.seconds);
+  if (matrix) set_integer(L, "b", k.b), set_integer(L, "m", k.m), set_integer(L, "n", k.n), set_integer(L, "k", k.k);
+  if (vector) set_integer(L, "rows", k.rows), set_integer(L, "hidden", k.hidden);
+  if (!k.kv_dtype.empty()) set_string(L, "kv_dtype", k.kv_dtype);
+  if (k.weight_bytes > 0) set_number(L, "weight_bytes", k.weight_bytes);
+  if (k.seconds) set_number(L, "seconds", *k.seconds);
   if (k.tile_m || k.tile_k || k.tile_elems || k.tile_blocks > 0) {
     lua_createtable(L, 0, 8);  // stack: kernel tile
-    if (k.tile_m) integer("m", k.tile_m);
-    if (k.tile_k) integer("k", k.tile_k);
-    if (k.tile_m || k.tile_k) integer("split", k.tile_split);
-    if (k.tile_elems) integer("elems", k.tile_elems);
-    if (k.tile_blocks > 0) num("blocks", k.tile_blocks), num("flops", k.tile_flops), num("bytes", k.tile_bytes);
-    if (!k.tile_kernel.empty()) str("kernel", k.tile_kernel);
+    if (k.tile_m) set_integer(L, "m", k.tile_m);
+    if (k.tile_k) set_integer(L, "k", k.tile_k);
+    if (k.tile_m || k.tile_k) set_integer(L, "split", k.tile_split);
+    if (k.tile_elems) set_integer(L, "elems", k.tile_elems);
+    if (k.tile_blocks > 0) set_number(L, "blocks", k.tile_blocks), set_number(L, "flops", k.tile_flops), set_number(L, "bytes", k.tile_bytes);
+    if (!k.tile_kernel.empty()) set_string(L, "kernel", k.tile_kernel);
     lua_setfield(L, -2, "tile");
   }
 }
