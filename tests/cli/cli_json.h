@@ -1,5 +1,5 @@
 // tests/cli/cli_json.h — run a neusight command with --format json in process and parse its output (exit code 0
-// required; the command and its stderr are shown when it fails).
+// required; the command and its stderr are shown when it fails). `env`: as run_cli's.
 #pragma once
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -9,8 +9,8 @@
 
 namespace ns_test {
 
-inline nlohmann::json run_json(const std::string& cmd) {
-  const auto r = run_cli(cmd + " --format json");
+inline nlohmann::json run_json(const std::string& cmd, const std::string& env = "") {
+  const auto r = run_cli(cmd + " --format json", env);
   INFO(cmd << "\nstderr: " << r.err);
   REQUIRE(r.code == 0);
   return nlohmann::json::parse(r.out);

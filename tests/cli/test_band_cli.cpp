@@ -7,21 +7,16 @@
 
 #include "core/calibration.h"
 #include "core/gpu_spec.h"
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 using ns_test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-json cli_json(const std::string& args, const std::string& env = "") {
-  const auto r = run_cli(args + " --format json", env);
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 const std::string v100 = "predict --model gpt2_large --gpu v100 --mode inference --batch 4 --seq 1024";
 
@@ -48,8 +43,8 @@ fs::path constant_table_root(const temp_dir& t, double r, int format_version = 2
 }  // namespace
 
 TEST_CASE("band: p10 < p50 < p90 around the forecast, the same every run, no warning on a training GPU", "[cli][band]") {
-  const json a = cli_json(v100);
-  const json b = cli_json(v100);
+  const json a = run_json(v100);
+  const json b = run_json(v100);
   const double lat = a["latency_ms"], p10 = a["latency_ms_p10"], p50 = a["latency_ms_p50"], p90 = a["latency_ms_p90"];
   CHECK(p10 < p50);
   CHECK(p50 < p90);
@@ -83,7 +78,7 @@ TEST_CASE("band: a GPU outside the training range is out of distribution, said i
 TEST_CASE("band: a constant table gives the band its definition says", "[cli][band]") {
   temp_dir t;
   const fs::path root = constant_table_root(t, std::log(2.0));
-  const json j = cli_json(v100 + " --weights '" + root.string() + "'");
+  const json j = run_json(v100 + " --weights '" + root.string() + "'");
   const double lat = j["latency_ms"], other = j["figures"]["band_unmodelled_share"];
   // every family's kernels take twice their forecast, the copies stay: latency × (2 (1 − other) + other)
   const double want = lat * (2 * (1 - other) + other);
@@ -91,11 +86,11 @@ TEST_CASE("band: a constant table gives the band its definition says", "[cli][ba
   CHECK(j["latency_ms_p50"].get<double>() == Approx(want).epsilon(1e-9));
   CHECK(j["latency_ms_p90"].get<double>() == Approx(want).epsilon(1e-9));
   // and the same forecast itself: the table moves only the band
-  CHECK(lat == cli_json(v100)["latency_ms"].get<double>());
+  CHECK(lat == run_json(v100)["latency_ms"].get<double>());
 }
 
 TEST_CASE("band: none without a table, and a broken table is an error naming it", "[cli][band]") {
-  const json roof = cli_json(v100 + " --predictor roofline");
+  const json roof = run_json(v100 + " --predictor roofline");
   CHECK(roof["latency_ms_p10"].is_null());
   CHECK(roof["latency_ms_p90"].is_null());
   CHECK(run_cli(v100 + " --predictor roofline").out.find("no leave-one-GPU-out error table") != std::string::npos);
@@ -117,7 +112,7 @@ TEST_CASE("band: none without a table, and a broken table is an error naming it"
 }
 
 TEST_CASE("band: a comparison has p10 and p90 per row", "[cli][band][compare]") {
-  const json j = cli_json("predict --model gpt2_large --gpu v100,a100_pcie_40gb --mode inference --batch 1,4 --seq 512");
+  const json j = run_json("predict --model gpt2_large --gpu v100,a100_pcie_40gb --mode inference --batch 1,4 --seq 512");
   REQUIRE(j["rows"].size() == 4);
   for (const auto& row : j["rows"]) {
     CHECK(row["latency_ms_p10"].get<double>() < row["latency_ms"].get<double>());
@@ -132,9 +127,9 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
   const std::string gpu = (t.path / "v100.toml").string();
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
-  const double before = cli_json(args)["latency_ms"];
+  const double before = run_json(args)["latency_ms"];
   const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(1.3 * before) + "\nnote = \"a test\"\n");
-  const json fit = cli_json(args + " --calibrate '" + m.string() + "'");
+  const json fit = run_json(args + " --calibrate '" + m.string() + "'");
   const fs::path file = t.path / "v100.calibration.toml";
   REQUIRE(fs::exists(file));
   CHECK(fit["calibration_file"] == file.lexically_normal().generic_string());
@@ -143,17 +138,17 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   CHECK(calibrated > before);          // towards the measurement …
   CHECK(calibrated <= 1.3 * before * (1 + 1e-9));  // … not past it
   // later forecasts on that GPU file apply it and say so; --no-calibration and the variable ignore it
-  const json after = cli_json(args);
+  const json after = run_json(args);
   CHECK(after["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-6));
   CHECK(after["figures"]["calibration"] == file.lexically_normal().generic_string());
-  CHECK(cli_json(args + " --no-calibration")["latency_ms"].get<double>() == before);
-  CHECK(cli_json(args, "NEUSIGHT_NO_CALIBRATION=1")["latency_ms"].get<double>() == before);
+  CHECK(run_json(args + " --no-calibration")["latency_ms"].get<double>() == before);
+  CHECK(run_json(args, "NEUSIGHT_NO_CALIBRATION=1")["latency_ms"].get<double>() == before);
   CHECK(run_cli(args).out.find("calibrated       by " + file.lexically_normal().generic_string()) != std::string::npos);
   // another workload on the GPU moves too (a bigger batch: same families)
   const std::string other = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 8 --seq 1024";
-  CHECK(cli_json(other)["latency_ms"].get<double>() > cli_json(other + " --no-calibration")["latency_ms"].get<double>());
+  CHECK(run_json(other)["latency_ms"].get<double>() > run_json(other + " --no-calibration")["latency_ms"].get<double>());
   // refitting starts from the raw forecast, not the calibrated one
-  const json again = cli_json(args + " --calibrate '" + m.string() + "'");
+  const json again = run_json(args + " --calibrate '" + m.string() + "'");
   CHECK(again["forecast_ms"].get<double>() == Approx(before));
 }
 
@@ -162,11 +157,11 @@ TEST_CASE("calibrate: without an error table the factors reproduce the measureme
   fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
   const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
                            "' --mode inference --batch 4 --seq 1024 --predictor roofline";
-  const double before = cli_json(args)["latency_ms"];
+  const double before = run_json(args)["latency_ms"];
   const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(1.5 * before) + "\n");
-  const json fit = cli_json(args + " --calibrate '" + m.string() + "'");
+  const json fit = run_json(args + " --calibrate '" + m.string() + "'");
   CHECK(fit["calibrated_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
-  CHECK(cli_json(args)["latency_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
+  CHECK(run_json(args)["latency_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
 }
 
 TEST_CASE("calibrate: bad measurements and calibration files are errors with file:line, nothing written", "[cli][calibrate]") {
@@ -248,7 +243,7 @@ TEST_CASE("eval models --calibrate-each scores one-label calibration on the GPU'
                   t.path / "label" / "Tesla_T4" / (std::string(tag) + ".json"));
   }
   fs::copy(fx / "DLmodel_configs", t.path / "DLmodel_configs");
-  const json j = cli_json("eval models '" + (t.path / "label" / "Tesla_T4").string() + "' --calibrate-each");
+  const json j = run_json("eval models '" + (t.path / "label" / "Tesla_T4").string() + "' --calibrate-each");
   REQUIRE(j["summary"].size() == 1);
   const json& c = j["summary"][0]["calibrated"];
   CHECK(c["pairs"] == 2);
@@ -262,7 +257,7 @@ TEST_CASE("eval models --calibrate-each scores one-label calibration on the GPU'
 
 TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-distribution warning", "[cli][band][serve]") {
   const std::string args = "serve --model llama3_8b --gpu h100 --batch 8 --input-len 1024 --output-len 16";
-  const json j = cli_json(args);
+  const json j = run_json(args);
   for (const char* k : {"ttft_ms", "tpot_ms", "e2e_ms"}) {
     INFO(k);
     CHECK(j[std::string(k) + "_p10"].get<double>() < j[k].get<double>());
@@ -276,7 +271,7 @@ TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-d
   for (const auto& w : j["warnings"]) ood |= w.get<std::string>().find("out of distribution") != std::string::npos;
   CHECK(ood);
   CHECK(run_cli(args).out.find("band p10-p90  TTFT") != std::string::npos);
-  const json roof = cli_json(args + " --predictor roofline");
+  const json roof = run_json(args + " --predictor roofline");
   CHECK_FALSE(roof.contains("ttft_ms_p10"));
 }
 
@@ -287,7 +282,7 @@ TEST_CASE("calibrate: from a profiler trace, each family's factor is its measure
   fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
   const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
-  const json fit = cli_json("predict " + gpu + " --predictor roofline --calibrate '" + trace + "'");
+  const json fit = run_json("predict " + gpu + " --predictor roofline --calibrate '" + trace + "'");
   const fs::path file = t.path / "h200.calibration.toml";
   REQUIRE(fs::exists(file));
   CHECK(fit["trace_device"] == "NVIDIA H200");
@@ -305,9 +300,9 @@ TEST_CASE("calibrate: from a profiler trace, each family's factor is its measure
   CHECK(forecast == Approx(fit["forecast_ms"].get<double>()));
   // a later forecast on that GPU file applies the factors
   const std::string args = "predict --model gpt2_large " + gpu + " --predictor roofline --mode train --batch 4 --seq 512";
-  CHECK(cli_json(args)["latency_ms"].get<double>() != cli_json(args + " --no-calibration")["latency_ms"].get<double>());
+  CHECK(run_json(args)["latency_ms"].get<double>() != run_json(args + " --no-calibration")["latency_ms"].get<double>());
   // the default predictor shrinks towards its leave-one-GPU-out prior: factors stay in the loader's range
-  const json nfit = cli_json("predict " + gpu + " --calibrate '" + trace + "'");
+  const json nfit = run_json("predict " + gpu + " --calibrate '" + trace + "'");
   for (const auto& [fam, c] : nfit["factors"].items()) {
     INFO(fam);
     CHECK(c.get<double>() >= 0.05);

@@ -7,19 +7,14 @@
 #include <map>
 #include <sstream>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 
 namespace {
-
-json run_json(const std::string& args) {
-  const auto r = run_cli(args + " --format json");
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 // Σ flops × count of the report's kernels in these phases.
 double ops_flops(const json& j, std::initializer_list<const char*> phases) {

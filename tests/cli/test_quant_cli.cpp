@@ -4,19 +4,14 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 
 namespace {
-
-json cli_json(const std::string& args) {
-  const auto r = run_cli(args + " --format json");
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 const std::string decode_args = "predict --model llama3_8b --gpu h100 --mode decode --dtype bf16 --batch 32 --context 4096";
 
@@ -40,8 +35,8 @@ TEST_CASE("kv-dtype: the default is the compute dtype exactly", "[cli][quant]") 
 }
 
 TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache reads", "[cli][quant]") {
-  const json bf = cli_json(decode_args);
-  const json f8 = cli_json(decode_args + " --kv-dtype fp8");
+  const json bf = run_json(decode_args);
+  const json f8 = run_json(decode_args + " --kv-dtype fp8");
   CHECK(f8["kv_dtype"] == "fp8");
   CHECK_FALSE(bf.contains("kv_dtype"));
   CHECK(f8["kv_cache_gb"].get<double>() == Approx(bf["kv_cache_gb"].get<double>() / 2));
@@ -65,8 +60,8 @@ TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache re
 
 TEST_CASE("kv-dtype: serve fits more sequences with an fp8 cache", "[cli][quant]") {
   const std::string args = "serve --model llama3_8b --gpu h100 --batch 8 --input-len 2048 --output-len 128";
-  const json bf = cli_json(args);
-  const json f8 = cli_json(args + " --kv-dtype fp8");
+  const json bf = run_json(args);
+  const json f8 = run_json(args + " --kv-dtype fp8");
   CHECK(f8["kv_cache_gb_per_token"].get<double>() == Approx(bf["kv_cache_gb_per_token"].get<double>() / 2));
   CHECK(f8["max_concurrency"].get<int>() >= 2 * bf["max_concurrency"].get<int>() - 1);
   CHECK(f8["tpot_ms"].get<double>() < bf["tpot_ms"].get<double>());
@@ -90,8 +85,8 @@ TEST_CASE("kv-dtype, weight-dtype: bad values and training are clear errors", "[
 }
 
 TEST_CASE("weight-dtype: int4 weights shrink the model state and the GEMMs' weight reads", "[cli][quant]") {
-  const json bf = cli_json(decode_args);
-  const json w4 = cli_json(decode_args + " --weight-dtype int4");
+  const json bf = run_json(decode_args);
+  const json w4 = run_json(decode_args + " --weight-dtype int4");
   CHECK(w4["weight_dtype"] == "int4");
   CHECK(w4["state_gb"].get<double>() < 0.35 * bf["state_gb"].get<double>());
   CHECK(w4["flops"].get<double>() == bf["flops"].get<double>());
@@ -102,11 +97,11 @@ TEST_CASE("weight-dtype: int4 weights shrink the model state and the GEMMs' weig
 }
 
 TEST_CASE("kv-dtype: serve --sweep carries the KV dtype and its warning", "[cli][quant]") {
-  const json s = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16 --kv-dtype fp8");
+  const json s = run_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16 --kv-dtype fp8");
   CHECK(s["kv_dtype"] == "fp8");
   REQUIRE(s["warnings"].size() == 1);
   CHECK(s["warnings"][0].get<std::string>().find("kv_dtype fp8") != std::string::npos);
-  const json d = cli_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16");
+  const json d = run_json("serve --model llama3_8b --gpu h100 --sweep --batch 8 --input-len 1024 --output-len 16");
   CHECK_FALSE(d.contains("kv_dtype"));
   CHECK_FALSE(d.contains("warnings"));
 }

@@ -6,21 +6,16 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 using ns_test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
-
-json cli_json(const std::string& args, const std::string& env = "") {
-  const auto r = run_cli(args + " --format json", env);
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 std::string num(double x) {
   char text[40];
@@ -41,10 +36,10 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   temp_dir t;
   const std::string gpu = gpu_copy(t);
   const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
-  const json raw = cli_json(run);
+  const json raw = run_json(run);
   const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
   const fs::path m = t.write("m.toml", "tpot_ms = " + num(1.25 * tpot) + "\nnote = \"vLLM benchmark_latency\"\n");
-  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  const json fit = run_json(run + " --calibrate '" + m.string() + "'");
   const fs::path file = t.path / "h100.calibration.toml";
   REQUIRE(fs::exists(file));
   CHECK(fit["calibration_file"] == file.lexically_normal().generic_string());
@@ -63,21 +58,21 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   CHECK(text.find("workload = \"serve llama3_8b bf16 static batch 8, input 512, output 64 tokens, launch graph\"") !=
         std::string::npos);
   // the same run forecast again applies the factors: both phases are what the fit said
-  const json after = cli_json(run);
+  const json after = run_json(run);
   CHECK(after["tpot_ms"].get<double>() == Approx(cal_tpot).epsilon(1e-7));
   CHECK(after["ttft_ms"].get<double>() == Approx(cal_ttft).epsilon(1e-7));
   CHECK(after["calibration"] == file.string());
-  CHECK(cli_json(run + " --no-calibration")["tpot_ms"].get<double>() == tpot);
+  CHECK(run_json(run + " --no-calibration")["tpot_ms"].get<double>() == tpot);
   // another batch and a predict of a decode step on the GPU file move too
   const std::string other = "serve --model llama3_8b --gpu '" + gpu + "' --batch 32 --input-len 1024 --output-len 16";
-  CHECK(cli_json(other)["tpot_ms"].get<double>() > 1.05 * cli_json(other + " --no-calibration")["tpot_ms"].get<double>());
+  CHECK(run_json(other)["tpot_ms"].get<double>() > 1.05 * run_json(other + " --no-calibration")["tpot_ms"].get<double>());
   const std::string decode = "predict --model llama3_8b --gpu '" + gpu + "' --mode decode --batch 16 --context 256 "
                              "--dtype bf16 --launch graph";
-  const json p = cli_json(decode);
-  CHECK(p["latency_ms"].get<double>() > 1.05 * cli_json(decode + " --no-calibration")["latency_ms"].get<double>());
+  const json p = run_json(decode);
+  CHECK(p["latency_ms"].get<double>() > 1.05 * run_json(decode + " --no-calibration")["latency_ms"].get<double>());
   CHECK(p["figures"]["calibration"] == file.lexically_normal().generic_string());
   // refitting starts from the raw forecast, not the calibrated one
-  CHECK(cli_json(run + " --calibrate '" + m.string() + "'")["forecast_tpot_ms"].get<double>() ==
+  CHECK(run_json(run + " --calibrate '" + m.string() + "'")["forecast_tpot_ms"].get<double>() ==
         Approx(tpot).epsilon(1e-12));
   // the table names the file and the calibrated forecast
   const auto table = run_cli(run + " --calibrate '" + m.string() + "'");
@@ -93,11 +88,11 @@ TEST_CASE("serve calibrate: one measurement is predict's fit of that phase (the 
   const std::string serve = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 2";
   const std::string predict = "predict --model llama3_8b --gpu '" + gpu + "' --mode decode --batch 8 --context 512 "
                               "--dtype bf16 --launch graph";
-  const double tpot = cli_json(serve)["tpot_ms"];
-  REQUIRE(cli_json(predict)["latency_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
-  const json a = cli_json(serve + " --calibrate '" + t.write("a.toml", "tpot_ms = " + num(0.8 * tpot) + "\n").string() + "'");
+  const double tpot = run_json(serve)["tpot_ms"];
+  REQUIRE(run_json(predict)["latency_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
+  const json a = run_json(serve + " --calibrate '" + t.write("a.toml", "tpot_ms = " + num(0.8 * tpot) + "\n").string() + "'");
   const json b =
-      cli_json(predict + " --calibrate '" + t.write("b.toml", "latency_ms = " + num(0.8 * tpot) + "\n").string() + "'");
+      run_json(predict + " --calibrate '" + t.write("b.toml", "latency_ms = " + num(0.8 * tpot) + "\n").string() + "'");
   REQUIRE(a["factors"].size() == b["factors"].size());
   for (const auto& [fam, x] : b["factors"].items()) CHECK(a["factors"][fam].get<double>() == Approx(x.get<double>()).epsilon(1e-12));
   CHECK(a["calibrated_tpot_ms"].get<double>() == Approx(b["calibrated_ms"].get<double>()).epsilon(1e-12));
@@ -109,17 +104,17 @@ TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - the fac
   const std::string gpu = gpu_copy(t);
   const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 4 --input-len 256 --output-len 32 "
                           "--predictor roofline";
-  const json raw = cli_json(run);
+  const json raw = run_json(run);
   const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
   const fs::path m = t.write("m.toml", "ttft_ms = " + num(1.4 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
-  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  const json fit = run_json(run + " --calibrate '" + m.string() + "'");
   CHECK(fit["calibrated_ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-9));
   CHECK(fit["calibrated_tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-9));
   // two different ratios: the families the two phases weigh differently get different factors
   double lo = 1e9, hi = 0;
   for (const auto& [fam, x] : fit["factors"].items()) lo = std::min(lo, x.get<double>()), hi = std::max(hi, x.get<double>());
   CHECK(hi > 1.05 * lo);
-  const json after = cli_json(run);
+  const json after = run_json(run);
   CHECK(after["ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-7));
   CHECK(after["tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-7));
 }
@@ -129,15 +124,15 @@ TEST_CASE("serve calibrate: with the error table both measurements move both pha
   temp_dir t;
   const std::string gpu = gpu_copy(t);
   const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
-  const json raw = cli_json(run);
+  const json raw = run_json(run);
   const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
   const fs::path m = t.write("m.toml", "ttft_ms = " + num(1.1 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
-  const json fit = cli_json(run + " --calibrate '" + m.string() + "'");
+  const json fit = run_json(run + " --calibrate '" + m.string() + "'");
   const double c1 = fit["calibrated_ttft_ms"], c2 = fit["calibrated_tpot_ms"];
   CHECK(c1 > ttft);
   CHECK(c2 > tpot);
   CHECK(c2 < 1.2 * tpot * (1 + 1e-9));
-  const json after = cli_json(run);
+  const json after = run_json(run);
   CHECK(after["ttft_ms"].get<double>() == Approx(c1).epsilon(1e-7));
   CHECK(after["tpot_ms"].get<double>() == Approx(c2).epsilon(1e-7));
   // measurements that pull the shared families apart are fitted, with a warning that says so

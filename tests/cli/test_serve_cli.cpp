@@ -8,31 +8,26 @@
 #include <set>
 #include <sstream>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 
 namespace {
 
-json cli_json(const std::string& args) {
-  const auto r = run_cli(args + " --format json");
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
-
 json decode(int batch, int context, const std::string& extra = "") {
-  return cli_json("predict --model llama3_8b --gpu h100 --mode decode --dtype bf16 --batch " + std::to_string(batch) +
+  return run_json("predict --model llama3_8b --gpu h100 --mode decode --dtype bf16 --batch " + std::to_string(batch) +
                   " --context " + std::to_string(context) + " " + extra);
 }
 
 json prefill(int batch, int seq, const std::string& extra = "") {
-  return cli_json("predict --model llama3_8b --gpu h100 --mode prefill --dtype bf16 --batch " + std::to_string(batch) +
+  return run_json("predict --model llama3_8b --gpu h100 --mode prefill --dtype bf16 --batch " + std::to_string(batch) +
                   " --seq " + std::to_string(seq) + " " + extra);
 }
 
-json serve(const std::string& args) { return cli_json("serve --model llama3_8b --gpu h100 " + args); }
+json serve(const std::string& args) { return run_json("serve --model llama3_8b --gpu h100 " + args); }
 
 const std::set<std::string> vector_kinds = {"elementwise", "softmax", "layernorm"};
 
@@ -73,7 +68,7 @@ TEST_CASE("launch: eager is the default and does not move any number", "[cli][se
   CHECK(plain["latency_ms"] == eager["latency_ms"]);
   CHECK(plain["ops"] == eager["ops"]);
   // training and inference reports say nothing of the launch mode unless asked for graphs
-  const json inf = cli_json("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128");
+  const json inf = run_json("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128");
   CHECK_FALSE(inf.contains("launch"));
   const auto clash = run_cli("predict --model gpt2_large --gpu A100-PCIE-40GB --mode inference --batch 1 --seq 128 "
                              "--launch graph --overhead on");
@@ -117,8 +112,8 @@ TEST_CASE("serve: the report carries the model's parameters as predict counts th
   CHECK(serve("--rate 1 --requests 10 --input-len 512 --output-len 8")["params"].get<double>() == params);
   CHECK(!serve("--batch 1 --input-len 512 --output-len 8").contains("active_params"));  // dense: every parameter
   SECTION("a mixture of experts: the active parameters too, as predict counts them") {
-    const json p = cli_json("predict --model mixtral_8x7b --gpu h200 --mode decode --batch 1 --context 512");
-    const json s = cli_json("serve --model mixtral_8x7b --gpu h200 --batch 1 --input-len 512 --output-len 4");
+    const json p = run_json("predict --model mixtral_8x7b --gpu h200 --mode decode --batch 1 --context 512");
+    const json s = run_json("serve --model mixtral_8x7b --gpu h200 --batch 1 --input-len 512 --output-len 4");
     REQUIRE(p.contains("active_params"));
     CHECK(s["active_params"].get<double>() == p["active_params"].get<double>());
     CHECK(s["active_params"].get<double>() < s["params"].get<double>());
@@ -233,7 +228,7 @@ TEST_CASE("serve: memory pressure preempts and still finishes every request", "[
 
 TEST_CASE("serve: CSV and table carry the report's numbers", "[cli][serve]") {
   const std::string args = "serve --model llama3_8b --gpu h100 --rate 2 --requests 50 --input-len 1024 --output-len 32";
-  const json j = cli_json(args);
+  const json j = run_json(args);
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
   CHECK(csv.out.rfind("field,value\n", 0) == 0);
@@ -292,14 +287,14 @@ TEST_CASE("serve and search: the GPU's calibration is applied and named in the r
   const std::filesystem::path gpu = t.write("calh100.toml", mine);
   t.write("calh100.calibration.toml", "format_version = 1\ngpu = \"CalH100\"\n[factors]\ngemm_tc16 = 2.0\n");
   const std::string args = "serve --model llama3_8b --gpu '" + gpu.string() + "' --batch 4 --input-len 512 --output-len 8";
-  const json cal = cli_json(args);
-  const json raw = cli_json(args + " --no-calibration");
+  const json cal = run_json(args);
+  const json raw = run_json(args + " --no-calibration");
   CHECK(cal["calibration"] == (t.path / "calh100.calibration.toml").string());
   CHECK(!raw.contains("calibration"));
   CHECK(cal["ttft_ms"].get<double>() > 1.2 * raw["ttft_ms"].get<double>());  // prefill is mostly GEMMs
   const auto table = ns_test::run_cli(args);
   CHECK(table.out.find("calibrated: kernel times corrected by") != std::string::npos);
-  const json sweep = cli_json("serve --model llama3_8b --gpu '" + gpu.string() + "',h100 --batch 4 --sweep "
+  const json sweep = run_json("serve --model llama3_8b --gpu '" + gpu.string() + "',h100 --batch 4 --sweep "
                               "--input-len 512 --output-len 8");
   REQUIRE(sweep["rows"].size() == 2);
   CHECK(sweep["rows"][0]["calibration"] == cal["calibration"]);
@@ -307,7 +302,7 @@ TEST_CASE("serve and search: the GPU's calibration is applied and named in the r
 
   SECTION("search too") {
     const std::string q = "search --model gpt2_large --gpu '" + gpu.string() + "' --gpus 8 --batch 8 --seq 512 --dtype bf16";
-    const json with = cli_json(q), without = cli_json(q + " --no-calibration");
+    const json with = run_json(q), without = run_json(q + " --no-calibration");
     CHECK(with["calibration"] == cal["calibration"]);
     CHECK(!without.contains("calibration"));
     const json& best = with["layouts"][0];  // the same layout in the uncalibrated ranking: its compute is slower now

@@ -9,21 +9,16 @@
 #include <sstream>
 #include <vector>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 
 namespace {
 
 const std::string base = "serve --model llama32_1b --predictor roofline --input-len 256 --output-len 32 ";
-
-json cli_json(const std::string& args) {
-  const auto r = run_cli(args + " --format json");
-  INFO(args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
 
 // The GPU file stem of a row's gpu_file ("gpus/l4.toml" → "l4").
 std::string stem(const json& row) {
@@ -57,7 +52,7 @@ std::vector<std::string> csv_cells(const std::string& line) {
 
 TEST_CASE("serve --sweep: each rate row is the single serve run of its combination, exactly", "[cli][serve][sweep]") {
   const std::string common = "--requests 100 --seed 3 ";
-  const json s = cli_json(base + common + "--sweep --gpu h100,l4 --tp 1,2 --rate 2,8");
+  const json s = run_json(base + common + "--sweep --gpu h100,l4 --tp 1,2 --rate 2,8");
   CHECK(s["kind"] == "sweep");
   CHECK(s["mode"] == "rate");
   REQUIRE(s["rows"].size() == 8);
@@ -71,7 +66,7 @@ TEST_CASE("serve --sweep: each rate row is the single serve run of its combinati
         CHECK(row["gpus"] == tp);
         CHECK(row["rate"].get<double>() == rate);
         CHECK_FALSE(row.contains("error"));
-        const json one = cli_json(base + common + "--gpu " + gpu + " --tp " + std::to_string(tp) + " --rate " +
+        const json one = run_json(base + common + "--gpu " + gpu + " --tp " + std::to_string(tp) + " --rate " +
                                   std::to_string(rate));
         CHECK(row["gpu"] == one["gpu"]);
         for (const std::string k : {"ttft_ms", "tpot_ms", "e2e_ms"})
@@ -100,13 +95,13 @@ TEST_CASE("serve --sweep: each rate row is the single serve run of its combinati
 }
 
 TEST_CASE("serve --sweep: static batch rows are single serve runs — targets apply to their values", "[cli][serve][sweep]") {
-  const json s = cli_json(base + "--sweep --gpu a100_sxm4_80gb,l4 --batch 1,16 --ttft-ms 40 --tpot-ms 6");
+  const json s = run_json(base + "--sweep --gpu a100_sxm4_80gb,l4 --batch 1,16 --ttft-ms 40 --tpot-ms 6");
   CHECK(s["mode"] == "batch");
   CHECK(s["targets"]["statistic"] == "static");
   REQUIRE(s["rows"].size() == 4);
   int meeting = 0;
   for (const json& row : s["rows"]) {
-    const json one = cli_json(base + "--gpu " + stem(row) + " --batch " + std::to_string(row["batch"].get<int>()));
+    const json one = run_json(base + "--gpu " + stem(row) + " --batch " + std::to_string(row["batch"].get<int>()));
     INFO(row.dump());
     for (const std::string k : {"ttft_ms", "tpot_ms", "e2e_ms", "output_tokens_per_s_per_gpu"}) CHECK(row[k] == one[k]);
     CHECK(row["fits"] == one["fits"]);
@@ -132,7 +127,7 @@ TEST_CASE("serve --sweep: when no setting meets the targets it says so and exits
   INFO(table.err);
   REQUIRE(table.code == 0);
   CHECK(table.out.find("\nno setting meets TTFT p90 <= 0.01 ms (4 combinations, 0 could not run)\n") != std::string::npos);
-  const json j = cli_json(args);
+  const json j = run_json(args);
   CHECK(j["none_meets"] == true);
   CHECK_FALSE(j.contains("chosen"));
   CHECK_FALSE(j.contains("chosen_index"));
@@ -174,7 +169,7 @@ TEST_CASE("serve --sweep: combinations that cannot run are error rows, not an ab
 }
 
 TEST_CASE("serve --sweep: a GPU without a price ranks by output tokens/s per GPU and says so", "[cli][serve][sweep]") {
-  const json j = cli_json(base + "--requests 50 --sweep --gpu l4,l40s --rate 4");
+  const json j = run_json(base + "--requests 50 --sweep --gpu l4,l40s --rate 4");
   CHECK(j["rank_by"] == "output_tokens_per_s_per_gpu");
   CHECK(j["unpriced_gpus"] == json::array({j["rows"][1]["gpu"]}));
   CHECK_FALSE(j["rows"][1].contains("cost_per_million_output_tokens_usd"));
@@ -185,7 +180,7 @@ TEST_CASE("serve --sweep: a GPU without a price ranks by output tokens/s per GPU
 
 TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows — -o infers the format", "[cli][serve][sweep]") {
   const std::string args = base + "--requests 60 --sweep --gpu h100,l4 --tp 1,2 --rate 3 --tpot-ms 4";
-  const json j = cli_json(args);
+  const json j = run_json(args);
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
   std::istringstream in(csv.out);
