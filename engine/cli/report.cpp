@@ -49,8 +49,9 @@ std::filesystem::path emit_target(const std::string& output) {
   return target;
 }
 
-}  // namespace
-
+// Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
+// folder, a directory. For runs with a second file to write first (--calibrate), so that a run that fails to write its
+// report leaves no other file behind.
 void emit_check(const std::string& output) {
   if (output.empty() || output == "-") return;
   namespace fs = std::filesystem;
@@ -62,6 +63,8 @@ void emit_check(const std::string& output) {
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) throw error(output + ": cannot write");
 }
+
+}  // namespace
 
 void emit(const std::string& text, const std::string& output) {
   if (output.empty() || output == "-") {

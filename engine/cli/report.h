@@ -3,17 +3,12 @@
 #pragma once
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
-#include <nlohmann/json.hpp>
-
-#include "core/figures.h"
-#include "core/forecast.h"
 #include "core/gpu_spec.h"
-#include "lua/session.h"
 
 namespace ns {
 
@@ -22,17 +17,13 @@ std::string csv_field(const std::string& s);
 
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);
-// Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
-// folder, a directory. For runs with a second file to write first (--calibrate), so that a run that fails to write its
-// report leaves no other file behind.
-void emit_check(const std::string& output);
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);
 
 // Writes `gpu`'s calibration file (core/calibration.h calibration_text) at `path`, with a header naming `by` (the
-// command that fitted it) and `facts` (what was measured), after emit_check(output) (the report that follows: nothing
-// is written when it could not be); returns the path as messages show it. predict's and serve's
+// command that fitted it) and `facts` (what was measured), after checking that `output` (the report that follows)
+// can be written: nothing is written when it could not be; returns the path as messages show it. predict's and serve's
 // --calibrate.
 std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path,
                               const std::map<std::string, double>& factors, const std::string& by,
