@@ -236,7 +236,7 @@ state_report state_report_of(session::impl& p, int idx, double params, const std
   table_reader r(L, -1, where + " result");
   out.state_gb = r.number("state_gb");
   r.str("convention"), r.str("line");  // neusight.report renders them: checked here, where the message names the rule
-  out.warning = r.str_or("warning", "");
+  r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
   return out;
 }
 
@@ -329,7 +329,7 @@ session::~session() {
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
-state_report session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
+void session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -350,11 +350,10 @@ state_report session::report_graph(const workload_overrides& fields, double para
   ns_call(L, 2, 1, "in scripts/neusight/precision.lua default");  // stack: Pr state recipe
   const std::string recipe = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
   lua_pop(L, 1);
-  const state_report out = state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
+  state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
   overrides_push_table(L, fields);  // stack: Pr state report g
   lua_insert(L, -2);                // stack: Pr state g report
   report_fields_keep(*p_, "graph");
-  return out;
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {

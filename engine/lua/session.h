@@ -43,7 +43,6 @@ struct session_options {
 // renders the rest of it from Lua (scripts/neusight/report.lua).
 struct state_report {
   double state_gb = 0;  // on one GPU (a parallel run's report has its own: parallel_report)
-  std::string warning;  // the state alone exceeds the GPU (runs no memory report covers); "" else
 };
 
 // What the engine reads of a parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline); the
@@ -106,7 +105,7 @@ class session {
   // state_report of state_of{fp32, mode, none} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no
   // memory report covering it (the line and a warning say when the state alone does not fit). What forecast_render
   // renders next, as workload_load's workload.
-  state_report report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
+  void report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
