@@ -45,9 +45,6 @@ workload_overrides overrides_read(lua_State* L, int idx) {
   return o;
 }
 
-void set_number(lua_State* L, const char* k, double v) { lua_pushnumber(L, v), lua_setfield(L, -2, k); }
-void set_string(lua_State* L, const char* k, const std::string& v) { lua_pushstring(L, v.c_str()), lua_setfield(L, -2, k); }
-
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
@@ -64,7 +61,7 @@ int l_serve_phase(lua_State* L) {
     const gpu_spec& gpu = w.gpu_resolved;
     forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
                                      w.launch);
-    const auto tl = c->s->timeline(fc);
+    const auto tl = c->s->timeline(fc, true);  // the latency only: no report of it is rendered
     const double latency_s = tl ? tl->iteration_s : fc.total();
     // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
     // for the phases a report shows)
