@@ -215,7 +215,7 @@ int eval_models_main(const eval_models_flags& f) {
         if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     }
     const forecast fc = s.forecast_run(og.g, std::move(kernels), gpu, *pred, f.overhead);
-    const auto tl = par ? s.timeline(fc) : std::nullopt;
+    const auto tl = par ? s.timeline(fc, true) : std::nullopt;  // the iteration only: no report of it is rendered
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
     r.measured_ms = l.e2e_ms;
