@@ -200,6 +200,7 @@ local function options(raw)
       fail("unknown option '%s'%s", tostring(k), c and fmt(" (did you mean '%s'?)", c) or "")
     end
   end
+  o.experts_given = raw.experts ~= nil  -- a dense model warns of a given --experts, not of the default
   for k, v in pairs(M.DEFAULTS) do
     if o[k] == nil then o[k] = v end
   end
@@ -253,6 +254,9 @@ local function common_report(o, first, count)
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
+  if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
+    warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
+  end
   return {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
     params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model

@@ -190,3 +190,17 @@ TEST_CASE("params_scope: serve --tp 2 says params is one tensor-parallel rank an
   CHECK(two["params_scope"] == "one tensor-parallel rank");
   CHECK(two["params"].get<double>() < one["params"].get<double>());
 }
+
+TEST_CASE("ignored flags: serve --experts on a dense model warns and a mixture of experts does not", "[cli][ignored_flags][serve]") {
+  const std::string base = "serve --gpu h100 --batch 2 --input-len 64 --output-len 4 --predictor roofline --format json";
+  const std::string says = "experts (--experts) has no effect: model 'llama32_1b' has no routed experts; drop it";
+  auto warnings = [](const std::string& cmd) {
+    const auto r = run_cli(cmd);
+    INFO(cmd << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["warnings"].dump();
+  };
+  CHECK(warnings(base + " --model llama32_1b --experts loop").find(says) != std::string::npos);
+  CHECK(warnings(base + " --model llama32_1b").find("has no effect") == std::string::npos);  // the default: nothing
+  CHECK(warnings(base + " --model qwen3_30b_a3b --experts loop").find("has no effect") == std::string::npos);
+}
