@@ -466,12 +466,13 @@ std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
 // The single forecast as scripts/neusight/report.lua renders it (session::forecast_render) in --format, and the
 // --report page of its JSON.
 void report_emit(session& s, const common_flags& c, const forecast_done& d, const std::string& predictor) {
-  auto render = [&](const std::string& format) {
-    return s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, *d.figs, format);
-  };
+  const std::string format = c.format == "json" || c.format == "csv" ? c.format : "table";
+  std::vector<std::string> formats = {format};
+  if (!c.report_html.empty() && format != "json") formats.push_back("json");  // the page's input
+  const auto texts = s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, *d.figs, formats);
   // --report: the page is rendered first (a script error writes nothing), written after the normal output.
-  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", render("json"));
-  emit(render(c.format == "json" || c.format == "csv" ? c.format : "table"), c.output);
+  const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", texts.back());
+  emit(texts.front(), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
 }
 

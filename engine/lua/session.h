@@ -220,9 +220,11 @@ class session {
   std::string forecast_summary();
   // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
-  // its format_json (as JSON text), format_table or format_csv by `format` ("json", "table", "csv").
-  std::string forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
-                              const std::vector<std::string>& warnings, const figures& figs, const std::string& format);
+  // its format_json (as JSON text), format_table or format_csv for each of `formats` ("json", "table", "csv"), all
+  // from that one result.
+  std::vector<std::string> forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+                                           const std::vector<std::string>& warnings, const figures& figs,
+                                           const std::vector<std::string>& formats);
   // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
 

@@ -248,9 +248,9 @@ std::string session::forecast_summary() {
   return lua_tostring(L, -1);
 }
 
-std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
-                                     const std::vector<std::string>& warnings, const figures& figs,
-                                     const std::string& format) {
+std::vector<std::string> session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+                                                  const std::vector<std::string>& warnings, const figures& figs,
+                                                  const std::vector<std::string>& formats) {
   if (p_->fields_ref == LUA_NOREF) throw error("forecast_render: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -271,18 +271,25 @@ std::string session::forecast_render(const forecast& f, const gpu_spec& gpu, con
   lua_setfield(L, -2, "figures");
   ns_call(L, 3, 1, "in " + where + " result");  // stack: R r
   if (!lua_istable(L, -1)) throw error(where + ": result returned " + luaL_typename(L, -1) + ", expected a table");
-  const std::string fn = format == "json" ? "format_json" : format == "csv" ? "format_csv" : "format_table";
-  raw_getfield(L, R, fn.c_str());
-  lua_insert(L, -2);
-  ns_call(L, 1, 1, "in " + where + " " + fn);  // stack: R out
-  if (format == "json") {
-    if (!lua_istable(L, -1)) throw error(where + ": format_json must return a table");
-    return json_text_of(L, -1);
+  const int r = lua_gettop(L);
+  std::vector<std::string> out;
+  for (const std::string& format : formats) {  // each from the one result (its workload hook ran once)
+    const std::string fn = format == "json" ? "format_json" : format == "csv" ? "format_csv" : "format_table";
+    raw_getfield(L, R, fn.c_str());
+    lua_pushvalue(L, r);
+    ns_call(L, 1, 1, "in " + where + " " + fn);  // stack: R r text
+    if (format == "json") {
+      if (!lua_istable(L, -1)) throw error(where + ": format_json must return a table");
+      out.push_back(json_text_of(L, -1));
+    } else {
+      if (!lua_isstring(L, -1)) throw error(where + ": " + fn + " must return a string");
+      size_t n = 0;
+      const char* text = lua_tolstring(L, -1, &n);
+      out.emplace_back(text, n);
+    }
+    lua_pop(L, 1);  // stack: R r
   }
-  if (!lua_isstring(L, -1)) throw error(where + ": " + fn + " must return a string");
-  size_t n = 0;
-  const char* s = lua_tolstring(L, -1, &n);
-  return std::string(s, n);
+  return out;
 }
 
 std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
