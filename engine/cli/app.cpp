@@ -1,17 +1,14 @@
 // engine/cli/app.cpp — subcommands run, predict, gpus, ops, train, eval; every error ends as "neusight: <where>: <what>".
+// Their flags are declared in cli/flags.cpp's table.
 #include "cli/app.h"
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <map>
-#include <cstdlib>
-#include <fstream>
-#include <iostream>
 
+#include "cli/flags.h"
 #include "cli/kernels_cmd.h"
 #include "cli/models_cmd.h"
 #include "cli/paths.h"
@@ -31,72 +28,6 @@ namespace ns {
 namespace fs = std::filesystem;
 
 namespace {
-
-// --predictor: a built-in or a Lua predictor (session::predictor_make resolves and checks the name).
-std::string predictor_help() {
-  std::string builtins;
-  for (const auto& n : predictor_names()) builtins += (builtins.empty() ? "" : ", ") + n;
-  return "Kernel latency predictor: " + builtins +
-         ", or a Lua predictor: NAME (neusight/predictors/NAME.lua on the script search path, e.g. roofline_derated) "
-         "or a .lua file";
-}
-
-struct common_flags {
-  std::vector<std::string> ops_dirs;
-  std::vector<std::string> scripts_dirs;
-  bool traceback = false;
-  bool verbose = false;
-  std::string format = "table";
-  std::string output;
-  std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
-  std::string calibrate;     // --calibrate FILE (run, predict, serve): fit the GPU's calibration from a measurement of FILE
-  bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
-  int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
-  double script_timeout = -1;
-};
-
-// Flags that take a comma-separated list on the command line (model, gpu, mode, dtype, recompute and the integers) are
-// kept as typed; one value is today's single forecast, several make a comparison (one row per combination).
-struct forecast_flags {
-  std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
-  std::string batch, seq, context;
-  std::string kv_dtype, weight_dtype;  // --kv-dtype / --weight-dtype: quantised KV cache / weights (serving phases)
-  std::string experts;                 // --experts loop|grouped: workload field `experts` (MoE models)
-  std::string predictor = "neusight";
-  std::string weights;                // --weights DIR: weights root instead of the bundled weights/
-  std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
-  std::string launch;                 // --launch eager|graph: workload field `launch` (scripts/neusight/launch.lua)
-  bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
-  bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
-  // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
-  std::string dp, tp, pp, microbatches, ep;
-  std::string schedule, kernels, cluster, recompute;
-  int64_t virtual_stages = 0;       // --virtual-stages: model chunks per device (interleaved schedule); 0 = the default
-  double bucket_mb = 0;             // --bucket-mb: gradient bucket size; 0 = the default
-  std::string overlap_grad_reduce;  // --overlap-grad-reduce on|off; "" = the default (on)
-  bool sequence_parallel = false, distributed_optimizer = false;
-};
-
-struct graph_flags {
-  std::string file;    // predict --graph: a reference operator graph (opgraph/<tag>.csv)
-  int64_t layers = 0;  // --layers; 0 = from the model config
-};
-
-// "1, 8,32" → {"1", "8", "32"}; "" → {}.
-std::vector<std::string> list_split(const std::string& text) {
-  std::vector<std::string> out;
-  if (text.empty()) return out;
-  size_t start = 0;
-  while (true) {
-    const size_t end = std::min(text.find(',', start), text.size());
-    std::string item = text.substr(start, end - start);
-    const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
-    out.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
-    if (end == text.size()) break;
-    start = end + 1;
-  }
-  return out;
-}
 
 // The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it (its value in a
 // finished forecast is scripts/neusight/report.lua row()'s `key`), whether its values are integers. The order is the
@@ -120,245 +51,9 @@ const std::vector<list_flag>& list_flags() {
   return flags;
 }
 
-// Every item of a comma-separated list is a positive integer.
-CLI::Validator positive_list() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v)) {
-          const bool digits = !item.empty() && item.size() <= 18 &&
-                              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
-          if (!digits || std::stoll(item) < 1)
-            return "Value " + item + " is not a positive integer" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
-        }
-        return {};
-      },
-      "");
-}
-
-// Every item of a comma-separated list is one of `choices`.
-CLI::Validator member_list(std::vector<std::string> choices) {
-  std::string shown;
-  for (const auto& c : choices) shown += (shown.empty() ? "" : ",") + c;
-  return CLI::Validator(
-      [choices, shown](std::string& v) -> std::string {
-        for (const auto& item : list_split(v))
-          if (std::find(choices.begin(), choices.end(), item) == choices.end())
-            return "Value " + item + " not in {" + shown + "}";
-        return {};
-      },
-      "{" + shown + "}[,…]");
-}
-
-// Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
-CLI::Validator number_list() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v)) {
-          char* end = nullptr;
-          const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
-            return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
-        }
-        return {};
-      },
-      "");
-}
-
-// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
-CLI::Validator nonempty_list() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v))
-          if (item.empty()) return "an empty item in the list '" + v + "'";
-        return {};
-      },
-      "");
-}
-
 session_options session_options_make(const common_flags& c) {
   // --calibrate fits against the raw forecast
   return session_options_for(c.ops_dirs, c.scripts_dirs, c.verbose, !c.no_calibration && c.calibrate.empty());
-}
-
-void add_common(CLI::App* cmd, common_flags& c, bool with_format,
-                const std::vector<std::string>& formats = {"table", "json", "csv"}) {
-  cmd->add_option("--ops", c.ops_dirs, "Directory of op rules searched before the bundled ops/ (repeatable)")
-      ->type_name("DIR");
-  cmd->add_option("--scripts", c.scripts_dirs,
-                  "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua "
-                  "replaces module neusight.launch")
-      ->type_name("DIR")
-      ->check(CLI::Validator(
-          [](std::string& v) -> std::string {
-            std::error_code ec;
-            if (!fs::is_directory(v, ec)) return "no such directory: " + v;
-            return {};
-          },
-          "DIR"));
-  cmd->add_flag("--traceback", c.traceback, "Print the Lua traceback of script errors");
-  cmd->add_flag("-v,--verbose", c.verbose, "Report op and script files that shadow others, and other details");
-  const char* lim = "Script limits (per call into a Lua script; 0: no limit)";
-  cmd->add_option("--script-budget", c.script_budget,
-                  "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
-                      ", or NEUSIGHT_SCRIPT_BUDGET)")
-      ->type_name("N")->check(CLI::NonNegativeNumber)->group(lim);
-  cmd->add_option("--script-memory", c.script_memory,
-                  "Lua heap in MB while a script runs (default " + std::to_string(script_memory_mb_default) +
-                      ", or NEUSIGHT_SCRIPT_MEMORY)")
-      ->type_name("MB")->check(CLI::NonNegativeNumber)->group(lim);
-  cmd->add_option("--script-timeout", c.script_timeout,
-                  "CPU seconds a script may run per call, also inside one library call (default " +
-                      fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
-      ->type_name("SECONDS")->check(CLI::NonNegativeNumber)->group(lim);
-  if (with_format) {
-    cmd->add_option("--format", c.format, "Output format")->check(CLI::IsMember(formats));
-    cmd->add_option("-o,--output", c.output,
-                    "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless "
-                    "it is given)")
-        ->type_name("FILE");
-  }
-}
-
-void add_report(CLI::App* cmd, common_flags& c) {
-  cmd->add_option("--report", c.report_html,
-                  "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by "
-                  "op kind and phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, "
-                  "the sweep's rows); nothing is written on error")
-      ->type_name("FILE.html");
-}
-
-// --no-calibration on the commands that forecast (run, predict, serve, search; NEUSIGHT_NO_CALIBRATION=1 for all);
-// --calibrate on those that forecast one workload (run, predict: `fit` = calibrate_fit::workload) or one static serving
-// batch (serve: calibrate_fit::serve).
-enum class calibrate_fit { none, workload, serve };
-CLI::Option* add_calibration(CLI::App* cmd, common_flags& c, calibrate_fit fit) {
-  cmd->add_flag("--no-calibration", c.no_calibration,
-                "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; "
-                "also NEUSIGHT_NO_CALIBRATION=1)");
-  if (fit == calibrate_fit::none) return nullptr;
-  const std::string help =
-      fit == calibrate_fit::workload
-          ? "Fit per-kernel-family correction factors of the GPU from FILE: a TOML with latency_ms = the measured "
-            "time of exactly this workload on that GPU (and optionally note = \"…\"), or a PyTorch-profiler "
-            "Chrome trace (.json, recorded with shapes on that GPU: scripts/collect/hf_trace.py; predict --gpu G "
-            "only, no workload); they are written beside the GPU's file as <stem>.calibration.toml and used by "
-            "later forecasts on it (scripts/neusight/calibration.lua)"
-          : "Fit per-kernel-family correction factors of the GPU from FILE, a TOML with the measured times of exactly "
-            "this static batch (--batch; not --rate) on that GPU: ttft_ms = its prefill (time to first token) and/or "
-            "tpot_ms = its mean decode step (time per output token), optionally note = \"…\"; one of them fits as "
-            "predict --calibrate does, both pin the families the prefill and the decode step weigh differently. "
-            "Written beside the GPU's file as <stem>.calibration.toml and used by later forecasts on it (predict, "
-            "search, serve; scripts/neusight/calibration.lua fit_serve)";
-  return cmd->add_option("--calibrate", c.calibrate, help)
-      ->type_name("FILE")
-      ->excludes(cmd->get_option("--no-calibration"))
-      ->excludes(cmd->get_option("--report"));  // it writes the calibration and its summary, not a forecast
-}
-
-void add_forecast(CLI::App* cmd, forecast_flags& f, bool for_script) {
-  const char* o = for_script ? " (overrides the script)" : "";
-  const std::string l = " (a comma-separated list compares every combination)";
-  cmd->add_option("--gpu", f.gpu, std::string("GPU: file path, file stem or alias, see `neusight gpus`") + o + l)
-      ->check(nonempty_list());
-  cmd->add_option("--batch", f.batch, std::string("Global batch size") + o + l)->check(positive_list())->type_name("N[,N…]");
-  cmd->add_option("--seq", f.seq, std::string("Sequence length (prefill: the prompt length; not used in decode)") + o + l)
-      ->check(positive_list())->type_name("N[,N…]");
-  cmd->add_option("--mode", f.mode,
-                  std::string("train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV "
-                              "cache) or decode (one token per sequence over a KV cache of --context tokens)") + o + l)
-      ->check(member_list({"train", "inference", "prefill", "decode"}));
-  cmd->add_option("--context", f.context,
-                  std::string("Tokens already in each sequence's KV cache (required by, and only for, --mode decode)") + o + l)
-      ->check(positive_list())->type_name("N[,N…]");
-  cmd->add_option("--optimizer", f.optimizer, std::string("Optimizer step in training: none, sgd, adam, adamw") + o)
-      ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
-  cmd->add_option("--optimizer-impl", f.optimizer_impl,
-                  std::string("How the step runs: fused (one kernel; default for adamw) or foreach (multi-tensor "
-                              "passes; default for adam, sgd)") + o);
-  cmd->add_option("--dtype", f.dtype,
-                  std::string("Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, "
-                              "BF16, torch.float16, fp8_e4m3, …)") + o + l)
-      ->check(nonempty_list());
-  cmd->add_option("--kv-dtype", f.kv_dtype,
-                  std::string("KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; "
-                              "default the compute dtype. The cache bytes, the KV-cache writes and the decode "
-                              "attention's cache reads shrink; FLOPs stay at --dtype") + o);
-  cmd->add_option("--weight-dtype", f.weight_dtype,
-                  std::string("Weight-only quantisation (inference, prefill, decode): int8, int4 or fp8 weights, "
-                              "dequantised in the GEMM; compute stays at --dtype") + o);
-  cmd->add_option("--precision", f.precision,
-                  std::string("Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp "
-                              "(fp32 master weights and optimizer state, 16-bit compute); default amp when training "
-                              "in fp16/bf16/fp8, else pure (scripts/neusight/precision.lua)") + o);
-  cmd->add_option("--attention", f.attention,
-                  std::string("Attention implementation: eager (matmul-softmax-matmul kernels) or sdpa (one fused "
-                              "FlashAttention kernel each way); default sdpa for bf16/fp16/fp8 where the model has "
-                              "it, else eager") + o)
-      ->check(CLI::IsMember({"eager", "sdpa"}));
-  cmd->add_option("--experts", f.experts,
-                  std::string("How an MoE model's routed experts run: loop (HF eager's per-expert loop, default) or "
-                              "grouped (permute, grouped GEMMs, unpermute: Megatron-Core GroupedMLP / vLLM fused_moe; "
-                              "scripts/neusight/models/moe.lua)") + o)
-      ->check(CLI::IsMember({"loop", "grouped"}));
-  cmd->add_option("--predictor", f.predictor, predictor_help());
-  cmd->add_option("--weights", f.weights,
-                  "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the "
-                  "bundled weights/; e.g. the --out of weights/train.sh)")
-      ->type_name("DIR")
-      ->check(CLI::ExistingDirectory);
-  cmd->add_option("--overhead", f.overhead,
-                  "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off "
-                  "(default: as the script says)")
-      ->check(CLI::IsMember({"on", "off"}));
-  cmd->add_option("--launch", f.launch,
-                  std::string("Kernel launches: eager (PyTorch, one host launch per op: the predictors' times, default) "
-                              "or graph (CUDA-graph replay as serving engines run; scripts/neusight/launch.lua)") + o)
-      ->check(CLI::IsMember({"eager", "graph"}));
-  cmd->add_flag("--fusion", f.fusion,
-                std::string("Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)") + o);
-  cmd->add_flag("--flash-attention", f.flash_attention,
-                std::string("Like --fusion, and each attention block becomes one FlashAttention kernel") + o);
-  const char* g = "Parallelism (scripts/neusight/parallel.lua)";
-  cmd->add_option("--dp", f.dp, std::string("Data-parallel degree: replicas; --batch stays the global batch") + o + l)
-      ->check(positive_list())->type_name("N[,N…]")->group(g);
-  cmd->add_option("--tp", f.tp, std::string("Tensor-parallel degree (Megatron-style sharding of each layer)") + o + l)
-      ->check(positive_list())->type_name("N[,N…]")->group(g);
-  cmd->add_option("--ep", f.ep,
-                  std::string("Expert-parallel degree (MoE models): experts spread over ep of the dp ranks") + o + l)
-      ->check(positive_list())->type_name("N[,N…]")->group(g);
-  cmd->add_option("--pp", f.pp, std::string("Pipeline-parallel degree: stages") + o + l)->check(positive_list())->type_name("N[,N…]")->group(g);
-  cmd->add_option("--microbatches", f.microbatches,
-                  std::string("Microbatches per iteration and pipeline (batch / (dp * microbatches) each)") + o + l)
-      ->check(positive_list())->type_name("N[,N…]")->group(g);
-  cmd->add_option("--schedule", f.schedule, std::string("Pipeline schedule: gpipe, 1f1b or interleaved") + o)
-      ->group(g);
-  cmd->add_option("--virtual-stages", f.virtual_stages,
-                  std::string("Model chunks per device of the interleaved schedule (default 2 with --schedule "
-                              "interleaved)") + o)
-      ->check(CLI::PositiveNumber)->type_name("N")->group(g);
-  cmd->add_option("--bucket-mb", f.bucket_mb,
-                  std::string("Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)") + o)
-      ->check(CLI::PositiveNumber)->type_name("MB")->group(g);
-  cmd->add_option("--overlap-grad-reduce", f.overlap_grad_reduce,
-                  std::string("Overlap the data-parallel gradient reduction with backward: on (default) or off") + o)
-      ->check(CLI::IsMember({"on", "off"}))->group(g);
-  cmd->add_option("--kernels", f.kernels,
-                  std::string("Kernels of a parallel run: megatron (Megatron-LM's fused ones; default with more than one GPU) or eager (the HF eager graph; default on one GPU)") + o)
-      ->check(CLI::IsMember({"megatron", "eager"}))->group(g);
-  cmd->add_option("--recompute", f.recompute,
-                  std::string("Activation recomputation: none, selective (core attention re-runs in backward) or "
-                              "full (every layer re-runs its forward)") + o + l)
-      ->check(member_list({"none", "selective", "full"}))->group(g);
-  cmd->add_flag("--sequence-parallel", f.sequence_parallel,
-                std::string("Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens") + o)
-      ->group(g);
-  cmd->add_flag("--distributed-optimizer", f.distributed_optimizer,
-                std::string("Shard the optimizer state and step over dp (Megatron's distributed optimizer, ZeRO-1)") + o)
-      ->group(g);
-  cmd->add_option("--cluster", f.cluster,
-                  std::string("Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; "
-                              "default: one node of the GPU's own links") + o)
-      ->group(g);
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -849,252 +544,69 @@ int app_main(int argc, char** argv) {
   app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + NEUSIGHT_GIT + ")");
   app.require_subcommand(1);
 
-  common_flags common;
-  forecast_flags fflags;
-  std::string script;
+  flag_targets t;
+  common_flags& common = t.get<common_flags>();
+  forecast_flags& fflags = t.get<forecast_flags>();
+  graph_flags& gflags = t.get<graph_flags>();
+  raw_flags& raw = t.get<raw_flags>();
+  train_flags& tflags = t.get<train_flags>();
+  eval_kernels_flags& eflags = t.get<eval_kernels_flags>();
+  eval_models_flags& mflags = t.get<eval_models_flags>();
+  scale_flags& sflags = t.get<scale_flags>();
+  search_flags& qflags = t.get<search_flags>();
+  serve_flags& vflags = t.get<serve_flags>();
 
-  auto* run = app.add_subcommand("run", "Evaluate a workload script (examples/*.lua)");
-  run->add_option("script", script,
-                  "Workload script returning { model=…, gpu=…, mode=…, batch=…, seq=… }; a relative path that does "
-                  "not exist here is looked up in the bundled files (examples/gpt3_train.lua works from any folder)")
-      ->required();
-  add_forecast(run, fflags, true);
-  add_common(run, common, true);
-  add_report(run, common);
-  add_calibration(run, common, calibrate_fit::workload);
-
-  graph_flags gflags;
-  auto* predict = app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script");
-  auto* model_opt = predict->add_option("--model", fflags.model, "Model preset (e.g. gpt3_175b, bert_large, llama3_8b, mixtral_8x7b, deepseek_v3; `neusight models` lists them) or a HuggingFace config.json (the model_types scripts/neusight/models/hf.lua maps: GPT-2, BERT, OPT, Switch, Llama, Mistral, Qwen2/3, Mixtral, Qwen MoE, DeepSeek-V2/V3); a comma-separated list compares every combination")
-                        ->check(nonempty_list());
-  add_forecast(predict, fflags, false);
-  auto* graph_opt = predict->add_option("--graph", gflags.file,
-                                        "Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv "
-                                        "instead of --model (needs --gpu; mode from the file name)")
-                        ->check(CLI::ExistingFile)
-                        ->excludes(model_opt);
-  for (const char* o : {"--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--attention", "--experts", "--fusion", "--flash-attention", "--dp", "--tp",
-                        "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb", "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel", "--distributed-optimizer"})
-    graph_opt->excludes(predict->get_option(o));
-  predict->add_option("--layers", gflags.layers,
-                      "Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
-      ->check(CLI::PositiveNumber)
-      ->needs(graph_opt);
-  add_common(predict, common, true);
-  add_report(predict, common);
-  // a reference graph is not fitted (run_graph has no --calibrate): refused, not ignored
-  add_calibration(predict, common, calibrate_fit::workload)->excludes(graph_opt);
-
-  auto* paths = app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from");
-  add_common(paths, common, false);
-
-  auto* gpus = app.add_subcommand("gpus", "List the known GPUs and their key specs");
-  add_common(gpus, common, true, {"table", "json"});
-  gpus->get_option("--ops")->group("");  // irrelevant here; hidden
-
-  auto* models = app.add_subcommand("models", "List the model presets with their family, parameter count and source");
-  add_common(models, common, true);
-
-  auto* ops = app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)");
-  std::string list_word;
-  ops->add_option("list", list_word, "Optional word 'list'")->check(CLI::IsMember({"list"}));
-  add_common(ops, common, false);
-
-  train_flags tflags;
-  std::string hidden = "64,64,64";
-  auto* train = app.add_subcommand("train", "Train the tile predictor of one kernel family from micro-benchmark CSVs");
-  train->add_option("--family", tflags.family, "Kernel family: bmm, linear (fp32 GEMMs), elementwise, softmax, layernorm, gemm_tc16 (bf16/fp16/tf32 tensor-core GEMMs), gemm_fp8")->required()
-      ->check(CLI::IsMember(family_name_list()));
-  train->add_option("--data", tflags.data, "CSV files or folders (searched recursively), e.g. dataset/train/collect/bmm")
-      ->required();
-  train->add_option("--out", tflags.out, "Output weight folder, e.g. weights/nvidia/bmm")->required();
-  train->add_option("--exclude-gpu", tflags.exclude_gpus, "Leave this GPU's rows out (repeatable)");
-  train->add_option("--vendor", tflags.vendor, "Expected vendor of the rows (nvidia or amd)");
-  train->add_option("--tiles", tflags.tiles, "Tiles of training rows: measured (from kernel names) or rule")
-      ->check(CLI::IsMember({"measured", "rule"}));
-  train->add_option("--hidden", hidden, "Hidden layer sizes")->capture_default_str();
-  train->add_option("--epochs", tflags.opts.max_epochs, "Maximum epochs")->capture_default_str()->check(CLI::PositiveNumber);
-  train->add_option("--patience", tflags.opts.patience, "Stop after this many epochs without improvement")->capture_default_str();
-  train->add_option("--batch", tflags.opts.batch, "Mini-batch size")->capture_default_str()->check(CLI::PositiveNumber);
-  train->add_option("--lr", tflags.opts.lr, "Adam learning rate")->capture_default_str();
-  train->add_option("--seed", tflags.opts.seed, "Random seed (split, init, batches)")->capture_default_str();
-  train->add_option("--threads", tflags.opts.threads, "Threads per mini-batch")->capture_default_str()->check(CLI::PositiveNumber);
-  train->add_flag("-q,--quiet", tflags.quiet, "No progress bar");
-  train->add_flag("--force", tflags.force, "Replace a model already in --out");
-  add_common(train, common, false);
-
-  eval_kernels_flags eflags;
+  // Each command takes the flags cli/flags.cpp's table gives it.
+  auto* run = flags_add(app.add_subcommand("run", "Evaluate a workload script (examples/*.lua)"), cmd::run, t);
+  auto* predict = flags_add(
+      app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script"),
+      cmd::predict, t);
+  auto* paths = flags_add(
+      app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from"),
+      cmd::paths, t);
+  auto* gpus = flags_add(app.add_subcommand("gpus", "List the known GPUs and their key specs"), cmd::gpus, t);
+  auto* models = flags_add(
+      app.add_subcommand("models", "List the model presets with their family, parameter count and source"),
+      cmd::models, t);
+  auto* ops = flags_add(app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)"),
+                        cmd::ops, t);
+  auto* train = flags_add(
+      app.add_subcommand("train", "Train the tile predictor of one kernel family from micro-benchmark CSVs"),
+      cmd::train, t);
   auto* eval = app.add_subcommand("eval", "Compare forecasts with measurements");
   eval->require_subcommand(1);
-  auto* eval_k = eval->add_subcommand("kernels", "MAPE per GPU x family on micro-benchmark CSV rows");
-  eval_k->add_option("files", eflags.files, "Micro-benchmark CSV files or folders")->required();
-  eval_k->add_option("--predictor", eflags.predictor, predictor_help());
-  eval_k->add_option("--weights", eflags.weights, "Weights root (default: the bundled weights/)");
-  eval_k->add_option("--tiles", eflags.tiles, "rule (what a forecast uses) or measured (oracle)")
-      ->check(CLI::IsMember({"rule", "measured"}));
-  eval_k->add_option("--exclude-gpu", eflags.exclude_gpus, "Leave this GPU's rows out (repeatable)");
-  add_common(eval_k, common, true);
-
-  eval_models_flags mflags;
-  auto* eval_m = eval->add_subcommand("models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)");
-  eval_m->add_option("labels", mflags.labels, "Label folders label/<GPU> (or label/ itself, or single label JSON files)")
-      ->required();
-  eval_m->add_option("--graphs", mflags.graphs, "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
-      ->type_name("DIR");
-  eval_m->add_option("--predictor", mflags.predictor, predictor_help());
-  eval_m->add_option("--weights", mflags.weights, "Weights root (default: the bundled weights/)");
-  eval_m->add_option("--overhead", mflags.overhead,
-                     "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off")
-      ->check(CLI::IsMember({"on", "off"}));
-  eval_m->add_flag("--calibrate-each", mflags.calibrate_each,
-                   "Also score calibration from one measurement: per GPU, each label in turn calibrates the forecast "
-                   "(scripts/neusight/calibration.lua, as predict --calibrate) and the GPU's other labels are scored "
-                   "before and after");
-  add_common(eval_m, common, true, {"table", "json"});
-
-  scale_flags sflags;
-  auto* scale = app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)");
-  scale->add_option("--trace", sflags.trace, "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON, or wavescale manifest")->required()->check(CLI::ExistingFile);
-  scale->add_option("--from", sflags.from, "GPU the trace was measured on")->required();
-  scale->add_option("--to", sflags.to, "GPU to forecast")->required();
-  scale->add_option("--layers", sflags.layers, "Replicate the traced layer N times (default: the model config)")
-      ->check(CLI::PositiveNumber);
-  scale->add_option("--graph", sflags.graph, "Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
-  scale->add_option("--weights", sflags.weights, "Weights root (default: the bundled weights/)");
-  scale->add_option("--predictor", sflags.predictor, predictor_help() + " — whose forecasts on the two GPUs give the ratio");
-  scale->add_option("--wave-variant", sflags.wave_variant,
-                    "Wave scaling of Chrome/wavescale traces: code (the released code, default) or paper (wave counts)")
-      ->check(CLI::IsMember({"code", "paper"}));
-  add_common(scale, common, true);
-
-  search_flags qflags;
-  auto* search = app.add_subcommand("search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory");
-  search->add_option("--model", qflags.model, "Model preset or HuggingFace config.json")->required();
-  search->add_option("--gpu", qflags.gpu, "GPU: file path, file stem or alias")->required();
-  search->add_option("--gpus", qflags.gpus, "Number of GPUs")->required()->check(CLI::PositiveNumber);
-  search->add_option("--batch", qflags.batch, "Global batch size")->required()->check(CLI::PositiveNumber);
-  search->add_option("--seq", qflags.seq, "Sequence length")->required()->check(CLI::PositiveNumber);
-  search->add_option("--mode", qflags.mode, "train or inference")->capture_default_str()
-      ->check(CLI::IsMember({"train", "inference"}));
-  search->add_option("--optimizer", qflags.optimizer, "Optimizer step in training: none, sgd, adam, adamw (default adam)")
-      ->check(CLI::IsMember({"none", "sgd", "adam", "adamw"}));
-  search->add_option("--optimizer-impl", qflags.optimizer_impl,
-                     "How the step runs: fused (default for adamw) or foreach (default for adam, sgd)");
-  search->add_option("--dtype", qflags.dtype, "Compute element type: fp32, tf32, fp16, bf16, fp8 (or bfloat16, torch.float16, …)");
-  search->add_option("--precision", qflags.precision,
-                     "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
-  search->add_option("--predictor", qflags.predictor, predictor_help());
-  search->add_option("--schedule", qflags.schedule,
-                     "Pipeline schedules to search, comma-separated: gpipe, 1f1b, interleaved (e.g. 1f1b,interleaved)")
-      ->capture_default_str()->check(member_list({"gpipe", "1f1b", "interleaved"}));
-  search->add_option("--virtual-stages", qflags.virtual_stages,
-                     "Model chunks per device to search with the interleaved schedule, comma-separated (default 2)")
-      ->check(positive_list());
-  search->add_option("--ep", qflags.ep,
-                     "Fix the expert-parallel degree (MoE); default: every ep dividing dp and the expert count")
-      ->check(CLI::PositiveNumber);
-  search->add_option("--cluster", qflags.cluster, "Cluster: a gpus/clusters/*.toml name or a .toml path");
-  search->add_option("--max-tp", qflags.max_tp, "Largest tensor-parallel degree to try (keep tp inside a node)")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  search->add_flag("--sequence-parallel", qflags.sequence_parallel, "Use sequence parallelism whenever tp > 1");
-  search->add_flag("--distributed-optimizer", qflags.distributed_optimizer, "Shard the optimizer over dp (ZeRO-1)");
-  search->add_option("--recompute", qflags.recompute,
-                     "Activation recomputation: auto (the cheapest that fits), all (every mode), none, selective, full")
-      ->capture_default_str()->check(CLI::IsMember({"auto", "all", "none", "selective", "full"}));
-  search->add_option("--top", qflags.top, "Show this many layouts")->capture_default_str()->check(CLI::PositiveNumber);
-  search->add_flag("--all", qflags.all, "Also list layouts that do not fit in memory");
-  add_common(search, common, true);
-  add_calibration(search, common, calibrate_fit::none);
-
-  serve_flags vflags;
-  std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // lists with --sweep; split after parsing
-  auto* serve = app.add_subcommand(
-      "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
-               "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
-               "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
-               "--tpot-ms (scripts/neusight/sweep.lua)");
-  serve->add_option("--model", vflags.model, "Model preset or HuggingFace config.json of a decoder-only model with a KV cache (gpt, llama, moe, deepseek builders; `neusight models` lists the presets)")
-      ->required();
-  serve->add_option("--gpu", serve_gpu, "GPU: file path, file stem or alias (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
-      ->required()->check(nonempty_list())->type_name("GPU[,GPU…]");
-  serve->add_option("--dtype", vflags.dtype, "Compute element type, and the KV cache's unless --kv-dtype (default bf16)");
-  serve->add_option("--kv-dtype", vflags.kv_dtype,
-                    "KV-cache element type: fp8, bf16, fp16 or fp32 (default --dtype); fp8 halves a bf16 cache: "
-                    "more concurrent sequences, cheaper decode attention");
-  serve->add_option("--weight-dtype", vflags.weight_dtype,
-                    "Weight-only quantisation: int8, int4 or fp8 weights (dequantised in the GEMMs; default: --dtype)");
-  serve->add_option("--tp", serve_tp, "Tensor-parallel degree (one replica over tp GPUs; --sweep: a list, e.g. 1,2,4)")
-      ->check(positive_list())->type_name("INT[,INT…]");
-  serve->add_option("--launch", vflags.launch,
-                    "Kernel launches: graph (CUDA-graph replay, as serving engines run; default) or eager")
-      ->check(CLI::IsMember({"eager", "graph"}));
-  serve->add_option("--attention", vflags.attention, "Attention implementation: sdpa (default for 16-bit) or eager")
-      ->check(CLI::IsMember({"eager", "sdpa"}));
-  serve->add_option("--experts", vflags.experts,
-                    "MoE models' routed experts: grouped (grouped GEMMs, as serving engines run them; default) or loop "
-                    "(HF eager's per-expert loop)")
-      ->check(CLI::IsMember({"loop", "grouped"}));
-  serve->add_option("--predictor", vflags.predictor, predictor_help());
-  serve->add_option("--input-len", vflags.input_len,
-                    "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
-      ->required();
-  serve->add_option("--output-len", vflags.output_len,
-                    "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
-      ->required();
-  auto* batch_opt = serve->add_option("--batch", serve_batch,
-                                      "Static batch: N requests prefilled together, then decoded to the end "
-                                      "(--sweep: a list, e.g. 1,8,32)")
-                        ->check(positive_list())->type_name("INT[,INT…]");
-  auto* rate_opt = serve->add_option("--rate", serve_rate,
-                                     "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, "
-                                     "e.g. 1,4,16)")
-                       ->check(number_list())->type_name("FLOAT[,FLOAT…]");
-  rate_opt->excludes(batch_opt);
-  serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
-      ->needs(rate_opt);
-  serve->add_option("--seed", vflags.seed, "Seed of the arrivals and lengths (with --rate; default 0)")->needs(rate_opt);
-  serve->add_option("--chunked-prefill", vflags.chunked_prefill,
-                    "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
-      ->needs(rate_opt);
-  serve->add_option("--max-batch", vflags.max_batch, "Most running requests (vLLM max_num_seqs; default 256)")
-      ->needs(rate_opt);
-  serve->add_option("--max-batched-tokens", vflags.max_batched_tokens,
-                    "Most prompt tokens in one prefill step without chunking (default 8192)")
-      ->needs(rate_opt);
-  serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
-  serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
-                    "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
-  auto* sweep_opt = serve->add_flag(
-      "--sweep", vflags.sweep,
-      "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
-      "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
-      "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not fit, tp not dividing the heads) is a "
-      "row with its error; when none meets the targets the run says so and exits 0");
-  serve->add_option("--ttft-ms", vflags.ttft_ms,
-                    "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; "
-                    "the batch's prefill with --batch)")
-      ->check(CLI::PositiveNumber)->needs(sweep_opt);
-  serve->add_option("--tpot-ms", vflags.tpot_ms,
-                    "--sweep target: time per output token at most this many ms (the p90 over the requests with "
-                    "--rate; the mean over the decode steps with --batch)")
-      ->check(CLI::PositiveNumber)->needs(sweep_opt);
-  add_common(serve, common, true);
-  add_report(serve, common);
-  add_calibration(serve, common, calibrate_fit::serve)->excludes(sweep_opt);
+  auto* eval_k = flags_add(eval->add_subcommand("kernels", "MAPE per GPU x family on micro-benchmark CSV rows"),
+                           cmd::eval_kernels, t);
+  auto* eval_m = flags_add(
+      eval->add_subcommand("models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)"),
+      cmd::eval_models, t);
+  auto* scale = flags_add(
+      app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)"),
+      cmd::scale, t);
+  auto* search = flags_add(
+      app.add_subcommand("search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory"),
+      cmd::search, t);
+  auto* serve = flags_add(
+      app.add_subcommand(
+          "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
+                   "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
+                   "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
+                   "--tpot-ms (scripts/neusight/sweep.lua)"),
+      cmd::serve, t);
 
   try {
     app.parse(argc, argv);
-    if (*serve && !*batch_opt && !*rate_opt) throw CLI::RequiredError("--batch (static batch) or --rate");
+    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate")) throw CLI::RequiredError("--batch (static batch) or --rate");
     if (*serve) {
-      for (const auto& [name, text] : {std::pair{"--gpu", &serve_gpu}, {"--tp", &serve_tp}, {"--batch", &serve_batch},
-                                       {"--rate", &serve_rate}})
+      for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
+                                       {"--batch", &raw.serve_batch}, {"--rate", &raw.serve_rate}})
         if (!vflags.sweep && list_split(*text).size() > 1)
           throw CLI::ValidationError(name, "'" + *text + "' is a list: pass --sweep to compare settings (without it "
                                      "serve forecasts one setting)");
-      vflags.gpu = list_split(serve_gpu);
-      for (const auto& v : list_split(serve_tp)) vflags.tp.push_back(std::stoll(v));
-      for (const auto& v : list_split(serve_batch)) vflags.batch.push_back(std::stoll(v));
-      for (const auto& v : list_split(serve_rate)) vflags.rate.push_back(std::stod(v));
+      vflags.gpu = list_split(raw.serve_gpu);
+      for (const auto& v : list_split(raw.serve_tp)) vflags.tp.push_back(std::stoll(v));
+      for (const auto& v : list_split(raw.serve_batch)) vflags.batch.push_back(std::stoll(v));
+      for (const auto& v : list_split(raw.serve_rate)) vflags.rate.push_back(std::stod(v));
     }
     if (*predict && fflags.model.empty() && gflags.file.empty() &&
         !(!common.calibrate.empty() && calibrate_from_trace(common.calibrate)))
@@ -1121,7 +633,7 @@ int app_main(int argc, char** argv) {
   script_limits_set(common.script_budget, common.script_memory, common.script_timeout);
   try {
     if (*run) {
-      const std::string file = script_resolve(script);
+      const std::string file = script_resolve(raw.script);
       return is_comparison(fflags) ? run_compare(common, fflags, file) : run_forecast(common, fflags, file);
     }
     if (*paths) return run_paths(common);
@@ -1149,7 +661,7 @@ int app_main(int argc, char** argv) {
     if (*train) {
       tflags.opts.hidden.clear();
       paths_into(tflags, common);
-      for (const auto& part : CLI::detail::split(hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
+      for (const auto& part : CLI::detail::split(raw.hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
     }

@@ -81,12 +81,33 @@ TEST_CASE("version and help flags", "[cli]") {
   const auto v = run_cli("--version");
   CHECK(v.code == 0);
   CHECK(v.out.rfind("neusight 0.1.0 (", 0) == 0);
-  for (const char* sub : {"run", "predict", "gpus", "ops"}) {
+  // every command: its flags come from cli/flags.cpp's table, and a relation naming a flag it lacks would throw
+  for (const char* sub : {"run", "predict", "paths", "gpus", "models", "ops", "train", "eval kernels", "eval models",
+                          "scale", "search", "serve"}) {
     const auto h = run_cli(std::string(sub) + " --help");
     INFO(sub);
     CHECK(h.code == 0);
     CHECK(h.out.find("Usage:") != std::string::npos);
   }
+}
+
+TEST_CASE("a command offers only the flags it reads", "[cli]") {
+  // gpus reads no op rule nor script: the session flags are not offered there
+  const auto h = run_cli("gpus --help");
+  for (const char* flag : {"--ops", "--scripts", "--traceback", "--verbose", "--script-budget"}) {
+    INFO(flag);
+    CHECK(h.out.find(flag) == std::string::npos);
+  }
+  CHECK(run_cli("gpus --scripts .").code == 2);
+  // a flag shared by commands keeps each command's own checks: a list on run/predict, one value on search
+  const auto s = run_cli("search --help");
+  CHECK(s.out.find("--ep INT:POSITIVE") != std::string::npos);
+  CHECK(s.out.find("--schedule TEXT:{gpipe,1f1b,interleaved}[,…]=1f1b") != std::string::npos);
+  const auto p = run_cli("predict --help");
+  CHECK(p.out.find("--ep N[,N…]") != std::string::npos);
+  CHECK(p.out.find("(overrides the script)") == std::string::npos);
+  CHECK(run_cli("run --help").out.find("Global batch size (overrides the script) (a comma-separated list") !=
+        std::string::npos);
 }
 
 namespace {

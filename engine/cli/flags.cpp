@@ -1,0 +1,612 @@
+// engine/cli/flags.cpp — the flag table: every flag of every command, declared once with the commands it applies to.
+#include "cli/flags.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <type_traits>
+
+#include "core/roofline.h"
+#include "core/tile_model.h"
+#include "lua/script_limits.h"
+
+namespace ns {
+namespace fs = std::filesystem;
+
+std::vector<std::string> list_split(const std::string& text) {
+  std::vector<std::string> out;
+  if (text.empty()) return out;
+  size_t start = 0;
+  while (true) {
+    const size_t end = std::min(text.find(',', start), text.size());
+    std::string item = text.substr(start, end - start);
+    const size_t a = item.find_first_not_of(' '), b = item.find_last_not_of(' ');
+    out.push_back(a == std::string::npos ? std::string() : item.substr(a, b - a + 1));
+    if (end == text.size()) break;
+    start = end + 1;
+  }
+  return out;
+}
+
+namespace {
+
+// Every item of a comma-separated list is a positive integer.
+CLI::Validator positive_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v)) {
+          const bool digits = !item.empty() && item.size() <= 18 &&
+                              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
+          if (!digits || std::stoll(item) < 1)
+            return "Value " + item + " is not a positive integer" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
+}
+
+// Every item of a comma-separated list is one of `choices`.
+CLI::Validator member_list(std::vector<std::string> choices) {
+  std::string shown;
+  for (const auto& c : choices) shown += (shown.empty() ? "" : ",") + c;
+  return CLI::Validator(
+      [choices, shown](std::string& v) -> std::string {
+        for (const auto& item : list_split(v))
+          if (std::find(choices.begin(), choices.end(), item) == choices.end())
+            return "Value " + item + " not in {" + shown + "}";
+        return {};
+      },
+      "{" + shown + "}[,…]");
+}
+
+// Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
+CLI::Validator number_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v)) {
+          char* end = nullptr;
+          const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
+          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
+            return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
+}
+
+// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
+CLI::Validator nonempty_list() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        for (const auto& item : list_split(v))
+          if (item.empty()) return "an empty item in the list '" + v + "'";
+        return {};
+      },
+      "");
+}
+
+CLI::Validator existing_dir() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::error_code ec;
+        if (!fs::is_directory(v, ec)) return "no such directory: " + v;
+        return {};
+      },
+      "DIR");
+}
+
+// --predictor: a built-in or a Lua predictor (session::predictor_make resolves and checks the name).
+std::string predictor_help() {
+  std::string builtins;
+  for (const auto& n : predictor_names()) builtins += (builtins.empty() ? "" : ", ") + n;
+  return "Kernel latency predictor: " + builtins +
+         ", or a Lua predictor: NAME (neusight/predictors/NAME.lua on the script search path, e.g. roofline_derated) "
+         "or a .lua file";
+}
+
+// Adds the option (a flag for a bool) bound to `target`.
+template <class T>
+CLI::Option* add(CLI::App* app, const std::string& name, T& target, const std::string& help) {
+  if constexpr (std::is_same_v<T, bool>)
+    return app->add_flag(name, target, help);
+  else
+    return app->add_option(name, target, help);
+}
+
+using flag_bind = std::function<CLI::Option*(CLI::App*, const std::string& name, const std::string& help, flag_targets&)>;
+
+// The value goes to member `m` of the command's flag struct S (one of flag_targets' parts).
+template <class S, class T>
+flag_bind to(T S::*m) {
+  return [m](CLI::App* app, const std::string& name, const std::string& help, flag_targets& t) {
+    return add(app, name, t.get<S>().*m, help);
+  };
+}
+// train's model options (train_flags::opts).
+template <class T>
+flag_bind to_train(T train_options::*m) {
+  return [m](CLI::App* app, const std::string& name, const std::string& help, flag_targets& t) {
+    return add(app, name, t.get<train_flags>().opts.*m, help);
+  };
+}
+
+// What an entry sets on its option on every command, or one use of it on its commands (a use's check, type name and
+// group replace the entry's; its relations add to them).
+struct flag_rules {
+  std::optional<CLI::Validator> check;
+  std::string type_name, group;
+  bool required = false, show_default = false;
+  std::vector<std::string> needs, excludes;  // other flags of the same command, by name
+};
+
+// One binding of a flag: the commands it has that meaning on and where its value goes there.
+struct flag_use {
+  unsigned commands = 0;
+  flag_bind bind;
+  std::string help;        // replaces the entry's help: the flag means something else on these commands
+  std::string note;        // appended to the help
+  bool workload = false;   // a workload field: run says it overrides the script's
+  bool list = false;       // a comma-separated list makes run/predict compare every combination
+  flag_rules rules;
+};
+
+// A flag: its name (CLI11's: "-o,--output", or a positional's), its help and checks, and its uses. The builder's
+// setters after on() apply to that use; before the first on(), to the entry (every command).
+struct flag_spec {
+  std::string name, help;
+  flag_rules rules;
+  std::vector<flag_use> uses;
+
+  flag_spec(std::string n, std::string h) : name(std::move(n)), help(std::move(h)) {}
+  flag_spec& on(unsigned commands, flag_bind bind) {
+    uses.push_back(flag_use{commands, std::move(bind), {}, {}, false, false, {}});
+    return *this;
+  }
+  flag_rules& r() { return uses.empty() ? rules : uses.back().rules; }
+  flag_spec& check(CLI::Validator v) {
+    r().check = std::move(v);
+    return *this;
+  }
+  flag_spec& type(std::string t) {
+    r().type_name = std::move(t);
+    return *this;
+  }
+  flag_spec& group(std::string g) {
+    r().group = std::move(g);
+    return *this;
+  }
+  flag_spec& required() {
+    r().required = true;
+    return *this;
+  }
+  flag_spec& show_default() {
+    r().show_default = true;
+    return *this;
+  }
+  flag_spec& needs(const std::vector<std::string>& names) {
+    r().needs.insert(r().needs.end(), names.begin(), names.end());
+    return *this;
+  }
+  flag_spec& excludes(const std::vector<std::string>& names) {
+    r().excludes.insert(r().excludes.end(), names.begin(), names.end());
+    return *this;
+  }
+  // the use's own wording: its whole help (the flag means something else there), a note after the entry's help
+  flag_spec& help_as(std::string h) {
+    uses.back().help = std::move(h);
+    return *this;
+  }
+  flag_spec& note(std::string n) {
+    uses.back().note = std::move(n);
+    return *this;
+  }
+  flag_spec& workload() {
+    uses.back().workload = true;
+    return *this;
+  }
+  flag_spec& list() {
+    uses.back().list = true;
+    return *this;
+  }
+};
+
+using namespace cmd;
+constexpr unsigned forecast = run | predict;
+// the commands that open a session: they read the search paths, -v and the script limits
+constexpr unsigned sessions = run | predict | paths | models | ops | train | eval_kernels | eval_models | scale | search | serve;
+const char* const parallel_group = "Parallelism (scripts/neusight/parallel.lua)";
+const char* const limits_group = "Script limits (per call into a Lua script; 0: no limit)";
+
+// In each command's --help the flags come in this order.
+std::vector<flag_spec> table_make() {
+  std::vector<flag_spec> t;
+  auto flag = [&t](std::string name, std::string help) -> flag_spec& { return t.emplace_back(std::move(name), std::move(help)); };
+  const std::vector<std::string> tables = {"table", "json", "csv"}, tables_no_csv = {"table", "json"};
+
+  // The positional arguments.
+  flag("script",
+       "Workload script returning { model=…, gpu=…, mode=…, batch=…, seq=… }; a relative path that does not exist here "
+       "is looked up in the bundled files (examples/gpt3_train.lua works from any folder)")
+      .on(run, to(&raw_flags::script)).required();
+  flag("list", "Optional word 'list'").on(ops, to(&raw_flags::list_word)).check(CLI::IsMember({"list"}));
+  flag("files", "Micro-benchmark CSV files or folders").on(eval_kernels, to(&eval_kernels_flags::files)).required();
+  flag("labels", "Label folders label/<GPU> (or label/ itself, or single label JSON files)")
+      .on(eval_models, to(&eval_models_flags::labels)).required();
+
+  // The workload.
+  flag("--model",
+       "Model preset (e.g. gpt3_175b, bert_large, llama3_8b, mixtral_8x7b, deepseek_v3; `neusight models` lists them) or "
+       "a HuggingFace config.json (the model_types scripts/neusight/models/hf.lua maps: GPT-2, BERT, OPT, Switch, Llama, "
+       "Mistral, Qwen2/3, Mixtral, Qwen MoE, DeepSeek-V2/V3)")
+      .on(predict, to(&forecast_flags::model)).list().check(nonempty_list())
+      .on(search, to(&search_flags::model)).required()
+      .on(serve, to(&serve_flags::model)).required()
+      .note("; a decoder-only model with a KV cache (the gpt, llama, moe and deepseek builders)");
+  flag("--gpu", "GPU: file path, file stem or alias, see `neusight gpus`")
+      .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())
+      .on(search, to(&search_flags::gpu)).required()
+      .on(serve, to(&raw_flags::serve_gpu)).required().check(nonempty_list()).type("GPU[,GPU…]")
+      .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)");
+  flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::PositiveNumber);
+  flag("--batch", "Global batch size")
+      .on(forecast, to(&forecast_flags::batch)).workload().list().check(positive_list()).type("N[,N…]")
+      .on(search, to(&search_flags::batch)).required().check(CLI::PositiveNumber)
+      .on(serve, to(&raw_flags::serve_batch)).check(positive_list()).type("N[,N…]")
+      .help_as("Static batch: N requests prefilled together, then decoded to the end (--sweep: a list, e.g. 1,8,32)")
+      .on(train, to_train(&train_options::batch)).help_as("Mini-batch size").show_default().check(CLI::PositiveNumber);
+  flag("--seq", "Sequence length")
+      .on(forecast, to(&forecast_flags::seq)).workload().list().check(positive_list()).type("N[,N…]")
+      .note(" (prefill: the prompt length; not used in decode)")
+      .on(search, to(&search_flags::seq)).required().check(CLI::PositiveNumber);
+  flag("--mode",
+       "train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV cache) or decode (one "
+       "token per sequence over a KV cache of --context tokens)")
+      .on(forecast, to(&forecast_flags::mode)).workload().list()
+      .check(member_list({"train", "inference", "prefill", "decode"}))
+      .on(search, to(&search_flags::mode)).help_as("train or inference").show_default()
+      .check(CLI::IsMember({"train", "inference"}));
+  flag("--context", "Tokens already in each sequence's KV cache (required by, and only for, --mode decode)")
+      .on(forecast, to(&forecast_flags::context)).workload().list().check(positive_list()).type("N[,N…]");
+  flag("--input-len", "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
+      .on(serve, to(&serve_flags::input_len)).required();
+  flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
+      .on(serve, to(&serve_flags::output_len)).required();
+  flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw")
+      .check(CLI::IsMember({"none", "sgd", "adam", "adamw"}))
+      .on(forecast, to(&forecast_flags::optimizer)).workload()
+      .on(search, to(&search_flags::optimizer)).note(" (default adam)");
+  flag("--optimizer-impl",
+       "How the step runs: fused (one kernel; default for adamw) or foreach (multi-tensor passes; default for adam, sgd)")
+      .on(forecast, to(&forecast_flags::optimizer_impl)).workload()
+      .on(search, to(&search_flags::optimizer_impl));
+  flag("--dtype",
+       "Compute element type: fp32, tf32, fp16, bf16, fp8 (also as people write them: bfloat16, BF16, torch.float16, "
+       "fp8_e4m3, …)")
+      .on(forecast, to(&forecast_flags::dtype)).workload().list().check(nonempty_list())
+      .on(search, to(&search_flags::dtype))
+      .on(serve, to(&serve_flags::dtype)).note("; default bf16, and the KV cache's unless --kv-dtype");
+  flag("--kv-dtype",
+       "KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; default the compute "
+       "dtype. The cache bytes, the KV-cache writes and the decode attention's cache reads shrink; FLOPs stay at --dtype")
+      .on(forecast, to(&forecast_flags::kv_dtype)).workload()
+      .on(serve, to(&serve_flags::kv_dtype)).note(" (fp8 halves a bf16 cache: more concurrent sequences)");
+  flag("--weight-dtype",
+       "Weight-only quantisation (inference, prefill, decode): int8, int4 or fp8 weights, dequantised in the GEMM; "
+       "compute stays at --dtype")
+      .on(forecast, to(&forecast_flags::weight_dtype)).workload()
+      .on(serve, to(&serve_flags::weight_dtype));
+  flag("--precision",
+       "Precision recipe: pure (parameters, gradients, optimizer state in --dtype) or amp (fp32 master weights and "
+       "optimizer state, 16-bit compute); default amp when training in fp16/bf16/fp8, else pure "
+       "(scripts/neusight/precision.lua)")
+      .on(forecast, to(&forecast_flags::precision)).workload()
+      .on(search, to(&search_flags::precision));
+  flag("--attention",
+       "Attention implementation: eager (matmul-softmax-matmul kernels) or sdpa (one fused FlashAttention kernel each "
+       "way); default sdpa for bf16/fp16/fp8 where the model has it, else eager")
+      .check(CLI::IsMember({"eager", "sdpa"}))
+      .on(forecast, to(&forecast_flags::attention)).workload()
+      .on(serve, to(&serve_flags::attention));
+  flag("--experts",
+       "How an MoE model's routed experts run: loop (HF eager's per-expert loop) or grouped (permute, grouped GEMMs, "
+       "unpermute: Megatron-Core GroupedMLP / vLLM fused_moe; scripts/neusight/models/moe.lua)")
+      .check(CLI::IsMember({"loop", "grouped"}))
+      .on(forecast, to(&forecast_flags::experts)).workload().note("; default loop")
+      .on(serve, to(&serve_flags::experts)).note("; default grouped, as serving engines run them");
+  flag("--predictor", predictor_help())
+      .on(forecast, to(&forecast_flags::predictor))
+      .on(search, to(&search_flags::predictor))
+      .on(serve, to(&serve_flags::predictor))
+      .on(eval_kernels, to(&eval_kernels_flags::predictor))
+      .on(eval_models, to(&eval_models_flags::predictor))
+      .on(scale, to(&scale_flags::predictor)).note(" — whose forecasts on the two GPUs give the ratio");
+  flag("--weights",
+       "Weights root of the neusight predictor, laid out as weights/<vendor>/<family> (default: the bundled weights/; "
+       "e.g. the --out of weights/train.sh)")
+      .type("DIR").check(CLI::ExistingDirectory)
+      .on(forecast, to(&forecast_flags::weights))
+      .on(eval_kernels, to(&eval_kernels_flags::weights))
+      .on(eval_models, to(&eval_models_flags::weights))
+      .on(scale, to(&scale_flags::weights));
+  flag("--overhead",
+       "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off (default: as the "
+       "script says)")
+      .check(CLI::IsMember({"on", "off"}))
+      .on(forecast, to(&forecast_flags::overhead))
+      .on(eval_models, to(&eval_models_flags::overhead));
+  flag("--launch",
+       "Kernel launches: eager (PyTorch, one host launch per op: the predictors' times) or graph (CUDA-graph replay as "
+       "serving engines run; scripts/neusight/launch.lua)")
+      .check(CLI::IsMember({"eager", "graph"}))
+      .on(forecast, to(&forecast_flags::launch)).workload().note("; default eager")
+      .on(serve, to(&serve_flags::launch)).note("; default graph");
+  flag("--fusion", "Inference with torch.compile-style kernel fusion (scripts/neusight/fusion.lua)")
+      .on(forecast, to(&forecast_flags::fusion)).workload();
+  flag("--flash-attention", "Like --fusion, and each attention block becomes one FlashAttention kernel")
+      .on(forecast, to(&forecast_flags::flash_attention)).workload();
+
+  // Parallelism.
+  flag("--dp", "Data-parallel degree: replicas; --batch stays the global batch")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::dp)).workload().list().check(positive_list()).type("N[,N…]");
+  flag("--tp", "Tensor-parallel degree (Megatron-style sharding of each layer)")
+      .check(positive_list()).type("N[,N…]")
+      .on(forecast, to(&forecast_flags::tp)).workload().list().group(parallel_group)
+      .on(serve, to(&raw_flags::serve_tp)).note("; one replica over tp GPUs (--sweep: a list, e.g. 1,2,4)");
+  flag("--ep", "Expert-parallel degree (MoE models): experts spread over ep of the dp ranks")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::ep)).workload().list().check(positive_list()).type("N[,N…]")
+      .on(search, to(&search_flags::ep)).check(CLI::PositiveNumber)
+      .note("; fixed, where the default searches every ep dividing dp and the expert count");
+  flag("--pp", "Pipeline-parallel degree: stages")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::pp)).workload().list().check(positive_list()).type("N[,N…]");
+  flag("--microbatches", "Microbatches per iteration and pipeline (batch / (dp * microbatches) each)")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::microbatches)).workload().list().check(positive_list()).type("N[,N…]");
+  flag("--schedule", "Pipeline schedule: gpipe, 1f1b or interleaved")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
+      .on(search, to(&search_flags::schedule)).show_default().check(member_list({"gpipe", "1f1b", "interleaved"}))
+      .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved)");
+  flag("--virtual-stages", "Model chunks per device of the interleaved schedule (default 2 with --schedule interleaved)")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::virtual_stages)).workload().check(CLI::PositiveNumber).type("N")
+      .on(search, to(&search_flags::virtual_stages)).check(positive_list()).note(" — a comma-separated list, each searched");
+  flag("--bucket-mb", "Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::bucket_mb)).workload().check(CLI::PositiveNumber).type("MB");
+  flag("--overlap-grad-reduce", "Overlap the data-parallel gradient reduction with backward: on (default) or off")
+      .group(parallel_group).check(CLI::IsMember({"on", "off"}))
+      .on(forecast, to(&forecast_flags::overlap_grad_reduce)).workload();
+  flag("--kernels",
+       "Kernels of a parallel run: megatron (Megatron-LM's fused ones; default with more than one GPU) or eager (the HF "
+       "eager graph; default on one GPU)")
+      .group(parallel_group).check(CLI::IsMember({"megatron", "eager"}))
+      .on(forecast, to(&forecast_flags::kernels)).workload();
+  flag("--recompute",
+       "Activation recomputation: none, selective (core attention re-runs in backward) or full (every layer re-runs its "
+       "forward)")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::recompute)).workload().list().check(member_list({"none", "selective", "full"}))
+      .on(search, to(&search_flags::recompute)).show_default()
+      .check(CLI::IsMember({"auto", "all", "none", "selective", "full"}))
+      .note("; or auto (per layout the cheapest that fits) or all (every mode, each ranked)");
+  flag("--sequence-parallel", "Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::sequence_parallel)).workload()
+      .on(search, to(&search_flags::sequence_parallel)).note("; searched: whenever tp > 1");
+  flag("--distributed-optimizer", "Shard the optimizer state and step over dp (Megatron's distributed optimizer, ZeRO-1)")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::distributed_optimizer)).workload()
+      .on(search, to(&search_flags::distributed_optimizer));
+  flag("--cluster",
+       "Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; default: one node of the "
+       "GPU's own links")
+      .group(parallel_group)
+      .on(forecast, to(&forecast_flags::cluster)).workload()
+      .on(search, to(&search_flags::cluster));
+
+  // predict --graph (after the flags it excludes: CLI11 names the first given one in "--batch excludes --graph")
+  flag("--graph", "")
+      .on(predict, to(&graph_flags::file))
+      .help_as("Reference operator graph opgraph/<model>-<inf|train>-<seq>-<batch>.csv instead of --model (needs --gpu; "
+               "mode from the file name)")
+      .check(CLI::ExistingFile)
+      .excludes({"--model", "--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype",
+                 "--weight-dtype", "--precision", "--attention", "--experts", "--fusion", "--flash-attention", "--dp",
+                 "--tp", "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb",
+                 "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel",
+                 "--distributed-optimizer",
+                 "--calibrate"})  // a reference graph is not fitted (run_graph has no --calibrate): refused, not ignored
+      .on(scale, to(&scale_flags::graph)).help_as("Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
+  flag("--layers", "")
+      .check(CLI::PositiveNumber)
+      .on(predict, to(&graph_flags::layers))
+      .help_as("Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
+      .needs({"--graph"})
+      .on(scale, to(&scale_flags::layers)).help_as("Replicate the traced layer N times (default: the model config)");
+
+  // search.
+  flag("--max-tp", "Largest tensor-parallel degree to try (keep tp inside a node)")
+      .on(search, to(&search_flags::max_tp)).show_default().check(CLI::PositiveNumber);
+  flag("--top", "Show this many layouts").on(search, to(&search_flags::top)).show_default().check(CLI::PositiveNumber);
+  flag("--all", "Also list layouts that do not fit in memory").on(search, to(&search_flags::all));
+
+  // serve.
+  flag("--rate", "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, e.g. 1,4,16)")
+      .on(serve, to(&raw_flags::serve_rate)).check(number_list()).type("FLOAT[,FLOAT…]").excludes({"--batch"});
+  flag("--requests", "Requests to simulate (with --rate; default 1000)")
+      .on(serve, to(&serve_flags::requests)).needs({"--rate"});
+  flag("--seed", "Random seed")
+      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; default 0)").needs({"--rate"})
+      .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default();
+  flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
+      .on(serve, to(&serve_flags::chunked_prefill)).needs({"--rate"});
+  flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
+      .on(serve, to(&serve_flags::max_batch)).needs({"--rate"});
+  flag("--max-batched-tokens", "Most prompt tokens in one prefill step without chunking (default 8192)")
+      .on(serve, to(&serve_flags::max_batched_tokens)).needs({"--rate"});
+  flag("--block-size", "KV-cache block size in tokens (default 16)").on(serve, to(&serve_flags::block_size));
+  flag("--gpu-memory-utilization", "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)")
+      .on(serve, to(&serve_flags::gpu_memory_utilization));
+  flag("--sweep",
+       "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
+       "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
+       "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not "
+       "fit, tp not dividing the heads) is a row with its error; when none meets the targets the run says so and exits 0")
+      .on(serve, to(&serve_flags::sweep));
+  flag("--ttft-ms",
+       "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; the batch's "
+       "prefill with --batch)")
+      .on(serve, to(&serve_flags::ttft_ms)).check(CLI::PositiveNumber).needs({"--sweep"});
+  flag("--tpot-ms",
+       "--sweep target: time per output token at most this many ms (the p90 over the requests with --rate; the mean "
+       "over the decode steps with --batch)")
+      .on(serve, to(&serve_flags::tpot_ms)).check(CLI::PositiveNumber).needs({"--sweep"});
+
+  // train and eval.
+  flag("--family",
+       "Kernel family: bmm, linear (fp32 GEMMs), elementwise, softmax, layernorm, gemm_tc16 (bf16/fp16/tf32 tensor-core "
+       "GEMMs), gemm_fp8")
+      .on(train, to(&train_flags::family)).required().check(CLI::IsMember(family_name_list()));
+  flag("--data", "CSV files or folders (searched recursively), e.g. dataset/train/collect/bmm")
+      .on(train, to(&train_flags::data)).required();
+  flag("--out", "Output weight folder, e.g. weights/nvidia/bmm").on(train, to(&train_flags::out)).required();
+  flag("--exclude-gpu", "Leave this GPU's rows out (repeatable)")
+      .on(train, to(&train_flags::exclude_gpus))
+      .on(eval_kernels, to(&eval_kernels_flags::exclude_gpus));
+  flag("--vendor", "Expected vendor of the rows (nvidia or amd)").on(train, to(&train_flags::vendor));
+  flag("--tiles", "Tiles of the rows: measured (from the kernel names) or rule (what a forecast uses)")
+      .check(CLI::IsMember({"measured", "rule"}))
+      .on(train, to(&train_flags::tiles)).note("; default measured")
+      .on(eval_kernels, to(&eval_kernels_flags::tiles)).note("; default rule (measured: an oracle)");
+  flag("--hidden", "Hidden layer sizes").on(train, to(&raw_flags::hidden)).show_default();
+  flag("--epochs", "Maximum epochs").on(train, to_train(&train_options::max_epochs)).show_default().check(CLI::PositiveNumber);
+  flag("--patience", "Stop after this many epochs without improvement")
+      .on(train, to_train(&train_options::patience)).show_default();
+  flag("--lr", "Adam learning rate").on(train, to_train(&train_options::lr)).show_default();
+  flag("--threads", "Threads per mini-batch").on(train, to_train(&train_options::threads)).show_default()
+      .check(CLI::PositiveNumber);
+  flag("-q,--quiet", "No progress bar").on(train, to(&train_flags::quiet));
+  flag("--force", "Replace a model already in --out").on(train, to(&train_flags::force));
+  flag("--graphs", "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
+      .on(eval_models, to(&eval_models_flags::graphs)).type("DIR");
+  flag("--calibrate-each",
+       "Also score calibration from one measurement: per GPU, each label in turn calibrates the forecast "
+       "(scripts/neusight/calibration.lua, as predict --calibrate) and the GPU's other labels are scored before and after")
+      .on(eval_models, to(&eval_models_flags::calibrate_each));
+
+  // scale.
+  flag("--trace", "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON, or wavescale manifest")
+      .on(scale, to(&scale_flags::trace)).required().check(CLI::ExistingFile);
+  flag("--from", "GPU the trace was measured on").on(scale, to(&scale_flags::from)).required();
+  flag("--to", "GPU to forecast").on(scale, to(&scale_flags::to)).required();
+  flag("--wave-variant",
+       "Wave scaling of Chrome/wavescale traces: code (the released code, default) or paper (wave counts)")
+      .on(scale, to(&scale_flags::wave_variant)).check(CLI::IsMember({"code", "paper"}));
+
+  // The session: search paths, diagnostics, script limits.
+  flag("--ops", "Directory of op rules searched before the bundled ops/ (repeatable)")
+      .type("DIR").on(sessions, to(&common_flags::ops_dirs));
+  flag("--scripts",
+       "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
+       "module neusight.launch")
+      .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::scripts_dirs));
+  flag("--traceback", "Print the Lua traceback of script errors").on(sessions, to(&common_flags::traceback));
+  flag("-v,--verbose", "Report op and script files that shadow others, and other details")
+      .on(sessions, to(&common_flags::verbose));
+  flag("--script-budget",
+       "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
+           ", or NEUSIGHT_SCRIPT_BUDGET)")
+      .type("N").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_budget));
+  flag("--script-memory",
+       "Lua heap in MB while a script runs (default " + std::to_string(script_memory_mb_default) +
+           ", or NEUSIGHT_SCRIPT_MEMORY)")
+      .type("MB").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_memory));
+  flag("--script-timeout",
+       "CPU seconds a script may run per call, also inside one library call (default " +
+           fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
+      .type("SECONDS").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_timeout));
+
+  // The report.
+  flag("--format", "Output format")
+      .on(run | predict | models | eval_kernels | scale | search | serve, to(&common_flags::format))
+      .check(CLI::IsMember(tables))
+      .on(gpus | eval_models, to(&common_flags::format)).check(CLI::IsMember(tables_no_csv));
+  flag("-o,--output",
+       "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless it is given)")
+      .type("FILE")
+      .on(run | predict | gpus | models | eval_kernels | eval_models | scale | search | serve, to(&common_flags::output));
+  flag("--report",
+       "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
+       "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "
+       "nothing is written on error")
+      .type("FILE.html").on(run | predict | serve, to(&common_flags::report_html));
+
+  // Calibration: --no-calibration on the commands that forecast (NEUSIGHT_NO_CALIBRATION=1 for all); --calibrate on
+  // those that forecast one workload (run, predict) or one static serving batch (serve).
+  flag("--no-calibration",
+       "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; also "
+       "NEUSIGHT_NO_CALIBRATION=1)")
+      .on(run | predict | serve | search, to(&common_flags::no_calibration));
+  flag("--calibrate", "Fit per-kernel-family correction factors of the GPU from FILE")
+      .type("FILE")
+      .excludes({"--no-calibration", "--report"})  // it writes the calibration and its summary, not a forecast
+      .on(run | predict, to(&common_flags::calibrate))
+      .note(": a TOML with latency_ms = the measured time of exactly this workload on that GPU (and optionally note = "
+            "\"…\"), or a PyTorch-profiler Chrome trace (.json, recorded with shapes on that GPU: "
+            "scripts/collect/hf_trace.py; predict --gpu G only, no workload); they are written beside the GPU's file as "
+            "<stem>.calibration.toml and used by later forecasts on it (scripts/neusight/calibration.lua)")
+      .on(serve, to(&common_flags::calibrate)).excludes({"--sweep"})
+      .note(", a TOML with the measured times of exactly this static batch (--batch; not --rate) on that GPU: ttft_ms = "
+            "its prefill (time to first token) and/or tpot_ms = its mean decode step (time per output token), optionally "
+            "note = \"…\"; one of them fits as predict --calibrate does, both pin the families the prefill and the decode "
+            "step weigh differently. Written beside the GPU's file as <stem>.calibration.toml and used by later forecasts "
+            "on it (predict, search, serve; scripts/neusight/calibration.lua fit_serve)");
+  return t;
+}
+
+}  // namespace
+
+CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t) {
+  static const std::vector<flag_spec> table = table_make();
+  std::vector<std::pair<CLI::Option*, flag_rules>> added;
+  for (const flag_spec& f : table)
+    for (const flag_use& u : f.uses) {
+      if (!(u.commands & command)) continue;
+      std::string help = u.help.empty() ? f.help : u.help;
+      help += u.note;
+      if (u.workload && command == cmd::run) help += " (overrides the script)";
+      if (u.list) help += " (a comma-separated list compares every combination)";
+      CLI::Option* o = u.bind(app, f.name, help, t);
+      flag_rules r = u.rules;  // the use's own rules, the entry's where the use sets none
+      if (!r.check) r.check = f.rules.check;
+      if (r.type_name.empty()) r.type_name = f.rules.type_name;
+      if (r.group.empty()) r.group = f.rules.group;
+      r.required = r.required || f.rules.required;
+      r.show_default = r.show_default || f.rules.show_default;
+      r.needs.insert(r.needs.begin(), f.rules.needs.begin(), f.rules.needs.end());
+      r.excludes.insert(r.excludes.begin(), f.rules.excludes.begin(), f.rules.excludes.end());
+      if (r.check) o->check(*r.check);
+      if (!r.type_name.empty()) o->type_name(r.type_name);
+      if (!r.group.empty()) o->group(r.group);
+      if (r.required) o->required();
+      if (r.show_default) o->capture_default_str();
+      added.emplace_back(o, std::move(r));  // a second use on the command throws CLI::OptionAlreadyAdded
+    }
+  // the relations, once the command's flags are all there (a name it lacks is a mistake in the table: it throws)
+  for (const auto& [o, r] : added) {
+    for (const auto& n : r.needs) o->needs(app->get_option(n));
+    for (const auto& n : r.excludes) o->excludes(app->get_option(n));
+  }
+  return app;
+}
+
+}  // namespace ns

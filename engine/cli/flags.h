@@ -1,0 +1,109 @@
+// engine/cli/flags.h — the command line's flags, each declared once (flags.cpp) with the commands it applies to
+// (llama.cpp's common/arg.cpp): a command registers exactly the flags the table gives it, so a flag is never advertised
+// where it is ignored, and its name, help and checks are written in one place.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "cli/kernels_cmd.h"
+#include "cli/models_cmd.h"
+#include "cli/scale_cmd.h"
+#include "cli/search_cmd.h"
+#include "cli/serve_cmd.h"
+
+namespace CLI {
+class App;
+}
+
+namespace ns {
+
+// The commands, one bit each: a flag's entry names the set it applies to.
+namespace cmd {
+enum : unsigned {
+  run = 1u << 0,
+  predict = 1u << 1,
+  paths = 1u << 2,
+  gpus = 1u << 3,
+  models = 1u << 4,
+  ops = 1u << 5,
+  train = 1u << 6,
+  eval_kernels = 1u << 7,
+  eval_models = 1u << 8,
+  scale = 1u << 9,
+  search = 1u << 10,
+  serve = 1u << 11,
+};
+}  // namespace cmd
+
+// Flags every command that opens a session takes (the search paths, -v, the script limits), and the report flags.
+struct common_flags {
+  std::vector<std::string> ops_dirs;
+  std::vector<std::string> scripts_dirs;
+  bool traceback = false;
+  bool verbose = false;
+  std::string format = "table";
+  std::string output;
+  std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
+  std::string calibrate;     // --calibrate FILE (run, predict, serve): fit the GPU's calibration from a measurement of FILE
+  bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
+  int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
+  double script_timeout = -1;
+};
+
+// run and predict. Flags that take a comma-separated list on the command line (model, gpu, mode, dtype, recompute and
+// the integers) are kept as typed; one value is today's single forecast, several make a comparison (one row per
+// combination).
+struct forecast_flags {
+  std::string gpu, mode, optimizer, optimizer_impl, dtype, precision, attention, model;
+  std::string batch, seq, context;
+  std::string kv_dtype, weight_dtype;  // --kv-dtype / --weight-dtype: quantised KV cache / weights (serving phases)
+  std::string experts;                 // --experts loop|grouped: workload field `experts` (MoE models)
+  std::string predictor = "neusight";
+  std::string weights;                // --weights DIR: weights root instead of the bundled weights/
+  std::string overhead = "default";  // --overhead on|off; "default": scripts/neusight/overhead.lua decides
+  std::string launch;                 // --launch eager|graph: workload field `launch` (scripts/neusight/launch.lua)
+  bool fusion = false;                // --fusion: workload field fusion = true (scripts/neusight/fusion.lua)
+  bool flash_attention = false;       // --flash-attention: fusion = "flash_attention"
+  // --dp/--tp/--pp/--microbatches/--schedule: fields of the workload's `parallel` table (scripts/neusight/parallel.lua)
+  std::string dp, tp, pp, microbatches, ep;
+  std::string schedule, kernels, cluster, recompute;
+  int64_t virtual_stages = 0;       // --virtual-stages: model chunks per device (interleaved schedule); 0 = the default
+  double bucket_mb = 0;             // --bucket-mb: gradient bucket size; 0 = the default
+  std::string overlap_grad_reduce;  // --overlap-grad-reduce on|off; "" = the default (on)
+  bool sequence_parallel = false, distributed_optimizer = false;
+};
+
+struct graph_flags {
+  std::string file;    // predict --graph: a reference operator graph (opgraph/<tag>.csv)
+  int64_t layers = 0;  // --layers; 0 = from the model config
+};
+
+// Values kept as typed and converted after parsing.
+struct raw_flags {
+  std::string script;                 // run's workload script
+  std::string list_word;              // ops [list]
+  std::string hidden = "64,64,64";    // train --hidden
+  std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // serve: lists with --sweep, split after parsing
+};
+
+// Where the parsed values go: one flag struct per command (and the common ones), as the table's entries bind them.
+struct flag_targets {
+  std::tuple<common_flags, forecast_flags, graph_flags, raw_flags, train_flags, eval_kernels_flags, eval_models_flags,
+             scale_flags, search_flags, serve_flags>
+      parts;
+  template <class S>
+  S& get() {
+    return std::get<S>(parts);
+  }
+};
+
+// Registers on `app` every flag of the table that applies to `command` (one cmd:: bit), bound to `t`, in the table's
+// order, then the relations between them (needs, excludes). Returns `app`.
+CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t);
+
+// "1, 8,32" → {"1", "8", "32"}; "" → {}.
+std::vector<std::string> list_split(const std::string& text);
+
+}  // namespace ns
