@@ -557,42 +557,35 @@ int app_main(int argc, char** argv) {
   serve_flags& vflags = t.get<serve_flags>();
 
   // Each command takes the flags cli/flags.cpp's table gives it.
-  auto* run = flags_add(app.add_subcommand("run", "Evaluate a workload script (examples/*.lua)"), cmd::run, t);
-  auto* predict = flags_add(
-      app.add_subcommand("predict", "Forecast a built-in model or a reference operator graph without writing a script"),
-      cmd::predict, t);
-  auto* paths = flags_add(
-      app.add_subcommand("paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from"),
-      cmd::paths, t);
-  auto* gpus = flags_add(app.add_subcommand("gpus", "List the known GPUs and their key specs"), cmd::gpus, t);
-  auto* models = flags_add(
-      app.add_subcommand("models", "List the model presets with their family, parameter count and source"),
-      cmd::models, t);
-  auto* ops = flags_add(app.add_subcommand("ops", "List operator rules: op name → resolved file (first hit wins)"),
-                        cmd::ops, t);
-  auto* train = flags_add(
-      app.add_subcommand("train", "Train the tile predictor of one kernel family from micro-benchmark CSVs"),
-      cmd::train, t);
+  std::vector<std::pair<CLI::App*, unsigned>> commands;
+  auto sub = [&](CLI::App* parent, const char* name, const char* about, unsigned c) {
+    commands.emplace_back(flags_add(parent->add_subcommand(name, about), c, t), c);
+    return commands.back().first;
+  };
+  auto* run = sub(&app, "run", "Evaluate a workload script (examples/*.lua)", cmd::run);
+  auto* predict = sub(&app, "predict", "Forecast a built-in model or a reference operator graph without writing a script",
+                      cmd::predict);
+  auto* paths = sub(&app, "paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from",
+                    cmd::paths);
+  auto* gpus = sub(&app, "gpus", "List the known GPUs and their key specs", cmd::gpus);
+  auto* models = sub(&app, "models", "List the model presets with their family, parameter count and source", cmd::models);
+  auto* ops = sub(&app, "ops", "List operator rules: op name → resolved file (first hit wins)", cmd::ops);
+  auto* train = sub(&app, "train", "Train the tile predictor of one kernel family from micro-benchmark CSVs", cmd::train);
   auto* eval = app.add_subcommand("eval", "Compare forecasts with measurements");
   eval->require_subcommand(1);
-  auto* eval_k = flags_add(eval->add_subcommand("kernels", "MAPE per GPU x family on micro-benchmark CSV rows"),
-                           cmd::eval_kernels, t);
-  auto* eval_m = flags_add(
-      eval->add_subcommand("models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)"),
-      cmd::eval_models, t);
-  auto* scale = flags_add(
-      app.add_subcommand("scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)"),
-      cmd::scale, t);
-  auto* search = flags_add(
-      app.add_subcommand("search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory"),
-      cmd::search, t);
-  auto* serve = flags_add(
-      app.add_subcommand(
-          "serve", "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of Poisson "
-                   "arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode forecasts; "
-                   "--sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets --ttft-ms and "
-                   "--tpot-ms (scripts/neusight/sweep.lua)"),
-      cmd::serve, t);
+  auto* eval_k = sub(eval, "kernels", "MAPE per GPU x family on micro-benchmark CSV rows", cmd::eval_kernels);
+  auto* eval_m = sub(eval, "models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)",
+                     cmd::eval_models);
+  auto* scale = sub(&app, "scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)",
+                    cmd::scale);
+  auto* search = sub(&app, "search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory",
+                     cmd::search);
+  auto* serve = sub(&app, "serve",
+                    "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of "
+                    "Poisson arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode "
+                    "forecasts; --sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets "
+                    "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
+                    cmd::serve);
 
   try {
     app.parse(argc, argv);
@@ -616,15 +609,14 @@ int app_main(int argc, char** argv) {
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
   // -o out.json / out.csv: the format follows the extension unless --format was given.
-  for (CLI::App* cmd : {run, predict, gpus, models, scale, search, serve, eval_k, eval_m}) {
-    const CLI::Option* fo = *cmd ? cmd->get_option_no_throw("--format") : nullptr;
-    if (!fo || fo->count() > 0 || common.output.empty()) continue;
+  for (const auto& [sc, bit] : commands) {
+    if (!*sc || !(bit & cmd::reports) || sc->get_option("--format")->count() > 0 || common.output.empty()) continue;
     const std::string ext = text_lower(fs::path(common.output).extension().string());
     const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
     if (want.empty()) continue;
-    if (want == "csv" && (cmd == eval_m || cmd == scale || cmd == gpus)) {
+    if (want == "csv" && (bit & cmd::no_csv)) {
       std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
-                   common.output.c_str(), cmd->get_name().c_str());
+                   common.output.c_str(), sc->get_name().c_str());
       return 2;
     }
     common.format = want;
@@ -644,8 +636,7 @@ int app_main(int argc, char** argv) {
     if (*gpus) return run_gpus(common);
     if (*models) return run_models(common);
     if (*scale) {
-      report_into(sflags, common).format = common.format == "csv" ? "table" : common.format;
-      return scale_main(sflags);
+      return scale_main(report_into(sflags, common));
     }
     if (*ops) return run_ops(common);
     if (*serve) {

@@ -227,7 +227,6 @@ const char* const limits_group = "Script limits (per call into a Lua script; 0: 
 std::vector<flag_spec> table_make() {
   std::vector<flag_spec> t;
   auto flag = [&t](std::string name, std::string help) -> flag_spec& { return t.emplace_back(std::move(name), std::move(help)); };
-  const std::vector<std::string> tables = {"table", "json", "csv"}, tables_no_csv = {"table", "json"};
 
   // The positional arguments.
   flag("script",
@@ -537,13 +536,11 @@ std::vector<flag_spec> table_make() {
 
   // The report.
   flag("--format", "Output format")
-      .on(run | predict | models | eval_kernels | scale | search | serve, to(&common_flags::format))
-      .check(CLI::IsMember(tables))
-      .on(gpus | eval_models, to(&common_flags::format)).check(CLI::IsMember(tables_no_csv));
+      .on(reports & ~no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json", "csv"}))
+      .on(no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json"}));
   flag("-o,--output",
        "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless it is given)")
-      .type("FILE")
-      .on(run | predict | gpus | models | eval_kernels | eval_models | scale | search | serve, to(&common_flags::output));
+      .type("FILE").on(reports, to(&common_flags::output));
   flag("--report",
        "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
        "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "

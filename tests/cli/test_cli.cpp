@@ -99,6 +99,8 @@ TEST_CASE("a command offers only the flags it reads", "[cli]") {
     CHECK(h.out.find(flag) == std::string::npos);
   }
   CHECK(run_cli("gpus --scripts .").code == 2);
+  // scale writes a table or JSON: --format csv is not offered (it used to give a table)
+  CHECK(run_cli("scale --help").out.find("--format TEXT:{table,json} ") != std::string::npos);
   // a flag shared by commands keeps each command's own checks: a list on run/predict, one value on search
   const auto s = run_cli("search --help");
   CHECK(s.out.find("--ep INT:POSITIVE") != std::string::npos);
