@@ -635,20 +635,10 @@ int app_main(int argc, char** argv) {
     }
     if (*gpus) return run_gpus(common);
     if (*models) return run_models(common);
-    if (*scale) {
-      return scale_main(report_into(sflags, common));
-    }
+    if (*scale) return scale_main(report_into(sflags, common));
     if (*ops) return run_ops(common);
-    if (*serve) {
-      vflags.report_html = common.report_html;
-      vflags.no_calibration = common.no_calibration;
-      vflags.calibrate = common.calibrate;
-      return serve_main(report_into(vflags, common));
-    }
-    if (*search) {
-      qflags.no_calibration = common.no_calibration;
-      return search_main(report_into(qflags, common));
-    }
+    if (*serve) return serve_main(report_into(vflags, common));
+    if (*search) return search_main(report_into(qflags, common));
     if (*train) {
       tflags.opts.hidden.clear();
       paths_into(tflags, common);
@@ -656,12 +646,8 @@ int app_main(int argc, char** argv) {
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
     }
-    if (*eval_k) {
-      return eval_kernels_main(report_into(eflags, common));
-    }
-    if (*eval_m) {
-      return eval_models_main(report_into(mflags, common));
-    }
+    if (*eval_k) return eval_kernels_main(report_into(eflags, common));
+    if (*eval_m) return eval_models_main(report_into(mflags, common));
   } catch (const script_error& e) {
     std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
     if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", text_cap(e.traceback, 16384).c_str());

@@ -545,14 +545,18 @@ std::vector<flag_spec> table_make() {
        "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
        "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "
        "nothing is written on error")
-      .type("FILE.html").on(run | predict | serve, to(&common_flags::report_html));
+      .type("FILE.html")
+      .on(run | predict, to(&common_flags::report_html))
+      .on(serve, to(&serve_flags::report_html));
 
   // Calibration: --no-calibration on the commands that forecast (NEUSIGHT_NO_CALIBRATION=1 for all); --calibrate on
   // those that forecast one workload (run, predict) or one static serving batch (serve).
   flag("--no-calibration",
        "Ignore the GPU's calibration (<gpu file stem>.calibration.toml beside its file, written by --calibrate; also "
        "NEUSIGHT_NO_CALIBRATION=1)")
-      .on(run | predict | serve | search, to(&common_flags::no_calibration));
+      .on(run | predict, to(&common_flags::no_calibration))
+      .on(serve, to(&serve_flags::no_calibration))
+      .on(search, to(&search_flags::no_calibration));
   flag("--calibrate", "Fit per-kernel-family correction factors of the GPU from FILE")
       .type("FILE")
       .excludes({"--no-calibration", "--report"})  // it writes the calibration and its summary, not a forecast
@@ -561,7 +565,7 @@ std::vector<flag_spec> table_make() {
             "\"…\"), or a PyTorch-profiler Chrome trace (.json, recorded with shapes on that GPU: "
             "scripts/collect/hf_trace.py; predict --gpu G only, no workload); they are written beside the GPU's file as "
             "<stem>.calibration.toml and used by later forecasts on it (scripts/neusight/calibration.lua)")
-      .on(serve, to(&common_flags::calibrate)).excludes({"--sweep"})
+      .on(serve, to(&serve_flags::calibrate)).excludes({"--sweep"})
       .note(", a TOML with the measured times of exactly this static batch (--batch; not --rate) on that GPU: ttft_ms = "
             "its prefill (time to first token) and/or tpot_ms = its mean decode step (time per output token), optionally "
             "note = \"…\"; one of them fits as predict --calibrate does, both pin the families the prefill and the decode "

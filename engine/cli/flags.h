@@ -48,9 +48,9 @@ struct common_flags {
   bool verbose = false;
   std::string format = "table";
   std::string output;
-  std::string report_html;  // --report FILE.html (run, predict, serve): the page of neusight.html, beside the normal output
-  std::string calibrate;     // --calibrate FILE (run, predict, serve): fit the GPU's calibration from a measurement of FILE
-  bool no_calibration = false;  // --no-calibration: ignore the GPU's calibration file
+  std::string report_html;  // --report FILE.html (run, predict): the page of neusight.html, beside the normal output
+  std::string calibrate;     // --calibrate FILE (run, predict): fit the GPU's calibration from a measurement of FILE
+  bool no_calibration = false;  // --no-calibration (run, predict): ignore the GPU's calibration file
   int64_t script_budget = -1, script_memory = -1;  // -1: NEUSIGHT_SCRIPT_* or the built-in limit
   double script_timeout = -1;
 };
