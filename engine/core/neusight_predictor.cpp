@@ -98,7 +98,7 @@ class neusight_predictor final : public predictor {
       tile_features f = batch[fam][row];
       f.compute_seconds = tile_compute_seconds(kernels[i].k, gpu);  // this kernel's own FLOPs
       out[i] = tile_seconds(f, o->second(0, int(row)), o->second(1, int(row)), o->second(2, int(row)),
-                            models.at(fam).util_floor);
+                            models.at(fam).util_floor, models.at(fam).quant_row_cycles);
     }
     return out;
   }

@@ -16,6 +16,8 @@ namespace ns {
 // bmm/linear: fp32 GEMMs on CUDA cores (SIMT) or FP32 MFMA, as the NeuSight measurements.
 // gemm_tc16: GEMMs and BMMs on tensor cores with 16-bit operands (bf16, fp16; tf32 follows it at its own peak),
 // gemm_fp8: fp8 tensor-core GEMMs; trained on the AIConfigurator measurements (../shared/data/aiconfigurator).
+// Their Linear kernels carry the activation quantisation those measurements include, priced outside the MLP
+// (tile_fixed_seconds): leaving one GPU out, the mean gemm_fp8 MAPE over the six fp8 GPUs went 33.2 → 24.7 %.
 // attention_prefill: fused attention kernels (FlashAttention-style forward, and its backward priced by the same
 // model on its own work); attention_decode: one query token per sequence over a KV cache. Both trained on the
 // AIConfigurator context/generation attention measurements.
@@ -90,6 +92,11 @@ struct tile_features {
   double base_seconds = 0;  // W · tile GFLOP · SMs / roof: the latency at utilisation 1
   double compute_seconds = 0;  // the kernel's real FLOPs / its peak (roofline_peak_flops): the forecast's floor
   double overhead_scale = 1;   // multiplies the learned launch overhead (tile_overhead_reference_mhz / boost clock)
+  // gemm_fp8 Linear kernels only: the activation quantisation before the GEMM (tile_quant_* below), not learned by
+  // the MLP. quant_row_seconds = M / boost clock (seconds per cycle of per-row cost: tile_model::quant_row_cycles
+  // multiplies it); quant_bytes_seconds = tile_quant_bytes_per_element · M · K / bandwidth.
+  double quant_row_seconds = 0;
+  double quant_bytes_seconds = 0;
 };
 
 // Needs the kernel's tile (tile_m/tile_k for GEMMs, tile_elems for vector kernels). Throws for memory kernels.
@@ -123,8 +130,17 @@ constexpr double tile_overhead_max_s = 20e-6;
 constexpr double tile_overhead_reference_mhz = 1500;
 constexpr int tile_outputs = 3;
 
-// seconds = max(base / max(util, util_floor) + overhead, compute_seconds)
-double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4);
+// The activation quantisation of an fp8 Linear (vLLM's dynamic per-tensor scaling, as in AIConfigurator's fp8 rows):
+// an absmax reduction over the bf16 activations that ends with one atomic max per token row on the single scale
+// (serialised on one address: a fixed number of cycles per row), then the quantising pass (reads the bf16
+// activations again, writes fp8): 2 + 2 + 1 bytes per activation element at the bandwidth.
+constexpr double tile_quant_bytes_per_element = 5;
+// The unlearned part of a forecast: quant_row_cycles · quant_row_seconds + quant_bytes_seconds (0 but for gemm_fp8).
+double tile_fixed_seconds(const tile_features& f, double quant_row_cycles);
+
+// seconds = max(base / max(util, util_floor) + overhead + fixed, compute_seconds)
+double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4,
+                    double quant_row_cycles = 0);
 
 struct tile_model {
   family fam = family::bmm;
@@ -140,6 +156,9 @@ struct tile_model {
   // feature combination off the training manifold cannot send a kernel to 10^4 × its roofline. 1e-4 for weights
   // trained before this bound existed (the manifest's optional util_floor).
   double util_floor = 1e-4;
+  // gemm_fp8: cycles per token row of the activation quantisation (tile_fixed_seconds); fitted by tile_model_train
+  // from the training rows, 0 for every other family (the manifest's optional quant_row_cycles).
+  double quant_row_cycles = 0;
 
   // The MLP's raw outputs (tile_outputs × rows) for each feature row (one Eigen evaluation for all of them).
   Eigen::MatrixXf outputs(const std::vector<tile_features>& rows) const;

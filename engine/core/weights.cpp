@@ -72,11 +72,15 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   t.insert("vendor", p.vendor);
   t.insert("layers", to_array(m.net.sizes()));
   t.insert("activation", "relu");
-  t.insert("latency", "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s");
+  t.insert("latency", m.fam == family::gemm_fp8
+                          ? "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s + "
+                            "quant_row_cycles * M / clock + 5 B * M * K / bandwidth"
+                          : "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s");
   const auto& names = tile_feature_names(p.vendor, m.fam);
   std::vector<std::string> feats(names.begin(), names.end());
   t.insert("features", to_array(feats));
   if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
+  if (m.quant_row_cycles != 0) t.insert("quant_row_cycles", m.quant_row_cycles);
   t.insert("weights_file", "weights.bin");
   t.insert("weights_layout",
            "float32 little-endian; per layer W row-major (out x in) then b; then feature mean, scale, min, max");
@@ -185,6 +189,12 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     const auto v = uf->value<double>();
     if (!v || !(*v > 0 && *v <= 1)) throw error(mpath + ": 'util_floor' must be a number in (0, 1]");
     m.util_floor = *v;
+  }
+  if (const auto* q = t.get("quant_row_cycles")) {
+    const auto v = q->value<double>();
+    if (!v || !(*v >= 0 && *v <= 1e6)) throw error(mpath + ": 'quant_row_cycles' must be a number in [0, 1e6]");
+    if (m.fam != family::gemm_fp8 && *v != 0) throw error(mpath + ": 'quant_row_cycles' is for gemm_fp8 only");
+    m.quant_row_cycles = *v;
   }
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 

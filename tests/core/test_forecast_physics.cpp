@@ -11,6 +11,7 @@
 #include "core/gpu_spec.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
+#include "core/weights.h"
 #include "lua/session.h"
 #include "test_util.h"
 
@@ -188,6 +189,15 @@ struct h100_variants {
   }
 };
 
+// The activation quantisation an fp8 Linear's forecast includes (tile_fixed_seconds with the shipped gemm_fp8
+// weights): a memory-bound pass of its own, which moves with the bandwidth as it should; 0 for other kernels.
+double quant_seconds(const kernel& k, const gpu_spec& gpu) {
+  if (k.kind != kernel_kind::gemm || k.dtype != "fp8") return 0;
+  static const double cycles = weights_load(ns_test::source_dir / "weights/nvidia/gemm_fp8").quant_row_cycles;
+  const double M = double(k.b) * double(k.m), K = double(k.n);
+  return cycles * M / (gpu.boost_clock_mhz * 1e6) + tile_quant_bytes_per_element * M * K / (gpu.mem_bw_gbps * 1e9);
+}
+
 bool compute_bound(const kernel& k, const gpu_spec& gpu) {
   return k.flops / roofline_peak_flops(gpu, k) > k.bytes / (gpu.mem_bw_gbps * 1e9);
 }
@@ -214,7 +224,7 @@ void check_peaks_do_not_move(forecaster& f, const std::vector<kernel>& ks,
 }
 
 // Forecasts of compute-bound `ks` on the H100 and on the H100 with its bandwidth scaled by 0.5 and 2 must agree
-// within 2 %.
+// within 2 % (an fp8 Linear: its GEMM, without the memory-bound activation quantisation before it).
 void check_bandwidth_does_not_move(forecaster& f, const std::vector<kernel>& ks) {
   const h100_variants v;
   const auto t0 = f.seconds(ks, v.base);
@@ -223,10 +233,12 @@ void check_bandwidth_does_not_move(forecaster& f, const std::vector<kernel>& ks)
     const auto t = f.seconds(ks, bw);
     for (size_t i = 0; i < ks.size(); ++i) {
       const kernel& k = ks[i];
+      const double g0 = t0[i] - quant_seconds(k, v.base), g = t[i] - quant_seconds(k, bw);
       INFO(k.name << " " << k.dtype << " (" << k.m << ", " << k.n << ", " << k.k << "), bandwidth x" << s << ": "
-                  << t[i] * 1e3 << " ms vs " << t0[i] * 1e3 << " ms, ratio " << t[i] / t0[i]);
+                  << g * 1e3 << " ms vs " << g0 * 1e3 << " ms, ratio " << g / g0);
       REQUIRE(compute_bound(k, bw));
-      CHECK(t[i] / t0[i] == Approx(1).margin(0.02));
+      REQUIRE(g0 > 0);
+      CHECK(g / g0 == Approx(1).margin(0.02));
     }
   }
 }
