@@ -188,11 +188,12 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
 // scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts.
 int run_calibrate(session& s, const common_flags& c, const predictor& pred, const forecast_done& d) {
-  const measurement m = measurement_load(c.calibrate);
+  const measurement m = measurement_load(c.calibrate, measurement_use::predict);
+  const double measured_ms = *m.latency_ms;  // measurement_load checked it
   const fs::path path = calibration_path(d.gpu);
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
   const double latency_s = d.latency_s();
-  figure_inputs in = {{"latency_s", latency_s}, {"measured_s", m.latency_ms / 1e3}, {"measurement", m.source}};
+  figure_inputs in = {{"latency_s", latency_s}, {"measured_s", measured_ms / 1e3}, {"measurement", m.source}};
   family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
   std::map<std::string, double> factors;
@@ -206,7 +207,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
-      {"measurement", m.source}, {"measured_ms", m.latency_ms}, {"forecast_ms", latency_s * 1e3},
+      {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"predictor", pred.name()}};
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where = calibration_write(d.gpu, path, factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
@@ -216,7 +217,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
     j["calibration_file"] = where;
     j["measurement"] = m.source;
     j["workload"] = config;
-    j["measured_ms"] = m.latency_ms;
+    j["measured_ms"] = measured_ms;
     j["forecast_ms"] = latency_s * 1e3;
     j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);
     j["factors"] = factors;

@@ -35,7 +35,7 @@ std::string dotted(const std::string& pointer) {
 // fit_serve() fits, written beside the GPU's file for later forecasts (predict, search, serve). The measurement is
 // read first: a bad file stops the run before any forecast, and nothing is written on any error.
 int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, const workload_overrides& opts) {
-  const serve_measurement m = serve_measurement_load(f.calibrate);
+  const measurement m = measurement_load(f.calibrate, measurement_use::serve);
   if (!f.rate.empty())
     throw error("--calibrate needs a static batch (--batch N): with --rate the TTFT and TPOT are percentiles over "
                 "queueing requests, not one phase forecast each; measure the model at a fixed batch to calibrate");

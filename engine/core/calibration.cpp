@@ -97,47 +97,29 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
   return out;
 }
 
-measurement measurement_load(const std::string& path) {
-  return measurement_parse(text_file_read(path, path, text_file_max_script), path);
+measurement measurement_load(const std::string& path, measurement_use use) {
+  return measurement_parse(text_file_read(path, path, text_file_max_script), path, use);
 }
 
-measurement measurement_parse(std::string_view text, const std::string& path) {
+measurement measurement_parse(std::string_view text, const std::string& path, measurement_use use) {
+  const bool serve = use == measurement_use::serve;
   measurement m;
   m.source = path;
   const toml::table t = toml_parse_text(text, path);
-  for (const auto& [k, v] : t) {
-    const std::string key(k.str());
-    if (key != "latency_ms" && key != "note")
-      throw error(toml_where(path, k.source().begin) + ": unknown key '" + key + "'" +
-                  text_did_you_mean(key, {"latency_ms", "note"}) + " (a measurement has latency_ms and note)");
-  }
-  const toml::node* lat = t.get("latency_ms");
-  if (!lat) throw error(path + ": missing key 'latency_ms' (the measured time of the workload, milliseconds)");
-  const auto x = lat->value<double>();
-  if (!x || !std::isfinite(*x) || *x <= 0)
-    throw error(toml_where(path, lat->source().begin) + ": latency_ms must be a positive number of milliseconds");
-  m.latency_ms = *x;
-  if (const toml::node* n = t.get("note")) {
-    const auto s = n->value<std::string>();
-    if (!s) throw error(toml_where(path, n->source().begin) + ": note must be a string");
-    m.note = *s;
-  }
-  return m;
-}
-
-serve_measurement serve_measurement_load(const std::string& path) {
-  serve_measurement m;
-  m.source = path;
-  const toml::table t = toml_parse_text(text_file_read(path, path, text_file_max_script), path);
-  const std::vector<std::string> keys = {"ttft_ms", "tpot_ms", "note"};
+  const std::vector<std::string> keys =
+      serve ? std::vector<std::string>{"ttft_ms", "tpot_ms", "note"} : std::vector<std::string>{"latency_ms", "note"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
       throw error(toml_where(path, k.source().begin) + ": unknown key '" + key + "'" + text_did_you_mean(key, keys) +
-                  " (a serve measurement has ttft_ms, tpot_ms and note" +
-                  (key == "latency_ms" ? "; latency_ms is predict --calibrate's" : "") + ")");
+                  (serve ? std::string(" (a serve measurement has ttft_ms, tpot_ms and note") +
+                               (key == "latency_ms" ? "; latency_ms is predict --calibrate's" : "") + ")"
+                         : " (a measurement has latency_ms and note)"));
   }
-  for (const auto& [key, into] : {std::pair{"ttft_ms", &m.ttft_ms}, {"tpot_ms", &m.tpot_ms}}) {
+  using time = std::pair<const char*, std::optional<double>*>;
+  const std::vector<time> times = serve ? std::vector<time>{{"ttft_ms", &m.ttft_ms}, {"tpot_ms", &m.tpot_ms}}
+                                        : std::vector<time>{{"latency_ms", &m.latency_ms}};
+  for (const auto& [key, into] : times) {
     const toml::node* n = t.get(key);
     if (!n) continue;
     const auto x = n->value<double>();
@@ -145,9 +127,11 @@ serve_measurement serve_measurement_load(const std::string& path) {
       throw error(toml_where(path, n->source().begin) + ": " + key + " must be a positive number of milliseconds");
     *into = *x;
   }
-  if (!m.ttft_ms && !m.tpot_ms)
+  if (serve && !m.ttft_ms && !m.tpot_ms)
     throw error(path + ": needs ttft_ms (the measured prefill of the batch) or tpot_ms (its mean decode step), or "
                 "both (milliseconds)");
+  if (!serve && !m.latency_ms)
+    throw error(path + ": missing key 'latency_ms' (the measured time of the workload, milliseconds)");
   if (const toml::node* n = t.get("note")) {
     const auto s = n->value<std::string>();
     if (!s) throw error(toml_where(path, n->source().begin) + ": note must be a string");

@@ -215,11 +215,11 @@ const luaL_Reg engine_functions[] = {
 };
 
 
-// scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
-// `idx` (precision.lua state()): pushes the report (neusight.report renders it) and returns what the engine reads of
-// it. [-0, +1, e]
-state_report state_report_of(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
-                             bool unreported) {
+// Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
+// `idx` (precision.lua state()): the report neusight.report renders, its fields checked here, where the message names
+// the rule. [-0, +1, e]
+void state_report_push(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
+                       bool unreported) {
   lua_State* L = p.L();
   idx = lua_absindex(L, idx);
   const std::string where = "scripts/neusight/precision.lua state_report";
@@ -232,12 +232,9 @@ state_report state_report_of(session::impl& p, int idx, double params, const std
   lua_pushboolean(L, unreported);
   ns_call(L, 5, 1, "in " + where);  // stack: … Pr report
   lua_remove(L, -2);                // stack: … report
-  state_report out;
   table_reader r(L, -1, where + " result");
-  out.state_gb = r.number("state_gb");
-  r.str("convention"), r.str("line");  // neusight.report renders them: checked here, where the message names the rule
+  r.number("state_gb"), r.str("convention"), r.str("line");
   r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
-  return out;
 }
 
 // Calls neusight.report.`fn` with the two values on top of the stack and keeps its result as the report fields of the
@@ -350,7 +347,7 @@ void session::report_graph(const workload_overrides& fields, double params, doub
   ns_call(L, 2, 1, "in scripts/neusight/precision.lua default");  // stack: Pr state recipe
   const std::string recipe = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
   lua_pop(L, 1);
-  state_report_of(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
+  state_report_push(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
   overrides_push_table(L, fields);  // stack: Pr state report g
   lua_insert(L, -2);                // stack: Pr state g report
   report_fields_keep(*p_, "graph");
@@ -432,40 +429,34 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
   }
   p_->push_gpu(w.gpu_resolved);
-  ns_call(L, 2, 8, "while building the model of " + origin);  // stack: W spec norm name nodes plan state kv mem active experts
-  const std::string experts = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "";  // the report's facts
+  ns_call(L, 2, 1, "while building the model of " + origin);  // stack: W spec norm build
+  if (!lua_istable(L, -1))
+    throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
+  const int build = lua_gettop(L);
+  raw_getfield(L, build, "model");
+  w.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
   lua_pop(L, 1);
-  if (lua_isnumber(L, -1)) w.active_params = lua_tonumber(L, -1);
-  lua_pop(L, 1);  // stack: W spec norm name nodes plan state kv mem
-  lua_insert(L, norm + 1);  // stack: W spec norm mem name nodes plan state kv
-  const int mem = norm + 1;
-  if (lua_isnumber(L, -1)) w.kv_cache_bytes = lua_tonumber(L, -1);
-  lua_pop(L, 1);  // stack: W spec norm mem name nodes plan state
-  lua_insert(L, -4);  // stack: W spec norm mem state name nodes plan
-  const int state = lua_gettop(L) - 3;
-  w.model = lua_isstring(L, -3) ? lua_tostring(L, -3) : "custom";
+  lua_pushstring(L, w.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it
   w.g.model = w.model;
-  w.g.nodes = nodes_read(L, -2, origin + ": model '" + w.model + "'");
+  raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
+  w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
-  lua_pushvalue(L, -3);
+  lua_pushvalue(L, -2);
   lua_pushstring(L, (origin + ": model '" + w.model + "'").c_str());  // origin: also the --model config.json
-  ns_call(L, 2, 0);  // stack: W spec norm mem state name nodes plan
-  // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's)
-  w.state = state_report_of(*p_, state, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
-  // the report's fields (neusight.report.workload): what the workload says of itself and its build's facts
-  lua_createtable(L, 0, 7);  // stack: W spec norm mem state name nodes plan report facts
-  lua_insert(L, -2);         // stack: … plan facts report
-  lua_setfield(L, -2, "state");
-  lua_pushstring(L, w.source.c_str()), lua_setfield(L, -2, "source");
-  lua_pushstring(L, w.model.c_str()), lua_setfield(L, -2, "model");
-  if (w.kv_cache_bytes) lua_pushnumber(L, *w.kv_cache_bytes), lua_setfield(L, -2, "kv_cache_bytes");
-  if (w.active_params) lua_pushnumber(L, *w.active_params), lua_setfield(L, -2, "active_params");
-  if (!experts.empty()) lua_pushstring(L, experts.c_str()), lua_setfield(L, -2, "experts");
-  lua_pushvalue(L, mem), lua_setfield(L, -2, "memory");
+  ns_call(L, 2, 0);  // stack: W spec norm build nodes
+  // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
+  // the report shows its state report in the build's place of it
+  raw_getfield(L, build, "state");
+  state_report_push(*p_, -1, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
+  lua_setfield(L, build, "state");
+  lua_pop(L, 1);  // stack: W spec norm build nodes
+  // the report's fields (neusight.report.workload): what the workload says of itself and the build's facts
+  lua_pushstring(L, w.source.c_str()), lua_setfield(L, build, "source");
   lua_pushvalue(L, norm);
-  lua_insert(L, -2);                     // stack: … plan norm facts
-  report_fields_keep(*p_, "workload");  // stack: W spec norm mem state name nodes plan
+  lua_pushvalue(L, build);
+  report_fields_keep(*p_, "workload");  // stack: W spec norm build nodes
   for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  raw_getfield(L, build, "plan");  // stack: W spec norm build nodes plan
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {
     p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops plan

@@ -39,12 +39,6 @@ struct session_options {
   bool calibration = true;
 };
 
-// What the engine reads of a forecast's model state (scripts/neusight/precision.lua state_report()); the report
-// renders the rest of it from Lua (scripts/neusight/report.lua).
-struct state_report {
-  double state_gb = 0;  // on one GPU (a parallel run's report has its own: parallel_report)
-};
-
 // What the engine reads of a parallel run as scripts/neusight/parallel/report.lua reports it (session::timeline); the
 // single forecast's report renders the rest from the Lua table (scripts/neusight/report.lua).
 struct parallel_report {
@@ -58,10 +52,7 @@ struct workload {
   // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
   std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
-  state_report state;          // its model state (precision.lua state_report())
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
-  std::optional<double> kv_cache_bytes;   // serving phases (prefill, decode): the KV cache per GPU (workload.lua)
-  std::optional<double> active_params;    // mixtures of experts: the parameters a token touches (workload.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives

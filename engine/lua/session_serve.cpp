@@ -15,6 +15,7 @@ namespace {
 
 struct serve_context {
   session* s = nullptr;
+  session::impl* p = nullptr;  // s's state: the report fields of the phase's workload (impl::fields_ref)
   const predictor* pred = nullptr;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool printed = false;
@@ -92,12 +93,19 @@ int l_serve_phase(lua_State* L) {
     for (size_t i = 0; i < band.warnings.size(); ++i)
       lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
     lua_setfield(L, -2, "band_warnings");
-    if (!w.kv_cache_bytes || !(*w.kv_cache_bytes > 0))  // a serving phase holds a cache; 0 would be infinite room
+    // the workload's facts, from its report fields (scripts/neusight/report.lua workload of workload.lua's build)
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->p->fields_ref);  // stack: result fields
+    raw_getfield(L, -1, "kv_cache_bytes");
+    const double kv = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+    lua_pop(L, 1);
+    if (!(kv > 0))  // a serving phase holds a cache; 0 would be infinite room
       throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua)");
-    set_number(L, "kv_cache_gb", *w.kv_cache_bytes / 1e9);
-    set_number(L, "state_gb", w.state.state_gb);  // of w.g, the graph fc forecast
+    lua_pushnumber(L, kv / 1e9), lua_setfield(L, -3, "kv_cache_gb");
+    raw_getfield(L, -1, "active_params"), lua_setfield(L, -3, "active_params");  // mixtures of experts; nil otherwise
+    raw_getfield(L, -1, "state");  // stack: result fields state (precision.lua state_report of w.g, the graph fc forecast)
+    raw_getfield(L, -1, "state_gb"), lua_setfield(L, -4, "state_gb");
+    lua_pop(L, 2);  // stack: result
     set_number(L, "params", fc.params_total());
-    if (w.active_params) set_number(L, "active_params", *w.active_params);  // mixtures of experts (workload.lua)
     set_number(L, "flops", fc.flops_total());
     set_string(L, "launch", w.launch);
     set_string(L, "dtype", w.dtype);
@@ -224,6 +232,7 @@ figure_inputs session::serve_calibration_inputs(const workload_overrides& option
   const stack_restore restore(L);  // also on error
   serve_context ctx;
   ctx.s = this;
+  ctx.p = p_.get();
   ctx.pred = &pred;
   const std::string file = "scripts/neusight/serve.lua";
   require_push(*p_, "neusight.serve");  // stack: S
@@ -264,6 +273,7 @@ session::serve_report session::serve_sweep(const workload_overrides& options, co
   const stack_restore restore(L);  // also on error
   serve_context ctx;
   ctx.s = this;
+  ctx.p = p_.get();
   ctx.pred = &pred;
   ctx.tty = isatty(fileno(stderr)) != 0;
   const bool sweep = !lists.empty();  // one setting: scripts/neusight/serve.lua; lists: scripts/neusight/sweep.lua

@@ -3,7 +3,7 @@
 -- What one GPU holds at its peak (what torch.cuda.max_memory_allocated reports; the CUDA context, ~0.5 GB, is not
 -- counted: that counter excludes it too):
 --   state        weights + gradients + fp32 master copies + optimizer moments, by precision recipe
---                (neusight.precision.state: bytes per parameter × the graph's parameters)
+--                (neusight.precision.state_parts: bytes per parameter × the graph's parameters)
 --   activations  training only: the tensors autograd keeps for backward, per node from its op rule's `saves(node)`
 --                (PyTorch eager's saved tensors: a linear's input, a softmax's output, dropout's 1-byte mask, …;
 --                scripts/neusight/rules.lua has the shared defaults). A rule that declares nothing is charged its
@@ -24,6 +24,7 @@
 -- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's
 -- fragmentation (typically a few GB at these sizes).
 local K = require "neusight.kernels"
+local precision = require "neusight.precision"
 local ipairs, pairs, type, tostring, pcall, max, floor, fmt = ipairs, pairs, type, tostring, pcall, math.max, math.floor,
   string.format
 
@@ -138,17 +139,6 @@ function M.context(t)
   }
 end
 
---- State bytes per role of `params` parameters under a state layout (neusight.precision.state), master copies and
---- moments divided by `shard` (the distributed optimizer's dp; 1 otherwise).
-function M.state_parts(params, s, shard)
-  shard = shard or 1
-  return { weights = params * s.weights, gradients = params * s.gradients, master = params * s.master / shard,
-           optimizer = params * s.optimizer_state / shard }
-end
-
---- Total bytes of state_parts' roles (weights + gradients + master copies + optimizer moments).
-function M.state_bytes(sp) return sp.weights + sp.gradients + sp.master + sp.optimizer end
-
 local PARTS = { "state", "activations", "temporary", "workspace", "kv_cache" }
 
 --- The JSON `memory` object of one GPU from its parts in bytes (GB in the output) plus extras.
@@ -171,8 +161,8 @@ local function gb(b) return b / 1e9 end
 --- Single-GPU memory: { memory_gb, memory = the JSON object, lines = table lines, warning? }. `at_batch(b)` (optional)
 --- returns the total bytes of the same run at batch b, for the largest batch that fits.
 function M.single(ctx, at_batch)
-  local st = M.state_parts(ctx.params, ctx.state, 1)
-  local state = M.state_bytes(st)
+  local st = precision.state_parts(ctx.params, ctx.state)
+  local state = st.total
   local act = 0
   if ctx.training then
     for i, b in ipairs(ctx.saved) do act = act + b * (ctx.count[i] or 1) end

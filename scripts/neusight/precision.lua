@@ -146,20 +146,24 @@ end
 --- The dtype the optimizer step computes in: its moments' (fp32 in amp, the dtype in pure).
 function M.step_dtype(r) return r.moment end
 
---- Bytes of model state of `params` parameters under a state layout (M.state): params × its bytes per parameter, with
---- the optimizer's part (master copies and moments) divided by `shard` (the distributed optimizer's dp; nil or 1: not
---- sharded).
+--- Bytes of model state of `params` parameters under a state layout (M.state) by role — weights, gradients, master
+--- (the master copies), optimizer (the moments), the last two divided by `shard` (the distributed optimizer's dp; nil
+--- or 1: not sharded) — and their sum, total. The one formula of the state's bytes: the report's state_gb
+--- (M.state_report, neusight.parallel.report) and the memory reports' (neusight.memory, neusight.parallel.memory).
 ---@param params number
 ---@param s table M.state()
 ---@param shard? integer
-function M.state_bytes(params, s, shard)
-  params = params + 0.0
-  local bytes = params * (s.weights + s.gradients + s.master + s.optimizer_state + 0.0)
-  if shard and shard > 1 then -- the optimizer's share lives on 1/shard of the ranks
-    bytes = bytes - params * (s.master + s.optimizer_state + 0.0) * (1 - 1.0 / shard)
-  end
-  return bytes
+function M.state_parts(params, s, shard)
+  shard = shard or 1
+  local p = { weights = params * s.weights, gradients = params * s.gradients, master = params * s.master / shard,
+              optimizer = params * s.optimizer_state / shard }
+  p.total = p.weights + p.gradients + p.master + p.optimizer
+  return p
 end
+
+--- M.state_parts' total: bytes of model state of `params` parameters under a state layout (M.state), the optimizer's
+--- part (master copies and moments) divided by `shard`.
+function M.state_bytes(params, s, shard) return M.state_parts(params, s, shard).total end
 
 --- "18 B = weights 2 + gradients 4 + master 4 + optimizer 8": a state layout (M.state) per parameter, for the table.
 function M.state_breakdown(s)

@@ -622,35 +622,37 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   return memory.single(ctx, ok and at or nil)
 end
 
---- Expands a workload into (model name, nodes, plan, state, kv_cache_bytes, memory, active_params). In training with an optimizer, one optimizer node
---- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
---- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
---- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context, and
---- kv_cache_bytes is the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference).
---- `state` is the model state per parameter (neusight.precision.state: weights, gradients, master,
---- optimizer_state bytes) the engine's memory report multiplies by parameter counts. The precision
---- recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
---- kernels = "megatron"), PyTorch autocast's otherwise.
---- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
---- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
---- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
----@param spec table a workload table (normalized here if it was not already)
----@param gpu? table
----@return string model_name
----@return neusight.Node[] nodes
----@return table? plan
----@return table state
----@return number? kv_cache_bytes
----@return table? memory single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
---- (the timeline reports it from plan.memory)
----@return number? active_params M.active_params: the report's active_params (mixtures of experts only)
----@return string? experts how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
 --- node, no memory (M.build adds them); `gpu` only prices collectives of a parallel plan.
 ---@return string model_name
 ---@return neusight.Node[] nodes
 M.graph = function(w, gpu) return graph_of(w, gpu) end
 
+--- Expands a workload into its build: one table of what the engine and the report read of it,
+---   model           the model's name
+---   nodes           neusight.Node[]: the graph
+---   plan            neusight.parallel.plan() of a parallel run, else nil
+---   state           the model state per parameter (neusight.precision.state: weights, gradients, master,
+---                   optimizer_state bytes); the engine hands it to neusight.precision.state_report with the graph's
+---                   parameters, and the report shows that (the field then holds the state report)
+---   kv_cache_bytes  serving phases: the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference)
+---   memory          single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
+---                   (the timeline reports it from plan.memory)
+---   active_params   M.active_params: a token's parameters (mixtures of experts only)
+---   experts         how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
+--- The engine adds `source` and hands the table to neusight.report.workload.
+--- In training with an optimizer, one optimizer node
+--- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
+--- and the implementation (neusight.precision.optimizer_attrs) } is appended, P = Σ params · count.
+--- In a serving phase (mode "prefill" / "decode") the builder gets opts.phase and opts.context.
+--- The precision recipe's "amp" convention is Megatron-LM's when Megatron kernels run the model (a parallel plan with
+--- kernels = "megatron"), PyTorch autocast's otherwise.
+--- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
+--- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
+--- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
+---@param spec table a workload table (normalized here if it was not already)
+---@param gpu? table
+---@return table build
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
@@ -677,8 +679,9 @@ function M.build(spec, gpu)
   local state = precision.state(recipe, w.optimizer, training)
   if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
-  return name, nodes, plan, state, kv, memory_of(w, gpu, nodes, plan, recipe, state, kv), active,
-    routing and routing.experts
+  return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
+           memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
+           experts = routing and routing.experts }
 end
 
 return M

@@ -200,7 +200,7 @@ void calibration_toml(std::string_view data, const std::string& source) {
   ns::calibration_parse(data, source, gpu);
 }
 
-void measurement_toml(std::string_view data, const std::string& source) { ns::measurement_parse(data, source); }
+void measurement_toml(std::string_view data, const std::string& source) { ns::measurement_parse(data, source, ns::measurement_use::predict); }
 
 const std::vector<target>& targets() {
   static const std::vector<target> all = {{"gpu_toml", gpu_toml}, {"cluster_toml", cluster_toml},

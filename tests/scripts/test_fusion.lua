@@ -121,11 +121,11 @@ end
 
 function T.test_workload_fusion_field()
   local base = { model = "gpt2_large", gpu = "A100-PCIE-40GB", mode = "inference", batch = 4, seq = 1024 }
-  local _, eager = workload.build(base)
+  local eager = workload.build(base).nodes
   local spec = {}
   for k, v in pairs(base) do spec[k] = v end
   spec.fusion = true
-  local _, fused = workload.build(spec)
+  local fused = workload.build(spec).nodes
   assert(#fused < #eager, "fusion shrinks the graph")
   local gelu
   for _, n in ipairs(fused) do
@@ -133,7 +133,7 @@ function T.test_workload_fusion_field()
   end
   assert(gelu, "the gelu_new chain is one node")
   spec.fusion = { flash_attention = true }
-  local _, flash = workload.build(spec)
+  local flash = workload.build(spec).nodes
   local found = false
   for _, n in ipairs(flash) do found = found or n.op == "flash_attention" end
   assert(found, "flash attention node")

@@ -250,20 +250,20 @@ function T.test_grouped_workload_field_and_errors()
     context = 64, experts = "groupd" }, nil, "w.lua")
   assert(not ok)
   eq(err, "w.lua: field 'experts' must be \"loop\" or \"grouped\" (got \"groupd\") (did you mean 'grouped'?)", "bad value")
-  local _, nodes = workload.build { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
-    dtype = "bf16", experts = "grouped" }
+  local nodes = workload.build { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
+    dtype = "bf16", experts = "grouped" }.nodes
   eq(#named(nodes, ".experts.gate_up_proj"), 1, "the workload builds the grouped block")
   -- weight-only quantisation reaches the grouped GEMMs
-  _, nodes = workload.build { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
-    dtype = "bf16", experts = "grouped", weight_dtype = "int4" }
+  nodes = workload.build { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
+    dtype = "bf16", experts = "grouped", weight_dtype = "int4" }.nodes
   eq(named(nodes, ".experts.down_proj")[1].attrs.weight_bytes, 0.5, "int4 expert weights")
   -- a builder with experts but no grouped form, and a dense model (the field is moot there)
   raises("field 'experts': the switch model builder (scripts/neusight/models/switch.lua) has no \"grouped\" experts; use experts = \"loop\"",
     workload.build, { model = "switchxl4", gpu = "h100", mode = "inference", batch = 1, seq = 16, experts = "grouped" })
   workload.build { model = "switchxl4", gpu = "h100", mode = "inference", batch = 1, seq = 16, experts = "loop" }
-  local _, dense = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 1, context = 64,
-    experts = "grouped" }
-  local _, plain = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 1, context = 64 }
+  local dense = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 1, context = 64,
+    experts = "grouped" }.nodes
+  local plain = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 1, context = 64 }.nodes
   eq(#dense, #plain, "dense models ignore the field")
   -- the builders themselves
   raises("moe model 'tiny': opts.experts must be \"loop\" or \"grouped\" (got \"grouped_gemm\") (did you mean 'grouped'?)",

@@ -118,10 +118,12 @@ end
 function T.test_weight_dtype_int4()
   local w = workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 1024,
                                  dtype = "bf16", weight_dtype = "int4" }
-  local _, nodes, _, state = workload.build(w)
+  local b = workload.build(w)
+  local nodes, state = b.nodes, b.state
   local w0 = workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 1024,
                                   dtype = "bf16" }
-  local _, nodes0, _, state0 = workload.build(w0)
+  local b0 = workload.build(w0)
+  local nodes0, state0 = b0.nodes, b0.state
   eq(state0.weights, 2, "bf16 weights")
   assert(state.weights < 0.7 and state.weights > 0.5, "int4 weights per parameter: " .. state.weights)
   local function q_proj(ns)

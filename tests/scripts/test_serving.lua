@@ -124,7 +124,7 @@ end
 function T.test_kv_cache_bytes_closed_form()
   local function kv(w)
     w.model, w.gpu, w.dtype = w.model or "llama3_8b", "H100-SXM5-80GB", w.dtype or "bf16"
-    return select(5, workload.build(w))
+    return workload.build(w).kv_cache_bytes
   end
   eq(kv { mode = "decode", batch = 8, context = 2048 }, 2 * 32 * 8 * 2049 * 8 * 128 * 2, "decode: C + 1 tokens")
   eq(kv { mode = "prefill", batch = 8, seq = 2048 }, 2 * 32 * 8 * 2048 * 8 * 128 * 2, "prefill: S tokens")

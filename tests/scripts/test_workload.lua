@@ -84,8 +84,9 @@ end
 local params_sum = require("neusight.testing").params
 
 function T.test_build_appends_one_optimizer_node()
-  local name, nodes = workload.build(spec { model = "gpt3_175b", batch = 1, seq = 2048 })
-  eq(name, "gpt3_175b", "model name")
+  local b = workload.build(spec { model = "gpt3_175b", batch = 1, seq = 2048 })
+  local nodes = b.nodes
+  eq(b.model, "gpt3_175b", "model name")
   local opt = nodes[#nodes]
   eq(opt.op, "adam", "optimizer op")
   eq(opt.name, "optimizer.adam", "optimizer name")
@@ -103,26 +104,28 @@ function T.test_build_appends_one_optimizer_node()
 end
 
 function T.test_no_optimizer_node_in_inference_or_with_none()
-  local _, nodes = workload.build(spec { mode = "inference" })
+  local nodes = workload.build(spec { mode = "inference" }).nodes
   assert(nodes[#nodes].phase == nil, "inference")
-  _, nodes = workload.build(spec { optimizer = "none" })
+  nodes = workload.build(spec { optimizer = "none" }).nodes
   assert(nodes[#nodes].phase == nil, "optimizer none")
 end
 
 function T.test_config_table_and_function_models()
   local cfg = { name = "tiny", arch = "gpt", n_layer = 2, n_embd = 64, n_head = 4, vocab_size = 100, n_positions = 16 }
-  local name, nodes = workload.build(spec { model = cfg, batch = 2, seq = 16, optimizer = "sgd" })
+  local b = workload.build(spec { model = cfg, batch = 2, seq = 16, optimizer = "sgd" })
+  local name, nodes = b.model, b.nodes
   eq(name, "tiny", "config name")
   eq(nodes[#nodes].op, "sgd", "sgd node")
 
   local seen_opts
-  name, nodes = workload.build(spec {
+  b = workload.build(spec {
     model = function(opts)
       seen_opts = opts
       return { { op = "linear", name = "fc", inputs = { { opts.batch, 8 } }, output = { opts.batch, 4 }, params = 36 } }
     end,
     dtype = "bf16",
   })
+  name, nodes = b.model, b.nodes
   eq(name, "custom", "default name of a function model")
   eq(seen_opts.training, true, "opts.training")
   eq(seen_opts.dtype, "bf16", "opts.dtype")
@@ -210,7 +213,7 @@ function T.test_state_per_parameter_by_recipe()
     { { dtype = "bf16", mode = "inference", precision = "amp" }, { 4, 0, 0, 0 }, "autocast inference: fp32 weights" },
   }
   for _, c in ipairs(cases) do
-    local _, _, _, st = workload.build(spec(c[1]))
+    local st = workload.build(spec(c[1])).state
     local got = { st.weights, st.gradients, st.master, st.optimizer_state }
     eq(table.concat(got, " "), table.concat(c[2], " "), c[3])
   end
@@ -238,7 +241,7 @@ function T.test_state_report()
 end
 
 function T.test_optimizer_node_carries_the_recipe()
-  local _, nodes = workload.build(spec { dtype = "bf16", optimizer = "adamw" })
+  local nodes = workload.build(spec { dtype = "bf16", optimizer = "adamw" }).nodes
   local opt = nodes[#nodes]
   eq(opt.op, "adamw", "op")
   eq(opt.name, "optimizer.adamw", "name")
@@ -250,7 +253,7 @@ function T.test_optimizer_node_carries_the_recipe()
   eq(table.concat({ a.param_bytes, a.grad_bytes, a.main_grad_bytes, a.master_bytes, a.moment_bytes }, " "),
     "4 4 0 0 4", "element sizes")
   eq(a.loss_scale, false, "bf16: no loss scaling")
-  _, nodes = workload.build(spec { dtype = "bf16", precision = "pure", optimizer = "adam", optimizer_impl = "fused" })
+  nodes = workload.build(spec { dtype = "bf16", precision = "pure", optimizer = "adam", optimizer_impl = "fused" }).nodes
   opt = nodes[#nodes]
   eq(opt.dtype, "bf16", "pure steps in the dtype")
   eq(table.concat({ opt.attrs.param_bytes, opt.attrs.grad_bytes, opt.attrs.moment_bytes }, " "), "2 2 2", "pure sizes")
@@ -259,7 +262,7 @@ end
 
 -- Ops of the first attention block of a built graph (layer "h"), in order, joined by spaces.
 local function attention_ops(w)
-  local _, nodes = workload.build(w)
+  local nodes = workload.build(w).nodes
   local ops = {}
   for _, n in ipairs(nodes) do
     if n.name:match("^h%.attn%.") and n.op ~= "permute" and n.op ~= "getitem" and n.op ~= "split" then ops[#ops + 1] = n.op end
@@ -275,7 +278,7 @@ function T.test_attention_implementation()
     "addmm matmul div where softmax dropout matmul contiguous addmm dropout add", "explicit eager in bf16")
   eq(attention_ops(spec { attention = "sdpa" }), "addmm sdpa contiguous addmm dropout add", "explicit sdpa in fp32")
   -- The sdpa node carries Q, K, V of this rank's heads and the causal mask.
-  local _, nodes = workload.build(spec { dtype = "bf16" })
+  local nodes = workload.build(spec { dtype = "bf16" }).nodes
   for _, n in ipairs(nodes) do
     if n.op == "sdpa" then
       eq(#n.inputs, 3, "Q, K, V")
@@ -286,7 +289,7 @@ function T.test_attention_implementation()
   end
   -- BERT's is non-causal, OPT's causal.
   local function sdpa_node(w)
-    local _, ns = workload.build(w)
+    local ns = workload.build(w).nodes
     for _, n in ipairs(ns) do if n.op == "sdpa" then return n end end
   end
   eq(sdpa_node(spec { model = "bert_large", dtype = "bf16", seq = 512 }).attrs.causal, false, "bert: full attention")

@@ -93,10 +93,9 @@ function M.report(plan, devices, mem, params_total)
   for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
   local parts = {}
   for d, dev in ipairs(devices) do
-    local sp = memory.state_parts(dev.params, mem.state, shard)
     local share = params_total > 0 and dev.params / params_total or 1 / P
     parts[d] = {
-      state = memory.state_bytes(sp), activations = dev.activation_bytes,
+      state = precision.state_bytes(dev.params, mem.state, shard), activations = dev.activation_bytes,
       temporary = dev.temporary_bytes, workspace = mem.cublas + mem.autocast_cache * share,
       kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
     }
