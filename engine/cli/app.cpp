@@ -985,8 +985,9 @@ int app_main(int argc, char** argv) {
                      "Precision recipe: pure or amp (default amp when training in fp16/bf16/fp8, else pure)");
   search->add_option("--predictor", qflags.predictor, predictor_help());
   search->add_option("--schedule", qflags.schedule,
-                     "Pipeline schedules to search, comma-separated: gpipe, 1f1b, interleaved (e.g. 1f1b,interleaved)")
-      ->capture_default_str()->check(member_list({"gpipe", "1f1b", "interleaved"}));
+                     "Pipeline schedules to search, comma-separated: gpipe, 1f1b, interleaved (e.g. 1f1b,interleaved; "
+                     "default 1f1b)")
+      ->check(member_list({"gpipe", "1f1b", "interleaved"}));
   search->add_option("--virtual-stages", qflags.virtual_stages,
                      "Model chunks per device to search with the interleaved schedule, comma-separated (default 2)")
       ->check(positive_list());
