@@ -149,6 +149,16 @@ CLI::Validator member_list(std::vector<std::string> choices) {
       "{" + shown + "}[,…]");
 }
 
+// A positive integer, one value (CLI::PositiveNumber's message names a range of doubles).
+CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v.find(',') != std::string::npos) return "Value " + v + " is not a positive integer (one value, not a list)";
+        return positive_list()(v);
+      },
+      "");
+}
+
 // Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
 CLI::Validator number_list() {
   return CLI::Validator(
@@ -1051,20 +1061,32 @@ int app_main(int argc, char** argv) {
                                      "e.g. 1,4,16)")
                        ->check(number_list())->type_name("FLOAT[,FLOAT…]");
   rate_opt->excludes(batch_opt);
+  // 0 is "not given" in serve_flags (serve.lua fills the default): a 0 given is refused here, never taken as the default
   serve->add_option("--requests", vflags.requests, "Requests to simulate (with --rate; default 1000)")
-      ->needs(rate_opt);
+      ->check(positive_integer())->needs(rate_opt);
   serve->add_option("--seed", vflags.seed, "Seed of the arrivals and lengths (with --rate; default 0)")->needs(rate_opt);
   serve->add_option("--chunked-prefill", vflags.chunked_prefill,
                     "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
-      ->needs(rate_opt);
+      ->check(positive_integer())->needs(rate_opt);
   serve->add_option("--max-batch", vflags.max_batch, "Most running requests (vLLM max_num_seqs; default 256)")
-      ->needs(rate_opt);
+      ->check(positive_integer())->needs(rate_opt);
   serve->add_option("--max-batched-tokens", vflags.max_batched_tokens,
                     "Most prompt tokens in one prefill step without chunking (default 8192)")
-      ->needs(rate_opt);
-  serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)");
+      ->check(positive_integer())->needs(rate_opt);
+  serve->add_option("--block-size", vflags.block_size, "KV-cache block size in tokens (default 16)")
+      ->check(positive_integer());
   serve->add_option("--gpu-memory-utilization", vflags.gpu_memory_utilization,
-                    "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)");
+                    "Fraction of GPU memory for weights + KV cache, in (0, 1] (default 0.9, vLLM's)")
+      ->check(CLI::Validator(
+          [](std::string& v) -> std::string {
+            char* end = nullptr;
+            const double d = std::strtod(v.c_str(), &end);
+            if (v.empty() || end != v.c_str() + v.size() || !(d > 0 && d <= 1))
+              return "Value " + v + " is not a fraction in (0, 1]: the share of GPU memory for weights + KV cache "
+                     "(e.g. 0.9)";
+            return {};
+          },
+          "FRACTION"));
   auto* sweep_opt = serve->add_flag(
       "--sweep", vflags.sweep,
       "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
