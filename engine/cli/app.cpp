@@ -104,6 +104,9 @@ struct forecast_done {
   std::vector<std::string> warnings;        // the workload's, then the predictor's, memory's and figures'
   std::optional<parallel_report> parallel;  // parallel runs: the timeline's report
   std::optional<figures> figs;              // scripts/neusight/figures.lua of this forecast
+  // A comparison's row (run_compare): its figures sit beside the row's inputs, latency_ms, warnings and error, so a
+  // workload's own figure may not take those names; a single forecast's figures have an object of their own.
+  bool comparison_row = false;
   // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
   double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
 };
@@ -137,10 +140,12 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
     // no units of that dtype: no MFU
   }
   family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
-  // the names a comparison row holds besides the figures (a workload's own figures may not take them)
-  std::string row_keys = "latency_ms,warnings,error";
-  for (const auto& lf : list_flags()) row_keys += std::string(",") + lf.key;
-  in.emplace_back("row_keys", row_keys);
+  // the names a comparison row holds besides the figures (a workload's own figures may not take them there)
+  if (out.comparison_row) {
+    std::string row_keys = "latency_ms,warnings,error";
+    for (const auto& lf : list_flags()) row_keys += std::string(",") + lf.key;  // every row has every input
+    in.emplace_back("row_keys", row_keys);
+  }
   if (const calibration* c = s.calibration_of(out.gpu)) {  // the factors forecast_run applied
     in.emplace_back("calibration_source", c->source);
     for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
@@ -390,6 +395,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   for (const auto& one : combos) {
     try {
       forecast_done d;
+      d.comparison_row = true;
       forecast_workload(s, pred, one, script, d, false);
       s.compare_add(d.gpu, d.latency_s() * 1e3, *d.figs, d.warnings);
     } catch (const std::exception& ex) {

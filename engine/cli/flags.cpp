@@ -65,6 +65,29 @@ CLI::Validator member_list(std::vector<std::string> choices) {
       "{" + shown + "}[,…]");
 }
 
+// A positive integer, one value (CLI::PositiveNumber's message names a range of doubles).
+CLI::Validator positive_integer() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        if (v.find(',') != std::string::npos) return "Value " + v + " is not a positive integer (one value, not a list)";
+        return positive_list()(v);
+      },
+      "");
+}
+
+// A fraction in (0, 1] (serve's --gpu-memory-utilization).
+CLI::Validator unit_fraction() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || !(d > 0 && d <= 1))
+          return "Value " + v + " is not a fraction in (0, 1]: the share of GPU memory for weights + KV cache (e.g. 0.9)";
+        return {};
+      },
+      "FRACTION");
+}
+
 // Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
 CLI::Validator number_list() {
   return CLI::Validator(
@@ -372,8 +395,8 @@ std::vector<flag_spec> table_make() {
   flag("--schedule", "Pipeline schedule: gpipe, 1f1b or interleaved")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
-      .on(search, to(&search_flags::schedule)).show_default().check(member_list({"gpipe", "1f1b", "interleaved"}))
-      .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved)");
+      .on(search, to(&search_flags::schedule)).check(member_list({"gpipe", "1f1b", "interleaved"}))
+      .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved; default 1f1b)");
   flag("--virtual-stages", "Model chunks per device of the interleaved schedule (default 2 with --schedule interleaved)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::virtual_stages)).workload().check(CLI::PositiveNumber).type("N")
@@ -441,20 +464,22 @@ std::vector<flag_spec> table_make() {
   // serve.
   flag("--rate", "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, e.g. 1,4,16)")
       .on(serve, to(&raw_flags::serve_rate)).check(number_list()).type("FLOAT[,FLOAT…]").excludes({"--batch"});
+  // 0 is "not given" in serve_flags (serve.lua fills the default): a 0 given is refused here, never taken as the default
   flag("--requests", "Requests to simulate (with --rate; default 1000)")
-      .on(serve, to(&serve_flags::requests)).needs({"--rate"});
+      .on(serve, to(&serve_flags::requests)).check(positive_integer()).needs({"--rate"});
   flag("--seed", "Random seed")
       .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; default 0)").needs({"--rate"})
       .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default();
   flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
-      .on(serve, to(&serve_flags::chunked_prefill)).needs({"--rate"});
+      .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer()).needs({"--rate"});
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
-      .on(serve, to(&serve_flags::max_batch)).needs({"--rate"});
+      .on(serve, to(&serve_flags::max_batch)).check(positive_integer()).needs({"--rate"});
   flag("--max-batched-tokens", "Most prompt tokens in one prefill step without chunking (default 8192)")
-      .on(serve, to(&serve_flags::max_batched_tokens)).needs({"--rate"});
-  flag("--block-size", "KV-cache block size in tokens (default 16)").on(serve, to(&serve_flags::block_size));
-  flag("--gpu-memory-utilization", "Fraction of GPU memory for weights + KV cache (default 0.9, vLLM's)")
-      .on(serve, to(&serve_flags::gpu_memory_utilization));
+      .on(serve, to(&serve_flags::max_batched_tokens)).check(positive_integer()).needs({"--rate"});
+  flag("--block-size", "KV-cache block size in tokens (default 16)")
+      .on(serve, to(&serve_flags::block_size)).check(positive_integer());
+  flag("--gpu-memory-utilization", "Fraction of GPU memory for weights + KV cache, in (0, 1] (default 0.9, vLLM's)")
+      .on(serve, to(&serve_flags::gpu_memory_utilization)).check(unit_fraction());
   flag("--sweep",
        "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
        "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "

@@ -70,6 +70,36 @@ struct variant {
   int64_t virtual_stages = 0;
 };
 
+// What the layouts' forecasts warn of, told once for the whole search. The workload's warnings (what a flag given
+// changes nothing in: scripts/neusight/workload.lua ignored_fields; what the forecast does not know) count only when
+// every layout forecast has them: a flag that matters in some layout is not ignored. The predictor's and the
+// out-of-distribution ones (the GPU, the model's kernel families) are told once each, whichever layout had them.
+struct search_warnings {
+  std::optional<std::vector<std::string>> every;  // the workload's, in all layouts so far (nullopt: none forecast)
+  std::vector<std::string> any;                   // the predictor's and the uncertainty band's, first seen first
+
+  void layout(const std::vector<std::string>& workload_warnings, const std::vector<std::string>& model_warnings) {
+    if (!every) {
+      every = workload_warnings;
+    } else {
+      std::vector<std::string> kept;
+      for (const auto& w : *every)
+        if (std::find(workload_warnings.begin(), workload_warnings.end(), w) != workload_warnings.end()) kept.push_back(w);
+      *every = std::move(kept);
+    }
+    for (const auto& w : model_warnings)
+      if (std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
+  }
+  // the workload's, then `own` (search's flags no layout used), then the predictor's and the band's
+  std::vector<std::string> all(const std::vector<std::string>& own) const {
+    std::vector<std::string> out = every.value_or(std::vector<std::string>{});
+    out.insert(out.end(), own.begin(), own.end());
+    for (const auto& w : any)
+      if (std::find(out.begin(), out.end(), w) == out.end()) out.push_back(w);
+    return out;
+  }
+};
+
 }  // namespace
 
 int search_main(const search_flags& f) {
@@ -87,8 +117,13 @@ int search_main(const search_flags& f) {
   std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
   std::string calibration_file;            // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
+  // --schedule given: each layout names its schedule, so one where it changes nothing says so (the workload's
+  // warning); left out, the default 1F1B goes only to the layouts with a pipeline or microbatches to order
+  const bool schedule_given = !f.schedule.empty();
   std::vector<std::string> schedules = items_of(f.schedule);
   if (schedules.empty()) schedules.push_back("1f1b");
+  search_warnings warned;
+  bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
   const bool interleaved = std::find(schedules.begin(), schedules.end(), "interleaved") != schedules.end();
@@ -154,15 +189,19 @@ int search_main(const search_flags& f) {
         // model builder, each mode builds its own).
         std::optional<workload> built;
         std::optional<forecast> built_fc;
+        std::vector<std::string> built_notes;  // its predictor's and uncertainty band's warnings
         bool built_plan = false;  // the built workload has a parallel plan (one GPU, one microbatch, none: no plan)
         const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
         for (const char* recompute : {"none", "selective", "full"}) {
           if (done || (!training && std::string(recompute) != "none")) break;
-          if (f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
+          // inference runs without recomputation whatever --recompute says (a mode given is the workload's to warn of)
+          if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
+          const bool given_recompute = f.recompute == "selective" || f.recompute == "full";
           workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch},
                                 {"seq", f.seq}, {"parallel.dp", dp}, {"parallel.tp", tp}, {"parallel.pp", pp},
-                                {"parallel.microbatches", m}, {"parallel.schedule", var.schedule},
-                                {"parallel.recompute", std::string(recompute)}};
+                                {"parallel.microbatches", m},
+                                {"parallel.recompute", !training && given_recompute ? f.recompute : recompute}};
+          if (schedule_given || pp > 1 || m > 1) ov["parallel.schedule"] = var.schedule;
           if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
           if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
           if (!f.dtype.empty()) ov["dtype"] = f.dtype;
@@ -179,6 +218,14 @@ int search_main(const search_flags& f) {
               built = s.workload_load("", ov);
               const gpu_spec& gpu = built->gpu_resolved;
               built_fc = s.forecast_run(built->g, s.expand(built->g, gpu, training).kernels, gpu, *pred, "default");
+              // what predict warns of besides the workload: kernels the predictor could not price as asked, and the
+              // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
+              built_notes = pred->warnings();
+              figure_inputs band_in = {{"latency_s", built_fc->total()}};
+              family_inputs_add(band_in, built_fc->seconds_by_family(), *pred, gpu.vendor);
+              for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
+                                            pred->uncertainty_file(gpu.vendor)).warnings)
+                built_notes.push_back(std::move(w));
             }
             const workload& w = *built;
             const forecast& fc = *built_fc;
@@ -187,6 +234,8 @@ int search_main(const search_flags& f) {
             if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
             const auto tl = s.timeline(fc, true);  // the ranking's numbers only
             ++evaluated;
+            warned.layout(w.warnings, built_notes);
+            sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
             built_plan = tl.has_value();
             candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
             if (tl) {
@@ -253,6 +302,19 @@ int search_main(const search_flags& f) {
     if (a.fits != b.fits) return a.fits;
     return a.iteration_ms < b.iteration_ms;
   });
+  // search's own flags that no layout used (the workload's fields are the workloads' to warn of)
+  std::vector<std::string> own;
+  if (f.sequence_parallel && !sequence_parallel_used)
+    own.push_back(fmt::format(
+        "parallel.sequence_parallel (--sequence-parallel) has no effect: it splits each sequence's tokens over the "
+        "tensor-parallel ranks, and no layout forecast has tp > 1 (--gpus {}, --max-tp {}); drop it",
+        f.gpus, f.max_tp));
+  if (!training && f.recompute == "all")
+    own.push_back(fmt::format(
+        "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
+        "backward pass, and mode \"{}\" has none; drop it", f.mode));
+  const std::vector<std::string> warnings = warned.all(own);
+  for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   std::vector<candidate> shown;
   for (const auto& c : results)
     if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
@@ -285,6 +347,7 @@ int search_main(const search_flags& f) {
     if (extended) j["skipped_layouts"] = skipped_total;
     auto& sk = j["skipped"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : skipped) sk[why] = n;
+    j["warnings"] = warnings;
     out = j.dump(2) + "\n";
   } else if (f.format == "csv") {
     out = fmt::format("dp,tp,pp,{}microbatches,{}recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,memory_gb,"

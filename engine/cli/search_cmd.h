@@ -8,7 +8,7 @@ namespace ns {
 
 struct search_flags {
   std::string model, gpu, mode = "train", optimizer, optimizer_impl, dtype, precision, predictor = "neusight", cluster,
-      schedule = "1f1b";  // a comma-separated list of schedules (gpipe, 1f1b, interleaved), each searched
+      schedule;  // a comma-separated list of schedules (gpipe, 1f1b, interleaved), each searched; empty: 1f1b
   // Model chunks per device of the interleaved schedule, comma-separated ("2,4"); empty: its default (2).
   std::string virtual_stages;
   // Expert-parallel degree: 0 searches every ep that divides dp and the model's expert count (1 for dense models).

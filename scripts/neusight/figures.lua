@@ -157,8 +157,9 @@ end
 --- A workload's own figures: its field `figures`, a function(f) called with f = { latency_s, latency_ms, mode, batch,
 --- seq, dtype, gpu (the GPU's table), figures = { name → value of the fields above } } and returning
 --- { name = value, … } (numbers, strings or booleans). Each becomes one more field (JSON `figures.<name>`, a
---- comparison's column) and a table line, in name order. A name the report has already, or a value of another type,
---- is an error naming the workload.
+--- comparison's column) and a table line, in name order. A name the figures have already, in a comparison's row a name
+--- of the row's other cells (`r.row_keys`, comma-separated: its inputs, latency_ms, warnings, error; the engine gives
+--- them to comparison rows only), or a value of another type, is an error naming the workload.
 function M.workload_fields(r, fields, lines)
   local src = r.workload_source or "workload"
   local known = {}

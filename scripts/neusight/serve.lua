@@ -271,12 +271,22 @@ local function common_report(o, first, count)
   }
 end
 
--- KV bytes per token per GPU (GB) and KV blocks that fit beside the weights.
+-- KV bytes per token per GPU (GB), the memory left for the KV cache beside the weights (GB; 0 when the weights alone
+-- fill the utilised memory: never negative) and the KV blocks that fit in it; and, when the weights alone do not fit,
+-- why (nil otherwise).
 local function kv_capacity(o, pre, batch, tokens)
   local per_token_gb = pre.kv_cache_gb / (batch * tokens)
-  local budget_gb = o.gpu_memory_utilization * pre.gpu.mem_gb - pre.state_gb
+  local usable_gb = o.gpu_memory_utilization * pre.gpu.mem_gb
+  local budget_gb = usable_gb - pre.state_gb
   local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
-  return per_token_gb, budget_gb, blocks
+  local no_room
+  if budget_gb <= 0 then
+    no_room = fmt("the weights alone (%.1f GB per GPU) exceed %.0f %% of %.0f GB (%.1f GB, --gpu-memory-utilization "
+      .. "%g): no room for a KV cache; shard them over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU "
+      .. "with more memory", pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, usable_gb,
+      o.gpu_memory_utilization)
+  end
+  return per_token_gb, max(budget_gb, 0.0), blocks, no_room
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -309,7 +319,7 @@ local function run_static(o, F, count)
   local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
-  local per_token_gb, budget_gb, blocks = kv_capacity(o, pre, B, I)
+  local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
   local per_seq_blocks = ceil((I + O - 1) / o.block_size)
   local r = common_report(o, pre, count)
   r.kind = "static"
@@ -330,7 +340,9 @@ local function run_static(o, F, count)
   r.kv_blocks = blocks
   r.max_concurrency = floor(blocks / per_seq_blocks)
   r.fits = B <= r.max_concurrency
-  if not r.fits then
+  if no_room then
+    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: %s", B, no_room)
+  elseif not r.fits then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.0f %% of %.0f GB (at most %d sequences of %d tokens)",
       B, r.weights_gb, r.kv_cache_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
   end
@@ -490,7 +502,8 @@ local function run_simulation(o, F, count, progress)
     C = max(C, I + max(O - 2, 0))
   end
   local pre = probe(F, o, "prefill", 1, o.input.lo, true)  -- with its band: the out-of-distribution warnings
-  local per_token_gb, budget_gb, total_blocks = kv_capacity(o, pre, 1, o.input.lo)
+  local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
+  if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
   local need_most = ceil(S / bs)
   if need_most > total_blocks then
@@ -854,8 +867,9 @@ function M.format_table(r)
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
-    out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests",
-      r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency)
+    out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests%s",
+      r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency,
+      r.fits and "" or fmt(" (batch %d does not fit: see the warning)", r.batch))
   else
     out[#out + 1] = fmt("continuous batching: %d requests, Poisson %.3g req/s (seed %d), input %s, output %s tokens%s",
       r.requests, r.rate, r.seed, r.input_len, r.output_len,

@@ -274,6 +274,14 @@ function M.band(r)
   }
 end
 
+--- The band's out-of-distribution warnings alone, as figures (no fields, no lines; M.parts draws nothing): what
+--- `neusight search` (engine/cli/search_cmd.cpp) tells once of its layouts' forecasts without a band for each.
+---@param r table
+function M.warnings(r)
+  local p = M.parts(r)
+  return { fields = {}, lines = {}, warnings = p and p.warnings or {} }
+end
+
 --- The band as figures (neusight.figures merges them into every forecast's): latency_ms_p10 / p50 / p90 beside
 --- latency_ms in JSON, p10 / p90 columns of a comparison, a table line and the out-of-distribution warnings.
 ---@param r table

@@ -391,8 +391,6 @@ wt("figures_returns_number", preset("figures = function() return 3 end"),
    "field 'figures' must return a table of name = value (got number)")
 wt("figures_name_taken", preset("figures = function() return { mfu = 1 } end"),
    "field 'figures' returned 'mfu', a figure or column the report has already")
-wt("figures_name_input", preset("figures = function() return { batch = 999 } end"),
-   "field 'figures' returned 'batch', a figure or column the report has already")
 wt("figures_value_inf", preset("figures = function() return { x = math.huge } end"),
    "a figure is a finite number, a string or a boolean")
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)

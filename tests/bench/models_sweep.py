@@ -117,8 +117,8 @@ with cf.ThreadPoolExecutor(2) as ex:
                     for k,v in x.items(): walk(v, path+"."+k)
                 elif isinstance(x, list):
                     for i,v in enumerate(x[:50]): walk(v, path+f"[{i}]")
-                elif isinstance(x, float) and (not math.isfinite(x) or (x < 0 and not path.endswith(".kv_budget_gb"))):
-                    bad.append(f"{path}={x}")  # kv_budget_gb is signed: below 0 the weights alone overflow (kv_blocks 0)
+                elif isinstance(x, float) and (not math.isfinite(x) or x < 0):
+                    bad.append(f"{path}={x}")  # kv_budget_gb too: 0 (and a warning) when the weights alone overflow
             walk(d, "")
         if bad: fails.append((tag, "; ".join(bad[:4])))
         for w in (d.get("warnings") or []):

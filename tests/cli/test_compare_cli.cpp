@@ -317,8 +317,6 @@ TEST_CASE("figures: a workload's own figures function adds fields to JSON and th
       {"function() return 3 end", "field 'figures' must return a table of name = value (got number)"},
       {"function() return { mfu = 1 } end", "field 'figures' returned 'mfu', a figure or column the report has already"},
       {"function() return { x = 0/0 } end", "field 'figures' returned x = "},
-      {"function() return { batch = 999 } end", "field 'figures' returned 'batch', a figure or column the report has already"},
-      {"function() return { latency_ms = 1 } end", "field 'figures' returned 'latency_ms', a figure or column"},
       {"function() return { [1] = 2 } end", "field 'figures' returned the name 1"},
       {"'tokens'", "field 'figures' must be a function(f) returning { name = value, … } (got \"tokens\")"},
       {"function(f) return f.nope.x end", "attempt to index"},
@@ -331,6 +329,50 @@ TEST_CASE("figures: a workload's own figures function adds fields to JSON and th
     CHECK(e.out.empty());
     CHECK(e.err.find(bad[i].second) != std::string::npos);
     CHECK(e.err.find("bad" + std::to_string(i) + ".lua") != std::string::npos);
+  }
+}
+
+// A workload figure named like a comparison row's other cells (an input such as batch or tp, latency_ms, warnings) would
+// overwrite that cell, so a comparison refuses it in each row; a single forecast keeps its figures in an object of their
+// own (JSON `figures`, table lines naming the script), where the name takes nothing's place, and runs.
+TEST_CASE("figures: a workload figure named like a row key is refused in a comparison only", "[cli][figures][compare]") {
+  ns_test::temp_dir t;
+  const std::string s = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 4,\n"
+                                         "  seq = 128, figures = function(f) return { tp = 2, batch = 999, latency_ms = 1,\n"
+                                         "  warnings = 'none' } end }\n").string();
+  const std::string tp_only = t.write("tp.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 4,\n"
+                                                "  seq = 128, figures = function(f) return { tp = 2 } end }\n").string();
+  SECTION("a single run keeps the figures beside the report's own fields") {
+    const auto r = run_cli("run '" + s + "' --predictor roofline --format json");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["figures"]["tp"] == 2);
+    CHECK(j["figures"]["batch"] == 999);
+    CHECK(j["figures"]["latency_ms"] == 1);
+    CHECK(j["figures"]["warnings"] == "none");
+    CHECK(j["batch"] == 4);  // the report's own
+    CHECK(j["latency_ms"].get<double>() > 1);
+    CHECK(j["warnings"].is_array());
+    const auto table = run_cli("run '" + s + "' --predictor roofline");
+    REQUIRE(table.code == 0);
+    CHECK(table.out.find("\ntp ") != std::string::npos);
+  }
+  SECTION("a comparison refuses it in every row, naming the script") {
+    for (const auto& [script, name] : {std::pair{s, std::string("batch")}, {tp_only, "tp"}}) {
+      const auto r = run_cli("run '" + script + "' --predictor roofline --batch 2,4 --format json");
+      INFO(r.err);
+      REQUIRE(r.code == 0);  // a combination that cannot be forecast is an error row
+      const json rows = json::parse(r.out)["rows"];
+      REQUIRE(rows.size() == 2);
+      for (const auto& row : rows) {
+        REQUIRE(row.contains("error"));
+        const std::string e = row["error"];
+        CHECK(e.find("field 'figures' returned '" + name + "', a figure or column the report has already") !=
+              std::string::npos);
+        CHECK(e.find(script) != std::string::npos);
+      }
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // tests/cli/test_ignored_flags_cli.cpp — a flag that changes nothing in the forecast says so (stderr and JSON
 // `warnings`): the parallel-only flags on one GPU, the training-only ones in inference (scripts/neusight/workload.lua
-// ignored_fields); a flag that matters says nothing; a parallel run's JSON says what its `params` counts.
+// ignored_fields), in a search those no layout uses; a flag that matters says nothing; a parallel run's JSON says what
+// its `params` counts.
 #include <catch2/catch.hpp>
 
 #include <fstream>
@@ -45,6 +46,14 @@ warned run_json(const std::string& command) {
   for (const auto& x : doc["warnings"]) w.json_warnings.push_back(x.get<std::string>());
   w.err = r.err;
   return w;
+}
+
+// A run whose flags all change something: no warning says one has no effect.
+void says_nothing(const std::string& command) {
+  INFO(command);
+  const warned w = run_json(command);
+  CHECK(w.ignored() == 0);
+  CHECK(w.err.find("has no effect") == std::string::npos);
 }
 
 }  // namespace
@@ -94,12 +103,8 @@ TEST_CASE("ignored flags: flags that matter and defaults say nothing", "[cli][ig
            "--mode train --batch 4 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 2",
            "--mode train --batch 4 --microbatches 2 --schedule gpipe",
            "--mode inference --batch 2 --optimizer none --recompute none --dp 1 --ep 1",
-       }) {
-    INFO(flags);
-    const warned w = run_json(kPredict + flags);
-    CHECK(w.ignored() == 0);
-    CHECK(w.err.find("has no effect") == std::string::npos);
-  }
+       })
+    says_nothing(kPredict + flags);
 }
 
 TEST_CASE("ignored flags: a workload script's parallel table and fields warn through run", "[cli][ignored_flags]") {
@@ -131,14 +136,67 @@ TEST_CASE("ignored flags: a comparison row of inference keeps the optimizer's wa
   CHECK(with == 1);
 }
 
-TEST_CASE("ignored flags: search does not start warning", "[cli][ignored_flags][search]") {
-  for (const std::string gpus : {"1", "2"}) {
-    const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus " + gpus +
-                           " --batch 4 --seq 256 --predictor roofline --distributed-optimizer");
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    CHECK(r.err.find("has no effect") == std::string::npos);
+// How often `text` occurs in `s`.
+int occurrences(const std::string& s, const std::string& text) {
+  int n = 0;
+  for (size_t at = s.find(text); at != std::string::npos; at = s.find(text, at + text.size())) ++n;
+  return n;
+}
+
+// search forecasts many layouts; a flag is reported when it changes nothing in every one of them, once (stderr and the
+// JSON's warnings), and search's own per-layout settings (dp, tp, pp, microbatches, schedule, recompute) never are.
+TEST_CASE("ignored flags: search warns once of a flag no layout uses", "[cli][ignored_flags][search]") {
+  const std::string base = "search --model gpt2_large --gpu A100-SXM4-40GB --seq 256 --predictor roofline ";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"--gpus 8 --batch 8 --mode inference --optimizer adamw",
+       "optimizer (--optimizer) has no effect: only training runs an optimizer step (mode is \"inference\")"},
+      {"--gpus 8 --batch 8 --mode inference --optimizer-impl fused", "optimizer_impl (--optimizer-impl) has no effect: "},
+      {"--gpus 8 --batch 8 --mode inference --distributed-optimizer",
+       "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+      {"--gpus 8 --batch 8 --mode inference --recompute full", "parallel.recompute (--recompute) has no effect: "},
+      {"--gpus 8 --batch 8 --mode inference --recompute all", "parallel.recompute (--recompute all) has no effect: "},
+      {"--gpus 1 --batch 4 --distributed-optimizer",  // every layout has dp = 1
+       "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+      {"--gpus 1 --batch 4 --cluster dgx_a100", "parallel.cluster (--cluster) has no effect: "},
+      {"--gpus 1 --batch 1 --schedule gpipe", "parallel.schedule (--schedule) has no effect: "},
+      {"--gpus 4 --batch 8 --max-tp 1 --sequence-parallel",
+       "parallel.sequence_parallel (--sequence-parallel) has no effect: "},
+      {"--gpus 4 --batch 8 --optimizer none --optimizer-impl foreach", "optimizer_impl (--optimizer-impl) has no effect: "},
+  };
+  for (const auto& [flags, text] : cases) {
+    INFO(flags);
+    const warned w = run_json(base + flags);
+    CHECK(w.says(text));
+    CHECK(w.ignored() == 1);
+    CHECK(occurrences(w.err, "has no effect") == 1);  // once for the search, not once per layout
   }
+}
+
+TEST_CASE("ignored flags: a search whose flags all matter in some layout says nothing", "[cli][ignored_flags][search]") {
+  const std::string base = "search --model gpt2_large --gpu A100-SXM4-40GB --seq 256 --predictor roofline ";
+  for (const std::string flags : {
+           // dp = 2, tp = 2 and microbatches > 1 in some layouts; the others ignore these flags
+           "--gpus 2 --batch 4 --distributed-optimizer --sequence-parallel --cluster dgx_a100 --schedule gpipe",
+           "--gpus 2 --batch 4 --optimizer adamw --optimizer-impl foreach --recompute full",
+           "--gpus 1 --batch 4 --schedule gpipe",  // microbatches 2 and 4
+           "--gpus 1 --batch 1",                   // search's own schedule and recompute on the one layout: not flags
+           "--gpus 1 --batch 1 --mode inference --recompute none --optimizer none",
+           "--gpus 8 --batch 8 --mode inference",
+       })
+    says_nothing(base + flags);
+}
+
+TEST_CASE("ignored flags: search tells the GPU out of distribution once", "[cli][ignored_flags][search]") {
+  const warned w = run_json("search --model gpt2_large --gpu A100-SXM4-80GB --gpus 8 --batch 8 --seq 256 --mode inference");
+  const std::string ood = "A100-SXM4-80GB is out of distribution for the ";
+  CHECK(w.says(ood));
+  CHECK(occurrences(w.err, ood) == 1);
+  int in_json = 0;
+  for (const auto& x : w.json_warnings) in_json += x.find(ood) != std::string::npos;
+  CHECK(in_json == 1);
+  const warned in = run_json("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 8 --seq 256 --mode inference");
+  CHECK(in.json_warnings.empty());  // a GPU trained on: nothing to say
+  CHECK(in.err.find("out of distribution") == std::string::npos);
 }
 
 TEST_CASE("params_scope: a parallel run's JSON says what params counts and a one-GPU run's is unchanged", "[cli][parallel]") {

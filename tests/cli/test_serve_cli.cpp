@@ -271,6 +271,64 @@ TEST_CASE("serve: bad inputs are clear errors", "[cli][serve]") {
   CHECK(both.code == 2);
 }
 
+// Llama-3-70B's bf16 weights (141 GB) on a 24 GB L4: no memory is left for a KV cache. The static batch is a "does not
+// fit" result whose budget is 0 (it was -119.5 GB) and whose warning says the weights alone are why; continuous batching
+// is an error saying so.
+TEST_CASE("serve: weights beyond the GPU's memory leave no KV cache: does not fit or an error - never a negative budget",
+          "[cli][serve]") {
+  const std::string base = "serve --model llama3_70b --gpu l4 --input-len 512 --output-len 128 --predictor roofline ";
+  const std::string why = "the weights alone (141.1 GB per GPU) exceed 90 % of 24 GB (21.6 GB, --gpu-memory-utilization "
+                          "0.9): no room for a KV cache";
+  const json s = run_json(base + "--batch 1");
+  CHECK(s["fits"] == false);
+  CHECK(s["kv_budget_gb"].get<double>() == 0);
+  CHECK(s["kv_blocks"] == 0);
+  CHECK(s["max_concurrency"] == 0);
+  REQUIRE(!s["warnings"].empty());
+  CHECK(s["warnings"].back().get<std::string>().rfind("batch 1 does not fit: " + why, 0) == 0);
+  const auto table = run_cli(base + "--batch 1");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("at most 0 concurrent requests (batch 1 does not fit: see the warning)") != std::string::npos);
+  const auto rate = run_cli(base + "--rate 1 --requests 10");
+  INFO(rate.err);
+  CHECK(rate.code == 1);
+  CHECK(rate.out.empty());
+  CHECK(rate.err.rfind("neusight: serve: model 'llama3_70b' cannot be served: " + why, 0) == 0);
+  // sharded over 8 GPUs the weights fit: a budget and a concurrency again
+  const json tp8 = run_json(base + "--batch 1 --tp 8");
+  CHECK(tp8["fits"] == true);
+  CHECK(tp8["kv_budget_gb"].get<double>() > 0);
+  CHECK(tp8["max_concurrency"].get<int>() >= 1);
+}
+
+// 0 means "not given" inside serve_flags: a 0 given must be refused, not read as the default (--gpu-memory-utilization 0
+// forecast with 0.9, --block-size 0 with 16).
+TEST_CASE("serve: a --gpu-memory-utilization outside 0 to 1 and zero counts are refused by the flag", "[cli][serve]") {
+  const std::string base = "serve --model llama32_1b --gpu h100 --input-len 64 --output-len 4 --predictor roofline ";
+  for (const std::string u : {"0", "-0.5", "1.5", "nan", "inf", "0.9x", "''"}) {
+    const auto r = run_cli(base + "--batch 1 --gpu-memory-utilization " + u);
+    INFO(u << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--gpu-memory-utilization: Value ") != std::string::npos);
+    CHECK(r.err.find(" is not a fraction in (0, 1]") != std::string::npos);
+  }
+  for (const std::string u : {"1", "0.5", "1e-3"}) {
+    const auto r = run_cli(base + "--batch 1 --gpu-memory-utilization " + u + " --format json");
+    INFO(u << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(json::parse(r.out)["gpu_memory_utilization"].get<double>() == std::stod(u));
+  }
+  for (const std::string flags : {"--batch 1 --block-size 0", "--rate 1 --requests 0", "--rate 1 --max-batch 0",
+                                  "--rate 1 --max-batched-tokens 0", "--rate 1 --chunked-prefill 0",
+                                  "--rate 1 --requests 2,3"}) {
+    const auto r = run_cli(base + flags);
+    INFO(flags << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(" is not a positive integer") != std::string::npos);
+  }
+}
+
 // A GPU's calibration file corrects serve's step forecasts as it does predict's; the report names it, and
 // --no-calibration ignores it.
 TEST_CASE("serve and search: the GPU's calibration is applied and named in the report, --no-calibration ignores it",

@@ -127,6 +127,33 @@ function M.test_simulation_is_reproducible_and_finishes()
   eq(c.steps.mixed, 0, "no mixed steps without chunking")
 end
 
+-- Weights beyond the utilised memory (100 GB on the 80 GB GPU): the static batch does not fit, with a budget of 0 (never
+-- negative) and no KV blocks, and says the weights alone are the reason; continuous batching cannot start at all.
+function M.test_weights_beyond_memory()
+  local function heavy(f)
+    local r = phase(f)
+    r.state_gb = 100
+    return r
+  end
+  local r = S.run({ model = "m", gpu = "g", batch = 2, input_len = 100, output_len = 11 }, heavy)
+  eq(r.fits, false, "does not fit")
+  eq(r.kv_budget_gb, 0, "no memory left for the KV cache, not a negative one")
+  eq(r.kv_blocks, 0, "no KV blocks")
+  eq(r.max_concurrency, 0, "no sequence")
+  local last = r.warnings[#r.warnings]
+  assert(last:find("batch 2 does not fit: the weights alone (100.0 GB per GPU) exceed 90 % of 80 GB (72.0 GB", 1, true), last)
+  local ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, requests = 5, input_len = 100, output_len = 11 }, heavy)
+  eq(ok, false, "continuous batching without room for a KV cache fails")
+  assert(err:find("serve: model 'm' cannot be served: the weights alone (100.0 GB per GPU) exceed 90 % of 80 GB", 1, true), err)
+  -- at exactly the utilised memory there is still no room
+  local function full(f)
+    local x = phase(f)
+    x.state_gb = 72
+    return x
+  end
+  eq(S.run({ model = "m", gpu = "g", batch = 1, input_len = 10, output_len = 2 }, full).kv_budget_gb, 0, "72 GB of 72")
+end
+
 function M.test_errors()
   local function fails(o, msg)
     local ok, err = pcall(S.run, o, phase)
@@ -137,6 +164,10 @@ function M.test_errors()
   fails({ model = "m", gpu = "g", batch = 2, rate = 1, input_len = 1, output_len = 1 }, "exclude each other")
   fails({ model = "m", gpu = "g", input_len = 1, output_len = 1 }, "needs --batch N")
   fails({ model = "m", gpu = "g", batch = 1, input_len = 1, output_len = 1, chunk = 3 }, "unknown option 'chunk'")
+  for _, u in ipairs { 0, -0.5, 1.5, 0 / 0 } do
+    fails({ model = "m", gpu = "g", batch = 1, input_len = 1, output_len = 1, gpu_memory_utilization = u },
+      "gpu_memory_utilization must be in (0, 1]")
+  end
 end
 
 return M

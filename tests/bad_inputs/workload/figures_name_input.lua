@@ -1,1 +1,0 @@
-return { gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large", figures = function() return { batch = 999 } end }
