@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <type_traits>
 
 #include "core/roofline.h"
@@ -192,6 +193,11 @@ struct flag_spec {
     return *this;
   }
   flag_rules& r() { return uses.empty() ? rules : uses.back().rules; }
+  // the last .on()'s use: a per-use setter written before any .on() is a mistake in the table
+  flag_use& last() {
+    if (uses.empty()) throw std::logic_error("flag table: " + name + ": a per-command setter before any .on()");
+    return uses.back();
+  }
   flag_spec& check(CLI::Validator v) {
     r().check = std::move(v);
     return *this;
@@ -222,19 +228,19 @@ struct flag_spec {
   }
   // the use's own wording: its whole help (the flag means something else there), a note after the entry's help
   flag_spec& help_as(std::string h) {
-    uses.back().help = std::move(h);
+    last().help = std::move(h);
     return *this;
   }
   flag_spec& note(std::string n) {
-    uses.back().note = std::move(n);
+    last().note = std::move(n);
     return *this;
   }
   flag_spec& workload() {
-    uses.back().workload = true;
+    last().workload = true;
     return *this;
   }
   flag_spec& list() {
-    uses.back().list = true;
+    last().list = true;
     return *this;
   }
 };
@@ -269,7 +275,8 @@ std::vector<flag_spec> table_make() {
       .on(predict, to(&forecast_flags::model)).list().check(nonempty_list())
       .on(search, to(&search_flags::model)).required()
       .on(serve, to(&serve_flags::model)).required()
-      .note("; a decoder-only model with a KV cache (the gpt, llama, moe and deepseek builders)");
+      .help_as("Model preset or HuggingFace config.json of a decoder-only model with a KV cache (the gpt, llama, moe and "
+               "deepseek builders; `neusight models` lists the presets)");
   flag("--gpu", "GPU: file path, file stem or alias, see `neusight gpus`")
       .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::gpu)).required()
@@ -361,7 +368,8 @@ std::vector<flag_spec> table_make() {
        "script says)")
       .check(CLI::IsMember({"on", "off"}))
       .on(forecast, to(&forecast_flags::overhead))
-      .on(eval_models, to(&eval_models_flags::overhead));
+      .on(eval_models, to(&eval_models_flags::overhead))
+      .help_as("Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off");
   flag("--launch",
        "Kernel launches: eager (PyTorch, one host launch per op: the predictors' times) or graph (CUDA-graph replay as "
        "serving engines run; scripts/neusight/launch.lua)")
@@ -423,7 +431,8 @@ std::vector<flag_spec> table_make() {
   flag("--sequence-parallel", "Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::sequence_parallel)).workload()
-      .on(search, to(&search_flags::sequence_parallel)).note("; searched: whenever tp > 1");
+      .on(search, to(&search_flags::sequence_parallel))
+      .help_as("Megatron sequence parallelism (norms/dropouts on s/tp tokens) in every searched layout with tp > 1");
   flag("--distributed-optimizer", "Shard the optimizer state and step over dp (Megatron's distributed optimizer, ZeRO-1)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::distributed_optimizer)).workload()
