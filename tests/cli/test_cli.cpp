@@ -91,6 +91,17 @@ TEST_CASE("version and help flags", "[cli]") {
   }
 }
 
+TEST_CASE("every command that takes --weights refuses a folder that does not exist", "[cli]") {
+  const std::string missing = " --weights /nonexistent/neusight-weights";
+  for (const std::string cmd : {"predict --model gpt2 --gpu t4 --batch 1 --seq 8", "eval kernels tests",
+                                "eval models tests", "scale --trace CMakeLists.txt --from t4 --to v100"}) {
+    const auto r = run_cli(cmd + missing);
+    INFO(cmd);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--weights") != std::string::npos);
+  }
+}
+
 TEST_CASE("a command offers only the flags it reads", "[cli]") {
   // gpus reads no op rule nor script: the session flags are not offered there
   const auto h = run_cli("gpus --help");
