@@ -365,6 +365,12 @@ end
 --- down_proj E·I·h: the loop form's E · 3·h·I), attrs.expert. vLLM's fused_moe runs the same two GEMMs with the
 --- gather fused into the first one's loads, silu_and_mul as one kernel, the routing weights applied in the second
 --- GEMM and moe_sum over (n, k, h) in place of the scatter-add: a few memory-bound kernels fewer, same GEMMs.
+--- Its other kernels (vllm/model_executor/layers/fused_moe/fused_moe.py) are not added, as they do not move the
+--- numbers materially: topk_softmax (one kernel for this form's softmax and topk: fewer launches, not more) and
+--- moe_align_block_size (the expert-sorted token ids padded per expert to BLOCK_SIZE_M: one small kernel of n·k ids,
+--- microseconds). The padding's GEMM work is the BMM(b, ⌈R/b⌉) pricing's own tile padding where an expert gets
+--- fewer rows than a tile (decode); where experts get hundreds of rows (prefill) the per-expert remainder modulo the
+--- tile height is the single-GPU imbalance effect this file does not model (see the header's "Not modelled").
 function M.grouped_experts(g, experts, m, n, k, E, h, I)
   local add = g.add
   local R = n * k
