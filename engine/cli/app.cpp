@@ -69,6 +69,7 @@ workload_overrides overrides_make(const forecast_flags& f) {
   if (!f.kv_dtype.empty()) o["kv_dtype"] = f.kv_dtype;
   if (!f.weight_dtype.empty()) o["weight_dtype"] = f.weight_dtype;
   if (!f.experts.empty()) o["experts"] = f.experts;
+  if (!f.router_skew.empty()) o["router_skew"] = f.router_skew;  // a factor's decimal string: workload.lua makes it a number
   // the integer flags hold one validated value here (a comparison calls this once per combination)
   auto integer = [](const std::string& v) { return workload_value(int64_t(std::stoll(v))); };
   if (!f.batch.empty()) o["batch"] = integer(f.batch);

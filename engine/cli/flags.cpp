@@ -348,6 +348,12 @@ std::vector<flag_spec> table_make() {
       .check(CLI::IsMember({"loop", "grouped"}))
       .on(forecast, to(&forecast_flags::experts)).workload().note("; default loop")
       .on(serve, to(&serve_flags::experts)).note("; default grouped, as serving engines run them");
+  flag("--router-skew",
+       "Load imbalance of an MoE model's routed experts under expert parallelism: uniform (the busiest rank gets the "
+       "expected maximum of a uniform random router's rows; default), balanced (every rank the mean) or a factor >= 1 "
+       "(the busiest rank's rows over the mean; scripts/neusight/models/moe.lua)")
+      .type("SKEW")
+      .on(forecast, to(&forecast_flags::router_skew)).workload();  // serve has no expert parallelism: not offered there
   flag("--predictor", predictor_help())
       .on(forecast, to(&forecast_flags::predictor))
       .on(search, to(&search_flags::predictor))
@@ -451,7 +457,7 @@ std::vector<flag_spec> table_make() {
                "mode from the file name)")
       .check(CLI::ExistingFile)
       .excludes({"--model", "--batch", "--seq", "--context", "--optimizer", "--optimizer-impl", "--dtype", "--kv-dtype",
-                 "--weight-dtype", "--precision", "--attention", "--experts", "--fusion", "--flash-attention", "--dp",
+                 "--weight-dtype", "--precision", "--attention", "--experts", "--router-skew", "--fusion", "--flash-attention", "--dp",
                  "--tp", "--pp", "--ep", "--microbatches", "--schedule", "--virtual-stages", "--bucket-mb",
                  "--overlap-grad-reduce", "--kernels", "--cluster", "--recompute", "--sequence-parallel",
                  "--distributed-optimizer",

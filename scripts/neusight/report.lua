@@ -33,7 +33,7 @@ local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predic
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
   "active_params",
-  "experts", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
+  "experts", "router_skew", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
   "ms", "fused" }
@@ -64,6 +64,7 @@ function M.workload(w, facts)
     state = facts.state, kv_cache_bytes = number_or_nil(facts.kv_cache_bytes),
     active_params = number_or_nil(facts.active_params),
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
+    router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
   }
 end
@@ -262,6 +263,7 @@ function M.result(f, fc, x)
   if par then r.params_scope = M.params_scope(par.json) end
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
+  r.router_skew = f.router_skew  -- and the load imbalance their expert parallelism assumed
   -- per GPU: in a parallel run the largest pipeline stage's tp shard
   r.state_gb = state_gb(f)
   local memory = f.memory
@@ -416,12 +418,13 @@ function M.format_table(r)
   end
   if r.active_params then
     add(fmt("parameters       %12.3f B    of which %.3f B active per token (the routed experts it is sent to; "
-      .. "attention, shared experts, embeddings in full)%s%s\n", r.params / 1e9, r.active_params / 1e9,
+      .. "attention, shared experts, embeddings in full)%s%s%s\n", r.params / 1e9, r.active_params / 1e9,
       -- A parallel run's graph is one rank's: what params_scope says (the whole model at tp = ep = 1), and under
       -- expert parallelism its E / ep local experts.
       not r.params_scope and "" or ", " .. r.params_scope
         .. ((r.parallel.ep or 1) > 1 and " (E / ep of the routed experts)" or ""),
-      r.experts and "; experts: " .. r.experts or ""))
+      r.experts and "; experts: " .. r.experts or "",
+      r.router_skew and "; router skew: " .. tostring(r.router_skew) or ""))  -- expert-parallel runs (busiest rank)
   end
   if r.kv_cache_gb then
     add(fmt("kv cache         %12.2f GB   per GPU (%s tokens per sequence%s)\n", r.kv_cache_gb,

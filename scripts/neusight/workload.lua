@@ -17,7 +17,7 @@ local M = {}
 
 -- Known fields in display order (also the "did you mean" candidates), and those without a default.
 local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer", "optimizer_impl", "dtype", "precision",
-  "kv_dtype", "weight_dtype", "attention", "experts", "loss", "fusion", "launch", "parallel", "description", "figures",
+  "kv_dtype", "weight_dtype", "attention", "experts", "router_skew", "loss", "fusion", "launch", "parallel", "description", "figures",
   "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 
@@ -146,6 +146,19 @@ local CHECK = {
   -- GEMM for gate+up, SwiGLU, one for down, unpermute; neusight/models/moe.lua M.grouped_experts). `neusight serve`
   -- defaults to "grouped" (a serving engine).
   experts = one_of { "loop", "grouped" },
+  -- router_skew: the load imbalance of the routed experts under expert parallelism (models with routed experts;
+  -- others ignore it): "uniform" (the default: the busiest of the ep ranks gets the expected maximum of a uniform
+  -- random top-k router's rows), "balanced" (every rank the mean n·k rows) or a number f >= 1 (the busiest rank
+  -- gets f times the mean). neusight/models/moe.lua (M.busiest_rank_rows) says why uniform is the default.
+  router_skew = function(v)
+    if v == "uniform" or v == "balanced" then return nil end
+    if math.type(v) then
+      if v >= 1 and v < math.huge then return nil end
+      return ("must be a number >= 1 (the busiest rank's rows over the mean; got %s)"):format(show(v))
+    end
+    return ("must be \"uniform\", \"balanced\" or a number >= 1 (got %s)%s"):format(show(v),
+      type(v) == "string" and hint(v, { "uniform", "balanced" }) or "")
+  end,
   loss = function(v) if type(v) ~= "boolean" then return ("must be a boolean (got %s)"):format(show(v)) end end,
   -- fusion: true (torch.compile-style fusion), "flash_attention" or { flash_attention = true } (also fuse
   -- attention blocks into FlashAttention kernels), false (eager). See scripts/neusight/fusion.lua.
@@ -193,7 +206,7 @@ local IGNORED = setmetatable({}, { __mode = "k" })
 local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
   virtual_stages = "--virtual-stages", bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce",
   cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
-  distributed_optimizer = "--distributed-optimizer", experts = "--experts" }
+  distributed_optimizer = "--distributed-optimizer", experts = "--experts", router_skew = "--router-skew" }
 
 -- Whether a normalized workload runs as a parallel plan (a timeline, a schedule, a cluster, the plan's kernels): more
 -- than one GPU or microbatches, or a one-GPU training run asking for activation recomputation, which only the
@@ -227,13 +240,18 @@ local function ignored_fields(w, given)
       note("optimizer_impl", false, "optimizer is \"none\": no optimizer step to run; drop it or name an optimizer")
     end
   end
-  if w.experts ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
-    local cfg = type(w.model) == "string" and presets[w.model] or w.model
-    local ok, builder = false, nil
-    if type(cfg) == "table" and type(cfg.arch) == "string" then ok, builder = pcall(require, "neusight.models." .. cfg.arch) end
-    if ok and type(builder) == "table" and not builder.num_experts then
-      note("experts", false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
-        :format(cfg.arch, cfg.arch))
+  for _, key in ipairs { "experts", "router_skew" } do
+    if w[key] ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
+      local cfg = type(w.model) == "string" and presets[w.model] or w.model
+      local ok, builder = false, nil
+      if type(cfg) == "table" and type(cfg.arch) == "string" then ok, builder = pcall(require, "neusight.models." .. cfg.arch) end
+      if ok and type(builder) == "table" and not builder.num_experts then
+        note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
+          :format(cfg.arch, cfg.arch))
+      elseif key == "router_skew" and (w.parallel and w.parallel.ep or 1) <= 1 then
+        note(key, false, "load imbalance is priced under expert parallelism only (ep > 1: the ranks wait for the "
+          .. "busiest); one GPU runs every expert; drop it or give --ep")
+      end
     end
   end
   local p, raw = w.parallel, given.parallel
@@ -309,6 +327,8 @@ function M.normalize(spec, overrides, chunkname)
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
   if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
   if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
+  -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string
+  if type(w.router_skew) == "string" and tonumber(w.router_skew) then w.router_skew = tonumber(w.router_skew) end
   local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
     if w[k] == nil and REQUIRED[k] then missing[#missing + 1] = k end
@@ -512,6 +532,7 @@ local function graph_of(w, gpu)
   end
 
   opts.experts = w.experts
+  opts.router_skew = w.router_skew
   local model, name, nodes, routing = w.model, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
@@ -569,8 +590,11 @@ local function graph_of(w, gpu)
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     if builder.top_k and builder.num_experts then
       -- how the routed experts ran (neusight.models.moe.implementation: the field, else HF's loop), for the report
+      local moe_lib = require("neusight.models.moe")
       routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg),
-                  experts = require("neusight.models.moe").implementation(opts, name) }
+                  experts = moe_lib.implementation(opts, name),
+                  -- the imbalance assumed where it is priced: expert parallelism (neusight.models.moe busiest_rank_rows)
+                  router_skew = (opts.ep or 1) > 1 and moe_lib.router_skew(opts.router_skew, name) or nil }
     end
   end
   fill_defaults(nodes, w.dtype)
@@ -640,6 +664,7 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---                   (the timeline reports it from plan.memory)
 ---   active_params   M.active_params: a token's parameters (mixtures of experts only)
 ---   experts         how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
+---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
 --- The engine adds `source` and hands the table to neusight.report.workload.
 --- In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
@@ -681,7 +706,7 @@ function M.build(spec, gpu)
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
            memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
-           experts = routing and routing.experts }
+           experts = routing and routing.experts, router_skew = routing and routing.router_skew }
 end
 
 return M

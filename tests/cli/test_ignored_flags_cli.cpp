@@ -84,6 +84,7 @@ TEST_CASE("ignored flags: training-only flags in inference warn", "[cli][ignored
       {"--dp 2 --bucket-mb 50", "parallel.bucket_mb (--bucket-mb) has no effect: "},
       {"--dp 2 --distributed-optimizer", "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
       {"--experts grouped", "experts (--experts) has no effect: the gpt model builder"},  // no routed experts
+      {"--router-skew 1.5", "router_skew (--router-skew) has no effect: the gpt model builder"},  // likewise
   };
   for (const auto& [flag, text] : flags) {
     INFO(flag);

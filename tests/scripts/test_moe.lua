@@ -351,7 +351,8 @@ function T.test_expert_parallel()
   local one = moe.build(cfg, { batch = b, seq = s, training = true })
   local function experts(n) return n.attrs.expert == true end
   for _, ep in ipairs { 2, 4, 8 } do
-    local nodes = moe.build(cfg, { batch = b, seq = s, training = true, ep = ep, parallel = ep_plan(ep, 1, b * ep) })
+    local nodes = moe.build(cfg, { batch = b, seq = s, training = true, ep = ep, parallel = ep_plan(ep, 1, b * ep),
+      router_skew = "balanced" }) -- every rank the mean n·k rows (test_moe_imbalance.lua: the default's busiest rank)
     local a2a, by = {}, {}
     for _, n in ipairs(nodes) do
       by[n.name] = n
@@ -370,7 +371,8 @@ function T.test_expert_parallel()
     eq(total_params(nodes), total_params(one) - (8 - 8 // ep) * 2 * 3 * 64 * 32, "E / ep experts' parameters")
   end
   -- With tp: each local expert split tp ways.
-  local both = moe.build(cfg, { batch = b, seq = s, training = true, ep = 2, tp = 2, parallel = ep_plan(2, 2, 2 * b) })
+  local both = moe.build(cfg, { batch = b, seq = s, training = true, ep = 2, tp = 2, parallel = ep_plan(2, 2, 2 * b),
+    router_skew = "balanced" })
   eq(2 * matmul_flops(both, experts), matmul_flops(one, experts), "ep 2 × tp 2: experts split tp ways")
   raises("moe model 'tiny': num_experts = 8 is not divisible by ep = 3",
     moe.build, cfg, { batch = b, seq = s, ep = 3, parallel = ep_plan(3, 1, 3 * b) })

@@ -217,7 +217,7 @@ function T.test_grouped_expert_parallel()
     local I = cfg.arch == "deepseek" and 16 or 32
     for _, ep in ipairs { 2, 4, 8 } do
       local nodes = build(cfg, { batch = b, seq = s, training = true, ep = ep, parallel = ep_plan(ep, 1, b * ep),
-        experts = "grouped" })
+        experts = "grouped", router_skew = "balanced" }) -- the mean n·k rows per rank (test_moe_imbalance.lua: uniform)
       local a2a = 0
       for _, n in ipairs(nodes) do
         if n.op == "all_to_all" then

@@ -45,6 +45,9 @@
 --   (moe.experts_reached, a uniform router; moe.spread: the remainder one row more, experts not reached keep their
 --   parameters and launch nothing). Group-limited routing restricts which experts a token may pick, which a uniform
 --   router over all E ignores (it reaches somewhat more experts than group-limited routing would).
+--   Load imbalance under expert parallelism (opts.router_skew) as neusight/models/moe.lua (M.busiest_rank_rows: the
+--   busiest rank's rows, a uniform top-k router over all E by default; group-limited routing, which sends a token to
+--   at most topk_group groups, is not reflected in it).
 --   e_score_correction_bias is a registered buffer in transformers (not a parameter): counted in no parameter total.
 --   Bool tensors (.bool(), ~) are charged at fp32 width; the int64 routing indices as neusight.kernels.index_bytes.
 -- Serving phases (opts.phase; neusight.nodes): as llama.lua, with the KV cache of an MLA-aware serving engine (vLLM /
@@ -360,6 +363,7 @@ function M.graph(r, opts)
     local I = shard and shard.split(r.mI, "moe_intermediate_size") or r.mI
     local Is = r.ns and (shard and shard.split(r.mI * r.ns, "moe_intermediate_size · n_shared_experts") or r.mI * r.ns)
     local experts = P.expert_shard(opts, who, E)
+    experts.router_skew = moe_lib.router_skew(opts.router_skew, who) -- load imbalance under expert parallelism (moe.lua)
     local ng = { no_grad = true }
     local function expert_mlp(e, rows, per)
       local from = #nodes + 1

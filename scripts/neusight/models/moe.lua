@@ -62,9 +62,25 @@
 -- and active parameters equal the loop's. Differences from vLLM's fused_moe (the gather fused into the first GEMM,
 -- silu_and_mul in one kernel, the routing weights applied in the second GEMM, moe_sum over (n, k, h)) are a few
 -- memory-bound kernels; the GEMMs are the same. transformers ≥ 4.57's grouped_mm experts are close to this form.
+-- Load imbalance (opts.router_skew; workload field `router_skew`, CLI --router-skew; M.busiest_rank_rows): under
+-- expert parallelism the ep ranks wait for the busiest one, whose local experts receive more than the mean n·k rows.
+-- "uniform" (the default) prices the expected maximum over the ep ranks of the rows a uniform random top-k router
+-- sends them (M.expected_max_load, exact for independent binomials); "balanced" spreads the rows evenly (the builder
+-- before router_skew: every rank gets n·k); a number f ≥ 1 gives the busiest rank f · n·k rows (a measured
+-- max/mean load ratio). Why uniform is the default for trained routers: the auxiliary load-balancing loss (and
+-- DeepSeek-V3's bias correction) balances the *expected* load per expert over many batches, i.e. makes the router
+-- look uniform on average; it cannot remove the sampling fluctuation of a finite batch's routing, which the
+-- multinomial of a uniform router is, and real routing is correlated within a sequence (tokens of one text prefer
+-- the same experts), which only adds to it. Uniform is therefore the least imbalance a trained dropless router shows
+-- per step, balanced an idealisation no dropless router reaches (it needs capacity-limited, token-dropping routing).
+-- Priced with it: the busiest rank's local experts (loop: its expert kernels on its rows; grouped: its grouped GEMMs)
+-- and both all-to-alls (the step's all-to-all ends when the rank with the most rows has received / returned them).
 -- Not modelled: the host synchronisations of nonzero (expert_hit, torch.where), Python loop overhead beyond one
--- launch per kernel, load imbalance between experts (both forms), and pipeline-stage placement of the aux loss's
--- logits (it sits on the last stage).
+-- launch per kernel, load imbalance between experts on one GPU (the HF loop runs the experts one after another, so
+-- their total rows, not the busiest, set its time to first order; a grouped GEMM's tile waves depend on each
+-- expert's row count modulo the tile height — e.g. 256 ± 16 rows per expert in Qwen3-30B-A3B prefill of 4096 tokens
+-- straddle a 128-row tile boundary — which BMM(b, ⌈R/b⌉) prices as if balanced), and pipeline-stage placement of the
+-- aux loss's logits (it sits on the last stage).
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -180,6 +196,86 @@ function M.experts_reached(local_experts, k, E, tokens)
   return math.max(1, math.floor(local_experts * (1 - (1 - k / E) ^ tokens) + 0.5))
 end
 
+--- The expected maximum of `groups` independent Binomial(trials, p) counts: E[max] = Σ_{x ≥ 0} (1 − F(x)^groups),
+--- summed exactly over the binomial's pmf (computed by the ratio recursion pmf(x+1)/pmf(x) = (trials−x)/(x+1) · p/q
+--- outwards from the mode, normalised, truncated where the pmf falls below 1e-17 of the mode's). Why exact and not the
+--- Gaussian mean + σ·sqrt(2·ln G): at decode the counts are small (16 rows over 2 ranks) where the normal
+--- approximation is poor, and sqrt(2·ln G) overstates the expected maximum of G normals badly for the small G of
+--- expert parallelism (G = 2: 1.18 σ against the true 0.56 σ; G = 8: 2.04 σ against 1.42 σ). M.busiest_rank_rows
+--- corrects it for the counts' dependence (a fixed total, distinct picks). Cost: O(σ) steps, memoised. groups = 1 or a
+--- degenerate p gives the mean.
+local max_memo = {}
+function M.expected_max_load(trials, p, groups)
+  if groups <= 1 or trials <= 0 or p <= 0 or p >= 1 then return trials * math.min(math.max(p, 0), 1) end
+  local key = trials .. ":" .. p .. ":" .. groups
+  if max_memo[key] then return max_memo[key] end
+  local q = 1 - p
+  local mode = math.min(trials, math.floor((trials + 1) * p))
+  local w, lo, hi = { [mode] = 1.0 }, mode, mode
+  while lo > 0 do -- pmf(x−1) = pmf(x) · x / (trials − x + 1) · q / p
+    local v = w[lo] * lo / (trials - lo + 1) * q / p
+    if v < 1e-17 then break end
+    lo = lo - 1
+    w[lo] = v
+  end
+  while hi < trials do
+    local v = w[hi] * (trials - hi) / (hi + 1) * p / q
+    if v < 1e-17 then break end
+    hi = hi + 1
+    w[hi] = v
+  end
+  local total = 0.0
+  for x = lo, hi do total = total + w[x] end
+  local F, sum = 0.0, lo -- x < lo: F(x) ≈ 0, each term 1
+  for x = lo, hi - 1 do
+    F = F + w[x] / total
+    sum = sum + (1 - F ^ groups)
+  end
+  max_memo[key] = sum
+  return sum
+end
+
+--- The router_skew values (opts.router_skew; the workload field `router_skew`): "uniform" (default), "balanced" or a
+--- number ≥ 1 (the busiest rank's rows over the mean). Returns the value, nil → "uniform"; an error otherwise.
+M.ROUTER_SKEWS = { "uniform", "balanced" }
+function M.router_skew(v, who)
+  if v == nil then return "uniform" end
+  if v == "uniform" or v == "balanced" then return v end
+  if math.type(v) and v >= 1 and v < math.huge then return v end
+  local c = type(v) == "string" and require("neusight").closest(v, M.ROUTER_SKEWS) or nil
+  error(("%s: router_skew must be \"uniform\", \"balanced\" or a number >= 1 (got %s)%s"):format(who or "moe",
+    type(v) == "string" and ("%q"):format(v) or tostring(v), c and (" (did you mean '%s'?)"):format(c) or ""), 0)
+end
+
+--- Rows the busiest of `ep` expert-parallel ranks receives when each of the ep ranks routes `n` tokens to k of E
+--- experts (E / ep on each rank), rounded to a whole row: the mean n·k when ep = 1 or skew = "balanced" (the builder before
+--- router_skew); skew = f: f · n·k; "uniform": mean + (M.expected_max_load(N·k, 1/ep, ep) − mean) · c, N = n·ep
+--- tokens in all, c = sqrt(ep/(ep − 1) · (E − k)/(E − 1)). expected_max_load treats the N·k routed rows as landing on a
+--- rank independently with probability 1/ep; c corrects the two ways they do not:
+---   * a token's k picks are distinct experts, so a rank's rows (a sum of N hypergeometric counts) have variance
+---     N·k·(1/ep)(1 − 1/ep)·(E − k)/(E − 1), not N·k·(1/ep)(1 − 1/ep): factor (E − k)/(E − 1) (6/7 for Mixtral's top 2
+---     of 8, 120/127 for Qwen3's top 8 of 128);
+---   * the ep ranks' rows sum to N·k, so they are correlated −1/(ep − 1); exchangeable loads with that correlation are
+---     iid loads less their mean, whose maximum lies sqrt(ep/(ep − 1)) further out (exact for Gaussians: at ep = 2
+---     the busiest rank is mean + E|X − mean| = mean + 0.80 σ, not the independent 0.56 σ).
+--- The excess over the mean keeps the binomial's shape (skew at small counts) scaled by c. Checked against a
+--- Monte-Carlo of top-k routing (tests/scripts/test_moe_imbalance.lua): within 0.1 σ + 0.05 rows from 16 to 2048
+--- tokens. At most the rows a rank can get: N · min(k, E/ep) (a token sends one row per distinct local expert).
+function M.busiest_rank_rows(skew, n, k, E, ep)
+  local mean = n * k
+  skew = M.router_skew(skew)
+  if ep <= 1 or skew == "balanced" then return mean end
+  local cap = n * ep * math.min(k, E // ep)
+  local rows
+  if skew == "uniform" then
+    local c = math.sqrt(ep / (ep - 1) * (E - k) / (E - 1))
+    rows = mean + (M.expected_max_load(n * ep * k, 1 / ep, ep) - mean) * c
+  else
+    rows = skew * mean
+  end
+  return math.max(mean, math.min(cap, math.floor(rows + 0.5))) -- the nearest whole row (a factor: ⌊f·n·k + ½⌋)
+end
+
 -- Rows per expert under dropless routing spread evenly: `rows` routed rows over the `reached` experts of `experts`
 -- (default: all of them; at most rows) → { rows = ⌊rows/reached⌋ + 1, per = rows mod reached } and
 -- { rows = ⌊rows/reached⌋, per = the rest of the reached }, and the experts not reached with 0 rows (sets with no
@@ -223,13 +319,16 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
     end
     return
   end
+  -- the busiest rank's rows (M.busiest_rank_rows: its local experts' work and the all-to-alls' volume set the step)
+  local busy = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
+  local why = busy > routed and (" (busiest rank: %d rows, router_skew %s)"):format(busy, tostring(experts.router_skew or "uniform")) or ""
   for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
-  experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { routed, h }, "expert parallel: routed tokens to their experts")
-  for _, set in ipairs(spread(routed, experts.local_experts,
+  experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { busy, h }, "expert parallel: routed tokens to their experts" .. why)
+  for _, set in ipairs(spread(busy, experts.local_experts,
       M.experts_reached(experts.local_experts, k, E, n * experts.ep))) do
     expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
   end
-  experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { routed, h }, "expert parallel: expert outputs back")
+  experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { busy, h }, "expert parallel: expert outputs back" .. why)
   for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
 end
 
@@ -266,29 +365,41 @@ end
 --- down_proj E·I·h: the loop form's E · 3·h·I), attrs.expert. vLLM's fused_moe runs the same two GEMMs with the
 --- gather fused into the first one's loads, silu_and_mul as one kernel, the routing weights applied in the second
 --- GEMM and moe_sum over (n, k, h) in place of the scatter-add: a few memory-bound kernels fewer, same GEMMs.
+--- Its other kernels (vllm/model_executor/layers/fused_moe/fused_moe.py) are not added, as they do not move the
+--- numbers materially: topk_softmax (one kernel for this form's softmax and topk: fewer launches, not more) and
+--- moe_align_block_size (the expert-sorted token ids padded per expert to BLOCK_SIZE_M: one small kernel of n·k ids,
+--- microseconds). The padding's GEMM work is the BMM(b, ⌈R/b⌉) pricing's own tile padding where an expert gets
+--- fewer rows than a tile (decode); where experts get hundreds of rows (prefill) the per-expert remainder modulo the
+--- tile height is the single-GPU imbalance effect this file does not model (see the header's "Not modelled").
 function M.grouped_experts(g, experts, m, n, k, E, h, I)
   local add = g.add
   local R = n * k
-  local rows, mid, e = { R, h }, { R, I }, m .. ".experts"
+  local rows, e = { R, h }, m .. ".experts"
   local El = experts.local_experts
   add("one_hot", e .. ".routing_map", { { n, k } }, { n, E })
   add("sum", e .. ".tokens_per_expert", { { n, E } }, { E }, 0, { elem_bytes = K.index_bytes, no_grad = true })
   add("nonzero", e .. ".sorted_indices", { { E, n } }, { R })
   add("index", e .. ".permute", { { n, h }, { R } }, rows)
   add("index", e .. ".permuted_probs", { { n, k }, { R } }, { R, 1 })
+  -- the rows this rank's local experts run: its own R, or under expert parallelism the busiest rank's
+  -- (M.busiest_rank_rows: the ep ranks wait for it; its all-to-alls carry the most rows)
+  local Rl = M.busiest_rank_rows(experts.router_skew, n, k, E, experts.ep)
+  local lrows, lmid = { Rl, h }, { Rl, I }
   if experts.ep > 1 then
-    experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", rows, "expert parallel: routed tokens to their experts")
-    add("contiguous", e .. ".sort_chunks", { rows }, rows)
+    local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
+    experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", lrows, "expert parallel: routed tokens to their experts" .. why)
+    add("contiguous", e .. ".sort_chunks", { lrows }, lrows)
   end
   -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
   local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
-  add("grouped_linear", e .. ".gate_up_proj", { rows }, { R, 2 * I }, El * h * 2 * I, attrs)
-  add("silu", e .. ".act_fn", { mid }, mid)
-  add("mul", e .. ".mul", { mid, mid }, mid)
-  add("grouped_linear", e .. ".down_proj", { mid }, rows, El * I * h, attrs)
+  add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
+  add("silu", e .. ".act_fn", { lmid }, lmid)
+  add("mul", e .. ".mul", { lmid, lmid }, lmid)
+  add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)
   if experts.ep > 1 then
-    add("contiguous", e .. ".unsort_chunks", { rows }, rows)
-    experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", rows, "expert parallel: expert outputs back")
+    local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
+    add("contiguous", e .. ".unsort_chunks", { lrows }, lrows)
+    experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", lrows, "expert parallel: expert outputs back" .. why)
   end
   add("mul", e .. ".weighted", { rows, { R, 1 } }, rows)
   add("zeros", m .. ".final_hidden_states", {}, { n, h })
@@ -306,6 +417,7 @@ local function block(ctx, p)
   local shard = ctx.shard
   local I = shard and shard.split(moe.I, moe.I_name) or moe.I
   local experts = require("neusight.parallel").expert_shard(opts, r.who, E)
+  experts.router_skew = M.router_skew(opts.router_skew, r.who) -- load imbalance under expert parallelism
   local flat, top = { n, h }, { n, k }
 
   -- One expert kind: its MLP on `rows` tokens, or its parameters alone when it gets none.
@@ -389,7 +501,7 @@ end
 
 --- Builds the op graph of one forward pass (llama.graph with the MoE block in the sparse layers).
 ---@param cfg table HF config fields (M.DEFAULTS for what may be omitted), plus name and model_type
----@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, experts?: "loop"|"grouped", tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean }
+---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, experts?: "loop"|"grouped", router_skew?: "uniform"|"balanced"|number, tp?: integer, ep?: integer, parallel?: table, sequence_parallel?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
   local r = M.config(cfg)
