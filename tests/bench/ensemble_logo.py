@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Seed-ensemble study (weights/ENSEMBLE_RULE.md): combine members' per-row forecasts offline.
 
-    tests/bench/ensemble_logo.py --work DIR --part tc|fp32|e2e [--seeds 0,1,2] [--tag T]
+    tests/bench/ensemble_logo.py --work DIR --part tc|fp32|e2e [--seeds 0,1,2] [--tag T] [--families F,G]
 
 Reads DIR/<part>/<seed>/<GPU>.json (written by weights/ensemble_study.sh: `neusight eval kernels --format json`),
 keeps the held-out GPU's rows of each family, and prints per held-out GPU x family the MAPE of each member, of the
@@ -18,9 +18,12 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--work", required=True)
 ap.add_argument("--part", required=True, choices=["tc", "fp32", "e2e"]); ap.add_argument("--tag", default=None)
 ap.add_argument("--seeds", default="0,1,2")
+ap.add_argument("--families", default=None, help="comma-separated families (default: the part's)")
 args = ap.parse_args()
 seeds = args.seeds.split(",")
 fams = {"tc": ["gemm_tc16"], "fp32": ["linear", "softmax"], "e2e": ["end to end"]}[args.part]
+if args.families:
+    fams = args.families.split(",")
 base = os.path.join(args.work, args.tag or args.part)
 gpus = sorted(os.path.basename(p)[:-5] for p in glob.glob(os.path.join(base, seeds[0], "*.json")))
 short = lambda g: g.replace("_", " ")
