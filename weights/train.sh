@@ -2,7 +2,7 @@
 # weights/train.sh — reproduces the shipped weights from the NeuSight measurements (training GPUs only).
 #
 #   weights/train.sh [--data DIR] [--aic DIR] [--out DIR] [--vendor nvidia|amd|all] [--no-test-rows]
-#                    [--exclude-gpu G]... [--only FAMILY]...
+#                    [--exclude-gpu G]... [--only FAMILY]... [--seed S] [--epochs N]
 #
 # Shipped weights use every row the shared data has for the training GPUs: the micro-benchmark grids
 # (dataset/train/collect) plus the transformer-shaped rows of dataset/test, which cover the large shapes
@@ -11,11 +11,13 @@
 # The tensor-core families (gemm_tc16: bf16/fp16/tf32, gemm_fp8) train on the AIConfigurator GEMMs (--aic,
 # default ../shared/data/aiconfigurator: A100-SXM4, L40S, RTX PRO 6000, B200, B300, GB200, GB300; no Hopper).
 # attention_prefill / attention_decode train on its context / generation attention rows (bf16, no window).
-# --only FAMILY (repeatable) trains just those families (e.g. --only gemm_tc16).
+# --only FAMILY (repeatable) trains just those families (e.g. --only gemm_tc16). --seed S (default 0, as shipped)
+# seeds the split, initialisation and batches of every family; --epochs N (default 150) caps every family's epochs
+# (seed-ensemble and convergence studies; the shipped weights use the defaults).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-data=../shared/data/neusight aic=../shared/data/aiconfigurator out=weights vendor=all test_rows=1 exclude=() only=
+data=../shared/data/neusight aic=../shared/data/aiconfigurator out=weights vendor=all test_rows=1 exclude=() only= seed=0 epochs=150
 while [ $# -gt 0 ]; do
   case "$1" in
     --data) data=$2; shift 2 ;;
@@ -24,6 +26,8 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift 2 ;;
     --vendor) vendor=$2; shift 2 ;;
     --no-test-rows) test_rows=0; shift ;;
+    --seed) seed=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
     --exclude-gpu) exclude+=(--exclude-gpu "$2"); shift 2 ;;
     -h|--help) sed -n 2,10p "$0"; exit 0 ;;
     *) echo "train.sh: unknown argument '$1'" >&2; exit 2 ;;
@@ -34,7 +38,7 @@ exe=${NEUSIGHT:-build/neusight}
 [ -x "$exe" ] || { echo "train.sh: $exe not built (cmake --build build)" >&2; exit 1; }
 
 elementwise_ops="add addu div divu mul mulu pow powu tanh gelu relu"
-hp=(--hidden 64,64,64 --epochs 150 --seed 0)
+hp=(--hidden 64,64,64 --epochs "$epochs" --seed "$seed")
 
 train() {  # family out-subdir data...
   local family=$1 dir=$2; shift 2
@@ -57,7 +61,7 @@ if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
   # fp8 and attention transfer best with a smaller network: leaving the RTX PRO 6000 out, fp8 MAPE is 47 % with
   # 32x32 and 145 % with 64x64x64; leaving the A100 out, prefill MAPE is 21 % with 32x32 and 593 % with 64x64x64
   # (the larger networks extrapolate wildly off the training GPUs' ridge points).
-  hp=(--hidden 32,32 --epochs 150 --seed 0)
+  hp=(--hidden 32,32 --epochs "$epochs" --seed "$seed")
   train gemm_fp8 nvidia/gemm_fp8 "$aic"/*/gemm.csv
   train attention_prefill nvidia/attention_prefill "$aic"/*/context_attention.csv
   train attention_decode nvidia/attention_decode "$aic"/*/generation_attention.csv
