@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -76,6 +77,21 @@ CLI::Validator positive_integer() {
       "");
 }
 
+// A 64-bit signed integer, one value: CLI11 saturates an out-of-range one to the largest (serve's --seed
+// 99999999999999999999 ran as seed 9223372036854775807).
+CLI::Validator int64_value() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        int64_t n = 0;
+        const char* end = v.data() + v.size();
+        const auto [at, ec] = std::from_chars(v.data(), end, n);
+        if (v.empty() || ec != std::errc() || at != end)
+          return "Value " + v + " is not an integer from -9223372036854775808 to 9223372036854775807";
+        return {};
+      },
+      "");
+}
+
 // A fraction in (0, 1] (serve's --gpu-memory-utilization).
 CLI::Validator unit_fraction() {
   return CLI::Validator(
@@ -87,6 +103,21 @@ CLI::Validator unit_fraction() {
         return {};
       },
       "FRACTION");
+}
+
+// A finite number above 0 (or at least 0 with `zero_ok`), one value. CLI::PositiveNumber and NonNegativeNumber let
+// "nan" through (no comparison holds for it), and a NaN in a field whose 0 or -1 means "not given" fails that test
+// too: --ttft-ms nan would run without the target, --bucket-mb nan with the default bucket.
+CLI::Validator finite_number(bool zero_ok) {
+  return CLI::Validator(
+      [zero_ok](std::string& v) -> std::string {
+        char* end = nullptr;
+        const double d = std::strtod(v.c_str(), &end);
+        if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d) || d < 0 || (d == 0 && !zero_ok))
+          return "Value " + v + " is not a " + (zero_ok ? "non-negative" : "positive") + " finite number";
+        return {};
+      },
+      zero_ok ? "NONNEGATIVE" : "POSITIVE");  // the help's type, as CLI11's checks name it
 }
 
 // Every item of a comma-separated list is a finite number (its sign and range are the script's to check).
@@ -417,7 +448,7 @@ std::vector<flag_spec> table_make() {
       .on(search, to(&search_flags::virtual_stages)).check(positive_list()).note(" — a comma-separated list, each searched");
   flag("--bucket-mb", "Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)")
       .group(parallel_group)
-      .on(forecast, to(&forecast_flags::bucket_mb)).workload().check(CLI::PositiveNumber).type("MB");
+      .on(forecast, to(&forecast_flags::bucket_mb)).workload().check(finite_number(false)).type("MB");
   flag("--overlap-grad-reduce", "Overlap the data-parallel gradient reduction with backward: on (default) or off")
       .group(parallel_group).check(CLI::IsMember({"on", "off"}))
       .on(forecast, to(&forecast_flags::overlap_grad_reduce)).workload();
@@ -483,7 +514,7 @@ std::vector<flag_spec> table_make() {
   flag("--requests", "Requests to simulate (with --rate; default 1000)")
       .on(serve, to(&serve_flags::requests)).check(positive_integer()).needs({"--rate"});
   flag("--seed", "Random seed")
-      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; default 0)").needs({"--rate"})
+      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; any integer, default 0)").check(int64_value()).needs({"--rate"})
       .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default();
   flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
       .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer()).needs({"--rate"});
@@ -504,11 +535,11 @@ std::vector<flag_spec> table_make() {
   flag("--ttft-ms",
        "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; the batch's "
        "prefill with --batch)")
-      .on(serve, to(&serve_flags::ttft_ms)).check(CLI::PositiveNumber).needs({"--sweep"});
+      .on(serve, to(&serve_flags::ttft_ms)).check(finite_number(false)).needs({"--sweep"});
   flag("--tpot-ms",
        "--sweep target: time per output token at most this many ms (the p90 over the requests with --rate; the mean "
        "over the decode steps with --batch)")
-      .on(serve, to(&serve_flags::tpot_ms)).check(CLI::PositiveNumber).needs({"--sweep"});
+      .on(serve, to(&serve_flags::tpot_ms)).check(finite_number(false)).needs({"--sweep"});
 
   // train and eval.
   flag("--family",
@@ -572,7 +603,7 @@ std::vector<flag_spec> table_make() {
   flag("--script-timeout",
        "CPU seconds a script may run per call, also inside one library call (default " +
            fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
-      .type("SECONDS").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_timeout));
+      .type("SECONDS").check(finite_number(true)).group(limits_group).on(sessions, to(&common_flags::script_timeout));
 
   // The report.
   flag("--format", "Output format")

@@ -13,6 +13,7 @@
 
 #include "cli/paths.h"
 #include "cli/report.h"
+#include "core/cluster_spec.h"
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -109,6 +110,18 @@ int search_main(const search_flags& f) {
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
+  // What no layout changes is resolved once, before any layout: a misspelled GPU, model, dtype or cluster stops the
+  // search here with the one message predict gives for it (did-you-mean included), not as every layout's reason.
+  {
+    workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}};
+    if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
+    if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
+    if (!f.dtype.empty()) ov["dtype"] = f.dtype;
+    if (!f.precision.empty()) ov["precision"] = f.precision;
+    s.workload_check(ov);  // the fields (scripts/neusight/workload.lua check_fields), a --model config.json read
+    s.gpu(f.gpu);
+    if (!f.cluster.empty()) cluster_resolve(o.data_root / "gpus" / "clusters", f.cluster);
+  }
 
   std::vector<candidate> results;
   std::map<std::string, size_t> skipped;  // reason → layouts

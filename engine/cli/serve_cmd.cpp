@@ -123,7 +123,7 @@ int serve_main(const serve_flags& f) {
                              {"max_batch", f.max_batch}, {"max_batched_tokens", f.max_batched_tokens},
                              {"block_size", f.block_size}})
     if (v != 0) opts[k] = v;
-  if (f.seed >= 0) opts["seed"] = f.seed;
+  if (f.seed) opts["seed"] = *f.seed;
   if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
 
   if (!f.calibrate.empty()) {

@@ -1,19 +1,23 @@
 // engine/cli/serve_cmd.h — `neusight serve`: serving latency and throughput of an LLM (scripts/neusight/serve.lua).
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace ns {
 
-// The flags exactly as given; 0 / "" / empty = not given (serve.lua fills the defaults and checks the values). The
+// The flags exactly as given; 0 / "" / empty = not given (serve.lua fills the defaults and checks the values; the
+// command line refuses a 0 for those fields, so a 0 here is never a value given), nullopt where every value is one a
+// user may give (--seed: any integer, negative ones included). The
 // list-valued ones hold one value without --sweep; with it, every combination is run (scripts/neusight/sweep.lua).
 struct serve_flags {
   std::string model, dtype, kv_dtype, weight_dtype, launch, predictor = "neusight", attention, experts, input_len, output_len;
   std::vector<std::string> gpu;
   std::vector<int64_t> tp, batch;
   std::vector<double> rate;
-  int64_t requests = 0, seed = -1, chunked_prefill = 0, max_batch = 0, max_batched_tokens = 0, block_size = 0;
+  int64_t requests = 0, chunked_prefill = 0, max_batch = 0, max_batched_tokens = 0, block_size = 0;
+  std::optional<int64_t> seed;
   double gpu_memory_utilization = 0;
   bool sweep = false;
   double ttft_ms = 0, tpot_ms = 0;  // --sweep targets, 0 = none

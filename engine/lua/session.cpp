@@ -215,14 +215,20 @@ const luaL_Reg engine_functions[] = {
 };
 
 
+// Checks the model-state report at `idx` (scripts/neusight/precision.lua state_report's result): the fields the engine
+// and neusight.report read, where the message names the rule. [-0, +0, e]
+void state_report_check(lua_State* L, int idx) {
+  table_reader r(L, idx, "scripts/neusight/precision.lua state_report result");
+  r.number("state_gb"), r.str("convention"), r.str("line");
+  r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
+}
+
 // Pushes scripts/neusight/precision.lua state_report(s, params, recipe, gpu_mem_gb, unreported) of the state table at
-// `idx` (precision.lua state()): the report neusight.report renders, its fields checked here, where the message names
-// the rule. [-0, +1, e]
+// `idx` (precision.lua state()): the report neusight.report renders, checked (state_report_check). [-0, +1, e]
 void state_report_push(session::impl& p, int idx, double params, const std::string& recipe, double gpu_mem_gb,
                        bool unreported) {
   lua_State* L = p.L();
   idx = lua_absindex(L, idx);
-  const std::string where = "scripts/neusight/precision.lua state_report";
   require_push(p, "neusight.precision");  // stack: … Pr
   raw_getfield(L, -1, "state_report");
   lua_pushvalue(L, idx);
@@ -230,22 +236,20 @@ void state_report_push(session::impl& p, int idx, double params, const std::stri
   lua_pushstring(L, recipe.c_str());
   lua_pushnumber(L, gpu_mem_gb);
   lua_pushboolean(L, unreported);
-  ns_call(L, 5, 1, "in " + where);  // stack: … Pr report
-  lua_remove(L, -2);                // stack: … report
-  table_reader r(L, -1, where + " result");
-  r.number("state_gb"), r.str("convention"), r.str("line");
-  r.str_or("warning", "");  // the state alone does not fit: neusight.report's memory_warnings reads it
+  ns_call(L, 5, 1, "in scripts/neusight/precision.lua state_report");  // stack: … Pr report
+  lua_remove(L, -2);                                                      // stack: … report
+  state_report_check(L, -1);
 }
 
-// Calls neusight.report.`fn` with the two values on top of the stack and keeps its result as the report fields of the
-// forecast that follows (impl::fields_ref). [-2, +0, e]
-void report_fields_keep(session::impl& p, const char* fn) {
+// Calls neusight.report.`fn` with the `nargs` values on top of the stack and keeps its result as the report fields of
+// the forecast that follows (impl::fields_ref). [-nargs, +0, e]
+void report_fields_keep(session::impl& p, const char* fn, int nargs) {
   lua_State* L = p.L();
-  require_push(p, "neusight.report");  // stack: … a b R
+  require_push(p, "neusight.report");  // stack: … args R
   raw_getfield(L, -1, fn);
   lua_remove(L, -2);
-  lua_insert(L, -3);  // stack: … fn a b
-  ns_call(L, 2, 1, std::string("in scripts/neusight/report.lua ") + fn);  // stack: … fields
+  lua_insert(L, -(nargs + 1));  // stack: … fn args
+  ns_call(L, nargs, 1, std::string("in scripts/neusight/report.lua ") + fn);  // stack: … fields
   if (!lua_istable(L, -1))
     throw error(std::string("scripts/neusight/report.lua: ") + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
   luaL_unref(L, LUA_REGISTRYINDEX, p.fields_ref);
@@ -330,27 +334,15 @@ void session::report_graph(const workload_overrides& fields, double params, doub
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const auto it = fields.find("mode");
-  const std::string* mode_p = it == fields.end() ? nullptr : std::get_if<std::string>(&it->second);
-  const std::string dtype = "fp32", mode = mode_p ? *mode_p : "", optimizer = "none";
-  require_push(*p_, "neusight.precision");
-  raw_getfield(L, -1, "state_of");
-  lua_createtable(L, 0, 3);
-  lua_pushstring(L, dtype.c_str()), lua_setfield(L, -2, "dtype");
-  lua_pushstring(L, mode.c_str()), lua_setfield(L, -2, "mode");
-  lua_pushstring(L, optimizer.c_str()), lua_setfield(L, -2, "optimizer");
-  ns_call(L, 1, 1, "in scripts/neusight/precision.lua state_of");  // stack: Pr state
-  // the default recipe of a graph (state_of's): pure
-  raw_getfield(L, -2, "default");
-  lua_pushstring(L, dtype.c_str());
-  lua_pushstring(L, mode.c_str());
-  ns_call(L, 2, 1, "in scripts/neusight/precision.lua default");  // stack: Pr state recipe
-  const std::string recipe = lua_isstring(L, -1) ? lua_tostring(L, -1) : "";
-  lua_pop(L, 1);
-  state_report_push(*p_, -1, params, recipe, gpu_mem_gb, true);  // stack: Pr state report
-  overrides_push_table(L, fields);  // stack: Pr state report g
-  lua_insert(L, -2);                // stack: Pr state g report
-  report_fields_keep(*p_, "graph");
+  overrides_push_table(L, fields);  // stack: g
+  lua_pushnumber(L, params);
+  lua_pushnumber(L, gpu_mem_gb);  // stack: g params gpu_mem_gb
+  report_fields_keep(*p_, "graph", 3);
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: fields state
+    throw error(std::string("scripts/neusight/report.lua: graph returned a state that is ") + luaL_typename(L, -1) +
+                ", expected precision.lua state_report's table");
+  state_report_check(L, -1);
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
@@ -454,7 +446,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, w.source.c_str()), lua_setfield(L, build, "source");
   lua_pushvalue(L, norm);
   lua_pushvalue(L, build);
-  report_fields_keep(*p_, "workload");  // stack: W spec norm build nodes
+  report_fields_keep(*p_, "workload", 2);  // stack: W spec norm build nodes
   for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
   raw_getfield(L, build, "plan");  // stack: W spec norm build nodes plan
   w.parallel = lua_istable(L, -1);

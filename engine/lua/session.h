@@ -91,11 +91,10 @@ class session {
   // memory through the loaders the CLI uses.
   void file_text_set(const std::string& path, std::string text);
 
-  // The report fields of a graph without a workload (predict --graph; scripts/neusight/report.lua graph): `fields`
-  // holds source, model, mode, batch, seq, layers, launch; its model state is scripts/neusight/precision.lua
-  // state_report of state_of{fp32, mode, none} (the default recipe) for its `params` on a GPU of `gpu_mem_gb`, no
-  // memory report covering it (the line and a warning say when the state alone does not fit). What forecast_render
-  // renders next, as workload_load's workload.
+  // The report fields of a graph without a workload (predict --graph): one call of scripts/neusight/report.lua
+  // graph(fields, params, gpu_mem_gb), where `fields` holds source, model, mode, batch, seq, layers, launch; the Lua
+  // side makes its model state (precision.lua, for `params` on a GPU of `gpu_mem_gb`), checked here as workload_load's
+  // is. What forecast_render renders next, as workload_load's workload.
   void report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).

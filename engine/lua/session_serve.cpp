@@ -64,19 +64,20 @@ int l_serve_phase(lua_State* L) {
                                      w.launch);
     const auto tl = c->s->timeline(fc, true);  // the latency only: no report of it is rendered
     const double latency_s = tl ? tl->iteration_s : fc.total();
+    // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once
+    figure_inputs fam;
+    family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
     // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
     // for the phases a report shows)
     figures band;
     if (lua_toboolean(L, 2)) {
       figure_inputs band_in = {{"latency_s", latency_s}};
-      family_inputs_add(band_in, fc.seconds_by_family(), *c->pred, gpu.vendor);
+      band_in.insert(band_in.end(), fam.begin(), fam.end());
       band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty_file(gpu.vendor));
     }
     lua_createtable(L, 0, 13);  // stack: result
     set_number(L, "latency_ms", latency_s * 1e3);
-    {  // families: the inputs a calibration fit reads (family_s.<f>, family_n.<f>, roofline.<f>), flat
-      figure_inputs fam;
-      family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
+    {  // families: the inputs a calibration fit reads, flat
       lua_createtable(L, 0, int(fam.size()));  // stack: result families
       for (const auto& [k, v] : fam) {
         if (const double* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);

@@ -3,7 +3,7 @@
 -- The engine hands over what only it has (engine/lua/session_report.cpp): the forecast's nodes and kernels with their
 -- predicted seconds and phase totals (a plain table), the GPU, the predictor's name, the warnings and the figures. The
 -- rest comes from the Lua side: what the workload says of itself (M.workload, called when the workload is built, or
--- M.graph for a reference graph), the model state (neusight.precision state_report), the memory report
+-- M.graph for a reference graph, its model state included), the model state (neusight.precision state_report), the memory report
 -- (neusight.memory) and a parallel run's report (neusight.parallel.report). M.result puts them into one table whose
 -- fields are the JSON document: the engine writes it through its generic Lua → JSON bridge, so a field added here
 -- shows up in the JSON without a C++ change. Keys keep the order of HEAD and TAIL (a field not listed follows,
@@ -70,12 +70,22 @@ function M.workload(w, facts)
 end
 
 --- What the report shows of a reference operator graph (predict --graph): `g` holds source, model, mode, batch, seq,
---- layers and launch; fp32, no optimizer, the pure recipe; `state` its neusight.precision state_report.
-function M.graph(g, state)
+--- layers and launch. A graph runs fp32 without an optimizer under the default recipe of that (neusight.precision
+--- default: pure); its model state is neusight.precision state_report of that state for the graph's `params` on a GPU
+--- of `gpu_mem_gb`, with no memory report covering it (the line and a warning say when the state alone does not fit).
+---@param g table
+---@param params number the graph's parameters
+---@param gpu_mem_gb number
+function M.graph(g, params, gpu_mem_gb)
+  local precision = require "neusight.precision"
+  local dtype, mode, optimizer = "fp32", g.mode or "", "none"
+  local recipe = precision.default(dtype, mode)
+  local state = precision.state_of { dtype = dtype, mode = mode, optimizer = optimizer }
   return {
     source = g.source, model = g.model, mode = g.mode, batch = integer(g.batch, "batch"), seq = integer(g.seq, "seq"),
-    context = 0, dtype = "fp32", kv_dtype = "", weight_dtype = "", precision = "pure", optimizer = "none",
-    optimizer_impl = "", launch = g.launch or "eager", layers = integer(g.layers, "layers"), state = state,
+    context = 0, dtype = dtype, kv_dtype = "", weight_dtype = "", precision = recipe, optimizer = optimizer,
+    optimizer_impl = "", launch = g.launch or "eager", layers = integer(g.layers, "layers"),
+    state = precision.state_report(state, params, recipe, gpu_mem_gb, true),
   }
 end
 

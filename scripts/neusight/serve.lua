@@ -394,17 +394,22 @@ function M.calibration_inputs(raw, phase)
       for j = 1, steps do sum = sum + series[j] end
       return sum / steps
     end
-    out.tpot_s = mean(step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)) / 1e3
-    local keys = {}  -- every family key of any decode step (the steps' forecasts are cached: no new ones)
-    step_series(steps, S, function(j)
-      for k in pairs(F("decode", B, I + j - 1).families) do keys[k] = true end
-      return 0
-    end)
+    -- one walk over the decode steps: their forecasts (the sampled ones), the TPOT, and each step's family inputs
+    local families = {}  -- step j → its families (the steps step_series samples)
+    out.tpot_s = mean(step_series(steps, S, function(j)
+      local d = F("decode", B, I + j - 1)
+      families[j] = d.families
+      return d.ms
+    end)) / 1e3
+    local keys = {}  -- every family key of any decode step
+    for _, f in pairs(families) do
+      for k in pairs(f) do keys[k] = true end
+    end
     for k in pairs(keys) do
       if k:match("^roofline%.") then
         out["decode_" .. k] = true
       else
-        out["decode_" .. k] = mean(step_series(steps, S, function(j) return F("decode", B, I + j - 1).families[k] or 0 end))
+        out["decode_" .. k] = mean(step_series(steps, S, function(j) return families[j][k] or 0 end))
       end
     end
   end
@@ -451,11 +456,21 @@ end
 
 local function cost_model(o, F, S, C, B)
   local bpts, cpts, spts = grid_points(B), grid_points(C), grid_points(S)
+  -- The grid points' forecasts by number (F's cache is keyed by a string built per call; the simulation asks for the
+  -- same few points at every step): the first ask of a point is F's, in the same order, so the forecasts are the same.
+  local grid = { decode = {}, prefill = {} }
+  local function G(mode, batch, tokens)
+    local by_batch = grid[mode][batch]
+    if not by_batch then by_batch = {}; grid[mode][batch] = by_batch end
+    local r = by_batch[tokens]
+    if not r then r = F(mode, batch, tokens); by_batch[tokens] = r end
+    return r
+  end
   local function decode(b, c)  -- returns total ms, attention ms
     local b0, b1 = bracket(bpts, b)
     local c0, c1 = bracket(cpts, c)
-    local p00, p01 = F("decode", b0, c0), F("decode", b0, c1)
-    local p10, p11 = F("decode", b1, c0), F("decode", b1, c1)
+    local p00, p01 = G("decode", b0, c0), G("decode", b0, c1)
+    local p10, p11 = G("decode", b1, c0), G("decode", b1, c1)
     local t0 = lerp(c, c0, c1, p00.ms, p01.ms)
     local t1 = lerp(c, c0, c1, p10.ms, p11.ms)
     local a0 = lerp(c, c0, c1, p00.attention_ms, p01.attention_ms)
@@ -463,7 +478,7 @@ local function cost_model(o, F, S, C, B)
     return lerp(b, b0, b1, t0, t1), lerp(b, b0, b1, a0, a1)
   end
   local function token_point(t)
-    local p = t <= S and F("prefill", 1, t) or F("prefill", t // S, S)
+    local p = t <= S and G("prefill", 1, t) or G("prefill", t // S, S)
     return p.ms - p.attention_ms
   end
   local function tokens(t)  -- N(t)
@@ -479,7 +494,7 @@ local function cost_model(o, F, S, C, B)
   local function attention(s)  -- A(s), A(0) = 0
     if s <= 0 then return 0 end
     local s0, s1 = bracket(spts, s)
-    local a0, a1 = F("prefill", 1, s0).attention_ms, F("prefill", 1, s1).attention_ms
+    local a0, a1 = G("prefill", 1, s0).attention_ms, G("prefill", 1, s1).attention_ms
     return lerp(s * s, s0 * s0, s1 * s1, a0, a1)
   end
   return { decode = decode, tokens = tokens, attention = attention, batch_points = bpts, context_points = cpts,

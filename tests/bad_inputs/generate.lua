@@ -154,6 +154,12 @@ do
   text = replace_line(gpu, "mem_bw_gbps =", "# mem_bw_gbps removed")
   case { kind = "gpu", file = "gpu/missing_key.toml", text = text, args = PREDICT .. " --gpu {file}",
          expect = "missing required key 'mem_bw_gbps'", line = select(2, text:gsub("\n", "")) }
+  -- search resolves the GPU once, before its layouts: the file's one error, not a reason repeated per layout
+  text = replace_line(gpu, "num_sm =", "num_sms = 10")
+  case { kind = "gpu", file = "gpu/search_typo_key.toml", text = text,
+         args = "search --model gpt2_large --mode inference --batch 2 --seq 8 --gpus 2 --predictor roofline "
+           .. "--format json -o {out} --gpu {file}",
+         expect = "unknown key 'num_sms' (did you mean 'num_sm'?)", line = line_of(text, "num_sms") }
   case { kind = "gpu", file = "gpu/empty.toml", text = "", args = PREDICT .. " --gpu {file}",
          expect = "missing required key 'name'", line = 1 }
   case { kind = "gpu", file = "gpu/only_comment.toml", text = "# nothing here\n", args = PREDICT .. " --gpu {file}",

@@ -1,8 +1,9 @@
 // tests/cli/test_parallel_cli.cpp — predict/run with --dp/--tp/--pp end to end: the timeline in JSON and the table, overrides, errors.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <filesystem>
 #include <fstream>
-
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -347,6 +348,32 @@ TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad one
   const auto none = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 3 --batch 4 --seq 1024");
   CHECK(none.code == 1);
   CHECK(none.err.find("search: no layout of 3 GPUs could be forecast") != std::string::npos);
+}
+
+// What no layout changes (the GPU, the model, the dtype, the cluster) is resolved once before the layouts: a typo is
+// one error, predict's, with its did-you-mean, not "no layout could be forecast" with the reason repeated per layout.
+TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once before any layout", "[cli][search]") {
+  const std::string base = "search --gpus 8 --batch 8 --seq 2048 --mode inference --predictor roofline";
+  const struct {
+    std::string args, says;
+  } cases[] = {
+      {"--model gpt3_27 --gpu a100x", "unknown GPU 'a100x' (close matches: 'A10G', 'H100'"},
+      {"--model gpt3_2x --gpu h100", "unknown model preset \"gpt3_2x\" (did you mean 'gpt3_27'?)"},
+      {"--model gpt3_27 --gpu h100 --dtype bf17", "field 'dtype' must be a dtype name"},
+      {"--model gpt3_27 --gpu h100 --cluster dgx_x", "unknown cluster 'dgx_x'; known: dgx_a100"},
+  };
+  for (const auto& c : cases) {
+    temp_dir t;
+    const std::filesystem::path out = t.path / "out.json";
+    const auto r = run_cli(base + " " + c.args + " --format json -o '" + out.string() + "'");
+    INFO(c.args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(c.says) != std::string::npos);
+    CHECK(r.err.find("no layout") == std::string::npos);
+    CHECK(r.err.find("layout(s)") == std::string::npos);
+    CHECK(std::count(r.err.begin(), r.err.end(), '\n') == 1);  // one line: the message, once
+    CHECK_FALSE(std::filesystem::exists(out));
+  }
 }
 
 // The memos one process keeps across forecasts (node expansions, tiles, features, MLP batches; engine/lua/session.cpp,

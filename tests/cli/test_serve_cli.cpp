@@ -2,6 +2,8 @@
 // the vector kernels, a static batch is made of the predict phases it names, the continuous-batching simulation at a
 // trickle of requests is one request's prefill and decode, throughput saturates, seeds reproduce, bad inputs fail.
 #include <catch2/catch.hpp>
+
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -327,6 +329,66 @@ TEST_CASE("serve: a --gpu-memory-utilization outside 0 to 1 and zero counts are 
     CHECK(r.code == 2);
     CHECK(r.err.find(" is not a positive integer") != std::string::npos);
   }
+}
+
+// --seed has no value that means "not given" (serve_flags keeps an optional): every integer given is the seed the
+// arrivals and lengths are drawn with, -1 and other negative ones included (splitmix64 takes any 64-bit integer).
+TEST_CASE("serve: every --seed given is honoured and negative seeds are seeds too", "[cli][serve]") {
+  const std::string base = "serve --model llama32_1b --gpu h100 --predictor roofline --rate 50 --requests 40 "
+                           "--input-len uniform:16:512 --output-len uniform:2:8";
+  const json plain = run_json(base);
+  CHECK(plain["seed"] == 0);  // the default
+  std::map<std::string, json> runs;
+  for (const std::string seed : {"0", "-1", "-7", "7", "-9223372036854775808", "9223372036854775807"}) {
+    const json r = run_json(base + " --seed " + seed);
+    INFO(seed);
+    CHECK(r["seed"].get<int64_t>() == std::stoll(seed));
+    runs[seed] = r["ttft_ms"];
+  }
+  CHECK(runs["0"] == plain["ttft_ms"]);
+  for (const auto& [seed, ttft] : runs) {
+    INFO(seed);
+    if (seed != "0") CHECK(ttft != runs["0"]);  // not the default's draws
+  }
+  CHECK(runs["-7"] != runs["7"]);
+  for (const std::string seed : {"1.5", "x", "99999999999999999999"}) {
+    const auto r = run_cli(base + " --seed " + seed);
+    INFO(seed << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.out.empty());
+    CHECK(r.err.find("--seed") != std::string::npos);
+  }
+  // beyond 64 bits: refused, not saturated to the largest seed
+  CHECK(run_cli(base + " --seed 9223372036854775808").err.find(
+            "Value 9223372036854775808 is not an integer from -9223372036854775808 to 9223372036854775807") !=
+        std::string::npos);
+}
+
+// Number flags whose 0 or -1 stands for "not given" take finite values only: CLI11's PositiveNumber and
+// NonNegativeNumber let "nan" through, and a NaN failed the "given" test too (--ttft-ms nan ran without the target,
+// --bucket-mb nan with the default bucket, --script-timeout nan with the default timeout).
+TEST_CASE("flags: a NaN or infinite number is refused where 0 or -1 means not given", "[cli][serve][flags]") {
+  const std::string sweep = "serve --model llama32_1b --gpu h100,l4 --predictor roofline --batch 1 --input-len 64 "
+                            "--output-len 4 --sweep ";
+  const std::string predict = "predict --model gpt2_large --gpu h100 --mode train --batch 8 --seq 128 --dp 2 "
+                              "--predictor roofline ";
+  for (const std::string value : {"nan", "inf", "-inf", "NaN", "0", "-1", "1x"}) {
+    for (const std::string& args : {sweep + "--ttft-ms " + value, sweep + "--tpot-ms " + value,
+                                   predict + "--bucket-mb " + value}) {
+      const auto r = run_cli(args);
+      INFO(args << "\n" << r.err);
+      CHECK(r.code == 2);
+      CHECK(r.out.empty());
+      CHECK(r.err.find("Value " + value + " is not a positive finite number") != std::string::npos);
+    }
+    if (value == "0") continue;  // 0: no limit
+    const auto r = run_cli(predict + "--script-timeout " + value);
+    INFO(value << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("Value " + value + " is not a non-negative finite number") != std::string::npos);
+  }
+  CHECK(run_cli(sweep + "--ttft-ms 1e9 --tpot-ms 0.5 --format json").code == 0);
+  CHECK(run_cli(predict + "--bucket-mb 50 --script-timeout 0 --format json").code == 0);
 }
 
 // A GPU's calibration file corrects serve's step forecasts as it does predict's; the report names it, and

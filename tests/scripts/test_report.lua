@@ -200,4 +200,24 @@ function M.test_compare_error_row_json_and_page()
   eq(C.page(doc).rows[1].context, nil, "null left out of the page's rows")
 end
 
+-- A reference graph's fields in one call (predict --graph; engine/lua/session.cpp report_graph): fp32, no optimizer,
+-- the default recipe, and the model state precision.lua gives that, with a warning when the state alone does not fit.
+function M.test_graph_fields_and_state()
+  local g = { source = "opgraph/x.csv", model = "x", mode = "train", batch = 2, seq = 8, layers = 3 }
+  local f = R.graph(g, 1e9, 16)
+  eq(f.dtype, "fp32", "dtype")
+  eq(f.precision, "pure", "the default recipe of fp32")
+  eq(f.optimizer, "none", "optimizer")
+  eq(f.launch, "eager", "launch default")
+  eq(f.layers, 3, "layers")
+  eq(f.state.state_gb, 8.0, "train: weights 4 + gradients 4 B per parameter")
+  eq(f.state.warning, nil, "8 GB fits in 16")
+  local over = R.graph(g, 3e9, 16).state
+  eq(over.warning, "model state 24.0 GB exceeds the GPU's 16 GB: the forecast assumes it fits (shard it, see the "
+    .. "parallelism options)", "no memory report covers a graph: the state alone does not fit")
+  g.mode = "inference"
+  eq(R.graph(g, 3e9, 16).state.state_gb, 12.0, "inference: the weights only")
+  eq(R.graph(g, 3e9, 16).state.warning, nil, "12 GB fits")
+end
+
 return M
