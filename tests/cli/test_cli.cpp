@@ -102,6 +102,16 @@ TEST_CASE("every command that takes --weights refuses a folder that does not exi
   }
 }
 
+TEST_CASE("search refuses a GPU count beyond 2^20 at once", "[cli]") {
+  // CLI11 read 99999999999999999999 as the int64 maximum and the layout loop then ran for ever
+  for (const char* n : {"99999999999999999999", "1048577", "0"}) {
+    const auto r = run_cli(std::string("search --model gpt3_27 --gpu a100 --gpus ") + n + " --batch 8 --seq 2048");
+    INFO(n);
+    CHECK(r.code == 2);
+    CHECK(r.err.find("--gpus") != std::string::npos);
+  }
+}
+
 TEST_CASE("a command offers only the flags it reads", "[cli]") {
   // gpus reads no op rule nor script: the session flags are not offered there
   const auto h = run_cli("gpus --help");
