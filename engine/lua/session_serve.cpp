@@ -95,16 +95,20 @@ int l_serve_phase(lua_State* L) {
       lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
     lua_setfield(L, -2, "band_warnings");
     // the workload's facts, from its report fields (scripts/neusight/report.lua workload of workload.lua's build)
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->p->fields_ref);  // stack: result fields
-    raw_getfield(L, -1, "kv_cache_bytes");
-    const double kv = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
-    lua_pop(L, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c->p->fields_ref);  // stack: result fields (a table: report_fields_keep)
+    const table_reader fields(L, -1, "scripts/neusight/report.lua workload result");
+    const double kv = fields.number_or("kv_cache_bytes", 0);
     if (!(kv > 0))  // a serving phase holds a cache; 0 would be infinite room
-      throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua)");
+      throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua "
+                  "build's kv_cache_bytes, as scripts/neusight/report.lua workload passes it on)");
     lua_pushnumber(L, kv / 1e9), lua_setfield(L, -3, "kv_cache_gb");
-    raw_getfield(L, -1, "active_params"), lua_setfield(L, -3, "active_params");  // mixtures of experts; nil otherwise
-    raw_getfield(L, -1, "state");  // stack: result fields state (precision.lua state_report of w.g, the graph fc forecast)
-    raw_getfield(L, -1, "state_gb"), lua_setfield(L, -4, "state_gb");
+    if (fields.has("active_params"))  // mixtures of experts
+      lua_pushnumber(L, fields.number("active_params")), lua_setfield(L, -3, "active_params");
+    if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: result fields state (precision.lua state_report)
+      throw error("scripts/neusight/report.lua workload result: field 'state' is " + std::string(luaL_typename(L, -1)) +
+                  ", expected the model-state report (scripts/neusight/precision.lua state_report)");
+    lua_pushnumber(L, table_reader(L, -1, "scripts/neusight/report.lua workload result's state").number("state_gb"));
+    lua_setfield(L, -4, "state_gb");
     lua_pop(L, 2);  // stack: result
     set_number(L, "params", fc.params_total());
     set_number(L, "flops", fc.flops_total());
