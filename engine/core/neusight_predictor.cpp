@@ -47,7 +47,7 @@ class neusight_predictor final : public predictor {
                               std::to_string(k.tile_m) + "x" + std::to_string(k.tile_k) + "x" +
                               std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split) + "|" + k.op + "|" +
                               std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
-                              std::to_string(k.tile_bytes);
+                              std::to_string(k.tile_bytes) + "|" + k.act_quant;  // act_quant: the stage's features
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
       if (fresh && memo_) {
         char flops[40];
@@ -98,7 +98,7 @@ class neusight_predictor final : public predictor {
       tile_features f = batch[fam][row];
       f.compute_seconds = tile_compute_seconds(kernels[i].k, gpu);  // this kernel's own FLOPs
       out[i] = tile_seconds(f, o->second(0, int(row)), o->second(1, int(row)), o->second(2, int(row)),
-                            models.at(fam).util_floor, models.at(fam).quant_row_cycles);
+                            models.at(fam).util_floor, models.at(fam).quant);
     }
     return out;
   }
