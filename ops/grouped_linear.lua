@@ -3,7 +3,8 @@
 -- GroupedMLP (grouped_gemm.ops.gmm / TE GroupedLinear), vLLM's fused_moe_kernel and transformers' aten::_grouped_mm
 -- run it as one kernel over the experts that receive rows (scripts/neusight/models/moe.lua, experts = "grouped").
 -- attrs.experts = E (this rank's experts: the parameter is E · I · O); attrs.expert = true (routed-expert weights:
--- active_params, expert-parallel gradients, weight-only quantisation).
+-- active_params, expert-parallel gradients, weight-only quantisation); attrs.act_quant (fp8 inference,
+-- neusight.workload.quantise_activations) on the forward kernel: the routed rows' dynamic fp8 quantisation.
 -- Experts that receive rows: b = min(E, R, attrs.experts_reached) — the builder's routing statistics
 -- (neusight.models.moe experts_reached: the expected distinct experts a uniform router reaches); without it every
 -- routed row goes to another expert, b = min(E, R). Each active expert gets ⌈R / b⌉ rows. The kernel is priced as a batched GEMM BMM(b, ⌈R/b⌉, I, O) (the bmm predictors, scripts/tiling/gemm.lua's bmm tile rule)
@@ -62,7 +63,9 @@ return {
   end,
   forward = function(node)
     local R, I, O, _, b, m = dims(node)
-    return { grouped(b, m, I, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O, node.attrs.weight_bytes) }
+    local k = grouped(b, m, I, O, node.dtype, 2 * R * I * O, R * (I + O), b * I * O, node.attrs.weight_bytes)
+    k.act_quant = node.attrs.act_quant -- vLLM's fused_moe fp8 quantises its routed rows as the Linear does (forward only)
+    return { k }
   end,
   backward = function(node)
     local R, I, O, _, b, m = dims(node)

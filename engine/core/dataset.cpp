@@ -138,6 +138,9 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
     k.n = to_int(row[c_k], r.where, "k");
     k.k = to_int(row[c_n], r.where, "n");
     if (k.m < 1 || k.n < 1 || k.k < 1) throw error(r.where + ": m, n and k must be >= 1");
+    // fp8 rows: vLLM's CutlassFP8ScaledMMLinearKernel after its dynamic per-tensor activation quantisation, timed
+    // with it (scripts/collect/bench.py does the same)
+    if (k.dtype == "fp8") k.act_quant = "dynamic_tensor";
     r.op = "gemm";
     return std::string();
   });
@@ -273,6 +276,8 @@ void bench_reader::read(const csv_table& t) {
           k.kind = kernel_kind::bmm, k.name = "BMM", k.b = B, k.m = M;
         } else {
           k.kind = kernel_kind::gemm, k.name = "Linear", k.b = 1, k.m = B * M;
+          // scripts/collect/bench.py times an fp8 Linear with vLLM's dynamic per-tensor activation quantisation
+          if (dtype == "fp8") k.act_quant = "dynamic_tensor";
         }
         k.n = N, k.k = K;
       } else {

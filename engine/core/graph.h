@@ -59,6 +59,10 @@ struct kernel {
   // GEMM (linear): bytes per element of the weight operand (n × k) under weight-only quantisation (int4 = 0.5);
   // 0 = dtype's. Activations and compute stay at dtype (the kernel dequantises; scripts/neusight/kernels.lua).
   double weight_bytes = 0;
+  // GEMM, BMM: the activation quantisation before the kernel, set by the op rules (attrs.act_quant): "" none,
+  // "dynamic_tensor" vLLM's dynamic per-tensor fp8 scaling (absmax over the activations, one atomic per token row on
+  // the scale, then the quantising pass), which gemm_fp8 prices as a stage of its own (tile_model.h quant_stage).
+  std::string act_quant;
   double flops = 0;
   double bytes = 0;
   std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor

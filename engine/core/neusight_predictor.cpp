@@ -72,7 +72,7 @@ class neusight_predictor final : public predictor {
                               std::to_string(k.tile_m) + "x" + std::to_string(k.tile_k) + "x" +
                               std::to_string(k.tile_elems) + "/" + std::to_string(k.tile_split) + "|" + k.op + "|" +
                               std::to_string(k.tile_blocks) + "," + std::to_string(k.tile_flops) + "," +
-                              std::to_string(k.tile_bytes);
+                              std::to_string(k.tile_bytes) + "|" + k.act_quant;  // act_quant: the stage's features
       auto [it, fresh] = index[*fam].try_emplace(key, batch[*fam].size());
       if (fresh && memo_) {
         char flops[40];
@@ -133,7 +133,7 @@ class neusight_predictor final : public predictor {
         tile_features f = batch[fam][r];
         f.compute_seconds = compute_seconds;
         return tile_seconds(f, o->second(0, int(r)), o->second(1, int(r)), o->second(2, int(r)), m.util_floor,
-                            m.quant_row_cycles);
+                            m.quant);
       };
       out[i] = seconds(row, tile_compute_seconds(kernels[i].k, gpu));  // this kernel's own FLOPs
       if (auto l = larger.find(fam); l != larger.end())

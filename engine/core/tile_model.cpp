@@ -165,11 +165,16 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
   // number of cycles (1.5 µs on Blackwell at 1.9–2.0 GHz, 2.5 µs on the A100 at 1.41 GHz in the CUDA-graph data).
   if (fam && family_transfer_features(*fam) && gpu.boost_clock_mhz > 0)
     f.overhead_scale = tile_overhead_reference_mhz / double(gpu.boost_clock_mhz);
-  if (fam == family::gemm_fp8 && k.kind == kernel_kind::gemm) {
-    const double clock_hz = (gpu.boost_clock_mhz > 0 ? double(gpu.boost_clock_mhz) : tile_overhead_reference_mhz) * 1e6;
-    const double M = double(k.b) * double(k.m), K = double(k.n);  // tokens × in-features (the reduction)
-    f.quant_row_seconds = M / clock_hz;
-    f.quant_bytes_seconds = tile_quant_bytes_per_element * M * K / (bw * 1e9);
+  if (!k.act_quant.empty()) {
+    if (fam != family::gemm_fp8 || (k.kind != kernel_kind::gemm && k.kind != kernel_kind::bmm))
+      throw error("kernel " + k.name + ": act_quant '" + k.act_quant + "' is for fp8 GEMMs only (dtype " + k.dtype + ")");
+    if (!(gpu.boost_clock_mhz > 0))
+      throw error("GPU " + gpu.name + " has no boost_clock_mhz: the fp8 activation quantisation is counted in cycles");
+    // tokens (all batches: a grouped expert GEMM's b × m rows) × in-features (the reduction)
+    const double M = double(k.b) * double(k.m), K = double(k.n);
+    f.quant_row_seconds = M / (double(gpu.boost_clock_mhz) * 1e6);
+    f.quant_bytes_seconds = M * K / (bw * 1e9);
+    f.quant_in = K, f.quant_out = double(k.k);
   }
   if (fam && family_transfer_features(*fam)) {
     f.x = {float(std::log2(tile_gflop / (f.roof_gflops / 1000 / sms))), float(std::log2(tile_mb / dtype_bytes(k.dtype) / tile_gflop)),
@@ -205,13 +210,13 @@ double tile_utilization(float o0, float o1, double waves, double floor) {
   return std::max(sigmoid(o1) * ((waves - 1.0) + sigmoid(-double(o0))) / waves, floor);
 }
 
-double tile_fixed_seconds(const tile_features& f, double quant_row_cycles) {
-  return quant_row_cycles * f.quant_row_seconds + f.quant_bytes_seconds;
+double tile_fixed_seconds(const tile_features& f, const quant_stage& q) {
+  return q.row_cycles * f.quant_row_seconds + q.bytes_per_element * f.quant_bytes_seconds;
 }
 
-double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor, double quant_row_cycles) {
+double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor, const quant_stage& q) {
   return std::max(f.base_seconds / tile_utilization(o0, o1, f.waves, util_floor) +
-                      sigmoid(o2) * tile_overhead_max_s * f.overhead_scale + tile_fixed_seconds(f, quant_row_cycles),
+                      sigmoid(o2) * tile_overhead_max_s * f.overhead_scale + tile_fixed_seconds(f, q),
                   f.compute_seconds);
 }
 
@@ -226,7 +231,7 @@ std::vector<double> tile_model::predict(const std::vector<tile_features>& rows) 
   const Eigen::MatrixXf out = outputs(rows);
   std::vector<double> s(rows.size());
   for (size_t j = 0; j < rows.size(); ++j)
-    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor, quant_row_cycles);
+    s[j] = tile_seconds(rows[j], out(0, int(j)), out(1, int(j)), out(2, int(j)), util_floor, quant);
   return s;
 }
 
@@ -249,7 +254,7 @@ double chunk_grad(const tile_model& m, const std::vector<const train_sample*>& c
     const double util = tile_utilization(out(0, col), out(1, col), W);
     const double wave_time = chunk[j]->f.base_seconds / util;
     const double ov = tile_overhead_max_s * chunk[j]->f.overhead_scale;
-    const double yh = wave_time + s2 * ov + tile_fixed_seconds(chunk[j]->f, m.quant_row_cycles);
+    const double yh = wave_time + s2 * ov + tile_fixed_seconds(chunk[j]->f, m.quant);
     const double sum = y + yh, diff = yh - y;
     loss += std::abs(diff) / sum;
     const double dl_dyh = ((diff > 0 ? 1.0 : -1.0) * sum - std::abs(diff)) / (sum * sum);
@@ -303,18 +308,26 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     m.lo[i] = m.hi[i] = train.front()->f.x[i];
     for (const auto* t : train) m.lo[i] = std::min(m.lo[i], t->f.x[i]), m.hi[i] = std::max(m.hi[i], t->f.x[i]);
   }
-  // gemm_fp8: the activation quantisation's cycles per token row, from the training rows whose time it dominates
-  // (the GEMM's roofline time and the quantisation's bytes under 10 % of the measured time): the least-squares
-  // slope of (measured − bytes time) over M / clock. The intercept (the three launches) is left to the MLP's
-  // overhead term. The data give 9.5–14.5 cycles per row on each training GPU alone, about 12 pooled.
+  // gemm_fp8: the activation quantisation stage. bytes_per_element is the passes' nominal 2 + 2 + 1 B
+  // (tile_quant_bytes_per_element); row_cycles is the least-squares slope (with an intercept: the three launches,
+  // left to the MLP's overhead term) of (measured − bytes time) over M / clock on the tiny GEMMs (K and N ≤ 256)
+  // whose GEMM roofline is under 10 % of the measured time: there the per-row atomic is all there is. The data give
+  // 9.7–14.0 cycles per row on each training GPU alone, 11.5 pooled. Fitting on every row the stage dominates
+  // (b253129) put the passes' shortfall from the bandwidth on large activations into the per-row slope, which M and
+  // M · K share (18.4 cycles: B200's 32768 × 32 × 32 forecast 314 µs, measured 213); fitting that shortfall as
+  // bytes per element instead (about 14 B, pooled over Blackwell's 8 TB/s) over-prices the L40S and RTX PRO 6000
+  // (leaving each out: 47.8 and 48.4 % MAPE, weights/ACCURACY.md), so the MLP learns it.
   if (fam == family::gemm_fp8) {
+    m.quant.bytes_per_element = tile_quant_bytes_per_element;
     double n = 0, sx = 0, sy = 0, sxx = 0, sxy = 0;
     for (const auto* t : train)
-      if (t->f.quant_row_seconds > 0 && t->f.base_seconds + t->f.quant_bytes_seconds < 0.1 * t->seconds) {
-        const double x = t->f.quant_row_seconds, y = t->seconds - t->f.quant_bytes_seconds;
+      if (t->f.quant_row_seconds > 0 && t->f.base_seconds < 0.1 * t->seconds && t->f.quant_in <= 256 &&
+          t->f.quant_out <= 256) {
+        const double x = t->f.quant_row_seconds, y = t->seconds - tile_fixed_seconds(t->f, {0, m.quant.bytes_per_element});
         n += 1, sx += x, sy += y, sxx += x * x, sxy += x * y;
       }
-    if (const double d = n * sxx - sx * sx; n >= 2 && d > 0) m.quant_row_cycles = std::max(0.0, (n * sxy - sx * sy) / d);
+    // no such rows (no kernel with act_quant): no per-row term
+    if (const double d = n * sxx - sx * sx; n >= 2 && d > 0) m.quant.row_cycles = std::max(0.0, (n * sxy - sx * sy) / d);
   }
   std::vector<int> sizes = {int(tile_feature_count)};
   sizes.insert(sizes.end(), opts.hidden.begin(), opts.hidden.end());
@@ -378,7 +391,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
     double lowest = 1.0;
     bool any = false;
     for (const auto* t : train)
-      if (const double s = t->seconds - tile_fixed_seconds(t->f, r.model.quant_row_cycles);
+      if (const double s = t->seconds - tile_fixed_seconds(t->f, r.model.quant);
           t->seconds >= 2 * tile_overhead_max_s && s > 0)
         lowest = std::min(lowest, t->f.base_seconds / s), any = true;
     if (any) r.model.util_floor = std::clamp(0.5 * lowest, 1e-4, 1.0);

@@ -16,8 +16,9 @@ namespace ns {
 // bmm/linear: fp32 GEMMs on CUDA cores (SIMT) or FP32 MFMA, as the NeuSight measurements.
 // gemm_tc16: GEMMs and BMMs on tensor cores with 16-bit operands (bf16, fp16; tf32 follows it at its own peak),
 // gemm_fp8: fp8 tensor-core GEMMs; trained on the AIConfigurator measurements (../shared/data/aiconfigurator).
-// Their Linear kernels carry the activation quantisation those measurements include, priced outside the MLP
-// (tile_fixed_seconds): leaving one GPU out, the mean gemm_fp8 MAPE over the six fp8 GPUs went 33.2 → 24.7 %.
+// Their kernels with act_quant = "dynamic_tensor" (AIConfigurator's fp8 rows, forward fp8 Linears and grouped expert
+// GEMMs in inference) carry the activation quantisation those measurements include, priced outside the MLP
+// (tile_fixed_seconds, weights/README.md).
 // attention_prefill: fused attention kernels (FlashAttention-style forward, and its backward priced by the same
 // model on its own work); attention_decode: one query token per sequence over a KV cache. Both trained on the
 // AIConfigurator context/generation attention measurements.
@@ -92,11 +93,12 @@ struct tile_features {
   double base_seconds = 0;  // W · tile GFLOP · SMs / roof: the latency at utilisation 1
   double compute_seconds = 0;  // the kernel's real FLOPs / its peak (roofline_peak_flops): the forecast's floor
   double overhead_scale = 1;   // multiplies the learned launch overhead (tile_overhead_reference_mhz / boost clock)
-  // gemm_fp8 Linear kernels only: the activation quantisation before the GEMM (tile_quant_* below), not learned by
-  // the MLP. quant_row_seconds = M / boost clock (seconds per cycle of per-row cost: tile_model::quant_row_cycles
-  // multiplies it); quant_bytes_seconds = tile_quant_bytes_per_element · M · K / bandwidth.
+  // Kernels whose act_quant is "dynamic_tensor" (gemm_fp8 only): the activation quantisation before the GEMM
+  // (quant_stage below), not learned by the MLP. quant_row_seconds = M / boost clock (tile_model::quant.row_cycles
+  // multiplies it); quant_bytes_seconds = M · K / bandwidth (quant.bytes_per_element multiplies it).
   double quant_row_seconds = 0;
   double quant_bytes_seconds = 0;
+  double quant_in = 0, quant_out = 0;  // the GEMM's K (in-features) and N (out-features): the stage's fit selects on them
 };
 
 // Needs the kernel's tile (tile_m/tile_k for GEMMs, tile_elems for vector kernels). Throws for memory kernels.
@@ -130,17 +132,27 @@ constexpr double tile_overhead_max_s = 20e-6;
 constexpr double tile_overhead_reference_mhz = 1500;
 constexpr int tile_outputs = 3;
 
-// The activation quantisation of an fp8 Linear (vLLM's dynamic per-tensor scaling, as in AIConfigurator's fp8 rows):
-// an absmax reduction over the bf16 activations that ends with one atomic max per token row on the single scale
-// (serialised on one address: a fixed number of cycles per row), then the quantising pass (reads the bf16
-// activations again, writes fp8): 2 + 2 + 1 bytes per activation element at the bandwidth.
+// The activation quantisation of an fp8 GEMM whose kernel says act_quant = "dynamic_tensor" (vLLM's dynamic
+// per-tensor scaling, as in AIConfigurator's fp8 rows; the op rules set it: ops' rules.linear, ops/grouped_linear.lua,
+// neusight.workload.quantise_activations): an absmax reduction over the bf16 activations that ends with one atomic
+// max per token row on the single scale (serialised on one address: a fixed number of cycles per row), then the
+// quantising pass over the activations:
+//   seconds = row_cycles · M / boost clock + bytes_per_element · M · K / bandwidth
+// row_cycles: cycles per token row, fitted by tile_model_train (see there); bytes_per_element: the passes' bytes per
+// activation element, tile_quant_bytes_per_element (both in model.toml).
+// The nominal bytes per activation element of the passes: the absmax reads bf16 (2 B), the quantising pass reads
+// it again and writes fp8 (2 + 1 B).
 constexpr double tile_quant_bytes_per_element = 5;
-// The unlearned part of a forecast: quant_row_cycles · quant_row_seconds + quant_bytes_seconds (0 but for gemm_fp8).
-double tile_fixed_seconds(const tile_features& f, double quant_row_cycles);
+struct quant_stage {
+  double row_cycles = 0;
+  double bytes_per_element = 0;
+};
+// The unlearned part of a forecast (0 but for gemm_fp8 kernels with act_quant): the one source of the formula.
+double tile_fixed_seconds(const tile_features& f, const quant_stage& q);
 
 // seconds = max(base / max(util, util_floor) + overhead + fixed, compute_seconds)
 double tile_seconds(const tile_features& f, float o0, float o1, float o2, double util_floor = 1e-4,
-                    double quant_row_cycles = 0);
+                    const quant_stage& q = {});
 
 struct tile_model {
   family fam = family::bmm;
@@ -156,9 +168,9 @@ struct tile_model {
   // feature combination off the training manifold cannot send a kernel to 10^4 × its roofline. 1e-4 for weights
   // trained before this bound existed (the manifest's optional util_floor).
   double util_floor = 1e-4;
-  // gemm_fp8: cycles per token row of the activation quantisation (tile_fixed_seconds); fitted by tile_model_train
-  // from the training rows, 0 for every other family (the manifest's optional quant_row_cycles).
-  double quant_row_cycles = 0;
+  // gemm_fp8: the activation quantisation stage (tile_fixed_seconds), fitted by tile_model_train; zero for every
+  // other family (the manifest's quant_row_cycles and quant_bytes_per_element, required for gemm_fp8).
+  quant_stage quant;
 
   // The MLP's raw outputs (tile_outputs × rows) for each feature row (one Eigen evaluation for all of them).
   Eigen::MatrixXf outputs(const std::vector<tile_features>& rows) const;

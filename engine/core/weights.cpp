@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <toml++/toml.h>
 
@@ -74,13 +75,16 @@ void weights_save(const fs::path& dir, const tile_model& m, const weights_proven
   t.insert("activation", "relu");
   t.insert("latency", m.fam == family::gemm_fp8
                           ? "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s + "
-                            "quant_row_cycles * M / clock + 5 B * M * K / bandwidth"
+                            "quant_row_cycles * M / clock + quant_bytes_per_element * M * K / bandwidth (act_quant kernels)"
                           : "base / (sigmoid(o1) * (1 - sigmoid(o0) / waves)) + sigmoid(o2) * 20e-6 s");
   const auto& names = tile_feature_names(p.vendor, m.fam);
   std::vector<std::string> feats(names.begin(), names.end());
   t.insert("features", to_array(feats));
   if (m.util_floor != 1e-4) t.insert("util_floor", m.util_floor);
-  if (m.quant_row_cycles != 0) t.insert("quant_row_cycles", m.quant_row_cycles);
+  if (m.fam == family::gemm_fp8) {  // required for gemm_fp8, even when 0
+    t.insert("quant_row_cycles", m.quant.row_cycles);
+    t.insert("quant_bytes_per_element", m.quant.bytes_per_element);
+  }
   t.insert("weights_file", "weights.bin");
   t.insert("weights_layout",
            "float32 little-endian; per layer W row-major (out x in) then b; then feature mean, scale, min, max");
@@ -161,6 +165,14 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
                 ": " + std::string(e.description()));
   }
   const manifest_reader r{t, mpath};
+  static const std::set<std::string_view> known = {
+      "format_version", "family",     "vendor",           "layers",          "activation",
+      "latency",        "features",   "util_floor",       "quant_row_cycles", "quant_bytes_per_element",
+      "weights_file",   "weights_layout", "weights_bytes", "weights_fnv1a64", "training"};
+  for (const auto& [key, node] : t)
+    if (!known.count(key.str()))
+      throw error(r.at(node) + ": unknown key '" + std::string(key.str()) + "'" +
+                  text_did_you_mean(std::string(key.str()), std::vector<std::string>(known.begin(), known.end())));
   if (const int64_t v = r.integer("format_version"); v != weights_format_version)
     throw error(mpath + ": format_version " + std::to_string(v) + " is not supported (this engine reads " +
                 std::to_string(weights_format_version) + ")");
@@ -190,11 +202,21 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     if (!v || !(*v > 0 && *v <= 1)) throw error(mpath + ": 'util_floor' must be a number in (0, 1]");
     m.util_floor = *v;
   }
-  if (const auto* q = t.get("quant_row_cycles")) {
+  // The activation quantisation stage (tile_model.h quant_stage): required for gemm_fp8 (weights from before it
+  // would load with a changed meaning), refused for the other families.
+  for (const auto& [key, slot] : {std::pair<const char*, double*>{"quant_row_cycles", &m.quant.row_cycles},
+                                  std::pair<const char*, double*>{"quant_bytes_per_element", &m.quant.bytes_per_element}}) {
+    const auto* q = t.get(key);
+    if (m.fam != family::gemm_fp8) {
+      if (q) throw error(r.at(*q) + ": '" + key + "' is for gemm_fp8 only");
+      continue;
+    }
+    if (!q)
+      throw error(mpath + ": missing required key '" + key + "' (gemm_fp8 weights from before the activation "
+                  "quantisation stage; retrain with `neusight train`)");
     const auto v = q->value<double>();
-    if (!v || !(*v >= 0 && *v <= 1e6)) throw error(mpath + ": 'quant_row_cycles' must be a number in [0, 1e6]");
-    if (m.fam != family::gemm_fp8 && *v != 0) throw error(mpath + ": 'quant_row_cycles' is for gemm_fp8 only");
-    m.quant_row_cycles = *v;
+    if (!v || !(*v >= 0 && *v <= 1e6)) throw error(r.at(*q) + ": '" + key + "' must be a number in [0, 1e6]");
+    *slot = *v;
   }
   if (r.str("activation") != "relu") throw error(mpath + ": unsupported activation '" + r.str("activation") + "'");
 

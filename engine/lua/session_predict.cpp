@@ -19,7 +19,7 @@ void key_num(std::string& out, double v) {
 // Everything kernel_push shows a predictor, unambiguously: two kernels with one key are the same input.
 std::string kernel_key(const kernel& k) {
   std::string out;
-  for (const std::string* s : {&k.name, &k.op, &k.dtype, &k.kv_dtype, &k.tile_kernel})
+  for (const std::string* s : {&k.name, &k.op, &k.dtype, &k.kv_dtype, &k.tile_kernel, &k.act_quant})
     out += std::to_string(s->size()) + ':' + *s;
   out += std::string(kernel_kind_name(k.kind)) + ';';
   for (int64_t v : {k.b, k.m, k.n, k.k, k.rows, k.hidden, k.tile_m, k.tile_k, k.tile_elems, k.tile_split})

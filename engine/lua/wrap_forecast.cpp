@@ -46,6 +46,7 @@ void forecast_push(lua_State* L, const forecast& f, bool rows) {
     set_integer(L, "rows", k.rows), set_integer(L, "hidden", k.hidden);
     set_string(L, "kv_dtype", k.kv_dtype);
     set_number(L, "weight_bytes", k.weight_bytes);
+    set_string(L, "act_quant", k.act_quant);
     set_number(L, "flops", k.flops), set_number(L, "bytes", k.bytes);
     set_integer(L, "tile_m", k.tile_m), set_integer(L, "tile_k", k.tile_k), set_integer(L, "tile_split", k.tile_split);
     set_integer(L, "tile_elems", k.tile_elems);

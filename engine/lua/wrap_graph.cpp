@@ -195,7 +195,7 @@ namespace {
 const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs", "output",
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
-                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes"};
+                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes", "act_quant"};
 const std::vector<std::string> kernel_keys_tiled = [] {
   auto keys = kernel_keys;
   keys.emplace_back("tile");
@@ -346,6 +346,10 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         k.weight_bytes = r.number_or("weight_bytes", 0);
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");
+        k.act_quant = r.str_or("act_quant", "");
+        if (!k.act_quant.empty() && (k.act_quant != "dynamic_tensor" || k.dtype != "fp8"))
+          throw error(r.what() + ": act_quant must be \"dynamic_tensor\" on an fp8 GEMM (got '" + k.act_quant +
+                      "', dtype " + k.dtype + ")");
       } else if (k.kind == kernel_kind::attention) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
@@ -400,6 +404,7 @@ void kernel_push(lua_State* L, const kernel& k) {
   if (vector) set_integer(L, "rows", k.rows), set_integer(L, "hidden", k.hidden);
   if (!k.kv_dtype.empty()) set_string(L, "kv_dtype", k.kv_dtype);
   if (k.weight_bytes > 0) set_number(L, "weight_bytes", k.weight_bytes);
+  if (!k.act_quant.empty()) set_string(L, "act_quant", k.act_quant);
   if (k.seconds) set_number(L, "seconds", *k.seconds);
   if (k.tile_m || k.tile_k || k.tile_elems || k.tile_blocks > 0) {
     lua_createtable(L, 0, 8);  // stack: kernel tile

@@ -22,7 +22,17 @@ def _versions(torch):
         sw["cudnn"] = torch.backends.cudnn.version()
     except Exception:  # no cuDNN in this build
         sw["cudnn"] = None
+    sw["fp8_act_quant"] = "vllm.scaled_fp8_quant" if _vllm_ops() is not None else "torch (absmax, scatter_reduce amax, quantise)"
     return sw
+
+
+def _vllm_ops():
+    """vLLM's custom ops (scaled_fp8_quant) when vLLM is installed, else None."""
+    try:
+        from vllm import _custom_ops
+        return _custom_ops
+    except Exception:  # no vLLM (or one built for another torch): the PyTorch steps in _builder
+        return None
 
 
 def _builder(torch, case, dev):
@@ -42,15 +52,31 @@ def _builder(torch, case, dev):
         a, b = randn(d["B"], d["M"], d["N"]), randn(d["B"], d["N"], d["K"])
         return lambda: torch.bmm(a, b)
     if fam == "linear" and dtype == "fp8":
-        # Per-tensor scaled e4m3 GEMM with the activation's quantisation, as AIConfigurator's fp8 rows.
+        # Per-tensor scaled e4m3 GEMM after vLLM's dynamic per-tensor activation quantisation, timed with it, as
+        # AIConfigurator's fp8 rows (CutlassFP8ScaledMMLinearKernel) and as gemm_fp8 forecasts an fp8 Linear
+        # (its act_quant stage, engine/core/tile_model.h): an absmax over the activations ending in one atomic max
+        # per token row on the single scale, the scale = absmax / 448, then the quantising pass. vLLM's own
+        # scaled_fp8_quant when vLLM is installed; otherwise the same steps in PyTorch (scatter_reduce_ "amax" of
+        # the row maxima into one element: an atomic max per row on one address, as vLLM's kernel does).
         f8 = torch.float8_e4m3fn
-        x = randn(d["B"] * d["M"], d["N"])
+        f8max = torch.finfo(f8).max
+        rows = d["B"] * d["M"]
+        x = randn(rows, d["N"])
         w = randn(d["K"], d["N"]).to(f8)
-        sx = torch.ones((), device=dev, dtype=torch.float32)
         sw = torch.ones((), device=dev, dtype=torch.float32)
+        vllm_ops = _vllm_ops()
+        if vllm_ops is not None:
+            def run():
+                xq, sx = vllm_ops.scaled_fp8_quant(x)  # scale None: dynamic per-tensor
+                return torch._scaled_mm(xq, w.t(), scale_a=sx.reshape(()), scale_b=sw, out_dtype=torch.bfloat16)
+            return run
+        one = torch.zeros(rows, device=dev, dtype=torch.long)
 
         def run():
-            xq = (x / sx).to(f8)
+            row_max = x.abs().amax(dim=1).float()
+            amax = torch.zeros(1, device=dev, dtype=torch.float32).scatter_reduce_(0, one, row_max, reduce="amax")
+            sx = (amax / f8max).clamp_(min=1e-12).reshape(())
+            xq = (x.float() / sx).clamp_(-f8max, f8max).to(f8)
             return torch._scaled_mm(xq, w.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16)
         return run
     if fam == "linear":

@@ -96,6 +96,7 @@ local function dims_of(k)
     local d = { b = k.b, m = k.m, n = k.n, k = k.k }
     local keys = { "b", "m", "n", "k" }
     if k.weight_bytes > 0 then d.weight_bytes, keys[5] = k.weight_bytes, "weight_bytes" end  -- weight-only quantisation
+    if (k.act_quant or "") ~= "" then d.act_quant, keys[#keys + 1] = k.act_quant, "act_quant" end  -- fp8 activation quantisation
     return ordered(d, keys)
   elseif kind == "attention" then
     local d = { batch = k.b, q_len = k.m, kv_len = k.k, head_dim = k.n, heads = k.rows, kv_heads = k.hidden }

@@ -349,8 +349,12 @@ function M.linear(spec)
     end,
     forward = function(node)
       local T, I, O = dims(node)
-      -- attrs.weight_bytes: weight-only quantisation (neusight.workload, field weight_dtype); inference only
-      return { K.linear(T, I, O, node.dtype, node.attrs.weight_bytes) }
+      -- attrs.weight_bytes: weight-only quantisation (neusight.workload, field weight_dtype); inference only.
+      -- attrs.act_quant: the activation quantisation before the GEMM (neusight.workload.quantise_activations:
+      -- fp8 inference), forward only: the backward GEMMs quantise nothing of the kind.
+      local k = K.linear(T, I, O, node.dtype, node.attrs.weight_bytes)
+      k.act_quant = node.attrs.act_quant
+      return { k }
     end,
     backward = function(node)
       local T, I, O = dims(node)

@@ -62,6 +62,7 @@
 ---@class neusight.PricedKernel: neusight.Kernel  what a Lua predictor's predict() receives (and ns.predict takes)
 ---@field kv_dtype? string               attention: the KV cache's dtype when it differs
 ---@field weight_bytes? number           gemm: bytes per weight element under weight-only quantisation
+---@field act_quant? string             gemm, bmm (fp8): "dynamic_tensor", the activation quantisation before it
 ---@field tile? neusight.Tile            absent before tiling; ns.predict keeps a given one, selects a missing one
 
 ---@class neusight.Predictor             what scripts/neusight/predictors/<name>.lua (--predictor <name>) returns

@@ -444,6 +444,24 @@ function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or d
 --- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
 function M.serving(mode) return mode == "prefill" or mode == "decode" end
 
+--- Dynamic activation quantisation of an fp8 inference graph (mode inference, prefill or decode): every fp8 linear
+--- (and addmm) and the experts' grouped_linear gets attrs.act_quant = "dynamic_tensor", which the op rules put on
+--- the forward GEMM (rules.linear, ops/grouped_linear.lua) and gemm_fp8 prices as a stage before it (vLLM's
+--- scaled_fp8_quant: absmax over the activations with one atomic per token row on the scale, then the quantising
+--- pass; AIConfigurator's fp8 rows include it, engine/core/tile_model.h quant_stage). Training does not get it:
+--- Transformer Engine's fp8 training scales with delayed (amax-history) scaling in cast kernels of its own, with
+--- no per-row atomic, and its backward GEMMs have no such stage (M.warnings says what that forecast is trained on).
+function M.quantise_activations(nodes)
+  for _, n in ipairs(nodes) do
+    if (n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear") and n.dtype == "fp8" then
+      local attrs = {}
+      for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
+      attrs.act_quant = "dynamic_tensor"
+      n.attrs = attrs
+    end
+  end
+end
+
 --- Weight-only quantisation of a graph: every linear (and addmm, and the experts' grouped_linear) with parameters reads
 --- its weight at `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear, ops/grouped_linear.lua).
 --- A matmul holding parameters (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
@@ -496,6 +514,9 @@ function M.warnings(w)
   if w.weight_dtype ~= nil then
     out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast as the %s GEMM with %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
       :format(w.weight_dtype, w.dtype, K.WEIGHT_BYTES[w.weight_dtype], w.dtype)
+  end
+  if w.dtype == "fp8" and w.mode == "train" then
+    out[#out + 1] = "dtype fp8 in training: the fp8 GEMMs are forecast by gemm_fp8, trained on vLLM inference GEMMs (AIConfigurator's CutlassFP8ScaledMMLinearKernel rows, without their activation quantisation stage here); Transformer Engine's fp8 training GEMMs and its delayed-scaling casts are not in its data, so this forecast is outside what it was trained on"
   end
   for _, note in ipairs(IGNORED[w] or {}) do out[#out + 1] = note end -- what was given and has no effect
   return out
@@ -599,6 +620,7 @@ local function graph_of(w, gpu)
   end
   fill_defaults(nodes, w.dtype)
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
+  if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
     local fopts = fusion.options(w.fusion)

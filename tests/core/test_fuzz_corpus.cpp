@@ -113,6 +113,28 @@ TEST_CASE("fuzz finding: a weights manifest's layer widths are checked before an
   }
 }
 
+TEST_CASE("weights manifest: gemm_fp8's quantisation stage keys are required, unknown keys are refused", "[weights]") {
+  const auto dir = ns_test::source_dir / "weights" / "nvidia" / "gemm_fp8";
+  const std::string toml = ns_test::slurp(dir / "model.toml"), bin = ns_test::slurp(dir / "weights.bin");
+  const auto with = [&](const std::string& from, const std::string& to) {
+    const std::string out = std::regex_replace(toml, std::regex(from), to);
+    REQUIRE(out != toml);
+    return out + '\0' + bin;
+  };
+  CHECK_NOTHROW(ns_fuzz::weights(toml + '\0' + bin, "w"));
+  CHECK_NOTHROW(ns_fuzz::weights(with("quant_row_cycles = [0-9.e+-]+", "quant_row_cycles = 0"), "w"));  // explicit 0
+  // weights from before the stage (or with the key left out) would load with a changed meaning
+  CHECK_THROWS_WITH(ns_fuzz::weights(with("quant_bytes_per_element = [0-9.e+-]+\n", ""), "w"),
+                    Catch::StartsWith("w/model.toml: missing required key 'quant_bytes_per_element'"));
+  // a misspelled key is not a silent 0: file, line and column
+  CHECK_THROWS_WITH(ns_fuzz::weights(with("quant_row_cycles =", "quant_row_cycle ="), "w"),
+                    Catch::Matches("w/model\\.toml:[0-9]+:[0-9]+: unknown key 'quant_row_cycle'.*"));
+  const auto other = ns_test::source_dir / "weights" / "nvidia" / "attention_decode";
+  const std::string t2 = ns_test::slurp(other / "model.toml"), b2 = ns_test::slurp(other / "weights.bin");
+  CHECK_THROWS_WITH(ns_fuzz::weights("quant_row_cycles = 0\n" + t2 + '\0' + b2, "w"),
+                    "w/model.toml:1:20: 'quant_row_cycles' is for gemm_fp8 only");
+}
+
 TEST_CASE("fuzz finding: a JSON number beyond double is an ns::error naming the trace, not nlohmann's out_of_range", "[fuzz]") {
   CHECK_THROWS_WITH(ns_fuzz::trace("{\"traceEvents\": 1E999}", "t.json"),
                     "t.json: invalid JSON: number overflow parsing '1E999'");

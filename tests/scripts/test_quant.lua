@@ -1,13 +1,15 @@
 -- tests/scripts/test_quant.lua — quantised serving: the KV cache's element type (workload field kv_dtype: cache
 -- bytes, KV-cache writes, decode-attention reads) and weight-only quantisation (weight_dtype: weight bytes of the
--- GEMMs and of the model state), their validation and warnings.
+-- GEMMs and of the model state), their validation and warnings; and where fp8's dynamic activation quantisation
+-- (attrs.act_quant, workload.quantise_activations) applies.
 local llama = require "neusight.models.llama"
 local presets = require "neusight.models.presets"
 local workload = require "neusight.workload"
 local K = require "neusight.kernels"
 local tiling = require "tiling.attention"
 
-local t = require("neusight.testing").bind(load_op, make_node)
+local testing = require "neusight.testing"
+local t = testing.bind(load_op, make_node)
 local eq, kernels = t.eq, t.kernels
 
 local T = {}
@@ -134,6 +136,46 @@ function T.test_weight_dtype_int4()
   eq(q.weight_bytes, 0.5, "kernel weight_bytes")
   eq(a.bytes - q.bytes, (2 - 0.5) * a.n * a.k, "W at 0.5 B")
   eq(K.WEIGHT_BYTES.int8, 1, "int8")
+end
+
+-- fp8 inference: every forward fp8 Linear and grouped expert GEMM carries act_quant = "dynamic_tensor" (vLLM's
+-- dynamic per-tensor scaling, which gemm_fp8 prices as a stage); training (Transformer Engine: delayed scaling, no
+-- per-row atomic) and the backward GEMMs never do, bf16 neither; fp8 training warns what gemm_fp8 was trained on.
+function T.test_fp8_act_quant_where_vllm_quantises()
+  local function linears(ns, pattern)
+    local out = {}
+    for _, n in ipairs(ns) do if n.op == "linear" and n.name:find(pattern) then out[#out + 1] = n end end
+    return out
+  end
+  local base = { model = "llama3_8b", gpu = "h100", batch = 2, seq = 64, dtype = "fp8" }
+  for _, mode in ipairs { "inference", "prefill" } do
+    local nodes = workload.build(testing.with(base, { mode = mode })).nodes
+    local q = linears(nodes, "q_proj")[1]
+    eq(kernels(q, false)[1].act_quant, "dynamic_tensor", mode .. ": forward fp8 Linear")
+  end
+  local dec = workload.build { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 256, dtype = "fp8" }.nodes
+  eq(kernels(linears(dec, "q_proj")[1], false)[1].act_quant, "dynamic_tensor", "decode: forward fp8 Linear")
+  local bf = workload.build(testing.with(base, { mode = "inference", dtype = "bf16" })).nodes
+  eq(kernels(linears(bf, "q_proj")[1], false)[1].act_quant, nil, "bf16: none")
+  local w = workload.normalize(testing.with(base, { mode = "train" }))
+  local tr = workload.build(w).nodes
+  local fw, bw = kernels(linears(tr, "q_proj")[1], true)
+  eq(fw[1].act_quant, nil, "fp8 training forward: none")
+  for i, k in ipairs(bw) do eq(k.act_quant, nil, "fp8 training backward GEMM #" .. i) end
+  local said = false
+  for _, m in ipairs(workload.warnings(w)) do said = said or m:find("trained on vLLM inference GEMMs", 1, true) ~= nil end
+  assert(said, "fp8 training warns that gemm_fp8 was trained on vLLM inference rows")
+  for _, m in ipairs(workload.warnings(workload.normalize(testing.with(base, { mode = "inference" })))) do
+    assert(not m:find("vLLM inference GEMMs", 1, true), "no such warning in inference: " .. m)
+  end
+  -- vLLM's fused_moe quantises its routed rows too: the grouped expert GEMM, forward only
+  local moe = workload.build { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
+    dtype = "fp8", experts = "grouped" }.nodes
+  local g
+  for _, n in ipairs(moe) do if n.op == "grouped_linear" then g = n break end end
+  eq(kernels(g, false)[1].act_quant, "dynamic_tensor", "grouped expert GEMM")
+  local _, gbw = kernels(g, true)
+  for i, k in ipairs(gbw) do eq(k.act_quant, nil, "grouped backward #" .. i) end
 end
 
 return T
