@@ -384,6 +384,7 @@ std::vector<flag_spec> table_make() {
        "expected maximum of a uniform random router's rows; default), balanced (every rank the mean) or a factor >= 1 "
        "(the busiest rank's rows over the mean; scripts/neusight/models/moe.lua)")
       .type("SKEW")
+      .check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value (uniform, balanced or a factor >= 1)") : std::string(); }, ""))
       .on(forecast, to(&forecast_flags::router_skew)).workload();  // serve has no expert parallelism: not offered there
   flag("--predictor", predictor_help())
       .on(forecast, to(&forecast_flags::predictor))

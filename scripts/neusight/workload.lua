@@ -248,6 +248,9 @@ local function ignored_fields(w, given)
       if ok and type(builder) == "table" and not builder.num_experts then
         note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
           :format(cfg.arch, cfg.arch))
+      elseif ok and type(builder) == "table" and key == "router_skew" and not builder.router_skew then
+        note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) prices its experts' buffers at a fixed "
+          .. "capacity, not by the routed load; drop it"):format(cfg.arch, cfg.arch))
       elseif key == "router_skew" and (w.parallel and w.parallel.ep or 1) <= 1 then
         note(key, false, "load imbalance is priced under expert parallelism only (ep > 1: the ranks wait for the "
           .. "busiest); one GPU runs every expert; drop it or give --ep")
@@ -615,7 +618,8 @@ local function graph_of(w, gpu)
       routing = { k = builder.top_k(cfg), E = builder.num_experts(cfg),
                   experts = moe_lib.implementation(opts, name),
                   -- the imbalance assumed where it is priced: expert parallelism (neusight.models.moe busiest_rank_rows)
-                  router_skew = (opts.ep or 1) > 1 and moe_lib.router_skew(opts.router_skew, name) or nil }
+                  router_skew = (opts.ep or 1) > 1 and builder.router_skew and moe_lib.router_skew(opts.router_skew, name)
+                    or nil }
     end
   end
   fill_defaults(nodes, w.dtype)

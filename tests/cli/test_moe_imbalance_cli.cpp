@@ -75,3 +75,23 @@ TEST_CASE("router skew: bad values are errors naming the closest", "[cli][moe][r
   r = run_cli("serve --model mixtral_8x7b --gpu h100 --batch 1 --input-len 8 --output-len 2 --router-skew balanced");
   CHECK(r.code != 0);  // serve runs no expert parallelism: the flag is not offered there
 }
+
+TEST_CASE("router skew: a builder that does not price it warns and a factor beyond one rank's share is refused",
+          "[cli][moe][router_skew]") {
+  // switch.lua prices its experts' buffers at a fixed capacity: the skew changes nothing and the run says so
+  const std::string sw = "predict --model switchxl4 --gpu h100 --mode train --batch 4 --seq 128 --dp 2 --ep 2 "
+                         "--cluster dgx_h100 --format json --router-skew ";
+  const auto a = run_cli(sw + "3"), b = run_cli(sw + "balanced");
+  REQUIRE(a.code == 0);
+  CHECK(a.err.find("router_skew (--router-skew) has no effect: the switch model builder") != std::string::npos);
+  CHECK(json::parse(a.out)["latency_ms"] == json::parse(b.out)["latency_ms"]);
+  CHECK(!json::parse(a.out).contains("router_skew"));
+  // Mixtral top 2 of 8 on 8 ranks: a rank holds one expert, at most one row per token of all ranks (4x the mean)
+  const std::string mx = "predict --model mixtral_8x7b --gpu h100 --mode decode --batch 64 --context 512 --dp 8 --ep 8 "
+                         "--cluster dgx_h100 --router-skew ";
+  CHECK(run_cli(mx + "4").code == 0);
+  const auto over = run_cli(mx + "100");
+  CHECK(over.code == 1);
+  CHECK(over.err.find("can receive at most 4 x the mean") != std::string::npos);
+  CHECK(run_cli(mx + "''").code == 2);  // an empty value is not the default
+}

@@ -85,8 +85,12 @@ function T.test_busiest_rank_rows()
   eq(moe.busiest_rank_rows(nil, 8, 2, 8, 2), moe.busiest_rank_rows("uniform", 8, 2, 8, 2), "default uniform")
   eq(moe.busiest_rank_rows("uniform", 8, 2, 8, 2), 18, "16 tokens, top 2 of 8, ep 2: 18.08 (Monte-Carlo 18.04)")
   eq(moe.busiest_rank_rows(1.25, 8, 2, 8, 2), 20, "a factor: f · n·k")
-  eq(moe.busiest_rank_rows(100, 8, 2, 8, 2), 32, "at most what a rank can receive: every token's k rows")
-  eq(moe.busiest_rank_rows(100, 8, 2, 8, 8), 64, "one local expert: one row per token of all 8 ranks")
+  eq(moe.busiest_rank_rows(2, 8, 2, 8, 2), 32, "at most what a rank can receive: every token's k rows")
+  eq(moe.busiest_rank_rows(4, 8, 2, 8, 8), 64, "one local expert: one row per token of all 8 ranks")
+  raises("router_skew 100: the busiest of 2 expert-parallel ranks can receive at most 2 x the mean (each token's 2 picks "
+    .. "among that rank's 4 experts); give a factor from 1 to 2", moe.busiest_rank_rows, 100, 8, 2, 8, 2)
+  raises("router_skew 4.5: the busiest of 8 expert-parallel ranks can receive at most 4 x the mean (each token's 2 picks "
+    .. "among that rank's 1 experts); give a factor from 1 to 4", moe.busiest_rank_rows, 4.5, 8, 2, 8, 8)
   raises("moe: router_skew must be \"uniform\", \"balanced\" or a number >= 1 (got \"unifrom\") (did you mean 'uniform'?)",
     moe.router_skew, "unifrom")
   raises("moe: router_skew must be \"uniform\", \"balanced\" or a number >= 1 (got 0.5)", moe.router_skew, 0.5)

@@ -101,6 +101,7 @@ M.sequence_parallel = true
 M.expert_parallel = true
 M.attention = { eager = true, sdpa = true }
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs (moe.lua)
+M.router_skew = true -- opts.router_skew: the busiest expert-parallel rank (moe.lua busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
 
 --- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).

@@ -94,6 +94,7 @@ M.sequence_parallel = true
 M.expert_parallel = true -- and spreads the experts when opts.ep > 1
 M.attention = { eager = true, sdpa = true }
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs
+M.router_skew = true -- opts.router_skew prices the busiest expert-parallel rank (busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
 
 --- HuggingFace's config-class defaults (transformers MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) for the fields
@@ -272,6 +273,11 @@ function M.busiest_rank_rows(skew, n, k, E, ep)
     rows = mean + (M.expected_max_load(n * ep * k, 1 / ep, ep) - mean) * c
   else
     rows = skew * mean
+    if rows > cap + 0.5 then -- more than every routed row of the ep ranks that can land on one rank's E/ep experts
+      error(("router_skew %g: the busiest of %d expert-parallel ranks can receive at most %g x the mean (each token's "
+        .. "%d picks among that rank's %d experts); give a factor from 1 to %g"):format(skew, ep, cap / mean, k,
+        E // ep, cap / mean), 0)
+    end
   end
   return math.max(mean, math.min(cap, math.floor(rows + 0.5))) -- the nearest whole row (a factor: ⌊f·n·k + ½⌋)
 end
