@@ -85,7 +85,7 @@ class neusight_predictor final : public predictor {
       } else if (fresh) {
         batch[*fam].push_back(tile_features_compute(k, gpu));
       }
-      if (fresh && envelope_family(*fam) && k.rows > 0) {
+      if (fresh && envelope_family(*fam) && k.rows > 0 && k.rows < (int64_t(1) << 58)) {  // 16 · rows fits
         auto& rows = larger[*fam][it->second];
         for (size_t d = 0; d < envelope_factors.size(); ++d) {
           rows.push_back(batch[*fam].size());
@@ -141,6 +141,22 @@ class neusight_predictor final : public predictor {
           for (size_t d = 0; d < r->second.size(); ++d)
             out[i] = std::min(out[i], seconds(r->second[d], tile_compute_seconds(
                                                                rows_scaled(kernels[i].k, envelope_factors[d]), gpu)));
+    }
+    // and within the graph: a vector kernel is no slower than one with more rows and the same row (the factors'
+    // windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
+    std::map<std::string, std::vector<size_t>> same_row;
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (slot[i].second == SIZE_MAX || !envelope_family(slot[i].first) || k.rows <= 0) continue;
+      char per[64];
+      std::snprintf(per, sizeof per, "|%a|%a", k.bytes / double(k.rows), k.flops / double(k.rows));
+      same_row[k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" +
+               std::to_string(k.tile_elems) + per].push_back(i);
+    }
+    for (auto& [key, idx] : same_row) {
+      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return kernels[a].k.rows > kernels[b].k.rows; });
+      double least = out[idx.front()];
+      for (size_t i : idx) least = out[i] = std::min(out[i], least);
     }
     return out;
   }
