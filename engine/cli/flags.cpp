@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
@@ -113,7 +114,8 @@ CLI::Validator finite_number(bool zero_ok) {
       [zero_ok](std::string& v) -> std::string {
         char* end = nullptr;
         const double d = std::strtod(v.c_str(), &end);
-        if (v.empty() || end != v.c_str() + v.size() || !std::isfinite(d) || d < 0 || (d == 0 && !zero_ok))
+        if (v.empty() || std::isspace(static_cast<unsigned char>(v.front())) || end != v.c_str() + v.size() ||
+            !std::isfinite(d) || d < 0 || (d == 0 && !zero_ok))  // strtod skips leading blanks: " 5" is refused
           return "Value " + v + " is not a " + (zero_ok ? "non-negative" : "positive") + " finite number";
         return {};
       },

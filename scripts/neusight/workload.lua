@@ -330,8 +330,12 @@ function M.normalize(spec, overrides, chunkname)
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
   if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
   if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
-  -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string
-  if type(w.router_skew) == "string" and tonumber(w.router_skew) then w.router_skew = tonumber(w.router_skew) end
+  -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only;
+  -- a script's field stays as written: "2" there is a string, refused below)
+  local cli_skew = overrides and overrides.router_skew
+  if type(cli_skew) == "string" and cli_skew:match("^%d+%.?%d*$") or type(cli_skew) == "string" and cli_skew:match("^%d*%.%d+$") then
+    w.router_skew = tonumber(cli_skew)
+  end
   local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
     if w[k] == nil and REQUIRED[k] then missing[#missing + 1] = k end

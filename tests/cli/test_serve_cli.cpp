@@ -367,6 +367,14 @@ TEST_CASE("serve: every --seed given is honoured and negative seeds are seeds to
 // Number flags whose 0 or -1 stands for "not given" take finite values only: CLI11's PositiveNumber and
 // NonNegativeNumber let "nan" through, and a NaN failed the "given" test too (--ttft-ms nan ran without the target,
 // --bucket-mb nan with the default bucket, --script-timeout nan with the default timeout).
+TEST_CASE("flags: a number with leading blanks is refused", "[cli][serve][flags]") {
+  // strtod skips them; the flag's value is what was typed
+  const auto r = run_cli("serve --model llama32_1b --gpu h100,l4 --predictor roofline --batch 1 --input-len 64 "
+                         "--output-len 4 --sweep --ttft-ms ' 5'");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("is not a positive finite number") != std::string::npos);
+}
+
 TEST_CASE("flags: a NaN or infinite number is refused where 0 or -1 means not given", "[cli][serve][flags]") {
   const std::string sweep = "serve --model llama32_1b --gpu h100,l4 --predictor roofline --batch 1 --input-len 64 "
                             "--output-len 4 --sweep ";
