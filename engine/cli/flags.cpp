@@ -387,7 +387,8 @@ std::vector<flag_spec> table_make() {
        "(the busiest rank's rows over the mean; scripts/neusight/models/moe.lua)")
       .type("SKEW")
       .check(CLI::Validator([](std::string& v) { return v.empty() ? std::string("an empty value (uniform, balanced or a factor >= 1)") : std::string(); }, ""))
-      .on(forecast, to(&forecast_flags::router_skew)).workload();  // serve has no expert parallelism: not offered there
+      .on(forecast, to(&forecast_flags::router_skew)).workload()  // serve has no expert parallelism: not offered there
+      .on(search, to(&search_flags::router_skew)).note("; every layout with ep > 1");
   flag("--predictor", predictor_help())
       .on(forecast, to(&forecast_flags::predictor))
       .on(search, to(&search_flags::predictor))

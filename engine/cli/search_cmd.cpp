@@ -224,6 +224,7 @@ int search_main(const search_flags& f) {
           if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
           if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
           if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
+          if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
           try {
             if (built && reuse && built_plan) {
               s.plan_set("recompute", recompute);

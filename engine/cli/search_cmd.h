@@ -18,6 +18,8 @@ struct search_flags {
   std::string recompute = "auto";
   int64_t gpus = 0, batch = 0, seq = 0, top = 10, max_tp = 8;
   bool sequence_parallel = false, distributed_optimizer = false, all = false;
+  // --router-skew: the routed experts' load imbalance under expert parallelism (every layout; empty: uniform)
+  std::string router_skew;
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;  // --scripts
   bool verbose = false;                   // -v

@@ -96,3 +96,18 @@ TEST_CASE("router skew: a builder that does not price it warns and a factor beyo
   CHECK(over.err.find("can receive at most 4 x the mean") != std::string::npos);
   CHECK(run_cli(mx + "''").code == 2);  // an empty value is not the default
 }
+
+TEST_CASE("router skew: search prices its expert-parallel layouts with it and warns where nothing prices it",
+          "[cli][moe][router_skew]") {
+  const std::string s = "search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 64 --seq 2048 --dtype bf16 --top 1 "
+                        "--router-skew ";
+  const json balanced = run_json(s + "balanced"), uniform = run_json(s + "uniform");
+  CHECK(balanced.dump() != uniform.dump());  // the ep > 1 layouts carry the busiest rank's rows
+  const auto dense = run_cli("search --model gpt3_27 --gpu h100 --gpus 8 --batch 8 --seq 2048 --top 1 --router-skew 2");
+  CHECK(dense.code == 0);
+  size_t n = 0;
+  for (size_t at = dense.err.find("router_skew (--router-skew) has no effect"); at != std::string::npos;
+       at = dense.err.find("router_skew (--router-skew) has no effect", at + 1))
+    ++n;
+  CHECK(n == 1);  // once, not per layout
+}
