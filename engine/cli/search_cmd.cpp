@@ -110,15 +110,19 @@ int search_main(const search_flags& f) {
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
+  // The workload fields no layout changes (the layouts add their parallel ones); `optimizer`: with the optimizer's.
+  const auto workload_base = [&f](bool optimizer) {
+    workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}};
+    if (optimizer && !f.optimizer.empty()) ov["optimizer"] = f.optimizer;
+    if (optimizer && !f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
+    if (!f.dtype.empty()) ov["dtype"] = f.dtype;
+    if (!f.precision.empty()) ov["precision"] = f.precision;
+    return ov;
+  };
   // What no layout changes is resolved once, before any layout: a misspelled GPU, model, dtype or cluster stops the
   // search here with the one message predict gives for it (did-you-mean included), not as every layout's reason.
   {
-    workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}};
-    if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
-    if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
-    if (!f.dtype.empty()) ov["dtype"] = f.dtype;
-    if (!f.precision.empty()) ov["precision"] = f.precision;
-    s.workload_check(ov);  // the fields (scripts/neusight/workload.lua check_fields), a --model config.json read
+    s.workload_check(workload_base(true));  // the fields (scripts/neusight/workload.lua check_fields), a --model config.json read
     s.gpu(f.gpu);
     if (!f.cluster.empty()) cluster_resolve(o.data_root / "gpus" / "clusters", f.cluster);
   }
@@ -146,11 +150,8 @@ int search_main(const search_flags& f) {
   // scripts/neusight/search.lua. Only asked when needed, so a plain dense search builds nothing more than before.
   session::model_facts facts;
   if (f.ep == 0 || interleaved) {
-    workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}};
-    if (!f.dtype.empty()) ov["dtype"] = f.dtype;
-    if (!f.precision.empty()) ov["precision"] = f.precision;
     try {
-      facts = s.model_facts_of(ov);
+      facts = s.model_facts_of(workload_base(false));
     } catch (const std::exception&) {
       // a model that cannot be probed this way (a custom builder refusing batch 1, …) searches as before: ep 1, and
       // interleaved layouts without the layer check (the forecasts themselves still refuse what cannot run)
@@ -210,15 +211,10 @@ int search_main(const search_flags& f) {
           // inference runs without recomputation whatever --recompute says (a mode given is the workload's to warn of)
           if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
           const bool given_recompute = f.recompute == "selective" || f.recompute == "full";
-          workload_overrides ov{{"model", f.model}, {"gpu", f.gpu}, {"mode", f.mode}, {"batch", f.batch},
-                                {"seq", f.seq}, {"parallel.dp", dp}, {"parallel.tp", tp}, {"parallel.pp", pp},
-                                {"parallel.microbatches", m},
-                                {"parallel.recompute", !training && given_recompute ? f.recompute : recompute}};
+          workload_overrides ov = workload_base(true);
+          ov["parallel.dp"] = dp, ov["parallel.tp"] = tp, ov["parallel.pp"] = pp, ov["parallel.microbatches"] = m;
+          ov["parallel.recompute"] = std::string(!training && given_recompute ? f.recompute : recompute);
           if (schedule_given || pp > 1 || m > 1) ov["parallel.schedule"] = var.schedule;
-          if (!f.optimizer.empty()) ov["optimizer"] = f.optimizer;
-          if (!f.optimizer_impl.empty()) ov["optimizer_impl"] = f.optimizer_impl;
-          if (!f.dtype.empty()) ov["dtype"] = f.dtype;
-          if (!f.precision.empty()) ov["precision"] = f.precision;
           if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
           if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
           if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;

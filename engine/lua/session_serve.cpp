@@ -14,6 +14,7 @@ namespace ns {
 namespace {
 
 struct serve_context {
+  serve_context(session* s_, session::impl* p_, const predictor* pred_) : s(s_), p(p_), pred(pred_) {}
   session* s = nullptr;
   session::impl* p = nullptr;  // s's state: the report fields of the phase's workload (impl::fields_ref)
   const predictor* pred = nullptr;
@@ -235,10 +236,7 @@ figure_inputs session::serve_calibration_inputs(const workload_overrides& option
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  serve_context ctx;
-  ctx.s = this;
-  ctx.p = p_.get();
-  ctx.pred = &pred;
+  serve_context ctx(this, p_.get(), &pred);
   const std::string file = "scripts/neusight/serve.lua";
   require_push(*p_, "neusight.serve");  // stack: S
   raw_getfield(L, -1, "calibration_inputs");
@@ -276,10 +274,7 @@ session::serve_report session::serve_sweep(const workload_overrides& options, co
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  serve_context ctx;
-  ctx.s = this;
-  ctx.p = p_.get();
-  ctx.pred = &pred;
+  serve_context ctx(this, p_.get(), &pred);
   ctx.tty = isatty(fileno(stderr)) != 0;
   const bool sweep = !lists.empty();  // one setting: scripts/neusight/serve.lua; lists: scripts/neusight/sweep.lua
   require_push(*p_, sweep ? "neusight.sweep" : "neusight.serve");  // stack: S
