@@ -22,8 +22,53 @@ def _versions(torch):
         sw["cudnn"] = torch.backends.cudnn.version()
     except Exception:  # no cuDNN in this build
         sw["cudnn"] = None
-    sw["fp8_act_quant"] = "vllm.scaled_fp8_quant" if _vllm_ops() is not None else "torch (absmax, scatter_reduce amax, quantise)"
+    sw["fp8_act_quant"] = _fp8_quant_path()
     return sw
+
+
+def _fp8_quant_path():
+    """How the fp8 Linear cases quantise their activations: vLLM's own op, else the same two kernels in Triton, else
+    None (the cases are skipped: PyTorch's eager steps are ~10 kernels, not what the gemm_fp8 model prices)."""
+    if _vllm_ops() is not None:
+        return "vllm.scaled_fp8_quant"
+    if _triton_quant() is not None:
+        return "triton (ns_fp8_absmax_rows: one atomic max per token row; ns_fp8_quant)"
+    return None
+
+
+def _triton_quant():
+    """vLLM's dynamic per-tensor fp8 quantisation (csrc/quantization/fp8/common.cu: segmented_max_reduction, one
+    block per token row ending in one atomic max on the single scale, then scaled_fp8_quant_kernel) as two Triton
+    kernels, for GPUs without vLLM: (triton, absmax_rows, quant), or None without Triton. Their names start with
+    ns_fp8_, which convert.py never takes for a row's GEMM."""
+    return (_triton, ns_fp8_absmax_rows, ns_fp8_quant) if _triton is not None else None
+
+
+try:  # stage 1 only (bench.py is imported by `collect.py run`); Triton resolves a kernel's names in module globals
+    import triton as _triton
+    import triton.language as tl
+except Exception:  # no Triton: fp8 Linear cases need vLLM
+    _triton = None
+
+if _triton is not None:
+    @_triton.jit
+    def ns_fp8_absmax_rows(x_ptr, scale_ptr, n_cols, stride, fp8_max, BLOCK: tl.constexpr):
+        row = tl.program_id(0)
+        m = tl.zeros([BLOCK], dtype=tl.float32)
+        for start in range(0, n_cols, BLOCK):
+            cols = start + tl.arange(0, BLOCK)
+            v = tl.load(x_ptr + row * stride + cols, mask=cols < n_cols, other=0.0).to(tl.float32)
+            m = tl.maximum(m, tl.abs(v))
+        tl.atomic_max(scale_ptr, tl.max(m, axis=0) / fp8_max)
+
+    @_triton.jit
+    def ns_fp8_quant(x_ptr, q_ptr, scale_ptr, n, fp8_max, BLOCK: tl.constexpr):
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        mask = offs < n
+        s = tl.maximum(tl.load(scale_ptr), 1e-12)
+        v = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) / s
+        v = tl.minimum(tl.maximum(v, -fp8_max), fp8_max)
+        tl.store(q_ptr + offs, v.to(q_ptr.dtype.element_ty), mask=mask)
 
 
 def _vllm_ops():
@@ -54,12 +99,12 @@ def _builder(torch, case, dev):
     if fam == "linear" and dtype == "fp8":
         # Per-tensor scaled e4m3 GEMM after vLLM's dynamic per-tensor activation quantisation, timed with it, as
         # AIConfigurator's fp8 rows (CutlassFP8ScaledMMLinearKernel) and as gemm_fp8 forecasts an fp8 Linear
-        # (its act_quant stage, engine/core/tile_model.h): an absmax over the activations ending in one atomic max
-        # per token row on the single scale, the scale = absmax / 448, then the quantising pass. vLLM's own
-        # scaled_fp8_quant when vLLM is installed; otherwise the same steps in PyTorch (scatter_reduce_ "amax" of
-        # the row maxima into one element: an atomic max per row on one address, as vLLM's kernel does).
+        # (its act_quant stage, engine/core/tile_model.h): the scale zeroed, an absmax over the activations ending
+        # in one atomic max per token row on the single scale (scale = absmax / 448), then the quantising pass.
+        # vLLM's own scaled_fp8_quant when vLLM is installed; otherwise the same two kernels in Triton
+        # (_triton_quant); run() skips the case when neither is there.
         f8 = torch.float8_e4m3fn
-        f8max = torch.finfo(f8).max
+        f8max = float(torch.finfo(f8).max)
         rows = d["B"] * d["M"]
         x = randn(rows, d["N"])
         w = randn(d["K"], d["N"]).to(f8)
@@ -70,14 +115,15 @@ def _builder(torch, case, dev):
                 xq, sx = vllm_ops.scaled_fp8_quant(x)  # scale None: dynamic per-tensor
                 return torch._scaled_mm(xq, w.t(), scale_a=sx.reshape(()), scale_b=sw, out_dtype=torch.bfloat16)
             return run
-        one = torch.zeros(rows, device=dev, dtype=torch.long)
+        triton, absmax_rows, quant = _triton_quant()
+        n, block = rows * d["N"], 1024
 
         def run():
-            row_max = x.abs().amax(dim=1).float()
-            amax = torch.zeros(1, device=dev, dtype=torch.float32).scatter_reduce_(0, one, row_max, reduce="amax")
-            sx = (amax / f8max).clamp_(min=1e-12).reshape(())
-            xq = (x.float() / sx).clamp_(-f8max, f8max).to(f8)
-            return torch._scaled_mm(xq, w.t(), scale_a=sx, scale_b=sw, out_dtype=torch.bfloat16)
+            sx = torch.zeros(1, device=dev, dtype=torch.float32)
+            xq = torch.empty((rows, d["N"]), device=dev, dtype=f8)
+            absmax_rows[(rows,)](x, sx, d["N"], x.stride(0), f8max, BLOCK=block)
+            quant[(triton.cdiv(n, block),)](x, xq, sx, n, f8max, BLOCK=block)
+            return torch._scaled_mm(xq, w.t(), scale_a=sx.reshape(()), scale_b=sw, out_dtype=torch.bfloat16)
         return run
     if fam == "linear":
         x, w, bias = randn(d["B"], d["M"], d["N"]), randn(d["K"], d["N"]), randn(d["K"])
@@ -114,6 +160,9 @@ def run(cases, out_dir, warmup, repeat, profile_runs, max_gb, log=sys.stderr):
         why = None
         if c["dtype"] == "fp8" and (not hasattr(torch, "float8_e4m3fn") or cap < (8, 9)):
             why = "fp8 GEMMs need torch.float8_e4m3fn and compute capability >= 8.9 (this GPU: %d.%d)" % cap
+        elif c["dtype"] == "fp8" and c["family"] == "linear" and _fp8_quant_path() is None:
+            why = ("fp8 Linear rows need vLLM or Triton for the activation quantisation (vLLM's two fused kernels, "
+                   "which gemm_fp8 prices; PyTorch's eager steps would time ~10 kernels instead)")
         elif grids.case_bytes(c["family"], c["dims"], c["dtype"]) > max_gb * 2**30:
             why = "tensors above --max-gb %g" % max_gb
         if why:

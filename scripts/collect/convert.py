@@ -261,10 +261,10 @@ def convert(manifest_path, out_dir, log=sys.stderr):
     return {rel: len(rows) for rel, (cols, rows) in sorted(files.items())}
 
 
-# PyTorch's own kernels (element-wise, casts, reductions: at::native::…) and vLLM's quantisation kernels (vllm::…)
-# around a library GEMM: the fp8 case's activation quantisation (absmax, scale, cast to e4m3; bench.py) can outlast
-# a small GEMM, yet the row's kernel is the GEMM.
-TORCH_NATIVE = re.compile(r"\b(at::native|vllm)::")
+# PyTorch's own kernels (element-wise, casts, reductions: at::native::…), vLLM's quantisation kernels (vllm::…) and
+# bench.py's Triton copies of them (ns_fp8_…) around a library GEMM: the fp8 case's activation quantisation (absmax,
+# scale, cast to e4m3; bench.py) can outlast a small GEMM, yet the row's kernel is the GEMM.
+TORCH_NATIVE = re.compile(r"\b(at::native|vllm)::|^ns_fp8_")
 
 
 def _main_kernel(fam, kernels, total):

@@ -461,6 +461,46 @@ TEST_CASE("collect: a real H200 sample converts and is read by eval kernels", "[
         std::string::npos);
 }
 
+// run3 of the real H200 sample: fp8 Linears after the activation quantisation of bench.py's Triton kernels (vLLM's
+// dynamic per-tensor form: the scale zeroed, ns_fp8_absmax_rows, ns_fp8_quant, then the GEMM). Held-out hardware:
+// converted and read here, never trained on.
+TEST_CASE("collect: real fp8 rows with the Triton quantisation name their GEMM and are read as gemm_fp8",
+          "[cli][collect]") {
+  if (!have_python()) return;
+  temp_dir t;
+  const fs::path csv = t.path / "csv";
+  const auto r = convert(source_dir / "tests/fixtures/collect_h200/run3/manifest.json", csv);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const fs::path file = csv / "linear/p2.11.0/fp8/NVIDIA H200.csv";
+  REQUIRE(csvs_under(csv) == std::vector<fs::path>{file});
+  const ns::csv_table tab = ns::csv_load(file.string());
+  REQUIRE(tab.rows.size() == 4);
+  std::map<std::string, std::string> kernel_of;  // "M,N,K" -> Kernel Name
+  for (const auto& row : tab.rows) {
+    INFO(row[tab.column("M")]);
+    CHECK(row[tab.column("Dtype")] == "fp8");
+    const std::string kernels = row[tab.column("Kernels")];
+    CHECK(kernels.find(";ns_fp8_absmax_rows;ns_fp8_quant;" + row[tab.column("Kernel Name")]) != std::string::npos);
+    kernel_of[row[tab.column("M")] + "," + row[tab.column("N")] + "," + row[tab.column("K")]] =
+        row[tab.column("Kernel Name")];
+  }
+  // 1200 x 112 x 48: the absmax (about 3 us) outlasts the GEMM (about 2.5 us), yet the row names the GEMM.
+  CHECK(kernel_of == std::map<std::string, std::string>{
+                         {"128,144,32", "nvjet_sm90_qqtst_8x64_128x16_4x2_h_bz_algo2_TNN"},
+                         {"1200,112,48", "nvjet_sm90_qqtst_8x64_128x16_2x4_h_bz_algo2_TNN"},
+                         {"5456,16,22832", "nvjet_sm90_qqtst_128x144_128x6_1x2_h_bz_coopA_algo2_TNT"},
+                         {"4144,6944,20288", "nvjet_sm90_qqtst_128x160_128x5_2x1_v_bz_coopA_algo2_TNT"}});
+  const auto e = run_cli("eval kernels '" + csv.string() + "' --format json");
+  INFO(e.err);
+  REQUIRE(e.code == 0);
+  const json j = json::parse(e.out);
+  CHECK(j["rows"].size() == 4);
+  REQUIRE(j["summary"].size() == 1);
+  CHECK(j["summary"][0]["family"] == "gemm_fp8");
+  CHECK(j["summary"][0]["gpu"] == "H200-SXM-141GB");
+}
+
 TEST_CASE("collect: a second run into the same folder keeps the first run's raw files", "[cli][collect]") {
   if (!have_python()) return;
   temp_dir t;
