@@ -1,4 +1,4 @@
-"""Record a PyTorch-profiler Chrome trace of one training or inference step of a HuggingFace model.
+"""Record a PyTorch-profiler Chrome trace of one training, inference or decode step of a HuggingFace model.
 
 The model is built from its config with random weights (nothing is downloaded), optionally cut to a few layers,
 run for `--warmup` untimed steps, then `--steps` steps are profiled (CPU + CUDA activities, input shapes
@@ -8,6 +8,11 @@ its input shapes, backward ops linked to their forward op by sequence number, th
 
     python3 scripts/collect/hf_trace.py --model gpt2 --layers 2 --mode train --batch 4 --seq 512 --out gpt2.json
     python3 scripts/collect/hf_trace.py --model path/to/config.json --dtype bf16 --mode inference --out m.json
+    python3 scripts/collect/hf_trace.py --model llama --dtype bf16 --mode decode --batch 8 --seq 1024 --out d.json
+
+`--mode decode` (causal models): one new token per sequence against a KV cache of `--seq` tokens (HF's cache,
+filled by one prefill before anything is timed; each step's new entry is cropped off again, so every step sees the
+same context).
 
 The step time measured with CUDA events (each of `--timed` unprofiled steps after the warm-up, and their mean) and
 the peak memory of those steps (torch.cuda.max_memory_allocated, GB) go into the trace's metadata key "neusight", a
@@ -33,14 +38,15 @@ def parse_args(argv):
     p.add_argument("--model", required=True,
                    help="gpt2 | bert | opt | llama (built-in configs) or a HuggingFace config.json")
     p.add_argument("--layers", type=int, help="keep only this many transformer layers")
-    p.add_argument("--mode", choices=["train", "inference"], default="train",
-                   help="train: forward, backward, AdamW step; inference: forward under no_grad (default train)")
+    p.add_argument("--mode", choices=["train", "inference", "decode"], default="train",
+                   help="train: forward, backward, AdamW step; inference: forward under no_grad; decode: one token "
+                        "per sequence against a KV cache of --seq tokens, under no_grad (default train)")
     p.add_argument("--dtype", choices=["fp32", "tf32", "fp16", "bf16"], default="fp32",
                    help="parameter and activation dtype; tf32 = fp32 with TF32 matmuls (default fp32)")
     p.add_argument("--attn", choices=["eager", "sdpa"], default="sdpa",
                    help="attention implementation (HF's attn_implementation; default sdpa, HF's own default)")
     p.add_argument("--batch", type=int, default=4)
-    p.add_argument("--seq", type=int, default=512)
+    p.add_argument("--seq", type=int, default=512, help="sequence length; decode: the KV cache's length")
     p.add_argument("--warmup", type=int, default=3, help="untimed steps first (default 3)")
     p.add_argument("--timed", type=int, default=10, help="unprofiled steps timed with CUDA events (default 10)")
     p.add_argument("--steps", type=int, default=1, help="profiled steps (default 1)")
@@ -104,12 +110,21 @@ def main(argv=None):
     model = build(torch, transformers, cfg, a, dev)
     vocab = cfg.vocab_size
     ids = torch.randint(0, vocab, (a.batch, a.seq), device=dev)
-    train = a.mode == "train"
+    train, decode = a.mode == "train", a.mode == "decode"
+    if decode and cfg.model_type not in CAUSAL:
+        raise SystemExit("hf_trace.py: --mode decode needs a causal model (%s is not one)" % cfg.model_type)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-5) if train else None
     if train:
         model.train()
     else:
         model.eval()
+
+    if decode:  # the context's KV cache, made once, outside every timed or profiled step
+        with torch.no_grad():
+            cache = model(input_ids=ids, use_cache=True).past_key_values
+        if not hasattr(cache, "crop"):  # a legacy tuple cache (old transformers) cannot be cut back to the context
+            raise SystemExit("hf_trace.py: --mode decode needs transformers' Cache objects (got %s)" % type(cache).__name__)
+        tok = torch.randint(0, vocab, (a.batch, 1), device=dev)
 
     def step():
         if train:
@@ -117,6 +132,10 @@ def main(argv=None):
             out.loss.backward()
             opt.step()
             opt.zero_grad(set_to_none=True)
+        elif decode:
+            with torch.no_grad():
+                model(input_ids=tok, past_key_values=cache, use_cache=True)
+            cache.crop(-1)  # drop the new entry: the next step decodes the same position against the same context
         else:
             with torch.no_grad():
                 model(input_ids=ids)

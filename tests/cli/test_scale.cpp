@@ -165,7 +165,8 @@ json scale_hf(const std::string& name, const std::string& to, std::string* err =
 }  // namespace
 
 TEST_CASE("scale: real HF traces scaled to their own GPU come back unchanged", "[cli][scale]") {
-  for (const std::string name : {"gpt2-fp32-train", "llama-bf16-train", "mixtral-bf16-inference"}) {
+  for (const std::string name : {"gpt2-fp32-train", "llama-bf16-train", "mixtral-bf16-inference", "llama-bf16-decode",
+                                 "gpt2-fp16-decode"}) {
     INFO(name);
     const json j = scale_hf(name, "h200_sxm_141gb");
     for (const auto& op : j["ops"]) CHECK(double(op["scaled_ms"]) == Approx(double(op["origin_ms"])).epsilon(1e-12));
@@ -243,6 +244,46 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
     const double ratio = double(j["latency_ms"]) / double(j["origin_ms"]);
     CHECK(ratio > 1.0);
     CHECK(ratio < 1.2);
+  }
+}
+
+// Decode steps against a KV cache (hf_trace.py --mode decode): 8 (Llama, bf16) or 4 (GPT-2, fp16) rows per GEMM, the
+// attention of one query over 1,025 (513) cached keys, and the cache's append (aten::cat of the whole cache, a copy).
+// H200 → H100 (same compute, 4.8 vs 3.35 TB/s): the copies slow by the bandwidth ratio itself, nothing speeds up or
+// slows by more, and the GEMMs and attention are read with their shapes (the ratio rule at their dtype).
+TEST_CASE("scale: real decode traces: KV-cache copies slow by the bandwidth ratio and GEMMs keep their shapes",
+          "[cli][scale][physics]") {
+  for (const auto& [name, dtype] : std::vector<std::pair<std::string, std::string>>{{"llama-bf16-decode", "bf16"},
+                                                                                    {"gpt2-fp16-decode", "fp16"}}) {
+    INFO(name);
+    std::string err;
+    const json j = scale_hf(name, "h100_sxm5_80gb", &err);
+    CHECK(err.find("missing or unsupported input shapes") == std::string::npos);
+    CHECK(j["mode"] == "inference");
+    CHECK(j["backward_ms"] == 0.0);
+    size_t cats = 0, gemms = 0, attention = 0;
+    for (const auto& op : j["ops"]) {
+      INFO(op.dump());
+      const double origin = op["origin_ms"], scaled = op["scaled_ms"];
+      CHECK(scaled >= origin * (1 - 1e-9));
+      CHECK(scaled <= origin * h200_bw / h100_bw * (1 + 1e-9));
+      const std::string kind = op["op"];
+      if (kind == "aten::cat" && origin > 0.01) {  // the cache appends (RoPE's one-block cats are latency-bound)
+        CHECK(scaled == Approx(origin * h200_bw / h100_bw).epsilon(1e-9));
+        ++cats;
+      } else if (kind == "aten::linear" || kind == "aten::addmm") {
+        CHECK(op["method"] == "ratio");
+        CHECK(op["dtype"] == dtype);
+        ++gemms;
+      } else if (kind == "aten::scaled_dot_product_attention") {
+        CHECK(op["method"] == "ratio");
+        ++attention;
+      }
+    }
+    CHECK(cats == 4);       // each layer's key and value appends
+    CHECK(gemms >= 9);      // the projections of 2 layers and the LM head
+    CHECK(attention == 2);  // one per layer
+    CHECK(double(j["latency_ms"]) > double(j["origin_ms"]));
   }
 }
 
