@@ -364,12 +364,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, "neusight.workload");
   ns_call(L, 1, 1, "while loading scripts/neusight/workload.lua");  // stack: W
   const int wl = lua_gettop(L);
+  std::string text;  // the script's source: normalize names the line of a field it refuses
   if (script.empty()) {
     lua_newtable(L);
   } else {
     p_->push_engine_field("new_env");
     ns_call(L, 0, 1);  // stack: W env
-    ns_load_chunk(L, file_read(script, w.source), w.source, -1);
+    text = file_read(script, w.source);
+    ns_load_chunk(L, text, w.source, -1);
     lua_remove(L, -2);
     ns_call(L, 0, 1);  // stack: W spec
     if (!lua_istable(L, -1))
@@ -381,7 +383,9 @@ workload session::workload_load(const std::string& script, const workload_overri
   overrides_push_table(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
   lua_pushstring(L, w.source.c_str());
-  ns_call(L, 3, 1);  // stack: W spec norm
+  if (script.empty()) lua_pushnil(L);
+  else lua_pushlstring(L, text.data(), text.size());
+  ns_call(L, 4, 1);  // stack: W spec norm
   const int norm = lua_gettop(L);
   // the workload's own figures (field `figures`, a function): kept for figures_compute, by the workload's source
   if (auto old = p_->figures_hooks.find(w.source); old != p_->figures_hooks.end()) {

@@ -293,18 +293,53 @@ local function ignored_fields(w, given)
   return out
 end
 
+--- The line of the workload script `text` that sets top-level field `key` (`key = …`, outside comments and not
+--- `x.key = …`), or nil when no line or more than one does (a nested table or a function may set the same name: then
+--- the error names the file alone rather than a wrong line).
+---@param text? string
+---@param key any
+---@return integer?
+function M.field_line(text, key)
+  if type(text) ~= "string" or type(key) ~= "string" or not key:match("^[%a_][%w_]*$") then return nil end
+  local found, n = nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    local code = " " .. line:gsub("%-%-.*$", "")
+    for at in code:gmatch("()%f[%w_]" .. key .. "%s*=%f[^=]") do
+      if code:sub(at - 1, at - 1) ~= "." then
+        if found and found ~= n then return nil end
+        found = n
+      end
+    end
+  end
+  return found
+end
+
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
 --- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
 --- precision "amp" when training in fp16/bf16/fp8 and "pure" otherwise (neusight.precision.default), loss
---- true. Errors are "<chunkname>: <what>" (raised at level 0).
+--- true. Errors are "<chunkname>: <what>" (raised at level 0), "<chunkname>:<line>: <what>" for a field the script's
+--- source `text` sets on one line (M.field_line).
 ---@param spec table
 ---@param overrides? table
 ---@param chunkname? string
+---@param text? string
 ---@return neusight.Workload
-function M.normalize(spec, overrides, chunkname)
+function M.normalize(spec, overrides, chunkname, text)
   chunkname = chunkname or "workload"
   local function fail(fmt, ...) error(chunkname .. ": " .. fmt:format(...), 0) end
+  -- a field's error names the script's line where the script sets it (not where the command line does)
+  local function overridden(k)
+    for ok in pairs(overrides or {}) do
+      if ok == k or k == "parallel" and type(ok) == "string" and ok:match("^parallel%.") then return true end
+    end
+    return false
+  end
+  local function fail_at(k, fmt, ...)
+    local line = not overridden(k) and M.field_line(text, k)
+    error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
+  end
 
   if type(spec) ~= "table" then fail("a workload must return a table (got %s)", show(spec)) end
   local w = {}
@@ -324,7 +359,7 @@ function M.normalize(spec, overrides, chunkname)
   end
 
   for _, k in ipairs(sorted_keys(w)) do
-    if not CHECK[k] then fail("unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
+    if not CHECK[k] then fail_at(k, "unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
@@ -352,7 +387,7 @@ function M.normalize(spec, overrides, chunkname)
   for _, k in ipairs(FIELDS) do
     if w[k] ~= nil then
       local problem = CHECK[k](w[k])
-      if problem then fail("field '%s' %s", k, problem) end
+      if problem then fail_at(k, "field '%s' %s", k, problem) end
     end
   end
 
@@ -361,43 +396,43 @@ function M.normalize(spec, overrides, chunkname)
       fail("mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)")
     end
     if w.seq ~= 1 then
-      fail("field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got %s); the KV-cache length is 'context'", show(w.seq))
+      fail_at("seq", "field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got %s); the KV-cache length is 'context'", show(w.seq))
     end
   elseif w.context ~= nil then
-    fail("field 'context' applies to mode \"decode\" only (mode is %s); prefill and inference take the prompt length as 'seq'", show(w.mode))
+    fail_at("context", "field 'context' applies to mode \"decode\" only (mode is %s); prefill and inference take the prompt length as 'seq'", show(w.mode))
   end
 
   if w.kv_dtype ~= nil and not M.serving(w.mode) then
-    fail("field 'kv_dtype' applies to the serving phases only (mode \"prefill\" or \"decode\"; mode is %s): train and inference hold no KV cache", show(w.mode))
+    fail_at("kv_dtype", "field 'kv_dtype' applies to the serving phases only (mode \"prefill\" or \"decode\"; mode is %s): train and inference hold no KV cache", show(w.mode))
   end
   if w.weight_dtype ~= nil and w.mode == "train" then
-    fail("field 'weight_dtype' (weight-only quantisation) applies to inference, prefill and decode only: training with quantised weights is not modelled (mode is \"train\")")
+    fail_at("weight_dtype", "field 'weight_dtype' (weight-only quantisation) applies to inference, prefill and decode only: training with quantised weights is not modelled (mode is \"train\")")
   end
 
   local given = { parallel = w.parallel, optimizer = w.optimizer, optimizer_impl = w.optimizer_impl }
   if w.parallel ~= nil then
     local ok, p = pcall(require("neusight.parallel").normalize, w.parallel)
-    if not ok then fail("field 'parallel' is invalid: %s", tostring(p)) end
+    if not ok then fail_at("parallel", "field 'parallel' is invalid: %s", tostring(p)) end
     if w.batch % (p.dp * p.microbatches) ~= 0 then
-      fail("field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
+      fail_at("parallel", "field 'parallel': the global batch %d is not divisible by dp × microbatches = %d × %d",
         w.batch, p.dp, p.microbatches)
     end
     -- Megatron's sequence parallelism scatters the residual stream's sequence dimension over the tp ranks; a decode
     -- step has one token per sequence, so there is nothing to split (serving engines run decode without it).
     if p.sequence_parallel and w.mode == "decode" then
-      fail("field 'parallel': sequence parallelism splits each sequence's tokens over the tp ranks, and mode \"decode\" has one new token per sequence: drop sequence_parallel (--sequence-parallel) for decode; train, inference and prefill take it")
+      fail_at("parallel", "field 'parallel': sequence parallelism splits each sequence's tokens over the tp ranks, and mode \"decode\" has one new token per sequence: drop sequence_parallel (--sequence-parallel) for decode; train, inference and prefill take it")
     end
     w.parallel = p
   end
 
   if w.fusion and w.mode == "train" then
-    fail("field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
+    fail_at("fusion", "field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
   local problem = precision.check(w.precision, w.dtype)
-  if problem then fail("field 'precision' %s", problem) end
+  if problem then fail_at("precision", "field 'precision' %s", problem) end
   if w.optimizer_impl == nil and w.optimizer ~= "none" then
     w.optimizer_impl = w.optimizer == "adamw" and "fused" or "foreach"
   end

@@ -343,9 +343,11 @@ wl("env_metatable", fc, "setmetatable(_ENV, nil)\n", "", 1)
 wl("neusight_write", fc, "require('neusight').ceil_div = nil\n", "module 'neusight' is read-only (assignment to 'ceil_div')", 1)
 wl("kernels_write", fc, "require('neusight.kernels').linear = nil\n", "is read-only (assignment to 'linear')", 1)
 -- workload fields
-local function wf(name, from, to, expect)
+-- the message names the field's line (workload() sets them all on line 2); line false: the file alone
+local function wf(name, from, to, expect, line)
   local text = workload(fc):gsub(from, to, 1)
-  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect }
+  if line == nil then line = 2 end
+  case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line or nil }
 end
 wf("batch_zero", "batch = 4", "batch = 0", "field 'batch' must be a positive integer (got 0)")
 wf("batch_negative", "batch = 4", "batch = -4", "field 'batch' must be a positive integer (got -4)")
@@ -359,7 +361,7 @@ wf("mode_typo", "\"inference\"", "\"infer\"", "field 'mode' must be \"train\", \
 wf("field_typo", "batch = 4", "bacth = 4", "unknown field 'bacth' (did you mean 'batch'?)")
 wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' must be a dtype name")
 wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
-wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
+wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'", false)
 wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\"")
 local function wt(name, text, expect, line)
   case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }

@@ -366,4 +366,43 @@ function T.test_ignored_fields_warn()
     "bucket_mb message")
 end
 
+
+-- A field's error names the script line that sets it, where exactly one line does; never a line for a value the
+-- command line gave.
+function T.test_field_errors_name_their_line()
+  local text = table.concat({
+    "-- batch = 99 in a comment is not a setting",
+    "local opts = {}",
+    "opts.batch = 3",
+    "return {",
+    "  model = \"gpt2_large\", gpu = \"A100-PCIE-40GB\",",
+    "  mode = \"train\",",
+    "  batch = -4, seq = 1024,",
+    "  dtyp = \"bf16\",",
+    "}",
+  }, "\n")
+  eq(workload.field_line(text, "batch"), 7, "the one line setting batch (not the comment, not opts.batch)")
+  eq(workload.field_line(text, "mode"), 6, "mode")
+  eq(workload.field_line(text, "nothing"), nil, "a field the text does not set")
+  eq(workload.field_line("a = 1\nb = { a = 2 }\n", "a"), nil, "two lines set it: no line rather than a wrong one")
+  eq(workload.field_line("if a == 1 then end\na = 2\n", "a"), 2, "a comparison is not a setting")
+  eq(workload.field_line(text, "bat.ch"), nil, "not a name")
+  local function err(w, overrides)
+    local ok, e = pcall(workload.normalize, w, overrides, "examples/w.lua", text)
+    assert(not ok, "expected an error")
+    return e
+  end
+  eq(err(spec { batch = -4 }), "examples/w.lua:7: field 'batch' must be a positive integer (got -4)", "batch")
+  eq(err(spec { dtyp = "bf16" }), "examples/w.lua:8: unknown field 'dtyp' (did you mean 'dtype'?)", "unknown field")
+  eq(err(spec(), { batch = -4 }), "examples/w.lua: field 'batch' must be a positive integer (got -4)",
+    "the command line's value: no script line")
+  text = "return {\n  parallel = { dp = 3 },\n}\n"
+  eq(err(spec { parallel = { dp = 3 } }),
+    "examples/w.lua:2: field 'parallel': the global batch 4 is not divisible by dp × microbatches = 3 × 1",
+    "the script's parallel table")
+  eq(err(spec { parallel = { dp = 1 } }, { ["parallel.dp"] = 3 }),
+    "examples/w.lua: field 'parallel': the global batch 4 is not divisible by dp × microbatches = 3 × 1",
+    "a parallel value from the command line: no script line")
+end
+
 return T
