@@ -178,4 +178,26 @@ function T.test_fp8_act_quant_where_vllm_quantises()
   for i, k in ipairs(gbw) do eq(k.act_quant, nil, "grouped backward #" .. i) end
 end
 
+
+-- torch.compile-style fusion (fusion = true) never fuses a GEMM, so every fp8 Linear keeps its activation
+-- quantisation: the same act_quant kernels with and without it.
+function T.test_fp8_act_quant_survives_fusion()
+  local function quantised(nodes)
+    local n = 0
+    for _, node in ipairs(nodes) do
+      if node.op ~= "fused_elementwise" then
+        for _, k in ipairs((kernels(node, false))) do
+          if k.act_quant == "dynamic_tensor" then n = n + 1 end
+        end
+      end
+    end
+    return n
+  end
+  local base = { model = "llama3_8b", gpu = "b200", mode = "prefill", batch = 2, seq = 64, dtype = "fp8" }
+  local plain = quantised(workload.build(base).nodes)
+  local fused = quantised(workload.build(testing.with(base, { fusion = true })).nodes)
+  assert(plain > 0, "fp8 prefill has quantised Linears")
+  eq(fused, plain, "fusion keeps every fp8 Linear's act_quant")
+end
+
 return T
