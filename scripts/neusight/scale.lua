@@ -140,6 +140,9 @@ function M.kernels(op)
     if not (sane(q[1], q[2], q[3], kk[3], q[4]) and sane(v[4]) and sane(kk[2]) and q[2] % kk[2] == 0 and q[3] <= kk[3]) then
       return nil
     end
+    -- fewer queries than keys in a forward pass: new tokens attending over a KV cache (a decode step; HF passes no
+    -- causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound on the cache
+    if not backward and q[3] < kk[3] then kind = "decode" end
     return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
   else
     return nil

@@ -69,6 +69,17 @@ function M.test_attention_kinds()
   ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, kv, kv, { 2, 1, 512, 512 } },
                       types = t, values = { "", "", "", "", "0.", "True" } })
   eq(ks[1].op, "full", "an explicit mask: every pair is computed")
+  -- a decode step (tests/fixtures/traces/hf/llama-bf16-decode.json): one query over 1,025 cached keys, no causal flag:
+  -- the decode kernel the forecast uses (ops/decode_attention.lua), not a prefill one with one row
+  local dq, dkv = { 8, 32, 1, 64 }, { 8, 8, 1025, 64 }
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { dq, dkv, dkv, {}, {}, {}, {}, {} },
+                      types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
+  eq(ks[1].op, "decode", "queries over a longer KV cache: decode attention")
+  local K = require "neusight.kernels"
+  eq(ks[1].bytes, K.attention("decode", 8, 1, 1025, 64, 32, 8, "bf16").bytes, "the decode op's bytes")
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, kv, kv, {}, {}, {}, {}, {} },
+                      types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
+  eq(ks[1].op, "full", "as many queries as keys, no causal flag: full prefill attention")
 end
 
 function M.test_physics()
