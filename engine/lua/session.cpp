@@ -422,7 +422,16 @@ workload session::workload_load(const std::string& script, const workload_overri
     w.gpu_resolved = p_->gpu_resolve(w.gpu);
   } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
     if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
-    throw error(std::string(e.what()) + "\n    while resolving the GPU of " + w.source);
+    std::string where = w.source;
+    if (!overrides.count("gpu")) {  // the script's line that names it (workload.lua field_line), when one line does
+      raw_getfield(L, wl, "field_line");
+      lua_pushlstring(L, text.data(), text.size());
+      lua_pushstring(L, "gpu");
+      ns_call(L, 2, 1);
+      if (lua_isinteger(L, -1)) where += ":" + std::to_string(lua_tointeger(L, -1));
+      lua_pop(L, 1);
+    }
+    throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
   ns_call(L, 2, 1, "while building the model of " + origin);  // stack: W spec norm build

@@ -361,7 +361,7 @@ wf("mode_typo", "\"inference\"", "\"infer\"", "field 'mode' must be \"train\", \
 wf("field_typo", "batch = 4", "bacth = 4", "unknown field 'bacth' (did you mean 'batch'?)")
 wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' must be a dtype name")
 wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
-wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'", false)
+wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
 wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\"")
 local function wt(name, text, expect, line)
   case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }

@@ -250,6 +250,12 @@ TEST_CASE("bad input: broken GPU file, unknown GPU, Lua syntax error, misspelled
   r = run_cli("run examples/gpt3_train.lua --gpu H1000");
   CHECK(r.code == 1);
   CHECK(r.err.find("unknown GPU 'H1000' (close matches:") != std::string::npos);
+  CHECK(r.err.find("while resolving the GPU of examples/gpt3_train.lua\n") != std::string::npos);  // the flag's: no line
+  const auto named = t.write("w/gpu.lua", "return {\n  model = 'gpt2_large',\n  gpu = 'H1000', mode = 'train',\n"
+                                          "  batch = 2, seq = 128,\n}\n").string();
+  r = run_cli("run '" + named + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("while resolving the GPU of " + named + ":3\n") != std::string::npos);  // the script's line
 
   const auto script = t.write("w/bad.lua", "return {\n  model = 'gpt2_large',\n  gpu = 'l4' mode = 'train',\n}\n").string();
   r = run_cli("run '" + script + "'");
