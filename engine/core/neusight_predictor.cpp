@@ -5,7 +5,6 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
-#include <optional>
 
 #include "core/roofline.h"
 #include "core/text.h"
@@ -16,71 +15,24 @@ namespace ns {
 
 namespace {
 
-// The envelope: a kernel is priced no slower than the same kernel with 1.125 to 16 times its rows
-// (envelope_factors), and within one forecast no slower than any kernel of the same row with more rows (the suffix
-// minimum in predict): more work cannot take less time. The utilisation MLP is not monotone in size off its training
-// GPUs. Vector kernels (element-wise, softmax, layer norm) scale their rows: on an H100 a 768-wide mul of 49–66 rows
-// (blocks just under one wave of 132 SMs, per-SM bandwidth beyond the training range) came back up to 13× its
-// neighbours (333 µs for 50 k fp32 elements against 25 µs at 77 rows). GEMMs (Linear, BMM, tensor-core, fp8) scale M,
-// a BMM's per batch (b, N, K kept): on an H100 a bf16 expert Linear of 64 tokens was priced above one of 65, and a
-// GEMM of M rows is the one of M' > M rows with its extra rows padded, so it can run in the larger one's time. The
-// larger copies keep the kernel's tile (a valid launch for them too); the suffix minimum compares kernels whatever
-// their tiles (the tile rule's choice for the larger M is a launch the smaller GEMM could use).
+// Vector kernels (element-wise, softmax, layer norm) are priced no slower than the same kernel with 1.125 to 16
+// times its rows (envelope_factors): more work cannot take less time. The utilisation MLP is not monotone in size off its training GPUs:
+// on an H100 a 768-wide mul of 49–66 rows (blocks just under one wave of 132 SMs, per-SM bandwidth beyond the training
+// range) came back up to 13× its neighbours (333 µs for 50 k fp32 elements against 25 µs at 77 rows).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
 bool envelope_family(family f) {
-  return f == family::elementwise || f == family::softmax || f == family::layernorm || f == family::bmm ||
-         f == family::linear || f == family::gemm_tc16 || f == family::gemm_fp8;
+  return f == family::elementwise || f == family::softmax || f == family::layernorm;
 }
 
-bool envelope_gemm(const kernel& k) { return k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm; }
-
-// The size the envelope scales: a GEMM's M (per batch), a vector kernel's rows.
-int64_t envelope_rows(const kernel& k) { return envelope_gemm(k) ? k.m : k.rows; }
-
-// `k` with ⌈factor · rows⌉ rows (envelope_rows), and its FLOPs and bytes with them (a GEMM's: the extra rows of its
-// M × N input and M × K output; its N × K operand stays).
+// `k` with ⌈factor · rows⌉ rows, and its FLOPs and bytes with them.
 kernel rows_scaled(const kernel& k, double factor) {
   kernel s = k;
-  const int64_t rows = envelope_rows(k), more = int64_t(std::ceil(double(rows) * factor));
-  const double r = double(more) / double(rows);
+  s.rows = int64_t(std::ceil(double(k.rows) * factor));
+  const double r = double(s.rows) / double(k.rows);
   s.flops = k.flops * r;
-  if (envelope_gemm(k)) {
-    s.m = more;
-    s.bytes = k.bytes + dtype_bytes(k.dtype) * double(k.b) * double(more - rows) * double(k.n + k.k);
-  } else {
-    s.rows = more;
-    s.bytes = k.bytes * r;
-  }
+  s.bytes = k.bytes * r;
   return s;
-}
-
-// Kernels the suffix minimum compares: the same kernel but for its rows. A vector kernel's: its row's bytes and
-// FLOPs and its tile; a GEMM's: b, N, K, the weight's bytes, the activation quantisation and the FLOPs per row (its
-// bytes are not linear in M; its tile is left out, see above).
-std::string envelope_key(const kernel& k) {
-  const double rows = double(envelope_rows(k));
-  char per[96];
-  if (envelope_gemm(k)) {
-    std::snprintf(per, sizeof per, "|%a|%a", k.flops / rows, k.weight_bytes);
-    return k.name + "|" + k.dtype + "|" + std::to_string(k.b) + "," + std::to_string(k.n) + "," +
-           std::to_string(k.k) + "|" + k.act_quant + per;
-  }
-  std::snprintf(per, sizeof per, "|%a|%a", k.bytes / rows, k.flops / rows);
-  return k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" + std::to_string(k.tile_elems) +
-         per;
-}
-
-// The GPU with FLOP peaks beyond any kernel's need: a GEMM whose features on `gpu` see no FLOP peak (bandwidth-bound
-// beyond the ridge, tile_model.h) has its larger copies priced there, so that the envelope does not let the peaks
-// move it through copies of more rows that cross the ridge (tests/core/test_forecast_physics.cpp). Physically: such a
-// GEMM takes the same time with more compute, and there it is no slower than the larger one.
-gpu_spec compute_unbounded(const gpu_spec& gpu) {
-  gpu_spec g = gpu;
-  for (double gpu_spec::*p : {&gpu_spec::peak_fp32_tflops, &gpu_spec::peak_fp32_matrix_tflops, &gpu_spec::peak_tf32_tflops,
-                              &gpu_spec::peak_fp16_tflops, &gpu_spec::peak_bf16_tflops, &gpu_spec::peak_fp8_tflops})
-    g.*p *= 1048576;
-  return g;
 }
 
 class neusight_predictor final : public predictor {
@@ -101,14 +53,8 @@ class neusight_predictor final : public predictor {
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
     std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
-    // an envelope kernel's row → the rows of its larger copies (envelope_factors), evaluated in the same batch, and
-    // whether they are priced on the compute-unbounded GPU
-    struct copies {
-      std::vector<size_t> rows;
-      bool unbounded = false;
-    };
-    std::map<family, std::map<size_t, copies>> larger;
-    std::optional<gpu_spec> unbounded;  // compute_unbounded(gpu), made at the first GEMM
+    // a vector kernel's row → the rows of its larger copies (envelope_factors), evaluated in the same batch
+    std::map<family, std::map<size_t, std::vector<size_t>>> larger;
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
@@ -139,19 +85,12 @@ class neusight_predictor final : public predictor {
       } else if (fresh) {
         batch[*fam].push_back(tile_features_compute(k, gpu));
       }
-      if (fresh && envelope_family(*fam) && envelope_rows(k) > 0 && envelope_rows(k) < (int64_t(1) << 58)) {  // 16 · rows fits
-        auto& c = larger[*fam][it->second];
-        if (envelope_gemm(k)) {
-          if (!unbounded) unbounded = compute_unbounded(gpu);
-          const tile_features& own = batch[*fam][it->second];
-          const tile_features free = tile_features_compute(k, *unbounded);
-          c.unbounded = free.x == own.x && free.roof_gflops == own.roof_gflops;
-        }
-        const gpu_spec& at = c.unbounded ? *unbounded : gpu;
+      if (fresh && envelope_family(*fam) && k.rows > 0 && k.rows < (int64_t(1) << 58)) {  // 16 · rows fits
+        auto& rows = larger[*fam][it->second];
         for (size_t d = 0; d < envelope_factors.size(); ++d) {
-          c.rows.push_back(batch[*fam].size());
-          batch[*fam].push_back(tile_features_compute(rows_scaled(k, envelope_factors[d]), at));
-          if (memo_) batch_key[*fam] += (c.unbounded ? "|u" : "|x") + std::to_string(d);  // the batch's rows, in order
+          rows.push_back(batch[*fam].size());
+          batch[*fam].push_back(tile_features_compute(rows_scaled(k, envelope_factors[d]), gpu));
+          if (memo_) batch_key[*fam] += "|x" + std::to_string(d);  // the batch's rows, in order (outputs_memo_)
         }
       }
       slot[i] = {*fam, it->second};
@@ -199,30 +138,25 @@ class neusight_predictor final : public predictor {
       out[i] = seconds(row, tile_compute_seconds(kernels[i].k, gpu));  // this kernel's own FLOPs
       if (auto l = larger.find(fam); l != larger.end())
         if (auto r = l->second.find(row); r != l->second.end())
-          for (size_t d = 0; d < r->second.rows.size(); ++d)
-            out[i] = std::min(out[i], seconds(r->second.rows[d],
-                                              tile_compute_seconds(rows_scaled(kernels[i].k, envelope_factors[d]),
-                                                                   r->second.unbounded ? *unbounded : gpu)));
+          for (size_t d = 0; d < r->second.size(); ++d)
+            out[i] = std::min(out[i], seconds(r->second[d], tile_compute_seconds(
+                                                               rows_scaled(kernels[i].k, envelope_factors[d]), gpu)));
     }
-    // and within the graph: a kernel is no slower than one with more rows and the same row (the factors' windows
-    // are not nested: 1 row looks at 2–16, 2 rows at 3–32)
+    // and within the graph: a vector kernel is no slower than one with more rows and the same row (the factors'
+    // windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
     std::map<std::string, std::vector<size_t>> same_row;
     for (size_t i = 0; i < kernels.size(); ++i) {
       const kernel& k = kernels[i].k;
-      if (slot[i].second == SIZE_MAX || !envelope_family(slot[i].first) || envelope_rows(k) <= 0) continue;
-      same_row[envelope_key(k)].push_back(i);
+      if (slot[i].second == SIZE_MAX || !envelope_family(slot[i].first) || k.rows <= 0) continue;
+      char per[64];
+      std::snprintf(per, sizeof per, "|%a|%a", k.bytes / double(k.rows), k.flops / double(k.rows));
+      same_row[k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" +
+               std::to_string(k.tile_elems) + per].push_back(i);
     }
     for (auto& [key, idx] : same_row) {
-      std::sort(idx.begin(), idx.end(),
-                [&](size_t a, size_t b) { return envelope_rows(kernels[a].k) > envelope_rows(kernels[b].k); });
-      // kernels of equal rows alike (GEMMs of one shape may differ in tile): each group takes the least of itself
-      // and of every larger one
+      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return kernels[a].k.rows > kernels[b].k.rows; });
       double least = out[idx.front()];
-      for (size_t g = 0, e = 0; g < idx.size(); g = e) {
-        const int64_t rows = envelope_rows(kernels[idx[g]].k);
-        for (e = g; e < idx.size() && envelope_rows(kernels[idx[e]].k) == rows; ++e) least = std::min(least, out[idx[e]]);
-        for (size_t j = g; j < e; ++j) out[idx[j]] = least;
-      }
+      for (size_t i : idx) least = out[i] = std::min(out[i], least);
     }
     return out;
   }

