@@ -1,7 +1,7 @@
 // tests/core/test_forecast_physics.cpp — physical properties of the shipped NeuSight forecasts (weights/nvidia):
 // element-wise kernels with several FLOPs per element stay near their roofline and never get faster with more
 // FLOPs; a GPU's FLOP peaks do not move bandwidth-bound forecasts and its bandwidth does not move compute-bound ones
-// (the parts that do not hold with the shipped weights are tagged [!mayfail], with the reason).
+// (the parts that do not hold with the shipped weights are tagged [!mayfail], with the reason, or bounded).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -339,9 +339,10 @@ TEST_CASE("bandwidth does not move compute-bound forecasts", "[neusight][physics
 // training GPUs and on them (an H100's bf16 expert Linear of 64 tokens is priced above one of 65). The envelope that
 // makes it hold within a forecast (commit 9fa202b: the vector envelope's ladder and suffix minimum along M) failed its
 // keep rule (weights/MONOTONE_GEMM_RULE.md, weights/ACCURACY.md: gemm_tc16 leave-one-GPU-out 16.46 -> 17.34 %), so
-// the property is recorded here as a known failure.
-TEST_CASE("a GEMM with fewer rows is not priced above one with more (GPUs outside the data)",
-          "[neusight][physics][!mayfail]") {
+// the exact property is not asserted: this test bounds how far it is broken (the worst today: an L4 fp32 BMM 3.8×, a
+// B200 bf16 Linear 1.83×, an H200 fp8 Linear 1.89× a larger one) and counts the violations, so that a change of
+// weights or predictor that makes it worse fails here.
+TEST_CASE("a GEMM with fewer rows is priced at most 4x one with more (GPUs outside the data)", "[neusight][physics]") {
   forecaster f;
   struct shape {
     kernel_kind kind;
@@ -350,6 +351,8 @@ TEST_CASE("a GEMM with fewer rows is not priced above one with more (GPUs outsid
   const std::vector<shape> shapes = {{kernel_kind::gemm, 1, 2048, 768},  {kernel_kind::gemm, 1, 768, 2048},
                                      {kernel_kind::gemm, 1, 4096, 4096}, {kernel_kind::gemm, 1, 4096, 14336},
                                      {kernel_kind::bmm, 32, 128, 128}};
+  size_t violations = 0, sweeps = 0;
+  double worst = 0;
   for (const std::string gpu_name : {"h100", "h200", "b200", "l4", "A100-PCIE-40GB", "A100-SXM4-80GB"}) {
     const gpu_spec gpu = gpu_named(gpu_name);
     for (const std::string dtype : {"bf16", "fp32", "fp8"}) {
@@ -369,10 +372,15 @@ TEST_CASE("a GEMM with fewer rows is not priced above one with more (GPUs outsid
           INFO(gpu.name << " " << dtype << " " << kernel_kind_name(sh.kind) << " b " << sh.b << " M " << ks[i].m
                         << " N " << sh.n << " K " << sh.k << ": " << t[i] * 1e6 << " us, a larger GEMM "
                         << later_min * 1e6 << " us");
-          CHECK(t[i] <= later_min);
+          CHECK(t[i] <= 4 * later_min);
+          if (t[i] > later_min) ++violations;
+          worst = std::max(worst, t[i] / later_min);
           later_min = std::min(later_min, t[i]);
         }
+        ++sweeps;
       }
     }
   }
+  WARN(violations << " of " << sweeps * 599 << " GEMMs priced above a larger one (worst " << worst << "x)");
+  CHECK(sweeps == 6 * 3 * 5 - 4 - 2 * 5);  // GPUs x dtypes x shapes, less fp8 BMMs (4 GPUs) and fp8 on the two A100s
 }
