@@ -252,7 +252,10 @@ class session {
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
-  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation.
+  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation
+  // (forecast_make of kernel_seconds).
+  std::vector<double> kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu, const predictor& pred,
+                                     const std::string& overhead, const std::string& launch = "eager");
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
                         const std::string& overhead, const std::string& launch = "eager");
 
@@ -262,9 +265,10 @@ class session {
   // takes the steps once the kernels are known: forecast_run, the parallel timeline, the memory warnings, the figure
   // inputs (scripts/neusight/report.lua's, the dtype's dense peak, the kernel families' times, a comparison row's
   // names, the calibration) and the figures, collecting the warnings found on the way. The engine gives the script
-  // its primitives (run.workload, run.expand, run.predictor, run.forecast, run.timeline, run.peak_tflops,
-  // run.family_inputs, run.calibration_inputs, run.figures) and reads back { figures, warnings }; an error a
-  // primitive raises comes out as it was thrown.
+  // its primitives (run.workload, run.expand, run.predictor, run.forecast — or its halves run.predict and
+  // run.aggregate, with run.kernels, run.latencies and run.set_latencies between them —, run.timeline,
+  // run.peak_tflops, run.family_inputs, run.calibration_inputs, run.figures) and reads back { figures, warnings }; an
+  // error a primitive raises comes out as it was thrown.
   struct pipeline_request {
     // forecast_workload: the workload script ("" builds one from the overrides alone), as workload_load takes it, and
     // the predictor, made on first use (after the workload has loaded and expanded)

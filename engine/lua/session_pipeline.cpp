@@ -1,6 +1,7 @@
 // engine/lua/session_pipeline.cpp — a forecast as scripts/neusight/pipeline.lua forecast(run) and finish(run) drive it:
 // the primitives they call (the engine keeps loading, expansion and the numerics: prediction, aggregation, the
 // roofline's peak, the families' times) and the calls into them.
+#include <cmath>
 #include <exception>
 #include <optional>
 #include <string>
@@ -19,6 +20,7 @@ struct pipeline_context {
   session::finished* out = nullptr;
   std::optional<workload> w;  // run.workload()'s
   bool expanded = false;      // the request's kernels are the graph's
+  std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
   // message and traceback the engine gave it before the pipeline was a script).
   std::exception_ptr failure;
@@ -130,20 +132,110 @@ int l_predictor(lua_State* L) {
   });
 }
 
-// run.forecast() -> totals, predictor_warnings: library tiles, the predictor's latencies, the launch mode,
-// calibration, host overhead and aggregation (session::forecast_run), once; the forecast's totals as
-// neusight.report reads them (total, forward, …, flops_<phase>, params) and what the predictor warned of. [-0, +2, e]
+// The kernels' per-launch seconds (session::kernel_seconds), kept in c.seconds: `fn` names the primitive in errors.
+void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
+  session::pipeline_request& r = *c.req;
+  const std::string at = caller_where(L) + "run." + fn + "(): ";
+  if (c.out->fc || c.seconds) throw error(at + "the kernels are priced once per run");
+  if (!c.expanded) throw error(at + "no kernels yet (call run.workload() and run.expand() first)");
+  if (!r.pred) throw error(at + "no predictor yet (call run.predictor() first)");
+  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, r.overhead, r.launch);
+}
+
+// The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
+int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
+  session::pipeline_request& r = *c.req;
+  if (!c.seconds) throw error(caller_where(L) + "run." + fn + "(): no latencies yet (call run.predict() first)");
+  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(*c.seconds)));
+  c.seconds.reset();
+  const std::vector<std::string> warnings = r.pred->warnings();
+  forecast_push(L, *c.out->fc, false);
+  strings_push(L, warnings);
+  return 2;
+}
+
+// run.forecast() -> totals, predictor_warnings: run.predict() and run.aggregate() in one (session::forecast_run):
+// library tiles, the predictor's latencies, the launch mode, calibration, host overhead and aggregation, once; the
+// forecast's totals as neusight.report reads them (total, forward, …, flops_<phase>, params) and what the predictor
+// warned of. [-0, +2, e]
 int l_forecast(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
-    session::pipeline_request& r = *c.req;
-    if (c.out->fc) throw error(caller_where(L) + "run.forecast(): the forecast is made once per run");
-    if (!c.expanded) throw error(caller_where(L) + "run.forecast(): no kernels yet (call run.workload() and run.expand() first)");
-    if (!r.pred) throw error(caller_where(L) + "run.forecast(): no predictor yet (call run.predictor() first)");
-    c.out->fc.emplace(c.s->forecast_run(*r.g, std::move(r.kernels), *r.gpu, *r.pred, r.overhead, r.launch));
-    const std::vector<std::string> warnings = r.pred->warnings();
-    forecast_push(L, *c.out->fc, false);
-    strings_push(L, warnings);
-    return 2;
+    predict_now(L, c, "forecast");
+    return aggregate_now(L, c, "forecast");
+  });
+}
+
+// run.predict() -> kernels: each kernel's library tile, the predictor's latency, the launch mode, calibration and host
+// overhead (session::kernel_seconds), once: per-launch seconds, kept for run.latencies(), run.set_latencies() and
+// run.aggregate(); how many kernels. [-0, +1, e]
+int l_predict(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    predict_now(L, c, "predict");
+    lua_pushinteger(L, lua_Integer(c.seconds->size()));
+    return 1;
+  });
+}
+
+// run.aggregate() -> totals, predictor_warnings: the forecast of the kernels and their latencies as they stand
+// (run.set_latencies()'s, else run.predict()'s), once; as run.forecast()'s. [-0, +2, e]
+int l_aggregate(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) { return aggregate_now(L, c, "aggregate"); });
+}
+
+// run.kernels() -> { kernel, … }: what each kernel is, in run.latencies()'s order: the fields a Lua predictor gets
+// (kind, name, op, dtype, flops, bytes, dims, tile once priced) and its node's `node` (name), `layer`, `count`
+// (replication) and `phase` ("forward", "backward", "accumulate", "optimizer"). [-0, +1, e]
+int l_kernels(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.expanded || c.out->fc)
+      throw error(caller_where(L) + "run.kernels(): " +
+                  (c.out->fc ? "the kernels went into the forecast (call it before run.aggregate())"
+                             : "no kernels yet (call run.workload() and run.expand() first)"));
+    const std::vector<kernel_instance>& ks = c.req->kernels;
+    lua_createtable(L, int(ks.size()), 0);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const node& n = c.req->g->nodes[ks[i].node];
+      kernel_push(L, ks[i].k);
+      set_string(L, "node", n.name);
+      set_string(L, "layer", n.layer);
+      set_integer(L, "count", n.count);
+      set_string(L, "phase", std::string(phase_name(ks[i].ph)));
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    return 1;
+  });
+}
+
+// run.latencies() -> { seconds, … }: each kernel's per-launch seconds from run.predict() (or run.set_latencies()), in
+// run.kernels()'s order. [-0, +1, e]
+int l_latencies(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.seconds) throw error(caller_where(L) + "run.latencies(): no latencies yet (call run.predict() first)");
+    lua_createtable(L, int(c.seconds->size()), 0);
+    for (size_t i = 0; i < c.seconds->size(); ++i) lua_pushnumber(L, (*c.seconds)[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+    return 1;
+  });
+}
+
+// run.set_latencies(seconds): replaces the per-launch seconds run.aggregate() sums: an array with one finite number
+// >= 0 per kernel. [-1, +0, e]
+int l_set_latencies(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    const std::string at = caller_where(L) + "run.set_latencies(): ";
+    if (!c.seconds) throw error(at + "no latencies yet (call run.predict() first)");
+    const size_t n = c.seconds->size();
+    if (!lua_istable(L, 1) || lua_rawlen(L, 1) != n)
+      throw error(at + "expected an array of " + std::to_string(n) + " numbers (one per kernel)");
+    std::vector<double> seconds(n);
+    for (size_t i = 0; i < n; ++i) {
+      lua_rawgeti(L, 1, lua_Integer(i + 1));
+      const bool ok = lua_type(L, -1) == LUA_TNUMBER && std::isfinite(lua_tonumber(L, -1)) && lua_tonumber(L, -1) >= 0;
+      seconds[i] = ok ? lua_tonumber(L, -1) : 0;
+      lua_pop(L, 1);
+      if (!ok) throw error(at + "seconds[" + std::to_string(i + 1) + "] must be a finite number >= 0");
+    }
+    *c.seconds = std::move(seconds);
+    return 0;
   });
 }
 
@@ -246,7 +338,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
     ~slot_clear() { *slot = nullptr; }
   } const clear{slot};
   const int ud = lua_gettop(L);  // stack: P fn ud
-  lua_createtable(L, 0, 14);     // stack: P fn ud run
+  lua_createtable(L, 0, 20);     // stack: P fn ud run
   lua_pushboolean(L, req.say), lua_setfield(L, -2, "say");
   if (!req.row_keys.empty()) set_string(L, "row_keys", req.row_keys);
   if (!workload) {  // what run.workload() gives a workload's run
@@ -257,6 +349,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const std::pair<const char*, lua_CFunction> primitives[] = {
       {"workload", l_workload},        {"expand", l_expand},
       {"predictor", l_predictor},      {"forecast", l_forecast},
+      {"predict", l_predict},          {"aggregate", l_aggregate},
+      {"kernels", l_kernels},          {"latencies", l_latencies},
+      {"set_latencies", l_set_latencies},
       {"timeline", l_timeline},        {"peak_tflops", l_peak_tflops},
       {"family_inputs", l_family_inputs}, {"calibration_inputs", l_calibration_inputs},
       {"figures", l_figures}};

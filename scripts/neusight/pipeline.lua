@@ -3,7 +3,7 @@
 -- inputs and the figures. The engine keeps loading, expansion and the numerics (prediction, aggregation, the roofline's
 -- peak, the kernel families' times) and hands them over as primitives; this file says what runs when and what the
 -- result holds. A pipeline.lua of your own under `--scripts DIR` (DIR/neusight/pipeline.lua) replaces it: add a figure
--- input, post-process the figures, skip the timeline, without recompiling.
+-- input, post-process the kernels' latencies or the figures, skip the timeline, without recompiling.
 --
 -- forecast(run) (`run` and `predict` of a workload, each row of a comparison) gets `run` with
 --   workload()             → { source, launch, warnings, fields, gpu }: the workload script run and its model built,
@@ -22,7 +22,14 @@
 --                          take them); nil for a single forecast
 --   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
 --                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
---                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params)
+--                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params).
+--                          The same in two halves, to post-process the kernels' latencies in between:
+--   predict()              → the number of kernels: every kernel's per-launch seconds (all of forecast() but the sum)
+--   kernels()              → { kernel, … }: what each is (kind, name, op, dtype, flops, bytes, dims, tile; its node's
+--                          node, layer, count, phase), before aggregate()
+--   latencies()            → { seconds, … }: the per-launch seconds, in kernels()' order
+--   set_latencies(seconds) replaces them (an array of one finite number >= 0 per kernel)
+--   aggregate()            → totals, predictor warnings, as forecast()'s
 --   timeline()             → whether the workload is parallel: its per-device timeline and report (fields.parallel)
 --   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` on the GPU, nil when it has no unit for it
 --   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>

@@ -2,7 +2,8 @@
 // NEUSIGHT_SCRIPTS_PATH put a researcher's modules before the bundled scripts/, first hit wins; -v names the files
 // that shadow bundled ones; `neusight paths` shows the path; require still cannot leave the script roots. A
 // pipeline.lua there changes a forecast's steps (scripts/neusight/pipeline.lua, issue 14): a post-processing step shows
-// in the JSON and in a comparison's rows; an error in it names its file and line, exits non-zero and writes no -o file.
+// in the JSON and in a comparison's rows, kernels' latencies can be changed before they are summed; an error in it
+// names its file and line, exits non-zero and writes no -o file.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -255,6 +256,42 @@ TEST_CASE("scripts path: a pipeline.lua under --scripts adds a post-processing s
   const json rows = parse_json(run_cli(f.args("--batch 1,2" + scripts)));
   REQUIRE(rows["rows"].size() == 2);
   for (const auto& row : rows["rows"]) CHECK_THAT(double(row["latency_margin_ms"]), Catch::Matchers::WithinRel(33.0, 1e-12));
+}
+
+TEST_CASE("scripts path: a pipeline.lua under --scripts post-processes the kernels' latencies before they are summed",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  // the bundled pipeline with run.forecast() in its two halves: every element-wise kernel twice as long
+  f.t.write("s/neusight/pipeline.lua",
+            "local report = require 'neusight.report'\n"
+            "local M = {}\n"
+            "function M.forecast(run)\n"
+            "  local w = run.workload()\n"
+            "  run.expand()\n"
+            "  run.predictor()\n"
+            "  assert(run.predict() == 1)\n"
+            "  local kernels, seconds = run.kernels(), run.latencies()\n"
+            "  for i, k in ipairs(kernels) do\n"
+            "    assert(k.node == 'f0' and k.count == 3 and k.phase == 'forward' and k.name == 'VECfancy')\n"
+            "    if k.kind == 'elementwise' then seconds[i] = seconds[i] * 2 end\n"
+            "  end\n"
+            "  run.set_latencies(seconds)\n"
+            "  local totals = run.aggregate()\n"
+            "  local figures = run.figures(report.figure_inputs(w.fields, totals, w.gpu))\n"
+            "  return { figures = figures, warnings = w.warnings }\n"
+            "end\n"
+            "return M\n");
+  const json j = parse_json(run_cli(f.args(scripts)));
+  CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(60.0, 1e-12));
+  // a latency that is not a number >= 0 is refused where it is set
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                  "  run.predict()\n  run.set_latencies({ -1 })\nend\nreturn M\n");
+  const auto r = run_cli(f.args(scripts));
+  CHECK(r.code == 1);
+  CHECK(r.err.find(file.lexically_normal().generic_string() +
+                   ":5: run.set_latencies(): seconds[1] must be a finite number >= 0") != std::string::npos);
 }
 
 TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its file and line and writes no -o file",
