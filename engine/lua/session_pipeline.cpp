@@ -58,6 +58,18 @@ int primitive(lua_State* L, F&& body) {
     } catch (const std::exception& e) {
       c.failure = std::current_exception();
       c.failure_text = e.what();
+      if (const auto* se = dynamic_cast<const script_error*>(&e)) {
+        // The traceback of a script the primitive called ends with the pipeline's own frames (this primitive and its
+        // callers): cut, it is the traceback the script's error had when the engine called the script itself.
+        luaL_traceback(L, L, nullptr, 0);
+        std::string outer = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+        lua_pop(L, 1);
+        const std::string header = "stack traceback:";
+        if (outer.rfind(header, 0) == 0) outer.erase(0, header.size());
+        const std::string& tb = se->traceback;
+        if (!outer.empty() && tb.size() > outer.size() && tb.compare(tb.size() - outer.size(), outer.size(), outer) == 0)
+          c.failure = std::make_exception_ptr(script_error(se->what(), tb.substr(0, tb.size() - outer.size())));
+      }
       throw;
     }
   } catch (const std::exception& e) {
@@ -337,8 +349,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
     pipeline_context** slot;
     ~slot_clear() { *slot = nullptr; }
   } const clear{slot};
-  const int ud = lua_gettop(L);  // stack: P fn ud
-  lua_createtable(L, 0, 20);     // stack: P fn ud run
+  lua_insert(L, -2);  // stack: P ud fn — the userdata stays on the stack, alive, until `clear` has emptied it
+  const int ud = lua_gettop(L) - 1;
+  lua_createtable(L, 0, 20);  // stack: P ud fn run
   lua_pushboolean(L, req.say), lua_setfield(L, -2, "say");
   if (!req.row_keys.empty()) set_string(L, "row_keys", req.row_keys);
   if (!workload) {  // what run.workload() gives a workload's run
@@ -361,10 +374,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
     lua_pushcclosure(L, f, 1);
     lua_setfield(L, -2, name);
   }
-  lua_remove(L, ud);  // stack: P fn run
   const std::string context = "in " + file + " " + fn;
   try {
-    ns_call(L, 1, 1, context);  // stack: P result
+    ns_call(L, 1, 1, context);  // stack: P ud result
   } catch (const script_error& e) {
     // the error a primitive raised, or the limit it ran over (the message is the limit's then): as it was thrown
     const std::string tail = "\n    " + context;

@@ -325,4 +325,12 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(r4.code == 1);
   CHECK(r4.err.find("module neusight.pipeline has no function forecast") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
+  // the error of a script a primitive runs (the bundled pipeline's run.workload()) keeps the traceback it had when the
+  // engine ran the script itself: no pipeline frames
+  const fs::path bad = f.t.write("work/bad.lua", "error('bad workload')\n");
+  const auto r5 = run_cli("run '" + bad.string() + "' --traceback");
+  CHECK(r5.code == 1);
+  CHECK(r5.err.find(bad.lexically_normal().generic_string() + ":1: bad workload") != std::string::npos);
+  CHECK(r5.err.find("stack traceback:") != std::string::npos);
+  CHECK(r5.err.find("pipeline.lua") == std::string::npos);
 }
