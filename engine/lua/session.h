@@ -183,9 +183,10 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
-  // What the engine needs of the forecast `f` of the last workload_load (or report_graph), after its timeline(), from
-  // scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
-  // times, the dtype's peak and the calibration, which the engine adds) and memory_warnings (the run does not fit).
+  // What `neusight search` reads of the forecast `f` of the last workload_load (or report_graph), after its timeline(),
+  // from scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
+  // times, the dtype's peak and the calibration) and memory_warnings (the run does not fit). A forecast of predict and
+  // run gets both in scripts/neusight/pipeline.lua finish(run) instead.
   struct forecast_facts {
     figure_inputs inputs;
     std::vector<std::string> memory_warnings;
