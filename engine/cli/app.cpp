@@ -112,50 +112,36 @@ struct forecast_done {
   double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
 };
 
-// The tail every forecast shares: library tiles, kernel latencies, aggregation, timeline, figures. With `say`,
-// warnings go to stderr as they are found (a single forecast); a comparison row only keeps them in meta.warnings.
+// The names a comparison row holds besides the figures (a workload's own figures may not take them there); "" for a
+// single forecast.
+std::string row_keys_of(const forecast_done& out) {
+  if (!out.comparison_row) return {};
+  std::string keys = "latency_ms,warnings,error";
+  for (const auto& lf : list_flags()) keys += std::string(",") + lf.key;  // every row has every input
+  return keys;
+}
+
+// What the pipeline (scripts/neusight/pipeline.lua) made of the forecast.
+void forecast_take(session::finished&& f, forecast_done& out) {
+  out.fc = std::move(f.fc);
+  out.parallel = std::move(f.parallel);
+  out.figs = std::move(f.figs);
+  out.warnings = std::move(f.warnings);
+  out.gpu = std::move(f.gpu);
+  out.source = std::move(f.source);
+  out.launch = std::move(f.launch);
+}
+
+// The tail every forecast shares (scripts/neusight/pipeline.lua finish): library tiles, kernel latencies, aggregation,
+// timeline, figures. With `say`, warnings go to stderr as they are found (a single forecast); a comparison row only
+// keeps them in meta.warnings.
 void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
                      std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
-  if (say)
-    for (const auto& w : out.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  out.fc.emplace(s.forecast_run(g, std::move(kernels), out.gpu, pred, overhead, out.launch));
-  for (const auto& w : pred.warnings()) {
-    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    out.warnings.push_back(w);
-  }
-  if (auto tl = s.timeline(*out.fc)) out.parallel = std::move(*tl);
-  // after timeline(): a parallel run's memory comes from it (scripts/neusight/report.lua)
-  session::forecast_facts facts = s.forecast_facts_of(*out.fc, out.gpu);
-  for (const auto& w : facts.memory_warnings) {  // the table says so too; JSON and CSV readers need it
-    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    out.warnings.push_back(w);
-  }
-  figure_inputs in = std::move(facts.inputs);
-  kernel gemm;  // the dense peak a GEMM of the compute dtype (the figures' `dtype`) runs at (roofline.cpp)
-  gemm.kind = kernel_kind::gemm, gemm.name = "peak";
-  for (const auto& [key, v] : in)
-    if (const auto* dtype = std::get_if<std::string>(&v); dtype && key == "dtype") gemm.dtype = *dtype;
-  try {
-    in.emplace_back("peak_tflops", roofline_peak_flops(out.gpu, gemm) / 1e12);
-  } catch (const error&) {
-    // no units of that dtype: no MFU
-  }
-  family_inputs_add(in, out.fc->seconds_by_family(), pred, out.gpu.vendor);
-  // the names a comparison row holds besides the figures (a workload's own figures may not take them there)
-  if (out.comparison_row) {
-    std::string row_keys = "latency_ms,warnings,error";
-    for (const auto& lf : list_flags()) row_keys += std::string(",") + lf.key;  // every row has every input
-    in.emplace_back("row_keys", row_keys);
-  }
-  if (const calibration* c = s.calibration_of(out.gpu)) {  // the factors forecast_run applied
-    in.emplace_back("calibration_source", c->source);
-    for (const auto& [fam, x] : c->factors) in.emplace_back("calibration." + fam, x);
-  }
-  out.figs = s.figures_compute(in, out.gpu, pred.uncertainty_file(out.gpu.vendor), out.source);
-  for (const auto& w : out.figs->warnings) {
-    if (say) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    out.warnings.push_back(w);
-  }
+  session::pipeline_request req;
+  req.g = &g, req.kernels = std::move(kernels), req.gpu = &out.gpu, req.pred = &pred;
+  req.source = out.source, req.launch = out.launch, req.warnings = std::move(out.warnings);
+  req.overhead = overhead, req.row_keys = row_keys_of(out), req.say = say;
+  forecast_take(s.forecast_finish(std::move(req)), out);
 }
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
@@ -177,18 +163,19 @@ void report_emit(session& s, const common_flags& c, const forecast_done& d, cons
   if (!c.report_html.empty()) emit(html, c.report_html);
 }
 
-// A workload (a script, or the command line alone) forecast with `f`'s single values: what `predict` / `run` print and
-// what each comparison row holds. `pred` is made on first use, after the workload has loaded.
+// A workload (a script, or the command line alone) forecast with `f`'s single values, as scripts/neusight/pipeline.lua
+// forecast drives it: what `predict` / `run` print and what each comparison row holds. `pred` is made on first use,
+// after the workload has loaded.
 void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forecast_flags& f, const std::string& script,
                        forecast_done& out, bool say) {
-  const workload w = s.workload_load(script, overrides_make(f));
-  out.gpu = w.gpu_resolved;
-  expansion e = s.expand(w.g, out.gpu, w.training());
-  out.source = w.source;
-  out.launch = w.launch;
-  out.warnings = w.warnings;
-  if (!pred) pred = predictor_for(s, f);
-  forecast_finish(s, *pred, f.overhead, w.g, std::move(e.kernels), out, say);
+  session::pipeline_request req;
+  req.script = script, req.overrides = overrides_make(f);
+  req.predictor_make = [&]() -> const predictor& {
+    if (!pred) pred = predictor_for(s, f);
+    return *pred;
+  };
+  req.overhead = f.overhead, req.row_keys = row_keys_of(out), req.say = say;
+  forecast_take(s.forecast_workload(std::move(req)), out);
 }
 
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors

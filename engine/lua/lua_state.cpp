@@ -339,11 +339,27 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
       if (!g->watchdog.joinable()) g->watchdog = std::thread(watchdog_loop, g);
     }
   }
+  // A call from a primitive a script called (scripts/neusight/pipeline.lua's run.workload()): the watchdog's message
+  // names this script while it runs.
+  char outer_where[sizeof g->where];
+  const bool nested_named = !top && (g->limits.seconds > 0 || g->limits.instructions > 0);
+  if (nested_named) {
+    lua_Debug ar;
+    lua_pushvalue(L, base);
+    lua_getinfo(L, ">S", &ar);  // pops the copy
+    std::lock_guard<std::mutex> lk(g->mu);
+    std::memcpy(outer_where, g->where, sizeof outer_where);
+    std::snprintf(g->where, sizeof g->where, "%s", ar.short_src);
+  }
   lua_pushcfunction(L, l_traceback);
   lua_insert(L, base);                     // stack: handler f args...
   ++g->depth;
   const int status = lua_pcall(L, nargs, nres, base);
   --g->depth;
+  if (nested_named) {
+    std::lock_guard<std::mutex> lk(g->mu);
+    std::memcpy(g->where, outer_where, sizeof outer_where);
+  }
   lua_remove(L, base);                     // drop the handler
   if (top && g->used > g->used_max) g->used_max = g->used;
   if (top && (g->limits.seconds > 0 || g->limits.instructions > 0)) {

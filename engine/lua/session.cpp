@@ -596,8 +596,13 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   std::replace(file.begin(), file.end(), '.', '/');
   const std::string what = "scripts/" + file + ".lua " + fn + "()";
   ns_call(L, 1, 1, ("in " + what).c_str());
+  return figures_read(L, -1, what);
+}
+
+figures figures_read(lua_State* L, int res, const std::string& what) {
+  stack_guard guard(L);
+  res = lua_absindex(L, res);
   figures out;
-  const int res = lua_gettop(L);
   if (!lua_istable(L, res)) throw error(what + ": must return a table { fields = …, lines = … }");
   raw_getfield(L, res, "fields");
   if (!lua_istable(L, -1)) throw error(what + ": 'fields' must be a list");

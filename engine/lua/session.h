@@ -1,6 +1,7 @@
 // engine/lua/session.h — one Lua runtime with its search paths: loads workloads and expands graphs into kernels.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -182,9 +183,10 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
-  // What the engine needs of the forecast `f` of the last workload_load (or report_graph), after its timeline(), from
-  // scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
-  // times, the dtype's peak and the calibration, which the engine adds) and memory_warnings (the run does not fit).
+  // What `neusight search` reads of the forecast `f` of the last workload_load (or report_graph), after its timeline(),
+  // from scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
+  // times, the dtype's peak and the calibration) and memory_warnings (the run does not fit). A forecast of predict and
+  // run gets both in scripts/neusight/pipeline.lua finish(run) instead.
   struct forecast_facts {
     figure_inputs inputs;
     std::vector<std::string> memory_warnings;
@@ -251,9 +253,52 @@ class session {
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
-  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation.
+  // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation
+  // (forecast_make of kernel_seconds).
+  std::vector<double> kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu, const predictor& pred,
+                                     const std::string& overhead, const std::string& launch = "eager");
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
                         const std::string& overhead, const std::string& launch = "eager");
+
+  // A forecast driven by scripts/neusight/pipeline.lua (a --scripts DIR may hold another): forecast_workload runs its
+  // forecast(run) — the workload loaded (workload_load), expanded into kernels (expand), the predictor made — and then
+  // its finish(run); forecast_finish runs finish(run) alone on kernels made elsewhere (a reference graph). finish(run)
+  // takes the steps once the kernels are known: forecast_run, the parallel timeline, the memory warnings, the figure
+  // inputs (scripts/neusight/report.lua's, the dtype's dense peak, the kernel families' times, a comparison row's
+  // names, the calibration) and the figures, collecting the warnings found on the way. The engine gives the script
+  // its primitives (run.workload, run.expand, run.predictor, run.forecast — or its halves run.predict and
+  // run.aggregate, with run.kernels, run.latencies and run.set_latencies between them —, run.timeline,
+  // run.peak_tflops, run.family_inputs, run.calibration_inputs, run.figures) and reads back { figures, warnings }; an
+  // error a primitive raises comes out as it was thrown.
+  struct pipeline_request {
+    // forecast_workload: the workload script ("" builds one from the overrides alone), as workload_load takes it, and
+    // the predictor, made on first use (after the workload has loaded and expanded)
+    std::string script;
+    workload_overrides overrides;
+    std::function<const predictor&()> predictor_make;
+    // forecast_finish: the graph, its kernels, the GPU, the predictor, and what the report says of them
+    const graph* g = nullptr;
+    std::vector<kernel_instance> kernels;
+    const gpu_spec* gpu = nullptr;
+    const predictor* pred = nullptr;
+    std::string source;                 // the workload's (figures_compute's `workload`) or the graph file's
+    std::string launch = "eager";       // "eager" | "graph" (scripts/neusight/launch.lua)
+    std::vector<std::string> warnings;  // found before: the graph's
+    // both
+    std::string overhead = "default";   // scripts/neusight/overhead.lua's mode
+    std::string row_keys;               // a comparison row: the names it holds besides its figures; "" otherwise
+    bool say = false;                   // each warning goes to stderr as it is found
+  };
+  struct finished {
+    std::optional<forecast> fc;
+    std::optional<parallel_report> parallel;  // timeline()'s, when the pipeline ran it on a parallel workload
+    figures figs;
+    std::vector<std::string> warnings;
+    gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the request's)
+    std::string source, launch;   // the workload's (forecast_finish: the request's)
+  };
+  finished forecast_workload(pipeline_request req);
+  finished forecast_finish(pipeline_request req);
 
   // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
   // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models

@@ -20,8 +20,8 @@ double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
 }
 }  // namespace
 
-forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu,
-                               const predictor& pred, const std::string& overhead, const std::string& launch) {
+std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+                                            const predictor& pred, const std::string& overhead, const std::string& launch) {
   if (launch == "graph" && overhead == "on")
     throw error("--overhead on and --launch graph exclude each other: a CUDA graph replays its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
@@ -33,6 +33,12 @@ forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kern
   // factor would vanish in the min() of scripts/neusight/launch.lua); before the host overhead, which is not GPU time
   if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c);
   if (launch != "graph") overhead_apply(seconds, gpu, overhead);
+  return seconds;
+}
+
+forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu,
+                               const predictor& pred, const std::string& overhead, const std::string& launch) {
+  std::vector<double> seconds = kernel_seconds(kernels, gpu, pred, overhead, launch);
   return forecast_make(g, std::move(kernels), std::move(seconds));
 }
 

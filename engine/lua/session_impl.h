@@ -167,6 +167,23 @@ struct session::impl {
 // predict(kernels, gpu, name) -> { seconds, … }: the engine half of ns.predict (session_predict.cpp). [-3, +1, e]
 int l_predict(lua_State* L);
 
+// Reads the table at `res` that a figures rule returned ({ fields = { { key, value, column, cell, top }, … }, lines,
+// warnings }: scripts/neusight/figures.lua compute's shape); `what` names the rule in errors. [-0, +0, -]
+figures figures_read(lua_State* L, int res, const std::string& what);
+
+// [-0, +1, m] what neusight.report reads of a GPU: name, file, mem_gb, price_per_hour_usd
+void report_gpu_push(lua_State* L, const gpu_spec& gpu);
+// [-0, +1, m] the figures' fields as neusight.report and neusight.compare read them: an array of { key, value (nil
+// when not available), column, cell, top }
+void figures_push(lua_State* L, const figures& figs);
+// [-0, +1, m] an array of strings
+void strings_push(lua_State* L, const std::vector<std::string>& v);
+// [-0, +1, m] figure inputs as an array of { key, value } pairs, in order (a value not available: nil)
+void figure_inputs_push(lua_State* L, const figure_inputs& in);
+// [-0, +0, -] the array of { key, value } pairs at `idx` (a number, boolean or string each; an integer stays one);
+// `bad` is the message when it is not one.
+figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad);
+
 // Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
 void overrides_push_table(lua_State* L, const workload_overrides& o);
 

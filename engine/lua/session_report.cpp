@@ -37,8 +37,21 @@ session::lua_report session::report(const std::string& module, const std::string
 }
 
 namespace {
+// [-0, +1, m] a figure's value (not available: nil, JSON null)
+void figure_value_push(lua_State* L, const figure_value& value) {
+  std::visit(
+      [&](const auto& v) {
+        using T = std::decay_t<decltype(v)>;
+        if constexpr (std::is_same_v<T, std::monostate>) lua_pushnil(L);
+        else if constexpr (std::is_same_v<T, int64_t>) lua_pushinteger(L, lua_Integer(v));
+        else if constexpr (std::is_same_v<T, double>) lua_pushnumber(L, v);
+        else if constexpr (std::is_same_v<T, bool>) lua_pushboolean(L, v);
+        else lua_pushlstring(L, v.data(), v.size());
+      },
+      value);
+}
+}  // namespace
 
-// [-0, +1, m] what neusight.report reads of a GPU: name, file, mem_gb, price_per_hour_usd
 void report_gpu_push(lua_State* L, const gpu_spec& gpu) {
   lua_createtable(L, 0, 4);
   lua_pushstring(L, gpu.name.c_str()), lua_setfield(L, -2, "name");
@@ -47,24 +60,13 @@ void report_gpu_push(lua_State* L, const gpu_spec& gpu) {
   lua_pushnumber(L, gpu.price_per_hour_usd), lua_setfield(L, -2, "price_per_hour_usd");
 }
 
-// [-0, +1, m] the figures as neusight.report and neusight.compare read them: an array of { key, value (nil when not
-// available), column, cell, top }
 void figures_push(lua_State* L, const figures& figs) {
   lua_createtable(L, int(figs.fields.size()), 0);
   for (size_t i = 0; i < figs.fields.size(); ++i) {
     const figure& x = figs.fields[i];
     lua_createtable(L, 0, 5);
     lua_pushstring(L, x.key.c_str()), lua_setfield(L, -2, "key");
-    std::visit(
-        [&](const auto& v) {
-          using T = std::decay_t<decltype(v)>;
-          if constexpr (std::is_same_v<T, std::monostate>) lua_pushnil(L);  // not available: JSON null
-          else if constexpr (std::is_same_v<T, int64_t>) lua_pushinteger(L, lua_Integer(v));
-          else if constexpr (std::is_same_v<T, double>) lua_pushnumber(L, v);
-          else if constexpr (std::is_same_v<T, bool>) lua_pushboolean(L, v);
-          else lua_pushlstring(L, v.data(), v.size());
-        },
-        x.value);
+    figure_value_push(L, x.value);
     lua_setfield(L, -2, "value");
     lua_pushlstring(L, x.column.data(), x.column.size()), lua_setfield(L, -2, "column");
     lua_pushlstring(L, x.cell.data(), x.cell.size()), lua_setfield(L, -2, "cell");
@@ -73,14 +75,44 @@ void figures_push(lua_State* L, const figures& figs) {
   }
 }
 
-// [-0, +1, m] an array of strings
 void strings_push(lua_State* L, const std::vector<std::string>& v) {
   lua_createtable(L, int(v.size()), 0);
   for (size_t i = 0; i < v.size(); ++i)
     lua_pushlstring(L, v[i].data(), v[i].size()), lua_rawseti(L, -2, lua_Integer(i + 1));
 }
 
-}  // namespace
+void figure_inputs_push(lua_State* L, const figure_inputs& in) {
+  lua_createtable(L, int(in.size()), 0);
+  for (size_t i = 0; i < in.size(); ++i) {
+    lua_createtable(L, 2, 0);
+    lua_pushlstring(L, in[i].first.data(), in[i].first.size()), lua_rawseti(L, -2, 1);
+    figure_value_push(L, in[i].second);
+    lua_rawseti(L, -2, 2);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+}
+
+figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad) {
+  stack_guard guard(L);
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) throw error(bad);
+  figure_inputs out;
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, idx)); i <= n; ++i) {
+    lua_rawgeti(L, idx, i);  // stack: pair
+    if (!lua_istable(L, -1)) throw error(bad);
+    lua_rawgeti(L, -1, 1);
+    lua_rawgeti(L, -2, 2);  // stack: pair key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error(bad);
+    const std::string key = lua_tostring(L, -2);
+    if (lua_isinteger(L, -1)) out.emplace_back(key, int64_t(lua_tointeger(L, -1)));
+    else if (lua_type(L, -1) == LUA_TNUMBER) out.emplace_back(key, double(lua_tonumber(L, -1)));
+    else if (lua_type(L, -1) == LUA_TBOOLEAN) out.emplace_back(key, bool(lua_toboolean(L, -1)));
+    else if (lua_type(L, -1) == LUA_TSTRING) out.emplace_back(key, std::string(lua_tostring(L, -1)));
+    else throw error(bad + " (" + key + " is a " + luaL_typename(L, -1) + ")");
+    lua_pop(L, 3);
+  }
+  return out;
+}
 
 session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_spec& gpu) {
   if (p_->fields_ref == LUA_NOREF) throw error("forecast_facts_of: no workload or graph to report");
@@ -107,22 +139,8 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   forecast_push(L, f, false);
   report_gpu_push(L, gpu);
   ns_call(L, 3, 1, "in " + where + " figure_inputs");  // stack: R inputs
-  const std::string bad = where + ": figure_inputs must return an array of { key, value } (a number, boolean or string)";
-  if (!lua_istable(L, -1)) throw error(bad);
-  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-    lua_rawgeti(L, -1, i);  // stack: R inputs pair
-    if (!lua_istable(L, -1)) throw error(bad);
-    lua_rawgeti(L, -1, 1);
-    lua_rawgeti(L, -2, 2);  // stack: R inputs pair key value
-    if (lua_type(L, -2) != LUA_TSTRING) throw error(bad);
-    const std::string key = lua_tostring(L, -2);
-    if (lua_isinteger(L, -1)) out.inputs.emplace_back(key, int64_t(lua_tointeger(L, -1)));
-    else if (lua_type(L, -1) == LUA_TNUMBER) out.inputs.emplace_back(key, double(lua_tonumber(L, -1)));
-    else if (lua_type(L, -1) == LUA_TBOOLEAN) out.inputs.emplace_back(key, bool(lua_toboolean(L, -1)));
-    else if (lua_type(L, -1) == LUA_TSTRING) out.inputs.emplace_back(key, std::string(lua_tostring(L, -1)));
-    else throw error(bad + " (" + key + " is a " + luaL_typename(L, -1) + ")");
-    lua_pop(L, 3);
-  }
+  out.inputs = figure_inputs_read(L, -1, where + ": figure_inputs must return an array of { key, value } (a number, "
+                                            "boolean or string)");
   return out;
 }
 

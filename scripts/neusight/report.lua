@@ -8,8 +8,8 @@
 -- fields are the JSON document: the engine writes it through its generic Lua → JSON bridge, so a field added here
 -- shows up in the JSON without a C++ change. Keys keep the order of HEAD and TAIL (a field not listed follows,
 -- sorted); what only the table shows (per-node rows, text lines) sits in the result's `text`, which the JSON leaves
--- out. Before the figures are computed the engine asks M.memory_warnings (the run does not fit) and M.figure_inputs
--- (what neusight.figures compute() gets of the forecast).
+-- out. Before the figures are computed scripts/neusight/pipeline.lua asks M.memory_warnings (the run does not fit) and
+-- M.figure_inputs (what neusight.figures compute() gets of the forecast).
 local ns = require "neusight"
 local fmt, concat, sub = string.format, table.concat, string.sub
 local ipairs, pairs, type, tostring, error, setmetatable, getmetatable, tointeger =
@@ -162,8 +162,8 @@ function M.memory_warnings(f)
 end
 
 --- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an
---- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. The engine adds the kernel families'
---- times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
+--- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. scripts/neusight/pipeline.lua adds
+--- the kernel families' times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
 function M.figure_inputs(f, fc, gpu)
   local par = f.parallel
   local out = {}

@@ -1,6 +1,9 @@
 // tests/cli/test_scripts_path_cli.cpp — the script module search path (issue 15): --scripts DIR (repeatable) and
 // NEUSIGHT_SCRIPTS_PATH put a researcher's modules before the bundled scripts/, first hit wins; -v names the files
-// that shadow bundled ones; `neusight paths` shows the path; require still cannot leave the script roots.
+// that shadow bundled ones; `neusight paths` shows the path; require still cannot leave the script roots. A
+// pipeline.lua there changes a forecast's steps (scripts/neusight/pipeline.lua, issue 14): a post-processing step shows
+// in the JSON and in a comparison's rows, kernels' latencies can be changed before they are summed; an error in it
+// names its file and line, exits non-zero and writes no -o file.
 #include <catch2/catch.hpp>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +51,31 @@ std::string launch_override(const std::string& factor) {
          "end\n"
          "return M\n";
 }
+
+// A pipeline of a researcher's own: the bundled steps in short (the workload's warnings left out), then a
+// post-processing step — the latency with a
+// 10 % margin as a figure of its own — and a warning that says so.
+const char* const margin_pipeline = R"lua(local report = require "neusight.report"
+local M = {}
+function M.finish(run)
+  local totals = run.forecast()
+  run.timeline()
+  local inputs = report.figure_inputs(run.fields, totals, run.gpu)
+  if run.row_keys then inputs[#inputs + 1] = { "row_keys", run.row_keys } end
+  local figures = run.figures(inputs)
+  figures.fields[#figures.fields + 1] =
+    { key = "latency_margin_ms", value = totals.total * 1.1e3, column = "margin ms", cell = "m" }
+  return { figures = figures, warnings = { "pipeline: latency_margin_ms adds 10 %" } }
+end
+function M.forecast(run)
+  local w = run.workload()
+  run.fields, run.gpu = w.fields, w.gpu
+  run.expand()
+  run.predictor()
+  return M.finish(run)
+end
+return M
+)lua";
 
 struct fixture {
   temp_dir t;
@@ -103,10 +131,11 @@ TEST_CASE("scripts path: NEUSIGHT_SCRIPTS_PATH, an empty entry (two separators i
   CHECK_THAT(ms("", ""), Catch::Matchers::WithinRel(30.0, 1e-12));      // empty: the defaults
   // --scripts comes before the variable
   CHECK_THAT(ms(s1 + ";;", "--scripts '" + s2 + "'"), Catch::Matchers::WithinRel(90.0, 1e-12));
-  // without ";;" the bundled scripts are not searched: neusight.workload cannot be found
+  // without ";;" the bundled scripts are not searched: neusight.pipeline, the first module a forecast runs, cannot be
+  // found
   const auto r = run_cli(f.args(), "NEUSIGHT_SCRIPTS_PATH='" + s1 + "'");
   CHECK(r.code == 1);
-  CHECK(r.err.find("module 'neusight.workload' not found") != std::string::npos);
+  CHECK(r.err.find("module 'neusight.pipeline' not found") != std::string::npos);
 }
 
 TEST_CASE("scripts path: -v names each user file that shadows a bundled one — paths shows the path", "[cli][scripts]") {
@@ -203,4 +232,105 @@ TEST_CASE("scripts path: eval kernels, eval models, scale and ops take --scripts
   REQUIRE(o.code == 0);
   CHECK(o.err.find("/s/neusight/kernels.lua shadows scripts/neusight/kernels.lua (module 'neusight.kernels')") !=
         std::string::npos);
+}
+
+TEST_CASE("scripts path: a pipeline.lua under --scripts adds a post-processing step that shows in the JSON",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  fs::create_directories(f.t.path / "s");
+  // without an override: the bundled pipeline (no such figure)
+  const json plain = parse_json(run_cli(f.args(scripts)));
+  CHECK_THAT(double(plain["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
+  CHECK_FALSE(plain["figures"].contains("latency_margin_ms"));
+  f.t.write("s/neusight/pipeline.lua", margin_pipeline);
+  const auto r = run_cli(f.args(scripts));
+  const json j = parse_json(r);
+  CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(30.0, 1e-12));
+  CHECK_THAT(double(j["figures"]["latency_margin_ms"]), Catch::Matchers::WithinRel(33.0, 1e-12));
+  CHECK(j["figures"]["tokens_per_s"] == plain["figures"]["tokens_per_s"]);  // the bundled figures are still there
+  REQUIRE(j["warnings"].is_array());
+  CHECK(j["warnings"].back() == "pipeline: latency_margin_ms adds 10 %");
+  CHECK(r.err.find("latency_margin_ms adds 10 %") == std::string::npos);  // say is the pipeline's to honour
+  // a comparison's rows go through the same pipeline: each row has the figure
+  const json rows = parse_json(run_cli(f.args("--batch 1,2" + scripts)));
+  REQUIRE(rows["rows"].size() == 2);
+  for (const auto& row : rows["rows"]) CHECK_THAT(double(row["latency_margin_ms"]), Catch::Matchers::WithinRel(33.0, 1e-12));
+}
+
+TEST_CASE("scripts path: a pipeline.lua under --scripts post-processes the kernels' latencies before they are summed",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  // the bundled pipeline with run.forecast() in its two halves: every element-wise kernel twice as long
+  f.t.write("s/neusight/pipeline.lua",
+            "local report = require 'neusight.report'\n"
+            "local M = {}\n"
+            "function M.forecast(run)\n"
+            "  local w = run.workload()\n"
+            "  run.expand()\n"
+            "  run.predictor()\n"
+            "  assert(run.predict() == 1)\n"
+            "  local kernels, seconds = run.kernels(), run.latencies()\n"
+            "  for i, k in ipairs(kernels) do\n"
+            "    assert(k.node == 'f0' and k.count == 3 and k.phase == 'forward' and k.name == 'VECfancy')\n"
+            "    if k.kind == 'elementwise' then seconds[i] = seconds[i] * 2 end\n"
+            "  end\n"
+            "  run.set_latencies(seconds)\n"
+            "  local totals = run.aggregate()\n"
+            "  local figures = run.figures(report.figure_inputs(w.fields, totals, w.gpu))\n"
+            "  return { figures = figures, warnings = w.warnings }\n"
+            "end\n"
+            "return M\n");
+  const json j = parse_json(run_cli(f.args(scripts)));
+  CHECK_THAT(double(j["latency_ms"]), Catch::Matchers::WithinRel(60.0, 1e-12));
+  // a latency that is not a number >= 0 is refused where it is set
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                  "  run.predict()\n  run.set_latencies({ -1 })\nend\nreturn M\n");
+  const auto r = run_cli(f.args(scripts));
+  CHECK(r.code == 1);
+  CHECK(r.err.find(file.lexically_normal().generic_string() +
+                   ":5: run.set_latencies(): seconds[1] must be a finite number >= 0") != std::string::npos);
+}
+
+TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its file and line and writes no -o file",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path file = f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                                              "  error('no figures today')\nend\nreturn M\n");
+  const std::string where = file.lexically_normal().generic_string();
+  const fs::path out = f.t.path / "out.json";
+  const auto r = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find(where + ":4: no figures today") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // a primitive used out of order: the message names the line that called it
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.timeline()\nend\nreturn M\n");
+  const auto r2 = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+  CHECK(r2.code == 1);
+  CHECK(r2.err.find(where + ":3: run.timeline(): no forecast yet") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // a pipeline that makes no forecast
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  return {}\nend\nreturn M\n");
+  const auto r3 = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+  CHECK(r3.code == 1);
+  CHECK(r3.err.find("scripts/neusight/pipeline.lua forecast(): the run made no forecast") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // one without the step the command takes (`run` of a workload: forecast)
+  f.t.write("s/neusight/pipeline.lua", "return { finish = function(run) end }\n");
+  const auto r4 = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+  CHECK(r4.code == 1);
+  CHECK(r4.err.find("module neusight.pipeline has no function forecast") != std::string::npos);
+  CHECK_FALSE(fs::exists(out));
+  // the error of a script a primitive runs (the bundled pipeline's run.workload()) keeps the traceback it had when the
+  // engine ran the script itself: no pipeline frames
+  const fs::path bad = f.t.write("work/bad.lua", "error('bad workload')\n");
+  const auto r5 = run_cli("run '" + bad.string() + "' --traceback");
+  CHECK(r5.code == 1);
+  CHECK(r5.err.find(bad.lexically_normal().generic_string() + ":1: bad workload") != std::string::npos);
+  CHECK(r5.err.find("stack traceback:") != std::string::npos);
+  CHECK(r5.err.find("pipeline.lua") == std::string::npos);
 }

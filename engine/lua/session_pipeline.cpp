@@ -1,0 +1,429 @@
+// engine/lua/session_pipeline.cpp — a forecast as scripts/neusight/pipeline.lua forecast(run) and finish(run) drive it:
+// the primitives they call (the engine keeps loading, expansion and the numerics: prediction, aggregation, the
+// roofline's peak, the families' times) and the calls into them.
+#include <cmath>
+#include <exception>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "lua/session_impl.h"
+
+namespace ns {
+
+namespace {
+
+struct pipeline_context {
+  session* s = nullptr;
+  session::impl* p = nullptr;
+  session::pipeline_request* req = nullptr;  // what the steps work on: given (finish) or made by them (forecast)
+  session::finished* out = nullptr;
+  std::optional<workload> w;  // run.workload()'s
+  bool expanded = false;      // the request's kernels are the graph's
+  std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
+  // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
+  // message and traceback the engine gave it before the pipeline was a script).
+  std::exception_ptr failure;
+  std::string failure_text;
+};
+
+// "chunk:line: " of the Lua code that called the running primitive ("" when there is none): a misuse names its place.
+std::string caller_where(lua_State* L) {
+  lua_Debug ar;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
+  return {};
+}
+
+// The primitives' shared upvalue: a userdata holding the context, emptied when forecast() or finish() returns, so that
+// a primitive a script kept refuses to run later.
+pipeline_context& context_of(lua_State* L) {
+  auto* slot = static_cast<pipeline_context**>(lua_touserdata(L, lua_upvalueindex(1)));
+  if (!slot || !*slot) throw error(caller_where(L) + "a run's primitive called after its pipeline call returned");
+  return **slot;
+}
+
+// A primitive's body, run as one call to the script limits (ns_limits_renew: the scripts it calls are held to them as
+// when the engine called each itself); a C++ exception becomes a Lua error with its message.
+template <class F>
+int primitive(lua_State* L, F&& body) {
+  std::string msg;
+  try {
+    pipeline_context& c = context_of(L);
+    try {
+      ns_limits_renew(L);
+      const int n = body(c);
+      ns_limits_renew(L);
+      return n;
+    } catch (const std::exception& e) {
+      c.failure = std::current_exception();
+      c.failure_text = e.what();
+      if (const auto* se = dynamic_cast<const script_error*>(&e)) {
+        // The traceback of a script the primitive called ends with the pipeline's own frames (this primitive and its
+        // callers): cut, it is the traceback the script's error had when the engine called the script itself.
+        luaL_traceback(L, L, nullptr, 0);
+        std::string outer = lua_tostring(L, -1) ? lua_tostring(L, -1) : "";
+        lua_pop(L, 1);
+        const std::string header = "stack traceback:";
+        if (outer.rfind(header, 0) == 0) outer.erase(0, header.size());
+        const std::string& tb = se->traceback;
+        if (!outer.empty() && tb.size() > outer.size() && tb.compare(tb.size() - outer.size(), outer.size(), outer) == 0)
+          c.failure = std::make_exception_ptr(script_error(se->what(), tb.substr(0, tb.size() - outer.size())));
+      }
+      throw;
+    }
+  } catch (const std::exception& e) {
+    msg = e.what();
+  }
+  lua_pushlstring(L, msg.data(), msg.size());
+  return lua_error(L);
+}
+
+const gpu_spec& gpu_of(lua_State* L, const pipeline_context& c, const char* fn) {
+  if (!c.req->gpu) throw error(caller_where(L) + "run." + fn + "(): no GPU yet (call run.workload() first)");
+  return *c.req->gpu;
+}
+
+const predictor& predictor_of(lua_State* L, const pipeline_context& c, const char* fn) {
+  if (!c.req->pred) throw error(caller_where(L) + "run." + fn + "(): no predictor yet (call run.predictor() first)");
+  return *c.req->pred;
+}
+
+const forecast& forecast_of(lua_State* L, const pipeline_context& c, const char* fn) {
+  if (!c.out->fc) throw error(caller_where(L) + "run." + fn + "(): no forecast yet (call run.forecast() first)");
+  return *c.out->fc;
+}
+
+// run.workload() -> { source, launch, warnings, fields, gpu }: the workload script run and its model built
+// (session::workload_load), once: its chunk name, launch mode, warnings, report fields (scripts/neusight/report.lua
+// workload) and GPU ({ name, file, mem_gb, price_per_hour_usd }), what finish(run) reads as run.warnings, run.fields
+// and run.gpu. [-0, +1, e]
+int l_workload(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (c.w) throw error(caller_where(L) + "run.workload(): the workload is loaded once per run");
+    session::pipeline_request& r = *c.req;
+    const workload& w = c.w.emplace(c.s->workload_load(r.script, r.overrides));
+    c.out->gpu = w.gpu_resolved;
+    c.out->source = w.source;
+    c.out->launch = w.launch;
+    r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
+    lua_createtable(L, 0, 5);
+    set_string(L, "source", w.source);
+    set_string(L, "launch", w.launch);
+    strings_push(L, w.warnings);
+    lua_setfield(L, -2, "warnings");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, c.p->fields_ref);  // workload_load kept them
+    lua_setfield(L, -2, "fields");
+    report_gpu_push(L, w.gpu_resolved);
+    lua_setfield(L, -2, "gpu");
+    return 1;
+  });
+}
+
+// run.expand() -> kernels: every node's op rule hooks → kernels (session::expand: forward; backward and accumulate
+// when training), once; how many. [-0, +1, e]
+int l_expand(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.w) throw error(caller_where(L) + "run.expand(): no workload yet (call run.workload() first)");
+    if (c.expanded) throw error(caller_where(L) + "run.expand(): the workload is expanded once per run");
+    c.req->kernels = c.s->expand(c.w->g, c.out->gpu, c.w->training()).kernels;
+    c.expanded = true;
+    lua_pushinteger(L, lua_Integer(c.req->kernels.size()));
+    return 1;
+  });
+}
+
+// run.predictor() -> name: the predictor the command names (--predictor, --weights), made on first use in the session.
+// [-0, +1, e]
+int l_predictor(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.req->pred) c.req->pred = &c.req->predictor_make();
+    const std::string name = c.req->pred->name();
+    lua_pushlstring(L, name.data(), name.size());
+    return 1;
+  });
+}
+
+// The kernels' per-launch seconds (session::kernel_seconds), kept in c.seconds: `fn` names the primitive in errors.
+void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
+  session::pipeline_request& r = *c.req;
+  const std::string at = caller_where(L) + "run." + fn + "(): ";
+  if (c.out->fc || c.seconds) throw error(at + "the kernels are priced once per run");
+  if (!c.expanded) throw error(at + "no kernels yet (call run.workload() and run.expand() first)");
+  if (!r.pred) throw error(at + "no predictor yet (call run.predictor() first)");
+  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, r.overhead, r.launch);
+}
+
+// The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
+int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
+  session::pipeline_request& r = *c.req;
+  if (!c.seconds) throw error(caller_where(L) + "run." + fn + "(): no latencies yet (call run.predict() first)");
+  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(*c.seconds)));
+  c.seconds.reset();
+  const std::vector<std::string> warnings = r.pred->warnings();
+  forecast_push(L, *c.out->fc, false);
+  strings_push(L, warnings);
+  return 2;
+}
+
+// run.forecast() -> totals, predictor_warnings: run.predict() and run.aggregate() in one (session::forecast_run):
+// library tiles, the predictor's latencies, the launch mode, calibration, host overhead and aggregation, once; the
+// forecast's totals as neusight.report reads them (total, forward, …, flops_<phase>, params) and what the predictor
+// warned of. [-0, +2, e]
+int l_forecast(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    predict_now(L, c, "forecast");
+    return aggregate_now(L, c, "forecast");
+  });
+}
+
+// run.predict() -> kernels: each kernel's library tile, the predictor's latency, the launch mode, calibration and host
+// overhead (session::kernel_seconds), once: per-launch seconds, kept for run.latencies(), run.set_latencies() and
+// run.aggregate(); how many kernels. [-0, +1, e]
+int l_predict(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    predict_now(L, c, "predict");
+    lua_pushinteger(L, lua_Integer(c.seconds->size()));
+    return 1;
+  });
+}
+
+// run.aggregate() -> totals, predictor_warnings: the forecast of the kernels and their latencies as they stand
+// (run.set_latencies()'s, else run.predict()'s), once; as run.forecast()'s. [-0, +2, e]
+int l_aggregate(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) { return aggregate_now(L, c, "aggregate"); });
+}
+
+// run.kernels() -> { kernel, … }: what each kernel is, in run.latencies()'s order: the fields a Lua predictor gets
+// (kind, name, op, dtype, flops, bytes, dims, tile once priced) and its node's `node` (name), `layer`, `count`
+// (replication) and `phase` ("forward", "backward", "accumulate", "optimizer"). [-0, +1, e]
+int l_kernels(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.expanded || c.out->fc)
+      throw error(caller_where(L) + "run.kernels(): " +
+                  (c.out->fc ? "the kernels went into the forecast (call it before run.aggregate())"
+                             : "no kernels yet (call run.workload() and run.expand() first)"));
+    const std::vector<kernel_instance>& ks = c.req->kernels;
+    lua_createtable(L, int(ks.size()), 0);
+    for (size_t i = 0; i < ks.size(); ++i) {
+      const node& n = c.req->g->nodes[ks[i].node];
+      kernel_push(L, ks[i].k);
+      set_string(L, "node", n.name);
+      set_string(L, "layer", n.layer);
+      set_integer(L, "count", n.count);
+      set_string(L, "phase", std::string(phase_name(ks[i].ph)));
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    return 1;
+  });
+}
+
+// run.latencies() -> { seconds, … }: each kernel's per-launch seconds from run.predict() (or run.set_latencies()), in
+// run.kernels()'s order. [-0, +1, e]
+int l_latencies(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (!c.seconds) throw error(caller_where(L) + "run.latencies(): no latencies yet (call run.predict() first)");
+    lua_createtable(L, int(c.seconds->size()), 0);
+    for (size_t i = 0; i < c.seconds->size(); ++i) lua_pushnumber(L, (*c.seconds)[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+    return 1;
+  });
+}
+
+// run.set_latencies(seconds): replaces the per-launch seconds run.aggregate() sums: an array with one finite number
+// >= 0 per kernel. [-1, +0, e]
+int l_set_latencies(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    const std::string at = caller_where(L) + "run.set_latencies(): ";
+    if (!c.seconds) throw error(at + "no latencies yet (call run.predict() first)");
+    const size_t n = c.seconds->size();
+    if (!lua_istable(L, 1) || lua_rawlen(L, 1) != n)
+      throw error(at + "expected an array of " + std::to_string(n) + " numbers (one per kernel)");
+    std::vector<double> seconds(n);
+    for (size_t i = 0; i < n; ++i) {
+      lua_rawgeti(L, 1, lua_Integer(i + 1));
+      const bool ok = lua_type(L, -1) == LUA_TNUMBER && std::isfinite(lua_tonumber(L, -1)) && lua_tonumber(L, -1) >= 0;
+      seconds[i] = ok ? lua_tonumber(L, -1) : 0;
+      lua_pop(L, 1);
+      if (!ok) throw error(at + "seconds[" + std::to_string(i + 1) + "] must be a finite number >= 0");
+    }
+    *c.seconds = std::move(seconds);
+    return 0;
+  });
+}
+
+// run.timeline() -> parallel: the per-device timeline of a parallel workload (session::timeline), whose report joins
+// the report fields (run.fields.parallel, .memory); false when the workload is not parallel. [-0, +1, e]
+int l_timeline(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    if (auto tl = c.s->timeline(forecast_of(L, c, "timeline"))) c.out->parallel = std::move(*tl);
+    lua_pushboolean(L, c.out->parallel.has_value());
+    return 1;
+  });
+}
+
+// run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` runs at on the GPU (roofline.cpp); nil
+// when the GPU has no unit for it. [-1, +1, e]
+int l_peak_tflops(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    kernel gemm;
+    gemm.kind = kernel_kind::gemm, gemm.name = "peak";
+    if (lua_type(L, 1) == LUA_TSTRING) gemm.dtype = lua_tostring(L, 1);
+    double peak = -1;
+    try {
+      peak = roofline_peak_flops(gpu_of(L, c, "peak_tflops"), gemm) / 1e12;
+    } catch (const error&) {
+      // no units of that dtype: no MFU
+    }
+    if (peak >= 0) lua_pushnumber(L, peak);
+    else lua_pushnil(L);
+    return 1;
+  });
+}
+
+// run.family_inputs() -> { { key, value }, … }: the forecast's time by kernel family (family_inputs_add: family_s.<f>,
+// family_n.<f>, roofline.<f>). [-0, +1, e]
+int l_family_inputs(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    figure_inputs in;
+    const forecast& fc = forecast_of(L, c, "family_inputs");  // made with the predictor, on the GPU
+    family_inputs_add(in, fc.seconds_by_family(), *c.req->pred, c.req->gpu->vendor);
+    figure_inputs_push(L, in);
+    return 1;
+  });
+}
+
+// run.calibration_inputs() -> { { key, value }, … }: the calibration run.forecast() applied (calibration_source,
+// calibration.<family> factors); empty without one. [-0, +1, e]
+int l_calibration_inputs(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    figure_inputs in;
+    if (const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"))) {
+      in.emplace_back("calibration_source", cal->source);
+      for (const auto& [fam, x] : cal->factors) in.emplace_back("calibration." + fam, x);
+    }
+    figure_inputs_push(L, in);
+    return 1;
+  });
+}
+
+// run.figures(inputs) -> { fields = { { key, value, column, cell, top }, … }, lines, warnings }: scripts/neusight/figures.lua
+// compute() of the inputs ({ { key, value }, … }), with the GPU, the predictor's error table and the workload's own
+// figures (session::figures_compute), checked. [-1, +1, e]
+int l_figures(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    const figure_inputs in = figure_inputs_read(
+        L, 1, caller_where(L) + "run.figures(inputs): inputs must be an array of { key, value } (a number, boolean or string)");
+    const gpu_spec& gpu = gpu_of(L, c, "figures");
+    const figures figs =
+        c.s->figures_compute(in, gpu, predictor_of(L, c, "figures").uncertainty_file(gpu.vendor), c.req->source);
+    lua_createtable(L, 0, 3);
+    figures_push(L, figs);
+    lua_setfield(L, -2, "fields");
+    strings_push(L, figs.lines);
+    lua_setfield(L, -2, "lines");
+    strings_push(L, figs.warnings);
+    lua_setfield(L, -2, "warnings");
+    return 1;
+  });
+}
+
+}  // namespace
+
+namespace {
+
+// Calls pipeline.`fn`(run) with the primitives of `c` (with `workload`: run.workload, run.expand and run.predictor
+// too) and reads back its { figures, warnings } into c.out. [-0, +0, e]
+void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool workload) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const session::pipeline_request& req = *c.req;
+  const std::string file = "scripts/neusight/pipeline.lua";
+  require_push(p, "neusight.pipeline");  // stack: P
+  if (!lua_istable(L, -1) || raw_getfield(L, -1, fn) != LUA_TFUNCTION)
+    throw error(std::string("module neusight.pipeline has no function ") + fn + " (" + file +
+                " defines forecast(run), a workload's steps, and finish(run), those once the kernels are known)");
+  auto** slot = static_cast<pipeline_context**>(lua_newuserdatauv(L, sizeof(pipeline_context*), 0));
+  *slot = &c;
+  struct slot_clear {
+    pipeline_context** slot;
+    ~slot_clear() { *slot = nullptr; }
+  } const clear{slot};
+  lua_insert(L, -2);  // stack: P ud fn — the userdata stays on the stack, alive, until `clear` has emptied it
+  const int ud = lua_gettop(L) - 1;
+  lua_createtable(L, 0, 20);  // stack: P ud fn run
+  lua_pushboolean(L, req.say), lua_setfield(L, -2, "say");
+  if (!req.row_keys.empty()) set_string(L, "row_keys", req.row_keys);
+  if (!workload) {  // what run.workload() gives a workload's run
+    strings_push(L, req.warnings), lua_setfield(L, -2, "warnings");
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p.fields_ref), lua_setfield(L, -2, "fields");
+    report_gpu_push(L, *req.gpu), lua_setfield(L, -2, "gpu");
+  }
+  const std::pair<const char*, lua_CFunction> primitives[] = {
+      {"workload", l_workload},        {"expand", l_expand},
+      {"predictor", l_predictor},      {"forecast", l_forecast},
+      {"predict", l_predict},          {"aggregate", l_aggregate},
+      {"kernels", l_kernels},          {"latencies", l_latencies},
+      {"set_latencies", l_set_latencies},
+      {"timeline", l_timeline},        {"peak_tflops", l_peak_tflops},
+      {"family_inputs", l_family_inputs}, {"calibration_inputs", l_calibration_inputs},
+      {"figures", l_figures}};
+  for (const auto& [name, f] : primitives) {
+    if (!workload && (f == l_workload || f == l_expand || f == l_predictor)) continue;
+    lua_pushvalue(L, ud);
+    lua_pushcclosure(L, f, 1);
+    lua_setfield(L, -2, name);
+  }
+  const std::string context = "in " + file + " " + fn;
+  try {
+    ns_call(L, 1, 1, context);  // stack: P ud result
+  } catch (const script_error& e) {
+    // the error a primitive raised, or the limit it ran over (the message is the limit's then): as it was thrown
+    const std::string tail = "\n    " + context;
+    std::string msg = e.what();
+    if (msg.size() >= tail.size() && msg.compare(msg.size() - tail.size(), tail.size(), tail) == 0)
+      msg.resize(msg.size() - tail.size());
+    if (c.failure && (msg == text_cap(c.failure_text) || (ns_limit_tripped(L) && c.failure_text.rfind(msg, 0) == 0)))
+      std::rethrow_exception(c.failure);
+    throw;
+  }
+  const std::string what = file + " " + fn + "()";
+  if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table { figures, warnings }");
+  if (!c.out->fc) throw error(what + ": the run made no forecast (run.forecast())");
+  if (raw_getfield(L, -1, "figures") != LUA_TNIL) c.out->figs = figures_read(L, -1, what + " result.figures");
+  lua_pop(L, 1);
+  if (raw_getfield(L, -1, "warnings") != LUA_TNIL) {
+    const std::string bad = what + " result.warnings must be an array of strings";
+    if (!lua_istable(L, -1)) throw error(bad);
+    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) != LUA_TSTRING) throw error(bad);
+      c.out->warnings.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
+}
+
+}  // namespace
+
+session::finished session::forecast_workload(pipeline_request req) {
+  finished out;
+  pipeline_context ctx;
+  ctx.s = this, ctx.p = p_.get(), ctx.req = &req, ctx.out = &out;
+  pipeline_call(*p_, ctx, "forecast", true);
+  return out;
+}
+
+session::finished session::forecast_finish(pipeline_request req) {
+  if (p_->fields_ref == LUA_NOREF) throw error("forecast_finish: no workload or graph to report");
+  finished out;
+  out.gpu = *req.gpu, out.source = req.source, out.launch = req.launch;
+  pipeline_context ctx;
+  ctx.s = this, ctx.p = p_.get(), ctx.req = &req, ctx.out = &out;
+  ctx.expanded = true;
+  pipeline_call(*p_, ctx, "finish", false);
+  return out;
+}
+
+}  // namespace ns

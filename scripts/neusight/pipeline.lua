@@ -1,0 +1,84 @@
+-- scripts/neusight/pipeline.lua — the steps of a forecast, in order: the workload loaded and expanded into kernels,
+-- the predictor made, the kernels' latencies and their sum, the parallel timeline, the memory warnings, the figures'
+-- inputs and the figures. The engine keeps loading, expansion and the numerics (prediction, aggregation, the roofline's
+-- peak, the kernel families' times) and hands them over as primitives; this file says what runs when and what the
+-- result holds. A pipeline.lua of your own under `--scripts DIR` (DIR/neusight/pipeline.lua) replaces it: add a figure
+-- input, post-process the kernels' latencies or the figures, skip the timeline, without recompiling.
+--
+-- forecast(run) (`run` and `predict` of a workload, each row of a comparison) gets `run` with
+--   workload()             → { source, launch, warnings, fields, gpu }: the workload script run and its model built,
+--                          once; what finish(run) reads as run.warnings, run.fields and run.gpu
+--   expand()               → the number of kernels: every node's op rule hooks → kernels, once
+--   predictor()            → the predictor's name: the one the command names, made on first use in the process
+-- then goes on as finish(run). finish(run) alone (`predict --graph`: a reference graph's kernels) gets `run` with
+--   warnings               the warnings found before (the workload's, or the reference graph's)
+--   fields                 the report fields of the workload (scripts/neusight/report.lua workload / graph): what the
+--                          report renders; run.timeline() adds `parallel` and `memory` to it
+--   gpu                    { name, file, mem_gb, price_per_hour_usd }
+-- and, in both,
+--   say                    whether warnings go to stderr as they are found (a single forecast; a comparison row keeps
+--                          them in its row only)
+--   row_keys               a comparison row: the names it holds besides its figures (a workload's own figure may not
+--                          take them); nil for a single forecast
+--   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
+--                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
+--                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params).
+--                          The same in two halves, to post-process the kernels' latencies in between:
+--   predict()              → the number of kernels: every kernel's per-launch seconds (all of forecast() but the sum)
+--   kernels()              → { kernel, … }: what each is (kind, name, op, dtype, flops, bytes, dims, tile; its node's
+--                          node, layer, count, phase), before aggregate()
+--   latencies()            → { seconds, … }: the per-launch seconds, in kernels()' order
+--   set_latencies(seconds) replaces them (an array of one finite number >= 0 per kernel)
+--   aggregate()            → totals, predictor warnings, as forecast()'s
+--   timeline()             → whether the workload is parallel: its per-device timeline and report (fields.parallel)
+--   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` on the GPU, nil when it has no unit for it
+--   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>
+--   calibration_inputs()   → { { key, value }, … }: the calibration forecast() applied (empty without one)
+--   figures(inputs)        → { fields = { { key, value, column, cell, top }, … }, lines, warnings }:
+--                          scripts/neusight/figures.lua compute() of `inputs` ({ { key, value }, … }, a later key
+--                          replacing an earlier one), with the GPU, the predictor's error table and the workload's
+--                          own figures
+-- Both return { figures = (figures()'s shape), warnings = { … } }: what the report and a comparison row show. A
+-- primitive's error ends the run as the engine reports it; an error of the script itself names its file and line.
+local ipairs, type = ipairs, type
+local ns = require "neusight"
+local report = require "neusight.report"
+
+local M = {}
+
+function M.finish(run)
+  local warnings = {}
+  local function warn(w)
+    warnings[#warnings + 1] = w
+    if run.say then ns.warn(w) end
+  end
+  for _, w in ipairs(run.warnings) do warn(w) end
+  local totals, predictor_warnings = run.forecast()
+  for _, w in ipairs(predictor_warnings) do warn(w) end
+  run.timeline()  -- before the memory and the figures: a parallel run's come from it
+  for _, w in ipairs(report.memory_warnings(run.fields)) do warn(w) end  -- the table says so too
+  local inputs = report.figure_inputs(run.fields, totals, run.gpu)
+  local function add(k, v) inputs[#inputs + 1] = { k, v } end
+  local dtype  -- the compute dtype: the figures' peak is a GEMM's of it
+  for _, kv in ipairs(inputs) do
+    if kv[1] == "dtype" and type(kv[2]) == "string" then dtype = kv[2] end
+  end
+  local peak = run.peak_tflops(dtype)
+  if peak then add("peak_tflops", peak) end  -- nil: no MFU
+  for _, kv in ipairs(run.family_inputs()) do add(kv[1], kv[2]) end
+  if run.row_keys then add("row_keys", run.row_keys) end
+  for _, kv in ipairs(run.calibration_inputs()) do add(kv[1], kv[2]) end
+  local figures = run.figures(inputs)
+  for _, w in ipairs(figures.warnings) do warn(w) end
+  return { figures = figures, warnings = warnings }
+end
+
+function M.forecast(run)
+  local w = run.workload()
+  run.warnings, run.fields, run.gpu = w.warnings, w.fields, w.gpu
+  run.expand()
+  run.predictor()  -- after the workload: its errors come first
+  return M.finish(run)
+end
+
+return M
