@@ -33,14 +33,14 @@ bench() {  # NAME ARGS...: best of $runs (wall, user+sys) and the number of fore
 }
 bench "gpt3_175b, 64 GPUs" $common --gpus 64 --batch 64
 bench "sweep, 768 GPUs, tp <= 32" $common --gpus 768 --batch 1536 --max-tp 32
-if "$exe" search --help | grep -q -- --recompute; then  # builds before `search --recompute` skip this one
+if "$exe" search --help | grep -- --recompute >/dev/null; then  # builds before `search --recompute` skip this one
   bench "sweep, same, every mode" $common --gpus 768 --batch 1536 --max-tp 32 --recompute all
 fi
-if "$exe" search --help | grep -q -- --virtual-stages; then  # builds before issues 12 and 15 skip these
+if "$exe" search --help | grep -- --virtual-stages >/dev/null; then  # builds before issues 12 and 15 skip these
   bench "mixtral_8x7b, 64 GPUs, ep" --model mixtral_8x7b --gpu h100_sxm5_80gb --seq 4096 --dtype bf16 \
     --cluster dgx_h100 --gpus 64 --batch 64
   bench "gpt3_175b, 64, interleaved" $common --gpus 64 --batch 64 --schedule 1f1b,interleaved --virtual-stages 2,4
-  if "$exe" search --help | grep -q -- --recompute; then
+  if "$exe" search --help | grep -- --recompute >/dev/null; then
     bench "sweep, 768, modes, gpipe+1f1b" $common --gpus 768 --batch 1536 --max-tp 32 --recompute all \
       --schedule gpipe,1f1b
   fi
