@@ -30,9 +30,12 @@ namespace {
 //   wave quantisation) and lowered the leave-one-GPU-out forecasts most; no head-dim order: the kernels are compiled
 //   per head dim and a head dim of 64 is measured > 5 % slower than 128 at the same shape in 6–10 % of the L40S and
 //   RTX PRO 6000 pairs (weights/MONOTONE_ATTENTION_RULE.md).
+// - prefill attention (forward and backward, each op its own class): the query length, KV length and batch ordered,
+//   no copies. A partial last query tile was priced above the full one (L40S, head dim 128: 128 tokens 24.9 µs,
+//   256 tokens 18.9 µs); a copy of more queries would change the causal tiles, which are the tile rule's (Lua's).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
-enum class size_axis { rows, kv_len, batch };
+enum class size_axis { rows, q_len, kv_len, batch };
 
 struct envelope_axes {
   std::vector<size_axis> scaled;   // the axes with larger copies
@@ -42,11 +45,13 @@ struct envelope_axes {
 const envelope_axes* envelope_axes_of(family f) {
   static const envelope_axes vector{{size_axis::rows}, {size_axis::rows}};
   static const envelope_axes decode{{size_axis::kv_len}, {size_axis::kv_len, size_axis::batch}};
+  static const envelope_axes prefill{{}, {size_axis::q_len, size_axis::kv_len, size_axis::batch}};
   switch (f) {
     case family::elementwise:
     case family::softmax:
     case family::layernorm: return &vector;
     case family::attention_decode: return &decode;
+    case family::attention_prefill: return &prefill;
     default: return nullptr;
   }
 }
@@ -54,6 +59,7 @@ const envelope_axes* envelope_axes_of(family f) {
 int64_t axis_value(const kernel& k, size_axis a) {
   switch (a) {
     case size_axis::rows: return k.rows;
+    case size_axis::q_len: return k.m;
     case size_axis::kv_len: return k.k;
     case size_axis::batch: return k.b;
   }
@@ -85,6 +91,7 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
     case size_axis::rows:
       s.rows = more, s.flops = k.flops * r, s.bytes = k.bytes * r;
       break;
+    case size_axis::q_len: throw error("the envelope has no query-length copies");
     case size_axis::batch:  // the same blocks per sequence (no family scales it today; ordered only)
       s.b = more, s.flops = k.flops * r, s.bytes = k.bytes * r, s.tile_blocks = k.tile_blocks * r;
       break;
@@ -105,11 +112,12 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
 }
 
 // The class of kernels the dominance minimum compares: everything but the ordered axes. A vector kernel's row (bytes
-// and FLOPs per row) and tile; a decode kernel's dtypes, query length, heads, KV heads and head dim.
+// and FLOPs per row) and tile; an attention kernel's dtypes, op, heads, KV heads, head dim and (decode) query length.
 std::string envelope_key(const kernel& k, family f) {
-  if (f == family::attention_decode)
-    return k.name + "|" + k.dtype + "|" + k.kv_dtype + "|" + k.op + "|" + std::to_string(k.m) + "," +
-           std::to_string(k.n) + "," + std::to_string(k.rows) + "," + std::to_string(k.hidden);
+  if (f == family::attention_decode || f == family::attention_prefill)  // a prefill's query length is ordered
+    return k.name + "|" + k.dtype + "|" + k.kv_dtype + "|" + k.op + "|" +
+           (f == family::attention_decode ? std::to_string(k.m) : "") + "," + std::to_string(k.n) + "," +
+           std::to_string(k.rows) + "," + std::to_string(k.hidden);
   char per[64];
   std::snprintf(per, sizeof per, "|%a|%a", k.bytes / double(k.rows), k.flops / double(k.rows));
   return k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" + std::to_string(k.tile_elems) +
