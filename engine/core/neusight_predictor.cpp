@@ -169,6 +169,7 @@ void dominance_minimum(const std::vector<kernel_instance>& kernels, const std::v
 class neusight_predictor final : public predictor {
  public:
   explicit neusight_predictor(std::filesystem::path root) : root_(std::move(root)) {}
+  neusight_predictor(const std::string& vendor, const tile_model& model) { cache_[vendor].emplace(model.fam, model); }
   std::string name() const override { return "neusight"; }
 
   void memo_enable(bool on) override {
@@ -333,6 +334,10 @@ class neusight_predictor final : public predictor {
 
 std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& weights_root) {
   return std::make_unique<neusight_predictor>(weights_root);
+}
+
+std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model) {
+  return std::make_unique<neusight_predictor>(vendor, model);
 }
 
 }  // namespace ns

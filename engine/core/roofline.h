@@ -59,5 +59,9 @@ std::unique_ptr<predictor> predictor_make(const std::string& name, const std::fi
 // NeuSight tile predictor (engine/core/tile_model.h) for GEMM/BMM/vector kernels; memory kernels and
 // fixed-latency kernels as in the roofline. Kernels must carry tiles (session::tiles_select).
 std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& weights_root);
+// The same predictor over one family's model held in memory (`neusight train` scoring what it trained as forecasts
+// price it, the envelope included); other families have no weights.
+struct tile_model;
+std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model);
 
 }  // namespace ns

@@ -295,6 +295,7 @@ train_result tile_model_train(family fam, const std::vector<train_sample>& sampl
   train_result r;
   r.train_rows = train.size();
   r.val_rows = val.size();
+  r.val_index.assign(order.begin(), order.begin() + std::ptrdiff_t(n_val));
   tile_model& m = r.model;
   m.fam = fam;
   // Normalisation from the training split only.

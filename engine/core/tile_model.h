@@ -206,6 +206,7 @@ struct train_result {
   double val_mape = 0, train_mape = 0;  // percent, at the best epoch
   int epochs_run = 0, best_epoch = 0;
   size_t train_rows = 0, val_rows = 0;
+  std::vector<size_t> val_index;  // the validation rows, indices into the samples
 };
 
 // Adam on SMAPE of per-wave time, random train/validation split, best-validation checkpoint, early stop.

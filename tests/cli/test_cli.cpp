@@ -376,6 +376,8 @@ TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(r.out.find("layernorm weights, 400 rows, validation MAPE") != std::string::npos);
+  // and the validation rows as the shipped predictor prices them (its envelope included), as eval kernels would
+  CHECK(r.out.find("; validation MAPE as forecast ") != std::string::npos);
   const std::string manifest = ns_test::slurp(t.path / "nvidia/layernorm/model.toml");
   CHECK(manifest.find("gpus = [ 'T4', 'V100-PCIE-32GB' ]") != std::string::npos);
   const json j = parse_json(run_cli("eval kernels tests/fixtures/bench/ln_small.csv --weights '" + t.path.string() +
