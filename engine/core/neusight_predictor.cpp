@@ -15,24 +15,155 @@ namespace ns {
 
 namespace {
 
-// Vector kernels (element-wise, softmax, layer norm) are priced no slower than the same kernel with 1.125 to 16
-// times its rows (envelope_factors): more work cannot take less time. The utilisation MLP is not monotone in size off its training GPUs:
-// on an H100 a 768-wide mul of 49–66 rows (blocks just under one wave of 132 SMs, per-SM bandwidth beyond the training
-// range) came back up to 13× its neighbours (333 µs for 50 k fp32 elements against 25 µs at 77 rows).
+// The envelope: more work cannot take less time, but the utilisation MLP is not monotone in size, off its training
+// GPUs and on them. A kernel of an envelope family is priced no slower than its larger copies — the same kernel with
+// 1.125 to 16 times (envelope_factors) one of its scaled axes, evaluated in the same batch — and, within one forecast,
+// no slower than any kernel of its class (envelope_key) at least as large on every ordered axis (dominance_minimum).
+// Each family names its axes (envelope_axes_of):
+// - vector kernels (element-wise, softmax, layer norm): rows, scaled and ordered. On an H100 a 768-wide mul of 49–66
+//   rows (blocks just under one wave of 132 SMs, per-SM bandwidth beyond the training range) came back up to 13× its
+//   neighbours (333 µs for 50 k fp32 elements against 25 µs at 77 rows).
+// - decode attention: the KV length scaled and ordered, the batch ordered. Llama-3.2-1B decode on the B200 (batch 8,
+//   32 / 8 heads, head dim 64) was priced 16.56 µs at 1024 cached tokens and 13.42 µs at 2048 (measured 10.81 /
+//   13.21): both launch the same split-KV grid and the MLP priced the smaller slice higher. A KV-length copy is that
+//   same launch (blocks kept, each block's slice longer). No batch copies: they change the grid (more blocks, other
+//   wave quantisation) and lowered the leave-one-GPU-out forecasts most; no head-dim order: the kernels are compiled
+//   per head dim and a head dim of 64 is measured > 5 % slower than 128 at the same shape in 6–10 % of the L40S and
+//   RTX PRO 6000 pairs (weights/MONOTONE_ATTENTION_RULE.md).
+// - prefill attention (forward and backward, each op its own class): the query length, KV length and batch ordered,
+//   no copies. A partial last query tile was priced above the full one (L40S, head dim 128: 128 tokens 24.9 µs,
+//   256 tokens 18.9 µs); a copy of more queries would change the causal tiles, which are the tile rule's (Lua's).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
-bool envelope_family(family f) {
-  return f == family::elementwise || f == family::softmax || f == family::layernorm;
+enum class size_axis { rows, q_len, kv_len, batch };
+
+struct envelope_axes {
+  std::vector<size_axis> scaled;   // the axes with larger copies
+  std::vector<size_axis> ordered;  // the axes of the within-forecast order (the scaled ones among them)
+};
+
+const envelope_axes* envelope_axes_of(family f) {
+  static const envelope_axes vector{{size_axis::rows}, {size_axis::rows}};
+  static const envelope_axes decode{{size_axis::kv_len}, {size_axis::kv_len, size_axis::batch}};
+  static const envelope_axes prefill{{}, {size_axis::q_len, size_axis::kv_len, size_axis::batch}};
+  switch (f) {
+    case family::elementwise:
+    case family::softmax:
+    case family::layernorm: return &vector;
+    case family::attention_decode: return &decode;
+    case family::attention_prefill: return &prefill;
+    default: return nullptr;
+  }
 }
 
-// `k` with ⌈factor · rows⌉ rows, and its FLOPs and bytes with them.
-kernel rows_scaled(const kernel& k, double factor) {
+int64_t axis_value(const kernel& k, size_axis a) {
+  switch (a) {
+    case size_axis::rows: return k.rows;
+    case size_axis::q_len: return k.m;
+    case size_axis::kv_len: return k.k;
+    case size_axis::batch: return k.b;
+  }
+  return 0;
+}
+
+// Whether every ordered axis is positive (the dominance minimum), and every scaled one small enough for 16 × it too
+// (the larger copies).
+bool envelope_ordered(const kernel& k, const envelope_axes& ax) {
+  for (size_axis a : ax.ordered)
+    if (axis_value(k, a) <= 0) return false;
+  return true;
+}
+bool envelope_scalable(const kernel& k, const envelope_axes& ax) {
+  for (size_axis a : ax.scaled)
+    if (axis_value(k, a) >= (int64_t(1) << 58)) return false;
+  return envelope_ordered(k, ax);
+}
+
+// Query/key pairs of an attention kernel of sq queries, the last sq of skv keys, causally (kernels.lua attention()).
+double attention_pairs(double sq, double skv) { return sq * (skv - sq) + sq * (sq + 1) / 2; }
+
+// `k` with ⌈factor · axis⌉, and its FLOPs and bytes with it.
+kernel axis_scaled(const kernel& k, size_axis a, double factor) {
   kernel s = k;
-  s.rows = int64_t(std::ceil(double(k.rows) * factor));
-  const double r = double(s.rows) / double(k.rows);
-  s.flops = k.flops * r;
-  s.bytes = k.bytes * r;
+  const int64_t v = axis_value(k, a), more = int64_t(std::ceil(double(v) * factor));
+  const double r = double(more) / double(v);
+  switch (a) {
+    case size_axis::rows:
+      s.rows = more, s.flops = k.flops * r, s.bytes = k.bytes * r;
+      break;
+    case size_axis::q_len: throw error("the envelope has no query-length copies");
+    case size_axis::batch:  // the same blocks per sequence (no family scales it today; ordered only)
+      s.b = more, s.flops = k.flops * r, s.bytes = k.bytes * r, s.tile_blocks = k.tile_blocks * r;
+      break;
+    case size_axis::kv_len: {  // the same launch, each block's share of the cache longer
+      s.k = more;
+      const double sq = double(k.m);
+      s.flops = k.flops * attention_pairs(sq, double(more)) / attention_pairs(sq, double(k.k));
+      // Q read and O written, batch · heads · queries · 2 · head dim values at dtype (kernels.lua attention(): n is
+      // the mean of the K and V head dims, rows the query heads); the rest is the cache, linear in its length
+      const double q = dtype_bytes(k.dtype) * double(k.b) * double(k.rows) * sq * 2 * double(k.n);
+      s.bytes = std::min(q, k.bytes) + std::max(0.0, k.bytes - q) * r;
+      s.tile_flops = k.tile_flops + (s.flops - k.flops) / k.tile_blocks;
+      s.tile_bytes = k.tile_bytes + (s.bytes - k.bytes) / k.tile_blocks;
+      break;
+    }
+  }
   return s;
+}
+
+// The class of kernels the dominance minimum compares: everything but the ordered axes. A vector kernel's row (bytes
+// and FLOPs per row) and tile; an attention kernel's dtypes, op, heads, KV heads, head dim and (decode) query length.
+std::string envelope_key(const kernel& k, family f) {
+  if (f == family::attention_decode || f == family::attention_prefill)  // a prefill's query length is ordered
+    return k.name + "|" + k.dtype + "|" + k.kv_dtype + "|" + k.op + "|" +
+           (f == family::attention_decode ? std::to_string(k.m) : "") + "," + std::to_string(k.n) + "," +
+           std::to_string(k.rows) + "," + std::to_string(k.hidden);
+  char per[64];
+  std::snprintf(per, sizeof per, "|%a|%a", k.bytes / double(k.rows), k.flops / double(k.rows));
+  return k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" + std::to_string(k.tile_elems) +
+         per;
+}
+
+// out[i] = the least of out[j] over the kernels j of i's class at least as large as i on every ordered axis. One
+// axis: a suffix minimum over the sizes; more: pairwise over the class's distinct size points.
+void dominance_minimum(const std::vector<kernel_instance>& kernels, const std::vector<std::pair<family, size_t>>& slot,
+                       std::vector<double>& out) {
+  std::map<std::string, std::vector<size_t>> classes;
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    if (slot[i].second == SIZE_MAX) continue;
+    const envelope_axes* ax = envelope_axes_of(slot[i].first);
+    if (!ax || !envelope_ordered(kernels[i].k, *ax)) continue;
+    classes[std::string(family_name(slot[i].first)) + "|" + envelope_key(kernels[i].k, slot[i].first)].push_back(i);
+  }
+  for (const auto& [key, idx] : classes) {
+    const envelope_axes& ax = *envelope_axes_of(slot[idx.front()].first);
+    const auto point = [&](size_t i) {
+      std::vector<int64_t> p;
+      for (size_axis a : ax.ordered) p.push_back(axis_value(kernels[i].k, a));
+      return p;
+    };
+    std::map<std::vector<int64_t>, double> points;  // size point → least forecast at it
+    for (size_t i : idx) {
+      auto [it, fresh] = points.try_emplace(point(i), out[i]);
+      if (!fresh) it->second = std::min(it->second, out[i]);
+    }
+    std::map<std::vector<int64_t>, double> least;
+    if (ax.ordered.size() == 1) {
+      double m = points.rbegin()->second;
+      for (auto it = points.rbegin(); it != points.rend(); ++it) least[it->first] = m = std::min(m, it->second);
+    } else {
+      for (const auto& [p, t] : points) {
+        double m = t;
+        for (auto q = points.lower_bound(p); q != points.end(); ++q) {  // from the first axis at p's on
+          bool above = true;
+          for (size_t a = 1; a < p.size() && above; ++a) above = q->first[a] >= p[a];
+          if (above) m = std::min(m, q->second);
+        }
+        least[p] = m;
+      }
+    }
+    for (size_t i : idx) out[i] = least.at(point(i));
+  }
 }
 
 class neusight_predictor final : public predictor {
@@ -54,7 +185,8 @@ class neusight_predictor final : public predictor {
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
     std::vector<std::pair<family, size_t>> slot(kernels.size(), {family::bmm, SIZE_MAX});
-    // a vector kernel's row → the rows of its larger copies (envelope_factors), evaluated in the same batch
+    // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
+    // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
@@ -86,13 +218,15 @@ class neusight_predictor final : public predictor {
       } else if (fresh) {
         batch[*fam].push_back(tile_features_compute(k, gpu));
       }
-      if (fresh && envelope_family(*fam) && k.rows > 0 && k.rows < (int64_t(1) << 58)) {  // 16 · rows fits
+      if (const envelope_axes* ax = envelope_axes_of(*fam); fresh && ax && envelope_scalable(k, *ax)) {
         auto& rows = larger[*fam][it->second];
-        for (size_t d = 0; d < envelope_factors.size(); ++d) {
-          rows.push_back(batch[*fam].size());
-          batch[*fam].push_back(tile_features_compute(rows_scaled(k, envelope_factors[d]), gpu));
-          if (memo_) batch_key[*fam] += "|x" + std::to_string(d);  // the batch's rows, in order (outputs_memo_)
-        }
+        for (size_axis a : ax->scaled)
+          for (size_t d = 0; d < envelope_factors.size(); ++d) {
+            rows.push_back(batch[*fam].size());
+            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu));
+            if (memo_)  // the batch's rows, in order (outputs_memo_)
+              batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
+          }
       }
       slot[i] = {*fam, it->second};
     }
@@ -138,27 +272,18 @@ class neusight_predictor final : public predictor {
       };
       out[i] = seconds(row, tile_compute_seconds(kernels[i].k, gpu));  // this kernel's own FLOPs
       if (auto l = larger.find(fam); l != larger.end())
-        if (auto r = l->second.find(row); r != l->second.end())
-          for (size_t d = 0; d < r->second.size(); ++d)
-            out[i] = std::min(out[i], seconds(r->second[d], tile_compute_seconds(
-                                                               rows_scaled(kernels[i].k, envelope_factors[d]), gpu)));
+        if (auto r = l->second.find(row); r != l->second.end()) {
+          const envelope_axes& ax = *envelope_axes_of(fam);
+          for (size_t c = 0; c < r->second.size(); ++c) {
+            const kernel s = axis_scaled(kernels[i].k, ax.scaled[c / envelope_factors.size()],
+                                         envelope_factors[c % envelope_factors.size()]);
+            out[i] = std::min(out[i], seconds(r->second[c], tile_compute_seconds(s, gpu)));
+          }
+        }
     }
-    // and within the graph: a vector kernel is no slower than one with more rows and the same row (the factors'
-    // windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
-    std::map<std::string, std::vector<size_t>> same_row;
-    for (size_t i = 0; i < kernels.size(); ++i) {
-      const kernel& k = kernels[i].k;
-      if (slot[i].second == SIZE_MAX || !envelope_family(slot[i].first) || k.rows <= 0) continue;
-      char per[64];
-      std::snprintf(per, sizeof per, "|%a|%a", k.bytes / double(k.rows), k.flops / double(k.rows));
-      same_row[k.name + "|" + k.dtype + "|" + k.op + "|" + std::to_string(k.hidden) + "|" +
-               std::to_string(k.tile_elems) + per].push_back(i);
-    }
-    for (auto& [key, idx] : same_row) {
-      std::sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return kernels[a].k.rows > kernels[b].k.rows; });
-      double least = out[idx.front()];
-      for (size_t i : idx) least = out[i] = std::min(out[i], least);
-    }
+    // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
+    // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
+    dominance_minimum(kernels, slot, out);
     return out;
   }
   std::vector<std::string> warnings() const override { return warnings_; }
