@@ -423,13 +423,16 @@ workload session::workload_load(const std::string& script, const workload_overri
   } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
     if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
     std::string where = w.source;
-    if (!overrides.count("gpu")) {  // the script's line that names it (workload.lua field_line), when one line does
-      raw_getfield(L, wl, "field_line");
+    // the script's line that names it (workload.lua field_line), when one line does; a --scripts workload.lua without
+    // field_line, or one that fails, leaves the file alone: the GPU's error is the one to report
+    if (!overrides.count("gpu") && raw_getfield(L, wl, "field_line") == LUA_TFUNCTION) {
       lua_pushlstring(L, text.data(), text.size());
       lua_pushstring(L, "gpu");
-      ns_call(L, 2, 1);
-      if (lua_isinteger(L, -1)) where += ":" + std::to_string(lua_tointeger(L, -1));
-      lua_pop(L, 1);
+      try {
+        ns_call(L, 2, 1);
+        if (lua_isinteger(L, -1)) where += ":" + std::to_string(lua_tointeger(L, -1));
+      } catch (const error&) {
+      }
     }
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }

@@ -293,23 +293,69 @@ local function ignored_fields(w, given)
   return out
 end
 
---- The line of the workload script `text` that sets top-level field `key` (`key = …`, outside comments and not
---- `x.key = …`), or nil when no line or more than one does (a nested table or a function may set the same name: then
---- the error names the file alone rather than a wrong line).
+-- `text` with its comments and the contents of its strings blanked (newlines kept, so line numbers stay): what is
+-- left is code. Strings become "" and long brackets become spaces.
+local function code_of(text)
+  local out, i, n = {}, 1, #text
+  local function blank(from, to) out[#out + 1] = (text:sub(from, to):gsub("[^\n]", " ")) end
+  while i <= n do
+    local c = text:sub(i, i)
+    local long = (c == "[" and text:match("^%[(=*)%[", i)) or (c == "-" and text:match("^%-%-%[(=*)%[", i))
+    if long then -- a long string or a long comment: up to its closing bracket of the same level
+      local open = c == "[" and i or i + 2
+      local close = "]" .. long .. "]"
+      local j = text:find(close, open + #long + 2, true)
+      local last = j and j + #close - 1 or n
+      blank(i, last)
+      if c == "[" then out[#out] = '""' .. out[#out]:sub(3) end
+      i = last + 1
+    elseif c == "-" and text:sub(i + 1, i + 1) == "-" then -- a line comment
+      local j = (text:find("\n", i, true) or n + 1) - 1
+      blank(i, j)
+      i = j + 1
+    elseif c == '"' or c == "'" then
+      local j = i + 1
+      while j <= n do
+        local d = text:sub(j, j)
+        if d == "\\" then j = j + 2
+        elseif d == c or d == "\n" then break
+        else j = j + 1 end
+      end
+      out[#out + 1] = '""'
+      blank(i + 2, math.min(j, n))
+      i = j + 1
+    else
+      out[#out + 1] = c
+      i = i + 1
+    end
+  end
+  return table.concat(out)
+end
+
+--- The line of the workload script `text` that sets top-level field `key` (`key = …` in code, not in a comment or a
+--- string), or nil when it cannot be sure: no such line or more than one, or the name is also set another way
+--- (`x.key =`, `["key"] =`, `local key`, a function's parameter or a `for` variable of that name) — a wrong line is
+--- worse than the file alone.
 ---@param text? string
 ---@param key any
 ---@return integer?
 function M.field_line(text, key)
   if type(text) ~= "string" or type(key) ~= "string" or not key:match("^[%a_][%w_]*$") then return nil end
+  if text:find("%[%s*[\"']" .. key .. "[\"']%s*%]") then return nil end -- ["key"] = … (checked before blanking)
+  local code = code_of(text)
   local found, n = nil, 0
-  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+  for line in (code .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    local code = " " .. line:gsub("%-%-.*$", "")
-    for at in code:gmatch("()%f[%w_]" .. key .. "%s*=%f[^=]") do
-      if code:sub(at - 1, at - 1) ~= "." then
-        if found and found ~= n then return nil end
-        found = n
-      end
+    local padded = " " .. line .. " "
+    if padded:find("%f[%w_]local%f[^%w_][^=]*%f[%w_]" .. key .. "%f[^%w_]") -- local key, local a, key
+      or padded:find("%f[%w_]for%f[^%w_][^=]*%f[%w_]" .. key .. "%f[^%w_]") -- for key … / for _, key in
+      or padded:find("%f[%w_]function%f[^%w_][^)]*%f[%w_]" .. key .. "%f[^%w_][^)]*%)") then -- a parameter
+      return nil
+    end
+    for at in padded:gmatch("()%f[%w_]" .. key .. "%s*=%f[^=]") do
+      if padded:sub(at - 1, at - 1) == "." or padded:sub(1, at - 1):match("%.%s*$") then return nil end -- x.key =
+      if found and found ~= n then return nil end
+      found = n
     end
   end
   return found

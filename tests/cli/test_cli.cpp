@@ -256,6 +256,13 @@ TEST_CASE("bad input: broken GPU file, unknown GPU, Lua syntax error, misspelled
   r = run_cli("run '" + named + "'");
   CHECK(r.code == 1);
   CHECK(r.err.find("while resolving the GPU of " + named + ":3\n") != std::string::npos);  // the script's line
+  // a --scripts workload.lua from before field_line existed: the GPU's error, naming the file alone
+  const std::string wl = ns_test::slurp(source_dir / "scripts/neusight/workload.lua");
+  t.write("old/neusight/workload.lua", ns_test::replace_all(wl, "function M.field_line(", "function M.field_line_x("));
+  r = run_cli("run --scripts '" + (t.path / "old").string() + "' '" + named + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("unknown GPU 'H1000'") != std::string::npos);
+  CHECK(r.err.find("while resolving the GPU of " + named + "\n") != std::string::npos);
 
   const auto script = t.write("w/bad.lua", "return {\n  model = 'gpt2_large',\n  gpu = 'l4' mode = 'train',\n}\n").string();
   r = run_cli("run '" + script + "'");

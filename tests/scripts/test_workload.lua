@@ -372,21 +372,31 @@ end
 function T.test_field_errors_name_their_line()
   local text = table.concat({
     "-- batch = 99 in a comment is not a setting",
-    "local opts = {}",
-    "opts.batch = 3",
+    "local opts = { note = 'seq = 5 in a string is not one either' }",
+    "--[[ nor mode = 'x' in a long comment ]]",
     "return {",
     "  model = \"gpt2_large\", gpu = \"A100-PCIE-40GB\",",
-    "  mode = \"train\",",
-    "  batch = -4, seq = 1024,",
+    "  mode = \"train\", description = [[ dtype = 'bf16' in a long string ]],",
+    "  batch = -4, seq=1024,",
     "  dtyp = \"bf16\",",
     "}",
   }, "\n")
-  eq(workload.field_line(text, "batch"), 7, "the one line setting batch (not the comment, not opts.batch)")
-  eq(workload.field_line(text, "mode"), 6, "mode")
+  eq(workload.field_line(text, "batch"), 7, "the one line setting batch (not the comment)")
+  eq(workload.field_line(text, "seq"), 7, "seq=1024 without blanks (not the string)")
+  eq(workload.field_line(text, "mode"), 6, "mode (not the long comment)")
+  eq(workload.field_line(text, "dtype"), nil, "a name only a long string sets")
   eq(workload.field_line(text, "nothing"), nil, "a field the text does not set")
   eq(workload.field_line("a = 1\nb = { a = 2 }\n", "a"), nil, "two lines set it: no line rather than a wrong one")
   eq(workload.field_line("if a == 1 then end\na = 2\n", "a"), 2, "a comparison is not a setting")
   eq(workload.field_line(text, "bat.ch"), nil, "not a name")
+  -- set another way somewhere: the `key =` line may not be the one that counts (a wrong line is worse than none)
+  eq(workload.field_line("local w = { batch = 64 }\nw.batch = 0\nreturn w\n", "batch"), nil, "x.key = elsewhere")
+  eq(workload.field_line("local w = { batch = 64 }\nw . batch = 0\nreturn w\n", "batch"), nil, "x . key = elsewhere")
+  eq(workload.field_line("local t = { dtype = 'bf16' }\nreturn { [\"dtype\"] = 'bf17' }\n", "dtype"), nil, "[\"key\"] =")
+  eq(workload.field_line("local gpu = 'H100'\nreturn { gpu = gpu }\n", "gpu"), nil, "a local of that name")
+  eq(workload.field_line("return { figures = function(f) local dtype = f.dtype end, dtype = 'x' }\n", "dtype"), nil,
+    "a local inside a function")
+  eq(workload.field_line("return { f = function(a, seq) seq = 1 end,\n seq = 2 }\n", "seq"), nil, "a parameter")
   local function err(w, overrides)
     local ok, e = pcall(workload.normalize, w, overrides, "examples/w.lua", text)
     assert(not ok, "expected an error")
