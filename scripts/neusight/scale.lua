@@ -103,6 +103,9 @@ local function gemm(b, m, n, k, dtype)
   return K.bmm(b, m, n, k, dtype)
 end
 
+-- The most new tokens per sequence a decode step attends with (speculative decoding verifies a few at once).
+M.decode_queries = 16
+
 --- Our kernels for one op of a measured trace that route_of sends to the ratio: GEMMs from the operands' shapes
 --- (a backward op: the two GEMMs of its forward product, dA = dC·Bᵀ and dB = Aᵀ·dC), fused attention from the
 --- query/key/value shapes. nil when the shapes are missing or not understood: the op is then wave-scaled and
@@ -140,9 +143,11 @@ function M.kernels(op)
     if not (sane(q[1], q[2], q[3], kk[3], q[4]) and sane(v[4]) and sane(kk[2]) and q[2] % kk[2] == 0 and q[3] <= kk[3]) then
       return nil
     end
-    -- fewer queries than keys in a forward pass: new tokens attending over a KV cache (a decode step; HF passes no
-    -- causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound on the cache
-    if not backward and q[3] < kk[3] then kind = "decode" end
+    -- a forward pass of a few queries over more keys: new tokens attending over a KV cache (a decode step, or a
+    -- speculative one; HF passes no causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound
+    -- on the cache. More queries over more keys (chunked prefill over a cache, an encoder-decoder's cross-attention)
+    -- stay prefill kernels, as the flags say.
+    if not backward and q[3] < kk[3] and q[3] <= M.decode_queries then kind = "decode" end
     return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
   else
     return nil

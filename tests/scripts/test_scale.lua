@@ -80,6 +80,17 @@ function M.test_attention_kinds()
   ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, kv, kv, {}, {}, {}, {}, {} },
                       types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
   eq(ks[1].op, "full", "as many queries as keys, no causal flag: full prefill attention")
+  -- cross-attention (decoder queries over encoder keys) and chunked prefill over a cache: more than a few queries
+  local cq, ckv = { 2, 8, 128, 64 }, { 2, 8, 512, 64 }
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { cq, ckv, ckv, {}, {}, {}, {}, {} },
+                      types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
+  eq(ks[1].op, "full", "128 queries over 512 keys, not causal: full attention, not a decode kernel")
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { cq, ckv, ckv, { 2, 1, 128, 512 } },
+                      types = t, values = { "", "", "", "", "0.", "True" } })
+  eq(ks[1].op, "full", "an explicit mask with fewer queries than keys: every pair")
+  ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { { 8, 32, 4, 64 }, dkv, dkv, {}, {}, {}, {}, {} },
+                      types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
+  eq(ks[1].op, "decode", "a speculative step of 4 tokens over the cache")
 end
 
 function M.test_physics()
