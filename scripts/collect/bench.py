@@ -53,7 +53,7 @@ except Exception:  # no Triton: fp8 Linear cases need vLLM
 if _triton is not None:
     @_triton.jit
     def ns_fp8_absmax_rows(x_ptr, scale_ptr, n_cols, stride, fp8_max, BLOCK: tl.constexpr):
-        row = tl.program_id(0)
+        row = tl.program_id(0).to(tl.int64)  # row * stride passes 2^31 for activations above 4 GiB in bf16
         m = tl.zeros([BLOCK], dtype=tl.float32)
         for start in range(0, n_cols, BLOCK):
             cols = start + tl.arange(0, BLOCK)
@@ -63,7 +63,7 @@ if _triton is not None:
 
     @_triton.jit
     def ns_fp8_quant(x_ptr, q_ptr, scale_ptr, n, fp8_max, BLOCK: tl.constexpr):
-        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)  # int64: more than 2^31 elements
         mask = offs < n
         s = tl.maximum(tl.load(scale_ptr), 1e-12)
         v = tl.load(x_ptr + offs, mask=mask, other=0.0).to(tl.float32) / s
