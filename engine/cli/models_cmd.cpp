@@ -228,8 +228,8 @@ int eval_models_main(const eval_models_flags& f) {
     family_inputs_add(band_in, r.family_s, *pred, gpu.vendor);
     const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
     for (const auto& x : band.fields) {
-      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
-      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
+      if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
+      if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
     }
     rows.push_back(std::move(r));
   }
@@ -275,7 +275,7 @@ int eval_models_main(const eval_models_flags& f) {
             s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
         std::map<std::string, double> factors;
         for (const auto& x : fit.fields)
-          if (const double* v = std::get_if<double>(&x.value); v && x.key.rfind("factor.", 0) == 0)
+          if (const auto v = figure_number(x.value); v && x.key.rfind("factor.", 0) == 0)
             factors[x.key.substr(7)] = *v;
         for (const auto* o : rs) {
           if (o == m) continue;
