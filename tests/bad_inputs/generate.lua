@@ -768,6 +768,14 @@ lbc("layers_float", lbl(36.5, 2505.2), "key 'num_layer' must be a non-negative i
 lbc("top_array", "[]\n", "key 'e2e_latency' must be a positive number (ms)")
 lbc("truncated", '{"num_layer": 36,', "invalid JSON")
 lbc("empty", "", "invalid JSON")
+-- a key outside the four of a label (found by tests/fuzz/mutate.py: a misspelt key was ignored, exit 0)
+lbc("key_typo", '{"num_layer": 36, "e2e_latency": 2505.2, "FW_LATENCY": 2505.2, "bwall_latency": 0}\n',
+    "unknown key 'FW_LATENCY' (did you mean 'fw_latency'?)")
+lbc("fw_string", lbl(36, 2505.2):gsub('"fw_latency": 2505.2', '"fw_latency": "x"'), "key 'fw_latency' must be a number (ms) of 0 … 1e9")
+lbc("bwall_negative", lbl(36, 2505.2):gsub('"bwall_latency": 0', '"bwall_latency": -1'),
+    "key 'bwall_latency' must be a number (ms) of 0 … 1e9")
+lbc("key_unknown", '{"num_layer": 36, "e2e_latency": 2505.2, "fw_latency": 2505.2, "bwall_latency": 0, "gpu": "T4"}\n',
+    "unknown key 'gpu'")
 
 -------------------------------------------------------------------------------------------------- label-trace CSV
 -- scale on a per-op label trace label/<GPU>/<tag>.csv, with its operator graph
