@@ -276,6 +276,13 @@ wl("shape_mismatch", node("{ 4, 128, 64 }", "{ 7, 3, 99 }", ", params = 6336"), 
 wl("params_negative", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = -5"), nil, "field 'params' must be >= 0")
 wl("params_nan", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 0/0"), nil, "field 'params' must be a finite number")
 wl("params_inf", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = math.huge"), nil, "field 'params' must be a finite number")
+-- found by tests/fuzz/mutate.py: the graph's own scripts read a function model's nodes before the engine checks them
+-- ("scripts/neusight/memory.lua:44: attempt to mul a 'number' with a 'string'")
+wl("dim_string_output", node("{ 4, 128, 64 }", '{ 4, "128", 64 }'), nil,
+   "node #1 'fc': field 'output' must be a shape: dimension 2 is")
+wl("count_string", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ', params = 4096, count = "2"'), nil,
+   "node #1 'fc': field 'count' must be an integer >= 1")
+wl("attrs_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", attrs = 5"), nil, "node #1 'fc': field 'attrs' must be a table")
 wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
    "node #1 needs string fields 'op' and 'name'")
 wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
@@ -400,6 +407,8 @@ wt("figures_name_taken", preset("figures = function() return { mfu = 1 } end"),
 wt("figures_value_inf", preset("figures = function() return { x = math.huge } end"),
    "a figure is a finite number, a string or a boolean")
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)
+wt("config_name_table", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = { 1 }, arch = "gpt", ' ..
+   gpt_ok .. ' } }\n', "field 'model' table field 'name' must be a non-empty string (got")
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
