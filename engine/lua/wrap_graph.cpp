@@ -68,6 +68,22 @@ constexpr int64_t max_shape_elements = int64_t(1) << 48;
 const char* const shape_expected = "a shape (array of non-negative integers)";
 const char* const shape_too_big = "a shape of at most 2^48 elements";
 
+// Whether the plain table at `idx` has no key outside 1..n: { x = {…} } as a list of shapes used to read as an
+// empty list, { 4, 8, n = 2 } as the shape { 4, 8 } (found by tests/fuzz/mutate.py). [-0, +0, -]
+bool array_only(lua_State* L, int idx, lua_Integer n) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {  // stack: key value
+    lua_pop(L, 1);
+    // lua_isinteger only: lua_tointeger would convert a string key, and a number key must not be converted in place
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n) {
+      lua_pop(L, 1);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Reads the array of integers on top of the stack (a plain table): nullptr, or what it must be instead. [-0, +0, -]
 const char* shape_from_top(lua_State* L, shape& out) {
   if (!lua_istable(L, -1)) return shape_expected;
@@ -76,13 +92,15 @@ const char* shape_from_top(lua_State* L, shape& out) {
     return shape_expected;
   }
   const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
+  if (!array_only(L, -1, n)) return shape_expected;
   out.clear();
   int64_t elements = 1;
   bool too_big = false;
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L, -1, i);
     int ok = 0;
-    const lua_Integer d = lua_tointegerx(L, -1, &ok);
+    // a number: lua_tointegerx would take the string "128" too
+    const lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
     lua_pop(L, 1);
     if (!ok || d < 0) return shape_expected;
     if (d > max_shape_elements || (d > 0 && elements > max_shape_elements / d)) too_big = true;
@@ -109,6 +127,10 @@ std::vector<shape> table_reader::shapes_at(const char* key) const {
   }
   std::vector<shape> out;
   const lua_Integer n = lua_Integer(lua_rawlen(L_, -1));
+  if (!array_only(L_, -1, n)) {
+    lua_pop(L_, 1);
+    throw error(what_ + ": field '" + key + "' must be an array of shapes (it has a key outside 1.." + std::to_string(n) + ")");
+  }
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L_, -1, i);  // stack: shapes shape_i
     shape s;

@@ -283,6 +283,10 @@ wl("dim_string_output", node("{ 4, 128, 64 }", '{ 4, "128", 64 }'), nil,
 wl("count_string", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ', params = 4096, count = "2"'), nil,
    "node #1 'fc': field 'count' must be an integer >= 1")
 wl("attrs_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", attrs = 5"), nil, "node #1 'fc': field 'attrs' must be a table")
+wl("inputs_not_array", '{ { op = "linear", name = "fc", inputs = { x = { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "field 'inputs' must be an array of shapes (it has a key outside 1..0)")
+wl("shape_extra_key", '{ { op = "linear", name = "fc", inputs = { { 4, 128, 64, n = 3 } }, output = { 4, 128, 64 } } }', nil,
+   "field 'inputs' #1 must be a shape (array of non-negative integers; it has key")
 wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
    "node #1 needs string fields 'op' and 'name'")
 wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
