@@ -363,8 +363,28 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       // 1e21 FLOPs or bytes is an hour of the fastest GPU on one kernel (the largest real GEMMs are ~1e18): more is a
       // unit slip or an overflow, not a forecast
       if (k.flops > 1e21 || k.bytes > 1e21) throw error(r.what() + ": flops and bytes must be at most 1e21");
+      // a vector or attention kernel computes on what it moves (a pure copy is kind "memory"); the neusight predictor
+      // prices it per element, and a 0 there failed as "kernel V needs flops > 0 …" without naming the rule
+      const bool priced_per_element = k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
+                                      k.kind == kernel_kind::layernorm || k.kind == kernel_kind::attention;
+      if (priced_per_element && !(k.flops > 0 && k.bytes > 0))
+        throw error(r.what() + ": kind '" + kind + "' needs flops > 0 and bytes > 0 (a copy is kind \"memory\")");
+      // Dimensions are 1 … 2^48, and so is a vector kernel's rows × hidden (a GEMM's b·m·n·k at most 1e21, the FLOPs
+      // limit): an m = 0 used to fail in scripts/tiling/gemm.lua without naming the rule, rows = 2^62 wrap to 0 elements.
+      const auto dims_check = [&](std::initializer_list<std::pair<const char*, int64_t>> dims, double product_max,
+                                  const char* product) {
+        double p = 1;
+        for (const auto& [name, v] : dims) {
+          if (v < 1 || v > max_shape_elements)
+            throw error(r.what() + ": field '" + name + "' must be between 1 and 2^48 (got " + std::to_string(v) + ")");
+          p *= double(v);
+        }
+        if (p > product_max)
+          throw error(r.what() + ": " + product + " must be at most " + (product_max == 1e21 ? "1e21" : "2^48"));
+      };
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+        dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         k.weight_bytes = r.number_or("weight_bytes", 0);
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");
@@ -380,14 +400,18 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         if (k.kv_dtype == k.dtype) k.kv_dtype.clear();
         if (k.b < 1 || k.m < 1 || k.n < 1 || k.k < 1 || k.rows < 1 || k.hidden < 1)
           throw error(r.what() + ": attention dims b, m, n, k, rows (heads), hidden (kv heads) must be >= 1");
+        dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
+        dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")
           throw error(r.what() + ": attention op must be causal, full, causal_bwd, full_bwd or decode (got '" + k.op + "')");
       } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
+        dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
       }
       if (r.has("seconds")) {
         k.seconds = r.number("seconds");
-        if (*k.seconds < 0) throw error(r.what() + ": field 'seconds' must be >= 0");
+        // at most 1e6 s (1e9 ms, the limit of a measured label or trace time): more is a unit slip
+        if (*k.seconds < 0 || *k.seconds > 1e6) throw error(r.what() + ": field 'seconds' must be between 0 and 1e6");
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }

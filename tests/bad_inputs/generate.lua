@@ -455,6 +455,19 @@ rf("kernel_name_missing", '    return { { kind = "memory", flops = 0, bytes = 1e
 rf("kernel_field_typo", kern("flops = 0, byts = 1e6"), "unknown field 'byts' (did you mean 'bytes'?)")
 rf("kernel_number", "    return { 5 }", "kernel #1: expected a table (got number)")
 rf("kernel_gemm_no_flops", '    return { { kind = "gemm", name = "G", m = 0, n = 64, k = 64 } }', "field 'flops' must be a number (got nil)")
+-- found by tests/fuzz/mutate.py: dimensions and seconds without a range (m = 0 failed in scripts/tiling/gemm.lua
+-- without naming the rule; rows = 2^62 and seconds = 2^53 were forecast)
+rf("kernel_gemm_m_zero", '    return { { kind = "gemm", name = "G", b = 1, m = 0, n = 64, k = 64, flops = 0, bytes = 1 } }',
+   "field 'm' must be between 1 and 2^48 (got 0)")
+rf("kernel_rows_huge", '    return { { kind = "elementwise", name = "V", op = "add", rows = 1 << 62, hidden = 4, flops = 1, bytes = 1 } }',
+   "field 'rows' must be between 1 and 2^48")
+rf("kernel_rows_hidden_product", '    return { { kind = "softmax", name = "S", rows = 1 << 30, hidden = 1 << 30, flops = 1, bytes = 1 } }',
+   "rows × hidden must be at most 2^48")
+rf("kernel_gemm_dims_product", '    return { { kind = "gemm", name = "G", b = 1 << 40, m = 1 << 40, n = 64, k = 64, flops = 1, bytes = 1 } }',
+   "b·m·n·k must be at most 1e21")
+rf("kernel_vec_zero_flops", '    return { { kind = "elementwise", name = "V", op = "add", rows = 4, hidden = 4, flops = 0, bytes = 16 } }',
+   "kind 'elementwise' needs flops > 0 and bytes > 0")
+rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
