@@ -468,6 +468,19 @@ rf("kernel_gemm_dims_product", '    return { { kind = "gemm", name = "G", b = 1 
 rf("kernel_vec_zero_flops", '    return { { kind = "elementwise", name = "V", op = "add", rows = 4, hidden = 4, flops = 0, bytes = 16 } }',
    "kind 'elementwise' needs flops > 0 and bytes > 0")
 rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
+-- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
+rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
+   "bad argument #5 to 'vec' (unknown field 'byts'; known: bytes, bytes_per_elem)", 4)
+rf("vec_opts_number", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", 5) }',
+   "bad argument #5 to 'vec' (table or nil expected, got number)", 4)
+rf("mem_shape_wraps", '    return { require("neusight.kernels").mem({ { 4, math.maxinteger, 64 } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 1: more than 2^48 elements)", 4)
+rf("mem_shape_string", '    return { require("neusight.kernels").mem({ { 4, 128 }, { 4, "x" } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 2: dimension 2 is x, expected a non-negative integer)", 4)
+rf("softmax_zero", '    return { require("neusight.kernels").softmax(0, 64, "fp32") }',
+   "bad argument #1 to 'softmax' (positive integer expected, got 0)", 4)
+rf("dtype_bytes_unknown", '    local e = require("neusight.kernels").dtype_bytes("fp7")\n' .. mem,
+   "bad argument #1 to 'dtype_bytes' (unknown dtype 'fp7')", 4)
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
