@@ -481,6 +481,11 @@ rf("softmax_zero", '    return { require("neusight.kernels").softmax(0, 64, "fp3
    "bad argument #1 to 'softmax' (positive integer expected, got 0)", 4)
 rf("dtype_bytes_unknown", '    local e = require("neusight.kernels").dtype_bytes("fp7")\n' .. mem,
    "bad argument #1 to 'dtype_bytes' (unknown dtype 'fp7')", 4)
+-- a rule built by a constructor (`return require("neusight.rules").x { … }` is a tail call): its spec errors named
+-- engine/lua/prelude.lua, not the rule file
+rc("ctor_spec_typo", 'return require("neusight.rules").elementwise { name = "mine", doc = "d", op = "add", grda = "mem" }\n',
+   "rules.elementwise: unknown field 'grda'")
+rc("ctor_spec_no_doc", 'return require("neusight.rules").linear { name = "mine" }\n', "rules.linear: field 'doc' must be a string")
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
