@@ -413,6 +413,11 @@ wt("figures_value_inf", preset("figures = function() return { x = math.huge } en
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)
 wt("config_name_table", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = { 1 }, arch = "gpt", ' ..
    gpt_ok .. ' } }\n', "field 'model' table field 'name' must be a non-empty string (got")
+-- an inline cluster's links get a cluster TOML's ranges (2^62 us was accepted: a forecast of 10^11 years)
+wt("parallel_cluster_latency_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
+   "inter = { latency_us = 2^62 } } }"), "inter.latency_us: at most 1e6 (microseconds per message) expected")
+wt("parallel_cluster_bw_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
+   "intra = { bw_gbps = 1e300 } } }"), "intra.bw_gbps: at most 1e6 (GB/s per direction) expected")
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
