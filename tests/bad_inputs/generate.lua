@@ -287,6 +287,9 @@ wl("inputs_not_array", '{ { op = "linear", name = "fc", inputs = { x = { 4, 128,
    "field 'inputs' must be an array of shapes (it has a key outside 1..0)")
 wl("shape_extra_key", '{ { op = "linear", name = "fc", inputs = { { 4, 128, 64, n = 3 } }, output = { 4, 128, 64 } } }', nil,
    "field 'inputs' #1 must be a shape (array of non-negative integers; it has key")
+-- a built-in rule's argument error named neither the workload nor its model
+wl("layernorm_dim_zero", '{ { op = "layernorm", name = "ln", inputs = { { 4, 0, 64 } }, output = { 4, 0, 64 }, params = 128 } }',
+   nil, { "bad argument #1 to 'layernorm' (positive integer expected, got 0)", "workload/layernorm_dim_zero.lua: model 'custom'" })
 wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
    "node #1 needs string fields 'op' and 'name'")
 wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
