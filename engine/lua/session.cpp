@@ -683,7 +683,14 @@ std::string node_key(const node& n) {
 }  // namespace
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
-  return expand_on(g, &gpu, training);
+  expansion e = expand_on(g, &gpu, training);
+  // a graph whose every rule returned {} (views only, or a rule that forgot its kernels) forecast 0 ms, exit 0 (found
+  // by tests/fuzz/mutate.py)
+  if (e.kernels.empty() && !g.nodes.empty())
+    throw error((g.origin.empty() ? std::string() : g.origin + ": ") + "model '" + g.model + "': none of its " +
+                std::to_string(g.nodes.size()) + " nodes has a kernel (every op rule returned {}): the forecast would "
+                "be 0 ms");
+  return e;
 }
 
 node_rule session::rule_kernels() {

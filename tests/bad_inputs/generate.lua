@@ -396,7 +396,7 @@ wt("config_arch_unknown", gpt(gpt_ok):gsub('"gpt"', '"gtp"'), "gtp")
 wt("parallel_bucket_tiny", preset("parallel = { dp = 2, bucket_mb = 1e-6 }"), "parallel.bucket_mb: at least 1 (MB) expected")
 wt("parallel_bucket_negative", preset("parallel = { dp = 2, bucket_mb = -1 }"), "parallel.bucket_mb: positive number expected")
 wt("parallel_tp_zero", preset("parallel = { dp = 2, tp = 0 }"), "parallel.tp: positive integer expected, got 0")
-wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "is not divisible by dp")
+wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "parallel.dp: at most 2^24 expected")
 wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: positive integer expected, got 1.5")
 wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
 wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
@@ -421,6 +421,12 @@ wt("parallel_cluster_latency_huge", preset("parallel = { dp = 2, cluster = { gpu
    "inter = { latency_us = 2^62 } } }"), "inter.latency_us: at most 1e6 (microseconds per message) expected")
 wt("parallel_cluster_bw_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
    "intra = { bw_gbps = 1e300 } } }"), "intra.bw_gbps: at most 1e6 (GB/s per direction) expected")
+-- counts without a bound (found by tests/fuzz/mutate.py): tp = 2^40 ran out the script budget, pp = 2^40 the memory
+wt("parallel_tp_huge", preset("parallel = { tp = 2^40 }"), "parallel.tp: at most 2^24 expected")
+wt("parallel_virtual_stages_huge", preset("parallel = { pp = 2, microbatches = 2, schedule = 'interleaved', virtual_stages = 1e308 }"),
+   "parallel.virtual_stages: at most 2^24 expected")
+wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
+   "dp × tp × pp = 2097152 GPUs, more than the 2^20 (1048576) a layout may have")
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
