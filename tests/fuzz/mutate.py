@@ -366,6 +366,21 @@ TOML_BAD = ["nan", "inf", "-inf", "-1", "0", "1e308", "1e-300", '"x"', '""', "[]
             "+3", "3", "3.5", "1e9", "1e10"]
 
 
+def mutate_flat(rng, op, raw, k, bad_values, extra_names):
+    """Mutation `op` (value, drop, typo, extra) of key `k` of a flat key → value-text table; (table, desc, class)."""
+    if op == "value":
+        raw[k] = rng.choice(bad_values)
+        return raw, "%s = %s" % (k, raw[k]), "bad"
+    if op == "drop":
+        del raw[k]
+        return raw, "drop " + k, "drop"
+    if op == "typo":
+        nk = misspell(rng, k)
+        return {(nk if kk == k else kk): v for kk, v in raw.items()}, "rename %s -> %s" % (k, nk), "typo"
+    raw[rng.choice(extra_names)] = "1"
+    return raw, "add a key", "typo"
+
+
 def gen_label(rng, tmp):
     which = rng.choice(["json", "json", "csv", "csv", "csv", "meas_predict", "meas_serve"])
     if which == "json":
@@ -383,20 +398,8 @@ def gen_label(rng, tmp):
             desc, cls = "byte edit at %d" % i, "other"
         else:
             k = rng.choice(keys)
-            raw = {kk: json.dumps(v) for kk, v in vals.items()}
-            if op == "value":
-                raw[k] = rng.choice(JSON_BAD)
-                desc, cls = "%s = %s" % (k, raw[k]), "bad"
-            elif op == "drop":
-                del raw[k]
-                desc, cls = "drop " + k, "drop"
-            elif op == "typo":
-                nk = misspell(rng, k)
-                raw = {(nk if kk == k else kk): v for kk, v in raw.items()}
-                desc, cls = "rename %s -> %s" % (k, nk), "typo"
-            else:
-                raw[rng.choice(["e2e_latency_ms", "extra", "fw_latncy"])] = "1"
-                desc, cls = "add a key", "typo"
+            raw, desc, cls = mutate_flat(rng, op, {kk: json.dumps(v) for kk, v in vals.items()}, k, JSON_BAD,
+                                         ["e2e_latency_ms", "extra", "fw_latncy"])
             text = "{\n" + ",\n".join('    "%s": %s' % (kk, v) for kk, v in raw.items()) + "\n}\n"
         with open(p, "w") as f:
             f.write(text)
@@ -453,20 +456,7 @@ def gen_label(rng, tmp):
         args = ["serve", "--model", "gpt2_med", "--batch", "2", "--input-len", "16", "--output-len", "4",
                 "--predictor", "roofline", "--gpu", gpu, "--calibrate", p]
     op = rng.choice(["value", "value", "value", "drop", "typo", "extra"])
-    k = rng.choice(sorted(keys))
-    if op == "value":
-        keys[k] = rng.choice(TOML_BAD)
-        desc, cls = "%s = %s" % (k, keys[k]), "bad"
-    elif op == "drop":
-        del keys[k]
-        desc, cls = "drop " + k, "drop"
-    elif op == "typo":
-        nk = misspell(rng, k)
-        keys = {(nk if kk == k else kk): v for kk, v in keys.items()}
-        desc, cls = "rename %s -> %s" % (k, nk), "typo"
-    else:
-        keys[rng.choice(["extra", "latency", "ttft", "e2e_ms"])] = "1"
-        desc, cls = "add a key", "typo"
+    keys, desc, cls = mutate_flat(rng, op, keys, rng.choice(sorted(keys)), TOML_BAD, ["extra", "latency", "ttft", "e2e_ms"])
     with open(p, "w") as f:
         f.write("".join("%s = %s\n" % kv for kv in keys.items()))
     return {"input": p, "desc": which + ": " + desc, "classes": [cls], "lines": True, "args": args}
