@@ -74,6 +74,9 @@ local function numel_of(shape, fn, what)
   if type(shape) ~= "table" then
     error(("bad argument #1 to '%s' (%sshape expected, got %s)"):format(fn, what, type(shape)), 3)
   end
+  if #shape == 0 and next(shape) ~= nil then -- { x = 1 } is no 0-dim tensor: it used to count as 1 element
+    error(("bad argument #1 to '%s' (%sshape expected, got a table without an array part)"):format(fn, what), 3)
+  end
   local n = 1
   for i = 1, #shape do
     local d = shape[i]

@@ -491,6 +491,8 @@ rf("mem_shape_wraps", '    return { require("neusight.kernels").mem({ { 4, math.
    "bad argument #1 to 'mem' (shape 1: more than 2^48 elements)", 4)
 rf("mem_shape_string", '    return { require("neusight.kernels").mem({ { 4, 128 }, { 4, "x" } }, "fp32") }',
    "bad argument #1 to 'mem' (shape 2: dimension 2 is x, expected a non-negative integer)", 4)
+rf("mem_shape_keys", '    return { require("neusight.kernels").mem({ { 4, 128 }, { x = 1 } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 2: shape expected, got a table without an array part)", 4)
 rf("softmax_zero", '    return { require("neusight.kernels").softmax(0, 64, "fp32") }',
    "bad argument #1 to 'softmax' (positive integer expected, got 0)", 4)
 rf("dtype_bytes_unknown", '    local e = require("neusight.kernels").dtype_bytes("fp7")\n' .. mem,
