@@ -427,6 +427,10 @@ wt("parallel_virtual_stages_huge", preset("parallel = { pp = 2, microbatches = 2
    "parallel.virtual_stages: at most 2^24 expected")
 wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
    "dp × tp × pp = 2097152 GPUs, more than the 2^20 (1048576) a layout may have")
+-- more pipeline stages than layers: the timeline's error named no file (found by tests/fuzz/mutate.py)
+wt("parallel_pp_over_layers", 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, optimizer = "sgd", model = { name = "m", ' ..
+   'arch = "gpt", ' .. gpt_ok .. ' }, parallel = { pp = 4, microbatches = 4 } }\n',
+   "parallel: 4 pipeline stage(s) (pp × virtual_stages) but the model has only 2 layer(s)")
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
