@@ -190,7 +190,18 @@ SMALL_MOE = {"name": "tiny_moe", "arch": "moe", "model_type": "mixtral", "num_hi
              "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 1000,
              "num_local_experts": 4, "num_experts_per_tok": 2}
 SMALL_BERT = {"name": "tiny_bert", "arch": "bert", "num_hidden_layers": 2, "hidden_size": 256,
-              "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000}
+              "num_attention_heads": 4, "intermediate_size": 512, "vocab_size": 1000, "max_position_embeddings": 512,
+              "type_vocab_size": 2, "hidden_act": "gelu"}
+SMALL_DEEPSEEK = {"name": "tiny_deepseek", "arch": "deepseek", "model_type": "deepseek_v2", "vocab_size": 1000,
+                  "hidden_size": 256, "intermediate_size": 512, "moe_intermediate_size": 128, "num_hidden_layers": 2,
+                  "num_attention_heads": 4, "num_key_value_heads": 4, "n_shared_experts": 1, "n_routed_experts": 8,
+                  "routed_scaling_factor": 1.0, "kv_lora_rank": 64, "q_lora_rank": False, "qk_rope_head_dim": 16,
+                  "v_head_dim": 32, "qk_nope_head_dim": 32, "topk_method": "greedy", "n_group": 1, "topk_group": 1,
+                  "num_experts_per_tok": 2, "first_k_dense_replace": 1, "moe_layer_freq": 1, "norm_topk_prob": False,
+                  "hidden_act": "silu", "tie_word_embeddings": False}
+SMALL_OPT = {"name": "tiny_opt", "arch": "opt", "num_hidden_layers": 2, "hidden_size": 256, "num_attention_heads": 4,
+             "ffn_dim": 1024, "word_embed_proj_dim": 256, "activation_function": "relu", "do_layer_norm_before": True,
+             "vocab_size": 1000, "max_position_embeddings": 512}
 NODES = [
     {"op": "linear", "name": "fc1", "inputs": [[8, 128, 256]], "output": [8, 128, 1024], "params": 263168},
     {"op": "gelu", "name": "act", "inputs": [[8, 128, 1024]], "output": [8, 128, 1024]},
@@ -211,8 +222,8 @@ def workload_bases():
         {"model": dict(SMALL_MOE), "gpu": "h100", "mode": "train", "batch": 8, "seq": 128, "dtype": "bf16",
          "experts": "grouped", "router_skew": 1.5, "optimizer": "adam", "optimizer_impl": "fused",
          "parallel": {"dp": 2, "ep": 2}},
-        {"model": dict(SMALL_BERT), "gpu": "a100", "mode": "train", "batch": 8, "seq": 128, "optimizer": "sgd"},
-        {"model": dict(SMALL_GPT), "gpu": "a100", "mode": "inference", "batch": 8, "seq": 128,
+        {"model": dict(SMALL_BERT), "gpu": "A100-PCIE-40GB", "mode": "train", "batch": 8, "seq": 128, "optimizer": "sgd"},
+        {"model": dict(SMALL_GPT), "gpu": "A100-PCIE-40GB", "mode": "inference", "batch": 8, "seq": 128,
          "fusion": {"flash_attention": True}},
         {"model": "gpt3_175b", "gpu": "H100-SXM5-80GB", "mode": "train", "batch": 64, "seq": 2048, "dtype": "bf16",
          "optimizer": "adam",
@@ -222,6 +233,10 @@ def workload_bases():
                                   "inter": {"bw_gbps": 50, "latency_us": 5, "efficiency": 0.8}}}},
         {"model": "gpt2_med", "gpu": "h100", "mode": "train", "batch": 8, "seq": 512, "optimizer": "adamw",
          "parallel": {"dp": 4, "bucket_mb": 25, "sequence_parallel": False}},
+        {"model": dict(SMALL_DEEPSEEK), "gpu": "h100", "mode": "decode", "batch": 8, "context": 256, "dtype": "bf16",
+         "experts": "grouped", "kv_dtype": "fp8"},
+        {"model": dict(SMALL_OPT), "gpu": "A100-PCIE-40GB", "mode": "train", "batch": 8, "seq": 256, "optimizer": "adamw",
+         "precision": "amp", "dtype": "fp16", "parallel": {"dp": 2, "pp": 2, "microbatches": 4, "schedule": "1f1b"}},
         {"model": "__NODES__", "gpu": "H100-SXM5-80GB", "mode": "train", "batch": 8, "seq": 128, "optimizer": "sgd",
          "__nodes__": [json.loads(json.dumps(n)) for n in NODES]},
     ]
@@ -238,14 +253,18 @@ def workload_text(w):
     return "-- fuzzed workload\nreturn " + to_lua(w) + "\n"
 
 
+MUTATIONS = 1  # mutations per workload case (--mutations)
+
+
 def gen_workload(rng, tmp):
     bases = workload_bases()
     w = rng.choice(bases)
     descs, classes = [], []
-    d, c = mutate_tree(rng, w, ["value", "value", "value", "drop", "typo", "extra", "nest"], protect=(("__nodes__",),)
-                       if rng.random() < 0.5 else ())
-    descs.append(d)
-    classes.append(c)
+    for _ in range(MUTATIONS):
+        d, c = mutate_tree(rng, w, ["value", "value", "value", "drop", "typo", "extra", "nest"],
+                           protect=(("__nodes__",),) if rng.random() < 0.5 else ())
+        descs.append(d)
+        classes.append(c)
     path = os.path.join(tmp, "work.lua")
     with open(path, "w") as f:
         f.write(workload_text(w))
@@ -577,7 +596,10 @@ def main():
     ap.add_argument("--timeout", type=int, default=20)
     ap.add_argument("--keep", help="copy each finding's folder here")
     ap.add_argument("--show-ok", action="store_true", help="print every case, not only findings")
+    ap.add_argument("--mutations", type=int, default=1, help="mutations per workload case (default 1)")
     args = ap.parse_args()
+    global MUTATIONS
+    MUTATIONS = args.mutations
     targets = sorted(GENERATORS) if args.target == "all" else [args.target]
     if args.keep:
         os.makedirs(args.keep, exist_ok=True)
