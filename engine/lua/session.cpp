@@ -684,12 +684,15 @@ std::string node_key(const node& n) {
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   expansion e = expand_on(g, &gpu, training);
-  // a graph whose every rule returned {} (views only, or a rule that forgot its kernels) forecast 0 ms, exit 0 (found
-  // by tests/fuzz/mutate.py)
-  if (e.kernels.empty() && !g.nodes.empty())
+  // a graph whose every rule returned {} (views only, or a rule that forgot its kernels), or only kernels of 0 FLOPs and
+  // 0 bytes, forecast 0 ms, exit 0 (found by tests/fuzz/mutate.py)
+  const bool work = std::any_of(e.kernels.begin(), e.kernels.end(), [](const auto& x) {
+    return x.k.flops > 0 || x.k.bytes > 0 || (x.k.seconds && *x.k.seconds > 0);
+  });
+  if (!work && !g.nodes.empty())
     throw error((g.origin.empty() ? std::string() : g.origin + ": ") + "model '" + g.model + "': none of its " +
-                std::to_string(g.nodes.size()) + " nodes has a kernel (every op rule returned {}): the forecast would "
-                "be 0 ms");
+                std::to_string(g.nodes.size()) + " nodes has a kernel that does work (every op rule returned {} or "
+                "kernels of 0 flops and 0 bytes): the forecast would be 0 ms");
   return e;
 }
 

@@ -508,8 +508,10 @@ rc("ctor_spec_typo", 'return require("neusight.rules").elementwise { name = "min
 rc("ctor_spec_no_doc", 'return require("neusight.rules").linear { name = "mine" }\n', "rules.linear: field 'doc' must be a string")
 -- every rule of the model returned {}: 0 ms, exit 0
 case { kind = "oprule", file = "oprule/forward_empty_only_node/mine.lua", text = rule_text("    return {}"), args = RULE,
-       expect = "model 'custom': none of its 1 nodes has a kernel (every op rule returned {}): the forecast would be 0 ms",
-       names = "oprule/run.lua" }
+       expect = "model 'custom': none of its 1 nodes has a kernel that does work (every op rule returned {} or kernels " ..
+                "of 0 flops and 0 bytes): the forecast would be 0 ms", names = "oprule/run.lua" }
+case { kind = "oprule", file = "oprule/forward_no_work/mine.lua", text = rule_text(kern("flops = 0, bytes = -0.0")),
+       args = RULE, expect = "model 'custom': none of its 1 nodes has a kernel that does work", names = "oprule/run.lua" }
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
