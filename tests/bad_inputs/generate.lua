@@ -894,6 +894,8 @@ meas("serve_ttft_zero", SERVE_CAL, "ttft_ms = 0\ntpot_ms = 1\n", "ttft_ms must b
 meas("serve_tpot_string", SERVE_CAL, 'tpot_ms = "fast"\n', "tpot_ms must be a positive number of milliseconds", 1)
 meas("serve_tpot_nan", SERVE_CAL, "ttft_ms = 2\ntpot_ms = nan\n", "tpot_ms must be a positive number of milliseconds", 2)
 meas("serve_tpot_inf", SERVE_CAL, "tpot_ms = inf\n", "tpot_ms must be a positive number of milliseconds", 1)
+meas("predict_huge", PREDICT .. CAL_GPU, "latency_ms = 1e10\n", "latency_ms must be a positive number of milliseconds (at most 1e9)", 1)
+meas("serve_tpot_huge", SERVE_CAL, "tpot_ms = 1e12\n", "tpot_ms must be a positive number of milliseconds (at most 1e9)", 1)
 meas("serve_note_number", SERVE_CAL, "tpot_ms = 1\nnote = 4\n", "note must be a string", 2)
 meas("serve_table", SERVE_CAL, "tpot_ms = 1\n[ttft]\nms = 3\n", "unknown key 'ttft'", 2)
 meas("serve_syntax", SERVE_CAL, "tpot_ms = 1\nttft_ms = \n", "expected value", 2)
