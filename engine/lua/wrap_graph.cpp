@@ -415,6 +415,9 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }
+      // the engine never prices a collective: 1 MB sent in 0 s forecast 0 ms (found by tests/fuzz/mutate.py)
+      if (k.kind == kernel_kind::collective && k.bytes > 0 && !(*k.seconds > 0))
+        throw error(r.what() + ": a collective kernel that sends bytes needs seconds > 0");
       if (tiles && r.has("tile")) {
         raw_getfield(L, -1, "tile");  // stack: kernel_i tile
         try {

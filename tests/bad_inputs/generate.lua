@@ -485,6 +485,8 @@ rf("kernel_gemm_dims_product", '    return { { kind = "gemm", name = "G", b = 1 
    "b·m·n·k must be at most 1e21")
 rf("kernel_vec_zero_flops", '    return { { kind = "elementwise", name = "V", op = "add", rows = 4, hidden = 4, flops = 0, bytes = 16 } }',
    "kind 'elementwise' needs flops > 0 and bytes > 0")
+rf("kernel_collective_zero_seconds", '    return { { kind = "collective", name = "AllReduce", flops = 0, bytes = 1e6, seconds = 0 } }',
+   "a collective kernel that sends bytes needs seconds > 0")
 rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
 -- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
 rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
