@@ -363,6 +363,10 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       // 1e21 FLOPs or bytes is an hour of the fastest GPU on one kernel (the largest real GEMMs are ~1e18): more is a
       // unit slip or an overflow, not a forecast
       if (k.flops > 1e21 || k.bytes > 1e21) throw error(r.what() + ": flops and bytes must be at most 1e21");
+      // and 0 or at least 1: bytes = 1e-300 forecast 3e-310 ms, tokens per second inf (JSON null; found by
+      // tests/fuzz/mutate.py)
+      if ((k.flops > 0 && k.flops < 1) || (k.bytes > 0 && k.bytes < 1))
+        throw error(r.what() + ": flops and bytes must be 0 or at least 1");
       // a vector or attention kernel computes on what it moves (a pure copy is kind "memory"); the neusight predictor
       // prices it per element, and a 0 there failed as "kernel V needs flops > 0 …" without naming the rule
       const bool priced_per_element = k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
@@ -412,6 +416,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         k.seconds = r.number("seconds");
         // at most 1e6 s (1e9 ms, the limit of a measured label or trace time): more is a unit slip
         if (*k.seconds < 0 || *k.seconds > 1e6) throw error(r.what() + ": field 'seconds' must be between 0 and 1e6");
+        if (*k.seconds > 0 && *k.seconds < 1e-9) throw error(r.what() + ": field 'seconds' must be 0 or at least 1e-9");
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }

@@ -487,6 +487,8 @@ rf("kernel_vec_zero_flops", '    return { { kind = "elementwise", name = "V", op
    "kind 'elementwise' needs flops > 0 and bytes > 0")
 rf("kernel_collective_zero_seconds", '    return { { kind = "collective", name = "AllReduce", flops = 0, bytes = 1e6, seconds = 0 } }',
    "a collective kernel that sends bytes needs seconds > 0")
+rf("kernel_bytes_tiny", kern("flops = 0, bytes = 1e-300"), "flops and bytes must be 0 or at least 1")
+rf("kernel_seconds_tiny", kern("flops = 0, bytes = 1, seconds = 1e-300"), "field 'seconds' must be 0 or at least 1e-9")
 rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
 -- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
 rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
