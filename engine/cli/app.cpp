@@ -192,7 +192,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   std::map<std::string, double> factors;
   std::optional<double> calibrated_ms;
   for (const auto& x : fit.fields) {
-    const double* v = std::get_if<double>(&x.value);
+    const std::optional<double> v = figure_number(x.value);
     if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
     if (x.key == "calibrated_ms" && v) calibrated_ms = *v;
   }
@@ -298,7 +298,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
   std::map<std::string, double> factors;
   for (const auto& x : fit.fields) {
-    const double* v = std::get_if<double>(&x.value);
+    const std::optional<double> v = figure_number(x.value);
     if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
   }
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");

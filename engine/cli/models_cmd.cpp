@@ -75,6 +75,20 @@ label label_read(const fs::path& file) {
     throw error(file.string() + ": invalid JSON: " + e.what());
   }
   label l;
+  // the four keys NeuSight's label files have (fw_latency and bwall_latency are not read): any other is a typo
+  // ("FW_LATENCY", "e2e_latancy" beside the real one) and an error, not ignored
+  if (j.is_object()) {
+    const std::vector<std::string> keys = {"num_layer", "e2e_latency", "fw_latency", "bwall_latency"};
+    for (const auto& [k, v] : j.items())
+      if (std::find(keys.begin(), keys.end(), k) == keys.end())
+        throw error(file.string() + ": unknown key '" + k + "'" + text_did_you_mean(k, keys) +
+                    " (a label has num_layer, e2e_latency, fw_latency and bwall_latency)");
+  }
+  for (const char* key : {"fw_latency", "bwall_latency"}) {  // not read, but a broken one is a broken label
+    const auto it = j.find(key);
+    if (it != j.end() && (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= 1e9)))
+      throw error(file.string() + ": key '" + key + "' must be a number (ms) of 0 … 1e9");
+  }
   const auto e2e = j.find("e2e_latency");
   // at most 1e9 ms (11 days) for one iteration, at most 100000 layers: more is a unit slip, not a measurement
   if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0) || !(e2e->get<double>() <= 1e9))
@@ -228,8 +242,8 @@ int eval_models_main(const eval_models_flags& f) {
     family_inputs_add(band_in, r.family_s, *pred, gpu.vendor);
     const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
     for (const auto& x : band.fields) {
-      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
-      if (const auto* v = std::get_if<double>(&x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
+      if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
+      if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
     }
     rows.push_back(std::move(r));
   }
@@ -275,7 +289,7 @@ int eval_models_main(const eval_models_flags& f) {
             s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
         std::map<std::string, double> factors;
         for (const auto& x : fit.fields)
-          if (const double* v = std::get_if<double>(&x.value); v && x.key.rfind("factor.", 0) == 0)
+          if (const auto v = figure_number(x.value); v && x.key.rfind("factor.", 0) == 0)
             factors[x.key.substr(7)] = *v;
         for (const auto* o : rs) {
           if (o == m) continue;

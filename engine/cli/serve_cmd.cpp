@@ -57,7 +57,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   std::map<std::string, double> factors;
   std::map<std::string, double> calibrated;  // ttft / tpot → ms
   for (const auto& x : fit.fields) {
-    const double* v = std::get_if<double>(&x.value);
+    const std::optional<double> v = figure_number(x.value);
     if (!v) continue;
     if (x.key.rfind("factor.", 0) == 0) factors[x.key.substr(7)] = *v;
     if (x.key == "calibrated_ttft_ms") calibrated["ttft"] = *v;

@@ -123,8 +123,10 @@ measurement measurement_parse(std::string_view text, const std::string& path, me
     const toml::node* n = t.get(key);
     if (!n) continue;
     const auto x = n->value<double>();
-    if (!x || !std::isfinite(*x) || *x <= 0)
-      throw error(toml_where(path, n->source().begin) + ": " + key + " must be a positive number of milliseconds");
+    // at most 1e9 ms, the limit of a label or trace time (1e10 was fitted, every factor at its limit)
+    if (!x || !std::isfinite(*x) || *x <= 0 || *x > 1e9)
+      throw error(toml_where(path, n->source().begin) + ": " + key +
+                  " must be a positive number of milliseconds (at most 1e9)");
     *into = *x;
   }
   if (serve && !m.ttft_ms && !m.tpot_ms)

@@ -2,6 +2,7 @@
 // the engine knows no figure by name.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -11,6 +12,14 @@ namespace ns {
 
 // monostate: not available (JSON null, an empty CSV cell).
 using figure_value = std::variant<std::monostate, int64_t, double, bool, std::string>;
+
+// A figure's number, integer or not (Lua's math.min(20, x) is the integer 20); nullopt for anything else. What C++
+// reads a figure as a number with (a factor clamped to an integer limit used to vanish from the calibration file).
+inline std::optional<double> figure_number(const figure_value& v) {
+  if (const auto* d = std::get_if<double>(&v)) return *d;
+  if (const auto* i = std::get_if<int64_t>(&v)) return double(*i);
+  return std::nullopt;
+}
 
 // Inputs handed to the rule, by name.
 using figure_inputs = std::vector<std::pair<std::string, figure_value>>;

@@ -97,6 +97,7 @@ using node_rule = std::function<std::vector<kernel_instance>(const node&)>;
 
 struct graph {
   std::string model;
+  std::string origin;  // the file it came from (a workload script, --model config.json), named in rule errors; or empty
   std::vector<node> nodes;
   // Trainable parameters: Σ params × count over the nodes (the optimizer node owns none).
   double params_total() const;

@@ -256,9 +256,27 @@ function E.check_predictor(p, chunk)
   return copy
 end
 
+-- Runs a loaded rule or predictor file. One that ends in `return require("neusight.rules").linear { … }` tail-calls
+-- the constructor, so the constructor's errors (raised at its caller's level) point at this loader, not at the file:
+-- those name the file instead ("ops/mine.lua: rules.linear: unknown field 'dco'", not "engine/lua/prelude.lua:…").
+local function call_file(fn, ...)
+  local r = fn(...) -- the frame such an error points at (a tail call would leave pcall's, which has no position)
+  return r
+end
+local function run_file(fn, chunk, ...)
+  local ok, r = raw_pcall(call_file, fn, ...)
+  if ok then return r end
+  if limit_tripped() then error(r, 0) end
+  if type(r) == "string" then
+    local rest = r:match("^engine/lua/prelude%.lua:%d+: (.*)$")
+    if rest then r = chunk .. ": " .. rest end
+  end
+  error(r, 0)
+end
+
 -- Loads a predictor file (found by the host) in a fresh environment and checks it; `name` is its module name or path.
 function E.load_predictor(path, chunk, name)
-  return E.check_predictor(C.load(path, chunk, E.new_env())(name), chunk)
+  return E.check_predictor(run_file(C.load(path, chunk, E.new_env()), chunk, name), chunk)
 end
 
 -- Op rules load lazily on first use and are cached by name; false caches "no rule".
@@ -268,7 +286,7 @@ function E.get_op(name)
   if r ~= nil then return r or nil, op_chunks[name] end
   local path, chunk = C.find_op(name)
   if not path then ops[name] = false; return nil end
-  r = E.check_op(C.load(path, chunk, E.new_env())(), chunk, name)
+  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk), chunk, name)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
 end

@@ -446,6 +446,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pop(L, 1);
   lua_pushstring(L, w.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it
   w.g.model = w.model;
+  w.g.origin = origin;
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
   w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.model + "'");
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
@@ -703,7 +704,17 @@ std::string node_key(const node& n) {
 }  // namespace
 
 expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
-  return expand_on(g, &gpu, training);
+  expansion e = expand_on(g, &gpu, training);
+  // a graph whose every rule returned {} (views only, or a rule that forgot its kernels), or only kernels of 0 FLOPs and
+  // 0 bytes, forecast 0 ms, exit 0 (found by tests/fuzz/mutate.py)
+  const bool work = std::any_of(e.kernels.begin(), e.kernels.end(), [](const auto& x) {
+    return x.k.flops > 0 || x.k.bytes > 0 || (x.k.seconds && *x.k.seconds > 0);
+  });
+  if (!work && !g.nodes.empty())
+    throw error((g.origin.empty() ? std::string() : g.origin + ": ") + "model '" + g.model + "': none of its " +
+                std::to_string(g.nodes.size()) + " nodes has a kernel that does work (every op rule returned {} or "
+                "kernels of 0 flops and 0 bytes): the forecast would be 0 ms");
+  return e;
 }
 
 node_rule session::rule_kernels() {
@@ -735,7 +746,10 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training)
       }
     }
     session::impl::expanded memo;
-    const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'";
+    // the workload too: a built-in rule's error ("ops/layernorm.lua:16: bad argument …" for a 0 dimension) named
+    // neither the file nor the model it came from (found by tests/fuzz/mutate.py)
+    const std::string who = "for node " + std::to_string(i + 1) + " '" + n.name + "'" +
+                            (g.origin.empty() ? std::string() : " of " + g.origin + ": model '" + g.model + "'");
     p_->push_engine_field("need_op");
     lua_pushstring(L, n.op.c_str());
     ns_call(L, 1, 2, "while loading op '" + n.op + "' " + who);  // stack: gpu rule chunk

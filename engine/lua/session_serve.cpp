@@ -89,7 +89,7 @@ int l_serve_phase(lua_State* L) {
       lua_setfield(L, -2, "families");
     }
     for (const auto& x : band.fields)
-      if (const double* v = std::get_if<double>(&x.value); v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90"))
+      if (const auto v = figure_number(x.value); v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90"))
         set_number(L, x.key.c_str(), *v);
     lua_createtable(L, int(band.warnings.size()), 0);  // stack: result warnings (out of distribution)
     for (size_t i = 0; i < band.warnings.size(); ++i)

@@ -68,6 +68,22 @@ constexpr int64_t max_shape_elements = int64_t(1) << 48;
 const char* const shape_expected = "a shape (array of non-negative integers)";
 const char* const shape_too_big = "a shape of at most 2^48 elements";
 
+// Whether the plain table at `idx` has no key outside 1..n: { x = {…} } as a list of shapes used to read as an
+// empty list, { 4, 8, n = 2 } as the shape { 4, 8 } (found by tests/fuzz/mutate.py). [-0, +0, -]
+bool array_only(lua_State* L, int idx, lua_Integer n) {
+  idx = lua_absindex(L, idx);
+  lua_pushnil(L);
+  while (lua_next(L, idx) != 0) {  // stack: key value
+    lua_pop(L, 1);
+    // lua_isinteger only: lua_tointeger would convert a string key, and a number key must not be converted in place
+    if (!lua_isinteger(L, -1) || lua_tointeger(L, -1) < 1 || lua_tointeger(L, -1) > n) {
+      lua_pop(L, 1);
+      return false;
+    }
+  }
+  return true;
+}
+
 // Reads the array of integers on top of the stack (a plain table): nullptr, or what it must be instead. [-0, +0, -]
 const char* shape_from_top(lua_State* L, shape& out) {
   if (!lua_istable(L, -1)) return shape_expected;
@@ -76,13 +92,15 @@ const char* shape_from_top(lua_State* L, shape& out) {
     return shape_expected;
   }
   const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
+  if (!array_only(L, -1, n)) return shape_expected;
   out.clear();
   int64_t elements = 1;
   bool too_big = false;
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L, -1, i);
     int ok = 0;
-    const lua_Integer d = lua_tointegerx(L, -1, &ok);
+    // a number: lua_tointegerx would take the string "128" too
+    const lua_Integer d = lua_type(L, -1) == LUA_TNUMBER ? lua_tointegerx(L, -1, &ok) : 0;
     lua_pop(L, 1);
     if (!ok || d < 0) return shape_expected;
     if (d > max_shape_elements || (d > 0 && elements > max_shape_elements / d)) too_big = true;
@@ -109,6 +127,10 @@ std::vector<shape> table_reader::shapes_at(const char* key) const {
   }
   std::vector<shape> out;
   const lua_Integer n = lua_Integer(lua_rawlen(L_, -1));
+  if (!array_only(L_, -1, n)) {
+    lua_pop(L_, 1);
+    throw error(what_ + ": field '" + key + "' must be an array of shapes (it has a key outside 1.." + std::to_string(n) + ")");
+  }
   for (lua_Integer i = 1; i <= n; ++i) {
     lua_rawgeti(L_, -1, i);  // stack: shapes shape_i
     shape s;
@@ -341,8 +363,32 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       // 1e21 FLOPs or bytes is an hour of the fastest GPU on one kernel (the largest real GEMMs are ~1e18): more is a
       // unit slip or an overflow, not a forecast
       if (k.flops > 1e21 || k.bytes > 1e21) throw error(r.what() + ": flops and bytes must be at most 1e21");
+      // and 0 or at least 1: bytes = 1e-300 forecast 3e-310 ms, tokens per second inf (JSON null; found by
+      // tests/fuzz/mutate.py)
+      if ((k.flops > 0 && k.flops < 1) || (k.bytes > 0 && k.bytes < 1))
+        throw error(r.what() + ": flops and bytes must be 0 or at least 1");
+      // a vector or attention kernel computes on what it moves (a pure copy is kind "memory"); the neusight predictor
+      // prices it per element, and a 0 there failed as "kernel V needs flops > 0 …" without naming the rule
+      const bool priced_per_element = k.kind == kernel_kind::elementwise || k.kind == kernel_kind::softmax ||
+                                      k.kind == kernel_kind::layernorm || k.kind == kernel_kind::attention;
+      if (priced_per_element && !(k.flops > 0 && k.bytes > 0))
+        throw error(r.what() + ": kind '" + kind + "' needs flops > 0 and bytes > 0 (a copy is kind \"memory\")");
+      // Dimensions are 1 … 2^48, and so is a vector kernel's rows × hidden (a GEMM's b·m·n·k at most 1e21, the FLOPs
+      // limit): an m = 0 used to fail in scripts/tiling/gemm.lua without naming the rule, rows = 2^62 wrap to 0 elements.
+      const auto dims_check = [&](std::initializer_list<std::pair<const char*, int64_t>> dims, double product_max,
+                                  const char* product) {
+        double p = 1;
+        for (const auto& [name, v] : dims) {
+          if (v < 1 || v > max_shape_elements)
+            throw error(r.what() + ": field '" + name + "' must be between 1 and 2^48 (got " + std::to_string(v) + ")");
+          p *= double(v);
+        }
+        if (p > product_max)
+          throw error(r.what() + ": " + product + " must be at most " + (product_max == 1e21 ? "1e21" : "2^48"));
+      };
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
+        dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         k.weight_bytes = r.number_or("weight_bytes", 0);
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");
@@ -358,17 +404,25 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         if (k.kv_dtype == k.dtype) k.kv_dtype.clear();
         if (k.b < 1 || k.m < 1 || k.n < 1 || k.k < 1 || k.rows < 1 || k.hidden < 1)
           throw error(r.what() + ": attention dims b, m, n, k, rows (heads), hidden (kv heads) must be >= 1");
+        dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
+        dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")
           throw error(r.what() + ": attention op must be causal, full, causal_bwd, full_bwd or decode (got '" + k.op + "')");
       } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
+        dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
       }
       if (r.has("seconds")) {
         k.seconds = r.number("seconds");
-        if (*k.seconds < 0) throw error(r.what() + ": field 'seconds' must be >= 0");
+        // at most 1e6 s (1e9 ms, the limit of a measured label or trace time): more is a unit slip
+        if (*k.seconds < 0 || *k.seconds > 1e6) throw error(r.what() + ": field 'seconds' must be between 0 and 1e6");
+        if (*k.seconds > 0 && *k.seconds < 1e-9) throw error(r.what() + ": field 'seconds' must be 0 or at least 1e-9");
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }
+      // the engine never prices a collective: 1 MB sent in 0 s forecast 0 ms (found by tests/fuzz/mutate.py)
+      if (k.kind == kernel_kind::collective && k.bytes > 0 && !(*k.seconds > 0))
+        throw error(r.what() + ": a collective kernel that sends bytes needs seconds > 0");
       if (tiles && r.has("tile")) {
         raw_getfield(L, -1, "tile");  // stack: kernel_i tile
         try {

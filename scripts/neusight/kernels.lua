@@ -64,6 +64,35 @@ local function is_integer(v)
   return type(v) == "number" and v == floor(v) and v > -huge and v < huge -- rejects NaN and ±inf too
 end
 
+-- At most 2^48 elements in a tensor (engine/lua/wrap_graph.cpp's limit too): { 4, 2^62, 64 } used to wrap to 0 elements
+-- and a 0 ms forecast.
+local MAX_ELEMENTS = 1 << 48
+
+-- The elements of `shape`, an error "bad argument #1 to 'fn' (…)" at the caller of fn (level 3 from here) if it is
+-- not an array of non-negative integers of at most 2^48 elements; `what` prefixes the detail ("shape 2: ").
+local function numel_of(shape, fn, what)
+  if type(shape) ~= "table" then
+    error(("bad argument #1 to '%s' (%sshape expected, got %s)"):format(fn, what, type(shape)), 3)
+  end
+  if #shape == 0 and next(shape) ~= nil then -- { x = 1 } is no 0-dim tensor: it used to count as 1 element
+    error(("bad argument #1 to '%s' (%sshape expected, got a table without an array part)"):format(fn, what), 3)
+  end
+  local n = 1
+  for i = 1, #shape do
+    local d = shape[i]
+    if not is_integer(d) or d < 0 then
+      error(("bad argument #1 to '%s' (%sdimension %d is %s, expected a non-negative integer)"):format(fn, what, i,
+        tostring(d)), 3)
+    end
+    d = floor(d)
+    if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then
+      error(("bad argument #1 to '%s' (%smore than 2^48 elements)"):format(fn, what), 3)
+    end
+    n = n * d
+  end
+  return n
+end
+
 -- Raises "bad argument #i to 'fn' (positive integer expected, got v)" at the caller of the constructor.
 local function check_count(fn, i, v, level)
   if not is_integer(v) or v < 1 then
@@ -84,17 +113,7 @@ end
 ---@param shape integer[]
 ---@return integer
 function M.numel(shape)
-  if type(shape) ~= "table" then
-    error(("bad argument #1 to 'numel' (shape expected, got %s)"):format(type(shape)), 2)
-  end
-  local n = 1
-  for i = 1, #shape do
-    local d = shape[i]
-    if not is_integer(d) or d < 0 then
-      error(("bad argument #1 to 'numel' (dimension %d is %s, expected a non-negative integer)"):format(i, tostring(d)), 2)
-    end
-    n = n * floor(d)
-  end
+  local n = numel_of(shape, "numel", "") -- not a tail call: the error's level counts this frame
   return n
 end
 
@@ -115,7 +134,8 @@ M.index_bytes = 8
 
 --- Bytes per element of a dtype name ("fp32" → 4).
 function M.dtype_bytes(dtype)
-  return check_dtype("dtype_bytes", 1, dtype)
+  local e = check_dtype("dtype_bytes", 1, dtype) -- not a tail call: the error's level counts this frame
+  return e
 end
 
 --- The engine's name of a dtype as people write it ("BF16", "bfloat16", "torch.bfloat16" → "bf16"), or nil.
@@ -168,8 +188,18 @@ function M.vec(op, rows, hidden, dtype, opts)
   rows, hidden = check_count("vec", 2, rows), check_count("vec", 3, hidden)
   local e = check_dtype("vec", 4, dtype)
   local n = rows * hidden
+  if n > MAX_ELEMENTS then error("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", 2) end
   local bytes = e * (spec.reads + 1) * n
-  if opts then
+  if opts ~= nil then -- { bytes = B } or { bytes_per_elem = b }; another key is a typo, not a default
+    if type(opts) ~= "table" then error(("bad argument #5 to 'vec' (table or nil expected, got %s)"):format(type(opts)), 2) end
+    for k, v in pairs(opts) do
+      if k ~= "bytes" and k ~= "bytes_per_elem" then
+        error(("bad argument #5 to 'vec' (unknown field '%s'; known: bytes, bytes_per_elem)"):format(tostring(k)), 2)
+      end
+      if type(v) ~= "number" or not (v >= 0) or v == huge then
+        error(("bad argument #5 to 'vec' (field '%s' must be a finite number >= 0, got %s)"):format(k, tostring(v)), 2)
+      end
+    end
     if opts.bytes then bytes = opts.bytes
     elseif opts.bytes_per_elem then bytes = opts.bytes_per_elem * n end
   end
@@ -187,17 +217,20 @@ local function row_kernel(fn, kind, name, flops_per, rows, hidden, dtype)
   rows, hidden = check_count(fn, 1, rows, 4), check_count(fn, 2, hidden, 4)
   local e = check_dtype(fn, 3, dtype, 4)
   local n = rows * hidden
+  if n > MAX_ELEMENTS then error(("bad argument #1 to '%s' (rows × hidden is more than 2^48 elements)"):format(fn), 3) end
   return { kind = kind, name = name, dtype = dtype, rows = rows, hidden = hidden, flops = flops_per * n, bytes = 2 * e * n }
 end
 
 --- Row softmax "VECsoftmax (rows, hidden)": reads and writes each element once.
 function M.softmax(rows, hidden, dtype)
-  return row_kernel("softmax", "softmax", "VECsoftmax", SOFTMAX_FLOPS, rows, hidden, dtype)
+  local k = row_kernel("softmax", "softmax", "VECsoftmax", SOFTMAX_FLOPS, rows, hidden, dtype) -- no tail call (levels)
+  return k
 end
 
 --- Layer norm over the last dimension "VECln (rows, hidden)" (the γ/β reads are negligible).
 function M.layernorm(rows, hidden, dtype)
-  return row_kernel("layernorm", "layernorm", "VECln", LAYERNORM_FLOPS, rows, hidden, dtype)
+  local k = row_kernel("layernorm", "layernorm", "VECln", LAYERNORM_FLOPS, rows, hidden, dtype) -- no tail call (levels)
+  return k
 end
 
 -- Query/key pairs a causal mask leaves visible when the last query sits at the last key (prefill, and prefill
@@ -276,7 +309,7 @@ function M.mem(shapes, dtype)
   end
   local e = check_dtype("mem", 2, dtype)
   local n = 0
-  for i = 1, #shapes do n = n + M.numel(shapes[i]) end
+  for i = 1, #shapes do n = n + numel_of(shapes[i], "mem", ("shape %d: "):format(i)) end
   return { kind = "memory", name = "MEM", dtype = dtype, shapes = shapes, flops = 0, bytes = e * n }
 end
 

@@ -290,8 +290,9 @@ function M.memory(spec)
     saves = function(node) return node.attrs.no_grad and 0 or M.saved_inputs(node, {}) end,
     forward = function(node) return { mem(node, M.shapes(node, true), true) } end,
     backward = function(node)
-      if node.attrs.no_grad then return {} end
       local shapes = M.shapes(node, false)
+      -- no inputs, no input gradient (K.mem({}) used to fail inside this file: found by tests/fuzz/mutate.py)
+      if node.attrs.no_grad or #shapes == 0 then return {} end
       return { mem(node, shapes), mem(node, shapes) }
     end,
   }

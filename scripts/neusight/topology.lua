@@ -122,10 +122,17 @@ local function level(spec, where, defaults)
       error(("%s.bw_gbps: no default without a GPU (give cluster.gpu or %s.bw_gbps)"):format(where, where), 0)
     end
   end
+  -- the ranges of a cluster TOML's links (engine/core/cluster_spec.cpp): a workload's inline cluster took
+  -- latency_us = 2^62 (a forecast of 10^11 years) where the same value in a file is an error
+  bw = check_positive(bw, where .. ".bw_gbps")
+  if bw > 1e6 then error(("%s.bw_gbps: at most 1e6 (GB/s per direction) expected, got %s"):format(where, show(bw)), 0) end
+  local lat = check_non_negative(spec.latency_us == nil and defaults.latency_us or spec.latency_us, where .. ".latency_us")
+  if lat > 1e6 then
+    error(("%s.latency_us: at most 1e6 (microseconds per message) expected, got %s"):format(where, show(lat)), 0)
+  end
   return {
-    bw_gbps = check_positive(bw, where .. ".bw_gbps"),
-    latency_us = check_non_negative(spec.latency_us == nil and defaults.latency_us or spec.latency_us,
-                                    where .. ".latency_us"),
+    bw_gbps = bw,
+    latency_us = lat,
     efficiency = check_fraction(spec.efficiency == nil and defaults.efficiency or spec.efficiency,
                                 where .. ".efficiency"),
   }

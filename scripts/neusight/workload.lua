@@ -92,6 +92,10 @@ local CHECK = {
       return ("names an unknown model preset %s%s; presets: %s (neusight models lists them)"):format(show(v),
         M.preset_hint(v, names), table.concat(names, ", "))
     elseif type(v) == "table" then
+      -- the name is the report's model name (a table there used to print as "table: 0x…", exit 0)
+      if v.name ~= nil and (type(v.name) ~= "string" or v.name == "") then
+        return ("table field 'name' must be a non-empty string (got %s)"):format(show(v.name))
+      end
       if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then return nil end
       return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch))
     elseif type(v) == "function" then
@@ -511,12 +515,64 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Graph construction
 
--- Fills the optional node fields a hand-written model may leave out.
+-- What a node's field must be, or nil when it is fine; the engine reads the node again (engine/lua/wrap_graph.cpp
+-- nodes_read), but the graph's own scripts (memory, fusion, the optimizer's parameter sum) read it first, so a function
+-- model's { "1", 0/0 } shape or a string count is refused here, naming the node, instead of failing inside them.
+local MAX_ELEMENTS = 1 << 48 -- wrap_graph.cpp's largest tensor (its messages, too)
+-- An integer value of a number (4.0 → 4), nil for anything else (math.tointeger would take the string "4").
+local function int(v) return math.type(v) and math.tointeger(v) or nil end
+local function shape_error(s)
+  if type(s) ~= "table" then return ("must be a shape (array of non-negative integers; got %s)"):format(show(s)) end
+  if getmetatable(s) ~= nil then return nil end -- never run a script's metamethods here: the engine refuses the table
+  local n = 1
+  for i in pairs(s) do
+    if math.type(i) ~= "integer" or i < 1 or i > #s then
+      return ("must be a shape (array of non-negative integers; it has key %s)"):format(show(i))
+    end
+  end
+  for i = 1, #s do
+    local d = int(s[i]) -- not a string: "128" is a typo the engine would convert
+    if not d or d < 0 then
+      return ("must be a shape: dimension %d is %s, expected a non-negative integer"):format(i, show(s[i]))
+    end
+    if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then return "must be a shape of at most 2^48 elements" end
+    n = n * d
+  end
+end
+local function node_error(n)
+  if getmetatable(n) ~= nil then return nil end -- the engine refuses it (without running its metamethods)
+  local e = shape_error(n.output)
+  if e then return "field 'output' " .. e end
+  if type(n.inputs) ~= "table" then return ("field 'inputs' must be an array of shapes (got %s)"):format(show(n.inputs)) end
+  if getmetatable(n.inputs) ~= nil then return nil end
+  for i = 1, #n.inputs do
+    e = shape_error(n.inputs[i])
+    if e then return ("field 'inputs' #%d %s"):format(i, e) end
+  end
+  if n.count ~= nil and (not int(n.count) or n.count < 1) then
+    return ("field 'count' must be an integer >= 1 (got %s)"):format(show(n.count))
+  end
+  if n.params ~= nil then
+    if math.type(n.params) == nil or n.params ~= n.params or n.params == math.huge or n.params == -math.huge then
+      return ("field 'params' must be a finite number (got %s)"):format(show(n.params))
+    end
+    if n.params < 0 then return ("field 'params' must be >= 0 (got %s)"):format(show(n.params)) end
+  end
+  if n.dtype ~= nil and not K.dtype_name(n.dtype) then
+    return ("field 'dtype' must be a dtype name (got %s)"):format(show(n.dtype))
+  end
+  if n.layer ~= nil and type(n.layer) ~= "string" then return ("field 'layer' must be a string (got %s)"):format(show(n.layer)) end
+  if n.attrs ~= nil and type(n.attrs) ~= "table" then return ("field 'attrs' must be a table (got %s)"):format(show(n.attrs)) end
+end
+
+-- Checks every node (node_error) and fills the optional node fields a hand-written model may leave out.
 local function fill_defaults(nodes, dtype)
   for i, n in ipairs(nodes) do
     if type(n) ~= "table" or type(n.op) ~= "string" or type(n.name) ~= "string" then
       error(("model: node #%d needs string fields 'op' and 'name'"):format(i), 0)
     end
+    local e = node_error(n)
+    if e then error(("model: node #%d '%s': %s"):format(i, n.name, e), 0) end
     n.dtype = n.dtype or dtype
     n.layer = n.layer or ""
     n.count = n.count or 1

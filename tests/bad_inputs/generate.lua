@@ -276,6 +276,20 @@ wl("shape_mismatch", node("{ 4, 128, 64 }", "{ 7, 3, 99 }", ", params = 6336"), 
 wl("params_negative", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = -5"), nil, "field 'params' must be >= 0")
 wl("params_nan", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 0/0"), nil, "field 'params' must be a finite number")
 wl("params_inf", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = math.huge"), nil, "field 'params' must be a finite number")
+-- found by tests/fuzz/mutate.py: the graph's own scripts read a function model's nodes before the engine checks them
+-- ("scripts/neusight/memory.lua:44: attempt to mul a 'number' with a 'string'")
+wl("dim_string_output", node("{ 4, 128, 64 }", '{ 4, "128", 64 }'), nil,
+   "node #1 'fc': field 'output' must be a shape: dimension 2 is")
+wl("count_string", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ', params = 4096, count = "2"'), nil,
+   "node #1 'fc': field 'count' must be an integer >= 1")
+wl("attrs_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", attrs = 5"), nil, "node #1 'fc': field 'attrs' must be a table")
+wl("inputs_not_array", '{ { op = "linear", name = "fc", inputs = { x = { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
+   "field 'inputs' must be an array of shapes (it has a key outside 1..0)")
+wl("shape_extra_key", '{ { op = "linear", name = "fc", inputs = { { 4, 128, 64, n = 3 } }, output = { 4, 128, 64 } } }', nil,
+   "field 'inputs' #1 must be a shape (array of non-negative integers; it has key")
+-- a built-in rule's argument error named neither the workload nor its model
+wl("layernorm_dim_zero", '{ { op = "layernorm", name = "ln", inputs = { { 4, 0, 64 } }, output = { 4, 0, 64 }, params = 128 } }',
+   nil, { "bad argument #1 to 'layernorm' (positive integer expected, got 0)", "workload/layernorm_dim_zero.lua: model 'custom'" })
 wl("node_no_op", '{ { name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
    "node #1 needs string fields 'op' and 'name'")
 wl("node_op_number", '{ { op = 5, name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
@@ -384,7 +398,7 @@ wt("config_arch_unknown", gpt(gpt_ok):gsub('"gpt"', '"gtp"'), "gtp")
 wt("parallel_bucket_tiny", preset("parallel = { dp = 2, bucket_mb = 1e-6 }"), "parallel.bucket_mb: at least 1 (MB) expected")
 wt("parallel_bucket_negative", preset("parallel = { dp = 2, bucket_mb = -1 }"), "parallel.bucket_mb: positive number expected")
 wt("parallel_tp_zero", preset("parallel = { dp = 2, tp = 0 }"), "parallel.tp: positive integer expected, got 0")
-wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "is not divisible by dp")
+wt("parallel_dp_huge", preset("parallel = { dp = 2^40 }"), "parallel.dp: at most 2^24 expected")
 wt("parallel_dp_fraction", preset("parallel = { dp = 1.5 }"), "parallel.dp: positive integer expected, got 1.5")
 wt("parallel_microbatches_zero", preset("parallel = { pp = 4, microbatches = 0 }"), "parallel.microbatches: positive integer expected, got 0")
 wt("parallel_schedule_unknown", preset("parallel = { pp = 4, schedule = \"zigzag\" }"), "parallel.schedule: one of")
@@ -402,6 +416,23 @@ wt("figures_name_taken", preset("figures = function() return { mfu = 1 } end"),
 wt("figures_value_inf", preset("figures = function() return { x = math.huge } end"),
    "a figure is a finite number, a string or a boolean")
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)
+wt("config_name_table", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = { 1 }, arch = "gpt", ' ..
+   gpt_ok .. ' } }\n', "field 'model' table field 'name' must be a non-empty string (got")
+-- an inline cluster's links get a cluster TOML's ranges (2^62 us was accepted: a forecast of 10^11 years)
+wt("parallel_cluster_latency_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
+   "inter = { latency_us = 2^62 } } }"), "inter.latency_us: at most 1e6 (microseconds per message) expected")
+wt("parallel_cluster_bw_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
+   "intra = { bw_gbps = 1e300 } } }"), "intra.bw_gbps: at most 1e6 (GB/s per direction) expected")
+-- counts without a bound (found by tests/fuzz/mutate.py): tp = 2^40 ran out the script budget, pp = 2^40 the memory
+wt("parallel_tp_huge", preset("parallel = { tp = 2^40 }"), "parallel.tp: at most 2^24 expected")
+wt("parallel_virtual_stages_huge", preset("parallel = { pp = 2, microbatches = 2, schedule = 'interleaved', virtual_stages = 1e308 }"),
+   "parallel.virtual_stages: at most 2^24 expected")
+wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
+   "dp × tp × pp = 2097152 GPUs, more than the 2^20 (1048576) a layout may have")
+-- more pipeline stages than layers: the timeline's error named no file (found by tests/fuzz/mutate.py)
+wt("parallel_pp_over_layers", 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, optimizer = "sgd", model = { name = "m", ' ..
+   'arch = "gpt", ' .. gpt_ok .. ' }, parallel = { pp = 4, microbatches = 4 } }\n',
+   "parallel: 4 pipeline stage(s) (pp × virtual_stages) but the model has only 2 layer(s)")
 wt("parallel_cluster_bad_file", preset("parallel = { dp = 2, cluster = \"tests/bad_inputs/cluster/inter_bw_gbps_inf.toml\" }"),
    "inter_bw_gbps_inf.toml:")
 
@@ -444,6 +475,49 @@ rf("kernel_name_missing", '    return { { kind = "memory", flops = 0, bytes = 1e
 rf("kernel_field_typo", kern("flops = 0, byts = 1e6"), "unknown field 'byts' (did you mean 'bytes'?)")
 rf("kernel_number", "    return { 5 }", "kernel #1: expected a table (got number)")
 rf("kernel_gemm_no_flops", '    return { { kind = "gemm", name = "G", m = 0, n = 64, k = 64 } }', "field 'flops' must be a number (got nil)")
+-- found by tests/fuzz/mutate.py: dimensions and seconds without a range (m = 0 failed in scripts/tiling/gemm.lua
+-- without naming the rule; rows = 2^62 and seconds = 2^53 were forecast)
+rf("kernel_gemm_m_zero", '    return { { kind = "gemm", name = "G", b = 1, m = 0, n = 64, k = 64, flops = 0, bytes = 1 } }',
+   "field 'm' must be between 1 and 2^48 (got 0)")
+rf("kernel_rows_huge", '    return { { kind = "elementwise", name = "V", op = "add", rows = 1 << 62, hidden = 4, flops = 1, bytes = 1 } }',
+   "field 'rows' must be between 1 and 2^48")
+rf("kernel_rows_hidden_product", '    return { { kind = "softmax", name = "S", rows = 1 << 30, hidden = 1 << 30, flops = 1, bytes = 1 } }',
+   "rows × hidden must be at most 2^48")
+rf("kernel_gemm_dims_product", '    return { { kind = "gemm", name = "G", b = 1 << 40, m = 1 << 40, n = 64, k = 64, flops = 1, bytes = 1 } }',
+   "b·m·n·k must be at most 1e21")
+rf("kernel_vec_zero_flops", '    return { { kind = "elementwise", name = "V", op = "add", rows = 4, hidden = 4, flops = 0, bytes = 16 } }',
+   "kind 'elementwise' needs flops > 0 and bytes > 0")
+rf("kernel_collective_zero_seconds", '    return { { kind = "collective", name = "AllReduce", flops = 0, bytes = 1e6, seconds = 0 } }',
+   "a collective kernel that sends bytes needs seconds > 0")
+rf("kernel_bytes_tiny", kern("flops = 0, bytes = 1e-300"), "flops and bytes must be 0 or at least 1")
+rf("kernel_seconds_tiny", kern("flops = 0, bytes = 1, seconds = 1e-300"), "field 'seconds' must be 0 or at least 1e-9")
+rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
+-- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
+rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
+   "bad argument #5 to 'vec' (unknown field 'byts'; known: bytes, bytes_per_elem)", 4)
+rf("vec_opts_number", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", 5) }',
+   "bad argument #5 to 'vec' (table or nil expected, got number)", 4)
+rf("mem_shape_wraps", '    return { require("neusight.kernels").mem({ { 4, math.maxinteger, 64 } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 1: more than 2^48 elements)", 4)
+rf("mem_shape_string", '    return { require("neusight.kernels").mem({ { 4, 128 }, { 4, "x" } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 2: dimension 2 is x, expected a non-negative integer)", 4)
+rf("mem_shape_keys", '    return { require("neusight.kernels").mem({ { 4, 128 }, { x = 1 } }, "fp32") }',
+   "bad argument #1 to 'mem' (shape 2: shape expected, got a table without an array part)", 4)
+rf("softmax_zero", '    return { require("neusight.kernels").softmax(0, 64, "fp32") }',
+   "bad argument #1 to 'softmax' (positive integer expected, got 0)", 4)
+rf("dtype_bytes_unknown", '    local e = require("neusight.kernels").dtype_bytes("fp7")\n' .. mem,
+   "bad argument #1 to 'dtype_bytes' (unknown dtype 'fp7')", 4)
+-- a rule built by a constructor (`return require("neusight.rules").x { … }` is a tail call): its spec errors named
+-- engine/lua/prelude.lua, not the rule file
+rc("ctor_spec_typo", 'return require("neusight.rules").elementwise { name = "mine", doc = "d", op = "add", grda = "mem" }\n',
+   "rules.elementwise: unknown field 'grda'")
+rc("ctor_spec_no_doc", 'return require("neusight.rules").linear { name = "mine" }\n', "rules.linear: field 'doc' must be a string")
+-- every rule of the model returned {}: 0 ms, exit 0
+case { kind = "oprule", file = "oprule/forward_empty_only_node/mine.lua", text = rule_text("    return {}"), args = RULE,
+       expect = "model 'custom': none of its 1 nodes has a kernel that does work (every op rule returned {} or kernels " ..
+                "of 0 flops and 0 bytes): the forecast would be 0 ms", names = "oprule/run.lua" }
+case { kind = "oprule", file = "oprule/forward_no_work/mine.lua", text = rule_text(kern("flops = 0, bytes = -0.0")),
+       args = RULE, expect = "model 'custom': none of its 1 nodes has a kernel that does work", names = "oprule/run.lua" }
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
@@ -770,6 +844,14 @@ lbc("layers_float", lbl(36.5, 2505.2), "key 'num_layer' must be a non-negative i
 lbc("top_array", "[]\n", "key 'e2e_latency' must be a positive number (ms)")
 lbc("truncated", '{"num_layer": 36,', "invalid JSON")
 lbc("empty", "", "invalid JSON")
+-- a key outside the four of a label (found by tests/fuzz/mutate.py: a misspelt key was ignored, exit 0)
+lbc("key_typo", '{"num_layer": 36, "e2e_latency": 2505.2, "FW_LATENCY": 2505.2, "bwall_latency": 0}\n',
+    "unknown key 'FW_LATENCY' (did you mean 'fw_latency'?)")
+lbc("fw_string", lbl(36, 2505.2):gsub('"fw_latency": 2505.2', '"fw_latency": "x"'), "key 'fw_latency' must be a number (ms) of 0 … 1e9")
+lbc("bwall_negative", lbl(36, 2505.2):gsub('"bwall_latency": 0', '"bwall_latency": -1'),
+    "key 'bwall_latency' must be a number (ms) of 0 … 1e9")
+lbc("key_unknown", '{"num_layer": 36, "e2e_latency": 2505.2, "fw_latency": 2505.2, "bwall_latency": 0, "gpu": "T4"}\n',
+    "unknown key 'gpu'")
 
 -------------------------------------------------------------------------------------------------- label-trace CSV
 -- scale on a per-op label trace label/<GPU>/<tag>.csv, with its operator graph
@@ -818,6 +900,8 @@ meas("serve_ttft_zero", SERVE_CAL, "ttft_ms = 0\ntpot_ms = 1\n", "ttft_ms must b
 meas("serve_tpot_string", SERVE_CAL, 'tpot_ms = "fast"\n', "tpot_ms must be a positive number of milliseconds", 1)
 meas("serve_tpot_nan", SERVE_CAL, "ttft_ms = 2\ntpot_ms = nan\n", "tpot_ms must be a positive number of milliseconds", 2)
 meas("serve_tpot_inf", SERVE_CAL, "tpot_ms = inf\n", "tpot_ms must be a positive number of milliseconds", 1)
+meas("predict_huge", PREDICT .. CAL_GPU, "latency_ms = 1e10\n", "latency_ms must be a positive number of milliseconds (at most 1e9)", 1)
+meas("serve_tpot_huge", SERVE_CAL, "tpot_ms = 1e12\n", "tpot_ms must be a positive number of milliseconds (at most 1e9)", 1)
 meas("serve_note_number", SERVE_CAL, "tpot_ms = 1\nnote = 4\n", "note must be a string", 2)
 meas("serve_table", SERVE_CAL, "tpot_ms = 1\n[ttft]\nms = 3\n", "unknown key 'ttft'", 2)
 meas("serve_syntax", SERVE_CAL, "tpot_ms = 1\nttft_ms = \n", "expected value", 2)

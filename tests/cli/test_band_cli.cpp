@@ -164,6 +164,28 @@ TEST_CASE("calibrate: without an error table the factors reproduce the measureme
   CHECK(run_json(args)["latency_ms"].get<double>() == Approx(1.5 * before).epsilon(1e-6));
 }
 
+// A factor at the limit is Lua's integer 20 (math.min(20, x)): it used to be dropped as "not a number", so a
+// measurement 19x the forecast wrote a calibration without its linear factor (exit 0) and one 100x failed with
+// "fit(): no factor.<family> fields" (found by tests/fuzz/mutate.py).
+TEST_CASE("calibrate: factors clamped to the limit are kept in the calibration file", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
+                           "' --mode inference --batch 4 --seq 1024 --predictor roofline";
+  const double before = run_json(args)["latency_ms"];
+  for (const double times : {19.0, 100.0}) {
+    const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(times * before) + "\n");
+    const auto r = run_cli(args + " --calibrate '" + m.string() + "' --format json");
+    INFO(times << "x: " << r.err);
+    REQUIRE(r.code == 0);
+    const std::string file = ns_test::slurp(t.path / "v100.calibration.toml");
+    for (const char* fam : {"bmm", "linear", "elementwise", "softmax", "layernorm"})
+      CHECK(file.find(std::string("\n") + fam + " = ") != std::string::npos);
+    CHECK(file.find("linear = 20\n") != std::string::npos);
+    CHECK(r.err.find("reached the limit [0.05, 20]") != std::string::npos);
+  }
+}
+
 TEST_CASE("calibrate: bad measurements and calibration files are errors with file:line, nothing written", "[cli][calibrate]") {
   temp_dir t;
   fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");

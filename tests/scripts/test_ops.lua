@@ -84,6 +84,8 @@ local CASES = {
   dropout_inference = { "dropout", { inputs = { x }, output = x, training = false }, "", "", "" },
   contiguous = { "contiguous", { inputs = { { 4, 1024, 20, 64 } }, output = { 4, 1024, 20, 64 } },
     "MEM((4,1024,20,64),(4,1024,20,64))", "MEM((4,1024,20,64)) MEM((4,1024,20,64))", "" },
+  -- a memory op without inputs (a hand-made node): its output written, no input gradient to pass back
+  contiguous_no_inputs = { "contiguous", { inputs = {}, output = { 4, 1024 } }, "MEM((4,1024))", "", "" },
   getitem_mask = { "getitem", { inputs = { { 1, 1, 1024, 1024 }, { 1 }, { 1 } }, output = { 1, 1, 1024, 1024 } },
     "MEM((1,1,1024,1024),(1,),(1,),(1,1,1024,1024))",
     "MEM((1,1,1024,1024),(1,),(1,)) MEM((1,1,1024,1024),(1,),(1,))", "" },

@@ -24,6 +24,8 @@ local KEYS = {
 
 --- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
 local is_count = require("neusight.topology").is_count
+-- Each count at most 2^24 (the largest batch: microbatches divide it), and at most 2^20 GPUs (dp × tp × pp) in a layout.
+local MAX_COUNT, MAX_GPUS = 1 << 24, 1 << 20
 
 -- Field `name` of the plan table `p`: a boolean, `default` when absent.
 local function boolean_field(p, name, default)
@@ -68,7 +70,14 @@ function M.normalize(p)
     local v = p[k]
     if v == nil then v = 1 end
     if not is_count(v) then error(("parallel.%s: positive integer expected, got %s"):format(k, show(v)), 0) end
+    if v > MAX_COUNT then error(("parallel.%s: at most 2^24 expected, got %s"):format(k, show(v)), 0) end
     out[k] = floor(v)
+  end
+  -- the layout lists every rank: tp = 2^40 ran out the script budget, pp = 2^40 its memory, dp = 1e308 failed in a
+  -- format (found by tests/fuzz/mutate.py)
+  if out.dp * out.tp * out.pp > MAX_GPUS then
+    error(("parallel: dp × tp × pp = %d GPUs, more than the 2^20 (1048576) a layout may have"):format(
+      out.dp * out.tp * out.pp), 0)
   end
   local schedule = p.schedule == nil and "1f1b" or p.schedule
   if type(schedule) ~= "string" or not schedules[schedule] then
@@ -88,6 +97,7 @@ function M.normalize(p)
   local v = p.virtual_stages
   if v == nil then v = schedule == "interleaved" and 2 or 1 end
   if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
+  if v > MAX_COUNT then error(("parallel.virtual_stages: at most 2^24 expected, got %s"):format(show(v)), 0) end
   out.virtual_stages = floor(v)
   if schedule == "interleaved" then
     if out.virtual_stages < 2 then

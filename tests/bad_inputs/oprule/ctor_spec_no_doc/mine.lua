@@ -1,0 +1,1 @@
+return require("neusight.rules").linear { name = "mine" }

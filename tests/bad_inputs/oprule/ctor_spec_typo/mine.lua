@@ -1,0 +1,1 @@
+return require("neusight.rules").elementwise { name = "mine", doc = "d", op = "add", grda = "mem" }

@@ -1,0 +1,6 @@
+return {
+  name = "mine", doc = "d", backward = false,
+  forward = function(node, gpu)
+    return { { kind = "memory", name = "MEM", flops = 0, bytes = 1, seconds = 1e-300 } }
+  end,
+}
