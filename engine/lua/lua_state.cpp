@@ -314,6 +314,43 @@ void ns_limits_renew(lua_State* L) {
   if (g->armed && g->stats.empty()) lua_sethook(L, nullptr, 0, 0), g->armed = false;  // bare again, as a new call
 }
 
+limits_mark ns_limits_enter(lua_State* L) {
+  limits_mark m;
+  lua_guard* g = guard_of(L);
+  if (g->depth == 0 || !g->tripped.empty()) return m;
+  {
+    std::lock_guard<std::mutex> lk(g->mu);
+    if (!g->active || g->timed_out.load(std::memory_order_relaxed) ||
+        (g->limits.instructions > 0 && g->used > g->limits.instructions))
+      return m;  // no limits, or already over: the hook raises at its next count
+    m.valid = true;
+    m.used = g->used;
+    // the watchdog has not timed this stretch yet when it has not seen it (at most one period late): nothing elapsed
+    m.elapsed = g->call == g->call_seen ? cpu_seconds(g->clock) - g->start : 0;
+    // as ns_limits_renew, but the count hook stays as it is: setting it again would restart its count, and a loop
+    // of short calls would never reach the next count
+    if (g->used > g->used_max) g->used_max = g->used;
+    g->used = 0;
+    ++g->call;
+  }
+  return m;
+}
+
+void ns_limits_leave(lua_State* L, const limits_mark& m) {
+  if (!m.valid) return;
+  lua_guard* g = guard_of(L);
+  if (!g->tripped.empty()) return;  // stopped: stays stopped
+  std::lock_guard<std::mutex> lk(g->mu);
+  if (!g->active) return;
+  if (g->used > g->used_max) g->used_max = g->used;
+  if (g->timed_out.load(std::memory_order_relaxed) || (g->limits.instructions > 0 && g->used > g->limits.instructions))
+    return;  // the call ran over: the hook raises at its next count
+  g->used = m.used;
+  ++g->call;  // the caller's stretch again, from where it was: the watchdog takes it as seen
+  g->call_seen = g->call;
+  g->start = cpu_seconds(g->clock) - m.elapsed;
+}
+
 int ns_pcall(lua_State* L, int nargs, int nres) {
   const int base = lua_gettop(L) - nargs;  // function index
   lua_guard* g = guard_of(L);

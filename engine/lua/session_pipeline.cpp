@@ -43,18 +43,22 @@ pipeline_context& context_of(lua_State* L) {
   return **slot;
 }
 
-// A primitive's body, run as one call to the script limits (ns_limits_renew: the scripts it calls are held to them as
-// when the engine called each itself); a C++ exception becomes a Lua error with its message.
+// A primitive's body, run as one call to the script limits (ns_limits_enter: the scripts it calls are held to them as
+// when the engine called each itself); on return, normal or not, the calling script's own count and time go on
+// (ns_limits_leave: a loop over a primitive still runs over the limits). A C++ exception becomes a Lua error with its
+// message.
 template <class F>
 int primitive(lua_State* L, F&& body) {
   std::string msg;
   try {
     pipeline_context& c = context_of(L);
+    struct limits_scope {
+      lua_State* L;
+      limits_mark mark;
+      ~limits_scope() { ns_limits_leave(L, mark); }
+    } const limits{L, ns_limits_enter(L)};
     try {
-      ns_limits_renew(L);
-      const int n = body(c);
-      ns_limits_renew(L);
-      return n;
+      return body(c);
     } catch (const std::exception& e) {
       c.failure = std::current_exception();
       c.failure_text = e.what();

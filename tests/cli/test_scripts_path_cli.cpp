@@ -334,3 +334,29 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(r5.err.find("stack traceback:") != std::string::npos);
   CHECK(r5.err.find("pipeline.lua") == std::string::npos);
 }
+
+TEST_CASE("scripts path: a pipeline.lua that loops over a primitive is held to the script limits",
+          "[cli][scripts][pipeline][limits]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                  "  while true do run.peak_tflops('fp32') end\nend\nreturn M\n");
+  const std::string where = file.lexically_normal().generic_string();
+  const std::string stop = "timeout 60";  // a loop the limits miss fails the case, it does not hang it
+  // each primitive's body gets the limits afresh; the loop around them still runs over them
+  const auto r = run_cli(f.args("--script-timeout 1" + scripts), stop);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(where + ":4: script ran longer than 1 s of CPU time") != std::string::npos);
+  const auto b = run_cli(f.args("--script-budget 200000 --script-timeout 0" + scripts), stop);
+  CHECK(b.code == 1);
+  CHECK(b.err.find(where + ":4: script ran longer than 200000 instructions") != std::string::npos);
+  // the same under pcall: the loop catches each primitive's error and goes on, and still stops
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                       "  while true do pcall(run.expand, 1); pcall(run.expand, 1) end\nend\nreturn M\n");
+  const auto p = run_cli(f.args("--script-timeout 1" + scripts), stop);
+  INFO(p.err);
+  CHECK(p.code == 1);  // where it stops may be in the sandbox's pcall (engine/lua/prelude.lua)
+  CHECK(p.err.find(".lua:") != std::string::npos);
+  CHECK(p.err.find(": script ran longer than 1 s of CPU time") != std::string::npos);
+}
