@@ -265,18 +265,35 @@ int l_timeline(lua_State* L) {
   });
 }
 
-// run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` runs at on the GPU (roofline.cpp); nil
-// when the GPU has no unit for it. [-1, +1, e]
+// run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` (a dtype name as neusight.kernels
+// dtype_name reads it; nil: fp32) runs at on the GPU (roofline.cpp); nil when the GPU has no unit for it. [-1, +1, e]
 int l_peak_tflops(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
+    const std::string at = caller_where(L) + "run.peak_tflops(dtype): ";
+    const gpu_spec& gpu = gpu_of(L, c, "peak_tflops");
     kernel gemm;
     gemm.kind = kernel_kind::gemm, gemm.name = "peak";
-    if (lua_type(L, 1) == LUA_TSTRING) gemm.dtype = lua_tostring(L, 1);
+    const int t = lua_type(L, 1);
+    if (t == LUA_TSTRING) {
+      const std::string given = lua_tostring(L, 1);
+      require_push(*c.p, "neusight.kernels");
+      if (!lua_istable(L, -1) || raw_getfield(L, -1, "dtype_name") != LUA_TFUNCTION)
+        throw error(at + "module neusight.kernels has no function dtype_name");
+      lua_pushvalue(L, 1);
+      ns_call(L, 1, 1, "in neusight.kernels dtype_name");
+      const bool known = lua_type(L, -1) == LUA_TSTRING;
+      if (known) gemm.dtype = lua_tostring(L, -1);
+      lua_pop(L, 2);
+      if (!known)
+        throw error(at + "unknown dtype '" + given + "' (fp32, tf32, fp16, bf16, fp8, fp64 or a name such as bfloat16)");
+    } else if (t != LUA_TNIL && t != LUA_TNONE) {
+      throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
+    }
     double peak = -1;
     try {
-      peak = roofline_peak_flops(gpu_of(L, c, "peak_tflops"), gemm) / 1e12;
+      peak = roofline_peak_flops(gpu, gemm) / 1e12;
     } catch (const error&) {
-      // no units of that dtype: no MFU
+      // a known dtype the GPU has no units of: no MFU
     }
     if (peak >= 0) lua_pushnumber(L, peak);
     else lua_pushnil(L);

@@ -360,3 +360,29 @@ TEST_CASE("scripts path: a pipeline.lua that loops over a primitive is held to t
   CHECK(p.err.find(".lua:") != std::string::npos);
   CHECK(p.err.find(": script ran longer than 1 s of CPU time") != std::string::npos);
 }
+
+TEST_CASE("scripts path: run.peak_tflops reads dtype names as the engine does and refuses misuse",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const std::string head = "local M = {}\nfunction M.forecast(run)\n";
+  const std::string tail = "\nend\nreturn M\n";
+  // Tiny-1: fp32 2, fp16 16 TFLOP/s, no bf16 units; the peaks come back in the error that ends the run
+  f.t.write("s/neusight/pipeline.lua",
+            head + "  run.workload()\n  local p = run.peak_tflops\n"
+                   "  error(('peaks %s %s %s %s %s %s'):format(p(), p(nil), p('fp32'), p('fp16'), p('torch.Float16'), "
+                   "p('bf16')), 0)" + tail);
+  const auto ok = run_cli(f.args(scripts));
+  CHECK(ok.code == 1);
+  CHECK(ok.err.find("peaks 2.0 2.0 2.0 16.0 16.0 nil") != std::string::npos);
+  const auto misuse = [&](const std::string& body, const std::string& message) {
+    const fs::path file = f.t.write("s/neusight/pipeline.lua", head + body + tail);
+    const auto r = run_cli(f.args(scripts));
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(file.lexically_normal().generic_string() + ":3: run.peak_tflops" + message) != std::string::npos);
+  };
+  misuse("  return run.peak_tflops('fp16')", "(): no GPU yet (call run.workload() first)");
+  misuse("  run.workload(); return run.peak_tflops(16)", "(dtype): dtype must be a string or nil, got number");
+  misuse("  run.workload(); return run.peak_tflops('nonsense')", "(dtype): unknown dtype 'nonsense'");
+}
