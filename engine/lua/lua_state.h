@@ -49,6 +49,9 @@ struct limits_mark {
   double elapsed = 0;
 };
 limits_mark ns_limits_enter(lua_State* L);
+// Before such a call: true, with the message pushed, when the calling script has run over a limit (the hook had not
+// counted since): the caller raises it, at the calling script's line, rather than run the call. [-0, +(0|1), m]
+bool ns_limits_over(lua_State* L);
 void ns_limits_leave(lua_State* L, const limits_mark& mark);
 
 // Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).

@@ -49,6 +49,7 @@ pipeline_context& context_of(lua_State* L) {
 // message.
 template <class F>
 int primitive(lua_State* L, F&& body) {
+  if (ns_limits_over(L)) return lua_error(L);  // the caller ran over a limit: it stops there, not in the body's scripts
   std::string msg;
   try {
     pipeline_context& c = context_of(L);
