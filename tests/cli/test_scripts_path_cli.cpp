@@ -317,7 +317,7 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  return {}\nend\nreturn M\n");
   const auto r3 = run_cli(f.args("-o '" + out.string() + "'" + scripts));
   CHECK(r3.code == 1);
-  CHECK(r3.err.find("scripts/neusight/pipeline.lua forecast(): the run made no forecast") != std::string::npos);
+  CHECK(r3.err.find(where + " forecast(): the run made no forecast") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // one without the step the command takes (`run` of a workload: forecast)
   f.t.write("s/neusight/pipeline.lua", "return { finish = function(run) end }\n");
@@ -385,4 +385,32 @@ TEST_CASE("scripts path: run.peak_tflops reads dtype names as the engine does an
   misuse("  return run.peak_tflops('fp16')", "(): no GPU yet (call run.workload() first)");
   misuse("  run.workload(); return run.peak_tflops(16)", "(dtype): dtype must be a string or nil, got number");
   misuse("  run.workload(); return run.peak_tflops('nonsense')", "(dtype): unknown dtype 'nonsense'");
+}
+
+TEST_CASE("scripts path: the engine's messages about a pipeline.lua under --scripts name that file",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                  "  run.forecast()\n  return 5\nend\nreturn M\n");
+  const std::string where = file.lexically_normal().generic_string();
+  const auto r = run_cli(f.args(scripts));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(where + " forecast() returned number, expected a table") != std::string::npos);
+  CHECK(r.err.find("scripts/neusight/pipeline.lua") == std::string::npos);
+  // an error of the script: the context line names the file too
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  error('no figures today')\nend\nreturn M\n");
+  const auto e = run_cli(f.args(scripts));
+  INFO(e.err);
+  CHECK(e.code == 1);
+  CHECK(e.err.find(where + ":3: no figures today") != std::string::npos);
+  CHECK(e.err.find("in " + where + " forecast") != std::string::npos);
+  CHECK(e.err.find("in scripts/neusight/pipeline.lua") == std::string::npos);
+  // one without the function: the message names the file that lacks it
+  f.t.write("s/neusight/pipeline.lua", "return { finish = function(run) end }\n");
+  const auto n = run_cli(f.args(scripts));
+  CHECK(n.code == 1);
+  CHECK(n.err.find("module neusight.pipeline has no function forecast (" + where + " defines") != std::string::npos);
 }
