@@ -414,3 +414,37 @@ TEST_CASE("scripts path: the engine's messages about a pipeline.lua under --scri
   CHECK(n.code == 1);
   CHECK(n.err.find("module neusight.pipeline has no function forecast (" + where + " defines") != std::string::npos);
 }
+
+TEST_CASE("scripts path: a module that requires itself is an error naming the cycle and the line",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string dir = (f.t.path / "s").string();
+  const std::string scripts = " --scripts '" + dir + "'";
+  const std::string root = fs::path(dir).lexically_normal().generic_string();
+  // a pipeline.lua that means to extend the bundled one, but requires its own name
+  f.t.write("s/neusight/pipeline.lua", "local base = require 'neusight.pipeline'\nreturn base\n");
+  const auto r = run_cli(f.args(scripts));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(root + "/neusight/pipeline.lua:1: module 'neusight.pipeline' requires itself (" + root +
+                   "/neusight/pipeline.lua)") != std::string::npos);
+  CHECK(r.err.find("stack overflow") == std::string::npos);
+  // through another module: each on the way is named
+  f.t.write("s/neusight/pipeline.lua", "return require 'mine.a'\n");
+  f.t.write("s/mine/a.lua", "return require 'mine.b'\n");
+  f.t.write("s/mine/b.lua", "local x = 1\nlocal a = require 'mine.a'\nreturn a\n");  // not a tail call: its line shows
+  const auto c = run_cli(f.args(scripts));
+  INFO(c.err);
+  CHECK(c.code == 1);
+  CHECK(c.err.find(root + "/mine/b.lua:2: module 'mine.a' requires itself (" + root + "/mine/a.lua) through 'mine.b' (" +
+                   root + "/mine/b.lua)") != std::string::npos);
+  // a module whose load failed is not left as loading: required again, it fails as it did (no cycle)
+  f.t.write("s/mine/bad.lua", "error('bad module', 0)\n");
+  f.t.write("s/neusight/pipeline.lua",
+            "local ok, e = pcall(require, 'mine.bad')\nassert(not ok)\nrequire 'mine.bad'\nreturn {}\n");
+  const auto b = run_cli(f.args(scripts));
+  INFO(b.err);
+  CHECK(b.code == 1);
+  CHECK(b.err.find("bad module") != std::string::npos);
+  CHECK(b.err.find("requires itself") == std::string::npos);
+}
