@@ -25,6 +25,9 @@ struct pipeline_context {
   // message and traceback the engine gave it before the pipeline was a script).
   std::exception_ptr failure;
   std::string failure_text;
+  // The primitive running now (its name), null between two: a script one runs (a workload's) that reaches the run
+  // (kept in a module) may not call back into it.
+  const char* busy = nullptr;
 };
 
 // "chunk:line: " of the Lua code that called the running primitive ("" when there is none): a misuse names its place.
@@ -35,7 +38,7 @@ std::string caller_where(lua_State* L) {
   return {};
 }
 
-// The primitives' shared upvalue: a userdata holding the context, emptied when forecast() or finish() returns, so that
+// The primitives' shared first upvalue (the second is the primitive's name): a userdata holding the context, emptied when forecast() or finish() returns, so that
 // a primitive a script kept refuses to run later.
 pipeline_context& context_of(lua_State* L) {
   auto* slot = static_cast<pipeline_context**>(lua_touserdata(L, lua_upvalueindex(1)));
@@ -53,6 +56,15 @@ int primitive(lua_State* L, F&& body) {
   std::string msg;
   try {
     pipeline_context& c = context_of(L);
+    const char* name = lua_tostring(L, lua_upvalueindex(2));
+    if (c.busy)
+      throw error(caller_where(L) + "run." + name + "(): called while run." + c.busy +
+                  "() runs (a script a primitive runs cannot call the run's primitives)");
+    struct busy_scope {
+      pipeline_context& c;
+      ~busy_scope() { c.busy = nullptr; }
+    } const busy{c};
+    c.busy = name;
     struct limits_scope {
       lua_State* L;
       limits_mark mark;
@@ -394,7 +406,8 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   for (const auto& [name, f] : primitives) {
     if (!workload && (f == l_workload || f == l_expand || f == l_predictor)) continue;
     lua_pushvalue(L, ud);
-    lua_pushcclosure(L, f, 1);
+    lua_pushstring(L, name);  // the primitive's name, in its errors
+    lua_pushcclosure(L, f, 2);
     lua_setfield(L, -2, name);
   }
   const std::string context = "in " + file + " " + fn;

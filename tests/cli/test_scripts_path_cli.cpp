@@ -448,3 +448,34 @@ TEST_CASE("scripts path: a module that requires itself is an error naming the cy
   CHECK(b.err.find("bad module") != std::string::npos);
   CHECK(b.err.find("requires itself") == std::string::npos);
 }
+
+TEST_CASE("scripts path: a script a primitive runs cannot call back into the run's primitives",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  // the pipeline keeps `run` in its module, the workload script finds it there and calls run.workload() again
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  M.saved = run\n  run.workload()\n"
+                                       "  return {}\nend\nreturn M\n");
+  const fs::path wl = f.t.write("work/reenter.lua", "local P = require 'neusight.pipeline'\n"
+                                                    "if P.saved then P.saved.workload() end\n" +
+                                                        std::string(fancy_workload));
+  const std::string args = "run '" + wl.string() + "' --predictor roofline --gpu '" + f.tiny + "' --ops '" + f.ops +
+                           "' --format json" + scripts;
+  const auto r = run_cli(args, "timeout 60");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(wl.lexically_normal().generic_string() +
+                   ":2: run.workload(): called while run.workload() runs") != std::string::npos);
+  CHECK(r.err.find("stack overflow") == std::string::npos);
+  // another primitive of the run, the same
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  M.saved = run\n  run.workload()\n"
+                                       "  return {}\nend\nreturn M\n");
+  const fs::path wl2 = f.t.write("work/reenter2.lua", "local P = require 'neusight.pipeline'\n"
+                                                      "if P.saved then P.saved.predictor() end\n" +
+                                                          std::string(fancy_workload));
+  const auto r2 = run_cli(ns_test::replace_all(args, wl.string(), wl2.string()), "timeout 60");
+  INFO(r2.err);
+  CHECK(r2.code == 1);
+  CHECK(r2.err.find(wl2.lexically_normal().generic_string() +
+                    ":2: run.predictor(): called while run.workload() runs") != std::string::npos);
+}
