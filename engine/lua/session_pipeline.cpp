@@ -161,6 +161,15 @@ int l_predictor(lua_State* L) {
   });
 }
 
+// run.predict()'s per-launch seconds as they stand, for run.`fn`(): once run.aggregate() (or run.forecast()) has
+// summed them they are the forecast's, and the message says so.
+std::vector<double>& seconds_of(lua_State* L, pipeline_context& c, const char* fn) {
+  if (c.seconds) return *c.seconds;
+  throw error(caller_where(L) + "run." + fn + "(): " +
+              (c.out->fc ? "the latencies went into the forecast (call it before run.aggregate())"
+                         : "no latencies yet (call run.predict() first)"));
+}
+
 // The kernels' per-launch seconds (session::kernel_seconds), kept in c.seconds: `fn` names the primitive in errors.
 void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
   session::pipeline_request& r = *c.req;
@@ -174,8 +183,9 @@ void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
 // The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
 int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
   session::pipeline_request& r = *c.req;
-  if (!c.seconds) throw error(caller_where(L) + "run." + fn + "(): no latencies yet (call run.predict() first)");
-  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(*c.seconds)));
+  if (c.out->fc) throw error(caller_where(L) + "run." + fn + "(): the kernels are summed once per run");
+  std::vector<double>& seconds = seconds_of(L, c, fn);
+  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(seconds)));
   c.seconds.reset();
   const std::vector<std::string> warnings = r.pred->warnings();
   forecast_push(L, *c.out->fc, false);
@@ -239,9 +249,9 @@ int l_kernels(lua_State* L) {
 // run.kernels()'s order. [-0, +1, e]
 int l_latencies(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
-    if (!c.seconds) throw error(caller_where(L) + "run.latencies(): no latencies yet (call run.predict() first)");
-    lua_createtable(L, int(c.seconds->size()), 0);
-    for (size_t i = 0; i < c.seconds->size(); ++i) lua_pushnumber(L, (*c.seconds)[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+    const std::vector<double>& seconds = seconds_of(L, c, "latencies");
+    lua_createtable(L, int(seconds.size()), 0);
+    for (size_t i = 0; i < seconds.size(); ++i) lua_pushnumber(L, seconds[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
     return 1;
   });
 }
@@ -251,8 +261,7 @@ int l_latencies(lua_State* L) {
 int l_set_latencies(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     const std::string at = caller_where(L) + "run.set_latencies(): ";
-    if (!c.seconds) throw error(at + "no latencies yet (call run.predict() first)");
-    const size_t n = c.seconds->size();
+    const size_t n = seconds_of(L, c, "set_latencies").size();
     if (!lua_istable(L, 1) || lua_rawlen(L, 1) != n)
       throw error(at + "expected an array of " + std::to_string(n) + " numbers (one per kernel)");
     std::vector<double> seconds(n);

@@ -479,3 +479,32 @@ TEST_CASE("scripts path: a script a primitive runs cannot call back into the run
   CHECK(r2.err.find(wl2.lexically_normal().generic_string() +
                     ":2: run.predictor(): called while run.workload() runs") != std::string::npos);
 }
+
+TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-number and says when it is too late",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const auto refused = [&](const std::string& step, const std::string& message) {
+    const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                    "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                    "  run.predict()\n" + step + "\nend\nreturn M\n");
+    const fs::path out = f.t.path / "out.json";
+    const auto r = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(file.lexically_normal().generic_string() + ":5: run." + message) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  };
+  refused("  run.set_latencies({ 0 / 0 })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  refused("  run.set_latencies({ 1 / 0 })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  refused("  run.set_latencies({ 0.1, 0.2 })", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies({})", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies(0.1)", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies({ '0.1' })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  // after run.aggregate() the latencies are the forecast's: too late to change them, or to sum them again
+  refused("  run.aggregate(); run.set_latencies({ 0.1 })",
+          "set_latencies(): the latencies went into the forecast (call it before run.aggregate())");
+  refused("  run.aggregate(); run.latencies()",
+          "latencies(): the latencies went into the forecast (call it before run.aggregate())");
+  refused("  run.aggregate(); run.aggregate()", "aggregate(): the kernels are summed once per run");
+}
