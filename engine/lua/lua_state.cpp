@@ -144,6 +144,17 @@ void* l_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
 
 // Count hook: charges hook_every instructions to the current call and raises once it runs over a limit; keeps
 // raising after that, so that a script catching the error with pcall cannot go on.
+// The message of the limit the current call ran over, at `at` ("chunk:line"); `budget`: the instruction budget, else
+// the time limit.
+std::string limit_message(const lua_guard* g, const std::string& at, bool budget) {
+  char num[32];
+  std::snprintf(num, sizeof num, "%g", g->limits.seconds);
+  return budget ? at + ": script ran longer than " + std::to_string(g->limits.instructions) +
+                      " instructions; raise with --script-budget N or NEUSIGHT_SCRIPT_BUDGET"
+                : at + ": script ran longer than " + num + " s of CPU time; raise with --script-timeout "
+                      "SECONDS or NEUSIGHT_SCRIPT_TIMEOUT";
+}
+
 void l_hook(lua_State* L, lua_Debug* ar) {
   lua_guard* g = guard_of(L);
   g->used += hook_every;
@@ -155,12 +166,7 @@ void l_hook(lua_State* L, lua_Debug* ar) {
     lua_getinfo(L, "Sl", ar);
     const std::string at = ar->currentline > 0 ? std::string(ar->short_src) + ":" + std::to_string(ar->currentline)
                                                : std::string(ar->short_src);
-    char num[32];
-    std::snprintf(num, sizeof num, "%g", g->limits.seconds);
-    g->tripped = budget ? at + ": script ran longer than " + std::to_string(g->limits.instructions) +
-                              " instructions; raise with --script-budget N or NEUSIGHT_SCRIPT_BUDGET"
-                        : at + ": script ran longer than " + num + " s of CPU time; raise with --script-timeout "
-                              "SECONDS or NEUSIGHT_SCRIPT_TIMEOUT";
+    g->tripped = limit_message(g, at, budget);
   }
   lua_pushstring(L, g->tripped.c_str());
   lua_error(L);
@@ -312,6 +318,56 @@ void ns_limits_renew(lua_State* L) {
   g->used = 0;
   ++g->call;  // the watchdog times a new stretch
   if (g->armed && g->stats.empty()) lua_sethook(L, nullptr, 0, 0), g->armed = false;  // bare again, as a new call
+}
+
+bool ns_limits_over(lua_State* L) {
+  lua_guard* g = guard_of(L);
+  if (g->depth == 0) return false;
+  if (g->tripped.empty()) {
+    const bool budget = g->limits.instructions > 0 && g->used > g->limits.instructions;
+    if (!budget && !g->timed_out.load(std::memory_order_relaxed)) return false;
+    const std::string at = where_now(L);
+    g->tripped = limit_message(g, at.empty() ? std::string("script") : at, budget);
+  }
+  lua_pushstring(L, g->tripped.c_str());
+  return true;
+}
+
+limits_mark ns_limits_enter(lua_State* L) {
+  limits_mark m;
+  lua_guard* g = guard_of(L);
+  if (g->depth == 0 || !g->tripped.empty()) return m;
+  {
+    std::lock_guard<std::mutex> lk(g->mu);
+    if (!g->active || g->timed_out.load(std::memory_order_relaxed) ||
+        (g->limits.instructions > 0 && g->used > g->limits.instructions))
+      return m;  // no limits, or already over: the hook raises at its next count
+    m.valid = true;
+    m.used = g->used;
+    // the watchdog has not timed this stretch yet when it has not seen it (at most one period late): nothing elapsed
+    m.elapsed = g->call == g->call_seen ? cpu_seconds(g->clock) - g->start : 0;
+    // as ns_limits_renew, but the count hook stays as it is: setting it again would restart its count, and a loop
+    // of short calls would never reach the next count
+    if (g->used > g->used_max) g->used_max = g->used;
+    g->used = 0;
+    ++g->call;
+  }
+  return m;
+}
+
+void ns_limits_leave(lua_State* L, const limits_mark& m) {
+  if (!m.valid) return;
+  lua_guard* g = guard_of(L);
+  if (!g->tripped.empty()) return;  // stopped: stays stopped
+  std::lock_guard<std::mutex> lk(g->mu);
+  if (!g->active) return;
+  if (g->used > g->used_max) g->used_max = g->used;
+  if (g->timed_out.load(std::memory_order_relaxed) || (g->limits.instructions > 0 && g->used > g->limits.instructions))
+    return;  // the call ran over: the hook raises at its next count
+  g->used = m.used;
+  ++g->call;  // the caller's stretch again, from where it was: the watchdog takes it as seen
+  g->call_seen = g->call;
+  g->start = cpu_seconds(g->clock) - m.elapsed;
 }
 
 int ns_pcall(lua_State* L, int nargs, int nres) {

@@ -39,6 +39,21 @@ bool ns_limit_tripped(lua_State* L);
 // the limits as one call would be. A call already over a limit stays stopped. [-0, +0, -]
 void ns_limits_renew(lua_State* L);
 
+// A C++ call that scripts call and that calls scripts in turn (scripts/neusight/pipeline.lua's primitives): enter
+// saves the calling script's instructions used and CPU time elapsed and renews the limits (as ns_limits_renew: the
+// scripts the call runs are held to them as when the engine called each itself); leave restores them, so that the
+// calling script goes on with what it had used (a loop over a primitive still runs over the limits). [-0, +0, -]
+struct limits_mark {
+  bool valid = false;  // limits applied and nothing was over them on entry
+  int64_t used = 0;
+  double elapsed = 0;
+};
+limits_mark ns_limits_enter(lua_State* L);
+// Before such a call: true, with the message pushed, when the calling script has run over a limit (the hook had not
+// counted since): the caller raises it, at the calling script's line, rather than run the call. [-0, +(0|1), m]
+bool ns_limits_over(lua_State* L);
+void ns_limits_leave(lua_State* L, const limits_mark& mark);
+
 // Calls the function below `nargs` arguments with a traceback handler slid under it (lua.c docall).
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
 int ns_pcall(lua_State* L, int nargs, int nres);

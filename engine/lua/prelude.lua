@@ -125,14 +125,34 @@ end
 
 -- Modules by name, shared by every script; each environment gets read-only views of them from its own require.
 local loaded = { neusight = ns }
+-- The modules being loaded, innermost last ({ name, chunk }), and which of them by name: a module required again
+-- while it loads is a cycle, an error that names it (else it would load itself until the stack ran out). An entry
+-- leaves when its load ends, normally or by an error (the to-be-closed `done`).
+local loading, loading_at = {}, {}
+local loading_mt = {
+  __close = function(entry)
+    loading[#loading] = nil
+    loading_at[entry[1]] = nil
+  end,
+}
 local function require_raw(name, level)
   if type(name) ~= "string" then
     error("bad argument #1 to 'require' (string expected, got " .. type(name) .. ")", level + 1)
   end
   local m = loaded[name]
   if m ~= nil then return m end
+  local at = loading_at[name]
+  if at then
+    local chain = {}
+    for i = at + 1, #loading do chain[#chain + 1] = "'" .. loading[i][1] .. "' (" .. loading[i][2] .. ")" end
+    error("module '" .. name .. "' requires itself (" .. loading[at][2] .. ")" ..
+          (#chain > 0 and " through " .. table.concat(chain, ", ") or ""), level + 1)
+  end
   local path, chunk = C.find_script(name)
   if not path then error("module '" .. name .. "' not found:" .. chunk, level + 1) end
+  local done <close> = raw_setmetatable({ name, chunk }, loading_mt)
+  loading[#loading + 1] = done
+  loading_at[name] = #loading
   local r = C.load(path, chunk, E.new_env())(name)
   if r == nil then r = true end
   loaded[name] = r

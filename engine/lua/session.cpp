@@ -51,25 +51,11 @@ session::impl* impl_of(lua_State* L) { return static_cast<session::impl*>(lua_to
 // find_script(name) -> path, chunkname | nil, "\n\tno file ..." [-1, +2, -]
 int l_find_script(lua_State* L) {
   const auto* p = impl_of(L);
-  const std::string name = luaL_checkstring(L, 1);
-  std::string rel = name;
-  std::replace(rel.begin(), rel.end(), '.', '/');
   std::string tried;
-  if (module_name_ok(name)) {
-    for (const auto& d : p->script_dirs) {
-      for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
-        const fs::path file = d.path / cand;
-        if (fs::is_regular_file(file)) {
-          lua_pushstring(L, file.string().c_str());
-          lua_pushstring(L, (d.display + "/" + cand).c_str());
-          return 2;
-        }
-        tried += "\n\tno file '" + d.display + "/" + cand + "'";
-      }
-    }
-  } else {
-    tried = " invalid module name (parts of letters, digits and '_' separated by single dots, e.g. "
-            "\"neusight.kernels\")";
+  if (const auto f = script_find(*p, luaL_checkstring(L, 1), &tried)) {
+    lua_pushstring(L, f->path.c_str());
+    lua_pushstring(L, f->display.c_str());
+    return 2;
   }
   lua_pushnil(L);
   lua_pushstring(L, tried.c_str());
@@ -257,6 +243,25 @@ void report_fields_keep(session::impl& p, const char* fn, int nargs) {
 }
 
 }  // namespace
+
+std::optional<script_file> script_find(const session::impl& p, const std::string& name, std::string* tried) {
+  std::string rel = name, looked;
+  std::replace(rel.begin(), rel.end(), '.', '/');
+  if (module_name_ok(name)) {
+    for (const auto& d : p.script_dirs) {
+      for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
+        const fs::path file = d.path / cand;
+        if (fs::is_regular_file(file)) return script_file{file.string(), d.display + "/" + cand};
+        looked += "\n\tno file '" + d.display + "/" + cand + "'";
+      }
+    }
+  } else {
+    looked = " invalid module name (parts of letters, digits and '_' separated by single dots, e.g. "
+             "\"neusight.kernels\")";
+  }
+  if (tried) *tried = std::move(looked);
+  return std::nullopt;
+}
 
 // [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
 void overrides_push_table(lua_State* L, const workload_overrides& o) {

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -186,6 +187,14 @@ figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad);
 
 // Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
 void overrides_push_table(lua_State* L, const workload_overrides& o);
+
+// The file require(name) loads, the first hit on the script search path: its path and chunk name
+// ("scripts/neusight/pipeline.lua", "DIR/neusight/pipeline.lua"); nullopt when there is none (`tried`: the files
+// looked for, or why the name is not a module name).
+struct script_file {
+  std::string path, display;
+};
+std::optional<script_file> script_find(const session::impl& p, const std::string& name, std::string* tried = nullptr);
 
 // Pushes require(module). [-0, +1, e]
 inline void require_push(session::impl& p, const char* module) {

@@ -25,6 +25,9 @@ struct pipeline_context {
   // message and traceback the engine gave it before the pipeline was a script).
   std::exception_ptr failure;
   std::string failure_text;
+  // The primitive running now (its name), null between two: a script one runs (a workload's) that reaches the run
+  // (kept in a module) may not call back into it.
+  const char* busy = nullptr;
 };
 
 // "chunk:line: " of the Lua code that called the running primitive ("" when there is none): a misuse names its place.
@@ -35,7 +38,7 @@ std::string caller_where(lua_State* L) {
   return {};
 }
 
-// The primitives' shared upvalue: a userdata holding the context, emptied when forecast() or finish() returns, so that
+// The primitives' shared first upvalue (the second is the primitive's name): a userdata holding the context, emptied when forecast() or finish() returns, so that
 // a primitive a script kept refuses to run later.
 pipeline_context& context_of(lua_State* L) {
   auto* slot = static_cast<pipeline_context**>(lua_touserdata(L, lua_upvalueindex(1)));
@@ -43,18 +46,32 @@ pipeline_context& context_of(lua_State* L) {
   return **slot;
 }
 
-// A primitive's body, run as one call to the script limits (ns_limits_renew: the scripts it calls are held to them as
-// when the engine called each itself); a C++ exception becomes a Lua error with its message.
+// A primitive's body, run as one call to the script limits (ns_limits_enter: the scripts it calls are held to them as
+// when the engine called each itself); on return, normal or not, the calling script's own count and time go on
+// (ns_limits_leave: a loop over a primitive still runs over the limits). A C++ exception becomes a Lua error with its
+// message.
 template <class F>
 int primitive(lua_State* L, F&& body) {
+  if (ns_limits_over(L)) return lua_error(L);  // the caller ran over a limit: it stops there, not in the body's scripts
   std::string msg;
   try {
     pipeline_context& c = context_of(L);
+    const char* name = lua_tostring(L, lua_upvalueindex(2));
+    if (c.busy)
+      throw error(caller_where(L) + "run." + name + "(): called while run." + c.busy +
+                  "() runs (a script a primitive runs cannot call the run's primitives)");
+    struct busy_scope {
+      pipeline_context& c;
+      ~busy_scope() { c.busy = nullptr; }
+    } const busy{c};
+    c.busy = name;
+    struct limits_scope {
+      lua_State* L;
+      limits_mark mark;
+      ~limits_scope() { ns_limits_leave(L, mark); }
+    } const limits{L, ns_limits_enter(L)};
     try {
-      ns_limits_renew(L);
-      const int n = body(c);
-      ns_limits_renew(L);
-      return n;
+      return body(c);
     } catch (const std::exception& e) {
       c.failure = std::current_exception();
       c.failure_text = e.what();
@@ -144,6 +161,15 @@ int l_predictor(lua_State* L) {
   });
 }
 
+// run.predict()'s per-launch seconds as they stand, for run.`fn`(): once run.aggregate() (or run.forecast()) has
+// summed them they are the forecast's, and the message says so.
+std::vector<double>& seconds_of(lua_State* L, pipeline_context& c, const char* fn) {
+  if (c.seconds) return *c.seconds;
+  throw error(caller_where(L) + "run." + fn + "(): " +
+              (c.out->fc ? "the latencies went into the forecast (call it before run.aggregate())"
+                         : "no latencies yet (call run.predict() first)"));
+}
+
 // The kernels' per-launch seconds (session::kernel_seconds), kept in c.seconds: `fn` names the primitive in errors.
 void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
   session::pipeline_request& r = *c.req;
@@ -157,8 +183,9 @@ void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
 // The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
 int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
   session::pipeline_request& r = *c.req;
-  if (!c.seconds) throw error(caller_where(L) + "run." + fn + "(): no latencies yet (call run.predict() first)");
-  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(*c.seconds)));
+  if (c.out->fc) throw error(caller_where(L) + "run." + fn + "(): the kernels are summed once per run");
+  std::vector<double>& seconds = seconds_of(L, c, fn);
+  c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(seconds)));
   c.seconds.reset();
   const std::vector<std::string> warnings = r.pred->warnings();
   forecast_push(L, *c.out->fc, false);
@@ -222,9 +249,9 @@ int l_kernels(lua_State* L) {
 // run.kernels()'s order. [-0, +1, e]
 int l_latencies(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
-    if (!c.seconds) throw error(caller_where(L) + "run.latencies(): no latencies yet (call run.predict() first)");
-    lua_createtable(L, int(c.seconds->size()), 0);
-    for (size_t i = 0; i < c.seconds->size(); ++i) lua_pushnumber(L, (*c.seconds)[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
+    const std::vector<double>& seconds = seconds_of(L, c, "latencies");
+    lua_createtable(L, int(seconds.size()), 0);
+    for (size_t i = 0; i < seconds.size(); ++i) lua_pushnumber(L, seconds[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
     return 1;
   });
 }
@@ -234,8 +261,7 @@ int l_latencies(lua_State* L) {
 int l_set_latencies(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     const std::string at = caller_where(L) + "run.set_latencies(): ";
-    if (!c.seconds) throw error(at + "no latencies yet (call run.predict() first)");
-    const size_t n = c.seconds->size();
+    const size_t n = seconds_of(L, c, "set_latencies").size();
     if (!lua_istable(L, 1) || lua_rawlen(L, 1) != n)
       throw error(at + "expected an array of " + std::to_string(n) + " numbers (one per kernel)");
     std::vector<double> seconds(n);
@@ -261,18 +287,35 @@ int l_timeline(lua_State* L) {
   });
 }
 
-// run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` runs at on the GPU (roofline.cpp); nil
-// when the GPU has no unit for it. [-1, +1, e]
+// run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` (a dtype name as neusight.kernels
+// dtype_name reads it; nil: fp32) runs at on the GPU (roofline.cpp); nil when the GPU has no unit for it. [-1, +1, e]
 int l_peak_tflops(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
+    const std::string at = caller_where(L) + "run.peak_tflops(dtype): ";
+    const gpu_spec& gpu = gpu_of(L, c, "peak_tflops");
     kernel gemm;
     gemm.kind = kernel_kind::gemm, gemm.name = "peak";
-    if (lua_type(L, 1) == LUA_TSTRING) gemm.dtype = lua_tostring(L, 1);
+    const int t = lua_type(L, 1);
+    if (t == LUA_TSTRING) {
+      const std::string given = lua_tostring(L, 1);
+      require_push(*c.p, "neusight.kernels");
+      if (!lua_istable(L, -1) || raw_getfield(L, -1, "dtype_name") != LUA_TFUNCTION)
+        throw error(at + "module neusight.kernels has no function dtype_name");
+      lua_pushvalue(L, 1);
+      ns_call(L, 1, 1, "in neusight.kernels dtype_name");
+      const bool known = lua_type(L, -1) == LUA_TSTRING;
+      if (known) gemm.dtype = lua_tostring(L, -1);
+      lua_pop(L, 2);
+      if (!known)
+        throw error(at + "unknown dtype '" + given + "' (fp32, tf32, fp16, bf16, fp8, fp64 or a name such as bfloat16)");
+    } else if (t != LUA_TNIL && t != LUA_TNONE) {
+      throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
+    }
     double peak = -1;
     try {
-      peak = roofline_peak_flops(gpu_of(L, c, "peak_tflops"), gemm) / 1e12;
+      peak = roofline_peak_flops(gpu, gemm) / 1e12;
     } catch (const error&) {
-      // no units of that dtype: no MFU
+      // a known dtype the GPU has no units of: no MFU
     }
     if (peak >= 0) lua_pushnumber(L, peak);
     else lua_pushnil(L);
@@ -338,8 +381,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const session::pipeline_request& req = *c.req;
-  const std::string file = "scripts/neusight/pipeline.lua";
   require_push(p, "neusight.pipeline");  // stack: P
+  const auto found = script_find(p, "neusight.pipeline");  // the file that ran: bundled, or a --scripts DIR's
+  const std::string file = found ? found->display : "scripts/neusight/pipeline.lua";
   if (!lua_istable(L, -1) || raw_getfield(L, -1, fn) != LUA_TFUNCTION)
     throw error(std::string("module neusight.pipeline has no function ") + fn + " (" + file +
                 " defines forecast(run), a workload's steps, and finish(run), those once the kernels are known)");
@@ -371,7 +415,8 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   for (const auto& [name, f] : primitives) {
     if (!workload && (f == l_workload || f == l_expand || f == l_predictor)) continue;
     lua_pushvalue(L, ud);
-    lua_pushcclosure(L, f, 1);
+    lua_pushstring(L, name);  // the primitive's name, in its errors
+    lua_pushcclosure(L, f, 2);
     lua_setfield(L, -2, name);
   }
   const std::string context = "in " + file + " " + fn;

@@ -317,7 +317,7 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  return {}\nend\nreturn M\n");
   const auto r3 = run_cli(f.args("-o '" + out.string() + "'" + scripts));
   CHECK(r3.code == 1);
-  CHECK(r3.err.find("scripts/neusight/pipeline.lua forecast(): the run made no forecast") != std::string::npos);
+  CHECK(r3.err.find(where + " forecast(): the run made no forecast") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
   // one without the step the command takes (`run` of a workload: forecast)
   f.t.write("s/neusight/pipeline.lua", "return { finish = function(run) end }\n");
@@ -333,4 +333,178 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(r5.err.find(bad.lexically_normal().generic_string() + ":1: bad workload") != std::string::npos);
   CHECK(r5.err.find("stack traceback:") != std::string::npos);
   CHECK(r5.err.find("pipeline.lua") == std::string::npos);
+}
+
+TEST_CASE("scripts path: a pipeline.lua that loops over a primitive is held to the script limits",
+          "[cli][scripts][pipeline][limits]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                  "  while true do run.peak_tflops('fp32') end\nend\nreturn M\n");
+  const std::string where = file.lexically_normal().generic_string();
+  const std::string stop = "timeout 60";  // a loop the limits miss fails the case, it does not hang it
+  // each primitive's body gets the limits afresh; the loop around them still runs over them
+  const auto r = run_cli(f.args("--script-timeout 1" + scripts), stop);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(where + ":4: script ran longer than 1 s of CPU time") != std::string::npos);
+  const auto b = run_cli(f.args("--script-budget 200000 --script-timeout 0" + scripts), stop);
+  CHECK(b.code == 1);
+  CHECK(b.err.find(where + ":4: script ran longer than 200000 instructions") != std::string::npos);
+  // the same under pcall: the loop catches each primitive's error and goes on, and still stops
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                       "  while true do pcall(run.expand, 1); pcall(run.expand, 1) end\nend\nreturn M\n");
+  const auto p = run_cli(f.args("--script-timeout 1" + scripts), stop);
+  INFO(p.err);
+  CHECK(p.code == 1);  // where it stops may be in the sandbox's pcall (engine/lua/prelude.lua)
+  CHECK(p.err.find(".lua:") != std::string::npos);
+  CHECK(p.err.find(": script ran longer than 1 s of CPU time") != std::string::npos);
+}
+
+TEST_CASE("scripts path: run.peak_tflops reads dtype names as the engine does and refuses misuse",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const std::string head = "local M = {}\nfunction M.forecast(run)\n";
+  const std::string tail = "\nend\nreturn M\n";
+  // Tiny-1: fp32 2, fp16 16 TFLOP/s, no bf16 units; the peaks come back in the error that ends the run
+  f.t.write("s/neusight/pipeline.lua",
+            head + "  run.workload()\n  local p = run.peak_tflops\n"
+                   "  error(('peaks %s %s %s %s %s %s'):format(p(), p(nil), p('fp32'), p('fp16'), p('torch.Float16'), "
+                   "p('bf16')), 0)" + tail);
+  const auto ok = run_cli(f.args(scripts));
+  CHECK(ok.code == 1);
+  CHECK(ok.err.find("peaks 2.0 2.0 2.0 16.0 16.0 nil") != std::string::npos);
+  const auto misuse = [&](const std::string& body, const std::string& message) {
+    const fs::path file = f.t.write("s/neusight/pipeline.lua", head + body + tail);
+    const auto r = run_cli(f.args(scripts));
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(file.lexically_normal().generic_string() + ":3: run.peak_tflops" + message) != std::string::npos);
+  };
+  misuse("  return run.peak_tflops('fp16')", "(): no GPU yet (call run.workload() first)");
+  misuse("  run.workload(); return run.peak_tflops(16)", "(dtype): dtype must be a string or nil, got number");
+  misuse("  run.workload(); return run.peak_tflops('nonsense')", "(dtype): unknown dtype 'nonsense'");
+}
+
+TEST_CASE("scripts path: the engine's messages about a pipeline.lua under --scripts name that file",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                  "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                  "  run.forecast()\n  return 5\nend\nreturn M\n");
+  const std::string where = file.lexically_normal().generic_string();
+  const auto r = run_cli(f.args(scripts));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(where + " forecast() returned number, expected a table") != std::string::npos);
+  CHECK(r.err.find("scripts/neusight/pipeline.lua") == std::string::npos);
+  // an error of the script: the context line names the file too
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  error('no figures today')\nend\nreturn M\n");
+  const auto e = run_cli(f.args(scripts));
+  INFO(e.err);
+  CHECK(e.code == 1);
+  CHECK(e.err.find(where + ":3: no figures today") != std::string::npos);
+  CHECK(e.err.find("in " + where + " forecast") != std::string::npos);
+  CHECK(e.err.find("in scripts/neusight/pipeline.lua") == std::string::npos);
+  // one without the function: the message names the file that lacks it
+  f.t.write("s/neusight/pipeline.lua", "return { finish = function(run) end }\n");
+  const auto n = run_cli(f.args(scripts));
+  CHECK(n.code == 1);
+  CHECK(n.err.find("module neusight.pipeline has no function forecast (" + where + " defines") != std::string::npos);
+}
+
+TEST_CASE("scripts path: a module that requires itself is an error naming the cycle and the line",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string dir = (f.t.path / "s").string();
+  const std::string scripts = " --scripts '" + dir + "'";
+  const std::string root = fs::path(dir).lexically_normal().generic_string();
+  // a pipeline.lua that means to extend the bundled one, but requires its own name
+  f.t.write("s/neusight/pipeline.lua", "local base = require 'neusight.pipeline'\nreturn base\n");
+  const auto r = run_cli(f.args(scripts));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(root + "/neusight/pipeline.lua:1: module 'neusight.pipeline' requires itself (" + root +
+                   "/neusight/pipeline.lua)") != std::string::npos);
+  CHECK(r.err.find("stack overflow") == std::string::npos);
+  // through another module: each on the way is named
+  f.t.write("s/neusight/pipeline.lua", "return require 'mine.a'\n");
+  f.t.write("s/mine/a.lua", "return require 'mine.b'\n");
+  f.t.write("s/mine/b.lua", "local x = 1\nlocal a = require 'mine.a'\nreturn a\n");  // not a tail call: its line shows
+  const auto c = run_cli(f.args(scripts));
+  INFO(c.err);
+  CHECK(c.code == 1);
+  CHECK(c.err.find(root + "/mine/b.lua:2: module 'mine.a' requires itself (" + root + "/mine/a.lua) through 'mine.b' (" +
+                   root + "/mine/b.lua)") != std::string::npos);
+  // a module whose load failed is not left as loading: required again, it fails as it did (no cycle)
+  f.t.write("s/mine/bad.lua", "error('bad module', 0)\n");
+  f.t.write("s/neusight/pipeline.lua",
+            "local ok, e = pcall(require, 'mine.bad')\nassert(not ok)\nrequire 'mine.bad'\nreturn {}\n");
+  const auto b = run_cli(f.args(scripts));
+  INFO(b.err);
+  CHECK(b.code == 1);
+  CHECK(b.err.find("bad module") != std::string::npos);
+  CHECK(b.err.find("requires itself") == std::string::npos);
+}
+
+TEST_CASE("scripts path: a script a primitive runs cannot call back into the run's primitives",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  // the pipeline keeps `run` in its module, the workload script finds it there and calls run.workload() again
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  M.saved = run\n  run.workload()\n"
+                                       "  return {}\nend\nreturn M\n");
+  const fs::path wl = f.t.write("work/reenter.lua", "local P = require 'neusight.pipeline'\n"
+                                                    "if P.saved then P.saved.workload() end\n" +
+                                                        std::string(fancy_workload));
+  const std::string args = "run '" + wl.string() + "' --predictor roofline --gpu '" + f.tiny + "' --ops '" + f.ops +
+                           "' --format json" + scripts;
+  const auto r = run_cli(args, "timeout 60");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(wl.lexically_normal().generic_string() +
+                   ":2: run.workload(): called while run.workload() runs") != std::string::npos);
+  CHECK(r.err.find("stack overflow") == std::string::npos);
+  // another primitive of the run, the same
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  M.saved = run\n  run.workload()\n"
+                                       "  return {}\nend\nreturn M\n");
+  const fs::path wl2 = f.t.write("work/reenter2.lua", "local P = require 'neusight.pipeline'\n"
+                                                      "if P.saved then P.saved.predictor() end\n" +
+                                                          std::string(fancy_workload));
+  const auto r2 = run_cli(ns_test::replace_all(args, wl.string(), wl2.string()), "timeout 60");
+  INFO(r2.err);
+  CHECK(r2.code == 1);
+  CHECK(r2.err.find(wl2.lexically_normal().generic_string() +
+                    ":2: run.predictor(): called while run.workload() runs") != std::string::npos);
+}
+
+TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-number and says when it is too late",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const auto refused = [&](const std::string& step, const std::string& message) {
+    const fs::path file = f.t.write("s/neusight/pipeline.lua",
+                                    "local M = {}\nfunction M.forecast(run)\n  run.workload(); run.expand(); run.predictor()\n"
+                                    "  run.predict()\n" + step + "\nend\nreturn M\n");
+    const fs::path out = f.t.path / "out.json";
+    const auto r = run_cli(f.args("-o '" + out.string() + "'" + scripts));
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find(file.lexically_normal().generic_string() + ":5: run." + message) != std::string::npos);
+    CHECK_FALSE(fs::exists(out));
+  };
+  refused("  run.set_latencies({ 0 / 0 })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  refused("  run.set_latencies({ 1 / 0 })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  refused("  run.set_latencies({ 0.1, 0.2 })", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies({})", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies(0.1)", "set_latencies(): expected an array of 1 numbers (one per kernel)");
+  refused("  run.set_latencies({ '0.1' })", "set_latencies(): seconds[1] must be a finite number >= 0");
+  // after run.aggregate() the latencies are the forecast's: too late to change them, or to sum them again
+  refused("  run.aggregate(); run.set_latencies({ 0.1 })",
+          "set_latencies(): the latencies went into the forecast (call it before run.aggregate())");
+  refused("  run.aggregate(); run.latencies()",
+          "latencies(): the latencies went into the forecast (call it before run.aggregate())");
+  refused("  run.aggregate(); run.aggregate()", "aggregate(): the kernels are summed once per run");
 }
