@@ -31,7 +31,8 @@
 --   set_latencies(seconds) replaces them (an array of one finite number >= 0 per kernel)
 --   aggregate()            → totals, predictor warnings, as forecast()'s
 --   timeline()             → whether the workload is parallel: its per-device timeline and report (fields.parallel)
---   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` on the GPU, nil when it has no unit for it
+--   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` (nil: fp32) on the GPU, nil when it has no unit for
+--                          it; a dtype name neusight.kernels does not know is an error
 --   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>
 --   calibration_inputs()   → { { key, value }, … }: the calibration forecast() applied (empty without one)
 --   figures(inputs)        → { fields = { { key, value, column, cell, top }, … }, lines, warnings }:
