@@ -33,9 +33,16 @@ namespace {
 // - prefill attention (forward and backward, each op its own class): the query length, KV length and batch ordered,
 //   no copies. A partial last query tile was priced above the full one (L40S, head dim 128: 128 tokens 24.9 µs,
 //   256 tokens 18.9 µs); a copy of more queries would change the causal tiles, which are the tile rule's (Lua's).
+// - GEMMs (Linear, BMM, tensor-core, fp8): M ordered (a BMM's per batch; b, N, K kept), no copies. A GEMM of M rows
+//   is the one of M' > M rows with its extra rows padded, so it can run in the larger one's time; the MLP priced a
+//   bf16 B200 GEMM up to 1.83× one of more rows, an fp8 H200 one 1.89×, an fp32 L4 BMM 3.8×
+//   (tests/core/test_forecast_physics.cpp). The order compares real kernels, each with the tile rule's tile for its
+//   M (tiles are not in the class). Copies of more rows (the vector kernels' ladder) were tried and harmed gemm_tc16:
+//   they keep the small GEMM's tile and split-K at up to 16× its rows, pairs the data never holds, which the MLP
+//   priced near the launch floor (weights/MONOTONE_GEMM_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
-enum class size_axis { rows, q_len, kv_len, batch };
+enum class size_axis { rows, q_len, kv_len, batch, m };
 
 struct envelope_axes {
   std::vector<size_axis> scaled;   // the axes with larger copies
@@ -46,12 +53,17 @@ const envelope_axes* envelope_axes_of(family f) {
   static const envelope_axes vector{{size_axis::rows}, {size_axis::rows}};
   static const envelope_axes decode{{size_axis::kv_len}, {size_axis::kv_len, size_axis::batch}};
   static const envelope_axes prefill{{}, {size_axis::q_len, size_axis::kv_len, size_axis::batch}};
+  static const envelope_axes gemm{{}, {size_axis::m}};
   switch (f) {
     case family::elementwise:
     case family::softmax:
     case family::layernorm: return &vector;
     case family::attention_decode: return &decode;
     case family::attention_prefill: return &prefill;
+    case family::bmm:
+    case family::linear:
+    case family::gemm_tc16:
+    case family::gemm_fp8: return &gemm;
     default: return nullptr;
   }
 }
@@ -62,6 +74,7 @@ int64_t axis_value(const kernel& k, size_axis a) {
     case size_axis::q_len: return k.m;
     case size_axis::kv_len: return k.k;
     case size_axis::batch: return k.b;
+    case size_axis::m: return k.m;
   }
   return 0;
 }
@@ -92,6 +105,7 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
       s.rows = more, s.flops = k.flops * r, s.bytes = k.bytes * r;
       break;
     case size_axis::q_len: throw error("the envelope has no query-length copies");
+    case size_axis::m: throw error("the envelope has no GEMM copies");
     case size_axis::batch:  // the same blocks per sequence (no family scales it today; ordered only)
       s.b = more, s.flops = k.flops * r, s.bytes = k.bytes * r, s.tile_blocks = k.tile_blocks * r;
       break;
@@ -112,8 +126,16 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
 }
 
 // The class of kernels the dominance minimum compares: everything but the ordered axes. A vector kernel's row (bytes
-// and FLOPs per row) and tile; an attention kernel's dtypes, op, heads, KV heads, head dim and (decode) query length.
+// and FLOPs per row) and tile; an attention kernel's dtypes, op, heads, KV heads, head dim and (decode) query length;
+// a GEMM's dtype, b, N, K, weight bytes, activation quantisation and FLOPs per row (not its bytes, not linear in M;
+// not its tile, the tile rule's choice for each M).
 std::string envelope_key(const kernel& k, family f) {
+  if (f == family::bmm || f == family::linear || f == family::gemm_tc16 || f == family::gemm_fp8) {
+    char per[96];
+    std::snprintf(per, sizeof per, "|%a|%a", k.flops / double(k.m), k.weight_bytes);
+    return k.name + "|" + k.dtype + "|" + std::to_string(k.b) + "," + std::to_string(k.n) + "," +
+           std::to_string(k.k) + "|" + k.act_quant + per;
+  }
   if (f == family::attention_decode || f == family::attention_prefill)  // a prefill's query length is ordered
     return k.name + "|" + k.dtype + "|" + k.kv_dtype + "|" + k.op + "|" +
            (f == family::attention_decode ? std::to_string(k.m) : "") + "," + std::to_string(k.n) + "," +
@@ -218,7 +240,8 @@ class neusight_predictor final : public predictor {
       } else if (fresh) {
         batch[*fam].push_back(tile_features_compute(k, gpu));
       }
-      if (const envelope_axes* ax = envelope_axes_of(*fam); fresh && ax && envelope_scalable(k, *ax)) {
+      if (const envelope_axes* ax = envelope_axes_of(*fam);
+          fresh && ax && !ax->scaled.empty() && envelope_scalable(k, *ax)) {  // GEMMs, prefill: no copies
         auto& rows = larger[*fam][it->second];
         for (size_axis a : ax->scaled)
           for (size_t d = 0; d < envelope_factors.size(); ++d) {

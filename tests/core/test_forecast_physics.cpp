@@ -441,14 +441,12 @@ TEST_CASE("bandwidth does not move compute-bound forecasts", "[neusight][physics
 }
 
 // A GEMM of more rows (M, a BMM's per batch) and the same N, K cannot be faster: the smaller one is the larger one
-// with rows padded. This does not hold with the shipped predictor: the utilisation MLP is not monotone in M, off its
-// training GPUs and on them (an H100's bf16 expert Linear of 64 tokens is priced above one of 65). The envelope that
-// makes it hold within a forecast (commit 9fa202b: the vector envelope's ladder and suffix minimum along M) failed its
-// keep rule (weights/MONOTONE_GEMM_RULE.md, weights/ACCURACY.md: gemm_tc16 leave-one-GPU-out 16.46 -> 17.34 %), so
-// the exact property is not asserted: this test bounds how far it is broken (the worst today: an L4 fp32 BMM 3.8×, a
-// B200 bf16 Linear 1.83×, an H200 fp8 Linear 1.89× a larger one) and counts the violations, so that a change of
-// weights or predictor that makes it worse fails here.
-TEST_CASE("a GEMM with fewer rows is priced at most 4x one with more (GPUs outside the data)", "[neusight][physics]") {
+// with rows padded. The utilisation MLP is not monotone in M, off its training GPUs and on them (without the envelope
+// an L4 fp32 BMM was priced 3.8× a larger one, a B200 bf16 Linear 1.83×, an H200 fp8 Linear 1.89×); the envelope of
+// engine/core/neusight_predictor.cpp orders the GEMMs along M within one forecast (weights/MONOTONE_GEMM_RULE.md),
+// so the property is exact here. Forecasts of one GEMM each are not ordered (no copies of more rows for GEMMs).
+TEST_CASE("within a forecast a GEMM with fewer rows is never priced above one with more (GPUs outside the data)",
+          "[neusight][physics]") {
   forecaster f;
   struct shape {
     kernel_kind kind;
@@ -457,8 +455,7 @@ TEST_CASE("a GEMM with fewer rows is priced at most 4x one with more (GPUs outsi
   const std::vector<shape> shapes = {{kernel_kind::gemm, 1, 2048, 768},  {kernel_kind::gemm, 1, 768, 2048},
                                      {kernel_kind::gemm, 1, 4096, 4096}, {kernel_kind::gemm, 1, 4096, 14336},
                                      {kernel_kind::bmm, 32, 128, 128}};
-  size_t violations = 0, sweeps = 0;
-  double worst = 0;
+  size_t sweeps = 0;
   for (const std::string gpu_name : {"h100", "h200", "b200", "l4", "A100-PCIE-40GB", "A100-SXM4-80GB"}) {
     const gpu_spec gpu = gpu_named(gpu_name);
     for (const std::string dtype : {"bf16", "fp32", "fp8"}) {
@@ -478,15 +475,12 @@ TEST_CASE("a GEMM with fewer rows is priced at most 4x one with more (GPUs outsi
           INFO(gpu.name << " " << dtype << " " << kernel_kind_name(sh.kind) << " b " << sh.b << " M " << ks[i].m
                         << " N " << sh.n << " K " << sh.k << ": " << t[i] * 1e6 << " us, a larger GEMM "
                         << later_min * 1e6 << " us");
-          CHECK(t[i] <= 4 * later_min);
-          if (t[i] > later_min) ++violations;
-          worst = std::max(worst, t[i] / later_min);
+          CHECK(t[i] <= later_min);
           later_min = std::min(later_min, t[i]);
         }
         ++sweeps;
       }
     }
   }
-  WARN(violations << " of " << sweeps * 599 << " GEMMs priced above a larger one (worst " << worst << "x)");
   CHECK(sweeps == 6 * 3 * 5 - 4 - 2 * 5);  // GPUs x dtypes x shapes, less fp8 BMMs (4 GPUs) and fp8 on the two A100s
 }
