@@ -155,6 +155,12 @@ namespace {
 const std::string hf = "tests/fixtures/traces/hf/";
 const double h200_bw = 4800, h100_bw = 3350;  // gpus/h200_sxm_141gb.toml, gpus/h100_sxm5_80gb.toml
 
+// H200 → H100 (same compute, less bandwidth): an op neither speeds up nor slows by more than the bandwidth ratio.
+void check_h200_to_h100(double origin_ms, double scaled_ms) {
+  CHECK(scaled_ms >= origin_ms * (1 - 1e-9));
+  CHECK(scaled_ms <= origin_ms * h200_bw / h100_bw * (1 + 1e-9));
+}
+
 json scale_hf(const std::string& name, const std::string& to, std::string* err = nullptr) {
   const auto r = run_cli("scale --trace " + hf + name + ".json --from h200_sxm_141gb --to " + to + " --format json");
   INFO(r.err);
@@ -229,8 +235,7 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
     for (const auto& op : j["ops"]) {
       INFO(op.dump());
       const double origin = op["origin_ms"], scaled = op["scaled_ms"];
-      CHECK(scaled >= origin * (1 - 1e-9));
-      CHECK(scaled <= origin * h200_bw / h100_bw * (1 + 1e-9));
+      check_h200_to_h100(origin, scaled);
       const std::string kind = op["op"];
       const bool gemm = kind == "aten::addmm" || kind == "AddmmBackward0" || kind == "aten::linear" || kind == "MmBackward0";
       if (gemm && scaled == Approx(origin).epsilon(1e-9)) ++kept;
@@ -265,8 +270,7 @@ TEST_CASE("scale: real decode traces: KV-cache copies slow by the bandwidth rati
     for (const auto& op : j["ops"]) {
       INFO(op.dump());
       const double origin = op["origin_ms"], scaled = op["scaled_ms"];
-      CHECK(scaled >= origin * (1 - 1e-9));
-      CHECK(scaled <= origin * h200_bw / h100_bw * (1 + 1e-9));
+      check_h200_to_h100(origin, scaled);
       const std::string kind = op["op"];
       if (kind == "aten::cat" && origin > 0.01) {  // the cache appends (RoPE's one-block cats are latency-bound)
         CHECK(scaled == Approx(origin * h200_bw / h100_bw).epsilon(1e-9));
