@@ -273,8 +273,22 @@ std::string_view trace_format_name(trace_format f) {
   return "?";
 }
 
+// The columns of the reference's per-op label traces (every file of ../shared/data/neusight/label has these, 27 of 61
+// also _sort_key). Others are carried along unread; one a letter or two from a known name is a typo, not extra data.
+const std::vector<std::string> label_csv_columns = {
+    "op",       "target",        "_input_nodes", "_args",           "_kwargs",    "users",      "type",
+    "_prev",    "_next",         "_erased",      "_sort_key",       "_repr_fn",   "meta",       "input_shapes",
+    "input_contiguous", "contiguous", "latency", "fw_latency", "bw_latency", "acc_latency", "output_shape",
+    "dtype",    "Name"};
+
 trace trace_parse_label_csv(std::string_view text, const std::string& source, const std::string& device) {
   const csv_table t = csv_parse(text, source);
+  for (const std::string& h : t.header) {
+    if (std::find(label_csv_columns.begin(), label_csv_columns.end(), h) != label_csv_columns.end()) continue;
+    for (const std::string& known : label_csv_columns)
+      if (known.size() >= 4 && text_edit_distance(text_lower(h), text_lower(known)) <= 2)
+        throw error(source + ":1: unknown column '" + h + "' (did you mean '" + known + "'?)");
+  }
   const size_t c_name = t.column("Name"), c_in = t.column("input_shapes"), c_out = t.column("output_shape");
   const size_t c_fw = t.column("fw_latency"), c_bw = t.column("bw_latency"), c_acc = t.column("acc_latency");
   const bool has_target = t.has_column("target");

@@ -875,6 +875,8 @@ ltc("output_shape_negative", with_line(lt, 29, function(l) return sub1(l, '"(409
     "column 'output_shape': shape dimensions must be in 0..2^32", 29)
 ltc("short_row", with_line(lt, 29, function(l) return l:match("^([^,]*,[^,]*)") end), "expected 22 fields, found 2", 29)
 ltc("header_only", lt:match("^[^\n]*\n"), "no op with a measured latency")
+-- a misspelt column (the optional `target` silently fell back to `Name`; found by tests/fuzz/mutate.py)
+ltc("column_typo", sub1(lt, ",target,", ",targt,"), "unknown column 'targt' (did you mean 'target'?)", 1)
 ltc("empty", "", "empty CSV file (no header)")
 
 -------------------------------------------------------------------------------------------------- calibration measurements
