@@ -323,6 +323,7 @@ int search_main(const search_flags& f) {
     own.push_back(fmt::format(
         "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
+  if (const std::string w = s.pipeline_unused_warning("search"); !w.empty()) own.push_back(w);
   const std::vector<std::string> warnings = warned.all(own);
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   std::vector<candidate> shown;

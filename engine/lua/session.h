@@ -353,6 +353,9 @@ class session {
   // Every module file of a user script directory that hides a file of the same module later on the path (the bundled
   // scripts/ among them): name = module, file = the user file as shown, shadows = the hidden files.
   std::vector<op_entry> scripts_shadowing() const;
+  // The warning of a command that forecasts without scripts/neusight/pipeline.lua (search, serve) when a user's
+  // pipeline.lua replaces it ("" otherwise): its changes would silently not apply there.
+  std::string pipeline_unused_warning(const std::string& command) const;
 
   // Loads and validates one op rule (cached); throws with file:line on any error or if no file defines it.
   op_entry op_load(const std::string& name);

@@ -508,3 +508,31 @@ TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-
           "latencies(): the latencies went into the forecast (call it before run.aggregate())");
   refused("  run.aggregate(); run.aggregate()", "aggregate(): the kernels are summed once per run");
 }
+
+// search and serve forecast without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply
+// there, so they say so (search in its JSON warnings too); without one they say nothing of it.
+TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not applied", "[cli][scripts]") {
+  temp_dir t;
+  t.write("p/neusight/pipeline.lua", ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua"));
+  const std::string dir = (t.path / "p").string();
+  const std::string search = "search --model gpt2_large --gpu h100 --gpus 2 --batch 4 --seq 128 --format json";
+  auto r = run_cli(search + " --scripts '" + dir + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string said = dir + "/neusight/pipeline.lua is not applied: search forecasts with the engine's own steps";
+  CHECK(r.err.find(said) != std::string::npos);
+  bool in_json = false;
+  const json out = json::parse(r.out);
+  for (const auto& w : out["warnings"]) in_json = in_json || w.get<std::string>().find(said) == 0;
+  CHECK(in_json);
+  r = run_cli(search);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("is not applied") == std::string::npos);
+  const std::string serve = "serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4 --format json";
+  r = run_cli(serve + " --scripts '" + dir + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find(dir + "/neusight/pipeline.lua is not applied: serve") != std::string::npos);
+  r = run_cli(serve);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("is not applied") == std::string::npos);
+}
