@@ -104,11 +104,9 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
     case size_axis::rows:
       s.rows = more, s.flops = k.flops * r, s.bytes = k.bytes * r;
       break;
-    case size_axis::q_len: throw error("the envelope has no query-length copies");
-    case size_axis::m: throw error("the envelope has no GEMM copies");
-    case size_axis::batch:  // the same blocks per sequence (no family scales it today; ordered only)
-      s.b = more, s.flops = k.flops * r, s.bytes = k.bytes * r, s.tile_blocks = k.tile_blocks * r;
-      break;
+    case size_axis::q_len:
+    case size_axis::batch:
+    case size_axis::m: throw error("the envelope copies rows and KV lengths only (envelope_axes_of)");
     case size_axis::kv_len: {  // the same launch, each block's share of the cache longer
       s.k = more;
       const double sq = double(k.m);
