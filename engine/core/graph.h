@@ -56,6 +56,9 @@ struct kernel {
   // Attention: the KV cache's element type when it differs from dtype (an fp8 KV cache under bf16 compute; empty =
   // dtype). Only the K/V bytes change; FLOPs run at dtype (scripts/neusight/kernels.lua attention()).
   std::string kv_dtype;
+  // Attention: the FLOPs and bytes one more key adds (queries kept, the cache one token longer), from
+  // scripts/neusight/kernels.lua attention(); 0 = not given (the predictor's KV-length envelope then makes no copies).
+  double kv_flops = 0, kv_bytes = 0;
   // GEMM (linear): bytes per element of the weight operand (n × k) under weight-only quantisation (int4 = 0.5);
   // 0 = dtype's. Activations and compute stay at dtype (the kernel dequantises; scripts/neusight/kernels.lua).
   double weight_bytes = 0;

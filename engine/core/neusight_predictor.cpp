@@ -26,7 +26,8 @@ namespace {
 // - decode attention: the KV length scaled and ordered, the batch ordered. Llama-3.2-1B decode on the B200 (batch 8,
 //   32 / 8 heads, head dim 64) was priced 16.56 µs at 1024 cached tokens and 13.42 µs at 2048 (measured 10.81 /
 //   13.21): both launch the same split-KV grid and the MLP priced the smaller slice higher. A KV-length copy is that
-//   same launch (blocks kept, each block's slice longer). No batch copies: they change the grid (more blocks, other
+//   same launch (blocks kept, each block's slice longer), its FLOPs and bytes grown by what each key adds as the op
+//   rule's kernels.lua attention() gives it (kv_flops, kv_bytes: no second copy of the cost formula here). No batch copies: they change the grid (more blocks, other
 //   wave quantisation) and lowered the leave-one-GPU-out forecasts most; no head-dim order: the kernels are compiled
 //   per head dim and a head dim of 64 is measured > 5 % slower than 128 at the same shape in 6–10 % of the L40S and
 //   RTX PRO 6000 pairs (weights/MONOTONE_ATTENTION_RULE.md).
@@ -87,13 +88,13 @@ bool envelope_ordered(const kernel& k, const envelope_axes& ax) {
   return true;
 }
 bool envelope_scalable(const kernel& k, const envelope_axes& ax) {
-  for (size_axis a : ax.scaled)
+  for (size_axis a : ax.scaled) {
     if (axis_value(k, a) >= (int64_t(1) << 58)) return false;
+    // an attention kernel from a rule that does not say what a key costs (kv_flops, kv_bytes) gets no longer copies
+    if (a == size_axis::kv_len && !(k.kv_flops > 0 && k.kv_bytes > 0)) return false;
+  }
   return envelope_ordered(k, ax);
 }
-
-// Query/key pairs of an attention kernel of sq queries, the last sq of skv keys, causally (kernels.lua attention()).
-double attention_pairs(double sq, double skv) { return sq * (skv - sq) + sq * (sq + 1) / 2; }
 
 // `k` with ⌈factor · axis⌉, and its FLOPs and bytes with it.
 kernel axis_scaled(const kernel& k, size_axis a, double factor) {
@@ -108,13 +109,10 @@ kernel axis_scaled(const kernel& k, size_axis a, double factor) {
     case size_axis::batch:
     case size_axis::m: throw error("the envelope copies rows and KV lengths only (envelope_axes_of)");
     case size_axis::kv_len: {  // the same launch, each block's share of the cache longer
+      // what each further key adds, as kernels.lua attention() gives it (kv_flops, kv_bytes)
       s.k = more;
-      const double sq = double(k.m);
-      s.flops = k.flops * attention_pairs(sq, double(more)) / attention_pairs(sq, double(k.k));
-      // Q read and O written, batch · heads · queries · 2 · head dim values at dtype (kernels.lua attention(): n is
-      // the mean of the K and V head dims, rows the query heads); the rest is the cache, linear in its length
-      const double q = dtype_bytes(k.dtype) * double(k.b) * double(k.rows) * sq * 2 * double(k.n);
-      s.bytes = std::min(q, k.bytes) + std::max(0.0, k.bytes - q) * r;
+      s.flops = k.flops + double(more - v) * k.kv_flops;
+      s.bytes = k.bytes + double(more - v) * k.kv_bytes;
       s.tile_flops = k.tile_flops + (s.flops - k.flops) / k.tile_blocks;
       s.tile_bytes = k.tile_bytes + (s.bytes - k.bytes) / k.tile_blocks;
       break;

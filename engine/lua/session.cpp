@@ -1027,6 +1027,7 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
     ns_call(L, args, 1, "while costing kernel " + k->name);
     table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
+    if (k->kind == kernel_kind::attention) k->kv_flops = r.number("kv_flops"), k->kv_bytes = r.number("kv_bytes");
     lua_pop(L, 1);
   }
 }

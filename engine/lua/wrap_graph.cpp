@@ -217,7 +217,8 @@ namespace {
 const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs", "output",
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
-                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes", "act_quant"};
+                                              "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes", "act_quant",
+                                              "kv_flops", "kv_bytes"};
 const std::vector<std::string> kernel_keys_tiled = [] {
   auto keys = kernel_keys;
   keys.emplace_back("tile");
@@ -408,10 +409,16 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")
           throw error(r.what() + ": attention op must be causal, full, causal_bwd, full_bwd or decode (got '" + k.op + "')");
+        k.kv_flops = r.number_or("kv_flops", 0), k.kv_bytes = r.number_or("kv_bytes", 0);
+        if (!(k.kv_flops >= 0 && k.kv_flops <= k.flops) || !(k.kv_bytes >= 0 && k.kv_bytes <= k.bytes))
+          throw error(r.what() + ": kv_flops and kv_bytes (what one more key adds) must be between 0 and the kernel's "
+                                 "flops and bytes");
       } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
         dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
       }
+      if (k.kind != kernel_kind::attention && (r.has("kv_flops") || r.has("kv_bytes")))
+        throw error(r.what() + ": kv_flops and kv_bytes belong to attention kernels (kind '" + kind + "')");
       if (r.has("seconds")) {
         k.seconds = r.number("seconds");
         // at most 1e6 s (1e9 ms, the limit of a measured label or trace time): more is a unit slip
@@ -457,6 +464,8 @@ void kernel_push(lua_State* L, const kernel& k) {
   if (matrix) set_integer(L, "b", k.b), set_integer(L, "m", k.m), set_integer(L, "n", k.n), set_integer(L, "k", k.k);
   if (vector) set_integer(L, "rows", k.rows), set_integer(L, "hidden", k.hidden);
   if (!k.kv_dtype.empty()) set_string(L, "kv_dtype", k.kv_dtype);
+  if (k.kv_flops > 0) set_number(L, "kv_flops", k.kv_flops);
+  if (k.kv_bytes > 0) set_number(L, "kv_bytes", k.kv_bytes);
   if (k.weight_bytes > 0) set_number(L, "weight_bytes", k.weight_bytes);
   if (!k.act_quant.empty()) set_string(L, "act_quant", k.act_quant);
   if (k.seconds) set_number(L, "seconds", *k.seconds);

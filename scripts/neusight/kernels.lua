@@ -260,6 +260,8 @@ local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd 
 --- rows = heads · (d + dv) / d query heads, rounded to a multiple of kv_heads (4·rows·n = 2·heads·(d + dv) FLOPs per
 --- cached token; Q and O bytes alike): DeepSeek-V3's 128 heads over 576 / 512 are shown as 242 heads of 288, within
 --- 0.2 % of the kernel's FLOPs and exact on the cache bytes. flops and bytes here are the kernel's own.
+--- kv_flops and kv_bytes: what one more key adds (the same queries over a cache one token longer; linear in skv),
+--- the one source the predictor's KV-length envelope prices a kernel's longer copies from.
 function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype, latent)
   if not ATTENTION_OPS[op] then
     error(("bad argument #1 to 'attention' (causal, full, causal_bwd, full_bwd or decode expected, got %s)"):format(tostring(op)), 2)
@@ -284,19 +286,24 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype
   if latent and (op ~= "decode" or dv > d) then
     error("bad argument #11 to 'attention' (a latent cache is a decode kernel's, with dv <= d)", 2)
   end
-  local q_io, kv_io = heads * sq * (d + dv), kv_heads * skv * (d + dv) -- forward: Q read + O written, K + V read
-  if latent then kv_io = kv_heads * skv * d end -- V is read with K
+  local kv_row = latent and kv_heads * d or kv_heads * (d + dv) -- K and V values per key (latent: V is read with K)
+  local q_io, kv_io = heads * sq * (d + dv), kv_row * skv -- forward: Q read + O written, K + V read
   local n, rows = (d + dv + 1) // 2, heads
   if latent then -- the tile model's equivalent kernel (above)
     n = (d + 1) // 2
     rows = math.max(1, (heads * (d + dv) / d / kv_heads + 0.5) // 1) * kv_heads
     rows = math.tointeger(rows) or rows
   end
+  local flops_per_pair = 2 * batch * heads * (bwd and 3 * d + 2 * dv or d + dv)
   return {
     kind = "attention", name = op == "decode" and "DecodeAttention" or bwd and "FlashAttentionBwd" or "FlashAttention",
     op = op, dtype = dtype, b = batch, m = sq, k = skv, n = n, rows = rows, hidden = kv_heads,
-    flops = 2 * batch * heads * (bwd and 3 * d + 2 * dv or d + dv) * pairs,
+    flops = flops_per_pair * pairs,
     bytes = bwd and e * batch * 2 * (q_io + kv_io) or batch * (e * q_io + ekv * kv_io),
+    -- what one more key (a longer cache, queries kept) adds: sq visible pairs (causal or not), its K and V rows;
+    -- the predictor's KV-length envelope prices the kernel's longer copies with these (engine/core/neusight_predictor.cpp)
+    kv_flops = flops_per_pair * sq,
+    kv_bytes = bwd and e * batch * 2 * kv_row or batch * ekv * kv_row,
     kv_dtype = kv_dtype,
   }
 end

@@ -492,6 +492,12 @@ rf("kernel_collective_zero_seconds", '    return { { kind = "collective", name =
 rf("kernel_bytes_tiny", kern("flops = 0, bytes = 1e-300"), "flops and bytes must be 0 or at least 1")
 rf("kernel_seconds_tiny", kern("flops = 0, bytes = 1, seconds = 1e-300"), "field 'seconds' must be 0 or at least 1e-9")
 rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be between 0 and 1e6")
+-- what one more key adds (the KV-length envelope's copies): attention only, and no more than the kernel itself
+rf("kernel_kv_flops_on_gemm", '    return { { kind = "gemm", name = "G", b = 1, m = 4, n = 64, k = 64, flops = 1, bytes = 1, kv_flops = 1 } }',
+   "kv_flops and kv_bytes belong to attention kernels (kind 'gemm')")
+rf("kernel_kv_bytes_above_bytes", '    local a = require("neusight.kernels").attention("decode", 1, 1, 64, 64, 4, 4, "bf16")\n' ..
+   '    a.kv_bytes = a.bytes * 2\n    return { a }',
+   "kv_flops and kv_bytes (what one more key adds) must be between 0 and the kernel's flops and bytes")
 -- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
 rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
    "bad argument #5 to 'vec' (unknown field 'byts'; known: bytes, bytes_per_elem)", 4)

@@ -140,6 +140,27 @@ function T.test_attention_flops_and_bytes()
   raises("bad argument #3 to 'attention' (query length 9 exceeds key length 8)", K.attention, "decode", 1, 9, 8, 64, 4, 4, "bf16")
 end
 
+function T.test_attention_cost_per_key()
+  -- kv_flops / kv_bytes (what the predictor's KV-length envelope grows a kernel's copies by) are exactly what one
+  -- more key adds to flops / bytes, for every op and cache form: the derivative and the formula cannot drift apart.
+  local cases = {
+    { "causal", 2, 100, 300, 64, 16, 16, "bf16" }, { "full", 2, 100, 300, 64, 16, 4, "fp16" },
+    { "causal_bwd", 1, 64, 64, 128, 32, 8, "bf16" }, { "full_bwd", 3, 7, 9, 192, 16, 16, "bf16", 128 },
+    { "decode", 8, 1, 4096, 128, 32, 8, "bf16" }, { "decode", 4, 3, 1000, 128, 32, 8, "bf16", nil, "fp8" },
+    { "decode", 2, 1, 777, 576, 128, 1, "bf16", 512, nil, true }, -- DeepSeek's latent cache
+    { "causal", 1, 5, 5, 192, 16, 16, "bf16", 128 },
+  }
+  for i, c in ipairs(cases) do
+    local a = K.attention(table.unpack(c, 1, 11))
+    local longer = { table.unpack(c, 1, 11) }
+    longer[4] = c[4] + 1
+    local b = K.attention(table.unpack(longer, 1, 11))
+    eq(a.kv_flops, b.flops - a.flops, "case " .. i .. " (" .. c[1] .. ") kv_flops")
+    eq(a.kv_bytes, b.bytes - a.bytes, "case " .. i .. " (" .. c[1] .. ") kv_bytes")
+    eq(a.kv_flops > 0 and a.kv_bytes > 0, true, "case " .. i .. " positive")
+  end
+end
+
 function T.test_attention_tiles()
   local tiling = require "tiling.attention"
   local H100 = { num_sm = 132 }
