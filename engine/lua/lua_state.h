@@ -64,6 +64,11 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {})
 
 // Runs `body` inside a lua_CFunction; a C++ exception becomes a Lua error raised after the catch block,
 // so no C++ exception ever crosses into Lua (LÖVE luax_catchexcept).
+// The other way round, a Lua error raised inside `body` (a lua_* call that fails: out of memory, a script limit) is
+// safe too: the engine links Debian's C++ build of Lua (pkg-config lua5.4-c++, CMakeLists.txt), whose errors are C++
+// exceptions (LUAI_THROW), not longjmp: they unwind `body`'s frames and run their destructors on the way to the
+// pcall. They are not std::exception, so the catch below lets them through; engine code must never swallow them
+// (a `catch (...)` rethrows: engine/lua/wrap_graph.cpp).
 template <class F>
 int ns_catch(lua_State* L, F&& body) {
   std::string msg;

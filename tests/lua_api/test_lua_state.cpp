@@ -20,6 +20,15 @@ int l_raise_with_raii(lua_State* L) {
   return luaL_error(L, "boom %d", 42);
 }
 
+// A Lua error raised inside ns_catch's body (a primitive whose lua_* call fails) passes through its catch, unwinding
+// the body's frames.
+int l_lua_error_in_ns_catch(lua_State* L) {
+  return ns_catch(L, [L]() -> int {
+    counts_destruction guard;
+    return luaL_error(L, "inner %d", 7);
+  });
+}
+
 int l_throws_cpp(lua_State* L) {
   return ns_catch(L, []() -> int { throw std::runtime_error("c++ failure"); });
 }
@@ -33,6 +42,18 @@ TEST_CASE("guard: a Lua error unwinds C++ destructors (lua5.4-c++ is linked)", "
   REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
   REQUIRE(destroyed == 1);
   CHECK(std::string(lua_tostring(L, -1)).rfind("boom 42", 0) == 0);
+  lua_pop(L, 1);
+  CHECK(lua_gettop(L) == 0);
+}
+
+TEST_CASE("guard: a Lua error inside ns_catch's body passes through it and unwinds the body", "[lua][guard]") {
+  lua_state s;
+  lua_State* L = s.get();
+  destroyed = 0;
+  lua_pushcfunction(L, l_lua_error_in_ns_catch);
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  CHECK(destroyed == 1);
+  CHECK(std::string(lua_tostring(L, -1)).rfind("inner 7", 0) == 0);  // Lua's own message, not ns_catch's rethrow
   lua_pop(L, 1);
   CHECK(lua_gettop(L) == 0);
 }
