@@ -189,13 +189,10 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   figure_inputs in = {{"latency_s", latency_s}, {"measured_s", measured_ms / 1e3}, {"measurement", m.source}};
   family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
-  std::map<std::string, double> factors;
+  const std::map<std::string, double> factors = figure_factors(fit);
   std::optional<double> calibrated_ms;
-  for (const auto& x : fit.fields) {
-    const std::optional<double> v = figure_number(x.value);
-    if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
-    if (x.key == "calibrated_ms" && v) calibrated_ms = *v;
-  }
+  for (const auto& x : fit.fields)
+    if (x.key == "calibrated_ms") calibrated_ms = figure_number(x.value);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit(): no factor.<family> fields");
   for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
@@ -296,11 +293,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   family_inputs_add(in, pf.seconds_by_family(), *pred, gpu.vendor);
   for (const auto& ft : mf.seconds_by_family()) in.emplace_back("measured_s." + ft.family, ft.seconds);
   const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
-  std::map<std::string, double> factors;
-  for (const auto& x : fit.fields) {
-    const std::optional<double> v = figure_number(x.value);
-    if (x.key.rfind("factor.", 0) == 0 && v) factors[x.key.substr(7)] = *v;
-  }
+  const std::map<std::string, double> factors = figure_factors(fit);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
   warnings.insert(warnings.end(), fit.warnings.begin(), fit.warnings.end());
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());

@@ -287,10 +287,7 @@ int eval_models_main(const eval_models_flags& f) {
         family_inputs_add(in, m->family_s, *pred, m->spec->vendor);
         const figures fit =
             s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
-        std::map<std::string, double> factors;
-        for (const auto& x : fit.fields)
-          if (const auto v = figure_number(x.value); v && x.key.rfind("factor.", 0) == 0)
-            factors[x.key.substr(7)] = *v;
+        const std::map<std::string, double> factors = figure_factors(fit);
         for (const auto* o : rs) {
           if (o == m) continue;
           double total = 0, scaled = 0;

@@ -54,12 +54,11 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (m.ttft_ms) in.emplace_back("measured_ttft_s", *m.ttft_ms / 1e3);
   if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
   const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
-  std::map<std::string, double> factors;
+  const std::map<std::string, double> factors = figure_factors(fit);
   std::map<std::string, double> calibrated;  // ttft / tpot → ms
   for (const auto& x : fit.fields) {
     const std::optional<double> v = figure_number(x.value);
     if (!v) continue;
-    if (x.key.rfind("factor.", 0) == 0) factors[x.key.substr(7)] = *v;
     if (x.key == "calibrated_ttft_ms") calibrated["ttft"] = *v;
     if (x.key == "calibrated_tpot_ms") calibrated["tpot"] = *v;
   }

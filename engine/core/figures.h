@@ -2,6 +2,7 @@
 // the engine knows no figure by name.
 #pragma once
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -36,5 +37,14 @@ struct figures {
   std::vector<std::string> lines;  // summary lines of a single forecast's table
   std::vector<std::string> warnings;  // joined to the forecast's warnings (stderr, JSON `warnings`)
 };
+
+// The factor.<family> fields of a calibration fit (scripts/neusight/calibration.lua fit, fit_trace, fit_serve), by
+// family; the fit's other fields are the caller's to read.
+inline std::map<std::string, double> figure_factors(const figures& fit) {
+  std::map<std::string, double> factors;
+  for (const auto& x : fit.fields)
+    if (const auto v = figure_number(x.value); v && x.key.rfind("factor.", 0) == 0) factors[x.key.substr(7)] = *v;
+  return factors;
+}
 
 }  // namespace ns
