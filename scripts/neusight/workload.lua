@@ -489,7 +489,22 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.loss == nil then w.loss = true end
   if w.launch == nil then w.launch = "eager" end
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
-  IGNORED[w] = IGNORED[spec] or ignored_fields(w, given)
+  if not IGNORED[spec] then
+    local notes = ignored_fields(w, given)
+    -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run
+    -- forecast is not the one Megatron-LM users run (global batch / (dp × micro batch size) microbatches)
+    local p, raw = w.parallel, given.parallel
+    if p and w.mode == "train" and p.pp > 1 and type(raw) == "table" and raw.microbatches == nil then
+      notes[#notes + 1] = ("parallel: pp %d with 1 microbatch (the default; --microbatches, parallel.microbatches): "
+        .. "each stage waits for the others most of the iteration (the %s schedule's bubble, (pp - 1) / "
+        .. "(microbatches + pp - 1) = %d %% of the pipeline's time); Megatron-LM runs global batch / (dp × micro "
+        .. "batch size) microbatches, usually several times pp: give the count you run")
+        :format(p.pp, p.schedule, math.floor(100 * (p.pp - 1) / p.pp + 0.5))
+    end
+    IGNORED[w] = notes
+  else
+    IGNORED[w] = IGNORED[spec]
+  end
   return w
 end
 

@@ -366,6 +366,26 @@ function T.test_ignored_fields_warn()
     "bucket_mb message")
 end
 
+-- A training pipeline left at its default single microbatch warns (the bubble is most of the iteration); a count
+-- given, even 1, or a run without a pipeline, says nothing.
+function T.test_default_single_microbatch_pipeline_warns()
+  local function said(changes, overrides)
+    local out = {}
+    for _, w in ipairs(workload.warnings(workload.normalize(spec(changes), overrides))) do
+      if w:find("microbatch", 1, true) then out[#out + 1] = w end
+    end
+    return out
+  end
+  local w = said(nil, { ["parallel.pp"] = 4 })
+  eq(#w, 1, "pp 4, microbatches not given")
+  eq(w[1]:find("pp 4 with 1 microbatch (the default; --microbatches, parallel.microbatches)", 1, true) ~= nil, true, w[1])
+  eq(w[1]:find("= 75 % of the pipeline's time", 1, true) ~= nil, true, w[1])
+  eq(#said({ parallel = { pp = 2 } }), 1, "in the script's table too")
+  eq(#said(nil, { ["parallel.pp"] = 4, ["parallel.microbatches"] = 1 }), 0, "a count given, even 1")
+  eq(#said({ parallel = { pp = 4, microbatches = 4 } }), 0, "several microbatches")
+  eq(#said(nil, { ["parallel.dp"] = 4 }), 0, "no pipeline")
+  eq(#said({ mode = "inference" }, { ["parallel.pp"] = 4 }), 0, "inference: a request's latency, no iteration")
+end
 
 -- A field's error names the script line that sets it, where exactly one line does; never a line for a value the
 -- command line gave.
