@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all
-tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 exe=${NEUSIGHT:-build/neusight}
+source weights/held_out.sh
+refuse_held_out "$tc_gpus;$gpus" evaluate.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gpu_name() {  # canonical name of a GPU alias

@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0
 gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
-tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;
@@ -34,6 +34,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$work" ] || { echo "uncertainty.sh: --work DIR is required" >&2; exit 2; }
 exe=${NEUSIGHT:-build/neusight}
+source weights/held_out.sh
+refuse_held_out "$tc_gpus;$gpus" uncertainty.sh
 mkdir -p "$work/rows" "$work/folds"
 stem() { echo "$1" | tr ' ' '_'; }
 
