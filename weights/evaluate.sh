@@ -9,8 +9,8 @@
 # 2. leave-one-GPU-out, our proxy for unseen GPUs: for each GPU G, weights trained on every row of the
 #    other GPUs (grids + test rows, as shipped), evaluated on G's dataset/test rows with rule tiles.
 # 3. tensor-core GEMMs (gemm_tc16 = bf16, gemm_fp8) and fused attention (prefill, decode), leave-one-GPU-out
-#    over the six AIConfigurator training GPUs (never one of weights/HELD_OUT): for each GPU G, those families trained on the other GPUs' rows, evaluated on
-#    all of G's rows, next to roofline.
+#    over the six AIConfigurator training GPUs (never one of weights/HELD_OUT): for each GPU G, those families
+#    trained on the other GPUs' rows, evaluated on all of G's rows, next to roofline.
 # Work goes to a temporary folder; the tables go to standard output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
