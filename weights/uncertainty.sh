@@ -7,7 +7,8 @@
 #
 # 1. For every training GPU G of a family group (fp32: the five NeuSight GPUs; tensor-core and attention: the six
 #    AIConfigurator training GPUs; never a GPU of weights/HELD_OUT), the group's predictors are retrained without any
-#    row of G (DIR/folds/<G>/) and G's rows are forecast with them (DIR/rows/<G>.json: measured and predicted ms per row, `neusight eval kernels`).
+#    row of G (DIR/folds/<G>/) and G's rows are forecast with them (DIR/rows/<G>.json: measured and predicted ms
+#    per row, `neusight eval kernels`).
 # 2. weights/uncertainty.py turns the rows into quantiles of ln(measured / predicted) per family, split by whether G
 #    lay inside the other GPUs' range (SMs, bandwidth, the family's peak) or outside it, and writes
 #    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,

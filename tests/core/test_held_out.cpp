@@ -51,7 +51,8 @@ std::vector<std::string> held_out_file() {
 std::string without_exclusions(std::string command, const std::vector<std::string>& held) {
   for (const auto& n : held)
     for (const std::string& form : {"--exclude-gpu '" + n + "'", "--exclude-gpu \"" + n + "\"", "--exclude-gpu " + n})
-      for (auto at = command.find(form); at != std::string::npos; at = command.find(form)) command.erase(at, form.size());
+      for (auto at = command.find(form); at != std::string::npos; at = command.find(form))
+        command.erase(at, form.size());
   return command;
 }
 
