@@ -11,7 +11,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 work= part= seeds="0 1 2" epochs=150 tag= data=../shared/data/neusight aic=../shared/data/aiconfigurator
-tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition"
+tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 fp32_gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$work" ] && [ -n "$part" ] || { echo "ensemble_study.sh: --work DIR and --part tc|fp32 are required" >&2; exit 2; }
 exe=${NEUSIGHT:-build/neusight}
+source weights/held_out.sh
+refuse_held_out "$tc_gpus;$fp32_gpus" ensemble_study.sh
 tag=${tag:-$part}
 if [ "$part" = tc ]; then gpus=$tc_gpus; else gpus=$fp32_gpus; fi
 IFS=';' read -ra list <<< "$gpus"

@@ -9,13 +9,13 @@
 # 2. leave-one-GPU-out, our proxy for unseen GPUs: for each GPU G, weights trained on every row of the
 #    other GPUs (grids + test rows, as shipped), evaluated on G's dataset/test rows with rule tiles.
 # 3. tensor-core GEMMs (gemm_tc16 = bf16, gemm_fp8) and fused attention (prefill, decode), leave-one-GPU-out
-#    over the AIConfigurator GPUs: for each GPU G, those families trained on the other GPUs' rows, evaluated on
-#    all of G's rows, next to roofline.
+#    over the six AIConfigurator training GPUs (never one of weights/HELD_OUT): for each GPU G, those families
+#    trained on the other GPUs' rows, evaluated on all of G's rows, next to roofline.
 # Work goes to a temporary folder; the tables go to standard output.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all
-tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -29,6 +29,8 @@ while [ $# -gt 0 ]; do
   esac
 done
 exe=${NEUSIGHT:-build/neusight}
+source weights/held_out.sh
+refuse_held_out "$tc_gpus;$gpus" evaluate.sh
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 gpu_name() {  # canonical name of a GPU alias

@@ -11,6 +11,9 @@ trained without any row of it. For each family the residual is r = ln(measured /
 are weighted by their measured time (a model's time is dominated by its longest kernels). A fold is "outside" when
 its GPU's SM count, memory bandwidth or the family's peak lies outside the range of the fold's training GPUs (the
 other GPUs of the group); the flag is recorded for the accuracy report, the band draws from every fold.
+A family with no rows in DIR (e.g. `uncertainty.sh --part tc` re-derives only the tensor-core and attention folds)
+keeps its section of the existing --out file byte for byte. Rows of a held-out evaluation GPU (weights/HELD_OUT) are
+an error: those GPUs are never a fold.
 """
 import argparse
 import json
@@ -86,7 +89,7 @@ def fmt_list(xs):
     return "[" + ", ".join(f"{x:.4f}" if isinstance(x, float) else json.dumps(x) for x in xs) + "]"
 
 
-def table(rows_by_fold, specs, group_gpus, only_families, header):
+def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None):
     """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group."""
     lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}", ""]
     for fam, (peak, _) in FAMILIES.items():
@@ -94,6 +97,8 @@ def table(rows_by_fold, specs, group_gpus, only_families, header):
             continue
         folds = {g: rs[fam] for g, rs in rows_by_fold.items() if rs.get(fam)}
         if not folds or not group_gpus[fam]:
+            if kept and fam in kept:
+                lines.append(kept[fam])
             continue
         lines.append(f"[families.{fam}]")
         lines.append(f"rows = {sum(len(rs) for rs in folds.values())}")
@@ -121,6 +126,42 @@ def table(rows_by_fold, specs, group_gpus, only_families, header):
     return "\n".join(lines)
 
 
+def held_out_keys(path):
+    """The GPUs of weights/HELD_OUT, as keys of held_key()."""
+    keys = set()
+    with open(path) as h:
+        for line in h:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                keys.add(held_key(line))
+    return keys
+
+
+def held_key(name):
+    k = name.lower().replace("_", " ")
+    for p in ("nvidia ", "amd ", "tesla "):
+        if k.startswith(p):
+            k = k[len(p):]
+    return k
+
+
+def kept_sections(path, families):
+    """The [families.F] sections (with their sub-tables, up to the next family) of the existing file at path, for F
+    in families, verbatim."""
+    if not os.path.exists(path):
+        return {}
+    with open(path) as h:
+        text = h.read()
+    out, cur = {}, None
+    for line in text.split("\n"):
+        if line.startswith("[families."):  # [families.F] or one of its sub-tables [families.F.range]
+            cur = line[len("[families."):].split("]")[0].split(".")[0]
+            out.setdefault(cur, [])
+        if cur is not None:
+            out[cur].append(line)
+    return {f: "\n".join(ls).rstrip("\n") + "\n" for f, ls in out.items() if f in families}
+
+
 def write(path, text):
     tmp = path + ".tmp"
     with open(tmp, "w") as h:
@@ -133,8 +174,10 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--gpus-dir", default="gpus")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--held-out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "HELD_OUT"))
     a = ap.parse_args()
     specs = gpu_specs(a.gpus_dir)
+    held = held_out_keys(a.held_out)
     rows_by_fold, group_of_fold, fold_dirs = {}, {}, {}
     rows_dir = os.path.join(a.work, "rows")
     for f in sorted(os.listdir(rows_dir)):
@@ -146,6 +189,9 @@ def main():
         for r in j["rows"]:
             if r["gpu"] not in specs:
                 die(f"{f}: GPU {r['gpu']} has no gpus/*.toml")
+            if {held_key(r["gpu"]), held_key(r["device"])} & held or \
+                    {held_key(x) for x in specs[r["gpu"]].get("aliases", [])} & held:
+                die(f"{f}: rows of {r['gpu']}, a held-out evaluation GPU ({a.held_out}): never a fold")
             m, p = r["measured_ms"], r["predicted_ms"]
             if not (m > 0 and p > 0 and math.isfinite(m) and math.isfinite(p)):
                 die(f"{r['where']}: measured {m} / predicted {p} ms is not a positive number")
@@ -164,8 +210,11 @@ def main():
               "`levels` of\n# ln(measured / predicted) of its rows, time-weighted; `outside`: whether the fold's GPU "
               "lay outside the\n# other GPUs' range (SMs, bandwidth, the family's peak). Read by "
               "scripts/neusight/uncertainty.lua.")
-    write(a.out, table(rows_by_fold, specs, group_gpus, None, header))
-    print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}")
+    missing = [f for f in FAMILIES if not group_gpus[f]]
+    kept = kept_sections(a.out, missing)
+    write(a.out, table(rows_by_fold, specs, group_gpus, None, header, kept))
+    print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}"
+          + (f" (kept as they were: {', '.join(sorted(kept))})" if kept else ""))
     # Nested tables for the end-to-end coverage check: fold G's weights with the other folds' residuals.
     for g in sorted(group_of_fold.get("fp32", ())):
         fold_dir = fold_dirs[g]

@@ -5,9 +5,10 @@
 #   weights/uncertainty.sh --work DIR [--data DIR] [--aic DIR] [--part fp32|tc|all] [--gpus "A;B"] [--tc-gpus "C;D"]
 #   weights/uncertainty.sh --work DIR --table-only        # re-derive the tables from DIR's rows
 #
-# 1. For every training GPU G of a family group (fp32: the five NeuSight GPUs; tensor-core and attention: the seven
-#    AIConfigurator GPUs), the group's predictors are retrained without any row of G (DIR/folds/<G>/) and G's rows
-#    are forecast with them (DIR/rows/<G>.json: measured and predicted ms per row, `neusight eval kernels`).
+# 1. For every training GPU G of a family group (fp32: the five NeuSight GPUs; tensor-core and attention: the six
+#    AIConfigurator training GPUs; never a GPU of weights/HELD_OUT), the group's predictors are retrained without any
+#    row of G (DIR/folds/<G>/) and G's rows are forecast with them (DIR/rows/<G>.json: measured and predicted ms
+#    per row, `neusight eval kernels`).
 # 2. weights/uncertainty.py turns the rows into quantiles of ln(measured / predicted) per family, split by whether G
 #    lay inside the other GPUs' range (SMs, bandwidth, the family's peak) or outside it, and writes
 #    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,
@@ -18,7 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0
 gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
-tc_gpus="NVIDIA A100-SXM4-80GB;NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;
@@ -34,6 +35,8 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$work" ] || { echo "uncertainty.sh: --work DIR is required" >&2; exit 2; }
 exe=${NEUSIGHT:-build/neusight}
+source weights/held_out.sh
+refuse_held_out "$tc_gpus;$gpus" uncertainty.sh
 mkdir -p "$work/rows" "$work/folds"
 stem() { echo "$1" | tr ' ' '_'; }
 

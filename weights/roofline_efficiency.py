@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""weights/roofline_efficiency.py — derives the EFFICIENCY table of scripts/neusight/predictors/roofline_derated.lua.
+
+    weights/roofline_efficiency.py [--exe build/neusight] [--data ../shared/data/neusight]
+                                   [--aic ../shared/data/aiconfigurator] [--no-tile]
+
+Per kernel family, the constant e that minimises the mean absolute percentage error of roofline / e against the
+measured times: |roofline/e - m| / m = (roofline/m) |1/e - m/roofline|, so 1/e is the median of measured / roofline
+weighted by roofline / measured. Rows: `neusight eval kernels … --predictor roofline --format json` over the NeuSight
+test split (dataset/test/{bmm,linear,elem,softmax,ln}.csv: fp32 CUDA-core kernels) and the AIConfigurator
+measurements ({gemm,context_attention,generation_attention}.csv of every folder whose device is not a held-out
+evaluation GPU of weights/HELD_OUT: those files are never read). Prints the comment table (rows, MAPE of the roofline
+and of roofline / e, and unless --no-tile the MAPE of neusight's tile model with the shipped weights on the same rows)
+and the Lua table. In sample: the MAPE it reaches there flatters it. Standard library only.
+"""
+import argparse
+import glob
+import json
+import os
+import subprocess
+import sys
+
+ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
+         "attention_decode"]
+TABLE_ORDER = ["linear", "bmm", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8", "attention_prefill",
+               "attention_decode"]
+
+
+def held_key(name):
+    k = name.lower().replace("_", " ")
+    for p in ("nvidia ", "amd ", "tesla "):
+        if k.startswith(p):
+            k = k[len(p):]
+    return k
+
+
+def held_out(root):
+    keys = set()
+    with open(os.path.join(root, "weights", "HELD_OUT")) as h:
+        for line in h:
+            line = line.split("#", 1)[0].strip()
+            if line:
+                keys.add(held_key(line))
+    return keys
+
+
+def device_of(path):
+    with open(path) as h:
+        head = h.readline().rstrip("\n").split(",")
+        first = h.readline().rstrip("\n").split(",")
+    return first[head.index("device")]
+
+
+def rows(exe, files, predictor):
+    cmd = [exe, "eval", "kernels", *files, "--format", "json"] + (["--predictor", predictor] if predictor else [])
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+    return json.loads(out)["rows"]
+
+
+def weighted_median(pairs):
+    pairs = sorted(pairs)
+    half, acc = sum(w for _, w in pairs) / 2, 0.0
+    for v, w in pairs:
+        acc += w
+        if acc >= half:
+            return v
+    return pairs[-1][0]
+
+
+def mape(pairs):  # (measured, predicted)
+    return 100 * sum(abs(p - m) / m for m, p in pairs) / len(pairs)
+
+
+def main():
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--exe", default="build/neusight")
+    ap.add_argument("--data", default="../shared/data/neusight")
+    ap.add_argument("--aic", default="../shared/data/aiconfigurator")
+    ap.add_argument("--no-tile", action="store_true")
+    a = ap.parse_args()
+    held = held_out(root)
+    t = os.path.join(a.data, "dataset", "test")
+    files = [os.path.join(t, f) for f in ("bmm.csv", "linear.csv", "elem.csv", "softmax.csv", "ln.csv")]
+    for name in ("gemm", "context_attention", "generation_attention"):
+        for f in sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))):
+            if held_key(device_of(f)) in held:
+                print(f"skipping {f}: held-out GPU {device_of(f)} (weights/HELD_OUT)", file=sys.stderr)
+                continue
+            files.append(f)
+    roof = rows(a.exe, files, "roofline")
+    tile = None if a.no_tile else rows(a.exe, files, None)
+    by = {}
+    for i, r in enumerate(roof):
+        if held_key(r["device"]) in held or held_key(r["gpu"]) in held:
+            sys.exit(f"roofline_efficiency.py: a row of held-out {r['gpu']}")
+        tp = tile[i]["predicted_ms"] if tile else None
+        if tile and (tile[i]["where"] != r["where"]):
+            sys.exit("roofline_efficiency.py: tile and roofline rows differ")
+        by.setdefault(r["family"], []).append((r["measured_ms"], r["predicted_ms"], tp))
+    eff = {}
+    print("--   family              rows   MAPE roofline → derated   (neusight's tile model on the same rows)")
+    for fam in TABLE_ORDER:
+        rs = by.get(fam)
+        if not rs:
+            continue
+        inv = weighted_median([(m / p, p / m) for m, p, _ in rs])
+        e = 1 / inv
+        eff[fam] = round(e, 3)
+        roof_m = mape([(m, p) for m, p, _ in rs])
+        der_m = mape([(m, p / eff[fam]) for m, p, _ in rs])
+        tile_s = f"{mape([(m, tp) for m, _, tp in rs]):5.1f} %" if tile else ""
+        print(f"--   {fam:<17} {len(rs):>7,}   {roof_m:4.1f} % → {der_m:4.1f} %            {tile_s}")
+    print("local EFFICIENCY = {")
+    for fam in ORDER:
+        if fam in eff:
+            print(f"  {fam} = {eff[fam]:.3f},")
+    print("}")
+
+
+if __name__ == "__main__":
+    main()
