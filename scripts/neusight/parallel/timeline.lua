@@ -363,7 +363,15 @@ function M.timeline(plan, nodes, times, lean)
                 -- fill_buckets only where a bucket fills (below the size it hands f back, 0 buckets)
                 if f >= bucket_bytes then f, full = fill_buckets(f, bucket_bytes) end
                 if edp then fill_edp = f else fill_dp = f end
-                if full > 0 then ready_add(t, bucket_bytes, edp and "edp" or "dp", full) end
+                if full > 0 then -- ready_add(t, bucket_bytes, group, full), inline: once per filling node
+                  local gk = edp and "edp" or "dp"
+                  if nr > 0 and r_at[nr] == t and r_bytes[nr] == bucket_bytes and r_group[nr] == gk then
+                    r_n[nr] = r_n[nr] + full
+                  else
+                    nr = nr + 1
+                    r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = t, bucket_bytes, gk, full
+                  end
+                end
               end
             end
           end
@@ -377,9 +385,13 @@ function M.timeline(plan, nodes, times, lean)
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
       local buckets, dp_comm = 0, dev.dp_comm
       local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
+      local last_bytes, last_group, dt -- a run of the bytes and group of the one before: its time, as priced
       for k = 1, ready.len do
         local at = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
-        local dt = comm_time(reduce, b_bytes[k], plan.groups[b_group[k]])
+        local bytes, gk = b_bytes[k], b_group[k]
+        if not (bytes == last_bytes and gk == last_group) then
+          dt, last_bytes, last_group = comm_time(reduce, bytes, plan.groups[gk]), bytes, gk
+        end
         for _ = 1, b_n[k] do
           local start = at < link_free and link_free or at -- max(at, link_free), inline
           link_free = start + dt
