@@ -1,6 +1,6 @@
-// engine/lua/wrap_series.cpp — numeric primitives over long integer series for scripts/neusight/parallel: a pipeline
-// schedule's compiled program walked with per-stage seconds (schedule.lua walk), and a device's ops folded into sums
-// (timeline.lua). A deep pipeline has 10⁵ ops per layout and a search forecasts thousands of layouts: the scripts
+// engine/lua/wrap_series.cpp — numeric primitives over long series for scripts/neusight/parallel: a pipeline
+// schedule's compiled program walked with per-stage seconds (schedule.lua walk), a device's ops folded into sums and
+// its gradient buckets queued through its data-parallel link (timeline.lua). A deep pipeline has 10⁵ ops per layout and a search forecasts thousands of layouts: the scripts
 // say what to compute (the program, which per-stage values go into which sum), these run the loops.
 //
 // Numbers keep Lua's semantics bit for bit: an integer stays an integer while only integers meet (wrapping), an
@@ -391,6 +391,75 @@ int l_fold(lua_State* L) {
   return 1;
 }
 
+// queue(at, n, dt, len, free, sum) -> free, sum: runs k = 1..len of n[k] transfers each ready at at[k] and lasting
+// dt[k] through one link, in order: each starts at max(at, free) (`at < free and free or at`) and frees the link at
+// start + dt; `sum` adds up their dt. Returns the link's last free time and the sum. [-6, +2, e]
+template <class N>
+struct queue_num;
+template <>
+struct queue_num<double> {
+  static double of(const lnum& a) { return as_float(a); }
+  static bool lt(double a, double b) { return a < b; }
+  static double plus(double a, double b) { return a + b; }
+};
+template <>
+struct queue_num<lnum> {
+  static lnum of(const lnum& a) { return a; }
+  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
+  static lnum plus(const lnum& a, const lnum& b) { return add(a, b); }
+};
+
+template <class N>
+void queue_run(lua_State* L, const std::vector<lnum>& at, const std::vector<lua_Integer>& n, const std::vector<lnum>& dt,
+               const lnum& free0, const lnum& sum0) {
+  using Q = queue_num<N>;
+  N free = Q::of(free0), sum = Q::of(sum0);
+  bool any = false;
+  for (size_t k = 1; k < at.size(); ++k) {
+    if (n[k] <= 0) continue;
+    if (at[k].type == lnum::nil || dt[k].type == lnum::nil) nil_arith(L, "a transfer's time");
+    const N a = Q::of(at[k]), d = Q::of(dt[k]);
+    for (lua_Integer i = 0; i < n[k]; ++i) {
+      const N start = Q::lt(a, free) ? free : a;
+      free = Q::plus(start, d);
+      sum = Q::plus(sum, d);
+    }
+    any = true;
+  }
+  if (!any) {  // as given: no transfer ran
+    lnum_push(L, free0), lnum_push(L, sum0);
+    return;
+  }
+  push_num(L, free), push_num(L, sum);
+}
+
+int l_queue(lua_State* L) {
+  const lua_Integer len = luaL_checkinteger(L, 4);
+  if (len < 0) luaL_error(L, "queue: a negative count");
+  const std::vector<lnum> at = lnums_at(L, 1, len, "queue: at");
+  const std::vector<lnum> dt = lnums_at(L, 3, len, "queue: dt");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<lua_Integer> n(size_t(len) + 1);
+  for (lua_Integer k = 1; k <= len; ++k) {
+    lua_rawgeti(L, 2, k);
+    int ok = 0;
+    n[size_t(k)] = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "queue: n[%d] must be an integer", int(k));
+    lua_pop(L, 1);
+  }
+  const lnum free0 = lnum_at(L, 5, "queue: free"), sum0 = lnum_at(L, 6, "queue: sum");
+  if (free0.type == lnum::nil || sum0.type == lnum::nil) luaL_error(L, "queue: free and sum must be numbers");
+  // in doubles where that gives the same bits: every time a float, the start values the integer 0 or floats (the
+  // first transfer turns them into floats: 0 + x is 0.0 + x; max(at, 0) is at unless at < 0, then 0 + dt = 0.0 + dt)
+  bool plain = (free0.type == lnum::number || free0.i == 0) && (sum0.type == lnum::number || sum0.i == 0);
+  for (size_t k = 1; k < at.size() && plain; ++k)
+    plain = n[k] <= 0 || (at[k].type == lnum::number && dt[k].type == lnum::number);
+  lua_settop(L, 0);
+  if (plain) queue_run<double>(L, at, n, dt, free0, sum0);
+  else queue_run<lnum>(L, at, n, dt, free0, sum0);
+  return 2;
+}
+
 }  // namespace
 
 void series_functions_add(lua_State* L) {
@@ -399,7 +468,8 @@ void series_functions_add(lua_State* L) {
     lua_setfield(L, -2, "__metatable");
   }
   lua_pop(L, 1);
-  const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold}, {nullptr, nullptr}};
+  const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold},
+                           {"queue", l_queue}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
 }
 

@@ -68,7 +68,7 @@ local function closest(word, cands)
   end
   return best
 end
--- ns.pack_integers, ns.walk and ns.fold (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
+-- ns.pack_integers, ns.walk, ns.fold and ns.queue (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
 -- plain Lua loops they run: this runner has no C++; the engine-run tests check the real ones.
 local function pack_integers(t, n)
   local p = {}
@@ -121,8 +121,19 @@ local function fold(series, counts, fw_terms, bw_terms, watch)
   return out
 end
 
+local function queue(at, n, dt, len, free, sum)
+  for k = 1, len do
+    for _ = 1, n[k] do
+      local start = at[k] < free and free or at[k]
+      free = start + dt[k]
+      sum = sum + dt[k]
+    end
+  end
+  return free, sum
+end
+
 local neusight_module = {
-  pack_integers = pack_integers, walk = walk, fold = fold,
+  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue,
   closest = closest,
   did_you_mean = function(word, keys)
     local best = closest(word, keys)

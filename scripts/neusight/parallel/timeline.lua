@@ -13,7 +13,7 @@ local stages_of = require "neusight.parallel.stages"
 local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
 local numel = require("neusight.parallel.shard").numel
-local fold = require("neusight").fold
+local fold, queue = require("neusight").fold, require("neusight").queue
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
@@ -380,25 +380,24 @@ function M.timeline(plan, nodes, times, lean)
         if fill_edp > 0 then ready_add(t, fill_edp, "edp", 1) end
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
-      local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
-      local buckets, dp_comm = 0, dev.dp_comm
+      local buckets = 0
       local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
+      local q_at, q_dt = {}, {} -- per run: when its buckets may start, each one's time on the link
       local last_bytes, last_group, dt -- a run of the bytes and group of the one before: its time, as priced
       for k = 1, ready.len do
-        local at = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
+        q_at[k] = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
         local bytes, gk = b_bytes[k], b_group[k]
         if not (bytes == last_bytes and gk == last_group) then
           dt, last_bytes, last_group = comm_time(reduce, bytes, plan.groups[gk]), bytes, gk
         end
-        for _ = 1, b_n[k] do
-          local start = at < link_free and link_free or at -- max(at, link_free), inline
-          link_free = start + dt
-          dp_comm = dp_comm + dt
-        end
+        q_dt[k] = dt
         buckets = buckets + b_n[k]
       end
+      -- the buckets through the link one after the other, each from max(its start, the link free) for its time, and
+      -- their times summed (ns.queue: a 175B model's tens of thousands of buckets)
+      local link_free, dp_comm = queue(q_at, b_n, q_dt, ready.len, 0, dev.dp_comm)
       dev.buckets, dev.dp_comm = buckets, dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
