@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "lua/wrap.h"
@@ -155,7 +156,7 @@ struct walker<lnum> {
 template <class N>
 void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::vector<lnum>& fw,
           const std::vector<lnum>& bw, std::vector<N>& done, std::vector<N>& last_bw, std::vector<bool>& has_bw,
-          std::vector<N>* starts) {
+          std::vector<bool>& last_bw_int0, std::vector<N>* starts) {
   using W = walker<N>;
   const size_t V = fw.size() - 1;
   std::vector<N> dfw(V + 1), dbw(V + 1);
@@ -170,6 +171,7 @@ void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::ve
   done[0] = W::of(zero);
   last_bw.assign(V + 1, N{});
   has_bw.assign(V + 1, false);
+  last_bw_int0.assign(V + 1, false);  // in doubles: the start kept is done[0], the integer 0
   if (starts) starts->assign(size_t(total) + 1, N{});
   for (lua_Integer k = 1; k <= total; ++k) {
     const int64_t x = program[k - 1];
@@ -177,7 +179,8 @@ void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::ve
     if (prev >= uint64_t(k) || dep >= uint64_t(k)) luaL_error(L, "walk: op %d waits for a later op", int(k));
     const N& a = done[prev];
     const N& b = done[dep];
-    const N start = W::lt(a, b) ? b : a;
+    const bool later = W::lt(a, b);
+    const N start = later ? b : a;
     const int64_t c = (x & 0xFFFF) - 0x8000;
     if (c > 0) {
       if (size_t(c) > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(c), int(V));
@@ -188,7 +191,8 @@ void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::ve
       if (s == 0 || s > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(-c), int(V));
       if (bw_nil[s]) nil_arith(L, "a stage's backward seconds");
       done[k] = W::plus(L, start, dbw[s]);
-      if (!has_bw[s] || W::lt(last_bw[s], start)) last_bw[s] = start, has_bw[s] = true;
+      if (!has_bw[s] || W::lt(last_bw[s], start))
+        last_bw[s] = start, has_bw[s] = true, last_bw_int0[s] = later ? dep == 0 : prev == 0;
     }
     if (starts) (*starts)[size_t(k)] = start;
   }
@@ -201,8 +205,8 @@ template <class N>
 int walk_push(lua_State* L, const int64_t* program, lua_Integer total, const std::vector<lnum>& fw,
               const std::vector<lnum>& bw, bool all) {
   std::vector<N> done, last_bw, starts;
-  std::vector<bool> has_bw;
-  walk<N>(L, program, total, fw, bw, done, last_bw, has_bw, all ? &starts : nullptr);
+  std::vector<bool> has_bw, last_bw_int0;
+  walk<N>(L, program, total, fw, bw, done, last_bw, has_bw, last_bw_int0, all ? &starts : nullptr);
   // finishes[d] = done[last[d]]
   const lua_Integer P = lua_Integer(lua_rawlen(L, 6));
   lua_createtable(L, int(P), 0);
@@ -218,7 +222,11 @@ int walk_push(lua_State* L, const int64_t* program, lua_Integer total, const std
   }
   lua_createtable(L, 0, 0);
   for (size_t c = 1; c < last_bw.size(); ++c)
-    if (has_bw[c]) push_num(L, last_bw[c]), lua_rawseti(L, -2, lua_Integer(c));
+    if (has_bw[c]) {
+      if (std::is_same_v<N, double> && last_bw_int0[c]) lua_pushinteger(L, 0);  // a double walk's done[0]
+      else push_num(L, last_bw[c]);
+      lua_rawseti(L, -2, lua_Integer(c));
+    }
   if (!all) return 2;
   lua_createtable(L, int(total), 1);
   lua_pushinteger(L, 0), lua_rawseti(L, -2, 0);
