@@ -219,29 +219,47 @@ function M.timeline(plan, nodes, times, lean)
   end
 
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
-  local params_total = 0
+  -- A stage that is one run of layers of a group, as many as an earlier stage's (a deep pipeline's middle stages), has
+  -- that stage's sums and memory (neusight.parallel.memory stage: activations, transient, temporary): the same
+  -- computation on the same nodes, the same bits. alike[per][reps] = the first such stage.
+  local params_total, alike = 0, {}
   for k, st in ipairs(stages) do
-    local fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
-    for _, it in ipairs(st.items) do
-      local t, n = times[it.node], nodes[it.node]
-      fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
-      bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
-      local a = n.attrs
-      if a and a.group == "ep" then
-        ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
-      end
-      params = params + n.params * it.share
-    end
-    PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
-    -- recomputed forwards (kernels and tp collectives) run again before their backward
-    for _, seg in ipairs(st.segments) do
-      for j, i in ipairs(seg.nodes) do
-        if seg.layered and rerun[i] then
-          local t, x = times[i], seg.per[j] * seg.reps
-          bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
-          local a = nodes[i].attrs
-          if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+    local segs = st.segments
+    local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
+    local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw
+    if twin then
+      fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
+      ep_fw, ep_bw = twin.fw_ep, twin.bw_ep
+      st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
+    else
+      fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
+      for _, it in ipairs(st.items) do
+        local t, n = times[it.node], nodes[it.node]
+        fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
+        bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+        local a = n.attrs
+        if a and a.group == "ep" then
+          ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
         end
+        params = params + n.params * it.share
+      end
+      PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
+      -- recomputed forwards (kernels and tp collectives) run again before their backward
+      for _, seg in ipairs(segs) do
+        for j, i in ipairs(seg.nodes) do
+          if seg.layered and rerun[i] then
+            local t, x = times[i], seg.per[j] * seg.reps
+            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+            local a = nodes[i].attrs
+            if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+          end
+        end
+      end
+      if seg1 then
+        local by_reps = alike[seg1.per]
+        if not by_reps then by_reps = {}; alike[seg1.per] = by_reps end
+        by_reps[seg1.reps] = st
       end
     end
     st.fw_ep, st.bw_ep = ep_fw, ep_bw
@@ -294,6 +312,9 @@ function M.timeline(plan, nodes, times, lean)
     bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
   end
   local activations = PM.stage_activations(stages)
+  -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds,
+  -- gradient bytes and groups, for the bucket walk below; made once per timeline
+  local seg_walk = {}
   -- Per device, its ops (codes: ±(virtual stage + 1), a forward (+) or backward op) summed in op order, in the engine
   -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
   -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
@@ -344,14 +365,21 @@ function M.timeline(plan, nodes, times, lean)
           local seg = st.segments[si]
           -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
           local seg_nodes, n_seg = seg.nodes, #seg.nodes
-          local dt_of, grads_of, edp_of = {}, {}, {}
-          for j = 1, n_seg do
-            local i = seg_nodes[j]
-            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
-            grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
-            -- expert weights sync over their own replicas (edp), the rest over dp
-            local a = nodes[i].attrs
-            edp_of[j] = (a and a.expert) and true or false
+          local prep = seg.layered and seg_walk[seg.per]
+          local dt_of, grads_of, edp_of
+          if prep then
+            dt_of, grads_of, edp_of = prep[1], prep[2], prep[3]
+          else
+            dt_of, grads_of, edp_of = {}, {}, {}
+            for j = 1, n_seg do
+              local i = seg_nodes[j]
+              dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
+              grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+              -- expert weights sync over their own replicas (edp), the rest over dp
+              local a = nodes[i].attrs
+              edp_of[j] = (a and a.expert) and true or false
+            end
+            if seg.layered then seg_walk[seg.per] = { dt_of, grads_of, edp_of } end
           end
           for _ = 1, seg.reps do
             for j = n_seg, 1, -1 do
