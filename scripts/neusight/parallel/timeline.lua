@@ -52,6 +52,16 @@ local function pricer(cluster)
   end
 end
 
+-- The pricer of a plan's cluster, kept while the cluster table lives: the timelines of one plan (a search re-times a
+-- layout for each recomputation mode and schedule) ask the same questions of the same groups and cluster.
+local pricers = setmetatable({}, { __mode = "k" })
+local function pricer_of(cluster)
+  if type(cluster) ~= "table" then return pricer(cluster) end
+  local p = pricers[cluster]
+  if not p then p = pricer(cluster); pricers[cluster] = p end
+  return p
+end
+
 -- Same kind of bucket: the same time, bytes and group, subtypes included (interchangeable in the link walk).
 local function same_kind(a, b)
   return a.at == b.at and a.bytes == b.bytes and a.group == b.group and math_type(a.at) == math_type(b.at)
@@ -208,7 +218,7 @@ function M.timeline(plan, nodes, times, lean)
     local a = n.attrs
     rerun[i] = plan.training and (full or (selective and (a and a.core_attention) == true))
   end
-  local comm_time = pricer(plan.cluster)
+  local comm_time = pricer_of(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   local shape = boundary_shape(nodes, groups)
