@@ -971,27 +971,32 @@ function T.test_series_primitives_are_the_lua_loops()
       arrays[a] = {}
       for k = 1, V do arrays[a][k] = value(kind) end
     end
-    -- fold: two sums, one with a term subtracted, the second watched
-    local fw = { { 1, arrays[1] }, { 2, arrays[2] }, { 2, arrays[3], -1 } }
-    local bw = { { 1, arrays[4] }, { 2, arrays[3], -1 } }
+    -- fold: two sums, one with a term subtracted, the second watched; a third of integer zeros only
+    local zeros = {}
+    for k = 1, V do zeros[k] = 0 end
+    local fw = { { 1, arrays[1] }, { 2, arrays[2] }, { 2, arrays[3], -1 }, { 3, zeros } }
+    local bw = { { 1, arrays[4] }, { 2, arrays[3], -1 }, { 3, zeros, -1 } }
     local got = ns.fold({ ns.pack_integers(codes, n), codes }, { n, n }, fw, bw, 2)
-    local s1, s2, peak = 0, 0, 0
+    local s1, s2, s3, peak = 0, 0, 0, 0
     for i = 1, n do
       local k = codes[i]
       if k > 0 then
         s1 = s1 + arrays[1][k]
         s2 = s2 + arrays[2][k] - arrays[3][k]
+        s3 = s3 + zeros[k]
       else
         k = -k
         s1 = s1 + arrays[4][k]
         s2 = s2 - arrays[3][k]
+        s3 = s3 - zeros[k]
       end
       if s2 > peak then peak = s2 end
     end
     for d = 1, 2 do
       same(got[d][1], s1, ("case %d (%s) fold sum 1"):format(case, kind))
       same(got[d][2], s2, ("case %d (%s) fold sum 2"):format(case, kind))
-      same(got[d][3], peak, ("case %d (%s) fold peak"):format(case, kind))
+      same(got[d][3], s3, ("case %d (%s) fold sum 3"):format(case, kind))
+      same(got[d][4], peak, ("case %d (%s) fold peak"):format(case, kind))
     end
     -- queue: runs of transfers through one link
     local at, cnt, dt = {}, {}, {}
