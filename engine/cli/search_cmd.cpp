@@ -187,111 +187,167 @@ int search_main(const search_flags& f) {
         ++skipped[fmt::format("--ep {} does not divide dp", f.ep)];
         continue;
       }
-      for (const variant& var : variants) {
-      if (const std::string why = s.search_pipeline_skip(facts.layers, pp, var.schedule, var.virtual_stages);
-          !why.empty()) {
-        ++skipped[why];
-        continue;
-      }
-      bool bad_layout = false;  // a builder refused the layout itself: no other microbatch count will do
-      for (int64_t m : choices) {
-        if (bad_layout) break;
-        bool done = false;
-        // The layout's workload and forecast, built for its first recomputation mode: the graph, its kernels and
-        // their times do not depend on the mode (only the timeline does), so the next modes re-time them with the
-        // plan's recompute changed (the per-process memos; without them, or with --scripts that might replace a
-        // model builder, each mode builds its own).
+      // The variants' forecasts run microbatch count by microbatch count (each count, every variant), so that the
+      // variants differing only in the schedule, GPipe or 1F1B, share one build: the graph, its kernels and their
+      // times do not depend on the schedule (only the timeline does), so the next variant re-times them with the
+      // plan's schedule changed (the per-process memos, as for the recomputation modes below). What each variant and
+      // count did is kept and told afterwards in the order variant by variant (ranking ties, warnings, reasons).
+      const size_t nv = variants.size(), nm = choices.size();
+      std::vector<std::string> pipeline_skipped(nv);
+      for (size_t vi = 0; vi < nv; ++vi)
+        pipeline_skipped[vi] = s.search_pipeline_skip(facts.layers, pp, variants[vi].schedule, variants[vi].virtual_stages);
+      struct evaluation {  // one forecast made (`why` empty) or the layout's error
+        candidate c;
+        bool listed = false;  // goes into the results
+        std::vector<std::string> workload_warnings, notes;
+        std::string gpu_name, dtype, precision, calibration_file;  // calibration_file "": none
+        double gpu_mem_gb = 0;
+        bool resolved = false;  // the workload was built: gpu_name … calibration_file are its (set even when it failed)
+        bool failed = false;    // the layout's error: why (its first line) and context (the lines after it)
+        std::string why, context;
+        bool has_context = false;
+      };
+      std::vector<std::vector<std::optional<std::vector<evaluation>>>> ran(
+          nv, std::vector<std::optional<std::vector<evaluation>>>(nm));
+      std::vector<bool> bad_layout(nv, false);  // a builder refused the layout itself: no other microbatch count will do
+      const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
+      const auto schedule_only = [](const variant& a, const variant& b) {  // a and b share a build
+        const auto plain = [](const std::string& s) { return s == "gpipe" || s == "1f1b"; };
+        return a.ep == b.ep && a.virtual_stages == 0 && b.virtual_stages == 0 && plain(a.schedule) && plain(b.schedule);
+      };
+      for (size_t mi = 0; mi < nm; ++mi) {
+        const int64_t m = choices[mi];
+        // The layout's workload and forecast, built for its first recomputation mode (and variant): the graph, its
+        // kernels and their times do not depend on the mode (only the timeline does), so the next modes re-time them
+        // with the plan's recompute changed (the per-process memos; without them, or with --scripts that might
+        // replace a model builder, each mode builds its own).
         std::optional<workload> built;
         std::optional<forecast> built_fc;
         std::vector<std::string> built_notes;  // its predictor's and uncertainty band's warnings
         bool built_plan = false;  // the built workload has a parallel plan (one GPU, one microbatch, none: no plan)
-        const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
-        for (const char* recompute : {"none", "selective", "full"}) {
-          if (done || (!training && std::string(recompute) != "none")) break;
-          // inference runs without recomputation whatever --recompute says (a mode given is the workload's to warn of)
-          if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
-          const bool given_recompute = f.recompute == "selective" || f.recompute == "full";
-          workload_overrides ov = workload_base(true);
-          ov["parallel.dp"] = dp, ov["parallel.tp"] = tp, ov["parallel.pp"] = pp, ov["parallel.microbatches"] = m;
-          ov["parallel.recompute"] = std::string(!training && given_recompute ? f.recompute : recompute);
-          if (schedule_given || pp > 1 || m > 1) ov["parallel.schedule"] = var.schedule;
-          if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
-          if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
-          if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
-          if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
-          if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
-          if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
-          try {
-            if (built && reuse && built_plan) {
-              s.plan_set("recompute", recompute);
-            } else {
-              built = s.workload_load("", ov);
-              const gpu_spec& gpu = built->gpu_resolved;
-              built_fc = s.forecast_run(built->g, s.expand(built->g, gpu, training).kernels, gpu, *pred, "default");
-              // what predict warns of besides the workload: kernels the predictor could not price as asked, and the
-              // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
-              built_notes = pred->warnings();
-              figure_inputs band_in = {{"latency_s", built_fc->total()}};
-              family_inputs_add(band_in, built_fc->seconds_by_family(), *pred, gpu.vendor);
-              for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
-                                            pred->uncertainty_file(gpu.vendor)).warnings)
-                built_notes.push_back(std::move(w));
-            }
-            const workload& w = *built;
-            const forecast& fc = *built_fc;
-            const gpu_spec& gpu = w.gpu_resolved;
-            gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
-            if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
-            const auto tl = s.timeline(fc, true);  // the ranking's numbers only
-            ++evaluated;
-            warned.layout(w.warnings, built_notes);
-            sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
-            built_plan = tl.has_value();
-            candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
-            if (tl) {
-              // the virtual stages the plan ran (the schedule's default when the variant left them open)
-              const nlohmann::ordered_json& par = tl->json;
-              c.virtual_stages = par.at("virtual_stages").get<int64_t>();
-              // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
-              // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
-              c.iteration_ms = tl->iteration_s * 1e3;
-              c.compute_ms = par.at("compute_ms").get<double>();
-              c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
-              c.bubble_ms = par.at("bubble_ms").get<double>();
-              c.memory_gb = par.at("memory_gb").get<double>();
-              c.fits = par.at("fits").get<bool>();
-            } else {
-              // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
-              // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
-              c.iteration_ms = fc.total() * 1e3;
-              // compute as a plan's timeline counts it: without the optimizer step (its own optimizer_ms there)
-              c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
-              bool have_memory = false, have_fits = false;
-              for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
-                if (key == "memory_gb" && std::holds_alternative<double>(value))
-                  c.memory_gb = std::get<double>(value), have_memory = true;
-                if (key == "memory_gb" && std::holds_alternative<int64_t>(value))
-                  c.memory_gb = double(std::get<int64_t>(value)), have_memory = true;
-                if (key == "fits" && std::holds_alternative<bool>(value)) c.fits = std::get<bool>(value), have_fits = true;
+        const variant* built_for = nullptr;  // the variant it was built for
+        for (size_t vi = 0; vi < nv; ++vi) {
+          if (!pipeline_skipped[vi].empty() || bad_layout[vi]) continue;
+          const variant& var = variants[vi];
+          std::vector<evaluation>& evals = ran[vi][mi].emplace();
+          if (built_for != &var && !(built && built_for && reuse && built_plan && schedule_only(*built_for, var)))
+            built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
+          bool done = false;
+          for (const char* recompute : {"none", "selective", "full"}) {
+            if (done || (!training && std::string(recompute) != "none")) break;
+            // inference runs without recomputation whatever --recompute says (a mode given is the workload's to warn of)
+            if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
+            const bool given_recompute = f.recompute == "selective" || f.recompute == "full";
+            workload_overrides ov = workload_base(true);
+            ov["parallel.dp"] = dp, ov["parallel.tp"] = tp, ov["parallel.pp"] = pp, ov["parallel.microbatches"] = m;
+            ov["parallel.recompute"] = std::string(!training && given_recompute ? f.recompute : recompute);
+            if (schedule_given || pp > 1 || m > 1) ov["parallel.schedule"] = var.schedule;
+            if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
+            if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
+            if (f.distributed_optimizer) ov["parallel.distributed_optimizer"] = true;
+            if (var.ep > 1 || f.ep > 0) ov["parallel.ep"] = var.ep;
+            if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
+            if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
+            evaluation ev;
+            try {
+              if (built && reuse && built_plan) {
+                if (built_for != &var) s.plan_set("schedule", var.schedule), built_for = &var;
+                s.plan_set("recompute", recompute);
+              } else {
+                built = s.workload_load("", ov);
+                built_for = &var;
+                const gpu_spec& gpu = built->gpu_resolved;
+                built_fc = s.forecast_run(built->g, s.expand(built->g, gpu, training).kernels, gpu, *pred, "default");
+                // what predict warns of besides the workload: kernels the predictor could not price as asked, and the
+                // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
+                built_notes = pred->warnings();
+                figure_inputs band_in = {{"latency_s", built_fc->total()}};
+                family_inputs_add(band_in, built_fc->seconds_by_family(), *pred, gpu.vendor);
+                for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
+                                              pred->uncertainty_file(gpu.vendor)).warnings)
+                  built_notes.push_back(std::move(w));
               }
-              if (!have_memory || !have_fits) throw error("scripts/neusight/report.lua: no memory_gb or fits for a one-GPU run");
+              const workload& w = *built;
+              const forecast& fc = *built_fc;
+              const gpu_spec& gpu = w.gpu_resolved;
+              ev.gpu_name = gpu.name, ev.gpu_mem_gb = gpu.mem_gb, ev.dtype = w.dtype, ev.precision = w.precision;
+              if (const calibration* cal = s.calibration_of(gpu)) ev.calibration_file = cal->source;
+              ev.resolved = true;
+              const auto tl = s.timeline(fc, true);  // the ranking's numbers only
+              ev.workload_warnings = w.warnings, ev.notes = built_notes;
+              built_plan = tl.has_value();
+              candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
+              if (tl) {
+                // the virtual stages the plan ran (the schedule's default when the variant left them open)
+                const nlohmann::ordered_json& par = tl->json;
+                c.virtual_stages = par.at("virtual_stages").get<int64_t>();
+                // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
+                // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
+                c.iteration_ms = tl->iteration_s * 1e3;
+                c.compute_ms = par.at("compute_ms").get<double>();
+                c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
+                c.bubble_ms = par.at("bubble_ms").get<double>();
+                c.memory_gb = par.at("memory_gb").get<double>();
+                c.fits = par.at("fits").get<bool>();
+              } else {
+                // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
+                // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
+                c.iteration_ms = fc.total() * 1e3;
+                // compute as a plan's timeline counts it: without the optimizer step (its own optimizer_ms there)
+                c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
+                bool have_memory = false, have_fits = false;
+                for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
+                  if (key == "memory_gb" && std::holds_alternative<double>(value))
+                    c.memory_gb = std::get<double>(value), have_memory = true;
+                  if (key == "memory_gb" && std::holds_alternative<int64_t>(value))
+                    c.memory_gb = double(std::get<int64_t>(value)), have_memory = true;
+                  if (key == "fits" && std::holds_alternative<bool>(value)) c.fits = std::get<bool>(value), have_fits = true;
+                }
+                if (!have_memory || !have_fits) throw error("scripts/neusight/report.lua: no memory_gb or fits for a one-GPU run");
+              }
+              const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
+              done = cheapest && c.fits;
+              ev.listed = !cheapest || c.fits || std::string(recompute) == "full" || !training;
+              ev.c = c;
+              evals.push_back(std::move(ev));
+            } catch (const std::exception& ex) {
+              // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
+              ev.failed = true;
+              ev.why = ex.what();
+              if (const size_t nl = ev.why.find('\n'); nl != std::string::npos) {
+                ev.context = ev.why.substr(nl), ev.has_context = true;  // "    while building the model of …"
+                ev.why.resize(nl);
+              }
+              evals.push_back(std::move(ev));
+              bad_layout[vi] = true;
+              built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
+              break;
             }
-            const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
-            done = cheapest && c.fits;
-            if (!cheapest || c.fits || std::string(recompute) == "full" || !training) results.push_back(c);
-          } catch (const std::exception& ex) {
-            // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
-            std::string why = ex.what();
-            if (const size_t nl = why.find('\n'); nl != std::string::npos) {
-              skipped_context.emplace(why.substr(0, nl), why.substr(nl));  // "    while building the model of …"
-              why.resize(nl);
-            }
-            ++skipped[why];
-            bad_layout = true;
-            break;
           }
         }
       }
+      // told variant by variant, each microbatch count in turn, as they always were
+      for (size_t vi = 0; vi < nv; ++vi) {
+        if (!pipeline_skipped[vi].empty()) {
+          ++skipped[pipeline_skipped[vi]];
+          continue;
+        }
+        for (size_t mi = 0; mi < nm && ran[vi][mi]; ++mi)
+          for (evaluation& ev : *ran[vi][mi]) {
+            if (ev.resolved) {
+              gpu_name = ev.gpu_name, gpu_mem_gb = ev.gpu_mem_gb, dtype = ev.dtype, precision = ev.precision;
+              if (!ev.calibration_file.empty()) calibration_file = ev.calibration_file;
+            }
+            if (ev.failed) {
+              if (ev.has_context) skipped_context.emplace(ev.why, ev.context);
+              ++skipped[ev.why];
+              continue;
+            }
+            ++evaluated;
+            warned.layout(ev.workload_warnings, ev.notes);
+            sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
+            if (ev.listed) results.push_back(ev.c);
+          }
       }
     }
   }

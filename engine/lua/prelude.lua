@@ -21,6 +21,12 @@ E.did_you_mean = did_you_mean
 -- The public module scripts get from require "neusight".
 local ns = { version = version, closest = closest, did_you_mean = did_you_mean, warn = C.warn,
              cluster_file = C.cluster_load } -- gpus/clusters/<name>.toml (or a .toml path) as a table
+-- Loops over long integer series that neusight.parallel runs once per op of a pipeline (engine/lua/wrap_series.cpp;
+-- Lua's number semantics, bit for bit): pack_integers(t, n) packs t[1..n] for them; walk(program, total, fw, bw, V,
+-- last, all) walks a compiled schedule (neusight.parallel.schedule); fold(series, counts, fw_terms, bw_terms, watch)
+-- sums each device's ops and queue(at, n, dt, len, free, sum) runs its gradient buckets through the data-parallel
+-- link (neusight.parallel.timeline).
+ns.pack_integers, ns.walk, ns.fold, ns.queue = C.pack_integers, C.walk, C.fold, C.queue
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

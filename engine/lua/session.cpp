@@ -299,6 +299,7 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
   luaL_newlibtable(L, engine_functions);
   lua_pushlightuserdata(L, p_.get());
   luaL_setfuncs(L, engine_functions, 1);  // stack: prelude C
+  series_functions_add(L);  // pack_integers, walk, fold, queue (wrap_series.cpp)
   lua_pushstring(L, NEUSIGHT_VERSION);
   ns_call(L, 2, 1);  // stack: E
   p_->engine_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -160,8 +160,9 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
     for (const auto& [k, v] : fields) lua_pushnumber(L, v), lua_setfield(L, -2, k);
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
+  lua_pushboolean(L, lean);  // a search's ranking: the memory report without its per-stage lines
   // the workload too: "parallel: 7 pipeline stage(s) … but the model has only 2 layer(s)" named no file
-  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua timeline" +
+  ns_call(L, 4, 1, "in scripts/neusight/parallel.lua timeline" +
                        (fc.g.origin.empty() ? std::string() : " of " + fc.g.origin));  // stack: P plan result
   std::string where = "scripts/neusight/parallel.lua timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");

@@ -103,6 +103,10 @@ std::string json_text_of(lua_State* L, int idx);
 // the totals alone. [-0, +1, m]
 void forecast_push(lua_State* L, const forecast& f, bool rows = true);
 
+// Adds the integer-series primitives (pack_integers, walk, fold, queue: engine/lua/wrap_series.cpp) to the table on top of
+// the stack. [-0, +0, m]
+void series_functions_add(lua_State* L);
+
 // Typed field access on the table at `idx` with messages "<what>: field 'k' must be ...". All [-0, +0, -].
 class table_reader {
  public:

@@ -252,7 +252,8 @@ end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
 --- and the run's memory (the fullest device's). `devices[d]` = { state, activations, temporary, workspace, kv_cache }.
-function M.parallel(devices, gpu_mem_gb, recompute)
+--- `lean` (a search's ranking): no per-stage lines (`lines` empty).
+function M.parallel(devices, gpu_mem_gb, recompute, lean)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
   for d, p in ipairs(devices) do
@@ -263,11 +264,11 @@ function M.parallel(devices, gpu_mem_gb, recompute)
   local lines, over, over_list, worst, kv = {}, 0, {}, 0, false
   for d, s in ipairs(stages) do
     local o = s.memory
-    lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + activations %.1f (saved for backward, peak over "
+    if not lean then lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + activations %.1f (saved for backward, peak over "
       .. "the schedule%s) + temporary %.2f + workspace %.2f%s%s", d - 1, gb(s.total), o.state_gb, o.activations_gb,
       recompute ~= "none" and ", " .. recompute .. " recomputation" or "", o.temporary_gb, o.workspace_gb,
       o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
-      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "")
+      cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "") end
     if cap and s.total > cap then
       over, worst, kv = over + 1, max(worst, s.total), kv or o.kv_cache_gb > 0
       over_list[#over_list + 1] = tostring(d - 1)

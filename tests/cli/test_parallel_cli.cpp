@@ -377,7 +377,9 @@ TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once b
 }
 
 // The memos one process keeps across forecasts (node expansions, tiles, features, MLP batches; engine/lua/session.cpp,
-// engine/core/neusight_predictor.cpp) must not change a bit: the same search without them gives the same bytes.
+// engine/core/neusight_predictor.cpp) must not change a bit: the same search without them gives the same bytes. So
+// must the build the GPipe and 1F1B variants of a layout share (search_cmd.cpp; off without the memos), between
+// expert-parallel degrees and beside interleaved variants that build their own.
 TEST_CASE("search: the same JSON with and without the per-process memos (NEUSIGHT_NO_CACHE=1)", "[cli][search][memo]") {
   for (const std::string args : {
            "search --model gpt3_175b --gpu h100 --gpus 64 --batch 64 --seq 2048 --dtype bf16 --cluster dgx_h100 "
@@ -386,7 +388,9 @@ TEST_CASE("search: the same JSON with and without the per-process memos (NEUSIGH
            "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --predictor roofline "
            "--schedule gpipe",
            "search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 16 --seq 2048 --dtype bf16 "
-           "--schedule 1f1b,interleaved --virtual-stages 2,4"}) {
+           "--schedule 1f1b,interleaved --virtual-stages 2,4",
+           "search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 16 --seq 2048 --dtype bf16 "
+           "--schedule gpipe,interleaved,1f1b --recompute all"}) {
     INFO(args);
     const std::string all = args + " --all --top 100000 --format json";
     const auto cached = run_cli(all);

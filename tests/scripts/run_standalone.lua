@@ -68,7 +68,72 @@ local function closest(word, cands)
   end
   return best
 end
+-- ns.pack_integers, ns.walk, ns.fold and ns.queue (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
+-- plain Lua loops they run: this runner has no C++; the engine-run tests check the real ones.
+local function pack_integers(t, n)
+  local p = {}
+  for i = 1, n do p[i] = t[i] end
+  return p
+end
+local function walk(program, total, fw, bw, _, last, all)
+  local done, starts, last_bw = { [0] = 0 }, {}, {}
+  for k = 1, total do
+    local x = program[k]
+    local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
+    local start = a < b and b or a
+    local c = (x & 0xFFFF) - 0x8000
+    if c > 0 then
+      done[k] = start + fw[c]
+    else
+      c = -c
+      done[k] = start + bw[c]
+      local l = last_bw[c]
+      if not l or start > l then last_bw[c] = start end
+    end
+    starts[k] = start
+  end
+  local finishes = {}
+  for d = 1, #last do finishes[d] = done[last[d]] end
+  if all then return finishes, last_bw, done, starts end
+  return finishes, last_bw
+end
+local function fold(series, counts, fw_terms, bw_terms, watch)
+  local J = 0
+  for _, ts in ipairs { fw_terms, bw_terms } do
+    for _, t in ipairs(ts) do J = math.max(J, t[1]) end
+  end
+  local out = {}
+  for d = 1, #series do
+    local codes, sums, peak = series[d], {}, 0
+    for j = 1, J do sums[j] = 0 end
+    for i = 1, counts[d] do
+      local k, ts = codes[i], fw_terms
+      if k < 0 then k, ts = -k, bw_terms end
+      for _, t in ipairs(ts) do
+        local j = t[1]
+        if t[3] == -1 then sums[j] = sums[j] - t[2][k] else sums[j] = sums[j] + t[2][k] end
+      end
+      if watch and watch >= 1 and watch <= J and sums[watch] > peak then peak = sums[watch] end
+    end
+    sums[J + 1] = peak
+    out[d] = sums
+  end
+  return out
+end
+
+local function queue(at, n, dt, len, free, sum)
+  for k = 1, len do
+    for _ = 1, n[k] do
+      local start = at[k] < free and free or at[k]
+      free = start + dt[k]
+      sum = sum + dt[k]
+    end
+  end
+  return free, sum
+end
+
 local neusight_module = {
+  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue,
   closest = closest,
   did_you_mean = function(word, keys)
     local best = closest(word, keys)

@@ -932,6 +932,116 @@ function T.test_fill_buckets_is_the_loop()
   end
 end
 
+-- The engine's loops (require("neusight").walk, fold and queue: engine/lua/wrap_series.cpp) give what the plain Lua
+-- loops give, bits and subtype: on random series of integers (0 among them), floats (-0.0, negative, NaN too) and both.
+function T.test_series_primitives_are_the_lua_loops()
+  local ns = require "neusight"
+  local seed = 4242
+  local function rand()
+    seed = (seed * 1103515245 + 12345) % 2147483648
+    return seed / 2147483648
+  end
+  local function value(kind)
+    local r = rand()
+    if kind == "float" then
+      if r < 0.05 then return -0.0 elseif r < 0.1 then return 0.0 end
+      return rand() * 3
+    elseif kind == "int" then
+      if r < 0.3 then return 0 end
+      return (rand() * 1000) // 1
+    end
+    if r < 0.2 then return 0 elseif r < 0.3 then return (rand() * 50) // 1 elseif r < 0.33 then return 0 / 0
+    elseif r < 0.36 then return -rand() elseif r < 0.4 then return -0.0 end
+    return rand() * 3
+  end
+  local function same(a, b, what)
+    eq(("%q"):format(a), ("%q"):format(b), what)
+  end
+  for case = 1, 300 do
+    local kinds = { "float", "int", "mixed" }
+    local kind = kinds[case % 3 + 1]
+    local V, n = 1 + (rand() * 6) // 1, (rand() * 40) // 1
+    local codes = {}
+    for i = 1, n do
+      local k = 1 + (rand() * V) // 1
+      codes[i] = rand() < 0.5 and k or -k
+    end
+    local arrays = {}
+    for a = 1, 4 do
+      arrays[a] = {}
+      for k = 1, V do arrays[a][k] = value(kind) end
+    end
+    -- fold: two sums, one with a term subtracted, the second watched; a third of integer zeros only
+    local zeros = {}
+    for k = 1, V do zeros[k] = 0 end
+    local fw = { { 1, arrays[1] }, { 2, arrays[2] }, { 2, arrays[3], -1 }, { 3, zeros } }
+    local bw = { { 1, arrays[4] }, { 2, arrays[3], -1 }, { 3, zeros, -1 } }
+    local got = ns.fold({ ns.pack_integers(codes, n), codes }, { n, n }, fw, bw, 2)
+    local s1, s2, s3, peak = 0, 0, 0, 0
+    for i = 1, n do
+      local k = codes[i]
+      if k > 0 then
+        s1 = s1 + arrays[1][k]
+        s2 = s2 + arrays[2][k] - arrays[3][k]
+        s3 = s3 + zeros[k]
+      else
+        k = -k
+        s1 = s1 + arrays[4][k]
+        s2 = s2 - arrays[3][k]
+        s3 = s3 - zeros[k]
+      end
+      if s2 > peak then peak = s2 end
+    end
+    for d = 1, 2 do
+      same(got[d][1], s1, ("case %d (%s) fold sum 1"):format(case, kind))
+      same(got[d][2], s2, ("case %d (%s) fold sum 2"):format(case, kind))
+      same(got[d][3], s3, ("case %d (%s) fold sum 3"):format(case, kind))
+      same(got[d][4], peak, ("case %d (%s) fold peak"):format(case, kind))
+    end
+    -- queue: runs of transfers through one link
+    local at, cnt, dt = {}, {}, {}
+    for k = 1, V do at[k], cnt[k], dt[k] = value(kind), (rand() * 4) // 1, value(kind) end
+    local free0 = rand() < 0.5 and 0 or value(kind)
+    local free, sum = free0, 0
+    for k = 1, V do
+      for _ = 1, cnt[k] do
+        local start = at[k] < free and free or at[k]
+        free = start + dt[k]
+        sum = sum + dt[k]
+      end
+    end
+    local got_free, got_sum = ns.queue(at, cnt, dt, V, free0, 0)
+    same(got_free, free, ("case %d (%s) queue free"):format(case, kind))
+    same(got_sum, sum, ("case %d (%s) queue sum"):format(case, kind))
+    -- walk: a random program (prev, dep earlier ops) over V stages
+    local program, done, starts, last_bw = {}, { [0] = 0 }, {}, {}
+    local fws, bws = arrays[1], arrays[2]
+    for k = 1, n do
+      local prev, dep = (rand() * k) // 1, (rand() * k) // 1
+      local c = codes[k]
+      program[k] = prev << 40 | dep << 16 | (c + 0x8000)
+      local a, b = done[prev], done[dep]
+      local start = a < b and b or a
+      if c > 0 then done[k] = start + fws[c] else
+        done[k] = start + bws[-c]
+        local l = last_bw[-c]
+        if not l or start > l then last_bw[-c] = start end
+      end
+      starts[k] = start
+    end
+    local last = { n, (n + 1) // 2, 0 }
+    for _, all in ipairs { false, true } do
+      local fin, lbw, gdone, gstarts = ns.walk(ns.pack_integers(program, n), n, fws, bws, V, last, all)
+      for d = 1, 3 do same(fin[d], done[last[d]], ("case %d (%s) walk finish %d"):format(case, kind, d)) end
+      for c = 1, V do same(lbw[c], last_bw[c], ("case %d (%s) walk last_bw %d"):format(case, kind, c)) end
+      if all then
+        for k = 0, n do same(gdone[k], done[k], ("case %d (%s) walk done %d"):format(case, kind, k)) end
+        for k = 1, n do same(gstarts[k], starts[k], ("case %d (%s) walk start %d"):format(case, kind, k)) end
+      end
+    end
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- The facade
 

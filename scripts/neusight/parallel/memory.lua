@@ -82,8 +82,8 @@ function M.device_peaks(stages, P, v, d)
 end
 
 --- The run's memory (memory.parallel) from the timeline's devices (params, layers, activation_bytes,
---- temporary_bytes each) and `params_total` parameters over all stages.
-function M.report(plan, devices, mem, params_total)
+--- temporary_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
+function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
@@ -102,7 +102,7 @@ function M.report(plan, devices, mem, params_total)
   end
   local gpu = plan.cluster and plan.cluster.gpu
   local gpu_mem = mem.gpu_mem_gb or (type(gpu) == "table" and gpu.mem_gb) or nil
-  return memory.parallel(parts, gpu_mem, plan.recompute or "none")
+  return memory.parallel(parts, gpu_mem, plan.recompute or "none", lean)
 end
 
 return M

@@ -56,12 +56,13 @@ end
 --- parts, memory per GPU (neusight.memory.parallel, in result.memory) and per device its times and memory parts.
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline()
-function M.json(plan, result)
+---@param lean? boolean without the per-device list (a search's ranking drops it)
+function M.json(plan, result, lean)
   local memory = result.memory
   if type(memory) ~= "table" then error("parallel report: the timeline has no memory report (result.memory)", 0) end
   local stages = type(memory.stages) == "table" and memory.stages or {}
   local devices = {}
-  for i, d in ipairs(result.devices) do
+  for i, d in ipairs(lean and {} or result.devices) do
     local o = ordered({
       stage = int(d.stage, "device stage"), layers = int(d.layers, "device layers"), params = num(d.params, "device params"),
       activation_gb = d.activation_bytes / 1e9,
@@ -150,7 +151,7 @@ end
 function M.report(plan, result, lean)
   local s = result.state
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
-  local j = M.json(plan, result)
+  local j = M.json(plan, result, lean)
   if lean then j.devices = nil end -- a search ranks layouts by the run's numbers: no per-device list, no table text
   -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
   local shard = plan.distributed_optimizer and plan.dp or 1

@@ -4,9 +4,10 @@
 -- function per schedule; a workload adds one by assigning require("neusight.parallel").schedules.<name>) and the
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
+local ns = require "neusight"
+local pack, walk_program = ns.pack_integers, ns.walk
 local max, min = math.max, math.min
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
-local math_type = math.type
 local show = T.show
 
 local M = {}
@@ -153,8 +154,8 @@ end
 -- position, 0: none); and last_bw[vs + 1], the position of virtual stage vs's last backward op.
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
--- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 64 MB (32 bytes an
--- op), the first ones made: a search going round more shapes than that finds those every round instead of none
+-- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 100 MB (48 bytes an
+-- op, packed copies included), the first ones made: a search going round more shapes than that finds those every round instead of none
 -- (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of 1F1B shapes, again for each tp; with GPipe too,
 -- twice that).
 local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 21
@@ -207,57 +208,24 @@ local function shape_of(make, schedule, P, Mb, v, training)
   if left > 0 then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  shape = { total = k, program = program, codes = codes, n = n, last = last, last_bw = last_bw }
+  -- the program and each device's codes also packed for the engine's loops (ns.walk, ns.fold)
+  local packed_codes = {}
+  for d = 1, P do packed_codes[d] = pack(codes[d], n[d]) end
+  shape = { total = k, program = program, codes = codes, n = n, last = last, last_bw = last_bw,
+            packed = pack(program, k), packed_codes = packed_codes }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
 
--- Walks a shape's program with per-stage seconds: done[k] = the finish of op k (done[0] = 0), starts[k] when asked
--- for (`starts` a table), last_bw[vs + 1] = the start of virtual stage vs's last backward op (the latest; the first
--- of equal ones). A forward lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or st.bw`).
-local function walk(shape, stages, starts)
+-- Walks a shape's program with per-stage seconds (ns.walk, engine/lua/wrap_series.cpp): done[k] = the finish of op
+-- k, max(the finish of its prev, of its dep) + its stage's seconds (done[0] = 0; the max: the first unless it is
+-- less); last_bw[vs + 1] = the start of virtual stage vs's last backward op (the latest; the first of equal ones);
+-- finishes[d] = done[last[d]]. A forward lasts stage.fw (stage.bw where fw is false or nil: `op.fw and st.fw or
+-- st.bw`). Returns finishes, last_bw and, with `all`, done and starts (every op's).
+local function walk(shape, stages, all)
   local dur_fw, dur_bw = {}, {}
-  -- With every op's seconds a float >= 0 (not NaN), starts never decrease along a device, and a backward's start is a
-  -- float (it follows its own forward on its device): the latest start of a stage's backwards, the first of equal
-  -- ones, is its last backward's, bits and all. Then only the ops' finishes are walked.
-  local plain = starts == nil
-  for s, st in ipairs(stages) do
-    local f, b = st.fw or st.bw, st.bw
-    dur_fw[s], dur_bw[s] = f, b
-    if not (math_type(f) == "float" and f >= 0 and math_type(b) == "float" and b >= 0) then plain = false end
-  end
-  local program = shape.program
-  local done, last_bw = { [0] = 0 }, {}
-  if plain then
-    for k = 1, shape.total do
-      local x = program[k]
-      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
-      local c = (x & 0xFFFF) - 0x8000
-      done[k] = (a < b and b or a) + (c > 0 and dur_fw[c] or dur_bw[-c])
-    end
-    for c, k in pairs(shape.last_bw) do
-      local x = program[k]
-      local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
-      last_bw[c] = a < b and b or a
-    end
-    return done, last_bw
-  end
-  for k = 1, shape.total do
-    local x = program[k]
-    local a, b = done[x >> 40], done[x >> 16 & 0xFFFFFF]
-    local start = a < b and b or a -- max(previous finish, ready), inline: the previous unless it is less
-    local c = (x & 0xFFFF) - 0x8000
-    if c > 0 then
-      done[k] = start + dur_fw[c]
-    else
-      c = -c
-      done[k] = start + dur_bw[c]
-      local l = last_bw[c]
-      if not l or start > l then last_bw[c] = start end
-    end
-    if starts then starts[k] = start end
-  end
-  return done, last_bw
+  for s, st in ipairs(stages) do dur_fw[s], dur_bw[s] = st.fw or st.bw, st.bw end
+  return walk_program(shape.packed, shape.total, dur_fw, dur_bw, #stages, shape.last, all)
 end
 
 -- The simulation for the timeline: the compiled shape (per device d: codes[d][i] = ±(virtual stage + 1) of its i-th
@@ -267,12 +235,9 @@ end
 function M.simulate_times(stages, P, Mb, v, schedule, training, level)
   local make = schedule_of(schedule, stages, P, v, level + 1)
   local shape = shape_of(make, schedule, P, Mb, v, training)
-  local done, last_bw = walk(shape, stages, nil)
-  local finish, makespan, last = {}, 0, shape.last
-  for d = 1, P do
-    finish[d] = done[last[d]]
-    makespan = max(makespan, finish[d])
-  end
+  local finish, last_bw = walk(shape, stages, false)
+  local makespan = 0
+  for d = 1, P do makespan = max(makespan, finish[d]) end
   return shape, finish, makespan, last_bw
 end
 
@@ -290,8 +255,7 @@ function M.simulate(stages, P, Mb, v, schedule, training)
   local make = schedule_of(schedule, stages, P, v, 2)
   local shape = shape_of(make, schedule, P, Mb, v, training)
   local lists = op_lists(make, schedule, P, Mb, v, training)
-  local starts = {}
-  local done = walk(shape, stages, starts)
+  local _, _, done, starts = walk(shape, stages, true)
   local devices, makespan = {}, 0
   for d = 1, P do
     local l, pd, ops = lists[d], {}, {}

@@ -13,6 +13,7 @@ local stages_of = require "neusight.parallel.stages"
 local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
 local numel = require("neusight.parallel.shard").numel
+local fold, queue = require("neusight").fold, require("neusight").queue
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
@@ -49,6 +50,16 @@ local function pricer(cluster)
     end
     return t
   end
+end
+
+-- The pricer of a plan's cluster, kept while the cluster table lives: the timelines of one plan (a search re-times a
+-- layout for each recomputation mode and schedule) ask the same questions of the same groups and cluster.
+local pricers = setmetatable({}, { __mode = "k" })
+local function pricer_of(cluster)
+  if type(cluster) ~= "table" then return pricer(cluster) end
+  local p = pricers[cluster]
+  if not p then p = pricer(cluster); pricers[cluster] = p end
+  return p
 end
 
 -- Same kind of bucket: the same time, bytes and group, subtypes included (interchangeable in the link walk).
@@ -172,6 +183,8 @@ function M.fill_buckets(f, size)
   return f, full
 end
 
+local fill_buckets = M.fill_buckets
+
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
 --- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
 --- includes gradient accumulation and *_comm is the part spent in collective kernels.
@@ -185,7 +198,8 @@ end
 ---@param plan table neusight.parallel.plan()
 ---@param nodes table[] the graph's nodes (as built)
 ---@param times table[]
-function M.timeline(plan, nodes, times)
+---@param lean? boolean a search's ranking: the memory report without its per-stage lines
+function M.timeline(plan, nodes, times, lean)
   local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
   local V = P * v
   local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
@@ -201,9 +215,10 @@ function M.timeline(plan, nodes, times)
   local full, selective = plan.recompute == "full", plan.recompute == "selective"
   local rerun = {}
   for i, n in ipairs(nodes) do
-    rerun[i] = plan.training and (full or (selective and (n.attrs or {}).core_attention == true))
+    local a = n.attrs
+    rerun[i] = plan.training and (full or (selective and (a and a.core_attention) == true))
   end
-  local comm_time = pricer(plan.cluster)
+  local comm_time = pricer_of(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
   local shape = boundary_shape(nodes, groups)
@@ -214,27 +229,47 @@ function M.timeline(plan, nodes, times)
   end
 
   -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
-  local params_total = 0
+  -- A stage that is one run of layers of a group, as many as an earlier stage's (a deep pipeline's middle stages), has
+  -- that stage's sums and memory (neusight.parallel.memory stage: activations, transient, temporary): the same
+  -- computation on the same nodes, the same bits. alike[per][reps] = the first such stage.
+  local params_total, alike = 0, {}
   for k, st in ipairs(stages) do
-    local fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
-    for _, it in ipairs(st.items) do
-      local t, n = times[it.node], nodes[it.node]
-      fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
-      bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
-      if (n.attrs or {}).group == "ep" then
-        ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
-      end
-      params = params + n.params * it.share
-    end
-    PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
-    -- recomputed forwards (kernels and tp collectives) run again before their backward
-    for _, seg in ipairs(st.segments) do
-      for j, i in ipairs(seg.nodes) do
-        if seg.layered and rerun[i] then
-          local t, x = times[i], seg.per[j] * seg.reps
-          bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
-          if (nodes[i].attrs or {}).group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+    local segs = st.segments
+    local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
+    local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw
+    if twin then
+      fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
+      ep_fw, ep_bw = twin.fw_ep, twin.bw_ep
+      st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
+    else
+      fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
+      for _, it in ipairs(st.items) do
+        local t, n = times[it.node], nodes[it.node]
+        fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
+        bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+        local a = n.attrs
+        if a and a.group == "ep" then
+          ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
         end
+        params = params + n.params * it.share
+      end
+      PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
+      -- recomputed forwards (kernels and tp collectives) run again before their backward
+      for _, seg in ipairs(segs) do
+        for j, i in ipairs(seg.nodes) do
+          if seg.layered and rerun[i] then
+            local t, x = times[i], seg.per[j] * seg.reps
+            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+            local a = nodes[i].attrs
+            if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+          end
+        end
+      end
+      if seg1 then
+        local by_reps = alike[seg1.per]
+        if not by_reps then by_reps = {}; alike[seg1.per] = by_reps end
+        by_reps[seg1.reps] = st
       end
     end
     st.fw_ep, st.bw_ep = ep_fw, ep_bw
@@ -287,36 +322,28 @@ function M.timeline(plan, nodes, times)
     bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
   end
   local activations = PM.stage_activations(stages)
+  -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds,
+  -- gradient bytes and groups, for the bucket walk below; made once per timeline
+  local seg_walk = {}
+  -- Per device, its ops (codes: ±(virtual stage + 1), a forward (+) or backward op) summed in op order, in the engine
+  -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
+  -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
+  -- sends, and the activations kept for backward (a forward keeps its stage's, a backward frees them; training) with
+  -- their peak along the way.
+  local sums = fold(shape.packed_codes, shape.n, {
+    { 1, fw_compute }, { 2, fw_comm }, { 2, fw_ep, -1 }, { 3, fw_ep }, { 4, send_fw }, { 5, activations },
+  }, {
+    { 1, bw_compute }, { 2, bw_comm }, { 2, bw_ep, -1 }, { 3, bw_ep }, { 4, send_bw }, { 5, activations, -1 },
+  }, 5)
   local devices, iteration = {}, 0
   for d = 1, P do
-    local code, n_ops = shape.codes[d], shape.n[d] -- code[i] = ±(virtual stage + 1): a forward (+) or backward op
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
     }
-    -- summed in op order (locals: 10⁵ ops in a deep pipeline); with the peak of the activations kept for backward
-    -- (training), walked along
-    local compute, tp_comm, ep_comm, p2p_s = 0, 0, 0, 0
-    local live, peak = 0, 0
-    for i = 1, n_ops do
-      local k = code[i]
-      if k > 0 then
-        compute = compute + fw_compute[k]
-        tp_comm = tp_comm + fw_comm[k] - fw_ep[k]
-        ep_comm = ep_comm + fw_ep[k]
-        p2p_s = p2p_s + send_fw[k]
-        live = live + activations[k]
-      else
-        k = -k
-        compute = compute + bw_compute[k]
-        tp_comm = tp_comm + bw_comm[k] - bw_ep[k]
-        ep_comm = ep_comm + bw_ep[k]
-        p2p_s = p2p_s + send_bw[k]
-        live = live - activations[k]
-      end
-      if live > peak then peak = live end
-    end
-    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = compute, tp_comm, ep_comm, p2p_s
+    local s = sums[d]
+    local peak = s[6]
+    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = s[1], s[2], s[3], s[4]
     local transient, temporary = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = peak + transient
     dev.temporary_bytes = temporary
@@ -343,52 +370,72 @@ function M.timeline(plan, nodes, times)
         local st = stages[vs + 1]
         -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
         -- backward kernels finish.
-        local t, fill = last_bw[vs + 1], { dp = 0, edp = 0 }
+        local t, fill_dp, fill_edp = last_bw[vs + 1], 0, 0 -- the bytes in the open bucket of each group
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
           -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
           local seg_nodes, n_seg = seg.nodes, #seg.nodes
-          local dt_of, grads_of, group_of = {}, {}, {}
-          for j = 1, n_seg do
-            local i = seg_nodes[j]
-            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
-            grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
-            -- expert weights sync over their own replicas (edp), the rest over dp
-            group_of[j] = (nodes[i].attrs or {}).expert and "edp" or "dp"
+          local prep = seg.layered and seg_walk[seg.per]
+          local dt_of, grads_of, edp_of
+          if prep then
+            dt_of, grads_of, edp_of = prep[1], prep[2], prep[3]
+          else
+            dt_of, grads_of, edp_of = {}, {}, {}
+            for j = 1, n_seg do
+              local i = seg_nodes[j]
+              dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
+              grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+              -- expert weights sync over their own replicas (edp), the rest over dp
+              local a = nodes[i].attrs
+              edp_of[j] = (a and a.expert) and true or false
+            end
+            if seg.layered then seg_walk[seg.per] = { dt_of, grads_of, edp_of } end
           end
           for _ = 1, seg.reps do
             for j = n_seg, 1, -1 do
               t = t + dt_of[j]
               local grads = grads_of[j]
               if grads > 0 then
-                local gk = group_of[j]
-                local f, full = M.fill_buckets(fill[gk] + grads, bucket_bytes)
-                fill[gk] = f
-                if full > 0 then ready_add(t, bucket_bytes, gk, full) end
+                local edp = edp_of[j]
+                local f, full = (edp and fill_edp or fill_dp) + grads, 0
+                -- fill_buckets only where a bucket fills (below the size it hands f back, 0 buckets)
+                if f >= bucket_bytes then f, full = fill_buckets(f, bucket_bytes) end
+                if edp then fill_edp = f else fill_dp = f end
+                if full > 0 then -- ready_add(t, bucket_bytes, group, full), inline: once per filling node
+                  local gk = edp and "edp" or "dp"
+                  if nr > 0 and r_at[nr] == t and r_bytes[nr] == bucket_bytes and r_group[nr] == gk then
+                    r_n[nr] = r_n[nr] + full
+                  else
+                    nr = nr + 1
+                    r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = t, bucket_bytes, gk, full
+                  end
+                end
               end
             end
           end
         end
-        for _, gk in ipairs { "dp", "edp" } do
-          if fill[gk] > 0 then ready_add(t, fill[gk], gk, 1) end
-        end
+        if fill_dp > 0 then ready_add(t, fill_dp, "dp", 1) end
+        if fill_edp > 0 then ready_add(t, fill_edp, "edp", 1) end
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
-      local link_free = 0
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
-      local buckets, dp_comm = 0, dev.dp_comm
+      local buckets = 0
       local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
+      local q_at, q_dt = {}, {} -- per run: when its buckets may start, each one's time on the link
+      local last_bytes, last_group, dt -- a run of the bytes and group of the one before: its time, as priced
       for k = 1, ready.len do
-        local at = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
-        local dt = comm_time(reduce, b_bytes[k], plan.groups[b_group[k]])
-        for _ = 1, b_n[k] do
-          local start = at < link_free and link_free or at -- max(at, link_free), inline
-          link_free = start + dt
-          dp_comm = dp_comm + dt
+        q_at[k] = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
+        local bytes, gk = b_bytes[k], b_group[k]
+        if not (bytes == last_bytes and gk == last_group) then
+          dt, last_bytes, last_group = comm_time(reduce, bytes, plan.groups[gk]), bytes, gk
         end
+        q_dt[k] = dt
         buckets = buckets + b_n[k]
       end
+      -- the buckets through the link one after the other, each from max(its start, the link free) for its time, and
+      -- their times summed (ns.queue: a 175B model's tens of thousands of buckets)
+      local link_free, dp_comm = queue(q_at, b_n, q_dt, ready.len, 0, dev.dp_comm)
       dev.buckets, dev.dp_comm = buckets, dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
@@ -417,7 +464,7 @@ function M.timeline(plan, nodes, times)
   return {
     iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
-    memory = PM.report(plan, devices, mem, params_total), state = mem.state,
+    memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
 end
 return M

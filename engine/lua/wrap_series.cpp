@@ -1,0 +1,484 @@
+// engine/lua/wrap_series.cpp — numeric primitives over long series for scripts/neusight/parallel: a pipeline
+// schedule's compiled program walked with per-stage seconds (schedule.lua walk), a device's ops folded into sums and
+// its gradient buckets queued through its data-parallel link (timeline.lua). A deep pipeline has 10⁵ ops per layout and a search forecasts thousands of layouts: the scripts
+// say what to compute (the program, which per-stage values go into which sum), these run the loops.
+//
+// Numbers keep Lua's semantics bit for bit: an integer stays an integer while only integers meet (wrapping), an
+// integer meeting a float becomes that float ((double) i), comparisons between the two are exact — so a result is the
+// one the same loop written in Lua gives, value and subtype.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "lua/wrap.h"
+
+namespace ns {
+
+namespace {
+
+constexpr const char* ints_meta = "neusight.int64s";
+
+// A Lua number as the loops need it: nil (absent: an error once used), an integer or a float.
+struct lnum {
+  enum : uint8_t { nil, integer, number } type = nil;
+  lua_Integer i = 0;
+  double f = 0;
+};
+
+inline double as_float(const lnum& a) { return a.type == lnum::integer ? double(a.i) : a.f; }
+
+[[noreturn]] void nil_arith(lua_State* L, const char* what) {
+  luaL_error(L, "attempt to perform arithmetic on a nil value (%s)", what);
+  std::abort();  // not reached: luaL_error does not return
+}
+
+inline lnum add(const lnum& a, const lnum& b) {
+  lnum r;
+  if (a.type == lnum::integer && b.type == lnum::integer) {
+    r.type = lnum::integer, r.i = lua_Integer(lua_Unsigned(a.i) + lua_Unsigned(b.i));
+  } else {
+    r.type = lnum::number, r.f = as_float(a) + as_float(b);
+  }
+  return r;
+}
+inline lnum sub(const lnum& a, const lnum& b) {
+  lnum r;
+  if (a.type == lnum::integer && b.type == lnum::integer) {
+    r.type = lnum::integer, r.i = lua_Integer(lua_Unsigned(a.i) - lua_Unsigned(b.i));
+  } else {
+    r.type = lnum::number, r.f = as_float(a) - as_float(b);
+  }
+  return r;
+}
+// a < b as Lua compares numbers: exact between an integer and a float (long double holds every int64 and double).
+inline bool less(const lnum& a, const lnum& b) {
+  if (a.type == lnum::integer && b.type == lnum::integer) return a.i < b.i;
+  if (a.type == lnum::number && b.type == lnum::number) return a.f < b.f;
+  const long double x = a.type == lnum::integer ? (long double)a.i : (long double)a.f;
+  const long double y = b.type == lnum::integer ? (long double)b.i : (long double)b.f;
+  return x < y;
+}
+
+void lnum_push(lua_State* L, const lnum& a) {
+  if (a.type == lnum::integer) lua_pushinteger(L, a.i);
+  else if (a.type == lnum::number) lua_pushnumber(L, a.f);
+  else lua_pushnil(L);
+}
+
+// The value at `idx` as a number: nil stays nil (an error where it is used), any other non-number is an error now.
+lnum lnum_at(lua_State* L, int idx, const char* what) {
+  lnum r;
+  switch (lua_type(L, idx)) {
+    case LUA_TNIL: break;
+    case LUA_TNUMBER:
+      if (lua_isinteger(L, idx)) r.type = lnum::integer, r.i = lua_tointeger(L, idx);
+      else r.type = lnum::number, r.f = lua_tonumber(L, idx);
+      break;
+    default: luaL_error(L, "%s: expected numbers, got a %s", what, luaL_typename(L, idx));
+  }
+  return r;
+}
+
+// t[1..n] of the array at `idx` (absent entries nil).
+std::vector<lnum> lnums_at(lua_State* L, int idx, lua_Integer n, const char* what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  std::vector<lnum> out(size_t(n > 0 ? n : 0) + 1);
+  for (lua_Integer k = 1; k <= n; ++k) {
+    lua_rawgeti(L, idx, k);
+    out[size_t(k)] = lnum_at(L, -1, what);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+// An integer series: a packed one (C.pack_integers) or an array of integers, its first `n`.
+struct int_series {
+  const int64_t* data = nullptr;
+  std::vector<int64_t> own;
+};
+int_series ints_at(lua_State* L, int idx, lua_Integer n, const char* what) {
+  int_series s;
+  if (void* p = luaL_testudata(L, idx, ints_meta)) {
+    if (lua_Integer(lua_rawlen(L, idx) / sizeof(int64_t)) < n) luaL_error(L, "%s: a series of fewer than %d values", what, int(n));
+    s.data = static_cast<const int64_t*>(p);
+    return s;
+  }
+  luaL_checktype(L, idx, LUA_TTABLE);
+  s.own.resize(size_t(n > 0 ? n : 0));
+  for (lua_Integer k = 1; k <= n; ++k) {
+    lua_rawgeti(L, idx, k);
+    int ok = 0;
+    s.own[size_t(k - 1)] = lua_tointegerx(L, -1, &ok);
+    if (!ok || lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: entry %d is not an integer", what, int(k));
+    lua_pop(L, 1);
+  }
+  s.data = s.own.data();
+  return s;
+}
+
+// pack_integers(t, n) -> series: t[1..n] (integers) packed for the primitives below (read-only, opaque).
+// [-2, +1, e]
+int l_pack_integers(lua_State* L) {
+  const lua_Integer n = luaL_checkinteger(L, 2);
+  if (n < 0) luaL_error(L, "pack_integers: a negative count");
+  const int_series s = ints_at(L, 1, n, "pack_integers");
+  void* p = lua_newuserdatauv(L, size_t(n) * sizeof(int64_t), 0);
+  if (n > 0) std::memcpy(p, s.data, size_t(n) * sizeof(int64_t));
+  luaL_setmetatable(L, ints_meta);
+  return 1;
+}
+
+// The walk of schedule.lua's program, in the number type N (double: every stage's seconds a float >= 0; lnum: any).
+template <class N>
+struct walker;
+template <>
+struct walker<double> {
+  static double of(const lnum& a) { return a.f; }
+  static bool lt(double a, double b) { return a < b; }
+  static double plus(lua_State*, double a, double b) { return a + b; }
+};
+template <>
+struct walker<lnum> {
+  static lnum of(const lnum& a) { return a; }
+  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
+  static lnum plus(lua_State* L, const lnum& a, const lnum& b) {
+    if (b.type == lnum::nil) nil_arith(L, "a stage's seconds");
+    return add(a, b);
+  }
+};
+
+// done[k] = max(done[prev], done[dep]) + seconds of op k's stage (the max: the first unless it is less); last_bw[c] =
+// the latest start of virtual stage c's backward ops, the first of equal ones; starts[k] when asked for.
+template <class N>
+void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::vector<lnum>& fw,
+          const std::vector<lnum>& bw, std::vector<N>& done, std::vector<N>& last_bw, std::vector<bool>& has_bw,
+          std::vector<bool>& last_bw_int0, std::vector<N>* starts) {
+  using W = walker<N>;
+  const size_t V = fw.size() - 1;
+  std::vector<N> dfw(V + 1), dbw(V + 1);
+  std::vector<bool> fw_nil(V + 1), bw_nil(V + 1);
+  for (size_t c = 1; c <= V; ++c) {
+    dfw[c] = W::of(fw[c]), dbw[c] = W::of(bw[c]);
+    fw_nil[c] = fw[c].type == lnum::nil, bw_nil[c] = bw[c].type == lnum::nil;
+  }
+  done.assign(size_t(total) + 1, N{});
+  lnum zero;
+  zero.type = lnum::integer;
+  done[0] = W::of(zero);
+  last_bw.assign(V + 1, N{});
+  has_bw.assign(V + 1, false);
+  last_bw_int0.assign(V + 1, false);  // in doubles: the start kept is done[0], the integer 0
+  if (starts) starts->assign(size_t(total) + 1, N{});
+  for (lua_Integer k = 1; k <= total; ++k) {
+    const int64_t x = program[k - 1];
+    const uint64_t prev = uint64_t(x) >> 40, dep = (uint64_t(x) >> 16) & 0xFFFFFF;
+    if (prev >= uint64_t(k) || dep >= uint64_t(k)) luaL_error(L, "walk: op %d waits for a later op", int(k));
+    const N& a = done[prev];
+    const N& b = done[dep];
+    const bool later = W::lt(a, b);
+    const N start = later ? b : a;
+    const int64_t c = (x & 0xFFFF) - 0x8000;
+    if (c > 0) {
+      if (size_t(c) > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(c), int(V));
+      if (fw_nil[c]) nil_arith(L, "a stage's forward seconds");
+      done[k] = W::plus(L, start, dfw[c]);
+    } else {
+      const size_t s = size_t(-c);
+      if (s == 0 || s > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(-c), int(V));
+      if (bw_nil[s]) nil_arith(L, "a stage's backward seconds");
+      done[k] = W::plus(L, start, dbw[s]);
+      if (!has_bw[s] || W::lt(last_bw[s], start))
+        last_bw[s] = start, has_bw[s] = true, last_bw_int0[s] = later ? dep == 0 : prev == 0;
+    }
+    if (starts) (*starts)[size_t(k)] = start;
+  }
+}
+
+void push_num(lua_State* L, double v) { lua_pushnumber(L, v); }
+void push_num(lua_State* L, const lnum& v) { lnum_push(L, v); }
+
+template <class N>
+int walk_push(lua_State* L, const int64_t* program, lua_Integer total, const std::vector<lnum>& fw,
+              const std::vector<lnum>& bw, bool all) {
+  std::vector<N> done, last_bw, starts;
+  std::vector<bool> has_bw, last_bw_int0;
+  walk<N>(L, program, total, fw, bw, done, last_bw, has_bw, last_bw_int0, all ? &starts : nullptr);
+  // finishes[d] = done[last[d]]
+  const lua_Integer P = lua_Integer(lua_rawlen(L, 6));
+  lua_createtable(L, int(P), 0);
+  for (lua_Integer d = 1; d <= P; ++d) {
+    lua_rawgeti(L, 6, d);
+    int ok = 0;
+    const lua_Integer at = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || at < 0 || at > total) luaL_error(L, "walk: last[%d] is not an op position", int(d));
+    if (at == 0) lua_pushinteger(L, 0);  // done[0]: the integer 0
+    else push_num(L, done[size_t(at)]);
+    lua_rawseti(L, -2, d);
+  }
+  lua_createtable(L, 0, 0);
+  for (size_t c = 1; c < last_bw.size(); ++c)
+    if (has_bw[c]) {
+      if (std::is_same_v<N, double> && last_bw_int0[c]) lua_pushinteger(L, 0);  // a double walk's done[0]
+      else push_num(L, last_bw[c]);
+      lua_rawseti(L, -2, lua_Integer(c));
+    }
+  if (!all) return 2;
+  lua_createtable(L, int(total), 1);
+  lua_pushinteger(L, 0), lua_rawseti(L, -2, 0);
+  for (lua_Integer k = 1; k <= total; ++k) push_num(L, done[size_t(k)]), lua_rawseti(L, -2, k);
+  lua_createtable(L, int(total), 0);
+  for (lua_Integer k = 1; k <= total; ++k) push_num(L, starts[size_t(k)]), lua_rawseti(L, -2, k);
+  return 4;
+}
+
+// walk(program, total, dur_fw, dur_bw, V, last, all) -> finishes, last_bw[, done, starts]: see schedule.lua. [-7, +2|4, e]
+int l_walk(lua_State* L) {
+  const lua_Integer total = luaL_checkinteger(L, 2);
+  const lua_Integer V = luaL_checkinteger(L, 5);
+  luaL_checktype(L, 6, LUA_TTABLE);
+  const bool all = lua_toboolean(L, 7);
+  if (total < 0 || V < 0) luaL_error(L, "walk: negative counts");
+  const int_series program = ints_at(L, 1, total, "walk: program");
+  const std::vector<lnum> fw = lnums_at(L, 3, V, "walk: forward seconds");
+  const std::vector<lnum> bw = lnums_at(L, 4, V, "walk: backward seconds");
+  bool plain = !all;
+  for (lua_Integer c = 1; c <= V && plain; ++c)
+    plain = fw[size_t(c)].type == lnum::number && fw[size_t(c)].f >= 0 && bw[size_t(c)].type == lnum::number &&
+            bw[size_t(c)].f >= 0;
+  lua_settop(L, 7);
+  if (plain) return walk_push<double>(L, program.data, total, fw, bw, false);
+  return walk_push<lnum>(L, program.data, total, fw, bw, all);
+}
+
+// fold(series, counts, fw_terms, bw_terms, watch) -> { { sum_1, …, sum_J, peak }, … }: per device d, its ops
+// series[d][1..counts[d]] (codes) folded in order into sums that start at the integer 0. An op with code k > 0 applies
+// fw_terms, one with k < 0 bw_terms (at −k): each term { j, values, sign } adds values[k] to sum j (sign -1:
+// subtracts), in the list's order. `peak`: the largest value sum `watch` took after an op (`if s > peak then peak = s
+// end`, from the integer 0). J: the largest j of the terms. [-5, +1, e]
+struct term {
+  size_t j = 0;
+  bool minus = false;
+  std::vector<lnum> values;
+};
+
+std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
+  luaL_checktype(L, idx, LUA_TTABLE);
+  std::vector<term> out;
+  const lua_Integer n = lua_Integer(lua_rawlen(L, idx));
+  for (lua_Integer i = 1; i <= n; ++i) {
+    lua_rawgeti(L, idx, i);  // stack: … t
+    if (!lua_istable(L, -1)) luaL_error(L, "fold: %s[%d] must be a table { sum, values[, -1] }", what, int(i));
+    term t;
+    lua_rawgeti(L, -1, 1);
+    const lua_Integer j = lua_tointeger(L, -1);
+    lua_pop(L, 1);
+    if (j < 1) luaL_error(L, "fold: %s[%d]: the sum's index must be a positive integer", what, int(i));
+    t.j = size_t(j);
+    lua_rawgeti(L, -1, 3);
+    t.minus = lua_isinteger(L, -1) && lua_tointeger(L, -1) == -1;
+    lua_pop(L, 1);
+    lua_rawgeti(L, -1, 2);  // stack: … t values
+    const lua_Integer len = lua_Integer(lua_rawlen(L, -1));
+    t.values = lnums_at(L, lua_gettop(L), len, "fold: values");
+    lua_pop(L, 2);
+    if (t.j > J) J = t.j;
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+// A sum whose values are floats, or integers that are 0, is the same bits folded as doubles from 0.0: it stays the
+// integer 0 until its first float (where 0 + x is 0.0 + x) and a float plus or minus the integer 0 is x ± 0.0. Such a
+// sum runs in doubles (`floated`: it met a float, else it is still the integer 0); any other, as Lua numbers.
+struct fast_term {
+  size_t j = 0;
+  bool minus = false;
+  std::vector<double> values;
+  std::vector<uint8_t> is_float;
+};
+
+int l_fold(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  luaL_checktype(L, 2, LUA_TTABLE);
+  size_t J = 0;
+  const std::vector<term> fw = terms_at(L, 3, J, "fw_terms");
+  const std::vector<term> bw = terms_at(L, 4, J, "bw_terms");
+  const lua_Integer watch = luaL_optinteger(L, 5, 0);
+  const size_t w = watch >= 1 && size_t(watch) <= J ? size_t(watch) : 0;
+  // which sums run in doubles
+  std::vector<uint8_t> fast(J + 1, 1);
+  for (const auto* ts : {&fw, &bw})
+    for (const term& t : *ts)
+      for (size_t k = 1; k < t.values.size(); ++k) {
+        const lnum& x = t.values[k];
+        if (x.type == lnum::nil || (x.type == lnum::integer && x.i != 0)) fast[t.j] = 0;
+      }
+  std::vector<fast_term> ffw, fbw;
+  std::vector<term> sfw, sbw;
+  for (int dir = 0; dir < 2; ++dir) {
+    const std::vector<term>& ts = dir == 0 ? fw : bw;
+    std::vector<fast_term>& fo = dir == 0 ? ffw : fbw;
+    std::vector<term>& so = dir == 0 ? sfw : sbw;
+    for (const term& t : ts) {
+      if (!fast[t.j]) {
+        so.push_back(t);
+        continue;
+      }
+      fast_term f;
+      f.j = t.j, f.minus = t.minus;
+      f.values.resize(t.values.size()), f.is_float.resize(t.values.size());
+      for (size_t k = 1; k < t.values.size(); ++k)
+        f.values[k] = as_float(t.values[k]), f.is_float[k] = t.values[k].type == lnum::number;
+      fo.push_back(std::move(f));
+    }
+  }
+  lnum zero;
+  zero.type = lnum::integer;
+  const lua_Integer D = lua_Integer(lua_rawlen(L, 1));
+  lua_createtable(L, int(D), 0);  // stack: … results
+  const int results = lua_gettop(L);
+  std::vector<lnum> sums(J + 1);
+  std::vector<double> dsums(J + 1);
+  std::vector<uint8_t> floated(J + 1);
+  for (lua_Integer d = 1; d <= D; ++d) {
+    lua_rawgeti(L, 2, d);
+    int ok = 0;
+    const lua_Integer n = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || n < 0) luaL_error(L, "fold: counts[%d] must be an integer >= 0", int(d));
+    lua_rawgeti(L, 1, d);  // stack: … results codes
+    const int_series codes = ints_at(L, lua_gettop(L), n, "fold: codes");
+    std::fill(sums.begin(), sums.end(), zero);
+    std::fill(dsums.begin(), dsums.end(), 0.0);
+    std::fill(floated.begin(), floated.end(), 0);
+    lnum peak = zero;
+    double dpeak = 0;
+    bool dpeaked = false;  // the peak of a double sum: a float once taken (else the integer 0)
+    for (lua_Integer i = 0; i < n; ++i) {
+      const int64_t c = codes.data[i];
+      const size_t k = size_t(c > 0 ? c : -c);
+      for (const fast_term& t : c > 0 ? ffw : fbw) {
+        if (k >= t.values.size()) nil_arith(L, "a stage's value");
+        dsums[t.j] = t.minus ? dsums[t.j] - t.values[k] : dsums[t.j] + t.values[k];
+        floated[t.j] |= t.is_float[k];
+      }
+      for (const term& t : c > 0 ? sfw : sbw) {
+        if (k >= t.values.size() || t.values[k].type == lnum::nil) nil_arith(L, "a stage's value");
+        sums[t.j] = t.minus ? sub(sums[t.j], t.values[k]) : add(sums[t.j], t.values[k]);
+      }
+      if (w) {
+        if (!fast[w]) {
+          if (less(peak, sums[w])) peak = sums[w];
+        } else if (dpeak < dsums[w] && floated[w]) {  // the integer 0 (not floated) is never above the peak
+          dpeak = dsums[w], dpeaked = true;
+        }
+      }
+    }
+    lua_pop(L, 1);  // stack: … results
+    lua_createtable(L, int(J) + 1, 0);
+    for (size_t j = 1; j <= J; ++j) {
+      if (!fast[j]) lnum_push(L, sums[j]);
+      else if (floated[j]) lua_pushnumber(L, dsums[j]);
+      else lua_pushinteger(L, 0);
+      lua_rawseti(L, -2, lua_Integer(j));
+    }
+    if (w && fast[w]) {
+      if (dpeaked) lua_pushnumber(L, dpeak);
+      else lua_pushinteger(L, 0);
+    } else {
+      lnum_push(L, peak);
+    }
+    lua_rawseti(L, -2, lua_Integer(J) + 1);
+    lua_rawseti(L, results, d);
+  }
+  return 1;
+}
+
+// queue(at, n, dt, len, free, sum) -> free, sum: runs k = 1..len of n[k] transfers each ready at at[k] and lasting
+// dt[k] through one link, in order: each starts at max(at, free) (`at < free and free or at`) and frees the link at
+// start + dt; `sum` adds up their dt. Returns the link's last free time and the sum. [-6, +2, e]
+template <class N>
+struct queue_num;
+template <>
+struct queue_num<double> {
+  static double of(const lnum& a) { return as_float(a); }
+  static bool lt(double a, double b) { return a < b; }
+  static double plus(double a, double b) { return a + b; }
+};
+template <>
+struct queue_num<lnum> {
+  static lnum of(const lnum& a) { return a; }
+  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
+  static lnum plus(const lnum& a, const lnum& b) { return add(a, b); }
+};
+
+template <class N>
+void queue_run(lua_State* L, const std::vector<lnum>& at, const std::vector<lua_Integer>& n, const std::vector<lnum>& dt,
+               const lnum& free0, const lnum& sum0) {
+  using Q = queue_num<N>;
+  N free = Q::of(free0), sum = Q::of(sum0);
+  bool any = false;
+  for (size_t k = 1; k < at.size(); ++k) {
+    if (n[k] <= 0) continue;
+    if (at[k].type == lnum::nil || dt[k].type == lnum::nil) nil_arith(L, "a transfer's time");
+    const N a = Q::of(at[k]), d = Q::of(dt[k]);
+    for (lua_Integer i = 0; i < n[k]; ++i) {
+      const N start = Q::lt(a, free) ? free : a;
+      free = Q::plus(start, d);
+      sum = Q::plus(sum, d);
+    }
+    any = true;
+  }
+  if (!any) {  // as given: no transfer ran
+    lnum_push(L, free0), lnum_push(L, sum0);
+    return;
+  }
+  push_num(L, free), push_num(L, sum);
+}
+
+int l_queue(lua_State* L) {
+  const lua_Integer len = luaL_checkinteger(L, 4);
+  if (len < 0) luaL_error(L, "queue: a negative count");
+  const std::vector<lnum> at = lnums_at(L, 1, len, "queue: at");
+  const std::vector<lnum> dt = lnums_at(L, 3, len, "queue: dt");
+  luaL_checktype(L, 2, LUA_TTABLE);
+  std::vector<lua_Integer> n(size_t(len) + 1);
+  for (lua_Integer k = 1; k <= len; ++k) {
+    lua_rawgeti(L, 2, k);
+    int ok = 0;
+    n[size_t(k)] = lua_tointegerx(L, -1, &ok);
+    if (!ok) luaL_error(L, "queue: n[%d] must be an integer", int(k));
+    lua_pop(L, 1);
+  }
+  const lnum free0 = lnum_at(L, 5, "queue: free"), sum0 = lnum_at(L, 6, "queue: sum");
+  if (free0.type == lnum::nil || sum0.type == lnum::nil) luaL_error(L, "queue: free and sum must be numbers");
+  // in doubles where that gives the same bits: every time a float, the start values the integer 0 or floats (the
+  // first transfer turns them into floats: 0 + x is 0.0 + x; max(at, 0) is at unless at < 0, then 0 + dt = 0.0 + dt)
+  bool plain = (free0.type == lnum::number || free0.i == 0) && (sum0.type == lnum::number || sum0.i == 0);
+  for (size_t k = 1; k < at.size() && plain; ++k)
+    plain = n[k] <= 0 || (at[k].type == lnum::number && dt[k].type == lnum::number);
+  lua_settop(L, 0);
+  if (plain) queue_run<double>(L, at, n, dt, free0, sum0);
+  else queue_run<lnum>(L, at, n, dt, free0, sum0);
+  return 2;
+}
+
+}  // namespace
+
+void series_functions_add(lua_State* L) {
+  if (luaL_newmetatable(L, ints_meta)) {
+    lua_pushliteral(L, "integer series");
+    lua_setfield(L, -2, "__metatable");
+  }
+  lua_pop(L, 1);
+  const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold},
+                           {"queue", l_queue}, {nullptr, nullptr}};
+  luaL_setfuncs(L, fns, 0);
+}
+
+}  // namespace ns
