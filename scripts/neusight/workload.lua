@@ -20,6 +20,8 @@ local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer",
   "kv_dtype", "weight_dtype", "attention", "experts", "router_skew", "loss", "fusion", "launch", "parallel", "description", "figures",
   "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
+--- The model builders shipped in scripts/neusight/models/ (a config table's `arch`; --scripts DIR may add others).
+M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" }
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -94,10 +96,25 @@ local CHECK = {
     elseif type(v) == "table" then
       -- the name is the report's model name (a table there used to print as "table: 0x…", exit 0)
       if v.name ~= nil and (type(v.name) ~= "string" or v.name == "") then
-        return ("table field 'name' must be a non-empty string (got %s)"):format(show(v.name))
+        return ("table field 'name' must be a non-empty string (got %s)"):format(show(v.name)), "name"
       end
-      if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then return nil end
-      return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch))
+      if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then
+        -- a builder that exists ("gtp" used to end in require's "module 'neusight.models.gtp' not found" at
+        -- workload.lua's line); one that fails to load raises its own error
+        local ok, builder = pcall(require, "neusight.models." .. v.arch)
+        if ok and type(builder) == "table" and type(builder.build) == "function" then return nil end
+        if not ok and not tostring(builder):find("module 'neusight.models." .. v.arch .. "' not found", 1, true) then
+          error(builder, 0)
+        end
+        if ok then
+          return ("table field 'arch' = %q: scripts/neusight/models/%s.lua is not a model builder (no build "
+            .. "function); builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
+        end
+        return ("table field 'arch' = %q names no model builder (no scripts/neusight/models/%s.lua)%s; builders: %s")
+          :format(v.arch, v.arch, hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
+      end
+      return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch)),
+        v.arch ~= nil and "arch" or nil
     elseif type(v) == "function" then
       return nil
     end
@@ -365,6 +382,48 @@ function M.field_line(text, key)
   return found
 end
 
+--- The line of the workload script `text` that sets field `key` of the model config the script writes in place
+--- (`model = { … key = … }`): errors a builder raises about one of its config's fields ("field 'n_head' must be …",
+--- "unknown field 'n_positon'") name it. nil when it cannot be sure, as M.field_line: the script sets `model` on
+--- more than one line or not as a table constructor (a local, a require, a function's result), or `key` is set on
+--- more than one line of the script, another way, or anywhere outside that constructor's braces.
+---@param text? string
+---@param key any
+---@return integer?
+function M.model_field_line(text, key)
+  local line = M.field_line(text, "model")
+  local at = line and M.field_line(text, key)
+  if not at then return nil end
+  local code = code_of(text)
+  -- the constructor's `{`: on the line that sets model, right after `model =`
+  local start, n = 1, 1
+  while n < line do start, n = code:find("\n", start, true) + 1, n + 1 end
+  local stop = code:find("\n", start, true) or #code + 1
+  local open
+  for s, o in code:gmatch("()%f[%w_]model%s*=%s*(){") do
+    if s >= start and s < stop and code:sub(s - 1, s - 1) ~= "." then
+      if open then return nil end
+      open = o
+    end
+  end
+  if not open then return nil end
+  local depth, close = 0, nil
+  for i = open, #code do
+    local c = code:sub(i, i)
+    if c == "{" then depth = depth + 1
+    elseif c == "}" then
+      depth = depth - 1
+      if depth == 0 then close = i break end
+    end
+  end
+  if not close then return nil end
+  -- every assignment of key (M.field_line found them all on line `at`) lies between the braces
+  for s in code:gmatch("()%f[%w_]" .. key .. "%s*=%f[^=]") do
+    if s < open or s > close then return nil end
+  end
+  return at
+end
+
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
 --- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
@@ -388,6 +447,11 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   local function fail_at(k, fmt, ...)
     local line = not overridden(k) and M.field_line(text, k)
+    error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
+  end
+  -- a field of the model config: the line that sets it inside `model = { … }`, else the line of `model =`
+  local function fail_in(k, sub, fmt, ...)
+    local line = not overridden(k) and (sub and M.model_field_line(text, sub) or M.field_line(text, k))
     error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
   end
 
@@ -436,8 +500,8 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   for _, k in ipairs(FIELDS) do
     if w[k] ~= nil then
-      local problem = CHECK[k](w[k])
-      if problem then fail_at(k, "field '%s' %s", k, problem) end
+      local problem, sub = CHECK[k](w[k])
+      if problem then fail_in(k, k == "model" and sub or nil, "field '%s' %s", k, problem) end
     end
   end
 
@@ -679,7 +743,18 @@ end
 
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
 -- builder options.
-local function graph_of(w, gpu)
+-- A builder's error about one of its config's fields, with the script's line that sets it when one line certainly
+-- does (M.model_field_line): "<chunkname>:<line>: <message>". `where` = { text = the script, chunkname = its name } or
+-- nil; other errors (and non-string ones) are returned as they are.
+local function model_error_at(msg, where)
+  if type(msg) ~= "string" or type(where) ~= "table" or type(where.text) ~= "string" then return msg end
+  local key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
+  local line = key and M.model_field_line(where.text, key)
+  if not line then return msg end
+  return ("%s:%d: %s"):format(tostring(where.chunkname or "workload"), line, msg)
+end
+
+local function graph_of(w, gpu, where)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
   if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype end
@@ -751,7 +826,9 @@ local function graph_of(w, gpu)
       error(("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no %q experts; use experts = \"%s\"")
         :format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \"")), 0)
     end
-    nodes = builder.build(cfg, opts)
+    local ok, built = pcall(builder.build, cfg, opts)
+    if not ok then error(model_error_at(built, where), 0) end
+    nodes = built
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     if builder.top_k and builder.num_experts then
       -- how the routed experts ran (neusight.models.moe.implementation: the field, else HF's loop), for the report
@@ -842,13 +919,18 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 --- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
 --- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
 --- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
+--- `text` and `chunkname` (the workload script's source and name, as M.normalize takes them; nil when the model is
+--- not the script's) name the script's line in a builder's error about a field of a config the script writes in
+--- place (M.model_field_line).
 ---@param spec table a workload table (normalized here if it was not already)
 ---@param gpu? table
+---@param text? string
+---@param chunkname? string
 ---@return table build
-function M.build(spec, gpu)
+function M.build(spec, gpu, text, chunkname)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts, routing = graph_of(w, gpu)
+  local name, nodes, plan, opts, routing = graph_of(w, gpu, { text = text, chunkname = chunkname })
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   if training and w.optimizer ~= "none" then

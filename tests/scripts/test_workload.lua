@@ -415,4 +415,90 @@ function T.test_field_errors_name_their_line()
     "a parallel value from the command line: no script line")
 end
 
+-- A builder's error about a field of the model config the script writes in place names the line that sets it, where
+-- that is certain (model_field_line: the key set once, inside the `model = { … }` braces); else the message as it was.
+function T.test_model_config_errors_name_their_line()
+  local text = table.concat({
+    "-- n_head = 3 in a comment is not a setting",
+    "return {",
+    "  model = {",
+    "    arch = \"gpt\", name = \"m\",",
+    "    n_layer = 2, n_embd = 128,",
+    "    n_head = 0,",
+    "    vocab_size = 1000, n_positions = 256, n_postions = 1,",
+    "  },",
+    "  gpu = \"h100\", mode = \"inference\", batch = 1, seq = 8,",
+    "}",
+  }, "\n")
+  eq(workload.model_field_line(text, "n_head"), 6, "the one line setting n_head inside the config")
+  eq(workload.model_field_line(text, "n_postions"), 7, "an unknown key's line")
+  eq(workload.model_field_line(text, "arch"), 4, "arch")
+  eq(workload.model_field_line(text, "batch"), nil, "a top-level field is outside the config's braces")
+  eq(workload.model_field_line(text, "nothing"), nil, "a key the text does not set")
+  -- not certain: no line rather than a wrong one
+  eq(workload.model_field_line("local c = { n_head = 0 }\nreturn { model = c }\n", "n_head"), nil,
+    "the config is not written in place")
+  eq(workload.model_field_line("return {\n  model = { n_head = 4 },\n  other = { n_head = 0 },\n}\n", "n_head"), nil,
+    "the key on two lines")
+  eq(workload.model_field_line("local x = { n_head = 0 }\nreturn {\n  model = { arch = 'gpt' },\n}\n", "n_head"), nil,
+    "set once, but outside the config")
+  eq(workload.model_field_line("local m = {\n  n_head = 1,\n}\nm.n_head = 0\nreturn { model = m }\n", "n_head"), nil,
+    "x.key = elsewhere")
+  eq(workload.model_field_line("return {\n  model = {\n    n_head = 0, a = { n_head = 1 },\n  },\n}\n", "n_head"), 3,
+    "twice on one line: that line")
+  eq(workload.model_field_line("return {\n  model =\n  { n_head = 0 },\n}\n", "n_head"), 3,
+    "the constructor's brace on the line after model =")
+  eq(workload.model_field_line("return {\n  model = { s = '}', n_head = 0 },\n}\n", "n_head"), 2,
+    "a brace in a string does not close the config")
+
+  -- the tables the texts above and below return (no `load` in a sandbox)
+  local function gpt_spec(model)
+    return { model = model, gpu = "h100", mode = "inference", batch = 1, seq = 8 }
+  end
+  local function cfg(extra)
+    local c = { arch = "gpt", name = "m", n_layer = 2, n_embd = 128, n_head = 0, vocab_size = 1000, n_positions = 256 }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+  local function err(spec, chunk)
+    local ok, e = pcall(workload.build, workload.normalize(spec, nil, "examples/w.lua", chunk), nil, chunk, "examples/w.lua")
+    assert(not ok, "expected an error")
+    return e
+  end
+  eq(err(gpt_spec(cfg()), (text:gsub(", n_postions = 1", ""))),
+    "examples/w.lua:6: gpt model 'm': field 'n_head' must be a positive integer (got 0)", "a bad count")
+  local typo = text:gsub("n_head = 0", "n_head = 4")
+  eq(err(gpt_spec(cfg { n_head = 4, n_postions = 1 }), typo),
+    "examples/w.lua:7: gpt model 'm': unknown field 'n_postions' (did you mean 'n_positions'?)", "a typo")
+  local two = typo:gsub("n_embd = 128", "n_embd = 130"):gsub(", n_postions = 1", "")
+  eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), two), "gpt model 'm': n_embd (130) must be divisible by n_head (4)",
+    "two fields: no line")
+  eq(err(gpt_spec(cfg()), "local c = { n_head = 0 }\nreturn { model = c }\n"),
+    "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "not written in place: no line")
+  local ok, e = pcall(workload.build, workload.normalize(gpt_spec(cfg())), nil)
+  assert(not ok)
+  eq(e, "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "without the script's text: as it was")
+  -- the model table's own fields in normalize: arch and name
+  local function nerr(model, chunk)
+    local ok2, e2 = pcall(workload.normalize, gpt_spec(model), nil, "examples/w.lua", chunk)
+    assert(not ok2)
+    return e2
+  end
+  local function lines(field)
+    return "return {\n  model = {\n    " .. field .. ",\n  },\n  gpu = 'h100', mode = 'inference', batch = 1, seq = 8,\n}\n"
+  end
+  eq(nerr({ arch = "gtp" }, lines "arch = 'gtp'"),
+    "examples/w.lua:3: field 'model' table field 'arch' = \"gtp\" names no model builder (no "
+    .. "scripts/neusight/models/gtp.lua) (did you mean 'gpt'?); builders: bert, deepseek, gpt, llama, moe, opt, switch",
+    "an arch naming no builder")
+  eq(nerr({ arch = "check" }, lines "arch = 'check'"),
+    "examples/w.lua:3: field 'model' table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model "
+    .. "builder (no build function); builders: bert, deepseek, gpt, llama, moe, opt, switch", "a module that builds nothing")
+  eq(nerr({ arch = "gpt", name = "" }, lines "arch = 'gpt', name = ''"),
+    "examples/w.lua:3: field 'model' table field 'name' must be a non-empty string (got \"\")", "an empty name")
+  eq(nerr({ name = "m" }, lines "name = 'm'"),
+    "examples/w.lua:2: field 'model' table needs a string 'arch' naming a builder in neusight/models/ (got nil)",
+    "no arch: the line of model =")
+end
+
 return T
