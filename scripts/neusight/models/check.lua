@@ -48,6 +48,47 @@ function M.known(who, cfg, known)
   error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
 
+local function finite(v) return math.type(v) ~= nil and v == v and v > -math.huge and v < math.huge end
+
+-- The fields a config may carry that change no kernel but still describe the model (HF's position limit, RoPE base,
+-- norm epsilons, the MoE aux loss's weight …): each problem when its value is one no model can have (a position limit
+-- of 0, a RoPE base of 0, a negative epsilon), nil when it is fine. A broken config is an error, not a key to ignore.
+M.NEUTRAL = {
+  max_position_embeddings = function(v) if not count_of(v) then return "must be a positive integer" end end,
+  n_ctx = function(v) if not count_of(v) then return "must be a positive integer" end end,
+  relative_attention_max_distance = function(v) if not count_of(v) then return "must be a positive integer" end end,
+  num_sparse_encoder_layers = function(v)
+    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
+  end,
+  num_sparse_decoder_layers = function(v)
+    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
+  end,
+  rope_theta = function(v) if not (finite(v) and v > 0) then return "must be a positive number (the RoPE base)" end end,
+  rope_scaling = function(v)
+    if v ~= false and type(v) ~= "table" then return "must be a table of the RoPE scaling (or null)" end
+  end,
+  rms_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  layer_norm_epsilon = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  layer_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  output_router_logits = function(v) if type(v) ~= "boolean" then return "must be a boolean" end end,
+  router_aux_loss_coef = function(v) if not (finite(v) and v >= 0) then return "must be a non-negative number" end end,
+}
+
+--- Raises "<who>: <noun> 'k' <problem> (got v)" for the first key of `keys` (sorted) that cfg sets to a value
+--- M.NEUTRAL refuses; keys it does not list are not looked at. `noun` defaults to "field".
+function M.neutral(who, cfg, keys, noun)
+  local sorted = {}
+  for _, k in ipairs(keys) do sorted[#sorted + 1] = k end
+  table.sort(sorted)
+  for _, k in ipairs(sorted) do
+    local v, check = cfg[k], M.NEUTRAL[k]
+    local problem = v ~= nil and check and check(v)
+    if problem then
+      error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem, tostring(v)), 0)
+    end
+  end
+end
+
 --- Checks opts.batch and opts.seq, and seq against the model's position table (max_name = its field).
 function M.batch_seq(who, opts, max_positions, max_name)
   for _, key in ipairs { "batch", "seq" } do
