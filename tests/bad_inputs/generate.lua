@@ -456,6 +456,22 @@ wt("parallel_virtual_stages_huge", preset("parallel = { pp = 2, microbatches = 2
    "parallel.virtual_stages: at most 2^24 expected")
 wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
    "dp × tp × pp = 2097152 GPUs, more than the 2^20 (1048576) a layout may have")
+-- an inline cluster's counts get a cluster TOML's range (found by tests/fuzz/mutate.py, seed 4101: gpus_per_node =
+-- 1e308 failed in the parallel report, naming no workload)
+wt("parallel_cluster_gpus_per_node_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 1e308, nodes = 1 } }"),
+   "cluster.gpus_per_node: at most 2^20 expected, got 1e+308")
+wt("parallel_cluster_nodes_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 2^40 } }"),
+   "cluster.nodes: at most 2^20 expected")
+-- a config's boolean given as a table was truthy, taken as true (found by tests/fuzz/mutate.py, seed 4101)
+wt("config_bool_table", 'return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "opt", ' ..
+   'num_hidden_layers = 2, hidden_size = 256, num_attention_heads = 4, ffn_dim = 1024, vocab_size = 1000, ' ..
+   'max_position_embeddings = 512, do_layer_norm_before = { true } } }\n',
+   "field 'do_layer_norm_before' must be a boolean (got a table)", 1)
+-- relative_attention_num_buckets = 0 ended in ops/embedding.lua's argument error, naming neither field nor file
+wt("config_buckets_zero", 'return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "switch", ' ..
+   'num_layers = 2, num_decoder_layers = 2, d_model = 64, d_ff = 128, d_kv = 16, num_heads = 4, num_experts = 2, ' ..
+   'expert_capacity = 8, encoder_sparse_step = 2, decoder_sparse_step = 2, vocab_size = 100, ' ..
+   'relative_attention_num_buckets = 0 } }\n', "field 'relative_attention_num_buckets' must be a positive integer (got 0)", 1)
 -- more pipeline stages than layers: the timeline's error named no file (found by tests/fuzz/mutate.py)
 wt("parallel_pp_over_layers", 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, optimizer = "sgd", model = { name = "m", ' ..
    'arch = "gpt", ' .. gpt_ok .. ' }, parallel = { pp = 4, microbatches = 4 } }\n',
@@ -545,6 +561,10 @@ case { kind = "oprule", file = "oprule/forward_empty_only_node/mine.lua", text =
                 "of 0 flops and 0 bytes): the forecast would be 0 ms", names = "oprule/run.lua" }
 case { kind = "oprule", file = "oprule/forward_no_work/mine.lua", text = rule_text(kern("flops = 0, bytes = -0.0")),
        args = RULE, expect = "model 'custom': none of its 1 nodes has a kernel that does work", names = "oprule/run.lua" }
+-- … and the message names the rule that returned nothing (found by tests/fuzz/mutate.py, seed 4101: it named the
+-- workload alone)
+case { kind = "oprule", file = "oprule/forward_empty_names_rule/mine.lua", text = rule_text("    return {}"), args = RULE,
+       expect = { "none of its 1 nodes has a kernel that does work", "(op rules: " } }
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")

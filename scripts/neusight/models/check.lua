@@ -48,6 +48,18 @@ function M.known(who, cfg, known)
   error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
 
+--- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
+--- boolean (`do_layer_norm_before = { true }` was truthy and taken as true).
+function M.booleans(who, cfg, keys)
+  for _, key in ipairs(keys) do
+    local v = cfg[key]
+    if v ~= nil and type(v) ~= "boolean" then
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, key,
+        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
+    end
+  end
+end
+
 local function finite(v) return math.type(v) ~= nil and v == v and v > -math.huge and v < math.huge end
 
 -- The fields a config may carry that change no kernel but still describe the model (HF's position limit, RoPE base,
