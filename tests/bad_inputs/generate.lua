@@ -443,6 +443,8 @@ local function llama_lines(extra)
 end
 wt("config_max_positions_zero", llama_lines "max_position_embeddings = 0,",
    "field 'max_position_embeddings' must be a positive integer (got 0)", 5)
+wt("config_max_positions_huge", llama_lines "max_position_embeddings = 2^62,",
+   "field 'max_position_embeddings' must be a positive integer of at most 2^31 (got 4.6116860184274e+18)", 5)
 wt("config_rope_theta_zero", llama_lines "rope_theta = 0,", "field 'rope_theta' must be a positive number (the RoPE base) (got 0)", 5)
 wt("config_rms_norm_eps_negative", llama_lines "rms_norm_eps = -1e-6,", "field 'rms_norm_eps' must be a number in [0, 1) (got -1e-06)", 5)
 -- an inline cluster's links get a cluster TOML's ranges (2^62 us was accepted: a forecast of 10^11 years)

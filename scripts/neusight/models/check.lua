@@ -65,10 +65,16 @@ local function finite(v) return math.type(v) ~= nil and v == v and v > -math.hug
 -- The fields a config may carry that change no kernel but still describe the model (HF's position limit, RoPE base,
 -- norm epsilons, the MoE aux loss's weight …): each problem when its value is one no model can have (a position limit
 -- of 0, a RoPE base of 0, a negative epsilon), nil when it is fine. A broken config is an error, not a key to ignore.
+-- A position count: a positive integer of at most 2^31 (HF's largest context today is ~10^7; 2^62 is no model).
+local function positions(v)
+  local n = count_of(v)
+  if not n then return "must be a positive integer" end
+  if n > 2 ^ 31 then return "must be a positive integer of at most 2^31" end
+end
 M.NEUTRAL = {
-  max_position_embeddings = function(v) if not count_of(v) then return "must be a positive integer" end end,
-  n_ctx = function(v) if not count_of(v) then return "must be a positive integer" end end,
-  relative_attention_max_distance = function(v) if not count_of(v) then return "must be a positive integer" end end,
+  max_position_embeddings = positions,
+  n_ctx = positions,
+  relative_attention_max_distance = positions,
   num_sparse_encoder_layers = function(v)
     if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
   end,
@@ -96,7 +102,8 @@ function M.neutral(who, cfg, keys, noun)
     local v, check = cfg[k], M.NEUTRAL[k]
     local problem = v ~= nil and check and check(v)
     if problem then
-      error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem, tostring(v)), 0)
+      error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem,
+        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
     end
   end
 end
