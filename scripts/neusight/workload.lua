@@ -749,6 +749,8 @@ end
 local function model_error_at(msg, where)
   if type(msg) ~= "string" or type(where) ~= "table" or type(where.text) ~= "string" then return msg end
   local key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
+    or msg:match("^[^\n]-: ([%a_][%w_]*) [^\n]- is not supported") -- "hidden_act \"tanh\" is not supported"
+    or msg:match("^[^\n]-: ([%a_][%w_]*)%[%d+%] must be") -- "layer_types[3] must be …"
   local line = key and M.model_field_line(where.text, key)
   if not line then return msg end
   return ("%s:%d: %s"):format(tostring(where.chunkname or "workload"), line, msg)

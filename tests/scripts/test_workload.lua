@@ -473,6 +473,21 @@ function T.test_model_config_errors_name_their_line()
   local two = typo:gsub("n_embd = 128", "n_embd = 130"):gsub(", n_postions = 1", "")
   eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), two), "gpt model 'm': n_embd (130) must be divisible by n_head (4)",
     "two fields: no line")
+  -- the other forms a builder names one field in: "<key> <value> is not supported", "<key>[i] must be"
+  local bert = "return {\n  model = {\n    arch = 'bert', num_hidden_layers = 2, hidden_size = 64,\n" ..
+    "    num_attention_heads = 4, intermediate_size = 128, vocab_size = 100,\n    max_position_embeddings = 64, " ..
+    "type_vocab_size = 2,\n    hidden_act = 'tanh',\n  },\n}\n"
+  eq(err(gpt_spec { arch = "bert", num_hidden_layers = 2, hidden_size = 64, num_attention_heads = 4,
+    intermediate_size = 128, vocab_size = 100, max_position_embeddings = 64, type_vocab_size = 2, hidden_act = "tanh" },
+    bert), "examples/w.lua:6: bert model '?': hidden_act tanh is not supported (\"gelu\" or \"relu\")", "is not supported")
+  local qwen = "return {\n  model = {\n    arch = 'llama', model_type = 'qwen2', hidden_size = 64, intermediate_size = 128,\n" ..
+    "    num_attention_heads = 4, num_key_value_heads = 4, num_hidden_layers = 2, vocab_size = 100,\n" ..
+    "    layer_types = { 'full_attention', 'sliding' },\n  },\n}\n"
+  eq(err(gpt_spec { arch = "llama", model_type = "qwen2", hidden_size = 64, intermediate_size = 128,
+    num_attention_heads = 4, num_key_value_heads = 4, num_hidden_layers = 2, vocab_size = 100,
+    layer_types = { "full_attention", "sliding" } },
+    qwen), "examples/w.lua:5: llama model '?': layer_types[2] must be \"full_attention\" or \"sliding_attention\" (got "
+    .. "sliding)", "an element of a list field")
   eq(err(gpt_spec(cfg()), "local c = { n_head = 0 }\nreturn { model = c }\n"),
     "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "not written in place: no line")
   local ok, e = pcall(workload.build, workload.normalize(gpt_spec(cfg())), nil)
