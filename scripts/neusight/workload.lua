@@ -616,6 +616,7 @@ local function node_error(n)
   if n.count ~= nil and (not int(n.count) or n.count < 1) then
     return ("field 'count' must be an integer >= 1 (got %s)"):format(show(n.count))
   end
+
   if n.params ~= nil then
     if math.type(n.params) == nil or n.params ~= n.params or n.params == math.huge or n.params == -math.huge then
       return ("field 'params' must be a finite number (got %s)"):format(show(n.params))
@@ -935,6 +936,17 @@ function M.build(spec, gpu, text, chunkname)
   local name, nodes, plan, opts, routing = graph_of(w, gpu, { text = text, chunkname = chunkname })
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
+  -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
+  -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
+  -- training the optimizer step's tensor says so below, as it did.
+  if not (training and w.optimizer ~= "none") then
+    local P_float = 0.0
+    for _, n in ipairs(nodes) do P_float = P_float + n.params * 1.0 * n.count end
+    if P_float >= 2 ^ 48 then
+      error(("model '%s': %.4g parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or "
+        .. "count of its config is out of range"):format(tostring(name), P_float), 0)
+    end
+  end
   if training and w.optimizer ~= "none" then
     local P, P_float = 0, 0.0
     for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
@@ -950,6 +962,14 @@ function M.build(spec, gpu, text, chunkname)
         inputs = { { P } }, output = { P }, dtype = precision.step_dtype(recipe), count = 1, params = 0,
         attrs = precision.optimizer_attrs(recipe, w.optimizer_impl),
       }
+    end
+  end
+  -- a node repeated 2^63 - 1 times (a layer count of math.maxinteger) forecast 4.5e18 ms, exit 0 (tests/fuzz/mutate.py);
+  -- checked after the parameters, whose message says more of a config's layer count
+  for i, n in ipairs(nodes) do
+    if n.count > 2 ^ 24 then
+      error(("model '%s': node #%d '%s': field 'count' must be at most 2^24 (16777216 repetitions; got %s)")
+        :format(tostring(name), i, n.name, show(n.count)), 0)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)

@@ -445,6 +445,15 @@ wt("config_max_positions_zero", llama_lines "max_position_embeddings = 0,",
    "field 'max_position_embeddings' must be a positive integer (got 0)", 5)
 wt("config_max_positions_huge", llama_lines "max_position_embeddings = 2^62,",
    "field 'max_position_embeddings' must be a positive integer of at most 2^31 (got 4.6116860184274e+18)", 5)
+-- a table's parameters overflowed: n_positions = 2^62 made wpe's 2^62 x n_embd wrap to 0 parameters, and a layer count
+-- of math.maxinteger forecast 4.5e18 ms, both with exit 0 (found by tests/fuzz/mutate.py, seed 4303)
+wt("config_positions_wrap", gpt(gpt_ok:gsub("n_positions = 1024", "n_positions = 2^62")),
+   "field 'n_positions' makes a table of 4611686018427387904 x 1024, more than 2^48 elements", 1)
+wt("config_layers_maxinteger", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = "m", ' ..
+   'arch = "gpt", ' .. gpt_ok:gsub("n_layer = 2", "n_layer = math.maxinteger") .. ' } }\n',
+   "parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or count of its config is out of range")
+wl("count_huge", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", count = 2^40"), nil,
+   "node #1 'fc': field 'count' must be at most 2^24 (16777216 repetitions; got 1099511627776.0)")
 wt("config_rope_theta_zero", llama_lines "rope_theta = 0,", "field 'rope_theta' must be a positive number (the RoPE base) (got 0)", 5)
 wt("config_rms_norm_eps_negative", llama_lines "rms_norm_eps = -1e-6,", "field 'rms_norm_eps' must be a number in [0, 1) (got -1e-06)", 5)
 -- an inline cluster's links get a cluster TOML's ranges (2^62 us was accepted: a forecast of 10^11 years)

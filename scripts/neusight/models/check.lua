@@ -60,6 +60,16 @@ function M.booleans(who, cfg, keys)
   end
 end
 
+--- Raises "<who>: field 'k' makes a table of v x width, more than 2^48 elements" when a count that sizes an
+--- embedding table (rows of `width`) makes one beyond the shapes' 2^48 elements: the table is a parameter count, not
+--- a shape the node checks, and n_positions = 2^62 made its integer product wrap to 0 parameters (exit 0).
+function M.table_size(who, key, rows, width)
+  if rows * 1.0 * width > 2 ^ 48 then
+    error(("%s: field '%s' makes a table of %s x %s, more than 2^48 elements"):format(who, key, tostring(rows),
+      tostring(width)), 0)
+  end
+end
+
 local function finite(v) return math.type(v) ~= nil and v == v and v > -math.huge and v < math.huge end
 
 -- The fields a config may carry that change no kernel but still describe the model (HF's position limit, RoPE base,
