@@ -442,12 +442,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error(std::string(e.what()) + "\n    while resolving the GPU of " + where);
   }
   p_->push_gpu(w.gpu_resolved);
-  // the script's source and name: a builder's error about a field of the config the script writes in place names
-  // its line (workload.lua model_field_line); none when --model replaced the script's model
-  if (script.empty() || overrides.count("model")) lua_pushnil(L);
-  else lua_pushlstring(L, text.data(), text.size());
-  lua_pushstring(L, w.source.c_str());
-  ns_call(L, 4, 1, "while building the model of " + origin);  // stack: W spec norm build
+  ns_call(L, 2, 1, "while building the model of " + origin);  // stack: W spec norm build
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);

@@ -222,6 +222,9 @@ local CHECK = {
 -- What a normalized workload was given that its forecast cannot use, by workload table (weak keys: a copy of the
 -- table, as search.lua's probe makes, has none). M.warnings reports them.
 local IGNORED = setmetatable({}, { __mode = "k" })
+-- The script a normalized workload came from, by workload table (weak keys, as IGNORED): { text, chunkname,
+-- overridden(k) }, for the line of an error raised while building it (M.nested_field_line). None for the command line.
+local SOURCE = setmetatable({}, { __mode = "k" })
 
 -- The flag each field a flag sets comes from (the fields keep their script names in the messages).
 local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
@@ -382,25 +385,27 @@ function M.field_line(text, key)
   return found
 end
 
---- The line of the workload script `text` that sets field `key` of the model config the script writes in place
---- (`model = { … key = … }`): errors a builder raises about one of its config's fields ("field 'n_head' must be …",
---- "unknown field 'n_positon'") name it. nil when it cannot be sure, as M.field_line: the script sets `model` on
---- more than one line or not as a table constructor (a local, a require, a function's result), or `key` is set on
---- more than one line of the script, another way, or anywhere outside that constructor's braces.
+--- The line of the workload script `text` that sets field `key` of the table the script writes in place for its
+--- top-level field `outer` (`model = { … key = … }`, `parallel = { cluster = { key = … } }`): errors raised while
+--- building it about one of its fields ("field 'n_head' must be …", "parallel.cluster.gpus_per_node: …") name it.
+--- nil when it cannot be sure, as M.field_line: the script sets `outer` on more than one line or not as a table
+--- constructor (a local, a require, a function's result), or `key` is set on more than one line of the script,
+--- another way, or anywhere outside that constructor's braces.
 ---@param text? string
+---@param outer string
 ---@param key any
 ---@return integer?
-function M.model_field_line(text, key)
-  local line = M.field_line(text, "model")
+function M.nested_field_line(text, outer, key)
+  local line = M.field_line(text, outer)
   local at = line and M.field_line(text, key)
   if not at then return nil end
   local code = code_of(text)
-  -- the constructor's `{`: on the line that sets model, right after `model =`
+  -- the constructor's `{`: on the line that sets outer, right after `outer =`
   local start, n = 1, 1
   while n < line do start, n = code:find("\n", start, true) + 1, n + 1 end
   local stop = code:find("\n", start, true) or #code + 1
   local open
-  for s, o in code:gmatch("()%f[%w_]model%s*=%s*(){") do
+  for s, o in code:gmatch("()%f[%w_]" .. outer .. "%s*=%s*(){") do
     if s >= start and s < stop and code:sub(s - 1, s - 1) ~= "." then
       if open then return nil end
       open = o
@@ -423,6 +428,9 @@ function M.model_field_line(text, key)
   end
   return at
 end
+
+--- M.nested_field_line for the model config (`model = { … key = … }`).
+function M.model_field_line(text, key) return M.nested_field_line(text, "model", key) end
 
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
@@ -554,6 +562,8 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.launch == nil then w.launch = "eager" end
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
   IGNORED[w] = IGNORED[spec] or ignored_fields(w, given)
+  SOURCE[w] = SOURCE[spec] or type(text) == "string" and { text = text, chunkname = chunkname, overridden = overridden }
+    or nil
   return w
 end
 
@@ -742,22 +752,30 @@ function M.kv_cache_bytes(nodes)
 end
 
 
--- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
--- builder options.
--- A builder's error about one of its config's fields, with the script's line that sets it when one line certainly
--- does (M.model_field_line): "<chunkname>:<line>: <message>". `where` = { text = the script, chunkname = its name } or
--- nil; other errors (and non-string ones) are returned as they are.
-local function model_error_at(msg, where)
-  if type(msg) ~= "string" or type(where) ~= "table" or type(where.text) ~= "string" then return msg end
-  local key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
-    or msg:match("^[^\n]-: ([%a_][%w_]*) [^\n]- is not supported") -- "hidden_act \"tanh\" is not supported"
-    or msg:match("^[^\n]-: ([%a_][%w_]*)%[%d+%] must be") -- "layer_types[3] must be …"
-  local line = key and M.model_field_line(where.text, key)
+-- An error raised while building a workload about a field of the table its script writes in place for top-level field
+-- `outer` ("model": a builder's error about its config; "parallel": the plan's), with the script's line that sets that
+-- field when one line certainly does (M.nested_field_line): "<chunkname>:<line>: <message>". Other errors, errors of a
+-- workload not from a script or whose `outer` the command line replaced, and non-string ones are returned as they are.
+local function error_at(msg, w, outer)
+  local src = SOURCE[w]
+  if type(msg) ~= "string" or not src or src.overridden(outer) then return msg end
+  local key
+  if outer == "model" then
+    key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
+      or msg:match("^[^\n]-: ([%a_][%w_]*) [^\n]- is not supported") -- "hidden_act \"tanh\" is not supported"
+      or msg:match("^[^\n]-: ([%a_][%w_]*)%[%d+%] must be") -- "layer_types[3] must be …"
+  else -- "parallel.cluster.gpus_per_node: at most 2^20 expected": the last name
+    local path = msg:match("^" .. outer .. "%.([%w_%.]+):")
+    key = path and path:match("([%a_][%w_]*)$")
+  end
+  local line = key and M.nested_field_line(src.text, outer, key)
   if not line then return msg end
-  return ("%s:%d: %s"):format(tostring(where.chunkname or "workload"), line, msg)
+  return ("%s:%d: %s"):format(tostring(src.chunkname), line, msg)
 end
 
-local function graph_of(w, gpu, where)
+-- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
+-- builder options.
+local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
   if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype end
@@ -767,7 +785,9 @@ local function graph_of(w, gpu, where)
   if planned(w) then
     par = require("neusight.parallel")
     if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
-    plan = par.plan(w.parallel, gpu, w)
+    local ok, planned_or_error = pcall(par.plan, w.parallel, gpu, w)
+    if not ok then error(error_at(planned_or_error, w, "parallel"), 0) end
+    plan = planned_or_error
     opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
     opts.megatron = plan.kernels == "megatron"
     opts.ep = plan.ep
@@ -798,16 +818,16 @@ local function graph_of(w, gpu, where)
     local cfg = type(model) == "string" and presets[model] or model
     local builder = require("neusight.models." .. cfg.arch)
     if plan and plan.tp > 1 and not builder.tensor_parallel then
-      error(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel sharding; use tp = 1")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
+        .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
-      error(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not implement it")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
+        .. "implement it"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
-      error(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; use ep = 1")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
+        .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
       error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
@@ -830,7 +850,7 @@ local function graph_of(w, gpu, where)
         :format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \"")), 0)
     end
     local ok, built = pcall(builder.build, cfg, opts)
-    if not ok then error(model_error_at(built, where), 0) end
+    if not ok then error(error_at(built, w, "model"), 0) end
     nodes = built
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     if builder.top_k and builder.num_experts then
@@ -922,18 +942,15 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 --- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
 --- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
 --- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
---- `text` and `chunkname` (the workload script's source and name, as M.normalize takes them; nil when the model is
---- not the script's) name the script's line in a builder's error about a field of a config the script writes in
---- place (M.model_field_line).
+--- A builder's or the plan's error about a field of the model config or parallel table the script (M.normalize's
+--- `text`) writes in place names the line that sets it (M.nested_field_line).
 ---@param spec table a workload table (normalized here if it was not already)
 ---@param gpu? table
----@param text? string
----@param chunkname? string
 ---@return table build
-function M.build(spec, gpu, text, chunkname)
+function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts, routing = graph_of(w, gpu, { text = text, chunkname = chunkname })
+  local name, nodes, plan, opts, routing = graph_of(w, gpu)
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config

@@ -471,6 +471,14 @@ wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
 -- 1e308 failed in the parallel report, naming no workload)
 wt("parallel_cluster_gpus_per_node_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 1e308, nodes = 1 } }"),
    "cluster.gpus_per_node: at most 2^20 expected, got 1e+308")
+-- … and the plan's errors about the parallel table written in place name the line of the field (it named the file in
+-- the context line only)
+wt("parallel_cluster_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    cluster = {\n      gpus_per_node = 2,\n      nodes = 2^40,\n    },\n  },\n}\n',
+   "parallel.cluster.nodes: at most 2^20 expected", 7)
+wt("parallel_ep_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    ep = 2,\n  },\n}\n',
+   "parallel.ep: the gpt model builder (scripts/neusight/models/gpt.lua) has no experts to spread; use ep = 1", 5)
 wt("parallel_cluster_nodes_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 2^40 } }"),
    "cluster.nodes: at most 2^20 expected")
 -- a config's boolean given as a table was truthy, taken as true (found by tests/fuzz/mutate.py, seed 4101)

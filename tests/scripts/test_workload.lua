@@ -493,6 +493,22 @@ function T.test_model_config_errors_name_their_line()
   local ok, e = pcall(workload.build, workload.normalize(gpt_spec(cfg())), nil)
   assert(not ok)
   eq(e, "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "without the script's text: as it was")
+  -- the plan's errors about the parallel table written in place: the line of the field they name (its last name)
+  local par_text = "return {\n  model = 'gpt2_large', gpu = 'h100', mode = 'train', batch = 8, seq = 128,\n" ..
+    "  parallel = {\n    dp = 2,\n    cluster = { nodes = 1,\n      gpus_per_node = 1e308 },\n  },\n}\n"
+  local par_spec = { model = "gpt2_large", gpu = "h100", mode = "train", batch = 8, seq = 128,
+                     parallel = { dp = 2, cluster = { nodes = 1, gpus_per_node = 1e308 } } }
+  local gpu = { name = "H100", interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64, mem_gb = 80 }
+  local function perr(over, chunk)
+    local ok2, e2 = pcall(workload.build, workload.normalize(par_spec, over, "examples/w.lua", chunk or par_text), gpu)
+    assert(not ok2, "expected an error")
+    return e2
+  end
+  eq(perr(), "examples/w.lua:6: parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "a cluster field")
+  eq(perr { ["parallel.dp"] = 2 }, "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308",
+    "the command line gave a parallel value: no script line")
+  eq(perr(nil, "local c = { gpus_per_node = 1e308 }\nreturn { parallel = { cluster = c } }\n"),
+    "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "not written in place: no line")
   -- the model table's own fields in normalize: arch and name
   local function nerr(model, chunk)
     local ok2, e2 = pcall(workload.normalize, gpt_spec(model), nil, "examples/w.lua", chunk)
