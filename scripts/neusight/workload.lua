@@ -550,6 +550,10 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.fusion and w.mode == "train" then
     fail_at("fusion", "field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
+  -- the script it came from, for the lines of errors raised while building it (a normalized table normalized again,
+  -- as M.build does, keeps it)
+  SOURCE[w] = SOURCE[spec] or type(text) == "string" and { text = text, chunkname = chunkname, overridden = overridden }
+    or nil
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
@@ -562,8 +566,6 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.launch == nil then w.launch = "eager" end
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
   IGNORED[w] = IGNORED[spec] or ignored_fields(w, given)
-  SOURCE[w] = SOURCE[spec] or type(text) == "string" and { text = text, chunkname = chunkname, overridden = overridden }
-    or nil
   return w
 end
 
