@@ -775,6 +775,16 @@ local function error_at(msg, w, outer)
   return ("%s:%d: %s"):format(tostring(src.chunkname), line, msg)
 end
 
+-- An error about top-level field `k` found while building (what a builder cannot run): "<chunkname>:<line>: <message>"
+-- with the script's line that sets it (M.field_line), "<chunkname>: <message>" without one, the message alone for a
+-- workload not from a script; never a script line for a value the command line gave.
+local function field_error(w, k, msg)
+  local src = SOURCE[w]
+  if not src then return msg end
+  local line = not src.overridden(k) and M.field_line(src.text, k)
+  return tostring(src.chunkname) .. (line and ":" .. line or "") .. ": " .. msg
+end
+
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
 -- builder options.
 local function graph_of(w, gpu)
@@ -832,13 +842,14 @@ local function graph_of(w, gpu)
         .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
-        :format(cfg.arch, cfg.arch, opts.phase), 0)
+      error(field_error(w, "mode", ("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase "
+        .. "(decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
+        :format(cfg.arch, cfg.arch, opts.phase)), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
     if w.attention == "sdpa" and not has_sdpa then
-      error(("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has no sdpa attention; use attention = \"eager\"")
-        :format(cfg.arch, cfg.arch), 0)
+      error(field_error(w, "attention", ("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has "
+        .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, cfg.arch)), 0)
     end
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
@@ -848,8 +859,8 @@ local function graph_of(w, gpu)
       local have = {}
       for impl in pairs(impls) do have[#have + 1] = impl end
       table.sort(have)
-      error(("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no %q experts; use experts = \"%s\"")
-        :format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \"")), 0)
+      error(field_error(w, "experts", ("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no "
+        .. "%q experts; use experts = \"%s\""):format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \""))), 0)
     end
     local ok, built = pcall(builder.build, cfg, opts)
     if not ok then error(error_at(built, w, "model"), 0) end

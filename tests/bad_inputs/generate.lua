@@ -479,6 +479,10 @@ wt("parallel_cluster_lines", 'return {\n  gpu = "h100", mode = "train", batch = 
 wt("parallel_ep_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
    '  parallel = {\n    dp = 2,\n    ep = 2,\n  },\n}\n',
    "parallel.ep: the gpt model builder (scripts/neusight/models/gpt.lua) has no experts to spread; use ep = 1", 5)
+-- a top-level field a builder cannot run names its line too (it named the file in the context line only)
+wt("attention_sdpa_lines", 'return {\n  model = "switchxl4", gpu = "h100", mode = "inference",\n  batch = 1, seq = 8,\n' ..
+   '  attention = "sdpa",\n}\n', "field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has " ..
+   "no sdpa attention; use attention = \"eager\"", 4)
 wt("parallel_cluster_nodes_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 2^40 } }"),
    "cluster.nodes: at most 2^20 expected")
 -- a config's boolean given as a table was truthy, taken as true (found by tests/fuzz/mutate.py, seed 4101)

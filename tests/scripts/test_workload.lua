@@ -509,6 +509,19 @@ function T.test_model_config_errors_name_their_line()
     "the command line gave a parallel value: no script line")
   eq(perr(nil, "local c = { gpus_per_node = 1e308 }\nreturn { parallel = { cluster = c } }\n"),
     "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "not written in place: no line")
+  -- a top-level field a builder cannot run: its line, the file alone when the command line gave the value
+  local att = "return {\n  model = 'switchxl4', gpu = 'h100', mode = 'inference',\n  batch = 1, seq = 8,\n" ..
+    "  attention = 'sdpa',\n}\n"
+  local att_spec = { model = "switchxl4", gpu = "h100", mode = "inference", batch = 1, seq = 8, attention = "sdpa" }
+  local function aerr(over)
+    local ok2, e2 = pcall(workload.build, workload.normalize(att_spec, over, "examples/w.lua", att))
+    assert(not ok2, "expected an error")
+    return e2
+  end
+  local no_sdpa = "field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa "
+    .. "attention; use attention = \"eager\""
+  eq(aerr(), "examples/w.lua:4: " .. no_sdpa, "the script's attention")
+  eq(aerr { attention = "sdpa" }, "examples/w.lua: " .. no_sdpa, "--attention: the file alone")
   -- the model table's own fields in normalize: arch and name
   local function nerr(model, chunk)
     local ok2, e2 = pcall(workload.normalize, gpt_spec(model), nil, "examples/w.lua", chunk)
