@@ -459,8 +459,12 @@ std::string script_resolve(const std::string& script) {
   throw error(script + ": no such file");
 }
 
-int run_paths(const common_flags& c) {
+int run_paths(const common_flags& c, const std::string& which) {
   const fs::path root = data_root_find();
+  if (!which.empty()) {  // one folder, nothing else: for $(neusight paths scripts) in a shell
+    emit((which == "data" ? root : root / which).string() + "\n", "");
+    return 0;
+  }
   session s(session_options_make(c));
   std::string out = fmt::format("{:<13} {}\n", "data", root.string());
   for (const char* d : {"gpus", "ops", "scripts", "weights", "examples"})
@@ -616,7 +620,7 @@ int app_main(int argc, char** argv) {
       const std::string file = script_resolve(raw.script);
       return is_comparison(fflags) ? run_compare(common, fflags, file) : run_forecast(common, fflags, file);
     }
-    if (*paths) return run_paths(common);
+    if (*paths) return run_paths(common, raw.paths_which);
     if (*predict) {
       if (!gflags.file.empty()) return run_graph(common, fflags, gflags);
       return is_comparison(fflags) ? run_compare(common, fflags, "") : run_forecast(common, fflags, "");

@@ -296,6 +296,11 @@ std::vector<flag_spec> table_make() {
        "is looked up in the bundled files (examples/gpt3_train.lua works from any folder)")
       .on(run, to(&raw_flags::script)).required();
   flag("list", "Optional word 'list'").on(ops, to(&raw_flags::list_word)).check(CLI::IsMember({"list"}));
+  flag("which",
+       "Print this folder alone (for scripts: python3 \"$(neusight paths scripts)/collect/collect.py\" works from any "
+       "folder): data, gpus, ops, scripts, weights or examples")
+      .on(paths, to(&raw_flags::paths_which))
+      .check(CLI::IsMember({"data", "gpus", "ops", "scripts", "weights", "examples"}));
   flag("files", "Micro-benchmark CSV files or folders").on(eval_kernels, to(&eval_kernels_flags::files)).required();
   flag("labels", "Label folders label/<GPU> (or label/ itself, or single label JSON files)")
       .on(eval_models, to(&eval_models_flags::labels)).required();

@@ -88,6 +88,7 @@ struct graph_flags {
 struct raw_flags {
   std::string script;                 // run's workload script
   std::string list_word;              // ops [list]
+  std::string paths_which;            // paths [data|gpus|ops|scripts|weights|examples]: that folder alone
   std::string hidden = "64,64,64";    // train --hidden
   std::string serve_gpu, serve_tp, serve_batch, serve_rate;  // serve: lists with --sweep, split after parsing
 };

@@ -66,6 +66,15 @@ struct label {
   int64_t num_layer = 0;
 };
 
+// "<file>:<line>" of the line holding the label's key "<key>", when the text holds it exactly once (a label is one
+// flat object of four keys, so that is the key's own line); else "<file>": a wrong line is worse than none.
+std::string label_where(const fs::path& file, const std::string& text, const std::string& key) {
+  const std::string quoted = "\"" + key + "\"";
+  const size_t at = text.find(quoted);
+  if (at == std::string::npos || text.find(quoted, at + 1) != std::string::npos) return file.string();
+  return file.string() + ":" + std::to_string(1 + std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
+}
+
 label label_read(const fs::path& file) {
   const std::string text = text_file_read(file.string(), file.string(), text_file_max_script);
   json j;
@@ -81,22 +90,36 @@ label label_read(const fs::path& file) {
     const std::vector<std::string> keys = {"num_layer", "e2e_latency", "fw_latency", "bwall_latency"};
     for (const auto& [k, v] : j.items())
       if (std::find(keys.begin(), keys.end(), k) == keys.end())
-        throw error(file.string() + ": unknown key '" + k + "'" + text_did_you_mean(k, keys) +
+        throw error(label_where(file, text, k) + ": unknown key '" + k + "'" + text_did_you_mean(k, keys) +
                     " (a label has num_layer, e2e_latency, fw_latency and bwall_latency)");
   }
+  // Times are milliseconds from 1e-6 (1 ns: no GPU runs a kernel, let alone a model, faster; less is a unit slip,
+  // e.g. 1e-300) to 1e9 (11 days for one iteration); fw_latency and bwall_latency may be 0 (no backward pass).
+  auto shown = [](const json& v) { return v.is_number() ? fmt::format("{:g}", v.get<double>()) : v.dump(); };
   for (const char* key : {"fw_latency", "bwall_latency"}) {  // not read, but a broken one is a broken label
     const auto it = j.find(key);
-    if (it != j.end() && (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= 1e9)))
-      throw error(file.string() + ": key '" + key + "' must be a number (ms) of 0 … 1e9");
+    if (it == j.end()) continue;
+    if (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= 1e9))
+      throw error(label_where(file, text, key) + ": key '" + key + "' must be a number (ms) of 0 … 1e9 (got " +
+                  shown(*it) + ")");
+    if (it->get<double>() > 0 && it->get<double>() < 1e-6)
+      throw error(label_where(file, text, key) + ": key '" + key + "' must be 0 or at least 1e-6 ms (1 ns; got " +
+                  shown(*it) + "): a time that short is a unit slip, not a measurement");
   }
   const auto e2e = j.find("e2e_latency");
-  // at most 1e9 ms (11 days) for one iteration, at most 100000 layers: more is a unit slip, not a measurement
+  // at most 100000 layers: more is a unit slip, not a measurement
   if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0) || !(e2e->get<double>() <= 1e9))
-    throw error(file.string() + ": key 'e2e_latency' must be a positive number (ms) of at most 1e9");
+    throw error((e2e == j.end() ? file.string() : label_where(file, text, "e2e_latency")) +
+                ": key 'e2e_latency' must be a positive number (ms) of at most 1e9" +
+                (e2e == j.end() ? std::string(" (missing)") : " (got " + shown(*e2e) + ")"));
+  if (e2e->get<double>() < 1e-6)
+    throw error(label_where(file, text, "e2e_latency") + ": key 'e2e_latency' must be a positive number (ms) of at "
+                "least 1e-6 (1 ns; got " + shown(*e2e) + "): a time that short is a unit slip, not a measurement");
   l.e2e_ms = e2e->get<double>();
   const auto layers = j.find("num_layer");
   if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0 || layers->get<int64_t>() > 100000)
-    throw error(file.string() + ": key 'num_layer' must be a non-negative integer of at most 100000");
+    throw error((layers == j.end() ? file.string() : label_where(file, text, "num_layer")) +
+                ": key 'num_layer' must be a non-negative integer of at most 100000");
   l.num_layer = layers->get<int64_t>();
   return l;
 }

@@ -233,6 +233,13 @@ void bench_reader::read(const csv_table& t) {
     aiconfigurator_gemm_load(t, d, resolve, excluded, only);
   } else if (t.has_column("isl") && t.has_column("step") && t.has_column("num_key_value_heads")) {
     aiconfigurator_attention_load(t, d, resolve, excluded, only);
+  } else if (t.has_column("nccl_dtype") && t.has_column("message_size")) {
+    // AIConfigurator's collective measurements (nccl.csv beside its gemm and attention files): no kernel family
+    // (collectives are priced by scripts/neusight/collectives.lua). Counted as skipped, so that a device folder's
+    // *.csv reads whole (it was "missing column 'OPName'").
+    for (size_t i = 0; i < t.rows.size(); ++i)
+      skip_row(d, "AIConfigurator NCCL collective rows (nccl.csv) have no kernel family: collectives are priced by "
+                  "scripts/neusight/collectives.lua, not a kernel predictor", t.where(i));
   } else {
     const size_t c_op = t.column("OPName"), c_dev = t.column("Device"), c_name = t.column("Kernel Name");
     const size_t c_lat = t.has_column("Latency") ? t.column("Latency") : t.column("Latency (ms)");

@@ -234,7 +234,17 @@ std::vector<gpu_spec> gpu_catalog::load_all() const {
 gpu_spec gpu_catalog::resolve(const std::string& query) const {
   const fs::path as_path(query);
   if (as_path.extension() == ".toml" || query.find('/') != std::string::npos) {
-    if (!fs::exists(as_path)) throw error(query + ": no such GPU file");
+    if (!fs::exists(as_path)) {
+      // gpus/<file>.toml as `neusight gpus` lists it, from a folder without one: the catalogue's own file, so that
+      // `--gpu gpus/l40s.toml` works from any folder with the installed binary (as `run examples/…` does)
+      const fs::path own = dir_ / as_path.filename();
+      std::error_code ec;
+      if (as_path.is_relative() && as_path.parent_path() == "gpus" && fs::is_regular_file(own, ec))
+        return gpu_spec_load(own, query);
+      throw error(query + ": no such GPU file" +
+                  (as_path.is_relative() && as_path.parent_path() == "gpus" ? " (nor " + own.string() + " among the bundled GPUs)"
+                                                                            : std::string()));
+    }
     return gpu_spec_load(as_path, query);
   }
   const std::string q = text_lower(query);

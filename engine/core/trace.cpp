@@ -311,6 +311,9 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
       const double ms = cell_nonneg(row[col], where, t.header[col]);
       if (ms > 1e9)  // 11 days for one op: a unit slip, not a measurement
         throw error(where + ": column '" + t.header[col] + "': " + row[col] + " ms is more than 1e9 ms");
+      if (ms > 0 && ms < 1e-6)  // under 1 ns: a unit slip as well (0 is "not measured")
+        throw error(where + ": column '" + t.header[col] + "': " + row[col] +
+                    " ms is less than 1e-6 ms (1 ns): a unit slip, not a measurement (0 means not measured)");
       if (ms == 0) continue;
       trace_op op;
       op.id = static_cast<int64_t>(i);

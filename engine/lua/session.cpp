@@ -716,10 +716,26 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
   const bool work = std::any_of(e.kernels.begin(), e.kernels.end(), [](const auto& x) {
     return x.k.flops > 0 || x.k.bytes > 0 || (x.k.seconds && *x.k.seconds > 0);
   });
-  if (!work && !g.nodes.empty())
+  if (!work && !g.nodes.empty()) {
+    // the rules that returned nothing name their files (a rule that forgot its kernels is the usual cause)
+    std::vector<std::string> rules;
+    for (const auto& n : g.nodes) {
+      if (rules.size() == 4 || !name_ok(n.op, false)) continue;
+      for (const auto& d : p_->op_dirs) {
+        std::error_code ec;
+        if (!fs::is_regular_file(d.path / (n.op + ".lua"), ec)) continue;
+        const std::string file = d.display + "/" + n.op + ".lua";
+        if (std::find(rules.begin(), rules.end(), file) == rules.end()) rules.push_back(file);
+        break;
+      }
+    }
+    std::string listed;
+    for (const auto& r : rules) listed += (listed.empty() ? "" : ", ") + r;
     throw error((g.origin.empty() ? std::string() : g.origin + ": ") + "model '" + g.model + "': none of its " +
                 std::to_string(g.nodes.size()) + " nodes has a kernel that does work (every op rule returned {} or "
-                "kernels of 0 flops and 0 bytes): the forecast would be 0 ms");
+                "kernels of 0 flops and 0 bytes): the forecast would be 0 ms" +
+                (listed.empty() ? std::string() : " (op rules: " + listed + ")"));
+  }
   return e;
 }
 

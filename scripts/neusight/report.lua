@@ -33,7 +33,7 @@ local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predic
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
   "active_params",
-  "experts", "router_skew", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
+  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
   "ms", "fused" }
@@ -274,7 +274,16 @@ function M.result(f, fc, x)
   if par then r.params_scope = M.params_scope(par.json) end
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
-  r.router_skew = f.router_skew  -- and the load imbalance their expert parallelism assumed
+  -- and the load imbalance their expert parallelism assumed, in one shape whatever was asked: router_skew is always
+  -- a string ("uniform", "balanced" or "factor") and router_skew_factor the number given, with "factor" only (a
+  -- script reading the JSON never finds a number in one run and a string in another)
+  if f.router_skew ~= nil then
+    if type(f.router_skew) == "number" then
+      r.router_skew, r.router_skew_factor = "factor", f.router_skew
+    else
+      r.router_skew = tostring(f.router_skew)
+    end
+  end
   -- per GPU: in a parallel run the largest pipeline stage's tp shard
   r.state_gb = state_gb(f)
   local memory = f.memory
@@ -435,7 +444,7 @@ function M.format_table(r)
       not r.params_scope and "" or ", " .. r.params_scope
         .. ((r.parallel.ep or 1) > 1 and " (E / ep of the routed experts)" or ""),
       r.experts and "; experts: " .. r.experts or "",
-      r.router_skew and "; router skew: " .. tostring(r.router_skew) or ""))  -- expert-parallel runs (busiest rank)
+      r.router_skew and "; router skew: " .. tostring(r.router_skew_factor or r.router_skew) or ""))  -- expert-parallel runs (busiest rank)
   end
   if r.kv_cache_gb then
     add(fmt("kv cache         %12.2f GB   per GPU (%s tokens per sequence%s)\n", r.kv_cache_gb,

@@ -154,9 +154,16 @@ function M.cluster(spec)
   if spec.gpu ~= nil and (type(spec.intra) ~= "table" or spec.intra.bw_gbps == nil) then
     intra_default = intra_bw_of(spec.gpu) -- read only when needed: a GPU view may reject missing fields
   end
+  -- at most 2^20 GPUs in a node or nodes in a cluster, a cluster TOML's range (engine/core/cluster_spec.cpp): an
+  -- inline gpus_per_node = 1e308 passed here and failed in the parallel report, naming no workload
+  local function count_at_most(v, where)
+    local n = check_count(v, where)
+    if n > 2 ^ 20 then error(("%s: at most 2^20 expected, got %s"):format(where, show(v)), 0) end
+    return math.tointeger(n) or n -- (a whole float below 2^20 has one)
+  end
   local c = {
-    gpus_per_node = check_count(spec.gpus_per_node == nil and 8 or spec.gpus_per_node, "cluster.gpus_per_node"),
-    nodes = check_count(spec.nodes == nil and 1 or spec.nodes, "cluster.nodes"),
+    gpus_per_node = count_at_most(spec.gpus_per_node == nil and 8 or spec.gpus_per_node, "cluster.gpus_per_node"),
+    nodes = count_at_most(spec.nodes == nil and 1 or spec.nodes, "cluster.nodes"),
     intra = level(spec.intra, "cluster.intra", {
       bw_gbps = intra_default, latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY,
     }),

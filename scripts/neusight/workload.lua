@@ -20,6 +20,8 @@ local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer",
   "kv_dtype", "weight_dtype", "attention", "experts", "router_skew", "loss", "fusion", "launch", "parallel", "description", "figures",
   "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
+--- The model builders shipped in scripts/neusight/models/ (a config table's `arch`; --scripts DIR may add others).
+M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" }
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -94,10 +96,25 @@ local CHECK = {
     elseif type(v) == "table" then
       -- the name is the report's model name (a table there used to print as "table: 0x…", exit 0)
       if v.name ~= nil and (type(v.name) ~= "string" or v.name == "") then
-        return ("table field 'name' must be a non-empty string (got %s)"):format(show(v.name))
+        return ("table field 'name' must be a non-empty string (got %s)"):format(show(v.name)), "name"
       end
-      if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then return nil end
-      return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch))
+      if type(v.arch) == "string" and v.arch:match("^[%w_]+$") then
+        -- a builder that exists ("gtp" used to end in require's "module 'neusight.models.gtp' not found" at
+        -- workload.lua's line); one that fails to load raises its own error
+        local ok, builder = pcall(require, "neusight.models." .. v.arch)
+        if ok and type(builder) == "table" and type(builder.build) == "function" then return nil end
+        if not ok and not tostring(builder):find("module 'neusight.models." .. v.arch .. "' not found", 1, true) then
+          error(builder, 0)
+        end
+        if ok then
+          return ("table field 'arch' = %q: scripts/neusight/models/%s.lua is not a model builder (no build "
+            .. "function); builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
+        end
+        return ("table field 'arch' = %q names no model builder (no scripts/neusight/models/%s.lua)%s; builders: %s")
+          :format(v.arch, v.arch, hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
+      end
+      return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch)),
+        v.arch ~= nil and "arch" or nil
     elseif type(v) == "function" then
       return nil
     end
@@ -205,6 +222,9 @@ local CHECK = {
 -- What a normalized workload was given that its forecast cannot use, by workload table (weak keys: a copy of the
 -- table, as search.lua's probe makes, has none). M.warnings reports them.
 local IGNORED = setmetatable({}, { __mode = "k" })
+-- The script a normalized workload came from, by workload table (weak keys, as IGNORED): { text, chunkname,
+-- overridden(k) }, for the line of an error raised while building it (M.nested_field_line). None for the command line.
+local SOURCE = setmetatable({}, { __mode = "k" })
 
 -- The flag each field a flag sets comes from (the fields keep their script names in the messages).
 local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
@@ -365,6 +385,53 @@ function M.field_line(text, key)
   return found
 end
 
+--- The line of the workload script `text` that sets field `key` of the table the script writes in place for its
+--- top-level field `outer` (`model = { … key = … }`, `parallel = { cluster = { key = … } }`): errors raised while
+--- building it about one of its fields ("field 'n_head' must be …", "parallel.cluster.gpus_per_node: …") name it.
+--- nil when it cannot be sure, as M.field_line: the script sets `outer` on more than one line or not as a table
+--- constructor (a local, a require, a function's result), or `key` is set on more than one line of the script,
+--- another way, or anywhere outside that constructor's braces.
+---@param text? string
+---@param outer string
+---@param key any
+---@return integer?
+function M.nested_field_line(text, outer, key)
+  local line = M.field_line(text, outer)
+  local at = line and M.field_line(text, key)
+  if not at then return nil end
+  local code = code_of(text)
+  -- the constructor's `{`: on the line that sets outer, right after `outer =`
+  local start, n = 1, 1
+  while n < line do start, n = code:find("\n", start, true) + 1, n + 1 end
+  local stop = code:find("\n", start, true) or #code + 1
+  local open
+  for s, o in code:gmatch("()%f[%w_]" .. outer .. "%s*=%s*(){") do
+    if s >= start and s < stop and code:sub(s - 1, s - 1) ~= "." then
+      if open then return nil end
+      open = o
+    end
+  end
+  if not open then return nil end
+  local depth, close = 0, nil
+  for i = open, #code do
+    local c = code:sub(i, i)
+    if c == "{" then depth = depth + 1
+    elseif c == "}" then
+      depth = depth - 1
+      if depth == 0 then close = i break end
+    end
+  end
+  if not close then return nil end
+  -- every assignment of key (M.field_line found them all on line `at`) lies between the braces
+  for s in code:gmatch("()%f[%w_]" .. key .. "%s*=%f[^=]") do
+    if s < open or s > close then return nil end
+  end
+  return at
+end
+
+--- M.nested_field_line for the model config (`model = { … key = … }`).
+function M.model_field_line(text, key) return M.nested_field_line(text, "model", key) end
+
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
 --- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
@@ -388,6 +455,11 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   local function fail_at(k, fmt, ...)
     local line = not overridden(k) and M.field_line(text, k)
+    error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
+  end
+  -- a field of the model config: the line that sets it inside `model = { … }`, else the line of `model =`
+  local function fail_in(k, sub, fmt, ...)
+    local line = not overridden(k) and (sub and M.model_field_line(text, sub) or M.field_line(text, k))
     error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
   end
 
@@ -436,8 +508,8 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   for _, k in ipairs(FIELDS) do
     if w[k] ~= nil then
-      local problem = CHECK[k](w[k])
-      if problem then fail_at(k, "field '%s' %s", k, problem) end
+      local problem, sub = CHECK[k](w[k])
+      if problem then fail_in(k, k == "model" and sub or nil, "field '%s' %s", k, problem) end
     end
   end
 
@@ -478,6 +550,10 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.fusion and w.mode == "train" then
     fail_at("fusion", "field 'fusion' applies to inference only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false")
   end
+  -- the script it came from, for the lines of errors raised while building it (a normalized table normalized again,
+  -- as M.build does, keeps it)
+  SOURCE[w] = SOURCE[spec] or type(text) == "string" and { text = text, chunkname = chunkname, overridden = overridden }
+    or nil
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
@@ -567,6 +643,7 @@ local function node_error(n)
   if n.count ~= nil and (not int(n.count) or n.count < 1) then
     return ("field 'count' must be an integer >= 1 (got %s)"):format(show(n.count))
   end
+
   if n.params ~= nil then
     if math.type(n.params) == nil or n.params ~= n.params or n.params == math.huge or n.params == -math.huge then
       return ("field 'params' must be a finite number (got %s)"):format(show(n.params))
@@ -692,6 +769,37 @@ function M.kv_cache_bytes(nodes)
 end
 
 
+-- An error raised while building a workload about a field of the table its script writes in place for top-level field
+-- `outer` ("model": a builder's error about its config; "parallel": the plan's), with the script's line that sets that
+-- field when one line certainly does (M.nested_field_line): "<chunkname>:<line>: <message>". Other errors, errors of a
+-- workload not from a script or whose `outer` the command line replaced, and non-string ones are returned as they are.
+local function error_at(msg, w, outer)
+  local src = SOURCE[w]
+  if type(msg) ~= "string" or not src or src.overridden(outer) then return msg end
+  local key
+  if outer == "model" then
+    key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
+      or msg:match("^[^\n]-: ([%a_][%w_]*) [^\n]- is not supported") -- "hidden_act \"tanh\" is not supported"
+      or msg:match("^[^\n]-: ([%a_][%w_]*)%[%d+%] must be") -- "layer_types[3] must be …"
+  else -- "parallel.cluster.gpus_per_node: at most 2^20 expected": the last name
+    local path = msg:match("^" .. outer .. "%.([%w_%.]+):")
+    key = path and path:match("([%a_][%w_]*)$")
+  end
+  local line = key and M.nested_field_line(src.text, outer, key)
+  if not line then return msg end
+  return ("%s:%d: %s"):format(tostring(src.chunkname), line, msg)
+end
+
+-- An error about top-level field `k` found while building (what a builder cannot run): "<chunkname>:<line>: <message>"
+-- with the script's line that sets it (M.field_line), "<chunkname>: <message>" without one, the message alone for a
+-- workload not from a script; never a script line for a value the command line gave.
+local function field_error(w, k, msg)
+  local src = SOURCE[w]
+  if not src then return msg end
+  local line = not src.overridden(k) and M.field_line(src.text, k)
+  return tostring(src.chunkname) .. (line and ":" .. line or "") .. ": " .. msg
+end
+
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
 -- builder options.
 local function graph_of(w, gpu)
@@ -704,7 +812,9 @@ local function graph_of(w, gpu)
   if planned(w) then
     par = require("neusight.parallel")
     if gpu == nil then error("parallel: the GPU is needed to price collectives (build(spec, gpu))", 0) end
-    plan = par.plan(w.parallel, gpu, w)
+    local ok, planned_or_error = pcall(par.plan, w.parallel, gpu, w)
+    if not ok then error(error_at(planned_or_error, w, "parallel"), 0) end
+    plan = planned_or_error
     opts.batch, opts.tp, opts.parallel = plan.micro_batch, plan.tp, plan
     opts.megatron = plan.kernels == "megatron"
     opts.ep = plan.ep
@@ -735,25 +845,26 @@ local function graph_of(w, gpu)
     local cfg = type(model) == "string" and presets[model] or model
     local builder = require("neusight.models." .. cfg.arch)
     if plan and plan.tp > 1 and not builder.tensor_parallel then
-      error(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel sharding; use tp = 1")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.tp: the %s model builder (scripts/neusight/models/%s.lua) has no tensor-parallel "
+        .. "sharding; use tp = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.sequence_parallel and not builder.sequence_parallel then
-      error(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not implement it")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.sequence_parallel: the %s model builder (scripts/neusight/models/%s.lua) does not "
+        .. "implement it"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if plan and plan.ep > 1 and not builder.expert_parallel then
-      error(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; use ep = 1")
-        :format(cfg.arch, cfg.arch), 0)
+      error(error_at(("parallel.ep: the %s model builder (scripts/neusight/models/%s.lua) has no experts to spread; "
+        .. "use ep = 1"):format(cfg.arch, cfg.arch), w, "parallel"), 0)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
-      error(("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
-        :format(cfg.arch, cfg.arch, opts.phase), 0)
+      error(field_error(w, "mode", ("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase "
+        .. "(decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
+        :format(cfg.arch, cfg.arch, opts.phase)), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa
     if w.attention == "sdpa" and not has_sdpa then
-      error(("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has no sdpa attention; use attention = \"eager\"")
-        :format(cfg.arch, cfg.arch), 0)
+      error(field_error(w, "attention", ("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has "
+        .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, cfg.arch)), 0)
     end
     opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
@@ -763,10 +874,12 @@ local function graph_of(w, gpu)
       local have = {}
       for impl in pairs(impls) do have[#have + 1] = impl end
       table.sort(have)
-      error(("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no %q experts; use experts = \"%s\"")
-        :format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \"")), 0)
+      error(field_error(w, "experts", ("field 'experts': the %s model builder (scripts/neusight/models/%s.lua) has no "
+        .. "%q experts; use experts = \"%s\""):format(cfg.arch, cfg.arch, w.experts, table.concat(have, "\" or \""))), 0)
     end
-    nodes = builder.build(cfg, opts)
+    local ok, built = pcall(builder.build, cfg, opts)
+    if not ok then error(error_at(built, w, "model"), 0) end
+    nodes = built
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     if builder.top_k and builder.num_experts then
       -- how the routed experts ran (neusight.models.moe.implementation: the field, else HF's loop), for the report
@@ -857,6 +970,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 --- With a `parallel` table asking for more than one GPU or microbatch, the graph is one rank's
 --- microbatch (batch / (dp · microbatches), sharded over tp) and `plan` is neusight.parallel.plan()
 --- for the engine's timeline (nil otherwise). `gpu` (the GPU view) prices the collectives.
+--- A builder's or the plan's error about a field of the model config or parallel table the script (M.normalize's
+--- `text`) writes in place names the line that sets it (M.nested_field_line).
 ---@param spec table a workload table (normalized here if it was not already)
 ---@param gpu? table
 ---@return table build
@@ -866,6 +981,17 @@ function M.build(spec, gpu)
   local name, nodes, plan, opts, routing = graph_of(w, gpu)
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
+  -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
+  -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
+  -- training the optimizer step's tensor says so below, as it did.
+  if not (training and w.optimizer ~= "none") then
+    local P_float = 0.0
+    for _, n in ipairs(nodes) do P_float = P_float + n.params * 1.0 * n.count end
+    if P_float >= 2 ^ 48 then
+      error(("model '%s': %.4g parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or "
+        .. "count of its config is out of range"):format(tostring(name), P_float), 0)
+    end
+  end
   if training and w.optimizer ~= "none" then
     local P, P_float = 0, 0.0
     for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
@@ -881,6 +1007,14 @@ function M.build(spec, gpu)
         inputs = { { P } }, output = { P }, dtype = precision.step_dtype(recipe), count = 1, params = 0,
         attrs = precision.optimizer_attrs(recipe, w.optimizer_impl),
       }
+    end
+  end
+  -- a node repeated 2^63 - 1 times (a layer count of math.maxinteger) forecast 4.5e18 ms, exit 0 (tests/fuzz/mutate.py);
+  -- checked after the parameters, whose message says more of a config's layer count
+  for i, n in ipairs(nodes) do
+    if n.count > 2 ^ 24 then
+      error(("model '%s': node #%d '%s': field 'count' must be at most 2^24 (16777216 repetitions; got %s)")
+        :format(tostring(name), i, n.name, show(n.count)), 0)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)

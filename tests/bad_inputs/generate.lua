@@ -418,6 +418,44 @@ wt("figures_value_inf", preset("figures = function() return { x = math.huge } en
 wt("figures_errors", preset("figures = function(f) return f.nope.x end"), "attempt to index", 1)
 wt("config_name_table", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = { 1 }, arch = "gpt", ' ..
    gpt_ok .. ' } }\n', "field 'model' table field 'name' must be a non-empty string (got")
+-- a model config written in place, one field a line: a builder's error about one of its fields names that line
+-- (workload.lua model_field_line; it named the workload alone), and so does an arch naming no builder (it ended in
+-- require's "module 'neusight.models.gtp' not found" at a line of workload.lua)
+local function gpt_lines(change)
+  local f = { 'name = "m", arch = "gpt",', "n_layer = 2,", "n_embd = 1024,", "n_head = 16,", "vocab_size = 50257,",
+              "n_positions = 1024," }
+  for i, l in ipairs(f) do f[i] = "    " .. (change[i] or l) .. "\n" end
+  return 'return {\n  model = {\n' .. table.concat(f) .. '  },\n  gpu = "h100", mode = "inference", batch = 4, seq = 128,\n}\n'
+end
+wt("config_lines_layers_zero", gpt_lines { [2] = "n_layer = 0," }, "field 'n_layer' must be a positive integer (got 0)", 4)
+wt("config_lines_heads_zero", gpt_lines { [4] = "n_head = 0," }, "field 'n_head' must be a positive integer (got 0)", 6)
+wt("config_lines_typo", gpt_lines { [6] = "n_positons = 1024," }, "unknown field 'n_positons' (did you mean 'n_positions'?)", 8)
+wt("config_lines_arch_unknown", gpt_lines { [1] = 'name = "m", arch = "gtp",' },
+   { "table field 'arch' = \"gtp\" names no model builder (no scripts/neusight/models/gtp.lua) (did you mean 'gpt'?)",
+     "builders: bert, deepseek, gpt, llama, moe, opt, switch" }, 3)
+wt("config_lines_arch_not_builder", gpt_lines { [1] = 'name = "m", arch = "check",' },
+   "table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model builder", 3)
+-- fields no kernel reads that still describe the model were taken whatever their value (0 positions, a RoPE base of 0)
+local function llama_lines(extra)
+  return 'return {\n  model = {\n    arch = "llama", hidden_size = 256, intermediate_size = 512, num_attention_heads = 4,\n' ..
+         '    num_hidden_layers = 2, vocab_size = 1000,\n    ' .. extra .. '\n  },\n' ..
+         '  gpu = "h100", mode = "inference", batch = 1, seq = 8,\n}\n'
+end
+wt("config_max_positions_zero", llama_lines "max_position_embeddings = 0,",
+   "field 'max_position_embeddings' must be a positive integer (got 0)", 5)
+wt("config_max_positions_huge", llama_lines "max_position_embeddings = 2^62,",
+   "field 'max_position_embeddings' must be a positive integer of at most 2^31 (got 4.6116860184274e+18)", 5)
+-- a table's parameters overflowed: n_positions = 2^62 made wpe's 2^62 x n_embd wrap to 0 parameters, and a layer count
+-- of math.maxinteger forecast 4.5e18 ms, both with exit 0 (found by tests/fuzz/mutate.py, seed 4303)
+wt("config_positions_wrap", gpt(gpt_ok:gsub("n_positions = 1024", "n_positions = 2^62")),
+   "field 'n_positions' makes a table of 4611686018427387904 x 1024, more than 2^48 elements", 1)
+wt("config_layers_maxinteger", 'return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = "m", ' ..
+   'arch = "gpt", ' .. gpt_ok:gsub("n_layer = 2", "n_layer = math.maxinteger") .. ' } }\n',
+   "parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or count of its config is out of range")
+wl("count_huge", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", count = 2^40"), nil,
+   "node #1 'fc': field 'count' must be at most 2^24 (16777216 repetitions; got 1099511627776.0)")
+wt("config_rope_theta_zero", llama_lines "rope_theta = 0,", "field 'rope_theta' must be a positive number (the RoPE base) (got 0)", 5)
+wt("config_rms_norm_eps_negative", llama_lines "rms_norm_eps = -1e-6,", "field 'rms_norm_eps' must be a number in [0, 1) (got -1e-06)", 5)
 -- an inline cluster's links get a cluster TOML's ranges (2^62 us was accepted: a forecast of 10^11 years)
 wt("parallel_cluster_latency_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 1, " ..
    "inter = { latency_us = 2^62 } } }"), "inter.latency_us: at most 1e6 (microseconds per message) expected")
@@ -429,6 +467,34 @@ wt("parallel_virtual_stages_huge", preset("parallel = { pp = 2, microbatches = 2
    "parallel.virtual_stages: at most 2^24 expected")
 wt("parallel_gpus_huge", preset("parallel = { dp = 1024, tp = 1024, pp = 2 }"),
    "dp × tp × pp = 2097152 GPUs, more than the 2^20 (1048576) a layout may have")
+-- an inline cluster's counts get a cluster TOML's range (found by tests/fuzz/mutate.py, seed 4101: gpus_per_node =
+-- 1e308 failed in the parallel report, naming no workload)
+wt("parallel_cluster_gpus_per_node_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 1e308, nodes = 1 } }"),
+   "cluster.gpus_per_node: at most 2^20 expected, got 1e+308")
+-- … and the plan's errors about the parallel table written in place name the line of the field (it named the file in
+-- the context line only)
+wt("parallel_cluster_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    cluster = {\n      gpus_per_node = 2,\n      nodes = 2^40,\n    },\n  },\n}\n',
+   "parallel.cluster.nodes: at most 2^20 expected", 7)
+wt("parallel_ep_lines", 'return {\n  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",\n' ..
+   '  parallel = {\n    dp = 2,\n    ep = 2,\n  },\n}\n',
+   "parallel.ep: the gpt model builder (scripts/neusight/models/gpt.lua) has no experts to spread; use ep = 1", 5)
+-- a top-level field a builder cannot run names its line too (it named the file in the context line only)
+wt("attention_sdpa_lines", 'return {\n  model = "switchxl4", gpu = "h100", mode = "inference",\n  batch = 1, seq = 8,\n' ..
+   '  attention = "sdpa",\n}\n', "field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has " ..
+   "no sdpa attention; use attention = \"eager\"", 4)
+wt("parallel_cluster_nodes_huge", preset("parallel = { dp = 2, cluster = { gpus_per_node = 2, nodes = 2^40 } }"),
+   "cluster.nodes: at most 2^20 expected")
+-- a config's boolean given as a table was truthy, taken as true (found by tests/fuzz/mutate.py, seed 4101)
+wt("config_bool_table", 'return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "opt", ' ..
+   'num_hidden_layers = 2, hidden_size = 256, num_attention_heads = 4, ffn_dim = 1024, vocab_size = 1000, ' ..
+   'max_position_embeddings = 512, do_layer_norm_before = { true } } }\n',
+   "field 'do_layer_norm_before' must be a boolean (got a table)", 1)
+-- relative_attention_num_buckets = 0 ended in ops/embedding.lua's argument error, naming neither field nor file
+wt("config_buckets_zero", 'return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "switch", ' ..
+   'num_layers = 2, num_decoder_layers = 2, d_model = 64, d_ff = 128, d_kv = 16, num_heads = 4, num_experts = 2, ' ..
+   'expert_capacity = 8, encoder_sparse_step = 2, decoder_sparse_step = 2, vocab_size = 100, ' ..
+   'relative_attention_num_buckets = 0 } }\n', "field 'relative_attention_num_buckets' must be a positive integer (got 0)", 1)
 -- more pipeline stages than layers: the timeline's error named no file (found by tests/fuzz/mutate.py)
 wt("parallel_pp_over_layers", 'return { gpu = "h100", mode = "train", batch = 8, seq = 128, optimizer = "sgd", model = { name = "m", ' ..
    'arch = "gpt", ' .. gpt_ok .. ' }, parallel = { pp = 4, microbatches = 4 } }\n',
@@ -524,6 +590,10 @@ case { kind = "oprule", file = "oprule/forward_empty_only_node/mine.lua", text =
                 "of 0 flops and 0 bytes): the forecast would be 0 ms", names = "oprule/run.lua" }
 case { kind = "oprule", file = "oprule/forward_no_work/mine.lua", text = rule_text(kern("flops = 0, bytes = -0.0")),
        args = RULE, expect = "model 'custom': none of its 1 nodes has a kernel that does work", names = "oprule/run.lua" }
+-- … and the message names the rule that returned nothing (found by tests/fuzz/mutate.py, seed 4101: it named the
+-- workload alone)
+case { kind = "oprule", file = "oprule/forward_empty_names_rule/mine.lua", text = rule_text("    return {}"), args = RULE,
+       expect = { "none of its 1 nodes has a kernel that does work", "(op rules: " } }
 rf("kernel_list_metatable", "    return setmetatable({}, { __len = function() return 1.5 end, __index = function() error('x') end })",
    "expected a plain table (it has a metatable)")
 rf("kernel_dtype_unknown", kern('flops = 0, bytes = 1, dtype = "fp7"'), "fp7")
@@ -626,6 +696,16 @@ hf("llama_intermediate_negative", '{"model_type": "llama", "hidden_size": 64, "i
    '"num_hidden_layers": 2, "vocab_size": 100}\n', "field 'intermediate_size' must be a positive integer (got -128)")
 hf("bert_type_vocab_zero", '{"model_type": "bert", "hidden_size": 64, "num_attention_heads": 4, "num_hidden_layers": 2, ' ..
    '"vocab_size": 100, "type_vocab_size": 0}\n', "field 'type_vocab_size' must be a positive integer (got 0)")
+-- keys dropped as changing no kernel were taken whatever their value (check.lua NEUTRAL): 0 positions, a RoPE base of 0,
+-- a negative norm epsilon, an n_ctx of 0 beside n_positions
+local hf_llama = '{"model_type": "llama", "hidden_size": 64, "intermediate_size": 128, "num_attention_heads": 4, ' ..
+   '"num_hidden_layers": 2, "vocab_size": 100, %s}\n'
+hf("llama_max_positions_zero", hf_llama:format('"max_position_embeddings": 0'),
+   "key 'max_position_embeddings' must be a positive integer (got 0)")
+hf("llama_rope_theta_zero", hf_llama:format('"rope_theta": 0.0'), "key 'rope_theta' must be a positive number (the RoPE base) (got 0.0)")
+hf("llama_rms_norm_eps_negative", hf_llama:format('"rms_norm_eps": -1e-05'), "key 'rms_norm_eps' must be a number in [0, 1) (got -1e-05)")
+hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)") -- beside n_positions: dropped
+hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)")
 case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",
        args = "predict --model {tmp}/config.json --gpu h100 --mode inference --batch 1 --seq 8 --format json -o {out}",
        expect = "not a regular file (a FIFO)" }
@@ -832,9 +912,9 @@ wtc("empty", "", "", nil)
 -------------------------------------------------------------------------------------------------- label JSON
 -- eval models reads label/<GPU>/<tag>.json against the reference graphs opgraph/<tag>.csv
 local LABEL = "eval models {file} --graphs {root}/../fixtures/neusight/opgraph --predictor roofline --format json -o {out}"
-local function lbc(name, text, expect)
+local function lbc(name, text, expect, line)
   case { kind = "label", file = "label/" .. name .. "/label/Tesla_T4/gpt2_large-inf-1024-4.json", text = text, args = LABEL,
-         expect = expect }
+         expect = expect, line = line }
 end
 local function lbl(layers, e2e) return ('{"num_layer": %s, "e2e_latency": %s, "fw_latency": 2505.2, "bwall_latency": 0}\n'):format(layers, e2e) end
 lbc("e2e_negative", lbl(36, "-5"), "key 'e2e_latency' must be a positive number (ms)")
@@ -856,6 +936,11 @@ lbc("key_typo", '{"num_layer": 36, "e2e_latency": 2505.2, "FW_LATENCY": 2505.2, 
 lbc("fw_string", lbl(36, 2505.2):gsub('"fw_latency": 2505.2', '"fw_latency": "x"'), "key 'fw_latency' must be a number (ms) of 0 … 1e9")
 lbc("bwall_negative", lbl(36, 2505.2):gsub('"bwall_latency": 0', '"bwall_latency": -1'),
     "key 'bwall_latency' must be a number (ms) of 0 … 1e9")
+-- a time under 1 ns is a unit slip (1e-300 was taken as a measurement: every APE then ~1e302 %); the line is the key's
+lbc("e2e_tiny", '{\n  "num_layer": 36,\n  "e2e_latency": 1e-300,\n  "fw_latency": 2505.2,\n  "bwall_latency": 0\n}\n',
+    "key 'e2e_latency' must be a positive number (ms) of at least 1e-6 (1 ns; got 1e-300)", 3)
+lbc("fw_tiny", '{\n  "num_layer": 36,\n  "e2e_latency": 2505.2,\n  "fw_latency": 1e-12,\n  "bwall_latency": 0\n}\n',
+    "key 'fw_latency' must be 0 or at least 1e-6 ms (1 ns; got 1e-12)", 4)
 lbc("key_unknown", '{"num_layer": 36, "e2e_latency": 2505.2, "fw_latency": 2505.2, "bwall_latency": 0, "gpu": "T4"}\n',
     "unknown key 'gpu'")
 
@@ -875,6 +960,9 @@ for _, v in ipairs { { "nan", "nan", "expected a number, got 'nan'" }, { "inf", 
   ltc("latency_" .. v[1], with_line(lt, 29, function(l) return sub1(l, addmm, "True," .. v[2] .. "," .. v[2] .. ",0,0,") end),
       "column 'fw_latency': " .. v[3], 29)
 end
+-- a time under 1 ns is a unit slip (0 is "not measured"): 1e-300 was scaled as a measurement
+ltc("latency_tiny", with_line(lt, 29, function(l) return sub1(l, addmm, "True,1e-300,1e-300,0,0,") end),
+    "column 'fw_latency': 1e-300 ms is less than 1e-6 ms (1 ns): a unit slip", 29)
 ltc("output_shape_huge", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, 4611686018427387904)"') end),
     "column 'output_shape': shape dimensions must be in 0..2^32", 29)
 ltc("output_shape_negative", with_line(lt, 29, function(l) return sub1(l, '"(4096, 3840)"', '"(4096, -3840)"') end),
@@ -910,6 +998,9 @@ meas("serve_tpot_nan", SERVE_CAL, "ttft_ms = 2\ntpot_ms = nan\n", "tpot_ms must 
 meas("serve_tpot_inf", SERVE_CAL, "tpot_ms = inf\n", "tpot_ms must be a positive number of milliseconds", 1)
 meas("predict_huge", PREDICT .. CAL_GPU, "latency_ms = 1e10\n", "latency_ms must be a positive number of milliseconds (at most 1e9)", 1)
 meas("serve_tpot_huge", SERVE_CAL, "tpot_ms = 1e12\n", "tpot_ms must be a positive number of milliseconds (at most 1e9)", 1)
+-- under 1 ns: a unit slip that fitted every factor to its limit
+meas("predict_tiny", PREDICT .. CAL_GPU, "latency_ms = 1e-300\n", "latency_ms must be a positive number of milliseconds of at least 1e-6 (1 ns; got 1e-300)", 1)
+meas("serve_ttft_tiny", SERVE_CAL, "ttft_ms = 2\ntpot_ms = 5e-9\n", "tpot_ms must be a positive number of milliseconds of at least 1e-6", 2)
 meas("serve_note_number", SERVE_CAL, "tpot_ms = 1\nnote = 4\n", "note must be a string", 2)
 meas("serve_table", SERVE_CAL, "tpot_ms = 1\n[ttft]\nms = 3\n", "unknown key 'ttft'", 2)
 meas("serve_syntax", SERVE_CAL, "tpot_ms = 1\nttft_ms = \n", "expected value", 2)

@@ -451,6 +451,30 @@ TEST_CASE("bundled examples run from any folder — paths says where everything 
   REQUIRE(p.code == 0);
   CHECK(p.out.find("weights       " + (source_dir / "weights").string()) != std::string::npos);
   CHECK(p.out.find("op search     " + t.path.string() + ":" + (source_dir / "ops").string()) != std::string::npos);
+  // one folder alone, for a shell's $(neusight paths scripts)/collect/collect.py (the README's collectors)
+  const auto scripts = run_cli("paths scripts", elsewhere);
+  REQUIRE(scripts.code == 0);
+  CHECK(scripts.out == (source_dir / "scripts").string() + "\n");
+  CHECK(run_cli("paths data", elsewhere).out == source_dir.string() + "\n");
+  CHECK(run_cli("paths scrips", elsewhere).code == 2);
+}
+
+TEST_CASE("a GPU file named gpus/<file>.toml as `neusight gpus` lists it works from any folder", "[cli]") {
+  temp_dir t;
+  const std::string elsewhere = "cd '" + t.path.string() + "' &&";
+  const std::string cmd = "predict --model gpt2_large --mode inference --batch 1 --seq 8 --predictor roofline --format json ";
+  const auto there = run_cli(cmd + "--gpu gpus/l40s.toml", elsewhere);
+  INFO(there.err);
+  REQUIRE(there.code == 0);
+  CHECK(parse_json(there)["latency_ms"] == parse_json(run_cli(cmd + "--gpu l40s"))["latency_ms"]);
+  // a local file of that name wins over the bundled one
+  t.write("gpus/l40s.toml", ns_test::slurp(source_dir / "gpus/l4.toml"));
+  CHECK(parse_json(run_cli(cmd + "--gpu gpus/l40s.toml", elsewhere))["gpu"] == parse_json(run_cli(cmd + "--gpu l4"))["gpu"]);
+  const auto missing = run_cli(cmd + "--gpu gpus/l41s.toml", elsewhere);
+  CHECK(missing.code == 1);
+  CHECK(missing.err.find("gpus/l41s.toml: no such GPU file (nor ") != std::string::npos);
+  CHECK(run_cli(cmd + "--gpu other/l40s.toml", elsewhere).err.find("other/l40s.toml: no such GPU file\n") !=
+        std::string::npos);  // only the catalogue's own folder name falls back
 }
 
 TEST_CASE("usage errors exit with 2, runtime errors with 1", "[cli][errors]") {

@@ -29,7 +29,13 @@ TEST_CASE("router skew: the busiest expert-parallel rank sets the step and unifo
     const json factor = run_json(base + " --router-skew 1.5");
     CHECK(uniform["router_skew"] == "uniform");  // the default, named in the JSON
     CHECK(balanced["router_skew"] == "balanced");
-    CHECK(factor["router_skew"].get<double>() == 1.5);
+    // one shape whatever was asked: router_skew is always a string, the factor a number beside it
+    CHECK(factor["router_skew"] == "factor");
+    CHECK(factor["router_skew_factor"].is_number());
+    CHECK(factor["router_skew_factor"].get<double>() == 1.5);
+    CHECK(!uniform.contains("router_skew_factor"));
+    CHECK(!balanced.contains("router_skew_factor"));
+    for (const json* j : {&uniform, &given, &balanced, &factor}) CHECK((*j)["router_skew"].is_string());
     CHECK(given["latency_ms"].get<double>() == uniform["latency_ms"].get<double>());
     // the all-to-alls carry the busiest rank's rows: more than the mean, 1.5 × the mean more still
     CHECK(ep_comm_ms(uniform) > ep_comm_ms(balanced));
@@ -71,6 +77,8 @@ TEST_CASE("router skew: one GPU reports nothing and warns of a given flag", "[cl
   const json one = run_json(moe);
   const json skewed = run_json(moe + " --router-skew 2");
   CHECK(!one.contains("router_skew"));  // nothing prices it on one GPU
+  CHECK(!skewed.contains("router_skew"));
+  CHECK(!skewed.contains("router_skew_factor"));
   CHECK(skewed["latency_ms"].get<double>() == one["latency_ms"].get<double>());
   bool warned = false;
   for (const auto& w : skewed["warnings"])

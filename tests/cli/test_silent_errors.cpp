@@ -78,9 +78,17 @@ TEST_CASE("silent errors: a typo in a model config key", "[cli][errors]") {
   model = { name = "mine", arch = "gpt", n_layer = 2, n_embd = 1024, n_head = 16, vocab_size = 50257,
             n_positions = 1024, n_iner = 8192 },
 })");
-  run_should_fail(FILE_LINE_ARGS, t, script, "gpt model 'mine': unknown field 'n_iner' (did you mean 'n_inner'?)");
-  const auto r = run_cli("run '" + script.string() + "'");
-  CHECK(r.err.find(script.string()) != std::string::npos);  // the context line names the workload
+  // the line of the config that sets it (workload.lua model_field_line), and the context line names the workload
+  run_should_fail(FILE_LINE_ARGS, t, script,
+                  script.string() + ":4: gpt model 'mine': unknown field 'n_iner' (did you mean 'n_inner'?)\n"
+                  "    while building the model of " + script.string());
+  // a config not written in place (a local, as from a require): the line is not certain, the workload alone
+  const auto local = t.write("local.lua", R"(local cfg = { name = "mine", arch = "gpt", n_layer = 2, n_embd = 1024,
+  n_head = 16, vocab_size = 50257, n_positions = 1024, n_iner = 8192 }
+return { gpu = "h100", mode = "train", batch = 4, seq = 128, model = cfg })");
+  run_should_fail(FILE_LINE_ARGS, t, local,
+                  "gpt model 'mine': unknown field 'n_iner' (did you mean 'n_inner'?)\n"
+                  "    while building the model of " + local.string());
 }
 
 TEST_CASE("silent errors: a model without nodes, and nodes whose shapes disagree", "[cli][errors]") {

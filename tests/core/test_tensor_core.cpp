@@ -64,6 +64,20 @@ TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O) — unmodell
   CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt, {"B200"}).rows.empty());
 }
 
+TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are counted as skipped, not an error") {
+  // a device folder's *.csv (the README's eval kernels $DATA/aiconfigurator/l40s/*.csv) holds nccl.csv too; it
+  // stopped the run with "missing column 'OPName'"
+  const gpu_catalog cat(source_dir / "gpus");
+  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string(),
+                             (source_dir / "tests/fixtures/aiconfigurator/nccl.csv").string()},
+                            cat, costs(), std::nullopt);
+  CHECK(d.rows.size() == 3);  // gemm.csv's, as alone
+  size_t nccl = 0;
+  for (const auto& [why, n] : d.skipped)
+    if (why.find("AIConfigurator NCCL collective rows (nccl.csv) have no kernel family") == 0) nccl += n;
+  CHECK(nccl == 2);
+}
+
 TEST_CASE("kernel family by dtype: fp32 GEMMs stay SIMT families, tensor-core dtypes get their own") {
   CHECK(family_of(linear(8, 8, 8, "fp32")) == family::linear);
   CHECK(family_of(linear(8, 8, 8, "bf16")) == family::gemm_tc16);

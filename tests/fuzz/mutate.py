@@ -245,11 +245,10 @@ def workload_bases():
 def workload_text(w):
     w = dict(w)
     nodes = w.pop("__nodes__", None)
-    if nodes is not None:
-        if "model" in w:
-            w["model"] = Lua("function(opts)\n    return " + to_lua(nodes, 2) + ", \"mlp\"\n  end")
-        else:  # model dropped: keep the nodes out
-            pass
+    # the function model stands where the base has "__NODES__"; a mutated or dropped model keeps its mutation (it
+    # used to be put back, so "model = 7.0" ran the base unchanged and was reported as accepted)
+    if nodes is not None and w.get("model") == "__NODES__":
+        w["model"] = Lua("function(opts)\n    return " + to_lua(nodes, 2) + ", \"mlp\"\n  end")
     return "-- fuzzed workload\nreturn " + to_lua(w) + "\n"
 
 

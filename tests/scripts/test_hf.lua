@@ -95,4 +95,39 @@ function M.test_user_extension()
   eq(cfg.n_layer, 3, "renamed field")
 end
 
+-- Keys dropped as changing no kernel are still values of the model (check.lua NEUTRAL): what real configs hold is
+-- taken, what no model can have is refused naming the file and the key.
+function M.test_dropped_keys_are_still_checked()
+  local function llama(extra)
+    local t = { model_type = "llama", hidden_size = 64, intermediate_size = 128, num_attention_heads = 4,
+                num_hidden_layers = 2, vocab_size = 100 }
+    for k, v in pairs(extra) do t[k] = v end
+    return t
+  end
+  -- Llama 3.1's values
+  local cfg = hf.from_config(llama { max_position_embeddings = 131072, rope_theta = 500000.0, rms_norm_eps = 1e-05,
+    rope_scaling = { rope_type = "llama3", factor = 8.0 }, initializer_range = 0.02 }, "c.json")
+  eq(cfg.max_position_embeddings, nil, "dropped, not passed on")
+  raises(function() hf.from_config(llama { max_position_embeddings = 0 }, "c.json") end,
+    "c.json: key 'max_position_embeddings' must be a positive integer (got 0)")
+  raises(function() hf.from_config(llama { max_position_embeddings = 2 ^ 40 }, "c.json") end,
+    "c.json: key 'max_position_embeddings' must be a positive integer of at most 2^31 (got 1099511627776.0)")
+  raises(function() hf.from_config(llama { rope_theta = 0 }, "c.json") end,
+    "c.json: key 'rope_theta' must be a positive number (the RoPE base) (got 0)")
+  raises(function() hf.from_config(llama { rms_norm_eps = -1 }, "c.json") end,
+    "c.json: key 'rms_norm_eps' must be a number in [0, 1) (got -1)")
+  raises(function() hf.from_config(llama { rope_scaling = "linear" }, "c.json") end,
+    "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got \"linear\")")
+  -- gpt2: n_ctx beside n_positions is dropped, and still a position count
+  raises(function()
+    hf.from_config({ model_type = "gpt2", n_positions = 1024, n_ctx = 0 }, "g.json")
+  end, "g.json: key 'n_ctx' must be a positive integer (got 0)")
+  -- a config's boolean is a boolean (a table was truthy)
+  local opt = require "neusight.models.opt"
+  local ocfg = { arch = "opt", name = "o", num_hidden_layers = 1, hidden_size = 64, num_attention_heads = 4, ffn_dim = 128,
+                 vocab_size = 100, max_position_embeddings = 64, do_layer_norm_before = { true } }
+  raises(function() opt.build(ocfg, { batch = 1, seq = 8 }) end,
+    "opt model 'o': field 'do_layer_norm_before' must be a boolean (got a table)")
+end
+
 return M

@@ -435,4 +435,134 @@ function T.test_field_errors_name_their_line()
     "a parallel value from the command line: no script line")
 end
 
+-- A builder's error about a field of the model config the script writes in place names the line that sets it, where
+-- that is certain (model_field_line: the key set once, inside the `model = { … }` braces); else the message as it was.
+function T.test_model_config_errors_name_their_line()
+  local text = table.concat({
+    "-- n_head = 3 in a comment is not a setting",
+    "return {",
+    "  model = {",
+    "    arch = \"gpt\", name = \"m\",",
+    "    n_layer = 2, n_embd = 128,",
+    "    n_head = 0,",
+    "    vocab_size = 1000, n_positions = 256, n_postions = 1,",
+    "  },",
+    "  gpu = \"h100\", mode = \"inference\", batch = 1, seq = 8,",
+    "}",
+  }, "\n")
+  eq(workload.model_field_line(text, "n_head"), 6, "the one line setting n_head inside the config")
+  eq(workload.model_field_line(text, "n_postions"), 7, "an unknown key's line")
+  eq(workload.model_field_line(text, "arch"), 4, "arch")
+  eq(workload.model_field_line(text, "batch"), nil, "a top-level field is outside the config's braces")
+  eq(workload.model_field_line(text, "nothing"), nil, "a key the text does not set")
+  -- not certain: no line rather than a wrong one
+  eq(workload.model_field_line("local c = { n_head = 0 }\nreturn { model = c }\n", "n_head"), nil,
+    "the config is not written in place")
+  eq(workload.model_field_line("return {\n  model = { n_head = 4 },\n  other = { n_head = 0 },\n}\n", "n_head"), nil,
+    "the key on two lines")
+  eq(workload.model_field_line("local x = { n_head = 0 }\nreturn {\n  model = { arch = 'gpt' },\n}\n", "n_head"), nil,
+    "set once, but outside the config")
+  eq(workload.model_field_line("local m = {\n  n_head = 1,\n}\nm.n_head = 0\nreturn { model = m }\n", "n_head"), nil,
+    "x.key = elsewhere")
+  eq(workload.model_field_line("return {\n  model = {\n    n_head = 0, a = { n_head = 1 },\n  },\n}\n", "n_head"), 3,
+    "twice on one line: that line")
+  eq(workload.model_field_line("return {\n  model =\n  { n_head = 0 },\n}\n", "n_head"), 3,
+    "the constructor's brace on the line after model =")
+  eq(workload.model_field_line("return {\n  model = { s = '}', n_head = 0 },\n}\n", "n_head"), 2,
+    "a brace in a string does not close the config")
+
+  -- the tables the texts above and below return (no `load` in a sandbox)
+  local function gpt_spec(model)
+    return { model = model, gpu = "h100", mode = "inference", batch = 1, seq = 8 }
+  end
+  local function cfg(extra)
+    local c = { arch = "gpt", name = "m", n_layer = 2, n_embd = 128, n_head = 0, vocab_size = 1000, n_positions = 256 }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return c
+  end
+  local function err(spec, chunk)
+    local ok, e = pcall(workload.build, workload.normalize(spec, nil, "examples/w.lua", chunk), nil, chunk, "examples/w.lua")
+    assert(not ok, "expected an error")
+    return e
+  end
+  eq(err(gpt_spec(cfg()), (text:gsub(", n_postions = 1", ""))),
+    "examples/w.lua:6: gpt model 'm': field 'n_head' must be a positive integer (got 0)", "a bad count")
+  local typo = text:gsub("n_head = 0", "n_head = 4")
+  eq(err(gpt_spec(cfg { n_head = 4, n_postions = 1 }), typo),
+    "examples/w.lua:7: gpt model 'm': unknown field 'n_postions' (did you mean 'n_positions'?)", "a typo")
+  local two = typo:gsub("n_embd = 128", "n_embd = 130"):gsub(", n_postions = 1", "")
+  eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), two), "gpt model 'm': n_embd (130) must be divisible by n_head (4)",
+    "two fields: no line")
+  -- the other forms a builder names one field in: "<key> <value> is not supported", "<key>[i] must be"
+  local bert = "return {\n  model = {\n    arch = 'bert', num_hidden_layers = 2, hidden_size = 64,\n" ..
+    "    num_attention_heads = 4, intermediate_size = 128, vocab_size = 100,\n    max_position_embeddings = 64, " ..
+    "type_vocab_size = 2,\n    hidden_act = 'tanh',\n  },\n}\n"
+  eq(err(gpt_spec { arch = "bert", num_hidden_layers = 2, hidden_size = 64, num_attention_heads = 4,
+    intermediate_size = 128, vocab_size = 100, max_position_embeddings = 64, type_vocab_size = 2, hidden_act = "tanh" },
+    bert), "examples/w.lua:6: bert model '?': hidden_act tanh is not supported (\"gelu\" or \"relu\")", "is not supported")
+  local qwen = "return {\n  model = {\n    arch = 'llama', model_type = 'qwen2', hidden_size = 64, intermediate_size = 128,\n" ..
+    "    num_attention_heads = 4, num_key_value_heads = 4, num_hidden_layers = 2, vocab_size = 100,\n" ..
+    "    layer_types = { 'full_attention', 'sliding' },\n  },\n}\n"
+  eq(err(gpt_spec { arch = "llama", model_type = "qwen2", hidden_size = 64, intermediate_size = 128,
+    num_attention_heads = 4, num_key_value_heads = 4, num_hidden_layers = 2, vocab_size = 100,
+    layer_types = { "full_attention", "sliding" } },
+    qwen), "examples/w.lua:5: llama model '?': layer_types[2] must be \"full_attention\" or \"sliding_attention\" (got "
+    .. "sliding)", "an element of a list field")
+  eq(err(gpt_spec(cfg()), "local c = { n_head = 0 }\nreturn { model = c }\n"),
+    "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "not written in place: no line")
+  local ok, e = pcall(workload.build, workload.normalize(gpt_spec(cfg())), nil)
+  assert(not ok)
+  eq(e, "gpt model 'm': field 'n_head' must be a positive integer (got 0)", "without the script's text: as it was")
+  -- the plan's errors about the parallel table written in place: the line of the field they name (its last name)
+  local par_text = "return {\n  model = 'gpt2_large', gpu = 'h100', mode = 'train', batch = 8, seq = 128,\n" ..
+    "  parallel = {\n    dp = 2,\n    cluster = { nodes = 1,\n      gpus_per_node = 1e308 },\n  },\n}\n"
+  local par_spec = { model = "gpt2_large", gpu = "h100", mode = "train", batch = 8, seq = 128,
+                     parallel = { dp = 2, cluster = { nodes = 1, gpus_per_node = 1e308 } } }
+  local gpu = { name = "H100", interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64, mem_gb = 80 }
+  local function perr(over, chunk)
+    local ok2, e2 = pcall(workload.build, workload.normalize(par_spec, over, "examples/w.lua", chunk or par_text), gpu)
+    assert(not ok2, "expected an error")
+    return e2
+  end
+  eq(perr(), "examples/w.lua:6: parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "a cluster field")
+  eq(perr { ["parallel.dp"] = 2 }, "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308",
+    "the command line gave a parallel value: no script line")
+  eq(perr(nil, "local c = { gpus_per_node = 1e308 }\nreturn { parallel = { cluster = c } }\n"),
+    "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "not written in place: no line")
+  -- a top-level field a builder cannot run: its line, the file alone when the command line gave the value
+  local att = "return {\n  model = 'switchxl4', gpu = 'h100', mode = 'inference',\n  batch = 1, seq = 8,\n" ..
+    "  attention = 'sdpa',\n}\n"
+  local att_spec = { model = "switchxl4", gpu = "h100", mode = "inference", batch = 1, seq = 8, attention = "sdpa" }
+  local function aerr(over)
+    local ok2, e2 = pcall(workload.build, workload.normalize(att_spec, over, "examples/w.lua", att))
+    assert(not ok2, "expected an error")
+    return e2
+  end
+  local no_sdpa = "field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa "
+    .. "attention; use attention = \"eager\""
+  eq(aerr(), "examples/w.lua:4: " .. no_sdpa, "the script's attention")
+  eq(aerr { attention = "sdpa" }, "examples/w.lua: " .. no_sdpa, "--attention: the file alone")
+  -- the model table's own fields in normalize: arch and name
+  local function nerr(model, chunk)
+    local ok2, e2 = pcall(workload.normalize, gpt_spec(model), nil, "examples/w.lua", chunk)
+    assert(not ok2)
+    return e2
+  end
+  local function lines(field)
+    return "return {\n  model = {\n    " .. field .. ",\n  },\n  gpu = 'h100', mode = 'inference', batch = 1, seq = 8,\n}\n"
+  end
+  eq(nerr({ arch = "gtp" }, lines "arch = 'gtp'"),
+    "examples/w.lua:3: field 'model' table field 'arch' = \"gtp\" names no model builder (no "
+    .. "scripts/neusight/models/gtp.lua) (did you mean 'gpt'?); builders: bert, deepseek, gpt, llama, moe, opt, switch",
+    "an arch naming no builder")
+  eq(nerr({ arch = "check" }, lines "arch = 'check'"),
+    "examples/w.lua:3: field 'model' table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model "
+    .. "builder (no build function); builders: bert, deepseek, gpt, llama, moe, opt, switch", "a module that builds nothing")
+  eq(nerr({ arch = "gpt", name = "" }, lines "arch = 'gpt', name = ''"),
+    "examples/w.lua:3: field 'model' table field 'name' must be a non-empty string (got \"\")", "an empty name")
+  eq(nerr({ name = "m" }, lines "name = 'm'"),
+    "examples/w.lua:2: field 'model' table needs a string 'arch' naming a builder in neusight/models/ (got nil)",
+    "no arch: the line of model =")
+end
+
 return T

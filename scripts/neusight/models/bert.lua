@@ -53,6 +53,10 @@ local function check(cfg, opts)
   checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "intermediate_size",
                          "vocab_size", "max_position_embeddings", "type_vocab_size" }, { "num_labels" })
+  checks.booleans(who, cfg, { "tie_word_embeddings" })
+  for _, k in ipairs { "max_position_embeddings", "type_vocab_size" } do -- embedding tables: no node's shape
+    checks.table_size(who, k, cfg[k], cfg.hidden_size)
+  end
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
     error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
       who, cfg.hidden_size, cfg.num_attention_heads), 0)

@@ -48,6 +48,76 @@ function M.known(who, cfg, known)
   error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
 
+--- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
+--- boolean (`do_layer_norm_before = { true }` was truthy and taken as true).
+function M.booleans(who, cfg, keys)
+  for _, key in ipairs(keys) do
+    local v = cfg[key]
+    if v ~= nil and type(v) ~= "boolean" then
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, key,
+        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
+    end
+  end
+end
+
+--- Raises "<who>: field 'k' makes a table of v x width, more than 2^48 elements" when a count that sizes an
+--- embedding table (rows of `width`) makes one beyond the shapes' 2^48 elements: the table is a parameter count, not
+--- a shape the node checks, and n_positions = 2^62 made its integer product wrap to 0 parameters (exit 0).
+function M.table_size(who, key, rows, width)
+  if rows * 1.0 * width > 2 ^ 48 then
+    error(("%s: field '%s' makes a table of %s x %s, more than 2^48 elements"):format(who, key, tostring(rows),
+      tostring(width)), 0)
+  end
+end
+
+local function finite(v) return math.type(v) ~= nil and v == v and v > -math.huge and v < math.huge end
+
+-- The fields a config may carry that change no kernel but still describe the model (HF's position limit, RoPE base,
+-- norm epsilons, the MoE aux loss's weight …): each problem when its value is one no model can have (a position limit
+-- of 0, a RoPE base of 0, a negative epsilon), nil when it is fine. A broken config is an error, not a key to ignore.
+-- A position count: a positive integer of at most 2^31 (HF's largest context today is ~10^7; 2^62 is no model).
+local function positions(v)
+  local n = count_of(v)
+  if not n then return "must be a positive integer" end
+  if n > 2 ^ 31 then return "must be a positive integer of at most 2^31" end
+end
+M.NEUTRAL = {
+  max_position_embeddings = positions,
+  n_ctx = positions,
+  relative_attention_max_distance = positions,
+  num_sparse_encoder_layers = function(v)
+    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
+  end,
+  num_sparse_decoder_layers = function(v)
+    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
+  end,
+  rope_theta = function(v) if not (finite(v) and v > 0) then return "must be a positive number (the RoPE base)" end end,
+  rope_scaling = function(v)
+    if v ~= false and type(v) ~= "table" then return "must be a table of the RoPE scaling (or null)" end
+  end,
+  rms_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  layer_norm_epsilon = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  layer_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  output_router_logits = function(v) if type(v) ~= "boolean" then return "must be a boolean" end end,
+  router_aux_loss_coef = function(v) if not (finite(v) and v >= 0) then return "must be a non-negative number" end end,
+}
+
+--- Raises "<who>: <noun> 'k' <problem> (got v)" for the first key of `keys` (sorted) that cfg sets to a value
+--- M.NEUTRAL refuses; keys it does not list are not looked at. `noun` defaults to "field".
+function M.neutral(who, cfg, keys, noun)
+  local sorted = {}
+  for _, k in ipairs(keys) do sorted[#sorted + 1] = k end
+  table.sort(sorted)
+  for _, k in ipairs(sorted) do
+    local v, check = cfg[k], M.NEUTRAL[k]
+    local problem = v ~= nil and check and check(v)
+    if problem then
+      error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem,
+        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
+    end
+  end
+end
+
 --- Checks opts.batch and opts.seq, and seq against the model's position table (max_name = its field).
 function M.batch_seq(who, opts, max_positions, max_name)
   for _, key in ipairs { "batch", "seq" } do

@@ -163,6 +163,7 @@ function M.config(cfg)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
   for _, k in ipairs(NEUTRAL) do known[#known + 1] = k end
   checks.known(who, cfg, known)
+  checks.neutral(who, cfg, NEUTRAL) -- no kernel reads them, but 0 positions or a RoPE base of 0 is no model
   local d, c = M.DEFAULTS[mt], {}
   local v2 = mt == "deepseek_v2"
   local NONE = { q_lora_rank = true, num_key_value_heads = true, n_shared_experts = v2, n_group = v2, topk_group = v2,

@@ -51,6 +51,8 @@ local function check(cfg, opts)
   local who = ("gpt model '%s'"):format(tostring(cfg.name or "?"))
   checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
+  checks.booleans(who, cfg, { "tie_word_embeddings" })
+  checks.table_size(who, "n_positions", cfg.n_positions, cfg.n_embd) -- wpe: its parameters, no node's shape
   if cfg.n_embd % cfg.n_head ~= 0 then
     error(("%s: n_embd (%d) must be divisible by n_head (%d)"):format(who, cfg.n_embd, cfg.n_head), 0)
   end

@@ -313,6 +313,17 @@ function M.from_config(t, path, nulls)
       end
     end
   end
+  -- keys dropped as changing no kernel that still describe the model (check.lua NEUTRAL: "max_position_embeddings": 0,
+  -- "rope_theta": 0, a negative norm epsilon): a value no model can have is a broken config, not a key to drop
+  if entry.ignore then
+    local dropped = {}
+    for _, list in ipairs(entry.ignore) do
+      for _, k in ipairs(list) do
+        if not fields[k] then dropped[#dropped + 1] = k end
+      end
+    end
+    require("neusight.models.check").neutral(path, t, dropped, "key")
+  end
   for field, keys in pairs(fields) do
     local null = false
     for _, key in ipairs(keys) do

@@ -140,6 +140,7 @@ function M.resolve(cfg, family)
   for _, k in ipairs { "name", "arch", "model_type" } do known[#known + 1] = k end
   for _, k in ipairs(family.neutral) do known[#known + 1] = k end
   checks.known(who, cfg, known)
+  checks.neutral(who, cfg, family.neutral) -- no kernel reads them, but 0 positions or a RoPE base of 0 is no model
   local d = family.defaults[mt]
   local c = {}
   for _, k in ipairs(M.family_fields(family, mt)) do

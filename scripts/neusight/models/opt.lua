@@ -60,6 +60,8 @@ local function check(cfg, opts)
   checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_hidden_layers", "hidden_size", "num_attention_heads", "ffn_dim", "vocab_size",
                          "max_position_embeddings" }, { "word_embed_proj_dim" })
+  checks.booleans(who, cfg, { "do_layer_norm_before", "enable_bias", "_remove_final_layer_norm", "tie_word_embeddings" })
+  checks.table_size(who, "max_position_embeddings", cfg.max_position_embeddings + 2, cfg.hidden_size) -- no node's shape
   if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
     error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
       who, cfg.hidden_size, cfg.num_attention_heads), 0)

@@ -54,7 +54,9 @@ local function check(cfg, opts)
   local who = ("switch model '%s'"):format(tostring(cfg.name or "?"))
   checks.known(who, cfg, M.FIELDS)
   checks.counts(who, cfg, { "num_layers", "num_decoder_layers", "d_model", "d_ff", "d_kv", "num_heads", "num_experts",
-                         "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" })
+                         "expert_capacity", "encoder_sparse_step", "decoder_sparse_step", "vocab_size" },
+                 { "relative_attention_num_buckets" }) -- 0 ended in ops/embedding.lua's argument error
+  checks.table_size(who, "relative_attention_num_buckets", cfg.relative_attention_num_buckets or 32, cfg.num_heads)
   if cfg.num_layers % cfg.encoder_sparse_step ~= 0 or cfg.num_decoder_layers % cfg.decoder_sparse_step ~= 0 then
     error(("%s: layer counts must be multiples of the sparse steps"):format(who), 0)
   end

@@ -1,0 +1,1 @@
+return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "opt", num_hidden_layers = 2, hidden_size = 256, num_attention_heads = 4, ffn_dim = 1024, vocab_size = 1000, max_position_embeddings = 512, do_layer_norm_before = { true } } }

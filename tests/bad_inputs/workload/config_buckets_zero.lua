@@ -1,0 +1,1 @@
+return { gpu = "h100", mode = "inference", batch = 1, seq = 8, model = { arch = "switch", num_layers = 2, num_decoder_layers = 2, d_model = 64, d_ff = 128, d_kv = 16, num_heads = 4, num_experts = 2, expert_capacity = 8, encoder_sparse_step = 2, decoder_sparse_step = 2, vocab_size = 100, relative_attention_num_buckets = 0 } }

@@ -1,0 +1,1 @@
+return { gpu = "h100", mode = "inference", batch = 4, seq = 128, model = { name = "m", arch = "gpt", n_layer = 2, n_embd = 1024, n_head = 16, vocab_size = 50257, n_positions = 2^62 } }

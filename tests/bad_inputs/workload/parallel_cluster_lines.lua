@@ -1,0 +1,10 @@
+return {
+  gpu = "h100", mode = "train", batch = 8, seq = 128, model = "gpt2_large",
+  parallel = {
+    dp = 2,
+    cluster = {
+      gpus_per_node = 2,
+      nodes = 2^40,
+    },
+  },
+}
