@@ -4,8 +4,8 @@
 -- vector families (element-wise, softmax, layer norm) were trained on the fp32 NeuSight micro-benchmarks, timed per
 -- PyTorch op: their smallest kernels take ≈ 25 µs (A100-PCIE 25.8 µs, T4 25.0 µs, V100 31.8 µs minimum over
 -- ../shared/data/neusight/dataset/train/collect/add/p2.1.0/*.csv, flat up to ~10 MB moved). That floor is the
--- host's launch path, not GPU time, and the MLP has learnt it: a Llama-3-8B bf16 decode step at batch 8 is ≈ 25 ms,
--- most of it ~1 000 tiny element-wise kernels at 20–60 µs each.
+-- host's launch path, not GPU time, and the MLP has learnt it: a Llama-3-8B bf16 decode step at batch 8 on an H100
+-- is ≈ 22 ms, 15 ms of it ~650 tiny element-wise kernels at 20–27 µs each.
 --
 -- `launch = "graph"` (`--launch graph`): the step is captured once and replayed as a CUDA graph, as serving engines
 -- (vLLM, SGLang, TensorRT-LLM) run decode: the GPU sees the kernels back to back and the host cost is gone.
@@ -14,9 +14,11 @@
 --     the roofline, no floor) and collectives.
 --   * A vector kernel (kind elementwise / softmax / layernorm) takes
 --         graph_s = min(eager_s, max(flops / fp32 peak, bytes / (bandwidth_efficiency × DRAM bandwidth)) + floor_s)
---     floor_s = 2 µs: the smallest kernels AIConfigurator measured under CUDA-graph replay take 1.65 µs (L40S),
---     1.79 µs (B200), 2.45 µs (A100-SXM) — minimum `latency` of ../shared/data/aiconfigurator/<gpu>/gemm.csv —
---     i.e. a launch inside a graph plus a near-empty kernel.
+--     floor_s = 2 µs: a launch inside a graph plus a near-empty kernel. The smallest kernels AIConfigurator measured
+--     under CUDA-graph replay on the six training GPUs take 1.50–1.80 µs (B300 1.50, L40S 1.65, GB300 1.76, GB200
+--     1.78, B200 1.79, RTX PRO 6000 1.80 µs: minimum `latency` of ../shared/data/aiconfigurator/<gpu>/gemm.csv, a
+--     bf16 GEMM of a few rows), and their near-empty bf16 GEMMs (n, k ≤ 64, 296 rows per GPU) 1.84–2.15 µs
+--     (median per GPU); 2 µs lies between the two. The evaluation GPUs' files (weights/HELD_OUT) are not read.
 --     bandwidth_efficiency = 0.8: large element-wise adds (≥ 250 MB moved) in the NeuSight data reach 0.82
 --     (A100-PCIE), 0.89 (V100), 0.75 (T4), 0.74 (P100) of the datasheet bandwidth (median per GPU); at that size
 --     the host floor no longer matters, so the same fraction holds inside a graph.
