@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""weights/roofline_efficiency.py — derives the EFFICIENCY table of scripts/neusight/predictors/roofline_derated.lua.
+"""weights/roofline_efficiency.py — derives the efficiency table of scripts/neusight/efficiency.lua (used by roofline_derated.lua and the neusight predictor's fallback).
 
     weights/roofline_efficiency.py [--exe build/neusight] [--data ../shared/data/neusight]
                                    [--aic ../shared/data/aiconfigurator] [--no-tile]
@@ -111,7 +111,7 @@ def main():
         der_m = mape([(m, p / eff[fam]) for m, p, _ in rs])
         tile_s = f"{mape([(m, tp) for m, _, tp in rs]):5.1f} %" if tile else ""
         print(f"--   {fam:<17} {len(rs):>7,}   {roof_m:4.1f} % → {der_m:4.1f} %            {tile_s}")
-    print("local EFFICIENCY = {")
+    print("return {")
     for fam in ORDER:
         if fam in eff:
             print(f"  {fam} = {eff[fam]:.3f},")

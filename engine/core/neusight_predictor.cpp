@@ -194,6 +194,7 @@ class neusight_predictor final : public predictor {
     memo_ = on;
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
+  void roofline_efficiency_set(std::map<std::string, double> by_family) override { efficiency_ = std::move(by_family); }
 
   // One MLP row per distinct feature input. The row key leaves the FLOPs out: they are not a feature (vector
   // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
@@ -256,10 +257,18 @@ class neusight_predictor final : public predictor {
       auto m = models.find(fam);
       if (m == models.end() && family_transfer_features(fam)) {
         // No tensor-core or fused-attention measurements for this vendor (AMD's data has none): say so and use
-        // the roofline.
+        // the roofline over the fraction of it the family reaches on the GPUs that have data (no GPU reaches the
+        // bare roofline: on its own it made an MI300X look 1.56x an H100 on GPT-3 for a 1.32x higher bf16 peak).
+        const double e = fallback_efficiency(fam);
+        char eff[32];
+        std::snprintf(eff, sizeof eff, "%.3g", e);
         warnings_.push_back("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                             (root_ / gpu.vendor).generic_string() +
-                            ": these kernels are priced by the roofline (peak of their dtype), not the tile model");
+                            (e < 1 ? ": these kernels are priced by the roofline (peak of their dtype) over " +
+                                         std::string(eff) + ", the fraction of it the family reaches on the GPUs "
+                                         "measured (scripts/neusight/efficiency.lua), not the tile model"
+                                   : ": these kernels are priced by the roofline (peak of their dtype), not the tile "
+                                     "model"));
         continue;
       }
       if (m == models.end())
@@ -279,7 +288,7 @@ class neusight_predictor final : public predictor {
       if (row == SIZE_MAX) continue;
       const auto o = outputs.find(fam);
       if (o == outputs.end()) {  // no weights for this vendor (warned above)
-        out[i] = roofline_seconds(kernels[i].k, gpu);
+        out[i] = roofline_seconds(kernels[i].k, gpu) / fallback_efficiency(fam);
         continue;
       }
       const tile_model& m = models.at(fam);
@@ -342,6 +351,11 @@ class neusight_predictor final : public predictor {
 
   std::filesystem::path root_;
   bool memo_ = true;
+  std::map<std::string, double> efficiency_;  // family name → fraction of the roofline (roofline_efficiency_set)
+  double fallback_efficiency(family f) const {
+    const auto it = efficiency_.find(std::string(family_name(f)));
+    return it == efficiency_.end() ? 1.0 : it->second;
+  }
   mutable std::map<std::string, tile_features> features_memo_;
   mutable std::map<std::string, Eigen::MatrixXf> outputs_memo_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;

@@ -1,6 +1,7 @@
 // engine/core/roofline.h — kernel latency predictors: the roofline bound and the predictor interface.
 #pragma once
 #include <filesystem>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -49,6 +50,9 @@ class predictor {
   // Whether predict() prices kernels of `family` (tile_model.h family_name) on GPUs of `vendor` with its own model
   // (false: the roofline stands in, e.g. no weights for that family): only those carry its error table's spread.
   virtual bool models_family(const std::string& /*vendor*/, const std::string& /*family*/) const { return false; }
+  // The fraction of the roofline each family reaches (family_name → (0, 1]; scripts/neusight/efficiency.lua, set by the
+  // session): what a predictor that has no model of a family on a GPU divides the roofline by. Unset: the roofline.
+  virtual void roofline_efficiency_set(std::map<std::string, double> /*by_family*/) {}
 };
 
 std::vector<std::string> predictor_names();

@@ -85,6 +85,9 @@ struct session::impl {
   std::vector<int> predictor_refs;
   std::vector<std::string> predict_warnings;
   predictor& builtin_predictor(const std::string& name);
+  // ns::predictor_make(name, root) with the session's efficiency table (scripts/neusight/efficiency.lua: what a
+  // built-in predictor divides the roofline by for a family it has no model of).
+  std::unique_ptr<predictor> builtin_make(const std::string& name, const std::filesystem::path& root);
 
   lua_State* L() const { return state.get(); }
 

@@ -133,13 +133,43 @@ bool lua_name_ok(const std::string& s) {
 
 }  // namespace
 
+// require("neusight.efficiency"): family name → the fraction of the roofline it reaches, each in (0, 1].
+static std::map<std::string, double> efficiency_read(session::impl& p) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(p, "neusight.efficiency");  // stack: table
+  const char* where = "neusight.efficiency (scripts/neusight/efficiency.lua or its --scripts override)";
+  if (!lua_istable(L, -1)) throw error(std::string(where) + ": must return a table of family = efficiency");
+  std::map<std::string, double> out;
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {  // stack: table key value
+    if (lua_type(L, -2) != LUA_TSTRING) throw error(std::string(where) + ": keys must be family names (strings)");
+    const std::string key = lua_tostring(L, -2);
+    int ok = 0;
+    const double v = lua_isnumber(L, -1) ? lua_tonumberx(L, -1, &ok) : 0;
+    if (!ok || lua_type(L, -1) != LUA_TNUMBER || !(v > 0 && v <= 1))
+      throw error(std::string(where) + ": field '" + key + "' must be a number in (0, 1] (the fraction of the "
+                  "roofline the family reaches)");
+    out[key] = v;
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
+  auto pred = ns::predictor_make(name, root);
+  pred->roofline_efficiency_set(efficiency_read(*this));
+  return pred;
+}
+
 predictor& session::impl::builtin_predictor(const std::string& name) {
   if (auto it = builtin_predictors.find(name); it != builtin_predictors.end()) return *it->second;
   const auto names = predictor_names();
   if (std::find(names.begin(), names.end(), name) == names.end())
     throw error("unknown built-in predictor '" + name + "'" + text_did_you_mean(name, names) + "; built-in: " +
                 names_joined(names) + " (a Lua predictor is a module: require(\"neusight.predictors.<name>\").predict)");
-  auto pred = ns::predictor_make(name, weights_root);
+  auto pred = builtin_make(name, weights_root);
   pred->memo_enable(predict_memo);
   return *builtin_predictors.emplace(name, std::move(pred)).first->second;
 }
@@ -177,7 +207,7 @@ std::unique_ptr<predictor> session::predictor_make(const std::string& name, cons
   if (weights_root != p_->weights_root) p_->builtin_predictors.clear();  // ns.predict's "neusight" reads these weights
   p_->weights_root = weights_root;
   const auto builtins = predictor_names();
-  if (std::find(builtins.begin(), builtins.end(), name) != builtins.end()) return ns::predictor_make(name, weights_root);
+  if (std::find(builtins.begin(), builtins.end(), name) != builtins.end()) return p_->builtin_make(name, weights_root);
   std::string path, chunk;
   const bool is_file = name.find('/') != std::string::npos ||
                        (name.size() > 4 && name.compare(name.size() - 4, 4, ".lua") == 0);

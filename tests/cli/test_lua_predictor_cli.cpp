@@ -4,6 +4,8 @@
 // command with --predictor; its mistakes are errors with file:line.
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -111,6 +113,44 @@ TEST_CASE("Lua predictor: the bundled roofline_derated is the roofline over its 
     INFO(r.dump());
     CHECK_THAT(double(derated["ops"][i]["ms"]), WithinRel(double(r["ms"]) / eff.at(r["kind"]), 1e-12));
   }
+}
+
+// AMD GPUs have no tensor-core or fused-attention weights: the neusight predictor prices those families by the roofline
+// over the same efficiency table (scripts/neusight/efficiency.lua) roofline_derated divides by, never the bare roofline;
+// a --scripts efficiency.lua moves both; a bad table is an error that names it.
+TEST_CASE("neusight predictor: families without weights take the roofline over scripts/neusight/efficiency.lua",
+          "[cli][predictor]") {
+  const std::string mi = "predict --model gpt2_large --gpu mi300x --batch 2 --seq 512 --dtype bf16 --mode inference "
+                         "--overhead off --format json ";
+  const json neu = parse_json(run_cli(mi + "--predictor neusight"));
+  const json der = parse_json(run_cli(mi + "--predictor roofline_derated"));
+  const json roof = parse_json(run_cli(mi + "--predictor roofline"));
+  REQUIRE(neu["ops"].size() == der["ops"].size());
+  std::set<std::string> priced;
+  for (size_t i = 0; i < neu["ops"].size(); ++i) {
+    const auto& o = neu["ops"][i];
+    if (!(o["kind"] == "gemm" || o["kind"] == "attention")) continue;  // the fp32 families have AMD weights
+    INFO(o.dump());
+    CHECK_THAT(double(o["ms"]), WithinRel(double(der["ops"][i]["ms"]), 1e-12));
+    CHECK(double(o["ms"]) > double(roof["ops"][i]["ms"]) * 1.3);  // 1 / 0.697 (gemm_tc16), 1 / 0.424 (prefill)
+    priced.insert(o["kind"].get<std::string>());
+  }
+  CHECK(priced == std::set<std::string>{"attention", "gemm"});
+  bool said = false;
+  for (const auto& w : neu["warnings"])
+    said = said || w.get<std::string>().find("priced by the roofline (peak of their dtype) over 0.697") != std::string::npos;
+  CHECK(said);
+  temp_dir t;
+  t.write("s/neusight/efficiency.lua", "return { gemm_tc16 = 0.5, attention_prefill = 0.25 }\n");
+  const json mine = parse_json(run_cli(mi + "--scripts '" + (t.path / "s").string() + "'"));
+  for (size_t i = 0; i < neu["ops"].size(); ++i)
+    if (neu["ops"][i]["kind"] == "gemm")
+      CHECK_THAT(double(mine["ops"][i]["ms"]), WithinRel(double(roof["ops"][i]["ms"]) / 0.5, 1e-12));
+  t.write("s/neusight/efficiency.lua", "return { gemm_tc16 = 1.5 }\n");
+  const auto bad = run_cli(mi + "--scripts '" + (t.path / "s").string() + "'");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("neusight.efficiency (scripts/neusight/efficiency.lua or its --scripts override): field "
+                     "'gemm_tc16' must be a number in (0, 1]") != std::string::npos);
 }
 
 TEST_CASE("Lua predictor: every command with --predictor takes one", "[cli][predictor]") {
