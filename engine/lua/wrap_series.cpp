@@ -84,8 +84,14 @@ lnum lnum_at(lua_State* L, int idx, const char* what) {
 }
 
 // t[1..n] of the array at `idx` (absent entries nil).
+// A count no series of these loops comes near (2^24 values: a pipeline's stages, a device's bucket runs); beyond it
+// a count must be the table's own length, so that a stray count is an error here, not a huge allocation.
+constexpr lua_Integer max_count = lua_Integer(1) << 24;
+
 std::vector<lnum> lnums_at(lua_State* L, int idx, lua_Integer n, const char* what) {
   luaL_checktype(L, idx, LUA_TTABLE);
+  if (n > max_count && n > lua_Integer(lua_rawlen(L, idx)))
+    luaL_error(L, "%s: %I values asked of a table of %I", what, n, lua_Integer(lua_rawlen(L, idx)));
   std::vector<lnum> out(size_t(n > 0 ? n : 0) + 1);
   for (lua_Integer k = 1; k <= n; ++k) {
     lua_rawgeti(L, idx, k);
@@ -103,17 +109,20 @@ struct int_series {
 int_series ints_at(lua_State* L, int idx, lua_Integer n, const char* what) {
   int_series s;
   if (void* p = luaL_testudata(L, idx, ints_meta)) {
-    if (lua_Integer(lua_rawlen(L, idx) / sizeof(int64_t)) < n) luaL_error(L, "%s: a series of fewer than %d values", what, int(n));
+    if (lua_Integer(lua_rawlen(L, idx) / sizeof(int64_t)) < n)
+      luaL_error(L, "%s: a series of fewer than %I values", what, n);
     s.data = static_cast<const int64_t*>(p);
     return s;
   }
   luaL_checktype(L, idx, LUA_TTABLE);
-  s.own.resize(size_t(n > 0 ? n : 0));
+  // grown entry by entry, not sized by `n` first: a count beyond the table's entries stops at the first missing one
+  // (an error naming it) instead of allocating n values (2^61 threw std::length_error past the script's memory cap)
   for (lua_Integer k = 1; k <= n; ++k) {
     lua_rawgeti(L, idx, k);
     int ok = 0;
-    s.own[size_t(k - 1)] = lua_tointegerx(L, -1, &ok);
-    if (!ok || lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: entry %d is not an integer", what, int(k));
+    const lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (!ok || lua_type(L, -1) != LUA_TNUMBER) luaL_error(L, "%s: entry %I is not an integer", what, k);
+    s.own.push_back(v);
     lua_pop(L, 1);
   }
   s.data = s.own.data();
@@ -122,7 +131,7 @@ int_series ints_at(lua_State* L, int idx, lua_Integer n, const char* what) {
 
 // pack_integers(t, n) -> series: t[1..n] (integers) packed for the primitives below (read-only, opaque).
 // [-2, +1, e]
-int l_pack_integers(lua_State* L) {
+int pack_integers_body(lua_State* L) {
   const lua_Integer n = luaL_checkinteger(L, 2);
   if (n < 0) luaL_error(L, "pack_integers: a negative count");
   const int_series s = ints_at(L, 1, n, "pack_integers");
@@ -237,7 +246,7 @@ int walk_push(lua_State* L, const int64_t* program, lua_Integer total, const std
 }
 
 // walk(program, total, dur_fw, dur_bw, V, last, all) -> finishes, last_bw[, done, starts]: see schedule.lua. [-7, +2|4, e]
-int l_walk(lua_State* L) {
+int walk_body(lua_State* L) {
   const lua_Integer total = luaL_checkinteger(L, 2);
   const lua_Integer V = luaL_checkinteger(L, 5);
   luaL_checktype(L, 6, LUA_TTABLE);
@@ -277,7 +286,8 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
     lua_rawgeti(L, -1, 1);
     const lua_Integer j = lua_tointeger(L, -1);
     lua_pop(L, 1);
-    if (j < 1) luaL_error(L, "fold: %s[%d]: the sum's index must be a positive integer", what, int(i));
+    if (j < 1 || j > (1 << 16))
+      luaL_error(L, "fold: %s[%d]: the sum's index must be an integer of 1 to 65536", what, int(i));
     t.j = size_t(j);
     lua_rawgeti(L, -1, 3);
     t.minus = lua_isinteger(L, -1) && lua_tointeger(L, -1) == -1;
@@ -302,7 +312,7 @@ struct fast_term {
   std::vector<uint8_t> is_float;
 };
 
-int l_fold(lua_State* L) {
+int fold_body(lua_State* L) {
   luaL_checktype(L, 1, LUA_TTABLE);
   luaL_checktype(L, 2, LUA_TTABLE);
   size_t J = 0;
@@ -361,9 +371,9 @@ int l_fold(lua_State* L) {
     bool dpeaked = false;  // the peak of a double sum: a float once taken (else the integer 0)
     for (lua_Integer i = 0; i < n; ++i) {
       const int64_t c = codes.data[i];
-      const size_t k = size_t(c > 0 ? c : -c);
+      const uint64_t k = c > 0 ? uint64_t(c) : uint64_t(0) - uint64_t(c);  // |c|, INT64_MIN too
       for (const fast_term& t : c > 0 ? ffw : fbw) {
-        if (k >= t.values.size()) nil_arith(L, "a stage's value");
+        if (k == 0 || k >= t.values.size()) nil_arith(L, "a stage's value");  // values[0]: nil, as in Lua
         dsums[t.j] = t.minus ? dsums[t.j] - t.values[k] : dsums[t.j] + t.values[k];
         floated[t.j] |= t.is_float[k];
       }
@@ -441,7 +451,7 @@ void queue_run(lua_State* L, const std::vector<lnum>& at, const std::vector<lua_
   push_num(L, free), push_num(L, sum);
 }
 
-int l_queue(lua_State* L) {
+int queue_body(lua_State* L) {
   const lua_Integer len = luaL_checkinteger(L, 4);
   if (len < 0) luaL_error(L, "queue: a negative count");
   const std::vector<lnum> at = lnums_at(L, 1, len, "queue: at");
@@ -467,6 +477,14 @@ int l_queue(lua_State* L) {
   else queue_run<lnum>(L, at, n, dt, free0, sum0);
   return 2;
 }
+
+// A C++ exception inside a loop (std::bad_alloc) becomes a Lua error with its message (ns_catch); Lua's own errors
+// pass through. Without it Lua's C++ build caught it with catch (...) and the error was whatever value topped the
+// stack ("neusight: 0", "neusight: (error)").
+int l_pack_integers(lua_State* L) { return ns_catch(L, [L] { return pack_integers_body(L); }); }
+int l_walk(lua_State* L) { return ns_catch(L, [L] { return walk_body(L); }); }
+int l_fold(lua_State* L) { return ns_catch(L, [L] { return fold_body(L); }); }
+int l_queue(lua_State* L) { return ns_catch(L, [L] { return queue_body(L); }); }
 
 }  // namespace
 

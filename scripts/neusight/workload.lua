@@ -432,6 +432,13 @@ end
 --- M.nested_field_line for the model config (`model = { … key = … }`).
 function M.model_field_line(text, key) return M.nested_field_line(text, "model", key) end
 
+-- A router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only)
+-- as a number; anything else as it is. M.normalize and M.check_fields (a comparison's values, checked first) alike.
+local function cli_router_skew(v)
+  if type(v) == "string" and (v:match("^%d+%.?%d*$") or v:match("^%d*%.%d+$")) then return tonumber(v) end
+  return v
+end
+
 --- Validates a workload table after applying `overrides` (CLI values; nil entries are ignored) and
 --- returns a new table with defaults filled in: optimizer "adam" for train / "none" for inference,
 --- optimizer_impl "fused" for adamw / "foreach" for adam and sgd (nil without an optimizer), dtype "fp32",
@@ -489,9 +496,9 @@ function M.normalize(spec, overrides, chunkname, text)
   if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
   -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only;
   -- a script's field stays as written: "2" there is a string, refused below)
-  local cli_skew = overrides and overrides.router_skew
-  if type(cli_skew) == "string" and cli_skew:match("^%d+%.?%d*$") or type(cli_skew) == "string" and cli_skew:match("^%d*%.%d+$") then
-    w.router_skew = tonumber(cli_skew)
+  local cli_skew = overrides and cli_router_skew(overrides.router_skew)
+  if type(cli_skew) == "number" then
+    w.router_skew = cli_skew
   end
   local missing = {} -- every missing field at once, as flags on the command line
   for _, k in ipairs(FIELDS) do
@@ -597,6 +604,7 @@ function M.check_fields(fields, chunkname)
     if not (type(k) == "string" and k:match("^parallel%.")) then
       if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
       if k == "dtype" then v = K.dtype_name(v) or v end
+      if k == "router_skew" then v = cli_router_skew(v) end -- as M.normalize reads the flag
       local problem = CHECK[k](v)
       if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
     end

@@ -136,3 +136,20 @@ TEST_CASE("router skew: search prices its expert-parallel layouts with it and wa
     ++n;
   CHECK(n == 1);  // once, not per layout
 }
+
+// A comparison (a list flag) checks the command line's values before any forecast (workload.lua check_fields): a
+// factor's decimal string is read as normalize reads it, so --router-skew 1.5 beside --ep 8,4 forecasts (it was
+// refused: "field 'router_skew' must be … a number >= 1 (got \"1.5\")"), and a factor below 1 is still refused.
+TEST_CASE("router skew: a factor in a comparison is read as in a single forecast", "[cli][moe][router_skew]") {
+  const std::string base = "predict --model qwen3_30b_a3b --gpu h100 --mode prefill --batch 8 --seq 512 --dtype bf16 "
+                           "--dp 8 --ep 8,4 --cluster dgx_h100 --format json --router-skew ";
+  const auto r = run_cli(base + "1.5");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 2);
+  for (const auto& row : j["rows"]) CHECK(row["latency_ms"].is_number());
+  const auto low = run_cli(base + "0.5");
+  CHECK(low.code == 1);
+  CHECK(low.err.find("field 'router_skew' must be a number >= 1") != std::string::npos);
+}

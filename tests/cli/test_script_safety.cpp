@@ -343,3 +343,31 @@ TEST_CASE("script safety: -o writes through symbolic links and into devices, nev
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + t.path.string() + ": is a directory\n");
 }
+
+// The engine's series loops (require("neusight").pack_integers, walk, fold, queue: engine/lua/wrap_series.cpp) are
+// public: a script's wrong count is an error at its line, never a C++ exception that Lua's C++ build swallowed into
+// "neusight: 0" or "neusight: (error)" after allocating past the memory cap; an op code 0 is a nil value, as in Lua.
+TEST_CASE("script safety: the series loops refuse huge counts and a code 0 at the script's line", "[cli][safety]") {
+  temp_dir t;
+  const std::string tail =
+      "\nreturn { model = 'gpt2_large', gpu = 'A100-PCIE-40GB', mode = 'inference', batch = 1, seq = 8 }\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ns.pack_integers({ 1, 2, 3 }, 1 << 61)", ":2: pack_integers: entry 4 is not an integer"},
+      {"ns.pack_integers({ 1, 2, 3 }, math.maxinteger)", ":2: pack_integers: entry 4 is not an integer"},
+      {"ns.walk({}, 0, {}, {}, 1 << 40, {}, false)",
+       ":2: walk: forward seconds: 1099511627776 values asked of a table of 0"},
+      {"ns.fold({}, {}, { { (1 << 31) - 1, {} } }, {}, 1)",
+       ":2: fold: fw_terms[1]: the sum's index must be an integer of 1 to 65536"},
+      {"ns.queue({}, {}, {}, 1 << 40, 0, 0)", ":2: queue: at: 1099511627776 values asked of a table of 0"},
+      {"ns.fold({ { 0 } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)", ":2: attempt to perform arithmetic on a nil value"},
+      {"ns.fold({ { math.mininteger } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)",
+       ":2: attempt to perform arithmetic on a nil value"},
+  };
+  int i = 0;
+  for (const auto& [call, want] : cases) {
+    const auto script =
+        t.write("s" + std::to_string(++i) + ".lua", "local ns = require 'neusight'\nlocal x = " + call + tail);
+    INFO(call);
+    run_should_fail(FILE_LINE_ARGS, t, script, script.string() + want);
+  }
+}
