@@ -401,15 +401,7 @@ function M.timeline(plan, nodes, times, lean)
                 -- fill_buckets only where a bucket fills (below the size it hands f back, 0 buckets)
                 if f >= bucket_bytes then f, full = fill_buckets(f, bucket_bytes) end
                 if edp then fill_edp = f else fill_dp = f end
-                if full > 0 then -- ready_add(t, bucket_bytes, group, full), inline: once per filling node
-                  local gk = edp and "edp" or "dp"
-                  if nr > 0 and r_at[nr] == t and r_bytes[nr] == bucket_bytes and r_group[nr] == gk then
-                    r_n[nr] = r_n[nr] + full
-                  else
-                    nr = nr + 1
-                    r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = t, bucket_bytes, gk, full
-                  end
-                end
+                if full > 0 then ready_add(t, bucket_bytes, edp and "edp" or "dp", full) end
               end
             end
           end
