@@ -20,28 +20,12 @@ import os
 import subprocess
 import sys
 
+from held_out import held_key, held_out_keys  # weights/held_out.py
+
 ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
          "attention_decode"]
 TABLE_ORDER = ["linear", "bmm", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8", "attention_prefill",
                "attention_decode"]
-
-
-def held_key(name):
-    k = name.lower().replace("_", " ")
-    for p in ("nvidia ", "amd ", "tesla "):
-        if k.startswith(p):
-            k = k[len(p):]
-    return k
-
-
-def held_out(root):
-    keys = set()
-    with open(os.path.join(root, "weights", "HELD_OUT")) as h:
-        for line in h:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                keys.add(held_key(line))
-    return keys
 
 
 def device_of(path):
@@ -79,7 +63,7 @@ def main():
     ap.add_argument("--aic", default="../shared/data/aiconfigurator")
     ap.add_argument("--no-tile", action="store_true")
     a = ap.parse_args()
-    held = held_out(root)
+    held = held_out_keys(os.path.join(root, "weights", "HELD_OUT"))
     t = os.path.join(a.data, "dataset", "test")
     files = [os.path.join(t, f) for f in ("bmm.csv", "linear.csv", "elem.csv", "softmax.csv", "ln.csv")]
     for name in ("gemm", "context_attention", "generation_attention"):

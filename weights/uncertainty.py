@@ -22,6 +22,8 @@ import os
 import sys
 import tomllib
 
+from held_out import held_key, held_out_keys  # weights/held_out.py
+
 LEVELS = [0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # The GPU-file field of each family's peak, and the group of GPUs its folds hold out.
 FAMILIES = {
@@ -124,25 +126,6 @@ def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None):
         lines.append(f"gpus = {fmt_list(rng['gpus'])}")
         lines.append("")
     return "\n".join(lines)
-
-
-def held_out_keys(path):
-    """The GPUs of weights/HELD_OUT, as keys of held_key()."""
-    keys = set()
-    with open(path) as h:
-        for line in h:
-            line = line.split("#", 1)[0].strip()
-            if line:
-                keys.add(held_key(line))
-    return keys
-
-
-def held_key(name):
-    k = name.lower().replace("_", " ")
-    for p in ("nvidia ", "amd ", "tesla "):
-        if k.startswith(p):
-            k = k[len(p):]
-    return k
 
 
 def kept_sections(path, families):
