@@ -21,7 +21,8 @@ local FIELDS = { "model", "gpu", "mode", "batch", "seq", "context", "optimizer",
   "report" }
 local REQUIRED = { model = true, gpu = true, mode = true, batch = true, seq = true }
 --- The model builders shipped in scripts/neusight/models/ (a config table's `arch`; --scripts DIR may add others).
-M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" }
+M.ARCHES = { "bert", "deepseek", "gpt", "llama", "moe", "opt", "switch" } -- the bundled builders (for messages; a
+-- --scripts DIR adds its own as DIR/neusight/models/<arch>.lua, which require finds and this list does not name)
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -108,9 +109,10 @@ local CHECK = {
         end
         if ok then
           return ("table field 'arch' = %q: scripts/neusight/models/%s.lua is not a model builder (no build "
-            .. "function); builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
+            .. "function); bundled builders: %s"):format(v.arch, v.arch, table.concat(M.ARCHES, ", ")), "arch"
         end
-        return ("table field 'arch' = %q names no model builder (no scripts/neusight/models/%s.lua)%s; builders: %s")
+        return ("table field 'arch' = %q names no model builder (no neusight/models/%s.lua on the script search path)%s; "
+          .. "bundled builders: %s")
           :format(v.arch, v.arch, hint(v.arch, M.ARCHES), table.concat(M.ARCHES, ", ")), "arch"
       end
       return ("table needs a string 'arch' naming a builder in neusight/models/ (got %s)"):format(show(v.arch)),

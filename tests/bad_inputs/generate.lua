@@ -431,8 +431,8 @@ wt("config_lines_layers_zero", gpt_lines { [2] = "n_layer = 0," }, "field 'n_lay
 wt("config_lines_heads_zero", gpt_lines { [4] = "n_head = 0," }, "field 'n_head' must be a positive integer (got 0)", 6)
 wt("config_lines_typo", gpt_lines { [6] = "n_positons = 1024," }, "unknown field 'n_positons' (did you mean 'n_positions'?)", 8)
 wt("config_lines_arch_unknown", gpt_lines { [1] = 'name = "m", arch = "gtp",' },
-   { "table field 'arch' = \"gtp\" names no model builder (no scripts/neusight/models/gtp.lua) (did you mean 'gpt'?)",
-     "builders: bert, deepseek, gpt, llama, moe, opt, switch" }, 3)
+   { "table field 'arch' = \"gtp\" names no model builder (no neusight/models/gtp.lua on the script search path) (did you mean 'gpt'?)",
+     "bundled builders: bert, deepseek, gpt, llama, moe, opt, switch" }, 3)
 wt("config_lines_arch_not_builder", gpt_lines { [1] = 'name = "m", arch = "check",' },
    "table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model builder", 3)
 -- fields no kernel reads that still describe the model were taken whatever their value (0 positions, a RoPE base of 0)

@@ -553,11 +553,13 @@ function T.test_model_config_errors_name_their_line()
   end
   eq(nerr({ arch = "gtp" }, lines "arch = 'gtp'"),
     "examples/w.lua:3: field 'model' table field 'arch' = \"gtp\" names no model builder (no "
-    .. "scripts/neusight/models/gtp.lua) (did you mean 'gpt'?); builders: bert, deepseek, gpt, llama, moe, opt, switch",
+    .. "neusight/models/gtp.lua on the script search path) (did you mean 'gpt'?); bundled builders: bert, deepseek, gpt, "
+    .. "llama, moe, opt, switch",
     "an arch naming no builder")
   eq(nerr({ arch = "check" }, lines "arch = 'check'"),
     "examples/w.lua:3: field 'model' table field 'arch' = \"check\": scripts/neusight/models/check.lua is not a model "
-    .. "builder (no build function); builders: bert, deepseek, gpt, llama, moe, opt, switch", "a module that builds nothing")
+    .. "builder (no build function); bundled builders: bert, deepseek, gpt, llama, moe, opt, switch",
+    "a module that builds nothing")
   eq(nerr({ arch = "gpt", name = "" }, lines "arch = 'gpt', name = ''"),
     "examples/w.lua:3: field 'model' table field 'name' must be a non-empty string (got \"\")", "an empty name")
   eq(nerr({ name = "m" }, lines "name = 'm'"),
