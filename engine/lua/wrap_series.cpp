@@ -465,6 +465,13 @@ int queue_body(lua_State* L) {
     if (!ok) luaL_error(L, "queue: n[%d] must be an integer", int(k));
     lua_pop(L, 1);
   }
+  // each transfer is a step of the loop: 2^40 of them ran until the script watchdog (review F3). A timeline's
+  // gradient buckets number millions at most.
+  constexpr lua_Integer max_transfers = lua_Integer(1) << 32;
+  lua_Integer total = 0;
+  for (lua_Integer k = 1; k <= len; ++k)
+    if (n[size_t(k)] > 0 && (n[size_t(k)] > max_transfers || (total += n[size_t(k)]) > max_transfers))
+      luaL_error(L, "queue: more than 2^32 transfers in all (n[%d] = %I)", int(k), n[size_t(k)]);
   const lnum free0 = lnum_at(L, 5, "queue: free"), sum0 = lnum_at(L, 6, "queue: sum");
   if (free0.type == lnum::nil || sum0.type == lnum::nil) luaL_error(L, "queue: free and sum must be numbers");
   // in doubles where that gives the same bits: every time a float, the start values the integer 0 or floats (the

@@ -359,6 +359,10 @@ TEST_CASE("script safety: the series loops refuse huge counts and a code 0 at th
       {"ns.fold({}, {}, { { (1 << 31) - 1, {} } }, {}, 1)",
        ":2: fold: fw_terms[1]: the sum's index must be an integer of 1 to 65536"},
       {"ns.queue({}, {}, {}, 1 << 40, 0, 0)", ":2: queue: at: 1099511627776 values asked of a table of 0"},
+      // 2^40 transfers of one run: each is a loop step (it ran until the watchdog, 21 s)
+      {"ns.queue({ 0 }, { 1 << 40 }, { 1.0 }, 1, 0, 0)", ":2: queue: more than 2^32 transfers in all (n[1] = 1099511627776)"},
+      {"ns.queue({ 0, 0 }, { 1 << 31, 1 << 31 + 1 }, { 1.0, 1.0 }, 2, 0, 0)",
+       ":2: queue: more than 2^32 transfers in all (n[2] = 4294967296)"},
       {"ns.fold({ { 0 } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)", ":2: attempt to perform arithmetic on a nil value"},
       {"ns.fold({ { math.mininteger } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)",
        ":2: attempt to perform arithmetic on a nil value"},
