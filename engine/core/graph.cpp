@@ -42,13 +42,18 @@ std::optional<kernel_kind> kernel_kind_parse(std::string_view s) {
   return std::nullopt;
 }
 
+const std::vector<std::pair<std::string, int>>& dtype_sizes() {
+  static const std::vector<std::pair<std::string, int>> sizes = {{"fp32", 4}, {"tf32", 4}, {"fp16", 2},
+                                                                 {"bf16", 2}, {"fp8", 1},  {"fp64", 8}};
+  return sizes;
+}
+
 int dtype_bytes(std::string_view dtype) {
-  if (dtype == "fp32" || dtype == "tf32") return 4;
-  if (dtype == "fp16" || dtype == "bf16") return 2;
-  if (dtype == "fp8") return 1;
-  if (dtype == "fp64") return 8;
-  throw error("unknown dtype '" + std::string(dtype) + "'" +
-              text_did_you_mean(dtype, {"fp32", "tf32", "fp16", "bf16", "fp8", "fp64"}));
+  for (const auto& [name, bytes] : dtype_sizes())
+    if (dtype == name) return bytes;
+  std::vector<std::string> names;
+  for (const auto& d : dtype_sizes()) names.push_back(d.first);
+  throw error("unknown dtype '" + std::string(dtype) + "'" + text_did_you_mean(dtype, names));
 }
 
 int64_t shape_numel(const shape& s) {

@@ -6,6 +6,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -26,6 +27,9 @@ std::vector<std::string> kernel_kind_names();
 
 // Bytes per element; throws ns::error for an unknown dtype.
 int dtype_bytes(std::string_view dtype);
+// Every dtype the engine knows and its bytes per element: the one table (Lua reads it as require("neusight").dtype_sizes;
+// scripts/neusight/kernels.lua, the sandbox's test globals).
+const std::vector<std::pair<std::string, int>>& dtype_sizes();
 
 using shape = std::vector<int64_t>;
 int64_t shape_numel(const shape& s);

@@ -27,6 +27,9 @@ local ns = { version = version, closest = closest, did_you_mean = did_you_mean, 
 -- sums each device's ops and queue(at, n, dt, len, free, sum) runs its gradient buckets through the data-parallel
 -- link (neusight.parallel.timeline).
 ns.pack_integers, ns.walk, ns.fold, ns.queue = C.pack_integers, C.walk, C.fold, C.queue
+-- dtype_sizes() → { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }: the engine's one table of dtypes and
+-- their bytes per element (engine/core/graph.cpp), a fresh copy each call.
+ns.dtype_sizes = C.dtype_sizes
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)
@@ -356,7 +359,7 @@ end
 
 -- Extra globals of Lua-side tests (tests/scripts/test_*.lua).
 function E.test_globals()
-  local dtype_bytes = { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }
+  local dtype_bytes = C.dtype_sizes()
   return {
     load_op = function(name)
       local r = E.get_op(name)

@@ -192,11 +192,21 @@ int l_closest(lua_State* L) {
   return 1;
 }
 
+// dtype_sizes() -> { fp32 = 4, … }: engine/core/graph.cpp's one table of the dtypes it knows, a fresh copy each call.
+int l_dtype_sizes(lua_State* L) {
+  lua_createtable(L, 0, int(dtype_sizes().size()));
+  for (const auto& [name, bytes] : dtype_sizes()) {
+    lua_pushinteger(L, bytes);
+    lua_setfield(L, -2, name.c_str());
+  }
+  return 1;
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
-    {"limit_tripped", l_limit_tripped}, {"predict", l_predict},
+    {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {nullptr, nullptr},
 };
 

@@ -8,8 +8,8 @@ local ipairs, tostring, type, error = ipairs, tostring, type, error
 
 local M = {}
 
--- Bytes per element of each dtype the engine knows (engine/core/graph.cpp dtype_bytes).
-local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
+-- Bytes per element of each dtype the engine knows: its one table (engine/core/graph.cpp dtype_sizes).
+local DTYPE_BYTES = require("neusight").dtype_sizes()
 
 -- The element types a KV cache is stored in (workload field kv_dtype), and the storage types of weight-only
 -- quantisation (workload field weight_dtype) with their bytes per weight (int4: two per byte; scales ignored).

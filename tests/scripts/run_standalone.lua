@@ -132,8 +132,15 @@ local function queue(at, n, dt, len, free, sum)
   return free, sum
 end
 
+-- engine/core/graph.cpp dtype_sizes, for plain lua5.4 (the engine hands scripts its own table)
+local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
 local neusight_module = {
   pack_integers = pack_integers, walk = walk, fold = fold, queue = queue,
+  dtype_sizes = function()
+    local t = {}
+    for k, v in pairs(DTYPE_BYTES) do t[k] = v end
+    return t
+  end,
   closest = closest,
   did_you_mean = function(word, keys)
     local best = closest(word, keys)
@@ -178,7 +185,6 @@ local function load_op(name)
 end
 
 -- make_node(tbl): a copy of tbl with the engine's defaults filled in.
-local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
 local function make_node(tbl)
   local node = { op = "?", name = "node", layer = "", inputs = {}, output = {}, dtype = "fp32",
                  count = 1, params = 0, training = true, attrs = {} }
