@@ -55,6 +55,11 @@ function T.test_normalize_errors()
   raises("parallel.ep: expert parallelism spreads the experts over data-parallel ranks: ep = 4 must divide dp = 2",
     P.normalize, { dp = 2, ep = 4 })
   raises('parallel.kernels: "megatron" or "eager" expected, got "fused"', P.normalize, { kernels = "fused" })
+  -- a near miss of a choice says which it was near, as the schedule's does
+  raises('parallel.recompute: "none", "selective" or "full" expected, got "selektive" (did you mean \'selective\'?)',
+    P.normalize, { recompute = "selektive" })
+  raises('parallel.kernels: "megatron" or "eager" expected, got "megatorn" (did you mean \'megatron\'?)',
+    P.normalize, { kernels = "megatorn" })
 end
 
 function T.test_plan_batch_and_cluster_errors()

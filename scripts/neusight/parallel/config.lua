@@ -46,7 +46,10 @@ local function choice_field(p, name, choices, default)
   for i, c in ipairs(choices) do quoted[i] = ("%q"):format(c) end
   local list = #quoted == 2 and quoted[1] .. " or " .. quoted[2]
     or table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
-  error(("parallel.%s: %s expected, got %s"):format(name, list, show(v)), 0)
+  local set = {}
+  for _, c in ipairs(choices) do set[c] = true end
+  error(("parallel.%s: %s expected, got %s%s"):format(name, list, show(v),
+    type(v) == "string" and T.did_you_mean(v, set) or ""), 0)
 end
 M.is_count = is_count
 
