@@ -463,13 +463,13 @@ std::vector<flag_spec> table_make() {
   flag("--kernels",
        "Kernels of a parallel run: megatron (Megatron-LM's fused ones; default with more than one GPU) or eager (the HF "
        "eager graph; default on one GPU)")
-      .group(parallel_group).check(CLI::IsMember({"megatron", "eager"}))
+      .group(parallel_group)  // scripts/neusight/parallel/config.lua checks the name
       .on(forecast, to(&forecast_flags::kernels)).workload();
   flag("--recompute",
        "Activation recomputation: none, selective (core attention re-runs in backward) or full (every layer re-runs its "
        "forward)")
       .group(parallel_group)
-      .on(forecast, to(&forecast_flags::recompute)).workload().list().check(member_list({"none", "selective", "full"}))
+      .on(forecast, to(&forecast_flags::recompute)).workload().list()  // scripts/neusight/parallel/config.lua checks it
       .on(search, to(&search_flags::recompute)).show_default()
       .check(CLI::IsMember({"auto", "all", "none", "selective", "full"}))
       .note("; or auto (per layout the cheapest that fits) or all (every mode, each ranked)");

@@ -9,7 +9,8 @@
 -- This file is the facade: require("neusight.parallel") is what workloads, model builders, op rules (ops/all_reduce.lua
 -- …), tests and the engine (engine/lua/session_hooks.cpp) use. Each concern lives in its own module under
 -- scripts/neusight/parallel/, in the order the engine uses them:
---   1. config.lua    M.normalize validates the table (unknown keys → did-you-mean) and fills defaults; M.active.
+--   1. config.lua    M.normalize validates the table (unknown keys → did-you-mean) and fills defaults; M.active;
+--                    M.check_choice checks one choice field alone (a comparison's up-front check of its values).
 --   2. layout.lua    M.plan lays out the ranks Megatron-style (tp fastest, then dp, then pp), builds the cluster
 --                    (neusight/topology.lua) and each communicator group's shape (M.group_shape).
 --   3. shard.lua     Model builders shard themselves when opts.tp > 1 (M.tensor_shard: Megatron column/row-parallel
@@ -38,7 +39,7 @@ local M = {}
 
 -- the same functions and registry as the modules' own (errors keep their levels: no wrappers)
 M.schedules = schedule.schedules
-M.normalize, M.active = config.normalize, config.active
+M.normalize, M.active, M.check_choice = config.normalize, config.active, config.check_choice
 M.group_shape, M.plan = layout.group_shape, layout.plan
 M.comm_node, M.rule, M.tensor_shard, M.expert_shard = shard.comm_node, shard.rule, shard.tensor_shard, shard.expert_shard
 M.price_reference, M.split = shard.price_reference, shard.split

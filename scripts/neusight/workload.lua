@@ -603,7 +603,11 @@ function M.check_fields(fields, chunkname)
   chunkname = chunkname or "workload"
   for _, k in ipairs(sorted_keys(fields)) do
     local v = fields[k]
-    if not (type(k) == "string" and k:match("^parallel%.")) then
+    local pk = type(k) == "string" and k:match("^parallel%.(.+)$")
+    if pk then -- a choice field's names (parallel.recompute, .kernels); the rest depends on the other fields
+      local ok, err = pcall(require("neusight.parallel").check_choice, pk, v)
+      if not ok then error(("%s: field 'parallel' is invalid: %s"):format(chunkname, tostring(err)), 0) end
+    else
       if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
       if k == "dtype" then v = K.dtype_name(v) or v end
       if k == "router_skew" then v = cli_router_skew(v) end -- as M.normalize reads the flag

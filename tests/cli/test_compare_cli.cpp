@@ -188,6 +188,16 @@ TEST_CASE("compare: invalid combinations are error rows, typos stop the run", "[
   r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --dtype bf16,bf61");
   CHECK(r.code == 1);
   CHECK(r.err.find("field 'dtype' must be a dtype name") != std::string::npos);
+  // a parallel choice field's names are the Lua config's (scripts/neusight/parallel/config.lua), checked up front too
+  r = run_cli(base + "--batch 4 --pp 2 --microbatches 2 --recompute full,selektive");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("command line: field 'parallel' is invalid: parallel.recompute: \"none\", \"selective\" or \"full\" "
+                   "expected, got \"selektive\" (did you mean 'selective'?)") != std::string::npos);
+  r = run_cli(base + "--batch 4 --pp 2 --microbatches 2 --kernels megatorn");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("parallel.kernels: \"megatron\" or \"eager\" expected, got \"megatorn\" (did you mean 'megatron'?)") !=
+        std::string::npos);
   CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference,infer --batch 1 --seq 128").code == 2);
   CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1,0 --seq 128").code == 2);
   CHECK(run_cli("predict --model gpt2_large --gpu h100, --mode inference --batch 1 --seq 128").code == 2);

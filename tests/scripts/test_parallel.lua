@@ -1054,7 +1054,7 @@ end
 -- and the one schedule registry, so a schedule registered through the facade is one normalize accepts.
 function T.test_facade_is_the_modules()
   local exports = {
-    config = { "normalize", "active" }, layout = { "group_shape", "plan" },
+    config = { "normalize", "active", "check_choice" }, layout = { "group_shape", "plan" },
     shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split" },
     schedule = { "schedules", "simulate" }, stages = { "layer_count" }, timeline = { "timeline" },
     report = { "report" },

@@ -53,6 +53,14 @@ local function choice_field(p, name, choices, default)
 end
 M.is_count = is_count
 
+-- The fields that take one of a few names: the one list of each (normalize below; M.check_choice for a comparison's
+-- up-front check of every value given on the command line, neusight.workload check_fields).
+M.CHOICES = { recompute = { "none", "selective", "full" }, kernels = { "megatron", "eager" } }
+--- Raises normalize's error for a value of choice field `name` that is none of its names; nil for other fields.
+function M.check_choice(name, v)
+  if M.CHOICES[name] then choice_field({ [name] = v }, name, M.CHOICES[name]) end
+end
+
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
 --- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
 --- Errors are "parallel.<field>: …" (level 0), so workload.lua can prefix the script name.
@@ -129,12 +137,12 @@ function M.normalize(p)
   -- (microbatches or recomputation only) defaults to "eager", the graph of the plain one-GPU run: a one-GPU layout
   -- compared with it (search --gpus 1) differs by its microbatches or recomputation, not by its kernels.
   local one_gpu = out.dp * out.tp * out.pp == 1
-  out.kernels = choice_field(p, "kernels", { "megatron", "eager" }, one_gpu and "eager" or "megatron")
+  out.kernels = choice_field(p, "kernels", M.CHOICES.kernels, one_gpu and "eager" or "megatron")
   -- recompute: "none"; "full" activation recomputation (Megatron-LM --recompute-granularity full, uniform):
   -- each layer keeps only its input and re-runs its forward during backward; "selective" (Korthikanti et al.
   -- 2022, Megatron's --recompute-activations): only the core-attention nodes (attrs.core_attention: QKᵀ,
   -- scale, mask, softmax, dropout, ·V) drop their outputs and re-run in backward.
-  out.recompute = choice_field(p, "recompute", { "none", "selective", "full" })
+  out.recompute = choice_field(p, "recompute", M.CHOICES.recompute)
   -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
   local sp = boolean_field(p, "sequence_parallel", false)
   if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
