@@ -297,10 +297,7 @@ int search_main(const search_flags& f) {
                 c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
                 bool have_memory = false, have_fits = false;
                 for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
-                  if (key == "memory_gb" && std::holds_alternative<double>(value))
-                    c.memory_gb = std::get<double>(value), have_memory = true;
-                  if (key == "memory_gb" && std::holds_alternative<int64_t>(value))
-                    c.memory_gb = double(std::get<int64_t>(value)), have_memory = true;
+                  if (const auto v = figure_number(value); key == "memory_gb" && v) c.memory_gb = *v, have_memory = true;
                   if (key == "fits" && std::holds_alternative<bool>(value)) c.fits = std::get<bool>(value), have_fits = true;
                 }
                 if (!have_memory || !have_fits) throw error("scripts/neusight/report.lua: no memory_gb or fits for a one-GPU run");

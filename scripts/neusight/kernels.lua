@@ -66,7 +66,8 @@ end
 
 -- At most 2^48 elements in a tensor (engine/lua/wrap_graph.cpp's limit too): { 4, 2^62, 64 } used to wrap to 0 elements
 -- and a 0 ms forecast.
-local MAX_ELEMENTS = 1 << 48
+local MAX_ELEMENTS = 1 << 48 -- the largest tensor (engine/lua/wrap_graph.cpp max_shape_elements, its messages too)
+M.MAX_ELEMENTS = MAX_ELEMENTS
 
 -- The elements of `shape`, an error "bad argument #1 to 'fn' (…)" at the caller of fn (level 3 from here) if it is
 -- not an array of non-negative integers of at most 2^48 elements; `what` prefixes the detail ("shape 2: ").

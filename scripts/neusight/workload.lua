@@ -623,7 +623,7 @@ end
 -- What a node's field must be, or nil when it is fine; the engine reads the node again (engine/lua/wrap_graph.cpp
 -- nodes_read), but the graph's own scripts (memory, fusion, the optimizer's parameter sum) read it first, so a function
 -- model's { "1", 0/0 } shape or a string count is refused here, naming the node, instead of failing inside them.
-local MAX_ELEMENTS = 1 << 48 -- wrap_graph.cpp's largest tensor (its messages, too)
+local MAX_ELEMENTS = K.MAX_ELEMENTS -- the largest tensor (neusight.kernels; wrap_graph.cpp's)
 -- An integer value of a number (4.0 → 4), nil for anything else (math.tointeger would take the string "4").
 local function int(v) return math.type(v) and math.tointeger(v) or nil end
 local function shape_error(s)
