@@ -730,7 +730,8 @@ expansion session::expand(const graph& g, const gpu_spec& gpu, bool training) {
     // the rules that returned nothing name their files (a rule that forgot its kernels is the usual cause)
     std::vector<std::string> rules;
     for (const auto& n : g.nodes) {
-      if (rules.size() == 4 || !name_ok(n.op, false)) continue;
+      if (rules.size() == 4) break;
+      if (!name_ok(n.op, false)) continue;
       for (const auto& d : p_->op_dirs) {
         std::error_code ec;
         if (!fs::is_regular_file(d.path / (n.op + ".lua"), ec)) continue;
@@ -1054,7 +1055,7 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
     ns_call(L, args, 1, "while costing kernel " + k->name);
     table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
-    if (k->kind == kernel_kind::attention) k->kv_flops = r.number("kv_flops"), k->kv_bytes = r.number("kv_bytes");
+    if (k->kind == kernel_kind::attention) kv_costs_read(r, *k);
     lua_pop(L, 1);
   }
 }

@@ -307,7 +307,11 @@ int l_peak_tflops(lua_State* L) {
       if (known) gemm.dtype = lua_tostring(L, -1);
       lua_pop(L, 2);
       if (!known)
-        throw error(at + "unknown dtype '" + given + "' (fp32, tf32, fp16, bf16, fp8, fp64 or a name such as bfloat16)");
+      {
+        std::string names;
+        for (const auto& d : dtype_sizes()) names += d.first + ", ";
+        throw error(at + "unknown dtype '" + given + "' (" + names + "or a name such as bfloat16)");
+      }
     } else if (t != LUA_TNIL && t != LUA_TNONE) {
       throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
     }
@@ -435,7 +439,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const std::string what = file + " " + fn + "()";
   if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table { figures, warnings }");
   if (!c.out->fc) throw error(what + ": the run made no forecast (run.forecast())");
-  if (raw_getfield(L, -1, "figures") != LUA_TNIL) c.out->figs = figures_read(L, -1, what + " result.figures");
+  if (raw_getfield(L, -1, "figures") == LUA_TNIL)  // the report's MFU, cost and band would vanish without a word
+    throw error(what + " returned no figures (result.figures: run.figures(inputs)'s table)");
+  c.out->figs = figures_read(L, -1, what + " result.figures");
   lua_pop(L, 1);
   if (raw_getfield(L, -1, "warnings") != LUA_TNIL) {
     const std::string bad = what + " result.warnings must be an array of strings";

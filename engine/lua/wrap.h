@@ -131,4 +131,9 @@ class table_reader {
   std::string what_;
 };
 
+// An attention kernel's kv_flops and kv_bytes (what one more key adds; scripts/neusight/kernels.lua attention()) from
+// the kernel table `r` reads, after its flops and bytes: optional (0: no KV-length copies), each between 0 and the
+// kernel's own. An op rule's kernels and neusight.kernels' costing alike.
+void kv_costs_read(const table_reader& r, kernel& k);
+
 }  // namespace ns

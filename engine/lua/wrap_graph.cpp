@@ -409,10 +409,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
         if (k.op != "causal" && k.op != "full" && k.op != "causal_bwd" && k.op != "full_bwd" && k.op != "decode")
           throw error(r.what() + ": attention op must be causal, full, causal_bwd, full_bwd or decode (got '" + k.op + "')");
-        k.kv_flops = r.number_or("kv_flops", 0), k.kv_bytes = r.number_or("kv_bytes", 0);
-        if (!(k.kv_flops >= 0 && k.kv_flops <= k.flops) || !(k.kv_bytes >= 0 && k.kv_bytes <= k.bytes))
-          throw error(r.what() + ": kv_flops and kv_bytes (what one more key adds) must be between 0 and the kernel's "
-                                 "flops and bytes");
+        kv_costs_read(r, k);
       } else if (k.kind != kernel_kind::memory && k.kind != kernel_kind::collective) {
         k.rows = r.integer("rows"), k.hidden = r.integer("hidden");
         dims_check({{"rows", k.rows}, {"hidden", k.hidden}}, double(max_shape_elements), "rows × hidden");
@@ -448,6 +445,13 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
     lua_pop(L, 1);
   }
   return out;
+}
+
+void kv_costs_read(const table_reader& r, kernel& k) {
+  k.kv_flops = r.number_or("kv_flops", 0), k.kv_bytes = r.number_or("kv_bytes", 0);
+  if (!(k.kv_flops >= 0 && k.kv_flops <= k.flops) || !(k.kv_bytes >= 0 && k.kv_bytes <= k.bytes))
+    throw error(r.what() + ": kv_flops and kv_bytes (what one more key adds) must be between 0 and the kernel's "
+                           "flops and bytes");
 }
 
 void kernel_push(lua_State* L, const kernel& k) {
