@@ -283,9 +283,14 @@ const std::vector<std::string> label_csv_columns = {
 
 trace trace_parse_label_csv(std::string_view text, const std::string& source, const std::string& device) {
   const csv_table t = csv_parse(text, source);
+  // a typo stands for a column the header lacks: only those are compared ('time' beside 'type', 'name' beside 'Name'
+  // are extra data, not misspellings of columns that are there)
+  std::vector<std::string> missing;
+  for (const std::string& known : label_csv_columns)
+    if (std::find(t.header.begin(), t.header.end(), known) == t.header.end()) missing.push_back(known);
   for (const std::string& h : t.header) {
     if (std::find(label_csv_columns.begin(), label_csv_columns.end(), h) != label_csv_columns.end()) continue;
-    for (const std::string& known : label_csv_columns)
+    for (const std::string& known : missing)
       if (known.size() >= 4 && text_edit_distance(text_lower(h), text_lower(known)) <= 2)
         throw error(source + ":1: unknown column '" + h + "' (did you mean '" + known + "'?)");
   }

@@ -161,6 +161,19 @@ TEST_CASE("trace: per-op label CSV of the shared data", "[trace]") {
                                           "x,\"[[1]]\",7,1,0,0\n",
                                           "inline.csv", ""),
                     "inline.csv:2: column 'output_shape': expected a shape, got an integer");
+  // extra columns near a column the file has are extra data ('time' beside 'type', 'name' beside 'Name'); near one it
+  // lacks, a typo
+  const std::string row = "x,\"[[1]]\",\"[1]\",1,0,0,5\n";
+  CHECK(trace_parse_label_csv("Name,input_shapes,output_shape,fw_latency,bw_latency,acc_latency,name\n" + row,
+                              "extra.csv", "")
+            .ops.size() == 1);
+  CHECK(trace_parse_label_csv("Name,type,input_shapes,output_shape,fw_latency,bw_latency,acc_latency,time\n"
+                              "x,call_function,\"[[1]]\",\"[1]\",1,0,0,5\n",
+                              "extra.csv", "")
+            .ops.size() == 1);
+  CHECK_THROWS_WITH(trace_parse_label_csv("Name,input_shapes,output_shape,fw_latency,bw_latency,acc_latency,targt\n" + row,
+                                          "typo.csv", ""),
+                    "typo.csv:1: unknown column 'targt' (did you mean 'target'?)");
 }
 
 TEST_CASE("trace: a real label file of the shared data, when present", "[trace]") {
