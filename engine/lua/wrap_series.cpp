@@ -289,8 +289,10 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
     if (j < 1 || j > (1 << 16))
       luaL_error(L, "fold: %s[%d]: the sum's index must be an integer of 1 to 65536", what, int(i));
     t.j = size_t(j);
-    lua_rawgeti(L, -1, 3);
-    t.minus = lua_isinteger(L, -1) && lua_tointeger(L, -1) == -1;
+    lua_rawgeti(L, -1, 3);  // the sign: nil (adds) or -1 (subtracts); anything else is a mistake, not an add
+    if (!lua_isnil(L, -1) && !(lua_isinteger(L, -1) && lua_tointeger(L, -1) == -1))
+      luaL_error(L, "fold: %s[%d]: the sign (third entry) must be nil or the integer -1", what, int(i));
+    t.minus = !lua_isnil(L, -1);
     lua_pop(L, 1);
     lua_rawgeti(L, -1, 2);  // stack: … t values
     const lua_Integer len = lua_Integer(lua_rawlen(L, -1));
@@ -319,7 +321,9 @@ int fold_body(lua_State* L) {
   const std::vector<term> fw = terms_at(L, 3, J, "fw_terms");
   const std::vector<term> bw = terms_at(L, 4, J, "bw_terms");
   const lua_Integer watch = luaL_optinteger(L, 5, 0);
-  const size_t w = watch >= 1 && size_t(watch) <= J ? size_t(watch) : 0;
+  if (watch != 0 && (watch < 1 || size_t(watch) > J))  // a peak of a sum no term adds to would be the integer 0
+    luaL_error(L, "fold: watch must be 0 (none) or the index of a sum the terms name (1 to %d)", int(J));
+  const size_t w = watch >= 1 ? size_t(watch) : 0;
   // which sums run in doubles
   std::vector<uint8_t> fast(J + 1, 1);
   for (const auto* ts : {&fw, &bw})

@@ -364,6 +364,11 @@ TEST_CASE("script safety: the series loops refuse huge counts and a code 0 at th
       {"ns.queue({ 0, 0 }, { 1 << 31, 1 << 31 + 1 }, { 1.0, 1.0 }, 2, 0, 0)",
        ":2: queue: more than 2^32 transfers in all (n[2] = 4294967296)"},
       {"ns.fold({ { 0 } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)", ":2: attempt to perform arithmetic on a nil value"},
+      // a sign other than nil or -1 silently added; a watched sum no term names peaked at the integer 0
+      {"ns.fold({ { 1 } }, { 1 }, { { 1, { 1.0 }, -1.0 } }, {}, 1)",
+       ":2: fold: fw_terms[1]: the sign (third entry) must be nil or the integer -1"},
+      {"ns.fold({ { 1 } }, { 1 }, { { 1, { 1.0 } } }, {}, 7)",
+       ":2: fold: watch must be 0 (none) or the index of a sum the terms name (1 to 1)"},
       {"ns.fold({ { math.mininteger } }, { 1 }, {}, { { 1, { 1.0 } } }, 1)",
        ":2: attempt to perform arithmetic on a nil value"},
   };
