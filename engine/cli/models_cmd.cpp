@@ -182,6 +182,9 @@ int eval_models_main(const eval_models_flags& f) {
   const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
+  // it forecasts each label's graph as predict --graph does, but without pipeline.lua (as search and serve)
+  if (const std::string w = s.pipeline_unused_warning("eval models"); !w.empty())
+    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
   std::map<std::string, size_t> skipped;
   std::map<std::string, std::string> skipped_first;

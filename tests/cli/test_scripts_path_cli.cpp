@@ -511,7 +511,7 @@ TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-
 
 // search and serve forecast without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply
 // there, so they say so (search in its JSON warnings too); without one they say nothing of it.
-TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not applied", "[cli][scripts]") {
+TEST_CASE("scripts path: search and serve and eval models warn that a user pipeline.lua is not applied", "[cli][scripts]") {
   temp_dir t;
   t.write("p/neusight/pipeline.lua", ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua"));
   const std::string dir = (t.path / "p").string();
@@ -535,4 +535,10 @@ TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not a
   r = run_cli(serve);
   REQUIRE(r.code == 0);
   CHECK(r.err.find("is not applied") == std::string::npos);
+  // eval models forecasts each label's graph as predict --graph does, without pipeline.lua
+  const std::string eval = "eval models tests/fixtures/neusight/label/Tesla_T4 --format json";
+  r = run_cli(eval + " --scripts '" + dir + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find(dir + "/neusight/pipeline.lua is not applied: eval models") != std::string::npos);
+  CHECK(run_cli(eval).err.find("is not applied") == std::string::npos);
 }
