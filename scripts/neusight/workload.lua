@@ -998,23 +998,17 @@ function M.build(spec, gpu)
   -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
   -- (n_positions = 2^62 made a 2^70-parameter position table, forecast with exit 0; found by tests/fuzz/mutate.py). In
   -- training the optimizer step's tensor says so below, as it did.
-  if not (training and w.optimizer ~= "none") then
-    local P_float = 0.0
-    for _, n in ipairs(nodes) do P_float = P_float + n.params * 1.0 * n.count end
-    if P_float >= 2 ^ 48 then
-      error(("model '%s': %.4g parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or "
-        .. "count of its config is out of range"):format(tostring(name), P_float), 0)
-    end
-  end
-  if training and w.optimizer ~= "none" then
-    local P, P_float = 0, 0.0
-    for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
+  local stepped = training and w.optimizer ~= "none"
+  local P, P_float = 0, 0.0
+  for _, n in ipairs(nodes) do P, P_float = P + n.params * n.count, P_float + n.params * 1.0 * n.count end
+  if P_float >= 2 ^ 48 then
     -- the step's tensor holds every parameter: beyond 2^48 elements (a huge layer count) the integer sum would wrap
     -- (found by the hf_config fuzz target: a negative dimension from num_decoder_layers = 442949672968)
-    if P_float >= 2 ^ 48 then
-      error(("model '%s': %.4g parameters, more than the 2^48 elements of the optimizer step's tensor"):format(
-        tostring(name), P_float), 0)
-    end
+    error((stepped and "model '%s': %.4g parameters, more than the 2^48 elements of the optimizer step's tensor"
+      or "model '%s': %.4g parameters, more than 2^48 (2.8e14; the largest models have about 1e12): a size or "
+        .. "count of its config is out of range"):format(tostring(name), P_float), 0)
+  end
+  if stepped then
     if P > 0 then
       nodes[#nodes + 1] = {
         op = w.optimizer, name = "optimizer." .. w.optimizer, layer = "", phase = "optimizer",

@@ -48,6 +48,9 @@ function M.known(who, cfg, known)
   error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
 
+-- A config value in a message: a string quoted, a table as "a table".
+local function shown(v) return type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v) end
+
 --- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
 --- boolean (`do_layer_norm_before = { true }` was truthy and taken as true).
 function M.booleans(who, cfg, keys)
@@ -55,7 +58,7 @@ function M.booleans(who, cfg, keys)
     local v = cfg[key]
     if v ~= nil and type(v) ~= "boolean" then
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, key,
-        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
+        shown(v)), 0)
     end
   end
 end
@@ -81,23 +84,25 @@ local function positions(v)
   if not n then return "must be a positive integer" end
   if n > 2 ^ 31 then return "must be a positive integer of at most 2^31" end
 end
+local function non_negative_integer(v)
+  if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
+end
+local function epsilon(v) -- a norm's epsilon
+  if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end
+end
 M.NEUTRAL = {
   max_position_embeddings = positions,
   n_ctx = positions,
   relative_attention_max_distance = positions,
-  num_sparse_encoder_layers = function(v)
-    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
-  end,
-  num_sparse_decoder_layers = function(v)
-    if math.tointeger(v) == nil or v < 0 then return "must be a non-negative integer" end
-  end,
+  num_sparse_encoder_layers = non_negative_integer,
+  num_sparse_decoder_layers = non_negative_integer,
   rope_theta = function(v) if not (finite(v) and v > 0) then return "must be a positive number (the RoPE base)" end end,
   rope_scaling = function(v)
     if v ~= false and type(v) ~= "table" then return "must be a table of the RoPE scaling (or null)" end
   end,
-  rms_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
-  layer_norm_epsilon = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
-  layer_norm_eps = function(v) if not (finite(v) and v >= 0 and v < 1) then return "must be a number in [0, 1)" end end,
+  rms_norm_eps = epsilon,
+  layer_norm_epsilon = epsilon,
+  layer_norm_eps = epsilon,
   output_router_logits = function(v) if type(v) ~= "boolean" then return "must be a boolean" end end,
   router_aux_loss_coef = function(v) if not (finite(v) and v >= 0) then return "must be a non-negative number" end end,
 }
@@ -113,7 +118,7 @@ function M.neutral(who, cfg, keys, noun)
     local problem = v ~= nil and check and check(v)
     if problem then
       error(("%s: %s '%s' %s (got %s)"):format(who, noun or "field", k, problem,
-        type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v)), 0)
+        shown(v)), 0)
     end
   end
 end
