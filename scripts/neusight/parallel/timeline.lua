@@ -28,7 +28,8 @@ local M = {}
 -- The groups (the plan's, not changed while a timeline runs) are also looked up by identity first: a deep pipeline's
 -- ten thousand buckets skip the key.
 local function pricer(cluster)
-  local memo, of_group = {}, {}
+  -- by group identity, weakly: the pricer outlives a timeline (pricer_of), the layouts' group tables need not
+  local memo, of_group = {}, setmetatable({}, { __mode = "k" })
   return function(op, bytes, group)
     if type(group) ~= "table" then return C.time(op, bytes, group, cluster) end
     local by_op = of_group[group]
