@@ -93,7 +93,10 @@ def fmt_list(xs):
 
 def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None):
     """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group."""
-    lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}", ""]
+    lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}"]
+    if kept and kept.get("spread"):
+        lines.append(kept["spread"])
+    lines.append("")
     for fam, (peak, _) in FAMILIES.items():
         if only_families and fam not in only_families:
             continue
@@ -142,7 +145,13 @@ def kept_sections(path, families):
             out.setdefault(cur, [])
         if cur is not None:
             out[cur].append(line)
-    return {f: "\n".join(ls).rstrip("\n") + "\n" for f, ls in out.items() if f in families}
+    kept = {f: "\n".join(ls).rstrip("\n") + "\n" for f, ls in out.items() if f in families}
+    # the band's width factor, fitted on the fp32 families' end-to-end coverage (weights/band_coverage.sh --write):
+    # kept while those families are
+    spread = [ln for ln in text.split("\n") if ln.startswith("spread = ")]
+    if spread and all(f in families for f, (_, grp) in FAMILIES.items() if grp == "fp32"):
+        kept["spread"] = spread[0]
+    return kept
 
 
 def write(path, text):
@@ -198,6 +207,8 @@ def main():
     write(a.out, table(rows_by_fold, specs, group_gpus, None, header, kept))
     print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}"
           + (f" (kept as they were: {', '.join(sorted(kept))})" if kept else ""))
+    if "spread" not in kept:
+        print(f"{a.out}: no band width factor (spread 1) until weights/band_coverage.sh --work {a.work} --write")
     # Nested tables for the end-to-end coverage check: fold G's weights with the other folds' residuals.
     for g in sorted(group_of_fold.get("fp32", ())):
         fold_dir = fold_dirs[g]

@@ -14,6 +14,8 @@
 #    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,
 #    DIR/folds/<G>/nvidia/uncertainty.toml from the other folds only (the nested table that the end-to-end coverage
 #    check in weights/ACCURACY.md uses with G's retrained weights, so G's own errors never widen G's band).
+# 3. With fp32 folds, weights/band_coverage.sh --write fits the band's width factor (`spread`) on their end-to-end
+#    labels; a run without fp32 rows keeps the fp32 sections and the factor as they were.
 # The folds are kept in DIR for that check; about 45 minutes on 2 cores with --part all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -29,7 +31,7 @@ while [ $# -gt 0 ]; do
     --gpus) gpus=$2; shift 2 ;;
     --tc-gpus) tc_gpus=$2; shift 2 ;;
     --table-only) table_only=1; shift ;;
-    -h|--help) sed -n 2,16p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
     *) echo "uncertainty.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -76,3 +78,7 @@ if [ "$table_only" = 0 ]; then
   fi
 fi
 python3 weights/uncertainty.py --work "$work" --gpus-dir gpus --out weights/nvidia/uncertainty.toml
+# 3. with fp32 folds (their nested tables), the band's width factor fitted on their end-to-end labels
+if ls "$work"/folds/*/nvidia/uncertainty.toml >/dev/null 2>&1; then
+  weights/band_coverage.sh --work "$work" --write | tail -n 9
+fi

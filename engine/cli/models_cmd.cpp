@@ -141,7 +141,7 @@ struct result_row {
   std::string gpu, device, config, mode;
   int64_t layers = 0;
   double measured_ms = 0, predicted_ms = 0, ape = 0;
-  std::optional<double> p10_ms, p90_ms;  // the uncertainty band (scripts/neusight/uncertainty.lua), when there is one
+  std::optional<double> p10_ms, p50_ms, p90_ms;  // the uncertainty band (scripts/neusight/uncertainty.lua), when there is one
   const gpu_spec* spec = nullptr;
   std::vector<family_time> family_s;  // forecast::seconds_by_family (--calibrate-each)
   bool in_band() const { return p10_ms && p90_ms && measured_ms >= *p10_ms && measured_ms <= *p90_ms; }
@@ -269,6 +269,7 @@ int eval_models_main(const eval_models_flags& f) {
     const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
     for (const auto& x : band.fields) {
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
+      if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p50") r.p50_ms = *v;
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;
     }
     rows.push_back(std::move(r));
@@ -342,6 +343,7 @@ int eval_models_main(const eval_models_flags& f) {
       jr.push_back({{"gpu", r.gpu}, {"device", r.device}, {"config", r.config}, {"mode", r.mode},
                     {"layers", r.layers}, {"measured_ms", r.measured_ms}, {"predicted_ms", r.predicted_ms},
                     {"ape", r.ape}, {"predicted_ms_p10", r.p10_ms ? json(*r.p10_ms) : json(nullptr)},
+                    {"predicted_ms_p50", r.p50_ms ? json(*r.p50_ms) : json(nullptr)},
                     {"predicted_ms_p90", r.p90_ms ? json(*r.p90_ms) : json(nullptr)},
                     {"in_band", r.p10_ms ? json(r.in_band()) : json(nullptr)}});
     json js = json::array();

@@ -17,6 +17,15 @@
 -- them, and the band says what share of the time that is). The quantiles of that ratio over `M.samples` draws of a
 -- fixed-seed generator (the same band every run) give p10 / p50 / p90. In a parallel run the ratio, from one device's
 -- kernels, scales the iteration time.
+--
+-- Width (the table's optional `spread`, default 1): the quantiles' distance from the median, in ln, times `spread`:
+--     q'(u) = q50 · (q(u) / q50)^spread
+-- The median stays; only the width changes. Drawing each family's fold independently makes the band wider than the
+-- end-to-end errors are (38 end-to-end labels of the five fp32 training GPUs, each forecast by weights and a table that
+-- never saw its GPU: 36 inside p10-p90, 95 %). weights/band_coverage.sh --write fits `spread` as the smallest factor
+-- that puts 80 % of those labels inside, and measures the coverage that gives on each GPU with a factor fitted on the
+-- other GPUs' labels only (weights/ACCURACY.md, "Uncertainty band"). Fitted on fp32 forecasts, it narrows the
+-- tensor-core families' band alike: the over-dispersion comes from the aggregation, which is the same for all.
 local type, pairs, ipairs, next, pcall, select = type, pairs, ipairs, next, pcall, select
 local fmt, exp, floor, sort = string.format, math.exp, math.floor, table.sort
 
@@ -63,6 +72,23 @@ local function num(x)
   return fmt("%.4g", x)
 end
 
+-- Raises "<where>: unknown key 'k' (did you mean …?)" for a key of `t` not in `known` (a list): a misspelt `spread`
+-- or `quantiles` must not fall back to its default.
+local function known_keys(where, t, known)
+  for k in pairs(t) do
+    local ok = false
+    for _, n in ipairs(known) do ok = ok or k == n end
+    if not ok then
+      local c = type(k) == "string" and require("neusight").closest(k, known)
+      error(fmt("%s: unknown key '%s'%s (known: %s)", where, tostring(k), c and fmt(" (did you mean '%s'?)", c) or "",
+        table.concat(known, ", ")), 0)
+    end
+  end
+end
+local TABLE_KEYS = { "format_version", "vendor", "levels", "spread", "families" }
+local FAMILY_KEYS = { "rows", "folds", "fold_rows", "outside", "quantiles", "range" }
+local RANGE_KEYS = { "num_sm", "mem_bw_gbps", "peak_tflops", "peak_field", "architectures", "gpus" }
+
 -- A family's `range` as the table's generator writes it, checked: spans are [low, high] of finite numbers, peak_field
 -- names a GPU peak (peak_<type>_tflops), architectures are names. Raises "<src>: families.<name>.range…" otherwise
 -- (found by the uncertainty_toml fuzz target: a range without peak_field read the GPU's field nil, an error that named
@@ -71,6 +97,7 @@ local function check_range(src, name, range)
   if range == nil then return {} end
   local where = fmt("%s: families.%s.range", src, name)
   if type(range) ~= "table" then error(where .. " must be a table", 0) end
+  known_keys(where, range, RANGE_KEYS)
   for _, k in ipairs({ "num_sm", "mem_bw_gbps", "peak_tflops" }) do
     local span = range[k]
     if span ~= nil then
@@ -142,6 +169,11 @@ function M.parts(r)
   if type(levels) ~= "table" or #levels < 2 or type(families) ~= "table" then
     error(fmt("%s: needs `levels` and [families.*]", src), 0)
   end
+  known_keys(src, tbl, TABLE_KEYS)
+  local spread = tbl.spread
+  if spread ~= nil and (math.type(spread) == nil or not (spread > 0 and spread <= 4)) then
+    error(fmt("%s: spread must be a number in (0, 4] (the band's width factor; got %s)", src, tostring(spread)), 0)
+  end
   for i, l in ipairs(levels) do  -- probabilities, increasing: an inverse CDF's abscissae
     if type(l) ~= "number" or not (l > 0 and l < 1) or (i > 1 and not (l > levels[i - 1])) then
       error(fmt("%s: levels must be increasing probabilities in (0, 1) (levels[%d])", src, i), 0)
@@ -149,7 +181,7 @@ function M.parts(r)
   end
   local gpu = r.gpu
   local other_vendor = tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor
-  local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src }
+  local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src, spread = spread or 1 }
   local ood_by_reason, order, names = {}, {}, {}
   for name in pairs(r.family_s or {}) do names[#names + 1] = name end
   sort(names)
@@ -171,6 +203,7 @@ function M.parts(r)
       local c = memo(tbl).grids
       local g = c[name]
       if not g then  -- each fold's inverse CDF on a grid, with its mean and variance: once per table and family
+        known_keys(fmt("%s: families.%s", src, name), e, FAMILY_KEYS)
         g = { folds = {}, stats = {} }
         for i, fq in ipairs(q) do
           if type(fq) ~= "table" or #fq ~= #levels then
@@ -248,7 +281,7 @@ end
 --- Each draw picks, per family, one held-out GPU of the table (independently per family), then the mean of
 --- min(family_n, max_draws) kernel errors from that GPU's distribution: the GPU's bias is shared by the family's
 --- kernels, their own scatter averages out over the distinct kernels.
---- Returns { p10, p50, p90 (seconds), unmodelled_share, unmeasured, out_of_distribution (boolean), warnings, source }
+--- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share, unmeasured, out_of_distribution (boolean), warnings, source }
 --- or nil and why there is no band.
 ---@param r table
 function M.band(r)
@@ -262,10 +295,13 @@ function M.band(r)
   end
   for i = 1, M.samples do ratios[i] = ratios[i] / p.total end
   sort(ratios)
-  local function q(x) return ratios[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
+  local function at(x) return ratios[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
+  local median, spread = at(0.50), p.spread
+  local function q(x) return median * (at(x) / median) ^ spread end
   local lat = r.latency_s
   return {
-    p10 = lat * q(0.10), p50 = lat * q(0.50), p90 = lat * q(0.90),
+    p10 = lat * q(0.10), p50 = lat * median, p90 = lat * q(0.90),
+    spread = spread,
     unmodelled_share = p.other / p.total,
     unmeasured = p.unmeasured,
     out_of_distribution = p.out_of_distribution,
@@ -295,6 +331,7 @@ function M.figures(r)
     { key = "latency_ms_p90", value = ms(b and b.p90), top = true, column = "p90 ms", cell = sig(ms(b and b.p90)) },
     { key = "out_of_distribution", value = b and b.out_of_distribution },
     { key = "band_unmodelled_share", value = b and b.unmodelled_share },
+    { key = "band_spread", value = b and b.spread },
   }
   local lines = {}
   if b then
@@ -303,8 +340,9 @@ function M.figures(r)
       note = fmt("; %.0f %% of the kernel time (%s) has no error data and is not widened", 100 * b.unmodelled_share,
         #b.unmeasured > 0 and "copies, collectives, " .. table.concat(b.unmeasured, ", ") or "copies, collectives")
     end
-    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s)",
+    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
+      b.spread ~= 1 and fmt(", width x%.2f fitted to end-to-end labels", b.spread) or "",
       b.out_of_distribution and "; out of distribution: see warnings" or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)

@@ -3,6 +3,8 @@
 // engine/core/calibration.h): the numbers follow their definitions, bad files are clear errors, nothing half-written.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <fmt/format.h>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
@@ -87,6 +89,59 @@ TEST_CASE("band: a constant table gives the band its definition says", "[cli][ba
   CHECK(j["latency_ms_p90"].get<double>() == Approx(want).epsilon(1e-9));
   // and the same forecast itself: the table moves only the band
   CHECK(lat == run_json(v100)["latency_ms"].get<double>());
+}
+
+// The shipped table with its `spread` line replaced by `line` ("" drops it).
+fs::path shipped_table_root(const temp_dir& t, const std::string& line) {
+  const fs::path root = t.path / "weights";
+  fs::create_directories(root / "nvidia");
+  for (const auto& e : fs::directory_iterator(ns_test::source_dir / "weights" / "nvidia"))
+    if (e.is_directory()) fs::create_directory_symlink(e.path(), root / "nvidia" / e.path().filename());
+  std::istringstream in(ns_test::slurp(ns_test::source_dir / "weights" / "nvidia" / "uncertainty.toml"));
+  std::string toml, l;
+  bool had = false;
+  while (std::getline(in, l)) {
+    if (l.rfind("spread = ", 0) == 0) {
+      had = true;
+      if (!line.empty()) toml += line + "\n";
+    } else {
+      toml += l + "\n";
+    }
+  }
+  REQUIRE(had);  // weights/band_coverage.sh --write fitted one
+  t.write("weights/nvidia/uncertainty.toml", toml);
+  return root;
+}
+
+TEST_CASE("band: the table's spread scales the band's width about its median, nothing else", "[cli][band]") {
+  temp_dir t1, t2, t3;
+  const json raw = run_json(v100 + " --weights '" + shipped_table_root(t1, "").string() + "'");
+  const json half = run_json(v100 + " --weights '" + shipped_table_root(t2, "spread = 0.5").string() + "'");
+  const json shipped = run_json(v100);
+  const double p50 = raw["latency_ms_p50"], lo = raw["latency_ms_p10"], hi = raw["latency_ms_p90"];
+  CHECK(raw["figures"]["band_spread"].get<double>() == 1);
+  CHECK(half["figures"]["band_spread"].get<double>() == 0.5);
+  CHECK(half["latency_ms_p50"].get<double>() == Approx(p50).epsilon(1e-12));
+  CHECK(half["latency_ms"].get<double>() == raw["latency_ms"].get<double>());
+  CHECK(std::log(half["latency_ms_p10"].get<double>() / p50) == Approx(0.5 * std::log(lo / p50)).epsilon(1e-9));
+  CHECK(std::log(half["latency_ms_p90"].get<double>() / p50) == Approx(0.5 * std::log(hi / p50)).epsilon(1e-9));
+  // the shipped factor narrows the band (fitted to 80 % end-to-end coverage from 95 %), said on the table's line
+  const double s = shipped["figures"]["band_spread"];
+  CHECK(s > 0.3);
+  CHECK(s < 1);
+  CHECK(shipped["latency_ms_p90"].get<double>() - shipped["latency_ms_p10"].get<double>() < hi - lo);
+  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} fitted to end-to-end labels", s)) != std::string::npos);
+  for (const char* bad : {"spread = 0", "spread = -1", "spread = 5", "spread = \"wide\"", "spread = nan"}) {
+    temp_dir tb;
+    const auto r = run_cli(v100 + " --weights '" + shipped_table_root(tb, bad).string() + "'");
+    CAPTURE(bad);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("uncertainty.toml: spread must be a number in (0, 4]") != std::string::npos);
+  }
+  temp_dir tm;  // a misspelt key is an error, not the default width
+  const auto m = run_cli(v100 + " --weights '" + shipped_table_root(tm, "sprad = 0.5").string() + "'");
+  CHECK(m.code == 1);
+  CHECK(m.err.find("uncertainty.toml: unknown key 'sprad' (did you mean 'spread'?)") != std::string::npos);
 }
 
 TEST_CASE("band: none without a table, and a broken table is an error naming it", "[cli][band]") {

@@ -140,7 +140,7 @@ void golden_check(const std::string& name, const std::string& flags, bool mlp) {
   const std::string dir = "tests/golden/" + name;
   const auto r = run_cli("run " + dir + "/run.lua " + flags + " --format json");
   const json actual = parse_json(r);
-  if (std::getenv("NEUSIGHT_UPDATE_GOLDEN")) {
+  if (const char* u = std::getenv("NEUSIGHT_UPDATE_GOLDEN"); u && std::string(u) == "1") {  // not "0", not ""
     std::ofstream(source_dir / dir / "expected.json") << actual.dump(2) << "\n";
     WARN("golden regenerated: review the diff of " << dir << "/expected.json");
   }
