@@ -61,8 +61,8 @@ function M.json(plan, result, lean)
   local memory = result.memory
   if type(memory) ~= "table" then error("parallel report: the timeline has no memory report (result.memory)", 0) end
   local stages = type(memory.stages) == "table" and memory.stages or {}
-  local devices = {}
-  for i, d in ipairs(lean and {} or result.devices) do
+  local devices = not lean and {} or nil
+  for i, d in ipairs(devices and result.devices or {}) do
     local o = ordered({
       stage = int(d.stage, "device stage"), layers = int(d.layers, "device layers"), params = num(d.params, "device params"),
       activation_gb = d.activation_bytes / 1e9,
@@ -152,7 +152,6 @@ function M.report(plan, result, lean)
   local s = result.state
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result, lean)
-  if lean then j.devices = nil end -- a search ranks layouts by the run's numbers: no per-device list, no table text
   -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
   local shard = plan.distributed_optimizer and plan.dp or 1
   local most = 0.0
