@@ -69,29 +69,47 @@ end
 local MAX_ELEMENTS = 1 << 48 -- the largest tensor (engine/lua/wrap_graph.cpp max_shape_elements, its messages too)
 M.MAX_ELEMENTS = MAX_ELEMENTS
 
--- The elements of `shape`, an error "bad argument #1 to 'fn' (…)" at the caller of fn (level 3 from here) if it is
--- not an array of non-negative integers of at most 2^48 elements; `what` prefixes the detail ("shape 2: ").
-local function numel_of(shape, fn, what)
-  if type(shape) ~= "table" then
-    error(("bad argument #1 to '%s' (%sshape expected, got %s)"):format(fn, what, type(shape)), 3)
-  end
-  if #shape == 0 and next(shape) ~= nil then -- { x = 1 } is no 0-dim tensor: it used to count as 1 element
-    error(("bad argument #1 to '%s' (%sshape expected, got a table without an array part)"):format(fn, what), 3)
+--- The one rule of a tensor shape built in Lua (workload nodes, kernel constructors; engine/lua/wrap_graph.cpp checks
+--- what reaches C++ again): an array of non-negative integers (4.0 counts as 4, "4" does not) of at most 2^48
+--- elements. Returns its element count, or nil and what is wrong: { kind = "type" (not a table), "key" (a key
+--- outside 1..#shape: `key`), "dimension" (`index`, `value`) or "size" (more than 2^48 elements) }, each caller
+--- phrasing it for its own message.
+---@param shape any
+---@return integer|nil, table|nil
+function M.shape_check(shape)
+  if type(shape) ~= "table" then return nil, { kind = "type" } end
+  local len = #shape
+  for k in pairs(shape) do
+    if math.type(k) ~= "integer" or k < 1 or k > len then return nil, { kind = "key", key = k } end
   end
   local n = 1
-  for i = 1, #shape do
+  for i = 1, len do
     local d = shape[i]
-    if not is_integer(d) or d < 0 then
-      error(("bad argument #1 to '%s' (%sdimension %d is %s, expected a non-negative integer)"):format(fn, what, i,
-        tostring(d)), 3)
-    end
+    if not is_integer(d) or d < 0 then return nil, { kind = "dimension", index = i, value = d } end
     d = floor(d)
-    if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then
-      error(("bad argument #1 to '%s' (%smore than 2^48 elements)"):format(fn, what), 3)
-    end
+    if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then return nil, { kind = "size" } end
     n = n * d
   end
   return n
+end
+
+-- The elements of `shape`, an error "bad argument #1 to 'fn' (…)" at the caller of fn (level 3 from here) if it is
+-- not a shape (M.shape_check); `what` prefixes the detail ("shape 2: ").
+local function numel_of(shape, fn, what)
+  local n, e = M.shape_check(shape)
+  if n then return n end
+  local detail
+  if e.kind == "type" then
+    detail = ("shape expected, got %s"):format(type(shape))
+  elseif e.kind == "key" then
+    detail = #shape == 0 and "shape expected, got a table without an array part"
+      or ("shape expected, got a table with key %s"):format(tostring(e.key))
+  elseif e.kind == "dimension" then
+    detail = ("dimension %d is %s, expected a non-negative integer"):format(e.index, tostring(e.value))
+  else
+    detail = "more than 2^48 elements"
+  end
+  error(("bad argument #1 to '%s' (%s%s)"):format(fn, what, detail), 3)
 end
 
 -- Raises "bad argument #i to 'fn' (positive integer expected, got v)" at the caller of the constructor.

@@ -623,26 +623,20 @@ end
 -- What a node's field must be, or nil when it is fine; the engine reads the node again (engine/lua/wrap_graph.cpp
 -- nodes_read), but the graph's own scripts (memory, fusion, the optimizer's parameter sum) read it first, so a function
 -- model's { "1", 0/0 } shape or a string count is refused here, naming the node, instead of failing inside them.
-local MAX_ELEMENTS = K.MAX_ELEMENTS -- the largest tensor (neusight.kernels; wrap_graph.cpp's)
 -- An integer value of a number (4.0 → 4), nil for anything else (math.tointeger would take the string "4").
 local function int(v) return math.type(v) and math.tointeger(v) or nil end
+-- What is wrong with a node's shape (neusight.kernels' one rule, K.shape_check), phrased for a field, or nil.
 local function shape_error(s)
-  if type(s) ~= "table" then return ("must be a shape (array of non-negative integers; got %s)"):format(show(s)) end
-  if getmetatable(s) ~= nil then return nil end -- never run a script's metamethods here: the engine refuses the table
-  local n = 1
-  for i in pairs(s) do
-    if math.type(i) ~= "integer" or i < 1 or i > #s then
-      return ("must be a shape (array of non-negative integers; it has key %s)"):format(show(i))
-    end
+  -- a table with a metatable: never run a script's metamethods here (the engine refuses the table)
+  if type(s) == "table" and getmetatable(s) ~= nil then return nil end
+  local n, e = K.shape_check(s)
+  if n then return nil end
+  if e.kind == "type" then return ("must be a shape (array of non-negative integers; got %s)"):format(show(s)) end
+  if e.kind == "key" then return ("must be a shape (array of non-negative integers; it has key %s)"):format(show(e.key)) end
+  if e.kind == "dimension" then
+    return ("must be a shape: dimension %d is %s, expected a non-negative integer"):format(e.index, show(e.value))
   end
-  for i = 1, #s do
-    local d = int(s[i]) -- not a string: "128" is a typo the engine would convert
-    if not d or d < 0 then
-      return ("must be a shape: dimension %d is %s, expected a non-negative integer"):format(i, show(s[i]))
-    end
-    if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then return "must be a shape of at most 2^48 elements" end
-    n = n * d
-  end
+  return "must be a shape of at most 2^48 elements"
 end
 local function node_error(n)
   if getmetatable(n) ~= nil then return nil end -- the engine refuses it (without running its metamethods)

@@ -280,6 +280,8 @@ wl("params_inf", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = math.huge"
 -- ("scripts/neusight/memory.lua:44: attempt to mul a 'number' with a 'string'")
 wl("dim_string_output", node("{ 4, 128, 64 }", '{ 4, "128", 64 }'), nil,
    "node #1 'fc': field 'output' must be a shape: dimension 2 is")
+wl("shape_string_output", node("{ 4, 128, 64 }", '"4x128x64"'), nil,
+   "node #1 'fc': field 'output' must be a shape (array of non-negative integers; got \"4x128x64\")")
 wl("count_string", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ', params = 4096, count = "2"'), nil,
    "node #1 'fc': field 'count' must be an integer >= 1")
 wl("attrs_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", attrs = 5"), nil, "node #1 'fc': field 'attrs' must be a table")

@@ -17,6 +17,29 @@ end
 
 local T = {}
 
+-- One rule for a Lua-built shape (K.shape_check): the kernel constructors and the workload's node check phrase its
+-- answer, neither keeps its own copy.
+function T.test_shape_check_one_rule()
+  eq(K.shape_check({ 4, 1024.0, 0 }), 0, "a 0 dimension, a whole float")
+  eq(K.shape_check({}), 1, "0-dim")
+  local cases = {
+    { "x", "type" }, { { 4, "128" }, "dimension" }, { { 4, 1.5 }, "dimension" }, { { 4, -1 }, "dimension" },
+    { { 4, 0 / 0 }, "dimension" }, { { 4, math.huge }, "dimension" }, { { 4, 5, name = "x" }, "key" },
+    { { x = 1 }, "key" }, { { 4, 2 ^ 62, 64 }, "size" }, { { 1 << 24, 1 << 24, 2 }, "size" },
+  }
+  for i, c in ipairs(cases) do
+    local n, e = K.shape_check(c[1])
+    eq(n, nil, "case " .. i .. " count")
+    eq(e.kind, c[2], "case " .. i .. " kind")
+  end
+  eq(K.shape_check({ 1 << 24, 1 << 24 }), 1 << 48, "exactly 2^48")
+  raises("bad argument #1 to 'numel' (shape expected, got a table with key name)", K.numel, { 4, name = "x" })
+  raises("bad argument #1 to 'numel' (shape expected, got a table without an array part)", K.numel, { x = 1 })
+  raises("bad argument #1 to 'numel' (shape expected, got string)", K.numel, "4")
+  raises("bad argument #1 to 'numel' (dimension 2 is 128, expected a non-negative integer)", K.numel, { 4, "128" })
+  raises("bad argument #1 to 'numel' (more than 2^48 elements)", K.numel, { 1 << 40, 1 << 9 })
+end
+
 function T.test_numel_and_vec_shape()
   eq(K.numel({ 4, 1024, 1280 }), 5242880, "numel")
   eq(K.numel({}), 1, "numel of a 0-dim shape")
