@@ -114,11 +114,13 @@ struct forecast_done {
 
 // The names a comparison row holds besides the figures (a workload's own figures may not take them there); "" for a
 // single forecast.
-std::string row_keys_of(const forecast_done& out) {
-  if (!out.comparison_row) return {};
-  std::string keys = "latency_ms,warnings,error";
-  for (const auto& lf : list_flags()) keys += std::string(",") + lf.key;  // every row has every input
-  return keys;
+const std::string& row_keys_of(const forecast_done& out) {
+  static const std::string none, keys = [] {
+    std::string k = "latency_ms,warnings,error";
+    for (const auto& lf : list_flags()) k += std::string(",") + lf.key;  // every row has every input
+    return k;
+  }();
+  return out.comparison_row ? keys : none;
 }
 
 // What the pipeline (scripts/neusight/pipeline.lua) made of the forecast.
