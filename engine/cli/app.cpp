@@ -95,16 +95,10 @@ workload_overrides overrides_make(const forecast_flags& f) {
   return o;
 }
 
-// One forecast, finished: the kernels' latencies and aggregation, the parallel timeline, the warnings and the figures.
-// What the report shows of its workload stays in Lua (scripts/neusight/report.lua, session::forecast_render).
-struct forecast_done {
-  std::optional<forecast> fc;
-  gpu_spec gpu;
-  std::string source;                       // the workload script or "command line": its own figures go by it
-  std::string launch = "eager";             // "eager" | "graph" (scripts/neusight/launch.lua)
-  std::vector<std::string> warnings;        // the workload's, then the predictor's, memory's and figures'
-  std::optional<parallel_report> parallel;  // parallel runs: the timeline's report
-  std::optional<figures> figs;              // scripts/neusight/figures.lua of this forecast
+// One forecast, finished (session::finished: the forecast, the parallel timeline, the warnings, the figures, and the
+// GPU, source and launch mode it ran with), and where it goes. What the report shows of its workload stays in Lua
+// (scripts/neusight/report.lua, session::forecast_render).
+struct forecast_done : session::finished {
   // A comparison's row (run_compare): its figures sit beside the row's inputs, latency_ms, warnings and error, so a
   // workload's own figure may not take those names; a single forecast's figures have an object of their own.
   bool comparison_row = false;
@@ -123,16 +117,8 @@ const std::string& row_keys_of(const forecast_done& out) {
   return out.comparison_row ? keys : none;
 }
 
-// What the pipeline (scripts/neusight/pipeline.lua) made of the forecast.
-void forecast_take(session::finished&& f, forecast_done& out) {
-  out.fc = std::move(f.fc);
-  out.parallel = std::move(f.parallel);
-  out.figs = std::move(f.figs);
-  out.warnings = std::move(f.warnings);
-  out.gpu = std::move(f.gpu);
-  out.source = std::move(f.source);
-  out.launch = std::move(f.launch);
-}
+// What the pipeline (scripts/neusight/pipeline.lua) made of the forecast (the row's own flag stays).
+void forecast_take(session::finished&& f, forecast_done& out) { static_cast<session::finished&>(out) = std::move(f); }
 
 // The tail every forecast shares (scripts/neusight/pipeline.lua finish): library tiles, kernel latencies, aggregation,
 // timeline, figures. With `say`, warnings go to stderr as they are found (a single forecast); a comparison row only
@@ -158,7 +144,7 @@ void report_emit(session& s, const common_flags& c, const forecast_done& d, cons
   const std::string format = c.format == "json" || c.format == "csv" ? c.format : "table";
   std::vector<std::string> formats = {format};
   if (!c.report_html.empty() && format != "json") formats.push_back("json");  // the page's input
-  const auto texts = s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, *d.figs, formats);
+  const auto texts = s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, d.figs, formats);
   // --report: the page is rendered first (a script error writes nothing), written after the normal output.
   const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", texts.back());
   emit(texts.front(), c.output);
@@ -380,7 +366,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_done d;
       d.comparison_row = true;
       forecast_workload(s, pred, one, script, d, false);
-      s.compare_add(d.gpu, d.latency_s() * 1e3, *d.figs, d.warnings);
+      s.compare_add(d.gpu, d.latency_s() * 1e3, d.figs, d.warnings);
     } catch (const std::exception& ex) {
       std::vector<std::string> given;  // the inputs as given (the GPU by its name)
       for (const auto& lf : list_flags()) {

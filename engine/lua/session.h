@@ -295,7 +295,8 @@ class session {
     figures figs;
     std::vector<std::string> warnings;
     gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the request's)
-    std::string source, launch;   // the workload's (forecast_finish: the request's)
+    std::string source;           // the workload's (forecast_finish: the request's)
+    std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the request's)
   };
   finished forecast_workload(pipeline_request req);
   finished forecast_finish(pipeline_request req);
