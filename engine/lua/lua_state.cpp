@@ -406,9 +406,11 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
     }
   }
   // A call from a primitive a script called (scripts/neusight/pipeline.lua's run.workload()): the watchdog's message
-  // names this script while it runs.
+  // names this script while it runs. Only under a time limit: the name is read by the watchdog's exit of a call stuck
+  // in one library call alone, which the time limit makes (an instruction budget is the count hook's, which names
+  // the line itself).
   char outer_where[sizeof g->where];
-  const bool nested_named = !top && (g->limits.seconds > 0 || g->limits.instructions > 0);
+  const bool nested_named = !top && g->limits.seconds > 0;
   if (nested_named) {
     lua_Debug ar;
     lua_pushvalue(L, base);
