@@ -346,31 +346,27 @@ TEST_CASE("scripts path: a primitive's own error over the message cap is told ap
   const fs::path bad = f.t.write("work/long.lua", "error(('x'):rep(6000))\n");
   const std::string args = "run '" + bad.string() + "' --predictor roofline --gpu '" + f.tiny + "' --format json" + scripts;
   const std::string lead = bad.lexically_normal().generic_string() + ":1: " + std::string(100, 'x');
+  const std::string where = (f.t.path / "s/neusight/pipeline.lua").lexically_normal().generic_string();
+  // a run whose pipeline's forecast(run) has `body`: it fails with the workload's message
+  const auto run = [&](const std::string& body) {
+    f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n" + body + "end\nreturn M\n");
+    auto r = run_cli(args + " --traceback");
+    CHECK(r.code == 1);
+    CHECK(r.err.find(lead) != std::string::npos);
+    return r;
+  };
   // the primitive's error, passed through: as run.workload() threw it (capped once, no pipeline context or frames)
-  const fs::path file = f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
-                                                              "end\nreturn M\n");
-  const std::string where = file.lexically_normal().generic_string();
-  const auto r = run_cli(args + " --traceback");
+  const auto r = run("  run.workload()\n");
   INFO(r.err);
-  CHECK(r.code == 1);
-  CHECK(r.err.find(lead) != std::string::npos);
   CHECK(r.err.find(" more bytes]") != std::string::npos);
   CHECK(r.err.find("pipeline.lua") == std::string::npos);
   // raised again unchanged (error(e, 0)): still the primitive's
-  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  local ok, e = pcall(run.workload)\n"
-                                       "  error(e, 0)\nend\nreturn M\n");
-  const auto a = run_cli(args + " --traceback");
+  const auto a = run("  local ok, e = pcall(run.workload)\n  error(e, 0)\n");
   INFO(a.err);
-  CHECK(a.code == 1);
-  CHECK(a.err.find(lead) != std::string::npos);
   CHECK(a.err.find("pipeline.lua") == std::string::npos);
   // the pipeline's own error, equal to the primitive's but for its last byte: the pipeline's, named so
-  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  local ok, e = pcall(run.workload)\n"
-                                       "  assert(#e > 4096)\n  error(e:sub(1, -2) .. '!', 0)\nend\nreturn M\n");
-  const auto p = run_cli(args + " --traceback");
+  const auto p = run("  local ok, e = pcall(run.workload)\n  assert(#e > 4096)\n  error(e:sub(1, -2) .. '!', 0)\n");
   INFO(p.err);
-  CHECK(p.code == 1);
-  CHECK(p.err.find(lead) != std::string::npos);
   CHECK(p.err.find("in " + where + " forecast") != std::string::npos);
   CHECK(p.err.find(where + ":5:") != std::string::npos);  // its traceback: the pipeline's frames
 }
