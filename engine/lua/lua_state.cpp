@@ -55,6 +55,7 @@ struct lua_guard {
   uint64_t calls = 0;                        // top-level calls, for the stats
   std::atomic<bool> timed_out{false};
   char where[256] = "";                      // the script the current call runs (chunk name), for the watchdog's exit
+  int raised_depth = -1;  // the ns_pcall depth whose failure the message handler saw last (ns_raised_push)
 
   ~lua_guard();
 };
@@ -228,8 +229,15 @@ int l_panic(lua_State* L) {
   std::abort();
 }
 
-// Message handler: turns any error object into "message\nstack traceback:...". [-1, +1, m]
+// The registry slot of ns_raised_push (made when the state is, so that setting it never allocates).
+const char raised_key = 0;
+
+// Message handler: turns any error object into "message\nstack traceback:...", after keeping the object as it was
+// raised (ns_raised_push). [-1, +1, m]
 int l_traceback(lua_State* L) {
+  lua_pushvalue(L, 1);
+  lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
+  guard_of(L)->raised_depth = guard_of(L)->depth;
   const char* msg = lua_tostring(L, 1);
   if (msg == nullptr) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -280,6 +288,8 @@ lua_state::lua_state(const script_limits& limits) : guard_(std::make_unique<lua_
   if (stats) guard_->stats = stats;
   lua_atpanic(L_, l_panic);
   luaL_openlibs(L_);
+  lua_pushboolean(L_, 0);
+  lua_rawsetp(L_, LUA_REGISTRYINDEX, &raised_key);
   limits_set(limits);
 }
 
@@ -396,9 +406,11 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
     }
   }
   // A call from a primitive a script called (scripts/neusight/pipeline.lua's run.workload()): the watchdog's message
-  // names this script while it runs.
+  // names this script while it runs. Only under a time limit: the name is read by the watchdog's exit of a call stuck
+  // in one library call alone, which the time limit makes (an instruction budget is the count hook's, which names
+  // the line itself).
   char outer_where[sizeof g->where];
-  const bool nested_named = !top && (g->limits.seconds > 0 || g->limits.instructions > 0);
+  const bool nested_named = !top && g->limits.seconds > 0;
   if (nested_named) {
     lua_Debug ar;
     lua_pushvalue(L, base);
@@ -410,7 +422,12 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
   lua_pushcfunction(L, l_traceback);
   lua_insert(L, base);                     // stack: handler f args...
   ++g->depth;
+  g->raised_depth = -1;
   const int status = lua_pcall(L, nargs, nres, base);
+  if (status != LUA_OK && (status != LUA_ERRRUN || g->raised_depth != g->depth)) {  // no handler saw this one
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
+  }
   --g->depth;
   if (nested_named) {
     std::lock_guard<std::mutex> lk(g->mu);
@@ -428,6 +445,8 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
   }
   return status;
 }
+
+void ns_raised_push(lua_State* L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &raised_key); }
 
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context) {
   const int status = ns_pcall(L, nargs, nres);

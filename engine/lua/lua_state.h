@@ -58,6 +58,12 @@ void ns_limits_leave(lua_State* L, const limits_mark& mark);
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
 int ns_pcall(lua_State* L, int nargs, int nres);
 
+// The error object the last ns_pcall that failed with a runtime error had when its function raised it: the value
+// itself, before the message handler made it "message\nstack traceback:…" text (a string raised by error(msg, 0) or
+// lua_error is that string, byte for byte); false after a failure no handler saw (out of memory, an error in the
+// handler). Lets a caller tell whose error reached it by the value, not by its text. [-0, +1, -]
+void ns_raised_push(lua_State* L);
+
 // ns_pcall that converts an error into ns::script_error (message + separated traceback), adding `context`
 // as an indented second line when non-empty. [-(nargs+1), +nres, e]
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {});

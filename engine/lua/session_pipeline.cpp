@@ -5,6 +5,7 @@
 #include <exception>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "lua/session_impl.h"
@@ -22,9 +23,12 @@ struct pipeline_context {
   bool expanded = false;      // the request's kernels are the graph's
   std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
-  // message and traceback the engine gave it before the pipeline was a script).
+  // message and traceback the engine gave it before the pipeline was a script). failure_raised: the string the
+  // primitive raised in Lua (ns_raised_push tells whether that very value is the one that ended the pipeline);
+  // failure_limit: a script limit tripped while the primitive ran (the limit stopped it).
   std::exception_ptr failure;
-  std::string failure_text;
+  std::string failure_raised;
+  bool failure_limit = false;
   // The primitive running now (its name), null between two: a script one runs (a workload's) that reaches the run
   // (kept in a module) may not call back into it.
   const char* busy = nullptr;
@@ -74,7 +78,8 @@ int primitive(lua_State* L, F&& body) {
       return body(c);
     } catch (const std::exception& e) {
       c.failure = std::current_exception();
-      c.failure_text = e.what();
+      c.failure_raised = e.what();  // what the outer catch raises
+      c.failure_limit = ns_limit_tripped(L);  // none had tripped when it started (ns_limits_over above)
       if (const auto* se = dynamic_cast<const script_error*>(&e)) {
         // The traceback of a script the primitive called ends with the pipeline's own frames (this primitive and its
         // callers): cut, it is the traceback the script's error had when the engine called the script itself.
@@ -426,14 +431,21 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const std::string context = "in " + file + " " + fn;
   try {
     ns_call(L, 1, 1, context);  // stack: P ud result
-  } catch (const script_error& e) {
-    // the error a primitive raised, or the limit it ran over (the message is the limit's then): as it was thrown
-    const std::string tail = "\n    " + context;
-    std::string msg = e.what();
-    if (msg.size() >= tail.size() && msg.compare(msg.size() - tail.size(), tail.size(), tail) == 0)
-      msg.resize(msg.size() - tail.size());
-    if (c.failure && (msg == text_cap(c.failure_text) || (ns_limit_tripped(L) && c.failure_text.rfind(msg, 0) == 0)))
-      std::rethrow_exception(c.failure);
+  } catch (const script_error&) {
+    // the error a primitive raised, or the limit it ran over (the message is the limit's then, ns_pcall): as it was
+    // thrown. Told by the value that ended the call (the very string the primitive raised, passed through or raised
+    // again unchanged), never by the message text, whatever ns_call made of it (capped, with a context line).
+    if (c.failure) {
+      bool own = c.failure_limit;
+      if (!ns_limit_tripped(L)) {
+        ns_raised_push(L);
+        size_t n = 0;
+        const char* s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : nullptr;
+        own = s && std::string_view(s, n) == c.failure_raised;
+        lua_pop(L, 1);
+      }
+      if (own) std::rethrow_exception(c.failure);
+    }
     throw;
   }
   const std::string what = file + " " + fn + "()";

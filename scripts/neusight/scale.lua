@@ -145,8 +145,16 @@ function M.kernels(op)
     end
     -- a forward pass of a few queries over more keys: new tokens attending over a KV cache (a decode step, or a
     -- speculative one; HF passes no causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound
-    -- on the cache. More queries over more keys (chunked prefill over a cache, an encoder-decoder's cross-attention)
-    -- stay prefill kernels, as the flags say.
+    -- on the cache. The rule goes by the shapes alone, and so does the kernel: the op carries Q, K, V, the mask's
+    -- shape and is_causal, nothing that says where K and V came from, and the attention libraries pick their kernel
+    -- from the same (FlashAttention-2's forward takes its split-KV path whenever the query blocks cannot fill the
+    -- SMs, causal or not). So an encoder-decoder's cross-attention of up to decode_queries decoder tokens over the
+    -- encoder's keys (Whisper's decoder: 1 new token over 1,500 cached encoder keys a step) is this kernel too:
+    -- a few query rows streaming K and V once, which the prefill tiling (one block per query head and 128-query
+    -- tile, trained on prompts as long as their keys) does not describe. Its FLOPs count the causal pairs, fewer
+    -- than a cross-attention's by decode_queries² / 2 at most (0.5 % of 16 queries over 1,500 keys). More queries
+    -- over more keys (chunked prefill over a cache, a cross-attention over a whole target sequence) stay prefill
+    -- kernels, as the flags say.
     if not backward and q[3] < kk[3] and q[3] <= M.decode_queries then kind = "decode" end
     return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
   else

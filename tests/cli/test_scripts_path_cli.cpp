@@ -335,6 +335,42 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(r5.err.find("pipeline.lua") == std::string::npos);
 }
 
+// A primitive's own error is told by the value that ends the pipeline, not by its text: a message over the 4,096-byte
+// cap of script messages goes on as the primitive threw it; the pipeline's own error of the same length and the same
+// first 4,096 bytes (the primitive's message with its last byte changed, what a comparison of capped texts took for
+// the primitive's) is the pipeline's, with its context line.
+TEST_CASE("scripts path: a primitive's own error over the message cap is told apart from the pipeline's by its value",
+          "[cli][scripts][pipeline]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const fs::path bad = f.t.write("work/long.lua", "error(('x'):rep(6000))\n");
+  const std::string args = "run '" + bad.string() + "' --predictor roofline --gpu '" + f.tiny + "' --format json" + scripts;
+  const std::string lead = bad.lexically_normal().generic_string() + ":1: " + std::string(100, 'x');
+  const std::string where = (f.t.path / "s/neusight/pipeline.lua").lexically_normal().generic_string();
+  // a run whose pipeline's forecast(run) has `body`: it fails with the workload's message
+  const auto run = [&](const std::string& body) {
+    f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n" + body + "end\nreturn M\n");
+    auto r = run_cli(args + " --traceback");
+    CHECK(r.code == 1);
+    CHECK(r.err.find(lead) != std::string::npos);
+    return r;
+  };
+  // the primitive's error, passed through: as run.workload() threw it (capped once, no pipeline context or frames)
+  const auto r = run("  run.workload()\n");
+  INFO(r.err);
+  CHECK(r.err.find(" more bytes]") != std::string::npos);
+  CHECK(r.err.find("pipeline.lua") == std::string::npos);
+  // raised again unchanged (error(e, 0)): still the primitive's
+  const auto a = run("  local ok, e = pcall(run.workload)\n  error(e, 0)\n");
+  INFO(a.err);
+  CHECK(a.err.find("pipeline.lua") == std::string::npos);
+  // the pipeline's own error, equal to the primitive's but for its last byte: the pipeline's, named so
+  const auto p = run("  local ok, e = pcall(run.workload)\n  assert(#e > 4096)\n  error(e:sub(1, -2) .. '!', 0)\n");
+  INFO(p.err);
+  CHECK(p.err.find("in " + where + " forecast") != std::string::npos);
+  CHECK(p.err.find(where + ":5:") != std::string::npos);  // its traceback: the pipeline's frames
+}
+
 TEST_CASE("scripts path: a pipeline.lua that loops over a primitive is held to the script limits",
           "[cli][scripts][pipeline][limits]") {
   fixture f;

@@ -68,6 +68,61 @@ TEST_CASE("ns_catch turns a C++ exception into a Lua error with its message", "[
   lua_pop(L, 1);
 }
 
+// A C function that runs a failing chunk through a nested ns_pcall, then raises an error of its own.
+static int l_nested_then_raise(lua_State* L) {
+  luaL_loadstring(L, "error('inner', 0)");
+  if (ns_pcall(L, 0, 0) != LUA_OK) lua_pop(L, 1);
+  lua_pushliteral(L, "outer");
+  return lua_error(L);
+}
+
+TEST_CASE("ns_raised_push gives the error object as it was raised, not the handler's text", "[lua]") {
+  lua_state s;
+  lua_State* L = s.get();
+  ns_raised_push(L);
+  CHECK(lua_type(L, -1) == LUA_TBOOLEAN);  // no failure yet
+  lua_pop(L, 1);
+  // a message far over ns_call's cap: the very string, byte for byte (the handler's has a traceback after it)
+  luaL_loadstring(L, "error(('x'):rep(10000) .. '!', 0)");
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  CHECK(std::string(lua_tostring(L, -1)).find("\nstack traceback:") == 10001);
+  lua_pop(L, 1);
+  ns_raised_push(L);
+  CHECK(lua_tostring(L, -1) == std::string(10000, 'x') + "!");
+  lua_pop(L, 1);
+  // a table: that very table
+  luaL_loadstring(L, "T = {} error(T, 0)");
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  lua_pop(L, 1);
+  ns_raised_push(L);
+  lua_getglobal(L, "T");
+  CHECK(lua_rawequal(L, -1, -2));
+  lua_pop(L, 2);
+  // a failed nested call, then the outer one's own error: the outer one's
+  lua_pushcfunction(L, l_nested_then_raise);
+  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  lua_pop(L, 1);
+  ns_raised_push(L);
+  CHECK(lua_tostring(L, -1) == std::string("outer"));
+  lua_pop(L, 1);
+  // out of memory: no handler saw it, nothing to tell
+  script_limits tight;
+  tight.memory_mb = 8;
+  lua_state small(tight);
+  lua_State* S = small.get();
+  luaL_loadstring(S, "error('first', 0)");
+  REQUIRE(ns_pcall(S, 0, 0) == LUA_ERRRUN);
+  lua_pop(S, 1);
+  luaL_loadstring(S, "return ('x'):rep(64 * 1024 * 1024)");
+  REQUIRE(ns_pcall(S, 0, 1) == LUA_ERRMEM);
+  lua_pop(S, 1);
+  ns_raised_push(S);
+  CHECK(lua_type(S, -1) == LUA_TBOOLEAN);
+  lua_pop(S, 1);
+  CHECK(lua_gettop(L) == 0);
+  CHECK(lua_gettop(S) == 0);
+}
+
 TEST_CASE("ns_call keeps file:line, separates the traceback and adds context", "[lua]") {
   lua_state s;
   lua_State* L = s.get();

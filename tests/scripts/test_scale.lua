@@ -93,6 +93,42 @@ function M.test_attention_kinds()
   eq(ks[1].op, "decode", "a speculative step of 4 tokens over the cache")
 end
 
+-- Cross-attention of a few decoder tokens over an encoder's keys (Whisper-large's decoder: 20 heads of 64, 1,500
+-- encoder positions) has the very shapes of a decode step over a cache of 1,500 tokens, and the op carries nothing
+-- else (no cache or cross marker; is_causal False, a mask only with padding): the libraries run the same kernel for
+-- both, so it is priced as the decode kernel ops/decode_attention.lua builds, with or without a mask; 17 queries, or
+-- the backward of a training step, are prefill attention.
+function M.test_cross_attention_of_few_queries_is_the_decode_kernel()
+  local t = { "c10::Half", "c10::Half", "c10::Half", "", "Scalar", "Scalar", "Scalar", "Scalar" }
+  local no_flag = { "", "", "", "", "0.", "False", "", "False" }
+  local enc = { 1, 20, 1500, 64 }
+  local rule = load_op("decode_attention")
+  for _, sq in ipairs({ 1, 4, 16 }) do
+    local q = { 1, 20, sq, 64 }
+    local want = rule.forward(make_node({ op = "decode_attention", name = "x", dtype = "fp16", training = false,
+                                          inputs = { q, enc, enc }, output = q }))[1]
+    for _, mask in ipairs({ {}, { 1, 1, sq, 1500 } }) do
+      local what = ("%d decoder tokens over 1,500 encoder keys%s"):format(sq, #mask > 0 and ", padding mask" or "")
+      local ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, enc, enc, mask, {}, {}, {}, {} },
+                                types = t, values = no_flag })
+      eq(#ks, 1, what .. ": one kernel")
+      for _, f in ipairs({ "name", "op", "b", "m", "k", "n", "rows", "hidden", "flops", "bytes" }) do
+        eq(ks[1][f], want[f], what .. ": the decode kernel's " .. f)
+      end
+      -- the causal count of a decode kernel: short of a cross-attention's every pair by sq (sq - 1) / 2 only
+      eq(sq * 1500 * 4 * 20 * 64 - ks[1].flops, 4 * 20 * 64 * sq * (sq - 1) // 2, what .. ": FLOPs")
+    end
+  end
+  local q = { 1, 20, 17, 64 }
+  local ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { q, enc, enc, {}, {}, {}, {}, {} },
+                            types = t, values = no_flag })
+  eq(ks[1].op .. " " .. ks[1].name, "full FlashAttention", "17 decoder tokens: prefill attention over every pair")
+  ks = S.kernels(op { kind = "ScaledDotProductFlashAttentionBackward0", phase = "backward",
+                      forward = "aten::_scaled_dot_product_flash_attention",
+                      inputs = { { 1, 20, 4, 64 }, enc, enc, {}, {}, {} }, types = t, values = { "", "", "", "0.", "False" } })
+  eq(ks[1].op, "full_bwd", "the backward of a few queries' cross-attention: FlashAttention's backward")
+end
+
 function M.test_physics()
   local a = { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 60, peak_bf16_tflops = 989 }
   local b = { num_sm = 132, mem_bw_gbps = 3350, l2_mb = 60, peak_bf16_tflops = 989 }
