@@ -273,6 +273,14 @@ std::optional<script_file> script_find(const session::impl& p, const std::string
   return std::nullopt;
 }
 
+const std::string& session::impl::pipeline_file() {
+  if (pipeline_display.empty()) {
+    const auto found = script_find(*this, "neusight.pipeline");
+    pipeline_display = found ? found->display : "scripts/neusight/pipeline.lua";
+  }
+  return pipeline_display;
+}
+
 // [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
 void overrides_push_table(lua_State* L, const workload_overrides& o) {
   lua_createtable(L, 0, int(o.size()));
