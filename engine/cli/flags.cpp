@@ -448,7 +448,7 @@ std::vector<flag_spec> table_make() {
   flag("--schedule", "Pipeline schedule: gpipe, 1f1b or interleaved")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
-      .on(search, to(&search_flags::schedule)).check(member_list({"gpipe", "1f1b", "interleaved"}))
+      .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]")  // scripts/neusight/search.lua checks the names
       .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved; default 1f1b)");
   flag("--virtual-stages", "Model chunks per device of the interleaved schedule (default 2 with --schedule interleaved)")
       .group(parallel_group)
@@ -470,8 +470,7 @@ std::vector<flag_spec> table_make() {
        "forward)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::recompute)).workload().list()  // scripts/neusight/parallel/config.lua checks it
-      .on(search, to(&search_flags::recompute)).show_default()
-      .check(CLI::IsMember({"auto", "all", "none", "selective", "full"}))
+      .on(search, to(&search_flags::recompute)).show_default()  // scripts/neusight/search.lua checks the mode
       .note("; or auto (per layout the cheapest that fits) or all (every mode, each ranked)");
   flag("--sequence-parallel", "Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens")
       .group(parallel_group)

@@ -107,6 +107,14 @@ int search_main(const search_flags& f) {
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
   const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
   session s(o);
+  // --schedule's names and --recompute's modes are neusight.parallel's (scripts/neusight/search.lua choices: the
+  // schedule registry, parallel.config's CHOICES.recompute), checked first, with normalize's did-you-mean. --schedule
+  // given: each layout names its schedule, so one where it changes nothing says so (the workload's warning); left
+  // out, the default schedule goes only to the layouts with a pipeline or microbatches to order.
+  const bool schedule_given = !f.schedule.empty();
+  const session::search_choices names = s.search_choices_of(items_of(f.schedule), f.recompute);
+  const std::vector<std::string>& schedules = names.schedules;
+  const std::vector<std::string>& modes = names.recompute;  // least recomputation first: "auto" stops at the first that fits
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
@@ -134,11 +142,6 @@ int search_main(const search_flags& f) {
   std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
   std::string calibration_file;            // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
-  // --schedule given: each layout names its schedule, so one where it changes nothing says so (the workload's
-  // warning); left out, the default 1F1B goes only to the layouts with a pipeline or microbatches to order
-  const bool schedule_given = !f.schedule.empty();
-  std::vector<std::string> schedules = items_of(f.schedule);
-  if (schedules.empty()) schedules.push_back("1f1b");
   search_warnings warned;
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
   std::vector<int64_t> vstages;
@@ -211,7 +214,9 @@ int search_main(const search_flags& f) {
           nv, std::vector<std::optional<std::vector<evaluation>>>(nm));
       std::vector<bool> bad_layout(nv, false);  // a builder refused the layout itself: no other microbatch count will do
       const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
-      const auto schedule_only = [](const variant& a, const variant& b) {  // a and b share a build
+      // a and b share a build: GPipe and 1F1B, one model chunk per device (interleaved builds its own; with --scripts,
+      // where another schedule may be registered, `reuse` is off)
+      const auto schedule_only = [](const variant& a, const variant& b) {
         const auto plain = [](const std::string& s) { return s == "gpipe" || s == "1f1b"; };
         return a.ep == b.ep && a.virtual_stages == 0 && b.virtual_stages == 0 && plain(a.schedule) && plain(b.schedule);
       };
@@ -233,14 +238,14 @@ int search_main(const search_flags& f) {
           if (built_for != &var && !(built && built_for && reuse && built_plan && schedule_only(*built_for, var)))
             built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
           bool done = false;
-          for (const char* recompute : {"none", "selective", "full"}) {
-            if (done || (!training && std::string(recompute) != "none")) break;
+          for (const std::string& recompute : modes) {
+            if (done || (!training && &recompute != &modes.front())) break;
             // inference runs without recomputation whatever --recompute says (a mode given is the workload's to warn of)
             if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != recompute) continue;
-            const bool given_recompute = f.recompute == "selective" || f.recompute == "full";
+            const bool given_recompute = f.recompute != "auto" && f.recompute != "all";
             workload_overrides ov = workload_base(true);
             ov["parallel.dp"] = dp, ov["parallel.tp"] = tp, ov["parallel.pp"] = pp, ov["parallel.microbatches"] = m;
-            ov["parallel.recompute"] = std::string(!training && given_recompute ? f.recompute : recompute);
+            ov["parallel.recompute"] = !training && given_recompute ? f.recompute : recompute;
             if (schedule_given || pp > 1 || m > 1) ov["parallel.schedule"] = var.schedule;
             if (!f.cluster.empty()) ov["parallel.cluster"] = f.cluster;
             if (f.sequence_parallel && tp > 1) ov["parallel.sequence_parallel"] = true;
@@ -304,7 +309,7 @@ int search_main(const search_flags& f) {
               }
               const bool cheapest = f.recompute == "auto";  // stop at the first mode that fits; list only that one
               done = cheapest && c.fits;
-              ev.listed = !cheapest || c.fits || std::string(recompute) == "full" || !training;
+              ev.listed = !cheapest || c.fits || &recompute == &modes.back() || !training;
               ev.c = c;
               evals.push_back(std::move(ev));
             } catch (const std::exception& ex) {

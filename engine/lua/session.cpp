@@ -273,6 +273,14 @@ std::optional<script_file> script_find(const session::impl& p, const std::string
   return std::nullopt;
 }
 
+const std::string& session::impl::pipeline_file() {
+  if (pipeline_display.empty()) {
+    const auto found = script_find(*this, "neusight.pipeline");
+    pipeline_display = found ? found->display : "scripts/neusight/pipeline.lua";
+  }
+  return pipeline_display;
+}
+
 // [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
 void overrides_push_table(lua_State* L, const workload_overrides& o) {
   lua_createtable(L, 0, int(o.size()));
@@ -527,6 +535,33 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   model_facts out;
   out.experts = r.integer("experts");
   out.layers = r.integer("layers");
+  return out;
+}
+
+session::search_choices session::search_choices_of(const std::vector<std::string>& schedules,
+                                                   const std::string& recompute) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.search");
+  raw_getfield(L, -1, "choices");
+  strings_push(L, schedules);
+  lua_pushstring(L, recompute.c_str());
+  ns_call(L, 2, 1);  // its error is the message: "search: --schedule: one of … expected, got …"
+  const std::string what = "scripts/neusight/search.lua choices";
+  if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table");
+  search_choices out;
+  for (auto [key, list] : {std::pair{"schedules", &out.schedules}, {"recompute", &out.recompute}}) {
+    const std::string bad = what + ": field '" + key + "' must be a non-empty array of strings";
+    if (raw_getfield(L, -1, key) != LUA_TTABLE) throw error(bad);
+    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+      if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
+      list->emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+    if (list->empty()) throw error(bad);
+    lua_pop(L, 1);
+  }
   return out;
 }
 

@@ -158,6 +158,14 @@ class session {
     int64_t experts = 1, layers = 0;
   };
   model_facts model_facts_of(const workload_overrides& overrides);
+  // The schedules and recomputation modes `neusight search` tries, from scripts/neusight/search.lua choices: each of
+  // `schedules` (--schedule's items) checked against neusight.parallel's schedule registry ("1f1b" … the default
+  // when none), `recompute` (--recompute: "auto", "all" or a mode) against parallel.config's CHOICES.recompute, with
+  // normalize's messages (did-you-mean); `recompute` out: the modes, least recomputation first.
+  struct search_choices {
+    std::vector<std::string> schedules, recompute;
+  };
+  search_choices search_choices_of(const std::vector<std::string>& schedules, const std::string& recompute);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline
   // variant before forecasting it ("" when it does not).
   std::string search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule, int64_t virtual_stages);

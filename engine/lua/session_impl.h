@@ -88,6 +88,14 @@ struct session::impl {
   // ns::predictor_make(name, root) with the session's efficiency table (scripts/neusight/efficiency.lua: what a
   // built-in predictor divides the roofline by for a family it has no model of).
   std::unique_ptr<predictor> builtin_make(const std::string& name, const std::filesystem::path& root);
+  // The session's script set is fixed (script_dirs, from the options) and a module loads once (prelude.lua's
+  // `loaded`), so what is read of a module is read once: the efficiency table (builtin_make; nullopt until then, and
+  // after a read that failed, which the next read repeats) and the chunk name of neusight.pipeline (pipeline_file).
+  std::optional<std::map<std::string, double>> efficiency;
+  std::string pipeline_display;
+  // The chunk name of the neusight.pipeline that runs ("scripts/neusight/pipeline.lua", or a --scripts DIR's), for
+  // the messages of a forecast through it: looked up on the script search path on first use.
+  const std::string& pipeline_file();
 
   lua_State* L() const { return state.get(); }
 

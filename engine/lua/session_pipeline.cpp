@@ -391,8 +391,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const stack_restore restore(L);  // also on error
   const session::pipeline_request& req = *c.req;
   require_push(p, "neusight.pipeline");  // stack: P
-  const auto found = script_find(p, "neusight.pipeline");  // the file that ran: bundled, or a --scripts DIR's
-  const std::string file = found ? found->display : "scripts/neusight/pipeline.lua";
+  const std::string& file = p.pipeline_file();  // the file that ran: bundled, or a --scripts DIR's
   if (!lua_istable(L, -1) || raw_getfield(L, -1, fn) != LUA_TFUNCTION)
     throw error(std::string("module neusight.pipeline has no function ") + fn + " (" + file +
                 " defines forecast(run), a workload's steps, and finish(run), those once the kernels are known)");

@@ -159,7 +159,10 @@ static std::map<std::string, double> efficiency_read(session::impl& p) {
 
 std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
   auto pred = ns::predictor_make(name, root);
-  if (name == "neusight") pred->roofline_efficiency_set(efficiency_read(*this));  // the roofline ones have no use for it
+  if (name == "neusight") {  // the roofline ones have no use for it
+    if (!efficiency) efficiency = efficiency_read(*this);
+    pred->roofline_efficiency_set(*efficiency);
+  }
   return pred;
 }
 

@@ -1,9 +1,30 @@
 -- scripts/neusight/search.lua — what `neusight search` (engine/cli/search_cmd.cpp) needs to know about a model before
 -- it enumerates layouts: the expert count (the expert-parallel degrees ep worth trying divide it) and the layer count
--- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does).
-local pairs, type = pairs, type
+-- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does); and which schedules
+-- and recomputation modes it may try (neusight.parallel's names: search lists none of its own).
+local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
+
+--- search's --schedule and --recompute checked against neusight.parallel's names, with normalize's messages
+--- (did-you-mean included): each of `schedules` a schedule of the registry (neusight.parallel.schedule: a --scripts
+--- override may add one), `recompute` "auto", "all" or one of neusight.parallel.config's CHOICES.recompute. Returns
+--- { schedules = the names given (the default schedule when none), recompute = the modes, least recomputation first }.
+---@param schedules string[]
+---@param recompute string
+function M.choices(schedules, recompute)
+  local config = require "neusight.parallel.config"
+  local out = { schedules = {}, recompute = {} }
+  for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
+  if #out.schedules == 0 then out.schedules[1] = config.DEFAULT_SCHEDULE end
+  local accepted = { "auto", "all" }
+  for i, mode in ipairs(config.CHOICES.recompute) do
+    out.recompute[i] = mode
+    accepted[#accepted + 1] = mode
+  end
+  config.one_of(recompute, accepted, "search: --recompute")
+  return out
+end
 
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end

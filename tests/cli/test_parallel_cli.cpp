@@ -475,8 +475,64 @@ TEST_CASE("search --recompute: auto takes the cheapest mode that fits, all lists
   for (const auto& l : full["layouts"]) CHECK(l["recompute"] == "full");
   CHECK(full["evaluated"].get<int>() == modes["full"]);
   CHECK(aut["evaluated"].get<int>() <= all["evaluated"].get<int>());
-  const auto bad = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --recompute some");
-  CHECK(bad.code == 2);
+  const auto bad = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 --recompute ful");
+  CHECK(bad.code == 1);
+  CHECK(bad.err == "neusight: search: --recompute: \"auto\", \"all\", \"none\", \"selective\" or \"full\" expected, "
+                   "got \"ful\" (did you mean 'full'?)\n");
+}
+
+// search lists no schedule or recomputation mode of its own: the names are neusight.parallel's (the schedule registry,
+// parallel/config.lua's CHOICES.recompute), so a --scripts override that adds or drops one changes what search tries
+// and accepts, and its message for an unknown name.
+TEST_CASE("search --schedule/--recompute: the names are neusight.parallel's", "[cli][search]") {
+  const std::string base = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 16 --seq 1024 "
+                           "--predictor roofline --all --top 1000 --format json";
+  const auto bad = run_cli(base + " --schedule 1f1b,gpip");
+  CHECK(bad.code == 1);
+  CHECK(bad.err == "neusight: search: --schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got \"gpip\" "
+                   "(did you mean 'gpipe'?)\n");
+  // the bundled modules, copied with one schedule more and one recomputation mode fewer
+  temp_dir t;
+  const auto bundled = [](const std::string& rel) { return ns_test::slurp(ns_test::source_dir / "scripts" / rel); };
+  std::string schedule = bundled("neusight/parallel/schedule.lua");
+  const size_t ret = schedule.rfind("\nreturn M");
+  REQUIRE(ret != std::string::npos);
+  schedule.insert(ret, "\nM.schedules.gpipe2 = M.schedules.gpipe\n");
+  t.write("s/neusight/parallel/schedule.lua", schedule);
+  std::string config = bundled("neusight/parallel/config.lua");
+  const std::string modes = "recompute = { \"none\", \"selective\", \"full\" }";
+  const size_t at = config.find(modes);
+  REQUIRE(at != std::string::npos);
+  config.replace(at, modes.size(), "recompute = { \"none\", \"full\" }");
+  t.write("s/neusight/parallel/config.lua", config);
+  const std::string scripts = " --scripts '" + (t.path / "s").string() + "'";
+  const auto mine = run_cli(base + scripts + " --schedule gpipe,gpipe2 --recompute all");
+  INFO(mine.err);
+  REQUIRE(mine.code == 0);
+  std::map<std::string, int> modes_seen;
+  std::map<std::string, double> gpipe, gpipe2;  // "dp/tp/pp/mb/recompute" → iteration
+  const json ranked = json::parse(mine.out);
+  for (const auto& l : ranked["layouts"]) {
+    ++modes_seen[l["recompute"].get<std::string>()];
+    std::string key;
+    for (const char* k : {"dp", "tp", "pp", "microbatches"}) key += std::to_string(l[k].get<int>()) + "/";
+    key += l["recompute"].get<std::string>();
+    (l["schedule"] == "gpipe2" ? gpipe2 : gpipe)[key] = l["iteration_ms"].get<double>();
+  }
+  CHECK(modes_seen.count("selective") == 0);
+  CHECK(modes_seen["none"] > 0);
+  CHECK(modes_seen["none"] == modes_seen["full"]);
+  REQUIRE(!gpipe2.empty());
+  CHECK(gpipe2.size() == gpipe.size());
+  for (const auto& [key, ms] : gpipe2) CHECK(ms == Approx(gpipe[key]).epsilon(1e-12));
+  const auto dropped = run_cli(base + scripts + " --recompute selective");
+  CHECK(dropped.code == 1);
+  CHECK(dropped.err.find("search: --recompute: \"auto\", \"all\", \"none\" or \"full\" expected, got \"selective\"") !=
+        std::string::npos);
+  const auto unknown = run_cli(base + scripts + " --schedule gpipe3");
+  CHECK(unknown.code == 1);
+  CHECK(unknown.err.find("one of \"1f1b\", \"gpipe\", \"gpipe2\", \"interleaved\" expected, got \"gpipe3\"") !=
+        std::string::npos);
 }
 
 TEST_CASE("parallel: a workload adds a pipeline schedule in Lua", "[cli][parallel]") {

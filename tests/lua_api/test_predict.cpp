@@ -166,3 +166,30 @@ return {
   REQUIRE(got.size() == 1);
   CHECK_THAT(got[0], Catch::Matchers::WithinRel(2.0, 1e-12));
 }
+
+// The built-in neusight predictor's efficiency table (scripts/neusight/efficiency.lua, for the families it has no
+// weights of) is read once per session: each session its own script set's, every predictor_make of a session the
+// same; a table that fails its check is refused again on the next make, not kept.
+TEST_CASE("predictor_make: the efficiency table is read once per session and a bad one is refused each time",
+          "[lua][predict]") {
+  const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve("mi300x");
+  const auto bf16_gemm = [&gpu](ns::session& s) {  // the bf16 GEMM of kernel_mix: neusight over roofline
+    auto ks = kernel_mix();
+    s.tiles_select(ks, gpu);
+    const double neusight = s.predictor_make("neusight", source_dir / "weights")->predict(ks, gpu)[2];
+    return neusight / s.predictor_make("roofline", source_dir / "weights")->predict(ks, gpu)[2];
+  };
+  temp_dir half, quarter, bad;
+  half.write("neusight/efficiency.lua", "return { gemm_tc16 = 0.5 }\n");
+  quarter.write("neusight/efficiency.lua", "return { gemm_tc16 = 0.25 }\n");
+  bad.write("neusight/efficiency.lua", "return { gemm_tc16 = 1.5 }\n");
+  ns::session a(options(half)), b(options(quarter));
+  for (int i = 0; i < 2; ++i) {
+    CHECK_THAT(bf16_gemm(a), Catch::Matchers::WithinRel(2.0, 1e-12));
+    CHECK_THAT(bf16_gemm(b), Catch::Matchers::WithinRel(4.0, 1e-12));
+  }
+  ns::session c(options(bad));
+  for (int i = 0; i < 2; ++i)
+    CHECK_THROWS_WITH(c.predictor_make("neusight", source_dir / "weights"),
+                      Catch::Matchers::Contains("field 'gemm_tc16' must be a number in (0, 1]"));
+}

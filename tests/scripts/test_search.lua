@@ -1,5 +1,6 @@
 -- tests/scripts/test_search.lua — neusight.search model_facts (engine/cli/search_cmd.cpp asks it before enumerating
--- layouts): the routed experts per MoE layer (ep must divide them) and the layers stage partition counts.
+-- layouts): the routed experts per MoE layer (ep must divide them) and the layers stage partition counts; choices,
+-- the schedules and recomputation modes it tries, which are neusight.parallel's.
 local search = require "neusight.search"
 local workload = require "neusight.workload"
 
@@ -39,6 +40,32 @@ function T.test_pipeline_skip()
     "the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages", "36 over 4 x 2 (default)")
   eq(search.pipeline_skip(36, 4, "interleaved", 3), nil, "36 over 4 x 3")
   eq(search.pipeline_skip(0, 4, "interleaved", 5), nil, "unknown layers: not checked")
+end
+
+-- --schedule and --recompute: neusight.parallel's names (the schedule registry, config.CHOICES.recompute), in the
+-- order search tries the modes, with normalize's messages.
+function T.test_choices_are_the_parallel_names()
+  local config = require "neusight.parallel.config"
+  local c = search.choices({}, "auto")
+  eq(table.concat(c.schedules, ","), config.DEFAULT_SCHEDULE, "no --schedule: the default")
+  eq(table.concat(c.recompute, ","), table.concat(config.CHOICES.recompute, ","), "the modes, least first")
+  eq(table.concat(search.choices({ "interleaved", "gpipe" }, "full").schedules, ","), "interleaved,gpipe", "as given")
+  for _, mode in ipairs { "all", "none", "selective", "full" } do search.choices({}, mode) end
+  local ok, err = pcall(search.choices, { "1f1b", "gpip" }, "auto")
+  eq(ok, false, "unknown schedule")
+  eq(err, [[search: --schedule: one of "1f1b", "gpipe", "interleaved" expected, got "gpip" (did you mean 'gpipe'?)]],
+    "its message")
+  ok, err = pcall(search.choices, {}, "ful")
+  eq(ok, false, "unknown mode")
+  eq(err, [[search: --recompute: "auto", "all", "none", "selective" or "full" expected, got "ful" (did you mean 'full'?)]],
+    "its message")
+  -- a schedule a workload registers is one search may try
+  local schedules = require("neusight.parallel").schedules
+  schedules.test_choices = schedules.gpipe
+  local ok2, c2 = pcall(search.choices, { "test_choices" }, "auto")
+  schedules.test_choices = nil
+  eq(ok2, true, "a registered schedule")
+  eq(c2.schedules[1], "test_choices", "is accepted")
 end
 
 return T

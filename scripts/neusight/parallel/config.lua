@@ -35,31 +35,57 @@ local function boolean_field(p, name, default)
   return v
 end
 
--- Field `name` of `p`: one of `choices` (strings, the first is the default when absent).
-local function choice_field(p, name, choices, default)
-  local v = p[name]
-  if v == nil then return default or choices[1] end
+-- `v` when it is one of `choices` (strings); else the error `<label>: "a", "b" or "c" expected, got …` with
+-- did-you-mean (level 0).
+local function one_of(v, choices, label)
   for _, c in ipairs(choices) do
     if v == c then return v end
   end
   local quoted = {}
   for i, c in ipairs(choices) do quoted[i] = ("%q"):format(c) end
-  local list = #quoted == 2 and quoted[1] .. " or " .. quoted[2]
+  local list = #quoted == 1 and quoted[1] or #quoted == 2 and quoted[1] .. " or " .. quoted[2]
     or table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
   local set = {}
   for _, c in ipairs(choices) do set[c] = true end
-  error(("parallel.%s: %s expected, got %s%s"):format(name, list, show(v),
+  error(("%s: %s expected, got %s%s"):format(label, list, show(v),
     type(v) == "string" and T.did_you_mean(v, set) or ""), 0)
+end
+
+-- Field `name` of `p`: one of `choices` (strings, the first is the default when absent).
+local function choice_field(p, name, choices, default)
+  local v = p[name]
+  if v == nil then return default or choices[1] end
+  return one_of(v, choices, "parallel." .. name)
+end
+
+-- The schedule named `v` when the registry (neusight.parallel.schedule's, workloads may add to it) has it; else the
+-- error `<label>: one of "1f1b", "gpipe", … expected, got …` with did-you-mean (level 0).
+local function schedule_name(v, label)
+  if type(v) == "string" and schedules[v] then return v end
+  local names = {}
+  for name in pairs(schedules) do names[#names + 1] = ('"' .. name .. '"') end
+  sort(names)
+  error(("%s: one of %s expected, got %s%s"):format(label, table.concat(names, ", "), show(v),
+    type(v) == "string" and T.did_you_mean(v, schedules) or ""), 0)
 end
 M.is_count = is_count
 
 -- The fields that take one of a few names: the one list of each (normalize below; M.check_choice for a comparison's
--- up-front check of every value given on the command line, neusight.workload check_fields).
+-- up-front check of every value given on the command line, neusight.workload check_fields; neusight.search for
+-- search's --recompute). recompute goes from the least recomputation to the most: search tries the modes in this
+-- order and, for each layout, stops at the first that fits (--recompute auto).
 M.CHOICES = { recompute = { "none", "selective", "full" }, kernels = { "megatron", "eager" } }
 --- Raises normalize's error for a value of choice field `name` that is none of its names; nil for other fields.
 function M.check_choice(name, v)
   if M.CHOICES[name] then choice_field({ [name] = v }, name, M.CHOICES[name]) end
 end
+--- `v` when it is one of `choices`, else normalize's error for a choice field, under `label` (neusight.search: a flag).
+M.one_of = one_of
+
+--- The schedule of a plan that names none.
+M.DEFAULT_SCHEDULE = "1f1b"
+--- `v` when it names a schedule of the registry, else normalize's parallel.schedule error, under `label` when given.
+function M.check_schedule(v, label) return schedule_name(v, label or "parallel.schedule") end
 
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
 --- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
@@ -90,14 +116,7 @@ function M.normalize(p)
     error(("parallel: dp × tp × pp = %d GPUs, more than the 2^20 (1048576) a layout may have"):format(
       out.dp * out.tp * out.pp), 0)
   end
-  local schedule = p.schedule == nil and "1f1b" or p.schedule
-  if type(schedule) ~= "string" or not schedules[schedule] then
-    local names = {}
-    for name in pairs(schedules) do names[#names + 1] = ('"' .. name .. '"') end
-    sort(names)
-    error(("parallel.schedule: one of %s expected, got %s%s"):format(table.concat(names, ", "), show(schedule),
-      type(schedule) == "string" and T.did_you_mean(schedule, schedules) or ""), 0)
-  end
+  local schedule = schedule_name(p.schedule == nil and M.DEFAULT_SCHEDULE or p.schedule, "parallel.schedule")
   out.schedule = schedule
   -- Expert parallelism (MoE): the experts are spread over `ep` of the data-parallel ranks (DeepSpeed-MoE,
   -- Megatron-LM's expert_model_parallel_size), so ep must divide dp.
