@@ -43,17 +43,22 @@ inline std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
-// Runs the neusight binary with `args` (already shell-quoted) from the source dir.
-inline run_result run_cli(const std::string& args, const std::string& env = "") {
+// Runs the shell command `command` (already shell-quoted) from the source dir.
+inline run_result run_sh(const std::string& command) {
   temp_dir t;
-  const std::string cmd = "cd '" + source_dir.string() + "' && " + env + " '" NEUSIGHT_EXE "' " + args + " >'" +
-                          (t.path / "out").string() + "' 2>'" + (t.path / "err").string() + "'";
+  const std::string cmd = "cd '" + source_dir.string() + "' && " + command + " >'" + (t.path / "out").string() +
+                          "' 2>'" + (t.path / "err").string() + "'";
   run_result r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
   r.out = slurp(t.path / "out");
   r.err = slurp(t.path / "err");
   return r;
+}
+
+// Runs the neusight binary with `args` (already shell-quoted) from the source dir.
+inline run_result run_cli(const std::string& args, const std::string& env = "") {
+  return run_sh(env + " '" NEUSIGHT_EXE "' " + args);
 }
 
 // Replaces every occurrence of `from` by `to` (e.g. a temp path by a stable name).

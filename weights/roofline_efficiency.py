@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from held_out import held_key, held_out_keys  # weights/held_out.py
+from held_out import held_out_matcher  # weights/held_out.py
 
 ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
          "attention_decode"]
@@ -63,12 +63,12 @@ def main():
     ap.add_argument("--aic", default="../shared/data/aiconfigurator")
     ap.add_argument("--no-tile", action="store_true")
     a = ap.parse_args()
-    held = held_out_keys(os.path.join(root, "weights", "HELD_OUT"))
+    is_held_out = held_out_matcher(os.path.join(root, "weights", "HELD_OUT"), os.path.join(root, "gpus"))
     t = os.path.join(a.data, "dataset", "test")
     files = [os.path.join(t, f) for f in ("bmm.csv", "linear.csv", "elem.csv", "softmax.csv", "ln.csv")]
     for name in ("gemm", "context_attention", "generation_attention"):
         for f in sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))):
-            if held_key(device_of(f)) in held:
+            if is_held_out(device_of(f)):
                 print(f"skipping {f}: held-out GPU {device_of(f)} (weights/HELD_OUT)", file=sys.stderr)
                 continue
             files.append(f)
@@ -76,7 +76,7 @@ def main():
     tile = None if a.no_tile else rows(a.exe, files, None)
     by = {}
     for i, r in enumerate(roof):
-        if held_key(r["device"]) in held or held_key(r["gpu"]) in held:
+        if is_held_out(r["device"]) or is_held_out(r["gpu"]):
             sys.exit(f"roofline_efficiency.py: a row of held-out {r['gpu']}")
         tp = tile[i]["predicted_ms"] if tile else None
         if tile and (tile[i]["where"] != r["where"]):

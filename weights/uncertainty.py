@@ -22,7 +22,7 @@ import os
 import sys
 import tomllib
 
-from held_out import held_key, held_out_keys  # weights/held_out.py
+from held_out import held_out_matcher  # weights/held_out.py
 
 LEVELS = [0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # The GPU-file field of each family's peak, and the group of GPUs its folds hold out.
@@ -169,7 +169,7 @@ def main():
     ap.add_argument("--held-out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "HELD_OUT"))
     a = ap.parse_args()
     specs = gpu_specs(a.gpus_dir)
-    held = held_out_keys(a.held_out)
+    is_held_out = held_out_matcher(a.held_out, a.gpus_dir)
     rows_by_fold, group_of_fold, fold_dirs = {}, {}, {}
     rows_dir = os.path.join(a.work, "rows")
     for f in sorted(os.listdir(rows_dir)):
@@ -181,8 +181,7 @@ def main():
         for r in j["rows"]:
             if r["gpu"] not in specs:
                 die(f"{f}: GPU {r['gpu']} has no gpus/*.toml")
-            if {held_key(r["gpu"]), held_key(r["device"])} & held or \
-                    {held_key(x) for x in specs[r["gpu"]].get("aliases", [])} & held:
+            if is_held_out(r["gpu"]) or is_held_out(r["device"]):
                 die(f"{f}: rows of {r['gpu']}, a held-out evaluation GPU ({a.held_out}): never a fold")
             m, p = r["measured_ms"], r["predicted_ms"]
             if not (m > 0 and p > 0 and math.isfinite(m) and math.isfinite(p)):

@@ -20,6 +20,7 @@
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "core/time_limits.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -93,30 +94,21 @@ label label_read(const fs::path& file) {
         throw error(label_where(file, text, k) + ": unknown key '" + k + "'" + text_did_you_mean(k, keys) +
                     " (a label has num_layer, e2e_latency, fw_latency and bwall_latency)");
   }
-  // Times are milliseconds from 1e-6 (1 ns: no GPU runs a kernel, let alone a model, faster; less is a unit slip,
-  // e.g. 1e-300) to 1e9 (11 days for one iteration); fw_latency and bwall_latency may be 0 (no backward pass).
+  // Times are measured times (core/time_limits.h); fw_latency and bwall_latency may be 0 (no backward pass).
   auto shown = [](const json& v) { return v.is_number() ? fmt::format("{:g}", v.get<double>()) : v.dump(); };
+  auto number = [](const json& v) { return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt; };
   for (const char* key : {"fw_latency", "bwall_latency"}) {  // not read, but a broken one is a broken label
     const auto it = j.find(key);
     if (it == j.end()) continue;
-    if (!it->is_number() || !(it->get<double>() >= 0) || !(it->get<double>() <= 1e9))
-      throw error(label_where(file, text, key) + ": key '" + key + "' must be a number (ms) of 0 … 1e9 (got " +
-                  shown(*it) + ")");
-    if (it->get<double>() > 0 && it->get<double>() < 1e-6)
-      throw error(label_where(file, text, key) + ": key '" + key + "' must be 0 or at least 1e-6 ms (1 ns; got " +
-                  shown(*it) + "): a time that short is a unit slip, not a measurement");
+    time_check(number(*it), time_unit::ms, true, label_where(file, text, key) + ": key '" + key + "'", shown(*it));
   }
   const auto e2e = j.find("e2e_latency");
-  // at most 100000 layers: more is a unit slip, not a measurement
-  if (e2e == j.end() || !e2e->is_number() || !(e2e->get<double>() > 0) || !(e2e->get<double>() <= 1e9))
-    throw error((e2e == j.end() ? file.string() : label_where(file, text, "e2e_latency")) +
-                ": key 'e2e_latency' must be a positive number (ms) of at most 1e9" +
-                (e2e == j.end() ? std::string(" (missing)") : " (got " + shown(*e2e) + ")"));
-  if (e2e->get<double>() < 1e-6)
-    throw error(label_where(file, text, "e2e_latency") + ": key 'e2e_latency' must be a positive number (ms) of at "
-                "least 1e-6 (1 ns; got " + shown(*e2e) + "): a time that short is a unit slip, not a measurement");
-  l.e2e_ms = e2e->get<double>();
+  if (e2e == j.end())
+    throw error(file.string() + ": missing key 'e2e_latency' (the measured time of one iteration, milliseconds)");
+  l.e2e_ms = time_check(number(*e2e), time_unit::ms, false, label_where(file, text, "e2e_latency") + ": key 'e2e_latency'",
+                        shown(*e2e));
   const auto layers = j.find("num_layer");
+  // at most 100000 layers: more is a unit slip, not a measurement
   if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0 || layers->get<int64_t>() > 100000)
     throw error((layers == j.end() ? file.string() : label_where(file, text, "num_layer")) +
                 ": key 'num_layer' must be a non-negative integer of at most 100000");

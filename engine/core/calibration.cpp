@@ -7,6 +7,7 @@
 #include <fmt/ranges.h>
 
 #include "core/text.h"
+#include "core/time_limits.h"
 #include "core/tile_model.h"
 #include "core/toml_read.h"
 
@@ -122,17 +123,9 @@ measurement measurement_parse(std::string_view text, const std::string& path, me
   for (const auto& [key, into] : times) {
     const toml::node* n = t.get(key);
     if (!n) continue;
-    const auto x = n->value<double>();
-    // at most 1e9 ms, the limit of a label or trace time (1e10 was fitted, every factor at its limit); at least
-    // 1e-6 ms (1 ns), a label's lower limit too: 1e-300 is a unit slip, and fitted every factor to its limit
-    if (!x || !std::isfinite(*x) || *x <= 0 || *x > 1e9)
-      throw error(toml_where(path, n->source().begin) + ": " + key +
-                  " must be a positive number of milliseconds (at most 1e9)");
-    if (*x < 1e-6)
-      throw error(toml_where(path, n->source().begin) + ": " + key + " must be a positive number of milliseconds of " +
-                  "at least 1e-6 (1 ns; got " + fmt::format("{:g}", *x) + "): a time that short is a unit slip, not a " +
-                  "measurement");
-    *into = *x;
+    // a measured time (core/time_limits.h): 1e-300 or 1e10 fitted every factor to its limit
+    *into = time_check(n->value<double>(), time_unit::ms, false, toml_where(path, n->source().begin) + ": " + key,
+                       n->is_number() ? "" : std::string("a ") + toml_type_name(*n));
   }
   if (serve && !m.ttft_ms && !m.tpot_ms)
     throw error(path + ": needs ttft_ms (the measured prefill of the batch) or tpot_ms (its mean decode step), or "

@@ -2,6 +2,7 @@
 #include "core/cluster_spec.h"
 
 #include <algorithm>
+#include <fmt/format.h>
 #include <fstream>
 #include <sstream>
 #include <toml++/toml.h>
@@ -33,11 +34,14 @@ link_spec link_parse(const toml::node& node, const std::string& source, const st
       throw error(kat + ": unknown key '" + full + "'" + text_did_you_mean(k, keys));
     const double x = number_of(value, kat, full);
     if (k == "bw_gbps") {
-      if (!(x > 0 && x <= 1e6)) throw error(kat + ": key '" + full + "' must be > 0 and at most 1e6 (GB/s per direction)");
+      if (!(x > 0 && x <= cluster_max_bw_gbps))
+        throw error(kat + ": key '" + full + "' must be > 0 and at most " + fmt::format("{:g}", cluster_max_bw_gbps) +
+                    " (GB/s per direction)");
       l.bw_gbps = x;
     } else if (k == "latency_us") {
-      if (!(x >= 0 && x <= 1e6))
-        throw error(kat + ": key '" + full + "' must be >= 0 and at most 1e6 (microseconds per message)");
+      if (!(x >= 0 && x <= cluster_max_latency_us))
+        throw error(kat + ": key '" + full + "' must be >= 0 and at most " + fmt::format("{:g}", cluster_max_latency_us) +
+                    " (microseconds per message)");
       l.latency_us = x;
     } else {
       if (!(x > 0 && x <= 1)) throw error(kat + ": key '" + full + "' must be in (0, 1] (fraction of bw_gbps reached)");
@@ -64,9 +68,8 @@ cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& s
       if (!value.is_string()) throw error(at + ": key '" + k + "' must be a string");
       (k == "name" ? c.name : c.description) = value.as_string()->get();
     } else if (k == "gpus_per_node" || k == "nodes") {
-      // at most 2^20 GPUs in a node or nodes in a cluster: a larger count is a typo, and would overflow the layouts
-      if (!value.is_integer() || value.as_integer()->get() < 1 || value.as_integer()->get() > (1 << 20))
-        throw error(at + ": key '" + k + "' must be a positive integer, at most 1048576");
+      if (!value.is_integer() || value.as_integer()->get() < 1 || value.as_integer()->get() > cluster_max_count)
+        throw error(at + ": key '" + k + "' must be a positive integer, at most " + std::to_string(cluster_max_count));
       if (k == "nodes") c.nodes = value.as_integer()->get();
       else c.gpus_per_node = value.as_integer()->get(), has_gpn = true;
     } else {

@@ -9,6 +9,14 @@
 
 namespace ns {
 
+// The ranges of a cluster, one source for a cluster file (cluster_spec_parse) and a workload's inline cluster
+// (scripts/neusight/topology.lua reads them as require("neusight").cluster_limits()): a link's bandwidth is > 0 and
+// at most cluster_max_bw_gbps, its latency >= 0 and at most cluster_max_latency_us (2^62 µs forecast 10^11 years), and
+// gpus_per_node and nodes are 1 … cluster_max_count (a larger count is a typo, and would overflow the layouts).
+inline constexpr double cluster_max_bw_gbps = 1e6;       // GB/s per direction
+inline constexpr double cluster_max_latency_us = 1e6;    // microseconds per message
+inline constexpr int64_t cluster_max_count = 1048576;    // 2^20 GPUs in a node, or nodes in a cluster
+
 // One link level. Unset fields take scripts/neusight/topology.lua's defaults (intra bandwidth: the GPU file's
 // interconnect; latencies 1 / 5 µs; efficiencies 0.72 / 0.8).
 struct link_spec {

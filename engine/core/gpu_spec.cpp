@@ -60,18 +60,6 @@ const std::vector<gpu_field>& gpu_fields() {
 
 namespace {
 
-const char* type_name(const toml::node& v) {
-  switch (v.type()) {
-    case toml::node_type::string: return "string";
-    case toml::node_type::integer: return "integer";
-    case toml::node_type::floating_point: return "float";
-    case toml::node_type::boolean: return "boolean";
-    case toml::node_type::array: return "array";
-    case toml::node_type::table: return "table";
-    default: return "date/time";
-  }
-}
-
 // A number as people write it: 4096, 0.001, 1e+06, 9.22337e+18.
 std::string number_text(double x) {
   char buf[32];
@@ -87,7 +75,7 @@ struct field_setter {
   const std::string& at;
 
   [[noreturn]] void mistyped(const char* expected) const {
-    throw error(at + ": key '" + field.key + "' must be " + expected + " (got " + type_name(value) + ")");
+    throw error(at + ": key '" + field.key + "' must be " + expected + " (got " + toml_type_name(value) + ")");
   }
   void check_sign(double x) const {
     if (field.optional && !(x > 0 && std::isfinite(x)))

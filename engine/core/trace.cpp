@@ -13,6 +13,7 @@
 #include "core/csv.h"
 #include "core/pyliteral.h"
 #include "core/text.h"
+#include "core/time_limits.h"
 
 namespace ns {
 namespace {
@@ -313,12 +314,9 @@ trace trace_parse_label_csv(std::string_view text, const std::string& source, co
     const std::pair<size_t, trace_phase> phases[] = {
         {c_fw, trace_phase::forward}, {c_bw, trace_phase::backward}, {c_acc, trace_phase::accumulate}};
     for (const auto& [col, phase] : phases) {
-      const double ms = cell_nonneg(row[col], where, t.header[col]);
-      if (ms > 1e9)  // 11 days for one op: a unit slip, not a measurement
-        throw error(where + ": column '" + t.header[col] + "': " + row[col] + " ms is more than 1e9 ms");
-      if (ms > 0 && ms < 1e-6)  // under 1 ns: a unit slip as well (0 is "not measured")
-        throw error(where + ": column '" + t.header[col] + "': " + row[col] +
-                    " ms is less than 1e-6 ms (1 ns): a unit slip, not a measurement (0 means not measured)");
+      // a measured time (core/time_limits.h); 0 is "not measured"
+      const double ms = time_check(cell_nonneg(row[col], where, t.header[col]), time_unit::ms, true,
+                                   where + ": column '" + t.header[col] + "'", row[col]);
       if (ms == 0) continue;
       trace_op op;
       op.id = static_cast<int64_t>(i);

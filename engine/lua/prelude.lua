@@ -30,6 +30,9 @@ ns.pack_integers, ns.walk, ns.fold, ns.queue = C.pack_integers, C.walk, C.fold, 
 -- dtype_sizes() → { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }: the engine's one table of dtypes and
 -- their bytes per element (engine/core/graph.cpp), a fresh copy each call.
 ns.dtype_sizes = C.dtype_sizes
+-- cluster_limits() → { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: the engine's one set of a cluster's maxima
+-- (engine/core/cluster_spec.h; a cluster file's and neusight.topology's), a fresh copy each call.
+ns.cluster_limits = C.cluster_limits
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

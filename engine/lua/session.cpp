@@ -202,12 +202,22 @@ int l_dtype_sizes(lua_State* L) {
   return 1;
 }
 
+// cluster_limits() -> { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: engine/core/cluster_spec.h's ranges of a
+// cluster (the maxima of a link's bandwidth and latency, of gpus_per_node and nodes), a fresh copy each call.
+int l_cluster_limits(lua_State* L) {
+  lua_createtable(L, 0, 3);
+  lua_pushnumber(L, cluster_max_bw_gbps), lua_setfield(L, -2, "bw_gbps");
+  lua_pushnumber(L, cluster_max_latency_us), lua_setfield(L, -2, "latency_us");
+  lua_pushinteger(L, lua_Integer(cluster_max_count)), lua_setfield(L, -2, "count");
+  return 1;
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
-    {nullptr, nullptr},
+    {"cluster_limits", l_cluster_limits}, {nullptr, nullptr},
 };
 
 

@@ -1,6 +1,7 @@
 // engine/lua/wrap_graph.cpp — nodes and kernels crossing the Lua boundary, with strict field checks.
 #include <cmath>
 
+#include "core/time_limits.h"
 #include "lua/wrap.h"
 
 namespace ns {
@@ -417,10 +418,8 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       if (k.kind != kernel_kind::attention && (r.has("kv_flops") || r.has("kv_bytes")))
         throw error(r.what() + ": kv_flops and kv_bytes belong to attention kernels (kind '" + kind + "')");
       if (r.has("seconds")) {
-        k.seconds = r.number("seconds");
-        // at most 1e6 s (1e9 ms, the limit of a measured label or trace time): more is a unit slip
-        if (*k.seconds < 0 || *k.seconds > 1e6) throw error(r.what() + ": field 'seconds' must be between 0 and 1e6");
-        if (*k.seconds > 0 && *k.seconds < 1e-9) throw error(r.what() + ": field 'seconds' must be 0 or at least 1e-9");
+        // a given time has a measured time's range (core/time_limits.h), here in seconds
+        k.seconds = time_check(r.number("seconds"), time_unit::s, true, r.what() + ": field 'seconds'");
       } else if (k.kind == kernel_kind::collective) {
         throw error(r.what() + ": a collective kernel needs field 'seconds' (price it with neusight.collectives)");
       }

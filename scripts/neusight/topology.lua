@@ -25,6 +25,11 @@ local DEFAULT_INTER_EFFICIENCY = 0.8
 -- One 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout) = 50 GB/s per direction per GPU.
 local DEFAULT_INTER_BW_GBPS = 400 / 8
 
+-- The maxima of a link's bw_gbps and latency_us and of gpus_per_node and nodes: a cluster file's (the engine's one
+-- source, engine/core/cluster_spec.h), so that a workload's inline cluster takes the same ranges (an inline
+-- latency_us = 2^62 forecast 10^11 years; gpus_per_node = 1e308 failed in the parallel report, naming no workload).
+local LIMITS = require("neusight").cluster_limits()
+
 -- Known keys; also the "did you mean" candidates.
 local CLUSTER_KEYS = { gpu = true, gpus_per_node = true, nodes = true, intra = true, inter = true }
 local LEVEL_KEYS = { bw_gbps = true, latency_us = true, efficiency = true }
@@ -122,13 +127,14 @@ local function level(spec, where, defaults)
       error(("%s.bw_gbps: no default without a GPU (give cluster.gpu or %s.bw_gbps)"):format(where, where), 0)
     end
   end
-  -- the ranges of a cluster TOML's links (engine/core/cluster_spec.cpp): a workload's inline cluster took
-  -- latency_us = 2^62 (a forecast of 10^11 years) where the same value in a file is an error
   bw = check_positive(bw, where .. ".bw_gbps")
-  if bw > 1e6 then error(("%s.bw_gbps: at most 1e6 (GB/s per direction) expected, got %s"):format(where, show(bw)), 0) end
+  if bw > LIMITS.bw_gbps then
+    error(("%s.bw_gbps: at most %g (GB/s per direction) expected, got %s"):format(where, LIMITS.bw_gbps, show(bw)), 0)
+  end
   local lat = check_non_negative(spec.latency_us == nil and defaults.latency_us or spec.latency_us, where .. ".latency_us")
-  if lat > 1e6 then
-    error(("%s.latency_us: at most 1e6 (microseconds per message) expected, got %s"):format(where, show(lat)), 0)
+  if lat > LIMITS.latency_us then
+    error(("%s.latency_us: at most %g (microseconds per message) expected, got %s"):format(where, LIMITS.latency_us,
+      show(lat)), 0)
   end
   return {
     bw_gbps = bw,
@@ -154,12 +160,10 @@ function M.cluster(spec)
   if spec.gpu ~= nil and (type(spec.intra) ~= "table" or spec.intra.bw_gbps == nil) then
     intra_default = intra_bw_of(spec.gpu) -- read only when needed: a GPU view may reject missing fields
   end
-  -- at most 2^20 GPUs in a node or nodes in a cluster, a cluster TOML's range (engine/core/cluster_spec.cpp): an
-  -- inline gpus_per_node = 1e308 passed here and failed in the parallel report, naming no workload
   local function count_at_most(v, where)
     local n = check_count(v, where)
-    if n > 2 ^ 20 then error(("%s: at most 2^20 expected, got %s"):format(where, show(v)), 0) end
-    return math.tointeger(n) or n -- (a whole float below 2^20 has one)
+    if n > LIMITS.count then error(("%s: at most %d expected, got %s"):format(where, LIMITS.count, show(v)), 0) end
+    return math.tointeger(n) or n -- (a whole float within the limit has one)
   end
   local c = {
     gpus_per_node = count_at_most(spec.gpus_per_node == nil and 8 or spec.gpus_per_node, "cluster.gpus_per_node"),

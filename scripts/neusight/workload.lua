@@ -789,7 +789,7 @@ local function error_at(msg, w, outer)
     key = msg:match("^[^\n]-: unknown field '([%a_][%w_]*)'") or msg:match("^[^\n]-: field '([%a_][%w_]*)'")
       or msg:match("^[^\n]-: ([%a_][%w_]*) [^\n]- is not supported") -- "hidden_act \"tanh\" is not supported"
       or msg:match("^[^\n]-: ([%a_][%w_]*)%[%d+%] must be") -- "layer_types[3] must be …"
-  else -- "parallel.cluster.gpus_per_node: at most 2^20 expected": the last name
+  else -- "parallel.cluster.gpus_per_node: at most 1048576 expected": the last name
     local path = msg:match("^" .. outer .. "%.([%w_%.]+):")
     key = path and path:match("([%a_][%w_]*)$")
   end

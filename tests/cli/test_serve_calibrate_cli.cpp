@@ -162,9 +162,9 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   fails("latency_ms = 3\n", "--batch 2 --output-len 8", 1, "m.toml:1:1: unknown key 'latency_ms' (a serve measurement has ttft_ms, "
                                             "tpot_ms and note; latency_ms is predict --calibrate's)");
   fails("ttft_ms = 3\ntpot = 1\n", "--batch 2 --output-len 8", 1, "m.toml:2:1: unknown key 'tpot' (did you mean 'tpot_ms'?)");
-  fails("ttft_ms = -3\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a positive number of milliseconds");
-  fails("tpot_ms = \"fast\"\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: tpot_ms must be a positive number of milliseconds");
-  fails("ttft_ms = inf\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a positive number of milliseconds");
+  fails("ttft_ms = -3\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a time of 1e-6 to 1e9 ms (got -3)");
+  fails("tpot_ms = \"fast\"\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: tpot_ms must be a time of 1e-6 to 1e9 ms (got a string)");
+  fails("ttft_ms = inf\n", "--batch 2 --output-len 8", 1, "m.toml:1:11: ttft_ms must be a time of 1e-6 to 1e9 ms (got inf)");
   fails("ttft_ms = 3\nnote = 4\n", "--batch 2 --output-len 8", 1, "m.toml:2:8: note must be a string");
   fails("ttft_ms = 3\n", "--rate 2 --output-len 8", 1, "--calibrate needs a static batch (--batch N)");
   fails("ttft_ms = 3\n", "--batch 2,4 --sweep --output-len 8", 2, "--sweep excludes --calibrate");

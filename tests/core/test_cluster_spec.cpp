@@ -1,6 +1,9 @@
 // tests/core/test_cluster_spec.cpp — cluster TOML files (gpus/clusters/*.toml): good files, exact error texts, resolution.
 #include <catch2/catch.hpp>
 
+#include <cmath>
+#include <fmt/format.h>
+
 #include "core/cluster_spec.h"
 #include "core/text.h"
 #include "test_util.h"
@@ -76,4 +79,32 @@ TEST_CASE("bundled clusters load — names resolve with suggestions", "[cluster]
                     "unknown cluster 'dgx_h10' (did you mean 'dgx_h100'?); known: dgx_a100, dgx_h100, pcie_8gpu (or "
                     "give a path to a .toml file)");
   CHECK_THROWS_WITH(cluster_resolve(dir, "/nonexistent/x.toml"), "/nonexistent/x.toml: cannot read cluster file");
+}
+
+// engine/core/cluster_spec.h's maxima are the one source of a cluster's ranges: the file reader here, and
+// scripts/neusight/topology.lua through ns.cluster_limits() (tests/scripts/test_collectives.lua
+// test_cluster_limits_are_a_cluster_files checks that side at the same numbers).
+TEST_CASE("cluster file limits: each maximum itself passes and the next number above fails", "[cluster]") {
+  const auto num = [](double x) { return fmt::format("{}", x); };  // exact: reads back as the same double
+  const std::string count = std::to_string(cluster_max_count), over = std::to_string(cluster_max_count + 1);
+  const std::string at_limits = "gpus_per_node = " + count + "\nnodes = " + count + "\n[intra]\nbw_gbps = " +
+                                num(cluster_max_bw_gbps) + "\nlatency_us = " + num(cluster_max_latency_us) + "\n";
+  const cluster_spec c = cluster_spec_parse(at_limits, "c.toml");
+  CHECK(c.gpus_per_node == cluster_max_count);
+  CHECK(c.nodes == cluster_max_count);
+  CHECK(c.intra.bw_gbps == cluster_max_bw_gbps);
+  CHECK(c.intra.latency_us == cluster_max_latency_us);
+  const std::string bw_over = num(std::nextafter(cluster_max_bw_gbps, HUGE_VAL));
+  const std::string lat_over = num(std::nextafter(cluster_max_latency_us, HUGE_VAL));
+  CHECK(parse_error(ns_test::replace_all(at_limits, "bw_gbps = " + num(cluster_max_bw_gbps), "bw_gbps = " + bw_over)) ==
+        "c.toml:4:1: key 'intra.bw_gbps' must be > 0 and at most " + fmt::format("{:g}", cluster_max_bw_gbps) +
+            " (GB/s per direction)");
+  CHECK(parse_error(ns_test::replace_all(at_limits, "latency_us = " + num(cluster_max_latency_us),
+                                         "latency_us = " + lat_over)) ==
+        "c.toml:5:1: key 'intra.latency_us' must be >= 0 and at most " + fmt::format("{:g}", cluster_max_latency_us) +
+            " (microseconds per message)");
+  CHECK(parse_error(ns_test::replace_all(at_limits, "gpus_per_node = " + count, "gpus_per_node = " + over)) ==
+        "c.toml:1:1: key 'gpus_per_node' must be a positive integer, at most " + count);
+  CHECK(parse_error(ns_test::replace_all(at_limits, "nodes = " + count, "nodes = " + over)) ==
+        "c.toml:2:1: key 'nodes' must be a positive integer, at most " + count);
 }

@@ -10,6 +10,8 @@
 #include <algorithm>
 #include <cctype>
 #include <fstream>
+#include <map>
+#include <set>
 #include <regex>
 #include <string>
 #include <toml++/toml.h>
@@ -34,17 +36,25 @@ bool names_held_out(const std::string& text) {
   return std::regex_search(folded(text), pattern);
 }
 
+// Lines of `text`, empty ones dropped.
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> out;
+  size_t at = 0;
+  for (size_t nl; (nl = text.find('\n', at)) != std::string::npos; at = nl + 1)
+    if (nl > at) out.push_back(text.substr(at, nl - at));
+  if (at < text.size()) out.push_back(text.substr(at));
+  return out;
+}
+
+// Single-quoted for sh.
+std::string quoted(const std::string& s) { return "'" + ns_test::replace_all(s, "'", "'\\''") + "'"; }
+
+// The names of weights/HELD_OUT, as weights/held_out.py (the one reader of the file) gives them.
 std::vector<std::string> held_out_file() {
-  std::ifstream in(ns_test::source_dir / "weights" / "HELD_OUT");
-  REQUIRE(in);
-  std::vector<std::string> names;
-  for (std::string line; std::getline(in, line);) {
-    line = line.substr(0, line.find('#'));
-    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.back()))) line.pop_back();
-    while (!line.empty() && std::isspace(static_cast<unsigned char>(line.front()))) line.erase(0, 1);
-    if (!line.empty()) names.push_back(line);
-  }
-  return names;
+  const auto r = ns_test::run_sh("python3 weights/held_out.py --list");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return lines_of(r.out);
 }
 
 // The command with every "--exclude-gpu NAME" of a held-out NAME (bare or quoted) removed.
@@ -114,4 +124,87 @@ TEST_CASE("held-out GPUs: no shipped weights/*/*/model.toml was trained on one",
     }
   }
   CHECK(models >= 14);
+}
+
+// weights/held_out.py is the one rule for "is this GPU held out" (a name, alias or file stem of a held-out GPU's
+// gpus/*.toml, in any case, '_' or ' ', with or without an NVIDIA/AMD/Tesla prefix): weights/held_out.sh runs it and
+// the Python weight scripts import it. held_out.sh and roofline_efficiency.py had rules of their own (aliases known to
+// one, not the other); this fails if the shell's answers and Python's part again or the rule loses a spelling.
+TEST_CASE("held-out GPUs: weights/held_out.py is the one matcher of the shell and Python weight scripts", "[held_out]") {
+  // every name, alias and file stem of every gpus/*.toml, by file stem
+  std::map<std::string, std::vector<std::string>> names;
+  for (const auto& f : fs::directory_iterator(ns_test::source_dir / "gpus")) {
+    const std::string file = f.path().filename().string();
+    if (f.path().extension() != ".toml" || file.find(".calibration.") != std::string::npos) continue;
+    const toml::table t = toml::parse_file(f.path().string());
+    auto& n = names[f.path().stem().string()];
+    n.push_back(t["name"].value_or(std::string()));
+    for (const auto& a : strings(t["aliases"])) n.push_back(a);
+    n.push_back(f.path().stem().string());
+  }
+  REQUIRE(names.size() >= 20);
+  // every spelling, and the name and stem (which have no vendor prefix) with an NVIDIA_ one; for the shell, one a file
+  std::string all, some;
+  for (const auto& [stem, spellings] : names) {
+    for (const auto& n : spellings) all += " " + quoted(n);
+    all += " " + quoted("NVIDIA_" + spellings.front()) + " " + quoted("NVIDIA_" + spellings.back());
+    some += " " + quoted(spellings.back());
+  }
+  for (const char* odd : {"nvidia  h100_80gb   hbm3", "AMD_Instinct_MI250"}) all += " " + quoted(odd), some += " " + quoted(odd);
+  const auto py = ns_test::run_sh("python3 weights/held_out.py" + all);
+  INFO(py.err);
+  REQUIRE(py.code == 0);  // some are held out
+  const std::vector<std::string> py_held = lines_of(py.out);
+  const std::set<std::string> held(py_held.begin(), py_held.end());
+
+  // the rule: every spelling of the seven held-out files, none of another file's
+  const std::set<std::string> held_files = {"a100_pcie_80gb", "a100_sxm4_80gb", "h100_pcie_80gb", "h100_sxm5_80gb",
+                                            "h200_sxm_141gb", "l4", "mi250"};
+  for (const auto& [stem, spellings] : names)
+    for (const auto& n : spellings) {
+      INFO(stem << ": " << n);
+      CHECK(held.count(n) == held_files.count(stem));
+      if (n == spellings.front() || n == spellings.back()) CHECK(held.count("NVIDIA_" + n) == held_files.count(stem));
+      if (held.count(n)) CHECK(names_held_out(n));  // the model.toml scanner above misses no spelling the rule knows
+    }
+  CHECK(held.count("nvidia  h100_80gb   hbm3"));
+  CHECK(held.count("AMD_Instinct_MI250"));
+
+  // weights/held_out.sh answers as held_out.py does, for the same names in the same order
+  const auto sh = ns_test::run_sh(
+      "bash -c 'source weights/held_out.sh && printf \"%s\\n\" \"${held_out[@]}\" && echo -- && "
+      "for n in \"$@\"; do if is_held_out \"$n\"; then echo \"$n\"; fi; done' sh" + some);
+  INFO(sh.err);
+  REQUIRE(sh.code == 0);
+  std::vector<std::string> sh_lines = lines_of(sh.out);
+  const auto sep = std::find(sh_lines.begin(), sh_lines.end(), "--");
+  REQUIRE(sep != sh_lines.end());
+  CHECK(std::vector<std::string>(sh_lines.begin(), sep) == held_out_file());
+  const auto py_some = ns_test::run_sh("python3 weights/held_out.py" + some);
+  CHECK(std::vector<std::string>(sep + 1, sh_lines.end()) == lines_of(py_some.out));
+  CHECK(lines_of(py_some.out).size() == held_files.size() + 2);
+
+  // refuse_held_out: exit 2 naming the fold, nothing for a list without one
+  const auto refuse = ns_test::run_sh("bash -c 'source weights/held_out.sh && refuse_held_out \"T4;h100_sxm5_80gb;L4\" x.sh'");
+  CHECK(refuse.code == 2);
+  CHECK(refuse.err == "x.sh: h100_sxm5_80gb is a held-out evaluation GPU (weights/HELD_OUT): never a fold\n");
+  CHECK(ns_test::run_sh("bash -c 'source weights/held_out.sh && refuse_held_out \"T4;L40S;A100-PCIE-40GB\" x.sh'").code == 0);
+
+  // a check that cannot run is never "not held out": exit 2 (held_out.sh stops), not 1
+  ns_test::temp_dir t;
+  t.write("gpus/broken.toml", "name = \n");
+  const auto broken = ns_test::run_sh("python3 weights/held_out.py --gpus-dir " + quoted(t.path.string() + "/gpus") + " T4");
+  CHECK(broken.code == 2);
+  CHECK_THAT(broken.err, Catch::Contains("broken.toml"));
+  CHECK(ns_test::run_sh("python3 weights/held_out.py --held-out " + quoted(t.path.string() + "/none") + " T4").code == 2);
+
+  // the Python weight scripts hold no rule of their own: they import this one
+  for (const char* script : {"roofline_efficiency.py", "uncertainty.py"}) {
+    INFO(script);
+    const std::string text = ns_test::slurp(ns_test::source_dir / "weights" / script);
+    CHECK(text.find("from held_out import held_out_matcher") != std::string::npos);
+    CHECK(text.find("removeprefix(") == std::string::npos);
+    CHECK(text.find(".lower()") == std::string::npos);
+  }
+  CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "held_out.sh").find("tr '[:upper:]") == std::string::npos);
 }

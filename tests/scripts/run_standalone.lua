@@ -134,8 +134,20 @@ end
 
 -- engine/core/graph.cpp dtype_sizes, for plain lua5.4 (the engine hands scripts its own table)
 local DTYPE_BYTES = { fp64 = 8, fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1 }
+-- engine/core/cluster_spec.h's cluster_max_* constants, read from the header itself: the engine hands scripts the same
+-- numbers as ns.cluster_limits() (this runner has no C++, and a copy here could drift from them)
+local function cluster_limits()
+  local f = assert(io.open(root .. "engine/core/cluster_spec.h", "r"))
+  local text = f:read("a")
+  f:close()
+  local t = {}
+  for key, value in text:gmatch("constexpr [%w_]+ cluster_max_([%w_]+) = ([%w%.%+%-]+);") do t[key] = tonumber(value) end
+  assert(t.bw_gbps and t.latency_us and math.type(t.count) == "integer",
+         "runner: cluster_max_bw_gbps, _latency_us, _count not found in engine/core/cluster_spec.h")
+  return t
+end
 local neusight_module = {
-  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue,
+  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, cluster_limits = cluster_limits,
   dtype_sizes = function()
     local t = {}
     for k, v in pairs(DTYPE_BYTES) do t[k] = v end

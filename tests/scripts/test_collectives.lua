@@ -217,6 +217,33 @@ function Tests.test_validation_errors()
          C.time, "all_reduce", 1e6, { size = 8 }, c, "hierarchical")
 end
 
+-- An inline cluster's maxima are a cluster file's: engine/core/cluster_spec.h's, read through ns.cluster_limits() (the
+-- standalone runner reads the header). Each limit itself passes and the next number above it fails, so the two readers
+-- cannot drift apart again (topology.lua kept its own 1e6 and 2^20 beside the C++ reader's).
+function Tests.test_cluster_limits_are_a_cluster_files()
+  local ns = require "neusight"
+  local L = ns.cluster_limits()
+  eq(math.type(L.count), "integer", "count")
+  local c = T.cluster { gpu = H100, gpus_per_node = L.count, nodes = L.count,
+                        intra = { bw_gbps = L.bw_gbps, latency_us = L.latency_us },
+                        inter = { bw_gbps = L.bw_gbps, latency_us = L.latency_us } }
+  eq(c.gpus_per_node, L.count, "gpus_per_node at the limit")
+  eq(c.nodes, L.count, "nodes at the limit")
+  eq(c.intra.bw_gbps, L.bw_gbps, "bw_gbps at the limit")
+  eq(c.inter.latency_us, L.latency_us, "latency_us at the limit")
+  local function above(x) return x + x * 2 ^ -52 end -- the next double up
+  raises(("cluster.intra.bw_gbps: at most %g (GB/s per direction) expected, got %s"):format(L.bw_gbps, above(L.bw_gbps)),
+         T.cluster, { gpu = H100, intra = { bw_gbps = above(L.bw_gbps) } })
+  raises(("cluster.inter.latency_us: at most %g (microseconds per message) expected, got %s"):format(L.latency_us,
+         above(L.latency_us)), T.cluster, { gpu = H100, inter = { latency_us = above(L.latency_us) } })
+  raises(("cluster.gpus_per_node: at most %d expected, got %d"):format(L.count, L.count + 1), T.cluster,
+         { gpu = H100, gpus_per_node = L.count + 1 })
+  raises(("cluster.nodes: at most %d expected, got %d"):format(L.count, L.count + 1), T.cluster,
+         { gpu = H100, nodes = L.count + 1 })
+  L.count = 1 -- a fresh copy each call: a script cannot change the engine's limits
+  eq(ns.cluster_limits().count > 1, true, "a fresh copy")
+end
+
 function Tests.test_user_algorithm_is_picked_when_cheaper()
   local c = test_cluster()
   local registry = C.algorithms.all_reduce

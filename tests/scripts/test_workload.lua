@@ -524,11 +524,11 @@ function T.test_model_config_errors_name_their_line()
     assert(not ok2, "expected an error")
     return e2
   end
-  eq(perr(), "examples/w.lua:6: parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "a cluster field")
-  eq(perr { ["parallel.dp"] = 2 }, "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308",
+  eq(perr(), "examples/w.lua:6: parallel.cluster.gpus_per_node: at most 1048576 expected, got 1e+308", "a cluster field")
+  eq(perr { ["parallel.dp"] = 2 }, "parallel.cluster.gpus_per_node: at most 1048576 expected, got 1e+308",
     "the command line gave a parallel value: no script line")
   eq(perr(nil, "local c = { gpus_per_node = 1e308 }\nreturn { parallel = { cluster = c } }\n"),
-    "parallel.cluster.gpus_per_node: at most 2^20 expected, got 1e+308", "not written in place: no line")
+    "parallel.cluster.gpus_per_node: at most 1048576 expected, got 1e+308", "not written in place: no line")
   -- a top-level field a builder cannot run: its line, the file alone when the command line gave the value
   local att = "return {\n  model = 'switchxl4', gpu = 'h100', mode = 'inference',\n  batch = 1, seq = 8,\n" ..
     "  attention = 'sdpa',\n}\n"
