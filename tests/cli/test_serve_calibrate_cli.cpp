@@ -178,7 +178,7 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   // the context line names the rule's file as it is in the tree (was scripts/neusight.calibration.lua)
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1, "\n    in scripts/neusight/calibration.lua fit_serve()");
   // a report that cannot be written (-o into a missing folder): no calibration file either (it was written first)
-  for (const std::string cmd : {run + " --batch 2 --output-len 8", "predict --model gpt2_med --gpu '" + gpu +
+  for (const std::string& cmd : {run + " --batch 2 --output-len 8", "predict --model gpt2_med --gpu '" + gpu +
                                                                        "' --batch 2 --seq 64 --mode inference"}) {
     const fs::path m = t.write("m.toml", cmd.rfind("serve", 0) == 0 ? "tpot_ms = 3\n" : "latency_ms = 3\n");
     const fs::path missing = t.path / "no-such-folder" / "out.json";
