@@ -8,43 +8,35 @@
 -- workload on that GPU: what a calibration should carry over) plus the scatter of this workload's own kernels (not
 -- shared). From the predictor's leave-one-GPU-out table (neusight.uncertainty: per family the folds' bias m_g = mean r
 -- of a held-out GPU, and its kernels' variance v_g):
---   prior of family f's log bias b_f: mean 0 (centred on the forecast) and variance σ_f², the variance of m_g over
---   the folds the band uses. Not the folds' mean m_g: a few outlying folds (the P100's Linear kernels, e^0.93 its
---   forecast when held out) set it, and as the prior's mean it imposed their pattern (Linear up, the rest down) on
---   every calibration.
---   On the fp32 training GPUs' labels, leave one GPU out, centring on the forecast took the one-label calibration's
---   error from 8.71 to 8.01 % over all pairs and from 8.28 to 7.73 % over pairs of one model, better on every GPU
---   but the T4's same-model pairs (+0.23); serving's TTFT / TPOT calibration moved within ±0.5 points
---   (weights/ACCURACY.md, "Calibration from one measurement");
+--   prior of family f's log bias b_f: mean μ_f and variance σ_f² of m_g over the folds the band uses;
 --   scatter of the workload's family time: ε_f² = mean v_g / n_f (n_f the forecast's effective kernel count).
--- The measured log ratio ln(M / L) (L the forecast latency) is shrunk towards 0 (the forecast) by
--- k = Σ w_f² σ_f² / Σ w_f² (σ_f² + ε_f²) (w_f = T_f / T), the share of its variance that is bias; then, of all
+-- The measured log ratio ln(M / L) (L the forecast latency) is shrunk towards the prior's ln Σ_f w_f e^{μ_f}
+-- (w_f = T_f / T) by k = Σ w_f² σ_f² / Σ w_f² (σ_f² + ε_f²), the share of its variance that is bias; then, of all
 -- factors c_f reproducing that target kernel time, we take the ones closest to the prior on the bias scale:
---     minimise Σ_f (ln c_f)² / σ_f²   subject to   Σ_f T_f c_f + T_other = T · target ratio
--- whose first-order solution is ln c_f = λ σ_f² w_f, λ by bisection (the left side grows with λ). A family with a
--- wide bias spread and a large share of the time absorbs most of the correction; a sliver of the time barely moves.
--- T_other (copies, collectives) is kept as forecast. Without a table (roofline) every family gets σ = 1 and k = 1
--- (the factors reproduce the measurement). Factors are kept within [0.05, 20] (the loader's range).
+--     minimise Σ_f (ln c_f − μ_f)² / σ_f²   subject to   Σ_f T_f c_f + T_other = T · target ratio
+-- whose first-order solution is ln c_f = μ_f + λ σ_f² w_f, λ by bisection (the left side grows with λ). A family with
+-- a wide bias spread and a large share of the time absorbs most of the correction; a sliver of the time barely moves.
+-- T_other (copies, collectives) is kept as forecast. Without a table (roofline) every family gets μ = 0, σ = 1 and
+-- k = 1 (the factors reproduce the measurement). Factors are kept within [0.05, 20] (the loader's range).
 local fmt, exp, abs, ipairs, pairs, sort, concat = string.format, math.exp, math.abs, ipairs, pairs, table.sort, table.concat
 
 local M = {}
 
 M.min_factor, M.max_factor = 0.05, 20
 
--- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()), centred on the
--- forecast (see above): the variance σ² of its folds' log bias, and ε² = the folds' mean kernel variance / n (the
--- scatter of n kernels' mean).
+-- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ and
+-- variance σ² of its folds' log bias, and ε² = the folds' mean kernel variance / n (the scatter of n kernels' mean).
 local function prior_of(part)
   local mean, var, within = 0, 0, 0
   for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
   mean, within = mean / #part.stats, within / #part.stats
   for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
   var = #part.stats > 1 and var / (#part.stats - 1) or within
-  return { sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
+  return { mu = mean, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
 end
 
 
--- The families a fit weighs, sorted by name, with their priors ({ name, s, sigma2, eps2 }), the time no factor
+-- The families a fit weighs, sorted by name, with their priors ({ name, s, mu, sigma2, eps2 }), the time no factor
 -- touches (`other`: copies, collectives, families without error data) and the forecast's kernel time (`total`).
 local function parts_of(r)
   local U = require("neusight.uncertainty")
@@ -54,14 +46,14 @@ local function parts_of(r)
     other, total = p.other, p.total
     for _, part in ipairs(p.parts) do
       local pr = prior_of(part)
-      parts[#parts + 1] = { name = part.name, s = part.s, sigma2 = pr.sigma2, eps2 = pr.eps2 }
+      parts[#parts + 1] = { name = part.name, s = part.s, mu = pr.mu, sigma2 = pr.sigma2, eps2 = pr.eps2 }
     end
     -- families the roofline priced (no weights for them): no error data; a wide prior, so they take the most
     for name in pairs(r.roofline or {}) do
       local s = (r.family_s or {})[name]
       if s and s > 0 then
         other = other - s
-        parts[#parts + 1] = { name = name, s = s, sigma2 = 1, eps2 = 0 }
+        parts[#parts + 1] = { name = name, s = s, mu = 0, sigma2 = 1, eps2 = 0 }
       end
     end
     sort(parts, function(a, b) return a.name < b.name end)
@@ -72,7 +64,7 @@ local function parts_of(r)
     for _, name in ipairs(names) do
       local s = r.family_s[name]
       total = total + s
-      if name == "other" then other = other + s else parts[#parts + 1] = { name = name, s = s, sigma2 = 1, eps2 = 0 } end
+      if name == "other" then other = other + s else parts[#parts + 1] = { name = name, s = s, mu = 0, sigma2 = 1, eps2 = 0 } end
     end
   end
   if not (total > 0) or #parts == 0 then
@@ -93,14 +85,15 @@ function M.fit(r)
   local U = require("neusight.uncertainty")
   local parts, other, total = parts_of(r)
   local ratio = r.measured_s / r.latency_s
-  -- the shrinkage of the measured ratio towards the forecast
-  local num, den = 0, 0
+  -- the prior's ratio and the shrinkage of the measured one towards it
+  local prior, num, den = other / total, 0, 0
   for _, part in ipairs(parts) do
     local w = part.s / total
+    prior = prior + w * exp(part.mu)
     num, den = num + w * w * part.sigma2, den + w * w * (part.sigma2 + part.eps2)
   end
   local k = den > 0 and num / den or 1
-  local shrunk = ratio ^ k
+  local shrunk = exp(math.log(prior) + k * (math.log(ratio) - math.log(prior)))
   local target = total * shrunk
   if target <= other then
     error(fmt("%s: the measured %.4g ms is at most the forecast's time outside the predictor's families (%.4g ms of "
@@ -108,7 +101,7 @@ function M.fit(r)
       r.measurement, r.measured_s * 1e3, other * 1e3 * r.latency_s / total), 0)
   end
   local function factor(part, lambda)
-    return clamp(exp(lambda * part.sigma2 * part.s / total))
+    return clamp(exp(part.mu + lambda * part.sigma2 * part.s / total))
   end
   local function sum(lambda)
     local t = other
@@ -157,9 +150,9 @@ end
 --- Fits the factors from a profiler trace measured on the GPU (`neusight predict --gpu G --calibrate TRACE.json`):
 --- per family f, the measured time M_f of the trace's GEMM and attention ops and our forecast T_f of the same
 --- kernels. Unlike one end-to-end time, a trace measures each family on its own, so each factor is that family's
---- own ratio, shrunk towards the forecast like fit(): ln c_f = k_f ln(M_f / T_f) with k_f = σ_f² / (σ_f² + ε_f²)
---- (σ_f² the leave-one-GPU-out spread of the family's bias, ε_f² = the folds' kernel variance / n_f, the trace's
---- effective kernel count of the family). Without an error table (roofline) c_f = M_f / T_f. Families the trace does not exercise
+--- own ratio, shrunk towards the leave-one-GPU-out prior of its bias like fit(): ln c_f = μ_f + k_f (ln(M_f / T_f) −
+--- μ_f) with k_f = σ_f² / (σ_f² + ε_f²) (ε_f² = the folds' kernel variance / n_f, the trace's effective kernel
+--- count of the family). Without an error table (roofline) c_f = M_f / T_f. Families the trace does not exercise
 --- (element-wise, norms: their ops are not built from shapes) get no factor.
 --- `r`: measurement, ops, family_s / family_n (forecast seconds and kernel counts by family), measured_s (by
 --- family), roofline, gpu, uncertainty / uncertainty_source.
@@ -187,7 +180,7 @@ function M.fit_trace(r)
     local pr, c, k = prior[name], ratio, 1
     if pr then
       k = pr.sigma2 / (pr.sigma2 + pr.eps2)
-      c = ratio ^ k
+      c = exp(pr.mu + k * (math.log(ratio) - pr.mu))
     end
     c = math.min(M.max_factor, math.max(M.min_factor, c))
     if c <= M.min_factor or c >= M.max_factor then clamped[#clamped + 1] = name end
@@ -235,11 +228,11 @@ end
 
 -- Both phases measured: fit()'s model with two constraints. Each measurement k is a phase's log ratio y_k = ln(M_k /
 -- L_k) whose kernel-time shares w_kf weigh the families differently (the prefill is mostly compute-bound GEMMs, a decode
--- step weight-streaming GEMMs and KV-cache attention). In fit()'s linear-Gaussian terms (bias b_f ~ N(0, σ_f²),
+-- step weight-streaming GEMMs and KV-cache attention). In fit()'s linear-Gaussian terms (bias b_f ~ N(μ_f, σ_f²),
 -- scatter ε_kf² per phase, independent between the phases: their kernels have different shapes) the two deviations
--- from the forecast are shrunk jointly, z = S (S + R)⁻¹ y with S_kl = Σ_f w_kf w_lf σ_f² (shared bias)
+-- from the prior's ln P_k are shrunk jointly, z = S (S + R)⁻¹ (y − ln P) with S_kl = Σ_f w_kf w_lf σ_f² (shared bias)
 -- and R = diag Σ_f w_kf² ε_kf² (own scatter) — for one measurement this is fit()'s k — and the factors closest to the
--- prior reproducing both targets are ln c_f = σ_f² Σ_k λ_k w_kf (fit()'s form with a multiplier per
+-- prior reproducing both targets are ln c_f = μ_f + σ_f² Σ_k λ_k w_kf (fit()'s form with a multiplier per
 -- constraint), λ by damped Newton. Two measurements pin two directions of the bias vector, not every family: the
 -- rest stays with the prior.
 local function fit_joint(r, phs)
@@ -250,7 +243,7 @@ local function fit_joint(r, phs)
     for _, part in ipairs(parts) do
       local f = fams[part.name]
       if not f then
-        f = { name = part.name, sigma2 = part.sigma2, s = {}, w = {}, eps2 = {} }
+        f = { name = part.name, mu = part.mu, sigma2 = part.sigma2, s = {}, w = {}, eps2 = {} }
         fams[part.name] = f
         order[#order + 1] = part.name
       end
@@ -264,9 +257,12 @@ local function fit_joint(r, phs)
     for k = 1, 2 do f.s[k], f.w[k], f.eps2[k] = f.s[k] or 0, f.w[k] or 0, f.eps2[k] or 0 end
     list[#list + 1] = f
   end
-  local S, R, y = { { 0, 0 }, { 0, 0 } }, { 0, 0 }, {}
+  local S, R, y, lnprior = { { 0, 0 }, { 0, 0 } }, { 0, 0 }, {}, {}
   for k, ph in ipairs(phs) do
-    y[k] = math.log(ph.measured_s / ph.latency_s)
+    local prior = ph.other / ph.total
+    for _, f in ipairs(list) do prior = prior + f.w[k] * exp(f.mu) end
+    lnprior[k] = math.log(prior)
+    y[k] = math.log(ph.measured_s / ph.latency_s) - lnprior[k]
     for _, f in ipairs(list) do
       R[k] = R[k] + f.w[k] ^ 2 * f.eps2[k]
       for l = 1, 2 do S[k][l] = S[k][l] + f.w[k] * f.w[l] * f.sigma2 end
@@ -280,7 +276,7 @@ local function fit_joint(r, phs)
   local target = {}
   for k, ph in ipairs(phs) do
     local z = S[k][1] * u[1] + S[k][2] * u[2]
-    target[k] = ph.total * exp(z)
+    target[k] = ph.total * exp(lnprior[k] + z)
     if target[k] <= ph.other then
       error(fmt("%s: the measured %s %.4g ms is at most the forecast's time outside the predictor's families (%.4g ms, "
         .. "scaled): no factor can explain it; check the run matches the measurement", r.measurement, ph.label,
@@ -289,7 +285,7 @@ local function fit_joint(r, phs)
   end
   local function factors_at(lambda)
     local c = {}
-    for _, f in ipairs(list) do c[f.name] = clamp(exp(f.sigma2 * (lambda[1] * f.w[1] + lambda[2] * f.w[2]))) end
+    for _, f in ipairs(list) do c[f.name] = clamp(exp(f.mu + f.sigma2 * (lambda[1] * f.w[1] + lambda[2] * f.w[2]))) end
     return c
   end
   local function residual(lambda)
