@@ -205,7 +205,8 @@ def main():
     kept = kept_sections(a.out, missing)
     write(a.out, table(rows_by_fold, specs, group_gpus, None, header, kept))
     print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}"
-          + (f" (kept as they were: {', '.join(sorted(kept))})" if kept else ""))
+          + (f" (kept as they were: {', '.join(sorted(k for k in kept if k != 'spread'))}"
+             + (", and the band's width factor" if "spread" in kept else "") + ")" if kept else ""))
     if "spread" not in kept:
         print(f"{a.out}: no band width factor (spread 1) until weights/band_coverage.sh --work {a.work} --write")
     # Nested tables for the end-to-end coverage check: fold G's weights with the other folds' residuals.

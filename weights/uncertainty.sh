@@ -14,7 +14,7 @@
 #    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,
 #    DIR/folds/<G>/nvidia/uncertainty.toml from the other folds only (the nested table that the end-to-end coverage
 #    check in weights/ACCURACY.md uses with G's retrained weights, so G's own errors never widen G's band).
-# 3. With fp32 folds, weights/band_coverage.sh --write fits the band's width factor (`spread`) on their end-to-end
+# 3. With fp32 folds, weights/band_coverage.sh --write (weights/band_spread.py) fits the band's width factor (`spread`) on their end-to-end
 #    labels; a run without fp32 rows keeps the fp32 sections and the factor as they were.
 # The folds are kept in DIR for that check; about 45 minutes on 2 cores with --part all.
 set -euo pipefail
@@ -80,5 +80,5 @@ fi
 python3 weights/uncertainty.py --work "$work" --gpus-dir gpus --out weights/nvidia/uncertainty.toml
 # 3. with fp32 folds (their nested tables), the band's width factor fitted on their end-to-end labels
 if ls "$work"/folds/*/nvidia/uncertainty.toml >/dev/null 2>&1; then
-  weights/band_coverage.sh --work "$work" --write | tail -n 9
+  weights/band_coverage.sh --work "$work" --labels "$data/label" --write
 fi

@@ -130,7 +130,7 @@ TEST_CASE("band: the table's spread scales the band's width about its median, no
   CHECK(s > 0.3);
   CHECK(s < 1);
   CHECK(shipped["latency_ms_p90"].get<double>() - shipped["latency_ms_p10"].get<double>() < hi - lo);
-  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} fitted to end-to-end labels", s)) != std::string::npos);
+  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} by its spread", s)) != std::string::npos);
   for (const char* bad : {"spread = 0", "spread = -1", "spread = 5", "spread = \"wide\"", "spread = nan"}) {
     temp_dir tb;
     const auto r = run_cli(v100 + " --weights '" + shipped_table_root(tb, bad).string() + "'");
@@ -142,6 +142,18 @@ TEST_CASE("band: the table's spread scales the band's width about its median, no
   const auto m = run_cli(v100 + " --weights '" + shipped_table_root(tm, "sprad = 0.5").string() + "'");
   CHECK(m.code == 1);
   CHECK(m.err.find("uncertainty.toml: unknown key 'sprad' (did you mean 'spread'?)") != std::string::npos);
+  // a key no reader knows in a family this forecast does not use (fp32 V100: no fp8 GEMM): refused all the same
+  temp_dir tu;
+  const fs::path root = shipped_table_root(tu, "spread = 0.5");
+  const fs::path file = root / "nvidia" / "uncertainty.toml";
+  std::string text = ns_test::slurp(file);
+  const std::string fp8 = "[families.gemm_fp8]\n";
+  REQUIRE(text.find(fp8) != std::string::npos);
+  text.insert(text.find(fp8) + fp8.size(), "note = \"x\"\n");
+  tu.write("weights/nvidia/uncertainty.toml", text);
+  const auto u = run_cli(v100 + " --weights '" + root.string() + "'");
+  CHECK(u.code == 1);
+  CHECK(u.err.find("uncertainty.toml: families.gemm_fp8: unknown key 'note'") != std::string::npos);
 }
 
 TEST_CASE("band: none without a table, and a broken table is an error naming it", "[cli][band]") {
