@@ -48,8 +48,8 @@ def held_out_names(path=HELD_OUT):
     return names
 
 
-def gpu_names(gpus_dir=GPUS_DIR):
-    """Per gpus/*.toml (calibration files aside): its name, aliases and file stem."""
+def gpu_tables(gpus_dir=GPUS_DIR):
+    """(file stem, table) per gpus/*.toml, calibration files (<stem>.calibration.toml: factors, not a GPU) aside."""
     out = []
     for f in sorted(os.listdir(gpus_dir)):
         if not f.endswith(".toml") or f.endswith(".calibration.toml"):
@@ -62,8 +62,13 @@ def gpu_names(gpus_dir=GPUS_DIR):
                 raise ValueError(f"{path}: {e}") from e
         if not isinstance(t.get("name"), str):
             raise ValueError(f"{path}: no name")
-        out.append([t["name"], *t.get("aliases", []), f[: -len(".toml")]])
+        out.append((f[: -len(".toml")], t))
     return out
+
+
+def gpu_names(gpus_dir=GPUS_DIR):
+    """Per gpus/*.toml (calibration files aside): its name, aliases and file stem."""
+    return [[t["name"], *t.get("aliases", []), stem] for stem, t in gpu_tables(gpus_dir)]
 
 
 def held_out_matcher(path=HELD_OUT, gpus_dir=GPUS_DIR):

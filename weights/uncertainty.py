@@ -20,9 +20,8 @@ import json
 import math
 import os
 import sys
-import tomllib
 
-from held_out import held_out_matcher  # weights/held_out.py
+from held_out import gpu_tables, held_out_matcher  # weights/held_out.py
 
 LEVELS = [0.01, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 0.99]
 # The GPU-file field of each family's peak, and the group of GPUs its folds hold out.
@@ -42,13 +41,7 @@ def die(msg):
 
 
 def gpu_specs(gpus_dir):
-    specs = {}
-    for f in sorted(os.listdir(gpus_dir)):
-        if f.endswith(".toml"):
-            with open(os.path.join(gpus_dir, f), "rb") as h:
-                t = tomllib.load(h)
-            specs[t["name"]] = t
-    return specs
+    return {t["name"]: t for _, t in gpu_tables(gpus_dir)}  # a local <stem>.calibration.toml is not a GPU
 
 
 def weighted_quantiles(pairs, levels):
