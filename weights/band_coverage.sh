@@ -2,32 +2,36 @@
 # weights/band_coverage.sh — the end-to-end check of the uncertainty band and of calibration from one measurement,
 # leave-one-GPU-out, on the training GPUs' measured labels (weights/ACCURACY.md, "Uncertainty band and calibration").
 #
-#   weights/band_coverage.sh --work DIR [--labels DIR] [--write]
+#   weights/band_coverage.sh --work DIR [--work DIR2 …] [--labels DIR] [--write]
 #
 # DIR is weights/uncertainty.sh's work folder: for each fp32 training GPU G, DIR/folds/<G>/ holds the predictors trained
 # without G and a nested error table from the other folds only. Each of G's labels is forecast with them (so neither
 # the predictor nor the band has seen G) and scored: APE, and whether the measured time lies within p10-p90 of that
 # raw band (the nested tables have no `spread`); then `eval models --calibrate-each`: each label of G in turn
 # calibrates G, the others are scored before and after.
+# With several --work folders (folds of other seeds), each is scored in turn and the fit pools their labels.
 # Then weights/band_spread.py: the band's width factor (`spread`, scripts/neusight/uncertainty.lua) that holds 80 % of
 # all labels (the middle of issue 16's 70-90 % target), its coverage leave one GPU out (G's labels against the
 # factor fitted on the other GPUs' labels only), and with --write the fit in weights/nvidia/uncertainty.toml.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work= labels=../shared/data/neusight/label write=0
+works=() labels=../shared/data/neusight/label write=0
 while [ $# -gt 0 ]; do
   case "$1" in
-    --work) work=$2; shift 2 ;;
+    --work) works+=("$2"); shift 2 ;;
     --labels) labels=$2; shift 2 ;;
     --write) write=1; shift ;;
-    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
     *) echo "band_coverage.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
-[ -n "$work" ] || { echo "band_coverage.sh: --work DIR is required" >&2; exit 2; }
+[ ${#works[@]} -gt 0 ] || { echo "band_coverage.sh: --work DIR is required" >&2; exit 2; }
 exe=${NEUSIGHT:-build/neusight}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+for i in "${!works[@]}"; do
+work=${works[$i]}
+mkdir -p "$tmp/$i"
 for fold in "$work"/folds/*/; do
   g=$(basename "$fold")
   [ -f "$fold/nvidia/uncertainty.toml" ] && [ -d "$labels/$g" ] || continue
@@ -35,9 +39,10 @@ for fold in "$work"/folds/*/; do
     echo "band_coverage.sh: $fold/nvidia/uncertainty.toml has a spread: the fit needs the raw nested tables" >&2
     exit 2
   fi
-  "$exe" eval models "$labels/$g" --weights "$fold" --calibrate-each --format json 2>/dev/null > "$tmp/$g.json"
+  "$exe" eval models "$labels/$g" --weights "$fold" --calibrate-each --format json 2>/dev/null > "$tmp/$i/$g.json"
 done
-python3 - "$tmp" <<'PY'
+[ ${#works[@]} -gt 1 ] && echo "$work:"
+python3 - "$tmp/$i" <<'PY'
 import json, os, sys
 tot = dict(n=0, inb=0, below=0, above=0, ape=0.0, width=0.0)
 cal = {"calibrated": [0, 0.0, 0.0], "calibrated_same_model": [0, 0.0, 0.0]}
@@ -81,5 +86,6 @@ if n:
 if not gpus:
     sys.exit("band_coverage.sh: no fold with labels and a nested table")
 PY
+done
 echo
-python3 weights/band_spread.py "$tmp"/*.json $([ "$write" = 1 ] && echo --write)
+python3 weights/band_spread.py "$tmp"/*/*.json $([ "$write" = 1 ] && echo --write)

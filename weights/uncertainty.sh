@@ -3,7 +3,10 @@
 # (weights/<vendor>/uncertainty.toml, scripts/neusight/uncertainty.lua).
 #
 #   weights/uncertainty.sh --work DIR [--data DIR] [--aic DIR] [--part fp32|tc|all] [--gpus "A;B"] [--tc-gpus "C;D"]
+#                          [--seed S] [--out FILE]
 #   weights/uncertainty.sh --work DIR --table-only        # re-derive the tables from DIR's rows
+# --seed S trains the folds with that seed (default 0, as the shipped tables); --out FILE writes the table there
+# instead of weights/nvidia/uncertainty.toml (a second seed's folds, whose table is scratch).
 #
 # 1. For every training GPU G of a family group (fp32: the five NeuSight GPUs; tensor-core and attention: the six
 #    AIConfigurator training GPUs; never a GPU of weights/HELD_OUT), the group's predictors are retrained without any
@@ -14,12 +17,15 @@
 #    weights/nvidia/uncertainty.toml (all folds: what forecasts use) and, for each fp32 fold G,
 #    DIR/folds/<G>/nvidia/uncertainty.toml from the other folds only (the nested table that the end-to-end coverage
 #    check in weights/ACCURACY.md uses with G's retrained weights, so G's own errors never widen G's band).
-# 3. With fp32 folds, weights/band_coverage.sh --write (weights/band_spread.py) fits the band's width factor (`spread`) on their end-to-end
-#    labels; a run without fp32 rows keeps the fp32 sections and the factor as they were.
+# 3. A run that re-derives the fp32 families drops the band's width factor (`spread`: the raw band, wider, until it
+#    is refitted); one without fp32 rows keeps the fp32 sections and the factor as they were. The shipped factor pools
+#    the fp32 folds of two seeds (the fit moved from 0.72 to 0.91 between seeds 0 and 1 alone):
+#      weights/uncertainty.sh --work DIR1 --part fp32 --seed 1 --out DIR1/table.toml   # a second set of folds
+#      weights/band_coverage.sh --work DIR --work DIR1 --write
 # The folds are kept in DIR for that check; about 45 minutes on 2 cores with --part all.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0
+data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0 seed=0 out=weights/nvidia/uncertainty.toml
 gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
 tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
 while [ $# -gt 0 ]; do
@@ -31,7 +37,9 @@ while [ $# -gt 0 ]; do
     --gpus) gpus=$2; shift 2 ;;
     --tc-gpus) tc_gpus=$2; shift 2 ;;
     --table-only) table_only=1; shift ;;
-    -h|--help) sed -n 2,18p "$0"; exit 0 ;;
+    --seed) seed=$2; shift 2 ;;
+    --out) out=$2; shift 2 ;;
+    -h|--help) sed -n 2,25p "$0"; exit 0 ;;
     *) echo "uncertainty.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -51,7 +59,7 @@ fold() {
   [ -s "$work/rows/$s.json" ] && { echo "$group $g: done before"; return 0; }
   start=$SECONDS
   for f in $families; do only+=(--only "$f"); done
-  weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" "${only[@]}" \
+  weights/train.sh --data "$data" --aic "$aic" --out "$work/folds/$s" --vendor nvidia --exclude-gpu "$g" "${only[@]}" --seed "$seed" \
     >/dev/null 2>&1
   "$exe" eval kernels "$@" --weights "$work/folds/$s" --format json 2>/dev/null |
     python3 -c 'import json,sys; g=sys.argv[1]; j=json.load(sys.stdin); j["rows"]=[r for r in j["rows"] if r["device"]==g]; json.dump(j,sys.stdout)' "$g" \
@@ -77,8 +85,4 @@ if [ "$table_only" = 0 ]; then
     done
   fi
 fi
-python3 weights/uncertainty.py --work "$work" --gpus-dir gpus --out weights/nvidia/uncertainty.toml
-# 3. with fp32 folds (their nested tables), the band's width factor fitted on their end-to-end labels
-if ls "$work"/folds/*/nvidia/uncertainty.toml >/dev/null 2>&1; then
-  weights/band_coverage.sh --work "$work" --labels "$data/label" --write
-fi
+python3 weights/uncertainty.py --work "$work" --gpus-dir gpus --out "$out"
