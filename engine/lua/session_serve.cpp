@@ -47,7 +47,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
   return o;
 }
 
-// phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90 (with_band: the band; nil without one),
+// phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90, band_spread (with_band: the band and
+// its table's width factor; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
 // (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by;
@@ -89,7 +90,8 @@ int l_serve_phase(lua_State* L) {
       lua_setfield(L, -2, "families");
     }
     for (const auto& x : band.fields)
-      if (const auto v = figure_number(x.value); v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90"))
+      if (const auto v = figure_number(x.value);
+          v && (x.key == "latency_ms_p10" || x.key == "latency_ms_p90" || x.key == "band_spread"))
         set_number(L, x.key.c_str(), *v);
     lua_createtable(L, int(band.warnings.size()), 0);  // stack: result warnings (out of distribution)
     for (size_t i = 0; i < band.warnings.size(); ++i)

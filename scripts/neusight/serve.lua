@@ -167,7 +167,8 @@ local function forecaster(o, phase)
       if k.kind == "attention" then attn = attn + k.ms end
     end
     local counted = r ~= nil  -- a band asked of a phase forecast before: the same forecast, counted once
-    r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_warnings = p.band_warnings,
+    r = { ms = p.latency_ms, p10 = p.latency_ms_p10, p90 = p.latency_ms_p90, band_spread = p.band_spread,
+          band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           calibration = p.calibration, families = p.families,
@@ -352,7 +353,7 @@ local function run_static(o, F, count)
   -- forecast applied to every step (the steps' kernels err together: the same families on the same GPU)
   if pre.p10 and (not mid or mid.p10) then
     local lo, hi = mid and mid.p10 / mid.ms or 1, mid and mid.p90 / mid.ms or 1
-    r.ttft_ms_p10, r.ttft_ms_p90 = pre.p10, pre.p90
+    r.ttft_ms_p10, r.ttft_ms_p90, r.band_spread = pre.p10, pre.p90, pre.band_spread
     if r.tpot_ms then r.tpot_ms_p10, r.tpot_ms_p90 = r.tpot_ms * lo, r.tpot_ms * hi end
     r.e2e_ms_p10, r.e2e_ms_p90 = pre.p10 + sum * lo, pre.p90 + sum * hi
   end
@@ -877,8 +878,9 @@ function M.format_table(r)
     out[#out + 1] = fmt("end to end    %10.2f ms", r.e2e_ms)
     if r.ttft_ms_p10 then
       out[#out + 1] = fmt("band p10-p90  TTFT %.2f - %.2f ms%s, end to end %.2f - %.2f ms (leave-one-GPU-out errors "
-        .. "per kernel family)", r.ttft_ms_p10, r.ttft_ms_p90,
-        r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90)
+        .. "per kernel family%s)", r.ttft_ms_p10, r.ttft_ms_p90,
+        r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90,
+        r.band_spread and r.band_spread ~= 1 and fmt(", width x%.2f by the table's spread", r.band_spread) or "")
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)

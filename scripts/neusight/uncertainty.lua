@@ -352,7 +352,7 @@ function M.figures(r)
     end
     lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
-      b.spread ~= 1 and fmt(", width x%.2f by its spread", b.spread) or "",
+      b.spread ~= 1 and fmt(", width x%.2f by the table's spread", b.spread) or "",
       b.out_of_distribution and "; out of distribution: see warnings" or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)

@@ -130,7 +130,7 @@ TEST_CASE("band: the table's spread scales the band's width about its median, no
   CHECK(s > 0.3);
   CHECK(s < 1);
   CHECK(shipped["latency_ms_p90"].get<double>() - shipped["latency_ms_p10"].get<double>() < hi - lo);
-  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} by its spread", s)) != std::string::npos);
+  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} by the table's spread", s)) != std::string::npos);
   for (const char* bad : {"spread = 0", "spread = -1", "spread = 5", "spread = \"wide\"", "spread = nan"}) {
     temp_dir tb;
     const auto r = run_cli(v100 + " --weights '" + shipped_table_root(tb, bad).string() + "'");
@@ -360,8 +360,14 @@ TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-d
   for (const auto& w : j["warnings"]) ood |= w.get<std::string>().find("out of distribution") != std::string::npos;
   CHECK(ood);
   CHECK(run_cli(args).out.find("band p10-p90  TTFT") != std::string::npos);
+  // the table's width factor, said as predict says it
+  const double spread = j["band_spread"];
+  CHECK(spread == run_json("predict --model gpt2_large --gpu v100 --mode inference --batch 4 --seq 1024")["figures"]
+                          ["band_spread"].get<double>());
+  CHECK(run_cli(args).out.find(fmt::format("width x{:.2f} by the table's spread", spread)) != std::string::npos);
   const json roof = run_json(args + " --predictor roofline");
   CHECK_FALSE(roof.contains("ttft_ms_p10"));
+  CHECK_FALSE(roof.contains("band_spread"));
 }
 
 // --calibrate with a PyTorch-profiler trace of the GPU (tests/fixtures/traces/hf: recorded on an H200, used here for
