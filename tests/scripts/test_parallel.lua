@@ -344,6 +344,9 @@ function T.test_compiled_simulation_matches_the_turn_by_turn_one()
                   eq(same(got_makespan, makespan) and same(got_makespan2, makespan), true, what .. " makespan")
                   local want_last = {}
                   for d = 1, Pn do
+                    -- device d's codes, from the program along its prev links (the shape keeps them packed only)
+                    local codes, k = {}, shape.last[d]
+                    for i = shape.n[d], 1, -1 do codes[i], k = (shape.program[k] & 0xFFFF) - 0x8000, shape.program[k] >> 40 end
                     eq(same(devices[d].finish, finish[d]) and same(got_finish[d], finish[d]), true,
                       what .. " finish of device " .. d)
                     eq(shape.n[d], #want[d], what .. " ops of device " .. d)
@@ -353,7 +356,7 @@ function T.test_compiled_simulation_matches_the_turn_by_turn_one()
                         ("%s device %d op %d times"):format(what, d, i))
                       eq(g.vs, op.chunk * Pn + (d - 1), what .. " vs")
                       local vs = op.chunk * Pn + (d - 1)
-                      eq(shape.codes[d][i], op.fw and vs + 1 or -(vs + 1), what .. " code")
+                      eq(codes[i], op.fw and vs + 1 or -(vs + 1), what .. " code")
                       if not op.fw then
                         local l = want_last[vs + 1]
                         if not l or starts[d][i] > l then want_last[vs + 1] = starts[d][i] end

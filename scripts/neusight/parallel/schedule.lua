@@ -150,12 +150,13 @@ end
 -- integer: program[k] = prev << 40 | dep << 16 | (code + 2^15) (positions below 2^24, codes within ±2^15). Walking the
 -- program computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the
 -- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn
--- simulation). Also per device d: codes[d][i] (the codes of its ops in its order), n[d] ops, last[d] (its last op's
--- position, 0: none); and last_bw[vs + 1], the position of virtual stage vs's last backward op.
+-- simulation). Also per device d: packed_codes[d] (the codes of its ops in its order, packed for ns.fold; the same as
+-- the program's codes along its prev links from last[d]), n[d] ops, last[d] (its last op's position, 0: none); and
+-- last_bw[vs + 1], the position of virtual stage vs's last backward op.
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
 -- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 100 MB (48 bytes an
--- op, packed copies included), the first ones made: a search going round more shapes than that finds those every round instead of none
+-- op, packed copies included; the per-device codes are kept packed only), the first ones made: a search going round more shapes than that finds those every round instead of none
 -- (GPT-3's 768-GPU search with tp up to 32 asks for 532 380 ops of 1F1B shapes, again for each tp; with GPipe too,
 -- twice that).
 local shapes_memo, shapes_memo_ops, SHAPES_MEMO_OPS = {}, 0, 1 << 21
@@ -211,8 +212,8 @@ local function shape_of(make, schedule, P, Mb, v, training)
   -- the program and each device's codes also packed for the engine's loops (ns.walk, ns.fold)
   local packed_codes = {}
   for d = 1, P do packed_codes[d] = pack(codes[d], n[d]) end
-  shape = { total = k, program = program, codes = codes, n = n, last = last, last_bw = last_bw,
-            packed = pack(program, k), packed_codes = packed_codes }
+  shape = { total = k, program = program, n = n, last = last, last_bw = last_bw, packed = pack(program, k),
+            packed_codes = packed_codes }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
@@ -228,8 +229,8 @@ local function walk(shape, stages, all)
   return walk_program(shape.packed, shape.total, dur_fw, dur_bw, #stages, shape.last, all)
 end
 
--- The simulation for the timeline: the compiled shape (per device d: codes[d][i] = ±(virtual stage + 1) of its i-th
--- op, + a forward, − a backward; n[d] ops), each device's finish, the makespan and last_bw[vs + 1] = the start of
+-- The simulation for the timeline: the compiled shape (per device d: packed_codes[d], its i-th op's ±(virtual stage
+-- + 1), + a forward, − a backward, packed for ns.fold; n[d] ops), each device's finish, the makespan and last_bw[vs + 1] = the start of
 -- virtual stage vs's last backward op (the latest; the first of equal ones), as M.simulate gives them. Argument errors
 -- are raised at `level` (2: the caller's line).
 function M.simulate_times(stages, P, Mb, v, schedule, training, level)
