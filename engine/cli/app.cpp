@@ -125,11 +125,10 @@ void forecast_take(session::finished&& f, forecast_done& out) { static_cast<sess
 // keeps them in meta.warnings.
 void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
                      std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
-  session::pipeline_request req;
-  req.g = &g, req.kernels = std::move(kernels), req.gpu = &out.gpu, req.pred = &pred;
-  req.source = out.source, req.launch = out.launch, req.warnings = std::move(out.warnings);
-  req.overhead = overhead, req.row_keys = row_keys_of(out), req.say = say;
-  forecast_take(s.forecast_finish(std::move(req)), out);
+  session::pipeline_graph run;
+  run.g = &g, run.kernels = std::move(kernels), run.gpu = &out.gpu, run.pred = &pred;
+  run.source = out.source, run.launch = out.launch, run.warnings = std::move(out.warnings);
+  forecast_take(s.forecast_finish(std::move(run), {overhead, row_keys_of(out), say}), out);
 }
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
@@ -156,14 +155,13 @@ void report_emit(session& s, const common_flags& c, const forecast_done& d, cons
 // after the workload has loaded.
 void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forecast_flags& f, const std::string& script,
                        forecast_done& out, bool say) {
-  session::pipeline_request req;
+  session::workload_request req;
   req.script = script, req.overrides = overrides_make(f);
   req.predictor_make = [&]() -> const predictor& {
     if (!pred) pred = predictor_for(s, f);
     return *pred;
   };
-  req.overhead = f.overhead, req.row_keys = row_keys_of(out), req.say = say;
-  forecast_take(s.forecast_workload(std::move(req)), out);
+  forecast_take(s.forecast_workload(std::move(req), {f.overhead, row_keys_of(out), say}), out);
 }
 
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors

@@ -278,13 +278,10 @@ class session {
   // run.aggregate, with run.kernels, run.latencies and run.set_latencies between them —, run.timeline,
   // run.peak_tflops, run.family_inputs, run.calibration_inputs, run.figures) and reads back { figures, warnings }; an
   // error a primitive raises comes out as it was thrown.
-  struct pipeline_request {
-    // forecast_workload: the workload script ("" builds one from the overrides alone), as workload_load takes it, and
-    // the predictor, made on first use (after the workload has loaded and expanded)
-    std::string script;
-    workload_overrides overrides;
-    std::function<const predictor&()> predictor_make;
-    // forecast_finish: the graph, its kernels, the GPU, the predictor, and what the report says of them
+  // What a pipeline run works on: the graph and its kernels, the GPU, the predictor, and what the report says of
+  // them. forecast_finish is given it whole; forecast_workload's steps fill it (run.workload(), run.expand(),
+  // run.predictor()).
+  struct pipeline_graph {
     const graph* g = nullptr;
     std::vector<kernel_instance> kernels;
     const gpu_spec* gpu = nullptr;
@@ -292,22 +289,31 @@ class session {
     std::string source;                 // the workload's (figures_compute's `workload`) or the graph file's
     std::string launch = "eager";       // "eager" | "graph" (scripts/neusight/launch.lua)
     std::vector<std::string> warnings;  // found before: the graph's
-    // both
-    std::string overhead = "default";   // scripts/neusight/overhead.lua's mode
-    std::string row_keys;               // a comparison row: the names it holds besides its figures; "" otherwise
-    bool say = false;                   // each warning goes to stderr as it is found
+  };
+  // How either run prices and reports.
+  struct pipeline_options {
+    std::string overhead = "default";  // scripts/neusight/overhead.lua's mode
+    std::string row_keys;              // a comparison row: the names it holds besides its figures; "" otherwise
+    bool say = false;                  // each warning goes to stderr as it is found
+  };
+  // forecast_workload's workload: the script ("" builds one from the overrides alone), as workload_load takes it, and
+  // the predictor, made on first use (after the workload has loaded and expanded)
+  struct workload_request {
+    std::string script;
+    workload_overrides overrides;
+    std::function<const predictor&()> predictor_make;
   };
   struct finished {
     std::optional<forecast> fc;
     std::optional<parallel_report> parallel;  // timeline()'s, when the pipeline ran it on a parallel workload
     figures figs;
     std::vector<std::string> warnings;
-    gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the request's)
-    std::string source;           // the workload's (forecast_finish: the request's)
-    std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the request's)
+    gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the graph's)
+    std::string source;           // the workload's (forecast_finish: the graph's)
+    std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the graph's)
   };
-  finished forecast_workload(pipeline_request req);
-  finished forecast_finish(pipeline_request req);
+  finished forecast_workload(workload_request req, pipeline_options opt);
+  finished forecast_finish(pipeline_graph graph, pipeline_options opt);
 
   // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
   // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models

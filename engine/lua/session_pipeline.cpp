@@ -17,10 +17,12 @@ namespace {
 struct pipeline_context {
   session* s = nullptr;
   session::impl* p = nullptr;
-  session::pipeline_request* req = nullptr;  // what the steps work on: given (finish) or made by them (forecast)
+  session::pipeline_graph* run = nullptr;  // what the steps work on: given (finish) or made by them (forecast)
+  const session::pipeline_options* opt = nullptr;
+  const session::workload_request* wl = nullptr;  // forecast_workload's; nullptr for forecast_finish
   session::finished* out = nullptr;
   std::optional<workload> w;  // run.workload()'s
-  bool expanded = false;      // the request's kernels are the graph's
+  bool expanded = false;      // run->kernels are the graph's
   std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
   // message and traceback the engine gave it before the pipeline was a script). failure_raised: the string the
@@ -102,13 +104,13 @@ int primitive(lua_State* L, F&& body) {
 }
 
 const gpu_spec& gpu_of(lua_State* L, const pipeline_context& c, const char* fn) {
-  if (!c.req->gpu) throw error(caller_where(L) + "run." + fn + "(): no GPU yet (call run.workload() first)");
-  return *c.req->gpu;
+  if (!c.run->gpu) throw error(caller_where(L) + "run." + fn + "(): no GPU yet (call run.workload() first)");
+  return *c.run->gpu;
 }
 
 const predictor& predictor_of(lua_State* L, const pipeline_context& c, const char* fn) {
-  if (!c.req->pred) throw error(caller_where(L) + "run." + fn + "(): no predictor yet (call run.predictor() first)");
-  return *c.req->pred;
+  if (!c.run->pred) throw error(caller_where(L) + "run." + fn + "(): no predictor yet (call run.predictor() first)");
+  return *c.run->pred;
 }
 
 const forecast& forecast_of(lua_State* L, const pipeline_context& c, const char* fn) {
@@ -123,8 +125,8 @@ const forecast& forecast_of(lua_State* L, const pipeline_context& c, const char*
 int l_workload(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     if (c.w) throw error(caller_where(L) + "run.workload(): the workload is loaded once per run");
-    session::pipeline_request& r = *c.req;
-    const workload& w = c.w.emplace(c.s->workload_load(r.script, r.overrides));
+    session::pipeline_graph& r = *c.run;
+    const workload& w = c.w.emplace(c.s->workload_load(c.wl->script, c.wl->overrides));
     c.out->gpu = w.gpu_resolved;
     c.out->source = w.source;
     c.out->launch = w.launch;
@@ -148,9 +150,9 @@ int l_expand(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     if (!c.w) throw error(caller_where(L) + "run.expand(): no workload yet (call run.workload() first)");
     if (c.expanded) throw error(caller_where(L) + "run.expand(): the workload is expanded once per run");
-    c.req->kernels = c.s->expand(c.w->g, c.out->gpu, c.w->training()).kernels;
+    c.run->kernels = c.s->expand(c.w->g, c.out->gpu, c.w->training()).kernels;
     c.expanded = true;
-    lua_pushinteger(L, lua_Integer(c.req->kernels.size()));
+    lua_pushinteger(L, lua_Integer(c.run->kernels.size()));
     return 1;
   });
 }
@@ -159,8 +161,8 @@ int l_expand(lua_State* L) {
 // [-0, +1, e]
 int l_predictor(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
-    if (!c.req->pred) c.req->pred = &c.req->predictor_make();
-    const std::string name = c.req->pred->name();
+    if (!c.run->pred) c.run->pred = &c.wl->predictor_make();
+    const std::string name = c.run->pred->name();
     lua_pushlstring(L, name.data(), name.size());
     return 1;
   });
@@ -177,17 +179,17 @@ std::vector<double>& seconds_of(lua_State* L, pipeline_context& c, const char* f
 
 // The kernels' per-launch seconds (session::kernel_seconds), kept in c.seconds: `fn` names the primitive in errors.
 void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
-  session::pipeline_request& r = *c.req;
+  session::pipeline_graph& r = *c.run;
   const std::string at = caller_where(L) + "run." + fn + "(): ";
   if (c.out->fc || c.seconds) throw error(at + "the kernels are priced once per run");
   if (!c.expanded) throw error(at + "no kernels yet (call run.workload() and run.expand() first)");
   if (!r.pred) throw error(at + "no predictor yet (call run.predictor() first)");
-  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, r.overhead, r.launch);
+  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, c.opt->overhead, r.launch);
 }
 
 // The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
 int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
-  session::pipeline_request& r = *c.req;
+  session::pipeline_graph& r = *c.run;
   if (c.out->fc) throw error(caller_where(L) + "run." + fn + "(): the kernels are summed once per run");
   std::vector<double>& seconds = seconds_of(L, c, fn);
   c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(seconds)));
@@ -235,10 +237,10 @@ int l_kernels(lua_State* L) {
       throw error(caller_where(L) + "run.kernels(): " +
                   (c.out->fc ? "the kernels went into the forecast (call it before run.aggregate())"
                              : "no kernels yet (call run.workload() and run.expand() first)"));
-    const std::vector<kernel_instance>& ks = c.req->kernels;
+    const std::vector<kernel_instance>& ks = c.run->kernels;
     lua_createtable(L, int(ks.size()), 0);
     for (size_t i = 0; i < ks.size(); ++i) {
-      const node& n = c.req->g->nodes[ks[i].node];
+      const node& n = c.run->g->nodes[ks[i].node];
       kernel_push(L, ks[i].k);
       set_string(L, "node", n.name);
       set_string(L, "layer", n.layer);
@@ -338,7 +340,7 @@ int l_family_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     figure_inputs in;
     const forecast& fc = forecast_of(L, c, "family_inputs");  // made with the predictor, on the GPU
-    family_inputs_add(in, fc.seconds_by_family(), *c.req->pred, c.req->gpu->vendor);
+    family_inputs_add(in, fc.seconds_by_family(), *c.run->pred, c.run->gpu->vendor);
     figure_inputs_push(L, in);
     return 1;
   });
@@ -367,7 +369,7 @@ int l_figures(lua_State* L) {
         L, 1, caller_where(L) + "run.figures(inputs): inputs must be an array of { key, value } (a number, boolean or string)");
     const gpu_spec& gpu = gpu_of(L, c, "figures");
     const figures figs =
-        c.s->figures_compute(in, gpu, predictor_of(L, c, "figures").uncertainty_file(gpu.vendor), c.req->source);
+        c.s->figures_compute(in, gpu, predictor_of(L, c, "figures").uncertainty_file(gpu.vendor), c.run->source);
     lua_createtable(L, 0, 3);
     figures_push(L, figs);
     lua_setfield(L, -2, "fields");
@@ -389,7 +391,8 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   lua_State* L = p.L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const session::pipeline_request& req = *c.req;
+  const session::pipeline_graph& run = *c.run;
+  const session::pipeline_options& opt = *c.opt;
   require_push(p, "neusight.pipeline");  // stack: P
   const std::string& file = p.pipeline_file();  // the file that ran: bundled, or a --scripts DIR's
   if (!lua_istable(L, -1) || raw_getfield(L, -1, fn) != LUA_TFUNCTION)
@@ -404,12 +407,12 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   lua_insert(L, -2);  // stack: P ud fn — the userdata stays on the stack, alive, until `clear` has emptied it
   const int ud = lua_gettop(L) - 1;
   lua_createtable(L, 0, 20);  // stack: P ud fn run
-  lua_pushboolean(L, req.say), lua_setfield(L, -2, "say");
-  if (!req.row_keys.empty()) set_string(L, "row_keys", req.row_keys);
+  lua_pushboolean(L, opt.say), lua_setfield(L, -2, "say");
+  if (!opt.row_keys.empty()) set_string(L, "row_keys", opt.row_keys);
   if (!workload) {  // what run.workload() gives a workload's run
-    strings_push(L, req.warnings), lua_setfield(L, -2, "warnings");
+    strings_push(L, run.warnings), lua_setfield(L, -2, "warnings");
     lua_rawgeti(L, LUA_REGISTRYINDEX, p.fields_ref), lua_setfield(L, -2, "fields");
-    report_gpu_push(L, *req.gpu), lua_setfield(L, -2, "gpu");
+    report_gpu_push(L, *run.gpu), lua_setfield(L, -2, "gpu");
   }
   const std::pair<const char*, lua_CFunction> primitives[] = {
       {"workload", l_workload},        {"expand", l_expand},
@@ -469,20 +472,21 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
 
 }  // namespace
 
-session::finished session::forecast_workload(pipeline_request req) {
+session::finished session::forecast_workload(workload_request req, pipeline_options opt) {
   finished out;
+  pipeline_graph run;
   pipeline_context ctx;
-  ctx.s = this, ctx.p = p_.get(), ctx.req = &req, ctx.out = &out;
+  ctx.s = this, ctx.p = p_.get(), ctx.run = &run, ctx.opt = &opt, ctx.wl = &req, ctx.out = &out;
   pipeline_call(*p_, ctx, "forecast", true);
   return out;
 }
 
-session::finished session::forecast_finish(pipeline_request req) {
+session::finished session::forecast_finish(pipeline_graph graph, pipeline_options opt) {
   if (p_->fields_ref == LUA_NOREF) throw error("forecast_finish: no workload or graph to report");
   finished out;
-  out.gpu = *req.gpu, out.source = req.source, out.launch = req.launch;
+  out.gpu = *graph.gpu, out.source = graph.source, out.launch = graph.launch;
   pipeline_context ctx;
-  ctx.s = this, ctx.p = p_.get(), ctx.req = &req, ctx.out = &out;
+  ctx.s = this, ctx.p = p_.get(), ctx.run = &graph, ctx.opt = &opt, ctx.out = &out;
   ctx.expanded = true;
   pipeline_call(*p_, ctx, "finish", false);
   return out;
