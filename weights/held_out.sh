@@ -25,7 +25,7 @@ while IFS= read -r _line; do
   held_out_flags+=(--exclude-gpu "$_line")
 done <<< "$_held_out_list"
 unset _line _held_out_list
-is_held_out() { _held_out_run "$1" >/dev/null; }
+is_held_out() { _held_out_run -- "$1" >/dev/null; }
 device_of() {
   awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "device") c = i; if (!c) exit } NR == 2 { print $c; exit }' "$1"
 }
@@ -33,7 +33,7 @@ refuse_held_out() {  # "G1;G2;…" script: exit 2 if a fold list names a held-ou
   local g _l rc=0
   IFS=';' read -ra _l <<< "$1"
   [ ${#_l[@]} -gt 0 ] || return 0
-  g=$(_held_out_run "${_l[@]}") || rc=$?
+  g=$(_held_out_run -- "${_l[@]}") || rc=$?
   [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && return 0; exit 2; }  # 2: held_out.py failed (it said why)
   echo "$2: ${g%%$'\n'*} is a held-out evaluation GPU (weights/HELD_OUT): never a fold" >&2
   exit 2

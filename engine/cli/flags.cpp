@@ -445,7 +445,7 @@ std::vector<flag_spec> table_make() {
   flag("--microbatches", "Microbatches per iteration and pipeline (batch / (dp * microbatches) each)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::microbatches)).workload().list().check(positive_list()).type("N[,N…]");
-  flag("--schedule", "Pipeline schedule: gpipe, 1f1b or interleaved")
+  flag("--schedule", "Pipeline schedule: a name of neusight.parallel's schedule registry (bundled: gpipe, 1f1b, interleaved)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
       .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]")  // scripts/neusight/search.lua checks the names

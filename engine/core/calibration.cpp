@@ -124,8 +124,11 @@ measurement measurement_parse(std::string_view text, const std::string& path, me
     const toml::node* n = t.get(key);
     if (!n) continue;
     // a measured time (core/time_limits.h): 1e-300 or 1e10 fitted every factor to its limit
+    // an integer a double cannot hold exactly (9007199254740993) is no value<double>(): said as written
     *into = time_check(n->value<double>(), time_unit::ms, false, toml_where(path, n->source().begin) + ": " + key,
-                       n->is_number() ? "" : std::string("a ") + toml_type_name(*n));
+                       n->is_integer()  ? std::to_string(n->as_integer()->get())
+                       : n->is_number() ? ""
+                                        : std::string("a ") + toml_type_name(*n));
   }
   if (serve && !m.ttft_ms && !m.tpot_ms)
     throw error(path + ": needs ttft_ms (the measured prefill of the batch) or tpot_ms (its mean decode step), or "

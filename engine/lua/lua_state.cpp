@@ -381,10 +381,24 @@ void ns_limits_leave(lua_State* L, const limits_mark& m) {
 }
 
 int ns_pcall(lua_State* L, int nargs, int nres) {
-  const int base = lua_gettop(L) - nargs;  // function index
+  int base = lua_gettop(L) - nargs;  // function index
   lua_guard* g = guard_of(L);
   const bool top = g->depth == 0;
+  // A call made while the enclosing one unwinds (a <close> handler, a finalizer), after that one's message handler
+  // kept its error: the kept error and its depth are put back afterwards, or the enclosing call would take the error
+  // for someone else's (ns_raised_push; found by review: a <close> that called a primitive hid a primitive's error).
+  const int outer_raised = g->raised_depth;
+  const bool keep_outer = !top && outer_raised == g->depth;
+  if (keep_outer) {
+    luaL_checkstack(L, 2, "ns_pcall");
+    lua_rawgetp(L, LUA_REGISTRYINDEX, &raised_key);  // stack: f args... kept
+    lua_insert(L, base);                              // stack: kept f args...
+    ++base;
+  }
   if (top) {
+    // the previous top-level call's error object is not held on to (it counted against the next call's memory)
+    lua_pushboolean(L, 0);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
     ++g->calls;
     g->used = 0;
     g->tripped.clear();
@@ -434,6 +448,12 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
     std::memcpy(g->where, outer_where, sizeof outer_where);
   }
   lua_remove(L, base);                     // drop the handler
+  if (keep_outer) {
+    lua_pushvalue(L, base - 1);
+    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);  // the key is there: no allocation
+    lua_remove(L, base - 1);
+    g->raised_depth = outer_raised;
+  }
   if (top && g->used > g->used_max) g->used_max = g->used;
   if (top && (g->limits.seconds > 0 || g->limits.instructions > 0)) {
     std::lock_guard<std::mutex> lk(g->mu);

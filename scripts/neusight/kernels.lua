@@ -71,20 +71,21 @@ M.MAX_ELEMENTS = MAX_ELEMENTS
 
 --- The one rule of a tensor shape built in Lua (workload nodes, kernel constructors; engine/lua/wrap_graph.cpp checks
 --- what reaches C++ again): an array of non-negative integers (4.0 counts as 4, "4" does not) of at most 2^48
---- elements. Returns its element count, or nil and what is wrong: { kind = "type" (not a table), "key" (a key
+--- elements, nothing else in it (an extra key such as table.pack's `n` is refused: the engine's reader refuses it
+--- too). Returns its element count, or nil and what is wrong: { kind = "type" (not a table), "key" (a key
 --- outside 1..#shape: `key`), "dimension" (`index`, `value`) or "size" (more than 2^48 elements) }, each caller
 --- phrasing it for its own message.
 ---@param shape any
 ---@return integer|nil, table|nil
 function M.shape_check(shape)
   if type(shape) ~= "table" then return nil, { kind = "type" } end
-  local len = #shape
-  for k in pairs(shape) do
+  local len = rawlen(shape)
+  for k in next, shape do  -- raw: a shape's metamethods (__pairs, __len) are not run
     if math.type(k) ~= "integer" or k < 1 or k > len then return nil, { kind = "key", key = k } end
   end
   local n = 1
   for i = 1, len do
-    local d = shape[i]
+    local d = rawget(shape, i)
     if not is_integer(d) or d < 0 then return nil, { kind = "dimension", index = i, value = d } end
     d = floor(d)
     if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then return nil, { kind = "size" } end
@@ -102,7 +103,7 @@ local function numel_of(shape, fn, what)
   if e.kind == "type" then
     detail = ("shape expected, got %s"):format(type(shape))
   elseif e.kind == "key" then
-    detail = #shape == 0 and "shape expected, got a table without an array part"
+    detail = rawlen(shape) == 0 and "shape expected, got a table without an array part"
       or ("shape expected, got a table with key %s"):format(tostring(e.key))
   elseif e.kind == "dimension" then
     detail = ("dimension %d is %s, expected a non-negative integer"):format(e.index, tostring(e.value))

@@ -148,8 +148,9 @@ function M.kernels(op)
     -- on the cache. The rule goes by the shapes alone, and so does the kernel: the op carries Q, K, V, the mask's
     -- shape and is_causal, nothing that says where K and V came from, and the attention libraries pick their kernel
     -- from the same (FlashAttention-2's forward takes its split-KV path whenever the query blocks cannot fill the
-    -- SMs, causal or not). So an encoder-decoder's cross-attention of up to decode_queries decoder tokens over the
-    -- encoder's keys (Whisper's decoder: 1 new token over 1,500 cached encoder keys a step) is this kernel too:
+    -- SMs, causal or not; with an explicit mask PyTorch's SDPA takes its memory-efficient or math backend, which does
+    -- not split the keys: a masked op of this shape is priced as decode by assumption). So an encoder-decoder's
+    -- cross-attention of up to decode_queries decoder tokens over the encoder's keys (Whisper's decoder: 1 new token over 1,500 cached encoder keys a step) is this kernel too:
     -- a few query rows streaming K and V once, which the prefill tiling (one block per query head and 128-query
     -- tile, trained on prompts as long as their keys) does not describe. Its FLOPs count the causal pairs, fewer
     -- than a cross-attention's by decode_queries² / 2 at most (0.5 % of 16 queries over 1,500 keys). More queries

@@ -1,7 +1,8 @@
 -- scripts/neusight/search.lua — what `neusight search` (engine/cli/search_cmd.cpp) needs to know about a model before
 -- it enumerates layouts: the expert count (the expert-parallel degrees ep worth trying divide it) and the layer count
 -- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does); and which schedules
--- and recomputation modes it may try (neusight.parallel's names: search lists none of its own).
+-- and recomputation modes it may try (neusight.parallel's names: search lists none of its own; interleaved's virtual
+-- stages and pp >= 2 go with that name, engine/cli/search_cmd.cpp and pipeline_skip below).
 local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
@@ -16,7 +17,10 @@ function M.choices(schedules, recompute)
   local config = require "neusight.parallel.config"
   local out = { schedules = {}, recompute = {} }
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
-  if #out.schedules == 0 then out.schedules[1] = config.DEFAULT_SCHEDULE end
+  if #out.schedules == 0 then out.schedules[1] = config.check_schedule(config.DEFAULT_SCHEDULE, "search: default schedule") end
+  if #config.CHOICES.recompute == 0 then
+    error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)
+  end
   local accepted = { "auto", "all" }
   for i, mode in ipairs(config.CHOICES.recompute) do
     out.recompute[i] = mode

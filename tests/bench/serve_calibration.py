@@ -36,6 +36,9 @@ import tempfile
 import tomllib
 from collections import defaultdict
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "weights"))
+from held_out import held_out_matcher  # noqa: E402  (weights/held_out.py: the one list of held-out GPUs)
+
 SRC = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 AIC = os.path.join(SRC, "..", "shared", "data", "aiconfigurator")
 RETRAINED = ("gemm_tc16", "attention_prefill", "attention_decode")
@@ -140,12 +143,13 @@ def fold_install(tmp, exe, folds, gpu):
 
 def table_without(path, name):
     """The leave-one-GPU-out error table without the folds of GPU `name` (the calibration prior must not know G) and
-    of the A100-SXM4-80GB (held-out data: never fitted on here)."""
+    of any held-out evaluation GPU (weights/HELD_OUT: never fitted on here)."""
+    held_out = held_out_matcher()
     with open(path, "rb") as f:
         t = tomllib.load(f)
     out = [f"format_version = {t['format_version']}", f"vendor = \"{t['vendor']}\"", "levels = " + json.dumps(t["levels"])]
     for fam, e in t["families"].items():
-        keep = [i for i, g in enumerate(e["folds"]) if g not in (name, "A100-SXM4-80GB")]
+        keep = [i for i, g in enumerate(e["folds"]) if g != name and not held_out(g)]
         out.append(f"[families.{fam}]")
         for k, v in e.items():
             if k == "range":

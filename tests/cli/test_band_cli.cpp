@@ -272,6 +272,8 @@ TEST_CASE("calibrate: bad measurements and calibration files are errors with fil
   fails("latency_ms = nan\n", "latency_ms must be a time of 1e-6 to 1e9 ms (got nan)");
   fails("latency_ms = 10\nlatncy_ms = 3\n", "m.toml:2:1: unknown key 'latncy_ms' (did you mean 'latency_ms'?)");
   fails("latency_ms = \"fast\"\n", "latency_ms must be a time of 1e-6 to 1e9 ms (got a string)");
+  // an integer a double cannot hold is said as written (it printed "got no number")
+  fails("latency_ms = 9007199254740993\n", "latency_ms must be a time of 1e-6 to 1e9 ms (got 9007199254740993)");
   const auto lists = run_cli("predict --model gpt2_large --gpu v100 --mode inference --batch 4,8 --seq 1024 --calibrate '" +
                              t.write("ok.toml", "latency_ms = 10\n").string() + "'");
   CHECK(lists.code == 1);

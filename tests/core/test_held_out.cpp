@@ -198,6 +198,19 @@ TEST_CASE("held-out GPUs: weights/held_out.py is the one matcher of the shell an
   CHECK_THAT(broken.err, Catch::Contains("broken.toml"));
   CHECK(ns_test::run_sh("python3 weights/held_out.py --held-out " + quoted(t.path.string() + "/none") + " T4").code == 2);
 
+  // uncertainty.py refuses a held-out GPU's rows as a fold, under its canonical name and under an alias, and writes
+  // nothing (behaviour, beside the import check below)
+  for (const char* gpu : {"H100-SXM5-80GB", "H200-SXM-141GB"}) {
+    INFO(gpu);
+    ns_test::temp_dir w;
+    w.write("rows/x.json", std::string(R"({"rows": [{"gpu": ")") + gpu +
+                               R"(", "device": "x", "family": "bmm", "measured_ms": 1.0, "predicted_ms": 1.0, "where": "r"}]})");
+    const auto u = ns_test::run_sh("python3 weights/uncertainty.py --work " + quoted(w.path.string()) +
+                                   " --gpus-dir gpus --out " + quoted((w.path / "out.toml").string()));
+    CHECK(u.code == 1);
+    CHECK_THAT(u.err, Catch::Contains("a held-out evaluation GPU"));
+    CHECK_FALSE(fs::exists(w.path / "out.toml"));
+  }
   // the Python weight scripts hold no rule of their own: they import this one
   for (const char* script : {"roofline_efficiency.py", "uncertainty.py"}) {
     INFO(script);

@@ -168,9 +168,10 @@ return {
 }
 
 // The built-in neusight predictor's efficiency table (scripts/neusight/efficiency.lua, for the families it has no
-// weights of) is read once per session: each session its own script set's, every predictor_make of a session the
-// same; a table that fails its check is refused again on the next make, not kept.
-TEST_CASE("predictor_make: the efficiency table is read once per session and a bad one is refused each time",
+// weights of), kept per session: each session uses its own script set's, every predictor_make of a session the same;
+// a table that fails its check is refused again on the next make, not kept. (That it is read only once is not
+// observable here: the module is require's, read-only, so a second read gives the same numbers.)
+TEST_CASE("predictor_make: each session its own efficiency table and a bad one refused each time",
           "[lua][predict]") {
   const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve("mi300x");
   const auto bf16_gemm = [&gpu](ns::session& s) {  // the bf16 GEMM of kernel_mix: neusight over roofline

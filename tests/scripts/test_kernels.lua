@@ -33,6 +33,9 @@ function T.test_shape_check_one_rule()
     eq(e.kind, c[2], "case " .. i .. " kind")
   end
   eq(K.shape_check({ 1 << 24, 1 << 24 }), 1 << 48, "exactly 2^48")
+  -- raw: a shape's metamethods are not run
+  eq(K.shape_check(setmetatable({ 4, 5 }, { __pairs = function() error("__pairs ran", 0) end,
+                                           __len = function() error("__len ran", 0) end })), 20, "metamethods")
   raises("bad argument #1 to 'numel' (shape expected, got a table with key name)", K.numel, { 4, name = "x" })
   raises("bad argument #1 to 'numel' (shape expected, got a table without an array part)", K.numel, { x = 1 })
   raises("bad argument #1 to 'numel' (shape expected, got string)", K.numel, "4")

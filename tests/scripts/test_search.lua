@@ -66,6 +66,24 @@ function T.test_choices_are_the_parallel_names()
   schedules.test_choices = nil
   eq(ok2, true, "a registered schedule")
   eq(c2.schedules[1], "test_choices", "is accepted")
+  -- no recompute modes at all: a message naming the list, not a Lua error inside the message's making
+  local config = require "neusight.parallel.config"
+  local kept = config.CHOICES.recompute
+  config.CHOICES.recompute = {}
+  local ok3, err3 = pcall(search.choices, {}, "full")
+  config.CHOICES.recompute = kept
+  eq(ok3, false, "no modes")
+  eq(err3, "neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", "its message")
+  local ok5, err5 = pcall(config.one_of, "x", {}, "lbl")  -- and one_of with nothing to choose from
+  eq(ok5, false, "one_of of none")
+  eq(err5, "lbl: no names to choose from (an empty list of choices)", "its message")
+  -- the default schedule is checked against the registry like a given one
+  local default = schedules[config.DEFAULT_SCHEDULE]
+  schedules[config.DEFAULT_SCHEDULE] = nil
+  local ok4, err4 = pcall(search.choices, {}, "auto")
+  schedules[config.DEFAULT_SCHEDULE] = default
+  eq(ok4, false, "the default unregistered")
+  eq(err4:find("search: default schedule", 1, true) ~= nil, true, "names the default: " .. tostring(err4))
 end
 
 return T

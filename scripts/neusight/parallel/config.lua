@@ -38,6 +38,7 @@ end
 -- `v` when it is one of `choices` (strings); else the error `<label>: "a", "b" or "c" expected, got …` with
 -- did-you-mean (level 0).
 local function one_of(v, choices, label)
+  if #choices == 0 then error(("%s: no names to choose from (an empty list of choices)"):format(label), 0) end
   for _, c in ipairs(choices) do
     if v == c then return v end
   end
