@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <type_traits>
 
+#include "core/cluster_spec.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
 #include "lua/script_limits.h"
@@ -320,7 +321,7 @@ std::vector<flag_spec> table_make() {
       .on(search, to(&search_flags::gpu)).required()
       .on(serve, to(&raw_flags::serve_gpu)).required().check(nonempty_list()).type("GPU[,GPU…]")
       .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)");
-  flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::Range(int64_t(1), int64_t(1) << 20)).type("N");  // 2^20 GPUs: beyond any cluster; a huge count made the divisor loop run for ever
+  flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::Range(int64_t(1), cluster_max_count)).type("N");  // a cluster's most GPUs (core/cluster_spec.h); a huge count made the divisor loop run for ever
   flag("--batch", "Global batch size")
       .on(forecast, to(&forecast_flags::batch)).workload().list().check(positive_list()).type("N[,N…]")
       .on(search, to(&search_flags::batch)).required().check(CLI::PositiveNumber)

@@ -24,8 +24,9 @@ local KEYS = {
 
 --- A positive whole number below infinity (a degree, a count); shared with neusight.parallel.layout.
 local is_count = require("neusight.topology").is_count
--- Each count at most 2^24 (the largest batch: microbatches divide it), and at most 2^20 GPUs (dp × tp × pp) in a layout.
-local MAX_COUNT, MAX_GPUS = 1 << 24, 1 << 20
+-- Each count at most 2^24 (the largest batch: microbatches divide it), and at most as many GPUs (dp × tp × pp) in a
+-- layout as a cluster may count (engine/core/cluster_spec.h's cluster_max_count, 2^20; search's --gpus too).
+local MAX_COUNT, MAX_GPUS = 1 << 24, require("neusight").cluster_limits().count
 
 -- Field `name` of the plan table `p`: a boolean, `default` when absent.
 local function boolean_field(p, name, default)
@@ -114,8 +115,8 @@ function M.normalize(p)
   -- the layout lists every rank: tp = 2^40 ran out the script budget, pp = 2^40 its memory, dp = 1e308 failed in a
   -- format (found by tests/fuzz/mutate.py)
   if out.dp * out.tp * out.pp > MAX_GPUS then
-    error(("parallel: dp × tp × pp = %d GPUs, more than the 2^20 (1048576) a layout may have"):format(
-      out.dp * out.tp * out.pp), 0)
+    error(("parallel: dp × tp × pp = %d GPUs, more than the 2^%d (%d) a layout may have"):format(
+      out.dp * out.tp * out.pp, math.floor(math.log(MAX_GPUS, 2) + 0.5), MAX_GPUS), 0)
   end
   local schedule = schedule_name(p.schedule == nil and M.DEFAULT_SCHEDULE or p.schedule, "parallel.schedule")
   out.schedule = schedule
