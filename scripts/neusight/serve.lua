@@ -816,7 +816,7 @@ local function run_simulation(o, F, count, progress)
                prefill_step_factor = fp, decode_step_factor = fd }
     end
     r.band = { p10 = band_of(pre.p10 / pre.ms, mid.p10 / mid.ms, "p10"),
-               p90 = band_of(pre.p90 / pre.ms, mid.p90 / mid.ms, "p90") }
+               p90 = band_of(pre.p90 / pre.ms, mid.p90 / mid.ms, "p90"), spread = pre.band_spread }
   end
   r.forecasts = count()
   return r
@@ -898,9 +898,10 @@ function M.format_table(r)
     if r.band then
       local lo, hi = r.band.p10, r.band.p90
       out[#out + 1] = fmt("band p10-p90  TTFT p90 %.2f - %.2f ms%s, throughput %.1f - %.1f (every step at its p10 / p90 "
-        .. "time: leave-one-GPU-out errors per kernel family, replayed)", lo.ttft_ms.p90, hi.ttft_ms.p90,
+        .. "time: leave-one-GPU-out errors per kernel family, replayed%s)", lo.ttft_ms.p90, hi.ttft_ms.p90,
         lo.tpot_ms and fmt(", TPOT p90 %.2f - %.2f ms", lo.tpot_ms.p90, hi.tpot_ms.p90) or "",
-        hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu)
+        hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu,
+        r.band.spread and r.band.spread ~= 1 and fmt("; width x%.2f by the table's spread", r.band.spread) or "")
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)

@@ -177,6 +177,7 @@ TEST_CASE("serve: the rate simulation's band replays the steps at their p10 and 
         Approx(s["tpot_ms"]["p50"].get<double>() * lo["decode_step_factor"].get<double>()).epsilon(1e-9));
   CHECK(lo["decode_step_factor"].get<double>() < 1);
   CHECK(hi["decode_step_factor"].get<double>() > 1);
+  CHECK(s["band"]["spread"].get<double>() == pre["figures"]["band_spread"].get<double>());  // the table's width factor
   // under load: slower steps queue more
   const json busy = serve("--rate 40 --requests 400 --input-len 512 --output-len 128");
   REQUIRE(busy.contains("band"));
