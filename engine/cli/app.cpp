@@ -184,7 +184,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
-      {"workload", config},      {"predictor", pred.name()}};
+      {"workload", config},      {"model", d.fc->g.model},  {"predictor", pred.name()}};
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where = calibration_write(d.gpu, path, factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {

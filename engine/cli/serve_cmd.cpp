@@ -43,10 +43,11 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   const fs::path path = calibration_path(gpu);
   if (path.empty()) throw error("--calibrate: " + gpu.name + " was not read from a file: nowhere to keep a calibration");
   figure_inputs in = s.serve_calibration_inputs(opts, pred);
-  std::string workload;
+  std::string workload, model;
   std::optional<double> ttft_s, tpot_s;
   for (const auto& [k, v] : in) {
     if (k == "workload") workload = std::get<std::string>(v);
+    if (k == "model") model = std::get<std::string>(v);
     if (k == "ttft_s") ttft_s = std::get<double>(v);
     if (k == "tpot_s") tpot_s = std::get<double>(v);
   }
@@ -70,6 +71,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (m.tpot_ms) facts.emplace_back("measured_tpot_ms", *m.tpot_ms);
   if (tpot_s) facts.emplace_back("forecast_tpot_ms", *tpot_s * 1e3);
   facts.emplace_back("workload", workload);
+  if (!model.empty()) facts.emplace_back("model", model);
   facts.emplace_back("predictor", pred.name());
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =

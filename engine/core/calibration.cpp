@@ -59,12 +59,17 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
   // *_ttft_ms / *_tpot_ms: from a serve measurement (`serve --batch … --calibrate FILE`)
   static const std::vector<std::string> keys = {
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
-      "workload",          "predictor",   "note",             "trace_device",     "ops",
+      "workload",          "model",       "predictor",        "note",             "trace_device",     "ops",
       "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
       throw error(toml_where(c.source, k.source().begin) + ": unknown key '" + key + "'" + text_did_you_mean(key, keys));
+  }
+  if (const toml::node* n = t.get("model")) {
+    const auto s = n->value<std::string>();
+    if (!s) throw error(where(*n) + ": model must be a string (the model of the measurement)");
+    c.model = *s;
   }
   const toml::table* factors = t["factors"].as_table();
   if (!factors) throw error(c.source + ": missing table [factors]");

@@ -19,6 +19,7 @@ namespace ns {
 struct calibration {
   std::string source;                     // the file, as shown in messages and reports
   std::map<std::string, double> factors;  // kernel family (tile_model.h family_name) → factor on its predicted time
+  std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
 };
 
 // Where `gpu`'s calibration lives: <dir of gpu.file>/<stem>.calibration.toml (empty when the spec has no file).

@@ -347,12 +347,14 @@ int l_family_inputs(lua_State* L) {
 }
 
 // run.calibration_inputs() -> { { key, value }, … }: the calibration run.forecast() applied (calibration_source,
-// calibration.<family> factors); empty without one. [-0, +1, e]
+// calibration_model when the file names the measurement's model, calibration.<family> factors); empty without one.
+// [-0, +1, e]
 int l_calibration_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     figure_inputs in;
     if (const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"))) {
       in.emplace_back("calibration_source", cal->source);
+      if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
       for (const auto& [fam, x] : cal->factors) in.emplace_back("calibration." + fam, x);
     }
     figure_inputs_push(L, in);

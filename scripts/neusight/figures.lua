@@ -66,7 +66,8 @@ end
 --- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source),
 --- family_s (kernel seconds by predictor family), uncertainty and uncertainty_source (the predictor's error table; see
 --- neusight.uncertainty, whose band joins these figures), calibration_source and calibration (the GPU's calibration
---- file the engine applied and its factor by family).
+--- file the engine applied and its factor by family), calibration_model (the model it was fitted to, when the file
+--- says) and model (this forecast's).
 --- Returns { fields = { { key, value, column, cell, top }, … }, lines = { … }, warnings = { … } }: `value` nil means
 --- not available; a field with a `column` is a column of the comparison table (every field is in its JSON and CSV);
 --- `top` puts it beside latency_ms in a single forecast's JSON instead of in `figures`.
@@ -146,12 +147,20 @@ function M.compute(r)
     lines[#lines + 1] = fmt("calibrated       by %s (%s; --no-calibration ignores it)", r.calibration_source,
       table.concat(shown, ", "))
   end
+  -- a calibration fitted to another model's measurement: leave one GPU out it helped less and could hurt
+  local warnings = {}
+  if r.calibration_source and r.calibration_model and r.model and r.calibration_model ~= r.model then
+    warnings[1] = fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps "
+      .. "less and can hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it",
+      r.calibration_source, gpu.name, r.calibration_model, r.model, r.model)
+  end
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end
   table.insert(lines, 1, band.lines[1])
   if r.workload_figures then M.workload_fields(r, fields, lines) end
-  return { fields = fields, lines = lines, warnings = band.warnings }
+  for _, w in ipairs(band.warnings) do warnings[#warnings + 1] = w end
+  return { fields = fields, lines = lines, warnings = warnings }
 end
 
 --- A workload's own figures: its field `figures`, a function(f) called with f = { latency_s, latency_ms, mode, batch,

@@ -168,6 +168,7 @@ function M.figure_inputs(f, fc, gpu)
   local par = f.parallel
   local out = {}
   local function add(k, v) out[#out + 1] = { k, v } end
+  add("model", f.model)
   add("mode", f.mode)
   add("batch", f.batch)
   add("seq", f.seq)

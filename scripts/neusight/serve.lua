@@ -383,6 +383,7 @@ function M.calibration_inputs(raw, phase)
   local pre = probe(F, o, "prefill", B, I)
   local out = {
     ttft_s = pre.ms / 1e3,
+    model = pre.model,
     workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
       o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
   }

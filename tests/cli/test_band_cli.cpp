@@ -211,9 +211,20 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   CHECK(run_json(args + " --no-calibration")["latency_ms"].get<double>() == before);
   CHECK(run_json(args, "NEUSIGHT_NO_CALIBRATION=1")["latency_ms"].get<double>() == before);
   CHECK(run_cli(args).out.find("calibrated       by " + file.lexically_normal().generic_string()) != std::string::npos);
-  // another workload on the GPU moves too (a bigger batch: same families)
+  // another workload on the GPU moves too (a bigger batch: same families), and says nothing of it: the same model
   const std::string other = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 8 --seq 1024";
   CHECK(run_json(other)["latency_ms"].get<double>() > run_json(other + " --no-calibration")["latency_ms"].get<double>());
+  CHECK(ns_test::slurp(file).find("model = \"gpt2_large\"") != std::string::npos);
+  const std::string from_another = "a measurement of gpt2_large, not of bert_large";
+  CHECK(run_json(other)["warnings"].dump().find("a measurement of gpt2_large") == std::string::npos);
+  // another model's forecast is calibrated too, with a warning (leave one GPU out, calibrating across models helped
+  // less and could hurt: weights/ACCURACY.md)
+  const std::string bert = "predict --model bert_large --gpu '" + gpu + "' --mode inference --batch 8 --seq 512";
+  const auto warned = run_cli(bert);
+  CHECK(warned.code == 0);
+  CHECK(warned.err.find(from_another) != std::string::npos);
+  CHECK(run_json(bert)["warnings"].dump().find(from_another) != std::string::npos);
+  CHECK(run_cli(bert + " --no-calibration").err.find(from_another) == std::string::npos);
   // refitting starts from the raw forecast, not the calibrated one
   const json again = run_json(args + " --calibrate '" + m.string() + "'");
   CHECK(again["forecast_ms"].get<double>() == Approx(before));
@@ -300,6 +311,8 @@ TEST_CASE("calibrate: bad measurements and calibration files are errors with fil
          "v100.calibration.toml:2:7: a calibration of H100-SXM5-80GB beside the file of V100-PCIE-32GB");
   broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\nmeasured = 3\n[factors]\nlinear = 1.1\n",
          "v100.calibration.toml:3:1: unknown key 'measured' (did you mean 'measured_ms'?)");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\nmodel = 5\n[factors]\nlinear = 1.1\n",
+         "v100.calibration.toml:3:9: model must be a string (the model of the measurement)");
 }
 
 TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][calibrate]") {
