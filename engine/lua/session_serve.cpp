@@ -51,7 +51,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // its table's width factor; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
-// (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by;
+// (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
+// calibration_model, the model it was fitted to, when the file says;
 // nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
@@ -118,7 +119,10 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "launch", w.launch);
     set_string(L, "dtype", w.dtype);
     set_string(L, "model", w.model);
-    if (const calibration* cal = c->s->calibration_of(gpu)) set_string(L, "calibration", cal->source);  // applied
+    if (const calibration* cal = c->s->calibration_of(gpu)) {  // applied
+      set_string(L, "calibration", cal->source);
+      if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
+    }
     lua_createtable(L, 0, 4);  // stack: result gpu
     set_string(L, "name", gpu.name);
     set_string(L, "source", gpu.source);

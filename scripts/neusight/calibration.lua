@@ -73,6 +73,16 @@ local function parts_of(r)
   return parts, other, total
 end
 
+--- The warning for a forecast of `model` on a GPU whose calibration (`source`) was fitted to a measurement of another
+--- model (`calibrated`), or nil: leave one GPU out, a calibration from another model helped less and could hurt
+--- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run) and serve.lua say it.
+function M.model_warning(source, gpu_name, calibrated, model)
+  if not (source and calibrated and model) or calibrated == model then return nil end
+  return fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps less and can "
+    .. "hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it", source,
+    gpu_name, calibrated, model, model)
+end
+
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 

@@ -148,12 +148,8 @@ function M.compute(r)
       table.concat(shown, ", "))
   end
   -- a calibration fitted to another model's measurement: leave one GPU out it helped less and could hurt
-  local warnings = {}
-  if r.calibration_source and r.calibration_model and r.model and r.calibration_model ~= r.model then
-    warnings[1] = fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps "
-      .. "less and can hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it",
-      r.calibration_source, gpu.name, r.calibration_model, r.model, r.model)
-  end
+  local warnings = {
+    require("neusight.calibration").model_warning(r.calibration_source, gpu.name, r.calibration_model, r.model) }
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

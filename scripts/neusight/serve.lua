@@ -171,7 +171,7 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          calibration = p.calibration, families = p.families,
+          calibration = p.calibration, calibration_model = p.calibration_model, families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -255,6 +255,8 @@ local function common_report(o, first, count)
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
+  warnings[#warnings + 1] = require("neusight.calibration").model_warning(first.calibration, first.gpu.name,
+    first.calibration_model, first.model)
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end

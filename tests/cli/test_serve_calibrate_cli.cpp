@@ -71,6 +71,16 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   const json p = run_json(decode);
   CHECK(p["latency_ms"].get<double>() > 1.05 * run_json(decode + " --no-calibration")["latency_ms"].get<double>());
   CHECK(p["figures"]["calibration"] == file.lexically_normal().generic_string());
+  // the file names the measured model: the same model says nothing more, another one warns (serve and predict)
+  CHECK(text.find("model = \"llama3_8b\"") != std::string::npos);
+  const std::string from_another = "from a measurement of llama3_8b, not of qwen3_8b";
+  CHECK(p["warnings"].dump().find("from a measurement of") == std::string::npos);
+  CHECK(run_json(other)["warnings"].dump().find("from a measurement of") == std::string::npos);
+  const json qwen = run_json("serve --model qwen3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 16");
+  CHECK(qwen["warnings"].dump().find(from_another) != std::string::npos);
+  const json qwen_p = run_json("predict --model qwen3_8b --gpu '" + gpu + "' --mode decode --batch 16 --context 256 "
+                               "--dtype bf16 --launch graph");
+  CHECK(qwen_p["warnings"].dump().find(from_another) != std::string::npos);
   // refitting starts from the raw forecast, not the calibrated one
   CHECK(run_json(run + " --calibrate '" + m.string() + "'")["forecast_tpot_ms"].get<double>() ==
         Approx(tpot).epsilon(1e-12));
