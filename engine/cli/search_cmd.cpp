@@ -271,6 +271,14 @@ int search_main(const search_flags& f) {
                 for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
                                               pred->uncertainty_file(gpu.vendor)).warnings)
                   built_notes.push_back(std::move(w));
+                // a calibration fitted to another model (scripts/neusight/calibration.lua model_warning)
+                if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
+                  const figure_inputs cal_in = {{"calibration_source", cal->source},
+                                                {"calibration_model", cal->model},
+                                                {"model", built->g.model}};
+                  for (auto& w : s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings)
+                    built_notes.push_back(std::move(w));
+                }
               }
               const workload& w = *built;
               const forecast& fc = *built_fc;

@@ -83,6 +83,14 @@ function M.model_warning(source, gpu_name, calibrated, model)
     gpu_name, calibrated, model, model)
 end
 
+--- The same as figures (no fields, no lines; `r`: calibration_source, calibration_model, model, gpu): what
+--- `neusight search` (engine/cli/search_cmd.cpp) tells once of its layouts' forecasts.
+---@param r table
+function M.model_warnings(r)
+  return { fields = {}, lines = {},
+           warnings = { M.model_warning(r.calibration_source, r.gpu.name, r.calibration_model, r.model) } }
+end
+
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 

@@ -81,6 +81,12 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   const json qwen_p = run_json("predict --model qwen3_8b --gpu '" + gpu + "' --mode decode --batch 16 --context 256 "
                                "--dtype bf16 --launch graph");
   CHECK(qwen_p["warnings"].dump().find(from_another) != std::string::npos);
+  const std::string search = " --gpu '" + gpu + "' --seq 512 --dtype bf16 --gpus 2 --batch 2";
+  const json qwen_s = run_json("search --model qwen3_8b" + search);
+  CHECK(qwen_s["calibration"] == file.string());
+  CHECK(qwen_s["warnings"].dump().find(from_another) != std::string::npos);
+  CHECK(run_json("search --model llama3_8b" + search)["warnings"].dump().find("from a measurement of") ==
+        std::string::npos);
   // refitting starts from the raw forecast, not the calibrated one
   CHECK(run_json(run + " --calibrate '" + m.string() + "'")["forecast_tpot_ms"].get<double>() ==
         Approx(tpot).epsilon(1e-12));
