@@ -68,7 +68,7 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
   }
   if (const toml::node* n = t.get("model")) {
     const auto s = n->value<std::string>();
-    if (!s) throw error(where(*n) + ": model must be a string (the model of the measurement)");
+    if (!s || s->empty()) throw error(where(*n) + ": model must be a non-empty string (the model of the measurement)");
     c.model = *s;
   }
   const toml::table* factors = t["factors"].as_table();

@@ -75,9 +75,12 @@ end
 
 --- The warning for a forecast of `model` on a GPU whose calibration (`source`) was fitted to a measurement of another
 --- model (`calibrated`), or nil: leave one GPU out, a calibration from another model helped less and could hurt
---- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run) and serve.lua say it.
+--- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run), serve.lua and sweep.lua
+--- say it. Models are told apart by name: a preset and its HF config.json (named after its folder) count as two.
 function M.model_warning(source, gpu_name, calibrated, model)
   if not (source and calibrated and model) or calibrated == model then return nil end
+  -- a model function's graph is "custom" whatever it holds: no telling whether it is the calibrated one
+  if calibrated == "custom" or model == "custom" then return nil end
   return fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps less and can "
     .. "hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it", source,
     gpu_name, calibrated, model, model)

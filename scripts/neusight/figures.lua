@@ -148,8 +148,9 @@ function M.compute(r)
       table.concat(shown, ", "))
   end
   -- a calibration fitted to another model's measurement: leave one GPU out it helped less and could hurt
-  local warnings = {
-    require("neusight.calibration").model_warning(r.calibration_source, gpu.name, r.calibration_model, r.model) }
+  local warnings = {}
+  local model_warning = r.calibration_model and require("neusight.calibration").model_warning  -- an older override: none
+  if model_warning then warnings[1] = model_warning(r.calibration_source, gpu.name, r.calibration_model, r.model) end
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

@@ -255,8 +255,10 @@ local function common_report(o, first, count)
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
-  warnings[#warnings + 1] = require("neusight.calibration").model_warning(first.calibration, first.gpu.name,
-    first.calibration_model, first.model)
+  local model_warning = first.calibration_model and require("neusight.calibration").model_warning
+  if model_warning then
+    warnings[#warnings + 1] = model_warning(first.calibration, first.gpu.name, first.calibration_model, first.model)
+  end
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
@@ -265,6 +267,7 @@ local function common_report(o, first, count)
     params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
+    calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",

@@ -240,7 +240,7 @@ function M.run(raw, phase, progress, gpu)
     return p
   end
 
-  local rows, first = {}, nil
+  local rows, first, cal_warnings, cal_seen = {}, nil, {}, {}
   for i, c in ipairs(combos) do
     local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.gpu.name, c.tp, mode, c.value)
     progress(label)
@@ -253,6 +253,10 @@ function M.run(raw, phase, progress, gpu)
     if ok then
       first = first or r
       row_of(row, r)
+      -- a GPU calibrated on another model: said once per calibration file (serve.lua's own warning, per GPU)
+      local model_warning = r.calibration_model and require("neusight.calibration").model_warning
+      local w = model_warning and model_warning(r.calibration, r.gpu, r.calibration_model, r.model)
+      if w and not cal_seen[w] then cal_seen[w], cal_warnings[#cal_warnings + 1] = true, w end
     else
       row.error = first_line(r)
     end
@@ -301,6 +305,10 @@ function M.run(raw, phase, progress, gpu)
   end
   report.meeting, report.errors = meeting, errors
   report.verdict = M.verdict(rows, choice, targets, mode)
+  for _, w in ipairs(cal_warnings) do
+    report.warnings = report.warnings or {}
+    report.warnings[#report.warnings + 1] = w
+  end
   return report
 end
 
@@ -428,6 +436,7 @@ function M.format_table(report)
   end
   out[#out + 1] = fmt("%d combinations, %d meet the targets, %d could not run; %d phase forecasts", report.combinations,
     report.meeting, report.errors, report.forecasts)
+  for _, w in ipairs(report.warnings or {}) do out[#out + 1] = "warning: " .. w end  -- as serve's own table
   return concat(out, "\n") .. "\n"
 end
 
