@@ -193,6 +193,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
     j["calibration_file"] = where;
     j["measurement"] = m.source;
     j["workload"] = config;
+    j["model"] = d.fc->g.model;  // what the calibration file records as the measured model
     j["measured_ms"] = measured_ms;
     j["forecast_ms"] = latency_s * 1e3;
     j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);

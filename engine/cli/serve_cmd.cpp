@@ -88,6 +88,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
     j["calibration_file"] = where;
     j["measurement"] = m.source;
     j["workload"] = workload;
+    j["model"] = model;  // what the calibration file records as the measured model
     j["measured_ttft_ms"] = value(m.ttft_ms);
     j["forecast_ttft_ms"] = value(ms(ttft_s));
     j["calibrated_ttft_ms"] = value(fitted("ttft"));

@@ -201,6 +201,7 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   REQUIRE(fs::exists(file));
   CHECK(fit["calibration_file"] == file.lexically_normal().generic_string());
   CHECK(fit["forecast_ms"].get<double>() == Approx(before));
+  CHECK(fit["model"] == "gpt2_large");
   const double calibrated = fit["calibrated_ms"];
   CHECK(calibrated > before);          // towards the measurement …
   CHECK(calibrated <= 1.3 * before * (1 + 1e-9));  // … not past it

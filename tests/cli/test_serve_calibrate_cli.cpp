@@ -46,6 +46,7 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   CHECK(fit["forecast_tpot_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
   CHECK(fit["forecast_ttft_ms"].get<double>() == Approx(ttft).epsilon(1e-12));
   CHECK(fit["measured_ttft_ms"].is_null());
+  CHECK(fit["model"] == "llama3_8b");
   const double cal_tpot = fit["calibrated_tpot_ms"], cal_ttft = fit["calibrated_ttft_ms"];
   CHECK(cal_tpot > 1.05 * tpot);                     // towards the measurement …
   CHECK(cal_tpot <= 1.25 * tpot * (1 + 1e-9));       // … not past it
