@@ -21,7 +21,7 @@ while [ $# -gt 0 ]; do
     --work) works+=("$2"); shift 2 ;;
     --labels) labels=$2; shift 2 ;;
     --write) write=1; shift ;;
-    -h|--help) sed -n 2,17p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "band_coverage.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
