@@ -38,11 +38,10 @@ function M.capacity(mem_gb)
   return mem_gb * 1e9
 end
 
+-- A node's tensor's elements by the one shape rule (neusight.kernels shape_check, raw: a shape's metamethods are not
+-- run here, the engine refuses such a table); 0 for what is no shape (the node check has said so before).
 local function numel(s)
-  if type(s) ~= "table" then return 0 end
-  local n = 1
-  for _, d in ipairs(s) do n = n * d end
-  return n
+  return K.shape_check(s) or 0
 end
 
 local function elem(n) return K.dtype_bytes(n.dtype or "fp32") end

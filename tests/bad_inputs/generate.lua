@@ -307,7 +307,11 @@ wl("nodes_nil", "nil", nil, "model function must return an array of nodes (got n
 wl("nodes_empty", "{}", nil, "model 'custom' has no nodes: an empty graph would forecast 0 ms")
 -- metamethods (issue 15: each of these used to abort the process)
 wl("meta_node_list", boom, nil, "", "nodes")
-wl("meta_shape", "{ { op = 'linear', name = 'n1', inputs = { " .. boom .. " }, output = { 4, 8 } } }", nil, "meta_shape.lua:4: boom", "nodes")
+wl("meta_shape", "{ { op = 'linear', name = 'n1', inputs = { " .. boom .. " }, output = { 4, 8 } } }", nil,
+   "node #1 'n1': field 'inputs'[1] must be a shape")
+-- an __index answering every key kept the memory model's ipairs going until the time limit (review)
+wl("meta_shape_endless", "{ { op = 'add', name = 'n1', inputs = { setmetatable({}, { __index = function() return 4 end }) }, "
+   .. "output = { 4, 8 } } }", nil, "node #1 'n1': field 'inputs'[1] must be a shape")
 wl("meta_attrs", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = { 4, 8 }, attrs = " .. boom .. " } }", nil, "boom", "nodes")
 wl("meta_len_fraction", "{ { op = 'add', name = 'n1', inputs = { { 4, 8 } }, output = setmetatable({ 4, 8 }, { __len = function() return 1.5 end }) } }",
    nil, "node #1 'n1': field 'output' must be a shape")
