@@ -34,28 +34,28 @@ int l_throws_cpp(lua_State* L) {
 }
 }  // namespace
 
-TEST_CASE("guard: a Lua error unwinds C++ destructors (lua5.4-c++ is linked)", "[lua][guard]") {
+namespace {
+// Calls `f` under ns_pcall on a fresh state: it must fail with a message starting with `message` after unwinding
+// exactly one counts_destruction guard, and leave the stack empty.
+void raises_and_unwinds(lua_CFunction f, const std::string& message) {
   lua_state s;
   lua_State* L = s.get();
   destroyed = 0;
-  lua_pushcfunction(L, l_raise_with_raii);
+  lua_pushcfunction(L, f);
   REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
   REQUIRE(destroyed == 1);
-  CHECK(std::string(lua_tostring(L, -1)).rfind("boom 42", 0) == 0);
+  CHECK(std::string(lua_tostring(L, -1)).rfind(message, 0) == 0);
   lua_pop(L, 1);
   CHECK(lua_gettop(L) == 0);
 }
+}  // namespace
+
+TEST_CASE("guard: a Lua error unwinds C++ destructors (lua5.4-c++ is linked)", "[lua][guard]") {
+  raises_and_unwinds(l_raise_with_raii, "boom 42");
+}
 
 TEST_CASE("guard: a Lua error inside ns_catch's body passes through it and unwinds the body", "[lua][guard]") {
-  lua_state s;
-  lua_State* L = s.get();
-  destroyed = 0;
-  lua_pushcfunction(L, l_lua_error_in_ns_catch);
-  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
-  CHECK(destroyed == 1);
-  CHECK(std::string(lua_tostring(L, -1)).rfind("inner 7", 0) == 0);  // Lua's own message, not ns_catch's rethrow
-  lua_pop(L, 1);
-  CHECK(lua_gettop(L) == 0);
+  raises_and_unwinds(l_lua_error_in_ns_catch, "inner 7");  // Lua's own message, not ns_catch's rethrow
 }
 
 TEST_CASE("ns_catch turns a C++ exception into a Lua error with its message", "[lua]") {
