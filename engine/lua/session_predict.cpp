@@ -4,6 +4,8 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/text.h"
+#include "core/tile_model.h"
 #include "lua/session_impl.h"
 
 namespace ns {
@@ -142,13 +144,17 @@ static std::map<std::string, double> efficiency_read(session::impl& p) {
   const char* where = "neusight.efficiency (scripts/neusight/efficiency.lua or its --scripts override)";
   if (!lua_istable(L, -1)) throw error(std::string(where) + ": must return a table of family = efficiency");
   std::map<std::string, double> out;
+  std::vector<std::string> known = family_name_list();  // and "memory": copies, which no family prices
+  known.push_back("memory");
   lua_pushnil(L);
   while (lua_next(L, -2) != 0) {  // stack: table key value
     if (lua_type(L, -2) != LUA_TSTRING) throw error(std::string(where) + ": keys must be family names (strings)");
     const std::string key = lua_tostring(L, -2);
-    int ok = 0;
-    const double v = lua_isnumber(L, -1) ? lua_tonumberx(L, -1, &ok) : 0;
-    if (!ok || lua_type(L, -1) != LUA_TNUMBER || !(v > 0 && v <= 1))
+    // a misspelt family would leave the real one at the bare roofline (fallback_efficiency's 1 for a missing one)
+    if (std::find(known.begin(), known.end(), key) == known.end())
+      throw error(std::string(where) + ": unknown family '" + key + "'" + text_did_you_mean(key, known));
+    const double v = lua_tonumber(L, -1);
+    if (lua_type(L, -1) != LUA_TNUMBER || !(v > 0 && v <= 1))
       throw error(std::string(where) + ": field '" + key + "' must be a number in (0, 1] (the fraction of the "
                   "roofline the family reaches)");
     out[key] = v;

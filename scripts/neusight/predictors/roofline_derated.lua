@@ -30,6 +30,11 @@ return {
     for i, k in ipairs(kernels) do
       local eff = EFFICIENCY[family(k)]
       if not eff then error("no efficiency for kernel kind '" .. tostring(k.kind) .. "' (" .. k.name .. ")") end
+      -- the engine checks the table only for the neusight predictor's fallback: 0 would price this kernel infinite
+      if math.type(eff) == nil or not (eff > 0 and eff <= 1) then
+        error(("neusight.efficiency: field '%s' must be a number in (0, 1] (the fraction of the roofline the family "
+          .. "reaches)"):format(family(k)))
+      end
       out[i] = roofline[i] / eff
     end
     return out
