@@ -20,11 +20,19 @@ import re
 import sys
 
 
+KEYS = ("measured_ms", "predicted_ms_p10", "predicted_ms_p50", "predicted_ms_p90")
+
+
 def z_of(row):
-    """The smallest width factor whose band holds row's measured time (inf: none does; None: the row has no band)."""
-    m, p10, p50, p90 = (row.get(k) for k in ("measured_ms", "predicted_ms_p10", "predicted_ms_p50", "predicted_ms_p90"))
-    if None in (m, p10, p50, p90):
+    """The smallest width factor whose band holds row's measured time (inf: none does; None: the row has no band).
+    A row with part of a band, or a time that is not a finite number > 0, is an error: it would count as outside."""
+    m, p10, p50, p90 = (row.get(k) for k in KEYS)
+    if (p10, p50, p90) == (None, None, None):
         return None
+    for k, v in zip(KEYS, (m, p10, p50, p90)):
+        if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+            raise ValueError(f"band_spread.py: {row.get('config', 'a row')} of {row.get('gpu', '?')}: {k} = {v!r} is "
+                             "not a finite number > 0")
     x = math.log(m / p50)
     if x == 0:
         return 0.0
@@ -41,6 +49,13 @@ def fit(zs, target):
 
 def inside(zs, k):
     return sum(z <= k for z in zs)
+
+
+def read_spread(path):
+    """The table's `spread` (the band's width factor), None when it has none."""
+    with open(path) as h:
+        m = re.search(r"^spread = ([^\s#]+)", h.read(), re.M)
+    return float(m.group(1)) if m else None
 
 
 def write(path, k, n):
@@ -72,7 +87,10 @@ def main():
         with open(f) as h:
             j = json.load(h)
         for r in j["rows"]:
-            z = z_of(r)
+            try:
+                z = z_of(r)
+            except ValueError as e:
+                sys.exit(f"{e} ({f})")
             if z is None:
                 continue
             zs.setdefault(r["gpu"], []).append(z)
@@ -97,12 +115,9 @@ def main():
         total += c
         print(f"  {g:24s} factor {k_g:.3f}: {c:3d} of {len(zs[g]):3d} inside p10-p90 ({100 * c / len(zs[g]):3.0f} %)")
     print(f"  {'all':24s} {total:19d} of {n:3d} inside p10-p90 ({100 * total / n:3.0f} %)")
-    if os.path.exists(a.table):
-        with open(a.table) as h:
-            m = re.search(r"^spread = ([^\s#]+)", h.read(), re.M)
-        if m:
-            s = float(m.group(1))
-            print(f"{a.table}: spread {s:.3f}, {inside(every, s)} of {n} inside (in sample)")
+    s = read_spread(a.table) if os.path.exists(a.table) else None
+    if s is not None:
+        print(f"{a.table}: spread {s:.3f}, {inside(every, s)} of {n} inside (in sample)")
     if a.write:
         write(a.table, k, n)
 
