@@ -42,15 +42,24 @@ exe=${NEUSIGHT:-build/neusight}
 
 source weights/held_out.sh
 exclude+=("${held_out_flags[@]}")
-# The per-GPU data files among "$@" whose device is not held out (the others are never read).
+# trainable NAME FILE…: the array NAME gets the per-GPU data files whose device is not held out (the others are never
+# read). Run in this shell, not in a process substitution, so that a failed held-out check (held_out.sh exits 2)
+# stops train.sh; a file whose device cannot be read stops it too (it would have been trained on).
 trainable() {
-  local f
+  local -n _files=$1
+  local f dev
+  shift
+  _files=()
   for f in "$@"; do
-    if [ -f "$f" ] && is_held_out "$(device_of "$f")"; then
-      echo "train.sh: skipping $f (held-out GPU $(device_of "$f"), weights/HELD_OUT)" >&2
-    else
-      echo "$f"
+    if [ -f "$f" ]; then
+      dev=$(device_of "$f")
+      [ -n "$dev" ] || { echo "train.sh: $f: no device column or no rows (held-out check impossible)" >&2; exit 2; }
+      if is_held_out "$dev"; then
+        echo "train.sh: skipping $f (held-out GPU $dev, weights/HELD_OUT)" >&2
+        continue
+      fi
     fi
+    _files+=("$f")
   done
 }
 
@@ -74,9 +83,9 @@ if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
   train softmax nvidia/softmax "$d/softmax" $(extra softmax.csv)
   train layernorm nvidia/layernorm "$d/ln" $(extra ln.csv)
   [ -d "$aic" ] || { echo "train.sh: no AIConfigurator data at $aic (pass --aic DIR)" >&2; exit 1; }
-  mapfile -t gemm < <(trainable "$aic"/*/gemm.csv)
-  mapfile -t prefill < <(trainable "$aic"/*/context_attention.csv)
-  mapfile -t decode < <(trainable "$aic"/*/generation_attention.csv)
+  trainable gemm "$aic"/*/gemm.csv
+  trainable prefill "$aic"/*/context_attention.csv
+  trainable decode "$aic"/*/generation_attention.csv
   train gemm_tc16 nvidia/gemm_tc16 "${gemm[@]}"
   # fp8 and attention transfer best with a smaller network: leaving the RTX PRO 6000 out, fp8 MAPE is 47 % with
   # 32x32 and 145 % with 64x64x64; leaving the A100-SXM4 out (a fold then, held out since), prefill MAPE was 21 % with
