@@ -76,15 +76,18 @@ end
 -- Raises "<where>: unknown key 'k' (did you mean …?)" for a key of `t` not in `known` (a list): a misspelt `spread`
 -- or `quantiles` must not fall back to its default.
 local function known_keys(where, t, known)
+  local unknown = {}
   for k in pairs(t) do
     local ok = false
     for _, n in ipairs(known) do ok = ok or k == n end
-    if not ok then
-      local c = type(k) == "string" and require("neusight").closest(k, known)
-      error(fmt("%s: unknown key '%s'%s (known: %s)", where, tostring(k), c and fmt(" (did you mean '%s'?)", c) or "",
-        table.concat(known, ", ")), 0)
-    end
+    if not ok then unknown[#unknown + 1] = tostring(k) end
   end
+  if #unknown == 0 then return end
+  sort(unknown)  -- the same key named first on every run (pairs order is unspecified)
+  local k = unknown[1]
+  local c = require("neusight").closest(k, known)
+  error(fmt("%s: unknown key '%s'%s (known: %s)", where, k, c and fmt(" (did you mean '%s'?)", c) or "",
+    table.concat(known, ", ")), 0)
 end
 local TABLE_KEYS = { "format_version", "vendor", "levels", "spread", "families" }
 local FAMILY_KEYS = { "rows", "folds", "fold_rows", "outside", "quantiles", "range" }
@@ -206,7 +209,7 @@ function M.parts(r)
       out.other = out.other + s
       out.unmeasured[#out.unmeasured + 1] = (r.roofline or {})[name] and name .. " (roofline)" or name
     else
-      local why = outside(gpu, check_range(src, name, e.range))
+      local why = outside(gpu, e.range or {})  -- checked once per table above
       local q = e.quantiles
       if type(q) ~= "table" or #q == 0 then
         error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)

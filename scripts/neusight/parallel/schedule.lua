@@ -151,8 +151,8 @@ end
 -- program computes each op's max(previous finish, ready) + seconds from the same two finishes as the turns would: the
 -- same bits for every set of stage times (tests/scripts/test_parallel.lua checks it against the turn-by-turn
 -- simulation). Also per device d: packed_codes[d] (the codes of its ops in its order, packed for ns.fold; the same as
--- the program's codes along its prev links from last[d]), n[d] ops, last[d] (its last op's position, 0: none); and
--- last_bw[vs + 1], the position of virtual stage vs's last backward op.
+-- the program's codes along its prev links from last[d]), n[d] ops and last[d] (its last op's position, 0: none).
+-- (Each virtual stage's last backward op is found by the walk itself: ns.walk returns last_bw.)
 --
 -- A search asks for the same few shapes many times (every recomputation mode of a layout, every tp of a pipeline
 -- depth, in turn). Read-only once made; shapes are kept up to SHAPES_MEMO_OPS ops in all, about 100 MB (48 bytes an
@@ -169,7 +169,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
   local V = P * v
   local done_fw, done_bw = {}, {} -- [vs][mb] = program position
   for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local program, codes, n, last, last_bw, ptr, left, k = {}, {}, {}, {}, {}, {}, 0, 0
+  local program, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, 0, 0
   for d = 1, P do
     codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
     left = left + n[d]
@@ -198,7 +198,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
           ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
           if ready == nil or not done_fw[vs][m] then break end
           k, c = k + 1, -(vs + 1)
-          done_bw[vs][m], last_bw[vs + 1] = k, k
+          done_bw[vs][m] = k
         end
         program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
         i = i + 1
@@ -212,7 +212,7 @@ local function shape_of(make, schedule, P, Mb, v, training)
   -- the program and each device's codes also packed for the engine's loops (ns.walk, ns.fold)
   local packed_codes = {}
   for d = 1, P do packed_codes[d] = pack(codes[d], n[d]) end
-  shape = { total = k, program = program, n = n, last = last, last_bw = last_bw, packed = pack(program, k),
+  shape = { total = k, program = program, n = n, last = last, packed = pack(program, k),
             packed_codes = packed_codes }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
