@@ -143,6 +143,7 @@ int search_main(const search_flags& f) {
   std::string calibration_file;            // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
   search_warnings warned;
+  std::optional<std::vector<std::string>> calibration_notes;  // the calibration's model warning, once (first build)
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
@@ -271,14 +272,18 @@ int search_main(const search_flags& f) {
                 for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
                                               pred->uncertainty_file(gpu.vendor)).warnings)
                   built_notes.push_back(std::move(w));
-                // a calibration fitted to another model (scripts/neusight/calibration.lua model_warning)
-                if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
-                  const figure_inputs cal_in = {{"calibration_source", cal->source},
-                                                {"calibration_model", cal->model},
-                                                {"model", built->g.model}};
-                  for (auto& w : s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings)
-                    built_notes.push_back(std::move(w));
+                // a calibration fitted to another model (scripts/neusight/calibration.lua model_warning): the GPU,
+                // its calibration and the model are every layout's, so asked once
+                if (!calibration_notes) {
+                  calibration_notes.emplace();
+                  if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
+                    const figure_inputs cal_in = {{"calibration_source", cal->source},
+                                                  {"calibration_model", cal->model},
+                                                  {"model", built->g.model}};
+                    *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
+                  }
                 }
+                built_notes.insert(built_notes.end(), calibration_notes->begin(), calibration_notes->end());
               }
               const workload& w = *built;
               const forecast& fc = *built_fc;
