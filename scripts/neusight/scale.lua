@@ -143,6 +143,11 @@ function M.kernels(op)
     if not (sane(q[1], q[2], q[3], kk[3], q[4]) and sane(v[4]) and sane(kk[2]) and q[2] % kk[2] == 0 and q[3] <= kk[3]) then
       return nil
     end
+    -- PyTorch's is_causal with fewer queries than keys is aligned top-left (the docs' "upper left causal bias";
+    -- its flash backend refuses that case, the others skip the key blocks past the diagonal): query i sees keys
+    -- 0..i, so the keys past Sq are neither read nor multiplied. That is causal attention over the first Sq keys,
+    -- not the bottom-right count of a prefill over a cache (kernels.lua's causal_pairs), which a model graph uses.
+    local skv = causal and q[3] or kk[3]
     -- a forward pass of a few queries over more keys: new tokens attending over a KV cache (a decode step, or a
     -- speculative one; HF passes no causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound
     -- on the cache. The rule goes by the shapes alone, and so does the kernel: the op carries Q, K, V, the mask's
@@ -156,8 +161,8 @@ function M.kernels(op)
     -- than a cross-attention's by decode_queries² / 2 at most (0.5 % of 16 queries over 1,500 keys). More queries
     -- over more keys (chunked prefill over a cache, a cross-attention over a whole target sequence) stay prefill
     -- kernels, as the flags say.
-    if not backward and q[3] < kk[3] and q[3] <= M.decode_queries then kind = "decode" end
-    return { K.attention(kind, q[1], q[3], kk[3], q[4], q[2], kk[2], dtype, v[4]) }
+    if not backward and q[3] < skv and q[3] <= M.decode_queries then kind = "decode" end
+    return { K.attention(kind, q[1], q[3], skv, q[4], q[2], kk[2], dtype, v[4]) }
   else
     return nil
   end

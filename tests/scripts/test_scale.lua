@@ -91,6 +91,23 @@ function M.test_attention_kinds()
   ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { { 8, 32, 4, 64 }, dkv, dkv, {}, {}, {}, {}, {} },
                       types = t, values = { "", "", "", "", "0.", "False", "0.125", "True" } })
   eq(ks[1].op, "decode", "a speculative step of 4 tokens over the cache")
+  -- is_causal with fewer queries than keys: PyTorch aligns the mask top-left, so query i sees keys 0..i and the
+  -- kernel is causal attention over the first Sq keys (not bottom-right, not the decode kernel)
+  local flag = { "", "", "", "", "0.", "True", "0.125", "True" }
+  for _, sq in ipairs({ 4, 128 }) do
+    ks = S.kernels(op { kind = "aten::scaled_dot_product_attention", inputs = { { 2, 32, sq, 64 }, ckv, ckv, {}, {}, {}, {}, {} },
+                        types = t, values = flag })
+    local want = K.attention("causal", 2, sq, sq, 64, 32, 8, "bf16")
+    eq(ks[1].op, "causal", sq .. " causal queries over 512 keys: causal attention")
+    eq(ks[1].flops, want.flops, sq .. " causal queries over 512 keys: the top-left pairs' FLOPs")
+    eq(ks[1].bytes, want.bytes, sq .. " causal queries over 512 keys: the first Sq keys' bytes")
+  end
+  ks = S.kernels(op { kind = "ScaledDotProductEfficientAttentionBackward0", phase = "backward",
+                      forward = "aten::_scaled_dot_product_efficient_attention",
+                      inputs = { cq, ckv, ckv, {}, {}, {}, {}, {} }, types = t,
+                      values = { "", "", "", "", "False", "0.", "True", "" } })
+  eq(ks[1].op .. " " .. ks[1].flops, "causal_bwd " .. K.attention("causal_bwd", 2, 128, 128, 64, 8, 8, "bf16").flops,
+     "the backward of top-left causal attention: over the first Sq keys")
 end
 
 -- Cross-attention of a few decoder tokens over an encoder's keys (Whisper-large's decoder: 20 heads of 64, 1,500
