@@ -48,12 +48,19 @@ const std::vector<std::pair<std::string, int>>& dtype_sizes() {
   return sizes;
 }
 
+const std::vector<std::string>& dtype_names() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> out;
+    for (const auto& d : dtype_sizes()) out.push_back(d.first);
+    return out;
+  }();
+  return names;
+}
+
 int dtype_bytes(std::string_view dtype) {
   for (const auto& [name, bytes] : dtype_sizes())
     if (dtype == name) return bytes;
-  std::vector<std::string> names;
-  for (const auto& d : dtype_sizes()) names.push_back(d.first);
-  throw error("unknown dtype '" + std::string(dtype) + "'" + text_did_you_mean(dtype, names));
+  throw error("unknown dtype '" + std::string(dtype) + "'" + text_did_you_mean(dtype, dtype_names()));
 }
 
 int64_t shape_numel(const shape& s) {

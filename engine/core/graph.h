@@ -30,6 +30,8 @@ int dtype_bytes(std::string_view dtype);
 // Every dtype the engine knows and its bytes per element: the one table (Lua reads it as require("neusight").dtype_sizes;
 // scripts/neusight/kernels.lua, the sandbox's test globals).
 const std::vector<std::pair<std::string, int>>& dtype_sizes();
+// Their names, in that table's order (for messages).
+const std::vector<std::string>& dtype_names();
 
 using shape = std::vector<int64_t>;
 int64_t shape_numel(const shape& s);

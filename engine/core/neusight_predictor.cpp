@@ -194,7 +194,11 @@ class neusight_predictor final : public predictor {
     memo_ = on;
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
-  void roofline_efficiency_set(std::map<std::string, double> by_family) override { efficiency_ = std::move(by_family); }
+  void roofline_efficiency_set(std::map<std::string, double> by_family) override {
+    efficiency_.clear();  // by family once, not a family-name string per fallback kernel
+    for (const auto& [name, e] : by_family)
+      if (const auto f = family_parse(name)) efficiency_[*f] = e;
+  }
 
   // One MLP row per distinct feature input. The row key leaves the FLOPs out: they are not a feature (vector
   // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
@@ -351,9 +355,9 @@ class neusight_predictor final : public predictor {
 
   std::filesystem::path root_;
   bool memo_ = true;
-  std::map<std::string, double> efficiency_;  // family name → fraction of the roofline (roofline_efficiency_set)
+  std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
   double fallback_efficiency(family f) const {
-    const auto it = efficiency_.find(std::string(family_name(f)));
+    const auto it = efficiency_.find(f);
     return it == efficiency_.end() ? 1.0 : it->second;
   }
   mutable std::map<std::string, tile_features> features_memo_;

@@ -313,10 +313,9 @@ int l_peak_tflops(lua_State* L) {
       const bool known = lua_type(L, -1) == LUA_TSTRING;
       if (known) gemm.dtype = lua_tostring(L, -1);
       lua_pop(L, 2);
-      if (!known)
-      {
+      if (!known) {
         std::string names;
-        for (const auto& d : dtype_sizes()) names += d.first + ", ";
+        for (const std::string& d : dtype_names()) names += d + ", ";
         throw error(at + "unknown dtype '" + given + "' (" + names + "or a name such as bfloat16)");
       }
     } else if (t != LUA_TNIL && t != LUA_TNONE) {
