@@ -19,8 +19,10 @@ while [ $# -gt 0 ]; do
 done
 [ -n "$work" ] || { echo "ensemble_e2e.sh: --work DIR is required" >&2; exit 2; }
 exe=${NEUSIGHT:-build/neusight}
+source weights/training_gpus.sh
+IFS=';' read -ra fp32 <<< "$training_fp32_gpus"
 for s in $seeds; do
-  for g in "NVIDIA A100-PCIE-40GB" "Tesla V100-PCIE-32GB" "Tesla T4" "Tesla P100-PCIE-16GB" "Tesla P4"; do
+  for g in "${fp32[@]}"; do
     n=$(echo "$g" | tr ' ' '_') out=$work/e2e/$s/$n.json dir=$work/e2e/$s/folds/$n start=$SECONDS
     [ -s "$out" ] && continue
     mkdir -p "$work/e2e/$s"

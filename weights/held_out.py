@@ -10,11 +10,14 @@ weights/held_out.sh (train.sh, evaluate.sh, uncertainty.sh, ensemble_study.sh).
     held_out_matcher(path, gpus) is_held_out(name): true if name is one of them, as the file spells it or as any name,
                                  alias or file stem of its gpus/*.toml (so H100-SXM5-80GB and h100_sxm5_80gb are the
                                  listed NVIDIA H100 80GB HBM3)
+    device_of(csv)               the device column of a CSV's first row (which GPU a per-GPU data file holds), or
+                                 None without that column or without rows
 
 Command line (standard library only):
 
     weights/held_out.py --list               the names of HELD_OUT, one a line
     weights/held_out.py NAME...              prints each NAME that is held out; exit 0 if one is, 1 if none is
+    weights/held_out.py --device-of CSV      prints device_of(CSV) (nothing when None); exit 0
     [--held-out PATH] [--gpus-dir DIR]       default: weights/HELD_OUT and gpus/ beside this file
 
 Any other failure (an unreadable HELD_OUT, a broken gpus/*.toml) exits 2, never 1: a check that cannot run never
@@ -71,6 +74,18 @@ def gpu_names(gpus_dir=GPUS_DIR):
     return [[t["name"], *t.get("aliases", []), stem] for stem, t in gpu_tables(gpus_dir)]
 
 
+def device_of(path):
+    """The device column of the CSV's first row, or None (no such column, no rows)."""
+    with open(path) as h:
+        head = h.readline().rstrip("\n").split(",")
+        first = h.readline().rstrip("\n")
+    if "device" not in head or not first:
+        return None
+    cells = first.split(",")
+    i = head.index("device")
+    return cells[i] if i < len(cells) else None
+
+
 def held_out_matcher(path=HELD_OUT, gpus_dir=GPUS_DIR):
     """is_held_out(name) for the GPUs of HELD_OUT at path, each known by every name of its gpus/*.toml."""
     keys = {held_key(n) for n in held_out_names(path)}
@@ -87,8 +102,12 @@ def main(argv):
     ap.add_argument("--held-out", default=HELD_OUT)
     ap.add_argument("--gpus-dir", default=GPUS_DIR)
     ap.add_argument("--list", action="store_true", help="print the names of HELD_OUT")
+    ap.add_argument("--device-of", metavar="CSV", help="print the device of a CSV's first row")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
+    if a.device_of:
+        print(device_of(a.device_of) or "")
+        return 0
     if a.list:
         for n in held_out_names(a.held_out):
             print(n)

@@ -5,7 +5,8 @@
 #   is_held_out NAME    true if NAME is one of them: as the file spells it, or any name, alias or file stem of its
 #                       gpus/*.toml (case, '_' or ' ', an 'NVIDIA '/'AMD '/'Tesla ' prefix aside); the scripts refuse
 #                       such a fold
-#   device_of CSV       the device column of a CSV's first row (which GPU a per-GPU data file holds)
+#   device_of CSV       the device column of a CSV's first row (which GPU a per-GPU data file holds; empty without
+#                       that column or rows): held_out.py's device_of
 #   refuse_held_out "G1;G2" SCRIPT   exit 2 if a fold list names one of them
 # A failure of held_out.py itself (exit 2: no HELD_OUT, a broken gpus/*.toml) stops the sourcing script: it never
 # reads as "not held out".
@@ -26,9 +27,7 @@ while IFS= read -r _line; do
 done <<< "$_held_out_list"
 unset _line _held_out_list
 is_held_out() { _held_out_run -- "$1" >/dev/null; }
-device_of() {
-  awk -F, 'NR == 1 { for (i = 1; i <= NF; i++) if ($i == "device") c = i; if (!c) exit } NR == 2 { print $c; exit }' "$1"
-}
+device_of() { _held_out_run --device-of "$1"; }
 refuse_held_out() {  # "G1;G2;…" script: exit 2 if a fold list names a held-out GPU (never a fold, never scored)
   local g _l rc=0
   IFS=';' read -ra _l <<< "$1"

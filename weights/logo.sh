@@ -22,7 +22,9 @@ exe=${NEUSIGHT:-build/neusight}
 t=$data/dataset/test
 tests=("$t/bmm.csv" "$t/linear.csv" "$t/elem.csv" "$t/softmax.csv" "$t/ln.csv")
 mkdir -p "$work/folds" "$work/out"
-for g in "NVIDIA A100-PCIE-40GB" "Tesla V100-PCIE-32GB" "Tesla T4" "Tesla P100-PCIE-16GB" "Tesla P4"; do
+source weights/training_gpus.sh
+IFS=';' read -ra fp32 <<< "$training_fp32_gpus"
+for g in "${fp32[@]}"; do
   s=$(echo "$g" | tr ' ' '_') dir=$work/folds/$(echo "$g" | tr ' ' '_') start=$SECONDS
   only=(--only bmm --only linear --only elementwise --only softmax --only layernorm)
   weights/train.sh --data "$data" --out "$dir" --vendor nvidia --exclude-gpu "$g" "${only[@]}" \

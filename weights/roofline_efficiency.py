@@ -20,19 +20,12 @@ import os
 import subprocess
 import sys
 
-from held_out import held_out_matcher  # weights/held_out.py
+from held_out import device_of, held_out_matcher  # weights/held_out.py
 
 ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
          "attention_decode"]
 TABLE_ORDER = ["linear", "bmm", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8", "attention_prefill",
                "attention_decode"]
-
-
-def device_of(path):
-    with open(path) as h:
-        head = h.readline().rstrip("\n").split(",")
-        first = h.readline().rstrip("\n").split(",")
-    return first[head.index("device")]
 
 
 def rows(exe, files, predictor):
@@ -68,8 +61,11 @@ def main():
     files = [os.path.join(t, f) for f in ("bmm.csv", "linear.csv", "elem.csv", "softmax.csv", "ln.csv")]
     for name in ("gemm", "context_attention", "generation_attention"):
         for f in sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))):
-            if is_held_out(device_of(f)):
-                print(f"skipping {f}: held-out GPU {device_of(f)} (weights/HELD_OUT)", file=sys.stderr)
+            dev = device_of(f)
+            if dev is None:  # its GPU unknown: it could be a held-out one
+                sys.exit(f"roofline_efficiency.py: {f}: no device column or no rows (held-out check impossible)")
+            if is_held_out(dev):
+                print(f"skipping {f}: held-out GPU {dev} (weights/HELD_OUT)", file=sys.stderr)
                 continue
             files.append(f)
     roof = rows(a.exe, files, "roofline")

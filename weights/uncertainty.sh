@@ -26,8 +26,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 data=../shared/data/neusight aic=../shared/data/aiconfigurator part=all work= table_only=0 seed=0 out=weights/nvidia/uncertainty.toml
-gpus="NVIDIA A100-PCIE-40GB;Tesla V100-PCIE-32GB;Tesla T4;Tesla P100-PCIE-16GB;Tesla P4"
-tc_gpus="NVIDIA L40S;NVIDIA RTX PRO 6000 Blackwell Server Edition;NVIDIA B200;NVIDIA B300 SXM6 AC;NVIDIA GB200;NVIDIA GB300"
+source weights/training_gpus.sh
+gpus=$training_fp32_gpus tc_gpus=$training_tc_gpus
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;

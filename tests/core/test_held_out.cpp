@@ -222,3 +222,40 @@ TEST_CASE("held-out GPUs: weights/held_out.py is the one matcher of the shell an
   }
   CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "held_out.sh").find("tr '[:upper:]") == std::string::npos);
 }
+
+// The training GPUs the leave-one-GPU-out scripts fold over are one list (weights/training_gpus.sh), none of them
+// held out; and a data file's GPU is read by one rule (held_out.py's device_of, which held_out.sh runs): the shell had
+// an awk copy of it. A file whose device cannot be read answers empty, which train.sh refuses.
+TEST_CASE("held-out GPUs: the folds' training GPUs are one list and a data file's device one rule", "[held_out]") {
+  const auto refuse = ns_test::run_sh(
+      "bash -c 'source weights/training_gpus.sh && source weights/held_out.sh && "
+      "refuse_held_out \"$training_fp32_gpus;$training_tc_gpus\" x.sh && echo \"$training_fp32_gpus;$training_tc_gpus\"'");
+  INFO(refuse.err);
+  REQUIRE(refuse.code == 0);
+  CHECK(std::count(refuse.out.begin(), refuse.out.end(), ';') == 10);  // 5 fp32 + 6 tensor-core GPUs
+  for (const char* script : {"evaluate.sh", "uncertainty.sh", "ensemble_study.sh", "logo.sh", "ensemble_e2e.sh"}) {
+    INFO(script);
+    const std::string text = ns_test::slurp(ns_test::source_dir / "weights" / script);
+    CHECK(text.find("source weights/training_gpus.sh") != std::string::npos);
+    CHECK(text.find("Tesla P100-PCIE-16GB") == std::string::npos);  // no list of its own
+    CHECK(text.find("NVIDIA GB300") == std::string::npos);
+  }
+  ns_test::temp_dir t;
+  t.write("a.csv", "kind,device,ms\nbmm,Tesla T4,1\nbmm,Other,2\n");
+  t.write("none.csv", "kind,ms\nbmm,1\n");
+  t.write("empty.csv", "kind,device,ms\n");
+  for (const auto& [file, want] : std::vector<std::pair<std::string, std::string>>{
+           {"a.csv", "Tesla T4\n"}, {"none.csv", "\n"}, {"empty.csv", "\n"}}) {
+    INFO(file);
+    const std::string path = quoted((t.path / file).string());
+    const auto sh = ns_test::run_sh("bash -c 'source weights/held_out.sh && device_of \"$1\"' sh " + path);
+    CHECK(sh.code == 0);
+    CHECK(sh.out == want);
+    const auto py = ns_test::run_sh("python3 -c 'import sys; sys.path.insert(0, \"weights\"); import held_out; "
+                                    "print(held_out.device_of(sys.argv[1]))' " + path);
+    CHECK(py.out == (want == "\n" ? std::string("None\n") : want));
+  }
+  CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "held_out.sh").find("awk") == std::string::npos);
+  CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "roofline_efficiency.py").find("def device_of") ==
+        std::string::npos);
+}
