@@ -69,9 +69,10 @@ def gpu_tables(gpus_dir=GPUS_DIR):
     return out
 
 
-def gpu_names(gpus_dir=GPUS_DIR):
-    """Per gpus/*.toml (calibration files aside): its name, aliases and file stem."""
-    return [[t["name"], *t.get("aliases", []), stem] for stem, t in gpu_tables(gpus_dir)]
+def gpu_names(gpus_dir=GPUS_DIR, tables=None):
+    """Per gpus/*.toml (calibration files aside): its name, aliases and file stem (tables: gpu_tables' answer, when
+    the caller has read them already)."""
+    return [[t["name"], *t.get("aliases", []), stem] for stem, t in (tables or gpu_tables(gpus_dir))]
 
 
 def device_of(path):
@@ -86,10 +87,11 @@ def device_of(path):
     return cells[i] if i < len(cells) else None
 
 
-def held_out_matcher(path=HELD_OUT, gpus_dir=GPUS_DIR):
-    """is_held_out(name) for the GPUs of HELD_OUT at path, each known by every name of its gpus/*.toml."""
+def held_out_matcher(path=HELD_OUT, gpus_dir=GPUS_DIR, tables=None):
+    """is_held_out(name) for the GPUs of HELD_OUT at path, each known by every name of its gpus/*.toml (tables:
+    gpu_tables(gpus_dir), when the caller has read them already)."""
     keys = {held_key(n) for n in held_out_names(path)}
-    for names in gpu_names(gpus_dir):
+    for names in gpu_names(gpus_dir, tables):
         ks = {held_key(n) for n in names}
         if ks & keys:
             keys |= ks

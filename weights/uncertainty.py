@@ -40,10 +40,6 @@ def die(msg):
     sys.exit(1)
 
 
-def gpu_specs(gpus_dir):
-    return {t["name"]: t for _, t in gpu_tables(gpus_dir)}  # a local <stem>.calibration.toml is not a GPU
-
-
 def weighted_quantiles(pairs, levels):
     """pairs: (value, weight); linear interpolation of the weighted empirical CDF at mid-points."""
     pairs = sorted(pairs)
@@ -161,8 +157,9 @@ def main():
     ap.add_argument("--out", required=True)
     ap.add_argument("--held-out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "HELD_OUT"))
     a = ap.parse_args()
-    specs = gpu_specs(a.gpus_dir)
-    is_held_out = held_out_matcher(a.held_out, a.gpus_dir)
+    tables = gpu_tables(a.gpus_dir)  # read once: a local <stem>.calibration.toml is not a GPU
+    specs = {t["name"]: t for _, t in tables}
+    is_held_out = held_out_matcher(a.held_out, a.gpus_dir, tables)
     rows_by_fold, group_of_fold, fold_dirs = {}, {}, {}
     rows_dir = os.path.join(a.work, "rows")
     for f in sorted(os.listdir(rows_dir)):

@@ -134,17 +134,23 @@ def fold_install(tmp, exe, folds, gpu):
                              f"--only gemm_tc16 --only attention_prefill --only attention_decode --out {os.path.dirname(fold)})")
         os.symlink(src, os.path.join(share, "weights", "nvidia", e))
     with open(os.path.join(share, "weights", "nvidia", "uncertainty.toml"), "w") as f:
-        f.write(table_without(os.path.join(SRC, "weights", "nvidia", "uncertainty.toml"), name))
+        f.write(table_without(os.path.join(SRC, "weights", "nvidia", "uncertainty.toml"), name, held_out_once()))
     os.makedirs(os.path.join(root, "gpu"))
     gpu_file = os.path.join(root, "gpu", gpu + ".toml")
     shutil.copy(os.path.join(SRC, "gpus", gpu + ".toml"), gpu_file)
     return os.path.join(root, "bin", "neusight"), gpu_file, folder
 
 
-def table_without(path, name):
+def held_out_once(_made=[]):
+    """weights/held_out.py's matcher, made once (it reads every gpus/*.toml), not per GPU and model."""
+    if not _made:
+        _made.append(held_out_matcher())
+    return _made[0]
+
+
+def table_without(path, name, held_out):
     """The leave-one-GPU-out error table without the folds of GPU `name` (the calibration prior must not know G) and
-    of any held-out evaluation GPU (weights/HELD_OUT: never fitted on here)."""
-    held_out = held_out_matcher()
+    of any held-out evaluation GPU (held_out: weights/held_out.py's matcher; weights/HELD_OUT is never fitted on)."""
     with open(path, "rb") as f:
         t = tomllib.load(f)
     out = [f"format_version = {t['format_version']}", f"vendor = \"{t['vendor']}\"", "levels = " + json.dumps(t["levels"])]
