@@ -186,7 +186,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"model", d.fc->g.model},  {"predictor", pred.name()}};
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  const std::string where = calibration_write(d.gpu, path, factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
+  const std::string where = calibration_write(d.gpu, path, factors, std::nullopt, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = d.gpu.name;
@@ -290,7 +290,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
       {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
   const std::string where =
-      calibration_write(gpu, path, factors, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
+      calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = gpu.name;

@@ -138,11 +138,11 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus) {
 
 // Writes `gpu`'s calibration file at `path` (written by `by`); returns the path as messages show it.
 std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path, const std::map<std::string, double>& factors,
-                              const std::string& by, const std::string& output,
+                              const std::optional<std::map<std::string, double>>& decode_factors, const std::string& by, const std::string& output,
                               const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
   emit_check(output);  // a run that cannot write its report writes no calibration either
   const std::string text = calibration_text(
-      gpu, factors,
+      gpu, factors, decode_factors,
       {path.filename().string() + " — written by " + by + "; refit to change.",
        "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
        "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},

@@ -3,6 +3,7 @@
 #pragma once
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <utility>
 #include <variant>
@@ -24,9 +25,10 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus);
 // Writes `gpu`'s calibration file (core/calibration.h calibration_text) at `path`, with a header naming `by` (the
 // command that fitted it) and `facts` (what was measured), after checking that `output` (the report that follows)
 // can be written: nothing is written when it could not be; returns the path as messages show it. predict's and serve's
-// --calibrate.
+// --calibrate (decode_factors: serve's [decode_factors], nullopt for predict's).
 std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path,
-                              const std::map<std::string, double>& factors, const std::string& by,
+                              const std::map<std::string, double>& factors,
+                              const std::optional<std::map<std::string, double>>& decode_factors, const std::string& by,
                               const std::string& output,
                               const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts);
 

@@ -32,7 +32,8 @@ std::string dotted(const std::string& pointer) {
 
 // --calibrate FILE: the static batch forecast without any calibration (serve.lua calibration_inputs: its TTFT, TPOT
 // and their kernel families), the measured ttft_ms / tpot_ms of FILE, and the factors scripts/neusight/calibration.lua
-// fit_serve() fits, written beside the GPU's file for later forecasts (predict, search, serve). The measurement is
+// fit_serve() fits (each phase from its own measurement: [factors], and [decode_factors] for decode steps), written
+// beside the GPU's file for later forecasts (predict, search, serve). The measurement is
 // read first: a bad file stops the run before any forecast, and nothing is written on any error.
 int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, const workload_overrides& opts) {
   const measurement m = measurement_load(f.calibrate, measurement_use::serve);
@@ -56,6 +57,8 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
   const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
+  // a decode step's own (empty without a measured TPOT: decode steps keep their forecast)
+  const std::map<std::string, double> decode_factors = figure_factors(fit, "decode_factor.");
   std::map<std::string, double> calibrated;  // ttft / tpot → ms
   for (const auto& x : fit.fields) {
     const std::optional<double> v = figure_number(x.value);
@@ -75,7 +78,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   facts.emplace_back("predictor", pred.name());
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =
-      calibration_write(gpu, path, factors, "`neusight serve … --calibrate " + m.source + "`", f.output, facts);
+      calibration_write(gpu, path, factors, decode_factors, "`neusight serve … --calibrate " + m.source + "`", f.output, facts);
   if (f.format == "json") {
     auto value = [](std::optional<double> x) { return x ? nlohmann::ordered_json(*x) : nlohmann::ordered_json(nullptr); };
     auto ms = [](std::optional<double> s) { return s ? std::optional<double>(*s * 1e3) : std::nullopt; };
@@ -96,6 +99,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
     j["forecast_tpot_ms"] = value(ms(tpot_s));
     j["calibrated_tpot_ms"] = value(fitted("tpot"));
     j["factors"] = factors;
+    j["decode_factors"] = decode_factors;
     j["warnings"] = fit.warnings;
     emit(j.dump(2) + "\n", f.output);
   } else {

@@ -60,7 +60,8 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
   static const std::vector<std::string> keys = {
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
       "workload",          "model",       "predictor",        "note",             "trace_device",     "ops",
-      "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors"};
+      "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors",
+      "decode_factors"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -71,23 +72,34 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     if (!s || s->empty()) throw error(where(*n) + ": model must be a non-empty string (the model of the measurement)");
     c.model = *s;
   }
+  const auto known = family_name_list();
+  // a table of family = factor, each known and within the loader's range
+  auto factors_of = [&](const toml::table& tab) {
+    std::map<std::string, double> out;
+    for (const auto& [k, v] : tab) {
+      const std::string name(k.str());
+      if (std::find(known.begin(), known.end(), name) == known.end())
+        throw error(where(v) + ": unknown kernel family '" + name + "'" + text_did_you_mean(name, known) +
+                    " (families: " + fmt::format("{}", fmt::join(known, ", ")) + ")");
+      const auto x = v.value<double>();
+      if (!x || !std::isfinite(*x) || *x < 0.05 || *x > 20)
+        throw error(where(v) + ": factor of " + name + " must be a number in [0.05, 20]");
+      out[name] = *x;
+    }
+    return out;
+  };
   const toml::table* factors = t["factors"].as_table();
   if (!factors) throw error(c.source + ": missing table [factors]");
-  const auto known = family_name_list();
-  for (const auto& [k, v] : *factors) {
-    const std::string name(k.str());
-    if (std::find(known.begin(), known.end(), name) == known.end())
-      throw error(where(v) + ": unknown kernel family '" + name + "'" + text_did_you_mean(name, known) +
-                  " (families: " + fmt::format("{}", fmt::join(known, ", ")) + ")");
-    const auto x = v.value<double>();
-    if (!x || !std::isfinite(*x) || *x < 0.05 || *x > 20)
-      throw error(where(v) + ": factor of " + name + " must be a number in [0.05, 20]");
-    c.factors[name] = *x;
+  c.factors = factors_of(*factors);
+  if (const toml::node* d = t.get("decode_factors")) {
+    if (!d->is_table()) throw error(where(*d) + ": decode_factors must be a table (family = factor)");
+    c.decode_factors = factors_of(*d->as_table());
   }
   return c;
 }
 
 std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, double>& factors,
+                             const std::optional<std::map<std::string, double>>& decode_factors,
                              const std::vector<std::string>& header,
                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
   std::string out;
@@ -100,7 +112,17 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
   }
   out += "\n[factors]  # predicted time of each kernel family x factor\n";
   for (const auto& [k, v] : factors) out += fmt::format("{} = {:.10g}\n", k, v);
+  if (decode_factors) {
+    out += decode_factors->empty()
+               ? "\n[decode_factors]  # none: decode steps keep their forecast (no TPOT was measured)\n"
+               : "\n[decode_factors]  # a decode step's kernels take these instead (fitted to the measured TPOT)\n";
+    for (const auto& [k, v] : *decode_factors) out += fmt::format("{} = {:.10g}\n", k, v);
+  }
   return out;
+}
+
+const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode) {
+  return decode && c.decode_factors ? *c.decode_factors : c.factors;
 }
 
 measurement measurement_load(const std::string& path, measurement_use use) {
@@ -148,13 +170,15 @@ measurement measurement_parse(std::string_view text, const std::string& path, me
   return m;
 }
 
-void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c) {
+void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c,
+                       bool decode) {
+  const std::map<std::string, double>& factors = calibration_factors(c, decode);
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel& k = kernels[i].k;
     if (k.seconds) continue;
     const auto fam = family_of(k);
     if (!fam) continue;
-    if (auto it = c.factors.find(std::string(family_name(*fam))); it != c.factors.end()) seconds[i] *= it->second;
+    if (auto it = factors.find(std::string(family_name(*fam))); it != factors.end()) seconds[i] *= it->second;
   }
 }
 

@@ -19,8 +19,16 @@ namespace ns {
 struct calibration {
   std::string source;                     // the file, as shown in messages and reports
   std::map<std::string, double> factors;  // kernel family (tile_model.h family_name) → factor on its predicted time
+  // [decode_factors] (a serve calibration's): what a decode step's kernels take instead of [factors] (serve's decode
+  // steps, predict --mode decode), fitted to a measured TPOT; empty when only a TTFT was measured, so decode steps stay
+  // uncalibrated (a prefill's compute-bound bias is not a decode step's: weights/ACCURACY.md). nullopt (a predict or
+  // trace calibration): [factors] for every forecast.
+  std::optional<std::map<std::string, double>> decode_factors;
   std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
 };
+
+// The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.
+const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode);
 
 // Where `gpu`'s calibration lives: <dir of gpu.file>/<stem>.calibration.toml (empty when the spec has no file).
 std::filesystem::path calibration_path(const gpu_spec& gpu);
@@ -32,8 +40,10 @@ std::optional<calibration> calibration_load(const gpu_spec& gpu);
 calibration calibration_parse(std::string_view text, const std::string& source, const gpu_spec& gpu);
 
 // The calibration file of `gpu` (what calibration_load reads): `header` lines become comments at the top, `facts`
-// key = "value" lines before the factors (what was measured, how it was fitted).
+// key = "value" lines before the factors (what was measured, how it was fitted); decode_factors, when given, its
+// [decode_factors] table (empty: decode steps uncalibrated).
 std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, double>& factors,
+                             const std::optional<std::map<std::string, double>>& decode_factors,
                              const std::vector<std::string>& header,
                              const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts);
 
@@ -54,7 +64,9 @@ measurement measurement_load(const std::string& path, measurement_use use);
 // The same from the file's text, named `source` in messages (what measurement_load calls; the fuzz target too).
 measurement measurement_parse(std::string_view text, const std::string& source, measurement_use use);
 
-// seconds[i] *= the factor of kernels[i]'s family (kernels with a fixed latency or no family are left as they are).
-void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c);
+// seconds[i] *= the factor of kernels[i]'s family (kernels with a fixed latency or no family are left as they are),
+// from calibration_factors(c, decode): `decode`, the kernels are a decode step's.
+void calibration_apply(const std::vector<kernel_instance>& kernels, std::vector<double>& seconds, const calibration& c,
+                       bool decode);
 
 }  // namespace ns

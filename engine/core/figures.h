@@ -39,11 +39,11 @@ struct figures {
 };
 
 // The factor.<family> fields of a calibration fit (scripts/neusight/calibration.lua fit, fit_trace, fit_serve), by
-// family; the fit's other fields are the caller's to read.
-inline std::map<std::string, double> figure_factors(const figures& fit) {
+// family (`prefix` "decode_factor.": fit_serve's decode-step factors); the fit's other fields are the caller's to read.
+inline std::map<std::string, double> figure_factors(const figures& fit, const std::string& prefix = "factor.") {
   std::map<std::string, double> factors;
   for (const auto& x : fit.fields)
-    if (const auto v = figure_number(x.value); v && x.key.rfind("factor.", 0) == 0) factors[x.key.substr(7)] = *v;
+    if (const auto v = figure_number(x.value); v && x.key.rfind(prefix, 0) == 0) factors[x.key.substr(prefix.size())] = *v;
   return factors;
 }
 

@@ -262,11 +262,13 @@ class session {
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
   // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation
-  // (forecast_make of kernel_seconds).
+  // (forecast_make of kernel_seconds). `decode`: the kernels are a decode step's (the GPU's calibration applies its
+  // decode factors, core/calibration.h).
   std::vector<double> kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu, const predictor& pred,
-                                     const std::string& overhead, const std::string& launch = "eager");
+                                     const std::string& overhead, const std::string& launch = "eager",
+                                     bool decode = false);
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
-                        const std::string& overhead, const std::string& launch = "eager");
+                        const std::string& overhead, const std::string& launch = "eager", bool decode = false);
 
   // A forecast driven by scripts/neusight/pipeline.lua (a --scripts DIR may hold another): forecast_workload runs its
   // forecast(run) — the workload loaded (workload_load), expanded into kernels (expand), the predictor made — and then
@@ -288,6 +290,7 @@ class session {
     const predictor* pred = nullptr;
     std::string source;                 // the workload's (figures_compute's `workload`) or the graph file's
     std::string launch = "eager";       // "eager" | "graph" (scripts/neusight/launch.lua)
+    bool decode = false;                // a decode step (--mode decode): the calibration's decode factors apply
     std::vector<std::string> warnings;  // found before: the graph's
   };
   // How either run prices and reports.

@@ -21,7 +21,8 @@ double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
 }  // namespace
 
 std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
-                                            const predictor& pred, const std::string& overhead, const std::string& launch) {
+                                            const predictor& pred, const std::string& overhead, const std::string& launch,
+                                            bool decode) {
   if (launch == "graph" && overhead == "on")
     throw error("--overhead on and --launch graph exclude each other: a CUDA graph replays its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
@@ -31,14 +32,15 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
   // after the launch re-pricing: a factor corrects the GPU time the forecast ends with, which is what a fit weighs
   // (a CUDA-graph replay of a small vector kernel is priced from its roofline, not the predictor: scaled before, the
   // factor would vanish in the min() of scripts/neusight/launch.lua); before the host overhead, which is not GPU time
-  if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c);
+  if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c, decode);
   if (launch != "graph") overhead_apply(seconds, gpu, overhead);
   return seconds;
 }
 
 forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu,
-                               const predictor& pred, const std::string& overhead, const std::string& launch) {
-  std::vector<double> seconds = kernel_seconds(kernels, gpu, pred, overhead, launch);
+                               const predictor& pred, const std::string& overhead, const std::string& launch,
+                               bool decode) {
+  std::vector<double> seconds = kernel_seconds(kernels, gpu, pred, overhead, launch, decode);
   return forecast_make(g, std::move(kernels), std::move(seconds));
 }
 

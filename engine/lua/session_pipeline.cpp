@@ -131,6 +131,7 @@ int l_workload(lua_State* L) {
     c.out->source = w.source;
     c.out->launch = w.launch;
     r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
+    r.decode = w.mode == "decode";
     lua_createtable(L, 0, 5);
     set_string(L, "source", w.source);
     set_string(L, "launch", w.launch);
@@ -184,7 +185,7 @@ void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
   if (c.out->fc || c.seconds) throw error(at + "the kernels are priced once per run");
   if (!c.expanded) throw error(at + "no kernels yet (call run.workload() and run.expand() first)");
   if (!r.pred) throw error(at + "no predictor yet (call run.predictor() first)");
-  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, c.opt->overhead, r.launch);
+  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, c.opt->overhead, r.launch, r.decode);
 }
 
 // The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
@@ -354,7 +355,7 @@ int l_calibration_inputs(lua_State* L) {
     if (const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"))) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
-      for (const auto& [fam, x] : cal->factors) in.emplace_back("calibration." + fam, x);
+      for (const auto& [fam, x] : calibration_factors(*cal, c.run->decode)) in.emplace_back("calibration." + fam, x);
     }
     figure_inputs_push(L, in);
     return 1;

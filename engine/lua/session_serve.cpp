@@ -64,7 +64,7 @@ int l_serve_phase(lua_State* L) {
     const workload w = c->s->workload_load("", overrides_read(L, 1));
     const gpu_spec& gpu = w.gpu_resolved;
     forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
-                                     w.launch);
+                                     w.launch, w.mode == "decode");
     const auto tl = c->s->timeline(fc, true);  // the latency only: no report of it is rendered
     const double latency_s = tl ? tl->iteration_s : fc.total();
     // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once

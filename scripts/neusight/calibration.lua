@@ -239,141 +239,22 @@ local function calibrated_s(ph, factors)
   return total > 0 and ph.latency_s * sum / total or ph.latency_s
 end
 
--- Solves the 2 x 2 system a x = b (nil when singular).
-local function solve2(a, b)
-  local det = a[1][1] * a[2][2] - a[1][2] * a[2][1]
-  local scale = abs(a[1][1] * a[2][2]) + abs(a[1][2] * a[2][1])
-  if not (abs(det) > 1e-12 * scale) then return nil end
-  return { (b[1] * a[2][2] - a[1][2] * b[2]) / det, (a[1][1] * b[2] - b[1] * a[2][1]) / det }
-end
-
--- Both phases measured: fit()'s model with two constraints. Each measurement k is a phase's log ratio y_k = ln(M_k /
--- L_k) whose kernel-time shares w_kf weigh the families differently (the prefill is mostly compute-bound GEMMs, a decode
--- step weight-streaming GEMMs and KV-cache attention). In fit()'s linear-Gaussian terms (bias b_f ~ N(μ_f, σ_f²),
--- scatter ε_kf² per phase, independent between the phases: their kernels have different shapes) the two deviations
--- from the prior's ln P_k are shrunk jointly, z = S (S + R)⁻¹ (y − ln P) with S_kl = Σ_f w_kf w_lf σ_f² (shared bias)
--- and R = diag Σ_f w_kf² ε_kf² (own scatter) — for one measurement this is fit()'s k — and the factors closest to the
--- prior reproducing both targets are ln c_f = μ_f + σ_f² Σ_k λ_k w_kf (fit()'s form with a multiplier per
--- constraint), λ by damped Newton. Two measurements pin two directions of the bias vector, not every family: the
--- rest stays with the prior.
-local function fit_joint(r, phs)
-  local fams, order = {}, {}
-  for k, ph in ipairs(phs) do
-    local parts, other, total = parts_of(ph)
-    ph.other, ph.total = other, total
-    for _, part in ipairs(parts) do
-      local f = fams[part.name]
-      if not f then
-        f = { name = part.name, mu = part.mu, sigma2 = part.sigma2, s = {}, w = {}, eps2 = {} }
-        fams[part.name] = f
-        order[#order + 1] = part.name
-      end
-      f.s[k], f.w[k], f.eps2[k] = part.s, part.s / total, part.eps2
-    end
-  end
-  sort(order)
-  local list = {}
-  for _, name in ipairs(order) do
-    local f = fams[name]
-    for k = 1, 2 do f.s[k], f.w[k], f.eps2[k] = f.s[k] or 0, f.w[k] or 0, f.eps2[k] or 0 end
-    list[#list + 1] = f
-  end
-  local S, R, y, lnprior = { { 0, 0 }, { 0, 0 } }, { 0, 0 }, {}, {}
-  for k, ph in ipairs(phs) do
-    local prior = ph.other / ph.total
-    for _, f in ipairs(list) do prior = prior + f.w[k] * exp(f.mu) end
-    lnprior[k] = math.log(prior)
-    y[k] = math.log(ph.measured_s / ph.latency_s) - lnprior[k]
-    for _, f in ipairs(list) do
-      R[k] = R[k] + f.w[k] ^ 2 * f.eps2[k]
-      for l = 1, 2 do S[k][l] = S[k][l] + f.w[k] * f.w[l] * f.sigma2 end
-    end
-  end
-  local u = solve2({ { S[1][1] + R[1], S[1][2] }, { S[2][1], S[2][2] + R[2] } }, y)
-  if not u then
-    error(fmt("%s: the prefill and a decode step weigh the kernel families alike here, so ttft_ms and tpot_ms cannot "
-      .. "pin two directions of the bias: give one of them", r.measurement), 0)
-  end
-  local target = {}
-  for k, ph in ipairs(phs) do
-    local z = S[k][1] * u[1] + S[k][2] * u[2]
-    target[k] = ph.total * exp(lnprior[k] + z)
-    if target[k] <= ph.other then
-      error(fmt("%s: the measured %s %.4g ms is at most the forecast's time outside the predictor's families (%.4g ms, "
-        .. "scaled): no factor can explain it; check the run matches the measurement", r.measurement, ph.label,
-        ph.measured_s * 1e3, ph.other * 1e3 * ph.latency_s / ph.total), 0)
-    end
-  end
-  local function factors_at(lambda)
-    local c = {}
-    for _, f in ipairs(list) do c[f.name] = clamp(exp(f.mu + f.sigma2 * (lambda[1] * f.w[1] + lambda[2] * f.w[2]))) end
-    return c
-  end
-  local function residual(lambda)
-    local c, g = factors_at(lambda), {}
-    for k, ph in ipairs(phs) do
-      local sum = ph.other
-      for _, f in ipairs(list) do sum = sum + f.s[k] * c[f.name] end
-      g[k] = math.log(sum / target[k])
-    end
-    return g, c
-  end
-  local lambda = { 0, 0 }
-  local g, c = residual(lambda)
-  for _ = 1, 200 do
-    if math.max(abs(g[1]), abs(g[2])) < 1e-13 then break end
-    local J = { { 0, 0 }, { 0, 0 } }
-    for k, ph in ipairs(phs) do
-      local sum = ph.other
-      for _, f in ipairs(list) do sum = sum + f.s[k] * c[f.name] end
-      for _, f in ipairs(list) do
-        local x = c[f.name]
-        if x > M.min_factor and x < M.max_factor then  -- a clamped factor no longer moves
-          for l = 1, 2 do J[k][l] = J[k][l] + f.s[k] * x * f.sigma2 * f.w[l] / sum end
-        end
-      end
-    end
-    local step = solve2(J, { -g[1], -g[2] })
-    if not step then break end
-    local norm, t = math.max(abs(g[1]), abs(g[2])), 1
-    for _ = 1, 60 do  -- backtracking: the first step length that reduces the residual
-      local trial = { lambda[1] + t * step[1], lambda[2] + t * step[2] }
-      local g2, c2 = residual(trial)
-      if math.max(abs(g2[1]), abs(g2[2])) < norm then lambda, g, c = trial, g2, c2; break end
-      t = t / 2
-    end
-    if t < 2 ^ -59 then break end
-  end
-  if math.max(abs(g[1]), abs(g[2])) > 1e-9 then
-    error(fmt("%s: no per-family factors within [%g, %g] reproduce both the measured TTFT and TPOT (they pull the "
-      .. "shared kernel families apart: is the measurement of this run, batch and lengths?); give one of them",
-      r.measurement, M.min_factor, M.max_factor), 0)
-  end
-  local fields, shown, clamped = {}, {}, {}
-  for _, f in ipairs(list) do
-    local x = c[f.name]
-    fields[#fields + 1] = { key = "factor." .. f.name, value = x }
-    shown[#shown + 1] = fmt("%s x%.3f (%.0f %% of the prefill's kernel time, %.0f %% of a decode step's)", f.name, x,
-      100 * f.w[1], 100 * f.w[2])
-    if x <= M.min_factor or x >= M.max_factor then clamped[#clamped + 1] = f.name end
-  end
-  local warnings = {}
-  if #clamped > 0 then
-    warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: is the measurement of this run "
-      .. "on this GPU?", r.measurement, concat(clamped, ", "), M.min_factor, M.max_factor)
-  end
-  local lines = { "factors: " .. concat(shown, ", ") }
-  return fields, lines, warnings
-end
-
 --- Fits the factors from a measurement of a static-batch serve run (`neusight serve --batch … --calibrate FILE`):
 --- measured_ttft_s and/or measured_tpot_s, against the forecast's ttft_s / tpot_s and their families
 --- (prefill_family_s.<f>, prefill_family_n.<f>, prefill_roofline.<f>; decode_… of the mean decode step, both from
---- scripts/neusight/serve.lua calibration_inputs). One of them: fit() on that phase, unchanged. Both: fit_joint().
---- Returns { fields = { factor.<family> …, calibrated_ttft_ms, calibrated_tpot_ms }, lines, warnings }.
+--- scripts/neusight/serve.lua calibration_inputs). Each phase is calibrated from its own measurement only, by fit():
+--- factor.<f> (the file's [factors]: the prefill and every forecast but a decode step) from the TTFT, or from the
+--- TPOT when only that was measured; decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
+--- none when only the TTFT was measured (decode steps stay uncalibrated). Why: one factor per family covers the
+--- prefill's compute-bound GEMMs and a decode step's weight-streaming ones alike, and a GPU's bias differs between
+--- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.6 % MAPE) and a
+--- joint fit of both measurements too (→ 7.9 %), where each phase from its own gives TTFT 5.7 %, TPOT 6.1 %
+--- (weights/ACCURACY.md, weights/PHASE_CALIBRATION_RULE.md).
+--- Returns { fields = { factor.<family> …, decode_factor.<family> …, calibrated_ttft_ms, calibrated_tpot_ms }, lines,
+--- warnings }.
 ---@param r table
 function M.fit_serve(r)
-  local phs = {}
+  local fits = {}
   for _, p in ipairs(SERVE_PHASES) do
     local ph = { label = p.label, what = p.what, latency_s = r[p.key .. "_s"], measured_s = r["measured_" .. p.key .. "_s"],
                  family_s = r[p.prefix .. "family_s"], family_n = r[p.prefix .. "family_n"],
@@ -384,64 +265,46 @@ function M.fit_serve(r)
         .. "prefill)", r.measurement, p.key), 0)
     end
     p.ph = ph
-    if ph.measured_s then phs[#phs + 1] = ph end
+    if ph.measured_s then fits[p.key] = M.fit(ph) end
   end
-  if #phs == 0 then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
-  local fields, lines, warnings
-  if #phs == 1 then  -- one measurement: predict's fit on its phase
-    local f = M.fit(phs[1])
-    fields, warnings = {}, f.warnings
-    for _, x in ipairs(f.fields) do
-      if x.key ~= "calibrated_ms" then fields[#fields + 1] = x end
-    end
-    lines = { phs[1].label .. ": " .. f.lines[1], f.lines[2], f.lines[3] }
-  else
-    fields, lines, warnings = fit_joint(r, phs)
-    for _, ph in ipairs(phs) do
-      local ratio = ph.measured_s / ph.latency_s
-      if abs(ratio - 1) > 1 then
-        warnings[#warnings + 1] = fmt("%s: measured %s %.4g ms is %.1fx the forecast %.4g ms; a calibration this large "
-          .. "usually means the measurement and the run differ (batch, lengths, dtype, tp, warm-up)", r.measurement,
-          ph.label, ph.measured_s * 1e3, ratio, ph.latency_s * 1e3)
+  if not (fits.ttft or fits.tpot) then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
+  local fields, lines, warnings = {}, {}, {}
+  local sets = { { prefix = "factor.", fit = fits.ttft or fits.tpot }, { prefix = "decode_factor.", fit = fits.tpot } }
+  local factors = { ttft = {}, tpot = {} }  -- by the phase whose forecast they correct
+  for k, set in ipairs(sets) do
+    for _, x in ipairs(set.fit and set.fit.fields or {}) do
+      if x.key ~= "calibrated_ms" then
+        local family = x.key:sub(#"factor." + 1)
+        fields[#fields + 1] = { key = set.prefix .. family, value = x.value }
+        factors[k == 1 and "ttft" or "tpot"][family] = x.value
       end
     end
-    table.insert(lines, 1, fmt("TTFT: forecast %.4g ms, measured %.4g ms (%+.1f %%); TPOT: forecast %.4g ms, measured "
-      .. "%.4g ms (%+.1f %%)", phs[1].latency_s * 1e3, phs[1].measured_s * 1e3, 100 * (phs[1].measured_s /
-      phs[1].latency_s - 1), phs[2].latency_s * 1e3, phs[2].measured_s * 1e3, 100 * (phs[2].measured_s /
-      phs[2].latency_s - 1)))
   end
-  local factors = {}
-  for _, x in ipairs(fields) do factors[x.key:sub(8)] = x.value end
+  for _, p in ipairs(SERVE_PHASES) do
+    local f = fits[p.key]
+    if f then
+      lines[#lines + 1] = p.label .. ": " .. f.lines[1]
+      lines[#lines + 1] = (p.key == "ttft" and "[factors] " or "[decode_factors] ") .. f.lines[2]
+      lines[#lines + 1] = f.lines[3]:gsub("this workload", p.what)
+      for _, w in ipairs(f.warnings) do warnings[#warnings + 1] = w end
+    end
+  end
+  if not fits.tpot and SERVE_PHASES[2].ph.latency_s then
+    lines[#lines + 1] = "decode steps: not calibrated (no tpot_ms): a prefill's bias is its compute-bound GEMMs', not a "
+      .. "decode step's, whose weight and KV-cache streaming the forecast meets as well on the GPUs measured"
+  elseif not fits.ttft then
+    lines[#lines + 1] = "the prefill and other forecasts: [factors] are the TPOT's (no ttft_ms)"
+  end
   local shown = {}
   for _, p in ipairs(SERVE_PHASES) do
     if p.ph.latency_s then
-      local c = calibrated_s(p.ph, factors)
+      local c = calibrated_s(p.ph, factors[p.key])
       fields[#fields + 1] = { key = "calibrated_" .. p.key .. "_ms", value = c * 1e3 }
       shown[#shown + 1] = fmt("%s %.4g ms (forecast %.4g ms%s)", p.label, c * 1e3, p.ph.latency_s * 1e3,
         p.ph.measured_s and fmt(", measured %.4g ms", p.ph.measured_s * 1e3) or ", not measured")
     end
   end
   lines[#lines + 1] = "calibrated forecast of this run: " .. concat(shown, "; ")
-  if #phs == 2 then
-    local share = {}  -- of the log distance from the forecast to the measurement
-    for k, ph in ipairs(phs) do
-      local y = math.log(ph.measured_s / ph.latency_s)
-      share[k] = abs(y) > 1e-12 and math.log(calibrated_s(ph, factors) / ph.latency_s) / y or 1
-    end
-    lines[#lines + 1] = fmt("the calibrated TTFT goes %.0f %% of the way from the forecast to the measurement (log "
-      .. "scale), the TPOT %.0f %%: %s's bias is shared by both phases' kernel families, each phase's own kernel "
-      .. "scatter is not (leave-one-GPU-out says how much of each); the two measurements pin two directions of the "
-      .. "per-family bias, the others stay with the prior", 100 * share[1], 100 * share[2], r.gpu.name)
-  end
-  for _, p in ipairs(SERVE_PHASES) do  -- both measured and pulling the shared families apart
-    local ph = p.ph
-    if #phs == 2 and (calibrated_s(ph, factors) - ph.latency_s) * (ph.measured_s - ph.latency_s) < 0 then
-      warnings[#warnings + 1] = fmt("%s: the measured TTFT and TPOT pull the kernel families they share in opposite "
-        .. "directions, so the calibrated %s moves away from its measurement (one factor per family covers both the "
-        .. "prefill's compute-bound GEMMs and a decode step's weight-streaming ones): calibrate from the phase you "
-        .. "forecast (ttft_ms or tpot_ms alone), or check both are of this run", r.measurement, ph.label)
-    end
-  end
   return { fields = fields, lines = lines, warnings = warnings }
 end
 

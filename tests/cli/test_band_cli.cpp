@@ -323,6 +323,15 @@ TEST_CASE("calibrate: bad measurements and calibration files are errors with fil
          "v100.calibration.toml:3:9: model must be a non-empty string (the model of the measurement)");
   broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\nmodel = \"\"\n[factors]\nlinear = 1.1\n",
          "v100.calibration.toml:3:9: model must be a non-empty string (the model of the measurement)");
+  // a serve calibration's decode-step factors are checked as [factors] are
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.1\n[decode_factors]\nlinaer = 1.1\n",
+         "v100.calibration.toml:6:10: unknown kernel family 'linaer' (did you mean 'linear'?)");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.1\n[decode_factors]\nlinear = 0\n",
+         "v100.calibration.toml:6:10: factor of linear must be a number in [0.05, 20]");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\ndecode_factors = 2\n[factors]\nlinear = 1.1\n",
+         "v100.calibration.toml:3:18: decode_factors must be a table (family = factor)");
+  broken("format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.1\n[decode_factor]\nlinear = 1.1\n",
+         "unknown key 'decode_factor' (did you mean 'decode_factors'?)");
 }
 
 TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][calibrate]") {
@@ -341,7 +350,26 @@ TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][
   lin.kind = ns::kernel_kind::gemm, lin.name = "Linear";
   add.kind = ns::kernel_kind::elementwise, add.name = "VECadd";
   std::vector<double> s = {2.0, 3.0};
-  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c);
+  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c, false);
+  CHECK(s[0] == 2.5);
+  CHECK(s[1] == 3.0);
+  // without [decode_factors] a decode step takes [factors]; with it, its own (empty: none)
+  s = {2.0, 3.0};
+  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c, true);
+  CHECK(s[0] == 2.5);
+  t.write("v100.calibration.toml", "format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.25\n"
+                                   "[decode_factors]\nVECadd = 2\n");
+  CHECK_THROWS_WITH(ns::calibration_load(g), Catch::Contains("unknown kernel family 'VECadd'"));
+  t.write("v100.calibration.toml", "format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.25\n"
+                                   "[decode_factors]\nelementwise = 2\n");
+  const auto d = ns::calibration_load(g);
+  REQUIRE(d);
+  s = {2.0, 3.0};
+  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *d, true);
+  CHECK(s[0] == 2.0);
+  CHECK(s[1] == 6.0);
+  s = {2.0, 3.0};
+  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *d, false);
   CHECK(s[0] == 2.5);
   CHECK(s[1] == 3.0);
 }

@@ -1,7 +1,8 @@
 // tests/cli/test_serve_calibrate_cli.cpp — `neusight serve --batch … --calibrate FILE` (engine/cli/serve_cmd.cpp,
 // scripts/neusight/serve.lua calibration_inputs, scripts/neusight/calibration.lua fit_serve): the factors reproduce
 // what they were fitted to when the run is forecast again, later serve and predict runs on the GPU file use them, one
-// measurement is predict's fit, and bad measurements are refused with the place, writing nothing. Every test works on
+// measurement is predict's fit, each phase is calibrated from its own measurement only ([factors] and
+// [decode_factors]), and bad measurements are refused with the place, writing nothing. Every test works on
 // a copy of a GPU file in a temp folder: nothing is written beside gpus/.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -52,6 +53,7 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   CHECK(cal_tpot <= 1.25 * tpot * (1 + 1e-9));       // … not past it
   CHECK(fit["factors"].contains("gemm_tc16"));
   CHECK(fit["factors"].contains("attention_decode"));
+  CHECK(fit["decode_factors"] == fit["factors"]);  // the TPOT's fit, for decode steps and (no TTFT) the rest
   // the file keeps what was measured
   const std::string text = ns_test::slurp(file);
   CHECK(text.find("measured_tpot_ms = ") != std::string::npos);
@@ -123,7 +125,7 @@ TEST_CASE("serve calibrate: one measurement is predict's fit of that phase (the 
   CHECK(a["calibrated_tpot_ms"].get<double>() == Approx(b["calibrated_ms"].get<double>()).epsilon(1e-12));
 }
 
-TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - the factors reproduce both",
+TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - each phase's factors reproduce its own",
           "[cli][serve][calibrate]") {
   temp_dir t;
   const std::string gpu = gpu_copy(t);
@@ -135,16 +137,15 @@ TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - the fac
   const json fit = run_json(run + " --calibrate '" + m.string() + "'");
   CHECK(fit["calibrated_ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-9));
   CHECK(fit["calibrated_tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-9));
-  // two different ratios: the families the two phases weigh differently get different factors
-  double lo = 1e9, hi = 0;
-  for (const auto& [fam, x] : fit["factors"].items()) lo = std::min(lo, x.get<double>()), hi = std::max(hi, x.get<double>());
-  CHECK(hi > 1.05 * lo);
+  // each phase its own factors: the TTFT's fit in [factors], the TPOT's in [decode_factors]
+  REQUIRE(fit["decode_factors"].contains("gemm_tc16"));
+  CHECK(fit["factors"]["gemm_tc16"].get<double>() > 1.05 * fit["decode_factors"]["gemm_tc16"].get<double>());
   const json after = run_json(run);
   CHECK(after["ttft_ms"].get<double>() == Approx(1.4 * ttft).epsilon(1e-7));
   CHECK(after["tpot_ms"].get<double>() == Approx(1.2 * tpot).epsilon(1e-7));
 }
 
-TEST_CASE("serve calibrate: with the error table both measurements move both phases towards them",
+TEST_CASE("serve calibrate: with the error table each measurement moves its own phase towards it",
           "[cli][serve][calibrate]") {
   temp_dir t;
   const std::string gpu = gpu_copy(t);
@@ -160,11 +161,58 @@ TEST_CASE("serve calibrate: with the error table both measurements move both pha
   const json after = run_json(run);
   CHECK(after["ttft_ms"].get<double>() == Approx(c1).epsilon(1e-7));
   CHECK(after["tpot_ms"].get<double>() == Approx(c2).epsilon(1e-7));
-  // measurements that pull the shared families apart are fitted, with a warning that says so
+  // the phases are fitted apart: a TTFT below the forecast and a TPOT above it each move their own phase their way
+  // (one factor set for both could not: the shared families pulled apart, one phase moved away from its measurement)
   t.write("m.toml", "ttft_ms = " + num(0.7 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
-  const auto apart = run_cli(run + " --calibrate '" + m.string() + "'");
-  CHECK(apart.code == 0);
-  CHECK(apart.err.find("pull the kernel families they share in opposite directions") != std::string::npos);
+  const json apart = run_json(run + " --calibrate '" + m.string() + "'");  // against the raw forecast
+  CHECK(apart["calibrated_ttft_ms"].get<double>() < ttft);
+  CHECK(apart["calibrated_tpot_ms"].get<double>() > tpot);
+  CHECK(apart["warnings"].empty());
+}
+
+// A TTFT measurement calibrates the prefill, not decode steps: leave one GPU out, the prefill's bias (compute-bound
+// GEMMs) applied to decode steps (weight and KV-cache streaming) made TPOT worse, 5.6 -> 10.6 % (weights/ACCURACY.md).
+// The file's [decode_factors] is empty then, and every decode step (serve's, predict --mode decode) keeps its forecast
+// while the prefill and other forecasts take [factors]. A predict calibration has no [decode_factors]: its factors
+// apply to every forecast, decode steps included.
+TEST_CASE("serve calibrate: ttft_ms alone leaves decode steps uncalibrated", "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
+  const std::string decode = "predict --model llama3_8b --gpu '" + gpu + "' --mode decode --batch 16 --context 256 "
+                             "--dtype bf16 --launch graph";
+  const std::string prefill = "predict --model llama3_8b --gpu '" + gpu + "' --mode prefill --batch 2 --seq 256 "
+                              "--dtype bf16 --launch graph";
+  const json raw = run_json(run);
+  const double ttft = raw["ttft_ms"], tpot = raw["tpot_ms"];
+  const double raw_decode = run_json(decode)["latency_ms"], raw_prefill = run_json(prefill)["latency_ms"];
+  const fs::path m = t.write("m.toml", "ttft_ms = " + num(1.3 * ttft) + "\n");
+  const json fit = run_json(run + " --calibrate '" + m.string() + "'");
+  CHECK(fit["decode_factors"].empty());
+  CHECK_FALSE(fit["factors"].empty());
+  CHECK(fit["calibrated_tpot_ms"].get<double>() == Approx(tpot).epsilon(1e-12));
+  CHECK(fit["calibrated_ttft_ms"].get<double>() > 1.05 * ttft);
+  const fs::path file = t.path / "h100.calibration.toml";
+  CHECK(ns_test::slurp(file).find("[decode_factors]") != std::string::npos);
+  const json after = run_json(run);
+  CHECK(after["tpot_ms"].get<double>() == tpot);
+  CHECK(after["ttft_ms"].get<double>() == Approx(fit["calibrated_ttft_ms"].get<double>()).epsilon(1e-7));
+  const json d = run_json(decode);
+  CHECK(d["latency_ms"].get<double>() == raw_decode);
+  CHECK(d["figures"]["calibration"] == file.lexically_normal().generic_string());  // read, with nothing for decode
+  CHECK(run_json(prefill)["latency_ms"].get<double>() > 1.05 * raw_prefill);
+  // --rate: its decode steps keep their forecast too, its prefills move
+  const std::string rate = "serve --model llama3_8b --gpu '" + gpu + "' --rate 2 --requests 40 --input-len 512 "
+                           "--output-len 64 --seed 1";
+  const json r_cal = run_json(rate), r_raw = run_json(rate + " --no-calibration");
+  CHECK(r_cal["tpot_ms"]["p50"].get<double>() == Approx(r_raw["tpot_ms"]["p50"].get<double>()).epsilon(0.02));
+  CHECK(r_cal["ttft_ms"]["p50"].get<double>() > 1.05 * r_raw["ttft_ms"]["p50"].get<double>());
+  // a predict calibration (no [decode_factors]) moves decode steps as before
+  fs::remove(file);
+  const fs::path pm = t.write("p.toml", "latency_ms = " + num(1.3 * raw_decode) + "\n");
+  run_json(decode + " --calibrate '" + pm.string() + "'");
+  CHECK(ns_test::slurp(file).find("decode_factors") == std::string::npos);
+  CHECK(run_json(decode)["latency_ms"].get<double>() > 1.05 * raw_decode);
 }
 
 TEST_CASE("serve calibrate: bad measurements and runs are refused with the place and nothing is written",
@@ -195,9 +243,6 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   fails("ttft_ms = 3\n", "--batch 2,4 --sweep --output-len 8", 2, "--sweep excludes --calibrate");
   fails("ttft_ms = 3\n", "--batch 2 --no-calibration --output-len 8", 2, "excludes");
   fails("ttft_ms = 1e-6\n", "--batch 2 --output-len 8", 1, "is at most the forecast's time outside the predictor's families");
-  // ten times the prefill and a fifth of a decode step: the families both phases share cannot do both
-  fails("ttft_ms = 60\ntpot_ms = 1\n", "--batch 2 --output-len 8", 1,
-        "m.toml: no per-family factors within [0.05, 20] reproduce both the measured TTFT and TPOT");
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1,
         "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
   // the context line names the rule's file as it is in the tree (was scripts/neusight.calibration.lua)
