@@ -212,12 +212,19 @@ int l_cluster_limits(lua_State* L) {
   return 1;
 }
 
+// limit_text(x) -> "1e6": engine/core/text.h text_limit, the one form in which the messages print a limit.
+int l_limit_text(lua_State* L) {
+  const std::string s = text_limit(luaL_checknumber(L, 1));
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
-    {"cluster_limits", l_cluster_limits}, {nullptr, nullptr},
+    {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {nullptr, nullptr},
 };
 
 
