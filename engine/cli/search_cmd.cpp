@@ -64,11 +64,13 @@ std::vector<std::string> items_of(const std::string& text) {
   return out;
 }
 
-// One pipeline variant of a dp × tp × pp layout: expert-parallel degree, schedule, virtual stages (0: the default).
+// One pipeline variant of a dp × tp × pp layout: expert-parallel degree, schedule, virtual stages (0: the default);
+// `shared_build`: the schedule is one of scripts/neusight/search.lua SHARED_BUILD.
 struct variant {
   int64_t ep = 1;
   std::string schedule;
   int64_t virtual_stages = 0;
+  bool shared_build = false;
 };
 
 // What the layouts' forecasts warn of, told once for the whole search. The workload's warnings (what a flag given
@@ -139,8 +141,9 @@ int search_main(const search_flags& f) {
   std::map<std::string, size_t> skipped;  // reason → layouts
   std::map<std::string, std::string> skipped_context;  // reason → its context lines (which file, which model), first seen
   size_t evaluated = 0;
-  std::string gpu_name, dtype, precision;  // as the workloads resolved them (defaults included)
-  std::string calibration_file;            // the GPU's calibration the forecasts applied ("" without one)
+  // as the workloads resolved them (defaults included): the same in every layout, so set by each that was built
+  std::string gpu_name, dtype, precision;
+  std::string calibration_file;  // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
   search_warnings warned;
   std::optional<std::vector<std::string>> calibration_notes;  // the calibration's model warning, once (first build)
@@ -183,43 +186,39 @@ int search_main(const search_flags& f) {
       std::vector<variant> variants;
       for (int64_t ep : divisors(dp)) {
         if (f.ep > 0 ? ep != f.ep : facts.experts % ep != 0) continue;
-        for (const auto& sched : schedules)
-          for (int64_t v : sched == "interleaved" && !vstages.empty() ? vstages : std::vector<int64_t>{0})
-            variants.push_back({ep, sched, v});
+        for (size_t si = 0; si < schedules.size(); ++si)
+          for (int64_t v : schedules[si] == "interleaved" && !vstages.empty() ? vstages : std::vector<int64_t>{0})
+            variants.push_back({ep, schedules[si], v, names.shared_build[si]});
       }
       if (f.ep > 0 && dp % f.ep != 0) {  // the fixed ep cannot spread over this dp: a reason, as predict gives it
         ++skipped[fmt::format("--ep {} does not divide dp", f.ep)];
         continue;
       }
       // The variants' forecasts run microbatch count by microbatch count (each count, every variant), so that the
-      // variants differing only in the schedule, GPipe or 1F1B, share one build: the graph, its kernels and their
-      // times do not depend on the schedule (only the timeline does), so the next variant re-times them with the
-      // plan's schedule changed (the per-process memos, as for the recomputation modes below). What each variant and
-      // count did is kept and told afterwards in the order variant by variant (ranking ties, warnings, reasons).
+      // variants differing only in the schedule, among search.lua's SHARED_BUILD (GPipe, 1F1B), share one build: the
+      // graph, its kernels and their times do not depend on the schedule (only the timeline does), so the next variant
+      // re-times them with the plan's schedule changed (the per-process memos, as for the recomputation modes below).
+      // What each variant and count did is kept and told afterwards in the order variant by variant (ranking ties,
+      // warnings, reasons).
       const size_t nv = variants.size(), nm = choices.size();
       std::vector<std::string> pipeline_skipped(nv);
       for (size_t vi = 0; vi < nv; ++vi)
         pipeline_skipped[vi] = s.search_pipeline_skip(facts.layers, pp, variants[vi].schedule, variants[vi].virtual_stages);
-      struct evaluation {  // one forecast made (`why` empty) or the layout's error
+      struct evaluation {  // one forecast made or the layout's error, of variant `vi`
+        size_t vi = 0;
         candidate c;
         bool listed = false;  // goes into the results
         std::vector<std::string> workload_warnings, notes;
-        std::string gpu_name, dtype, precision, calibration_file;  // calibration_file "": none
-        double gpu_mem_gb = 0;
-        bool resolved = false;  // the workload was built: gpu_name … calibration_file are its (set even when it failed)
-        bool failed = false;    // the layout's error: why (its first line) and context (the lines after it)
+        bool failed = false;  // the layout's error: why (its first line) and context (the lines after it, "": none)
         std::string why, context;
-        bool has_context = false;
       };
-      std::vector<std::vector<std::optional<std::vector<evaluation>>>> ran(
-          nv, std::vector<std::optional<std::vector<evaluation>>>(nm));
+      std::vector<evaluation> ran;  // in the order made: microbatch count by count, each count's variants in turn
       std::vector<bool> bad_layout(nv, false);  // a builder refused the layout itself: no other microbatch count will do
       const bool reuse = o.memo && o.script_dirs.empty() && o.scripts_path_env.empty();
-      // a and b share a build: GPipe and 1F1B, one model chunk per device (interleaved builds its own; with --scripts,
-      // where another schedule may be registered, `reuse` is off)
+      // a and b share a build: both schedules of search.lua's SHARED_BUILD (one model chunk per device), each with
+      // its default virtual stages (with --scripts, where another schedule may be registered, `reuse` is off)
       const auto schedule_only = [](const variant& a, const variant& b) {
-        const auto plain = [](const std::string& s) { return s == "gpipe" || s == "1f1b"; };
-        return a.ep == b.ep && a.virtual_stages == 0 && b.virtual_stages == 0 && plain(a.schedule) && plain(b.schedule);
+        return a.ep == b.ep && a.virtual_stages == 0 && b.virtual_stages == 0 && a.shared_build && b.shared_build;
       };
       for (size_t mi = 0; mi < nm; ++mi) {
         const int64_t m = choices[mi];
@@ -235,7 +234,6 @@ int search_main(const search_flags& f) {
         for (size_t vi = 0; vi < nv; ++vi) {
           if (!pipeline_skipped[vi].empty() || bad_layout[vi]) continue;
           const variant& var = variants[vi];
-          std::vector<evaluation>& evals = ran[vi][mi].emplace();
           if (built_for != &var && !(built && built_for && reuse && built_plan && schedule_only(*built_for, var)))
             built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
           bool done = false;
@@ -255,6 +253,7 @@ int search_main(const search_flags& f) {
             if (var.virtual_stages > 0) ov["parallel.virtual_stages"] = var.virtual_stages;
             if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
             evaluation ev;
+            ev.vi = vi;
             try {
               if (built && reuse && built_plan) {
                 if (built_for != &var) s.plan_set("schedule", var.schedule), built_for = &var;
@@ -288,9 +287,8 @@ int search_main(const search_flags& f) {
               const workload& w = *built;
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
-              ev.gpu_name = gpu.name, ev.gpu_mem_gb = gpu.mem_gb, ev.dtype = w.dtype, ev.precision = w.precision;
-              if (const calibration* cal = s.calibration_of(gpu)) ev.calibration_file = cal->source;
-              ev.resolved = true;
+              gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
+              if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
               const auto tl = s.timeline(fc, true);  // the ranking's numbers only
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
               built_plan = tl.has_value();
@@ -324,16 +322,16 @@ int search_main(const search_flags& f) {
               done = cheapest && c.fits;
               ev.listed = !cheapest || c.fits || &recompute == &modes.back() || !training;
               ev.c = c;
-              evals.push_back(std::move(ev));
+              ran.push_back(std::move(ev));
             } catch (const std::exception& ex) {
               // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
               ev.failed = true;
               ev.why = ex.what();
               if (const size_t nl = ev.why.find('\n'); nl != std::string::npos) {
-                ev.context = ev.why.substr(nl), ev.has_context = true;  // "    while building the model of …"
+                ev.context = ev.why.substr(nl);  // "    while building the model of …"
                 ev.why.resize(nl);
               }
-              evals.push_back(std::move(ev));
+              ran.push_back(std::move(ev));
               bad_layout[vi] = true;
               built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
               break;
@@ -341,28 +339,21 @@ int search_main(const search_flags& f) {
           }
         }
       }
-      // told variant by variant, each microbatch count in turn, as they always were
-      for (size_t vi = 0; vi < nv; ++vi) {
-        if (!pipeline_skipped[vi].empty()) {
-          ++skipped[pipeline_skipped[vi]];
+      for (const std::string& why : pipeline_skipped)
+        if (!why.empty()) ++skipped[why];
+      // told variant by variant, each microbatch count in turn, as they always were (the stable sort keeps each
+      // variant's counts and modes in the order made)
+      std::stable_sort(ran.begin(), ran.end(), [](const evaluation& a, const evaluation& b) { return a.vi < b.vi; });
+      for (evaluation& ev : ran) {
+        if (ev.failed) {
+          if (!ev.context.empty()) skipped_context.emplace(ev.why, ev.context);
+          ++skipped[ev.why];
           continue;
         }
-        for (size_t mi = 0; mi < nm && ran[vi][mi]; ++mi)
-          for (evaluation& ev : *ran[vi][mi]) {
-            if (ev.resolved) {
-              gpu_name = ev.gpu_name, gpu_mem_gb = ev.gpu_mem_gb, dtype = ev.dtype, precision = ev.precision;
-              if (!ev.calibration_file.empty()) calibration_file = ev.calibration_file;
-            }
-            if (ev.failed) {
-              if (ev.has_context) skipped_context.emplace(ev.why, ev.context);
-              ++skipped[ev.why];
-              continue;
-            }
-            ++evaluated;
-            warned.layout(ev.workload_warnings, ev.notes);
-            sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
-            if (ev.listed) results.push_back(ev.c);
-          }
+        ++evaluated;
+        warned.layout(ev.workload_warnings, ev.notes);
+        sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
+        if (ev.listed) results.push_back(std::move(ev.c));
       }
     }
   }

@@ -35,12 +35,12 @@ link_spec link_parse(const toml::node& node, const std::string& source, const st
     const double x = number_of(value, kat, full);
     if (k == "bw_gbps") {
       if (!(x > 0 && x <= cluster_max_bw_gbps))
-        throw error(kat + ": key '" + full + "' must be > 0 and at most " + fmt::format("{:g}", cluster_max_bw_gbps) +
+        throw error(kat + ": key '" + full + "' must be > 0 and at most " + text_limit(cluster_max_bw_gbps) +
                     " (GB/s per direction)");
       l.bw_gbps = x;
     } else if (k == "latency_us") {
       if (!(x >= 0 && x <= cluster_max_latency_us))
-        throw error(kat + ": key '" + full + "' must be >= 0 and at most " + fmt::format("{:g}", cluster_max_latency_us) +
+        throw error(kat + ": key '" + full + "' must be >= 0 and at most " + text_limit(cluster_max_latency_us) +
                     " (microseconds per message)");
       l.latency_us = x;
     } else {

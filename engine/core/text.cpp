@@ -8,9 +8,20 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <numeric>
 
 namespace ns {
+
+std::string text_limit(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", x);
+  const std::string s = buf;
+  const size_t e = s.find('e');
+  if (e == std::string::npos) return s;  // no exponent: 25, inf, nan
+  const size_t digits = s.find_first_not_of("+-0", e + 1);  // %g writes at least two exponent digits, not all zero
+  return s.substr(0, e + 1) + (s[e + 1] == '-' ? "-" : "") + s.substr(digits);
+}
 
 std::string text_lower(std::string_view s) {
   std::string out(s);

@@ -31,6 +31,11 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
 // " (did you mean 'x'?)" or "" when nothing is close.
 std::string text_did_you_mean(std::string_view word, const std::vector<std::string>& candidates);
 
+// A limit as the messages print it: %g, its exponent without '+' or leading zeros, as the code writes the limits
+// ("1e6", "1e-9", "2.5e-7", "25"; %g alone gives "1e+06"). The one form of the time limits (core/time_limits.cpp)
+// and the cluster limits (core/cluster_spec.cpp; scripts/neusight/topology.lua as require("neusight").limit_text).
+std::string text_limit(double x);
+
 // Caps a message that a script built (an error object, a name) at `max` bytes for printing: the head, then
 // "… [N more bytes]".
 std::string text_cap(const std::string& s, size_t max = 4096);

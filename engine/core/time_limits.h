@@ -11,7 +11,7 @@ namespace ns {
 
 // A measured time is 1e-6 ms (1 ns: no GPU runs a kernel, let alone a model, faster; less is a unit slip, e.g.
 // 1e-300, and fitted every calibration factor to its limit) to 1e9 ms (11 days for one op or iteration; 1e10 fitted
-// every factor to its limit too). Both limits are powers of ten (the messages print them as "1e-6", "1e9").
+// every factor to its limit too). The messages print the limits as "1e-6", "1e9" (core/text.h text_limit).
 inline constexpr double time_min_ms = 1e-6;
 inline constexpr double time_max_ms = 1e9;
 

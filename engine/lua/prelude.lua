@@ -33,6 +33,9 @@ ns.dtype_sizes = C.dtype_sizes
 -- cluster_limits() → { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: the engine's one set of a cluster's maxima
 -- (engine/core/cluster_spec.h; a cluster file's and neusight.topology's), a fresh copy each call.
 ns.cluster_limits = C.cluster_limits
+-- limit_text(x) → "1e6" (not %g's "1e+06"): the engine's one form of a limit in a message (engine/core/text.h
+-- text_limit), so a limit reads the same whichever reader reports it.
+ns.limit_text = C.limit_text
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

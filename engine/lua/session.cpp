@@ -212,12 +212,19 @@ int l_cluster_limits(lua_State* L) {
   return 1;
 }
 
+// limit_text(x) -> "1e6": engine/core/text.h text_limit, the one form in which the messages print a limit.
+int l_limit_text(lua_State* L) {
+  const std::string s = text_limit(luaL_checknumber(L, 1));
+  lua_pushlstring(L, s.data(), s.size());
+  return 1;
+}
+
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
-    {"cluster_limits", l_cluster_limits}, {nullptr, nullptr},
+    {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {nullptr, nullptr},
 };
 
 
@@ -548,13 +555,23 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   return out;
 }
 
+namespace {
+// The prologue of a call into scripts/neusight/search.lua: pushes the module and its function `name` (stack: S f);
+// the stack goes back to its height before when this object goes, also on error. [-0, +2, e]
+struct search_call {
+  stack_guard guard;
+  stack_restore restore;
+  search_call(session::impl& p, const char* name) : guard(p.L()), restore(p.L()) {
+    require_push(p, "neusight.search");
+    raw_getfield(p.L(), -1, name);  // stack: S f
+  }
+};
+}  // namespace
+
 session::search_choices session::search_choices_of(const std::vector<std::string>& schedules,
                                                    const std::string& recompute) {
   lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.search");
-  raw_getfield(L, -1, "choices");
+  const search_call call(*p_, "choices");
   strings_push(L, schedules);
   lua_pushstring(L, recompute.c_str());
   ns_call(L, 2, 1);  // its error is the message: "search: --schedule: one of … expected, got …"
@@ -572,16 +589,20 @@ session::search_choices session::search_choices_of(const std::vector<std::string
     if (list->empty()) throw error(bad);
     lua_pop(L, 1);
   }
+  const std::string bad = what + ": field 'shared_build' must be an array of booleans, one for each schedule";
+  if (raw_getfield(L, -1, "shared_build") != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
+  for (lua_Integer i = 1, n = lua_Integer(out.schedules.size()); i <= n; ++i) {
+    if (lua_rawgeti(L, -1, i) != LUA_TBOOLEAN) throw error(bad);
+    out.shared_build.push_back(lua_toboolean(L, -1));
+    lua_pop(L, 1);
+  }
   return out;
 }
 
 std::string session::search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule,
                                           int64_t virtual_stages) {
   lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.search");
-  raw_getfield(L, -1, "pipeline_skip");
+  const search_call call(*p_, "pipeline_skip");
   lua_pushinteger(L, lua_Integer(layers));
   lua_pushinteger(L, lua_Integer(pp));
   lua_pushstring(L, schedule.c_str());

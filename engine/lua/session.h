@@ -161,9 +161,11 @@ class session {
   // The schedules and recomputation modes `neusight search` tries, from scripts/neusight/search.lua choices: each of
   // `schedules` (--schedule's items) checked against neusight.parallel's schedule registry ("1f1b" … the default
   // when none), `recompute` (--recompute: "auto", "all" or a mode) against parallel.config's CHOICES.recompute, with
-  // normalize's messages (did-you-mean); `recompute` out: the modes, least recomputation first.
+  // normalize's messages (did-you-mean); `shared_build`: for each schedule whether its variants share one model build
+  // with the other such schedules' (search.lua SHARED_BUILD); `recompute` out: the modes, least recomputation first.
   struct search_choices {
     std::vector<std::string> schedules, recompute;
+    std::vector<bool> shared_build;
   };
   search_choices search_choices_of(const std::vector<std::string>& schedules, const std::string& recompute);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline

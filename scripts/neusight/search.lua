@@ -7,17 +7,25 @@ local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
 
+--- The schedules whose variants (the same ep, the schedule's default virtual stages) share one model build in search:
+--- each device runs one model chunk under them, so the graph, its kernels and their times do not depend on which
+--- (only the timeline does), and search re-times one build with the plan's schedule changed. Interleaved builds its
+--- own (its model chunks); a schedule a --scripts override registers builds its own unless it is added here.
+M.SHARED_BUILD = { gpipe = true, ["1f1b"] = true }
+
 --- search's --schedule and --recompute checked against neusight.parallel's names, with normalize's messages
 --- (did-you-mean included): each of `schedules` a schedule of the registry (neusight.parallel.schedule: a --scripts
 --- override may add one), `recompute` "auto", "all" or one of neusight.parallel.config's CHOICES.recompute. Returns
---- { schedules = the names given (the default schedule when none), recompute = the modes, least recomputation first }.
+--- { schedules = the names given (the default schedule when none), shared_build = for each of them whether it is one
+--- of M.SHARED_BUILD, recompute = the modes, least recomputation first }.
 ---@param schedules string[]
 ---@param recompute string
 function M.choices(schedules, recompute)
   local config = require "neusight.parallel.config"
-  local out = { schedules = {}, recompute = {} }
+  local out = { schedules = {}, shared_build = {}, recompute = {} }
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
   if #out.schedules == 0 then out.schedules[1] = config.check_schedule(config.DEFAULT_SCHEDULE, "search: default schedule") end
+  for i, s in ipairs(out.schedules) do out.shared_build[i] = M.SHARED_BUILD[s] == true end
   if #config.CHOICES.recompute == 0 then
     error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)
   end

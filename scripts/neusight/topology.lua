@@ -29,6 +29,7 @@ local DEFAULT_INTER_BW_GBPS = 400 / 8
 -- source, engine/core/cluster_spec.h), so that a workload's inline cluster takes the same ranges (an inline
 -- latency_us = 2^62 forecast 10^11 years; gpus_per_node = 1e308 failed in the parallel report, naming no workload).
 local LIMITS = require("neusight").cluster_limits()
+local limit_text = require("neusight").limit_text -- "1e6", as the C++ cluster file reader prints it
 
 -- Known keys; also the "did you mean" candidates.
 local CLUSTER_KEYS = { gpu = true, gpus_per_node = true, nodes = true, intra = true, inter = true }
@@ -129,12 +130,13 @@ local function level(spec, where, defaults)
   end
   bw = check_positive(bw, where .. ".bw_gbps")
   if bw > LIMITS.bw_gbps then
-    error(("%s.bw_gbps: at most %g (GB/s per direction) expected, got %s"):format(where, LIMITS.bw_gbps, show(bw)), 0)
+    error(("%s.bw_gbps: at most %s (GB/s per direction) expected, got %s"):format(where, limit_text(LIMITS.bw_gbps),
+      show(bw)), 0)
   end
   local lat = check_non_negative(spec.latency_us == nil and defaults.latency_us or spec.latency_us, where .. ".latency_us")
   if lat > LIMITS.latency_us then
-    error(("%s.latency_us: at most %g (microseconds per message) expected, got %s"):format(where, LIMITS.latency_us,
-      show(lat)), 0)
+    error(("%s.latency_us: at most %s (microseconds per message) expected, got %s"):format(where,
+      limit_text(LIMITS.latency_us), show(lat)), 0)
   end
   return {
     bw_gbps = bw,

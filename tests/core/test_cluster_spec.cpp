@@ -97,11 +97,11 @@ TEST_CASE("cluster file limits: each maximum itself passes and the next number a
   const std::string bw_over = num(std::nextafter(cluster_max_bw_gbps, HUGE_VAL));
   const std::string lat_over = num(std::nextafter(cluster_max_latency_us, HUGE_VAL));
   CHECK(parse_error(ns_test::replace_all(at_limits, "bw_gbps = " + num(cluster_max_bw_gbps), "bw_gbps = " + bw_over)) ==
-        "c.toml:4:1: key 'intra.bw_gbps' must be > 0 and at most " + fmt::format("{:g}", cluster_max_bw_gbps) +
+        "c.toml:4:1: key 'intra.bw_gbps' must be > 0 and at most " + text_limit(cluster_max_bw_gbps) +
             " (GB/s per direction)");
   CHECK(parse_error(ns_test::replace_all(at_limits, "latency_us = " + num(cluster_max_latency_us),
                                          "latency_us = " + lat_over)) ==
-        "c.toml:5:1: key 'intra.latency_us' must be >= 0 and at most " + fmt::format("{:g}", cluster_max_latency_us) +
+        "c.toml:5:1: key 'intra.latency_us' must be >= 0 and at most " + text_limit(cluster_max_latency_us) +
             " (microseconds per message)");
   CHECK(parse_error(ns_test::replace_all(at_limits, "gpus_per_node = " + count, "gpus_per_node = " + over)) ==
         "c.toml:1:1: key 'gpus_per_node' must be a positive integer, at most " + count);

@@ -41,6 +41,17 @@ std::string cli_error(const std::string& args) {
 
 }  // namespace
 
+// The one form of a limit in a message (core/text.h text_limit): the time limits here and the cluster limits
+// (core/cluster_spec.cpp, scripts/neusight/topology.lua) print "1e6", never %g's "1e+06".
+TEST_CASE("text_limit writes a limit as the code writes it", "[time_limits]") {
+  CHECK(text_limit(1e6) == "1e6");
+  CHECK(text_limit(time_min(time_unit::s)) == "1e-9");
+  CHECK(text_limit(2.5e-7) == "2.5e-7");
+  CHECK(text_limit(1e100) == "1e100");
+  CHECK(text_limit(25) == "25");
+  CHECK(text_limit(0) == "0");
+}
+
 TEST_CASE("time limits: the range and the message", "[time_limits]") {
   CHECK(time_min_ms == 1e-6);
   CHECK(time_max_ms == 1e9);

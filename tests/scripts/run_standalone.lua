@@ -146,8 +146,16 @@ local function cluster_limits()
          "runner: cluster_max_bw_gbps, _latency_us, _count not found in engine/core/cluster_spec.h")
   return t
 end
+-- engine/core/text.cpp text_limit, for plain lua5.4: %g, its exponent without '+' or leading zeros ("1e6")
+local function limit_text(x)
+  local s = ("%g"):format(x)
+  local mantissa, sign, digits = s:match("^(.-)e([+-])0*(%d+)$")
+  if not mantissa then return s end
+  return mantissa .. "e" .. (sign == "-" and "-" or "") .. digits
+end
 local neusight_module = {
   pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, cluster_limits = cluster_limits,
+  limit_text = limit_text,
   dtype_sizes = function()
     local t = {}
     for k, v in pairs(DTYPE_BYTES) do t[k] = v end

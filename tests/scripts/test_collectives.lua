@@ -232,16 +232,28 @@ function Tests.test_cluster_limits_are_a_cluster_files()
   eq(c.intra.bw_gbps, L.bw_gbps, "bw_gbps at the limit")
   eq(c.inter.latency_us, L.latency_us, "latency_us at the limit")
   local function above(x) return x + x * 2 ^ -52 end -- the next double up
-  raises(("cluster.intra.bw_gbps: at most %g (GB/s per direction) expected, got %s"):format(L.bw_gbps, above(L.bw_gbps)),
-         T.cluster, { gpu = H100, intra = { bw_gbps = above(L.bw_gbps) } })
-  raises(("cluster.inter.latency_us: at most %g (microseconds per message) expected, got %s"):format(L.latency_us,
-         above(L.latency_us)), T.cluster, { gpu = H100, inter = { latency_us = above(L.latency_us) } })
+  raises(("cluster.intra.bw_gbps: at most %s (GB/s per direction) expected, got %s"):format(ns.limit_text(L.bw_gbps),
+         above(L.bw_gbps)), T.cluster, { gpu = H100, intra = { bw_gbps = above(L.bw_gbps) } })
+  raises(("cluster.inter.latency_us: at most %s (microseconds per message) expected, got %s"):format(
+         ns.limit_text(L.latency_us), above(L.latency_us)), T.cluster,
+         { gpu = H100, inter = { latency_us = above(L.latency_us) } })
   raises(("cluster.gpus_per_node: at most %d expected, got %d"):format(L.count, L.count + 1), T.cluster,
          { gpu = H100, gpus_per_node = L.count + 1 })
   raises(("cluster.nodes: at most %d expected, got %d"):format(L.count, L.count + 1), T.cluster,
          { gpu = H100, nodes = L.count + 1 })
   L.count = 1 -- a fresh copy each call: a script cannot change the engine's limits
   eq(ns.cluster_limits().count > 1, true, "a fresh copy")
+end
+
+-- A limit reads as the code writes it, "1e6" (%g alone: "1e+06"), as the C++ cluster file reader and the time limits
+-- print theirs (engine/core/text.h text_limit; the standalone runner's copy of it).
+function Tests.test_limit_text_writes_limits_as_the_code_does()
+  local ns = require "neusight"
+  eq(ns.limit_text(1e6), "1e6", "a million")
+  eq(ns.limit_text(1e-9), "1e-9", "a negative exponent")
+  eq(ns.limit_text(2.5e-7), "2.5e-7", "a mantissa")
+  eq(ns.limit_text(1e100), "1e100", "three exponent digits")
+  eq(ns.limit_text(25), "25", "no exponent")
 end
 
 function Tests.test_user_algorithm_is_picked_when_cheaper()

@@ -50,6 +50,20 @@ function T.test_choices_are_the_parallel_names()
   eq(table.concat(c.schedules, ","), config.DEFAULT_SCHEDULE, "no --schedule: the default")
   eq(table.concat(c.recompute, ","), table.concat(config.CHOICES.recompute, ","), "the modes, least first")
   eq(table.concat(search.choices({ "interleaved", "gpipe" }, "full").schedules, ","), "interleaved,gpipe", "as given")
+  -- which schedules share a build (search_cmd.cpp re-times one build for them) is search.lua's SHARED_BUILD, so an
+  -- override of it changes what search shares
+  local function shared(choices)
+    local t = {}
+    for i, b in ipairs(choices.shared_build) do t[i] = tostring(b) end
+    return table.concat(t, ",")
+  end
+  eq(shared(search.choices({ "interleaved", "gpipe", "1f1b" }, "auto")), "false,true,true", "GPipe and 1F1B share one")
+  eq(shared(c), "true", "the default schedule's")
+  search.SHARED_BUILD.interleaved = true
+  local ok_s, c_s = pcall(search.choices, { "interleaved", "gpipe" }, "auto")
+  search.SHARED_BUILD.interleaved = nil
+  eq(ok_s, true, "SHARED_BUILD changed")
+  eq(shared(c_s), "true,true", "the changed SHARED_BUILD is the one used")
   for _, mode in ipairs { "all", "none", "selective", "full" } do search.choices({}, mode) end
   local ok, err = pcall(search.choices, { "1f1b", "gpip" }, "auto")
   eq(ok, false, "unknown schedule")
