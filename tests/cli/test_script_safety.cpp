@@ -386,3 +386,41 @@ TEST_CASE("script safety: the series loops refuse huge counts and a code 0 at th
     run_should_fail(FILE_LINE_ARGS, t, script, script.string() + want);
   }
 }
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool address_sanitized = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool address_sanitized = true;
+#else
+constexpr bool address_sanitized = false;
+#endif
+#else
+constexpr bool address_sanitized = false;
+#endif
+
+// A series a loop reads from a table (wrap_series.cpp lnums_at) grows as it is read: a count up to 2^24 needs no
+// table that long, and a wrong first entry is that entry's error, not 2^24 values of 24 B allocated first, outside the
+// script memory cap (under this address-space limit, which a run fits in with room to spare: "neusight:
+// std::bad_alloc", no line).
+TEST_CASE("script safety: a series loop checks a table's values before it holds room for the count asked",
+          "[cli][safety]") {
+  if (address_sanitized) {
+    std::cout << "NEUSIGHT-TEST-SKIPPED: AddressSanitizer reserves more address space than the limit" << std::endl;
+    return;
+  }
+  temp_dir t;
+  const std::string tail =
+      "\nreturn { model = 'gpt2_large', gpu = 'A100-PCIE-40GB', mode = 'inference', batch = 1, seq = 8 }\n";
+  const std::vector<std::pair<std::string, std::string>> cases = {
+      {"ns.queue({ 'x' }, {}, {}, 1 << 24, 0, 0)", ":2: queue: at: expected numbers, got a string"},
+      {"ns.walk({}, 0, { 'x' }, {}, 1 << 24, {}, false)", ":2: walk: forward seconds: expected numbers, got a string"},
+  };
+  int i = 0;
+  for (const auto& [call, want] : cases) {
+    const auto script =
+        t.write("s" + std::to_string(++i) + ".lua", "local ns = require 'neusight'\nlocal x = " + call + tail);
+    INFO(call);
+    run_should_fail(FILE_LINE_ARGS, t, script, script.string() + want, "", "ulimit -v 200000;");
+  }
+}
