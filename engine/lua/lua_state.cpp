@@ -55,7 +55,6 @@ struct lua_guard {
   uint64_t calls = 0;                        // top-level calls, for the stats
   std::atomic<bool> timed_out{false};
   char where[256] = "";                      // the script the current call runs (chunk name), for the watchdog's exit
-  int raised_depth = -1;  // the ns_pcall depth whose failure the message handler saw last (ns_raised_push)
 
   ~lua_guard();
 };
@@ -229,15 +228,12 @@ int l_panic(lua_State* L) {
   std::abort();
 }
 
-// The registry slot of ns_raised_push (made when the state is, so that setting it never allocates).
-const char raised_key = 0;
+// What the message handler puts between an error's message and its traceback (ns_call and ns_error_raised cut there).
+constexpr std::string_view traceback_mark = "\nstack traceback:";
 
-// Message handler: turns any error object into "message\nstack traceback:...", after keeping the object as it was
-// raised (ns_raised_push). [-1, +1, m]
+// Message handler: turns any error object into "message\nstack traceback:..." (an object with a __tostring: its text
+// alone). [-1, +1, m]
 int l_traceback(lua_State* L) {
-  lua_pushvalue(L, 1);
-  lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
-  guard_of(L)->raised_depth = guard_of(L)->depth;
   const char* msg = lua_tostring(L, 1);
   if (msg == nullptr) {
     if (luaL_callmeta(L, 1, "__tostring") && lua_type(L, -1) == LUA_TSTRING) return 1;
@@ -288,8 +284,6 @@ lua_state::lua_state(const script_limits& limits) : guard_(std::make_unique<lua_
   if (stats) guard_->stats = stats;
   lua_atpanic(L_, l_panic);
   luaL_openlibs(L_);
-  lua_pushboolean(L_, 0);
-  lua_rawsetp(L_, LUA_REGISTRYINDEX, &raised_key);
   limits_set(limits);
 }
 
@@ -381,24 +375,10 @@ void ns_limits_leave(lua_State* L, const limits_mark& m) {
 }
 
 int ns_pcall(lua_State* L, int nargs, int nres) {
-  int base = lua_gettop(L) - nargs;  // function index
+  const int base = lua_gettop(L) - nargs;  // function index
   lua_guard* g = guard_of(L);
   const bool top = g->depth == 0;
-  // A call made while the enclosing one unwinds (a <close> handler, a finalizer), after that one's message handler
-  // kept its error: the kept error and its depth are put back afterwards, or the enclosing call would take the error
-  // for someone else's (ns_raised_push; found by review: a <close> that called a primitive hid a primitive's error).
-  const int outer_raised = g->raised_depth;
-  const bool keep_outer = !top && outer_raised == g->depth;
-  if (keep_outer) {
-    luaL_checkstack(L, 2, "ns_pcall");
-    lua_rawgetp(L, LUA_REGISTRYINDEX, &raised_key);  // stack: f args... kept
-    lua_insert(L, base);                              // stack: kept f args...
-    ++base;
-  }
   if (top) {
-    // the previous top-level call's error object is not held on to (it counted against the next call's memory)
-    lua_pushboolean(L, 0);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
     ++g->calls;
     g->used = 0;
     g->tripped.clear();
@@ -436,24 +416,13 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
   lua_pushcfunction(L, l_traceback);
   lua_insert(L, base);                     // stack: handler f args...
   ++g->depth;
-  g->raised_depth = -1;
   const int status = lua_pcall(L, nargs, nres, base);
-  if (status != LUA_OK && (status != LUA_ERRRUN || g->raised_depth != g->depth)) {  // no handler saw this one
-    lua_pushboolean(L, 0);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);
-  }
   --g->depth;
   if (nested_named) {
     std::lock_guard<std::mutex> lk(g->mu);
     std::memcpy(g->where, outer_where, sizeof outer_where);
   }
   lua_remove(L, base);                     // drop the handler
-  if (keep_outer) {
-    lua_pushvalue(L, base - 1);
-    lua_rawsetp(L, LUA_REGISTRYINDEX, &raised_key);  // the key is there: no allocation
-    lua_remove(L, base - 1);
-    g->raised_depth = outer_raised;
-  }
   if (top && g->used > g->used_max) g->used_max = g->used;
   if (top && (g->limits.seconds > 0 || g->limits.instructions > 0)) {
     std::lock_guard<std::mutex> lk(g->mu);
@@ -466,16 +435,29 @@ int ns_pcall(lua_State* L, int nargs, int nres) {
   return status;
 }
 
-void ns_raised_push(lua_State* L) { lua_rawgetp(L, LUA_REGISTRYINDEX, &raised_key); }
+bool ns_error_raised(lua_State* L, int status, std::string_view raised) {
+  // The handler ran (a runtime error: not out of memory, nor an error in the handler) and made `raised` its message,
+  // a traceback after it. Read at the length of `raised`, not cut at a search for the mark: the raised string may
+  // hold the mark, and so may the frames (a function's name).
+  if (status != LUA_ERRRUN || lua_type(L, -1) != LUA_TSTRING) return false;
+  size_t n = 0;
+  const char* s = lua_tolstring(L, -1, &n);  // before `n` is read
+  const std::string_view text(s, n);
+  return text.size() > raised.size() && text.compare(0, raised.size(), raised) == 0 &&
+         text.compare(raised.size(), traceback_mark.size(), traceback_mark) == 0;
+}
 
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context) {
   const int status = ns_pcall(L, nargs, nres);
-  if (status == LUA_OK) return;
+  if (status != LUA_OK) ns_error_throw(L, status, context);
+}
+
+void ns_error_throw(lua_State* L, int status, const std::string& context) {
   std::string full = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error)";
   lua_pop(L, 1);
   if (status == LUA_ERRMEM && !ns_limit_tripped(L)) full = "out of memory in a script";
   std::string tb;
-  const auto cut = full.find("\nstack traceback:");
+  const auto cut = full.find(traceback_mark);
   if (cut != std::string::npos) {
     tb = text_cap(full.substr(cut + 1), 16384);
     full.erase(cut);

@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "core/text.h"
 #include "lua/script_limits.h"
@@ -58,15 +59,19 @@ void ns_limits_leave(lua_State* L, const limits_mark& mark);
 // [-(nargs+1), +(nres|1), -] returns the lua_pcall status; on error the message is on top.
 int ns_pcall(lua_State* L, int nargs, int nres);
 
-// The error object the last ns_pcall that failed with a runtime error had when its function raised it: the value
-// itself, before the message handler made it "message\nstack traceback:…" text (a string raised by error(msg, 0) or
-// lua_error is that string, byte for byte); false after a failure no handler saw (out of memory, an error in the
-// handler). Lets a caller tell whose error reached it by the value, not by its text. [-0, +1, -]
-void ns_raised_push(lua_State* L);
+// Whether the error ns_pcall left on top (`status` its result) is the string `raised`, raised as it is (error(msg, 0),
+// lua_error): the handler's "message\nstack traceback:…" text with `raised` whole as its message, however long (ns_call
+// caps messages). Lets a caller tell whose error reached it by the value raised, not by the capped text. False for a
+// limit's message, out of memory, an error in the handler. Only a value made to look like it passes too: a string
+// that starts with `raised` and the mark, a number whose text is `raised`, an object whose __tostring gives such a
+// text. [-0, +0, -]
+bool ns_error_raised(lua_State* L, int status, std::string_view raised);
 
 // ns_pcall that converts an error into ns::script_error (message + separated traceback), adding `context`
 // as an indented second line when non-empty. [-(nargs+1), +nres, e]
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {});
+// ns_call's conversion alone: pops the error ns_pcall left (`status` its result) and throws it. [-1, +0, e]
+[[noreturn]] void ns_error_throw(lua_State* L, int status, const std::string& context = {});
 
 // Runs `body` inside a lua_CFunction; a C++ exception becomes a Lua error raised after the catch block,
 // so no C++ exception ever crosses into Lua (LÖVE luax_catchexcept).

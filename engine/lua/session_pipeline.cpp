@@ -5,7 +5,6 @@
 #include <exception>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "lua/session_impl.h"
@@ -26,7 +25,7 @@ struct pipeline_context {
   std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
   // message and traceback the engine gave it before the pipeline was a script). failure_raised: the string the
-  // primitive raised in Lua (ns_raised_push tells whether that very value is the one that ended the pipeline);
+  // primitive raised in Lua (ns_error_raised tells whether that very string is the one that ended the pipeline);
   // failure_limit: a script limit tripped while the primitive ran (the limit stopped it).
   std::exception_ptr failure;
   std::string failure_raised;
@@ -432,25 +431,14 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
     lua_pushcclosure(L, f, 2);
     lua_setfield(L, -2, name);
   }
-  const std::string context = "in " + file + " " + fn;
-  try {
-    ns_call(L, 1, 1, context);  // stack: P ud result
-  } catch (const script_error&) {
+  if (const int status = ns_pcall(L, 1, 1); status != LUA_OK) {  // stack: P ud result, or P ud error
     // the error a primitive raised, or the limit it ran over (the message is the limit's then, ns_pcall): as it was
-    // thrown. Told by the value that ended the call (the very string the primitive raised, passed through or raised
-    // again unchanged), never by the message text, whatever ns_call made of it (capped, with a context line).
-    if (c.failure) {
-      bool own = c.failure_limit;
-      if (!ns_limit_tripped(L)) {
-        ns_raised_push(L);
-        size_t n = 0;
-        const char* s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &n) : nullptr;
-        own = s && std::string_view(s, n) == c.failure_raised;
-        lua_pop(L, 1);
-      }
-      if (own) std::rethrow_exception(c.failure);
-    }
-    throw;
+    // thrown. Told by the string that ended the call (the very string the primitive raised, passed through or raised
+    // again unchanged: whole before the handler's traceback, ns_error_raised), never by the message as ns_call gives
+    // it (capped, with a context line).
+    if (c.failure && (ns_limit_tripped(L) ? c.failure_limit : ns_error_raised(L, status, c.failure_raised)))
+      std::rethrow_exception(c.failure);
+    ns_error_throw(L, status, "in " + file + " " + fn);
   }
   const std::string what = file + " " + fn + "()";
   if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table { figures, warnings }");

@@ -63,6 +63,23 @@ inline bool less(const lnum& a, const lnum& b) {
   return x < y;
 }
 
+// The loops below in the number type N: double where every value they meet gives the same bits so (their callers
+// check), lnum otherwise.
+template <class N>
+struct arith;
+template <>
+struct arith<double> {
+  static double of(const lnum& a) { return as_float(a); }
+  static bool lt(double a, double b) { return a < b; }
+  static double plus(double a, double b) { return a + b; }
+};
+template <>
+struct arith<lnum> {
+  static lnum of(const lnum& a) { return a; }
+  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
+  static lnum plus(const lnum& a, const lnum& b) { return add(a, b); }
+};
+
 void lnum_push(lua_State* L, const lnum& a) {
   if (a.type == lnum::integer) lua_pushinteger(L, a.i);
   else if (a.type == lnum::number) lua_pushnumber(L, a.f);
@@ -87,15 +104,21 @@ lnum lnum_at(lua_State* L, int idx, const char* what) {
 // A count no series of these loops comes near (2^24 values: a pipeline's stages, a device's bucket runs); beyond it
 // a count must be the table's own length, so that a stray count is an error here, not a huge allocation.
 constexpr lua_Integer max_count = lua_Integer(1) << 24;
+// What a series read from a table reserves at first (it grows as read beyond): a count is checked entry by entry, so
+// a huge one allocates no more than the entries read before a wrong one.
+constexpr lua_Integer reserve_max = 4096;
 
 std::vector<lnum> lnums_at(lua_State* L, int idx, lua_Integer n, const char* what) {
   luaL_checktype(L, idx, LUA_TTABLE);
   if (n > max_count && n > lua_Integer(lua_rawlen(L, idx)))
     luaL_error(L, "%s: %I values asked of a table of %I", what, n, lua_Integer(lua_rawlen(L, idx)));
-  std::vector<lnum> out(size_t(n > 0 ? n : 0) + 1);
+  // grown as read, not sized by `n` first: a wrong entry is an error before n values (up to 2^24 × 24 B, outside the
+  // script's memory cap) are allocated
+  std::vector<lnum> out(1);
+  out.reserve(size_t(std::clamp<lua_Integer>(n, 0, reserve_max)) + 1);
   for (lua_Integer k = 1; k <= n; ++k) {
     lua_rawgeti(L, idx, k);
-    out[size_t(k)] = lnum_at(L, -1, what);
+    out.push_back(lnum_at(L, -1, what));
     lua_pop(L, 1);
   }
   return out;
@@ -142,31 +165,13 @@ int pack_integers_body(lua_State* L) {
 }
 
 // The walk of schedule.lua's program, in the number type N (double: every stage's seconds a float >= 0; lnum: any).
-template <class N>
-struct walker;
-template <>
-struct walker<double> {
-  static double of(const lnum& a) { return a.f; }
-  static bool lt(double a, double b) { return a < b; }
-  static double plus(lua_State*, double a, double b) { return a + b; }
-};
-template <>
-struct walker<lnum> {
-  static lnum of(const lnum& a) { return a; }
-  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
-  static lnum plus(lua_State* L, const lnum& a, const lnum& b) {
-    if (b.type == lnum::nil) nil_arith(L, "a stage's seconds");
-    return add(a, b);
-  }
-};
-
 // done[k] = max(done[prev], done[dep]) + seconds of op k's stage (the max: the first unless it is less); last_bw[c] =
 // the latest start of virtual stage c's backward ops, the first of equal ones; starts[k] when asked for.
 template <class N>
 void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::vector<lnum>& fw,
           const std::vector<lnum>& bw, std::vector<N>& done, std::vector<N>& last_bw, std::vector<bool>& has_bw,
           std::vector<bool>& last_bw_int0, std::vector<N>* starts) {
-  using W = walker<N>;
+  using W = arith<N>;
   const size_t V = fw.size() - 1;
   std::vector<N> dfw(V + 1), dbw(V + 1);
   std::vector<bool> fw_nil(V + 1), bw_nil(V + 1);
@@ -194,12 +199,12 @@ void walk(lua_State* L, const int64_t* program, lua_Integer total, const std::ve
     if (c > 0) {
       if (size_t(c) > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(c), int(V));
       if (fw_nil[c]) nil_arith(L, "a stage's forward seconds");
-      done[k] = W::plus(L, start, dfw[c]);
+      done[k] = W::plus(start, dfw[c]);
     } else {
       const size_t s = size_t(-c);
       if (s == 0 || s > V) luaL_error(L, "walk: op %d of stage %d beyond the %d stages", int(k), int(-c), int(V));
       if (bw_nil[s]) nil_arith(L, "a stage's backward seconds");
-      done[k] = W::plus(L, start, dbw[s]);
+      done[k] = W::plus(start, dbw[s]);
       if (!has_bw[s] || W::lt(last_bw[s], start))
         last_bw[s] = start, has_bw[s] = true, last_bw_int0[s] = later ? dep == 0 : prev == 0;
     }
@@ -417,24 +422,9 @@ int fold_body(lua_State* L) {
 // dt[k] through one link, in order: each starts at max(at, free) (`at < free and free or at`) and frees the link at
 // start + dt; `sum` adds up their dt. Returns the link's last free time and the sum. [-6, +2, e]
 template <class N>
-struct queue_num;
-template <>
-struct queue_num<double> {
-  static double of(const lnum& a) { return as_float(a); }
-  static bool lt(double a, double b) { return a < b; }
-  static double plus(double a, double b) { return a + b; }
-};
-template <>
-struct queue_num<lnum> {
-  static lnum of(const lnum& a) { return a; }
-  static bool lt(const lnum& a, const lnum& b) { return less(a, b); }
-  static lnum plus(const lnum& a, const lnum& b) { return add(a, b); }
-};
-
-template <class N>
 void queue_run(lua_State* L, const std::vector<lnum>& at, const std::vector<lua_Integer>& n, const std::vector<lnum>& dt,
                const lnum& free0, const lnum& sum0) {
-  using Q = queue_num<N>;
+  using Q = arith<N>;
   N free = Q::of(free0), sum = Q::of(sum0);
   bool any = false;
   for (size_t k = 1; k < at.size(); ++k) {
@@ -461,11 +451,12 @@ int queue_body(lua_State* L) {
   const std::vector<lnum> at = lnums_at(L, 1, len, "queue: at");
   const std::vector<lnum> dt = lnums_at(L, 3, len, "queue: dt");
   luaL_checktype(L, 2, LUA_TTABLE);
-  std::vector<lua_Integer> n(size_t(len) + 1);
+  std::vector<lua_Integer> n(1);  // grown as read, as lnums_at's
+  n.reserve(size_t(std::min(len, reserve_max)) + 1);
   for (lua_Integer k = 1; k <= len; ++k) {
     lua_rawgeti(L, 2, k);
     int ok = 0;
-    n[size_t(k)] = lua_tointegerx(L, -1, &ok);
+    n.push_back(lua_tointegerx(L, -1, &ok));
     if (!ok) luaL_error(L, "queue: n[%d] must be an integer", int(k));
     lua_pop(L, 1);
   }

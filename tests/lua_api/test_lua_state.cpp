@@ -76,48 +76,51 @@ static int l_nested_then_raise(lua_State* L) {
   return lua_error(L);
 }
 
-TEST_CASE("ns_raised_push gives the error object as it was raised, not the handler's text", "[lua]") {
+TEST_CASE("ns_error_raised tells the string raised from the handler's text, not from a capped one", "[lua]") {
   lua_state s;
   lua_State* L = s.get();
-  ns_raised_push(L);
-  CHECK(lua_type(L, -1) == LUA_TBOOLEAN);  // no failure yet
-  lua_pop(L, 1);
   // a message far over ns_call's cap: the very string, byte for byte (the handler's has a traceback after it)
+  const std::string big = std::string(10000, 'x') + "!";
   luaL_loadstring(L, "error(('x'):rep(10000) .. '!', 0)");
-  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  int status = ns_pcall(L, 0, 0);
+  REQUIRE(status == LUA_ERRRUN);
   CHECK(std::string(lua_tostring(L, -1)).find("\nstack traceback:") == 10001);
+  CHECK(ns_error_raised(L, status, big));
+  CHECK_FALSE(ns_error_raised(L, status, std::string(10000, 'x') + "?"));  // the same but for its last byte
+  CHECK_FALSE(ns_error_raised(L, status, big.substr(0, 4096)));            // its first 4,096 bytes
+  CHECK_FALSE(ns_error_raised(L, status, big.substr(0, 10000)));           // a prefix ending where the message does not
+  CHECK_FALSE(ns_error_raised(L, LUA_ERRMEM, big));                        // no handler saw it
   lua_pop(L, 1);
-  ns_raised_push(L);
-  CHECK(lua_tostring(L, -1) == std::string(10000, 'x') + "!");
+  // raised with a position (error(msg)): not the string itself
+  luaL_loadstring(L, "error('boom')");
+  status = ns_pcall(L, 0, 0);
+  REQUIRE(status == LUA_ERRRUN);
+  CHECK_FALSE(ns_error_raised(L, status, "boom"));
+  CHECK(ns_error_raised(L, status, "[string \"error('boom')\"]:1: boom"));
   lua_pop(L, 1);
-  // a table: that very table
-  luaL_loadstring(L, "T = {} error(T, 0)");
-  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
+  // a table with a __tostring giving that text: the handler gives its text alone, no traceback
+  luaL_loadstring(L, "error(setmetatable({}, { __tostring = function() return 'boom' end }), 0)");
+  status = ns_pcall(L, 0, 0);
+  REQUIRE(status == LUA_ERRRUN);
+  CHECK(lua_tostring(L, -1) == std::string("boom"));
+  CHECK_FALSE(ns_error_raised(L, status, "boom"));
   lua_pop(L, 1);
-  ns_raised_push(L);
-  lua_getglobal(L, "T");
-  CHECK(lua_rawequal(L, -1, -2));
-  lua_pop(L, 2);
   // a failed nested call, then the outer one's own error: the outer one's
   lua_pushcfunction(L, l_nested_then_raise);
-  REQUIRE(ns_pcall(L, 0, 0) == LUA_ERRRUN);
-  lua_pop(L, 1);
-  ns_raised_push(L);
-  CHECK(lua_tostring(L, -1) == std::string("outer"));
+  status = ns_pcall(L, 0, 0);
+  REQUIRE(status == LUA_ERRRUN);
+  CHECK(ns_error_raised(L, status, "outer"));
+  CHECK_FALSE(ns_error_raised(L, status, "inner"));
   lua_pop(L, 1);
   // out of memory: no handler saw it, nothing to tell
   script_limits tight;
   tight.memory_mb = 8;
   lua_state small(tight);
   lua_State* S = small.get();
-  luaL_loadstring(S, "error('first', 0)");
-  REQUIRE(ns_pcall(S, 0, 0) == LUA_ERRRUN);
-  lua_pop(S, 1);
   luaL_loadstring(S, "return ('x'):rep(64 * 1024 * 1024)");
-  REQUIRE(ns_pcall(S, 0, 1) == LUA_ERRMEM);
-  lua_pop(S, 1);
-  ns_raised_push(S);
-  CHECK(lua_type(S, -1) == LUA_TBOOLEAN);
+  status = ns_pcall(S, 0, 1);
+  REQUIRE(status == LUA_ERRMEM);
+  CHECK_FALSE(ns_error_raised(S, status, lua_tostring(S, -1)));
   lua_pop(S, 1);
   CHECK(lua_gettop(L) == 0);
   CHECK(lua_gettop(S) == 0);
