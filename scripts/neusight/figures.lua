@@ -30,6 +30,14 @@ local M = {}
 local function positive(x) return type(x) == "number" and x > 0 and x < huge end
 M.positive = positive
 
+--- neusight.calibration's model_warning (a forecast of `model` on GPU `gpu_name`, whose calibration `source` was fitted
+--- to `calibrated`), or nil; asked only when the calibration names a model, so that an older --scripts calibration.lua
+--- without model_warning breaks no forecast (it says nothing). Predict and run (M.compute), serve and its sweep say it.
+function M.calibration_warning(source, gpu_name, calibrated, model)
+  local model_warning = calibrated and require("neusight.calibration").model_warning
+  return model_warning and model_warning(source, gpu_name, calibrated, model) or nil
+end
+
 -- 4 significant digits without exponent below 1e6 ("12345", "0.01234"), else "1.235e+07".
 local function sig(x)
   if x == nil then return "-" end
@@ -149,8 +157,7 @@ function M.compute(r)
   end
   -- a calibration fitted to another model's measurement: leave one GPU out it helped less and could hurt
   local warnings = {}
-  local model_warning = r.calibration_model and require("neusight.calibration").model_warning  -- an older override: none
-  if model_warning then warnings[1] = model_warning(r.calibration_source, gpu.name, r.calibration_model, r.model) end
+  warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model)
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

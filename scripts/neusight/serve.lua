@@ -247,6 +247,10 @@ local function probe(F, o, mode, batch, tokens, with_band)
   return r
 end
 
+-- Each report's calibration model warning (also among its warnings), for neusight.sweep, which says it once per
+-- calibration file: kept beside the report, since every field of the report is in its JSON.
+local MODEL_WARNING = setmetatable({}, { __mode = "k" })
+
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
   local kv_dtype = o.kv_dtype and require("neusight.kernels").dtype_name(o.kv_dtype) or nil
@@ -255,14 +259,13 @@ local function common_report(o, first, count)
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
-  local model_warning = first.calibration_model and require("neusight.calibration").model_warning
-  if model_warning then
-    warnings[#warnings + 1] = model_warning(first.calibration, first.gpu.name, first.calibration_model, first.model)
-  end
+  local model_warning = require("neusight.figures").calibration_warning(first.calibration, first.gpu.name,
+    first.calibration_model, first.model)
+  warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
-  return {
+  local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
     params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
@@ -275,7 +278,12 @@ local function common_report(o, first, count)
     experts = first.active_params and o.experts or nil, -- mixtures of experts only: how the routed experts ran
     gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
+  MODEL_WARNING[report] = model_warning
+  return report
 end
+
+--- The calibration model warning of a report of M.run (among its warnings too), or nil.
+function M.model_warning(report) return MODEL_WARNING[report] end
 
 -- KV bytes per token per GPU (GB), the memory left for the KV cache beside the weights (GB; 0 when the weights alone
 -- fill the utilised memory: never negative) and the KV blocks that fit in it; and, when the weights alone do not fit,

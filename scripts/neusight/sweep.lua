@@ -254,8 +254,7 @@ function M.run(raw, phase, progress, gpu)
       first = first or r
       row_of(row, r)
       -- a GPU calibrated on another model: said once per calibration file (serve.lua's own warning, per GPU)
-      local model_warning = r.calibration_model and require("neusight.calibration").model_warning
-      local w = model_warning and model_warning(r.calibration, r.gpu, r.calibration_model, r.model)
+      local w = S.model_warning(r)
       if w and not cal_seen[w] then cal_seen[w], cal_warnings[#cal_warnings + 1] = true, w end
     else
       row.error = first_line(r)

@@ -248,7 +248,8 @@ end
 --- "none", distributed_optimizer / sequence_parallel false, optimizer "none", a degree of 1) asks for nothing and
 --- is not reported; every other value given is, even the default's (an explicit --bucket-mb 25 on one GPU is
 --- ignored as much as --bucket-mb 50). Warnings, not errors: the run is still the one asked for, and a comparison
---- over modes or degrees (--mode train,inference --optimizer adamw) keeps its other rows.
+--- over modes or degrees (--mode train,inference --optimizer adamw) keeps its other rows. Last, the one note of a
+--- field not given: a training pipeline left at one microbatch.
 local function ignored_fields(w, given)
   local out = {}
   local function note(key, parallel, why)
@@ -315,6 +316,15 @@ local function ignored_fields(w, given)
     if raw.distributed_optimizer == true then
       note("distributed_optimizer", true, ("it shards the optimizer step over data-parallel ranks in training only (%s); drop it"):format(dp_why))
     end
+  end
+  -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run
+  -- forecast is not the one Megatron-LM users run (global batch / (dp × micro batch size) microbatches)
+  if training and p.pp > 1 and raw.microbatches == nil then
+    out[#out + 1] = ("parallel: pp %d with 1 microbatch (the default; --microbatches, parallel.microbatches): "
+      .. "each stage waits for the others most of the iteration (the %s schedule's bubble, (pp - 1) / "
+      .. "(microbatches + pp - 1) = %d %% of the pipeline's time); Megatron-LM runs global batch / (dp × micro "
+      .. "batch size) microbatches, usually several times pp: give the count you run")
+      :format(p.pp, p.schedule, math.floor(100 * (p.pp - 1) / p.pp + 0.5))
   end
   return out
 end
@@ -575,18 +585,7 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.launch == nil then w.launch = "eager" end
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
   if not IGNORED[spec] then
-    local notes = ignored_fields(w, given)
-    -- a pipeline left at its default single microbatch idles most of a training iteration: say so, since the run
-    -- forecast is not the one Megatron-LM users run (global batch / (dp × micro batch size) microbatches)
-    local p, raw = w.parallel, given.parallel
-    if p and w.mode == "train" and p.pp > 1 and type(raw) == "table" and raw.microbatches == nil then
-      notes[#notes + 1] = ("parallel: pp %d with 1 microbatch (the default; --microbatches, parallel.microbatches): "
-        .. "each stage waits for the others most of the iteration (the %s schedule's bubble, (pp - 1) / "
-        .. "(microbatches + pp - 1) = %d %% of the pipeline's time); Megatron-LM runs global batch / (dp × micro "
-        .. "batch size) microbatches, usually several times pp: give the count you run")
-        :format(p.pp, p.schedule, math.floor(100 * (p.pp - 1) / p.pp + 0.5))
-    end
-    IGNORED[w] = notes
+    IGNORED[w] = ignored_fields(w, given)
   else
     IGNORED[w] = IGNORED[spec]
   end

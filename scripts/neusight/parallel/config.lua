@@ -36,6 +36,13 @@ local function boolean_field(p, name, default)
   return v
 end
 
+-- The error `<label>: <expected> expected, got <v>` with did-you-mean among the keys of `names` (level 0): a name
+-- field's refusal, one_of's and schedule_name's alike.
+local function not_a_name(v, expected, names, label)
+  error(("%s: %s expected, got %s%s"):format(label, expected, show(v),
+    type(v) == "string" and T.did_you_mean(v, names) or ""), 0)
+end
+
 -- `v` when it is one of `choices` (strings); else the error `<label>: "a", "b" or "c" expected, got …` with
 -- did-you-mean (level 0).
 local function one_of(v, choices, label)
@@ -49,8 +56,7 @@ local function one_of(v, choices, label)
     or table.concat(quoted, ", ", 1, #quoted - 1) .. " or " .. quoted[#quoted]
   local set = {}
   for _, c in ipairs(choices) do set[c] = true end
-  error(("%s: %s expected, got %s%s"):format(label, list, show(v),
-    type(v) == "string" and T.did_you_mean(v, set) or ""), 0)
+  not_a_name(v, list, set, label)
 end
 
 -- Field `name` of `p`: one of `choices` (strings, the first is the default when absent).
@@ -67,8 +73,7 @@ local function schedule_name(v, label)
   local names = {}
   for name in pairs(schedules) do names[#names + 1] = ('"' .. name .. '"') end
   sort(names)
-  error(("%s: one of %s expected, got %s%s"):format(label, table.concat(names, ", "), show(v),
-    type(v) == "string" and T.did_you_mean(v, schedules) or ""), 0)
+  not_a_name(v, "one of " .. table.concat(names, ", "), schedules, label)
 end
 M.is_count = is_count
 

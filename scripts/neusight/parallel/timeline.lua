@@ -416,7 +416,9 @@ function M.timeline(plan, nodes, times, lean)
       local buckets = 0
       local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
       local q_at, q_dt = {}, {} -- per run: when its buckets may start, each one's time on the link
-      local last_bytes, last_group, dt -- a run of the bytes and group of the one before: its time, as priced
+      -- a run of the bytes and group of the one before: its time, as priced (the pricer caches it too, but this skips
+      -- its lookups: without it the search bench ran 1 to 4 % more instructions under callgrind)
+      local last_bytes, last_group, dt
       for k = 1, ready.len do
         q_at[k] = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
         local bytes, gk = b_bytes[k], b_group[k]
