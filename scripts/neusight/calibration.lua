@@ -247,8 +247,8 @@ end
 --- TPOT when only that was measured; decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
 --- none when only the TTFT was measured (decode steps stay uncalibrated). Why: one factor per family covers the
 --- prefill's compute-bound GEMMs and a decode step's weight-streaming ones alike, and a GPU's bias differs between
---- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.6 % MAPE) and a
---- joint fit of both measurements too (→ 7.9 %), where each phase from its own gives TTFT 5.7 %, TPOT 6.1 %
+--- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.7 % MAPE) and a
+--- joint fit of both measurements too (→ 7.8 %), where each phase from its own gives TTFT 5.7 %, TPOT 5.7 %
 --- (weights/ACCURACY.md, weights/PHASE_CALIBRATION_RULE.md).
 --- Returns { fields = { factor.<family> …, decode_factor.<family> …, calibrated_ttft_ms, calibrated_tpot_ms }, lines,
 --- warnings }.
