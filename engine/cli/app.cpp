@@ -165,7 +165,10 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
 }
 
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
-// scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts.
+// scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts. Decode steps are
+// calibrated from a decode step only (as serve --calibrate's phases): a decode workload's factors are the file's
+// [decode_factors] too, any other workload's leave them empty (a prefill's or a training step's bias is its
+// compute-bound GEMMs', not a decode step's; weights/PHASE_CALIBRATION_RULE.md).
 int run_calibrate(session& s, const common_flags& c, const predictor& pred, const forecast_done& d) {
   const measurement m = measurement_load(c.calibrate, measurement_use::predict);
   const double measured_ms = *m.latency_ms;  // measurement_load checked it
@@ -186,7 +189,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"model", d.fc->g.model},  {"predictor", pred.name()}};
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  const std::string where = calibration_write(d.gpu, path, factors, std::nullopt, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
+  const std::string where = calibration_write(d.gpu, path, factors, d.decode ? factors : std::map<std::string, double>{}, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = d.gpu.name;
@@ -198,11 +201,13 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
     j["forecast_ms"] = latency_s * 1e3;
     j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);
     j["factors"] = factors;
+    j["decode_factors"] = d.decode ? factors : std::map<std::string, double>{};
     j["warnings"] = fit.warnings;
     emit(j.dump(2) + "\n", c.output);
   } else {
     std::string out = fmt::format("calibrated {} from {} ({})\n", d.gpu.name, m.source, config);
     for (const auto& line : fit.lines) out += line + "\n";
+    if (!d.decode) out += "decode steps: not calibrated (a measured decode step calibrates them)\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
   }

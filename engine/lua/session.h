@@ -316,6 +316,7 @@ class session {
     gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the graph's)
     std::string source;           // the workload's (forecast_finish: the graph's)
     std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the graph's)
+    bool decode = false;           // a decode step (--mode decode): the workload's (forecast_finish: the graph's)
   };
   finished forecast_workload(workload_request req, pipeline_options opt);
   finished forecast_finish(pipeline_graph graph, pipeline_options opt);

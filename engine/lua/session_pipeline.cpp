@@ -129,6 +129,7 @@ int l_workload(lua_State* L) {
     c.out->gpu = w.gpu_resolved;
     c.out->source = w.source;
     c.out->launch = w.launch;
+    c.out->decode = w.mode == "decode";
     r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
     r.decode = w.mode == "decode";
     lua_createtable(L, 0, 5);
@@ -474,7 +475,7 @@ session::finished session::forecast_workload(workload_request req, pipeline_opti
 session::finished session::forecast_finish(pipeline_graph graph, pipeline_options opt) {
   if (p_->fields_ref == LUA_NOREF) throw error("forecast_finish: no workload or graph to report");
   finished out;
-  out.gpu = *graph.gpu, out.source = graph.source, out.launch = graph.launch;
+  out.gpu = *graph.gpu, out.source = graph.source, out.launch = graph.launch, out.decode = graph.decode;
   pipeline_context ctx;
   ctx.s = this, ctx.p = p_.get(), ctx.run = &graph, ctx.opt = &opt, ctx.out = &out;
   ctx.expanded = true;

@@ -173,9 +173,10 @@ TEST_CASE("serve calibrate: with the error table each measurement moves its own 
 // A TTFT measurement calibrates the prefill, not decode steps: leave one GPU out, the prefill's bias (compute-bound
 // GEMMs) applied to decode steps (weight and KV-cache streaming) made TPOT worse, 5.6 -> 10.6 % (weights/ACCURACY.md).
 // The file's [decode_factors] is empty then, and every decode step (serve's, predict --mode decode) keeps its forecast
-// while the prefill and other forecasts take [factors]. A predict calibration has no [decode_factors]: its factors
-// apply to every forecast, decode steps included.
-TEST_CASE("serve calibrate: ttft_ms alone leaves decode steps uncalibrated", "[cli][serve][calibrate]") {
+// while the prefill and other forecasts take [factors]. predict --calibrate writes [decode_factors] the same way: its
+// factors for a decode step's measurement, none for any other; a file without the table applies [factors] to all.
+TEST_CASE("serve calibrate: ttft_ms alone leaves decode steps uncalibrated - and so does predict's of another mode",
+          "[cli][serve][calibrate]") {
   temp_dir t;
   const std::string gpu = gpu_copy(t);
   const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
@@ -207,10 +208,26 @@ TEST_CASE("serve calibrate: ttft_ms alone leaves decode steps uncalibrated", "[c
   const json r_cal = run_json(rate), r_raw = run_json(rate + " --no-calibration");
   CHECK(r_cal["tpot_ms"]["p50"].get<double>() == Approx(r_raw["tpot_ms"]["p50"].get<double>()).epsilon(0.02));
   CHECK(r_cal["ttft_ms"]["p50"].get<double>() > 1.05 * r_raw["ttft_ms"]["p50"].get<double>());
-  // a predict calibration (no [decode_factors]) moves decode steps as before
+  // predict --calibrate the same way: a decode step's measurement calibrates decode steps (and the rest), a prefill's
+  // only the rest
   fs::remove(file);
   const fs::path pm = t.write("p.toml", "latency_ms = " + num(1.3 * raw_decode) + "\n");
-  run_json(decode + " --calibrate '" + pm.string() + "'");
+  const json pd = run_json(decode + " --calibrate '" + pm.string() + "'");
+  CHECK(pd["decode_factors"] == pd["factors"]);
+  CHECK(run_json(decode)["latency_ms"].get<double>() > 1.05 * raw_decode);
+  CHECK(run_json(prefill)["latency_ms"].get<double>() > 1.05 * raw_prefill);
+  fs::remove(file);
+  const fs::path pp = t.write("pp.toml", "latency_ms = " + num(1.3 * raw_prefill) + "\n");
+  const json pf = run_json(prefill + " --calibrate '" + pp.string() + "'");
+  CHECK(pf["decode_factors"].empty());
+  CHECK_FALSE(pf["factors"].empty());
+  CHECK(run_json(decode)["latency_ms"].get<double>() == raw_decode);
+  CHECK(run_json(prefill)["latency_ms"].get<double>() > 1.05 * raw_prefill);
+  CHECK(run_cli(prefill + " --calibrate '" + pp.string() + "'").out.find("decode steps: not calibrated") !=
+        std::string::npos);
+  // a file without [decode_factors] (written before they existed, or by hand): its factors apply to decode steps too
+  const std::string text = ns_test::slurp(file);
+  t.write("h100.calibration.toml", text.substr(0, text.find("\n[decode_factors]")) + "\n");
   CHECK(ns_test::slurp(file).find("decode_factors") == std::string::npos);
   CHECK(run_json(decode)["latency_ms"].get<double>() > 1.05 * raw_decode);
 }
