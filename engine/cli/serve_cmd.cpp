@@ -45,10 +45,11 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (path.empty()) throw error("--calibrate: " + gpu.name + " was not read from a file: nowhere to keep a calibration");
   figure_inputs in = s.serve_calibration_inputs(opts, pred);
   std::string workload, model;
-  std::optional<double> ttft_s, tpot_s;
+  std::optional<double> ttft_s, tpot_s, model_params;
   for (const auto& [k, v] : in) {
     if (k == "workload") workload = std::get<std::string>(v);
     if (k == "model") model = std::get<std::string>(v);
+    if (k == "model_params") model_params = std::get<double>(v);  // tp 1: the whole model's
     if (k == "ttft_s") ttft_s = std::get<double>(v);
     if (k == "tpot_s") tpot_s = std::get<double>(v);
   }
@@ -75,6 +76,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (tpot_s) facts.emplace_back("forecast_tpot_ms", *tpot_s * 1e3);
   facts.emplace_back("workload", workload);
   if (!model.empty()) facts.emplace_back("model", model);
+  if (model_params) facts.emplace_back("model_params", *model_params);
   facts.emplace_back("predictor", pred.name());
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =

@@ -61,7 +61,7 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
       "workload",          "model",       "predictor",        "note",             "trace_device",     "ops",
       "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors",
-      "decode_factors"};
+      "decode_factors",    "model_params"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -71,6 +71,12 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     const auto s = n->value<std::string>();
     if (!s || s->empty()) throw error(where(*n) + ": model must be a non-empty string (the model of the measurement)");
     c.model = *s;
+  }
+  if (const toml::node* n = t.get("model_params")) {
+    const auto x = n->value<double>();
+    if (!x || !std::isfinite(*x) || *x < 1 || *x >= 0x1p48)  // workload.lua's bound on a model's parameters
+      throw error(where(*n) + ": model_params must be a number of parameters, 1 to 2^48 (the measured model's)");
+    c.model_params = *x;
   }
   const auto known = family_name_list();
   // a table of family = factor, each known and within the loader's range
@@ -107,7 +113,9 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
   out += "format_version = 1\n";
   out += fmt::format("gpu = {}\n", toml_quote(gpu.name));
   for (const auto& [k, v] : facts) {
-    if (const auto* x = std::get_if<double>(&v)) out += fmt::format("{} = {:.6g}\n", k, *x);
+    if (const auto* x = std::get_if<double>(&v))  // a count (model_params, ops) exactly; a time to 6 digits
+      out += std::isfinite(*x) && *x == std::floor(*x) && std::fabs(*x) < 0x1p53 ? fmt::format("{} = {:.0f}\n", k, *x)
+                                                                                 : fmt::format("{} = {:.6g}\n", k, *x);
     else out += fmt::format("{} = {}\n", k, toml_quote(std::get<std::string>(v)));
   }
   out += "\n[factors]  # predicted time of each kernel family x factor\n";

@@ -25,6 +25,9 @@ struct calibration {
   // trace calibration): [factors] for every forecast.
   std::optional<std::map<std::string, double>> decode_factors;
   std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
+  // its whole-model parameter count (key `model_params`), when the measured run held the whole model (one GPU, or data-
+  // and pipeline-parallel only): what later forecasts tell the model by (scripts/neusight/calibration.lua model_warning)
+  std::optional<double> model_params;
 };
 
 // The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.

@@ -347,7 +347,8 @@ int l_family_inputs(lua_State* L) {
 }
 
 // run.calibration_inputs() -> { { key, value }, … }: the calibration run.forecast() applied (calibration_source,
-// calibration_model when the file names the measurement's model, calibration.<family> factors); empty without one.
+// calibration_model and calibration_model_params when the file names the measurement's model and its size,
+// calibration.<family> factors: those of this run, a decode step's when it is one); empty without one.
 // [-0, +1, e]
 int l_calibration_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
@@ -355,6 +356,7 @@ int l_calibration_inputs(lua_State* L) {
     if (const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"))) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
+      if (cal->model_params) in.emplace_back("calibration_model_params", *cal->model_params);
       for (const auto& [fam, x] : calibration_factors(*cal, c.run->decode)) in.emplace_back("calibration." + fam, x);
     }
     figure_inputs_push(L, in);

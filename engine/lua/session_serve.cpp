@@ -52,7 +52,7 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
 // (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
-// calibration_model, the model it was fitted to, when the file says;
+// calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
 // nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
@@ -122,6 +122,7 @@ int l_serve_phase(lua_State* L) {
     if (const calibration* cal = c->s->calibration_of(gpu)) {  // applied
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
+      if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size
     }
     lua_createtable(L, 0, 4);  // stack: result gpu
     set_string(L, "name", gpu.name);

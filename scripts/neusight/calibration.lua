@@ -76,14 +76,25 @@ end
 --- The warning for a forecast of `model` on a GPU whose calibration (`source`) was fitted to a measurement of another
 --- model (`calibrated`), or nil: leave one GPU out, a calibration from another model helped less and could hurt
 --- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run), serve.lua and sweep.lua
---- say it. Models are told apart by name: a preset and its HF config.json (named after its folder) count as two.
-function M.model_warning(source, gpu_name, calibrated, model)
-  if not (source and calibrated and model) or calibrated == model then return nil end
-  -- a model function's graph is "custom" whatever it holds: no telling whether it is the calibrated one
-  if calibrated == "custom" or model == "custom" then return nil end
+--- say it. Models are told apart by their whole-model parameter counts when both runs know one (`calibrated_params`,
+--- `params`: a run on one GPU, or data- and pipeline-parallel only; a preset and its HF config.json are then one
+--- model whatever their names, and two model functions or two unnamed configs of other sizes are two), else by name
+--- (a model function's graph is "custom" whatever it holds: never compared by name).
+function M.model_warning(source, gpu_name, calibrated, model, calibrated_params, params)
+  if not (source and calibrated and model) then return nil end
+  local by_size = type(calibrated_params) == "number" and type(params) == "number"
+  if by_size then
+    if abs(calibrated_params - params) <= 1e-9 * math.max(abs(calibrated_params), abs(params)) then return nil end
+  elseif calibrated == model or calibrated == "custom" or model == "custom" then
+    return nil
+  end
+  local a, b = calibrated, model
+  if by_size and a == b then  -- one name, two sizes: say the sizes
+    a, b = fmt("%s (%.4g parameters)", a, calibrated_params), fmt("%s (%.4g parameters)", b, params)
+  end
   return fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps less and can "
     .. "hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it", source,
-    gpu_name, calibrated, model, model)
+    gpu_name, a, b, model)
 end
 
 --- The same as figures (no fields, no lines; `r`: calibration_source, calibration_model, model, gpu): what

@@ -31,11 +31,11 @@ local function positive(x) return type(x) == "number" and x > 0 and x < huge end
 M.positive = positive
 
 --- neusight.calibration's model_warning (a forecast of `model` on GPU `gpu_name`, whose calibration `source` was fitted
---- to `calibrated`), or nil; asked only when the calibration names a model, so that an older --scripts calibration.lua
+--- to `calibrated`; the two runs' whole-model parameter counts when known), or nil; asked only when the calibration names a model, so that an older --scripts calibration.lua
 --- without model_warning breaks no forecast (it says nothing). Predict and run (M.compute), serve and its sweep say it.
-function M.calibration_warning(source, gpu_name, calibrated, model)
+function M.calibration_warning(source, gpu_name, calibrated, model, calibrated_params, params)
   local model_warning = calibrated and require("neusight.calibration").model_warning
-  return model_warning and model_warning(source, gpu_name, calibrated, model) or nil
+  return model_warning and model_warning(source, gpu_name, calibrated, model, calibrated_params, params) or nil
 end
 
 -- 4 significant digits without exponent below 1e6 ("12345", "0.01234"), else "1.235e+07".
@@ -157,7 +157,8 @@ function M.compute(r)
   end
   -- a calibration fitted to another model's measurement: leave one GPU out it helped less and could hurt
   local warnings = {}
-  warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model)
+  warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
+    r.calibration_model_params, r.model_params)
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

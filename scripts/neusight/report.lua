@@ -179,6 +179,8 @@ function M.figure_inputs(f, fc, gpu)
   add("flops_optimizer", fc.flops_optimizer)
   add("state_gb", state_gb(f))
   add("parallel", par ~= nil)
+  -- the whole model's parameters (what a calibration's model is told by), where the graph holds the whole model
+  if not par or M.params_scope(par.json) == "whole model" then add("model_params", fc.params) end
   if f.mode == "decode" then add("context", f.context) end
   if f.kv_cache_bytes then add("kv_cache_gb", f.kv_cache_bytes / 1e9) end
   if gpu.price_per_hour_usd > 0 then add("price_per_hour_usd", gpu.price_per_hour_usd) end

@@ -171,7 +171,8 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          calibration = p.calibration, calibration_model = p.calibration_model, families = p.families,
+          calibration = p.calibration, calibration_model = p.calibration_model,
+          calibration_model_params = p.calibration_model_params, families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -260,7 +261,7 @@ local function common_report(o, first, count)
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   local model_warning = require("neusight.figures").calibration_warning(first.calibration, first.gpu.name,
-    first.calibration_model, first.model)
+    first.calibration_model, first.model, first.calibration_model_params, o.tp == 1 and first.params or nil)
   warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
@@ -397,6 +398,7 @@ function M.calibration_inputs(raw, phase)
   local out = {
     ttft_s = pre.ms / 1e3,
     model = pre.model,
+    model_params = o.tp == 1 and pre.params or nil, -- the whole model's (what a calibration's model is told by)
     workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
       o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
   }

@@ -189,6 +189,15 @@ TEST_CASE("band: a comparison has p10 and p90 per row", "[cli][band][compare]") 
   CHECK(table.out.find("p10 ms") != std::string::npos);
 }
 
+namespace {
+// A parameter count as the calibration file writes it (an integer).
+std::string fmt_params(double p) {
+  char text[40];
+  std::snprintf(text, sizeof text, "model_params = %.0f\n", p);
+  return text;
+}
+}  // namespace
+
 TEST_CASE("calibrate: the factors move the forecast towards the measurement and stay with the GPU", "[cli][calibrate]") {
   temp_dir t;
   fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
@@ -228,11 +237,41 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   CHECK(warned.err.find(from_another) != std::string::npos);
   CHECK(run_json(bert)["warnings"].dump().find(from_another) != std::string::npos);
   CHECK(run_cli(bert + " --no-calibration").err.find(from_another) == std::string::npos);
-  // a model function's graph is "custom" whatever it holds: never compared
-  t.write("v100.calibration.toml", ns_test::replace_all(ns_test::slurp(file), "model = \"gpt2_large\"", "model = \"custom\""));
+  // the file records the measured model's size (a one-GPU run holds the whole model): models are told apart by it, so
+  // another name of the same model (a preset and its HF config.json in a folder of another name) says nothing, and a
+  // model function ("custom" whatever it holds) is compared by its size too
+  const std::string fitted = ns_test::slurp(file);
+  const double params = run_json(other)["params"];
+  REQUIRE(fitted.find(fmt_params(params)) != std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"GPT2-large-hf\""));
+  CHECK(run_json(other)["warnings"].dump().find("from a measurement of") == std::string::npos);
+  CHECK(run_json(bert)["warnings"].dump().find("a measurement of GPT2-large-hf, not of bert_large") != std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"custom\""));
+  CHECK(run_json(bert)["warnings"].dump().find("a measurement of custom, not of bert_large") != std::string::npos);
+  CHECK(run_json(other)["warnings"].dump().find("from a measurement of") == std::string::npos);
+  // a run that did not hold the whole model (tp 2) is told by name: the same name says nothing, another one warns
+  t.write("v100.calibration.toml", fitted);
+  CHECK(run_json(other + " --tp 2")["warnings"].dump().find("from a measurement of") == std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"GPT2-large-hf\""));
+  CHECK(run_json(other + " --tp 2")["warnings"].dump().find("a measurement of GPT2-large-hf, not of gpt2_large") !=
+        std::string::npos);
+  // without the size (an older file) a model function's graph is never compared, and names are
+  const std::string unsized = fitted.substr(0, fitted.find("model_params")) + fitted.substr(fitted.find("\n", fitted.find("model_params")) + 1);
+  REQUIRE(unsized.find("model_params") == std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(unsized, "model = \"gpt2_large\"", "model = \"custom\""));
   const json custom = run_json(bert);
   REQUIRE(custom.contains("warnings"));
   CHECK(custom["warnings"].dump().find("from a measurement of") == std::string::npos);
+  t.write("v100.calibration.toml", unsized);
+  CHECK(run_json(bert)["warnings"].dump().find(from_another) != std::string::npos);
+  // one name, two sizes: the sizes are said
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"bert_large\""));
+  CHECK(run_json(bert)["warnings"].dump().find("a measurement of bert_large (") != std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model_params = ", "model_params = -"));
+  const auto bad = run_cli(bert);
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("model_params must be a number of parameters, 1 to 2^48") != std::string::npos);
+  t.write("v100.calibration.toml", fitted);
   // refitting starts from the raw forecast, not the calibrated one
   const json again = run_json(args + " --calibrate '" + m.string() + "'");
   CHECK(again["forecast_ms"].get<double>() == Approx(before));

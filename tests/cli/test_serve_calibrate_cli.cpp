@@ -76,6 +76,7 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   CHECK(p["figures"]["calibration"] == file.lexically_normal().generic_string());
   // the file names the measured model: the same model says nothing more, another one warns (serve and predict)
   CHECK(text.find("model = \"llama3_8b\"") != std::string::npos);
+  CHECK(text.find("model_params = " + num(raw["params"].get<double>()) + "\n") != std::string::npos);  // tp 1: its size
   const std::string from_another = "from a measurement of llama3_8b, not of qwen3_8b";
   REQUIRE(p.contains("warnings"));
   CHECK(p["warnings"].dump().find("from a measurement of") == std::string::npos);
