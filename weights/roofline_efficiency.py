@@ -62,7 +62,7 @@ def main():
     for name in ("gemm", "context_attention", "generation_attention"):
         for f in sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))):
             dev = device_of(f)
-            if dev is None:  # its GPU unknown: it could be a held-out one
+            if not dev:  # its GPU unknown (no column, no rows, an empty cell): it could be a held-out one
                 sys.exit(f"roofline_efficiency.py: {f}: no device column or no rows (held-out check impossible)")
             if is_held_out(dev):
                 print(f"skipping {f}: held-out GPU {dev} (weights/HELD_OUT)", file=sys.stderr)

@@ -648,7 +648,8 @@ std::vector<flag_spec> table_make() {
       .note(", a TOML with the measured times of exactly this static batch (--batch; not --rate) on that GPU: ttft_ms = "
             "its prefill (time to first token) and/or tpot_ms = its mean decode step (time per output token), optionally "
             "note = \"…\"; each phase is fitted from its own, as predict --calibrate does: the TTFT's factors correct the "
-            "prefill and other forecasts, the TPOT's decode steps (without tpot_ms decode steps keep their forecast). "
+            "prefill and other forecasts (the TPOT's without ttft_ms), the TPOT's decode steps (without tpot_ms decode "
+            "steps keep their forecast). "
             "Written beside the GPU's file as <stem>.calibration.toml and used by later forecasts on it (predict, "
             "search, serve; scripts/neusight/calibration.lua fit_serve)");
   return t;

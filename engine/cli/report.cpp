@@ -145,6 +145,7 @@ std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& 
       gpu, factors, decode_factors,
       {path.filename().string() + " — written by " + by + "; refit to change.",
        "Every forecast on " + gpu.name + " multiplies each kernel family's predicted time by its factor",
+       "(a decode step's by [decode_factors] when the file has them)",
        "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
       facts);
   emit(text, path.string());

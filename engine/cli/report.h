@@ -25,7 +25,8 @@ std::string gpus_json(const std::vector<gpu_spec>& gpus);
 // Writes `gpu`'s calibration file (core/calibration.h calibration_text) at `path`, with a header naming `by` (the
 // command that fitted it) and `facts` (what was measured), after checking that `output` (the report that follows)
 // can be written: nothing is written when it could not be; returns the path as messages show it. predict's and serve's
-// --calibrate (decode_factors: serve's [decode_factors], nullopt for predict's).
+// --calibrate (decode_factors: the file's [decode_factors], empty when no decode step was measured; nullopt for a
+// profiler trace's, whose factors apply to every forecast).
 std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& path,
                               const std::map<std::string, double>& factors,
                               const std::optional<std::map<std::string, double>>& decode_factors, const std::string& by,

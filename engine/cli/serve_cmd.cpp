@@ -58,8 +58,10 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
   const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
-  // a decode step's own (empty without a measured TPOT: decode steps keep their forecast)
-  const std::map<std::string, double> decode_factors = figure_factors(fit, "decode_factor.");
+  // a decode step's own (empty without a measured TPOT: decode steps keep their forecast); none from an older
+  // --scripts calibration.lua that fits one set for both phases (its factors then apply to decode steps, as they did)
+  std::optional<std::map<std::string, double>> decode_factors = figure_factors(fit, "decode_factor.");
+  if (decode_factors->empty() && m.tpot_ms) decode_factors.reset();
   std::map<std::string, double> calibrated;  // ttft / tpot → ms
   for (const auto& x : fit.fields) {
     const std::optional<double> v = figure_number(x.value);
@@ -101,7 +103,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
     j["forecast_tpot_ms"] = value(ms(tpot_s));
     j["calibrated_tpot_ms"] = value(fitted("tpot"));
     j["factors"] = factors;
-    j["decode_factors"] = decode_factors;
+    j["decode_factors"] = decode_factors ? nlohmann::ordered_json(*decode_factors) : nlohmann::ordered_json(nullptr);
     j["warnings"] = fit.warnings;
     emit(j.dump(2) + "\n", f.output);
   } else {

@@ -122,8 +122,8 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
   for (const auto& [k, v] : factors) out += fmt::format("{} = {:.10g}\n", k, v);
   if (decode_factors) {
     out += decode_factors->empty()
-               ? "\n[decode_factors]  # none: decode steps keep their forecast (no TPOT was measured)\n"
-               : "\n[decode_factors]  # a decode step's kernels take these instead (fitted to the measured TPOT)\n";
+               ? "\n[decode_factors]  # none: decode steps keep their forecast (no decode step was measured)\n"
+               : "\n[decode_factors]  # a decode step's kernels take these instead (fitted to a measured decode step)\n";
     for (const auto& [k, v] : *decode_factors) out += fmt::format("{} = {:.10g}\n", k, v);
   }
   return out;

@@ -19,10 +19,10 @@ namespace ns {
 struct calibration {
   std::string source;                     // the file, as shown in messages and reports
   std::map<std::string, double> factors;  // kernel family (tile_model.h family_name) → factor on its predicted time
-  // [decode_factors] (a serve calibration's): what a decode step's kernels take instead of [factors] (serve's decode
-  // steps, predict --mode decode), fitted to a measured TPOT; empty when only a TTFT was measured, so decode steps stay
-  // uncalibrated (a prefill's compute-bound bias is not a decode step's: weights/ACCURACY.md). nullopt (a predict or
-  // trace calibration): [factors] for every forecast.
+  // [decode_factors]: what a decode step's kernels take instead of [factors] (serve's decode steps, predict --mode
+  // decode), fitted to a measured decode step (serve's TPOT, predict --mode decode); empty when none was measured, so
+  // decode steps stay uncalibrated (a prefill's or a training step's compute-bound bias is not a decode step's:
+  // weights/PHASE_CALIBRATION_RULE.md). nullopt (a profiler trace's, or an older file): [factors] for every forecast.
   std::optional<std::map<std::string, double>> decode_factors;
   std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
   // its whole-model parameter count (key `model_params`), when the measured run held the whole model (one GPU, or data-

@@ -590,7 +590,13 @@ session::search_choices session::search_choices_of(const std::vector<std::string
     lua_pop(L, 1);
   }
   const std::string bad = what + ": field 'shared_build' must be an array of booleans, one for each schedule";
-  if (raw_getfield(L, -1, "shared_build") != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
+  // absent (an older --scripts search.lua): no schedule shares a build (a --scripts search rebuilds each layout anyway)
+  const int shared = raw_getfield(L, -1, "shared_build");
+  if (shared == LUA_TNIL) {
+    out.shared_build.assign(out.schedules.size(), false);
+    return out;
+  }
+  if (shared != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
   for (lua_Integer i = 1, n = lua_Integer(out.schedules.size()); i <= n; ++i) {
     if (lua_rawgeti(L, -1, i) != LUA_TBOOLEAN) throw error(bad);
     out.shared_build.push_back(lua_toboolean(L, -1));

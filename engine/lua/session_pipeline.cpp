@@ -353,7 +353,9 @@ int l_family_inputs(lua_State* L) {
 int l_calibration_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     figure_inputs in;
-    if (const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"))) {
+    const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"));
+    // a decode step under an empty [decode_factors] (a calibration without a measured decode step): none applied
+    if (cal && !calibration_factors(*cal, c.run->decode).empty()) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
       if (cal->model_params) in.emplace_back("calibration_model_params", *cal->model_params);

@@ -119,7 +119,8 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "launch", w.launch);
     set_string(L, "dtype", w.dtype);
     set_string(L, "model", w.model);
-    if (const calibration* cal = c->s->calibration_of(gpu)) {  // applied
+    // applied (a decode step under an empty [decode_factors] has none)
+    if (const calibration* cal = c->s->calibration_of(gpu); cal && !calibration_factors(*cal, w.mode == "decode").empty()) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size

@@ -143,11 +143,13 @@ function M.kernels(op)
     if not (sane(q[1], q[2], q[3], kk[3], q[4]) and sane(v[4]) and sane(kk[2]) and q[2] % kk[2] == 0 and q[3] <= kk[3]) then
       return nil
     end
-    -- PyTorch's is_causal with fewer queries than keys is aligned top-left (the docs' "upper left causal bias";
-    -- its flash backend refuses that case, the others skip the key blocks past the diagonal): query i sees keys
-    -- 0..i, so the keys past Sq are neither read nor multiplied. That is causal attention over the first Sq keys,
-    -- not the bottom-right count of a prefill over a cache (kernels.lua's causal_pairs), which a model graph uses.
-    local skv = causal and q[3] or kk[3]
+    -- PyTorch's is_causal with fewer queries than keys is aligned top-left (the docs' "upper left causal bias"; the
+    -- dispatcher keeps such calls off its flash backend, the efficient and cuDNN kernels skip the key blocks past the
+    -- diagonal): query i sees keys 0..i, so the keys past Sq are neither read nor multiplied. That is causal
+    -- attention over the first Sq keys, not the bottom-right count of a prefill over a cache (kernels.lua's
+    -- causal_pairs), which a model graph uses. The flash op itself, called directly with Sq < Skv, is
+    -- FlashAttention-2's bottom-right mask: kept.
+    local skv = (causal and fwd ~= "_scaled_dot_product_flash_attention") and q[3] or kk[3]
     -- a forward pass of a few queries over more keys: new tokens attending over a KV cache (a decode step, or a
     -- speculative one; HF passes no causal flag there), the kernel ops/decode_attention.lua forecasts, memory-bound
     -- on the cache. The rule goes by the shapes alone, and so does the kernel: the op carries Q, K, V, the mask's

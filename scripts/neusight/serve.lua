@@ -260,8 +260,9 @@ local function common_report(o, first, count)
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
-  local model_warning = require("neusight.figures").calibration_warning(first.calibration, first.gpu.name,
-    first.calibration_model, first.model, first.calibration_model_params, o.tp == 1 and first.params or nil)
+  local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
+  local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,
+    first.calibration_model, first.model, first.calibration_model_params, o.tp == 1 and first.params or nil) or nil
   warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)

@@ -254,7 +254,11 @@ function M.run(raw, phase, progress, gpu)
       first = first or r
       row_of(row, r)
       -- a GPU calibrated on another model: said once per calibration file (serve.lua's own warning, per GPU)
-      local w = S.model_warning(r)
+      -- (an older --scripts serve.lua keeps none: asked of figures.lua by name, as it was)
+      local F = require("neusight.figures")
+      local w = S.model_warning and S.model_warning(r)
+        or not S.model_warning and F.calibration_warning
+           and F.calibration_warning(r.calibration, r.gpu, r.calibration_model, r.model) or nil
       if w and not cal_seen[w] then cal_seen[w], cal_warnings[#cal_warnings + 1] = true, w end
     else
       row.error = first_line(r)

@@ -102,6 +102,11 @@ function M.test_attention_kinds()
     eq(ks[1].flops, want.flops, sq .. " causal queries over 512 keys: the top-left pairs' FLOPs")
     eq(ks[1].bytes, want.bytes, sq .. " causal queries over 512 keys: the first Sq keys' bytes")
   end
+  -- the flash op called directly keeps FlashAttention-2's bottom-right mask (PyTorch's dispatcher never sends a
+  -- non-square causal call there): all 512 keys, the last query at the last key
+  ks = S.kernels(op { kind = "aten::_scaled_dot_product_flash_attention", inputs = { cq, ckv, ckv, {}, {} },
+                      types = t, values = { "", "", "", "0.", "True" } })
+  eq(ks[1].flops, K.attention("causal", 2, 128, 512, 64, 8, 8, "bf16").flops, "the flash op: bottom-right over every key")
   ks = S.kernels(op { kind = "ScaledDotProductEfficientAttentionBackward0", phase = "backward",
                       forward = "aten::_scaled_dot_product_efficient_attention",
                       inputs = { cq, ckv, ckv, {}, {}, {}, {}, {} }, types = t,
