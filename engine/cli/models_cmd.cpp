@@ -174,9 +174,6 @@ int eval_models_main(const eval_models_flags& f) {
   const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
-  // it forecasts each label's graph as predict --graph does, but without pipeline.lua (as search and serve)
-  if (const std::string w = s.pipeline_unused_warning("eval models"); !w.empty())
-    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
   std::map<std::string, size_t> skipped;
   std::map<std::string, std::string> skipped_first;
@@ -246,20 +243,24 @@ int eval_models_main(const eval_models_flags& f) {
       for (const auto& w : notes)
         if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     }
-    const forecast fc = s.forecast_run(og.g, std::move(kernels), gpu, *pred, f.overhead);
-    const auto tl = par ? s.timeline(fc, true) : std::nullopt;  // the iteration only: no report of it is rendered
+    // the label's graph forecast as predict --graph forecasts it: scripts/neusight/pipeline.lua finish (a pipeline.lua
+    // of your own under --scripts applies, e.g. one that post-processes the kernels' latencies), its warnings kept
+    s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
+                    {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
+                   og.g.params_total(), gpu.mem_gb);
+    session::pipeline_graph run;
+    run.g = &og.g, run.kernels = std::move(kernels), run.gpu = &gpu, run.pred = pred.get(), run.source = og.source;
+    const session::finished done = s.forecast_finish(std::move(run), {f.overhead, "", false});
+    const forecast& fc = *done.fc;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
     r.measured_ms = l.e2e_ms;
-    r.predicted_ms = (tl ? tl->iteration_s : fc.total()) * 1e3;
+    r.predicted_ms = (done.parallel ? done.parallel->iteration_s : fc.total()) * 1e3;
     r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
-    // the band a forecast of this graph carries (the same rule as predict's figures)
-    figure_inputs band_in = {{"latency_s", r.predicted_ms / 1e3}};
     r.spec = &gpu;
     r.family_s = fc.seconds_by_family();
-    family_inputs_add(band_in, r.family_s, *pred, gpu.vendor);
-    const figures band = s.figures_call("neusight.uncertainty", "figures", band_in, gpu, pred->uncertainty_file(gpu.vendor));
-    for (const auto& x : band.fields) {
+    // the band the forecast carries (its figures: scripts/neusight/uncertainty.lua, as predict's)
+    for (const auto& x : done.figs.fields) {
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p50") r.p50_ms = *v;
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p90") r.p90_ms = *v;

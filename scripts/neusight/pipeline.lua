@@ -10,7 +10,8 @@
 --                          once; what finish(run) reads as run.warnings, run.fields and run.gpu
 --   expand()               → the number of kernels: every node's op rule hooks → kernels, once
 --   predictor()            → the predictor's name: the one the command names, made on first use in the process
--- then goes on as finish(run). finish(run) alone (`predict --graph`: a reference graph's kernels) gets `run` with
+-- then goes on as finish(run). finish(run) alone (`predict --graph` and each label of `eval models`: a reference
+-- graph's kernels) gets `run` with
 --   warnings               the warnings found before (the workload's, or the reference graph's)
 --   fields                 the report fields of the workload (scripts/neusight/report.lua workload / graph): what the
 --                          report renders; run.timeline() adds `parallel` and `memory` to it

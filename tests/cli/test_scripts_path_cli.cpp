@@ -560,8 +560,9 @@ TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-
 }
 
 // search and serve forecast without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply
-// there, so they say so (search in its JSON warnings too); without one they say nothing of it.
-TEST_CASE("scripts path: search and serve and eval models warn that a user pipeline.lua is not applied", "[cli][scripts]") {
+// there, so they say so (search in its JSON warnings too); without one they say nothing of it. eval models goes
+// through it (below).
+TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not applied", "[cli][scripts]") {
   temp_dir t;
   t.write("p/neusight/pipeline.lua", ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua"));
   const std::string dir = (t.path / "p").string();
@@ -585,10 +586,33 @@ TEST_CASE("scripts path: search and serve and eval models warn that a user pipel
   r = run_cli(serve);
   REQUIRE(r.code == 0);
   CHECK(r.err.find("is not applied") == std::string::npos);
-  // eval models forecasts each label's graph as predict --graph does, without pipeline.lua
+}
+
+// eval models forecasts each label's graph as predict --graph does, through scripts/neusight/pipeline.lua finish: a
+// pipeline.lua of one's own is what it scores (here one that doubles every kernel's latency), said nowhere as unused.
+TEST_CASE("scripts path: eval models scores the forecasts of a user pipeline.lua", "[cli][scripts]") {
+  temp_dir t;
+  std::string text = ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua");
+  const std::string call = "  local totals, predictor_warnings = run.forecast()";
+  REQUIRE(text.find(call) != std::string::npos);
+  text = ns_test::replace_all(text, call,
+      "  run.predict()\n"
+      "  local s = run.latencies()\n"
+      "  for i = 1, #s do s[i] = 2 * s[i] end\n"
+      "  run.set_latencies(s)\n"
+      "  local totals, predictor_warnings = run.aggregate()");
+  t.write("p/neusight/pipeline.lua", text);
+  const std::string dir = (t.path / "p").string();
   const std::string eval = "eval models tests/fixtures/neusight/label/Tesla_T4 --format json";
-  r = run_cli(eval + " --scripts '" + dir + "'");
-  REQUIRE(r.code == 0);
-  CHECK(r.err.find(dir + "/neusight/pipeline.lua is not applied: eval models") != std::string::npos);
-  CHECK(run_cli(eval).err.find("is not applied") == std::string::npos);
+  const auto mine = run_cli(eval + " --scripts '" + dir + "'");
+  INFO(mine.err);
+  REQUIRE(mine.code == 0);
+  CHECK(mine.err.find("is not applied") == std::string::npos);
+  const auto shipped = run_cli(eval);
+  REQUIRE(shipped.code == 0);
+  const json a = json::parse(mine.out), b = json::parse(shipped.out);
+  REQUIRE(a["rows"].size() == b["rows"].size());
+  REQUIRE(a["rows"].size() > 0);
+  for (size_t i = 0; i < a["rows"].size(); ++i)  // host overhead aside (none on a T4 label: eager kernel time only)
+    CHECK(a["rows"][i]["predicted_ms"].get<double>() == Approx(2 * b["rows"][i]["predicted_ms"].get<double>()).epsilon(0.02));
 }
