@@ -124,8 +124,6 @@ int serve_main(const serve_flags& f) {
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);
-  if (const std::string w = s.pipeline_unused_warning("serve"); !w.empty())
-    std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
   workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};
   for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"kv_dtype", &f.kv_dtype}, {"weight_dtype", &f.weight_dtype}, {"launch", &f.launch}, {"attention", &f.attention}, {"experts", &f.experts},

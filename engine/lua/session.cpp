@@ -919,7 +919,7 @@ std::string session::pipeline_unused_warning(const std::string& command) const {
   std::error_code ec;
   if (!found || fs::equivalent(found->path, bundled, ec)) return "";
   return found->display + " is not applied: " + command +
-         " forecasts with the engine's own steps (predict, run and eval models go through pipeline.lua)";
+         " forecasts with the engine's own steps (predict, run, serve and eval models go through pipeline.lua)";
 }
 
 std::vector<op_entry> session::scripts_shadowing() const {

@@ -56,17 +56,21 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
-// the roofline's FLOP and DRAM terms). [-1, +1, e]
+// the roofline's FLOP and DRAM terms). The phase is forecast as predict forecasts a workload: scripts/neusight/
+// pipeline.lua forecast (a pipeline.lua of your own under --scripts applies), its figures and warnings unused here
+// (serve.lua makes its own report). [-1, +1, e]
 int l_serve_phase(lua_State* L) {
   return ns_catch(L, [&] {
     serve_context* c = context_of(L);
     luaL_checktype(L, 1, LUA_TTABLE);
-    const workload w = c->s->workload_load("", overrides_read(L, 1));
-    const gpu_spec& gpu = w.gpu_resolved;
-    forecast fc = c->s->forecast_run(w.g, c->s->expand(w.g, gpu, w.training()).kernels, gpu, *c->pred, "default",
-                                     w.launch, w.mode == "decode");
-    const auto tl = c->s->timeline(fc, true);  // the latency only: no report of it is rendered
-    const double latency_s = tl ? tl->iteration_s : fc.total();
+    session::workload_request req;
+    req.overrides = overrides_read(L, 1);
+    req.predictor_make = [c]() -> const predictor& { return *c->pred; };
+    const session::finished done = c->s->forecast_workload(std::move(req), {"default", "", false});
+    if (!done.fc) throw error("serve: the pipeline (scripts/neusight/pipeline.lua) made no forecast of the phase");
+    const forecast& fc = *done.fc;
+    const gpu_spec& gpu = done.gpu;
+    const double latency_s = done.parallel ? done.parallel->iteration_s : fc.total();
     // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once
     figure_inputs fam;
     family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
@@ -101,9 +105,10 @@ int l_serve_phase(lua_State* L) {
     // the workload's facts, from its report fields (scripts/neusight/report.lua workload of workload.lua's build)
     lua_rawgeti(L, LUA_REGISTRYINDEX, c->p->fields_ref);  // stack: result fields (a table: report_fields_keep)
     const table_reader fields(L, -1, "scripts/neusight/report.lua workload result");
+    const std::string mode = fields.str("mode"), dtype = fields.str("dtype"), &model = fc.g.model;
     const double kv = fields.number_or("kv_cache_bytes", 0);
     if (!(kv > 0))  // a serving phase holds a cache; 0 would be infinite room
-      throw error("serve: the " + w.mode + " forecast of " + w.model + " holds no KV cache (scripts/neusight/workload.lua "
+      throw error("serve: the " + mode + " forecast of " + model + " holds no KV cache (scripts/neusight/workload.lua "
                   "build's kv_cache_bytes, as scripts/neusight/report.lua workload passes it on)");
     lua_pushnumber(L, kv / 1e9), lua_setfield(L, -3, "kv_cache_gb");
     if (fields.has("active_params"))  // mixtures of experts
@@ -116,11 +121,11 @@ int l_serve_phase(lua_State* L) {
     lua_pop(L, 2);  // stack: result
     set_number(L, "params", fc.params_total());
     set_number(L, "flops", fc.flops_total());
-    set_string(L, "launch", w.launch);
-    set_string(L, "dtype", w.dtype);
-    set_string(L, "model", w.model);
+    set_string(L, "launch", done.launch);
+    set_string(L, "dtype", dtype);
+    set_string(L, "model", model);
     // applied (a decode step under an empty [decode_factors] has none)
-    if (const calibration* cal = c->s->calibration_of(gpu); cal && !calibration_factors(*cal, w.mode == "decode").empty()) {
+    if (const calibration* cal = c->s->calibration_of(gpu); cal && !calibration_factors(*cal, done.decode).empty()) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size

@@ -5,7 +5,8 @@
 -- result holds. A pipeline.lua of your own under `--scripts DIR` (DIR/neusight/pipeline.lua) replaces it: add a figure
 -- input, post-process the kernels' latencies or the figures, skip the timeline, without recompiling.
 --
--- forecast(run) (`run` and `predict` of a workload, each row of a comparison) gets `run` with
+-- forecast(run) (`run` and `predict` of a workload, each row of a comparison, each phase `serve` forecasts) gets `run`
+-- with
 --   workload()             → { source, launch, warnings, fields, gpu }: the workload script run and its model built,
 --                          once; what finish(run) reads as run.warnings, run.fields and run.gpu
 --   expand()               → the number of kernels: every node's op rule hooks → kernels, once

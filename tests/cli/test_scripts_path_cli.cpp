@@ -559,10 +559,9 @@ TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-
   refused("  run.aggregate(); run.aggregate()", "aggregate(): the kernels are summed once per run");
 }
 
-// search and serve forecast without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply
-// there, so they say so (search in its JSON warnings too); without one they say nothing of it. eval models goes
-// through it (below).
-TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not applied", "[cli][scripts]") {
+// search forecasts without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply there, so it
+// says so (in its JSON warnings too); without one it says nothing of it. serve and eval models go through it (below).
+TEST_CASE("scripts path: search warns that a user pipeline.lua is not applied", "[cli][scripts]") {
   temp_dir t;
   t.write("p/neusight/pipeline.lua", ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua"));
   const std::string dir = (t.path / "p").string();
@@ -579,18 +578,12 @@ TEST_CASE("scripts path: search and serve warn that a user pipeline.lua is not a
   r = run_cli(search);
   REQUIRE(r.code == 0);
   CHECK(r.err.find("is not applied") == std::string::npos);
-  const std::string serve = "serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4 --format json";
-  r = run_cli(serve + " --scripts '" + dir + "'");
-  REQUIRE(r.code == 0);
-  CHECK(r.err.find(dir + "/neusight/pipeline.lua is not applied: serve") != std::string::npos);
-  r = run_cli(serve);
-  REQUIRE(r.code == 0);
-  CHECK(r.err.find("is not applied") == std::string::npos);
 }
 
-// eval models forecasts each label's graph as predict --graph does, through scripts/neusight/pipeline.lua finish: a
-// pipeline.lua of one's own is what it scores (here one that doubles every kernel's latency), said nowhere as unused.
-TEST_CASE("scripts path: eval models scores the forecasts of a user pipeline.lua", "[cli][scripts]") {
+// eval models forecasts each label's graph as predict --graph does, through scripts/neusight/pipeline.lua finish, and
+// serve each phase as predict does (forecast): a pipeline.lua of one's own is what they score and serve (here one
+// that doubles every kernel's latency), said nowhere as unused.
+TEST_CASE("scripts path: eval models and serve forecast through a user pipeline.lua", "[cli][scripts]") {
   temp_dir t;
   std::string text = ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua");
   const std::string call = "  local totals, predictor_warnings = run.forecast()";
@@ -615,4 +608,13 @@ TEST_CASE("scripts path: eval models scores the forecasts of a user pipeline.lua
   REQUIRE(a["rows"].size() > 0);
   for (size_t i = 0; i < a["rows"].size(); ++i)  // host overhead aside (none on a T4 label: eager kernel time only)
     CHECK(a["rows"][i]["predicted_ms"].get<double>() == Approx(2 * b["rows"][i]["predicted_ms"].get<double>()).epsilon(0.02));
+  // serve's phases too (CUDA-graph launch: GPU kernel time only, so exactly twice)
+  const std::string serve = "serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4 --format json";
+  const auto served = run_cli(serve + " --scripts '" + dir + "'");
+  INFO(served.err);
+  REQUIRE(served.code == 0);
+  CHECK(served.err.find("is not applied") == std::string::npos);
+  const json s2 = json::parse(served.out), s1 = json::parse(run_cli(serve).out);
+  CHECK(s2["ttft_ms"].get<double>() == Approx(2 * s1["ttft_ms"].get<double>()).epsilon(1e-9));
+  CHECK(s2["tpot_ms"].get<double>() == Approx(2 * s1["tpot_ms"].get<double>()).epsilon(1e-9));
 }
