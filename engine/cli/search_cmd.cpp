@@ -4,6 +4,7 @@
 #include "cli/search_cmd.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -150,25 +151,31 @@ int search_main(const search_flags& f) {
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
-  const bool interleaved = std::find(schedules.begin(), schedules.end(), "interleaved") != schedules.end();
-  if (!vstages.empty() && !interleaved)
-    throw error("search: --virtual-stages applies to the interleaved schedule only (add it to --schedule)");
-  // The model's experts (the ep worth trying divide it) and layers (interleaved wants them divisible by pp × v):
+  // a schedule with model chunks per device among those tried (scripts/neusight/search.lua VIRTUAL_STAGES)
+  const bool chunked = std::find(names.virtual_stages.begin(), names.virtual_stages.end(), true) != names.virtual_stages.end();
+  if (!vstages.empty() && !chunked) {
+    const auto& v = names.virtual_schedules;
+    throw error(v.empty() ? std::string("search: --virtual-stages: no schedule runs model chunks "
+                                        "(scripts/neusight/search.lua VIRTUAL_STAGES names none)")
+                          : fmt::format("search: --virtual-stages applies to the {} schedule{} only (add {} to --schedule)",
+                                        fmt::join(v, ", "), v.size() > 1 ? "s" : "", v.size() > 1 ? "one" : "it"));
+  }
+  // The model's experts (the ep worth trying divide it) and layers (a chunked schedule wants them divisible by pp × v):
   // scripts/neusight/search.lua. Only asked when needed, so a plain dense search builds nothing more than before.
   session::model_facts facts;
-  if (f.ep == 0 || interleaved) {
+  if (f.ep == 0 || chunked) {
     try {
       facts = s.model_facts_of(workload_base(false));
     } catch (const std::exception&) {
       // a model that cannot be probed this way (a custom builder refusing batch 1, …) searches as before: ep 1, and
-      // interleaved layouts without the layer check (the forecasts themselves still refuse what cannot run)
+      // chunked layouts without the layer check (the forecasts themselves still refuse what cannot run)
       facts = {};
     }
   }
   // Rows say their ep when the model has experts (or --ep fixed it), their schedule when more than 1F1B/GPipe alone
   // was asked for; otherwise the output is the plain dp × tp × pp one.
   const bool show_ep = f.ep > 0 || facts.experts > 1;
-  const bool show_schedule = schedules.size() > 1 || interleaved;
+  const bool show_schedule = schedules.size() > 1 || chunked;
   const bool extended = show_ep || show_schedule;
   for (int64_t tp : divisors(f.gpus)) {
     if (tp > f.max_tp) continue;
@@ -187,7 +194,7 @@ int search_main(const search_flags& f) {
       for (int64_t ep : divisors(dp)) {
         if (f.ep > 0 ? ep != f.ep : facts.experts % ep != 0) continue;
         for (size_t si = 0; si < schedules.size(); ++si)
-          for (int64_t v : schedules[si] == "interleaved" && !vstages.empty() ? vstages : std::vector<int64_t>{0})
+          for (int64_t v : names.virtual_stages[si] && !vstages.empty() ? vstages : std::vector<int64_t>{0})
             variants.push_back({ep, schedules[si], v, names.shared_build[si]});
       }
       if (f.ep > 0 && dp % f.ep != 0) {  // the fixed ep cannot spread over this dp: a reason, as predict gives it
@@ -394,8 +401,10 @@ int search_main(const search_flags& f) {
 
   size_t skipped_total = 0;
   for (const auto& [why, n] : skipped) skipped_total += n;
-  const auto sched_of = [](const candidate& c) {
-    return c.schedule == "interleaved" ? fmt::format("interleaved/{}", c.virtual_stages) : c.schedule;
+  const auto sched_of = [&](const candidate& c) {  // schedule/v for one with model chunks
+    const auto at = std::find(schedules.begin(), schedules.end(), c.schedule);
+    const bool chunks = at != schedules.end() && names.virtual_stages[size_t(at - schedules.begin())];
+    return chunks ? fmt::format("{}/{}", c.schedule, c.virtual_stages) : c.schedule;
   };
 
   std::string out;
@@ -455,7 +464,11 @@ int search_main(const search_flags& f) {
       for (const auto& [why, n] : skipped) out += fmt::format("  {} layout(s): {}\n", n, why);
     }
     if (show_ep) out += "\nep = expert-parallel degree (the experts spread over ep of the dp ranks)";
-    if (show_schedule) out += "\nschedule = pipeline schedule (interleaved/v: v model chunks per device)";
+    if (show_schedule)
+      out += fmt::format("\nschedule = pipeline schedule{}",
+                         names.virtual_schedules.empty()
+                             ? ""
+                             : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
     out += "\nmb = microbatches per iteration; compute, exposed comm and bubble are the slowest device's "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
   }

@@ -589,19 +589,33 @@ session::search_choices session::search_choices_of(const std::vector<std::string
     if (list->empty()) throw error(bad);
     lua_pop(L, 1);
   }
-  const std::string bad = what + ": field 'shared_build' must be an array of booleans, one for each schedule";
-  // absent (an older --scripts search.lua): no schedule shares a build (a --scripts search rebuilds each layout anyway)
-  const int shared = raw_getfield(L, -1, "shared_build");
-  if (shared == LUA_TNIL) {
-    out.shared_build.assign(out.schedules.size(), false);
-    return out;
-  }
-  if (shared != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
-  for (lua_Integer i = 1, n = lua_Integer(out.schedules.size()); i <= n; ++i) {
-    if (lua_rawgeti(L, -1, i) != LUA_TBOOLEAN) throw error(bad);
-    out.shared_build.push_back(lua_toboolean(L, -1));
+  // per-schedule flags; absent (an older --scripts search.lua): none (a --scripts search rebuilds each layout anyway;
+  // --virtual-stages is then refused, and a schedule's rows carry no /v)
+  for (auto [key, flags] : {std::pair{"shared_build", &out.shared_build}, {"virtual_stages", &out.virtual_stages}}) {
+    const std::string bad = what + ": field '" + key + "' must be an array of booleans, one for each schedule";
+    const int type = raw_getfield(L, -1, key);
+    if (type == LUA_TNIL) {
+      flags->assign(out.schedules.size(), false);
+    } else {
+      if (type != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
+      for (lua_Integer i = 1, n = lua_Integer(out.schedules.size()); i <= n; ++i) {
+        if (lua_rawgeti(L, -1, i) != LUA_TBOOLEAN) throw error(bad);
+        flags->push_back(lua_toboolean(L, -1));
+        lua_pop(L, 1);
+      }
+    }
     lua_pop(L, 1);
   }
+  if (const int named = raw_getfield(L, -1, "virtual_schedules"); named != LUA_TNIL) {
+    const std::string bad = what + ": field 'virtual_schedules' must be an array of strings";
+    if (named != LUA_TTABLE) throw error(bad);
+    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+      if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
+      out.virtual_schedules.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  }
+  lua_pop(L, 1);
   return out;
 }
 

@@ -165,7 +165,9 @@ class session {
   // with the other such schedules' (search.lua SHARED_BUILD); `recompute` out: the modes, least recomputation first.
   struct search_choices {
     std::vector<std::string> schedules, recompute;
-    std::vector<bool> shared_build;
+    std::vector<bool> shared_build;                 // per schedule: shares one build with the others that do
+    std::vector<bool> virtual_stages;               // per schedule: runs model chunks (takes --virtual-stages)
+    std::vector<std::string> virtual_schedules;     // every schedule that does (messages)
   };
   search_choices search_choices_of(const std::vector<std::string>& schedules, const std::string& recompute);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline

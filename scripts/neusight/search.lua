@@ -1,8 +1,9 @@
 -- scripts/neusight/search.lua — what `neusight search` (engine/cli/search_cmd.cpp) needs to know about a model before
 -- it enumerates layouts: the expert count (the expert-parallel degrees ep worth trying divide it) and the layer count
 -- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does); and which schedules
--- and recomputation modes it may try (neusight.parallel's names: search lists none of its own; interleaved's virtual
--- stages and pp >= 2 go with that name, engine/cli/search_cmd.cpp and pipeline_skip below).
+-- and recomputation modes it may try (neusight.parallel's names: search lists none of its own), which of them share a
+-- build (SHARED_BUILD) and which run model chunks (VIRTUAL_STAGES; interleaved's pp >= 2 and layer rule: pipeline_skip
+-- below). engine/cli/search_cmd.cpp names no schedule.
 local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
@@ -13,19 +14,29 @@ local M = {}
 --- own (its model chunks); a schedule a --scripts override registers builds its own unless it is added here.
 M.SHARED_BUILD = { gpipe = true, ["1f1b"] = true }
 
+--- The schedules that run several model chunks per device (virtual stages): search tries --virtual-stages with them
+--- only, and shows their rows as schedule/v.
+M.VIRTUAL_STAGES = { interleaved = true }
+
 --- search's --schedule and --recompute checked against neusight.parallel's names, with normalize's messages
 --- (did-you-mean included): each of `schedules` a schedule of the registry (neusight.parallel.schedule: a --scripts
 --- override may add one), `recompute` "auto", "all" or one of neusight.parallel.config's CHOICES.recompute. Returns
 --- { schedules = the names given (the default schedule when none), shared_build = for each of them whether it is one
---- of M.SHARED_BUILD, recompute = the modes, least recomputation first }.
+--- of M.SHARED_BUILD, virtual_stages = for each whether it is one of M.VIRTUAL_STAGES, virtual_schedules = the names
+--- of M.VIRTUAL_STAGES (sorted; for search's message when none was given), recompute = the modes, least
+--- recomputation first }.
 ---@param schedules string[]
 ---@param recompute string
 function M.choices(schedules, recompute)
   local config = require "neusight.parallel.config"
-  local out = { schedules = {}, shared_build = {}, recompute = {} }
+  local out = { schedules = {}, shared_build = {}, virtual_stages = {}, virtual_schedules = {}, recompute = {} }
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
   if #out.schedules == 0 then out.schedules[1] = config.check_schedule(config.DEFAULT_SCHEDULE, "search: default schedule") end
-  for i, s in ipairs(out.schedules) do out.shared_build[i] = M.SHARED_BUILD[s] == true end
+  for i, s in ipairs(out.schedules) do
+    out.shared_build[i], out.virtual_stages[i] = M.SHARED_BUILD[s] == true, M.VIRTUAL_STAGES[s] == true
+  end
+  for s in pairs(M.VIRTUAL_STAGES) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
+  table.sort(out.virtual_schedules)
   if #config.CHOICES.recompute == 0 then
     error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)
   end

@@ -64,6 +64,15 @@ function T.test_choices_are_the_parallel_names()
   search.SHARED_BUILD.interleaved = nil
   eq(ok_s, true, "SHARED_BUILD changed")
   eq(shared(c_s), "true,true", "the changed SHARED_BUILD is the one used")
+  -- and which run model chunks (take --virtual-stages, shown as schedule/v) is VIRTUAL_STAGES
+  local c_v = search.choices({ "interleaved", "gpipe" }, "auto")
+  eq(tostring(c_v.virtual_stages[1]) .. "," .. tostring(c_v.virtual_stages[2]), "true,false", "interleaved runs chunks")
+  eq(table.concat(c_v.virtual_schedules, ","), "interleaved", "the schedules that do, for search's message")
+  search.VIRTUAL_STAGES.gpipe = true
+  local ok_v, c_w = pcall(search.choices, { "gpipe" }, "auto")
+  search.VIRTUAL_STAGES.gpipe = nil
+  eq(ok_v and c_w.virtual_stages[1], true, "VIRTUAL_STAGES changed")
+  eq(table.concat(c_w.virtual_schedules, ","), "gpipe,interleaved", "sorted")
   for _, mode in ipairs { "all", "none", "selective", "full" } do search.choices({}, mode) end
   local ok, err = pcall(search.choices, { "1f1b", "gpip" }, "auto")
   eq(ok, false, "unknown schedule")
