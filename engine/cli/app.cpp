@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <map>
 
@@ -188,10 +189,9 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config},      {"model", d.fc->g.model},  {"predictor", pred.name()}};
-  // the whole model's parameters where the graph holds the whole model (scripts/neusight/report.lua params_scope: one
-  // GPU, or tp = ep = 1): what later forecasts tell the measured model by
-  const auto sharded = [&](const char* k) { return d.parallel && d.parallel->json.value(k, 1) > 1; };
-  if (!sharded("tp") && !sharded("ep")) facts.emplace_back("model_params", d.fc->params_total());
+  // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
+  // the measured model by; written whole
+  if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", std::round(*n));
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where = calibration_write(d.gpu, path, factors, d.decode ? factors : std::map<std::string, double>{}, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {

@@ -237,20 +237,30 @@ int eval_models_main(const eval_models_flags& f) {
     opgraph_replicate(og, layers);
     const bool training = tag->mode == "train";
     std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
+    // the label's graph forecast as predict --graph forecasts it: scripts/neusight/pipeline.lua finish (a pipeline.lua
+    // of your own under --scripts applies, e.g. one that post-processes the kernels' latencies); the report fields
+    // first, then the label's own parallel plan (report_graph drops the last label's), as predict --graph does
+    s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
+                    {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
+                   og.g.params_total(), gpu.mem_gb);
     if (par) {  // the same timeline as predict --graph on this file
       std::vector<std::string> notes;
       s.graph_parallel(og.g, kernels, gpu, *par, tag->batch, tag->mode, notes);
       for (const auto& w : notes)
         if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     }
-    // the label's graph forecast as predict --graph forecasts it: scripts/neusight/pipeline.lua finish (a pipeline.lua
-    // of your own under --scripts applies, e.g. one that post-processes the kernels' latencies), its warnings kept
-    s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
-                    {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
-                   og.g.params_total(), gpu.mem_gb);
     session::pipeline_graph run;
     run.g = &og.g, run.kernels = std::move(kernels), run.gpu = &gpu, run.pred = pred.get(), run.source = og.source;
-    const session::finished done = s.forecast_finish(std::move(run), {f.overhead, "", false});
+    // the pipeline's warnings (the predictor's, memory) are not shown here, as before; its error names the label
+    std::optional<session::finished> finished;
+    try {
+      finished = s.forecast_finish(std::move(run), {f.overhead, "", false});
+    } catch (const script_error& e) {  // its traceback kept (--traceback)
+      throw script_error(file.string() + ": " + e.what(), e.traceback);
+    } catch (const error& e) {
+      throw error(file.string() + ": " + e.what());
+    }
+    const session::finished& done = *finished;
     const forecast& fc = *done.fc;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;

@@ -375,6 +375,8 @@ void session::report_graph(const workload_overrides& fields, double params, doub
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
+  // a new graph: the last one's parallel plan is not its own (graph_parallel, called after this, makes its plan)
+  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
   overrides_push_table(L, fields);  // stack: g
   lua_pushnumber(L, params);
   lua_pushnumber(L, gpu_mem_gb);  // stack: g params gpu_mem_gb

@@ -222,6 +222,10 @@ class session {
   std::string compare_render(const std::string& format);
   // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
   std::string forecast_summary();
+  // scripts/neusight/report.lua model_params of the same fields and `params` (the forecast's count): the whole
+  // model's parameters a calibration records, nullopt when not known (a reference graph, a tp/ep layout, an older
+  // --scripts report.lua without the function).
+  std::optional<double> forecast_model_params(double params);
   // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
   // its format_json (as JSON text), format_table or format_csv for each of `formats` ("json", "table", "csv"), all

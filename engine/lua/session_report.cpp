@@ -266,6 +266,22 @@ std::string session::forecast_summary() {
   return lua_tostring(L, -1);
 }
 
+std::optional<double> session::forecast_model_params(double params) {
+  if (p_->fields_ref == LUA_NOREF) throw error("forecast_model_params: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.report");  // stack: R
+  if (raw_getfield(L, -1, "model_params") != LUA_TFUNCTION) return std::nullopt;
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  lua_pushnumber(L, params);
+  ns_call(L, 2, 1, "in scripts/neusight/report.lua model_params");  // stack: R count|nil
+  if (lua_isnil(L, -1)) return std::nullopt;
+  if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) >= 1))
+    throw error("scripts/neusight/report.lua model_params must return a number of parameters (at least 1) or nil");
+  return lua_tonumber(L, -1);
+}
+
 std::vector<std::string> session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                                   const std::vector<std::string>& warnings, const figures& figs,
                                                   const std::vector<std::string>& formats) {

@@ -76,21 +76,24 @@ end
 --- The warning for a forecast of `model` on a GPU whose calibration (`source`) was fitted to a measurement of another
 --- model (`calibrated`), or nil: leave one GPU out, a calibration from another model helped less and could hurt
 --- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run), serve.lua and sweep.lua
---- say it. Models are told apart by their whole-model parameter counts when both runs know one (`calibrated_params`,
---- `params`: a run on one GPU, or data- and pipeline-parallel only; a preset and its HF config.json are then one
---- model whatever their names, and two model functions or two unnamed configs of other sizes are two), else by name
---- (a model function's graph is "custom" whatever it holds: never compared by name).
+--- say it. One name is one model (BERT counts its MLM head's parameters in training only); two names are told apart by
+--- their whole-model parameter counts when both runs know one (`calibrated_params`, `params`: neusight.report
+--- model_params; a preset and its HF config.json in a folder of another name are then one model), and so are two
+--- model functions (their graphs are "custom" whatever they hold: never compared without the counts).
 function M.model_warning(source, gpu_name, calibrated, model, calibrated_params, params)
   if not (source and calibrated and model) then return nil end
+  if calibrated == model and model ~= "custom" then return nil end
   local by_size = type(calibrated_params) == "number" and type(params) == "number"
-  if by_size then
-    if abs(calibrated_params - params) <= 1e-9 * math.max(abs(calibrated_params), abs(params)) then return nil end
-  elseif calibrated == model or calibrated == "custom" or model == "custom" then
+  if by_size then  -- counts are written whole: half a parameter apart is one count
+    if abs(calibrated_params - params) <= math.max(0.5, 1e-9 * math.max(abs(calibrated_params), abs(params))) then
+      return nil
+    end
+  elseif calibrated == "custom" or model == "custom" then
     return nil
   end
   local a, b = calibrated, model
-  if by_size and a == b then  -- one name, two sizes: say the sizes
-    a, b = fmt("%s (%.4g parameters)", a, calibrated_params), fmt("%s (%.4g parameters)", b, params)
+  if by_size and a == b then  -- one name ("custom"), two sizes: say the sizes
+    a, b = fmt("%s (%.0f parameters)", a, calibrated_params), fmt("%s (%.0f parameters)", b, params)
   end
   return fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps less and can "
     .. "hurt (weights/ACCURACY.md, \"Calibration from one measurement\"); calibrate with %s to forecast it", source,

@@ -66,7 +66,21 @@ function M.workload(w, facts)
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
+    -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
+    whole_model = not (type(w.parallel) == "table" and ((w.parallel.tp or 1) > 1 or (w.parallel.ep or 1) > 1)),
   }
+end
+
+--- The whole model's parameters of a workload's forecast (`f` its report fields, `params` the forecast's count),
+--- what a calibration tells the measured model by (neusight.calibration model_warning): nil for a reference graph
+--- (its count is the traced graph's, not the model's), a tensor- or expert-parallel layout (one rank's share) and a
+--- graph without parameters.
+---@param f table
+---@param params number
+---@return number?
+function M.model_params(f, params)
+  if f.whole_model ~= true or type(params) ~= "number" or not (params >= 1) then return nil end
+  return params
 end
 
 --- What the report shows of a reference operator graph (predict --graph): `g` holds source, model, mode, batch, seq,
@@ -179,8 +193,8 @@ function M.figure_inputs(f, fc, gpu)
   add("flops_optimizer", fc.flops_optimizer)
   add("state_gb", state_gb(f))
   add("parallel", par ~= nil)
-  -- the whole model's parameters (what a calibration's model is told by), where the graph holds the whole model
-  if not par or M.params_scope(par.json) == "whole model" then add("model_params", fc.params) end
+  local model_params = M.model_params(f, fc.params)  -- what a calibration's model is told by (nil: not known)
+  if model_params then add("model_params", model_params) end
   if f.mode == "decode" then add("context", f.context) end
   if f.kv_cache_bytes then add("kv_cache_gb", f.kv_cache_bytes / 1e9) end
   if gpu.price_per_hour_usd > 0 then add("price_per_hour_usd", gpu.price_per_hour_usd) end

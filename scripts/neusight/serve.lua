@@ -399,7 +399,7 @@ function M.calibration_inputs(raw, phase)
   local out = {
     ttft_s = pre.ms / 1e3,
     model = pre.model,
-    model_params = o.tp == 1 and pre.params or nil, -- the whole model's (what a calibration's model is told by)
+    model_params = o.tp == 1 and pre.params >= 1 and pre.params or nil, -- the whole model's (a calibration's model)
     workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
       o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
   }

@@ -264,9 +264,35 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   CHECK(custom["warnings"].dump().find("from a measurement of") == std::string::npos);
   t.write("v100.calibration.toml", unsized);
   CHECK(run_json(bert)["warnings"].dump().find(from_another) != std::string::npos);
-  // one name, two sizes: the sizes are said
+  // one name is one model, whatever its size (BERT counts its MLM head's parameters in training only)
   t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"bert_large\""));
-  CHECK(run_json(bert)["warnings"].dump().find("a measurement of bert_large (") != std::string::npos);
+  CHECK(run_json(bert)["warnings"].dump().find("from a measurement of") == std::string::npos);
+  // two model functions ("custom" both) are told apart by their sizes, which the warning then says
+  const fs::path fn = t.write("fn.lua", "return { gpu = '" + gpu + "', mode = 'inference', batch = 2, seq = 8,\n"
+                                        "  model = function(opts) return {\n"
+                                        "    { op = 'relu', name = 'a', inputs = { { 2, 8, 64 } }, output = { 2, 8, 64 }, params = 7 },\n"
+                                        "  } end }\n");
+  t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"custom\""));
+  CHECK(run_json("run '" + fn.string() + "'")["warnings"].dump().find(
+            "a measurement of custom (" + std::to_string(int64_t(params)) + " parameters), not of custom (7 parameters)") !=
+        std::string::npos);
+  t.write("v100.calibration.toml", ns_test::replace_all(ns_test::replace_all(fitted, "model = \"gpt2_large\"",
+                                                                             "model = \"custom\""),
+                                                        fmt_params(params), "model_params = 7\n"));
+  CHECK(run_json("run '" + fn.string() + "'")["warnings"].dump().find("from a measurement of") == std::string::npos);
+  // no count to record: a graph without parameters, or a run holding one rank's share (tp 2), writes none (a 0 made
+  // the file unreadable); a reference graph's forecast (its traced count is not the model's) compares by name
+  const fs::path m0 = t.write("m0.toml", "latency_ms = 0.01\n");
+  const std::string zero = ns_test::replace_all(fn.string(), "fn.lua", "zero.lua");
+  t.write("zero.lua", ns_test::replace_all(ns_test::slurp(fn), "params = 7", "params = 0"));
+  REQUIRE(run_cli("run '" + zero + "' --calibrate '" + m0.string() + "'").code == 0);
+  CHECK(ns_test::slurp(file).find("model_params") == std::string::npos);
+  CHECK(run_cli(bert).code == 0);
+  REQUIRE(run_cli(other + " --tp 2 --calibrate '" + m.string() + "'").code == 0);
+  CHECK(ns_test::slurp(file).find("model_params") == std::string::npos);
+  REQUIRE(run_cli(args + " --calibrate '" + m.string() + "'").code == 0);
+  const json graph = run_json("predict --graph tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv --gpu '" + gpu + "'");
+  CHECK(graph["warnings"].dump().find("from a measurement of") == std::string::npos);
   t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model_params = ", "model_params = -"));
   const auto bad = run_cli(bert);
   CHECK(bad.code == 1);

@@ -12,6 +12,7 @@
 using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::temp_dir;
+namespace fs = std::filesystem;
 
 namespace {
 
@@ -595,4 +596,38 @@ TEST_CASE("eval models: distributed labels get the same timeline as predict --gr
     CHECK(row["predicted_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
   }
   CHECK(j["rows"][0]["measured_ms"] == 452.3);
+}
+
+// A plain label after distributed ones in one process gets no plan of theirs (the session kept the last distributed
+// label's plan: with the pipeline's timeline() a plain label after a dp4 one failed, "the graph has 125 nodes, the
+// plan's model 134"). Labels go in name order: the distributed gpt2_large-train-1024-4-* before the plain -4.json.
+TEST_CASE("eval models: a plain label after distributed ones is forecast alone", "[cli][parallel][eval]") {
+  temp_dir t;
+  const fs::path dist = ns_test::source_dir / "tests/fixtures/distributed";
+  for (const char* f : {"opgraph/gpt2_large-train-1024-4-dp4.csv", "opgraph/gpt2_large-train-1024-4-tp4.csv",
+                         "DLmodel_configs/gpt2_large.json", "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4-dp4.json",
+                         "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4-tp4.json"}) {
+    fs::create_directories((t.path / f).parent_path());
+    fs::copy_file(dist / f, t.path / f);
+  }
+  // the plain graph of the same batch: the one-layer training graph of the miniature NeuSight data, under that name
+  fs::copy_file(ns_test::source_dir / "tests/fixtures/neusight/opgraph/gpt2_large-train-1024-1.csv",
+                t.path / "opgraph/gpt2_large-train-1024-4.csv");
+  fs::copy_file(dist / "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4-dp4.json",
+                t.path / "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4.json");
+  const auto r = run_cli("eval models '" + (t.path / "label").string() + "' --predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 3);
+  for (const auto& row : j["rows"]) {
+    const std::string config = row["config"];
+    INFO(config);
+    const auto p = run_cli("predict --graph '" + (t.path / "opgraph" / (config + ".csv")).string() +
+                           "' --gpu A100-SXM4-40GB --predictor roofline --format json");
+    REQUIRE(p.code == 0);
+    const json one = json::parse(p.out);
+    CHECK(one.contains("parallel") == (config != "gpt2_large-train-1024-4"));
+    CHECK(row["predicted_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
+  }
 }
