@@ -306,6 +306,7 @@ class session {
     std::string overhead = "default";  // scripts/neusight/overhead.lua's mode
     std::string row_keys;              // a comparison row: the names it holds besides its figures; "" otherwise
     bool say = false;                  // each warning goes to stderr as it is found
+    bool lean = false;                 // the caller reads the forecast and its timeline only: figures may be skipped
   };
   // forecast_workload's workload: the script ("" builds one from the overrides alone), as workload_load takes it, and
   // the predictor, made on first use (after the workload has loaded and expanded)

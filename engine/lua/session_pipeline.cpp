@@ -414,6 +414,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const int ud = lua_gettop(L) - 1;
   lua_createtable(L, 0, 20);  // stack: P ud fn run
   lua_pushboolean(L, opt.say), lua_setfield(L, -2, "say");
+  lua_pushboolean(L, opt.lean), lua_setfield(L, -2, "lean");
   if (!opt.row_keys.empty()) set_string(L, "row_keys", opt.row_keys);
   if (!workload) {  // what run.workload() gives a workload's run
     strings_push(L, run.warnings), lua_setfield(L, -2, "warnings");

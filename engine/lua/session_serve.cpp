@@ -66,7 +66,8 @@ int l_serve_phase(lua_State* L) {
     session::workload_request req;
     req.overrides = overrides_read(L, 1);
     req.predictor_make = [c]() -> const predictor& { return *c->pred; };
-    const session::finished done = c->s->forecast_workload(std::move(req), {"default", "", false});
+    // lean: serve reads the latency, the families and the fields (its band below, for the phases a report shows)
+    const session::finished done = c->s->forecast_workload(std::move(req), {"default", "", false, true});
     if (!done.fc) throw error("serve: the pipeline (scripts/neusight/pipeline.lua) made no forecast of the phase");
     const forecast& fc = *done.fc;
     const gpu_spec& gpu = done.gpu;

@@ -22,6 +22,8 @@
 --                          them in its row only)
 --   row_keys               a comparison row: the names it holds besides its figures (a workload's own figure may not
 --                          take them); nil for a single forecast
+--   lean                   the caller reads the forecast and its timeline only (serve's phase forecasts, hundreds
+--                          in a sweep): the figures may be skipped
 --   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
 --                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
 --                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params).
@@ -60,6 +62,7 @@ function M.finish(run)
   for _, w in ipairs(predictor_warnings) do warn(w) end
   run.timeline()  -- before the memory and the figures: a parallel run's come from it
   for _, w in ipairs(report.memory_warnings(run.fields)) do warn(w) end  -- the table says so too
+  if run.lean then return { figures = { fields = {}, lines = {}, warnings = {} }, warnings = warnings } end
   local inputs = report.figure_inputs(run.fields, totals, run.gpu)
   local function add(k, v) inputs[#inputs + 1] = { k, v } end
   local dtype  -- the compute dtype: the figures' peak is a GEMM's of it
