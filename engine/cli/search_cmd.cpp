@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <utility>
 
 #include <algorithm>
 #include <cstdio>
@@ -261,6 +262,7 @@ int search_main(const search_flags& f) {
             if (!f.router_skew.empty()) ov["router_skew"] = f.router_skew;  // no effect in every layout: warned once
             evaluation ev;
             ev.vi = vi;
+            std::optional<parallel_report> fresh_tl;  // the pipeline's timeline of a fresh build
             try {
               if (built && reuse && built_plan) {
                 if (built_for != &var) s.plan_set("schedule", var.schedule), built_for = &var;
@@ -269,7 +271,14 @@ int search_main(const search_flags& f) {
                 built = s.workload_load("", ov);
                 built_for = &var;
                 const gpu_spec& gpu = built->gpu_resolved;
-                built_fc = s.forecast_run(built->g, s.expand(built->g, gpu, training).kernels, gpu, *pred, "default");
+                // priced as predict prices it: scripts/neusight/pipeline.lua finish (a pipeline.lua of your own under
+                // --scripts applies), lean (search reads the forecast; its ranking's timeline is made below, per mode)
+                session::pipeline_graph run;
+                run.g = &built->g, run.kernels = s.expand(built->g, gpu, training).kernels, run.gpu = &gpu;
+                run.pred = pred.get(), run.source = built->source, run.launch = built->launch;
+                session::finished done = s.forecast_finish(std::move(run), {"default", "", false, true});
+                built_fc = std::move(*done.fc);
+                fresh_tl = std::move(done.parallel);  // the first mode's timeline, as the one below makes it
                 // what predict warns of besides the workload: kernels the predictor could not price as asked, and the
                 // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
                 built_notes = pred->warnings();
@@ -296,7 +305,8 @@ int search_main(const search_flags& f) {
               const gpu_spec& gpu = w.gpu_resolved;
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
               if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
-              const auto tl = s.timeline(fc, true);  // the ranking's numbers only
+              // the ranking's numbers only (the pipeline's own when it made it for this build)
+              const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, true);
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
@@ -392,7 +402,6 @@ int search_main(const search_flags& f) {
     own.push_back(fmt::format(
         "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
-  if (const std::string w = s.pipeline_unused_warning("search"); !w.empty()) own.push_back(w);
   const std::vector<std::string> warnings = warned.all(own);
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   std::vector<candidate> shown;

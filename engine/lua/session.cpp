@@ -929,15 +929,6 @@ std::vector<fs::path> session::scripts_search_path() const {
   return out;
 }
 
-std::string session::pipeline_unused_warning(const std::string& command) const {
-  const auto found = script_find(*p_, "neusight.pipeline");
-  const fs::path bundled = p_->opts.data_root / "scripts" / "neusight" / "pipeline.lua";
-  std::error_code ec;
-  if (!found || fs::equivalent(found->path, bundled, ec)) return "";
-  return found->display + " is not applied: " + command +
-         " forecasts with the engine's own steps (predict, run, serve and eval models go through pipeline.lua)";
-}
-
 std::vector<op_entry> session::scripts_shadowing() const {
   std::vector<op_entry> out;
   const auto& dirs = p_->script_dirs;

@@ -306,7 +306,7 @@ class session {
     std::string overhead = "default";  // scripts/neusight/overhead.lua's mode
     std::string row_keys;              // a comparison row: the names it holds besides its figures; "" otherwise
     bool say = false;                  // each warning goes to stderr as it is found
-    bool lean = false;                 // the caller reads the forecast and its timeline only: figures may be skipped
+    bool lean = false;  // the caller reads the forecast and its timeline only: figures may be skipped, the timeline lean
   };
   // forecast_workload's workload: the script ("" builds one from the overrides alone), as workload_load takes it, and
   // the predictor, made on first use (after the workload has loaded and expanded)
@@ -381,9 +381,6 @@ class session {
   // Every module file of a user script directory that hides a file of the same module later on the path (the bundled
   // scripts/ among them): name = module, file = the user file as shown, shadows = the hidden files.
   std::vector<op_entry> scripts_shadowing() const;
-  // The warning of a command that forecasts without scripts/neusight/pipeline.lua (search, serve) when a user's
-  // pipeline.lua replaces it ("" otherwise): its changes would silently not apply there.
-  std::string pipeline_unused_warning(const std::string& command) const;
 
   // Loads and validates one op rule (cached); throws with file:line on any error or if no file defines it.
   op_entry op_load(const std::string& name);

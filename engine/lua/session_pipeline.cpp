@@ -289,7 +289,8 @@ int l_set_latencies(lua_State* L) {
 // the report fields (run.fields.parallel, .memory); false when the workload is not parallel. [-0, +1, e]
 int l_timeline(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
-    if (auto tl = c.s->timeline(forecast_of(L, c, "timeline"))) c.out->parallel = std::move(*tl);
+    // lean: the ranking's numbers only (session::timeline's lean report; no memory report for the fields)
+    if (auto tl = c.s->timeline(forecast_of(L, c, "timeline"), c.opt->lean)) c.out->parallel = std::move(*tl);
     lua_pushboolean(L, c.out->parallel.has_value());
     return 1;
   });

@@ -12,7 +12,7 @@
 --   expand()               → the number of kernels: every node's op rule hooks → kernels, once
 --   predictor()            → the predictor's name: the one the command names, made on first use in the process
 -- then goes on as finish(run). finish(run) alone (`predict --graph` and each label of `eval models`: a reference
--- graph's kernels) gets `run` with
+-- graph's kernels; each layout `search` builds) gets `run` with
 --   warnings               the warnings found before (the workload's, or the reference graph's)
 --   fields                 the report fields of the workload (scripts/neusight/report.lua workload / graph): what the
 --                          report renders; run.timeline() adds `parallel` and `memory` to it
@@ -23,7 +23,8 @@
 --   row_keys               a comparison row: the names it holds besides its figures (a workload's own figure may not
 --                          take them); nil for a single forecast
 --   lean                   the caller reads the forecast and its timeline only (serve's phase forecasts, hundreds
---                          in a sweep): the figures may be skipped
+--                          in a sweep; search's layouts): the figures may be skipped (timeline() is then lean too:
+--                          the ranking's numbers, no memory report in run.fields)
 --   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
 --                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
 --                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params).

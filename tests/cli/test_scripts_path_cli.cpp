@@ -559,31 +559,10 @@ TEST_CASE("scripts path: run.set_latencies refuses NaN a wrong length and a non-
   refused("  run.aggregate(); run.aggregate()", "aggregate(): the kernels are summed once per run");
 }
 
-// search forecasts without scripts/neusight/pipeline.lua: a user's pipeline.lua would silently not apply there, so it
-// says so (in its JSON warnings too); without one it says nothing of it. serve and eval models go through it (below).
-TEST_CASE("scripts path: search warns that a user pipeline.lua is not applied", "[cli][scripts]") {
-  temp_dir t;
-  t.write("p/neusight/pipeline.lua", ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua"));
-  const std::string dir = (t.path / "p").string();
-  const std::string search = "search --model gpt2_large --gpu h100 --gpus 2 --batch 4 --seq 128 --format json";
-  auto r = run_cli(search + " --scripts '" + dir + "'");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  const std::string said = dir + "/neusight/pipeline.lua is not applied: search forecasts with the engine's own steps";
-  CHECK(r.err.find(said) != std::string::npos);
-  bool in_json = false;
-  const json out = json::parse(r.out);
-  for (const auto& w : out["warnings"]) in_json = in_json || w.get<std::string>().find(said) == 0;
-  CHECK(in_json);
-  r = run_cli(search);
-  REQUIRE(r.code == 0);
-  CHECK(r.err.find("is not applied") == std::string::npos);
-}
-
-// eval models forecasts each label's graph as predict --graph does, through scripts/neusight/pipeline.lua finish, and
-// serve each phase as predict does (forecast): a pipeline.lua of one's own is what they score and serve (here one
-// that doubles every kernel's latency), said nowhere as unused.
-TEST_CASE("scripts path: eval models and serve forecast through a user pipeline.lua", "[cli][scripts]") {
+// eval models forecasts each label's graph as predict --graph does, through scripts/neusight/pipeline.lua finish,
+// serve each phase as predict does (forecast), and search each layout it builds (finish): a pipeline.lua of one's own
+// is what they score, serve and rank (here one that doubles every kernel's latency), said nowhere as unused.
+TEST_CASE("scripts path: eval models serve and search forecast through a user pipeline.lua", "[cli][scripts]") {
   temp_dir t;
   std::string text = ns_test::slurp(source_dir / "scripts/neusight/pipeline.lua");
   const std::string call = "  local totals, predictor_warnings = run.forecast()";
@@ -617,4 +596,16 @@ TEST_CASE("scripts path: eval models and serve forecast through a user pipeline.
   const json s2 = json::parse(served.out), s1 = json::parse(run_cli(serve).out);
   CHECK(s2["ttft_ms"].get<double>() == Approx(2 * s1["ttft_ms"].get<double>()).epsilon(1e-9));
   CHECK(s2["tpot_ms"].get<double>() == Approx(2 * s1["tpot_ms"].get<double>()).epsilon(1e-9));
+  // search: one GPU, no communication: each layout's iteration is the doubled forecast
+  const std::string search = "search --model gpt2_large --gpu h100 --gpus 1 --batch 4 --seq 128 --format json";
+  const auto ranked = run_cli(search + " --scripts '" + dir + "'");
+  INFO(ranked.err);
+  REQUIRE(ranked.code == 0);
+  CHECK(ranked.err.find("is not applied") == std::string::npos);
+  const json r2 = json::parse(ranked.out), r1 = json::parse(run_cli(search).out);
+  REQUIRE(r2["layouts"].size() == r1["layouts"].size());
+  REQUIRE(r1["layouts"].size() > 0);
+  for (size_t i = 0; i < r1["layouts"].size(); ++i)  // doubling every time keeps the ranking
+    CHECK(r2["layouts"][i]["iteration_ms"].get<double>() ==
+          Approx(2 * r1["layouts"][i]["iteration_ms"].get<double>()).epsilon(1e-6));
 }
