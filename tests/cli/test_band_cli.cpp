@@ -410,18 +410,18 @@ TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][
   const auto c = ns::calibration_load(g);
   REQUIRE(c);
   CHECK(c->factors.at("linear") == 1.25);
-  // applied to the linear kernels only
+  // applied to the linear kernels only: a Linear of 2 s and an add of 3 s, as a (decode step's when `decode`) forecast
   ns::kernel lin, add;
   lin.kind = ns::kernel_kind::gemm, lin.name = "Linear";
   add.kind = ns::kernel_kind::elementwise, add.name = "VECadd";
-  std::vector<double> s = {2.0, 3.0};
-  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c, false);
-  CHECK(s[0] == 2.5);
-  CHECK(s[1] == 3.0);
+  auto applied = [&](const ns::calibration& cal, bool decode) {
+    std::vector<double> s = {2.0, 3.0};
+    ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, cal, decode);
+    return s;
+  };
+  CHECK(applied(*c, false) == std::vector<double>{2.5, 3.0});
   // without [decode_factors] a decode step takes [factors]; with it, its own (empty: none)
-  s = {2.0, 3.0};
-  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *c, true);
-  CHECK(s[0] == 2.5);
+  CHECK(applied(*c, true) == std::vector<double>{2.5, 3.0});
   t.write("v100.calibration.toml", "format_version = 1\ngpu = \"V100-PCIE-32GB\"\n[factors]\nlinear = 1.25\n"
                                    "[decode_factors]\nVECadd = 2\n");
   CHECK_THROWS_WITH(ns::calibration_load(g), Catch::Contains("unknown kernel family 'VECadd'"));
@@ -429,14 +429,8 @@ TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][
                                    "[decode_factors]\nelementwise = 2\n");
   const auto d = ns::calibration_load(g);
   REQUIRE(d);
-  s = {2.0, 3.0};
-  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *d, true);
-  CHECK(s[0] == 2.0);
-  CHECK(s[1] == 6.0);
-  s = {2.0, 3.0};
-  ns::calibration_apply({{0, ns::phase::forward, lin}, {0, ns::phase::forward, add}}, s, *d, false);
-  CHECK(s[0] == 2.5);
-  CHECK(s[1] == 3.0);
+  CHECK(applied(*d, true) == std::vector<double>{2.0, 6.0});
+  CHECK(applied(*d, false) == std::vector<double>{2.5, 3.0});
 }
 
 TEST_CASE("eval models --calibrate-each scores one-label calibration on the GPU's other labels", "[cli][calibrate]") {

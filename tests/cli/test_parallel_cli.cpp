@@ -579,28 +579,36 @@ TEST_CASE("parallel: a workload adds a pipeline schedule in Lua", "[cli][paralle
   CHECK(mine["latency_ms"].get<double>() == Approx(gpipe["latency_ms"].get<double>()).epsilon(1e-12));
 }
 
-TEST_CASE("eval models: distributed labels get the same timeline as predict --graph", "[cli][parallel][eval]") {
-  const auto r = run_cli("eval models tests/fixtures/distributed/label --predictor roofline --format json");
+namespace {
+// eval models over `labels` (roofline): each row the forecast predict --graph makes of its graph in `graphs` (a
+// distributed one with its timeline); the rows' JSON.
+json eval_as_graphs(const std::string& labels, const std::string& graphs) {
+  const auto r = run_cli("eval models '" + labels + "' --predictor roofline --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
   const json j = json::parse(r.out);
-  REQUIRE(j["rows"].size() == 3);
   for (const auto& row : j["rows"]) {
     const std::string config = row["config"];
-    CHECK(row["layers"] == 36);
-    const auto p = run_cli("predict --graph tests/fixtures/distributed/opgraph/" + config +
-                           ".csv --gpu A100-SXM4-40GB --predictor roofline --format json");
+    INFO(config);
+    const auto p = run_cli("predict --graph '" + graphs + "/" + config + ".csv' --gpu A100-SXM4-40GB --predictor "
+                           "roofline --format json");
     REQUIRE(p.code == 0);
     const json one = json::parse(p.out);
-    CHECK(one.contains("parallel"));
+    CHECK(one.contains("parallel") == (config.find("-dp") != std::string::npos || config.find("-tp") != std::string::npos ||
+                                       config.find("-pp") != std::string::npos));
     CHECK(row["predicted_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
   }
-  CHECK(j["rows"][0]["measured_ms"] == 452.3);
+  return j["rows"];
+}
+}  // namespace
+
+TEST_CASE("eval models: distributed labels get the same timeline as predict --graph", "[cli][parallel][eval]") {
+  const json rows = eval_as_graphs("tests/fixtures/distributed/label", "tests/fixtures/distributed/opgraph");
+  REQUIRE(rows.size() == 3);
+  for (const auto& row : rows) CHECK(row["layers"] == 36);
+  CHECK(rows[0]["measured_ms"] == 452.3);
 }
 
-// A plain label after distributed ones in one process gets no plan of theirs (the session kept the last distributed
-// label's plan: with the pipeline's timeline() a plain label after a dp4 one failed, "the graph has 125 nodes, the
-// plan's model 134"). Labels go in name order: the distributed gpt2_large-train-1024-4-* before the plain -4.json.
 TEST_CASE("eval models: a plain label after distributed ones is forecast alone", "[cli][parallel][eval]") {
   temp_dir t;
   const fs::path dist = ns_test::source_dir / "tests/fixtures/distributed";
@@ -615,19 +623,5 @@ TEST_CASE("eval models: a plain label after distributed ones is forecast alone",
                 t.path / "opgraph/gpt2_large-train-1024-4.csv");
   fs::copy_file(dist / "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4-dp4.json",
                 t.path / "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4.json");
-  const auto r = run_cli("eval models '" + (t.path / "label").string() + "' --predictor roofline --format json");
-  INFO(r.err);
-  REQUIRE(r.code == 0);
-  const json j = json::parse(r.out);
-  REQUIRE(j["rows"].size() == 3);
-  for (const auto& row : j["rows"]) {
-    const std::string config = row["config"];
-    INFO(config);
-    const auto p = run_cli("predict --graph '" + (t.path / "opgraph" / (config + ".csv")).string() +
-                           "' --gpu A100-SXM4-40GB --predictor roofline --format json");
-    REQUIRE(p.code == 0);
-    const json one = json::parse(p.out);
-    CHECK(one.contains("parallel") == (config != "gpt2_large-train-1024-4"));
-    CHECK(row["predicted_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
-  }
+  CHECK(eval_as_graphs((t.path / "label").string(), (t.path / "opgraph").string()).size() == 3);
 }
