@@ -197,8 +197,9 @@ class session {
   lua_report report(const std::string& module, const std::string& fn);
   // What `neusight search` reads of the forecast `f` of the last workload_load (or report_graph), after its timeline(),
   // from scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
-  // times, the dtype's peak and the calibration) and memory_warnings (the run does not fit). A forecast of predict and
-  // run gets both in scripts/neusight/pipeline.lua finish(run) instead.
+  // times, the dtype's peak and the calibration) and memory_warnings (the run does not fit), for a layout without a
+  // parallel plan (whose lean pipeline run makes neither). A forecast of predict and run gets both in
+  // scripts/neusight/pipeline.lua finish(run) instead.
   struct forecast_facts {
     figure_inputs inputs;
     std::vector<std::string> memory_warnings;
@@ -280,7 +281,8 @@ class session {
 
   // A forecast driven by scripts/neusight/pipeline.lua (a --scripts DIR may hold another): forecast_workload runs its
   // forecast(run) — the workload loaded (workload_load), expanded into kernels (expand), the predictor made — and then
-  // its finish(run); forecast_finish runs finish(run) alone on kernels made elsewhere (a reference graph). finish(run)
+  // its finish(run); forecast_finish runs finish(run) alone on kernels made elsewhere (a reference graph: predict
+  // --graph, eval models; a layout search built, lean). finish(run)
   // takes the steps once the kernels are known: forecast_run, the parallel timeline, the memory warnings, the figure
   // inputs (scripts/neusight/report.lua's, the dtype's dense peak, the kernel families' times, a comparison row's
   // names, the calibration) and the figures, collecting the warnings found on the way. The engine gives the script

@@ -76,14 +76,19 @@ end
 --- The warning for a forecast of `model` on a GPU whose calibration (`source`) was fitted to a measurement of another
 --- model (`calibrated`), or nil: leave one GPU out, a calibration from another model helped less and could hurt
 --- (weights/ACCURACY.md, "Calibration from one measurement"). figures.lua (predict, run), serve.lua and sweep.lua
---- say it. One name is one model (BERT counts its MLM head's parameters in training only); two names are told apart by
---- their whole-model parameter counts when both runs know one (`calibrated_params`, `params`: neusight.report
---- model_params; a preset and its HF config.json in a folder of another name are then one model), and so are two
---- model functions (their graphs are "custom" whatever they hold: never compared without the counts).
+--- say it. Models are told apart by their whole-model parameter counts when both runs know one (`calibrated_params`,
+--- `params`: neusight.report model_params; a preset and its HF config.json in a folder of another name are then one
+--- model, and two model functions, "custom" whatever their graphs hold, are two when their counts differ), else by
+--- name. One name is one model within M.same_name_params of each other (BERT counts its MLM head's parameters in
+--- training only: 0.6 % more), so that two HF configs named alike by their folders ("config", "7b") still differ.
+M.same_name_params = 0.05
 function M.model_warning(source, gpu_name, calibrated, model, calibrated_params, params)
   if not (source and calibrated and model) then return nil end
-  if calibrated == model and model ~= "custom" then return nil end
   local by_size = type(calibrated_params) == "number" and type(params) == "number"
+  if calibrated == model and model ~= "custom" and (not by_size or
+      abs(calibrated_params - params) <= M.same_name_params * math.max(abs(calibrated_params), abs(params))) then
+    return nil
+  end
   if by_size then  -- counts are written whole: half a parameter apart is one count
     if abs(calibrated_params - params) <= math.max(0.5, 1e-9 * math.max(abs(calibrated_params), abs(params))) then
       return nil
@@ -92,7 +97,7 @@ function M.model_warning(source, gpu_name, calibrated, model, calibrated_params,
     return nil
   end
   local a, b = calibrated, model
-  if by_size and a == b then  -- one name ("custom"), two sizes: say the sizes
+  if by_size and a == b then  -- one name, two sizes: say the sizes
     a, b = fmt("%s (%.0f parameters)", a, calibrated_params), fmt("%s (%.0f parameters)", b, params)
   end
   return fmt("%s calibrates %s from a measurement of %s, not of %s: a calibration from another model helps less and can "

@@ -264,8 +264,16 @@ TEST_CASE("calibrate: the factors move the forecast towards the measurement and 
   CHECK(custom["warnings"].dump().find("from a measurement of") == std::string::npos);
   t.write("v100.calibration.toml", unsized);
   CHECK(run_json(bert)["warnings"].dump().find(from_another) != std::string::npos);
-  // one name is one model, whatever its size (BERT counts its MLM head's parameters in training only)
+  // one name is one model within 5 % of its size (BERT counts its MLM head's parameters in training only), two
+  // sizes further apart under one name (two HF configs named "config" by their files) are two: the sizes are said
   t.write("v100.calibration.toml", ns_test::replace_all(fitted, "model = \"gpt2_large\"", "model = \"bert_large\""));
+  CHECK(run_json(bert)["warnings"].dump().find("a measurement of bert_large (" + std::to_string(int64_t(params)) +
+                                               " parameters), not of bert_large (") != std::string::npos);
+  const double bert_train = run_json(ns_test::replace_all(bert, "--mode inference", "--mode train"))["params"];
+  REQUIRE(bert_train != run_json(bert)["params"].get<double>());  // the MLM head
+  t.write("v100.calibration.toml", ns_test::replace_all(ns_test::replace_all(fitted, "model = \"gpt2_large\"",
+                                                                             "model = \"bert_large\""),
+                                                        fmt_params(params), fmt_params(bert_train)));
   CHECK(run_json(bert)["warnings"].dump().find("from a measurement of") == std::string::npos);
   // two model functions ("custom" both) are told apart by their sizes, which the warning then says
   const fs::path fn = t.write("fn.lua", "return { gpu = '" + gpu + "', mode = 'inference', batch = 2, seq = 8,\n"
