@@ -130,6 +130,9 @@ int l_serve_phase(lua_State* L) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size
+      // whether its decode steps are corrected too (an empty [decode_factors]: no decode step was measured)
+      lua_pushboolean(L, !(cal->decode_factors && cal->decode_factors->empty()));
+      lua_setfield(L, -2, "decode_calibrated");
     }
     lua_createtable(L, 0, 4);  // stack: result gpu
     set_string(L, "name", gpu.name);

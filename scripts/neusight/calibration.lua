@@ -303,7 +303,7 @@ function M.fit_serve(r)
     local f = fits[p.key]
     if f then
       lines[#lines + 1] = p.label .. ": " .. f.lines[1]
-      lines[#lines + 1] = (p.key == "ttft" and "[factors] " or "[decode_factors] ") .. f.lines[2]
+      lines[#lines + 1] = (p.key == "ttft" and "[factors]" or "[decode_factors]") .. f.lines[2]:gsub("^factors", "", 1)
       lines[#lines + 1] = f.lines[3]:gsub("this workload", p.what)
       for _, w in ipairs(f.warnings) do warnings[#warnings + 1] = w end
     end

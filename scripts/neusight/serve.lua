@@ -172,7 +172,8 @@ local function forecaster(o, phase)
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
-          calibration_model_params = p.calibration_model_params, families = p.families,
+          calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
+          families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
@@ -267,12 +268,17 @@ local function common_report(o, first, count)
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
+  -- with a calibration: whether it corrects decode steps too (false: its [decode_factors] are empty, no decode step
+  -- was measured; nil without one)
+  local decode_calibrated
+  if first.calibration then decode_calibrated = first.decode_calibrated ~= false end
   local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
     params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
+    decode_calibrated = decode_calibrated,
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",
@@ -880,7 +886,8 @@ function M.format_table(r)
     r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
-    out[#out + 1] = fmt("calibrated: kernel times corrected by %s (--no-calibration ignores it)", r.calibration)
+    out[#out + 1] = fmt("calibrated: kernel times corrected by %s (%s--no-calibration ignores it)", r.calibration,
+      r.decode_calibrated == false and "the prefill's only: no decode step was measured; " or "")
   end
   if r.kind == "static" then
     out[#out + 1] = fmt("static batch %d, input %s tokens, output %s tokens", r.batch, r.input_len, r.output_len)

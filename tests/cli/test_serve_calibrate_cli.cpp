@@ -65,6 +65,8 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   CHECK(after["tpot_ms"].get<double>() == Approx(cal_tpot).epsilon(1e-7));
   CHECK(after["ttft_ms"].get<double>() == Approx(cal_ttft).epsilon(1e-7));
   CHECK(after["calibration"] == file.string());
+  CHECK(after["decode_calibrated"] == true);
+  CHECK_FALSE(run_json(run + " --no-calibration").contains("decode_calibrated"));
   CHECK(run_json(run + " --no-calibration")["tpot_ms"].get<double>() == tpot);
   // another batch and a predict of a decode step on the GPU file move too
   const std::string other = "serve --model llama3_8b --gpu '" + gpu + "' --batch 32 --input-len 1024 --output-len 16";
@@ -198,6 +200,8 @@ TEST_CASE("serve calibrate: ttft_ms alone leaves decode steps uncalibrated - and
   CHECK(ns_test::slurp(file).find("[decode_factors]") != std::string::npos);
   const json after = run_json(run);
   CHECK(after["tpot_ms"].get<double>() == tpot);
+  CHECK(after["decode_calibrated"] == false);  // and the table says whose kernel times it corrects
+  CHECK(run_cli(run).out.find("(the prefill's only: no decode step was measured;") != std::string::npos);
   CHECK(after["ttft_ms"].get<double>() == Approx(fit["calibrated_ttft_ms"].get<double>()).epsilon(1e-7));
   const json d = run_json(decode);
   CHECK(d["latency_ms"].get<double>() == raw_decode);
