@@ -245,7 +245,11 @@ M.options = options
 -- Runs the first forecast with a message that says why a model cannot be served.
 local function probe(F, o, mode, batch, tokens, with_band)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
-  if not ok then fail("model '%s' cannot be served: %s", o.model, tostring(r)) end
+  if not ok then
+    -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's
+    if tostring(r):match("^[^\n]-pipeline%.lua:%d+:") then error(r, 0) end
+    fail("model '%s' cannot be served: %s", o.model, tostring(r))
+  end
   return r
 end
 

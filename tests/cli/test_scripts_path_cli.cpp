@@ -339,6 +339,13 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(r4.code == 1);
   CHECK(r4.err.find("module neusight.pipeline has no function forecast") != std::string::npos);
   CHECK_FALSE(fs::exists(out));
+  // serve forecasts its phases through it: the error is the pipeline's, not the model's ("cannot be served")
+  f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n"
+                                       "  error('no figures today')\nend\nreturn M\n");
+  const auto served = run_cli("serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4" + scripts);
+  CHECK(served.code == 1);
+  CHECK(served.err.find(where + ":4: no figures today") != std::string::npos);
+  CHECK(served.err.find("cannot be served") == std::string::npos);
   // the error of a script a primitive runs (the bundled pipeline's run.workload()) keeps the traceback it had when the
   // engine ran the script itself: no pipeline frames
   const fs::path bad = f.t.write("work/bad.lua", "error('bad workload')\n");
