@@ -595,7 +595,8 @@ std::vector<flag_spec> table_make() {
       .type("DIR").on(sessions, to(&common_flags::ops_dirs));
   flag("--scripts",
        "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
-       "module neusight.launch")
+       "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
+       "eval models)")
       .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::scripts_dirs));
   flag("--traceback", "Print the Lua traceback of script errors").on(sessions, to(&common_flags::traceback));
   flag("-v,--verbose", "Report op and script files that shadow others, and other details")
