@@ -356,11 +356,12 @@ int l_calibration_inputs(lua_State* L) {
     figure_inputs in;
     const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"));
     // a decode step under an empty [decode_factors] (a calibration without a measured decode step): none applied
-    if (cal && !calibration_factors(*cal, c.run->decode).empty()) {
+    const std::map<std::string, double>* applied = cal ? &calibration_factors(*cal, c.run->decode) : nullptr;
+    if (applied && !applied->empty()) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
       if (cal->model_params) in.emplace_back("calibration_model_params", *cal->model_params);
-      for (const auto& [fam, x] : calibration_factors(*cal, c.run->decode)) in.emplace_back("calibration." + fam, x);
+      for (const auto& [fam, x] : *applied) in.emplace_back("calibration." + fam, x);
     }
     figure_inputs_push(L, in);
     return 1;
