@@ -242,8 +242,8 @@ end
 
 -- The phases of a serve run a measurement can name: the prefill (TTFT) and the mean decode step (TPOT).
 local SERVE_PHASES = {
-  { key = "ttft", label = "TTFT", prefix = "prefill_", what = "the prefill" },
-  { key = "tpot", label = "TPOT", prefix = "decode_", what = "a decode step" },
+  { key = "ttft", label = "TTFT", prefix = "prefill_", what = "the prefill", section = "[factors]" },
+  { key = "tpot", label = "TPOT", prefix = "decode_", what = "a decode step", section = "[decode_factors]" },
 }
 
 -- A phase's forecast with the factors applied: its families' seconds times their factors (1 without one).
@@ -273,9 +273,9 @@ end
 --- warnings }.
 ---@param r table
 function M.fit_serve(r)
-  local fits = {}
+  local fits, phs = {}, {}  -- by phase key: fit() of its measurement, its forecast
   for _, p in ipairs(SERVE_PHASES) do
-    local ph = { label = p.label, what = p.what, latency_s = r[p.key .. "_s"], measured_s = r["measured_" .. p.key .. "_s"],
+    local ph = { latency_s = r[p.key .. "_s"], measured_s = r["measured_" .. p.key .. "_s"],
                  family_s = r[p.prefix .. "family_s"], family_n = r[p.prefix .. "family_n"],
                  roofline = r[p.prefix .. "roofline"], measurement = r.measurement, gpu = r.gpu,
                  uncertainty = r.uncertainty, uncertainty_source = r.uncertainty_source }
@@ -283,19 +283,21 @@ function M.fit_serve(r)
       error(fmt("%s: %s_ms given, but the run has no decode step (--output-len 1: its one token comes from the "
         .. "prefill)", r.measurement, p.key), 0)
     end
-    p.ph = ph
+    phs[p.key] = ph
     if ph.measured_s then fits[p.key] = M.fit(ph) end
   end
   if not (fits.ttft or fits.tpot) then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
   local fields, lines, warnings = {}, {}, {}
-  local sets = { { prefix = "factor.", fit = fits.ttft or fits.tpot }, { prefix = "decode_factor.", fit = fits.tpot } }
-  local factors = { ttft = {}, tpot = {} }  -- by the phase whose forecast they correct
-  for k, set in ipairs(sets) do
+  -- the file's two sets, by the phase whose forecast they correct
+  local sets = { { phase = "ttft", prefix = "factor.", fit = fits.ttft or fits.tpot },
+                 { phase = "tpot", prefix = "decode_factor.", fit = fits.tpot } }
+  local factors = { ttft = {}, tpot = {} }
+  for _, set in ipairs(sets) do
     for _, x in ipairs(set.fit and set.fit.fields or {}) do
       if x.key ~= "calibrated_ms" then
         local family = x.key:sub(#"factor." + 1)
         fields[#fields + 1] = { key = set.prefix .. family, value = x.value }
-        factors[k == 1 and "ttft" or "tpot"][family] = x.value
+        factors[set.phase][family] = x.value
       end
     end
   end
@@ -303,12 +305,12 @@ function M.fit_serve(r)
     local f = fits[p.key]
     if f then
       lines[#lines + 1] = p.label .. ": " .. f.lines[1]
-      lines[#lines + 1] = (p.key == "ttft" and "[factors]" or "[decode_factors]") .. f.lines[2]:gsub("^factors", "", 1)
+      lines[#lines + 1] = p.section .. f.lines[2]:gsub("^factors", "", 1)
       lines[#lines + 1] = f.lines[3]:gsub("this workload", p.what)
       for _, w in ipairs(f.warnings) do warnings[#warnings + 1] = w end
     end
   end
-  if not fits.tpot and SERVE_PHASES[2].ph.latency_s then
+  if not fits.tpot and phs.tpot.latency_s then
     lines[#lines + 1] = "decode steps: not calibrated (no tpot_ms): a prefill's bias is its compute-bound GEMMs', not a "
       .. "decode step's, whose weight and KV-cache streaming the forecast meets as well on the GPUs measured"
   elseif not fits.ttft then
@@ -316,11 +318,12 @@ function M.fit_serve(r)
   end
   local shown = {}
   for _, p in ipairs(SERVE_PHASES) do
-    if p.ph.latency_s then
-      local c = calibrated_s(p.ph, factors[p.key])
+    local ph = phs[p.key]
+    if ph.latency_s then
+      local c = calibrated_s(ph, factors[p.key])
       fields[#fields + 1] = { key = "calibrated_" .. p.key .. "_ms", value = c * 1e3 }
-      shown[#shown + 1] = fmt("%s %.4g ms (forecast %.4g ms%s)", p.label, c * 1e3, p.ph.latency_s * 1e3,
-        p.ph.measured_s and fmt(", measured %.4g ms", p.ph.measured_s * 1e3) or ", not measured")
+      shown[#shown + 1] = fmt("%s %.4g ms (forecast %.4g ms%s)", p.label, c * 1e3, ph.latency_s * 1e3,
+        ph.measured_s and fmt(", measured %.4g ms", ph.measured_s * 1e3) or ", not measured")
     end
   end
   lines[#lines + 1] = "calibrated forecast of this run: " .. concat(shown, "; ")

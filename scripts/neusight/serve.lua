@@ -247,7 +247,7 @@ local function probe(F, o, mode, batch, tokens, with_band)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then
     -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's
-    if tostring(r):match("^[^\n]-pipeline%.lua:%d+:") then error(r, 0) end
+    if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:") then error(r, 0) end
     fail("model '%s' cannot be served: %s", o.model, tostring(r))
   end
   return r

@@ -176,9 +176,13 @@ function M.parts(r)
   local m = memo(tbl)
   if not m.keys_checked then  -- every family's keys, whichever families this forecast uses: a file is valid or not
     known_keys(src, tbl, TABLE_KEYS)
-    for name, e in pairs(type(tbl.families) == "table" and tbl.families or {}) do
+    local names = {}  -- in name order: the same family named first on every run
+    for name in pairs(families) do names[#names + 1] = tostring(name) end
+    table.sort(names)
+    for _, name in ipairs(names) do
+      local e = families[name]
       if type(e) == "table" then
-        known_keys(fmt("%s: families.%s", src, tostring(name)), e, FAMILY_KEYS)
+        known_keys(fmt("%s: families.%s", src, name), e, FAMILY_KEYS)
         check_range(src, name, e.range)
       end
     end
