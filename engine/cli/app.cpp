@@ -103,8 +103,6 @@ struct forecast_done : session::finished {
   // A comparison's row (run_compare): its figures sit beside the row's inputs, latency_ms, warnings and error, so a
   // workload's own figure may not take those names; a single forecast's figures have an object of their own.
   bool comparison_row = false;
-  // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
-  double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
 };
 
 // The names a comparison row holds besides the figures (a workload's own figures may not take them there); "" for a
@@ -188,12 +186,15 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
-      {"workload", config},      {"model", d.fc->g.model},  {"predictor", pred.name()}};
+      {"workload", config}};
+  if (!d.fc->g.model.empty()) facts.emplace_back("model", d.fc->g.model);  // the reader refuses an empty one
+  facts.emplace_back("predictor", pred.name());
   // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
   // the measured model by; written whole
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", std::round(*n));
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  const std::string where = calibration_write(d.gpu, path, factors, d.decode ? factors : std::map<std::string, double>{}, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
+  const std::map<std::string, double> decode_factors = d.decode ? factors : std::map<std::string, double>{};
+  const std::string where = calibration_write(d.gpu, path, factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = d.gpu.name;
@@ -205,7 +206,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
     j["forecast_ms"] = latency_s * 1e3;
     j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);
     j["factors"] = factors;
-    j["decode_factors"] = d.decode ? factors : std::map<std::string, double>{};
+    j["decode_factors"] = decode_factors;
     j["warnings"] = fit.warnings;
     emit(j.dump(2) + "\n", c.output);
   } else {

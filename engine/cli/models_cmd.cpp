@@ -265,7 +265,7 @@ int eval_models_main(const eval_models_flags& f) {
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;
     r.measured_ms = l.e2e_ms;
-    r.predicted_ms = (done.parallel ? done.parallel->iteration_s : fc.total()) * 1e3;
+    r.predicted_ms = done.latency_s() * 1e3;
     r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
     r.spec = &gpu;
     r.family_s = fc.seconds_by_family();

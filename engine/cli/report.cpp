@@ -148,6 +148,8 @@ std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& 
        "(a decode step's by [decode_factors] when the file has them)",
        "(--no-calibration or NEUSIGHT_NO_CALIBRATION=1 ignores this file)."},
       facts);
+  // the reader's rules (factor ranges, families, model and its size): never a file every later forecast would refuse
+  calibration_parse(text, path.lexically_normal().generic_string() + " (as it would be written)", gpu);
   emit(text, path.string());
   return path.lexically_normal().generic_string();
 }

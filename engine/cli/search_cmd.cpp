@@ -292,9 +292,13 @@ int search_main(const search_flags& f) {
                 if (!calibration_notes) {
                   calibration_notes.emplace();
                   if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
-                    const figure_inputs cal_in = {{"calibration_source", cal->source},
-                                                  {"calibration_model", cal->model},
-                                                  {"model", built->g.model}};
+                    figure_inputs cal_in = {{"calibration_source", cal->source},
+                                            {"calibration_model", cal->model},
+                                            {"model", built->g.model}};
+                    // the sizes predict and serve compare too (the first layout's, when it holds the whole model)
+                    if (cal->model_params) cal_in.emplace_back("calibration_model_params", *cal->model_params);
+                    if (const auto n = s.forecast_model_params(built_fc->params_total()))
+                      cal_in.emplace_back("model_params", *n);
                     *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
                   }
                 }

@@ -133,6 +133,12 @@ const std::map<std::string, double>& calibration_factors(const calibration& c, b
   return decode && c.decode_factors ? *c.decode_factors : c.factors;
 }
 
+const std::map<std::string, double>* calibration_applied(const calibration* c, bool decode) {
+  if (!c) return nullptr;
+  const auto& f = calibration_factors(*c, decode);
+  return f.empty() ? nullptr : &f;
+}
+
 measurement measurement_load(const std::string& path, measurement_use use) {
   return measurement_parse(text_file_read(path, path, text_file_max_script), path, use);
 }

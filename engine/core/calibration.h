@@ -32,6 +32,9 @@ struct calibration {
 
 // The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.
 const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode);
+// The same of a GPU's calibration (nullptr: none), nullptr when they are empty (a decode step under an empty
+// [decode_factors]): whether a forecast was calibrated at all.
+const std::map<std::string, double>* calibration_applied(const calibration* c, bool decode);
 
 // Where `gpu`'s calibration lives: <dir of gpu.file>/<stem>.calibration.toml (empty when the spec has no file).
 std::filesystem::path calibration_path(const gpu_spec& gpu);

@@ -376,7 +376,7 @@ void session::report_graph(const workload_overrides& fields, double params, doub
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   // a new graph: the last one's parallel plan is not its own (graph_parallel, called after this, makes its plan)
-  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  p_->plan_drop();
   overrides_push_table(L, fields);  // stack: g
   lua_pushnumber(L, params);
   lua_pushnumber(L, gpu_mem_gb);  // stack: g params gpu_mem_gb
@@ -507,7 +507,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushvalue(L, norm);
   lua_pushvalue(L, build);
   report_fields_keep(*p_, "workload", 2);  // stack: W spec norm build nodes
-  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  p_->plan_drop();
   raw_getfield(L, build, "plan");  // stack: W spec norm build nodes plan
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {

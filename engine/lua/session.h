@@ -326,6 +326,8 @@ class session {
     std::string source;           // the workload's (forecast_finish: the graph's)
     std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the graph's)
     bool decode = false;           // a decode step (--mode decode): the workload's (forecast_finish: the graph's)
+    // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
+    double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
   };
   finished forecast_workload(workload_request req, pipeline_options opt);
   finished forecast_finish(pipeline_graph graph, pipeline_options opt);

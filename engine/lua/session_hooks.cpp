@@ -120,7 +120,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
     node_push(L, g.nodes[i], training);
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
-  for (int* ref : {&p_->plan_ref, &p_->nodes_ref}) luaL_unref(L, LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  p_->plan_drop();
   p_->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops nodes
   p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
 }

@@ -53,6 +53,10 @@ struct session::impl {
   int engine_ref = LUA_NOREF;
   int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
   int nodes_ref = LUA_NOREF;
+  // Drops the last parallel plan and its nodes (a new workload or graph: its plan, if any, is made after this).
+  void plan_drop() {
+    for (int* ref : {&plan_ref, &nodes_ref}) luaL_unref(L(), LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
+  }
   // The report fields of the forecast in progress (neusight.report.workload of the last workload_load, or .graph of
   // report_graph); timeline() adds the parallel report and its memory report. What forecast_render renders.
   int fields_ref = LUA_NOREF;

@@ -355,9 +355,7 @@ int l_calibration_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     figure_inputs in;
     const calibration* cal = c.s->calibration_of(gpu_of(L, c, "calibration_inputs"));
-    // a decode step under an empty [decode_factors] (a calibration without a measured decode step): none applied
-    const std::map<std::string, double>* applied = cal ? &calibration_factors(*cal, c.run->decode) : nullptr;
-    if (applied && !applied->empty()) {
+    if (const auto* applied = calibration_applied(cal, c.run->decode)) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
       if (cal->model_params) in.emplace_back("calibration_model_params", *cal->model_params);

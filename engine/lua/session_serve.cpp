@@ -50,7 +50,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // phase(fields[, with_band]) -> { latency_ms, latency_ms_p10, latency_ms_p90, band_spread (with_band: the band and
 // its table's width factor; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
-// for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, active_params
+// for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, model_params (the
+// whole model's, when the phase holds it: session::forecast_model_params), active_params
 // (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
 // nil without one), dtype, gpu = {name, mem_gb,
@@ -70,7 +71,7 @@ int l_serve_phase(lua_State* L) {
     const session::finished done = c->s->forecast_workload(std::move(req), {"default", "", false, true});
     const forecast& fc = *done.fc;  // a run without one is the pipeline's error (pipeline_call)
     const gpu_spec& gpu = done.gpu;
-    const double latency_s = done.parallel ? done.parallel->iteration_s : fc.total();
+    const double latency_s = done.latency_s();
     // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once
     figure_inputs fam;
     family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
@@ -120,12 +121,15 @@ int l_serve_phase(lua_State* L) {
     lua_setfield(L, -4, "state_gb");
     lua_pop(L, 2);  // stack: result
     set_number(L, "params", fc.params_total());
+    // the whole model's count, when the phase holds it (scripts/neusight/report.lua model_params: what a calibration's
+    // model is told by)
+    if (const auto n = c->s->forecast_model_params(fc.params_total())) set_number(L, "model_params", *n);
     set_number(L, "flops", fc.flops_total());
     set_string(L, "launch", done.launch);
     set_string(L, "dtype", dtype);
     set_string(L, "model", model);
     // applied (a decode step under an empty [decode_factors] has none)
-    if (const calibration* cal = c->s->calibration_of(gpu); cal && !calibration_factors(*cal, done.decode).empty()) {
+    if (const calibration* cal = c->s->calibration_of(gpu); calibration_applied(cal, done.decode)) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size

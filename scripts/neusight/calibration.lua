@@ -105,12 +105,14 @@ function M.model_warning(source, gpu_name, calibrated, model, calibrated_params,
     gpu_name, a, b, model)
 end
 
---- The same as figures (no fields, no lines; `r`: calibration_source, calibration_model, model, gpu): what
+--- The same as figures (no fields, no lines; `r`: calibration_source, calibration_model, model, gpu, and the sizes
+--- calibration_model_params and model_params when known): what
 --- `neusight search` (engine/cli/search_cmd.cpp) tells once of its layouts' forecasts.
 ---@param r table
 function M.model_warnings(r)
   return { fields = {}, lines = {},
-           warnings = { M.model_warning(r.calibration_source, r.gpu.name, r.calibration_model, r.model) } }
+           warnings = { M.model_warning(r.calibration_source, r.gpu.name, r.calibration_model, r.model,
+                                        r.calibration_model_params, r.model_params) } }
 end
 
 -- A factor, kept within the loader's range.

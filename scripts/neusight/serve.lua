@@ -171,6 +171,7 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
+          model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
           calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
           families = p.families,
@@ -267,7 +268,7 @@ local function common_report(o, first, count)
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
   local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,
-    first.calibration_model, first.model, first.calibration_model_params, o.tp == 1 and first.params or nil) or nil
+    first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
@@ -409,7 +410,7 @@ function M.calibration_inputs(raw, phase)
   local out = {
     ttft_s = pre.ms / 1e3,
     model = pre.model,
-    model_params = o.tp == 1 and pre.params >= 1 and pre.params or nil, -- the whole model's (a calibration's model)
+    model_params = pre.model_params, -- the whole model's, when the phase holds it (a calibration's model)
     workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
       o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
   }

@@ -97,6 +97,12 @@ TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit a
   const json llama_s = run_json("search --model llama3_8b" + search);
   REQUIRE(llama_s.contains("warnings"));
   CHECK(llama_s["warnings"].dump().find("from a measurement of") == std::string::npos);
+  // search tells models by their sizes as predict and serve do: the same model under another name says nothing
+  t.write("h100.calibration.toml", ns_test::replace_all(text, "model = \"llama3_8b\"", "model = \"Meta-Llama-3-8B\""));
+  CHECK(run_json("search --model llama3_8b" + search)["warnings"].dump().find("from a measurement of") == std::string::npos);
+  CHECK(run_json("search --model qwen3_8b" + search)["warnings"].dump().find("from a measurement of Meta-Llama-3-8B") !=
+        std::string::npos);
+  t.write("h100.calibration.toml", text);
   // a sweep says it once, in JSON and in its table
   const std::string sweep = "serve --sweep --model qwen3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 16";
   CHECK(run_json(sweep)["warnings"].dump().find(from_another) != std::string::npos);
