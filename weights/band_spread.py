@@ -20,19 +20,23 @@ import re
 import sys
 
 
-KEYS = ("measured_ms", "predicted_ms_p10", "predicted_ms_p50", "predicted_ms_p90")
+KEYS = ("measured_ms", "predicted_ms_p10", "predicted_ms_p50", "predicted_ms_p90", "predicted_ms")
 
 
 def z_of(row):
     """The smallest width factor whose band holds row's measured time (inf: none does; None: the row has no band).
     A row with part of a band, or a time that is not a finite number > 0, is an error: it would count as outside."""
-    m, p10, p50, p90 = (row.get(k) for k in KEYS)
+    m, p10, p50, p90, forecast = (row.get(k) for k in KEYS)
     if (p10, p50, p90) == (None, None, None):
         return None
-    for k, v in zip(KEYS, (m, p10, p50, p90)):
+    where = f"band_spread.py: {row.get('config', 'a row')} of {row.get('gpu', '?')}"
+    for k, v in zip(KEYS, (m, p10, p50, p90, forecast)):
         if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
-            raise ValueError(f"band_spread.py: {row.get('config', 'a row')} of {row.get('gpu', '?')}: {k} = {v!r} is "
-                             "not a finite number > 0")
+            raise ValueError(f"{where}: {k} = {v!r} is not a finite number > 0")
+    if not p10 <= p50 <= p90:  # a reversed band would count as a label outside it
+        raise ValueError(f"{where}: the band is not ordered (p10 {p10}, p50 {p50}, p90 {p90})")
+    if "gpu" not in row:  # the check leaves one GPU out
+        raise ValueError(f"{where}: no gpu")
     x = math.log(m / p50)
     if x == 0:
         return 0.0
@@ -54,7 +58,7 @@ def inside(zs, k):
 def read_spread(path):
     """The table's `spread` (the band's width factor), None when it has none."""
     with open(path) as h:
-        m = re.search(r"^spread = ([^\s#]+)", h.read(), re.M)
+        m = re.search(r"^spread\s*=\s*([^\s#]+)", h.read(), re.M)
     return float(m.group(1)) if m else None
 
 
@@ -66,7 +70,7 @@ def write(path, k, n):
     if not re.search(r"^levels = .*\n", text, re.M):
         sys.exit(f"band_spread.py: {path} has no `levels` line: not written")
     line = f"spread = {k:.3f}  # the band's width factor: weights/band_spread.py ({n} end-to-end labels)"
-    text = re.sub(r"^spread = .*\n", "", text, flags=re.M)
+    text = re.sub(r"^spread\s*=.*\n", "", text, flags=re.M)
     text = re.sub(r"^(levels = .*\n)", lambda m: m.group(1) + line + "\n", text, count=1, flags=re.M)
     with open(path + ".tmp", "w") as h:
         h.write(text)
@@ -82,6 +86,8 @@ def main():
                                                                     "nvidia", "uncertainty.toml")))
     ap.add_argument("--write", action="store_true")
     a = ap.parse_args()
+    if not 0 < a.target <= 1:
+        sys.exit(f"band_spread.py: --target must be a share in (0, 1] (got {a.target})")
     zs, bands = {}, []
     for f in a.evals:
         with open(f) as h:

@@ -19,6 +19,7 @@ import argparse
 import json
 import math
 import os
+import re
 import sys
 
 from held_out import gpu_tables, held_out_matcher  # weights/held_out.py
@@ -137,7 +138,7 @@ def kept_sections(path, families):
     kept = {f: "\n".join(ls).rstrip("\n") + "\n" for f, ls in out.items() if f in families}
     # the band's width factor, fitted on the fp32 families' end-to-end coverage (weights/band_coverage.sh --write):
     # kept while those families are
-    spread = [ln for ln in text.split("\n") if ln.startswith("spread = ")]
+    spread = [ln for ln in text.split("\n") if re.match(r"spread\s*=", ln)]  # as band_spread.py reads it
     if spread and all(f in families for f, (_, grp) in FAMILIES.items() if grp == "fp32"):
         kept["spread"] = spread[0]
     return kept

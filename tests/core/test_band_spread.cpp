@@ -63,16 +63,27 @@ TEST_CASE("band spread: the fit holds the target share, rounded up, and is check
   CHECK(bad.code != 0);
   CHECK(bad.err.find("outside (0, 4]") != std::string::npos);
   CHECK(ns_test::slurp(table) == before);
-  // a row with a NaN time, or with part of a band, is an error, not a label outside the band (or none)
-  for (const char* row : {R"({"gpu": "F", "measured_ms": NaN, "predicted_ms": 100, "predicted_ms_p10": 50, )"
-                          R"("predicted_ms_p50": 100, "predicted_ms_p90": 200})",
-                          R"({"gpu": "F", "measured_ms": 90, "predicted_ms": 100, "predicted_ms_p50": 100})"}) {
+  // a row with a NaN time, with part of a band, without a forecast or a GPU, or with a reversed band, is an error, not
+  // a label outside the band (or none); so is a target share outside (0, 1]
+  for (const auto& [row, says] : std::vector<std::pair<const char*, const char*>>{
+           {R"({"gpu": "F", "measured_ms": NaN, "predicted_ms": 100, "predicted_ms_p10": 50, )"
+            R"("predicted_ms_p50": 100, "predicted_ms_p90": 200})", "is not a finite number > 0"},
+           {R"({"gpu": "F", "measured_ms": 90, "predicted_ms": 100, "predicted_ms_p50": 100})", "is not a finite number > 0"},
+           {R"({"gpu": "F", "measured_ms": 90, "predicted_ms": 0, "predicted_ms_p10": 50, )"
+            R"("predicted_ms_p50": 100, "predicted_ms_p90": 200})", "predicted_ms = 0 is not a finite number > 0"},
+           {R"({"gpu": "F", "measured_ms": 90, "predicted_ms": 100, "predicted_ms_p10": 200, )"
+            R"("predicted_ms_p50": 100, "predicted_ms_p90": 50})", "the band is not ordered"},
+           {R"({"measured_ms": 90, "predicted_ms": 100, "predicted_ms_p10": 50, )"
+            R"("predicted_ms_p50": 100, "predicted_ms_p90": 200})", "no gpu"}}) {
     INFO(row);
     const auto f = t.write("F.json", std::string(R"({"rows": [)") + row + "]}");
     const auto r = ns_test::run_sh("python3 weights/band_spread.py " + q(a) + " " + q(f) + " --table " + q(table) +
                                    " --write");
     CHECK(r.code != 0);
-    CHECK(r.err.find("is not a finite number > 0") != std::string::npos);
+    CHECK(r.err.find(says) != std::string::npos);
     CHECK(ns_test::slurp(table) == before);
   }
+  const auto target = ns_test::run_sh("python3 weights/band_spread.py " + q(a) + " " + q(b) + " --target 0");
+  CHECK(target.code != 0);
+  CHECK(target.err.find("--target must be a share in (0, 1]") != std::string::npos);
 }
