@@ -12,12 +12,20 @@ weights/held_out.sh (train.sh, evaluate.sh, uncertainty.sh, ensemble_study.sh).
                                  listed NVIDIA H100 80GB HBM3)
     device_of(csv)               the device column of a CSV's first row (which GPU a per-GPU data file holds), or
                                  None without that column or without rows
+    trainable(paths, is_held_out, prog)
+                                 the paths a script may train or fit on: those whose device is not held out (each
+                                 skipped one named on stderr); a path that is no file is kept (its reader says it is
+                                 missing); a file whose device cannot be read raises UnknownDevice
 
 Command line (standard library only):
 
     weights/held_out.py --list               the names of HELD_OUT, one a line
     weights/held_out.py NAME...              prints each NAME that is held out; exit 0 if one is, 1 if none is
     weights/held_out.py --device-of CSV      prints device_of(CSV) (nothing when None); exit 0
+    weights/held_out.py [--as PROG] --trainable FILE...
+                                             prints trainable(FILE...), one a line (a path with a newline is refused);
+                                             exit 0, or 2 naming a file whose device cannot be read (PROG, default
+                                             held_out.py, starts the messages: weights/held_out.sh's trainable_files)
     [--held-out PATH] [--gpus-dir DIR]       default: weights/HELD_OUT and gpus/ beside this file
 
 Any other failure (an unreadable HELD_OUT, a broken gpus/*.toml) exits 2, never 1: a check that cannot run never
@@ -87,6 +95,28 @@ def device_of(path):
     return cells[i] if i < len(cells) else None
 
 
+class UnknownDevice(ValueError):
+    """A data file whose device cannot be read: it could be a held-out GPU's, so it is never trained on."""
+
+
+def trainable(paths, is_held_out, prog="held_out.py"):
+    """The paths a training or fitting script may read, in order: each file whose device (device_of) is not held out
+    (is_held_out: held_out_matcher's answer); a held-out one is named on stderr as prog's and left out. A path that is
+    no file is kept, for its reader to say it is missing. Raises UnknownDevice naming a file without a device column,
+    rows or device (it could be a held-out GPU's)."""
+    kept = []
+    for p in paths:
+        if os.path.isfile(p):
+            dev = device_of(p)
+            if not dev:
+                raise UnknownDevice(f"{p}: no device column or no rows (held-out check impossible)")
+            if is_held_out(dev):
+                print(f"{prog}: skipping {p} (held-out GPU {dev}, weights/HELD_OUT)", file=sys.stderr)
+                continue
+        kept.append(p)
+    return kept
+
+
 def held_out_matcher(path=HELD_OUT, gpus_dir=GPUS_DIR, tables=None):
     """is_held_out(name) for the GPUs of HELD_OUT at path, each known by every name of its gpus/*.toml (tables:
     gpu_tables(gpus_dir), when the caller has read them already)."""
@@ -105,10 +135,25 @@ def main(argv):
     ap.add_argument("--gpus-dir", default=GPUS_DIR)
     ap.add_argument("--list", action="store_true", help="print the names of HELD_OUT")
     ap.add_argument("--device-of", metavar="CSV", help="print the device of a CSV's first row")
+    ap.add_argument("--trainable", action="store_true",
+                    help="print the FILEs (the positional arguments) whose device is not held out, one a line")
+    ap.add_argument("--as", dest="prog", default="held_out.py", help="the script named in --trainable's messages")
     ap.add_argument("names", nargs="*")
     a = ap.parse_args(argv)
     if a.device_of:
         print(device_of(a.device_of) or "")
+        return 0
+    if a.trainable:
+        for p in a.names:
+            if "\n" in p:
+                raise ValueError(f"{p!r}: a path with a newline (one path a line)")
+        try:
+            kept = trainable(a.names, held_out_matcher(a.held_out, a.gpus_dir), a.prog)
+        except UnknownDevice as e:
+            print(f"{a.prog}: {e}", file=sys.stderr)
+            return 2
+        for p in kept:
+            print(p)
         return 0
     if a.list:
         for n in held_out_names(a.held_out):

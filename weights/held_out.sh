@@ -8,6 +8,10 @@
 #   device_of CSV       the device column of a CSV's first row (which GPU a per-GPU data file holds; empty without
 #                       that column or rows): held_out.py's device_of
 #   refuse_held_out "G1;G2" SCRIPT   exit 2 if a fold list names one of them
+#   trainable_files ARRAY SCRIPT FILE…   ARRAY gets the FILEs whose device is not held out, in order (held_out.py
+#                       --trainable, one process for the list); SCRIPT: skipping F (held-out GPU D, …) on stderr for each
+#                       other; a path that is no file is kept (its reader says it is missing); a file whose device
+#                       cannot be read (no device column, no rows) or a path with a newline stops the script (exit 2)
 # A failure of held_out.py itself (exit 2: no HELD_OUT, a broken gpus/*.toml) stops the sourcing script: it never
 # reads as "not held out".
 _held_out_py="$(dirname "${BASH_SOURCE[0]}")/held_out.py"
@@ -36,4 +40,12 @@ refuse_held_out() {  # "G1;G2;…" script: exit 2 if a fold list names a held-ou
   [ "$rc" -eq 0 ] || { [ "$rc" -eq 1 ] && return 0; exit 2; }  # 2: held_out.py failed (it said why)
   echo "$2: ${g%%$'\n'*} is a held-out evaluation GPU (weights/HELD_OUT): never a fold" >&2
   exit 2
+}
+trainable_files() {  # ARRAY SCRIPT FILE…: run in the script's shell (not in $( )), so that exit 2 stops it
+  local -n _held_out_kept=$1
+  local _kept_list
+  _held_out_kept=()
+  [ $# -gt 2 ] || return 0
+  _kept_list=$(_held_out_run --as "$2" --trainable -- "${@:3}") || exit 2
+  [ -z "$_kept_list" ] || mapfile -t _held_out_kept <<< "$_kept_list"
 }

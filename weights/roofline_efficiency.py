@@ -20,7 +20,7 @@ import os
 import subprocess
 import sys
 
-from held_out import device_of, held_out_matcher  # weights/held_out.py
+from held_out import UnknownDevice, held_out_matcher, trainable  # weights/held_out.py
 
 ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
          "attention_decode"]
@@ -60,14 +60,11 @@ def main():
     t = os.path.join(a.data, "dataset", "test")
     files = [os.path.join(t, f) for f in ("bmm.csv", "linear.csv", "elem.csv", "softmax.csv", "ln.csv")]
     for name in ("gemm", "context_attention", "generation_attention"):
-        for f in sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))):
-            dev = device_of(f)
-            if not dev:  # its GPU unknown (no column, no rows, an empty cell): it could be a held-out one
-                sys.exit(f"roofline_efficiency.py: {f}: no device column or no rows (held-out check impossible)")
-            if is_held_out(dev):
-                print(f"skipping {f}: held-out GPU {dev} (weights/HELD_OUT)", file=sys.stderr)
-                continue
-            files.append(f)
+        try:  # a file whose GPU is unknown (no column, no rows, an empty cell) could be a held-out one: stop
+            files += trainable(sorted(glob.glob(os.path.join(a.aic, "*", name + ".csv"))), is_held_out,
+                               "roofline_efficiency.py")
+        except UnknownDevice as e:
+            sys.exit(f"roofline_efficiency.py: {e}")
     roof = rows(a.exe, files, "roofline")
     tile = None if a.no_tile else rows(a.exe, files, None)
     by = {}

@@ -42,27 +42,6 @@ exe=${NEUSIGHT:-build/neusight}
 
 source weights/held_out.sh
 exclude+=("${held_out_flags[@]}")
-# trainable NAME FILE…: the array NAME gets the per-GPU data files whose device is not held out (the others are never
-# read). Run in this shell, not in a process substitution, so that a failed held-out check (held_out.sh exits 2)
-# stops train.sh; a file whose device cannot be read stops it too (it would have been trained on).
-trainable() {
-  local -n _files=$1
-  local f dev
-  shift
-  _files=()
-  for f in "$@"; do
-    if [ -f "$f" ]; then
-      dev=$(device_of "$f")
-      [ -n "$dev" ] || { echo "train.sh: $f: no device column or no rows (held-out check impossible)" >&2; exit 2; }
-      if is_held_out "$dev"; then
-        echo "train.sh: skipping $f (held-out GPU $dev, weights/HELD_OUT)" >&2
-        continue
-      fi
-    fi
-    _files+=("$f")
-  done
-}
-
 elementwise_ops="add addu div divu mul mulu pow powu tanh gelu relu"
 hp=(--hidden 64,64,64 --epochs "$epochs" --seed "$seed")
 
@@ -83,9 +62,11 @@ if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
   train softmax nvidia/softmax "$d/softmax" $(extra softmax.csv)
   train layernorm nvidia/layernorm "$d/ln" $(extra ln.csv)
   [ -d "$aic" ] || { echo "train.sh: no AIConfigurator data at $aic (pass --aic DIR)" >&2; exit 1; }
-  trainable gemm "$aic"/*/gemm.csv
-  trainable prefill "$aic"/*/context_attention.csv
-  trainable decode "$aic"/*/generation_attention.csv
+  # the per-GPU files whose device is not held out (the others are never read); a file whose device cannot be read
+  # stops train.sh (it would have been trained on), as does a failed held-out check (held_out.sh)
+  trainable_files gemm train.sh "$aic"/*/gemm.csv
+  trainable_files prefill train.sh "$aic"/*/context_attention.csv
+  trainable_files decode train.sh "$aic"/*/generation_attention.csv
   train gemm_tc16 nvidia/gemm_tc16 "${gemm[@]}"
   # fp8 and attention transfer best with a smaller network: leaving the RTX PRO 6000 out, fp8 MAPE is 47 % with
   # 32x32 and 145 % with 64x64x64; leaving the A100-SXM4 out (a fold then, held out since), prefill MAPE was 21 % with

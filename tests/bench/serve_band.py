@@ -16,7 +16,6 @@
 # z = the smallest width factor whose band holds the measured time (weights/band_spread.py's); the report gives the
 # coverage at factor 1 and at the shipped table's `spread`, per GPU and in all. Nothing here is fitted.
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -45,19 +44,12 @@ def phases(exe0, folds, gpu, model, tmp):
     for b in sc.BATCHES:
         for i in sc.INPUTS:
             for mode in ("prefill", "decode"):
-                if mode == "prefill" and b * i > 32768:
+                if mode == "prefill" and b * i > sc.PREFILL_TOKENS_MAX:
                     continue
-                args = ["predict", "--model", model, "--gpu", gpu_file, "--mode", mode, "--batch", str(b), "--dtype",
-                        "bf16", "--launch", "graph", "--no-calibration", "--format", "json"]
-                args += ["--seq", str(i)] if mode == "prefill" else ["--context", str(i)]
-                j = json.loads(sc.run(exe, args, env).stdout)
-                measured = j["latency_ms"]
-                for op in j["ops"]:
-                    m = meas.op_ms(op)
-                    if m is not None:
-                        measured += op["count"] * m - op["ms"]
-                row = {"measured_ms": measured, "predicted_ms": j["latency_ms"], "predicted_ms_p10": j["latency_ms_p10"],
-                       "predicted_ms_p50": j["latency_ms_p50"], "predicted_ms_p90": j["latency_ms_p90"]}
+                measured, j = sc.measured_phase(exe, model, gpu_file, meas, mode, b, i, env)
+                row = {"gpu": gpu, "measured_ms": measured, "predicted_ms": j["latency_ms"],
+                       "predicted_ms_p10": j["latency_ms_p10"], "predicted_ms_p50": j["latency_ms_p50"],
+                       "predicted_ms_p90": j["latency_ms_p90"]}
                 out.append((mode, b, i, measured, row))
     return out
 

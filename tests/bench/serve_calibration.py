@@ -51,6 +51,7 @@ GPUS = {
 BATCHES = (1, 4, 16, 64)
 INPUTS = (512, 2048)
 GEMM_N_MAX = 65536
+PREFILL_TOKENS_MAX = 32768  # batch x prompt: AIConfigurator's context attention has no larger shapes
 
 
 def mean(xs):
@@ -170,6 +171,23 @@ def table_without(path, name, held_out):
     return "\n".join(out) + "\n"
 
 
+def measured_phase(exe, model, gpu_file, meas, mode, b, i, env):
+    """One phase of a static batch of b prompts of i tokens (mode prefill: the prompts; decode: one step at context i),
+    bf16 with CUDA graphs, uncalibrated: (measured ms, `neusight predict --format json`'s forecast), measured = the
+    forecast with every GEMM and attention kernel's forecast replaced by meas's (a Measured) time for its shape.
+    serve_band.py's phases are these too."""
+    args = ["predict", "--model", model, "--gpu", gpu_file, "--mode", mode, "--batch", str(b), "--dtype", "bf16",
+            "--launch", "graph", "--no-calibration", "--format", "json"]
+    args += ["--seq", str(i)] if mode == "prefill" else ["--context", str(i)]
+    j = json.loads(run(exe, args, env).stdout)
+    total = j["latency_ms"]
+    for op in j["ops"]:
+        m = meas.op_ms(op)
+        if m is not None:
+            total += op["count"] * m - op["ms"]
+    return total, j
+
+
 def bench(exe0, folds, gpu, model, tmp, verbose):
     exe, gpu_file, folder = fold_install(os.path.join(tmp, model), exe0, folds, gpu)
     meas = Measured(folder)
@@ -182,23 +200,15 @@ def bench(exe0, folds, gpu, model, tmp, verbose):
                                  "--output-len", "2", "--format", "json"], env).stdout)
         return j["ttft_ms"], j["tpot_ms"]
 
-    def measured_phase(mode, b, i):
-        args = ["predict", "--model", model, "--gpu", gpu_file, "--mode", mode, "--batch", str(b), "--dtype", "bf16",
-                "--launch", "graph", "--no-calibration", "--format", "json"]
-        args += ["--seq", str(i)] if mode == "prefill" else ["--context", str(i)]
-        j = json.loads(run(exe, args, env).stdout)
-        total = j["latency_ms"]
-        for op in j["ops"]:
-            m = meas.op_ms(op)
-            if m is not None:
-                total += op["count"] * m - op["ms"]
+    def phase(mode, b, i):  # (measured, forecast) ms
+        total, j = measured_phase(exe, model, gpu_file, meas, mode, b, i, env)
         return total, j["latency_ms"]
 
     truth, raw = {}, {}
     for b, i in configs:
         ttft, tp = forecast(b, i)
-        mt, ft = (measured_phase("prefill", b, i) if b * i <= 32768 else (None, None))
-        md, fd = measured_phase("decode", b, i)
+        mt, ft = (phase("prefill", b, i) if b * i <= PREFILL_TOKENS_MAX else (None, None))
+        md, fd = phase("decode", b, i)
         assert ft is None or abs(ft - ttft) < 1e-9 * ttft and abs(fd - tp) < 1e-9 * tp, (ft, ttft, fd, tp)
         truth[(b, i)] = (mt, md)
         raw[(b, i)] = (ttft, tp)

@@ -259,3 +259,73 @@ TEST_CASE("held-out GPUs: the folds' training GPUs are one list and a data file'
   CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "roofline_efficiency.py").find("def device_of") ==
         std::string::npos);
 }
+
+// Which per-GPU data files a script may train on is one held_out.py process for the whole list (held_out.py
+// --trainable, held_out.sh's trainable_files): train.sh ran two per file. A held-out GPU's file is skipped and named, a
+// training GPU's kept (paths with spaces too), a path that is no file kept for its reader to refuse; a file whose
+// device cannot be read stops the script with exit 2 naming it, train.sh included, before anything is trained.
+TEST_CASE("held-out GPUs: a data file list is filtered by one held_out.py run, and an unreadable device stops train.sh",
+          "[held_out]") {
+  ns_test::temp_dir t;
+  const std::string held = t.write("aic/h100 sxm/gemm.csv", "op,device,ms\ngemm,NVIDIA H100 80GB HBM3,1\n").string();
+  const std::string kept = t.write("aic/l40s/gemm.csv", "op,device,ms\ngemm,NVIDIA L40S,1\n").string();
+  const std::string missing = (t.path / "aic" / "none" / "gemm.csv").string();
+  const std::string bad = t.write("bad dir/gemm.csv", "op,ms\ngemm,1\n").string();
+  const std::string empty = t.write("empty.csv", "op,device,ms\n").string();
+  const std::string skipped = "x.sh: skipping " + held + " (held-out GPU NVIDIA H100 80GB HBM3, weights/HELD_OUT)\n";
+
+  const auto py = ns_test::run_sh("python3 weights/held_out.py --as x.sh --trainable -- " + quoted(held) + " " +
+                                  quoted(kept) + " " + quoted(missing));
+  INFO(py.err);
+  CHECK(py.code == 0);
+  CHECK(py.out == kept + "\n" + missing + "\n");
+  CHECK(py.err == skipped);
+  for (const auto& file : {bad, empty}) {
+    INFO(file);
+    const auto no_device = ns_test::run_sh("python3 weights/held_out.py --as x.sh --trainable " + quoted(kept) + " " +
+                                           quoted(file));
+    CHECK(no_device.code == 2);
+    CHECK(no_device.out.empty());
+    CHECK(no_device.err == "x.sh: " + file + ": no device column or no rows (held-out check impossible)\n");
+  }
+  CHECK(ns_test::run_sh("python3 weights/held_out.py --trainable " + quoted(t.path.string() + "/a\nb.csv")).code == 2);
+
+  // held_out.sh: the array gets the kept paths, spaces and all; an unreadable device ends the sourcing script (no
+  // set -e needed), never read as "not held out"
+  const std::string sh = "bash -c 'source weights/held_out.sh && trainable_files got x.sh \"$@\"; "
+                         "printf \"<%s>\\n\" \"${#got[@]}\" \"${got[@]}\"' sh ";
+  const auto arr = ns_test::run_sh(sh + quoted(held) + " " + quoted(kept) + " " + quoted(missing));
+  INFO(arr.err);
+  CHECK(arr.code == 0);
+  CHECK(arr.out == "<2>\n<" + kept + ">\n<" + missing + ">\n");
+  CHECK(arr.err == skipped);
+  CHECK(ns_test::run_sh(sh + quoted(held)).out == "<0>\n");
+  const auto stop = ns_test::run_sh(sh + quoted(kept) + " " + quoted(bad));
+  CHECK(stop.code == 2);
+  CHECK(stop.out.empty());
+  CHECK_THAT(stop.err, Catch::Contains("x.sh: " + bad + ": no device column or no rows"));
+
+  // train.sh as a whole, with a neusight that records its arguments: the held-out file never reaches it, the kept
+  // one does, and a file without a device stops train.sh before any training
+  t.write("data/dataset/.keep", "");
+  const std::string log = (t.path / "args.log").string();
+  const fs::path exe = t.write("neusight", "#!/bin/sh\nprintf '%s\\n' \"$@\" >> " + quoted(log) + "\n");
+  fs::permissions(exe, fs::perms::owner_all);
+  const std::string train = "NEUSIGHT=" + quoted(exe.string()) + " bash weights/train.sh --vendor nvidia --only gemm_tc16 "
+                            "--data " + quoted(t.path.string() + "/data") + " --aic ";
+  const auto ok = ns_test::run_sh(train + quoted(t.path.string() + "/aic"));
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+  const auto args = lines_of(ns_test::slurp(log));
+  CHECK(std::count(args.begin(), args.end(), "gemm_tc16") == 1);
+  CHECK(std::count(args.begin(), args.end(), kept) == 1);
+  CHECK(std::count(args.begin(), args.end(), held) == 0);
+  CHECK_THAT(ok.err, Catch::Contains("train.sh: skipping " + held + " (held-out GPU NVIDIA H100 80GB HBM3"));
+  fs::remove(log);
+  fs::rename(t.path / "bad dir", t.path / "aic" / "bad dir");
+  const auto refused = ns_test::run_sh(train + quoted(t.path.string() + "/aic"));
+  CHECK(refused.code == 2);
+  CHECK_THAT(refused.err, Catch::Contains("train.sh: " + t.path.string() + "/aic/bad dir/gemm.csv: no device column"));
+  CHECK_FALSE(fs::exists(log));
+  CHECK(ns_test::slurp(ns_test::source_dir / "weights" / "train.sh").find("device_of") == std::string::npos);
+}
