@@ -264,7 +264,7 @@ TEST_CASE("held-out GPUs: the folds' training GPUs are one list and a data file'
 // --trainable, held_out.sh's trainable_files): train.sh ran two per file. A held-out GPU's file is skipped and named, a
 // training GPU's kept (paths with spaces too), a path that is no file kept for its reader to refuse; a file whose
 // device cannot be read stops the script with exit 2 naming it, train.sh included, before anything is trained.
-TEST_CASE("held-out GPUs: a data file list is filtered by one held_out.py run, and an unreadable device stops train.sh",
+TEST_CASE("held-out GPUs: a data file list is filtered by one held_out.py run and an unreadable device stops train.sh",
           "[held_out]") {
   ns_test::temp_dir t;
   const std::string held = t.write("aic/h100 sxm/gemm.csv", "op,device,ms\ngemm,NVIDIA H100 80GB HBM3,1\n").string();
