@@ -135,7 +135,9 @@ function M.compute(r)
       sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
       r.dtype, sig(peak))
       or fmt("the GPU file has no %s peak", r.dtype))
-  if not modelled then  -- the memory model's own lines say it otherwise
+  if not modelled and not (r.state_gb > 0) then  -- an imported inference graph: no parameters counted (its warning)
+    lines[#lines + 1] = fmt("memory                 not known (the graph names no parameters; activations not counted)")
+  elseif not modelled then  -- the memory model's own lines say it otherwise
     lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",
       memory, gpu.mem_gb, fits and "fits" or "does not fit", r.kv_cache_gb and " + KV cache" or "")
   end
