@@ -152,12 +152,12 @@ int search_main(const search_flags& f) {
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
-  // a schedule with model chunks per device among those tried (scripts/neusight/search.lua VIRTUAL_STAGES)
+  // a schedule with model chunks per device among those tried (scripts/neusight/parallel/config.lua CHUNKED)
   const bool chunked = std::find(names.virtual_stages.begin(), names.virtual_stages.end(), true) != names.virtual_stages.end();
   if (!vstages.empty() && !chunked) {
     const auto& v = names.virtual_schedules;
     throw error(v.empty() ? std::string("search: --virtual-stages: no schedule runs model chunks "
-                                        "(scripts/neusight/search.lua VIRTUAL_STAGES names none)")
+                                        "(scripts/neusight/parallel/config.lua CHUNKED names none)")
                           : fmt::format("search: --virtual-stages applies to the {} schedule{} only (add {} to --schedule)",
                                         fmt::join(v, ", "), v.size() > 1 ? "s" : "", v.size() > 1 ? "one" : "it"));
   }

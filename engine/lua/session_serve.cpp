@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include "lua/session_impl.h"
@@ -21,6 +22,10 @@ struct serve_context {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool printed = false;
   bool tty = false;
+  // The last script error a phase's pipeline raised, as the phase primitive passed it to serve.lua (its message) and
+  // with its traceback (the pipeline's frames, then serve.lua's): serve_pcall gives it back whole when that very
+  // string ends the call, instead of a traceback that starts where serve.lua raised it again.
+  std::string failure_raised, failure_traceback;
 };
 
 serve_context* context_of(lua_State* L) { return static_cast<serve_context*>(lua_touserdata(L, lua_upvalueindex(1))); }
@@ -68,7 +73,14 @@ int l_serve_phase(lua_State* L) {
     req.overrides = overrides_read(L, 1);
     req.predictor_make = [c]() -> const predictor& { return *c->pred; };
     // lean: serve reads the latency, the families and the fields (its band below, for the phases a report shows)
-    const session::finished done = c->s->forecast_workload(std::move(req), {"default", "", false, true});
+    std::optional<session::finished> run;
+    try {
+      run = c->s->forecast_workload(std::move(req), {"default", "", false, true});
+    } catch (const script_error& e) {
+      c->failure_raised = e.what(), c->failure_traceback = e.traceback;
+      throw;
+    }
+    const session::finished& done = *run;
     const forecast& fc = *done.fc;  // a run without one is the pipeline's error (pipeline_call)
     const gpu_spec& gpu = done.gpu;
     const double latency_s = done.latency_s();
@@ -214,6 +226,19 @@ void push_value(lua_State* L, const workload_value& v) {
   else lua_pushboolean(L, std::get<bool>(v));
 }
 
+// ns_call for serve.lua's entry points: an error that is a phase pipeline's script error, raised again unchanged
+// (serve.lua probe), comes out with that error's own traceback (--traceback), the context line added as ns_call adds
+// it. [-(nargs+1), +nres, e]
+void serve_pcall(lua_State* L, const serve_context& ctx, int nargs, int nres, const std::string& context) {
+  const int status = ns_pcall(L, nargs, nres);
+  if (status == LUA_OK) return;
+  if (!ctx.failure_raised.empty() && ns_error_raised(L, status, ctx.failure_raised)) {
+    lua_pop(L, 1);
+    throw script_error(ctx.failure_raised + "\n    " + context, ctx.failure_traceback);
+  }
+  ns_error_throw(L, status, context);
+}
+
 // Calls `module`.run(options (+ lists as arrays), phase, progress[, gpu]) and renders the report it returns with the
 // module's format_table (and format_csv when `csv`).
 session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::string& file, const workload_overrides& options,
@@ -234,7 +259,7 @@ session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::st
   lua_pushcclosure(L, l_serve_progress, 1);  // stack: S run options phase progress
   lua_pushlightuserdata(L, &ctx);
   lua_pushcclosure(L, l_serve_gpu, 1);  // stack: S run options phase progress gpu
-  ns_call(L, 4, 1, "in " + file + " run");  // stack: S report
+  serve_pcall(L, ctx, 4, 1, "in " + file + " run");  // stack: S report
   if (!lua_istable(L, -1)) throw error(file + ": run returned " + luaL_typename(L, -1) + ", expected a table");
   session::serve_report out;
   out.json = json_text_of(L, -1);
@@ -263,7 +288,7 @@ figure_inputs session::serve_calibration_inputs(const workload_overrides& option
   overrides_push_table(L, options);
   lua_pushlightuserdata(L, &ctx);
   lua_pushcclosure(L, l_serve_phase, 1);  // stack: S fn options phase
-  ns_call(L, 2, 1, "in " + file + " calibration_inputs");  // stack: S inputs
+  serve_pcall(L, ctx, 2, 1, "in " + file + " calibration_inputs");  // stack: S inputs
   if (!lua_istable(L, -1))
     throw error(file + ": calibration_inputs returned " + luaL_typename(L, -1) + ", expected a table");
   const int t = lua_gettop(L);

@@ -135,7 +135,9 @@ function M.compute(r)
       sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
       r.dtype, sig(peak))
       or fmt("the GPU file has no %s peak", r.dtype))
-  if not modelled then  -- the memory model's own lines say it otherwise
+  if not modelled and not (r.state_gb > 0) then  -- an imported inference graph: no parameters counted (its warning)
+    lines[#lines + 1] = fmt("memory                 not known (the graph names no parameters; activations not counted)")
+  elseif not modelled then  -- the memory model's own lines say it otherwise
     lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",
       memory, gpu.mem_gb, fits and "fits" or "does not fit", r.kv_cache_gb and " + KV cache" or "")
   end
@@ -159,6 +161,14 @@ function M.compute(r)
   local warnings = {}
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
+  -- faster than the GPU can be: every kernel is priced at or above its roofline, so only a calibration (fitted to a
+  -- measurement faster than physics allows) or a GPU file's peaks can bring the model FLOPs over the dense peak
+  if mfu and mfu > 1 then
+    warnings[#warnings + 1] = fmt("MFU %.1f %%: the forecast does the model's FLOPs faster than the %s dense peak of "
+      .. "%s TFLOP/s allows%s", 100 * mfu, r.dtype, sig(peak), r.calibration_source and fmt(" (calibrated by %s: was "
+      .. "its measurement of this workload on this GPU? --no-calibration ignores it)", r.calibration_source)
+      or " (check the GPU file's peaks)")
+  end
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

@@ -251,21 +251,26 @@ end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
 --- and the run's memory (the fullest device's). `devices[d]` = { state, activations, temporary, workspace, kv_cache }.
---- `lean` (a search's ranking): no per-stage lines (`lines` empty).
-function M.parallel(devices, gpu_mem_gb, recompute, lean)
+--- `lean` (a search's ranking): no per-stage lines (`lines` empty). `unsaved`: the activations were not counted (an
+--- imported graph's nodes do not say what they keep for backward); the lines and the warning say so.
+function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
   for d, p in ipairs(devices) do
-    local obj, total = memory_object(p, { stage = d - 1 })
+    -- activations_counted = false: an imported graph's, whose saved tensors are not known (0 GB is not a measure)
+    local extra = { stage = d - 1 }
+    if unsaved then extra.activations_counted = false end
+    local obj, total = memory_object(p, extra)
     stages[d] = { memory = obj, total = total }
     if total > most then most, fullest = total, d end
   end
   local lines, over, over_list, worst, kv = {}, 0, {}, 0, false
   for d, s in ipairs(stages) do
     local o = s.memory
-    if not lean then lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + activations %.1f (saved for backward, peak over "
-      .. "the schedule%s) + temporary %.2f + workspace %.2f%s%s", d - 1, gb(s.total), o.state_gb, o.activations_gb,
-      recompute ~= "none" and ", " .. recompute .. " recomputation" or "", o.temporary_gb, o.workspace_gb,
+    if not lean then lines[d] = fmt("memory    stage %d: %.1f GB per GPU = state %.1f + %s + temporary %.2f + workspace %.2f%s%s",
+      d - 1, gb(s.total), o.state_gb, unsaved and "activations not counted (an imported graph does not say what its "
+        .. "nodes keep for backward)" or fmt("activations %.1f (saved for backward, peak over the schedule%s)",
+        o.activations_gb, recompute ~= "none" and ", " .. recompute .. " recomputation" or ""), o.temporary_gb, o.workspace_gb,
       o.kv_cache_gb > 0 and fmt(" + KV cache %.2f", o.kv_cache_gb) or "",
       cap and s.total > cap and fmt(" — exceeds the GPU's %.0f GB", gpu_mem_gb) or "") end
     if cap and s.total > cap then
@@ -282,9 +287,10 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean)
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
   if over > 0 then
-    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + saved activations + temporary + workspace%s), "
+    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %s + temporary + workspace%s), "
       .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
-      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9, kv and " + KV cache" or "", gpu_mem_gb)
+      table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9,
+      unsaved and "no activations: not counted" or "saved activations", kv and " + KV cache" or "", gpu_mem_gb)
   end
   return out
 end

@@ -95,11 +95,20 @@ function M.graph(g, params, gpu_mem_gb)
   local dtype, mode, optimizer = "fp32", g.mode or "", "none"
   local recipe = precision.default(dtype, mode)
   local state = precision.state_of { dtype = dtype, mode = mode, optimizer = optimizer }
+  local report = precision.state_report(state, params, recipe, gpu_mem_gb, true)
+  if not (params > 0) then
+    -- the parameters are counted from a training graph's gradient accumulation; an inference graph has none, so its
+    -- model state (and the memory and fits made from it) would read 0 GB that fits
+    report.line = "model state            not known (the graph's nodes name no parameters: an inference graph has "
+      .. "no gradient accumulation to count them from)\n"
+    report.warning = "the graph names no parameters (an inference graph has no gradient accumulation to count them "
+      .. "from): memory_gb and fits leave out the model's weights"
+  end
   return {
     source = g.source, model = g.model, mode = g.mode, batch = integer(g.batch, "batch"), seq = integer(g.seq, "seq"),
     context = 0, dtype = dtype, kv_dtype = "", weight_dtype = "", precision = recipe, optimizer = optimizer,
     optimizer_impl = "", launch = g.launch or "eager", layers = integer(g.layers, "layers"),
-    state = precision.state_report(state, params, recipe, gpu_mem_gb, true),
+    state = report,
   }
 end
 

@@ -2,8 +2,8 @@
 -- it enumerates layouts: the expert count (the expert-parallel degrees ep worth trying divide it) and the layer count
 -- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does); and which schedules
 -- and recomputation modes it may try (neusight.parallel's names: search lists none of its own), which of them share a
--- build (SHARED_BUILD) and which run model chunks (VIRTUAL_STAGES; interleaved's pp >= 2 and layer rule: pipeline_skip
--- below). engine/cli/search_cmd.cpp names no schedule.
+-- build (SHARED_BUILD) and which run model chunks (neusight.parallel.config's CHUNKED; their pp and layer rules:
+-- pipeline_skip below). engine/cli/search_cmd.cpp names no schedule.
 local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
@@ -14,16 +14,16 @@ local M = {}
 --- own (its model chunks); a schedule a --scripts override registers builds its own unless it is added here.
 M.SHARED_BUILD = { gpipe = true, ["1f1b"] = true }
 
---- The schedules that run several model chunks per device (virtual stages): search tries --virtual-stages with them
---- only, and shows their rows as schedule/v.
-M.VIRTUAL_STAGES = { interleaved = true }
+-- The schedules that run several model chunks per device (virtual stages), neusight.parallel.config's CHUNKED (name →
+-- default chunks): search tries --virtual-stages with them only, and shows their rows as schedule/v.
+local function chunked() return require("neusight.parallel.config").CHUNKED end
 
 --- search's --schedule and --recompute checked against neusight.parallel's names, with normalize's messages
 --- (did-you-mean included): each of `schedules` a schedule of the registry (neusight.parallel.schedule: a --scripts
 --- override may add one), `recompute` "auto", "all" or one of neusight.parallel.config's CHOICES.recompute. Returns
 --- { schedules = the names given (the default schedule when none), shared_build = for each of them whether it is one
---- of M.SHARED_BUILD, virtual_stages = for each whether it is one of M.VIRTUAL_STAGES, virtual_schedules = the names
---- of M.VIRTUAL_STAGES (sorted; for search's message when none was given), recompute = the modes, least
+--- of M.SHARED_BUILD, virtual_stages = for each whether it is one of chunked(), virtual_schedules = the names
+--- of chunked() (sorted; for search's message when none was given), recompute = the modes, least
 --- recomputation first }.
 ---@param schedules string[]
 ---@param recompute string
@@ -33,9 +33,9 @@ function M.choices(schedules, recompute)
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
   if #out.schedules == 0 then out.schedules[1] = config.check_schedule(config.DEFAULT_SCHEDULE, "search: default schedule") end
   for i, s in ipairs(out.schedules) do
-    out.shared_build[i], out.virtual_stages[i] = M.SHARED_BUILD[s] == true, M.VIRTUAL_STAGES[s] == true
+    out.shared_build[i], out.virtual_stages[i] = M.SHARED_BUILD[s] == true, chunked()[s] ~= nil
   end
-  for s in pairs(M.VIRTUAL_STAGES) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
+  for s in pairs(chunked()) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
   table.sort(out.virtual_schedules)
   if #config.CHOICES.recompute == 0 then
     error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)
@@ -52,17 +52,21 @@ end
 --- Layers as neusight.parallel's stage partition counts them (parallel.layer_count).
 M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes) end
 
---- Why search skips a pipeline variant before forecasting it, or nil: the interleaved schedule needs pp >= 2 and (as
---- Megatron-LM requires) the model's `layers` divisible by pp × virtual_stages (`virtual_stages` 0: the schedule's
---- default, 2 for interleaved; `layers` 0: unknown, not checked). Other schedules are never skipped here; the forecasts
---- themselves refuse what cannot run (neusight.parallel).
+--- Why search skips a pipeline variant before forecasting it, or nil: a schedule with model chunks (chunked())
+--- needs what neusight.parallel.config chunks_refusal says (pp >= 2, at least 2 chunks) and, as Megatron-LM requires,
+--- the model's `layers` divisible by pp × virtual_stages (`virtual_stages` 0: the schedule's default,
+--- neusight.parallel.config CHUNKED; `layers` 0: unknown, not checked). Other schedules are never skipped here; the
+--- forecasts themselves refuse what cannot run (neusight.parallel).
 ---@return string?
 function M.pipeline_skip(layers, pp, schedule, virtual_stages)
-  if schedule ~= "interleaved" then return nil end
-  local v = virtual_stages > 0 and virtual_stages or 2
-  if pp < 2 then return "the interleaved schedule needs pp >= 2" end
+  local default = chunked()[schedule]
+  if not default then return nil end
+  local config = require "neusight.parallel.config"
+  local v = virtual_stages > 0 and virtual_stages or default
+  local refusal = config.chunks_refusal(schedule, pp, v)
+  if refusal then return (refusal:gsub("^parallel%.[%w_]+: ", "")) end
   if layers > 0 and layers % (pp * v) ~= 0 then
-    return ("the interleaved schedule needs the model's %d layers divisible by pp x virtual_stages"):format(layers)
+    return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)
   end
   return nil
 end

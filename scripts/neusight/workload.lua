@@ -298,9 +298,10 @@ local function ignored_fields(w, given)
   if raw.schedule ~= nil and p.pp == 1 and p.microbatches == 1 then
     note("schedule", true, "a pipeline schedule orders microbatches over pipeline stages, and this run has pp = 1 and one microbatch; drop it")
   end
-  if raw.virtual_stages ~= nil and p.schedule ~= "interleaved" then
-    note("virtual_stages", true, ("only the \"interleaved\" schedule runs several model chunks per device (schedule is %q); drop it")
-      :format(p.schedule))
+  local config = require "neusight.parallel.config"
+  if raw.virtual_stages ~= nil and not config.CHUNKED[p.schedule] then
+    note("virtual_stages", true, ("only the %s schedule runs several model chunks per device (schedule is %q); drop it")
+      :format(config.chunked_names(), p.schedule))
   end
   if raw.cluster ~= nil and gpus == 1 then
     note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")

@@ -345,6 +345,28 @@ TEST_CASE("calibrate: factors clamped to the limit are kept in the calibration f
   }
 }
 
+TEST_CASE("calibrate: a forecast the calibration makes faster than the dense peak allows warns", "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");
+  const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
+                           "' --mode inference --batch 4 --seq 1024 --predictor roofline";
+  const json plain = run_json(args);
+  CHECK(plain["figures"]["mfu"].get<double>() <= 1);  // the roofline is at most the peak
+  CHECK(plain["warnings"].dump().find("MFU") == std::string::npos);
+  // a "measurement" 20× faster than the roofline: the factors reach their floor, MFU goes over 100 %
+  const double before = plain["latency_ms"];
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(before / 20) + "\n");
+  REQUIRE(run_cli(ns_test::replace_all(args, " --format json", "") + " --calibrate '" + m.string() + "'").code == 0);
+  const json after = run_json(args);
+  INFO(after.dump());
+  REQUIRE(after["figures"]["mfu"].get<double>() > 1);
+  const std::string w = after["warnings"].dump();
+  CHECK(w.find("MFU") != std::string::npos);
+  CHECK(w.find("faster than the fp32 dense peak") != std::string::npos);
+  CHECK(w.find("v100.calibration.toml") != std::string::npos);
+  CHECK(run_json(args + " --no-calibration")["warnings"].dump().find("MFU") == std::string::npos);
+}
+
 TEST_CASE("calibrate: bad measurements and calibration files are errors with file:line, nothing written", "[cli][calibrate]") {
   temp_dir t;
   fs::copy_file(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");

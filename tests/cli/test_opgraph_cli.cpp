@@ -196,7 +196,10 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   CHECK(r.err == "neusight: " + untagged + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference\n");
   r = run_cli("predict --graph '" + untagged + "' --gpu tests/fixtures/gpus/tiny.toml --mode inference --predictor roofline --format json");
   REQUIRE(r.code == 0);
-  CHECK(r.err == "neusight: warning: " + untagged + ": no layer markers known for model 'mine': every row counts once (whole model)\n");
+  // and, an inference graph counting no parameters, that its memory leaves out the weights
+  CHECK(r.err == "neusight: warning: " + untagged + ": no layer markers known for model 'mine': every row counts once (whole model)\n"
+                 "neusight: warning: the graph names no parameters (an inference graph has no gradient accumulation to "
+                 "count them from): memory_gb and fits leave out the model's weights\n");
   CHECK_THAT(double(json::parse(r.out)["latency_ms"]), Catch::Matchers::WithinRel(16 / 100e9 * 1e3, 1e-12));
 
   // collectives in a graph whose name carries no dp/tp/pp layout are refused, naming them
@@ -224,6 +227,23 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   CHECK(j["latency_ms"] == j["parallel"]["iteration_ms"]);
   CHECK(r.err.find("1 ALLREDUCE_ASYNC kernel(s) of the reference graph replaced by neusight's own bucketed gradient "
                    "all-reduce") != std::string::npos);
+  // its memory: no saved activations counted (the reference's nodes do not say what autograd keeps; every output
+  // put GPT-2 Large dp 4, measured on 40 GB A100s, at 131 GB), said in the JSON, against the GPU's capacity
+  CHECK(j["memory"]["activations_counted"] == false);
+  CHECK(j["memory"]["activations_gb"] == 0.0);
+  CHECK(j["memory"]["capacity_gb"] == 8.0);
+  CHECK(j["fits"] == true);
+  const auto text = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml --predictor roofline");
+  CHECK(text.out.find("activations not counted (an imported graph") != std::string::npos);
+  // a GPU it does not fit (the 32 MiB cuBLAS workspace alone is over 0.01 GB): it says so, and fits is false (the
+  // plan knew no capacity before: 131 GB "fitted" a 40 GB GPU)
+  const std::string small = ns_test::replace_all(ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml"),
+                                                 "mem_gb = 8", "mem_gb = 0.01");
+  const auto small_gpu = t.write("small.toml", small).string();
+  r = run_cli("predict --graph '" + dp + "' --gpu '" + small_gpu + "' --predictor roofline --format json");
+  REQUIRE(r.code == 0);
+  CHECK(json::parse(r.out)["fits"] == false);
+  CHECK(r.err.find("more than the GPU's 0 GB") != std::string::npos);
   r = run_cli("predict --graph '" + dp + "' --gpu tests/fixtures/gpus/tiny.toml --mode inference");
   CHECK(r.code == 1);
   CHECK(r.err.find("is a training graph") != std::string::npos);

@@ -456,22 +456,18 @@ TEST_CASE("search --schedule/--virtual-stages: every schedule asked for, bad int
   const auto bad = run_cli("search " + base + " --gpus 16 --virtual-stages 2");
   CHECK(bad.code == 1);
   CHECK(bad.err.find("--virtual-stages applies to the interleaved schedule only") != std::string::npos);
-  // which schedules run model chunks is scripts/neusight/search.lua's VIRTUAL_STAGES: an override naming none refuses
-  // --virtual-stages with interleaved too, and shows its rows without /v
+  // which schedules run model chunks is scripts/neusight/parallel/config.lua's CHUNKED: an override naming none
+  // refuses --virtual-stages, saying where the list is
   ns_test::temp_dir t;
-  const std::string shipped = ns_test::slurp(ns_test::source_dir / "scripts/neusight/search.lua");
-  const std::string line = "M.VIRTUAL_STAGES = { interleaved = true }";
+  const std::string shipped = ns_test::slurp(ns_test::source_dir / "scripts/neusight/parallel/config.lua");
+  const std::string line = "M.CHUNKED = { interleaved = 2 }";
   REQUIRE(shipped.find(line) != std::string::npos);
-  t.write("s/neusight/search.lua", ns_test::replace_all(shipped, line, "M.VIRTUAL_STAGES = {}"));
+  t.write("s/neusight/parallel/config.lua", ns_test::replace_all(shipped, line, "M.CHUNKED = {}"));
   const std::string none = " --scripts '" + (t.path / "s").string() + "'";
-  const auto refused = run_cli("search " + base + " --gpus 16 --schedule interleaved --virtual-stages 2" + none);
+  const auto refused = run_cli("search " + base + " --gpus 16 --schedule 1f1b --virtual-stages 2" + none);
   CHECK(refused.code == 1);
-  CHECK(refused.err.find("no schedule runs model chunks (scripts/neusight/search.lua VIRTUAL_STAGES names none)") !=
+  CHECK(refused.err.find("no schedule runs model chunks (scripts/neusight/parallel/config.lua CHUNKED names none)") !=
         std::string::npos);
-  const auto plain = run_cli("search " + base + " --gpus 16 --schedule 1f1b,interleaved --top 1000" + none);
-  REQUIRE(plain.code == 0);
-  CHECK(plain.out.find("interleaved/2") == std::string::npos);
-  CHECK(plain.out.find("interleaved ") != std::string::npos);
 }
 
 TEST_CASE("search --recompute: auto takes the cheapest mode that fits, all lists every mode, a mode only itself",

@@ -346,6 +346,26 @@ TEST_CASE("scripts path: an error in the pipeline.lua of --scripts names its fil
   CHECK(served.code == 1);
   CHECK(served.err.find(where + ":4: no figures today") != std::string::npos);
   CHECK(served.err.find("cannot be served") == std::string::npos);
+  // with --traceback, its traceback starts in the pipeline (the line that raised it), not where serve.lua raised it
+  // again, and goes on through serve.lua; the message keeps serve.lua's context line
+  const auto traced =
+      run_cli("serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4 --traceback" + scripts);
+  CHECK(traced.code == 1);
+  const size_t tb = traced.err.find("stack traceback:");
+  REQUIRE(tb != std::string::npos);
+  CHECK(traced.err.find(where + ":4: in ", tb) != std::string::npos);
+  CHECK(traced.err.find("scripts/neusight/serve.lua:", tb) != std::string::npos);
+  CHECK(traced.err.find("in scripts/neusight/serve.lua run") < tb);
+  // the same from serve --calibrate's forecast (serve.lua calibration_inputs)
+  const fs::path measured = f.t.write("m.toml", "ttft_ms = 10\n");
+  const fs::path gpu = f.t.path / "tiny.toml";  // a copy: a calibration is written beside the GPU's file
+  fs::copy_file(f.tiny, gpu);
+  const auto fit = run_cli("serve --model gpt2_med --gpu '" + gpu.string() + "' --batch 2 --input-len 16 --output-len 4 "
+                           "--calibrate '" + measured.string() + "' --traceback" + scripts);
+  CHECK(fit.code == 1);
+  const size_t tb2 = fit.err.find("stack traceback:");
+  REQUIRE(tb2 != std::string::npos);
+  CHECK(fit.err.find(where + ":4: in ", tb2) != std::string::npos);
   // the error of a script a primitive runs (the bundled pipeline's run.workload()) keeps the traceback it had when the
   // engine ran the script itself: no pipeline frames
   const fs::path bad = f.t.write("work/bad.lua", "error('bad workload')\n");

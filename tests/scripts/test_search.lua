@@ -64,15 +64,26 @@ function T.test_choices_are_the_parallel_names()
   search.SHARED_BUILD.interleaved = nil
   eq(ok_s, true, "SHARED_BUILD changed")
   eq(shared(c_s), "true,true", "the changed SHARED_BUILD is the one used")
-  -- and which run model chunks (take --virtual-stages, shown as schedule/v) is VIRTUAL_STAGES
+  -- and which run model chunks (take --virtual-stages, shown as schedule/v) is neusight.parallel.config's CHUNKED
+  local config = require "neusight.parallel.config"
   local c_v = search.choices({ "interleaved", "gpipe" }, "auto")
   eq(tostring(c_v.virtual_stages[1]) .. "," .. tostring(c_v.virtual_stages[2]), "true,false", "interleaved runs chunks")
   eq(table.concat(c_v.virtual_schedules, ","), "interleaved", "the schedules that do, for search's message")
-  search.VIRTUAL_STAGES.gpipe = true
+  config.CHUNKED.gpipe = 3
   local ok_v, c_w = pcall(search.choices, { "gpipe" }, "auto")
-  search.VIRTUAL_STAGES.gpipe = nil
-  eq(ok_v and c_w.virtual_stages[1], true, "VIRTUAL_STAGES changed")
+  local skip_v = search.pipeline_skip(12, 2, "gpipe", 0)  -- its default chunks: 12 layers over pp 2 × 3
+  local skip_w = search.pipeline_skip(10, 2, "gpipe", 0)
+  local skip_1 = search.pipeline_skip(12, 1, "gpipe", 0)
+  config.CHUNKED.gpipe = nil
+  eq(ok_v and c_w.virtual_stages[1], true, "CHUNKED changed")
   eq(table.concat(c_w.virtual_schedules, ","), "gpipe,interleaved", "sorted")
+  eq(skip_v, nil, "12 layers divide pp x 3")
+  eq(skip_w, "the gpipe schedule needs the model's 10 layers divisible by pp x virtual_stages", "10 do not")
+  eq(skip_1, "the gpipe schedule needs pp >= 2", "the config's rule, without its field name")
+  eq(search.pipeline_skip(10, 2, "gpipe", 0), nil, "one chunk again: never skipped here")
+  eq(search.pipeline_skip(16, 2, "interleaved", 0), nil, "16 layers over pp 2 x 2")
+  eq(search.pipeline_skip(16, 2, "interleaved", 3), "the interleaved schedule needs the model's 16 layers divisible by "
+    .. "pp x virtual_stages", "over pp 2 x 3")
   for _, mode in ipairs { "all", "none", "selective", "full" } do search.choices({}, mode) end
   local ok, err = pcall(search.choices, { "1f1b", "gpip" }, "auto")
   eq(ok, false, "unknown schedule")

@@ -94,6 +94,32 @@ M.DEFAULT_SCHEDULE = "1f1b"
 --- `v` when it names a schedule of the registry, else normalize's parallel.schedule error, under `label` when given.
 function M.check_schedule(v, label) return schedule_name(v, label or "parallel.schedule") end
 
+--- The schedules that run several model chunks per device (virtual stages), each with its default number of chunks:
+--- the one list normalize and neusight.search (which tries --virtual-stages with these only) read.
+M.CHUNKED = { interleaved = 2 }
+
+--- Why `schedule` cannot run `v` model chunks per device on `pp` stages, or nil: a chunked schedule needs at least
+--- 2 chunks and pp >= 2; any other runs one chunk. Shared by normalize (an error) and neusight.search (a skip reason).
+---@return string?
+function M.chunks_refusal(schedule, pp, v)
+  if M.CHUNKED[schedule] then
+    if v < 2 then return ("parallel.virtual_stages: the %s schedule needs at least 2 model chunks per device"):format(schedule) end
+    if pp < 2 then return ("parallel.schedule: the %s schedule needs pp >= 2"):format(schedule) end
+  elseif v ~= 1 then
+    return ("parallel.virtual_stages: only the %s schedule runs several model chunks per device (schedule is %q)")
+      :format(M.chunked_names(), schedule)
+  end
+  return nil
+end
+
+--- The chunked schedules' names, quoted and joined ("\"interleaved\""), sorted.
+function M.chunked_names()
+  local names = {}
+  for s in pairs(M.CHUNKED) do names[#names + 1] = ("%q"):format(s) end
+  sort(names)
+  return table.concat(names, ", ")
+end
+
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
 --- schedule "1f1b", virtual_stages 1 (2 for "interleaved"), bucket_mb 25, overlap_grad_reduce true.
 --- Errors are "parallel.<field>: …" (level 0), so workload.lua can prefix the script name.
@@ -132,22 +158,15 @@ function M.normalize(p)
       :format(out.ep, out.dp), 0)
   end
   local v = p.virtual_stages
-  if v == nil then v = schedule == "interleaved" and 2 or 1 end
+  if v == nil then v = M.CHUNKED[schedule] or 1 end
   if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
   if v > MAX_COUNT then error(("parallel.virtual_stages: at most 2^24 expected, got %s"):format(show(v)), 0) end
   out.virtual_stages = floor(v)
-  if schedule == "interleaved" then
-    if out.virtual_stages < 2 then
-      error("parallel.virtual_stages: the interleaved schedule needs at least 2 model chunks per device", 0)
-    end
-    if out.pp < 2 then error("parallel.schedule: the interleaved schedule needs pp >= 2", 0) end
-    if out.microbatches % out.pp ~= 0 then
-      error(("parallel.microbatches: the interleaved schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
-        :format(out.pp, out.microbatches), 0)
-    end
-  elseif out.virtual_stages ~= 1 then
-    error(("parallel.virtual_stages: only the \"interleaved\" schedule runs several model chunks per device (schedule is %q)")
-      :format(schedule), 0)
+  local refusal = M.chunks_refusal(schedule, out.pp, out.virtual_stages)
+  if refusal then error(refusal, 0) end
+  if M.CHUNKED[schedule] and out.microbatches % out.pp ~= 0 then
+    error(("parallel.microbatches: the %s schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
+      :format(schedule, out.pp, out.microbatches), 0)
   end
   local bucket = p.bucket_mb == nil and DEFAULT_BUCKET_MB or p.bucket_mb
   if type(bucket) ~= "number" or not (bucket > 0) or bucket == huge then

@@ -36,7 +36,10 @@ M.group_shape = group_shape
 --- plan.precision is the run's precision recipe (neusight.precision.recipe of w.precision, default by dtype and
 --- mode; its "amp" convention is Megatron-LM's with kernels = "megatron", autocast's with "eager"): the timeline
 --- reduces gradients and all-gathers parameters in its element sizes.
----@param w { batch: integer, dtype: string, mode: string, precision?: string }
+--- plan.gpu_mem_gb is the GPU's memory (its file's mem_gb), for the memory report's capacity. w.saves_known = false (an
+--- imported reference graph, whose nodes do not say what autograd keeps for backward): plan.saves_known false, and the
+--- memory report counts no saved activations and says so.
+---@param w { batch: integer, dtype: string, mode: string, precision?: string, saves_known?: boolean }
 ---@return table
 function M.plan(p, gpu, w)
   local world = p.dp * p.tp * p.pp
@@ -75,6 +78,8 @@ function M.plan(p, gpu, w)
     distributed_optimizer = p.distributed_optimizer,
     world = world, micro_batch = w.batch // per_pipeline, training = w.mode == "train",
     dtype = w.dtype, cluster = cluster, cluster_name = cluster_name or "",
+    gpu_mem_gb = (type(gpu) == "table" or type(gpu) == "userdata") and gpu.mem_gb or nil,
+    saves_known = w.saves_known ~= false,
     precision = precision.recipe(w.precision, w.dtype, precision.convention(p.kernels == "megatron"), w.mode),
     groups = {
       tp = group_shape(p.tp, 1, 0, g),

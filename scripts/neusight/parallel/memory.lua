@@ -22,6 +22,9 @@ function M.context(plan, nodes, recipe)
     state = precision.state(recipe, "none", plan.training), recipe = recipe, mode = plan.training and "train" or "inference" }
   mem.core = {}
   for i, n in ipairs(nodes) do mem.core[i] = (n.attrs or {}).core_attention == true end
+  if plan.saves_known == false then  -- an imported graph: what its nodes keep for backward is not known, not counted
+    for i in ipairs(nodes) do mem.saved[i], mem.kept[i] = 0, 0 end
+  end
   return mem
 end
 
@@ -100,9 +103,8 @@ function M.report(plan, devices, mem, params_total, lean)
       kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
     }
   end
-  local gpu = plan.cluster and plan.cluster.gpu
-  local gpu_mem = mem.gpu_mem_gb or (type(gpu) == "table" and gpu.mem_gb) or nil
-  return memory.parallel(parts, gpu_mem, plan.recompute or "none", lean)
+  return memory.parallel(parts, mem.gpu_mem_gb or plan.gpu_mem_gb, plan.recompute or "none", lean,
+    plan.saves_known == false)
 end
 
 return M
