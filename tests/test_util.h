@@ -43,11 +43,20 @@ inline std::string slurp(const fs::path& p) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Replaces every occurrence of `from` by `to` (e.g. a temp path by a stable name).
+inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
+  return s;
+}
+
+// `s` (a path, a name) as one word for sh: single-quoted, a quote in it kept.
+inline std::string quoted(const std::string& s) { return "'" + replace_all(s, "'", "'\\''") + "'"; }
+
 // Runs the shell command `command` (already shell-quoted) from the source dir.
 inline run_result run_sh(const std::string& command) {
   temp_dir t;
-  const std::string cmd = "cd '" + source_dir.string() + "' && " + command + " >'" + (t.path / "out").string() +
-                          "' 2>'" + (t.path / "err").string() + "'";
+  const std::string cmd = "cd " + quoted(source_dir) + " && " + command + " >" + quoted(t.path / "out") + " 2>" +
+                          quoted(t.path / "err");
   run_result r;
   const int status = std::system(cmd.c_str());
   r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
@@ -59,12 +68,6 @@ inline run_result run_sh(const std::string& command) {
 // Runs the neusight binary with `args` (already shell-quoted) from the source dir.
 inline run_result run_cli(const std::string& args, const std::string& env = "") {
   return run_sh(env + " '" NEUSIGHT_EXE "' " + args);
-}
-
-// Replaces every occurrence of `from` by `to` (e.g. a temp path by a stable name).
-inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
-  for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
-  return s;
 }
 
 // The shared data folder `rel` under ../shared/data (CI has it; a user's clone does not), or nullopt after telling

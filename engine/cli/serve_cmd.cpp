@@ -47,12 +47,27 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   figure_inputs in = s.serve_calibration_inputs(opts, pred);
   std::string workload, model;
   std::optional<double> ttft_s, tpot_s, model_params;
+  // the fields read here each have one type: a --scripts serve.lua that gives another is told which, not aborted
+  auto wrong = [](const std::string& k, const char* want, const figure_value& v) {
+    const char* got = std::holds_alternative<std::string>(v) ? "a string"
+                      : std::holds_alternative<bool>(v)        ? "a boolean"
+                                                               : "a number";
+    return error("scripts/neusight/serve.lua: calibration_inputs: '" + k + "' must be " + want + " (got " + got + ")");
+  };
+  auto text = [&](const std::string& k, const figure_value& v) {
+    if (const auto* t = std::get_if<std::string>(&v)) return *t;
+    throw wrong(k, "a string", v);
+  };
+  auto number = [&](const std::string& k, const figure_value& v) {
+    if (const auto x = figure_number(v)) return *x;
+    throw wrong(k, "a number", v);
+  };
   for (const auto& [k, v] : in) {
-    if (k == "workload") workload = std::get<std::string>(v);
-    if (k == "model") model = std::get<std::string>(v);
-    if (k == "model_params") model_params = std::get<double>(v);  // tp 1: the whole model's
-    if (k == "ttft_s") ttft_s = std::get<double>(v);
-    if (k == "tpot_s") tpot_s = std::get<double>(v);
+    if (k == "workload") workload = text(k, v);
+    if (k == "model") model = text(k, v);
+    if (k == "model_params") model_params = number(k, v);  // tp 1: the whole model's
+    if (k == "ttft_s") ttft_s = number(k, v);
+    if (k == "tpot_s") tpot_s = number(k, v);
   }
   in.emplace_back("measurement", m.source);
   if (m.ttft_ms) in.emplace_back("measured_ttft_s", *m.ttft_ms / 1e3);

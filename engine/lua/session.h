@@ -290,17 +290,21 @@ class session {
   // run.aggregate, with run.kernels, run.latencies and run.set_latencies between them —, run.timeline,
   // run.peak_tflops, run.family_inputs, run.calibration_inputs, run.figures) and reads back { figures, warnings }; an
   // error a primitive raises comes out as it was thrown.
+  // What a run's report says it ran as, besides its GPU: a pipeline_graph has them and its finished the same (the GPU
+  // is not among them: a pipeline_graph points at its caller's, a finished keeps a copy that outlives the workload).
+  struct run_facts {
+    std::string source;            // the workload's (figures_compute's `workload`) or the graph file's
+    std::string launch = "eager";  // "eager" | "graph" (scripts/neusight/launch.lua)
+    bool decode = false;           // a decode step (--mode decode): the calibration's decode factors apply
+  };
   // What a pipeline run works on: the graph and its kernels, the GPU, the predictor, and what the report says of
   // them. forecast_finish is given it whole; forecast_workload's steps fill it (run.workload(), run.expand(),
   // run.predictor()).
-  struct pipeline_graph {
+  struct pipeline_graph : run_facts {
     const graph* g = nullptr;
     std::vector<kernel_instance> kernels;
     const gpu_spec* gpu = nullptr;
     const predictor* pred = nullptr;
-    std::string source;                 // the workload's (figures_compute's `workload`) or the graph file's
-    std::string launch = "eager";       // "eager" | "graph" (scripts/neusight/launch.lua)
-    bool decode = false;                // a decode step (--mode decode): the calibration's decode factors apply
     std::vector<std::string> warnings;  // found before: the graph's
   };
   // How either run prices and reports.
@@ -317,15 +321,13 @@ class session {
     workload_overrides overrides;
     std::function<const predictor&()> predictor_make;
   };
-  struct finished {
+  // A pipeline run's result, with the facts of the pipeline_graph it ran on.
+  struct finished : run_facts {
     std::optional<forecast> fc;
     std::optional<parallel_report> parallel;  // timeline()'s, when the pipeline ran it on a parallel workload
     figures figs;
     std::vector<std::string> warnings;
-    gpu_spec gpu;                 // the workload's, resolved (forecast_finish: the graph's)
-    std::string source;           // the workload's (forecast_finish: the graph's)
-    std::string launch = "eager";  // "eager" | "graph": the workload's (forecast_finish: the graph's)
-    bool decode = false;           // a decode step (--mode decode): the workload's (forecast_finish: the graph's)
+    gpu_spec gpu;  // the workload's, resolved (forecast_finish: the graph's)
     // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
     double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }
   };

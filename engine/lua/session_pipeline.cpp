@@ -127,11 +127,9 @@ int l_workload(lua_State* L) {
     session::pipeline_graph& r = *c.run;
     const workload& w = c.w.emplace(c.s->workload_load(c.wl->script, c.wl->overrides));
     c.out->gpu = w.gpu_resolved;
-    c.out->source = w.source;
-    c.out->launch = w.launch;
-    c.out->decode = w.mode == "decode";
     r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
     r.decode = w.mode == "decode";
+    static_cast<session::run_facts&>(*c.out) = r;
     lua_createtable(L, 0, 5);
     set_string(L, "source", w.source);
     set_string(L, "launch", w.launch);
@@ -480,7 +478,8 @@ session::finished session::forecast_workload(workload_request req, pipeline_opti
 session::finished session::forecast_finish(pipeline_graph graph, pipeline_options opt) {
   if (p_->fields_ref == LUA_NOREF) throw error("forecast_finish: no workload or graph to report");
   finished out;
-  out.gpu = *graph.gpu, out.source = graph.source, out.launch = graph.launch, out.decode = graph.decode;
+  out.gpu = *graph.gpu;
+  static_cast<run_facts&>(out) = graph;
   pipeline_context ctx;
   ctx.s = this, ctx.p = p_.get(), ctx.run = &graph, ctx.opt = &opt, ctx.out = &out;
   ctx.expanded = true;

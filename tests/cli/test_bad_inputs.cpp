@@ -186,7 +186,7 @@ TEST_CASE("bad inputs: the well-formed bases of the corpus are accepted", "[cli]
   // for the line it changes.
   temp_dir t;
   const std::string predict = "predict --model gpt2_large --mode inference --batch 1 --seq 8 --predictor roofline --format json";
-  const std::string gpu = "'" + (corpus / "gpu/good.toml").string() + "'";
+  const std::string gpu = ns_test::quoted(corpus / "gpu/good.toml");
   auto r = ns_test::run_cli(predict + " --gpu " + gpu);
   INFO(r.err);
   CHECK(r.code == 0);

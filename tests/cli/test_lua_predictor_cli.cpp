@@ -94,7 +94,7 @@ return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "neusi
   const std::string args = "predict --model gpt2_large --gpu h100 --mode train --dtype bf16 --batch 4 --seq 1024 "
                            "--format json --predictor ";
   const json want = parse_json(run_cli(args + "neusight"));
-  const json got = parse_json(run_cli(args + "'" + file + "'"));
+  const json got = parse_json(run_cli(args + ns_test::quoted(file)));
   CHECK(double(got["latency_ms"]) == double(want["latency_ms"]));
   REQUIRE(got["ops"].size() == want["ops"].size());
   for (size_t i = 0; i < got["ops"].size(); ++i) CHECK(double(got["ops"][i]["ms"]) == double(want["ops"][i]["ms"]));

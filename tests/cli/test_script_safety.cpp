@@ -77,16 +77,13 @@ TEST_CASE("script safety: a node list, a shape or attrs with metamethods that ra
   const auto list = t.write("w/list.lua", workload(boom));
   run_should_fail(FILE_LINE_ARGS, t, list, list.string() + ":");
   // The scripts that read the graph (the memory model) read a shape raw (neusight.kernels shape_check): its
-  // metamethods never run, and the engine refuses the table naming the node (an __index that answered every key kept
-  // the memory model's ipairs going until the time limit; review).
+  // metamethods never run, and the engine refuses the table naming the node. (An __index that answers every key, which
+  // kept the memory model's ipairs going until the time limit, is the corpus case workload/meta_shape_endless.lua:
+  // the same `run` of the same node, with a CPU-time bound this test does not check.)
   const auto shape = t.write("w/shape.lua", workload("{ { op = 'mine', name = 'n1', inputs = { " + boom +
                                                      " }, output = { 4, 8 } } }"));
   run_should_fail(FILE_LINE_ARGS, t, shape,
                   shape.string() + ": model 'custom': node #1 'n1': field 'inputs'[1] must be a shape");
-  const auto endless = t.write("w/endless.lua", workload("{ { op = 'mine', name = 'n1', inputs = { setmetatable({}, "
-                                                         "{ __index = function() return 4 end }) }, output = { 4, 8 } } }"));
-  run_should_fail(FILE_LINE_ARGS, t, endless,
-                  endless.string() + ": model 'custom': node #1 'n1': field 'inputs'[1] must be a shape");
   const auto attrs_boom = t.write("w/attrs_boom.lua", workload("{ { op = 'mine', name = 'n1', inputs = { { 4, 8 } }, "
                                                                "output = { 4, 8 }, attrs = " + boom + " } }"));
   run_should_fail(FILE_LINE_ARGS, t, attrs_boom, attrs_boom.string() + ":4: boom");

@@ -30,6 +30,18 @@ std::string gpu_copy(const temp_dir& t) {
   return (t.path / "h100.toml").string();
 }
 
+// " --scripts DIR": DIR = t/`name`, whose neusight/`file`.lua is the shipped file with `edits` made and `patch` run
+// before its `return M`.
+std::string override_dir(const temp_dir& t, const std::string& name, const std::string& file, const std::string& patch,
+                         const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+  std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "neusight" / (file + ".lua"));
+  for (const auto& [from, to] : edits) text = ns_test::replace_all(text, from, to);
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  t.write(name + "/neusight/" + file + ".lua", text.substr(0, end) + patch + "\nreturn M\n");
+  return " --scripts '" + (t.path / name).string() + "'";
+}
+
 }  // namespace
 
 TEST_CASE("serve calibrate: tpot_ms alone - the re-forecast reproduces the fit and later serve and predict runs use it",
@@ -297,6 +309,37 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   }
 }
 
+// A --scripts serve.lua whose calibration_inputs gives a field serve --calibrate reads in another type is told which
+// field, the type it must be and the function (a std::bad_variant_access used to end the run), writing nothing.
+TEST_CASE("serve calibrate: a scripts serve.lua calibration_inputs field of the wrong type is named",
+          "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const fs::path m = t.write("m.toml", "ttft_ms = 3\n");
+  const fs::path out = t.path / "out.json";
+  const std::string run = "serve --model llama3_8b --gpu '" + gpu + "' --batch 2 --input-len 128 --output-len 8 "
+                          "--predictor roofline --calibrate '" + m.string() + "' -o '" + out.string() + "'";
+  int n = 0;
+  for (const auto& [set, says] : std::vector<std::pair<std::string, std::string>>{
+           {"model = 5", "'model' must be a string (got a number)"},
+           {"workload = true", "'workload' must be a string (got a boolean)"},
+           {"ttft_s = 'x'", "'ttft_s' must be a number (got a string)"},
+           {"model_params = false", "'model_params' must be a number (got a boolean)"}}) {
+    const auto r = run_cli(run + override_dir(t, "s" + std::to_string(n++), "serve",
+                                              "local calibration_inputs = M.calibration_inputs\n"
+                                              "M.calibration_inputs = function(...)\n"
+                                              "  local r = calibration_inputs(...)\n"
+                                              "  r." + set + "\n"
+                                              "  return r\n"
+                                              "end\n"));
+    INFO(set << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("neusight: scripts/neusight/serve.lua: calibration_inputs: " + says) != std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "h100.calibration.toml"));
+    CHECK_FALSE(fs::exists(out));
+  }
+}
+
 // Older --scripts overrides (written before a function or field the engine now asks for) keep working as they did:
 // a figures.lua without calibration_warning (serve says nothing of the model), a serve.lua without model_warning
 // (serve --sweep asks figures.lua), a search.lua whose choices has no shared_build (nothing shares a build), a
@@ -305,19 +348,10 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
 TEST_CASE("serve calibrate: older scripts overrides without the new functions keep working", "[cli][serve][calibrate]") {
   temp_dir t;
   const std::string gpu = gpu_copy(t);
-  auto override_dir = [&](const std::string& name, const std::string& file, const std::string& patch,
-                          const std::vector<std::pair<std::string, std::string>>& edits = {}) {
-    std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "neusight" / (file + ".lua"));
-    for (const auto& [from, to] : edits) text = ns_test::replace_all(text, from, to);
-    const size_t end = text.rfind("return M");
-    REQUIRE(end != std::string::npos);
-    t.write(name + "/neusight/" + file + ".lua", text.substr(0, end) + patch + "\nreturn M\n");
-    return " --scripts '" + (t.path / name).string() + "'";
-  };
   const std::string serve = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
   const json raw = run_json(serve);
   // calibration.lua of one factor set: the TPOT's factors, no [decode_factors], applied to decode steps
-  const std::string one_set = override_dir("cal", "calibration",
+  const std::string one_set = override_dir(t, "cal", "calibration",
       "local fit_serve = M.fit_serve\n"
       "M.fit_serve = function(r)\n"
       "  local out, kept = fit_serve(r), {}\n"
@@ -334,20 +368,20 @@ TEST_CASE("serve calibrate: older scripts overrides without the new functions ke
   // a calibration of another model: serve and its sweep with the older figures.lua / serve.lua
   const std::string qwen = "serve --model qwen3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 16";
   // (an older figures.lua: no calibration_warning among its functions; its compute says what it said)
-  const auto no_warning = run_cli(qwen + override_dir("fig", "figures", "",
+  const auto no_warning = run_cli(qwen + override_dir(t, "fig", "figures", "",
                                   {{"function M.calibration_warning(", "local function calibration_warning_("},
                                    {"M.calibration_warning(", "calibration_warning_("}})
                                   + " --format json");
   INFO(no_warning.err);
   CHECK(no_warning.code == 0);
   const auto sweep = run_cli("serve --sweep --model qwen3_8b --gpu '" + gpu + "' --batch 8,16 --input-len 512 "
-                             "--output-len 16 --format json" + override_dir("srv", "serve", "M.model_warning = nil"));
+                             "--output-len 16 --format json" + override_dir(t, "srv", "serve", "M.model_warning = nil"));
   INFO(sweep.err);
   CHECK(sweep.code == 0);
   CHECK(sweep.out.find("from a measurement of llama3_8b, not of qwen3_8b") != std::string::npos);
   // search.lua without shared_build
   const auto search = run_cli("search --model llama3_8b --gpu '" + gpu + "' --seq 512 --dtype bf16 --gpus 2 --batch 2 "
-                              "--format json" + override_dir("sea", "search",
+                              "--format json" + override_dir(t, "sea", "search",
                                   "local choices = M.choices\n"
                                   "M.choices = function(...) local c = choices(...) c.shared_build = nil return c end\n"));
   INFO(search.err);

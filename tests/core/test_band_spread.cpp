@@ -10,6 +10,7 @@
 #include "test_util.h"
 
 namespace fs = std::filesystem;
+using ns_test::quoted;
 using ns_test::temp_dir;
 
 namespace {
@@ -27,8 +28,6 @@ std::string eval_json(const std::string& gpu, const std::vector<double>& zs, boo
   return R"({"rows": [)" + rows + "]}";
 }
 
-std::string q(const fs::path& p) { return "'" + p.string() + "'"; }
-
 }  // namespace
 
 TEST_CASE("band spread: the fit holds the target share, rounded up, and is checked leave one GPU out", "[weights][band]") {
@@ -39,7 +38,8 @@ TEST_CASE("band spread: the fit holds the target share, rounded up, and is check
   const auto c0 = t.write("C.json", eval_json("C", {-0.3, 0.7}));
   const auto c1 = t.write("C2.json", eval_json("C", {0.5}, true));
   const auto table = t.write("u.toml", "format_version = 2\nlevels = [0.1, 0.5, 0.9]\nspread = 0.5\n[families]\n");
-  const std::string args = " " + q(a) + " " + q(b) + " " + q(c0) + " " + q(c1) + " --target 0.75 --table " + q(table);
+  const std::string args =
+      " " + quoted(a) + " " + quoted(b) + " " + quoted(c0) + " " + quoted(c1) + " --target 0.75 --table " + quoted(table);
   const auto r = ns_test::run_sh("python3 weights/band_spread.py" + args);
   INFO(r.out << r.err);
   REQUIRE(r.code == 0);
@@ -59,7 +59,8 @@ TEST_CASE("band spread: the fit holds the target share, rounded up, and is check
   const auto before = ns_test::slurp(table);
   const auto d = t.write("D.json", eval_json("D", {0.5, 0.5, 0.5}, true));
   const auto e = t.write("E.json", eval_json("E", {0.5, 0.5}, true));
-  const auto bad = ns_test::run_sh("python3 weights/band_spread.py " + q(d) + " " + q(e) + " --table " + q(table) + " --write");
+  const auto bad = ns_test::run_sh("python3 weights/band_spread.py " + quoted(d) + " " + quoted(e) + " --table " +
+                                   quoted(table) + " --write");
   CHECK(bad.code != 0);
   CHECK(bad.err.find("outside (0, 4]") != std::string::npos);
   CHECK(ns_test::slurp(table) == before);
@@ -77,13 +78,13 @@ TEST_CASE("band spread: the fit holds the target share, rounded up, and is check
             R"("predicted_ms_p50": 100, "predicted_ms_p90": 200})", "no gpu"}}) {
     INFO(row);
     const auto f = t.write("F.json", std::string(R"({"rows": [)") + row + "]}");
-    const auto r = ns_test::run_sh("python3 weights/band_spread.py " + q(a) + " " + q(f) + " --table " + q(table) +
-                                   " --write");
+    const auto r = ns_test::run_sh("python3 weights/band_spread.py " + quoted(a) + " " + quoted(f) + " --table " +
+                                   quoted(table) + " --write");
     CHECK(r.code != 0);
     CHECK(r.err.find(says) != std::string::npos);
     CHECK(ns_test::slurp(table) == before);
   }
-  const auto target = ns_test::run_sh("python3 weights/band_spread.py " + q(a) + " " + q(b) + " --target 0");
+  const auto target = ns_test::run_sh("python3 weights/band_spread.py " + quoted(a) + " " + quoted(b) + " --target 0");
   CHECK(target.code != 0);
   CHECK(target.err.find("--target must be a share in (0, 1]") != std::string::npos);
 }

@@ -19,6 +19,8 @@
 
 #include "test_util.h"
 
+using ns_test::quoted;
+
 namespace {
 namespace fs = std::filesystem;
 
@@ -45,9 +47,6 @@ std::vector<std::string> lines_of(const std::string& text) {
   if (at < text.size()) out.push_back(text.substr(at));
   return out;
 }
-
-// Single-quoted for sh.
-std::string quoted(const std::string& s) { return "'" + ns_test::replace_all(s, "'", "'\\''") + "'"; }
 
 // The names of weights/HELD_OUT, as weights/held_out.py (the one reader of the file) gives them.
 std::vector<std::string> held_out_file() {

@@ -10,6 +10,23 @@
 -- fallback for families it has no weights for.
 local EFFICIENCY = require "neusight.efficiency"
 
+-- Checked once, as the predictor loads (not per kernel priced): the engine checks the table only for the neusight
+-- predictor's fallback, and an efficiency of 0 would price a kernel of its family infinite. Keys in order, so a table
+-- with two bad fields always names the same one.
+do
+  if type(EFFICIENCY) ~= "table" then error("neusight.efficiency: must return a table of family = efficiency") end
+  local keys = {}
+  for key in pairs(EFFICIENCY) do keys[#keys + 1] = key end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, key in ipairs(keys) do
+    local eff = EFFICIENCY[key]
+    if math.type(eff) == nil or not (eff > 0 and eff <= 1) then
+      error(("neusight.efficiency: field '%s' must be a number in (0, 1] (the fraction of the roofline the family "
+        .. "reaches)"):format(tostring(key)))
+    end
+  end
+end
+
 -- The family a kernel's efficiency comes from (the tile predictor's families: engine/core/tile_model.h).
 local function family(k)
   if k.kind == "gemm" or k.kind == "bmm" then
@@ -30,11 +47,6 @@ return {
     for i, k in ipairs(kernels) do
       local eff = EFFICIENCY[family(k)]
       if not eff then error("no efficiency for kernel kind '" .. tostring(k.kind) .. "' (" .. k.name .. ")") end
-      -- the engine checks the table only for the neusight predictor's fallback: 0 would price this kernel infinite
-      if math.type(eff) == nil or not (eff > 0 and eff <= 1) then
-        error(("neusight.efficiency: field '%s' must be a number in (0, 1] (the fraction of the roofline the family "
-          .. "reaches)"):format(family(k)))
-      end
       out[i] = roofline[i] / eff
     end
     return out
