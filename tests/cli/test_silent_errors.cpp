@@ -178,3 +178,13 @@ TEST_CASE("silent errors: a double-precision compute dtype is refused", "[cli][e
   CHECK(served.err.find("double precision is not modelled") != std::string::npos);
   CHECK(run_cli("predict --model llama32_1b --gpu h100 --mode inference --batch 1 --seq 16 --dtype fp32").code == 0);
 }
+
+// A 16-bit GEMM on a GPU without tensor cores is refused in the user's terms (the GPU, its file, what to do), not as
+// the tile rule's missing table entry
+TEST_CASE("silent errors: fp16 on a GPU without tensor cores names the GPU and what to do", "[cli][errors]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu p100 --mode inference --batch 1 --seq 16 --dtype fp16");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("GPU 'P100-PCIE-16GB' (gpus/p100_pcie_16gb.toml): fp16 GEMMs: the pascal architecture has no tensor "
+                   "cores") != std::string::npos);
+  CHECK(r.err.find("use --dtype fp32") != std::string::npos);
+}
