@@ -144,6 +144,12 @@ local CHECK = {
   -- Default: "fused" for adamw, "foreach" for adam and sgd.
   optimizer_impl = one_of { "fused", "foreach" },
   dtype = function(v)
+    -- fp64 is a tensor type the engine sizes (traces hold such tensors), not a compute type it can price: the GPU
+    -- files carry no fp64 peaks and no measurement of an fp64 kernel trained anything (it went the fp32 path)
+    if K.dtype_name(v) == "fp64" then
+      return ("must be a compute dtype: \"fp32\", \"tf32\", \"fp16\", \"bf16\" or \"fp8\"; double precision is "
+        .. "not modelled (no fp64 peaks in the GPU files, no fp64 measurements) (got %s)"):format(show(v))
+    end
     if K.dtype_name(v) then return nil end
     return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\", \"tf32\", \"fp8\" (or bfloat16, torch.float16, …) (got %s)"):format(show(v))
   end,

@@ -379,12 +379,38 @@ local function tc_split(tiles, s)
   return math.max(1, math.min(s.sm // tiles, s.n // TC_MIN_SLICE))
 end
 
+-- Architectures without tensor cores: their 16-bit GEMMs are SIMT kernels (Pascal's half2 hgemm), which neither these
+-- rules nor the predictors model.
+M.no_tensor_cores = { kepler = true, maxwell = true, pascal = true }
+
+-- The error of a GPU whose architecture `rules` (M.<name>) has no entry for: the GPU and its file, the names known,
+-- did-you-mean (a typo in a GPU file's `architecture`).
+local function where(gpu)  -- "GPU 'name' (its file)"; a GPU view may refuse a field it lacks
+  local ok, source = pcall(function() return gpu.source end)
+  return fmt("GPU '%s'%s", tostring(gpu.name), ok and source and fmt(" (%s)", tostring(source)) or "")
+end
+
+local function unknown_architecture(gpu, what, rules, name)
+  local arch, known = tostring(gpu.architecture), {}
+  for a in pairs(rules) do known[#known + 1] = a end
+  table.sort(known)
+  local ok, ns = pcall(require, "neusight")
+  local near = ok and type(ns) == "table" and ns.closest and ns.closest(arch, known)
+  error(fmt("%s: no %s tile rule for architecture '%s' (scripts/tiling/gemm.lua M.%s knows %s)%s",
+    where(gpu), what, arch, name, table.concat(known, ", "),
+    near and fmt(" (did you mean '%s'?)", near) or ""), 0)
+end
+
 local function tc_select(s, gpu, dtype)
-  local fam = M.tc_families[gpu.architecture]
+  local arch = gpu.architecture
+  local fam = M.tc_families[arch]
   if type(fam) == "function" then fam = fam(gpu.compute_capability) end
   if not fam then
-    error(fmt("scripts/tiling/gemm.lua: no tensor-core GEMM tile rule for architecture '%s' (add it to M.tc_families)",
-      tostring(gpu.architecture)), 3)
+    if M.no_tensor_cores[arch] then
+      error(fmt("%s: %s GEMMs: the %s architecture has no tensor cores, and its SIMT %s kernels are not modelled; "
+        .. "use --dtype fp32", where(gpu), tostring(dtype), arch, tostring(dtype)), 0)
+    end
+    unknown_architecture(gpu, "tensor-core GEMM", M.tc_families, "tc_families")
   end
   local best, best_cost, best_split
   for _, t in ipairs(TC_TILES[fam.set]) do
@@ -405,10 +431,7 @@ end
 local function family_of(gpu)
   local arch = gpu.architecture
   local fam = M.families[arch]
-  if not fam then
-    error(fmt("scripts/tiling/gemm.lua: no GEMM tile rule for architecture '%s' (add it to M.families)",
-      tostring(arch)), 3)
-  end
+  if not fam then unknown_architecture(gpu, "GEMM", M.families, "families") end
   return fam
 end
 

@@ -161,3 +161,30 @@ TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON 
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["warnings"].empty());
 }
+
+// fp64 is a tensor type the engine sizes (profiler traces hold such tensors), not a compute type: it went the fp32 path
+// (the fp32 peak, its GEMM tiles) and forecast a Llama forward faster in fp64 than in fp32
+TEST_CASE("silent errors: a double-precision compute dtype is refused", "[cli][errors]") {
+  for (const char* dtype : {"fp64", "float64", "double", "torch.float64"}) {
+    const auto r = run_cli(std::string("predict --model llama32_1b --gpu h100 --mode inference --batch 1 --seq 16 --dtype ") +
+                           dtype);
+    INFO(dtype << ": " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("field 'dtype' must be a compute dtype") != std::string::npos);
+    CHECK(r.err.find("double precision is not modelled") != std::string::npos);
+  }
+  const auto served = run_cli("serve --model llama32_1b --gpu h100 --batch 1 --input-len 16 --output-len 2 --dtype fp64");
+  CHECK(served.code == 1);
+  CHECK(served.err.find("double precision is not modelled") != std::string::npos);
+  CHECK(run_cli("predict --model llama32_1b --gpu h100 --mode inference --batch 1 --seq 16 --dtype fp32").code == 0);
+}
+
+// A 16-bit GEMM on a GPU without tensor cores is refused in the user's terms (the GPU, its file, what to do), not as
+// the tile rule's missing table entry
+TEST_CASE("silent errors: fp16 on a GPU without tensor cores names the GPU and what to do", "[cli][errors]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu p100 --mode inference --batch 1 --seq 16 --dtype fp16");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("GPU 'P100-PCIE-16GB' (gpus/p100_pcie_16gb.toml): fp16 GEMMs: the pascal architecture has no tensor "
+                   "cores") != std::string::npos);
+  CHECK(r.err.find("use --dtype fp32") != std::string::npos);
+}
