@@ -146,7 +146,8 @@ def main(argv):
     if a.trainable:
         for p in a.names:
             if "\n" in p:
-                raise ValueError(f"{p!r}: a path with a newline (one path a line)")
+                print(f"{a.prog}: {p!r}: a path with a newline (one path a line)", file=sys.stderr)
+                return 2
         try:
             kept = trainable(a.names, held_out_matcher(a.held_out, a.gpus_dir), a.prog)
         except UnknownDevice as e:

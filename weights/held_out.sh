@@ -46,6 +46,7 @@ trainable_files() {  # ARRAY SCRIPT FILE…: run in the script's shell (not in $
   local _kept_list
   _held_out_kept=()
   [ $# -gt 2 ] || return 0
-  _kept_list=$(_held_out_run --as "$2" --trainable -- "${@:3}") || exit 2
+  # not through _held_out_run: held_out.py says why it refused (a file without a device, a newline) or failed
+  _kept_list=$(python3 "$_held_out_py" --as "$2" --trainable -- "${@:3}") || exit 2
   [ -z "$_kept_list" ] || mapfile -t _held_out_kept <<< "$_kept_list"
 }

@@ -55,18 +55,19 @@ train() {  # family out-subdir data...
 
 if [ "$vendor" = all ] || [ "$vendor" = nvidia ]; then
   d=$data/dataset/train/collect t=$data/dataset/test
+  [ -d "$aic" ] || { echo "train.sh: no AIConfigurator data at $aic (pass --aic DIR)" >&2; exit 1; }
+  # the per-GPU files whose device is not held out (the others are never read); a file whose device cannot be read
+  # stops train.sh (it would have been trained on), as does a failed held-out check (held_out.sh): before any
+  # family is trained, so that no weights are rewritten by a run that then stops
+  trainable_files gemm train.sh "$aic"/*/gemm.csv
+  trainable_files prefill train.sh "$aic"/*/context_attention.csv
+  trainable_files decode train.sh "$aic"/*/generation_attention.csv
   extra() { [ "$test_rows" = 1 ] && echo "$t/$1" || true; }
   train bmm nvidia/bmm "$d/bmm" $(extra bmm.csv)
   train linear nvidia/linear "$d/linear" $(extra linear.csv)
   train elementwise nvidia/elementwise $(for op in $elementwise_ops; do echo "$d/$op"; done) $(extra elem.csv)
   train softmax nvidia/softmax "$d/softmax" $(extra softmax.csv)
   train layernorm nvidia/layernorm "$d/ln" $(extra ln.csv)
-  [ -d "$aic" ] || { echo "train.sh: no AIConfigurator data at $aic (pass --aic DIR)" >&2; exit 1; }
-  # the per-GPU files whose device is not held out (the others are never read); a file whose device cannot be read
-  # stops train.sh (it would have been trained on), as does a failed held-out check (held_out.sh)
-  trainable_files gemm train.sh "$aic"/*/gemm.csv
-  trainable_files prefill train.sh "$aic"/*/context_attention.csv
-  trainable_files decode train.sh "$aic"/*/generation_attention.csv
   train gemm_tc16 nvidia/gemm_tc16 "${gemm[@]}"
   # fp8 and attention transfer best with a smaller network: leaving the RTX PRO 6000 out, fp8 MAPE is 47 % with
   # 32x32 and 145 % with 64x64x64; leaving the A100-SXM4 out (a fold then, held out since), prefill MAPE was 21 % with

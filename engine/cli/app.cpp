@@ -126,7 +126,8 @@ void forecast_finish(session& s, const predictor& pred, const std::string& overh
                      std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
   session::pipeline_graph run;
   run.g = &g, run.kernels = std::move(kernels), run.gpu = &out.gpu, run.pred = &pred;
-  run.source = out.source, run.launch = out.launch, run.warnings = std::move(out.warnings);
+  static_cast<session::run_facts&>(run) = out;  // source, launch, decode
+  run.warnings = std::move(out.warnings);
   forecast_take(s.forecast_finish(std::move(run), {overhead, row_keys_of(out), say}), out);
 }
 

@@ -98,9 +98,11 @@ function M.compute(r)
   local mfu = (latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12) or nil
   -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
   local modelled = r.memory_gb ~= nil
-  local memory = r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)
+  -- an imported graph that counts no parameters (no gradient accumulation rows): its memory is not known (nil)
+  local unknown = not modelled and not (r.state_gb > 0)
+  local memory = not unknown and (r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)) or nil
   local fits = r.fits
-  if fits == nil then fits = memory <= gpu.mem_gb end
+  if fits == nil and memory then fits = memory <= gpu.mem_gb end
   local price = positive(r.price_per_hour_usd) and r.price_per_hour_usd or nil
   local cost = price and price * gpus * latency / 3600 or nil
   local cost_mtok = cost and tokens > 0 and cost / tokens * 1e6 or nil
@@ -117,9 +119,9 @@ function M.compute(r)
     { key = "peak_tflops", value = peak },
     { key = "mfu", value = mfu, column = "MFU %", cell = mfu and fmt("%.1f", 100 * mfu) or "-" },
     { key = "mfu_convention", value = "graph_forward_backward_flops" },
-    { key = "memory_gb", value = memory, column = "memory GB", cell = fmt("%.1f", memory) },
+    { key = "memory_gb", value = memory, column = "memory GB", cell = memory and fmt("%.1f", memory) or "-" },
     { key = "gpu_memory_gb", value = gpu.mem_gb },
-    { key = "fits", value = fits, column = "fits", cell = fits and "yes" or "no" },
+    { key = "fits", value = fits, column = "fits", cell = fits == nil and "-" or fits and "yes" or "no" },
     { key = "price_per_hour_usd", value = price },
     { key = "cost_per_iteration_usd", value = cost, column = "$/" .. (per == "forward pass" and "pass" or per),
       cell = money(cost) },
@@ -135,7 +137,7 @@ function M.compute(r)
       sig(tokens > 0 and model_flops / tokens or nil), r.mode == "train" and "forward + backward" or "forward",
       r.dtype, sig(peak))
       or fmt("the GPU file has no %s peak", r.dtype))
-  if not modelled and not (r.state_gb > 0) then  -- an imported inference graph: no parameters counted (its warning)
+  if unknown then  -- its warning says why
     lines[#lines + 1] = fmt("memory                 not known (the graph names no parameters; activations not counted)")
   elseif not modelled then  -- the memory model's own lines say it otherwise
     lines[#lines + 1] = fmt("memory           %12.1f GB   per GPU of %.0f GB: %s (model state%s, activations not counted)",

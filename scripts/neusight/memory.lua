@@ -287,10 +287,11 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
   if over > 0 then
-    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %s + temporary + workspace%s), "
+    out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %stemporary + workspace%s%s), "
       .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",
       table.concat(over_list, ", "), over > 1 and "need" or "needs", worst / 1e9,
-      unsaved and "no activations: not counted" or "saved activations", kv and " + KV cache" or "", gpu_mem_gb)
+      unsaved and "" or "saved activations + ", kv and " + KV cache" or "",
+      unsaved and "; activations not counted" or "", gpu_mem_gb)
   end
   return out
 end

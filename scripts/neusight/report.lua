@@ -97,12 +97,13 @@ function M.graph(g, params, gpu_mem_gb)
   local state = precision.state_of { dtype = dtype, mode = mode, optimizer = optimizer }
   local report = precision.state_report(state, params, recipe, gpu_mem_gb, true)
   if not (params > 0) then
-    -- the parameters are counted from a training graph's gradient accumulation; an inference graph has none, so its
-    -- model state (and the memory and fits made from it) would read 0 GB that fits
-    report.line = "model state            not known (the graph's nodes name no parameters: an inference graph has "
-      .. "no gradient accumulation to count them from)\n"
-    report.warning = "the graph names no parameters (an inference graph has no gradient accumulation to count them "
-      .. "from): memory_gb and fits leave out the model's weights"
+    -- the parameters are counted from a training graph's gradient accumulation rows; an inference graph has none, so
+    -- its model state (and the memory and fits made from it) would read 0 GB that fits: not known (figures.lua)
+    local why = mode == "train" and "its rows carry no gradient accumulation to count them from"
+      or "an inference graph has no gradient accumulation to count them from"
+    report.line = ("model state            not known (the graph names no parameters: %s)\n"):format(why)
+    report.warning = ("the graph names no parameters (%s): its memory is not known (figures.memory_gb and fits are "
+      .. "null)"):format(why)
   end
   return {
     source = g.source, model = g.model, mode = g.mode, batch = integer(g.batch, "batch"), seq = integer(g.seq, "seq"),

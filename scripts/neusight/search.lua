@@ -16,7 +16,8 @@ M.SHARED_BUILD = { gpipe = true, ["1f1b"] = true }
 
 -- The schedules that run several model chunks per device (virtual stages), neusight.parallel.config's CHUNKED (name →
 -- default chunks): search tries --virtual-stages with them only, and shows their rows as schedule/v.
-local function chunked() return require("neusight.parallel.config").CHUNKED end
+-- An older --scripts config.lua (before CHUNKED) ran interleaved alone with chunks, 2 by default.
+local function chunked() return require("neusight.parallel.config").CHUNKED or { interleaved = 2 } end
 
 --- search's --schedule and --recompute checked against neusight.parallel's names, with normalize's messages
 --- (did-you-mean included): each of `schedules` a schedule of the registry (neusight.parallel.schedule: a --scripts
@@ -59,11 +60,11 @@ M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes
 --- forecasts themselves refuse what cannot run (neusight.parallel).
 ---@return string?
 function M.pipeline_skip(layers, pp, schedule, virtual_stages)
-  local default = chunked()[schedule]
-  if not default then return nil end
   local config = require "neusight.parallel.config"
+  local default = config.chunks_of and config.chunks_of(schedule) or chunked()[schedule]
+  if not default then return nil end
   local v = virtual_stages > 0 and virtual_stages or default
-  local refusal = config.chunks_refusal(schedule, pp, v)
+  local refusal = config.chunks_refusal and config.chunks_refusal(schedule, pp, v)
   if refusal then return (refusal:gsub("^parallel%.[%w_]+: ", "")) end
   if layers > 0 and layers % (pp * v) ~= 0 then
     return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)

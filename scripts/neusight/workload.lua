@@ -305,9 +305,9 @@ local function ignored_fields(w, given)
     note("schedule", true, "a pipeline schedule orders microbatches over pipeline stages, and this run has pp = 1 and one microbatch; drop it")
   end
   local config = require "neusight.parallel.config"
-  if raw.virtual_stages ~= nil and not config.CHUNKED[p.schedule] then
-    note("virtual_stages", true, ("only the %s schedule runs several model chunks per device (schedule is %q); drop it")
-      :format(config.chunked_names(), p.schedule))
+  -- (an older --scripts config.lua without chunks_of: its normalize refused virtual_stages ≠ 1 itself)
+  if raw.virtual_stages ~= nil and config.chunks_of and not config.chunks_of(p.schedule) then
+    note("virtual_stages", true, config.one_chunk_only(p.schedule):gsub("^parallel%.virtual_stages: ", "") .. "; drop it")
   end
   if raw.cluster ~= nil and gpus == 1 then
     note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")
@@ -510,7 +510,8 @@ function M.normalize(spec, overrides, chunkname, text)
     if not CHECK[k] then fail_at(k, "unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
-  if w.dtype ~= nil then w.dtype = K.dtype_name(w.dtype) or w.dtype end -- "bfloat16", "BF16" → "bf16"
+  -- "bfloat16", "BF16" → "bf16" (not fp64: CHECK.dtype refuses it as the user wrote it)
+  if w.dtype ~= nil and K.dtype_name(w.dtype) ~= "fp64" then w.dtype = K.dtype_name(w.dtype) or w.dtype end
   if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
   if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
   -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only;
@@ -615,7 +616,7 @@ function M.check_fields(fields, chunkname)
       if not ok then error(("%s: field 'parallel' is invalid: %s"):format(chunkname, tostring(err)), 0) end
     else
       if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
-      if k == "dtype" then v = K.dtype_name(v) or v end
+      if k == "dtype" and K.dtype_name(v) ~= "fp64" then v = K.dtype_name(v) or v end
       if k == "router_skew" then v = cli_router_skew(v) end -- as M.normalize reads the flag
       local problem = CHECK[k](v)
       if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
@@ -666,6 +667,10 @@ local function node_error(n)
   end
   if n.dtype ~= nil and not K.dtype_name(n.dtype) then
     return ("field 'dtype' must be a dtype name (got %s)"):format(show(n.dtype))
+  end
+  if K.dtype_name(n.dtype) == "fp64" then  -- as the workload's dtype (CHECK.dtype): no kernel of it is priced
+    return ("field 'dtype' must be a compute dtype (fp32, tf32, fp16, bf16, fp8); double precision is not modelled "
+      .. "(got %s)"):format(show(n.dtype))
   end
   if n.layer ~= nil and type(n.layer) ~= "string" then return ("field 'layer' must be a string (got %s)"):format(show(n.layer)) end
   if n.attrs ~= nil and type(n.attrs) ~= "table" then return ("field 'attrs' must be a table (got %s)"):format(show(n.attrs)) end

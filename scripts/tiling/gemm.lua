@@ -407,8 +407,9 @@ local function tc_select(s, gpu, dtype)
   if type(fam) == "function" then fam = fam(gpu.compute_capability) end
   if not fam then
     if M.no_tensor_cores[arch] then
-      error(fmt("%s: %s GEMMs: the %s architecture has no tensor cores, and its SIMT %s kernels are not modelled; "
-        .. "use --dtype fp32", where(gpu), tostring(dtype), arch, tostring(dtype)), 0)
+      error(fmt("%s: %s GEMMs are not modelled: the %s architecture has no tensor cores (its 16-bit GEMMs run as SIMT "
+        .. "kernels, which no rule or predictor here covers)%s", where(gpu), tostring(dtype), arch,
+        M.families[arch] and "; its fp32 GEMMs are (a run in fp32: --dtype fp32)" or ""), 0)
     end
     unknown_architecture(gpu, "tensor-core GEMM", M.tc_families, "tc_families")
   end

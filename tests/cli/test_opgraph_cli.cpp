@@ -199,7 +199,9 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   // and, an inference graph counting no parameters, that its memory leaves out the weights
   CHECK(r.err == "neusight: warning: " + untagged + ": no layer markers known for model 'mine': every row counts once (whole model)\n"
                  "neusight: warning: the graph names no parameters (an inference graph has no gradient accumulation to "
-                 "count them from): memory_gb and fits leave out the model's weights\n");
+                 "count them from): its memory is not known (figures.memory_gb and fits are null)\n");
+  CHECK(json::parse(r.out)["figures"]["memory_gb"].is_null());
+  CHECK(json::parse(r.out)["figures"]["fits"].is_null());
   CHECK_THAT(double(json::parse(r.out)["latency_ms"]), Catch::Matchers::WithinRel(16 / 100e9 * 1e3, 1e-12));
 
   // collectives in a graph whose name carries no dp/tp/pp layout are refused, naming them

@@ -184,7 +184,7 @@ TEST_CASE("silent errors: a double-precision compute dtype is refused", "[cli][e
 TEST_CASE("silent errors: fp16 on a GPU without tensor cores names the GPU and what to do", "[cli][errors]") {
   const auto r = run_cli("predict --model gpt2_large --gpu p100 --mode inference --batch 1 --seq 16 --dtype fp16");
   CHECK(r.code == 1);
-  CHECK(r.err.find("GPU 'P100-PCIE-16GB' (gpus/p100_pcie_16gb.toml): fp16 GEMMs: the pascal architecture has no tensor "
-                   "cores") != std::string::npos);
-  CHECK(r.err.find("use --dtype fp32") != std::string::npos);
+  CHECK(r.err.find("GPU 'P100-PCIE-16GB' (gpus/p100_pcie_16gb.toml): fp16 GEMMs are not modelled: the pascal "
+                   "architecture has no tensor cores") != std::string::npos);
+  CHECK(r.err.find("its fp32 GEMMs are (a run in fp32: --dtype fp32)") != std::string::npos);
 }

@@ -69,12 +69,29 @@ function T.test_choices_are_the_parallel_names()
   local c_v = search.choices({ "interleaved", "gpipe" }, "auto")
   eq(tostring(c_v.virtual_stages[1]) .. "," .. tostring(c_v.virtual_stages[2]), "true,false", "interleaved runs chunks")
   eq(table.concat(c_v.virtual_schedules, ","), "interleaved", "the schedules that do, for search's message")
+  -- (changes to the shared module are made inside pcall and undone before any check: a failure leaks nothing)
   config.CHUNKED.gpipe = 3
   local ok_v, c_w = pcall(search.choices, { "gpipe" }, "auto")
-  local skip_v = search.pipeline_skip(12, 2, "gpipe", 0)  -- its default chunks: 12 layers over pp 2 × 3
-  local skip_w = search.pipeline_skip(10, 2, "gpipe", 0)
-  local skip_1 = search.pipeline_skip(12, 1, "gpipe", 0)
+  local _, skip_v = pcall(search.pipeline_skip, 12, 2, "gpipe", 0)  -- its default chunks: 12 layers over pp 2 × 3
+  local _, skip_w = pcall(search.pipeline_skip, 10, 2, "gpipe", 0)
+  local _, skip_1 = pcall(search.pipeline_skip, 12, 1, "gpipe", 0)
   config.CHUNKED.gpipe = nil
+  -- a default that is no count of chunks (true, as search's old VIRTUAL_STAGES table had it) is said, not compared
+  config.CHUNKED.gpipe = true
+  local ok_t, err_t = pcall(search.pipeline_skip, 12, 2, "gpipe", 0)
+  local ok_n, err_n = pcall(config.normalize, { pp = 2, microbatches = 2, schedule = "gpipe" })
+  config.CHUNKED.gpipe = nil
+  eq(ok_t, false, "a bad CHUNKED value")
+  eq(err_t, "neusight.parallel.config CHUNKED.gpipe: the schedule's default model chunks per device, an integer >= 2, "
+    .. "expected, got true", "its message")
+  eq(ok_n or err_n, err_t, "normalize says the same")
+  -- none chunked: the message says so (it listed no names)
+  config.CHUNKED.interleaved = nil
+  local ok_e, err_e = pcall(config.normalize, { pp = 2, microbatches = 2, schedule = "interleaved", virtual_stages = 2 })
+  config.CHUNKED.interleaved = 2
+  eq(ok_e, false, "no chunked schedule")
+  eq(err_e, "parallel.virtual_stages: no schedule runs several model chunks per device (neusight.parallel.config "
+    .. "CHUNKED names none; schedule is \"interleaved\")", "its message")
   eq(ok_v and c_w.virtual_stages[1], true, "CHUNKED changed")
   eq(table.concat(c_w.virtual_schedules, ","), "gpipe,interleaved", "sorted")
   eq(skip_v, nil, "12 layers divide pp x 3")

@@ -94,30 +94,46 @@ M.DEFAULT_SCHEDULE = "1f1b"
 --- `v` when it names a schedule of the registry, else normalize's parallel.schedule error, under `label` when given.
 function M.check_schedule(v, label) return schedule_name(v, label or "parallel.schedule") end
 
---- The schedules that run several model chunks per device (virtual stages), each with its default number of chunks:
---- the one list normalize and neusight.search (which tries --virtual-stages with these only) read.
+--- The schedules that run several model chunks per device (virtual stages), each with its default number of chunks
+--- (an integer >= 2): the one list normalize and neusight.search (which tries --virtual-stages with these only) read.
 M.CHUNKED = { interleaved = 2 }
+
+--- The default model chunks per device of `schedule`, or nil when it runs one: M.CHUNKED's, checked.
+---@return integer?
+function M.chunks_of(schedule)
+  local v = M.CHUNKED[schedule]
+  if v ~= nil and not (is_count(v) and v >= 2 and v <= MAX_COUNT) then
+    error(("neusight.parallel.config CHUNKED.%s: the schedule's default model chunks per device, an integer >= 2, "
+      .. "expected, got %s"):format(tostring(schedule), show(v)), 0)
+  end
+  return v and floor(v)
+end
 
 --- Why `schedule` cannot run `v` model chunks per device on `pp` stages, or nil: a chunked schedule needs at least
 --- 2 chunks and pp >= 2; any other runs one chunk. Shared by normalize (an error) and neusight.search (a skip reason).
 ---@return string?
 function M.chunks_refusal(schedule, pp, v)
-  if M.CHUNKED[schedule] then
+  if M.chunks_of(schedule) then
     if v < 2 then return ("parallel.virtual_stages: the %s schedule needs at least 2 model chunks per device"):format(schedule) end
     if pp < 2 then return ("parallel.schedule: the %s schedule needs pp >= 2"):format(schedule) end
   elseif v ~= 1 then
-    return ("parallel.virtual_stages: only the %s schedule runs several model chunks per device (schedule is %q)")
-      :format(M.chunked_names(), schedule)
+    return M.one_chunk_only(schedule)
   end
   return nil
 end
 
---- The chunked schedules' names, quoted and joined ("\"interleaved\""), sorted.
-function M.chunked_names()
+--- What a run of one model chunk per device under `schedule` says of virtual_stages: only the chunked schedules
+--- (M.CHUNKED, by name) take it.
+function M.one_chunk_only(schedule)
   local names = {}
   for s in pairs(M.CHUNKED) do names[#names + 1] = ("%q"):format(s) end
   sort(names)
-  return table.concat(names, ", ")
+  if #names == 0 then
+    return ("parallel.virtual_stages: no schedule runs several model chunks per device (neusight.parallel.config "
+      .. "CHUNKED names none; schedule is %q)"):format(schedule)
+  end
+  return ("parallel.virtual_stages: only the %s schedule runs several model chunks per device (schedule is %q)")
+    :format(table.concat(names, ", "), schedule)
 end
 
 --- Validated copy of a `parallel` table with defaults: dp = tp = pp = microbatches = 1,
@@ -158,13 +174,13 @@ function M.normalize(p)
       :format(out.ep, out.dp), 0)
   end
   local v = p.virtual_stages
-  if v == nil then v = M.CHUNKED[schedule] or 1 end
+  if v == nil then v = M.chunks_of(schedule) or 1 end
   if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
   if v > MAX_COUNT then error(("parallel.virtual_stages: at most 2^24 expected, got %s"):format(show(v)), 0) end
   out.virtual_stages = floor(v)
   local refusal = M.chunks_refusal(schedule, out.pp, out.virtual_stages)
   if refusal then error(refusal, 0) end
-  if M.CHUNKED[schedule] and out.microbatches % out.pp ~= 0 then
+  if M.chunks_of(schedule) and out.microbatches % out.pp ~= 0 then
     error(("parallel.microbatches: the %s schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
       :format(schedule, out.pp, out.microbatches), 0)
   end
