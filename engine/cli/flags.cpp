@@ -592,7 +592,7 @@ std::vector<flag_spec> table_make() {
 
   // The session: search paths, diagnostics, script limits.
   flag("--ops", "Directory of op rules searched before the bundled ops/ (repeatable)")
-      .type("DIR").on(sessions, to(&common_flags::ops_dirs));
+      .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::ops_dirs));  // as --scripts: a typo is no silent no-op
   flag("--scripts",
        "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
