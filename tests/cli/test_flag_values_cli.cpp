@@ -29,3 +29,32 @@ TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli
   usage_error(predict + " --batch 1 --ops /no/such/dir", "--ops: no such directory: /no/such/dir");
   usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");
 }
+
+TEST_CASE("reports: -o and --report are checked before anything is printed", "[cli][report]") {
+  temp_dir t;
+  // a missing folder: nothing on standard output, the OS's reason and the path
+  const std::string page = (t.path / "nodir" / "x.html").string();
+  auto r = run_cli(predict + " --batch 1 --report '" + page + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "neusight: " + page + ": cannot write: folder " + (t.path / "nodir").string() +
+                     ": No such file or directory\n");
+  r = run_cli(predict + " --batch 1 -o '" + (t.path / "nodir" / "x.json").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("x.json: cannot write: folder " + (t.path / "nodir").string() + ": No such file or directory") !=
+        std::string::npos);
+  // the same file twice (also through another spelling of it)
+  const std::string same = (t.path / "same.html").string();
+  usage_error(predict + " --batch 1 -o '" + same + "' --report '" + (t.path / "." / "same.html").string() + "'",
+              "is the file -o writes too");
+  CHECK_FALSE(fs::exists(same));
+  // an HTML page in a file named as JSON, CSV or text
+  for (const char* ext : {".json", ".csv", ".txt"})
+    usage_error(predict + " --batch 1 --report '" + (t.path / "x").string() + ext + "'",
+                "--report writes an HTML page; use -o for JSON, CSV or a table");
+  // both written when both can be
+  r = run_cli(predict + " --batch 1 -o '" + (t.path / "r.json").string() + "' --report '" + same + "'");
+  CHECK(r.code == 0);
+  CHECK(fs::exists(t.path / "r.json"));
+  CHECK(fs::exists(same));
+}
