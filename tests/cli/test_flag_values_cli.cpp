@@ -30,6 +30,14 @@ TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli
   usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");
 }
 
+TEST_CASE("flag values: --router-skew in exponent notation is a number with its limit", "[cli][flags]") {
+  const auto r = run_cli("predict --model mixtral_8x7b --gpu h100 --mode inference --batch 8 --seq 128 --dp 2 --ep 2 "
+                         "--predictor roofline --router-skew 1e30");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("give a factor from 1 to 2") != std::string::npos);
+}
+
 TEST_CASE("reports: -o and --report are checked before anything is printed", "[cli][report]") {
   temp_dir t;
   // a missing folder: nothing on standard output, the OS's reason and the path
