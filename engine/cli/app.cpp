@@ -652,7 +652,7 @@ int app_main(int argc, char** argv) {
     if (*train) {
       tflags.opts.hidden.clear();
       paths_into(tflags, common);
-      for (const auto& part : CLI::detail::split(raw.hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
+      for (const auto& w : list_split(raw.hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
     }

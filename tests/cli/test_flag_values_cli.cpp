@@ -25,6 +25,43 @@ void usage_error(const std::string& args, const std::string& want) {
 
 }  // namespace
 
+TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024", "[cli][flags]") {
+  temp_dir t;
+  const std::string train = "train --family bmm --data '" + (t.path / "none").string() + "' --out '" +
+                            (t.path / "out").string() + "' --hidden ";
+  const std::string width = "a layer width from 1 to 1024 expected, got ";
+  usage_error(train + "abc", "--hidden: " + width + "'abc' (in abc)");
+  usage_error(train + "''", "--hidden: 1 to 8 layer widths expected, got none");
+  usage_error(train + "99999999999", "--hidden: " + width);
+  usage_error(train + "2048", "--hidden: " + width + "2048 (in 2048)");
+  usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
+  usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
+  usage_error(train + "-4", "--hidden: " + width + "'-4'");
+  usage_error(train + "'4 4'", "--hidden: " + width + "'4 4'");
+  usage_error(train + "0", "--hidden: " + width + "0");
+  usage_error(train + "8,8,8,8,8,8,8,8,8", "--hidden: at most 8 hidden layers expected, got 9");
+  CHECK_FALSE(fs::exists(t.path / "out"));
+  // repeats are the point of --hidden (64,64,64): the run gets as far as the missing data
+  const auto ok = run_cli(train + "64,64,64");
+  CHECK(ok.code == 1);
+  CHECK(ok.err.find("none: no such file or directory") != std::string::npos);
+}
+
+TEST_CASE("flag values: counts say the range they expect in a sentence", "[cli][flags]") {
+  const std::string train = "train --family bmm --data none --out none";
+  usage_error(train + " --epochs 0", "--epochs: a positive integer expected, got 0");
+  usage_error(train + " --batch 0", "--batch: a positive integer expected, got 0");
+  usage_error(train + " --threads 0", "--threads: a positive integer expected, got 0");
+  usage_error(train + " --epochs 3000000000", "--epochs: a positive integer of at most 2147483647 expected, got 3000000000");
+  usage_error(train + " --patience -1", "--patience: a non-negative integer expected, got '-1'");
+  usage_error(train + " --seed -1", "--seed: an integer from 0 to 18446744073709551615 expected, got '-1'");
+  const auto r = run_cli(train + " --epochs 0");
+  CHECK(r.err.find("0.000000") == std::string::npos);  // CLI11's range of doubles, 300 digits long
+  usage_error("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 0", "--seq: a positive integer expected, got 0");
+  usage_error(predict + " --batch 4611686018427387904",
+              "--batch: a positive integer of at most 999999999999999999 expected, got 4611686018427387904");
+}
+
 TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli][flags]") {
   usage_error(predict + " --batch 1 --ops /no/such/dir", "--ops: no such directory: /no/such/dir");
   usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");

@@ -328,7 +328,7 @@ TEST_CASE("serve: a --gpu-memory-utilization outside 0 to 1 and zero counts are 
     const auto r = run_cli(base + flags);
     INFO(flags << "\n" << r.err);
     CHECK(r.code == 2);
-    CHECK(r.err.find(" is not a positive integer") != std::string::npos);
+    CHECK(r.err.find(": a positive integer expected") != std::string::npos);
   }
 }
 
