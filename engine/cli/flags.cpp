@@ -226,6 +226,16 @@ CLI::Validator nonempty_list() {
       "");
 }
 
+// Every option that takes a value refuses an empty one (flags_add): `--dtype ""` ran with the default dtype, so a
+// shell script's unset variable silently forecast something else than it meant.
+CLI::Validator nonempty_value() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        return v.empty() ? "an empty value (give a value, or leave the flag out for its default)" : std::string();
+      },
+      "");
+}
+
 CLI::Validator existing_dir() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -526,7 +536,7 @@ std::vector<flag_spec> table_make() {
   flag("--schedule", "Pipeline schedule: a name of neusight.parallel's schedule registry (bundled: gpipe, 1f1b, interleaved)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
-      .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]")  // scripts/neusight/search.lua checks the names
+      .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]").check(nonempty_list())  // search.lua checks the names
       .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved; default 1f1b)");
   flag("--virtual-stages", "Model chunks per device of the interleaved schedule (default 2 with --schedule interleaved)")
       .group(parallel_group)
@@ -547,7 +557,7 @@ std::vector<flag_spec> table_make() {
        "Activation recomputation: none, selective (core attention re-runs in backward) or full (every layer re-runs its "
        "forward)")
       .group(parallel_group)
-      .on(forecast, to(&forecast_flags::recompute)).workload().list()  // scripts/neusight/parallel/config.lua checks it
+      .on(forecast, to(&forecast_flags::recompute)).workload().list().check(nonempty_list())  // parallel/config.lua checks the names
       .on(search, to(&search_flags::recompute)).show_default()  // scripts/neusight/search.lua checks the mode
       .note("; or auto (per layout the cheapest that fits) or all (every mode, each ranked)");
   flag("--sequence-parallel", "Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens")
@@ -756,6 +766,7 @@ CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t) {
       r.show_default = r.show_default || f.rules.show_default;
       r.needs.insert(r.needs.begin(), f.rules.needs.begin(), f.rules.needs.end());
       r.excludes.insert(r.excludes.begin(), f.rules.excludes.begin(), f.rules.excludes.end());
+      if (o->get_type_size_max() > 0) o->check(nonempty_value());  // every option that takes a value: before its check
       if (r.check) o->check(*r.check);
       if (!r.type_name.empty()) o->type_name(r.type_name);
       if (!r.group.empty()) o->group(r.group);

@@ -31,7 +31,7 @@ TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024"
                             (t.path / "out").string() + "' --hidden ";
   const std::string width = "a layer width from 1 to 1024 expected, got ";
   usage_error(train + "abc", "--hidden: " + width + "'abc' (in abc)");
-  usage_error(train + "''", "--hidden: 1 to 8 layer widths expected, got none");
+  usage_error(train + "''", "--hidden: an empty value");
   usage_error(train + "99999999999", "--hidden: " + width);
   usage_error(train + "2048", "--hidden: " + width + "2048 (in 2048)");
   usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
@@ -60,6 +60,22 @@ TEST_CASE("flag values: counts say the range they expect in a sentence", "[cli][
   usage_error("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 0", "--seq: a positive integer expected, got 0");
   usage_error(predict + " --batch 4611686018427387904",
               "--batch: a positive integer of at most 999999999999999999 expected, got 4611686018427387904");
+}
+
+TEST_CASE("flag values: an empty value is refused on every flag that takes one", "[cli][flags]") {
+  for (const std::string flag : {"--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--optimizer", "--gpu",
+                                 "--batch", "--attention", "--schedule", "--cluster", "-o", "--report", "--ops",
+                                 "--predictor", "--format"})
+    usage_error(gpu_less + (flag == "--gpu" ? "" : " --gpu h100") + (flag == "--batch" ? "" : " --batch 1") + " " + flag +
+                    " ''",
+                (flag == "-o" ? "--output" : flag) + ": an empty value");  // CLI11 names -o by its long name
+  usage_error("serve --model llama3_8b --gpu h100 --batch 1 --input-len 16 --output-len 4 --dtype ''",
+              "--dtype: an empty value");
+  usage_error("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 128 --optimizer ''",
+              "--optimizer: an empty value");
+  usage_error("train --family bmm --data '' --out x", "--data: an empty value");
+  usage_error(predict + " --batch 1,,8", "--batch: an empty item in the list '1,,8'");
+  usage_error(predict + " --batch 1 --recompute none,", "--recompute: an empty item in the list 'none,'");
 }
 
 TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli][flags]") {
