@@ -351,7 +351,13 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
   std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
-  for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, s.gpu(g).name);
+  std::map<std::string, std::string> given_as;   // the GPU's name → as first given: two names of one GPU are one row
+  for (const auto& g : list_split(f.gpu)) {
+    const std::string name = s.gpu(g).name;
+    if (const auto [at, fresh] = given_as.emplace(name, g); !fresh)
+      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + name + "): give each GPU once");
+    gpu_names.emplace(g, name);
+  }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
     const auto member = lf.flag;

@@ -63,15 +63,23 @@ std::string integer_problem(const std::string& item, int64_t min, int64_t max, c
   return {};
 }
 
-// What is wrong with a comma-separated list as a whole, before its items' own checks: an empty item ("--batch 1,,8").
-// "" when nothing is.
-std::string list_problem(const std::string& v) {
-  for (const auto& item : list_split(v))
+// What is wrong with a comma-separated list as a whole, before its items' own checks: an empty item ("--gpu h100,",
+// "--batch 1,,8"), or an item given twice ("--batch 1,8,8": the same combination would be forecast twice, two equal
+// rows). `key` tells two items apart (8 and 08 are one batch). "" when nothing is.
+std::string list_problem(const std::string& v, const std::function<std::string(const std::string&)>& key) {
+  const auto items = list_split(v);
+  std::vector<std::string> seen;
+  for (const auto& item : items) {
     if (item.empty()) return "an empty item in the list '" + v + "'";
+    const std::string k = key ? key(item) : item;
+    if (std::find(seen.begin(), seen.end(), k) != seen.end())
+      return item + " is given twice in the list '" + v + "' (each value once)";
+    seen.push_back(k);
+  }
   return {};
 }
 
-// Every item of a comma-separated list is a positive integer (at most flag_integer_max).
+// Every item of a comma-separated list is a positive integer (at most flag_integer_max), each once.
 CLI::Validator positive_list() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
@@ -80,21 +88,21 @@ CLI::Validator positive_list() {
           if (!item.empty())
             if (auto why = integer_problem(item, 1, flag_integer_max, "a positive integer"); !why.empty())
               return why + (many ? " (in " + v + ")" : "");
-        return list_problem(v);
+        return list_problem(v, [](const std::string& item) { return std::to_string(std::stoll(item)); });
       },
       "");
 }
 
-// Every item of a comma-separated list is one of `choices`.
+// Every item of a comma-separated list is one of `choices`, each once.
 CLI::Validator member_list(std::vector<std::string> choices) {
   std::string shown;
   for (const auto& c : choices) shown += (shown.empty() ? "" : ",") + c;
   return CLI::Validator(
       [choices, shown](std::string& v) -> std::string {
         for (const auto& item : list_split(v))
-          if (std::find(choices.begin(), choices.end(), item) == choices.end())
+          if (!item.empty() && std::find(choices.begin(), choices.end(), item) == choices.end())
             return "Value " + item + " not in {" + shown + "}";
-        return {};
+        return list_problem(v, {});
       },
       "{" + shown + "}[,…]");
 }
@@ -207,23 +215,18 @@ CLI::Validator number_list() {
         for (const auto& item : list_split(v)) {
           char* end = nullptr;
           const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
+          if (!item.empty() && (end != item.c_str() + item.size() || !std::isfinite(d)))
             return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
         }
-        return {};
+        return list_problem(v, [](const std::string& item) { return fmt::format("{}", std::strtod(item.c_str(), nullptr)); });
       },
       "");
 }
 
-// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
+// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16") and each is given once (list_problem); what
+// they name is the scripts' to check.
 CLI::Validator nonempty_list() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v))
-          if (item.empty()) return "an empty item in the list '" + v + "'";
-        return {};
-      },
-      "");
+  return CLI::Validator([](std::string& v) -> std::string { return list_problem(v, {}); }, "");
 }
 
 // Every option that takes a value refuses an empty one (flags_add): `--dtype ""` ran with the default dtype, so a

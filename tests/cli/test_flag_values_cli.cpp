@@ -78,6 +78,21 @@ TEST_CASE("flag values: an empty value is refused on every flag that takes one",
   usage_error(predict + " --batch 1 --recompute none,", "--recompute: an empty item in the list 'none,'");
 }
 
+TEST_CASE("flag values: a list item given twice is refused", "[cli][flags]") {
+  usage_error(predict + " --batch 1,8,8", "--batch: 8 is given twice in the list '1,8,8' (each value once)");
+  usage_error(predict + " --batch 8,08", "--batch: 08 is given twice in the list '8,08'");
+  usage_error(predict + " --batch 1 --mode train,train", "--mode: train is given twice");
+  usage_error(predict + " --batch 1 --dtype bf16,fp16,bf16", "--dtype: bf16 is given twice");
+  usage_error("serve --model llama3_8b --gpu h100 --sweep --rate 1,1.0 --input-len 16 --output-len 4",
+              "--rate: 1.0 is given twice");
+  // two names of one GPU are one GPU (told apart once the GPU files are read)
+  const auto r = run_cli(gpu_less + " --batch 1 --gpu h100,H100");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("neusight: --gpu: h100 and H100 name the same GPU (", 0) == 0);
+  CHECK(r.out.empty());
+}
+
 TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli][flags]") {
   usage_error(predict + " --batch 1 --ops /no/such/dir", "--ops: no such directory: /no/such/dir");
   usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");
