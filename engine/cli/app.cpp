@@ -352,7 +352,13 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
   std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
-  for (const auto& g : list_split(f.gpu)) gpu_names.emplace(g, s.gpu(g).name);
+  std::map<std::string, std::string> given_as;   // the GPU's name → as first given: two names of one GPU are one row
+  for (const auto& g : list_split(f.gpu)) {
+    const std::string name = s.gpu(g).name;
+    if (const auto [at, fresh] = given_as.emplace(name, g); !fresh)
+      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + name + "): give each GPU once");
+    gpu_names.emplace(g, name);
+  }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
     const auto member = lf.flag;
@@ -511,6 +517,22 @@ int run_ops(const common_flags& c) {
   return 0;
 }
 
+// --report FILE: an HTML page, never where -o writes (the page replaced the report without a word) nor in a file named
+// as another format (x.json held HTML).
+void report_page_check(const std::string& output, const std::string& page) {
+  if (page.empty()) return;
+  const std::string ext = text_lower(fs::path(page).extension().string());
+  if (ext == ".json" || ext == ".csv" || ext == ".txt")
+    throw CLI::ValidationError("--report", "'" + page + "': --report writes an HTML page; use -o for JSON, CSV or a "
+                               "table (e.g. -o " + page + "), --report for a .html file");
+  if (output.empty() || output == "-") return;
+  std::error_code e1, e2;
+  const fs::path a = fs::weakly_canonical(output, e1), b = fs::weakly_canonical(page, e2);
+  if (!e1 && !e2 && a == b)
+    throw CLI::ValidationError("--report", "'" + page + "' is the file -o writes too (" + output + "): the page would "
+                               "replace the report; give them different files");
+}
+
 }  // namespace
 
 // What a command's own flag struct takes from the common flags: the search paths and -v (paths_into), and for a
@@ -579,6 +601,7 @@ int app_main(int argc, char** argv) {
 
   try {
     app.parse(argc, argv);
+    report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
     if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate")) throw CLI::RequiredError("--batch (static batch) or --rate");
     if (*serve) {
       for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
@@ -612,8 +635,12 @@ int app_main(int argc, char** argv) {
     common.format = want;
   }
 
+  const std::string& report_html = *serve ? vflags.report_html : common.report_html;  // --report (run, predict, serve)
   script_limits_set(common.script_budget, common.script_memory, common.script_timeout);
   try {
+    // the report's and the page's folders, before anything is forecast, printed or written (--calibrate's file)
+    emit_check(common.output);
+    emit_check(report_html);
     if (*run) {
       const std::string file = script_resolve(raw.script);
       return is_comparison(fflags) ? run_compare(common, fflags, file) : run_forecast(common, fflags, file);
@@ -632,7 +659,7 @@ int app_main(int argc, char** argv) {
     if (*train) {
       tflags.opts.hidden.clear();
       paths_into(tflags, common);
-      for (const auto& part : CLI::detail::split(raw.hidden, ',')) tflags.opts.hidden.push_back(std::stoi(part));
+      for (const auto& w : list_split(raw.hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
       for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
       return train_main(tflags);
     }

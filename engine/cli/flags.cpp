@@ -11,12 +11,14 @@
 #include <cstdlib>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
 
 #include "core/cluster_spec.h"
 #include "core/roofline.h"
+#include "core/text.h"
 #include "core/tile_model.h"
 #include "lua/script_limits.h"
 
@@ -40,43 +42,126 @@ std::vector<std::string> list_split(const std::string& text) {
 
 namespace {
 
-// Every item of a comma-separated list is a positive integer.
+// The largest integer a count flag takes: 18 digits, so that the values can be multiplied a few times in 64 bits
+// before the workload's own bounds (scripts/neusight/workload.lua: batch at most 16777216, …) refuse them by name.
+constexpr int64_t flag_integer_max = 999999999999999999;
+// The largest value of a flag kept in an `int` (train's --epochs, --batch, --threads, …).
+constexpr int64_t flag_int_max = std::numeric_limits<int>::max();
+
+// "" when `item` is a decimal integer from `min` to `max` (digits only: no sign, blank, exponent or fraction), else
+// what is wrong, in the words "a positive integer expected, got 0" (`what` names the kind of value; a value above `max`
+// is "<what> of at most <max>" unless `what` says the range itself).
+std::string integer_problem(const std::string& item, int64_t min, int64_t max, const std::string& what,
+                            bool what_has_range = false) {
+  if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
+    return what + " expected, got " + (item.empty() ? "an empty value" : "'" + item + "'");
+  int64_t n = 0;
+  const auto [at, ec] = std::from_chars(item.data(), item.data() + item.size(), n);
+  if (ec != std::errc() || at != item.data() + item.size() || n > max)
+    return what + (what_has_range ? "" : " of at most " + std::to_string(max)) + " expected, got " + item;
+  if (n < min) return what + " expected, got " + item;
+  return {};
+}
+
+// What is wrong with a comma-separated list as a whole, before its items' own checks: an empty item ("--gpu h100,",
+// "--batch 1,,8"), or an item given twice ("--batch 1,8,8": the same combination would be forecast twice, two equal
+// rows). `key` tells two items apart (8 and 08 are one batch). "" when nothing is.
+std::string list_problem(const std::string& v, const std::function<std::string(const std::string&)>& key) {
+  const auto items = list_split(v);
+  std::vector<std::string> seen;
+  for (const auto& item : items) {
+    if (item.empty()) return "an empty item in the list '" + v + "'";
+    const std::string k = key ? key(item) : item;
+    if (std::find(seen.begin(), seen.end(), k) != seen.end())
+      return item + " is given twice in the list '" + v + "' (each value once)";
+    seen.push_back(k);
+  }
+  return {};
+}
+
+// Every item of a comma-separated list is a positive integer (at most flag_integer_max), each once.
 CLI::Validator positive_list() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v)) {
-          const bool digits = !item.empty() && item.size() <= 18 &&
-                              std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; });
-          if (!digits || std::stoll(item) < 1)
-            return "Value " + item + " is not a positive integer" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
-        }
-        return {};
+        const bool many = v.find(',') != std::string::npos;
+        for (const auto& item : list_split(v))
+          if (!item.empty())
+            if (auto why = integer_problem(item, 1, flag_integer_max, "a positive integer"); !why.empty())
+              return why + (many ? " (in " + v + ")" : "");
+        return list_problem(v, [](const std::string& item) { return std::to_string(std::stoll(item)); });
       },
       "");
 }
 
-// Every item of a comma-separated list is one of `choices`.
+// Every item of a comma-separated list is one of `choices`, each once.
 CLI::Validator member_list(std::vector<std::string> choices) {
   std::string shown;
   for (const auto& c : choices) shown += (shown.empty() ? "" : ",") + c;
   return CLI::Validator(
       [choices, shown](std::string& v) -> std::string {
         for (const auto& item : list_split(v))
-          if (std::find(choices.begin(), choices.end(), item) == choices.end())
+          if (!item.empty() && std::find(choices.begin(), choices.end(), item) == choices.end())
             return "Value " + item + " not in {" + shown + "}";
-        return {};
+        return list_problem(v, {});
       },
       "{" + shown + "}[,…]");
 }
 
-// A positive integer, one value (CLI::PositiveNumber's message names a range of doubles).
-CLI::Validator positive_integer() {
+// An integer of one value from `min` to `max` (CLI::PositiveNumber's message names a range of doubles with 300
+// digits): "a positive integer expected, got 0"; `max` is the target's (an `int`: flag_int_max).
+CLI::Validator integer_value(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& v) -> std::string {
+        const std::string what = min == 0 ? "a non-negative integer" : min == 1 ? "a positive integer"
+                                                                                 : "an integer >= " + std::to_string(min);
+        if (v.find(',') != std::string::npos) return what + " expected (one value, not a list), got " + v;
+        return integer_problem(v, min, max, what);
+      },
+      min == 0 ? "NONNEGATIVE" : "POSITIVE");  // the help's type, as CLI11's checks name it (INT:POSITIVE)
+}
+CLI::Validator positive_integer(int64_t max = flag_integer_max) { return integer_value(1, max); }
+
+// An unsigned 64-bit integer (train's --seed: a uint64_t, which CLI11 fills from "-1" by wrapping around).
+CLI::Validator uint64_value() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        if (v.find(',') != std::string::npos) return "Value " + v + " is not a positive integer (one value, not a list)";
-        return positive_list()(v);
+        uint64_t n = 0;
+        const char* end = v.data() + v.size();
+        const auto [at, ec] = std::from_chars(v.data(), end, n);
+        if (v.empty() || !(v.front() >= '0' && v.front() <= '9') || ec != std::errc() || at != end)
+          return "an integer from 0 to 18446744073709551615 expected, got '" + v + "'";
+        return {};
       },
       "");
+}
+
+// train --hidden: the hidden layers' widths, a comma-separated list of 1 to hidden_layers_max integers from 1 to
+// hidden_width_max (repeats are the point: 64,64,64). The shipped models are 2 or 3 layers of 32 or 64
+// (weights/train.sh); 16 times as wide and 8 deep is far beyond what the 5 tile features support, and every such
+// model stays well inside the weights reader's file size (core/weights.cpp), so predict reads whatever train writes.
+constexpr int64_t hidden_width_max = 1024;
+constexpr size_t hidden_layers_max = 8;
+// the weights of the largest: input layer, hidden-to-hidden layers, output layer (weights and biases), as the reader counts
+static_assert(((tile_feature_count + 1) * hidden_width_max + (hidden_layers_max - 1) * (hidden_width_max + 1) * hidden_width_max +
+               (hidden_width_max + 1) * size_t(tile_outputs)) * sizeof(float) < text_file_max_data,
+              "train --hidden's largest model must fit the weights reader's file size");
+CLI::Validator hidden_layers() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        const auto items = list_split(v);
+        if (items.empty()) return "1 to " + std::to_string(hidden_layers_max) + " layer widths expected, got none";
+        if (items.size() > hidden_layers_max)
+          return "at most " + std::to_string(hidden_layers_max) + " hidden layers expected, got " +
+                 std::to_string(items.size()) + " (" + v + ")";
+        for (const auto& item : items) {
+          if (item.empty()) return "an empty item in the list '" + v + "'";
+          const std::string what = "a layer width from 1 to " + std::to_string(hidden_width_max);
+          if (auto why = integer_problem(item, 1, hidden_width_max, what, true); !why.empty())
+            return why + " (in " + v + ")";
+        }
+        return {};
+      },
+      "N[,N…]");
 }
 
 // A 64-bit signed integer, one value: CLI11 saturates an out-of-range one to the largest (serve's --seed
@@ -130,21 +215,26 @@ CLI::Validator number_list() {
         for (const auto& item : list_split(v)) {
           char* end = nullptr;
           const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-          if (item.empty() || end != item.c_str() + item.size() || !std::isfinite(d))
+          if (!item.empty() && (end != item.c_str() + item.size() || !std::isfinite(d)))
             return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
         }
-        return {};
+        return list_problem(v, [](const std::string& item) { return fmt::format("{}", std::strtod(item.c_str(), nullptr)); });
       },
       "");
 }
 
-// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16").
+// Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16") and each is given once (list_problem); what
+// they name is the scripts' to check.
 CLI::Validator nonempty_list() {
+  return CLI::Validator([](std::string& v) -> std::string { return list_problem(v, {}); }, "");
+}
+
+// Every option that takes a value refuses an empty one (flags_add): `--dtype ""` ran with the default dtype, so a
+// shell script's unset variable silently forecast something else than it meant.
+CLI::Validator nonempty_value() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v))
-          if (item.empty()) return "an empty item in the list '" + v + "'";
-        return {};
+        return v.empty() ? "an empty value (give a value, or leave the flag out for its default)" : std::string();
       },
       "");
 }
@@ -324,14 +414,14 @@ std::vector<flag_spec> table_make() {
   flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::Range(int64_t(1), cluster_max_count)).type("N");  // a cluster's most GPUs (core/cluster_spec.h); a huge count made the divisor loop run for ever
   flag("--batch", "Global batch size")
       .on(forecast, to(&forecast_flags::batch)).workload().list().check(positive_list()).type("N[,N…]")
-      .on(search, to(&search_flags::batch)).required().check(CLI::PositiveNumber)
+      .on(search, to(&search_flags::batch)).required().check(positive_integer())
       .on(serve, to(&raw_flags::serve_batch)).check(positive_list()).type("N[,N…]")
       .help_as("Static batch: N requests prefilled together, then decoded to the end (--sweep: a list, e.g. 1,8,32)")
-      .on(train, to_train(&train_options::batch)).help_as("Mini-batch size").show_default().check(CLI::PositiveNumber);
+      .on(train, to_train(&train_options::batch)).help_as("Mini-batch size").show_default().check(positive_integer(flag_int_max));
   flag("--seq", "Sequence length")
       .on(forecast, to(&forecast_flags::seq)).workload().list().check(positive_list()).type("N[,N…]")
       .note(" (prefill: the prompt length; not used in decode)")
-      .on(search, to(&search_flags::seq)).required().check(CLI::PositiveNumber);
+      .on(search, to(&search_flags::seq)).required().check(positive_integer());
   flag("--mode",
        "train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV cache) or decode (one "
        "token per sequence over a KV cache of --context tokens)")
@@ -438,7 +528,7 @@ std::vector<flag_spec> table_make() {
   flag("--ep", "Expert-parallel degree (MoE models): experts spread over ep of the dp ranks")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::ep)).workload().list().check(positive_list()).type("N[,N…]")
-      .on(search, to(&search_flags::ep)).check(CLI::PositiveNumber)
+      .on(search, to(&search_flags::ep)).check(positive_integer())
       .note("; fixed, where the default searches every ep dividing dp and the expert count");
   flag("--pp", "Pipeline-parallel degree: stages")
       .group(parallel_group)
@@ -449,11 +539,11 @@ std::vector<flag_spec> table_make() {
   flag("--schedule", "Pipeline schedule: a name of neusight.parallel's schedule registry (bundled: gpipe, 1f1b, interleaved)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::schedule)).workload()  // scripts/neusight/parallel.lua checks the name
-      .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]")  // scripts/neusight/search.lua checks the names
+      .on(search, to(&search_flags::schedule)).type("NAME[,NAME…]").check(nonempty_list())  // search.lua checks the names
       .note(" — a comma-separated list, each searched (e.g. 1f1b,interleaved; default 1f1b)");
   flag("--virtual-stages", "Model chunks per device of the interleaved schedule (default 2 with --schedule interleaved)")
       .group(parallel_group)
-      .on(forecast, to(&forecast_flags::virtual_stages)).workload().check(CLI::PositiveNumber).type("N")
+      .on(forecast, to(&forecast_flags::virtual_stages)).workload().check(positive_integer()).type("N")
       .on(search, to(&search_flags::virtual_stages)).check(positive_list()).note(" — a comma-separated list, each searched");
   flag("--bucket-mb", "Data-parallel gradient bucket size in MB (default 25, PyTorch DDP's)")
       .group(parallel_group)
@@ -470,7 +560,7 @@ std::vector<flag_spec> table_make() {
        "Activation recomputation: none, selective (core attention re-runs in backward) or full (every layer re-runs its "
        "forward)")
       .group(parallel_group)
-      .on(forecast, to(&forecast_flags::recompute)).workload().list()  // scripts/neusight/parallel/config.lua checks it
+      .on(forecast, to(&forecast_flags::recompute)).workload().list().check(nonempty_list())  // parallel/config.lua checks the names
       .on(search, to(&search_flags::recompute)).show_default()  // scripts/neusight/search.lua checks the mode
       .note("; or auto (per layout the cheapest that fits) or all (every mode, each ranked)");
   flag("--sequence-parallel", "Megatron sequence parallelism (needs --tp >= 2): norms/dropouts on s/tp tokens")
@@ -503,7 +593,7 @@ std::vector<flag_spec> table_make() {
                  "--calibrate"})  // a reference graph is not fitted (run_graph has no --calibrate): refused, not ignored
       .on(scale, to(&scale_flags::graph)).help_as("Operator graph of the trace (default: opgraph/<tag>.csv beside label/)");
   flag("--layers", "")
-      .check(CLI::PositiveNumber)
+      .check(positive_integer())
       .on(predict, to(&graph_flags::layers))
       .help_as("Layer count of --graph (default: the model config in ../DLmodel_configs beside the file)")
       .needs({"--graph"})
@@ -511,8 +601,8 @@ std::vector<flag_spec> table_make() {
 
   // search.
   flag("--max-tp", "Largest tensor-parallel degree to try (keep tp inside a node)")
-      .on(search, to(&search_flags::max_tp)).show_default().check(CLI::PositiveNumber);
-  flag("--top", "Show this many layouts").on(search, to(&search_flags::top)).show_default().check(CLI::PositiveNumber);
+      .on(search, to(&search_flags::max_tp)).show_default().check(positive_integer());
+  flag("--top", "Show this many layouts").on(search, to(&search_flags::top)).show_default().check(positive_integer());
   flag("--all", "Also list layouts that do not fit in memory").on(search, to(&search_flags::all));
 
   // serve.
@@ -523,7 +613,7 @@ std::vector<flag_spec> table_make() {
       .on(serve, to(&serve_flags::requests)).check(positive_integer()).needs({"--rate"});
   flag("--seed", "Random seed")
       .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; any integer, default 0)").check(int64_value()).needs({"--rate"})
-      .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default();
+      .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default().check(uint64_value());
   flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
       .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer()).needs({"--rate"});
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
@@ -565,13 +655,15 @@ std::vector<flag_spec> table_make() {
       .check(CLI::IsMember({"measured", "rule"}))
       .on(train, to(&train_flags::tiles)).note("; default measured")
       .on(eval_kernels, to(&eval_kernels_flags::tiles)).note("; default rule (measured: an oracle)");
-  flag("--hidden", "Hidden layer sizes").on(train, to(&raw_flags::hidden)).show_default();
-  flag("--epochs", "Maximum epochs").on(train, to_train(&train_options::max_epochs)).show_default().check(CLI::PositiveNumber);
+  flag("--hidden", "Hidden layer sizes: 1 to " + std::to_string(hidden_layers_max) + " widths from 1 to " +
+                       std::to_string(hidden_width_max))
+      .on(train, to(&raw_flags::hidden)).show_default().check(hidden_layers());
+  flag("--epochs", "Maximum epochs").on(train, to_train(&train_options::max_epochs)).show_default().check(positive_integer(flag_int_max));
   flag("--patience", "Stop after this many epochs without improvement")
-      .on(train, to_train(&train_options::patience)).show_default();
+      .on(train, to_train(&train_options::patience)).show_default().check(integer_value(0, flag_int_max));
   flag("--lr", "Adam learning rate").on(train, to_train(&train_options::lr)).show_default();
   flag("--threads", "Threads per mini-batch").on(train, to_train(&train_options::threads)).show_default()
-      .check(CLI::PositiveNumber);
+      .check(positive_integer(flag_int_max));
   flag("-q,--quiet", "No progress bar").on(train, to(&train_flags::quiet));
   flag("--force", "Replace a model already in --out").on(train, to(&train_flags::force));
   flag("--graphs", "Folder of opgraph/<tag>.csv (default: opgraph/ beside label/)")
@@ -592,7 +684,7 @@ std::vector<flag_spec> table_make() {
 
   // The session: search paths, diagnostics, script limits.
   flag("--ops", "Directory of op rules searched before the bundled ops/ (repeatable)")
-      .type("DIR").on(sessions, to(&common_flags::ops_dirs));
+      .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::ops_dirs));  // as --scripts: a typo is no silent no-op
   flag("--scripts",
        "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
@@ -604,11 +696,11 @@ std::vector<flag_spec> table_make() {
   flag("--script-budget",
        "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
            ", or NEUSIGHT_SCRIPT_BUDGET)")
-      .type("N").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_budget));
+      .type("N").check(integer_value(0, flag_integer_max)).group(limits_group).on(sessions, to(&common_flags::script_budget));
   flag("--script-memory",
        "Lua heap in MB while a script runs (default " + std::to_string(script_memory_mb_default) +
            ", or NEUSIGHT_SCRIPT_MEMORY)")
-      .type("MB").check(CLI::NonNegativeNumber).group(limits_group).on(sessions, to(&common_flags::script_memory));
+      .type("MB").check(integer_value(0, flag_integer_max)).group(limits_group).on(sessions, to(&common_flags::script_memory));
   flag("--script-timeout",
        "CPU seconds a script may run per call, also inside one library call (default " +
            fmt::format("{:g}", script_timeout_default) + ", or NEUSIGHT_SCRIPT_TIMEOUT)")
@@ -677,6 +769,7 @@ CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t) {
       r.show_default = r.show_default || f.rules.show_default;
       r.needs.insert(r.needs.begin(), f.rules.needs.begin(), f.rules.needs.end());
       r.excludes.insert(r.excludes.begin(), f.rules.excludes.begin(), f.rules.excludes.end());
+      if (o->get_type_size_max() > 0) o->check(nonempty_value());  // every option that takes a value: before its check
       if (r.check) o->check(*r.check);
       if (!r.type_name.empty()) o->type_name(r.type_name);
       if (!r.group.empty()) o->group(r.group);

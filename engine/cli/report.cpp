@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <filesystem>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 
@@ -49,9 +50,14 @@ std::filesystem::path emit_target(const std::string& output) {
   return target;
 }
 
-// Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
-// folder, a directory. For runs with a second file to write first (--calibrate), so that a run that fails to write its
-// report leaves no other file behind.
+// "OUTPUT: cannot write: <the OS's reason>" (errno of the call that failed), and the file's folder when that is where
+// the reason lies.
+error write_error(const std::string& output, const std::string& where = "") {
+  return error(output + ": cannot write: " + (where.empty() ? "" : where + ": ") + std::strerror(errno));
+}
+
+}  // namespace
+
 void emit_check(const std::string& output) {
   if (output.empty() || output == "-") return;
   namespace fs = std::filesystem;
@@ -61,10 +67,11 @@ void emit_check(const std::string& output) {
   if (fs::is_directory(st)) throw error(output + ": is a directory");
   if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or a pipe: written in place
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
-  if (!fs::is_directory(dir, ec) || ::access(dir.c_str(), W_OK) != 0) throw error(output + ": cannot write");
+  struct stat ds {};
+  if (::stat(dir.c_str(), &ds) != 0) throw write_error(output, "folder " + dir.string());
+  if (!S_ISDIR(ds.st_mode)) throw error(output + ": cannot write: " + dir.string() + " is not a folder");
+  if (::access(dir.c_str(), W_OK) != 0) throw write_error(output, "folder " + dir.string());
 }
-
-}  // namespace
 
 void emit(const std::string& text, const std::string& output) {
   if (output.empty() || output == "-") {
@@ -83,15 +90,16 @@ void emit(const std::string& text, const std::string& output) {
     // O_NONBLOCK: a FIFO without a reader is an error (ENXIO) rather than a wait
     const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)
-      throw error(output + (errno == ENXIO ? ": a FIFO with no reader" : ": cannot write"));
+      throw errno == ENXIO ? error(output + ": a FIFO with no reader") : write_error(output);
     ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
     size_t done = 0;
     while (done < text.size()) {
       const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
       if (n < 0 && errno == EINTR) continue;
       if (n <= 0) {
+        const error e = write_error(output);
         ::close(fd);
-        throw error(output + ": cannot write");
+        throw e;
       }
       done += size_t(n);
     }
@@ -102,13 +110,15 @@ void emit(const std::string& text, const std::string& output) {
   {
     std::ofstream out(tmp, std::ios::binary);
     if (!out || !out.write(text.data(), std::streamsize(text.size())) || !out.flush()) {
+      const error e = write_error(output);  // errno of the failed open or write, before remove() changes it
       std::remove(tmp.c_str());
-      throw error(output + ": cannot write");
+      throw e;
     }
   }
   if (std::rename(tmp.c_str(), target.c_str()) != 0) {
+    const error e = write_error(output);
     std::remove(tmp.c_str());
-    throw error(output + ": cannot write");
+    throw e;
   }
 }
 

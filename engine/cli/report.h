@@ -19,6 +19,10 @@ std::string csv_field(const std::string& s);
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);
 
+// Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
+// folder (with the OS's reason), a directory. For a run to find before it prints or writes anything else.
+void emit_check(const std::string& output);
+
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);
 

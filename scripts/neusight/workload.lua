@@ -451,10 +451,13 @@ end
 --- M.nested_field_line for the model config (`model = { … key = … }`).
 function M.model_field_line(text, key) return M.nested_field_line(text, "model", key) end
 
--- A router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only)
--- as a number; anything else as it is. M.normalize and M.check_fields (a comparison's values, checked first) alike.
+-- A router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal, with
+-- an exponent or not: 1e30 is a number, refused by its size in neusight.models.moe busiest_rank_rows) as a number;
+-- anything else (a name, hex) as it is. M.normalize and M.check_fields (a comparison's values, checked first) alike.
 local function cli_router_skew(v)
-  if type(v) == "string" and (v:match("^%d+%.?%d*$") or v:match("^%d*%.%d+$")) then return tonumber(v) end
+  if type(v) ~= "string" then return v end
+  local mantissa = v:match("^([%d.]+)[eE][+-]?%d+$") or v
+  if mantissa:match("^%d+%.?%d*$") or mantissa:match("^%d*%.%d+$") then return tonumber(v) end
   return v
 end
 

@@ -231,7 +231,7 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
   fails("--sweep --gpu h100,h10 --rate 1", 1, "neusight: serve: --gpu h10: unknown GPU 'h10' (close matches: ");
   fails("--sweep --gpu h100 --rate 1,0", 1, "--rate must be a positive number of requests per second (got 0)");
   fails("--sweep --gpu h100 --rate 1,x", 2, "Value x is not a number (in 1,x)");
-  fails("--sweep --gpu h100 --tp 1,0 --rate 1", 2, "Value 0 is not a positive integer (in 1,0)");
+  fails("--sweep --gpu h100 --tp 1,0 --rate 1", 2, "--tp: a positive integer expected, got 0 (in 1,0)");
   fails("--sweep --gpu h100, --rate 1", 2, "an empty item");
   // lists without --sweep: an error, never the first value
   fails("--gpu h100,l4 --rate 1", 2, "--gpu: 'h100,l4' is a list: pass --sweep to compare settings");

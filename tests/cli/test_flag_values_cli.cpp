@@ -1,0 +1,136 @@
+// tests/cli/test_flag_values_cli.cpp — flag values the command line refuses before anything runs (cli/flags.cpp): an
+// empty value or list item, a repeated list item, counts out of range with the range said plainly, train --hidden's
+// widths; and where the reports go (-o, --report): checked before anything is printed, with the OS's reason.
+#include <catch2/catch.hpp>
+
+#include "test_util.h"
+
+using ns_test::run_cli;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+const std::string gpu_less = "predict --model gpt2_large --mode inference --seq 128 --predictor roofline";
+const std::string predict = gpu_less + " --gpu h100";
+
+// `args` is a usage error (exit 2) whose message holds `want`; nothing on standard output.
+void usage_error(const std::string& args, const std::string& want) {
+  const auto r = run_cli(args);
+  INFO(args << "\nstderr: " << r.err);
+  CHECK(r.code == 2);
+  CHECK(r.err.find(want) != std::string::npos);
+  CHECK(r.out.empty());
+}
+
+}  // namespace
+
+TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024", "[cli][flags]") {
+  temp_dir t;
+  const std::string train = "train --family bmm --data '" + (t.path / "none").string() + "' --out '" +
+                            (t.path / "out").string() + "' --hidden ";
+  const std::string width = "a layer width from 1 to 1024 expected, got ";
+  usage_error(train + "abc", "--hidden: " + width + "'abc' (in abc)");
+  usage_error(train + "''", "--hidden: an empty value");
+  usage_error(train + "99999999999", "--hidden: " + width);
+  usage_error(train + "2048", "--hidden: " + width + "2048 (in 2048)");
+  usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
+  usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
+  usage_error(train + "-4", "--hidden: " + width + "'-4'");
+  usage_error(train + "'4 4'", "--hidden: " + width + "'4 4'");
+  usage_error(train + "0", "--hidden: " + width + "0");
+  usage_error(train + "8,8,8,8,8,8,8,8,8", "--hidden: at most 8 hidden layers expected, got 9");
+  CHECK_FALSE(fs::exists(t.path / "out"));
+  // repeats are the point of --hidden (64,64,64): the run gets as far as the missing data
+  const auto ok = run_cli(train + "64,64,64");
+  CHECK(ok.code == 1);
+  CHECK(ok.err.find("none: no such file or directory") != std::string::npos);
+}
+
+TEST_CASE("flag values: counts say the range they expect in a sentence", "[cli][flags]") {
+  const std::string train = "train --family bmm --data none --out none";
+  usage_error(train + " --epochs 0", "--epochs: a positive integer expected, got 0");
+  usage_error(train + " --batch 0", "--batch: a positive integer expected, got 0");
+  usage_error(train + " --threads 0", "--threads: a positive integer expected, got 0");
+  usage_error(train + " --epochs 3000000000", "--epochs: a positive integer of at most 2147483647 expected, got 3000000000");
+  usage_error(train + " --patience -1", "--patience: a non-negative integer expected, got '-1'");
+  usage_error(train + " --seed -1", "--seed: an integer from 0 to 18446744073709551615 expected, got '-1'");
+  const auto r = run_cli(train + " --epochs 0");
+  CHECK(r.err.find("0.000000") == std::string::npos);  // CLI11's range of doubles, 300 digits long
+  usage_error("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 0", "--seq: a positive integer expected, got 0");
+  usage_error(predict + " --batch 4611686018427387904",
+              "--batch: a positive integer of at most 999999999999999999 expected, got 4611686018427387904");
+}
+
+TEST_CASE("flag values: an empty value is refused on every flag that takes one", "[cli][flags]") {
+  for (const std::string flag : {"--dtype", "--kv-dtype", "--weight-dtype", "--precision", "--optimizer", "--gpu",
+                                 "--batch", "--attention", "--schedule", "--cluster", "-o", "--report", "--ops",
+                                 "--predictor", "--format"})
+    usage_error(gpu_less + (flag == "--gpu" ? "" : " --gpu h100") + (flag == "--batch" ? "" : " --batch 1") + " " + flag +
+                    " ''",
+                (flag == "-o" ? "--output" : flag) + ": an empty value");  // CLI11 names -o by its long name
+  usage_error("serve --model llama3_8b --gpu h100 --batch 1 --input-len 16 --output-len 4 --dtype ''",
+              "--dtype: an empty value");
+  usage_error("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 128 --optimizer ''",
+              "--optimizer: an empty value");
+  usage_error("train --family bmm --data '' --out x", "--data: an empty value");
+  usage_error(predict + " --batch 1,,8", "--batch: an empty item in the list '1,,8'");
+  usage_error(predict + " --batch 1 --recompute none,", "--recompute: an empty item in the list 'none,'");
+}
+
+TEST_CASE("flag values: a list item given twice is refused", "[cli][flags]") {
+  usage_error(predict + " --batch 1,8,8", "--batch: 8 is given twice in the list '1,8,8' (each value once)");
+  usage_error(predict + " --batch 8,08", "--batch: 08 is given twice in the list '8,08'");
+  usage_error(predict + " --batch 1 --mode train,train", "--mode: train is given twice");
+  usage_error(predict + " --batch 1 --dtype bf16,fp16,bf16", "--dtype: bf16 is given twice");
+  usage_error("serve --model llama3_8b --gpu h100 --sweep --rate 1,1.0 --input-len 16 --output-len 4",
+              "--rate: 1.0 is given twice");
+  // two names of one GPU are one GPU (told apart once the GPU files are read)
+  const auto r = run_cli(gpu_less + " --batch 1 --gpu h100,H100");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.rfind("neusight: --gpu: h100 and H100 name the same GPU (", 0) == 0);
+  CHECK(r.out.empty());
+}
+
+TEST_CASE("flag values: --ops refuses a missing folder as --scripts does", "[cli][flags]") {
+  usage_error(predict + " --batch 1 --ops /no/such/dir", "--ops: no such directory: /no/such/dir");
+  usage_error(predict + " --batch 1 --scripts /no/such/dir", "--scripts: no such directory: /no/such/dir");
+}
+
+TEST_CASE("flag values: --router-skew in exponent notation is a number with its limit", "[cli][flags]") {
+  const auto r = run_cli("predict --model mixtral_8x7b --gpu h100 --mode inference --batch 8 --seq 128 --dp 2 --ep 2 "
+                         "--predictor roofline --router-skew 1e30");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("give a factor from 1 to 2") != std::string::npos);
+}
+
+TEST_CASE("reports: -o and --report are checked before anything is printed", "[cli][report]") {
+  temp_dir t;
+  // a missing folder: nothing on standard output, the OS's reason and the path
+  const std::string page = (t.path / "nodir" / "x.html").string();
+  auto r = run_cli(predict + " --batch 1 --report '" + page + "'");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err == "neusight: " + page + ": cannot write: folder " + (t.path / "nodir").string() +
+                     ": No such file or directory\n");
+  r = run_cli(predict + " --batch 1 -o '" + (t.path / "nodir" / "x.json").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("x.json: cannot write: folder " + (t.path / "nodir").string() + ": No such file or directory") !=
+        std::string::npos);
+  // the same file twice (also through another spelling of it)
+  const std::string same = (t.path / "same.html").string();
+  usage_error(predict + " --batch 1 -o '" + same + "' --report '" + (t.path / "." / "same.html").string() + "'",
+              "is the file -o writes too");
+  CHECK_FALSE(fs::exists(same));
+  // an HTML page in a file named as JSON, CSV or text
+  for (const char* ext : {".json", ".csv", ".txt"})
+    usage_error(predict + " --batch 1 --report '" + (t.path / "x").string() + ext + "'",
+                "--report writes an HTML page; use -o for JSON, CSV or a table");
+  // both written when both can be
+  r = run_cli(predict + " --batch 1 -o '" + (t.path / "r.json").string() + "' --report '" + same + "'");
+  CHECK(r.code == 0);
+  CHECK(fs::exists(t.path / "r.json"));
+  CHECK(fs::exists(same));
+}
