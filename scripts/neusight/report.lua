@@ -65,6 +65,7 @@ function M.workload(w, facts)
     active_params = number_or_nil(facts.active_params),
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
+    max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
     -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
     whole_model = not (type(w.parallel) == "table" and ((w.parallel.tp or 1) > 1 or (w.parallel.ep or 1) > 1)),
