@@ -33,7 +33,7 @@ local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predic
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
   "active_params",
-  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
+  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
   "ms", "fused" }
@@ -321,8 +321,12 @@ function M.result(f, fc, x)
   end
   -- serving phases: the KV cache one GPU holds
   if f.kv_cache_bytes then r.kv_cache_gb = f.kv_cache_bytes / 1e9 end
-  -- the recipe's bytes per parameter (neusight.precision); state_gb = params x their sum
+  -- the recipe's bytes per parameter (neusight.precision); on one GPU state_gb = params x their sum. A parallel run's
+  -- state_gb is its fullest GPU's: that stage's parallel.devices[i].params x (weights + gradients + (master +
+  -- optimizer_state) / optimizer_shards), the distributed optimizer splitting the last two over dp (written in every
+  -- parallel run, as params_scope; an older --scripts parallel report without it: not written)
   r.state_bytes_per_param = f.state.bytes_per_param
+  if par and math.type(par.optimizer_shards) == "integer" then r.optimizer_shards = par.optimizer_shards end
   if par then r.parallel = par.json end  -- neusight.parallel.report, as it is
   r.warnings = x.warnings
   r.figures = ordered(figures, figure_keys)
