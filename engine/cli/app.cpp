@@ -236,21 +236,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     throw error(c.calibrate + ": --calibrate reads a PyTorch-profiler Chrome trace (.json) or a TOML measurement (" +
                 std::string(trace_format_name(tr.format)) + " given)");
   std::vector<std::string> warnings;
-  if (tr.origin_device.empty()) {
+  if (!trace_device_check(tr, c.calibrate, [&](const std::string& name) { return s.gpu(name); }, gpu, "--gpu"))
     warnings.push_back(c.calibrate + ": the trace does not name its GPU (deviceProperties): taken as " + gpu.name);
-  } else {
-    std::string origin;
-    try {
-      origin = s.gpu(tr.origin_device).name;
-    } catch (const error&) {
-      throw error(c.calibrate + ": the trace was recorded on '" + tr.origin_device +
-                  "', which no GPU file names: add its torch.cuda.get_device_name() string to the aliases of " +
-                  gpu.source + " if it is that GPU");
-    }
-    if (origin != gpu.name)
-      throw error(c.calibrate + ": the trace was recorded on " + origin + " ('" + tr.origin_device + "'), not on " +
-                  gpu.name + " (--gpu)");
-  }
   std::map<std::string, size_t> not_built;
   std::vector<kernel_instance> ks = trace_kernels(s, tr, not_built);
   for (const auto& [kind, n] : not_built)

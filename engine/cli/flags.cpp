@@ -676,7 +676,9 @@ std::vector<flag_spec> table_make() {
   // scale.
   flag("--trace", "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON, or wavescale manifest")
       .on(scale, to(&scale_flags::trace)).required().check(CLI::ExistingFile);
-  flag("--from", "GPU the trace was measured on").on(scale, to(&scale_flags::from)).required();
+  flag("--from", "GPU the trace was measured on (default: the GPU the trace names, or its label/<GPU>/ folder); "
+                 "an error when the trace names another")
+      .on(scale, to(&scale_flags::from));
   flag("--to", "GPU to forecast").on(scale, to(&scale_flags::to)).required();
   flag("--wave-variant",
        "Wave scaling of Chrome/wavescale traces: code (the released code, default) or paper (wave counts)")

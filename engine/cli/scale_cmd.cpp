@@ -247,13 +247,65 @@ std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map
   return out;
 }
 
+std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& file, const gpu_resolver& resolve,
+                                          const gpu_spec* aliases_of) {
+  if (tr.format == trace_format::label_csv || tr.origin_device.empty()) return std::nullopt;
+  try {
+    return resolve(tr.origin_device);
+  } catch (const error&) {
+    throw error(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: " +
+                (aliases_of ? "add its torch.cuda.get_device_name() string to the aliases of " + aliases_of->source +
+                                  " if it is that GPU"
+                            : std::string("add it to the aliases of the GPU file of that GPU")));
+  }
+}
+
+bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
+                        const std::string& flag) {
+  const auto origin = trace_recorded_on(tr, file, resolve, &given);
+  if (origin && origin->name != given.name)
+    throw error(file + ": the trace was recorded on " + origin->name + " ('" + tr.origin_device + "'), not on " +
+                given.name + " (" + flag + ")");
+  return bool(origin);
+}
+
 int scale_main(const scale_flags& f) {
   const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
   const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
-  const gpu_spec from = catalog.resolve(f.from), to = catalog.resolve(f.to);
+  const gpu_resolver resolve = [&](const std::string& name) { return catalog.resolve(name); };
+  const gpu_spec to = catalog.resolve(f.to);
   const trace tr = trace_load(f.trace);
+  // The origin: --from, checked against the GPU the trace names; without --from, that GPU. A label CSV names none,
+  // but its folder is named after the GPU in NeuSight's data (label/<GPU>/…): a folder that names another known GPU
+  // than --from is a warning only, as a user's own folder may be named anything.
+  std::vector<std::string> origin_warnings;
+  std::optional<gpu_spec> folder_gpu;
+  if (tr.format == trace_format::label_csv && !tr.origin_device.empty()) {
+    try {
+      folder_gpu = catalog.resolve(tr.origin_device);
+    } catch (const error&) {
+    }
+  }
+  gpu_spec from;
+  if (!f.from.empty()) {
+    from = catalog.resolve(f.from);
+    trace_device_check(tr, f.trace, resolve, from, "--from");
+    if (folder_gpu && folder_gpu->name != from.name)
+      origin_warnings.push_back(f.trace + ": its folder '" + tr.origin_device + "' names " + folder_gpu->name +
+                                ", not " + from.name + " (--from): scaled from " + from.name + " as --from says");
+  } else if (auto named = trace_recorded_on(tr, f.trace, resolve, nullptr)) {
+    from = *named;
+  } else if (folder_gpu) {
+    from = *folder_gpu;
+  } else {
+    throw error(f.trace + ": the trace does not name the GPU it was recorded on" +
+                (tr.format == trace_format::label_csv && !tr.origin_device.empty()
+                     ? " (its folder '" + tr.origin_device + "' names no GPU file)"
+                     : std::string(tr.format == trace_format::chrome_json ? " (no deviceProperties)" : "")) +
+                ": give it with --from");
+  }
   if (tr.format != trace_format::label_csv) return scale_measured(f, s, root, tr, from, to);
 
   const fs::path trace(f.trace);
@@ -265,7 +317,7 @@ int scale_main(const scale_flags& f) {
                 " (pass --graph opgraph/<tag>.csv)");
   opgraph og = opgraph_load(gpath.string(), s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
-  std::vector<std::string> warnings;
+  std::vector<std::string> warnings = std::move(origin_warnings);
   const int64_t layers = opgraph_layers(og, f.layers, warnings);
   opgraph_replicate(og, layers);
   const bool training = og.tag && og.tag->mode == "train";

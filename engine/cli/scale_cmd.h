@@ -1,10 +1,13 @@
 // engine/cli/scale_cmd.h — `neusight scale`: move a measured trace from the GPU it ran on to another GPU.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "core/gpu_spec.h"
 #include "core/graph.h"
 #include "core/trace.h"
 
@@ -26,5 +29,17 @@ int scale_main(const scale_flags& f);
 // kernels() from each op's shapes (kernel_instance::node = the op's index in tr.ops). Ops routed there that it
 // cannot build are counted by kind in `not_built`.
 std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map<std::string, size_t>& not_built);
+
+// The GPU a Chrome or wavescale trace says it was recorded on (deviceProperties, a manifest's origin_gpu), resolved
+// by `resolve` (a GPU name or alias → its file); nullopt when the trace names none (label CSVs never do: their folder
+// name is only a hint). A name no GPU file knows throws "<file>: the trace was recorded on '<name>', which no GPU file
+// names", advising the aliases of `aliases_of` when given.
+using gpu_resolver = std::function<gpu_spec(const std::string&)>;
+std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& file, const gpu_resolver& resolve,
+                                          const gpu_spec* aliases_of);
+// The same, checked against the GPU a flag names (`flag`: "--gpu", "--from"): an error when the trace names another
+// GPU. Returns whether the trace names its GPU.
+bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
+                        const std::string& flag);
 
 }  // namespace ns

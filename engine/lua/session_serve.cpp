@@ -57,7 +57,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, model_params (the
 // whole model's, when the phase holds it: session::forecast_model_params), active_params
-// (mixtures of experts), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
+// (mixtures of experts), max_positions (a rotary model's max_position_embeddings: scripts/neusight/workload.lua
+// position_limit), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
 // nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
@@ -126,6 +127,8 @@ int l_serve_phase(lua_State* L) {
     lua_pushnumber(L, kv / 1e9), lua_setfield(L, -3, "kv_cache_gb");
     if (fields.has("active_params"))  // mixtures of experts
       lua_pushnumber(L, fields.number("active_params")), lua_setfield(L, -3, "active_params");
+    if (fields.has("max_positions"))  // a rotary model's max_position_embeddings (workload.lua position_limit)
+      lua_pushnumber(L, fields.number("max_positions")), lua_setfield(L, -3, "max_positions");
     if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: result fields state (precision.lua state_report)
       throw error("scripts/neusight/report.lua workload result: field 'state' is " + std::string(luaL_typename(L, -1)) +
                   ", expected the model-state report (scripts/neusight/precision.lua state_report)");

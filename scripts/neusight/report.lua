@@ -33,7 +33,7 @@ local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predic
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
   "active_params",
-  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "parallel", "warnings",
+  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
   "ms", "fused" }
@@ -65,6 +65,7 @@ function M.workload(w, facts)
     active_params = number_or_nil(facts.active_params),
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
+    max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
     -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
     whole_model = not (type(w.parallel) == "table" and ((w.parallel.tp or 1) > 1 or (w.parallel.ep or 1) > 1)),
@@ -321,8 +322,12 @@ function M.result(f, fc, x)
   end
   -- serving phases: the KV cache one GPU holds
   if f.kv_cache_bytes then r.kv_cache_gb = f.kv_cache_bytes / 1e9 end
-  -- the recipe's bytes per parameter (neusight.precision); state_gb = params x their sum
+  -- the recipe's bytes per parameter (neusight.precision); on one GPU state_gb = params x their sum. A parallel run's
+  -- state_gb is its fullest GPU's: that stage's parallel.devices[i].params x (weights + gradients + (master +
+  -- optimizer_state) / optimizer_shards), the distributed optimizer splitting the last two over dp (written in every
+  -- parallel run, as params_scope; an older --scripts parallel report without it: not written)
   r.state_bytes_per_param = f.state.bytes_per_param
+  if par and math.type(par.optimizer_shards) == "integer" then r.optimizer_shards = par.optimizer_shards end
   if par then r.parallel = par.json end  -- neusight.parallel.report, as it is
   r.warnings = x.warnings
   r.figures = ordered(figures, figure_keys)

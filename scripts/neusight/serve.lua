@@ -171,6 +171,7 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
+          max_positions = p.max_positions,
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
           calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
@@ -265,6 +266,10 @@ local function common_report(o, first, count)
   local warnings = require("neusight.workload").warnings {
     mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
+  -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
+  local positions = o.input.hi + o.output.hi
+  warnings[#warnings + 1] = require("neusight.models.check").rotary_positions_warning(
+    fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
   local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,

@@ -757,14 +757,37 @@ local function weights_per_param(nodes, weight_bytes, param_bytes)
   return (quantised * weight_bytes + (all - quantised) * param_bytes) / all
 end
 
+--- The position limit a model may run beyond, with a warning: a preset name or config table (`model`) of a builder with
+--- rotary positions (M.rotary_positions: Llama, Mixtral/Qwen MoE, DeepSeek) and its max_position_embeddings; nil for
+--- any other (a learned position table's builder refuses a longer sequence itself; a function model says nothing).
+---@param model any
+---@return integer?
+function M.position_limit(model)
+  local cfg = type(model) == "string" and presets[model] or model
+  if type(cfg) ~= "table" or type(cfg.arch) ~= "string" or math.type(cfg.max_position_embeddings) ~= "integer" then
+    return nil
+  end
+  local ok, builder = pcall(require, "neusight.models." .. cfg.arch)
+  if not (ok and type(builder) == "table" and builder.rotary_positions) then return nil end
+  return cfg.max_position_embeddings
+end
+
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
---- `warnings`): a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
+--- `warnings`): a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
+--- and inference count seq, decode context + 1); a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
 --- weight-only quantisation (no such GEMM kernel in the training data); then each field given that changes nothing
 --- (a parallel-only field on one GPU, a training-only one in inference: ignored_fields above).
 ---@param w neusight.Workload
 ---@return string[]
 function M.warnings(w)
   local out = {}
+  local limit = M.position_limit(w.model)
+  if limit and math.type(w.seq) == "integer" then
+    local check = require "neusight.models.check"
+    local decode = w.mode == "decode" and math.type(w.context) == "integer"
+    local n, text = check.positions(w.seq, decode and w.context or nil)
+    out[#out + 1] = check.rotary_positions_warning(text, n, limit)
+  end
   if w.kv_dtype ~= nil and w.kv_dtype ~= w.dtype and w.mode == "decode" then
     out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on")
       :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
@@ -982,6 +1005,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---   active_params   M.active_params: a token's parameters (mixtures of experts only)
 ---   experts         how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
 ---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
+---   max_positions   M.position_limit: the max_position_embeddings a rotary model runs beyond with a warning (serve
+---                   holds its requests' lengths to it)
 --- The engine adds `source` and hands the table to neusight.report.workload.
 --- In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
@@ -1038,7 +1063,8 @@ function M.build(spec, gpu)
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
            memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
-           experts = routing and routing.experts, router_skew = routing and routing.router_skew }
+           experts = routing and routing.experts, router_skew = routing and routing.router_skew,
+           max_positions = M.position_limit(w.model) }
 end
 
 return M

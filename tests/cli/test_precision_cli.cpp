@@ -183,3 +183,34 @@ TEST_CASE("search takes --precision and --optimizer adamw", "[cli][precision][se
       }
   CHECK(compared);
 }
+
+// state_gb against what the JSON says of it: on one GPU params x the sum of state_bytes_per_param; in a parallel run
+// the fullest stage's params x (weights + gradients + (master + optimizer_state) / optimizer_shards).
+TEST_CASE("state_gb reads from the report's own fields on one GPU and in parallel runs", "[cli][precision][parallel]") {
+  const std::string base = "--model llama32_1b --gpu h100 --mode train --batch 4 --seq 1024 --dtype bf16 --format json "
+                           "--optimizer adamw --predictor roofline ";
+  const json one = run_json("predict " + base);
+  CHECK_FALSE(one.contains("optimizer_shards"));  // one GPU: nothing sharded
+  const auto& b1 = one["state_bytes_per_param"];
+  CHECK(one["state_gb"].get<double>() ==
+        Approx(one["params"].get<double>() *
+               (b1["weights"].get<double>() + b1["gradients"].get<double>() + b1["master"].get<double>() +
+                b1["optimizer_state"].get<double>()) / 1e9).epsilon(1e-12));
+  for (const auto& [extra, shards] : std::vector<std::pair<std::string, int>>{
+           {"--dp 2 --distributed-optimizer", 2}, {"--dp 2", 1}, {"--pp 2 --microbatches 2", 1},
+           {"--dp 2 --tp 2 --distributed-optimizer", 2}}) {
+    INFO(extra);
+    const json j = run_json("predict " + base + extra);
+    REQUIRE(j.contains("optimizer_shards"));
+    CHECK(j["optimizer_shards"] == shards);
+    const auto& b = j["state_bytes_per_param"];
+    // the recipe's bytes, unsharded
+    CHECK(b == json({{"weights", 2.0}, {"gradients", 4.0}, {"master", 4.0}, {"optimizer_state", 8.0}}));
+    double fullest = 0;
+    for (const auto& d : j["parallel"]["devices"])
+      fullest = std::max(fullest, d["params"].get<double>() *
+                                      (b["weights"].get<double>() + b["gradients"].get<double>() +
+                                       (b["master"].get<double>() + b["optimizer_state"].get<double>()) / shards));
+    CHECK(j["state_gb"].get<double>() == Approx(fullest / 1e9).epsilon(1e-12));
+  }
+}

@@ -317,3 +317,52 @@ TEST_CASE("scale: --predictor gives the ratio from another predictor", "[cli][sc
   CHECK(bad.code == 1);
   CHECK(bad.err.find("unknown predictor 'rooflin'") != std::string::npos);
 }
+
+// ---- The origin GPU: --from against the GPU the trace names (the rule of predict --calibrate).
+TEST_CASE("scale: a trace recorded on another GPU than --from is an error", "[cli][scale]") {
+  // gpt2-fp16-decode.json names 'NVIDIA H200' in its deviceProperties
+  const auto r = run_cli("scale --trace " + hf + "gpt2-fp16-decode.json --from l4 --to h100 --format json");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("the trace was recorded on H200-SXM-141GB ('NVIDIA H200'), not on L4 (--from)") != std::string::npos);
+  // so is the manifest's origin_gpu of a wavescale trace
+  const auto w = run_cli("scale --trace " + wavescale + " --from t4 --to h100");
+  CHECK(w.code == 1);
+  CHECK(w.err.find("recorded on V100-PCIE-32GB ('V100'), not on T4 (--from)") != std::string::npos);
+}
+
+TEST_CASE("scale: without --from the origin is the GPU the trace names", "[cli][scale]") {
+  const json named = scale_trace(hf + "gpt2-fp16-decode.json", "--to h100");
+  const json given = scale_hf("gpt2-fp16-decode", "h100");
+  CHECK(named["from"] == "H200-SXM-141GB");
+  CHECK(double(named["latency_ms"]) == Approx(double(given["latency_ms"])).epsilon(1e-12));
+  // a label CSV: its label/<GPU>/ folder
+  CHECK(scale_json("--to t4")["from"] == "T4");
+  // a trace that names none, in a folder that names no GPU: --from is needed
+  ns_test::temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / chrome);
+  const auto at = text.find("\"deviceProperties\"");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, std::string("\"deviceProperties\"").size(), "\"otherProperties\"");
+  const auto anon = t.write("anon.json", text);
+  const auto r = run_cli("scale --trace '" + anon.string() + "' --to h100");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("the trace does not name the GPU it was recorded on (no deviceProperties): give it with --from") !=
+        std::string::npos);
+  CHECK(scale_trace(anon.string(), "--from v100 --to h100")["from"] == "V100-PCIE-32GB");
+}
+
+TEST_CASE("scale: a label CSV whose folder names another GPU than --from warns", "[cli][scale]") {
+  const json other = scale_json("--from v100 --to t4");
+  REQUIRE(other["warnings"].size() == 1);
+  CHECK(std::string(other["warnings"][0]).find("its folder 'Tesla_T4' names T4, not V100-PCIE-32GB (--from)") !=
+        std::string::npos);
+  CHECK(other["from"] == "V100-PCIE-32GB");  // --from still rules: a folder may be named anything
+  CHECK(scale_json("--from t4 --to v100")["warnings"].empty());
+  // a folder that names no GPU says nothing
+  ns_test::temp_dir t;
+  const auto copy = t.write("mine/gpt2_large-inf-1024-4.csv", ns_test::slurp(ns_test::source_dir / trace));
+  const json mine = scale_trace(copy.string(), "--from v100 --to t4 --graph "
+                                               "tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv");
+  CHECK(mine["warnings"].empty());
+}

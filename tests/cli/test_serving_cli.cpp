@@ -132,3 +132,47 @@ TEST_CASE("serving: errors", "[cli][serving]") {
   CHECK(bert.code == 1);
   CHECK(bert.err.find("the bert model builder (scripts/neusight/models/bert.lua) has no decode phase") != std::string::npos);
 }
+
+// Rotary models (Llama, MoE, DeepSeek) have no position table: beyond max_position_embeddings a forecast warns (GPT,
+// BERT and OPT refuse it: their learned tables have no row there). Prefill counts seq, decode context + 1, serve
+// input + output.
+namespace {
+bool warns_of_positions(const json& j, const std::string& what) {
+  for (const auto& w : j["warnings"])
+    if (std::string(w).find(what + " exceeds the model's max_position_embeddings") != std::string::npos) return true;
+  return false;
+}
+}  // namespace
+
+TEST_CASE("serving: a Llama preset beyond its max_position_embeddings warns and within it does not", "[cli][serving]") {
+  const json beyond = predict("--model llama2_7b --gpu h100 --mode prefill --batch 1 --seq 8192");
+  CHECK(warns_of_positions(beyond, "seq 8192"));
+  CHECK(std::string(beyond["warnings"][0]) ==
+        "seq 8192 exceeds the model's max_position_embeddings 4096 (the forecast assumes the model runs at that length, "
+        "e.g. with RoPE scaling)");
+  CHECK_FALSE(warns_of_positions(predict("--model llama2_7b --gpu h100 --mode prefill --batch 1 --seq 4096"), "seq 4096"));
+  // decode: the cache + the new token
+  CHECK(warns_of_positions(predict("--model llama2_7b --gpu h100 --mode decode --batch 1 --context 4096"),
+                           "context 4096 + 1 new token"));
+  CHECK_FALSE(warns_of_positions(predict("--model llama2_7b --gpu h100 --mode decode --batch 1 --context 4095"),
+                                 "context 4095 + 1 new token"));
+  // a mixture of experts and DeepSeek, training too
+  CHECK(warns_of_positions(predict("--model mixtral_8x7b --gpu h100 --mode prefill --batch 1 --seq 65536"),
+                           "seq 65536"));
+  CHECK(warns_of_positions(predict("--model deepseek_v2_lite --gpu h100 --mode train --batch 1 --seq 200000"),
+                           "seq 200000"));
+  // a config.json's own value (tests/fixtures/hf/llama32_1b: 131072)
+  CHECK(warns_of_positions(predict("--model tests/fixtures/hf/llama32_1b/config.json --gpu h100 --mode prefill "
+                                   "--batch 1 --seq 140000"),
+                           "seq 140000"));
+  // serve: the longest request, prompt + output (vLLM's max_model_len rule)
+  const auto serve = [](int in, int out) {
+    const auto r = run_cli("serve --model llama2_7b --gpu h100 --batch 1 --input-len " + std::to_string(in) +
+                           " --output-len " + std::to_string(out) + " --format json");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  CHECK(warns_of_positions(serve(4000, 97), "input 4000 + output 97 tokens"));
+  CHECK_FALSE(warns_of_positions(serve(4000, 96), "input 4000 + output 96 tokens"));
+}

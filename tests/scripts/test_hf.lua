@@ -107,7 +107,9 @@ function M.test_dropped_keys_are_still_checked()
   -- Llama 3.1's values
   local cfg = hf.from_config(llama { max_position_embeddings = 131072, rope_theta = 500000.0, rms_norm_eps = 1e-05,
     rope_scaling = { rope_type = "llama3", factor = 8.0 }, initializer_range = 0.02 }, "c.json")
-  eq(cfg.max_position_embeddings, nil, "dropped, not passed on")
+  eq(cfg.rope_theta, nil, "dropped, not passed on")
+  -- the position limit is passed on: a forecast beyond it warns (neusight.workload position_limit)
+  eq(cfg.max_position_embeddings, 131072, "passed on")
   raises(function() hf.from_config(llama { max_position_embeddings = 0 }, "c.json") end,
     "c.json: key 'max_position_embeddings' must be a positive integer (got 0)")
   raises(function() hf.from_config(llama { max_position_embeddings = 2 ^ 40 }, "c.json") end,

@@ -123,6 +123,31 @@ function M.neutral(who, cfg, keys, noun)
   end
 end
 
+--- The positions one sequence of a run holds, and the words that say so: a decode step's `context` cached tokens + 1
+--- new one ("context 4096 + 1 new token"), else its `seq` (training, inference, prefill: "seq 8192"). The one count
+--- every position limit is held to: a learned table's error (M.batch_seq, neusight.nodes.serving) and a rotary
+--- model's warning (M.rotary_positions_warning).
+---@param seq integer
+---@param context? integer a decode step's cache
+---@return integer n, string text
+function M.positions(seq, context)
+  if context then return context + 1, ("context %d + 1 new token"):format(context) end
+  return seq, ("seq %d"):format(seq)
+end
+
+--- A rotary model (no position table; builders with M.rotary_positions) run at `n` positions (`text` says how many,
+--- M.positions) beyond its max_position_embeddings `max`: the warning that the forecast assumes it runs at that
+--- length; nil within it or without a limit.
+---@param text string
+---@param n integer
+---@param max? integer
+---@return string?
+function M.rotary_positions_warning(text, n, max)
+  if max == nil or n <= max then return nil end
+  return ("%s exceeds the model's max_position_embeddings %d (the forecast assumes the model runs at that length, "
+    .. "e.g. with RoPE scaling)"):format(text, max)
+end
+
 --- Checks opts.batch and opts.seq, and seq against the model's position table (max_name = its field).
 function M.batch_seq(who, opts, max_positions, max_name)
   for _, key in ipairs { "batch", "seq" } do
@@ -130,8 +155,9 @@ function M.batch_seq(who, opts, max_positions, max_name)
       error(("%s: option '%s' must be a positive integer (got %s)"):format(who, key, tostring(opts[key])), 0)
     end
   end
-  if max_positions and opts.seq > max_positions then
-    error(("%s: seq %d exceeds %s %d"):format(who, opts.seq, max_name, max_positions), 0)
+  local n, text = M.positions(opts.seq)
+  if max_positions and n > max_positions then
+    error(("%s: %s exceeds %s %d"):format(who, text, max_name, max_positions), 0)
   end
 end
 

@@ -103,6 +103,7 @@ M.attention = { eager = true, sdpa = true }
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs (moe.lua)
 M.router_skew = true -- opts.router_skew: the busiest expert-parallel rank (moe.lua busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
+M.rotary_positions = true -- beyond max_position_embeddings: a warning (llama.lua)
 
 --- The config-class defaults for the fields that shape the kernels; false is None (q_lora_rank: null → q_proj).
 --- num_key_value_heads defaults to num_attention_heads. deepseek_v3: transformers' DeepseekV3Config (DeepSeek-V3's

@@ -97,6 +97,14 @@ local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
 local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
   "quantization_config", "head_dim" }
 
+-- The builder fields of a rotary model_type (llama.lua, moe.lua, deepseek.lua) and max_position_embeddings, which no
+-- kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of (neusight.workload position_limit).
+local function rotary_fields(builder, model_type)
+  local fields = same_names(require("neusight.models." .. builder).fields(model_type))
+  fields.max_position_embeddings = { "max_position_embeddings" }
+  return fields
+end
+
 -- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
 -- for the Mixture-of-Experts types.
 local function llama_family(model_type, arch)
@@ -104,7 +112,7 @@ local function llama_family(model_type, arch)
   return {
     arch = arch, model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or nil },
     null_is_false = true,
-    fields = function() return same_names(require("neusight.models." .. arch).fields(model_type)) end,
+    fields = function() return rotary_fields(arch, model_type) end,
   }
 end
 
@@ -203,14 +211,14 @@ M.TYPES = {
   deepseek_v3 = {
     arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
     fixed = { scoring_func = { "sigmoid" }, topk_method = { "noaux_tc" } },
-    fields = function() return same_names(require("neusight.models.deepseek").fields("deepseek_v3")) end,
+    fields = function() return rotary_fields("deepseek", "deepseek_v3") end,
   },
   -- DeepseekV2ForCausalLM (DeepSeek-V2, V2-Lite): the same MLA and DeepSeekMoE, softmax routing (greedy or
   -- group-limited by each group's best expert), no correction bias.
   deepseek_v2 = {
     arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
     fixed = { scoring_func = { "softmax" } },
-    fields = function() return same_names(require("neusight.models.deepseek").fields("deepseek_v2")) end,
+    fields = function() return rotary_fields("deepseek", "deepseek_v2") end,
   },
 }
 
@@ -313,16 +321,15 @@ function M.from_config(t, path, nulls)
       end
     end
   end
-  -- keys dropped as changing no kernel that still describe the model (check.lua NEUTRAL: "max_position_embeddings": 0,
-  -- "rope_theta": 0, a negative norm epsilon): a value no model can have is a broken config, not a key to drop
+  -- keys changing no kernel that still describe the model (check.lua NEUTRAL: "max_position_embeddings": 0,
+  -- "rope_theta": 0, a negative norm epsilon), dropped or passed on (a rotary model's max_position_embeddings): a value
+  -- no model can have is a broken config, not a key to drop
   if entry.ignore then
-    local dropped = {}
+    local neutral = {}
     for _, list in ipairs(entry.ignore) do
-      for _, k in ipairs(list) do
-        if not fields[k] then dropped[#dropped + 1] = k end
-      end
+      for _, k in ipairs(list) do neutral[#neutral + 1] = k end
     end
-    require("neusight.models.check").neutral(path, t, dropped, "key")
+    require("neusight.models.check").neutral(path, t, neutral, "key")
   end
   for field, keys in pairs(fields) do
     local null = false

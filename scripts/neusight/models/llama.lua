@@ -70,6 +70,9 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
 M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
+-- Rotary positions: no table bounds the sequence, and RoPE scaling runs a model beyond its max_position_embeddings, so
+-- a longer one is a warning (neusight/workload.lua position_limit), not the error of a learned table (gpt.lua).
+M.rotary_positions = true
 
 --- HuggingFace's config-class defaults (transformers LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config) for the
 --- fields that shape the kernels; num_key_value_heads defaults to num_attention_heads, head_dim to

@@ -96,6 +96,7 @@ M.attention = { eager = true, sdpa = true }
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs
 M.router_skew = true -- opts.router_skew prices the busiest expert-parallel rank (busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
+M.rotary_positions = true -- beyond max_position_embeddings: a warning (llama.lua)
 
 --- HuggingFace's config-class defaults (transformers MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) for the fields
 --- that shape the kernels; false is None. num_key_value_heads / head_dim default as in llama.lua.

@@ -67,7 +67,7 @@ local function deepseek(name, fields, model_type)
   return cfg
 end
 
-return {
+local presets = {
   -- deepseek-ai/DeepSeek-V3 (= DeepSeek-V3-0324, DeepSeek-R1): MLA (q_lora_rank 1536, kv_lora_rank 512, heads of
   -- 128 + 64 / 128), 3 dense layers then 58 MoE layers of 256 routed experts (top 8 of 4 groups out of 8) + 1 shared;
   -- HF's model has no MTP layer: 671,026,404,352 parameters (+ 58 · 256 e_score_correction_bias buffer values in the
@@ -147,3 +147,17 @@ return {
   opt_13     = opt("opt_13",      24, 2048, 32, 8192, 2048),
   switchxl4  = switch("switchxl4", 24, 1024, 16384, 128, 32, 4, 64),
 }
+
+-- max_position_embeddings of the rotary presets, their config.json values (the Llama-3 presets take Llama-3.1's
+-- 131072 with its RoPE scaling; Meta-Llama-3 itself says 8192). No kernel reads it: beyond it a forecast warns
+-- (neusight.workload position_limit).
+local POSITIONS = {
+  deepseek_v3 = 163840, deepseek_v2 = 163840, deepseek_v2_lite = 163840,
+  mixtral_8x7b = 32768, mixtral_8x22b = 65536, qwen3_30b_a3b = 40960, qwen15_moe_a27b = 8192,
+  llama2_7b = 4096, llama2_13b = 4096, llama2_70b = 4096,
+  llama3_8b = 131072, llama3_70b = 131072, llama3_405b = 131072, llama32_1b = 131072, llama32_3b = 131072,
+  mistral_7b = 32768, qwen25_7b = 131072, qwen25_72b = 131072, qwen3_8b = 40960, qwen3_32b = 40960,
+}
+for name, n in pairs(POSITIONS) do presets[name].max_position_embeddings = n end
+
+return presets

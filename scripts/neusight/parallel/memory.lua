@@ -84,6 +84,13 @@ function M.device_peaks(stages, P, v, d)
   return transient, temporary
 end
 
+--- Over how many GPUs a rank's master copies and optimizer moments are split: dp under the distributed optimizer
+--- (Megatron-LM --use-distributed-optimizer, ZeRO stage 1) in training, else 1. The state per GPU is
+--- neusight.precision.state_bytes(params, state, this); the report's JSON says it as optimizer_shards.
+function M.optimizer_shards(plan)
+  return (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
+end
+
 --- The run's memory (memory.parallel) from the timeline's devices (params, layers, activation_bytes,
 --- temporary_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
 function M.report(plan, devices, mem, params_total, lean)
@@ -91,7 +98,7 @@ function M.report(plan, devices, mem, params_total, lean)
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
   -- parameter share), and its layers' share of a serving KV cache.
-  local shard = (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
+  local shard = M.optimizer_shards(plan)
   local layers_total = 0
   for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
   local parts = {}

@@ -144,6 +144,8 @@ end
 ---   json       the report's `parallel` object (M.json)
 ---   table      the table's lines (M.format_table)
 ---   state_gb   model state on the fullest GPU (neusight.precision.state_bytes), the report's state_gb
+---   optimizer_shards  the GPUs its master copies and optimizer moments are split over (neusight.parallel.memory
+---              optimizer_shards), the report's optimizer_shards
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
@@ -153,13 +155,13 @@ function M.report(plan, result, lean)
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result, lean)
   -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
-  local shard = plan.distributed_optimizer and plan.dp or 1
+  local shard = require("neusight.parallel.memory").optimizer_shards(plan)
   local most = 0.0
   for _, d in ipairs(result.devices) do most = max(most, precision.state_bytes(d.params, s, shard) / 1e9) end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   return {
     iteration = result.iteration, json = j, table = lean and "" or M.format_table(plan, result, j, s, recipe),
-    state_gb = most,
+    state_gb = most, optimizer_shards = shard,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer },
   }
