@@ -156,8 +156,9 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
 
 // Chrome-trace JSON and wavescale traces: per op, ratio or wave scaling (see the file comment).
 int scale_measured(const scale_flags& f, session& s, const fs::path& root, const trace& tr, const gpu_spec& from,
-                   const gpu_spec& to) {
+                   const gpu_spec& to, std::vector<std::string> warnings) {
   scale_report rep;
+  rep.warnings = std::move(warnings);  // the origin's (scale_main)
   rep.mode = std::any_of(tr.ops.begin(), tr.ops.end(), [](const trace_op& op) { return op.phase != trace_phase::forward; })
                  ? "train" : "inference";
   const wave_gpu w_from = wave_gpu_from_spec(from), w_to = wave_gpu_from_spec(to);
@@ -261,12 +262,22 @@ std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& fi
 }
 
 bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
-                        const std::string& flag) {
-  const auto origin = trace_recorded_on(tr, file, resolve, &given);
-  if (origin && origin->name != given.name)
+                        const std::string& flag, std::vector<std::string>& warnings) {
+  if (tr.format == trace_format::label_csv || tr.origin_device.empty()) return false;
+  if (gpu_spec_named(given, tr.origin_device)) return true;  // the given file's own name or alias (a user's GPU file)
+  std::optional<gpu_spec> origin;
+  try {
+    origin = trace_recorded_on(tr, file, resolve, &given);
+  } catch (const error&) {  // a GPU no file names: the flag's is taken, as the flag says
+    warnings.push_back(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: taken " +
+                       "as " + given.name + " (" + flag + "); add that name to the aliases of " + given.source +
+                       " if it is that GPU");
+    return true;
+  }
+  if (origin->name != given.name)
     throw error(file + ": the trace was recorded on " + origin->name + " ('" + tr.origin_device + "'), not on " +
                 given.name + " (" + flag + ")");
-  return bool(origin);
+  return true;
 }
 
 int scale_main(const scale_flags& f) {
@@ -291,7 +302,7 @@ int scale_main(const scale_flags& f) {
   gpu_spec from;
   if (!f.from.empty()) {
     from = catalog.resolve(f.from);
-    trace_device_check(tr, f.trace, resolve, from, "--from");
+    trace_device_check(tr, f.trace, resolve, from, "--from", origin_warnings);
     if (folder_gpu && folder_gpu->name != from.name)
       origin_warnings.push_back(f.trace + ": its folder '" + tr.origin_device + "' names " + folder_gpu->name +
                                 ", not " + from.name + " (--from): scaled from " + from.name + " as --from says");
@@ -303,12 +314,14 @@ int scale_main(const scale_flags& f) {
     throw error(f.trace + ": the trace does not name the GPU it was recorded on" +
                 (tr.format == trace_format::label_csv && !tr.origin_device.empty()
                      ? " (its folder '" + tr.origin_device + "' names no GPU file)"
-                     : std::string(tr.format == trace_format::chrome_json ? " (no deviceProperties)" : "")) +
+                     : std::string(tr.format == trace_format::chrome_json ? " (no deviceProperties)"
+                                   : tr.format == trace_format::wavescale   ? " (no origin_gpu in its manifest)"
+                                                                            : "")) +
                 ": give it with --from");
   }
-  if (tr.format != trace_format::label_csv) return scale_measured(f, s, root, tr, from, to);
+  if (tr.format != trace_format::label_csv) return scale_measured(f, s, root, tr, from, to, std::move(origin_warnings));
 
-  const fs::path trace(f.trace);
+  const fs::path trace = fs::absolute(f.trace).lexically_normal();  // x.csv in its folder has a parent too
   const fs::path gpath = !f.graph.empty() ? fs::path(f.graph)
                                           : trace.parent_path().parent_path().parent_path() / "opgraph" /
                                                 (trace.stem().string() + ".csv");

@@ -38,8 +38,9 @@ using gpu_resolver = std::function<gpu_spec(const std::string&)>;
 std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& file, const gpu_resolver& resolve,
                                           const gpu_spec* aliases_of);
 // The same, checked against the GPU a flag names (`flag`: "--gpu", "--from"): an error when the trace names another
-// GPU. Returns whether the trace names its GPU.
+// GPU. A name that is the given GPU's own (its name, an alias, its file's stem) is it, whether or not a bundled file
+// knows it; a name no GPU file knows is taken as the given GPU, with a warning. Returns whether the trace names its GPU.
 bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
-                        const std::string& flag);
+                        const std::string& flag, std::vector<std::string>& warnings);
 
 }  // namespace ns

@@ -198,6 +198,23 @@ gpu_spec gpu_spec_load(const fs::path& file, const std::string& display_name) {
   return spec;
 }
 
+namespace {
+std::string squeezed(const std::string& s) {  // lower case, without spaces, '-' and '_'
+  std::string out;
+  for (char c : text_lower(s))
+    if (c != ' ' && c != '-' && c != '_') out += c;
+  return out;
+}
+}  // namespace
+
+bool gpu_spec_named(const gpu_spec& gpu, const std::string& name) {
+  const std::string q = squeezed(name);
+  if (squeezed(gpu.name) == q || squeezed(fs::path(gpu.source).stem().string()) == q) return true;
+  for (const auto& a : gpu.aliases)
+    if (squeezed(a) == q) return true;
+  return false;
+}
+
 gpu_catalog::gpu_catalog(fs::path dir) : dir_(std::move(dir)) {}
 
 namespace {
@@ -258,19 +275,9 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
   }
   // As people type them: "H100 SXM", "h100sxm" and "H100-SXM" are one name (case, spaces, '-' and '_' ignored),
   // when exactly one GPU has it.
-  auto squeeze = [](const std::string& s) {
-    std::string out;
-    for (char c : text_lower(s))
-      if (c != ' ' && c != '-' && c != '_') out += c;
-    return out;
-  };
-  const std::string qs = squeeze(query);
   std::vector<const gpu_spec*> hits;
-  for (const auto& spec : all) {
-    bool hit = squeeze(spec.name) == qs || squeeze(fs::path(spec.source).stem().string()) == qs;
-    for (const auto& a : spec.aliases) hit = hit || squeeze(a) == qs;
-    if (hit) hits.push_back(&spec);
-  }
+  for (const auto& spec : all)
+    if (gpu_spec_named(spec, query)) hits.push_back(&spec);
   if (hits.size() == 1) return *hits.front();
   if (hits.size() > 1) {
     std::string names;

@@ -675,7 +675,8 @@ trace trace_load(const fs::path& file) {
     case trace_format::chrome_json: return trace_parse_chrome(text, file.string());
     case trace_format::wavescale: return trace_load_wavescale(file);
     case trace_format::label_csv:
-      return trace_parse_label_csv(text, file.string(), file.parent_path().filename().string());
+      // its folder (label/<GPU>/…) names the GPU: of the absolute path, so that `x.csv` or `./x.csv` has one too
+      return trace_parse_label_csv(text, file.string(), fs::absolute(file).lexically_normal().parent_path().filename().string());
   }
   throw error(file.string() + ": unknown trace format");
 }

@@ -366,3 +366,38 @@ TEST_CASE("scale: a label CSV whose folder names another GPU than --from warns",
                                                "tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv");
   CHECK(mine["warnings"].empty());
 }
+
+// A trace's GPU that no bundled file names: the given file's own name or alias is it (a user's GPU file); any other
+// given GPU takes it with a warning (it stopped every such scale, with advice that did not help)
+TEST_CASE("scale: a trace recorded on a GPU only the given file names is scaled from it", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const auto nvl = t.write("nvl.json", ns_test::replace_all(ns_test::slurp(ns_test::source_dir / chrome),
+                                                            "\"Tesla V100-PCIE-32GB\"", "\"NVIDIA H100 NVL\""));
+  std::string gpu = ns_test::slurp(ns_test::source_dir / "gpus/h100_pcie_80gb.toml");
+  const auto name_at = gpu.find("\nname = "), aliases_at = gpu.find("\naliases = ");
+  REQUIRE(name_at != std::string::npos);
+  REQUIRE(aliases_at != std::string::npos);
+  gpu.replace(aliases_at + 1, gpu.find('\n', aliases_at + 1) - aliases_at - 1, "aliases = [\"NVIDIA H100 NVL\"]");
+  gpu.replace(name_at + 1, gpu.find('\n', name_at + 1) - name_at - 1, "name = \"H100-NVL\"");
+  const auto own = t.write("nvl.toml", gpu);
+  const json mine = scale_trace(nvl.string(), "--from '" + own.string() + "' --to a100_sxm4_80gb");
+  CHECK(mine["from"] == "H100-NVL");
+  CHECK(mine["warnings"].dump().find("which no GPU file names") == std::string::npos);
+  const json bundled = scale_trace(nvl.string(), "--from h100_pcie_80gb --to a100_sxm4_80gb");
+  CHECK(bundled["from"] == "H100-PCIE-80GB");
+  CHECK(bundled["warnings"].dump().find("the trace was recorded on 'NVIDIA H100 NVL', which no GPU file names: taken "
+                                        "as H100-PCIE-80GB (--from)") != std::string::npos);
+}
+
+// A label CSV given by its name alone, from its own folder: the folder still names the GPU
+TEST_CASE("scale: a label CSV given by a relative path in its folder finds its GPU", "[cli][scale]") {
+  const std::filesystem::path dir = ns_test::source_dir / std::filesystem::path(trace).parent_path();
+  const std::string file = std::filesystem::path(trace).filename().string();
+  for (const std::string& as : {file, "./" + file}) {
+    const auto r = ns_test::run_sh("cd '" + dir.string() + "' && '" NEUSIGHT_EXE "' scale --trace '" + as +
+                                   "' --to h100 --format json");
+    INFO(as << ": " << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(json::parse(r.out)["from"] == "T4");
+  }
+}
