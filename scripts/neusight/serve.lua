@@ -258,6 +258,9 @@ end
 -- Each report's calibration model warning (also among its warnings), for neusight.sweep, which says it once per
 -- calibration file: kept beside the report, since every field of the report is in its JSON.
 local MODEL_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warning of a request beyond a rotary model's max_position_embeddings (also among its warnings), for
+-- neusight.sweep, which says it once per sweep: kept beside the report for the same reason.
+local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -268,8 +271,9 @@ local function common_report(o, first, count)
     weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
   local positions = o.input.hi + o.output.hi
-  warnings[#warnings + 1] = require("neusight.models.check").rotary_positions_warning(
+  local position_warning = require("neusight.models.check").rotary_positions_warning(
     fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
+  warnings[#warnings + 1] = position_warning
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
   local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,
@@ -297,11 +301,16 @@ local function common_report(o, first, count)
     gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
   MODEL_WARNING[report] = model_warning
+  POSITION_WARNING[report] = position_warning
   return report
 end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
+
+--- The warning of a report of M.run whose longest request runs a rotary model beyond its max_position_embeddings
+--- (among its warnings too), or nil.
+function M.position_warning(report) return POSITION_WARNING[report] end
 
 -- KV bytes per token per GPU (GB), the memory left for the KV cache beside the weights (GB; 0 when the weights alone
 -- fill the utilised memory: never negative) and the KV blocks that fit in it; and, when the weights alone do not fit,

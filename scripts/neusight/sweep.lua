@@ -308,6 +308,13 @@ function M.run(raw, phase, progress, gpu)
   end
   report.meeting, report.errors = meeting, errors
   report.verdict = M.verdict(rows, choice, targets, mode)
+  -- a request beyond a rotary model's max_position_embeddings: one model and one length for every combination, said
+  -- once as serve says it (an older --scripts serve.lua keeps none: nothing said)
+  local position_warning = first and S.position_warning and S.position_warning(first) or nil
+  if position_warning then
+    report.warnings = report.warnings or {}
+    report.warnings[#report.warnings + 1] = position_warning
+  end
   for _, w in ipairs(cal_warnings) do
     report.warnings = report.warnings or {}
     report.warnings[#report.warnings + 1] = w

@@ -760,16 +760,18 @@ end
 --- The position limit a model may run beyond, with a warning: a preset name or config table (`model`) of a builder with
 --- rotary positions (M.rotary_positions: Llama, Mixtral/Qwen MoE, DeepSeek) and its max_position_embeddings; nil for
 --- any other (a learned position table's builder refuses a longer sequence itself; a function model says nothing).
+--- A whole-number float (2048.0 in a config.json or a Lua config) is the integer it equals, as the builders' check
+--- takes it (neusight.models.check count_of).
 ---@param model any
 ---@return integer?
 function M.position_limit(model)
   local cfg = type(model) == "string" and presets[model] or model
-  if type(cfg) ~= "table" or type(cfg.arch) ~= "string" or math.type(cfg.max_position_embeddings) ~= "integer" then
-    return nil
-  end
+  if type(cfg) ~= "table" or type(cfg.arch) ~= "string" then return nil end
+  local limit = require("neusight.models.check").count_of(cfg.max_position_embeddings)
+  if limit == nil then return nil end
   local ok, builder = pcall(require, "neusight.models." .. cfg.arch)
   if not (ok and type(builder) == "table" and builder.rotary_positions) then return nil end
-  return cfg.max_position_embeddings
+  return limit
 end
 
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's

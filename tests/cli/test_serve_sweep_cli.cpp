@@ -241,3 +241,31 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
   fails("--gpu h100 --rate 1 --ttft-ms 100", 2, "--ttft-ms requires --sweep");
   fails("--sweep --gpu h100 --rate 1 --tpot-ms 0", 2, "--tpot-ms");
 }
+
+// A request beyond a rotary model's max_position_embeddings (serve's warning, serve.lua common_report): every
+// combination runs the same model at the same lengths, so the sweep says it once, as serve says it, in its JSON and
+// its table (it said nothing: only the quantisation and calibration warnings were carried).
+TEST_CASE("serve --sweep: a request beyond max_position_embeddings warns once as serve does", "[cli][serve][sweep]") {
+  const auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  const std::string beyond = "serve --model llama2_7b --predictor roofline --gpu h100 --input-len 4000 --output-len 200 ";
+  const std::string warning = "input 4000 + output 200 tokens exceeds the model's max_position_embeddings 4096 (the "
+                              "forecast assumes the model runs at that length, e.g. with RoPE scaling)";
+  const json single = run_json(beyond + "--batch 8");
+  CHECK(count(single["warnings"].dump(), warning) == 1);
+  for (const std::string axis : {"--batch 1,8", "--rate 2,4 --requests 20"}) {
+    INFO(axis);
+    const json j = run_json(beyond + "--sweep " + axis);
+    CHECK(count(j["warnings"].dump(), warning) == 1);
+    const auto table = run_cli(beyond + "--sweep " + axis);
+    REQUIRE(table.code == 0);
+    CHECK(count(table.out, "warning: " + warning) == 1);
+  }
+  // within it (4000 + 96 = 4096): nothing said
+  const json within =
+      run_json("serve --model llama2_7b --predictor roofline --gpu h100 --input-len 4000 --output-len 96 --sweep --batch 1,8");
+  CHECK(within["warnings"].dump().find("max_position_embeddings") == std::string::npos);
+}

@@ -176,3 +176,28 @@ TEST_CASE("serving: a Llama preset beyond its max_position_embeddings warns and 
   CHECK(warns_of_positions(serve(4000, 97), "input 4000 + output 97 tokens"));
   CHECK_FALSE(warns_of_positions(serve(4000, 96), "input 4000 + output 96 tokens"));
 }
+
+// A config.json's max_position_embeddings as Llama-3.2-1B's (tests/fixtures/hf/llama32_1b) with the value replaced:
+// null counts as omitted and both take LlamaConfig's default 2048 (null failed to load: "field
+// 'max_position_embeddings' must be a positive integer (got false)"); 2048.0 is 2048 (it loaded and never warned).
+TEST_CASE("serving: a config.json max_position_embeddings of null or 2048.0 or none warns beyond 2048", "[cli][serving][hf]") {
+  const std::string fixture = ns_test::slurp("tests/fixtures/hf/llama32_1b/config.json");
+  const std::string key = "\"max_position_embeddings\": 131072,";
+  const size_t at = fixture.find(key);
+  REQUIRE(at != std::string::npos);
+  ns_test::temp_dir t;
+  for (const std::string value : {"\"max_position_embeddings\": null,", "\"max_position_embeddings\": 2048.0,", ""}) {
+    INFO(value);
+    std::string text = fixture;
+    text.replace(at, key.size(), value);
+    const auto file = t.write("m" + std::to_string(value.size()) + "/config.json", text);
+    const std::string model = "--model '" + file.string() + "' --gpu h100 --predictor roofline --batch 1 ";
+    const json beyond = predict(model + "--mode prefill --seq 4096");
+    REQUIRE(beyond["warnings"].size() >= 1);
+    CHECK(std::string(beyond["warnings"][0]) ==
+          "seq 4096 exceeds the model's max_position_embeddings 2048 (the forecast assumes the model runs at that length, "
+          "e.g. with RoPE scaling)");
+    CHECK_FALSE(warns_of_positions(predict(model + "--mode prefill --seq 2048"), "seq 2048"));
+    CHECK(warns_of_positions(predict(model + "--mode decode --context 2048"), "context 2048 + 1 new token"));
+  }
+}

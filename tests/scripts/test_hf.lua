@@ -132,4 +132,35 @@ function M.test_dropped_keys_are_still_checked()
     "opt model 'o': field 'do_layer_norm_before' must be a boolean (got a table)")
 end
 
+-- A rotary model_type's max_position_embeddings (passed on: a forecast beyond it warns) takes HF's documented default
+-- of its config class when omitted, and a null counts as omitted: it was passed as false, which the builder's count
+-- check refused ("field 'max_position_embeddings' must be a positive integer (got false)").
+function M.test_rotary_position_limit_null_or_omitted_takes_hf_default()
+  local shape = { hidden_size = 64, intermediate_size = 128, num_attention_heads = 4, num_hidden_layers = 2,
+                  vocab_size = 100 }
+  local function config(model_type, extra)
+    local t = { model_type = model_type }
+    for k, v in pairs(shape) do t[k] = v end
+    for k, v in pairs(extra or {}) do t[k] = v end
+    return t
+  end
+  local nulls = { max_position_embeddings = true }
+  for model_type, want in pairs { llama = 2048, mistral = 131072, qwen2 = 32768, qwen3 = 32768, mixtral = 131072,
+                                  qwen2_moe = 32768, qwen3_moe = 32768 } do
+    eq(hf.from_config(config(model_type), "c.json").max_position_embeddings, want, model_type .. " omitted")
+    eq(hf.from_config(config(model_type), "c.json", nulls).max_position_embeddings, want, model_type .. " null")
+  end
+  eq(hf.from_config({ model_type = "deepseek_v3" }, "d.json", nulls).max_position_embeddings, 4096, "deepseek_v3 null")
+  eq(hf.from_config({ model_type = "deepseek_v2" }, "d.json").max_position_embeddings, 2048, "deepseek_v2 omitted")
+  -- a value given is the config's own; another null builder field is still HF's None
+  eq(hf.from_config(config("llama", { max_position_embeddings = 4096 }), "c.json").max_position_embeddings, 4096,
+    "given")
+  eq(hf.from_config(config("mistral"), "c.json", { sliding_window = true }).sliding_window, false,
+    "sliding_window: null is no window")
+  -- the null config builds (it failed with "got false"), and the limit it takes is the one a forecast holds to
+  local cfg = hf.from_config(config("llama"), "maxnull/config.json", nulls)
+  require("neusight.models.llama").build(cfg, { batch = 1, seq = 8 })
+  eq(require("neusight.workload").position_limit(cfg), 2048, "the forecast's limit")
+end
+
 return M

@@ -567,4 +567,25 @@ function T.test_model_config_errors_name_their_line()
     "no arch: the line of model =")
 end
 
+-- A rotary model's max_position_embeddings written as a whole-number float (2048.0 in a config.json or a Lua config)
+-- is the integer it equals, as the builders' check takes it: beyond it the forecast warns (it said nothing: the limit
+-- had to be a Lua integer).
+function T.test_position_limit_of_a_whole_number_float()
+  local cfg = { arch = "llama", name = "f", model_type = "llama", hidden_size = 64, intermediate_size = 128,
+                num_attention_heads = 4, num_hidden_layers = 2, vocab_size = 100, max_position_embeddings = 2048.0 }
+  local limit = workload.position_limit(cfg)
+  eq(math.type(limit), "integer", "the limit's type")
+  eq(limit, 2048, "the limit")
+  local function warnings(seq)
+    return workload.warnings(workload.normalize { model = cfg, gpu = "A100-PCIE-40GB", mode = "prefill", batch = 1,
+                                                  seq = seq })
+  end
+  eq(warnings(4096)[1], "seq 4096 exceeds the model's max_position_embeddings 2048 (the forecast assumes the model "
+    .. "runs at that length, e.g. with RoPE scaling)", "beyond it")
+  eq(#warnings(2048), 0, "within it")
+  -- not a count: no limit (the builder refuses it)
+  eq(workload.position_limit { arch = "llama", max_position_embeddings = 2048.5 }, nil, "2048.5")
+  eq(workload.position_limit { arch = "llama", max_position_embeddings = "2048" }, nil, "a string")
+end
+
 return T

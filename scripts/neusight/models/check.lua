@@ -8,10 +8,12 @@ M.is_count = require("neusight.topology").is_count
 
 -- The integer a count field holds: a Lua integer >= 1, or a whole-number float that has one (2^10 in a Lua config,
 -- "vocab_size": 1.0 in a config.json), so that every shape built from it holds integers (the op rules' shape checks
--- refuse float dimensions). nil for anything else, a float beyond 2^63 included ("%d" cannot format it).
+-- refuse float dimensions). nil for anything else, a float beyond 2^63 included ("%d" cannot format it). M.count_of
+-- for neusight.workload position_limit (a max_position_embeddings of 2048.0 is 2048 there too).
 local function count_of(v)
   return M.is_count(v) and math.tointeger(v) or nil
 end
+M.count_of = count_of
 
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
 --- float back as the integer it equals. Keys listed in `optional` may also be nil.

@@ -13,10 +13,11 @@
 -- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
 -- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
 -- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe), in
--- neusight/models/deepseek.lua for deepseek_v3 and deepseek_v2. A null member is HF's None: for the Llama family it is passed as
--- false ("sliding_window": null is no window); elsewhere it counts as omitted without taking `defaults` (gpt2's
--- "n_inner": null is 4 · n_embd, the builder's own default). An entry without `ignore` (a user's extension) takes
--- the fields it knows and passes over every other key.
+-- neusight/models/deepseek.lua for deepseek_v3 and deepseek_v2 (their max_position_embeddings, which no kernel
+-- reads: POSITION_DEFAULTS here). A null member is HF's None: for the Llama family it is passed as false
+-- ("sliding_window": null is no window; "max_position_embeddings": null counts as omitted); elsewhere it counts as
+-- omitted without taking `defaults` (gpt2's "n_inner": null is 4 · n_embd, the builder's own default). An entry
+-- without `ignore` (a user's extension) takes the fields it knows and passes over every other key.
 local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
 
 local M = {}
@@ -97,23 +98,38 @@ local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
 local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
   "quantization_config", "head_dim" }
 
--- The builder fields of a rotary model_type (llama.lua, moe.lua, deepseek.lua) and max_position_embeddings, which no
--- kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of (neusight.workload position_limit).
-local function rotary_fields(builder, model_type)
-  local fields = same_names(require("neusight.models." .. builder).fields(model_type))
-  fields.max_position_embeddings = { "max_position_embeddings" }
-  return fields
+-- HF's documented max_position_embeddings of each rotary model_type, the default of its config class (LlamaConfig
+-- 2048, MistralConfig and MixtralConfig 4096 * 32, Qwen2/Qwen3(Moe)Config 32768, DeepseekV3Config 4096,
+-- DeepseekV2Config 2048): an omitted key takes it, as every other builder field takes its class's default.
+local POSITION_DEFAULTS = {
+  llama = 2048, mistral = 131072, qwen2 = 32768, qwen3 = 32768,
+  mixtral = 131072, qwen2_moe = 32768, qwen3_moe = 32768,
+  deepseek_v3 = 4096, deepseek_v2 = 2048,
+}
+
+-- A strict entry of a rotary model_type (llama.lua, moe.lua, deepseek.lua) completed: its builder fields and
+-- max_position_embeddings, which no kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of
+-- (neusight.workload position_limit), HF's default when omitted; "max_position_embeddings": null counts as omitted
+-- (not false, which the builders' count check refuses).
+local function rotary(entry, model_type)
+  entry.fields = function()
+    local fields = same_names(require("neusight.models." .. entry.arch).fields(model_type))
+    fields.max_position_embeddings = { "max_position_embeddings" }
+    return fields
+  end
+  entry.defaults = { max_position_embeddings = POSITION_DEFAULTS[model_type] }
+  entry.null_is_omitted = { max_position_embeddings = true }
+  return entry
 end
 
 -- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
 -- for the Mixture-of-Experts types.
 local function llama_family(model_type, arch)
   arch = arch or "llama"
-  return {
+  return rotary({
     arch = arch, model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or nil },
     null_is_false = true,
-    fields = function() return rotary_fields(arch, model_type) end,
-  }
+  }, model_type)
 end
 
 --- model_type → { arch = builder in neusight/models/, fields = { builder field = { config.json keys… } } },
@@ -121,7 +137,8 @@ end
 --- fields may be a function returning the table (read when the type is used); model_type = true passes the
 --- model_type on; ignore = { lists of keys } makes the entry strict, fixed = { key = { accepted values… } },
 --- defaults = { builder field = HF's default }, derive = function(t, cfg) filling fields HF computes from others,
---- null_is_false = true passes a null builder field as false (see the top of this file).
+--- null_is_false = true passes a null builder field as false (see the top of this file), null_is_omitted = { builder
+--- field = true } takes a null one as omitted (its `defaults` value; the rotary types' max_position_embeddings).
 M.TYPES = {
   -- GPT2Config: GPT-2's gelu_new MLP and scaled attention, as neusight/models/gpt.lua builds it.
   gpt2 = {
@@ -208,18 +225,16 @@ M.TYPES = {
   qwen2_moe = llama_family("qwen2_moe", "moe"),
   qwen3_moe = llama_family("qwen3_moe", "moe"),
   -- DeepseekV3ForCausalLM: multi-head latent attention and DeepSeekMoE (sigmoid, group-limited, aux-loss-free routing).
-  deepseek_v3 = {
+  deepseek_v3 = rotary({
     arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
     fixed = { scoring_func = { "sigmoid" }, topk_method = { "noaux_tc" } },
-    fields = function() return rotary_fields("deepseek", "deepseek_v3") end,
-  },
+  }, "deepseek_v3"),
   -- DeepseekV2ForCausalLM (DeepSeek-V2, V2-Lite): the same MLA and DeepSeekMoE, softmax routing (greedy or
   -- group-limited by each group's best expert), no correction bias.
-  deepseek_v2 = {
+  deepseek_v2 = rotary({
     arch = "deepseek", model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, DEEPSEEK_KEYS }, null_is_false = true,
     fixed = { scoring_func = { "softmax" } },
-    fields = function() return rotary_fields("deepseek", "deepseek_v2") end,
-  },
+  }, "deepseek_v2"),
 }
 
 -- Whether neusight/models/<arch>.lua can be found (errors inside an existing builder are raised).
@@ -338,6 +353,7 @@ function M.from_config(t, path, nulls)
         cfg[field] = t[key]
         break
       elseif nulls and nulls[key] then
+        if entry.null_is_omitted and entry.null_is_omitted[field] then break end -- as omitted: `defaults` below
         null = true
         if entry.null_is_false then cfg[field] = false end -- HF's None
         break
