@@ -30,10 +30,13 @@ TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024"
   const std::string train = "train --family bmm --data '" + (t.path / "none").string() + "' --out '" +
                             (t.path / "out").string() + "' --hidden ";
   const std::string width = "a layer width from 1 to 1024 expected, got ";
-  usage_error(train + "abc", "--hidden: " + width + "'abc' (in abc)");
+  usage_error(train + "abc", "--hidden: " + width + "'abc'\n");
   usage_error(train + "''", "--hidden: an empty value");
   usage_error(train + "99999999999", "--hidden: " + width);
-  usage_error(train + "2048", "--hidden: " + width + "2048 (in 2048)");
+  // one width is said alone ("got 0", not "got 0 (in 0)"); an item of a list names the list
+  usage_error(train + "2048", "--hidden: " + width + "2048\n");
+  usage_error(train + "0", "--hidden: " + width + "0\n");
+  usage_error(train + "64,0", "--hidden: " + width + "0 (in 64,0)\n");
   usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
   usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
   usage_error(train + "-4", "--hidden: " + width + "'-4'");
