@@ -504,17 +504,22 @@ int run_ops(const common_flags& c) {
   return 0;
 }
 
-// --report FILE: an HTML page, never where -o writes (the page replaced the report without a word) nor in a file named
-// as another format (x.json held HTML).
+// --report FILE: an HTML page, never in the regular file -o writes (the page replaced the report without a word; a
+// device or FIFO both write to, /dev/null, is written in place) nor in a file named as another format (x.json held
+// HTML).
 void report_page_check(const std::string& output, const std::string& page) {
   if (page.empty()) return;
   const std::string ext = text_lower(fs::path(page).extension().string());
-  if (ext == ".json" || ext == ".csv" || ext == ".txt")
+  if (ext == ".json" || ext == ".csv" || ext == ".txt")  // -o suggested when not given already
     throw CLI::ValidationError("--report", "'" + page + "': --report writes an HTML page; use -o for JSON, CSV or a "
-                               "table (e.g. -o " + page + "), --report for a .html file");
+                               "table" + (output.empty() ? " (e.g. -o " + page + ")" : "") + ", --report for a .html file");
   if (output.empty() || output == "-") return;
-  std::error_code e1, e2;
+  std::error_code e1, e2, e3;
   const fs::path a = fs::weakly_canonical(output, e1), b = fs::weakly_canonical(page, e2);
+  // a device, FIFO or socket (-o /dev/null --report /dev/null) is written in place, never replaced: only a regular
+  // file, or one that does not exist yet, is one file the page would replace
+  const fs::file_status st = fs::status(a, e3);
+  if (fs::exists(st) && !fs::is_regular_file(st)) return;
   if (!e1 && !e2 && a == b)
     throw CLI::ValidationError("--report", "'" + page + "' is the file -o writes too (" + output + "): the page would "
                                "replace the report; give them different files");
