@@ -338,13 +338,16 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   if (!c.calibrate.empty())
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
-  std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
-  std::map<std::string, std::string> given_as;   // the GPU's name → as first given: two names of one GPU are one row
-  for (const auto& g : list_split(f.gpu)) {
-    const std::string name = s.gpu(g).name;
-    if (const auto [at, fresh] = given_as.emplace(name, g); !fresh)
-      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + name + "): give each GPU once");
-    gpu_names.emplace(g, name);
+  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given → its name, or, for GPUs of
+  // different files that share a name (a copy of a GPU file with another bandwidth), "NAME (as given)"
+  const std::vector<std::string> gpus_given = list_split(f.gpu);
+  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
+  std::map<std::string, int> name_count;
+  for (const auto& g : gpus_given) ++name_count[s.gpu(g).name];
+  std::map<std::string, std::string> gpu_labels;
+  for (const auto& g : gpus_given) {
+    const std::string& name = s.gpu(g).name;
+    gpu_labels.emplace(g, name_count[name] > 1 ? name + " (" + g + ")" : name);
   }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
@@ -369,13 +372,15 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_done d;
       d.comparison_row = true;
       forecast_workload(s, pred, one, script, d, false);
-      s.compare_add(d.gpu, d.latency_s() * 1e3, d.figs, d.warnings);
+      gpu_spec shown = d.gpu;  // the row's gpu cell: report.lua row() reads the name
+      if (const auto gl = gpu_labels.find(one.gpu); gl != gpu_labels.end()) shown.name = gl->second;
+      s.compare_add(shown, d.latency_s() * 1e3, d.figs, d.warnings);
     } catch (const std::exception& ex) {
-      std::vector<std::string> given;  // the inputs as given (the GPU by its name)
+      std::vector<std::string> given;  // the inputs as given (the GPU by its label)
       for (const auto& lf : list_flags()) {
         const std::string& v = one.*lf.flag;
-        const auto gi = lf.flag == &forecast_flags::gpu ? gpu_names.find(v) : gpu_names.end();
-        given.push_back(gi != gpu_names.end() ? gi->second : v);
+        const auto gl = lf.flag == &forecast_flags::gpu ? gpu_labels.find(v) : gpu_labels.end();
+        given.push_back(gl != gpu_labels.end() ? gl->second : v);
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);

@@ -233,6 +233,9 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
   fails("--sweep --gpu h100 --rate 1,x", 2, "Value x is not a number (in 1,x)");
   fails("--sweep --gpu h100 --tp 1,0 --rate 1", 2, "--tp: a positive integer expected, got 0 (in 1,0)");
   fails("--sweep --gpu h100, --rate 1", 2, "an empty item");
+  // one GPU file by two names, as predict's comparisons refuse it (two identical rows)
+  fails("--sweep --gpu h100,H100 --rate 1", 1, "neusight: --gpu: h100 and H100 name the same GPU (H100-SXM5-80GB): give each GPU once");
+  fails("--sweep --gpu l4,h100,h100_sxm5_80gb --batch 1", 1, "neusight: --gpu: h100 and h100_sxm5_80gb name the same GPU (");
   // lists without --sweep: an error, never the first value
   fails("--gpu h100,l4 --rate 1", 2, "--gpu: 'h100,l4' is a list: pass --sweep to compare settings");
   fails("--gpu h100 --tp 1,2 --rate 1", 2, "--tp: '1,2' is a list: pass --sweep");
