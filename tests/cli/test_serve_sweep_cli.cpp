@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <fstream>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -243,4 +244,32 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
   fails("--gpu h100 --rate 1,2", 2, "--rate: '1,2' is a list: pass --sweep");
   fails("--gpu h100 --rate 1 --ttft-ms 100", 2, "--ttft-ms requires --sweep");
   fails("--sweep --gpu h100 --rate 1 --tpot-ms 0", 2, "--tpot-ms");
+}
+
+TEST_CASE("serve --sweep: two GPU files that share a name are two rows labelled as given", "[cli][serve][sweep]") {
+  // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
+  ns_test::temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string from = "\nmem_bw_gbps = 3350.0", to = "\nmem_bw_gbps = 4800.0";
+  const auto bw = text.find(from);
+  REQUIRE(bw != std::string::npos);
+  text.replace(bw, from.size(), to);
+  const auto al = text.find("\naliases = ");
+  REQUIRE(al != std::string::npos);
+  text.replace(al + 1, text.find('\n', al + 1) - al - 1, "aliases = []");
+  const std::string fast = (t.path / "h100_fastmem.toml").string();
+  { std::ofstream(fast) << text; }
+  const std::string args = base + "--sweep --batch 1 --gpu h100," + ns_test::quoted(fast);
+  const json j = run_json(args);
+  REQUIRE(j["rows"].size() == 2);
+  const std::string a = "H100-SXM5-80GB (h100)", b = "H100-SXM5-80GB (" + fast + ")";
+  CHECK(j["rows"][0]["gpu"] == a);
+  CHECK(j["rows"][1]["gpu"] == b);
+  CHECK(j["rows"][1]["tpot_ms"].get<double>() < j["rows"][0]["tpot_ms"].get<double>());  // the faster memory
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find(" " + a + " ") != std::string::npos);
+  CHECK(table.out.find(" " + b + " ") != std::string::npos);
+  // GPUs of different names keep their names alone
+  CHECK(run_json(base + "--sweep --batch 1 --gpu h100,l4")["rows"][1]["gpu"] == "L4");
 }
