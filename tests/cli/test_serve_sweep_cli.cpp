@@ -5,7 +5,6 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
-#include <fstream>
 #include <map>
 #include <sstream>
 #include <vector>
@@ -249,16 +248,8 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
 TEST_CASE("serve --sweep: two GPU files that share a name are two rows labelled as given", "[cli][serve][sweep]") {
   // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
   ns_test::temp_dir t;
-  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
-  const std::string from = "\nmem_bw_gbps = 3350.0", to = "\nmem_bw_gbps = 4800.0";
-  const auto bw = text.find(from);
-  REQUIRE(bw != std::string::npos);
-  text.replace(bw, from.size(), to);
-  const auto al = text.find("\naliases = ");
-  REQUIRE(al != std::string::npos);
-  text.replace(al + 1, text.find('\n', al + 1) - al - 1, "aliases = []");
-  const std::string fast = (t.path / "h100_fastmem.toml").string();
-  { std::ofstream(fast) << text; }
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
   const std::string args = base + "--sweep --batch 1 --gpu h100," + ns_test::quoted(fast);
   const json j = run_json(args);
   REQUIRE(j["rows"].size() == 2);
