@@ -338,13 +338,16 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   if (!c.calibrate.empty())
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
-  std::map<std::string, std::string> gpu_names;  // as given → the GPU's name (a typo throws here)
-  std::map<std::string, std::string> given_as;   // the GPU's name → as first given: two names of one GPU are one row
-  for (const auto& g : list_split(f.gpu)) {
-    const std::string name = s.gpu(g).name;
-    if (const auto [at, fresh] = given_as.emplace(name, g); !fresh)
-      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + name + "): give each GPU once");
-    gpu_names.emplace(g, name);
+  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given → its name, or, for GPUs of
+  // different files that share a name (a copy of a GPU file with another bandwidth), "NAME (as given)"
+  const std::vector<std::string> gpus_given = list_split(f.gpu);
+  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
+  std::map<std::string, int> name_count;
+  for (const auto& g : gpus_given) ++name_count[s.gpu(g).name];
+  std::map<std::string, std::string> gpu_labels;
+  for (const auto& g : gpus_given) {
+    const std::string& name = s.gpu(g).name;
+    gpu_labels.emplace(g, name_count[name] > 1 ? name + " (" + g + ")" : name);
   }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
@@ -369,13 +372,15 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_done d;
       d.comparison_row = true;
       forecast_workload(s, pred, one, script, d, false);
-      s.compare_add(d.gpu, d.latency_s() * 1e3, d.figs, d.warnings);
+      gpu_spec shown = d.gpu;  // the row's gpu cell: report.lua row() reads the name
+      if (const auto gl = gpu_labels.find(one.gpu); gl != gpu_labels.end()) shown.name = gl->second;
+      s.compare_add(shown, d.latency_s() * 1e3, d.figs, d.warnings);
     } catch (const std::exception& ex) {
-      std::vector<std::string> given;  // the inputs as given (the GPU by its name)
+      std::vector<std::string> given;  // the inputs as given (the GPU by its label)
       for (const auto& lf : list_flags()) {
         const std::string& v = one.*lf.flag;
-        const auto gi = lf.flag == &forecast_flags::gpu ? gpu_names.find(v) : gpu_names.end();
-        given.push_back(gi != gpu_names.end() ? gi->second : v);
+        const auto gl = lf.flag == &forecast_flags::gpu ? gpu_labels.find(v) : gpu_labels.end();
+        given.push_back(gl != gpu_labels.end() ? gl->second : v);
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
@@ -504,17 +509,22 @@ int run_ops(const common_flags& c) {
   return 0;
 }
 
-// --report FILE: an HTML page, never where -o writes (the page replaced the report without a word) nor in a file named
-// as another format (x.json held HTML).
+// --report FILE: an HTML page, never in the regular file -o writes (the page replaced the report without a word; a
+// device or FIFO both write to, /dev/null, is written in place) nor in a file named as another format (x.json held
+// HTML).
 void report_page_check(const std::string& output, const std::string& page) {
   if (page.empty()) return;
   const std::string ext = text_lower(fs::path(page).extension().string());
-  if (ext == ".json" || ext == ".csv" || ext == ".txt")
+  if (ext == ".json" || ext == ".csv" || ext == ".txt")  // -o suggested when not given already
     throw CLI::ValidationError("--report", "'" + page + "': --report writes an HTML page; use -o for JSON, CSV or a "
-                               "table (e.g. -o " + page + "), --report for a .html file");
+                               "table" + (output.empty() ? " (e.g. -o " + page + ")" : "") + ", --report for a .html file");
   if (output.empty() || output == "-") return;
-  std::error_code e1, e2;
+  std::error_code e1, e2, e3;
   const fs::path a = fs::weakly_canonical(output, e1), b = fs::weakly_canonical(page, e2);
+  // a device, FIFO or socket (-o /dev/null --report /dev/null) is written in place, never replaced: only a regular
+  // file, or one that does not exist yet, is one file the page would replace
+  const fs::file_status st = fs::status(a, e3);
+  if (fs::exists(st) && !fs::is_regular_file(st)) return;
   if (!e1 && !e2 && a == b)
     throw CLI::ValidationError("--report", "'" + page + "' is the file -o writes too (" + output + "): the page would "
                                "replace the report; give them different files");

@@ -63,6 +63,10 @@ std::string integer_problem(const std::string& item, int64_t min, int64_t max, c
   return {};
 }
 
+// " (in LIST)" after an item's problem when `v` is a list of several items; "" for a single value (--hidden 0: "got 0",
+// not "got 0 (in 0)").
+std::string in_list(const std::string& v) { return v.find(',') != std::string::npos ? " (in " + v + ")" : ""; }
+
 // What is wrong with a comma-separated list as a whole, before its items' own checks: an empty item ("--gpu h100,",
 // "--batch 1,,8"), or an item given twice ("--batch 1,8,8": the same combination would be forecast twice, two equal
 // rows). `key` tells two items apart (8 and 08 are one batch). "" when nothing is.
@@ -83,11 +87,10 @@ std::string list_problem(const std::string& v, const std::function<std::string(c
 CLI::Validator positive_list() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        const bool many = v.find(',') != std::string::npos;
         for (const auto& item : list_split(v))
           if (!item.empty())
             if (auto why = integer_problem(item, 1, flag_integer_max, "a positive integer"); !why.empty())
-              return why + (many ? " (in " + v + ")" : "");
+              return why + in_list(v);
         return list_problem(v, [](const std::string& item) { return std::to_string(std::stoll(item)); });
       },
       "");
@@ -157,7 +160,7 @@ CLI::Validator hidden_layers() {
           if (item.empty()) return "an empty item in the list '" + v + "'";
           const std::string what = "a layer width from 1 to " + std::to_string(hidden_width_max);
           if (auto why = integer_problem(item, 1, hidden_width_max, what, true); !why.empty())
-            return why + " (in " + v + ")";
+            return why + in_list(v);
         }
         return {};
       },
@@ -216,7 +219,7 @@ CLI::Validator number_list() {
           char* end = nullptr;
           const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
           if (!item.empty() && (end != item.c_str() + item.size() || !std::isfinite(d)))
-            return "Value " + item + " is not a number" + (v.find(',') != std::string::npos ? " (in " + v + ")" : "");
+            return "Value " + item + " is not a number" + in_list(v);
         }
         return list_problem(v, [](const std::string& item) { return fmt::format("{}", std::strtod(item.c_str(), nullptr)); });
       },

@@ -58,6 +58,21 @@ error write_error(const std::string& output, const std::string& where = "") {
 
 }  // namespace
 
+void gpu_list_once(const std::vector<std::string>& given,
+                   const std::function<const gpu_spec*(const std::string&)>& resolve) {
+  namespace fs = std::filesystem;
+  std::map<std::string, std::string> first;  // the GPU's file (canonical; its name when not read from a file) → as given
+  for (const auto& g : given) {
+    const gpu_spec* gpu = resolve(g);
+    if (!gpu) continue;
+    std::error_code ec;
+    const fs::path file = gpu->file.empty() ? fs::path() : fs::weakly_canonical(gpu->file, ec);
+    const std::string key = gpu->file.empty() ? "name:" + gpu->name : "file:" + (ec ? gpu->file : file.string());
+    if (const auto [at, fresh] = first.emplace(key, g); !fresh)
+      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + gpu->name + "): give each GPU once");
+  }
+}
+
 void emit_check(const std::string& output) {
   if (output.empty() || output == "-") return;
   namespace fs = std::filesystem;

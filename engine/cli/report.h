@@ -2,6 +2,7 @@
 // and compare.lua render those): the GPU list; and emit(), which writes any report.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -22,6 +23,14 @@ void emit(const std::string& text, const std::string& output);
 // Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
 // folder (with the OS's reason), a directory. For a run to find before it prints or writes anything else.
 void emit_check(const std::string& output);
+
+// A --gpu list (predict's and run's comparisons, serve --sweep) names each GPU once: throws ns::error "--gpu: A and B
+// name the same GPU (NAME): give each GPU once" when two items resolve to the same GPU file (h100,H100 and
+// h100,h100_sxm5_80gb: two equal rows). Two files that share a `name` (a copy of a GPU file with another bandwidth, a
+// what-if) are two GPUs. `resolve` gives an item's GPU (it may throw: a typo stops the run there), or nullptr when the
+// caller reports an unknown one itself.
+void gpu_list_once(const std::vector<std::string>& given,
+                   const std::function<const gpu_spec*(const std::string&)>& resolve);
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);

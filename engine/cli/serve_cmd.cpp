@@ -166,6 +166,14 @@ int serve_main(const serve_flags& f) {
       auto& l = lists[k];
       for (const auto& v : values) l.emplace_back(v);
     };
+    // each GPU file once, as predict's comparisons (a name that resolves to nothing is the sweep's to report)
+    gpu_list_once(f.gpu, [&](const std::string& q) -> const gpu_spec* {
+      try {
+        return &s.gpu(q);
+      } catch (const error&) {
+        return nullptr;
+      }
+    });
     put("gpu", f.gpu), put("tp", f.tp), put("batch", f.batch), put("rate", f.rate);
     if (f.ttft_ms > 0) opts["ttft_ms"] = f.ttft_ms;
     if (f.tpot_ms > 0) opts["tpot_ms"] = f.tpot_ms;

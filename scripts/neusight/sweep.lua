@@ -211,6 +211,13 @@ function M.run(raw, phase, progress, gpu)
     if not ok then fail("--gpu %s: %s", tostring(q), first_line(g)) end
     gpus[i] = g
   end
+  -- a row's gpu is its GPU's name; GPUs of different files that share a name (a copy of a GPU file with another
+  -- bandwidth) read "NAME (as given)", as predict's comparisons label theirs
+  local named, labels = {}, {}
+  for _, g in ipairs(gpus) do named[g.name] = (named[g.name] or 0) + 1 end
+  for i, q in ipairs(lists.gpu) do
+    labels[i] = named[gpus[i].name] > 1 and fmt("%s (%s)", gpus[i].name, tostring(q)) or gpus[i].name
+  end
   for _, tp in ipairs(lists.tp) do
     if not is_count(tp) then fail("--tp must be a positive integer (got %s)", tostring(tp)) end
   end
@@ -223,7 +230,8 @@ function M.run(raw, phase, progress, gpu)
         for k, x in pairs(rest) do o[k] = x end
         o.gpu, o.tp, o[mode] = q, tp, v
         -- a bad option (length, rate ≤ 0 …) stops the sweep before any forecast; `checked` has serve's defaults
-        combos[#combos + 1] = { options = o, checked = S.options(o), gpu = gpus[gi], tp = tp, value = v }
+        combos[#combos + 1] = { options = o, checked = S.options(o), gpu = gpus[gi], label = labels[gi], tp = tp,
+          value = v }
       end
     end
   end
@@ -242,12 +250,12 @@ function M.run(raw, phase, progress, gpu)
 
   local rows, first, cal_warnings, cal_seen = {}, nil, {}, {}
   for i, c in ipairs(combos) do
-    local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.gpu.name, c.tp, mode, c.value)
+    local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.label, c.tp, mode, c.value)
     progress(label)
     local sub = function(text, done)
       if not done then progress(label .. ": " .. tostring(text)) end
     end
-    local row = { index = i, gpu = c.gpu.name, gpu_file = c.gpu.source, tp = c.tp, gpus = c.tp }
+    local row = { index = i, gpu = c.label, gpu_file = c.gpu.source, tp = c.tp, gpus = c.tp }
     row[mode] = c.value
     local ok, r = pcall(S.run, c.options, cached_phase, sub)
     if ok then

@@ -462,3 +462,50 @@ TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
   CHECK(html.out.empty());
   CHECK(!std::filesystem::exists(page));
 }
+
+TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {
+  // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
+  ns_test::temp_dir t;
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                           "--gpu h100," + ns_test::quoted(fast);
+  const json j = run_json(args + " --dp 1,3");  // dp 3: an error row (8 is not divisible by 3)
+  const json& rows = j["rows"];
+  REQUIRE(rows.size() == 4);
+  const std::string a = "H100-SXM5-80GB (h100)", b = "H100-SXM5-80GB (" + fast + ")";
+  CHECK(rows[0]["gpu"] == a);
+  CHECK(rows[1]["gpu"] == a);
+  CHECK(rows[2]["gpu"] == b);
+  CHECK(rows[3]["gpu"] == b);
+  CHECK(rows[1].contains("error"));  // an error row is labelled alike
+  CHECK(rows[3].contains("error"));
+  REQUIRE(rows[0].contains("latency_ms"));
+  REQUIRE(rows[2].contains("latency_ms"));
+  CHECK(rows[2]["latency_ms"].get<double>() < rows[0]["latency_ms"].get<double>());  // the faster memory
+  // the single forecast of each file is its row
+  CHECK(run_json("predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline --gpu " +
+                 ns_test::quoted(fast))["latency_ms"] == rows[2]["latency_ms"]);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.find("\ngpt2_med," + a + ",") != std::string::npos);
+  CHECK(csv.out.find("\ngpt2_med," + b + ",") != std::string::npos);
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("\n" + a + "  ") != std::string::npos);
+  CHECK(table.out.find("\n" + b + "  ") != std::string::npos);
+  // GPUs of different names keep their names alone
+  CHECK(run_json("predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                 "--gpu h100,l4")["rows"][1]["gpu"] == "L4");
+  // one file by two names stays refused, however it is named
+  for (const std::string& other : std::vector<std::string>{
+           "H100", "h100_sxm5_80gb", ns_test::quoted((ns_test::source_dir / "gpus/./h100_sxm5_80gb.toml").string())}) {
+    const auto r = run_cli("predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                           "--gpu h100," + other);
+    INFO(other << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("neusight: --gpu: h100 and ") == 0);
+    CHECK(r.err.find(" name the same GPU (H100-SXM5-80GB): give each GPU once") != std::string::npos);
+    CHECK(r.out.empty());
+  }
+}

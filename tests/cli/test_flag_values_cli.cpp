@@ -30,10 +30,13 @@ TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024"
   const std::string train = "train --family bmm --data '" + (t.path / "none").string() + "' --out '" +
                             (t.path / "out").string() + "' --hidden ";
   const std::string width = "a layer width from 1 to 1024 expected, got ";
-  usage_error(train + "abc", "--hidden: " + width + "'abc' (in abc)");
+  usage_error(train + "abc", "--hidden: " + width + "'abc'\n");
   usage_error(train + "''", "--hidden: an empty value");
   usage_error(train + "99999999999", "--hidden: " + width);
-  usage_error(train + "2048", "--hidden: " + width + "2048 (in 2048)");
+  // one width is said alone ("got 0", not "got 0 (in 0)"); an item of a list names the list
+  usage_error(train + "2048", "--hidden: " + width + "2048\n");
+  usage_error(train + "0", "--hidden: " + width + "0\n");
+  usage_error(train + "64,0", "--hidden: " + width + "0 (in 64,0)\n");
   usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
   usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
   usage_error(train + "-4", "--hidden: " + width + "'-4'");
@@ -124,13 +127,37 @@ TEST_CASE("reports: -o and --report are checked before anything is printed", "[c
   usage_error(predict + " --batch 1 -o '" + same + "' --report '" + (t.path / "." / "same.html").string() + "'",
               "is the file -o writes too");
   CHECK_FALSE(fs::exists(same));
-  // an HTML page in a file named as JSON, CSV or text
+  // an HTML page in a file named as JSON, CSV or text; -o suggested only when not given
   for (const char* ext : {".json", ".csv", ".txt"})
     usage_error(predict + " --batch 1 --report '" + (t.path / "x").string() + ext + "'",
-                "--report writes an HTML page; use -o for JSON, CSV or a table");
+                "--report writes an HTML page; use -o for JSON, CSV or a table (e.g. -o " + (t.path / "x").string() +
+                    ext + "), --report for a .html file");
+  const std::string cmp = (t.path / "cmp.csv").string();
+  r = run_cli(predict + " --batch 1 -o '" + cmp + "' --report '" + (t.path / "." / "cmp.csv").string() + "'");
+  CHECK(r.code == 2);
+  CHECK(r.err.find("--report writes an HTML page; use -o for JSON, CSV or a table, --report for a .html file") !=
+        std::string::npos);
+  CHECK(r.err.find("e.g. -o") == std::string::npos);
+  CHECK_FALSE(fs::exists(cmp));
   // both written when both can be
   r = run_cli(predict + " --batch 1 -o '" + (t.path / "r.json").string() + "' --report '" + same + "'");
   CHECK(r.code == 0);
   CHECK(fs::exists(t.path / "r.json"));
   CHECK(fs::exists(same));
+}
+
+TEST_CASE("reports: -o and --report may both name a device such as /dev/null", "[cli][report]") {
+  // a device is written in place, never replaced: both reports go there, nothing is refused
+  const auto r = run_cli(predict + " --batch 1 -o /dev/null --report /dev/null");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.empty());
+  CHECK(r.out.empty());
+  // a link to the device is the device
+  ns_test::temp_dir t;
+  fs::create_symlink("/dev/null", t.path / "null.html");
+  const auto l = run_cli(predict + " --batch 1 -o /dev/null --report '" + (t.path / "null.html").string() + "'");
+  INFO(l.err);
+  CHECK(l.code == 0);
+  CHECK(fs::is_symlink(t.path / "null.html"));
 }

@@ -233,6 +233,9 @@ TEST_CASE("serve --sweep: bad names and flags are immediate clear errors", "[cli
   fails("--sweep --gpu h100 --rate 1,x", 2, "Value x is not a number (in 1,x)");
   fails("--sweep --gpu h100 --tp 1,0 --rate 1", 2, "--tp: a positive integer expected, got 0 (in 1,0)");
   fails("--sweep --gpu h100, --rate 1", 2, "an empty item");
+  // one GPU file by two names, as predict's comparisons refuse it (two identical rows)
+  fails("--sweep --gpu h100,H100 --rate 1", 1, "neusight: --gpu: h100 and H100 name the same GPU (H100-SXM5-80GB): give each GPU once");
+  fails("--sweep --gpu l4,h100,h100_sxm5_80gb --batch 1", 1, "neusight: --gpu: h100 and h100_sxm5_80gb name the same GPU (");
   // lists without --sweep: an error, never the first value
   fails("--gpu h100,l4 --rate 1", 2, "--gpu: 'h100,l4' is a list: pass --sweep to compare settings");
   fails("--gpu h100 --tp 1,2 --rate 1", 2, "--tp: '1,2' is a list: pass --sweep");
@@ -268,4 +271,24 @@ TEST_CASE("serve --sweep: a request beyond max_position_embeddings warns once as
   const json within =
       run_json("serve --model llama2_7b --predictor roofline --gpu h100 --input-len 4000 --output-len 96 --sweep --batch 1,8");
   CHECK(within["warnings"].dump().find("max_position_embeddings") == std::string::npos);
+}
+
+TEST_CASE("serve --sweep: two GPU files that share a name are two rows labelled as given", "[cli][serve][sweep]") {
+  // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
+  ns_test::temp_dir t;
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
+  const std::string args = base + "--sweep --batch 1 --gpu h100," + ns_test::quoted(fast);
+  const json j = run_json(args);
+  REQUIRE(j["rows"].size() == 2);
+  const std::string a = "H100-SXM5-80GB (h100)", b = "H100-SXM5-80GB (" + fast + ")";
+  CHECK(j["rows"][0]["gpu"] == a);
+  CHECK(j["rows"][1]["gpu"] == b);
+  CHECK(j["rows"][1]["tpot_ms"].get<double>() < j["rows"][0]["tpot_ms"].get<double>());  // the faster memory
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find(" " + a + " ") != std::string::npos);
+  CHECK(table.out.find(" " + b + " ") != std::string::npos);
+  // GPUs of different names keep their names alone
+  CHECK(run_json(base + "--sweep --batch 1 --gpu h100,l4")["rows"][1]["gpu"] == "L4");
 }
