@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <sstream>
 #include <map>
 
 #include "core/calibration.h"
@@ -61,15 +62,25 @@ error write_error(const std::string& output, const std::string& where = "") {
 void gpu_list_once(const std::vector<std::string>& given,
                    const std::function<const gpu_spec*(const std::string&)>& resolve) {
   namespace fs = std::filesystem;
-  std::map<std::string, std::string> first;  // the GPU's file (canonical; its name when not read from a file) → as given
+  // the GPU's file (canonical; its name when not read from a file), and its name with the file's bytes (two copies of
+  // one file, e.g. a folder's own gpus/ beside the bundled one: the same rows twice) → as given
+  std::map<std::string, std::string> first;
   for (const auto& g : given) {
     const gpu_spec* gpu = resolve(g);
     if (!gpu) continue;
     std::error_code ec;
     const fs::path file = gpu->file.empty() ? fs::path() : fs::weakly_canonical(gpu->file, ec);
-    const std::string key = gpu->file.empty() ? "name:" + gpu->name : "file:" + (ec ? gpu->file : file.string());
-    if (const auto [at, fresh] = first.emplace(key, g); !fresh)
-      throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + gpu->name + "): give each GPU once");
+    std::vector<std::string> keys = {gpu->file.empty() ? "name:" + gpu->name : "file:" + (ec ? gpu->file : file.string())};
+    if (!gpu->file.empty()) {
+      std::ifstream in(gpu->file, std::ios::binary);
+      std::ostringstream bytes;
+      bytes << in.rdbuf();
+      if (in) keys.push_back("copy:" + gpu->name + "\n" + bytes.str());
+    }
+    for (const auto& key : keys)
+      if (const auto [at, fresh] = first.emplace(key, g); !fresh)
+        throw error("--gpu: " + at->second + " and " + g + " name the same GPU (" + gpu->name +
+                    (key.rfind("copy:", 0) == 0 ? ", files alike" : "") + "): give each GPU once");
   }
 }
 

@@ -262,14 +262,15 @@ std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& fi
 }
 
 bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
-                        const std::string& flag, std::vector<std::string>& warnings) {
+                        const std::string& flag, std::vector<std::string>* warnings) {
   if (tr.format == trace_format::label_csv || tr.origin_device.empty()) return false;
   if (gpu_spec_named(given, tr.origin_device)) return true;  // the given file's own name or alias (a user's GPU file)
   std::optional<gpu_spec> origin;
   try {
     origin = trace_recorded_on(tr, file, resolve, &given);
-  } catch (const error&) {  // a GPU no file names: the flag's is taken, as the flag says
-    warnings.push_back(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: taken " +
+  } catch (const error&) {  // a GPU no file names: the flag's is taken, as the flag says (or refused: no warnings)
+    if (!warnings) throw;
+    warnings->push_back(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: taken " +
                        "as " + given.name + " (" + flag + "); add that name to the aliases of " + given.source +
                        " if it is that GPU");
     return true;
@@ -302,7 +303,7 @@ int scale_main(const scale_flags& f) {
   gpu_spec from;
   if (!f.from.empty()) {
     from = catalog.resolve(f.from);
-    trace_device_check(tr, f.trace, resolve, from, "--from", origin_warnings);
+    trace_device_check(tr, f.trace, resolve, from, "--from", &origin_warnings);
     if (folder_gpu && folder_gpu->name != from.name)
       origin_warnings.push_back(f.trace + ": its folder '" + tr.origin_device + "' names " + folder_gpu->name +
                                 ", not " + from.name + " (--from): scaled from " + from.name + " as --from says");

@@ -39,8 +39,10 @@ std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& fi
                                           const gpu_spec* aliases_of);
 // The same, checked against the GPU a flag names (`flag`: "--gpu", "--from"): an error when the trace names another
 // GPU. A name that is the given GPU's own (its name, an alias, its file's stem) is it, whether or not a bundled file
-// knows it; a name no GPU file knows is taken as the given GPU, with a warning. Returns whether the trace names its GPU.
+// knows it; a name no GPU file knows is taken as the given GPU with a warning in `warnings` (scale: nothing is kept),
+// or, without `warnings`, refused as trace_recorded_on refuses it (--calibrate writes a file every later forecast of
+// the GPU applies: a MIG slice's or another part's trace must not become it). Returns whether the trace names its GPU.
 bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
-                        const std::string& flag, std::vector<std::string>& warnings);
+                        const std::string& flag, std::vector<std::string>* warnings);
 
 }  // namespace ns

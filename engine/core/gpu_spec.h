@@ -87,12 +87,12 @@ inline bool calibration_file_is(const std::filesystem::path& p) {
   return n.size() > tail.size() && n.compare(n.size() - tail.size(), tail.size(), tail) == 0;
 }
 
-// All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
-// (case-insensitive); unknown names fail with the closest matches.
 // Whether `name` names `gpu`: its name, an alias or its file's stem, as people type them (case, spaces, '-' and '_'
 // ignored: "H100 SXM", "h100sxm" and "H100-SXM" are one name).
 bool gpu_spec_named(const gpu_spec& gpu, const std::string& name);
 
+// All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
+// (case-insensitive); unknown names fail with the closest matches.
 class gpu_catalog {
  public:
   explicit gpu_catalog(std::filesystem::path dir);

@@ -463,6 +463,16 @@ TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
   CHECK(!std::filesystem::exists(page));
 }
 
+// Two copies of one file (a folder's own gpus/ beside the bundled one) are one GPU: the same rows twice
+TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const auto r = run_cli("predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline --gpu h100," +
+                         ns_test::quoted(copy.string()));
+  CHECK(r.code == 1);
+  CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+}
+
 TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {
   // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
   ns_test::temp_dir t;

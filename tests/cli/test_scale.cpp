@@ -387,6 +387,18 @@ TEST_CASE("scale: a trace recorded on a GPU only the given file names is scaled 
   CHECK(bundled["from"] == "H100-PCIE-80GB");
   CHECK(bundled["warnings"].dump().find("the trace was recorded on 'NVIDIA H100 NVL', which no GPU file names: taken "
                                         "as H100-PCIE-80GB (--from)") != std::string::npos);
+  // --calibrate keeps what it fits for every later forecast of the GPU: there the unknown name is refused, and the
+  // file's own alias is the way in
+  const auto plain = t.write("plain/h100_pcie_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_pcie_80gb.toml"));
+  const auto refused = run_cli("predict --gpu '" + plain.string() + "' --calibrate '" + nvl.string() + "'");
+  CHECK(refused.code == 1);
+  CHECK(refused.err.find("which no GPU file names: add its torch.cuda.get_device_name() string to the aliases of") !=
+        std::string::npos);
+  CHECK_FALSE(std::filesystem::exists(t.path / "plain/h100_pcie_80gb.calibration.toml"));
+  const auto fitted = run_cli("predict --gpu '" + own.string() + "' --calibrate '" + nvl.string() + "'");
+  INFO(fitted.err);
+  CHECK(fitted.code == 0);
+  CHECK(std::filesystem::exists(t.path / "nvl.calibration.toml"));
 }
 
 // A label CSV given by its name alone, from its own folder: the folder still names the GPU

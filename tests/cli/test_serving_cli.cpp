@@ -181,7 +181,7 @@ TEST_CASE("serving: a Llama preset beyond its max_position_embeddings warns and 
 // null counts as omitted and both take LlamaConfig's default 2048 (null failed to load: "field
 // 'max_position_embeddings' must be a positive integer (got false)"); 2048.0 is 2048 (it loaded and never warned).
 TEST_CASE("serving: a config.json max_position_embeddings of null or 2048.0 or none warns beyond 2048", "[cli][serving][hf]") {
-  const std::string fixture = ns_test::slurp("tests/fixtures/hf/llama32_1b/config.json");
+  const std::string fixture = ns_test::slurp(ns_test::source_dir / "tests/fixtures/hf/llama32_1b/config.json");
   const std::string key = "\"max_position_embeddings\": 131072,";
   const size_t at = fixture.find(key);
   REQUIRE(at != std::string::npos);
