@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <mutex>
 #include <thread>
 
@@ -121,8 +122,12 @@ void* l_alloc(void* ud, void* ptr, size_t osize, size_t nsize) {
     g->heap -= old;
     return nullptr;
   }
-  if (nsize > old && g->depth > 0 && g->limits.memory_mb > 0 &&
-      g->heap - old + nsize > size_t(g->limits.memory_mb) * 1024 * 1024) {
+  // the limit in bytes, saturated: 2^44 MB and more wrapped size_t (2^44 MB gave a limit of 0 bytes)
+  const auto limit_bytes = [](int64_t mb) {
+    constexpr size_t mib = size_t(1) << 20;
+    return uint64_t(mb) > std::numeric_limits<size_t>::max() / mib ? std::numeric_limits<size_t>::max() : size_t(mb) * mib;
+  };
+  if (nsize > old && g->depth > 0 && g->limits.memory_mb > 0 && g->heap - old + nsize > limit_bytes(g->limits.memory_mb)) {
     if (g->tripped.empty() && g->L) {
       std::string at = where_now(g->L);
       g->tripped = (at.empty() ? std::string("script") : at + ": script") + " used more than " +

@@ -151,6 +151,13 @@ TEST_CASE("script safety: a memory bomb stops at the memory cap", "[cli][safety]
   const auto once = t.write("once.lua", "local s = (\"x\"):rep(1e9)\n");
   run_should_fail(FILE_LINE_ARGS, t, once, once.string() + ":1: script used more than 64 MB of memory", "",
                   "NEUSIGHT_SCRIPT_MEMORY=64");
+  // a cap of 2^44 MB or more is no cap at all, not a wrapped one (2^44 MB × 2^20 B was a limit of 0 bytes: every
+  // script "used more than 17592186044416 MB")
+  for (const char* mb : {"17592186044416", "999999999999999999"}) {
+    const auto r = ns_test::run_cli(std::string("run examples/custom_model.lua --format json --script-memory ") + mb);
+    INFO(mb << ": " << r.err);
+    CHECK(r.code == 0);
+  }
 }
 
 TEST_CASE("script safety: a long serve simulation is held to the limits per stretch between progress reports",
