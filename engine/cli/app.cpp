@@ -192,7 +192,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   facts.emplace_back("predictor", pred.name());
   // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
   // the measured model by; written whole
-  if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", std::round(*n));
+  if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::map<std::string, double> decode_factors = d.decode ? factors : std::map<std::string, double>{};
   const std::string where = calibration_write(d.gpu, path, factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);

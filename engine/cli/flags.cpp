@@ -664,7 +664,7 @@ std::vector<flag_spec> table_make() {
   flag("--epochs", "Maximum epochs").on(train, to_train(&train_options::max_epochs)).show_default().check(positive_integer(flag_int_max));
   flag("--patience", "Stop after this many epochs without improvement")
       .on(train, to_train(&train_options::patience)).show_default().check(integer_value(0, flag_int_max));
-  flag("--lr", "Adam learning rate").on(train, to_train(&train_options::lr)).show_default();
+  flag("--lr", "Adam learning rate").on(train, to_train(&train_options::lr)).show_default().check(finite_number(false));
   flag("--threads", "Threads per mini-batch").on(train, to_train(&train_options::threads)).show_default()
       .check(positive_integer(flag_int_max));
   flag("-q,--quiet", "No progress bar").on(train, to(&train_flags::quiet));

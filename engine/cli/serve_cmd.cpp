@@ -94,7 +94,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (tpot_s) facts.emplace_back("forecast_tpot_ms", *tpot_s * 1e3);
   facts.emplace_back("workload", workload);
   if (!model.empty()) facts.emplace_back("model", model);
-  if (model_params) facts.emplace_back("model_params", std::round(*model_params));  // written whole
+  if (model_params) facts.emplace_back("model_params", *model_params);  // whole (forecast_model_params)
   facts.emplace_back("predictor", pred.name());
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =

@@ -74,7 +74,7 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
   }
   if (const toml::node* n = t.get("model_params")) {
     const auto x = n->value<double>();
-    if (!x || !std::isfinite(*x) || *x < 1 || *x >= 0x1p48)  // workload.lua's bound on a model's parameters
+    if (!x || !std::isfinite(*x) || *x < 1 || *x >= calibration_model_params_max)
       throw error(where(*n) + ": model_params must be a number of parameters, 1 to 2^48 (the measured model's)");
     c.model_params = *x;
   }

@@ -16,6 +16,9 @@
 
 namespace ns {
 
+// The largest whole-model parameter count a calibration records (workload.lua's bound on a model's parameters).
+constexpr double calibration_model_params_max = 0x1p48;
+
 struct calibration {
   std::string source;                     // the file, as shown in messages and reports
   std::map<std::string, double> factors;  // kernel family (tile_model.h family_name) → factor on its predicted time

@@ -2,10 +2,12 @@
 // report: scripts/neusight/report.lua, a comparison's rows: compare.lua) and the session's GPU lookup: the engine hands
 // over what only it has (the forecast, the GPU, the figures), a module's function returns a table, and the engine
 // writes it as JSON or asks the module for its text.
+#include <cmath>
 #include <string>
 #include <type_traits>
 #include <variant>
 
+#include "core/calibration.h"
 #include "lua/session_impl.h"
 
 namespace ns {
@@ -277,9 +279,10 @@ std::optional<double> session::forecast_model_params(double params) {
   lua_pushnumber(L, params);
   ns_call(L, 2, 1, "in scripts/neusight/report.lua model_params");  // stack: R count|nil
   if (lua_isnil(L, -1)) return std::nullopt;
-  if (lua_type(L, -1) != LUA_TNUMBER || !(lua_tonumber(L, -1) >= 1))
-    throw error("scripts/neusight/report.lua model_params must return a number of parameters (at least 1) or nil");
-  return lua_tonumber(L, -1);
+  const double n = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
+  if (!(n >= 1 && n < calibration_model_params_max))  // NaN and inf too: a calibration would record them
+    throw error("scripts/neusight/report.lua model_params must return a number of parameters (1 to 2^48) or nil");
+  return std::round(n);  // whole, as a calibration records it
 }
 
 std::vector<std::string> session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
