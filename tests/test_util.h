@@ -33,21 +33,6 @@ struct temp_dir {
   }
 };
 
-// A what-if GPU file in `dir`: gpus/h100_sxm5_80gb.toml with mem_bw_gbps 4800 instead of 3350, its name kept and its
-// aliases dropped (they are the H100's); its path, "" when the bundled file no longer reads as expected.
-inline std::string h100_fastmem_write(const temp_dir& dir) {
-  std::ifstream in(source_dir / "gpus/h100_sxm5_80gb.toml", std::ios::binary);
-  std::string text(std::istreambuf_iterator<char>(in), {});
-  const std::string from = "\nmem_bw_gbps = 3350.0", to = "\nmem_bw_gbps = 4800.0";
-  const auto bw = text.find(from);
-  if (bw == std::string::npos) return "";
-  text.replace(bw, from.size(), to);
-  const auto al = text.find("\naliases = ");
-  if (al == std::string::npos) return "";
-  text.replace(al + 1, text.find('\n', al + 1) - al - 1, "aliases = []");
-  return dir.write("h100_fastmem.toml", text).string();
-}
-
 struct run_result {
   int code = -1;
   std::string out, err;
@@ -56,6 +41,20 @@ struct run_result {
 inline std::string slurp(const fs::path& p) {
   std::ifstream in(p, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A what-if GPU file in `dir`: gpus/h100_sxm5_80gb.toml with mem_bw_gbps 4800 instead of 3350, its name kept and its
+// aliases dropped (they are the H100's); its path, "" when the bundled file no longer reads as expected.
+inline std::string h100_fastmem_write(const temp_dir& dir) {
+  std::string text = slurp(source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string from = "\nmem_bw_gbps = 3350.0", to = "\nmem_bw_gbps = 4800.0";
+  const auto bw = text.find(from);
+  if (bw == std::string::npos) return "";
+  text.replace(bw, from.size(), to);
+  const auto al = text.find("\naliases = ");
+  if (al == std::string::npos) return "";
+  text.replace(al + 1, text.find('\n', al + 1) - al - 1, "aliases = []");
+  return dir.write("h100_fastmem.toml", text).string();
 }
 
 // Replaces every occurrence of `from` by `to` (e.g. a temp path by a stable name).

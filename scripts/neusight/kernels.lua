@@ -167,6 +167,15 @@ function M.dtype_name(name)
   return nil
 end
 
+--- The engine's name of a compute dtype, the type kernels are priced in: dtype_name's, but nil for fp64, a tensor type
+--- the engine sizes (profiler traces hold such tensors) and never prices (no fp64 peaks in the GPU files, no fp64
+--- measurement trained anything).
+function M.compute_dtype(name)
+  local n = M.dtype_name(name)
+  if n ~= "fp64" then return n end
+  return nil
+end
+
 --- nn.Linear on `rows` tokens: "Linear (T, I, O)" = GEMM b=1, m=T, n=I (reduction), k=O.
 --- `weight_bytes` (optional): bytes per weight under weight-only quantisation (M.WEIGHT_BYTES; workload field
 --- weight_dtype): W is read at that size, X and Y at dtype's; FLOPs at dtype (the kernel dequantises).

@@ -55,11 +55,10 @@ end
 
 -- Element types as PyTorch's profiler names them ("Input type": float, c10::BFloat16, …) through kernels.lua's
 -- dtype_name. A float GEMM is taken as true fp32: PyTorch's default (torch.backends.cuda.matmul.allow_tf32 = False);
--- the trace does not say when TF32 was allowed. fp64 has no tensor kernels of ours: such ops are not understood.
+-- the trace does not say when TF32 was allowed. fp64 is no compute type of ours (compute_dtype): such ops are not understood.
 local function trace_dtype(types)
   if #types == 0 then return "fp32" end -- wavescale traces carry no types: fp32, as their data
-  local d = K.dtype_name(types[1])
-  return d ~= "fp64" and d or nil
+  return K.compute_dtype(types[1])
 end
 
 -- Position of is_causal among the inputs of the attention ops a trace records (PyTorch's native_functions.yaml).

@@ -33,10 +33,11 @@ function M.choices(schedules, recompute)
   local out = { schedules = {}, shared_build = {}, virtual_stages = {}, virtual_schedules = {}, recompute = {} }
   for i, s in ipairs(schedules) do out.schedules[i] = config.check_schedule(s, "search: --schedule") end
   if #out.schedules == 0 then out.schedules[1] = config.check_schedule(config.DEFAULT_SCHEDULE, "search: default schedule") end
+  local chunks = chunked()
   for i, s in ipairs(out.schedules) do
-    out.shared_build[i], out.virtual_stages[i] = M.SHARED_BUILD[s] == true, chunked()[s] ~= nil
+    out.shared_build[i], out.virtual_stages[i] = M.SHARED_BUILD[s] == true, chunks[s] ~= nil
   end
-  for s in pairs(chunked()) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
+  for s in pairs(chunks) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
   table.sort(out.virtual_schedules)
   if #config.CHOICES.recompute == 0 then
     error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)

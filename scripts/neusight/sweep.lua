@@ -25,7 +25,8 @@ local M = {}
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
 local is_count = require("neusight.topology").is_count
-local positive = require("neusight.figures").positive
+local F = require("neusight.figures")
+local positive = F.positive
 
 ---------------------------------------------------------------------------------------------------
 -- Targets, cost and the choice (pure: the unit tests drive these directly)
@@ -129,7 +130,7 @@ function M.verdict(rows, choice, targets, mode)
     r.output_tokens_per_s_per_gpu)
 end
 
-M.money = require("neusight.figures").money
+M.money = F.money
 
 ---------------------------------------------------------------------------------------------------
 -- The sweep
@@ -263,10 +264,12 @@ function M.run(raw, phase, progress, gpu)
       row_of(row, r)
       -- a GPU calibrated on another model: said once per calibration file (serve.lua's own warning, per GPU)
       -- (an older --scripts serve.lua keeps none: asked of figures.lua by name, as it was)
-      local F = require("neusight.figures")
-      local w = S.model_warning and S.model_warning(r)
-        or not S.model_warning and F.calibration_warning
-           and F.calibration_warning(r.calibration, r.gpu, r.calibration_model, r.model) or nil
+      local w
+      if S.model_warning then
+        w = S.model_warning(r)
+      elseif F.calibration_warning then
+        w = F.calibration_warning(r.calibration, r.gpu, r.calibration_model, r.model)
+      end
       if w and not cal_seen[w] then cal_seen[w], cal_warnings[#cal_warnings + 1] = true, w end
     else
       row.error = first_line(r)

@@ -144,9 +144,8 @@ local CHECK = {
   -- Default: "fused" for adamw, "foreach" for adam and sgd.
   optimizer_impl = one_of { "fused", "foreach" },
   dtype = function(v)
-    -- fp64 is a tensor type the engine sizes (traces hold such tensors), not a compute type it can price: the GPU
-    -- files carry no fp64 peaks and no measurement of an fp64 kernel trained anything (it went the fp32 path)
-    if K.dtype_name(v) == "fp64" then
+    -- a dtype that is no compute type (fp64, neusight.kernels compute_dtype: it went the fp32 path)
+    if K.dtype_name(v) and not K.compute_dtype(v) then
       return ("must be a compute dtype: \"fp32\", \"tf32\", \"fp16\", \"bf16\" or \"fp8\"; double precision is "
         .. "not modelled (no fp64 peaks in the GPU files, no fp64 measurements) (got %s)"):format(show(v))
     end
@@ -514,7 +513,7 @@ function M.normalize(spec, overrides, chunkname, text)
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
   -- "bfloat16", "BF16" → "bf16" (not fp64: CHECK.dtype refuses it as the user wrote it)
-  if w.dtype ~= nil and K.dtype_name(w.dtype) ~= "fp64" then w.dtype = K.dtype_name(w.dtype) or w.dtype end
+  if w.dtype ~= nil then w.dtype = K.compute_dtype(w.dtype) or w.dtype end
   if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
   if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
   -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only;
@@ -619,7 +618,7 @@ function M.check_fields(fields, chunkname)
       if not ok then error(("%s: field 'parallel' is invalid: %s"):format(chunkname, tostring(err)), 0) end
     else
       if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
-      if k == "dtype" and K.dtype_name(v) ~= "fp64" then v = K.dtype_name(v) or v end
+      if k == "dtype" then v = K.compute_dtype(v) or v end
       if k == "router_skew" then v = cli_router_skew(v) end -- as M.normalize reads the flag
       local problem = CHECK[k](v)
       if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
@@ -671,7 +670,7 @@ local function node_error(n)
   if n.dtype ~= nil and not K.dtype_name(n.dtype) then
     return ("field 'dtype' must be a dtype name (got %s)"):format(show(n.dtype))
   end
-  if K.dtype_name(n.dtype) == "fp64" then  -- as the workload's dtype (CHECK.dtype): no kernel of it is priced
+  if n.dtype ~= nil and not K.compute_dtype(n.dtype) then  -- as the workload's dtype (CHECK.dtype): never priced
     return ("field 'dtype' must be a compute dtype (fp32, tf32, fp16, bf16, fp8); double precision is not modelled "
       .. "(got %s)"):format(show(n.dtype))
   end

@@ -35,7 +35,10 @@ std::string gpu_copy(const temp_dir& t) {
 std::string override_dir(const temp_dir& t, const std::string& name, const std::string& file, const std::string& patch,
                          const std::vector<std::pair<std::string, std::string>>& edits = {}) {
   std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "neusight" / (file + ".lua"));
-  for (const auto& [from, to] : edits) text = ns_test::replace_all(text, from, to);
+  for (const auto& [from, to] : edits) {
+    REQUIRE(text.find(from) != std::string::npos);  // an edit that finds nothing would test the shipped file
+    text = ns_test::replace_all(text, from, to);
+  }
   const size_t end = text.rfind("return M");
   REQUIRE(end != std::string::npos);
   t.write(name + "/neusight/" + file + ".lua", text.substr(0, end) + patch + "\nreturn M\n");
