@@ -247,6 +247,23 @@ local function planned(w)
   return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
 end
 
+-- The config table and builder module of a preset name or config table `model`: cfg, builder; builder nil where the
+-- table's arch names no builder that loads (a function model: nil, nil); the warnings ask it, and raise nothing for a
+-- builder normalize or the build reports.
+local function model_builder(model)
+  local cfg = type(model) == "string" and presets[model] or model
+  if type(cfg) ~= "table" or type(cfg.arch) ~= "string" then return nil, nil end
+  local ok, builder = pcall(require, "neusight.models." .. cfg.arch)
+  return cfg, ok and type(builder) == "table" and builder or nil
+end
+
+-- The position limit of config `cfg` built by `builder` (M.position_limit): its max_position_embeddings (a count) for a
+-- builder with rotary positions, else nil.
+local function rotary_limit(cfg, builder)
+  if not (builder and builder.rotary_positions) then return nil end
+  return require("neusight.models.check").count_of(cfg.max_position_embeddings)
+end
+
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
 --- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
@@ -274,13 +291,11 @@ local function ignored_fields(w, given)
   end
   for _, key in ipairs { "experts", "router_skew" } do
     if w[key] ~= nil then -- a preset or config table whose builder has no routed experts (a function model: unknown)
-      local cfg = type(w.model) == "string" and presets[w.model] or w.model
-      local ok, builder = false, nil
-      if type(cfg) == "table" and type(cfg.arch) == "string" then ok, builder = pcall(require, "neusight.models." .. cfg.arch) end
-      if ok and type(builder) == "table" and not builder.num_experts then
+      local cfg, builder = model_builder(w.model)
+      if builder and not builder.num_experts then
         note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) has no routed experts; drop it")
           :format(cfg.arch, cfg.arch))
-      elseif ok and type(builder) == "table" and key == "router_skew" and not builder.router_skew then
+      elseif builder and key == "router_skew" and not builder.router_skew then
         note(key, false, ("the %s model builder (scripts/neusight/models/%s.lua) prices its experts' buffers at a fixed "
           .. "capacity, not by the routed load; drop it"):format(cfg.arch, cfg.arch))
       elseif key == "router_skew" and (w.parallel and w.parallel.ep or 1) <= 1 then
@@ -763,15 +778,7 @@ end
 --- takes it (neusight.models.check count_of).
 ---@param model any
 ---@return integer?
-function M.position_limit(model)
-  local cfg = type(model) == "string" and presets[model] or model
-  if type(cfg) ~= "table" or type(cfg.arch) ~= "string" then return nil end
-  local limit = require("neusight.models.check").count_of(cfg.max_position_embeddings)
-  if limit == nil then return nil end
-  local ok, builder = pcall(require, "neusight.models." .. cfg.arch)
-  if not (ok and type(builder) == "table" and builder.rotary_positions) then return nil end
-  return limit
-end
+function M.position_limit(model) return rotary_limit(model_builder(model)) end
 
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
 --- `warnings`): a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
@@ -846,8 +853,9 @@ local function field_error(w, k, msg)
   return tostring(src.chunkname) .. (line and ":" .. line or "") .. ": " .. msg
 end
 
--- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs) and the
--- builder options.
+-- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs), the
+-- builder options, the routing of a model with routed experts and the position limit (M.position_limit, of the
+-- builder looked up here).
 local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
@@ -869,7 +877,7 @@ local function graph_of(w, gpu)
 
   opts.experts = w.experts
   opts.router_skew = w.router_skew
-  local model, name, nodes, routing = w.model, nil, nil, nil
+  local model, name, nodes, routing, positions = w.model, nil, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes, name = model(opts)
@@ -927,6 +935,7 @@ local function graph_of(w, gpu)
     if not ok then error(error_at(built, w, "model"), 0) end
     nodes = built
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
+    positions = rotary_limit(cfg, builder)
     if builder.top_k and builder.num_experts then
       -- how the routed experts ran (neusight.models.moe.implementation: the field, else HF's loop), for the report
       local moe_lib = require("neusight.models.moe")
@@ -946,7 +955,7 @@ local function graph_of(w, gpu)
     if fopts then nodes = fusion.apply(nodes, fopts) end
   end
 
-  return name, nodes, plan, opts, routing
+  return name, nodes, plan, opts, routing, positions
 end
 
 --- Parameters a token touches in a graph of routed experts: Σ params · count with the routed experts' weights
@@ -1026,7 +1035,7 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts, routing = graph_of(w, gpu)
+  local name, nodes, plan, opts, routing, positions = graph_of(w, gpu)
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
@@ -1065,7 +1074,7 @@ function M.build(spec, gpu)
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
            memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
-           max_positions = M.position_limit(w.model) }
+           max_positions = positions }
 end
 
 return M

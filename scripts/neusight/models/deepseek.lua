@@ -110,6 +110,7 @@ M.rotary_positions = true -- beyond max_position_embeddings: a warning (llama.lu
 --- shape). deepseek_v2: DeepSeek's DeepseekV2Config (configuration_deepseek.py of the published checkpoints), whose
 --- n_routed_experts and num_experts_per_tok have no default (None: a config must give them), n_shared_experts,
 --- n_group and topk_group default to None (no shared experts; groups only for group_limited_greedy).
+--- max_position_embeddings shapes no kernel: neusight/models/hf.lua's value for a config.json that omits it (llama.lua).
 M.DEFAULTS = {
   deepseek_v3 = { vocab_size = 129280, hidden_size = 7168, intermediate_size = 18432, moe_intermediate_size = 2048,
                   num_hidden_layers = 61, num_attention_heads = 128, num_key_value_heads = 128, n_shared_experts = 1,
@@ -117,14 +118,14 @@ M.DEFAULTS = {
                   qk_rope_head_dim = 64, v_head_dim = 128, qk_nope_head_dim = 128, n_group = 8, topk_group = 4,
                   num_experts_per_tok = 8, first_k_dense_replace = 3, moe_layer_freq = 1, norm_topk_prob = true,
                   hidden_act = "silu", tie_word_embeddings = false, rope_interleave = true, attention_bias = false,
-                  attention_dropout = 0.0 },
+                  attention_dropout = 0.0, max_position_embeddings = 4096 },
   deepseek_v2 = { vocab_size = 102400, hidden_size = 4096, intermediate_size = 11008, moe_intermediate_size = 1407,
                   num_hidden_layers = 30, num_attention_heads = 32, num_key_value_heads = 32, n_shared_experts = false,
                   n_routed_experts = false, routed_scaling_factor = 1.0, kv_lora_rank = 512, q_lora_rank = 1536,
                   qk_rope_head_dim = 64, v_head_dim = 128, qk_nope_head_dim = 128, topk_method = "greedy",
                   n_group = false, topk_group = false, num_experts_per_tok = false, first_k_dense_replace = 0,
                   moe_layer_freq = 1, norm_topk_prob = false, hidden_act = "silu", tie_word_embeddings = false,
-                  attention_bias = false, attention_dropout = 0.0 },
+                  attention_bias = false, attention_dropout = 0.0, max_position_embeddings = 2048 },
 }
 
 -- The builder fields (config.json keys that change the kernels), and the keys that change none a config may carry.

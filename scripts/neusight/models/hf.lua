@@ -13,11 +13,11 @@
 -- builder field takes the config class's documented default: `defaults` here (gpt2, bert, opt, switch; only the
 -- fields whose builder default differs from HF's or that the builder requires), M.DEFAULTS in
 -- neusight/models/llama.lua and moe.lua for the Llama family and its MoE types (mixtral, qwen2_moe, qwen3_moe), in
--- neusight/models/deepseek.lua for deepseek_v3 and deepseek_v2 (their max_position_embeddings, which no kernel
--- reads: POSITION_DEFAULTS here). A null member is HF's None: for the Llama family it is passed as false
--- ("sliding_window": null is no window; "max_position_embeddings": null counts as omitted); elsewhere it counts as
--- omitted without taking `defaults` (gpt2's "n_inner": null is 4 · n_embd, the builder's own default). An entry
--- without `ignore` (a user's extension) takes the fields it knows and passes over every other key.
+-- neusight/models/deepseek.lua for deepseek_v3 and deepseek_v2 (these tables hold their max_position_embeddings too,
+-- which no kernel reads: `rotary` below takes it from there). A null member is HF's None: for the Llama family it is
+-- passed as false ("sliding_window": null is no window; "max_position_embeddings": null counts as omitted); elsewhere
+-- it counts as omitted without taking `defaults` (gpt2's "n_inner": null is 4 · n_embd, the builder's own default).
+-- An entry without `ignore` (a user's extension) takes the fields it knows and passes over every other key.
 local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
 
 local M = {}
@@ -98,26 +98,22 @@ local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
 local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
   "quantization_config", "head_dim" }
 
--- HF's documented max_position_embeddings of each rotary model_type, the default of its config class (LlamaConfig
--- 2048, MistralConfig and MixtralConfig 4096 * 32, Qwen2/Qwen3(Moe)Config 32768, DeepseekV3Config 4096,
--- DeepseekV2Config 2048): an omitted key takes it, as every other builder field takes its class's default.
-local POSITION_DEFAULTS = {
-  llama = 2048, mistral = 131072, qwen2 = 32768, qwen3 = 32768,
-  mixtral = 131072, qwen2_moe = 32768, qwen3_moe = 32768,
-  deepseek_v3 = 4096, deepseek_v2 = 2048,
-}
-
 -- A strict entry of a rotary model_type (llama.lua, moe.lua, deepseek.lua) completed: its builder fields and
 -- max_position_embeddings, which no kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of
--- (neusight.workload position_limit), HF's default when omitted; "max_position_embeddings": null counts as omitted
--- (not false, which the builders' count check refuses).
+-- (neusight.workload position_limit), HF's default when omitted: the builder's M.DEFAULTS[model_type] (LlamaConfig
+-- 2048, MistralConfig and MixtralConfig 4096 * 32, Qwen2/Qwen3(Moe)Config 32768, DeepseekV3Config 4096,
+-- DeepseekV2Config 2048); "max_position_embeddings": null counts as omitted (not false, which the builders' count check
+-- refuses). Both are read when the type is used (the builder is loaded then).
 local function rotary(entry, model_type)
+  local function builder() return require("neusight.models." .. entry.arch) end
   entry.fields = function()
-    local fields = same_names(require("neusight.models." .. entry.arch).fields(model_type))
+    local fields = same_names(builder().fields(model_type))
     fields.max_position_embeddings = { "max_position_embeddings" }
     return fields
   end
-  entry.defaults = { max_position_embeddings = POSITION_DEFAULTS[model_type] }
+  entry.defaults = function()
+    return { max_position_embeddings = builder().DEFAULTS[model_type].max_position_embeddings }
+  end
   entry.null_is_omitted = { max_position_embeddings = true }
   return entry
 end
@@ -136,9 +132,10 @@ end
 --- or fields = "all" to pass every scalar (non-table) field through under its config.json name. Optional:
 --- fields may be a function returning the table (read when the type is used); model_type = true passes the
 --- model_type on; ignore = { lists of keys } makes the entry strict, fixed = { key = { accepted values… } },
---- defaults = { builder field = HF's default }, derive = function(t, cfg) filling fields HF computes from others,
---- null_is_false = true passes a null builder field as false (see the top of this file), null_is_omitted = { builder
---- field = true } takes a null one as omitted (its `defaults` value; the rotary types' max_position_embeddings).
+--- defaults = { builder field = HF's default } (or a function returning it, as fields), derive = function(t, cfg)
+--- filling fields HF computes from others, null_is_false = true passes a null builder field as false (see the top of
+--- this file), null_is_omitted = { builder field = true } takes a null one as omitted (its `defaults` value; the rotary
+--- types' max_position_embeddings).
 M.TYPES = {
   -- GPT2Config: GPT-2's gelu_new MLP and scaled attention, as neusight/models/gpt.lua builds it.
   gpt2 = {
@@ -294,6 +291,7 @@ function M.from_config(t, path, nulls)
     return cfg
   end
   local fields = type(entry.fields) == "function" and entry.fields() or entry.fields
+  local defaults = type(entry.defaults) == "function" and entry.defaults() or entry.defaults
   local fixed = entry.ignore and {} or nil
   if fixed then
     for k, v in pairs(COMMON_FIXED) do fixed[k] = v end
@@ -359,7 +357,7 @@ function M.from_config(t, path, nulls)
         break
       end
     end
-    if cfg[field] == nil and not null and entry.defaults then cfg[field] = entry.defaults[field] end
+    if cfg[field] == nil and not null and defaults then cfg[field] = defaults[field] end
   end
   if entry.derive then entry.derive(t, cfg) end
   return cfg

@@ -76,21 +76,23 @@ M.rotary_positions = true
 
 --- HuggingFace's config-class defaults (transformers LlamaConfig, MistralConfig, Qwen2Config, Qwen3Config) for the
 --- fields that shape the kernels; num_key_value_heads defaults to num_attention_heads, head_dim to
---- hidden_size / num_attention_heads where these tables have none.
+--- hidden_size / num_attention_heads where these tables have none. max_position_embeddings shapes no kernel: it is the
+--- limit a forecast warns beyond, neusight/models/hf.lua's value for a config.json that omits it (MistralConfig: 4096 * 32).
 M.DEFAULTS = {
   llama = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 11008, num_hidden_layers = 32,
             num_attention_heads = 32, hidden_act = "silu", tie_word_embeddings = false, attention_bias = false,
-            mlp_bias = false, attention_dropout = 0.0 },
+            mlp_bias = false, attention_dropout = 0.0, max_position_embeddings = 2048 },
   mistral = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32,
               num_attention_heads = 32, num_key_value_heads = 8, hidden_act = "silu", tie_word_embeddings = false,
-              sliding_window = 4096, attention_dropout = 0.0 },
+              sliding_window = 4096, attention_dropout = 0.0, max_position_embeddings = 131072 },
   qwen2 = { vocab_size = 151936, hidden_size = 4096, intermediate_size = 22016, num_hidden_layers = 32,
             num_attention_heads = 32, num_key_value_heads = 32, hidden_act = "silu", tie_word_embeddings = false,
-            use_sliding_window = false, sliding_window = 4096, max_window_layers = 28, attention_dropout = 0.0 },
+            use_sliding_window = false, sliding_window = 4096, max_window_layers = 28, attention_dropout = 0.0,
+            max_position_embeddings = 32768 },
   qwen3 = { vocab_size = 151936, hidden_size = 4096, intermediate_size = 22016, num_hidden_layers = 32,
             num_attention_heads = 32, num_key_value_heads = 32, head_dim = 128, hidden_act = "silu",
             tie_word_embeddings = false, attention_bias = false, use_sliding_window = false, sliding_window = 4096,
-            max_window_layers = 28, attention_dropout = 0.0 },
+            max_window_layers = 28, attention_dropout = 0.0, max_position_embeddings = 32768 },
 }
 
 -- The fields of every model_type, then each one's own; the config keys that do not change the kernels and that a

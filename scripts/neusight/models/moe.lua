@@ -99,22 +99,24 @@ M.serving = { prefill = true, decode = true }
 M.rotary_positions = true -- beyond max_position_embeddings: a warning (llama.lua)
 
 --- HuggingFace's config-class defaults (transformers MixtralConfig, Qwen2MoeConfig, Qwen3MoeConfig) for the fields
---- that shape the kernels; false is None. num_key_value_heads / head_dim default as in llama.lua.
+--- that shape the kernels; false is None. num_key_value_heads / head_dim default as in llama.lua, and
+--- max_position_embeddings is hf.lua's value for an omitted key as there (MixtralConfig: 4096 * 32).
 M.DEFAULTS = {
   mixtral = { vocab_size = 32000, hidden_size = 4096, intermediate_size = 14336, num_hidden_layers = 32,
               num_attention_heads = 32, num_key_value_heads = 8, hidden_act = "silu", tie_word_embeddings = false,
               sliding_window = false, attention_dropout = 0.0, num_local_experts = 8, num_experts_per_tok = 2,
-              router_jitter_noise = 0.0 },
+              router_jitter_noise = 0.0, max_position_embeddings = 131072 },
   qwen2_moe = { vocab_size = 151936, hidden_size = 2048, intermediate_size = 5632, num_hidden_layers = 24,
                 num_attention_heads = 16, num_key_value_heads = 16, hidden_act = "silu", tie_word_embeddings = false,
                 use_sliding_window = false, sliding_window = 4096, max_window_layers = 28, attention_dropout = 0.0,
                 decoder_sparse_step = 1, moe_intermediate_size = 1408, shared_expert_intermediate_size = 5632,
-                num_experts_per_tok = 4, num_experts = 60, norm_topk_prob = false, mlp_only_layers = false },
+                num_experts_per_tok = 4, num_experts = 60, norm_topk_prob = false, mlp_only_layers = false,
+                max_position_embeddings = 32768 },
   qwen3_moe = { vocab_size = 151936, hidden_size = 2048, intermediate_size = 6144, num_hidden_layers = 24,
                 num_attention_heads = 32, num_key_value_heads = 4, hidden_act = "silu", tie_word_embeddings = false,
                 attention_bias = false, use_sliding_window = false, sliding_window = 4096, max_window_layers = 28,
                 attention_dropout = 0.0, decoder_sparse_step = 1, moe_intermediate_size = 768, num_experts_per_tok = 8,
-                num_experts = 128, norm_topk_prob = false, mlp_only_layers = false },
+                num_experts = 128, norm_topk_prob = false, mlp_only_layers = false, max_position_embeddings = 32768 },
 }
 
 local QWEN_MOE = { "num_experts", "num_experts_per_tok", "moe_intermediate_size", "decoder_sparse_step",
