@@ -68,7 +68,7 @@ function M.workload(w, facts)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
     -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
-    whole_model = not (type(w.parallel) == "table" and ((w.parallel.tp or 1) > 1 or (w.parallel.ep or 1) > 1)),
+    whole_model = not (type(w.parallel) == "table" and M.rank_share(w.parallel)),
   }
 end
 
@@ -244,14 +244,24 @@ function M.summary(f)
       integer(par.pp, "parallel.pp")) or "")
 end
 
+--- The share of the model one rank's graph holds under layout `p` (a parallel table or report json: tp, ep, each 1
+--- when absent): nil for the whole model (tp = ep = 1), else which tensor- and/or expert-parallel rank it is. The one
+--- "tp or ep > 1" rule: the report's whole_model, params_scope and serve's params_scope ask it.
+---@param p { tp?: integer, ep?: integer }
+---@return string?
+function M.rank_share(p)
+  local tp, ep = (p.tp or 1) > 1, (p.ep or 1) > 1
+  if not tp and not ep then return nil end
+  return tp and ep and "one tensor- and expert-parallel rank" or tp and "one tensor-parallel rank"
+    or "one expert-parallel rank"
+end
+
 --- What a parallel run's `params` counts (`j` its neusight.parallel.report json): "whole model" with tp = ep = 1, else
---- one tensor- and/or expert-parallel rank's share summed over all pipeline stages (a stage's own is
+--- one tensor- and/or expert-parallel rank's share (M.rank_share) summed over all pipeline stages (a stage's own is
 --- parallel.devices[i].params).
 function M.params_scope(j)
-  local tp, ep = (j.tp or 1) > 1, (j.ep or 1) > 1
-  if not tp and not ep then return "whole model" end
-  return (tp and ep and "one tensor- and expert-parallel rank" or tp and "one tensor-parallel rank"
-    or "one expert-parallel rank") .. ", all pipeline stages"
+  local share = M.rank_share(j)
+  return share and share .. ", all pipeline stages" or "whole model"
 end
 
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel

@@ -288,7 +288,7 @@ local function common_report(o, first, count)
   if first.calibration then decode_calibrated = first.decode_calibrated ~= false end
   local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
-    params_scope = o.tp > 1 and "one tensor-parallel rank" or nil, -- said where params is not the whole model
+    params_scope = require("neusight.report").rank_share { tp = o.tp }, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
