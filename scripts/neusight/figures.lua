@@ -69,7 +69,8 @@ end
 --- The figures of one forecast.
 --- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (gradient accumulation included),
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
---- microbatches, distributed_optimizer, state_gb (per GPU), memory_gb and fits (the memory model's, when it ran),
+--- microbatches, distributed_optimizer, state_gb (per GPU), params_known (false: an imported graph that names no
+--- parameters, whose memory is not known), memory_gb and fits (the memory model's, when it ran),
 --- kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
 --- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source),
 --- family_s (kernel seconds by predictor family), uncertainty and uncertainty_source (the predictor's error table; see
@@ -98,8 +99,9 @@ function M.compute(r)
   local mfu = (latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12) or nil
   -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
   local modelled = r.memory_gb ~= nil
-  -- an imported graph that counts no parameters (no gradient accumulation rows): its memory is not known (nil)
-  local unknown = not modelled and not (r.state_gb > 0)
+  -- an imported graph that counts no parameters (no gradient accumulation rows; neusight.report graph decides it):
+  -- its memory is not known (nil)
+  local unknown = not modelled and r.params_known == false
   local memory = not unknown and (r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)) or nil
   local fits = r.fits
   if fits == nil and memory then fits = memory <= gpu.mem_gb end

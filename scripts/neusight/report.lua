@@ -97,9 +97,11 @@ function M.graph(g, params, gpu_mem_gb)
   local recipe = precision.default(dtype, mode)
   local state = precision.state_of { dtype = dtype, mode = mode, optimizer = optimizer }
   local report = precision.state_report(state, params, recipe, gpu_mem_gb, true)
-  if not (params > 0) then
-    -- the parameters are counted from a training graph's gradient accumulation rows; an inference graph has none, so
-    -- its model state (and the memory and fits made from it) would read 0 GB that fits: not known (figures.lua)
+  -- the parameters are counted from a training graph's gradient accumulation rows; an inference graph has none, so
+  -- its model state (and the memory and fits made from it) would read 0 GB that fits: not known (figure_inputs hands
+  -- params_known to figures.lua, which says so too)
+  local params_known = params > 0
+  if not params_known then
     local why = mode == "train" and "its rows carry no gradient accumulation to count them from"
       or "an inference graph has no gradient accumulation to count them from"
     report.line = ("model state            not known (the graph names no parameters: %s)\n"):format(why)
@@ -110,7 +112,7 @@ function M.graph(g, params, gpu_mem_gb)
     source = g.source, model = g.model, mode = g.mode, batch = integer(g.batch, "batch"), seq = integer(g.seq, "seq"),
     context = 0, dtype = dtype, kv_dtype = "", weight_dtype = "", precision = recipe, optimizer = optimizer,
     optimizer_impl = "", launch = g.launch or "eager", layers = integer(g.layers, "layers"),
-    state = report,
+    state = report, params_known = params_known,
   }
 end
 
@@ -203,6 +205,7 @@ function M.figure_inputs(f, fc, gpu)
   add("flops_backward", fc.flops_backward + fc.flops_accumulate)
   add("flops_optimizer", fc.flops_optimizer)
   add("state_gb", state_gb(f))
+  if f.params_known == false then add("params_known", false) end  -- a graph naming no parameters (M.graph)
   add("parallel", par ~= nil)
   local model_params = M.model_params(f, fc.params)  -- what a calibration's model is told by (nil: not known)
   if model_params then add("model_params", model_params) end
