@@ -118,12 +118,18 @@ end
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 
+local fit_of -- M.fit's work, below
+
 --- Fits the factors.
 --- `r`: latency_s (the forecast), measured_s, measurement (the file's name), family_s (seconds by family, "other" for
 --- kernels no family prices), gpu, uncertainty / uncertainty_source (the predictor's error table, may be nil).
 --- Returns { fields = { { key = "factor.<family>", value }, …, { key = "calibrated_ms" } }, lines, warnings }.
 ---@param r table
-function M.fit(r)
+function M.fit(r) return (fit_of(r, "this workload")) end
+
+-- M.fit of `r`, the forecast it calibrates named `what` in its third line ("this workload"; fit_serve's phases name
+-- theirs), and the factors as its second line lists them.
+function fit_of(r, what)
   local U = require("neusight.uncertainty")
   local parts, other, total = parts_of(r)
   local ratio = r.measured_s / r.latency_s
@@ -177,16 +183,17 @@ function M.fit(r)
       r.measured_s * 1e3, ratio, r.latency_s * 1e3)
   end
   local band = U.band(r)
+  local listed = table.concat(shown, ", ")
   local lines = {
     fmt("forecast %.4g ms, measured %.4g ms (%+.1f %%)%s", r.latency_s * 1e3, r.measured_s * 1e3, 100 * (ratio - 1),
       band and fmt("; the forecast's p10-p90 band was %.4g - %.4g ms", band.p10 * 1e3, band.p90 * 1e3) or ""),
-    "factors: " .. table.concat(shown, ", "),
-    fmt("calibrated forecast of this workload: %.4g ms: %.0f %% of the measured deviation is taken as %s's bias "
-      .. "(the rest is this workload's own kernel scatter, leave-one-GPU-out says)%s", calibrated * 1e3, 100 * k,
-      r.gpu.name, other > 0 and fmt("; %.0f %% of the kernel time, copies and collectives, kept as forecast",
+    "factors: " .. listed,
+    fmt("calibrated forecast of %s: %.4g ms: %.0f %% of the measured deviation is taken as %s's bias "
+      .. "(the rest is %s's own kernel scatter, leave-one-GPU-out says)%s", what, calibrated * 1e3, 100 * k,
+      r.gpu.name, what, other > 0 and fmt("; %.0f %% of the kernel time, copies and collectives, kept as forecast",
       100 * other / total) or ""),
   }
-  return { fields = fields, lines = lines, warnings = warnings }
+  return { fields = fields, lines = lines, warnings = warnings }, listed
 end
 
 --- Fits the factors from a profiler trace measured on the GPU (`neusight predict --gpu G --calibrate TRACE.json`):
@@ -275,7 +282,7 @@ end
 --- warnings }.
 ---@param r table
 function M.fit_serve(r)
-  local fits, phs = {}, {}  -- by phase key: fit() of its measurement, its forecast
+  local fits, phs, listed = {}, {}, {}  -- by phase key: fit() of its measurement, its forecast, its factors' list
   for _, p in ipairs(SERVE_PHASES) do
     local ph = { latency_s = r[p.key .. "_s"], measured_s = r["measured_" .. p.key .. "_s"],
                  family_s = r[p.prefix .. "family_s"], family_n = r[p.prefix .. "family_n"],
@@ -286,7 +293,7 @@ function M.fit_serve(r)
         .. "prefill)", r.measurement, p.key), 0)
     end
     phs[p.key] = ph
-    if ph.measured_s then fits[p.key] = M.fit(ph) end
+    if ph.measured_s then fits[p.key], listed[p.key] = fit_of(ph, p.what) end
   end
   if not (fits.ttft or fits.tpot) then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
   local fields, lines, warnings = {}, {}, {}
@@ -307,8 +314,8 @@ function M.fit_serve(r)
     local f = fits[p.key]
     if f then
       lines[#lines + 1] = p.label .. ": " .. f.lines[1]
-      lines[#lines + 1] = p.section .. f.lines[2]:gsub("^factors", "", 1)
-      lines[#lines + 1] = f.lines[3]:gsub("this workload", p.what)
+      lines[#lines + 1] = p.section .. ": " .. listed[p.key]
+      lines[#lines + 1] = f.lines[3]
       for _, w in ipairs(f.warnings) do warnings[#warnings + 1] = w end
     end
   end

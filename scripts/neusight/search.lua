@@ -65,8 +65,10 @@ function M.pipeline_skip(layers, pp, schedule, virtual_stages)
   local default = config.chunks_of and config.chunks_of(schedule) or chunked()[schedule]
   if not default then return nil end
   local v = virtual_stages > 0 and virtual_stages or default
-  local refusal = config.chunks_refusal and config.chunks_refusal(schedule, pp, v)
-  if refusal then return (refusal:gsub("^parallel%.[%w_]+: ", "")) end
+  if config.chunks_refusal then
+    local _, why = config.chunks_refusal(schedule, pp, v) -- the reason alone: a skip names no parallel field
+    if why then return why end
+  end
   if layers > 0 and layers % (pp * v) ~= 0 then
     return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)
   end

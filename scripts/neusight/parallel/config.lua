@@ -109,30 +109,32 @@ function M.chunks_of(schedule)
   return v and floor(v)
 end
 
---- Why `schedule` cannot run `v` model chunks per device on `pp` stages, or nil: a chunked schedule needs at least
---- 2 chunks and pp >= 2; any other runs one chunk. Shared by normalize (an error) and neusight.search (a skip reason).
----@return string?
+--- Why `schedule` cannot run `v` model chunks per device on `pp` stages, or nil: the parallel field at fault and the
+--- reason, apart. A chunked schedule needs at least 2 chunks and pp >= 2; any other runs one chunk. Shared by normalize
+--- (the error "parallel.<field>: <reason>") and neusight.search (the reason, a skip).
+---@return string? field
+---@return string? reason
 function M.chunks_refusal(schedule, pp, v)
   if M.chunks_of(schedule) then
-    if v < 2 then return ("parallel.virtual_stages: the %s schedule needs at least 2 model chunks per device"):format(schedule) end
-    if pp < 2 then return ("parallel.schedule: the %s schedule needs pp >= 2"):format(schedule) end
+    if v < 2 then return "virtual_stages", ("the %s schedule needs at least 2 model chunks per device"):format(schedule) end
+    if pp < 2 then return "schedule", ("the %s schedule needs pp >= 2"):format(schedule) end
   elseif v ~= 1 then
-    return M.one_chunk_only(schedule)
+    return "virtual_stages", M.one_chunk_only(schedule)
   end
   return nil
 end
 
---- What a run of one model chunk per device under `schedule` says of virtual_stages: only the chunked schedules
---- (M.CHUNKED, by name) take it.
+--- What a run of one model chunk per device under `schedule` says of parallel.virtual_stages: only the chunked
+--- schedules (M.CHUNKED, by name) take it.
 function M.one_chunk_only(schedule)
   local names = {}
   for s in pairs(M.CHUNKED) do names[#names + 1] = ("%q"):format(s) end
   sort(names)
   if #names == 0 then
-    return ("parallel.virtual_stages: no schedule runs several model chunks per device (neusight.parallel.config "
-      .. "CHUNKED names none; schedule is %q)"):format(schedule)
+    return ("no schedule runs several model chunks per device (neusight.parallel.config CHUNKED names none; "
+      .. "schedule is %q)"):format(schedule)
   end
-  return ("parallel.virtual_stages: only the %s schedule runs several model chunks per device (schedule is %q)")
+  return ("only the %s schedule runs several model chunks per device (schedule is %q)")
     :format(table.concat(names, ", "), schedule)
 end
 
@@ -178,8 +180,8 @@ function M.normalize(p)
   if not is_count(v) then error(("parallel.virtual_stages: positive integer expected, got %s"):format(show(v)), 0) end
   if v > MAX_COUNT then error(("parallel.virtual_stages: at most 2^24 expected, got %s"):format(show(v)), 0) end
   out.virtual_stages = floor(v)
-  local refusal = M.chunks_refusal(schedule, out.pp, out.virtual_stages)
-  if refusal then error(refusal, 0) end
+  local field, why = M.chunks_refusal(schedule, out.pp, out.virtual_stages)
+  if field then error(("parallel.%s: %s"):format(field, why), 0) end
   if M.chunks_of(schedule) and out.microbatches % out.pp ~= 0 then
     error(("parallel.microbatches: the %s schedule needs a multiple of pp = %d (got %d), as Megatron-LM does")
       :format(schedule, out.pp, out.microbatches), 0)
