@@ -176,8 +176,17 @@ function M.parts(r)
   local m = memo(tbl)
   if not m.keys_checked then  -- every family's keys, whichever families this forecast uses: a file is valid or not
     known_keys(src, tbl, TABLE_KEYS)
-    local names = {}  -- in name order: the same family named first on every run
-    for name in pairs(families) do names[#names + 1] = tostring(name) end
+    local names, bad = {}, {}  -- in name order: the same family named first on every run
+    for name in pairs(families) do
+      if type(name) == "string" then names[#names + 1] = name else bad[#bad + 1] = tostring(name) end
+    end
+    table.sort(bad)
+    -- [[families]] (an array) has no family names: its entries matched no kernel family, their keys went unchecked
+    -- and the band had no error data, with exit 0
+    if #bad > 0 then
+      error(fmt("%s: families: entry %s has no family name (each family is a [families.<name>] table, not an array "
+        .. "entry)", src, bad[1]), 0)
+    end
     table.sort(names)
     for _, name in ipairs(names) do
       local e = families[name]

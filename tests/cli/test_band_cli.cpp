@@ -172,6 +172,15 @@ TEST_CASE("band: none without a table, and a broken table is an error naming it"
   const auto n = run_cli(v100 + " --weights '" + nan_root.string() + "'");
   CHECK(n.code == 1);
   CHECK(n.err.find("uncertainty.toml: families.bmm.quantiles[1][1] must be a finite number") != std::string::npos);
+  // [[families]] (an array) names no family: an error, where its entries went unchecked and the band had no data
+  temp_dir t3;
+  const fs::path array_root = constant_table_root(t3, 0.1);
+  t3.write("weights/nvidia/uncertainty.toml", "format_version = 2\nvendor = \"nvidia\"\nlevels = [0.1, 0.5, 0.9]\n"
+                                               "[[families]]\nfolds = [\"X\"]\nquantiles = [[0.1, 0.1, 0.1]]\nnote = 1\n");
+  const auto a = run_cli(v100 + " --weights '" + array_root.string() + "'");
+  CHECK(a.code == 1);
+  CHECK(a.err.find((array_root / "nvidia" / "uncertainty.toml").string() + ": families: entry 1 has no family name "
+                   "(each family is a [families.<name>] table, not an array entry)") != std::string::npos);
   t.write("weights/nvidia/uncertainty.toml", "format_version = [\n");
   const auto s = run_cli(v100 + " --weights '" + root.string() + "'");
   CHECK(s.code == 1);
