@@ -1,5 +1,6 @@
 // tests/test_util.h — shared helpers: temporary folders, running the CLI, trimming tracebacks.
 #pragma once
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -7,6 +8,8 @@
 #include <optional>
 #include <random>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace ns_test {
 namespace fs = std::filesystem;
@@ -61,6 +64,22 @@ inline std::string h100_fastmem_write(const temp_dir& dir) {
 inline std::string replace_all(std::string s, const std::string& from, const std::string& to) {
   for (size_t at = 0; (at = s.find(from, at)) != std::string::npos; at += to.size()) s.replace(at, from.size(), to);
   return s;
+}
+
+// " --scripts DIR": DIR = t/`name`, whose neusight/`file`.lua ("serve", "parallel/config") is the shipped file with
+// `edits` made and `patch` run before its `return M`.
+inline std::string override_dir(const temp_dir& t, const std::string& name, const std::string& file,
+                                const std::string& patch,
+                                const std::vector<std::pair<std::string, std::string>>& edits = {}) {
+  std::string text = slurp(source_dir / "scripts" / "neusight" / (file + ".lua"));
+  for (const auto& [from, to] : edits) {
+    REQUIRE(text.find(from) != std::string::npos);  // an edit that finds nothing would test the shipped file
+    text = replace_all(text, from, to);
+  }
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  t.write(name + "/neusight/" + file + ".lua", text.substr(0, end) + patch + "\nreturn M\n");
+  return " --scripts '" + (t.path / name).string() + "'";
 }
 
 // `s` (a path, a name) as one word for sh: single-quoted, a quote in it kept.

@@ -447,18 +447,16 @@ TEST_CASE("calibrate: a fit the calibration reader would refuse is an error and 
   const std::string args = "predict --model gpt2_large --gpu '" + (t.path / "v100.toml").string() +
                            "' --mode inference --batch 4 --seq 1024 --calibrate '" +
                            t.write("m.toml", "latency_ms = 500\n").string() + "'";
-  const std::string shipped = ns_test::slurp(ns_test::source_dir / "scripts/neusight/calibration.lua");
-  const size_t end = shipped.rfind("return M");
-  REQUIRE(end != std::string::npos);
   for (const auto& [value, says] : std::vector<std::pair<std::string, std::string>>{
            {"100", "factor of linear must be a number in [0.05, 20]"},
            {"0/0", "factor of linear must be a number in [0.05, 20]"}}) {
     INFO(value);
-    t.write("s/neusight/calibration.lua",
-            shipped.substr(0, end) + "local fit = M.fit\nM.fit = function(r)\n  local out = fit(r)\n"
-                                     "  for _, f in ipairs(out.fields) do if f.key == 'factor.linear' then f.value = " +
-                value + " end end\n  return out\nend\nreturn M\n");
-    const auto r = run_cli(args + " --scripts '" + (t.path / "s").string() + "'");
+    const std::string scripts = ns_test::override_dir(
+        t, "s", "calibration",
+        "local fit = M.fit\nM.fit = function(r)\n  local out = fit(r)\n"
+        "  for _, f in ipairs(out.fields) do if f.key == 'factor.linear' then f.value = " + value +
+            " end end\n  return out\nend");
+    const auto r = run_cli(args + scripts);
     CHECK(r.code == 1);
     CHECK(r.err.find("v100.calibration.toml (as it would be written)") != std::string::npos);
     CHECK(r.err.find(says) != std::string::npos);

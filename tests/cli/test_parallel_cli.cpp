@@ -459,11 +459,8 @@ TEST_CASE("search --schedule/--virtual-stages: every schedule asked for, bad int
   // which schedules run model chunks is scripts/neusight/parallel/config.lua's CHUNKED: an override naming none
   // refuses --virtual-stages, saying where the list is
   ns_test::temp_dir t;
-  const std::string shipped = ns_test::slurp(ns_test::source_dir / "scripts/neusight/parallel/config.lua");
-  const std::string line = "M.CHUNKED = { interleaved = 2 }";
-  REQUIRE(shipped.find(line) != std::string::npos);
-  t.write("s/neusight/parallel/config.lua", ns_test::replace_all(shipped, line, "M.CHUNKED = {}"));
-  const std::string none = " --scripts '" + (t.path / "s").string() + "'";
+  const std::string none =
+      ns_test::override_dir(t, "s", "parallel/config", "", {{"M.CHUNKED = { interleaved = 2 }", "M.CHUNKED = {}"}});
   const auto refused = run_cli("search " + base + " --gpus 16 --schedule 1f1b --virtual-stages 2" + none);
   CHECK(refused.code == 1);
   CHECK(refused.err.find("no schedule runs model chunks (scripts/neusight/parallel/config.lua CHUNKED names none)") !=

@@ -11,6 +11,7 @@
 #include "test_util.h"
 
 using json = nlohmann::json;
+using ns_test::override_dir;
 using ns_test::run_cli;
 using ns_test::run_json;
 using ns_test::temp_dir;
@@ -28,21 +29,6 @@ std::string num(double x) {
 std::string gpu_copy(const temp_dir& t) {
   fs::copy_file(ns_test::source_dir / "gpus" / "h100_sxm5_80gb.toml", t.path / "h100.toml");
   return (t.path / "h100.toml").string();
-}
-
-// " --scripts DIR": DIR = t/`name`, whose neusight/`file`.lua is the shipped file with `edits` made and `patch` run
-// before its `return M`.
-std::string override_dir(const temp_dir& t, const std::string& name, const std::string& file, const std::string& patch,
-                         const std::vector<std::pair<std::string, std::string>>& edits = {}) {
-  std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "neusight" / (file + ".lua"));
-  for (const auto& [from, to] : edits) {
-    REQUIRE(text.find(from) != std::string::npos);  // an edit that finds nothing would test the shipped file
-    text = ns_test::replace_all(text, from, to);
-  }
-  const size_t end = text.rfind("return M");
-  REQUIRE(end != std::string::npos);
-  t.write(name + "/neusight/" + file + ".lua", text.substr(0, end) + patch + "\nreturn M\n");
-  return " --scripts '" + (t.path / name).string() + "'";
 }
 
 }  // namespace
