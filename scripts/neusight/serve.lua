@@ -923,7 +923,7 @@ function M.format_table(r)
       out[#out + 1] = fmt("band p10-p90  TTFT %.2f - %.2f ms%s, end to end %.2f - %.2f ms (leave-one-GPU-out errors "
         .. "per kernel family%s)", r.ttft_ms_p10, r.ttft_ms_p90,
         r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90,
-        r.band_spread and r.band_spread ~= 1 and fmt(", width x%.2f by the table's spread", r.band_spread) or "")
+        require("neusight.uncertainty").spread_note(r.band_spread, ", "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
@@ -944,7 +944,7 @@ function M.format_table(r)
         .. "time: leave-one-GPU-out errors per kernel family, replayed%s)", lo.ttft_ms.p90, hi.ttft_ms.p90,
         lo.tpot_ms and fmt(", TPOT p90 %.2f - %.2f ms", lo.tpot_ms.p90, hi.tpot_ms.p90) or "",
         hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu,
-        r.band.spread and r.band.spread ~= 1 and fmt("; width x%.2f by the table's spread", r.band.spread) or "")
+        require("neusight.uncertainty").spread_note(r.band.spread, "; "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)

@@ -336,6 +336,15 @@ function M.band(r)
   }
 end
 
+--- What a band line says of a width factor (`spread`) other than 1, after `sep` ("width x0.62 by the table's spread"), or
+--- "": predict's band line (M.figures) and serve's two.
+---@param spread number?
+---@param sep string
+function M.spread_note(spread, sep)
+  if not spread or spread == 1 then return "" end
+  return fmt("%swidth x%.2f by the table's spread", sep, spread)
+end
+
 --- The band's out-of-distribution warnings alone, as figures (no fields, no lines; M.parts draws nothing): what
 --- `neusight search` (engine/cli/search_cmd.cpp) tells once of its layouts' forecasts without a band for each.
 ---@param r table
@@ -368,7 +377,7 @@ function M.figures(r)
     end
     lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
-      b.spread ~= 1 and fmt(", width x%.2f by the table's spread", b.spread) or "",
+      M.spread_note(b.spread, ", "),
       b.out_of_distribution and "; out of distribution: see warnings" or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)

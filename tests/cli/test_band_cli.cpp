@@ -42,6 +42,9 @@ fs::path constant_table_root(const temp_dir& t, double r, int format_version = 2
   return root;
 }
 
+// What the band line says of the table's width factor `s` (scripts/neusight/uncertainty.lua spread_note).
+std::string spread_note(double s) { return fmt::format("width x{:.2f} by the table's spread", s); }
+
 }  // namespace
 
 TEST_CASE("band: p10 < p50 < p90 around the forecast, the same every run, no warning on a training GPU", "[cli][band]") {
@@ -130,7 +133,7 @@ TEST_CASE("band: the table's spread scales the band's width about its median, no
   CHECK(s > 0.3);
   CHECK(s < 1);
   CHECK(shipped["latency_ms_p90"].get<double>() - shipped["latency_ms_p10"].get<double>() < hi - lo);
-  CHECK(run_cli(v100).out.find(fmt::format("width x{:.2f} by the table's spread", s)) != std::string::npos);
+  CHECK(run_cli(v100).out.find(spread_note(s)) != std::string::npos);
   for (const char* bad : {"spread = 0", "spread = -1", "spread = 5", "spread = \"wide\"", "spread = nan"}) {
     temp_dir tb;
     const auto r = run_cli(v100 + " --weights '" + shipped_table_root(tb, bad).string() + "'");
@@ -541,7 +544,7 @@ TEST_CASE("band: serve carries TTFT, TPOT and end-to-end bands, and the out-of-d
   const double spread = j["band_spread"];
   CHECK(spread == run_json("predict --model gpt2_large --gpu v100 --mode inference --batch 4 --seq 1024")["figures"]
                           ["band_spread"].get<double>());
-  CHECK(run_cli(args).out.find(fmt::format("width x{:.2f} by the table's spread", spread)) != std::string::npos);
+  CHECK(run_cli(args).out.find(spread_note(spread)) != std::string::npos);
   const json roof = run_json(args + " --predictor roofline");
   CHECK_FALSE(roof.contains("ttft_ms_p10"));
   CHECK_FALSE(roof.contains("band_spread"));

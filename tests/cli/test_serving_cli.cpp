@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
@@ -166,15 +167,9 @@ TEST_CASE("serving: a Llama preset beyond its max_position_embeddings warns and 
                                    "--batch 1 --seq 140000"),
                            "seq 140000"));
   // serve: the longest request, prompt + output (vLLM's max_model_len rule)
-  const auto serve = [](int in, int out) {
-    const auto r = run_cli("serve --model llama2_7b --gpu h100 --batch 1 --input-len " + std::to_string(in) +
-                           " --output-len " + std::to_string(out) + " --format json");
-    INFO(r.err);
-    REQUIRE(r.code == 0);
-    return json::parse(r.out);
-  };
-  CHECK(warns_of_positions(serve(4000, 97), "input 4000 + output 97 tokens"));
-  CHECK_FALSE(warns_of_positions(serve(4000, 96), "input 4000 + output 96 tokens"));
+  const std::string serve = "serve --model llama2_7b --gpu h100 --batch 1 --input-len 4000 --output-len ";
+  CHECK(warns_of_positions(ns_test::run_json(serve + "97"), "input 4000 + output 97 tokens"));
+  CHECK_FALSE(warns_of_positions(ns_test::run_json(serve + "96"), "input 4000 + output 96 tokens"));
 }
 
 // A config.json's max_position_embeddings as Llama-3.2-1B's (tests/fixtures/hf/llama32_1b) with the value replaced:
