@@ -338,17 +338,15 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   if (!c.calibrate.empty())
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
-  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given → its name, or, for GPUs of
-  // different files that share a name (a copy of a GPU file with another bandwidth), "NAME (as given)"
+  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
+  // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
   gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
-  std::map<std::string, int> name_count;
-  for (const auto& g : gpus_given) ++name_count[s.gpu(g).name];
+  std::vector<std::string> gpu_names;
+  for (const auto& g : gpus_given) gpu_names.push_back(s.gpu(g).name);
+  const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);
   std::map<std::string, std::string> gpu_labels;
-  for (const auto& g : gpus_given) {
-    const std::string& name = s.gpu(g).name;
-    gpu_labels.emplace(g, name_count[name] > 1 ? name + " (" + g + ")" : name);
-  }
+  for (size_t i = 0; i < gpus_given.size(); ++i) gpu_labels.emplace(gpus_given[i], labels[i]);
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
     const auto member = lf.flag;

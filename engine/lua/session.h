@@ -221,6 +221,9 @@ class session {
   void compare_add_error(const std::vector<std::string>& given, const std::string& message);
   // The comparison as compare.lua renders it: "json" (JSON text), "csv", "table" or "html" (neusight.html's page).
   std::string compare_render(const std::string& format);
+  // scripts/neusight/compare.lua gpu_labels(given, names): the rows' label of each GPU of a --gpu list (`given`, as
+  // given; `names`, each one's GPU name): its name, or "NAME (as given)" for files that share a name. One per item.
+  std::vector<std::string> gpu_labels(const std::vector<std::string>& given, const std::vector<std::string>& names);
   // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
   std::string forecast_summary();
   // scripts/neusight/report.lua model_params of the same fields and `params` (the forecast's count): the whole

@@ -214,6 +214,29 @@ void session::compare_add_error(const std::vector<std::string>& given, const std
   compare_result(L, "scripts/neusight/compare.lua add_error");
 }
 
+std::vector<std::string> session::gpu_labels(const std::vector<std::string>& given,
+                                             const std::vector<std::string>& names) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.compare");  // stack: C
+  raw_getfield(L, -1, "gpu_labels");
+  strings_push(L, given);
+  strings_push(L, names);  // stack: C gpu_labels given names
+  ns_call(L, 2, 1, "in scripts/neusight/compare.lua gpu_labels");  // stack: C labels
+  const std::string bad = "scripts/neusight/compare.lua gpu_labels must return an array of strings, one for each GPU";
+  if (!lua_istable(L, -1) || lua_rawlen(L, -1) != given.size()) throw error(bad);
+  std::vector<std::string> out;
+  for (lua_Integer i = 1, n = lua_Integer(given.size()); i <= n; ++i) {
+    if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
+    size_t len = 0;
+    const char* text = lua_tolstring(L, -1, &len);
+    out.emplace_back(text, len);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
 std::string session::compare_render(const std::string& format) {
   lua_State* L = p_->L();
   stack_guard guard(L);

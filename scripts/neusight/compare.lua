@@ -13,7 +13,8 @@
 local report = require("neusight.report")
 local csv_field, null = report.csv_field, report.null
 local fmt, concat = string.format, table.concat
-local ipairs, type, tonumber, tointeger, setmetatable = ipairs, type, tonumber, math.tointeger, setmetatable
+local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, tonumber, tostring, math.tointeger,
+  setmetatable
 
 local M = {}
 
@@ -35,6 +36,20 @@ end
 --- A new comparison: `inputs` the list-valued flags ({ key, column, integer } each), `source` the rows' origin.
 function M.new(inputs, source)
   return { inputs = inputs, source = source, rows = {} }
+end
+
+--- The rows' label of each GPU of a --gpu list: `given` the items as given, `names` each one's GPU name (in order).
+--- A GPU's label is its name; GPUs of different files that share a name (a copy of a GPU file with another bandwidth,
+--- a what-if) read "NAME (as given)". The one rule for predict's comparisons (the engine, session::gpu_labels) and
+--- serve --sweep (neusight.sweep): the list names each GPU file once (the engine's gpu_list_once).
+function M.gpu_labels(given, names)
+  local count, labels = {}, {}
+  for _, name in ipairs(names) do count[name] = (count[name] or 0) + 1 end
+  for i, q in ipairs(given) do
+    local name = names[i]
+    labels[i] = count[name] > 1 and fmt("%s (%s)", name, tostring(q)) or name
+  end
+  return labels
 end
 
 --- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), latency_ms, the `figures` (the engine's

@@ -463,6 +463,39 @@ TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
   CHECK(!std::filesystem::exists(page));
 }
 
+// The label rule is written once, in Lua (scripts/neusight/compare.lua gpu_labels): a scripts folder that changes it
+// changes predict's comparison rows (ok and error rows, JSON and CSV) and serve --sweep's rows alike.
+TEST_CASE("compare: the GPU label rule is compare.lua gpu_labels for predict and serve --sweep", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
+  std::string lua = ns_test::slurp(ns_test::source_dir / "scripts/neusight/compare.lua");
+  const std::string from = "fmt(\"%s (%s)\", name, tostring(q))";
+  const size_t at = lua.find(from);
+  REQUIRE(at != std::string::npos);
+  lua.replace(at, from.size(), "fmt(\"%s [as %s]\", name, tostring(q))");
+  t.write("scripts/neusight/compare.lua", lua);
+  const std::string scripts = " --scripts '" + (t.path / "scripts").string() + "'";
+  const std::string a = "H100-SXM5-80GB [as h100]", b = "H100-SXM5-80GB [as " + fast + "]";
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                           "--gpu h100," + ns_test::quoted(fast) + " --dp 1,3" + scripts;
+  const json rows = run_json(args)["rows"];
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0]["gpu"] == a);
+  CHECK(rows[1]["gpu"] == a);  // an error row (8 is not divisible by 3)
+  CHECK(rows[1].contains("error"));
+  CHECK(rows[2]["gpu"] == b);
+  CHECK(rows[3]["gpu"] == b);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.find("\ngpt2_med," + a + ",") != std::string::npos);
+  const json sweep = run_json("serve --model llama32_1b --predictor roofline --input-len 256 --output-len 32 --sweep "
+                              "--batch 1 --gpu h100," + ns_test::quoted(fast) + scripts);
+  REQUIRE(sweep["rows"].size() == 2);
+  CHECK(sweep["rows"][0]["gpu"] == a);
+  CHECK(sweep["rows"][1]["gpu"] == b);
+}
+
 // Two copies of one file (a folder's own gpus/ beside the bundled one) are one GPU: the same rows twice
 TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare][gpu]") {
   ns_test::temp_dir t;
