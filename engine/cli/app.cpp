@@ -109,7 +109,7 @@ struct forecast_done : session::finished {
 // single forecast.
 const std::string& row_keys_of(const forecast_done& out) {
   static const std::string none, keys = [] {
-    std::string k = "latency_ms,warnings,error";
+    std::string k = "gpu_file,latency_ms,warnings,error";
     for (const auto& lf : list_flags()) k += std::string(",") + lf.key;  // every row has every input
     return k;
   }();
@@ -382,7 +382,8 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-      s.compare_add_error(given, why);
+      // the row's GPU file: the one --gpu gave (resolved by gpu_list_once above), none when the script names it
+      s.compare_add_error(given, why, one.gpu.empty() ? std::string() : s.gpu(one.gpu).source);
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");

@@ -217,8 +217,9 @@ class session {
   // row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a figure named like a column).
   void compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
   // compare.lua add_error(): a combination that could not be forecast: its inputs as given (one text per input, ""
-  // for none) and the error.
-  void compare_add_error(const std::vector<std::string>& given, const std::string& message);
+  // for none), the error and the file of the GPU --gpu gave ("" when none did).
+  void compare_add_error(const std::vector<std::string>& given, const std::string& message,
+                         const std::string& gpu_file);
   // The comparison as compare.lua renders it: "json" (JSON text), "csv", "table" or "html" (neusight.html's page).
   std::string compare_render(const std::string& format);
   // scripts/neusight/compare.lua gpu_labels(given, names): the rows' label of each GPU of a --gpu list (`given`, as

@@ -201,7 +201,8 @@ void session::compare_add(const gpu_spec& gpu, double latency_ms, const figures&
   compare_result(L, "scripts/neusight/compare.lua add");
 }
 
-void session::compare_add_error(const std::vector<std::string>& given, const std::string& message) {
+void session::compare_add_error(const std::vector<std::string>& given, const std::string& message,
+                                const std::string& gpu_file) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -210,7 +211,8 @@ void session::compare_add_error(const std::vector<std::string>& given, const std
   lua_pushvalue(L, -2);
   strings_push(L, given);
   lua_pushlstring(L, message.data(), message.size());
-  ns_call(L, 3, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
+  lua_pushlstring(L, gpu_file.data(), gpu_file.size());  // stack: C doc add_error doc given message gpu_file
+  ns_call(L, 4, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
   compare_result(L, "scripts/neusight/compare.lua add_error");
 }
 

@@ -6,7 +6,7 @@
 -- each, in the rows' order) and the source (the workload script or "command line"), M.add makes a forecast's row and
 -- M.add_error a row for a combination that could not be forecast. A row is an array of cells { key, column (the
 -- table's header; "" for JSON and CSV only), value (nil when not available), cell (the table's text) }: the inputs,
--- latency_ms and the figures, then warnings — or the inputs and error. So a column added to the figures (or to
+-- gpu_file, latency_ms and the figures, then warnings — or the inputs, gpu_file and error. So a column added to the figures (or to
 -- neusight.report row) shows up in every rendering without a C++ change. The engine writes M.json's document, hands
 -- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
 -- neusight.html render_compare M.page's rows.
@@ -52,8 +52,14 @@ function M.gpu_labels(given, names)
   return labels
 end
 
---- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), latency_ms, the `figures` (the engine's
---- array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
+-- The GPU's file as messages show it (serve --sweep's rows and a single forecast have it too): JSON and CSV only.
+local function gpu_file_cell(file)
+  if file == "" then file = nil end
+  return { key = "gpu_file", column = "", value = file, cell = file or "-" }
+end
+
+--- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), gpu_file (the GPU's file, `gpu.file`),
+--- latency_ms, the `figures` (the engine's array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
 --- (it would overwrite that one in JSON and glue CSV cells).
 function M.add(doc, fields, gpu, latency_ms, figures, warnings)
   local as_run = report.row(fields, gpu)
@@ -62,6 +68,7 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
     local v = as_run[input.key]
     row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
   end
+  row[#row + 1] = gpu_file_cell(gpu.file)
   row[#row + 1] = { key = "latency_ms", column = "latency ms", value = latency_ms, cell = fmt("%.3f", latency_ms) }
   for _, x in ipairs(figures) do
     for _, have in ipairs(row) do
@@ -77,8 +84,9 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
 end
 
 --- The row of a combination that could not be forecast: its inputs as given (`given`: one text per input, "" for
---- none; integers read as such) and the error.
-function M.add_error(doc, given, message)
+--- none; integers read as such), gpu_file (`gpu_file`: the file of the GPU --gpu gave; nil or "" when none did) and the
+--- error.
+function M.add_error(doc, given, message, gpu_file)
   local row = {}
   for i, input in ipairs(doc.inputs) do
     local v = given[i]
@@ -86,6 +94,7 @@ function M.add_error(doc, given, message)
     elseif input.integer then v = tointeger(tonumber(v)) or v end
     row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
   end
+  row[#row + 1] = gpu_file_cell(gpu_file)
   row[#row + 1] = { key = "error", column = "error", value = message, cell = message }
   doc.rows[#doc.rows + 1] = row
   return row
