@@ -347,6 +347,13 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);
   std::map<std::string, std::string> gpu_labels;
   for (size_t i = 0; i < gpus_given.size(); ++i) gpu_labels.emplace(gpus_given[i], labels[i]);
+  // the other lists: each value once by its one name too (--dtype bf16,BF16: two equal rows), as compare.lua resolves
+  // spellings (the command line refused the same text twice)
+  for (const auto& lf : list_flags()) {
+    const auto values = list_split(f.*lf.flag);
+    if (values.size() < 2) continue;
+    if (const std::string why = s.compare_repeated(lf.key, values); !why.empty()) throw error(why);
+  }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
     const auto member = lf.flag;

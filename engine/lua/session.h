@@ -225,6 +225,9 @@ class session {
   // scripts/neusight/compare.lua gpu_labels(given, names): the rows' label of each GPU of a --gpu list (`given`, as
   // given; `names`, each one's GPU name): its name, or "NAME (as given)" for files that share a name. One per item.
   std::vector<std::string> gpu_labels(const std::vector<std::string>& given, const std::vector<std::string>& names);
+  // scripts/neusight/compare.lua repeated(key, given): why the items of the list-valued input `key` (as given) name one
+  // thing twice once each is resolved to its one name (--dtype bf16,BF16), "" when they do not.
+  std::string compare_repeated(const std::string& key, const std::vector<std::string>& given);
   // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
   std::string forecast_summary();
   // scripts/neusight/report.lua model_params of the same fields and `params` (the forecast's count): the whole

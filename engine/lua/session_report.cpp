@@ -239,6 +239,24 @@ std::vector<std::string> session::gpu_labels(const std::vector<std::string>& giv
   return out;
 }
 
+std::string session::compare_repeated(const std::string& key, const std::vector<std::string>& given) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.compare");  // stack: C
+  raw_getfield(L, -1, "repeated");
+  lua_pushlstring(L, key.data(), key.size());
+  strings_push(L, given);  // stack: C repeated key given
+  ns_call(L, 2, 1, "in scripts/neusight/compare.lua repeated");  // stack: C why
+  if (lua_isnil(L, -1)) return {};
+  if (lua_type(L, -1) != LUA_TSTRING)
+    throw error(std::string("scripts/neusight/compare.lua repeated returned ") + luaL_typename(L, -1) +
+                ", expected a reason (string) or nil");
+  size_t n = 0;
+  const char* why = lua_tolstring(L, -1, &n);
+  return std::string(why, n);
+}
+
 std::string session::compare_render(const std::string& format) {
   lua_State* L = p_->L();
   stack_guard guard(L);

@@ -58,6 +58,33 @@ local function gpu_file_cell(file)
   return { key = "gpu_file", column = "", value = file, cell = file or "-" }
 end
 
+-- The list-valued inputs whose items people spell several ways, each with how an item resolves to its one name: a
+-- dtype ("BF16", "bfloat16", "torch.bfloat16" → "bf16": neusight.kernels dtype_name, the workload's own normaliser).
+-- (A GPU list is the engine's gpu_list_once: one file by two names.)
+local SPELLINGS = {
+  dtype = { what = "dtype", name = function(v) return require("neusight.kernels").dtype_name(v) end },
+}
+
+--- Why the items of the list-valued input `key` (`given`: its items as given, each text once) name one thing twice:
+--- "--dtype: bf16 and BF16 name the same dtype (bf16): give each dtype once", as a GPU file named twice is refused;
+--- nil when they do not. An item that resolves to nothing is the workload's checks to report (a misspelled dtype).
+function M.repeated(key, given)
+  local s = SPELLINGS[key]
+  if not s then return nil end
+  local first = {}
+  for _, item in ipairs(given) do
+    local name = s.name(item)
+    if name ~= nil then
+      if first[name] ~= nil then
+        return fmt("--%s: %s and %s name the same %s (%s): give each %s once", (key:gsub("_", "-")), first[name],
+          tostring(item), s.what, name, s.what)
+      end
+      first[name] = tostring(item)
+    end
+  end
+  return nil
+end
+
 --- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), gpu_file (the GPU's file, `gpu.file`),
 --- latency_ms, the `figures` (the engine's array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
 --- (it would overwrite that one in JSON and glue CSV cells).

@@ -496,6 +496,31 @@ TEST_CASE("compare: rows carry gpu_file as a single forecast does", "[cli][compa
   CHECK(table.out.find(l4) == std::string::npos);  // JSON and CSV only
 }
 
+// A list names each value once by its one name, not only by its text: spellings of one dtype are refused as a GPU file
+// named twice is (two equal rows otherwise), naming both spellings, before anything is forecast.
+TEST_CASE("compare: two spellings of one dtype are refused as a repeat", "[cli][compare]") {
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline --gpu h100";
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"bf16", "BF16"}, {"bfloat16", "bf16"}, {"torch.bfloat16", "bf16"}, {"fp16", "half"}}) {
+    const auto r = run_cli(args + " --dtype fp32," + a + "," + b + " --format csv");
+    INFO(a << "," << b << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    const std::string name = a == "fp16" ? "fp16" : "bf16";
+    CHECK(r.err.find("neusight: --dtype: " + a + " and " + b + " name the same dtype (" + name +
+                     "): give each dtype once") == 0);
+  }
+  // distinct dtypes stay a comparison; a misspelling is still the workload's error
+  const auto ok = run_cli(args + " --dtype bf16,fp16 --format json");
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+  CHECK(json::parse(ok.out)["rows"].size() == 2);
+  const auto typo = run_cli(args + " --dtype bf16,bf17");
+  CHECK(typo.code == 1);
+  CHECK(typo.err.find("bf17") != std::string::npos);
+  CHECK(typo.err.find("name the same dtype") == std::string::npos);
+}
+
 // The label rule is written once, in Lua (scripts/neusight/compare.lua gpu_labels): a scripts folder that changes it
 // changes predict's comparison rows (ok and error rows, JSON and CSV) and serve --sweep's rows alike.
 TEST_CASE("compare: the GPU label rule is compare.lua gpu_labels for predict and serve --sweep", "[cli][compare][gpu]") {

@@ -224,6 +224,19 @@ function M.test_compare_row_has_the_gpu_file()
   assert(why and why:find("gpu_file", 1, true), "a figure may not take its name")
 end
 
+-- A list's items by their one name: spellings of one dtype are one value (the engine refuses the list), as a GPU file
+-- named twice is.
+function M.test_compare_repeated_spellings()
+  local C = require "neusight.compare"
+  for _, pair in ipairs { { "bf16", "BF16" }, { "bfloat16", "bf16" }, { "torch.bfloat16", "bf16" } } do
+    eq(C.repeated("dtype", { "fp16", pair[1], pair[2] }), ("--dtype: %s and %s name the same dtype (bf16): give each "
+      .. "dtype once"):format(pair[1], pair[2]), pair[1] .. "," .. pair[2])
+  end
+  eq(C.repeated("dtype", { "bf16", "fp16", "fp32" }), nil, "three dtypes")
+  eq(C.repeated("dtype", { "bf16", "bf17" }), nil, "a misspelling is the workload's to report")
+  eq(C.repeated("batch", { "8", "16" }), nil, "no spellings")
+end
+
 function M.test_graph_fields_and_state()
   local g = { source = "opgraph/x.csv", model = "x", mode = "train", batch = 2, seq = 8, layers = 3 }
   local f = R.graph(g, 1e9, 16)
