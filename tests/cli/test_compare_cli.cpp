@@ -564,6 +564,28 @@ TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare]
   CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
 }
 
+// A copy is alike by what it says, not by its bytes (the specs as resolved, not the files read again): a comment or
+// another key order changes no row
+TEST_CASE("compare: a GPU file copy that differs only in comments and key order is one GPU", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string bw = "\nmem_bw_gbps = 3350.0";
+  const auto at = text.find(bw);
+  REQUIRE(at != std::string::npos);
+  text.erase(at, bw.size());
+  text = "# a copy of the bundled H100, keys moved\n" + text + "\nmem_bw_gbps = 3350.0 # moved here\n";
+  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", text);
+  for (const std::string& cmd : {std::string("predict --model gpt2_med --mode inference --batch 8 --seq 512 "
+                                             "--predictor roofline --gpu h100,"),
+                                 std::string("serve --model llama32_1b --predictor roofline --input-len 256 "
+                                             "--output-len 32 --sweep --batch 1 --gpu h100,")}) {
+    const auto r = run_cli(cmd + ns_test::quoted(copy.string()));
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+  }
+}
+
 TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {
   // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
   ns_test::temp_dir t;
