@@ -109,7 +109,7 @@ struct forecast_done : session::finished {
 // single forecast.
 const std::string& row_keys_of(const forecast_done& out) {
   static const std::string none, keys = [] {
-    std::string k = "latency_ms,warnings,error";
+    std::string k = "gpu_file,latency_ms,warnings,error";
     for (const auto& lf : list_flags()) k += std::string(",") + lf.key;  // every row has every input
     return k;
   }();
@@ -338,16 +338,21 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   if (!c.calibrate.empty())
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
   session s(session_options_make(c));
-  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given → its name, or, for GPUs of
-  // different files that share a name (a copy of a GPU file with another bandwidth), "NAME (as given)"
+  // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
+  // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
   gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
-  std::map<std::string, int> name_count;
-  for (const auto& g : gpus_given) ++name_count[s.gpu(g).name];
+  std::vector<std::string> gpu_names;
+  for (const auto& g : gpus_given) gpu_names.push_back(s.gpu(g).name);
+  const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);
   std::map<std::string, std::string> gpu_labels;
-  for (const auto& g : gpus_given) {
-    const std::string& name = s.gpu(g).name;
-    gpu_labels.emplace(g, name_count[name] > 1 ? name + " (" + g + ")" : name);
+  for (size_t i = 0; i < gpus_given.size(); ++i) gpu_labels.emplace(gpus_given[i], labels[i]);
+  // the other lists: each value once by its one name too (--dtype bf16,BF16: two equal rows), as compare.lua resolves
+  // spellings (the command line refused the same text twice)
+  for (const auto& lf : list_flags()) {
+    const auto values = list_split(f.*lf.flag);
+    if (values.size() < 2) continue;
+    if (const std::string why = s.compare_repeated(lf.key, values); !why.empty()) throw error(why);
   }
   std::vector<forecast_flags> combos{f};
   for (const auto& lf : list_flags()) {
@@ -384,7 +389,8 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-      s.compare_add_error(given, why);
+      // the row's GPU file: the one --gpu gave (resolved by gpu_list_once above), none when the script names it
+      s.compare_add_error(given, why, one.gpu.empty() ? std::string() : s.gpu(one.gpu).source);
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");

@@ -14,7 +14,6 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <sstream>
 #include <map>
 
 #include "core/calibration.h"
@@ -62,8 +61,9 @@ error write_error(const std::string& output, const std::string& where = "") {
 void gpu_list_once(const std::vector<std::string>& given,
                    const std::function<const gpu_spec*(const std::string&)>& resolve) {
   namespace fs = std::filesystem;
-  // the GPU's file (canonical; its name when not read from a file), and its name with the file's bytes (two copies of
-  // one file, e.g. a folder's own gpus/ beside the bundled one: the same rows twice) → as given
+  // the GPU's file (canonical; its name when not read from a file), and every field of the spec as read (two copies of
+  // one file, e.g. a folder's own gpus/ beside the bundled one: the same rows twice; the spec the resolver parsed, not
+  // the file read again) → as given
   std::map<std::string, std::string> first;
   for (const auto& g : given) {
     const gpu_spec* gpu = resolve(g);
@@ -72,10 +72,9 @@ void gpu_list_once(const std::vector<std::string>& given,
     const fs::path file = gpu->file.empty() ? fs::path() : fs::weakly_canonical(gpu->file, ec);
     std::vector<std::string> keys = {gpu->file.empty() ? "name:" + gpu->name : "file:" + (ec ? gpu->file : file.string())};
     if (!gpu->file.empty()) {
-      std::ifstream in(gpu->file, std::ios::binary);
-      std::ostringstream bytes;
-      bytes << in.rdbuf();
-      if (in) keys.push_back("copy:" + gpu->name + "\n" + bytes.str());
+      gpu_spec fields = *gpu;  // where it was read from aside: gpu_spec_key holds every field, numbers bit for bit
+      fields.source.clear();
+      keys.push_back("copy:" + gpu_spec_key(fields));
     }
     for (const auto& key : keys)
       if (const auto [at, fresh] = first.emplace(key, g); !fresh)

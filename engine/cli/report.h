@@ -26,8 +26,9 @@ void emit_check(const std::string& output);
 
 // A --gpu list (predict's and run's comparisons, serve --sweep) names each GPU once: throws ns::error "--gpu: A and B
 // name the same GPU (NAME): give each GPU once" when two items resolve to the same GPU file (h100,H100 and
-// h100,h100_sxm5_80gb: two equal rows). Two files that share a `name` (a copy of a GPU file with another bandwidth, a
-// what-if) are two GPUs. `resolve` gives an item's GPU (it may throw: a typo stops the run there), or nullptr when the
+// h100,h100_sxm5_80gb: two equal rows), or to files whose specs are alike field for field (a copy of the file in another
+// folder; compared as `resolve` parsed them, not read again). Two files that share a `name` (a copy of a GPU file with
+// another bandwidth, a what-if) are two GPUs. `resolve` gives an item's GPU (it may throw: a typo stops the run there), or nullptr when the
 // caller reports an unknown one itself.
 void gpu_list_once(const std::vector<std::string>& given,
                    const std::function<const gpu_spec*(const std::string&)>& resolve);

@@ -217,10 +217,17 @@ class session {
   // row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a figure named like a column).
   void compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
   // compare.lua add_error(): a combination that could not be forecast: its inputs as given (one text per input, ""
-  // for none) and the error.
-  void compare_add_error(const std::vector<std::string>& given, const std::string& message);
+  // for none), the error and the file of the GPU --gpu gave ("" when none did).
+  void compare_add_error(const std::vector<std::string>& given, const std::string& message,
+                         const std::string& gpu_file);
   // The comparison as compare.lua renders it: "json" (JSON text), "csv", "table" or "html" (neusight.html's page).
   std::string compare_render(const std::string& format);
+  // scripts/neusight/compare.lua gpu_labels(given, names): the rows' label of each GPU of a --gpu list (`given`, as
+  // given; `names`, each one's GPU name): its name, or "NAME (as given)" for files that share a name. One per item.
+  std::vector<std::string> gpu_labels(const std::vector<std::string>& given, const std::vector<std::string>& names);
+  // scripts/neusight/compare.lua repeated(key, given): why the items of the list-valued input `key` (as given) name one
+  // thing twice once each is resolved to its one name (--dtype bf16,BF16), "" when they do not.
+  std::string compare_repeated(const std::string& key, const std::vector<std::string>& given);
   // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
   std::string forecast_summary();
   // scripts/neusight/report.lua model_params of the same fields and `params` (the forecast's count): the whole

@@ -201,7 +201,8 @@ void session::compare_add(const gpu_spec& gpu, double latency_ms, const figures&
   compare_result(L, "scripts/neusight/compare.lua add");
 }
 
-void session::compare_add_error(const std::vector<std::string>& given, const std::string& message) {
+void session::compare_add_error(const std::vector<std::string>& given, const std::string& message,
+                                const std::string& gpu_file) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -210,8 +211,50 @@ void session::compare_add_error(const std::vector<std::string>& given, const std
   lua_pushvalue(L, -2);
   strings_push(L, given);
   lua_pushlstring(L, message.data(), message.size());
-  ns_call(L, 3, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
+  lua_pushlstring(L, gpu_file.data(), gpu_file.size());  // stack: C doc add_error doc given message gpu_file
+  ns_call(L, 4, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
   compare_result(L, "scripts/neusight/compare.lua add_error");
+}
+
+std::vector<std::string> session::gpu_labels(const std::vector<std::string>& given,
+                                             const std::vector<std::string>& names) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.compare");  // stack: C
+  raw_getfield(L, -1, "gpu_labels");
+  strings_push(L, given);
+  strings_push(L, names);  // stack: C gpu_labels given names
+  ns_call(L, 2, 1, "in scripts/neusight/compare.lua gpu_labels");  // stack: C labels
+  const std::string bad = "scripts/neusight/compare.lua gpu_labels must return an array of strings, one for each GPU";
+  if (!lua_istable(L, -1) || lua_rawlen(L, -1) != given.size()) throw error(bad);
+  std::vector<std::string> out;
+  for (lua_Integer i = 1, n = lua_Integer(given.size()); i <= n; ++i) {
+    if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
+    size_t len = 0;
+    const char* text = lua_tolstring(L, -1, &len);
+    out.emplace_back(text, len);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
+std::string session::compare_repeated(const std::string& key, const std::vector<std::string>& given) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight.compare");  // stack: C
+  raw_getfield(L, -1, "repeated");
+  lua_pushlstring(L, key.data(), key.size());
+  strings_push(L, given);  // stack: C repeated key given
+  ns_call(L, 2, 1, "in scripts/neusight/compare.lua repeated");  // stack: C why
+  if (lua_isnil(L, -1)) return {};
+  if (lua_type(L, -1) != LUA_TSTRING)
+    throw error(std::string("scripts/neusight/compare.lua repeated returned ") + luaL_typename(L, -1) +
+                ", expected a reason (string) or nil");
+  size_t n = 0;
+  const char* why = lua_tolstring(L, -1, &n);
+  return std::string(why, n);
 }
 
 std::string session::compare_render(const std::string& format) {

@@ -6,14 +6,15 @@
 -- each, in the rows' order) and the source (the workload script or "command line"), M.add makes a forecast's row and
 -- M.add_error a row for a combination that could not be forecast. A row is an array of cells { key, column (the
 -- table's header; "" for JSON and CSV only), value (nil when not available), cell (the table's text) }: the inputs,
--- latency_ms and the figures, then warnings — or the inputs and error. So a column added to the figures (or to
+-- gpu_file, latency_ms and the figures, then warnings — or the inputs, gpu_file and error. So a column added to the figures (or to
 -- neusight.report row) shows up in every rendering without a C++ change. The engine writes M.json's document, hands
 -- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
 -- neusight.html render_compare M.page's rows.
 local report = require("neusight.report")
 local csv_field, null = report.csv_field, report.null
 local fmt, concat = string.format, table.concat
-local ipairs, type, tonumber, tointeger, setmetatable = ipairs, type, tonumber, math.tointeger, setmetatable
+local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, tonumber, tostring, math.tointeger,
+  setmetatable
 
 local M = {}
 
@@ -37,8 +38,55 @@ function M.new(inputs, source)
   return { inputs = inputs, source = source, rows = {} }
 end
 
---- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), latency_ms, the `figures` (the engine's
---- array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
+--- The rows' label of each GPU of a --gpu list: `given` the items as given, `names` each one's GPU name (in order).
+--- A GPU's label is its name; GPUs of different files that share a name (a copy of a GPU file with another bandwidth,
+--- a what-if) read "NAME (as given)". The one rule for predict's comparisons (the engine, session::gpu_labels) and
+--- serve --sweep (neusight.sweep): the list names each GPU file once (the engine's gpu_list_once).
+function M.gpu_labels(given, names)
+  local count, labels = {}, {}
+  for _, name in ipairs(names) do count[name] = (count[name] or 0) + 1 end
+  for i, q in ipairs(given) do
+    local name = names[i]
+    labels[i] = count[name] > 1 and fmt("%s (%s)", name, tostring(q)) or name
+  end
+  return labels
+end
+
+-- The GPU's file as messages show it (serve --sweep's rows and a single forecast have it too): JSON and CSV only.
+local function gpu_file_cell(file)
+  if file == "" then file = nil end
+  return { key = "gpu_file", column = "", value = file, cell = file or "-" }
+end
+
+-- The list-valued inputs whose items people spell several ways, each with how an item resolves to its one name: a
+-- dtype ("BF16", "bfloat16", "torch.bfloat16" → "bf16": neusight.kernels dtype_name, the workload's own normaliser).
+-- (A GPU list is the engine's gpu_list_once: one file by two names.)
+local SPELLINGS = {
+  dtype = { what = "dtype", name = function(v) return require("neusight.kernels").dtype_name(v) end },
+}
+
+--- Why the items of the list-valued input `key` (`given`: its items as given, each text once) name one thing twice:
+--- "--dtype: bf16 and BF16 name the same dtype (bf16): give each dtype once", as a GPU file named twice is refused;
+--- nil when they do not. An item that resolves to nothing is the workload's checks to report (a misspelled dtype).
+function M.repeated(key, given)
+  local s = SPELLINGS[key]
+  if not s then return nil end
+  local first = {}
+  for _, item in ipairs(given) do
+    local name = s.name(item)
+    if name ~= nil then
+      if first[name] ~= nil then
+        return fmt("--%s: %s and %s name the same %s (%s): give each %s once", (key:gsub("_", "-")), first[name],
+          tostring(item), s.what, name, s.what)
+      end
+      first[name] = tostring(item)
+    end
+  end
+  return nil
+end
+
+--- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), gpu_file (the GPU's file, `gpu.file`),
+--- latency_ms, the `figures` (the engine's array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
 --- (it would overwrite that one in JSON and glue CSV cells).
 function M.add(doc, fields, gpu, latency_ms, figures, warnings)
   local as_run = report.row(fields, gpu)
@@ -47,6 +95,7 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
     local v = as_run[input.key]
     row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
   end
+  row[#row + 1] = gpu_file_cell(gpu.file)
   row[#row + 1] = { key = "latency_ms", column = "latency ms", value = latency_ms, cell = fmt("%.3f", latency_ms) }
   for _, x in ipairs(figures) do
     for _, have in ipairs(row) do
@@ -62,8 +111,9 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
 end
 
 --- The row of a combination that could not be forecast: its inputs as given (`given`: one text per input, "" for
---- none; integers read as such) and the error.
-function M.add_error(doc, given, message)
+--- none; integers read as such), gpu_file (`gpu_file`: the file of the GPU --gpu gave; nil or "" when none did) and the
+--- error.
+function M.add_error(doc, given, message, gpu_file)
   local row = {}
   for i, input in ipairs(doc.inputs) do
     local v = given[i]
@@ -71,6 +121,7 @@ function M.add_error(doc, given, message)
     elseif input.integer then v = tointeger(tonumber(v)) or v end
     row[i] = { key = input.key, column = input.column, value = v, cell = cell_of(v) }
   end
+  row[#row + 1] = gpu_file_cell(gpu_file)
   row[#row + 1] = { key = "error", column = "error", value = message, cell = message }
   doc.rows[#doc.rows + 1] = row
   return row

@@ -212,13 +212,11 @@ function M.run(raw, phase, progress, gpu)
     if not ok then fail("--gpu %s: %s", tostring(q), first_line(g)) end
     gpus[i] = g
   end
-  -- a row's gpu is its GPU's name; GPUs of different files that share a name (a copy of a GPU file with another
-  -- bandwidth) read "NAME (as given)", as predict's comparisons label theirs
-  local named, labels = {}, {}
-  for _, g in ipairs(gpus) do named[g.name] = (named[g.name] or 0) + 1 end
-  for i, q in ipairs(lists.gpu) do
-    labels[i] = named[gpus[i].name] > 1 and fmt("%s (%s)", gpus[i].name, tostring(q)) or gpus[i].name
-  end
+  -- a row's gpu is its GPU's label, as predict's comparisons label theirs (neusight.compare gpu_labels: its name, or
+  -- "NAME (as given)" for GPUs of different files that share a name)
+  local names = {}
+  for i, g in ipairs(gpus) do names[i] = g.name end
+  local labels = require("neusight.compare").gpu_labels(lists.gpu, names)
   for _, tp in ipairs(lists.tp) do
     if not is_count(tp) then fail("--tp must be a positive integer (got %s)", tostring(tp)) end
   end

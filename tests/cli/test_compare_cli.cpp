@@ -387,7 +387,7 @@ TEST_CASE("figures: a workload figure named like a row key is refused in a compa
 }
 
 // Issue 14: a comparison's rows are built in Lua (scripts/neusight/compare.lua add). A scripts folder shadows it with
-// the bundled file plus one cell (the GPU file) in every forecast's row: it reaches the JSON rows, the CSV header, the
+// the bundled file plus one cell (the GPU's memory) in every forecast's row: it reaches the JSON rows, the CSV header, the
 // table's columns and the HTML page with no C++ change; error rows keep the inputs and the error.
 TEST_CASE("compare: a row field added in Lua alone appears in JSON CSV the table and the page", "[cli][compare]") {
   ns_test::temp_dir t;
@@ -395,8 +395,8 @@ TEST_CASE("compare: a row field added in Lua alone appears in JSON CSV the table
   const std::string anchor = "  row[#row + 1] = { key = \"warnings\"";
   const size_t at = lua.find(anchor);
   REQUIRE(at != std::string::npos);
-  lua.insert(at, "  row[#row + 1] = { key = \"gpu_file\", column = \"GPU file\", value = gpu.file,\n"
-                 "    cell = gpu.file }\n");
+  lua.insert(at, "  row[#row + 1] = { key = \"gpu_mem\", column = \"GPU memory\", value = gpu.mem_gb,\n"
+                 "    cell = tostring(gpu.mem_gb) }\n");
   t.write("scripts/neusight/compare.lua", lua);
   const std::string args = "predict --model gpt2_large --gpu h100,l4 --mode inference --seq 128 --batch 2,3 --dp 1,2"
                            " --predictor roofline --scripts '" + (t.path / "scripts").string() + "'";
@@ -416,28 +416,27 @@ TEST_CASE("compare: a row field added in Lua alone appears in JSON CSV the table
     CHECK(std::vector<std::string>(keys.begin(), keys.begin() + long(inputs.size())) == inputs);
     if (row.contains("error")) {
       ++failed;  // batch 3 on dp 2
-      CHECK(!row.contains("gpu_file"));
+      CHECK(!row.contains("gpu_mem"));
       CHECK(row["batch"] == 3);
       CHECK(row["dp"] == 2);
       continue;
     }
     ++forecast;
-    const std::string file = row["gpu"] == "L4" ? "l4" : "h100";
-    CHECK(row["gpu_file"].get<std::string>().find(file) != std::string::npos);
-    CHECK(keys[keys.size() - 2] == "gpu_file");  // before the warnings, after the figures
+    CHECK(row["gpu_mem"].get<double>() == gpu_number(row["gpu"], "mem_gb"));
+    CHECK(keys[keys.size() - 2] == "gpu_mem");  // before the warnings, after the figures
     CHECK(keys.back() == "warnings");
   }
   CHECK(forecast == 6);
   CHECK(failed == 2);
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
-  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",gpu_file,warnings") != std::string::npos);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",gpu_mem,warnings") != std::string::npos);
   const std::string page = (t.path / "page.html").string();
   const auto table = run_cli(args + " --report '" + page + "'");
   REQUIRE(table.code == 0);
-  CHECK(table.out.find("GPU file") != std::string::npos);
+  CHECK(table.out.find("GPU memory") != std::string::npos);
   CHECK(table.out.find("2 could not be forecast") != std::string::npos);
-  CHECK(ns_test::slurp(page).find("<th>gpu_file</th>") != std::string::npos);
+  CHECK(ns_test::slurp(page).find("<th>gpu_mem</th>") != std::string::npos);
 }
 
 // Issue 14: the rows built in Lua keep what text that is not UTF-8 did before: the table and CSV show U+FFFD for the
@@ -463,6 +462,98 @@ TEST_CASE("compare: an error row whose text is not UTF-8", "[cli][compare]") {
   CHECK(!std::filesystem::exists(page));
 }
 
+// A comparison's rows carry the GPU's file as serve --sweep's rows and a single forecast do: after the inputs, in JSON
+// and CSV (error rows too: the file of the GPU --gpu gave), not a table column.
+TEST_CASE("compare: rows carry gpu_file as a single forecast does", "[cli][compare][gpu]") {
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                           "--gpu h100,l4 --dp 1,3";
+  const auto j = run_cli(args + " --format json");
+  INFO(j.err);
+  REQUIRE(j.code == 0);
+  const auto rows = nlohmann::ordered_json::parse(j.out)["rows"];
+  REQUIRE(rows.size() == 4);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const auto& row = rows[i];
+    const std::string gpu = i < 2 ? "h100" : "l4";
+    const std::string single = run_json("predict --model gpt2_med --mode inference --batch 8 --seq 512 "
+                                        "--predictor roofline --gpu " + gpu)["gpu_file"];
+    INFO(i << " " << row.dump());
+    REQUIRE(row.contains("gpu_file"));
+    CHECK(row["gpu_file"] == single);
+    CHECK(row.contains("error") == (i % 2 == 1));  // dp 3: 8 is not divisible by 3
+    std::vector<std::string> keys;
+    for (const auto& [k, v] : row.items()) keys.push_back(k);
+    CHECK(keys[12] == "recompute");
+    CHECK(keys[13] == "gpu_file");  // after the inputs
+  }
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",recompute,gpu_file,latency_ms,") != std::string::npos);
+  const std::string l4 = rows[2]["gpu_file"];
+  CHECK(csv.out.find("," + l4 + ",") != std::string::npos);
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find(l4) == std::string::npos);  // JSON and CSV only
+}
+
+// A list names each value once by its one name, not only by its text: spellings of one dtype are refused as a GPU file
+// named twice is (two equal rows otherwise), naming both spellings, before anything is forecast.
+TEST_CASE("compare: two spellings of one dtype are refused as a repeat", "[cli][compare]") {
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline --gpu h100";
+  for (const auto& [a, b] : std::vector<std::pair<std::string, std::string>>{
+           {"bf16", "BF16"}, {"bfloat16", "bf16"}, {"torch.bfloat16", "bf16"}, {"fp16", "half"}}) {
+    const auto r = run_cli(args + " --dtype fp32," + a + "," + b + " --format csv");
+    INFO(a << "," << b << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    const std::string name = a == "fp16" ? "fp16" : "bf16";
+    CHECK(r.err.find("neusight: --dtype: " + a + " and " + b + " name the same dtype (" + name +
+                     "): give each dtype once") == 0);
+  }
+  // distinct dtypes stay a comparison; a misspelling is still the workload's error
+  const auto ok = run_cli(args + " --dtype bf16,fp16 --format json");
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+  CHECK(json::parse(ok.out)["rows"].size() == 2);
+  const auto typo = run_cli(args + " --dtype bf16,bf17");
+  CHECK(typo.code == 1);
+  CHECK(typo.err.find("bf17") != std::string::npos);
+  CHECK(typo.err.find("name the same dtype") == std::string::npos);
+}
+
+// The label rule is written once, in Lua (scripts/neusight/compare.lua gpu_labels): a scripts folder that changes it
+// changes predict's comparison rows (ok and error rows, JSON and CSV) and serve --sweep's rows alike.
+TEST_CASE("compare: the GPU label rule is compare.lua gpu_labels for predict and serve --sweep", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
+  std::string lua = ns_test::slurp(ns_test::source_dir / "scripts/neusight/compare.lua");
+  const std::string from = "fmt(\"%s (%s)\", name, tostring(q))";
+  const size_t at = lua.find(from);
+  REQUIRE(at != std::string::npos);
+  lua.replace(at, from.size(), "fmt(\"%s [as %s]\", name, tostring(q))");
+  t.write("scripts/neusight/compare.lua", lua);
+  const std::string scripts = " --scripts '" + (t.path / "scripts").string() + "'";
+  const std::string a = "H100-SXM5-80GB [as h100]", b = "H100-SXM5-80GB [as " + fast + "]";
+  const std::string args = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline "
+                           "--gpu h100," + ns_test::quoted(fast) + " --dp 1,3" + scripts;
+  const json rows = run_json(args)["rows"];
+  REQUIRE(rows.size() == 4);
+  CHECK(rows[0]["gpu"] == a);
+  CHECK(rows[1]["gpu"] == a);  // an error row (8 is not divisible by 3)
+  CHECK(rows[1].contains("error"));
+  CHECK(rows[2]["gpu"] == b);
+  CHECK(rows[3]["gpu"] == b);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  CHECK(csv.out.find("\ngpt2_med," + a + ",") != std::string::npos);
+  const json sweep = run_json("serve --model llama32_1b --predictor roofline --input-len 256 --output-len 32 --sweep "
+                              "--batch 1 --gpu h100," + ns_test::quoted(fast) + scripts);
+  REQUIRE(sweep["rows"].size() == 2);
+  CHECK(sweep["rows"][0]["gpu"] == a);
+  CHECK(sweep["rows"][1]["gpu"] == b);
+}
+
 // Two copies of one file (a folder's own gpus/ beside the bundled one) are one GPU: the same rows twice
 TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare][gpu]") {
   ns_test::temp_dir t;
@@ -471,6 +562,28 @@ TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare]
                          ns_test::quoted(copy.string()));
   CHECK(r.code == 1);
   CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+}
+
+// A copy is alike by what it says, not by its bytes (the specs as resolved, not the files read again): a comment or
+// another key order changes no row
+TEST_CASE("compare: a GPU file copy that differs only in comments and key order is one GPU", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string bw = "\nmem_bw_gbps = 3350.0";
+  const auto at = text.find(bw);
+  REQUIRE(at != std::string::npos);
+  text.erase(at, bw.size());
+  text = "# a copy of the bundled H100, keys moved\n" + text + "\nmem_bw_gbps = 3350.0 # moved here\n";
+  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", text);
+  for (const std::string& cmd : {std::string("predict --model gpt2_med --mode inference --batch 8 --seq 512 "
+                                             "--predictor roofline --gpu h100,"),
+                                 std::string("serve --model llama32_1b --predictor roofline --input-len 256 "
+                                             "--output-len 32 --sweep --batch 1 --gpu h100,")}) {
+    const auto r = run_cli(cmd + ns_test::quoted(copy.string()));
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+  }
 }
 
 TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {

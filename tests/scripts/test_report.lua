@@ -191,7 +191,11 @@ function M.test_compare_error_row_json_and_page()
   eq(math.type(row[2].value), "integer", "not a float")
   eq(row[3].value, nil, "an empty one: not available")
   eq(row[3].cell, "-", "shown as -")
-  eq(row[4].key, "error", "then the error")
+  eq(row[4].key, "gpu_file", "then the GPU file")
+  eq(row[4].value, nil, "none: --gpu gave none")
+  eq(row[5].key, "error", "then the error")
+  C.add_error(doc, { "tiny", "16", "" }, "no fit", "gpus/h100_sxm5_80gb.toml")
+  eq(doc.rows[2][4].value, "gpus/h100_sxm5_80gb.toml", "the file of the GPU --gpu gave")
   local j = C.json(doc)
   eq(getmetatable(j.rows[1]).__order[3], "context", "JSON keys in the cells' order")
   eq(j.rows[1].context, require("neusight.report").null, "nil written as null")
@@ -202,6 +206,37 @@ end
 
 -- A reference graph's fields in one call (predict --graph; engine/lua/session.cpp report_graph): fp32, no optimizer,
 -- the default recipe, and the model state precision.lua gives that, with a warning when the state alone does not fit.
+-- A forecast's row: the inputs, then the GPU's file (JSON and CSV only: no table column), latency and the figures.
+function M.test_compare_row_has_the_gpu_file()
+  local C = require "neusight.compare"
+  local doc = C.new({ { key = "model", column = "model" }, { key = "gpu", column = "gpu" } }, "command line")
+  local fields = { model = "tiny", mode = "inference", dtype = "bf16", batch = 1, seq = 8 }
+  local row = assert(C.add(doc, fields, { name = "H100", file = "gpus/h100.toml" }, 2.5, {}, {}))
+  eq(row[3].key, "gpu_file", "after the inputs")
+  eq(row[3].value, "gpus/h100.toml", "the GPU's file")
+  eq(row[3].column, "", "JSON and CSV only")
+  eq(row[4].key, "latency_ms", "then latency")
+  eq(getmetatable(C.json(doc).rows[1]).__order[3], "gpu_file", "JSON: after the inputs")
+  eq(C.csv(doc):match("^[^\n]*"), "model,gpu,gpu_file,latency_ms,warnings", "CSV header")
+  assert(not C.table(doc):find("gpus/h100.toml", 1, true), "not a table column")
+  local _, why = C.add(doc, fields, { name = "H100", file = "gpus/h100.toml" }, 2.5,
+    { { key = "gpu_file", column = "x", value = 1, cell = "1" } }, {})
+  assert(why and why:find("gpu_file", 1, true), "a figure may not take its name")
+end
+
+-- A list's items by their one name: spellings of one dtype are one value (the engine refuses the list), as a GPU file
+-- named twice is.
+function M.test_compare_repeated_spellings()
+  local C = require "neusight.compare"
+  for _, pair in ipairs { { "bf16", "BF16" }, { "bfloat16", "bf16" }, { "torch.bfloat16", "bf16" } } do
+    eq(C.repeated("dtype", { "fp16", pair[1], pair[2] }), ("--dtype: %s and %s name the same dtype (bf16): give each "
+      .. "dtype once"):format(pair[1], pair[2]), pair[1] .. "," .. pair[2])
+  end
+  eq(C.repeated("dtype", { "bf16", "fp16", "fp32" }), nil, "three dtypes")
+  eq(C.repeated("dtype", { "bf16", "bf17" }), nil, "a misspelling is the workload's to report")
+  eq(C.repeated("batch", { "8", "16" }), nil, "no spellings")
+end
+
 function M.test_graph_fields_and_state()
   local g = { source = "opgraph/x.csv", model = "x", mode = "train", batch = 2, seq = 8, layers = 3 }
   local f = R.graph(g, 1e9, 16)

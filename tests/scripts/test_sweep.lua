@@ -253,4 +253,24 @@ function M.test_csv_is_the_rows()
   end
 end
 
+-- The rows' GPU label (neusight.compare gpu_labels, predict's comparisons' rule too): the name, or "NAME (as given)"
+-- for different files that share a name.
+function M.test_gpu_labels()
+  local C = require "neusight.compare"
+  local labels = C.gpu_labels({ "fast", "/tmp/fast2.toml", "slow" }, { "FAST", "FAST", "SLOW" })
+  eq(#labels, 3, "one label per GPU")
+  eq(labels[1], "FAST (fast)", "a shared name: as given")
+  eq(labels[2], "FAST (/tmp/fast2.toml)", "a shared name: as given")
+  eq(labels[3], "SLOW", "a name of its own")
+  eq(#C.gpu_labels({}, {}), 0, "no GPUs")
+  CATALOG.twin = { name = "FAST", source = "gpus/twin.toml", mem_gb = 80, price_per_hour_usd = 8 }
+  SPEED.twin = 4
+  local ok, r = pcall(W.run, opts { gpu = { "fast", "twin" }, batch = { 1 } }, phase, nil, gpu)
+  CATALOG.twin, SPEED.twin = nil, nil
+  assert(ok, r)
+  eq(r.rows[1].gpu, "FAST (fast)", "sweep row 1")
+  eq(r.rows[2].gpu, "FAST (twin)", "sweep row 2")
+  eq(r.rows[2].gpu_file, "gpus/twin.toml", "sweep row 2's file")
+end
+
 return M
