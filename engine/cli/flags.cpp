@@ -715,9 +715,11 @@ std::vector<flag_spec> table_make() {
   flag("--format", "Output format")
       .on(reports & ~no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json", "csv"}))
       .on(no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json"}));
-  flag("-o,--output",
-       "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless it is given)")
-      .type("FILE").on(reports, to(&common_flags::output));
+  flag("-o,--output", "Write the report to FILE instead of standard output")
+      .type("FILE")
+      .on(reports & ~no_csv, to(&common_flags::output)).note(" (a .json or .csv FILE sets --format unless it is given)")
+      .on(no_csv, to(&common_flags::output))  // app.cpp refuses -o x.csv on these: said here, as --format says it
+      .note(" (a .json FILE sets --format unless it is given; this command writes a table or JSON, not CSV)");
   flag("--report",
        "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
        "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "

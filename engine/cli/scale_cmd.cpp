@@ -297,6 +297,25 @@ bool trace_device_check(const trace& tr, const std::string& file, const gpu_reso
   return true;
 }
 
+std::optional<std::pair<std::string, std::string>> scale_flag_unused(const scale_flags& f) {
+  if (f.graph.empty() && f.layers <= 0) return std::nullopt;
+  trace_format format;
+  try {
+    format = trace_detect(f.trace);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (format == trace_format::label_csv) return std::nullopt;
+  const std::string what = format == trace_format::chrome_json ? "a Chrome-trace JSON" : "a wavescale trace";
+  if (!f.graph.empty())
+    return std::pair{std::string("--graph"), "'" + f.graph + "' has no effect on " + what + " (" + f.trace +
+                                                 "): its ops carry their own shapes; --graph names the operator graph "
+                                                 "of a per-op label CSV"};
+  return std::pair{std::string("--layers"), std::to_string(f.layers) + " has no effect on " + what + " (" + f.trace +
+                                                "): it holds every layer it measured; --layers replicates the "
+                                                "operator graph of a per-op label CSV"};
+}
+
 int scale_main(const scale_flags& f) {
   const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
   session s(so);
