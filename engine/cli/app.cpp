@@ -617,6 +617,8 @@ int app_main(int argc, char** argv) {
       for (const auto& v : list_split(raw.serve_batch)) vflags.batch.push_back(std::stoll(v));
       for (const auto& v : list_split(raw.serve_rate)) vflags.rate.push_back(std::stod(v));
     }
+    if (*scale)
+      if (const auto unused = scale_flag_unused(sflags)) throw CLI::ValidationError(unused->first, unused->second);
     if (*predict && fflags.model.empty() && gflags.file.empty() &&
         !(!common.calibrate.empty() && calibrate_from_trace(common.calibrate)))
       throw CLI::RequiredError("--model or --graph");

@@ -124,6 +124,30 @@ CLI::Validator integer_value(int64_t min, int64_t max) {
 }
 CLI::Validator positive_integer(int64_t max = flag_integer_max) { return integer_value(1, max); }
 
+// serve's --input-len / --output-len: N or uniform:LO:HI, each integer of at most flag_integer_max, so that the
+// length's own checks (scripts/neusight/serve.lua length_spec, the context bound) see a number with an integer
+// representation. Anything else (0, LO > HI, a malformed spec) is left to length_spec's message.
+CLI::Validator length_value() {
+  return CLI::Validator(
+      [](std::string& v) -> std::string {
+        std::vector<std::string> items = {v};
+        if (v.rfind("uniform:", 0) == 0) {
+          const size_t colon = v.find(':', 8);
+          if (colon == std::string::npos) return {};
+          items = {v.substr(8, colon - 8), v.substr(colon + 1)};
+        }
+        for (const auto& item : items) {
+          if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
+            continue;  // not a count: serve.lua says what a length is
+          // the bound only: 0 and LO > HI are length_spec's (its message names the length)
+          if (auto why = integer_problem(item, 0, flag_integer_max, "a positive integer"); !why.empty())
+            return why + (items.size() > 1 ? " (in " + v + ")" : "");
+        }
+        return {};
+      },
+      "");
+}
+
 // An unsigned 64-bit integer (train's --seed: a uint64_t, which CLI11 fills from "-1" by wrapping around).
 CLI::Validator uint64_value() {
   return CLI::Validator(
@@ -435,9 +459,9 @@ std::vector<flag_spec> table_make() {
   flag("--context", "Tokens already in each sequence's KV cache (required by, and only for, --mode decode)")
       .on(forecast, to(&forecast_flags::context)).workload().list().check(positive_list()).type("N[,N…]");
   flag("--input-len", "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
-      .on(serve, to(&serve_flags::input_len)).required();
+      .on(serve, to(&serve_flags::input_len)).required().check(length_value());
   flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
-      .on(serve, to(&serve_flags::output_len)).required();
+      .on(serve, to(&serve_flags::output_len)).required().check(length_value());
   flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw")  // scripts/neusight/workload.lua checks the name
       .on(forecast, to(&forecast_flags::optimizer)).workload()
       .on(search, to(&search_flags::optimizer)).note(" (default adam)");
@@ -715,9 +739,11 @@ std::vector<flag_spec> table_make() {
   flag("--format", "Output format")
       .on(reports & ~no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json", "csv"}))
       .on(no_csv, to(&common_flags::format)).check(CLI::IsMember({"table", "json"}));
-  flag("-o,--output",
-       "Write the report to FILE instead of standard output (a .json or .csv FILE sets --format unless it is given)")
-      .type("FILE").on(reports, to(&common_flags::output));
+  flag("-o,--output", "Write the report to FILE instead of standard output")
+      .type("FILE")
+      .on(reports & ~no_csv, to(&common_flags::output)).note(" (a .json or .csv FILE sets --format unless it is given)")
+      .on(no_csv, to(&common_flags::output))  // app.cpp refuses -o x.csv on these: said here, as --format says it
+      .note(" (a .json FILE sets --format unless it is given; this command writes a table or JSON, not CSV)");
   flag("--report",
        "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
        "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "

@@ -161,7 +161,22 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   rep.warnings = std::move(warnings);  // the origin's (scale_main)
   rep.mode = std::any_of(tr.ops.begin(), tr.ops.end(), [](const trace_op& op) { return op.phase != trace_phase::forward; })
                  ? "train" : "inference";
-  const wave_gpu w_from = wave_gpu_from_spec(from), w_to = wave_gpu_from_spec(to);
+  // Both GPUs' wave-scaling limits, made at the first op that is wave-scaled: a trace whose ops all take the ratio
+  // scales between GPUs that wave scaling cannot use (AMD: no CUDA occupancy limits); one op that needs it says so.
+  std::optional<std::pair<wave_gpu, wave_gpu>> wave_gpus;
+  auto waves_for = [&](const trace_op& op) -> const std::pair<wave_gpu, wave_gpu>& {
+    if (!wave_gpus) {
+      try {
+        wave_gpus.emplace(wave_gpu_from_spec(from), wave_gpu_from_spec(to));
+      } catch (const error& e) {
+        throw error(fmt::format("scale {} → {}: op '{}'{} takes Habitat's wave scaling of its measured kernels (an op "
+                                "the predictor's ratio does not cover), which needs the CUDA occupancy limits of both "
+                                "GPUs: {}", from.name, to.name, op.name, op.kind == op.name ? "" : " (" + op.kind + ")",
+                                e.what()));
+      }
+    }
+    return *wave_gpus;
+  };
   wave_options wopt;
   wopt.variant = f.wave_variant == "paper" ? wave_variant::paper_waves : wave_variant::code;
   wopt.zero_occupancy = zero_occupancy_policy::small_kernel;  // a kernel that fits nowhere: sub-wave, not a crash
@@ -215,6 +230,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
       row.method = "wave";
       row.family = "none";
       double scaled_ns = 0;
+      const auto& [w_from, w_to] = waves_for(op);
       for (const auto& k : op.kernels) scaled_ns += wave_scale(wave_kernel_of(k), w_from, w_to, wopt).duration_ns;
       row.scaled_ms = overhead + scaled_ns / 1e6;
     }
@@ -279,6 +295,25 @@ bool trace_device_check(const trace& tr, const std::string& file, const gpu_reso
     throw error(file + ": the trace was recorded on " + origin->name + " ('" + tr.origin_device + "'), not on " +
                 given.name + " (" + flag + ")");
   return true;
+}
+
+std::optional<std::pair<std::string, std::string>> scale_flag_unused(const scale_flags& f) {
+  if (f.graph.empty() && f.layers <= 0) return std::nullopt;
+  trace_format format;
+  try {
+    format = trace_detect(f.trace);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (format == trace_format::label_csv) return std::nullopt;
+  const std::string what = format == trace_format::chrome_json ? "a Chrome-trace JSON" : "a wavescale trace";
+  if (!f.graph.empty())
+    return std::pair{std::string("--graph"), "'" + f.graph + "' has no effect on " + what + " (" + f.trace +
+                                                 "): its ops carry their own shapes; --graph names the operator graph "
+                                                 "of a per-op label CSV"};
+  return std::pair{std::string("--layers"), std::to_string(f.layers) + " has no effect on " + what + " (" + f.trace +
+                                                "): it holds every layer it measured; --layers replicates the "
+                                                "operator graph of a per-op label CSV"};
 }
 
 int scale_main(const scale_flags& f) {

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/gpu_spec.h"
@@ -24,6 +25,12 @@ struct scale_flags {
   bool verbose = false;                              // -v
 };
 int scale_main(const scale_flags& f);
+
+// A flag of `f` that the trace's format takes no notice of, and why, for a usage error: --graph and --layers belong to a
+// per-op label CSV (its operator graph and the layers it is replicated over); a Chrome or wavescale trace's ops carry
+// their own shapes and it holds every layer it measured. nullopt when none is given for such a trace, or when the trace
+// cannot be read (scale_main says why).
+std::optional<std::pair<std::string, std::string>> scale_flag_unused(const scale_flags& f);
 
 // Our kernels for the ops of a measured trace that scripts/neusight/scale.lua routes to the ratio, built by its
 // kernels() from each op's shapes (kernel_instance::node = the op's index in tr.ops). Ops routed there that it

@@ -134,7 +134,11 @@ int search_main(const search_flags& f) {
   // What no layout changes is resolved once, before any layout: a misspelled GPU, model, dtype or cluster stops the
   // search here with the one message predict gives for it (did-you-mean included), not as every layout's reason.
   {
-    s.workload_check(workload_base(true));  // the fields (scripts/neusight/workload.lua check_fields), a --model config.json read
+    // the fields (scripts/neusight/workload.lua check_fields, predict's check), a --model config.json read; with
+    // --router-skew, which the layouts with ep > 1 take: a value no layout could take is refused here, not per layout
+    workload_overrides fields = workload_base(true);
+    if (!f.router_skew.empty()) fields["router_skew"] = f.router_skew;
+    s.workload_check(fields);
     s.gpu(f.gpu);
     if (!f.cluster.empty()) cluster_resolve(o.data_root / "gpus" / "clusters", f.cluster);
   }

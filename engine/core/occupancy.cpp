@@ -60,6 +60,16 @@ const std::vector<occupancy_limits>& cc_table() {
       make("8.6", 1536, 16, 100, 99, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100})),
       make("8.9", 1536, 24, 100, 99, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100})),
       make("9.0", 2048, 32, 228, 227, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100, 132, 164, 196, 228})),
+      // Blackwell. Threads, block slots and shared memory per SM and the opt-in per block: the same Programming Guide
+      // table, columns 10.0, 10.3 and 12.0, as gpus/b200.toml, gb200.toml (10.0), b300_sxm.toml, gb300.toml (10.3) and
+      // rtx_pro_6000_server.toml (12.0) cite them: 2048 threads, 32 blocks, 228 KB (227 KB opt-in) on 10.x; 1536
+      // threads, 32 blocks, 100 KB (99 KB opt-in) on 12.0. Carve-outs: the guide's Blackwell shared-memory section,
+      // 0/8/16/32/64/100/132/164/196/228 KB on 10.x (as 9.0) and 0/8/16/32/64/100 KB on 12.0 (as 8.6/8.9). The guide
+      // states no allocation units or sub-partitions for them: taken as for 9.0 on datacenter Blackwell (10.x: 4
+      // sub-partitions, 128 B shared-memory units, 1 KB reserved per block) and as for 8.9 on 12.0 (the same numbers).
+      make("10.0", 2048, 32, 228, 227, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100, 132, 164, 196, 228})),
+      make("10.3", 2048, 32, 228, 227, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100, 132, 164, 196, 228})),
+      make("12.0", 1536, 32, 100, 99, 4, 128, 1 * kib, kib_list({0, 8, 16, 32, 64, 100})),
   };
   return t;
 }
@@ -97,6 +107,12 @@ occupancy_limits occupancy_limits_for_cc(std::string_view cc) {
 }
 
 occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
+  // An AMD GPU's compute_capability is its LLVM target (gfx942): its wavefronts, LDS and VGPR file follow rules this
+  // table does not hold, and guessing them would be a silent wrong occupancy.
+  if (gpu.vendor == "amd")
+    throw error(gpu.source + ": " + gpu.name + " is an AMD GPU (compute_capability '" + gpu.compute_capability +
+                "'): occupancy is computed from the CUDA C++ Programming Guide's per-compute-capability limits, which "
+                "cover NVIDIA GPUs only");
   occupancy_limits l;
   try {
     l = occupancy_limits_for_cc(gpu.compute_capability);

@@ -40,13 +40,13 @@ struct occupancy_limits {
   std::vector<int64_t> smem_carveouts;   // selectable shared-memory sizes per SM (bytes, ascending); empty = fixed
 };
 
-// The published table for cc 6.0, 6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0.
+// The published table for cc 6.0, 6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0 (NVIDIA only).
 // Throws ns::error "unsupported compute capability 'x' (known: 6.0, ...)".
 occupancy_limits occupancy_limits_for_cc(std::string_view compute_capability);
 
 // The cc table, with the device sizes the GPU file states (threads, blocks, registers, shared memory)
 // taking precedence. gpu_spec's max_smem_per_sm_kb / max_smem_per_block_kb are KiB; the latter is the
-// opt-in limit. Throws ns::error "<source>: ..." for an unsupported cc.
+// opt-in limit. Throws ns::error "<source>: ..." for an unsupported cc or an AMD GPU (whose LLVM target is no cc).
 occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu);
 
 struct occupancy_options {

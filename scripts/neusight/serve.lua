@@ -61,19 +61,24 @@ local is_count = require("neusight.topology").is_count
 -- Lengths and random numbers
 
 --- A length spec: an integer N (or "N") or "uniform:LO:HI" (inclusive). Returns { kind, lo, hi, mean, text }.
+--- A length must have an integer representation (math.tointeger: 1e20 has none) and reach at most `MAX_SIZE` tokens
+--- (neusight.workload's bound of a sequence or context) in one request: the forecasts take nothing longer.
 function M.length_spec(v, what)
+  local max_size = require("neusight.workload").MAX_SIZE
   if type(v) == "number" or (type(v) == "string" and v:match("^%s*%-?%d+%s*$")) then
-    local n = tonumber(v)
+    local n = math.tointeger(tonumber(v))
     if not is_count(n) then fail("%s must be a positive integer (got %s)", what, tostring(v)) end
-    return { kind = "fixed", lo = n, hi = n, mean = n, text = tostring(floor(n)) }
+    if n > max_size then fail("%s must be at most %d tokens (got %s)", what, max_size, tostring(v)) end
+    return { kind = "fixed", lo = n, hi = n, mean = n, text = tostring(n) }
   end
   if type(v) == "string" then
     local lo, hi = v:match("^uniform:(%-?%d+):(%-?%d+)$")
-    lo, hi = tonumber(lo), tonumber(hi)
+    lo, hi = math.tointeger(tonumber(lo)), math.tointeger(tonumber(hi))
     if lo and hi then
       if not is_count(lo) or hi < lo then
         fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v)
       end
+      if hi > max_size then fail("%s uniform:LO:HI needs HI <= %d tokens (got %s)", what, max_size, v) end
       return { kind = "uniform", lo = lo, hi = hi, mean = (lo + hi) / 2, text = v }
     end
   end
@@ -222,6 +227,13 @@ local function options(raw)
   if o.output_len == nil then fail("needs the output length (--output-len)") end
   o.input = M.length_spec(o.input_len, "the input length (--input-len)")
   o.output = M.length_spec(o.output_len, "the output length (--output-len)")
+  -- a request's last token sees the prompt and all but itself of the output (a decode step's context, a preempted
+  -- request's prefill again): within the bound of a forecast's context, said by the flags, not as a workload field
+  local longest, max_size = o.input.hi + o.output.hi - 1, require("neusight.workload").MAX_SIZE
+  if longest > max_size then
+    fail("a request of input %d + output %d tokens reaches a context of %d tokens; a forecast takes at most %d " ..
+      "(--input-len, --output-len)", o.input.hi, o.output.hi, longest, max_size)
+  end
   if o.batch ~= nil and o.rate ~= nil then fail("--batch (static batch) and --rate (continuous batching) exclude each other") end
   if o.batch == nil and o.rate == nil then fail("needs --batch N (static batch) or --rate R (continuous batching)") end
   if o.batch ~= nil then

@@ -69,6 +69,7 @@ local show, is_count = require("neusight.topology").show, require("neusight.topo
 
 -- batch, seq and context: at most 2^24, so that tokens × features stay exact in a double and no count wraps
 local MAX_SIZE = 1 << 24
+M.MAX_SIZE = MAX_SIZE -- serve's lengths (neusight.serve length_spec) are bounded by it too
 local function size_check(v)
   if not is_count(v) then return ("must be a positive integer (got %s)"):format(show(v)) end
   if v > MAX_SIZE then return ("must be at most %d (got %s)"):format(MAX_SIZE, show(v)) end

@@ -111,6 +111,18 @@ TEST_CASE("flag values: --router-skew in exponent notation is a number with its 
   CHECK(r.err.find("give a factor from 1 to 2") != std::string::npos);
 }
 
+TEST_CASE("flag values: serve's lengths beyond a count's range name their flag and the value given", "[cli][flags]") {
+  const std::string serve = "serve --model llama32_1b --gpu h100 ";
+  usage_error(serve + "--rate 5 --requests 5 --input-len uniform:1:99999999999999999999 --output-len 4",
+              "--input-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999 (in "
+              "uniform:1:99999999999999999999)");
+  usage_error(serve + "--batch 1 --input-len 100 --output-len 99999999999999999999",
+              "--output-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999\n");
+  usage_error(serve + "--rate 5 --input-len 100 --output-len uniform:99999999999999999999:1",
+              "--output-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999 (in "
+              "uniform:99999999999999999999:1)");
+}
+
 TEST_CASE("reports: -o and --report are checked before anything is printed", "[cli][report]") {
   temp_dir t;
   // a missing folder: nothing on standard output, the OS's reason and the path

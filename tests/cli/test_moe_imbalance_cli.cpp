@@ -102,6 +102,21 @@ TEST_CASE("router skew: bad values are errors naming the closest", "[cli][moe][r
   CHECK(r.code != 0);  // serve runs no expert parallelism: the flag is not offered there
 }
 
+TEST_CASE("router skew: search refuses a bad value before any layout with predict's message", "[cli][moe][router_skew]") {
+  const auto p = run_cli("predict --model mixtral_8x7b --gpu h100 --mode train --batch 32 --seq 4096 --dtype bf16 "
+                         "--dp 2 --ep 2 --router-skew abc");
+  const auto s = run_cli("search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 32 --seq 4096 --dtype bf16 "
+                         "--router-skew abc");
+  INFO(p.err << "\n" << s.err);
+  const std::string message = "neusight: command line: field 'router_skew' must be \"uniform\", \"balanced\" or a "
+                              "number >= 1 (got \"abc\")";
+  CHECK(p.err.rfind(message, 0) == 0);
+  CHECK(s.err.rfind(message, 0) == 0);
+  CHECK(s.err.find("no layout") == std::string::npos);
+  CHECK(s.code == p.code);
+  CHECK(s.out.empty());
+}
+
 TEST_CASE("router skew: a builder that does not price it warns and a factor beyond one rank's share is refused",
           "[cli][moe][router_skew]") {
   // switch.lua prices its experts' buffers at a fixed capacity: the skew changes nothing and the run says so

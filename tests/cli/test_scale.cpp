@@ -413,3 +413,100 @@ TEST_CASE("scale: a label CSV given by a relative path in its folder finds its G
     CHECK(json::parse(r.out)["from"] == "T4");
   }
 }
+
+// ---- GPUs by compute capability: Blackwell's rows of the occupancy table; AMD GPUs, which wave scaling cannot use.
+namespace {
+// tests/fixtures/traces/chrome/tiny.json as recorded on another GPU (`device`: its deviceProperties name).
+std::string tiny_on(ns_test::temp_dir& t, const std::string& device) {
+  const std::string text = ns_test::slurp(ns_test::source_dir / chrome);
+  return t.write("trace.json", ns_test::replace_all(text, "Tesla V100-PCIE-32GB", device)).string();
+}
+// Its forward GEMM alone: every op takes the predictor's ratio, none wave scaling.
+std::string tiny_gemm_only(ns_test::temp_dir& t) {
+  return t.write("gemm.json", R"({
+  "schemaVersion": 1,
+  "deviceProperties": [{"id": 0, "name": "Tesla V100-PCIE-32GB", "numSms": 80}],
+  "traceEvents": [
+    {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 1000},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::linear", "pid": 1, "tid": 1, "ts": 10, "dur": 50,
+     "args": {"External id": 1, "Input Dims": [[4, 8], [16, 8], [16]]}},
+    {"ph": "X", "cat": "cpu_op", "name": "aten::addmm", "pid": 1, "tid": 1, "ts": 15, "dur": 40,
+     "args": {"External id": 2, "Input Dims": [[16], [4, 8], [8, 16], [], []]}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+     "args": {"External id": 2, "correlation": 100}},
+    {"ph": "X", "cat": "kernel", "name": "volta_sgemm_32x32", "pid": 0, "tid": 7, "ts": 30, "dur": 2.5,
+     "args": {"External id": 2, "grid": [4, 1, 1], "block": [256, 1, 1], "registers per thread": 64, "shared memory": 8192}}
+  ]
+}
+)").string();
+}
+}  // namespace
+
+TEST_CASE("scale: Blackwell GPUs wave-scale by their compute capability's occupancy limits both ways", "[cli][scale]") {
+  for (const std::string to : {"b200", "gb200", "b300_sxm", "gb300", "rtx_pro_6000_server"}) {
+    INFO(to);
+    const json j = scale_trace(chrome, "--from " + v100 + " --to " + to + " --predictor roofline");
+    size_t wave = 0;
+    for (const auto& op : j["ops"]) {
+      if (op["method"] != "wave") continue;
+      ++wave;
+      CHECK(double(op["scaled_ms"]) > 0);
+    }
+    CHECK(wave >= 2);
+  }
+  ns_test::temp_dir t;
+  const json back = scale_trace(tiny_on(t, "NVIDIA B200"), "--to v100");  // recorded on a B200
+  CHECK(back["from"] == "B200");
+  CHECK(double(back["latency_ms"]) > 0);
+}
+
+TEST_CASE("scale: an AMD GPU is refused by the op that needs wave scaling and taken where every op takes the ratio",
+          "[cli][scale]") {
+  for (const std::string amd : {"mi300x", "mi100", "mi210", "mi250"}) {
+    INFO(amd);
+    const auto r = run_cli("scale --trace " + chrome + " --from " + v100 + " --to " + amd + " --predictor roofline");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("takes Habitat's wave scaling of its measured kernels") != std::string::npos);
+    CHECK(r.err.find(amd + ".toml: ") != std::string::npos);
+    CHECK(r.err.find(" is an AMD GPU (compute_capability 'gfx") != std::string::npos);
+    CHECK(r.err.find("cover NVIDIA GPUs only") != std::string::npos);
+    CHECK(r.err.find("unsupported compute capability") == std::string::npos);
+    CHECK(r.out.empty());
+  }
+  ns_test::temp_dir t;
+  const std::string gemm = tiny_gemm_only(t);
+  const json j = scale_trace(gemm, "--to mi300x --predictor roofline");
+  REQUIRE(j["ops"].size() == 1);
+  CHECK(j["ops"][0]["method"] == "ratio");
+  CHECK(j["to"] == "MI300X");
+}
+
+TEST_CASE("scale: --graph and --layers are usage errors for traces they do not apply to", "[cli][scale]") {
+  auto refused = [](const std::string& file, const std::string& flag, const std::string& want) {
+    const auto r = run_cli("scale --trace " + file + " --from " + v100 + " --to " + a100 + " " + flag);
+    INFO(flag << "\n" << r.err);
+    CHECK(r.code == 2);
+    CHECK(r.err.find(want) != std::string::npos);
+    CHECK(r.out.empty());
+  };
+  refused(chrome, "--layers 32", "--layers: 32 has no effect on a Chrome-trace JSON (" + chrome + ")");
+  refused(chrome, "--graph /nonexistent/x.csv",
+          "--graph: '/nonexistent/x.csv' has no effect on a Chrome-trace JSON (" + chrome + "): its ops carry their own");
+  refused(wavescale, "--layers 2", "--layers: 2 has no effect on a wavescale trace");
+  // a label CSV takes them
+  const json j = scale_json("--from 'Tesla T4' --to t4 --layers 2");
+  CHECK(j["layers"] == 2);
+}
+
+TEST_CASE("scale: the help says what -o writes", "[cli][scale]") {
+  // scale (and gpus, eval models) write a table or JSON: -o x.csv is refused, and the help says so
+  for (const std::string cmd : {"scale", "gpus", "eval models"}) {
+    INFO(cmd);
+    const auto h = run_cli(cmd + " --help");
+    CHECK(h.out.find("a .json FILE sets --format unless it is given; this command writes a table or JSON, not CSV") !=
+          std::string::npos);
+    CHECK(h.out.find(".csv FILE sets --format") == std::string::npos);
+  }
+  CHECK(run_cli("predict --help").out.find("(a .json or .csv FILE sets --format unless it is given)") !=
+        std::string::npos);
+}

@@ -274,6 +274,23 @@ TEST_CASE("serve: bad inputs are clear errors", "[cli][serve]") {
   CHECK(both.code == 2);
 }
 
+TEST_CASE("serve: lengths beyond a forecast's context name their flags, not a workload field", "[cli][serve]") {
+  auto fails = [](const std::string& args, const std::string& message) {
+    const auto r = run_cli("serve --model llama32_1b --gpu h100 --predictor roofline " + args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.rfind("neusight: serve: " + message, 0) == 0);
+    CHECK(r.err.find("field 'context'") == std::string::npos);
+  };
+  fails("--batch 1 --input-len 100 --output-len 99999999",
+        "the output length (--output-len) must be at most 16777216 tokens (got 99999999)");
+  fails("--rate 5 --requests 5 --input-len uniform:1:20000000 --output-len 4",
+        "the input length (--input-len) uniform:LO:HI needs HI <= 16777216 tokens (got uniform:1:20000000)");
+  fails("--batch 1 --input-len 16000000 --output-len 1000000",
+        "a request of input 16000000 + output 1000000 tokens reaches a context of 16999999 tokens; a forecast takes at "
+        "most 16777216 (--input-len, --output-len)");
+}
+
 // Llama-3-70B's bf16 weights (141 GB) on a 24 GB L4: no memory is left for a KV cache. The static batch is a "does not
 // fit" result whose budget is 0 (it was -119.5 GB) and whose warning says the weights alone are why; continuous batching
 // is an error saying so.

@@ -4,6 +4,7 @@
 #include "core/gpu_spec.h"
 #include "core/occupancy.h"
 #include "core/text.h"
+#include "test_util.h"
 
 using namespace ns;
 
@@ -151,8 +152,62 @@ TEST_CASE("occupancy: hand-checked cases per compute capability", "[occupancy]")
     CHECK(occupancy_compute(l, {128, 32, 227 * 1024}, o).blocks_per_sm == 1);
     CHECK(occ(l, 128, 168, 0, 0) == 3);  // 5376 regs/warp: 3 per sub-partition -> 12 warps / 4
   }
-  CHECK_THROWS_WITH(occupancy_limits_for_cc("5.2"),
-                    "unsupported compute capability '5.2' (known: 6.0, 6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0)");
+  SECTION("10.0 and 10.3: as 9.0 (228 KiB, opt-in 227 KiB, 32 slots)") {
+    for (const char* cc : {"10.0", "10.3"}) {
+      INFO(cc);
+      const auto l = occupancy_limits_for_cc(cc);
+      CHECK(l.max_threads_per_sm == 2048);
+      CHECK(l.max_blocks_per_sm == 32);
+      CHECK(occ(l, 128, 32, 32768, 0) == 6);  // 233472 / 33792 = 6.9
+      CHECK(occ(l, 32, 16, 0, 0) == 32);
+      occupancy_options o;
+      o.smem_optin = true;
+      CHECK(occupancy_compute(l, {128, 32, 227 * 1024}, o).blocks_per_sm == 1);
+      o.smem_carveout = 150 * 1024;  // rounds up to the 164 KiB carve-out
+      CHECK(occupancy_compute(l, {128, 32, 16384}, o).smem_per_sm == 164 * 1024);
+    }
+  }
+  SECTION("12.0: 1536 threads, 32 slots, 100 KiB, opt-in 99 KiB") {
+    const auto l = occupancy_limits_for_cc("12.0");
+    CHECK(occ(l, 32, 16, 0, 0) == 32);      // 48 warps, 32 block slots bind
+    CHECK(occ(l, 256, 32, 0, 0) == 6);      // 1536 / 256
+    CHECK(occ(l, 128, 32, 32768, 0) == 3);  // 102400 / 33792
+    occupancy_options o;
+    o.smem_optin = true;
+    CHECK(occupancy_compute(l, {128, 32, 99 * 1024}, o).blocks_per_sm == 1);
+    CHECK(occupancy_compute(l, {128, 32, 100 * 1024}, o).blocks_per_sm == 0);
+  }
+  CHECK_THROWS_WITH(occupancy_limits_for_cc("5.2"), "unsupported compute capability '5.2' (known: 6.0, 6.1, 7.0, 7.5, "
+                                                    "8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0)");
+}
+
+// Every NVIDIA GPU file's compute capability is in the table, and the per-SM limits it cites from the Programming
+// Guide's table agree with the row (the file's numbers win where they differ: a disagreement is a mistake in one of
+// them); an AMD GPU is refused by name, its LLVM target being no compute capability.
+TEST_CASE("occupancy: every bundled NVIDIA GPU has its compute capability's row and agrees with it", "[occupancy]") {
+  size_t nvidia = 0, amd = 0;
+  for (const auto& g : gpu_catalog(ns_test::source_dir / "gpus").load_all()) {
+    INFO(g.source << " cc " << g.compute_capability);
+    if (g.vendor == "amd") {
+      ++amd;
+      CHECK_THROWS_WITH(occupancy_limits_from_gpu(g),
+                        g.source + ": " + g.name + " is an AMD GPU (compute_capability '" + g.compute_capability +
+                            "'): occupancy is computed from the CUDA C++ Programming Guide's per-compute-capability "
+                            "limits, which cover NVIDIA GPUs only");
+      continue;
+    }
+    ++nvidia;
+    const occupancy_limits row = occupancy_limits_for_cc(g.compute_capability);
+    const occupancy_limits l = occupancy_limits_from_gpu(g);
+    CHECK(l.max_threads_per_sm == row.max_threads_per_sm);
+    CHECK(l.max_blocks_per_sm == row.max_blocks_per_sm);
+    CHECK(l.smem_per_sm == row.smem_per_sm);
+    CHECK(l.smem_per_block_optin == row.smem_per_block_optin);
+    CHECK(l.regs_per_sm == row.regs_per_sm);
+    if (!row.smem_carveouts.empty()) CHECK(row.smem_carveouts.back() == l.smem_per_sm);  // the largest is the SM's
+  }
+  CHECK(nvidia >= 20);
+  CHECK(amd >= 4);
 }
 
 TEST_CASE("occupancy: limits from a GPU file", "[occupancy]") {
@@ -167,7 +222,7 @@ TEST_CASE("occupancy: limits from a GPU file", "[occupancy]") {
   CHECK(l.smem_per_sm == 167936);
   CHECK(l.smem_per_block_optin == 166912);
   CHECK(l.smem_per_block == 49152);
-  g.compute_capability = "10.0";
-  CHECK_THROWS_WITH(occupancy_limits_from_gpu(g),
-                    "gpus/x.toml: unsupported compute capability '10.0' (known: 6.0, 6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0)");
+  g.compute_capability = "11.0";
+  CHECK_THROWS_WITH(occupancy_limits_from_gpu(g), "gpus/x.toml: unsupported compute capability '11.0' (known: 6.0, "
+                                                  "6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0)");
 }

@@ -65,6 +65,13 @@ function M.test_percentile_and_lengths()
   eq(err, "serve: the output length must be a positive integer (got 0)", "message")
   ok = pcall(S.length_spec, "normal:5:1", "x")
   eq(ok, false, "unknown distribution fails")
+  -- a count with no integer representation (1e20) is refused by the length's rule, not by string.format
+  ok, err = pcall(S.length_spec, "99999999999999999999", "the output length")
+  eq(err, "serve: the output length must be a positive integer (got 99999999999999999999)", "no integer representation")
+  ok, err = pcall(S.length_spec, "uniform:1:99999999999999999999", "x")
+  eq(err, "serve: x must be a positive integer N or uniform:LO:HI (got uniform:1:99999999999999999999)", "HI too")
+  ok, err = pcall(S.length_spec, "16777217", "x")
+  eq(err, "serve: x must be at most 16777216 tokens (got 16777217)", "beyond a forecast's sequence")
 end
 
 function M.test_bounds_classify_by_roofline()
