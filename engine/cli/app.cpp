@@ -619,8 +619,14 @@ int app_main(int argc, char** argv) {
     }
     if (*scale)
       if (const auto unused = scale_flag_unused(sflags)) throw CLI::ValidationError(unused->first, unused->second);
-    if (*predict && fflags.model.empty() && gflags.file.empty() &&
-        !(!common.calibrate.empty() && calibrate_from_trace(common.calibrate)))
+    const bool trace_calibration = !common.calibrate.empty() && calibrate_from_trace(common.calibrate);
+    // predict --calibrate TRACE.json fits from the trace's own kernels: a workload flag would be ignored, so refuse it
+    if (*predict && trace_calibration)
+      for (const auto& name : workload_flag_names(cmd::predict))
+        if (name != "--gpu" && predict->get_option(name)->count() > 0)
+          throw CLI::ValidationError(name, "has no effect with --calibrate " + common.calibrate + ": a trace's ops carry "
+                                     "their own shapes and dtypes (give predict --gpu only)");
+    if (*predict && fflags.model.empty() && gflags.file.empty() && !trace_calibration)
       throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error

@@ -779,12 +779,24 @@ std::vector<flag_spec> table_make() {
   return t;
 }
 
+const std::vector<flag_spec>& table() {
+  static const std::vector<flag_spec> t = table_make();
+  return t;
+}
+
 }  // namespace
 
+std::vector<std::string> workload_flag_names(unsigned command) {
+  std::vector<std::string> names;
+  for (const flag_spec& f : table())
+    for (const flag_use& u : f.uses)
+      if ((u.commands & command) && u.workload) names.push_back(f.name);
+  return names;
+}
+
 CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t) {
-  static const std::vector<flag_spec> table = table_make();
   std::vector<std::pair<CLI::Option*, flag_rules>> added;
-  for (const flag_spec& f : table)
+  for (const flag_spec& f : table())
     for (const flag_use& u : f.uses) {
       if (!(u.commands & command)) continue;
       std::string help = u.help.empty() ? f.help : u.help;

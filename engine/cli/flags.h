@@ -108,6 +108,10 @@ struct flag_targets {
 // order, then the relations between them (needs, excludes). Returns `app`.
 CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t);
 
+// The names of the flags that set a workload field on `command` (the table's .workload() uses: --model, --gpu, --batch,
+// …, the parallel layout), in the table's order.
+std::vector<std::string> workload_flag_names(unsigned command);
+
 // "1, 8,32" → {"1", "8", "32"}; "" → {}.
 std::vector<std::string> list_split(const std::string& text);
 
