@@ -203,10 +203,11 @@ function M.compute(r)
   local warnings = {}
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
-  -- faster than the GPU can be: the forecast under its roofline floor (its kernels' floors, as many of them as one GPU
-  -- runs: replicas / gpus of the graph's, and the model FLOPs at the dtype's dense peak, MFU 100 %)
-  local kernel_floor = M.roofline_floor(r.floor_s)
-  local floor = kernel_floor and kernel_floor * replicas / gpus
+  -- faster than the GPU can be: the forecast under its roofline floor (its kernels' floors on one GPU; a parallel run's
+  -- timeline is not its graph's kernels one after another, so there the model FLOPs at the dtype's dense peak alone:
+  -- MFU 100 %)
+  local kernel_floor = not r.parallel and M.roofline_floor(r.floor_s) or nil
+  local floor = kernel_floor
   local flop_floor = peak and model_flops / gpus / (peak * 1e12)
   if flop_floor and not (floor and floor >= flop_floor) then floor = flop_floor end
   warnings[#warnings + 1] = M.floor_warning { subject = "the forecast", seconds = latency, floor_s = floor, gpu = gpu,
