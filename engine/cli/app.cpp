@@ -176,7 +176,7 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
   const double latency_s = d.latency_s();
   figure_inputs in = {{"latency_s", latency_s}, {"measured_s", measured_ms / 1e3}, {"measurement", m.source}};
-  family_inputs_add(in, d.fc->seconds_by_family(), pred, d.gpu.vendor);
+  family_inputs_add(in, d.fc->seconds_by_family(d.gpu), pred, d.gpu.vendor);
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   std::optional<double> calibrated_ms;
@@ -275,8 +275,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
   figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
-  family_inputs_add(in, pf.seconds_by_family(), *pred, gpu.vendor);
-  for (const auto& ft : mf.seconds_by_family()) in.emplace_back("measured_s." + ft.family, ft.seconds);
+  family_inputs_add(in, pf.seconds_by_family(gpu), *pred, gpu.vendor);
+  for (const auto& ft : mf.seconds_by_family(gpu)) in.emplace_back("measured_s." + ft.family, ft.seconds);
   const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
@@ -300,8 +300,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["forecast_ms"] = p_total * 1e3;
     j["factors"] = factors;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
-    for (const auto& ft : pf.seconds_by_family()) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
-    for (const auto& ft : mf.seconds_by_family()) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : pf.seconds_by_family(gpu)) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : mf.seconds_by_family(gpu)) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
     j["families"] = fams;
     j["warnings"] = warnings;
     emit(j.dump(2) + "\n", c.output);

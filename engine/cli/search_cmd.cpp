@@ -287,7 +287,7 @@ int search_main(const search_flags& f) {
                 // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
                 built_notes = pred->warnings();
                 figure_inputs band_in = {{"latency_s", built_fc->total()}};
-                family_inputs_add(band_in, built_fc->seconds_by_family(), *pred, gpu.vendor);
+                family_inputs_add(band_in, built_fc->seconds_by_family(gpu), *pred, gpu.vendor);
                 for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
                                               pred->uncertainty_file(gpu.vendor)).warnings)
                   built_notes.push_back(std::move(w));

@@ -35,9 +35,9 @@ double graph::params_total() const {
 
 double forecast::params_total() const { return g.params_total(); }
 
-std::vector<family_time> forecast::seconds_by_family() const {
+std::vector<family_time> forecast::seconds_by_family(const gpu_spec& gpu) const {
   struct acc {
-    double sum = 0, squares = 0;
+    double sum = 0, squares = 0, floor = 0;
   };
   std::map<family, acc> by;
   acc other;
@@ -46,10 +46,11 @@ std::vector<family_time> forecast::seconds_by_family() const {
     const auto fam = k.seconds ? std::nullopt : family_of(k);
     acc& a = fam ? by[*fam] : other;
     a.sum += seconds(i), a.squares += seconds(i) * seconds(i);
+    a.floor += roofline_floor_seconds(k, gpu) * double(g.nodes[kernels[i].node].count);
   }
   std::vector<family_time> out;
   auto add = [&](std::string name, const acc& a) {
-    if (a.sum > 0) out.push_back({std::move(name), a.sum, a.sum * a.sum / a.squares});
+    if (a.sum > 0) out.push_back({std::move(name), a.sum, a.sum * a.sum / a.squares, a.floor});
   };
   for (const auto& [f, a] : by) add(std::string(family_name(f)), a);
   add("other", other);
@@ -61,6 +62,7 @@ void family_inputs_add(figure_inputs& in, const std::vector<family_time>& famili
   for (const auto& f : families) {
     in.emplace_back("family_s." + f.family, f.seconds);
     in.emplace_back("family_n." + f.family, f.kernels);
+    if (f.floor_seconds > 0) in.emplace_back("floor_s." + f.family, f.floor_seconds);
     if (f.family != "other" && !pred.models_family(vendor, f.family)) in.emplace_back("roofline." + f.family, true);
   }
 }

@@ -16,6 +16,8 @@ struct family_time {
   // Effective number of distinct kernels, (Σ s)² / Σ s² over the graph's kernel entries (a node's kernel replicated
   // over layers is one entry: the same shape errs the same way): how far the kernels' own errors average out.
   double kernels = 0;
+  // Σ roofline_floor_seconds × replication over the family's kernels: the least time its kernels can take.
+  double floor_seconds = 0;
 };
 
 struct forecast {
@@ -36,13 +38,15 @@ struct forecast {
   // Time of the predictor's kernel families (tile_model.h family_name), replication included, in family order;
   // "other" for the kernels no family's model prices (memory copies, collectives, fixed latencies). Families with no
   // kernel are left out. What the uncertainty band and calibration (scripts/neusight/uncertainty.lua,
-  // calibration.lua) weigh each family's error by.
-  std::vector<family_time> seconds_by_family() const;
+  // calibration.lua) weigh each family's error by; with each family's roofline floor on `gpu`.
+  std::vector<family_time> seconds_by_family(const gpu_spec& gpu) const;
 };
 
 // The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
 // family_s.<family> (seconds) and family_n.<family> (effective kernel count); roofline.<family> = true for the families
-// `pred` does not price with its own model on `vendor` (the roofline stood in): the error table says nothing of them.
+// `pred` does not price with its own model on `vendor` (the roofline stood in): the error table says nothing of them;
+// floor_s.<family> (seconds, when > 0): the family's roofline floor, what scripts/neusight/figures.lua floor_warning and
+// calibration.lua hold a forecast and a measurement to.
 void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families, const predictor& pred,
                        const std::string& vendor);
 

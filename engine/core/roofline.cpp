@@ -35,6 +35,17 @@ double roofline_seconds(const kernel& k, const gpu_spec& gpu) {
   return std::max(roofline_compute_seconds(k, gpu), roofline_memory_seconds(k, gpu));
 }
 
+double roofline_floor_seconds(const kernel& k, const gpu_spec& gpu) {
+  if (k.seconds) return 0;
+  double compute = 0;
+  try {
+    compute = roofline_compute_seconds(k, gpu);
+  } catch (const error&) {
+    // no unit for its dtype: the DRAM term alone bounds it
+  }
+  return std::max(compute, roofline_memory_seconds(k, gpu));
+}
+
 double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {
   if (k.seconds) return *k.seconds;
   if (k.dtype != "fp32")

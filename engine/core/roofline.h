@@ -24,6 +24,12 @@ double roofline_memory_seconds(const kernel& k, const gpu_spec& gpu);
 // max(flops / peak, bytes / bandwidth) in seconds; `seconds` of a fixed kernel wins.
 double roofline_seconds(const kernel& k, const gpu_spec& gpu);
 
+// The least time physics allows the kernel on this GPU's peaks: max(flops / peak, bytes / bandwidth), the compute term
+// 0 where the GPU has no unit for its dtype, and 0 for a fixed-latency kernel (collectives, given times: no peak
+// bounds them). The predictors never price a kernel below it; a forecast under the sum of its kernels' floors was
+// brought there by a calibration or by the GPU file's peaks (scripts/neusight/figures.lua floor_warning).
+double roofline_floor_seconds(const kernel& k, const gpu_spec& gpu);
+
 // The reference implementation's roofline baseline, bit for bit (spec §8; its shipped
 // prediction/<GPU>/roofline/*.json are reproducible with it). fp32 only; F = peak_fp32_tflops in GFLOP/s:
 //   GEMM/BMM  2·B·M·N·K/1e9 / min(F, AI·BW), AI = 2·M·N·K/1e9 / (4·(MN + NK + MK)/2^30)  (no B in AI)

@@ -339,7 +339,7 @@ int l_family_inputs(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     figure_inputs in;
     const forecast& fc = forecast_of(L, c, "family_inputs");  // made with the predictor, on the GPU
-    family_inputs_add(in, fc.seconds_by_family(), *c.run->pred, c.run->gpu->vendor);
+    family_inputs_add(in, fc.seconds_by_family(*c.run->gpu), *c.run->pred, c.run->gpu->vendor);
     figure_inputs_push(L, in);
     return 1;
   });

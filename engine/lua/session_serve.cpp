@@ -87,7 +87,7 @@ int l_serve_phase(lua_State* L) {
     const double latency_s = done.latency_s();
     // the per-family inputs (family_s.<f>, family_n.<f>, roofline.<f>): the band's and a calibration fit's, made once
     figure_inputs fam;
-    family_inputs_add(fam, fc.seconds_by_family(), *c->pred, gpu.vendor);
+    family_inputs_add(fam, fc.seconds_by_family(gpu), *c->pred, gpu.vendor);
     // with_band: the phase's uncertainty band, as predict's (scripts/neusight/uncertainty.lua; a few ms each, so only
     // for the phases a report shows)
     figures band;

@@ -115,6 +115,15 @@ function M.model_warnings(r)
                                         r.calibration_model_params, r.model_params) } }
 end
 
+-- The warning of a measurement below its workload's roofline floor (neusight.figures floor_warning: the one rule for
+-- a time faster than physics allows), or nil: a calibration fitted to it would make later forecasts faster than the
+-- GPU can be. `floors`: floor_s.<family> of the forecast (its kernels' roofline floors); `what`: the measurement named.
+local function floor_warning(what, measured_s, floors, gpu)
+  local F = require("neusight.figures")
+  return F.floor_warning { subject = what .. ": the measured", seconds = measured_s,
+                           floor_s = F.roofline_floor(floors), gpu = gpu, measured = true }
+end
+
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 
@@ -177,6 +186,7 @@ function fit_of(r, what)
     warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: is the measurement of this "
       .. "workload on this GPU?", r.measurement, table.concat(clamped, ", "), M.min_factor, M.max_factor)
   end
+  warnings[#warnings + 1] = floor_warning(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu)
   if abs(ratio - 1) > 1 then
     warnings[#warnings + 1] = fmt("%s: measured %.4g ms is %.1fx the forecast %.4g ms; a calibration this large usually "
       .. "means the measurement and the workload differ (batch, sequence, dtype, layout, warm-up)", r.measurement,
@@ -223,7 +233,13 @@ function M.fit_trace(r)
     r.measurement), 0) end
   local fields, shown, warnings, clamped = {}, {}, {}, {}
   local m_all, t_all = 0, 0
-  for _, name in ipairs(names) do m_all, t_all = m_all + measured[name], t_all + predicted[name] end
+  local floors = {}  -- the roofline floors of the families measured: what their measured time is held to
+  for _, name in ipairs(names) do
+    m_all, t_all = m_all + measured[name], t_all + predicted[name]
+    floors[name] = (r.floor_s or {})[name]
+  end
+  warnings[#warnings + 1] = floor_warning(fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0), m_all,
+    floors, r.gpu)
   for _, name in ipairs(names) do
     local ratio = measured[name] / predicted[name]
     local pr, c, k = prior[name], ratio, 1
@@ -286,6 +302,7 @@ function M.fit_serve(r)
   for _, p in ipairs(SERVE_PHASES) do
     local ph = { latency_s = r[p.key .. "_s"], measured_s = r["measured_" .. p.key .. "_s"],
                  family_s = r[p.prefix .. "family_s"], family_n = r[p.prefix .. "family_n"],
+                 floor_s = r[p.prefix .. "floor_s"], what = fmt("%s (%s)", r.measurement, p.label),
                  roofline = r[p.prefix .. "roofline"], measurement = r.measurement, gpu = r.gpu,
                  uncertainty = r.uncertainty, uncertainty_source = r.uncertainty_source }
     if ph.measured_s and not ph.latency_s then

@@ -57,6 +57,46 @@ local function money(x)
 end
 M.money = money -- USD as the tables print it (also neusight.sweep's)
 
+--- The roofline floor of a forecast or a measurement: Σ over its kernel families of floor_s.<family> (the engine's
+--- family inputs: each family's Σ max(FLOPs / peak, bytes / bandwidth) over its kernels, fixed-latency kernels 0;
+--- engine/core/roofline.h roofline_floor_seconds), in a fixed order; nil without one.
+function M.roofline_floor(floors)
+  if type(floors) ~= "table" then return nil end
+  local names, sum = {}, 0
+  for name in pairs(floors) do names[#names + 1] = name end
+  table.sort(names)
+  for _, name in ipairs(names) do
+    if positive(floors[name]) then sum = sum + floors[name] end
+  end
+  return sum > 0 and sum or nil
+end
+
+--- The one rule for a time faster than physics allows: the warning when `t.seconds` is below `t.floor_s` (its roofline
+--- floor; M.roofline_floor), else nil. The predictors never price a kernel below its floor, so only a calibration fitted
+--- to a measurement faster than the GPU can be, or the GPU file's peaks, bring a forecast there; a measurement below
+--- it is of another workload or GPU, or the GPU file's peaks are too low. `t`: subject (what was timed: "the forecast",
+--- "TPOT …", "FILE: the measurement"), seconds, floor_s, gpu (its table: name, source), measured (a measurement: the
+--- advice is to check it or the GPU file), calibration (the calibration file a forecast applied; nil: none), mfu (the
+--- forecast's, said when over 1). Said by figures (predict, run), serve, its sweep and calibration.lua's fits.
+function M.floor_warning(t)
+  if not (positive(t.floor_s) and type(t.seconds) == "number" and t.seconds < t.floor_s * (1 - 1e-6)) then
+    return nil
+  end
+  local gpu = t.gpu or {}
+  local advice
+  if t.measured then
+    advice = fmt("check the measurement or the GPU file (%s)", tostring(gpu.source))
+  elseif t.calibration then
+    advice = fmt("calibrated by %s: was its measurement of this workload on this GPU? --no-calibration ignores it",
+      t.calibration)
+  else
+    advice = fmt("check the peaks and mem_bw_gbps of %s", tostring(gpu.source))
+  end
+  return fmt("%s %s ms is %.1f %% below what %s's peak FLOP/s and bandwidth allow (%s ms: the sum over its kernels of "
+    .. "max(FLOPs / peak, bytes / bandwidth)%s); %s", t.subject, sig(t.seconds * 1e3), 100 * (1 - t.seconds / t.floor_s),
+    tostring(gpu.name), sig(t.floor_s * 1e3), (t.mfu and t.mfu > 1) and fmt("; MFU %.1f %%", 100 * t.mfu) or "", advice)
+end
+
 --- Tokens one iteration processes.
 ---@param mode string
 ---@param batch integer
@@ -165,14 +205,15 @@ function M.compute(r)
   local warnings = {}
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
-  -- faster than the GPU can be: every kernel is priced at or above its roofline, so only a calibration (fitted to a
-  -- measurement faster than physics allows) or a GPU file's peaks can bring the model FLOPs over the dense peak
-  if mfu and mfu > 1 then
-    warnings[#warnings + 1] = fmt("MFU %.1f %%: the forecast does the model's FLOPs faster than the %s dense peak of "
-      .. "%s TFLOP/s allows%s", 100 * mfu, r.dtype, sig(peak), r.calibration_source and fmt(" (calibrated by %s: was "
-      .. "its measurement of this workload on this GPU? --no-calibration ignores it)", r.calibration_source)
-      or " (check the GPU file's peaks)")
-  end
+  -- faster than the GPU can be: the forecast under its roofline floor (its kernels' floors on one GPU; a parallel run's
+  -- timeline is not its graph's kernels one after another, so there the model FLOPs at the dtype's dense peak alone:
+  -- MFU 100 %)
+  local kernel_floor = not r.parallel and M.roofline_floor(r.floor_s) or nil
+  local floor = kernel_floor
+  local flop_floor = peak and model_flops / gpus / (peak * 1e12)
+  if flop_floor and not (floor and floor >= flop_floor) then floor = flop_floor end
+  warnings[#warnings + 1] = M.floor_warning { subject = "the forecast", seconds = latency, floor_s = floor, gpu = gpu,
+    calibration = r.calibration_source, mfu = mfu }
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

@@ -156,8 +156,11 @@ function M.bounds(kernels)
 end
 
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
+-- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its roofline floor (the
+-- phase's floor_s.<family> family inputs summed: neusight.figures roofline_floor), none where none is: what the floor
+-- warnings name.
 local function forecaster(o, phase)
-  local cache, n = {}, 0
+  local cache, n, worst = {}, 0, {}
   local function F(mode, batch, tokens, with_band)
     local key = mode .. ":" .. batch .. ":" .. tokens
     local r = cache[key]
@@ -185,9 +188,18 @@ local function forecaster(o, phase)
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
     if not counted then n = n + 1 end
+    local floors = {}
+    for k, v in pairs(p.families or {}) do
+      local family = type(k) == "string" and k:match("^floor_s%.(.+)$")
+      if family then floors[family] = v end
+    end
+    local Fg = require("neusight.figures")
+    r.floor_ms = Fg.roofline_floor and (Fg.roofline_floor(floors) or 0) * 1e3 or nil
+    local w = worst[mode]
+    if r.floor_ms and r.ms < r.floor_ms and (not w or r.ms / r.floor_ms < w.ms / w.floor_ms) then worst[mode] = r end
     return r
   end
-  return F, function() return n end
+  return F, function() return n end, function() return worst end
 end
 
 local function phase_report(r)
@@ -276,11 +288,11 @@ local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
-  local kv_dtype = o.kv_dtype and require("neusight.kernels").dtype_name(o.kv_dtype) or nil
-  if kv_dtype == first.dtype then kv_dtype = nil end
-  local warnings = require("neusight.workload").warnings {
-    mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype,
-    weight_dtype = type(o.weight_dtype) == "string" and o.weight_dtype:lower() or nil }
+  -- (neither when it names the compute dtype: workload.lua storage_dtypes, whose "no effect" warnings come first)
+  local W = require("neusight.workload")
+  local kv_dtype, weight_dtype, storage_notes = W.storage_dtypes(first.dtype, o.kv_dtype, o.weight_dtype)
+  local warnings = W.warnings { mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype }
+  for i, note in ipairs(storage_notes) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
   local positions = o.input.hi + o.output.hi
   local position_warning = require("neusight.models.check").rotary_positions_warning(
@@ -306,7 +318,7 @@ local function common_report(o, first, count)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
     decode_calibrated = decode_calibrated,
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
-    dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = o.weight_dtype, tp = o.tp, launch = first.launch,
+    dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",
     attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
     experts = first.active_params and o.experts or nil, -- mixtures of experts only: how the routed experts ran
@@ -316,6 +328,13 @@ local function common_report(o, first, count)
   POSITION_WARNING[report] = position_warning
   return report
 end
+
+-- Each report's warning of a phase forecast below its roofline floor (also among its warnings), for neusight.sweep.
+local FLOOR_WARNING = setmetatable({}, { __mode = "k" })
+
+--- The warnings of a report of M.run whose phase forecasts go below their roofline floor (among its warnings too; an
+--- array, the prefill's and a decode step's), or nil.
+function M.floor_warning(report) return FLOOR_WARNING[report] end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
@@ -373,7 +392,11 @@ local function run_static(o, F, count)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
   local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
-  local per_seq_blocks = ceil((I + O - 1) / o.block_size)
+  -- the batch's cache once each sequence holds its I + O - 1 tokens: the last decode step's graph's (predict's rule,
+  -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step;
+  -- a sequence's blocks are that cache's in blocks of block_size full-cache tokens (per_token_gb: the prefill's rate)
+  local cache_gb = steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or pre.kv_cache_gb
+  local per_seq_blocks = ceil(cache_gb / B / (per_token_gb * o.block_size) - 1e-9)
   local r = common_report(o, pre, count)
   r.kind = "static"
   r.batch = B
@@ -387,7 +410,7 @@ local function run_static(o, F, count)
   r.output_tokens_per_s = B * O / (r.e2e_ms / 1e3)
   r.output_tokens_per_s_per_gpu = r.output_tokens_per_s / o.tp
   r.weights_gb = pre.state_gb
-  r.kv_cache_gb = per_token_gb * B * (I + O - 1)
+  r.kv_cache_gb = cache_gb
   r.kv_cache_gb_per_token = per_token_gb
   r.kv_budget_gb = budget_gb
   r.kv_blocks = blocks
@@ -882,10 +905,26 @@ end
 --- primitives (see the header). Returns the report table.
 function M.run(raw, phase, progress)
   local o = options(raw)
-  local F, count = forecaster(o, phase)
+  local F, count, below = forecaster(o, phase)
   progress = progress or function() end
-  if o.batch then return run_static(o, F, count) end
-  return run_simulation(o, F, count, progress)
+  local r
+  if o.batch then r = run_static(o, F, count) else r = run_simulation(o, F, count, progress) end
+  -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, or the GPU file's
+  -- peaks): neusight.figures floor_warning, said of the forecast furthest below its floor
+  local Fg, said = require("neusight.figures"), {}
+  for _, mode in ipairs { "prefill", "decode" } do
+    local worst = below()[mode]
+    local w = worst and Fg.floor_warning and Fg.floor_warning {
+      subject = fmt("the %s forecast (batch %d, %s %d)", mode == "prefill" and "prefill" or "decode step", worst.batch,
+        mode == "prefill" and "seq" or "context", worst.tokens),
+      seconds = worst.ms / 1e3, floor_s = worst.floor_ms / 1e3, gpu = worst.gpu, calibration = worst.calibration } or nil
+    if w then
+      r.warnings[#r.warnings + 1] = w
+      said[#said + 1] = w
+    end
+  end
+  FLOOR_WARNING[r] = said[1] and said or nil
+  return r
 end
 
 ---------------------------------------------------------------------------------------------------

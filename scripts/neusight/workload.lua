@@ -265,6 +265,25 @@ local function rotary_limit(cfg, builder)
   return require("neusight.models.check").count_of(cfg.max_position_embeddings)
 end
 
+--- The storage dtypes of a run in compute dtype `dtype`: the KV cache's (`kv_dtype`, a name K.dtype_name reads) and
+--- the weights' (`weight_dtype`, weight-only quantisation), each nil where it is not given or names the compute dtype
+--- itself (the cache and the weights are kept at the compute dtype without it: nothing is quantised), and one "no
+--- effect" warning for each given that way. The one rule for predict's workloads (M.normalize) and serve's reports.
+function M.storage_dtypes(dtype, kv_dtype, weight_dtype)
+  local notes = {}
+  local kv = kv_dtype and (K.dtype_name(kv_dtype) or kv_dtype) or nil
+  local weight = type(weight_dtype) == "string" and weight_dtype:lower() or weight_dtype
+  local function same(key, flag, v, what)
+    if v == nil or v ~= dtype then return v end
+    notes[#notes + 1] = ("%s (%s) has no effect: %s is the compute dtype, which %s without it; drop it"):format(key,
+      flag, v, what)
+    return nil
+  end
+  kv = same("kv_dtype", "--kv-dtype", kv, "the KV cache has")
+  weight = same("weight_dtype", "--weight-dtype", weight, "the weights have")
+  return kv, weight, notes
+end
+
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
 --- its defaults; `optimizer`, `optimizer_impl` as given) that change nothing in its forecast, one warning each: the
 --- parallel-only fields on one GPU, the training-only ones in inference. What states the default "off" (recompute
@@ -601,6 +620,8 @@ function M.normalize(spec, overrides, chunkname, text)
     or nil
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
+  local storage_notes  -- a KV cache or weights "quantised" to the compute dtype: dropped, with a warning
+  w.kv_dtype, w.weight_dtype, storage_notes = M.storage_dtypes(w.dtype, w.kv_dtype, w.weight_dtype)
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
   local problem = precision.check(w.precision, w.dtype)
   if problem then fail_at("precision", "field 'precision' %s", problem) end
@@ -612,6 +633,7 @@ function M.normalize(spec, overrides, chunkname, text)
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
   if not IGNORED[spec] then
     IGNORED[w] = ignored_fields(w, given)
+    for _, note in ipairs(storage_notes) do table.insert(IGNORED[w], note) end
   else
     IGNORED[w] = IGNORED[spec]
   end
@@ -804,6 +826,11 @@ function M.warnings(w)
   if w.weight_dtype ~= nil then
     out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast as the %s GEMM with %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
       :format(w.weight_dtype, w.dtype, K.WEIGHT_BYTES[w.weight_dtype], w.dtype)
+  end
+  if w.precision == "amp" and w.mode ~= "train" then
+    out[#out + 1] = ("precision amp in mode %s: the weights are kept in fp32 (state_gb counts them) and autocast casts "
+      .. "each to %s in every forward; those casts are not priced (the latency is that of weights already in %s, as "
+      .. "precision pure)"):format(w.mode, w.dtype, w.dtype)
   end
   if w.dtype == "fp8" and w.mode == "train" then
     out[#out + 1] = "dtype fp8 in training: the fp8 GEMMs are forecast by gemm_fp8, trained on vLLM inference GEMMs (AIConfigurator's CutlassFP8ScaledMMLinearKernel rows, without their activation quantisation stage here); Transformer Engine's fp8 training GEMMs and its delayed-scaling casts are not in its data, so this forecast is outside what it was trained on"

@@ -173,7 +173,8 @@ TEST_CASE("serve calibrate: with the error table each measurement moves its own 
   CHECK(after["tpot_ms"].get<double>() == Approx(c2).epsilon(1e-7));
   // the phases are fitted apart: a TTFT below the forecast and a TPOT above it each move their own phase their way
   // (one factor set for both could not: the shared families pulled apart, one phase moved away from its measurement)
-  t.write("m.toml", "ttft_ms = " + num(0.7 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
+  // (0.85: 0.7 of the forecast TTFT is below its roofline floor, which the fit warns of)
+  t.write("m.toml", "ttft_ms = " + num(0.85 * ttft) + "\ntpot_ms = " + num(1.2 * tpot) + "\n");
   const json apart = run_json(run + " --calibrate '" + m.string() + "'");  // against the raw forecast
   CHECK(apart["calibrated_ttft_ms"].get<double>() < ttft);
   CHECK(apart["calibrated_tpot_ms"].get<double>() > tpot);

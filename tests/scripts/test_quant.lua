@@ -86,7 +86,11 @@ function T.test_kv_dtype_validation()
     return w
   end
   eq(workload.normalize(with { kv_dtype = "float8_e4m3fn" }).kv_dtype, "fp8", "aliases")
-  eq(workload.normalize(with { kv_dtype = "BF16" }).kv_dtype, "bf16", "case")
+  eq(workload.normalize(with { kv_dtype = "BF16", dtype = "fp16" }).kv_dtype, "bf16", "case")
+  -- the compute dtype itself: nothing quantised, dropped with a warning (workload.lua storage_dtypes)
+  local same = workload.normalize(with { kv_dtype = "BF16" })
+  eq(same.kv_dtype, nil, "kv_dtype = the compute dtype is dropped")
+  assert(table.concat(workload.warnings(same), "\n"):find("kv_dtype (--kv-dtype) has no effect", 1, true))
   local e = err_of(workload.normalize, with { kv_dtype = "fp9" })
   assert(e:find("field 'kv_dtype' must be", 1, true) and e:find("did you mean 'fp8'", 1, true), e)
   e = err_of(workload.normalize, with { kv_dtype = "tf32" })

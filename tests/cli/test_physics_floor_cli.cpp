@@ -1,0 +1,146 @@
+// tests/cli/test_physics_floor_cli.cpp — what a forecast or a measurement faster than the GPU can be is told
+// (scripts/neusight/figures.lua floor_warning: the sum over the kernels of max(FLOPs / peak, bytes / bandwidth),
+// engine/core/roofline.h roofline_floor_seconds), serve's KV cache of sliding-window models (the last decode step's
+// cache, predict's rule), storage dtypes equal to the compute dtype (workload.lua storage_dtypes) and amp in inference.
+// Every calibration works on a copy of a GPU file in a temp folder: nothing is written beside gpus/.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_json.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::run_json;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A copy of gpus/`stem`.toml in `t` (its calibration goes beside the copy).
+std::string gpu_copy(const temp_dir& t, const std::string& stem) {
+  fs::copy_file(ns_test::source_dir / "gpus" / (stem + ".toml"), t.path / (stem + ".toml"));
+  return (t.path / (stem + ".toml")).string();
+}
+
+bool has(const json& warnings, const std::string& text) { return warnings.dump().find(text) != std::string::npos; }
+
+}  // namespace
+
+TEST_CASE("physics floor: a serve calibration faster than the weights' bytes allow warns at fit time and after",
+          "[cli][serve][calibrate][floor]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t, "l40s");
+  const std::string run =
+      "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 2048 --output-len 128";
+  const json plain = run_json(run);
+  CHECK_FALSE(has(plain["warnings"], "below what"));  // the predictors never go under the floor
+  // 12 ms a decode step: 16 GB of weights at 864 GB/s take at least 18.6 ms
+  const fs::path m = t.write("served.toml", "ttft_ms = 600\ntpot_ms = 12\n");
+  const auto fit = run_cli(run + " --calibrate '" + m.string() + "'");
+  INFO(fit.err);
+  REQUIRE(fit.code == 0);  // a warning, not a refusal: the file is written
+  CHECK(fs::exists(t.path / "l40s.calibration.toml"));
+  CHECK(fit.err.find("served.toml (TPOT): the measured 12") != std::string::npos);
+  CHECK(fit.err.find("below what") != std::string::npos);
+  CHECK(fit.err.find("check the measurement or the GPU file") != std::string::npos);
+  const json after = run_json(run);
+  INFO(after["warnings"].dump());
+  CHECK(after["tpot_ms"].get<double>() < 18.6);
+  CHECK(has(after["warnings"], "the decode step forecast (batch 8, context"));
+  CHECK(has(after["warnings"], "below what"));
+  CHECK(has(after["warnings"], "l40s.calibration.toml"));
+  // the same forecasts in predict and a sweep say it too
+  const json dec = run_json("predict --model llama3_8b --gpu '" + gpu +
+                            "' --mode decode --batch 8 --context 2100 --dtype bf16 --launch graph");
+  CHECK(has(dec["warnings"], "the forecast "));
+  CHECK(has(dec["warnings"], "below what"));
+  const json sweep = run_json("serve --model llama3_8b --gpu '" + gpu + "' --sweep --batch 4,8 --input-len 2048 --output-len 128");
+  CHECK(has(sweep["warnings"], "below what"));
+  CHECK_FALSE(has(run_json(run + " --no-calibration")["warnings"], "below what"));
+}
+
+TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns and is written", "[cli][calibrate][floor]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  // one 8192^3 bf16 matmul in 0.2 ms: 5.5 PFLOP/s, the H100's dense bf16 peak is 989 TFLOP/s (floor ~1.1 ms)
+  const fs::path tr = t.write("mm.json", R"({"schemaVersion": 1, "deviceProperties": [{"id": 0,
+ "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
+ "traceEvents": [
+  {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 20,
+   "args": {"External id": 1, "Input type": ["c10::BFloat16", "c10::BFloat16"],
+            "Input Strides": [[8192, 1], [8192, 1]], "Input Dims": [[8192, 8192], [8192, 8192]]}},
+  {"ph": "X", "cat": "kernel", "name": "sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", "pid": 0, "tid": 7, "ts": 1010.0,
+   "dur": 200.0, "args": {"External id": 1, "device": 0, "stream": 7, "correlation": 2, "grid": [64, 64, 1],
+   "block": [128, 1, 1], "registers per thread": 128, "shared memory": 65536, "blocks per SM": 31.03030303030303,
+   "warps per SM": 124.12121212121212, "est. achieved occupancy %": 6, "queued": 0, "context": 1}}
+ ], "displayTimeUnit": "ms", "record_shapes": 1})");
+  const auto r = run_cli("predict --gpu '" + gpu + "' --calibrate '" + tr.string() + "'");
+  INFO(r.err << r.out);
+  REQUIRE(r.code == 0);
+  CHECK(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
+  CHECK(r.err.find("(1 GEMM and attention ops): the measured 0.2") != std::string::npos);
+  CHECK(r.err.find("below what") != std::string::npos);
+}
+
+TEST_CASE("physics floor: a predict calibration below the roofline warns at fit time and in the modes it corrects",
+          "[cli][calibrate][floor]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode prefill --batch 4 --seq 1024 --dtype bf16";
+  const json plain = run_json(args);
+  CHECK_FALSE(has(plain["warnings"], "below what"));
+  const double floor_ms = plain["latency_ms"].get<double>() / 20;
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(floor_ms) + "\n");
+  const auto fit = run_cli(args + " --calibrate '" + m.string() + "'");
+  INFO(fit.err);
+  REQUIRE(fit.code == 0);
+  CHECK(fit.err.find("m.toml: the measured") != std::string::npos);
+  CHECK(fit.err.find("below what") != std::string::npos);
+  for (const char* mode : {"--mode prefill --batch 4 --seq 1024", "--mode inference --batch 4 --seq 1024",
+                           "--mode train --batch 1 --seq 512"}) {
+    const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' --dtype bf16 " + mode);
+    INFO(mode << ": " << after["warnings"].dump());
+    CHECK(has(after["warnings"], "below what"));
+    CHECK(has(after["warnings"], "h100_sxm5_80gb.calibration.toml"));
+  }
+}
+
+TEST_CASE("serve: a sliding-window model's KV cache is the window's - as predict's decode step", "[cli][serve][window]") {
+  const json dec = run_json("predict --model mistral_7b --gpu h100 --mode decode --batch 8 --context 16446 --dtype bf16 "
+                            "--launch graph");
+  const json srv = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
+  const json full = run_json("serve --model llama3_8b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
+  INFO(dec.dump().substr(0, 400) << "\n" << srv["kv_cache_gb"] << " " << srv["max_concurrency"]);
+  CHECK(srv["kv_cache_gb"].get<double>() == Approx(dec["kv_cache_gb"].get<double>()).epsilon(1e-9));
+  // the same cache per token (8 KV heads of 128 over 32 layers), a quarter of the tokens held: 4x the sequences
+  CHECK(srv["kv_cache_gb_per_token"].get<double>() == Approx(full["kv_cache_gb_per_token"].get<double>()));
+  CHECK(srv["max_concurrency"].get<int>() > 3 * full["max_concurrency"].get<int>());
+}
+
+TEST_CASE("weight_dtype equal to dtype has no effect - said - and is left out of the report", "[cli][quant]") {
+  const json j = run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --context 2048 --dtype fp8 "
+                          "--weight-dtype fp8");
+  const json base = run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --context 2048 --dtype fp8");
+  CHECK_FALSE(j.contains("weight_dtype"));
+  CHECK(has(j["warnings"], "weight_dtype (--weight-dtype) has no effect"));
+  CHECK_FALSE(has(j["warnings"], "weight-only GEMM kernels"));
+  CHECK(j["latency_ms"].get<double>() == base["latency_ms"].get<double>());
+  const auto s = run_cli("serve --model llama3_8b --gpu h100 --dtype fp8 --weight-dtype fp8 --batch 8 --input-len 512 "
+                         "--output-len 16");
+  REQUIRE(s.code == 0);
+  CHECK(s.out.find("weights fp8") == std::string::npos);
+  CHECK(s.out.find("weight_dtype (--weight-dtype) has no effect") != std::string::npos);
+  const json kv = run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --context 2048 --dtype bf16 "
+                           "--kv-dtype bf16");
+  CHECK(has(kv["warnings"], "kv_dtype (--kv-dtype) has no effect"));
+}
+
+TEST_CASE("precision amp in inference says its weight casts are not priced", "[cli][precision]") {
+  const json j = run_json("predict --model gpt2_med --gpu h100 --batch 8 --seq 512 --dtype bf16 --mode inference "
+                          "--precision amp");
+  CHECK(has(j["warnings"], "precision amp in mode inference"));
+  CHECK(has(j["warnings"], "not priced"));
+  const json pure = run_json("predict --model gpt2_med --gpu h100 --batch 8 --seq 512 --dtype bf16 --mode inference");
+  CHECK_FALSE(has(pure["warnings"], "precision amp"));
+}
