@@ -524,13 +524,11 @@ void report_page_check(const std::string& output, const std::string& page) {
   if (ext == ".json" || ext == ".csv" || ext == ".txt")  // -o suggested when not given already
     throw CLI::ValidationError("--report", "'" + page + "': --report writes an HTML page; use -o for JSON, CSV or a "
                                "table" + (output.empty() ? " (e.g. -o " + page + ")" : "") + ", --report for a .html file");
-  if (output.empty() || output == "-") return;
-  std::error_code e1, e2, e3;
+  // only a regular file -o replaces, or one that does not exist yet, is one file the page would replace: a device,
+  // FIFO or socket (-o /dev/null --report /dev/null) is written in place (emit_kind_of); a folder is emit's error
+  if (emit_kind_of(output) != emit_kind::file) return;
+  std::error_code e1, e2;
   const fs::path a = fs::weakly_canonical(output, e1), b = fs::weakly_canonical(page, e2);
-  // a device, FIFO or socket (-o /dev/null --report /dev/null) is written in place, never replaced: only a regular
-  // file, or one that does not exist yet, is one file the page would replace
-  const fs::file_status st = fs::status(a, e3);
-  if (fs::exists(st) && !fs::is_regular_file(st)) return;
   if (!e1 && !e2 && a == b)
     throw CLI::ValidationError("--report", "'" + page + "' is the file -o writes too (" + output + "): the page would "
                                "replace the report; give them different files");

@@ -48,11 +48,11 @@ constexpr int64_t flag_integer_max = 999999999999999999;
 // The largest value of a flag kept in an `int` (train's --epochs, --batch, --threads, …).
 constexpr int64_t flag_int_max = std::numeric_limits<int>::max();
 
-// "" when `item` is a decimal integer from `min` to `max` (digits only: no sign, blank, exponent or fraction), else
-// what is wrong, in the words "a positive integer expected, got 0" (`what` names the kind of value; a value above `max`
-// is "<what> of at most <max>" unless `what` says the range itself).
+// "" when `item` is a decimal integer from `min` to `max` (digits only: no sign, blank, exponent or fraction), its value
+// then in `*value` when given, else what is wrong, in the words "a positive integer expected, got 0" (`what` names the
+// kind of value; a value above `max` is "<what> of at most <max>" unless `what` says the range itself).
 std::string integer_problem(const std::string& item, int64_t min, int64_t max, const std::string& what,
-                            bool what_has_range = false) {
+                            bool what_has_range = false, int64_t* value = nullptr) {
   if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return what + " expected, got " + (item.empty() ? "an empty value" : "'" + item + "'");
   int64_t n = 0;
@@ -60,6 +60,7 @@ std::string integer_problem(const std::string& item, int64_t min, int64_t max, c
   if (ec != std::errc() || at != item.data() + item.size() || n > max)
     return what + (what_has_range ? "" : " of at most " + std::to_string(max)) + " expected, got " + item;
   if (n < min) return what + " expected, got " + item;
+  if (value) *value = n;
   return {};
 }
 
@@ -68,14 +69,17 @@ std::string integer_problem(const std::string& item, int64_t min, int64_t max, c
 std::string in_list(const std::string& v) { return v.find(',') != std::string::npos ? " (in " + v + ")" : ""; }
 
 // What is wrong with a comma-separated list as a whole, before its items' own checks: an empty item ("--gpu h100,",
-// "--batch 1,,8"), or an item given twice ("--batch 1,8,8": the same combination would be forecast twice, two equal
-// rows). `key` tells two items apart (8 and 08 are one batch). "" when nothing is.
-std::string list_problem(const std::string& v, const std::function<std::string(const std::string&)>& key) {
+// "--batch 1,,8"), or, with `each_once`, an item given twice ("--batch 1,8,8": the same combination would be forecast
+// twice, two equal rows). `keys`, one an item (list_split's), tell two items apart (8 and 08 are one batch); without
+// them, the items themselves. "" when nothing is.
+std::string list_problem(const std::string& v, const std::vector<std::string>& keys = {}, bool each_once = true) {
   const auto items = list_split(v);
   std::vector<std::string> seen;
-  for (const auto& item : items) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    const std::string& item = items[i];
     if (item.empty()) return "an empty item in the list '" + v + "'";
-    const std::string k = key ? key(item) : item;
+    if (!each_once) continue;
+    const std::string& k = keys.empty() ? item : keys[i];
     if (std::find(seen.begin(), seen.end(), k) != seen.end())
       return item + " is given twice in the list '" + v + "' (each value once)";
     seen.push_back(k);
@@ -83,15 +87,37 @@ std::string list_problem(const std::string& v, const std::function<std::string(c
   return {};
 }
 
+// Reads one item of a list (not empty): its value as text (what tells two items apart), or "" with `why` set to what is
+// wrong with it.
+using item_read = std::function<std::string(const std::string& item, std::string& why)>;
+
+// What is wrong with a comma-separated list of values: the first item that `read` refuses, in its words with
+// " (in LIST)" after them, else what is wrong with the list as a whole (list_problem: an empty item, with `each_once`
+// a value given twice, as `read` read it). Each item is read once.
+std::string values_problem(const std::string& v, const item_read& read, bool each_once = true) {
+  std::vector<std::string> keys;
+  for (const auto& item : list_split(v)) {
+    std::string why;
+    keys.push_back(item.empty() ? item : read(item, why));
+    if (!why.empty()) return why + in_list(v);
+  }
+  return list_problem(v, keys, each_once);
+}
+
+// An item_read of a decimal integer from `min` to `max` (integer_problem's words for one that is not).
+item_read integer_read(int64_t min, int64_t max, std::string what, bool what_has_range = false) {
+  return [=](const std::string& item, std::string& why) {
+    int64_t n = 0;
+    why = integer_problem(item, min, max, what, what_has_range, &n);
+    return why.empty() ? std::to_string(n) : std::string();
+  };
+}
+
 // Every item of a comma-separated list is a positive integer (at most flag_integer_max), each once.
 CLI::Validator positive_list() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v))
-          if (!item.empty())
-            if (auto why = integer_problem(item, 1, flag_integer_max, "a positive integer"); !why.empty())
-              return why + in_list(v);
-        return list_problem(v, [](const std::string& item) { return std::to_string(std::stoll(item)); });
+        return values_problem(v, integer_read(1, flag_integer_max, "a positive integer"));
       },
       "");
 }
@@ -105,7 +131,7 @@ CLI::Validator member_list(std::vector<std::string> choices) {
         for (const auto& item : list_split(v))
           if (!item.empty() && std::find(choices.begin(), choices.end(), item) == choices.end())
             return "Value " + item + " not in {" + shown + "}";
-        return list_problem(v, {});
+        return list_problem(v);
       },
       "{" + shown + "}[,…]");
 }
@@ -148,15 +174,20 @@ CLI::Validator length_value() {
       "");
 }
 
-// An unsigned 64-bit integer (train's --seed: a uint64_t, which CLI11 fills from "-1" by wrapping around).
-CLI::Validator uint64_value() {
+// One integer of all that a T (a 64-bit integer type) holds, and no more: CLI11 fills a uint64_t from "-1" by wrapping
+// around (train's --seed) and saturates an int64_t out of range (serve's --seed 99999999999999999999 ran as seed
+// 9223372036854775807). `refusal(v, range)` says what is wrong with `v`, `range` the words "from MIN to MAX".
+template <class T>
+CLI::Validator whole_integer(std::string (*refusal)(const std::string& v, const std::string& range)) {
+  static_assert(std::is_integral_v<T> && sizeof(T) == 8);
   return CLI::Validator(
-      [](std::string& v) -> std::string {
-        uint64_t n = 0;
+      [refusal](std::string& v) -> std::string {
+        T n = 0;
         const char* end = v.data() + v.size();
-        const auto [at, ec] = std::from_chars(v.data(), end, n);
-        if (v.empty() || !(v.front() >= '0' && v.front() <= '9') || ec != std::errc() || at != end)
-          return "an integer from 0 to 18446744073709551615 expected, got '" + v + "'";
+        const auto [at, ec] = std::from_chars(v.data(), end, n);  // no blank, no '+'; no '-' for an unsigned T
+        if (v.empty() || ec != std::errc() || at != end)
+          return refusal(v, "from " + std::to_string(std::numeric_limits<T>::min()) + " to " +
+                                std::to_string(std::numeric_limits<T>::max()));
         return {};
       },
       "");
@@ -180,30 +211,10 @@ CLI::Validator hidden_layers() {
         if (items.size() > hidden_layers_max)
           return "at most " + std::to_string(hidden_layers_max) + " hidden layers expected, got " +
                  std::to_string(items.size()) + " (" + v + ")";
-        for (const auto& item : items) {
-          if (item.empty()) return "an empty item in the list '" + v + "'";
-          const std::string what = "a layer width from 1 to " + std::to_string(hidden_width_max);
-          if (auto why = integer_problem(item, 1, hidden_width_max, what, true); !why.empty())
-            return why + in_list(v);
-        }
-        return {};
+        const std::string what = "a layer width from 1 to " + std::to_string(hidden_width_max);
+        return values_problem(v, integer_read(1, hidden_width_max, what, true), false);
       },
       "N[,N…]");
-}
-
-// A 64-bit signed integer, one value: CLI11 saturates an out-of-range one to the largest (serve's --seed
-// 99999999999999999999 ran as seed 9223372036854775807).
-CLI::Validator int64_value() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        int64_t n = 0;
-        const char* end = v.data() + v.size();
-        const auto [at, ec] = std::from_chars(v.data(), end, n);
-        if (v.empty() || ec != std::errc() || at != end)
-          return "Value " + v + " is not an integer from -9223372036854775808 to 9223372036854775807";
-        return {};
-      },
-      "");
 }
 
 // A fraction in (0, 1] (serve's --gpu-memory-utilization).
@@ -239,13 +250,12 @@ CLI::Validator finite_number(bool zero_ok) {
 CLI::Validator number_list() {
   return CLI::Validator(
       [](std::string& v) -> std::string {
-        for (const auto& item : list_split(v)) {
+        return values_problem(v, [](const std::string& item, std::string& why) {
           char* end = nullptr;
-          const double d = item.empty() ? 0 : std::strtod(item.c_str(), &end);
-          if (!item.empty() && (end != item.c_str() + item.size() || !std::isfinite(d)))
-            return "Value " + item + " is not a number" + in_list(v);
-        }
-        return list_problem(v, [](const std::string& item) { return fmt::format("{}", std::strtod(item.c_str(), nullptr)); });
+          const double d = std::strtod(item.c_str(), &end);
+          if (end != item.c_str() + item.size() || !std::isfinite(d)) why = "Value " + item + " is not a number";
+          return why.empty() ? fmt::format("{}", d) : std::string();
+        });
       },
       "");
 }
@@ -253,7 +263,7 @@ CLI::Validator number_list() {
 // Items of a list flag are not empty ("--gpu h100,", "--dtype ,bf16") and each is given once (list_problem); what
 // they name is the scripts' to check.
 CLI::Validator nonempty_list() {
-  return CLI::Validator([](std::string& v) -> std::string { return list_problem(v, {}); }, "");
+  return CLI::Validator([](std::string& v) -> std::string { return list_problem(v); }, "");
 }
 
 // Every option that takes a value refuses an empty one (flags_add): `--dtype ""` ran with the default dtype, so a
@@ -639,8 +649,12 @@ std::vector<flag_spec> table_make() {
   flag("--requests", "Requests to simulate (with --rate; default 1000)")
       .on(serve, to(&serve_flags::requests)).check(positive_integer()).needs({"--rate"});
   flag("--seed", "Random seed")
-      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; any integer, default 0)").check(int64_value()).needs({"--rate"})
-      .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default().check(uint64_value());
+      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; any integer, default 0)").check(whole_integer<int64_t>([](const std::string& v, const std::string& range) {
+        return "Value " + v + " is not an integer " + range;
+      })).needs({"--rate"})
+      .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default().check(whole_integer<uint64_t>([](const std::string& v, const std::string& range) {
+        return "an integer " + range + " expected, got '" + v + "'";
+      }));
   flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
       .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer()).needs({"--rate"});
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")

@@ -83,14 +83,23 @@ void gpu_list_once(const std::vector<std::string>& given,
   }
 }
 
+emit_kind emit_kind_of(const std::string& output) {
+  if (output.empty() || output == "-") return emit_kind::standard_output;
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(output, ec);  // through its symbolic links, as emit_target
+  if (fs::is_directory(st)) return emit_kind::folder;
+  if (fs::exists(st) && !fs::is_regular_file(st)) return emit_kind::in_place;
+  return emit_kind::file;
+}
+
 void emit_check(const std::string& output) {
-  if (output.empty() || output == "-") return;
+  const emit_kind kind = emit_kind_of(output);
+  if (kind == emit_kind::standard_output) return;
   namespace fs = std::filesystem;
   const fs::path target = emit_target(output);
-  std::error_code ec;
-  const fs::file_status st = fs::status(target, ec);
-  if (fs::is_directory(st)) throw error(output + ": is a directory");
-  if (fs::exists(st) && !fs::is_regular_file(st)) return;  // a device or a pipe: written in place
+  if (kind == emit_kind::folder) throw error(output + ": is a directory");
+  if (kind == emit_kind::in_place) return;  // a device or a pipe: written in place
   const fs::path dir = target.parent_path().empty() ? fs::path(".") : target.parent_path();
   struct stat ds {};
   if (::stat(dir.c_str(), &ds) != 0) throw write_error(output, "folder " + dir.string());
@@ -99,7 +108,8 @@ void emit_check(const std::string& output) {
 }
 
 void emit(const std::string& text, const std::string& output) {
-  if (output.empty() || output == "-") {
+  const emit_kind kind = emit_kind_of(output);
+  if (kind == emit_kind::standard_output) {
     std::fwrite(text.data(), 1, text.size(), stdout);
     std::fflush(stdout);
     return;
@@ -108,10 +118,8 @@ void emit(const std::string& text, const std::string& output) {
   // that exists and is not a regular file (/dev/null, /dev/stdout, a pipe) is written in place, never replaced.
   namespace fs = std::filesystem;
   const fs::path target = emit_target(output);
-  std::error_code ec;
-  const fs::file_status st = fs::status(target, ec);
-  if (fs::is_directory(st)) throw error(output + ": is a directory");
-  if (fs::exists(st) && !fs::is_regular_file(st)) {
+  if (kind == emit_kind::folder) throw error(output + ": is a directory");
+  if (kind == emit_kind::in_place) {
     // O_NONBLOCK: a FIFO without a reader is an error (ENXIO) rather than a wait
     const int fd = ::open(target.c_str(), O_WRONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0)

@@ -20,6 +20,12 @@ std::string csv_field(const std::string& s);
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);
 
+// How emit writes `output`: to standard output ("" or "-"); in place, a file that exists and is neither a regular file
+// nor a folder (a device, FIFO or socket: /dev/null), never replaced; a folder is emit's error; any other is a regular
+// file, new or replaced (through its symbolic links). The one rule emit, emit_check and --report's check follow.
+enum class emit_kind { standard_output, in_place, folder, file };
+emit_kind emit_kind_of(const std::string& output);
+
 // Throws emit's error now when `output` (a file; "" or "-": stdout) could not be written: a missing or unwritable
 // folder (with the OS's reason), a directory. For a run to find before it prints or writes anything else.
 void emit_check(const std::string& output);

@@ -264,28 +264,40 @@ std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map
   return out;
 }
 
+namespace {
+
+// The GPU that `name`, a name a trace or its folder carries, names; nullopt when `resolve` refuses it (no GPU file
+// names it, or several do). The one place a resolver's error is caught: gpu_catalog::resolve (and session::gpu, which
+// calls it) says so only by throwing, with close matches for a flag's value, while a trace's name is a hint that the
+// callers word themselves (an error that names the trace, a warning, or no hint at all).
+std::optional<gpu_spec> gpu_named_by(const gpu_resolver& resolve, const std::string& name) {
+  try {
+    return resolve(name);
+  } catch (const error&) {
+    return std::nullopt;
+  }
+}
+
+}  // namespace
+
 std::optional<gpu_spec> trace_recorded_on(const trace& tr, const std::string& file, const gpu_resolver& resolve,
                                           const gpu_spec* aliases_of) {
   if (tr.format == trace_format::label_csv || tr.origin_device.empty()) return std::nullopt;
-  try {
-    return resolve(tr.origin_device);
-  } catch (const error&) {
-    throw error(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: " +
-                (aliases_of ? "add its torch.cuda.get_device_name() string to the aliases of " + aliases_of->source +
-                                  " if it is that GPU"
-                            : std::string("add it to the aliases of the GPU file of that GPU")));
-  }
+  if (auto gpu = gpu_named_by(resolve, tr.origin_device)) return gpu;
+  throw error(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: " +
+              (aliases_of ? "add its torch.cuda.get_device_name() string to the aliases of " + aliases_of->source +
+                                " if it is that GPU"
+                          : std::string("add it to the aliases of the GPU file of that GPU")));
 }
 
 bool trace_device_check(const trace& tr, const std::string& file, const gpu_resolver& resolve, const gpu_spec& given,
                         const std::string& flag, std::vector<std::string>* warnings) {
   if (tr.format == trace_format::label_csv || tr.origin_device.empty()) return false;
   if (gpu_spec_named(given, tr.origin_device)) return true;  // the given file's own name or alias (a user's GPU file)
-  std::optional<gpu_spec> origin;
-  try {
-    origin = trace_recorded_on(tr, file, resolve, &given);
-  } catch (const error&) {  // a GPU no file names: the flag's is taken, as the flag says (or refused: no warnings)
-    if (!warnings) throw;
+  // a GPU no file names: refused without `warnings` (trace_recorded_on's error), else the flag's is taken, as it says
+  const std::optional<gpu_spec> origin =
+      warnings ? gpu_named_by(resolve, tr.origin_device) : trace_recorded_on(tr, file, resolve, &given);
+  if (!origin) {
     warnings->push_back(file + ": the trace was recorded on '" + tr.origin_device + "', which no GPU file names: taken " +
                        "as " + given.name + " (" + flag + "); add that name to the aliases of " + given.source +
                        " if it is that GPU");
@@ -329,12 +341,7 @@ int scale_main(const scale_flags& f) {
   // than --from is a warning only, as a user's own folder may be named anything.
   std::vector<std::string> origin_warnings;
   std::optional<gpu_spec> folder_gpu;
-  if (tr.format == trace_format::label_csv && !tr.origin_device.empty()) {
-    try {
-      folder_gpu = catalog.resolve(tr.origin_device);
-    } catch (const error&) {
-    }
-  }
+  if (tr.format == trace_format::label_csv && !tr.origin_device.empty()) folder_gpu = gpu_named_by(resolve, tr.origin_device);
   gpu_spec from;
   if (!f.from.empty()) {
     from = catalog.resolve(f.from);

@@ -158,13 +158,12 @@ int search_main(const search_flags& f) {
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
   // a schedule with model chunks per device among those tried (scripts/neusight/parallel/config.lua CHUNKED)
   const bool chunked = std::find(names.virtual_stages.begin(), names.virtual_stages.end(), true) != names.virtual_stages.end();
-  if (!vstages.empty() && !chunked) {
-    const auto& v = names.virtual_schedules;
-    throw error(v.empty() ? std::string("search: --virtual-stages: no schedule runs model chunks "
-                                        "(scripts/neusight/parallel/config.lua CHUNKED names none)")
-                          : fmt::format("search: --virtual-stages applies to the {} schedule{} only (add {} to --schedule)",
-                                        fmt::join(v, ", "), v.size() > 1 ? "s" : "", v.size() > 1 ? "one" : "it"));
-  }
+  // refused in scripts/neusight/search.lua choices' words; an older --scripts search.lua without them: said plainly
+  if (!vstages.empty() && !chunked)
+    throw error(!names.virtual_stages_refusal.empty()
+                    ? names.virtual_stages_refusal
+                    : "search: --virtual-stages: none of the schedules tried runs model chunks "
+                      "(scripts/neusight/search.lua choices virtual_stages)");
   // The model's experts (the ep worth trying divide it) and layers (a chunked schedule wants them divisible by pp × v):
   // scripts/neusight/search.lua. Only asked when needed, so a plain dense search builds nothing more than before.
   session::model_facts facts;

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 
@@ -74,10 +75,22 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
   const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
-  // a decode step's own (empty without a measured TPOT: decode steps keep their forecast); none from an older
-  // --scripts calibration.lua that fits one set for both phases (its factors then apply to decode steps, as they did)
+  // a decode step's own, as fit_serve says it fitted them (decode_fitted: false, decode steps keep their forecast, an
+  // empty [decode_factors])
   std::optional<std::map<std::string, double>> decode_factors = figure_factors(fit, "decode_factor.");
-  if (decode_factors->empty() && m.tpot_ms) decode_factors.reset();
+  const auto fitted = std::find_if(fit.fields.begin(), fit.fields.end(), [](const auto& x) { return x.key == "decode_fitted"; });
+  if (fitted != fit.fields.end()) {
+    const bool* said = std::get_if<bool>(&fitted->value);
+    if (!said) throw error("scripts/neusight/calibration.lua fit_serve(): decode_fitted must be a boolean");
+    if (*said == decode_factors->empty())
+      throw error(std::string("scripts/neusight/calibration.lua fit_serve(): decode_fitted is ") +
+                  (*said ? "true, but it gave no decode_factor.<family> fields" : "false, but it gave decode_factor.<family> fields"));
+  } else if (decode_factors->empty() && m.tpot_ms) {
+    // An older --scripts calibration.lua, from before decode_fitted, still works as it did: one that fits one set for
+    // both phases gives no decode_factor fields for a measured TPOT, and its factors then apply to decode steps (no
+    // [decode_factors]). Only here is the set's emptiness read.
+    decode_factors.reset();
+  }
   std::map<std::string, double> calibrated;  // ttft / tpot → ms
   for (const auto& x : fit.fields) {
     const std::optional<double> v = figure_number(x.value);

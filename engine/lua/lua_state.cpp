@@ -457,6 +457,26 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context) {
   if (status != LUA_OK) ns_error_throw(L, status, context);
 }
 
+void raised_error::keep(lua_State* L, const std::exception& e, std::exception_ptr e_thrown) {
+  thrown = std::move(e_thrown);
+  raised = e.what();
+  const auto* se = dynamic_cast<const script_error*>(&e);
+  traceback = se ? se->traceback : std::string();
+  limit = ns_limit_tripped(L);
+}
+
+void ns_call_passing(lua_State* L, int nargs, int nres, const raised_error& kept, const std::string& context,
+                     bool context_kept) {
+  const int status = ns_pcall(L, nargs, nres);
+  if (status == LUA_OK) return;
+  if (kept.thrown && (ns_limit_tripped(L) ? kept.limit : ns_error_raised(L, status, kept.raised))) {
+    lua_pop(L, 1);
+    if (!context_kept || context.empty()) std::rethrow_exception(kept.thrown);
+    throw script_error(kept.raised + "\n    " + context, kept.traceback);
+  }
+  ns_error_throw(L, status, context);
+}
+
 void ns_error_throw(lua_State* L, int status, const std::string& context) {
   std::string full = lua_tostring(L, -1) ? lua_tostring(L, -1) : "(error)";
   lua_pop(L, 1);

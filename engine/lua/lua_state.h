@@ -67,6 +67,28 @@ int ns_pcall(lua_State* L, int nargs, int nres);
 // text. [-0, +0, -]
 bool ns_error_raised(lua_State* L, int status, std::string_view raised);
 
+// An error that a C++ function scripts call (a forecast pipeline's primitive, serve.lua's phase()) raised into them,
+// kept by that function so that the call from C++ into those scripts, when that very error ends it, throws it again as
+// it was thrown (its message and traceback, the engine's) rather than as the scripts' own error (ns_call_passing).
+struct raised_error {
+  std::exception_ptr thrown;  // null while none was raised
+  std::string raised;         // the string raised in Lua for it: its message
+  std::string traceback;      // a script_error's traceback ("" for another error)
+  bool limit = false;         // a script limit had tripped when it was raised (the limit stopped the function)
+  // Keeps `e`, the error being raised, and `thrown`, it as an exception (std::current_exception(), or a copy of `e`).
+  // [-0, +0, -]
+  void keep(lua_State* L, const std::exception& e, std::exception_ptr thrown);
+};
+
+// ns_call for a call into scripts whose C++ functions keep what they raise in `kept`. When the error that ends the call
+// is kept's, it is thrown again as it was: a limit that tripped while kept's function ran (the message is then the
+// limit's whatever the scripts made of it, ns_pcall), else the very string kept's function raised, passed through or
+// raised again unchanged (told by that string, whole before the handler's traceback: ns_error_raised, never by the
+// capped message); with `context_kept`, a script_error gets `context` as ns_call adds it, its traceback kept. Any other
+// error is thrown as ns_call throws it, `context` added. [-(nargs+1), +nres, e]
+void ns_call_passing(lua_State* L, int nargs, int nres, const raised_error& kept, const std::string& context,
+                     bool context_kept);
+
 // ns_pcall that converts an error into ns::script_error (message + separated traceback), adding `context`
 // as an indented second line when non-empty. [-(nargs+1), +nres, e]
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {});

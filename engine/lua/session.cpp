@@ -618,6 +618,11 @@ session::search_choices session::search_choices_of(const std::vector<std::string
     }
   }
   lua_pop(L, 1);
+  if (const int refusal = raw_getfield(L, -1, "virtual_stages_refusal"); refusal != LUA_TNIL) {
+    if (refusal != LUA_TSTRING) throw error(what + ": field 'virtual_stages_refusal' must be a string");
+    out.virtual_stages_refusal = lua_tostring(L, -1);
+  }
+  lua_pop(L, 1);
   return out;
 }
 

@@ -167,7 +167,8 @@ class session {
     std::vector<std::string> schedules, recompute;
     std::vector<bool> shared_build;                 // per schedule: shares one build with the others that do
     std::vector<bool> virtual_stages;               // per schedule: runs model chunks (takes --virtual-stages)
-    std::vector<std::string> virtual_schedules;     // every schedule that does (messages)
+    std::vector<std::string> virtual_schedules;     // every schedule that does (the table's legend)
+    std::string virtual_stages_refusal;  // what to say of --virtual-stages when none of `schedules` runs chunks
   };
   search_choices search_choices_of(const std::vector<std::string>& schedules, const std::string& recompute);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline

@@ -24,12 +24,8 @@ struct pipeline_context {
   bool expanded = false;      // run->kernels are the graph's
   std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
-  // message and traceback the engine gave it before the pipeline was a script). failure_raised: the string the
-  // primitive raised in Lua (ns_error_raised tells whether that very string is the one that ended the pipeline);
-  // failure_limit: a script limit tripped while the primitive ran (the limit stopped it).
-  std::exception_ptr failure;
-  std::string failure_raised;
-  bool failure_limit = false;
+  // message and traceback the engine gave it before the pipeline was a script: ns_call_passing).
+  raised_error failure;
   // The primitive running now (its name), null between two: a script one runs (a workload's) that reaches the run
   // (kept in a module) may not call back into it.
   const char* busy = nullptr;
@@ -78,9 +74,9 @@ int primitive(lua_State* L, F&& body) {
     try {
       return body(c);
     } catch (const std::exception& e) {
-      c.failure = std::current_exception();
-      c.failure_raised = e.what();  // what the outer catch raises
-      c.failure_limit = ns_limit_tripped(L);  // none had tripped when it started (ns_limits_over above)
+      // kept with the limit's state now: none had tripped when it started (ns_limits_over above); its message is what
+      // the outer catch raises
+      c.failure.keep(L, e, std::current_exception());
       if (const auto* se = dynamic_cast<const script_error*>(&e)) {
         // The traceback of a script the primitive called ends with the pipeline's own frames (this primitive and its
         // callers): cut, it is the traceback the script's error had when the engine called the script itself.
@@ -90,8 +86,10 @@ int primitive(lua_State* L, F&& body) {
         const std::string header = "stack traceback:";
         if (outer.rfind(header, 0) == 0) outer.erase(0, header.size());
         const std::string& tb = se->traceback;
-        if (!outer.empty() && tb.size() > outer.size() && tb.compare(tb.size() - outer.size(), outer.size(), outer) == 0)
-          c.failure = std::make_exception_ptr(script_error(se->what(), tb.substr(0, tb.size() - outer.size())));
+        if (!outer.empty() && tb.size() > outer.size() && tb.compare(tb.size() - outer.size(), outer.size(), outer) == 0) {
+          const script_error cut(se->what(), tb.substr(0, tb.size() - outer.size()));
+          c.failure.keep(L, cut, std::make_exception_ptr(cut));
+        }
       }
       throw;
     }
@@ -435,15 +433,9 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
     lua_pushcclosure(L, f, 2);
     lua_setfield(L, -2, name);
   }
-  if (const int status = ns_pcall(L, 1, 1); status != LUA_OK) {  // stack: P ud result, or P ud error
-    // the error a primitive raised, or the limit it ran over (the message is the limit's then, ns_pcall): as it was
-    // thrown. Told by the string that ended the call (the very string the primitive raised, passed through or raised
-    // again unchanged: whole before the handler's traceback, ns_error_raised), never by the message as ns_call gives
-    // it (capped, with a context line).
-    if (c.failure && (ns_limit_tripped(L) ? c.failure_limit : ns_error_raised(L, status, c.failure_raised)))
-      std::rethrow_exception(c.failure);
-    ns_error_throw(L, status, "in " + file + " " + fn);
-  }
+  // stack: P ud result. The error a primitive raised, or the limit it ran over, goes on as it was thrown: no context
+  // line, no pipeline frames
+  ns_call_passing(L, 1, 1, c.failure, "in " + file + " " + fn, false);
   const std::string what = file + " " + fn + "()";
   if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table { figures, warnings }");
   if (!c.out->fc) throw error(what + ": the run made no forecast (run.forecast())");

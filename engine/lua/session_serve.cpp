@@ -22,10 +22,10 @@ struct serve_context {
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool printed = false;
   bool tty = false;
-  // The last script error a phase's pipeline raised, as the phase primitive passed it to serve.lua (its message) and
-  // with its traceback (the pipeline's frames, then serve.lua's): serve_pcall gives it back whole when that very
-  // string ends the call, instead of a traceback that starts where serve.lua raised it again.
-  std::string failure_raised, failure_traceback;
+  // The last script error a phase's pipeline raised, as the phase primitive passed it to serve.lua: serve_pcall gives
+  // it back whole (its traceback the pipeline's frames, then serve.lua's) when it ends the call, passed through, raised
+  // again unchanged or stopped by the limit it ran over, instead of an error that starts where serve.lua raised it.
+  raised_error failure;
 };
 
 serve_context* context_of(lua_State* L) { return static_cast<serve_context*>(lua_touserdata(L, lua_upvalueindex(1))); }
@@ -78,7 +78,7 @@ int l_serve_phase(lua_State* L) {
     try {
       run = c->s->forecast_workload(std::move(req), {"default", "", false, true});
     } catch (const script_error& e) {
-      c->failure_raised = e.what(), c->failure_traceback = e.traceback;
+      c->failure.keep(L, e, std::current_exception());
       throw;
     }
     const session::finished& done = *run;
@@ -230,16 +230,10 @@ void push_value(lua_State* L, const workload_value& v) {
 }
 
 // ns_call for serve.lua's entry points: an error that is a phase pipeline's script error, raised again unchanged
-// (serve.lua probe), comes out with that error's own traceback (--traceback), the context line added as ns_call adds
-// it. [-(nargs+1), +nres, e]
+// (serve.lua probe) or the script limit it ran over, comes out as the pipeline gave it, with its own traceback
+// (--traceback), the context line added as ns_call adds it (ns_call_passing). [-(nargs+1), +nres, e]
 void serve_pcall(lua_State* L, const serve_context& ctx, int nargs, int nres, const std::string& context) {
-  const int status = ns_pcall(L, nargs, nres);
-  if (status == LUA_OK) return;
-  if (!ctx.failure_raised.empty() && ns_error_raised(L, status, ctx.failure_raised)) {
-    lua_pop(L, 1);
-    throw script_error(ctx.failure_raised + "\n    " + context, ctx.failure_traceback);
-  }
-  ns_error_throw(L, status, context);
+  ns_call_passing(L, nargs, nres, ctx.failure, context, true);
 }
 
 // Calls `module`.run(options (+ lists as arrays), phase, progress[, gpu]) and renders the report it returns with the

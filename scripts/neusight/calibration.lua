@@ -294,8 +294,10 @@ end
 --- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.7 % MAPE) and a
 --- joint fit of both measurements too (→ 7.8 %), where each phase from its own gives TTFT 5.7 %, TPOT 5.7 %
 --- (weights/ACCURACY.md, weights/PHASE_CALIBRATION_RULE.md).
---- Returns { fields = { factor.<family> …, decode_factor.<family> …, calibrated_ttft_ms, calibrated_tpot_ms }, lines,
---- warnings }.
+--- Returns { fields = { factor.<family> …, decode_factor.<family> …, decode_fitted, calibrated_ttft_ms,
+--- calibrated_tpot_ms }, lines, warnings }. decode_fitted (a boolean) says which: true, the decode_factor.<family> fields
+--- are the TPOT's fit; false, none were fitted and decode steps keep their forecast (the file's [decode_factors] is
+--- empty). The engine reads it (engine/cli/serve_cmd.cpp), never the fields' count.
 ---@param r table
 function M.fit_serve(r)
   local fits, phs, listed = {}, {}, {}  -- by phase key: fit() of its measurement, its forecast, its factors' list
@@ -342,6 +344,7 @@ function M.fit_serve(r)
   elseif not fits.ttft then
     lines[#lines + 1] = "the prefill and other forecasts: [factors] are the TPOT's (no ttft_ms)"
   end
+  fields[#fields + 1] = { key = "decode_fitted", value = fits.tpot ~= nil }
   local shown = {}
   for _, p in ipairs(SERVE_PHASES) do
     local ph = phs[p.key]

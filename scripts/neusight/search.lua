@@ -24,8 +24,8 @@ local function chunked() return require("neusight.parallel.config").CHUNKED or {
 --- override may add one), `recompute` "auto", "all" or one of neusight.parallel.config's CHOICES.recompute. Returns
 --- { schedules = the names given (the default schedule when none), shared_build = for each of them whether it is one
 --- of M.SHARED_BUILD, virtual_stages = for each whether it is one of chunked(), virtual_schedules = the names
---- of chunked() (sorted; for search's message when none was given), recompute = the modes, least
---- recomputation first }.
+--- of chunked() (sorted; for search's legend), virtual_stages_refusal = what search says of --virtual-stages when
+--- none of the schedules runs model chunks (nil when one does), recompute = the modes, least recomputation first }.
 ---@param schedules string[]
 ---@param recompute string
 function M.choices(schedules, recompute)
@@ -39,6 +39,15 @@ function M.choices(schedules, recompute)
   end
   for s in pairs(chunks) do out.virtual_schedules[#out.virtual_schedules + 1] = s end
   table.sort(out.virtual_schedules)
+  local any = false
+  for _, v in ipairs(out.virtual_stages) do any = any or v end
+  if not any then
+    local v = out.virtual_schedules
+    out.virtual_stages_refusal = #v == 0
+      and "search: --virtual-stages: no schedule runs model chunks (scripts/neusight/parallel/config.lua CHUNKED names none)"
+      or ("search: --virtual-stages applies to the %s schedule%s only (add %s to --schedule)")
+        :format(table.concat(v, ", "), #v > 1 and "s" or "", #v > 1 and "one" or "it")
+  end
   if #config.CHOICES.recompute == 0 then
     error("neusight.parallel.config: CHOICES.recompute is empty: search has no recomputation mode to try", 0)
   end

@@ -39,6 +39,9 @@ TEST_CASE("flag values: train --hidden takes 1 to 8 layer widths from 1 to 1024"
   usage_error(train + "64,0", "--hidden: " + width + "0 (in 64,0)\n");
   usage_error(train + "4,,4", "--hidden: an empty item in the list '4,,4'");
   usage_error(train + "4,", "--hidden: an empty item in the list '4,'");
+  // as every list flag says it (--batch 4,,x too): a bad width first, then an empty item
+  usage_error(train + "4,,x", "--hidden: " + width + "'x' (in 4,,x)\n");
+  usage_error(predict + " --batch 4,,x", "--batch: a positive integer expected, got 'x' (in 4,,x)\n");
   usage_error(train + "-4", "--hidden: " + width + "'-4'");
   usage_error(train + "'4 4'", "--hidden: " + width + "'4 4'");
   usage_error(train + "8,8,8,8,8,8,8,8,8", "--hidden: at most 8 hidden layers expected, got 9");

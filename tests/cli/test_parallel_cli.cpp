@@ -467,6 +467,36 @@ TEST_CASE("search --schedule/--virtual-stages: every schedule asked for, bad int
         std::string::npos);
 }
 
+// What search says of --virtual-stages without a chunked schedule is scripts/neusight/search.lua choices' to word
+// (virtual_stages_refusal): the engine passes it on, it builds no text of its own from the schedule names.
+TEST_CASE("search --virtual-stages: the refusal without a chunked schedule is search.lua's", "[cli][search]") {
+  ns_test::temp_dir t;
+  const std::string shipped = ns_test::slurp(ns_test::source_dir / "scripts/neusight/search.lua");
+  const size_t end = shipped.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  t.write("s/neusight/search.lua", shipped.substr(0, end) +
+                                       "local choices = M.choices\n"
+                                       "M.choices = function(...)\n"
+                                       "  local c = choices(...)\n"
+                                       "  if c.virtual_stages_refusal then\n"
+                                       "    c.virtual_stages_refusal = 'search.lua says: ' .. c.virtual_stages_refusal\n"
+                                       "  end\n"
+                                       "  return c\n"
+                                       "end\n"
+                                       "return M\n");
+  const std::string scripts = " --scripts '" + (t.path / "s").string() + "'";
+  const std::string run = "search --model gpt2_med --gpu A100-SXM4-40GB --mode train --seq 1024 --batch 8 --gpus 16 "
+                          "--predictor roofline --virtual-stages 2";
+  const auto said = run_cli(run + scripts);
+  CHECK(said.code == 1);
+  CHECK(said.err == "neusight: search.lua says: search: --virtual-stages applies to the interleaved schedule only (add it "
+                    "to --schedule)\n");
+  // a chunked schedule among those tried: no refusal
+  const auto ok = run_cli(run + " --schedule 1f1b,interleaved --format json" + scripts);
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+}
+
 TEST_CASE("search --recompute: auto takes the cheapest mode that fits, all lists every mode, a mode only itself",
           "[cli][search]") {
   auto layouts = [](const std::string& mode) {

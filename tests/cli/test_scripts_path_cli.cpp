@@ -438,6 +438,35 @@ TEST_CASE("scripts path: a pipeline.lua that loops over a primitive is held to t
   CHECK(p.err.find(": script ran longer than 1 s of CPU time") != std::string::npos);
 }
 
+// serve forecasts each phase through the pipeline: a pipeline.lua that runs past a script limit (the instruction
+// budget, the memory cap) stops serve with the pipeline's own error, as `run` reports it (its context line, the
+// limit's message), serve.lua's context line after it; not the bare limit message as if serve.lua had run over it.
+TEST_CASE("scripts path: serve reports the script limit a phase's pipeline ran over as the pipeline does",
+          "[cli][scripts][pipeline][limits][serve]") {
+  fixture f;
+  const std::string scripts = " --scripts '" + (f.t.path / "s").string() + "'";
+  const std::string stop = "timeout 60";  // a loop the limits miss fails the case, it does not hang it
+  const std::string serve = "serve --model gpt2_med --gpu h100 --batch 2 --input-len 16 --output-len 4" + scripts;
+  const std::pair<std::string, std::string> cases[] = {
+      {"  while true do end\n", " --script-budget 200000 --script-timeout 0"},
+      {"  local t = {} while true do t[#t + 1] = ('x'):rep(1e6) end\n", " --script-memory 256"}};
+  for (const auto& [loop, limit] : cases) {
+    const fs::path file = f.t.write("s/neusight/pipeline.lua", "local M = {}\nfunction M.forecast(run)\n  run.workload()\n" +
+                                                                   loop + "end\nreturn M\n");
+    const std::string where = file.lexically_normal().generic_string();
+    const auto piped = run_cli(f.args(limit + scripts), stop);
+    INFO(piped.err);
+    CHECK(piped.code == 1);
+    CHECK(piped.err.find("neusight: " + where + ":4: script ") == 0);
+    CHECK(piped.err.find("; raise with --script-") != std::string::npos);
+    CHECK(piped.err.find("\n    in " + where + " forecast\n") != std::string::npos);
+    const auto served = run_cli(serve + limit, stop);
+    INFO(served.err);
+    CHECK(served.code == 1);
+    CHECK(served.err == piped.err + "    in scripts/neusight/serve.lua run\n");
+  }
+}
+
 TEST_CASE("scripts path: run.peak_tflops reads dtype names as the engine does and refuses misuse",
           "[cli][scripts][pipeline]") {
   fixture f;

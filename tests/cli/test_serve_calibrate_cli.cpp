@@ -330,11 +330,57 @@ TEST_CASE("serve calibrate: a scripts serve.lua calibration_inputs field of the 
   }
 }
 
+// fit_serve says whether it fitted a decode step's factors (decode_fitted), and that is what the engine writes: a
+// calibration.lua that fitted none for a measured TPOT leaves decode steps uncalibrated (an empty [decode_factors]),
+// not its [factors] applied to them as an older one's without the field; one that says it fitted them but gave none,
+// or the other way round, is refused, nothing written.
+TEST_CASE("serve calibrate: fit_serve's decode_fitted decides the decode steps' factors", "[cli][serve][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_copy(t);
+  const std::string serve = "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 512 --output-len 64";
+  const json raw = run_json(serve);
+  const fs::path m = t.write("m.toml", "tpot_ms = " + num(1.25 * raw["tpot_ms"].get<double>()) + "\n");
+  const fs::path file = t.path / "h100.calibration.toml";
+  // fit_serve's fields without its decode_factor.<family> ones, decode_fitted set to `said`
+  const auto fitted = [&](const std::string& dir, const std::string& said, const std::string& drop) {
+    return override_dir(t, dir, "calibration",
+        "local fit_serve = M.fit_serve\n"
+        "M.fit_serve = function(r)\n"
+        "  local out, kept = fit_serve(r), {}\n"
+        "  for _, f in ipairs(out.fields) do\n"
+        "    if f.key == 'decode_fitted' then f.value = " + said + " end\n"
+        "    if not f.key:find('" + drop + "') then kept[#kept + 1] = f end\n"
+        "  end\n"
+        "  out.fields = kept\n"
+        "  return out\n"
+        "end\n");
+  };
+  const json fit = run_json(serve + fitted("none", "false", "^decode_factor%.") + " --calibrate '" + m.string() + "'");
+  CHECK(fit["decode_factors"].is_object());
+  CHECK(fit["decode_factors"].empty());
+  CHECK_FALSE(fit["factors"].empty());
+  CHECK(ns_test::slurp(file).find("\n[decode_factors]") != std::string::npos);
+  CHECK(run_json(serve)["tpot_ms"].get<double>() == raw["tpot_ms"].get<double>());  // decode steps: their forecast
+  fs::remove(file);
+  const std::string says = "neusight: scripts/neusight/calibration.lua fit_serve(): decode_fitted is ";
+  const auto no_fields = run_cli(serve + fitted("true", "true", "^decode_factor%.") + " --calibrate '" + m.string() + "'");
+  CHECK(no_fields.code == 1);
+  CHECK(no_fields.err == says + "true, but it gave no decode_factor.<family> fields\n");
+  const auto fields = run_cli(serve + fitted("false", "false", "^$") + " --calibrate '" + m.string() + "'");
+  CHECK(fields.code == 1);
+  CHECK(fields.err == says + "false, but it gave decode_factor.<family> fields\n");
+  const auto text = run_cli(serve + fitted("text", "'yes'", "^$") + " --calibrate '" + m.string() + "'");
+  CHECK(text.code == 1);
+  CHECK(text.err == "neusight: scripts/neusight/calibration.lua fit_serve(): decode_fitted must be a boolean\n");
+  CHECK_FALSE(fs::exists(file));
+}
+
 // Older --scripts overrides (written before a function or field the engine now asks for) keep working as they did:
 // a figures.lua without calibration_warning (serve says nothing of the model), a serve.lua without model_warning
 // (serve --sweep asks figures.lua), a search.lua whose choices has no shared_build (nothing shares a build), a
-// calibration.lua whose fit_serve fits one set for both phases (no [decode_factors]: its factors apply to decode
-// steps, as they did). Each override is the shipped file with that function or field taken out.
+// calibration.lua whose fit_serve fits one set for both phases and says nothing of decode_fitted (no
+// [decode_factors]: its factors apply to decode steps, as they did). Each override is the shipped file with that
+// function or field taken out.
 TEST_CASE("serve calibrate: older scripts overrides without the new functions keep working", "[cli][serve][calibrate]") {
   temp_dir t;
   const std::string gpu = gpu_copy(t);
@@ -345,7 +391,7 @@ TEST_CASE("serve calibrate: older scripts overrides without the new functions ke
       "local fit_serve = M.fit_serve\n"
       "M.fit_serve = function(r)\n"
       "  local out, kept = fit_serve(r), {}\n"
-      "  for _, f in ipairs(out.fields) do if not f.key:find('^decode_factor%.') then kept[#kept + 1] = f end end\n"
+      "  for _, f in ipairs(out.fields) do if not f.key:find('^decode_') then kept[#kept + 1] = f end end\n"
       "  out.fields = kept\n"
       "  return out\n"
       "end\n");
