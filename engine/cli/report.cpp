@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <map>
 
 #include "core/calibration.h"
@@ -74,7 +75,18 @@ void gpu_list_once(const std::vector<std::string>& given,
     if (!gpu->file.empty()) {
       gpu_spec fields = *gpu;  // where it was read from aside: gpu_spec_key holds every field, numbers bit for bit
       fields.source.clear();
-      keys.push_back("copy:" + gpu_spec_key(fields));
+      // and its calibration beside it (engine/core/calibration.h), which its forecasts apply: a copy calibrated
+      // otherwise (or only one of the two calibrated) forecasts otherwise, a GPU of its own
+      std::string calibration = "uncalibrated";
+      if (const fs::path cal = calibration_path(*gpu); !cal.empty() && fs::is_regular_file(cal, ec)) {
+        if (fs::file_size(cal, ec) > (1u << 20)) {
+          calibration = "file:" + cal.string();  // no calibration is that large: the reader refuses it, its own
+        } else {
+          std::ifstream in(cal, std::ios::binary);
+          calibration.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+        }
+      }
+      keys.push_back("copy:" + gpu_spec_key(fields) + "\ncalibration:" + calibration);
     }
     for (const auto& key : keys)
       if (const auto [at, fresh] = first.emplace(key, g); !fresh)

@@ -586,6 +586,22 @@ TEST_CASE("compare: a GPU file copy that differs only in comments and key order 
   }
 }
 
+// A copy with its own calibration beside it forecasts otherwise: a GPU of its own, not "files alike"
+TEST_CASE("compare: a GPU file copy calibrated on its own is a GPU of its own", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const std::string workload = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline";
+  const double forecast = run_json(workload + " --gpu " + ns_test::quoted(copy.string()))["latency_ms"].get<double>();
+  const auto m = t.write("measured.toml", "latency_ms = " + std::to_string(forecast * 1.3) + "\n");
+  const auto cal = run_cli(workload + " --gpu " + ns_test::quoted(copy.string()) + " --calibrate " + ns_test::quoted(m.string()));
+  INFO(cal.err);
+  REQUIRE(cal.code == 0);
+  const json rows = run_json(workload + " --gpu h100," + ns_test::quoted(copy.string()))["rows"];
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[1]["latency_ms"].get<double>() > rows[0]["latency_ms"].get<double>() * 1.1);  // the calibration applied
+  CHECK(rows[1]["gpu"] == "H100-SXM5-80GB (" + copy.string() + ")");
+}
+
 TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {
   // a what-if: the H100's file with another memory bandwidth, its name kept (its aliases dropped: they are the H100's)
   ns_test::temp_dir t;
