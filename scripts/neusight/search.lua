@@ -75,7 +75,9 @@ function M.pipeline_skip(layers, pp, schedule, virtual_stages)
   if not default then return nil end
   local v = virtual_stages > 0 and virtual_stages or default
   if config.chunks_refusal then
-    local _, why = config.chunks_refusal(schedule, pp, v) -- the reason alone: a skip names no parallel field
+    local field, why = config.chunks_refusal(schedule, pp, v) -- the reason alone: a skip names no parallel field
+    -- (a --scripts config.lua older than the field and reason apart returns "parallel.<field>: <reason>" alone)
+    if field and not why then why = tostring(field):gsub("^parallel%.[%w_]+: ", "") end
     if why then return why end
   end
   if layers > 0 and layers % (pp * v) ~= 0 then

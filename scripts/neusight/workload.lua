@@ -341,7 +341,9 @@ local function ignored_fields(w, given)
   local config = require "neusight.parallel.config"
   -- (an older --scripts config.lua without chunks_of: its normalize refused virtual_stages ≠ 1 itself)
   if raw.virtual_stages ~= nil and config.chunks_of and not config.chunks_of(p.schedule) then
-    note("virtual_stages", true, config.one_chunk_only(p.schedule) .. "; drop it")
+    -- (a --scripts config.lua older than the reason alone prefixes it "parallel.virtual_stages: ")
+    local why = config.one_chunk_only(p.schedule):gsub("^parallel%.virtual_stages: ", "")
+    note("virtual_stages", true, why .. "; drop it")
   end
   if raw.cluster ~= nil and gpus == 1 then
     note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")

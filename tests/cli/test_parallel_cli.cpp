@@ -467,6 +467,37 @@ TEST_CASE("search --schedule/--virtual-stages: every schedule asked for, bad int
         std::string::npos);
 }
 
+// A --scripts parallel/config.lua written before chunks_refusal returned the field and the reason apart (one string,
+// "parallel.<field>: <reason>", and one_chunk_only's reason so prefixed): search still skips what cannot run, by the
+// same reason, and predict's note names the field once
+TEST_CASE("search and predict take an older parallel/config.lua's one-string refusals", "[cli][search]") {
+  ns_test::temp_dir t;
+  const std::string old = ns_test::override_dir(
+      t, "old", "parallel/config", "",
+      {{"return \"virtual_stages\", (\"the %s schedule needs at least 2", "return (\"parallel.virtual_stages: the %s schedule needs at least 2"},
+       {"return \"schedule\", (\"the %s schedule needs pp >= 2\")", "return (\"parallel.schedule: the %s schedule needs pp >= 2\")"},
+       {"return \"virtual_stages\", M.one_chunk_only(schedule)", "return M.one_chunk_only(schedule)"},
+       {"return (\"only the %s schedule runs", "return (\"parallel.virtual_stages: only the %s schedule runs"},
+       {"if field then error((\"parallel.%s: %s\"):format(field, why), 0) end", "if field then error(field, 0) end"}});
+  const std::string base = "--model gpt2_large --gpu A100-SXM4-40GB --batch 32 --seq 1024 --predictor roofline";
+  const auto r = run_cli("search " + base + " --gpus 16 --schedule interleaved --virtual-stages 2 --all --top 100000 "
+                         "--format json" + old);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["skipped"]["the interleaved schedule needs pp >= 2"].get<int>() > 0);
+  for (const auto& l : j["layouts"]) CHECK(l["pp"].get<int>() >= 2);
+  const json p = predict("--batch 32 --pp 2 --microbatches 4 --schedule 1f1b --virtual-stages 1" + old);
+  bool noted = false;
+  for (const auto& w : p["warnings"]) {
+    const std::string text = w.get<std::string>();
+    if (text.find("has no effect: only the") == std::string::npos) continue;
+    noted = true;
+    CHECK(text.find("parallel.virtual_stages (--virtual-stages) has no effect: only the") == 0);
+  }
+  CHECK(noted);
+}
+
 // What search says of --virtual-stages without a chunked schedule is scripts/neusight/search.lua choices' to word
 // (virtual_stages_refusal): the engine passes it on, it builds no text of its own from the schedule names.
 TEST_CASE("search --virtual-stages: the refusal without a chunked schedule is search.lua's", "[cli][search]") {
