@@ -242,15 +242,13 @@ void state_report_push(session::impl& p, int idx, double params, const std::stri
                        bool unreported) {
   lua_State* L = p.L();
   idx = lua_absindex(L, idx);
-  require_push(p, "neusight.precision");  // stack: … Pr
-  raw_getfield(L, -1, "state_report");
+  const std::string& file = function_push(p, "neusight.precision", "state_report");  // stack: … state_report
   lua_pushvalue(L, idx);
   lua_pushnumber(L, params);
   lua_pushstring(L, recipe.c_str());
   lua_pushnumber(L, gpu_mem_gb);
   lua_pushboolean(L, unreported);
-  ns_call(L, 5, 1, "in scripts/neusight/precision.lua state_report");  // stack: … Pr report
-  lua_remove(L, -2);                                                      // stack: … report
+  ns_call(L, 5, 1, "in " + file + " state_report");  // stack: … report
   state_report_check(L, -1);
 }
 
@@ -258,13 +256,11 @@ void state_report_push(session::impl& p, int idx, double params, const std::stri
 // the forecast that follows (impl::fields_ref). [-nargs, +0, e]
 void report_fields_keep(session::impl& p, const char* fn, int nargs) {
   lua_State* L = p.L();
-  require_push(p, "neusight.report");  // stack: … args R
-  raw_getfield(L, -1, fn);
-  lua_remove(L, -2);
+  const std::string& file = function_push(p, "neusight.report", fn);  // stack: … args fn
   lua_insert(L, -(nargs + 1));  // stack: … fn args
-  ns_call(L, nargs, 1, std::string("in scripts/neusight/report.lua ") + fn);  // stack: … fields
+  ns_call(L, nargs, 1, "in " + file + " " + fn);  // stack: … fields
   if (!lua_istable(L, -1))
-    throw error(std::string("scripts/neusight/report.lua: ") + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
+    throw error(file + ": " + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
   luaL_unref(L, LUA_REGISTRYINDEX, p.fields_ref);
   p.fields_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops fields
 }
@@ -278,7 +274,11 @@ std::optional<script_file> script_find(const session::impl& p, const std::string
     for (const auto& d : p.script_dirs) {
       for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
         const fs::path file = d.path / cand;
-        if (fs::is_regular_file(file)) return script_file{file.string(), d.display + "/" + cand};
+        if (fs::is_regular_file(file)) {
+          std::error_code ec;
+          const bool bundled = fs::equivalent(file, p.opts.data_root / "scripts" / cand, ec);
+          return script_file{file.string(), d.display + "/" + cand, bundled};
+        }
         looked += "\n\tno file '" + d.display + "/" + cand + "'";
       }
     }
@@ -290,12 +290,66 @@ std::optional<script_file> script_find(const session::impl& p, const std::string
   return std::nullopt;
 }
 
-const std::string& session::impl::pipeline_file() {
-  if (pipeline_display.empty()) {
-    const auto found = script_find(*this, "neusight.pipeline");
-    pipeline_display = found ? found->display : "scripts/neusight/pipeline.lua";
+const script_file& session::impl::module_file(const std::string& module) {
+  auto it = module_files.find(module);
+  if (it == module_files.end()) {
+    auto found = script_find(*this, module);
+    it = module_files.emplace(module, found ? std::move(*found) : script_file{"", "module " + module, false}).first;
   }
-  return pipeline_display;
+  return it->second;
+}
+
+namespace {
+// The error of a module function that is not there (`type`: what module[fn] is; the module not a table: -1).
+[[noreturn]] void function_missing(session::impl& p, int idx, const char* module, const char* fn, int type) {
+  lua_State* L = p.L();
+  const script_file& f = p.module_file(module);
+  std::string msg = f.display;
+  if (type < 0)
+    msg += ": module " + std::string(module) + " returned " + luaL_typename(L, idx) + ", not a table of functions (" +
+           fn + " expected)";
+  else if (type == LUA_TNIL)
+    msg += " has no function " + std::string(fn) + " (module " + module + ")";
+  else
+    msg += ": " + std::string(module) + "." + fn + " is a " + lua_typename(L, type) + ", not a function";
+  if (!f.bundled && !f.path.empty()) {
+    std::string rel = module;
+    std::replace(rel.begin(), rel.end(), '.', '/');
+    for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
+      const fs::path bundled = p.opts.data_root / "scripts" / cand;
+      if (!fs::is_regular_file(bundled)) continue;
+      msg += ": a --scripts copy from an older neusight? compare it with the bundled " + display_of(bundled);
+      break;
+    }
+  }
+  throw error(msg);
+}
+}  // namespace
+
+const std::string& function_get(session::impl& p, int idx, const char* module, const char* fn) {
+  lua_State* L = p.L();
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) function_missing(p, idx, module, fn, -1);
+  if (const int type = raw_getfield(L, idx, fn); type != LUA_TFUNCTION) function_missing(p, idx, module, fn, type);
+  return p.module_file(module).display;
+}
+
+const std::string& function_push(session::impl& p, const char* module, const char* fn) {
+  require_push(p, module);
+  const std::string& file = function_get(p, -1, module, fn);
+  lua_remove(p.L(), -2);
+  return file;
+}
+
+bool function_find(session::impl& p, int idx, const char* module, const char* fn) {
+  lua_State* L = p.L();
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) function_missing(p, idx, module, fn, -1);
+  const int type = raw_getfield(L, idx, fn);
+  if (type == LUA_TFUNCTION) return true;
+  lua_pop(L, 1);
+  if (type != LUA_TNIL) function_missing(p, idx, module, fn, type);
+  return false;
 }
 
 // [-0, +1, m] the overrides as a table { field = value } ("parallel.tp" keys stay flat)
@@ -421,7 +475,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       throw error(w.source + ": a workload script must return a table (got " + luaL_typename(L, -1) + ")");
   }
   const int spec = lua_gettop(L);
-  raw_getfield(L, wl, "normalize");
+  function_get(*p_, wl, "neusight.workload", "normalize");
   lua_pushvalue(L, spec);
   overrides_push_table(L, overrides);  // stack: W spec norm ov
   p_->model_file_resolve(spec, lua_gettop(L), script);
@@ -448,7 +502,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   r.integer("batch"), r.integer("seq"), r.integer_or("context", 0);  // the report's, as above
   w.launch = r.str_or("launch", "eager");
   for (const char* key : {"description", "kv_dtype", "weight_dtype"}) r.str_or(key, "");  // the report's, as above
-  raw_getfield(L, wl, "warnings");  // stack: W spec norm warnings()
+  function_get(*p_, wl, "neusight.workload", "warnings");  // stack: W spec norm warnings()
   lua_pushvalue(L, norm);
   ns_call(L, 1, 1, "while listing the warnings of " + w.source);
   if (lua_istable(L, -1))
@@ -458,7 +512,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       lua_pop(L, 1);
     }
   lua_pop(L, 1);  // stack: W spec norm
-  raw_getfield(L, wl, "build");
+  function_get(*p_, wl, "neusight.workload", "build");
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   try {
@@ -521,12 +575,11 @@ void session::workload_check(const workload_overrides& overrides) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.workload");
-  raw_getfield(L, -1, "check_fields");  // stack: W check
-  lua_newtable(L);                      // stack: W check spec
-  overrides_push_table(L, overrides);   // stack: W check spec ov
+  function_push(*p_, "neusight.workload", "check_fields");  // stack: check
+  lua_newtable(L);                      // stack: check spec
+  overrides_push_table(L, overrides);   // stack: check spec ov
   p_->model_file_resolve(lua_gettop(L) - 1, lua_gettop(L), "");
-  lua_remove(L, -2);                    // stack: W check ov
+  lua_remove(L, -2);                    // stack: check ov
   lua_pushstring(L, "command line");
   ns_call(L, 2, 0);
 }
@@ -539,18 +592,17 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   const int wl = lua_gettop(L);
   lua_newtable(L);  // stack: W spec
   const int spec = lua_gettop(L);
-  raw_getfield(L, wl, "normalize");
+  function_get(*p_, wl, "neusight.workload", "normalize");
   lua_pushvalue(L, spec);
   overrides_push_table(L, overrides);  // stack: W spec norm spec ov
   p_->model_file_resolve(spec, lua_gettop(L), "");
   lua_pushstring(L, "command line");
   ns_call(L, 3, 1);  // stack: W spec w
   const int norm = lua_gettop(L);
-  require_push(*p_, "neusight.search");
-  raw_getfield(L, -1, "model_facts");
+  const std::string& file = function_push(*p_, "neusight.search", "model_facts");
   lua_pushvalue(L, norm);
-  ns_call(L, 1, 1, "in scripts/neusight/search.lua model_facts");
-  table_reader r(L, -1, "scripts/neusight/search.lua model_facts");
+  ns_call(L, 1, 1, "in " + file + " model_facts");
+  table_reader r(L, -1, file + " model_facts");
   model_facts out;
   out.experts = r.integer("experts");
   out.layers = r.integer("layers");
@@ -558,15 +610,15 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
 }
 
 namespace {
-// The prologue of a call into scripts/neusight/search.lua: pushes the module and its function `name` (stack: S f);
-// the stack goes back to its height before when this object goes, also on error. [-0, +2, e]
+// The prologue of a call into scripts/neusight/search.lua: pushes its function `name` (stack: f) and keeps the
+// chunk name of the module's file (`file`); the stack goes back to its height before when this object goes, also on
+// error. [-0, +1, e]
 struct search_call {
   stack_guard guard;
   stack_restore restore;
-  search_call(session::impl& p, const char* name) : guard(p.L()), restore(p.L()) {
-    require_push(p, "neusight.search");
-    raw_getfield(p.L(), -1, name);  // stack: S f
-  }
+  std::string file;
+  search_call(session::impl& p, const char* name)
+      : guard(p.L()), restore(p.L()), file(function_push(p, "neusight.search", name)) {}
 };
 }  // namespace
 
@@ -577,7 +629,7 @@ session::search_choices session::search_choices_of(const std::vector<std::string
   strings_push(L, schedules);
   lua_pushstring(L, recompute.c_str());
   ns_call(L, 2, 1);  // its error is the message: "search: --schedule: one of … expected, got …"
-  const std::string what = "scripts/neusight/search.lua choices";
+  const std::string what = call.file + " choices";
   if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table");
   search_choices out;
   for (auto [key, list] : {std::pair{"schedules", &out.schedules}, {"recompute", &out.recompute}}) {
@@ -634,10 +686,10 @@ std::string session::search_pipeline_skip(int64_t layers, int64_t pp, const std:
   lua_pushinteger(L, lua_Integer(pp));
   lua_pushstring(L, schedule.c_str());
   lua_pushinteger(L, lua_Integer(virtual_stages));
-  ns_call(L, 4, 1, "in scripts/neusight/search.lua pipeline_skip");
+  ns_call(L, 4, 1, "in " + call.file + " pipeline_skip");
   if (lua_isnil(L, -1)) return {};
   if (lua_type(L, -1) != LUA_TSTRING)
-    throw error(std::string("scripts/neusight/search.lua pipeline_skip returned ") + luaL_typename(L, -1) +
+    throw error(call.file + " pipeline_skip returned " + luaL_typename(L, -1) +
                 ", expected a reason (string) or nil");
   return lua_tostring(L, -1);
 }
@@ -652,8 +704,7 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, module);
-  raw_getfield(L, -1, fn);  // stack: M fn
+  const std::string& file = function_push(*p_, module, fn);  // stack: fn
   lua_createtable(L, 0, int(inputs.size()) + 2);
   const int r = lua_gettop(L);
   for (const auto& [key, v] : inputs) {
@@ -704,11 +755,9 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     const bool bundled = !rel.empty() && *rel.begin() != "..";
     lua_pushstring(L, (bundled ? rel.generic_string() : display_of(uncertainty)).c_str());
     lua_setfield(L, r, "uncertainty_source");
-  }  // stack: M fn r
-  std::string file = module;  // "neusight.calibration" → scripts/neusight/calibration.lua
-  std::replace(file.begin(), file.end(), '.', '/');
-  const std::string what = "scripts/" + file + ".lua " + fn + "()";
-  ns_call(L, 1, 1, ("in " + what).c_str());
+  }  // stack: fn r
+  const std::string what = file + " " + fn + "()";
+  ns_call(L, 1, 1, "in " + what);
   return figures_read(L, -1, what);
 }
 
@@ -1037,7 +1086,8 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       continue;
     }
     const bool is_attn = k->kind == kernel_kind::attention;
-    raw_getfield(L, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, "select");
+    const char* tiling = is_gemm ? "tiling.gemm" : is_attn ? "tiling.attention" : "tiling.vec";
+    const std::string& module = function_get(*p_, is_gemm ? gemm_idx : is_attn ? attn_idx : vec_idx, tiling, "select");
     lua_createtable(L, 0, 7);  // stack: ... select k
     const std::string fam = k->kind == kernel_kind::gemm ? "linear" : std::string(kernel_kind_name(k->kind));
     lua_pushstring(L, fam.c_str());
@@ -1057,8 +1107,6 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       lua_setfield(L, -2, name);
     }
     lua_pushvalue(L, gpu_idx);
-    const std::string module =
-        is_gemm ? "scripts/tiling/gemm.lua" : is_attn ? "scripts/tiling/attention.lua" : "scripts/tiling/vec.lua";
     ns_call(L, 2, 1, "while selecting the tile of kernel " + k->name + " in " + module);
     table_reader r(L, -1, module + ": select()");
     if (is_gemm) {
@@ -1096,29 +1144,29 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
     switch (k->kind) {
       case kernel_kind::gemm:
         if (k->b != 1) throw error("kernel " + k->name + ": a gemm kernel has b = 1 (got " + std::to_string(k->b) + ")");
-        raw_getfield(L, k_idx, "linear");
+        function_get(*p_, k_idx, "neusight.kernels", "linear");
         for (int64_t v : {k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
         args = 4;
         break;
       case kernel_kind::bmm:
-        raw_getfield(L, k_idx, "bmm");
+        function_get(*p_, k_idx, "neusight.kernels", "bmm");
         for (int64_t v : {k->b, k->m, k->n, k->k}) lua_pushinteger(L, lua_Integer(v));
         args = 5;
         break;
       case kernel_kind::elementwise:
-        raw_getfield(L, k_idx, "vec");
+        function_get(*p_, k_idx, "neusight.kernels", "vec");
         lua_pushstring(L, k->op.c_str());
         for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 4;
         break;
       case kernel_kind::softmax:
       case kernel_kind::layernorm:
-        raw_getfield(L, k_idx, k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
+        function_get(*p_, k_idx, "neusight.kernels", k->kind == kernel_kind::softmax ? "softmax" : "layernorm");
         for (int64_t v : {k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 3;
         break;
       case kernel_kind::attention:
-        raw_getfield(L, k_idx, "attention");
+        function_get(*p_, k_idx, "neusight.kernels", "attention");
         lua_pushstring(L, k->op.c_str());
         for (int64_t v : {k->b, k->m, k->k, k->n, k->rows, k->hidden}) lua_pushinteger(L, lua_Integer(v));
         args = 8;
@@ -1151,27 +1199,25 @@ kernel_costing session::costing() {
 bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  require_push(*p_, "tiling.gemm");
-  raw_getfield(L, -1, "parse");
+  function_push(*p_, "tiling.gemm", "parse");
   lua_pushstring(L, kernel_name.c_str());
   ns_call(L, 1, 2, "while parsing kernel name '" + kernel_name + "'");
   const bool ok = lua_isinteger(L, -2) && lua_isinteger(L, -1);
   if (ok) tile_m = lua_tointeger(L, -2), tile_k = lua_tointeger(L, -1);
-  lua_pop(L, 3);
+  lua_pop(L, 2);
   return ok;
 }
 
 int64_t session::tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  require_push(*p_, "tiling.vec");
-  raw_getfield(L, -1, "from_grid");
+  const std::string& file = function_push(*p_, "tiling.vec", "from_grid");
   for (int64_t v : {rows, hidden, grid_x, grid_y, grid_z}) lua_pushinteger(L, lua_Integer(v));
   ns_call(L, 5, 1, "while computing elements per block");
   int ok = 0;
   const int64_t e = lua_tointegerx(L, -1, &ok);
-  lua_pop(L, 2);
-  if (!ok || e < 1) throw error("scripts/tiling/vec.lua: from_grid() must return a positive integer");
+  lua_pop(L, 1);
+  if (!ok || e < 1) throw error(file + ": from_grid() must return a positive integer");
   return e;
 }
 

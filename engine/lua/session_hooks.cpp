@@ -71,8 +71,8 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   const bool training = mode == "train";
   require_push(*p_, "neusight.parallel");  // stack: P
   const int P = lua_gettop(L);
-  raw_getfield(L, P, "plan");
-  raw_getfield(L, P, "normalize");
+  const std::string& file = function_get(*p_, P, "neusight.parallel", "plan");
+  function_get(*p_, P, "neusight.parallel", "normalize");
   lua_createtable(L, 0, int(parallel.size()));
   for (const auto& [k, v] : parallel) {
     if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
@@ -81,7 +81,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
     else lua_pushboolean(L, std::get<bool>(v));
     lua_setfield(L, -2, k.c_str());
   }
-  ns_call(L, 1, 1, "in scripts/neusight/parallel.lua normalize");  // stack: P plan_fn p
+  ns_call(L, 1, 1, "in " + file + " normalize");  // stack: P plan_fn p
   p_->push_gpu(gpu);
   lua_createtable(L, 0, 4);
   lua_pushinteger(L, lua_Integer(batch)), lua_setfield(L, -2, "batch");
@@ -91,7 +91,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   // (as the one-GPU report of a graph counts none); every node's output, what memory.lua charges a node no rule
   // describes, put a 4-GPU GPT-2 Large dp run measured on 40 GB A100s at 131 GB per GPU
   lua_pushboolean(L, false), lua_setfield(L, -2, "saves_known");
-  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua plan");  // stack: P plan
+  ns_call(L, 3, 1, "in " + file + " plan");  // stack: P plan
   const int plan = lua_gettop(L);
   std::map<std::string, size_t> dropped;
   std::vector<kernel_instance> kept;
@@ -101,11 +101,11 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
       kept.push_back(std::move(ki));
       continue;
     }
-    raw_getfield(L, P, "price_reference");
+    function_get(*p_, P, "neusight.parallel", "price_reference");
     lua_pushvalue(L, plan);
     lua_pushstring(L, ki.k.name.c_str());
     lua_pushnumber(L, ki.k.bytes);
-    ns_call(L, 3, 1, "in scripts/neusight/parallel.lua price_reference");
+    ns_call(L, 3, 1, "in " + file + " price_reference");
     if (lua_isnil(L, -1)) {
       ++dropped[ki.k.name];
     } else {
@@ -118,7 +118,7 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   for (const auto& [name, n] : dropped)
     notes.push_back(std::to_string(n) + " " + name + " kernel(s) of the reference graph replaced by neusight's own " +
                     (name == "SENDRECV" ? "stage-boundary send/recv" : "bucketed gradient all-reduce") +
-                    " (scripts/neusight/parallel.lua)");
+                    " (" + file + ")");
   lua_createtable(L, int(g.nodes.size()), 0);  // stack: P plan nodes
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     node_push(L, g.nodes[i], training);
@@ -152,7 +152,7 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   const int P = lua_gettop(L);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
   const int plan = lua_gettop(L);  // stack: P plan
-  raw_getfield(L, P, "timeline");
+  const std::string& file = function_get(*p_, P, "neusight.parallel", "timeline");
   lua_pushvalue(L, plan);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
   if (lua_rawlen(L, -1) != t.size())
@@ -168,9 +168,9 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   }
   lua_pushboolean(L, lean);  // a search's ranking: the memory report without its per-stage lines
   // the workload too: "parallel: 7 pipeline stage(s) … but the model has only 2 layer(s)" named no file
-  ns_call(L, 4, 1, "in scripts/neusight/parallel.lua timeline" +
+  ns_call(L, 4, 1, "in " + file + " timeline" +
                        (fc.g.origin.empty() ? std::string() : " of " + fc.g.origin));  // stack: P plan result
-  std::string where = "scripts/neusight/parallel.lua timeline";
+  std::string where = file + " timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
   if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report (neusight.memory.parallel)
     lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result fields
@@ -179,12 +179,12 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
     lua_pop(L, 1);
   }
   // the report of it (scripts/neusight/parallel/report.lua): the timeline itself stays a Lua table
-  raw_getfield(L, P, "report");
+  function_get(*p_, P, "neusight.parallel", "report");
   lua_pushvalue(L, plan);
   lua_pushvalue(L, -3);
   lua_pushboolean(L, lean);
-  ns_call(L, 3, 1, "in scripts/neusight/parallel.lua report");  // stack: P plan result report
-  where = "scripts/neusight/parallel.lua report";
+  ns_call(L, 3, 1, "in " + file + " report");  // stack: P plan result report
+  where = file + " report";
   table_reader r(L, -1, where + " result");
   if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report renders this one (scripts/neusight/report.lua)
     lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result report fields
@@ -214,9 +214,8 @@ bool session::launch_apply(const std::vector<kernel_instance>& kernels, std::vec
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.launch");  // stack: Lm
-  raw_getfield(L, -1, "apply");
-  lua_createtable(L, int(kernels.size()), 0);  // stack: Lm apply views
+  const std::string& file = function_push(*p_, "neusight.launch", "apply");  // stack: apply
+  lua_createtable(L, int(kernels.size()), 0);  // stack: apply views
   for (size_t i = 0; i < kernels.size(); ++i) {
     const kernel& k = kernels[i].k;
     lua_createtable(L, 0, 5);
@@ -231,15 +230,15 @@ bool session::launch_apply(const std::vector<kernel_instance>& kernels, std::vec
   for (size_t i = 0; i < seconds.size(); ++i) lua_pushnumber(L, seconds[i]), lua_rawseti(L, -2, lua_Integer(i + 1));
   p_->push_gpu(gpu);
   lua_pushstring(L, mode.c_str());
-  ns_call(L, 4, 1, "in scripts/neusight/launch.lua");  // stack: Lm out|nil
+  ns_call(L, 4, 1, "in " + file);  // stack: out|nil
   if (lua_isnil(L, -1)) return false;
   if (!lua_istable(L, -1) || lua_rawlen(L, -1) != seconds.size())
-    throw error("scripts/neusight/launch.lua: apply must return nil or an array of " + std::to_string(seconds.size()) +
+    throw error(file + ": apply must return nil or an array of " + std::to_string(seconds.size()) +
                 " numbers");
   for (size_t i = 0; i < seconds.size(); ++i) {
     lua_rawgeti(L, -1, lua_Integer(i + 1));
     if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
-      throw error("scripts/neusight/launch.lua: apply returned a value that is not a number >= 0");
+      throw error(file + ": apply returned a value that is not a number >= 0");
     seconds[i] = lua_tonumber(L, -1);
     lua_pop(L, 1);
   }
@@ -251,10 +250,7 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   bool applied = false;
-  p_->push_engine_field("require");
-  lua_pushstring(L, "neusight.overhead");
-  ns_call(L, 1, 1, "while loading scripts/neusight/overhead.lua");  // stack: O
-  raw_getfield(L, -1, "apply");
+  const std::string& file = function_push(*p_, "neusight.overhead", "apply");  // stack: apply
   lua_createtable(L, int(seconds.size()), 0);
   for (size_t i = 0; i < seconds.size(); ++i) {
     lua_pushnumber(L, seconds[i]);
@@ -262,20 +258,20 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   }
   p_->push_gpu(gpu);
   lua_pushstring(L, mode.c_str());
-  ns_call(L, 3, 1, "in scripts/neusight/overhead.lua");  // stack: O out|nil
+  ns_call(L, 3, 1, "in " + file);  // stack: out|nil
   if (lua_istable(L, -1)) {
     if (lua_rawlen(L, -1) != seconds.size())
-      throw error("scripts/neusight/overhead.lua: apply returned " + std::to_string(lua_rawlen(L, -1)) +
+      throw error(file + ": apply returned " + std::to_string(lua_rawlen(L, -1)) +
                   " values for " + std::to_string(seconds.size()) + " kernels");
     for (size_t i = 0; i < seconds.size(); ++i) {
       lua_rawgeti(L, -1, lua_Integer(i + 1));
-      if (!lua_isnumber(L, -1)) throw error("scripts/neusight/overhead.lua: apply returned a non-number");
+      if (!lua_isnumber(L, -1)) throw error(file + ": apply returned a non-number");
       seconds[i] = lua_tonumber(L, -1);
       lua_pop(L, 1);
     }
     applied = true;
   } else if (!lua_isnil(L, -1)) {
-    throw error("scripts/neusight/overhead.lua: apply must return an array or nil");
+    throw error(file + ": apply must return an array or nil");
   }
   return applied;
 }
@@ -283,7 +279,7 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
 namespace {
 // [-0, +1 or +3, e] pushes scripts/neusight/scale.lua's module, then `from` and `to` when given (read-only GPU
 // tables); returns the module's stack index.
-int scale_module_push(const session::impl& p, const gpu_spec* from, const gpu_spec* to) {
+int scale_module_push(session::impl& p, const gpu_spec* from, const gpu_spec* to) {
   lua_State* L = p.L();
   p.push_engine_field("require");
   lua_pushstring(L, "neusight.scale");
@@ -304,7 +300,7 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
   out.reserve(items.size());
   const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& it : items) {
-    raw_getfield(L, mod, "scale");
+    const std::string& file = function_get(*p_, mod, "neusight.scale", "scale");
     lua_createtable(L, 0, 7);
     const std::pair<const char*, const std::string*> strs[] = {
         {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
@@ -320,9 +316,9 @@ std::vector<double> session::scale_apply(const std::vector<scale_item>& items, c
     }
     lua_pushvalue(L, mod + 1);
     lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in scripts/neusight/scale.lua");
+    ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in " + file);
     if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
-      throw error("scripts/neusight/scale.lua: scale() must return a number >= 0 (op '" + it.name + "')");
+      throw error(file + ": scale() must return a number >= 0 (op '" + it.name + "')");
     out.push_back(lua_tonumber(L, -1));
     lua_pop(L, 1);
   }
@@ -344,19 +340,19 @@ std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std
     }
   };
   for (const auto& op : ops) {
-    raw_getfield(L, mod, "route_of");
+    const std::string& file = function_get(*p_, mod, "neusight.scale", "route_of");
     lua_pushstring(L, op.kind.c_str());
-    ns_call(L, 1, 1, "while routing op kind '" + op.kind + "' in scripts/neusight/scale.lua");
+    ns_call(L, 1, 1, "while routing op kind '" + op.kind + "' in " + file);
     const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
     if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
-      throw error("scripts/neusight/scale.lua: route_of() must return \"ratio\" or \"wave\" (kind '" + op.kind + "')");
+      throw error(file + ": route_of() must return \"ratio\" or \"wave\" (kind '" + op.kind + "')");
     const bool ratio = std::string(r) == "ratio";
     lua_pop(L, 1);
     if (!ratio) {
       out.emplace_back(std::nullopt);
       continue;
     }
-    raw_getfield(L, mod, "kernels");
+    function_get(*p_, mod, "neusight.scale", "kernels");
     lua_createtable(L, 0, 6);
     for (const auto& [k, v] : {std::pair{"kind", &op.kind}, std::pair{"forward", &op.forward}, std::pair{"phase", &op.phase}}) {
       lua_pushstring(L, v->c_str());
@@ -376,8 +372,8 @@ std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std
     lua_setfield(L, -2, "types");
     push_strings(op.values);
     lua_setfield(L, -2, "values");
-    const std::string where = "scripts/neusight/scale.lua: kernels() for op '" + op.kind + "'";
-    ns_call(L, 1, 1, "while building the kernels of op '" + op.kind + "' in scripts/neusight/scale.lua");
+    const std::string where = file + ": kernels() for op '" + op.kind + "'";
+    ns_call(L, 1, 1, "while building the kernels of op '" + op.kind + "' in " + file);
     if (lua_isnil(L, -1)) {
       out.emplace_back(std::vector<kernel>{});
     } else {
@@ -399,7 +395,7 @@ std::vector<session::scale_destined> session::scale_destination(const std::vecto
   out.reserve(ks.size());
   const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& k : ks) {
-    raw_getfield(L, mod, "destination");
+    const std::string& file = function_get(*p_, mod, "neusight.scale", "destination");
     lua_createtable(L, 0, 6);
     const std::pair<const char*, double> nums[] = {
         {"from_s", k.from_s}, {"to_s", k.to_s},
@@ -411,11 +407,11 @@ std::vector<session::scale_destined> session::scale_destination(const std::vecto
     }
     lua_pushvalue(L, mod + 1);
     lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 2, "while scaling a kernel in scripts/neusight/scale.lua destination()");
+    ns_call(L, 3, 2, "while scaling a kernel in " + file + " destination()");
     if (!lua_isnumber(L, -2) || !(lua_tonumber(L, -2) >= 0) || !std::isfinite(lua_tonumber(L, -2)))
-      throw error("scripts/neusight/scale.lua: destination() must return a finite number of seconds >= 0");
+      throw error(file + ": destination() must return a finite number of seconds >= 0");
     if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-      throw error("scripts/neusight/scale.lua: destination()'s second result (the rule) must be a string or nil");
+      throw error(file + ": destination()'s second result (the rule) must be a string or nil");
     out.push_back({lua_tonumber(L, -2), lua_isnil(L, -1) ? std::string() : std::string(lua_tostring(L, -1))});
     lua_pop(L, 2);
   }

@@ -47,6 +47,13 @@ inline std::vector<search_dir> search_path_make(const std::vector<fs::path>& fla
   return out;
 }
 
+// A module's file (script_find): its path, its chunk name ("scripts/neusight/pipeline.lua", "DIR/neusight/pipeline.lua")
+// and whether it is the bundled one (under data_root/scripts, by whatever search path entry it was found).
+struct script_file {
+  std::string path, display;
+  bool bundled = false;
+};
+
 struct session::impl {
   session_options opts;
   lua_state state;
@@ -94,12 +101,14 @@ struct session::impl {
   std::unique_ptr<predictor> builtin_make(const std::string& name, const std::filesystem::path& root);
   // The session's script set is fixed (script_dirs, from the options) and a module loads once (prelude.lua's
   // `loaded`), so what is read of a module is read once: the efficiency table (builtin_make; nullopt until then, and
-  // after a read that failed, which the next read repeats) and the chunk name of neusight.pipeline (pipeline_file).
+  // after a read that failed, which the next read repeats) and the files of the modules the engine calls
+  // (module_file).
   std::optional<std::map<std::string, double>> efficiency;
-  std::string pipeline_display;
-  // The chunk name of the neusight.pipeline that runs ("scripts/neusight/pipeline.lua", or a --scripts DIR's), for
-  // the messages of a forecast through it: looked up on the script search path on first use.
-  const std::string& pipeline_file();
+  std::map<std::string, script_file> module_files;
+  // The file require(module) loads, for the messages of calls into it: its chunk name ("scripts/neusight/compare.lua",
+  // or a --scripts DIR's "DIR/neusight/compare.lua"), looked up on the script search path on first use ("module
+  // NAME", not bundled, when no file answers: a module the engine itself provides).
+  const script_file& module_file(const std::string& module);
 
   lua_State* L() const { return state.get(); }
 
@@ -206,9 +215,6 @@ void overrides_push_table(lua_State* L, const workload_overrides& o);
 // The file require(name) loads, the first hit on the script search path: its path and chunk name
 // ("scripts/neusight/pipeline.lua", "DIR/neusight/pipeline.lua"); nullopt when there is none (`tried`: the files
 // looked for, or why the name is not a module name).
-struct script_file {
-  std::string path, display;
-};
 std::optional<script_file> script_find(const session::impl& p, const std::string& name, std::string* tried = nullptr);
 
 // Pushes require(module). [-0, +1, e]
@@ -217,5 +223,19 @@ inline void require_push(session::impl& p, const char* module) {
   lua_pushstring(p.L(), module);
   ns_call(p.L(), 1, 1, std::string("while loading ") + module);
 }
+
+// The functions of a module the engine calls (neusight.compare's gpu_labels, …). A module from a --scripts DIR that
+// lacks one (a copy from an older neusight) is an error that names that file, the function and the bundled file to
+// compare it with, not Lua's "attempt to call a nil value". Each returns the chunk name of the module's file
+// (module_file), for the context of the call and the messages about what it returns.
+//
+// function_get: pushes module[fn] of `module`'s table, require(module), at `idx`; throws when it is not a function.
+// [-0, +1, e]
+const std::string& function_get(session::impl& p, int idx, const char* module, const char* fn);
+// function_push: pushes require(module)[fn], the module itself not left on the stack. [-0, +1, e]
+const std::string& function_push(session::impl& p, const char* module, const char* fn);
+// function_find: for a function a module may leave out (older scripts): pushes module[fn] and returns true when it is
+// a function, pushes nothing and returns false when it is nil; throws when it is something else. [-0, +0|1, e]
+bool function_find(session::impl& p, int idx, const char* module, const char* fn);
 
 }  // namespace ns

@@ -303,14 +303,17 @@ int l_peak_tflops(lua_State* L) {
     const int t = lua_type(L, 1);
     if (t == LUA_TSTRING) {
       const std::string given = lua_tostring(L, 1);
-      require_push(*c.p, "neusight.kernels");
-      if (!lua_istable(L, -1) || raw_getfield(L, -1, "dtype_name") != LUA_TFUNCTION)
-        throw error(at + "module neusight.kernels has no function dtype_name");
+      const std::string* file = nullptr;
+      try {
+        file = &function_push(*c.p, "neusight.kernels", "dtype_name");
+      } catch (const error& e) {  // a kernels.lua without it: said where the script asked for it
+        throw error(at + e.what());
+      }
       lua_pushvalue(L, 1);
-      ns_call(L, 1, 1, "in neusight.kernels dtype_name");
+      ns_call(L, 1, 1, "in " + *file + " dtype_name");
       const bool known = lua_type(L, -1) == LUA_TSTRING;
       if (known) gemm.dtype = lua_tostring(L, -1);
-      lua_pop(L, 2);
+      lua_pop(L, 1);
       if (!known) {
         std::string names;
         for (const std::string& d : dtype_names()) names += d + ", ";
@@ -396,7 +399,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   const session::pipeline_graph& run = *c.run;
   const session::pipeline_options& opt = *c.opt;
   require_push(p, "neusight.pipeline");  // stack: P
-  const std::string& file = p.pipeline_file();  // the file that ran: bundled, or a --scripts DIR's
+  const std::string& file = p.module_file("neusight.pipeline").display;  // the file that ran: bundled, or a --scripts DIR's
   if (!lua_istable(L, -1) || raw_getfield(L, -1, fn) != LUA_TFUNCTION)
     throw error(std::string("module neusight.pipeline has no function ") + fn + " (" + file +
                 " defines forecast(run), a workload's steps, and finish(run), those once the kernels are known)");

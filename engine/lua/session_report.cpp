@@ -18,17 +18,15 @@ session::lua_report session::report(const std::string& module, const std::string
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const std::string where = "scripts/" + std::string(module.rfind("neusight.", 0) == 0 ? "neusight/" : "") +
-                            module.substr(module.rfind("neusight.", 0) == 0 ? 9 : 0) + ".lua";
   require_push(*p_, module.c_str());  // stack: M
   const int M = lua_gettop(L);
-  raw_getfield(L, M, fn.c_str());
+  const std::string& where = function_get(*p_, M, module.c_str(), fn.c_str());
   ns_call(L, 0, 1, "in " + where + " " + fn);  // stack: M report
   if (!lua_istable(L, -1)) throw error(where + ": " + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
   lua_report out;
   out.json = json_text_of(L, -1);
   for (auto [name, text] : {std::pair<const char*, std::string*>{"format_table", &out.table}, {"format_csv", &out.csv}}) {
-    raw_getfield(L, M, name);
+    function_get(*p_, M, module.c_str(), name);
     lua_pushvalue(L, -2);
     ns_call(L, 1, 1, "in " + where + " " + name);  // stack: M report text
     if (!lua_isstring(L, -1)) throw error(where + ": " + name + " must return a string");
@@ -121,11 +119,10 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const std::string where = "scripts/neusight/report.lua";
   require_push(*p_, "neusight.report");  // stack: R
   const int R = lua_gettop(L);
   forecast_facts out;
-  raw_getfield(L, R, "memory_warnings");
+  const std::string& where = function_get(*p_, R, "neusight.report", "memory_warnings");
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   ns_call(L, 1, 1, "in " + where + " memory_warnings");  // stack: R warnings
   if (!lua_istable(L, -1)) throw error(where + ": memory_warnings must return an array of strings");
@@ -136,7 +133,7 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
     lua_pop(L, 1);
   }
   lua_pop(L, 1);  // stack: R
-  raw_getfield(L, R, "figure_inputs");
+  function_get(*p_, R, "neusight.report", "figure_inputs");
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   forecast_push(L, f, false);
   report_gpu_push(L, gpu);
@@ -150,9 +147,8 @@ void session::compare_begin(const std::vector<compare_input>& inputs, const std:
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.compare");  // stack: C
-  raw_getfield(L, -1, "new");
-  lua_createtable(L, int(inputs.size()), 0);  // stack: C new inputs
+  const std::string& file = function_push(*p_, "neusight.compare", "new");
+  lua_createtable(L, int(inputs.size()), 0);  // stack: new inputs
   for (size_t i = 0; i < inputs.size(); ++i) {
     lua_createtable(L, 0, 3);
     lua_pushstring(L, inputs[i].key.c_str()), lua_setfield(L, -2, "key");
@@ -161,19 +157,21 @@ void session::compare_begin(const std::vector<compare_input>& inputs, const std:
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
   lua_pushlstring(L, source.data(), source.size());
-  ns_call(L, 2, 1, "in scripts/neusight/compare.lua new");  // stack: C doc
-  if (!lua_istable(L, -1)) throw error("scripts/neusight/compare.lua new must return a table");
+  ns_call(L, 2, 1, "in " + file + " new");  // stack: doc
+  if (!lua_istable(L, -1)) throw error(file + " new must return a table");
   luaL_unref(L, LUA_REGISTRYINDEX, p_->compare_ref);
   p_->compare_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops doc
 }
 
 namespace {
 
-// [-0, +2, e] neusight.compare and the comparison in progress, after compare_begin
-void compare_push(session::impl& p, const char* fn) {
+// [-0, +2, e] neusight.compare and the comparison in progress, after compare_begin; returns the chunk name of the
+// module's file (module_file)
+const std::string& compare_push(session::impl& p, const char* fn) {
   if (p.compare_ref == LUA_NOREF) throw error(std::string("compare_") + fn + ": no comparison (compare_begin)");
   require_push(p, "neusight.compare");  // stack: C
   lua_rawgeti(p.L(), LUA_REGISTRYINDEX, p.compare_ref);  // stack: C doc
+  return p.module_file("neusight.compare").display;
 }
 
 // [-1, +0, e] the row add / add_error returned (nil and why when it cannot be made) joins the comparison
@@ -190,15 +188,15 @@ void session::compare_add(const gpu_spec& gpu, double latency_ms, const figures&
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   compare_push(*p_, "add");  // stack: C doc
-  raw_getfield(L, -2, "add");
+  const std::string& file = function_get(*p_, -2, "neusight.compare", "add");
   lua_pushvalue(L, -2);
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   report_gpu_push(L, gpu);
   lua_pushnumber(L, latency_ms);
   figures_push(L, figs);
   strings_push(L, warnings);  // stack: C doc add doc fields gpu latency figures warnings
-  ns_call(L, 6, 2, "in scripts/neusight/compare.lua add");  // stack: C doc row why
-  compare_result(L, "scripts/neusight/compare.lua add");
+  ns_call(L, 6, 2, "in " + file + " add");  // stack: C doc row why
+  compare_result(L, file + " add");
 }
 
 void session::compare_add_error(const std::vector<std::string>& given, const std::string& message,
@@ -207,13 +205,13 @@ void session::compare_add_error(const std::vector<std::string>& given, const std
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   compare_push(*p_, "add_error");  // stack: C doc
-  raw_getfield(L, -2, "add_error");
+  const std::string& file = function_get(*p_, -2, "neusight.compare", "add_error");
   lua_pushvalue(L, -2);
   strings_push(L, given);
   lua_pushlstring(L, message.data(), message.size());
   lua_pushlstring(L, gpu_file.data(), gpu_file.size());  // stack: C doc add_error doc given message gpu_file
-  ns_call(L, 4, 2, "in scripts/neusight/compare.lua add_error");  // stack: C doc row why
-  compare_result(L, "scripts/neusight/compare.lua add_error");
+  ns_call(L, 4, 2, "in " + file + " add_error");  // stack: C doc row why
+  compare_result(L, file + " add_error");
 }
 
 std::vector<std::string> session::gpu_labels(const std::vector<std::string>& given,
@@ -221,12 +219,11 @@ std::vector<std::string> session::gpu_labels(const std::vector<std::string>& giv
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.compare");  // stack: C
-  raw_getfield(L, -1, "gpu_labels");
+  const std::string& file = function_push(*p_, "neusight.compare", "gpu_labels");
   strings_push(L, given);
-  strings_push(L, names);  // stack: C gpu_labels given names
-  ns_call(L, 2, 1, "in scripts/neusight/compare.lua gpu_labels");  // stack: C labels
-  const std::string bad = "scripts/neusight/compare.lua gpu_labels must return an array of strings, one for each GPU";
+  strings_push(L, names);  // stack: gpu_labels given names
+  ns_call(L, 2, 1, "in " + file + " gpu_labels");  // stack: labels
+  const std::string bad = file + " gpu_labels must return an array of strings, one for each GPU";
   if (!lua_istable(L, -1) || lua_rawlen(L, -1) != given.size()) throw error(bad);
   std::vector<std::string> out;
   for (lua_Integer i = 1, n = lua_Integer(given.size()); i <= n; ++i) {
@@ -243,14 +240,13 @@ std::string session::compare_repeated(const std::string& key, const std::vector<
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.compare");  // stack: C
-  raw_getfield(L, -1, "repeated");
+  const std::string& file = function_push(*p_, "neusight.compare", "repeated");
   lua_pushlstring(L, key.data(), key.size());
-  strings_push(L, given);  // stack: C repeated key given
-  ns_call(L, 2, 1, "in scripts/neusight/compare.lua repeated");  // stack: C why
+  strings_push(L, given);  // stack: repeated key given
+  ns_call(L, 2, 1, "in " + file + " repeated");  // stack: why
   if (lua_isnil(L, -1)) return {};
   if (lua_type(L, -1) != LUA_TSTRING)
-    throw error(std::string("scripts/neusight/compare.lua repeated returned ") + luaL_typename(L, -1) +
+    throw error(file + " repeated returned " + luaL_typename(L, -1) +
                 ", expected a reason (string) or nil");
   size_t n = 0;
   const char* why = lua_tolstring(L, -1, &n);
@@ -264,14 +260,14 @@ std::string session::compare_render(const std::string& format) {
   compare_push(*p_, "render");  // stack: C doc
   const bool html = format == "html";
   if (html) {  // the page holds what the JSON document does: a text JSON cannot hold (bad UTF-8) stops both alike
-    raw_getfield(L, -2, "json");
+    function_get(*p_, -2, "neusight.compare", "json");
     lua_pushvalue(L, -2);
     ns_call(L, 1, 1, "in module neusight.compare json");  // stack: C doc json
     if (!lua_istable(L, -1)) throw error("module neusight.compare json must return a table");
     (void)json_text_of(L, -1);
     lua_pop(L, 1);  // stack: C doc
   }
-  raw_getfield(L, -2, html ? "page" : format.c_str());
+  function_get(*p_, -2, "neusight.compare", html ? "page" : format.c_str());
   if (format == "table" || format == "csv") {
     // the rows as their JSON text reads back, as these layouts have always had them: a text that is not UTF-8 (a
     // script's error message, a path) shows U+FFFD where JSON cannot hold its bytes
@@ -287,7 +283,7 @@ std::string session::compare_render(const std::string& format) {
     if (!lua_istable(L, -1)) throw error(fn + " must return a table");
     if (!html) return json_text_of(L, -1);
     require_push(*p_, "neusight.html");  // stack: C doc page H
-    raw_getfield(L, -1, "render_compare");
+    function_get(*p_, -1, "neusight.html", "render_compare");
     lua_pushvalue(L, -3);  // stack: C doc page H render_compare page
     ns_call(L, 1, 1, "in module neusight.html render_compare");  // stack: C doc page H text
   }
@@ -303,11 +299,10 @@ std::string session::forecast_summary() {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  require_push(*p_, "neusight.report");  // stack: R
-  raw_getfield(L, -1, "summary");
+  const std::string& file = function_push(*p_, "neusight.report", "summary");
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
-  ns_call(L, 1, 1, "in scripts/neusight/report.lua summary");  // stack: R line
-  if (lua_type(L, -1) != LUA_TSTRING) throw error("scripts/neusight/report.lua summary must return a string");
+  ns_call(L, 1, 1, "in " + file + " summary");  // stack: line
+  if (lua_type(L, -1) != LUA_TSTRING) throw error(file + " summary must return a string");
   return lua_tostring(L, -1);
 }
 
@@ -317,14 +312,16 @@ std::optional<double> session::forecast_model_params(double params) {
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.report");  // stack: R
-  if (raw_getfield(L, -1, "model_params") != LUA_TFUNCTION) return std::nullopt;
+  // absent from an older --scripts report.lua: no count, as before it was there
+  if (!function_find(*p_, -1, "neusight.report", "model_params")) return std::nullopt;
+  const std::string& file = p_->module_file("neusight.report").display;
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   lua_pushnumber(L, params);
-  ns_call(L, 2, 1, "in scripts/neusight/report.lua model_params");  // stack: R count|nil
+  ns_call(L, 2, 1, "in " + file + " model_params");  // stack: R count|nil
   if (lua_isnil(L, -1)) return std::nullopt;
   const double n = lua_type(L, -1) == LUA_TNUMBER ? lua_tonumber(L, -1) : 0;
   if (!(n >= 1 && n < calibration_model_params_max))  // NaN and inf too: a calibration would record them
-    throw error("scripts/neusight/report.lua model_params must return a number of parameters (1 to 2^48) or nil");
+    throw error(file + " model_params must return a number of parameters (1 to 2^48) or nil");
   return std::round(n);  // whole, as a calibration records it
 }
 
@@ -335,10 +332,9 @@ std::vector<std::string> session::forecast_render(const forecast& f, const gpu_s
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  const std::string where = "scripts/neusight/report.lua";
   require_push(*p_, "neusight.report");  // stack: R
   const int R = lua_gettop(L);
-  raw_getfield(L, R, "result");
+  const std::string& where = function_get(*p_, R, "neusight.report", "result");
   lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
   forecast_push(L, f);
   lua_createtable(L, 0, 6);  // stack: R result fields fc extras
@@ -355,7 +351,7 @@ std::vector<std::string> session::forecast_render(const forecast& f, const gpu_s
   std::vector<std::string> out;
   for (const std::string& format : formats) {  // each from the one result (its workload hook ran once)
     const std::string fn = format == "json" ? "format_json" : format == "csv" ? "format_csv" : "format_table";
-    raw_getfield(L, R, fn.c_str());
+    function_get(*p_, R, "neusight.report", fn.c_str());
     lua_pushvalue(L, r);
     ns_call(L, 1, 1, "in " + where + " " + fn);  // stack: R r text
     if (format == "json") {
@@ -377,10 +373,9 @@ std::string session::render(const std::string& module, const std::string& fn, co
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const std::string where = "module " + module + " " + fn;
-  require_push(*p_, module.c_str());  // stack: M
-  raw_getfield(L, -1, fn.c_str());
-  json_text_push(L, json, where);  // stack: M fn report
-  ns_call(L, 1, 1, "in " + where);  // stack: M text
+  function_push(*p_, module.c_str(), fn.c_str());
+  json_text_push(L, json, where);  // stack: fn report
+  ns_call(L, 1, 1, "in " + where);  // stack: text
   if (!lua_isstring(L, -1)) throw error(where + " must return a string");
   size_t n = 0;
   const char* s = lua_tolstring(L, -1, &n);

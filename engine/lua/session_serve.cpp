@@ -238,10 +238,10 @@ void serve_pcall(lua_State* L, const serve_context& ctx, int nargs, int nres, co
 
 // Calls `module`.run(options (+ lists as arrays), phase, progress[, gpu]) and renders the report it returns with the
 // module's format_table (and format_csv when `csv`).
-session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::string& file, const workload_overrides& options,
+session::serve_report serve_call(lua_State* L, serve_context& ctx, const char* module, const workload_overrides& options,
                                  const session::option_lists* lists, bool csv) {
   const int S = lua_gettop(L);  // the module
-  raw_getfield(L, S, "run");
+  const std::string& file = function_get(*ctx.p, S, module, "run");
   overrides_push_table(L, options);
   if (lists) {
     for (const auto& [k, values] : *lists) {
@@ -262,7 +262,7 @@ session::serve_report serve_call(lua_State* L, serve_context& ctx, const std::st
   out.json = json_text_of(L, -1);
   for (const auto& [name, into] : {std::pair{"format_table", &out.table}, {"format_csv", &out.csv}}) {
     if (into == &out.csv && !csv) continue;
-    raw_getfield(L, S, name);
+    function_get(*ctx.p, S, module, name);
     lua_pushvalue(L, S + 1);
     ns_call(L, 1, 1, "in " + file + " " + name);  // stack: S report text
     if (!lua_isstring(L, -1)) throw error(file + ": " + name + " must return a string");
@@ -279,19 +279,17 @@ figure_inputs session::serve_calibration_inputs(const workload_overrides& option
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   serve_context ctx(this, p_.get(), &pred);
-  const std::string file = "scripts/neusight/serve.lua";
-  require_push(*p_, "neusight.serve");  // stack: S
-  raw_getfield(L, -1, "calibration_inputs");
+  const std::string& file = function_push(*p_, "neusight.serve", "calibration_inputs");  // stack: fn
   overrides_push_table(L, options);
   lua_pushlightuserdata(L, &ctx);
-  lua_pushcclosure(L, l_serve_phase, 1);  // stack: S fn options phase
-  serve_pcall(L, ctx, 2, 1, "in " + file + " calibration_inputs");  // stack: S inputs
+  lua_pushcclosure(L, l_serve_phase, 1);  // stack: fn options phase
+  serve_pcall(L, ctx, 2, 1, "in " + file + " calibration_inputs");  // stack: inputs
   if (!lua_istable(L, -1))
     throw error(file + ": calibration_inputs returned " + luaL_typename(L, -1) + ", expected a table");
   const int t = lua_gettop(L);
   figure_inputs in;
   lua_pushnil(L);
-  while (lua_next(L, t) != 0) {  // stack: S inputs key value
+  while (lua_next(L, t) != 0) {  // stack: inputs key value
     if (lua_type(L, -2) != LUA_TSTRING) throw error(file + ": calibration_inputs: keys must be strings");
     const std::string k = lua_tostring(L, -2);
     switch (lua_type(L, -1)) {
@@ -319,9 +317,9 @@ session::serve_report session::serve_sweep(const workload_overrides& options, co
   serve_context ctx(this, p_.get(), &pred);
   ctx.tty = isatty(fileno(stderr)) != 0;
   const bool sweep = !lists.empty();  // one setting: scripts/neusight/serve.lua; lists: scripts/neusight/sweep.lua
-  require_push(*p_, sweep ? "neusight.sweep" : "neusight.serve");  // stack: S
-  return serve_call(L, ctx, sweep ? "scripts/neusight/sweep.lua" : "scripts/neusight/serve.lua", options,
-                    sweep ? &lists : nullptr, sweep);
+  const char* module = sweep ? "neusight.sweep" : "neusight.serve";
+  require_push(*p_, module);  // stack: S
+  return serve_call(L, ctx, module, options, sweep ? &lists : nullptr, sweep);
 }
 
 }  // namespace ns

@@ -96,12 +96,8 @@ function M.model_facts(w)
   probe.parallel, probe.batch, probe.mode, probe.optimizer = nil, 1, "inference", nil
   local _, nodes = workload.graph(probe)
   local experts = 1
-  local model = w.model
-  if type(model) ~= "function" then
-    local cfg = type(model) == "string" and require("neusight.models.presets")[model] or model
-    local builder = require("neusight.models." .. cfg.arch)
-    if builder.expert_parallel and builder.num_experts then experts = builder.num_experts(cfg) end
-  end
+  local cfg, builder = workload.model_builder(w.model) -- a function model: nil, nil
+  if builder and builder.expert_parallel and builder.num_experts then experts = builder.num_experts(cfg) end
   return { experts = experts, layers = M.layers(nodes) }
 end
 

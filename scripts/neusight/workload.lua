@@ -248,15 +248,17 @@ local function planned(w)
   return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
 end
 
--- The config table and builder module of a preset name or config table `model`: cfg, builder; builder nil where the
--- table's arch names no builder that loads (a function model: nil, nil); the warnings ask it, and raise nothing for a
--- builder normalize or the build reports.
-local function model_builder(model)
+--- The config table and builder module of a preset name or config table `model`: cfg, builder; builder nil where the
+--- table's arch names no builder that loads (a function model: nil, nil); the warnings ask it, and raise nothing for a
+--- builder normalize or the build reports. neusight.search model_facts asks it too.
+---@param model string|table|function
+function M.model_builder(model)
   local cfg = type(model) == "string" and presets[model] or model
   if type(cfg) ~= "table" or type(cfg.arch) ~= "string" then return nil, nil end
   local ok, builder = pcall(require, "neusight.models." .. cfg.arch)
   return cfg, ok and type(builder) == "table" and builder or nil
 end
+local model_builder = M.model_builder
 
 -- The position limit of config `cfg` built by `builder` (M.position_limit): its max_position_embeddings (a count) for a
 -- builder with rotary positions, else nil.

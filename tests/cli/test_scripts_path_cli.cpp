@@ -658,3 +658,49 @@ TEST_CASE("scripts path: eval models serve and search forecast through a user pi
   const auto [r2, r1] = both("search --model gpt2_large --gpu h100 --gpus 1 --batch 4 --seq 128 --format json");
   doubled(r2["layouts"], r1["layouts"], "iteration_ms", 1e-6);
 }
+
+// A --scripts copy of a module from an older neusight, without a function the engine now calls: the error names that
+// file, the function and the bundled file to compare it with, not Lua's "attempt to call a nil value" under the
+// bundled file's name.
+TEST_CASE("scripts path: a --scripts compare.lua without gpu_labels is an error naming that file",
+          "[cli][scripts]") {
+  temp_dir t;
+  const std::string scripts =
+      ns_test::override_dir(t, "old", "compare", "", {{"function M.gpu_labels", "function M.gpu_labels_old"}});
+  const std::string file = (t.path / "old" / "neusight" / "compare.lua").lexically_normal().generic_string();
+  const std::string bundled = (source_dir / "scripts" / "neusight" / "compare.lua").lexically_normal().generic_string();
+  const auto r = run_cli("predict --model gpt2_med --gpu h100,l4 --mode inference --batch 1 --seq 128" + scripts);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(file + " has no function gpu_labels (module neusight.compare): a --scripts copy from an older "
+                          "neusight? compare it with the bundled " + bundled) != std::string::npos);
+  CHECK(r.err.find("attempt to call a nil value") == std::string::npos);
+  CHECK(r.err.find("in scripts/neusight/compare.lua") == std::string::npos);
+}
+
+TEST_CASE("scripts path: a --scripts search.lua without choices is an error naming that file", "[cli][scripts]") {
+  temp_dir t;
+  const std::string scripts =
+      ns_test::override_dir(t, "old", "search", "", {{"function M.choices(", "function M.choices_old("}});
+  const std::string file = (t.path / "old" / "neusight" / "search.lua").lexically_normal().generic_string();
+  const std::string bundled = (source_dir / "scripts" / "neusight" / "search.lua").lexically_normal().generic_string();
+  const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 4 --seq 1024" + scripts);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(file + " has no function choices (module neusight.search): a --scripts copy from an older "
+                          "neusight? compare it with the bundled " + bundled) != std::string::npos);
+  CHECK(r.err.find("attempt to call a nil value") == std::string::npos);
+}
+
+// A function the engine calls that a --scripts module replaced by something else: named as such, with the file.
+TEST_CASE("scripts path: a --scripts report.lua whose result is not a function is an error naming that file",
+          "[cli][scripts]") {
+  temp_dir t;
+  const std::string scripts = ns_test::override_dir(t, "s", "report", "M.result = 3");
+  const std::string file = (t.path / "s" / "neusight" / "report.lua").lexically_normal().generic_string();
+  const auto r = run_cli("predict --model gpt2_med --gpu h100 --mode inference --batch 1 --seq 128" + scripts);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find(file + ": neusight.report.result is a number, not a function: a --scripts copy from an older "
+                          "neusight?") != std::string::npos);
+}
