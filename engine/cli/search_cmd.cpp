@@ -32,6 +32,9 @@ struct candidate {
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   bool fits = false;
+  // what scripts/neusight/figures.lua search_floor_warnings gets of it, and whether that warned (below its floor)
+  figure_inputs floor_in;
+  bool below_floor = false;
 };
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -313,10 +316,29 @@ int search_main(const search_flags& f) {
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
               if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
-              const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, true);
+              const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, gpu, true);
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
+              // its roofline floor as predict holds a forecast to it (scripts/neusight/figures.lua forecast_floor:
+              // the parallel timeline's busiest device, or the graph's kernels on one GPU), told once below
+              c.floor_in = {{"latency_s", tl ? tl->iteration_s : fc.total()}, {"parallel", tl.has_value()},
+                            {"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
+                            {"recompute", recompute}, {"dtype", w.dtype},
+                            {"flops_forward", fc.phase_flops(phase::forward)},
+                            {"flops_backward", fc.phase_flops(phase::backward) + fc.phase_flops(phase::accumulate)}};
+              if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
+              if (const auto peak = dense_peak_tflops(gpu, w.dtype)) c.floor_in.emplace_back("peak_tflops", *peak);
+              if (const calibration* cal = s.calibration_of(gpu)) c.floor_in.emplace_back("calibration_source", cal->source);
+              if (tl) {
+                c.floor_in.insert(c.floor_in.end(), tl->figures.begin(), tl->figures.end());
+              } else {
+                figure_inputs fam;
+                family_inputs_add(fam, fc.seconds_by_family(gpu), *pred, gpu.vendor);
+                for (auto& kv : fam)
+                  if (kv.first.rfind("floor_s.", 0) == 0) c.floor_in.push_back(std::move(kv));
+              }
+              c.below_floor = !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu).warnings.empty();
               if (tl) {
                 // the virtual stages the plan ran (the schedule's default when the variant left them open)
                 const nlohmann::ordered_json& par = tl->json;
@@ -409,7 +431,17 @@ int search_main(const search_flags& f) {
     own.push_back(fmt::format(
         "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
-  const std::vector<std::string> warnings = warned.all(own);
+  std::vector<std::string> warnings = warned.all(own);
+  // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
+  // of the best-ranked of them (scripts/neusight/figures.lua search_floor_warnings)
+  const auto below = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.below_floor; });
+  if (below > 0) {
+    const candidate& best = *std::find_if(results.begin(), results.end(), [](const candidate& c) { return c.below_floor; });
+    figure_inputs in = best.floor_in;
+    in.emplace_back("below", int64_t(below)), in.emplace_back("ranked", int64_t(results.size()));
+    for (auto& w : s.figures_call("neusight.figures", "search_floor_warnings", in, s.gpu(f.gpu)).warnings)
+      warnings.push_back(std::move(w));
+  }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   std::vector<candidate> shown;
   for (const auto& c : results)

@@ -24,6 +24,16 @@ double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   return tflops * 1e12;
 }
 
+std::optional<double> dense_peak_tflops(const gpu_spec& gpu, const std::string& dtype) {
+  kernel gemm;
+  gemm.kind = kernel_kind::gemm, gemm.name = "peak", gemm.dtype = dtype;
+  try {
+    return roofline_peak_flops(gpu, gemm) / 1e12;
+  } catch (const error&) {
+    return std::nullopt;  // a known dtype the GPU has no units of: no MFU
+  }
+}
+
 double roofline_compute_seconds(const kernel& k, const gpu_spec& gpu) {
   return k.flops > 0 ? k.flops / roofline_peak_flops(gpu, k) : 0.0;
 }

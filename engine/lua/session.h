@@ -45,6 +45,9 @@ struct session_options {
 struct parallel_report {
   double iteration_s = 0;       // the slowest device's finish: the run's latency
   nlohmann::ordered_json json;  // the report's `parallel` object (dp, tp, pp, … iteration_ms, compute_ms): search ranks by it
+  // what scripts/neusight/figures.lua gets of the layout (the report's `figures`: dp, tp, pp, microbatches,
+  // distributed_optimizer, device_floor_s), as figure inputs
+  figure_inputs figures;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
@@ -353,8 +356,9 @@ class session {
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
   // when that workload was not parallel. The timeline itself stays a Lua table; the report and the timeline's memory
   // report join the report fields forecast_render renders. `lean` (search: a ranking of many layouts): the report's
-  // JSON without its per-device list, no table text, and the report fields left alone.
-  std::optional<parallel_report> timeline(const forecast& fc, bool lean = false);
+  // JSON without its per-device list, no table text, and the report fields left alone. `gpu`: the GPU the forecast
+  // priced, whose roofline floors of each node's kernels (roofline_floor_seconds) the timeline sums per device.
+  std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.

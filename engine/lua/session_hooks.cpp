@@ -129,22 +129,25 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
   p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
 }
 
-std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) {
+std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_spec& gpu, bool lean) {
   if (p_->plan_ref == LUA_NOREF) return std::nullopt;
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass.
-  struct node_times { double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 0; };
+  // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass; and the
+  // roofline floor of each pass's kernels (roofline_floor_seconds: a collective's, a fixed latency, is 0), which the
+  // timeline sums per device as it sums their times.
+  struct node_times { double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 0, fw_floor = 0, bw_floor = 0, opt_floor = 0; };
   std::vector<node_times> t(fc.g.nodes.size());
   for (size_t i = 0; i < fc.kernels.size(); ++i) {
     const auto& ki = fc.kernels[i];
     node_times& n = t[ki.node];
     const double s = fc.seconds_each[i];
+    const double floor = roofline_floor_seconds(ki.k, gpu);
     const bool comm = ki.k.kind == kernel_kind::collective;
-    if (ki.ph == phase::forward) n.fw += s, n.fw_comm += comm ? s : 0;
-    else if (ki.ph == phase::optimizer) n.opt += s;
-    else n.bw += s, n.bw_comm += comm ? s : 0;
+    if (ki.ph == phase::forward) n.fw += s, n.fw_comm += comm ? s : 0, n.fw_floor += floor;
+    else if (ki.ph == phase::optimizer) n.opt += s, n.opt_floor += floor;
+    else n.bw += s, n.bw_comm += comm ? s : 0, n.bw_floor += floor;
   }
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.parallel");
@@ -160,9 +163,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
                 std::to_string(lua_rawlen(L, -1)));
   lua_createtable(L, int(t.size()), 0);
   for (size_t i = 0; i < t.size(); ++i) {
-    lua_createtable(L, 0, 5);
+    lua_createtable(L, 0, 8);
     const std::pair<const char*, double> fields[] = {
-        {"fw", t[i].fw}, {"fw_comm", t[i].fw_comm}, {"bw", t[i].bw}, {"bw_comm", t[i].bw_comm}, {"opt", t[i].opt}};
+        {"fw", t[i].fw},           {"fw_comm", t[i].fw_comm},   {"bw", t[i].bw},
+        {"bw_comm", t[i].bw_comm}, {"opt", t[i].opt},           {"fw_floor", t[i].fw_floor},
+        {"bw_floor", t[i].bw_floor}, {"opt_floor", t[i].opt_floor}};
     for (const auto& [k, v] : fields) lua_pushnumber(L, v), lua_setfield(L, -2, k);
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
@@ -203,9 +208,13 @@ std::optional<parallel_report> session::timeline(const forecast& fc, bool lean) 
   raw_getfield(L, -1, "figures");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'figures' must be a table");
   const nlohmann::ordered_json figs = json_from_lua(L, -1, where + " result.figures");
-  for (const auto& [k, v] : figs.items())
-    if (!v.is_boolean() && !v.is_number() && !v.is_string())
-      throw error(where + " result.figures." + k + " must be a number, boolean or string");
+  for (const auto& [k, v] : figs.items()) {
+    if (v.is_boolean()) out.figures.emplace_back(k, v.get<bool>());
+    else if (v.is_number_integer()) out.figures.emplace_back(k, v.get<int64_t>());
+    else if (v.is_number()) out.figures.emplace_back(k, v.get<double>());
+    else if (v.is_string()) out.figures.emplace_back(k, v.get<std::string>());
+    else throw error(where + " result.figures." + k + " must be a number, boolean or string");
+  }
   return out;
 }
 

@@ -286,7 +286,8 @@ int l_set_latencies(lua_State* L) {
 int l_timeline(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     // lean: the ranking's numbers only (session::timeline's lean report; no memory report for the fields)
-    if (auto tl = c.s->timeline(forecast_of(L, c, "timeline"), c.opt->lean)) c.out->parallel = std::move(*tl);
+    const forecast& fc = forecast_of(L, c, "timeline");  // made on the GPU (its roofline floors)
+    if (auto tl = c.s->timeline(fc, gpu_of(L, c, "timeline"), c.opt->lean)) c.out->parallel = std::move(*tl);
     lua_pushboolean(L, c.out->parallel.has_value());
     return 1;
   });
@@ -322,14 +323,8 @@ int l_peak_tflops(lua_State* L) {
     } else if (t != LUA_TNIL && t != LUA_TNONE) {
       throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
     }
-    double peak = -1;
-    try {
-      peak = roofline_peak_flops(gpu, gemm) / 1e12;
-    } catch (const error&) {
-      // a known dtype the GPU has no units of: no MFU
-    }
-    if (peak >= 0) lua_pushnumber(L, peak);
-    else lua_pushnil(L);
+    if (const auto peak = dense_peak_tflops(gpu, gemm.dtype)) lua_pushnumber(L, *peak);
+    else lua_pushnil(L);  // a known dtype the GPU has no units of: no MFU
     return 1;
   });
 }

@@ -77,7 +77,8 @@ end
 --- it is of another workload or GPU, or the GPU file's peaks are too low. `t`: subject (what was timed: "the forecast",
 --- "TPOT …", "FILE: the measurement"), seconds, floor_s, gpu (its table: name, source), measured (a measurement: the
 --- advice is to check it or the GPU file), calibration (the calibration file a forecast applied; nil: none), mfu (the
---- forecast's, said when over 1). Said by figures (predict, run), serve, its sweep and calibration.lua's fits.
+--- forecast's, said when over 1), floor_of (what the floor sums; default "the sum over its kernels of max(FLOPs / peak,
+--- bytes / bandwidth)"). Said by figures (predict, run), serve, its sweep, search and calibration.lua's fits.
 function M.floor_warning(t)
   if not (positive(t.floor_s) and type(t.seconds) == "number" and t.seconds < t.floor_s * (1 - 1e-6)) then
     return nil
@@ -92,9 +93,73 @@ function M.floor_warning(t)
   else
     advice = fmt("check the peaks and mem_bw_gbps of %s", tostring(gpu.source))
   end
-  return fmt("%s %s ms is %.1f %% below what %s's peak FLOP/s and bandwidth allow (%s ms: the sum over its kernels of "
-    .. "max(FLOPs / peak, bytes / bandwidth)%s); %s", t.subject, sig(t.seconds * 1e3), 100 * (1 - t.seconds / t.floor_s),
-    tostring(gpu.name), sig(t.floor_s * 1e3), (t.mfu and t.mfu > 1) and fmt("; MFU %.1f %%", 100 * t.mfu) or "", advice)
+  return fmt("%s %s ms is %.1f %% below what %s's peak FLOP/s and bandwidth allow (%s ms: %s%s); %s", t.subject,
+    sig(t.seconds * 1e3), 100 * (1 - t.seconds / t.floor_s), tostring(gpu.name), sig(t.floor_s * 1e3),
+    t.floor_of or "the sum over its kernels of max(FLOPs / peak, bytes / bandwidth)",
+    (t.mfu and t.mfu > 1) and fmt("; MFU %.1f %%", 100 * t.mfu) or "", advice)
+end
+
+-- The GPUs of `r` (M.compute's fields), the model FLOPs of its iteration (the graph's forward and backward, over the
+-- copies of the graph it runs: one tp rank's microbatch in a parallel run), the dtype's dense peak (nil: none) and the
+-- MFU of its latency_s (nil without a peak or a latency).
+local function layout_of(r)
+  local gpus = r.parallel and r.dp * r.tp * r.pp or 1
+  local replicas = r.parallel and r.dp * r.tp * r.microbatches or 1
+  local model_flops = replicas * (r.flops_forward + r.flops_backward)
+  local peak = positive(r.peak_tflops) and r.peak_tflops or nil
+  local latency = r.latency_s
+  local mfu = (type(latency) == "number" and latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12)
+    or nil
+  return gpus, model_flops, peak, mfu
+end
+
+--- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): its kernels'
+--- floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
+--- kernels over its microbatches as the timeline runs them, recomputed forwards and its share of the optimizer step
+--- included (device_floor_s: neusight.parallel.timeline's `floor`; pipeline bubbles and communication are the
+--- forecast's, not the floor's; an older --scripts parallel report without it: none); or, where that is more, the model
+--- FLOPs at the dtype's dense peak (MFU 100 %). nil, nil without either. `r`: M.compute's fields (parallel, dp, tp, pp,
+--- microbatches, flops_forward, flops_backward, peak_tflops, floor_s, device_floor_s).
+function M.forecast_floor(r)
+  local gpus, model_flops, peak = layout_of(r)
+  local kernels, what
+  if r.parallel then
+    kernels = positive(r.device_floor_s) and r.device_floor_s or nil
+    what = "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
+  else
+    kernels = M.roofline_floor(r.floor_s)
+  end
+  local flops = peak and model_flops / gpus / (peak * 1e12)
+  if flops and not (kernels and kernels >= flops) then
+    return flops, fmt("the model FLOPs at the %s dense peak, MFU 100 %%", tostring(r.dtype))
+  end
+  return kernels, what
+end
+
+--- A forecast below its floor (M.forecast_floor) told by M.floor_warning, or nil. `r`: M.compute's fields and
+--- latency_s; `subject` what was timed ("the forecast").
+function M.forecast_floor_warning(r, subject)
+  local floor, what = M.forecast_floor(r)
+  local _, _, _, mfu = layout_of(r)
+  return M.floor_warning { subject = subject, seconds = r.latency_s, floor_s = floor, floor_of = what, gpu = r.gpu,
+                           calibration = r.calibration_source, mfu = mfu }
+end
+
+--- `neusight search`'s floor warning (engine/cli/search_cmd.cpp), told once for its ranking: `r` one layout's inputs as
+--- M.compute gets them (latency_s its iteration, parallel and the layout, flops_forward, flops_backward, dtype,
+--- peak_tflops, floor_s or device_floor_s, calibration_source) and its schedule, recompute and ep; `below` and `ranked`
+--- (how many of the ranked layouts are below their floors, of how many), given for the one the warning names: the
+--- best-ranked of them. Returns { fields = {}, lines = {}, warnings = { M.forecast_floor_warning's, or none } }.
+function M.search_floor_warnings(r)
+  local mb = r.microbatches or 1
+  local layout = fmt("dp %s tp %s pp %s%s, %s microbatch%s%s%s", tostring(r.dp or 1), tostring(r.tp or 1),
+    tostring(r.pp or 1), (r.ep and r.ep > 1) and fmt(" ep %s", tostring(r.ep)) or "", tostring(mb), mb == 1 and "" or "es",
+    r.schedule and ", " .. tostring(r.schedule) or "", r.recompute and ", recompute " .. tostring(r.recompute) or "")
+  local subject = r.below
+    and fmt("%d of the %d layouts ranked are forecast below their roofline floor; the best-ranked, %s, at",
+      r.below, r.ranked or r.below, layout)
+    or fmt("the forecast of %s", layout)
+  return { fields = {}, lines = {}, warnings = { M.forecast_floor_warning(r, subject) } }
 end
 
 --- Tokens one iteration processes.
@@ -124,19 +189,15 @@ end
 ---@return table
 function M.compute(r)
   local gpu = r.gpu
-  local gpus = r.parallel and r.dp * r.tp * r.pp or 1
-  local replicas = r.parallel and r.dp * r.tp * r.microbatches or 1
+  local gpus, model_flops, peak, mfu = layout_of(r)
   local latency = r.latency_s
   local tokens = M.tokens(r.mode, r.batch, r.seq)
   local tokens_per_s = latency > 0 and tokens / latency or nil
-  local model_flops = replicas * (r.flops_forward + r.flops_backward)
   -- every FLOP of the iteration: the microbatches' forward and backward, and the optimizer step of each tp rank's
   -- parameters per dp replica (once over dp under the distributed optimizer, which shards the step)
   local step_copies = r.parallel and r.tp * (r.distributed_optimizer and 1 or r.dp) or 1
   local graph_flops = model_flops + step_copies * r.flops_optimizer
   local achieved = latency > 0 and graph_flops / gpus / latency / 1e12 or nil
-  local peak = positive(r.peak_tflops) and r.peak_tflops or nil
-  local mfu = (latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12) or nil
   -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
   local modelled = r.memory_gb ~= nil
   -- an imported graph that counts no parameters (no gradient accumulation rows; neusight.report graph decides it):
@@ -205,15 +266,8 @@ function M.compute(r)
   local warnings = {}
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
-  -- faster than the GPU can be: the forecast under its roofline floor (its kernels' floors on one GPU; a parallel run's
-  -- timeline is not its graph's kernels one after another, so there the model FLOPs at the dtype's dense peak alone:
-  -- MFU 100 %)
-  local kernel_floor = not r.parallel and M.roofline_floor(r.floor_s) or nil
-  local floor = kernel_floor
-  local flop_floor = peak and model_flops / gpus / (peak * 1e12)
-  if flop_floor and not (floor and floor >= flop_floor) then floor = flop_floor end
-  warnings[#warnings + 1] = M.floor_warning { subject = "the forecast", seconds = latency, floor_s = floor, gpu = gpu,
-    calibration = r.calibration_source, mfu = mfu }
+  -- faster than the GPU can be: the forecast under its roofline floor (M.forecast_floor)
+  warnings[#warnings + 1] = M.forecast_floor_warning(r, "the forecast")
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

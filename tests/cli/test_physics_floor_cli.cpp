@@ -106,6 +106,66 @@ TEST_CASE("physics floor: a predict calibration below the roofline warns at fit 
   }
 }
 
+// A parallel run's floor is its busiest GPU's own kernels over its microbatches (neusight.parallel.timeline `floor`:
+// each op's kernels' floors, its share of the optimizer step), not the graph's (one microbatch through every stage,
+// the whole optimizer step): times microbatches / pp, the graph's put GPT-3 175B tp 8 pp 2 with 16 microbatches,
+// uncalibrated on the roofline, 62 % below its "floor" (the optimizer step counted per microbatch).
+TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - none uncalibrated - one calibrated too fast",
+          "[cli][calibrate][floor][parallel]") {
+  for (const char* layout : {"--tp 8 --pp 2 --microbatches 16", "--dp 2 --tp 8 --pp 4 --microbatches 8 --schedule "
+                             "interleaved --recompute full --distributed-optimizer --sequence-parallel"}) {
+    const json j = run_json(std::string("predict --model gpt3_175b --gpu h100 --mode train --batch 32 --seq 2048 "
+                                        "--dtype bf16 --predictor roofline --no-calibration ") + layout);
+    INFO(layout << ": " << j["warnings"].dump());
+    CHECK_FALSE(has(j["warnings"], "below what"));  // every kernel at its floor: the forecast is not below it
+  }
+  temp_dir t;
+  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string args = "predict --model llama3_8b --gpu '" + gpu + "' --mode train --batch 16 --seq 2048 --dtype bf16 "
+                           "--dp 2 --tp 2 --pp 2 --microbatches 4";
+  const json plain = run_json(args);
+  CHECK_FALSE(has(plain["warnings"], "below what"));
+  // every family's kernels at 0.3 of their predicted time: the model FLOPs at the dense peak (MFU 100 %) do not catch
+  // it, the busiest GPU's kernels' floors do
+  std::string factors = "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n";
+  for (const char* f : {"bmm", "linear", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8",
+                        "attention_prefill", "attention_decode"})
+    factors += std::string(f) + " = 0.3\n";
+  t.write("h100_sxm5_80gb.calibration.toml", factors);
+  const json fast = run_json(args);
+  INFO(fast["warnings"].dump());
+  CHECK(fast["figures"]["mfu"].get<double>() < 1);
+  CHECK(has(fast["warnings"], "the forecast "));
+  CHECK(has(fast["warnings"], "below what"));
+  CHECK(has(fast["warnings"], "busiest GPU's kernels"));
+  CHECK(has(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
+  CHECK_FALSE(has(run_json(args + " --no-calibration")["warnings"], "below what"));
+}
+
+// search ranks layouts a calibration made faster than the GPU can run them: said once, of the best-ranked of them
+// (figures.lua search_floor_warnings, the rule predict's forecasts are held to), not per layout
+TEST_CASE("physics floor: search says once that its ranked layouts are below their roofline floor", "[cli][search][floor]") {
+  const std::string tail = " --gpus 8 --batch 32 --seq 2048 --dtype bf16";
+  const json plain = run_json("search --model llama3_8b --gpu h100 --predictor roofline --no-calibration" + tail);
+  CHECK_FALSE(has(plain["warnings"], "below what"));
+  temp_dir t;
+  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  t.write("h100_sxm5_80gb.calibration.toml", "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n"
+          "gemm_tc16 = 0.3\nelementwise = 0.3\nlayernorm = 0.3\nsoftmax = 0.3\nattention_prefill = 0.3\n");
+  const json fast = run_json("search --model llama3_8b --gpu '" + gpu + "'" + tail);
+  INFO(fast["warnings"].dump());
+  size_t n = 0;
+  for (const auto& w : fast["warnings"]) n += w.get<std::string>().find("below what") != std::string::npos;
+  CHECK(n == 1);
+  CHECK(has(fast["warnings"], "layouts ranked are forecast below their roofline floor; the best-ranked, dp "));
+  CHECK(has(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
+  const auto& best = fast["layouts"][0];  // the best-ranked layout, when below its floor, is the one named
+  CHECK(has(fast["warnings"], "the best-ranked, dp " + std::to_string(best["dp"].get<int>()) + " tp " +
+                                  std::to_string(best["tp"].get<int>()) + " pp " + std::to_string(best["pp"].get<int>())));
+  CHECK_FALSE(has(run_json("search --model llama3_8b --gpu '" + gpu + "' --no-calibration" + tail)["warnings"],
+                  "below what"));
+}
+
 TEST_CASE("serve: a sliding-window model's KV cache is the window's - as predict's decode step", "[cli][serve][window]") {
   const json dec = run_json("predict --model mistral_7b --gpu h100 --mode decode --batch 8 --context 16446 --dtype bf16 "
                             "--launch graph");

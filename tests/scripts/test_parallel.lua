@@ -644,6 +644,36 @@ function T.test_expert_gradients_sync_over_their_replicas()
   near(tl.devices[1].dp_comm, want, "one bucket over dp, one over the expert replicas", 1e-9)
 end
 
+-- The floor of a device (what scripts/neusight/figures.lua holds a parallel forecast to): its own kernels' roofline
+-- floors over its ops (every microbatch through its stage, recomputed forwards included) and its share of the optimizer
+-- step's, once per iteration (not per microbatch: the graph's floor × microbatches / pp counted it so); the run's is
+-- the largest.
+function T.test_timeline_floor_is_the_busiest_devices_kernels()
+  local nodes = {
+    { op = "x", name = "h.a", layer = "h", count = 8, params = 10, output = { 1000 } },
+    { op = "adam", name = "optimizer.adam", layer = "", phase = "optimizer", count = 1, params = 0, output = { 80 } },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0, opt = 0, fw_floor = 0.5, bw_floor = 1.5 },
+    { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 40, opt_floor = 16 },
+  }
+  local tl = P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), nodes, times)
+  for d = 1, 4 do  -- 2 layers a stage, 8 microbatches; a quarter of the parameters: 16 / 4
+    near(tl.devices[d].floor, 8 * 2 * (0.5 + 1.5) + 16 / 4, "floor of device " .. (d - 1))
+  end
+  near(tl.floor, 8 * 2 * 2 + 4, "the run's")
+  local re = P.timeline(plan_of({ pp = 4, microbatches = 8, recompute = "full" }, 8), nodes, times)
+  near(re.floor, 8 * 2 * (0.5 + 1.5 + 0.5) + 4, "recomputed forwards")
+  local sharded = P.timeline(plan_of({ dp = 2, pp = 4, microbatches = 4, distributed_optimizer = true }, 8), nodes, times)
+  near(sharded.floor, 4 * 2 * 2 + 16 / 4 / 2, "the distributed optimizer's step on 1/dp of a stage's parameters")
+  near(P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8, "inference"), { nodes[1] }, { times[1] }).floor, 8 * 2 * 0.5,
+    "inference: forwards only")
+  -- each below the forecast its kernels' own times make (floors are at most the times here)
+  if not (tl.floor <= tl.iteration) then error("floor above the iteration", 0) end
+  eq(P.timeline(plan_of({ pp = 4, microbatches = 8 }, 8), { nodes[1] }, { { fw = 1, fw_comm = 0, bw = 2, bw_comm = 0,
+    opt = 0 } }).floor, 0, "times without floors: none")
+end
+
 function T.test_activation_memory_follows_the_schedule()
   -- 8 layers of two nodes with 1000-element fp32 outputs (8000 B per layer and microbatch) on 4 stages,
   -- 8 microbatches: GPipe keeps all 8 microbatches alive, 1F1B keeps P − d on device d.

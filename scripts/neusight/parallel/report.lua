@@ -146,7 +146,9 @@ end
 ---   state_gb   model state on the fullest GPU (neusight.precision.state_bytes), the report's state_gb
 ---   optimizer_shards  the GPUs its master copies and optimizer moments are split over (neusight.parallel.memory
 ---              optimizer_shards), the report's optimizer_shards
----   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer
+---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
+---              and device_floor_s, the roofline floor of the busiest device's kernels (the timeline's `floor`) its
+---              forecast is held to
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
 ---@param lean? boolean a search's ranking: json without `devices`, table ""
@@ -163,7 +165,8 @@ function M.report(plan, result, lean)
     iteration = result.iteration, json = j, table = lean and "" or M.format_table(plan, result, j, s, recipe),
     state_gb = most, optimizer_shards = shard,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
-                distributed_optimizer = j.distributed_optimizer },
+                distributed_optimizer = j.distributed_optimizer,
+                device_floor_s = type(result.floor) == "number" and result.floor > 0 and result.floor + 0.0 or nil },
   }
 end
 

@@ -192,10 +192,13 @@ local fill_buckets = M.fill_buckets
 --- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
 --- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
 --- gradient all-reduce.
---- Returns { iteration, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
---- dp_exposed, optimizer, bubble, finish, layers, … }, … } — all dp × tp ranks of a stage behave
---- alike, so one row stands for each of them; `memory` (neusight.memory.parallel) and `state`, the state per
---- parameter it counted.
+--- `times[i].fw_floor`, `bw_floor`, `opt_floor` (optional, 0 when absent): the roofline floors of those kernels
+--- (engine/core/roofline.h roofline_floor_seconds; a collective's is 0).
+--- Returns { iteration, floor, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
+--- dp_exposed, optimizer, bubble, finish, floor, layers, … }, … } — all dp × tp ranks of a stage behave
+--- alike, so one row stands for each of them; a device's `floor` is the least time its own kernels take (their
+--- floors over its ops, recomputed forwards included, and its share of the optimizer step's), the run's `floor` the
+--- largest; `memory` (neusight.memory.parallel) and `state`, the state per parameter it counted.
 ---@param plan table neusight.parallel.plan()
 ---@param nodes table[] the graph's nodes (as built)
 ---@param times table[]
@@ -238,17 +241,18 @@ function M.timeline(plan, nodes, times, lean)
     local segs = st.segments
     local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
     local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
-    local fw, fwc, bw, bwc, params, ep_fw, ep_bw
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf
     if twin then
       fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
-      ep_fw, ep_bw = twin.fw_ep, twin.bw_ep
+      ep_fw, ep_bw, fwf, bwf = twin.fw_ep, twin.bw_ep, twin.fw_floor, twin.bw_floor
       st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
     else
-      fw, fwc, bw, bwc, params, ep_fw, ep_bw = 0, 0, 0, 0, 0, 0, 0
+      fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf = 0, 0, 0, 0, 0, 0, 0, 0, 0
       for _, it in ipairs(st.items) do
         local t, n = times[it.node], nodes[it.node]
         fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
         bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+        fwf, bwf = fwf + (t.fw_floor or 0) * it.share, bwf + (t.bw_floor or 0) * it.share
         local a = n.attrs
         if a and a.group == "ep" then
           ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
@@ -262,6 +266,7 @@ function M.timeline(plan, nodes, times, lean)
           if seg.layered and rerun[i] then
             local t, x = times[i], seg.per[j] * seg.reps
             bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+            bwf = bwf + (t.fw_floor or 0) * x
             local a = nodes[i].attrs
             if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
           end
@@ -278,6 +283,7 @@ function M.timeline(plan, nodes, times, lean)
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
     st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    st.fw_floor, st.bw_floor = fwf, plan.training and bwf or 0
     st.fw = fw + fwc + st.send_fw
     st.bw = plan.training and (bw + bwc + st.send_bw) or 0
     params_total = params_total + params
@@ -309,8 +315,11 @@ function M.timeline(plan, nodes, times, lean)
   local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
 
   -- Optimizer step time, shared out by the parameters each device holds.
-  local opt_total = 0
-  for _, i in ipairs(optimizer) do opt_total = opt_total + times[i].opt * nodes[i].count end
+  local opt_total, opt_floor = 0, 0
+  for _, i in ipairs(optimizer) do
+    opt_total = opt_total + times[i].opt * nodes[i].count
+    opt_floor = opt_floor + (times[i].opt_floor or 0) * nodes[i].count
+  end
 
   -- Data-parallel gradient all-reduce: buckets of bucket_mb filled in backward order during each
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
@@ -318,9 +327,11 @@ function M.timeline(plan, nodes, times, lean)
   local bucket_bytes = plan.bucket_mb * 1e6
   -- per virtual stage (1-based), what each of its forward and backward ops adds to its device's sums
   local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
+  local fw_floor, bw_floor = {}, {}
   for k, st in ipairs(stages) do
     fw_compute[k], fw_comm[k], fw_ep[k], send_fw[k] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
     bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
+    fw_floor[k], bw_floor[k] = st.fw_floor, st.bw_floor
   end
   local activations = PM.stage_activations(stages)
   -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds,
@@ -329,21 +340,23 @@ function M.timeline(plan, nodes, times, lean)
   -- Per device, its ops (codes: ±(virtual stage + 1), a forward (+) or backward op) summed in op order, in the engine
   -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
   -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
-  -- sends, and the activations kept for backward (a forward keeps its stage's, a backward frees them; training) with
-  -- their peak along the way.
+  -- sends, the activations kept for backward (a forward keeps its stage's, a backward frees them; training) with
+  -- their peak along the way (after the sums), and the roofline floors of the op's kernels.
   local sums = fold(shape.packed_codes, shape.n, {
     { 1, fw_compute }, { 2, fw_comm }, { 2, fw_ep, -1 }, { 3, fw_ep }, { 4, send_fw }, { 5, activations },
+    { 6, fw_floor },
   }, {
     { 1, bw_compute }, { 2, bw_comm }, { 2, bw_ep, -1 }, { 3, bw_ep }, { 4, send_bw }, { 5, activations, -1 },
+    { 6, bw_floor },
   }, 5)
-  local devices, iteration = {}, 0
+  local devices, iteration, floor = {}, 0, 0
   for d = 1, P do
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
       layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
     }
     local s = sums[d]
-    local peak = s[6]
+    local peak = s[7]
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = s[1], s[2], s[3], s[4]
     local transient, temporary = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = peak + transient
@@ -450,6 +463,12 @@ function M.timeline(plan, nodes, times, lean)
     end
     dev.finish = dp_end + dev.optimizer + gather
     iteration = max(iteration, dev.finish)
+    -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
+    -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
+    local step_floor = params_total > 0 and opt_floor * dev.params / params_total or 0
+    if plan.distributed_optimizer and plan.training and plan.dp > 1 then step_floor = step_floor / plan.dp end
+    dev.floor = s[6] + step_floor
+    floor = max(floor, dev.floor)
     devices[d] = dev
   end
   for _, dev in ipairs(devices) do
@@ -457,7 +476,7 @@ function M.timeline(plan, nodes, times, lean)
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
   end
   return {
-    iteration = iteration, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
+    iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
     memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
