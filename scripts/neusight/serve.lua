@@ -679,9 +679,11 @@ local function run_simulation(o, F, count, progress)
     -- is preempted itself and false comes back.
     local function grow_at(i, tokens)
       local r = running[i]
+      -- no new full-layer block, no new windowed one either (min(tokens, window) stays within the same block): most
+      -- decode steps, checked first
+      if (tokens + bs - 1) // bs <= r.blocks then return true end
       local nf, nw = blocks_for(tokens)
       nf, nw = nf - r.blocks, nw - r.wblocks
-      if nf <= 0 and nw <= 0 then return true end
       while not fits(nf, nw) do
         if #running > i then
           preempt_at(#running)
