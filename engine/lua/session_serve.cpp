@@ -58,7 +58,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, model_params (the
 // whole model's, when the phase holds it: session::forecast_model_params), active_params
 // (mixtures of experts), max_positions (a rotary model's max_position_embeddings: scripts/neusight/workload.lua
-// position_limit), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
+// position_limit), kv_window and kv_window_share (a sliding-window model's window and its layers' share of a cached
+// token's bytes: workload.lua kv_cache_window), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
 // nil without one), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
@@ -129,6 +130,9 @@ int l_serve_phase(lua_State* L) {
       lua_pushnumber(L, fields.number("active_params")), lua_setfield(L, -3, "active_params");
     if (fields.has("max_positions"))  // a rotary model's max_position_embeddings (workload.lua position_limit)
       lua_pushnumber(L, fields.number("max_positions")), lua_setfield(L, -3, "max_positions");
+    // a sliding-window model: the window and its layers' share of a cached token (workload.lua kv_cache_window)
+    for (const char* k : {"kv_window", "kv_window_share"})
+      if (fields.has(k)) lua_pushnumber(L, fields.number(k)), lua_setfield(L, -3, k);
     if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: result fields state (precision.lua state_report)
       throw error("scripts/neusight/report.lua workload result: field 'state' is " + std::string(luaL_typename(L, -1)) +
                   ", expected the model-state report (scripts/neusight/precision.lua state_report)");

@@ -208,12 +208,16 @@ function M.kv_dtype(g) return g.kv_dtype or g.dtype end
 --- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · KV dtype bytes (per rank):
 --- neusight.workload sums it over the graph (× count) into the report's kv_cache_gb. (DeepSeek's MLA caches a
 --- latent instead: M.latent_cache_write.)
-function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens)
+--- `window` (sliding-window attention only): { tokens = W, layers = n }, n of the node's `count` layers keep at most W
+--- tokens cached (attrs.kv_window, attrs.kv_windowed_layers; this graph's cache_tokens already is min(·, W) where
+--- the builder caps it): what neusight.workload kv_cache_window reads, serve's paged KV accounting.
+function M.kv_cache_write(g, name, b, kv_heads, new, head_dim, cache_tokens, window)
   local k = { b, kv_heads, new, head_dim }
   local kvd = M.kv_dtype(g)
   local bytes = 2 * b * kv_heads * cache_tokens * head_dim * require("neusight.kernels").dtype_bytes(kvd)
   g.add("setitem", name, { k, k }, { 2, b, kv_heads, new, head_dim }, 0, {
     kv_cache_bytes = bytes, kv_cache_tokens = cache_tokens, kv_dtype = kvd ~= g.dtype and kvd or nil,
+    kv_window = window and window.tokens or nil, kv_windowed_layers = window and window.layers or nil,
     note = ("append K and V of %d token(s) per sequence to a KV cache of %d%s"):format(new, cache_tokens,
       kvd ~= g.dtype and " (" .. kvd .. ")" or "") })
 end

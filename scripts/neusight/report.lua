@@ -66,6 +66,9 @@ function M.workload(w, facts)
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
+    -- a sliding-window model's serving phase: the window and its layers' share of the cache per token (workload.lua
+    -- kv_cache_window; serve's paged KV accounting; not shown)
+    kv_window = number_or_nil(facts.kv_window), kv_window_share = number_or_nil(facts.kv_window_share),
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
     -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
     whole_model = not (type(w.parallel) == "table" and M.rank_share(w.parallel)),

@@ -13,7 +13,8 @@
 --   * Arrivals: Poisson at `rate` requests/s (exponential gaps), lengths fixed or uniform:LO:HI, all drawn from one
 --     splitmix64 stream seeded by `seed` (same seed, same result, on any machine).
 --   * KV cache: paged, `block_size` tokens per block; blocks = (gpu_memory_utilization · GPU memory − weights) /
---     block bytes per GPU (activations and CUDA-graph pools not counted).
+--     block bytes per GPU (activations and CUDA-graph pools not counted). A sliding-window model's windowed layers
+--     hold the blocks of at most the window's tokens (kv_paging).
 --   * Scheduler without chunking (vLLM V0): a step prefills the waiting requests in arrival order while the running
 --     count stays ≤ max_batch, their prompts fit in max_batched_tokens (one is always allowed) and their blocks are
 --     free; otherwise it decodes every running request. With `chunked_prefill` = T (vLLM V1): every step decodes the
@@ -179,7 +180,8 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          max_positions = p.max_positions,
+          max_positions = p.max_positions, kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
+          kv_window_share = p.kv_window_share,
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
           calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
@@ -359,6 +361,29 @@ local function kv_capacity(o, pre, batch, tokens)
       o.gpu_memory_utilization)
   end
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
+end
+
+-- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: blocks(tokens) → the
+-- blocks of block_size tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached,
+-- ceil(tokens / block_size) and ceil(min(tokens, window) / block_size); used(full, windowed) → what so many take of
+-- kv_capacity's blocks (block_size tokens at the full per-token rate): full · (1 − share) + windowed · share, `share`
+-- the windowed layers' part of a cached token's bytes (pre.kv_window_share, neusight.workload kv_cache_window: the
+-- decode graph's rule, windowed layers caching min(context + 1, window) tokens). Without a window share = 0 and used is
+-- the full-layer block count itself, exactly. Assumed of the server (vLLM's sliding-window KV manager): a windowed
+-- layer's blocks that slide wholly out of the window are freed at once, so it holds ceil(min(tokens, window) / block)
+-- blocks — not counted: the one more block it holds while the window straddles a block boundary, and the prompt's
+-- blocks beyond the window that a prefill step writes before they are freed (admission asks for the window's blocks
+-- only); the pool is one of full-rate blocks (vLLM's hybrid allocator pages each group of layers apart: the same
+-- bytes, up to rounding).
+local function kv_paging(o, pre)
+  local bs, window, share = o.block_size, pre.kv_window, pre.kv_window_share or 0
+  local full = 1 - share
+  local function blocks(tokens)
+    local nf = (tokens + bs - 1) // bs
+    return nf, window and (min(tokens, window) + bs - 1) // bs or nf
+  end
+  local function used(nf, nw) return full * nf + share * nw end
+  return blocks, used, window and share > 0 and window or nil, share
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -598,10 +623,12 @@ local function run_simulation(o, F, count, progress)
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
   if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
-  local need_most = ceil(S / bs)
+  local blocks_for, used, window, window_share = kv_paging(o, pre)
+  local need_most = used(blocks_for(S))
   if need_most > total_blocks then
-    fail("a request of %d tokens needs %d KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
-      S, need_most, bs, total_blocks, pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
+    fail("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
+      S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
+      100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
   end
   local cm = cost_model(o, F, S, C, o.max_batch)
   local chunk = o.chunked_prefill
@@ -609,9 +636,21 @@ local function run_simulation(o, F, count, progress)
   -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing).
   local function simulate(cm, report)
     for _, r in ipairs(reqs) do  -- fresh state: the band's runs replay the same arrivals
-      r.prompt, r.prefilled, r.generated, r.blocks, r.first, r.finish = r.input, 0, 0, 0, nil, nil
+      r.prompt, r.prefilled, r.generated, r.first, r.finish = r.input, 0, 0, nil, nil
+      r.blocks, r.wblocks = 0, 0  -- its full-attention layers' blocks, its sliding-window layers' (kv_paging)
     end
-    local free = total_blocks
+    -- blocks held by all requests: full-attention layers', sliding-window layers' (kv_paging); the most in use
+    local held, wheld, peak = 0, 0, 0
+    -- whether `nf` and `nw` more blocks fit in the pool
+    local function fits(nf, nw) return used(held + nf, wheld + nw) <= total_blocks end
+    local function hold(r, nf, nw)
+      held, wheld, r.blocks, r.wblocks = held + nf, wheld + nw, r.blocks + nf, r.wblocks + nw
+      local u = used(held, wheld)
+      if u > peak then peak = u end
+    end
+    local function release(r)
+      held, wheld, r.blocks, r.wblocks = held - r.blocks, wheld - r.wblocks, 0, 0
+    end
     local waiting, whead = {}, 1      -- arrived, never admitted (FCFS)
     local preempted = {}              -- stack: the latest preempted first... served before waiting
     local running = {}                -- admission order
@@ -621,19 +660,17 @@ local function run_simulation(o, F, count, progress)
     local preemptions, decode_batch_sum, decode_steps_n, max_running = 0, 0, 0, 0
     local busy_ms = 0
 
-    local function blocks_for(tokens) return (tokens + bs - 1) // bs end
     local function finish(r)
       r.finish = now
-      free = free + r.blocks
-      r.blocks = 0
+      release(r)
       finished = finished + 1
     end
     -- vLLM's recompute preemption: the request gives its blocks back and is prefilled again later (prompt and the
     -- tokens generated so far), before any request that has not started.
     local function preempt_at(i)
       local v = table.remove(running, i)
-      free = free + v.blocks
-      v.blocks, v.prefilled = 0, 0
+      release(v)
+      v.prefilled = 0
       v.prompt = v.input + v.generated
       preempted[#preempted + 1] = v
       preemptions = preemptions + 1
@@ -642,8 +679,12 @@ local function run_simulation(o, F, count, progress)
     -- is preempted itself and false comes back.
     local function grow_at(i, tokens)
       local r = running[i]
-      local need = blocks_for(tokens) - r.blocks
-      while need > free do
+      -- no new full-layer block, no new windowed one either (min(tokens, window) stays within the same block): most
+      -- decode steps, checked first
+      if (tokens + bs - 1) // bs <= r.blocks then return true end
+      local nf, nw = blocks_for(tokens)
+      nf, nw = nf - r.blocks, nw - r.wblocks
+      while not fits(nf, nw) do
         if #running > i then
           preempt_at(#running)
         else
@@ -651,7 +692,7 @@ local function run_simulation(o, F, count, progress)
           return false
         end
       end
-      if need > 0 then free, r.blocks = free - need, r.blocks + need end
+      hold(r, nf, nw)
       return true
     end
     local function candidate()
@@ -681,10 +722,10 @@ local function run_simulation(o, F, count, progress)
           local r, from_p = candidate()
           if not r then break end
           if #batch > 0 and tok + r.prompt > o.max_batched_tokens then break end
-          local nb = blocks_for(r.prompt)
-          if nb > free then break end
+          local nf, nw = blocks_for(r.prompt)
+          if not fits(nf, nw) then break end
           take(from_p)
-          free, r.blocks = free - nb, nb
+          hold(r, nf, nw)
           batch[#batch + 1] = r
           tok = tok + r.prompt
         end
@@ -737,9 +778,10 @@ local function run_simulation(o, F, count, progress)
           if budget <= 0 then break end
           if r.prefilled < r.prompt then
             local c = min(r.prompt - r.prefilled, budget)
-            local need = blocks_for(r.prefilled + c) - r.blocks
-            if need <= free then
-              free, r.blocks = free - need, r.blocks + need
+            local nf, nw = blocks_for(r.prefilled + c)
+            nf, nw = nf - r.blocks, nw - r.wblocks
+            if fits(nf, nw) then
+              hold(r, nf, nw)
               chunks[#chunks + 1] = { r = r, a = r.prefilled, c = c }
               budget = budget - c
             end
@@ -749,10 +791,10 @@ local function run_simulation(o, F, count, progress)
           local r, from_p = candidate()
           if not r then break end
           local c = min(r.prompt, budget)
-          local nb = blocks_for(c)
-          if nb > free then break end
+          local nf, nw = blocks_for(c)
+          if not fits(nf, nw) then break end
           take(from_p)
-          free, r.blocks = free - nb, nb
+          hold(r, nf, nw)
           running[#running + 1] = r
           chunks[#chunks + 1] = { r = r, a = 0, c = c }
           budget = budget - c
@@ -826,7 +868,7 @@ local function run_simulation(o, F, count, progress)
     return { ttft = ttft, tpot = tpot, e2e = e2e, out_tokens = out_tokens, in_tokens = in_tokens,
              first_arrival = first_arrival, last_finish = last_finish, busy_ms = busy_ms, steps = steps,
              decode_batch_sum = decode_batch_sum, decode_steps_n = decode_steps_n, max_running = max_running,
-             preemptions = preemptions }
+             preemptions = preemptions, peak_blocks = peak }
   end
   local sim = simulate(cm, progress)
   local ttft, tpot, e2e, out_tokens, in_tokens = sim.ttft, sim.tpot, sim.e2e, sim.out_tokens, sim.in_tokens
@@ -864,6 +906,15 @@ local function run_simulation(o, F, count, progress)
   r.kv_budget_gb = budget_gb
   r.kv_blocks = total_blocks
   r.kv_tokens = total_blocks * bs
+  -- the most KV cache in use at once (GB per GPU: kv_paging's blocks at the full per-token rate)
+  r.kv_peak_gb = sim.peak_blocks * bs * per_token_gb
+  if window then
+    -- a sliding-window model (kv_paging): its window, its layers' share of kv_cache_gb_per_token, and the cache of the
+    -- longest request (S tokens), which its windowed layers hold at most the window of
+    r.kv_window = window
+    r.kv_window_share = window_share
+    r.kv_cache_gb_per_request_max = per_token_gb * ((1 - window_share) * S + window_share * min(S, window))
+  end
   r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
   local mb = max(1, floor(r.mean_decode_batch + 0.5))
   local mean_ctx = max(1, floor(r.input_len_mean + (r.output_len_mean - 1) / 2 + 0.5))
@@ -1003,6 +1054,11 @@ function M.format_table(r)
       r.mean_decode_batch, r.max_running, r.steps.prefill, r.steps.decode, r.steps.mixed, r.preemptions)
     out[#out + 1] = fmt("memory        %10.2f GB weights per GPU; KV cache %d blocks = %d tokens (%.2f GB)",
       r.weights_gb, r.kv_blocks, r.kv_tokens, r.kv_budget_gb)
+    if r.kv_window then
+      out[#out + 1] = fmt("sliding window %d tokens: %.0f %% of a token's KV bytes held for at most the window (the "
+        .. "longest request %.2f GB); at most %.2f GB in use", r.kv_window, 100 * r.kv_window_share,
+        r.kv_cache_gb_per_request_max, r.kv_peak_gb)
+    end
   end
   out[#out + 1] = ""
   out[#out + 1] = "phases (bound = the class with the largest roofline time; classes: compute, weights = GEMMs streaming"

@@ -853,6 +853,33 @@ function M.kv_cache_bytes(nodes)
   return total
 end
 
+--- The sliding window of a serving graph's KV cache (neusight.nodes.kv_cache_write attrs.kv_window and
+--- kv_windowed_layers): the window W (tokens) and the share of a cached token's bytes that its windowed layers hold
+--- (Σ over the cache writes of bytes per cached token · windowed layers / the same · count), so that a sequence of T
+--- tokens caches bytes_per_token · ((1 − share) · T + share · min(T, W)) — the rule the decode graph applies (its windowed
+--- layers cache min(context + 1, W) tokens). nil, nil for a graph without windowed layers. One window per graph: a
+--- second one is an error (no builder makes one).
+function M.kv_cache_window(nodes)
+  local window, all, windowed = nil, 0, 0
+  for _, n in ipairs(nodes) do
+    local a = n.attrs
+    local b, tokens = type(a) == "table" and a.kv_cache_bytes, type(a) == "table" and a.kv_cache_tokens
+    if type(b) == "number" and type(tokens) == "number" and tokens > 0 then
+      local per_token = b / tokens
+      all = all + per_token * (n.count or 1)
+      local layers = a.kv_windowed_layers
+      if type(layers) == "number" and layers > 0 then
+        if window and a.kv_window ~= window then
+          error(("node '%s': a second sliding window (%s tokens; %d before): one window per graph"):format(
+            tostring(n.name), tostring(a.kv_window), window), 0)
+        end
+        window, windowed = a.kv_window, windowed + per_token * layers
+      end
+    end
+  end
+  if not window or not (all > 0) then return nil, nil end
+  return window, windowed / all
+end
 
 -- An error raised while building a workload about a field of the table its script writes in place for top-level field
 -- `outer` ("model": a builder's error about its config; "parallel": the plan's), with the script's line that sets that
@@ -1042,6 +1069,7 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---                   optimizer_state bytes); the engine hands it to neusight.precision.state_report with the graph's
 ---                   parameters, and the report shows that (the field then holds the state report)
 ---   kv_cache_bytes  serving phases: the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference)
+---   kv_window, kv_window_share  serving phases of a sliding-window model: M.kv_cache_window (nil otherwise)
 ---   memory          single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
 ---                   (the timeline reports it from plan.memory)
 ---   active_params   M.active_params: a token's parameters (mixtures of experts only)
@@ -1103,7 +1131,10 @@ function M.build(spec, gpu)
   local state = precision.state(recipe, w.optimizer, training)
   if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
   local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
+  local kv_window, kv_window_share
+  if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
+           kv_window = kv_window, kv_window_share = kv_window_share,
            memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
            max_positions = positions }

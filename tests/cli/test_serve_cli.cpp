@@ -465,3 +465,51 @@ TEST_CASE("serve and search: the GPU's calibration is applied and named in the r
     CHECK(ns_test::run_cli(q).out.find("calibrated: kernel times corrected by") != std::string::npos);
   }
 }
+
+// A sliding-window model's paged KV cache under --rate: its windowed layers hold the blocks of at most the window
+// (scripts/neusight/serve.lua kv_paging, the decode graph's rule: neusight.workload kv_cache_window), so long prompts no
+// longer take every token's blocks. Accounting every token at the full rate, as before, would admit at most
+// kv_blocks / ceil(16511 / 16) requests at once.
+TEST_CASE("serve: a sliding-window model's --rate KV blocks hold the window only - more requests run at once",
+          "[cli][serve][window]") {
+  const std::string load = " --gpu h100 --rate 4 --requests 200 --input-len 16384 --output-len 128";
+  const int per_request_full = (16384 + 128 - 1 + 15) / 16;  // blocks of a request's 16511 tokens, every one kept
+  ns_test::temp_dir t;  // Qwen3-8B with use_sliding_window: layers 20 … 35 of 36 keep the last 1024 tokens
+  const auto qwen = t.write("qwen3_sw/config.json", R"({
+    "architectures": ["Qwen3ForCausalLM"], "attention_bias": false, "attention_dropout": 0.0, "head_dim": 128,
+    "hidden_act": "silu", "hidden_size": 4096, "intermediate_size": 12288, "max_position_embeddings": 40960,
+    "max_window_layers": 20, "model_type": "qwen3", "num_attention_heads": 32, "num_hidden_layers": 36,
+    "num_key_value_heads": 8, "rms_norm_eps": 1e-06, "rope_theta": 1000000, "sliding_window": 1024,
+    "tie_word_embeddings": false, "torch_dtype": "bfloat16", "use_sliding_window": true, "vocab_size": 151936})");
+  struct windowed_case {
+    std::string model;
+    int window;
+    double share;
+  };
+  for (const windowed_case& c : {windowed_case{"mistral_7b", 4096, 1.0},
+                                 windowed_case{"'" + qwen.string() + "'", 1024, 16.0 / 36}}) {
+    INFO(c.model);
+    const json s = run_json("serve --model " + c.model + load);
+    INFO(s.dump().substr(0, 600));
+    CHECK(s["kv_window"] == c.window);
+    CHECK(s["kv_window_share"].get<double>() == Approx(c.share).epsilon(1e-12));
+    // the longest request's cache is predict's decode step's at its last context (one rule, the graph's)
+    const json dec = run_json("predict --model " + c.model + " --gpu h100 --mode decode --batch 1 --context 16510 "
+                              "--dtype bf16 --launch graph");
+    CHECK(s["kv_cache_gb_per_request_max"].get<double>() == Approx(dec["kv_cache_gb"].get<double>()).epsilon(1e-9));
+    CHECK(s["max_running"].get<int>() > s["kv_blocks"].get<int>() / per_request_full + 5);
+    CHECK(s["preemptions"] == 0);
+    CHECK(s["kv_peak_gb"].get<double>() <= s["kv_budget_gb"].get<double>() + 1e-9);
+    CHECK(s["e2e_ms"]["count"] == 200);
+  }
+  // Without a window nothing changes: every token's blocks, at most kv_blocks / their count running, each holding at
+  // least its prompt's 1024 blocks.
+  const json l = serve(load.substr(std::string(" --gpu h100").size()));
+  CHECK_FALSE(l.contains("kv_window"));
+  CHECK_FALSE(l.contains("kv_cache_gb_per_request_max"));
+  const int running = l["max_running"];
+  CHECK(running <= l["kv_blocks"].get<int>() / 1024);
+  const double block_gb = 16 * l["kv_cache_gb_per_token"].get<double>();
+  CHECK(l["kv_peak_gb"].get<double>() >= running * 1024 * block_gb - 1e-9);
+  CHECK(l["kv_peak_gb"].get<double>() <= l["kv_blocks"].get<int>() * block_gb + 1e-9);
+}

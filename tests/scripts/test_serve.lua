@@ -119,6 +119,38 @@ function M.test_trickle_is_one_request_at_a_time()
   near(r.tpot_ms.p99, sum / 32, 1e-9, "TPOT = decode(1) over the contexts (bilinear is exact here)")
 end
 
+-- A sliding-window model's paged KV cache: its windowed layers hold the blocks of at most the window (kv_window_share of
+-- a cached token's bytes; the rest, full layers, every token). One request alone at a time: the most blocks in use are
+-- its last decode step's, I + O - 1 = 1032 tokens: full layers ceil(1032 / 16) = 65 blocks, windowed ceil(256 / 16) = 16.
+function M.test_sliding_window_pages_the_window_only()
+  local function windowed(share)
+    return function(f)
+      local r = phase(f)
+      r.kv_window, r.kv_window_share = 256, share
+      return r
+    end
+  end
+  local o = { model = "m", gpu = "g", rate = 0.001, requests = 3, input_len = 1000, output_len = 33 }
+  local full, half = S.run(o, phase), S.run(o, windowed(0.5))
+  near(full.kv_peak_gb, 65 * 16 * 1e-4, 1e-12, "no window: every token's blocks")
+  eq(full.kv_window, nil, "no window reported")
+  near(half.kv_peak_gb, (0.5 * 65 + 0.5 * 16) * 16 * 1e-4, 1e-12, "half the bytes windowed")
+  eq(half.kv_window, 256, "the window")
+  eq(half.kv_window_share, 0.5, "its share")
+  near(half.kv_cache_gb_per_request_max, 1e-4 * (0.5 * 1032 + 0.5 * 256), 1e-12, "the longest request's cache")
+  eq(half.ttft_ms.p50, full.ttft_ms.p50, "alone, the same steps")
+  -- Under load, long prompts: without the window 135 requests' prompts (256 blocks each) fill the 35000 blocks and
+  -- decodes preempt; windowed throughout (share 1), a request holds 16 blocks and every one of them runs at once.
+  local load = { model = "m", gpu = "g", rate = 1e6, requests = 200, input_len = 4096, output_len = 64, max_batch = 256,
+                 max_batched_tokens = 1e6 }
+  local a, b = S.run(load, phase), S.run(load, windowed(1))
+  eq(a.max_running, 35000 // 256, "full cache: as many prompts as fit")
+  assert(a.preemptions > 0, "full cache: decodes preempt")
+  eq(b.max_running, 200, "windowed: all 200 at once")
+  eq(b.preemptions, 0, "windowed: no preemption")
+  near(b.kv_peak_gb, 200 * 16 * 16 * 1e-4, 1e-12, "windowed: 16 blocks each")
+end
+
 function M.test_simulation_is_reproducible_and_finishes()
   local o = { model = "m", gpu = "g", rate = 50, requests = 400, input_len = "uniform:16:256",
               output_len = "uniform:1:64", seed = 3, chunked_prefill = 128, max_batch = 32 }

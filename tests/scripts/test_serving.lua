@@ -175,6 +175,37 @@ function T.test_gpt_decode_and_sliding_window()
   end
 end
 
+-- The window's share of a cached token, read off each serving graph's KV-cache writes (workload.lua kv_cache_window):
+-- whether the windowed layers have a group of their own (decode past the window) or not (inside it, prefill). The
+-- decode graph's cache follows the rule it states: bytes/token · ((1 − share) · (C + 1) + share · min(C + 1, W)).
+function T.test_kv_cache_window_from_the_graph()
+  local qwen = {}  -- Qwen3-8B with its window on: layers 20 … 35 windowed (max_window_layers 20), window 1024
+  for k, v in pairs(presets.qwen3_8b) do qwen[k] = v end
+  qwen.use_sliding_window, qwen.sliding_window, qwen.max_window_layers = true, 1024, 20
+  local prefill = { batch = 2, seq = 3000, phase = "prefill", dtype = "bf16", attention = "sdpa" }
+  for _, case in ipairs { { presets.mistral_7b, 4096, 1 }, { qwen, 1024, 16 / 36 } } do
+    local cfg, W, share = case[1], case[2], case[3]
+    local per_token = workload.kv_cache_bytes(llama.build(cfg, decode_opts(2, 99))) / (2 * 100)
+    for _, C in ipairs { 99, W - 1, W, 3 * W } do
+      local nodes = llama.build(cfg, decode_opts(2, C))
+      local w, sh = workload.kv_cache_window(nodes)
+      eq(w, W, cfg.name .. " window at context " .. C)
+      near(sh, share, cfg.name .. " windowed share at context " .. C)
+      near(workload.kv_cache_bytes(nodes), 2 * per_token * ((1 - share) * (C + 1) + share * math.min(C + 1, W)),
+        cfg.name .. " decode cache at context " .. C)
+    end
+    local w, sh = workload.kv_cache_window(llama.build(cfg, prefill))
+    eq(w, W, cfg.name .. " prefill window")
+    near(sh, share, cfg.name .. " prefill share")
+  end
+  local w, sh = workload.kv_cache_window(llama.build(presets.llama3_8b, decode_opts(2, 9000)))
+  eq(w, nil, "llama3_8b: no window")
+  eq(sh, nil, "llama3_8b: no share")
+  local q = {}
+  for k, v in pairs(presets.qwen3_8b) do q[k] = v end  -- use_sliding_window false: no window
+  eq(workload.kv_cache_window(llama.build(q, decode_opts(1, 5000))), nil, "qwen3_8b without use_sliding_window")
+end
+
 function T.test_serving_errors()
   local function err(w)
     local full = { model = "llama3_8b", gpu = "h100", batch = 8, dtype = "bf16" }

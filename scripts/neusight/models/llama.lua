@@ -305,8 +305,9 @@ function M.graph(r, opts, moe)
   local ctx -- what moe.block sees (set below)
 
   -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask);
-  -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase.
-  local function layer(p, full, kv, sparse)
+  -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase; `window` = { tokens, layers }:
+  -- how many of the group's layers keep at most the sliding window cached (neusight.nodes.kv_cache_write), or nil.
+  local function layer(p, full, kv, sparse, window)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
@@ -321,7 +322,7 @@ function M.graph(r, opts, moe)
     rope(a .. ".rotary.k", kv_heads, kv_half)
     -- attrs.core_attention: the nodes Megatron's selective recomputation re-runs (parallel.recompute = "selective")
     local core = { core_attention = true }
-    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, kvh, s, hd, kv) end
+    if serve then N.kv_cache_write(g, a .. ".kv_cache_write", b, kvh, s, hd, kv, window) end
     if decode then
       N.decode_attention(g, a .. ".decode_attention", b, nh, kvh, hd, kv)
     elseif sdpa then
@@ -375,13 +376,18 @@ function M.graph(r, opts, moe)
     kv_window = kv
   end
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
+  -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
+  -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed
+  -- layer's blocks once they slide out of the window)
   local counts = { dense_layers = 0, layers = 0, sliding_dense_layers = 0, sliding_layers = 0 }
+  local windowed_of = { dense_layers = 0, layers = 0, sliding_dense_layers = 0, sliding_layers = 0 }
   local sparse_layers = 0
   for i = 1, r.L do
     local sparse = moe == nil or moe.sparse(i - 1)
     local name = (sliding > 0 and r.windowed_at[i] and "sliding_" or "") .. ((moe and not sparse) and "dense_" or "")
       .. "layers"
     counts[name] = counts[name] + 1
+    if r.window and r.windowed_at[i] then windowed_of[name] = windowed_of[name] + 1 end
     if moe and sparse then sparse_layers = sparse_layers + 1 end
   end
   ctx = { g = g, r = r, opts = opts, shard = shard, tp = tp, b = b, s = s, x = x, dtype = dtype, upcast = upcast,
@@ -391,8 +397,9 @@ function M.graph(r, opts, moe)
     local name, windowed, sparse = grp[1], grp[2], grp[3]
     if counts[name] > 0 then
       g.layer, g.count = name, counts[name]
-      if windowed then layer(name, not decode, kv_window, moe ~= nil and sparse)
-      else layer(name, false, kv, moe ~= nil and sparse) end
+      local window = windowed_of[name] > 0 and { tokens = r.window, layers = windowed_of[name] } or nil
+      if windowed then layer(name, not decode, kv_window, moe ~= nil and sparse, window)
+      else layer(name, false, kv, moe ~= nil and sparse, window) end
     end
   end
 
