@@ -417,10 +417,12 @@ local function run_static(o, F, count)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
   local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
-  -- the batch's cache once each sequence holds its I + O - 1 tokens: the last decode step's graph's (predict's rule,
-  -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step;
-  -- a sequence's blocks are that cache's in blocks of block_size full-cache tokens (per_token_gb: the prefill's rate)
-  local cache_gb = steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or pre.kv_cache_gb
+  -- the batch's cache at its peak: once each sequence holds its I + O - 1 tokens, the last decode step's graph's
+  -- (predict's rule, workload.lua kv_cache_bytes: sliding-window layers hold at most the window), or the prefill's
+  -- when that is larger (the prefill writes every prompt token, windowed layers too, as predict's prefill and vLLM's
+  -- unchunked prefill do: a prompt longer than the window peaks there); a sequence's blocks are that cache's in blocks
+  -- of block_size full-cache tokens (per_token_gb: the prefill's rate)
+  local cache_gb = max(pre.kv_cache_gb, steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or 0)
   local per_seq_blocks = ceil(cache_gb / B / (per_token_gb * o.block_size) - 1e-9)
   local r = common_report(o, pre, count)
   r.kind = "static"

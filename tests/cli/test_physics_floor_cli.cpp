@@ -166,16 +166,29 @@ TEST_CASE("physics floor: search says once that its ranked layouts are below the
                   "below what"));
 }
 
-TEST_CASE("serve: a sliding-window model's KV cache is the window's - as predict's decode step", "[cli][serve][window]") {
-  const json dec = run_json("predict --model mistral_7b --gpu h100 --mode decode --batch 8 --context 16446 --dtype bf16 "
+// A static batch's KV cache is its peak: the last decode step's (sliding-window layers hold at most the window, as
+// predict's decode step), or the prefill's when a prompt longer than the window makes that larger (the prefill writes
+// every prompt token, as predict's prefill)
+TEST_CASE("serve: a sliding-window model's static KV cache is its peak - the window's in decode - the prompt's at prefill",
+          "[cli][serve][window]") {
+  // a prompt inside the window, decode past it: the last decode step's cache, the window's
+  const json dec = run_json("predict --model mistral_7b --gpu h100 --mode decode --batch 8 --context 6142 --dtype bf16 "
                             "--launch graph");
-  const json srv = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
-  const json full = run_json("serve --model llama3_8b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
+  const json srv = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 2048 --output-len 4096");
+  const json full = run_json("serve --model llama3_8b --gpu h100 --batch 8 --input-len 2048 --output-len 4096");
   INFO(dec.dump().substr(0, 400) << "\n" << srv["kv_cache_gb"] << " " << srv["max_concurrency"]);
   CHECK(srv["kv_cache_gb"].get<double>() == Approx(dec["kv_cache_gb"].get<double>()).epsilon(1e-9));
-  // the same cache per token (8 KV heads of 128 over 32 layers), a quarter of the tokens held: 4x the sequences
+  // the same cache per token (8 KV heads of 128 over 32 layers), 4096 of 6143 tokens held: more sequences
   CHECK(srv["kv_cache_gb_per_token"].get<double>() == Approx(full["kv_cache_gb_per_token"].get<double>()));
-  CHECK(srv["max_concurrency"].get<int>() > 3 * full["max_concurrency"].get<int>());
+  CHECK(srv["max_concurrency"].get<int>() > full["max_concurrency"].get<int>());
+  // a prompt longer than the window: the prefill holds every prompt token, the peak, as predict's prefill
+  const json pre = run_json("predict --model mistral_7b --gpu h100 --mode prefill --batch 8 --seq 16384 --dtype bf16 "
+                            "--launch graph");
+  const json lng = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
+  CHECK(lng["kv_cache_gb"].get<double>() == Approx(pre["kv_cache_gb"].get<double>()).epsilon(1e-9));
+  const json big = run_json("serve --model mistral_7b --gpu h100 --batch 100 --input-len 16384 --output-len 64");
+  CHECK_FALSE(big["fits"].get<bool>());
+  CHECK(has(big["warnings"], "batch 100 does not fit"));
 }
 
 TEST_CASE("weight_dtype equal to dtype has no effect - said - and is left out of the report", "[cli][quant]") {
