@@ -71,6 +71,12 @@ function M.roofline_floor(floors)
   return sum > 0 and sum or nil
 end
 
+--- Whether `seconds` is below roofline floor `floor_s` (a positive number; nil: none): the one tolerance (1e-6, the
+--- rounding of a forecast priced at its roofline) of M.floor_warning and serve's furthest-below phase.
+function M.below_floor(seconds, floor_s)
+  return positive(floor_s) and type(seconds) == "number" and seconds < floor_s * (1 - 1e-6) or false
+end
+
 --- The one rule for a time faster than physics allows: the warning when `t.seconds` is below `t.floor_s` (its roofline
 --- floor; M.roofline_floor), else nil. The predictors never price a kernel below its floor, so only a calibration fitted
 --- to a measurement faster than the GPU can be, or the GPU file's peaks, bring a forecast there; a measurement below
@@ -80,9 +86,7 @@ end
 --- forecast's, said when over 1), floor_of (what the floor sums; default "the sum over its kernels of max(FLOPs / peak,
 --- bytes / bandwidth)"). Said by figures (predict, run), serve, its sweep, search and calibration.lua's fits.
 function M.floor_warning(t)
-  if not (positive(t.floor_s) and type(t.seconds) == "number" and t.seconds < t.floor_s * (1 - 1e-6)) then
-    return nil
-  end
+  if not M.below_floor(t.seconds, t.floor_s) then return nil end
   local gpu = t.gpu or {}
   local advice
   if t.measured then
@@ -113,8 +117,8 @@ local function layout_of(r)
   return gpus, model_flops, peak, mfu
 end
 
---- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): its kernels'
---- floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
+--- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): with a
+--- calibration applied, its kernels' floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
 --- kernels over its microbatches as the timeline runs them, recomputed forwards and its share of the optimizer step
 --- included (device_floor_s: neusight.parallel.timeline's `floor`; pipeline bubbles and communication are the
 --- forecast's, not the floor's; an older --scripts parallel report without it: none); or, where that is more, the model
@@ -123,7 +127,11 @@ end
 function M.forecast_floor(r)
   local gpus, model_flops, peak = layout_of(r)
   local kernels, what
-  if r.parallel then
+  if not r.calibration_source then
+    -- uncalibrated, the kernels' floor holds the predictor, not the GPU: the bundled neusight, roofline and
+    -- roofline_derated price each kernel at or above it, while the published baseline roofline-reference (GiB against
+    -- GB/s, its own bytes) and a Lua predictor may price under it by their own rules; the model FLOPs floor holds all
+  elseif r.parallel then
     kernels = positive(r.device_floor_s) and r.device_floor_s or nil
     what = "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
   else

@@ -198,7 +198,11 @@ local function forecaster(o, phase)
     local Fg = require("neusight.figures")
     r.floor_ms = Fg.roofline_floor and (Fg.roofline_floor(floors) or 0) * 1e3 or nil
     local w = worst[mode]
-    if r.floor_ms and r.ms < r.floor_ms and (not w or r.ms / r.floor_ms < w.ms / w.floor_ms) then worst[mode] = r end
+    -- a phase under its kernels' floor: only a calibration can bring it there (neusight.figures forecast_floor)
+    if r.calibration and r.floor_ms and Fg.below_floor and Fg.below_floor(r.ms, r.floor_ms)
+      and (not w or r.ms / r.floor_ms < w.ms / w.floor_ms) then
+      worst[mode] = r
+    end
     return r
   end
   return F, function() return n end, function() return worst end
