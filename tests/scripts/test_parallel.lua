@@ -500,7 +500,8 @@ function T.test_report_of_a_timeline()
     "layout, links, header, 4 stages, memory, state per parameter and per GPU, gradients, iteration")
   local per_gpu
   for _, line in ipairs(lines) do per_gpu = per_gpu or line:match("^state     per GPU: .*") end
-  eq(per_gpu and per_gpu:sub(1, 40), ("state     per GPU: at most %.3f GB (stage"):format(r.state_gb),
+  local want = ("state     per GPU: at most %.3f GB (stage"):format(r.state_gb)
+  eq(per_gpu and per_gpu:sub(1, #want), want,
     "the largest state of a GPU, the report's state_gb")
   eq(lines[#lines], ("iteration        %12.3f ms   (slowest device; every dp x tp rank of a stage alike)"):format(
     tl.iteration * 1e3), "iteration line")
