@@ -194,7 +194,8 @@ int search_main(const search_flags& f) {
       }
       const auto choices = microbatch_choices(f.batch / dp, pp);
       if (choices.empty()) {
-        ++skipped["no microbatch count divides the replica's batch (pp needs batch / dp >= pp)"];
+        // microbatch_choices: pp, 2pp, 4pp and 8pp (1, 2, 4, 8 without a pipeline), each dividing batch / dp
+        ++skipped["no microbatch count tried (pp, 2pp, 4pp or 8pp) divides the replica's batch (batch / dp)"];
         continue;
       }
       std::vector<variant> variants;

@@ -173,7 +173,12 @@ local function ops_section(r)
     end
     rows[#rows + 1] = { label = k, key = ("ops[op=%s].ms"):format(k), total = s.totals[k], segments = segs }
   end
-  return "<h2>Time by op kind</h2>\n" .. legend(s.phases) .. "\n" .. bar_chart(rows, s.phases, "ms", { class = "op-bar" })
+  -- a parallel run's ops are its graph's: one microbatch through all stages of one tp shard, and the whole optimizer
+  -- step of that shard (each GPU's own is in the stage bars below)
+  local scope = type(r.parallel) == "table" and "<p>One microbatch through all pipeline stages of one tp shard; the "
+    .. "optimizer phase is the whole step of that shard, not each GPU's (see the stage bars).</p>\n" or ""
+  return "<h2>Time by op kind</h2>\n" .. scope .. legend(s.phases) .. "\n"
+    .. bar_chart(rows, s.phases, "ms", { class = "op-bar" })
 end
 
 local function memory_section(r)
@@ -211,12 +216,19 @@ end
 local function parallel_section(r)
   local p = r.parallel
   if type(p) ~= "table" or type(p.devices) ~= "table" then return "" end
-  local names = { "compute", "comm", "bubble" }
+  -- each device's own optimizer step (training with an optimizer), between its communication and its bubble
+  local stepped = false
+  for _, d in ipairs(p.devices) do stepped = stepped or (type(d.optimizer_ms) == "number" and d.optimizer_ms > 0) end
+  local parts = { { "compute", "compute_ms" }, { "comm", "exposed_comm_ms" } }
+  if stepped then parts[#parts + 1] = { "optimizer", "optimizer_ms" } end
+  parts[#parts + 1] = { "bubble", "bubble_ms" }
+  local names = {}
+  for i, f in ipairs(parts) do names[i] = f[1] end
   local rows = {}
   for i, d in ipairs(p.devices) do
     local base = ("parallel.devices[%d]."):format(i - 1)
     local segs = {}
-    for _, f in ipairs { { "compute", "compute_ms" }, { "comm", "exposed_comm_ms" }, { "bubble", "bubble_ms" } } do
+    for _, f in ipairs(parts) do
       if type(d[f[2]]) == "number" then segs[#segs + 1] = { name = f[1], key = base .. f[2], value = d[f[2]] } end
     end
     local total = 0
@@ -231,7 +243,7 @@ local function parallel_section(r)
   if p.schedule then head = head .. " · schedule " .. esc(p.schedule) end
   if type(p.iteration_ms) == "number" then head = head .. " · iteration " .. num("parallel.iteration_ms", p.iteration_ms, " ms") end
   head = head .. "</p>"
-  return "<h2>Pipeline stages (per device: compute / exposed comm / bubble)</h2>\n" .. head .. "\n" .. legend(names) ..
+  return "<h2>Pipeline stages (per device: " .. table.concat(names, " / "):gsub("comm", "exposed comm", 1) .. ")</h2>\n" .. head .. "\n" .. legend(names) ..
     "\n" .. bar_chart(rows, names, "ms", { class = "stage-bar" })
 end
 

@@ -157,6 +157,18 @@ end
 
 local function gb(b) return b / 1e9 end
 
+-- A GPU's memory object's breakdown of its parts (one GPU's and a parallel run's fullest alike): state { weights_gb,
+-- gradients_gb, master_gb, optimizer_gb } (neusight.precision state_parts), workspace { cublas_gb,
+-- autocast_weight_cache_gb } (bytes) and temporary_node (the node of the largest temporary, "" when none).
+local function breakdown(st, cublas, autocast, temp_node)
+  return {
+    state = { weights_gb = gb(st.weights), gradients_gb = gb(st.gradients), master_gb = gb(st.master),
+              optimizer_gb = gb(st.optimizer) },
+    workspace = { cublas_gb = gb(cublas), autocast_weight_cache_gb = gb(autocast) },
+    temporary_node = temp_node or "",
+  }
+end
+
 --- Single-GPU memory: { memory_gb, memory = the JSON object, lines = table lines, warning? }. `at_batch(b)` (optional)
 --- returns the total bytes of the same run at batch b, for the largest batch that fits.
 function M.single(ctx, at_batch)
@@ -172,13 +184,7 @@ function M.single(ctx, at_batch)
   end
   local parts = { state = state, activations = act, temporary = temp,
                   workspace = ctx.cublas + ctx.autocast_cache, kv_cache = ctx.kv_cache }
-  local extra = {
-    state = { weights_gb = gb(st.weights), gradients_gb = gb(st.gradients), master_gb = gb(st.master),
-              optimizer_gb = gb(st.optimizer) },
-    workspace = { cublas_gb = gb(ctx.cublas), autocast_weight_cache_gb = gb(ctx.autocast_cache) },
-    temporary_node = temp_node or "",
-  }
-  local obj, total = memory_object(parts, extra)
+  local obj, total = memory_object(parts, breakdown(st, ctx.cublas, ctx.autocast_cache, temp_node))
   local cap = M.capacity(ctx.gpu_mem_gb) or math.huge
   if ctx.gpu_mem_gb then obj.capacity_gb = cap / 1e9 end
   if at_batch and ctx.gpu_mem_gb then
@@ -250,7 +256,9 @@ function M.line(obj, total, ctx)
 end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
---- and the run's memory (the fullest device's). `devices[d]` = { state, activations, temporary, workspace, kv_cache }.
+--- and the run's memory (the fullest device's). `devices[d]` = { state, activations, temporary, workspace, kv_cache }
+--- in bytes and, for the breakdown a one-GPU run's object has (state, workspace, temporary_node), state_parts
+--- (neusight.precision state_parts), cublas, autocast_cache (bytes) and temporary_node (a name, nil when none).
 --- `lean` (a search's ranking): no per-stage lines (`lines` empty). `unsaved`: the activations were not counted (an
 --- imported graph's nodes do not say what they keep for backward); the lines and the warning say so.
 function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
@@ -258,7 +266,8 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
   local stages, most, fullest = {}, -1, 1
   for d, p in ipairs(devices) do
     -- activations_counted = false: an imported graph's, whose saved tensors are not known (0 GB is not a measure)
-    local extra = { stage = d - 1 }
+    local extra = p.state_parts and breakdown(p.state_parts, p.cublas or 0, p.autocast_cache or 0, p.temporary_node) or {}
+    extra.stage = d - 1
     if unsaved then extra.activations_counted = false end
     local obj, total = memory_object(p, extra)
     stages[d] = { memory = obj, total = total }

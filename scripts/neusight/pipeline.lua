@@ -63,6 +63,7 @@ function M.finish(run)
   for _, w in ipairs(predictor_warnings) do warn(w) end
   run.timeline()  -- before the memory and the figures: a parallel run's come from it
   if run.lean then return { figures = { fields = {}, lines = {}, warnings = {} }, warnings = warnings } end
+  for _, w in ipairs(report.layout_warnings(run.fields)) do warn(w) end  -- a parallel layout's (neusight.parallel.report)
   for _, w in ipairs(report.memory_warnings(run.fields)) do warn(w) end  -- the table says so too
   local inputs = report.figure_inputs(run.fields, totals, run.gpu)
   local function add(k, v) inputs[#inputs + 1] = { k, v } end

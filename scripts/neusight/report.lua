@@ -191,6 +191,20 @@ function M.memory_warnings(f)
   return { f.state.warning }
 end
 
+--- The warnings of a parallel run's layout (neusight.parallel.report `warnings`: what the forecast runs that
+--- Megatron-LM would not); none for a one-GPU run, or a parallel report without the list.
+function M.layout_warnings(f)
+  local par = f.parallel
+  local out = {}
+  if type(par) == "table" and type(par.warnings) == "table" then
+    for _, w in ipairs(par.warnings) do
+      if type(w) ~= "string" then error("scripts/neusight/parallel/report.lua report: 'warnings' must be strings", 0) end
+      out[#out + 1] = w
+    end
+  end
+  return out
+end
+
 --- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an
 --- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. scripts/neusight/pipeline.lua adds
 --- the kernel families' times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
@@ -430,6 +444,25 @@ function M.format_csv(r)
   return concat(out)
 end
 
+--- What a parallel run's optimizer_ms (the graph's step: one tp rank's parameters over all pipeline stages,
+--- unsharded, as its op rows) is next to what each GPU runs (parallel.devices[].optimizer_ms: the timeline's share by
+--- its stage's parameters, over optimizer_shards under the distributed optimizer), for the table's optimizer line:
+--- "" when they are the same (one GPU, pp = 1 without the distributed optimizer) or there is no step.
+---@param r table M.result's table
+function M.step_scope(r)
+  local p = r.parallel
+  if not (p and r.optimizer_ms > 0 and type(p.devices) == "table" and #p.devices > 0) then return "" end
+  local most = 0
+  for _, d in ipairs(p.devices) do most = math.max(most, d.optimizer_ms) end
+  if most == r.optimizer_ms then return "" end
+  local shards, pp = r.optimizer_shards or 1, p.pp or 1
+  local why = {}
+  if pp > 1 then why[#why + 1] = fmt("split over pp %d by its stage's parameters", pp) end
+  if shards > 1 then why[#why + 1] = fmt("sharded over dp %d (distributed optimizer)", shards) end
+  return fmt("   (the whole step of one tp shard, all stages; each GPU steps %s%.3f ms: %s; "
+    .. "parallel.devices[].optimizer_ms)", pp > 1 and "at most " or "", most, concat(why, ", "))
+end
+
 --- The table people read: the run, time per node and phase, fused kernels, the phase totals, the layout (parallel),
 --- parameters, KV cache, model state, memory and the figures' lines.
 function M.format_table(r)
@@ -476,7 +509,7 @@ function M.format_table(r)
   add(fmt("forward          %12.3f ms\n", r.forward_ms))
   add(fmt("backward         %12.3f ms  (of which gradient accumulation %.3f ms)\n", r.backward_ms,
     r.grad_accumulate_ms))
-  add(fmt("optimizer        %12.3f ms\n", r.optimizer_ms))
+  add(fmt("optimizer        %12.3f ms%s\n", r.optimizer_ms, M.step_scope(r)))
   if r.parallel then
     add(fmt("sum of the above %12.3f ms   (one microbatch of %d through all stages, one tp shard; %.3g TFLOP)\n",
       total, r.parallel.micro_batch, r.flops / 1e12))

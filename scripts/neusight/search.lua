@@ -65,8 +65,8 @@ M.layers = function(nodes) return require("neusight.parallel").layer_count(nodes
 
 --- Why search skips a pipeline variant before forecasting it, or nil: a schedule with model chunks (chunked())
 --- needs what neusight.parallel.config chunks_refusal says (pp >= 2, at least 2 chunks) and, as Megatron-LM requires,
---- the model's `layers` divisible by pp × virtual_stages (`virtual_stages` 0: the schedule's default,
---- neusight.parallel.config CHUNKED; `layers` 0: unknown, not checked). Other schedules are never skipped here; the
+--- the model's `layers` divisible by pp × virtual_stages (neusight.parallel.config layers_refusal; `virtual_stages` 0:
+--- the schedule's default, neusight.parallel.config CHUNKED; `layers` 0: unknown, not checked). Other schedules are never skipped here; the
 --- forecasts themselves refuse what cannot run (neusight.parallel).
 ---@return string?
 function M.pipeline_skip(layers, pp, schedule, virtual_stages)
@@ -80,9 +80,8 @@ function M.pipeline_skip(layers, pp, schedule, virtual_stages)
     if field and not why then why = tostring(field):gsub("^parallel%.[%w_]+: ", "") end
     if why then return why end
   end
-  if layers > 0 and layers % (pp * v) ~= 0 then
-    return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)
-  end
+  -- the layers' rule is neusight.parallel.config's (predict warns with it); a --scripts config.lua older than it: none
+  if config.layers_refusal then return config.layers_refusal(schedule, layers, pp, v) end
   return nil
 end
 

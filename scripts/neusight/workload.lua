@@ -339,6 +339,13 @@ local function ignored_fields(w, given)
   end
   if raw.schedule ~= nil and p.pp == 1 and p.microbatches == 1 then
     note("schedule", true, "a pipeline schedule orders microbatches over pipeline stages, and this run has pp = 1 and one microbatch; drop it")
+  elseif raw.schedule ~= nil and not training then
+    local schedule = require "neusight.parallel.schedule"
+    -- (an older --scripts schedule.lua without inference_as_gpipe: not said)
+    if schedule.inference_as_gpipe and schedule.inference_as_gpipe(p.schedule) then
+      note("schedule", true, ("without a backward pass (%s) the gpipe and 1f1b schedules both run each device's "
+        .. "forward microbatches in order, the same timeline (scripts/neusight/parallel/schedule.lua); drop it"):format(mode))
+    end
   end
   local config = require "neusight.parallel.config"
   -- (an older --scripts config.lua without chunks_of: its normalize refused virtual_stages ≠ 1 itself)

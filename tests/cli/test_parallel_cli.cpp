@@ -679,3 +679,142 @@ TEST_CASE("eval models: a plain label after distributed ones is forecast alone",
                 t.path / "label/NVIDIA_A100-SXM4-40GB/gpt2_large-train-1024-4.json");
   CHECK(eval_as_graphs((t.path / "label").string(), (t.path / "opgraph").string()).size() == 3);
 }
+
+// Under pipeline parallelism each rank holds and reduces its own stage's gradients: grad_bytes_per_rank is the largest
+// stage's (as state_gb and memory_gb are the largest GPU's), each stage's own is parallel.devices[i].grad_bytes.
+TEST_CASE("parallel: grad_bytes_per_rank is one stage's under pipeline parallelism", "[cli][parallel]") {
+  const json j = predict("--batch 16 --pp 2 --microbatches 2");  // fp32: 4-byte gradients
+  const json& p = j["parallel"];
+  double most = 0, total = 0;
+  for (const auto& d : p["devices"]) {
+    CHECK(d["grad_bytes"].get<double>() == 4 * d["params"].get<double>());
+    most = std::max(most, d["grad_bytes"].get<double>());
+    total += d["grad_bytes"].get<double>();
+  }
+  CHECK(p["grad_bytes_per_rank"].get<double>() == most);
+  CHECK(p["grad_bytes_per_rank"].get<double>() < 0.6 * total);  // not the whole model's (two stages of ~half each)
+}
+
+// The top-level optimizer_ms (and its op row) is the graph's whole step of one tp shard; what each GPU steps (its
+// stage's parameters, 1/dp of them under the distributed optimizer) is parallel.devices[i].optimizer_ms: the table's
+// optimizer line says both and the HTML page's stage bars show each GPU's.
+TEST_CASE("parallel: the optimizer line says the whole step and each GPU's", "[cli][parallel]") {
+  temp_dir t;
+  const auto page = t.path / "p.html";
+  const std::string run = "predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --optimizer adam --seq 1024 "
+                          "--predictor roofline --batch 16 --pp 4 --microbatches 8 --dp 2 --distributed-optimizer";
+  const auto r = run_cli(run + " --format json --report '" + page.string() + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  double most = 0;
+  for (const auto& d : j["parallel"]["devices"]) most = std::max(most, d["optimizer_ms"].get<double>());
+  REQUIRE(most > 0);
+  CHECK(most < j["optimizer_ms"].get<double>() / 2);
+  const auto table = run_cli(run);
+  REQUIRE(table.code == 0);
+  const size_t at = table.out.find("\noptimizer ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = table.out.substr(at + 1, table.out.find('\n', at + 1) - at - 1);
+  char want[64];
+  std::snprintf(want, sizeof want, "each GPU steps at most %.3f ms", most);
+  CHECK(line.find("the whole step of one tp shard, all stages") != std::string::npos);
+  CHECK(line.find(want) != std::string::npos);
+  CHECK(line.find("split over pp 4") != std::string::npos);
+  CHECK(line.find("sharded over dp 2") != std::string::npos);
+  const std::string html = ns_test::slurp(page);
+  CHECK(html.find("data-key=\"parallel.devices[0].optimizer_ms\"") != std::string::npos);
+  // without a step to split (pp 1, no distributed optimizer) the line is as before
+  const auto plain = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --optimizer adam --seq 1024 "
+                             "--predictor roofline --batch 16 --dp 2");
+  REQUIRE(plain.code == 0);
+  CHECK(plain.out.find("each GPU steps") == std::string::npos);
+}
+
+// state_gb is the largest model state of any GPU (the stage with the most parameters); the fullest GPU by its whole
+// memory (memory.stage) may be another stage, whose own state is memory.state_gb: the table says both.
+TEST_CASE("parallel: state_gb is the largest stage state and the table names the fullest GPU's", "[cli][parallel]") {
+  const std::string run = "predict --model gpt2_large --gpu h100 --mode train --optimizer adam --dtype bf16 --seq 1024 "
+                          "--predictor roofline --batch 16 --pp 4 --microbatches 8 --recompute full";
+  const auto r = run_cli(run + " --format json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const json& devices = j["parallel"]["devices"];
+  double most = 0;
+  int most_stage = -1;
+  for (const auto& d : devices)
+    if (d["state_gb"].get<double>() > most) most = d["state_gb"].get<double>(), most_stage = d["stage"].get<int>();
+  CHECK(j["state_gb"].get<double>() == most);
+  const int fullest = j["memory"]["stage"].get<int>();
+  REQUIRE(fullest != most_stage);  // the case the report must tell apart
+  CHECK(j["memory"]["state_gb"].get<double>() == devices[fullest]["state_gb"].get<double>());
+  const auto table = run_cli(run);
+  REQUIRE(table.code == 0);
+  char want[160];
+  std::snprintf(want, sizeof want,
+                "state     per GPU: at most %.3f GB (stage %d, JSON state_gb); the fullest GPU, stage %d, holds %.3f GB "
+                "(memory.state_gb)",
+                most, most_stage, fullest, j["memory"]["state_gb"].get<double>());
+  CHECK(table.out.find(want) != std::string::npos);
+}
+
+// A parallel run's memory object is the fullest GPU's with the breakdown a one-GPU run's has (neusight.memory's one
+// builder): state parts, workspace parts and the node of the largest temporary.
+TEST_CASE("parallel: the memory object has the one-GPU breakdown of the fullest GPU", "[cli][parallel]") {
+  for (const std::string layout : {"--dp 2", "--pp 2 --microbatches 2"}) {
+    INFO(layout);
+    const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode train --optimizer adam --dtype bf16 --seq 1024 "
+                           "--predictor roofline --batch 16 --format json " + layout);
+    REQUIRE(r.code == 0);
+    const json m = json::parse(r.out)["memory"];
+    REQUIRE(m.contains("state"));
+    REQUIRE(m.contains("workspace"));
+    const json& s = m["state"];
+    CHECK(s["weights_gb"].get<double>() + s["gradients_gb"].get<double>() + s["master_gb"].get<double>() +
+              s["optimizer_gb"].get<double>() == Approx(m["state_gb"].get<double>()).epsilon(1e-12));
+    const json& w = m["workspace"];
+    CHECK(w["cublas_gb"].get<double>() + w["autocast_weight_cache_gb"].get<double>() ==
+          Approx(m["workspace_gb"].get<double>()).epsilon(1e-12));
+    // one stage holds every node: the loss (the logits' gradients), as on one GPU; a pipeline's fullest stage its own
+    if (layout == "--dp 2") CHECK(m["temporary_node"].get<std::string>() == "loss");
+    else CHECK(!m["temporary_node"].get<std::string>().empty());
+  }
+}
+
+// A layout search skips for want of a microbatch count says why: none of pp, 2pp, 4pp, 8pp divides batch / dp (10
+// sequences over pp 7: batch / dp >= pp holds, so the old reason was wrong).
+TEST_CASE("search: the microbatch skip names the counts tried", "[cli][search]") {
+  const auto r = run_cli("search --model gpt2_large --gpu h100 --gpus 7 --batch 10 --seq 1024 --dtype bf16 "
+                         "--predictor roofline");
+  CHECK(r.code == 1);  // no layout of 7 GPUs runs gpt2_large (n_head 20) with batch 10
+  CHECK(r.err.find("1 layout(s): no microbatch count tried (pp, 2pp, 4pp or 8pp) divides the replica's batch "
+                   "(batch / dp)") != std::string::npos);
+  CHECK(r.err.find("pp needs batch / dp >= pp") == std::string::npos);
+}
+
+// predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but
+// warns in search's words for skipping it; gpipe or 1f1b outside training change nothing and say so.
+TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule has no effect", "[cli][parallel]") {
+  const auto warned = [](const json& j, const std::string& text) {
+    for (const auto& w : j["warnings"])
+      if (w.get<std::string>().find(text) != std::string::npos) return true;
+    return false;
+  };
+  const std::string uneven = "the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages";
+  CHECK(warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5"), uneven));
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 2"), uneven));
+  const auto infer = [](const std::string& schedule) {
+    const auto r = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode inference --seq 1024 --batch 16 "
+                           "--predictor roofline --format json --pp 2 --microbatches 2 --schedule " + schedule);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out);
+  };
+  const std::string none = "parallel.schedule (--schedule) has no effect: without a backward pass";
+  const json gpipe = infer("gpipe"), one_f_one_b = infer("1f1b");
+  CHECK(warned(gpipe, none));
+  CHECK(warned(one_f_one_b, none));
+  CHECK(gpipe["latency_ms"] == one_f_one_b["latency_ms"]);  // the same timeline indeed
+  CHECK(!warned(infer("interleaved"), none));
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule gpipe"), none));  // training: it matters
+}

@@ -464,8 +464,10 @@ end
 function T.test_report_of_a_timeline()
   local plan = plan_of({ pp = 4, dp = 2, microbatches = 8, distributed_optimizer = true }, 16)
   local nodes, times = synthetic(8, { layer_params = 1000, pro_params = 500, epi_fw = 3 })
+  -- the state per parameter the memory report counts (its per-stage state_gb, whose largest is the report's state_gb)
+  plan.memory = require("neusight.memory").context { nodes = nodes, training = true, mode = "train",
+    state = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "pure" } }
   local tl = P.timeline(plan, nodes, times)
-  tl.state = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "pure" }
   local r = P.report(plan, tl)
   eq(r.iteration, tl.iteration, "iteration")
   local j = r.json
@@ -494,7 +496,13 @@ function T.test_report_of_a_timeline()
   local lines = {}
   for line in r.table:gmatch("[^\n]+") do lines[#lines + 1] = line end
   eq(lines[1]:sub(1, 36), "parallel  dp 2 x tp 1 x pp 4 = 8 GPU", "layout line")
-  eq(#lines, 2 + 1 + 4 + #tl.memory.lines + 3, "layout, links, header, 4 stages, memory, state, gradients, iteration")
+  eq(#lines, 2 + 1 + 4 + #tl.memory.lines + 4,
+    "layout, links, header, 4 stages, memory, state per parameter and per GPU, gradients, iteration")
+  local per_gpu
+  for _, line in ipairs(lines) do per_gpu = per_gpu or line:match("^state     per GPU: .*") end
+  local want = ("state     per GPU: at most %.3f GB (stage"):format(r.state_gb)
+  eq(per_gpu and per_gpu:sub(1, #want), want,
+    "the largest state of a GPU, the report's state_gb")
   eq(lines[#lines], ("iteration        %12.3f ms   (slowest device; every dp x tp rank of a stage alike)"):format(
     tl.iteration * 1e3), "iteration line")
   tl.memory = nil

@@ -124,6 +124,17 @@ function M.chunks_refusal(schedule, pp, v)
   return nil
 end
 
+--- Why `layers` model layers do not suit `schedule` with `v` model chunks per device on `pp` stages, or nil: a chunked
+--- schedule (M.chunks_of) needs them divisible by pp × v, as Megatron-LM requires (its interleaved schedule asserts
+--- it); any other schedule, or `layers` 0 (not known), is not checked. neusight.search skips such a layout with this
+--- reason; predict forecasts it (a user's model may be uneven on purpose: the stage partition spreads the layers as
+--- evenly as it can) and warns with it (neusight.parallel.report warnings).
+---@return string?
+function M.layers_refusal(schedule, layers, pp, v)
+  if not M.chunks_of(schedule) or layers <= 0 or layers % (pp * v) == 0 then return nil end
+  return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)
+end
+
 --- What a run of one model chunk per device under `schedule` says of parallel.virtual_stages: only the chunked
 --- schedules (M.CHUNKED, by name) take it.
 function M.one_chunk_only(schedule)

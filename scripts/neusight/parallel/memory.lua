@@ -68,20 +68,27 @@ end
 --- transient only in training; the largest temporary of its nodes.
 ---@param boundary number bytes of the stage-boundary activation (what a fully recomputed layer keeps)
 function M.stage(mem, st, training, full, boundary, selective)
-  st.activations, st.transient, st.temporary = 0, 0, 0
+  st.activations, st.transient, st.temporary, st.temporary_node = 0, 0, 0, nil
   if training then
     st.activations, st.transient = activation_bytes(mem, st, full, boundary, selective)
   end
-  for _, it in ipairs(st.items) do st.temporary = max(st.temporary, mem.temporary[it.node]) end
+  local names = mem.names or {}
+  for _, it in ipairs(st.items) do
+    local b = mem.temporary[it.node]
+    if b > st.temporary then st.temporary, st.temporary_node = b, names[it.node] end
+  end
 end
 
---- Largest transient and temporary bytes over device d's chunks (virtual stages c·P + d, 1-based d).
+--- Largest transient and temporary bytes over device d's chunks (virtual stages c·P + d, 1-based d), and the name of
+--- the node whose temporary that is (nil when none has one).
 function M.device_peaks(stages, P, v, d)
-  local transient, temporary = 0, 0
+  local transient, temporary, node = 0, 0, nil
   for c = 0, v - 1 do
-    transient, temporary = max(transient, stages[c * P + d].transient), max(temporary, stages[c * P + d].temporary)
+    local st = stages[c * P + d]
+    transient = max(transient, st.transient)
+    if st.temporary > temporary then temporary, node = st.temporary, st.temporary_node end
   end
-  return transient, temporary
+  return transient, temporary, node
 end
 
 --- Over how many GPUs a rank's master copies and optimizer moments are split: dp under the distributed optimizer
@@ -104,10 +111,14 @@ function M.report(plan, devices, mem, params_total, lean)
   local parts = {}
   for d, dev in ipairs(devices) do
     local share = params_total > 0 and dev.params / params_total or 1 / P
+    local state = precision.state_parts(dev.params, mem.state, shard)
+    local autocast = mem.autocast_cache * share
     parts[d] = {
-      state = precision.state_bytes(dev.params, mem.state, shard), activations = dev.activation_bytes,
-      temporary = dev.temporary_bytes, workspace = mem.cublas + mem.autocast_cache * share,
+      state = state.total, activations = dev.activation_bytes,
+      temporary = dev.temporary_bytes, workspace = mem.cublas + autocast,
       kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
+      -- the parts' breakdown, as a one-GPU run's memory object has it (neusight.memory breakdown)
+      state_parts = state, cublas = mem.cublas, autocast_cache = autocast, temporary_node = dev.temporary_node,
     }
   end
   return memory.parallel(parts, mem.gpu_mem_gb or plan.gpu_mem_gb, plan.recompute or "none", lean,

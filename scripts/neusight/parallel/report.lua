@@ -30,7 +30,7 @@ local ms = 1e3
 
 local DEVICE_KEYS = { "stage", "layers", "params", "state_gb", "activation_gb", "memory_gb", "compute_ms",
   "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
-  "dp_buckets", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
+  "dp_buckets", "grad_bytes", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
 local KEYS = { "dp", "tp", "pp", "ep", "microbatches", "schedule", "virtual_stages", "kernels", "recompute",
@@ -69,6 +69,7 @@ function M.json(plan, result, lean)
       compute_ms = d.compute * ms, exposed_comm_ms = d.exposed_comm * ms, bubble_ms = d.bubble * ms,
       optimizer_ms = d.optimizer * ms, tp_comm_ms = d.tp_comm * ms, ep_comm_ms = d.ep_comm * ms, p2p_ms = d.p2p * ms,
       dp_comm_ms = d.dp_comm * ms, dp_exposed_ms = d.dp_exposed * ms, dp_buckets = int(d.buckets, "device buckets"),
+      grad_bytes = num(d.grad_bytes, "device grad_bytes"),
       microbatch_forward_ms = d.microbatch_fw * ms, microbatch_backward_ms = d.microbatch_bw * ms,
       finish_ms = d.finish * ms,
     }, DEVICE_KEYS)
@@ -102,8 +103,9 @@ function M.json(plan, result, lean)
 end
 
 --- The table's lines of a run (layout, links, per-stage times, memory, state, gradient reduction, iteration), each
---- ending in a newline. `j` is M.json's object, `s` the state per parameter, `recipe` the recipe's name.
-function M.format_table(plan, result, j, s, recipe)
+--- ending in a newline. `j` is M.json's object, `s` the state per parameter, `recipe` the recipe's name, `most` the
+--- largest state of a GPU (GB) and `most_stage` its stage (0-based; M.report's state_gb).
+function M.format_table(plan, result, j, s, recipe, most, most_stage)
   local out = {}
   local function add(...) out[#out + 1] = fmt(...) end
   local c = j.cluster
@@ -128,6 +130,13 @@ function M.format_table(plan, result, j, s, recipe)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
     (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d", j.dp) or "")
+  -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU, that one's (memory.state_gb)
+  local fullest = result.memory.memory or {}
+  if most and most_stage then
+    add("state     per GPU: at most %.3f GB (stage %d, JSON state_gb)%s\n", most, most_stage,
+      (fullest.stage and fullest.stage ~= most_stage and type(fullest.state_gb) == "number")
+        and fmt("; the fullest GPU, stage %d, holds %.3f GB (memory.state_gb)", fullest.stage, fullest.state_gb) or "")
+  end
   local first = result.devices[1]
   if j.dp > 1 and first then
     add("data-parallel gradient %s: %.3f ms in %d bucket(s) of <= %g MB on stage 0, %.3f ms exposed%s\n",
@@ -143,12 +152,17 @@ end
 ---   iteration  seconds of the slowest device (the run's latency)
 ---   json       the report's `parallel` object (M.json)
 ---   table      the table's lines (M.format_table)
----   state_gb   model state on the fullest GPU (neusight.precision.state_bytes), the report's state_gb
+---   state_gb   the largest model state of any GPU (the stage with the most parameters: the largest of the memory
+---              report's per-stage state_gb, neusight.parallel.memory), the report's state_gb. It is an upper bound
+---              of every GPU's state; the fullest GPU (memory.stage, by its whole memory) may be another stage, whose
+---              own state is memory.state_gb.
 ---   optimizer_shards  the GPUs its master copies and optimizer moments are split over (neusight.parallel.memory
 ---              optimizer_shards), the report's optimizer_shards
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
 ---              and device_floor_s, the roofline floor of the busiest device's kernels (the timeline's `floor`) its
 ---              forecast is held to
+---   warnings   what the layout runs that Megatron-LM would not: layers a chunked schedule's model chunks do not divide
+---              (neusight.parallel.config layers_refusal, the rule search skips such layouts by); the forecast is made
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
 ---@param lean? boolean a search's ranking: json without `devices`, table ""
@@ -156,17 +170,33 @@ function M.report(plan, result, lean)
   local s = result.state
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result, lean)
-  -- model state per GPU of a stage: its parameters' (the optimizer's part over dp under the distributed optimizer)
+  -- model state per GPU of a stage (neusight.parallel.memory report: its parameters', the optimizer's part over dp
+  -- under the distributed optimizer): the largest of them
   local shard = require("neusight.parallel.memory").optimizer_shards(plan)
-  local most = 0.0
-  for _, d in ipairs(result.devices) do most = max(most, precision.state_bytes(d.params, s, shard) / 1e9) end
+  local most, most_stage = 0.0, nil
+  for d, st in ipairs(result.memory.stages or {}) do
+    local gb = num(st.state_gb, "memory stage state_gb")
+    if not most_stage or gb > most then most, most_stage = gb, d - 1 end
+  end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
+  local warnings = {}
+  local config = require "neusight.parallel.config"
+  local layers = 0
+  for _, d in ipairs(result.devices) do layers = layers + d.layers end
+  local uneven = config.layers_refusal and config.layers_refusal(plan.schedule, layers, plan.pp, plan.virtual_stages)
+  if uneven then
+    warnings[1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
+      .. "this layout. Forecast as asked, the layers spread as evenly as they go (earlier chunks take one more)")
+      :format(uneven, plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages)
+  end
   return {
-    iteration = result.iteration, json = j, table = lean and "" or M.format_table(plan, result, j, s, recipe),
+    iteration = result.iteration, json = j,
+    table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
     state_gb = most, optimizer_shards = shard,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer,
                 device_floor_s = type(result.floor) == "number" and result.floor > 0 and result.floor + 0.0 or nil },
+    warnings = warnings,
   }
 end
 

@@ -108,6 +108,16 @@ end
 M.schedules.interleaved = function(P, Mb, v, training) return tables_of(interleaved(P, Mb, v, training)) end
 lists_of[M.schedules.interleaved] = interleaved
 
+--- Whether schedule `name` runs inference as GPipe does (every forward microbatch in order on each device, no backward
+--- to interleave): the built-in gpipe and 1f1b (whose inference is M.schedules.gpipe), while the registry's gpipe is
+--- the built-in one. Between such schedules the choice changes nothing in inference (neusight.workload warns of it);
+--- interleaved (its model chunks) and a schedule a workload registers are never said to.
+function M.inference_as_gpipe(name)
+  local f = M.schedules[name]
+  if f == nil or lists_of[M.schedules.gpipe] ~= gpipe then return false end
+  return lists_of[f] == gpipe or lists_of[f] == one_f_one_b
+end
+
 -- Schedule `make`'s ops as flat arrays: a built-in's own (unless it hands over to a replaced M.schedules.gpipe, as
 -- 1F1B in inference does), else its op tables copied.
 local function op_lists(make, schedule, P, Mb, v, training)

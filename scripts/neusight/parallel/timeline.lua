@@ -246,6 +246,7 @@ function M.timeline(plan, nodes, times, lean)
       fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
       ep_fw, ep_bw, fwf, bwf = twin.fw_ep, twin.bw_ep, twin.fw_floor, twin.bw_floor
       st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
+      st.temporary_node = twin.temporary_node
     else
       fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf = 0, 0, 0, 0, 0, 0, 0, 0, 0
       for _, it in ipairs(st.items) do
@@ -358,9 +359,9 @@ function M.timeline(plan, nodes, times, lean)
     local s = sums[d]
     local peak = s[7]
     dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = s[1], s[2], s[3], s[4]
-    local transient, temporary = PM.device_peaks(stages, P, v, d)
+    local transient, temporary, temporary_node = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = peak + transient
-    dev.temporary_bytes = temporary
+    dev.temporary_bytes, dev.temporary_node = temporary, temporary_node
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
@@ -471,13 +472,18 @@ function M.timeline(plan, nodes, times, lean)
     floor = max(floor, dev.floor)
     devices[d] = dev
   end
+  -- gradient bytes per rank: each device's own parameters' (its stage, its tp shard; the tied-embedding copy of the
+  -- last stage included), what it reduces over dp; the run's is the device with the most (as state_gb, memory_gb)
+  local grad_most = 0
   for _, dev in ipairs(devices) do
     dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
+    dev.grad_bytes = dev.params * eg
+    grad_most = max(grad_most, dev.grad_bytes)
   end
   return {
     iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
-    grad_bytes_per_rank = params_total * eg, embedding_sync = tied_sync,
+    grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
     memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
 end
