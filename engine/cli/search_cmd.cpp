@@ -33,7 +33,7 @@ struct candidate {
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   bool fits = false;
   // what scripts/neusight/figures.lua search_floor_warnings gets of it, and whether that warned (below its floor)
-  figure_inputs floor_in;
+  figure_inputs floor_in = {};
   bool below_floor = false;
 };
 
