@@ -537,12 +537,12 @@ std::vector<flag_spec> table_make() {
       .on(eval_models, to(&eval_models_flags::weights))
       .on(scale, to(&scale_flags::weights));
   flag("--overhead",
-       "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off (default: as the "
-       "script says)")
+       "Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua: a launch takes at least the "
+       "GPU's launch_s): on or off (default: the script's `enabled`, off as shipped). The shipped launch_s is 0 on "
+       "every GPU (its fitted value), so on changes nothing and a warning says so until launch_s is set there")
       .check(CLI::IsMember({"on", "off"}))
       .on(forecast, to(&forecast_flags::overhead))
-      .on(eval_models, to(&eval_models_flags::overhead))
-      .help_as("Host-side framework overhead per kernel launch (scripts/neusight/overhead.lua): on or off");
+      .on(eval_models, to(&eval_models_flags::overhead));
   flag("--launch",
        "Kernel launches: eager (PyTorch, one host launch per op: the predictors' times) or graph (CUDA-graph replay as "
        "serving engines run; scripts/neusight/launch.lua)")

@@ -258,7 +258,8 @@ int eval_models_main(const eval_models_flags& f) {
     }
     session::pipeline_graph run;
     run.g = &og.g, run.kernels = std::move(kernels), run.gpu = &gpu, run.pred = pred.get(), run.source = og.source;
-    // the pipeline's warnings (the predictor's, memory) are not shown here, as before; its error names the label
+    // the pipeline's warnings (the predictor's, memory) are not shown here, as before, but for the host overhead's
+    // (below); its error names the label
     std::optional<session::finished> finished;
     try {
       finished = s.forecast_finish(std::move(run), {f.overhead, "", false});
@@ -268,6 +269,8 @@ int eval_models_main(const eval_models_flags& f) {
       throw error(file.string() + ": " + e.what());
     }
     const session::finished& done = *finished;
+    for (const auto& w : done.overhead_notes)  // an --overhead on that changed nothing: once per GPU
+      if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     const forecast& fc = *done.fc;
     result_row r;
     r.gpu = gpu.name, r.device = device, r.config = stem, r.mode = tag->mode, r.layers = layers;

@@ -123,8 +123,11 @@ class session {
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 
   // Host-side framework overhead (scripts/neusight/overhead.lua) applied to predicted per-launch seconds after
-  // prediction; mode is "on", "off" or "default" (the script decides). Returns true when it changed anything.
-  bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode);
+  // prediction; mode is "on", "off" or "default" (the script decides). Returns true when the script applied it (an
+  // array back). `notes` (when given) gets what the script says of a mode that changes nothing here (apply's second
+  // result: --overhead on where this GPU's launch_s is 0).
+  bool overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode,
+                      std::vector<std::string>* notes = nullptr);
 
   // Launch mode (scripts/neusight/launch.lua apply): "eager" leaves the predicted seconds alone, "graph" (CUDA-graph
   // replay) re-prices what the rule says, from each kernel's kind, bytes and roofline terms. True when it changed
@@ -283,10 +286,10 @@ class session {
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode
   // "on" | "off" | "default"; never with CUDA graphs, which have no per-launch host cost), aggregation
   // (forecast_make of kernel_seconds). `decode`: the kernels are a decode step's (the GPU's calibration applies its
-  // decode factors, core/calibration.h).
+  // decode factors, core/calibration.h). `notes` (when given): the host overhead's (overhead_apply).
   std::vector<double> kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu, const predictor& pred,
                                      const std::string& overhead, const std::string& launch = "eager",
-                                     bool decode = false);
+                                     bool decode = false, std::vector<std::string>* notes = nullptr);
   forecast forecast_run(const graph& g, std::vector<kernel_instance> kernels, const gpu_spec& gpu, const predictor& pred,
                         const std::string& overhead, const std::string& launch = "eager", bool decode = false);
 
@@ -338,6 +341,9 @@ class session {
     std::optional<parallel_report> parallel;  // timeline()'s, when the pipeline ran it on a parallel workload
     figures figs;
     std::vector<std::string> warnings;
+    // scripts/neusight/overhead.lua's: why the --overhead asked for changed nothing (run.forecast() hands them to the
+    // pipeline among its warnings; eval models, which shows none of those, says these)
+    std::vector<std::string> overhead_notes;
     gpu_spec gpu;  // the workload's, resolved (forecast_finish: the graph's)
     // The run's latency: a parallel run's iteration on its slowest device, else the forecast's total.
     double latency_s() const { return parallel ? parallel->iteration_s : fc->total(); }

@@ -22,7 +22,7 @@ double compute_seconds_or_zero(const kernel& k, const gpu_spec& gpu) {
 
 std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
                                             const predictor& pred, const std::string& overhead, const std::string& launch,
-                                            bool decode) {
+                                            bool decode, std::vector<std::string>* notes) {
   if (launch == "graph" && overhead == "on")
     throw error("--overhead on and --launch graph exclude each other: a CUDA graph replays its kernels without a "
                 "per-launch host cost (scripts/neusight/overhead.lua models eager launches)");
@@ -33,7 +33,7 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
   // (a CUDA-graph replay of a small vector kernel is priced from its roofline, not the predictor: scaled before, the
   // factor would vanish in the min() of scripts/neusight/launch.lua); before the host overhead, which is not GPU time
   if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c, decode);
-  if (launch != "graph") overhead_apply(seconds, gpu, overhead);
+  if (launch != "graph") overhead_apply(seconds, gpu, overhead, notes);
   return seconds;
 }
 
@@ -254,7 +254,8 @@ bool session::launch_apply(const std::vector<kernel_instance>& kernels, std::vec
   return true;
 }
 
-bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode) {
+bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, const std::string& mode,
+                             std::vector<std::string>* notes) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -267,7 +268,14 @@ bool session::overhead_apply(std::vector<double>& seconds, const gpu_spec& gpu, 
   }
   p_->push_gpu(gpu);
   lua_pushstring(L, mode.c_str());
-  ns_call(L, 3, 1, "in " + file);  // stack: out|nil
+  ns_call(L, 3, 2, "in " + file);  // stack: out|nil note|nil
+  if (!lua_isnil(L, -1)) {  // why the mode changes nothing on this GPU (an older script returns no second result)
+    if (lua_type(L, -1) != LUA_TSTRING)
+      throw error(file + ": apply's second result must be a string or nil (got " +
+                  std::string(luaL_typename(L, -1)) + ")");
+    if (notes) notes->emplace_back(lua_tostring(L, -1));
+  }
+  lua_pop(L, 1);  // stack: out|nil
   if (lua_istable(L, -1)) {
     if (lua_rawlen(L, -1) != seconds.size())
       throw error(file + ": apply returned " + std::to_string(lua_rawlen(L, -1)) +

@@ -23,6 +23,7 @@ struct pipeline_context {
   std::optional<workload> w;  // run.workload()'s
   bool expanded = false;      // run->kernels are the graph's
   std::optional<std::vector<double>> seconds;  // run.predict()'s per-launch seconds, until run.aggregate()
+  std::vector<std::string> overhead_notes;     // run.predict()'s host overhead's (session::overhead_apply)
   // The last error a primitive raised: when the pipeline ends with that error, it goes on as it was thrown (the
   // message and traceback the engine gave it before the pipeline was a script: ns_call_passing).
   raised_error failure;
@@ -181,17 +182,20 @@ void predict_now(lua_State* L, pipeline_context& c, const char* fn) {
   if (c.out->fc || c.seconds) throw error(at + "the kernels are priced once per run");
   if (!c.expanded) throw error(at + "no kernels yet (call run.workload() and run.expand() first)");
   if (!r.pred) throw error(at + "no predictor yet (call run.predictor() first)");
-  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, c.opt->overhead, r.launch, r.decode);
+  c.seconds = c.s->kernel_seconds(r.kernels, *r.gpu, *r.pred, c.opt->overhead, r.launch, r.decode, &c.overhead_notes);
 }
 
-// The forecast of the kernels and c.seconds (forecast_make); pushes its totals and the predictor's warnings.
+// The forecast of the kernels and c.seconds (forecast_make); pushes its totals and its warnings: the predictor's, then
+// the host overhead's (an --overhead on that changed nothing, kept in c.out too).
 int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
   session::pipeline_graph& r = *c.run;
   if (c.out->fc) throw error(caller_where(L) + "run." + fn + "(): the kernels are summed once per run");
   std::vector<double>& seconds = seconds_of(L, c, fn);
   c.out->fc.emplace(forecast_make(*r.g, std::move(r.kernels), std::move(seconds)));
   c.seconds.reset();
-  const std::vector<std::string> warnings = r.pred->warnings();
+  std::vector<std::string> warnings = r.pred->warnings();
+  warnings.insert(warnings.end(), c.overhead_notes.begin(), c.overhead_notes.end());
+  c.out->overhead_notes = c.overhead_notes;
   forecast_push(L, *c.out->fc, false);
   strings_push(L, warnings);
   return 2;
@@ -200,7 +204,7 @@ int aggregate_now(lua_State* L, pipeline_context& c, const char* fn) {
 // run.forecast() -> totals, predictor_warnings: run.predict() and run.aggregate() in one (session::forecast_run):
 // library tiles, the predictor's latencies, the launch mode, calibration, host overhead and aggregation, once; the
 // forecast's totals as neusight.report reads them (total, forward, …, flops_<phase>, params) and what the predictor
-// warned of. [-0, +2, e]
+// warned of (with the host overhead's: an --overhead on that changed nothing). [-0, +2, e]
 int l_forecast(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     predict_now(L, c, "forecast");

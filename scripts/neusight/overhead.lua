@@ -17,6 +17,7 @@
 -- gpt3_xl at batch 8) are GPU-bound, so no non-negative host cost helps. Hence `enabled = false` and
 -- launch_s = 0 until labels of small, launch-bound workloads exist. For such workloads, set launch_s to
 -- a measured eager-PyTorch per-launch cost (typically 5–10 µs) here or per GPU name, and pass --overhead on.
+-- With launch_s 0, --overhead on changes nothing: apply says so (its second result), among the forecast's warnings.
 local type, error, tostring = type, error, tostring
 
 local M = {}
@@ -33,8 +34,19 @@ function M.params(gpu)
   return M.PARAMS[gpu.name] or M.PARAMS.default
 end
 
+--- Why the overhead asked for changes nothing on `gpu` (`p` its M.params, whose launch_s is 0: no kernel is raised to
+--- it), in the words of neusight.workload's fields that have no effect.
+local function no_effect(gpu, p)
+  local named = M.PARAMS[gpu.name] == p
+  return ("--overhead on has no effect: scripts/neusight/overhead.lua has no per-launch host cost for %s (%s.launch_s "
+    .. "= 0%s), so no kernel launch is raised to it; set launch_s there (a --scripts copy) to a measured eager "
+    .. "per-launch cost, or drop it"):format(tostring(gpu.name), named and ("PARAMS[%q]"):format(gpu.name)
+      or "PARAMS.default", named and "" or ", the value fitted to the end-to-end labels")
+end
+
 --- Per-launch seconds after host overhead. `seconds` is an array of predicted GPU seconds per launch;
---- `mode` is "on", "off" or "default" (M.enabled). Returns a new array, or nil when the overhead is off.
+--- `mode` is "on", "off" or "default" (M.enabled). Returns a new array, or nil when the overhead is off; and, when
+--- it is on and this GPU's launch_s is 0 (the shipped value: every GPU), the warning that it changed nothing.
 function M.apply(seconds, gpu, mode)
   if mode == "default" then mode = M.enabled and "on" or "off" end
   if mode == "off" then return nil end
@@ -48,7 +60,7 @@ function M.apply(seconds, gpu, mode)
     local s = seconds[i]
     out[i] = (s > 0 and s < launch) and launch or s
   end
-  return out
+  return out, launch == 0 and no_effect(gpu, M.params(gpu)) or nil
 end
 
 return M

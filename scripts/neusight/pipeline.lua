@@ -27,7 +27,9 @@
 --                          the ranking's numbers, no memory report in run.fields)
 --   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
 --                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
---                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params).
+--                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params);
+--                          the warnings the predictor's, then the host overhead's (scripts/neusight/overhead.lua: an
+--                          --overhead on that changes nothing on the GPU).
 --                          The same in two halves, to post-process the kernels' latencies in between:
 --   predict()              → the number of kernels: every kernel's per-launch seconds (all of forecast() but the sum)
 --   kernels()              → { kernel, … }: what each is (kind, name, op, dtype, flops, bytes, dims, tile; its node's

@@ -850,14 +850,20 @@ function M.warnings(w)
   return out
 end
 
---- KV-cache bytes per GPU of a graph: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write).
-function M.kv_cache_bytes(nodes)
+--- KV-cache bytes of a graph, every layer: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write),
+--- times the microbatches of `plan` (a parallel plan; nil: one GPU's graph, the whole batch). A parallel run's graph is
+--- one microbatch's (batch / (dp · microbatches) sequences, one tp rank's heads), and every sequence's cache stays
+--- resident across microbatches (each microbatch's sequences have their own): a dp replica's GPUs hold the cache of all
+--- its batch / dp sequences, whatever the microbatch count, and a pipeline stage its layers' share of that
+--- (neusight.parallel.memory report). The one rule for the KV cache a run holds: the report's kv_cache_gb and the memory
+--- model's kv_cache part both come from here.
+function M.kv_cache_bytes(nodes, plan)
   local total = 0
   for _, n in ipairs(nodes) do
     local b = type(n.attrs) == "table" and n.attrs.kv_cache_bytes
     if type(b) == "number" then total = total + b * (n.count or 1) end
   end
-  return total
+  return total * (plan and plan.microbatches or 1)
 end
 
 --- The sliding window of a serving graph's KV cache (neusight.nodes.kv_cache_write attrs.kv_window and
@@ -1075,7 +1081,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---   state           the model state per parameter (neusight.precision.state: weights, gradients, master,
 ---                   optimizer_state bytes); the engine hands it to neusight.precision.state_report with the graph's
 ---                   parameters, and the report shows that (the field then holds the state report)
----   kv_cache_bytes  serving phases: the KV cache the graph holds per GPU (M.kv_cache_bytes; nil in train and inference)
+---   kv_cache_bytes  serving phases: the KV cache a GPU holds over all its microbatches, every layer (one tp rank's
+---                   heads; M.kv_cache_bytes; nil in train and inference)
 ---   kv_window, kv_window_share  serving phases of a sliding-window model: M.kv_cache_window (nil otherwise)
 ---   memory          single-GPU runs: neusight.memory.single() (memory_gb, memory, lines, warning?); parallel runs nil
 ---                   (the timeline reports it from plan.memory)
@@ -1137,7 +1144,7 @@ function M.build(spec, gpu)
   end
   local state = precision.state(recipe, w.optimizer, training)
   if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
-  local kv = opts.phase and M.kv_cache_bytes(nodes) or nil
+  local kv = opts.phase and M.kv_cache_bytes(nodes, plan) or nil
   local kv_window, kv_window_share
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,

@@ -263,3 +263,48 @@ TEST_CASE("ignored flags: serve --experts on a dense model warns and a mixture o
   CHECK(warnings(base + " --model llama32_1b").find("has no effect") == std::string::npos);  // the default: nothing
   CHECK(warnings(base + " --model qwen3_30b_a3b --experts loop").find("has no effect") == std::string::npos);
 }
+
+TEST_CASE("ignored flags: --overhead on warns where the GPU's launch_s is 0 and prices launches where it is not",
+          "[cli][ignored_flags][overhead]") {
+  // the shipped scripts/neusight/overhead.lua fits launch_s = 0 on every GPU: --overhead on leaves every launch as
+  // predicted (it used to say nothing), inference and train alike; off, the shipped default, says nothing
+  const std::string gpt = "predict --model gpt2_med --gpu h100 --batch 8 --seq 512 --dtype bf16 --predictor roofline ";
+  const auto latency = [](const std::string& command) {
+    const auto r = run_cli(command + " --format json");
+    INFO(command << "\nstderr: " << r.err);
+    REQUIRE(r.code == 0);
+    return json::parse(r.out)["latency_ms"].get<double>();
+  };
+  for (const std::string mode : {"--mode inference", "--mode train --optimizer adamw"}) {
+    INFO(mode);
+    const warned on = run_json(gpt + mode + " --overhead on");
+    CHECK(on.ignored() == 1);
+    CHECK(on.says("--overhead on has no effect: scripts/neusight/overhead.lua has no per-launch host cost for "
+                  "H100-SXM5-80GB (PARAMS.default.launch_s = 0"));
+    CHECK(latency(gpt + mode + " --overhead on") == latency(gpt + mode + " --overhead off"));
+    says_nothing(gpt + mode + " --overhead off");
+  }
+  // a launch_s of this GPU's own (a --scripts copy): on raises the short launches to it and says nothing
+  temp_dir t;
+  const std::string scripts = ns_test::override_dir(t, "o", "overhead", "M.PARAMS['H100-SXM5-80GB'] = { launch_s = 50e-6 }");
+  says_nothing(gpt + "--mode inference --overhead on" + scripts);
+  CHECK(latency(gpt + "--mode inference --overhead on" + scripts) > latency(gpt + "--mode inference --overhead off"));
+  // one of this GPU's own at 0 is named as its entry
+  const std::string zero = ns_test::override_dir(t, "z", "overhead", "M.PARAMS['H100-SXM5-80GB'] = { launch_s = 0 }");
+  CHECK(run_json(gpt + "--mode inference --overhead on" + zero)
+            .says("--overhead on has no effect: scripts/neusight/overhead.lua has no per-launch host cost for "
+                  "H100-SXM5-80GB (PARAMS[\"H100-SXM5-80GB\"].launch_s = 0), so no kernel launch"));
+}
+
+TEST_CASE("ignored flags: eval models --overhead on says once per GPU that it changed nothing", "[cli][ignored_flags][overhead]") {
+  const auto r = run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 --overhead on --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string note = "neusight: warning: --overhead on has no effect: scripts/neusight/overhead.lua has no "
+                           "per-launch host cost for ";
+  const size_t at = r.err.find(note);
+  CHECK(at != std::string::npos);
+  CHECK(r.err.find(note, at + 1) == std::string::npos);
+  CHECK(run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 --format json").err.find("--overhead") ==
+        std::string::npos);
+}

@@ -95,3 +95,32 @@ TEST_CASE("memory: recomputation full < selective < none, and sdpa < eager at lo
   CHECK(sdpa["memory"]["activations_gb"].get<double>() < 0.5 * eager["memory"]["activations_gb"].get<double>());
   CHECK(sdpa["latency_ms"].get<double>() < eager["latency_ms"].get<double>());
 }
+
+TEST_CASE("memory: prefill and decode hold every microbatch's KV cache and a stage its layers' share of it",
+          "[cli][memory]") {
+  // each microbatch's sequences keep their own cache across the microbatches (scripts/neusight/workload.lua
+  // kv_cache_bytes): splitting the batch into microbatches moves no cache away, and a pipeline stage holds its half
+  // of the layers' cache for all 16 sequences (it used to count one microbatch's: 8.59 GB became 2.15 with 4)
+  const std::string llama = "--model llama3_8b --gpu h100 --dtype bf16 --batch 16 ";
+  for (const std::string& mode : {std::string("--mode decode --context 4096"), std::string("--mode prefill --seq 4096")}) {
+    INFO(mode);
+    const json one = predict(llama + mode);
+    const double kv = one["kv_cache_gb"].get<double>();
+    REQUIRE(kv > 1);
+    CHECK(one["memory"]["kv_cache_gb"].get<double>() == Approx(kv));
+    const json micro = predict(llama + mode + " --microbatches 4");
+    CHECK(micro["kv_cache_gb"].get<double>() == Approx(kv));
+    CHECK(micro["memory"]["kv_cache_gb"].get<double>() == Approx(kv));
+    // only the temporary differs: the largest node's transient at the microbatch's size
+    const auto held = [](const json& j) { return j["memory_gb"].get<double>() - j["memory"]["temporary_gb"].get<double>(); };
+    CHECK(held(micro) == Approx(held(one)));
+    CHECK(micro["memory"]["temporary_gb"].get<double>() < one["memory"]["temporary_gb"].get<double>());
+    const json staged = predict(llama + mode + " --pp 2 --microbatches 8");
+    CHECK(staged["kv_cache_gb"].get<double>() == Approx(kv));  // every layer, as with --pp alone
+    CHECK(staged["memory"]["kv_cache_gb"].get<double>() == Approx(kv / 2));
+    REQUIRE(staged["parallel"]["devices"].size() == 2);
+    for (const json& d : staged["parallel"]["devices"]) CHECK(d["kv_cache_gb"].get<double>() == Approx(kv / 2));
+    CHECK(staged["memory"]["kv_cache_gb"].get<double>() ==
+          Approx(predict(llama + mode + " --pp 2")["memory"]["kv_cache_gb"].get<double>()));
+  }
+}

@@ -104,7 +104,8 @@ function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
-  -- parameter share), and its layers' share of a serving KV cache.
+  -- parameter share), and its layers' share of a serving KV cache (mem.kv_cache: every microbatch's sequences',
+  -- neusight.workload kv_cache_bytes).
   local shard = M.optimizer_shards(plan)
   local layers_total = 0
   for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
