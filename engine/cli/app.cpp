@@ -175,8 +175,11 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   const fs::path path = calibration_path(d.gpu);
   if (path.empty()) throw error("--calibrate: " + d.gpu.name + " was not read from a file: nowhere to keep a calibration");
   const double latency_s = d.latency_s();
-  figure_inputs in = {{"latency_s", latency_s}, {"measured_s", measured_ms / 1e3}, {"measurement", m.source}};
+  figure_inputs in = {{"latency_s", latency_s}, {"measured_s", measured_ms / 1e3}, {"measurement", m.source},
+                      {"parallel", d.parallel.has_value()}};
   family_inputs_add(in, d.fc->seconds_by_family(d.gpu), pred, d.gpu.vendor);
+  // a parallel run's floor is its busiest device's kernels' (the timeline's device_floor_s), not the graph's
+  if (d.parallel) in.insert(in.end(), d.parallel->figures.begin(), d.parallel->figures.end());
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   std::optional<double> calibrated_ms;

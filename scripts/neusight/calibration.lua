@@ -117,11 +117,21 @@ end
 
 -- The warning of a measurement below its workload's roofline floor (neusight.figures floor_warning: the one rule for
 -- a time faster than physics allows), or nil: a calibration fitted to it would make later forecasts faster than the
--- GPU can be. `floors`: floor_s.<family> of the forecast (its kernels' roofline floors); `what`: the measurement named.
-local function floor_warning(what, measured_s, floors, gpu)
+-- GPU can be. `floors`: floor_s.<family> of the forecast (its kernels' roofline floors); `what`: the measurement named;
+-- `r` the fit's inputs: a parallel run (r.parallel) is held to its busiest device's kernels (r.device_floor_s, the
+-- timeline's, as neusight.figures forecast_floor holds its forecast), not to the graph's one microbatch through every
+-- stage with the whole optimizer step (no floor without it: an older --scripts parallel report).
+local function floor_warning(what, measured_s, floors, gpu, r)
   local F = require("neusight.figures")
-  return F.floor_warning { subject = what .. ": the measured", seconds = measured_s,
-                           floor_s = F.roofline_floor(floors), gpu = gpu, measured = true }
+  local floor, floor_of
+  if r and r.parallel then
+    floor = type(r.device_floor_s) == "number" and r.device_floor_s > 0 and r.device_floor_s or nil
+    floor_of = "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
+  else
+    floor = F.roofline_floor(floors)
+  end
+  return F.floor_warning { subject = what .. ": the measured", seconds = measured_s, floor_s = floor,
+                           floor_of = floor_of, gpu = gpu, measured = true }
 end
 
 -- A factor, kept within the loader's range.
@@ -186,7 +196,7 @@ function fit_of(r, what)
     warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: is the measurement of this "
       .. "workload on this GPU?", r.measurement, table.concat(clamped, ", "), M.min_factor, M.max_factor)
   end
-  warnings[#warnings + 1] = floor_warning(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu)
+  warnings[#warnings + 1] = floor_warning(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu, r)
   if abs(ratio - 1) > 1 then
     warnings[#warnings + 1] = fmt("%s: measured %.4g ms is %.1fx the forecast %.4g ms; a calibration this large usually "
       .. "means the measurement and the workload differ (batch, sequence, dtype, layout, warm-up)", r.measurement,

@@ -230,3 +230,27 @@ TEST_CASE("physics floor: an uncalibrated roofline-reference forecast is not sai
       CHECK_FALSE(has(j["warnings"], "below what"));
     }
 }
+
+// A parallel workload's measurement is held to its busiest device's kernels (the timeline's floor, as its forecast
+// is), not to the graph's one microbatch through every stage: with 16 microbatches over 2 stages a device runs 8 of
+// the graph's microbatches' worth of its layers, a floor 8x the graph's would-be one
+TEST_CASE("physics floor: a parallel calibration is held to its busiest GPU's kernels", "[cli][floor]") {
+  temp_dir t;
+  const auto gpu = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const std::string run = "predict --model gpt2_large --gpu " + ns_test::quoted(gpu.string()) +
+                          " --mode train --batch 32 --seq 1024 --dtype bf16 --pp 2 --microbatches 16 "
+                          "--predictor roofline";
+  const json plain = run_json(run);
+  double busiest = 0;  // the roofline predictor prices each kernel at its floor: a device's floor is its compute + step
+  for (const auto& d : plain["parallel"]["devices"])
+    busiest = std::max(busiest, d["compute_ms"].get<double>() + d["optimizer_ms"].get<double>());
+  REQUIRE(busiest > 0);
+  const auto fast = t.write("fast.toml", "latency_ms = " + std::to_string(0.9 * busiest) + "\n");
+  const json cal = run_json(run + " --calibrate " + ns_test::quoted(fast.string()));
+  INFO(cal["warnings"].dump());
+  CHECK(has(cal["warnings"], "below what"));
+  CHECK(has(cal["warnings"], "busiest GPU's kernels"));
+  fs::remove(t.path / "gpus/h100_sxm5_80gb.calibration.toml");
+  const auto slow = t.write("slow.toml", "latency_ms = " + std::to_string(1.05 * plain["latency_ms"].get<double>()) + "\n");
+  CHECK_FALSE(has(run_json(run + " --calibrate " + ns_test::quoted(slow.string()))["warnings"], "below what"));
+}
