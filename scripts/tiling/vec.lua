@@ -59,7 +59,7 @@ end
 --- Elements per thread block for one vector kernel.
 ---@param k table { family = "elementwise"|"softmax"|"layernorm", op, rows, hidden [, dtype] }
 ---@param gpu neusight.Gpu read-only GPU table (vendor is read)
----@return table { elems = integer }
+---@return table { elems = integer [, piece = integer, piece_elems = integer] } (piece: a split tensor, below)
 function M.select(k, gpu)
   local family = k.family
   local rows, hidden = check_dim(k, "rows"), check_dim(k, "hidden")
@@ -76,9 +76,15 @@ function M.select(k, gpu)
   end
   -- The split depends on bytes, so the dtype matters (the data is FP32; absent dtype means fp32).
   local numel = rows * hidden
-  local piece = first_piece(numel, kernels.dtype_bytes(k.dtype or "fp32"))
+  local bytes = kernels.dtype_bytes(k.dtype or "fp32")
+  local piece = first_piece(numel, bytes)
   -- What from_grid would measure: the first piece's grid, divided into the whole tensor.
-  return { elems = pow2_ceil(ceil(numel / ceil(piece / block))) }
+  local elems = pow2_ceil(ceil(numel / ceil(piece / block)))
+  if piece == numel then return { elems = elems } end
+  -- Split: also the most elements one launch takes (the largest tensor whose last byte offset fits in an int32)
+  -- and that launch's tile, the block. The predictor prices a split tensor at the rate of that launch
+  -- (engine/core/neusight_predictor.cpp, "split element-wise tensors").
+  return { elems = elems, piece = floor((INT32_MAX - 1) / bytes) + 1, piece_elems = block }
 end
 
 return M
