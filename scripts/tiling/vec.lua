@@ -8,7 +8,10 @@
 -- The rule reproduces the measured elements per block (from_grid below) on all 137 969 elementwise rows,
 -- including two special cases: tensors smaller than one block, and tensors over 2 GiB, which TensorIterator
 -- splits into 32-bit-indexable halves (the profiler records one half's grid, so the measured value
--- doubles per split). Softmax and layernorm launch one block per row: elements per block = hidden.
+-- doubles per split). For a split tensor select() also returns the most elements one launch takes and that
+-- launch's block (`piece`, `piece_elems`): off the data's split kernels the predictor prices the tensor as that
+-- launch scaled by its elements (engine/core/neusight_predictor.cpp, split_by_piece).
+-- Softmax and layernorm launch one block per row: elements per block = hidden.
 local ceil, floor, type, tostring, error = math.ceil, math.floor, type, tostring, error
 local fmt = string.format
 local kernels = require "neusight.kernels"
