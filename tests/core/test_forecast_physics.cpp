@@ -239,6 +239,42 @@ TEST_CASE("element-wise forecasts grow monotonically and linearly across the 32-
   }
 }
 
+// Where the MLP was fit to measured split kernels (fp32, 8-12 B per element, its training GPUs: model.toml's
+// training.gpus) it keeps its forecast; the same kernel on a GPU it was not trained on, or in bf16, is its largest
+// launch scaled by its elements.
+TEST_CASE("a split element-wise kernel keeps the MLP's forecast only where the data measured split kernels",
+          "[neusight][physics]") {
+  forecaster f;
+  const gpu_spec a100 = gpu_named("A100-PCIE-40GB");
+  const tile_model m = weights_load(ns_test::source_dir / "weights/nvidia/elementwise");
+  const auto trained = neusight_predictor_make("nvidia", m, {"A100-PCIE-40GB"});
+  const auto untrained = neusight_predictor_make("nvidia", m, {});
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const double e = dtype == "fp32" ? 4 : 2;
+    kernel k;  // an add of [2047 * 1024, 1024]: split (over 2^31 bytes in both dtypes)
+    k.kind = kernel_kind::elementwise, k.name = "VECadd", k.op = "add", k.dtype = dtype;
+    k.rows = 2047 * 1024, k.hidden = 1024, k.flops = double(k.rows) * 1024, k.bytes = 3 * e * k.flops;
+    std::vector<kernel_instance> one{{0, phase::forward, k}};
+    f.s.tiles_select(one, a100);
+    const kernel& tiled = one[0].k;
+    REQUIRE(tiled.tile_piece == int64_t(2147483648.0 / e));
+    REQUIRE(tiled.tile_piece_elems == 512);
+    // the launch: the rows of 1024 that fit in it, the block tile
+    kernel piece = tiled;
+    piece.rows = tiled.tile_piece / 1024, piece.tile_elems = 512, piece.tile_piece = piece.tile_piece_elems = 0;
+    piece.flops = double(piece.rows) * 1024, piece.bytes = 3 * e * piece.flops;
+    kernel unsplit_rule = tiled;  // the MLP's own price of the split tile
+    unsplit_rule.tile_piece = unsplit_rule.tile_piece_elems = 0;
+    const auto price = [&](const predictor& p, const kernel& x) {
+      return p.predict({{0, phase::forward, x}}, a100).at(0);
+    };
+    const double by_piece = price(*untrained, piece) * double(tiled.rows) / double(piece.rows);
+    INFO(dtype << ": MLP " << price(*trained, unsplit_rule) * 1e3 << " ms, by the launch " << by_piece * 1e3 << " ms");
+    CHECK(price(*untrained, tiled) == by_piece);
+    CHECK(price(*trained, tiled) == (dtype == "fp32" ? price(*trained, unsplit_rule) : by_piece));
+  }
+}
+
 namespace {
 // The kernel of ops/decode_attention.lua: one new bf16 token per sequence over a cache of skv tokens, `heads` query
 // heads sharing kv_heads key/value heads.
