@@ -245,7 +245,7 @@ class neusight_predictor final : public predictor {
   std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
     std::vector<size_t> split;  // split element-wise tensors priced by their largest launch (split_by_piece)
     for (size_t i = 0; i < kernels.size(); ++i)
-      if (kernels[i].k.kind == kernel_kind::elementwise && !kernels[i].k.seconds &&
+      if (kernels[i].k.kind == kernel_kind::elementwise && kernels[i].k.tile_piece > 0 && !kernels[i].k.seconds &&
           split_by_piece(kernels[i].k, family::elementwise, trained_gpus(gpu.vendor, family::elementwise), gpu))
         split.push_back(i);
     if (split.empty()) return predict_tiles(kernels, gpu);
