@@ -127,7 +127,7 @@ int train_main(const train_flags& f) {
   weights_save(f.out, r.model, p);
   // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies
   // and, per GPU, its minimum over the validation rows of more rows), the number `eval kernels` would give them.
-  const auto as_forecast = neusight_predictor_make(vendor, r.model);
+  const auto as_forecast = neusight_predictor_make(vendor, r.model, p.gpus);
   std::map<const gpu_spec*, std::vector<size_t>> val_by_gpu;
   for (size_t i : r.val_index) val_by_gpu[d.rows[i].gpu].push_back(i);
   double ape = 0;

@@ -85,6 +85,10 @@ struct kernel {
   // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
   // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.
   double tile_blocks = 0, tile_flops = 0, tile_bytes = 0;
+  // An element-wise tensor too large for 32-bit indexing, which PyTorch's TensorIterator runs as several launches
+  // (scripts/tiling/vec.lua): the most elements one launch takes (tile_piece) and its elements per thread block
+  // (tile_piece_elems), the tile_elems of a kernel that size. 0 when the kernel runs as one launch.
+  int64_t tile_piece = 0, tile_piece_elems = 0;
   std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
 

@@ -184,10 +184,49 @@ void dominance_minimum(const std::vector<kernel_instance>& kernels, const std::v
   }
 }
 
+// Split element-wise tensors. PyTorch's TensorIterator runs a tensor whose last byte offset does not fit in an int32
+// as several launches of at most 2^31 bytes each, every launch with the ordinary 512-element blocks (NVIDIA).
+// The profiler records one launch's grid, so the tile rule (scripts/tiling/vec.lua) reproduces the measured
+// convention: 2^s × the block for a tensor cut in 2^s pieces, with 1/2^s the blocks — a tile no launch runs. The
+// MLP was fit to such kernels only where they were measured: fp32 tensors of 8–12 bytes per element on its
+// training GPUs (dataset/test/elem.csv: 28–158 split rows per GPU, up to 4.3·10⁹ elements on the A100-PCIE-40GB;
+// weights/<vendor>/elementwise/model.toml's `gpus`). Elsewhere the split tile is an extrapolation, and the MLP's
+// answer to it is not monotone: on an H100 a bf16 add of 4000 × 2^20 elements (tile 2048) was priced 10.34 ms
+// and one of 4200 × 2^20 (tile 4096) 9.44 ms; a fused fp32 AdamW step 24.45 ms at 2^31 parameters, 36.09 ms at
+// 2.2·10⁹ and 43.00 ms at 4.3·10⁹ (weights/ACCURACY.md, "split element-wise tensors"). There a split kernel is
+// priced as the largest launch it holds (tile_piece elements with the block tile_piece_elems, same row width
+// where a row fits: a kernel the data's sizes and tiles cover) scaled by its elements — the pieces run one after
+// another at the rate of one launch (NeuSight's tile model: time = waves × time per wave) — so the forecast is
+// continuous at 2^31 bytes and linear in size above it. The piece takes the kernel's place in the forecast, its
+// envelope included (the envelope's copies of the split tile are the same extrapolation).
+bool split_by_piece(const kernel& k, family f, const std::vector<std::string>& trained_gpus, const gpu_spec& gpu) {
+  if (f != family::elementwise || k.tile_piece <= 0 || k.tile_piece_elems <= 0) return false;
+  const double numel = double(k.rows) * double(k.hidden), per = k.bytes / numel;
+  const auto [lo, hi] = family_train_bytes_per_element(f);
+  const bool measured = k.dtype == "fp32" && per >= lo && per <= hi &&
+                        std::find(trained_gpus.begin(), trained_gpus.end(), gpu.name) != trained_gpus.end();
+  return !measured && numel > double(k.tile_piece);
+}
+
+// The largest launch of a split kernel: rows of the kernel's width while one fits in a launch, else one row of a
+// launch's elements; its FLOPs and bytes in proportion.
+kernel split_piece(const kernel& k) {
+  kernel p = k;
+  if (k.hidden <= k.tile_piece) p.rows = k.tile_piece / k.hidden;
+  else p.rows = 1, p.hidden = k.tile_piece;
+  const double r = double(p.rows) * double(p.hidden) / (double(k.rows) * double(k.hidden));
+  p.flops = k.flops * r, p.bytes = k.bytes * r;
+  p.tile_elems = k.tile_piece_elems, p.tile_piece = 0, p.tile_piece_elems = 0;
+  return p;
+}
+
 class neusight_predictor final : public predictor {
  public:
   explicit neusight_predictor(std::filesystem::path root) : root_(std::move(root)) {}
-  neusight_predictor(const std::string& vendor, const tile_model& model) { cache_[vendor].emplace(model.fam, model); }
+  neusight_predictor(const std::string& vendor, const tile_model& model, std::vector<std::string> trained_gpus) {
+    cache_[vendor].emplace(model.fam, model);
+    trained_gpus_[vendor][model.fam] = std::move(trained_gpus);
+  }
   std::string name() const override { return "neusight"; }
 
   void memo_enable(bool on) override {
@@ -204,6 +243,22 @@ class neusight_predictor final : public predictor {
   // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
   // differ only in FLOPs share one MLP evaluation and differ only by their own compute bound.
   std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
+    std::vector<size_t> split;  // split element-wise tensors priced by their largest launch (split_by_piece)
+    for (size_t i = 0; i < kernels.size(); ++i)
+      if (kernels[i].k.kind == kernel_kind::elementwise && kernels[i].k.tile_piece > 0 && !kernels[i].k.seconds &&
+          split_by_piece(kernels[i].k, family::elementwise, trained_gpus(gpu.vendor, family::elementwise), gpu))
+        split.push_back(i);
+    if (split.empty()) return predict_tiles(kernels, gpu);
+    std::vector<kernel_instance> pieces = kernels;
+    for (size_t i : split) pieces[i].k = split_piece(kernels[i].k);
+    std::vector<double> out = predict_tiles(pieces, gpu);
+    for (size_t i : split)
+      out[i] *= double(kernels[i].k.rows) * double(kernels[i].k.hidden) /
+                (double(pieces[i].k.rows) * double(pieces[i].k.hidden));
+    return out;
+  }
+
+  std::vector<double> predict_tiles(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const {
     std::vector<double> out(kernels.size(), 0.0);
     std::map<family, std::vector<tile_features>> batch;
     std::map<family, std::map<std::string, size_t>> index;  // shape key → row in batch
@@ -341,16 +396,28 @@ class neusight_predictor final : public predictor {
     for (family f : families) {
       const auto dir = root_ / vendor / std::string(family_name(f));
       if (!std::filesystem::exists(dir / "model.toml")) continue;
-      tile_model m = weights_load(dir);
+      weights_provenance prov;
+      tile_model m = weights_load(dir, &prov);
       if (m.fam != f)
         throw error((dir / "model.toml").generic_string() + ": weights of family '" + std::string(family_name(m.fam)) +
                     "' in the '" + std::string(family_name(f)) + "' folder");
       if (m.vendor != vendor)  // the features differ by vendor (tile_model.h)
         throw error((dir / "model.toml").generic_string() + ": weights trained on " + m.vendor + " GPUs in the " +
                     vendor + " folder");
+      trained_gpus_[vendor][f] = std::move(prov.gpus);
       models.emplace(f, std::move(m));
     }
     return cache_[vendor] = std::move(models);
+  }
+
+  // The GPUs a family's weights were trained on (model.toml's `gpus`; none for a model given directly).
+  const std::vector<std::string>& trained_gpus(const std::string& vendor, family f) const {
+    static const std::vector<std::string> none;
+    models_for(vendor);
+    const auto v = trained_gpus_.find(vendor);
+    if (v == trained_gpus_.end()) return none;
+    const auto g = v->second.find(f);
+    return g == v->second.end() ? none : g->second;
   }
 
   std::filesystem::path root_;
@@ -363,6 +430,7 @@ class neusight_predictor final : public predictor {
   mutable std::map<std::string, tile_features> features_memo_;
   mutable std::map<std::string, Eigen::MatrixXf> outputs_memo_;
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
+  mutable std::map<std::string, std::map<family, std::vector<std::string>>> trained_gpus_;
   mutable std::vector<std::string> warnings_;
   mutable std::map<std::string, std::filesystem::path> uncertainty_files_;
 };
@@ -373,8 +441,9 @@ std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& 
   return std::make_unique<neusight_predictor>(weights_root);
 }
 
-std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model) {
-  return std::make_unique<neusight_predictor>(vendor, model);
+std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model,
+                                                   std::vector<std::string> trained_gpus) {
+  return std::make_unique<neusight_predictor>(vendor, model, std::move(trained_gpus));
 }
 
 }  // namespace ns

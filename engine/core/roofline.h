@@ -76,6 +76,9 @@ std::unique_ptr<predictor> neusight_predictor_make(const std::filesystem::path& 
 // The same predictor over one family's model held in memory (`neusight train` scoring what it trained as forecasts
 // price it, the envelope included); other families have no weights.
 struct tile_model;
-std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model);
+// `trained_gpus`: the GPUs the model was trained on (its manifest's training.gpus; the forecast of split element-wise
+// tensors depends on them, neusight_predictor.cpp).
+std::unique_ptr<predictor> neusight_predictor_make(const std::string& vendor, const tile_model& model,
+                                                   std::vector<std::string> trained_gpus = {});
 
 }  // namespace ns

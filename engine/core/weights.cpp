@@ -261,6 +261,11 @@ tile_model weights_parse(std::string_view manifest_text, const fs::path& dir, co
     if (const toml::table* tr = t["training"].as_table()) {
       provenance->val_mape = tr->get("val_mape_percent") ? tr->get("val_mape_percent")->value_or(0.0) : 0.0;
       provenance->command = tr->get("command") ? tr->get("command")->value_or(std::string()) : std::string();
+      if (const toml::array* g = tr->get_as<toml::array>("gpus"))  // the forecast reads them (neusight_predictor.cpp)
+        for (const auto& v : *g) {
+          if (!v.is_string()) throw error(mpath + ": training.gpus must be strings");
+          provenance->gpus.push_back(v.value_or(std::string()));
+        }
     }
   }
   return m;

@@ -1081,6 +1081,7 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
     if (auto it = done.find(key); it != done.end()) {
       k->tile_m = it->second.tile_m, k->tile_k = it->second.tile_k, k->tile_elems = it->second.tile_elems;
       k->tile_split = it->second.tile_split;
+      k->tile_piece = it->second.tile_piece, k->tile_piece_elems = it->second.tile_piece_elems;
       k->tile_blocks = it->second.tile_blocks, k->tile_flops = it->second.tile_flops, k->tile_bytes = it->second.tile_bytes;
       k->tile_kernel = it->second.tile_kernel;
       continue;
@@ -1127,6 +1128,11 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
     } else {
       k->tile_elems = r.integer("elems");
       if (k->tile_elems < 1) throw error(r.what() + ": elems must be >= 1");
+      if (r.has("piece") || r.has("piece_elems")) {  // a tensor split into 32-bit-indexable launches
+        k->tile_piece = r.integer("piece"), k->tile_piece_elems = r.integer("piece_elems");
+        if (k->tile_piece < 1 || k->tile_piece_elems < 1 || k->tile_piece >= k->rows * k->hidden)
+          throw error(r.what() + ": piece must be >= 1 and below the kernel's elements, piece_elems >= 1");
+      }
     }
     lua_pop(L, 1);
     done[key] = *k;

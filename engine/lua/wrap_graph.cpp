@@ -229,9 +229,10 @@ const std::vector<std::string> kernel_keys_tiled = [] {
 // The `tile` table of kernel_push at `idx` into k's tile fields. [-0, +0, -]
 void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   table_reader t(L, idx, what);
-  t.check_keys({"m", "k", "split", "elems", "blocks", "flops", "bytes", "kernel"});
+  t.check_keys({"m", "k", "split", "elems", "piece", "piece_elems", "blocks", "flops", "bytes", "kernel"});
   k.tile_m = t.integer_or("m", 0), k.tile_k = t.integer_or("k", 0), k.tile_split = t.integer_or("split", 1);
   k.tile_elems = t.integer_or("elems", 0);
+  k.tile_piece = t.integer_or("piece", 0), k.tile_piece_elems = t.integer_or("piece_elems", 0);
   // blocks come with their flops and bytes (as kernel_push writes them): a missing one is an error, not 0
   const bool blocks = t.has("blocks");
   k.tile_blocks = t.number_or("blocks", 0);
@@ -239,8 +240,8 @@ void tile_read(lua_State* L, int idx, kernel& k, const std::string& what) {
   k.tile_bytes = blocks ? t.number("bytes") : t.number_or("bytes", 0);
   k.tile_kernel = t.str_or("kernel", "");
   if (k.tile_m < 0 || k.tile_k < 0 || k.tile_split < 1 || k.tile_elems < 0 || k.tile_blocks < 0 || k.tile_flops < 0 ||
-      k.tile_bytes < 0)
-    throw error(what + ": tile sizes must be >= 0 (split >= 1)");
+      k.tile_bytes < 0 || k.tile_piece < 0 || k.tile_piece_elems < 0 || (k.tile_piece > 0) != (k.tile_piece_elems > 0))
+    throw error(what + ": tile sizes must be >= 0 (split >= 1; piece and piece_elems both or neither)");
 }
 
 std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::string& what) {
@@ -478,6 +479,7 @@ void kernel_push(lua_State* L, const kernel& k) {
     if (k.tile_k) set_integer(L, "k", k.tile_k);
     if (k.tile_m || k.tile_k) set_integer(L, "split", k.tile_split);
     if (k.tile_elems) set_integer(L, "elems", k.tile_elems);
+    if (k.tile_piece) set_integer(L, "piece", k.tile_piece), set_integer(L, "piece_elems", k.tile_piece_elems);
     if (k.tile_blocks > 0) set_number(L, "blocks", k.tile_blocks), set_number(L, "flops", k.tile_flops), set_number(L, "bytes", k.tile_bytes);
     if (!k.tile_kernel.empty()) set_string(L, "kernel", k.tile_kernel);
     lua_setfield(L, -2, "tile");

@@ -8,7 +8,10 @@
 -- The rule reproduces the measured elements per block (from_grid below) on all 137 969 elementwise rows,
 -- including two special cases: tensors smaller than one block, and tensors over 2 GiB, which TensorIterator
 -- splits into 32-bit-indexable halves (the profiler records one half's grid, so the measured value
--- doubles per split). Softmax and layernorm launch one block per row: elements per block = hidden.
+-- doubles per split). For a split tensor select() also returns the most elements one launch takes and that
+-- launch's block (`piece`, `piece_elems`): off the data's split kernels the predictor prices the tensor as that
+-- launch scaled by its elements (engine/core/neusight_predictor.cpp, split_by_piece).
+-- Softmax and layernorm launch one block per row: elements per block = hidden.
 local ceil, floor, type, tostring, error = math.ceil, math.floor, type, tostring, error
 local fmt = string.format
 local kernels = require "neusight.kernels"
@@ -59,7 +62,7 @@ end
 --- Elements per thread block for one vector kernel.
 ---@param k table { family = "elementwise"|"softmax"|"layernorm", op, rows, hidden [, dtype] }
 ---@param gpu neusight.Gpu read-only GPU table (vendor is read)
----@return table { elems = integer }
+---@return table { elems = integer [, piece = integer, piece_elems = integer] } (piece: a split tensor, below)
 function M.select(k, gpu)
   local family = k.family
   local rows, hidden = check_dim(k, "rows"), check_dim(k, "hidden")
@@ -76,9 +79,15 @@ function M.select(k, gpu)
   end
   -- The split depends on bytes, so the dtype matters (the data is FP32; absent dtype means fp32).
   local numel = rows * hidden
-  local piece = first_piece(numel, kernels.dtype_bytes(k.dtype or "fp32"))
+  local bytes = kernels.dtype_bytes(k.dtype or "fp32")
+  local piece = first_piece(numel, bytes)
   -- What from_grid would measure: the first piece's grid, divided into the whole tensor.
-  return { elems = pow2_ceil(ceil(numel / ceil(piece / block))) }
+  local elems = pow2_ceil(ceil(numel / ceil(piece / block)))
+  if piece == numel then return { elems = elems } end
+  -- Split: also the most elements one launch takes (the largest tensor whose last byte offset fits in an int32)
+  -- and that launch's tile, the block. The predictor prices a split tensor at the rate of that launch
+  -- (engine/core/neusight_predictor.cpp, "split element-wise tensors").
+  return { elems = elems, piece = floor((INT32_MAX - 1) / bytes) + 1, piece_elems = block }
 end
 
 return M

@@ -4,6 +4,7 @@
 // (the parts that do not hold with the shipped weights are tagged [!mayfail], with the reason, or bounded).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <memory>
 #include <sstream>
@@ -191,6 +192,86 @@ TEST_CASE("a vector kernel with more rows is not priced far above a larger one (
         }
       }
     }
+  }
+}
+
+// A tensor over 2^31 bytes runs as several 32-bit-indexable launches (scripts/tiling/vec.lua): the tile rule's
+// measured convention doubles the tile per split, and off the data the MLP priced the larger tile non-monotonically
+// (H100: a bf16 add of 4000 x 2^20 elements 10.34 ms, of 4200 x 2^20 9.44 ms; a fused fp32 AdamW step of 2^31
+// parameters 24.45 ms, of 2.2e9 36.09 ms, of 4.3e9 43.00 ms). Now such a kernel is its largest launch scaled by its
+// elements (neusight_predictor.cpp, split_by_piece): monotone across the thresholds and linear beyond the first.
+TEST_CASE("element-wise forecasts grow monotonically and linearly across the 32-bit split thresholds",
+          "[neusight][physics]") {
+  forecaster f;
+  for (const std::string gpu_name : {"h100", "b200", "A100-SXM4-80GB"}) {
+    const gpu_spec gpu = gpu_named(gpu_name);
+    for (const std::string dtype : {"fp32", "bf16"}) {
+      const double e = dtype == "fp32" ? 4 : 2;
+      // a binary add over [rows, 1024] (3 tensors) and a fused AdamW step over one flat tensor (28 B a parameter
+      // in fp32, 16 in bf16: 2 w + g + 2 moments, the moments in the parameter dtype)
+      for (const double bytes_per : {3 * e, 2 * e + e + 2 * e + (dtype == "fp32" ? 12.0 : 6.0)}) {
+        const bool flat = bytes_per != 3 * e;
+        std::vector<int64_t> sizes;  // elements: 2^27 … 2^33 in steps of 2^(1/4), and each threshold ± 1
+        for (int q = 27 * 4; q <= 33 * 4; ++q) sizes.push_back(int64_t(std::llround(std::pow(2.0, q / 4.0))) / 1024 * 1024);
+        for (int s = 28; s <= 33; ++s)
+          for (int64_t d : {-1024, 0, 1024}) sizes.push_back((int64_t(1) << s) / int64_t(e) * 4 + d);
+        std::sort(sizes.begin(), sizes.end());
+        sizes.erase(std::unique(sizes.begin(), sizes.end()), sizes.end());
+        double prev = 0, prev_rate = 0;
+        int64_t prev_n = 0;
+        for (const int64_t n : sizes) {
+          kernel k;
+          k.kind = kernel_kind::elementwise, k.name = flat ? "VECadamw" : "VECadd", k.op = flat ? "adamw" : "add";
+          k.dtype = dtype, k.rows = flat ? 1 : n / 1024, k.hidden = flat ? n : 1024;
+          k.flops = double(n), k.bytes = bytes_per * double(n);
+          const double t = f.seconds(k, gpu), rate = t / k.bytes;  // each kernel its own forecast
+          INFO(gpu.name << " " << dtype << " " << k.name << " " << n << " elements (" << k.bytes / 1e9 << " GB): " << t * 1e3
+                        << " ms; " << prev_n << " elements: " << prev * 1e3 << " ms");
+          // 1e-5: below the first split a kernel 1024 elements larger may come back a few parts in 10^6 faster
+          // (the MLP's float32 features; the split moved forecasts by 10-50 %)
+          CHECK(t >= prev * (1 - 1e-5));
+          // beyond the first split (2^31 bytes of the element type) the time per byte is the largest launch's
+          if (double(prev_n) * e > 2147483648.0) CHECK(std::abs(rate / prev_rate - 1) < 1e-9);
+          prev = t, prev_rate = rate, prev_n = n;
+        }
+      }
+    }
+  }
+}
+
+// Where the MLP was fit to measured split kernels (fp32, 8-12 B per element, its training GPUs: model.toml's
+// training.gpus) it keeps its forecast; the same kernel on a GPU it was not trained on, or in bf16, is its largest
+// launch scaled by its elements.
+TEST_CASE("a split element-wise kernel keeps the MLP's forecast only where the data measured split kernels",
+          "[neusight][physics]") {
+  forecaster f;
+  const gpu_spec a100 = gpu_named("A100-PCIE-40GB");
+  const tile_model m = weights_load(ns_test::source_dir / "weights/nvidia/elementwise");
+  const auto trained = neusight_predictor_make("nvidia", m, {"A100-PCIE-40GB"});
+  const auto untrained = neusight_predictor_make("nvidia", m, {});
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    const double e = dtype == "fp32" ? 4 : 2;
+    kernel k;  // an add of [2047 * 1024, 1024]: split (over 2^31 bytes in both dtypes)
+    k.kind = kernel_kind::elementwise, k.name = "VECadd", k.op = "add", k.dtype = dtype;
+    k.rows = 2047 * 1024, k.hidden = 1024, k.flops = double(k.rows) * 1024, k.bytes = 3 * e * k.flops;
+    std::vector<kernel_instance> one{{0, phase::forward, k}};
+    f.s.tiles_select(one, a100);
+    const kernel& tiled = one[0].k;
+    REQUIRE(tiled.tile_piece == int64_t(2147483648.0 / e));
+    REQUIRE(tiled.tile_piece_elems == 512);
+    // the launch: the rows of 1024 that fit in it, the block tile
+    kernel piece = tiled;
+    piece.rows = tiled.tile_piece / 1024, piece.tile_elems = 512, piece.tile_piece = piece.tile_piece_elems = 0;
+    piece.flops = double(piece.rows) * 1024, piece.bytes = 3 * e * piece.flops;
+    kernel unsplit_rule = tiled;  // the MLP's own price of the split tile
+    unsplit_rule.tile_piece = unsplit_rule.tile_piece_elems = 0;
+    const auto price = [&](const predictor& p, const kernel& x) {
+      return p.predict({{0, phase::forward, x}}, a100).at(0);
+    };
+    const double by_piece = price(*untrained, piece) * double(tiled.rows) / double(piece.rows);
+    INFO(dtype << ": MLP " << price(*trained, unsplit_rule) * 1e3 << " ms, by the launch " << by_piece * 1e3 << " ms");
+    CHECK(price(*untrained, tiled) == by_piece);
+    CHECK(price(*trained, tiled) == (dtype == "fp32" ? price(*trained, unsplit_rule) : by_piece));
   }
 }
 
