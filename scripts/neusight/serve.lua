@@ -375,9 +375,9 @@ end
 -- decode graph's rule, windowed layers caching min(context + 1, window) tokens). Without a window share = 0 and used is
 -- the full-layer block count itself, exactly. Assumed of the server (vLLM's sliding-window KV manager): a windowed
 -- layer's blocks that slide wholly out of the window are freed at once, so it holds ceil(min(tokens, window) / block)
--- blocks — not counted: the one more block it holds while the window straddles a block boundary, and the prompt's
--- blocks beyond the window that a prefill step writes before they are freed (admission asks for the window's blocks
--- only); the pool is one of full-rate blocks (vLLM's hybrid allocator pages each group of layers apart: the same
+-- blocks, a prompt too (vLLM V0's block manager asks a prompt for at most the window's blocks and caches none of its
+-- tokens before the last window) — not counted: the one more block it holds while the window straddles a block
+-- boundary; the static batch (run_static) pages by the same rule; the pool is one of full-rate blocks (vLLM's hybrid allocator pages each group of layers apart: the same
 -- bytes, up to rounding).
 local function kv_paging(o, pre)
   local bs, window, share = o.block_size, pre.kv_window, pre.kv_window_share or 0
@@ -421,13 +421,14 @@ local function run_static(o, F, count)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
   local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
-  -- the batch's cache at its peak: once each sequence holds its I + O - 1 tokens, the last decode step's graph's
-  -- (predict's rule, workload.lua kv_cache_bytes: sliding-window layers hold at most the window), or the prefill's
-  -- when that is larger (the prefill writes every prompt token, windowed layers too, as predict's prefill and vLLM's
-  -- unchunked prefill do: a prompt longer than the window peaks there); a sequence's blocks are that cache's in blocks
-  -- of block_size full-cache tokens (per_token_gb: the prefill's rate)
-  local cache_gb = max(pre.kv_cache_gb, steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or 0)
-  local per_seq_blocks = ceil(cache_gb / B / (per_token_gb * o.block_size) - 1e-9)
+  -- the batch's cache once each sequence holds its I + O - 1 tokens: the last decode step's graph's (predict's rule,
+  -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step;
+  -- a sequence's blocks at that length are kv_paging's, the --rate simulation's rule (a sliding-window layer holds the
+  -- window's blocks, prompt included, as vLLM V0's block manager allocates a prompt at most the window's blocks), in
+  -- blocks of block_size full-cache tokens (per_token_gb: the prefill's rate)
+  local cache_gb = steps > 0 and F("decode", B, I + steps - 1).kv_cache_gb or pre.kv_cache_gb
+  local blocks_for, used = kv_paging(o, pre)
+  local per_seq_blocks = used(blocks_for(I + O - 1))
   local r = common_report(o, pre, count)
   r.kind = "static"
   r.batch = B

@@ -166,12 +166,12 @@ TEST_CASE("physics floor: search says once that its ranked layouts are below the
                   "below what"));
 }
 
-// A static batch's KV cache is its peak: the last decode step's (sliding-window layers hold at most the window, as
-// predict's decode step), or the prefill's when a prompt longer than the window makes that larger (the prefill writes
-// every prompt token, as predict's prefill)
-TEST_CASE("serve: a sliding-window model's static KV cache is its peak - the window's in decode - the prompt's at prefill",
+// A static batch's KV cache: the last decode step's (sliding-window layers hold at most the window, as predict's
+// decode step), and its blocks the --rate simulation's rule (serve.lua kv_paging: a windowed layer holds the window's
+// blocks, a prompt longer than the window included, as vLLM V0's block manager allocates it)
+TEST_CASE("serve: a sliding-window model's static KV cache is the window's - blocks as serve --rate pages them",
           "[cli][serve][window]") {
-  // a prompt inside the window, decode past it: the last decode step's cache, the window's
+  // a prompt inside the window, decode past it
   const json dec = run_json("predict --model mistral_7b --gpu h100 --mode decode --batch 8 --context 6142 --dtype bf16 "
                             "--launch graph");
   const json srv = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 2048 --output-len 4096");
@@ -181,14 +181,14 @@ TEST_CASE("serve: a sliding-window model's static KV cache is its peak - the win
   // the same cache per token (8 KV heads of 128 over 32 layers), 4096 of 6143 tokens held: more sequences
   CHECK(srv["kv_cache_gb_per_token"].get<double>() == Approx(full["kv_cache_gb_per_token"].get<double>()));
   CHECK(srv["max_concurrency"].get<int>() > full["max_concurrency"].get<int>());
-  // a prompt longer than the window: the prefill holds every prompt token, the peak, as predict's prefill
-  const json pre = run_json("predict --model mistral_7b --gpu h100 --mode prefill --batch 8 --seq 16384 --dtype bf16 "
-                            "--launch graph");
+  // a prompt longer than the window: the window's blocks, as --rate admits such requests
   const json lng = run_json("serve --model mistral_7b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
-  CHECK(lng["kv_cache_gb"].get<double>() == Approx(pre["kv_cache_gb"].get<double>()).epsilon(1e-9));
-  const json big = run_json("serve --model mistral_7b --gpu h100 --batch 100 --input-len 16384 --output-len 64");
-  CHECK_FALSE(big["fits"].get<bool>());
-  CHECK(has(big["warnings"], "batch 100 does not fit"));
+  const json lfull = run_json("serve --model llama3_8b --gpu h100 --batch 8 --input-len 16384 --output-len 64");
+  const json rate = run_json("serve --model mistral_7b --gpu h100 --rate 50 --requests 200 --input-len 16384 "
+                             "--output-len 64");
+  CHECK(lng["max_concurrency"].get<int>() > 3 * lfull["max_concurrency"].get<int>());
+  CHECK(rate["max_running"].get<int>() <= lng["max_concurrency"].get<int>());
+  CHECK(rate["max_running"].get<int>() > lfull["max_concurrency"].get<int>());
 }
 
 TEST_CASE("weight_dtype equal to dtype has no effect - said - and is left out of the report", "[cli][quant]") {
