@@ -452,13 +452,14 @@ end
 function M.step_scope(r)
   local p = r.parallel
   if not (p and r.optimizer_ms > 0 and type(p.devices) == "table" and #p.devices > 0) then return "" end
-  local most = 0
-  for _, d in ipairs(p.devices) do most = math.max(most, d.optimizer_ms) end
-  if most == r.optimizer_ms then return "" end
+  -- the layout decides (the devices' shares are the step's time times a ratio, rounded otherwise than the total)
   local shards, pp = r.optimizer_shards or 1, p.pp or 1
   local why = {}
   if pp > 1 then why[#why + 1] = fmt("split over pp %d by its stage's parameters", pp) end
   if shards > 1 then why[#why + 1] = fmt("sharded over dp %d (distributed optimizer)", shards) end
+  if #why == 0 then return "" end
+  local most = 0
+  for _, d in ipairs(p.devices) do most = math.max(most, d.optimizer_ms) end
   return fmt("   (the whole step of one tp shard, all stages; each GPU steps %s%.3f ms: %s; "
     .. "parallel.devices[].optimizer_ms)", pp > 1 and "at most " or "", most, concat(why, ", "))
 end

@@ -729,6 +729,14 @@ TEST_CASE("parallel: the optimizer line says the whole step and each GPU's", "[c
                              "--predictor roofline --batch 16 --dp 2");
   REQUIRE(plain.code == 0);
   CHECK(plain.out.find("each GPU steps") == std::string::npos);
+  // nor where the devices' shares round otherwise than the step's total (review: "each GPU steps 49.014 ms: ;")
+  for (const std::string layout : {"--dp 2", "--tp 2", "--dp 2 --tp 2"}) {
+    const auto other = run_cli("predict --model bert_large --gpu h100 --batch 8 --seq 512 --dtype bf16 --mode train "
+                               "--optimizer adamw " + layout);
+    INFO(layout);
+    REQUIRE(other.code == 0);
+    CHECK(other.out.find("each GPU steps") == std::string::npos);
+  }
 }
 
 // state_gb is the largest model state of any GPU (the stage with the most parameters); the fullest GPU by its whole
