@@ -693,6 +693,16 @@ TEST_CASE("parallel: grad_bytes_per_rank is one stage's under pipeline paralleli
   }
   CHECK(p["grad_bytes_per_rank"].get<double>() == most);
   CHECK(p["grad_bytes_per_rank"].get<double>() < 0.6 * total);  // not the whole model's (two stages of ~half each)
+  // a run without backward has no gradient to reduce
+  for (const std::string mode : {"inference --seq 512", "prefill --seq 512", "decode --context 128"}) {
+    const auto r = run_cli("predict --model llama3_8b --gpu h100 --dtype bf16 --batch 8 --tp 2 --pp 2 "
+                           "--microbatches 2 --format json --mode " + mode);
+    INFO(mode << " " << r.err);
+    REQUIRE(r.code == 0);
+    const json q = json::parse(r.out)["parallel"];
+    CHECK(q["grad_bytes_per_rank"].get<double>() == 0);
+    for (const auto& d : q["devices"]) CHECK(d["grad_bytes"].get<double>() == 0);
+  }
 }
 
 // The top-level optimizer_ms (and its op row) is the graph's whole step of one tp shard; what each GPU steps (its

@@ -478,7 +478,7 @@ function M.timeline(plan, nodes, times, lean)
   for _, dev in ipairs(devices) do
     dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
-    dev.grad_bytes = dev.params * eg
+    dev.grad_bytes = plan.training and dev.params * eg or 0  -- no backward, no gradient: nothing reduced
     grad_most = max(grad_most, dev.grad_bytes)
   end
   return {
