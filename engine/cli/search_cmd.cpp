@@ -119,6 +119,9 @@ int search_main(const search_flags& f) {
   // given: each layout names its schedule, so one where it changes nothing says so (the workload's warning); left
   // out, the default schedule goes only to the layouts with a pipeline or microbatches to order.
   const bool schedule_given = !f.schedule.empty();
+  // the floor warning's rule (scripts/neusight/figures.lua search_floor_warnings); an older --scripts figures.lua
+  // without it: no floor warning, as before it was there, not every layout failing
+  const bool floor_rule = s.has_function("neusight.figures", "search_floor_warnings");
   const session::search_choices names = s.search_choices_of(items_of(f.schedule), f.recompute);
   const std::vector<std::string>& schedules = names.schedules;
   const std::vector<std::string>& modes = names.recompute;  // least recomputation first: "auto" stops at the first that fits
@@ -339,7 +342,8 @@ int search_main(const search_flags& f) {
                 for (auto& kv : fam)
                   if (kv.first.rfind("floor_s.", 0) == 0) c.floor_in.push_back(std::move(kv));
               }
-              c.below_floor = !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu).warnings.empty();
+              c.below_floor = floor_rule && !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu)
+                                                   .warnings.empty();
               if (tl) {
                 // the virtual stages the plan ran (the schedule's default when the variant left them open)
                 const nlohmann::ordered_json& par = tl->json;

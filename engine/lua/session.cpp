@@ -699,6 +699,14 @@ figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gp
   return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty, workload);
 }
 
+bool session::has_function(const char* module, const char* fn) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, module);       // stack: M
+  return function_find(*p_, -1, module, fn);
+}
+
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                               const std::filesystem::path& uncertainty, const std::string& workload) {
   lua_State* L = p_->L();

@@ -383,6 +383,9 @@ class session {
   // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty).
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                        const std::filesystem::path& uncertainty = {}, const std::string& workload = {});
+  // Whether module `module` (require'd) has function `fn`: for a function an older --scripts copy may leave out, so
+  // that a command skips what it gives (search's floor warning) instead of failing; another value there throws.
+  bool has_function(const char* module, const char* fn);
 
   // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
   // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as

@@ -704,3 +704,25 @@ TEST_CASE("scripts path: a --scripts report.lua whose result is not a function i
   CHECK(r.err.find(file + ": neusight.report.result is a number, not a function: a --scripts copy from an older "
                           "neusight?") != std::string::npos);
 }
+
+// An older --scripts figures.lua without the search's floor rule: search ranks as before it was there (no floor
+// warning), not every layout failing; an older parallel/config.lua without the layers' rule would rank layouts
+// Megatron-LM cannot run: an error naming the function (review findings)
+TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.lua without layers_refusal",
+          "[cli][scripts][search]") {
+  temp_dir t;
+  const std::string base = "search --model gpt2_large --gpu h100 --gpus 8 --batch 64 --seq 1024 --dtype bf16 "
+                           "--predictor roofline";
+  const std::string figs = ns_test::override_dir(
+      t, "f", "figures", "", {{"function M.search_floor_warnings(", "function M.search_floor_warnings_old("}});
+  const auto r = run_cli(base + " --format json" + figs);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(!json::parse(r.out)["layouts"].empty());
+  const std::string cfg = ns_test::override_dir(t, "c", "parallel/config", "",
+                                                {{"function M.layers_refusal(", "function M.layers_refusal_old("}});
+  const auto c = run_cli(base + " --schedule interleaved" + cfg);
+  INFO(c.err);
+  CHECK(c.code == 1);
+  CHECK(c.err.find("module neusight.parallel.config has no function layers_refusal") != std::string::npos);
+}
