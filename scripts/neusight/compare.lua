@@ -105,7 +105,7 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
     end
     row[#row + 1] = { key = x.key, column = x.column, value = x.value, cell = x.cell }
   end
-  row[#row + 1] = { key = "warnings", column = "", value = concat(warnings, "; "), cell = "" }
+  row[#row + 1] = { key = "warnings", column = "", value = concat(warnings, "; "), cell = "", list = warnings }
   doc.rows[#doc.rows + 1] = row
   return row
 end
@@ -247,6 +247,28 @@ function M.table(doc)
     end
     if failed(row) then line[#line + 1] = "error: " .. row[#row].cell end
     out[#out + 1] = (concat(line, "  "):gsub(" +$", "")) .. "\n"
+  end
+  -- each row's warnings, said once each with the rows they are of (by the inputs that vary), as a single forecast says
+  -- its own: a calibration that makes a row faster than the GPU can be, a run that does not fit, …
+  local said, order = {}, {}
+  for _, row in ipairs(rows) do
+    local list = not failed(row) and row[#row].key == "warnings" and row[#row].list or {}
+    local label = {}
+    for _, i in ipairs(shown) do
+      if i <= n_in then label[#label + 1] = row[i].key .. " " .. row[i].cell end
+    end
+    for _, w in ipairs(list) do
+      if not said[w] then said[w], order[#order + 1] = {}, w end
+      local of = said[w]
+      of[#of + 1] = concat(label, " ")
+    end
+  end
+  if #order > 0 then
+    out[#out + 1] = "\n"
+    for _, w in ipairs(order) do
+      local of = said[w]
+      out[#out + 1] = fmt("warning   %s: %s\n", #of == #rows - errors and "every row" or concat(of, "; "), w)
+    end
   end
   out[#out + 1] = "\nlatency: one iteration (train), forward pass (inference, prefill) or step (decode), the slowest device "
     .. "of a parallel run; MFU = model FLOPs (the graph's forward + backward) / GPUs / latency / the dtype's dense peak; "

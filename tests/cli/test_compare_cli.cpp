@@ -648,3 +648,24 @@ TEST_CASE("compare: two GPU files that share a name are two rows labelled as giv
     CHECK(r.out.empty());
   }
 }
+
+// The table says each row's warnings once each, with the rows they are of, as a single forecast says its own (a row
+// that does not fit, a calibration faster than the GPU can be: only the JSON and CSV rows had them; tester 3)
+TEST_CASE("compare: the table says the rows' warnings with the rows they are of", "[cli][compare]") {
+  const auto r = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 8,64 --seq 1024 --dtype bf16 "
+                         "--predictor roofline");
+  INFO(r.out);
+  REQUIRE(r.code == 0);
+  const size_t at = r.out.find("\nwarning   batch 64: memory ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = r.out.substr(at + 1, r.out.find('\n', at + 1) - at - 1);
+  CHECK(line.find("exceeds the GPU's 80 GB") != std::string::npos);
+  CHECK(r.out.find("warning   batch 8: memory") == std::string::npos);  // batch 8 fits
+  // a warning of every row is said once, of every row
+  const auto both = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 8,16 --seq 1024 --dtype bf16 "
+                            "--predictor roofline --optimizer none --overhead on");
+  REQUIRE(both.code == 0);
+  const size_t first = both.out.find("warning   every row: --overhead on has no effect");
+  CHECK(first != std::string::npos);
+  CHECK(both.out.find("--overhead on has no effect", both.out.find('\n', first)) == std::string::npos);
+}
