@@ -248,27 +248,44 @@ function M.table(doc)
     if failed(row) then line[#line + 1] = "error: " .. row[#row].cell end
     out[#out + 1] = (concat(line, "  "):gsub(" +$", "")) .. "\n"
   end
-  -- each row's warnings, said once each with the rows they are of (by the inputs that vary), as a single forecast says
-  -- its own: a calibration that makes a row faster than the GPU can be, a run that does not fit, …
+  -- each row's warnings, said once each with the rows they are of (every row; the rows of one value of a varying
+  -- input, "gpu H100-SXM5-80GB"; else each row by its varying inputs), as a single forecast says its own: a
+  -- calibration that makes a row faster than the GPU can be, a run that does not fit, …
   local said, order = {}, {}
-  for _, row in ipairs(rows) do
+  for r, row in ipairs(rows) do
     local list = not failed(row) and row[#row].key == "warnings" and row[#row].list or {}
-    local label = {}
-    for _, i in ipairs(shown) do
-      if i <= n_in then label[#label + 1] = row[i].key .. " " .. row[i].cell end
-    end
     for _, w in ipairs(list) do
       if not said[w] then said[w], order[#order + 1] = {}, w end
       local of = said[w]
-      of[#of + 1] = concat(label, " ")
+      of[#of + 1] = r
     end
+  end
+  local function label_of(r)
+    local label = {}
+    for _, i in ipairs(shown) do
+      if i <= n_in then label[#label + 1] = rows[r][i].key .. " " .. rows[r][i].cell end
+    end
+    return concat(label, " ")
+  end
+  local function rows_of(of)
+    if #of == #rows - errors then return "every row" end
+    for _, i in ipairs(shown) do
+      if i > n_in then break end
+      local v, alike = rows[of[1]][i].cell, 0
+      for _, row in ipairs(rows) do
+        if not failed(row) and row[i].cell == v then alike = alike + 1 end
+      end
+      local all = alike == #of
+      for _, r in ipairs(of) do all = all and rows[r][i].cell == v end
+      if all then return rows[of[1]][i].key .. " " .. v end
+    end
+    local labels = {}
+    for _, r in ipairs(of) do labels[#labels + 1] = label_of(r) end
+    return concat(labels, "; ")
   end
   if #order > 0 then
     out[#out + 1] = "\n"
-    for _, w in ipairs(order) do
-      local of = said[w]
-      out[#out + 1] = fmt("warning   %s: %s\n", #of == #rows - errors and "every row" or concat(of, "; "), w)
-    end
+    for _, w in ipairs(order) do out[#out + 1] = fmt("warning   %s: %s\n", rows_of(said[w]), w) end
   end
   out[#out + 1] = "\nlatency: one iteration (train), forward pass (inference, prefill) or step (decode), the slowest device "
     .. "of a parallel run; MFU = model FLOPs (the graph's forward + backward) / GPUs / latency / the dtype's dense peak; "

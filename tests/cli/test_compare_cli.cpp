@@ -668,4 +668,9 @@ TEST_CASE("compare: the table says the rows' warnings with the rows they are of"
   const size_t first = both.out.find("warning   every row: --overhead on has no effect");
   CHECK(first != std::string::npos);
   CHECK(both.out.find("--overhead on has no effect", both.out.find('\n', first)) == std::string::npos);
+  // the rows of one value of a varying input are named by it
+  const auto gpus = run_cli("predict --model gpt2_med --mode inference --batch 8,16 --seq 512 --gpu h100,a100_pcie_40gb "
+                            "--optimizer none");
+  REQUIRE(gpus.code == 0);
+  CHECK(gpus.out.find("\nwarning   gpu H100-SXM5-80GB: H100-SXM5-80GB is out of distribution") != std::string::npos);
 }
