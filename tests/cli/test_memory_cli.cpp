@@ -124,3 +124,29 @@ TEST_CASE("memory: prefill and decode hold every microbatch's KV cache and a sta
           Approx(predict(llama + mode + " --pp 2")["memory"]["kv_cache_gb"].get<double>()));
   }
 }
+
+// Under pipeline parallelism each stage holds its own layers' KV cache: with sliding-window attention on some layers
+// only (Qwen2's max_window_layers), a stage of full-attention layers holds more than a stage of windowed ones (tester
+// 3: both got the model-wide average). Hand count, batch 2, context 8192 (+1 new token), 4 KV heads of 128, bf16:
+// 14 full layers 2·14·2·4·128·2·8193 B = 0.4698 GB; 14 windowed layers the same at 4096 tokens = 0.2349 GB.
+TEST_CASE("memory: each pipeline stage holds its own layers' KV cache - windowed layers the window's",
+          "[cli][memory][window]") {
+  ns_test::temp_dir t;
+  const auto cfg = t.write("qwen_sw/config.json",
+                           R"({"architectures":["Qwen2ForCausalLM"],"model_type":"qwen2","hidden_size":3584,)"
+                           R"("intermediate_size":18944,"num_attention_heads":28,"num_hidden_layers":28,)"
+                           R"("num_key_value_heads":4,"vocab_size":152064,"max_position_embeddings":131072,)"
+                           R"("max_window_layers":14,"use_sliding_window":true,"sliding_window":4096,)"
+                           R"("tie_word_embeddings":false,"torch_dtype":"bfloat16","rms_norm_eps":1e-6,)"
+                           R"("rope_theta":1000000.0})");
+  const auto r = ns_test::run_cli("predict --model " + ns_test::quoted(cfg.string()) + " --gpu h100 --mode decode "
+                                  "--batch 2 --context 8192 --dtype bf16 --pp 2 --microbatches 2 --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto j = nlohmann::json::parse(r.out);
+  const auto& dev = j["parallel"]["devices"];
+  REQUIRE(dev.size() == 2);
+  CHECK(dev[0]["kv_cache_gb"].get<double>() == Approx(2.0 * 14 * 2 * 4 * 128 * 2 * 8193 / 1e9).epsilon(1e-9));
+  CHECK(dev[1]["kv_cache_gb"].get<double>() == Approx(2.0 * 14 * 2 * 4 * 128 * 2 * 4096 / 1e9).epsilon(1e-9));
+  CHECK(j["memory"]["stage"].get<int>() == 0);  // the stage of full-attention layers is the fullest
+}

@@ -104,8 +104,8 @@ function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
-  -- parameter share), and its layers' share of a serving KV cache (mem.kv_cache: every microbatch's sequences',
-  -- neusight.workload kv_cache_bytes).
+  -- parameter share), and its own layers' serving KV cache (dev.kv_cache_bytes: every microbatch's sequences', as
+  -- neusight.workload kv_cache_bytes sums the whole graph's).
   local shard = M.optimizer_shards(plan)
   local layers_total = 0
   for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
@@ -117,7 +117,9 @@ function M.report(plan, devices, mem, params_total, lean)
     parts[d] = {
       state = state.total, activations = dev.activation_bytes,
       temporary = dev.temporary_bytes, workspace = mem.cublas + autocast,
-      kv_cache = (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
+      -- its own layers' cache (the timeline's sum over its nodes; an older --scripts timeline without it: its layers'
+      -- share of the whole cache)
+      kv_cache = dev.kv_cache_bytes or (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
       -- the parts' breakdown, as a one-GPU run's memory object has it (neusight.memory breakdown)
       state_parts = state, cublas = mem.cublas, autocast_cache = autocast, temporary_node = dev.temporary_node,
     }

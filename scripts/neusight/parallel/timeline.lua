@@ -241,14 +241,15 @@ function M.timeline(plan, nodes, times, lean)
     local segs = st.segments
     local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
     local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
-    local fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf
+    local fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf, kv
     if twin then
       fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
+      kv = twin.kv_cache_bytes
       ep_fw, ep_bw, fwf, bwf = twin.fw_ep, twin.bw_ep, twin.fw_floor, twin.bw_floor
       st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
       st.temporary_node = twin.temporary_node
     else
-      fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf = 0, 0, 0, 0, 0, 0, 0, 0, 0
+      fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
       for _, it in ipairs(st.items) do
         local t, n = times[it.node], nodes[it.node]
         fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
@@ -259,6 +260,10 @@ function M.timeline(plan, nodes, times, lean)
           ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
         end
         params = params + n.params * it.share
+        -- a serving graph's KV cache of this stage's own layers (one microbatch's; neusight.workload kv_cache_bytes:
+        -- a sliding-window layer's holds at most the window, so stages of windowed and full layers differ)
+        local kvb = type(a) == "table" and a.kv_cache_bytes
+        if type(kvb) == "number" then kv = kv + kvb * it.share end
       end
       PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
       -- recomputed forwards (kernels and tp collectives) run again before their backward
@@ -284,6 +289,7 @@ function M.timeline(plan, nodes, times, lean)
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
     st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    st.kv_cache_bytes = kv
     st.fw_floor, st.bw_floor = fwf, plan.training and bwf or 0
     st.fw = fw + fwc + st.send_fw
     st.bw = plan.training and (bw + bwc + st.send_bw) or 0
@@ -354,7 +360,7 @@ function M.timeline(plan, nodes, times, lean)
   for d = 1, P do
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
-      layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0,
+      layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0, kv_cache_bytes = 0,
     }
     local s = sums[d]
     local peak = s[7]
@@ -365,6 +371,8 @@ function M.timeline(plan, nodes, times, lean)
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
+      -- every microbatch's sequences keep their cache (neusight.workload kv_cache_bytes scales the same way)
+      dev.kv_cache_bytes = dev.kv_cache_bytes + st.kv_cache_bytes * plan.microbatches
       dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
     end
     local compute_end = finish[d]
