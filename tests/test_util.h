@@ -66,6 +66,13 @@ inline std::string replace_all(std::string s, const std::string& from, const std
   return s;
 }
 
+// A copy of the bundled gpus/`stem`.toml at t/`dir`/`stem`.toml (a calibration of it goes beside the copy, not beside
+// gpus/).
+inline std::filesystem::path gpu_copy(const temp_dir& t, const std::string& stem, const std::string& dir = "") {
+  const std::string name = stem + ".toml";
+  return t.write(dir.empty() ? name : dir + "/" + name, slurp(source_dir / "gpus" / name));
+}
+
 // " --scripts DIR": DIR = t/`name`, whose neusight/`file`.lua ("serve", "parallel/config") is the shipped file with
 // `edits` made and `patch` run before its `return M`.
 inline std::string override_dir(const temp_dir& t, const std::string& name, const std::string& file,

@@ -557,7 +557,7 @@ TEST_CASE("compare: the GPU label rule is compare.lua gpu_labels for predict and
 // Two copies of one file (a folder's own gpus/ beside the bundled one) are one GPU: the same rows twice
 TEST_CASE("compare: two alike copies of a GPU file are one GPU", "[cli][compare][gpu]") {
   ns_test::temp_dir t;
-  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const auto copy = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
   const auto r = run_cli("predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline --gpu h100," +
                          ns_test::quoted(copy.string()));
   CHECK(r.code == 1);
@@ -589,7 +589,7 @@ TEST_CASE("compare: a GPU file copy that differs only in comments and key order 
 // A copy with its own calibration beside it forecasts otherwise: a GPU of its own, not "files alike"
 TEST_CASE("compare: a GPU file copy calibrated on its own is a GPU of its own", "[cli][compare][gpu]") {
   ns_test::temp_dir t;
-  const auto copy = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const auto copy = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
   const std::string workload = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline";
   const double forecast = run_json(workload + " --gpu " + ns_test::quoted(copy.string()))["latency_ms"].get<double>();
   const auto m = t.write("measured.toml", "latency_ms = " + std::to_string(forecast * 1.3) + "\n");

@@ -17,12 +17,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A copy of gpus/`stem`.toml in `t` (its calibration goes beside the copy).
-std::string gpu_copy(const temp_dir& t, const std::string& stem) {
-  fs::copy_file(ns_test::source_dir / "gpus" / (stem + ".toml"), t.path / (stem + ".toml"));
-  return (t.path / (stem + ".toml")).string();
-}
-
 bool has(const json& warnings, const std::string& text) { return warnings.dump().find(text) != std::string::npos; }
 
 }  // namespace
@@ -30,7 +24,7 @@ bool has(const json& warnings, const std::string& text) { return warnings.dump()
 TEST_CASE("physics floor: a serve calibration faster than the weights' bytes allow warns at fit time and after",
           "[cli][serve][calibrate][floor]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "l40s");
+  const std::string gpu = ns_test::gpu_copy(t, "l40s");
   const std::string run =
       "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 2048 --output-len 128";
   const json plain = run_json(run);
@@ -62,7 +56,7 @@ TEST_CASE("physics floor: a serve calibration faster than the weights' bytes all
 
 TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns and is written", "[cli][calibrate][floor]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   // one 8192^3 bf16 matmul in 0.2 ms: 5.5 PFLOP/s, the H100's dense bf16 peak is 989 TFLOP/s (floor ~1.1 ms)
   const fs::path tr = t.write("mm.json", R"({"schemaVersion": 1, "deviceProperties": [{"id": 0,
  "name": "NVIDIA H100 80GB HBM3", "totalGlobalMem": 85000000000, "computeMajor": 9, "computeMinor": 0, "numSms": 132}],
@@ -86,7 +80,7 @@ TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns 
 TEST_CASE("physics floor: a predict calibration below the roofline warns at fit time and in the modes it corrects",
           "[cli][calibrate][floor]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode prefill --batch 4 --seq 1024 --dtype bf16";
   const json plain = run_json(args);
   CHECK_FALSE(has(plain["warnings"], "below what"));
@@ -120,7 +114,7 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
     CHECK_FALSE(has(j["warnings"], "below what"));  // every kernel at its floor: the forecast is not below it
   }
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   const std::string args = "predict --model llama3_8b --gpu '" + gpu + "' --mode train --batch 16 --seq 2048 --dtype bf16 "
                            "--dp 2 --tp 2 --pp 2 --microbatches 4";
   const json plain = run_json(args);
@@ -149,7 +143,7 @@ TEST_CASE("physics floor: search says once that its ranked layouts are below the
   const json plain = run_json("search --model llama3_8b --gpu h100 --predictor roofline --no-calibration" + tail);
   CHECK_FALSE(has(plain["warnings"], "below what"));
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "h100_sxm5_80gb");
+  const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   t.write("h100_sxm5_80gb.calibration.toml", "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n"
           "gemm_tc16 = 0.3\nelementwise = 0.3\nlayernorm = 0.3\nsoftmax = 0.3\nattention_prefill = 0.3\n");
   const json fast = run_json("search --model llama3_8b --gpu '" + gpu + "'" + tail);
@@ -236,7 +230,7 @@ TEST_CASE("physics floor: an uncalibrated roofline-reference forecast is not sai
 // the graph's microbatches' worth of its layers, a floor 8x the graph's would-be one
 TEST_CASE("physics floor: a parallel calibration is held to its busiest GPU's kernels", "[cli][floor]") {
   temp_dir t;
-  const auto gpu = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const auto gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
   const std::string run = "predict --model gpt2_large --gpu " + ns_test::quoted(gpu.string()) +
                           " --mode train --batch 32 --seq 1024 --dtype bf16 --pp 2 --microbatches 16 "
                           "--predictor roofline";
@@ -260,7 +254,7 @@ TEST_CASE("physics floor: a parallel calibration is held to its busiest GPU's ke
 // exact (tester 3: llama3_8b pp 2 said 2029 ms, the next forecast gave 1865 ms)
 TEST_CASE("calibrate: a parallel run's calibrated forecast is said as an estimate", "[cli][calibrate]") {
   temp_dir t;
-  const auto gpu = t.write("gpus/h100_sxm5_80gb.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const auto gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
   const auto m = t.write("m.toml", "latency_ms = 2000\n");
   const std::string run = "predict --model llama3_8b --gpu " + ns_test::quoted(gpu.string()) +
                           " --mode train --batch 32 --seq 2048 --dtype bf16 --calibrate " + ns_test::quoted(m.string());
