@@ -118,18 +118,11 @@ end
 -- The warning of a measurement below its workload's roofline floor (neusight.figures floor_warning: the one rule for
 -- a time faster than physics allows), or nil: a calibration fitted to it would make later forecasts faster than the
 -- GPU can be. `floors`: floor_s.<family> of the forecast (its kernels' roofline floors); `what`: the measurement named;
--- `r` the fit's inputs: a parallel run (r.parallel) is held to its busiest device's kernels (r.device_floor_s, the
--- timeline's, as neusight.figures forecast_floor holds its forecast), not to the graph's one microbatch through every
--- stage with the whole optimizer step (no floor without it: an older --scripts parallel report).
+-- `r` the fit's inputs (a parallel run is held to its busiest device's kernels: neusight.figures kernel_floor, as its
+-- forecast is).
 local function floor_warning(what, measured_s, floors, gpu, r)
   local F = require("neusight.figures")
-  local floor, floor_of
-  if r and r.parallel then
-    floor = type(r.device_floor_s) == "number" and r.device_floor_s > 0 and r.device_floor_s or nil
-    floor_of = "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
-  else
-    floor = F.roofline_floor(floors)
-  end
+  local floor, floor_of = F.kernel_floor(r or {}, floors)
   return F.floor_warning { subject = what .. ": the measured", seconds = measured_s, floor_s = floor,
                            floor_of = floor_of, gpu = gpu, measured = true }
 end

@@ -117,6 +117,19 @@ local function layout_of(r)
   return gpus, model_flops, peak, mfu
 end
 
+--- The kernels' roofline floor of a run and what it sums (M.floor_warning's floor_s and floor_of): a parallel run's
+--- (r.parallel) its busiest device's kernels over its microbatches (r.device_floor_s, neusight.parallel.timeline's
+--- `floor`; nil without it: an older --scripts parallel report), not the graph's one microbatch through every stage
+--- with the whole optimizer step; else the sum of `floors` (floor_s.<family>, M.roofline_floor), floor_of nil (the
+--- default words). Forecasts (M.forecast_floor) and calibration.lua's measurements are held to it.
+function M.kernel_floor(r, floors)
+  if r.parallel then
+    return positive(r.device_floor_s) and r.device_floor_s or nil,
+      "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
+  end
+  return M.roofline_floor(floors), nil
+end
+
 --- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): with a
 --- calibration applied, its kernels' floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
 --- kernels over its microbatches as the timeline runs them, recomputed forwards and its share of the optimizer step
@@ -127,16 +140,10 @@ end
 function M.forecast_floor(r)
   local gpus, model_flops, peak = layout_of(r)
   local kernels, what
-  if not r.calibration_source then
-    -- uncalibrated, the kernels' floor holds the predictor, not the GPU: the bundled neusight, roofline and
-    -- roofline_derated price each kernel at or above it, while the published baseline roofline-reference (GiB against
-    -- GB/s, its own bytes) and a Lua predictor may price under it by their own rules; the model FLOPs floor holds all
-  elseif r.parallel then
-    kernels = positive(r.device_floor_s) and r.device_floor_s or nil
-    what = "the sum over its busiest GPU's kernels, each microbatch's, of max(FLOPs / peak, bytes / bandwidth)"
-  else
-    kernels = M.roofline_floor(r.floor_s)
-  end
+  -- uncalibrated, the kernels' floor holds the predictor, not the GPU: the bundled neusight, roofline and
+  -- roofline_derated price each kernel at or above it, while the published baseline roofline-reference (GiB against
+  -- GB/s, its own bytes) and a Lua predictor may price under it by their own rules; the model FLOPs floor holds all
+  if r.calibration_source then kernels, what = M.kernel_floor(r, r.floor_s) end
   local flops = peak and model_flops / gpus / (peak * 1e12)
   if flops and not (kernels and kernels >= flops) then
     return flops, fmt("the model FLOPs at the %s dense peak, MFU 100 %%", tostring(r.dtype))
