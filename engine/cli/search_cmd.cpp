@@ -318,7 +318,8 @@ int search_main(const search_flags& f) {
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
-              if (const calibration* cal = s.calibration_of(gpu)) calibration_file = cal->source;
+              const calibration* cal = s.calibration_of(gpu);
+              if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
               const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, gpu, true);
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
@@ -333,14 +334,11 @@ int search_main(const search_flags& f) {
                             {"flops_backward", fc.phase_flops(phase::backward) + fc.phase_flops(phase::accumulate)}};
               if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
               if (const auto peak = dense_peak_tflops(gpu, w.dtype)) c.floor_in.emplace_back("peak_tflops", *peak);
-              if (const calibration* cal = s.calibration_of(gpu)) c.floor_in.emplace_back("calibration_source", cal->source);
+              if (cal) c.floor_in.emplace_back("calibration_source", cal->source);
               if (tl) {
                 c.floor_in.insert(c.floor_in.end(), tl->figures.begin(), tl->figures.end());
               } else {
-                figure_inputs fam;
-                family_inputs_add(fam, fc.seconds_by_family(gpu), *pred, gpu.vendor);
-                for (auto& kv : fam)
-                  if (kv.first.rfind("floor_s.", 0) == 0) c.floor_in.push_back(std::move(kv));
+                family_floor_inputs_add(c.floor_in, fc.seconds_by_family(gpu));
               }
               c.below_floor = floor_rule && !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu)
                                                    .warnings.empty();

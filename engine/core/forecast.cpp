@@ -57,14 +57,19 @@ std::vector<family_time> forecast::seconds_by_family(const gpu_spec& gpu) const 
   return out;
 }
 
+void family_floor_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
+  for (const auto& f : families)
+    if (f.floor_seconds > 0) in.emplace_back("floor_s." + f.family, f.floor_seconds);
+}
+
 void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families, const predictor& pred,
                        const std::string& vendor) {
   for (const auto& f : families) {
     in.emplace_back("family_s." + f.family, f.seconds);
     in.emplace_back("family_n." + f.family, f.kernels);
-    if (f.floor_seconds > 0) in.emplace_back("floor_s." + f.family, f.floor_seconds);
     if (f.family != "other" && !pred.models_family(vendor, f.family)) in.emplace_back("roofline." + f.family, true);
   }
+  family_floor_inputs_add(in, families);
 }
 
 

@@ -49,6 +49,8 @@ struct forecast {
 // calibration.lua hold a forecast and a measurement to.
 void family_inputs_add(figure_inputs& in, const std::vector<family_time>& families, const predictor& pred,
                        const std::string& vendor);
+// The floor_s.<family> inputs alone (search's floor check, which reads nothing else of them).
+void family_floor_inputs_add(figure_inputs& in, const std::vector<family_time>& families);
 
 forecast forecast_make(graph g, std::vector<kernel_instance> kernels, std::vector<double> seconds_each);
 
