@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <map>
 
@@ -196,6 +197,18 @@ std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& 
                               const std::optional<std::map<std::string, double>>& decode_factors, const std::string& by, const std::string& output,
                               const std::vector<std::pair<std::string, std::variant<std::string, double>>>& facts) {
   emit_check(output);  // a run that cannot write its report writes no calibration either
+  // the file goes beside the GPU's: a bundled GPU of an installation shared by its users is not one of them's to
+  // calibrate (its folder is read-only), a copy of it is
+  const auto beside = [&](const std::function<void()>& write) {
+    try {
+      write();
+    } catch (const error& e) {
+      throw error(std::string(e.what()) + " (a calibration is written beside its GPU's file: copy " + gpu.file +
+                  " into a folder of yours and calibrate the copy, --gpu ./" +
+                  std::filesystem::path(gpu.file).filename().string() + ")");
+    }
+  };
+  beside([&] { emit_check(path.string()); });
   const std::string text = calibration_text(
       gpu, factors, decode_factors,
       {path.filename().string() + " — written by " + by + "; refit to change.",
@@ -205,7 +218,7 @@ std::string calibration_write(const gpu_spec& gpu, const std::filesystem::path& 
       facts);
   // the reader's rules (factor ranges, families, model and its size): never a file every later forecast would refuse
   calibration_parse(text, path.lexically_normal().generic_string() + " (as it would be written)", gpu);
-  emit(text, path.string());
+  beside([&] { emit(text, path.string()); });
   return path.lexically_normal().generic_string();
 }
 

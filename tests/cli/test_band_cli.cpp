@@ -5,6 +5,7 @@
 #include <cmath>
 #include <fmt/format.h>
 #include <sstream>
+#include <unistd.h>
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
@@ -465,6 +466,32 @@ TEST_CASE("calibrate: a fit the calibration reader would refuse is an error and 
     CHECK(r.err.find(says) != std::string::npos);
     CHECK_FALSE(fs::exists(t.path / "v100.calibration.toml"));
   }
+}
+
+// A bundled GPU of an installation its users share lies in a folder they cannot write: the error says what to do
+// (calibrate a copy of the GPU file), and the report is not written either. Run as root, the command drops to
+// nobody (root writes any folder).
+TEST_CASE("calibrate: a GPU file in a read-only folder says to calibrate a copy and writes nothing",
+          "[cli][calibrate]") {
+  temp_dir t;
+  const fs::path gpu = t.write("ro/v100.toml", ns_test::slurp(ns_test::source_dir / "gpus" / "v100_pcie_32gb.toml"));
+  const fs::path m = t.write("m.toml", "latency_ms = 500\n");
+  const fs::path out = t.path / "out.json";
+  fs::permissions(t.path, fs::perms::all);  // nobody reads the files and writes out.json beside them
+  fs::permissions(t.path / "ro", fs::perms::owner_read | fs::perms::owner_exec | fs::perms::group_read |
+                                     fs::perms::group_exec | fs::perms::others_read | fs::perms::others_exec);
+  const std::string as = ::geteuid() == 0 ? "setpriv --reuid=65534 --regid=65534 --clear-groups " : "";
+  const auto r = ns_test::run_sh(as + "'" NEUSIGHT_EXE "' predict --model gpt2_large --gpu '" + gpu.string() +
+                                 "' --mode inference --batch 4 --seq 1024 --calibrate '" + m.string() + "' -o '" +
+                                 out.string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("v100.calibration.toml: cannot write") != std::string::npos);
+  CHECK(r.err.find("(a calibration is written beside its GPU's file: copy " + gpu.string() +
+                   " into a folder of yours and calibrate the copy, --gpu ./v100.toml)") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "ro" / "v100.calibration.toml"));
+  CHECK_FALSE(fs::exists(out));
+  fs::permissions(t.path / "ro", fs::perms::owner_all, fs::perm_options::add);  // so that the folder is removed
 }
 
 TEST_CASE("calibrate: a calibration file in a GPU folder is not a GPU", "[core][calibrate]") {
