@@ -17,6 +17,7 @@
 #include "cli/search_cmd.h"
 #include "cli/serve_cmd.h"
 #include "cli/report.h"
+#include "core/cluster_spec.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -340,7 +341,8 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
 int run_compare(const common_flags& c, const forecast_flags& f, const std::string& script) {
   if (!c.calibrate.empty())
     throw error("--calibrate fits one measured workload: give single values, not lists (" + c.calibrate + ")");
-  session s(session_options_make(c));
+  const session_options o = session_options_make(c);
+  session s(o);
   // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
   // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
@@ -371,10 +373,13 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
     combos = std::move(next);
   }
   for (const auto& one : combos) s.workload_check(overrides_make(one));  // typos stop here, before any forecast
+  // and so do the values no row changes that the rows would resolve each (as search resolves them): --predictor and
+  // --cluster (a misspelled one was every row's error, exit 0)
+  std::unique_ptr<predictor> pred = predictor_for(s, f);
+  if (!f.cluster.empty()) cluster_resolve(o.data_root / "gpus" / "clusters", f.cluster);
   std::vector<session::compare_input> inputs;
   for (const auto& lf : list_flags()) inputs.push_back({lf.key, lf.column, lf.integer});
   s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
-  std::unique_ptr<predictor> pred;
   for (const auto& one : combos) {
     try {
       forecast_done d;

@@ -198,6 +198,21 @@ TEST_CASE("compare: invalid combinations are error rows, typos stop the run", "[
   CHECK(r.code == 1);
   CHECK(r.err.find("parallel.kernels: \"megatron\" or \"eager\" expected, got \"megatorn\" (did you mean 'megatron'?)") !=
         std::string::npos);
+  // and so are the values no row changes that each row resolved: a schedule, a predictor, a cluster (a list given to
+  // one of them, or a misspelling, was every row's error, exit 0)
+  for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
+           {"--schedule gpipe,1f1b", "parallel.schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got "
+                                     "\"gpipe,1f1b\" (did you mean 'gpipe'?)"},
+           {"--schedule gpipee", "got \"gpipee\" (did you mean 'gpipe'?)"},
+           {"--predictor neusight,roofline", "unknown predictor 'neusight,roofline' (did you mean 'neusight'?)"},
+           {"--cluster dgx_h100,x", "unknown cluster 'dgx_h100,x' (did you mean 'dgx_h100'?)"}}) {
+    INFO(flag);
+    const bool predictor = flag.rfind("--predictor", 0) == 0;
+    r = run_cli((predictor ? ns_test::replace_all(base, "--predictor roofline ", "") : base) + "--batch 4 --pp 1,2 --microbatches 2 " + flag);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(says) != std::string::npos);
+  }
   CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference,infer --batch 1 --seq 128").code == 2);
   CHECK(run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1,0 --seq 128").code == 2);
   CHECK(run_cli("predict --model gpt2_large --gpu h100, --mode inference --batch 1 --seq 128").code == 2);

@@ -82,9 +82,14 @@ M.is_count = is_count
 -- search's --recompute). recompute goes from the least recomputation to the most: search tries the modes in this
 -- order and, for each layout, stops at the first that fits (--recompute auto).
 M.CHOICES = { recompute = { "none", "selective", "full" }, kernels = { "megatron", "eager" } }
---- Raises normalize's error for a value of choice field `name` that is none of its names; nil for other fields.
+--- Raises normalize's error for a value of choice field `name` that is none of its names (the schedule: none of the
+--- registry's); nil for other fields.
 function M.check_choice(name, v)
-  if M.CHOICES[name] then choice_field({ [name] = v }, name, M.CHOICES[name]) end
+  if M.CHOICES[name] then
+    choice_field({ [name] = v }, name, M.CHOICES[name])
+  elseif name == "schedule" and v ~= nil then
+    M.check_schedule(v)
+  end
 end
 --- `v` when it is one of `choices`, else normalize's error for a choice field, under `label` (neusight.search: a flag).
 M.one_of = one_of
