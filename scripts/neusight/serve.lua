@@ -536,12 +536,14 @@ end
 --   tokens N(t): the non-attention time of t tokens through the model (GEMMs, norms, element-wise: prefill forecast
 --     minus its attention kernels) at powers of two up to S, the longest sequence (prompt + output − 1), as
 --     prefill(1, t), and beyond S as prefill(t / S, S); linear in t.
---   prompt attention A(s): the attention kernels of prefill(1, s) at powers of two (and S); interpolated in s²
+--   prompt attention A(s): the attention kernels of prefill(1, s) at powers of two (and S, and a fixed prompt length:
+--     the token points too); interpolated in s²
 --     (causal attention's work).
 -- A decode-only step costs D(b, c̄). A step with prompt chunks (a chunk of c tokens of a prompt whose first a are
 -- cached; a whole prompt is a = 0) costs N(T) + Σ [A(a + c) − A(a)] + the attention part of D(b, c̄) when b
 -- requests decode alongside, T = b + Σ c — one pass of all the step's tokens through the weights.
--- One request alone: its prefill step costs N(I) + A(I) = prefill(1, I) exactly at grid points.
+-- One request alone: its prefill step costs N(I) + A(I) = prefill(1, I) exactly at grid points (a fixed prompt
+-- length I is one).
 
 local function grid_points(limit)
   local pts, p = {}, 1
@@ -566,6 +568,13 @@ end
 
 local function cost_model(o, F, S, C, B)
   local bpts, cpts, spts = grid_points(B), grid_points(C), grid_points(S)
+  -- a fixed prompt length is a point of its own: every prompt's N(I) and A(I) exact, not interpolated
+  if o.input.kind == "fixed" then
+    for i = 1, #spts do
+      if spts[i] == o.input.lo then break end
+      if spts[i] > o.input.lo then table.insert(spts, i, o.input.lo); break end
+    end
+  end
   -- The grid points' forecasts by number (F's cache is keyed by a string built per call; the simulation asks for the
   -- same few points at every step): the first ask of a point is F's, in the same order, so the forecasts are the same.
   local grid = { decode = {}, prefill = {} }
