@@ -380,9 +380,18 @@ class session {
   // goes along as r.workload_figures (r.workload_source its name).
   figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {},
                           const std::string& workload = {});
-  // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty).
+  // A C++ function a rule may call back (figures_call's `callback`): r.<name>(t) with a table t of numbers by name
+  // ({ gemm_tc16 = 0.36, … }) returns fn(t), a number; fn's scripts are held to the limits as one call of their own
+  // (as a pipeline primitive's). Callable only while the rule runs.
+  struct figures_callback {
+    const char* name = nullptr;
+    std::function<double(const std::map<std::string, double>&)> fn;
+  };
+  // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty),
+  // r.<callback.name> the callback when one is given (predict --calibrate of a parallel run: r.forecast_with).
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {});
+                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {},
+                       const figures_callback* callback = nullptr);
   // Whether module `module` (require'd) has function `fn`: for a function an older --scripts copy may leave out, so
   // that a command skips what it gives (search's floor warning) instead of failing; another value there throws.
   bool has_function(const char* module, const char* fn);
