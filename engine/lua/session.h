@@ -369,7 +369,7 @@ class session {
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.
   const calibration* calibration_of(const gpu_spec& gpu);
-  // Forecasts on GPUs named `gpu_name` use `c` instead of any file (eval models --calibrate-with); nullopt: none.
+  // Forecasts on GPUs named `gpu_name` use `c` instead of any file (app.cpp run_calibrate's re-forecasts); nullopt: none.
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 
   // scripts/neusight/figures.lua compute(r): `inputs` become the table r (a dotted key "a.b" the field b of the table
