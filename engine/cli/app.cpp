@@ -170,7 +170,12 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
 // calibrated from a decode step only (as serve --calibrate's phases): a decode workload's factors are the file's
 // [decode_factors] too, any other workload's leave them empty (a prefill's or a training step's bias is its
 // compute-bound GEMMs', not a decode step's; weights/PHASE_CALIBRATION_RULE.md).
-int run_calibrate(session& s, const common_flags& c, const predictor& pred, const forecast_done& d) {
+// A parallel run's latency is its timeline's, whose pipeline bubbles and overlaps do not scale with the kernel times a
+// factor corrects: the fit forecasts the workload (`f`, `script`) again with the factors it tries (r.forecast_with), so
+// that the calibrated figure it reports is what the next forecast gives.
+int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, const std::string& script,
+                  std::unique_ptr<predictor>& pred_made, const forecast_done& d) {
+  const predictor& pred = *pred_made;
   const measurement m = measurement_load(c.calibrate, measurement_use::predict);
   const double measured_ms = *m.latency_ms;  // measurement_load checked it
   const fs::path path = calibration_path(d.gpu);
@@ -181,7 +186,19 @@ int run_calibrate(session& s, const common_flags& c, const predictor& pred, cons
   family_inputs_add(in, d.fc->seconds_by_family(d.gpu), pred, d.gpu.vendor);
   // a parallel run's floor is its busiest device's kernels' (the timeline's device_floor_s), not the graph's
   if (d.parallel) in.insert(in.end(), d.parallel->figures.begin(), d.parallel->figures.end());
-  const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor));
+  // r.forecast_with(factors) -> the workload's latency (seconds) forecast with them, as the file keeps them (to its
+  // digits, [decode_factors] as written below): what the next forecast on the GPU applies
+  const session::figures_callback forecast_with{"forecast_with", [&](const std::map<std::string, double>& factors) {
+    const std::map<std::string, double> decode = d.decode ? factors : std::map<std::string, double>{};
+    s.calibration_set(d.gpu.name, calibration_parse(calibration_text(d.gpu, factors, decode, {}, {}),
+                                                    "scripts/neusight/calibration.lua fit()'s factors", d.gpu));
+    forecast_done again;
+    forecast_workload(s, pred_made, f, script, again, false);
+    s.calibration_set(d.gpu.name, std::nullopt);  // none: a calibration's forecast starts from the uncalibrated one
+    return again.latency_s();
+  }};
+  const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor), {},
+                                     &forecast_with);
   const std::map<std::string, double> factors = figure_factors(fit);
   std::optional<double> calibrated_ms;
   for (const auto& x : fit.fields)
@@ -329,7 +346,7 @@ int run_forecast(const common_flags& c, const forecast_flags& f, const std::stri
     return run_calibrate_trace(s, c, f);
   }
   forecast_workload(s, pred, f, script, d, c.calibrate.empty());
-  if (!c.calibrate.empty()) return run_calibrate(s, c, *pred, d);
+  if (!c.calibrate.empty()) return run_calibrate(s, c, f, script, pred, d);
   report_emit(s, c, d, f.predictor);
   return 0;
 }

@@ -707,8 +707,39 @@ bool session::has_function(const char* module, const char* fn) {
   return function_find(*p_, -1, module, fn);
 }
 
+namespace {
+// r.<name>(t) of figures_call's callback: its upvalue a userdata holding the callback, emptied when the rule returns
+// (a rule that kept the function cannot call it later). t's entries are read as numbers by name; the callback's
+// scripts run as one call to the limits (ns_limits_enter, as a pipeline primitive's). [-1, +1, e]
+int l_figures_callback(lua_State* L) {
+  if (ns_limits_over(L)) return lua_error(L);  // the rule ran over a limit: it stops there
+  return ns_catch(L, [&] {
+    const auto* cb = *static_cast<const session::figures_callback**>(lua_touserdata(L, lua_upvalueindex(1)));
+    if (!cb) throw error("a figures rule's callback called after the rule returned");
+    const std::string what = std::string("r.") + cb->name + "(t)";
+    if (!lua_istable(L, 1)) throw error(what + ": t must be a table of numbers by name");
+    std::map<std::string, double> args;
+    lua_pushnil(L);
+    while (lua_next(L, 1)) {  // stack: … key value
+      if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TNUMBER)
+        throw error(what + ": t must be a table of numbers by name");
+      args.emplace(lua_tostring(L, -2), lua_tonumber(L, -1));
+      lua_pop(L, 1);
+    }
+    struct limits_scope {
+      lua_State* L;
+      limits_mark mark;
+      ~limits_scope() { ns_limits_leave(L, mark); }
+    } const limits{L, ns_limits_enter(L)};
+    lua_pushnumber(L, cb->fn(args));
+    return 1;
+  });
+}
+}  // namespace
+
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                              const std::filesystem::path& uncertainty, const std::string& workload) {
+                              const std::filesystem::path& uncertainty, const std::string& workload,
+                              const figures_callback* callback) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -764,6 +795,22 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     lua_pushstring(L, (bundled ? rel.generic_string() : display_of(uncertainty)).c_str());
     lua_setfield(L, r, "uncertainty_source");
   }  // stack: fn r
+  // r.<name>: a closure over a slot emptied when the call ends, normally or not
+  const figures_callback** slot = nullptr;
+  struct slot_clear {
+    const figures_callback**& slot;
+    ~slot_clear() {
+      if (slot) *slot = nullptr;
+    }
+  } const clear{slot};
+  if (callback) {
+    slot = static_cast<const figures_callback**>(lua_newuserdatauv(L, sizeof(figures_callback*), 0));
+    *slot = callback;  // stack: fn r ud
+    lua_pushvalue(L, -1);
+    lua_pushcclosure(L, l_figures_callback, 1);
+    lua_setfield(L, r, callback->name);
+    lua_rotate(L, r - 1, 1);  // stack: ud fn r — the userdata stays on the stack, alive, until `clear` has emptied it
+  }
   const std::string what = file + " " + fn + "()";
   ns_call(L, 1, 1, "in " + what);
   return figures_read(L, -1, what);

@@ -369,7 +369,7 @@ class session {
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off.
   const calibration* calibration_of(const gpu_spec& gpu);
-  // Forecasts on GPUs named `gpu_name` use `c` instead of any file (eval models --calibrate-with); nullopt: none.
+  // Forecasts on GPUs named `gpu_name` use `c` instead of any file (app.cpp run_calibrate's re-forecasts); nullopt: none.
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 
   // scripts/neusight/figures.lua compute(r): `inputs` become the table r (a dotted key "a.b" the field b of the table
@@ -380,9 +380,18 @@ class session {
   // goes along as r.workload_figures (r.workload_source its name).
   figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {},
                           const std::string& workload = {});
-  // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty).
+  // A C++ function a rule may call back (figures_call's `callback`): r.<name>(t) with a table t of numbers by name
+  // ({ gemm_tc16 = 0.36, … }) returns fn(t), a number; fn's scripts are held to the limits as one call of their own
+  // (as a pipeline primitive's). Callable only while the rule runs.
+  struct figures_callback {
+    const char* name = nullptr;
+    std::function<double(const std::map<std::string, double>&)> fn;
+  };
+  // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty),
+  // r.<callback.name> the callback when one is given (predict --calibrate of a parallel run: r.forecast_with).
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {});
+                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {},
+                       const figures_callback* callback = nullptr);
   // Whether module `module` (require'd) has function `fn`: for a function an older --scripts copy may leave out, so
   // that a command skips what it gives (search's floor warning) instead of failing; another value there throws.
   bool has_function(const char* module, const char* fn);
