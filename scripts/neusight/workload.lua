@@ -850,20 +850,27 @@ function M.warnings(w)
   return out
 end
 
+--- The KV cache a GPU holds of `bytes`, what one copy of its graph caches, under `plan` (a parallel plan; nil: one
+--- GPU's graph, the whole batch): times its microbatches. A parallel run's graph is one microbatch's (batch / (dp ·
+--- microbatches) sequences, one tp rank's heads), and every sequence's cache stays resident across microbatches (each
+--- microbatch's sequences have their own): a dp replica's GPUs hold the cache of all its batch / dp sequences, whatever
+--- the microbatch count. The one rule: M.kv_cache_bytes (the whole graph's) and neusight.parallel.timeline (each
+--- pipeline stage's own layers') apply it.
+function M.kv_cache_resident(bytes, plan)
+  return bytes * (plan and plan.microbatches or 1)
+end
+
 --- KV-cache bytes of a graph, every layer: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write),
---- times the microbatches of `plan` (a parallel plan; nil: one GPU's graph, the whole batch). A parallel run's graph is
---- one microbatch's (batch / (dp · microbatches) sequences, one tp rank's heads), and every sequence's cache stays
---- resident across microbatches (each microbatch's sequences have their own): a dp replica's GPUs hold the cache of all
---- its batch / dp sequences, whatever the microbatch count, and a pipeline stage its layers' share of that
---- (neusight.parallel.memory report). The one rule for the KV cache a run holds: the report's kv_cache_gb and the memory
---- model's kv_cache part both come from here.
+--- as the GPUs of `plan` hold them (M.kv_cache_resident). The one rule for the KV cache a run holds: the report's
+--- kv_cache_gb and the memory model's kv_cache part both come from here (a pipeline stage holds its own layers' cache:
+--- neusight.parallel.timeline).
 function M.kv_cache_bytes(nodes, plan)
   local total = 0
   for _, n in ipairs(nodes) do
     local b = type(n.attrs) == "table" and n.attrs.kv_cache_bytes
     if type(b) == "number" then total = total + b * (n.count or 1) end
   end
-  return total * (plan and plan.microbatches or 1)
+  return M.kv_cache_resident(total, plan)
 end
 
 --- The sliding window of a serving graph's KV cache (neusight.nodes.kv_cache_write attrs.kv_window and
