@@ -367,10 +367,12 @@ local function kv_capacity(o, pre, batch, tokens)
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
 end
 
--- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: blocks(tokens) → the
--- blocks of block_size tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached,
--- ceil(tokens / block_size) and ceil(min(tokens, window) / block_size); used(full, windowed) → what so many take of
--- kv_capacity's blocks (block_size tokens at the full per-token rate): full · (1 − share) + windowed · share, `share`
+-- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the
+-- tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached, tokens and
+-- min(tokens, window); blocks(tokens) → the blocks of block_size tokens they take, ceil(tokens / block_size) and
+-- ceil(min(tokens, window) / block_size); used(full, windowed) → what so many blocks take of kv_capacity's blocks
+-- (block_size tokens at the full per-token rate), or so many tokens of a full-rate token's bytes: full · (1 − share) +
+-- windowed · share, `share`
 -- the windowed layers' part of a cached token's bytes (pre.kv_window_share, neusight.workload kv_cache_window: the
 -- decode graph's rule, windowed layers caching min(context + 1, window) tokens). Without a window share = 0 and used is
 -- the full-layer block count itself, exactly. Assumed of the server (vLLM's sliding-window KV manager): a windowed
@@ -382,12 +384,13 @@ end
 local function kv_paging(o, pre)
   local bs, window, share = o.block_size, pre.kv_window, pre.kv_window_share or 0
   local full = 1 - share
+  local function held(tokens) return tokens, window and min(tokens, window) or tokens end
   local function blocks(tokens)
-    local nf = (tokens + bs - 1) // bs
-    return nf, window and (min(tokens, window) + bs - 1) // bs or nf
+    local nf, nw = held(tokens)
+    return (nf + bs - 1) // bs, (nw + bs - 1) // bs
   end
   local function used(nf, nw) return full * nf + share * nw end
-  return blocks, used, window and share > 0 and window or nil, share
+  return blocks, used, window and share > 0 and window or nil, share, held
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -639,7 +642,7 @@ local function run_simulation(o, F, count, progress)
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
   if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
-  local blocks_for, used, window, window_share = kv_paging(o, pre)
+  local blocks_for, used, window, window_share, held = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
     fail("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
@@ -926,10 +929,10 @@ local function run_simulation(o, F, count, progress)
   r.kv_peak_gb = sim.peak_blocks * bs * per_token_gb
   if window then
     -- a sliding-window model (kv_paging): its window, its layers' share of kv_cache_gb_per_token, and the cache of the
-    -- longest request (S tokens), which its windowed layers hold at most the window of
+    -- longest request (S tokens), which its windowed layers hold at most the window of (in tokens, not blocks)
     r.kv_window = window
     r.kv_window_share = window_share
-    r.kv_cache_gb_per_request_max = per_token_gb * ((1 - window_share) * S + window_share * min(S, window))
+    r.kv_cache_gb_per_request_max = per_token_gb * used(held(S))
   end
   r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
   local mb = max(1, floor(r.mean_decode_batch + 0.5))
