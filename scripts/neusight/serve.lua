@@ -157,9 +157,9 @@ function M.bounds(kernels)
 end
 
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
--- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its roofline floor (the
--- phase's floor_s.<family> family inputs summed: neusight.figures roofline_floor), none where none is: what the floor
--- warnings name.
+-- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
+-- forecast_floor, the rule predict holds a forecast to, of the phase's floor inputs p.floor), none where none is: what
+-- the floor warnings name.
 local function forecaster(o, phase)
   local cache, n, worst = {}, 0, {}
   local function F(mode, batch, tokens, with_band)
@@ -190,18 +190,18 @@ local function forecaster(o, phase)
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
     if not counted then n = n + 1 end
-    local floors = {}
-    for k, v in pairs(p.families or {}) do
-      local family = type(k) == "string" and k:match("^floor_s%.(.+)$")
-      if family then floors[family] = v end
-    end
-    local Fg = require("neusight.figures")
-    r.floor_ms = Fg.roofline_floor and (Fg.roofline_floor(floors) or 0) * 1e3 or nil
-    local w = worst[mode]
-    -- a phase under its kernels' floor: only a calibration can bring it there (neusight.figures forecast_floor)
-    if r.calibration and r.floor_ms and Fg.below_floor and Fg.below_floor(r.ms, r.floor_ms)
-      and (not w or r.ms / r.floor_ms < w.ms / w.floor_ms) then
-      worst[mode] = r
+    -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
+    -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it; an older --scripts figures.lua
+    -- without the rule: nothing said
+    local Fg, fl = require("neusight.figures"), p.floor
+    if fl and Fg.forecast_floor and Fg.forecast_floor_warning then
+      fl.gpu = p.gpu
+      local floor_s = Fg.forecast_floor(fl)
+      local w = worst[mode]
+      if Fg.below_floor(fl.latency_s, floor_s) and (not w or fl.latency_s / floor_s < w.below) then
+        r.floor, r.below = fl, fl.latency_s / floor_s
+        worst[mode] = r
+      end
     end
     return r
   end
@@ -979,15 +979,15 @@ function M.run(raw, phase, progress)
   progress = progress or function() end
   local r
   if o.batch then r = run_static(o, F, count) else r = run_simulation(o, F, count, progress) end
-  -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, or the GPU file's
-  -- peaks): neusight.figures floor_warning, said of the forecast furthest below its floor
+  -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, the GPU file's peaks, or
+  -- a predictor that prices under the model FLOPs at the dense peak): neusight.figures forecast_floor_warning, said of
+  -- the forecast furthest below its floor
   local Fg, said = require("neusight.figures"), {}
   for _, mode in ipairs { "prefill", "decode" } do
     local worst = below()[mode]
-    local w = worst and Fg.floor_warning and Fg.floor_warning {
-      subject = fmt("the %s forecast (batch %d, %s %d)", mode == "prefill" and "prefill" or "decode step", worst.batch,
-        mode == "prefill" and "seq" or "context", worst.tokens),
-      seconds = worst.ms / 1e3, floor_s = worst.floor_ms / 1e3, gpu = worst.gpu, calibration = worst.calibration } or nil
+    local w = worst and Fg.forecast_floor_warning(worst.floor, fmt("the %s forecast (batch %d, %s %d)",
+      mode == "prefill" and "prefill" or "decode step", worst.batch, mode == "prefill" and "seq" or "context",
+      worst.tokens)) or nil
     if w then
       r.warnings[#r.warnings + 1] = w
       said[#said + 1] = w

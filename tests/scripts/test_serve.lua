@@ -193,6 +193,37 @@ function M.test_weights_beyond_memory()
   eq(S.run({ model = "m", gpu = "g", batch = 1, input_len = 10, output_len = 2 }, full).kv_budget_gb, 0, "72 GB of 72")
 end
 
+-- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated
+-- too, the model FLOPs at the dtype's dense peak (MFU 100 %) hold every predictor. serve used to hold only a calibrated
+-- phase, to its kernels' floors, and said nothing of a predictor pricing a phase at 150 % MFU.
+function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
+  local function fast(f)
+    local r = phase(f)
+    -- the forward's FLOPs at the 1 TFLOP/s peak take 1.5 times the forecast; the kernels' floors half of it
+    r.floor = { latency_s = r.latency_ms / 1e3, parallel = false, dtype = "bf16", flops_forward = 1.5e9 * r.latency_ms,
+                flops_backward = 0, peak_tflops = 1, floor_s = { linear = r.latency_ms / 2e3 } }
+    return r
+  end
+  local o = { model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 11 }
+  eq(S.floor_warning(S.run(o, phase)), nil, "no floor inputs: nothing said")
+  local r = S.run(o, fast)
+  local said = S.floor_warning(r)
+  eq(type(said) == "table" and #said, 2, "the prefill's and a decode step's")
+  eq(said[1], "the prefill forecast (batch 4, seq 100) 22.40 ms is 33.3 % below what fake's peak FLOP/s and bandwidth "
+    .. "allow (33.60 ms: the model FLOPs at the bf16 dense peak, MFU 100 %; MFU 150.0 %); check the peaks and "
+    .. "mem_bw_gbps of fake.toml", "the prefill's (22.4 ms)")
+  assert(said[2]:find("^the decode step forecast %(batch 4, context 1%d%d%) "), said[2])
+  assert(said[2]:find("MFU 150.0 %", 1, true), said[2])
+  eq(r.warnings[#r.warnings - 1], said[1], "among the report's warnings")
+  -- within its floor: nothing said
+  local function slow(f)
+    local x = fast(f)
+    x.floor.flops_forward = 0.5e9 * x.latency_ms
+    return x
+  end
+  eq(S.floor_warning(S.run(o, slow)), nil, "at 50 % MFU")
+end
+
 function M.test_errors()
   local function fails(o, msg)
     local ok, err = pcall(S.run, o, phase)
