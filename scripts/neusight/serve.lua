@@ -56,7 +56,13 @@ local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "laun
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
+-- (none of these requires neusight.serve or neusight.sweep: no cycle, so each is required once, not per forecast)
 local is_count = require("neusight.topology").is_count
+local W = require "neusight.workload"
+local Fg = require "neusight.figures"
+local rotary_positions_warning = require("neusight.models.check").rotary_positions_warning
+local rank_share = require("neusight.report").rank_share
+local spread_note = require("neusight.uncertainty").spread_note
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers
@@ -65,7 +71,7 @@ local is_count = require("neusight.topology").is_count
 --- A length must have an integer representation (math.tointeger: 1e20 has none) and reach at most `MAX_SIZE` tokens
 --- (neusight.workload's bound of a sequence or context) in one request: the forecasts take nothing longer.
 function M.length_spec(v, what)
-  local max_size = require("neusight.workload").MAX_SIZE
+  local max_size = W.MAX_SIZE
   if type(v) == "number" or (type(v) == "string" and v:match("^%s*%-?%d+%s*$")) then
     local n = math.tointeger(tonumber(v))
     if not is_count(n) then fail("%s must be a positive integer (got %s)", what, tostring(v)) end
@@ -193,7 +199,7 @@ local function forecaster(o, phase)
     -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
     -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it; an older --scripts figures.lua
     -- without the rule: nothing said
-    local Fg, fl = require("neusight.figures"), p.floor
+    local fl = p.floor
     if fl and Fg.forecast_floor and Fg.forecast_floor_warning then
       fl.gpu = p.gpu
       local floor_s = Fg.forecast_floor(fl)
@@ -224,7 +230,7 @@ local function options(raw)
   for _, k in ipairs(KNOWN) do known[k] = true end
   for k in pairs(o) do
     if not known[k] then
-      local c = require("neusight.workload").did_you_mean(k, KNOWN)
+      local c = W.did_you_mean(k, KNOWN)
       fail("unknown option '%s'%s", tostring(k), c and fmt(" (did you mean '%s'?)", c) or "")
     end
   end
@@ -247,7 +253,7 @@ local function options(raw)
   o.output = M.length_spec(o.output_len, "the output length (--output-len)")
   -- a request's last token sees the prompt and all but itself of the output (a decode step's context, a preempted
   -- request's prefill again): within the bound of a forecast's context, said by the flags, not as a workload field
-  local longest, max_size = o.input.hi + o.output.hi - 1, require("neusight.workload").MAX_SIZE
+  local longest, max_size = o.input.hi + o.output.hi - 1, W.MAX_SIZE
   if longest > max_size then
     fail("a request of input %d + output %d tokens reaches a context of %d tokens; a forecast takes at most %d " ..
       "(--input-len, --output-len)", o.input.hi, o.output.hi, longest, max_size)
@@ -295,18 +301,17 @@ local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
   -- (neither when it names the compute dtype: workload.lua storage_dtypes, whose "no effect" warnings come first)
-  local W = require("neusight.workload")
   local kv_dtype, weight_dtype, storage_notes = W.storage_dtypes(first.dtype, o.kv_dtype, o.weight_dtype)
   local warnings = W.warnings { mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype }
   for i, note in ipairs(storage_notes) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
   local positions = o.input.hi + o.output.hi
-  local position_warning = require("neusight.models.check").rotary_positions_warning(
+  local position_warning = rotary_positions_warning(
     fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
   warnings[#warnings + 1] = position_warning
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
-  local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
-  local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,
+  -- an older --scripts figures.lua has no calibration_warning: nothing said
+  local model_warning = Fg.calibration_warning and Fg.calibration_warning(first.calibration, first.gpu.name,
     first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
@@ -318,7 +323,7 @@ local function common_report(o, first, count)
   if first.calibration then decode_calibrated = first.decode_calibrated ~= false end
   local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
-    params_scope = require("neusight.report").rank_share { tp = o.tp }, -- said where params is not the whole model
+    params_scope = rank_share { tp = o.tp }, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
@@ -982,7 +987,7 @@ function M.run(raw, phase, progress)
   -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, the GPU file's peaks, or
   -- a predictor that prices under the model FLOPs at the dense peak): neusight.figures forecast_floor_warning, said of
   -- the forecast furthest below its floor
-  local Fg, said = require("neusight.figures"), {}
+  local said = {}
   for _, mode in ipairs { "prefill", "decode" } do
     local worst = below()[mode]
     local w = worst and Fg.forecast_floor_warning(worst.floor, fmt("the %s forecast (batch %d, %s %d)",
@@ -1044,7 +1049,7 @@ function M.format_table(r)
       out[#out + 1] = fmt("band p10-p90  TTFT %.2f - %.2f ms%s, end to end %.2f - %.2f ms (leave-one-GPU-out errors "
         .. "per kernel family%s)", r.ttft_ms_p10, r.ttft_ms_p90,
         r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90,
-        require("neusight.uncertainty").spread_note(r.band_spread, ", "))
+        spread_note(r.band_spread, ", "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
@@ -1065,7 +1070,7 @@ function M.format_table(r)
         .. "time: leave-one-GPU-out errors per kernel family, replayed%s)", lo.ttft_ms.p90, hi.ttft_ms.p90,
         lo.tpot_ms and fmt(", TPOT p90 %.2f - %.2f ms", lo.tpot_ms.p90, hi.tpot_ms.p90) or "",
         hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu,
-        require("neusight.uncertainty").spread_note(r.band.spread, "; "))
+        spread_note(r.band.spread, "; "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)
