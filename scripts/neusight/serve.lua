@@ -68,24 +68,25 @@ local spread_note = require("neusight.uncertainty").spread_note
 -- Lengths and random numbers
 
 --- A length spec: an integer N (or "N") or "uniform:LO:HI" (inclusive). Returns { kind, lo, hi, mean, text }.
---- A length must have an integer representation (math.tointeger: 1e20 has none) and reach at most `MAX_SIZE` tokens
---- (neusight.workload's bound of a sequence or context) in one request: the forecasts take nothing longer.
+--- A length reaches at most `MAX_SIZE` tokens (neusight.workload's bound of a sequence or context) in one request: the
+--- forecasts take nothing longer. The one bound of a length (the command line hands --input-len and --output-len over
+--- as given): a whole number beyond it is refused by it, with or without an integer representation (1e20 has none).
 function M.length_spec(v, what)
   local max_size = W.MAX_SIZE
   if type(v) == "number" or (type(v) == "string" and v:match("^%s*%-?%d+%s*$")) then
-    local n = math.tointeger(tonumber(v))
+    local x = tonumber(v)
+    if x > max_size and x == floor(x) then fail("%s must be at most %d tokens (got %s)", what, max_size, tostring(v)) end
+    local n = math.tointeger(x)
     if not is_count(n) then fail("%s must be a positive integer (got %s)", what, tostring(v)) end
-    if n > max_size then fail("%s must be at most %d tokens (got %s)", what, max_size, tostring(v)) end
     return { kind = "fixed", lo = n, hi = n, mean = n, text = tostring(n) }
   end
   if type(v) == "string" then
     local lo, hi = v:match("^uniform:(%-?%d+):(%-?%d+)$")
-    lo, hi = math.tointeger(tonumber(lo)), math.tointeger(tonumber(hi))
+    lo, hi = tonumber(lo), tonumber(hi)  -- digits: numbers, floats beyond 2^63
     if lo and hi then
-      if not is_count(lo) or hi < lo then
-        fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v)
-      end
+      if not (lo >= 1 and hi >= lo) then fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v) end
       if hi > max_size then fail("%s uniform:LO:HI needs HI <= %d tokens (got %s)", what, max_size, v) end
+      lo, hi = math.tointeger(lo), math.tointeger(hi)  -- within the bound: integers
       return { kind = "uniform", lo = lo, hi = hi, mean = (lo + hi) / 2, text = v }
     end
   end
