@@ -150,30 +150,6 @@ CLI::Validator integer_value(int64_t min, int64_t max) {
 }
 CLI::Validator positive_integer(int64_t max = flag_integer_max) { return integer_value(1, max); }
 
-// serve's --input-len / --output-len: N or uniform:LO:HI, each integer of at most flag_integer_max, so that the
-// length's own checks (scripts/neusight/serve.lua length_spec, the context bound) see a number with an integer
-// representation. Anything else (0, LO > HI, a malformed spec) is left to length_spec's message.
-CLI::Validator length_value() {
-  return CLI::Validator(
-      [](std::string& v) -> std::string {
-        std::vector<std::string> items = {v};
-        if (v.rfind("uniform:", 0) == 0) {
-          const size_t colon = v.find(':', 8);
-          if (colon == std::string::npos) return {};
-          items = {v.substr(8, colon - 8), v.substr(colon + 1)};
-        }
-        for (const auto& item : items) {
-          if (item.empty() || !std::all_of(item.begin(), item.end(), [](char c) { return c >= '0' && c <= '9'; }))
-            continue;  // not a count: serve.lua says what a length is
-          // the bound only: 0 and LO > HI are length_spec's (its message names the length)
-          if (auto why = integer_problem(item, 0, flag_integer_max, "a positive integer"); !why.empty())
-            return why + (items.size() > 1 ? " (in " + v + ")" : "");
-        }
-        return {};
-      },
-      "");
-}
-
 // One integer of all that a T (a 64-bit integer type) holds, and no more: CLI11 fills a uint64_t from "-1" by wrapping
 // around (train's --seed) and saturates an int64_t out of range (serve's --seed 99999999999999999999 ran as seed
 // 9223372036854775807). `refusal(v, range)` says what is wrong with `v`, `range` the words "from MIN to MAX".
@@ -468,10 +444,12 @@ std::vector<flag_spec> table_make() {
       .check(CLI::IsMember({"train", "inference"}));
   flag("--context", "Tokens already in each sequence's KV cache (required by, and only for, --mode decode)")
       .on(forecast, to(&forecast_flags::context)).workload().list().check(positive_list()).type("N[,N…]");
+  // the lengths go to scripts/neusight/serve.lua as given: length_spec is their one check and bound (neusight.workload
+  // MAX_SIZE), whose message names the flag and the limit
   flag("--input-len", "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
-      .on(serve, to(&serve_flags::input_len)).required().check(length_value());
+      .on(serve, to(&serve_flags::input_len)).required();
   flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
-      .on(serve, to(&serve_flags::output_len)).required().check(length_value());
+      .on(serve, to(&serve_flags::output_len)).required();
   flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw")  // scripts/neusight/workload.lua checks the name
       .on(forecast, to(&forecast_flags::optimizer)).workload()
       .on(search, to(&search_flags::optimizer)).note(" (default adam)");

@@ -19,6 +19,7 @@
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "lua/floor_inputs.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -327,19 +328,13 @@ int search_main(const search_flags& f) {
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
               // its roofline floor as predict holds a forecast to it (scripts/neusight/figures.lua forecast_floor:
               // the parallel timeline's busiest device, or the graph's kernels on one GPU), told once below
-              c.floor_in = {{"latency_s", tl ? tl->iteration_s : fc.total()}, {"parallel", tl.has_value()},
-                            {"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
-                            {"recompute", recompute}, {"dtype", w.dtype},
-                            {"flops_forward", fc.phase_flops(phase::forward)},
-                            {"flops_backward", fc.phase_flops(phase::backward) + fc.phase_flops(phase::accumulate)}};
+              // (the layout as the warning names it, then floor_inputs_make's: a timeline's own layout comes last)
+              c.floor_in = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
+                            {"recompute", recompute}};
               if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
-              if (const auto peak = dense_peak_tflops(gpu, w.dtype)) c.floor_in.emplace_back("peak_tflops", *peak);
-              if (cal) c.floor_in.emplace_back("calibration_source", cal->source);
-              if (tl) {
-                c.floor_in.insert(c.floor_in.end(), tl->figures.begin(), tl->figures.end());
-              } else {
-                family_floor_inputs_add(c.floor_in, fc.seconds_by_family(gpu));
-              }
+              const figure_inputs rule_in =
+                  floor_inputs_make(tl ? tl->iteration_s : fc.total(), fc, tl ? &*tl : nullptr, gpu, w.dtype, cal);
+              c.floor_in.insert(c.floor_in.end(), rule_in.begin(), rule_in.end());
               c.below_floor = floor_rule && !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu)
                                                    .warnings.empty();
               if (tl) {

@@ -744,31 +744,8 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const std::string& file = function_push(*p_, module, fn);  // stack: fn
-  lua_createtable(L, 0, int(inputs.size()) + 2);
+  figure_table_push(L, inputs);                               // stack: fn r
   const int r = lua_gettop(L);
-  for (const auto& [key, v] : inputs) {
-    if (std::holds_alternative<std::monostate>(v)) continue;
-    // "a.b": field b of the table r.a (made on first use)
-    int t = r;
-    std::string k = key;
-    if (const size_t dot = key.find('.'); dot != std::string::npos) {
-      const std::string outer = key.substr(0, dot);
-      if (raw_getfield(L, r, outer.c_str()) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, r, outer.c_str());
-      }
-      t = lua_gettop(L);
-      k = key.substr(dot + 1);
-    }
-    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
-    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
-    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
-    else lua_pushstring(L, std::get<std::string>(v).c_str());
-    lua_setfield(L, t, k.c_str());
-    lua_settop(L, r);
-  }
   p_->push_gpu(gpu);
   lua_setfield(L, r, "gpu");
   if (auto h = p_->figures_hooks.find(workload); h != p_->figures_hooks.end()) {  // r.workload_figures(view)

@@ -205,6 +205,9 @@ void figures_push(lua_State* L, const figures& figs);
 void strings_push(lua_State* L, const std::vector<std::string>& v);
 // [-0, +1, m] figure inputs as an array of { key, value } pairs, in order (a value not available: nil)
 void figure_inputs_push(lua_State* L, const figure_inputs& in);
+// [-0, +1, m] figure inputs as the table a figures rule gets them in (its `r`): each key a field, a dotted key "a.b"
+// the field b of the table r.a (made on first use), a value not available left out
+void figure_table_push(lua_State* L, const figure_inputs& in);
 // [-0, +0, -] the array of { key, value } pairs at `idx` (a number, boolean or string each; an integer stays one);
 // `bad` is the message when it is not one.
 figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad);

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "lua/floor_inputs.h"
 #include "lua/session_impl.h"
 
 namespace ns {
@@ -61,7 +62,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // position_limit), kv_window and kv_window_share (a sliding-window model's window and its layers' share of a cached
 // token's bytes: workload.lua kv_cache_window), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
-// nil without one), dtype, gpu = {name, mem_gb,
+// nil without one), floor (what scripts/neusight/figures.lua forecast_floor holds the phase to: floor_inputs_make's, as
+// its `r`), dtype, gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). The phase is forecast as predict forecasts a workload: scripts/neusight/
@@ -148,7 +150,12 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "dtype", dtype);
     set_string(L, "model", model);
     // applied (a decode step under an empty [decode_factors] has none)
-    if (const calibration* cal = c->s->calibration_of(gpu); calibration_applied(cal, done.decode)) {
+    const calibration* cal = c->s->calibration_of(gpu);
+    if (!calibration_applied(cal, done.decode)) cal = nullptr;
+    // what scripts/neusight/figures.lua forecast_floor holds the phase to, as predict's figures hold its forecast
+    figure_table_push(L, floor_inputs_make(latency_s, fc, done.parallel ? &*done.parallel : nullptr, gpu, dtype, cal));
+    lua_setfield(L, -2, "floor");
+    if (cal) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size

@@ -49,8 +49,9 @@ local function parts_of(r)
       parts[#parts + 1] = { name = part.name, s = part.s, mu = pr.mu, sigma2 = pr.sigma2, eps2 = pr.eps2 }
     end
     -- families the roofline priced (no weights for them): no error data; a wide prior, so they take the most
+    local family_s = r.family_s or {}
     for name in pairs(r.roofline or {}) do
-      local s = (r.family_s or {})[name]
+      local s = family_s[name]
       if s and s > 0 then
         other = other - s
         parts[#parts + 1] = { name = name, s = s, mu = 0, sigma2 = 1, eps2 = 0 }
@@ -285,10 +286,11 @@ function M.fit_trace(r)
     r.measurement), 0) end
   local fields, shown, warnings, clamped = {}, {}, {}, {}
   local m_all, t_all = 0, 0
-  local floors = {}  -- the roofline floors of the families measured: what their measured time is held to
+  -- the roofline floors of the families measured: what their measured time is held to
+  local floors, floor_s = {}, r.floor_s or {}
   for _, name in ipairs(names) do
     m_all, t_all = m_all + measured[name], t_all + predicted[name]
-    floors[name] = (r.floor_s or {})[name]
+    floors[name] = floor_s[name]
   end
   warnings[#warnings + 1] = floor_warning(fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0), m_all,
     floors, r.gpu)

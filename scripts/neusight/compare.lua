@@ -58,26 +58,22 @@ local function gpu_file_cell(file)
   return { key = "gpu_file", column = "", value = file, cell = file or "-" }
 end
 
--- The list-valued inputs whose items people spell several ways, each with how an item resolves to its one name: a
--- dtype ("BF16", "bfloat16", "torch.bfloat16" → "bf16": neusight.kernels dtype_name, the workload's own normaliser).
--- (A GPU list is the engine's gpu_list_once: one file by two names.)
-local SPELLINGS = {
-  dtype = { what = "dtype", name = function(v) return require("neusight.kernels").dtype_name(v) end },
-}
+-- How the workload spells an input's value (neusight.workload spelling: "BF16", "bfloat16", "torch.bfloat16" → "bf16"
+-- for dtype; nil for a value it has no name for and for an input spelled one way only). (A GPU list is the engine's
+-- gpu_list_once: one file by two names.)
+local spelling = require("neusight.workload").spelling
 
 --- Why the items of the list-valued input `key` (`given`: its items as given, each text once) name one thing twice:
 --- "--dtype: bf16 and BF16 name the same dtype (bf16): give each dtype once", as a GPU file named twice is refused;
 --- nil when they do not. An item that resolves to nothing is the workload's checks to report (a misspelled dtype).
 function M.repeated(key, given)
-  local s = SPELLINGS[key]
-  if not s then return nil end
   local first = {}
   for _, item in ipairs(given) do
-    local name = s.name(item)
+    local name = spelling(key, item)
     if name ~= nil then
       if first[name] ~= nil then
         return fmt("--%s: %s and %s name the same %s (%s): give each %s once", (key:gsub("_", "-")), first[name],
-          tostring(item), s.what, name, s.what)
+          tostring(item), key, name, key)
       end
       first[name] = tostring(item)
     end

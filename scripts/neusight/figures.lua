@@ -130,15 +130,8 @@ function M.kernel_floor(r, floors)
   return M.roofline_floor(floors), nil
 end
 
---- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): with a
---- calibration applied, its kernels' floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
---- kernels over its microbatches as the timeline runs them, recomputed forwards and its share of the optimizer step
---- included (device_floor_s: neusight.parallel.timeline's `floor`; pipeline bubbles and communication are the
---- forecast's, not the floor's; an older --scripts parallel report without it: none); or, where that is more, the model
---- FLOPs at the dtype's dense peak (MFU 100 %). nil, nil without either. `r`: M.compute's fields (parallel, dp, tp, pp,
---- microbatches, flops_forward, flops_backward, peak_tflops, floor_s, device_floor_s).
-function M.forecast_floor(r)
-  local gpus, model_flops, peak = layout_of(r)
+-- M.forecast_floor of `r` whose layout_of is `gpus`, `model_flops`, `peak`.
+local function forecast_floor_of(r, gpus, model_flops, peak)
   local kernels, what
   -- uncalibrated, the kernels' floor holds the predictor, not the GPU: the bundled neusight, roofline and
   -- roofline_derated price each kernel at or above it, while the published baseline roofline-reference (GiB against
@@ -151,13 +144,28 @@ function M.forecast_floor(r)
   return kernels, what
 end
 
+-- M.forecast_floor_warning of `r` whose layout_of is `gpus`, `model_flops`, `peak`, `mfu` (M.compute has it already).
+local function forecast_floor_warning_of(r, subject, gpus, model_flops, peak, mfu)
+  local floor, what = forecast_floor_of(r, gpus, model_flops, peak)
+  return M.floor_warning { subject = subject, seconds = r.latency_s, floor_s = floor, floor_of = what, gpu = r.gpu,
+                           calibration = r.calibration_source, mfu = mfu }
+end
+
+--- The roofline floor a forecast is held to (M.floor_warning's floor_s) and what it sums (its floor_of): with a
+--- calibration applied, its kernels' floors, on one GPU all of the graph's (M.roofline_floor of floor_s), in a parallel run the busiest device's own
+--- kernels over its microbatches as the timeline runs them, recomputed forwards and its share of the optimizer step
+--- included (device_floor_s: neusight.parallel.timeline's `floor`; pipeline bubbles and communication are the
+--- forecast's, not the floor's; an older --scripts parallel report without it: none); or, where that is more, the model
+--- FLOPs at the dtype's dense peak (MFU 100 %). nil, nil without either. `r`: M.compute's fields (parallel, dp, tp, pp,
+--- microbatches, flops_forward, flops_backward, peak_tflops, floor_s, device_floor_s).
+function M.forecast_floor(r)
+  return forecast_floor_of(r, layout_of(r))
+end
+
 --- A forecast below its floor (M.forecast_floor) told by M.floor_warning, or nil. `r`: M.compute's fields and
 --- latency_s; `subject` what was timed ("the forecast").
 function M.forecast_floor_warning(r, subject)
-  local floor, what = M.forecast_floor(r)
-  local _, _, _, mfu = layout_of(r)
-  return M.floor_warning { subject = subject, seconds = r.latency_s, floor_s = floor, floor_of = what, gpu = r.gpu,
-                           calibration = r.calibration_source, mfu = mfu }
+  return forecast_floor_warning_of(r, subject, layout_of(r))
 end
 
 --- `neusight search`'s floor warning (engine/cli/search_cmd.cpp), told once for its ranking: `r` one layout's inputs as
@@ -282,7 +290,7 @@ function M.compute(r)
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
   -- faster than the GPU can be: the forecast under its roofline floor (M.forecast_floor)
-  warnings[#warnings + 1] = M.forecast_floor_warning(r, "the forecast")
+  warnings[#warnings + 1] = forecast_floor_warning_of(r, "the forecast", gpus, model_flops, peak, mfu)
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings
   local band = require("neusight.uncertainty").figures(r)
   for _, f in ipairs(band.fields) do fields[#fields + 1] = f end

@@ -19,7 +19,8 @@
 --                training, the cached 16-bit copies of the GEMM weights (autocast keeps them until the forward ends,
 --                and backward holds them as saved tensors). The caching allocator's fragmentation is not modelled.
 --   kv_cache     serving phases (prefill, decode): the KV cache (neusight.nodes.kv_cache_write) of every sequence, all
---                microbatches' (neusight.workload kv_cache_bytes); a pipeline stage its layers' share.
+--                microbatches' (neusight.workload kv_cache_bytes); a pipeline stage its own layers'
+--                (neusight.parallel.timeline).
 -- memory_gb = the sum (GB = 1e9 bytes); fits = memory_gb <= capacity_gb = the datasheet's mem_gb in 1e9 bytes. The
 -- datasheets' GB are binary (an "A100 40GB" has 40 GiB = 42.9e9 bytes; torch reports 42.5e9 total): the ~7 % between
 -- is left for what is not modelled — the CUDA context (~0.5 GB), NCCL buffers and the caching allocator's

@@ -81,13 +81,8 @@ function M.pipeline_skip(layers, pp, schedule, virtual_stages)
     if why then return why end
   end
   -- the layers' rule is neusight.parallel.config's (predict warns with it); a --scripts config.lua older than it would
-  -- rank layouts Megatron-LM cannot run: an error saying so
-  if type(config.layers_refusal) ~= "function" then
-    error("module neusight.parallel.config has no function layers_refusal (search skips by it the layouts whose model "
-      .. "chunks do not divide the layers): a --scripts copy from an older neusight? compare it with the bundled "
-      .. "scripts/neusight/parallel/config.lua", 0)
-  end
-  return config.layers_refusal(schedule, layers, pp, v)
+  -- rank layouts Megatron-LM cannot run: an error saying so (neusight.parallel.report layers_rule)
+  return require("neusight.parallel.report").layers_rule()(schedule, layers, pp, v)
 end
 
 --- { experts = E (1: a dense model, or a model function, whose experts cannot be known), layers = L } of a normalized

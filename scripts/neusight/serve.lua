@@ -56,30 +56,37 @@ local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "laun
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
 
+-- (none of these requires neusight.serve or neusight.sweep: no cycle, so each is required once, not per forecast)
 local is_count = require("neusight.topology").is_count
+local W = require "neusight.workload"
+local Fg = require "neusight.figures"
+local rotary_positions_warning = require("neusight.models.check").rotary_positions_warning
+local rank_share = require("neusight.report").rank_share
+local spread_note = require("neusight.uncertainty").spread_note
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers
 
 --- A length spec: an integer N (or "N") or "uniform:LO:HI" (inclusive). Returns { kind, lo, hi, mean, text }.
---- A length must have an integer representation (math.tointeger: 1e20 has none) and reach at most `MAX_SIZE` tokens
---- (neusight.workload's bound of a sequence or context) in one request: the forecasts take nothing longer.
+--- A length reaches at most `MAX_SIZE` tokens (neusight.workload's bound of a sequence or context) in one request: the
+--- forecasts take nothing longer. The one bound of a length (the command line hands --input-len and --output-len over
+--- as given): a whole number beyond it is refused by it, with or without an integer representation (1e20 has none).
 function M.length_spec(v, what)
-  local max_size = require("neusight.workload").MAX_SIZE
+  local max_size = W.MAX_SIZE
   if type(v) == "number" or (type(v) == "string" and v:match("^%s*%-?%d+%s*$")) then
-    local n = math.tointeger(tonumber(v))
+    local x = tonumber(v)
+    if x > max_size and x == floor(x) then fail("%s must be at most %d tokens (got %s)", what, max_size, tostring(v)) end
+    local n = math.tointeger(x)
     if not is_count(n) then fail("%s must be a positive integer (got %s)", what, tostring(v)) end
-    if n > max_size then fail("%s must be at most %d tokens (got %s)", what, max_size, tostring(v)) end
     return { kind = "fixed", lo = n, hi = n, mean = n, text = tostring(n) }
   end
   if type(v) == "string" then
     local lo, hi = v:match("^uniform:(%-?%d+):(%-?%d+)$")
-    lo, hi = math.tointeger(tonumber(lo)), math.tointeger(tonumber(hi))
+    lo, hi = tonumber(lo), tonumber(hi)  -- digits: numbers, floats beyond 2^63
     if lo and hi then
-      if not is_count(lo) or hi < lo then
-        fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v)
-      end
+      if not (lo >= 1 and hi >= lo) then fail("%s uniform:LO:HI needs 1 <= LO <= HI (got %s)", what, v) end
       if hi > max_size then fail("%s uniform:LO:HI needs HI <= %d tokens (got %s)", what, max_size, v) end
+      lo, hi = math.tointeger(lo), math.tointeger(hi)  -- within the bound: integers
       return { kind = "uniform", lo = lo, hi = hi, mean = (lo + hi) / 2, text = v }
     end
   end
@@ -157,9 +164,9 @@ function M.bounds(kernels)
 end
 
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
--- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its roofline floor (the
--- phase's floor_s.<family> family inputs summed: neusight.figures roofline_floor), none where none is: what the floor
--- warnings name.
+-- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
+-- forecast_floor, the rule predict holds a forecast to, of the phase's floor inputs p.floor), none where none is: what
+-- the floor warnings name.
 local function forecaster(o, phase)
   local cache, n, worst = {}, 0, {}
   local function F(mode, batch, tokens, with_band)
@@ -190,18 +197,18 @@ local function forecaster(o, phase)
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
     if not counted then n = n + 1 end
-    local floors = {}
-    for k, v in pairs(p.families or {}) do
-      local family = type(k) == "string" and k:match("^floor_s%.(.+)$")
-      if family then floors[family] = v end
-    end
-    local Fg = require("neusight.figures")
-    r.floor_ms = Fg.roofline_floor and (Fg.roofline_floor(floors) or 0) * 1e3 or nil
-    local w = worst[mode]
-    -- a phase under its kernels' floor: only a calibration can bring it there (neusight.figures forecast_floor)
-    if r.calibration and r.floor_ms and Fg.below_floor and Fg.below_floor(r.ms, r.floor_ms)
-      and (not w or r.ms / r.floor_ms < w.ms / w.floor_ms) then
-      worst[mode] = r
+    -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
+    -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it; an older --scripts figures.lua
+    -- without the rule: nothing said
+    local fl = p.floor
+    if fl and Fg.forecast_floor and Fg.forecast_floor_warning then
+      fl.gpu = p.gpu
+      local floor_s = Fg.forecast_floor(fl)
+      local w = worst[mode]
+      if Fg.below_floor(fl.latency_s, floor_s) and (not w or fl.latency_s / floor_s < w.below) then
+        r.floor, r.below = fl, fl.latency_s / floor_s
+        worst[mode] = r
+      end
     end
     return r
   end
@@ -224,7 +231,7 @@ local function options(raw)
   for _, k in ipairs(KNOWN) do known[k] = true end
   for k in pairs(o) do
     if not known[k] then
-      local c = require("neusight.workload").did_you_mean(k, KNOWN)
+      local c = W.did_you_mean(k, KNOWN)
       fail("unknown option '%s'%s", tostring(k), c and fmt(" (did you mean '%s'?)", c) or "")
     end
   end
@@ -247,7 +254,7 @@ local function options(raw)
   o.output = M.length_spec(o.output_len, "the output length (--output-len)")
   -- a request's last token sees the prompt and all but itself of the output (a decode step's context, a preempted
   -- request's prefill again): within the bound of a forecast's context, said by the flags, not as a workload field
-  local longest, max_size = o.input.hi + o.output.hi - 1, require("neusight.workload").MAX_SIZE
+  local longest, max_size = o.input.hi + o.output.hi - 1, W.MAX_SIZE
   if longest > max_size then
     fail("a request of input %d + output %d tokens reaches a context of %d tokens; a forecast takes at most %d " ..
       "(--input-len, --output-len)", o.input.hi, o.output.hi, longest, max_size)
@@ -295,18 +302,17 @@ local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
   -- (neither when it names the compute dtype: workload.lua storage_dtypes, whose "no effect" warnings come first)
-  local W = require("neusight.workload")
   local kv_dtype, weight_dtype, storage_notes = W.storage_dtypes(first.dtype, o.kv_dtype, o.weight_dtype)
   local warnings = W.warnings { mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype }
   for i, note in ipairs(storage_notes) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
   local positions = o.input.hi + o.output.hi
-  local position_warning = require("neusight.models.check").rotary_positions_warning(
+  local position_warning = rotary_positions_warning(
     fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
   warnings[#warnings + 1] = position_warning
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
-  local F = require("neusight.figures")  -- an older --scripts figures.lua has no calibration_warning: nothing said
-  local model_warning = F.calibration_warning and F.calibration_warning(first.calibration, first.gpu.name,
+  -- an older --scripts figures.lua has no calibration_warning: nothing said
+  local model_warning = Fg.calibration_warning and Fg.calibration_warning(first.calibration, first.gpu.name,
     first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
@@ -318,7 +324,7 @@ local function common_report(o, first, count)
   if first.calibration then decode_calibrated = first.decode_calibrated ~= false end
   local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
-    params_scope = require("neusight.report").rank_share { tp = o.tp }, -- said where params is not the whole model
+    params_scope = rank_share { tp = o.tp }, -- said where params is not the whole model
     active_params = first.active_params,      -- mixtures of experts: a token's share of them (nil for dense models)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
@@ -367,10 +373,12 @@ local function kv_capacity(o, pre, batch, tokens)
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
 end
 
--- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: blocks(tokens) → the
--- blocks of block_size tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached,
--- ceil(tokens / block_size) and ceil(min(tokens, window) / block_size); used(full, windowed) → what so many take of
--- kv_capacity's blocks (block_size tokens at the full per-token rate): full · (1 − share) + windowed · share, `share`
+-- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the
+-- tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached, tokens and
+-- min(tokens, window); blocks(tokens) → the blocks of block_size tokens they take, ceil(tokens / block_size) and
+-- ceil(min(tokens, window) / block_size); used(full, windowed) → what so many blocks take of kv_capacity's blocks
+-- (block_size tokens at the full per-token rate), or so many tokens of a full-rate token's bytes: full · (1 − share) +
+-- windowed · share, `share`
 -- the windowed layers' part of a cached token's bytes (pre.kv_window_share, neusight.workload kv_cache_window: the
 -- decode graph's rule, windowed layers caching min(context + 1, window) tokens). Without a window share = 0 and used is
 -- the full-layer block count itself, exactly. Assumed of the server (vLLM's sliding-window KV manager): a windowed
@@ -382,12 +390,13 @@ end
 local function kv_paging(o, pre)
   local bs, window, share = o.block_size, pre.kv_window, pre.kv_window_share or 0
   local full = 1 - share
+  local function held(tokens) return tokens, window and min(tokens, window) or tokens end
   local function blocks(tokens)
-    local nf = (tokens + bs - 1) // bs
-    return nf, window and (min(tokens, window) + bs - 1) // bs or nf
+    local nf, nw = held(tokens)
+    return (nf + bs - 1) // bs, (nw + bs - 1) // bs
   end
   local function used(nf, nw) return full * nf + share * nw end
-  return blocks, used, window and share > 0 and window or nil, share
+  return blocks, used, window and share > 0 and window or nil, share, held
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -639,7 +648,7 @@ local function run_simulation(o, F, count, progress)
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
   if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
-  local blocks_for, used, window, window_share = kv_paging(o, pre)
+  local blocks_for, used, window, window_share, held = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
     fail("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
@@ -926,10 +935,10 @@ local function run_simulation(o, F, count, progress)
   r.kv_peak_gb = sim.peak_blocks * bs * per_token_gb
   if window then
     -- a sliding-window model (kv_paging): its window, its layers' share of kv_cache_gb_per_token, and the cache of the
-    -- longest request (S tokens), which its windowed layers hold at most the window of
+    -- longest request (S tokens), which its windowed layers hold at most the window of (in tokens, not blocks)
     r.kv_window = window
     r.kv_window_share = window_share
-    r.kv_cache_gb_per_request_max = per_token_gb * ((1 - window_share) * S + window_share * min(S, window))
+    r.kv_cache_gb_per_request_max = per_token_gb * used(held(S))
   end
   r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
   local mb = max(1, floor(r.mean_decode_batch + 0.5))
@@ -976,15 +985,15 @@ function M.run(raw, phase, progress)
   progress = progress or function() end
   local r
   if o.batch then r = run_static(o, F, count) else r = run_simulation(o, F, count, progress) end
-  -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, or the GPU file's
-  -- peaks): neusight.figures floor_warning, said of the forecast furthest below its floor
-  local Fg, said = require("neusight.figures"), {}
+  -- a phase forecast faster than the GPU can be (a calibration fitted to such a measurement, the GPU file's peaks, or
+  -- a predictor that prices under the model FLOPs at the dense peak): neusight.figures forecast_floor_warning, said of
+  -- the forecast furthest below its floor
+  local said = {}
   for _, mode in ipairs { "prefill", "decode" } do
     local worst = below()[mode]
-    local w = worst and Fg.floor_warning and Fg.floor_warning {
-      subject = fmt("the %s forecast (batch %d, %s %d)", mode == "prefill" and "prefill" or "decode step", worst.batch,
-        mode == "prefill" and "seq" or "context", worst.tokens),
-      seconds = worst.ms / 1e3, floor_s = worst.floor_ms / 1e3, gpu = worst.gpu, calibration = worst.calibration } or nil
+    local w = worst and Fg.forecast_floor_warning(worst.floor, fmt("the %s forecast (batch %d, %s %d)",
+      mode == "prefill" and "prefill" or "decode step", worst.batch, mode == "prefill" and "seq" or "context",
+      worst.tokens)) or nil
     if w then
       r.warnings[#r.warnings + 1] = w
       said[#said + 1] = w
@@ -1041,7 +1050,7 @@ function M.format_table(r)
       out[#out + 1] = fmt("band p10-p90  TTFT %.2f - %.2f ms%s, end to end %.2f - %.2f ms (leave-one-GPU-out errors "
         .. "per kernel family%s)", r.ttft_ms_p10, r.ttft_ms_p90,
         r.tpot_ms_p10 and fmt(", TPOT %.2f - %.2f ms", r.tpot_ms_p10, r.tpot_ms_p90) or "", r.e2e_ms_p10, r.e2e_ms_p90,
-        require("neusight.uncertainty").spread_note(r.band_spread, ", "))
+        spread_note(r.band_spread, ", "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
@@ -1062,7 +1071,7 @@ function M.format_table(r)
         .. "time: leave-one-GPU-out errors per kernel family, replayed%s)", lo.ttft_ms.p90, hi.ttft_ms.p90,
         lo.tpot_ms and fmt(", TPOT p90 %.2f - %.2f ms", lo.tpot_ms.p90, hi.tpot_ms.p90) or "",
         hi.output_tokens_per_s_per_gpu, lo.output_tokens_per_s_per_gpu,
-        require("neusight.uncertainty").spread_note(r.band.spread, "; "))
+        spread_note(r.band.spread, "; "))
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU, %.2f requests/s over %.1f s",
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)

@@ -267,14 +267,30 @@ local function rotary_limit(cfg, builder)
   return require("neusight.models.check").count_of(cfg.max_position_embeddings)
 end
 
---- The storage dtypes of a run in compute dtype `dtype`: the KV cache's (`kv_dtype`, a name K.dtype_name reads) and
---- the weights' (`weight_dtype`, weight-only quantisation), each nil where it is not given or names the compute dtype
---- itself (the cache and the weights are kept at the compute dtype without it: nothing is quantised), and one "no
---- effect" warning for each given that way. The one rule for predict's workloads (M.normalize) and serve's reports.
-function M.storage_dtypes(dtype, kv_dtype, weight_dtype)
+-- The fields people spell several ways, each with the one name of what is written (nil: none, the field's check refuses
+-- it as written): the compute dtype ("bfloat16", "BF16", "torch.bfloat16" → "bf16"; fp64 none, never priced), the
+-- KV cache's (K.dtype_name) and weight-only quantisation's (lower case).
+local SPELLING = {
+  dtype = K.compute_dtype,
+  kv_dtype = K.dtype_name,
+  weight_dtype = function(v) return type(v) == "string" and v:lower() or nil end,
+}
+local SPELLED = { "dtype", "kv_dtype", "weight_dtype" }
+
+--- The one name of value `v` of field `key` as the workload reads it (M.normalize): "bf16" for dtype "BF16"; nil where
+--- it has none (the field's check refuses it as written) and for a field spelled one way only. A comparison's lists
+--- (neusight.compare repeated) resolve their items by it.
+function M.spelling(key, v)
+  local name = SPELLING[key]
+  return name and name(v) or nil
+end
+
+-- The storage dtypes of a run in compute dtype `dtype`, spelled (M.spelling) by now: the KV cache's (`kv`) and the
+-- weights' (`weight`, weight-only quantisation), each nil where it is not given or names the compute dtype itself (the
+-- cache and the weights are kept at the compute dtype without it: nothing is quantised), and one "no effect" warning
+-- for each given that way. The one rule: M.normalize applies it to its fields, M.storage_dtypes to serve's options.
+local function storage_kept(dtype, kv, weight)
   local notes = {}
-  local kv = kv_dtype and (K.dtype_name(kv_dtype) or kv_dtype) or nil
-  local weight = type(weight_dtype) == "string" and weight_dtype:lower() or weight_dtype
   local function same(key, flag, v, what)
     if v == nil or v ~= dtype then return v end
     notes[#notes + 1] = ("%s (%s) has no effect: %s is the compute dtype, which %s without it; drop it"):format(key,
@@ -284,6 +300,14 @@ function M.storage_dtypes(dtype, kv_dtype, weight_dtype)
   kv = same("kv_dtype", "--kv-dtype", kv, "the KV cache has")
   weight = same("weight_dtype", "--weight-dtype", weight, "the weights have")
   return kv, weight, notes
+end
+
+--- The storage dtypes of a run in compute dtype `dtype` from the KV cache's (`kv_dtype`) and the weights' (`weight_dtype`)
+--- as given: spelled (M.spelling), each nil where it is not given or names the compute dtype itself, and the "no effect"
+--- warnings of those (M.normalize's rule, for serve's reports).
+function M.storage_dtypes(dtype, kv_dtype, weight_dtype)
+  return storage_kept(dtype, kv_dtype and (M.spelling("kv_dtype", kv_dtype) or kv_dtype) or nil,
+    M.spelling("weight_dtype", weight_dtype) or weight_dtype)
 end
 
 --- The fields of normalized workload `w` the user gave (`given`: the `parallel` table as written and overridden, before
@@ -558,10 +582,10 @@ function M.normalize(spec, overrides, chunkname, text)
     if not CHECK[k] then fail_at(k, "unknown field '%s'%s", tostring(k), hint(k, FIELDS)) end
   end
   if w.mode == "decode" and w.seq == nil then w.seq = 1 end -- one new token per sequence
-  -- "bfloat16", "BF16" → "bf16" (not fp64: CHECK.dtype refuses it as the user wrote it)
-  if w.dtype ~= nil then w.dtype = K.compute_dtype(w.dtype) or w.dtype end
-  if w.kv_dtype ~= nil then w.kv_dtype = K.dtype_name(w.kv_dtype) or w.kv_dtype end
-  if type(w.weight_dtype) == "string" then w.weight_dtype = w.weight_dtype:lower() end
+  -- "bfloat16", "BF16" → "bf16" (not fp64: CHECK.dtype refuses it as the user wrote it): M.spelling
+  for _, k in ipairs(SPELLED) do
+    if w[k] ~= nil then w[k] = M.spelling(k, w[k]) or w[k] end
+  end
   -- a router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal only;
   -- a script's field stays as written: "2" there is a string, refused below)
   local cli_skew = overrides and cli_router_skew(overrides.router_skew)
@@ -632,7 +656,7 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.optimizer == nil then w.optimizer = w.mode == "train" and "adam" or "none" end
   if w.dtype == nil then w.dtype = "fp32" end
   local storage_notes  -- a KV cache or weights "quantised" to the compute dtype: dropped, with a warning
-  w.kv_dtype, w.weight_dtype, storage_notes = M.storage_dtypes(w.dtype, w.kv_dtype, w.weight_dtype)
+  w.kv_dtype, w.weight_dtype, storage_notes = storage_kept(w.dtype, w.kv_dtype, w.weight_dtype)
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
   local problem = precision.check(w.precision, w.dtype)
   if problem then fail_at("precision", "field 'precision' %s", problem) end
@@ -850,20 +874,27 @@ function M.warnings(w)
   return out
 end
 
+--- The KV cache a GPU holds of `bytes`, what one copy of its graph caches, under `plan` (a parallel plan; nil: one
+--- GPU's graph, the whole batch): times its microbatches. A parallel run's graph is one microbatch's (batch / (dp ·
+--- microbatches) sequences, one tp rank's heads), and every sequence's cache stays resident across microbatches (each
+--- microbatch's sequences have their own): a dp replica's GPUs hold the cache of all its batch / dp sequences, whatever
+--- the microbatch count. The one rule: M.kv_cache_bytes (the whole graph's) and neusight.parallel.timeline (each
+--- pipeline stage's own layers') apply it.
+function M.kv_cache_resident(bytes, plan)
+  return bytes * (plan and plan.microbatches or 1)
+end
+
 --- KV-cache bytes of a graph, every layer: Σ attrs.kv_cache_bytes · count over its nodes (neusight.nodes.kv_cache_write),
---- times the microbatches of `plan` (a parallel plan; nil: one GPU's graph, the whole batch). A parallel run's graph is
---- one microbatch's (batch / (dp · microbatches) sequences, one tp rank's heads), and every sequence's cache stays
---- resident across microbatches (each microbatch's sequences have their own): a dp replica's GPUs hold the cache of all
---- its batch / dp sequences, whatever the microbatch count, and a pipeline stage its layers' share of that
---- (neusight.parallel.memory report). The one rule for the KV cache a run holds: the report's kv_cache_gb and the memory
---- model's kv_cache part both come from here.
+--- as the GPUs of `plan` hold them (M.kv_cache_resident). The one rule for the KV cache a run holds: the report's
+--- kv_cache_gb and the memory model's kv_cache part both come from here (a pipeline stage holds its own layers' cache:
+--- neusight.parallel.timeline).
 function M.kv_cache_bytes(nodes, plan)
   local total = 0
   for _, n in ipairs(nodes) do
     local b = type(n.attrs) == "table" and n.attrs.kv_cache_bytes
     if type(b) == "number" then total = total + b * (n.count or 1) end
   end
-  return total * (plan and plan.microbatches or 1)
+  return M.kv_cache_resident(total, plan)
 end
 
 --- The sliding window of a serving graph's KV cache (neusight.nodes.kv_cache_write attrs.kv_window and

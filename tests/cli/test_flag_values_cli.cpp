@@ -114,16 +114,27 @@ TEST_CASE("flag values: --router-skew in exponent notation is a number with its 
   CHECK(r.err.find("give a factor from 1 to 2") != std::string::npos);
 }
 
-TEST_CASE("flag values: serve's lengths beyond a count's range name their flag and the value given", "[cli][flags]") {
-  const std::string serve = "serve --model llama32_1b --gpu h100 ";
-  usage_error(serve + "--rate 5 --requests 5 --input-len uniform:1:99999999999999999999 --output-len 4",
-              "--input-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999 (in "
-              "uniform:1:99999999999999999999)");
-  usage_error(serve + "--batch 1 --input-len 100 --output-len 99999999999999999999",
-              "--output-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999\n");
-  usage_error(serve + "--rate 5 --input-len 100 --output-len uniform:99999999999999999999:1",
-              "--output-len: a positive integer of at most 999999999999999999 expected, got 99999999999999999999 (in "
-              "uniform:99999999999999999999:1)");
+// One bound, serve.lua length_spec's, said with the limit a forecast takes (16777216 tokens): the command line's own
+// bound of these flags said "a positive integer of at most 999999999999999999" of a length beyond a count's range.
+TEST_CASE("flag values: serve's lengths beyond a count's range name their flag, the value given and the real limit",
+          "[cli][flags]") {
+  const std::string serve = "serve --model llama32_1b --gpu h100 --predictor roofline ";
+  auto fails = [&](const std::string& args, const std::string& message) {
+    const auto r = run_cli(serve + args);
+    INFO(args << "\nstderr: " << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.rfind("neusight: serve: " + message + "\n", 0) == 0);
+    CHECK(r.err.find("at most 999999999999999999") == std::string::npos);
+    CHECK(r.out.empty());
+  };
+  fails("--rate 5 --requests 5 --input-len uniform:1:99999999999999999999 --output-len 4",
+        "the input length (--input-len) uniform:LO:HI needs HI <= 16777216 tokens (got uniform:1:99999999999999999999)");
+  fails("--batch 1 --input-len 100 --output-len 99999999999999999999",
+        "the output length (--output-len) must be at most 16777216 tokens (got 99999999999999999999)");
+  fails("--batch 1 --input-len 100 --output-len 1000000000000000000",
+        "the output length (--output-len) must be at most 16777216 tokens (got 1000000000000000000)");
+  fails("--rate 5 --input-len 100 --output-len uniform:99999999999999999999:1",
+        "the output length (--output-len) uniform:LO:HI needs 1 <= LO <= HI (got uniform:99999999999999999999:1)");
 }
 
 TEST_CASE("reports: -o and --report are checked before anything is printed", "[cli][report]") {

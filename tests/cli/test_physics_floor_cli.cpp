@@ -54,6 +54,37 @@ TEST_CASE("physics floor: a serve calibration faster than the weights' bytes all
   CHECK_FALSE(has(run_json(run + " --no-calibration")["warnings"], "below what"));
 }
 
+// serve holds its phases to predict's floor (scripts/neusight/figures.lua forecast_floor, the one rule): uncalibrated
+// too, the model FLOPs at the dense peak hold every predictor. serve held only a calibrated phase to its kernels' floors,
+// and said nothing of a predictor pricing a prefill of 262 TFLOP in a fraction of a millisecond, which predict warns of.
+TEST_CASE("physics floor: serve holds its phases to predict's floor - a predictor under the model FLOPs warns uncalibrated",
+          "[cli][serve][floor]") {
+  temp_dir t;
+  const std::string fast = t.write("fast.lua", R"lua(-- 1 us per kernel, whatever the kernel
+return {
+  description = "1 us per kernel",
+  predict = function(kernels)
+    local out = {}
+    for i = 1, #kernels do out[i] = 1e-6 end
+    return out
+  end,
+})lua").string();
+  const std::string args = " --model llama3_8b --gpu h100 --predictor '" + fast + "' --no-calibration --dtype bf16";
+  const json pred = run_json("predict" + args + " --mode prefill --batch 8 --seq 2048 --launch graph");
+  INFO(pred["warnings"].dump());
+  CHECK(has(pred["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  const json srv = run_json("serve" + args + " --batch 8 --input-len 2048 --output-len 4");
+  INFO(srv["warnings"].dump());
+  CHECK(has(srv["warnings"], "the prefill forecast (batch 8, seq 2048) "));
+  CHECK(has(srv["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  CHECK(has(srv["warnings"], "check the peaks and mem_bw_gbps of"));
+  const json sweep = run_json("serve" + args + " --sweep --batch 4,8 --input-len 2048 --output-len 4");
+  CHECK(has(sweep["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  // the bundled predictors never price under it: nothing said
+  CHECK_FALSE(has(run_json("serve --model llama3_8b --gpu h100 --no-calibration --batch 8 --input-len 2048 "
+                           "--output-len 4")["warnings"], "below what"));
+}
+
 TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns and is written", "[cli][calibrate][floor]") {
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");

@@ -707,7 +707,8 @@ TEST_CASE("scripts path: a --scripts report.lua whose result is not a function i
 
 // An older --scripts figures.lua without the search's floor rule: search ranks as before it was there (no floor
 // warning), not every layout failing; an older parallel/config.lua without the layers' rule would rank layouts
-// Megatron-LM cannot run: an error naming the function (review findings)
+// Megatron-LM cannot run: an error naming the function (review findings), in predict's parallel report too (it
+// skipped the rule's warning without a word)
 TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.lua without layers_refusal",
           "[cli][scripts][search]") {
   temp_dir t;
@@ -725,4 +726,12 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
   INFO(c.err);
   CHECK(c.code == 1);
   CHECK(c.err.find("module neusight.parallel.config has no function layers_refusal") != std::string::npos);
+  // predict's parallel report warns with the same rule: without it, the same error (it said nothing and forecast on)
+  const auto p = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 8 --seq 1024 --dtype bf16 "
+                         "--predictor roofline --pp 2 --microbatches 4 --schedule interleaved" + cfg);
+  INFO(p.err);
+  CHECK(p.code == 1);
+  CHECK(p.out.empty());
+  CHECK(p.err.find("module neusight.parallel.config has no function layers_refusal (predict warns with it and search "
+                   "skips by it") != std::string::npos);
 }

@@ -65,13 +65,23 @@ function M.test_percentile_and_lengths()
   eq(err, "serve: the output length must be a positive integer (got 0)", "message")
   ok = pcall(S.length_spec, "normal:5:1", "x")
   eq(ok, false, "unknown distribution fails")
-  -- a count with no integer representation (1e20) is refused by the length's rule, not by string.format
+  -- the one bound of a length, said with its limit: a count with no integer representation (1e20) too, not by
+  -- string.format nor as "not a positive integer" (the command line's bound said "at most 999999999999999999")
   ok, err = pcall(S.length_spec, "99999999999999999999", "the output length")
-  eq(err, "serve: the output length must be a positive integer (got 99999999999999999999)", "no integer representation")
+  eq(err, "serve: the output length must be at most 16777216 tokens (got 99999999999999999999)", "no integer representation")
+  ok, err = pcall(S.length_spec, 1e20, "the output length")
+  eq(err, "serve: the output length must be at most 16777216 tokens (got 1e+20)", "a float")
   ok, err = pcall(S.length_spec, "uniform:1:99999999999999999999", "x")
-  eq(err, "serve: x must be a positive integer N or uniform:LO:HI (got uniform:1:99999999999999999999)", "HI too")
+  eq(err, "serve: x uniform:LO:HI needs HI <= 16777216 tokens (got uniform:1:99999999999999999999)", "HI too")
+  ok, err = pcall(S.length_spec, "uniform:99999999999999999999:1", "x")
+  eq(err, "serve: x uniform:LO:HI needs 1 <= LO <= HI (got uniform:99999999999999999999:1)", "LO beyond HI")
   ok, err = pcall(S.length_spec, "16777217", "x")
   eq(err, "serve: x must be at most 16777216 tokens (got 16777217)", "beyond a forecast's sequence")
+  eq(S.length_spec("16777216", "x").lo, 16777216, "the limit itself")
+  eq(S.length_spec("uniform:16777215:16777216", "x").hi, 16777216, "HI at the limit")
+  eq(math.type(S.length_spec("uniform:1:16777216", "x").lo), "integer", "integers")
+  ok, err = pcall(S.length_spec, 2.5, "x")
+  eq(err, "serve: x must be a positive integer (got 2.5)", "a fraction")
 end
 
 function M.test_bounds_classify_by_roofline()
@@ -191,6 +201,37 @@ function M.test_weights_beyond_memory()
     return x
   end
   eq(S.run({ model = "m", gpu = "g", batch = 1, input_len = 10, output_len = 2 }, full).kv_budget_gb, 0, "72 GB of 72")
+end
+
+-- A phase forecast below its floor is said by predict's rule (neusight.figures forecast_floor_warning): uncalibrated
+-- too, the model FLOPs at the dtype's dense peak (MFU 100 %) hold every predictor. serve used to hold only a calibrated
+-- phase, to its kernels' floors, and said nothing of a predictor pricing a phase at 150 % MFU.
+function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
+  local function fast(f)
+    local r = phase(f)
+    -- the forward's FLOPs at the 1 TFLOP/s peak take 1.5 times the forecast; the kernels' floors half of it
+    r.floor = { latency_s = r.latency_ms / 1e3, parallel = false, dtype = "bf16", flops_forward = 1.5e9 * r.latency_ms,
+                flops_backward = 0, peak_tflops = 1, floor_s = { linear = r.latency_ms / 2e3 } }
+    return r
+  end
+  local o = { model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 11 }
+  eq(S.floor_warning(S.run(o, phase)), nil, "no floor inputs: nothing said")
+  local r = S.run(o, fast)
+  local said = S.floor_warning(r)
+  eq(type(said) == "table" and #said, 2, "the prefill's and a decode step's")
+  eq(said[1], "the prefill forecast (batch 4, seq 100) 22.40 ms is 33.3 % below what fake's peak FLOP/s and bandwidth "
+    .. "allow (33.60 ms: the model FLOPs at the bf16 dense peak, MFU 100 %; MFU 150.0 %); check the peaks and "
+    .. "mem_bw_gbps of fake.toml", "the prefill's (22.4 ms)")
+  assert(said[2]:find("^the decode step forecast %(batch 4, context 1%d%d%) "), said[2])
+  assert(said[2]:find("MFU 150.0 %", 1, true), said[2])
+  eq(r.warnings[#r.warnings - 1], said[1], "among the report's warnings")
+  -- within its floor: nothing said
+  local function slow(f)
+    local x = fast(f)
+    x.floor.flops_forward = 0.5e9 * x.latency_ms
+    return x
+  end
+  eq(S.floor_warning(S.run(o, slow)), nil, "at 50 % MFU")
 end
 
 function M.test_errors()

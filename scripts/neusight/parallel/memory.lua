@@ -98,17 +98,15 @@ function M.optimizer_shards(plan)
   return (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
 end
 
---- The run's memory (memory.parallel) from the timeline's devices (params, layers, activation_bytes,
---- temporary_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
+--- The run's memory (memory.parallel) from the timeline's devices (params, activation_bytes, temporary_bytes,
+--- kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
 function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
-  -- parameter share), and its own layers' serving KV cache (dev.kv_cache_bytes: every microbatch's sequences', as
-  -- neusight.workload kv_cache_bytes sums the whole graph's).
+  -- parameter share), and its own layers' serving KV cache (dev.kv_cache_bytes: every microbatch's sequences',
+  -- neusight.workload kv_cache_resident).
   local shard = M.optimizer_shards(plan)
-  local layers_total = 0
-  for _, dev in ipairs(devices) do layers_total = layers_total + dev.layers end
   local parts = {}
   for d, dev in ipairs(devices) do
     local share = params_total > 0 and dev.params / params_total or 1 / P
@@ -117,9 +115,7 @@ function M.report(plan, devices, mem, params_total, lean)
     parts[d] = {
       state = state.total, activations = dev.activation_bytes,
       temporary = dev.temporary_bytes, workspace = mem.cublas + autocast,
-      -- its own layers' cache (the timeline's sum over its nodes; an older --scripts timeline without it: its layers'
-      -- share of the whole cache)
-      kv_cache = dev.kv_cache_bytes or (mem.kv_cache or 0) * (layers_total > 0 and dev.layers / layers_total or 1 / P),
+      kv_cache = dev.kv_cache_bytes,  -- its own layers' cache (the timeline's sum over its nodes)
       -- the parts' breakdown, as a one-GPU run's memory object has it (neusight.memory breakdown)
       state_parts = state, cublas = mem.cublas, autocast_cache = autocast, temporary_node = dev.temporary_node,
     }

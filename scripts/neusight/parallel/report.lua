@@ -148,6 +148,20 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   return table.concat(out)
 end
 
+--- neusight.parallel.config's layers_refusal, the layers' rule predict warns with (M.report) and search skips layouts by
+--- (neusight.search pipeline_skip), or an error naming it: a --scripts config.lua older than the rule would forecast and
+--- rank layouts Megatron-LM cannot run without a word.
+---@return function
+function M.layers_rule()
+  local config = require "neusight.parallel.config"
+  if type(config.layers_refusal) ~= "function" then
+    error("module neusight.parallel.config has no function layers_refusal (predict warns with it and search skips by "
+      .. "it the layouts whose model chunks do not divide the layers): a --scripts copy from an older neusight? compare "
+      .. "it with the bundled scripts/neusight/parallel/config.lua", 0)
+  end
+  return config.layers_refusal
+end
+
 --- Everything the engine reports of a parallel run (engine/lua/session_hooks.cpp):
 ---   iteration  seconds of the slowest device (the run's latency)
 ---   json       the report's `parallel` object (M.json)
@@ -180,10 +194,9 @@ function M.report(plan, result, lean)
   end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   local warnings = {}
-  local config = require "neusight.parallel.config"
   local layers = 0
   for _, d in ipairs(result.devices) do layers = layers + d.layers end
-  local uneven = config.layers_refusal and config.layers_refusal(plan.schedule, layers, plan.pp, plan.virtual_stages)
+  local uneven = M.layers_rule()(plan.schedule, layers, plan.pp, plan.virtual_stages)
   if uneven then
     warnings[1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
       .. "this layout. Forecast as asked, the layers spread as evenly as they go (earlier chunks take one more)")

@@ -14,6 +14,7 @@ local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
 local numel = require("neusight.parallel.shard").numel
 local fold, queue = require("neusight").fold, require("neusight").queue
+local kv_cache_resident = require("neusight.workload").kv_cache_resident
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
@@ -371,8 +372,8 @@ function M.timeline(plan, nodes, times, lean)
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
-      -- every microbatch's sequences keep their cache (neusight.workload kv_cache_bytes scales the same way)
-      dev.kv_cache_bytes = dev.kv_cache_bytes + st.kv_cache_bytes * plan.microbatches
+      -- every microbatch's sequences keep their cache (neusight.workload kv_cache_resident, the whole graph's rule)
+      dev.kv_cache_bytes = dev.kv_cache_bytes + kv_cache_resident(st.kv_cache_bytes, plan)
       dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
     end
     local compute_end = finish[d]
