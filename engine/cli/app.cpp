@@ -344,7 +344,8 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
   // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
-  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
+  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); },
+                [&](const gpu_spec& g) { return s.calibration_of(g); });
   std::vector<std::string> gpu_names;
   for (const auto& g : gpus_given) gpu_names.push_back(s.gpu(g).name);
   const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);

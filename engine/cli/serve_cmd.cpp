@@ -186,7 +186,7 @@ int serve_main(const serve_flags& f) {
       } catch (const error&) {
         return nullptr;
       }
-    });
+    }, [&](const gpu_spec& g) { return s.calibration_of(g); });
     put("gpu", f.gpu), put("tp", f.tp), put("batch", f.batch), put("rate", f.rate);
     if (f.ttft_ms > 0) opts["ttft_ms"] = f.ttft_ms;
     if (f.tpot_ms > 0) opts["tpot_ms"] = f.tpot_ms;
