@@ -344,10 +344,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
   // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
-  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); },
+  std::map<std::string, const gpu_spec*> gpus;  // each item's GPU, resolved once
+  gpu_list_once(gpus_given, [&](const std::string& g) { return gpus[g] = &s.gpu(g); },
                 [&](const gpu_spec& g) { return s.calibration_of(g); });
   std::vector<std::string> gpu_names;
-  for (const auto& g : gpus_given) gpu_names.push_back(s.gpu(g).name);
+  for (const auto& g : gpus_given) gpu_names.push_back(gpus.at(g)->name);
   const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);
   std::map<std::string, std::string> gpu_labels;
   for (size_t i = 0; i < gpus_given.size(); ++i) gpu_labels.emplace(gpus_given[i], labels[i]);
@@ -393,8 +394,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-      // the row's GPU file: the one --gpu gave (resolved by gpu_list_once above), none when the script names it
-      s.compare_add_error(given, why, one.gpu.empty() ? std::string() : s.gpu(one.gpu).source);
+      // the row's GPU file: the one --gpu gave (resolved above; a single --gpu keeps its spaces in the combination),
+      // none when the script names it
+      const auto item = list_split(one.gpu);
+      const auto g = item.size() == 1 ? gpus.find(item.front()) : gpus.end();
+      s.compare_add_error(given, why, g == gpus.end() ? std::string() : g->second->source);
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");
