@@ -278,8 +278,9 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
   figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
-  family_inputs_add(in, pf.seconds_by_family(gpu), *pred, gpu.vendor);
-  for (const auto& ft : mf.seconds_by_family(gpu)) in.emplace_back("measured_s." + ft.family, ft.seconds);
+  const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
+  family_inputs_add(in, forecast_families, *pred, gpu.vendor);
+  for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
   const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
@@ -303,8 +304,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["forecast_ms"] = p_total * 1e3;
     j["factors"] = factors;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
-    for (const auto& ft : pf.seconds_by_family(gpu)) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
-    for (const auto& ft : mf.seconds_by_family(gpu)) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
     j["families"] = fams;
     j["warnings"] = warnings;
     emit(j.dump(2) + "\n", c.output);
