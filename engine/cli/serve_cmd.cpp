@@ -78,9 +78,8 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   // a decode step's own, as fit_serve says it fitted them (decode_fitted: false, decode steps keep their forecast, an
   // empty [decode_factors])
   std::optional<std::map<std::string, double>> decode_factors = figure_factors(fit, "decode_factor.");
-  const auto fitted = std::find_if(fit.fields.begin(), fit.fields.end(), [](const auto& x) { return x.key == "decode_fitted"; });
-  if (fitted != fit.fields.end()) {
-    const bool* said = std::get_if<bool>(&fitted->value);
+  if (const figure_value* fitted = figure_find(fit, "decode_fitted")) {
+    const bool* said = std::get_if<bool>(fitted);
     if (!said) throw error("scripts/neusight/calibration.lua fit_serve(): decode_fitted must be a boolean");
     if (*said == decode_factors->empty())
       throw error(std::string("scripts/neusight/calibration.lua fit_serve(): decode_fitted is ") +
