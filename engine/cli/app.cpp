@@ -296,8 +296,9 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
   figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
-  family_inputs_add(in, pf.seconds_by_family(gpu), *pred, gpu.vendor);
-  for (const auto& ft : mf.seconds_by_family(gpu)) in.emplace_back("measured_s." + ft.family, ft.seconds);
+  const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
+  family_inputs_add(in, forecast_families, *pred, gpu.vendor);
+  for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
   const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
@@ -321,8 +322,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["forecast_ms"] = p_total * 1e3;
     j["factors"] = factors;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
-    for (const auto& ft : pf.seconds_by_family(gpu)) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
-    for (const auto& ft : mf.seconds_by_family(gpu)) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
     j["families"] = fams;
     j["warnings"] = warnings;
     emit(j.dump(2) + "\n", c.output);
@@ -363,9 +364,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   // --gpu: each GPU file once (a typo throws here); the rows' label of each GPU, as given (scripts/neusight/compare.lua
   // gpu_labels: its name, or "NAME (as given)" for GPUs of different files that share a name)
   const std::vector<std::string> gpus_given = list_split(f.gpu);
-  gpu_list_once(gpus_given, [&](const std::string& g) { return &s.gpu(g); });
+  std::map<std::string, const gpu_spec*> gpus;  // each item's GPU, resolved once
+  gpu_list_once(gpus_given, [&](const std::string& g) { return gpus[g] = &s.gpu(g); },
+                [&](const gpu_spec& g) { return s.calibration_of(g); });
   std::vector<std::string> gpu_names;
-  for (const auto& g : gpus_given) gpu_names.push_back(s.gpu(g).name);
+  for (const auto& g : gpus_given) gpu_names.push_back(gpus.at(g)->name);
   const std::vector<std::string> labels = s.gpu_labels(gpus_given, gpu_names);
   std::map<std::string, std::string> gpu_labels;
   for (size_t i = 0; i < gpus_given.size(); ++i) gpu_labels.emplace(gpus_given[i], labels[i]);
@@ -414,8 +417,11 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       }
       std::string why = ex.what();
       if (const size_t nl = why.find('\n'); nl != std::string::npos) why.resize(nl);
-      // the row's GPU file: the one --gpu gave (resolved by gpu_list_once above), none when the script names it
-      s.compare_add_error(given, why, one.gpu.empty() ? std::string() : s.gpu(one.gpu).source);
+      // the row's GPU file: the one --gpu gave (resolved above; a single --gpu keeps its spaces in the combination),
+      // none when the script names it
+      const auto item = list_split(one.gpu);
+      const auto g = item.size() == 1 ? gpus.find(item.front()) : gpus.end();
+      s.compare_add_error(given, why, g == gpus.end() ? std::string() : g->second->source);
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");

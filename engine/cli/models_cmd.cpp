@@ -278,7 +278,7 @@ int eval_models_main(const eval_models_flags& f) {
     r.predicted_ms = done.latency_s() * 1e3;
     r.ape = 100 * std::abs(r.predicted_ms - r.measured_ms) / r.measured_ms;
     r.spec = &gpu;
-    r.family_s = fc.seconds_by_family(gpu);
+    if (f.calibrate_each) r.family_s = fc.seconds_by_family(gpu);  // only its fits read them (with the floors)
     // the band the forecast carries (its figures: scripts/neusight/uncertainty.lua, as predict's)
     for (const auto& x : done.figs.fields) {
       if (const auto v = figure_number(x.value); v && x.key == "latency_ms_p10") r.p10_ms = *v;

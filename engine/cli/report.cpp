@@ -60,8 +60,24 @@ error write_error(const std::string& output, const std::string& where = "") {
 
 }  // namespace
 
+namespace {
+// What a forecast reads of a calibration (core/calibration.h), its numbers bit for bit: two copies of a GPU file with
+// calibrations alike in it forecast alike (comments, notes and what was measured aside, as the GPU's own fields).
+std::string calibration_key(const calibration& c) {
+  const auto factors = [](const std::map<std::string, double>& f) {
+    std::string out;
+    for (const auto& [family, x] : f) out += fmt::format("{}={:a};", family, x);
+    return out;
+  };
+  return "factors:" + factors(c.factors) +
+         (c.decode_factors ? "\ndecode_factors:" + factors(*c.decode_factors) : std::string()) + "\nmodel:" +
+         c.model + (c.model_params ? fmt::format("\nmodel_params:{:a}", *c.model_params) : std::string());
+}
+}  // namespace
+
 void gpu_list_once(const std::vector<std::string>& given,
-                   const std::function<const gpu_spec*(const std::string&)>& resolve) {
+                   const std::function<const gpu_spec*(const std::string&)>& resolve,
+                   const std::function<const calibration*(const gpu_spec&)>& calibration_of) {
   namespace fs = std::filesystem;
   // the GPU's file (canonical; its name when not read from a file), and every field of the spec as read (two copies of
   // one file, e.g. a folder's own gpus/ beside the bundled one: the same rows twice; the spec the resolver parsed, not
@@ -76,18 +92,16 @@ void gpu_list_once(const std::vector<std::string>& given,
     if (!gpu->file.empty()) {
       gpu_spec fields = *gpu;  // where it was read from aside: gpu_spec_key holds every field, numbers bit for bit
       fields.source.clear();
-      // and its calibration beside it (engine/core/calibration.h), which its forecasts apply: a copy calibrated
-      // otherwise (or only one of the two calibrated) forecasts otherwise, a GPU of its own
-      std::string calibration = "uncalibrated";
-      if (const fs::path cal = calibration_path(*gpu); !cal.empty() && fs::is_regular_file(cal, ec)) {
-        if (fs::file_size(cal, ec) > (1u << 20)) {
-          calibration = "file:" + cal.string();  // no calibration is that large: the reader refuses it, its own
-        } else {
-          std::ifstream in(cal, std::ios::binary);
-          calibration.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        }
+      // and the calibration its forecasts apply (calibration_of: none under --no-calibration): a copy calibrated
+      // otherwise (or only one of the two calibrated) forecasts otherwise, a GPU of its own. One that does not load is
+      // its rows' error, said by the forecast: a GPU of its own here.
+      std::string cal = "uncalibrated";
+      try {
+        if (const calibration* c = calibration_of(*gpu)) cal = calibration_key(*c);
+      } catch (const error&) {
+        cal = "unloadable:" + calibration_path(*gpu).string();
       }
-      keys.push_back("copy:" + gpu_spec_key(fields) + "\ncalibration:" + calibration);
+      keys.push_back("copy:" + gpu_spec_key(fields) + "\ncalibration:" + cal);
     }
     for (const auto& key : keys)
       if (const auto [at, fresh] = first.emplace(key, g); !fresh)

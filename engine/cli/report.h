@@ -14,6 +14,8 @@
 
 namespace ns {
 
+struct calibration;  // core/calibration.h
+
 // A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a newline.
 std::string csv_field(const std::string& s);
 
@@ -35,9 +37,11 @@ void emit_check(const std::string& output);
 // h100,h100_sxm5_80gb: two equal rows), or to files whose specs are alike field for field (a copy of the file in another
 // folder; compared as `resolve` parsed them, not read again). Two files that share a `name` (a copy of a GPU file with
 // another bandwidth, a what-if) are two GPUs. `resolve` gives an item's GPU (it may throw: a typo stops the run there), or nullptr when the
-// caller reports an unknown one itself.
+// caller reports an unknown one itself. `calibration_of` gives the calibration the GPU's forecasts apply (session::
+// calibration_of: nullptr under --no-calibration), which a copy is alike by too.
 void gpu_list_once(const std::vector<std::string>& given,
-                   const std::function<const gpu_spec*(const std::string&)>& resolve);
+                   const std::function<const gpu_spec*(const std::string&)>& resolve,
+                   const std::function<const calibration*(const gpu_spec&)>& calibration_of);
 
 std::string gpus_table(const std::vector<gpu_spec>& gpus);
 std::string gpus_json(const std::vector<gpu_spec>& gpus);

@@ -78,9 +78,8 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   // a decode step's own, as fit_serve says it fitted them (decode_fitted: false, decode steps keep their forecast, an
   // empty [decode_factors])
   std::optional<std::map<std::string, double>> decode_factors = figure_factors(fit, "decode_factor.");
-  const auto fitted = std::find_if(fit.fields.begin(), fit.fields.end(), [](const auto& x) { return x.key == "decode_fitted"; });
-  if (fitted != fit.fields.end()) {
-    const bool* said = std::get_if<bool>(&fitted->value);
+  if (const figure_value* fitted = figure_find(fit, "decode_fitted")) {
+    const bool* said = std::get_if<bool>(fitted);
     if (!said) throw error("scripts/neusight/calibration.lua fit_serve(): decode_fitted must be a boolean");
     if (*said == decode_factors->empty())
       throw error(std::string("scripts/neusight/calibration.lua fit_serve(): decode_fitted is ") +
@@ -186,7 +185,7 @@ int serve_main(const serve_flags& f) {
       } catch (const error&) {
         return nullptr;
       }
-    });
+    }, [&](const gpu_spec& g) { return s.calibration_of(g); });
     put("gpu", f.gpu), put("tp", f.tp), put("batch", f.batch), put("rate", f.rate);
     if (f.ttft_ms > 0) opts["ttft_ms"] = f.ttft_ms;
     if (f.tpot_ms > 0) opts["tpot_ms"] = f.tpot_ms;

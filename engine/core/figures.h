@@ -38,6 +38,14 @@ struct figures {
   std::vector<std::string> warnings;  // joined to the forecast's warnings (stderr, JSON `warnings`)
 };
 
+// The value of the field `key` (the first, when a rule gave it twice), nullptr when there is none: what C++ finds one
+// figure by.
+inline const figure_value* figure_find(const figures& f, const std::string& key) {
+  for (const auto& x : f.fields)
+    if (x.key == key) return &x.value;
+  return nullptr;
+}
+
 // The factor.<family> fields of a calibration fit (scripts/neusight/calibration.lua fit, fit_trace, fit_serve), by
 // family (`prefix` "decode_factor.": fit_serve's decode-step factors); the fit's other fields are the caller's to read.
 inline std::map<std::string, double> figure_factors(const figures& fit, const std::string& prefix = "factor.") {

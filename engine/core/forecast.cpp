@@ -35,18 +35,20 @@ double graph::params_total() const {
 
 double forecast::params_total() const { return g.params_total(); }
 
-std::vector<family_time> forecast::seconds_by_family(const gpu_spec& gpu) const {
+namespace {
+// forecast::seconds_by_family, the floors on `floors_on` when given.
+std::vector<family_time> family_times(const forecast& fc, const gpu_spec* floors_on) {
   struct acc {
     double sum = 0, squares = 0, floor = 0;
   };
   std::map<family, acc> by;
   acc other;
-  for (size_t i = 0; i < kernels.size(); ++i) {
-    const kernel& k = kernels[i].k;
+  for (size_t i = 0; i < fc.kernels.size(); ++i) {
+    const kernel& k = fc.kernels[i].k;
     const auto fam = k.seconds ? std::nullopt : family_of(k);
     acc& a = fam ? by[*fam] : other;
-    a.sum += seconds(i), a.squares += seconds(i) * seconds(i);
-    a.floor += roofline_floor_seconds(k, gpu) * double(g.nodes[kernels[i].node].count);
+    a.sum += fc.seconds(i), a.squares += fc.seconds(i) * fc.seconds(i);
+    if (floors_on) a.floor += roofline_floor_seconds(k, *floors_on) * double(fc.g.nodes[fc.kernels[i].node].count);
   }
   std::vector<family_time> out;
   auto add = [&](std::string name, const acc& a) {
@@ -56,6 +58,11 @@ std::vector<family_time> forecast::seconds_by_family(const gpu_spec& gpu) const 
   add("other", other);
   return out;
 }
+}  // namespace
+
+std::vector<family_time> forecast::seconds_by_family() const { return family_times(*this, nullptr); }
+
+std::vector<family_time> forecast::seconds_by_family(const gpu_spec& gpu) const { return family_times(*this, &gpu); }
 
 void family_floor_inputs_add(figure_inputs& in, const std::vector<family_time>& families) {
   for (const auto& f : families)

@@ -16,7 +16,8 @@ struct family_time {
   // Effective number of distinct kernels, (Σ s)² / Σ s² over the graph's kernel entries (a node's kernel replicated
   // over layers is one entry: the same shape errs the same way): how far the kernels' own errors average out.
   double kernels = 0;
-  // Σ roofline_floor_seconds × replication over the family's kernels: the least time its kernels can take.
+  // Σ roofline_floor_seconds × replication over the family's kernels: the least time its kernels can take (0 from
+  // forecast::seconds_by_family(), which computes no floors).
   double floor_seconds = 0;
 };
 
@@ -38,7 +39,11 @@ struct forecast {
   // Time of the predictor's kernel families (tile_model.h family_name), replication included, in family order;
   // "other" for the kernels no family's model prices (memory copies, collectives, fixed latencies). Families with no
   // kernel are left out. What the uncertainty band and calibration (scripts/neusight/uncertainty.lua,
-  // calibration.lua) weigh each family's error by; with each family's roofline floor on `gpu`.
+  // calibration.lua) weigh each family's error by; floor_seconds 0: the floors are only for the callers that pass the
+  // GPU (a roofline bound per kernel).
+  std::vector<family_time> seconds_by_family() const;
+  // The same with each family's roofline floor on `gpu` (floor_seconds): what family_inputs_add and
+  // family_floor_inputs_add hand the scripts.
   std::vector<family_time> seconds_by_family(const gpu_spec& gpu) const;
 };
 

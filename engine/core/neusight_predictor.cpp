@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "core/roofline.h"
 #include "core/text.h"
@@ -199,25 +201,33 @@ void dominance_minimum(const std::vector<kernel_instance>& kernels, const std::v
 // another at the rate of one launch (NeuSight's tile model: time = waves × time per wave) — so the forecast is
 // continuous at 2^31 bytes and linear in size above it. The piece takes the kernel's place in the forecast, its
 // envelope included (the envelope's copies of the split tile are the same extrapolation).
-bool split_by_piece(const kernel& k, family f, const std::vector<std::string>& trained_gpus, const gpu_spec& gpu) {
-  if (f != family::elementwise || k.tile_piece <= 0 || k.tile_piece_elems <= 0) return false;
+// `gpu_trained`: the GPU is one of the element-wise family's training GPUs (looked up once per forecast).
+bool split_by_piece(const kernel& k, bool gpu_trained) {
+  if (k.tile_piece <= 0 || k.tile_piece_elems <= 0) return false;
   const double numel = double(k.rows) * double(k.hidden), per = k.bytes / numel;
-  const auto [lo, hi] = family_train_bytes_per_element(f);
-  const bool measured = k.dtype == "fp32" && per >= lo && per <= hi &&
-                        std::find(trained_gpus.begin(), trained_gpus.end(), gpu.name) != trained_gpus.end();
+  const auto [lo, hi] = family_train_bytes_per_element(family::elementwise);
+  const bool measured = k.dtype == "fp32" && per >= lo && per <= hi && gpu_trained;
   return !measured && numel > double(k.tile_piece);
 }
 
 // The largest launch of a split kernel: rows of the kernel's width while one fits in a launch, else one row of a
-// launch's elements; its FLOPs and bytes in proportion.
-kernel split_piece(const kernel& k) {
-  kernel p = k;
+// launch's elements; its FLOPs and bytes in proportion. `launches`: the kernel's elements over the piece's, what the
+// piece's forecast is scaled by.
+struct split_launch {
+  kernel piece;
+  double launches = 0;
+};
+split_launch split_piece(const kernel& k) {
+  split_launch s{k, 0};
+  kernel& p = s.piece;
   if (k.hidden <= k.tile_piece) p.rows = k.tile_piece / k.hidden;
   else p.rows = 1, p.hidden = k.tile_piece;
-  const double r = double(p.rows) * double(p.hidden) / (double(k.rows) * double(k.hidden));
+  const double piece_numel = double(p.rows) * double(p.hidden), numel = double(k.rows) * double(k.hidden);
+  const double r = piece_numel / numel;
   p.flops = k.flops * r, p.bytes = k.bytes * r;
   p.tile_elems = k.tile_piece_elems, p.tile_piece = 0, p.tile_piece_elems = 0;
-  return p;
+  s.launches = numel / piece_numel;
+  return s;
 }
 
 class neusight_predictor final : public predictor {
@@ -243,18 +253,26 @@ class neusight_predictor final : public predictor {
   // kernels are seen with their family's training FLOPs, GEMMs by their dims; tile_model.h), so kernels that
   // differ only in FLOPs share one MLP evaluation and differ only by their own compute bound.
   std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
-    std::vector<size_t> split;  // split element-wise tensors priced by their largest launch (split_by_piece)
-    for (size_t i = 0; i < kernels.size(); ++i)
-      if (kernels[i].k.kind == kernel_kind::elementwise && kernels[i].k.tile_piece > 0 && !kernels[i].k.seconds &&
-          split_by_piece(kernels[i].k, family::elementwise, trained_gpus(gpu.vendor, family::elementwise), gpu))
-        split.push_back(i);
+    std::vector<std::pair<size_t, double>> split;  // split element-wise tensors priced by their largest launch
+                                                   // (split_by_piece): the kernel, its launches
+    std::vector<kernel_instance> pieces;
+    std::optional<bool> gpu_trained;  // the GPU among the element-wise family's training GPUs, asked once
+    for (size_t i = 0; i < kernels.size(); ++i) {
+      const kernel& k = kernels[i].k;
+      if (k.kind != kernel_kind::elementwise || k.tile_piece <= 0 || k.seconds) continue;
+      if (!gpu_trained) {
+        const auto& trained = trained_gpus(gpu.vendor, family::elementwise);
+        gpu_trained = std::find(trained.begin(), trained.end(), gpu.name) != trained.end();
+      }
+      if (!split_by_piece(k, *gpu_trained)) continue;
+      if (pieces.empty()) pieces = kernels;
+      split_launch s = split_piece(k);
+      pieces[i].k = std::move(s.piece);
+      split.emplace_back(i, s.launches);
+    }
     if (split.empty()) return predict_tiles(kernels, gpu);
-    std::vector<kernel_instance> pieces = kernels;
-    for (size_t i : split) pieces[i].k = split_piece(kernels[i].k);
     std::vector<double> out = predict_tiles(pieces, gpu);
-    for (size_t i : split)
-      out[i] *= double(kernels[i].k.rows) * double(kernels[i].k.hidden) /
-                (double(pieces[i].k.rows) * double(pieces[i].k.hidden));
+    for (const auto& [i, launches] : split) out[i] *= launches;
     return out;
   }
 

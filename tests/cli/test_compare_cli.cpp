@@ -601,20 +601,65 @@ TEST_CASE("compare: a GPU file copy that differs only in comments and key order 
   }
 }
 
+namespace {
+// The workload of the calibrated-copy cases below.
+const std::string copy_workload = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline";
+
+// `copy` (a GPU file in `t`) calibrated on its own: a measurement 1.3 × its forecast of `copy_workload`, its
+// calibration file written beside it.
+void calibrate_copy(const ns_test::temp_dir& t, const std::filesystem::path& copy) {
+  const double forecast = run_json(copy_workload + " --gpu " + ns_test::quoted(copy.string()))["latency_ms"].get<double>();
+  const auto m = t.write("measured.toml", "latency_ms = " + std::to_string(forecast * 1.3) + "\n");
+  const auto cal = run_cli(copy_workload + " --gpu " + ns_test::quoted(copy.string()) + " --calibrate " + ns_test::quoted(m.string()));
+  INFO(cal.err);
+  REQUIRE(cal.code == 0);
+}
+}  // namespace
+
 // A copy with its own calibration beside it forecasts otherwise: a GPU of its own, not "files alike"
 TEST_CASE("compare: a GPU file copy calibrated on its own is a GPU of its own", "[cli][compare][gpu]") {
   ns_test::temp_dir t;
   const auto copy = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
-  const std::string workload = "predict --model gpt2_med --mode inference --batch 8 --seq 512 --predictor roofline";
-  const double forecast = run_json(workload + " --gpu " + ns_test::quoted(copy.string()))["latency_ms"].get<double>();
-  const auto m = t.write("measured.toml", "latency_ms = " + std::to_string(forecast * 1.3) + "\n");
-  const auto cal = run_cli(workload + " --gpu " + ns_test::quoted(copy.string()) + " --calibrate " + ns_test::quoted(m.string()));
-  INFO(cal.err);
-  REQUIRE(cal.code == 0);
-  const json rows = run_json(workload + " --gpu h100," + ns_test::quoted(copy.string()))["rows"];
+  calibrate_copy(t, copy);
+  const json rows = run_json(copy_workload + " --gpu h100," + ns_test::quoted(copy.string()))["rows"];
   REQUIRE(rows.size() == 2);
   CHECK(rows[1]["latency_ms"].get<double>() > rows[0]["latency_ms"].get<double>() * 1.1);  // the calibration applied
   CHECK(rows[1]["gpu"] == "H100-SXM5-80GB (" + copy.string() + ")");
+}
+
+// Under --no-calibration no calibration applies, so a copy calibrated on its own forecasts as the file it copies: one
+// GPU (gpu_list_once read the calibration's bytes whatever the flag said: two equal rows)
+TEST_CASE("compare: a calibrated GPU file copy under --no-calibration is one GPU", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const auto copy = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
+  calibrate_copy(t, copy);
+  REQUIRE(std::filesystem::exists(t.path / "gpus/h100_sxm5_80gb.calibration.toml"));
+  for (const std::string& cmd : {copy_workload + " --no-calibration --gpu h100,",
+                                 std::string("serve --model llama32_1b --predictor roofline --input-len 256 "
+                                             "--output-len 32 --sweep --batch 1 --no-calibration --gpu h100,")}) {
+    const auto r = run_cli(cmd + ns_test::quoted(copy.string()));
+    INFO(cmd << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+  }
+  const auto r = run_cli(copy_workload + " --gpu h100," + ns_test::quoted(copy.string()), "NEUSIGHT_NO_CALIBRATION=1");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
+}
+
+// Calibrations are alike by what the forecasts read of them (calibration_load), not by their bytes: a comment changes
+// no row
+TEST_CASE("compare: GPU file copies whose calibrations differ only in comments are one GPU", "[cli][compare][gpu]") {
+  ns_test::temp_dir t;
+  const auto copy = ns_test::gpu_copy(t, "h100_sxm5_80gb", "gpus");
+  const auto other = ns_test::gpu_copy(t, "h100_sxm5_80gb", "more");
+  calibrate_copy(t, copy);
+  t.write("more/h100_sxm5_80gb.calibration.toml",
+          "# the same factors, copied\n" + ns_test::slurp(t.path / "gpus/h100_sxm5_80gb.calibration.toml"));
+  const auto r = run_cli(copy_workload + " --gpu " + ns_test::quoted(copy.string()) + "," + ns_test::quoted(other.string()));
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("name the same GPU (H100-SXM5-80GB, files alike): give each GPU once") != std::string::npos);
 }
 
 TEST_CASE("compare: two GPU files that share a name are two rows labelled as given", "[cli][compare][gpu]") {
