@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/cluster_spec.h"
+#include "core/roofline.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
 #include "lua/wrap.h"
@@ -707,6 +708,63 @@ bool session::has_function(const char* module, const char* fn) {
   return function_find(*p_, -1, module, fn);
 }
 
+std::optional<double> dense_peak_read(session::impl& p, const gpu_spec& gpu, const std::string& dtype,
+                                      const std::string& at) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string* file = nullptr;
+  try {
+    file = &function_push(p, "neusight.kernels", "dtype_name");  // stack: dtype_name
+  } catch (const error& e) {  // a kernels.lua without it: said where it was asked for
+    throw error(at + e.what());
+  }
+  lua_pushlstring(L, dtype.data(), dtype.size());
+  ns_call(L, 1, 1, "in " + *file + " dtype_name");  // stack: name
+  if (lua_type(L, -1) != LUA_TSTRING) {
+    std::string names;
+    for (const std::string& d : dtype_names()) names += d + ", ";
+    throw error(at + "unknown dtype '" + dtype + "' (" + names + "or a name such as bfloat16)");
+  }
+  return dense_peak_tflops(gpu, lua_tostring(L, -1));
+}
+
+std::optional<double> session::dense_peak_tflops(const gpu_spec& gpu, const std::string& dtype) {
+  return dense_peak_read(*p_, gpu, dtype, "");
+}
+
+namespace {
+
+// [-0, +0, m] sets `inputs` into the table at `t`: a dotted key "a.b.c" the field c of the table t.a.b (each made on
+// first use); a value not available (monostate) is left out
+void figure_table_set(lua_State* L, int t, const figure_inputs& inputs) {
+  t = lua_absindex(L, t);
+  const int top = lua_gettop(L);
+  for (const auto& [key, v] : inputs) {
+    if (std::holds_alternative<std::monostate>(v)) continue;
+    int at = t;
+    size_t from = 0;
+    for (size_t dot; (dot = key.find('.', from)) != std::string::npos; from = dot + 1) {
+      const std::string outer = key.substr(from, dot - from);
+      if (raw_getfield(L, at, outer.c_str()) != LUA_TTABLE) {  // stack: … at.outer
+        lua_pop(L, 1);
+        lua_newtable(L);
+        lua_pushvalue(L, -1);
+        lua_setfield(L, at, outer.c_str());
+      }
+      at = lua_gettop(L);
+    }
+    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
+    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
+    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
+    else lua_pushstring(L, std::get<std::string>(v).c_str());
+    lua_setfield(L, at, key.c_str() + from);
+    lua_settop(L, top);
+  }
+}
+
+}  // namespace
+
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                               const std::filesystem::path& uncertainty, const std::string& workload) {
   lua_State* L = p_->L();
@@ -715,29 +773,7 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   const std::string& file = function_push(*p_, module, fn);  // stack: fn
   lua_createtable(L, 0, int(inputs.size()) + 2);
   const int r = lua_gettop(L);
-  for (const auto& [key, v] : inputs) {
-    if (std::holds_alternative<std::monostate>(v)) continue;
-    // "a.b": field b of the table r.a (made on first use)
-    int t = r;
-    std::string k = key;
-    if (const size_t dot = key.find('.'); dot != std::string::npos) {
-      const std::string outer = key.substr(0, dot);
-      if (raw_getfield(L, r, outer.c_str()) != LUA_TTABLE) {
-        lua_pop(L, 1);
-        lua_newtable(L);
-        lua_pushvalue(L, -1);
-        lua_setfield(L, r, outer.c_str());
-      }
-      t = lua_gettop(L);
-      k = key.substr(dot + 1);
-    }
-    if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
-    else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
-    else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
-    else lua_pushstring(L, std::get<std::string>(v).c_str());
-    lua_setfield(L, t, k.c_str());
-    lua_settop(L, r);
-  }
+  figure_table_set(L, r, inputs);
   p_->push_gpu(gpu);
   lua_setfield(L, r, "gpu");
   if (auto h = p_->figures_hooks.find(workload); h != p_->figures_hooks.end()) {  // r.workload_figures(view)
@@ -766,6 +802,27 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   }  // stack: fn r
   const std::string what = file + " " + fn + "()";
   ns_call(L, 1, 1, "in " + what);
+  return figures_read(L, -1, what);
+}
+
+figures session::figures_call_batch(const char* module, const char* fn, const std::vector<figure_inputs>& items,
+                                    const figure_inputs& shared, const gpu_spec& gpu) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(*p_, module, fn);  // stack: fn
+  lua_createtable(L, int(items.size()), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    lua_createtable(L, 0, int(items[i].size()));
+    figure_table_set(L, -1, items[i]);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }  // stack: fn items
+  lua_createtable(L, 0, int(shared.size()) + 1);
+  figure_table_set(L, -1, shared);
+  p_->push_gpu(gpu);
+  lua_setfield(L, -2, "gpu");  // stack: fn items shared
+  const std::string what = file + " " + fn + "()";
+  ns_call(L, 2, 1, "in " + what);
   return figures_read(L, -1, what);
 }
 
