@@ -19,7 +19,6 @@
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
-#include "lua/floor_inputs.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -33,9 +32,9 @@ struct candidate {
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   bool fits = false;
-  // what scripts/neusight/figures.lua search_floor_warnings gets of it, and whether that warned (below its floor)
+  // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
+  // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
   figure_inputs floor_in = {};
-  bool below_floor = false;
 };
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -120,9 +119,9 @@ int search_main(const search_flags& f) {
   // given: each layout names its schedule, so one where it changes nothing says so (the workload's warning); left
   // out, the default schedule goes only to the layouts with a pipeline or microbatches to order.
   const bool schedule_given = !f.schedule.empty();
-  // the floor warning's rule (scripts/neusight/figures.lua search_floor_warnings); an older --scripts figures.lua
-  // without it: no floor warning, as before it was there, not every layout failing
-  const bool floor_rule = s.has_function("neusight.figures", "search_floor_warnings");
+  // the floor warning's rule (scripts/neusight/figures.lua search_floor); an older --scripts figures.lua without it:
+  // no floor warning, as before it was there, not the search failing
+  const bool floor_rule = s.has_function("neusight.figures", "search_floor");
   const session::search_choices names = s.search_choices_of(items_of(f.schedule), f.recompute);
   const std::vector<std::string>& schedules = names.schedules;
   const std::vector<std::string>& modes = names.recompute;  // least recomputation first: "auto" stops at the first that fits
@@ -326,17 +325,22 @@ int search_main(const search_flags& f) {
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
-              // its roofline floor as predict holds a forecast to it (scripts/neusight/figures.lua forecast_floor:
-              // the parallel timeline's busiest device, or the graph's kernels on one GPU), told once below
-              // (the layout as the warning names it, then floor_inputs_make's: a timeline's own layout comes last)
-              c.floor_in = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
-                            {"recompute", recompute}};
-              if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
-              const figure_inputs rule_in =
-                  floor_inputs_make(tl ? tl->iteration_s : fc.total(), fc, tl ? &*tl : nullptr, gpu, w.dtype, cal);
-              c.floor_in.insert(c.floor_in.end(), rule_in.begin(), rule_in.end());
-              c.below_floor = floor_rule && !s.figures_call("neusight.figures", "search_floor_warnings", c.floor_in, gpu)
-                                                   .warnings.empty();
+              // what its roofline floor is read from (scripts/neusight/figures.lua search_floor: the parallel
+              // timeline's busiest device, or the graph's kernels on one GPU), held to it once for the ranking below
+              if (floor_rule) {
+                c.floor_in = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
+                              {"recompute", recompute}, {"fc.total", fc.total()},
+                              {"fc.flops_forward", fc.phase_flops(phase::forward)},
+                              {"fc.flops_backward", fc.phase_flops(phase::backward)},
+                              {"fc.flops_accumulate", fc.phase_flops(phase::accumulate)}};
+                if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
+                if (tl) {
+                  c.floor_in.emplace_back("par.iteration", tl->iteration_s);
+                  for (const auto& [key, value] : tl->figures) c.floor_in.emplace_back("par.figures." + key, value);
+                } else {
+                  family_floor_inputs_add(c.floor_in, fc.seconds_by_family(gpu));
+                }
+              }
               if (tl) {
                 // the virtual stages the plan ran (the schedule's default when the variant left them open)
                 const nlohmann::ordered_json& par = tl->json;
@@ -431,13 +435,16 @@ int search_main(const search_flags& f) {
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
   std::vector<std::string> warnings = warned.all(own);
   // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
-  // of the best-ranked of them (scripts/neusight/figures.lua search_floor_warnings)
-  const auto below = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.below_floor; });
-  if (below > 0) {
-    const candidate& best = *std::find_if(results.begin(), results.end(), [](const candidate& c) { return c.below_floor; });
-    figure_inputs in = best.floor_in;
-    in.emplace_back("below", int64_t(below)), in.emplace_back("ranked", int64_t(results.size()));
-    for (auto& w : s.figures_call("neusight.figures", "search_floor_warnings", in, s.gpu(f.gpu)).warnings)
+  // of the best-ranked of them, in one call over the ranking (scripts/neusight/figures.lua search_floor)
+  if (floor_rule) {
+    std::vector<figure_inputs> ranked;
+    ranked.reserve(results.size());
+    for (candidate& c : results) ranked.push_back(std::move(c.floor_in));
+    const gpu_spec& gpu = s.gpu(f.gpu);
+    figure_inputs shared = {{"dtype", dtype}};
+    if (const auto peak = s.dense_peak_tflops(gpu, dtype)) shared.emplace_back("peak_tflops", *peak);
+    if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
+    for (auto& w : s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu).warnings)
       warnings.push_back(std::move(w));
   }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());

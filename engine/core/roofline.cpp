@@ -7,31 +7,44 @@
 
 namespace ns {
 
-double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
-  const bool matrix = k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm || k.kind == kernel_kind::attention;
-  double tflops = gpu.peak_fp32_tflops;
-  const char* key = "peak_fp32_tflops";
-  if (matrix) {
-    if (k.dtype == "fp32") tflops = gpu.peak_fp32_matrix_tflops, key = "peak_fp32_matrix_tflops";
-    else if (k.dtype == "tf32") tflops = gpu.peak_tf32_tflops, key = "peak_tf32_tflops";
-    else if (k.dtype == "fp16") tflops = gpu.peak_fp16_tflops, key = "peak_fp16_tflops";
-    else if (k.dtype == "bf16") tflops = gpu.peak_bf16_tflops, key = "peak_bf16_tflops";
-    else if (k.dtype == "fp8") tflops = gpu.peak_fp8_tflops, key = "peak_fp8_tflops";
+namespace {
+
+// The peak a kernel of `kind` and `dtype` (an engine dtype name) can use on the GPU in TFLOP/s, 0 where the GPU has no
+// unit for it, and the GPU file's key it comes from (roofline_peak_flops says it).
+struct unit_peak {
+  double tflops;
+  const char* key;
+};
+unit_peak unit_peak_of(const gpu_spec& gpu, kernel_kind kind, const std::string& dtype) {
+  if (kind == kernel_kind::gemm || kind == kernel_kind::bmm || kind == kernel_kind::attention) {
+    if (dtype == "fp32") return {gpu.peak_fp32_matrix_tflops, "peak_fp32_matrix_tflops"};
+    if (dtype == "tf32") return {gpu.peak_tf32_tflops, "peak_tf32_tflops"};
+    if (dtype == "fp16") return {gpu.peak_fp16_tflops, "peak_fp16_tflops"};
+    if (dtype == "bf16") return {gpu.peak_bf16_tflops, "peak_bf16_tflops"};
+    if (dtype == "fp8") return {gpu.peak_fp8_tflops, "peak_fp8_tflops"};
   }
-  if (!(tflops > 0))
-    throw error(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + key + " = 0) for kernel " +
+  return {gpu.peak_fp32_tflops, "peak_fp32_tflops"};
+}
+
+}  // namespace
+
+double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
+  const unit_peak p = unit_peak_of(gpu, k.kind, k.dtype);
+  if (!(p.tflops > 0))
+    throw error(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + p.key + " = 0) for kernel " +
                 k.name);
-  return tflops * 1e12;
+  return p.tflops * 1e12;
 }
 
 std::optional<double> dense_peak_tflops(const gpu_spec& gpu, const std::string& dtype) {
-  kernel gemm;
-  gemm.kind = kernel_kind::gemm, gemm.name = "peak", gemm.dtype = dtype;
-  try {
-    return roofline_peak_flops(gpu, gemm) / 1e12;
-  } catch (const error&) {
-    return std::nullopt;  // a known dtype the GPU has no units of: no MFU
-  }
+  // an engine name only: any other spelling ("bfloat16", "BF16") is no GEMM dtype below and would read as the fp32
+  // vector peak; session::dense_peak_tflops reads people's spellings (neusight.kernels dtype_name) first
+  if (std::find(dtype_names().begin(), dtype_names().end(), dtype) == dtype_names().end())
+    throw error("dense peak: unknown dtype '" + dtype + "'" + text_did_you_mean(dtype, dtype_names()) +
+                " (an engine name; neusight.kernels dtype_name reads the others)");
+  const unit_peak p = unit_peak_of(gpu, kernel_kind::gemm, dtype);
+  if (!(p.tflops > 0)) return std::nullopt;  // a known dtype the GPU has no units of: no MFU
+  return p.tflops;
 }
 
 double roofline_compute_seconds(const kernel& k, const gpu_spec& gpu) {
@@ -47,12 +60,9 @@ double roofline_seconds(const kernel& k, const gpu_spec& gpu) {
 
 double roofline_floor_seconds(const kernel& k, const gpu_spec& gpu) {
   if (k.seconds) return 0;
-  double compute = 0;
-  try {
-    compute = roofline_compute_seconds(k, gpu);
-  } catch (const error&) {
-    // no unit for its dtype: the DRAM term alone bounds it
-  }
+  // no unit for its dtype: the DRAM term alone bounds it
+  const double tflops = k.flops > 0 ? unit_peak_of(gpu, k.kind, k.dtype).tflops : 0;
+  const double compute = tflops > 0 ? k.flops / (tflops * 1e12) : 0;
   return std::max(compute, roofline_memory_seconds(k, gpu));
 }
 

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/cluster_spec.h"
+#include "core/roofline.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
 #include "lua/wrap.h"
@@ -707,6 +708,31 @@ bool session::has_function(const char* module, const char* fn) {
   return function_find(*p_, -1, module, fn);
 }
 
+std::optional<double> dense_peak_read(session::impl& p, const gpu_spec& gpu, const std::string& dtype,
+                                      const std::string& at) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string* file = nullptr;
+  try {
+    file = &function_push(p, "neusight.kernels", "dtype_name");  // stack: dtype_name
+  } catch (const error& e) {  // a kernels.lua without it: said where it was asked for
+    throw error(at + e.what());
+  }
+  lua_pushlstring(L, dtype.data(), dtype.size());
+  ns_call(L, 1, 1, "in " + *file + " dtype_name");  // stack: name
+  if (lua_type(L, -1) != LUA_TSTRING) {
+    std::string names;
+    for (const std::string& d : dtype_names()) names += d + ", ";
+    throw error(at + "unknown dtype '" + dtype + "' (" + names + "or a name such as bfloat16)");
+  }
+  return dense_peak_tflops(gpu, lua_tostring(L, -1));
+}
+
+std::optional<double> session::dense_peak_tflops(const gpu_spec& gpu, const std::string& dtype) {
+  return dense_peak_read(*p_, gpu, dtype, "");
+}
+
 namespace {
 // r.<name>(t) of figures_call's callback: its upvalue a userdata holding the callback, emptied when the rule returns
 // (a rule that kept the function cannot call it later). t's entries are read as numbers by name; the callback's
@@ -790,6 +816,25 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
   }
   const std::string what = file + " " + fn + "()";
   ns_call(L, 1, 1, "in " + what);
+  return figures_read(L, -1, what);
+}
+
+figures session::figures_call_batch(const char* module, const char* fn, const std::vector<figure_inputs>& items,
+                                    const figure_inputs& shared, const gpu_spec& gpu) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(*p_, module, fn);  // stack: fn
+  lua_createtable(L, int(items.size()), 0);
+  for (size_t i = 0; i < items.size(); ++i) {
+    figure_table_push(L, items[i]);
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }  // stack: fn items
+  figure_table_push(L, shared);
+  p_->push_gpu(gpu);
+  lua_setfield(L, -2, "gpu");  // stack: fn items shared
+  const std::string what = file + " " + fn + "()";
+  ns_call(L, 2, 1, "in " + what);
   return figures_read(L, -1, what);
 }
 

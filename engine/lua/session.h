@@ -373,7 +373,7 @@ class session {
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 
   // scripts/neusight/figures.lua compute(r): `inputs` become the table r (a dotted key "a.b" the field b of the table
-  // r.a), with r.gpu the GPU's table and, when `uncertainty` names the predictor's error table
+  // r.a, "a.b.c" of r.a.b), with r.gpu the GPU's table and, when `uncertainty` names the predictor's error table
   // (predictor::uncertainty_file), r.uncertainty that TOML file as a plain table and r.uncertainty_source its name.
   // Returns its fields, table lines and warnings.
   // `workload` (a workload's source, as workload_load named it): its own `figures` function, when the script has one,
@@ -392,6 +392,15 @@ class session {
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
                        const std::filesystem::path& uncertainty = {}, const std::string& workload = {},
                        const figures_callback* callback = nullptr);
+  // A batch in one call: module.fn(items, shared), `items` an array of tables made as figures_call makes its r (a
+  // dotted key "a.b.c" the field c of the table a.b), `shared` one more with shared.gpu the GPU's table (search's
+  // floor warning over its whole ranking: neusight.figures search_floor).
+  figures figures_call_batch(const char* module, const char* fn, const std::vector<figure_inputs>& items,
+                             const figure_inputs& shared, const gpu_spec& gpu);
+  // The dense peak of a GEMM of `dtype` as people write it ("bf16", "BF16", "bfloat16", "torch.bfloat16": the engine's
+  // name neusight.kernels dtype_name reads) on the GPU in TFLOP/s, as run.peak_tflops gives it to the figures
+  // (engine/core/roofline.h dense_peak_tflops); nullopt when the GPU has no unit for it. An unknown name throws.
+  std::optional<double> dense_peak_tflops(const gpu_spec& gpu, const std::string& dtype);
   // Whether module `module` (require'd) has function `fn`: for a function an older --scripts copy may leave out, so
   // that a command skips what it gives (search's floor warning) instead of failing; another value there throws.
   bool has_function(const char* module, const char* fn);

@@ -205,12 +205,19 @@ void figures_push(lua_State* L, const figures& figs);
 void strings_push(lua_State* L, const std::vector<std::string>& v);
 // [-0, +1, m] figure inputs as an array of { key, value } pairs, in order (a value not available: nil)
 void figure_inputs_push(lua_State* L, const figure_inputs& in);
-// [-0, +1, m] figure inputs as the table a figures rule gets them in (its `r`): each key a field, a dotted key "a.b"
-// the field b of the table r.a (made on first use), a value not available left out
+// [-0, +1, m] figure inputs as the table a figures rule gets them in (its `r`): each key a field, a dotted key "a.b.c"
+// the field c of the table r.a.b (each made on first use), a value not available left out
 void figure_table_push(lua_State* L, const figure_inputs& in);
 // [-0, +0, -] the array of { key, value } pairs at `idx` (a number, boolean or string each; an integer stays one);
 // `bad` is the message when it is not one.
 figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad);
+
+// The dense peak of a GEMM of `dtype` as people write it ("bf16", "BF16", "bfloat16", "torch.bfloat16": the engine's name
+// neusight.kernels dtype_name, the one normaliser, reads) on the GPU, in TFLOP/s (engine/core/roofline.h
+// dense_peak_tflops); nullopt when the GPU has no unit for it. A name dtype_name does not read, or a kernels.lua
+// without it, throws, `at` before the message (run.peak_tflops, session::dense_peak_tflops). [-0, +0, e]
+std::optional<double> dense_peak_read(session::impl& p, const gpu_spec& gpu, const std::string& dtype,
+                                      const std::string& at);
 
 // Pushes the overrides as a table { field = value } ("parallel.tp" keys stay flat). [-0, +1, m]
 void overrides_push_table(lua_State* L, const workload_overrides& o);

@@ -303,31 +303,12 @@ int l_peak_tflops(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     const std::string at = caller_where(L) + "run.peak_tflops(dtype): ";
     const gpu_spec& gpu = gpu_of(L, c, "peak_tflops");
-    kernel gemm;
-    gemm.kind = kernel_kind::gemm, gemm.name = "peak";
+    std::optional<double> peak;
     const int t = lua_type(L, 1);
-    if (t == LUA_TSTRING) {
-      const std::string given = lua_tostring(L, 1);
-      const std::string* file = nullptr;
-      try {
-        file = &function_push(*c.p, "neusight.kernels", "dtype_name");
-      } catch (const error& e) {  // a kernels.lua without it: said where the script asked for it
-        throw error(at + e.what());
-      }
-      lua_pushvalue(L, 1);
-      ns_call(L, 1, 1, "in " + *file + " dtype_name");
-      const bool known = lua_type(L, -1) == LUA_TSTRING;
-      if (known) gemm.dtype = lua_tostring(L, -1);
-      lua_pop(L, 1);
-      if (!known) {
-        std::string names;
-        for (const std::string& d : dtype_names()) names += d + ", ";
-        throw error(at + "unknown dtype '" + given + "' (" + names + "or a name such as bfloat16)");
-      }
-    } else if (t != LUA_TNIL && t != LUA_TNONE) {
-      throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
-    }
-    if (const auto peak = dense_peak_tflops(gpu, gemm.dtype)) lua_pushnumber(L, *peak);
+    if (t == LUA_TSTRING) peak = dense_peak_read(*c.p, gpu, lua_tostring(L, 1), at);
+    else if (t == LUA_TNIL || t == LUA_TNONE) peak = dense_peak_tflops(gpu, kernel{}.dtype);  // fp32
+    else throw error(at + "dtype must be a string or nil, got " + luaL_typename(L, 1));
+    if (peak) lua_pushnumber(L, *peak);
     else lua_pushnil(L);  // a known dtype the GPU has no units of: no MFU
     return 1;
   });

@@ -97,25 +97,24 @@ void figure_table_push(lua_State* L, const figure_inputs& in) {
   const int r = lua_gettop(L);
   for (const auto& [key, v] : in) {
     if (std::holds_alternative<std::monostate>(v)) continue;
-    // "a.b": field b of the table r.a (made on first use)
+    // "a.b.c": field c of the table r.a.b (each made on first use)
     int t = r;
-    std::string k = key;
-    if (const size_t dot = key.find('.'); dot != std::string::npos) {
-      const std::string outer = key.substr(0, dot);
-      if (raw_getfield(L, r, outer.c_str()) != LUA_TTABLE) {
+    size_t from = 0;
+    for (size_t dot; (dot = key.find('.', from)) != std::string::npos; from = dot + 1) {
+      const std::string outer = key.substr(from, dot - from);
+      if (raw_getfield(L, t, outer.c_str()) != LUA_TTABLE) {  // stack: r … t.outer
         lua_pop(L, 1);
         lua_newtable(L);
         lua_pushvalue(L, -1);
-        lua_setfield(L, r, outer.c_str());
+        lua_setfield(L, t, outer.c_str());
       }
       t = lua_gettop(L);
-      k = key.substr(dot + 1);
     }
     if (const auto* i = std::get_if<int64_t>(&v)) lua_pushinteger(L, lua_Integer(*i));
     else if (const auto* d = std::get_if<double>(&v)) lua_pushnumber(L, *d);
     else if (const auto* b = std::get_if<bool>(&v)) lua_pushboolean(L, *b);
     else lua_pushstring(L, std::get<std::string>(v).c_str());
-    lua_setfield(L, t, k.c_str());
+    lua_setfield(L, t, key.c_str() + from);
     lua_settop(L, r);  // stack: r
   }
 }

@@ -153,7 +153,7 @@ int l_serve_phase(lua_State* L) {
     const calibration* cal = c->s->calibration_of(gpu);
     if (!calibration_applied(cal, done.decode)) cal = nullptr;
     // what scripts/neusight/figures.lua forecast_floor holds the phase to, as predict's figures hold its forecast
-    figure_table_push(L, floor_inputs_make(latency_s, fc, done.parallel ? &*done.parallel : nullptr, gpu, dtype, cal));
+    figure_table_push(L, floor_inputs_make(*c->s, latency_s, fc, done.parallel ? &*done.parallel : nullptr, gpu, dtype, cal));
     lua_setfield(L, -2, "floor");
     if (cal) {
       set_string(L, "calibration", cal->source);

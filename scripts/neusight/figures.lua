@@ -168,7 +168,7 @@ function M.forecast_floor_warning(r, subject)
   return forecast_floor_warning_of(r, subject, layout_of(r))
 end
 
---- `neusight search`'s floor warning (engine/cli/search_cmd.cpp), told once for its ranking: `r` one layout's inputs as
+--- `neusight search`'s floor warning (M.search_floor), told once for its ranking: `r` one layout's inputs as
 --- M.compute gets them (latency_s its iteration, parallel and the layout, flops_forward, flops_backward, dtype,
 --- peak_tflops, floor_s or device_floor_s, calibration_source) and its schedule, recompute and ep; `below` and `ranked`
 --- (how many of the ranked layouts are below their floors, of how many), given for the one the warning names: the
@@ -183,6 +183,34 @@ function M.search_floor_warnings(r)
       r.below, r.ranked or r.below, layout)
     or fmt("the forecast of %s", layout)
   return { fields = {}, lines = {}, warnings = { M.forecast_floor_warning(r, subject) } }
+end
+
+--- `neusight search`'s floor check over its whole ranking, in one call (engine/cli/search_cmd.cpp): `layouts` the ranked
+--- layouts, best first, each { dp, tp, pp, microbatches, ep, recompute, schedule (nil: none named), fc (its forecast's
+--- totals: total, flops_forward, flops_backward, flops_accumulate), par (its parallel report's iteration and figures;
+--- nil: no plan, one GPU), floor_s (no plan: its kernel families' floors, floor_s.<family>) }; `shared` what every
+--- layout has: dtype, peak_tflops (the dtype's dense peak; nil: none), calibration_source (nil: none), gpu. Each layout's
+--- inputs are neusight.report's (timing_inputs, layout_inputs), as predict's figures get them; each is held to its floor
+--- as a forecast is (M.forecast_floor, M.below_floor), and the one warning (M.search_floor_warnings) names the
+--- best-ranked below it and how many are. Returns { fields = {}, lines = {}, warnings = { that warning, or none } }.
+function M.search_floor(layouts, shared)
+  local report = require "neusight.report"
+  local below, best = 0, nil
+  for _, l in ipairs(layouts) do
+    local r = { dp = l.dp, tp = l.tp, pp = l.pp, microbatches = l.microbatches, ep = l.ep, recompute = l.recompute,
+      schedule = l.schedule, floor_s = l.floor_s, parallel = l.par ~= nil, dtype = shared.dtype,
+      peak_tflops = shared.peak_tflops, calibration_source = shared.calibration_source, gpu = shared.gpu }
+    local function add(k, v) r[k] = v end
+    report.timing_inputs(l.fc, l.par, add)
+    report.layout_inputs(l.par, add)
+    if M.below_floor(r.latency_s, (M.forecast_floor(r))) then
+      below = below + 1
+      best = best or r
+    end
+  end
+  if not best then return { fields = {}, lines = {}, warnings = {} } end
+  best.below, best.ranked = below, #layouts
+  return M.search_floor_warnings(best)
 end
 
 --- Tokens one iteration processes.

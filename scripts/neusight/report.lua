@@ -205,6 +205,28 @@ function M.layout_warnings(f)
   return out
 end
 
+--- A forecast's time and model FLOPs as the figures (and the roofline floor it is held to) read them, each given to
+--- `add(key, value)`: latency_s (a parallel run's iteration, its slowest device's finish; else the kernels' sum),
+--- flops_forward, flops_backward (gradient accumulation included). `fc` the forecast's totals (total, flops_forward,
+--- flops_backward, flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
+--- neusight.figures search_floor (each layout search ranks) read them here.
+function M.timing_inputs(fc, par, add)
+  add("latency_s", par and par.iteration + 0.0 or fc.total)
+  add("flops_forward", fc.flops_forward)
+  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+end
+
+--- A parallel run's layout as the figures read it, by name in name order, each given to `add(key, value)`: its
+--- parallel report's `figures` (dp, tp, pp, microbatches, distributed_optimizer, device_floor_s); none for one GPU
+--- (`par` nil). M.figure_inputs and neusight.figures search_floor read it here.
+function M.layout_inputs(par, add)
+  if not par then return end
+  local keys = {}
+  for k in pairs(par.figures) do keys[#keys + 1] = k end
+  table.sort(keys)
+  for _, k in ipairs(keys) do add(k, par.figures[k]) end
+end
+
 --- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an
 --- earlier one): latency, the graph's FLOPs by phase, memory per GPU, the layout. scripts/neusight/pipeline.lua adds
 --- the kernel families' times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
@@ -217,9 +239,7 @@ function M.figure_inputs(f, fc, gpu)
   add("batch", f.batch)
   add("seq", f.seq)
   add("dtype", f.dtype)
-  add("latency_s", par and par.iteration + 0.0 or fc.total)
-  add("flops_forward", fc.flops_forward)
-  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+  M.timing_inputs(fc, par, add)
   add("flops_optimizer", fc.flops_optimizer)
   add("state_gb", state_gb(f))
   if f.params_known == false then add("params_known", false) end  -- a graph naming no parameters (M.graph)
@@ -229,12 +249,7 @@ function M.figure_inputs(f, fc, gpu)
   if f.mode == "decode" then add("context", f.context) end
   if f.kv_cache_bytes then add("kv_cache_gb", f.kv_cache_bytes / 1e9) end
   if gpu.price_per_hour_usd > 0 then add("price_per_hour_usd", gpu.price_per_hour_usd) end
-  if par then  -- the layout, by name
-    local keys = {}
-    for k in pairs(par.figures) do keys[#keys + 1] = k end
-    table.sort(keys)
-    for _, k in ipairs(keys) do add(k, par.figures[k]) end
-  end
+  M.layout_inputs(par, add)
   local memory = f.memory
   if type(memory) == "table" and memory.memory_gb ~= nil then  -- neusight.memory: the fullest GPU
     add("memory_gb", memory_number(memory, "memory_gb"))

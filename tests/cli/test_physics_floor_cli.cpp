@@ -168,7 +168,7 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
 }
 
 // search ranks layouts a calibration made faster than the GPU can run them: said once, of the best-ranked of them
-// (figures.lua search_floor_warnings, the rule predict's forecasts are held to), not per layout
+// (figures.lua search_floor over the ranking, the rule predict's forecasts are held to), not per layout
 TEST_CASE("physics floor: search says once that its ranked layouts are below their roofline floor", "[cli][search][floor]") {
   const std::string tail = " --gpus 8 --batch 32 --seq 2048 --dtype bf16";
   const json plain = run_json("search --model llama3_8b --gpu h100 --predictor roofline --no-calibration" + tail);

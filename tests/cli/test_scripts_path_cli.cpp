@@ -705,8 +705,8 @@ TEST_CASE("scripts path: a --scripts report.lua whose result is not a function i
                           "neusight?") != std::string::npos);
 }
 
-// An older --scripts figures.lua without the search's floor rule: search ranks as before it was there (no floor
-// warning), not every layout failing; an older parallel/config.lua without the layers' rule would rank layouts
+// An older --scripts figures.lua without the search's floor rule (search_floor): search ranks as before it was there
+// (no floor warning), not failing; an older parallel/config.lua without the layers' rule would rank layouts
 // Megatron-LM cannot run: an error naming the function (review findings), in predict's parallel report too (it
 // skipped the rule's warning without a word)
 TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.lua without layers_refusal",
@@ -715,7 +715,7 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
   const std::string base = "search --model gpt2_large --gpu h100 --gpus 8 --batch 64 --seq 1024 --dtype bf16 "
                            "--predictor roofline";
   const std::string figs = ns_test::override_dir(
-      t, "f", "figures", "", {{"function M.search_floor_warnings(", "function M.search_floor_warnings_old("}});
+      t, "f", "figures", "", {{"function M.search_floor(", "function M.search_floor_old("}});
   const auto r = run_cli(base + " --format json" + figs);
   INFO(r.err);
   REQUIRE(r.code == 0);

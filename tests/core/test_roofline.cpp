@@ -51,6 +51,33 @@ TEST_CASE("GEMM peak follows the dtype, vector kernels use fp32", "[roofline]") 
   }
 }
 
+// dense_peak_tflops takes engine dtype names only: another spelling is no GEMM dtype to the roofline's peak lookup and
+// read as the fp32 vector peak (2 TFLOP/s on Tiny-1 for "FP16"), a silently wrong MFU and floor; people's spellings go
+// through session::dense_peak_tflops (neusight.kernels dtype_name)
+TEST_CASE("dense peak: engine dtype names only - another spelling is refused not read as fp32", "[roofline]") {
+  CHECK(dense_peak_tflops(tiny, "fp16") == 16.0);
+  CHECK_FALSE(dense_peak_tflops(tiny, "bf16").has_value());  // a known dtype the GPU has no units of: no MFU
+  for (const char* spelt : {"FP16", "float16", "torch.float16", "half", "bfloat16"}) {
+    INFO(spelt);
+    try {
+      const auto peak = dense_peak_tflops(tiny, spelt);
+      FAIL("no error: " << (peak ? std::to_string(*peak) : std::string("nullopt")));
+    } catch (const error& e) {
+      CHECK(std::string(e.what()).find("dense peak: unknown dtype '" + std::string(spelt) + "'") == 0);
+      CHECK(std::string(e.what()).find("neusight.kernels dtype_name reads the others") != std::string::npos);
+    }
+  }
+}
+
+// the roofline floor of a kernel whose dtype has no units on the GPU: the DRAM term alone (the peak lookup shared with
+// roofline_peak_flops and dense_peak_tflops, no exception in between)
+TEST_CASE("roofline floor: no units for the dtype leaves the DRAM term", "[roofline]") {
+  const kernel b = gemm(1024, 1024, 1024, "bf16");  // Tiny-1 has no bf16 units
+  CHECK_THAT(roofline_floor_seconds(b, tiny), WithinRel(b.bytes / 100e9, 1e-12));
+  const kernel h = gemm(1024, 1024, 1024, "fp16");
+  CHECK_THAT(roofline_floor_seconds(h, tiny), WithinRel(h.flops / 16e12, 1e-12));
+}
+
 TEST_CASE("a fixed-latency kernel bypasses the bound", "[roofline]") {
   kernel m;
   m.kind = kernel_kind::memory;

@@ -209,3 +209,21 @@ TEST_CASE("predictor_make: each session its own efficiency table and a bad one r
   CHECK_THROWS_WITH(e.predictor_make("roofline_derated", source_dir / "weights"),
                     Catch::Matchers::Contains("field 'gemm_tc16' must be a number in (0, 1]"));
 }
+
+// the dense peak of a dtype as people write it: the engine's name neusight.kernels dtype_name reads (the one
+// normaliser, as run.peak_tflops gives the figures theirs), then the GPU file's peak; an unknown name is an error
+TEST_CASE("session dense_peak_tflops: people's dtype spellings read as the engine's names", "[lua][roofline]") {
+  ns::session_options o;
+  o.data_root = source_dir;
+  ns::session s(o);
+  const ns::gpu_spec gpu = ns::gpu_catalog(source_dir / "gpus").resolve("h100");
+  const auto bf16 = ns::dense_peak_tflops(gpu, "bf16");
+  REQUIRE(bf16.has_value());
+  CHECK(*bf16 > 900);  // the tensor peak, not the fp32 vector peak
+  for (const char* spelt : {"bf16", "BF16", "bfloat16", "torch.bfloat16"}) {
+    INFO(spelt);
+    CHECK(s.dense_peak_tflops(gpu, spelt) == bf16);
+  }
+  CHECK(s.dense_peak_tflops(gpu, "half") == ns::dense_peak_tflops(gpu, "fp16"));
+  CHECK_THROWS_WITH(s.dense_peak_tflops(gpu, "bf17"), Catch::Contains("unknown dtype 'bf17'"));
+}

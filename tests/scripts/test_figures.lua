@@ -104,4 +104,42 @@ function M.test_every_field_has_a_key_and_the_table_lines()
   end
 end
 
+-- search's floor check over its whole ranking in one call (F.search_floor): each layout's inputs made by neusight.report
+-- (the iteration of a parallel run, the kernels' sum on one GPU; backward FLOPs with gradient accumulation), held to its
+-- floor as a forecast is; one warning, of the best-ranked below it, with how many are
+function M.test_search_floor_over_the_ranking()
+  local gpu = { name = "X", source = "gpus/x.toml" }
+  local function layouts()
+    return {
+      -- dp 2: its iteration 1.0 s over its busiest device's 0.5 s floor
+      { dp = 2, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+        fc = { total = 3.0, flops_forward = 1e12, flops_backward = 2e12, flops_accumulate = 0 },
+        par = { iteration = 1.0, figures = { dp = 2, tp = 1, pp = 1, microbatches = 1, device_floor_s = 0.5 } } },
+      -- tp 2: 0.4 s under its device's 0.5 s (kept at the layout's iteration, not the graph's 0.1 s sum)
+      { dp = 1, tp = 2, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+        fc = { total = 0.1, flops_forward = 1e12, flops_backward = 2e12, flops_accumulate = 0 },
+        par = { iteration = 0.4, figures = { dp = 1, tp = 2, pp = 1, microbatches = 1, device_floor_s = 0.5 } } },
+      -- one GPU, no plan: 0.19 s; its kernels' floor 0.3 s; its model FLOPs 10 + 5 + 5 (accumulate) TFLOP at
+      -- 100 TFLOP/s, 0.2 s (0.15 s without the gradient accumulation's)
+      { dp = 1, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+        fc = { total = 0.19, flops_forward = 10e12, flops_backward = 5e12, flops_accumulate = 5e12 },
+        floor_s = { gemm_tc16 = 0.2, elementwise = 0.1 } },
+    }
+  end
+  local calibrated = F.search_floor(layouts(), { dtype = "bf16", peak_tflops = 100,
+    calibration_source = "gpus/x.calibration.toml", gpu = gpu })
+  eq(#calibrated.warnings, 1, "one warning for the ranking")
+  local w = calibrated.warnings[1]
+  assert(w:find("2 of the 3 layouts ranked are forecast below their roofline floor; the best-ranked, dp 1 tp 2 pp 1, "
+    .. "1 microbatch, recompute none, at 400.0 ms", 1, true), w)
+  assert(w:find("busiest GPU's kernels", 1, true) and w:find("gpus/x.calibration.toml", 1, true), w)
+  -- uncalibrated, the model FLOPs floor only: the one-GPU layout, by its gradient accumulation's FLOPs
+  local plain = F.search_floor(layouts(), { dtype = "bf16", peak_tflops = 100, gpu = gpu })
+  eq(#plain.warnings, 1, "uncalibrated: one warning")
+  assert(plain.warnings[1]:find("1 of the 3 layouts ranked are forecast below their roofline floor; the best-ranked, "
+    .. "dp 1 tp 1 pp 1, 1 microbatch, recompute none, at 190.0 ms", 1, true), plain.warnings[1])
+  assert(plain.warnings[1]:find("the model FLOPs at the bf16 dense peak", 1, true), plain.warnings[1])
+  eq(#F.search_floor(layouts(), { dtype = "bf16", gpu = gpu }).warnings, 0, "no peak, no calibration: no floor")
+end
+
 return M
