@@ -330,8 +330,8 @@ int search_main(const search_flags& f) {
               c.floor_in = {{"latency_s", tl ? tl->iteration_s : fc.total()}, {"parallel", tl.has_value()},
                             {"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
                             {"recompute", recompute}, {"dtype", w.dtype},
-                            {"flops_forward", fc.phase_flops(phase::forward)},
-                            {"flops_backward", fc.phase_flops(phase::backward) + fc.phase_flops(phase::accumulate)}};
+                            {"flops_forward", fc.phase_model_flops(phase::forward)},
+                            {"flops_backward", fc.phase_model_flops(phase::backward) + fc.phase_flops(phase::accumulate)}};
               if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
               if (const auto peak = dense_peak_tflops(gpu, w.dtype)) c.floor_in.emplace_back("peak_tflops", *peak);
               if (cal) c.floor_in.emplace_back("calibration_source", cal->source);

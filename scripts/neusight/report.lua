@@ -218,8 +218,10 @@ function M.figure_inputs(f, fc, gpu)
   add("seq", f.seq)
   add("dtype", f.dtype)
   add("latency_s", par and par.iteration + 0.0 or fc.total)
-  add("flops_forward", fc.flops_forward)
-  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+  -- the model's work (the engine's model_flops_<phase>: the forward and backward FLOPs of the mean expert-parallel
+  -- rank's rows where the graph prices the busiest one's; neusight.models.moe), gradient accumulation in full
+  add("flops_forward", fc.model_flops_forward)
+  add("flops_backward", fc.model_flops_backward + fc.flops_accumulate)
   add("flops_optimizer", fc.flops_optimizer)
   add("state_gb", state_gb(f))
   if f.params_known == false then add("params_known", false) end  -- a graph naming no parameters (M.graph)
