@@ -99,7 +99,7 @@ TEST_CASE("forecast model FLOPs apply a node's model_flops_share to its forward 
   CHECK(f.phase_model_flops(phase::accumulate) == 24 * 1024.0);  // the parameters' work, in full
   CHECK(f.phase_flops(phase::forward) == 25 * 1024.0);            // the graph's (priced) FLOPs unchanged
   CHECK(f.phase_total(phase::forward) == 1.0 + 48.0);             // and its time
-  for (const attr_value bad : {attr_value(0.0), attr_value(1.5), attr_value(std::string("half"))}) {
+  for (const attr_value& bad : {attr_value(0.0), attr_value(1.5), attr_value(std::string("half"))}) {
     f.g.nodes[1].attrs["model_flops_share"] = bad;
     CHECK_THROWS_WITH(f.phase_model_flops(phase::forward),
                       "node 'experts.down_proj': attrs.model_flops_share must be a number in (0, 1] (the share of its "
