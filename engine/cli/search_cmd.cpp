@@ -330,8 +330,8 @@ int search_main(const search_flags& f) {
               if (floor_rule) {
                 c.floor_in = {{"dp", dp}, {"tp", tp}, {"pp", pp}, {"microbatches", m}, {"ep", var.ep},
                               {"recompute", recompute}, {"fc.total", fc.total()},
-                              {"fc.flops_forward", fc.phase_flops(phase::forward)},
-                              {"fc.flops_backward", fc.phase_flops(phase::backward)},
+                              {"fc.model_flops_forward", fc.phase_model_flops(phase::forward)},
+                              {"fc.model_flops_backward", fc.phase_model_flops(phase::backward)},
                               {"fc.flops_accumulate", fc.phase_flops(phase::accumulate)}};
                 if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
                 if (tl) {

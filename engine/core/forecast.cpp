@@ -3,6 +3,7 @@
 
 #include <map>
 
+#include "core/text.h"
 #include "core/tile_model.h"
 
 namespace ns {
@@ -23,6 +24,32 @@ double forecast::phase_flops(phase p) const {
   double f = 0;
   for (const auto& ki : kernels)
     if (ki.ph == p) f += ki.k.flops * double(g.nodes[ki.node].count);
+  return f;
+}
+
+namespace {
+
+// A node's attrs.model_flops_share (forecast::phase_model_flops): 1 without it, an error unless a number in (0, 1].
+double model_flops_share(const node& n) {
+  const auto it = n.attrs.find("model_flops_share");
+  if (it == n.attrs.end()) return 1;
+  const double* v = std::get_if<double>(&it->second);
+  if (!v || !(*v > 0 && *v <= 1))
+    throw error("node '" + n.name + "': attrs.model_flops_share must be a number in (0, 1] (the share of its " +
+                "forward and backward FLOPs that is the model's work)");
+  return *v;
+}
+
+}  // namespace
+
+double forecast::phase_model_flops(phase p) const {
+  const bool rows = p == phase::forward || p == phase::backward;
+  double f = 0;
+  for (const auto& ki : kernels)
+    if (ki.ph == p) {
+      const node& n = g.nodes[ki.node];
+      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n) : 1.0);
+    }
   return f;
 }
 

@@ -34,6 +34,14 @@ struct forecast {
   double flops_total() const;
   // FLOPs of one phase's kernels, replication included.
   double phase_flops(phase p) const;
+  // The model's FLOPs of one phase (scripts/neusight/figures.lua model FLOPs): phase_flops with each node's forward
+  // and backward kernels (its work on the rows it runs) scaled by its attrs.model_flops_share, a number in (0, 1], 1
+  // without it; gradient accumulation and the optimizer step, work on its parameters, count in full. A builder sets
+  // the share where the graph prices more rows than the mean GPU runs: the busiest expert-parallel rank's local
+  // experts (scripts/neusight/models/moe.lua mean_rank_share: mean rows / busiest rows), whose time every rank waits
+  // for but whose extra rows are no FLOPs the model needs. Equal to phase_flops where no node sets it; another value
+  // is an error naming the node.
+  double phase_model_flops(phase p) const;
   // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
   double params_total() const;
   // Time of the predictor's kernel families (tile_model.h family_name), replication included, in family order;

@@ -7,7 +7,7 @@
 namespace ns {
 
 void forecast_push(lua_State* L, const forecast& f, bool rows) {
-  lua_createtable(L, 0, 13);  // stack: fc
+  lua_createtable(L, 0, 15);  // stack: fc
   set_number(L, "total", f.total());
   set_number(L, "forward", f.phase_total(phase::forward));
   set_number(L, "backward", f.phase_total(phase::backward));
@@ -18,6 +18,10 @@ void forecast_push(lua_State* L, const forecast& f, bool rows) {
   set_number(L, "flops_backward", f.phase_flops(phase::backward));
   set_number(L, "flops_accumulate", f.phase_flops(phase::accumulate));
   set_number(L, "flops_optimizer", f.phase_flops(phase::optimizer));
+  // the model's work of the forward and backward (node_model_flops_share): what neusight.report figure_inputs hands
+  // the figures as model FLOPs
+  set_number(L, "model_flops_forward", f.phase_model_flops(phase::forward));
+  set_number(L, "model_flops_backward", f.phase_model_flops(phase::backward));
   set_number(L, "params", f.params_total());
   if (!rows) return;
   lua_createtable(L, int(f.g.nodes.size()), 0);  // stack: fc nodes

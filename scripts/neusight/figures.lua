@@ -12,7 +12,9 @@
 --                     (the graph is one tp rank's microbatch): FLOPs the model needs, counted kernel by kernel from
 --                     the same formulas that price the kernels — not the 6·N·tokens + attention approximation of the
 --                     PaLM / Megatron papers (which it matches for dense transformers within the attention
---                     convention; it also covers MoE routing, encoders, imported graphs)
+--                     convention; it also covers MoE routing, encoders, imported graphs). Under expert parallelism
+--                     the mean rank's expert rows, not the busiest rank's the latency prices (flops_forward and
+--                     flops_backward are the engine's model FLOPs: neusight.report figure_inputs)
 --   flops_per_token   model FLOPs / tokens
 --   achieved_tflops   per GPU: every graph FLOP of the iteration (optimizer step included, recomputation not) / gpus
 --                     / latency
@@ -223,7 +225,8 @@ function M.tokens(mode, batch, seq)
 end
 
 --- The figures of one forecast.
---- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (gradient accumulation included),
+--- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (the model's: gradient accumulation
+--- included, the mean expert-parallel rank's expert rows),
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
 --- microbatches, distributed_optimizer, state_gb (per GPU), params_known (false: an imported graph that names no
 --- parameters, whose memory is not known), memory_gb and fits (the memory model's, when it ran),

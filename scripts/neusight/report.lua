@@ -207,13 +207,15 @@ end
 
 --- A forecast's time and model FLOPs as the figures (and the roofline floor it is held to) read them, each given to
 --- `add(key, value)`: latency_s (a parallel run's iteration, its slowest device's finish; else the kernels' sum),
---- flops_forward, flops_backward (gradient accumulation included). `fc` the forecast's totals (total, flops_forward,
---- flops_backward, flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
+--- flops_forward, flops_backward (gradient accumulation included). `fc` the forecast's totals (total,
+--- model_flops_forward, model_flops_backward, flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
 --- neusight.figures search_floor (each layout search ranks) read them here.
 function M.timing_inputs(fc, par, add)
   add("latency_s", par and par.iteration + 0.0 or fc.total)
-  add("flops_forward", fc.flops_forward)
-  add("flops_backward", fc.flops_backward + fc.flops_accumulate)
+  -- the model's work (the engine's model_flops_<phase>: the forward and backward FLOPs of the mean expert-parallel
+  -- rank's rows where the graph prices the busiest one's; neusight.models.moe), gradient accumulation in full
+  add("flops_forward", fc.model_flops_forward)
+  add("flops_backward", fc.model_flops_backward + fc.flops_accumulate)
 end
 
 --- A parallel run's layout as the figures read it, by name in name order, each given to `add(key, value)`: its

@@ -168,3 +168,33 @@ TEST_CASE("router skew: a factor in a comparison is read as in a single forecast
   CHECK(low.code == 1);
   CHECK(low.err.find("field 'router_skew' must be a number >= 1") != std::string::npos);
 }
+
+// A skewed router makes the busiest expert-parallel rank slower but does not add to the model's work: model FLOPs count
+// the mean rank's expert rows (the busiest rank's expert nodes carry attrs.model_flops_share; engine/core/forecast.h
+// phase_model_flops), so flops_per_token equals balanced's while the step takes longer and MFU and achieved TFLOP/s
+// fall. They read 2.7x the model's FLOPs per token at --router-skew 3 (Mixtral-8x7B ep 4 grouped). (ep 1 counts more
+// per token than ep 4 even balanced: each dp rank accumulates the gradients of all the experts it holds.)
+TEST_CASE("router skew: model FLOPs count the mean expert-parallel rank and latency the busiest", "[cli][moe][router_skew]") {
+  for (const std::string model : {"qwen3_30b_a3b", "deepseek_v2_lite"})
+    for (const std::string experts : {"loop", "grouped"}) {
+      INFO(model << " " << experts);
+      const std::string base = "predict --model " + model + " --gpu h100 --mode train --batch 4 --seq 128 --dtype bf16 "
+                               "--dp 4 --ep 4 --cluster dgx_h100 --predictor roofline --experts " + experts;
+      const json balanced = run_json(base + " --router-skew balanced");
+      const json skewed = run_json(base + " --router-skew 3");
+      const auto fig = [](const json& j, const char* k) { return j["figures"][k].get<double>(); };
+      CHECK_THAT(fig(skewed, "flops_per_token"), Catch::Matchers::WithinRel(fig(balanced, "flops_per_token"), 1e-9));
+      CHECK_THAT(fig(skewed, "model_flops"), Catch::Matchers::WithinRel(fig(balanced, "model_flops"), 1e-9));
+      if (model == "qwen3_30b_a3b") {  // the default (uniform) too
+        const json uniform = run_json(base);
+        CHECK_THAT(fig(uniform, "flops_per_token"), Catch::Matchers::WithinRel(fig(balanced, "flops_per_token"), 1e-9));
+      }
+      // the busiest rank's rows are priced: a longer step, so a lower MFU and achieved TFLOP/s
+      CHECK(skewed["latency_ms"].get<double>() > balanced["latency_ms"].get<double>());
+      CHECK(fig(skewed, "mfu") < fig(balanced, "mfu"));
+      CHECK(fig(skewed, "achieved_tflops") < fig(balanced, "achieved_tflops"));
+      // the graph itself still holds the busiest rank's rows (the report's flops: what was priced), memory its activations
+      CHECK(skewed["flops"].get<double>() > 2 * balanced["flops"].get<double>());
+      CHECK(skewed["memory_gb"].get<double>() > balanced["memory_gb"].get<double>());
+    }
+}

@@ -105,6 +105,35 @@ TEST_CASE("forecast sums phases with node replication", "[forecast]") {
   CHECK(f.flops_total() == 2.0 * 512 * (1 + 24 * 3 + 1));
 }
 
+// The model's FLOPs (scripts/neusight/figures.lua): a node's attrs.model_flops_share scales its forward and backward
+// FLOPs (the busiest expert-parallel rank's extra rows are no model work; scripts/neusight/models/moe.lua), not its
+// gradient accumulation; a bad value is an error naming the node.
+TEST_CASE("forecast model FLOPs apply a node's model_flops_share to its forward and backward", "[forecast]") {
+  graph g;
+  g.nodes.resize(2);
+  g.nodes[0].name = "attn", g.nodes[0].count = 1;
+  g.nodes[1].name = "experts.down_proj", g.nodes[1].count = 24;
+  std::vector<kernel_instance> ks = {{0, phase::forward, gemm(8, 8, 8)},
+                                     {1, phase::forward, gemm(8, 8, 8)},
+                                     {1, phase::backward, gemm(8, 8, 8)},
+                                     {1, phase::accumulate, gemm(8, 8, 8)}};
+  forecast f = forecast_make(g, ks, {1.0, 2.0, 3.0, 0.5});
+  for (phase p : {phase::forward, phase::backward, phase::accumulate, phase::optimizer})
+    CHECK(f.phase_model_flops(p) == f.phase_flops(p));  // no share: the graph's, bit for bit
+  f.g.nodes[1].attrs["model_flops_share"] = 0.25;
+  CHECK(f.phase_model_flops(phase::forward) == 1024.0 + 0.25 * 24 * 1024);
+  CHECK(f.phase_model_flops(phase::backward) == 0.25 * 24 * 1024);
+  CHECK(f.phase_model_flops(phase::accumulate) == 24 * 1024.0);  // the parameters' work, in full
+  CHECK(f.phase_flops(phase::forward) == 25 * 1024.0);            // the graph's (priced) FLOPs unchanged
+  CHECK(f.phase_total(phase::forward) == 1.0 + 48.0);             // and its time
+  for (const attr_value& bad : {attr_value(0.0), attr_value(1.5), attr_value(std::string("half"))}) {
+    f.g.nodes[1].attrs["model_flops_share"] = bad;
+    CHECK_THROWS_WITH(f.phase_model_flops(phase::forward),
+                      "node 'experts.down_proj': attrs.model_flops_share must be a number in (0, 1] (the share of its "
+                      "forward and backward FLOPs that is the model's work)");
+  }
+}
+
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {
   CHECK(predictor_make("roofline")->name() == "roofline");
   CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: neusight, roofline, roofline-reference");

@@ -75,6 +75,9 @@
 -- per step, balanced an idealisation no dropless router reaches (it needs capacity-limited, token-dropping routing).
 -- Priced with it: the busiest rank's local experts (loop: its expert kernels on its rows; grouped: its grouped GEMMs)
 -- and both all-to-alls (the step's all-to-all ends when the rank with the most rows has received / returned them).
+-- Counted without it: the model FLOPs (flops_per_token, MFU, achieved TFLOP/s) are the mean rank's work, n·k rows
+-- per rank, whatever the skew: the busiest rank's expert nodes carry attrs.model_flops_share = mean / busiest rows
+-- (M.mean_rank_share; the engine's phase_model_flops scales their forward and backward FLOPs by it).
 -- Not modelled: the host synchronisations of nonzero (expert_hit, torch.where), Python loop overhead beyond one
 -- launch per kernel, load imbalance between experts on one GPU (the HF loop runs the experts one after another, so
 -- their total rows, not the busiest, set its time to first order; a grouped GEMM's tile waves depend on each
@@ -311,6 +314,16 @@ function M.replicate(nodes, from, per)
   end
 end
 
+--- Marks the nodes appended since index `from` (the busiest expert-parallel rank's local experts, priced on `busiest`
+--- rows) with attrs.model_flops_share = mean / busiest (engine/core/graph.h node_model_flops_share): the latency keeps
+--- the busiest rank's rows (every rank waits for it), the model FLOPs (neusight.figures: flops_per_token, MFU, achieved
+--- TFLOP/s) count the mean rank's, the work a skewed router does not add to. Nothing when busiest = mean (balanced,
+--- one rank): the graph of before.
+function M.mean_rank_share(nodes, from, mean, busiest)
+  if busiest <= mean then return end
+  for i = from, #nodes do nodes[i].attrs.model_flops_share = mean / busiest end
+end
+
 --- HF's eager expert loop over `routed` = n·k rows (top k) spread evenly over the experts the n tokens reach
 --- (M.experts_reached: all E once n·k ≫ E, fewer at small decode batches and short prompts; neusight/models/deepseek.lua routes
 --- the same way): per expert set dispatch(name, rows, per), expert_mlp(…), combine(…). With expert parallelism
@@ -333,10 +346,12 @@ function M.run_experts(nodes, g, experts, m, routed, E, h, dispatch, expert_mlp,
   local why = busy > routed and (" (busiest rank: %d rows, router_skew %s)"):format(busy, tostring(experts.router_skew or "uniform")) or ""
   for _, set in ipairs(sets) do dispatch(m .. "." .. set.name, set.rows, set.per) end
   experts.all_to_all(nodes, g, m .. ".dispatch_all_to_all", { busy, h }, "expert parallel: routed tokens to their experts" .. why)
+  local from = #nodes + 1
   for _, set in ipairs(spread(busy, experts.local_experts,
       M.experts_reached(experts.local_experts, k, E, n * experts.ep))) do
     expert_mlp(m .. ".local_" .. set.name, set.rows, set.per)
   end
+  M.mean_rank_share(nodes, from, routed, busy) -- the model FLOPs count the mean rank's `routed` rows
   experts.all_to_all(nodes, g, m .. ".combine_all_to_all", { busy, h }, "expert parallel: expert outputs back" .. why)
   for _, set in ipairs(sets) do combine(m .. "." .. set.name, set.rows, set.per) end
 end
@@ -397,17 +412,19 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   if experts.ep > 1 then
     local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
     experts.all_to_all(g.nodes, g, m .. ".dispatch_all_to_all", lrows, "expert parallel: routed tokens to their experts" .. why)
-    add("contiguous", e .. ".sort_chunks", { lrows }, lrows)
   end
+  local from = #g.nodes + 1 -- the busiest rank's kernels (M.mean_rank_share)
+  if experts.ep > 1 then add("contiguous", e .. ".sort_chunks", { lrows }, lrows) end
   -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
   local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
   add("silu", e .. ".act_fn", { lmid }, lmid)
   add("mul", e .. ".mul", { lmid, lmid }, lmid)
   add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)
+  if experts.ep > 1 then add("contiguous", e .. ".unsort_chunks", { lrows }, lrows) end
+  M.mean_rank_share(g.nodes, from, R, Rl) -- the model FLOPs count the mean rank's R rows
   if experts.ep > 1 then
     local why = Rl > R and (" (busiest rank: %d rows, router_skew %s)"):format(Rl, tostring(experts.router_skew or "uniform")) or ""
-    add("contiguous", e .. ".unsort_chunks", { lrows }, lrows)
     experts.all_to_all(g.nodes, g, m .. ".combine_all_to_all", lrows, "expert parallel: expert outputs back" .. why)
   end
   add("mul", e .. ".weighted", { rows, { R, 1 } }, rows)
