@@ -301,6 +301,10 @@ int search_main(const search_flags& f) {
                 // its calibration and the model are every layout's, so asked once
                 if (!calibration_notes) {
                   calibration_notes.emplace();
+                  // fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
+                  if (const calibration* cal = s.calibration_of(gpu)) {
+                    if (auto w = calibration_stale_warning(*cal, gpu); !w.empty()) calibration_notes->push_back(std::move(w));
+                  }
                   if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
                     figure_inputs cal_in = {{"calibration_source", cal->source},
                                             {"calibration_model", cal->model},

@@ -53,3 +53,54 @@ TEST_CASE("cluster file of another GPU: the run warns naming its links and --clu
   // a GPU-agnostic cluster file (no `gpu` key: pcie_8gpu, and every cluster file written before the key) says nothing
   CHECK_FALSE(has(run_json(run + " --gpu l4 --cluster pcie_8gpu")["warnings"], "parallel.cluster"));
 }
+
+TEST_CASE("calibration of an edited GPU file: every forecast applying it warns naming the changed keys",
+          "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = ns_test::gpu_copy(t, "a100_sxm4_40gb").string();
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 1 --seq 512";
+  const double ms = run_json(args)["latency_ms"].get<double>();
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(ms * 1.5) + "\n");
+  const auto fit = run_cli(args + " --calibrate '" + m.string() + "'");
+  INFO(fit.err);
+  REQUIRE(fit.code == 0);
+  const fs::path cal = t.path / "a100_sxm4_40gb.calibration.toml";
+  const std::string written = ns_test::slurp(cal);
+  CHECK(written.find("\n[gpu_file]") != std::string::npos);
+  CHECK(written.find("\nmem_bw_gbps = 1555.0\n") != std::string::npos);
+  const json fresh = run_json(args);
+  CHECK_FALSE(has(fresh["warnings"], "another version"));
+  // the GPU file edited: bandwidth and memory
+  const std::string text = ns_test::slurp(gpu);
+  t.write("a100_sxm4_40gb.toml", replaced(replaced(text, "mem_bw_gbps = 1555.0", "mem_bw_gbps = 3110.0"),
+                                          "mem_gb = 40", "mem_gb = 48"));
+  const std::string stale = "a100_sxm4_40gb.calibration.toml was fitted to another version of " + gpu +
+                            " (changed since: mem_gb, mem_bw_gbps): its factors correct the forecasts of the old "
+                            "numbers; refit it";
+  for (const char* mode : {"--mode inference --batch 1 --seq 512", "--mode train --batch 1 --seq 512",
+                           "--mode decode --batch 1 --context 512"}) {
+    const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' " + mode);
+    INFO(mode << ": " << after["warnings"].dump());
+    CHECK(has(after["warnings"], stale));
+    CHECK(has(after["warnings"], "or give --no-calibration"));
+  }
+  const auto table = run_cli(args);
+  CHECK(table.err.find(stale) != std::string::npos);  // stderr too
+  CHECK_FALSE(has(run_json(args + " --no-calibration")["warnings"], "another version"));
+  // serve and search say it too
+  const auto serve = run_cli("serve --model gpt2_large --gpu '" + gpu + "' --batch 2 --input-len 128 --output-len 16");
+  CHECK(serve.err.find(stale) != std::string::npos);
+  const auto search = run_cli("search --model gpt2_large --gpu '" + gpu + "' --gpus 2 --batch 8 --seq 512 --mode train");
+  CHECK(search.err.find(stale) != std::string::npos);
+  // an older calibration without [gpu_file] is applied as it is, silently
+  const std::string old = written.substr(0, written.find("\n[gpu_file]")) + "\n";
+  t.write("a100_sxm4_40gb.calibration.toml", old);
+  const json older = run_json(args);
+  CHECK_FALSE(has(older["warnings"], "another version"));
+  CHECK(older["calibration"].is_string());
+  // a strict reader: an unknown key in [gpu_file] is an error at its line
+  t.write("a100_sxm4_40gb.calibration.toml", old + "\n[gpu_file]\nmem_bw_gbsp = 1555.0\n");
+  const auto bad = run_cli(args);
+  CHECK(bad.code != 0);
+  CHECK(bad.err.find("unknown GPU file key 'gpu_file.mem_bw_gbsp' (did you mean 'mem_bw_gbps'?)") != std::string::npos);
+}
