@@ -281,9 +281,13 @@ std::vector<gpu_spec> gpu_catalog::load_all() const {
   return out;
 }
 
+bool gpu_query_is_path(const std::string& query) {
+  return fs::path(query).extension() == ".toml" || query.find('/') != std::string::npos;
+}
+
 gpu_spec gpu_catalog::resolve(const std::string& query) const {
   const fs::path as_path(query);
-  if (as_path.extension() == ".toml" || query.find('/') != std::string::npos) {
+  if (gpu_query_is_path(query)) {
     if (!fs::exists(as_path)) {
       // gpus/<file>.toml as `neusight gpus` lists it, from a folder without one: the catalogue's own file, so that
       // `--gpu gpus/l40s.toml` works from any folder with the installed binary (as `run examples/…` does)

@@ -100,6 +100,9 @@ inline bool calibration_file_is(const std::filesystem::path& p) {
 // ignored: "H100 SXM", "h100sxm" and "H100-SXM" are one name).
 bool gpu_spec_named(const gpu_spec& gpu, const std::string& name);
 
+// Whether a --gpu / workload `gpu` value is a file path (ends in .toml or contains '/') rather than a name or alias.
+bool gpu_query_is_path(const std::string& query);
+
 // All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
 // (case-insensitive); unknown names fail with the closest matches.
 class gpu_catalog {

@@ -554,7 +554,15 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   try {
-    w.gpu_resolved = p_->gpu_resolve(w.gpu);
+    // a relative GPU file path in a script is the script's, as its `model = "x.json"` is; a path that is not there
+    // beside the script is taken as before (from the current folder, or gpus/<file>.toml of the bundled GPUs)
+    std::string query = w.gpu;
+    if (!script.empty() && !overrides.count("gpu") && gpu_query_is_path(w.gpu) && fs::path(w.gpu).is_relative()) {
+      const fs::path beside = fs::path(script).parent_path() / w.gpu;
+      std::error_code ec;
+      if (fs::is_regular_file(beside, ec)) query = display_of(beside);
+    }
+    w.gpu_resolved = p_->gpu_resolve(query);
   } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
     if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
     std::string where = w.source;

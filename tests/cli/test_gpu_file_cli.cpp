@@ -104,3 +104,21 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   CHECK(bad.code != 0);
   CHECK(bad.err.find("unknown GPU file key 'gpu_file.mem_bw_gbsp' (did you mean 'mem_bw_gbps'?)") != std::string::npos);
 }
+
+TEST_CASE("workload script: a relative GPU file path is the script's - from any folder", "[cli][workload]") {
+  temp_dir t;
+  ns_test::gpu_copy(t, "l4", "wl");
+  t.write("wl/own.toml", replaced(ns_test::slurp(ns_test::source_dir / "gpus" / "l4.toml"), "name = \"L4\"",
+                                  "name = \"L4-own\""));
+  t.write("wl/w.lua", "return { model = \"gpt2_large\", gpu = \"own.toml\", mode = \"inference\", batch = 1, seq = 64 }\n");
+  // from the source folder (run_cli's), where no own.toml is
+  const json j = run_json("run '" + (t.path / "wl" / "w.lua").string() + "' --predictor roofline");
+  CHECK(j["gpu"] == "L4-own");
+  CHECK(j["gpu_file"] == (t.path / "wl" / "own.toml").lexically_normal().generic_string());
+  // a bundled GPU by name, and a path only the current folder has (as before), still resolve
+  t.write("wl/n.lua", "return { model = \"gpt2_large\", gpu = \"h100\", mode = \"inference\", batch = 1, seq = 64 }\n");
+  CHECK(run_json("run '" + (t.path / "wl" / "n.lua").string() + "' --predictor roofline")["gpu"] == "H100-SXM5-80GB");
+  t.write("wl/c.lua", "return { model = \"gpt2_large\", gpu = \"gpus/l40s.toml\", mode = \"inference\", batch = 1, "
+                      "seq = 64 }\n");
+  CHECK(run_json("run '" + (t.path / "wl" / "c.lua").string() + "' --predictor roofline")["gpu"] == "L40S");
+}
