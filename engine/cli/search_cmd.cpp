@@ -301,10 +301,6 @@ int search_main(const search_flags& f) {
                 // its calibration and the model are every layout's, so asked once
                 if (!calibration_notes) {
                   calibration_notes.emplace();
-                  // fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
-                  if (const calibration* cal = s.calibration_of(gpu)) {
-                    if (auto w = calibration_stale_warning(*cal, gpu); !w.empty()) calibration_notes->push_back(std::move(w));
-                  }
                   if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
                     figure_inputs cal_in = {{"calibration_source", cal->source},
                                             {"calibration_model", cal->model},
@@ -314,6 +310,10 @@ int search_main(const search_flags& f) {
                     if (const auto n = s.forecast_model_params(built_fc->params_total()))
                       cal_in.emplace_back("model_params", *n);
                     *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
+                  }
+                  // fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
+                  if (const calibration* cal = s.calibration_of(gpu)) {
+                    if (auto w = calibration_stale_warning(*cal, gpu); !w.empty()) calibration_notes->push_back(std::move(w));
                   }
                 }
                 built_notes.insert(built_notes.end(), calibration_notes->begin(), calibration_notes->end());

@@ -147,7 +147,8 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
                   f.key + "'");
   const auto at_key = [&](const char* key) { return toml_where(source, tbl.find(key)->first.source().begin); };
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
-    throw error(at_key("vendor") + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" + spec.vendor + "\")");
+    throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
+                spec.vendor + "\")");
   // An architecture of the other vendor is a copy-paste slip (tiles and the fallback's efficiency follow the vendor,
   // the GEMM tile rules the architecture). One not listed here is left to the tile rules (scripts/tiling/gemm.lua
   // M.families), which name the architectures they know: a --scripts override may add one.

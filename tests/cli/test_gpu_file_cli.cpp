@@ -77,8 +77,9 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   const std::string stale = "a100_sxm4_40gb.calibration.toml was fitted to another version of " + gpu +
                             " (changed since: mem_gb, mem_bw_gbps): its factors correct the forecasts of the old "
                             "numbers; refit it";
+  // (decode steps: a calibration from an inference measurement leaves them uncalibrated, so nothing is applied there)
   for (const char* mode : {"--mode inference --batch 1 --seq 512", "--mode train --batch 1 --seq 512",
-                           "--mode decode --batch 1 --context 512"}) {
+                           "--mode prefill --batch 2 --seq 256"}) {
     const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' " + mode);
     INFO(mode << ": " << after["warnings"].dump());
     CHECK(has(after["warnings"], stale));
@@ -89,7 +90,7 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   CHECK_FALSE(has(run_json(args + " --no-calibration")["warnings"], "another version"));
   // serve and search say it too
   const auto serve = run_cli("serve --model gpt2_large --gpu '" + gpu + "' --batch 2 --input-len 128 --output-len 16");
-  CHECK(serve.err.find(stale) != std::string::npos);
+  CHECK(serve.out.find(stale) != std::string::npos);  // serve's report lists its warnings
   const auto search = run_cli("search --model gpt2_large --gpu '" + gpu + "' --gpus 2 --batch 8 --seq 512 --mode train");
   CHECK(search.err.find(stale) != std::string::npos);
   // an older calibration without [gpu_file] is applied as it is, silently
@@ -97,7 +98,7 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   t.write("a100_sxm4_40gb.calibration.toml", old);
   const json older = run_json(args);
   CHECK_FALSE(has(older["warnings"], "another version"));
-  CHECK(older["calibration"].is_string());
+  CHECK(older["figures"]["calibration"].is_string());
   // a strict reader: an unknown key in [gpu_file] is an error at its line
   t.write("a100_sxm4_40gb.calibration.toml", old + "\n[gpu_file]\nmem_bw_gbsp = 1555.0\n");
   const auto bad = run_cli(args);
