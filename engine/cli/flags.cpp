@@ -588,8 +588,8 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::distributed_optimizer)).workload()
       .on(search, to(&search_flags::distributed_optimizer));
   flag("--cluster",
-       "Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu) or a .toml path; default: one node of the "
-       "GPU's own links")
+       "Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu), a .toml path, or none (the GPU's own "
+       "links, dropping a workload's cluster); default: one node of the GPU's own links")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::cluster)).workload()
       .on(search, to(&search_flags::cluster));

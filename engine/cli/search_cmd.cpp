@@ -311,6 +311,10 @@ int search_main(const search_flags& f) {
                       cal_in.emplace_back("model_params", *n);
                     *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
                   }
+                  // fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
+                  if (const calibration* cal = s.calibration_of(gpu)) {
+                    if (auto w = calibration_stale_warning(*cal, gpu); !w.empty()) calibration_notes->push_back(std::move(w));
+                  }
                 }
                 built_notes.insert(built_notes.end(), calibration_notes->begin(), calibration_notes->end());
               }

@@ -28,6 +28,75 @@ std::string toml_quote(const std::string& v) {
 }
 }  // namespace
 
+namespace {
+// A GPU field's value as [gpu_file] records it, a TOML value that reads back to the same value (numbers exactly,
+// shortest form; a whole double keeps its ".0" so that it reads back as a float); nullopt for an optional field the
+// spec leaves out.
+std::optional<std::string> gpu_field_toml(const gpu_spec& gpu, const gpu_field& f) {
+  if (!gpu_field_present(gpu, f)) return std::nullopt;
+  return std::visit(
+      [&](auto member) -> std::string {
+        using T = std::decay_t<decltype(gpu.*member)>;
+        const T& v = gpu.*member;
+        if constexpr (std::is_same_v<T, std::string>) {
+          return toml_quote(v);
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          std::string out = "[";
+          for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + toml_quote(v[i]);
+          return out + "]";
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          return std::to_string(v);
+        } else {
+          std::string out = fmt::format("{}", v);
+          if (out.find_first_of(".en") == std::string::npos) out += ".0";
+          return out;
+        }
+      },
+      f.member);
+}
+
+// The same of a [gpu_file] value as read back (nullopt: not the field's type, which the caller reports).
+std::optional<std::string> gpu_field_toml(const toml::node& n, const gpu_field& f) {
+  return std::visit(
+      [&](auto member) -> std::optional<std::string> {
+        using T = std::decay_t<std::remove_reference_t<decltype(std::declval<gpu_spec&>().*member)>>;
+        gpu_spec one;
+        if constexpr (std::is_same_v<T, std::string>) {
+          if (!n.is_string()) return std::nullopt;
+          one.*member = n.as_string()->get();
+        } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+          const toml::array* arr = n.as_array();
+          if (!arr) return std::nullopt;
+          for (const toml::node& item : *arr) {
+            if (!item.is_string()) return std::nullopt;
+            (one.*member).push_back(item.as_string()->get());
+          }
+        } else if constexpr (std::is_same_v<T, int64_t>) {
+          if (!n.is_integer()) return std::nullopt;
+          one.*member = n.as_integer()->get();
+        } else {
+          if (n.is_floating_point()) one.*member = n.as_floating_point()->get();
+          else if (n.is_integer()) one.*member = double(n.as_integer()->get());
+          else return std::nullopt;
+          if (!(one.*member > 0 || one.*member == 0)) return std::nullopt;  // nan: never a GPU file's
+        }
+        gpu_field whole = f;
+        whole.optional = false;  // present in the table: its value, 0 included
+        return gpu_field_toml(one, whole);
+      },
+      f.member);
+}
+}  // namespace
+
+std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu) {
+  if (c.gpu_changed.empty()) return "";
+  std::string keys;
+  for (const auto& k : c.gpu_changed) keys += (keys.empty() ? "" : ", ") + k;
+  return c.source + " was fitted to another version of " + gpu.source + " (changed since: " + keys +
+         "): its factors correct the forecasts of the old numbers; refit it (`neusight predict --gpu " + gpu.source +
+         " … --calibrate FILE`), or give --no-calibration";
+}
+
 fs::path calibration_path(const gpu_spec& gpu) {
   if (gpu.file.empty()) return {};
   const fs::path f(gpu.file);
@@ -61,7 +130,7 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
       "workload",          "model",       "predictor",        "note",             "trace_device",     "ops",
       "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors",
-      "decode_factors",    "model_params"};
+      "decode_factors",    "model_params",     "gpu_file"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -101,6 +170,29 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     if (!d->is_table()) throw error(where(*d) + ": decode_factors must be a table (family = factor)");
     c.decode_factors = factors_of(*d->as_table());
   }
+  // [gpu_file]: the GPU file the fit saw, compared with the file now (an older calibration has none: applied as it is)
+  if (const toml::node* g = t.get("gpu_file")) {
+    const toml::table* tab = g->as_table();
+    if (!tab) throw error(where(*g) + ": gpu_file must be a table (the GPU file's keys and values the fit saw)");
+    std::vector<std::string> names;
+    for (const auto& f : gpu_fields()) names.emplace_back(f.key);
+    for (const auto& [k, v] : *tab) {
+      const std::string key(k.str());
+      if (std::find(names.begin(), names.end(), key) == names.end())
+        throw error(toml_where(c.source, k.source().begin) + ": unknown GPU file key 'gpu_file." + key + "'" +
+                    text_did_you_mean(key, names));
+    }
+    c.gpu_recorded = true;
+    for (const auto& f : gpu_fields()) {
+      const toml::node* n = tab->get(f.key);
+      std::optional<std::string> then;
+      if (n) {
+        then = gpu_field_toml(*n, f);
+        if (!then) throw error(where(*n) + ": gpu_file." + f.key + " is not of the GPU file key's type");
+      }
+      if (then != gpu_field_toml(gpu, f)) c.gpu_changed.emplace_back(f.key);
+    }
+  }
   return c;
 }
 
@@ -126,6 +218,9 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
                : "\n[decode_factors]  # a decode step's kernels take these instead (fitted to a measured decode step)\n";
     for (const auto& [k, v] : *decode_factors) out += fmt::format("{} = {:.10g}\n", k, v);
   }
+  out += "\n[gpu_file]  # the GPU file the factors were fitted with: forecasts warn once the file says otherwise\n";
+  for (const auto& f : gpu_fields())
+    if (const auto v = gpu_field_toml(gpu, f)) out += fmt::format("{} = {}\n", f.key, *v);
   return out;
 }
 

@@ -31,7 +31,17 @@ struct calibration {
   // its whole-model parameter count (key `model_params`), when the measured run held the whole model (one GPU, or data-
   // and pipeline-parallel only): what later forecasts tell the model by (scripts/neusight/calibration.lua model_warning)
   std::optional<double> model_params;
+  // [gpu_file]: the GPU file's values the factors were fitted with (every gpu_fields() key present in the spec);
+  // false for an older file without it, which is applied as it is. gpu_changed: the keys whose value the GPU's file
+  // now gives otherwise (or adds, or drops), in gpu_fields() order; empty when it is the file the fit saw.
+  bool gpu_recorded = false;
+  std::vector<std::string> gpu_changed;
 };
+
+// The warning of a forecast that applies `c` after its GPU's file was edited (c.gpu_changed not empty), "" otherwise:
+// the factors were fitted to other numbers, so they correct another forecast. Every forecast that applies the file
+// says it (figures.lua, serve.lua, sweep.lua, search).
+std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu);
 
 // The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.
 const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode);
@@ -43,14 +53,16 @@ const std::map<std::string, double>* calibration_applied(const calibration* c, b
 std::filesystem::path calibration_path(const gpu_spec& gpu);
 
 // The calibration beside `gpu`'s file, nullopt when there is none. Throws ns::error "<file>:<line>:<col>: …" on a
-// syntax error, a factor outside [0.05, 20] or not finite, an unknown family, or a calibration of another GPU.
+// syntax error, a factor outside [0.05, 20] or not finite, an unknown family, or a calibration of another GPU (by
+// name). A calibration of an earlier version of the GPU's file loads, with calibration::gpu_changed set.
 std::optional<calibration> calibration_load(const gpu_spec& gpu);
 // The same from the file's text, named `source` in messages (what calibration_load calls; the fuzz target too).
 calibration calibration_parse(std::string_view text, const std::string& source, const gpu_spec& gpu);
 
 // The calibration file of `gpu` (what calibration_load reads): `header` lines become comments at the top, `facts`
 // key = "value" lines before the factors (what was measured, how it was fitted); decode_factors, when given, its
-// [decode_factors] table (empty: decode steps uncalibrated).
+// [decode_factors] table (empty: decode steps uncalibrated); last, [gpu_file]: `gpu`'s values (what a later load
+// compares the GPU's file with).
 std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, double>& factors,
                              const std::optional<std::map<std::string, double>>& decode_factors,
                              const std::vector<std::string>& header,

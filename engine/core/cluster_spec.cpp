@@ -55,7 +55,7 @@ link_spec link_parse(const toml::node& node, const std::string& source, const st
 
 cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& source) {
   const toml::table tbl = toml_parse_text(toml_text, source);
-  static const std::vector<std::string> keys = {"name", "description", "nodes", "gpus_per_node", "intra", "inter"};
+  static const std::vector<std::string> keys = {"name", "description", "gpu", "nodes", "gpus_per_node", "intra", "inter"};
   cluster_spec c;
   c.source = source;
   bool has_gpn = false;
@@ -67,6 +67,22 @@ cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& s
     if (k == "name" || k == "description") {
       if (!value.is_string()) throw error(at + ": key '" + k + "' must be a string");
       (k == "name" ? c.name : c.description) = value.as_string()->get();
+    } else if (k == "gpu") {
+      // one name, or an array of the names of GPUs with the same links (DGX A100: 40 or 80 GB parts)
+      const auto bad = [&] {
+        return error(at + ": key 'gpu' must be the name of the GPU the cluster was built for (\"H100-SXM5-80GB\"), "
+                     "or an array of names");
+      };
+      if (const toml::array* arr = value.as_array()) {
+        if (arr->empty()) throw bad();
+        for (const toml::node& item : *arr) {
+          if (!item.is_string() || item.as_string()->get().empty()) throw bad();
+          c.gpus.push_back(item.as_string()->get());
+        }
+      } else {
+        if (!value.is_string() || value.as_string()->get().empty()) throw bad();
+        c.gpus.push_back(value.as_string()->get());
+      }
     } else if (k == "gpus_per_node" || k == "nodes") {
       if (!value.is_integer() || value.as_integer()->get() < 1 || value.as_integer()->get() > cluster_max_count)
         throw error(at + ": key '" + k + "' must be a positive integer, at most " + std::to_string(cluster_max_count));
@@ -84,6 +100,12 @@ cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& s
 }
 
 cluster_spec cluster_resolve(const fs::path& dir, const std::string& query) {
+  if (query == "none") {
+    cluster_spec c;
+    c.source = c.name = "none";
+    c.none = true;
+    return c;
+  }
   fs::path file;
   std::string display;
   if (fs::path(query).extension() == ".toml" || query.find('/') != std::string::npos) {
@@ -99,7 +121,7 @@ cluster_spec cluster_resolve(const fs::path& dir, const std::string& query) {
       std::string list;
       for (const auto& n : names) list += (list.empty() ? "" : ", ") + n;
       throw error("unknown cluster '" + query + "'" + text_did_you_mean(query, names) + "; known: " + list +
-                  " (or give a path to a .toml file)");
+                  " (or give a path to a .toml file, or none for the GPU's own links)");
     }
   }
   return cluster_spec_parse(text_file_read(fs::path(file).string(), display, text_file_max_script, "cannot read cluster file"),

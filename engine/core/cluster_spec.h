@@ -26,6 +26,13 @@ struct link_spec {
 struct cluster_spec {
   std::string source;  // as shown in messages, e.g. "gpus/clusters/dgx_h100.toml"
   std::string name, description;
+  // The GPUs the cluster was built for (key `gpu`: a name, or an array of them, each a GPU's name, alias or file stem as
+  // gpu_spec_named reads it), empty when the file does not say (older files, GPU-agnostic ones such as pcie_8gpu): a
+  // run on another GPU warns that it keeps these links (scripts/neusight/parallel/layout.lua cluster_gpu_warning).
+  std::vector<std::string> gpus;
+  // `--cluster none` / parallel.cluster = "none": no cluster file, the GPU's own links (what a run without a cluster
+  // gets); every other field is unset.
+  bool none = false;
   int64_t gpus_per_node = 0;
   std::optional<int64_t> nodes;  // unset: as many as the run needs
   link_spec intra, inter;
@@ -34,7 +41,8 @@ struct cluster_spec {
 // Strict parse: unknown keys (with a suggestion), wrong types and out-of-range values are errors at file:line:col.
 cluster_spec cluster_spec_parse(std::string_view toml_text, const std::string& source);
 
-// A cluster by name (<dir>/<name>.toml) or by path (contains '/' or ends in .toml).
+// A cluster by name (<dir>/<name>.toml) or by path (contains '/' or ends in .toml); "none" is no cluster file (the
+// GPU's own links: cluster_spec::none), which drops a workload's cluster from the command line.
 cluster_spec cluster_resolve(const std::filesystem::path& dir, const std::string& query);
 
 }  // namespace ns

@@ -145,10 +145,56 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     if (!f.optional && !seen.count(f.key))
       throw error(source + ":" + std::to_string(std::max<size_t>(last_line, 1)) + ":1: missing required key '" +
                   f.key + "'");
+  const auto at_key = [&](const char* key) { return toml_where(source, tbl.find(key)->first.source().begin); };
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
     throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
+  // An architecture of the other vendor is a copy-paste slip (tiles and the fallback's efficiency follow the vendor,
+  // the GEMM tile rules the architecture). One not listed here is left to the tile rules (scripts/tiling/gemm.lua
+  // M.families), which name the architectures they know: a --scripts override may add one.
+  if (const auto it = gpu_architecture_vendors().find(spec.architecture);
+      it != gpu_architecture_vendors().end() && it->second != spec.vendor)
+    throw error(at_key("architecture") + ": architecture '" + spec.architecture + "' is an " +
+                (it->second == "amd" ? "AMD" : "NVIDIA") + " architecture, but vendor = \"" + spec.vendor +
+                "\" (line " + std::to_string(tbl.find("vendor")->first.source().begin.line) + ")");
+  // The GPU-to-GPU link: scripts/neusight/topology.lua prices a node's collectives over interconnect_bw_gbps / 2 per
+  // direction, or over pcie_bw_gbps when interconnect = "none"; checked here so that a parallel run does not fail late.
+  const auto& links = gpu_interconnects();
+  const auto link = std::find_if(links.begin(), links.end(), [&](const auto& l) { return l.first == spec.interconnect; });
+  if (link == links.end()) {
+    std::vector<std::string> names;
+    std::string list;
+    for (const auto& l : links) names.push_back(l.first), list += (list.empty() ? "" : ", ") + l.first;
+    throw error(at_key("interconnect") + ": key 'interconnect' must be one of " + list + " (got \"" +
+                spec.interconnect + "\")" + text_did_you_mean(spec.interconnect, names));
+  }
+  if (!link->second.empty() && link->second != spec.vendor)
+    throw error(at_key("interconnect") + ": interconnect '" + spec.interconnect + "' is an " +
+                (link->second == "amd" ? "AMD" : "NVIDIA") + " link, but vendor = \"" + spec.vendor + "\"");
+  if (spec.interconnect == "none" && spec.interconnect_bw_gbps != 0)
+    throw error(at_key("interconnect_bw_gbps") + ": key 'interconnect_bw_gbps' must be 0 with interconnect = \"none\" "
+                "(got " + number_text(spec.interconnect_bw_gbps) + "): a part without a GPU-to-GPU link talks over "
+                "pcie_bw_gbps; name the link (" + links[1].first + ", …) to use this bandwidth");
+  if (spec.interconnect != "none" && spec.interconnect_bw_gbps == 0)
+    throw error(at_key("interconnect_bw_gbps") + ": key 'interconnect_bw_gbps' must be > 0 with interconnect = \"" +
+                spec.interconnect + "\" (the link's total bidirectional GB/s, e.g. 900 for NVLink 4 on an H100); "
+                "interconnect = \"none\" for a part without a GPU-to-GPU link (collectives then use pcie_bw_gbps)");
   return spec;
+}
+
+const std::map<std::string, std::string>& gpu_architecture_vendors() {
+  static const std::map<std::string, std::string> archs = {
+      {"pascal", "nvidia"}, {"volta", "nvidia"}, {"turing", "nvidia"},    {"ampere", "nvidia"}, {"ada", "nvidia"},
+      {"hopper", "nvidia"}, {"blackwell", "nvidia"}, {"cdna1", "amd"}, {"cdna2", "amd"},    {"cdna3", "amd"},
+      {"cdna4", "amd"},     {"rdna3", "amd"},       {"rdna4", "amd"}};
+  return archs;
+}
+
+const std::vector<std::pair<std::string, std::string>>& gpu_interconnects() {
+  static const std::vector<std::pair<std::string, std::string>> links = {
+      {"none", ""},           {"nvlink1", "nvidia"}, {"nvlink2", "nvidia"}, {"nvlink3", "nvidia"},
+      {"nvlink4", "nvidia"},  {"nvlink5", "nvidia"}, {"infinity_fabric", "amd"}};
+  return links;
 }
 
 bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f) {
@@ -236,9 +282,13 @@ std::vector<gpu_spec> gpu_catalog::load_all() const {
   return out;
 }
 
+bool gpu_query_is_path(const std::string& query) {
+  return fs::path(query).extension() == ".toml" || query.find('/') != std::string::npos;
+}
+
 gpu_spec gpu_catalog::resolve(const std::string& query) const {
   const fs::path as_path(query);
-  if (as_path.extension() == ".toml" || query.find('/') != std::string::npos) {
+  if (gpu_query_is_path(query)) {
     if (!fs::exists(as_path)) {
       // gpus/<file>.toml as `neusight gpus` lists it, from a folder without one: the catalogue's own file, so that
       // `--gpu gpus/l40s.toml` works from any folder with the installed binary (as `run examples/…` does)

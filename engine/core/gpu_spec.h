@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <map>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -68,6 +69,13 @@ struct gpu_field {
 };
 const std::vector<gpu_field>& gpu_fields();
 
+// Architectures whose vendor is known (architecture → "nvidia" | "amd"): a GPU file naming one with the other vendor
+// is an error. Others load; the tile rules decide whether they know them (scripts/tiling/gemm.lua M.families).
+const std::map<std::string, std::string>& gpu_architecture_vendors();
+// The GPU-to-GPU links a file may name (key `interconnect`), each with its vendor ("" for "none": any; "none" is
+// first). "none" takes interconnect_bw_gbps = 0 and the others a positive bandwidth (gpu_spec_parse).
+const std::vector<std::pair<std::string, std::string>>& gpu_interconnects();
+
 // Whether an optional field holds a value (a required field always does).
 bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f);
 
@@ -77,7 +85,8 @@ std::string gpu_spec_key(const gpu_spec& gpu);
 
 // Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing (required), unknown or mistyped key,
 // and on a number out of range (negative, zero where it must be positive, infinite or NaN, outside the field's
-// physical range gpu_field::lo..hi).
+// physical range gpu_field::lo..hi), and on link keys that disagree (an unknown interconnect, a bandwidth with "none"
+// or none with a link, an NVIDIA link or architecture with vendor "amd" and the reverse).
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
 
@@ -90,6 +99,9 @@ inline bool calibration_file_is(const std::filesystem::path& p) {
 // Whether `name` names `gpu`: its name, an alias or its file's stem, as people type them (case, spaces, '-' and '_'
 // ignored: "H100 SXM", "h100sxm" and "H100-SXM" are one name).
 bool gpu_spec_named(const gpu_spec& gpu, const std::string& name);
+
+// Whether a --gpu / workload `gpu` value is a file path (ends in .toml or contains '/') rather than a name or alias.
+bool gpu_query_is_path(const std::string& query);
 
 // All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
 // (case-insensitive); unknown names fail with the closest matches.

@@ -36,6 +36,9 @@ ns.cluster_limits = C.cluster_limits
 -- limit_text(x) → "1e6" (not %g's "1e+06"): the engine's one form of a limit in a message (engine/core/text.h
 -- text_limit), so a limit reads the same whichever reader reports it.
 ns.limit_text = C.limit_text
+-- gpu_named(gpu, name) → whether `name` names the GPU table (its name, an alias or its file's stem; case, spaces, '-'
+-- and '_' ignored): the engine's one rule (engine/core/gpu_spec.h gpu_spec_named).
+ns.gpu_named = C.gpu_named
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

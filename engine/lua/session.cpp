@@ -107,15 +107,24 @@ int l_load(lua_State* L) {
   });
 }
 
-// cluster_load(name_or_path) -> { name, source, description, gpus_per_node, nodes?, intra = {…}, inter = {…} }
-// from gpus/clusters/<name>.toml or a .toml path [-1, +1, e]
+// cluster_load(name_or_path) -> { name, source, description, gpu = { names }?, gpus_per_node, nodes?, intra = {…}, inter = {…} }
+// from gpus/clusters/<name>.toml or a .toml path; { none = true } for "none" (the GPU's own links) [-1, +1, e]
 int l_cluster_load(lua_State* L) {
   return ns_catch(L, [&] {
     const auto* p = impl_of(L);
     const cluster_spec c = cluster_resolve(p->opts.data_root / "gpus" / "clusters", luaL_checkstring(L, 1));
     lua_createtable(L, 0, 7);
+    if (c.none) {  // "none": no cluster file, the GPU's own links
+      lua_pushboolean(L, 1), lua_setfield(L, -2, "none");
+      return 1;
+    }
     for (const auto& [k, v] : {std::pair{"name", &c.name}, {"source", &c.source}, {"description", &c.description}})
       lua_pushstring(L, v->c_str()), lua_setfield(L, -2, k);
+    if (!c.gpus.empty()) {  // the GPUs it was built for, an array
+      lua_createtable(L, int(c.gpus.size()), 0);
+      for (size_t i = 0; i < c.gpus.size(); ++i) lua_pushstring(L, c.gpus[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
+      lua_setfield(L, -2, "gpu");
+    }
     lua_pushinteger(L, lua_Integer(c.gpus_per_node)), lua_setfield(L, -2, "gpus_per_node");
     if (c.nodes) lua_pushinteger(L, lua_Integer(*c.nodes)), lua_setfield(L, -2, "nodes");
     for (const auto& [level, l] : {std::pair{"intra", &c.intra}, {"inter", &c.inter}}) {
@@ -169,6 +178,34 @@ int l_view(lua_State* L) {
 int l_limit_tripped(lua_State* L) {
   lua_pushboolean(L, ns_limit_tripped(L));
   return 1;
+}
+
+// gpu_named(gpu, name) -> boolean [-2, +1, e]: whether `name` names the GPU table `gpu` (its name, an alias or its
+// file's stem, as people type them: engine/core/gpu_spec.h gpu_spec_named, the engine's one rule). Reads the fields
+// through __index, so a read-only GPU view works.
+int l_gpu_named(lua_State* L) {
+  return ns_catch(L, [&] {
+    luaL_checkany(L, 1);
+    const std::string name = luaL_checkstring(L, 2);
+    gpu_spec gpu;
+    for (const auto& [key, member] : {std::pair{"name", &gpu.name}, {"source", &gpu.source}}) {
+      if (lua_getfield(L, 1, key) == LUA_TSTRING) *member = lua_tostring(L, -1);  // stack: gpu name value
+      lua_pop(L, 1);
+    }
+    if (lua_getfield(L, 1, "aliases") != LUA_TNIL) {  // stack: gpu name aliases
+      for (lua_Integer i = 1;; ++i) {
+        if (lua_geti(L, -1, i) != LUA_TSTRING) {
+          lua_pop(L, 1);
+          break;
+        }
+        gpu.aliases.emplace_back(lua_tostring(L, -1));
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+    lua_pushboolean(L, gpu_spec_named(gpu, name));
+    return 1;
+  });
 }
 
 // closest(word, candidates) -> string | nil [-2, +1, e]: the candidate closest to `word` by text_close_matches (the
@@ -225,7 +262,8 @@ const luaL_Reg engine_functions[] = {
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
-    {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {nullptr, nullptr},
+    {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
+    {nullptr, nullptr},
 };
 
 
@@ -517,7 +555,15 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushvalue(L, norm);
   // the GPU prices a parallel run's collectives and bounds every run's memory (fits, the largest batch)
   try {
-    w.gpu_resolved = p_->gpu_resolve(w.gpu);
+    // a relative GPU file path in a script is the script's, as its `model = "x.json"` is; a path that is not there
+    // beside the script is taken as before (from the current folder, or gpus/<file>.toml of the bundled GPUs)
+    std::string query = w.gpu;
+    if (!script.empty() && !overrides.count("gpu") && gpu_query_is_path(w.gpu) && fs::path(w.gpu).is_relative()) {
+      const fs::path beside = fs::path(script).parent_path() / w.gpu;
+      std::error_code ec;
+      if (fs::is_regular_file(beside, ec)) query = display_of(beside);
+    }
+    w.gpu_resolved = p_->gpu_resolve(query);
   } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
     if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
     std::string where = w.source;

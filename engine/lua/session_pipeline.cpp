@@ -328,6 +328,7 @@ int l_family_inputs(lua_State* L) {
 
 // run.calibration_inputs() -> { { key, value }, … }: the calibration run.forecast() applied (calibration_source,
 // calibration_model and calibration_model_params when the file names the measurement's model and its size,
+// calibration_stale when it was fitted to another version of the GPU's file (its warning),
 // calibration.<family> factors: those of this run, a decode step's when it is one); empty without one.
 // [-0, +1, e]
 int l_calibration_inputs(lua_State* L) {
@@ -338,6 +339,8 @@ int l_calibration_inputs(lua_State* L) {
       in.emplace_back("calibration_source", cal->source);
       if (!cal->model.empty()) in.emplace_back("calibration_model", cal->model);
       if (cal->model_params) in.emplace_back("calibration_model_params", *cal->model_params);
+      // fitted to another version of the GPU's file (calibration_stale_warning): the warning, said by figures.lua
+      if (auto w = calibration_stale_warning(*cal, *c.run->gpu); !w.empty()) in.emplace_back("calibration_stale", std::move(w));
       for (const auto& [fam, x] : *applied) in.emplace_back("calibration." + fam, x);
     }
     figure_inputs_push(L, in);

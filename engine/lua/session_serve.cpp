@@ -62,8 +62,9 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // position_limit), kv_window and kv_window_share (a sliding-window model's window and its layers' share of a cached
 // token's bytes: workload.lua kv_cache_window), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
-// nil without one), floor (what scripts/neusight/figures.lua forecast_floor holds the phase to: floor_inputs_make's, as
-// its `r`), dtype, gpu = {name, mem_gb,
+// nil without one), calibration_stale (the warning of a calibration fitted to another version of the GPU's file), floor
+// (what scripts/neusight/figures.lua forecast_floor holds the phase to: floor_inputs_make's, as its `r`), dtype,
+// gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). The phase is forecast as predict forecasts a workload: scripts/neusight/
@@ -159,6 +160,8 @@ int l_serve_phase(lua_State* L) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to
       if (cal->model_params) set_number(L, "calibration_model_params", *cal->model_params);  // and its size
+      // fitted to another version of the GPU's file: the warning (serve.lua, sweep.lua say it)
+      if (const auto w = calibration_stale_warning(*cal, gpu); !w.empty()) set_string(L, "calibration_stale", w);
       // whether its decode steps are corrected too (an empty [decode_factors]: no decode step was measured)
       lua_pushboolean(L, !(cal->decode_factors && cal->decode_factors->empty()));
       lua_setfield(L, -2, "decode_calibrated");

@@ -235,7 +235,8 @@ end
 --- family_s (kernel seconds by predictor family), uncertainty and uncertainty_source (the predictor's error table; see
 --- neusight.uncertainty, whose band joins these figures), calibration_source and calibration (the GPU's calibration
 --- file the engine applied and its factor by family), calibration_model (the model it was fitted to, when the file
---- says) and model (this forecast's).
+--- says), calibration_stale (the warning of a calibration fitted to another version of the GPU's file) and model (this
+--- forecast's).
 --- Returns { fields = { { key, value, column, cell, top }, … }, lines = { … }, warnings = { … } }: `value` nil means
 --- not available; a field with a `column` is a column of the comparison table (every field is in its JSON and CSV);
 --- `top` puts it beside latency_ms in a single forecast's JSON instead of in `figures`.
@@ -320,6 +321,8 @@ function M.compute(r)
   local warnings = {}
   warnings[1] = M.calibration_warning(r.calibration_source, gpu.name, r.calibration_model, r.model,
     r.calibration_model_params, r.model_params)
+  -- a calibration fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
+  warnings[#warnings + 1] = r.calibration_stale
   -- faster than the GPU can be: the forecast under its roofline floor (M.forecast_floor)
   warnings[#warnings + 1] = forecast_floor_warning_of(r, "the forecast", gpus, model_flops, peak, mfu)
   -- the uncertainty band (scripts/neusight/uncertainty.lua): its fields, line and out-of-distribution warnings

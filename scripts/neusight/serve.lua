@@ -192,6 +192,7 @@ local function forecaster(o, phase)
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
           calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
+          calibration_stale = p.calibration_stale,
           families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
@@ -295,6 +296,8 @@ end
 -- Each report's calibration model warning (also among its warnings), for neusight.sweep, which says it once per
 -- calibration file: kept beside the report, since every field of the report is in its JSON.
 local MODEL_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warning of a calibration fitted to another version of the GPU's file, for neusight.sweep likewise.
+local STALE_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warning of a request beyond a rotary model's max_position_embeddings (also among its warnings), for
 -- neusight.sweep, which says it once per sweep: kept beside the report for the same reason.
 local POSITION_WARNING = setmetatable({}, { __mode = "k" })
@@ -315,6 +318,9 @@ local function common_report(o, first, count)
   local model_warning = Fg.calibration_warning and Fg.calibration_warning(first.calibration, first.gpu.name,
     first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
+  -- a calibration fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
+  local stale_warning = first.calibration_stale
+  warnings[#warnings + 1] = stale_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
@@ -337,6 +343,7 @@ local function common_report(o, first, count)
     gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
   MODEL_WARNING[report] = model_warning
+  STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
   return report
 end
@@ -350,6 +357,10 @@ function M.floor_warning(report) return FLOOR_WARNING[report] end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
+
+--- The warning of a report of M.run whose calibration was fitted to another version of the GPU's file (among its
+--- warnings too), or nil.
+function M.calibration_stale_warning(report) return STALE_WARNING[report] end
 
 --- The warning of a report of M.run whose longest request runs a rotary model beyond its max_position_embeddings
 --- (among its warnings too), or nil.

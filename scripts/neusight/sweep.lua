@@ -269,6 +269,9 @@ function M.run(raw, phase, progress, gpu)
         w = F.calibration_warning(r.calibration, r.gpu, r.calibration_model, r.model)
       end
       if w and not cal_seen[w] then cal_seen[w], cal_warnings[#cal_warnings + 1] = true, w end
+      -- a calibration fitted to another version of the GPU's file: likewise once
+      local sw = S.calibration_stale_warning and S.calibration_stale_warning(r)
+      if sw and not cal_seen[sw] then cal_seen[sw], cal_warnings[#cal_warnings + 1] = true, sw end
       -- a phase forecast below its roofline floor (a calibration fitted to a measurement faster than the GPU can be)
       for _, fw in ipairs(S.floor_warning and S.floor_warning(r) or {}) do
         if not cal_seen[fw] then cal_seen[fw], cal_warnings[#cal_warnings + 1] = true, fw end

@@ -137,6 +137,22 @@ gpu_case("architecture_bool", "architecture", 'true', "key 'architecture' must b
 gpu_case("compute_capability_float", "compute_capability", '8.0', "key 'compute_capability' must be a string (got float)")
 gpu_case("interconnect_array", "interconnect", '[]', "key 'interconnect' must be a string (got array)")
 gpu_case("num_sm_date", "num_sm", '1979-05-27', "key 'num_sm' must be an integer (got date/time)")
+-- the link and vendor keys, checked together at load (a parallel run used to fail late, naming no file)
+gpu_case("interconnect_unknown", "interconnect", '"nvlink9"',
+         { "key 'interconnect' must be one of none, nvlink1", "(got \"nvlink9\") (did you mean 'nvlink1'?)" })
+gpu_case("interconnect_other_vendor", "interconnect", '"infinity_fabric"', "is an AMD link, but vendor = \"nvidia\"")
+gpu_case("interconnect_bw_without_link", "interconnect_bw_gbps", "900.0",
+         "key 'interconnect_bw_gbps' must be 0 with interconnect = \"none\" (got 900)")
+do
+  local text = replace_line(gpu, "interconnect =", 'interconnect = "nvlink4"')
+  case { kind = "gpu", file = "gpu/interconnect_link_without_bw.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "key 'interconnect_bw_gbps' must be > 0 with interconnect = \"nvlink4\"",
+         line = line_of(text, "interconnect_bw_gbps =") }
+  text = replace_line(gpu, "vendor =", 'vendor = "amd"')
+  case { kind = "gpu", file = "gpu/architecture_other_vendor.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = "architecture 'ampere' is an NVIDIA architecture, but vendor = \"amd\"",
+         line = line_of(text, "architecture =") }
+end
 do
   local text = replace_line(gpu, "num_sm =", "num_sms = 10")
   case { kind = "gpu", file = "gpu/typo_key.toml", text = text, args = PREDICT .. " --gpu {file}",
@@ -209,6 +225,10 @@ local function cluster_case(name, prefix, new, expect, nth)
   assert(at, prefix)
   local text = table.concat(out, "\n", 1, #out - 1) .. "\n"
   case { kind = "cluster", file = "cluster/" .. name .. ".toml", text = text, args = CLUSTER, expect = expect, line = at }
+end
+-- `gpu`: the name of the GPU the cluster was built for, or an array of names
+for _, vt in ipairs { { "7", "number" }, { '""', "empty" }, { "[]", "empty_array" }, { '["H100", 3]', "mixed" } } do
+  cluster_case("gpu_" .. vt[2], "description =", "gpu = " .. vt[1], "key 'gpu' must be the name of the GPU")
 end
 for _, f in ipairs { "nodes", "gpus_per_node" } do
   -- arrays, not pairs over a keyed table: the corpus regenerates in the same order every time

@@ -7,7 +7,7 @@ local T = require "neusight.topology"
 local precision = require "neusight.precision"
 local is_count = require("neusight.parallel.config").is_count
 local max, min = math.max, math.min
-local pairs, type, tostring, error, pcall = pairs, type, tostring, error, pcall
+local ipairs, pairs, type, tostring, error, pcall = ipairs, pairs, type, tostring, error, pcall
 
 local M = {}
 
@@ -25,6 +25,24 @@ local function group_shape(size, stride, first, g)
   return { size = size, spans_nodes = nodes > 1, per_node = per_node }
 end
 M.group_shape = group_shape
+
+--- The warning of a cluster file built for other GPUs (its `gpu` key, an array of names) than the run's, or nil: the run keeps the file's
+--- links (a DGX H100's NVLink for an L4 that has none), which a run on another GPU rarely means. `spec` is the cluster
+--- as given (its gpus_per_node and nodes), `cluster` as built (topology.cluster).
+function M.cluster_gpu_warning(source, cluster_gpu, cluster, gpu, spec)
+  local ns = require "neusight"
+  for _, n in ipairs(cluster_gpu) do
+    if ns.gpu_named(gpu, n) then return nil end
+  end
+  local built_for = table.concat(cluster_gpu, " or ")
+  local name = tostring(gpu.name)
+  local own_ok, own = pcall(T.cluster, { gpu = gpu, gpus_per_node = spec.gpus_per_node, nodes = spec.nodes })
+  local own_text = own_ok and (" (intra-node %.4g GB/s per direction)"):format(own.intra.bw_gbps) or ""
+  return ("parallel.cluster: %s describes nodes of %s, not of the %s this run forecasts; its links price the "
+    .. "communication (intra-node %.4g GB/s, inter-node %.4g GB/s per direction). For the %s's own links%s give "
+    .. "--cluster none (or drop parallel.cluster from the workload); for nodes of %s, a cluster file of them")
+    :format(source, built_for, name, cluster.intra.bw_gbps, cluster.inter.bw_gbps, name, own_text, name)
+end
 
 --- The plan of a parallel run: degrees, world size, microbatch size, the cluster (topology.cluster)
 --- and the communicator groups { tp, dp, ep, edp } plus one pair group per pipeline device
@@ -48,7 +66,7 @@ function M.plan(p, gpu, w)
     error(("parallel: the global batch %d is not divisible by dp × microbatches = %d × %d")
       :format(w.batch, p.dp, p.microbatches), 0)
   end
-  local spec, cluster_name = {}, nil
+  local spec, cluster_name, cluster_gpu = {}, nil, nil
   local given = p.cluster
   if type(given) == "string" then -- a TOML description: gpus/clusters/<name>.toml or a path
     local ns = require "neusight"
@@ -56,8 +74,12 @@ function M.plan(p, gpu, w)
       error("parallel.cluster: cluster files need the engine (neusight.cluster_file)", 0)
     end
     local file = ns.cluster_file(given)
-    cluster_name = file.source
-    given = { gpus_per_node = file.gpus_per_node, nodes = file.nodes, intra = file.intra, inter = file.inter }
+    if file.none then -- "none" (--cluster none): the GPU's own links, as without a cluster
+      given = nil
+    else
+      cluster_name, cluster_gpu = file.source, file.gpu
+      given = { gpus_per_node = file.gpus_per_node, nodes = file.nodes, intra = file.intra, inter = file.inter }
+    end
   end
   for k, v in pairs(given or {}) do spec[k] = v end
   if spec.gpu == nil then spec.gpu = gpu end
@@ -71,6 +93,10 @@ function M.plan(p, gpu, w)
       :format(world, cluster.nodes, cluster.gpus_per_node), 0)
   end
   local g = cluster.gpus_per_node
+  local warnings = {}
+  if cluster_gpu and (type(gpu) == "table" or type(gpu) == "userdata") then
+    warnings[1] = M.cluster_gpu_warning(cluster_name, cluster_gpu, cluster, gpu, spec)
+  end
   local plan = {
     dp = p.dp, tp = p.tp, pp = p.pp, microbatches = p.microbatches, schedule = p.schedule,
     virtual_stages = p.virtual_stages, bucket_mb = p.bucket_mb, overlap_grad_reduce = p.overlap_grad_reduce,
@@ -89,6 +115,7 @@ function M.plan(p, gpu, w)
       edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g),
     },
     pp_links = {},
+    warnings = warnings, -- what neusight.parallel.report adds to the run's warnings
   }
   for s = 0, p.pp > 1 and p.pp - 1 or -1 do -- first rank of stage s and of the next stage (wrapping)
     local a, b = s * p.tp * p.dp, ((s + 1) % p.pp) * p.tp * p.dp

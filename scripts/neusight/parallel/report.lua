@@ -176,7 +176,8 @@ end
 ---              and device_floor_s, the roofline floor of the busiest device's kernels (the timeline's `floor`) its
 ---              forecast is held to
 ---   warnings   what the layout runs that Megatron-LM would not: layers a chunked schedule's model chunks do not divide
----              (neusight.parallel.config layers_refusal, the rule search skips such layouts by); the forecast is made
+---              (neusight.parallel.config layers_refusal, the rule search skips such layouts by), and the plan's own
+---              (neusight.parallel.layout: a cluster file built for another GPU); the forecast is made
 ---@param plan table neusight.parallel.plan()
 ---@param result table neusight.parallel.timeline(): its `state` is the state per parameter the memory report used
 ---@param lean? boolean a search's ranking: json without `devices`, table ""
@@ -197,8 +198,9 @@ function M.report(plan, result, lean)
   local layers = 0
   for _, d in ipairs(result.devices) do layers = layers + d.layers end
   local uneven = M.layers_rule()(plan.schedule, layers, plan.pp, plan.virtual_stages)
+  for _, w in ipairs(plan.warnings or {}) do warnings[#warnings + 1] = w end -- neusight.parallel.layout plan's
   if uneven then
-    warnings[1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
+    warnings[#warnings + 1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
       .. "this layout. Forecast as asked, the layers spread as evenly as they go (earlier chunks take one more)")
       :format(uneven, plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages)
   end
