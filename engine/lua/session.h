@@ -31,8 +31,11 @@ struct session_options {
   // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
   // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
   bool memo = true;
-  // -v: each user script file that shadows another (a bundled one) is named on stderr when the session starts.
+  // -v: each user script or op file that shadows another (a bundled one) is named on stderr when the session starts,
+  // and each op file of a workload's ops/ folder when the workload loads (session::ops_list, the table `ops -v` prints).
   bool verbose = false;
+  // `ops -v` lists the op shadows in its own table: its session names only the script shadows on stderr.
+  bool verbose_op_shadows = true;
   // Per call into a script: instructions, heap, wall clock (--script-budget, --script-memory, --script-timeout).
   script_limits limits = script_limits_default();
   // Apply a GPU's calibration (<gpu stem>.calibration.toml beside its file, engine/core/calibration.h) to its
@@ -421,6 +424,8 @@ class session {
 
  private:
   expansion expand_on(const graph& g, const gpu_spec* gpu, bool training);  // gpu nullptr: rules see nil
+  // -v: names on stderr each op file that shadows another (ops_list) this session has not named yet.
+  void op_shadows_report();
   std::unique_ptr<impl> p_;
 };
 

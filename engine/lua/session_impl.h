@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct session::impl {
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops
+  // -v: the op shadow lines already printed (file + hidden file), so that a workload's ops/ folder, added to the
+  // search path when the workload loads, reports only what it adds
+  std::set<std::string> op_shadows_reported;
 
   std::map<std::string, gpu_spec> gpus_resolved;  // --gpu query → spec: a search resolves the same name per layout
   // opts.memo: what a node expanded into (key: GPU, training, every field of the node; rules are cached by op name

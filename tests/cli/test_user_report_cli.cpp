@@ -1,0 +1,64 @@
+// tests/cli/test_user_report_cli.cpp — what a user test (persona: extender) found: -v on run/predict names op files
+// that shadow bundled ones (as `ops -v` does), --weights warns where no predictor reads it, a new element-wise rule's
+// error names its line and the `op` field, HF configs show a string count as a string and accept quantization_config
+// with a warning, eval kernels says why rows were skipped, train --help lists every family, and CSV numbers are the
+// JSON's digits.
+#include <catch2/catch.hpp>
+
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::source_dir;
+using ns_test::temp_dir;
+namespace fs = std::filesystem;
+
+namespace {
+
+// The bundled GELU rule under another doc: a file that shadows ops/gelu.lua.
+const char* const gelu_copy =
+    "return require('neusight.rules').elementwise { name = 'gelu', doc = 'mine', unary = true, grad = 'same' }\n";
+
+const char* const tiny_workload = R"lua(
+return {
+  gpu = "tests/fixtures/gpus/tiny.toml", mode = "inference", batch = 1, seq = 1,
+  model = function(opts)
+    return { { op = "gelu", name = "g", inputs = { { 1000 } }, output = { 1000 } } }
+  end,
+})lua";
+
+std::string norm(const fs::path& p) { return p.lexically_normal().generic_string(); }
+
+}  // namespace
+
+TEST_CASE("user report: -v on run and predict names op files that shadow bundled ones", "[cli][ops]") {
+  temp_dir t;
+  t.write("myops/gelu.lua", gelu_copy);
+  const std::string ops = (t.path / "myops").string();
+  const std::string line = norm(t.path / "myops") + "/gelu.lua shadows ops/gelu.lua (op 'gelu')";
+  const std::string tiny = (source_dir / "tests/fixtures/gpus/tiny.toml").string();
+  const std::string script = t.write("w/wl.lua", tiny_workload).string();
+  auto r = run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --ops '" + ops + "' -v");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find(line) != std::string::npos);
+  r = run_cli("predict --model gpt2 --mode inference --batch 1 --seq 16 --predictor roofline --gpu '" + tiny +
+              "' --ops '" + ops + "' -v");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find(line) != std::string::npos);
+  // without -v nothing; `ops -v` lists it in its table, once (not on stderr again)
+  r = run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' --ops '" + ops + "'");
+  CHECK(r.err.find("shadows") == std::string::npos);
+  r = run_cli("ops --ops '" + ops + "' -v");
+  CHECK(r.out.find("shadows ops/gelu.lua") != std::string::npos);
+  CHECK(r.err.find("shadows") == std::string::npos);
+  // a workload's own ops/ folder joins the path when it loads: named then, once
+  t.write("w/ops/gelu.lua", gelu_copy);
+  r = run_cli("run '" + script + "' --predictor roofline --gpu '" + tiny + "' -v");
+  REQUIRE(r.code == 0);
+  const std::string beside = norm(t.path / "w/ops") + "/gelu.lua shadows ops/gelu.lua (op 'gelu')";
+  CHECK(r.err.find(beside) != std::string::npos);
+  CHECK(r.err.find(beside) == r.err.rfind(beside));
+}
