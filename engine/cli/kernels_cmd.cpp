@@ -178,6 +178,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     const auto sec = pred->predict(ks, *gpu);
     for (size_t j = 0; j < idx.size(); ++j) predicted[idx[j]] = sec[j] * 1e3;
   }
+  weights_note_say(s);
   struct agg {
     std::vector<double> ape;
     size_t tiles = 0, tile_hits = 0;

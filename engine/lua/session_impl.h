@@ -95,6 +95,10 @@ struct session::impl {
   // Lua predictor call.
   session* owner = nullptr;  // the session this state belongs to (ns.predict selects tiles through it)
   fs::path weights_root;
+  // Whether a neusight predictor was made over `weights_root` (predictor_make's, or one a Lua predictor's
+  // ns.predict(…, "neusight") made): the only reader of weights. False with a --weights root: that flag had no effect.
+  bool weights_read = false;
+  bool weights_given = false;  // weights_root is not the bundled data_root/weights
   bool predict_memo = true;
   std::map<std::string, std::unique_ptr<predictor>> builtin_predictors;
   std::vector<int> predictor_refs;

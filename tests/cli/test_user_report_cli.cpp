@@ -62,3 +62,24 @@ TEST_CASE("user report: -v on run and predict names op files that shadow bundled
   CHECK(r.err.find(beside) != std::string::npos);
   CHECK(r.err.find(beside) == r.err.rfind(beside));
 }
+
+TEST_CASE("user report: --weights warns when no predictor of the run reads weights", "[cli][predictor]") {
+  temp_dir t;
+  fs::create_directories(t.path / "myw/nvidia");  // incomplete: the neusight predictor would refuse it
+  const std::string w = (t.path / "myw").string();
+  const std::string base = "predict --model gpt2 --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
+  auto r = run_cli(base + "--weights '" + w + "' --predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string note = "--weights " + norm(t.path / "myw") + " has no effect: no predictor of this run read weights";
+  CHECK(r.err.find(note) != std::string::npos);
+  bool in_json = false;
+  for (const auto& x : json::parse(r.out)["meta"]["warnings"]) in_json = in_json || x.get<std::string>().find(note) == 0;
+  CHECK(in_json);
+  // the bundled weights (the default) and the neusight predictor say nothing
+  r = run_cli(base + "--predictor roofline");
+  CHECK(r.err.find("--weights") == std::string::npos);
+  r = run_cli(base + "--weights '" + (source_dir / "weights").string() + "'");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("has no effect") == std::string::npos);
+}
