@@ -83,3 +83,20 @@ TEST_CASE("user report: --weights warns when no predictor of the run reads weigh
   REQUIRE(r.code == 0);
   CHECK(r.err.find("has no effect") == std::string::npos);
 }
+
+TEST_CASE("user report: an unknown element-wise op names the rule's line - the valid kernels and the op field",
+          "[cli][ops]") {
+  temp_dir t;
+  t.write("w/ops/swiglu.lua", "-- a fused SwiGLU\nreturn require('neusight.rules').elementwise {\n"
+                              "  name = 'swiglu', doc = 'silu(gate)*up', grad = 'same',\n}\n");
+  const std::string script = t.write("w/wl.lua", std::string(tiny_workload)).string();
+  std::string text = tiny_workload;
+  text.replace(text.find("op = \"gelu\""), 11, "op = \"swiglu\"");
+  t.write("w/wl.lua", text);
+  const auto r = run_cli("run '" + script + "' --predictor roofline");
+  REQUIRE(r.code == 1);
+  CHECK(r.err.find("/w/ops/swiglu.lua:2: rules.elementwise: unknown elementwise op 'swiglu'") != std::string::npos);
+  CHECK(r.err.find("field 'op' picks the element-wise kernel") != std::string::npos);
+  CHECK(r.err.find("add, div, mul, pow, sub") != std::string::npos);
+  CHECK(r.err.find("op = \"mul\"") != std::string::npos);
+}
