@@ -100,3 +100,27 @@ TEST_CASE("user report: an unknown element-wise op names the rule's line - the v
   CHECK(r.err.find("add, div, mul, pow, sub") != std::string::npos);
   CHECK(r.err.find("op = \"mul\"") != std::string::npos);
 }
+
+TEST_CASE("user report: an HF count given as a JSON string is shown as one - quantization_config warns", "[cli][hf]") {
+  temp_dir t;
+  const std::string llama = R"({"model_type": "llama", "hidden_size": HS, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 8, "vocab_size": 1000
+    QUANT})";
+  auto cfg = [&](const std::string& hs, const std::string& quant) {
+    std::string s = llama;
+    s.replace(s.find("HS"), 2, hs);
+    s.replace(s.find("QUANT"), 5, quant);
+    return s;
+  };
+  const std::string run = " --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 --predictor roofline";
+  const auto s = t.write("s.json", cfg("\"512\"", ""));
+  auto r = run_cli("predict --model '" + s.string() + "'" + run);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'hidden_size' must be a positive integer (got \"512\", a string)") != std::string::npos);
+  const auto q = t.write("q.json", cfg("512", ", \"quantization_config\": {\"quant_method\": \"awq\", \"bits\": 4}"));
+  r = run_cli("predict --model '" + q.string() + "'" + run);
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(r.err.find("quantization_config (quant_method \"awq\") is not read") != std::string::npos);
+  CHECK(r.err.find("--weight-dtype") != std::string::npos);
+}
