@@ -222,12 +222,29 @@ struct bench_reader {
   }
 
   void read(const csv_table& t);
+  void read_rows(const csv_table& t);
   void finish() {
     for (auto& r : d.rows) r.gpu = &d.gpus[r.gpu_index];
   }
 };
 
 void bench_reader::read(const csv_table& t) {
+  // a table marked synthetic (convert.py's Synthetic column, set on every row of such a run): its rows are counted
+  const size_t rows_before = d.rows.size();
+  bool synthetic = false;
+  if (t.has_column("Synthetic")) {
+    const size_t c = t.column("Synthetic");
+    for (size_t i = 0; i < t.rows.size() && !synthetic; ++i)
+      if (!t.rows[i][c].empty() && t.rows[i][c] != "0" && t.rows[i][c] != "false") {
+        synthetic = true;
+        if (d.synthetic_first.empty()) d.synthetic_note = t.rows[i][c], d.synthetic_first = t.where(i);
+      }
+  }
+  read_rows(t);
+  if (synthetic) d.synthetic_rows += d.rows.size() - rows_before;
+}
+
+void bench_reader::read_rows(const csv_table& t) {
   auto& resolve = *this;
   if (t.has_column("gemm_dtype")) {
     aiconfigurator_gemm_load(t, d, resolve, excluded, only);
