@@ -254,6 +254,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   } else {
     table += fmt::format("\n{} rows evaluated, {} skipped (predictor {}, {} tiles)\n", d.rows.size(), skipped,
                          f.predictor, f.tiles);
+    for (const auto& line : skipped_lines(d)) table += "  " + line + "\n";  // why, in the report itself too
     emit(table, f.output);
   }
   return 0;

@@ -124,3 +124,21 @@ TEST_CASE("user report: an HF count given as a JSON string is shown as one - qua
   CHECK(r.err.find("quantization_config (quant_method \"awq\") is not read") != std::string::npos);
   CHECK(r.err.find("--weight-dtype") != std::string::npos);
 }
+
+TEST_CASE("user report: eval kernels says why rows were skipped in its report", "[cli][eval]") {
+  temp_dir t;
+  const auto csv = t.write(
+      "neg.csv",
+      "OPName,Latency,Device,Torch Version,CUDNN Version,Kernel Name,Warps per SM,Blocks per SM,Grid x,Grid y,Grid z,"
+      "Block x,Block y,Block z,CUDA Version,Kernels,B,M,N,K\n"
+      "bmm,-0.5,NVIDIA A100-PCIE-40GB,p2.1.0,8902,ampere_sgemm_128x128_nn,14.2,1.7,4,4,12,256,1,1,cu121,;k,12,512,64,512\n"
+      "bmm,0,NVIDIA A100-PCIE-40GB,p2.1.0,8902,ampere_sgemm_128x128_nn,227.5,28.4,8,8,48,256,1,1,cu121,;k,48,1024,64,1024\n"
+      "bmm,0.018,NVIDIA A100-PCIE-40GB,p2.1.0,8902,ampere_sgemm_64x32_sliced1x4_nn,4.7,1.1,2,4,16,128,1,1,cu121,;k,16,128,"
+      "128,128\n");
+  const auto r = run_cli("eval kernels '" + csv.string() + "'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("1 rows evaluated, 2 skipped") != std::string::npos);
+  CHECK(r.out.find("skipped 2 rows: non-positive latency or empty shape (first at " + csv.string() + ":2)") !=
+        std::string::npos);
+}
