@@ -142,3 +142,15 @@ TEST_CASE("user report: eval kernels says why rows were skipped in its report", 
   CHECK(r.out.find("skipped 2 rows: non-positive latency or empty shape (first at " + csv.string() + ":2)") !=
         std::string::npos);
 }
+
+TEST_CASE("user report: train --help lists every family it accepts", "[cli][train]") {
+  const auto r = run_cli("train --help");
+  REQUIRE(r.code == 0);
+  // the flag's text (CLI11 prints the accepted set apart, in braces)
+  const size_t at = r.out.find("Kernel family: ");
+  REQUIRE(at != std::string::npos);
+  const std::string text = r.out.substr(at, r.out.find('\n', at) - at);
+  for (const char* fam : {"bmm", "linear", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8",
+                          "attention_prefill", "attention_decode"})
+    CHECK(text.find(fam) != std::string::npos);
+}
