@@ -154,3 +154,24 @@ TEST_CASE("user report: train --help lists every family it accepts", "[cli][trai
                           "attention_prefill", "attention_decode"})
     CHECK(text.find(fam) != std::string::npos);
 }
+
+TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's", "[cli][csv]") {
+  const std::string base = "predict --model gpt2 --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
+  const auto r = run_cli(base + "--format csv");
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("99999999") == std::string::npos);
+  CHECK(r.out.find("00000000") == std::string::npos);
+  // a comparison's rows
+  const auto c = run_cli(base + "--batch 1,2 --format csv");
+  REQUIRE(c.code == 0);
+  CHECK(c.out.find("99999999") == std::string::npos);
+  CHECK(c.out.find("00000000") == std::string::npos);
+  // every latency reads back as the JSON's double
+  const auto j = run_cli(base + "--batch 1,2 --format json");
+  REQUIRE(j.code == 0);
+  for (const auto& row : json::parse(j.out)["rows"]) {
+    std::ostringstream s;
+    const double v = row["latency_ms"].get<double>();
+    CHECK(c.out.find("," + json(v).dump() + ",") != std::string::npos);
+  }
+}
