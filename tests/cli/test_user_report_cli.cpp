@@ -44,7 +44,7 @@ TEST_CASE("user report: -v on run and predict names op files that shadow bundled
   INFO(r.err);
   REQUIRE(r.code == 0);
   CHECK(r.err.find(line) != std::string::npos);
-  r = run_cli("predict --model gpt2 --mode inference --batch 1 --seq 16 --predictor roofline --gpu '" + tiny +
+  r = run_cli("predict --model gpt2_med --mode inference --batch 1 --seq 16 --predictor roofline --gpu '" + tiny +
               "' --ops '" + ops + "' -v");
   REQUIRE(r.code == 0);
   CHECK(r.err.find(line) != std::string::npos);
@@ -67,14 +67,14 @@ TEST_CASE("user report: --weights warns when no predictor of the run reads weigh
   temp_dir t;
   fs::create_directories(t.path / "myw/nvidia");  // incomplete: the neusight predictor would refuse it
   const std::string w = (t.path / "myw").string();
-  const std::string base = "predict --model gpt2 --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
+  const std::string base = "predict --model gpt2_med --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
   auto r = run_cli(base + "--weights '" + w + "' --predictor roofline --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
   const std::string note = "--weights " + norm(t.path / "myw") + " has no effect: no predictor of this run read weights";
   CHECK(r.err.find(note) != std::string::npos);
   bool in_json = false;
-  for (const auto& x : json::parse(r.out)["meta"]["warnings"]) in_json = in_json || x.get<std::string>().find(note) == 0;
+  for (const auto& x : json::parse(r.out)["warnings"]) in_json = in_json || x.get<std::string>().find(note) == 0;
   CHECK(in_json);
   // the bundled weights (the default) and the neusight predictor say nothing
   r = run_cli(base + "--predictor roofline");
@@ -156,7 +156,7 @@ TEST_CASE("user report: train --help lists every family it accepts", "[cli][trai
 }
 
 TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's", "[cli][csv]") {
-  const std::string base = "predict --model gpt2 --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
+  const std::string base = "predict --model gpt2_med --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
   const auto r = run_cli(base + "--format csv");
   REQUIRE(r.code == 0);
   CHECK(r.out.find("99999999") == std::string::npos);
@@ -170,7 +170,6 @@ TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's"
   const auto j = run_cli(base + "--batch 1,2 --format json");
   REQUIRE(j.code == 0);
   for (const auto& row : json::parse(j.out)["rows"]) {
-    std::ostringstream s;
     const double v = row["latency_ms"].get<double>();
     CHECK(c.out.find("," + json(v).dump() + ",") != std::string::npos);
   }
