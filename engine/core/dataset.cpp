@@ -231,17 +231,15 @@ struct bench_reader {
 void bench_reader::read(const csv_table& t) {
   // a table marked synthetic (convert.py's Synthetic column, set on every row of such a run): its rows are counted
   const size_t rows_before = d.rows.size();
-  bool synthetic = false;
-  if (t.has_column("Synthetic")) {
-    const size_t c = t.column("Synthetic");
-    for (size_t i = 0; i < t.rows.size() && !synthetic; ++i)
-      if (!t.rows[i][c].empty() && t.rows[i][c] != "0" && t.rows[i][c] != "false") {
-        synthetic = true;
-        if (d.synthetic_first.empty()) d.synthetic_note = t.rows[i][c], d.synthetic_first = t.where(i);
-      }
-  }
   read_rows(t);
-  if (synthetic) d.synthetic_rows += d.rows.size() - rows_before;
+  if (d.rows.size() == rows_before || !t.has_column("Synthetic")) return;  // only tables whose rows are read count
+  const size_t c = t.column("Synthetic");
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    if (!t.rows[i][c].empty() && t.rows[i][c] != "0" && t.rows[i][c] != "false") {
+      if (d.synthetic_first.empty()) d.synthetic_note = t.rows[i][c], d.synthetic_first = t.where(i);
+      d.synthetic_rows += d.rows.size() - rows_before;
+      return;
+    }
 }
 
 void bench_reader::read_rows(const csv_table& t) {
