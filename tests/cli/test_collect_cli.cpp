@@ -305,9 +305,9 @@ TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][colle
   REQUIRE(ok.code == 0);
   const fs::path bf16 = t.path / "good/softmax/p2.1.0/bf16/NVIDIA A100-PCIE-40GB.csv";
   std::string text = ns_test::slurp(bf16);
-  const size_t at = text.rfind(",bf16\n");
+  const size_t at = text.rfind(",bf16,");  // the Dtype column, before the fixture's Synthetic note
   REQUIRE(at != std::string::npos);
-  text.replace(at, 6, ",fp64\n");
+  text.replace(at, 6, ",fp64,");
   const auto bad = t.write("bad/softmax.csv", text);
   const auto e = run_cli("eval kernels '" + bad.string() + "'");
   CHECK(e.code == 1);

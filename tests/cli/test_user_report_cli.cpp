@@ -74,7 +74,8 @@ TEST_CASE("user report: --weights warns when no predictor of the run reads weigh
   const std::string note = "--weights " + norm(t.path / "myw") + " has no effect: no predictor of this run read weights";
   CHECK(r.err.find(note) != std::string::npos);
   bool in_json = false;
-  for (const auto& x : json::parse(r.out)["warnings"]) in_json = in_json || x.get<std::string>().find(note) == 0;
+  const json j = json::parse(r.out);
+  for (const auto& x : j["warnings"]) in_json = in_json || x.get<std::string>().find(note) == 0;
   CHECK(in_json);
   // the bundled weights (the default) and the neusight predictor say nothing
   r = run_cli(base + "--predictor roofline");
@@ -156,8 +157,8 @@ TEST_CASE("user report: train --help lists every family it accepts", "[cli][trai
 }
 
 TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's", "[cli][csv]") {
-  const std::string base = "predict --model gpt2_med --gpu h100 --mode inference --batch 1 --seq 64 --dtype bf16 ";
-  const auto r = run_cli(base + "--format csv");
+  const std::string base = "predict --model gpt2_med --gpu h100 --mode inference --seq 64 --dtype bf16 ";
+  const auto r = run_cli(base + "--batch 1 --format csv");
   REQUIRE(r.code == 0);
   CHECK(r.out.find("99999999") == std::string::npos);
   CHECK(r.out.find("00000000") == std::string::npos);
@@ -169,7 +170,8 @@ TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's"
   // every latency reads back as the JSON's double
   const auto j = run_cli(base + "--batch 1,2 --format json");
   REQUIRE(j.code == 0);
-  for (const auto& row : json::parse(j.out)["rows"]) {
+  const json rows = json::parse(j.out)["rows"];
+  for (const auto& row : rows) {
     const double v = row["latency_ms"].get<double>();
     CHECK(c.out.find("," + json(v).dump() + ",") != std::string::npos);
   }
