@@ -529,7 +529,9 @@ int run_models(const common_flags& c) {
 }
 
 int run_ops(const common_flags& c) {
-  session s(session_options_make(c));
+  session_options so = session_options_make(c);
+  so.verbose_op_shadows = false;  // the table below names them
+  session s(so);
   std::string out;
   for (const auto& e : s.ops_list()) {
     std::string doc;

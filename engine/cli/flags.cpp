@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <functional>
 #include <limits>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <type_traits>
@@ -269,6 +270,21 @@ std::string predictor_help() {
   return "Kernel latency predictor: " + builtins +
          ", or a Lua predictor: NAME (neusight/predictors/NAME.lua on the script search path, e.g. roofline_derated) "
          "or a .lua file";
+}
+
+// train --family: every family the flag accepts (family_name_list, the one list), each with what it holds where a
+// name does not say it.
+std::string family_help() {
+  static const std::map<std::string, std::string> gloss = {
+      {"bmm", "fp32 batched GEMMs"}, {"linear", "fp32 GEMMs"}, {"gemm_tc16", "bf16/fp16/tf32 tensor-core GEMMs"},
+      {"gemm_fp8", "fp8 GEMMs"}, {"attention_prefill", "context_attention rows"},
+      {"attention_decode", "generation_attention rows"}};
+  std::string out;
+  for (const auto& n : family_name_list()) {
+    const auto g = gloss.find(n);
+    out += (out.empty() ? "" : ", ") + n + (g == gloss.end() ? "" : " (" + g->second + ")");
+  }
+  return "Kernel family: " + out;
 }
 
 // Adds the option (a flag for a bool) bound to `target`.
@@ -659,9 +675,7 @@ std::vector<flag_spec> table_make() {
       .on(serve, to(&serve_flags::tpot_ms)).check(finite_number(false)).needs({"--sweep"});
 
   // train and eval.
-  flag("--family",
-       "Kernel family: bmm, linear (fp32 GEMMs), elementwise, softmax, layernorm, gemm_tc16 (bf16/fp16/tf32 tensor-core "
-       "GEMMs), gemm_fp8")
+  flag("--family", family_help())
       .on(train, to(&train_flags::family)).required().check(CLI::IsMember(family_name_list()));
   flag("--data", "CSV files or folders (searched recursively), e.g. dataset/train/collect/bmm")
       .on(train, to(&train_flags::data)).required();

@@ -29,13 +29,32 @@ std::string duration(double s) {
   return t >= 60 ? fmt::format("{}m{:02d}s", t / 60, t % 60) : fmt::format("{}s", t);
 }
 
-void report_skipped(const bench_data& d) {
+// "skipped N rows: <reason> (first at file:line)" for each reason rows were skipped (bench_load's reading): what
+// train and eval kernels say on stderr, and what eval's table repeats under its count.
+std::vector<std::string> skipped_lines(const bench_data& d) {
+  std::vector<std::string> out;
   for (const auto& [why, n] : d.skipped) {
     const auto first = d.skipped_first.find(why);
-    std::fprintf(stderr, "neusight: skipped %zu rows: %s%s\n", n, why.c_str(),
-                 first == d.skipped_first.end() ? "" : (" (first at " + first->second + ")").c_str());
+    out.push_back(fmt::format("skipped {} rows: {}{}", n, why,
+                              first == d.skipped_first.end() ? "" : " (first at " + first->second + ")"));
   }
+  return out;
 }
+
+void report_skipped(const bench_data& d) {
+  for (const auto& line : skipped_lines(d)) std::fprintf(stderr, "neusight: %s\n", line.c_str());
+  if (d.synthetic_rows)  // convert.py's Synthetic column: the rows look like measurements but are not
+    std::fprintf(stderr,
+                 "neusight: warning: %zu of the rows are synthetic, not measured on a GPU (column Synthetic, first at "
+                 "%s: %s): what is trained or scored on them describes the generator, not the hardware\n",
+                 d.synthetic_rows, d.synthetic_first.c_str(), d.synthetic_note.c_str());
+}
+
+// Fewer rows than this and `train` warns: the rows are split into training and validation sets (tile_model_train), and
+// below 200 the validation set holds a few dozen rows at most, too few for its MAPE (which picks the best epoch and is
+// the number reported) to mean anything, and too few rows to cover a family's shapes (the shipped families were
+// fitted on 2 080 to 214 428 rows, weights/*/*/model.toml).
+constexpr size_t train_rows_min = 200;
 
 // Tiles for bench rows: the rule's choice, or the measured kernel's (falling back to the rule when the
 // kernel name carries no tile). Returns how many measured tiles fell back.
@@ -83,6 +102,12 @@ int train_main(const train_flags& f) {
   const size_t fell_back = tiles_assign(s, d.rows, f.tiles);
   if (fell_back) std::fprintf(stderr, "neusight: %zu rows have no tile in their kernel name; using the tiling rule\n", fell_back);
 
+  if (d.rows.size() < train_rows_min)
+    std::fprintf(stderr,
+                 "neusight: warning: only %zu %s rows to train on (fewer than %zu): the validation split is a handful of "
+                 "rows, so its MAPE and the epoch it picks are noise, and the model has seen few shapes; collect "
+                 "more rows (scripts/collect, grids.py) before using these weights\n",
+                 d.rows.size(), f.family.c_str(), train_rows_min);
   std::vector<train_sample> samples;
   samples.reserve(d.rows.size());
   for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu), r.latency_ms / 1e3});
@@ -178,6 +203,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     const auto sec = pred->predict(ks, *gpu);
     for (size_t j = 0; j < idx.size(); ++j) predicted[idx[j]] = sec[j] * 1e3;
   }
+  weights_note_say(s);
   struct agg {
     std::vector<double> ape;
     size_t tiles = 0, tile_hits = 0;
@@ -228,6 +254,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   } else {
     table += fmt::format("\n{} rows evaluated, {} skipped (predictor {}, {} tiles)\n", d.rows.size(), skipped,
                          f.predictor, f.tiles);
+    for (const auto& line : skipped_lines(d)) table += "  " + line + "\n";  // why, in the report itself too
     emit(table, f.output);
   }
   return 0;

@@ -376,6 +376,7 @@ int eval_models_main(const eval_models_flags& f) {
     j["rows"] = std::move(jr);
     j["summary"] = std::move(js);
     j["skipped"] = skipped;
+    weights_note_say(s);
     emit(j.dump(2) + "\n", f.output);
     return 0;
   }
@@ -430,6 +431,7 @@ int eval_models_main(const eval_models_flags& f) {
     }
   }
   out += fmt::format("\n{} labels evaluated, {} skipped\n", rows.size(), skipped_total);
+  weights_note_say(s);
   emit(out, f.output);
   return 0;
 }

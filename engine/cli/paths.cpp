@@ -1,6 +1,7 @@
 // engine/cli/paths.cpp — locating the data root from the executable's own path (/proc/self/exe).
 #include "cli/paths.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <vector>
@@ -54,6 +55,11 @@ session_options session_options_for(const std::vector<std::string>& ops_dirs, co
   o.calibration = calibration && !(nc && *nc && std::string(nc) != "0");
   o.verbose = verbose;
   return o;
+}
+
+void weights_note_say(const session& s) {
+  if (const std::string note = s.weights_unused_note(); !note.empty())
+    std::fprintf(stderr, "neusight: warning: %s\n", note.c_str());
 }
 
 }  // namespace ns

@@ -23,4 +23,9 @@ struct session_options;
 session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
                                     bool verbose, bool calibration = true);
 
+class session;
+// After its predictions, a command that does not print the predictor's warnings() (eval, scale) names on stderr a
+// --weights no predictor read (session::weights_unused_note); a forecast carries it in its warnings.
+void weights_note_say(const session& s);
+
 }  // namespace ns

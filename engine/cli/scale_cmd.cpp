@@ -142,6 +142,7 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
   pair_seconds out;
   out.from = run(from);
   const std::vector<double> to_s = run(to);
+  weights_note_say(s);
   std::vector<session::scale_kernel_times> items(ks.size());
   for (size_t i = 0; i < ks.size(); ++i) {
     const kernel& k = ks[i].k;

@@ -488,11 +488,11 @@ int search_main(const search_flags& f) {
     for (const auto& [why, n] : skipped) sk[why] = n;
     j["warnings"] = warnings;
     out = j.dump(2) + "\n";
-  } else if (f.format == "csv") {
+  } else if (f.format == "csv") {  // numbers in the fewest digits that read back exactly, as JSON (fmt's {})
     out = fmt::format("dp,tp,pp,{}microbatches,{}recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,memory_gb,"
                       "fits\n", show_ep ? "ep," : "", show_schedule ? "schedule,virtual_stages," : "");
     for (const auto& c : shown)
-      out += fmt::format("{},{},{},{}{},{}{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", c.dp, c.tp, c.pp,
+      out += fmt::format("{},{},{},{}{},{}{},{},{},{},{},{},{}\n", c.dp, c.tp, c.pp,
                          show_ep ? fmt::format("{},", c.ep) : "", c.microbatches,
                          show_schedule ? fmt::format("{},{},", c.schedule, c.virtual_stages) : "", c.recompute,
                          c.iteration_ms, c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb,

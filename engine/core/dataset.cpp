@@ -222,12 +222,27 @@ struct bench_reader {
   }
 
   void read(const csv_table& t);
+  void read_rows(const csv_table& t);
   void finish() {
     for (auto& r : d.rows) r.gpu = &d.gpus[r.gpu_index];
   }
 };
 
 void bench_reader::read(const csv_table& t) {
+  // a table marked synthetic (convert.py's Synthetic column, set on every row of such a run): its rows are counted
+  const size_t rows_before = d.rows.size();
+  read_rows(t);
+  if (d.rows.size() == rows_before || !t.has_column("Synthetic")) return;  // only tables whose rows are read count
+  const size_t c = t.column("Synthetic");
+  for (size_t i = 0; i < t.rows.size(); ++i)
+    if (!t.rows[i][c].empty() && t.rows[i][c] != "0" && t.rows[i][c] != "false") {
+      if (d.synthetic_first.empty()) d.synthetic_note = t.rows[i][c], d.synthetic_first = t.where(i);
+      d.synthetic_rows += d.rows.size() - rows_before;
+      return;
+    }
+}
+
+void bench_reader::read_rows(const csv_table& t) {
   auto& resolve = *this;
   if (t.has_column("gemm_dtype")) {
     aiconfigurator_gemm_load(t, d, resolve, excluded, only);

@@ -32,6 +32,10 @@ struct bench_data {
   std::map<std::string, size_t> skipped;     // reason → rows
   std::map<std::string, std::string> skipped_first;  // reason → "<file>:<line>" of its first row, where known
   std::vector<std::string> files;
+  // Rows read from tables whose Synthetic column is set (scripts/collect/convert.py writes the note of a manifest not
+  // measured on a GPU, such as tests/fixtures/collect's): how many, and the first such table's note and file:line.
+  size_t synthetic_rows = 0;
+  std::string synthetic_note, synthetic_first;
 };
 
 // The OPName → family map of the data (ln → layernorm, add/addu/… → elementwise); nullopt for others.

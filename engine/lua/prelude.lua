@@ -301,20 +301,43 @@ local function call_file(fn, ...)
   local r = fn(...) -- the frame such an error points at (a tail call would leave pcall's, which has no position)
   return r
 end
-local function run_file(fn, chunk, ...)
+-- The line of the file at `path` that calls constructor `ctor` (`rules.elementwise {`, `R.linear(`), when exactly one
+-- line does (comments aside); nil otherwise (a wrong line is worse than the file alone).
+local function ctor_line(path, ctor)
+  local f = path and io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a") or ""
+  f:close()
+  local found, n = nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:gsub("%-%-.*$", ""):find("%.%s*" .. ctor .. "%f[^%w_]") then
+      if found then return nil end
+      found = n
+    end
+  end
+  return found
+end
+
+local function run_file(fn, chunk, path, ...)
   local ok, r = raw_pcall(call_file, fn, ...)
   if ok then return r end
   if limit_tripped() then error(r, 0) end
   if type(r) == "string" then
     local rest = r:match("^engine/lua/prelude%.lua:%d+: (.*)$")
-    if rest then r = chunk .. ": " .. rest end
+    if rest then
+      -- a constructor's error ("rules.elementwise: …") names the file's line that calls it
+      local ctor = rest:match("^rules%.([%a_][%w_]*): ")
+      local line = ctor and ctor_line(path, ctor)
+      r = chunk .. (line and (":" .. line) or "") .. ": " .. rest
+    end
   end
   error(r, 0)
 end
 
 -- Loads a predictor file (found by the host) in a fresh environment and checks it; `name` is its module name or path.
 function E.load_predictor(path, chunk, name)
-  return E.check_predictor(run_file(C.load(path, chunk, E.new_env()), chunk, name), chunk)
+  return E.check_predictor(run_file(C.load(path, chunk, E.new_env()), chunk, path, name), chunk)
 end
 
 -- Op rules load lazily on first use and are cached by name; false caches "no rule".
@@ -324,7 +347,7 @@ function E.get_op(name)
   if r ~= nil then return r or nil, op_chunks[name] end
   local path, chunk = C.find_op(name)
   if not path then ops[name] = false; return nil end
-  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk), chunk, name)
+  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk, path), chunk, name)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
 end

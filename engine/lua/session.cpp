@@ -435,6 +435,15 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
     for (const auto& e : scripts_shadowing())
       for (const auto& sh : e.shadows)
         std::fprintf(stderr, "neusight: %s shadows %s (module '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
+  op_shadows_report();
+}
+
+void session::op_shadows_report() {
+  if (!p_->opts.verbose || !p_->opts.verbose_op_shadows) return;
+  for (const auto& e : ops_list())
+    for (const auto& sh : e.shadows)
+      if (p_->op_shadows_reported.insert(e.file + '\n' + sh).second)
+        std::fprintf(stderr, "neusight: %s shadows %s (op '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
 }
 
 void session::plan_set(const std::string& key, const std::string& value) {
@@ -495,6 +504,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     p_->workload_ops = fs::path(script).parent_path() / "ops";
     if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
     p_->op_dirs_rebuild();
+    op_shadows_report();  // the workload's ops/ folder joins the path now
   }
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.workload");

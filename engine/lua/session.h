@@ -31,8 +31,11 @@ struct session_options {
   // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
   // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
   bool memo = true;
-  // -v: each user script file that shadows another (a bundled one) is named on stderr when the session starts.
+  // -v: each user script or op file that shadows another (a bundled one) is named on stderr when the session starts,
+  // and each op file of a workload's ops/ folder when the workload loads (session::ops_list, the table `ops -v` prints).
   bool verbose = false;
+  // `ops -v` lists the op shadows in its own table: its session names only the script shadows on stderr.
+  bool verbose_op_shadows = true;
   // Per call into a script: instructions, heap, wall clock (--script-budget, --script-memory, --script-timeout).
   script_limits limits = script_limits_default();
   // Apply a GPU's calibration (<gpu stem>.calibration.toml beside its file, engine/core/calibration.h) to its
@@ -190,7 +193,13 @@ class session {
   // schema, and later a predict() that errs or returns the wrong count, a non-number, NaN, inf or a negative time,
   // each with file:line. ns.predict(kernels, gpu, name) runs the same built-ins with the same weights. The predictor
   // must not outlive the session.
+  // With a weights root other than the bundled one, the predictor's warnings() end with weights_unused_note's while it
+  // holds.
   std::unique_ptr<predictor> predictor_make(const std::string& name, const std::filesystem::path& weights_root);
+  // "--weights DIR has no effect: …" when the last predictor_make's weights root is not the bundled one and no
+  // predictor has read it yet (only the neusight predictor reads weights: roofline never, a Lua predictor only
+  // through ns.predict(…, "neusight")); empty otherwise. Ask after predicting.
+  std::string weights_unused_note() const;
 
   // The GPU a name resolves to (gpu_catalog::resolve), parsed once per name for the session's lifetime; what
   // workload_load, serve's gpu() and comparisons use.
@@ -439,6 +448,9 @@ class session {
 
  private:
   expansion expand_on(const graph& g, const gpu_spec* gpu, bool training);  // gpu nullptr: rules see nil
+  // -v: names on stderr each op file that shadows another (ops_list) this session has not named yet.
+  void op_shadows_report();
+  std::unique_ptr<predictor> predictor_make_inner(const std::string& name, const std::filesystem::path& weights_root);
   std::unique_ptr<impl> p_;
 };
 

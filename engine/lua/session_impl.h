@@ -6,6 +6,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -71,6 +72,9 @@ struct session::impl {
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops
+  // -v: the op shadow lines already printed (file + hidden file), so that a workload's ops/ folder, added to the
+  // search path when the workload loads, reports only what it adds
+  std::set<std::string> op_shadows_reported;
 
   std::map<std::string, gpu_spec> gpus_resolved;  // --gpu query → spec: a search resolves the same name per layout
   // opts.memo: what a node expanded into (key: GPU, training, every field of the node; rules are cached by op name
@@ -91,6 +95,10 @@ struct session::impl {
   // Lua predictor call.
   session* owner = nullptr;  // the session this state belongs to (ns.predict selects tiles through it)
   fs::path weights_root;
+  // Whether a neusight predictor was made over `weights_root` (predictor_make's, or one a Lua predictor's
+  // ns.predict(…, "neusight") made): the only reader of weights. False with a --weights root: that flag had no effect.
+  bool weights_read = false;
+  bool weights_given = false;  // weights_root is not the bundled data_root/weights
   bool predict_memo = true;
   std::map<std::string, std::unique_ptr<predictor>> builtin_predictors;
   std::vector<int> predictor_refs;

@@ -167,6 +167,7 @@ static std::map<std::string, double> efficiency_read(session::impl& p) {
 std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
   auto pred = ns::predictor_make(name, root);
   if (name == "neusight") {  // the roofline ones have no use for it
+    if (root == weights_root) weights_read = true;
     if (!efficiency) efficiency = efficiency_read(*this);
     pred->roofline_efficiency_set(*efficiency);
   }
@@ -213,9 +214,54 @@ int l_predict(lua_State* L) {
   });
 }
 
+// A predictor whose warnings() end with the session's weights_unused_note (a --weights root no predictor read).
+class weights_noted_predictor final : public predictor {
+ public:
+  weights_noted_predictor(const session& s, std::unique_ptr<predictor> inner) : s_(s), inner_(std::move(inner)) {}
+  std::string name() const override { return inner_->name(); }
+  std::vector<double> predict(const std::vector<kernel_instance>& kernels, const gpu_spec& gpu) const override {
+    return inner_->predict(kernels, gpu);
+  }
+  std::vector<std::string> warnings() const override {
+    std::vector<std::string> out = inner_->warnings();
+    if (std::string note = s_.weights_unused_note(); !note.empty()) out.push_back(std::move(note));
+    return out;
+  }
+  void memo_enable(bool on) override { inner_->memo_enable(on); }
+  fs::path uncertainty_file(const std::string& vendor) const override { return inner_->uncertainty_file(vendor); }
+  bool models_family(const std::string& vendor, const std::string& family) const override {
+    return inner_->models_family(vendor, family);
+  }
+  void roofline_efficiency_set(std::map<std::string, double> by_family) override {
+    inner_->roofline_efficiency_set(std::move(by_family));
+  }
+
+ private:
+  const session& s_;
+  std::unique_ptr<predictor> inner_;
+};
+
+std::string session::weights_unused_note() const {
+  if (!p_->weights_given || p_->weights_read) return {};
+  return "--weights " + display_of(p_->weights_root.string()) +
+         " has no effect: no predictor of this run read weights (only the neusight predictor does; roofline and "
+         "roofline-reference never, a Lua predictor only through ns.predict(…, \"neusight\")); drop it";
+}
+
 std::unique_ptr<predictor> session::predictor_make(const std::string& name, const fs::path& weights_root) {
-  if (weights_root != p_->weights_root) p_->builtin_predictors.clear();  // ns.predict's "neusight" reads these weights
+  auto made = predictor_make_inner(name, weights_root);
+  if (!p_->weights_given) return made;
+  return std::make_unique<weights_noted_predictor>(*this, std::move(made));
+}
+
+std::unique_ptr<predictor> session::predictor_make_inner(const std::string& name, const fs::path& weights_root) {
+  if (weights_root != p_->weights_root) {
+    p_->builtin_predictors.clear();  // ns.predict's "neusight" reads these weights
+    p_->weights_read = false;
+  }
   p_->weights_root = weights_root;
+  std::error_code ec;
+  p_->weights_given = !fs::equivalent(weights_root, p_->opts.data_root / "weights", ec);
   const auto builtins = predictor_names();
   if (std::find(builtins.begin(), builtins.end(), name) != builtins.end()) return p_->builtin_make(name, weights_root);
   std::string path, chunk;

@@ -89,7 +89,7 @@ function M.format_table(r)
 end
 
 local function csv_cell(v)
-  v = type(v) == "number" and fmt("%.17g", v) or tostring(v)
+  v = type(v) == "number" and require("neusight.report").number_csv(v) or tostring(v)
   if v:find('[,"\n]') then v = '"' .. v:gsub('"', '""') .. '"' end
   return v
 end

@@ -18,10 +18,9 @@ local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, 
 
 local M = {}
 
--- A value as a CSV cell: integers as such, other numbers exactly (%.17g), nil empty.
+-- A value as a CSV cell: numbers as report.number_csv writes them (exact, in the JSON's digits), nil empty.
 local function value_csv(v)
-  if math.type(v) == "integer" then return fmt("%d", v) end
-  if type(v) == "number" then return fmt("%.17g", v) end
+  if type(v) == "number" then return report.number_csv(v) end
   if type(v) == "boolean" then return v and "true" or "false" end
   if v == nil then return "" end
   return csv_field(v)

@@ -448,15 +448,29 @@ local function csv_field(s)
 end
 M.csv_field = csv_field
 
+--- A number as every CSV writes it: integers as such, a float in the fewest significant digits (15 to 17) that read
+--- back as the same double, the digits the JSON output gives (12.29, not %.17g's 12.289999999999999).
+---@param v number
+---@return string
+local function number_csv(v)
+  if math.type(v) == "integer" then return fmt("%d", v) end
+  for digits = 15, 16 do
+    local s = fmt("%." .. digits .. "g", v)
+    if tonumber(s) == v then return s end
+  end
+  return fmt("%.17g", v)
+end
+M.number_csv = number_csv
+
 --- One line per kernel: its node, phase, dims (0 where the kind has none) and times.
 function M.format_csv(r)
   local out = { "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms\n" }
   local nodes = r.text.nodes
   for _, k in ipairs(r.text.kernels) do
     local n = nodes[k.node]
-    out[#out + 1] = fmt("%s,%s,%s,%d,%s,%s,%s,%d,%d,%d,%d,%d,%d,%.17g,%.17g,%.17g,%.17g\n", csv_field(n.name),
+    out[#out + 1] = fmt("%s,%s,%s,%d,%s,%s,%s,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s\n", csv_field(n.name),
       csv_field(n.op), csv_field(n.layer), n.count, k.phase, csv_field(k.name), k.kind, k.b, k.m, k.n, k.k, k.rows,
-      k.hidden, k.flops, k.bytes, k.seconds_each * ms, k.seconds * ms)
+      k.hidden, number_csv(k.flops), number_csv(k.bytes), number_csv(k.seconds_each * ms), number_csv(k.seconds * ms))
   end
   return concat(out)
 end

@@ -187,7 +187,17 @@ function M.elementwise(spec)
     error(("rules.elementwise: field 'grad' must be \"mem\" or \"same\" (got %s)"):format(tostring(grad)), 2)
   end
   if not K.vec_ops[base] or not (unary or K.vec_ops[base .. "u"]) then -- fail when the op file loads
-    error(("rules.elementwise: unknown elementwise op '%s'"):format(tostring(base)), 2)
+    -- the kernels an `op` can name: a binary op needs its one-tensor 'u' variant too (add/addu), a unary one not
+    local valid = {}
+    for k in pairs(K.vec_ops) do
+      if unary or K.vec_ops[k .. "u"] then valid[#valid + 1] = k end
+    end
+    table.sort(valid)
+    local ns = require "neusight"
+    error(("rules.elementwise: unknown elementwise op '%s'%s: field 'op' picks the element-wise kernel the rule "
+      .. "prices (default: the name), one of %s%s; e.g. op = \"mul\" prices a new op '%s' as a multiply")
+      :format(tostring(base), ns.did_you_mean(tostring(base), valid), concat(valid, ", "),
+        unary and "" or " (unary = true allows the one-operand kernels as well)", tostring(spec.name)), 2)
   end
 
   local function op_of(node) return unary and base or M.vec_op(node, base) end

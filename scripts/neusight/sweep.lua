@@ -387,14 +387,13 @@ end
 local function csv_cell(v)
   if v == nil then return "" end
   if type(v) == "boolean" then return v and "true" or "false" end
-  if math.type(v) == "integer" then return fmt("%d", v) end
-  if type(v) == "number" then return fmt("%.17g", v) end
+  if type(v) == "number" then return require("neusight.report").number_csv(v) end
   local s = tostring(v)
   if s:find('[,"\n\r]') then s = '"' .. s:gsub('"', '""') .. '"' end
   return s
 end
 
---- CSV: a header of the JSON row fields, one line per combination (numbers as %.17g: the JSON's doubles exactly).
+--- CSV: a header of the JSON row fields, one line per combination (numbers as report.number_csv writes them: the JSON's doubles exactly, in its digits).
 function M.format_csv(report)
   local cols = columns(report.mode)
   local out, head = {}, {}

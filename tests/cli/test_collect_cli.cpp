@@ -129,8 +129,11 @@ TEST_CASE("collect: the converter writes the sample's CSVs in our data format", 
       for (const char* dim : gemm ? std::vector<const char*>{"B", "M", "N", "K"} : std::vector<const char*>{"B", "H"})
         cols.push_back(dim);
       if (dtype != "fp32") cols.push_back("Dtype");
+      cols.push_back("Synthetic");  // the fixture's manifest is synthetic: every row says so
       CHECK(tab.header == cols);
     }
+    CHECK(tab.header.back() == "Synthetic");
+    for (const auto& row : tab.rows) CHECK(row.back().find("not measured on any GPU") != std::string::npos);
     for (size_t i = 0; i < tab.rows.size(); ++i) {
       const auto& row = tab.rows[i];
       const json& c = *cases[i];
@@ -176,7 +179,10 @@ TEST_CASE("collect: the converter's fp32 columns are those of the shared trainin
   bool compared = false;
   for (const auto& e : fs::directory_iterator(t.path / "csv/linear/p2.1.0"))
     if (e.path().extension() == ".csv") {
-      CHECK(ns::csv_load(e.path().string()).header == data.header);
+      auto header = ns::csv_load(e.path().string()).header;
+      REQUIRE(header.back() == "Synthetic");  // the fixture's mark (a measured run has no such column)
+      header.pop_back();
+      CHECK(header == data.header);
       compared = true;
     }
   CHECK(compared);
@@ -197,6 +203,10 @@ TEST_CASE("collect: the converted sample trains models with neusight train and i
   INFO(lin.err);
   REQUIRE(lin.code == 0);
   CHECK(lin.out.find("linear weights, 16 rows") != std::string::npos);
+  // the sample is synthetic and small: train says both
+  CHECK(lin.err.find("warning: 16 of the rows are synthetic, not measured on a GPU (column Synthetic, first at ") !=
+        std::string::npos);
+  CHECK(lin.err.find("warning: only 16 linear rows to train on (fewer than 200)") != std::string::npos);
   const std::string model = ns_test::slurp(t.path / "w/nvidia/linear/model.toml");
   CHECK(model.find("A100-PCIE-40GB") != std::string::npos);
   const auto tc = run_cli("train -q --family gemm_tc16 --data '" + csv.string() + "' --out '" +
@@ -228,7 +238,7 @@ TEST_CASE("collect: the converted sample trains models with neusight train and i
 
   // Dtype fp8 puts GEMM rows in the fp8 family (on a GPU with fp8 units: the sample's A100 has none).
   std::string fp8 = ns_test::slurp(csv / "linear/p2.1.0/bf16/NVIDIA A100-PCIE-40GB.csv");
-  fp8 = ns_test::replace_all(ns_test::replace_all(fp8, ",bf16\n", ",fp8\n"), "NVIDIA A100-PCIE-40GB", "NVIDIA L40S");
+  fp8 = ns_test::replace_all(ns_test::replace_all(fp8, ",bf16,", ",fp8,"), "NVIDIA A100-PCIE-40GB", "NVIDIA L40S");
   const auto f = run_cli("eval kernels '" + t.write("fp8/linear.csv", fp8).string() + "' --format json");
   INFO(f.err);
   REQUIRE(f.code == 0);
@@ -237,6 +247,22 @@ TEST_CASE("collect: the converted sample trains models with neusight train and i
   REQUIRE(fj["summary"].size() == 1);
   CHECK(fj["summary"][0]["family"] == "gemm_fp8");
   CHECK(fj["summary"][0]["gpu"] == "L40S");
+}
+
+TEST_CASE("collect: convert.py run directly is collect.py convert - its help included", "[cli][collect]") {
+  if (!have_python()) return;
+  auto r = run_sh("python3 scripts/collect/convert.py --help");
+  CHECK(r.code == 0);
+  CHECK(r.out.find("usage: collect.py convert") != std::string::npos);
+  r = run_sh("python3 scripts/collect/convert.py");  // no arguments: the usage error, not a silent exit 0
+  CHECK(r.code == 2);
+  CHECK(r.err.find("the following arguments are required: manifest, --out") != std::string::npos);
+  temp_dir t;
+  r = run_sh("python3 scripts/collect/convert.py tests/fixtures/collect/manifest.json --out '" +
+             (t.path / "csv").string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 0);
+  CHECK(csvs_under(t.path / "csv").size() == 9);
 }
 
 TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][collect]") {
@@ -279,9 +305,9 @@ TEST_CASE("collect: bad input is a clear error and writes nothing", "[cli][colle
   REQUIRE(ok.code == 0);
   const fs::path bf16 = t.path / "good/softmax/p2.1.0/bf16/NVIDIA A100-PCIE-40GB.csv";
   std::string text = ns_test::slurp(bf16);
-  const size_t at = text.rfind(",bf16\n");
+  const size_t at = text.rfind(",bf16,");  // the Dtype column, before the fixture's Synthetic note
   REQUIRE(at != std::string::npos);
-  text.replace(at, 6, ",fp64\n");
+  text.replace(at, 6, ",fp64,");
   const auto bad = t.write("bad/softmax.csv", text);
   const auto e = run_cli("eval kernels '" + bad.string() + "'");
   CHECK(e.code == 1);

@@ -166,6 +166,7 @@ local neusight_module = {
     return t
   end,
   closest = closest,
+  warn = function(...) io.stderr:write("neusight: warning: ", table.concat({ ... }, " "), "\n") end,
   did_you_mean = function(word, keys)
     local best = closest(word, keys)
     return best and (" (did you mean '" .. best .. "'?)") or ""

@@ -119,7 +119,7 @@ function M.test_dropped_keys_are_still_checked()
   raises(function() hf.from_config(llama { rms_norm_eps = -1 }, "c.json") end,
     "c.json: key 'rms_norm_eps' must be a number in [0, 1) (got -1)")
   raises(function() hf.from_config(llama { rope_scaling = "linear" }, "c.json") end,
-    "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got \"linear\")")
+    "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got \"linear\", a string)")
   -- gpt2: n_ctx beside n_positions is dropped, and still a position count
   raises(function()
     hf.from_config({ model_type = "gpt2", n_positions = 1024, n_ctx = 0 }, "g.json")

@@ -473,8 +473,13 @@ end
 function T.test_config_json_unknown_keys()
   raises([[l.json: unknown key 'num_key_value_head' for model_type "llama" (did you mean 'num_key_value_heads'?)]],
     hf.from_config, { model_type = "llama", num_key_value_head = 8 }, "l.json", {})
-  raises([[q.json: unknown key 'quantization_config' for model_type "qwen2"]],
-    hf.from_config, { model_type = "qwen2", quantization_config = { quant_method = "fp8" } }, "q.json", {})
+  -- a checkpoint's quantization_config (FP8/AWQ repos) changes no kernel shape: accepted, with a warning that the
+  -- weights' storage is not read from it (--weight-dtype sets it)
+  local q = hf.from_config({ model_type = "qwen2", quantization_config = { quant_method = "fp8" } }, "q.json", {})
+  eq(q.quantization_config, nil, "quantization_config is not a builder field")
+  eq(hf.quantization_note("q.json", { quant_method = "fp8" }), "q.json: quantization_config (quant_method \"fp8\") "
+    .. "is not read: the weights are priced in the workload's dtype; give --weight-dtype fp8|int8|int4 (workload field "
+    .. "weight_dtype) for weight-only quantisation, or --dtype fp8 for fp8 weights and activations", "the warning")
   -- A key of another model_type: Mistral has no attention_bias; a null unknown key is still a key.
   raises([[m.json: unknown key 'attention_bias' for model_type "mistral"]],
     hf.from_config, { model_type = "mistral", attention_bias = false }, "m.json", {})

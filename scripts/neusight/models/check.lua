@@ -15,13 +15,20 @@ local function count_of(v)
 end
 M.count_of = count_of
 
+-- A config value in a message: a string quoted and named as one (a config.json's "hidden_size": "4096" is not the
+-- number 4096, though tostring prints both alike), a table as "a table", anything else as tostring.
+local function shown(v)
+  if type(v) == "string" then return ("%q, a string"):format(v) end
+  return type(v) == "table" and "a table" or tostring(v)
+end
+
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
 --- float back as the integer it equals. Keys listed in `optional` may also be nil.
 function M.counts(who, cfg, required, optional)
   for _, key in ipairs(required) do
     local n = count_of(cfg[key])
     if not n then
-      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+      error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
     end
     cfg[key] = n
   end
@@ -29,7 +36,7 @@ function M.counts(who, cfg, required, optional)
     if cfg[key] ~= nil then
       local n = count_of(cfg[key])
       if not n then
-        error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, tostring(cfg[key])), 0)
+        error(("%s: field '%s' must be a positive integer (got %s)"):format(who, key, shown(cfg[key])), 0)
       end
       cfg[key] = n
     end
@@ -49,9 +56,6 @@ function M.known(who, cfg, known)
   local best = require("neusight.workload").did_you_mean(keys[1], known)
   error(("%s: unknown field '%s'%s"):format(who, keys[1], best and (" (did you mean '%s'?)"):format(best) or ""), 0)
 end
-
--- A config value in a message: a string quoted, a table as "a table".
-local function shown(v) return type(v) == "string" and ("%q"):format(v) or type(v) == "table" and "a table" or tostring(v) end
 
 --- Raises "<who>: field 'k' must be a boolean (got v)" for the first key of `keys` that cfg sets to anything but a
 --- boolean (`do_layer_norm_before = { true }` was truthy and taken as true).

@@ -93,10 +93,22 @@ local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
 
 -- DeepSeek-V3 config.json keys that do not change the kernels of HF's DeepseekV3ForCausalLM: the remote code's
 -- auto_map, its training-only aux-loss knobs (aux_loss_alpha, seq_aux), ep_size, the MTP depth (HF builds no MTP
--- module), the checkpoint's fp8 quantization_config (the model runs in the workload's dtype) and head_dim (the
--- config class sets it to qk_rope_head_dim for the rotary tables).
-local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers",
-  "quantization_config", "head_dim" }
+-- module) and head_dim (the config class sets it to qk_rope_head_dim for the rotary tables). Its fp8
+-- quantization_config is read as every rotary model's (QUANTIZATION).
+local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers", "head_dim" }
+
+-- A checkpoint's quantization_config (FP8, AWQ, GPTQ repos of Llama-family and DeepSeek models) describes how its
+-- weights are stored, not the model's shapes: every kernel keeps its shape, and what the weights cost is the
+-- workload's (--dtype, --weight-dtype). Accepted with a warning rather than refused, so that such a config forecasts
+-- at all, and never read silently: the warning says that the storage is not taken from it and which flag sets it.
+local function quantization_note(path, q)
+  local method = type(q) == "table" and type(q.quant_method) == "string" and (" (quant_method %q)"):format(q.quant_method)
+    or ""
+  return ("%s: quantization_config%s is not read: the weights are priced in the workload's dtype; give --weight-dtype "
+    .. "fp8|int8|int4 (workload field weight_dtype) for weight-only quantisation, or --dtype fp8 for fp8 weights and "
+    .. "activations"):format(path, method)
+end
+M.quantization_note = quantization_note
 
 -- A strict entry of a rotary model_type (llama.lua, moe.lua, deepseek.lua) completed: its builder fields and
 -- max_position_embeddings, which no kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of
@@ -115,6 +127,7 @@ local function rotary(entry, model_type)
     return { max_position_embeddings = builder().DEFAULTS[model_type].max_position_embeddings }
   end
   entry.null_is_omitted = { max_position_embeddings = true }
+  entry.quantization = true -- quantization_config: accepted with quantization_note's warning
   return entry
 end
 
@@ -307,6 +320,10 @@ function M.from_config(t, path, nulls)
       end
     end
     for k in pairs(fixed or {}) do known[#known + 1] = k end
+    if entry.quantization then
+      ignored.quantization_config = true
+      known[#known + 1] = "quantization_config"
+    end
     table.sort(known)
     local keys = {}
     for k in pairs(t) do keys[#keys + 1] = k end
@@ -318,6 +335,9 @@ function M.from_config(t, path, nulls)
       if k ~= "model_type" and not fields[k] and not ignored[k] and not (fixed and fixed[k]) then
         error(("%s: unknown key '%s' for model_type %q%s"):format(path, k, mt, hint(k, known)), 0)
       end
+    end
+    if entry.quantization and t.quantization_config ~= nil then
+      require("neusight").warn(quantization_note(path, t.quantization_config))
     end
   end
   for k, accepted in pairs(fixed or {}) do
