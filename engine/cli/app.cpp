@@ -192,9 +192,13 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     const std::map<std::string, double> decode = d.decode ? factors : std::map<std::string, double>{};
     s.calibration_set(d.gpu.name, calibration_parse(calibration_text(d.gpu, factors, decode, {}, {}),
                                                     "scripts/neusight/calibration.lua fit()'s factors", d.gpu));
+    struct uncalibrate {  // after the forecast, or its error: a calibration's forecast starts from the uncalibrated one
+      session& s;
+      const std::string& gpu;
+      ~uncalibrate() { s.calibration_set(gpu, std::nullopt); }
+    } const after{s, d.gpu.name};
     forecast_done again;
     forecast_workload(s, pred_made, f, script, again, false);
-    s.calibration_set(d.gpu.name, std::nullopt);  // none: a calibration's forecast starts from the uncalibrated one
     return again.latency_s();
   }};
   const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor), {},

@@ -178,6 +178,20 @@ local function require_raw(name, level)
 end
 E.require = function(name) return require_raw(name, 2) end  -- the host's: the modules themselves
 
+-- needs(name, fn) → module `name`'s function `fn`, or the error the engine's own calls give of a --scripts copy without
+-- it (engine/lua/session.cpp function_push): one module's script calling another's function that an older override
+-- copy lacks gets the file and the bundled one to compare it with, not "attempt to call a nil value".
+function ns.needs(name, fn)
+  local m = require_raw(name, 2)
+  local f = type(m) == "table" and m[fn] or nil
+  if type(f) ~= "function" then
+    local _, chunk = C.find_script(name)
+    error(("%s has no function %s (module %s): a --scripts copy from an older neusight? compare it with the bundled "
+      .. "scripts/%s.lua"):format(tostring(chunk), fn, name, (name:gsub("%.", "/"))), 0)
+  end
+  return f
+end
+
 local function require_for_env()
   local views = {}
   return function(name)

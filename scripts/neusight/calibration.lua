@@ -253,8 +253,9 @@ function fit_of(r, what)
       .. "(the rest is %s's own kernel scatter, leave-one-GPU-out says)%s%s", what, calibrated * 1e3, 100 * k,
       r.gpu.name, what, other > 0 and fmt("; %.0f %% of the kernel time, copies and collectives, kept as forecast",
       100 * other / total) or "",
-      abs(missed) > M.reforecast_tolerance and fmt("; the factors, at their limits, leave it %+.1f %% from the "
-        .. "%.4g ms intended", 100 * (exp(missed) - 1), shrunk * r.latency_s * 1e3) or ""),
+      abs(missed) > M.reforecast_tolerance and fmt("; the factors%s leave it %+.1f %% from the %.4g ms intended",
+        #clamped > 0 and ", at their limits," or " its forecasts reached", 100 * (exp(missed) - 1),
+        shrunk * r.latency_s * 1e3) or ""),
   }
   return { fields = fields, lines = lines, warnings = warnings }, listed
 end

@@ -19,8 +19,12 @@ local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, 
 local M = {}
 
 -- A value as a CSV cell: numbers as report.number_csv writes them (exact, in the JSON's digits), nil empty.
+local number_csv -- neusight.report's, found on first use (an older --scripts report.lua without it: a clear error)
 local function value_csv(v)
-  if type(v) == "number" then return report.number_csv(v) end
+  if type(v) == "number" then
+    number_csv = number_csv or require("neusight").needs("neusight.report", "number_csv")
+    return number_csv(v)
+  end
   if type(v) == "boolean" then return v and "true" or "false" end
   if v == nil then return "" end
   return csv_field(v)

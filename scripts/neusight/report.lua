@@ -224,9 +224,10 @@ end
 function M.layout_inputs(par, add)
   if not par then return end
   local keys = {}
-  for k in pairs(par.figures) do keys[#keys + 1] = k end
+  local figures = par.figures or {} -- a --scripts parallel report may give none
+  for k in pairs(figures) do keys[#keys + 1] = k end
   table.sort(keys)
-  for _, k in ipairs(keys) do add(k, par.figures[k]) end
+  for _, k in ipairs(keys) do add(k, figures[k]) end
 end
 
 --- What neusight.figures compute() is given of the forecast, as an array of { key, value } (a later key replaces an

@@ -734,4 +734,14 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
   CHECK(p.out.empty());
   CHECK(p.err.find("module neusight.parallel.config has no function layers_refusal (predict warns with it and search "
                    "skips by it") != std::string::npos);
+  // a report.lua older than the floor inputs' rules search_floor reads (neusight.needs): the override file and the
+  // function named, not "attempt to call a nil value (field 'timing_inputs')" (review finding)
+  const std::string rep = ns_test::override_dir(t, "r", "report", "",
+                                                {{"function M.timing_inputs(", "function M.timing_inputs_old("}});
+  const auto o = run_cli(base + rep);
+  INFO(o.err);
+  CHECK(o.code == 1);
+  CHECK(o.err.find("/r/neusight/report.lua has no function timing_inputs (module neusight.report): a --scripts copy "
+                   "from an older neusight? compare it with the bundled scripts/neusight/report.lua") !=
+        std::string::npos);
 }

@@ -174,6 +174,12 @@ local neusight_module = {
 }
 
 local loaded = { neusight = neusight_module }
+-- needs(name, fn) as the engine's prelude gives it: the module's function, or an error naming the module
+function neusight_module.needs(name, fn)
+  local f = base.require(name)[fn]
+  if type(f) ~= "function" then error(("module %s has no function %s"):format(name, fn), 0) end
+  return f
+end
 function base.require(name)
   if loaded[name] ~= nil then return loaded[name] end
   local rel = name:gsub("%.", "/")

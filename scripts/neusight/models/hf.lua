@@ -101,6 +101,7 @@ local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num
 -- weights are stored, not the model's shapes: every kernel keeps its shape, and what the weights cost is the
 -- workload's (--dtype, --weight-dtype). Accepted with a warning rather than refused, so that such a config forecasts
 -- at all, and never read silently: the warning says that the storage is not taken from it and which flag sets it.
+local quantization_warned = {} -- the config files whose quantization_config was said (quantization_note)
 local function quantization_note(path, q)
   local method = type(q) == "table" and type(q.quant_method) == "string" and (" (quant_method %q)"):format(q.quant_method)
     or ""
@@ -336,7 +337,8 @@ function M.from_config(t, path, nulls)
         error(("%s: unknown key '%s' for model_type %q%s"):format(path, k, mt, hint(k, known)), 0)
       end
     end
-    if entry.quantization and t.quantization_config ~= nil then
+    if entry.quantization and t.quantization_config ~= nil and not quantization_warned[path] then
+      quantization_warned[path] = true -- once per file: search and comparisons read the config per layout or row
       require("neusight").warn(quantization_note(path, t.quantization_config))
     end
   end
