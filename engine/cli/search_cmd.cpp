@@ -289,9 +289,11 @@ int search_main(const search_flags& f) {
                 session::finished done = s.forecast_finish(std::move(run), {"default", "", false, true});
                 built_fc = std::move(*done.fc);
                 fresh_tl = std::move(done.parallel);  // the first mode's timeline, as the one below makes it
-                // what predict warns of besides the workload: kernels the predictor could not price as asked, and the
-                // GPU out of the distribution of the predictor's data (the band's warnings, without drawing a band)
-                built_notes = pred->warnings();
+                // what predict warns of besides the workload: the pipeline's (kernels the predictor could not price
+                // as asked; the layout's, scripts/neusight/report.lua layout_warnings: a cluster file built for another
+                // GPU), and the GPU out of the distribution of the predictor's data (the band's warnings, without
+                // drawing a band)
+                built_notes = std::move(done.warnings);
                 figure_inputs band_in = {{"latency_s", built_fc->total()}};
                 family_inputs_add(band_in, built_fc->seconds_by_family(gpu), *pred, gpu.vendor);
                 for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
@@ -464,6 +466,17 @@ int search_main(const search_flags& f) {
     return chunks ? fmt::format("{}/{}", c.schedule, c.virtual_stages) : c.schedule;
   };
 
+  // a layout as the JSON's `layouts` and the CSV's rows give it
+  const auto row_of = [&](const candidate& c) {
+    nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
+    if (show_ep) row["ep"] = c.ep;
+    row["microbatches"] = c.microbatches;
+    if (show_schedule) row["schedule"] = c.schedule, row["virtual_stages"] = c.virtual_stages;
+    row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
+    row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms, row["memory_gb"] = c.memory_gb;
+    row["fits"] = c.fits;
+    return row;
+  };
   std::string out;
   if (f.format == "json") {
     nlohmann::ordered_json j;
@@ -473,30 +486,20 @@ int search_main(const search_flags& f) {
     j["evaluated"] = evaluated;
     j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
     auto& arr = j["layouts"] = nlohmann::ordered_json::array();
-    for (const auto& c : shown) {
-      nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
-      if (show_ep) row["ep"] = c.ep;
-      row["microbatches"] = c.microbatches;
-      if (show_schedule) row["schedule"] = c.schedule, row["virtual_stages"] = c.virtual_stages;
-      row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
-      row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms, row["memory_gb"] = c.memory_gb;
-      row["fits"] = c.fits;
-      arr.push_back(std::move(row));
-    }
+    for (const auto& c : shown) arr.push_back(row_of(c));
     if (extended) j["skipped_layouts"] = skipped_total;
     auto& sk = j["skipped"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : skipped) sk[why] = n;
     j["warnings"] = warnings;
     out = j.dump(2) + "\n";
-  } else if (f.format == "csv") {  // numbers in the fewest digits that read back exactly, as JSON (fmt's {})
-    out = fmt::format("dp,tp,pp,{}microbatches,{}recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,memory_gb,"
-                      "fits\n", show_ep ? "ep," : "", show_schedule ? "schedule,virtual_stages," : "");
-    for (const auto& c : shown)
-      out += fmt::format("{},{},{},{}{},{}{},{},{},{},{},{},{}\n", c.dp, c.tp, c.pp,
-                         show_ep ? fmt::format("{},", c.ep) : "", c.microbatches,
-                         show_schedule ? fmt::format("{},{},", c.schedule, c.virtual_stages) : "", c.recompute,
-                         c.iteration_ms, c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb,
-                         c.fits ? "true" : "false");
+  } else if (f.format == "csv") {
+    // the JSON's rows, written by scripts/neusight/search.lua format_csv: numbers as every CSV writes them
+    // (scripts/neusight/report.lua number_csv: exact, in the JSON's digits); the columns are a row's fields
+    nlohmann::ordered_json doc{{"columns", nlohmann::ordered_json::array()}, {"rows", nlohmann::ordered_json::array()}};
+    const nlohmann::ordered_json header = row_of(candidate{});  // kept alive while iterating
+    for (const auto& field : header.items()) doc["columns"].push_back(field.key());
+    for (const auto& c : shown) doc["rows"].push_back(row_of(c));
+    out = s.render("neusight.search", "format_csv", doc.dump());
   } else {
     out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts{}\n\n",
                        f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated,

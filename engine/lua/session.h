@@ -371,7 +371,8 @@ class session {
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
   // when that workload was not parallel. The timeline itself stays a Lua table; the report and the timeline's memory
   // report join the report fields forecast_render renders. `lean` (search: a ranking of many layouts): the report's
-  // JSON without its per-device list, no table text, and the report fields left alone. `gpu`: the GPU the forecast
+  // JSON without its per-device list, no table text, and the report fields without the memory report (their
+  // `parallel` is this report: its layout's warnings, report.lua layout_warnings, are said). `gpu`: the GPU the forecast
   // priced, whose roofline floors of each node's kernels (roofline_floor_seconds) the timeline sums per device.
   std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);
 

@@ -191,7 +191,9 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
   ns_call(L, 3, 1, "in " + file + " report");  // stack: P plan result report
   where = file + " report";
   table_reader r(L, -1, where + " result");
-  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report renders this one (scripts/neusight/report.lua)
+  // the forecast's report renders this one (scripts/neusight/report.lua), and its layout's warnings are read from it
+  // (report.lua layout_warnings: scripts/neusight/pipeline.lua finish, a lean one too: search says them)
+  if (p_->fields_ref != LUA_NOREF) {
     lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result report fields
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "parallel");

@@ -136,6 +136,18 @@ int l_serve_phase(lua_State* L) {
     // a sliding-window model: the window and its layers' share of a cached token (workload.lua kv_cache_window)
     for (const char* k : {"kv_window", "kv_window_share"})
       if (fields.has(k)) lua_pushnumber(L, fields.number(k)), lua_setfield(L, -3, k);
+    // what the model's config file says that the forecast does not read (workload.lua model_warnings): serve's report
+    // says them, as predict's does among its workload's warnings
+    if (raw_getfield(L, -1, "model_warnings") == LUA_TTABLE) {  // stack: result fields warnings
+      for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+        const bool text = lua_rawgeti(L, -1, i) == LUA_TSTRING;
+        lua_pop(L, 1);
+        if (!text) throw error("scripts/neusight/report.lua workload result: field 'model_warnings' must be strings");
+      }
+      lua_setfield(L, -3, "model_warnings");  // stack: result fields
+    } else {
+      lua_pop(L, 1);  // stack: result fields
+    }
     if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: result fields state (precision.lua state_report)
       throw error("scripts/neusight/report.lua workload result: field 'state' is " + std::string(luaL_typename(L, -1)) +
                   ", expected the model-state report (scripts/neusight/precision.lua state_report)");

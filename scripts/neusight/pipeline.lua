@@ -24,7 +24,8 @@
 --                          take them); nil for a single forecast
 --   lean                   the caller reads the forecast and its timeline only (serve's phase forecasts, hundreds
 --                          in a sweep; search's layouts): the figures may be skipped (timeline() is then lean too:
---                          the ranking's numbers, no memory report in run.fields)
+--                          the ranking's numbers, no memory report in run.fields); the warnings are still returned
+--                          (search says its layouts' once)
 --   forecast()             → totals, predictor warnings: library tiles, the predictor's latencies, the launch mode,
 --                          calibration, host overhead and aggregation, once per run; the totals as neusight.report reads
 --                          them (total, forward, backward, accumulate, optimizer seconds, flops, flops_<phase>, params);
@@ -64,8 +65,9 @@ function M.finish(run)
   local totals, predictor_warnings = run.forecast()
   for _, w in ipairs(predictor_warnings) do warn(w) end
   run.timeline()  -- before the memory and the figures: a parallel run's come from it
+  -- a parallel layout's (neusight.parallel.report: a cluster file built for another GPU), lean too: search says them
+  for _, w in ipairs(report.layout_warnings(run.fields)) do warn(w) end
   if run.lean then return { figures = { fields = {}, lines = {}, warnings = {} }, warnings = warnings } end
-  for _, w in ipairs(report.layout_warnings(run.fields)) do warn(w) end  -- a parallel layout's (neusight.parallel.report)
   for _, w in ipairs(report.memory_warnings(run.fields)) do warn(w) end  -- the table says so too
   local inputs = report.figure_inputs(run.fields, totals, run.gpu)
   local function add(k, v) inputs[#inputs + 1] = { k, v } end

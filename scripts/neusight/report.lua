@@ -66,6 +66,9 @@ function M.workload(w, facts)
     experts = type(facts.experts) == "string" and facts.experts or "", memory = facts.memory,
     router_skew = facts.router_skew,  -- mixtures of experts: "uniform", "balanced" or a factor (nil otherwise)
     max_positions = number_or_nil(facts.max_positions),  -- a rotary model's position limit (serve's warning; not shown)
+    -- what the model's config file says that the forecast does not read (workload.lua model_warnings; serve's
+    -- warnings; not shown: predict's report has them among its warnings)
+    model_warnings = type(facts.model_warnings) == "table" and facts.model_warnings or nil,
     -- a sliding-window model's serving phase: the window and its layers' share of the cache per token (workload.lua
     -- kv_cache_window; serve's paged KV accounting; not shown)
     kv_window = number_or_nil(facts.kv_window), kv_window_share = number_or_nil(facts.kv_window_share),

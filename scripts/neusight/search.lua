@@ -81,8 +81,8 @@ function M.pipeline_skip(layers, pp, schedule, virtual_stages)
     if why then return why end
   end
   -- the layers' rule is neusight.parallel.config's (predict warns with it); a --scripts config.lua older than it would
-  -- rank layouts Megatron-LM cannot run: an error saying so (neusight.parallel.report layers_rule)
-  return require("neusight.parallel.report").layers_rule()(schedule, layers, pp, v)
+  -- rank layouts Megatron-LM cannot run: neusight.needs' error naming that file and the bundled one
+  return require("neusight").needs("neusight.parallel.config", "layers_refusal")(schedule, layers, pp, v)
 end
 
 --- { experts = E (1: a dense model, or a model function, whose experts cannot be known), layers = L } of a normalized
@@ -98,6 +98,29 @@ function M.model_facts(w)
   local cfg, builder = workload.model_builder(w.model) -- a function model: nil, nil
   if builder and builder.expert_parallel and builder.num_experts then experts = builder.num_experts(cfg) end
   return { experts = experts, layers = M.layers(nodes) }
+end
+
+--- search's CSV (engine/cli/search_cmd.cpp): `doc.columns` the fields of a row (the JSON's `layouts` entries), in
+--- order, and `doc.rows` the layouts shown, as the JSON gives them. Numbers as every CSV writes them (neusight.report
+--- number_csv: exact, in the JSON's digits), booleans true/false, names as neusight.report csv_field quotes them.
+---@param doc { columns: string[], rows: table[] }
+---@return string
+function M.format_csv(doc)
+  local needs = require("neusight").needs
+  local number_csv, csv_field = needs("neusight.report", "number_csv"), needs("neusight.report", "csv_field")
+  local function cell(v)
+    if type(v) == "number" then return number_csv(v) end
+    if type(v) == "boolean" then return v and "true" or "false" end
+    if v == nil then return "" end
+    return csv_field(v)
+  end
+  local out = { table.concat(doc.columns, ",") }
+  for _, row in ipairs(doc.rows) do
+    local cells = {}
+    for i, k in ipairs(doc.columns) do cells[i] = cell(row[k]) end
+    out[#out + 1] = table.concat(cells, ",")
+  end
+  return table.concat(out, "\n") .. "\n"
 end
 
 return M

@@ -187,7 +187,7 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          max_positions = p.max_positions, kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
+          max_positions = p.max_positions, model_warnings = p.model_warnings, kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
           kv_window_share = p.kv_window_share,
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
@@ -301,6 +301,8 @@ local STALE_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warning of a request beyond a rotary model's max_position_embeddings (also among its warnings), for
 -- neusight.sweep, which says it once per sweep: kept beside the report for the same reason.
 local POSITION_WARNING = setmetatable({}, { __mode = "k" })
+-- Each report's warnings of its model's config file (also among its warnings, first), for neusight.sweep likewise.
+local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -308,6 +310,10 @@ local function common_report(o, first, count)
   local kv_dtype, weight_dtype, storage_notes = W.storage_dtypes(first.dtype, o.kv_dtype, o.weight_dtype)
   local warnings = W.warnings { mode = "decode", dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype }
   for i, note in ipairs(storage_notes) do table.insert(warnings, i, note) end
+  -- what the model's config file says that the forecasts do not read (neusight.workload model_warnings: a
+  -- checkpoint's quantization_config), first, as predict's workload warnings have them
+  local config_warnings = first.model_warnings or {}
+  for i, note in ipairs(config_warnings) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
   local positions = o.input.hi + o.output.hi
   local position_warning = rotary_positions_warning(
@@ -345,11 +351,16 @@ local function common_report(o, first, count)
   MODEL_WARNING[report] = model_warning
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
+  CONFIG_WARNINGS[report] = config_warnings
   return report
 end
 
 -- Each report's warning of a phase forecast below its roofline floor (also among its warnings), for neusight.sweep.
 local FLOOR_WARNING = setmetatable({}, { __mode = "k" })
+
+--- The warnings of a report of M.run's model config file (neusight.workload model_warnings; among its warnings too),
+--- for neusight.sweep, which says them once per sweep.
+function M.config_warnings(report) return CONFIG_WARNINGS[report] or {} end
 
 --- The warnings of a report of M.run whose phase forecasts go below their roofline floor (among its warnings too; an
 --- array, the prefill's and a decode step's), or nil.

@@ -326,6 +326,12 @@ function M.run(raw, phase, progress, gpu)
   report.verdict = M.verdict(rows, choice, targets, mode)
   -- a request beyond a rotary model's max_position_embeddings: one model and one length for every combination, said
   -- once as serve says it (an older --scripts serve.lua keeps none: nothing said)
+  -- what the model's config file says that the forecasts do not read (a quantization_config): one file for every
+  -- combination, said once, first (an older --scripts serve.lua keeps none: nothing said)
+  for i, w in ipairs(first and S.config_warnings and S.config_warnings(first) or {}) do
+    report.warnings = report.warnings or {}
+    table.insert(report.warnings, i, w)
+  end
   local position_warning = first and S.position_warning and S.position_warning(first) or nil
   if position_warning then
     report.warnings = report.warnings or {}

@@ -838,15 +838,27 @@ end
 ---@return integer?
 function M.position_limit(model) return rotary_limit(model_builder(model)) end
 
+--- What a model's config file says that its forecast does not read (neusight.models.hf config_warnings: a
+--- checkpoint's quantization_config), as warnings: none for a preset name, a function or a config table written in a
+--- script. M.warnings starts with them; M.build hands them on (model_warnings) for serve's report.
+---@param model any
+---@return string[]
+function M.model_warnings(model)
+  if type(model) ~= "table" then return {} end
+  local hf = require "neusight.models.hf"
+  -- an older --scripts hf.lua without config_warnings says its warning itself, as it did
+  return type(hf.config_warnings) == "function" and hf.config_warnings(model) or {}
+end
+
 --- What a normalized workload's forecast does not know, as warnings (the engine adds them to the report's
---- `warnings`): a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
+--- `warnings`): what its model's config file says that is not read (M.model_warnings); a sequence beyond a rotary model's max_position_embeddings (M.position_limit; prefill, training
 --- and inference count seq, decode context + 1); a quantised KV cache in decode (the attention_decode MLP was trained on bf16 caches only) and
 --- weight-only quantisation (no such GEMM kernel in the training data); then each field given that changes nothing
 --- (a parallel-only field on one GPU, a training-only one in inference: ignored_fields above).
 ---@param w neusight.Workload
 ---@return string[]
 function M.warnings(w)
-  local out = {}
+  local out = M.model_warnings(w.model)
   local limit = M.position_limit(w.model)
   if limit and math.type(w.seq) == "integer" then
     local check = require "neusight.models.check"
@@ -1122,6 +1134,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
 ---   max_positions   M.position_limit: the max_position_embeddings a rotary model runs beyond with a warning (serve
 ---                   holds its requests' lengths to it)
+---   model_warnings  M.model_warnings: what the model's config file says that the forecast does not read (serve's
+---                   report says them; predict's has them among M.warnings)
 --- The engine adds `source` and hands the table to neusight.report.workload.
 --- In training with an optimizer, one optimizer node
 --- { op = <optimizer>, phase = "optimizer", inputs = {{P}}, dtype = the step's, attrs = element sizes by role
@@ -1182,7 +1196,7 @@ function M.build(spec, gpu)
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
-           max_positions = positions }
+           max_positions = positions, model_warnings = M.model_warnings(w.model) }
 end
 
 return M

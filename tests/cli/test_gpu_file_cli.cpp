@@ -54,6 +54,31 @@ TEST_CASE("cluster file of another GPU: the run warns naming its links and --clu
   CHECK_FALSE(has(run_json(run + " --gpu l4 --cluster pcie_8gpu")["warnings"], "parallel.cluster"));
 }
 
+// search forecasts every layout with the cluster's links as predict does: it says so once, in its JSON `warnings`
+// and on stderr (it said nothing: its layouts' forecasts are lean, and the layout warnings came after; review finding)
+TEST_CASE("cluster file of another GPU: search warns once", "[cli][parallel][cluster][search]") {
+  const std::string base = "search --model gpt2_large --gpus 8 --batch 64 --seq 1024 --dtype bf16 --predictor roofline "
+                           "--cluster dgx_h100 --format json";
+  const std::string said = "parallel.cluster: gpus/clusters/dgx_h100.toml describes nodes of H100-SXM5-80GB, not of "
+                           "the L4 this run forecasts";
+  const auto r = run_cli(base + " --gpu l4");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["layouts"].size() > 1);
+  size_t in_json = 0;
+  for (const auto& w : j["warnings"]) in_json += w.get<std::string>().find(said) == 0 ? 1 : 0;
+  CHECK(in_json == 1);
+  const size_t first = r.err.find(said);
+  CHECK(first != std::string::npos);
+  CHECK(r.err.find(said, first + 1) == std::string::npos);  // once
+  // the cluster's own GPU: nothing said
+  const auto h = run_cli(base + " --gpu h100");
+  REQUIRE(h.code == 0);
+  CHECK_FALSE(has(json::parse(h.out)["warnings"], "parallel.cluster"));
+  CHECK(h.err.find("parallel.cluster") == std::string::npos);
+}
+
 TEST_CASE("calibration of an edited GPU file: every forecast applying it warns naming the changed keys",
           "[cli][calibrate]") {
   temp_dir t;

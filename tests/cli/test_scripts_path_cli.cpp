@@ -725,15 +725,19 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
   const auto c = run_cli(base + " --schedule interleaved" + cfg);
   INFO(c.err);
   CHECK(c.code == 1);
-  CHECK(c.err.find("module neusight.parallel.config has no function layers_refusal") != std::string::npos);
+  // neusight.needs' one message (search.lua and parallel/report.lua had their own): the override file, the function,
+  // the bundled file to compare it with
+  const std::string no_rule = "/c/neusight/parallel/config.lua has no function layers_refusal (module "
+                              "neusight.parallel.config): a --scripts copy from an older neusight? compare it with the "
+                              "bundled scripts/neusight/parallel/config.lua";
+  CHECK(c.err.find(no_rule) != std::string::npos);
   // predict's parallel report warns with the same rule: without it, the same error (it said nothing and forecast on)
   const auto p = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 8 --seq 1024 --dtype bf16 "
                          "--predictor roofline --pp 2 --microbatches 4 --schedule interleaved" + cfg);
   INFO(p.err);
   CHECK(p.code == 1);
   CHECK(p.out.empty());
-  CHECK(p.err.find("module neusight.parallel.config has no function layers_refusal (predict warns with it and search "
-                   "skips by it") != std::string::npos);
+  CHECK(p.err.find(no_rule) != std::string::npos);
   // a report.lua older than the floor inputs' rules search_floor reads (neusight.needs): the override file and the
   // function named, not "attempt to call a nil value (field 'timing_inputs')" (review finding)
   const std::string rep = ns_test::override_dir(t, "r", "report", "",
@@ -744,4 +748,54 @@ TEST_CASE("scripts path: search takes an older figures.lua and refuses a config.
   CHECK(o.err.find("/r/neusight/report.lua has no function timing_inputs (module neusight.report): a --scripts copy "
                    "from an older neusight? compare it with the bundled scripts/neusight/report.lua") !=
         std::string::npos);
+}
+
+// search's CSV is written with the one number rule of every CSV (scripts/neusight/report.lua number_csv, by
+// scripts/neusight/search.lua format_csv); it used C++ fmt's {} (review finding): a --scripts report.lua whose rule
+// differs shows in it, and the shipped rule gives the JSON's numbers exactly
+TEST_CASE("scripts path: search's CSV numbers are report.lua number_csv's", "[cli][scripts][search][csv]") {
+  temp_dir t;
+  const std::string base = "search --model gpt2_large --gpu h100 --gpus 8 --batch 64 --seq 1024 --dtype bf16 "
+                           "--predictor roofline";
+  const auto c = run_cli(base + " --format csv");
+  const auto j = run_cli(base + " --format json");
+  INFO(c.err);
+  REQUIRE(c.code == 0);
+  REQUIRE(j.code == 0);
+  const nlohmann::ordered_json layouts = nlohmann::ordered_json::parse(j.out)["layouts"];  // in the JSON's order
+  REQUIRE(!layouts.empty());
+  std::vector<std::string> lines;
+  for (size_t at = 0; at < c.out.size();) {
+    const size_t nl = c.out.find('\n', at);
+    lines.push_back(c.out.substr(at, nl - at));
+    at = nl + 1;
+  }
+  REQUIRE(lines.size() == layouts.size() + 1);
+  std::string header;
+  for (const auto& [key, value] : layouts[0].items()) header += (header.empty() ? "" : ",") + key;
+  CHECK(lines[0] == header);
+  for (size_t i = 0; i < layouts.size(); ++i) {  // each cell reads back as the JSON's value
+    std::vector<std::string> cells;
+    for (size_t at = 0;;) {
+      const size_t comma = lines[i + 1].find(',', at);
+      cells.push_back(lines[i + 1].substr(at, comma == std::string::npos ? std::string::npos : comma - at));
+      if (comma == std::string::npos) break;
+      at = comma + 1;
+    }
+    size_t k = 0;
+    for (const auto& [key, value] : layouts[i].items()) {
+      INFO(key << " = " << value.dump() << ", CSV " << cells.at(k));
+      if (value.is_number()) CHECK(std::stod(cells.at(k)) == value.get<double>());
+      else if (value.is_boolean()) CHECK(cells.at(k) == (value.get<bool>() ? "true" : "false"));
+      else CHECK(cells.at(k) == value.get<std::string>());
+      ++k;
+    }
+  }
+  // the rule is report.lua's: a --scripts copy that writes numbers otherwise writes search's CSV otherwise
+  const std::string rep = ns_test::override_dir(t, "r", "report", "M.number_csv = function(v) return \"#\" .. v end");
+  const auto o = run_cli(base + " --format csv" + rep);
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  CHECK(o.out.find("\n#") != std::string::npos);
+  CHECK(o.out.find(",#") != std::string::npos);
 }

@@ -126,6 +126,52 @@ TEST_CASE("user report: an HF count given as a JSON string is shown as one - qua
   CHECK(r.err.find("--weight-dtype") != std::string::npos);
 }
 
+// The quantization_config warning is a workload warning like the others: in the JSON `warnings` of predict, search
+// and serve (it went to stderr alone; review finding), once per command (search and serve read the file per layout
+// and per phase)
+TEST_CASE("user report: quantization_config's warning is in the JSON warnings of predict - search and serve",
+          "[cli][hf][search][serve]") {
+  temp_dir t;
+  const auto q = t.write("q.json", R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 8, "vocab_size": 1000,
+    "quantization_config": {"quant_method": "awq", "bits": 4}})");
+  const std::string note = "q.json: quantization_config (quant_method \"awq\") is not read";
+  const auto count = [](const std::string& text, const std::string& part) {
+    size_t n = 0;
+    for (size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + 1)) ++n;
+    return n;
+  };
+  const auto in_json = [&](const json& warnings) { return count(warnings.dump(), "quantization_config (quant_method"); };
+  const std::string model = " --model '" + q.string() + "' --gpu h100 --predictor roofline --format json";
+  const auto p = run_cli("predict" + model + " --mode inference --batch 1 --seq 64 --dtype bf16");
+  INFO(p.err);
+  REQUIRE(p.code == 0);
+  CHECK(in_json(json::parse(p.out)["warnings"]) == 1);
+  CHECK(count(p.err, note) == 1);
+  const auto s = run_cli("search" + model + " --gpus 4 --batch 8 --seq 128 --dtype bf16");
+  INFO(s.err);
+  REQUIRE(s.code == 0);
+  CHECK(in_json(json::parse(s.out)["warnings"]) == 1);
+  CHECK(count(s.err, note) == 1);
+  const auto v = run_cli("serve" + model + " --batch 1 --input-len 64 --output-len 8 --dtype bf16");
+  INFO(v.err);
+  REQUIRE(v.code == 0);
+  const json served = json::parse(v.out);
+  CHECK(in_json(served["warnings"]) == 1);
+  CHECK(served["warnings"][0].get<std::string>().find(note) != std::string::npos);  // first, as predict's
+  const auto w = run_cli("serve" + model + " --sweep --batch 1,2 --input-len 64 --output-len 8 --dtype bf16");
+  INFO(w.err);
+  REQUIRE(w.code == 0);
+  CHECK(in_json(json::parse(w.out)["warnings"]) == 1);
+  // a config without it: nothing said
+  const auto plain = t.write("p.json", R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 8, "vocab_size": 1000})");
+  const auto n = run_cli("predict --model '" + plain.string() + "' --gpu h100 --predictor roofline --format json "
+                         "--mode inference --batch 1 --seq 64 --dtype bf16");
+  REQUIRE(n.code == 0);
+  CHECK(in_json(json::parse(n.out)["warnings"]) == 0);
+}
+
 TEST_CASE("user report: eval kernels says why rows were skipped in its report", "[cli][eval]") {
   temp_dir t;
   const auto csv = t.write(

@@ -480,6 +480,18 @@ function T.test_config_json_unknown_keys()
   eq(hf.quantization_note("q.json", { quant_method = "fp8" }), "q.json: quantization_config (quant_method \"fp8\") "
     .. "is not read: the weights are priced in the workload's dtype; give --weight-dtype fp8|int8|int4 (workload field "
     .. "weight_dtype) for weight-only quantisation, or --dtype fp8 for fp8 weights and activations", "the warning")
+  -- the warning is the config table's (hf.config_warnings), a workload's warning like any other (workload.warnings,
+  -- which every command writes into its JSON `warnings`), not said on stderr alone while the file is read
+  local said = hf.config_warnings(q)
+  eq(#said, 1, "one warning of q.json")
+  eq(said[1], hf.quantization_note("q.json", { quant_method = "fp8" }), "the note")
+  eq(#hf.config_warnings(hf.from_config({ model_type = "qwen2" }, "p.json", {})), 0, "none without quantization_config")
+  eq(#hf.config_warnings({ arch = "llama" }), 0, "none for a table from_config did not make")
+  local W = require "neusight.workload"
+  local ws = W.warnings(W.normalize({ model = q, gpu = "h100", mode = "inference", batch = 1, seq = 64 }))
+  eq(ws[1], said[1], "the workload's first warning")
+  eq(W.model_warnings(q)[1], said[1], "workload.model_warnings")
+  eq(#W.model_warnings("llama3_8b"), 0, "a preset name: none")
   -- A key of another model_type: Mistral has no attention_bias; a null unknown key is still a key.
   raises([[m.json: unknown key 'attention_bias' for model_type "mistral"]],
     hf.from_config, { model_type = "mistral", attention_bias = false }, "m.json", {})

@@ -137,4 +137,20 @@ function T.test_choices_are_the_parallel_names()
   eq(err4:find("search: default schedule", 1, true) ~= nil, true, "names the default: " .. tostring(err4))
 end
 
+-- search's CSV (format_csv): the JSON's rows in the columns given, numbers as every CSV writes them
+-- (neusight.report number_csv: 12.29, not fmt's or %.17g's digits; 1e15 as %g writes it), names quoted as csv_field
+function T.test_format_csv_writes_numbers_as_number_csv()
+  local number_csv = require("neusight.report").number_csv
+  local csv = search.format_csv {
+    columns = { "dp", "tp", "schedule", "iteration_ms", "memory_gb", "fits" },
+    rows = { { dp = 2, tp = 4, schedule = "1f1b", iteration_ms = 12.29, memory_gb = 1e15, fits = true },
+             { dp = 8, tp = 1, schedule = "a,b", iteration_ms = 0.1 + 0.2, memory_gb = 3.0, fits = false } },
+  }
+  eq(csv, "dp,tp,schedule,iteration_ms,memory_gb,fits\n"
+    .. "2,4,1f1b,12.29," .. number_csv(1e15) .. ",true\n"
+    .. "8,1,\"a,b\"," .. number_csv(0.1 + 0.2) .. ",3,false\n", "csv")
+  eq(number_csv(1e15), "1e+15", "fmt's {} writes 1000000000000000")
+  eq(search.format_csv { columns = { "dp", "fits" }, rows = {} }, "dp,fits\n", "no layout shown: the header")
+end
+
 return T

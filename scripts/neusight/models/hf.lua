@@ -18,7 +18,8 @@
 -- passed as false ("sliding_window": null is no window; "max_position_embeddings": null counts as omitted); elsewhere
 -- it counts as omitted without taking `defaults` (gpt2's "n_inner": null is 4 · n_embd, the builder's own default).
 -- An entry without `ignore` (a user's extension) takes the fields it knows and passes over every other key.
-local ipairs, pairs, type, tostring, error, pcall, require = ipairs, pairs, type, tostring, error, pcall, require
+local ipairs, pairs, type, tostring, error, pcall, require, setmetatable =
+  ipairs, pairs, type, tostring, error, pcall, require, setmetatable
 
 local M = {}
 
@@ -101,7 +102,6 @@ local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num
 -- weights are stored, not the model's shapes: every kernel keeps its shape, and what the weights cost is the
 -- workload's (--dtype, --weight-dtype). Accepted with a warning rather than refused, so that such a config forecasts
 -- at all, and never read silently: the warning says that the storage is not taken from it and which flag sets it.
-local quantization_warned = {} -- the config files whose quantization_config was said (quantization_note)
 local function quantization_note(path, q)
   local method = type(q) == "table" and type(q.quant_method) == "string" and (" (quant_method %q)"):format(q.quant_method)
     or ""
@@ -110,6 +110,21 @@ local function quantization_note(path, q)
     .. "activations"):format(path, method)
 end
 M.quantization_note = quantization_note
+
+-- What each config table M.from_config made does not read of its file (quantization_note), by table (weak keys).
+local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
+
+--- The warnings of a config table M.from_config made (its quantization_config: quantization_note), in a new array;
+--- none for any other table. neusight.workload model_warnings reads them: a workload's warnings, which every command
+--- says and writes into its JSON `warnings` (each forecast that reads the file has them: search and serve say them
+--- once, a comparison in the rows that read it).
+---@param cfg table
+---@return string[]
+function M.config_warnings(cfg)
+  local out = {}
+  for i, w in ipairs(CONFIG_WARNINGS[cfg] or {}) do out[i] = w end
+  return out
+end
 
 -- A strict entry of a rotary model_type (llama.lua, moe.lua, deepseek.lua) completed: its builder fields and
 -- max_position_embeddings, which no kernel reads (LLAMA_KEYS) but which a forecast beyond it warns of
@@ -337,9 +352,8 @@ function M.from_config(t, path, nulls)
         error(("%s: unknown key '%s' for model_type %q%s"):format(path, k, mt, hint(k, known)), 0)
       end
     end
-    if entry.quantization and t.quantization_config ~= nil and not quantization_warned[path] then
-      quantization_warned[path] = true -- once per file: search and comparisons read the config per layout or row
-      require("neusight").warn(quantization_note(path, t.quantization_config))
+    if entry.quantization and t.quantization_config ~= nil then
+      CONFIG_WARNINGS[cfg] = { quantization_note(path, t.quantization_config) } -- M.config_warnings
     end
   end
   for k, accepted in pairs(fixed or {}) do

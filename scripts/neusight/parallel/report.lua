@@ -149,18 +149,10 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
 end
 
 --- neusight.parallel.config's layers_refusal, the layers' rule predict warns with (M.report) and search skips layouts by
---- (neusight.search pipeline_skip), or an error naming it: a --scripts config.lua older than the rule would forecast and
---- rank layouts Megatron-LM cannot run without a word.
+--- (neusight.search pipeline_skip), or neusight.needs' error naming the --scripts file without it and the bundled one:
+--- a --scripts config.lua older than the rule would forecast and rank layouts Megatron-LM cannot run without a word.
 ---@return function
-function M.layers_rule()
-  local config = require "neusight.parallel.config"
-  if type(config.layers_refusal) ~= "function" then
-    error("module neusight.parallel.config has no function layers_refusal (predict warns with it and search skips by "
-      .. "it the layouts whose model chunks do not divide the layers): a --scripts copy from an older neusight? compare "
-      .. "it with the bundled scripts/neusight/parallel/config.lua", 0)
-  end
-  return config.layers_refusal
-end
+function M.layers_rule() return require("neusight").needs("neusight.parallel.config", "layers_refusal") end
 
 --- Everything the engine reports of a parallel run (engine/lua/session_hooks.cpp):
 ---   iteration  seconds of the slowest device (the run's latency)
