@@ -455,10 +455,10 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::gpu)).required()
       .on(serve, to(&raw_flags::serve_gpu)).required().check(nonempty_list()).type("GPU[,GPU…]")
+      .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
       .on(train, to_each(&train_flags::gpu_files)).help_as(gpu_file_help("rows")).type("FILE")
       .on(eval_kernels, to_each(&eval_kernels_flags::gpu_files)).help_as(gpu_file_help("rows")).type("FILE")
-      .on(eval_models, to_each(&eval_models_flags::gpu_files)).help_as(gpu_file_help("label folders")).type("FILE")
-      .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)");
+      .on(eval_models, to_each(&eval_models_flags::gpu_files)).help_as(gpu_file_help("label folders")).type("FILE");
   flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::Range(int64_t(1), cluster_max_count)).type("N");  // a cluster's most GPUs (core/cluster_spec.h); a huge count made the divisor loop run for ever
   flag("--batch", "Global batch size")
       .on(forecast, to(&forecast_flags::batch)).workload().list().check(positive_list()).type("N[,N…]")
