@@ -287,6 +287,14 @@ std::string family_help() {
   return "Kernel family: " + out;
 }
 
+// --gpu FILE of the commands that read measured data (train, eval): what a GPU file of the user's is for.
+std::string gpu_file_help(const std::string& rows) {
+  return "GPU file (path/to/my_gpu.toml, repeatable) for " + rows + " of a GPU neusight does not bundle: " + rows +
+         " whose device the file names (its name, an alias or its stem; case, spaces, '-' and '_' aside) use it, as "
+         "do those of a bundled GPU of the file's name; a file no " + (rows == "rows" ? "row" : "folder") +
+         " names is an error (scripts/collect/README.md)";
+}
+
 // Adds the option (a flag for a bool) bound to `target`.
 template <class T>
 CLI::Option* add(CLI::App* app, const std::string& name, T& target, const std::string& help) {
@@ -303,6 +311,14 @@ template <class S, class T>
 flag_bind to(T S::*m) {
   return [m](CLI::App* app, const std::string& name, const std::string& help, flag_targets& t) {
     return add(app, name, t.get<S>().*m, help);
+  };
+}
+// A repeatable option into the vector member `m`: one value per use (`--gpu a.toml --gpu b.toml`), so that the
+// positional arguments after it stay positional (CLI11 lets a vector option take every value up to the next flag).
+template <class S, class T>
+flag_bind to_each(std::vector<T> S::*m) {
+  return [m](CLI::App* app, const std::string& name, const std::string& help, flag_targets& t) {
+    return add(app, name, t.get<S>().*m, help)->allow_extra_args(false);
   };
 }
 // train's model options (train_flags::opts).
@@ -439,7 +455,10 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::gpu)).required()
       .on(serve, to(&raw_flags::serve_gpu)).required().check(nonempty_list()).type("GPU[,GPU…]")
-      .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)");
+      .note(" (--sweep: a list, e.g. h100,a100_sxm4_80gb,l4)")
+      .on(train, to_each(&train_flags::gpu_files)).help_as(gpu_file_help("rows")).type("FILE")
+      .on(eval_kernels, to_each(&eval_kernels_flags::gpu_files)).help_as(gpu_file_help("rows")).type("FILE")
+      .on(eval_models, to_each(&eval_models_flags::gpu_files)).help_as(gpu_file_help("label folders")).type("FILE");
   flag("--gpus", "Number of GPUs").on(search, to(&search_flags::gpus)).required().check(CLI::Range(int64_t(1), cluster_max_count)).type("N");  // a cluster's most GPUs (core/cluster_spec.h); a huge count made the divisor loop run for ever
   flag("--batch", "Global batch size")
       .on(forecast, to(&forecast_flags::batch)).workload().list().check(positive_list()).type("N[,N…]")

@@ -50,6 +50,16 @@ void report_skipped(const bench_data& d) {
                  d.synthetic_rows, d.synthetic_first.c_str(), d.synthetic_note.c_str());
 }
 
+// After the rows are read (bench_load with `known`) and their skips reported: a --gpu FILE that names no device of
+// `what` is an error; with no row left, so is the data (`empty`, the advice about unknown devices after it); else the
+// advice about rows skipped for an unknown device, once, in plain words.
+void rows_check(const bench_data& d, const gpu_data_resolver& known, const std::string& what, const std::string& empty) {
+  known.unused_check(what, d.unknown_devices);
+  const std::string advice = gpu_data_resolver::unknown_advice(d.unknown_devices);
+  if (d.rows.empty()) throw error(empty + (advice.empty() ? advice : " (" + advice + ")"));
+  if (!advice.empty()) std::fprintf(stderr, "neusight: %s\n", advice.c_str());
+}
+
 // Fewer rows than this and `train` warns: the rows are split into training and validation sets (tile_model_train), and
 // below 200 the validation set holds a few dozen rows at most, too few for its MAPE (which picks the best epoch and is
 // the number reported) to mean anything, and too few rows to cover a family's shapes (the shipped families were
@@ -87,13 +97,12 @@ int train_main(const train_flags& f) {
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const gpu_catalog catalog(data_root_find() / "gpus");
-  bench_data d = bench_load(f.data, catalog, s.costing(), fam, f.exclude_gpus);
+  gpu_data_resolver known(catalog, f.gpu_files);
+  bench_data d = bench_load(f.data, known, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
-  if (d.rows.empty()) {
-    std::string files;
-    for (const auto& file : f.data) files += (files.empty() ? "" : ", ") + file;
-    throw error(files + ": no " + f.family + " rows to train on in the given data");
-  }
+  std::string files;
+  for (const auto& file : f.data) files += (files.empty() ? "" : ", ") + file;
+  rows_check(d, known, "the " + f.family + " rows read", files + ": no " + f.family + " rows to train on in the given data");
   std::set<std::string> vendors, gpus;
   for (const auto& r : d.rows) vendors.insert(r.gpu->vendor), gpus.insert(r.gpu->name);
   if (vendors.size() != 1) throw error("training rows mix vendors (nvidia and amd): train them separately");
@@ -173,13 +182,12 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const auto root = data_root_find();
   const gpu_catalog catalog(root / "gpus");
-  bench_data d = bench_load(f.files, catalog, s.costing(), std::nullopt, f.exclude_gpus);
+  gpu_data_resolver known(catalog, f.gpu_files);
+  bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus);
   report_skipped(d);
-  if (d.rows.empty()) {  // a report over no rows would read as a perfect score
-    std::string files;
-    for (const auto& file : f.files) files += (files.empty() ? "" : ", ") + file;
-    throw error(files + ": no rows to evaluate");
-  }
+  std::string files;
+  for (const auto& file : f.files) files += (files.empty() ? "" : ", ") + file;
+  rows_check(d, known, "the rows read", files + ": no rows to evaluate");  // no rows: a report would read as a perfect score
   // Measured tiles for the tile-match statistic, then the tiles the predictor will use.
   std::vector<std::pair<int64_t, int64_t>> measured(d.rows.size());
   std::vector<bool> has_measured(d.rows.size(), false);
@@ -255,6 +263,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     table += fmt::format("\n{} rows evaluated, {} skipped (predictor {}, {} tiles)\n", d.rows.size(), skipped,
                          f.predictor, f.tiles);
     for (const auto& line : skipped_lines(d)) table += "  " + line + "\n";  // why, in the report itself too
+    if (!d.unknown_devices.empty()) table += "  " + gpu_data_resolver::unknown_advice(d.unknown_devices) + "\n";
     emit(table, f.output);
   }
   return 0;

@@ -10,6 +10,7 @@ namespace ns {
 struct train_flags {
   std::string family, out, vendor, tiles = "measured";
   std::vector<std::string> data, exclude_gpus;
+  std::vector<std::string> gpu_files;  // --gpu FILE: the user's GPU files for rows of their devices (gpu_data_resolver)
   train_options opts;
   bool quiet = false;
   bool force = false;   // --force: replace an existing model in --out
@@ -21,6 +22,7 @@ int train_main(const train_flags& f);
 
 struct eval_kernels_flags {
   std::vector<std::string> files, exclude_gpus;
+  std::vector<std::string> gpu_files;  // --gpu FILE: the user's GPU files for rows of their devices (gpu_data_resolver)
   std::string predictor = "neusight", weights, tiles = "rule", format = "table", output;
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
   bool verbose = false;                              // -v

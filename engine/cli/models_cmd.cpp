@@ -117,15 +117,11 @@ label label_read(const fs::path& file) {
 }
 
 // The label folder names the device as the data does ("NVIDIA_A100-PCIE-40GB"): as is, then with spaces.
-std::optional<gpu_spec> gpu_from_folder(const gpu_catalog& catalog, const std::string& folder) {
+std::optional<gpu_spec> gpu_from_folder(gpu_data_resolver& gpus, const std::string& folder) {
   std::string spaced = folder;
   std::replace(spaced.begin(), spaced.end(), '_', ' ');
-  for (const auto& q : {folder, spaced}) {
-    try {
-      return catalog.resolve(q);
-    } catch (const error&) {
-    }
-  }
+  for (const auto& q : {folder, spaced})
+    if (auto g = gpus.device(q)) return g;
   return std::nullopt;
 }
 
@@ -173,6 +169,8 @@ int eval_models_main(const eval_models_flags& f) {
   session s(so);
   const auto root = so.data_root;
   const gpu_catalog catalog(root / "gpus");
+  gpu_data_resolver known(catalog, f.gpu_files);
+  std::vector<std::string> unknown;  // label folders no GPU file names
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));
 
   std::map<std::string, size_t> skipped;
@@ -188,6 +186,12 @@ int eval_models_main(const eval_models_flags& f) {
   for (const auto& file : label_files(f.labels)) {
     const std::string stem = file.stem().string();
     const std::string device = file.parent_path().filename().string();
+    // every folder's GPU, also where its labels are skipped for another reason: a --gpu FILE names a folder read
+    auto git = gpus.find(device);
+    if (git == gpus.end()) {
+      git = gpus.emplace(device, gpu_from_folder(known, device)).first;
+      if (!git->second) unknown.push_back(device);
+    }
     const auto tag = opgraph_tag_parse(stem);
     if (!tag) {
       skip("file name is not <model>-<inf|train>-<seq>-<batch>[-option]", file);
@@ -210,10 +214,8 @@ int eval_models_main(const eval_models_flags& f) {
       skip("unknown tag option '" + tag->option + "'", file);
       continue;
     }
-    auto git = gpus.find(device);
-    if (git == gpus.end()) git = gpus.emplace(device, gpu_from_folder(catalog, device)).first;
     if (!git->second) {
-      skip("unknown GPU folder '" + device + "' (not in the GPU catalogue)", file);
+      skip("unknown GPU folder '" + device + "' (not in the GPU catalogue nor a --gpu FILE)", file);
       continue;
     }
     const gpu_spec& gpu = *git->second;
@@ -291,6 +293,12 @@ int eval_models_main(const eval_models_flags& f) {
   for (const auto& [why, n] : skipped)
     std::fprintf(stderr, "neusight: skipped %zu label%s: %s (first: %s)\n", n, n == 1 ? "" : "s", why.c_str(),
                  skipped_first[why].c_str());
+  known.unused_check("the label folders read", unknown);
+  // labels of GPUs it does not know and none it could evaluate: an error that says what to do, not an empty report
+  if (rows.empty() && !unknown.empty())
+    throw error("no label evaluated: " + gpu_data_resolver::unknown_advice(unknown) +
+                " (label/<GPU>/ folders name the GPU as the data does: NVIDIA_A100-PCIE-40GB)");
+  if (!unknown.empty()) std::fprintf(stderr, "neusight: %s\n", gpu_data_resolver::unknown_advice(unknown).c_str());
 
   // Per GPU in order of first appearance.
   std::vector<std::string> order;

@@ -9,6 +9,7 @@ namespace ns {
 struct eval_models_flags {
   std::vector<std::string> labels;  // label/<GPU> folders, label/ itself, or label JSON files
   std::string graphs;               // opgraph folder; "" = <label root>/../opgraph
+  std::vector<std::string> gpu_files;  // --gpu FILE: the user's GPU files for label folders of theirs (gpu_data_resolver)
   std::string predictor = "neusight", weights, format = "table", output;
   std::string overhead = "default";  // on, off or default (scripts/neusight/overhead.lua decides)
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)

@@ -78,6 +78,8 @@ auto row_admit(bench_data& d, const std::string& where, Resolve& resolve, const 
   }
   const auto gi = resolve(device);
   if (!gi) {
+    if (std::find(d.unknown_devices.begin(), d.unknown_devices.end(), device) == d.unknown_devices.end())
+      d.unknown_devices.push_back(device);
     skip_row(d, "unknown device '" + device + "'", where);
     return std::nullopt;
   }
@@ -337,18 +339,18 @@ bench_data bench_parse(std::string_view csv_text, const std::string& source, con
 
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
                       std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
+  gpu_data_resolver gpus(catalog, {});
+  return bench_load(paths, gpus, cost, only, exclude_gpus);
+}
+
+bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& gpus, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
   bench_data d;
   d.files = csv_files(paths);
-  const bench_device_resolver lookup = [&](const std::string& device) -> std::optional<gpu_spec> {
-    try {
-      return catalog.resolve(device);
-    } catch (const error&) {
-      return std::nullopt;
-    }
-  };
-  catalog.load_all();  // a broken GPU file is an error, not an unknown device
+  const bench_device_resolver lookup = [&](const std::string& device) { return gpus.device(device); };
+  gpus.catalog().load_all();  // a broken GPU file is an error, not an unknown device
   bench_reader reader{d, lookup, only, {}, {}};
-  for (const auto& x : exclude_gpus) reader.excluded.insert(catalog.resolve(x).name);
+  for (const auto& x : exclude_gpus) reader.excluded.insert(gpus.named(x).name);
   for (const auto& file : d.files) reader.read(csv_load(file));
   reader.finish();
   std::vector<kernel*> costed;

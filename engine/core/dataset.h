@@ -36,6 +36,8 @@ struct bench_data {
   // measured on a GPU, such as tests/fixtures/collect's): how many, and the first such table's note and file:line.
   size_t synthetic_rows = 0;
   std::string synthetic_note, synthetic_first;
+  // The device strings of skipped rows that no GPU file names ("unknown device"), once each, in the order read.
+  std::vector<std::string> unknown_devices;
 };
 
 // The OPName → family map of the data (ln → layernorm, add/addu/… → elementwise); nullopt for others.
@@ -53,6 +55,11 @@ using bench_device_resolver = std::function<std::optional<gpu_spec>(const std::s
 bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
                        std::optional<family> only = std::nullopt);
 
+// Devices resolve through `gpus`: the bundled GPUs and the user's GPU files (--gpu FILE); `exclude_gpus` name GPUs of
+// either.
+bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& gpus, const kernel_costing& cost,
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
+// The bundled GPUs alone.
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
                       std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 

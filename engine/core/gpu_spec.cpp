@@ -344,4 +344,77 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
   throw error(msg + "; `neusight gpus` lists the known GPUs");
 }
 
+gpu_data_resolver::gpu_data_resolver(const gpu_catalog& catalog, const std::vector<std::string>& files)
+    : catalog_(catalog) {
+  for (const auto& file : files) {
+    if (!gpu_query_is_path(file))
+      throw error("--gpu " + file + ": a GPU file is expected here (path/to/my_gpu.toml, or ./" + file +
+                  " for a file in this folder); the bundled GPUs need none, the rows' device names find them");
+    gpu_spec spec = catalog_.resolve(file);  // as predict --gpu FILE loads it: every key checked, errors at file:line
+    for (const auto& g : given_)
+      if (text_lower(g.name) == text_lower(spec.name))
+        throw error("--gpu " + g.source + " and --gpu " + spec.source + " are both GPU '" + spec.name + "': give one");
+    given_.push_back(std::move(spec));
+  }
+  used_.assign(given_.size(), false);
+}
+
+std::optional<gpu_spec> gpu_data_resolver::device(const std::string& device) {
+  std::optional<size_t> hit;
+  for (size_t i = 0; i < given_.size(); ++i) {
+    if (!gpu_spec_named(given_[i], device)) continue;
+    if (hit)
+      throw error("--gpu " + given_[*hit].source + " and --gpu " + given_[i].source + " both name device '" + device +
+                  "': give one");
+    hit = i;
+  }
+  std::optional<gpu_spec> bundled;
+  if (!hit) {
+    try {
+      bundled = catalog_.resolve(device);
+    } catch (const error&) {  // an unknown device: the caller skips and counts its rows
+    }
+    for (size_t i = 0; bundled && i < given_.size() && !hit; ++i)
+      if (text_lower(given_[i].name) == text_lower(bundled->name)) hit = i;
+  }
+  if (!hit) return bundled;
+  used_[*hit] = true;
+  return given_[*hit];
+}
+
+gpu_spec gpu_data_resolver::named(const std::string& query) const {
+  for (const auto& g : given_)
+    if (gpu_spec_named(g, query)) return g;
+  return catalog_.resolve(query);
+}
+
+namespace {
+// 'a', 'b', 'c' (at most `most`, then "and N more")
+std::string quoted_list(const std::vector<std::string>& items, size_t most = 4) {
+  std::string out;
+  for (size_t i = 0; i < items.size() && i < most; ++i) out += (i ? ", '" : "'") + items[i] + "'";
+  if (items.size() > most) out += " and " + std::to_string(items.size() - most) + " more";
+  return out;
+}
+}  // namespace
+
+void gpu_data_resolver::unused_check(const std::string& what, const std::vector<std::string>& unknown) const {
+  for (size_t i = 0; i < given_.size(); ++i) {
+    if (used_[i]) continue;
+    const gpu_spec& g = given_[i];
+    throw error("--gpu " + g.source + ": no device of " + what + " is GPU '" + g.name + "'" +
+                (g.aliases.empty() ? std::string() : " (aliases " + quoted_list(g.aliases, SIZE_MAX) + ")") +
+                (unknown.empty() ? std::string() : "; devices no GPU file names: " + quoted_list(unknown)) +
+                ": the file's name or one of its aliases must be the device as the data writes it (case, spaces, '-' "
+                "and '_' aside)");
+  }
+}
+
+std::string gpu_data_resolver::unknown_advice(const std::vector<std::string>& devices) {
+  if (devices.empty()) return {};
+  return "no GPU file names " + std::string(devices.size() == 1 ? "device " : "devices ") + quoted_list(devices) +
+         ": describe each GPU in a TOML file (a copy of one in `neusight paths gpus`, with the device string as its "
+         "name or an alias) and pass it with --gpu FILE";
+}
+
 }  // namespace ns

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -114,6 +115,33 @@ class gpu_catalog {
 
  private:
   std::filesystem::path dir_;
+};
+
+// The GPUs of measured data (eval kernels, eval models, train), whose rows name their GPU by a device string (a CSV's
+// Device column, a label folder's name): the bundled GPUs, and the GPU files the user gives (--gpu FILE, repeatable),
+// each loaded as predict loads its --gpu file (gpu_catalog::resolve). A device a given file names (gpu_spec_named:
+// its name, an alias or the file's stem) is that file's GPU, and so is every device of the bundled GPU whose name the
+// file has (a copy with other numbers replaces it); any other device is the bundled GPU it names, if any.
+class gpu_data_resolver {
+ public:
+  // Throws for a value that is not a file path (gpu_query_is_path), a file that does not load (file:line) and two files
+  // of one GPU name.
+  gpu_data_resolver(const gpu_catalog& catalog, const std::vector<std::string>& files);
+  // nullopt for a device no GPU file names; throws when two given files name it.
+  std::optional<gpu_spec> device(const std::string& device);
+  // A GPU named on the command line (--exclude-gpu): a given file it names, else the bundled one (throws when unknown).
+  gpu_spec named(const std::string& query) const;
+  // Throws for the first given file that no device has resolved to: "--gpu FILE: no device of <what> is GPU '…'",
+  // naming the `unknown` devices (those no file names) the file might have been meant for.
+  void unused_check(const std::string& what, const std::vector<std::string>& unknown) const;
+  // What to do about `devices` that no GPU file names: write one and pass it with --gpu FILE ("" for none).
+  static std::string unknown_advice(const std::vector<std::string>& devices);
+  const gpu_catalog& catalog() const { return catalog_; }
+
+ private:
+  const gpu_catalog& catalog_;
+  std::vector<gpu_spec> given_;
+  std::vector<bool> used_;
 };
 
 }  // namespace ns

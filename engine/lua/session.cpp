@@ -797,14 +797,16 @@ int l_figures_callback(lua_State* L) {
   if (ns_limits_over(L)) return lua_error(L);  // the rule ran over a limit: it stops there
   return ns_catch(L, [&] {
     const auto* cb = *static_cast<const session::figures_callback**>(lua_touserdata(L, lua_upvalueindex(1)));
-    if (!cb) throw error("a figures rule's callback called after the rule returned");
-    const std::string what = std::string("r.") + cb->name + "(t)";
-    if (!lua_istable(L, 1)) throw error(what + ": t must be a table of numbers by name");
+    if (!cb) throw error(caller_where(L) + "a figures rule's callback called after the rule returned");
+    const std::string what = caller_where(L) + "r." + cb->name + "(t)";
+    if (!lua_istable(L, 1))
+      throw error(what + ": t must be a table of numbers by name (got " + luaL_typename(L, 1) + ")");
     std::map<std::string, double> args;
     lua_pushnil(L);
     while (lua_next(L, 1)) {  // stack: … key value
       if (lua_type(L, -2) != LUA_TSTRING || lua_type(L, -1) != LUA_TNUMBER)
-        throw error(what + ": t must be a table of numbers by name");
+        throw error(what + ": t must be a table of numbers by name (got a " + luaL_typename(L, -1) + " at a " +
+                    luaL_typename(L, -2) + " key)");
       args.emplace(lua_tostring(L, -2), lua_tonumber(L, -1));
       lua_pop(L, 1);
     }

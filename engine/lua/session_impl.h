@@ -24,6 +24,15 @@ struct search_dir {
 
 inline std::string display_of(const fs::path& p) { return p.lexically_normal().generic_string(); }
 
+// "chunk:line: " of the Lua code that called the running C function ("" when there is none: luaL_where's text): a
+// primitive's or a callback's misuse names its caller's place.
+inline std::string caller_where(lua_State* L) {
+  lua_Debug ar;
+  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
+    return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
+  return {};
+}
+
 // A search path, first hit wins: the flag's directories (--ops, --scripts), then the environment variable's entries
 // (NEUSIGHT_OPS_PATH, NEUSIGHT_SCRIPTS_PATH; LUA_PATH rules: ';'-separated, ";;" splices the defaults in at that
 // place), else the defaults (the bundled folder) when the variable is unset or empty.

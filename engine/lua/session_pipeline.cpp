@@ -32,14 +32,6 @@ struct pipeline_context {
   const char* busy = nullptr;
 };
 
-// "chunk:line: " of the Lua code that called the running primitive ("" when there is none): a misuse names its place.
-std::string caller_where(lua_State* L) {
-  lua_Debug ar;
-  if (lua_getstack(L, 1, &ar) && lua_getinfo(L, "Sl", &ar) && ar.currentline > 0)
-    return std::string(ar.short_src) + ":" + std::to_string(ar.currentline) + ": ";
-  return {};
-}
-
 // The primitives' shared first upvalue (the second is the primitive's name): a userdata holding the context, emptied when forecast() or finish() returns, so that
 // a primitive a script kept refuses to run later.
 pipeline_context& context_of(lua_State* L) {

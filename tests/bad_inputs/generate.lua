@@ -191,6 +191,26 @@ do
          expect = "not a regular file (a FIFO)" }
 end
 
+-- the GPU file of a user's own GPU that eval kernels, eval models and train take for measured rows (--gpu FILE): loaded
+-- and checked as predict's --gpu FILE; a good file that names no row's device is an error naming it
+do
+  local EVK_GPU = "eval kernels {root}/../fixtures/bench/bmm_small.csv --format json -o {out} --gpu {file}"
+  local text = replace_line(gpu, "num_sm =", "num_sms = 10")
+  case { kind = "gpu", file = "gpu/eval_kernels_typo_key.toml", text = text, args = EVK_GPU,
+         expect = "unknown key 'num_sms' (did you mean 'num_sm'?)", line = line_of(text, "num_sms") }
+  text = replace_line(gpu, "mem_bw_gbps =", "# mem_bw_gbps removed")
+  case { kind = "gpu", file = "gpu/train_missing_key.toml", text = text,
+         args = "train -q --family bmm --epochs 2 --data {root}/../fixtures/bench/bmm_small.csv --out {out} --gpu {file}",
+         expect = "missing required key 'mem_bw_gbps'", line = select(2, text:gsub("\n", "")) }
+  text = replace_line(gpu, "mem_bw_gbps =", "mem_bw_gbps = -1.0")
+  case { kind = "gpu", file = "gpu/eval_models_negative.toml", text = text,
+         args = "eval models {root}/../fixtures/neusight/label/Tesla_T4 --predictor roofline --format json -o {out} --gpu {file}",
+         expect = "key 'mem_bw_gbps' must be", line = line_of(text, "mem_bw_gbps =") }
+  case { kind = "gpu", file = "gpu/eval_kernels_names_no_row.toml", text = gpu, args = EVK_GPU,
+         expect = { "no device of the rows read is GPU 'Bad-1' (aliases 'bad1')",
+                    "devices no GPU file names: 'Imaginary GPU 9000'" } }
+end
+
 -------------------------------------------------------------------------------------------------- cluster TOML
 local cluster = [[
 # a made-up cluster; each case changes one line

@@ -148,3 +148,155 @@ TEST_CASE("workload script: a relative GPU file path is the script's - from any 
                       "seq = 64 }\n");
   CHECK(run_json("run '" + (t.path / "wl" / "c.lua").string() + "' --predictor roofline")["gpu"] == "L40S");
 }
+
+// A user's own GPU for measured data (scripts/collect rows of a GPU no bundled file names): eval kernels, train and eval
+// models take its file with --gpu FILE (core/gpu_spec.h gpu_data_resolver), and say so when rows name a GPU they do not
+// know. tests/fixtures/gpus/imaginary_9000.toml is the GPU of bmm_small.csv's "Imaginary GPU 9000" row.
+TEST_CASE("eval kernels --gpu FILE: the rows of a GPU neusight does not bundle are evaluated on the user's file",
+          "[cli][eval][gpu]") {
+  const std::string csv = "tests/fixtures/bench/bmm_small.csv", mine = "tests/fixtures/gpus/imaginary_9000.toml";
+  // without it: the row is skipped and counted, and the message says what to do
+  const std::string advice = "no GPU file names device 'Imaginary GPU 9000': describe each GPU in a TOML file (a copy "
+                             "of one in `neusight paths gpus`, with the device string as its name or an alias) and "
+                             "pass it with --gpu FILE";
+  const auto without = run_cli("eval kernels " + csv + " --predictor roofline --format json");
+  REQUIRE(without.code == 0);
+  CHECK(without.err.find("skipped 1 rows: unknown device 'Imaginary GPU 9000'") != std::string::npos);
+  CHECK(without.err.find("neusight: " + advice + "\n") != std::string::npos);
+  CHECK(run_cli("eval kernels " + csv + " --predictor roofline").out.find("  " + advice + "\n") != std::string::npos);
+  // with it: every row evaluated, the user's GPU a group of its own; the flag before the files leaves them positional
+  for (const std::string& args : {csv + " --gpu " + mine, "--gpu " + mine + " " + csv}) {
+    const auto r = run_cli("eval kernels " + args + " --predictor roofline --format json");
+    INFO(args << "\n" << r.err);
+    REQUIRE(r.code == 0);
+    CHECK(r.err.find("unknown device") == std::string::npos);
+    const json j = json::parse(r.out);
+    CHECK(j["rows"].size() == 7);
+    CHECK(j["skipped"].empty());
+    REQUIRE(j["summary"].size() == 3);
+    CHECK(j["summary"][1]["gpu"] == "Imaginary-9000");
+    CHECK(j["summary"][1]["rows"] == 1);
+    CHECK(j["rows"][6]["gpu"] == "Imaginary-9000");
+    CHECK(j["rows"][6]["device"] == "Imaginary GPU 9000");
+  }
+  // the file's numbers price its rows: twice the fp32 peak, half the roofline time of that compute-bound GEMM
+  temp_dir t;
+  const std::string text = ns_test::slurp(ns_test::source_dir / mine);
+  const fs::path fast = t.write("fast.toml", replaced(replaced(text, "peak_fp32_tflops = 2.0", "peak_fp32_tflops = 4.0"),
+                                                     "peak_fp32_matrix_tflops = 2.0", "peak_fp32_matrix_tflops = 4.0"));
+  const auto imaginary_ms = [&](const std::string& file) {
+    const json j = run_json("eval kernels " + csv + " --predictor roofline --gpu '" + file + "'");
+    return j["rows"][6]["predicted_ms"].get<double>();
+  };
+  CHECK(imaginary_ms(fast.string()) == Approx(imaginary_ms(mine) / 2).epsilon(1e-3));
+  // a copy of a bundled GPU with its name and other numbers replaces it for that GPU's rows
+  const fs::path a100 = t.write(
+      "a100.toml", replaced(replaced(ns_test::slurp(ns_test::source_dir / "gpus/a100_pcie_40gb.toml"),
+                                     "peak_fp32_tflops = 19.5", "peak_fp32_tflops = 39.0"),
+                            "peak_fp32_matrix_tflops = 19.5", "peak_fp32_matrix_tflops = 39.0"));
+  const json bundled = run_json("eval kernels " + csv + " --predictor roofline");
+  const json copied = run_json("eval kernels " + csv + " --predictor roofline --gpu '" + a100.string() + "'");
+  CHECK(copied["summary"][0]["gpu"] == "A100-PCIE-40GB");
+  CHECK(copied["rows"][0]["predicted_ms"].get<double>() ==
+        Approx(bundled["rows"][0]["predicted_ms"].get<double>() / 2).epsilon(1e-3));
+  CHECK(copied["rows"][4]["predicted_ms"] == bundled["rows"][4]["predicted_ms"]);  // the P100's rows keep theirs
+  // --exclude-gpu names the user's GPU too
+  const json excluded = run_json("eval kernels " + csv + " --gpu " + mine + " --exclude-gpu Imaginary-9000");
+  CHECK(excluded["rows"].size() == 6);
+  CHECK(excluded["skipped"]["excluded GPU Imaginary-9000"] == 1);
+}
+
+TEST_CASE("eval kernels --gpu FILE: unknown devices a file that names no row and misuse are errors that say what to do",
+          "[cli][eval][gpu]") {
+  temp_dir t;
+  const std::string csv = "tests/fixtures/bench/bmm_small.csv", mine = "tests/fixtures/gpus/imaginary_9000.toml";
+  const std::string rows = ns_test::slurp(ns_test::source_dir / csv);
+  // rows of unknown devices only: no report, the error names them and the flag
+  const fs::path only = t.write("only.csv", rows.substr(0, rows.find('\n') + 1) + rows.substr(rows.rfind("bmm,")));
+  const auto none = run_cli("eval kernels '" + only.string() + "'");
+  CHECK(none.code == 1);
+  CHECK(none.err.find(only.string() + ": no rows to evaluate (no GPU file names device 'Imaginary GPU 9000': describe "
+                      "each GPU in a TOML file (a copy of one in `neusight paths gpus`, with the device string as its "
+                      "name or an alias) and pass it with --gpu FILE)") != std::string::npos);
+  CHECK(run_cli("eval kernels '" + only.string() + "' --gpu " + mine).code == 0);
+  // a file no row names: an error (its rows would be skipped), naming the devices no file names
+  const auto unmatched = run_cli("eval kernels " + csv + " --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(unmatched.code == 1);
+  CHECK(unmatched.err == "neusight: skipped 1 rows: unknown device 'Imaginary GPU 9000' (first at " + csv + ":8)\n"
+                         "neusight: --gpu tests/fixtures/gpus/tiny.toml: no device of the rows read is GPU 'Tiny-1' "
+                         "(aliases 'Tiny GPU One', 'tiny1'); devices no GPU file names: 'Imaginary GPU 9000': the "
+                         "file's name or one of its aliases must be the device as the data writes it (case, spaces, "
+                         "'-' and '_' aside)\n");
+  // a name is not a file (the bundled GPUs need none)
+  const auto name = run_cli("eval kernels " + csv + " --gpu h100");
+  CHECK(name.code == 1);
+  CHECK(name.err.find("--gpu h100: a GPU file is expected here (path/to/my_gpu.toml, or ./h100 for a file in this "
+                      "folder)") != std::string::npos);
+  // two files of one GPU name, two files naming one device
+  const std::string text = ns_test::slurp(ns_test::source_dir / mine);
+  const fs::path twin = t.write("twin.toml", text);
+  const auto twins = run_cli("eval kernels " + csv + " --gpu " + mine + " --gpu '" + twin.string() + "'");
+  CHECK(twins.code == 1);
+  CHECK(twins.err.find("--gpu " + mine + " and --gpu " + twin.string() + " are both GPU 'Imaginary-9000': give one") !=
+        std::string::npos);
+  const fs::path other = t.write("other.toml", replaced(text, "name = \"Imaginary-9000\"", "name = \"Imaginary-9001\""));
+  const auto both = run_cli("eval kernels " + csv + " --gpu " + mine + " --gpu '" + other.string() + "'");
+  CHECK(both.code == 1);
+  CHECK(both.err.find("--gpu " + mine + " and --gpu " + other.string() + " both name device 'Imaginary GPU 9000'") !=
+        std::string::npos);
+  // a broken file: its file:line, as predict's --gpu
+  const fs::path typo = t.write("typo.toml", replaced(text, "num_sm = 10", "num_sms = 10"));
+  const auto broken = run_cli("eval kernels " + csv + " --gpu '" + typo.string() + "'");
+  CHECK(broken.code == 1);
+  CHECK(broken.err.find(typo.string() + ":8:1: unknown key 'num_sms' (did you mean 'num_sm'?)") != std::string::npos);
+}
+
+TEST_CASE("train --gpu FILE: a family trains on the rows of the user's GPU", "[cli][train][gpu]") {
+  temp_dir t;
+  const std::string mine = "tests/fixtures/gpus/imaginary_9000.toml";
+  // ln_small.csv's T4 rows as if measured on the user's GPU
+  const fs::path csv = t.write("ln.csv", ns_test::replace_all(ns_test::slurp(ns_test::source_dir / "tests/fixtures/bench/ln_small.csv"),
+                                                             "Tesla T4", "Imaginary GPU 9000"));
+  const std::string train = "train -q --family layernorm --data '" + csv.string() + "' --hidden 8 --epochs 2 --batch 32 --out '";
+  const auto r = run_cli(train + (t.path / "mine/nvidia/layernorm").string() + "' --gpu " + mine);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("unknown device") == std::string::npos);
+  CHECK(ns_test::slurp(t.path / "mine/nvidia/layernorm/model.toml").find("gpus = [ 'Imaginary-9000', 'V100-PCIE-32GB' ]") !=
+        std::string::npos);
+  // without the file its rows are skipped, and the run says how to use them
+  const auto without = run_cli(train + (t.path / "without/nvidia/layernorm").string() + "'");
+  REQUIRE(without.code == 0);
+  CHECK(without.err.find("no GPU file names device 'Imaginary GPU 9000'") != std::string::npos);
+  CHECK(ns_test::slurp(t.path / "without/nvidia/layernorm/model.toml").find("gpus = [ 'V100-PCIE-32GB' ]") !=
+        std::string::npos);
+  // a file that names no row of the family asked for
+  const auto unmatched = run_cli("train -q --family bmm --data '" + csv.string() + "' --gpu " + mine + " --out '" +
+                                 (t.path / "bmm").string() + "'");
+  CHECK(unmatched.code == 1);
+  CHECK(unmatched.err.find("--gpu " + mine + ": no device of the bmm rows read is GPU 'Imaginary-9000'") !=
+        std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "bmm"));
+}
+
+TEST_CASE("eval models --gpu FILE: a label folder of the user's GPU is evaluated on its file", "[cli][eval][gpu]") {
+  temp_dir t;
+  t.write("label/Imaginary_GPU_9000/gpt2_large-inf-1024-4.json", R"({"num_layer": 36, "e2e_latency": 1000.0})");
+  const std::string args = "eval models '" + (t.path / "label").string() +
+                           "' --graphs tests/fixtures/neusight/opgraph --predictor roofline";
+  const json j = run_json(args + " --gpu tests/fixtures/gpus/imaginary_9000.toml");
+  REQUIRE(j["rows"].size() == 1);
+  CHECK(j["rows"][0]["gpu"] == "Imaginary-9000");
+  CHECK(j["rows"][0]["device"] == "Imaginary_GPU_9000");
+  // without it: no label evaluated, an error that says what to do (it was an empty report, exit 0)
+  const auto none = run_cli(args);
+  CHECK(none.code == 1);
+  CHECK(none.err.find("neusight: no label evaluated: no GPU file names device 'Imaginary_GPU_9000': describe each GPU "
+                      "in a TOML file") != std::string::npos);
+  CHECK(none.err.find("pass it with --gpu FILE") != std::string::npos);
+  // a file no folder names
+  const auto unmatched = run_cli(args + " --gpu tests/fixtures/gpus/tiny.toml");
+  CHECK(unmatched.code == 1);
+  CHECK(unmatched.err.find("--gpu tests/fixtures/gpus/tiny.toml: no device of the label folders read is GPU 'Tiny-1'") !=
+        std::string::npos);
+}

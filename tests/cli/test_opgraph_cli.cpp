@@ -308,6 +308,17 @@ TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted 
   // a label folder that is not a GPU
   fs::create_directories(t.path / "label/Imaginary_GPU_9000");
   std::ofstream(t.path / "label/Imaginary_GPU_9000/gpt2_large-inf-1024-4.json") << R"({"num_layer": 36, "e2e_latency": 1.0})";
-  const json unknown = parse_json(run_cli("eval models '" + (t.path / "label").string() + "' --format json"));
-  CHECK(unknown["skipped"]["unknown GPU folder 'Imaginary_GPU_9000' (not in the GPU catalogue)"] == 1);
+  // (its labels alone: no label evaluated is the error, which says to give its GPU file: test_gpu_file_cli.cpp)
+  const auto unknown = run_cli("eval models '" + (t.path / "label").string() + "' --format json");
+  CHECK(unknown.code == 1);
+  CHECK(unknown.err.find("neusight: skipped 1 label: unknown GPU folder 'Imaginary_GPU_9000' (not in the GPU catalogue "
+                         "nor a --gpu FILE)") != std::string::npos);
+  // beside the labels of a GPU it knows: skipped and counted
+  fs::create_directories(t.path / "label/Tesla_T4");
+  fs::copy_file(ns_test::source_dir / "tests/fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.json",
+                t.path / "label/Tesla_T4/gpt2_large-inf-1024-4.json");
+  const json mixed = parse_json(run_cli("eval models '" + (t.path / "label").string() +
+                                        "' --graphs tests/fixtures/neusight/opgraph --format json"));
+  CHECK(mixed["rows"].size() == 1);
+  CHECK(mixed["skipped"]["unknown GPU folder 'Imaginary_GPU_9000' (not in the GPU catalogue nor a --gpu FILE)"] == 1);
 }

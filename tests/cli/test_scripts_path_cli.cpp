@@ -6,6 +6,7 @@
 // names its file and line, exits non-zero and writes no -o file.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -798,4 +799,30 @@ TEST_CASE("scripts path: search's CSV numbers are report.lua number_csv's", "[cl
   REQUIRE(o.code == 0);
   CHECK(o.out.find("\n#") != std::string::npos);
   CHECK(o.out.find(",#") != std::string::npos);
+}
+
+// r.forecast_with(t), the engine's callback a parallel run's calibration fit (scripts/neusight/calibration.lua) forecasts
+// the run again with: a misuse names the calling script's line, as the pipeline's primitives do (it named none).
+TEST_CASE("scripts path: r.forecast_with refuses a bad argument naming the calling script's file and line",
+          "[cli][scripts][calibrate]") {
+  temp_dir t;
+  const std::string gpu = ns_test::gpu_copy(t, "v100_pcie_32gb").string();  // the calibration goes beside the copy
+  const fs::path measured = t.write("m.toml", "latency_ms = 50\n");
+  const std::string call = "local latency = r.forecast_with(factors_at(lambda))";
+  const auto misuse = [&](const std::string& name, const std::string& arg, const std::string& message) {
+    const std::string scripts = ns_test::override_dir(t, name, "calibration", "", {{call, "local latency = r.forecast_with(" + arg + ")"}});
+    const std::string text = ns_test::slurp(t.path / name / "neusight/calibration.lua");
+    const size_t line = size_t(std::count(text.begin(), text.begin() + long(text.find("r.forecast_with(" + arg + ")")), '\n')) + 1;
+    const auto r = run_cli("predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 2 --seq 128 --tp 2 "
+                           "--predictor roofline --calibrate '" + measured.string() + "'" + scripts);
+    INFO(r.err);
+    CHECK(r.code == 1);
+    // the file's path from the temp folder on (Lua shortens a chunk name longer than 60 characters from the left)
+    CHECK(r.err.find("/" + name + "/neusight/calibration.lua:" + std::to_string(line) + ": r.forecast_with(t): " +
+                     message) != std::string::npos);
+    CHECK_FALSE(fs::exists(t.path / "v100_pcie_32gb.calibration.toml"));  // nothing half-written
+  };
+  misuse("number", "5", "t must be a table of numbers by name (got number)");
+  misuse("entry", "{ gemm = 'x' }", "t must be a table of numbers by name (got a string at a string key)");
+  misuse("array", "{ 1.5 }", "t must be a table of numbers by name (got a number at a number key)");
 }
