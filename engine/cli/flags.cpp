@@ -700,8 +700,8 @@ std::vector<flag_spec> table_make() {
       .on(train, to(&train_flags::data)).required();
   flag("--out", "Output weight folder, e.g. weights/nvidia/bmm").on(train, to(&train_flags::out)).required();
   flag("--exclude-gpu", "Leave this GPU's rows out (repeatable)")
-      .on(train, to(&train_flags::exclude_gpus))
-      .on(eval_kernels, to(&eval_kernels_flags::exclude_gpus));
+      .on(train, to_each(&train_flags::exclude_gpus))
+      .on(eval_kernels, to_each(&eval_kernels_flags::exclude_gpus));
   flag("--vendor", "Expected vendor of the rows (nvidia or amd)").on(train, to(&train_flags::vendor));
   flag("--tiles", "Tiles of the rows: measured (from the kernel names) or rule (what a forecast uses)")
       .check(CLI::IsMember({"measured", "rule"}))

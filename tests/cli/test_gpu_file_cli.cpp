@@ -204,6 +204,12 @@ TEST_CASE("eval kernels --gpu FILE: the rows of a GPU neusight does not bundle a
   const json excluded = run_json("eval kernels " + csv + " --gpu " + mine + " --exclude-gpu Imaginary-9000");
   CHECK(excluded["rows"].size() == 6);
   CHECK(excluded["skipped"]["excluded GPU Imaginary-9000"] == 1);
+  // --exclude-gpu takes one value per use: the data file after it stays the positional argument (it took every
+  // following value: "files is required")
+  const auto after = run_cli("eval kernels --gpu " + mine + " --exclude-gpu Imaginary-9000 " + csv + " --format json");
+  INFO(after.err);
+  REQUIRE(after.code == 0);
+  CHECK(json::parse(after.out)["rows"].size() == 6);
 }
 
 TEST_CASE("eval kernels --gpu FILE: unknown devices a file that names no row and misuse are errors that say what to do",
