@@ -446,7 +446,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   opgraph og = opgraph_load(gf.file, s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
-  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus").resolve(f.gpu);
+  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus", s.gpu_checker()).resolve(f.gpu);
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
@@ -519,7 +519,8 @@ int run_paths(const common_flags& c, const std::string& which) {
 
 int run_gpus(const common_flags& c) {
   if (c.format == "csv") throw error("gpus: --format csv is not offered (table or json)");
-  const auto gpus = gpu_catalog(data_root_find() / "gpus").load_all();
+  session s(session_options_make(c));  // each file's architecture as the tile rules know it (session::gpu_checker)
+  const auto gpus = gpu_catalog(data_root_find() / "gpus", s.gpu_checker()).load_all();
   emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
   return 0;
 }

@@ -96,7 +96,7 @@ int train_main(const train_flags& f) {
   if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
-  const gpu_catalog catalog(data_root_find() / "gpus");
+  const gpu_catalog catalog(data_root_find() / "gpus", s.gpu_checker());
   gpu_data_resolver known(catalog, f.gpu_files);
   bench_data d = bench_load(f.data, known, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
@@ -181,7 +181,7 @@ int train_main(const train_flags& f) {
 int eval_kernels_main(const eval_kernels_flags& f) {
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const auto root = data_root_find();
-  const gpu_catalog catalog(root / "gpus");
+  const gpu_catalog catalog(root / "gpus", s.gpu_checker());
   gpu_data_resolver known(catalog, f.gpu_files);
   bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus);
   report_skipped(d);

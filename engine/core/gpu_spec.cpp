@@ -149,14 +149,9 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
     throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
-  // An architecture of the other vendor is a copy-paste slip (tiles and the fallback's efficiency follow the vendor,
-  // the GEMM tile rules the architecture). One not listed here is left to the tile rules (scripts/tiling/gemm.lua
-  // M.families), which name the architectures they know: a --scripts override may add one.
-  if (const auto it = gpu_architecture_vendors().find(spec.architecture);
-      it != gpu_architecture_vendors().end() && it->second != spec.vendor)
-    throw error(at_key("architecture") + ": architecture '" + spec.architecture + "' is an " +
-                (it->second == "amd" ? "AMD" : "NVIDIA") + " architecture, but vendor = \"" + spec.vendor +
-                "\" (line " + std::to_string(tbl.find("vendor")->first.source().begin.line) + ")");
+  // the architecture is the tile rules' (scripts/tiling/gemm.lua M.vendors: gpu_check): where to point its errors
+  spec.architecture_at = at_key("architecture");
+  spec.vendor_line = int64_t(tbl.find("vendor")->first.source().begin.line);
   // The GPU-to-GPU link: scripts/neusight/topology.lua prices a node's collectives over interconnect_bw_gbps / 2 per
   // direction, or over pcie_bw_gbps when interconnect = "none"; checked here so that a parallel run does not fail late.
   const auto& links = gpu_interconnects();
@@ -180,14 +175,6 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
                 spec.interconnect + "\" (the link's total bidirectional GB/s, e.g. 900 for NVLink 4 on an H100); "
                 "interconnect = \"none\" for a part without a GPU-to-GPU link (collectives then use pcie_bw_gbps)");
   return spec;
-}
-
-const std::map<std::string, std::string>& gpu_architecture_vendors() {
-  static const std::map<std::string, std::string> archs = {
-      {"pascal", "nvidia"}, {"volta", "nvidia"}, {"turing", "nvidia"},    {"ampere", "nvidia"}, {"ada", "nvidia"},
-      {"hopper", "nvidia"}, {"blackwell", "nvidia"}, {"cdna1", "amd"}, {"cdna2", "amd"},    {"cdna3", "amd"},
-      {"cdna4", "amd"},     {"rdna3", "amd"},       {"rdna4", "amd"}};
-  return archs;
 }
 
 const std::vector<std::pair<std::string, std::string>>& gpu_interconnects() {
@@ -261,7 +248,13 @@ bool gpu_spec_named(const gpu_spec& gpu, const std::string& name) {
   return false;
 }
 
-gpu_catalog::gpu_catalog(fs::path dir) : dir_(std::move(dir)) {}
+gpu_catalog::gpu_catalog(fs::path dir, gpu_check check) : dir_(std::move(dir)), check_(std::move(check)) {}
+
+gpu_spec gpu_catalog::load(const fs::path& file, const std::string& display_name) const {
+  gpu_spec spec = gpu_spec_load(file, display_name);
+  if (check_) check_(spec);
+  return spec;
+}
 
 namespace {
 std::vector<fs::path> toml_files(const fs::path& dir) {
@@ -278,7 +271,7 @@ std::string display(const fs::path& file) { return "gpus/" + file.filename().str
 
 std::vector<gpu_spec> gpu_catalog::load_all() const {
   std::vector<gpu_spec> out;
-  for (const auto& f : toml_files(dir_)) out.push_back(gpu_spec_load(f, display(f)));
+  for (const auto& f : toml_files(dir_)) out.push_back(load(f, display(f)));
   return out;
 }
 
@@ -295,12 +288,12 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
       const fs::path own = dir_ / as_path.filename();
       std::error_code ec;
       if (as_path.is_relative() && as_path.parent_path() == "gpus" && fs::is_regular_file(own, ec))
-        return gpu_spec_load(own, query);
+        return load(own, query);
       throw error(query + ": no such GPU file" +
                   (as_path.is_relative() && as_path.parent_path() == "gpus" ? " (nor " + own.string() + " among the bundled GPUs)"
                                                                             : std::string()));
     }
-    return gpu_spec_load(as_path, query);
+    return load(as_path, query);
   }
   const std::string q = text_lower(query);
   // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed.
@@ -310,7 +303,7 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
   for (const auto& f : files) {
     const std::string stem = text_lower(f.stem().string());
     if (stem == q || stem == q_stem) {
-      gpu_spec spec = gpu_spec_load(f, display(f));
+      gpu_spec spec = load(f, display(f));
       if (stem == q || text_lower(spec.name) == q) return spec;  // a normalised hit must be the GPU's own name
     }
   }

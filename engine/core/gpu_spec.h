@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -51,6 +52,10 @@ struct gpu_spec {
 
   std::string source;  // where it was loaded from, as shown in messages
   std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it
+  // Where the file names its architecture ("<source>:<line>:<col>") and the line of its vendor key (gpu_spec_parse):
+  // what the tile rules' check of the architecture (gpu_check) names.
+  std::string architecture_at;
+  int64_t vendor_line = 0;
 };
 
 // One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.
@@ -70,9 +75,10 @@ struct gpu_field {
 };
 const std::vector<gpu_field>& gpu_fields();
 
-// Architectures whose vendor is known (architecture → "nvidia" | "amd"): a GPU file naming one with the other vendor
-// is an error. Others load; the tile rules decide whether they know them (scripts/tiling/gemm.lua M.families).
-const std::map<std::string, std::string>& gpu_architecture_vendors();
+// A check a GPU file must pass beyond its keys' own: the tile rules' architectures (scripts/tiling/gemm.lua M.vendors,
+// asked through session::gpu_check), which the core does not know. gpu_catalog runs it on every file it loads; it
+// throws ns::error naming the file and line.
+using gpu_check = std::function<void(const gpu_spec&)>;
 // The GPU-to-GPU links a file may name (key `interconnect`), each with its vendor ("" for "none": any; "none" is
 // first). "none" takes interconnect_bw_gbps = 0 and the others a positive bandwidth (gpu_spec_parse).
 const std::vector<std::pair<std::string, std::string>>& gpu_interconnects();
@@ -87,7 +93,8 @@ std::string gpu_spec_key(const gpu_spec& gpu);
 // Throws ns::error "<source>:<line>:<col>: <what>" on any syntax error, missing (required), unknown or mistyped key,
 // and on a number out of range (negative, zero where it must be positive, infinite or NaN, outside the field's
 // physical range gpu_field::lo..hi), and on link keys that disagree (an unknown interconnect, a bandwidth with "none"
-// or none with a link, an NVIDIA link or architecture with vendor "amd" and the reverse).
+// or none with a link, an NVIDIA link with vendor "amd" and the reverse). The architecture is the tile rules' to
+// check (gpu_check).
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source);
 gpu_spec gpu_spec_load(const std::filesystem::path& file, const std::string& display_name);
 
@@ -108,13 +115,16 @@ bool gpu_query_is_path(const std::string& query);
 // (case-insensitive); unknown names fail with the closest matches.
 class gpu_catalog {
  public:
-  explicit gpu_catalog(std::filesystem::path dir);
+  // `check`: run on every file loaded (gpu_check; none: the keys' own checks only).
+  explicit gpu_catalog(std::filesystem::path dir, gpu_check check = {});
   const std::filesystem::path& dir() const { return dir_; }
   std::vector<gpu_spec> load_all() const;
   gpu_spec resolve(const std::string& query) const;
 
  private:
   std::filesystem::path dir_;
+  gpu_check check_;
+  gpu_spec load(const std::filesystem::path& file, const std::string& display_name) const;
 };
 
 // The GPUs of measured data (eval kernels, eval models, train), whose rows name their GPU by a device string (a CSV's

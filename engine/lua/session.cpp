@@ -380,6 +380,26 @@ const std::string& function_push(session::impl& p, const char* module, const cha
   return file;
 }
 
+void gpu_architecture_check(session::impl& p, const gpu_spec& gpu) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(p, "tiling.gemm", "architecture_problem");  // stack: fn
+  lua_pushstring(L, gpu.architecture.c_str());
+  lua_pushstring(L, gpu.vendor.c_str());
+  if (gpu.vendor_line > 0) lua_pushinteger(L, lua_Integer(gpu.vendor_line));
+  else lua_pushnil(L);
+  ns_call(L, 3, 1, "in " + file + " architecture_problem");  // stack: problem
+  if (lua_isnil(L, -1)) return;
+  if (lua_type(L, -1) != LUA_TSTRING)
+    throw error(file + ": architecture_problem returned " + luaL_typename(L, -1) + ", expected a message or nil");
+  throw error((gpu.architecture_at.empty() ? gpu.source : gpu.architecture_at) + ": " + lua_tostring(L, -1));
+}
+
+gpu_check session::gpu_checker() {
+  return [p = p_.get()](const gpu_spec& g) { gpu_architecture_check(*p, g); };
+}
+
 bool function_find(session::impl& p, int idx, const char* module, const char* fn) {
   lua_State* L = p.L();
   idx = lua_absindex(L, idx);

@@ -204,6 +204,10 @@ class session {
   // The GPU a name resolves to (gpu_catalog::resolve), parsed once per name for the session's lifetime; what
   // workload_load, serve's gpu() and comparisons use.
   const gpu_spec& gpu(const std::string& query);
+  // The check every GPU file the session loads passes beyond its keys' own: its architecture as the tile rules know it
+  // (scripts/tiling/gemm.lua architecture_problem). For the catalogues a command reads itself:
+  // gpu_catalog(dir, s.gpu_checker()); the session must outlive it.
+  gpu_check gpu_checker();
 
   // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
   // module's format_table(report) and format_csv(report).

@@ -64,6 +64,11 @@ struct script_file {
   bool bundled = false;
 };
 
+// A GPU file's architecture as the tile rules know it (scripts/tiling/gemm.lua architecture_problem, of M.vendors: the
+// one list of architectures and their vendors); its message, after the place of the file's architecture key, is the
+// error. What every GPU file a session loads is checked by (session::gpu_checker). [-0, +0, e]
+void gpu_architecture_check(session::impl& p, const gpu_spec& gpu);
+
 struct session::impl {
   session_options opts;
   lua_state state;
@@ -129,10 +134,12 @@ struct session::impl {
 
   lua_State* L() const { return state.get(); }
 
-  // The GPU a workload names (gpu_catalog::resolve), parsed once per query for the session's lifetime.
+  // The GPU a workload names (gpu_catalog::resolve, its files checked by gpu_architecture_check), parsed once per
+  // query for the session's lifetime.
   const gpu_spec& gpu_resolve(const std::string& query) {
     if (auto it = gpus_resolved.find(query); it != gpus_resolved.end()) return it->second;
-    return gpus_resolved.emplace(query, gpu_catalog(opts.data_root / "gpus").resolve(query)).first->second;
+    const gpu_catalog catalog(opts.data_root / "gpus", [this](const gpu_spec& g) { gpu_architecture_check(*this, g); });
+    return gpus_resolved.emplace(query, catalog.resolve(query)).first->second;
   }
 
   void op_dirs_rebuild() {

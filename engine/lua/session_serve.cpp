@@ -8,7 +8,6 @@
 #include <optional>
 #include <string>
 
-#include "lua/floor_inputs.h"
 #include "lua/session_impl.h"
 
 namespace ns {
@@ -62,8 +61,11 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // position_limit), kv_window and kv_window_share (a sliding-window model's window and its layers' share of a cached
 // token's bytes: workload.lua kv_cache_window), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
 // calibration_model and calibration_model_params, the model it was fitted to and its size, when the file says;
-// nil without one), calibration_stale (the warning of a calibration fitted to another version of the GPU's file), floor
-// (what scripts/neusight/figures.lua forecast_floor holds the phase to: floor_inputs_make's, as its `r`), dtype,
+// nil without one), calibration_stale (the warning of a calibration fitted to another version of the GPU's file),
+// totals (the forecast's totals as neusight.report reads them: forecast_push's), parallel (a parallel phase's report
+// as figures.lua reads it: iteration, its timeline's slowest device, and figures, the layout and device_floor_s; nil on
+// one GPU), peak_tflops (the dtype's dense peak, session::dense_peak_tflops; nil where the GPU has no unit for it):
+// what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), dtype,
 // gpu = {name, mem_gb,
 // mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
@@ -165,9 +167,17 @@ int l_serve_phase(lua_State* L) {
     // applied (a decode step under an empty [decode_factors] has none)
     const calibration* cal = c->s->calibration_of(gpu);
     if (!calibration_applied(cal, done.decode)) cal = nullptr;
-    // what scripts/neusight/figures.lua forecast_floor holds the phase to, as predict's figures hold its forecast
-    figure_table_push(L, floor_inputs_make(*c->s, latency_s, fc, done.parallel ? &*done.parallel : nullptr, gpu, dtype, cal));
-    lua_setfield(L, -2, "floor");
+    // what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), as predict's
+    // figures hold its forecast: the totals, a parallel phase's iteration and layout, the dtype's dense peak
+    forecast_push(L, fc, false);
+    lua_setfield(L, -2, "totals");
+    if (done.parallel) {
+      figure_inputs par = {{"iteration", done.parallel->iteration_s}};
+      for (const auto& [k, v] : done.parallel->figures) par.emplace_back("figures." + k, v);
+      figure_table_push(L, par);
+      lua_setfield(L, -2, "parallel");
+    }
+    if (const auto peak = c->s->dense_peak_tflops(gpu, dtype)) set_number(L, "peak_tflops", *peak);
     if (cal) {
       set_string(L, "calibration", cal->source);
       if (!cal->model.empty()) set_string(L, "calibration_model", cal->model);  // the model it was fitted to

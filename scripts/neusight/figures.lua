@@ -187,25 +187,37 @@ function M.search_floor_warnings(r)
   return { fields = {}, lines = {}, warnings = { M.forecast_floor_warning(r, subject) } }
 end
 
+--- What M.forecast_floor holds a forecast to, as its `r`: `r` the forecast's other inputs (dtype, peak_tflops: the
+--- dtype's dense peak, nil: none; calibration_source, nil: none; gpu; floor_s: one GPU's kernel families' floors,
+--- floor_s.<family>; and what the caller keeps beside them), filled in and returned with parallel (whether `par` is
+--- given) and neusight.report's timing_inputs and layout_inputs of `fc`, the forecast's totals (total,
+--- model_flops_forward, model_flops_backward, flops_accumulate), and `par`, its parallel report (iteration, figures;
+--- nil: one GPU), as predict's figures get them (neusight.report figure_inputs). Search's layouts (M.search_floor) and
+--- serve's phases (neusight.serve) are held to their floors through it.
+function M.floor_inputs(fc, par, r)
+  local needs = require("neusight").needs
+  local timing_inputs, layout_inputs = needs("neusight.report", "timing_inputs"), needs("neusight.report", "layout_inputs")
+  r.parallel = par ~= nil
+  local function add(k, v) r[k] = v end
+  timing_inputs(fc, par, add)
+  layout_inputs(par, add)
+  return r
+end
+
 --- `neusight search`'s floor check over its whole ranking, in one call (engine/cli/search_cmd.cpp): `layouts` the ranked
 --- layouts, best first, each { dp, tp, pp, microbatches, ep, recompute, schedule (nil: none named), fc (its forecast's
 --- totals: total, model_flops_forward, model_flops_backward, flops_accumulate), par (its parallel report's iteration and figures;
 --- nil: no plan, one GPU), floor_s (no plan: its kernel families' floors, floor_s.<family>) }; `shared` what every
 --- layout has: dtype, peak_tflops (the dtype's dense peak; nil: none), calibration_source (nil: none), gpu. Each layout's
---- inputs are neusight.report's (timing_inputs, layout_inputs), as predict's figures get them; each is held to its floor
+--- inputs are M.floor_inputs', as predict's figures get them; each is held to its floor
 --- as a forecast is (M.forecast_floor, M.below_floor), and the one warning (M.search_floor_warnings) names the
 --- best-ranked below it and how many are. Returns { fields = {}, lines = {}, warnings = { that warning, or none } }.
 function M.search_floor(layouts, shared)
-  local needs = require("neusight").needs
-  local timing_inputs, layout_inputs = needs("neusight.report", "timing_inputs"), needs("neusight.report", "layout_inputs")
   local below, best = 0, nil
   for _, l in ipairs(layouts) do
-    local r = { dp = l.dp, tp = l.tp, pp = l.pp, microbatches = l.microbatches, ep = l.ep, recompute = l.recompute,
-      schedule = l.schedule, floor_s = l.floor_s, parallel = l.par ~= nil, dtype = shared.dtype,
-      peak_tflops = shared.peak_tflops, calibration_source = shared.calibration_source, gpu = shared.gpu }
-    local function add(k, v) r[k] = v end
-    timing_inputs(l.fc, l.par, add)
-    layout_inputs(l.par, add)
+    local r = M.floor_inputs(l.fc, l.par, { dp = l.dp, tp = l.tp, pp = l.pp, microbatches = l.microbatches, ep = l.ep,
+      recompute = l.recompute, schedule = l.schedule, floor_s = l.floor_s, dtype = shared.dtype,
+      peak_tflops = shared.peak_tflops, calibration_source = shared.calibration_source, gpu = shared.gpu })
     if M.below_floor(r.latency_s, (M.forecast_floor(r))) then
       below = below + 1
       best = best or r

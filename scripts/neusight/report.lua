@@ -212,7 +212,7 @@ end
 --- `add(key, value)`: latency_s (a parallel run's iteration, its slowest device's finish; else the kernels' sum),
 --- flops_forward, flops_backward (gradient accumulation included). `fc` the forecast's totals (total,
 --- model_flops_forward, model_flops_backward, flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
---- neusight.figures search_floor (each layout search ranks) read them here.
+--- neusight.figures floor_inputs (each layout search ranks, each phase serve forecasts) read them here.
 function M.timing_inputs(fc, par, add)
   add("latency_s", par and par.iteration + 0.0 or fc.total)
   -- the model's work (the engine's model_flops_<phase>: the forward and backward FLOPs of the mean expert-parallel
@@ -223,7 +223,7 @@ end
 
 --- A parallel run's layout as the figures read it, by name in name order, each given to `add(key, value)`: its
 --- parallel report's `figures` (dp, tp, pp, microbatches, distributed_optimizer, device_floor_s); none for one GPU
---- (`par` nil). M.figure_inputs and neusight.figures search_floor read it here.
+--- (`par` nil). M.figure_inputs and neusight.figures floor_inputs (search's layouts, serve's phases) read it here.
 function M.layout_inputs(par, add)
   if not par then return end
   local keys = {}

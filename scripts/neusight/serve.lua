@@ -165,8 +165,8 @@ end
 
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
 -- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
--- forecast_floor, the rule predict holds a forecast to, of the phase's floor inputs p.floor), none where none is: what
--- the floor warnings name.
+-- forecast_floor, the rule predict holds a forecast to, of the phase's totals, parallel report, dense peak, calibration
+-- and families' floors as neusight.figures floor_inputs makes them), none where none is: what the floor warnings name.
 local function forecaster(o, phase)
   local cache, n, worst = {}, 0, {}
   local function F(mode, batch, tokens, with_band)
@@ -199,11 +199,22 @@ local function forecaster(o, phase)
     cache[key] = r
     if not counted then n = n + 1 end
     -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
-    -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it; an older --scripts figures.lua
-    -- without the rule: nothing said
-    local fl = p.floor
-    if fl and Fg.forecast_floor and Fg.forecast_floor_warning then
-      fl.gpu = p.gpu
+    -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it, of the inputs search's layouts
+    -- get (neusight.figures floor_inputs); an older --scripts figures.lua without the rule, or a phase without its
+    -- totals: nothing said
+    if p.totals and Fg.floor_inputs and Fg.forecast_floor and Fg.forecast_floor_warning then
+      local floors  -- one GPU's: its kernel families' floors (the phase's floor_s.<family>)
+      if not p.parallel then
+        for k, v in pairs(p.families) do
+          local family = k:match("^floor_s%.(.+)$")
+          if family then
+            floors = floors or {}
+            floors[family] = v
+          end
+        end
+      end
+      local fl = Fg.floor_inputs(p.totals, p.parallel, { dtype = p.dtype, peak_tflops = p.peak_tflops,
+        calibration_source = p.calibration, floor_s = floors, gpu = p.gpu })
       local floor_s = Fg.forecast_floor(fl)
       local w = worst[mode]
       if Fg.below_floor(fl.latency_s, floor_s) and (not w or fl.latency_s / floor_s < w.below) then
@@ -286,8 +297,10 @@ M.options = options
 local function probe(F, o, mode, batch, tokens, with_band)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then
-    -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's
-    if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:") then error(r, 0) end
+    -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's; so
+    -- is a --scripts module without a function the phase's forecast or its floor check calls (neusight.needs)
+    if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:")
+      or tostring(r):find("a --scripts copy from an older neusight?", 1, true) then error(r, 0) end
     fail("model '%s' cannot be served: %s", o.model, tostring(r))
   end
   return r

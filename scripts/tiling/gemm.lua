@@ -436,6 +436,46 @@ local function family_of(gpu)
   return fam
 end
 
+-- Architecture (gpus/*.toml `architecture`) → its vendor (`vendor`): every architecture these rules know, the one
+-- list. A GPU file is checked against it when it loads (M.architecture_problem, asked by the engine:
+-- engine/lua/session.cpp gpu_architecture_check): an architecture not listed is a typo or one to add here, with its
+-- vendor and the rule families above it follows; one of the other vendor is a copy-paste slip (tiles and the
+-- fallback's efficiency follow the vendor, the GEMM tile rules the architecture). kepler and maxwell have no rule
+-- (M.no_tensor_cores says why their 16-bit GEMMs are not modelled).
+M.vendors = {
+  kepler = "nvidia", maxwell = "nvidia", pascal = "nvidia", volta = "nvidia", turing = "nvidia", ampere = "nvidia",
+  ada = "nvidia", hopper = "nvidia", blackwell = "nvidia",
+  cdna1 = "amd", cdna2 = "amd", cdna3 = "amd",
+}
+
+local VENDOR_NAMES = { nvidia = "NVIDIA", amd = "AMD" }
+
+--- What is wrong with a GPU file's `architecture` for these rules, given its `vendor` and the line of its vendor key
+--- (`vendor_line`, nil: not known), as a message without the file (the engine puts the architecture key's place
+--- before it); nil when nothing is.
+---@param architecture string
+---@param vendor string
+---@param vendor_line integer|nil
+---@return string|nil
+function M.architecture_problem(architecture, vendor, vendor_line)
+  local known = M.vendors[architecture]
+  if known == nil then
+    local names = {}
+    for a in pairs(M.vendors) do names[#names + 1] = a end
+    table.sort(names)
+    local ok, ns = pcall(require, "neusight")
+    local near = ok and type(ns) == "table" and ns.closest and ns.closest(tostring(architecture), names)
+    return fmt("architecture '%s' is not one the tile rules know (scripts/tiling/gemm.lua M.vendors knows %s)%s; a new "
+      .. "one goes there with its vendor and the rule families it follows (M.families, M.tc_families)",
+      tostring(architecture), table.concat(names, ", "), near and fmt(" (did you mean '%s'?)", near) or "")
+  end
+  if known ~= vendor then
+    return fmt("architecture '%s' is an %s architecture, but vendor = \"%s\"%s", architecture,
+      VENDOR_NAMES[known] or tostring(known), tostring(vendor), vendor_line and fmt(" (line %d)", vendor_line) or "")
+  end
+  return nil
+end
+
 -- Predicted kernel name in the library's spelling, e.g. ampere_sgemm_128x64_tn or
 -- Cijk_Alik_Bljk_SB_MT128x96 (Tensile names carry far more fields; only the macro tile is predicted).
 local function kernel_name(rule, family, t)

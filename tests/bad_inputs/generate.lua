@@ -152,6 +152,11 @@ do
   case { kind = "gpu", file = "gpu/architecture_other_vendor.toml", text = text, args = PREDICT .. " --gpu {file}",
          expect = "architecture 'ampere' is an NVIDIA architecture, but vendor = \"amd\"",
          line = line_of(text, "architecture =") }
+  -- one the tile rules do not know (scripts/tiling/gemm.lua M.vendors): a typo, named where the file says it
+  text = replace_line(gpu, "architecture =", 'architecture = "amprere"')
+  case { kind = "gpu", file = "gpu/architecture_unknown.toml", text = text, args = PREDICT .. " --gpu {file}",
+         expect = { "architecture 'amprere' is not one the tile rules know", "(did you mean 'ampere'?)" },
+         line = line_of(text, "architecture =") }
 end
 do
   local text = replace_line(gpu, "num_sm =", "num_sms = 10")

@@ -1,6 +1,8 @@
 // tests/cli/test_gpu_file_cli.cpp — what a run takes from GPU files and cluster files: a cluster built for another GPU
-// warns (and --cluster none gives the GPU's own links), a calibration warns once its GPU file was edited, and a
-// script's relative GPU path is the script's. Every calibration works on a copy of a GPU file in a temp folder.
+// warns (and --cluster none gives the GPU's own links), a calibration warns once its GPU file was edited, a
+// script's relative GPU path is the script's, and a file's architecture is the tile rules' to know. Every calibration works on a copy of a GPU file in a temp folder.
+#include <algorithm>
+
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -305,4 +307,45 @@ TEST_CASE("eval models --gpu FILE: a label folder of the user's GPU is evaluated
   CHECK(unmatched.code == 1);
   CHECK(unmatched.err.find("--gpu tests/fixtures/gpus/tiny.toml: no device of the label folders read is GPU 'Tiny-1'") !=
         std::string::npos);
+}
+
+// A GPU file's architecture is the tile rules' to know (scripts/tiling/gemm.lua M.vendors, the one list, with each
+// architecture's vendor): one they do not know is an error at the file's architecture line when it loads (it was the
+// tile rule's error, without the line, once a GEMM was tiled), one a --scripts gemm.lua adds loads and forecasts, and
+// the vendor it gives is the one the file is held to (the engine kept its own list, which the scripts could not change).
+TEST_CASE("GPU file: its architecture is checked against the tile rules' list - a --scripts gemm.lua may add one",
+          "[cli][gpu][scripts]") {
+  temp_dir t;
+  const std::string shipped = ns_test::slurp(ns_test::source_dir / "gpus" / "h100_sxm5_80gb.toml");
+  const std::string text = replaced(shipped, "architecture = \"hopper\"", "architecture = \"rubin\"");
+  const fs::path gpu = t.write("rubin.toml", text);
+  const auto line_of = [&](const std::string& prefix) {
+    const size_t at = text.find("\n" + prefix);
+    REQUIRE(at != std::string::npos);
+    return std::to_string(std::count(text.begin(), text.begin() + long(at) + 1, '\n') + 1);
+  };
+  const std::string args = "predict --model gpt2_med --mode inference --batch 1 --seq 128 --dtype bf16 --predictor "
+                           "roofline --format json --gpu '" + gpu.string() + "'";
+  const auto unknown = run_cli(args);
+  INFO(unknown.err);
+  CHECK(unknown.code == 1);
+  CHECK(unknown.out.empty());
+  CHECK(unknown.err.find(gpu.string() + ":" + line_of("architecture =") + ":1: architecture 'rubin' is not one the tile "
+                         "rules know (scripts/tiling/gemm.lua M.vendors knows ") != std::string::npos);
+  // a gemm.lua of your own that knows it, with the rules it follows
+  std::string gemm = ns_test::slurp(ns_test::source_dir / "scripts" / "tiling" / "gemm.lua");
+  gemm = replaced(gemm, "M.families = {\n", "M.families = {\n  rubin = \"ampere\",\n");
+  gemm = replaced(gemm, "M.tc_families = {\n", "M.tc_families = {\n  rubin = { set = \"wgmma\", prefix = \"sm100_xmma_gemm\" },\n");
+  t.write("s/tiling/gemm.lua", replaced(gemm, "M.vendors = {\n", "M.vendors = {\n  rubin = \"nvidia\",\n"));
+  const auto added = run_cli(args + " --scripts '" + (t.path / "s").string() + "'");
+  INFO(added.err);
+  REQUIRE(added.code == 0);
+  CHECK(json::parse(added.out)["latency_ms"].get<double>() > 0);
+  // its vendor is the list's: a file of the other vendor is refused at its architecture line, naming the vendor's
+  t.write("a/tiling/gemm.lua", replaced(gemm, "M.vendors = {\n", "M.vendors = {\n  rubin = \"amd\",\n"));
+  const auto other = run_cli(args + " --scripts '" + (t.path / "a").string() + "'");
+  INFO(other.err);
+  CHECK(other.code == 1);
+  CHECK(other.err.find(gpu.string() + ":" + line_of("architecture =") + ":1: architecture 'rubin' is an AMD "
+                       "architecture, but vendor = \"nvidia\" (line " + line_of("vendor =") + ")") != std::string::npos);
 }

@@ -826,3 +826,28 @@ TEST_CASE("scripts path: r.forecast_with refuses a bad argument naming the calli
   misuse("entry", "{ gemm = 'x' }", "t must be a table of numbers by name (got a string at a string key)");
   misuse("array", "{ 1.5 }", "t must be a table of numbers by name (got a number at a number key)");
 }
+
+// serve holds each phase to its floor with the inputs search's layouts get (scripts/neusight/figures.lua floor_inputs,
+// of report.lua's timing_inputs and layout_inputs; the engine made them itself before): a report.lua older than those
+// rules is named with the function it lacks (neusight.needs), not a raw "attempt to call a nil value"; an older
+// figures.lua without floor_inputs serves without the floor check, as one without forecast_floor did.
+TEST_CASE("scripts path: serve's floor check takes report.lua's inputs - an older copy without them is named",
+          "[cli][scripts][serve][floor]") {
+  temp_dir t;
+  const std::string base = "serve --model llama3_8b --gpu h100 --batch 1 --input-len 128 --output-len 4 --format json";
+  const std::string rep = ns_test::override_dir(t, "r", "report", "",
+                                                {{"function M.timing_inputs(", "function M.timing_inputs_old("}});
+  const auto r = run_cli(base + rep);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("/r/neusight/report.lua has no function timing_inputs (module neusight.report): a --scripts copy "
+                   "from an older neusight? compare it with the bundled scripts/neusight/report.lua") !=
+        std::string::npos);
+  const std::string figs = ns_test::override_dir(t, "f", "figures", "",
+                                                 {{"function M.floor_inputs(", "function M.floor_inputs_old("}});
+  const auto f = run_cli(base + figs);
+  INFO(f.err);
+  CHECK(f.code == 0);
+  CHECK(json::parse(f.out)["ttft_ms"].get<double>() > 0);
+}

@@ -209,9 +209,13 @@ end
 function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
   local function fast(f)
     local r = phase(f)
-    -- the forward's FLOPs at the 1 TFLOP/s peak take 1.5 times the forecast; the kernels' floors half of it
-    r.floor = { latency_s = r.latency_ms / 1e3, parallel = false, dtype = "bf16", flops_forward = 1.5e9 * r.latency_ms,
-                flops_backward = 0, peak_tflops = 1, floor_s = { linear = r.latency_ms / 2e3 } }
+    -- the forward's FLOPs at the 1 TFLOP/s peak take 1.5 times the forecast; the kernels' floors half of it (the
+    -- engine's phase: its totals, the dtype's dense peak and its families' floors, held to them by neusight.figures
+    -- floor_inputs)
+    r.totals = { total = r.latency_ms / 1e3, model_flops_forward = 1.5e9 * r.latency_ms, model_flops_backward = 0,
+                 flops_accumulate = 0 }
+    r.dtype, r.peak_tflops, r.families = "bf16", 1, { ["family_s.linear"] = r.latency_ms / 1e3,
+                                                     ["floor_s.linear"] = r.latency_ms / 2e3 }
     return r
   end
   local o = { model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 11 }
@@ -228,7 +232,7 @@ function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
   -- within its floor: nothing said
   local function slow(f)
     local x = fast(f)
-    x.floor.flops_forward = 0.5e9 * x.latency_ms
+    x.totals.model_flops_forward = 0.5e9 * x.latency_ms
     return x
   end
   eq(S.floor_warning(S.run(o, slow)), nil, "at 50 % MFU")

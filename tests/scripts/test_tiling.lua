@@ -207,6 +207,27 @@ function T.test_unseen_architectures_follow_their_family()
   eq(gemm.select(mid, L4).kernel, "ampere_sgemm_32x128_tn", "L4 mid-size")
 end
 
+-- The architectures a GPU file may name are the tile rules' list (M.vendors, each with its vendor; the engine asks
+-- architecture_problem when it loads the file): every rule table's architecture is in it, an architecture not in it
+-- is named with the list and the nearest, one of the other vendor with the vendor's line.
+function T.test_architecture_list_and_problem()
+  for _, rules in ipairs { "families", "tc_families", "no_tensor_cores" } do
+    for arch in pairs(gemm[rules]) do
+      assert(gemm.vendors[arch], ("M.%s names '%s', which M.vendors lacks"):format(rules, arch))
+    end
+  end
+  eq(gemm.architecture_problem("hopper", "nvidia", 4), nil, "hopper on NVIDIA")
+  eq(gemm.architecture_problem("cdna3", "amd", 4), nil, "cdna3 on AMD")
+  eq(gemm.architecture_problem("ampere", "amd", 4), 'architecture \'ampere\' is an NVIDIA architecture, but vendor = "amd" '
+    .. "(line 4)", "ampere on AMD")
+  eq(gemm.architecture_problem("cdna2", "nvidia"), 'architecture \'cdna2\' is an AMD architecture, but vendor = "nvidia"',
+    "no line known")
+  local unknown = gemm.architecture_problem("hoper", "nvidia", 4)
+  assert(unknown:find("architecture 'hoper' is not one the tile rules know (scripts/tiling/gemm.lua M.vendors knows "
+    .. "ada, ampere, blackwell, cdna1, cdna2, cdna3, hopper, kepler, maxwell, pascal, turing, volta) (did you mean "
+    .. "'hopper'?)", 1, true), unknown)
+end
+
 function T.test_select_errors()
   local unknown = gpu { name = "X", vendor = "nvidia", architecture = "rubin", compute_capability = "11.0", num_sm = 1 }
   raises("no GEMM tile rule for architecture 'rubin'", gemm.select, { family = "bmm", b = 1, m = 1, n = 1, k = 1 }, unknown)
