@@ -203,6 +203,22 @@ end
 --- M.serving) or the graph's dtype. The one place the cache's element size comes from.
 function M.kv_dtype(g) return g.kv_dtype or g.dtype end
 
+--- The tokens per sequence a layer's KV cache holds after a serving step that leaves `tokens` tokens in the sequence
+--- (prefill: the prompt's S; decode: context + 1): all of them, or min(tokens, window) for a sliding-window layer
+--- (`window` its sliding_window, nil for a full-attention layer). The one rule for both phases (the builders' cache
+--- writes, serve's paging): a windowed layer never attends to a token older than the window again, and the servers keep
+--- no more: vLLM frees (V1's sliding-window manager) or never allocates (V0's block manager, at most the window's
+--- blocks per prompt) the blocks behind the window, HF's sliding-window cache layers keep the last window's tokens.
+--- The prompt's other K/V are written by the prefill kernels (kv_cache_write's copy of all S tokens) and then dropped:
+--- transient, not a cache the step leaves resident.
+---@param tokens integer
+---@param window? integer
+---@return integer
+function M.kv_cache_tokens(tokens, window)
+  if window ~= nil and window < tokens then return window end
+  return tokens
+end
+
 --- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
 --- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of
 --- `cache_tokens` tokens per sequence, 2 · b · kv_heads · cache_tokens · head_dim · KV dtype bytes (per rank):

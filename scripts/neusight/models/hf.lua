@@ -71,13 +71,14 @@ local SWITCH_KEYS = {
 }
 
 -- Llama-family keys that do not change the kernels: the position limit and the RoPE frequencies (the
--- rotary kernels are the same whatever rope_theta / rope_scaling say; the cos/sin tables are not modelled),
+-- rotary kernels are the same whatever rope_theta / rope_scaling say; the cos/sin tables are not modelled;
+-- rope_parameters is transformers v5's one table for both, validated as they are: check.lua NEUTRAL),
 -- the norm epsilon, initialisation, pretraining_tp (modern HF ignores it; HF < 4.45 split the projections in
 -- slices when it was > 1), Qwen's multimodal-RoPE switch and its name for the sliding-window sizes of
 -- generation.
 local LLAMA_KEYS = {
-  "max_position_embeddings", "rope_theta", "rope_scaling", "rms_norm_eps", "initializer_range", "pretraining_tp",
-  "use_mrope",
+  "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "initializer_range",
+  "pretraining_tp", "use_mrope",
 }
 
 -- { builder field = { the same key } } for a list of fields.

@@ -43,7 +43,8 @@
 --     to the cache (kv_cache_write), then one decode_attention node over C + 1 cached tokens with the kv heads
 --     (this rank's under tp; no repeat_kv, QKᵀ, softmax or PV kernels: serving engines run FlashDecoding /
 --     paged attention whatever opts.attention says), LM head on b rows. Sliding-window layers (mistral, qwen with
---     use_sliding_window) attend to and cache min(C + 1, sliding_window) tokens (a "sliding_layers" group).
+--     use_sliding_window) attend to and cache min(C + 1, sliding_window) tokens (a "sliding_layers" group); a prefill
+--     leaves min(S, sliding_window) of them cached (neusight.nodes.kv_cache_tokens, one rule for both phases).
 -- Left out: the rotary cos/sin tables (LlamaRotaryEmbedding: an outer product, cat, cos, sin over b·s·head_dim
 -- elements, once per forward and under no_grad) and the causal-mask construction (once per forward): neither is
 -- per layer, and our graphs have no no-grad nodes; the labels' shift in the loss (integers). HF ≥ 4.46 upcasts
@@ -105,7 +106,7 @@ local OWN = {
   qwen2 = { "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
   qwen3 = { "head_dim", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
 }
-local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
+local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
 function M.fields(model_type) return M.family_fields(M.FAMILY, model_type) end
@@ -366,15 +367,14 @@ function M.graph(r, opts, moe)
   N.embed_tokens(g, x, V)
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
-  -- In decode they attend to (and cache) the last `sliding_window` tokens once the cache outgrows the window.
-  local sliding, kv, kv_window = 0, serve and serve.kv, nil
-  if decode then
-    sliding = r.window ~= nil and kv > r.window and r.windowed or 0
-    kv_window = r.window
-  else
-    sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
-    kv_window = kv
-  end
+  -- In both serving phases they cache the last `sliding_window` tokens once the sequence outgrows the window
+  -- (neusight.nodes.kv_cache_tokens: the prefill leaves min(S, W) of them cached, a decode step min(C + 1, W)); in
+  -- decode they attend to only those.
+  local kv = serve and serve.kv
+  local kv_window = kv and N.kv_cache_tokens(kv, r.window)
+  local capped = kv ~= nil and kv_window < kv -- the window caps a windowed layer's cache
+  local masked = not decode and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
+  local sliding = (capped or masked) and r.windowed or 0
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
   -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
   -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed
