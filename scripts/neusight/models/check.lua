@@ -99,6 +99,8 @@ end
 M.NEUTRAL = {
   max_position_embeddings = positions,
   n_ctx = positions,
+  original_max_position_embeddings = positions,
+  query_pre_attn_scalar = function(v) if not (finite(v) and v > 0) then return "must be a positive number" end end,
   relative_attention_max_distance = positions,
   num_sparse_encoder_layers = non_negative_integer,
   num_sparse_decoder_layers = non_negative_integer,

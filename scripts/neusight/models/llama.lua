@@ -94,6 +94,20 @@ M.DEFAULTS = {
             num_attention_heads = 32, num_key_value_heads = 32, head_dim = 128, hidden_act = "silu",
             tie_word_embeddings = false, attention_bias = false, use_sliding_window = false, sliding_window = 4096,
             max_window_layers = 28, attention_dropout = 0.0, max_position_embeddings = 32768 },
+  -- Phi3Config (num_key_value_heads None: num_attention_heads; sliding_window None)
+  phi3 = { vocab_size = 32064, hidden_size = 3072, intermediate_size = 8192, num_hidden_layers = 32,
+           num_attention_heads = 32, hidden_act = "silu", tie_word_embeddings = false, attention_dropout = 0.0,
+           sliding_window = false, max_position_embeddings = 4096 },
+  -- GemmaConfig, Gemma2Config (hidden_activation None: hidden_act; Gemma2's layer_types None: alternating)
+  gemma = { vocab_size = 256000, hidden_size = 3072, intermediate_size = 24576, num_hidden_layers = 28,
+            num_attention_heads = 16, num_key_value_heads = 16, head_dim = 256, hidden_act = "gelu_pytorch_tanh",
+            hidden_activation = false, tie_word_embeddings = true, attention_bias = false, attention_dropout = 0.0,
+            max_position_embeddings = 8192 },
+  gemma2 = { vocab_size = 256000, hidden_size = 2304, intermediate_size = 9216, num_hidden_layers = 26,
+             num_attention_heads = 8, num_key_value_heads = 4, head_dim = 256, hidden_act = "gelu_pytorch_tanh",
+             hidden_activation = "gelu_pytorch_tanh", tie_word_embeddings = true, attention_bias = false,
+             attention_dropout = 0.0, sliding_window = 4096, attn_logit_softcapping = 50.0,
+             final_logit_softcapping = 30.0, max_position_embeddings = 8192 },
 }
 
 -- The fields of every model_type, then each one's own; the config keys that do not change the kernels and that a
@@ -105,6 +119,10 @@ local OWN = {
   mistral = { "head_dim", "sliding_window" },
   qwen2 = { "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
   qwen3 = { "head_dim", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
+  phi3 = { "sliding_window" },
+  gemma = { "head_dim", "attention_bias", "hidden_activation" },
+  gemma2 = { "head_dim", "attention_bias", "hidden_activation", "sliding_window", "layer_types",
+             "attn_logit_softcapping", "final_logit_softcapping" },
 }
 local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters" }
 
@@ -113,13 +131,20 @@ function M.fields(model_type) return M.family_fields(M.FAMILY, model_type) end
 
 -- The Llama family as M.resolve sees it: its model types, their defaults and own fields, and how each one windows
 -- attention ("mistral": every layer when sliding_window is set; "qwen": use_sliding_window, max_window_layers,
--- layer_types). Derived families (neusight/models/moe.lua) pass their own table of the same shape.
+-- layer_types; "alternate": layer_types, else every other layer from the first, Gemma2's default). Optional per-type
+-- sets: fused (Phi-3's qkv_proj and gate_up_proj), gemma (Gemma's scaled embedding, (1 + weight) RMSNorm and GELU MLP:
+-- hidden_act / hidden_activation "gelu" or "gelu_pytorch_tanh"), sandwich (Gemma2's post-attention and
+-- post-feedforward norms). Derived families (neusight/models/moe.lua) pass their own table of the same shape.
 M.FAMILY = {
   name = "llama", defaults = M.DEFAULTS, own = OWN, neutral = NEUTRAL,
-  supported = "\"llama\", \"mistral\", \"qwen2\" or \"qwen3\"",
-  window = { mistral = "mistral", qwen2 = "qwen", qwen3 = "qwen" },
+  supported = "\"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"phi3\", \"gemma\" or \"gemma2\"",
+  window = { mistral = "mistral", qwen2 = "qwen", qwen3 = "qwen", phi3 = "mistral", gemma2 = "alternate" },
   qkv_bias = { qwen2 = true }, qk_norm = { qwen3 = true },
+  fused = { phi3 = true }, gemma = { gemma = true, gemma2 = true }, sandwich = { gemma2 = true },
 }
+
+-- The activations one kernel computes (F.gelu, exact or tanh-approximated: ops/gelu.lua), Gemma's MLP.
+local GELU = { gelu = true, gelu_pytorch_tanh = true }
 
 --- The builder fields of a model_type of `family` (default M.FAMILY): its common fields, then its own.
 function M.family_fields(family, model_type)
@@ -134,7 +159,7 @@ end
 --- name the model. false stands for HF's None (sliding_window, head_dim, num_key_value_heads, layer_types).
 --- r.c holds every builder field with its default applied (derived families read their own fields there);
 --- r.windowed_at[i] (1-based layer) whether layer i - 1 uses the sliding window.
----@return table r { who, model_type, c, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed, windowed_at }
+---@return table r { who, model_type, c, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed, windowed_at, fused, gemma, act, sandwich, attn_softcap?, final_softcap? }
 function M.resolve(cfg, family)
   local who = ("%s model '%s'"):format(family.name, tostring(cfg.name or "?"))
   local mt = cfg.model_type or family.default_type or "llama"
@@ -152,7 +177,8 @@ function M.resolve(cfg, family)
   for _, k in ipairs(M.family_fields(family, mt)) do
     local v = cfg[k]
     if v == nil then v = d[k] end
-    if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types") then v = nil end
+    if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types"
+        or k == "hidden_activation") then v = nil end
     c[k] = v
   end
   checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" },
@@ -162,9 +188,24 @@ function M.resolve(cfg, family)
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
     end
   end
-  if c.hidden_act ~= "silu" then
+  local gemma = family.gemma ~= nil and family.gemma[mt] == true
+  local act_key = gemma and c.hidden_activation ~= nil and "hidden_activation" or "hidden_act"
+  local act = c[act_key]
+  if gemma and not GELU[act] then
+    error(("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or \"gelu_pytorch_tanh\")")
+      :format(who, act_key, type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
+  elseif not gemma and act ~= "silu" then
     error(("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")"):format(who,
-      type(c.hidden_act) == "string" and ("%q"):format(c.hidden_act) or tostring(c.hidden_act)), 0)
+      type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
+  end
+  -- Gemma2's logit soft-capping (x / cap, tanh, · cap): a positive cap, or false (None) for none
+  local softcap = {}
+  for _, k in ipairs { "attn_logit_softcapping", "final_logit_softcapping" } do
+    local v = c[k]
+    if v ~= nil and v ~= false and not (type(v) == "number" and v > 0 and v < math.huge) then
+      error(("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, tostring(v)), 0)
+    end
+    softcap[k] = v or nil
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
@@ -199,12 +240,12 @@ function M.resolve(cfg, family)
       window = sw
       for i = 1, L do windowed_at[i] = true end
     end
-  elseif style == "qwen" then
-    local mwl = c.max_window_layers
+  elseif style == "qwen" or style == "alternate" then
+    local mwl = style == "qwen" and c.max_window_layers or 0
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
       error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, tostring(mwl)), 0)
     end
-    if c.use_sliding_window and sw then window = sw end
+    if (style == "alternate" or c.use_sliding_window) and sw then window = sw end
     if c.layer_types ~= nil then
       local lt = c.layer_types
       if type(lt) ~= "table" or #lt ~= L then
@@ -217,6 +258,8 @@ function M.resolve(cfg, family)
         end
         windowed_at[i] = window ~= nil and v == "sliding_attention"
       end
+    elseif window and style == "alternate" then
+      for i = 1, L do windowed_at[i] = (i - 1) % 2 == 0 end -- Gemma2Config: layer i sliding when (i + 1) % 2
     elseif window then
       for i = 1, L do windowed_at[i] = i - 1 >= mwl end
     end
@@ -233,6 +276,9 @@ function M.resolve(cfg, family)
     qkv_bias = family.qkv_bias[mt] == true or c.attention_bias == true, o_bias = c.attention_bias == true,
     mlp_bias = c.mlp_bias == true, qk_norm = family.qk_norm[mt] == true, p_drop = p,
     window = window, windowed = windowed, windowed_at = windowed_at,
+    fused = family.fused ~= nil and family.fused[mt] == true, gemma = gemma, act = gemma and "gelu" or "silu",
+    sandwich = family.sandwich ~= nil and family.sandwich[mt] == true,
+    attn_softcap = softcap.attn_logit_softcapping, final_softcap = softcap.final_logit_softcapping,
   }
 end
 
@@ -244,6 +290,18 @@ function M.config(cfg) return M.resolve(cfg, M.FAMILY) end
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, parallel?: table, sequence_parallel?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
+
+-- Gemma2's attn_logit_softcapping under sdpa: HF's sdpa_attention_forward drops the softcap (only eager and
+-- flash_attention_2 apply it), so the model HF runs there has no soft-capping and its kernel is the plain sdpa one.
+-- Said once per model name (search builds a graph per layout).
+local softcap_warned = {}
+local function softcap_note(who)
+  if softcap_warned[who] then return end
+  softcap_warned[who] = true
+  require("neusight").warn(("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
+    .. "flash_attention_2 do), so the forecast prices the sdpa kernel alone; give --attention eager (workload field "
+    .. "attention) for the kernels of the soft-capped scores"):format(who))
+end
 
 --- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
 --- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
@@ -279,6 +337,7 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
+  if sdpa and not decode and r.attn_softcap then softcap_note(who) end
   local g = N.new(dtype, shard, sp)
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
@@ -298,7 +357,7 @@ function M.graph(r, opts, moe)
 
   -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, nn.Linear, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
-  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width, r.gemma) end
   local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
   local function linear(...) N.linear(g, ...) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
@@ -312,9 +371,14 @@ function M.graph(r, opts, moe)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
-    linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
-    linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-    linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+    if r.fused then -- Phi-3's qkv_proj: one GEMM, then q, k, v are slices (views) of its output
+      local width = (nh + 2 * kvh) * hd
+      linear(a .. ".qkv_proj", x, h, width, { b, s, width }, r.qkv_bias)
+    else
+      linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
+      linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+      linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+    end
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
       rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
       rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)
@@ -340,6 +404,11 @@ function M.graph(r, opts, moe)
       add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0,
         { core_attention = true, core_inputs = gqa and "1" or "1,2" })
       add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
+      if r.attn_softcap then -- Gemma2: scores / cap, tanh, · cap
+        add("div", a .. ".softcap.div", { scores }, scores, 0, core)           --                   VECdivu
+        add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
+        add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
+      end
       add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
       add("softmax", a .. ".softmax", { scores }, scores, 0, core)
       if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
@@ -349,8 +418,14 @@ function M.graph(r, opts, moe)
     -- Row-parallel o_proj: its bias (attention_bias) is added once, after the all-reduce (replicated).
     add("linear", a .. ".o_proj", { q_flat }, x, nh * hd * h + (r.o_bias and h or 0), { bias = r.o_bias })
     tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
-    add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
-    rms_norm(p .. ".post_attention_layernorm", xs, h)
+    if r.sandwich then -- Gemma2: the attention output normed before the residual add, the MLP's input after it
+      rms_norm(p .. ".post_attention_layernorm", xs, h)
+      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      rms_norm(p .. ".pre_feedforward_layernorm", xs, h)
+    else
+      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      rms_norm(p .. ".post_attention_layernorm", xs, h)
+    end
     local m = p .. ".mlp"
     if sparse then
       moe.block(ctx, p)
@@ -358,13 +433,16 @@ function M.graph(r, opts, moe)
       tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
       if not I then I = shard and shard.split(r.I, "intermediate_size") or r.I end
       act = act or { b, s, I }
-      swiglu(m, x, act, I, r.mlp_bias)
+      N.swiglu(g, m, x, act, h, I, r.mlp_bias, nil, nil, { act = r.act, fused = r.fused })
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
+    if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
   N.embed_tokens(g, x, V)
+  -- Gemma: inputs_embeds · sqrt(hidden_size) (a tensor in the dtype: one VECmulu)
+  if r.gemma then add("mul", "embed_scale", { xs }, xs, 0, { note = "Gemma: embeddings · sqrt(hidden_size)" }) end
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
   -- In both serving phases they cache the last `sliding_window` tokens once the sequence outgrows the window
@@ -403,7 +481,7 @@ function M.graph(r, opts, moe)
     end
   end
 
-  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts)
+  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts, { one_plus = r.gemma, softcap = r.final_softcap })
   if moe and moe.epilogue then moe.epilogue(ctx, sparse_layers) end
   return nodes
 end
