@@ -33,6 +33,14 @@
 --     of the mask is left out). Not modelled: FlashAttention-2's windowed kernel (attn_implementation =
 --     "flash_attention_2", whose key span is min(i, w) per query: the sdpa op has no such kernel). Windowed and
 --     full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
+--   * "phi3": qkv_proj and gate_up_proj, one GEMM each (q, k, v and gate, up are views of their outputs), Mistral's
+--     sliding_window rule. "gemma" / "gemma2": embeddings · sqrt(hidden_size) (one mul), GemmaRMSNorm (the weight
+--     applied as 1 + weight.float() in fp32, then the cast back), GeGLU (gelu / gelu_pytorch_tanh: one gelu kernel),
+--     head_dim, tied lm_head; "gemma2" also: post_attention_layernorm on the attention output before the residual
+--     add, pre_ and post_feedforward_layernorm around the MLP, every other layer windowed from the first (or
+--     layer_types), attn_logit_softcapping (eager: ÷ cap, tanh, · cap over the scores; HF's sdpa path does not apply
+--     it: the plain sdpa kernel, with a warning; decode kernels fuse it) and final_logit_softcapping (÷, tanh, · over
+--     the logits). query_pre_attn_scalar only sets the scale's value.
 --   * "qwen2": q/k/v projections with bias (o_proj without); "llama" / "qwen3": attention_bias on q/k/v/o;
 --     "llama": mlp_bias on gate/up/down; "qwen3": q_norm / k_norm RMSNorms over head_dim before the rotary
 --     embedding; head_dim (llama, mistral, qwen3) may differ from hidden_size / num_attention_heads.
@@ -189,12 +197,15 @@ function M.resolve(cfg, family)
     end
   end
   local gemma = family.gemma ~= nil and family.gemma[mt] == true
-  local act_key = gemma and c.hidden_activation ~= nil and "hidden_activation" or "hidden_act"
-  local act = c[act_key]
-  if gemma and not GELU[act] then
-    error(("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or \"gelu_pytorch_tanh\")")
-      :format(who, act_key, type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
-  elseif not gemma and act ~= "silu" then
+  local act = c.hidden_act
+  if gemma then -- HF reads hidden_activation (Gemma2; Gemma before 4.4x) or hidden_act (Gemma): both must be a GELU
+    for _, k in ipairs { "hidden_act", "hidden_activation" } do
+      if c[k] ~= nil and not GELU[c[k]] then
+        error(("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or \"gelu_pytorch_tanh\")")
+          :format(who, k, type(c[k]) == "string" and ("%q"):format(c[k]) or tostring(c[k])), 0)
+      end
+    end
+  elseif act ~= "silu" then
     error(("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")"):format(who,
       type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
   end
