@@ -83,7 +83,7 @@ TEST_CASE("hf families: keys that would change the kernels are refused, naming t
   for (const auto& c : cases) {
     INFO(c.file);
     const auto path = t.write(c.file, c.text);
-    const auto r = run_cli("predict --model " + path.string() + " --gpu h100 --dtype bf16 --batch 1 --seq 64");
+    const auto r = run_cli("predict --model " + path.string() + " --gpu h100 --dtype bf16 --batch 1 --seq 64 --mode inference");
     CHECK(r.code != 0);
     CHECK(r.err.find(c.message) != std::string::npos);
     CHECK(r.out.empty());
