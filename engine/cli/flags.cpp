@@ -445,7 +445,7 @@ std::vector<flag_spec> table_make() {
   flag("--model",
        "Model preset (e.g. gpt3_175b, bert_large, llama3_8b, mixtral_8x7b, deepseek_v3; `neusight models` lists them) or "
        "a HuggingFace config.json (the model_types scripts/neusight/models/hf.lua maps: GPT-2, BERT, OPT, Switch, Llama, "
-       "Mistral, Qwen2/3, Mixtral, Qwen MoE, DeepSeek-V2/V3)")
+       "Mistral, Qwen2/3, Phi-3, Gemma, Gemma2, Mixtral, Qwen MoE, DeepSeek-V2/V3)")
       .on(predict, to(&forecast_flags::model)).list().check(nonempty_list())
       .on(search, to(&search_flags::model)).required()
       .on(serve, to(&serve_flags::model)).required()

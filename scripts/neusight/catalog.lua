@@ -31,6 +31,7 @@ M.SOURCES = {
   mistral_7b = "mistralai/Mistral-7B-v0.1",
   qwen25_7b = "Qwen/Qwen2.5-7B", qwen25_72b = "Qwen/Qwen2.5-72B",
   qwen3_8b = "Qwen/Qwen3-8B", qwen3_32b = "Qwen/Qwen3-32B",
+  phi3_mini = "microsoft/Phi-3-mini-4k-instruct", gemma_7b = "google/gemma-7b", gemma2_9b = "google/gemma-2-9b",
   mixtral_8x7b = "mistralai/Mixtral-8x7B-v0.1", mixtral_8x22b = "mistralai/Mixtral-8x22B-v0.1",
   qwen3_30b_a3b = "Qwen/Qwen3-30B-A3B", qwen15_moe_a27b = "Qwen/Qwen1.5-MoE-A2.7B",
   deepseek_v3 = "deepseek-ai/DeepSeek-V3 (without the multi-token-prediction module)",

@@ -76,7 +76,9 @@ function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 
 --- LlamaRMSNorm (Qwen3RMSNorm, DeepseekV3RMSNorm) under prefix `p` over the last dimension `width` of `shape`:
 --- hidden.to(fp32), pow(2), mean(-1), + eps, rsqrt, mul, .to(dtype), weight mul. The casts exist only when the graph
 --- upcasts (M.upcasts); pow … mul then run in fp32 (their nodes carry dtype fp32).
-function M.rms_norm(g, p, shape, width)
+--- `one_plus` (GemmaRMSNorm): the weight is applied as (1 + weight.float()) before the cast back: weight.float() (when
+--- upcasting) and + 1 over the `width` weights, the mul in fp32, then .type_as(x).
+function M.rms_norm(g, p, shape, width, one_plus)
   local upcast = M.upcasts(g)
   local dtype = g.dtype
   local norm_dtype = upcast and "fp32" or dtype
@@ -91,6 +93,14 @@ function M.rms_norm(g, p, shape, width)
   M.add_as(g, norm_dtype, "rsqrt", p .. ".rsqrt", { col }, col)
   -- hidden · rsqrt(…): hidden is saved once, by pow (the same tensor; saved_inputs, scripts/neusight/rules.lua)
   M.add_as(g, norm_dtype, "mul", p .. ".normalize", { shape, col }, shape, 0, { saved_inputs = "2" }) --  VECmul
+  if one_plus then
+    add("weight", p .. ".weight", {}, { width }, width)
+    if upcast then M.add_as(g, "fp32", "cast", p .. ".weight_fp32", { { width } }, { width }, 0, { from = dtype }) end
+    M.add_as(g, norm_dtype, "add", p .. ".one_plus", { { width } }, { width })          -- 1.0 + weight    VECaddu
+    M.add_as(g, norm_dtype, "mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" })
+    if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
+    return
+  end
   if upcast then add("cast", p .. ".to_dtype", { shape }, shape, 0, { from = "fp32" }) end
   add("weight", p .. ".weight", {}, { width }, width)
   add("mul", p .. ".scale", { { width }, shape }, shape, 0, { saved_inputs = "2" }) -- weight · hidden (the weight is state) VECmul
@@ -120,7 +130,9 @@ end
 --- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
 --- intermediate size and `mid` the (…, width) shape; `names` the three projections (default gate_proj, up_proj,
 --- down_proj; Mixtral's experts: w1, w3, w2) and `attrs` extra attributes of the three linears (experts).
-function M.swiglu(g, m, input, mid, h, width, bias, names, attrs)
+--- `variant`: act = "gelu" (Gemma's GeGLU: one F.gelu kernel, ops/gelu.lua; default "silu"), fused = true (Phi-3's
+--- gate_up_proj: one GEMM to 2 · width, gate and up its two halves, views).
+function M.swiglu(g, m, input, mid, h, width, bias, names, attrs, variant)
   local gate, up, down = "gate_proj", "up_proj", "down_proj"
   if names then gate, up, down = names[1], names[2], names[3] end
   local function lin(name, from, to, in_f, out_f, shared)
@@ -128,9 +140,18 @@ function M.swiglu(g, m, input, mid, h, width, bias, names, attrs)
     for k, v in pairs(attrs or {}) do a[k] = v end
     g.add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
   end
-  lin(gate, input, mid, h, width)
-  g.add("silu", m .. ".act_fn", { mid }, mid)
-  lin(up, input, mid, h, width, true)
+  local act = variant and variant.act or "silu"
+  if variant and variant.fused then
+    local both = {}
+    for i = 1, #mid - 1 do both[i] = mid[i] end
+    both[#mid] = 2 * width
+    lin("gate_up_proj", input, both, h, 2 * width)
+    g.add(act, m .. ".act_fn", { mid }, mid)
+  else
+    lin(gate, input, mid, h, width)
+    g.add(act, m .. ".act_fn", { mid }, mid)
+    lin(up, input, mid, h, width, true)
+  end
   g.add("mul", m .. ".mul", { mid, mid }, mid)
   lin(down, mid, input, width, h)
 end
@@ -145,15 +166,22 @@ end
 
 --- The decoder's tail, outside the layers: the final RMSNorm ("norm") on the residual stream `xs`, lm_head (tied to
 --- embed_tokens when `tied`: no parameters of its own; vocab-parallel under tp, `V` this rank's rows) on `x` (prefill:
---- the last token, M.lm_head_input) and, in training, the causal-LM loss (M.causal_lm_loss).
-function M.causal_lm_head(g, serve, x, xs, V, tied, opts)
+--- the last token, M.lm_head_input) and, in training, the causal-LM loss (M.causal_lm_loss). `variant`: one_plus =
+--- Gemma's norm (M.rms_norm), softcap = Gemma2's final_logit_softcapping (three elementwise kernels over the logits).
+function M.causal_lm_head(g, serve, x, xs, V, tied, opts, variant)
   local b, s, h = x[1], x[2], x[3]
   g.layer, g.count = "", 1
-  M.rms_norm(g, "norm", xs, h)
+  M.rms_norm(g, "norm", xs, h, variant and variant.one_plus)
   g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
   local head_in = M.lm_head_input(g, serve, x)
-  g.add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
+  local logits = { b, head_in[2], V }
+  g.add("linear", "lm_head", { head_in }, logits, tied and 0 or h * V,
     { bias = false, tied = tied and "embed_tokens" or nil })
+  if variant and variant.softcap then -- Gemma2's final_logit_softcapping: logits / cap, tanh, · cap
+    g.add("div", "final_softcap.div", { logits }, logits)
+    g.add("tanh", "final_softcap.tanh", { logits }, logits)
+    g.add("mul", "final_softcap.mul", { logits }, logits)
+  end
   M.causal_lm_loss(g, b, s, V, opts)
 end
 
@@ -202,6 +230,22 @@ end
 --- The KV cache's element type of a graph: g.kv_dtype (the workload's kv_dtype, set by the builder from
 --- M.serving) or the graph's dtype. The one place the cache's element size comes from.
 function M.kv_dtype(g) return g.kv_dtype or g.dtype end
+
+--- The tokens per sequence a layer's KV cache holds after a serving step that leaves `tokens` tokens in the sequence
+--- (prefill: the prompt's S; decode: context + 1): all of them, or min(tokens, window) for a sliding-window layer
+--- (`window` its sliding_window, nil for a full-attention layer). The one rule for both phases (the builders' cache
+--- writes, serve's paging): a windowed layer never attends to a token older than the window again, and the servers keep
+--- no more: vLLM frees (V1's sliding-window manager) or never allocates (V0's block manager, at most the window's
+--- blocks per prompt) the blocks behind the window, HF's sliding-window cache layers keep the last window's tokens.
+--- The prompt's other K/V are written by the prefill kernels (kv_cache_write's copy of all S tokens) and then dropped:
+--- transient, not a cache the step leaves resident.
+---@param tokens integer
+---@param window? integer
+---@return integer
+function M.kv_cache_tokens(tokens, window)
+  if window ~= nil and window < tokens then return window end
+  return tokens
+end
 
 --- The KV-cache write of one layer: K and V of the `new` tokens ([b, kv_heads, new, head_dim] each) copied into
 --- the cache (op setitem: cache[..., pos] = k), one kernel. attrs.kv_cache_bytes = the layer's cache of

@@ -61,6 +61,7 @@ local is_count = require("neusight.topology").is_count
 local W = require "neusight.workload"
 local Fg = require "neusight.figures"
 local rotary_positions_warning = require("neusight.models.check").rotary_positions_warning
+local kv_cache_tokens = require("neusight.nodes").kv_cache_tokens
 local rank_share = require("neusight.report").rank_share
 local spread_note = require("neusight.uncertainty").spread_note
 
@@ -390,24 +391,6 @@ function M.calibration_stale_warning(report) return STALE_WARNING[report] end
 --- (among its warnings too), or nil.
 function M.position_warning(report) return POSITION_WARNING[report] end
 
--- KV bytes per token per GPU (GB), the memory left for the KV cache beside the weights (GB; 0 when the weights alone
--- fill the utilised memory: never negative) and the KV blocks that fit in it; and, when the weights alone do not fit,
--- why (nil otherwise).
-local function kv_capacity(o, pre, batch, tokens)
-  local per_token_gb = pre.kv_cache_gb / (batch * tokens)
-  local usable_gb = o.gpu_memory_utilization * pre.gpu.mem_gb
-  local budget_gb = usable_gb - pre.state_gb
-  local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
-  local no_room
-  if budget_gb <= 0 then
-    no_room = fmt("the weights alone (%.1f GB per GPU) exceed %.0f %% of %.0f GB (%.1f GB, --gpu-memory-utilization "
-      .. "%g): no room for a KV cache; shard them over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU "
-      .. "with more memory", pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, usable_gb,
-      o.gpu_memory_utilization)
-  end
-  return per_token_gb, max(budget_gb, 0.0), blocks, no_room
-end
-
 -- The paged KV cache of one request (continuous batching), from the phase forecast `pre`'s graph: held(tokens) → the
 -- tokens its full-attention layers and its sliding-window layers hold with `tokens` tokens cached, tokens and
 -- min(tokens, window); blocks(tokens) → the blocks of block_size tokens they take, ceil(tokens / block_size) and
@@ -425,13 +408,33 @@ end
 local function kv_paging(o, pre)
   local bs, window, share = o.block_size, pre.kv_window, pre.kv_window_share or 0
   local full = 1 - share
-  local function held(tokens) return tokens, window and min(tokens, window) or tokens end
+  local function held(tokens) return tokens, kv_cache_tokens(tokens, window) end
   local function blocks(tokens)
     local nf, nw = held(tokens)
     return (nf + bs - 1) // bs, (nw + bs - 1) // bs
   end
   local function used(nf, nw) return full * nf + share * nw end
   return blocks, used, window and share > 0 and window or nil, share, held
+end
+
+-- KV bytes per token per GPU at the full rate (GB: a token every layer caches; the prefill `pre` of `batch` prompts of
+-- `tokens` holds kv_paging's used(held(tokens)) such tokens per prompt, its sliding-window layers at most the window),
+-- the memory left for the KV cache beside the weights (GB; 0 when the weights alone fill the utilised memory: never
+-- negative) and the KV blocks that fit in it; and, when the weights alone do not fit, why (nil otherwise).
+local function kv_capacity(o, pre, batch, tokens)
+  local _, used, _, _, held = kv_paging(o, pre)
+  local per_token_gb = pre.kv_cache_gb / (batch * used(held(tokens)))
+  local usable_gb = o.gpu_memory_utilization * pre.gpu.mem_gb
+  local budget_gb = usable_gb - pre.state_gb
+  local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
+  local no_room
+  if budget_gb <= 0 then
+    no_room = fmt("the weights alone (%.1f GB per GPU) exceed %.0f %% of %.0f GB (%.1f GB, --gpu-memory-utilization "
+      .. "%g): no room for a KV cache; shard them over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU "
+      .. "with more memory", pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, usable_gb,
+      o.gpu_memory_utilization)
+  end
+  return per_token_gb, max(budget_gb, 0.0), blocks, no_room
 end
 
 ---------------------------------------------------------------------------------------------------

@@ -24,7 +24,9 @@ json forecast(const std::string& model) {
 
 // The supported model_type list as hf.lua prints it (switch only where its builder exists).
 std::string supported() {
-  std::string s = "bert, deepseek_v2, deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen2_moe, qwen3, qwen3_moe";
+  std::string s =
+      "bert, deepseek_v2, deepseek_v3, gemma, gemma2, gpt2, llama, mistral, mixtral, opt, phi3, qwen2, qwen2_moe, qwen3, "
+      "qwen3_moe";
   if (fs::exists(source_dir / "scripts/neusight/models/switch.lua")) s += ", switch_transformers";
   return s;
 }

@@ -40,7 +40,8 @@ end
 
 function M.test_unknown_and_missing_model_type()
   local supported = table.concat(hf.supported(), ", ")
-  eq(supported:sub(1, 102), "bert, deepseek_v2, deepseek_v3, gpt2, llama, mistral, mixtral, opt, qwen2, qwen2_moe, qwen3, qwen3_moe",
+  eq(supported:sub(1, 123), "bert, deepseek_v2, deepseek_v3, gemma, gemma2, gpt2, llama, mistral, mixtral, opt, phi3, qwen2, "
+    .. "qwen2_moe, qwen3, qwen3_moe",
     "supported list")
   raises(function() hf.from_config({ model_type = "rwkv" }, "l.json") end,
     [[l.json: has model_type "rwkv", which is not supported; supported: ]] .. supported)
@@ -120,6 +121,25 @@ function M.test_dropped_keys_are_still_checked()
     "c.json: key 'rms_norm_eps' must be a number in [0, 1) (got -1)")
   raises(function() hf.from_config(llama { rope_scaling = "linear" }, "c.json") end,
     "c.json: key 'rope_scaling' must be a table of the RoPE scaling (or null) (got \"linear\", a string)")
+  -- transformers v5's rope_parameters (rope_theta and rope_scaling in one table): dropped as those two, for every rotary
+  -- model_type, and checked as they are (Gemma3-style configs nest one table per layer type)
+  for _, mt in ipairs { "llama", "mistral", "qwen2", "qwen3", "phi3", "gemma", "gemma2", "mixtral", "qwen3_moe",
+                        "deepseek_v3" } do
+    local v5 = hf.from_config({ model_type = mt, rope_parameters = { rope_type = "default", rope_theta = 1000000 } }, "c.json")
+    eq(v5.rope_parameters, nil, mt .. ": rope_parameters dropped, not passed on")
+  end
+  hf.from_config(llama { rope_parameters = { full_attention = { rope_type = "default", rope_theta = 1e6 },
+    sliding_attention = { rope_type = "default", rope_theta = 1e4 } } }, "c.json")
+  hf.from_config(llama {}, "c.json", { rope_parameters = true }) -- null
+  raises(function() hf.from_config(llama { rope_parameters = { rope_type = "default", rope_theta = 0 } }, "c.json") end,
+    "c.json: key 'rope_parameters' must give rope_theta as a positive number, the RoPE base (rope_theta 0) (got a table)")
+  raises(function()
+    hf.from_config(llama { rope_parameters = { full_attention = { rope_theta = -1 } } }, "c.json")
+  end, "c.json: key 'rope_parameters' must give rope_theta as a positive number, the RoPE base (rope_theta -1) (got a table)")
+  raises(function() hf.from_config(llama { rope_parameters = { rope_type = 3 } }, "c.json") end,
+    "c.json: key 'rope_parameters' must give rope_type as a string (rope_type 3) (got a table)")
+  raises(function() hf.from_config(llama { rope_parameters = 1e6 } , "c.json") end,
+    "c.json: key 'rope_parameters' must be a table of the RoPE parameters (or null) (got 1000000.0)")
   -- gpt2: n_ctx beside n_positions is dropped, and still a position count
   raises(function()
     hf.from_config({ model_type = "gpt2", n_positions = 1024, n_ctx = 0 }, "g.json")

@@ -13,7 +13,8 @@ local raises = require("neusight.testing").raises
 local T = {}
 
 local LLAMA_PRESETS = { "llama2_7b", "llama2_13b", "llama2_70b", "llama3_8b", "llama3_70b", "llama3_405b",
-  "llama32_1b", "llama32_3b", "mistral_7b", "qwen25_7b", "qwen25_72b", "qwen3_8b", "qwen3_32b" }
+  "llama32_1b", "llama32_3b", "mistral_7b", "qwen25_7b", "qwen25_72b", "qwen3_8b", "qwen3_32b", "phi3_mini", "gemma_7b",
+  "gemma2_9b" }
 
 -- A config table derived from `base` with `over` on top (own keys only: the builder checks them).
 local function with(base, over)
@@ -67,7 +68,8 @@ function T.test_parameter_counts_equal_huggingface()
   eq(count("llama3_8b"), 8030261248, "meta-llama/Llama-3.1-8B")
 end
 
--- Closed form: embedding + layers × (attention + MLP + 2 norms [+ q_norm, k_norm]) + final norm + untied lm_head.
+-- Closed form: embedding + layers × (attention + MLP + 2 norms [+ q_norm, k_norm; Gemma2: 4 norms]) + final norm +
+-- untied lm_head (Phi-3's fused qkv_proj and gate_up_proj hold the same weights as the separate projections).
 local function closed_form_params(cfg)
   local h, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
   local nh = cfg.num_attention_heads
@@ -77,7 +79,7 @@ local function closed_form_params(cfg)
   local attention = h * nh * hd + 2 * h * kvh * hd + nh * hd * h
   if qwen2 then attention = attention + nh * hd + 2 * kvh * hd end -- q/k/v biases
   local mlp = 3 * h * I
-  local norms = 2 * h + (qwen3 and 2 * hd or 0)
+  local norms = (cfg.model_type == "gemma2" and 4 or 2) * h + (qwen3 and 2 * hd or 0)
   return V * h + L * (attention + mlp + norms) + h + (cfg.tie_word_embeddings and 0 or V * h)
 end
 
@@ -90,7 +92,8 @@ function T.test_every_preset_matches_the_closed_form()
   -- The published totals of the others (HF num_parameters()), as a check on the preset shapes.
   local published = { llama2_7b = 6738415616, llama2_13b = 13015864320, llama2_70b = 68976648192,
     llama3_70b = 70553706496, llama3_405b = 405853388800, mistral_7b = 7241732096, qwen25_7b = 7615616512,
-    qwen25_72b = 72706203648, qwen3_8b = 8190735360, qwen3_32b = 32762123264 }
+    qwen25_72b = 72706203648, qwen3_8b = 8190735360, qwen3_32b = 32762123264, phi3_mini = 3821079552,
+    gemma_7b = 8537680896, gemma2_9b = 9241705984 }
   for name, want in pairs(published) do eq(closed_form_params(presets[name]), want, name .. " published") end
 end
 
@@ -117,7 +120,7 @@ end
 -- sdpa's causal kernel sees s(s+1)/2 query/key pairs at 4·head_dim each, eager's two BMMs the full s × s.
 function T.test_flops_per_token_closed_form()
   local b, s = 2, 64
-  for _, name in ipairs { "llama32_1b", "qwen25_7b", "qwen3_8b", "llama2_7b" } do
+  for _, name in ipairs { "llama32_1b", "qwen25_7b", "qwen3_8b", "llama2_7b", "phi3_mini", "gemma_7b", "gemma2_9b" } do
     local cfg = presets[name]
     local h, I, L, V = cfg.hidden_size, cfg.intermediate_size, cfg.num_hidden_layers, cfg.vocab_size
     local nh = cfg.num_attention_heads
@@ -416,7 +419,8 @@ function T.test_errors()
     llama.build, with(TINY, { num_key_value_head = 2 }), { batch = 1, seq = 8 })
   raises("llama model 'tiny': unknown field 'sliding_window'", -- a Mistral / Qwen field: LlamaConfig has no window
     llama.build, with(TINY, { sliding_window = 8 }), { batch = 1, seq = 8 })
-  raises("llama model 'tiny': model_type \"mixtral\" is not supported (\"llama\", \"mistral\", \"qwen2\" or \"qwen3\")",
+  raises("llama model 'tiny': model_type \"mixtral\" is not supported (\"llama\", \"mistral\", \"qwen2\", \"qwen3\", "
+    .. "\"phi3\", \"gemma\" or \"gemma2\")",
     llama.build, with(TINY, { model_type = "mixtral" }), { batch = 1, seq = 8 })
   raises("llama model 'tiny': hidden_act \"gelu\" is not supported (the Llama-family MLP is SwiGLU: \"silu\")",
     llama.build, with(TINY, { hidden_act = "gelu" }), { batch = 1, seq = 8 })
@@ -497,6 +501,114 @@ function T.test_config_json_unknown_keys()
     hf.from_config, { model_type = "mistral", attention_bias = false }, "m.json", {})
   raises([[m.json: unknown key 'foo' for model_type "mistral"]], hf.from_config, { model_type = "mistral" }, "m.json",
     { foo = true })
+end
+
+---------------------------------------------------------------------------------------------------
+-- Phi-3, Gemma, Gemma2 (model_type phi3, gemma, gemma2)
+
+local function named(nodes)
+  local out = {}
+  for _, n in ipairs(nodes) do out[n.name] = n end
+  return out
+end
+
+-- Phi-3: one qkv_proj and one gate_up_proj GEMM per layer, the same weights and FLOPs as Llama's separate projections.
+function T.test_phi3_fused_projections()
+  local cfg = presets.phi3_mini
+  local h, I, nh, hd = 3072, 8192, 32, 96
+  local opts = { batch = 2, seq = 64, training = true, dtype = "bf16", attention = "sdpa" }
+  local nodes = llama.build(cfg, opts)
+  local by = named(nodes)
+  eq(by["layers.self_attn.qkv_proj"].params, h * 3 * nh * hd, "qkv_proj weights")
+  t.same(by["layers.self_attn.qkv_proj"].output, { 2, 64, 3 * nh * hd }, "qkv_proj output")
+  eq(by["layers.mlp.gate_up_proj"].params, h * 2 * I, "gate_up_proj weights")
+  t.same(by["layers.mlp.gate_up_proj"].output, { 2, 64, 2 * I }, "gate_up_proj output")
+  eq(by["layers.mlp.act_fn"].op, "silu", "SwiGLU")
+  for _, gone in ipairs { "layers.self_attn.q_proj", "layers.self_attn.k_proj", "layers.mlp.gate_proj", "layers.mlp.up_proj" } do
+    eq(by[gone], nil, gone .. " (fused)")
+  end
+  local separate = llama.build(with(cfg, { model_type = "mistral" }), opts) -- the same shapes, separate projections
+  eq(total_params(nodes), total_params(separate), "parameters")
+  eq(flops(nodes, true, "fw", "gemm"), flops(separate, true, "fw", "gemm"), "forward GEMM FLOPs")
+  eq(flops(nodes, true, "bw", "gemm"), flops(separate, true, "bw", "gemm"), "backward GEMM FLOPs")
+  -- sliding_window 2047 on every layer (Mistral's rule): the sdpa kernel is the masked one from s = 2047
+  local long = named(llama.build(cfg, { batch = 1, seq = 2048, dtype = "bf16", attention = "sdpa" }))
+  eq(long["sliding_layers.self_attn.sdpa"].count, 32, "all 32 layers windowed")
+end
+
+-- Gemma: embeddings · sqrt(hidden), (1 + weight) RMSNorm in fp32, GeGLU (one gelu kernel), head_dim 256, tied lm_head.
+function T.test_gemma_kernels()
+  local nodes = llama.build(presets.gemma_7b, { batch = 1, seq = 32, training = true, dtype = "bf16", attention = "sdpa" })
+  local by = named(nodes)
+  eq(by.embed_scale.op, "mul", "embedding scale")
+  eq(by["layers.mlp.act_fn"].op, "gelu", "GeGLU")
+  eq(by["layers.self_attn.q_proj"].params, 3072 * 16 * 256, "q_proj: 16 heads of 256 from 3072")
+  eq(by["layers.input_layernorm.one_plus"].dtype, "fp32", "1 + weight in fp32")
+  eq(by["layers.input_layernorm.scale"].dtype, "fp32", "weight mul in fp32 (before the cast back)")
+  eq(by.lm_head.params, 0, "tied lm_head")
+  eq(by["layers.post_feedforward_layernorm.pow"], nil, "no sandwich norms in Gemma")
+  eq(by["final_softcap.tanh"], nil, "no soft-capping in Gemma")
+  -- the Llama family keeps its norm: no one_plus
+  eq(named(llama.build(TINY, { batch = 1, seq = 8, dtype = "bf16" }))["layers.input_layernorm.one_plus"], nil, "llama norm")
+end
+
+-- Gemma2: sandwich norms, alternating sliding-window layers (HF: layer i windowed when i is even), attention soft-capping
+-- (eager: / cap, tanh, · cap over the scores) and final logit soft-capping (the same three over the logits).
+function T.test_gemma2_kernels()
+  local cfg = presets.gemma2_9b
+  local eager = named(llama.build(cfg, { batch = 1, seq = 64, training = true, dtype = "bf16", attention = "eager" }))
+  for _, norm in ipairs { "input_layernorm", "post_attention_layernorm", "pre_feedforward_layernorm",
+                          "post_feedforward_layernorm" } do
+    eq(eager["layers." .. norm .. ".weight"].params, 3584, norm)
+  end
+  for _, k in ipairs { "div", "tanh", "mul" } do
+    eq(eager["layers.self_attn.softcap." .. k].op, k, "attention soft-cap " .. k)
+    t.same(eager["layers.self_attn.softcap." .. k].output, { 1, 16, 64, 64 }, "over the scores")
+    t.same(eager["final_softcap." .. k].output, { 1, 64, 256000 }, "final soft-cap over the logits")
+  end
+  -- sdpa at s ≥ window: the 21 even layers are windowed (the masked kernel), the 21 odd ones causal
+  local long = named(llama.build(cfg, { batch = 1, seq = 4096, dtype = "bf16", attention = "sdpa" }))
+  eq(long["sliding_layers.self_attn.sdpa"].count, 21, "windowed layers")
+  eq(long["layers.self_attn.sdpa"].count, 21, "global layers")
+  eq(long["layers.self_attn.softcap.tanh"], nil, "sdpa: HF's sdpa path applies no soft-cap")
+  -- layer_types overrides the alternation; sliding_window None: no window
+  local lt = {}
+  for i = 1, 42 do lt[i] = i <= 40 and "sliding_attention" or "full_attention" end
+  local typed = named(llama.build(with(cfg, { layer_types = lt }), { batch = 1, seq = 4096, dtype = "bf16", attention = "sdpa" }))
+  eq(typed["sliding_layers.self_attn.sdpa"].count, 40, "layer_types")
+  local none = named(llama.build(with(cfg, { sliding_window = false }), { batch = 1, seq = 4096, dtype = "bf16", attention = "sdpa" }))
+  eq(none["layers.self_attn.sdpa"].count, 42, "sliding_window null: every layer global")
+  -- decode past the window: the windowed layers cache 4096 tokens, the global ones C + 1
+  local dec = named(llama.build(cfg, { batch = 1, seq = 1, phase = "decode", context = 8191, dtype = "bf16" }))
+  eq(dec["sliding_layers.self_attn.decode_attention"].inputs[2][3], 4096, "windowed decode")
+  eq(dec["layers.self_attn.decode_attention"].inputs[2][3], 8192, "global decode")
+end
+
+-- What the builder does not model is refused with the field named, never priced as something else.
+function T.test_phi3_gemma_refusals()
+  local function from(t) return hf.from_config(t, "c.json", {}) end
+  local function build(t) return llama.build(from(t), { batch = 1, seq = 8 }) end
+  raises([[c.json: partial_rotary_factor = 0.75 is not modelled by the llama builder (scripts/neusight/models/llama.lua builds 1 only)]],
+    from, { model_type = "phi3", partial_rotary_factor = 0.75 })
+  raises([[c.json: resid_pdrop = 0.1 is not modelled by the llama builder (scripts/neusight/models/llama.lua builds 0 only)]],
+    from, { model_type = "phi3", resid_pdrop = 0.1 })
+  raises([[llama model 'c': hidden_act "gelu_new" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+    build, { model_type = "gemma", hidden_act = "gelu_new" })
+  raises([[llama model 'c': hidden_activation "silu" is not supported (Gemma's MLP is GeGLU with one GELU kernel: "gelu" or "gelu_pytorch_tanh")]],
+    build, { model_type = "gemma2", hidden_activation = "silu" })
+  raises([[llama model 'c': hidden_act "gelu" is not supported (the Llama-family MLP is SwiGLU: "silu")]],
+    build, { model_type = "phi3", hidden_act = "gelu" })
+  raises([[llama model 'c': field 'attn_logit_softcapping' must be a positive number or null (got -1)]],
+    build, { model_type = "gemma2", attn_logit_softcapping = -1 })
+  raises([[c.json: unknown key 'query_pre_attn_scalar' for model_type "gemma"]],
+    from, { model_type = "gemma", query_pre_attn_scalar = 256 })
+  raises([[c.json: key 'query_pre_attn_scalar' must be a positive number (got 0)]],
+    from, { model_type = "gemma2", query_pre_attn_scalar = 0 })
+  -- null soft-caps are None (no soft-capping), as HF
+  local capless = hf.from_config({ model_type = "gemma2" }, "c.json", { attn_logit_softcapping = true,
+    final_logit_softcapping = true })
+  eq(named(llama.build(capless, { batch = 1, seq = 8, dtype = "bf16", attention = "eager" }))["final_softcap.tanh"], nil,
+    "final_logit_softcapping null")
 end
 
 -- A preset added later gets its closed-form parameter check: every arch "llama" preset is in LLAMA_PRESETS.

@@ -133,10 +133,14 @@ end
 -- a cached token's bytes; the rest, full layers, every token). One request alone at a time: the most blocks in use are
 -- its last decode step's, I + O - 1 = 1032 tokens: full layers ceil(1032 / 16) = 65 blocks, windowed ceil(256 / 16) = 16.
 function M.test_sliding_window_pages_the_window_only()
+  -- the phase forecasts' caches as a windowed graph holds them (neusight.nodes.kv_cache_tokens: its windowed layers
+  -- keep min(T, 256) of a sequence's T tokens, prefill and decode alike)
   local function windowed(share)
     return function(f)
       local r = phase(f)
+      local T = f.mode == "decode" and f.context + 1 or f.seq
       r.kv_window, r.kv_window_share = 256, share
+      r.kv_cache_gb = 1e-4 * f.batch * ((1 - share) * T + share * math.min(T, 256))
       return r
     end
   end

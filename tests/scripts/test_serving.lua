@@ -206,6 +206,32 @@ function T.test_kv_cache_window_from_the_graph()
   eq(workload.kv_cache_window(llama.build(q, decode_opts(1, 5000))), nil, "qwen3_8b without use_sliding_window")
 end
 
+-- One rule for the KV cache a serving step leaves (neusight.nodes.kv_cache_tokens): a prefill of S tokens caches what a
+-- decode step holding S tokens (context S - 1) caches — its windowed layers min(S, W) tokens, not all S — whatever
+-- the attention kernels; its kernels (the cache writes of all S tokens included) are unchanged by the cap.
+function T.test_prefill_and_decode_cache_one_rule()
+  local qwen = {}
+  for k, v in pairs(presets.qwen3_8b) do qwen[k] = v end
+  qwen.use_sliding_window, qwen.sliding_window, qwen.max_window_layers = true, 1024, 20
+  for _, cfg in ipairs { presets.mistral_7b, qwen, presets.gemma2_9b, presets.phi3_mini } do
+    for _, S in ipairs { 1000, 2047, 4096, 8192 } do
+      for _, attention in ipairs { "sdpa", "eager" } do
+        local what = ("%s S %d %s"):format(cfg.name, S, attention)
+        local pre = llama.build(cfg, { batch = 2, seq = S, phase = "prefill", dtype = "bf16", attention = attention })
+        eq(workload.kv_cache_bytes(pre), workload.kv_cache_bytes(llama.build(cfg, decode_opts(2, S - 1))), what)
+        local written = 0
+        for _, n in ipairs(pre) do
+          if n.op == "setitem" then written = written + n.count * n.inputs[1][3] end
+        end
+        eq(written, cfg.num_hidden_layers * S, what .. ": every layer writes the S tokens")
+      end
+    end
+  end
+  -- Mistral-7B, S = 8192 > W = 4096: half of what caching every token would hold
+  local pre = llama.build(presets.mistral_7b, { batch = 1, seq = 8192, phase = "prefill", dtype = "bf16", attention = "sdpa" })
+  eq(workload.kv_cache_bytes(pre), 2 * 32 * 8 * 128 * 4096 * 2, "mistral_7b prefill 8192: the window's 4096 tokens")
+end
+
 function T.test_serving_errors()
   local function err(w)
     local full = { model = "llama3_8b", gpu = "h100", batch = 8, dtype = "bf16" }

@@ -99,12 +99,33 @@ end
 M.NEUTRAL = {
   max_position_embeddings = positions,
   n_ctx = positions,
+  original_max_position_embeddings = positions,
+  query_pre_attn_scalar = function(v) if not (finite(v) and v > 0) then return "must be a positive number" end end,
   relative_attention_max_distance = positions,
   num_sparse_encoder_layers = non_negative_integer,
   num_sparse_decoder_layers = non_negative_integer,
   rope_theta = function(v) if not (finite(v) and v > 0) then return "must be a positive number (the RoPE base)" end end,
   rope_scaling = function(v)
     if v ~= false and type(v) ~= "table" then return "must be a table of the RoPE scaling (or null)" end
+  end,
+  -- transformers v5's one table for rope_theta and rope_scaling ({ rope_type, rope_theta, factor … }; Gemma3-style
+  -- configs nest one such table per layer type): as those two, no kernel reads it; its RoPE bases must be positive.
+  rope_parameters = function(v)
+    if v == false then return nil end
+    if type(v) ~= "table" then return "must be a table of the RoPE parameters (or null)" end
+    local tables = { v }
+    for _, sub in pairs(v) do
+      if type(sub) == "table" and (sub.rope_theta ~= nil or sub.rope_type ~= nil) then tables[#tables + 1] = sub end
+    end
+    for _, t in ipairs(tables) do
+      local theta = t.rope_theta
+      if theta ~= nil and not (finite(theta) and theta > 0) then
+        return ("must give rope_theta as a positive number, the RoPE base (rope_theta %s)"):format(shown(theta))
+      end
+      if t.rope_type ~= nil and type(t.rope_type) ~= "string" then
+        return ("must give rope_type as a string (rope_type %s)"):format(shown(t.rope_type))
+      end
+    end
   end,
   rms_norm_eps = epsilon,
   layer_norm_epsilon = epsilon,

@@ -142,7 +142,7 @@ for _, k in ipairs(FIELDS) do
 end
 FIELDS_V2[#FIELDS_V2 + 1] = "topk_method"
 local FIELDS_OF = { deepseek_v3 = FIELDS, deepseek_v2 = FIELDS_V2 }
-local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
+local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
 function M.fields(model_type)

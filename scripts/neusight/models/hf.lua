@@ -72,13 +72,14 @@ local SWITCH_KEYS = {
 }
 
 -- Llama-family keys that do not change the kernels: the position limit and the RoPE frequencies (the
--- rotary kernels are the same whatever rope_theta / rope_scaling say; the cos/sin tables are not modelled),
+-- rotary kernels are the same whatever rope_theta / rope_scaling say; the cos/sin tables are not modelled;
+-- rope_parameters is transformers v5's one table for both, validated as they are: check.lua NEUTRAL),
 -- the norm epsilon, initialisation, pretraining_tp (modern HF ignores it; HF < 4.45 split the projections in
 -- slices when it was > 1), Qwen's multimodal-RoPE switch and its name for the sliding-window sizes of
 -- generation.
 local LLAMA_KEYS = {
-  "max_position_embeddings", "rope_theta", "rope_scaling", "rms_norm_eps", "initializer_range", "pretraining_tp",
-  "use_mrope",
+  "max_position_embeddings", "rope_theta", "rope_scaling", "rope_parameters", "rms_norm_eps", "initializer_range",
+  "pretraining_tp", "use_mrope",
 }
 
 -- { builder field = { the same key } } for a list of fields.
@@ -148,14 +149,29 @@ local function rotary(entry, model_type)
 end
 
 -- Strict entry for one Llama-family model_type (neusight/models/<arch>.lua lists its fields): arch "llama", or "moe"
--- for the Mixture-of-Experts types.
-local function llama_family(model_type, arch)
+-- for the Mixture-of-Experts types; `own` = { ignore = the type's own keys that change no kernel, fixed = its keys
+-- accepted at the modelled value only } (Phi-3, Gemma2).
+local function llama_family(model_type, arch, own)
   arch = arch or "llama"
   return rotary({
-    arch = arch, model_type = true, ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or nil },
-    null_is_false = true,
+    arch = arch, model_type = true,
+    ignore = { PRETRAINED_KEYS, LLAMA_KEYS, arch == "moe" and MOE_KEYS or own and own.ignore or nil },
+    fixed = own and own.fixed, null_is_false = true,
   }, model_type)
 end
+
+-- Phi3Config keys: original_max_position_embeddings only scales LongRoPE's frequencies (no kernel reads it);
+-- resid_pdrop and embd_pdrop are nn.Dropout probabilities, modelled at 0 only (p = 0 launches no kernel: the
+-- shipped value; a positive one adds dropout kernels in training that the builder does not emit);
+-- partial_rotary_factor (Phi-4-mini's 0.75 rotates part of each head) changes the rotary kernels' shapes: 1 only.
+local PHI3 = {
+  ignore = { "original_max_position_embeddings" },
+  fixed = { resid_pdrop = { 0 }, embd_pdrop = { 0 }, partial_rotary_factor = { 1 } },
+}
+
+-- Gemma2Config keys that change no kernel: query_pre_attn_scalar (the attention's scale is its ^-0.5: the same mul
+-- kernel), the generation cache's class, and sliding_window_size (an older name the config class does not read).
+local GEMMA2 = { ignore = { "query_pre_attn_scalar", "cache_implementation", "sliding_window_size" } }
 
 --- model_type → { arch = builder in neusight/models/, fields = { builder field = { config.json keys… } } },
 --- or fields = "all" to pass every scalar (non-table) field through under its config.json name. Optional:
@@ -246,6 +262,11 @@ M.TYPES = {
   mistral = llama_family("mistral"),
   qwen2 = llama_family("qwen2"),
   qwen3 = llama_family("qwen3"),
+  -- Phi3ForCausalLM (fused qkv_proj and gate_up_proj), GemmaForCausalLM, Gemma2ForCausalLM (GeGLU, (1 + w) norms,
+  -- scaled embeddings; Gemma2: sandwich norms, alternating sliding-window layers, logit soft-capping): llama.lua.
+  phi3 = llama_family("phi3", nil, PHI3),
+  gemma = llama_family("gemma"),
+  gemma2 = llama_family("gemma2", nil, GEMMA2),
   -- MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: the Llama decoder with MoE blocks, strict keys.
   mixtral = llama_family("mixtral", "moe"),
   qwen2_moe = llama_family("qwen2_moe", "moe"),

@@ -33,6 +33,14 @@
 --     of the mask is left out). Not modelled: FlashAttention-2's windowed kernel (attn_implementation =
 --     "flash_attention_2", whose key span is min(i, w) per query: the sdpa op has no such kernel). Windowed and
 --     full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
+--   * "phi3": qkv_proj and gate_up_proj, one GEMM each (q, k, v and gate, up are views of their outputs), Mistral's
+--     sliding_window rule. "gemma" / "gemma2": embeddings · sqrt(hidden_size) (one mul), GemmaRMSNorm (the weight
+--     applied as 1 + weight.float() in fp32, then the cast back), GeGLU (gelu / gelu_pytorch_tanh: one gelu kernel),
+--     head_dim, tied lm_head; "gemma2" also: post_attention_layernorm on the attention output before the residual
+--     add, pre_ and post_feedforward_layernorm around the MLP, every other layer windowed from the first (or
+--     layer_types), attn_logit_softcapping (eager: ÷ cap, tanh, · cap over the scores; HF's sdpa path does not apply
+--     it: the plain sdpa kernel, with a warning; decode kernels fuse it) and final_logit_softcapping (÷, tanh, · over
+--     the logits). query_pre_attn_scalar only sets the scale's value.
 --   * "qwen2": q/k/v projections with bias (o_proj without); "llama" / "qwen3": attention_bias on q/k/v/o;
 --     "llama": mlp_bias on gate/up/down; "qwen3": q_norm / k_norm RMSNorms over head_dim before the rotary
 --     embedding; head_dim (llama, mistral, qwen3) may differ from hidden_size / num_attention_heads.
@@ -43,7 +51,8 @@
 --     to the cache (kv_cache_write), then one decode_attention node over C + 1 cached tokens with the kv heads
 --     (this rank's under tp; no repeat_kv, QKᵀ, softmax or PV kernels: serving engines run FlashDecoding /
 --     paged attention whatever opts.attention says), LM head on b rows. Sliding-window layers (mistral, qwen with
---     use_sliding_window) attend to and cache min(C + 1, sliding_window) tokens (a "sliding_layers" group).
+--     use_sliding_window) attend to and cache min(C + 1, sliding_window) tokens (a "sliding_layers" group); a prefill
+--     leaves min(S, sliding_window) of them cached (neusight.nodes.kv_cache_tokens, one rule for both phases).
 -- Left out: the rotary cos/sin tables (LlamaRotaryEmbedding: an outer product, cat, cos, sin over b·s·head_dim
 -- elements, once per forward and under no_grad) and the causal-mask construction (once per forward): neither is
 -- per layer, and our graphs have no no-grad nodes; the labels' shift in the loss (integers). HF ≥ 4.46 upcasts
@@ -93,6 +102,20 @@ M.DEFAULTS = {
             num_attention_heads = 32, num_key_value_heads = 32, head_dim = 128, hidden_act = "silu",
             tie_word_embeddings = false, attention_bias = false, use_sliding_window = false, sliding_window = 4096,
             max_window_layers = 28, attention_dropout = 0.0, max_position_embeddings = 32768 },
+  -- Phi3Config (num_key_value_heads None: num_attention_heads; sliding_window None)
+  phi3 = { vocab_size = 32064, hidden_size = 3072, intermediate_size = 8192, num_hidden_layers = 32,
+           num_attention_heads = 32, hidden_act = "silu", tie_word_embeddings = false, attention_dropout = 0.0,
+           sliding_window = false, max_position_embeddings = 4096 },
+  -- GemmaConfig, Gemma2Config (hidden_activation None: hidden_act; Gemma2's layer_types None: alternating)
+  gemma = { vocab_size = 256000, hidden_size = 3072, intermediate_size = 24576, num_hidden_layers = 28,
+            num_attention_heads = 16, num_key_value_heads = 16, head_dim = 256, hidden_act = "gelu_pytorch_tanh",
+            hidden_activation = false, tie_word_embeddings = true, attention_bias = false, attention_dropout = 0.0,
+            max_position_embeddings = 8192 },
+  gemma2 = { vocab_size = 256000, hidden_size = 2304, intermediate_size = 9216, num_hidden_layers = 26,
+             num_attention_heads = 8, num_key_value_heads = 4, head_dim = 256, hidden_act = "gelu_pytorch_tanh",
+             hidden_activation = "gelu_pytorch_tanh", tie_word_embeddings = true, attention_bias = false,
+             attention_dropout = 0.0, sliding_window = 4096, attn_logit_softcapping = 50.0,
+             final_logit_softcapping = 30.0, max_position_embeddings = 8192 },
 }
 
 -- The fields of every model_type, then each one's own; the config keys that do not change the kernels and that a
@@ -104,21 +127,32 @@ local OWN = {
   mistral = { "head_dim", "sliding_window" },
   qwen2 = { "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
   qwen3 = { "head_dim", "attention_bias", "use_sliding_window", "sliding_window", "max_window_layers", "layer_types" },
+  phi3 = { "sliding_window" },
+  gemma = { "head_dim", "attention_bias", "hidden_activation" },
+  gemma2 = { "head_dim", "attention_bias", "hidden_activation", "sliding_window", "layer_types",
+             "attn_logit_softcapping", "final_logit_softcapping" },
 }
-local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling" }
+local NEUTRAL = { "max_position_embeddings", "rms_norm_eps", "rope_theta", "rope_scaling", "rope_parameters" }
 
 --- The builder fields of a model_type (what scripts/neusight/models/hf.lua takes from a config.json).
 function M.fields(model_type) return M.family_fields(M.FAMILY, model_type) end
 
 -- The Llama family as M.resolve sees it: its model types, their defaults and own fields, and how each one windows
 -- attention ("mistral": every layer when sliding_window is set; "qwen": use_sliding_window, max_window_layers,
--- layer_types). Derived families (neusight/models/moe.lua) pass their own table of the same shape.
+-- layer_types; "alternate": layer_types, else every other layer from the first, Gemma2's default). Optional per-type
+-- sets: fused (Phi-3's qkv_proj and gate_up_proj), gemma (Gemma's scaled embedding, (1 + weight) RMSNorm and GELU MLP:
+-- hidden_act / hidden_activation "gelu" or "gelu_pytorch_tanh"), sandwich (Gemma2's post-attention and
+-- post-feedforward norms). Derived families (neusight/models/moe.lua) pass their own table of the same shape.
 M.FAMILY = {
   name = "llama", defaults = M.DEFAULTS, own = OWN, neutral = NEUTRAL,
-  supported = "\"llama\", \"mistral\", \"qwen2\" or \"qwen3\"",
-  window = { mistral = "mistral", qwen2 = "qwen", qwen3 = "qwen" },
+  supported = "\"llama\", \"mistral\", \"qwen2\", \"qwen3\", \"phi3\", \"gemma\" or \"gemma2\"",
+  window = { mistral = "mistral", qwen2 = "qwen", qwen3 = "qwen", phi3 = "mistral", gemma2 = "alternate" },
   qkv_bias = { qwen2 = true }, qk_norm = { qwen3 = true },
+  fused = { phi3 = true }, gemma = { gemma = true, gemma2 = true }, sandwich = { gemma2 = true },
 }
+
+-- The activations one kernel computes (F.gelu, exact or tanh-approximated: ops/gelu.lua), Gemma's MLP.
+local GELU = { gelu = true, gelu_pytorch_tanh = true }
 
 --- The builder fields of a model_type of `family` (default M.FAMILY): its common fields, then its own.
 function M.family_fields(family, model_type)
@@ -133,7 +167,7 @@ end
 --- name the model. false stands for HF's None (sliding_window, head_dim, num_key_value_heads, layer_types).
 --- r.c holds every builder field with its default applied (derived families read their own fields there);
 --- r.windowed_at[i] (1-based layer) whether layer i - 1 uses the sliding window.
----@return table r { who, model_type, c, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed, windowed_at }
+---@return table r { who, model_type, c, V, h, I, L, nh, kvh, hd, tied, qkv_bias, o_bias, mlp_bias, qk_norm, p_drop, window?, windowed, windowed_at, fused, gemma, act, sandwich, attn_softcap?, final_softcap? }
 function M.resolve(cfg, family)
   local who = ("%s model '%s'"):format(family.name, tostring(cfg.name or "?"))
   local mt = cfg.model_type or family.default_type or "llama"
@@ -151,7 +185,8 @@ function M.resolve(cfg, family)
   for _, k in ipairs(M.family_fields(family, mt)) do
     local v = cfg[k]
     if v == nil then v = d[k] end
-    if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types") then v = nil end
+    if v == false and (k == "num_key_value_heads" or k == "head_dim" or k == "layer_types"
+        or k == "hidden_activation") then v = nil end
     c[k] = v
   end
   checks.counts(who, c, { "vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads" },
@@ -161,9 +196,27 @@ function M.resolve(cfg, family)
       error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
     end
   end
-  if c.hidden_act ~= "silu" then
+  local gemma = family.gemma ~= nil and family.gemma[mt] == true
+  local act = c.hidden_act
+  if gemma then -- HF reads hidden_activation (Gemma2; Gemma before 4.4x) or hidden_act (Gemma): both must be a GELU
+    for _, k in ipairs { "hidden_act", "hidden_activation" } do
+      if c[k] ~= nil and not GELU[c[k]] then
+        error(("%s: %s %s is not supported (Gemma's MLP is GeGLU with one GELU kernel: \"gelu\" or \"gelu_pytorch_tanh\")")
+          :format(who, k, type(c[k]) == "string" and ("%q"):format(c[k]) or tostring(c[k])), 0)
+      end
+    end
+  elseif act ~= "silu" then
     error(("%s: hidden_act %s is not supported (the Llama-family MLP is SwiGLU: \"silu\")"):format(who,
-      type(c.hidden_act) == "string" and ("%q"):format(c.hidden_act) or tostring(c.hidden_act)), 0)
+      type(act) == "string" and ("%q"):format(act) or tostring(act)), 0)
+  end
+  -- Gemma2's logit soft-capping (x / cap, tanh, · cap): a positive cap, or false (None) for none
+  local softcap = {}
+  for _, k in ipairs { "attn_logit_softcapping", "final_logit_softcapping" } do
+    local v = c[k]
+    if v ~= nil and v ~= false and not (type(v) == "number" and v > 0 and v < math.huge) then
+      error(("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, tostring(v)), 0)
+    end
+    softcap[k] = v or nil
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
@@ -198,12 +251,12 @@ function M.resolve(cfg, family)
       window = sw
       for i = 1, L do windowed_at[i] = true end
     end
-  elseif style == "qwen" then
-    local mwl = c.max_window_layers
+  elseif style == "qwen" or style == "alternate" then
+    local mwl = style == "qwen" and c.max_window_layers or 0
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
       error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, tostring(mwl)), 0)
     end
-    if c.use_sliding_window and sw then window = sw end
+    if (style == "alternate" or c.use_sliding_window) and sw then window = sw end
     if c.layer_types ~= nil then
       local lt = c.layer_types
       if type(lt) ~= "table" or #lt ~= L then
@@ -216,6 +269,8 @@ function M.resolve(cfg, family)
         end
         windowed_at[i] = window ~= nil and v == "sliding_attention"
       end
+    elseif window and style == "alternate" then
+      for i = 1, L do windowed_at[i] = (i - 1) % 2 == 0 end -- Gemma2Config: layer i sliding when (i + 1) % 2
     elseif window then
       for i = 1, L do windowed_at[i] = i - 1 >= mwl end
     end
@@ -232,6 +287,9 @@ function M.resolve(cfg, family)
     qkv_bias = family.qkv_bias[mt] == true or c.attention_bias == true, o_bias = c.attention_bias == true,
     mlp_bias = c.mlp_bias == true, qk_norm = family.qk_norm[mt] == true, p_drop = p,
     window = window, windowed = windowed, windowed_at = windowed_at,
+    fused = family.fused ~= nil and family.fused[mt] == true, gemma = gemma, act = gemma and "gelu" or "silu",
+    sandwich = family.sandwich ~= nil and family.sandwich[mt] == true,
+    attn_softcap = softcap.attn_logit_softcapping, final_softcap = softcap.final_logit_softcapping,
   }
 end
 
@@ -243,6 +301,18 @@ function M.config(cfg) return M.resolve(cfg, M.FAMILY) end
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, attention?: string, tp?: integer, parallel?: table, sequence_parallel?: boolean }
 ---@return neusight.Node[]
 function M.build(cfg, opts) return M.graph(M.config(cfg), opts) end
+
+-- Gemma2's attn_logit_softcapping under sdpa: HF's sdpa_attention_forward drops the softcap (only eager and
+-- flash_attention_2 apply it), so the model HF runs there has no soft-capping and its kernel is the plain sdpa one.
+-- Said once per model name (search builds a graph per layout).
+local softcap_warned = {}
+local function softcap_note(who)
+  if softcap_warned[who] then return end
+  softcap_warned[who] = true
+  require("neusight").warn(("%s: attn_logit_softcapping under sdpa attention: HF's sdpa path does not apply it (eager and "
+    .. "flash_attention_2 do), so the forecast prices the sdpa kernel alone; give --attention eager (workload field "
+    .. "attention) for the kernels of the soft-capped scores"):format(who))
+end
 
 --- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
 --- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
@@ -278,6 +348,7 @@ function M.graph(r, opts, moe)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
+  if sdpa and not decode and r.attn_softcap then softcap_note(who) end
   local g = N.new(dtype, shard, sp)
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
@@ -297,7 +368,7 @@ function M.graph(r, opts, moe)
 
   -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, nn.Linear, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
-  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width) end
+  local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width, r.gemma) end
   local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
   local function linear(...) N.linear(g, ...) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
@@ -311,9 +382,14 @@ function M.graph(r, opts, moe)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
-    linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
-    linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-    linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+    if r.fused then -- Phi-3's qkv_proj: one GEMM, then q, k, v are slices (views) of its output
+      local width = (nh + 2 * kvh) * hd
+      linear(a .. ".qkv_proj", x, h, width, { b, s, width }, r.qkv_bias)
+    else
+      linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
+      linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+      linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
+    end
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
       rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
       rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)
@@ -339,6 +415,11 @@ function M.graph(r, opts, moe)
       add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0,
         { core_attention = true, core_inputs = gqa and "1" or "1,2" })
       add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
+      if r.attn_softcap then -- Gemma2: scores / cap, tanh, · cap
+        add("div", a .. ".softcap.div", { scores }, scores, 0, core)           --                   VECdivu
+        add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
+        add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
+      end
       add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
       add("softmax", a .. ".softmax", { scores }, scores, 0, core)
       if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
@@ -348,8 +429,14 @@ function M.graph(r, opts, moe)
     -- Row-parallel o_proj: its bias (attention_bias) is added once, after the all-reduce (replicated).
     add("linear", a .. ".o_proj", { q_flat }, x, nh * hd * h + (r.o_bias and h or 0), { bias = r.o_bias })
     tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
-    add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
-    rms_norm(p .. ".post_attention_layernorm", xs, h)
+    if r.sandwich then -- Gemma2: the attention output normed before the residual add, the MLP's input after it
+      rms_norm(p .. ".post_attention_layernorm", xs, h)
+      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      rms_norm(p .. ".pre_feedforward_layernorm", xs, h)
+    else
+      add("add", p .. ".attn_residual", { xs, xs }, xs, 0, { fused_external = 1 })
+      rms_norm(p .. ".post_attention_layernorm", xs, h)
+    end
     local m = p .. ".mlp"
     if sparse then
       moe.block(ctx, p)
@@ -357,24 +444,26 @@ function M.graph(r, opts, moe)
       tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
       if not I then I = shard and shard.split(r.I, "intermediate_size") or r.I end
       act = act or { b, s, I }
-      swiglu(m, x, act, I, r.mlp_bias)
+      N.swiglu(g, m, x, act, h, I, r.mlp_bias, nil, nil, { act = r.act, fused = r.fused })
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
+    if r.sandwich then rms_norm(p .. ".post_feedforward_layernorm", xs, h) end
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })
   end
 
   N.embed_tokens(g, x, V)
+  -- Gemma: inputs_embeds · sqrt(hidden_size) (a tensor in the dtype: one VECmulu)
+  if r.gemma then add("mul", "embed_scale", { xs }, xs, 0, { note = "Gemma: embeddings · sqrt(hidden_size)" }) end
 
   -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
-  -- In decode they attend to (and cache) the last `sliding_window` tokens once the cache outgrows the window.
-  local sliding, kv, kv_window = 0, serve and serve.kv, nil
-  if decode then
-    sliding = r.window ~= nil and kv > r.window and r.windowed or 0
-    kv_window = r.window
-  else
-    sliding = sdpa and r.window ~= nil and s >= r.window and r.windowed or 0
-    kv_window = kv
-  end
+  -- In both serving phases they cache the last `sliding_window` tokens once the sequence outgrows the window
+  -- (neusight.nodes.kv_cache_tokens: the prefill leaves min(S, W) of them cached, a decode step min(C + 1, W)); in
+  -- decode they attend to only those.
+  local kv = serve and serve.kv
+  local kv_window = kv and N.kv_cache_tokens(kv, r.window)
+  local capped = kv ~= nil and kv_window < kv -- the window caps a windowed layer's cache
+  local masked = not decode and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
+  local sliding = (capped or masked) and r.windowed or 0
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
   -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
   -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed
@@ -403,7 +492,7 @@ function M.graph(r, opts, moe)
     end
   end
 
-  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts)
+  N.causal_lm_head(g, serve, x, xs, V, r.tied, opts, { one_plus = r.gemma, softcap = r.final_softcap })
   if moe and moe.epilogue then moe.epilogue(ctx, sparse_layers) end
   return nodes
 end

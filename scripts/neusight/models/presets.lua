@@ -132,6 +132,16 @@ local presets = {
   -- Qwen/Qwen3-8B, Qwen3-32B (q_norm / k_norm, head_dim 128)
   qwen3_8b    = llama("qwen3_8b",    "qwen3", 36, 4096, 32, 8, 12288, 151936, { head_dim = 128, attention_bias = false }),
   qwen3_32b   = llama("qwen3_32b",   "qwen3", 64, 5120, 64, 8, 25600, 151936, { head_dim = 128, attention_bias = false }),
+  -- microsoft/Phi-3-mini-4k-instruct (fused qkv_proj and gate_up_proj; sliding_window 2047): 3,821,079,552 parameters
+  phi3_mini   = llama("phi3_mini",   "phi3", 32, 3072, 32, 32, 8192, 32064, { sliding_window = 2047 }),
+  -- google/gemma-7b (head_dim 256 ≠ 3072 / 16, GeGLU, lm_head tied to embed_tokens): 8,537,680,896 parameters
+  gemma_7b    = llama("gemma_7b",    "gemma", 28, 3072, 16, 16, 24576, 256000,
+    { head_dim = 256, hidden_act = "gelu", tie_word_embeddings = true }),
+  -- google/gemma-2-9b (alternating 4096-token sliding-window and global layers, sandwich norms, attention and final
+  -- logit soft-capping): 9,241,705,984 parameters
+  gemma2_9b   = llama("gemma2_9b",   "gemma2", 42, 3584, 16, 8, 14336, 256000,
+    { head_dim = 256, hidden_activation = "gelu_pytorch_tanh", tie_word_embeddings = true, sliding_window = 4096,
+      attn_logit_softcapping = 50.0, final_logit_softcapping = 30.0 }),
   gpt2_med   = gpt("gpt2_med",   24, 1024, 16, 1024),
   gpt2_large = gpt("gpt2_large", 36, 1280, 20, 1024),
   gpt2_xl    = gpt("gpt2_xl",    48, 1600, 25, 1024),
@@ -157,6 +167,7 @@ local POSITIONS = {
   llama2_7b = 4096, llama2_13b = 4096, llama2_70b = 4096,
   llama3_8b = 131072, llama3_70b = 131072, llama3_405b = 131072, llama32_1b = 131072, llama32_3b = 131072,
   mistral_7b = 32768, qwen25_7b = 131072, qwen25_72b = 131072, qwen3_8b = 40960, qwen3_32b = 40960,
+  phi3_mini = 4096, gemma_7b = 8192, gemma2_9b = 8192,
 }
 for name, n in pairs(POSITIONS) do presets[name].max_position_embeddings = n end
 
