@@ -338,7 +338,7 @@ int search_main(const search_flags& f) {
                               {"recompute", recompute}, {"fc.total", fc.total()},
                               {"fc.model_flops_forward", fc.phase_model_flops(phase::forward)},
                               {"fc.model_flops_backward", fc.phase_model_flops(phase::backward)},
-                              {"fc.flops_accumulate", fc.phase_flops(phase::accumulate)}};
+                              {"fc.model_flops_accumulate", fc.phase_model_flops(phase::accumulate)}};
                 if (schedule_given || pp > 1 || m > 1) c.floor_in.emplace_back("schedule", var.schedule);
                 if (tl) {
                   c.floor_in.emplace_back("par.iteration", tl->iteration_s);

@@ -1,6 +1,7 @@
 // engine/core/forecast.cpp — aggregation of kernel latencies (no overlap on one GPU: kernels run in order).
 #include "core/forecast.h"
 
+#include <cmath>
 #include <map>
 
 #include "core/text.h"
@@ -40,6 +41,17 @@ double model_flops_share(const node& n) {
   return *v;
 }
 
+// A node's attrs.<key> (forecast::phase_model_flops: model_flops_copies, model_flops_shards): 1 without it, an error
+// unless a whole number >= 1 (`what` says what it counts).
+double model_flops_ranks(const node& n, const char* key, const char* what) {
+  const auto it = n.attrs.find(key);
+  if (it == n.attrs.end()) return 1;
+  const double* v = std::get_if<double>(&it->second);
+  if (!v || !(*v >= 1 && *v < 1e9 && *v == std::floor(*v)))
+    throw error("node '" + n.name + "': attrs." + key + " must be a whole number >= 1 (" + what + ")");
+  return *v;
+}
+
 }  // namespace
 
 double forecast::phase_model_flops(phase p) const {
@@ -48,7 +60,13 @@ double forecast::phase_model_flops(phase p) const {
   for (const auto& ki : kernels)
     if (ki.ph == p) {
       const node& n = g.nodes[ki.node];
-      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n) : 1.0);
+      const double copies = model_flops_ranks(
+          n, "model_flops_copies", "the tensor-parallel ranks that run the same node on the same data");
+      const double shards = p != phase::accumulate ? 1.0
+                                                   : model_flops_ranks(n, "model_flops_shards",
+                                                                       "the expert-parallel ranks that hold its other "
+                                                                       "parts");
+      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n) : 1.0) * shards / copies;
     }
   return f;
 }

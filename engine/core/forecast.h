@@ -34,13 +34,13 @@ struct forecast {
   double flops_total() const;
   // FLOPs of one phase's kernels, replication included.
   double phase_flops(phase p) const;
-  // The model's FLOPs of one phase (scripts/neusight/figures.lua model FLOPs): phase_flops with each node's forward
-  // and backward kernels (its work on the rows it runs) scaled by its attrs.model_flops_share, a number in (0, 1], 1
-  // without it; gradient accumulation and the optimizer step, work on its parameters, count in full. A builder sets
-  // the share where the graph prices more rows than the mean GPU runs: the busiest expert-parallel rank's local
-  // experts (scripts/neusight/models/moe.lua mean_rank_share: mean rows / busiest rows), whose time every rank waits
-  // for but whose extra rows are no FLOPs the model needs. Equal to phase_flops where no node sets it; another value
-  // is an error naming the node.
+  // The model's FLOPs of one phase (scripts/neusight/figures.lua model FLOPs): phase_flops with each node's forward and
+  // backward kernels scaled by attrs.model_flops_share in (0, 1] (the busiest expert-parallel rank's experts, moe.lua
+  // mean_rank_share: mean / busiest rows), each kernel divided by attrs.model_flops_copies (tp for a node every tensor-
+  // parallel rank runs whole on the same data: scripts/neusight/parallel/shard.lua mark_replicated) and gradient
+  // accumulation times attrs.model_flops_shards (ep for a local expert's weights: workload.lua; figures counts the
+  // accumulation once per model parameter). Both whole numbers >= 1; 1 without an attribute; another value is an
+  // error naming the node. Equal to phase_flops where no node sets them.
   double phase_model_flops(phase p) const;
   // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
   double params_total() const;

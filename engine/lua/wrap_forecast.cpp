@@ -18,10 +18,11 @@ void forecast_push(lua_State* L, const forecast& f, bool rows) {
   set_number(L, "flops_backward", f.phase_flops(phase::backward));
   set_number(L, "flops_accumulate", f.phase_flops(phase::accumulate));
   set_number(L, "flops_optimizer", f.phase_flops(phase::optimizer));
-  // the model's work of the forward and backward (node_model_flops_share): what neusight.report figure_inputs hands
-  // the figures as model FLOPs
+  // the model's work of the forward, backward and gradient accumulation (forecast::phase_model_flops: each node's
+  // model_flops_share and model_flops_copies): what neusight.report figure_inputs hands the figures as model FLOPs
   set_number(L, "model_flops_forward", f.phase_model_flops(phase::forward));
   set_number(L, "model_flops_backward", f.phase_model_flops(phase::backward));
+  set_number(L, "model_flops_accumulate", f.phase_model_flops(phase::accumulate));
   set_number(L, "params", f.params_total());
   if (!rows) return;
   lua_createtable(L, int(f.g.nodes.size()), 0);  // stack: fc nodes

@@ -18,7 +18,8 @@ local ipairs, type, tonumber, tostring, tointeger, setmetatable = ipairs, type, 
 
 local M = {}
 
--- A value as a CSV cell: numbers as report.number_csv writes them (exact, in the JSON's digits), nil empty.
+-- A value as a CSV cell: numbers as report.number_csv writes them (exact, in the JSON's digits), nil empty, a list
+-- (a row's warnings) its items joined by "; " in one cell.
 local number_csv -- neusight.report's, found on first use (an older --scripts report.lua without it: a clear error)
 local function value_csv(v)
   if type(v) == "number" then
@@ -27,6 +28,7 @@ local function value_csv(v)
   end
   if type(v) == "boolean" then return v and "true" or "false" end
   if v == nil then return "" end
+  if type(v) == "table" then return csv_field(concat(v, "; ")) end
   return csv_field(v)
 end
 
@@ -85,7 +87,8 @@ function M.repeated(key, given)
 end
 
 --- The row of a forecast: its inputs as run (neusight.report row(fields, gpu)), gpu_file (the GPU's file, `gpu.file`),
---- latency_ms, the `figures` (the engine's array of { key, column, value, cell }) and the `warnings` joined. nil and why when a figure is named like a column
+--- latency_ms, the `figures` (the engine's array of { key, column, value, cell }) and the `warnings`, a list as a single
+--- forecast's JSON has them (CSV joins them in one cell: value_csv). nil and why when a figure is named like a column
 --- (it would overwrite that one in JSON and glue CSV cells).
 function M.add(doc, fields, gpu, latency_ms, figures, warnings)
   local as_run = report.row(fields, gpu)
@@ -104,7 +107,9 @@ function M.add(doc, fields, gpu, latency_ms, figures, warnings)
     end
     row[#row + 1] = { key = x.key, column = x.column, value = x.value, cell = x.cell }
   end
-  row[#row + 1] = { key = "warnings", column = "", value = concat(warnings, "; "), cell = "", list = warnings }
+  local list = {}
+  for i, w in ipairs(warnings) do list[i] = w end
+  row[#row + 1] = { key = "warnings", column = "", value = list, cell = "", list = list }
   doc.rows[#doc.rows + 1] = row
   return row
 end

@@ -7,17 +7,22 @@
 -- Definitions (per iteration: a training step, an inference / prefill forward pass over the batch, one decode step):
 --   tokens            train, inference, prefill: batch × seq (the global batch); decode: batch (one new token each)
 --   tokens_per_s      tokens / latency (tokens_per_s_per_gpu: / gpus)
---   model FLOPs       the graph's forward + backward kernel FLOPs (gradient accumulation included; the optimizer
---                     step and activation recomputation excluded), times dp × tp × microbatches in a parallel run
---                     (the graph is one tp rank's microbatch): FLOPs the model needs, counted kernel by kernel from
+--   model FLOPs       the graph's forward + backward kernel FLOPs, times dp × tp × microbatches in a parallel run
+--                     (the graph is one tp rank's microbatch), plus the gradient accumulation of the model's parameters
+--                     once (not per dp replica and microbatch: that is the layout's work; × tp over the tp ranks'
+--                     shards, a local expert's × ep; the optimizer step and activation recomputation excluded): FLOPs
+--                     the model needs, the same whatever the layout, counted kernel by kernel from
 --                     the same formulas that price the kernels — not the 6·N·tokens + attention approximation of the
 --                     PaLM / Megatron papers (which it matches for dense transformers within the attention
 --                     convention; it also covers MoE routing, encoders, imported graphs). Under expert parallelism
---                     the mean rank's expert rows, not the busiest rank's the latency prices (flops_forward and
---                     flops_backward are the engine's model FLOPs: neusight.report figure_inputs)
+--                     the mean rank's expert rows, not the busiest rank's the latency prices; under tensor
+--                     parallelism a node every tp rank runs whole (norms, residual adds, routers, MLA's down
+--                     projections) once, not tp times (neusight.parallel.shard mark_replicated): the same FLOPs
+--                     whatever the tp (flops_forward, flops_backward and flops_accumulate are the engine's model
+--                     FLOPs: neusight.report figure_inputs)
 --   flops_per_token   model FLOPs / tokens
---   achieved_tflops   per GPU: every graph FLOP of the iteration (optimizer step included, recomputation not) / gpus
---                     / latency
+--   achieved_tflops   per GPU: the model FLOPs and the optimizer step of every copy of the parameters it updates
+--                     (recomputation not) / gpus / latency
 --   mfu               model FLOPs / gpus / latency / the dtype's dense peak (peak_tflops: the GPU file's tensor
 --                     peak for fp16/bf16/fp8/tf32, its fp32 matrix peak for fp32; no sparsity)
 --   memory_gb, fits   per GPU, the fullest GPU: the memory model's (scripts/neusight/memory.lua: state + saved
@@ -106,12 +111,14 @@ function M.floor_warning(t)
 end
 
 -- The GPUs of `r` (M.compute's fields), the model FLOPs of its iteration (the graph's forward and backward, over the
--- copies of the graph it runs: one tp rank's microbatch in a parallel run), the dtype's dense peak (nil: none) and the
--- MFU of its latency_s (nil without a peak or a latency).
+-- copies of the graph it runs: one tp rank's microbatch in a parallel run; its gradient accumulation once over the
+-- tp ranks, the model's parameters' once), the dtype's dense peak (nil: none) and the MFU of its latency_s (nil
+-- without a peak or a latency).
 local function layout_of(r)
   local gpus = r.parallel and r.dp * r.tp * r.pp or 1
   local replicas = r.parallel and r.dp * r.tp * r.microbatches or 1
   local model_flops = replicas * (r.flops_forward + r.flops_backward)
+    + (r.parallel and r.tp or 1) * (r.flops_accumulate or 0)
   local peak = positive(r.peak_tflops) and r.peak_tflops or nil
   local latency = r.latency_s
   local mfu = (type(latency) == "number" and latency > 0 and peak) and model_flops / gpus / latency / (peak * 1e12)
@@ -159,7 +166,7 @@ end
 --- included (device_floor_s: neusight.parallel.timeline's `floor`; pipeline bubbles and communication are the
 --- forecast's, not the floor's; an older --scripts parallel report without it: none); or, where that is more, the model
 --- FLOPs at the dtype's dense peak (MFU 100 %). nil, nil without either. `r`: M.compute's fields (parallel, dp, tp, pp,
---- microbatches, flops_forward, flops_backward, peak_tflops, floor_s, device_floor_s).
+--- microbatches, flops_forward, flops_backward, flops_accumulate, peak_tflops, floor_s, device_floor_s).
 function M.forecast_floor(r)
   return forecast_floor_of(r, layout_of(r))
 end
@@ -171,7 +178,8 @@ function M.forecast_floor_warning(r, subject)
 end
 
 --- `neusight search`'s floor warning (M.search_floor), told once for its ranking: `r` one layout's inputs as
---- M.compute gets them (latency_s its iteration, parallel and the layout, flops_forward, flops_backward, dtype,
+--- M.compute gets them (latency_s its iteration, parallel and the layout, flops_forward, flops_backward,
+--- flops_accumulate, dtype,
 --- peak_tflops, floor_s or device_floor_s, calibration_source) and its schedule, recompute and ep; `below` and `ranked`
 --- (how many of the ranked layouts are below their floors, of how many), given for the one the warning names: the
 --- best-ranked of them. Returns { fields = {}, lines = {}, warnings = { M.forecast_floor_warning's, or none } }.
@@ -191,7 +199,7 @@ end
 --- dtype's dense peak, nil: none; calibration_source, nil: none; gpu; floor_s: one GPU's kernel families' floors,
 --- floor_s.<family>; and what the caller keeps beside them), filled in and returned with parallel (whether `par` is
 --- given) and neusight.report's timing_inputs and layout_inputs of `fc`, the forecast's totals (total,
---- model_flops_forward, model_flops_backward, flops_accumulate), and `par`, its parallel report (iteration, figures;
+--- model_flops_forward, model_flops_backward, model_flops_accumulate), and `par`, its parallel report (iteration, figures;
 --- nil: one GPU), as predict's figures get them (neusight.report figure_inputs). Search's layouts (M.search_floor) and
 --- serve's phases (neusight.serve) are held to their floors through it.
 function M.floor_inputs(fc, par, r)
@@ -206,7 +214,7 @@ end
 
 --- `neusight search`'s floor check over its whole ranking, in one call (engine/cli/search_cmd.cpp): `layouts` the ranked
 --- layouts, best first, each { dp, tp, pp, microbatches, ep, recompute, schedule (nil: none named), fc (its forecast's
---- totals: total, model_flops_forward, model_flops_backward, flops_accumulate), par (its parallel report's iteration and figures;
+--- totals: total, model_flops_forward, model_flops_backward, model_flops_accumulate), par (its parallel report's iteration and figures;
 --- nil: no plan, one GPU), floor_s (no plan: its kernel families' floors, floor_s.<family>) }; `shared` what every
 --- layout has: dtype, peak_tflops (the dtype's dense peak; nil: none), calibration_source (nil: none), gpu. Each layout's
 --- inputs are M.floor_inputs', as predict's figures get them; each is held to its floor
@@ -238,8 +246,8 @@ function M.tokens(mode, batch, seq)
 end
 
 --- The figures of one forecast.
---- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward (the model's: gradient accumulation
---- included, the mean expert-parallel rank's expert rows),
+--- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward, flops_accumulate (the model's: the
+--- mean expert-parallel rank's expert rows, replicated nodes once over tp, the parameters' accumulation once),
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
 --- microbatches, distributed_optimizer, state_gb (per GPU), params_known (false: an imported graph that names no
 --- parameters, whose memory is not known), memory_gb and fits (the memory model's, when it ran),

@@ -73,6 +73,15 @@ local function fuse_group(group)
   local attrs = { fused = concat(names, ","), flops = flops }
   if anchor then attrs.anchor = anchor end
   if rep then attrs.rep = rep end
+  -- the model FLOPs' attributes (engine/core/forecast.h phase_model_flops) where every member has the same: a group of
+  -- nodes every tp rank runs whole stays one the model FLOPs count once
+  for _, k in ipairs { "model_flops_copies", "model_flops_share" } do
+    local v = first.attrs and first.attrs[k]
+    for _, n in ipairs(group) do
+      if not (n.attrs and n.attrs[k] == v) then v = nil end
+    end
+    attrs[k] = v
+  end
   return {
     op = "fused_elementwise", name = first.name .. "~" .. last.name, layer = first.layer, count = first.count,
     dtype = first.dtype, inputs = inputs, output = out, params = params, attrs = attrs,

@@ -16,7 +16,8 @@
 --   3. shard.lua     Model builders shard themselves when opts.tp > 1 (M.tensor_shard: Megatron column/row-parallel
 --                    layers; M.expert_shard; M.split) and insert collectives with M.comm_node, priced once by
 --                    neusight/collectives.lua (α–β model); M.rule is the op rule of a collective node kind;
---                    M.price_reference prices a reference graph's collective kernels.
+--                    M.price_reference prices a reference graph's collective kernels; M.mark_replicated marks the
+--                    nodes every tp rank runs whole, which the model FLOPs count once.
 --   4. After the kernels are predicted, timeline.lua (M.timeline) partitions the layers into pipeline stages
 --      (stages.lua; M.layer_count), simulates the schedule (schedule.lua: GPipe, 1F1B, interleaved 1F1B; M.schedules,
 --      M.simulate) from the per-stage forward/backward times, overlaps the data-parallel gradient all-reduce buckets
@@ -42,7 +43,7 @@ M.schedules = schedule.schedules
 M.normalize, M.active, M.check_choice = config.normalize, config.active, config.check_choice
 M.group_shape, M.plan = layout.group_shape, layout.plan
 M.comm_node, M.rule, M.tensor_shard, M.expert_shard = shard.comm_node, shard.rule, shard.tensor_shard, shard.expert_shard
-M.price_reference, M.split = shard.price_reference, shard.split
+M.price_reference, M.split, M.mark_replicated = shard.price_reference, shard.split, shard.mark_replicated
 M.simulate = schedule.simulate
 M.layer_count = stages.layer_count
 M.timeline = timeline.timeline

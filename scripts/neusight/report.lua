@@ -210,15 +210,18 @@ end
 
 --- A forecast's time and model FLOPs as the figures (and the roofline floor it is held to) read them, each given to
 --- `add(key, value)`: latency_s (a parallel run's iteration, its slowest device's finish; else the kernels' sum),
---- flops_forward, flops_backward (gradient accumulation included). `fc` the forecast's totals (total,
---- model_flops_forward, model_flops_backward, flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
+--- flops_forward, flops_backward and flops_accumulate (the graph's gradient accumulation). `fc` the forecast's totals (total,
+--- model_flops_forward, model_flops_backward, model_flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
 --- neusight.figures floor_inputs (each layout search ranks, each phase serve forecasts) read them here.
 function M.timing_inputs(fc, par, add)
   add("latency_s", par and par.iteration + 0.0 or fc.total)
   -- the model's work (the engine's model_flops_<phase>: the forward and backward FLOPs of the mean expert-parallel
-  -- rank's rows where the graph prices the busiest one's; neusight.models.moe), gradient accumulation in full
+  -- rank's rows where the graph prices the busiest one's, neusight.models.moe; a node every tensor-parallel rank runs
+  -- whole once over the tp ranks, neusight.parallel.shard mark_replicated; the accumulation of a local expert's
+  -- gradients times ep, neusight.workload: neusight.figures counts the accumulation once per model parameter)
   add("flops_forward", fc.model_flops_forward)
-  add("flops_backward", fc.model_flops_backward + fc.flops_accumulate)
+  add("flops_backward", fc.model_flops_backward)
+  add("flops_accumulate", fc.model_flops_accumulate)
 end
 
 --- A parallel run's layout as the figures read it, by name in name order, each given to `add(key, value)`: its

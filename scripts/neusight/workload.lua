@@ -1049,6 +1049,29 @@ local function graph_of(w, gpu)
     local ok, built = pcall(builder.build, cfg, opts)
     if not ok then error(error_at(built, w, "model"), 0) end
     nodes = built
+    if plan and plan.tp > 1 then
+      -- the model FLOPs count a node every tp rank runs whole once (neusight.parallel.shard mark_replicated): told
+      -- by the same builder's graph at tp = 1
+      local whole_opts = {}
+      for k, v in pairs(opts) do whole_opts[k] = v end
+      whole_opts.tp, whole_opts.sequence_parallel = 1, false
+      local whole_ok, whole = pcall(builder.build, cfg, whole_opts)
+      if not whole_ok then error(error_at(whole, w, "model"), 0) end
+      par.mark_replicated(nodes, whole, plan.tp)
+    end
+    if plan and plan.ep > 1 then
+      -- a local expert's weights (attrs.expert) are 1 / ep of the model's: its gradient accumulation times ep is the
+      -- model's (engine/core/forecast.h phase_model_flops; neusight.figures counts it once per model parameter)
+      for _, n in ipairs(nodes) do
+        if type(n.attrs) == "table" and n.attrs.expert then
+          local attrs = { model_flops_shards = plan.ep }
+          for k, v in pairs(n.attrs) do
+            if k ~= "model_flops_shards" then attrs[k] = v end
+          end
+          n.attrs = attrs
+        end
+      end
+    end
     name = cfg.name or (type(model) == "string" and model) or cfg.arch
     positions = rotary_limit(cfg, builder)
     if builder.top_k and builder.num_experts then

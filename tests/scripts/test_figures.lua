@@ -113,16 +113,16 @@ function M.test_search_floor_over_the_ranking()
     return {
       -- dp 2: its iteration 1.0 s over its busiest device's 0.5 s floor
       { dp = 2, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
-        fc = { total = 3.0, model_flops_forward = 1e12, model_flops_backward = 2e12, flops_accumulate = 0 },
+        fc = { total = 3.0, model_flops_forward = 1e12, model_flops_backward = 2e12, model_flops_accumulate = 0 },
         par = { iteration = 1.0, figures = { dp = 2, tp = 1, pp = 1, microbatches = 1, device_floor_s = 0.5 } } },
       -- tp 2: 0.4 s under its device's 0.5 s (kept at the layout's iteration, not the graph's 0.1 s sum)
       { dp = 1, tp = 2, pp = 1, microbatches = 1, ep = 1, recompute = "none",
-        fc = { total = 0.1, model_flops_forward = 1e12, model_flops_backward = 2e12, flops_accumulate = 0 },
+        fc = { total = 0.1, model_flops_forward = 1e12, model_flops_backward = 2e12, model_flops_accumulate = 0 },
         par = { iteration = 0.4, figures = { dp = 1, tp = 2, pp = 1, microbatches = 1, device_floor_s = 0.5 } } },
       -- one GPU, no plan: 0.19 s; its kernels' floor 0.3 s; its model FLOPs 10 + 5 + 5 (accumulate) TFLOP at
       -- 100 TFLOP/s, 0.2 s (0.15 s without the gradient accumulation's)
       { dp = 1, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
-        fc = { total = 0.19, model_flops_forward = 10e12, model_flops_backward = 5e12, flops_accumulate = 5e12 },
+        fc = { total = 0.19, model_flops_forward = 10e12, model_flops_backward = 5e12, model_flops_accumulate = 5e12 },
         floor_s = { gemm_tc16 = 0.2, elementwise = 0.1 } },
     }
   end

@@ -1088,6 +1088,40 @@ function T.test_series_primitives_are_the_lua_loops()
   end
 end
 
+-- The tensor-parallel rule of the model FLOPs (shard.mark_replicated): a node the rank runs in the shape the tp = 1
+-- graph has (the same name, op, inputs, output, parameters) is every rank's, marked model_flops_copies = tp on its own
+-- attrs table; split nodes and collectives are not; names repeat in order
+function T.test_mark_replicated()
+  local shared = { note = "one table" }
+  local function node(name, op, inputs, output, params, attrs)
+    return { name = name, op = op, inputs = inputs, output = output, params = params or 0, count = 1, attrs = attrs or {} }
+  end
+  local whole = {
+    node("norm", "mul", { { 2, 8 } }, { 2, 8 }, 8, shared),
+    node("q_proj", "linear", { { 2, 8 } }, { 2, 8 }, 64),
+    node("add", "add", { { 2, 8 }, { 2, 8 } }, { 2, 8 }),
+    node("add", "add", { { 2, 4 }, { 2, 4 } }, { 2, 4 }),
+  }
+  local rank = {
+    node("norm", "mul", { { 2, 8 } }, { 2, 8 }, 8, shared),
+    node("q_proj", "linear", { { 2, 8 } }, { 2, 4 }, 32, shared), -- column-parallel: split
+    node("q_proj.tp_in", "all_reduce", { { 2, 8 } }, { 2, 8 }),    -- a collective: not in the whole graph
+    node("add", "add", { { 2, 8 }, { 2, 8 } }, { 2, 8 }),
+    node("add", "add", { { 2, 2 }, { 2, 2 } }, { 2, 2 }),           -- the second "add": split
+  }
+  P.mark_replicated(rank, whole, 4)
+  eq(rank[1].attrs.model_flops_copies, 4, "the norm: every rank's")
+  eq(rank[1].attrs.note, "one table", "its other attributes kept")
+  eq(shared.model_flops_copies, nil, "on its own table: the builder's shared table untouched")
+  eq(rank[2].attrs.model_flops_copies, nil, "q_proj: split")
+  eq(rank[3].attrs.model_flops_copies, nil, "the collective")
+  eq(rank[4].attrs.model_flops_copies, 4, "the first add: replicated")
+  eq(rank[5].attrs.model_flops_copies, nil, "the second add: split")
+  local one = { node("norm", "mul", { { 2, 8 } }, { 2, 8 }, 8) }
+  P.mark_replicated(one, whole, 1)
+  eq(one[1].attrs.model_flops_copies, nil, "tp 1: nothing")
+end
+
 ---------------------------------------------------------------------------------------------------
 -- The facade
 
@@ -1096,7 +1130,7 @@ end
 function T.test_facade_is_the_modules()
   local exports = {
     config = { "normalize", "active", "check_choice" }, layout = { "group_shape", "plan" },
-    shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split" },
+    shard = { "comm_node", "rule", "tensor_shard", "expert_shard", "price_reference", "split", "mark_replicated" },
     schedule = { "schedules", "simulate" }, stages = { "layer_count" }, timeline = { "timeline" },
     report = { "report" },
   }

@@ -40,7 +40,7 @@ local function forecast()
     },
     total = 6.1e-3, forward = 2.1e-3, backward = 4e-3, accumulate = 0.0, optimizer = 0.0, flops = 40960.0,
     flops_forward = 16512.0, flops_backward = 32768.0, flops_accumulate = 0.0, flops_optimizer = 0.0, params = 512.0,
-    model_flops_forward = 16512.0, model_flops_backward = 32768.0,
+    model_flops_forward = 16512.0, model_flops_backward = 32768.0, model_flops_accumulate = 0.0,
   }
 end
 
@@ -144,14 +144,16 @@ function M.test_memory_warnings_and_figure_inputs()
   eq(inputs.fits, false, "30 GB do not fit in 16")
   eq(inputs.price_per_hour_usd, nil, "no price")
   -- the model's FLOPs, not the graph's: where the graph prices the busiest expert-parallel rank's rows (the engine's
-  -- model_flops_<phase> count the mean rank's; neusight.models.moe), gradient accumulation in full
+  -- model_flops_<phase> count the mean rank's; neusight.models.moe), gradient accumulation the model's (a node
+  -- replicated over the tp ranks once, a local expert's times ep)
   local skewed = forecast()
-  skewed.flops_forward, skewed.flops_backward, skewed.flops_accumulate = 30000.0, 60000.0, 512.0
-  skewed.model_flops_forward, skewed.model_flops_backward = 16512.0, 32768.0
+  skewed.flops_forward, skewed.flops_backward, skewed.flops_accumulate = 30000.0, 60000.0, 1024.0
+  skewed.model_flops_forward, skewed.model_flops_backward, skewed.model_flops_accumulate = 16512.0, 32768.0, 512.0
   inputs = {}
   for _, kv in ipairs(R.figure_inputs(fields({ memory_gb = 30 }), skewed, gpu)) do inputs[kv[1]] = kv[2] end
   eq(inputs.flops_forward, 16512.0, "flops_forward: the model's")
-  eq(inputs.flops_backward, 32768.0 + 512.0, "flops_backward: the model's, gradient accumulation in full")
+  eq(inputs.flops_backward, 32768.0, "flops_backward: the model's")
+  eq(inputs.flops_accumulate, 512.0, "flops_accumulate: the model's (neusight.figures counts it once)")
   eq(inputs.flops_optimizer, 0.0, "flops_optimizer")
   local ok, err = pcall(R.figure_inputs, fields({ memory_gb = "3" }), forecast(), gpu)
   eq(ok, false, "a memory_gb that is not a number")

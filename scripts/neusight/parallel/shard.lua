@@ -7,7 +7,7 @@
 local C = require "neusight.collectives"
 local K = require "neusight.kernels"
 local T = require "neusight.topology"
-local ipairs, type, error = ipairs, type, error
+local ipairs, pairs, type, error = ipairs, pairs, type, error
 local show = T.show
 
 local M = {}
@@ -115,6 +115,54 @@ function M.expert_shard(opts, who, E)
     })
   end
   return shard
+end
+
+-- Whether two shape lists (a node's inputs) are equal, dimension by dimension.
+local function same_shapes(a, b)
+  if #a ~= #b then return false end
+  for i = 1, #a do
+    local x, y = a[i], b[i]
+    if #x ~= #y then return false end
+    for j = 1, #x do
+      if x[j] ~= y[j] then return false end
+    end
+  end
+  return true
+end
+
+--- The tensor-parallel rule of the model FLOPs (neusight.figures: a tp run's are its rank's graph × tp): marks each
+--- node of `nodes`, one tensor-parallel rank's graph of a builder at tp = `tp`, that the rank runs whole — the node of
+--- the same name (its n-th of that name) in `whole`, the same builder's graph at tp = 1 without sequence parallelism,
+--- has the same op, input and output shapes and parameters: norms and residual adds on the full sequence, routers,
+--- the routing and the experts' gathers and combines, MLA's down projections — with attrs.model_flops_copies = tp
+--- (engine/core/forecast.h phase_model_flops): every rank runs it on the same data, so × tp counts it once. Split
+--- nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
+--- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
+---@param nodes table[] the rank's graph
+---@param whole table[] the graph at tp = 1
+---@param tp integer
+function M.mark_replicated(nodes, whole, tp)
+  if tp <= 1 then return end
+  local by_name = {}
+  for _, n in ipairs(whole) do
+    local list = by_name[n.name]
+    if not list then list = {}; by_name[n.name] = list end
+    list[#list + 1] = n
+  end
+  local seen = {}
+  for _, n in ipairs(nodes) do
+    local k = (seen[n.name] or 0) + 1
+    seen[n.name] = k
+    local w = by_name[n.name] and by_name[n.name][k]
+    if w and w.op == n.op and (w.params or 0) == (n.params or 0) and (w.count or 1) == (n.count or 1)
+      and same_shapes({ w.output }, { n.output }) and same_shapes(w.inputs or {}, n.inputs or {}) then
+      local attrs = { model_flops_copies = tp }
+      for key, v in pairs(n.attrs or {}) do
+        if key ~= "model_flops_copies" then attrs[key] = v end
+      end
+      n.attrs = attrs
+    end
+  end
 end
 
 --- Prices a collective kernel of an imported reference graph (predict --graph of opgraph/*-dp4/-tp4/-pp4_M.csv,

@@ -1,0 +1,59 @@
+// tests/cli/test_model_flops_layout_cli.cpp — the model FLOPs (scripts/neusight/figures.lua: flops_per_token,
+// model_flops, what MFU divides) are the model's, not the layout's: the same on one GPU and under any tp, pp, dp,
+// microbatches and ep. The figures take one tensor-parallel rank's graph × dp × tp × microbatches; a node every tp rank
+// runs whole on the same data (norms, residual adds, routers and routing, MLA's down projections) carries
+// attrs.model_flops_copies = tp (scripts/neusight/parallel/shard.lua mark_replicated), and the gradient accumulation
+// counts once per model parameter (a local expert's times ep: attrs.model_flops_shards), not per replica and
+// microbatch. Before, DeepSeek-V2-Lite read about 10 % more FLOPs per token at tp 8 than on one GPU (issue 12/16).
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "cli_json.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_json;
+
+namespace {
+
+double figure(const json& j, const char* key) { return j["figures"][key].get<double>(); }
+
+}  // namespace
+
+TEST_CASE("model FLOPs do not depend on tp pp dp microbatches or ep", "[cli][parallel][model_flops]") {
+  struct model_case {
+    std::string model;
+    bool experts;
+  };
+  for (const model_case& m : {model_case{"deepseek_v2_lite", true}, model_case{"llama3_8b", false},
+                              model_case{"mixtral_8x7b", true}}) {
+    const std::string base = "predict --model " + m.model +
+                             " --gpu h100 --mode train --batch 8 --seq 128 --dtype bf16 --predictor roofline"
+                             " --cluster dgx_h100 --router-skew balanced";
+    const json one = run_json(base);
+    const double per_token = figure(one, "flops_per_token"), model = figure(one, "model_flops");
+    std::vector<std::string> layouts = {"--tp 2", "--tp 8", "--tp 8 --sequence-parallel", "--tp 2 --pp 2 --microbatches 2",
+                                        "--dp 2 --tp 2", "--dp 4 --microbatches 2"};
+    if (m.experts) layouts.insert(layouts.end(), {"--dp 2 --ep 2", "--dp 4 --tp 2 --ep 4", "--dp 2 --ep 2 --tp 8"});
+    for (const auto& layout : layouts) {
+      INFO(m.model << " " << layout);
+      const json j = run_json(base + " " + layout);
+      CHECK_THAT(figure(j, "flops_per_token"), Catch::Matchers::WithinRel(per_token, 1e-9));
+      CHECK_THAT(figure(j, "model_flops"), Catch::Matchers::WithinRel(model, 1e-9));
+    }
+  }
+}
+
+// A forward pass too (inference, prefill): no gradient accumulation, the replicated nodes once over the tp ranks.
+TEST_CASE("model FLOPs of a forward pass do not depend on tp", "[cli][parallel][model_flops]") {
+  for (const std::string model : {"deepseek_v2_lite", "qwen25_7b"})
+    for (const std::string mode : {"inference", "prefill"}) {
+      const std::string base = "predict --model " + model + " --gpu h100 --mode " + mode +
+                               " --batch 4 --seq 256 --dtype bf16 --predictor roofline --cluster dgx_h100";
+      const double one = figure(run_json(base), "flops_per_token");
+      for (const std::string layout : {"--tp 4", "--tp 4 --sequence-parallel"}) {
+        INFO(model << " " << mode << " " << layout);
+        CHECK_THAT(figure(run_json(base + " " + layout), "flops_per_token"), Catch::Matchers::WithinRel(one, 1e-9));
+      }
+    }
+}
