@@ -250,7 +250,9 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
     CHECK(kept >= 16);  // gpt2: 8 addmm + 8 AddmmBackward0 (+ LM head); llama: the q/o/MLP projections
     const double ratio = double(j["latency_ms"]) / double(j["origin_ms"]);
     CHECK(ratio > 1.0);
-    CHECK(ratio < 1.2);
+    // gpt2 +7.5 %, llama +30 %: its AdamW step (4.8 of 11.4 ms, multi_tensor_apply kernels that fill every SM) slows
+    // by the bandwidth ratio, the end to end by less
+    CHECK(ratio < (name == "gpt2-fp32-train" ? 1.1 : 1.35));
   }
 }
 
