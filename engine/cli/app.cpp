@@ -262,7 +262,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
                 std::string(trace_format_name(tr.format)) + " given)");
   std::vector<std::string> warnings;
   if (!trace_device_check(tr, c.calibrate, [&](const std::string& name) { return s.gpu(name); }, gpu, "--gpu", nullptr))
-    warnings.push_back(c.calibrate + ": the trace does not name its GPU (deviceProperties): taken as " + gpu.name);
+    warnings.push_back(c.calibrate + ": the trace does not name its GPU (" + tr.origin_unknown + "): taken as " + gpu.name);
   std::map<std::string, size_t> not_built;
   std::vector<kernel_instance> ks = trace_kernels(s, tr, not_built);
   for (const auto& [kind, n] : not_built)

@@ -726,10 +726,12 @@ std::vector<flag_spec> table_make() {
       .on(eval_models, to(&eval_models_flags::calibrate_each));
 
   // scale.
-  flag("--trace", "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON, or wavescale manifest")
+  flag("--trace", "Trace: per-op label CSV label/<GPU>/<tag>.csv, Chrome-trace JSON (one GPU's kernels: a trace whose "
+                  "kernels ran on several devices is refused), or wavescale manifest")
       .on(scale, to(&scale_flags::trace)).required().check(CLI::ExistingFile);
-  flag("--from", "GPU the trace was measured on (default: the GPU the trace names, or its label/<GPU>/ folder); "
-                 "an error when the trace names another")
+  flag("--from", "GPU the trace was measured on (default: the GPU the trace names — a Chrome trace's deviceProperties "
+                 "entry of the device its kernels ran on —, or its label/<GPU>/ folder); an error when the trace names "
+                 "another")
       .on(scale, to(&scale_flags::from));
   flag("--to", "GPU to forecast").on(scale, to(&scale_flags::to)).required();
   flag("--wave-variant",

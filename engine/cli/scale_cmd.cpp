@@ -3,7 +3,8 @@
 // Chrome-trace JSON and wavescale traces (launch data per kernel): scale.lua's kind_route sends kernel-varying ops
 // (GEMM/BMM, fused attention; backward ops with their forward op's shapes) to that ratio, with our kernels built by
 // scale.lua kernels() from the op's input shapes, and every other op to Habitat's wave scaling of each measured
-// kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2). Both ratio paths apply
+// kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2), where a sub-wave kernel that
+// scale.lua sub_wave_streams() says fills every SM moves with the bandwidth as a multi-wave one does. Both ratio paths apply
 // physics per kernel (scale.lua destination()): a resource that does not bind a kernel on either GPU cannot move it.
 #include "cli/scale_cmd.h"
 
@@ -38,8 +39,9 @@ struct scale_row {
   std::string name, op, phase, family, method;
   std::string dtype;  // of the dominant kernel of a ratio op; empty otherwise
   std::string physics;  // how scale.lua destination() moved the dominant kernel of a ratio op
-  int bucket = 0;  // 0 forward, 1 backward (and accumulate), 2 neither (optimizer, other)
+  int bucket = 0;  // 0 forward, 1 backward (and accumulate), 2 optimizer, 3 other
   double count = 1, origin_ms = 0, scaled_ms = 0;
+  size_t sub_wave = 0, sub_wave_moved = 0;  // wave ops: kernels under one wave on both GPUs, those moved by bandwidth
   std::optional<double> pred_from_ms, pred_to_ms;
 };
 
@@ -48,12 +50,12 @@ struct scale_report {
   int64_t layers = 0;       // 0: not replicated
   std::vector<scale_row> rows;
   std::vector<std::string> warnings;
-  std::optional<double> span_ms, idle_ms;  // Chrome traces: the origin's GPU span and its idle part (trace.h)
+  std::optional<double> span_ms, idle_ms, busy_ms;  // Chrome traces: the origin's GPU span, its idle and busy parts (trace.h)
 };
 
 // Table or JSON of a scaled trace; shared by every trace format.
 int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, const scale_report& r) {
-  double origin = 0, total = 0, ph_total[3] = {0, 0, 0};
+  double origin = 0, total = 0, ph_total[4] = {0, 0, 0, 0};
   json ops = json::array();
   for (const auto& row : r.rows) {
     origin += row.origin_ms;
@@ -66,6 +68,7 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
     if (!row.physics.empty()) o["physics"] = row.physics;
     if (row.pred_from_ms) o["predicted_from_ms"] = *row.pred_from_ms;
     if (row.pred_to_ms) o["predicted_to_ms"] = *row.pred_to_ms;
+    if (row.sub_wave) o["sub_wave"] = {{"kernels", row.sub_wave}, {"bandwidth_scaled", row.sub_wave_moved}};
     ops.push_back(std::move(o));
   }
   for (const auto& w : r.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
@@ -83,9 +86,12 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
     j["latency_ms"] = total;
     j["forward_ms"] = ph_total[0];
     j["backward_ms"] = ph_total[1];  // includes gradient accumulation, as in `predict`
+    j["optimizer_ms"] = ph_total[2];  // the optimizer step, as in `predict`
+    if (ph_total[3] > 0) j["other_ms"] = ph_total[3];  // wavescale ops of pass 'other'
     if (r.idle_ms) {
       // the gaps between kernels (launches, host work) carried over unscaled: what a step takes with them
       j["origin_span_ms"] = *r.span_ms;
+      if (r.busy_ms) j["origin_busy_ms"] = *r.busy_ms;  // some kernel running: less than origin_ms when they overlapped
       j["idle_ms"] = *r.idle_ms;
       j["latency_with_idle_ms"] = total + *r.idle_ms;
     }
@@ -110,8 +116,10 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
                        row.origin_ms > 0 ? row.scaled_ms / row.origin_ms : 0.0);
   }
   out += fmt::format("\norigin ({})   {:>12.3f} ms\nforward        {:>12.3f} ms\nbackward       {:>12.3f} ms\n"
-                     "end to end     {:>12.3f} ms\n",
-                     from.name, origin, ph_total[0], ph_total[1], total);
+                     "optimizer      {:>12.3f} ms\n",
+                     from.name, origin, ph_total[0], ph_total[1], ph_total[2]);
+  if (ph_total[3] > 0) out += fmt::format("other          {:>12.3f} ms\n", ph_total[3]);
+  out += fmt::format("end to end     {:>12.3f} ms\n", total);
   if (r.idle_ms)
     out += fmt::format("with idle      {:>12.3f} ms   (+ {:.3f} ms of the origin's {:.3f} ms GPU span that no kernel covers: "
                        "launch gaps and host work as profiled, which the profiler's own overhead widens; carried over unscaled)\n",
@@ -150,6 +158,7 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
     it.from_s = out.from[i], it.to_s = to_s[i];
     it.compute_from_s = roofline_compute_seconds(k, from), it.memory_from_s = roofline_memory_seconds(k, from);
     it.compute_to_s = roofline_compute_seconds(k, to), it.memory_to_s = roofline_memory_seconds(k, to);
+    it.peak = roofline_peak_key(k);
   }
   for (auto& d : s.scale_destination(items, from, to)) out.to.push_back(d.seconds), out.rule.push_back(std::move(d.rule));
   return out;
@@ -206,7 +215,10 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     row.name = op.name;
     row.op = op.kind;
     row.phase = std::string(trace_phase_name(op.phase));
-    row.bucket = op.phase == trace_phase::forward ? 0 : op.phase == trace_phase::backward || op.phase == trace_phase::accumulate ? 1 : 2;
+    row.bucket = op.phase == trace_phase::forward                                             ? 0
+                 : op.phase == trace_phase::backward || op.phase == trace_phase::accumulate ? 1
+                 : op.phase == trace_phase::optimizer                                       ? 2
+                                                                                            : 3;
     row.origin_ms = op.measured_ms ? *op.measured_ms : kernels_ms;
     // §1.8: what the pass took beyond its kernels is carried over unscaled.
     const double overhead = op.kernels.empty() ? 0.0 : std::max(0.0, row.origin_ms - kernels_ms);
@@ -230,9 +242,32 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     } else {
       row.method = "wave";
       row.family = "none";
-      double scaled_ns = 0;
       const auto& [w_from, w_to] = waves_for(op);
-      for (const auto& k : op.kernels) scaled_ns += wave_scale(wave_kernel_of(k), w_from, w_to, wopt).duration_ns;
+      // Habitat keeps a kernel under one wave on both GPUs; scale.lua sub_wave_streams() says which of them stream
+      // through every SM, whose memory-bound share then moves with the bandwidth as a multi-wave kernel's does (the
+      // paper form already moves it).
+      std::vector<wave_result> res;
+      std::vector<session::scale_wave_kernel> subs;
+      std::vector<size_t> sub_at;
+      for (const auto& k : op.kernels) {
+        res.push_back(wave_scale(wave_kernel_of(k), w_from, w_to, wopt));
+        const wave_result& r = res.back();
+        if (!r.sub_wave || r.method == wave_method::paper_waves) continue;
+        subs.push_back({k.blocks(), k.threads_per_block(), r.wave_origin, r.wave_dest, k.duration_ns / 1e6});
+        sub_at.push_back(res.size() - 1);
+      }
+      if (!subs.empty()) {
+        const std::vector<bool> streams = s.scale_sub_wave(subs, from, to);
+        for (size_t n = 0; n < subs.size(); ++n) {
+          if (!streams[n]) continue;
+          wave_result& r = res[sub_at[n]];
+          r.duration_ns *= wave_memory_factor(w_from, w_to, r.gamma.value_or(1.0));
+          ++row.sub_wave_moved;
+        }
+        row.sub_wave = subs.size();
+      }
+      double scaled_ns = 0;
+      for (const auto& r : res) scaled_ns += r.duration_ns;
       row.scaled_ms = overhead + scaled_ns / 1e6;
     }
     rep.rows.push_back(std::move(row));
@@ -243,7 +278,26 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
   if (skipped) rep.warnings.push_back(fmt::format("skipped {} ops without kernels or a measured time", skipped));
   if (!tr.unattributed.empty())
     rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
-  rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms;
+  rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms, rep.busy_ms = tr.gpu_busy_ms;
+  if (tr.zero_duration_kernels)
+    rep.warnings.push_back(fmt::format("{}: {} kernels have 'dur' 0 and count 0 ms on both GPUs", f.trace,
+                                       tr.zero_duration_kernels));
+  if (tr.gpu_busy_ms) {
+    // Kernels of one stream run one after another; on several streams they may run at once, and the sum of their times
+    // (what is scaled, as Habitat sums them) then exceeds the time the GPU ran any.
+    double summed_ns = 0;
+    for (const auto& op : tr.ops)
+      for (const auto& k : op.kernels) summed_ns += k.duration_ns;
+    for (const auto& k : tr.unattributed) summed_ns += k.duration_ns;
+    const double summed = summed_ns / 1e6, busy = *tr.gpu_busy_ms;
+    if (summed > busy * 1.01)
+      rep.warnings.push_back(fmt::format(
+          "{}: kernels overlap in time{}: their durations sum to {:.3f} ms, but some kernel ran during "
+          "{:.3f} ms only (origin_busy_ms); origin_ms and latency_ms are sums of kernel times, as if the kernels ran "
+          "one after another, so the step may take less than latency_ms",
+          f.trace, tr.kernel_streams > 1 ? fmt::format(" (concurrent streams: {})", tr.kernel_streams) : "", summed,
+          busy));
+  }
   return scale_emit(f, from, to, rep);
 }
 
@@ -358,7 +412,7 @@ int scale_main(const scale_flags& f) {
     throw error(f.trace + ": the trace does not name the GPU it was recorded on" +
                 (tr.format == trace_format::label_csv && !tr.origin_device.empty()
                      ? " (its folder '" + tr.origin_device + "' names no GPU file)"
-                     : std::string(tr.format == trace_format::chrome_json ? " (no deviceProperties)"
+                     : std::string(tr.format == trace_format::chrome_json ? " (" + tr.origin_unknown + ")"
                                    : tr.format == trace_format::wavescale   ? " (no origin_gpu in its manifest)"
                                                                             : "")) +
                 ": give it with --from");

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <optional>
 
 #include "core/gpu_spec.h"
 #include "core/text.h"
@@ -106,6 +107,34 @@ occupancy_limits occupancy_limits_for_cc(std::string_view cc) {
   throw error("unsupported compute capability '" + std::string(cc) + "' (known: " + known + ")");
 }
 
+namespace {
+// "major.minor" as a number to compare (9.5 → 905); nullopt when it is not that form.
+std::optional<int64_t> cc_number(std::string_view cc) {
+  const size_t dot = cc.find('.');
+  if (dot == std::string_view::npos || dot == 0 || dot + 1 >= cc.size() || cc.size() > 8) return std::nullopt;
+  int64_t major = 0, minor = 0;
+  for (size_t i = 0; i < cc.size(); ++i) {
+    if (i == dot) continue;
+    if (cc[i] < '0' || cc[i] > '9') return std::nullopt;
+    (i < dot ? major : minor) = (i < dot ? major : minor) * 10 + (cc[i] - '0');
+  }
+  return minor > 99 ? std::nullopt : std::optional<int64_t>(major * 100 + minor);
+}
+
+// The table's highest cc below `cc` (nullopt: not a "major.minor" or below every entry).
+std::optional<occupancy_limits> occupancy_limits_below(std::string_view cc) {
+  const std::optional<int64_t> n = cc_number(cc);
+  if (!n) return std::nullopt;
+  std::optional<occupancy_limits> best;
+  int64_t best_n = -1;
+  for (const auto& l : cc_table()) {
+    const int64_t m = *cc_number(l.compute_capability);
+    if (m < *n && m > best_n) best = l, best_n = m;
+  }
+  return best;
+}
+}  // namespace
+
 occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
   // An AMD GPU's compute_capability is its LLVM target (gfx942): its wavefronts, LDS and VGPR file follow rules this
   // table does not hold, and guessing them would be a silent wrong occupancy.
@@ -117,7 +146,14 @@ occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
   try {
     l = occupancy_limits_for_cc(gpu.compute_capability);
   } catch (const error& e) {
-    throw error(gpu.source + ": " + e.what());
+    // A cc the table lacks (a new part, a what-if file): every device size below is the file's own (gpu_spec requires
+    // them all); the allocation rules a file does not state (register and shared-memory units, sub-partitions, the
+    // 48 KiB static block limit, carve-outs) are the table's nearest lower cc's, which the table carries over within
+    // and across generations (8.0 → 9.0 → 10.0). Below every entry (or not "major.minor"): refused.
+    const std::optional<occupancy_limits> below = occupancy_limits_below(gpu.compute_capability);
+    if (!below) throw error(gpu.source + ": " + e.what());
+    l = *below;
+    l.compute_capability = gpu.compute_capability;
   }
   // The GPU file's own numbers win over the cc table where it states them (> 0).
   auto take = [](int64_t& dst, int64_t v) {

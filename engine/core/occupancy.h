@@ -46,7 +46,9 @@ occupancy_limits occupancy_limits_for_cc(std::string_view compute_capability);
 
 // The cc table, with the device sizes the GPU file states (threads, blocks, registers, shared memory)
 // taking precedence. gpu_spec's max_smem_per_sm_kb / max_smem_per_block_kb are KiB; the latter is the
-// opt-in limit. Throws ns::error "<source>: ..." for an unsupported cc or an AMD GPU (whose LLVM target is no cc).
+// opt-in limit. A cc the table lacks takes the file's sizes (a GPU file states all of them) with the allocation rules of
+// the table's nearest lower cc. Throws ns::error "<source>: ..." for a cc below the table (or not "major.minor") or
+// an AMD GPU (whose LLVM target is no cc).
 occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu);
 
 struct occupancy_options {

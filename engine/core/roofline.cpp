@@ -28,6 +28,8 @@ unit_peak unit_peak_of(const gpu_spec& gpu, kernel_kind kind, const std::string&
 
 }  // namespace
 
+std::string roofline_peak_key(const kernel& k) { return unit_peak_of(gpu_spec{}, k.kind, k.dtype).key; }
+
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   const unit_peak p = unit_peak_of(gpu, k.kind, k.dtype);
   if (!(p.tflops > 0))

@@ -16,6 +16,9 @@ namespace ns {
 // (fp32 = CUDA-core SIMT, as in the measured data: TF32 off), vector kernels the fp32 rate.
 // Throws ns::error if the GPU has no unit for the dtype (peak 0).
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k);
+// The GPU file's key of that peak ("peak_fp32_tflops" for vector kernels and fp32 SIMT GEMMs, "peak_bf16_tflops" for a
+// bf16 GEMM, …): the one unit the kernel's compute runs on (scripts/neusight/scale.lua destination() compares it alone).
+std::string roofline_peak_key(const kernel& k);
 // The dense peak of a GEMM of `dtype` (an engine dtype name: fp32, tf32, fp16, bf16, fp8) in TFLOP/s, nullopt when
 // the GPU has no unit for it: what the figures' MFU and floor divide by. Throws ns::error for another name ("bfloat16",
 // "BF16"): session::dense_peak_tflops reads those (neusight.kernels dtype_name, the one normaliser) and calls this.

@@ -61,6 +61,9 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
     // inside the word elsewhere is not ("intermediate_size" for "shared_expert_intermediate_size" is another key).
     if ((w.size() >= 3 && lc.find(w) != std::string::npos) || (lc.size() >= 3 && w.rfind(lc, 0) == 0))
       d = std::min<size_t>(d, 1);
+    // Closest of all: a candidate that begins with the word, what people type of a longer name ("a100" → "A100-40GB",
+    // "A100-SXM-80GB" before "A10G" or "V100", one edit away but another thing).
+    if (w.size() >= 3 && lc.rfind(w, 0) == 0) d = 0;
     const size_t limit = std::max<size_t>(2, w.size() / 3);
     if (d <= limit) scored.push_back({d, edits, c});
   }

@@ -1,12 +1,15 @@
 // engine/core/trace.cpp — readers for PyTorch Chrome traces, wavescale CSV traces and label CSVs (see trace.h).
 #include "core/trace.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -452,10 +455,11 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
   trace tr;
   tr.format = trace_format::chrome_json;
   tr.source = source;
-  if (root.is_object() && root.contains("deviceProperties") && root["deviceProperties"].is_array() &&
-      !root["deviceProperties"].empty() && root["deviceProperties"][0].contains("name") &&
-      root["deviceProperties"][0]["name"].is_string())
-    tr.origin_device = root["deviceProperties"][0]["name"].get<std::string>();
+  // deviceProperties: the GPUs of the process (Kineto lists every visible one, by "id"); the origin is the one its
+  // kernels ran on (args.device), chosen below.
+  const json* devices = root.is_object() && root.contains("deviceProperties") && root["deviceProperties"].is_array()
+                            ? &root["deviceProperties"] : nullptr;
+  std::map<int64_t, size_t> kernels_on;  // args.device -> kernels
 
   static const std::string eval_prefix = "autograd::engine::evaluate_function: ";
   std::vector<cpu_event> cpu;
@@ -464,6 +468,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     double ts;
     std::optional<int64_t> ext;
     trace_kernel k;
+    int64_t stream = -1;
   };
   std::vector<kernel_event> kernels;
   for (size_t i = 0; i < events->size(); ++i) {
@@ -483,6 +488,9 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     };
     const double ts = number("ts"), dur = number("dur");
     if (dur < 0) throw error(where(i) + ": " + what + ": negative 'dur'");
+    // The profiler counts time stamps up from its clock's origin: a negative one is an edited or corrupt trace, whose
+    // kernel order, launch containment and GPU span cannot be trusted.
+    if (ts < 0) throw error(where(i) + ": " + what + ": negative 'ts' (" + fmt::format("{}", ts) + ")");
     // physical ranges (µs): an event over 1e10 µs (almost 3 hours) or a time stamp past 1e17 µs (3000 years of epoch
     // time) is a unit slip or garbage, and would dominate every figure computed from the trace
     if (!(dur <= 1e10)) throw error(where(i) + ": " + what + ": 'dur' must be at most 1e10 microseconds");
@@ -522,6 +530,14 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
         (std::string(key) == "shared memory" ? ke.k.shared_bytes : ke.k.registers) = v->get<int64_t>();
       }
       kernel_check(ke.k, where(i) + ": " + what);
+      if (args->contains("device")) {
+        const json& d = (*args)["device"];
+        if (!d.is_number_integer() || d.get<int64_t>() < 0)
+          throw error(where(i) + ": " + what + ": args.device must be a non-negative integer");
+        ++kernels_on[d.get<int64_t>()];
+      }
+      if (args->contains("stream") && (*args)["stream"].is_number_integer())
+        ke.stream = (*args)["stream"].get<int64_t>();
       ke.k.duration_ns = dur * 1000.0;  // Chrome-trace times are microseconds
       kernels.push_back(std::move(ke));
       continue;
@@ -541,6 +557,46 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
 
   if (kernels.empty())  // nothing to scale: the forecast would be 0 ms
     throw error(source + ": no GPU kernel events (\"ph\": \"X\", \"cat\": \"kernel\") in the trace");
+  for (const kernel_event& ke : kernels) tr.zero_duration_kernels += ke.k.duration_ns == 0 ? 1 : 0;
+  if (tr.zero_duration_kernels == kernels.size())
+    throw error(source + ": every one of its " + std::to_string(kernels.size()) +
+                " kernel events has 'dur' 0: a trace with no kernel time cannot be scaled");
+  {
+    std::set<int64_t> streams;
+    for (const kernel_event& ke : kernels)
+      if (ke.stream >= 0) streams.insert(ke.stream);
+    tr.kernel_streams = streams.size();
+  }
+  // The origin GPU: the deviceProperties entry of the device the kernels ran on. Kernels of several devices are no
+  // one GPU's step.
+  if (kernels_on.size() > 1) {
+    std::string list;
+    for (const auto& [d, n] : kernels_on) list += (list.empty() ? "" : ", ") + fmt::format("device {}: {} kernels", d, n);
+    throw error(source + ": its kernels ran on " + std::to_string(kernels_on.size()) + " devices (" + list +
+                "): a trace is one GPU's work; record one process per GPU (each rank's profiler writes its own file)");
+  }
+  auto device_name = [&](const json& p) -> std::string {
+    return p.is_object() && p.contains("name") && p["name"].is_string() ? p["name"].get<std::string>() : "";
+  };
+  const size_t listed = devices ? devices->size() : 0;
+  if (!kernels_on.empty()) {
+    const int64_t dev = kernels_on.begin()->first;
+    bool found = false;
+    for (size_t i = 0; i < listed && !found; ++i) {
+      const json& p = (*devices)[i];
+      const bool has_id = p.is_object() && p.contains("id") && p["id"].is_number_integer();
+      if (has_id ? p["id"].get<int64_t>() == dev : int64_t(i) == dev) found = true, tr.origin_device = device_name(p);
+    }
+    if (!found)
+      tr.origin_unknown = fmt::format("its kernels ran on device {}, which deviceProperties does not list", dev);
+  } else if (listed == 1) {
+    tr.origin_device = device_name((*devices)[0]);
+  } else if (listed > 1) {
+    tr.origin_unknown = fmt::format("deviceProperties lists {} GPUs and its kernels do not say which one they ran on "
+                                    "(no args.device)", listed);
+  } else {
+    tr.origin_unknown = "no deviceProperties";
+  }
   // Outermost enclosing event per (pid, tid): sort by start, longer first, and keep a containment stack.
   std::vector<size_t> order(cpu.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
@@ -637,6 +693,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     covered += cur_hi - cur_lo;
     tr.gpu_span_ms = (end - start) / 1e3;
     tr.gpu_idle_ms = std::max(0.0, end - start - covered) / 1e3;
+    tr.gpu_busy_ms = covered / 1e3;
   }
   for (kernel_event& ke : kernels) {
     auto it = ke.ext ? by_ext.find(*ke.ext) : by_ext.end();

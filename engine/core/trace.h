@@ -77,12 +77,20 @@ std::string_view trace_format_name(trace_format f);
 struct trace {
   trace_format format = trace_format::wavescale;
   std::string source;         // file it was read from
-  std::string origin_device;  // e.g. "V100", "Tesla_V100-PCIE-32GB"; empty when unknown
+  // e.g. "V100", "Tesla_V100-PCIE-32GB"; empty when unknown. Chrome traces: the deviceProperties entry whose id is
+  // the kernels' args.device (the only entry when they carry none); kernels of several devices are an error.
+  std::string origin_device;
+  std::string origin_unknown;  // Chrome traces without an origin_device: why ("no deviceProperties", …)
   std::vector<trace_op> ops;
   std::vector<trace_kernel> unattributed;  // kernels no op claims (op_id -1, no External id match)
   // Chrome traces: from the first kernel's start to the last kernel's end, and the time inside it that no kernel
   // covers (the union of the kernels' intervals subtracted: launch gaps, host-side work, synchronisation), in ms.
   std::optional<double> gpu_span_ms, gpu_idle_ms;
+  // Chrome traces: the time some kernel ran (the union of their intervals, span − idle) in ms; when the kernels' summed
+  // durations exceed it they overlapped (concurrent streams). The streams the kernels name (args.stream; 0 when
+  // none do), and the kernels with 'dur' 0 (a trace of nothing but is refused).
+  std::optional<double> gpu_busy_ms;
+  size_t kernel_streams = 0, zero_duration_kernels = 0;
 };
 
 // Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a

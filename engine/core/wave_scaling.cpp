@@ -80,6 +80,10 @@ wave_gpu wave_gpu_from_spec(const gpu_spec& gpu) {
   return g;
 }
 
+double wave_memory_factor(const wave_gpu& o, const wave_gpu& d, double gamma) {
+  return std::pow(o.mem_bw_gbps / d.mem_bw_gbps, gamma);
+}
+
 double wave_gamma(const wave_kernel& k, const wave_gpu& o, const wave_gpu& d) {
   if (!k.has_counters())
     throw error(kernel_label(k) + ": roofline γ needs flop_eff_pct, dram_read_bytes and dram_write_bytes");
@@ -104,8 +108,7 @@ wave_result wave_scale_roofline(const wave_kernel& k, const wave_gpu& o, const w
     r.duration_ns = k.duration_ns * std::pow((o.clock_mhz / d.clock_mhz) * (m_d / m_o), 1.0 - gamma);
   } else {
     // Case B: bandwidth^γ · (clock · SM count)^(1−γ); wave sizes only chose the case.
-    r.duration_ns = k.duration_ns * std::pow(o.mem_bw_gbps / d.mem_bw_gbps, gamma) *
-                    std::pow(o.clock_mhz / d.clock_mhz, 1.0 - gamma) *
+    r.duration_ns = k.duration_ns * wave_memory_factor(o, d, gamma) * std::pow(o.clock_mhz / d.clock_mhz, 1.0 - gamma) *
                     std::pow(static_cast<double>(o.num_sm) / static_cast<double>(d.num_sm), 1.0 - gamma);
   }
   return r;
@@ -115,7 +118,7 @@ wave_result wave_scale_metric_free(const wave_kernel& k, const wave_gpu& o, cons
                                    const wave_options& opts) {
   const waves w = waves_compute(k, o, d, opts);
   wave_result r = result_from(w, wave_method::metric_free);
-  r.duration_ns = w.sub_wave ? k.duration_ns : k.duration_ns * o.mem_bw_gbps / d.mem_bw_gbps;
+  r.duration_ns = w.sub_wave ? k.duration_ns : k.duration_ns * wave_memory_factor(o, d, 1.0);
   return r;
 }
 
@@ -133,7 +136,7 @@ wave_result wave_scale(const wave_kernel& k, const wave_gpu& o, const wave_gpu& 
                                 ? 1.0
                                 : static_cast<double>(ceil_div(k.blocks, w.w_d)) /
                                       static_cast<double>(ceil_div(k.blocks, w.w_o));
-  r.duration_ns = k.duration_ns * wave_ratio * std::pow(o.mem_bw_gbps / d.mem_bw_gbps, gamma) *
+  r.duration_ns = k.duration_ns * wave_ratio * wave_memory_factor(o, d, gamma) *
                   std::pow(o.clock_mhz / d.clock_mhz, 1.0 - gamma);
   return r;
 }

@@ -82,6 +82,11 @@ struct wave_result {
   int64_t wave_origin = 0, wave_dest = 0;  // W = N·occ
 };
 
+// The memory-bound share's factor, (BW_o/BW_d)^γ (§1.5 case B, §1.6 and §1.9 with γ = 1): what a kernel's memory
+// share moves by. `neusight scale` also applies it to the sub-wave kernels scripts/neusight/scale.lua sub_wave_streams()
+// says stream through every SM (Habitat keeps them).
+double wave_memory_factor(const wave_gpu& origin, const wave_gpu& dest, double gamma);
+
 // γ ∈ [0,1] (§1.4): 1 without FLOPs, 0 without DRAM traffic. Throws ns::error when a counter is missing.
 double wave_gamma(const wave_kernel& k, const wave_gpu& origin, const wave_gpu& dest);
 

@@ -283,9 +283,11 @@ class session {
   std::vector<std::optional<std::vector<kernel>>> scale_kernels(const std::vector<scale_op>& ops);
 
   // One kernel for destination(k, from, to) of scripts/neusight/scale.lua: predicted seconds on both GPUs and its
-  // roofline terms (compute and memory seconds) on both.
+  // roofline terms (compute and memory seconds) on both, and the GPU file key of the peak its compute runs on
+  // (core/roofline.h roofline_peak_key).
   struct scale_kernel_times {
     double from_s = 0, to_s = 0, compute_from_s = 0, memory_from_s = 0, compute_to_s = 0, memory_to_s = 0;
+    std::string peak;
   };
   // Per kernel: the destination seconds and the rule that gave them (destination()'s second result, "" if none).
   struct scale_destined {
@@ -294,6 +296,15 @@ class session {
   };
   std::vector<scale_destined> scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
                                                 const gpu_spec& to);
+
+  // One measured kernel that wave scaling found under one wave on both GPUs (core/wave_scaling.h sub_wave), as
+  // sub_wave_streams(k, from, to) of scripts/neusight/scale.lua sees it. Per kernel: whether its memory-bound share
+  // moves with the bandwidth ratio (true) or it keeps Habitat's sub-wave time (false).
+  struct scale_wave_kernel {
+    int64_t blocks = 0, threads_per_block = 0, wave_from = 0, wave_to = 0;
+    double duration_ms = 0;
+  };
+  std::vector<bool> scale_sub_wave(const std::vector<scale_wave_kernel>& ks, const gpu_spec& from, const gpu_spec& to);
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode

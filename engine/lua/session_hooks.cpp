@@ -415,7 +415,9 @@ std::vector<session::scale_destined> session::scale_destination(const std::vecto
   const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
   for (const auto& k : ks) {
     const std::string& file = function_get(*p_, mod, "neusight.scale", "destination");
-    lua_createtable(L, 0, 6);
+    lua_createtable(L, 0, 7);
+    lua_pushstring(L, k.peak.c_str());
+    lua_setfield(L, -2, "peak");
     const std::pair<const char*, double> nums[] = {
         {"from_s", k.from_s}, {"to_s", k.to_s},
         {"compute_from_s", k.compute_from_s}, {"memory_from_s", k.memory_from_s},
@@ -433,6 +435,35 @@ std::vector<session::scale_destined> session::scale_destination(const std::vecto
       throw error(file + ": destination()'s second result (the rule) must be a string or nil");
     out.push_back({lua_tonumber(L, -2), lua_isnil(L, -1) ? std::string() : std::string(lua_tostring(L, -1))});
     lua_pop(L, 2);
+  }
+  return out;
+}
+
+std::vector<bool> session::scale_sub_wave(const std::vector<scale_wave_kernel>& ks, const gpu_spec& from,
+                                         const gpu_spec& to) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  std::vector<bool> out;
+  out.reserve(ks.size());
+  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
+  for (const auto& k : ks) {
+    const std::string& file = function_get(*p_, mod, "neusight.scale", "sub_wave_streams");
+    lua_createtable(L, 0, 5);
+    const std::pair<const char*, int64_t> ints[] = {{"blocks", k.blocks}, {"threads_per_block", k.threads_per_block},
+                                                    {"wave_from", k.wave_from}, {"wave_to", k.wave_to}};
+    for (const auto& [name, v] : ints) {
+      lua_pushinteger(L, v);
+      lua_setfield(L, -2, name);
+    }
+    lua_pushnumber(L, k.duration_ms);
+    lua_setfield(L, -2, "duration_ms");
+    lua_pushvalue(L, mod + 1);
+    lua_pushvalue(L, mod + 2);
+    ns_call(L, 3, 1, "while scaling a sub-wave kernel in " + file + " sub_wave_streams()");
+    if (!lua_isboolean(L, -1)) throw error(file + ": sub_wave_streams() must return a boolean");
+    out.push_back(lua_toboolean(L, -1) != 0);
+    lua_pop(L, 1);
   }
   return out;
 }

@@ -172,6 +172,22 @@ function M.kernels(op)
   return { gemm(b, m, k, n, dtype), gemm(b, n, m, k, dtype) }
 end
 
+--- A wave-scaled kernel under one wave on both GPUs (⌊B / W⌋ = 0 on each, W = SMs × blocks resident per SM): whether
+--- its memory-bound share moves with the bandwidth ratio (true), as the share of a kernel of a wave or more does, or
+--- the kernel keeps its time (false). Habitat keeps every such kernel (spec method-habitat.md §1.5 case A, §1.6): too
+--- small to load the memory system. That holds for a grid of fewer blocks than SMs, which leaves SMs idle (one-block
+--- copies, reductions of a few rows); a grid with a block on every SM of both GPUs streams through the whole memory
+--- system as a multi-wave one does (PyTorch's foreach optimizers: multi_tensor_apply launches 320 blocks of 512
+--- threads, under the 528-block wave of an H100 or H200, each moving megabytes), so its memory-bound share (all of it
+--- without counters, the metric-free rule's assumption; γ with them) moves with the bandwidth.
+---@param k { blocks: integer, threads_per_block: integer, wave_from: integer, wave_to: integer, duration_ms: number }
+---@param from table origin GPU (read-only)
+---@param to table destination GPU (read-only)
+---@return boolean
+function M.sub_wave_streams(k, from, to)
+  return k.blocks >= from.num_sm and k.blocks >= to.num_sm
+end
+
 -- A kernel is bound by the resource whose roofline term is larger on both GPUs; a kernel whose binding resource
 -- differs between the two is "mixed".
 ---@param k { compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number }
@@ -183,11 +199,16 @@ function M.bound(k)
 end
 
 -- What binds a kernel: the GPU fields of its compute and of its memory system. Two GPUs that agree on every
--- field of one set differ only in the other as far as a kernel bound by it can tell.
+-- field of one set differ only in the other as far as a kernel bound by it can tell. The compute set is the fields
+-- every kernel's compute depends on (SMs, clocks, occupancy limits) plus the peak of the one unit the kernel runs on
+-- (k.peak: the GPU file key core/roofline.cpp unit_peak_of picks for its kind and dtype — fp32 SIMT for a vector
+-- kernel or an fp32 GEMM, the tensor cores of its dtype for a bf16 GEMM): a peak of a unit it does not use (an fp8
+-- peak under an fp32 GEMM) cannot move it. A kernel that names no peak is compared on every peak.
 M.compute_fields = { "architecture", "num_sm", "cores_per_sm", "base_clock_mhz", "boost_clock_mhz",
-                     "peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops", "peak_fp16_tflops",
-                     "peak_bf16_tflops", "peak_fp8_tflops", "max_threads_per_sm", "max_blocks_per_sm",
-                     "max_warps_per_sm", "max_regs_per_sm", "max_smem_per_sm_kb", "max_smem_per_block_kb" }
+                     "max_threads_per_sm", "max_blocks_per_sm", "max_warps_per_sm", "max_regs_per_sm",
+                     "max_smem_per_sm_kb", "max_smem_per_block_kb" }
+M.peak_fields = { "peak_fp32_tflops", "peak_fp32_matrix_tflops", "peak_tf32_tflops", "peak_fp16_tflops",
+                  "peak_bf16_tflops", "peak_fp8_tflops" }
 M.memory_fields = { "mem_bw_gbps", "l2_mb" }
 
 local function same(a, b, fields)
@@ -197,16 +218,24 @@ local function same(a, b, fields)
   return true
 end
 
+-- Whether two GPUs share the compute a kernel runs on (see compute_fields).
+local function same_compute(a, b, k)
+  if not same(a, b, M.compute_fields) then return false end
+  if k.peak and k.peak ~= "" then return a[k.peak] == b[k.peak] end
+  return same(a, b, M.peak_fields)
+end
+
 --- The destination time of one kernel the ratio rule scales, with physics over the predictor. When the two GPUs
 --- share every compute field (they differ only in memory: an H100 and an H200), a kernel compute-bound on both
 --- (roofline terms from its own FLOPs and bytes and the GPUs' ceilings) keeps its origin time, and any other
 --- moves at most by the bandwidth ratio, in its direction; when they share the memory system, the same holds with
---- the FLOP peak of the kernel's dtype. A learned predictor's sensitivity to a resource that does not bind (the
+--- the FLOP peak of the kernel's dtype. Only the peak of the kernel's own unit (k.peak) counts as its compute. A
+--- learned predictor's sensitivity to a resource that does not bind (the
 --- fp32 GEMM MLPs see bandwidth and capacity whatever binds, tests/core/test_forecast_physics.cpp) then never
 --- moves a measured time. Other pairs take the predictor's ratio: asking it for a hybrid GPU (one GPU's SMs with
 --- the other's memory) to separate the two resources extrapolated far outside its training data
 --- (tests/bench/scale_pairs.sh: mean 17.0 % → 33.7 %, one pair 599 %).
----@param k { from_s: number, to_s: number, compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number }
+---@param k { from_s: number, to_s: number, compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number, peak: string? }
 ---@param from table origin GPU (read-only)
 ---@param to table destination GPU (read-only)
 ---@return number seconds on the destination
@@ -214,7 +243,7 @@ end
 function M.destination(k, from, to)
   if not (k.from_s > 0) then return k.to_s, "predictor" end
   local b, r, resource = M.bound(k), nil, nil
-  if same(from, to, M.compute_fields) then
+  if same_compute(from, to, k) then
     if b == "compute" then return k.from_s, "compute-bound, same compute: kept" end
     if k.memory_from_s > 0 then r, resource = k.memory_to_s / k.memory_from_s, "bandwidth" end
   elseif same(from, to, M.memory_fields) then

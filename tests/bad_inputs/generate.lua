@@ -884,6 +884,20 @@ tr_sub("kernel_dur_missing", k1, '"ts": 30', "missing number 'dur'", true)
 tr_sub("kernel_dur_overflow", k1, '"ts": 30, "dur": 1e999', "invalid JSON: number overflow parsing '1e999'")
 tr_sub("kernel_ts_huge", k1, '"ts": 1e300, "dur": 2.5', "'ts' must be a time stamp within 1e17 microseconds", true)
 tr_sub("cpu_dur_huge", '"ts": 10, "dur": 50', '"ts": 10, "dur": 1e300', "'dur' must be at most 1e10 microseconds", true)
+tr_sub("kernel_ts_negative", k1, '"ts": -30, "dur": 2.5', "negative 'ts' (-30)", true)
+tr_sub("cpu_ts_negative", '"ts": 10, "dur": 50', '"ts": -10, "dur": 50', "event 'aten::linear': negative 'ts' (-10)", true)
+tr_sub("device_string", '"External id": 2, "grid"', '"External id": 2, "device": "cuda:0", "grid"',
+       "args.device must be a non-negative integer", "args")
+do -- every kernel's 'dur' 0: no kernel time to scale
+  local z = tr
+  for _, d in ipairs({ '"ts": 30, "dur": 2.5', '"ts": 85, "dur": 1.0', '"ts": 230, "dur": 3.0', '"ts": 400, "dur": 5.0' }) do
+    z = sub1(z, d, (d:gsub('"dur": [%d.]+', '"dur": 0')))
+  end
+  trc("kernel_dur_all_zero", z, "every one of its 4 kernel events has 'dur' 0: a trace with no kernel time cannot be scaled")
+end
+trc("kernels_two_devices", sub1(sub1(tr, '"External id": 2, "grid"', '"External id": 2, "device": 0, "grid"'),
+                                '"External id": 3, "grid"', '"External id": 3, "device": 1, "grid"'),
+    "its kernels ran on 2 devices (device 0: 1 kernels, device 1: 1 kernels): a trace is one GPU's work")
 tr_sub("grid_negative", '"grid": [4, 1, 1]', '"grid": [-4, 1, 1]', "args.grid must be 3 positive integers", "args")
 tr_sub("grid_huge", '"grid": [4, 1, 1]', '"grid": [9223372036854775807, 1, 1]', "args.grid must be 3 positive integers of at most 2147483647", "args")
 tr_sub("grid_short", '"grid": [4, 1, 1]', '"grid": [4]', "args.grid must be 3 positive integers", "args")

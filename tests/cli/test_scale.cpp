@@ -1,7 +1,9 @@
 // tests/cli/test_scale.cpp — `neusight scale` on a per-op label trace (fixture copy of the NeuSight data).
 #include <catch2/catch.hpp>
 
+#include <cstdio>
 #include <map>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -248,7 +250,9 @@ TEST_CASE("scale: H200 → H100: compute-bound kernels keep their time, the rest
     CHECK(kept >= 16);  // gpt2: 8 addmm + 8 AddmmBackward0 (+ LM head); llama: the q/o/MLP projections
     const double ratio = double(j["latency_ms"]) / double(j["origin_ms"]);
     CHECK(ratio > 1.0);
-    CHECK(ratio < 1.2);
+    // gpt2 +7.5 %, llama +30 %: its AdamW step (4.8 of 11.4 ms, multi_tensor_apply kernels that fill every SM) slows
+    // by the bandwidth ratio, the end to end by less
+    CHECK(ratio < (name == "gpt2-fp32-train" ? 1.1 : 1.35));
   }
 }
 
@@ -509,4 +513,185 @@ TEST_CASE("scale: the help says what -o writes", "[cli][scale]") {
   }
   CHECK(run_cli("predict --help").out.find("(a .json or .csv FILE sets --format unless it is given)") !=
         std::string::npos);
+}
+
+// ---- what-if GPU files and hand-made traces
+namespace {
+// gpus/h100_sxm5_80gb.toml at t/`file`, named "H100-WHATIF" without aliases, each line starting `key = ` replaced by
+// the given line ("" drops it).
+std::string h100_with(const ns_test::temp_dir& t, const std::string& file,
+                      const std::vector<std::pair<std::string, std::string>>& lines) {
+  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  auto set = [&](const std::string& key, const std::string& line) {
+    const auto at = text.find("\n" + key + " = ");
+    REQUIRE(at != std::string::npos);
+    const auto end = text.find('\n', at + 1);
+    text.replace(at + 1, end - at - (line.empty() ? 0 : 1), line);
+  };
+  set("name", "name = \"H100-WHATIF\"");
+  set("aliases", "aliases = []");
+  for (const auto& [key, line] : lines) set(key, line);
+  return t.write(file, text).string();
+}
+}  // namespace
+
+// The physics rule's "same compute" is the compute the kernel runs on: the SMs, clocks and occupancy limits, and the
+// peak of its own unit (fp32 SIMT for the fp32 GEMMs and vector kernels, the tensor cores of a bf16 GEMM's dtype). An
+// H100 with another fp8 peak was "other compute" for GPT-2's fp32 GEMMs, which then took the predictor's ratio:
+// 18.290 → 21.911 ms.
+TEST_CASE("scale: a peak of a unit the trace's kernels do not use moves nothing", "[cli][scale][physics]") {
+  ns_test::temp_dir t;
+  const json stock = scale_hf("gpt2-fp32-train", "h100_sxm5_80gb");
+  for (const std::string key : {"peak_fp8_tflops", "peak_bf16_tflops", "peak_fp16_tflops", "peak_tf32_tflops"}) {
+    INFO(key);
+    const std::string gpu = h100_with(t, key + ".toml", {{key, key + " = 2500.0"}});
+    const json other = scale_hf("gpt2-fp32-train", "'" + gpu + "'");
+    CHECK(double(other["latency_ms"]) == double(stock["latency_ms"]));
+    REQUIRE(other["ops"].size() == stock["ops"].size());
+    for (size_t i = 0; i < stock["ops"].size(); ++i) {
+      INFO(stock["ops"][i].dump());
+      CHECK(double(other["ops"][i]["scaled_ms"]) == double(stock["ops"][i]["scaled_ms"]));
+      CHECK(other["ops"][i].value("physics", "") == stock["ops"][i].value("physics", ""));
+    }
+  }
+  // the peak a kernel runs on is its compute: a bf16 GEMM on an H100 with other bf16 tensor cores is not kept
+  const std::string bf16 = h100_with(t, "bf16.toml", {{"peak_bf16_tflops", "peak_bf16_tflops = 1200.0"}});
+  const json llama = scale_hf("llama-bf16-train", "'" + bf16 + "'");
+  size_t bf16_gemms = 0;
+  for (const auto& op : llama["ops"]) {
+    if (op.value("dtype", "") != "bf16") continue;
+    ++bf16_gemms;
+    CHECK(op["physics"] != "compute-bound, same compute: kept");
+  }
+  CHECK(bf16_gemms >= 8);
+}
+
+// Habitat keeps a kernel under one wave on both GPUs. A grid with a block on every SM streams through the whole memory
+// system (the foreach AdamW's multi_tensor_apply: 320 blocks of 512 threads, under an H100's 528-block wave) and moves
+// with the bandwidth; a grid of fewer blocks than SMs keeps its time. The optimizer step has its own line and key.
+TEST_CASE("scale: a sub-wave kernel with a block on every SM moves with the bandwidth and a smaller one keeps its time",
+          "[cli][scale]") {
+  ns_test::temp_dir t;
+  t.write("ops.csv", "op_id,op_name,pass,wall_ns\n0,add_,fwd,\n1,_foreach_add_,opt,\n");
+  t.write("kernels.csv",
+          "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,smem_static_bytes,"
+          "smem_dynamic_bytes,duration_ns\n"
+          "0,0,add_few_rows,4,1,1,512,1,1,32,0,0,100000\n"
+          "1,0,multi_tensor_apply_kernel,320,1,1,512,1,1,32,0,0,1000000\n"
+          "1,1,multi_tensor_apply_kernel,100,1,1,512,1,1,32,0,0,200000\n");
+  const auto manifest = t.write("trace.json", R"({"format": "wavescale-trace/1", "origin_gpu": "NVIDIA H200",
+    "ops": "ops.csv", "kernels": "kernels.csv"})");
+  const json j = scale_trace(manifest.string(), "--to h100");
+  REQUIRE(j["ops"].size() == 2);
+  CHECK(j["from"] == "H200-SXM-141GB");
+  CHECK(double(j["ops"][0]["scaled_ms"]) == Approx(0.1).epsilon(1e-12));  // 4 blocks on 132 SMs: kept
+  const double opt = 1.0 * h200_bw / h100_bw + 0.2;                       // 320 blocks move, 100 blocks are kept
+  CHECK(double(j["ops"][1]["scaled_ms"]) == Approx(opt).epsilon(1e-12));
+  CHECK(j["ops"][1]["sub_wave"] == json{{"kernels", 2}, {"bandwidth_scaled", 1}});
+  CHECK(double(j["forward_ms"]) == Approx(0.1).epsilon(1e-12));
+  CHECK(double(j["backward_ms"]) == 0.0);
+  CHECK(double(j["optimizer_ms"]) == Approx(opt).epsilon(1e-12));
+  CHECK(double(j["latency_ms"]) == Approx(0.1 + opt).epsilon(1e-12));
+  const auto text = run_cli("scale --trace '" + manifest.string() + "' --to h100");
+  REQUIRE(text.code == 0);
+  char line[64];
+  std::snprintf(line, sizeof line, "\noptimizer      %12.3f ms\n", opt);
+  CHECK(text.out.find(line) != std::string::npos);
+  // the real AdamW step of a Llama training trace: H200 → H100 slows by the bandwidth ratio, not 0 %
+  const json llama = scale_hf("llama-bf16-train", "h100_sxm5_80gb");
+  size_t steps = 0;
+  for (const auto& op : llama["ops"]) {
+    if (op["phase"] != "optimizer") continue;
+    ++steps;
+    CHECK(double(op["scaled_ms"]) > double(op["origin_ms"]) * 1.35);
+    CHECK(double(op["scaled_ms"]) <= double(op["origin_ms"]) * h200_bw / h100_bw * (1 + 1e-9));
+    CHECK(double(llama["optimizer_ms"]) == double(op["scaled_ms"]));
+  }
+  CHECK(steps == 1);
+}
+
+namespace {
+// tests/fixtures/traces/chrome/tiny.json with every "from" replaced by "to", written to t/`name`.
+std::string tiny_edit(const ns_test::temp_dir& t, const std::string& name,
+                      const std::vector<std::pair<std::string, std::string>>& edits) {
+  std::string text = ns_test::slurp(ns_test::source_dir / chrome);
+  for (const auto& [from, to] : edits) {
+    REQUIRE(text.find(from) != std::string::npos);
+    text = ns_test::replace_all(text, from, to);
+  }
+  return t.write(name, text).string();
+}
+const std::string tiny_props = R"("deviceProperties": [{"id": 0, "name": "Tesla V100-PCIE-32GB", "numSms": 80}])";
+}  // namespace
+
+// Kineto lists every visible GPU in deviceProperties; the kernels' args.device says which one the step ran on.
+TEST_CASE("scale: the origin is the GPU the kernels ran on and kernels of two GPUs are refused", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string two = R"("deviceProperties": [{"id": 0, "name": "NVIDIA A100-SXM4-80GB"}, {"id": 1, "name": "Tesla V100-PCIE-32GB"}])";
+  const std::string on1 = tiny_edit(t, "on1.json", {{tiny_props, two}, {"\"grid\"", "\"device\": 1, \"grid\""}});
+  CHECK(scale_trace(on1, "--to h100")["from"] == "V100-PCIE-32GB");
+  const std::string on0 = tiny_edit(t, "on0.json", {{tiny_props, two}, {"\"grid\"", "\"device\": 0, \"grid\""}});
+  CHECK(scale_trace(on0, "--to h100")["from"] == "A100-SXM4-80GB");
+  // a device deviceProperties does not list, or several listed and no args.device: --from says it
+  const std::string on2 = tiny_edit(t, "on2.json", {{tiny_props, two}, {"\"grid\"", "\"device\": 2, \"grid\""}});
+  auto r = run_cli("scale --trace '" + on2 + "' --to h100");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("does not name the GPU it was recorded on (its kernels ran on device 2, which deviceProperties "
+                   "does not list): give it with --from") != std::string::npos);
+  const std::string none = tiny_edit(t, "none.json", {{tiny_props, two}});
+  r = run_cli("scale --trace '" + none + "' --to h100");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("(deviceProperties lists 2 GPUs and its kernels do not say which one they ran on (no args.device))") !=
+        std::string::npos);
+  CHECK(scale_trace(none, "--from v100 --to h100")["from"] == "V100-PCIE-32GB");
+  // the same trace with one kernel on device 0: refused, naming the devices
+  std::string mixed = ns_test::slurp(on1);
+  mixed.replace(mixed.find("\"device\": 1"), 11, "\"device\": 0");
+  const auto m = t.write("mixed.json", mixed);
+  r = run_cli("scale --trace '" + m.string() + "' --from v100 --to h100 --format json");
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("mixed.json: its kernels ran on 2 devices (device 0: 1 kernels, device 1: 3 kernels): a trace is "
+                   "one GPU's work") != std::string::npos);
+}
+
+// Kernels of concurrent streams overlap in time: their summed time (what is scaled) exceeds the time any ran, and the
+// warning says which figure is reported. Kernels with 'dur' 0 are counted in a warning.
+TEST_CASE("scale: overlapping kernels and zero durations are warned about", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string overlap =
+      tiny_edit(t, "overlap.json", {{R"("tid": 7, "ts": 85, "dur": 1.0)", R"("tid": 9, "ts": 30, "dur": 2.5)"},
+                                    {"\"External id\": 2, \"grid\"", "\"External id\": 2, \"stream\": 7, \"grid\""},
+                                    {"\"External id\": 3, \"grid\"", "\"External id\": 3, \"stream\": 9, \"grid\""}});
+  auto r = run_cli("scale --trace '" + overlap + "' --from v100 --to v100 --format json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  // 2.5 + 3 + 5 µs (the add runs beside the GEMM) against the ops' 2.5 + 2.5 + 3 (the nccl kernel has no op)
+  CHECK(double(j["origin_busy_ms"]) == Approx(0.0105).epsilon(1e-9));
+  CHECK(double(j["origin_ms"]) == Approx(0.008).epsilon(1e-9));
+  const std::string w = j["warnings"].dump();
+  CHECK(w.find("overlap.json: kernels overlap in time (concurrent streams: 2): their durations sum to 0.013 ms, "
+               "but some kernel ran during ") != std::string::npos);
+  CHECK(w.find(" ms only (origin_busy_ms); origin_ms and latency_ms are sums of kernel times, as if the kernels ran "
+               "one after another") != std::string::npos);
+  const json plain = scale_trace(chrome, "--from v100 --to v100");
+  CHECK(plain["warnings"].dump().find("overlap") == std::string::npos);
+  const std::string zero = tiny_edit(t, "zero.json", {{R"("ts": 85, "dur": 1.0)", R"("ts": 85, "dur": 0)"}});
+  CHECK(scale_trace(zero, "--from v100 --to v100")["warnings"].dump().find("zero.json: 1 kernels have 'dur' 0 and "
+                                                                          "count 0 ms on both GPUs") != std::string::npos);
+}
+
+// A compute capability the occupancy table lacks: the GPU file's own limits (every GPU file gives them) with the
+// allocation rules of the table's nearest lower cc; a cc below the table is refused.
+TEST_CASE("scale: a GPU file with a compute capability the occupancy table lacks is wave-scaled by its own limits",
+          "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string cc95 = h100_with(t, "cc95.toml", {{"compute_capability", "compute_capability = \"9.5\""}});
+  const json stock = scale_trace(chrome, "--from v100 --to h100 --predictor roofline");
+  const json j = scale_trace(chrome, "--from v100 --to '" + cc95 + "' --predictor roofline");
+  CHECK(double(j["latency_ms"]) == double(stock["latency_ms"]));  // the H100's limits, 9.0's allocation rules
+  const std::string cc52 = h100_with(t, "cc52.toml", {{"compute_capability", "compute_capability = \"5.2\""}});
+  const auto r = run_cli("scale --trace " + chrome + " --from v100 --to '" + cc52 + "' --predictor roofline");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("cc52.toml: unsupported compute capability '5.2' (known: 6.0") != std::string::npos);
 }

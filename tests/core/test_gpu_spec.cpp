@@ -97,6 +97,16 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
     CHECK(msg.rfind("unknown GPU 'H1000' (close matches: ", 0) == 0);
     CHECK(msg.find("'H100'") != std::string::npos);
   }
+  // a name's beginning, as people type it: the GPUs whose names start with it come first, not one-edit neighbours
+  try {
+    cat.resolve("a100");
+    FAIL("no error");
+  } catch (const error& e) {
+    const std::string msg = e.what();
+    CHECK(msg.rfind("unknown GPU 'a100' (close matches: 'A100-40GB', 'A100-80GB', 'A100-SXM-40GB', 'A100-SXM-80GB')", 0) ==
+          0);
+  }
+  CHECK(text_close_matches("a100", {"A10G", "V100", "A100-SXM4-80GB"}, 1) == std::vector<std::string>{"A100-SXM4-80GB"});
 }
 
 TEST_CASE("price_per_hour_usd is optional — when given, a positive finite number", "[gpu]") {

@@ -222,7 +222,13 @@ TEST_CASE("occupancy: limits from a GPU file", "[occupancy]") {
   CHECK(l.smem_per_sm == 167936);
   CHECK(l.smem_per_block_optin == 166912);
   CHECK(l.smem_per_block == 49152);
+  // a cc the table lacks: the file's sizes, the allocation rules of the nearest lower cc (10.3 for 11.0)
   g.compute_capability = "11.0";
-  CHECK_THROWS_WITH(occupancy_limits_from_gpu(g), "gpus/x.toml: unsupported compute capability '11.0' (known: 6.0, "
+  l = occupancy_limits_from_gpu(g);
+  CHECK(l.compute_capability == "11.0");
+  CHECK(l.smem_per_sm == 167936);
+  CHECK(l.smem_alloc_unit == occupancy_limits_for_cc("10.3").smem_alloc_unit);
+  g.compute_capability = "5.2";  // below the table
+  CHECK_THROWS_WITH(occupancy_limits_from_gpu(g), "gpus/x.toml: unsupported compute capability '5.2' (known: 6.0, "
                                                   "6.1, 7.0, 7.5, 8.0, 8.6, 8.9, 9.0, 10.0, 10.3, 12.0)");
 }

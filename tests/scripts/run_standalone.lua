@@ -65,6 +65,7 @@ local function closest(word, cands)
     local e = edit_distance(w, lc)
     local d = e
     if (#w >= 3 and lc:find(w, 1, true)) or (#lc >= 3 and w:sub(1, #lc) == lc) then d = math.min(d, 1) end
+    if #w >= 3 and lc:sub(1, #w) == w then d = 0 end
     if d <= math.max(2, #w // 3) and (not best_d or d < best_d or (d == best_d and e < best_e)) then
       best, best_d, best_e = c, d, e
     end

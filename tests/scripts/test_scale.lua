@@ -184,4 +184,31 @@ function M.test_physics()
   eq(S.destination(mixed, a, b), 1.1e-3, "mixed: the predictor's ratio")
 end
 
+-- "Same compute" is the compute the kernel runs on: an fp8 peak that differs does not make an fp32 kernel's GPUs differ.
+function M.test_physics_compares_the_peak_of_the_kernels_unit()
+  local a = { num_sm = 132, mem_bw_gbps = 4800, l2_mb = 60, peak_fp32_tflops = 67, peak_bf16_tflops = 989,
+              peak_fp8_tflops = 1979 }
+  local b = { num_sm = 132, mem_bw_gbps = 3350, l2_mb = 50, peak_fp32_tflops = 67, peak_bf16_tflops = 989,
+              peak_fp8_tflops = 2500 }
+  local k = { from_s = 1e-3, to_s = 1.2e-3, compute_from_s = 9e-4, memory_from_s = 1e-4, compute_to_s = 9e-4,
+              memory_to_s = 2e-4, peak = "peak_fp32_tflops" }
+  eq(select(2, S.destination(k, a, b)), "compute-bound, same compute: kept", "fp32: the fp8 peak is no part of it")
+  eq(S.destination(k, a, b), 1e-3, "and keeps its time")
+  k.peak = "peak_fp8_tflops"
+  eq(select(2, S.destination(k, a, b)), "predictor", "fp8: its own peak differs: the predictor's ratio")
+  k.peak = nil
+  eq(select(2, S.destination(k, a, b)), "predictor", "a kernel that names no peak: every peak counts")
+end
+
+-- Habitat keeps kernels under one wave; those with a block on every SM of both GPUs move with the bandwidth.
+function M.test_sub_wave_streams()
+  local h200, h100, other = { num_sm = 132 }, { num_sm = 132 }, { num_sm = 170 }
+  local k = { blocks = 320, threads_per_block = 512, wave_from = 528, wave_to = 528, duration_ms = 0.03 }
+  eq(S.sub_wave_streams(k, h200, h100), true, "multi_tensor_apply's 320 blocks: every SM busy")
+  k.blocks = 109
+  eq(S.sub_wave_streams(k, h200, h100), false, "109 blocks on 132 SMs: kept")
+  k.blocks = 150
+  eq(S.sub_wave_streams(k, h200, other), false, "fewer blocks than the destination's SMs: kept")
+end
+
 return M
