@@ -152,7 +152,7 @@ TEST_CASE("hf config: omitted keys take HF's defaults, unknown keys are errors",
   const auto typo = t.write("typo/config.json", R"({"model_type": "gpt2", "n_layer": 2, "n_iner": 8192})");
   auto r = run_cli("predict --model '" + typo.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + typo.string() + ": unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)\n");
+  CHECK(r.err == "neusight: " + typo.string() + ":1: unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)\n");
   CHECK_FALSE(fs::exists(out));
   const auto bert = t.write("bert/config.json", R"({"model_type": "bert", "num_hidden_layer": 2})");
   r = run_cli("predict --model '" + bert.string() + "'" + flags);
