@@ -28,6 +28,7 @@ end
 return {
   name = "sdpa",
   doc = "scaled_dot_product_attention: one FlashAttention kernel forward (causal/full), one backward; GQA/MQA",
+  check = rules.check_attention,
   -- The FlashAttention kernels keep Q, K, V, the output O and the per-row logsumexp (b·h·sq fp32) for backward, never
   -- the s × s scores (the backward kernel recomputes them)
   saves = function(node)

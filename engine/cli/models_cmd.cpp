@@ -17,6 +17,7 @@
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/forecast.h"
+#include "core/json_key.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -70,10 +71,8 @@ struct label {
 // "<file>:<line>" of the line holding the label's key "<key>", when the text holds it exactly once (a label is one
 // flat object of four keys, so that is the key's own line); else "<file>": a wrong line is worse than none.
 std::string label_where(const fs::path& file, const std::string& text, const std::string& key) {
-  const std::string quoted = "\"" + key + "\"";
-  const size_t at = text.find(quoted);
-  if (at == std::string::npos || text.find(quoted, at + 1) != std::string::npos) return file.string();
-  return file.string() + ":" + std::to_string(1 + std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
+  const size_t line = text_json_key_line(text, key);
+  return line ? file.string() + ":" + std::to_string(line) : file.string();
 }
 
 label label_read(const fs::path& file) {

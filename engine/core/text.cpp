@@ -1,5 +1,6 @@
 // engine/core/text.cpp — string helpers: lower-casing, Levenshtein distance, close-match suggestions.
 #include "core/text.h"
+#include "core/json_key.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -86,6 +87,13 @@ std::string text_did_you_mean(std::string_view word, const std::vector<std::stri
 }  // namespace ns
 
 namespace ns {
+
+size_t text_json_key_line(std::string_view text, std::string_view key) {
+  const std::string quoted = "\"" + std::string(key) + "\"";
+  const size_t at = text.find(quoted);
+  if (at == std::string_view::npos || text.find(quoted, at + 1) != std::string_view::npos) return 0;
+  return 1 + size_t(std::count(text.begin(), text.begin() + std::ptrdiff_t(at), '\n'));
+}
 
 std::string text_cap(const std::string& s, size_t max) {
   if (s.size() <= max) return s;

@@ -30,6 +30,9 @@ ns.pack_integers, ns.walk, ns.fold, ns.queue = C.pack_integers, C.walk, C.fold, 
 -- dtype_sizes() → { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }: the engine's one table of dtypes and
 -- their bytes per element (engine/core/graph.cpp), a fresh copy each call.
 ns.dtype_sizes = C.dtype_sizes
+-- node_fields() → { "op", "name", "layer", … }: the fields a model's node may have (engine/lua/wrap_graph.cpp's one
+-- list), a fresh copy each call.
+ns.node_fields = C.node_fields
 -- cluster_limits() → { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: the engine's one set of a cluster's maxima
 -- (engine/core/cluster_spec.h; a cluster file's and neusight.topology's), a fresh copy each call.
 ns.cluster_limits = C.cluster_limits
@@ -383,13 +386,15 @@ end
 ns.op_rule = function(name) return (E.need_op(name)) end
 
 -- Checks the nodes a model built before anything is priced: at least one node, every op has a rule, and each
--- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model).
-function E.check_nodes(nodes, where)
+-- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model);
+-- `located(i, who)`, when given, puts the script's line of node i into a node's `who` (neusight.workload node_located).
+function E.check_nodes(nodes, where, located)
   if #nodes == 0 then
     error(where .. " has no nodes: an empty graph would forecast 0 ms (does the model function return its list?)", 0)
   end
   for i, n in ipairs(nodes) do
     local who = where .. ", node " .. i .. " '" .. tostring(n.name) .. "'"
+    if located then who = located(i, who) end
     local ok, rule, chunk = pcall(E.need_op, n.op)
     if not ok then error(who .. ": " .. tostring(rule), 0) end
     if rule.check then

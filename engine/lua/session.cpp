@@ -240,6 +240,14 @@ int l_dtype_sizes(lua_State* L) {
   return 1;
 }
 
+// node_fields() -> { "op", "name", … }: wrap_graph.cpp's one list of the fields a node may have, a fresh copy each call.
+int l_node_fields(lua_State* L) {
+  const auto& keys = node_fields();
+  lua_createtable(L, int(keys.size()), 0);
+  for (size_t i = 0; i < keys.size(); ++i) lua_pushstring(L, keys[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
+  return 1;
+}
+
 // cluster_limits() -> { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: engine/core/cluster_spec.h's ranges of a
 // cluster (the maxima of a link's bandwidth and latency, of gpus_per_node and nodes), a fresh copy each call.
 int l_cluster_limits(lua_State* L) {
@@ -263,7 +271,7 @@ const luaL_Reg engine_functions[] = {
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
-    {nullptr, nullptr},
+    {"node_fields", l_node_fields}, {nullptr, nullptr},
 };
 
 
@@ -623,10 +631,18 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.g.origin = origin;
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
   w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.model + "'");
+  const int nodes = lua_gettop(L);
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
-  lua_pushvalue(L, -2);
+  lua_pushvalue(L, nodes);
   lua_pushstring(L, (origin + ": model '" + w.model + "'").c_str());  // origin: also the --model config.json
-  ns_call(L, 2, 0);  // stack: W spec norm build nodes
+  // a node's error names the script's line that writes it (workload.lua node_located; a --scripts workload.lua
+  // without it leaves the file alone)
+  if (raw_getfield(L, wl, "node_located") == LUA_TFUNCTION) {  // stack: W spec norm build nodes check nodes where f
+    lua_pushvalue(L, norm);
+    lua_pushvalue(L, nodes);
+    ns_call(L, 2, 1);  // stack: W spec norm build nodes check nodes where located
+  }
+  ns_call(L, 3, 0);  // stack: W spec norm build nodes
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");
@@ -1105,11 +1121,18 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training)
       }
       // names the rule file too: an error without a position (error(), error({})) still says where it came from
       const std::string ctx = "while evaluating op '" + n.op + "' " + hook + "() (" + chunk + ") " + who;
+      // what the hook returns is checked after it returned: its errors name the line of the rule file that defines
+      // it (the file alone for a hook a library made, neusight.rules' constructors)
+      std::string at = chunk;
+      lua_Debug ar;
+      lua_pushvalue(L, -1);
+      if (lua_getinfo(L, ">S", &ar) && ar.linedefined > 0 && ar.source == "@" + chunk)  // pops the copy
+        at += ":" + std::to_string(ar.linedefined);
       lua_pushvalue(L, node_idx);
       lua_pushvalue(L, gpu_idx);
       ns_call(L, 2, 1, ctx);  // stack: ... kernels
       try {
-        for (auto& k : kernels_read(L, -1, chunk + ": " + hook + "()")) {
+        for (auto& k : kernels_read(L, -1, at + ": " + hook + "()")) {
           if (p_->opts.memo) memo.kernels.emplace_back(ph, k);
           out.kernels.push_back({i, ph, std::move(k)});
         }

@@ -193,12 +193,12 @@ struct session::impl {
     raw_getfield(L, -1, "from_config");
     lua_remove(L, -2);
     if (const auto text = file_texts.find(path); text != file_texts.end())
-      json_config_push(L, text->second, display);  // stack: from_config t nulls
+      json_config_push(L, text->second, display);  // stack: from_config t nulls lines
     else
       json_file_push(L, path, display);
     lua_pushstring(L, display.c_str());
-    lua_insert(L, -2);                 // stack: from_config t display nulls
-    ns_call(L, 3, 1);                  // stack: cfg
+    lua_insert(L, -3);                 // stack: from_config t display nulls lines
+    ns_call(L, 4, 1);                  // stack: cfg
     lua_setfield(L, ov, "model");
   }
 

@@ -46,6 +46,9 @@ void node_push(lua_State* L, const node& n, bool training);
 
 // Reads the array of node tables at `idx`; `where` prefixes errors ("examples/x.lua: model"). [-0, +0, -]
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where);
+// The fields a node table may have (nodes_read's one list; neusight.workload checks a model's nodes against it first,
+// where it knows the script's line of each).
+const std::vector<std::string>& node_fields();
 
 // Reads the array of kernel tables at `idx` returned by a hook; errors are prefixed with `where`. With `tiles`, a kernel
 // may also carry the `tile` table kernel_push writes (read back into the tile fields). [-0, +0, -]
@@ -71,9 +74,11 @@ json_position json_position_of(const std::string& text, size_t byte);
 // Reads a JSON object file (a HuggingFace config.json) and pushes it as a plain table (null members left out),
 // then a set { key = true } of its top-level members that were null (HF writes None as null: "sliding_window":
 // null is not the same as an omitted key, which takes the config class's default).
-// Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +2, m]
+// Then a table { key = line } of the top-level members' lines where the text certainly gives one
+// (text_json_key_line), for the line of a member an error names.
+// Throws ns::error "<display>: cannot read file" or "<display>:<line>:<col>: invalid JSON: <what>". [-0, +3, m]
 void json_file_push(lua_State* L, const std::string& path, const std::string& display);
-// The same from the file's text (what json_file_push calls once it has read the file). [-0, +2, m]
+// The same from the file's text (what json_file_push calls once it has read the file). [-0, +3, m]
 void json_config_push(lua_State* L, const std::string& text, const std::string& display);
 
 // Parses JSON text (a report the engine wrote) and pushes it as a plain table, like json_file_push but without the

@@ -271,6 +271,8 @@ std::map<std::string, attr_value> attrs_read(lua_State* L, int idx, const std::s
 }
 }  // namespace
 
+const std::vector<std::string>& node_fields() { return node_keys; }
+
 std::vector<node> nodes_read(lua_State* L, int idx, const std::string& where) {
   idx = lua_absindex(L, idx);
   if (!lua_istable(L, idx)) throw error(where + ": expected an array of nodes (got " + luaL_typename(L, idx) + ")");

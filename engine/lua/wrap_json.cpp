@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/json_key.h"
 #include "core/toml_read.h"
 #include "lua/wrap.h"
 
@@ -230,6 +231,13 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
     if (!v.is_null()) continue;
     lua_pushboolean(L, 1);
     lua_setfield(L, -2, k.c_str());
+  }
+  lua_createtable(L, 0, 0);  // the top-level members' lines, where the text certainly gives one (text_json_key_line)
+  for (const auto& [k, v] : j.items()) {
+    if (const size_t line = text_json_key_line(text, k)) {
+      lua_pushinteger(L, lua_Integer(line));
+      lua_setfield(L, -2, k.c_str());
+    }
   }
 }
 

@@ -112,6 +112,32 @@ function M.check_broadcast(node)
   end
 end
 
+--- Attention contract (ops/sdpa.lua, ops/decode_attention.lua): Q[b, heads, sq, d], K[b, kv_heads, skv, d] and
+--- V[b, kv_heads, skv, dv] give O[b, heads, sq, dv], the query heads a multiple of the key/value heads (grouped-query
+--- attention), so that an output of another size is not priced as the attention of these inputs.
+function M.check_attention(node)
+  local q, k, v, out = node.inputs[1], node.inputs[2], node.inputs[3], node.output
+  if not (q and k and v) then return ("needs inputs #1, #2 and #3 (Q, K, V), got %d input(s)"):format(#node.inputs) end
+  local problem = bad_dims(q, "Q") or bad_dims(k, "K") or bad_dims(v, "V") or bad_dims(out, "the output")
+  if problem then return problem end
+  if #q ~= 4 or #k ~= 4 or #v ~= 4 or #out ~= 4 then
+    return "Q, K, V and the output must be [batch, heads, seq, head_dim]"
+  end
+  if k[1] ~= q[1] or k[4] ~= q[4] then return ("K %s does not match Q %s's batch and head_dim"):format(show(k), show(q)) end
+  if v[1] ~= k[1] or v[2] ~= k[2] or v[3] ~= k[3] then
+    return ("V %s does not match K %s's batch, heads and length"):format(show(v), show(k))
+  end
+  if q[2] % k[2] ~= 0 then
+    return ("Q's %d heads are not a multiple of K and V's %d (grouped-query attention)"):format(q[2], k[2])
+  end
+  local want = { q[1], q[2], q[3], v[4] }
+  for i = 1, 4 do
+    if out[i] ~= want[i] then
+      return ("the output %s is not %s (Q's batch, heads and length, V's head_dim)"):format(show(out), show(want))
+    end
+  end
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Saved tensors: the bytes autograd keeps for a node's backward, as PyTorch eager does (op-rule field `saves`,
 -- read by scripts/neusight/memory.lua; a rule without one is charged its output there). Parameters are model state,

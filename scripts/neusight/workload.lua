@@ -520,6 +520,35 @@ end
 --- M.nested_field_line for the model config (`model = { … key = … }`).
 function M.model_field_line(text, key) return M.nested_field_line(text, "model", key) end
 
+--- The line of the workload script `text` that writes node `name` (`name = "<name>"` in code, the literal as written,
+--- not in a comment), or nil when it cannot be sure: no such line or more than one (a name made in a loop,
+--- `name = "fc" .. i`, is on none). With `nth`, the line of the nth of exactly `of` such literals, in the order the
+--- script writes them (a name given to `of` nodes: the nth of them), else nil.
+---@param text? string
+---@param name any
+---@param nth? integer
+---@param of? integer
+---@return integer?
+function M.node_line(text, name, nth, of)
+  if type(text) ~= "string" or type(name) ~= "string" or name:find("[\\\n]") then return nil end
+  local code = code_of(text) -- same length as text: a string literal is "" and blanks there
+  local lines, line, last = {}, 1, 1
+  for at, q in code:gmatch('()%f[%w_]name%s*=%s*()"') do
+    local quote = text:sub(q, q)
+    if code:sub(at - 1, at - 1) ~= "." and (quote == '"' or quote == "'")
+      and text:sub(q + 1, q + #name) == name and text:sub(q + #name + 1, q + #name + 1) == quote then
+      local _, newlines = code:sub(last, at - 1):gsub("\n", "")
+      line, last = line + newlines, at
+      lines[#lines + 1] = line
+    end
+  end
+  if nth then return #lines == of and lines[nth] or nil end
+  for i = 2, #lines do
+    if lines[i] ~= lines[1] then return nil end
+  end
+  return lines[1]
+end
+
 -- A router_skew factor as the command line passes it (--router-skew 1.3): its decimal string (a plain decimal, with
 -- an exponent or not: 1e30 is a number, refused by its size in neusight.models.moe busiest_rank_rows) as a number;
 -- anything else (a name, hex) as it is. M.normalize and M.check_fields (a comparison's values, checked first) alike.
@@ -751,15 +780,73 @@ local function node_error(n)
   if n.attrs ~= nil and type(n.attrs) ~= "table" then return ("field 'attrs' must be a table (got %s)"):format(show(n.attrs)) end
 end
 
--- Checks every node (node_error) and fills the optional node fields a hand-written model may leave out.
-local function fill_defaults(nodes, dtype)
+-- Where workload `w`'s script writes node i of `nodes`: "<chunkname>:<line>" (M.node_line; a name several nodes have:
+-- the line of this one among them), "<chunkname>" where no one line certainly does, nil for a model the script does
+-- not write (a preset, a config table, a --model the command line gave, a workload not from a script).
+local function node_at(w, nodes, i)
+  local src = SOURCE[w]
+  if not src or src.overridden("model") or type(w.model) ~= "function" then return nil end
+  local name = type(nodes[i]) == "table" and nodes[i].name
+  local same, nth = 0, 0
+  for j, m in ipairs(nodes) do
+    if type(m) == "table" and m.name == name then
+      same = same + 1
+      if j <= i then nth = same end
+    end
+  end
+  local line
+  if same > 1 then line = M.node_line(src.text, name, nth, same) else line = M.node_line(src.text, name) end
+  return tostring(src.chunkname) .. (line and ":" .. line or "")
+end
+
+--- For the engine's node messages (engine/lua/prelude.lua check_nodes: "<chunkname>: model 'm', node 2 'act'"): a
+--- function(i, who) that puts the line of workload `w`'s script that writes node i of `nodes` after the chunk name
+--- `who` starts with (node_at), or returns `who` as it is.
+---@param w table a normalized workload
+---@param nodes table[] its build's nodes
+function M.node_located(w, nodes)
+  return function(i, who)
+    local src, at = SOURCE[w], node_at(w, nodes, i)
+    if not (at and src) then return who end
+    local chunk = tostring(src.chunkname)
+    if who:sub(1, #chunk + 2) ~= chunk .. ": " then return who end
+    return at .. who:sub(#chunk + 1)
+  end
+end
+
+-- Checks every node (node_error; the fields a node may have first: engine/lua/wrap_graph.cpp's list, whose
+-- did-you-mean also answers a required field written under another name) and fills the optional node fields a
+-- hand-written model may leave out. A node's name is its own: the report's rows and a node's references
+-- (attrs.tied) name it. Errors name the line of workload `w`'s script that writes the node (node_at).
+local function fill_defaults(nodes, w)
+  local fields, names = {}, {}
+  for _, k in ipairs(require("neusight").node_fields()) do fields[k] = true end
+  local function fail(i, fmt, ...)
+    local at = node_at(w, nodes, i)
+    error((at and at .. ": " or "") .. fmt:format(...), 0)
+  end
   for i, n in ipairs(nodes) do
     if type(n) ~= "table" or type(n.op) ~= "string" or type(n.name) ~= "string" then
-      error(("model: node #%d needs string fields 'op' and 'name'"):format(i), 0)
+      fail(i, "model: node #%d needs string fields 'op' and 'name'", i)
+    end
+    if getmetatable(n) == nil then -- (the engine refuses a table with a metatable without running its metamethods)
+      local unknown = {}
+      for k in pairs(n) do
+        if type(k) == "string" and not fields[k] then unknown[#unknown + 1] = k end
+      end
+      if #unknown > 0 then
+        table.sort(unknown)
+        fail(i, "model: node #%d '%s': unknown field '%s'%s", i, n.name, unknown[1], hint(unknown[1], fields))
+      end
     end
     local e = node_error(n)
-    if e then error(("model: node #%d '%s': %s"):format(i, n.name, e), 0) end
-    n.dtype = n.dtype or dtype
+    if e then fail(i, "model: node #%d '%s': %s", i, n.name, e) end
+    if names[n.name] then
+      fail(i, "model: node #%d '%s': node #%d has that name too (each node needs a name of its own: the report's rows "
+        .. "and attrs.tied name nodes)", i, n.name, names[n.name])
+    end
+    names[n.name] = i
+    n.dtype = n.dtype or w.dtype
     n.layer = n.layer or ""
     n.count = n.count or 1
     n.params = n.params or 0
@@ -954,6 +1041,19 @@ local function error_at(msg, w, outer)
     key = path and path:match("([%a_][%w_]*)$")
   end
   local line = key and M.nested_field_line(src.text, outer, key)
+  if not key then
+    -- a message naming no one field: the names in its first line (quoted text left out) that the script sets there,
+    -- each on one line ("n_embd (1000) must be divisible by n_head (3)", "48 pipeline stage(s) (pp × virtual_stages)
+    -- but …"): their line where they share one, else the line of `outer = {` (the table they are in); none: no line
+    local first = msg:match("^[^\n]*"):gsub("'[^']*'", ""):gsub('"[^"]*"', "")
+    local seen = {}
+    for word in first:gmatch("[%a_][%w_]*") do
+      local at = not seen[word] and M.nested_field_line(src.text, outer, word)
+      seen[word] = true
+      if at and line and at ~= line then line = M.field_line(src.text, outer) break end
+      line = line or at
+    end
+  end
   if not line then return msg end
   return ("%s:%d: %s"):format(tostring(src.chunkname), line, msg)
 end
@@ -1084,13 +1184,18 @@ local function graph_of(w, gpu)
                     or nil }
     end
   end
-  fill_defaults(nodes, w.dtype)
+  fill_defaults(nodes, w)
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
     local fopts = fusion.options(w.fusion)
     if fopts then nodes = fusion.apply(nodes, fopts) end
+  end
+  if plan then -- more pipeline stages than the graph has layers: said now, at the script's line, not after the forecast
+    local stages = require("neusight.parallel.stages")
+    local ok, e = pcall(stages.stages_check, stages.layer_count(nodes), plan.pp * plan.virtual_stages)
+    if not ok then error(error_at(e, w, "parallel"), 0) end
   end
 
   return name, nodes, plan, opts, routing, positions

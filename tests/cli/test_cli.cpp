@@ -320,7 +320,7 @@ return {
   const auto out = (t.path / "out.json").string();
   auto r = run_cli("run '" + script + "' --gpu '" + tiny + "' --format json -o '" + out + "'");
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + script + ": model 'custom', node 1 'f0': unknown op 'fancy' (`neusight ops` lists the "
+  CHECK(r.err == "neusight: " + script + ":5: model 'custom', node 1 'f0': unknown op 'fancy' (`neusight ops` lists the "
                  "rules): no fancy.lua on the op search path\n");
   CHECK_FALSE(std::filesystem::exists(out));
   // a rule file that routes the op to the memory-bound fallback: priced, no warning

@@ -154,18 +154,18 @@ TEST_CASE("hf config: omitted keys take HF's defaults, unknown keys are errors",
   const auto typo = t.write("typo/config.json", R"({"model_type": "gpt2", "n_layer": 2, "n_iner": 8192})");
   auto r = run_cli("predict --model '" + typo.string() + "'" + flags);
   CHECK(r.code == 1);
-  CHECK(r.err == "neusight: " + typo.string() + ": unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)\n");
+  CHECK(r.err == "neusight: " + typo.string() + ":1: unknown key 'n_iner' for model_type \"gpt2\" (did you mean 'n_inner'?)\n");
   CHECK_FALSE(fs::exists(out));
   const auto bert = t.write("bert/config.json", R"({"model_type": "bert", "num_hidden_layer": 2})");
   r = run_cli("predict --model '" + bert.string() + "'" + flags);
   CHECK(r.err == "neusight: " + bert.string() +
-                     ": unknown key 'num_hidden_layer' for model_type \"bert\" (did you mean 'num_hidden_layers'?)\n");
+                     ":1: unknown key 'num_hidden_layer' for model_type \"bert\" (did you mean 'num_hidden_layers'?)\n");
   // An HF key that would change the kernels is accepted at the value the builder models only.
   const auto relu = t.write("relu/config.json", R"({"model_type": "gpt2", "activation_function": "relu"})");
   r = run_cli("predict --model '" + relu.string() + "'" + flags);
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + relu.string() +
-                     ": activation_function = \"relu\" is not modelled by the gpt builder (scripts/neusight/models/gpt.lua "
+                     ":1: activation_function = \"relu\" is not modelled by the gpt builder (scripts/neusight/models/gpt.lua "
                      "builds \"gelu_new\" only)\n");
   CHECK_FALSE(fs::exists(out));
 }

@@ -104,5 +104,5 @@ TEST_CASE("llama: config.json null vs omitted keys, strict keys", "[cli][llama][
   const auto r = run_cli("predict --model '" + typo.string() + "'" + flags);
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + typo.string() +
-                     ": unknown key 'num_key_value_head' for model_type \"llama\" (did you mean 'num_key_value_heads'?)\n");
+                     ":1: unknown key 'num_key_value_head' for model_type \"llama\" (did you mean 'num_key_value_heads'?)\n");
 }

@@ -109,7 +109,7 @@ TEST_CASE("script safety: a kernel list or an op rule with metamethods that rais
                             "end }\n");
   const auto script = t.write("w/run.lua", workload(one_node));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  (t.path / "w/ops").string() + "/mine.lua: forward() returned a table that is not an array of kernels: "
+                  (t.path / "w/ops").string() + "/mine.lua:1: forward() returned a table that is not an array of kernels: "
                                                 "expected a plain table (it has a metatable)");
   temp_dir t2;
   t2.write("w/ops/mine.lua", "return setmetatable({ name = 'mine', doc = 'd', backward = false },\n"

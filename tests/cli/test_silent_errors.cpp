@@ -43,7 +43,7 @@ TEST_CASE("silent errors: an op rule whose forward returns one kernel, not a lis
 })lua");
   const auto script = t.write("w/run.lua", workload("inference", one_linear));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  (t.path / "w/ops").string() + "/mine.lua: forward() returned a single kernel (a table with field "
+                  (t.path / "w/ops").string() + "/mine.lua:3: forward() returned a single kernel (a table with field "
                                                 "'kind'), expected an array of kernels: return { kernel }\n");
 }
 
@@ -67,7 +67,7 @@ TEST_CASE("silent errors: a misspelt op name", "[cli][errors]") {
   const auto script = t.write("run.lua", workload("train", R"({
       { op = "linaer", name = "fc", inputs = { { 4, 128, 64 } }, output = { 4, 128, 256 }, params = 64 * 256 } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'fc': unknown op 'linaer' (did you mean 'linear'?): "
+                  script.string() + ":5: model 'custom', node 1 'fc': unknown op 'linaer' (did you mean 'linear'?): "
                                     "no linaer.lua on the op search path\n");
 }
 
@@ -100,31 +100,31 @@ TEST_CASE("silent errors: a model without nodes, and nodes whose shapes disagree
   script = t.write("linear.lua", workload("train", R"({
       { op = "linear", name = "fc", inputs = { { 4, 128, 64 } }, output = { 7, 3, 99 }, params = 64 * 99 } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'fc' (op 'linear'): x {4,128,64} has 512 rows of 64 "
+                  script.string() + ":5: model 'custom', node 1 'fc' (op 'linear'): x {4,128,64} has 512 rows of 64 "
                                     "features but the output {7,3,99} has 21 rows of 99 (ops/linear.lua check())\n");
 
   script = t.write("matmul.lua", workload("inference", R"({
       { op = "matmul", name = "qk", inputs = { { 4, 8, 128, 64 }, { 4, 8, 64, 128 } }, output = { 4, 8, 128, 64 } } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'qk' (op 'matmul'): A {4,8,128,64} · B {4,8,64,128} is "
+                  script.string() + ":5: model 'custom', node 1 'qk' (op 'matmul'): A {4,8,128,64} · B {4,8,64,128} is "
                                     "32 x {128,128}, not the output {4,8,128,64} (ops/matmul.lua check())\n");
 
   script = t.write("bmm.lua", workload("inference", R"({
       { op = "bmm", name = "pv", inputs = { { 32, 128, 128 }, { 32, 64, 64 } }, output = { 32, 128, 64 } } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'pv' (op 'bmm'): A {32,128,128} and B {32,64,64} do "
+                  script.string() + ":5: model 'custom', node 1 'pv' (op 'bmm'): A {32,128,128} and B {32,64,64} do "
                                     "not multiply (ops/bmm.lua check())\n");
 
   script = t.write("add.lua", workload("inference", R"({
       { op = "add", name = "res", inputs = { { 4, 128, 64 }, { 4, 128, 65 } }, output = { 4, 128, 64 } } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'res' (op 'add'): input #2 {4,128,65} does not "
+                  script.string() + ":5: model 'custom', node 1 'res' (op 'add'): input #2 {4,128,65} does not "
                                     "broadcast to the output {4,128,64} (ops/add.lua check())\n");
 
   script = t.write("gelu.lua", workload("inference", R"({
       { op = "gelu", name = "act", inputs = { { 4, 128, 64 } }, output = { 4, 128, 256 } } })"));
   run_should_fail(FILE_LINE_ARGS, t, script,
-                  script.string() + ": model 'custom', node 1 'act' (op 'gelu'): input #1 {4,128,64} does not "
+                  script.string() + ":5: model 'custom', node 1 'act' (op 'gelu'): input #1 {4,128,64} does not "
                                     "broadcast to the output {4,128,256} (ops/gelu.lua check())\n");
 
   // Broadcasting operands and a Python scalar ({1}) are fine.

@@ -132,13 +132,13 @@ TEST_CASE("returned kernels are validated", "[ops]") {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "gemmm", name = "X", flops = 1, bytes = 1 } } end,
 })lua",
-                     "ops/inline.lua: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
+                     "ops/inline.lua:3: forward() kernel #1: unknown kind 'gemmm' (did you mean 'gemm'?)\n"
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
   expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 8, second = 1 } } end,
 })lua",
-                     "ops/inline.lua: forward() kernel #1: unknown field 'second' (did you mean 'seconds'?)\n"
+                     "ops/inline.lua:3: forward() kernel #1: unknown field 'second' (did you mean 'seconds'?)\n"
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 
@@ -180,14 +180,14 @@ TEST_CASE("a hook that returns one kernel instead of a list is an error naming t
   name = "inline", doc = "d",
   forward = function(node, gpu) return { kind = "memory", name = "MEM", flops = 0, bytes = 64 } end,
 })lua",
-                     "ops/inline.lua: forward() returned a single kernel (a table with field 'kind'), expected an "
+                     "ops/inline.lua:3: forward() returned a single kernel (a table with field 'kind'), expected an "
                      "array of kernels: return { kernel }\n"
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
   expand_should_fail(FILE_LINE_ARGS, R"lua(return {
   name = "inline", doc = "d",
   forward = function(node, gpu) return { { kind = "memory", name = "MEM", flops = 0, bytes = 64 }, extra = 1 } end,
 })lua",
-                     "ops/inline.lua: forward() returned a table with key 'extra', expected an array of kernels\n"
+                     "ops/inline.lua:3: forward() returned a table with key 'extra', expected an array of kernels\n"
                      "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
 }
 

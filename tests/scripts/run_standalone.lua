@@ -158,9 +158,19 @@ local function limit_text(x)
   if not mantissa then return s end
   return mantissa .. "e" .. (sign == "-" and "-" or "") .. digits
 end
+-- engine/lua/wrap_graph.cpp node_keys (ns.node_fields), read from the source itself as cluster_limits above
+local function node_fields()
+  local f = assert(io.open(root .. "engine/lua/wrap_graph.cpp", "r"))
+  local text = f:read("a")
+  f:close()
+  local list = assert(text:match("node_keys = (%b{})"), "runner: node_keys not found in engine/lua/wrap_graph.cpp")
+  local t = {}
+  for key in list:gmatch('"([%w_]+)"') do t[#t + 1] = key end
+  return t
+end
 local neusight_module = {
   pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, cluster_limits = cluster_limits,
-  limit_text = limit_text,
+  limit_text = limit_text, node_fields = node_fields,
   dtype_sizes = function()
     local t = {}
     for k, v in pairs(DTYPE_BYTES) do t[k] = v end

@@ -435,6 +435,54 @@ function T.test_field_errors_name_their_line()
     "a parallel value from the command line: no script line")
 end
 
+-- A function model's node errors name the script's line that writes the node (node_line: its `name = "…"` literal),
+-- where one line certainly does; else the script alone (issue 15: they named neither)
+function T.test_node_errors_name_their_line()
+  local text = table.concat({
+    "-- name = \"fc\" in a comment is not a node",
+    "local function m(opts)",
+    "  return {",
+    "    { op = 'linear', name = 'fc', inputs = { { 2, 8 } }, output = { 2, 8 }, params = 64 },",
+    "    { op = \"gelu\", name = \"act\", inputs = { { 2, 8 } }, output = { 2, 8 } },",
+    "  }",
+    "end",
+    "return { model = m, gpu = 'h100', mode = 'inference', batch = 2, seq = 8 }",
+  }, "\n")
+  eq(workload.node_line(text, "fc"), 4, "single quotes (not the comment)")
+  eq(workload.node_line(text, "act"), 5, "double quotes")
+  eq(workload.node_line(text, "nothing"), nil, "a name the text does not write")
+  eq(workload.node_line(text, "f"), nil, "a prefix of a name is not the name")
+  local twice = "a = { name = 'x' }\nb = { name = 'x' }\n"
+  eq(workload.node_line(twice, "x"), nil, "on two lines: no line rather than a wrong one")
+  eq(workload.node_line(twice, "x", 2, 2), 2, "the second of two nodes of that name")
+  eq(workload.node_line(twice, "x", 2, 3), nil, "three nodes of that name, two literals")
+  eq(workload.node_line("t.name = 'x'\n", "x"), nil, "x.name = is no node")
+  local function err(nodes)
+    local spec = { model = function() return nodes, "m" end, gpu = "h100", mode = "inference", batch = 2, seq = 8 }
+    local ok, e = pcall(workload.build, workload.normalize(spec, nil, "examples/w.lua", text))
+    assert(not ok, "expected an error")
+    return e
+  end
+  local function fc(changes)
+    local n = { op = "linear", name = "fc", inputs = { { 2, 8 } }, output = { 2, 8 }, params = 64 }
+    for k, v in pairs(changes) do n[k] = v end
+    return n
+  end
+  eq(err { fc { output = { 2, -8 } } },
+    "examples/w.lua:4: model: node #1 'fc': field 'output' must be a shape: dimension 2 is -8, expected a non-negative "
+      .. "integer", "a shape")
+  eq(err { fc { params = -5 } }, "examples/w.lua:4: model: node #1 'fc': field 'params' must be >= 0 (got -5)", "params")
+  eq(err { fc { output = false, outptu = { 2, 8 } } },
+    "examples/w.lua:4: model: node #1 'fc': unknown field 'outptu' (did you mean 'output'?)",
+    "a required field under another name: the did-you-mean, not only that it is missing")
+  eq(err { fc {}, fc { name = "act" }, fc { name = "act" } },
+    "examples/w.lua: model: node #3 'act': node #2 has that name too (each node needs a name of its own: the report's "
+      .. "rows and attrs.tied name nodes)", "a name twice, one literal: the script alone")
+  eq(err { fc { name = "nothing", output = { 2, 0.5 } } },
+    "examples/w.lua: model: node #1 'nothing': field 'output' must be a shape: dimension 2 is 0.5, expected a "
+      .. "non-negative integer", "a name the script does not write: the script alone")
+end
+
 -- A builder's error about a field of the model config the script writes in place names the line that sets it, where
 -- that is certain (model_field_line: the key set once, inside the `model = { … }` braces); else the message as it was.
 function T.test_model_config_errors_name_their_line()
@@ -491,8 +539,12 @@ function T.test_model_config_errors_name_their_line()
   eq(err(gpt_spec(cfg { n_head = 4, n_postions = 1 }), typo),
     "examples/w.lua:7: gpt model 'm': unknown field 'n_postions' (did you mean 'n_positions'?)", "a typo")
   local two = typo:gsub("n_embd = 128", "n_embd = 130"):gsub(", n_postions = 1", "")
-  eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), two), "gpt model 'm': n_embd (130) must be divisible by n_head (4)",
-    "two fields: no line")
+  eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), two),
+    "examples/w.lua:3: gpt model 'm': n_embd (130) must be divisible by n_head (4)",
+    "two fields on two lines: the config's line")
+  local one = two:gsub("n_embd = 130,\n    n_head = 4,", "n_embd = 130, n_head = 4,")
+  eq(err(gpt_spec(cfg { n_head = 4, n_embd = 130 }), one),
+    "examples/w.lua:5: gpt model 'm': n_embd (130) must be divisible by n_head (4)", "two fields on one line: that line")
   -- the other forms a builder names one field in: "<key> <value> is not supported", "<key>[i] must be"
   local bert = "return {\n  model = {\n    arch = 'bert', num_hidden_layers = 2, hidden_size = 64,\n" ..
     "    num_attention_heads = 4, intermediate_size = 128, vocab_size = 100,\n    max_position_embeddings = 64, " ..

@@ -318,12 +318,18 @@ local function hint(key, known)
   return best and (" (did you mean '%s'?)"):format(best) or ""
 end
 
---- Converts a parsed config.json into { name, arch, <builder fields> }. Errors start with `path`.
+--- Converts a parsed config.json into { name, arch, <builder fields> }. Errors start with `path`, and `path:<line>`
+--- for a key the file holds on a line `lines` gives.
 ---@param t table the JSON object
 ---@param path string the file as the user named it (messages, default name)
 ---@param nulls? table { key = true } for the members that were null in the file
+---@param lines? table { key = line } of the top-level members (engine/core/text.h text_json_key_line)
 ---@return table cfg
-function M.from_config(t, path, nulls)
+function M.from_config(t, path, nulls, lines)
+  local function at(k)
+    local line = type(lines) == "table" and math.type(lines[k]) == "integer" and lines[k]
+    return line and ("%s:%d"):format(path, line) or path
+  end
   local mt = t.model_type
   local entry = type(mt) == "string" and M.TYPES[mt] or nil
   if not entry or not builder_exists(entry.arch) then
@@ -370,7 +376,7 @@ function M.from_config(t, path, nulls)
     table.sort(keys)
     for _, k in ipairs(keys) do
       if k ~= "model_type" and not fields[k] and not ignored[k] and not (fixed and fixed[k]) then
-        error(("%s: unknown key '%s' for model_type %q%s"):format(path, k, mt, hint(k, known)), 0)
+        error(("%s: unknown key '%s' for model_type %q%s"):format(at(k), k, mt, hint(k, known)), 0)
       end
     end
     if entry.quantization and t.quantization_config ~= nil then
@@ -386,7 +392,7 @@ function M.from_config(t, path, nulls)
         local shown = {}
         for i, a in ipairs(accepted) do shown[i] = type(a) == "string" and ("%q"):format(a) or tostring(a) end
         error(("%s: %s = %s is not modelled by the %s builder (scripts/neusight/models/%s.lua builds %s only)")
-          :format(path, k, type(v) == "string" and ("%q"):format(v) or tostring(v), entry.arch, entry.arch,
+          :format(at(k), k, type(v) == "string" and ("%q"):format(v) or tostring(v), entry.arch, entry.arch,
                   table.concat(shown, " or ")), 0)
       end
     end

@@ -51,6 +51,14 @@ function M.layer_count(nodes)
   return layers_of(groups)
 end
 
+--- Refuses `V` virtual stages (pp × virtual_stages) over a graph of `total` layers (M.layer_count) when it has fewer
+--- layers than stages: M.partition's rule, which neusight.workload also checks when it builds a plan's graph.
+function M.stages_check(total, V)
+  if total < V and V > 1 then
+    error(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d layer(s)"):format(V, total), 0)
+  end
+end
+
 --- Virtual stage contents: stages[k].segments, in graph order, each { nodes = {i…}, reps = r,
 --- per = {instances of node i per rep} }: the prologue (one rep; goes to the first stage), runs of
 --- consecutive layers of one group (reps = layers; a node of a group with c layers and count n runs
@@ -58,9 +66,7 @@ end
 --- possible, earlier stages taking the remainder. stages[k].items flattens them: { node, share }.
 function M.partition(nodes, prologue, groups, epilogue, V)
   local total = layers_of(groups)
-  if total < V and V > 1 then
-    error(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d layer(s)"):format(V, total), 0)
-  end
+  M.stages_check(total, V)
   local function single(list)
     local per = {}
     for j, i in ipairs(list) do per[j] = nodes[i].count end
