@@ -588,7 +588,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
       if (has_id ? p["id"].get<int64_t>() == dev : int64_t(i) == dev) found = true, tr.origin_device = device_name(p);
     }
     if (!found)
-      tr.origin_unknown = fmt::format("its kernels ran on device {}, which deviceProperties does not list", dev);
+      tr.origin_unknown = listed == 0 ? fmt::format("its kernels ran on device {} and it has no deviceProperties", dev)
+                                      : fmt::format("its kernels ran on device {}, which deviceProperties does not list", dev);
   } else if (listed == 1) {
     tr.origin_device = device_name((*devices)[0]);
   } else if (listed > 1) {

@@ -269,11 +269,12 @@ function M.compute(r)
   local latency = r.latency_s
   local tokens = M.tokens(r.mode, r.batch, r.seq)
   local tokens_per_s = latency > 0 and tokens / latency or nil
-  -- every FLOP of the iteration: the microbatches' forward and backward, and the optimizer step of each tp rank's
-  -- parameters per dp replica (once over dp under the distributed optimizer, which shards the step)
+  -- the iteration's counted FLOPs: the model FLOPs (the model's forward and backward whatever the layout: replicated
+  -- work once, not the FLOPs every GPU executes) and the optimizer step of each tp rank's parameters per dp replica
+  -- (once over dp under the distributed optimizer, which shards the step)
   local step_copies = r.parallel and r.tp * (r.distributed_optimizer and 1 or r.dp) or 1
-  local graph_flops = model_flops + step_copies * r.flops_optimizer
-  local achieved = latency > 0 and graph_flops / gpus / latency / 1e12 or nil
+  local counted_flops = model_flops + step_copies * r.flops_optimizer
+  local achieved = latency > 0 and counted_flops / gpus / latency / 1e12 or nil
   -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache
   local modelled = r.memory_gb ~= nil
   -- an imported graph that counts no parameters (no gradient accumulation rows; neusight.report graph decides it):
@@ -297,6 +298,7 @@ function M.compute(r)
     { key = "achieved_tflops", value = achieved, column = "TFLOP/s/GPU", cell = sig(achieved) },
     { key = "peak_tflops", value = peak },
     { key = "mfu", value = mfu, column = "MFU %", cell = mfu and fmt("%.1f", 100 * mfu) or "-" },
+    -- the model's forward and backward FLOPs counted kernel by kernel from its graph (not 6·N·tokens)
     { key = "mfu_convention", value = "graph_forward_backward_flops" },
     { key = "memory_gb", value = memory, column = "memory GB", cell = memory and fmt("%.1f", memory) or "-" },
     { key = "gpu_memory_gb", value = gpu.mem_gb },

@@ -210,7 +210,7 @@ end
 
 --- A forecast's time and model FLOPs as the figures (and the roofline floor it is held to) read them, each given to
 --- `add(key, value)`: latency_s (a parallel run's iteration, its slowest device's finish; else the kernels' sum),
---- flops_forward, flops_backward and flops_accumulate (the graph's gradient accumulation). `fc` the forecast's totals (total,
+--- flops_forward, flops_backward and flops_accumulate (the model's gradient accumulation: model_flops_accumulate, each local expert's times ep). `fc` the forecast's totals (total,
 --- model_flops_forward, model_flops_backward, model_flops_accumulate), `par` its parallel report (iteration; nil: one GPU). M.figure_inputs and
 --- neusight.figures floor_inputs (each layout search ranks, each phase serve forecasts) read them here.
 function M.timing_inputs(fc, par, add)

@@ -185,8 +185,12 @@ end
 ---@param to table destination GPU (read-only)
 ---@return boolean
 function M.sub_wave_streams(k, from, to)
-  return k.blocks >= from.num_sm and k.blocks >= to.num_sm
+  return k.blocks >= from.num_sm and k.blocks >= to.num_sm and k.duration_ms >= M.sub_wave_stream_min_ms
 end
+--- The shortest sub-wave kernel sub_wave_streams moves with the bandwidth: one of a few microseconds is its launch
+--- and its tail (a GPU's kernel floor is 2–5 µs), not its bytes, whatever its grid (review finding: a 3 µs kernel of
+--- 132+ blocks moved × 1.43 from an H200 to an H100). 10 µs: an H100 streams 33 MB in it.
+M.sub_wave_stream_min_ms = 0.01
 
 -- A kernel is bound by the resource whose roofline term is larger on both GPUs; a kernel whose binding resource
 -- differs between the two is "mixed".

@@ -1150,14 +1150,20 @@ local function graph_of(w, gpu)
     if not ok then error(error_at(built, w, "model"), 0) end
     nodes = built
     if plan and plan.tp > 1 then
-      -- the model FLOPs count a node every tp rank runs whole once (neusight.parallel.shard mark_replicated): told
-      -- by the same builder's graph at tp = 1
+      -- the model FLOPs count a node several tp ranks run alike once (neusight.parallel.shard mark_replicated): told
+      -- by the same builder's graph at tp = 1 (and, for key/value heads shared by ranks, at the divisors of tp)
       local whole_opts = {}
       for k, v in pairs(opts) do whole_opts[k] = v end
       whole_opts.tp, whole_opts.sequence_parallel = 1, false
       local whole_ok, whole = pcall(builder.build, cfg, whole_opts)
       if not whole_ok then error(error_at(whole, w, "model"), 0) end
-      par.mark_replicated(nodes, whole, plan.tp)
+      par.mark_replicated(nodes, whole, plan.tp, function(d) -- the graph at tp = d (nil where the builder refuses d)
+        local at = {}
+        for k, v in pairs(whole_opts) do at[k] = v end
+        at.tp = d
+        local ok_d, graph = pcall(builder.build, cfg, at)
+        return ok_d and graph or nil
+      end)
     end
     if plan and plan.ep > 1 then
       -- a local expert's weights (attrs.expert) are 1 / ep of the model's: its gradient accumulation times ep is the

@@ -1120,6 +1120,22 @@ function T.test_mark_replicated()
   local one = { node("norm", "mul", { { 2, 8 } }, { 2, 8 }, 8) }
   P.mark_replicated(one, whole, 1)
   eq(one[1].attrs.model_flops_copies, nil, "tp 1: nothing")
+  -- key/value heads shared by ranks (tp 8, 2 key/value heads: each rank keeps one, as at tp 2): tp / 2 copies; the
+  -- graphs at the divisors of tp are asked for only when a node keeps more than 1 / tp of each of its tensors
+  local kv_whole = { node("k_proj", "linear", { { 2, 8 } }, { 2, 4 }, 32), node("o_proj", "linear", { { 2, 8 } }, { 2, 8 }, 64) }
+  local kv_at = { [2] = { node("k_proj", "linear", { { 2, 8 } }, { 2, 2 }, 16), node("o_proj", "linear", { { 2, 4 } }, { 2, 8 }, 32) },
+    [4] = { node("k_proj", "linear", { { 2, 8 } }, { 2, 2 }, 16), node("o_proj", "linear", { { 2, 2 } }, { 2, 8 }, 16) } }
+  local kv_rank = { node("k_proj", "linear", { { 2, 8 } }, { 2, 2 }, 16),  -- one of the 2 heads
+    node("o_proj", "linear", { { 2, 1 } }, { 2, 8 }, 8) }                  -- row-parallel: split
+  local asked = {}
+  P.mark_replicated(kv_rank, kv_whole, 8, function(d) asked[#asked + 1] = d; return kv_at[d] end)
+  eq(kv_rank[1].attrs.model_flops_copies, 4, "k_proj: as at tp 2, so 8 / 2 ranks alike")
+  eq(kv_rank[2].attrs.model_flops_copies, nil, "o_proj: split (its input keeps 1 / 8)")
+  eq(table.concat(asked, ","), "2", "the smallest divisor that matches, and no more")
+  local split_only = { node("o_proj", "linear", { { 2, 1 } }, { 2, 8 }, 8) }
+  asked = {}
+  P.mark_replicated(split_only, kv_whole, 8, function(d) asked[#asked + 1] = d; return kv_at[d] end)
+  eq(#asked, 0, "no node keeps more than 1 / tp of each tensor: no other graph built")
 end
 
 ---------------------------------------------------------------------------------------------------

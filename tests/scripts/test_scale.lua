@@ -209,6 +209,8 @@ function M.test_sub_wave_streams()
   eq(S.sub_wave_streams(k, h200, h100), false, "109 blocks on 132 SMs: kept")
   k.blocks = 150
   eq(S.sub_wave_streams(k, h200, other), false, "fewer blocks than the destination's SMs: kept")
+  k.blocks, k.duration_ms = 320, 0.003
+  eq(S.sub_wave_streams(k, h200, h100), false, "a 3 µs kernel: its launch, not its bytes: kept")
 end
 
 return M

@@ -217,7 +217,7 @@ function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
     -- engine's phase: its totals, the dtype's dense peak and its families' floors, held to them by neusight.figures
     -- floor_inputs)
     r.totals = { total = r.latency_ms / 1e3, model_flops_forward = 1.5e9 * r.latency_ms, model_flops_backward = 0,
-                 flops_accumulate = 0 }
+                 model_flops_accumulate = 0 }
     r.dtype, r.peak_tflops, r.families = "bf16", 1, { ["family_s.linear"] = r.latency_ms / 1e3,
                                                      ["floor_s.linear"] = r.latency_ms / 2e3 }
     return r

@@ -130,37 +130,97 @@ local function same_shapes(a, b)
   return true
 end
 
---- The tensor-parallel rule of the model FLOPs (neusight.figures: a tp run's are its rank's graph × tp): marks each
---- node of `nodes`, one tensor-parallel rank's graph of a builder at tp = `tp`, that the rank runs whole — the node of
---- the same name (its n-th of that name) in `whole`, the same builder's graph at tp = 1 without sequence parallelism,
---- has the same op, input and output shapes and parameters: norms and residual adds on the full sequence, routers,
---- the routing and the experts' gathers and combines, MLA's down projections — with attrs.model_flops_copies = tp
---- (engine/core/forecast.h phase_model_flops): every rank runs it on the same data, so × tp counts it once. Split
---- nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
---- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
----@param nodes table[] the rank's graph
----@param whole table[] the graph at tp = 1
----@param tp integer
-function M.mark_replicated(nodes, whole, tp)
-  if tp <= 1 then return end
+-- The number of elements of a shape (a node's output or one of its inputs); nil for a shape that is not one.
+local function numel(shape)
+  if type(shape) ~= "table" then return nil end
+  local n = 1
+  for _, d in ipairs(shape) do
+    if type(d) ~= "number" then return nil end
+    n = n * d
+  end
+  return n
+end
+
+-- Whether node `n` of a rank's graph has the op, shapes, parameters and count of `w`, a node of another graph.
+local function same_node(w, n)
+  return w.op == n.op and (w.params or 0) == (n.params or 0) and (w.count or 1) == (n.count or 1)
+    and same_shapes({ w.output }, { n.output }) and same_shapes(w.inputs or {}, n.inputs or {})
+end
+
+-- Each node of `nodes` (the rank's graph) with its same-named node of `graph` (its n-th of that name), in order.
+local function pairs_by_name(nodes, graph)
   local by_name = {}
-  for _, n in ipairs(whole) do
+  for _, n in ipairs(graph) do
     local list = by_name[n.name]
     if not list then list = {}; by_name[n.name] = list end
     list[#list + 1] = n
   end
-  local seen = {}
-  for _, n in ipairs(nodes) do
+  local seen, out = {}, {}
+  for i, n in ipairs(nodes) do
     local k = (seen[n.name] or 0) + 1
     seen[n.name] = k
-    local w = by_name[n.name] and by_name[n.name][k]
-    if w and w.op == n.op and (w.params or 0) == (n.params or 0) and (w.count or 1) == (n.count or 1)
-      and same_shapes({ w.output }, { n.output }) and same_shapes(w.inputs or {}, n.inputs or {}) then
-      local attrs = { model_flops_copies = tp }
-      for key, v in pairs(n.attrs or {}) do
-        if key ~= "model_flops_copies" then attrs[key] = v end
+    out[i] = by_name[n.name] and by_name[n.name][k] or false
+  end
+  return out
+end
+
+--- The tensor-parallel rule of the model FLOPs (neusight.figures: a tp run's are its rank's graph × tp): marks each
+--- node of `nodes`, one tensor-parallel rank's graph of a builder at tp = `tp`, that several ranks run alike, with
+--- attrs.model_flops_copies = how many (engine/core/forecast.h phase_model_flops), so × tp counts its work once:
+--- - run whole by every rank: the node of the same name (its n-th of that name) in `whole`, the same builder's graph
+---   at tp = 1 without sequence parallelism, has the same op, input and output shapes and parameters (norms and
+---   residual adds on the full sequence, routers, the routing and the experts' gathers and combines, MLA's down
+---   projections): tp copies;
+--- - run alike by tp / d ranks (key/value heads when tp is a multiple of num_key_value_heads = d: each rank keeps one,
+---   which tp / d ranks share): the node is as in the builder's graph at tp = d (`build_at(d)`, d a divisor of tp,
+---   the smallest that matches), but not as at tp = 1. Those graphs are built only when a node not run whole keeps
+---   more than 1 / tp of every one of its tensors (output and inputs: a split node keeps 1 / tp of one at least).
+--- Split nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
+--- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
+---@param nodes table[] the rank's graph
+---@param whole table[] the graph at tp = 1
+---@param tp integer
+---@param build_at? fun(d: integer): table[]? the builder's graph at tp = d without sequence parallelism (nil: none)
+function M.mark_replicated(nodes, whole, tp, build_at)
+  if tp <= 1 then return end
+  local function mark(n, copies)
+    local attrs = { model_flops_copies = copies }
+    for key, v in pairs(n.attrs or {}) do
+      if key ~= "model_flops_copies" then attrs[key] = v end
+    end
+    n.attrs = attrs
+  end
+  local candidates = {}
+  for i, w in ipairs(pairs_by_name(nodes, whole)) do
+    local n = nodes[i]
+    if w and same_node(w, n) then
+      mark(n, tp)
+    elseif w and w.op == n.op then
+      -- the smallest share it keeps of a tensor of the whole graph's node: 1 / tp or less where the node is split
+      local share, tensors = math.huge, { { w.output, n.output } }
+      for j = 1, math.max(#(w.inputs or {}), #(n.inputs or {})) do
+        tensors[#tensors + 1] = { (w.inputs or {})[j], (n.inputs or {})[j] }
       end
-      n.attrs = attrs
+      for _, t in ipairs(tensors) do
+        local a, b = numel(t[1]), numel(t[2])
+        if a and b and a > 0 then share = math.min(share, b / a) end
+      end
+      if share ~= math.huge and share * tp >= 1.5 then candidates[#candidates + 1] = i end
+    end
+  end
+  if #candidates == 0 or not build_at then return end
+  local left = candidates
+  for d = 2, tp - 1 do
+    if #left == 0 then break end
+    if tp % d == 0 then
+      local graph = build_at(d)
+      if graph then
+        local match, still = pairs_by_name(nodes, graph), {}
+        for _, i in ipairs(left) do
+          if match[i] and same_node(match[i], nodes[i]) then mark(nodes[i], tp // d) else still[#still + 1] = i end
+        end
+        left = still
+      end
     end
   end
 end
