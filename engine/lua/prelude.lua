@@ -184,13 +184,16 @@ E.require = function(name) return require_raw(name, 2) end  -- the host's: the m
 -- needs(name, fn) → module `name`'s function `fn`, or the error the engine's own calls give of a --scripts copy without
 -- it (engine/lua/session.cpp function_push): one module's script calling another's function that an older override
 -- copy lacks gets the file and the bundled one to compare it with, not "attempt to call a nil value".
+-- ns.older_scripts: the words by which these errors say so (engine/lua/session.cpp function_push writes the same
+-- words, checked by tests/cli/test_scripts_path_cli.cpp; neusight.serve tells such an error from a model's by them).
+ns.older_scripts = "a --scripts copy from an older neusight?"
 function ns.needs(name, fn)
   local m = require_raw(name, 2)
   local f = type(m) == "table" and m[fn] or nil
   if type(f) ~= "function" then
     local _, chunk = C.find_script(name)
-    error(("%s has no function %s (module %s): a --scripts copy from an older neusight? compare it with the bundled "
-      .. "scripts/%s.lua"):format(tostring(chunk), fn, name, (name:gsub("%.", "/"))), 0)
+    error(("%s has no function %s (module %s): %s compare it with the bundled scripts/%s.lua")
+      :format(tostring(chunk), fn, name, ns.older_scripts, (name:gsub("%.", "/"))), 0)
   end
   return f
 end

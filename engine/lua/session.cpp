@@ -365,6 +365,7 @@ namespace {
     for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
       const fs::path bundled = p.opts.data_root / "scripts" / cand;
       if (!fs::is_regular_file(bundled)) continue;
+      // the words of prelude.lua ns.older_scripts (neusight.needs' message; neusight.serve tells these errors by them)
       msg += ": a --scripts copy from an older neusight? compare it with the bundled " + display_of(bundled);
       break;
     }

@@ -301,7 +301,7 @@ local function probe(F, o, mode, batch, tokens, with_band)
     -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's; so
     -- is a --scripts module without a function the phase's forecast or its floor check calls (neusight.needs)
     if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:")
-      or tostring(r):find("a --scripts copy from an older neusight?", 1, true) then error(r, 0) end
+      or tostring(r):find(require("neusight").older_scripts, 1, true) then error(r, 0) end
     fail("model '%s' cannot be served: %s", o.model, tostring(r))
   end
   return r

@@ -148,12 +148,6 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   return table.concat(out)
 end
 
---- neusight.parallel.config's layers_refusal, the layers' rule predict warns with (M.report) and search skips layouts by
---- (neusight.search pipeline_skip), or neusight.needs' error naming the --scripts file without it and the bundled one:
---- a --scripts config.lua older than the rule would forecast and rank layouts Megatron-LM cannot run without a word.
----@return function
-function M.layers_rule() return require("neusight").needs("neusight.parallel.config", "layers_refusal") end
-
 --- Everything the engine reports of a parallel run (engine/lua/session_hooks.cpp):
 ---   iteration  seconds of the slowest device (the run's latency)
 ---   json       the report's `parallel` object (M.json)
@@ -189,7 +183,10 @@ function M.report(plan, result, lean)
   local warnings = {}
   local layers = 0
   for _, d in ipairs(result.devices) do layers = layers + d.layers end
-  local uneven = M.layers_rule()(plan.schedule, layers, plan.pp, plan.virtual_stages)
+  -- the layers' rule (neusight.parallel.config layers_refusal; search skips layouts by it): a --scripts config.lua
+  -- older than it gets neusight.needs' error, not a forecast of a layout Megatron-LM cannot run without a word
+  local uneven = require("neusight").needs("neusight.parallel.config", "layers_refusal")(plan.schedule, layers, plan.pp,
+    plan.virtual_stages)
   for _, w in ipairs(plan.warnings or {}) do warnings[#warnings + 1] = w end -- neusight.parallel.layout plan's
   if uneven then
     warnings[#warnings + 1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
