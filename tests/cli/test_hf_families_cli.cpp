@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
@@ -12,12 +13,7 @@ using ns_test::temp_dir;
 
 namespace {
 
-json predict(const std::string& args) {
-  const auto r = run_cli("predict " + args + " --format json");
-  INFO("predict " << args << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  return json::parse(r.out);
-}
+json predict(const std::string& args) { return ns_test::run_json("predict " + args); }
 
 // The fixture's text with `key`'s line replaced by `line` (every fixture has one key per line).
 std::string with_line(const std::string& text, const std::string& key, const std::string& line) {
