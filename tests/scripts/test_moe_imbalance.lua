@@ -29,15 +29,17 @@ end
 -- uniformly (a partial Fisher–Yates shuffle), expert e lives on rank ⌈e / (E / ep)⌉.
 local function monte_carlo(tokens, k, E, ep, trials, seed)
   local rand, El, sum = lcg(seed), E // ep, 0
+  -- one permutation table for all tokens: perm[i] holds this token's entry only where stamp[i] is the token's number
+  local perm, stamp, n, load = {}, {}, 0, {}
   for _ = 1, trials do
-    local load = {}
     for r = 1, ep do load[r] = 0 end
     for _ = 1, tokens do
-      local perm = {}
+      n = n + 1
       for j = 1, k do
         local x = j - 1 + rand(E - j + 1)
-        local a, b = perm[j] or j, perm[x] or x
-        perm[j], perm[x] = b, a
+        local a = stamp[j] == n and perm[j] or j
+        local b = stamp[x] == n and perm[x] or x
+        perm[j], perm[x], stamp[j], stamp[x] = b, a, n, n
         local r = (b - 1) // El + 1
         load[r] = load[r] + 1
       end
