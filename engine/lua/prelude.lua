@@ -1,5 +1,5 @@
 -- engine/lua/prelude.lua — the Lua half of the engine: sandbox, restricted require, op-rule schema, strict views.
-local C, version = ...   -- C: engine functions (find_script, find_op, load, eprint, warn); see session.cpp
+local C, version = ...   -- C: engine functions (find_script, find_op, load, eprint, warn) and words (older_scripts); see session.cpp
 
 local E = {}             -- engine-internal table, kept in the registry by the host
 
@@ -184,9 +184,9 @@ E.require = function(name) return require_raw(name, 2) end  -- the host's: the m
 -- needs(name, fn) → module `name`'s function `fn`, or the error the engine's own calls give of a --scripts copy without
 -- it (engine/lua/session.cpp function_push): one module's script calling another's function that an older override
 -- copy lacks gets the file and the bundled one to compare it with, not "attempt to call a nil value".
--- ns.older_scripts: the words by which these errors say so (engine/lua/session.cpp function_push writes the same
--- words, checked by tests/cli/test_scripts_path_cli.cpp; neusight.serve tells such an error from a model's by them).
-ns.older_scripts = "a --scripts copy from an older neusight?"
+-- ns.older_scripts: the words by which these errors say so, the engine's (engine/lua/session_impl.h
+-- older_scripts_words, which function_push writes too); neusight.serve tells such an error from a model's by them.
+ns.older_scripts = C.older_scripts
 function ns.needs(name, fn)
   local m = require_raw(name, 2)
   local f = type(m) == "table" and m[fn] or nil

@@ -365,8 +365,7 @@ namespace {
     for (const std::string& cand : {rel + ".lua", rel + "/init.lua"}) {
       const fs::path bundled = p.opts.data_root / "scripts" / cand;
       if (!fs::is_regular_file(bundled)) continue;
-      // the words of prelude.lua ns.older_scripts (neusight.needs' message; neusight.serve tells these errors by them)
-      msg += ": a --scripts copy from an older neusight? compare it with the bundled " + display_of(bundled);
+      msg += std::string(": ") + older_scripts_words + " compare it with the bundled " + display_of(bundled);
       break;
     }
   }
@@ -456,6 +455,8 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
   luaL_newlibtable(L, engine_functions);
   lua_pushlightuserdata(L, p_.get());
   luaL_setfuncs(L, engine_functions, 1);  // stack: prelude C
+  lua_pushstring(L, older_scripts_words);
+  lua_setfield(L, -2, "older_scripts");
   series_functions_add(L);  // pack_integers, walk, fold, queue (wrap_series.cpp)
   lua_pushstring(L, NEUSIGHT_VERSION);
   ns_call(L, 2, 1);  // stack: E

@@ -263,6 +263,10 @@ inline void require_push(session::impl& p, const char* module) {
 // compare it with, not Lua's "attempt to call a nil value". Each returns the chunk name of the module's file
 // (module_file), for the context of the call and the messages about what it returns.
 //
+// The words by which these errors say so: the prelude's ns.older_scripts (C.older_scripts), for neusight.needs' message
+// and for neusight.serve, which tells such an error from a model's by them.
+inline constexpr const char* older_scripts_words = "a --scripts copy from an older neusight?";
+//
 // function_get: pushes module[fn] of `module`'s table, require(module), at `idx`; throws when it is not a function.
 // [-0, +1, e]
 const std::string& function_get(session::impl& p, int idx, const char* module, const char* fn);

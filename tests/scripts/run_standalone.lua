@@ -185,7 +185,7 @@ local neusight_module = {
 }
 
 local loaded = { neusight = neusight_module }
-neusight_module.older_scripts = "a --scripts copy from an older neusight?" -- the prelude's words (ns.older_scripts)
+neusight_module.older_scripts = "a --scripts copy from an older neusight?" -- the engine's words (ns.older_scripts, engine/lua/session_impl.h older_scripts_words)
 -- needs(name, fn) as the engine's prelude gives it: the module's function, or an error naming the module
 function neusight_module.needs(name, fn)
   local f = base.require(name)[fn]
