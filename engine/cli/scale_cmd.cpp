@@ -184,6 +184,13 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
                                 "GPUs: {}", from.name, to.name, op.name, op.kind == op.name ? "" : " (" + op.kind + ")",
                                 e.what()));
       }
+      // a cc the occupancy table lacks borrows a lower cc's allocation rules: said once per GPU (a trace scaled to
+      // its own GPU file names it once)
+      for (const auto& [spec, wave] : {std::pair{&from, &wave_gpus->first}, std::pair{&to, &wave_gpus->second}}) {
+        std::string w = occupancy_rules_warning(*spec, wave->limits);
+        if (!w.empty() && std::find(rep.warnings.begin(), rep.warnings.end(), w) == rep.warnings.end())
+          rep.warnings.push_back(std::move(w));
+      }
     }
     return *wave_gpus;
   };
