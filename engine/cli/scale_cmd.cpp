@@ -287,8 +287,9 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
   rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms, rep.busy_ms = tr.gpu_busy_ms;
   if (tr.zero_duration_kernels)
-    rep.warnings.push_back(fmt::format("{}: {} kernels have 'dur' 0 and count 0 ms on both GPUs", f.trace,
-                                       tr.zero_duration_kernels));
+    rep.warnings.push_back(fmt::format("{}: {} kernels have '{}' 0 and count 0 ms on both GPUs", f.trace,
+                                       tr.zero_duration_kernels,
+                                       tr.format == trace_format::wavescale ? "duration_ns" : "dur"));
   if (tr.gpu_busy_ms) {
     // Kernels of one stream run one after another; on several streams they may run at once, and the sum of their times
     // (what is scaled, as Habitat sums them) then exceeds the time the GPU ran any.
