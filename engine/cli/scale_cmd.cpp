@@ -184,6 +184,13 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
                                 "GPUs: {}", from.name, to.name, op.name, op.kind == op.name ? "" : " (" + op.kind + ")",
                                 e.what()));
       }
+      // a cc the occupancy table lacks borrows a lower cc's allocation rules: said once per GPU (a trace scaled to
+      // its own GPU file names it once)
+      for (const auto& [spec, wave] : {std::pair{&from, &wave_gpus->first}, std::pair{&to, &wave_gpus->second}}) {
+        std::string w = occupancy_rules_warning(*spec, wave->limits);
+        if (!w.empty() && std::find(rep.warnings.begin(), rep.warnings.end(), w) == rep.warnings.end())
+          rep.warnings.push_back(std::move(w));
+      }
     }
     return *wave_gpus;
   };
@@ -280,8 +287,9 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
     rep.warnings.push_back(fmt::format("{} kernels launched by no op were not scaled", tr.unattributed.size()));
   rep.span_ms = tr.gpu_span_ms, rep.idle_ms = tr.gpu_idle_ms, rep.busy_ms = tr.gpu_busy_ms;
   if (tr.zero_duration_kernels)
-    rep.warnings.push_back(fmt::format("{}: {} kernels have 'dur' 0 and count 0 ms on both GPUs", f.trace,
-                                       tr.zero_duration_kernels));
+    rep.warnings.push_back(fmt::format("{}: {} kernels have '{}' 0 and count 0 ms on both GPUs", f.trace,
+                                       tr.zero_duration_kernels,
+                                       tr.format == trace_format::wavescale ? "duration_ns" : "dur"));
   if (tr.gpu_busy_ms) {
     // Kernels of one stream run one after another; on several streams they may run at once, and the sum of their times
     // (what is scaled, as Habitat sums them) then exceeds the time the GPU ran any.

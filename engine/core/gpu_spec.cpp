@@ -152,6 +152,7 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
   // the architecture is the tile rules' (scripts/tiling/gemm.lua M.vendors: gpu_check): where to point its errors
   spec.architecture_at = at_key("architecture");
   spec.vendor_line = int64_t(tbl.find("vendor")->first.source().begin.line);
+  spec.compute_capability_at = at_key("compute_capability");
   // The GPU-to-GPU link: scripts/neusight/topology.lua prices a node's collectives over interconnect_bw_gbps / 2 per
   // direction, or over pcie_bw_gbps when interconnect = "none"; checked here so that a parallel run does not fail late.
   const auto& links = gpu_interconnects();

@@ -56,6 +56,9 @@ struct gpu_spec {
   // what the tile rules' check of the architecture (gpu_check) names.
   std::string architecture_at;
   int64_t vendor_line = 0;
+  // Where the file states its compute_capability ("<source>:<line>:<col>"; empty when not parsed from TOML): what the
+  // warning of a cc the occupancy table lacks names (occupancy_rules_warning).
+  std::string compute_capability_at;
 };
 
 // One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.

@@ -33,6 +33,7 @@ occupancy_limits make(const char* cc, int64_t threads_sm, int64_t blocks_sm, int
                       std::vector<int64_t> carveouts) {
   occupancy_limits l;
   l.compute_capability = cc;
+  l.rules_cc = cc;
   l.warp_size = 32;
   l.max_threads_per_sm = threads_sm;
   l.max_threads_per_block = 1024;
@@ -153,7 +154,7 @@ occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
     const std::optional<occupancy_limits> below = occupancy_limits_below(gpu.compute_capability);
     if (!below) throw error(gpu.source + ": " + e.what());
     l = *below;
-    l.compute_capability = gpu.compute_capability;
+    l.compute_capability = gpu.compute_capability;  // rules_cc stays the lower cc's: occupancy_rules_warning says so
   }
   // The GPU file's own numbers win over the cc table where it states them (> 0).
   auto take = [](int64_t& dst, int64_t v) {
@@ -170,6 +171,14 @@ occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
   take(l.smem_per_block_optin, static_cast<int64_t>(gpu.max_smem_per_block_kb * kib));
   l.smem_per_block = std::min(l.smem_per_block, l.smem_per_block_optin);
   return l;
+}
+
+std::string occupancy_rules_warning(const gpu_spec& gpu, const occupancy_limits& l) {
+  if (l.rules_cc.empty() || l.rules_cc == l.compute_capability) return "";
+  const std::string& at = gpu.compute_capability_at.empty() ? gpu.source : gpu.compute_capability_at;
+  return "gpu '" + gpu.name + "' (" + at + "): compute capability " + l.compute_capability +
+         " is not in the occupancy table; its allocation rules (register and shared-memory allocation units, "
+         "shared-memory carve-outs) are taken from cc " + l.rules_cc + ", its sizes from its file";
 }
 
 occupancy_result occupancy_compute(const occupancy_limits& l, const kernel_launch_shape& k,

@@ -23,6 +23,7 @@ struct gpu_spec;
 // Architectural limits of one compute capability. Sizes are in bytes / registers / threads.
 struct occupancy_limits {
   std::string compute_capability;        // "major.minor"
+  std::string rules_cc;                  // the table's cc whose allocation rules these are (occupancy_limits_from_gpu)
   int64_t warp_size = 32;
   int64_t max_threads_per_sm = 0;
   int64_t max_threads_per_block = 0;
@@ -50,6 +51,10 @@ occupancy_limits occupancy_limits_for_cc(std::string_view compute_capability);
 // the table's nearest lower cc. Throws ns::error "<source>: ..." for a cc below the table (or not "major.minor") or
 // an AMD GPU (whose LLVM target is no cc).
 occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu);
+
+// The warning that `l` (occupancy_limits_from_gpu(gpu)) takes its allocation rules from another cc than the GPU's own,
+// naming the GPU, where its file states the cc and the cc borrowed from; empty when the table has the GPU's cc.
+std::string occupancy_rules_warning(const gpu_spec& gpu, const occupancy_limits& l);
 
 struct occupancy_options {
   // false: Habitat's DEFAULT shared-memory config (§1.3): per-block limit smem_per_block (48 KiB), no opt-in.

@@ -433,6 +433,15 @@ trace trace_parse_wavescale(std::string_view text, const std::string& src, const
     if (it == by_id.end()) throw error(where + ": op_id " + row[k_op] + " is not in " + ops_source);
     per_op[it->second].emplace_back(seq, std::move(kern));
   }
+  // nothing to scale, as a Chrome trace without kernel time (trace_parse_chrome): the forecast would be the ops'
+  // host time alone
+  if (k.rows.empty()) throw error(kernels_source + ": no kernel rows: a trace with no kernels cannot be scaled");
+  for (const auto& op : per_op)
+    for (const auto& [seq, kern] : op) tr.zero_duration_kernels += kern.duration_ns == 0 ? 1 : 0;
+  for (const auto& [seq, kern] : loose) tr.zero_duration_kernels += kern.duration_ns == 0 ? 1 : 0;
+  if (tr.zero_duration_kernels == k.rows.size())
+    throw error(kernels_source + ": every one of its " + std::to_string(k.rows.size()) +
+                " kernel rows has 'duration_ns' 0: a trace with no kernel time cannot be scaled");
   auto by_seq = [](const auto& a, const auto& b) { return a.first < b.first; };
   for (size_t i = 0; i < per_op.size(); ++i) {
     std::stable_sort(per_op[i].begin(), per_op[i].end(), by_seq);

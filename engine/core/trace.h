@@ -88,7 +88,8 @@ struct trace {
   std::optional<double> gpu_span_ms, gpu_idle_ms;
   // Chrome traces: the time some kernel ran (the union of their intervals, span − idle) in ms; when the kernels' summed
   // durations exceed it they overlapped (concurrent streams). The streams the kernels name (args.stream; 0 when
-  // none do), and the kernels with 'dur' 0 (a trace of nothing but is refused).
+  // none do). Chrome and wavescale traces: the kernels with 'dur' (wavescale 'duration_ns') 0; a trace of nothing but
+  // them is refused.
   std::optional<double> gpu_busy_ms;
   size_t kernel_streams = 0, zero_duration_kernels = 0;
 };

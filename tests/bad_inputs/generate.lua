@@ -936,6 +936,20 @@ trc("no_kernels", (tr:gsub('"cat": "kernel"', '"cat": "kernel_x"')), "no GPU ker
 trc("top_array", "[]\n", "no GPU kernel events")
 trc("truncated", tr:sub(1, 400), "invalid JSON")
 trc("empty", "", "empty")
+do -- wavescale traces (a manifest, its ops.csv and kernels.csv beside it) with no kernel time, as the Chrome ones above
+  local head = "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,smem_static_bytes," ..
+               "smem_dynamic_bytes,duration_ns\n"
+  local function wsc(name, kernels, expect)
+    local dir = "trace/" .. name .. "/"
+    write(dir .. "ops.csv", "op_id,op_name,pass,wall_ns\n0,add_,fwd,5000\n")
+    write(dir .. "kernels.csv", kernels)
+    case { kind = "trace", file = dir .. "trace.json", args = SCALE, expect = expect, names = dir .. "kernels.csv",
+           text = '{"format": "wavescale-trace/1", "origin_gpu": "V100", "ops": "ops.csv", "kernels": "kernels.csv"}\n' }
+  end
+  wsc("wavescale_dur_all_zero", head .. "0,0,add,4,1,1,256,1,1,16,0,0,0\n-1,0,memset,1,1,1,32,1,1,8,0,0,0\n",
+      "every one of its 2 kernel rows has 'duration_ns' 0: a trace with no kernel time cannot be scaled")
+  wsc("wavescale_no_kernels", head, "no kernel rows: a trace with no kernels cannot be scaled")
+end
 
 -------------------------------------------------------------------------------------------------- weights
 -- --weights ROOT with ROOT/nvidia/bmm/{model.toml, weights.bin}; the case file is the changed model.toml or weights.bin

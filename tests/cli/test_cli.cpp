@@ -6,6 +6,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli_csv.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
@@ -530,13 +531,9 @@ TEST_CASE("models: every preset with its family, exact parameter count and sourc
   temp_dir dir;
   const auto csv = dir.path / "models.csv";
   REQUIRE(run_cli("models -o '" + csv.string() + "'").code == 0);  // the extension picks CSV
-  std::ifstream in(csv);
-  std::string header, line;
-  std::getline(in, header);
-  CHECK(header == "name,arch,model_type,params,active_params,source");
-  size_t rows = 0;
-  while (std::getline(in, line)) ++rows;
-  CHECK(rows == models.size());
+  const auto [header, rows] = ns_test::csv_table(ns_test::slurp(csv));
+  CHECK(header == std::vector<std::string>{"name", "arch", "model_type", "params", "active_params", "source"});
+  CHECK(rows.size() == models.size());
 }
 
 TEST_CASE("an unknown preset lists the presets its name begins", "[cli]") {

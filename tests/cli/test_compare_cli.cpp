@@ -6,12 +6,13 @@
 
 #include <algorithm>
 #include <map>
-#include <sstream>
 
+#include "cli_csv.h"
 #include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
+using ns_test::csv_table;
 using ns_test::run_cli;
 using ns_test::run_json;
 
@@ -31,19 +32,6 @@ double gpu_number(const std::string& name, const char* key) {
     if (g["name"] == name) return g.contains(key) ? g[key].get<double>() : 0.0;
   FAIL("no GPU " << name);
   return 0;
-}
-
-std::vector<std::string> csv_split(const std::string& line) {
-  std::vector<std::string> out;
-  std::string cell;
-  bool quoted = false;
-  for (char c : line) {
-    if (c == '"') quoted = !quoted;
-    else if (c == ',' && !quoted) out.push_back(cell), cell.clear();
-    else cell += c;
-  }
-  out.push_back(cell);
-  return out;
 }
 
 const std::string small = "predict --model gpt2_large --mode train --optimizer adamw --dtype bf16 --seq 128 --predictor roofline ";
@@ -233,20 +221,17 @@ TEST_CASE("compare: CSV and the table carry the figures of the JSON rows", "[cli
   const json j = run_json(args);
   const auto r = run_cli(args + " --format csv");
   REQUIRE(r.code == 0);
-  std::istringstream in(r.out);
-  std::string line;
-  REQUIRE(std::getline(in, line));
-  const auto header = csv_split(line);
+  const auto [header, lines] = csv_table(r.out);
   for (const char* key : {"gpu", "batch", "dp", "latency_ms", "tokens_per_s", "achieved_tflops", "mfu", "memory_gb",
                           "fits", "cost_per_iteration_usd", "cost_per_million_tokens_usd", "error"}) {
     INFO(key);
     CHECK(std::find(header.begin(), header.end(), key) != header.end());
   }
   size_t i = 0;
-  for (; std::getline(in, line); ++i) {
+  for (; i < lines.size(); ++i) {
     REQUIRE(i < j["rows"].size());
     const json& row = j["rows"][i];
-    const auto cells = csv_split(line);
+    const auto& cells = lines[i];
     REQUIRE(cells.size() == header.size());
     for (size_t k = 0; k < header.size(); ++k) {
       INFO("row " << i << " " << header[k] << " = " << cells[k]);
@@ -288,21 +273,14 @@ TEST_CASE("compare: a row's warnings are a JSON list as a single forecast's and 
   CHECK(most >= 2);  // the optimizer's (inference) and the band's out-of-distribution warnings
   const auto r = run_cli(args + " --format csv");
   REQUIRE(r.code == 0);
-  std::istringstream in(r.out);
-  std::string line;
-  REQUIRE(std::getline(in, line));
-  const auto header = csv_split(line);
+  const auto [header, lines] = csv_table(r.out);
   const auto at = size_t(std::find(header.begin(), header.end(), "warnings") - header.begin());
   REQUIRE(at < header.size());
-  auto unquoted = [](std::string s) {  // csv_split drops the quotes of "" too
-    s.erase(std::remove(s.begin(), s.end(), '"'), s.end());
-    return s;
-  };
-  for (size_t i = 0; std::getline(in, line); ++i) {
-    REQUIRE(i < 2);
+  REQUIRE(lines.size() == 2);
+  for (size_t i = 0; i < lines.size(); ++i) {
     std::string joined;
     for (const auto& w : j["rows"][i]["warnings"]) joined += (joined.empty() ? "" : "; ") + w.get<std::string>();
-    CHECK(csv_split(line)[at] == unquoted(joined));
+    CHECK(lines[i].at(at) == joined);
   }
 }
 

@@ -1,6 +1,7 @@
 // tests/cli/test_scale.cpp — `neusight scale` on a per-op label trace (fixture copy of the NeuSight data).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <map>
 #include <vector>
@@ -694,4 +695,45 @@ TEST_CASE("scale: a GPU file with a compute capability the occupancy table lacks
   const auto r = run_cli("scale --trace " + chrome + " --from v100 --to '" + cc52 + "' --predictor roofline");
   CHECK(r.code == 1);
   CHECK(r.err.find("cc52.toml: unsupported compute capability '5.2' (known: 6.0") != std::string::npos);
+}
+
+// ... and says so, once per GPU, naming the file's compute_capability line and the cc whose rules it borrows; a cc
+// the table has says nothing.
+TEST_CASE("scale: a compute capability the occupancy table lacks is warned about once per GPU", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const std::string cc97 = h100_with(t, "cc97.toml", {{"compute_capability", "compute_capability = \"9.7\""}});
+  const std::string text = ns_test::slurp(cc97);
+  const auto at = text.find("\ncompute_capability = ");
+  REQUIRE(at != std::string::npos);
+  const std::string line = std::to_string(std::count(text.begin(), text.begin() + long(at) + 1, '\n') + 1);
+  const std::string want = "gpu 'H100-WHATIF' (" + cc97 + ":" + line + ":1): compute capability 9.7 is not in the "
+                           "occupancy table; its allocation rules (register and shared-memory allocation units, "
+                           "shared-memory carve-outs) are taken from cc 9.0, its sizes from its file";
+  auto count = [](const std::string& text, const std::string& what) {
+    size_t n = 0;
+    for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
+    return n;
+  };
+  auto r = run_cli("scale --trace " + chrome + " --from v100 --to '" + cc97 + "' --predictor roofline --format json");
+  REQUIRE(r.code == 0);
+  CHECK(count(r.err, "neusight: warning: " + want + "\n") == 1);
+  CHECK(json::parse(r.out)["warnings"].dump().find(json(want).dump()) != std::string::npos);
+  // to and from the same file: one GPU, one warning
+  const std::string own = tiny_on(t, "H100-WHATIF");
+  r = run_cli("scale --trace '" + own + "' --from '" + cc97 + "' --to '" + cc97 + "' --predictor roofline");
+  REQUIRE(r.code == 0);
+  CHECK(count(r.err, want) == 1);
+  // above every cc of the table: the highest one's rules
+  const std::string cc13 = h100_with(t, "cc13.toml", {{"compute_capability", "compute_capability = \"13.0\""}});
+  r = run_cli("scale --trace " + chrome + " --from v100 --to '" + cc13 + "' --predictor roofline");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("compute capability 13.0 is not in the occupancy table; its allocation rules (register and "
+                   "shared-memory allocation units, shared-memory carve-outs) are taken from cc 12.0") !=
+        std::string::npos);
+  // a cc the table has (the H100's own 9.0 in a copy): no such warning
+  const std::string cc90 = h100_with(t, "cc90.toml", {});
+  r = run_cli("scale --trace " + chrome + " --from v100 --to '" + cc90 + "' --predictor roofline --format json");
+  REQUIRE(r.code == 0);
+  CHECK(r.err.find("occupancy table") == std::string::npos);
+  CHECK(json::parse(r.out)["warnings"].dump().find("occupancy table") == std::string::npos);
 }

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "cli_csv.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
@@ -765,24 +766,13 @@ TEST_CASE("scripts path: search's CSV numbers are report.lua number_csv's", "[cl
   REQUIRE(j.code == 0);
   const nlohmann::ordered_json layouts = nlohmann::ordered_json::parse(j.out)["layouts"];  // in the JSON's order
   REQUIRE(!layouts.empty());
-  std::vector<std::string> lines;
-  for (size_t at = 0; at < c.out.size();) {
-    const size_t nl = c.out.find('\n', at);
-    lines.push_back(c.out.substr(at, nl - at));
-    at = nl + 1;
-  }
-  REQUIRE(lines.size() == layouts.size() + 1);
-  std::string header;
-  for (const auto& [key, value] : layouts[0].items()) header += (header.empty() ? "" : ",") + key;
-  CHECK(lines[0] == header);
+  const auto [header, rows] = ns_test::csv_table(c.out);
+  REQUIRE(rows.size() == layouts.size());
+  std::vector<std::string> keys;
+  for (const auto& [key, value] : layouts[0].items()) keys.push_back(key);
+  CHECK(header == keys);
   for (size_t i = 0; i < layouts.size(); ++i) {  // each cell reads back as the JSON's value
-    std::vector<std::string> cells;
-    for (size_t at = 0;;) {
-      const size_t comma = lines[i + 1].find(',', at);
-      cells.push_back(lines[i + 1].substr(at, comma == std::string::npos ? std::string::npos : comma - at));
-      if (comma == std::string::npos) break;
-      at = comma + 1;
-    }
+    const auto& cells = rows[i];
     size_t k = 0;
     for (const auto& [key, value] : layouts[i].items()) {
       INFO(key << " = " << value.dump() << ", CSV " << cells.at(k));

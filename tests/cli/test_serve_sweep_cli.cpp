@@ -6,9 +6,9 @@
 #include <nlohmann/json.hpp>
 
 #include <map>
-#include <sstream>
 #include <vector>
 
+#include "cli_csv.h"
 #include "cli_json.h"
 #include "test_util.h"
 
@@ -25,27 +25,6 @@ std::string stem(const json& row) {
   std::string f = row["gpu_file"];
   f = f.substr(f.find_last_of('/') + 1);
   return f.substr(0, f.size() - 5);
-}
-
-// Splits one CSV line (quoted cells may hold commas).
-std::vector<std::string> csv_cells(const std::string& line) {
-  std::vector<std::string> out(1);
-  bool quoted = false;
-  for (size_t i = 0; i < line.size(); ++i) {
-    const char c = line[i];
-    if (quoted) {
-      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') out.back() += '"', ++i;
-      else if (c == '"') quoted = false;
-      else out.back() += c;
-    } else if (c == '"') {
-      quoted = true;
-    } else if (c == ',') {
-      out.emplace_back();
-    } else {
-      out.back() += c;
-    }
-  }
-  return out;
 }
 
 }  // namespace
@@ -183,14 +162,12 @@ TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows — -o infers 
   const json j = run_json(args);
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
-  std::istringstream in(csv.out);
-  std::string line;
-  std::getline(in, line);
-  const auto head = csv_cells(line);
+  const auto [head, lines] = ns_test::csv_table(csv.out);
+  REQUIRE(!head.empty());
   CHECK(head.front() == "index");
   size_t n = 0;
-  while (std::getline(in, line)) {
-    const auto cells = csv_cells(line);
+  for (const auto& cells : lines) {
+    REQUIRE(n < j["rows"].size());
     REQUIRE(cells.size() == head.size());
     const json& row = j["rows"][n++];
     for (size_t c = 0; c < head.size(); ++c) {

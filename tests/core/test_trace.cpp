@@ -124,6 +124,27 @@ TEST_CASE("trace: malformed wavescale traces", "[trace]") {
                                                  "a label CSV (fw_latency column)");
 }
 
+// As a Chrome trace whose kernels all have 'dur' 0 (or that has none): nothing to scale, refused; some kernels of 0 ns
+// are counted (scale warns about them).
+TEST_CASE("trace: a wavescale trace with no kernel time is refused", "[trace]") {
+  const std::string manifest = R"({"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": "kernels.csv"})";
+  const std::string ops = "op_id,op_name,pass,wall_ns\n0,add_,fwd,5000\n1,mul_,opt,\n";
+  const std::string head = "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,"
+                           "smem_static_bytes,smem_dynamic_bytes,duration_ns\n";
+  auto parse = [&](const std::string& kernels) {
+    return trace_parse_wavescale(manifest, "w/trace.json", [&](const std::string& name) {
+      return std::make_pair(name == "ops.csv" ? ops : kernels, "w/" + name);
+    });
+  };
+  CHECK_THROWS_WITH(parse(head + "0,0,add,4,1,1,256,1,1,16,0,0,0\n1,0,mul,4,1,1,256,1,1,16,0,0,0\n"
+                                 "-1,0,memset,1,1,1,32,1,1,8,0,0,0\n"),
+                    "w/kernels.csv: every one of its 3 kernel rows has 'duration_ns' 0: a trace with no kernel time "
+                    "cannot be scaled");
+  CHECK_THROWS_WITH(parse(head), "w/kernels.csv: no kernel rows: a trace with no kernels cannot be scaled");
+  const trace t = parse(head + "0,0,add,4,1,1,256,1,1,16,0,0,0\n1,0,mul,4,1,1,256,1,1,16,0,0,1000\n");
+  CHECK(t.zero_duration_kernels == 1);
+}
+
 TEST_CASE("trace: per-op label CSV of the shared data", "[trace]") {
   const fs::path p = fixtures / "label" / "Tesla_V100-PCIE-32GB" / "tiny-train-8-1.csv";
   CHECK(trace_detect(p) == trace_format::label_csv);
