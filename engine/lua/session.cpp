@@ -180,6 +180,23 @@ int l_limit_tripped(lua_State* L) {
   return 1;
 }
 
+// infeasible(msg): raises `msg` (a string, as it is: no position) as the reason a setting cannot run, noted as such
+// (ns_infeasible_note) [-1, +0, v]
+int l_infeasible(lua_State* L) {
+  size_t n = 0;
+  const char* msg = luaL_checklstring(L, 1, &n);
+  ns_infeasible_note(L, std::string(msg, n));
+  lua_settop(L, 1);
+  return lua_error(L);
+}
+
+// infeasible_take() -> the message the last infeasible() (or ns::infeasible raised into scripts) gave, or nil; it is
+// then forgotten [-0, +1, m]
+int l_infeasible_take(lua_State* L) {
+  ns_infeasible_take(L);
+  return 1;
+}
+
 // gpu_named(gpu, name) -> boolean [-2, +1, e]: whether `name` names the GPU table `gpu` (its name, an alias or its
 // file's stem, as people type them: engine/core/gpu_spec.h gpu_spec_named, the engine's one rule). Reads the fields
 // through __index, so a read-only GPU view works.
@@ -271,7 +288,8 @@ const luaL_Reg engine_functions[] = {
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
-    {"node_fields", l_node_fields}, {nullptr, nullptr},
+    {"node_fields", l_node_fields}, {"infeasible", l_infeasible}, {"infeasible_take", l_infeasible_take},
+    {nullptr, nullptr},
 };
 
 

@@ -340,8 +340,8 @@ function M.graph(r, opts, moe)
     elseif tp % kvh == 0 then
       kvh = 1 -- this rank's query heads share one key/value head (replicated on tp / num_key_value_heads ranks)
     else
-      error(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads or be a multiple of it")
-        :format(who, r.kvh, tp), 0)
+      require("neusight").infeasible(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads "
+        .. "or be a multiple of it"):format(who, r.kvh, tp)) -- the setting's (neusight.infeasible), not the model's
     end
     V = shard.vocab(V)
   end
