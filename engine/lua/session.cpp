@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/cluster_spec.h"
+#include "core/forecast.h"
 #include "core/roofline.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
@@ -662,7 +663,31 @@ workload session::workload_load(const std::string& script, const workload_overri
     lua_pushvalue(L, nodes);
     ns_call(L, 2, 1);  // stack: W spec norm build nodes check nodes where located
   }
-  ns_call(L, 3, 0);  // stack: W spec norm build nodes
+  lua_pushvalue(L, -1);
+  lua_rotate(L, nodes + 1, 1);  // stack: W spec norm build nodes located check nodes where located
+  ns_call(L, 3, 0);  // stack: W spec norm build nodes located
+  // the model-FLOPs attributes, by the rule the figures read them with (core/forecast.h node_model_flops_check): an
+  // error names the node as check_nodes names it, the script's line where the script writes it
+  for (size_t i = 0; i < w.g.nodes.size(); ++i) {
+    const node& n = w.g.nodes[i];
+    if (n.attrs.empty()) continue;
+    std::string who = origin + ": model '" + w.model + "', node " + std::to_string(i + 1) + " '" + n.name + "'";
+    try {
+      node_model_flops_check(n, who);
+    } catch (const error&) {
+      if (lua_isfunction(L, -1)) {  // the line only now: located() reads the script's text
+        lua_pushvalue(L, -1);
+        lua_pushinteger(L, lua_Integer(i + 1));
+        lua_pushstring(L, who.c_str());
+        ns_call(L, 2, 1);  // stack: W spec norm build nodes located who
+        if (lua_isstring(L, -1)) who = lua_tostring(L, -1);
+        lua_pop(L, 1);
+      }
+      node_model_flops_check(n, who);  // the same error, naming the line
+      throw;
+    }
+  }
+  lua_pop(L, 1);  // stack: W spec norm build nodes
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");
