@@ -682,7 +682,8 @@ std::vector<flag_spec> table_make() {
        "Run every combination of the lists --gpu x --tp x (--batch | --rate), one row each (the numbers of a single "
        "`serve` run of it), and choose the cheapest meeting the targets: lowest $ per million output tokens when every "
        "GPU file has price_per_hour_usd, else highest output tokens/s per GPU. A combination that cannot run (does not "
-       "fit, tp not dividing the heads) is a row with its error; when none meets the targets the run says so and exits 0")
+       "fit, tp not dividing the heads) is a row with its error; when none meets the targets the run says so and exits "
+       "0 (1 when none could run at all; a script's error stops the sweep)")
       .on(serve, to(&serve_flags::sweep));
   flag("--ttft-ms",
        "--sweep target: time to first token at most this many ms (the p90 over the requests with --rate; the batch's "

@@ -328,6 +328,14 @@ int search_main(const search_flags& f) {
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
               const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, gpu, true);
+              if (tl && !tl->layers_refusal.empty()) {
+                // a chunked layout whose model chunks do not divide the layers, found only now (the model probe above
+                // failed: no layer count before the forecasts): skipped by the rule and reason it is skipped by before
+                // a forecast (search.lua pipeline_skip), as predict's warning of it says
+                pipeline_skipped[vi] = tl->layers_refusal;
+                built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
+                break;
+              }
               ev.workload_warnings = w.warnings, ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};

@@ -214,6 +214,16 @@ int serve_main(const serve_flags& f) {
     emit(r.table, f.output);
   }
   if (!f.report_html.empty()) emit(html, f.report_html);
+  if (f.sweep) {
+    // no combination could run (each one's row says why: scripts/neusight/sweep.lua): the report is written, as every
+    // sweep's, and the command fails, since no setting answers the question (one that runs but misses the targets is
+    // an answer: exit 0)
+    const nlohmann::json j = nlohmann::json::parse(r.json);
+    const int64_t combinations = j.value("combinations", int64_t(0)), errors = j.value("errors", int64_t(0));
+    if (combinations > 0 && errors == combinations)
+      throw error(fmt::format("serve: no setting could run: each of the {} combinations has its reason in its row",
+                              combinations));
+  }
   return 0;
 }
 

@@ -30,29 +30,41 @@ double forecast::phase_flops(phase p) const {
 
 namespace {
 
+// `who` names node n in an error: the caller's words (session.cpp: its script's line), else "node '<name>'".
+std::string node_who(const node& n, const std::string* who) { return who ? *who : "node '" + n.name + "'"; }
+
 // A node's attrs.model_flops_share (forecast::phase_model_flops): 1 without it, an error unless a number in (0, 1].
-double model_flops_share(const node& n) {
+double model_flops_share(const node& n, const std::string* who) {
   const auto it = n.attrs.find("model_flops_share");
   if (it == n.attrs.end()) return 1;
   const double* v = std::get_if<double>(&it->second);
   if (!v || !(*v > 0 && *v <= 1))
-    throw error("node '" + n.name + "': attrs.model_flops_share must be a number in (0, 1] (the share of its " +
+    throw error(node_who(n, who) + ": attrs.model_flops_share must be a number in (0, 1] (the share of its " +
                 "forward and backward FLOPs that is the model's work)");
   return *v;
 }
 
 // A node's attrs.<key> (forecast::phase_model_flops: model_flops_copies, model_flops_shards): 1 without it, an error
 // unless a whole number >= 1 (`what` says what it counts).
-double model_flops_ranks(const node& n, const char* key, const char* what) {
+double model_flops_ranks(const node& n, const char* key, const char* what, const std::string* who) {
   const auto it = n.attrs.find(key);
   if (it == n.attrs.end()) return 1;
   const double* v = std::get_if<double>(&it->second);
   if (!v || !(*v >= 1 && *v < 1e9 && *v == std::floor(*v)))
-    throw error("node '" + n.name + "': attrs." + key + " must be a whole number >= 1 (" + what + ")");
+    throw error(node_who(n, who) + ": attrs." + key + " must be a whole number >= 1 (" + what + ")");
   return *v;
 }
 
+constexpr const char* copies_what = "the tensor-parallel ranks that run the same node on the same data";
+constexpr const char* shards_what = "the expert-parallel ranks that hold its other parts";
+
 }  // namespace
+
+void node_model_flops_check(const node& n, const std::string& who) {
+  model_flops_share(n, &who);
+  model_flops_ranks(n, "model_flops_copies", copies_what, &who);
+  model_flops_ranks(n, "model_flops_shards", shards_what, &who);
+}
 
 double forecast::phase_model_flops(phase p) const {
   const bool rows = p == phase::forward || p == phase::backward;
@@ -60,13 +72,10 @@ double forecast::phase_model_flops(phase p) const {
   for (const auto& ki : kernels)
     if (ki.ph == p) {
       const node& n = g.nodes[ki.node];
-      const double copies = model_flops_ranks(
-          n, "model_flops_copies", "the tensor-parallel ranks that run the same node on the same data");
-      const double shards = p != phase::accumulate ? 1.0
-                                                   : model_flops_ranks(n, "model_flops_shards",
-                                                                       "the expert-parallel ranks that hold its other "
-                                                                       "parts");
-      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n) : 1.0) * shards / copies;
+      const double copies = model_flops_ranks(n, "model_flops_copies", copies_what, nullptr);
+      const double shards =
+          p != phase::accumulate ? 1.0 : model_flops_ranks(n, "model_flops_shards", shards_what, nullptr);
+      f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n, nullptr) : 1.0) * shards / copies;
     }
   return f;
 }

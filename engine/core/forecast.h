@@ -55,6 +55,11 @@ struct forecast {
   std::vector<family_time> seconds_by_family(const gpu_spec& gpu) const;
 };
 
+// Checks node n's model-FLOPs attributes (model_flops_share, model_flops_copies, model_flops_shards) by the rule
+// forecast::phase_model_flops reads them with, before anything is priced; the error starts with `who` (the workload's
+// words for the node: its script's line where the script writes it, engine/lua/session.cpp).
+void node_model_flops_check(const node& n, const std::string& who);
+
 // The forecast's time by kernel family as the inputs scripts/neusight/uncertainty.lua and calibration.lua read:
 // family_s.<family> (seconds) and family_n.<family> (effective kernel count); roofline.<family> = true for the families
 // `pred` does not price with its own model on `vendor` (the roofline stood in): the error table says nothing of them;

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "core/infeasible.h"
 #include "core/text.h"
 
 namespace ns {
@@ -33,8 +34,8 @@ std::string roofline_peak_key(const kernel& k) { return unit_peak_of(gpu_spec{},
 double roofline_peak_flops(const gpu_spec& gpu, const kernel& k) {
   const unit_peak p = unit_peak_of(gpu, k.kind, k.dtype);
   if (!(p.tflops > 0))
-    throw error(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + p.key + " = 0) for kernel " +
-                k.name);
+    throw infeasible(gpu.source + ": GPU '" + gpu.name + "' has no " + k.dtype + " units (" + p.key +
+                     " = 0) for kernel " + k.name);
   return p.tflops * 1e12;
 }
 

@@ -457,6 +457,21 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context) {
   if (status != LUA_OK) ns_error_throw(L, status, context);
 }
 
+namespace {
+constexpr const char* infeasible_key = "neusight.infeasible";  // the registry field of ns_infeasible_note
+}  // namespace
+
+void ns_infeasible_note(lua_State* L, const std::string& msg) {
+  lua_pushlstring(L, msg.data(), msg.size());
+  lua_setfield(L, LUA_REGISTRYINDEX, infeasible_key);
+}
+
+void ns_infeasible_take(lua_State* L) {
+  lua_getfield(L, LUA_REGISTRYINDEX, infeasible_key);  // stack: msg|nil
+  lua_pushnil(L);
+  lua_setfield(L, LUA_REGISTRYINDEX, infeasible_key);
+}
+
 void raised_error::keep(lua_State* L, const std::exception& e, std::exception_ptr e_thrown) {
   thrown = std::move(e_thrown);
   raised = e.what();

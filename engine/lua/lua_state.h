@@ -9,6 +9,7 @@
 #include <string>
 #include <string_view>
 
+#include "core/infeasible.h"
 #include "core/text.h"
 #include "lua/script_limits.h"
 
@@ -95,6 +96,14 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {})
 // ns_call's conversion alone: pops the error ns_pcall left (`status` its result) and throws it. [-1, +0, e]
 [[noreturn]] void ns_error_throw(lua_State* L, int status, const std::string& context = {});
 
+// The one record of the last setting that could not run (an ns::infeasible raised into Lua by ns_catch, or
+// require("neusight").infeasible(msg) in Lua): `msg` is kept in the registry until ns_infeasible_take. An error is a
+// setting's, not the input's bug, when its text carries the message taken (neusight.is_infeasible: serve --sweep makes
+// a row of it, and stops at any other error). [-0, +0, m]
+void ns_infeasible_note(lua_State* L, const std::string& msg);
+// Pushes the message noted last (nil when none) and forgets it. [-0, +1, m]
+void ns_infeasible_take(lua_State* L);
+
 // Runs `body` inside a lua_CFunction; a C++ exception becomes a Lua error raised after the catch block,
 // so no C++ exception ever crosses into Lua (LÖVE luax_catchexcept).
 // The other way round, a Lua error raised inside `body` (a lua_* call that fails: out of memory, a script limit) is
@@ -102,14 +111,18 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {})
 // exceptions (LUAI_THROW), not longjmp: they unwind `body`'s frames and run their destructors on the way to the
 // pcall. They are not std::exception, so the catch below lets them through; engine code must never swallow them
 // (a `catch (...)` rethrows: engine/lua/wrap_graph.cpp).
+// An ns::infeasible (a setting that cannot run) is noted as such (ns_infeasible_note) before it is raised.
 template <class F>
 int ns_catch(lua_State* L, F&& body) {
   std::string msg;
+  bool setting = false;
   try {
     return body();
   } catch (const std::exception& e) {
     msg = e.what();
+    setting = dynamic_cast<const infeasible*>(&e) != nullptr;
   }
+  if (setting) ns_infeasible_note(L, msg);
   lua_pushlstring(L, msg.data(), msg.size());
   return lua_error(L);
 }

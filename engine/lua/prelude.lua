@@ -185,7 +185,7 @@ E.require = function(name) return require_raw(name, 2) end  -- the host's: the m
 -- it (engine/lua/session.cpp function_push): one module's script calling another's function that an older override
 -- copy lacks gets the file and the bundled one to compare it with, not "attempt to call a nil value".
 -- ns.older_scripts: the words by which these errors say so, the engine's (engine/lua/session_impl.h
--- older_scripts_words, which function_push writes too); neusight.serve tells such an error from a model's by them.
+-- older_scripts_words, which function_push writes too).
 ns.older_scripts = C.older_scripts
 function ns.needs(name, fn)
   local m = require_raw(name, 2)
@@ -196,6 +196,17 @@ function ns.needs(name, fn)
       :format(tostring(chunk), fn, name, ns.older_scripts, (name:gsub("%.", "/"))), 0)
   end
   return f
+end
+
+-- infeasible(msg) raises `msg` (no position: error(msg, 0)) as the reason a setting cannot run as asked (tp not
+-- dividing the heads, weights leaving no room for a KV cache, …): the input is well formed, the setting is not.
+-- is_infeasible(err) → whether `err`, an error caught by pcall, is such a reason (it carries the message of the last
+-- infeasible(), or of an ns::infeasible the engine raised: engine/lua/lua_state.h ns_infeasible_note, forgotten once
+-- asked). `serve --sweep` makes a row of such an error and stops at any other: a script's bug is never a row.
+ns.infeasible = C.infeasible
+function ns.is_infeasible(err)
+  local msg = C.infeasible_take()
+  return msg ~= nil and type(err) == "string" and err:find(msg, 1, true) ~= nil
 end
 
 local function require_for_env()

@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/cluster_spec.h"
+#include "core/forecast.h"
 #include "core/roofline.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
@@ -180,6 +181,23 @@ int l_limit_tripped(lua_State* L) {
   return 1;
 }
 
+// infeasible(msg): raises `msg` (a string, as it is: no position) as the reason a setting cannot run, noted as such
+// (ns_infeasible_note) [-1, +0, v]
+int l_infeasible(lua_State* L) {
+  size_t n = 0;
+  const char* msg = luaL_checklstring(L, 1, &n);
+  ns_infeasible_note(L, std::string(msg, n));
+  lua_settop(L, 1);
+  return lua_error(L);
+}
+
+// infeasible_take() -> the message the last infeasible() (or ns::infeasible raised into scripts) gave, or nil; it is
+// then forgotten [-0, +1, m]
+int l_infeasible_take(lua_State* L) {
+  ns_infeasible_take(L);
+  return 1;
+}
+
 // gpu_named(gpu, name) -> boolean [-2, +1, e]: whether `name` names the GPU table `gpu` (its name, an alias or its
 // file's stem, as people type them: engine/core/gpu_spec.h gpu_spec_named, the engine's one rule). Reads the fields
 // through __index, so a read-only GPU view works.
@@ -271,7 +289,8 @@ const luaL_Reg engine_functions[] = {
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
-    {"node_fields", l_node_fields}, {nullptr, nullptr},
+    {"node_fields", l_node_fields}, {"infeasible", l_infeasible}, {"infeasible_take", l_infeasible_take},
+    {nullptr, nullptr},
 };
 
 
@@ -644,7 +663,31 @@ workload session::workload_load(const std::string& script, const workload_overri
     lua_pushvalue(L, nodes);
     ns_call(L, 2, 1);  // stack: W spec norm build nodes check nodes where located
   }
-  ns_call(L, 3, 0);  // stack: W spec norm build nodes
+  lua_pushvalue(L, -1);
+  lua_rotate(L, nodes + 1, 1);  // stack: W spec norm build nodes located check nodes where located
+  ns_call(L, 3, 0);  // stack: W spec norm build nodes located
+  // the model-FLOPs attributes, by the rule the figures read them with (core/forecast.h node_model_flops_check): an
+  // error names the node as check_nodes names it, the script's line where the script writes it
+  for (size_t i = 0; i < w.g.nodes.size(); ++i) {
+    const node& n = w.g.nodes[i];
+    if (n.attrs.empty()) continue;
+    std::string who = origin + ": model '" + w.model + "', node " + std::to_string(i + 1) + " '" + n.name + "'";
+    try {
+      node_model_flops_check(n, who);
+    } catch (const error&) {
+      if (lua_isfunction(L, -1)) {  // the line only now: located() reads the script's text
+        lua_pushvalue(L, -1);
+        lua_pushinteger(L, lua_Integer(i + 1));
+        lua_pushstring(L, who.c_str());
+        ns_call(L, 2, 1);  // stack: W spec norm build nodes located who
+        if (lua_isstring(L, -1)) who = lua_tostring(L, -1);
+        lua_pop(L, 1);
+      }
+      node_model_flops_check(n, who);  // the same error, naming the line
+      throw;
+    }
+  }
+  lua_pop(L, 1);  // stack: W spec norm build nodes
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");

@@ -51,6 +51,9 @@ struct parallel_report {
   // what scripts/neusight/figures.lua gets of the layout (the report's `figures`: dp, tp, pp, microbatches,
   // distributed_optimizer, device_floor_s), as figure inputs
   figure_inputs figures;
+  // why Megatron-LM would refuse the layout's layers over its model chunks (scripts/neusight/parallel/config.lua
+  // layers_refusal, the rule search skips layouts by); "" when it runs them
+  std::string layers_refusal;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).

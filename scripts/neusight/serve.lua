@@ -55,6 +55,9 @@ local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "laun
   "gpu_memory_utilization", "static_decode_samples" }
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
+-- A setting that cannot be served (the weights leave no room for a KV cache, tp does not divide the heads): the
+-- setting's reason, not the input's bug (neusight.infeasible): `serve --sweep` makes a row of it.
+local function infeasible(msg, ...) require("neusight").infeasible("serve: " .. fmt(msg, ...)) end
 
 -- (none of these requires neusight.serve or neusight.sweep: no cycle, so each is required once, not per forecast)
 local is_count = require("neusight.topology").is_count
@@ -294,15 +297,15 @@ end
 --- The options checked and completed with the defaults (an error names the bad one); run() starts with it.
 M.options = options
 
--- Runs the first forecast with a message that says why a model cannot be served.
+-- Runs the first forecast with a message that says why a model cannot be served in this setting. Only a setting's
+-- reason (neusight.is_infeasible: tp not dividing the heads, a GPU without units for the dtype) is told so; any
+-- other error (a script's, an op rule's, a --scripts module without a function it needs: neusight.needs) is the
+-- input's and goes on as it was raised.
 local function probe(F, o, mode, batch, tokens, with_band)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then
-    -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's; so
-    -- is a --scripts module without a function the phase's forecast or its floor check calls (neusight.needs)
-    if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:")
-      or tostring(r):find(require("neusight").older_scripts, 1, true) then error(r, 0) end
-    fail("model '%s' cannot be served: %s", o.model, tostring(r))
+    if not require("neusight").is_infeasible(r) then error(r, 0) end
+    infeasible("model '%s' cannot be served: %s", o.model, tostring(r))
   end
   return r
 end
@@ -684,12 +687,13 @@ local function run_simulation(o, F, count, progress)
   end
   local pre = probe(F, o, "prefill", 1, o.input.lo, true)  -- with its band: the out-of-distribution warnings
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
-  if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
+  if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
   local blocks_for, used, window, window_share, held = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
-    fail("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
+    infeasible("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights "
+      .. "in %.0f %% of %.0f GB",
       S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
       100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
   end

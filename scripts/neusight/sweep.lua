@@ -6,9 +6,10 @@
 -- static batch's TTFT, TPOT and end to end; a rate's p50 and p90 of each over the simulated requests — its output
 -- tokens/s (for the replica and per GPU), GPUs = tp, the GPU file's price_per_hour_usd (per GPU), $/hour = price ×
 -- GPUs, $ per million output tokens = $/hour / 3600 / output tokens/s × 1e6, `meets` and what it `misses`. A
--- combination serve.lua refuses (a model that does not fit beside its KV cache, tp not dividing the heads) is a row
--- with its `error` and no numbers; a static batch beyond memory keeps its numbers with the warning as `error`. Neither
--- is ever chosen.
+-- combination serve.lua refuses as a setting that cannot run (neusight.infeasible: a model that does not fit beside
+-- its KV cache, tp not dividing the heads) is a row with its `error` and no numbers; a static batch beyond memory
+-- keeps its numbers with the warning as `error`. Neither is ever chosen. Any other error (a script's bug) stops the
+-- sweep as it was raised.
 --
 -- Targets (`ttft_ms`, `tpot_ms`, either or both, each an upper bound in ms) apply to the p90 of a rate run and to the
 -- static batch's values (TPOT its mean over the decode steps). Choice among the rows that meet them: the lowest $ per
@@ -276,8 +277,10 @@ function M.run(raw, phase, progress, gpu)
       for _, fw in ipairs(S.floor_warning and S.floor_warning(r) or {}) do
         if not cal_seen[fw] then cal_seen[fw], cal_warnings[#cal_warnings + 1] = true, fw end
       end
+    elseif require("neusight").is_infeasible(r) then
+      row.error = first_line(r) -- a setting that cannot run: its row says why
     else
-      row.error = first_line(r)
+      error(r, 0) -- a script's bug (a model's, an op rule's, a --scripts module's) is the input's: as it was raised
     end
     M.cost(row, c.gpu.price_per_hour_usd)
     row.meets, row.misses = M.meets(row, targets)

@@ -189,3 +189,29 @@ TEST_CASE("hf config: search names the config.json a builder refuses", "[cli][hf
   CHECK(r.err.find("n_embd (64) must be divisible by n_head (3)") != std::string::npos);
   CHECK(r.err.find("(--model " + cfg.string() + ")") != std::string::npos);
 }
+
+// A builder's refusal of a config.json's values (heads that do not divide) starts with the file and the line of the
+// key, as hf.lua's own key errors do; it named the model alone, the file only in the context line below it.
+TEST_CASE("hf config: a builder's refusal names the file line of the key", "[cli][hf]") {
+  ns_test::temp_dir t;
+  const auto kv = t.write("kv.json", "{\"model_type\": \"llama\", \"hidden_size\": 512, \"intermediate_size\": 1024,\n"
+                                     " \"num_attention_heads\": 8,\n"
+                                     " \"num_key_value_heads\": 3,\n"
+                                     " \"num_hidden_layers\": 2, \"vocab_size\": 1000}\n");
+  auto r = run_cli("predict --model '" + kv.string() + "'" + base_flags);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("neusight: " + kv.string() + ":3: llama model 'kv': num_attention_heads (8) must be divisible by "
+                   "num_key_value_heads (3)\n") != std::string::npos);
+  const auto hs = t.write("hs.json", "{\"model_type\": \"llama\",\n \"hidden_size\": 500,\n"
+                                     " \"intermediate_size\": 1024, \"num_attention_heads\": 8,\n"
+                                     " \"num_hidden_layers\": 2, \"vocab_size\": 1000}\n");
+  r = run_cli("predict --model '" + hs.string() + "'" + base_flags);
+  CHECK(r.err.find(hs.string() + ":3: llama model 'hs': hidden_size (500) must be divisible by num_attention_heads "
+                   "(8), or head_dim be given") != std::string::npos);
+  // a key the file does not hold takes its default, and the message says so
+  const auto gpt = t.write("g.json", "{\"model_type\": \"gpt2\", \"n_layer\": 2,\n \"n_embd\": 64}\n");
+  r = run_cli("predict --model '" + gpt.string() + "'" + base_flags);
+  CHECK(r.err.find(gpt.string() + ":2: gpt model 'g': n_embd (64) must be divisible by n_head (12) (n_head: not in "
+                   "the file, the default)") != std::string::npos);
+}

@@ -61,3 +61,27 @@ TEST_CASE("model FLOPs of a forward pass do not depend on tp", "[cli][parallel][
       }
     }
 }
+
+// A model function's node with a bad model-FLOPs attribute: the error names the script's line that writes the node,
+// as every other node error does (it named the node alone, found only when the figures were made).
+TEST_CASE("model FLOPs attributes of a model function name the script line", "[cli][model_flops]") {
+  ns_test::temp_dir t;
+  for (const std::string attr : {"model_flops_copies = 0.5", "model_flops_share = 2", "model_flops_shards = 0"}) {
+    const auto w = t.write("w.lua", "local function mlp(opts)\n"
+                                    "  local x = { opts.batch, opts.seq, 64 }\n"
+                                    "  local a = { opts.batch, opts.seq, 256 }\n"
+                                    "  return {\n"
+                                    "    { op = 'gelu', name = 'act', inputs = { x }, output = x },\n"
+                                    "    { op = 'linear', name = 'fc1', inputs = { x }, output = a, params = 64 * 256,\n"
+                                    "      attrs = { " + attr + " } },\n"
+                                    "  }, 'mlp'\n"
+                                    "end\n"
+                                    "return { model = mlp, gpu = 'v100', mode = 'train', batch = 2, seq = 16, "
+                                    "dtype = 'fp16', optimizer = 'sgd' }\n");
+    const auto r = ns_test::run_cli("run '" + w.string() + "' --predictor roofline");
+    INFO(attr << "\n" << r.err);
+    CHECK(r.code == 1);
+    const std::string key = attr.substr(0, attr.find(' '));
+    CHECK(r.err.find("w.lua:6: model 'mlp', node 2 'fc1': attrs." + key + " must be") != std::string::npos);
+  }
+}

@@ -836,3 +836,28 @@ TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule ha
   CHECK(!warned(infer("interleaved"), none));
   CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule gpipe"), none));  // training: it matters
 }
+
+// A model search cannot probe (its build at batch 1 fails: model_facts, here a --scripts search.lua that refuses)
+// has no layer count before the forecasts: an interleaved layout whose chunks do not divide its layers was ranked,
+// with predict's warning saying "search skips this layout". It is skipped by the same reason once its forecast shows
+// the layers, so the warning is true in both commands.
+TEST_CASE("search: uneven interleaved layouts are skipped when the model probe fails", "[cli][search]") {
+  temp_dir t;
+  std::string search = ns_test::slurp(ns_test::source_dir / "scripts/neusight/search.lua");
+  const std::string head = "function M.model_facts(w)\n";
+  REQUIRE(search.find(head) != std::string::npos);
+  search.replace(search.find(head), head.size(), head + "  error('this model cannot be built at batch 1', 0)\n");
+  t.write("s/neusight/search.lua", search);
+  const std::string args = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 16 --seq 1024 "
+                           "--predictor roofline --schedule 1f1b,interleaved --virtual-stages 5 --all --top 1000 "
+                           "--format json --scripts '" + (t.path / "s").string() + "'";
+  const auto r = run_cli(args);
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const std::string uneven = "the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages";
+  CHECK(j["skipped"][uneven].get<int>() > 0);
+  for (const json& l : j["layouts"]) CHECK(l["schedule"] != "interleaved");
+  CHECK(r.err.find("search skips this layout") == std::string::npos);
+  CHECK(j.value("warnings", json::array()).dump().find("search skips this layout") == std::string::npos);
+}

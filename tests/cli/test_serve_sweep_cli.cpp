@@ -270,3 +270,52 @@ TEST_CASE("serve --sweep: two GPU files that share a name are two rows labelled 
   // GPUs of different names keep their names alone
   CHECK(run_json(base + "--sweep --batch 1 --gpu h100,l4")["rows"][1]["gpu"] == "L4");
 }
+
+// A script's error is the input's bug, not a setting that cannot run: it stops the sweep (exit 1) naming its file:line,
+// as it stops a single serve, never a "why not" per row with "no setting could run" and exit 0. An op rule with a
+// Lua error (--ops) and a --scripts module without a function the phase forecast needs (neusight.needs) alike.
+TEST_CASE("serve --sweep: a script error stops the sweep with its file and line", "[cli][serve][sweep]") {
+  ns_test::temp_dir t;
+  const auto op = t.write("ops/silu.lua", "-- a broken rule\nlocal rule = nil\nreturn rule.silu\n");
+  const std::string ops = " --ops '" + (t.path / "ops").string() + "'";
+  for (const std::string how : {"--gpu l4 --batch 1", "--sweep --gpu l4,h100 --tp 1,3 --batch 1,2"}) {
+    const auto r = run_cli(base + how + ops);
+    INFO(how << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(op.string() + ":3: attempt to index a nil value (local 'rule')") != std::string::npos);
+    CHECK(r.err.find("cannot be served") == std::string::npos);
+  }
+  std::string report = ns_test::slurp(ns_test::source_dir / "scripts/neusight/report.lua");
+  const std::string fn = "function M.timing_inputs(";
+  REQUIRE(report.find(fn) != std::string::npos);
+  report.replace(report.find(fn), fn.size(), "function M.timing_inputs_renamed(");
+  t.write("s/neusight/report.lua", report);
+  const auto r = run_cli(base + "--sweep --gpu l4,h100 --batch 1,2 --scripts '" + (t.path / "s").string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("has no function timing_inputs (module neusight.report)") != std::string::npos);
+}
+
+// Settings that cannot run stay rows of reasons; when every combination is such a row the report is still written
+// and the command fails, saying so (no setting answers the question)
+TEST_CASE("serve --sweep: when no setting could run the rows say why and it exits 1", "[cli][serve][sweep]") {
+  // tp 3 divides neither Llama-3.2-1B's 32 heads nor its intermediate size; an A100 has no fp8 units
+  for (const std::string how :
+       {"--sweep --gpu l4,h100 --tp 3 --batch 1,2", "--sweep --gpu a100_sxm4_80gb --batch 1 --dtype fp8"}) {
+    const auto r = run_cli(base + how + " --format json");
+    INFO(how << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK(r.err.find("neusight: serve: no setting could run: each of the ") != std::string::npos);
+    const json j = json::parse(r.out);
+    CHECK(j["errors"] == j["combinations"]);
+    for (const json& row : j["rows"])
+      CHECK(row["error"].get<std::string>().find("cannot be served: ") != std::string::npos);
+  }
+  // one setting that runs among them: a result (exit 0), the others rows of reasons
+  const auto mixed = run_cli(base + "--sweep --gpu a100_sxm4_80gb,h100 --batch 1 --dtype fp8 --format json");
+  INFO(mixed.err);
+  CHECK(mixed.code == 0);
+  CHECK(json::parse(mixed.out)["errors"] == 1);
+}

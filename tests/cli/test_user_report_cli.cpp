@@ -172,6 +172,32 @@ TEST_CASE("user report: quantization_config's warning is in the JSON warnings of
   CHECK(in_json(json::parse(n.out)["warnings"]) == 0);
 }
 
+// predict --calibrate fits the workload predict forecasts: it says that workload's warnings as predict does (it said
+// none: a calibration fitted to a measurement of a quantised checkpoint without a word), on stderr and in its JSON
+TEST_CASE("user report: calibrate says the workload warnings predict says", "[cli][hf][calibrate]") {
+  temp_dir t;
+  const auto q = t.write("q.json", R"({"model_type": "llama", "hidden_size": 512, "intermediate_size": 1024,
+    "num_attention_heads": 8, "num_hidden_layers": 2, "num_key_value_heads": 8, "vocab_size": 1000,
+    "quantization_config": {"quant_method": "awq", "bits": 4}})");
+  fs::copy_file(source_dir / "gpus" / "v100_pcie_32gb.toml", t.path / "v100.toml");  // a GPU the predictor trained on
+  const std::string note = "q.json: quantization_config (quant_method \"awq\") is not read";
+  const std::string args = "predict --model '" + q.string() + "' --gpu '" + (t.path / "v100.toml").string() +
+                           "' --mode inference --batch 1 --seq 64 --dtype fp16 --format json";
+  const auto p = run_cli(args);
+  INFO(p.err);
+  REQUIRE(p.code == 0);
+  REQUIRE(p.err.find(note) != std::string::npos);
+  const double forecast = json::parse(p.out)["latency_ms"];
+  const auto m = t.write("m.toml", "latency_ms = " + std::to_string(1.2 * forecast) + "\n");
+  const auto c = run_cli(args + " --calibrate '" + m.string() + "'");
+  INFO(c.err);
+  REQUIRE(c.code == 0);
+  CHECK(c.err.find(note) != std::string::npos);
+  CHECK(c.err.find(note, c.err.find(note) + 1) == std::string::npos);  // once, as predict says it
+  CHECK(json::parse(c.out)["warnings"].dump().find("quantization_config (quant_method") != std::string::npos);
+  CHECK(fs::exists(t.path / "v100.calibration.toml"));
+}
+
 TEST_CASE("user report: eval kernels says why rows were skipped in its report", "[cli][eval]") {
   temp_dir t;
   const auto csv = t.write(

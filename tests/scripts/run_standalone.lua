@@ -186,6 +186,17 @@ local neusight_module = {
 
 local loaded = { neusight = neusight_module }
 neusight_module.older_scripts = "a --scripts copy from an older neusight?" -- the engine's words (ns.older_scripts, engine/lua/session_impl.h older_scripts_words)
+-- infeasible(msg) / is_infeasible(err) as the prelude gives them: the last reason raised, forgotten once asked
+local infeasible_last
+function neusight_module.infeasible(msg)
+  infeasible_last = msg
+  error(msg, 0)
+end
+function neusight_module.is_infeasible(err)
+  local msg = infeasible_last
+  infeasible_last = nil
+  return msg ~= nil and type(err) == "string" and err:find(msg, 1, true) ~= nil
+end
 -- needs(name, fn) as the engine's prelude gives it: the module's function, or an error naming the module
 function neusight_module.needs(name, fn)
   local f = base.require(name)[fn]

@@ -22,8 +22,9 @@ local CATALOG = {
   fast = { name = "FAST", source = "gpus/fast.toml", mem_gb = 80, price_per_hour_usd = 8 },
   slow = { name = "SLOW", source = "gpus/slow.toml", mem_gb = 24, price_per_hour_usd = 1 },
   free = { name = "FREE", source = "gpus/free.toml", mem_gb = 24 },
+  buggy = { name = "BUGGY", source = "gpus/buggy.toml", mem_gb = 24 },
 }
-local SPEED = { fast = 4, slow = 1, free = 1 }
+local SPEED = { fast = 4, slow = 1, free = 1, buggy = 1 }
 local calls = 0
 local function gpu(q)
   local g = CATALOG[q]
@@ -34,7 +35,10 @@ local function phase(f)
   calls = calls + 1
   local g = gpu(f.gpu)
   local tp = f["parallel.tp"] or 1
-  if tp == 3 then error("field 'parallel.tp': tp = 3 does not divide the 8 attention heads", 0) end
+  if tp == 3 then -- a setting that cannot run: raised as one (neusight.infeasible), as shard.split raises it
+    require("neusight").infeasible("field 'parallel.tp': tp = 3 does not divide the 8 attention heads")
+  end
+  if f.gpu == "buggy" then local bug = nil; return bug.field end -- a script's bug (line 41), not a setting's
   local b = f.batch
   local ms, tokens
   if f.mode == "decode" then
@@ -199,6 +203,15 @@ function M.test_static_sweep_error_rows_and_no_price()
   eq(r.chosen_index, 1, "slow batch 1")
   eq(r.errors, 6, "4 error rows + 2 batches that do not fit")
   has(r.verdict, "not by cost: no price_per_hour_usd for FREE", "verdict says it")
+end
+
+-- Only a setting's reason (neusight.infeasible) is a row: a script's error stops the sweep as it was raised, its
+-- file:line kept (it was a row's "why not", and the sweep said "no setting could run" and succeeded).
+function M.test_a_script_error_stops_the_sweep()
+  local ok, err = pcall(W.run, opts { gpu = { "slow", "buggy" }, tp = { 1, 3 }, batch = { 1 } }, phase, nil, gpu)
+  eq(ok, false, "stopped")
+  has(tostring(err), "test_sweep.lua:41: attempt to index a nil value (local 'bug')", "the script's error, its line")
+  eq(tostring(err):find("cannot be served", 1, true), nil, "not told as a setting's")
 end
 
 function M.test_bad_names_and_options_stop_before_any_forecast()

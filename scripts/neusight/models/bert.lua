@@ -57,10 +57,7 @@ local function check(cfg, opts)
   for _, k in ipairs { "max_position_embeddings", "type_vocab_size" } do -- embedding tables: no node's shape
     checks.table_size(who, k, cfg[k], cfg.hidden_size)
   end
-  if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
-    error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
-      who, cfg.hidden_size, cfg.num_attention_heads), 0)
-  end
+  checks.divisible(who, cfg, "hidden_size", cfg.hidden_size, "num_attention_heads", cfg.num_attention_heads)
   local act = cfg.hidden_act or "gelu"
   if not ACTIVATIONS[act] then
     error(("%s: hidden_act %s is not supported (\"gelu\" or \"relu\")"):format(who, tostring(act)), 0)

@@ -22,6 +22,29 @@ local function shown(v)
   return type(v) == "table" and "a table" or tostring(v)
 end
 
+--- Raises "<who>: a (va) must be divisible by b (vb)<tail>" unless it is. The fields are named as the builder reads
+--- them, which for a config.json are its keys (neusight.models.hf TYPES); for a model read from one
+--- (neusight.models.hf config_key) the error starts with the file and the line of key b (else of a) — the keys' values
+--- are the file's — and names a key the file does not hold, whose default applies: "dir/config.json:5: llama model
+--- 'm': num_attention_heads (8) must be divisible by num_key_value_heads (3)". `cfg` is the config as given.
+function M.divisible(who, cfg, a, va, b, vb, tail)
+  if va % vb == 0 then return end
+  local hf = require "neusight.models.hf"
+  local path = hf.config_key and hf.config_key(cfg, a)
+  local msg = ("%s: %s (%d) must be divisible by %s (%d)%s"):format(who, a, va, b, vb, tail or "")
+  if not path then error(msg, 0) end
+  local line, unset = nil, {}
+  for _, field in ipairs { b, a } do
+    local _, key, at = hf.config_key(cfg, field)
+    line = line or at
+    if not key then unset[#unset + 1] = field end
+  end
+  if #unset > 0 then
+    msg = msg .. (" (%s: not in the file, the default)"):format(table.concat(unset, ", "))
+  end
+  error(("%s%s: %s"):format(path, line and ":" .. line or "", msg), 0)
+end
+
 --- Raises "<who>: field 'k' must be a positive integer (got v)" for the first bad key, and stores a whole-number
 --- float back as the integer it equals. Keys listed in `optional` may also be nil.
 function M.counts(who, cfg, required, optional)

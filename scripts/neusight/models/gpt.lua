@@ -53,9 +53,7 @@ local function check(cfg, opts)
   checks.counts(who, cfg, { "n_layer", "n_embd", "n_head", "vocab_size", "n_positions" }, { "n_inner" })
   checks.booleans(who, cfg, { "tie_word_embeddings" })
   checks.table_size(who, "n_positions", cfg.n_positions, cfg.n_embd) -- wpe: its parameters, no node's shape
-  if cfg.n_embd % cfg.n_head ~= 0 then
-    error(("%s: n_embd (%d) must be divisible by n_head (%d)"):format(who, cfg.n_embd, cfg.n_head), 0)
-  end
+  checks.divisible(who, cfg, "n_embd", cfg.n_embd, "n_head", cfg.n_head)
   local serve = require("neusight.nodes").serving(opts, who, cfg.n_positions, "n_positions")
   local decode = serve ~= nil and serve.phase == "decode"
   checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts, cfg.n_positions, "n_positions")

@@ -114,6 +114,23 @@ M.quantization_note = quantization_note
 
 -- What each config table M.from_config made does not read of its file (quantization_note), by table (weak keys).
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
+-- Where each config table M.from_config made came from, by table (weak keys): { path, key = { field → the file's key
+-- it was taken from }, lines = { key → line } } (M.config_key).
+local CONFIG_SOURCE = setmetatable({}, { __mode = "k" })
+
+--- Where builder field `field` of config table `cfg` stands in its config.json: the file (as the user named it), the
+--- key it was read from (nil: the file does not hold it, the default applies) and that key's line (nil where the text
+--- gives none). nil for a table M.from_config did not make (a preset, a config table in a script). A builder's error
+--- about the field names the key and its line by it (neusight.models.check divisible).
+---@return string? path
+---@return string? key
+---@return integer? line
+function M.config_key(cfg, field)
+  local src = CONFIG_SOURCE[cfg]
+  if not src then return nil end
+  local key = src.key[field]
+  return src.path, key, key and src.lines[key] or nil
+end
 
 --- The warnings of a config table M.from_config made (its quantization_config: quantization_note), in a new array;
 --- none for any other table. neusight.workload model_warnings reads them: a workload's warnings, which every command
@@ -339,10 +356,12 @@ function M.from_config(t, path, nulls, lines)
     error(("%s: %s; supported: %s"):format(path, what, table.concat(M.supported(), ", ")), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
+  local source = { path = path, key = {}, lines = type(lines) == "table" and lines or {} }
+  CONFIG_SOURCE[cfg] = source -- M.config_key
   if entry.model_type then cfg.model_type = mt end
   if entry.fields == "all" then
     for k, v in pairs(t) do
-      if type(v) ~= "table" and k ~= "model_type" and k ~= "name" and k ~= "arch" then cfg[k] = v end
+      if type(v) ~= "table" and k ~= "model_type" and k ~= "name" and k ~= "arch" then cfg[k], source.key[k] = v, k end
     end
     return cfg
   end
@@ -411,7 +430,7 @@ function M.from_config(t, path, nulls, lines)
     local null = false
     for _, key in ipairs(keys) do
       if t[key] ~= nil then
-        cfg[field] = t[key]
+        cfg[field], source.key[field] = t[key], key
         break
       elseif nulls and nulls[key] then
         if entry.null_is_omitted and entry.null_is_omitted[field] then break end -- as omitted: `defaults` below

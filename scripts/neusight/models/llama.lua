@@ -224,15 +224,10 @@ function M.resolve(cfg, family)
   end
   local nh = c.num_attention_heads
   local kvh = c.num_key_value_heads or nh
-  if nh % kvh ~= 0 then
-    error(("%s: num_attention_heads (%d) must be divisible by num_key_value_heads (%d)"):format(who, nh, kvh), 0)
-  end
+  checks.divisible(who, cfg, "num_attention_heads", nh, "num_key_value_heads", kvh)
   local hd = c.head_dim
   if not hd then
-    if c.hidden_size % nh ~= 0 then
-      error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d), or head_dim be given")
-        :format(who, c.hidden_size, nh), 0)
-    end
+    checks.divisible(who, cfg, "hidden_size", c.hidden_size, "num_attention_heads", nh, ", or head_dim be given")
     hd = c.hidden_size // nh
   end
   if hd % 2 ~= 0 then
@@ -340,8 +335,8 @@ function M.graph(r, opts, moe)
     elseif tp % kvh == 0 then
       kvh = 1 -- this rank's query heads share one key/value head (replicated on tp / num_key_value_heads ranks)
     else
-      error(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads or be a multiple of it")
-        :format(who, r.kvh, tp), 0)
+      require("neusight").infeasible(("%s: num_key_value_heads = %d and tp = %d: tp must divide num_key_value_heads "
+        .. "or be a multiple of it"):format(who, r.kvh, tp)) -- the setting's (neusight.infeasible), not the model's
     end
     V = shard.vocab(V)
   end

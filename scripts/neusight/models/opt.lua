@@ -62,10 +62,7 @@ local function check(cfg, opts)
                          "max_position_embeddings" }, { "word_embed_proj_dim" })
   checks.booleans(who, cfg, { "do_layer_norm_before", "enable_bias", "_remove_final_layer_norm", "tie_word_embeddings" })
   checks.table_size(who, "max_position_embeddings", cfg.max_position_embeddings + 2, cfg.hidden_size) -- no node's shape
-  if cfg.hidden_size % cfg.num_attention_heads ~= 0 then
-    error(("%s: hidden_size (%d) must be divisible by num_attention_heads (%d)"):format(
-      who, cfg.hidden_size, cfg.num_attention_heads), 0)
-  end
+  checks.divisible(who, cfg, "hidden_size", cfg.hidden_size, "num_attention_heads", cfg.num_attention_heads)
   local act = cfg.activation_function or "relu"
   if not ACTIVATIONS[act] then
     error(("%s: activation_function %s is not supported (\"relu\" or \"gelu\")"):format(who, tostring(act)), 0)

@@ -161,6 +161,8 @@ end
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
 ---              and device_floor_s, the roofline floor of the busiest device's kernels (the timeline's `floor`) its
 ---              forecast is held to
+---   layers_refusal  the layers' rule's reason (neusight.parallel.config layers_refusal) when the layout breaks it,
+---              else nil
 ---   warnings   what the layout runs that Megatron-LM would not: layers a chunked schedule's model chunks do not divide
 ---              (neusight.parallel.config layers_refusal, the rule search skips such layouts by), and the plan's own
 ---              (neusight.parallel.layout: a cluster file built for another GPU); the forecast is made
@@ -197,6 +199,7 @@ function M.report(plan, result, lean)
     iteration = result.iteration, json = j,
     table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
     state_gb = most, optimizer_shards = shard,
+    layers_refusal = uneven, -- search skips the layout by it when it could not count the layers before (search_cmd.cpp)
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer,
                 device_floor_s = type(result.floor) == "number" and result.floor > 0 and result.floor + 0.0 or nil },

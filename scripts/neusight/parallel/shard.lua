@@ -240,10 +240,11 @@ function M.price_reference(plan, name, bytes)
 end
 
 --- Size of a dimension split over k ranks: an error unless it divides evenly (what to split is
---- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep").
+--- named in the message: "n_head", "n_inner", …; `degree` names k: "tp" by default, "ep"). The error is the
+--- setting's, not the model's (neusight.infeasible: a sweep makes a row of it).
 function M.split(n, k, what, who, degree)
   if n % k ~= 0 then
-    error(("%s: %s = %d is not divisible by %s = %d"):format(who, what, n, degree or "tp", k), 0)
+    require("neusight").infeasible(("%s: %s = %d is not divisible by %s = %d"):format(who, what, n, degree or "tp", k))
   end
   return n // k
 end
