@@ -128,7 +128,8 @@ function M.state_parts(plan, s, params, expert)
 end
 
 --- The run's memory (memory.parallel) from the timeline's devices (params, expert_params, activation_bytes,
---- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
+--- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage
+--- lines.
 function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the

@@ -6,6 +6,7 @@
 -- Lua → JSON bridge, the text verbatim. A field added here shows up in the JSON without a C++ change. Keys keep the
 -- order of the metatable's __order list (the rest follow, sorted), so the JSON reads in a fixed, documented order.
 local precision = require "neusight.precision"
+local PM = require "neusight.parallel.memory"
 local max, tointeger, fmt = math.max, math.tointeger, string.format
 local ipairs, pairs, type, tostring, error, setmetatable = ipairs, pairs, type, tostring, error, setmetatable
 
@@ -28,8 +29,8 @@ end
 
 local ms = 1e3
 
-local DEVICE_KEYS = { "stage", "layers", "params", "expert_params", "state_gb", "activation_gb", "memory_gb", "compute_ms",
-  "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
+local DEVICE_KEYS = { "stage", "layers", "params", "expert_params", "state_gb", "activation_gb", "memory_gb",
+  "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
   "dp_buckets", "grad_bytes", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
@@ -132,7 +133,7 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
     (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d%s", j.dp,
-      j.ep > 1 and fmt(", the experts' over dp / ep = %d", j.dp // j.ep) or "") or "")
+      j.ep > 1 and fmt(", the experts' over dp / ep = %d", PM.optimizer_shards(plan, "edp")) or "") or "")
   -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU, that one's (memory.state_gb)
   local fullest = result.memory.memory or {}
   if most and most_stage then
@@ -180,7 +181,6 @@ function M.report(plan, result, lean)
   local j = M.json(plan, result, lean)
   -- model state per GPU of a stage (neusight.parallel.memory report: its parameters', the optimizer's part over dp
   -- under the distributed optimizer, an expert's over dp / ep): the largest of them
-  local PM = require "neusight.parallel.memory"
   local shard = PM.optimizer_shards(plan, "dp")
   local expert_shard = plan.ep > 1 and PM.optimizer_shards(plan, "edp") or nil
   local most, most_stage = 0.0, nil
