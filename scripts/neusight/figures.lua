@@ -249,7 +249,8 @@ end
 --- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward, flops_accumulate (the model's: the
 --- mean expert-parallel rank's expert rows, replicated nodes once over tp, the parameters' accumulation once),
 --- flops_optimizer (the graph's, one tp rank's microbatch in a parallel run), parallel (boolean), dp, tp, pp,
---- microbatches, distributed_optimizer, state_gb (per GPU), params_known (false: an imported graph that names no
+--- microbatches, distributed_optimizer, step_copies (the parallel report's: copies of the graph's optimizer step the
+--- iteration runs; nil: tp · dp, tp under the distributed optimizer), state_gb (per GPU), params_known (false: an imported graph that names no
 --- parameters, whose memory is not known), memory_gb and fits (the memory model's, when it ran),
 --- kv_cache_gb (serving phases), peak_tflops (the dtype's dense peak; nil when the GPU has no such
 --- units), price_per_hour_usd (when the GPU file gives one), gpu (the GPU's read-only table: mem_gb, source),
@@ -271,8 +272,9 @@ function M.compute(r)
   local tokens_per_s = latency > 0 and tokens / latency or nil
   -- the iteration's counted FLOPs: the model FLOPs (the model's forward and backward whatever the layout: replicated
   -- work once, not the FLOPs every GPU executes) and the optimizer step of each tp rank's parameters per dp replica
-  -- (once over dp under the distributed optimizer, which shards the step)
-  local step_copies = r.parallel and r.tp * (r.distributed_optimizer and 1 or r.dp) or 1
+  -- (once over dp under the distributed optimizer, which shards the step; an expert's once over its dp / ep replicas:
+  -- the parallel report's step_copies, neusight.parallel.report; a report without it, as before experts counted)
+  local step_copies = r.parallel and (r.step_copies or r.tp * (r.distributed_optimizer and 1 or r.dp)) or 1
   local counted_flops = model_flops + step_copies * r.flops_optimizer
   local achieved = latency > 0 and counted_flops / gpus / latency / 1e12 or nil
   -- memory per GPU: the memory model's (scripts/neusight/memory.lua) when the engine ran it, else model state + KV cache

@@ -33,7 +33,8 @@ local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predic
   "layers", "latency_ms" }
 local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
   "active_params",
-  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards", "parallel", "warnings",
+  "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards",
+  "expert_optimizer_shards", "parallel", "warnings",
   "figures", "ops" }
 local OP_KEYS = { "name", "op", "layer", "count", "phase", "kernel", "kind", "dims", "tile", "flops", "bytes", "ms_each",
   "ms", "fused" }
@@ -379,9 +380,14 @@ function M.result(f, fc, x)
   -- the recipe's bytes per parameter (neusight.precision); on one GPU state_gb = params x their sum. A parallel run's
   -- state_gb is its fullest GPU's: that stage's parallel.devices[i].params x (weights + gradients + (master +
   -- optimizer_state) / optimizer_shards), the distributed optimizer splitting the last two over dp (written in every
-  -- parallel run, as params_scope; an older --scripts parallel report without it: not written)
+  -- parallel run, as params_scope; an older --scripts parallel report without it: not written). Under expert
+  -- parallelism (ep > 1) the stage's parallel.devices[i].expert_params split theirs over expert_optimizer_shards
+  -- (dp / ep) instead.
   r.state_bytes_per_param = f.state.bytes_per_param
   if par and math.type(par.optimizer_shards) == "integer" then r.optimizer_shards = par.optimizer_shards end
+  if par and math.type(par.expert_optimizer_shards) == "integer" then
+    r.expert_optimizer_shards = par.expert_optimizer_shards
+  end
   if par then r.parallel = par.json end  -- neusight.parallel.report, as it is
   r.warnings = x.warnings
   r.figures = ordered(figures, figure_keys)
@@ -484,7 +490,8 @@ end
 
 --- What a parallel run's optimizer_ms (the graph's step: one tp rank's parameters over all pipeline stages,
 --- unsharded, as its op rows) is next to what each GPU runs (parallel.devices[].optimizer_ms: the timeline's share by
---- its stage's parameters, over optimizer_shards under the distributed optimizer), for the table's optimizer line:
+--- its stage's parameters, over optimizer_shards under the distributed optimizer, an expert's over
+--- expert_optimizer_shards), for the table's optimizer line:
 --- "" when they are the same (one GPU, pp = 1 without the distributed optimizer) or there is no step.
 ---@param r table M.result's table
 function M.step_scope(r)
@@ -492,9 +499,13 @@ function M.step_scope(r)
   if not (p and r.optimizer_ms > 0 and type(p.devices) == "table" and #p.devices > 0) then return "" end
   -- the layout decides (the devices' shares are the step's time times a ratio, rounded otherwise than the total)
   local shards, pp = r.optimizer_shards or 1, p.pp or 1
+  local expert = r.expert_optimizer_shards or shards
   local why = {}
   if pp > 1 then why[#why + 1] = fmt("split over pp %d by its stage's parameters", pp) end
-  if shards > 1 then why[#why + 1] = fmt("sharded over dp %d (distributed optimizer)", shards) end
+  if shards > 1 then
+    why[#why + 1] = fmt("sharded over dp %d%s (distributed optimizer)", shards,
+      expert ~= shards and fmt(", the experts' over dp / ep = %d", expert) or "")
+  end
   if #why == 0 then return "" end
   local most = 0
   for _, d in ipairs(p.devices) do most = math.max(most, d.optimizer_ms) end

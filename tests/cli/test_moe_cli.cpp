@@ -4,6 +4,9 @@
 #include <catch2/catch.hpp>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "cli_json.h"
 #include "test_util.h"
@@ -194,4 +197,68 @@ TEST_CASE("search: MoE layouts with every expert-parallel degree, each the same 
     CHECK_FALSE(l.contains("schedule"));
   }
   CHECK_FALSE(dense.contains("skipped_layouts"));
+}
+
+// tester3 problem 1: the distributed optimizer shards each parameter's master copy and Adam moments over the GPUs that
+// hold a replica of it. A dense weight is on every dp rank; an expert's only on its expert-parallel rank, so its
+// replicas are dp / ep (Megatron-LM's expert data-parallel group), and its state shards over those alone. Mixtral-8x7B
+// bf16 amp (Megatron's 18 B per parameter: 6 unsharded + 12 sharded), its parameters counted from its config.
+TEST_CASE("moe: the distributed optimizer shards expert state over dp / ep and dense state over dp", "[cli][moe][memory]") {
+  const double h = 4096, inter = 14336, layers = 32, vocab = 32000, kv = 8 * 128, experts = 8;
+  // one expert per rank at ep 8: gate, up, down per layer; the rest: attention, router, two norms per layer, the
+  // untied embedding and LM head, the final norm
+  const double expert = layers * 3 * h * inter;
+  const double dense = layers * (2 * h * h + 2 * h * kv + h * experts + 2 * h) + 2 * vocab * h + h;
+  const std::string base = "predict --model mixtral_8x7b --gpu h100 --mode train --dtype bf16 --optimizer adamw "
+                           "--batch 16 --seq 512 --predictor roofline --distributed-optimizer --ep 8 ";
+  for (const auto& [dp, replicas] : std::vector<std::pair<int, int>>{{8, 1}, {16, 2}}) {
+    INFO("dp " << dp << " ep 8");
+    const json j = run_json(base + "--dp " + std::to_string(dp));
+    CHECK(j["params"].get<double>() == dense + expert);
+    CHECK(j["optimizer_shards"] == dp);
+    CHECK(j["expert_optimizer_shards"] == replicas);
+    const auto& d = j["parallel"]["devices"][0];
+    CHECK(d["expert_params"].get<double>() == expert);
+    // dp 8: 1.61 B x 7.5 + 5.64 B x 18 = 113.5 GB (was 54.3, all of it over dp); dp 16: x 6.75 and x 12 = 78.5 GB
+    const double want = dense * (6 + 12.0 / dp) + expert * (6 + 12.0 / replicas);
+    CHECK(j["state_gb"].get<double>() == Approx(want / 1e9).epsilon(1e-12));
+    CHECK(j["fits"] == false);
+    // each GPU steps its dense parameters' 1/dp and its experts' 1/(dp / ep) of the graph's step
+    CHECK(d["optimizer_ms"].get<double>() ==
+          Approx(j["optimizer_ms"].get<double>() * (dense / dp + expert / replicas) / (dense + expert)).epsilon(1e-9));
+  }
+  // a dense model: everything over dp, as before (6 + 12 / dp), and no expert fields
+  const json llama = run_json("predict --model llama32_1b --gpu h100 --mode train --dtype bf16 --optimizer adamw "
+                              "--batch 8 --seq 512 --predictor roofline --distributed-optimizer --dp 8");
+  CHECK(llama["state_gb"].get<double>() == Approx(llama["params"].get<double>() * 7.5 / 1e9).epsilon(1e-12));
+  CHECK(llama["optimizer_shards"] == 8);
+  CHECK_FALSE(llama.contains("expert_optimizer_shards"));
+  CHECK_FALSE(llama["parallel"]["devices"][0].contains("expert_params"));
+  CHECK(llama["parallel"]["devices"][0]["optimizer_ms"].get<double>() ==
+        Approx(llama["optimizer_ms"].get<double>() / 8).epsilon(1e-12));
+}
+
+// The search that ranked dp 8 pp 2 ep 8 first at 75.1 GB under --distributed-optimizer: its stage 0 holds 2.82 B expert
+// parameters whose state shards over dp / ep = 1, so it needs 104.7 GB and does not fit; no layout without
+// recomputation fits 80 GB, and the row is the forecast predict makes of the layout.
+TEST_CASE("search: a layout fits only by its true expert optimizer state under the distributed optimizer", "[cli][moe][search]") {
+  const std::string base = "--model mixtral_8x7b --gpu h100 --batch 64 --seq 4096 --dtype bf16 --optimizer adamw "
+                           "--cluster dgx_h100 --distributed-optimizer --predictor roofline";
+  const std::string limits = " --gpus 16 --ep 8 --recompute none --max-tp 1";
+  CHECK(run_json("search " + base + limits)["layouts"].empty());  // was dp 8 pp 2 ep 8 mb 8, 75.1 GB
+  const json all = run_json("search " + base + limits + " --all --top 100");
+  const json* row = nullptr;
+  for (const auto& l : all["layouts"])
+    if (l["dp"] == 8 && l["pp"] == 2 && l["microbatches"] == 8) row = &l;
+  REQUIRE(row);
+  CHECK((*row)["fits"] == false);
+  const json one = run_json("predict " + base + " --mode train --dp 8 --pp 2 --ep 8 --microbatches 8");
+  CHECK(one["memory_gb"].get<double>() == (*row)["memory_gb"].get<double>());
+  // stage 0: 16 layers (one expert each, and the dense rest) and the embedding
+  const double h = 4096, inter = 14336, kv = 8 * 128;
+  const double expert = 16 * 3 * h * inter, dense = 16 * (2 * h * h + 2 * h * kv + h * 8 + 2 * h) + 32000 * h;
+  const auto& stage0 = one["parallel"]["devices"][0];
+  CHECK(stage0["expert_params"].get<double>() == expert);
+  CHECK(stage0["state_gb"].get<double>() == Approx((dense * 7.5 + expert * 18) / 1e9).epsilon(1e-12));
+  CHECK((*row)["memory_gb"].get<double>() > 100);
 }

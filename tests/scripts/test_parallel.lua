@@ -652,6 +652,59 @@ function T.test_expert_gradients_sync_over_their_replicas()
   near(tl.devices[1].dp_comm, want, "one bucket over dp, one over the expert replicas", 1e-9)
 end
 
+-- The distributed optimizer shards each parameter's master copy, moments and step over the GPUs that hold a replica of
+-- it: dp for dense weights, an expert's dp / ep (edp) replicas for its weights (Megatron-LM's expert data-parallel
+-- group). dp 8: ep 4 leaves each expert 2 replicas, ep 8 one (nothing to shard).
+function T.test_distributed_optimizer_shards_experts_over_their_replicas()
+  local dense, expert = 3e6, 5e6
+  local nodes = {
+    { op = "x", name = "h.dense", layer = "h", count = 1, params = dense, output = { 0 }, attrs = {} },
+    { op = "x", name = "h.experts", layer = "h", count = 1, params = expert, output = { 0 }, attrs = { expert = true } },
+    { op = "adam", name = "optimizer.adam", layer = "", count = 1, params = 0, output = { 0 }, attrs = {},
+      phase = "optimizer" },
+  }
+  local times = {
+    { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 }, { fw = 1, fw_comm = 0, bw = 1, bw_comm = 0, opt = 0 },
+    { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 8 },
+  }
+  local layout = require "neusight.parallel.layout"
+  eq(layout.replica_group(nodes[1]), "dp", "dense weights: replicas over dp")
+  eq(layout.replica_group(nodes[2]), "edp", "expert weights: replicas over edp")
+  for _, c in ipairs { { 4, 2 }, { 8, 1 } } do
+    local ep, replicas = c[1], c[2]
+    local what = ("dp 8, ep %d"):format(ep)
+    local plan = plan_of({ dp = 8, ep = ep, overlap_grad_reduce = false, distributed_optimizer = true }, 8)
+    eq(plan.groups.edp.size, replicas, what .. ": replicas of each expert")
+    local tl = P.timeline(plan, nodes, times)
+    local d, s = tl.devices[1], tl.state
+    eq(d.expert_params, expert, what .. ": the stage's expert parameters")
+    local function per_param(shards) return s.weights + s.gradients + (s.master + s.optimizer_state) / shards end
+    near(tl.memory.stages[1].state_gb, (dense * per_param(8) + expert * per_param(replicas)) / 1e9,
+      what .. ": state, experts' master copies and moments over their replicas", 1e-12)
+    near(d.optimizer, 8 * (dense / 8 + expert / replicas) / (dense + expert), what .. ": the step of each shard", 1e-12)
+    -- the buckets reduce-scatter over each group (the bucket walk's rule), then the parameters all-gather over it
+    local e = plan.precision.bytes
+    local g = function(op, bytes, group) return C.time(op, bytes, plan.groups[group], plan.cluster) end
+    near(d.dp_comm, g("reduce_scatter", dense * e.grad, "dp") + g("reduce_scatter", expert * e.grad, "edp")
+      + g("all_gather", dense * e.param, "dp") + g("all_gather", expert * e.param, "edp"), what .. ": dp traffic", 1e-9)
+    local r = P.report(plan, tl)
+    eq(r.optimizer_shards, 8, what .. ": optimizer_shards")
+    eq(r.expert_optimizer_shards, replicas, what .. ": expert_optimizer_shards")
+    -- the graph's step is one expert-parallel rank's: the dense part runs once over dp, the experts' once per ep rank
+    near(r.figures.step_copies, (dense + expert * ep) / (dense + expert), what .. ": copies of the graph's step", 1e-12)
+  end
+  -- a dense model (no expert weights) shards everything over dp, as before
+  local plan = plan_of({ dp = 8, overlap_grad_reduce = false, distributed_optimizer = true }, 8)
+  local tl = P.timeline(plan, { nodes[1], nodes[3] }, { times[1], times[3] })
+  local s = tl.state
+  eq(tl.memory.stages[1].state_gb, dense * (s.weights + s.gradients + (s.master + s.optimizer_state) / 8) / 1e9,
+    "dense: over dp")
+  eq(tl.devices[1].optimizer, 8 / 8, "dense: an eighth of the step")
+  local r = P.report(plan, tl)
+  eq(r.expert_optimizer_shards, nil, "no expert parallelism: no expert_optimizer_shards")
+  eq(r.figures.step_copies, 1.0, "dense: the step once over dp")
+end
+
 -- The floor of a device (what scripts/neusight/figures.lua holds a parallel forecast to): its own kernels' roofline
 -- floors over its ops (every microbatch through its stage, recomputed forwards included) and its share of the optimizer
 -- step's, once per iteration (not per microbatch: the graph's floor × microbatches / pp counted it so); the run's is

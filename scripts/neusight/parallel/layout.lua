@@ -26,6 +26,19 @@ local function group_shape(size, stride, first, g)
 end
 M.group_shape = group_shape
 
+--- The name of the plan's group (plan.groups) a node's parameters are replicated over, the one rule for it: an
+--- expert's weights (attrs.expert) live on their expert-parallel rank only, so their replicas are that rank's
+--- expert-data-parallel group "edp" (dp / ep ranks; Megatron-LM's expert_data_parallel, dp·tp / (ep·etp) with etp =
+--- tp); every other parameter's are the data-parallel group "dp". The gradient buckets reduce over it
+--- (neusight.parallel.timeline) and the distributed optimizer shards the master copies, moments and step over it
+--- (neusight.parallel.memory optimizer_shards).
+---@param node table a graph node
+---@return "dp"|"edp"
+function M.replica_group(node)
+  local a = node.attrs
+  return (type(a) == "table" and a.expert) and "edp" or "dp"
+end
+
 --- The warning of a cluster file built for other GPUs (its `gpu` key, an array of names) than the run's, or nil: the run keeps the file's
 --- links (a DGX H100's NVLink for an L4 that has none), which a run on another GPU rarely means. `spec` is the cluster
 --- as given (its gpus_per_node and nodes), `cluster` as built (topology.cluster).

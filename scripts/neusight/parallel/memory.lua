@@ -7,7 +7,7 @@
 local memory = require "neusight.memory"
 local precision = require "neusight.precision"
 local max = math.max
-local ipairs, type = ipairs, type
+local ipairs, pairs, type = ipairs, pairs, type
 
 local M = {}
 
@@ -91,26 +91,55 @@ function M.device_peaks(stages, P, v, d)
   return transient, temporary, node
 end
 
---- Over how many GPUs a rank's master copies and optimizer moments are split: dp under the distributed optimizer
---- (Megatron-LM --use-distributed-optimizer, ZeRO stage 1) in training, else 1. The state per GPU is
---- neusight.precision.state_bytes(params, state, this); the report's JSON says it as optimizer_shards.
-function M.optimizer_shards(plan)
-  return (plan.distributed_optimizer and plan.training and plan.dp > 1) and plan.dp or 1
+--- Over how many GPUs a rank's master copies and optimizer moments (and its optimizer step) are split, for the
+--- parameters replicated over plan.groups[group] (neusight.parallel.layout replica_group: "dp", the default, or
+--- "edp", an expert's): that group's size under the distributed optimizer (Megatron-LM --use-distributed-optimizer,
+--- ZeRO stage 1) in data-parallel training, else 1. An expert's state shards over its dp / ep replicas only, the rest
+--- over dp. The state per GPU is M.state_parts'; the report's JSON says the two as optimizer_shards and (ep > 1)
+--- expert_optimizer_shards.
+---@param plan table neusight.parallel.plan()
+---@param group? "dp"|"edp"
+function M.optimizer_shards(plan, group)
+  if not (plan.distributed_optimizer and plan.training and plan.dp > 1) then return 1 end
+  return plan.groups[group or "dp"].size
 end
 
---- The run's memory (memory.parallel) from the timeline's devices (params, activation_bytes, temporary_bytes,
---- kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage lines.
+--- Over how many GPUs the optimizer step of a stage's `params` parameters is split, `expert` of them an expert's
+--- (replica group "edp"): M.optimizer_shards(plan) when they all shard alike, else params over what one GPU steps,
+--- (params − expert) / the dp shards + expert / the edp shards. The timeline divides a device's share of the step's
+--- time (and floor) by it.
+function M.step_shards(plan, params, expert)
+  local dense, ex = M.optimizer_shards(plan, "dp"), M.optimizer_shards(plan, "edp")
+  if expert == 0 or dense == ex then return dense end
+  return params / ((params - expert) / dense + expert / ex)
+end
+
+--- Model-state bytes by role of one GPU of a stage (neusight.precision.state_parts, the one formula of them) holding
+--- `params` parameters, `expert` of them an expert's: the master copies and moments of the rest over
+--- M.optimizer_shards(plan, "dp"), an expert's over M.optimizer_shards(plan, "edp").
+---@param plan table neusight.parallel.plan()
+---@param s table neusight.precision.state()
+function M.state_parts(plan, s, params, expert)
+  local dense, ex = M.optimizer_shards(plan, "dp"), M.optimizer_shards(plan, "edp")
+  if expert == 0 or dense == ex then return precision.state_parts(params, s, dense) end
+  local p, e = precision.state_parts(params - expert, s, dense), precision.state_parts(expert, s, ex)
+  for k, v in pairs(e) do p[k] = p[k] + v end
+  return p
+end
+
+--- The run's memory (memory.parallel) from the timeline's devices (params, expert_params, activation_bytes,
+--- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage
+--- lines.
 function M.report(plan, devices, mem, params_total, lean)
   local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
-  -- distributed optimizer), the peak saved activations, its largest temporary, workspace (autocast's weight cache by
-  -- parameter share), and its own layers' serving KV cache (dev.kv_cache_bytes: every microbatch's sequences',
-  -- neusight.workload kv_cache_resident).
-  local shard = M.optimizer_shards(plan)
+  -- distributed optimizer, an expert's over dp / ep: M.state_parts), the peak saved activations, its largest
+  -- temporary, workspace (autocast's weight cache by parameter share), and its own layers' serving KV cache
+  -- (dev.kv_cache_bytes: every microbatch's sequences', neusight.workload kv_cache_resident).
   local parts = {}
   for d, dev in ipairs(devices) do
     local share = params_total > 0 and dev.params / params_total or 1 / P
-    local state = precision.state_parts(dev.params, mem.state, shard)
+    local state = M.state_parts(plan, mem.state, dev.params, dev.expert_params or 0)
     local autocast = mem.autocast_cache * share
     parts[d] = {
       state = state.total, activations = dev.activation_bytes,

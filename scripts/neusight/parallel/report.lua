@@ -6,6 +6,7 @@
 -- Lua → JSON bridge, the text verbatim. A field added here shows up in the JSON without a C++ change. Keys keep the
 -- order of the metatable's __order list (the rest follow, sorted), so the JSON reads in a fixed, documented order.
 local precision = require "neusight.precision"
+local PM = require "neusight.parallel.memory"
 local max, tointeger, fmt = math.max, math.tointeger, string.format
 local ipairs, pairs, type, tostring, error, setmetatable = ipairs, pairs, type, tostring, error, setmetatable
 
@@ -28,8 +29,8 @@ end
 
 local ms = 1e3
 
-local DEVICE_KEYS = { "stage", "layers", "params", "state_gb", "activation_gb", "memory_gb", "compute_ms",
-  "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
+local DEVICE_KEYS = { "stage", "layers", "params", "expert_params", "state_gb", "activation_gb", "memory_gb",
+  "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
   "dp_buckets", "grad_bytes", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
@@ -65,6 +66,8 @@ function M.json(plan, result, lean)
   for i, d in ipairs(devices and result.devices or {}) do
     local o = ordered({
       stage = int(d.stage, "device stage"), layers = int(d.layers, "device layers"), params = num(d.params, "device params"),
+      -- under expert parallelism, how many of them are its experts' (their state shards over dp / ep, not dp)
+      expert_params = plan.ep > 1 and num(d.expert_params, "device expert_params") or nil,
       activation_gb = d.activation_bytes / 1e9,
       compute_ms = d.compute * ms, exposed_comm_ms = d.exposed_comm * ms, bubble_ms = d.bubble * ms,
       optimizer_ms = d.optimizer * ms, tp_comm_ms = d.tp_comm * ms, ep_comm_ms = d.ep_comm * ms, p2p_ms = d.p2p * ms,
@@ -129,7 +132,8 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
-    (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d", j.dp) or "")
+    (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d%s", j.dp,
+      j.ep > 1 and fmt(", the experts' over dp / ep = %d", PM.optimizer_shards(plan, "edp")) or "") or "")
   -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU, that one's (memory.state_gb)
   local fullest = result.memory.memory or {}
   if most and most_stage then
@@ -158,7 +162,11 @@ end
 ---              own state is memory.state_gb.
 ---   optimizer_shards  the GPUs its master copies and optimizer moments are split over (neusight.parallel.memory
 ---              optimizer_shards), the report's optimizer_shards
+---   expert_optimizer_shards  under expert parallelism (ep > 1, else nil), those an expert's are split over (the same
+---              function of the edp group), the report's expert_optimizer_shards
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
+---              step_copies (how many copies of the graph's optimizer step the iteration runs over all GPUs: tp · dp
+---              without the distributed optimizer, tp with it, more for experts sharded over dp / ep only),
 ---              and device_floor_s, the roofline floor of the busiest device's kernels (the timeline's `floor`) its
 ---              forecast is held to
 ---   layers_refusal  the layers' rule's reason (neusight.parallel.config layers_refusal) when the layout breaks it,
@@ -174,8 +182,9 @@ function M.report(plan, result, lean)
   if type(s) ~= "table" then error("parallel report: the timeline has no state layout (result.state)", 0) end
   local j = M.json(plan, result, lean)
   -- model state per GPU of a stage (neusight.parallel.memory report: its parameters', the optimizer's part over dp
-  -- under the distributed optimizer): the largest of them
-  local shard = require("neusight.parallel.memory").optimizer_shards(plan)
+  -- under the distributed optimizer, an expert's over dp / ep): the largest of them
+  local shard = PM.optimizer_shards(plan, "dp")
+  local expert_shard = plan.ep > 1 and PM.optimizer_shards(plan, "edp") or nil
   local most, most_stage = 0.0, nil
   for d, st in ipairs(result.memory.stages or {}) do
     local gb = num(st.state_gb, "memory stage state_gb")
@@ -183,8 +192,10 @@ function M.report(plan, result, lean)
   end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   local warnings = {}
-  local layers = 0
-  for _, d in ipairs(result.devices) do layers = layers + d.layers end
+  local layers, params, expert = 0, 0, 0
+  for _, d in ipairs(result.devices) do
+    layers, params, expert = layers + d.layers, params + d.params, expert + (d.expert_params or 0)
+  end
   -- the layers' rule (neusight.parallel.config layers_refusal; search skips layouts by it): a --scripts config.lua
   -- older than it gets neusight.needs' error, not a forecast of a layout Megatron-LM cannot run without a word
   local uneven = require("neusight").needs("neusight.parallel.config", "layers_refusal")(plan.schedule, layers, plan.pp,
@@ -198,10 +209,13 @@ function M.report(plan, result, lean)
   return {
     iteration = result.iteration, json = j,
     table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
-    state_gb = most, optimizer_shards = shard,
+    state_gb = most, optimizer_shards = shard, expert_optimizer_shards = expert_shard,
     layers_refusal = uneven, -- search skips the layout by it when it could not count the layers before (search_cmd.cpp)
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer,
+                -- the copies of one rank's optimizer step the iteration runs: tp · dp over the GPUs each parameter's
+                -- step is split over (PM.step_shards: dp, an expert's dp / ep, under the distributed optimizer)
+                step_copies = params > 0 and j.tp * j.dp / PM.step_shards(plan, params, expert) or nil,
                 device_floor_s = type(result.floor) == "number" and result.floor > 0 and result.floor + 0.0 or nil },
     warnings = warnings,
   }

@@ -13,6 +13,7 @@ local stages_of = require "neusight.parallel.stages"
 local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
 local numel = require("neusight.parallel.shard").numel
+local replica_group = require("neusight.parallel.layout").replica_group
 local fold, queue = require("neusight").fold, require("neusight").queue
 local kv_cache_resident = require("neusight").needs("neusight.workload", "kv_cache_resident")
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
@@ -242,15 +243,16 @@ function M.timeline(plan, nodes, times, lean)
     local segs = st.segments
     local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
     local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
-    local fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf, kv
+    local fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv
     if twin then
       fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
+      expert = twin.expert_params
       kv = twin.kv_cache_bytes
       ep_fw, ep_bw, fwf, bwf = twin.fw_ep, twin.bw_ep, twin.fw_floor, twin.bw_floor
       st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
       st.temporary_node = twin.temporary_node
     else
-      fw, fwc, bw, bwc, params, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+      fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
       for _, it in ipairs(st.items) do
         local t, n = times[it.node], nodes[it.node]
         fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
@@ -261,6 +263,8 @@ function M.timeline(plan, nodes, times, lean)
           ep_fw, ep_bw = ep_fw + t.fw_comm * it.share, ep_bw + t.bw_comm * it.share
         end
         params = params + n.params * it.share
+        -- an expert's parameters (replicated over edp, not dp): the distributed optimizer shards them over fewer GPUs
+        if replica_group(n) == "edp" then expert = expert + n.params * it.share end
         -- a serving graph's KV cache of this stage's own layers (one microbatch's; neusight.workload kv_cache_bytes:
         -- a sliding-window layer's holds at most the window, so stages of windowed and full layers differ)
         local kvb = type(a) == "table" and a.kv_cache_bytes
@@ -290,6 +294,7 @@ function M.timeline(plan, nodes, times, lean)
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
     st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
+    st.expert_params = expert
     st.kv_cache_bytes = kv
     st.fw_floor, st.bw_floor = fwf, plan.training and bwf or 0
     st.fw = fw + fwc + st.send_fw
@@ -361,7 +366,7 @@ function M.timeline(plan, nodes, times, lean)
   for d = 1, P do
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
-      layers = 0, params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0, kv_cache_bytes = 0,
+      layers = 0, params = 0, expert_params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0, kv_cache_bytes = 0,
     }
     local s = sums[d]
     local peak = s[7]
@@ -372,6 +377,7 @@ function M.timeline(plan, nodes, times, lean)
     for c = 0, v - 1 do
       local st = stages[c * P + d]
       dev.layers, dev.params = dev.layers + st.layers, dev.params + st.params
+      dev.expert_params = dev.expert_params + st.expert_params
       -- every microbatch's sequences keep their cache (neusight.workload kv_cache_resident, the whole graph's rule)
       dev.kv_cache_bytes = dev.kv_cache_bytes + kv_cache_resident(st.kv_cache_bytes, plan)
       dev.microbatch_fw, dev.microbatch_bw = dev.microbatch_fw + st.fw, dev.microbatch_bw + st.bw
@@ -410,8 +416,7 @@ function M.timeline(plan, nodes, times, lean)
               dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
               grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
               -- expert weights sync over their own replicas (edp), the rest over dp
-              local a = nodes[i].attrs
-              edp_of[j] = (a and a.expert) and true or false
+              edp_of[j] = replica_group(nodes[i]) == "edp"
             end
             if seg.layered then seg_walk[seg.per] = { dt_of, grads_of, edp_of } end
           end
@@ -463,11 +468,21 @@ function M.timeline(plan, nodes, times, lean)
     end
     dev.optimizer = params_total > 0 and opt_total * dev.params / params_total or 0
     local gather = 0
+    -- over how many GPUs this stage's step is split (neusight.parallel.memory step_shards: 1/dp of its parameters
+    -- under the distributed optimizer, an expert's 1/(dp / ep))
+    local step_shards = PM.step_shards(plan, dev.params, dev.expert_params)
     if plan.distributed_optimizer and plan.training and plan.dp > 1 then
-      -- the step runs on this rank's 1/dp shard; then every rank all-gathers the updated parameters
-      dev.optimizer = dev.optimizer / plan.dp
+      -- the step runs on this rank's shard; then every rank all-gathers the updated parameters over the group they
+      -- were sharded over (an expert's over edp)
+      dev.optimizer = dev.optimizer / step_shards
       if opt_total > 0 then
-        gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
+        local expert = dev.expert_params
+        if expert == 0 or plan.ep == 1 then -- one group (edp is dp at ep 1): one all-gather
+          gather = comm_time("all_gather", dev.params * ep, plan.groups.dp)
+        else -- (collectives: a group of one rank, or no bytes, costs 0)
+          gather = comm_time("all_gather", (dev.params - expert) * ep, plan.groups.dp)
+            + comm_time("all_gather", expert * ep, plan.groups.edp)
+        end
         dev.dp_comm, dev.dp_exposed = dev.dp_comm + gather, dev.dp_exposed + gather
       end
     end
@@ -476,7 +491,7 @@ function M.timeline(plan, nodes, times, lean)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
     local step_floor = params_total > 0 and opt_floor * dev.params / params_total or 0
-    if plan.distributed_optimizer and plan.training and plan.dp > 1 then step_floor = step_floor / plan.dp end
+    if plan.distributed_optimizer and plan.training and plan.dp > 1 then step_floor = step_floor / step_shards end
     dev.floor = s[6] + step_floor
     floor = max(floor, dev.floor)
     devices[d] = dev
