@@ -32,29 +32,43 @@ M.ceil_log2 = ceil_log2
 -- (slowest level for a group spanning nodes), `intra`/`inter` = { alpha, beta }, and the group shape
 -- `size`, `spans_nodes`, `per_node`, `nodes`. p ≥ 2 and n > 0 whenever an algorithm is called.
 
--- Ring all-reduce = reduce-scatter + all-gather, each p−1 steps moving n/p bytes per step
--- (Patarasuk & Yuan 2009; Thakur et al. 2005 §4.4). Bandwidth-optimal.
-local function ring_all_reduce(n, p, l)
-  return 2 * (p - 1) * l.alpha + 2 * (p - 1) / p * n * l.beta
-end
-
 -- Ring all-gather / reduce-scatter: p−1 steps of n/p bytes (Thakur et al. 2005 §4.1, §4.3).
 -- The reduction's arithmetic (γ term) is neglected: on GPUs it is far cheaper than the link.
 local function ring_gather(n, p, l)
   return (p - 1) * l.alpha + (p - 1) / p * n * l.beta
 end
 
--- Hierarchical (two-level) all-reduce over k nodes of g ranks: intra-node reduce-scatter, then an
--- inter-node ring all-reduce of each rank's n/g shard among the k ranks holding it (g such rings
--- run at once, one per NIC), then intra-node all-gather. Only the n/g shard crosses the network,
--- where a flat ring pushes 2(p−1)/p·n bytes through its slowest (network) hop. Needs full nodes.
-local function hierarchical_all_reduce(n, p, l)
+-- Hierarchical (two-level) reduce-scatter over k nodes of g ranks: each node's ranks reduce-scatter the n bytes
+-- over the intra-node link (an n/g shard each), then the k ranks holding the same shard, one per node, reduce-scatter
+-- it over the network. g such rings run at once, one per NIC, so each NIC carries only (k−1)/k·n/g bytes: the
+-- node's aggregate NIC bandwidth, as NCCL's multi-node rings reach by giving each channel its own NIC. An all-gather
+-- is the same two steps backwards (network first, then the node), with the same cost. Needs full nodes.
+local function hierarchical_gather(n, p, l)
   if not l.spans_nodes or l.per_node < 2 or p % l.per_node ~= 0 then return nil end
   local g, k = l.per_node, p // l.per_node
-  local intra = { alpha = l.intra.alpha, beta = l.intra.beta }
-  local inter = { alpha = l.inter.alpha, beta = l.inter.beta }
-  return ring_gather(n, g, intra) + ring_all_reduce(n / g, k, inter) + ring_gather(n, g, intra)
+  return ring_gather(n, g, l.intra) + ring_gather(n / g, k, l.inter)
 end
+
+-- An all-reduce is a reduce-scatter followed by an all-gather of the same buffer (Patarasuk & Yuan 2009; Thakur et
+-- al. 2005 §4.4, Rabenseifner's algorithm): the ring and hierarchical all-reduces are priced as their two halves, so
+-- a ZeRO-style reduce-scatter + all-gather can never cost more than the all-reduce it replaces. nil when a half
+-- does not apply.
+local function reduce_scatter_then_all_gather(reduce_scatter, all_gather)
+  return function(n, p, l)
+    local rs = reduce_scatter(n, p, l)
+    if rs == nil then return nil end
+    local ag = all_gather(n, p, l)
+    if ag == nil then return nil end
+    return rs + ag
+  end
+end
+
+-- Ring all-reduce: 2(p−1) steps of n/p bytes. Bandwidth-optimal.
+local ring_all_reduce = reduce_scatter_then_all_gather(ring_gather, ring_gather)
+-- Hierarchical all-reduce: intra-node reduce-scatter, an inter-node all-reduce of each rank's n/g shard among the k
+-- ranks holding it (one ring per NIC), intra-node all-gather. Only the n/g shard crosses the network, where a flat
+-- ring pushes 2(p−1)/p·n bytes through its slowest (network) hop.
+local hierarchical_all_reduce = reduce_scatter_then_all_gather(hierarchical_gather, hierarchical_gather)
 
 -- Binomial-tree all-reduce = tree reduce + tree broadcast, ceil(log2 p) steps each, every step
 -- moving the whole buffer (Thakur et al. 2005 §4.4, the short-message algorithm). Fewer steps than
@@ -88,8 +102,8 @@ end
 
 M.algorithms = {
   all_reduce = { ring = ring_all_reduce, tree = tree_all_reduce, hierarchical = hierarchical_all_reduce },
-  all_gather = { ring = ring_gather },
-  reduce_scatter = { ring = ring_gather },
+  all_gather = { ring = ring_gather, hierarchical = hierarchical_gather },
+  reduce_scatter = { ring = ring_gather, hierarchical = hierarchical_gather },
   broadcast = { ring = ring_broadcast, tree = tree_broadcast },
   send_recv = { direct = direct_send_recv },
   all_to_all = { pairwise = pairwise_all_to_all },

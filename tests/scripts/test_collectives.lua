@@ -182,6 +182,31 @@ function Tests.test_hierarchical_vs_flat_on_two_nodes()
        "hierarchical 4 x 4")
 end
 
+function Tests.test_reduce_scatter_all_gather_use_the_two_levels_of_all_reduce()
+  -- Across nodes a reduce-scatter or an all-gather runs on the node's NICs as the all-reduce does (tester3 problem 2:
+  -- ZeRO-1's reduce-scatter + all-gather over 2 DGX nodes was priced 4x the all-reduce it replaces, flat on one NIC).
+  local c = test_cluster(2)
+  local n = 1e9
+  -- intra reduce-scatter over 8 + inter reduce-scatter of the n/8 shard over 2 nodes
+  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 8) * BE)
+  for _, op in ipairs { "reduce_scatter", "all_gather" } do
+    local t, algo = C.time(op, n, { size = 16 }, c)
+    eq(algo, "hierarchical", op .. " over 2 nodes picks hierarchical")
+    near(t, half, op .. " hierarchical time")
+    near(C.time(op, n, { size = 16 }, c, "ring"), 15 * AE + 15 / 16 * n * BE, op .. " flat ring over 2 nodes")
+  end
+  -- one rule: an all-reduce is its reduce-scatter plus its all-gather, per algorithm and for the picked one
+  for _, algo in ipairs { "ring", "hierarchical" } do
+    near(C.time("all_reduce", n, { size = 16 }, c, algo),
+         C.time("reduce_scatter", n, { size = 16 }, c, algo) + C.time("all_gather", n, { size = 16 }, c, algo),
+         "all_reduce = reduce_scatter + all_gather (" .. algo .. ")")
+  end
+  near(C.time("reduce_scatter", n, { size = 16 }, c) + C.time("all_gather", n, { size = 16 }, c),
+       C.time("all_reduce", n, { size = 16 }, c), "ZeRO pair costs the all-reduce over 2 nodes")
+  -- inside one node there is one level: the ring
+  eq(select(2, C.time("all_gather", n, { size = 8 }, c)), "ring", "all_gather in a node")
+end
+
 function Tests.test_trivial_groups_cost_zero()
   local c = test_cluster()
   for op in pairs(C.algorithms) do
