@@ -30,7 +30,7 @@ M.ceil_log2 = ceil_log2
 -- Algorithms: M.algorithms[op][name] = function(n_bytes, p, link) -> seconds, or nil when the
 -- algorithm does not apply to this group. `link` is topology.links(): the flat `alpha`/`beta`
 -- (slowest level for a group spanning nodes), `intra`/`inter` = { alpha, beta }, and the group shape
--- `size`, `spans_nodes`, `per_node`, `nodes`. p ≥ 2 and n > 0 whenever an algorithm is called.
+-- `size`, `spans_nodes`, `per_node`, `min_per_node`, `nodes`. p ≥ 2 and n > 0 whenever an algorithm is called.
 
 -- Ring all-gather / reduce-scatter: p−1 steps of n/p bytes (Thakur et al. 2005 §4.1, §4.3).
 -- The reduction's arithmetic (γ term) is neglected: on GPUs it is far cheaper than the link.
@@ -42,11 +42,13 @@ end
 -- over the intra-node link (an n/g shard each), then the k ranks holding the same shard, one per node, reduce-scatter
 -- it over the network. g such rings run at once, one per NIC, so each NIC carries only (k−1)/k·n/g bytes: the
 -- node's aggregate NIC bandwidth, as NCCL's multi-node rings reach by giving each channel its own NIC. An all-gather
--- is the same two steps backwards (network first, then the node), with the same cost. Needs full nodes.
-local function hierarchical_gather(n, p, l)
-  if not l.spans_nodes or l.per_node < 2 or p % l.per_node ~= 0 then return nil end
-  local g, k = l.per_node, p // l.per_node
-  return ring_gather(n, g, l.intra) + ring_gather(n / g, k, l.inter)
+-- is the same two steps backwards (network first, then the node), with the same cost.
+-- Nodes holding different numbers of ranks (12 ranks on 8-GPU nodes: 8 + 4): the node step is the longest, over the
+-- most ranks (per_node); the network step is limited by the node with the fewest ranks, whose min_per_node NICs
+-- carry its whole share, n/min_per_node each.
+local function hierarchical_gather(n, _, l)
+  if not l.spans_nodes or l.per_node < 2 then return nil end
+  return ring_gather(n, l.per_node, l.intra) + ring_gather(n / l.min_per_node, l.nodes, l.inter)
 end
 
 -- An all-reduce is a reduce-scatter followed by an all-gather of the same buffer (Patarasuk & Yuan 2009; Thakur et
@@ -131,7 +133,7 @@ end
 --- returns at once for a zero count.
 ---@param op string  all_reduce | all_gather | reduce_scatter | broadcast | send_recv | all_to_all | a user op
 ---@param n_bytes number
----@param group table { size, spans_nodes?, per_node? } (see topology.group)
+---@param group table { size, spans_nodes?, per_node?, min_per_node? } (see topology.group)
 ---@param cluster table topology.cluster() or its spec
 ---@param algorithm string?
 ---@return number seconds, string algorithm

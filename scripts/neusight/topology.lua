@@ -34,7 +34,7 @@ local limit_text = require("neusight").limit_text -- "1e6", as the C++ cluster f
 -- Known keys; also the "did you mean" candidates.
 local CLUSTER_KEYS = { gpu = true, gpus_per_node = true, nodes = true, intra = true, inter = true }
 local LEVEL_KEYS = { bw_gbps = true, latency_us = true, efficiency = true }
-local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true }
+local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true, min_per_node = true }
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -205,10 +205,12 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Communicator groups
 
---- A validated group { size, spans_nodes, per_node, nodes }. `spans_nodes` defaults to
---- size > gpus_per_node. `per_node` (ranks on each node) defaults to filling nodes, except that a
+--- A validated group { size, spans_nodes, per_node, min_per_node, nodes }. `spans_nodes` defaults to
+--- size > gpus_per_node. `per_node` (the most ranks on one node) defaults to filling nodes, except that a
 --- group said to span nodes yet small enough for one node has one rank per node (a pipeline
---- send/recv between stages, a data-parallel group of one rank per node).
+--- send/recv between stages, a data-parallel group of one rank per node). `min_per_node` (the fewest ranks on one
+--- of the group's nodes: 12 ranks on 8-GPU nodes are 8 + 4) defaults to what filling nodes in order leaves on the
+--- last one, size − (nodes − 1)·per_node; a node with fewer ranks drives fewer NICs.
 ---@param cluster table
 ---@param group table
 ---@return table
@@ -252,7 +254,16 @@ function M.group(cluster, group)
   if nodes > cluster.nodes then
     error(("group: %d ranks at %d per node need %d nodes, the cluster has %d"):format(size, per_node, nodes, cluster.nodes), 0)
   end
-  return { size = size, spans_nodes = spans, per_node = per_node, nodes = nodes }
+  local min_per_node = size - (nodes - 1) * per_node
+  if group.min_per_node ~= nil then
+    min_per_node = check_count(group.min_per_node, "group.min_per_node")
+    if min_per_node > per_node then
+      error(("group.min_per_node: %d exceeds per_node = %d"):format(min_per_node, per_node), 0)
+    elseif nodes == 1 and min_per_node ~= per_node then
+      error(("group.min_per_node: %d differs from per_node = %d on one node"):format(min_per_node, per_node), 0)
+    end
+  end
+  return { size = size, spans_nodes = spans, per_node = per_node, min_per_node = min_per_node, nodes = nodes }
 end
 
 local function flat_link(cluster, g)
@@ -274,7 +285,7 @@ function M.link(cluster, group)
 end
 
 --- Everything an algorithm may need (see neusight/collectives.lua): the flat link `alpha`, `beta`,
---- each level's { alpha, beta }, and the group's shape (size, spans_nodes, per_node, nodes).
+--- each level's { alpha, beta }, and the group's shape (size, spans_nodes, per_node, min_per_node, nodes).
 ---@param cluster table
 ---@param group table
 ---@return table
@@ -287,7 +298,7 @@ function M.links(cluster, group)
   return {
     alpha = alpha, beta = beta,
     intra = { alpha = ai, beta = bi }, inter = { alpha = ae, beta = be },
-    size = g.size, spans_nodes = g.spans_nodes, per_node = g.per_node, nodes = g.nodes,
+    size = g.size, spans_nodes = g.spans_nodes, per_node = g.per_node, min_per_node = g.min_per_node, nodes = g.nodes,
   }
 end
 

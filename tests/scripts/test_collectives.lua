@@ -207,6 +207,31 @@ function Tests.test_reduce_scatter_all_gather_use_the_two_levels_of_all_reduce()
   eq(select(2, C.time("all_gather", n, { size = 8 }, c)), "ring", "all_gather in a node")
 end
 
+function Tests.test_hierarchical_on_partly_filled_nodes()
+  -- 12 ranks on 8-GPU nodes are 8 + 4 (tester3: dp 12 fell back to the flat ring on one NIC and cost as much as
+  -- dp 8). The node step runs over the 8, the network step on the 4 NICs of the smaller node.
+  local c = test_cluster(2)
+  local n = 1e9
+  local g = T.group(c, { size = 12 })
+  eq(g.per_node, 8, "per_node of 12 ranks"); eq(g.min_per_node, 4, "min_per_node of 12 ranks"); eq(g.nodes, 2, "nodes")
+  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 4) * BE)
+  for _, op in ipairs { "reduce_scatter", "all_gather" } do
+    local t, algo = C.time(op, n, { size = 12 }, c)
+    eq(algo, "hierarchical", op .. " over 8 + 4 ranks")
+    near(t, half, op .. " over 8 + 4 ranks")
+  end
+  local t, algo = C.time("all_reduce", n, { size = 12 }, c)
+  eq(algo, "hierarchical", "all_reduce over 8 + 4 ranks"); near(t, 2 * half, "all_reduce over 8 + 4 ranks")
+  -- between 8 ranks in one node and 16 on two full nodes
+  local t8, t16 = C.time("all_reduce", n, { size = 8 }, c), C.time("all_reduce", n, { size = 16 }, c)
+  if not (t8 < t and t < 2 * t16) then error(("dp 12 all_reduce %g s out of line with dp 8 %g s, dp 16 %g s"):format(t, t8, t16)) end
+  -- an uneven layout states its fewest ranks per node (3 + 3 + 2 ranks): the network step runs on 2 NICs
+  local c3 = test_cluster(3)
+  near(C.time("reduce_scatter", n, { size = 8, spans_nodes = true, per_node = 3, min_per_node = 2 }, c3),
+       (2 * AI + 2 / 3 * n * BI) + (2 * AE + 2 / 3 * (n / 2) * BE), "3 + 3 + 2 ranks")
+  raises("group.min_per_node: 4 exceeds per_node = 3", T.group, c3, { size = 8, per_node = 3, min_per_node = 4 })
+end
+
 function Tests.test_trivial_groups_cost_zero()
   local c = test_cluster()
   for op in pairs(C.algorithms) do

@@ -83,6 +83,11 @@ function T.test_plan_layout_is_megatron_order()
   -- dp = 4 with tp = 4 on nodes of 8: ranks 0, 4, 8, 12 → two per node, spanning.
   local g = P.group_shape(4, 4, 0, 8)
   eq(g.spans_nodes, true, "dp spans") eq(g.per_node, 2, "two dp ranks per node")
+  eq(g.min_per_node, 2, "two dp ranks on each node")
+  g = P.group_shape(12, 1, 0, 8) -- 8 + 4
+  eq(g.per_node, 8, "dp 12: 8 on the first node") eq(g.min_per_node, 4, "dp 12: 4 on the second")
+  g = P.group_shape(8, 3, 0, 8) -- ranks 0 3 6 | 9 12 15 | 18 21
+  eq(g.per_node, 3, "stride 3: 3 per node") eq(g.min_per_node, 2, "stride 3: 2 on the last node")
   -- a small default cluster is one node of exactly the world size
   local small = plan_of({ dp = 2, tp = 2 }, 4)
   eq(small.cluster.gpus_per_node, 4, "4 GPUs in one node") eq(small.cluster.nodes, 1, "one node")

@@ -12,7 +12,8 @@ local ipairs, pairs, type, tostring, error, pcall = ipairs, pairs, type, tostrin
 local M = {}
 
 -- Shape of a group of `size` ranks `stride` apart, starting at rank `first`, when ranks fill nodes
--- of g GPUs in order: { size, spans_nodes, per_node } for topology.group.
+-- of g GPUs in order: { size, spans_nodes, per_node, min_per_node } for topology.group (the most and the fewest
+-- ranks on one of its nodes).
 local function group_shape(size, stride, first, g)
   local on = {}
   local nodes, per_node = 0, 0
@@ -22,7 +23,9 @@ local function group_shape(size, stride, first, g)
     on[node] = on[node] + 1
     per_node = max(per_node, on[node])
   end
-  return { size = size, spans_nodes = nodes > 1, per_node = per_node }
+  local min_per_node = per_node
+  for _, c in pairs(on) do min_per_node = min(min_per_node, c) end
+  return { size = size, spans_nodes = nodes > 1, per_node = per_node, min_per_node = min_per_node }
 end
 M.group_shape = group_shape
 
