@@ -13,7 +13,7 @@
 -- and broadcast, the full gathered buffer (p chunks) of all_gather and reduce_scatter, the total a
 -- rank sends in all_to_all (its own chunk included), and the message of send_recv.
 local T = require "neusight.topology"
-local huge = math.huge
+local huge, max = math.huge, math.max
 local ipairs, pairs, type, tostring, error, sort = ipairs, pairs, type, tostring, error, table.sort
 
 local M = {}
@@ -97,9 +97,16 @@ local function direct_send_recv(n, _, l)
 end
 
 -- Pairwise-exchange all-to-all: p−1 steps, each sending one n/p chunk to a different peer
--- (Thakur et al. 2005 §4.6, long-message algorithm), priced on the slowest link of the group.
+-- (Thakur et al. 2005 §4.6, long-message algorithm). Inside a node, p−1 steps on the node's link. Across nodes each
+-- chunk takes its own path: the p − g chunks for ranks off the node leave through the rank's NIC, the g − 1 for its
+-- node's ranks over the node's link. NCCL posts every send and receive of an all-to-all at once (one grouped
+-- send/recv), so the two parts run concurrently and the slower one sets the time (this engine's convention for
+-- all-to-all; the ring-style collectives above run their levels one after the other). The rank on the node with the
+-- fewest ranks (min_per_node) sends the most off its node, a rank on the largest (per_node) the most on it.
 local function pairwise_all_to_all(n, p, l)
-  return (p - 1) * l.alpha + (p - 1) / p * n * l.beta
+  if not l.spans_nodes then return (p - 1) * l.alpha + (p - 1) / p * n * l.beta end
+  local off, on = p - l.min_per_node, l.per_node - 1
+  return max(off * l.inter.alpha + off / p * n * l.inter.beta, on * l.intra.alpha + on / p * n * l.intra.beta)
 end
 
 M.algorithms = {
