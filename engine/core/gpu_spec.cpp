@@ -53,6 +53,7 @@ const std::vector<gpu_field>& gpu_fields() {
       {"interconnect_bw_gbps", &g::interconnect_bw_gbps, false, false, 0.01, 1e6},  // GB/s; 0: no GPU-GPU link
       {"pcie_gen", &g::pcie_gen, true, false, 1, 16},
       {"pcie_bw_gbps", &g::pcie_bw_gbps, true, false, 0.01, 1e5},       // GB/s per direction
+      {"nvlink_domain_gpus", &g::nvlink_domain_gpus, true, true, 2, 1 << 20},  // GPUs one bridge joins (optional)
       {"price_per_hour_usd", &g::price_per_hour_usd, true, true, 0.0001, 1e6},  // USD per GPU-hour
   };
   return fields;
@@ -175,6 +176,9 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     throw error(at_key("interconnect_bw_gbps") + ": key 'interconnect_bw_gbps' must be > 0 with interconnect = \"" +
                 spec.interconnect + "\" (the link's total bidirectional GB/s, e.g. 900 for NVLink 4 on an H100); "
                 "interconnect = \"none\" for a part without a GPU-to-GPU link (collectives then use pcie_bw_gbps)");
+  if (spec.interconnect == "none" && spec.nvlink_domain_gpus != 0)
+    throw error(at_key("nvlink_domain_gpus") + ": key 'nvlink_domain_gpus' is the size of a GPU-to-GPU link's domain, "
+                "but interconnect = \"none\": leave it out, or name the bridge's link");
   return spec;
 }
 
@@ -187,6 +191,7 @@ const std::vector<std::pair<std::string, std::string>>& gpu_interconnects() {
 
 bool gpu_field_present(const gpu_spec& gpu, const gpu_field& f) {
   if (!f.optional) return true;
+  if (const auto* i = std::get_if<int64_t gpu_spec::*>(&f.member)) return gpu.**i != 0;
   const auto* d = std::get_if<double gpu_spec::*>(&f.member);
   return !d || gpu.**d != 0;
 }

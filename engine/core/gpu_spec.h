@@ -45,6 +45,10 @@ struct gpu_spec {
   double interconnect_bw_gbps = 0;
   int64_t pcie_gen = 0;
   double pcie_bw_gbps = 0;
+  // Optional: how many GPUs one NVLink / Infinity Fabric bridge joins, where that is fewer than a server holds (A100
+  // and H100 PCIe: a 2-GPU bridge; MI210: 2 or 4); 0 when the file does not say (the link reaches every GPU of the
+  // node). scripts/neusight/topology.lua prices a group beyond it over pcie_bw_gbps unless a cluster names the links.
+  int64_t nvlink_domain_gpus = 0;
   // Optional: what one GPU-hour costs, US dollars (a public on-demand price, with its dated source in the file);
   // 0 when the file does not say. Present means a positive finite number. Drives the cost figures
   // (scripts/neusight/figures.lua).

@@ -13,7 +13,7 @@
 -- and broadcast, the full gathered buffer (p chunks) of all_gather and reduce_scatter, the total a
 -- rank sends in all_to_all (its own chunk included), and the message of send_recv.
 local T = require "neusight.topology"
-local huge = math.huge
+local huge, max = math.huge, math.max
 local ipairs, pairs, type, tostring, error, sort = ipairs, pairs, type, tostring, error, table.sort
 
 local M = {}
@@ -30,13 +30,7 @@ M.ceil_log2 = ceil_log2
 -- Algorithms: M.algorithms[op][name] = function(n_bytes, p, link) -> seconds, or nil when the
 -- algorithm does not apply to this group. `link` is topology.links(): the flat `alpha`/`beta`
 -- (slowest level for a group spanning nodes), `intra`/`inter` = { alpha, beta }, and the group shape
--- `size`, `spans_nodes`, `per_node`, `nodes`. p ≥ 2 and n > 0 whenever an algorithm is called.
-
--- Ring all-reduce = reduce-scatter + all-gather, each p−1 steps moving n/p bytes per step
--- (Patarasuk & Yuan 2009; Thakur et al. 2005 §4.4). Bandwidth-optimal.
-local function ring_all_reduce(n, p, l)
-  return 2 * (p - 1) * l.alpha + 2 * (p - 1) / p * n * l.beta
-end
+-- `size`, `spans_nodes`, `per_node`, `min_per_node`, `nodes`. p ≥ 2 and n > 0 whenever an algorithm is called.
 
 -- Ring all-gather / reduce-scatter: p−1 steps of n/p bytes (Thakur et al. 2005 §4.1, §4.3).
 -- The reduction's arithmetic (γ term) is neglected: on GPUs it is far cheaper than the link.
@@ -44,17 +38,39 @@ local function ring_gather(n, p, l)
   return (p - 1) * l.alpha + (p - 1) / p * n * l.beta
 end
 
--- Hierarchical (two-level) all-reduce over k nodes of g ranks: intra-node reduce-scatter, then an
--- inter-node ring all-reduce of each rank's n/g shard among the k ranks holding it (g such rings
--- run at once, one per NIC), then intra-node all-gather. Only the n/g shard crosses the network,
--- where a flat ring pushes 2(p−1)/p·n bytes through its slowest (network) hop. Needs full nodes.
-local function hierarchical_all_reduce(n, p, l)
-  if not l.spans_nodes or l.per_node < 2 or p % l.per_node ~= 0 then return nil end
-  local g, k = l.per_node, p // l.per_node
-  local intra = { alpha = l.intra.alpha, beta = l.intra.beta }
-  local inter = { alpha = l.inter.alpha, beta = l.inter.beta }
-  return ring_gather(n, g, intra) + ring_all_reduce(n / g, k, inter) + ring_gather(n, g, intra)
+-- Hierarchical (two-level) reduce-scatter over k nodes of g ranks: each node's ranks reduce-scatter the n bytes
+-- over the intra-node link (an n/g shard each), then the k ranks holding the same shard, one per node, reduce-scatter
+-- it over the network. g such rings run at once, one per NIC, so each NIC carries only (k−1)/k·n/g bytes: the
+-- node's aggregate NIC bandwidth, as NCCL's multi-node rings reach by giving each channel its own NIC. An all-gather
+-- is the same two steps backwards (network first, then the node), with the same cost.
+-- Nodes holding different numbers of ranks (12 ranks on 8-GPU nodes: 8 + 4): the node step is the longest, over the
+-- most ranks (per_node); the network step is limited by the node with the fewest ranks, whose min_per_node NICs
+-- carry its whole share, n/min_per_node each.
+local function hierarchical_gather(n, _, l)
+  if not l.spans_nodes or l.per_node < 2 then return nil end
+  return ring_gather(n, l.per_node, l.intra) + ring_gather(n / l.min_per_node, l.nodes, l.inter)
 end
+
+-- An all-reduce is a reduce-scatter followed by an all-gather of the same buffer (Patarasuk & Yuan 2009; Thakur et
+-- al. 2005 §4.4, Rabenseifner's algorithm): the ring and hierarchical all-reduces are priced as their two halves, so
+-- a ZeRO-style reduce-scatter + all-gather can never cost more than the all-reduce it replaces. nil when a half
+-- does not apply.
+local function reduce_scatter_then_all_gather(reduce_scatter, all_gather)
+  return function(n, p, l)
+    local rs = reduce_scatter(n, p, l)
+    if rs == nil then return nil end
+    local ag = all_gather(n, p, l)
+    if ag == nil then return nil end
+    return rs + ag
+  end
+end
+
+-- Ring all-reduce: 2(p−1) steps of n/p bytes. Bandwidth-optimal.
+local ring_all_reduce = reduce_scatter_then_all_gather(ring_gather, ring_gather)
+-- Hierarchical all-reduce: intra-node reduce-scatter, an inter-node all-reduce of each rank's n/g shard among the k
+-- ranks holding it (one ring per NIC), intra-node all-gather. Only the n/g shard crosses the network, where a flat
+-- ring pushes 2(p−1)/p·n bytes through its slowest (network) hop.
+local hierarchical_all_reduce = reduce_scatter_then_all_gather(hierarchical_gather, hierarchical_gather)
 
 -- Binomial-tree all-reduce = tree reduce + tree broadcast, ceil(log2 p) steps each, every step
 -- moving the whole buffer (Thakur et al. 2005 §4.4, the short-message algorithm). Fewer steps than
@@ -81,15 +97,22 @@ local function direct_send_recv(n, _, l)
 end
 
 -- Pairwise-exchange all-to-all: p−1 steps, each sending one n/p chunk to a different peer
--- (Thakur et al. 2005 §4.6, long-message algorithm), priced on the slowest link of the group.
+-- (Thakur et al. 2005 §4.6, long-message algorithm). Inside a node, p−1 steps on the node's link. Across nodes each
+-- chunk takes its own path: the p − g chunks for ranks off the node leave through the rank's NIC, the g − 1 for its
+-- node's ranks over the node's link. NCCL posts every send and receive of an all-to-all at once (one grouped
+-- send/recv), so the two parts run concurrently and the slower one sets the time (this engine's convention for
+-- all-to-all; the ring-style collectives above run their levels one after the other). The rank on the node with the
+-- fewest ranks (min_per_node) sends the most off its node, a rank on the largest (per_node) the most on it.
 local function pairwise_all_to_all(n, p, l)
-  return (p - 1) * l.alpha + (p - 1) / p * n * l.beta
+  if not l.spans_nodes then return (p - 1) * l.alpha + (p - 1) / p * n * l.beta end
+  local off, on = p - l.min_per_node, l.per_node - 1
+  return max(off * l.inter.alpha + off / p * n * l.inter.beta, on * l.intra.alpha + on / p * n * l.intra.beta)
 end
 
 M.algorithms = {
   all_reduce = { ring = ring_all_reduce, tree = tree_all_reduce, hierarchical = hierarchical_all_reduce },
-  all_gather = { ring = ring_gather },
-  reduce_scatter = { ring = ring_gather },
+  all_gather = { ring = ring_gather, hierarchical = hierarchical_gather },
+  reduce_scatter = { ring = ring_gather, hierarchical = hierarchical_gather },
   broadcast = { ring = ring_broadcast, tree = tree_broadcast },
   send_recv = { direct = direct_send_recv },
   all_to_all = { pairwise = pairwise_all_to_all },
@@ -117,7 +140,7 @@ end
 --- returns at once for a zero count.
 ---@param op string  all_reduce | all_gather | reduce_scatter | broadcast | send_recv | all_to_all | a user op
 ---@param n_bytes number
----@param group table { size, spans_nodes?, per_node? } (see topology.group)
+---@param group table { size, spans_nodes?, per_node?, min_per_node? } (see topology.group)
 ---@param cluster table topology.cluster() or its spec
 ---@param algorithm string?
 ---@return number seconds, string algorithm

@@ -34,7 +34,7 @@ local limit_text = require("neusight").limit_text -- "1e6", as the C++ cluster f
 -- Known keys; also the "did you mean" candidates.
 local CLUSTER_KEYS = { gpu = true, gpus_per_node = true, nodes = true, intra = true, inter = true }
 local LEVEL_KEYS = { bw_gbps = true, latency_us = true, efficiency = true }
-local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true }
+local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true, min_per_node = true, spans_domains = true }
 
 ---------------------------------------------------------------------------------------------------
 -- "did you mean" suggestions
@@ -103,7 +103,7 @@ end
 -- Intra-node per-direction bandwidth of a GPU table (gpus/*.toml). interconnect_bw_gbps is the
 -- datasheet's total bidirectional figure (H100: 900 = 18 links × 50), so one direction is half of
 -- it; PCIe-only parts ("none") talk over pcie_bw_gbps, which the TOMLs already give per direction.
--- Bridged parts (A100 PCIe + NVLink bridge) link only pairs; a larger group needs an explicit intra.
+-- Bridged parts (A100 PCIe + NVLink bridge) link only pairs (nvlink_domain_gpus): M.cluster's domain prices beyond.
 local function intra_bw_of(gpu)
   if type(gpu) ~= "table" and type(gpu) ~= "userdata" then
     error(("cluster.gpu: GPU table expected, got %s"):format(show(gpu)), 0)
@@ -151,7 +151,9 @@ end
 
 --- A validated cluster: { gpus_per_node, nodes, intra = {bw_gbps, latency_us, efficiency}, inter = {…} }.
 --- `gpu` (a gpus/*.toml table) supplies the intra bandwidth when intra.bw_gbps is not given; inter
---- defaults to one 400 Gb/s InfiniBand NIC per GPU. Unknown keys are errors with a suggestion.
+--- defaults to one 400 Gb/s InfiniBand NIC per GPU. Unknown keys are errors with a suggestion. A GPU whose bridge
+--- joins fewer GPUs than a node holds (its file's nvlink_domain_gpus) adds domain = { gpus, intra }: the PCIe level
+--- of the groups beyond one bridge.
 ---@param spec table
 ---@return table
 function M.cluster(spec)
@@ -177,6 +179,24 @@ function M.cluster(spec)
       bw_gbps = DEFAULT_INTER_BW_GBPS, latency_us = DEFAULT_INTER_LATENCY_US, efficiency = DEFAULT_INTER_EFFICIENCY,
     }),
   }
+  -- A bridge that joins fewer GPUs than a node holds (gpus/*.toml nvlink_domain_gpus: the A100 and H100 PCIe cards'
+  -- 2-GPU NVLink bridge): its link serves only the groups inside one bridge, and a group beyond it talks over PCIe,
+  -- priced as the intra level of a part without a GPU-to-GPU link (pcie_bw_gbps, the level's latency and efficiency).
+  -- Only when the GPU gives the intra bandwidth: a cluster's own intra level names the node's links.
+  -- (an optional key of the GPU file: the engine's read-only GPU view raises on a field the file leaves out)
+  local d = nil
+  if intra_default ~= nil then
+    local ok, v = pcall(function() return spec.gpu.nvlink_domain_gpus end)
+    if ok then d = v end
+  end
+  if d ~= nil and check_count(d, "cluster.gpu.nvlink_domain_gpus") < c.gpus_per_node then
+    local pcie = { bw_gbps = check_positive(spec.gpu.pcie_bw_gbps, "cluster.gpu.pcie_bw_gbps") }
+    if type(spec.intra) == "table" then pcie.latency_us, pcie.efficiency = spec.intra.latency_us, spec.intra.efficiency end
+    c.domain = {
+      gpus = d,
+      intra = level(pcie, "cluster.intra", { latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY }),
+    }
+  end
   c.is_cluster = true
   return c
 end
@@ -188,6 +208,10 @@ local function as_cluster(cluster)
 end
 M.as_cluster = as_cluster
 
+local function alpha_beta(l)
+  return l.latency_us * 1e-6, 1 / (l.bw_gbps * 1e9 * l.efficiency)
+end
+
 --- α (seconds per message) and β (seconds per byte) of one link level of a cluster.
 --- GB/s are decimal (10⁹), as on the datasheets the GPU files quote.
 ---@param cluster table
@@ -198,17 +222,20 @@ function M.level(cluster, which)
   if which ~= "intra" and which ~= "inter" then
     error(("level: 'intra' or 'inter' expected, got %s"):format(show(which)), 0)
   end
-  local l = cluster[which]
-  return l.latency_us * 1e-6, 1 / (l.bw_gbps * 1e9 * l.efficiency)
+  return alpha_beta(cluster[which])
 end
 
 ---------------------------------------------------------------------------------------------------
 -- Communicator groups
 
---- A validated group { size, spans_nodes, per_node, nodes }. `spans_nodes` defaults to
---- size > gpus_per_node. `per_node` (ranks on each node) defaults to filling nodes, except that a
+--- A validated group { size, spans_nodes, per_node, min_per_node, nodes }. `spans_nodes` defaults to
+--- size > gpus_per_node. `per_node` (the most ranks on one node) defaults to filling nodes, except that a
 --- group said to span nodes yet small enough for one node has one rank per node (a pipeline
---- send/recv between stages, a data-parallel group of one rank per node).
+--- send/recv between stages, a data-parallel group of one rank per node). `min_per_node` (the fewest ranks on one
+--- of the group's nodes: 12 ranks on 8-GPU nodes are 8 + 4) defaults to what filling nodes in order leaves on the
+--- last one, size − (nodes − 1)·per_node; a node with fewer ranks drives fewer NICs. `spans_domains` (a cluster with a
+--- bridge smaller than its nodes, cluster.domain): whether ranks on one node sit behind different bridges, so that
+--- the node's step runs over PCIe; defaults to per_node > the bridge's GPUs.
 ---@param cluster table
 ---@param group table
 ---@return table
@@ -252,11 +279,33 @@ function M.group(cluster, group)
   if nodes > cluster.nodes then
     error(("group: %d ranks at %d per node need %d nodes, the cluster has %d"):format(size, per_node, nodes, cluster.nodes), 0)
   end
-  return { size = size, spans_nodes = spans, per_node = per_node, nodes = nodes }
+  local min_per_node = size - (nodes - 1) * per_node
+  if group.min_per_node ~= nil then
+    min_per_node = check_count(group.min_per_node, "group.min_per_node")
+    if min_per_node > per_node then
+      error(("group.min_per_node: %d exceeds per_node = %d"):format(min_per_node, per_node), 0)
+    elseif nodes == 1 and min_per_node ~= per_node then
+      error(("group.min_per_node: %d differs from per_node = %d on one node"):format(min_per_node, per_node), 0)
+    end
+  end
+  local spans_domains = group.spans_domains
+  if spans_domains == nil then
+    spans_domains = cluster.domain ~= nil and per_node > cluster.domain.gpus
+  elseif type(spans_domains) ~= "boolean" then
+    error(("group.spans_domains: boolean expected, got %s"):format(show(spans_domains)), 0)
+  end
+  return { size = size, spans_nodes = spans, per_node = per_node, min_per_node = min_per_node, nodes = nodes,
+           spans_domains = spans_domains and cluster.domain ~= nil }
+end
+
+-- α and β of the node's link for group g: the bridge's, or PCIe for a group beyond the bridge.
+local function intra_link(cluster, g)
+  if g.spans_domains then return alpha_beta(cluster.domain.intra) end
+  return M.level(cluster, "intra")
 end
 
 local function flat_link(cluster, g)
-  local a_intra, b_intra = M.level(cluster, "intra")
+  local a_intra, b_intra = intra_link(cluster, g)
   if not g.spans_nodes then return a_intra, b_intra end
   local a_inter, b_inter = M.level(cluster, "inter")
   return max(a_intra, a_inter), max(b_intra, b_inter)
@@ -274,7 +323,7 @@ function M.link(cluster, group)
 end
 
 --- Everything an algorithm may need (see neusight/collectives.lua): the flat link `alpha`, `beta`,
---- each level's { alpha, beta }, and the group's shape (size, spans_nodes, per_node, nodes).
+--- each level's { alpha, beta }, and the group's shape (size, spans_nodes, per_node, min_per_node, nodes).
 ---@param cluster table
 ---@param group table
 ---@return table
@@ -282,12 +331,12 @@ function M.links(cluster, group)
   cluster = as_cluster(cluster)
   local g = M.group(cluster, group)
   local alpha, beta = flat_link(cluster, g)
-  local ai, bi = M.level(cluster, "intra")
+  local ai, bi = intra_link(cluster, g)
   local ae, be = M.level(cluster, "inter")
   return {
     alpha = alpha, beta = beta,
     intra = { alpha = ai, beta = bi }, inter = { alpha = ae, beta = be },
-    size = g.size, spans_nodes = g.spans_nodes, per_node = g.per_node, nodes = g.nodes,
+    size = g.size, spans_nodes = g.spans_nodes, per_node = g.per_node, min_per_node = g.min_per_node, nodes = g.nodes,
   }
 end
 

@@ -127,3 +127,24 @@ TEST_CASE("price_per_hour_usd is optional — when given, a positive finite numb
   CHECK(parse_error(ns_test::replace_all(tiny, "mem_bw_gbps = 100.0", "mem_bw_gbps = inf")) ==
         "gpus/bad.toml:12:1: key 'mem_bw_gbps' must be a finite number (got inf)");
 }
+
+TEST_CASE("nvlink_domain_gpus is optional — the GPUs one bridge joins, 2 or more, on a GPU-to-GPU link", "[gpu]") {
+  const std::string linked =
+      ns_test::replace_all(ns_test::replace_all(tiny, "interconnect = \"none\"", "interconnect = \"nvlink3\""),
+                           "interconnect_bw_gbps = 0.0", "interconnect_bw_gbps = 600.0");
+  CHECK(gpu_spec_parse(linked, "t.toml").nvlink_domain_gpus == 0);  // left out: the link reaches the whole node
+  CHECK(gpu_spec_parse(linked + "nvlink_domain_gpus = 2\n", "t.toml").nvlink_domain_gpus == 2);
+  const std::string at = "gpus/bad.toml:" + std::to_string(std::count(tiny.begin(), tiny.end(), '\n') + 1) + ":1: ";
+  CHECK(parse_error(linked + "nvlink_domain_gpus = 1\n") ==
+        at + "key 'nvlink_domain_gpus' must be between 2 and 1.04858e+06 (got 1), the physical range of this field");
+  CHECK(parse_error(linked + "nvlink_domain_gpus = 2.5\n") == at + "key 'nvlink_domain_gpus' must be an integer (got float)");
+  CHECK(parse_error(tiny + "nvlink_domain_gpus = 2\n") ==
+        at + "key 'nvlink_domain_gpus' is the size of a GPU-to-GPU link's domain, but interconnect = \"none\": leave it "
+             "out, or name the bridge's link");
+  // a misspelt key stays an error
+  CHECK(parse_error(linked + "nvlink_domain_gpu = 2\n").find("unknown key 'nvlink_domain_gpu' (did you mean 'nvlink_domain_gpus'?)") !=
+        std::string::npos);
+  // the shipped PCIe cards with a 2-GPU bridge say so
+  for (const char* f : {"a100_pcie_40gb", "a100_pcie_80gb", "h100_pcie_80gb"})
+    CHECK(gpu_spec_load(source_dir / "gpus" / (std::string(f) + ".toml"), f).nvlink_domain_gpus == 2);
+}

@@ -133,9 +133,17 @@ function Tests.test_broadcast_send_recv_all_to_all_closed_forms()
     end
     near(C.time("send_recv", 1e6, { size = 2 }, c), AI + 1e6 * BI, "send_recv")
   end
-  -- Across nodes every flat algorithm runs at the slowest link.
+  -- Across nodes a flat algorithm runs at the slowest link; the all-to-all sends its off-node chunks on the NIC and
+  -- its on-node ones over the node's link at once (tester3: ep 16 over 2 nodes cost 8.7x ep 8, all on the NIC):
+  -- 8 of 16 chunks leave the node, 7 stay; the NIC part is the slower.
   local c2 = test_cluster(2)
-  near(C.time("all_to_all", 1e8, { size = 16 }, c2), 15 * AE + 15 / 16 * 1e8 * BE, "all_to_all over 2 nodes")
+  local t_nic, t_node = 8 * AE + 8 / 16 * 1e8 * BE, 7 * AI + 7 / 16 * 1e8 * BI
+  near(C.time("all_to_all", 1e8, { size = 16 }, c2), math.max(t_nic, t_node), "all_to_all over 2 nodes")
+  near(C.time("all_to_all", 1e8, { size = 16 }, c2), t_nic, "the NIC part is the slower")
+  -- 8 + 4 ranks: a rank of the smaller node sends 8 of its 12 chunks off the node
+  near(C.time("all_to_all", 1.2e8, { size = 12 }, c2), 8 * AE + 8 / 12 * 1.2e8 * BE, "all_to_all over 8 + 4 ranks")
+  -- one rank per node: every chunk leaves the node
+  near(C.time("all_to_all", 1e8, { size = 2, spans_nodes = true }, c2), AE + 1 / 2 * 1e8 * BE, "all_to_all one per node")
   near(C.time("send_recv", 1e8, { size = 2, spans_nodes = true }, c2), AE + 1e8 * BE, "send_recv across nodes")
 end
 
@@ -180,6 +188,56 @@ function Tests.test_hierarchical_vs_flat_on_two_nodes()
   local h4 = (3 * AI + 3 / 4 * n * BI) + (2 * 3 * AE + 2 * 3 / 4 * (n / 4) * BE) + (3 * AI + 3 / 4 * n * BI)
   near(C.time("all_reduce", n, { size = 16, spans_nodes = true, per_node = 4 }, c4, "hierarchical"), h4,
        "hierarchical 4 x 4")
+end
+
+function Tests.test_reduce_scatter_all_gather_use_the_two_levels_of_all_reduce()
+  -- Across nodes a reduce-scatter or an all-gather runs on the node's NICs as the all-reduce does (tester3 problem 2:
+  -- ZeRO-1's reduce-scatter + all-gather over 2 DGX nodes was priced 4x the all-reduce it replaces, flat on one NIC).
+  local c = test_cluster(2)
+  local n = 1e9
+  -- intra reduce-scatter over 8 + inter reduce-scatter of the n/8 shard over 2 nodes
+  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 8) * BE)
+  for _, op in ipairs { "reduce_scatter", "all_gather" } do
+    local t, algo = C.time(op, n, { size = 16 }, c)
+    eq(algo, "hierarchical", op .. " over 2 nodes picks hierarchical")
+    near(t, half, op .. " hierarchical time")
+    near(C.time(op, n, { size = 16 }, c, "ring"), 15 * AE + 15 / 16 * n * BE, op .. " flat ring over 2 nodes")
+  end
+  -- one rule: an all-reduce is its reduce-scatter plus its all-gather, per algorithm and for the picked one
+  for _, algo in ipairs { "ring", "hierarchical" } do
+    near(C.time("all_reduce", n, { size = 16 }, c, algo),
+         C.time("reduce_scatter", n, { size = 16 }, c, algo) + C.time("all_gather", n, { size = 16 }, c, algo),
+         "all_reduce = reduce_scatter + all_gather (" .. algo .. ")")
+  end
+  near(C.time("reduce_scatter", n, { size = 16 }, c) + C.time("all_gather", n, { size = 16 }, c),
+       C.time("all_reduce", n, { size = 16 }, c), "ZeRO pair costs the all-reduce over 2 nodes")
+  -- inside one node there is one level: the ring
+  eq(select(2, C.time("all_gather", n, { size = 8 }, c)), "ring", "all_gather in a node")
+end
+
+function Tests.test_hierarchical_on_partly_filled_nodes()
+  -- 12 ranks on 8-GPU nodes are 8 + 4 (tester3: dp 12 fell back to the flat ring on one NIC and cost as much as
+  -- dp 8). The node step runs over the 8, the network step on the 4 NICs of the smaller node.
+  local c = test_cluster(2)
+  local n = 1e9
+  local g = T.group(c, { size = 12 })
+  eq(g.per_node, 8, "per_node of 12 ranks"); eq(g.min_per_node, 4, "min_per_node of 12 ranks"); eq(g.nodes, 2, "nodes")
+  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 4) * BE)
+  for _, op in ipairs { "reduce_scatter", "all_gather" } do
+    local t, algo = C.time(op, n, { size = 12 }, c)
+    eq(algo, "hierarchical", op .. " over 8 + 4 ranks")
+    near(t, half, op .. " over 8 + 4 ranks")
+  end
+  local t, algo = C.time("all_reduce", n, { size = 12 }, c)
+  eq(algo, "hierarchical", "all_reduce over 8 + 4 ranks"); near(t, 2 * half, "all_reduce over 8 + 4 ranks")
+  -- between 8 ranks in one node and 16 on two full nodes
+  local t8, t16 = C.time("all_reduce", n, { size = 8 }, c), C.time("all_reduce", n, { size = 16 }, c)
+  if not (t8 < t and t < 2 * t16) then error(("dp 12 all_reduce %g s out of line with dp 8 %g s, dp 16 %g s"):format(t, t8, t16)) end
+  -- an uneven layout states its fewest ranks per node (3 + 3 + 2 ranks): the network step runs on 2 NICs
+  local c3 = test_cluster(3)
+  near(C.time("reduce_scatter", n, { size = 8, spans_nodes = true, per_node = 3, min_per_node = 2 }, c3),
+       (2 * AI + 2 / 3 * n * BI) + (2 * AE + 2 / 3 * (n / 2) * BE), "3 + 3 + 2 ranks")
+  raises("group.min_per_node: 4 exceeds per_node = 3", T.group, c3, { size = 8, per_node = 3, min_per_node = 4 })
 end
 
 function Tests.test_trivial_groups_cost_zero()

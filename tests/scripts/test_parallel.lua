@@ -72,6 +72,36 @@ function T.test_plan_batch_and_cluster_errors()
     { dp = 2, cluster = { gpus_per_node = "8" } }, 2)
 end
 
+function T.test_bridge_smaller_than_the_node_prices_beyond_it_over_pcie()
+  -- gpus/a100_pcie_80gb.toml: a 2-GPU NVLink bridge (nvlink_domain_gpus = 2), PCIe 4.0 beyond it (tester3 problem 3:
+  -- tp 8 was priced at the bridge's 300 GB/s for all 8 GPUs, without a word).
+  local A100P = { name = "A100-PCIe-80GB", source = "gpus/a100_pcie_80gb.toml", interconnect = "nvlink3",
+                  interconnect_bw_gbps = 600.0, nvlink_domain_gpus = 2, pcie_bw_gbps = 32.0 }
+  local function plan_on(p) return P.plan(P.normalize(p), A100P, { batch = 8, dtype = "bf16", mode = "train" }) end
+  local plan = plan_on { tp = 8 }
+  eq(plan.cluster.domain.gpus, 2, "the bridge's GPUs") eq(plan.cluster.domain.intra.bw_gbps, 32, "PCIe beyond it")
+  eq(plan.groups.tp.spans_domains, true, "tp 8 reaches beyond the pair")
+  eq(plan.warnings[1], "tp 8 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; collectives beyond a pair are priced "
+    .. "over PCIe (32 GB/s per direction); give --cluster for your system", "the warning")
+  -- the all-reduce of tp 8 runs at PCIe: 7/8 · 2 · n over 32 GB/s × 0.72, plus 14 steps of 1 µs
+  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 14e-6 + 2 * 7 / 8 * 1e9 / (32e9 * 0.72),
+    "tp 8 ring over PCIe")
+  -- tp 2 stays on its bridge; dp 4 over ranks 0 2 4 6 crosses bridges
+  plan = plan_on { tp = 2, dp = 4 }
+  eq(plan.groups.tp.spans_domains, false, "tp 2 is one pair")
+  eq(plan.groups.dp.spans_domains, true, "dp ranks 0 2 4 6 sit behind four bridges")
+  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 2e-6 + 1e9 / (300e9 * 0.72), "tp 2 on NVLink")
+  eq(plan.warnings[1]:match("^dp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs"), "dp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs", "dp warning")
+  -- a pair alone, or a cluster that names the node's link, is priced as given and warns of nothing
+  eq(plan_on({ pp = 4, microbatches = 4 }).warnings[1], "pp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; "
+    .. "pipeline sends beyond a pair are priced over PCIe (32 GB/s per direction); give --cluster for your system",
+    "stages 1 and 2 sit behind different bridges")
+  eq(#plan_on({ tp = 2 }).warnings, 0, "tp 2: no warning")
+  eq(plan_on({ tp = 2 }).cluster.domain, nil, "2 GPUs: the bridge is the node")
+  plan = plan_on { tp = 8, cluster = { intra = { bw_gbps = 25 } } }
+  eq(plan.cluster.domain, nil, "a cluster's own intra level") eq(#plan.warnings, 0, "no warning with a cluster")
+end
+
 function T.test_plan_layout_is_megatron_order()
   -- 2 nodes × 8: tp = 4 fastest (inside a node), dp = 2 next (ranks 0, 4: same node), pp = 2 (ranks 0, 8: across nodes).
   local plan = plan_of({ tp = 4, dp = 2, pp = 2, microbatches = 2 }, 8)
@@ -83,6 +113,11 @@ function T.test_plan_layout_is_megatron_order()
   -- dp = 4 with tp = 4 on nodes of 8: ranks 0, 4, 8, 12 → two per node, spanning.
   local g = P.group_shape(4, 4, 0, 8)
   eq(g.spans_nodes, true, "dp spans") eq(g.per_node, 2, "two dp ranks per node")
+  eq(g.min_per_node, 2, "two dp ranks on each node")
+  g = P.group_shape(12, 1, 0, 8) -- 8 + 4
+  eq(g.per_node, 8, "dp 12: 8 on the first node") eq(g.min_per_node, 4, "dp 12: 4 on the second")
+  g = P.group_shape(8, 3, 0, 8) -- ranks 0 3 6 | 9 12 15 | 18 21
+  eq(g.per_node, 3, "stride 3: 3 per node") eq(g.min_per_node, 2, "stride 3: 2 on the last node")
   -- a small default cluster is one node of exactly the world size
   local small = plan_of({ dp = 2, tp = 2 }, 4)
   eq(small.cluster.gpus_per_node, 4, "4 GPUs in one node") eq(small.cluster.nodes, 1, "one node")

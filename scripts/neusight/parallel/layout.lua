@@ -12,17 +12,46 @@ local ipairs, pairs, type, tostring, error, pcall = ipairs, pairs, type, tostrin
 local M = {}
 
 -- Shape of a group of `size` ranks `stride` apart, starting at rank `first`, when ranks fill nodes
--- of g GPUs in order: { size, spans_nodes, per_node } for topology.group.
-local function group_shape(size, stride, first, g)
-  local on = {}
-  local nodes, per_node = 0, 0
+-- of g GPUs in order: { size, spans_nodes, per_node, min_per_node } for topology.group (the most and the fewest
+-- ranks on one of its nodes). With `d`, the GPUs one bridge joins (cluster.domain.gpus), also spans_domains: whether
+-- two of its ranks share a node but not a bridge (ranks 0 and 2 of 2-GPU pairs).
+local function group_shape(size, stride, first, g, d)
+  local on, bridge_of = {}, {}
+  local nodes, per_node, spans_domains = 0, 0, false
   for k = 0, size - 1 do
-    local node = (first + k * stride) // g
-    if not on[node] then on[node], nodes = 0, nodes + 1 end
+    local rank = first + k * stride
+    local node = rank // g
+    if not on[node] then on[node], nodes, bridge_of[node] = 0, nodes + 1, d and rank // d end
     on[node] = on[node] + 1
     per_node = max(per_node, on[node])
+    if d and rank // d ~= bridge_of[node] then spans_domains = true end
   end
-  return { size = size, spans_nodes = nodes > 1, per_node = per_node }
+  local min_per_node = per_node
+  for _, c in pairs(on) do min_per_node = min(min_per_node, c) end
+  local shape = { size = size, spans_nodes = nodes > 1, per_node = per_node, min_per_node = min_per_node }
+  if d then shape.spans_domains = spans_domains end
+  return shape
+end
+
+-- The warning of a group priced over PCIe because it reaches beyond the GPU's bridge (its file's nvlink_domain_gpus,
+-- topology.cluster's domain), or nil: without a cluster the links are guessed from the GPU file, and how a server of
+-- bridged cards is wired (which pairs, which PCIe switches) is the user's to say.
+local function domain_warning(plan, gpu, p)
+  local d = plan.cluster.domain
+  local what, traffic = nil, "collectives"
+  for _, name in ipairs { "tp", "dp", "ep" } do
+    if plan.groups[name].spans_domains then what = ("%s %d"):format(name, p[name]); break end
+  end
+  for _, link in ipairs(plan.pp_links) do
+    if not what and link.spans_domains then what, traffic = ("pp %d"):format(p.pp), "pipeline sends" end
+  end
+  if not what then return nil end
+  local kind = tostring(gpu.interconnect)
+  local bridge = kind:match("^nvlink") and "NVLink" or kind == "infinity_fabric" and "Infinity Fabric" or kind
+  local stem = tostring(gpu.source or gpu.name):match("([^/]+)%.toml$") or tostring(gpu.name)
+  return ("%s on %s: its %s bridge joins %d GPUs; %s beyond %s are priced over PCIe (%.4g GB/s per "
+    .. "direction); give --cluster for your system"):format(what, stem, bridge, d.gpus, traffic,
+    d.gpus == 2 and "a pair" or ("%d GPUs"):format(d.gpus), d.intra.bw_gbps)
 end
 M.group_shape = group_shape
 
@@ -106,6 +135,7 @@ function M.plan(p, gpu, w)
       :format(world, cluster.nodes, cluster.gpus_per_node), 0)
   end
   local g = cluster.gpus_per_node
+  local d = cluster.domain and cluster.domain.gpus -- a bridge smaller than the node (gpus/*.toml nvlink_domain_gpus)
   local warnings = {}
   if cluster_gpu and (type(gpu) == "table" or type(gpu) == "userdata") then
     warnings[1] = M.cluster_gpu_warning(cluster_name, cluster_gpu, cluster, gpu, spec)
@@ -121,11 +151,11 @@ function M.plan(p, gpu, w)
     saves_known = w.saves_known ~= false,
     precision = precision.recipe(w.precision, w.dtype, precision.convention(p.kernels == "megatron"), w.mode),
     groups = {
-      tp = group_shape(p.tp, 1, 0, g),
-      dp = group_shape(p.dp, p.tp, 0, g),
+      tp = group_shape(p.tp, 1, 0, g, d),
+      dp = group_shape(p.dp, p.tp, 0, g, d),
       -- experts over ep consecutive dp ranks; each expert's replicas (dp / ep of them) sync its gradients
-      ep = group_shape(p.ep, p.tp, 0, g),
-      edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g),
+      ep = group_shape(p.ep, p.tp, 0, g, d),
+      edp = group_shape(p.dp // p.ep, p.tp * p.ep, 0, g, d),
     },
     pp_links = {},
     warnings = warnings, -- what neusight.parallel.report adds to the run's warnings
@@ -133,7 +163,9 @@ function M.plan(p, gpu, w)
   for s = 0, p.pp > 1 and p.pp - 1 or -1 do -- first rank of stage s and of the next stage (wrapping)
     local a, b = s * p.tp * p.dp, ((s + 1) % p.pp) * p.tp * p.dp
     plan.pp_links[s + 1] = { size = 2, spans_nodes = a // g ~= b // g }
+    if d then plan.pp_links[s + 1].spans_domains = a // g == b // g and a // d ~= b // d end
   end
+  if d then warnings[#warnings + 1] = domain_warning(plan, gpu, p) end
   return plan
 end
 

@@ -24,7 +24,7 @@ local math_type, tointeger = math.type, math.tointeger
 
 local M = {}
 
--- C.time prices with the group's size, spans_nodes and per_node and the cluster alone: one timeline asks each
+-- C.time prices with the group's size, spans_nodes, per_node, min_per_node and spans_domains and the cluster alone: one timeline asks each
 -- distinct question once (a 175B model fills tens of thousands of equal gradient buckets; the pipeline links of
 -- neusight.parallel.layout.plan differ only in spans_nodes). A group that is not a table goes to C.time for its error.
 -- The groups (the plan's, not changed while a timeline runs) are also looked up by identity first: a deep pipeline's
@@ -40,8 +40,8 @@ local function pricer(cluster)
     if not by_bytes then
       local fields = 0
       for _ in pairs(group) do fields = fields + 1 end
-      local key = ("%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
-        tostring(group.per_node), fields)
+      local key = ("%s|%s|%s|%s|%s|%s|%d"):format(op, tostring(group.size), tostring(group.spans_nodes),
+        tostring(group.per_node), tostring(group.min_per_node), tostring(group.spans_domains), fields)
       by_bytes = memo[key]
       if not by_bytes then by_bytes = {}; memo[key] = by_bytes end
       by_op[op] = by_bytes
