@@ -46,7 +46,7 @@ M.DEFAULTS = {
   max_batch = 256,                -- vLLM max_num_seqs
   max_batched_tokens = 8192,      -- prompt tokens per prefill step without chunking
   block_size = 16,                -- vLLM's default KV block
-  gpu_memory_utilization = 0.9,   -- vLLM's default
+  gpu_memory_utilization = require("neusight.memory").SERVING_UTILIZATION, -- vLLM's default, 0.9
   static_decode_samples = 64,
 }
 
@@ -64,6 +64,7 @@ local rotary_positions_warning = require("neusight.models.check").rotary_positio
 local kv_cache_tokens = require("neusight.nodes").kv_cache_tokens
 local rank_share = require("neusight.report").rank_share
 local spread_note = require("neusight.uncertainty").spread_note
+local budget_gb_of = require("neusight.memory").budget_gb
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers
@@ -424,7 +425,7 @@ end
 local function kv_capacity(o, pre, batch, tokens)
   local _, used, _, _, held = kv_paging(o, pre)
   local per_token_gb = pre.kv_cache_gb / (batch * used(held(tokens)))
-  local usable_gb = o.gpu_memory_utilization * pre.gpu.mem_gb
+  local usable_gb = budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization)  -- predict's rule at this utilization
   local budget_gb = usable_gb - pre.state_gb
   local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
   local no_room
@@ -498,8 +499,11 @@ local function run_static(o, F, count)
   if no_room then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: %s", B, no_room)
   elseif not r.fits then
-    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.0f %% of %.0f GB (at most %d sequences of %d tokens)",
-      B, r.weights_gb, r.kv_cache_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
+    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
+      .. "of %.0f GB (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
+      .. "%.0f GB): at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,
+      budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization), 100 * o.gpu_memory_utilization, pre.gpu.mem_gb,
+      o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
   end
   local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2), true) or nil
   r.phases = { prefill = phase_report(pre), decode = mid and phase_report(mid) or nil }

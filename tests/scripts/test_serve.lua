@@ -120,6 +120,15 @@ function M.test_static_batch_is_its_phases()
   eq(s.max_concurrency, 35000 // 38, "max concurrency")
 end
 
+-- A batch beyond serve's budget says the budget, its flag, and that predict's serving phases count the whole GPU.
+function M.test_static_batch_beyond_budget_names_it()
+  local r = S.run({ model = "m", gpu = "g", batch = 6000, input_len = 100, output_len = 11 }, phase)
+  eq(r.fits, false, "66 GB of KV cache + 16 GB of weights")
+  eq(r.warnings[#r.warnings], "batch 6000 does not fit: weights 16.0 GB + KV cache 66.0 GB exceed 72.0 GB, 90 % of "
+    .. "80 GB (--gpu-memory-utilization 0.9, a serving engine's reservation; `predict --mode decode` counts all 80 GB): "
+    .. "at most 5000 sequences of 110 tokens", "said")
+end
+
 function M.test_trickle_is_one_request_at_a_time()
   local r = S.run({ model = "m", gpu = "g", rate = 0.001, requests = 10, input_len = 64, output_len = 33 }, phase)
   eq(r.max_running, 1, "alone")
