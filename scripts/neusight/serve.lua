@@ -438,6 +438,17 @@ local function kv_capacity(o, pre, batch, tokens)
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
 end
 
+-- A sliding-window model's report fields (kv_paging), the static batch's and the simulation's alike: its window, its
+-- windowed layers' share of kv_cache_gb_per_token (`per_token_gb`), and the cache of the longest request (`tokens`
+-- tokens cached), which its windowed layers hold at most the window of (in tokens, not blocks). Nothing without one.
+local function window_report(r, o, pre, per_token_gb, tokens)
+  local _, used, window, share, held = kv_paging(o, pre)
+  if not window then return end
+  r.kv_window = window
+  r.kv_window_share = share
+  r.kv_cache_gb_per_request_max = per_token_gb * used(held(tokens))
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Static batch
 
@@ -494,7 +505,9 @@ local function run_static(o, F, count)
   r.kv_cache_gb_per_token = per_token_gb
   r.kv_budget_gb = budget_gb
   r.kv_blocks = blocks
+  r.kv_tokens = blocks * o.block_size  -- as the simulation's: the tokens its blocks hold
   r.max_concurrency = floor(blocks / per_seq_blocks)
+  window_report(r, o, pre, per_token_gb, I + O - 1)  -- a sequence's last decode step caches I + O - 1 tokens
   r.fits = B <= r.max_concurrency
   if no_room then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: %s", B, no_room)
@@ -690,7 +703,7 @@ local function run_simulation(o, F, count, progress)
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
   if no_room then fail("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
-  local blocks_for, used, window, window_share, held = kv_paging(o, pre)
+  local blocks_for, used = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
     fail("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights in %.0f %% of %.0f GB",
@@ -975,13 +988,7 @@ local function run_simulation(o, F, count, progress)
   r.kv_tokens = total_blocks * bs
   -- the most KV cache in use at once (GB per GPU: kv_paging's blocks at the full per-token rate)
   r.kv_peak_gb = sim.peak_blocks * bs * per_token_gb
-  if window then
-    -- a sliding-window model (kv_paging): its window, its layers' share of kv_cache_gb_per_token, and the cache of the
-    -- longest request (S tokens), which its windowed layers hold at most the window of (in tokens, not blocks)
-    r.kv_window = window
-    r.kv_window_share = window_share
-    r.kv_cache_gb_per_request_max = per_token_gb * used(held(S))
-  end
+  window_report(r, o, pre, per_token_gb, S)
   r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
   local mb = max(1, floor(r.mean_decode_batch + 0.5))
   local mean_ctx = max(1, floor(r.input_len_mean + (r.output_len_mean - 1) / 2 + 0.5))
@@ -1099,6 +1106,10 @@ function M.format_table(r)
     out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests%s",
       r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency,
       r.fits and "" or fmt(" (batch %d does not fit: see the warning)", r.batch))
+    if r.kv_window then
+      out[#out + 1] = fmt("sliding window %d tokens: %.0f %% of a token's KV bytes held for at most the window (a "
+        .. "sequence %.2f GB)", r.kv_window, 100 * r.kv_window_share, r.kv_cache_gb_per_request_max)
+    end
   else
     out[#out + 1] = fmt("continuous batching: %d requests, Poisson %.3g req/s (seed %d), input %s, output %s tokens%s",
       r.requests, r.rate, r.seed, r.input_len, r.output_len,

@@ -141,18 +141,19 @@ end
 -- A sliding-window model's paged KV cache: its windowed layers hold the blocks of at most the window (kv_window_share of
 -- a cached token's bytes; the rest, full layers, every token). One request alone at a time: the most blocks in use are
 -- its last decode step's, I + O - 1 = 1032 tokens: full layers ceil(1032 / 16) = 65 blocks, windowed ceil(256 / 16) = 16.
-function M.test_sliding_window_pages_the_window_only()
-  -- the phase forecasts' caches as a windowed graph holds them (neusight.nodes.kv_cache_tokens: its windowed layers
-  -- keep min(T, 256) of a sequence's T tokens, prefill and decode alike)
-  local function windowed(share)
-    return function(f)
-      local r = phase(f)
-      local T = f.mode == "decode" and f.context + 1 or f.seq
-      r.kv_window, r.kv_window_share = 256, share
-      r.kv_cache_gb = 1e-4 * f.batch * ((1 - share) * T + share * math.min(T, 256))
-      return r
-    end
+-- The phase forecasts' caches as a windowed graph holds them (neusight.nodes.kv_cache_tokens: its windowed layers keep
+-- min(T, 256) of a sequence's T tokens, prefill and decode alike), `share` of a token's bytes in windowed layers.
+local function windowed(share)
+  return function(f)
+    local r = phase(f)
+    local T = f.mode == "decode" and f.context + 1 or f.seq
+    r.kv_window, r.kv_window_share = 256, share
+    r.kv_cache_gb = 1e-4 * f.batch * ((1 - share) * T + share * math.min(T, 256))
+    return r
   end
+end
+
+function M.test_sliding_window_pages_the_window_only()
   local o = { model = "m", gpu = "g", rate = 0.001, requests = 3, input_len = 1000, output_len = 33 }
   local full, half = S.run(o, phase), S.run(o, windowed(0.5))
   near(full.kv_peak_gb, 65 * 16 * 1e-4, 1e-12, "no window: every token's blocks")
@@ -172,6 +173,25 @@ function M.test_sliding_window_pages_the_window_only()
   eq(b.max_running, 200, "windowed: all 200 at once")
   eq(b.preemptions, 0, "windowed: no preemption")
   near(b.kv_peak_gb, 200 * 16 * 16 * 1e-4, 1e-12, "windowed: 16 blocks each")
+end
+
+-- The static batch's JSON has the sliding-window keys the simulation's has, with the same meaning (tester3 problem 11:
+-- they were --rate's only): the window, its share of a token's KV bytes, the cache of the longest request (I + O - 1 =
+-- 1032 tokens: half at the full rate, half the window's 256), and the tokens the KV blocks hold.
+function M.test_static_batch_reports_the_window_as_the_simulation()
+  local st = S.run({ model = "m", gpu = "g", batch = 2, input_len = 1000, output_len = 33 }, windowed(0.5))
+  local sim = S.run({ model = "m", gpu = "g", rate = 0.001, requests = 3, input_len = 1000, output_len = 33 },
+    windowed(0.5))
+  for _, k in ipairs { "kv_window", "kv_window_share", "kv_cache_gb_per_request_max", "kv_tokens", "kv_blocks",
+                       "kv_cache_gb_per_token", "kv_budget_gb" } do
+    eq(st[k], sim[k], k .. ": static batch as the simulation")
+  end
+  eq(st.kv_window, 256, "the window")
+  near(st.kv_cache_gb_per_request_max, 1e-4 * (0.5 * 1032 + 0.5 * 256), 1e-12, "the longest request's cache")
+  eq(st.kv_tokens, st.kv_blocks * 16, "the blocks' tokens")
+  local full = S.run({ model = "m", gpu = "g", batch = 2, input_len = 1000, output_len = 33 }, phase)
+  eq(full.kv_window, nil, "no window: not reported")
+  eq(full.kv_window_share, nil, "nor its share")
 end
 
 function M.test_simulation_is_reproducible_and_finishes()
