@@ -687,6 +687,45 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Continuous batching
 
+--- The forecast capacity of a server (requests/s) from a run of its scheduler in which every request of `reqs`
+--- arrived at time 0 (vLLM's benchmark_throughput: all prompts queued at once) and holds its `first` token's and its
+--- `finish` time: the requests finished per second while others still waited to start — from the first finish to the
+--- last one before the last request's first token, the finishes after the first (requests finish in bursts, a
+--- prefill's batch together: from burst to burst counts whole bursts). An arrival rate above it grows the queue
+--- without bound. nil when no request finished after the first ones while others waited (all ran at once: nothing
+--- queued).
+function M.saturated_rate(reqs)
+  local t0, last_first = huge, -huge
+  for _, r in ipairs(reqs) do
+    t0, last_first = min(t0, r.finish), max(last_first, r.first)
+  end
+  local t1, done = t0, 0
+  for _, r in ipairs(reqs) do
+    if r.finish > t0 and r.finish <= last_first then done, t1 = done + 1, max(t1, r.finish) end
+  end
+  if done == 0 then return nil end
+  return done / (t1 - t0)
+end
+
+-- From this share of the capacity on, a queue takes many requests to settle (heavy traffic: a queue's mean wait grows
+-- as load / (1 - load), and the number of arrivals until its percentiles settle as 1 / (1 - load)^2).
+M.NEAR_CAPACITY = 0.9
+
+--- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
+--- it on), nil below that or without a capacity.
+function M.overload_warning(rate, capacity, requests)
+  if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
+  local what = "(what this server finishes per second with requests queued: the same requests all arriving at once)"
+  if rate > capacity then
+    return fmt("--rate %g req/s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
+      .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
+      .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests)
+  end
+  return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
+    .. "and settles slowly, so the latency percentiles still depend on the number of requests (--requests %d)", rate,
+    100 * rate / capacity, capacity, what, requests)
+end
+
 local function run_simulation(o, F, count, progress)
   local u = M.rng(o.seed)
   local n = o.requests
@@ -713,8 +752,10 @@ local function run_simulation(o, F, count, progress)
   local cm = cost_model(o, F, S, C, o.max_batch)
   local chunk = o.chunked_prefill
 
-  -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing).
-  local function simulate(cm, report)
+  -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing). With
+  -- `at_once` every request arrives at time 0 (the saturated server of M.capacity below): only the rate at which
+  -- requests finish while others still wait comes back.
+  local function simulate(cm, report, at_once)
     for _, r in ipairs(reqs) do  -- fresh state: the band's runs replay the same arrivals
       r.prompt, r.prefilled, r.generated, r.first, r.finish = r.input, 0, 0, nil, nil
       r.blocks, r.wblocks = 0, 0  -- its full-attention layers' blocks, its sliding-window layers' (kv_paging)
@@ -790,7 +831,7 @@ local function run_simulation(o, F, count, progress)
 
     local step_count = 0
     while finished < n do
-      while next_arrival <= n and reqs[next_arrival].arrival <= now do
+      while next_arrival <= n and (at_once or reqs[next_arrival].arrival <= now) do
         waiting[#waiting + 1] = reqs[next_arrival]
         next_arrival = next_arrival + 1
       end
@@ -935,6 +976,7 @@ local function run_simulation(o, F, count, progress)
       end
     end
     report(nil, true)
+    if at_once then return M.saturated_rate(reqs) end
 
     local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
     local first_arrival, last_finish = huge, 0
@@ -956,6 +998,10 @@ local function run_simulation(o, F, count, progress)
   local decode_batch_sum, decode_steps_n = sim.decode_batch_sum, sim.decode_steps_n
   local max_running, preemptions = sim.max_running, sim.preemptions
   local duration = last_finish - first_arrival
+  -- the forecast capacity: the same requests all queued at once (M.saturated_rate)
+  local capacity = simulate(cm, function(text, done)
+    progress(text and ("capacity replay: " .. text) or nil, done)
+  end, true)
   local r = common_report(o, pre, count)
   r.kind = "simulation"
   r.rate = o.rate
@@ -973,10 +1019,12 @@ local function run_simulation(o, F, count, progress)
   r.busy_s = busy_ms / 1e3
   r.throughput = {
     requests_per_s = n / duration,
+    capacity_requests_per_s = capacity,  -- nil when every request ran at once (nothing queued)
     output_tokens_per_s = out_tokens / duration,
     output_tokens_per_s_per_gpu = out_tokens / duration / o.tp,
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
+  r.warnings[#r.warnings + 1] = M.overload_warning(o.rate, capacity, n)
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running

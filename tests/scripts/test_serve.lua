@@ -209,6 +209,53 @@ function M.test_simulation_is_reproducible_and_finishes()
   eq(c.steps.mixed, 0, "no mixed steps without chunking")
 end
 
+-- The forecast capacity: the requests finished per second once requests queue (all arriving at once), counted from
+-- the first burst of finishes to the last one before the last request starts. Bursts of 4 every 2 s: 2 requests/s.
+function M.test_saturated_rate_counts_whole_bursts()
+  local reqs = {}
+  for i = 0, 11 do  -- 12 requests: 4 start at 0 s, 2 s and 4 s; each finishes 2 s after its first token
+    local start = 2 * (i // 4)
+    reqs[#reqs + 1] = { first = start + 0.1, finish = start + 2 }
+  end
+  eq(S.saturated_rate(reqs), 4 / 2, "bursts at 2 and 4 s (the one at 6 s comes after the last start)")
+  eq(S.saturated_rate { { first = 0.1, finish = 2 }, { first = 0.1, finish = 2.5 } }, nil, "nothing queued")
+end
+
+-- An arrival rate beyond the capacity warns that the queue grows without bound (both rates said), one near it that its
+-- percentiles still depend on --requests; below, nothing. The numbers stay as simulated. Max batch 8: 8 requests run at
+-- once, a saturated server finishes them in bursts of 8.
+function M.test_overload_warns_with_both_rates()
+  local o = { model = "m", gpu = "g", requests = 400, input_len = 64, output_len = 33, max_batch = 8 }
+  local function run(rate)
+    o.rate = rate
+    local r = S.run(o, phase)
+    local said
+    for _, w in ipairs(r.warnings) do
+      if w:find("forecast capacity", 1, true) then said = w end
+    end
+    return r, said
+  end
+  local over, said = run(1000)
+  local cap = over.throughput.capacity_requests_per_s
+  assert(cap and cap > 30 and cap < 50, tostring(cap))
+  -- overloaded, the server runs at its capacity: the simulated throughput is the capacity (up to the first prefill)
+  near(over.throughput.requests_per_s, cap, 0.01, "saturated throughput")
+  eq(said, ("--rate 1000 req/s exceeds the forecast capacity of %.3g req/s (what this server finishes per second "
+    .. "with requests queued: the same requests all arriving at once): the queue grows without bound, so TTFT and end "
+    .. "to end grow with every request and their percentiles describe these 400 requests only (--requests); lower "
+    .. "--rate or add capacity (--tp, another GPU)"):format(cap), "over capacity")
+  local _, near_said = run(0.95 * cap)
+  assert(near_said and near_said:find("is 95 % of the forecast capacity", 1, true), tostring(near_said))
+  assert(near_said:find("(--requests 400)", 1, true), near_said)
+  local under, none = run(0.5 * cap)
+  eq(none, nil, "half the capacity: nothing said")
+  eq(under.throughput.capacity_requests_per_s, cap, "the capacity does not depend on the rate")
+  -- all at once in the first step: nothing queues, no capacity, nothing said
+  local few = S.run({ model = "m", gpu = "g", requests = 4, input_len = 64, output_len = 33, max_batch = 8,
+                      rate = 1000 }, phase)
+  eq(few.throughput.capacity_requests_per_s, nil, "4 requests under a max batch of 8")
+end
+
 -- Weights beyond the utilised memory (100 GB on the 80 GB GPU): the static batch does not fit, with a budget of 0 (never
 -- negative) and no KV blocks, and says the weights alone are the reason; continuous batching cannot start at all.
 function M.test_weights_beyond_memory()
