@@ -295,17 +295,25 @@ end
 --- The options checked and completed with the defaults (an error names the bad one); run() starts with it.
 M.options = options
 
--- Runs the first forecast with a message that says why a model cannot be served.
-local function probe(F, o, mode, batch, tokens, with_band)
+-- Runs the first forecast with a message that says why a model cannot be served (`why`; nil: the model's).
+local function probe(F, o, mode, batch, tokens, with_band, why)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then
     -- an error of the forecast pipeline's own script (a pipeline.lua of --scripts) is its own, not the model's; so
     -- is a --scripts module without a function the phase's forecast or its floor check calls (neusight.needs)
     if tostring(r):match("^[^\n]-neusight[/\\]pipeline%.lua:%d+:")
       or tostring(r):find(require("neusight").older_scripts, 1, true) then error(r, 0) end
-    fail("model '%s' cannot be served: %s", o.model, tostring(r))
+    fail("%s: %s", why or fmt("model '%s' cannot be served", o.model), tostring(r))
   end
   return r
+end
+
+-- Why a forecast of the longest request's tokens fails (a model it goes beyond: a learned position table, GPT-2's
+-- n_positions), said by the flags, not by the context of whichever step met the limit first ("context 1025" for
+-- --input-len 1000 --output-len 100): probe()'s `why` for the forecasts beyond the first prefill.
+local function longest_why(o)
+  return fmt("--input-len %d + --output-len %d: a request holds up to %d tokens (input + output - 1), which model '%s' "
+    .. "cannot take", o.input.hi, o.output.hi, o.input.hi + o.output.hi - 1, o.model)
 end
 
 -- Each report's calibration model warning (also among its warnings), for neusight.sweep, which says it once per
@@ -475,6 +483,8 @@ local function run_static(o, F, count)
   local B, I, O = o.batch, o.input.lo, o.output.lo
   local pre = probe(F, o, "prefill", B, I, true)
   local steps = O - 1
+  -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
+  if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
   local S = o.static_decode_samples
   local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
@@ -749,7 +759,10 @@ local function run_simulation(o, F, count, progress)
       S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
       100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
   end
-  local cm = cost_model(o, F, S, C, o.max_batch)
+  -- the grid's forecasts reach the longest request's tokens: a limit they meet is said by the flags (longest_why)
+  local why = longest_why(o)
+  local cm = cost_model(o, function(mode, batch, tokens) return probe(F, o, mode, batch, tokens, false, why) end, S, C,
+    o.max_batch)
   local chunk = o.chunked_prefill
 
   -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing). With

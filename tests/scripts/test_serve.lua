@@ -318,6 +318,29 @@ function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
   eq(S.floor_warning(S.run(o, slow)), nil, "at 50 % MFU")
 end
 
+-- A model whose positions the longest request goes beyond is said by the flags, not by the context of whichever
+-- sampled step met the limit first (tester3: "context 1025 + 1 new token exceeds n_positions 1024" for --input-len 1000
+-- --output-len 100), for a static batch and a simulation alike.
+function M.test_position_limit_is_said_by_the_flags()
+  local function learned(f)
+    local T = f.mode == "decode" and f.context + 1 or f.seq
+    if T > 1024 then
+      error(("gpt model 'm': %s exceeds n_positions 1024"):format(f.mode == "decode"
+        and ("context %d + 1 new token"):format(f.context) or ("seq %d"):format(f.seq)), 0)
+    end
+    return phase(f)
+  end
+  local says = "serve: --input-len 1000 + --output-len 100: a request holds up to 1099 tokens (input + output - 1), "
+    .. "which model 'm' cannot take: gpt model 'm': "
+  local ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 4, input_len = 1000, output_len = 100 }, learned)
+  eq(ok, false, "static batch fails")
+  eq(err, says .. "context 1098 + 1 new token exceeds n_positions 1024", "static: its last step, by the flags")
+  ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, requests = 5, input_len = 1000, output_len = 100 }, learned)
+  eq(ok, false, "simulation fails")
+  eq(err:sub(1, #says), says, "simulation: by the flags")
+  eq(S.run({ model = "m", gpu = "g", batch = 4, input_len = 1000, output_len = 25 }, learned).kind, "static", "within")
+end
+
 function M.test_errors()
   local function fails(o, msg)
     local ok, err = pcall(S.run, o, phase)
