@@ -404,6 +404,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   std::vector<session::compare_input> inputs;
   for (const auto& lf : list_flags()) inputs.push_back({lf.key, lf.column, lf.integer});
   s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
+  size_t failed = 0;  // rows with an error: when every row has one, nothing was forecast (exit 1)
   for (const auto& one : combos) {
     try {
       forecast_done d;
@@ -426,11 +427,17 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       const auto item = list_split(one.gpu);
       const auto g = item.size() == 1 ? gpus.find(item.front()) : gpus.end();
       s.compare_add_error(given, why, g == gpus.end() ? std::string() : g->second->source);
+      ++failed;
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");
   emit(s.compare_render(c.format == "json" ? "json" : c.format == "csv" ? "csv" : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
+  if (failed == combos.size()) {  // the rows say why; a comparison of nothing is no success (it exited 0)
+    std::fprintf(stderr, "neusight: no combination could be forecast (%zu of %zu failed: see the rows' errors)\n",
+                 failed, combos.size());
+    return 1;
+  }
   return 0;
 }
 

@@ -780,3 +780,18 @@ TEST_CASE("compare: the table says the rows' warnings with the rows they are of"
   REQUIRE(gpus.code == 0);
   CHECK(gpus.out.find("\nwarning   gpu H100-SXM5-80GB: H100-SXM5-80GB is out of distribution") != std::string::npos);
 }
+
+// tester3 problem 12: a comparison in which every row fails forecast nothing, yet exited 0. The rows are still printed
+// (they say why), and the run exits 1 with a line on stderr; one row that runs is a success as before.
+TEST_CASE("compare: every row failing exits 1 with the rows printed", "[cli][compare]") {
+  const std::string base = "predict --model gpt2_large --gpu h100 --mode inference --seq 128 --dp 2 --batch ";
+  const auto none = run_cli(base + "3,5");
+  INFO(none.err);
+  CHECK(none.code == 1);
+  CHECK(none.out.find("2 could not be forecast") != std::string::npos);
+  CHECK(none.err.find("neusight: no combination could be forecast (2 of 2 failed: see the rows' errors)") !=
+        std::string::npos);
+  const auto one = run_cli(base + "3,4");
+  CHECK(one.code == 0);
+  CHECK(one.out.find("1 could not be forecast") != std::string::npos);
+}
