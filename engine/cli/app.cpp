@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -395,6 +396,28 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
         next.back().*member = v;
       }
     combos = std::move(next);
+  }
+  // A --mode list of decode and another mode (prefill,decode): --seq is the others' prompt and --context decode's cache,
+  // and workload.lua refuses each in the other's mode, so no such list could run both rows. Each row takes what its
+  // mode reads: a decode row --context, or without one the prompt (--seq) it follows as its cache, and no --seq; the
+  // others no --context. Rows that come out alike (a --seq list beside one --context) are one.
+  if (const auto modes = list_split(f.mode);
+      modes.size() > 1 && std::find(modes.begin(), modes.end(), "decode") != modes.end()) {
+    std::vector<forecast_flags> phased;
+    std::vector<workload_overrides> seen;
+    for (auto one : combos) {
+      if (one.mode == "decode") {
+        if (one.context.empty()) one.context = one.seq;
+        one.seq.clear();
+      } else {
+        one.context.clear();
+      }
+      const workload_overrides key = overrides_make(one);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      phased.push_back(std::move(one));
+    }
+    combos = std::move(phased);
   }
   for (const auto& one : combos) s.workload_check(overrides_make(one));  // typos stop here, before any forecast
   // and so do the values no row changes that the rows would resolve each (as search resolves them): --predictor and
