@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -400,6 +401,28 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       }
     combos = std::move(next);
   }
+  // A --mode list of decode and another mode (prefill,decode): --seq is the others' prompt and --context decode's cache,
+  // and workload.lua refuses each in the other's mode, so no such list could run both rows. Each row takes what its
+  // mode reads: a decode row --context, or without one the prompt (--seq) it follows as its cache, and no --seq; the
+  // others no --context. Rows that come out alike (a --seq list beside one --context) are one.
+  if (const auto modes = list_split(f.mode);
+      modes.size() > 1 && std::find(modes.begin(), modes.end(), "decode") != modes.end()) {
+    std::vector<forecast_flags> phased;
+    std::vector<workload_overrides> seen;
+    for (auto one : combos) {
+      if (one.mode == "decode") {
+        if (one.context.empty()) one.context = one.seq;
+        one.seq.clear();
+      } else {
+        one.context.clear();
+      }
+      const workload_overrides key = overrides_make(one);
+      if (std::find(seen.begin(), seen.end(), key) != seen.end()) continue;
+      seen.push_back(key);
+      phased.push_back(std::move(one));
+    }
+    combos = std::move(phased);
+  }
   for (const auto& one : combos) s.workload_check(overrides_make(one));  // typos stop here, before any forecast
   // and so do the values no row changes that the rows would resolve each (as search resolves them): --predictor and
   // --cluster (a misspelled one was every row's error, exit 0)
@@ -408,6 +431,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   std::vector<session::compare_input> inputs;
   for (const auto& lf : list_flags()) inputs.push_back({lf.key, lf.column, lf.integer});
   s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
+  size_t failed = 0;  // rows with an error: when every row has one, nothing was forecast (exit 1)
   for (const auto& one : combos) {
     try {
       forecast_done d;
@@ -430,11 +454,17 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       const auto item = list_split(one.gpu);
       const auto g = item.size() == 1 ? gpus.find(item.front()) : gpus.end();
       s.compare_add_error(given, why, g == gpus.end() ? std::string() : g->second->source);
+      ++failed;
     }
   }
   const std::string html = c.report_html.empty() ? "" : s.compare_render("html");
   emit(s.compare_render(c.format == "json" ? "json" : c.format == "csv" ? "csv" : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
+  if (failed == combos.size()) {  // the rows say why; a comparison of nothing is no success (it exited 0)
+    std::fprintf(stderr, "neusight: no combination could be forecast (%zu of %zu failed: see the rows' errors)\n",
+                 failed, combos.size());
+    return 1;
+  }
   return 0;
 }
 

@@ -468,7 +468,8 @@ std::vector<flag_spec> table_make() {
       .on(train, to_train(&train_options::batch)).help_as("Mini-batch size").show_default().check(positive_integer(flag_int_max));
   flag("--seq", "Sequence length")
       .on(forecast, to(&forecast_flags::seq)).workload().list().check(positive_list()).type("N[,N…]")
-      .note(" (prefill: the prompt length; not used in decode)")
+      .note(" (prefill: the prompt length; decode takes none: one new token over --context tokens, and in a --mode list "
+            "with decode its rows take --seq as their --context when none is given)")
       .on(search, to(&search_flags::seq)).required().check(positive_integer());
   flag("--mode",
        "train, inference, or a serving phase: prefill (prompts of --seq tokens, writing the KV cache) or decode (one "
@@ -477,7 +478,8 @@ std::vector<flag_spec> table_make() {
       .check(member_list({"train", "inference", "prefill", "decode"}))
       .on(search, to(&search_flags::mode)).help_as("train or inference").show_default()
       .check(CLI::IsMember({"train", "inference"}));
-  flag("--context", "Tokens already in each sequence's KV cache (required by, and only for, --mode decode)")
+  flag("--context", "Tokens already in each sequence's KV cache (required by, and only for, --mode decode; a --mode list "
+                    "gives it to its decode rows only)")
       .on(forecast, to(&forecast_flags::context)).workload().list().check(positive_list()).type("N[,N…]");
   // the lengths go to scripts/neusight/serve.lua as given: length_spec is their one check and bound (neusight.workload
   // MAX_SIZE), whose message names the flag and the limit

@@ -200,6 +200,13 @@ int serve_main(const serve_flags& f) {
   }
   // the page first: a failing page script leaves neither file written
   const std::string html = f.report_html.empty() ? "" : s.render("neusight.html", "render_serve", r.json);
+  // the report's warnings on stderr, as predict says its own, unless the table that lists them goes to the terminal
+  if (f.format != "table" || !f.output.empty()) {
+    const nlohmann::json doc = nlohmann::json::parse(r.json);
+    if (const auto w = doc.find("warnings"); w != doc.end() && w->is_array())
+      for (const auto& x : *w)
+        if (x.is_string()) std::fprintf(stderr, "neusight: warning: %s\n", x.get<std::string>().c_str());
+  }
   if (f.format == "json") {
     emit(r.json, f.output);
   } else if (f.format == "csv" && !r.csv.empty()) {

@@ -34,10 +34,36 @@ local M = {}
 
 M.CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024 -- per stream
 M.STREAMS = 1
---- Bytes a run may use on a GPU of `mem_gb` (its datasheet number, read as 1e9 bytes), nil without one.
+--- The one memory-budget rule: the GB (1e9 bytes; the datasheet's mem_gb read so) a run may hold on a GPU of `mem_gb`
+--- when it takes `utilization` of it (a fraction in (0, 1]; nil: 1, all of it).
+function M.budget_gb(mem_gb, utilization)
+  return utilization and utilization * mem_gb or mem_gb
+end
+
+--- Bytes a run may use on a GPU of `mem_gb`, nil without one: all of it (M.budget_gb at utilization 1). predict's runs
+--- are one PyTorch process, which may allocate the whole GPU.
 function M.capacity(mem_gb)
   if not mem_gb then return nil end
-  return mem_gb * 1e9
+  return M.budget_gb(mem_gb) * 1e9
+end
+
+--- The share of the GPU a serving engine holds weights and KV cache to by default (vLLM's gpu_memory_utilization 0.9;
+--- the rest is left for the CUDA context, activations, CUDA graphs and NCCL): `neusight serve`'s default
+--- --gpu-memory-utilization. predict's serving phases (prefill, decode) name that budget beside the whole GPU.
+M.SERVING_UTILIZATION = 0.9
+
+-- A serving phase's (mode prefill or decode) budget under a serving engine (M.SERVING_UTILIZATION of the GPU): its
+-- GB into `obj` (serving_budget_gb), and the warning when `total` bytes fit the whole GPU but not that budget.
+local function serving_budget(obj, mode, mem_gb, total)
+  if not (mem_gb and (mode == "prefill" or mode == "decode")) then return nil end
+  local budget_gb = M.budget_gb(mem_gb, M.SERVING_UTILIZATION)
+  obj.serving_budget_gb = budget_gb
+  if total / 1e9 <= budget_gb or total > M.capacity(mem_gb) then return nil end
+  return fmt("memory %.1f GB per GPU fits in the GPU's %.0f GB, as one PyTorch process may take all of it, "
+    .. "but not in the %.1f GB (%.0f %%) a serving engine gives weights and KV cache by default (vLLM's "
+    .. "gpu_memory_utilization %g, `neusight serve --gpu-memory-utilization`): check the batch with `neusight serve` "
+    .. "(its fits and max_concurrency page the KV cache in that budget)", total / 1e9, mem_gb, budget_gb,
+    100 * M.SERVING_UTILIZATION, M.SERVING_UTILIZATION)
 end
 
 -- A node's tensor's elements by the one shape rule (neusight.kernels shape_check, raw: a shape's metamethods are not
@@ -193,6 +219,7 @@ function M.single(ctx, at_batch)
     obj.max_batch = M.max_batch(at_batch, ctx.batch, total, cap)
   end
   local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap }
+  out.warning = serving_budget(obj, ctx.mode, ctx.gpu_mem_gb, total)
   out.lines = { M.line(obj, total, ctx) }
   if total > cap then
     local hint = (obj.max_batch and obj.max_batch > 0) and fmt(" (the largest batch that fits is %d)", obj.max_batch)
@@ -246,6 +273,10 @@ function M.line(obj, total, ctx)
   local cap = M.capacity(ctx.gpu_mem_gb)
   local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", ctx.gpu_mem_gb)
     or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", ctx.gpu_mem_gb)) or ""
+  if obj.serving_budget_gb then  -- a serving phase: the budget `neusight serve` holds it to (serving_budget)
+    verdict = verdict .. fmt(" (%s serve's %.1f GB, %.0f %%)", total / 1e9 <= obj.serving_budget_gb and "within"
+      or "over", obj.serving_budget_gb, 100 * M.SERVING_UTILIZATION)
+  end
   local batch = ""
   if obj.max_batch then
     batch = obj.max_batch >= 1 and fmt("; largest batch that fits: %d", obj.max_batch)
@@ -263,7 +294,7 @@ end
 --- (neusight.precision state_parts), cublas, autocast_cache (bytes) and temporary_node (a name, nil when none).
 --- `lean` (a search's ranking): no per-stage lines (`lines` empty). `unsaved`: the activations were not counted (an
 --- imported graph's nodes do not say what they keep for backward); the lines and the warning say so.
-function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
+function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
   for d, p in ipairs(devices) do
@@ -297,6 +328,7 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved)
     out.stages[d] = { state_gb = o.state_gb, activation_gb = o.activations_gb, temporary_gb = o.temporary_gb,
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
+  if stages[fullest] then out.warning = serving_budget(out.memory, mode, gpu_mem_gb, most) end
   if over > 0 then
     out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %stemporary + workspace%s%s), "
       .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",

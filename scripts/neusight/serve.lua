@@ -46,7 +46,7 @@ M.DEFAULTS = {
   max_batch = 256,                -- vLLM max_num_seqs
   max_batched_tokens = 8192,      -- prompt tokens per prefill step without chunking
   block_size = 16,                -- vLLM's default KV block
-  gpu_memory_utilization = 0.9,   -- vLLM's default
+  gpu_memory_utilization = require("neusight.memory").SERVING_UTILIZATION, -- vLLM's default, 0.9
   static_decode_samples = 64,
 }
 
@@ -67,6 +67,7 @@ local rotary_positions_warning = require("neusight.models.check").rotary_positio
 local kv_cache_tokens = require("neusight.nodes").kv_cache_tokens
 local rank_share = require("neusight.report").rank_share
 local spread_note = require("neusight.uncertainty").spread_note
+local budget_gb_of = require("neusight.memory").budget_gb
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers
@@ -297,17 +298,25 @@ end
 --- The options checked and completed with the defaults (an error names the bad one); run() starts with it.
 M.options = options
 
--- Runs the first forecast with a message that says why a model cannot be served in this setting. Only a setting's
--- reason (neusight.is_infeasible: tp not dividing the heads, a GPU without units for the dtype) is told so; any
--- other error (a script's, an op rule's, a --scripts module without a function it needs: neusight.needs) is the
--- input's and goes on as it was raised.
-local function probe(F, o, mode, batch, tokens, with_band)
+-- Runs the first forecast with a message that says why a model cannot be served in this setting (`why`; nil: the
+-- model's). Only a setting's reason (neusight.is_infeasible: tp not dividing the heads, a GPU without units for the
+-- dtype) is told so; any other error (a script's, an op rule's, a --scripts module without a function it needs:
+-- neusight.needs) is the input's and goes on as it was raised.
+local function probe(F, o, mode, batch, tokens, with_band, why)
   local ok, r = pcall(F, mode, batch, tokens, with_band)
   if not ok then
     if not require("neusight").is_infeasible(r) then error(r, 0) end
-    infeasible("model '%s' cannot be served: %s", o.model, tostring(r))
+    infeasible("%s: %s", why or fmt("model '%s' cannot be served", o.model), tostring(r))
   end
   return r
+end
+
+-- Why a forecast of the longest request's tokens fails (a model it goes beyond: a learned position table, GPT-2's
+-- n_positions), said by the flags, not by the context of whichever step met the limit first ("context 1025" for
+-- --input-len 1000 --output-len 100): probe()'s `why` for the forecasts beyond the first prefill.
+local function longest_why(o)
+  return fmt("--input-len %d + --output-len %d: a request holds up to %d tokens (input + output - 1), which model '%s' "
+    .. "cannot take", o.input.hi, o.output.hi, o.input.hi + o.output.hi - 1, o.model)
 end
 
 -- Each report's calibration model warning (also among its warnings), for neusight.sweep, which says it once per
@@ -427,7 +436,7 @@ end
 local function kv_capacity(o, pre, batch, tokens)
   local _, used, _, _, held = kv_paging(o, pre)
   local per_token_gb = pre.kv_cache_gb / (batch * used(held(tokens)))
-  local usable_gb = o.gpu_memory_utilization * pre.gpu.mem_gb
+  local usable_gb = budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization)  -- predict's rule at this utilization
   local budget_gb = usable_gb - pre.state_gb
   local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
   local no_room
@@ -438,6 +447,17 @@ local function kv_capacity(o, pre, batch, tokens)
       o.gpu_memory_utilization)
   end
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
+end
+
+-- A sliding-window model's report fields (kv_paging), the static batch's and the simulation's alike: its window, its
+-- windowed layers' share of kv_cache_gb_per_token (`per_token_gb`), and the cache of the longest request (`tokens`
+-- tokens cached), which its windowed layers hold at most the window of (in tokens, not blocks). Nothing without one.
+local function window_report(r, o, pre, per_token_gb, tokens)
+  local _, used, window, share, held = kv_paging(o, pre)
+  if not window then return end
+  r.kv_window = window
+  r.kv_window_share = share
+  r.kv_cache_gb_per_request_max = per_token_gb * used(held(tokens))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -466,6 +486,8 @@ local function run_static(o, F, count)
   local B, I, O = o.batch, o.input.lo, o.output.lo
   local pre = probe(F, o, "prefill", B, I, true)
   local steps = O - 1
+  -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
+  if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
   local S = o.static_decode_samples
   local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
@@ -496,13 +518,18 @@ local function run_static(o, F, count)
   r.kv_cache_gb_per_token = per_token_gb
   r.kv_budget_gb = budget_gb
   r.kv_blocks = blocks
+  r.kv_tokens = blocks * o.block_size  -- as the simulation's: the tokens its blocks hold
   r.max_concurrency = floor(blocks / per_seq_blocks)
+  window_report(r, o, pre, per_token_gb, I + O - 1)  -- a sequence's last decode step caches I + O - 1 tokens
   r.fits = B <= r.max_concurrency
   if no_room then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: %s", B, no_room)
   elseif not r.fits then
-    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.0f %% of %.0f GB (at most %d sequences of %d tokens)",
-      B, r.weights_gb, r.kv_cache_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
+    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
+      .. "of %.0f GB (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
+      .. "%.0f GB): at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,
+      budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization), 100 * o.gpu_memory_utilization, pre.gpu.mem_gb,
+      o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
   end
   local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2), true) or nil
   r.phases = { prefill = phase_report(pre), decode = mid and phase_report(mid) or nil }
@@ -673,6 +700,45 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Continuous batching
 
+--- The forecast capacity of a server (requests/s) from a run of its scheduler in which every request of `reqs`
+--- arrived at time 0 (vLLM's benchmark_throughput: all prompts queued at once) and holds its `first` token's and its
+--- `finish` time: the requests finished per second while others still waited to start — from the first finish to the
+--- last one before the last request's first token, the finishes after the first (requests finish in bursts, a
+--- prefill's batch together: from burst to burst counts whole bursts). An arrival rate above it grows the queue
+--- without bound. nil when no request finished after the first ones while others waited (all ran at once: nothing
+--- queued).
+function M.saturated_rate(reqs)
+  local t0, last_first = huge, -huge
+  for _, r in ipairs(reqs) do
+    t0, last_first = min(t0, r.finish), max(last_first, r.first)
+  end
+  local t1, done = t0, 0
+  for _, r in ipairs(reqs) do
+    if r.finish > t0 and r.finish <= last_first then done, t1 = done + 1, max(t1, r.finish) end
+  end
+  if done == 0 then return nil end
+  return done / (t1 - t0)
+end
+
+-- From this share of the capacity on, a queue takes many requests to settle (heavy traffic: a queue's mean wait grows
+-- as load / (1 - load), and the number of arrivals until its percentiles settle as 1 / (1 - load)^2).
+M.NEAR_CAPACITY = 0.9
+
+--- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
+--- it on), nil below that or without a capacity.
+function M.overload_warning(rate, capacity, requests)
+  if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
+  local what = "(what this server finishes per second with requests queued: the same requests all arriving at once)"
+  if rate > capacity then
+    return fmt("--rate %g req/s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
+      .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
+      .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests)
+  end
+  return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
+    .. "and settles slowly, so the latency percentiles still depend on the number of requests (--requests %d)", rate,
+    100 * rate / capacity, capacity, what, requests)
+end
+
 local function run_simulation(o, F, count, progress)
   local u = M.rng(o.seed)
   local n = o.requests
@@ -689,7 +755,7 @@ local function run_simulation(o, F, count, progress)
   local per_token_gb, budget_gb, total_blocks, no_room = kv_capacity(o, pre, 1, o.input.lo)
   if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
   local bs = o.block_size
-  local blocks_for, used, window, window_share, held = kv_paging(o, pre)
+  local blocks_for, used = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
     infeasible("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights "
@@ -697,11 +763,16 @@ local function run_simulation(o, F, count, progress)
       S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
       100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
   end
-  local cm = cost_model(o, F, S, C, o.max_batch)
+  -- the grid's forecasts reach the longest request's tokens: a limit they meet is said by the flags (longest_why)
+  local why = longest_why(o)
+  local cm = cost_model(o, function(mode, batch, tokens) return probe(F, o, mode, batch, tokens, false, why) end, S, C,
+    o.max_batch)
   local chunk = o.chunked_prefill
 
-  -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing).
-  local function simulate(cm, report)
+  -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing). With
+  -- `at_once` every request arrives at time 0 (the saturated server of M.capacity below): only the rate at which
+  -- requests finish while others still wait comes back.
+  local function simulate(cm, report, at_once)
     for _, r in ipairs(reqs) do  -- fresh state: the band's runs replay the same arrivals
       r.prompt, r.prefilled, r.generated, r.first, r.finish = r.input, 0, 0, nil, nil
       r.blocks, r.wblocks = 0, 0  -- its full-attention layers' blocks, its sliding-window layers' (kv_paging)
@@ -777,7 +848,7 @@ local function run_simulation(o, F, count, progress)
 
     local step_count = 0
     while finished < n do
-      while next_arrival <= n and reqs[next_arrival].arrival <= now do
+      while next_arrival <= n and (at_once or reqs[next_arrival].arrival <= now) do
         waiting[#waiting + 1] = reqs[next_arrival]
         next_arrival = next_arrival + 1
       end
@@ -922,6 +993,7 @@ local function run_simulation(o, F, count, progress)
       end
     end
     report(nil, true)
+    if at_once then return M.saturated_rate(reqs) end
 
     local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
     local first_arrival, last_finish = huge, 0
@@ -943,6 +1015,10 @@ local function run_simulation(o, F, count, progress)
   local decode_batch_sum, decode_steps_n = sim.decode_batch_sum, sim.decode_steps_n
   local max_running, preemptions = sim.max_running, sim.preemptions
   local duration = last_finish - first_arrival
+  -- the forecast capacity: the same requests all queued at once (M.saturated_rate)
+  local capacity = simulate(cm, function(text, done)
+    progress(text and ("capacity replay: " .. text) or nil, done)
+  end, true)
   local r = common_report(o, pre, count)
   r.kind = "simulation"
   r.rate = o.rate
@@ -960,10 +1036,12 @@ local function run_simulation(o, F, count, progress)
   r.busy_s = busy_ms / 1e3
   r.throughput = {
     requests_per_s = n / duration,
+    capacity_requests_per_s = capacity,  -- nil when every request ran at once (nothing queued)
     output_tokens_per_s = out_tokens / duration,
     output_tokens_per_s_per_gpu = out_tokens / duration / o.tp,
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
+  r.warnings[#r.warnings + 1] = M.overload_warning(o.rate, capacity, n)
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running
@@ -975,13 +1053,7 @@ local function run_simulation(o, F, count, progress)
   r.kv_tokens = total_blocks * bs
   -- the most KV cache in use at once (GB per GPU: kv_paging's blocks at the full per-token rate)
   r.kv_peak_gb = sim.peak_blocks * bs * per_token_gb
-  if window then
-    -- a sliding-window model (kv_paging): its window, its layers' share of kv_cache_gb_per_token, and the cache of the
-    -- longest request (S tokens), which its windowed layers hold at most the window of (in tokens, not blocks)
-    r.kv_window = window
-    r.kv_window_share = window_share
-    r.kv_cache_gb_per_request_max = per_token_gb * used(held(S))
-  end
+  window_report(r, o, pre, per_token_gb, S)
   r.grid = { batch = cm.batch_points, context = cm.context_points, tokens = cm.token_points }
   local mb = max(1, floor(r.mean_decode_batch + 0.5))
   local mean_ctx = max(1, floor(r.input_len_mean + (r.output_len_mean - 1) / 2 + 0.5))
@@ -1099,6 +1171,10 @@ function M.format_table(r)
     out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests%s",
       r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency,
       r.fits and "" or fmt(" (batch %d does not fit: see the warning)", r.batch))
+    if r.kv_window then
+      out[#out + 1] = fmt("sliding window %d tokens: %.0f %% of a token's KV bytes held for at most the window (a "
+        .. "sequence %.2f GB)", r.kv_window, 100 * r.kv_window_share, r.kv_cache_gb_per_request_max)
+    end
   else
     out[#out + 1] = fmt("continuous batching: %d requests, Poisson %.3g req/s (seed %d), input %s, output %s tokens%s",
       r.requests, r.rate, r.seed, r.input_len, r.output_len,

@@ -641,13 +641,20 @@ function M.normalize(spec, overrides, chunkname, text)
     end
   end
 
+  -- given by flags, said by the flags (--seq, --context, --mode); a script's fields by its fields
   if w.mode == "decode" then
     if w.context == nil then
       fail("mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)")
     end
-    if w.seq ~= 1 then
+    if w.seq ~= 1 and overridden("seq") then
+      fail("--seq is the prompt length of --mode prefill (and inference, train); --mode decode runs one new token "
+        .. "per sequence over --context tokens of KV cache: drop --seq %s (--context is the cache's length)", show(w.seq))
+    elseif w.seq ~= 1 then
       fail_at("seq", "field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got %s); the KV-cache length is 'context'", show(w.seq))
     end
+  elseif w.context ~= nil and overridden("context") then
+    fail("--context applies to --mode decode only (mode is %s): prefill and inference take the prompt length as --seq",
+      show(w.mode))
   elseif w.context ~= nil then
     fail_at("context", "field 'context' applies to mode \"decode\" only (mode is %s); prefill and inference take the prompt length as 'seq'", show(w.mode))
   end

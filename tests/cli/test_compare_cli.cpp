@@ -758,3 +758,43 @@ TEST_CASE("compare: the table says the rows' warnings with the rows they are of"
   REQUIRE(gpus.code == 0);
   CHECK(gpus.out.find("\nwarning   gpu H100-SXM5-80GB: H100-SXM5-80GB is out of distribution") != std::string::npos);
 }
+
+// tester3 problem 12: a comparison in which every row fails forecast nothing, yet exited 0. The rows are still printed
+// (they say why), and the run exits 1 with a line on stderr; one row that runs is a success as before.
+TEST_CASE("compare: every row failing exits 1 with the rows printed", "[cli][compare]") {
+  const std::string base = "predict --model gpt2_large --gpu h100 --mode inference --seq 128 --dp 2 --batch ";
+  const auto none = run_cli(base + "3,5");
+  INFO(none.err);
+  CHECK(none.code == 1);
+  CHECK(none.out.find("2 could not be forecast") != std::string::npos);
+  CHECK(none.err.find("neusight: no combination could be forecast (2 of 2 failed: see the rows' errors)") !=
+        std::string::npos);
+  const auto one = run_cli(base + "3,4");
+  CHECK(one.code == 0);
+  CHECK(one.out.find("1 could not be forecast") != std::string::npos);
+}
+
+// tester3 problem 12: --mode prefill,decode could never run both rows (--seq is refused in decode, --context outside
+// it). Each row takes what its mode reads: the decode row --context, or without one the prompt (--seq) as its cache;
+// the prefill row no --context. Each row is the single forecast of its flags; --seq's help says so.
+TEST_CASE("compare: a --mode list of prefill and decode runs both rows", "[cli][compare]") {
+  const std::string base = "predict --model llama3_8b --gpu h100 --batch 8 --dtype bf16 ";
+  const json both = run_json(base + "--mode prefill,decode --seq 2048");
+  REQUIRE(both["rows"].size() == 2);
+  const json& pre = both["rows"][0];
+  const json& dec = both["rows"][1];
+  INFO(both.dump());
+  CHECK(!pre.contains("error"));
+  CHECK(!dec.contains("error"));
+  CHECK(dec["context"] == 2048);  // the prompt the prefill wrote
+  CHECK(pre["latency_ms"] == run_json(base + "--mode prefill --seq 2048")["latency_ms"]);
+  CHECK(dec["latency_ms"] == run_json(base + "--mode decode --context 2048")["latency_ms"]);
+  // a --context given is the decode row's; a --seq list beside it makes one decode row, not two alike
+  const json ctx = run_json(base + "--mode prefill,decode --seq 1024,2048 --context 4096");
+  REQUIRE(ctx["rows"].size() == 3);
+  CHECK(ctx["rows"][2]["context"] == 4096);
+  for (const auto& row : ctx["rows"]) CHECK(!row.contains("error"));
+  const auto help = run_cli("predict --help");
+  CHECK(help.out.find("decode takes none: one new token over --context tokens") != std::string::npos);
+  CHECK(help.out.find("not used in decode") == std::string::npos);
+}

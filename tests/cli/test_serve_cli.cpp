@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cstdio>
 #include <set>
 #include <sstream>
 
@@ -517,4 +518,33 @@ TEST_CASE("serve: a sliding-window model's --rate KV blocks hold the window only
   const double block_gb = 16 * l["kv_cache_gb_per_token"].get<double>();
   CHECK(l["kv_peak_gb"].get<double>() >= running * 1024 * block_gb - 1e-9);
   CHECK(l["kv_peak_gb"].get<double>() <= l["kv_blocks"].get<int>() * block_gb + 1e-9);
+}
+
+// An arrival rate beyond what the server finishes (tester3 problem 5: Llama-3-8B on an L4 at 5 req/s, about 1 req/s of
+// capacity) grows the queue without bound: TTFT p50 was 28.8 / 56.6 s at 100 / 200 requests with no warning. The
+// report keeps its numbers and says both rates, in JSON `warnings` and on stderr; JSON has the capacity.
+TEST_CASE("serve: a rate beyond the forecast capacity warns with both rates on stderr and in JSON", "[cli][serve]") {
+  const std::string base = "serve --model llama3_8b --gpu l4 --input-len 1024 --output-len 256 --requests 100 "
+                           "--format json --rate ";
+  const auto over = run_cli(base + "5");
+  INFO(over.err);
+  REQUIRE(over.code == 0);
+  const json j = json::parse(over.out);
+  const double cap = j["throughput"]["capacity_requests_per_s"];
+  CHECK(cap > 0.8);
+  CHECK(cap < 1.3);
+  CHECK(j["throughput"]["requests_per_s"].get<double>() < cap * 1.05);  // saturated: the simulation runs at it
+  CHECK(j["ttft_ms"]["p50"].get<double>() > 10000);                      // the numbers stay as simulated
+  char shown[32];
+  std::snprintf(shown, sizeof shown, "%.3g", cap);
+  const std::string says = "--rate 5 req/s exceeds the forecast capacity of " + std::string(shown) + " req/s";
+  size_t in_json = 0;
+  for (const auto& w : j["warnings"]) in_json += w.get<std::string>().rfind(says, 0) == 0;
+  CHECK(in_json == 1);
+  CHECK(over.err.find("neusight: warning: " + says) != std::string::npos);
+  // well below it: nothing said
+  const auto under = run_cli(base + "0.3");
+  REQUIRE(under.code == 0);
+  CHECK(under.out.find("forecast capacity") == std::string::npos);
+  CHECK(under.err.find("forecast capacity") == std::string::npos);
 }

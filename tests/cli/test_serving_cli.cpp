@@ -123,12 +123,13 @@ TEST_CASE("serving: errors", "[cli][serving]") {
   };
   fails("--model llama3_8b --gpu h100 --mode decode --batch 8 --dtype bf16",
         "command line: mode \"decode\" needs field 'context': the tokens already in each sequence's KV cache (--context C)");
+  // given by flags, said by the flags (tester3 problem 12: the messages named workload fields)
   fails("--model llama3_8b --gpu h100 --mode train --batch 8 --seq 128 --context 2048",
-        "command line: field 'context' applies to mode \"decode\" only (mode is \"train\"); prefill and inference take the "
-        "prompt length as 'seq'");
+        "command line: --context applies to --mode decode only (mode is \"train\"): prefill and inference take the prompt "
+        "length as --seq");
   fails("--model llama3_8b --gpu h100 --mode decode --batch 8 --seq 2048 --context 2048",
-        "command line: field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got 2048); the "
-        "KV-cache length is 'context'");
+        "command line: --seq is the prompt length of --mode prefill (and inference, train); --mode decode runs one new "
+        "token per sequence over --context tokens of KV cache: drop --seq 2048 (--context is the cache's length)");
   const auto bert = run_cli("predict --model bert_large --gpu h100 --mode decode --batch 8 --context 128");
   CHECK(bert.code == 1);
   CHECK(bert.err.find("the bert model builder (scripts/neusight/models/bert.lua) has no decode phase") != std::string::npos);

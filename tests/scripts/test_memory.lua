@@ -115,4 +115,30 @@ function T.test_single_report_parts_sum_and_largest_batch()
   eq(r.fits, true, "15 GB fits in 40")
 end
 
+-- A serving phase is held to the whole GPU (a PyTorch process), and names the budget `neusight serve` holds weights and
+-- KV cache to (vLLM's gpu_memory_utilization 0.9, the one rule memory.budget_gb): 75 GB on an 80 GB GPU fits, but not
+-- in serve's 72 GB, and says so (tester3 problem 8: predict said fits, serve said does not, neither said why).
+function T.test_serving_phase_names_serve_budget()
+  local function ctx(kv_gb, mode)
+    return { params = 1e9, state = { weights = 2, gradients = 0, master = 0, optimizer_state = 0 }, saved = { 0 },
+             temporary = { 0 }, count = { 1 }, names = { "x" }, training = false, kv_cache = kv_gb * 1e9, cublas = 0,
+             autocast_cache = 0, gpu_mem_gb = 80, batch = 1, mode = mode }
+  end
+  eq(memory.budget_gb(80, memory.SERVING_UTILIZATION), 0.9 * 80, "serve's budget: 90 % of the GPU")
+  eq(memory.capacity(80), memory.budget_gb(80) * 1e9, "predict's: all of it, by the same rule")
+  local over = memory.single(ctx(73, "decode"))  -- 2 GB weights + 73 GB KV cache = 75 GB
+  eq(over.fits, true, "75 GB fits in 80")
+  eq(over.memory.serving_budget_gb, 72, "the serving budget in JSON")
+  eq(over.warning, "memory 75.0 GB per GPU fits in the GPU's 80 GB, as one PyTorch process may take all of it, but "
+    .. "not in the 72.0 GB (90 %) a serving engine gives weights and KV cache by default (vLLM's gpu_memory_utilization "
+    .. "0.9, `neusight serve --gpu-memory-utilization`): check the batch with `neusight serve` (its fits and "
+    .. "max_concurrency page the KV cache in that budget)", "said")
+  assert(over.lines[1]:find("fits in the GPU's 80 GB (over serve's 72.0 GB, 90 %)", 1, true), over.lines[1])
+  local within = memory.single(ctx(60, "prefill"))
+  eq(within.warning, nil, "62 GB: within both")
+  assert(within.lines[1]:find("(within serve's 72.0 GB, 90 %)", 1, true), within.lines[1])
+  local train = memory.single(ctx(0, "train"))
+  eq(train.memory.serving_budget_gb, nil, "training: no serving budget")
+end
+
 return T

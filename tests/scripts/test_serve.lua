@@ -120,6 +120,15 @@ function M.test_static_batch_is_its_phases()
   eq(s.max_concurrency, 35000 // 38, "max concurrency")
 end
 
+-- A batch beyond serve's budget says the budget, its flag, and that predict's serving phases count the whole GPU.
+function M.test_static_batch_beyond_budget_names_it()
+  local r = S.run({ model = "m", gpu = "g", batch = 6000, input_len = 100, output_len = 11 }, phase)
+  eq(r.fits, false, "66 GB of KV cache + 16 GB of weights")
+  eq(r.warnings[#r.warnings], "batch 6000 does not fit: weights 16.0 GB + KV cache 66.0 GB exceed 72.0 GB, 90 % of "
+    .. "80 GB (--gpu-memory-utilization 0.9, a serving engine's reservation; `predict --mode decode` counts all 80 GB): "
+    .. "at most 5000 sequences of 110 tokens", "said")
+end
+
 function M.test_trickle_is_one_request_at_a_time()
   local r = S.run({ model = "m", gpu = "g", rate = 0.001, requests = 10, input_len = 64, output_len = 33 }, phase)
   eq(r.max_running, 1, "alone")
@@ -132,18 +141,19 @@ end
 -- A sliding-window model's paged KV cache: its windowed layers hold the blocks of at most the window (kv_window_share of
 -- a cached token's bytes; the rest, full layers, every token). One request alone at a time: the most blocks in use are
 -- its last decode step's, I + O - 1 = 1032 tokens: full layers ceil(1032 / 16) = 65 blocks, windowed ceil(256 / 16) = 16.
-function M.test_sliding_window_pages_the_window_only()
-  -- the phase forecasts' caches as a windowed graph holds them (neusight.nodes.kv_cache_tokens: its windowed layers
-  -- keep min(T, 256) of a sequence's T tokens, prefill and decode alike)
-  local function windowed(share)
-    return function(f)
-      local r = phase(f)
-      local T = f.mode == "decode" and f.context + 1 or f.seq
-      r.kv_window, r.kv_window_share = 256, share
-      r.kv_cache_gb = 1e-4 * f.batch * ((1 - share) * T + share * math.min(T, 256))
-      return r
-    end
+-- The phase forecasts' caches as a windowed graph holds them (neusight.nodes.kv_cache_tokens: its windowed layers keep
+-- min(T, 256) of a sequence's T tokens, prefill and decode alike), `share` of a token's bytes in windowed layers.
+local function windowed(share)
+  return function(f)
+    local r = phase(f)
+    local T = f.mode == "decode" and f.context + 1 or f.seq
+    r.kv_window, r.kv_window_share = 256, share
+    r.kv_cache_gb = 1e-4 * f.batch * ((1 - share) * T + share * math.min(T, 256))
+    return r
   end
+end
+
+function M.test_sliding_window_pages_the_window_only()
   local o = { model = "m", gpu = "g", rate = 0.001, requests = 3, input_len = 1000, output_len = 33 }
   local full, half = S.run(o, phase), S.run(o, windowed(0.5))
   near(full.kv_peak_gb, 65 * 16 * 1e-4, 1e-12, "no window: every token's blocks")
@@ -165,6 +175,25 @@ function M.test_sliding_window_pages_the_window_only()
   near(b.kv_peak_gb, 200 * 16 * 16 * 1e-4, 1e-12, "windowed: 16 blocks each")
 end
 
+-- The static batch's JSON has the sliding-window keys the simulation's has, with the same meaning (tester3 problem 11:
+-- they were --rate's only): the window, its share of a token's KV bytes, the cache of the longest request (I + O - 1 =
+-- 1032 tokens: half at the full rate, half the window's 256), and the tokens the KV blocks hold.
+function M.test_static_batch_reports_the_window_as_the_simulation()
+  local st = S.run({ model = "m", gpu = "g", batch = 2, input_len = 1000, output_len = 33 }, windowed(0.5))
+  local sim = S.run({ model = "m", gpu = "g", rate = 0.001, requests = 3, input_len = 1000, output_len = 33 },
+    windowed(0.5))
+  for _, k in ipairs { "kv_window", "kv_window_share", "kv_cache_gb_per_request_max", "kv_tokens", "kv_blocks",
+                       "kv_cache_gb_per_token", "kv_budget_gb" } do
+    eq(st[k], sim[k], k .. ": static batch as the simulation")
+  end
+  eq(st.kv_window, 256, "the window")
+  near(st.kv_cache_gb_per_request_max, 1e-4 * (0.5 * 1032 + 0.5 * 256), 1e-12, "the longest request's cache")
+  eq(st.kv_tokens, st.kv_blocks * 16, "the blocks' tokens")
+  local full = S.run({ model = "m", gpu = "g", batch = 2, input_len = 1000, output_len = 33 }, phase)
+  eq(full.kv_window, nil, "no window: not reported")
+  eq(full.kv_window_share, nil, "nor its share")
+end
+
 function M.test_simulation_is_reproducible_and_finishes()
   local o = { model = "m", gpu = "g", rate = 50, requests = 400, input_len = "uniform:16:256",
               output_len = "uniform:1:64", seed = 3, chunked_prefill = 128, max_batch = 32 }
@@ -178,6 +207,53 @@ function M.test_simulation_is_reproducible_and_finishes()
   local c = S.run(o, phase)
   eq(c.e2e_ms.count, 400, "without chunking too")
   eq(c.steps.mixed, 0, "no mixed steps without chunking")
+end
+
+-- The forecast capacity: the requests finished per second once requests queue (all arriving at once), counted from
+-- the first burst of finishes to the last one before the last request starts. Bursts of 4 every 2 s: 2 requests/s.
+function M.test_saturated_rate_counts_whole_bursts()
+  local reqs = {}
+  for i = 0, 11 do  -- 12 requests: 4 start at 0 s, 2 s and 4 s; each finishes 2 s after its first token
+    local start = 2 * (i // 4)
+    reqs[#reqs + 1] = { first = start + 0.1, finish = start + 2 }
+  end
+  eq(S.saturated_rate(reqs), 4 / 2, "bursts at 2 and 4 s (the one at 6 s comes after the last start)")
+  eq(S.saturated_rate { { first = 0.1, finish = 2 }, { first = 0.1, finish = 2.5 } }, nil, "nothing queued")
+end
+
+-- An arrival rate beyond the capacity warns that the queue grows without bound (both rates said), one near it that its
+-- percentiles still depend on --requests; below, nothing. The numbers stay as simulated. Max batch 8: 8 requests run at
+-- once, a saturated server finishes them in bursts of 8.
+function M.test_overload_warns_with_both_rates()
+  local o = { model = "m", gpu = "g", requests = 400, input_len = 64, output_len = 33, max_batch = 8 }
+  local function run(rate)
+    o.rate = rate
+    local r = S.run(o, phase)
+    local said
+    for _, w in ipairs(r.warnings) do
+      if w:find("forecast capacity", 1, true) then said = w end
+    end
+    return r, said
+  end
+  local over, said = run(1000)
+  local cap = over.throughput.capacity_requests_per_s
+  assert(cap and cap > 30 and cap < 50, tostring(cap))
+  -- overloaded, the server runs at its capacity: the simulated throughput is the capacity (up to the first prefill)
+  near(over.throughput.requests_per_s, cap, 0.01, "saturated throughput")
+  eq(said, ("--rate 1000 req/s exceeds the forecast capacity of %.3g req/s (what this server finishes per second "
+    .. "with requests queued: the same requests all arriving at once): the queue grows without bound, so TTFT and end "
+    .. "to end grow with every request and their percentiles describe these 400 requests only (--requests); lower "
+    .. "--rate or add capacity (--tp, another GPU)"):format(cap), "over capacity")
+  local _, near_said = run(0.95 * cap)
+  assert(near_said and near_said:find("is 95 % of the forecast capacity", 1, true), tostring(near_said))
+  assert(near_said:find("(--requests 400)", 1, true), near_said)
+  local under, none = run(0.5 * cap)
+  eq(none, nil, "half the capacity: nothing said")
+  eq(under.throughput.capacity_requests_per_s, cap, "the capacity does not depend on the rate")
+  -- all at once in the first step: nothing queues, no capacity, nothing said
+  local few = S.run({ model = "m", gpu = "g", requests = 4, input_len = 64, output_len = 33, max_batch = 8,
+                      rate = 1000 }, phase)
+  eq(few.throughput.capacity_requests_per_s, nil, "4 requests under a max batch of 8")
 end
 
 -- Weights beyond the utilised memory (100 GB on the 80 GB GPU): the static batch does not fit, with a budget of 0 (never
@@ -240,6 +316,29 @@ function M.test_phase_below_its_model_flops_floor_warns_uncalibrated()
     return x
   end
   eq(S.floor_warning(S.run(o, slow)), nil, "at 50 % MFU")
+end
+
+-- A model whose positions the longest request goes beyond is said by the flags, not by the context of whichever
+-- sampled step met the limit first (tester3: "context 1025 + 1 new token exceeds n_positions 1024" for --input-len 1000
+-- --output-len 100), for a static batch and a simulation alike.
+function M.test_position_limit_is_said_by_the_flags()
+  local function learned(f)
+    local T = f.mode == "decode" and f.context + 1 or f.seq
+    if T > 1024 then
+      error(("gpt model 'm': %s exceeds n_positions 1024"):format(f.mode == "decode"
+        and ("context %d + 1 new token"):format(f.context) or ("seq %d"):format(f.seq)), 0)
+    end
+    return phase(f)
+  end
+  local says = "serve: --input-len 1000 + --output-len 100: a request holds up to 1099 tokens (input + output - 1), "
+    .. "which model 'm' cannot take: gpt model 'm': "
+  local ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 4, input_len = 1000, output_len = 100 }, learned)
+  eq(ok, false, "static batch fails")
+  eq(err, says .. "context 1098 + 1 new token exceeds n_positions 1024", "static: its last step, by the flags")
+  ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, requests = 5, input_len = 1000, output_len = 100 }, learned)
+  eq(ok, false, "simulation fails")
+  eq(err:sub(1, #says), says, "simulation: by the flags")
+  eq(S.run({ model = "m", gpu = "g", batch = 4, input_len = 1000, output_len = 25 }, learned).kind, "static", "within")
 end
 
 function M.test_errors()
