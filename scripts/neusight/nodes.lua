@@ -220,10 +220,9 @@ function M.serving(opts, who, max_positions, max_name)
   if opts.seq ~= nil and opts.seq ~= 1 then
     error(("%s: decode runs one new token per sequence: option 'seq' must be 1 (got %s)"):format(who, tostring(opts.seq)), 0)
   end
-  local n, text = require("neusight.models.check").positions(opts.seq or 1, C)
-  if max_positions and n > max_positions then
-    error(("%s: %s exceeds %s %d"):format(who, text, max_name, max_positions), 0)
-  end
+  local check = require("neusight.models.check")
+  local n, text = check.positions(opts.seq or 1, C)
+  check.position_limit(who, n, text, max_positions, max_name)
   return { phase = phase, s = 1, kv = C + 1, kv_dtype = opts.kv_dtype }
 end
 

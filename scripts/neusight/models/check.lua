@@ -198,6 +198,15 @@ function M.rotary_positions_warning(text, n, max)
     .. "e.g. with RoPE scaling)"):format(text, max)
 end
 
+--- The error of a run holding `n` positions (`text` says how, M.positions) beyond a learned position table of
+--- `max_positions` (max_name = its field): a setting's reason (neusight.infeasible: `serve --sweep` makes a row of
+--- it), not a bug of the input. Returns where the table holds them or the model has none.
+function M.position_limit(who, n, text, max_positions, max_name)
+  if max_positions and n > max_positions then
+    require("neusight").infeasible(("%s: %s exceeds %s %d"):format(who, text, max_name, max_positions))
+  end
+end
+
 --- Checks opts.batch and opts.seq, and seq against the model's position table (max_name = its field).
 function M.batch_seq(who, opts, max_positions, max_name)
   for _, key in ipairs { "batch", "seq" } do
@@ -206,9 +215,7 @@ function M.batch_seq(who, opts, max_positions, max_name)
     end
   end
   local n, text = M.positions(opts.seq)
-  if max_positions and n > max_positions then
-    error(("%s: %s exceeds %s %d"):format(who, text, max_name, max_positions), 0)
-  end
+  M.position_limit(who, n, text, max_positions, max_name)
 end
 
 return M
