@@ -418,8 +418,7 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
   local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
-  add("silu", e .. ".act_fn", { lmid }, lmid)
-  add("mul", e .. ".mul", { lmid, lmid }, lmid)
+  require("neusight.nodes").glu(g, e, lmid, "silu") -- act_fn and mul, or Megatron's fused SwiGLU (g.megatron)
   add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)
   if experts.ep > 1 then add("contiguous", e .. ".unsort_chunks", { lrows }, lrows) end
   M.mean_rank_share(g.nodes, from, R, Rl) -- the model FLOPs count the mean rank's R rows
