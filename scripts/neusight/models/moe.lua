@@ -52,7 +52,8 @@
 -- routed experts as serving engines and Megatron run them, following Megatron-Core's MoELayer with the all-to-all
 -- token dispatcher and GroupedMLP (moe_utils.permute / unpermute, grouped_gemm's gmm or TE GroupedLinear with the gated
 -- linear unit); M.grouped_experts lists its kernels: router as above → permute (routing map, tokens per expert, sorted
--- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul →
+-- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul (one
+-- fused SwiGLU kernel under opts.megatron: neusight.nodes glu) →
 -- one grouped GEMM down_proj (I → h) → × routing weight, scatter-add into (n, h). A grouped GEMM (ops/grouped_linear.lua)
 -- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b experts that receive rows (the expected distinct experts a uniform
 -- router reaches, at most min(local experts, n·k); ops/grouped_linear.lua), reading each active expert's whole weight; its
