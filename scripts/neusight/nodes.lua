@@ -83,7 +83,8 @@ function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 
 --- Transformer Engine's zero-centred γ for Gemma's (1 + weight)), in the graph's dtype.
 function M.rms_norm(g, p, shape, width, one_plus)
   if g.megatron then
-    g.add("rms_norm", p, { shape }, shape, width, { note = "Megatron-Core fused RMSNorm" })
+    g.add("rms_norm", p, { shape }, shape, 0, { note = "Megatron-Core fused RMSNorm" })
+    g.add("weight", p .. ".weight", {}, { width }, width) -- γ (ops/rms_norm.lua: its accumulation, counted once under tp)
     return
   end
   local upcast = M.upcasts(g)

@@ -312,8 +312,9 @@ end
 --- spec.kernel = "layernorm" (VECln) or "rms_norm" (VECrmsnorm: the layer-norm family, RMSNorm's FLOPs); backward one
 --- VECmul over the same (rows, hidden) (the reference's model of the input gradient: it reads dy and x and writes dx,
 --- the bytes of a fused LayerNorm or RMSNorm backward); accumulate one VECadd(1, H) per affine vector (spec.affine:
---- 2 for γ and β, 1 for RMSNorm's γ). Saved for backward: the input and spec.stats fp32 values per row (mean and
---- rstd; RMSNorm's rstd); the affine vectors are model state.
+--- 2 for LayerNorm's γ and β; 0 for RMSNorm, whose γ is a `weight` node of its own, as in HF's eager graph). Saved for
+--- backward: the input and spec.stats fp32 values per row (mean and rstd; RMSNorm's rstd); the affine vectors are
+--- model state.
 function M.norm(spec)
   check_spec("norm", spec, { kernel = true, stats = true, affine = true })
   local kernel = K[spec.kernel]
@@ -321,10 +322,11 @@ function M.norm(spec)
     error(("rules.norm: field 'kernel' must be \"layernorm\" or \"rms_norm\" (got %s)"):format(tostring(spec.kernel)), 2)
   end
   local stats, affine = spec.stats, spec.affine
-  for key, v in pairs { stats = stats, affine = affine } do
-    if math.type(v) ~= "integer" or v < 1 then
-      error(("rules.norm: field '%s' must be a positive integer (got %s)"):format(key, tostring(v)), 2)
-    end
+  if math.type(stats) ~= "integer" or stats < 1 then
+    error(("rules.norm: field 'stats' must be a positive integer (got %s)"):format(tostring(stats)), 2)
+  end
+  if math.type(affine) ~= "integer" or affine < 0 then
+    error(("rules.norm: field 'affine' must be a non-negative integer (got %s)"):format(tostring(affine)), 2)
   end
   return {
     name = spec.name,
@@ -341,12 +343,12 @@ function M.norm(spec)
       local rows, hidden = K.vec_shape(node.output)
       return { K.vec("mul", rows, hidden, node.dtype) }
     end,
-    accumulate = function(node)
+    accumulate = affine > 0 and function(node)
       local hidden = node.output[#node.output]
       local out = {}
       for i = 1, affine do out[i] = K.vec("add", 1, hidden, node.dtype) end
       return out
-    end,
+    end or nil,
   }
 end
 
