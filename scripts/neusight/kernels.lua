@@ -27,7 +27,7 @@ local DTYPE_ALIASES = {
   fp8_e4m3 = "fp8", fp8_e5m2 = "fp8", e4m3 = "fp8", e5m2 = "fp8",
 }
 
--- Elementwise ops: FLOPs per output element and number of tensors read.
+-- Elementwise ops: FLOPs per output element and number of tensors read (and written, when not 1).
 -- The reference counts 1 FLOP per element for every elementwise op (predictor.py ops_dict); the
 -- 'u' variants take one tensor and a Python scalar. sqrt/lerp/addcmul/addcdiv are ours (optimizer
 -- steps), with honest FLOP counts: lerp a+w·(b−a) = 3, addcmul/addcdiv a+v·b∘c = 3. adam/adamw are one
@@ -54,11 +54,18 @@ local VEC_OPS = {
   where = { flops = 1, reads = 3 }, masked_fill = { flops = 1, reads = 2 },
   lerp = { flops = 3, reads = 2 }, addcmul = { flops = 3, reads = 3 }, addcdiv = { flops = 3, reads = 3 },
   adam = { flops = 13, reads = 4 }, adamw = { flops = 14, reads = 4 },
+  -- Megatron-LM's fused kernels (ops/rope.lua, ops/swiglu.lua). rope: x·cos + rotate_half(x)·sin (2 mul, 1 add) in one
+  -- pass; the cos/sin table (s × head_dim) is shared by every head and batch row and stays in cache: not counted.
+  -- Its backward is the same pass over dy. swiglu: silu(gate) · up (4 + 1) from gate and up into one output; its
+  -- backward reads dy, gate and up and writes both gradients (writes = 2): σ 4, silu 1, dy·silu 1, dy·up 1,
+  -- silu' = σ·(1 + g·(1 − σ)) 4, · 1.
+  rope = { flops = 3, reads = 1 }, swiglu = { flops = 5, reads = 2 }, swiglu_backward = { flops = 12, reads = 3, writes = 2 },
 }
 M.vec_ops = VEC_OPS
 
 local SOFTMAX_FLOPS = 5 -- per element: max, sub, exp, sum, div (reference ops_dict)
 local LAYERNORM_FLOPS = 6 -- per element: mean, sub, square, sum, rsqrt-scale, affine (reference ops_dict)
+local RMSNORM_FLOPS = 4 -- per element: square, sum, rsqrt-scale, weight (layer norm without the mean and β)
 
 local function is_integer(v)
   return type(v) == "number" and v == floor(v) and v > -huge and v < huge -- rejects NaN and ±inf too
@@ -206,8 +213,8 @@ function M.bmm(b, m, n, k, dtype)
   }
 end
 
---- Elementwise kernel "VEC<op> (rows, hidden)". Bytes default to (tensors read + 1 written) per
---- element; opts.bytes_per_elem or opts.bytes (total) override it, e.g. for broadcast operands.
+--- Elementwise kernel "VEC<op> (rows, hidden)". Bytes default to (tensors read + written, 1 unless the op
+--- says) per element; opts.bytes_per_elem or opts.bytes (total) override it, e.g. for broadcast operands.
 ---@param opts? { bytes_per_elem?: number, bytes?: number }
 function M.vec(op, rows, hidden, dtype, opts)
   local spec = VEC_OPS[op]
@@ -218,7 +225,7 @@ function M.vec(op, rows, hidden, dtype, opts)
   local e = check_dtype("vec", 4, dtype)
   local n = rows * hidden
   if n > MAX_ELEMENTS then error("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", 2) end
-  local bytes = e * (spec.reads + 1) * n
+  local bytes = e * (spec.reads + (spec.writes or 1)) * n
   if opts ~= nil then -- { bytes = B } or { bytes_per_elem = b }; another key is a typo, not a default
     if type(opts) ~= "table" then error(("bad argument #5 to 'vec' (table or nil expected, got %s)"):format(type(opts)), 2) end
     for k, v in pairs(opts) do
@@ -259,6 +266,14 @@ end
 --- Layer norm over the last dimension "VECln (rows, hidden)" (the γ/β reads are negligible).
 function M.layernorm(rows, hidden, dtype)
   local k = row_kernel("layernorm", "layernorm", "VECln", LAYERNORM_FLOPS, rows, hidden, dtype) -- no tail call (levels)
+  return k
+end
+
+--- Fused RMSNorm over the last dimension "VECrmsnorm (rows, hidden)" (Megatron-Core / Transformer Engine / apex
+--- FusedRMSNorm): the layer-norm family's kernel (kind "layernorm": one row-wise pass that reads x and writes y, the
+--- same bytes), with RMSNorm's own FLOPs (no mean subtraction, no β). The γ reads are negligible.
+function M.rms_norm(rows, hidden, dtype)
+  local k = row_kernel("rms_norm", "layernorm", "VECrmsnorm", RMSNORM_FLOPS, rows, hidden, dtype) -- no tail call (levels)
   return k
 end
 

@@ -8,7 +8,8 @@ local M = {}
 --- current place: `g.layer` and `g.count` (the builder sets them around replicated layers; "" and 1 outside)
 --- and the graph's dtype. `g.comm(op, name, shape, direction, note)` appends a tensor-parallel collective
 --- through `shard` (neusight.parallel.tensor_shard) and `g.all_reduce(name, shape, direction, note)` an
---- all-reduce — both nothing without a shard (tp = 1). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
+--- all-reduce — both nothing without a shard (tp = 1). `g.megatron` (a builder sets it from opts.megatron): the HF
+--- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
 --- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation.
 ---@param dtype string
 ---@param shard? table neusight.parallel.tensor_shard(...)
@@ -78,7 +79,14 @@ function M.upcasts(g) return require("neusight.kernels").dtype_bytes(g.dtype) < 
 --- upcasts (M.upcasts); pow … mul then run in fp32 (their nodes carry dtype fp32).
 --- `one_plus` (GemmaRMSNorm): the weight is applied as (1 + weight.float()) before the cast back: weight.float() (when
 --- upcasting) and + 1 over the `width` weights, the mul in fp32, then .type_as(x).
+--- Under Megatron's kernels (g.megatron, M.megatron) the norm is one fused kernel each way instead (ops/rms_norm.lua;
+--- Transformer Engine's zero-centred γ for Gemma's (1 + weight)), in the graph's dtype.
 function M.rms_norm(g, p, shape, width, one_plus)
+  if g.megatron then
+    g.add("rms_norm", p, { shape }, shape, 0, { note = "Megatron-Core fused RMSNorm" })
+    g.add("weight", p .. ".weight", {}, { width }, width) -- γ (ops/rms_norm.lua: its accumulation, counted once under tp)
+    return
+  end
   local upcast = M.upcasts(g)
   local dtype = g.dtype
   local norm_dtype = upcast and "fp32" or dtype
@@ -109,8 +117,14 @@ end
 --- apply_rotary_pos_emb for one of q / k under prefix `p`: x·cos + rotate_half(x)·sin, rotate_half(x) = cat(−x2, x1);
 --- `heads` the (b, heads, s, d) shape, `half` its (…, d/2), `rope_table` the (b, 1, s, d) cos / sin broadcast over the
 --- heads. `interleave` (DeepSeek's rope_interleave): first view(…, d/2, 2).transpose(4, 3).reshape, a copy.
+--- Under Megatron's kernels (g.megatron) one fused kernel each way (ops/rope.lua; the interleaved layout is the fused
+--- kernel's own, no copy).
 function M.rope(g, p, heads, half, rope_table, interleave)
   local add = g.add
+  if g.megatron then
+    add("rope", p, { heads }, heads, 0, { note = "Megatron-Core fused RoPE (apply_rope_fusion)" })
+    return
+  end
   if interleave then add("contiguous", p .. ".interleave", { heads }, heads) end
   -- x · cos saves cos only (x's gradient needs it; cos has none), one table shared by every layer: not counted
   add("mul", p .. ".cos", { heads, rope_table }, heads, 0, { saved_inputs = "" })
@@ -141,19 +155,32 @@ function M.swiglu(g, m, input, mid, h, width, bias, names, attrs, variant)
     g.add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
   end
   local act = variant and variant.act or "silu"
+  local fused_act = g.megatron and act == "silu" -- Megatron-LM: both projections, then one fused SwiGLU kernel (M.glu)
   if variant and variant.fused then
     local both = {}
     for i = 1, #mid - 1 do both[i] = mid[i] end
     both[#mid] = 2 * width
     lin("gate_up_proj", input, both, h, 2 * width)
-    g.add(act, m .. ".act_fn", { mid }, mid)
+    if not fused_act then g.add(act, m .. ".act_fn", { mid }, mid) end
   else
     lin(gate, input, mid, h, width)
-    g.add(act, m .. ".act_fn", { mid }, mid)
+    if not fused_act then g.add(act, m .. ".act_fn", { mid }, mid) end
     lin(up, input, mid, h, width, true)
   end
-  g.add("mul", m .. ".mul", { mid, mid }, mid)
+  if fused_act then M.glu(g, m, mid, act) else g.add("mul", m .. ".mul", { mid, mid }, mid) end
   lin(down, mid, input, width, h)
+end
+
+--- The gated activation act(gate) · up over `mid` under prefix `m`, gate and up already computed: HF's act_fn and
+--- mul kernels, or under Megatron's kernels (g.megatron) for SiLU one fused SwiGLU kernel each way (ops/swiglu.lua,
+--- Megatron-LM's bias_swiglu fusion, on by default with --swiglu). Gemma's GeGLU keeps its two kernels.
+function M.glu(g, m, mid, act)
+  if g.megatron and act == "silu" then
+    g.add("swiglu", m .. ".swiglu", { mid, mid }, mid, 0, { note = "Megatron-LM fused SwiGLU (bias_swiglu_impl)" })
+    return
+  end
+  g.add(act, m .. ".act_fn", { mid }, mid)
+  g.add("mul", m .. ".mul", { mid, mid }, mid)
 end
 
 --- embed_tokens (nn.Embedding(V, h), vocab-parallel under tp: the ranks' partial lookups summed) into `x` = (b, s, h);

@@ -275,17 +275,25 @@ end
 
 --- Activation with a backward kernel of its own (silu, sigmoid): forward VEC<spec.op>(rows, hidden) reading x and
 --- writing y; backward VEC<spec.grad>(rows, hidden) with that op's bytes (it reads dy and x or y, writes dx).
---- spec.saves = "input" (default: SiLU's backward reads x) or "output" (sigmoid's reads y).
+--- spec.saves = "input" (default: SiLU's backward reads x), "output" (sigmoid's reads y), "inputs" (every tensor
+--- operand: the fused SwiGLU's gate and up) or "nothing" (the fused RoPE's backward needs only the cos/sin table).
+local ACTIVATION_SAVES = { input = M.saves_input, output = M.saves_output, nothing = M.saves_nothing,
+  inputs = function(node) return M.saved_inputs(node, tensor_positions(node)) end }
 function M.activation(spec)
   check_spec("activation", spec, { op = true, grad = true, saves = true })
   local op, grad = spec.op or spec.name, spec.grad
   if not K.vec_ops[op] or not K.vec_ops[grad] then
     error(("rules.activation: unknown elementwise op '%s' or '%s'"):format(tostring(op), tostring(grad)), 2)
   end
+  local saves = ACTIVATION_SAVES[spec.saves or "input"]
+  if not saves then
+    error(("rules.activation: field 'saves' must be \"input\", \"output\", \"inputs\" or \"nothing\" (got %s)")
+      :format(tostring(spec.saves)), 2)
+  end
   return {
     name = spec.name,
     doc = spec.doc,
-    saves = spec.saves == "output" and M.saves_output or M.saves_input,
+    saves = saves,
     check = function(node) return M.check_broadcast(node) end,
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
@@ -297,6 +305,50 @@ function M.activation(spec)
       if not rows then return {} end
       return { K.vec(grad, rows, hidden, node.dtype) }
     end,
+  }
+end
+
+--- Normalisation over the last dimension (ops/layernorm.lua, ops/rms_norm.lua): forward one row-wise kernel,
+--- spec.kernel = "layernorm" (VECln) or "rms_norm" (VECrmsnorm: the layer-norm family, RMSNorm's FLOPs); backward one
+--- VECmul over the same (rows, hidden) (the reference's model of the input gradient: it reads dy and x and writes dx,
+--- the bytes of a fused LayerNorm or RMSNorm backward); accumulate one VECadd(1, H) per affine vector (spec.affine:
+--- 2 for LayerNorm's γ and β; 0 for RMSNorm, whose γ is a `weight` node of its own, as in HF's eager graph). Saved for
+--- backward: the input and spec.stats fp32 values per row (mean and rstd; RMSNorm's rstd); the affine vectors are
+--- model state.
+function M.norm(spec)
+  check_spec("norm", spec, { kernel = true, stats = true, affine = true })
+  local kernel = K[spec.kernel]
+  if (spec.kernel ~= "layernorm" and spec.kernel ~= "rms_norm") or type(kernel) ~= "function" then
+    error(("rules.norm: field 'kernel' must be \"layernorm\" or \"rms_norm\" (got %s)"):format(tostring(spec.kernel)), 2)
+  end
+  local stats, affine = spec.stats, spec.affine
+  if math.type(stats) ~= "integer" or stats < 1 then
+    error(("rules.norm: field 'stats' must be a positive integer (got %s)"):format(tostring(stats)), 2)
+  end
+  if math.type(affine) ~= "integer" or affine < 0 then
+    error(("rules.norm: field 'affine' must be a non-negative integer (got %s)"):format(tostring(affine)), 2)
+  end
+  return {
+    name = spec.name,
+    doc = spec.doc,
+    saves = function(node)
+      local rows = K.vec_shape(node.output)
+      return M.saved_inputs(node, { 1 }) + stats * 4 * rows
+    end,
+    forward = function(node)
+      local rows, hidden = K.vec_shape(node.output)
+      return { kernel(rows, hidden, node.dtype) }
+    end,
+    backward = function(node)
+      local rows, hidden = K.vec_shape(node.output)
+      return { K.vec("mul", rows, hidden, node.dtype) }
+    end,
+    accumulate = affine > 0 and function(node)
+      local hidden = node.output[#node.output]
+      local out = {}
+      for i = 1, affine do out[i] = K.vec("add", 1, hidden, node.dtype) end
+      return out
+    end or nil,
   }
 end
 

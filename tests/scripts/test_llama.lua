@@ -214,6 +214,85 @@ function T.test_one_layer_kernels_eager_and_sdpa()
   eq(ops.dropout, nil, "attention_dropout = 0: no dropout kernel")
 end
 
+-- Megatron-LM's kernels (opts.megatron: kernels = "megatron", the default of a parallel run): one fused kernel per
+-- RMSNorm (not HF's eight), per rotary embedding of q and of k (not five) and for silu(gate) · up (not two); in bf16
+-- eager attention, scale + causal mask + softmax as one kernel (gpt.lua's FusedScaleMaskSoftmax).
+local MEGATRON_PROJ = { "input_layernorm VECrmsnorm(16,64)",
+  "self_attn.q_proj Linear(16,64,64)", "self_attn.k_proj Linear(16,64,32)", "self_attn.v_proj Linear(16,64,32)",
+  "self_attn.rotary.q VECrope(64,16)", "self_attn.rotary.k VECrope(32,16)" }
+local MEGATRON_EAGER = {
+  "self_attn.repeat_kv.k MEM((2,2,8,16),(2,4,8,16))", "self_attn.repeat_kv.v MEM((2,2,8,16),(2,4,8,16))",
+  "self_attn.qk BMM(8,8,16,8)", "self_attn.softmax VECsoftmax(64,8)", "self_attn.pv BMM(8,8,8,16)",
+  "self_attn.contiguous MEM((2,4,8,16),(2,8,4,16))",
+}
+local MEGATRON_REST = { "self_attn.o_proj Linear(16,64,64)", "attn_residual VECadd(16,64)",
+  "post_attention_layernorm VECrmsnorm(16,64)", "mlp.gate_proj Linear(16,64,96)", "mlp.up_proj Linear(16,64,96)",
+  "mlp.swiglu VECswiglu(16,96)", "mlp.down_proj Linear(16,96,64)", "mlp_residual VECadd(16,64)" }
+
+function T.test_megatron_fused_kernels()
+  for attention, core in pairs { eager = MEGATRON_EAGER, sdpa = SDPA } do
+    local nodes = llama.build(TINY, { batch = 2, seq = 8, training = true, dtype = "bf16", attention = attention,
+                                      megatron = true })
+    t.rows_match(layer_rows(nodes, "layers"), concat(MEGATRON_PROJ, core, MEGATRON_REST))
+    local plain = llama.build(TINY, { batch = 2, seq = 8, training = true, dtype = "bf16", attention = attention })
+    eq(total_params(nodes), total_params(plain), attention .. ": the same parameters (a norm's weight is its node's)")
+    local by = {}
+    for _, n in ipairs(nodes) do by[n.name] = n end
+    eq(by.norm.op, "rms_norm", "the final norm is fused too")
+    eq(by["layers.input_layernorm"].params, 0, "γ is a weight node")
+    eq(by["layers.input_layernorm.weight"].params, 64, "γ")
+  end
+  -- fp32: Megatron's fused softmax takes 16-bit only, so eager attention keeps HF's scale and mask (gpt.lua's rule)
+  local fp32 = llama.build(TINY, { batch = 2, seq = 8, training = true, attention = "eager", megatron = true })
+  local names = {}
+  for _, n in ipairs(fp32) do names[n.name] = n.op end
+  eq(names["layers.self_attn.scale"], "mul", "fp32: scale kept")
+  eq(names["layers.input_layernorm"], "rms_norm", "fp32: the norm fused")
+  -- Gemma2's soft-capped scores have no fused kernel: the chain stays, the norms (4 per layer) fuse
+  local gemma2 = llama.build(presets.gemma2_9b, { batch = 1, seq = 64, training = true, dtype = "bf16",
+                                                  attention = "eager", megatron = true })
+  local ops = {}
+  for _, n in ipairs(gemma2) do
+    if n.layer == "layers" then ops[n.op] = (ops[n.op] or 0) + 1 end
+  end
+  eq(ops.tanh, 1, "Gemma2: the soft-cap's tanh stays")
+  eq(ops.rms_norm, 4, "Gemma2: four fused (1 + weight) norms per layer")
+  eq(ops.gelu, 1, "Gemma's GeGLU keeps its gelu")
+  eq(ops.cast, nil, "no fp32 casts")
+end
+
+-- One node per norm under Megatron's kernels in a parallel run, on s/tp tokens with sequence parallelism, for every
+-- builder that shares neusight.nodes' pieces (Llama, Qwen3's q/k norms, Mixtral and DeepSeek, loop and grouped experts):
+-- no node of HF's eager chains is left.
+function T.test_megatron_kernels_every_llama_family_builder()
+  for _, case in ipairs { { "llama3_8b" }, { "qwen3_8b" }, { "mixtral_8x7b", "loop" }, { "mixtral_8x7b", "grouped" },
+                          { "qwen3_30b_a3b", "grouped" }, { "deepseek_v2_lite", "loop" }, { "deepseek_v2_lite", "grouped" } } do
+    local name, experts = case[1], case[2]
+    local cfg = presets[name]
+    local builder = require("neusight.models." .. cfg.arch)
+    local b, s, tp = 2, 64, 2
+    local nodes = builder.build(cfg, { batch = b, seq = s, training = true, dtype = "bf16", attention = "sdpa",
+      tp = tp, parallel = tp_plan(tp, b), sequence_parallel = true, megatron = true, experts = experts })
+    local ops = {}
+    for _, n in ipairs(nodes) do
+      ops[n.op] = (ops[n.op] or 0) + 1
+      local norm_part = n.name:match("layernorm%.(.*)$") or n.name:match("^norm%.(.*)$") or n.name:match("%.[qk]_norm%.(.*)$")
+      if n.op == "silu" or (norm_part and norm_part ~= "weight") or n.name:match("rotary%.[qk]%.") then
+        -- a kernel of HF's RMSNorm, RoPE or act_fn
+        error(("%s: %s keeps HF's eager %s"):format(name, n.name, n.op))
+      end
+      if n.name:match("layernorm$") or n.name == "norm" or n.name:match("%.[qk]_norm$") then -- the RMSNorms
+        eq(n.op, "rms_norm", name .. " " .. n.name)
+        if n.name:match("layernorm$") and not n.name:match("_a_layernorm$") then
+          eq(n.output[2], s // tp, name .. " " .. n.name .. ": on s/tp tokens")
+        end
+      end
+      if n.name:match("rotary") then eq(n.op, "rope", name .. " " .. n.name) end
+    end
+    eq((ops.rms_norm or 0) > 0 and (ops.rope or 0) > 0 and (ops.swiglu or 0) > 0, true, name .. ": fused kernels")
+  end
+end
+
 -- The node multiset of one layer per op, as HF's modules call them (llama3_8b, bf16).
 function T.test_one_layer_op_multiset()
   local want = {

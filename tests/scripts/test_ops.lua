@@ -129,6 +129,13 @@ local CASES = {
   decode_attention = { "decode_attention", { inputs = { { 8, 32, 1, 128 }, { 8, 8, 4096, 128 }, { 8, 8, 4096, 128 } },
       output = { 8, 32, 1, 128 }, dtype = "bf16", training = false },
     "DecodeAttention(decode,b8,q1,kv4096,d128,h32/8)", "", "" },
+  -- Megatron-LM's fused kernels (kernels = "megatron": neusight.nodes rms_norm, rope, glu): one kernel each way.
+  rms_norm = { "rms_norm", { inputs = { x }, output = x, dtype = "bf16" },
+    "VECrmsnorm(4096,1280)", "VECmul(4096,1280)", "" },
+  rope = { "rope", { inputs = { { 4, 20, 1024, 64 } }, output = { 4, 20, 1024, 64 }, dtype = "bf16" },
+    "VECrope(81920,64)", "VECrope(81920,64)", "" },
+  swiglu = { "swiglu", { inputs = { act, act }, output = act, dtype = "bf16" },
+    "VECswiglu(4096,5120)", "VECswiglu_backward(4096,5120)", "" },
   -- metadata-only ops launch no kernels
   view = { "view", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
   reshape = { "reshape", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
@@ -168,6 +175,38 @@ function T.test_elementwise_bytes_follow_shapes()
   _, _, _, k = expand("mul", { inputs = { act }, output = act, dtype = "bf16" })
   eq(k.fw[1].bytes, 2 * 2 * 4096 * 5120, "bf16 unary")
   eq(k.fw[1].dtype, "bf16", "dtype is carried")
+end
+
+-- The fused Megatron kernels' traffic, FLOPs and saved bytes (bf16): RMSNorm is LayerNorm's kernel family and bytes
+-- (read x, write y; backward read dy and x, write dx) with its own FLOPs, the rstd saved instead of mean and rstd, one
+-- affine gradient; RoPE one pass each way that saves nothing; SwiGLU reads gate and up, writes their product, and its
+-- backward writes both gradients.
+function T.test_megatron_fused_kernels_traffic()
+  local n, rows = 4096 * 1280, 4096
+  local _, _, _, k = expand("rms_norm", { inputs = { x }, output = x, dtype = "bf16" })
+  local _, _, _, ln = expand("layernorm", { inputs = { x }, output = x, dtype = "bf16" })
+  eq(k.fw[1].kind, "layernorm", "RMSNorm runs on the layer-norm family's model")
+  eq(k.fw[1].bytes, ln.fw[1].bytes, "the bytes of a fused LayerNorm")
+  eq(k.fw[1].bytes, 2 * 2 * n, "reads x, writes y")
+  eq(k.fw[1].flops, 4 * n, "square, sum, rsqrt scale, weight: 4 FLOPs per element (LayerNorm's 6)")
+  eq(k.bw[1].bytes, 3 * 2 * n, "reads dy and x, writes dx")
+  local node = make_node { op = "rms_norm", inputs = { x }, output = x, dtype = "bf16" }
+  eq(load_op("rms_norm").saves(node), 2 * n + 4 * rows, "the input and one fp32 rstd per row")
+  eq(load_op("layernorm").saves(node), 2 * n + 8 * rows, "LayerNorm: mean and rstd")
+  local heads = { 4, 20, 1024, 64 }
+  _, _, _, k = expand("rope", { inputs = { heads }, output = heads, dtype = "bf16" })
+  eq(k.fw[1].bytes, 2 * 2 * 4 * 20 * 1024 * 64, "reads x, writes the rotated x (the cos/sin table is not counted)")
+  eq(k.fw[1].flops, 3 * 4 * 20 * 1024 * 64, "2 mul + 1 add per element")
+  eq(k.bw[1].bytes, k.fw[1].bytes, "the same pass over dy")
+  eq(load_op("rope").saves(make_node { op = "rope", inputs = { heads }, output = heads, dtype = "bf16" }), 0,
+    "nothing saved")
+  local m = 4096 * 5120
+  _, _, _, k = expand("swiglu", { inputs = { act, act }, output = act, dtype = "bf16" })
+  eq(k.fw[1].bytes, 3 * 2 * m, "reads gate and up, writes silu(gate) · up")
+  eq(k.fw[1].flops, 5 * m, "silu 4 + mul 1")
+  eq(k.bw[1].bytes, 5 * 2 * m, "reads dy, gate and up, writes both gradients")
+  eq(load_op("swiglu").saves(make_node { op = "swiglu", inputs = { act, act }, output = act, dtype = "bf16" }), 2 * 2 * m,
+    "gate and up saved")
 end
 
 function T.test_optimizer_traffic()

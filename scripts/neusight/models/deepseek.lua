@@ -74,6 +74,9 @@
 --   intermediate sizes split), the router replicated, one f before the MoE block and one g after. embed_tokens and
 --   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
 --   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
+--   opts.megatron (kernels = "megatron", a parallel run's default): Megatron-Core's fused RMSNorm, RoPE (the interleaved
+--   layout inside the kernel: no copy) and SwiGLU kernels in place of HF's chains (neusight.nodes, as llama.lua); the
+--   eager attention and the router keep HF's kernels.
 -- DeepSeek-V2 (model_type "deepseek_v2": DeepSeek-V2, V2-Lite; DeepSeek's modeling_deepseek.py of those checkpoints): the
 --   same MLA (always de-interleaving RoPE: V2 has no rope_interleave key) and DeepSeekMoE, with MoEGate's routing: the
 --   fp32 logits (casts as V3's), softmax scores (scoring_func "softmax", fixed by hf.lua), no correction bias and no
@@ -277,6 +280,7 @@ function M.graph(r, opts)
   local dn, dr, dv, dqk, qr, kvr = r.dn, r.dr, r.dv, r.dqk, r.qr, r.kvr
 
   local g = N.new(dtype, shard, sp)
+  g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
   local upcast = N.upcasts(g) -- HF's RMSNorm and router compute in fp32
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add, tp_in, tp_out = g.nodes, g.add, g.tp_in, g.tp_out

@@ -66,9 +66,13 @@
 -- before q/k/v, gate/up and lm_head, g (g.tp_out) after o_proj, down_proj and the embedding; the vocab-parallel
 -- cross-entropy all-reduces 3 values per token. RMSNorms and residual adds are replicated, or run on s/tp tokens
 -- with opts.sequence_parallel. Not modelled: the all-reduce of replicated k/v weight gradients among their
--- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces), and
--- opts.megatron's fused kernels (Megatron-Core / Transformer Engine fused RMSNorm, RoPE and SwiGLU): parallel runs
--- keep HF's kernels.
+-- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces).
+-- opts.megatron (parallel runs with kernels = "megatron", the default; neusight.nodes): Megatron-Core's fused kernels
+-- in place of HF's eager chains, one kernel each way for each RMSNorm (ops/rms_norm.lua; Qwen3's q/k norms and Gemma's
+-- (1 + weight) norms too), each rotary embedding of q and of k (ops/rope.lua) and the SiLU gate · up (ops/swiglu.lua;
+-- Gemma's GeGLU keeps gelu and mul), and in fp16/bf16 eager attention the fused scale + causal mask + softmax as in
+-- gpt.lua (not under Gemma2's soft-capping). Not modelled: Megatron's single linear_qkv and linear_fc1 GEMMs (the
+-- graph keeps HF's q/k/v and gate/up projections, Phi-3's fused ones aside).
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -345,6 +349,7 @@ function M.graph(r, opts, moe)
   local sdpa = opts.attention == "sdpa"
   if sdpa and not decode and r.attn_softcap then softcap_note(who) end
   local g = N.new(dtype, shard, sp)
+  g.megatron = opts.megatron == true -- Megatron-LM's fused RMSNorm, RoPE and SwiGLU (neusight.nodes)
   -- HF's RMSNorm computes in fp32: casts around it unless the model already is fp32.
   local upcast = N.upcasts(g)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
@@ -409,14 +414,21 @@ function M.graph(r, opts, moe)
       local gqa = kvh < nh
       add("matmul", a .. ".qk", { q_heads, { b, nh, hd, s } }, scores, 0,
         { core_attention = true, core_inputs = gqa and "1" or "1,2" })
-      add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
-      if r.attn_softcap then -- Gemma2: scores / cap, tanh, · cap
-        add("div", a .. ".softcap.div", { scores }, scores, 0, core)           --                   VECdivu
-        add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
-        add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
+      if opts.megatron and not r.attn_softcap and (dtype == "fp16" or dtype == "bf16") then
+        -- Megatron-LM's FusedScaleMaskSoftmax, as in gpt.lua (fp16/bf16 only): scale, causal mask and softmax in one
+        -- kernel each way. Gemma2's soft-capping has no such kernel: its scores keep the chain below.
+        add("softmax", a .. ".softmax", { scores }, scores, 0,
+          { core_attention = true, note = "Megatron fused scale + causal mask + softmax" })
+      else
+        add("mul", a .. ".scale", { scores }, scores, 0, core)                  -- × head_dim^-0.5   VECmulu
+        if r.attn_softcap then -- Gemma2: scores / cap, tanh, · cap
+          add("div", a .. ".softcap.div", { scores }, scores, 0, core)           --                   VECdivu
+          add("tanh", a .. ".softcap.tanh", { scores }, scores, 0, core)
+          add("mul", a .. ".softcap.mul", { scores }, scores, 0, core)           --                   VECmulu
+        end
+        add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
+        add("softmax", a .. ".softmax", { scores }, scores, 0, core)
       end
-      add("add", a .. ".mask", { scores, { b, 1, s, s } }, scores, 0, core)   -- + causal mask     VECadd
-      add("softmax", a .. ".softmax", { scores }, scores, 0, core)
       if r.p_drop > 0 then add("dropout", a .. ".dropout", { scores }, scores, 0, core) end
       add("matmul", a .. ".pv", { scores, q_heads }, q_heads, 0, { core_attention = true, core_inputs = gqa and "" or "2" })
       add("contiguous", a .. ".contiguous", { q_heads }, { b, s, nh, hd })    -- transpose(1, 2).contiguous()

@@ -52,7 +52,8 @@
 -- routed experts as serving engines and Megatron run them, following Megatron-Core's MoELayer with the all-to-all
 -- token dispatcher and GroupedMLP (moe_utils.permute / unpermute, grouped_gemm's gmm or TE GroupedLinear with the gated
 -- linear unit); M.grouped_experts lists its kernels: router as above → permute (routing map, tokens per expert, sorted
--- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul →
+-- indices, a gather of the n·k routed rows sorted by expert) → one grouped GEMM gate_up_proj (h → 2·I) → silu, mul (one
+-- fused SwiGLU kernel under opts.megatron: neusight.nodes glu) →
 -- one grouped GEMM down_proj (I → h) → × routing weight, scatter-add into (n, h). A grouped GEMM (ops/grouped_linear.lua)
 -- is priced as BMM(b, ⌈n·k/b⌉, ·, ·) over the b experts that receive rows (the expected distinct experts a uniform
 -- router reaches, at most min(local experts, n·k); ops/grouped_linear.lua), reading each active expert's whole weight; its
@@ -418,8 +419,7 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
   local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
-  add("silu", e .. ".act_fn", { lmid }, lmid)
-  add("mul", e .. ".mul", { lmid, lmid }, lmid)
+  require("neusight.nodes").glu(g, e, lmid, "silu") -- act_fn and mul, or Megatron's fused SwiGLU (g.megatron)
   add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)
   if experts.ep > 1 then add("contiguous", e .. ".unsort_chunks", { lrows }, lrows) end
   M.mean_rank_share(g.nodes, from, R, Rl) -- the model FLOPs count the mean rank's R rows
