@@ -836,3 +836,29 @@ TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule ha
   CHECK(!warned(infer("interleaved"), none));
   CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule gpipe"), none));  // training: it matters
 }
+
+// tester3 problem 10: a pipeline whose stages do not divide the layers (llama3_8b's 32 over pp 3) was forecast and
+// ranked without a word, where uneven interleaved chunks warn. predict says the split; search, which ranks such
+// layouts, says it once per pipeline depth.
+TEST_CASE("parallel: layers that do not divide over pp warn with the stages' split", "[cli][parallel][search]") {
+  const auto warned = [](const json& j, const std::string& text) {
+    for (const auto& w : j["warnings"])
+      if (w.get<std::string>().find(text) != std::string::npos) return true;
+    return false;
+  };
+  // gpt2_large: 36 layers
+  const std::string five = "the model's 36 layers do not divide over pp 5: its stages run 8/7/7/7/7 layers";
+  const json p5 = predict("--batch 10 --pp 5 --microbatches 5");
+  CHECK(warned(p5, five));
+  CHECK(p5["parallel"]["devices"][0]["layers"] == 8);
+  CHECK(!warned(predict("--batch 16 --pp 4 --microbatches 4"), "do not divide over pp"));
+  // the interleaved one keeps its own words (search skips it)
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5"),
+                "do not divide over pp"));
+  const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 5 --batch 10 --seq 1024 "
+                         "--predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(warned(json::parse(r.out), "do not divide over pp 5: its stages run 8/7/7/7/7 layers"));
+  CHECK(r.err.find("do not divide over pp 5") != std::string::npos);
+}
