@@ -862,3 +862,28 @@ TEST_CASE("parallel: layers that do not divide over pp warn with the stages' spl
   CHECK(warned(json::parse(r.out), "do not divide over pp 5: its stages run 8/7/7/7/7 layers"));
   CHECK(r.err.find("do not divide over pp 5") != std::string::npos);
 }
+
+// tester3 problem 11: search's JSON did not record the optimizer (null), the cluster, --distributed-optimizer or
+// --sequence-parallel it searched with; it now says them under predict's keys.
+TEST_CASE("search: the JSON records the optimizer and the parallel flags under predict's keys", "[cli][search]") {
+  const std::string base = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 8 --seq 1024 --dtype bf16 "
+                           "--predictor roofline --format json ";
+  const auto r = run_cli(base + "--optimizer adamw --distributed-optimizer --sequence-parallel");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json s = json::parse(r.out);
+  CHECK(s["optimizer"] == "adamw");
+  CHECK(s["optimizer_impl"] == "fused");  // adamw's default
+  CHECK(s["parallel"]["distributed_optimizer"] == true);
+  CHECK(s["parallel"]["sequence_parallel"] == true);
+  // the cluster as predict reports it for one of the layouts
+  const json p = predict("--dtype bf16 --batch 8 --dp 2 --tp 2");
+  CHECK(s["parallel"]["cluster"] == p["parallel"]["cluster"]);
+  // defaults: adam in training
+  const auto d = run_cli(base);
+  REQUIRE(d.code == 0);
+  const json sd = json::parse(d.out);
+  CHECK(sd["optimizer"] == "adam");
+  CHECK(sd["parallel"]["distributed_optimizer"] == false);
+  CHECK(sd["parallel"]["sequence_parallel"] == false);
+}
