@@ -154,7 +154,10 @@ int search_main(const search_flags& f) {
   std::map<std::string, std::string> skipped_context;  // reason → its context lines (which file, which model), first seen
   size_t evaluated = 0;
   // as the workloads resolved them (defaults included): the same in every layout, so set by each that was built
-  std::string gpu_name, dtype, precision;
+  std::string gpu_name, dtype, precision, optimizer, optimizer_impl;
+  // the cluster the layouts ran on, as predict's JSON gives it (parallel.cluster; every layout has the same world, so
+  // the same cluster): null when no layout had a parallel plan (--gpus 1, one microbatch, no recomputation)
+  nlohmann::ordered_json cluster;
   std::string calibration_file;  // the GPU's calibration the forecasts applied ("" without one)
   double gpu_mem_gb = 0;
   search_warnings warned;
@@ -324,6 +327,7 @@ int search_main(const search_flags& f) {
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
+              optimizer = w.optimizer, optimizer_impl = w.optimizer_impl;
               const calibration* cal = s.calibration_of(gpu);
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
@@ -359,6 +363,7 @@ int search_main(const search_flags& f) {
                 // the virtual stages the plan ran (the schedule's default when the variant left them open)
                 const nlohmann::ordered_json& par = tl->json;
                 c.virtual_stages = par.at("virtual_stages").get<int64_t>();
+                if (cluster.is_null()) cluster = par.at("cluster");
                 // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
                 // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
                 c.iteration_ms = tl->iteration_s * 1e3;
@@ -489,7 +494,15 @@ int search_main(const search_flags& f) {
   if (f.format == "json") {
     nlohmann::ordered_json j;
     j["model"] = f.model, j["gpu"] = gpu_name, j["gpus"] = f.gpus, j["batch"] = f.batch, j["seq"] = f.seq;
-    j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision, j["predictor"] = f.predictor;
+    j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision;
+    // what it searched with, under predict's keys: the optimizer (as the workloads resolved it: "adam" by default in
+    // training, "none" otherwise) and the parallel flags every layout was given (sequence parallelism in those with
+    // tp > 1) with the cluster they ran on
+    j["optimizer"] = optimizer, j["optimizer_impl"] = optimizer_impl;
+    j["parallel"] = nlohmann::ordered_json{{"sequence_parallel", f.sequence_parallel},
+                                           {"distributed_optimizer", f.distributed_optimizer},
+                                           {"cluster", cluster}};
+    j["predictor"] = f.predictor;
     if (!calibration_file.empty()) j["calibration"] = calibration_file;
     j["evaluated"] = evaluated;
     j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });

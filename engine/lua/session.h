@@ -62,6 +62,8 @@ struct workload {
   // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
   std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
+  // the optimizer and its implementation as normalize resolved them ("" without one): search's JSON says them
+  std::string optimizer, optimizer_impl;
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;

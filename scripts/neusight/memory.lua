@@ -17,7 +17,8 @@
 --   workspace    cuBLAS workspace, 32 MiB per stream (PyTorch's default on Hopper, CUBLAS_WORKSPACE_CONFIG
 --                ":4096:8"; GEMMs run on one stream), plus, under torch.autocast (amp, autocast convention) in
 --                training, the cached 16-bit copies of the GEMM weights (autocast keeps them until the forward ends,
---                and backward holds them as saved tensors). The caching allocator's fragmentation is not modelled.
+--                and backward holds them as saved tensors), and with fp8 compute Transformer Engine's cached fp8
+--                weight copies (transformer_engine convention; neusight.precision caches_weights). The caching allocator's fragmentation is not modelled.
 --   kv_cache     serving phases (prefill, decode): the KV cache (neusight.nodes.kv_cache_write) of every sequence, all
 --                microbatches' (neusight.workload kv_cache_bytes); a pipeline stage its own layers'
 --                (neusight.parallel.timeline).
@@ -153,7 +154,7 @@ function M.context(t)
   local params = 0
   for _, n in ipairs(t.nodes) do params = params + (n.params or 0) * (n.count or 1) end
   local autocast = 0
-  if t.training and t.recipe and t.recipe.name == "amp" and t.recipe.convention == "autocast" then
+  if t.training and t.recipe and precision.caches_weights(t.recipe) then
     autocast = gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
   end
   local count, names = {}, {}

@@ -10,7 +10,9 @@
 --           picked by whose code runs the model (workload.lua: parallel.kernels):
 --     "autocast" (PyTorch torch.autocast, eager kernels: single-GPU runs and parallel.kernels = "eager"):
 --           parameters, gradients and moments stay fp32; the 16-bit weight copies are casts inside the ops
---           (not separate state). fp16 adds GradScaler's unscale/inf-check pass over the gradients.
+--           (not separate state). fp16 adds GradScaler's unscale/inf-check pass over the gradients. With fp8
+--           compute the same bytes are named "transformer_engine": torch.autocast has no fp8, and fp8 GEMMs over
+--           fp32 parameters, gradients and moments with cached fp8 weight copies is Transformer Engine's recipe.
 --     "megatron" (Megatron-LM Float16Optimizer / distributed optimizer, parallel.kernels = "megatron"):
 --           16-bit model parameters (bf16 for fp8 compute, as Transformer Engine keeps them), fp32 master
 --           parameters and moments. Gradients: bf16 (and fp8) runs accumulate and all-reduce them in fp32
@@ -51,8 +53,35 @@ function M.check(precision, dtype)
   return nil
 end
 
---- The convention of "amp" for a run: "megatron" when Megatron-LM's kernels run the model, else "autocast".
+--- The convention of "amp" for a run: "megatron" when Megatron-LM's kernels run the model, else "autocast" (which
+--- M.recipe names "transformer_engine" for fp8 compute: torch.autocast has no fp8).
 function M.convention(megatron) return megatron and "megatron" or "autocast" end
+
+--- Whether a recipe's forward keeps low-precision copies of the GEMM weights beside its fp32 parameters until the
+--- forward ends (neusight.memory's weight cache): torch.autocast's cast cache, and Transformer Engine's fp8 weight
+--- copies (cast once per step, reused by the microbatches).
+function M.caches_weights(r)
+  return r.name == "amp" and (r.convention == "autocast" or r.convention == "transformer_engine")
+end
+
+--- Why a recipe is not one anyone trains with, or nil: pure fp8 training keeps the weights, gradients and optimizer
+--- moments in fp8 (what precision "pure" means), where fp8 training (Transformer Engine, Megatron-LM --fp8-format)
+--- runs fp8 GEMMs over bf16/fp32 parameters with fp32 master weights and moments. The forecast is made as asked
+--- (neusight.workload warnings says this).
+---@param precision string "pure" | "amp"
+---@param dtype string compute dtype
+---@param mode string "train" | …
+---@return string?
+function M.unrealistic(precision, dtype, mode)
+  if precision == "pure" and dtype == "fp8" and mode == "train" then
+    return "precision pure with dtype fp8 in training keeps the weights, gradients and optimizer moments in fp8 "
+      .. "(1 byte each: state_bytes_per_param counts them so), which is not how fp8 training runs: Transformer Engine "
+      .. "and Megatron-LM (--fp8-format) run fp8 GEMMs over bf16/fp32 parameters with fp32 master weights and "
+      .. "optimizer moments; the forecast is made as asked, but for fp8 training as it is done use precision amp (the "
+      .. "default for fp8 training)"
+  end
+  return nil
+end
 
 --- Element types by role. Returns { name, convention, compute, param, grad, main_grad?, master?, moment,
 --- loss_scale } (dtype names; main_grad / master absent when the recipe has none) and a `bytes` table with
@@ -78,8 +107,11 @@ function M.recipe(precision, dtype, convention, mode)
     if problem then error("precision: " .. problem, 2) end
     convention = convention or "autocast"
     if convention == "autocast" then
-      r = { name = "amp", convention = "autocast", compute = dtype, param = "fp32", grad = "fp32", moment = "fp32",
-            loss_scale = dtype == "fp16" }
+      -- torch.autocast has no fp8: fp8 compute over fp32 parameters, gradients and moments, the fp8 weight copies
+      -- cached for the forward (M.caches_weights), is Transformer Engine's recipe (te.fp8_autocast over fp32 modules),
+      -- and named so; the bytes are the same
+      r = { name = "amp", convention = dtype == "fp8" and "transformer_engine" or "autocast", compute = dtype,
+            param = "fp32", grad = "fp32", moment = "fp32", loss_scale = dtype == "fp16" }
     elseif convention == "megatron" then
       local fp16 = dtype == "fp16"
       r = { name = "amp", convention = "megatron", compute = dtype, param = fp16 and "fp16" or "bf16",

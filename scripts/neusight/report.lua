@@ -475,16 +475,105 @@ local function number_csv(v)
 end
 M.number_csv = number_csv
 
---- One line per kernel: its node, phase, dims (0 where the kind has none) and times.
+-- A JSON value `v` at dotted path `path` as the JSON writer (engine/lua/wrap_json.cpp) lays it out, each scalar given
+-- to `add(path, value)` in the document's order: an array's items as path.0, path.1, … (0-based, as serve's CSV
+-- writes JSON pointers), an object's fields in its __order then sorted, JSON null (M.null, a non-finite number) and an
+-- empty array or object as nil.
+local function flatten(v, path, add)
+  if type(v) == "number" and v ~= v or v == math.huge or v == -math.huge then return add(path, nil) end
+  if type(v) ~= "table" then return add(path, v) end
+  if v == null then return add(path, nil) end
+  local mt = getmetatable(v)
+  local order = mt and mt.__order
+  local n, count, array = #v, 0, order == nil
+  for k in pairs(v) do
+    count = count + 1
+    if math.type(k) ~= "integer" or k < 1 or k > n then array = false end
+  end
+  if count == 0 then return add(path, nil) end
+  local function at(k) return path == "" and tostring(k) or path .. "." .. tostring(k) end
+  if array and count == n then
+    for i = 1, n do flatten(v[i], at(i - 1), add) end
+    return
+  end
+  local keys, first = {}, {}
+  for _, k in ipairs(order or {}) do
+    if v[k] ~= nil and not first[k] then keys[#keys + 1], first[k] = k, true end
+  end
+  local rest = {}
+  for k in pairs(v) do
+    if not first[k] then rest[#rest + 1] = k end
+  end
+  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  for _, k in ipairs(keys) do flatten(v[k], at(k), add) end
+end
+
+-- A summary row's value cell: numbers as number_csv writes them, booleans true/false, nil (JSON null) empty.
+local function value_csv(v)
+  if v == nil then return "" end
+  if type(v) == "number" then return number_csv(v) end
+  if type(v) == "boolean" then return v and "true" or "false" end
+  return csv_field(v)
+end
+
+-- A parallel run's iteration as rows of the `ms` column, each { name, part, ms }: the op rows' sum taken back out
+-- (they are one microbatch through every stage of one tp shard and the whole unsharded optimizer step: no GPU's
+-- iteration), the critical device's parts (parallel.devices[critical_stage]: compute, the communication it does not
+-- hide, its optimizer step, its bubble; the whole parallel.exposed_comm_ms when the report lists no devices) and what
+-- is left of latency_ms (other: 0 but for rounding, or where the parts overlap). Σ ms over the op rows and these is
+-- latency_ms. nil for one GPU: the op rows' ms sum to latency_ms.
+local function iteration_rows(r, ops_ms)
+  local p = r.parallel
+  if type(p) ~= "table" then return nil end
+  local rows = { { "ops", "ops", -ops_ms } }
+  local crit = type(p.devices) == "table" and math.type(p.critical_stage) == "integer" and p.devices[p.critical_stage + 1]
+  local parts = crit
+    and { { "compute", "compute_ms" }, { "tp_comm", "tp_comm_ms" }, { "ep_comm", "ep_comm_ms" }, { "p2p", "p2p_ms" },
+          { "dp_exposed", "dp_exposed_ms" }, { "optimizer", "optimizer_ms" }, { "bubble", "bubble_ms" } }
+    or { { "compute", "compute_ms" }, { "exposed_comm", "exposed_comm_ms" }, { "optimizer", "optimizer_ms" },
+         { "bubble", "bubble_ms" } }
+  local from = crit or p
+  local prefix = crit and fmt("parallel.devices.%d.", p.critical_stage) or "parallel."
+  local sum = 0.0
+  for _, part in ipairs(parts) do
+    local v = from[part[2]]
+    if type(v) == "number" then
+      rows[#rows + 1] = { prefix .. part[2], part[1], v + 0.0 }
+      sum = sum + v
+    end
+  end
+  rows[#rows + 1] = { "other", "other", r.latency_ms - sum }
+  return rows
+end
+
+local CSV_HEADER = "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms,section,value\n"
+
+--- The CSV: one line per kernel (section `op`: its node, phase, dims — 0 where the kind has none — and times), then in
+--- a parallel run the rows that make its iteration out of them (section `iteration`: iteration_rows above; the `ms`
+--- column summed over every line is latency_ms), then every other field of the JSON document, one line each (section
+--- `summary`: `name` its dotted path — latency_ms, memory_gb, fits, figures.mfu, parallel.devices.0.bubble_ms,
+--- warnings.0 —, `value` its value; 0 in the numeric columns, so the ms column's sum stays the latency).
 function M.format_csv(r)
-  local out = { "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms\n" }
+  local out = { CSV_HEADER }
   local nodes = r.text.nodes
+  local ops_ms = 0.0
   for _, k in ipairs(r.text.kernels) do
     local n = nodes[k.node]
-    out[#out + 1] = fmt("%s,%s,%s,%d,%s,%s,%s,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s\n", csv_field(n.name),
+    out[#out + 1] = fmt("%s,%s,%s,%d,%s,%s,%s,%d,%d,%d,%d,%d,%d,%s,%s,%s,%s,op,\n", csv_field(n.name),
       csv_field(n.op), csv_field(n.layer), n.count, k.phase, csv_field(k.name), k.kind, k.b, k.m, k.n, k.k, k.rows,
       k.hidden, number_csv(k.flops), number_csv(k.bytes), number_csv(k.seconds_each * ms), number_csv(k.seconds * ms))
+    ops_ms = ops_ms + k.seconds * ms
   end
+  for _, row in ipairs(iteration_rows(r, ops_ms) or {}) do
+    local v = number_csv(row[3])
+    out[#out + 1] = fmt("%s,%s,,1,,,,0,0,0,0,0,0,0,0,%s,%s,iteration,\n", csv_field(row[1]), row[2], v, v)
+  end
+  local doc = M.format_json(r)
+  doc.ops = nil
+  flatten(doc, "", function(path, v)
+    out[#out + 1] = fmt("%s,,,0,,,,0,0,0,0,0,0,0,0,0,0,summary,%s\n", csv_field(path), value_csv(v))
+  end)
   return concat(out)
 end
 

@@ -973,6 +973,8 @@ function M.warnings(w)
       .. "each to %s in every forward; those casts are not priced (the latency is that of weights already in %s, as "
       .. "precision pure)"):format(w.mode, w.dtype, w.dtype)
   end
+  -- a recipe no trainer runs (neusight.precision unrealistic: pure fp8 training)
+  out[#out + 1] = precision.unrealistic(w.precision, w.dtype, w.mode)
   if w.dtype == "fp8" and w.mode == "train" then
     out[#out + 1] = "dtype fp8 in training: the fp8 GEMMs are forecast by gemm_fp8, trained on vLLM inference GEMMs (AIConfigurator's CutlassFP8ScaledMMLinearKernel rows, without their activation quantisation stage here); Transformer Engine's fp8 training GEMMs and its delayed-scaling casts are not in its data, so this forecast is outside what it was trained on"
   end

@@ -224,6 +224,50 @@ TEST_CASE("csv output and atomic -o", "[cli]") {
   CHECK(json::parse(ns_test::slurp(out))["gpu"] == "L4");
 }
 
+// tester3 problem 11: a parallel run's CSV had the op rows alone (one microbatch through all stages: 887 of a 2327 ms
+// iteration) and no latency, memory or fits. Now the ms column sums to latency_ms (the iteration rows: the op rows
+// taken back out, the critical device's parts) and the summary rows carry the JSON's fields by dotted path.
+TEST_CASE("csv of a parallel run: the ms column sums to latency_ms and summary rows carry the totals", "[cli][csv]") {
+  const std::string args = "predict --model gpt2_large --gpu h100 --mode train --optimizer adamw --dtype bf16 --batch 8 "
+                           "--seq 256 --tp 2 --pp 2 --dp 2 --microbatches 2 ";
+  const auto c = run_cli(args + "--format csv");
+  const auto j = run_cli(args + "--format json");
+  REQUIRE(c.code == 0);
+  REQUIRE(j.code == 0);
+  const json doc = json::parse(j.out);
+  double sum = 0, ops = 0;
+  std::map<std::string, std::string> summary;
+  size_t iteration_rows = 0;
+  for (size_t at = c.out.find('\n') + 1; at < c.out.size();) {
+    const size_t nl = c.out.find('\n', at);
+    std::string line = c.out.substr(at, nl - at);
+    at = nl + 1;
+    std::vector<std::string> cells;
+    for (size_t p = 0;;) {  // quoted cells (warnings, kernel names) kept whole
+      size_t end = line[p] == '"' ? line.find('"', p + 1) + 1 : p;
+      end = line.find(',', end);
+      cells.push_back(line.substr(p, end == std::string::npos ? std::string::npos : end - p));
+      if (end == std::string::npos) break;
+      p = end + 1;
+    }
+    REQUIRE(cells.size() == 19);
+    sum += std::stod(cells[16]);
+    if (cells[17] == "op") ops += std::stod(cells[16]);
+    if (cells[17] == "iteration") ++iteration_rows;
+    if (cells[17] == "summary") summary[cells[0]] = cells[18];
+  }
+  const double latency = doc["latency_ms"].get<double>();
+  CHECK(ops < 0.9 * latency);  // the op rows alone are not the iteration
+  CHECK(iteration_rows == 9);  // ops, compute, tp/ep comm, p2p, dp exposed, optimizer, bubble, other
+  CHECK_THAT(sum, Catch::Matchers::WithinRel(latency, 1e-9));
+  CHECK(std::stod(summary.at("latency_ms")) == latency);
+  CHECK(std::stod(summary.at("memory_gb")) == doc["memory_gb"].get<double>());
+  CHECK(summary.at("fits") == (doc["fits"].get<bool>() ? "true" : "false"));
+  CHECK(std::stod(summary.at("parallel.bubble_ms")) == doc["parallel"]["bubble_ms"].get<double>());
+  CHECK(summary.count("figures.mfu") == 1);
+  CHECK(summary.count("ops.0.ms") == 0);  // the op rows are the ops
+}
+
 TEST_CASE("output file: -o out.json / out.csv sets the format unless --format is given", "[cli]") {
   temp_dir t;
   const std::string base = "predict --model gpt2_large --gpu l4 --mode inference --batch 1 --seq 128 -o '";

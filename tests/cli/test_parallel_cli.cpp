@@ -861,3 +861,54 @@ TEST_CASE("search: uneven interleaved layouts are skipped when the model probe f
   CHECK(r.err.find("search skips this layout") == std::string::npos);
   CHECK(j.value("warnings", json::array()).dump().find("search skips this layout") == std::string::npos);
 }
+
+// tester3 problem 10: a pipeline whose stages do not divide the layers (llama3_8b's 32 over pp 3) was forecast and
+// ranked without a word, where uneven interleaved chunks warn. predict says the split; search, which ranks such
+// layouts, says it once per pipeline depth.
+TEST_CASE("parallel: layers that do not divide over pp warn with the stages' split", "[cli][parallel][search]") {
+  const auto warned = [](const json& j, const std::string& text) {
+    for (const auto& w : j["warnings"])
+      if (w.get<std::string>().find(text) != std::string::npos) return true;
+    return false;
+  };
+  // gpt2_large: 36 layers
+  const std::string five = "the model's 36 layers do not divide over pp 5: its stages run 8/7/7/7/7 layers";
+  const json p5 = predict("--batch 10 --pp 5 --microbatches 5");
+  CHECK(warned(p5, five));
+  CHECK(p5["parallel"]["devices"][0]["layers"] == 8);
+  CHECK(!warned(predict("--batch 16 --pp 4 --microbatches 4"), "do not divide over pp"));
+  // the interleaved one keeps its own words (search skips it)
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5"),
+                "do not divide over pp"));
+  const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 5 --batch 10 --seq 1024 "
+                         "--predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(warned(json::parse(r.out), "do not divide over pp 5: its stages run 8/7/7/7/7 layers"));
+  CHECK(r.err.find("do not divide over pp 5") != std::string::npos);
+}
+
+// tester3 problem 11: search's JSON did not record the optimizer (null), the cluster, --distributed-optimizer or
+// --sequence-parallel it searched with; it now says them under predict's keys.
+TEST_CASE("search: the JSON records the optimizer and the parallel flags under predict's keys", "[cli][search]") {
+  const std::string base = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 8 --seq 1024 --dtype bf16 "
+                           "--predictor roofline --format json ";
+  const auto r = run_cli(base + "--optimizer adamw --distributed-optimizer --sequence-parallel");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json s = json::parse(r.out);
+  CHECK(s["optimizer"] == "adamw");
+  CHECK(s["optimizer_impl"] == "fused");  // adamw's default
+  CHECK(s["parallel"]["distributed_optimizer"] == true);
+  CHECK(s["parallel"]["sequence_parallel"] == true);
+  // the cluster as predict reports it for one of the layouts
+  const json p = predict("--dtype bf16 --batch 8 --dp 2 --tp 2");
+  CHECK(s["parallel"]["cluster"] == p["parallel"]["cluster"]);
+  // defaults: adam in training
+  const auto d = run_cli(base);
+  REQUIRE(d.code == 0);
+  const json sd = json::parse(d.out);
+  CHECK(sd["optimizer"] == "adam");
+  CHECK(sd["parallel"]["distributed_optimizer"] == false);
+  CHECK(sd["parallel"]["sequence_parallel"] == false);
+}

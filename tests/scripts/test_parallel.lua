@@ -1255,4 +1255,18 @@ function T.test_facade_is_the_modules()
   eq(ok and p.schedule, "test_only", "a registered schedule is valid")
 end
 
+-- tester3 problem 10: layers that do not divide over pp (one model chunk per device) warn naming the stages' split;
+-- a chunked schedule's are layers_refusal's (search skips those), an even split or pp 1 says nothing.
+function T.test_uneven_split_names_the_stages()
+  local config = require "neusight.parallel.config"
+  local w = config.uneven_split("1f1b", 32, 3, { 11, 11, 10 })
+  eq(w and w:find("the model's 32 layers do not divide over pp 3: its stages run 11/11/10 layers", 1, true) ~= nil,
+    true, "32 layers over pp 3")
+  eq(config.uneven_split("gpipe", 36, 5, { 8, 7, 7, 7, 7 }) ~= nil, true, "gpipe too")
+  eq(config.uneven_split("1f1b", 32, 4, { 8, 8, 8, 8 }), nil, "even")
+  eq(config.uneven_split("1f1b", 32, 1, { 32 }), nil, "no pipeline")
+  eq(config.uneven_split("interleaved", 36, 5, { 8, 7, 7, 7, 7 }), nil, "chunked: layers_refusal's words")
+  eq(config.uneven_split("1f1b", 0, 3, { 0, 0, 0 }), nil, "layers not known")
+end
+
 return T

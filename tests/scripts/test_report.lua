@@ -126,9 +126,61 @@ function M.test_table_and_csv()
   eq(t:find("  act (gelu): a, b\n", 1, true) ~= nil, true, "fused members")
   eq(t:sub(-29), "model state line\nmemory line\n", "state and memory lines last")
   local csv = R.format_csv(r)
-  eq(select(2, csv:gsub("\n", "")), 4, "header and three kernels")
-  eq(csv:find('fc,linear,h,2,backward,"Linear, bwd",gemm,1,8,16,32,0,0,16384,200,2,4\n', 1, true) ~= nil, true,
+  eq(csv:match("^[^\n]*"), "name,op,layer,count,phase,kernel,kind,b,m,n,k,rows,hidden,flops,bytes,ms_each,ms,section,value",
+    "the kernel columns as before, then section and value")
+  eq(select(2, csv:gsub(",op,\n", "")), 3, "three kernel rows")
+  eq(csv:find('fc,linear,h,2,backward,"Linear, bwd",gemm,1,8,16,32,0,0,16384,200,2,4,op,\n', 1, true) ~= nil, true,
     "a quoted kernel name")
+  eq(csv:find("\nlatency_ms,,,0,,,,0,0,0,0,0,0,0,0,0,0,summary,6.1", 1, true) ~= nil, true, "the latency, a summary row")
+  eq(csv:find("\nfits,,,0,,,,0,0,0,0,0,0,0,0,0,0,summary,true\n", 1, true) ~= nil, true, "fits")
+  eq(csv:find(",iteration,", 1, true), nil, "one GPU: no iteration rows (the op rows sum to latency_ms)")
+end
+
+-- Σ of a CSV's ms column (the 17th), and its cells by `name` (first column) for section `section`.
+local function csv_rows(csv)
+  local sum, by = 0.0, {}
+  for line in csv:gmatch("[^\n]+") do
+    local cells, i, n = {}, 1, #line
+    while true do  -- a quoted cell (no "" inside, here) or up to the next comma
+      local j
+      if line:sub(i, i) == '"' then j = line:find('"', i + 1, true) + 1 else j = line:find(",", i, true) or n + 1 end
+      cells[#cells + 1] = line:sub(i, j - 1)
+      if j > n then break end
+      i = j + 1
+      if i > n then cells[#cells + 1] = ""; break end
+    end
+    if cells[1] ~= "name" then
+      sum = sum + tonumber(cells[17])
+      by[cells[18] .. ":" .. cells[1]] = cells
+    end
+  end
+  return sum, by
+end
+
+-- A parallel run's CSV (tester3 problem 11: the op rows alone summed to 887 ms of a 2327 ms iteration, and no row
+-- said the latency, the memory or whether it fits): the iteration rows make the ms column sum to latency_ms, the
+-- summary rows give every other field of the JSON by its dotted path.
+function M.test_csv_of_a_parallel_run_reconciles()
+  local f = fields({ memory_gb = 3, memory = { state_gb = 2 }, lines = {} })
+  local dev = { stage = 0, compute_ms = 12.0, tp_comm_ms = 1.5, ep_comm_ms = 0.0, p2p_ms = 0.25, dp_exposed_ms = 0.5,
+    optimizer_ms = 0.75, bubble_ms = 5.0, finish_ms = 20.0 }
+  f.parallel = { iteration = 20e-3, state_gb = 2.0, optimizer_shards = 1, table = "",
+    json = setmetatable({ dp = 1, tp = 2, pp = 2, ep = 1, critical_stage = 0, devices = { dev } },
+      { __order = { "dp", "tp", "pp", "ep", "critical_stage", "devices" } }) }
+  local r = R.result(f, forecast(), { gpu = gpu, predictor = "roofline", warnings = { "a, warning" }, figure_lines = {},
+    figures = {} })
+  local sum, by = csv_rows(R.format_csv(r))
+  near(sum, 20.0, "the ms column sums to latency_ms")
+  near(tonumber(by["iteration:ops"][17]), -6.1, "the op rows' sum taken back out")
+  eq(by["iteration:parallel.devices.0.bubble_ms"][17], "5", "the critical device's bubble")
+  eq(by["iteration:parallel.devices.0.tp_comm_ms"][2], "tp_comm", "its communication, by part")
+  near(tonumber(by["iteration:other"][17]), 0.0, "nothing else")
+  eq(by["summary:latency_ms"][19], "20", "latency_ms")
+  eq(by["summary:memory_gb"][19], "3", "memory_gb")
+  eq(by["summary:fits"][19], "true", "fits")
+  eq(by["summary:warnings.0"][19], '"a, warning"', "a warning, quoted")
+  eq(by["summary:parallel.devices.0.compute_ms"][19], "12", "the parallel report, flattened")
+  eq(by["summary:ops.0.ms"], nil, "the ops are the op rows, not summary rows")
 end
 
 function M.test_memory_warnings_and_figure_inputs()

@@ -640,4 +640,29 @@ function T.test_position_limit_of_a_whole_number_float()
   eq(workload.position_limit { arch = "llama", max_position_embeddings = "2048" }, nil, "a string")
 end
 
+-- tester3 problem 9: recipes no trainer runs were accepted silently. Pure fp8 training (fp8 weights, gradients and
+-- Adam moments) warns; fp8 amp outside Megatron kernels, fp32 parameters, gradients and moments with cached fp8 weight
+-- copies, is Transformer Engine's recipe and named so (it read "autocast": torch.autocast has no fp8).
+function T.test_fp8_recipes_say_what_they_are()
+  local precision = require "neusight.precision"
+  local function warned(changes, text)
+    for _, w in ipairs(workload.warnings(workload.normalize(spec(changes)))) do
+      if w:find(text, 1, true) then return true end
+    end
+    return false
+  end
+  local pure = "precision pure with dtype fp8 in training keeps the weights, gradients and optimizer moments in fp8"
+  eq(warned({ dtype = "fp8", precision = "pure", optimizer = "adamw" }, pure), true, "pure fp8 training warns")
+  eq(warned({ dtype = "fp8", optimizer = "adamw" }, pure), false, "amp (the default for fp8 training): no such warning")
+  eq(warned({ dtype = "bf16", precision = "pure", optimizer = "adamw" }, pure), false, "pure bf16: a recipe people run")
+  eq(warned({ dtype = "fp8", mode = "inference" }, pure), false, "fp8 inference: weights in fp8 is what it means")
+  local te = precision.recipe("amp", "fp8", "autocast")
+  eq(te.convention, "transformer_engine", "fp8 amp with eager kernels: Transformer Engine's, not autocast")
+  eq(te.param .. te.grad .. te.moment, "fp32fp32fp32", "the same bytes as before: fp32 state")
+  eq(precision.caches_weights(te), true, "with its fp8 weight copies cached (neusight.memory)")
+  eq(precision.recipe("amp", "bf16", "autocast").convention, "autocast", "bf16: torch.autocast")
+  eq(precision.recipe("amp", "fp8", "megatron").convention, "megatron", "Megatron kernels: Megatron-LM's optimizer")
+  eq(precision.caches_weights(precision.recipe("amp", "bf16", "megatron")), false, "Megatron: bf16 parameters, no cache")
+end
+
 return T

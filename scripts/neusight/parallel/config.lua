@@ -140,6 +140,28 @@ function M.layers_refusal(schedule, layers, pp, v)
   return ("the %s schedule needs the model's %d layers divisible by pp x virtual_stages"):format(schedule, layers)
 end
 
+--- What a pipeline does with `layers` model layers that its `pp` stages (one model chunk each) do not divide, as a
+--- warning naming the split, or nil (they divide, pp = 1, a chunked schedule — M.layers_refusal says those —, or
+--- `layers` 0: not known). `split` the layers of each stage in order (neusight.parallel.stages partition: earlier
+--- stages take the remainder). Forecast, not refused: Megatron-LM runs uneven non-interleaved pipelines with its
+--- uneven-stage flags and other trainers (DeepSpeed's partitioner, torchtitan) split unevenly as well, but not in
+--- this shape, and the fullest stage sets the iteration. neusight.parallel.report warns with it (predict, run) and
+--- search, whose layouts' warnings these are, says it once per pipeline depth.
+---@param schedule string
+---@param layers integer
+---@param pp integer
+---@param split integer[]
+---@return string?
+function M.uneven_split(schedule, layers, pp, split)
+  if M.chunks_of(schedule) or pp < 2 or layers <= 0 or layers % pp == 0 then return nil end
+  local parts = {}
+  for i, n in ipairs(split) do parts[i] = tostring(n) end
+  return ("parallel: the model's %d layers do not divide over pp %d: its stages run %s layers (earlier stages take "
+    .. "one more), and the fullest sets the iteration. Megatron-LM refuses layers not divisible by pp unless "
+    .. "--decoder-first-pipeline-num-layers / --decoder-last-pipeline-num-layers set the first or last stage's "
+    .. "count; forecast with this split (search ranks such layouts too)"):format(layers, pp, table.concat(parts, "/"))
+end
+
 --- What a run of one model chunk per device under `schedule` says of parallel.virtual_stages: only the chunked
 --- schedules (M.CHUNKED, by name) take it.
 function M.one_chunk_only(schedule)

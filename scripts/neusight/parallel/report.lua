@@ -192,9 +192,10 @@ function M.report(plan, result, lean)
   end
   local recipe = type(plan.precision) == "table" and plan.precision.name or "pure"
   local warnings = {}
-  local layers, params, expert = 0, 0, 0
-  for _, d in ipairs(result.devices) do
+  local layers, params, expert, split = 0, 0, 0, {}
+  for i, d in ipairs(result.devices) do
     layers, params, expert = layers + d.layers, params + d.params, expert + (d.expert_params or 0)
+    split[i] = int(d.layers, "device layers")
   end
   -- the layers' rule (neusight.parallel.config layers_refusal; search skips layouts by it): a --scripts config.lua
   -- older than it gets neusight.needs' error, not a forecast of a layout Megatron-LM cannot run without a word
@@ -206,6 +207,11 @@ function M.report(plan, result, lean)
       .. "this layout. Forecast as asked, the layers spread as evenly as they go (earlier chunks take one more)")
       :format(uneven, plan.pp, plan.virtual_stages, plan.pp * plan.virtual_stages)
   end
+  -- one model chunk per device: the stages' split, when the layers do not divide over pp (neusight.parallel.config
+  -- uneven_split; an older --scripts config.lua without it: not said, as before)
+  local config = require "neusight.parallel.config"
+  local split_warning = config.uneven_split and config.uneven_split(plan.schedule, layers, plan.pp, split)
+  if split_warning then warnings[#warnings + 1] = split_warning end
   return {
     iteration = result.iteration, json = j,
     table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
