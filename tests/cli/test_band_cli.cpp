@@ -627,3 +627,41 @@ TEST_CASE("calibrate: a trace of another GPU, or a trace with a workload, is an 
   CHECK(r.err.find("fits from the trace's own kernels: give predict --gpu only") != std::string::npos);
   CHECK_FALSE(fs::exists(t.path / "a100.calibration.toml"));
 }
+
+TEST_CASE("band: kernels priced by the untrained roofline fallback are marked not covered on AMD and nothing changes on H100",
+          "[cli][band]") {
+  // tester3 problem 7: on an MI300X most of a bf16 forecast is gemm_tc16 / attention kernels priced by the roofline over
+  // NVIDIA-fitted efficiencies, with no error data; the band was narrower than H100's and said nothing in a comparison.
+  const std::string args = " --model llama3_8b --mode prefill --batch 1 --seq 1024 --dtype bf16";
+  const auto warned = [](const json& ws) {
+    for (const auto& w : ws)
+      if (w.get<std::string>().find("does not cover") != std::string::npos) return true;
+    return false;
+  };
+  const auto m = run_cli("predict --gpu mi300x --format json" + args);
+  REQUIRE(m.code == 0);
+  const json mj = json::parse(m.out);
+  const double share = mj["figures"]["band_fallback_share"];
+  CHECK(share > 0.5);
+  CHECK(share < 1);
+  const std::string note = mj["figures"]["band_note"];
+  CHECK(note.find("untrained roofline fallback") != std::string::npos);
+  CHECK(note.find(fmt::format("{:.0f} % of the kernel time", 100 * share)) == 0);
+  CHECK(warned(mj["warnings"]));
+  CHECK(m.err.find("does not cover") != std::string::npos);
+  // a comparison marks the p10 / p90 cells of the row the band does not cover, and only that row
+  const auto c = run_cli("predict --gpu h100,mi300x" + args);
+  REQUIRE(c.code == 0);
+  std::istringstream lines(c.out);
+  int marked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("MI300X", 0) == 0) marked += line.find('*') != std::string::npos && line.back() == '*';
+    if (line.rfind("H100", 0) == 0) CHECK(line.find('*') == std::string::npos);
+  }
+  CHECK(marked == 1);
+  // H100 bf16: every family trained, no field, no warning
+  const json hj = run_json("predict --gpu h100" + args);
+  CHECK_FALSE(hj["figures"].contains("band_note"));
+  CHECK_FALSE(hj["figures"].contains("band_fallback_share"));
+  CHECK_FALSE(warned(hj["warnings"]));
+}
