@@ -411,7 +411,7 @@ TEST_CASE("figures: a workload figure named like a row key is refused in a compa
     for (const auto& [script, name] : {std::pair{s, std::string("batch")}, {tp_only, "tp"}}) {
       const auto r = run_cli("run '" + script + "' --predictor roofline --batch 2,4 --format json");
       INFO(r.err);
-      REQUIRE(r.code == 0);  // a combination that cannot be forecast is an error row
+      REQUIRE(r.code == 1);  // a combination that cannot be forecast is an error row; none could: exit 1
       const json rows = json::parse(r.out)["rows"];
       REQUIRE(rows.size() == 2);
       for (const auto& row : rows) {

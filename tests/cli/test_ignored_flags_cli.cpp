@@ -196,7 +196,8 @@ TEST_CASE("ignored flags: search tells the GPU out of distribution once", "[cli]
   for (const auto& x : w.json_warnings) in_json += x.find(ood) != std::string::npos;
   CHECK(in_json == 1);
   const warned in = run_json("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 8 --batch 8 --seq 256 --mode inference");
-  CHECK(in.json_warnings.empty());  // a GPU trained on: nothing to say
+  for (const auto& x : in.json_warnings)  // a GPU trained on: nothing to say of it (pp 3, 5, 6, 7, 8 split the layers
+    CHECK(x.find("out of distribution") == std::string::npos);  // unevenly: that is said)
   CHECK(in.err.find("out of distribution") == std::string::npos);
 }
 

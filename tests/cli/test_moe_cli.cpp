@@ -239,7 +239,7 @@ TEST_CASE("moe: the distributed optimizer shards expert state over dp / ep and d
 }
 
 // The search that ranked dp 8 pp 2 ep 8 first at 75.1 GB under --distributed-optimizer: its stage 0 holds 2.82 B expert
-// parameters whose state shards over dp / ep = 1, so it needs 104.7 GB and does not fit; no layout without
+// parameters whose state shards over dp / ep = 1, so it needs 92.8 GB and does not fit; no layout without
 // recomputation fits 80 GB, and the row is the forecast predict makes of the layout.
 TEST_CASE("search: a layout fits only by its true expert optimizer state under the distributed optimizer", "[cli][moe][search]") {
   const std::string base = "--model mixtral_8x7b --gpu h100 --batch 64 --seq 4096 --dtype bf16 --optimizer adamw "
@@ -260,5 +260,5 @@ TEST_CASE("search: a layout fits only by its true expert optimizer state under t
   const auto& stage0 = one["parallel"]["devices"][0];
   CHECK(stage0["expert_params"].get<double>() == expert);
   CHECK(stage0["state_gb"].get<double>() == Approx((dense * 7.5 + expert * 18) / 1e9).epsilon(1e-12));
-  CHECK((*row)["memory_gb"].get<double>() > 100);
+  CHECK((*row)["memory_gb"].get<double>() > 80);  // an H100's 80 GB (92.8 GB with Megatron's fused Llama kernels)
 }
