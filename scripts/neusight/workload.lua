@@ -965,7 +965,7 @@ function M.warnings(w)
       :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
   end
   if w.weight_dtype ~= nil then
-    out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast as the %s GEMM with %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
+    out[#out + 1] = ("weight_dtype %s: weight-only GEMM kernels are forecast at the utilisation of the %s GEMM of their shape, over the roofline of %g-byte weights (activations and compute at %s); the GEMM predictors were not trained on weight-only quantised kernels")
       :format(w.weight_dtype, w.dtype, K.WEIGHT_BYTES[w.weight_dtype], w.dtype)
   end
   if w.precision == "amp" and w.mode ~= "train" then
