@@ -540,13 +540,24 @@ int run_paths(const common_flags& c, const std::string& which) {
   std::string out = fmt::format("{:<13} {}\n", "data", root.string());
   for (const char* d : {"gpus", "ops", "scripts", "weights", "examples"})
     out += fmt::format("{:<13} {}\n", d, (root / d).string());
-  std::string ops_path;
-  for (const auto& d : s.ops_search_path()) ops_path += (ops_path.empty() ? "" : ":") + d.string();
-  out += fmt::format("{:<13} {}   (first hit wins: --ops, NEUSIGHT_OPS_PATH, the bundled ops/)\n", "op search", ops_path);
-  std::string scripts_path;
-  for (const auto& d : s.scripts_search_path()) scripts_path += (scripts_path.empty() ? "" : ":") + d.string();
-  out += fmt::format("{:<13} {}   (first hit wins: --scripts, NEUSIGHT_SCRIPTS_PATH, the bundled scripts/)\n",
-                     "script search", scripts_path);
+  // A search path without the bundled folder (NEUSIGHT_OPS_PATH / NEUSIGHT_SCRIPTS_PATH with no ";;" to splice it
+  // in) says so: every op or module it does not hold is then unknown.
+  const auto search_line = [&](const char* label, const std::vector<fs::path>& dirs, const char* bundled,
+                               const char* flag, const char* env) {
+    std::string path;
+    bool has_bundled = false;
+    for (const auto& d : dirs) {
+      path += (path.empty() ? "" : ":") + d.string();
+      std::error_code ec;
+      has_bundled = has_bundled || fs::equivalent(d, root / bundled, ec);
+    }
+    std::string line = fmt::format("{:<13} {}   (first hit wins: {}, {}, the bundled {}/)\n", label, path, flag, env, bundled);
+    if (!has_bundled)
+      line += fmt::format("{:<13} the bundled {}/ is not searched: {} has no \";;\" to splice it in\n", "", bundled, env);
+    return line;
+  };
+  out += search_line("op search", s.ops_search_path(), "ops", "--ops", "NEUSIGHT_OPS_PATH");
+  out += search_line("script search", s.scripts_search_path(), "scripts", "--scripts", "NEUSIGHT_SCRIPTS_PATH");
   emit(out, "");
   return 0;
 }

@@ -166,6 +166,19 @@ TEST_CASE("scripts path: -v names each user file that shadows a bundled one — 
   CHECK(p.out.find("script search " + s1 + ":" + (source_dir / "scripts").string()) != std::string::npos);
   const auto pe = run_cli("paths", "NEUSIGHT_SCRIPTS_PATH='" + s1 + ";;'");
   CHECK(pe.out.find("script search " + s1 + ":" + (source_dir / "scripts").string()) != std::string::npos);
+  CHECK(pe.out.find("is not searched") == std::string::npos);
+}
+
+TEST_CASE("paths says when a search variable without ;; leaves the bundled folder out", "[cli][scripts][ops]") {
+  fixture f;
+  f.t.write("o1/mine.lua", "return {}\n");
+  const std::string o1 = (f.t.path / "o1").string();
+  const auto p = run_cli("paths", "NEUSIGHT_OPS_PATH='" + o1 + "'");
+  REQUIRE(p.code == 0);
+  CHECK(p.out.find("op search     " + o1 + "   (") != std::string::npos);
+  CHECK(p.out.find("the bundled ops/ is not searched: NEUSIGHT_OPS_PATH has no \";;\"") != std::string::npos);
+  const auto q = run_cli("paths", "NEUSIGHT_OPS_PATH='" + o1 + ";;'");
+  CHECK(q.out.find("is not searched") == std::string::npos);
 }
 
 TEST_CASE("scripts path: a missing --scripts directory is a usage error naming the flag", "[cli][scripts]") {
