@@ -299,6 +299,13 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
                   (as_path.is_relative() && as_path.parent_path() == "gpus" ? " (nor " + own.string() + " among the bundled GPUs)"
                                                                             : std::string()));
     }
+    // A local gpus/<file>.toml beside a bundled file of that name: labelled ./gpus/<file>.toml, so that its forecasts
+    // are not labelled as the bundled GPU's (gpus/<file>.toml, the label of --gpu h100 and friends)
+    std::error_code ec;
+    const fs::path own = dir_ / as_path.filename();
+    if (as_path.is_relative() && as_path.parent_path() == "gpus" && fs::is_regular_file(own, ec) &&
+        !fs::equivalent(as_path, own, ec))
+      return load(as_path, "./" + as_path.generic_string());
     return load(as_path, query);
   }
   const std::string q = text_lower(query);

@@ -349,3 +349,22 @@ TEST_CASE("GPU file: its architecture is checked against the tile rules' list - 
   CHECK(other.err.find(gpu.string() + ":" + line_of("architecture =") + ":1: architecture 'rubin' is an AMD "
                        "architecture, but vendor = \"nvidia\" (line " + line_of("vendor =") + ")") != std::string::npos);
 }
+
+// A local gpus/<file>.toml (an edited copy) beside the bundled file of that name is labelled ./gpus/<file>.toml:
+// `--gpu h100` and the local file never share the label gpus/h100_sxm5_80gb.toml (they forecast differently).
+TEST_CASE("a local gpus file shadowing a bundled one is labelled ./gpus", "[cli][gpu]") {
+  ns_test::temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string bw = "mem_bw_gbps = 3350.0";
+  const auto at = text.find(bw);
+  REQUIRE(at != std::string::npos);
+  text.replace(at, bw.size(), "mem_bw_gbps = 3000.0");
+  t.write("gpus/h100_sxm5_80gb.toml", text);
+  const std::string in_t = "cd " + ns_test::quoted(t.path.string()) + " &&";
+  const std::string args = "predict --model gpt2_med --mode inference --batch 1 --seq 128 --predictor roofline";
+  const json local = run_json(args + " --gpu gpus/h100_sxm5_80gb.toml", in_t);
+  const json bundled = run_json(args + " --gpu h100", in_t);
+  CHECK(local["gpu_file"] == "./gpus/h100_sxm5_80gb.toml");
+  CHECK(bundled["gpu_file"] == "gpus/h100_sxm5_80gb.toml");
+  CHECK(local["latency_ms"].get<double>() > bundled["latency_ms"].get<double>());
+}

@@ -169,7 +169,7 @@ TEST_CASE("scripts path: -v names each user file that shadows a bundled one — 
   CHECK(pe.out.find("is not searched") == std::string::npos);
 }
 
-TEST_CASE("paths says when a search variable without ;; leaves the bundled folder out", "[cli][scripts][ops]") {
+TEST_CASE("paths says when a search variable without the splice leaves the bundled folder out", "[cli][scripts][ops]") {
   fixture f;
   f.t.write("o1/mine.lua", "return {}\n");
   const std::string o1 = (f.t.path / "o1").string();
