@@ -603,10 +603,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   table_reader r(L, norm, w.source);
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
-  // the optimizer and its implementation (scripts/neusight/report.lua workload reads them from the table too; search's
-  // JSON says them)
-  w.optimizer = r.str("optimizer");
-  w.optimizer_impl = r.str_or("optimizer_impl", "");
+  r.str("optimizer"), r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua workload)
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
   r.integer("batch"), r.integer("seq"), r.integer_or("context", 0);  // the report's, as above
