@@ -154,7 +154,7 @@ int search_main(const search_flags& f) {
   std::map<std::string, std::string> skipped_context;  // reason → its context lines (which file, which model), first seen
   size_t evaluated = 0;
   // as the workloads resolved them (defaults included): the same in every layout, so set by each that was built
-  std::string gpu_name, dtype, precision, optimizer, optimizer_impl;
+  std::string gpu_name, dtype, precision;
   // the cluster the layouts ran on, as predict's JSON gives it (parallel.cluster; every layout has the same world, so
   // the same cluster): null when no layout had a parallel plan (--gpus 1, one microbatch, no recomputation)
   nlohmann::ordered_json cluster;
@@ -327,7 +327,6 @@ int search_main(const search_flags& f) {
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
-              optimizer = w.optimizer, optimizer_impl = w.optimizer_impl;
               const calibration* cal = s.calibration_of(gpu);
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
@@ -495,10 +494,11 @@ int search_main(const search_flags& f) {
     nlohmann::ordered_json j;
     j["model"] = f.model, j["gpu"] = gpu_name, j["gpus"] = f.gpus, j["batch"] = f.batch, j["seq"] = f.seq;
     j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision;
-    // what it searched with, under predict's keys: the optimizer (as the workloads resolved it: "adam" by default in
-    // training, "none" otherwise) and the parallel flags every layout was given (sequence parallelism in those with
-    // tp > 1) with the cluster they ran on
-    j["optimizer"] = optimizer, j["optimizer_impl"] = optimizer_impl;
+    // what it searched with, under predict's keys: the workloads' fields from their report table (the optimizer as
+    // they resolved it, "adam" by default in training, "none" otherwise: the same in every layout, so the last one
+    // loaded says it; scripts/neusight/search.lua json_fields) and the parallel flags every layout was given
+    // (sequence parallelism in those with tp > 1) with the cluster they ran on
+    j.update(s.report_fields_json("neusight.search", "json_fields"));  // its keys added in order
     j["parallel"] = nlohmann::ordered_json{{"sequence_parallel", f.sequence_parallel},
                                            {"distributed_optimizer", f.distributed_optimizer},
                                            {"cluster", cluster}};

@@ -33,6 +33,9 @@ ns.dtype_sizes = C.dtype_sizes
 -- node_fields() → { "op", "name", "layer", … }: the fields a model's node may have (engine/lua/wrap_graph.cpp's one
 -- list), a fresh copy each call.
 ns.node_fields = C.node_fields
+-- gpu_fields() → { "name", "aliases", …, "source" }: the fields a GPU table may have (engine/core/gpu_spec.cpp's one
+-- list, and its file's `source`), a fresh copy each call.
+ns.gpu_fields = C.gpu_fields
 -- cluster_limits() → { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: the engine's one set of a cluster's maxima
 -- (engine/core/cluster_spec.h; a cluster file's and neusight.topology's), a fresh copy each call.
 ns.cluster_limits = C.cluster_limits
@@ -261,6 +264,34 @@ function E.strict(data, what)
     __name = "read-only " .. what,
     __metatable = "read-only",
   })
+end
+
+-- The GPU rules, predictors and scripts receive (session push_gpu): a strict view, "gpu has no field 'x'", of the table
+-- gpu_push made, which is kept (weak keys: a view dropped takes it along) for ns.gpu_optional.
+local gpu_tables = setmetatable({}, { __mode = "k" })
+local gpu_keys = {}
+for _, k in ipairs(C.gpu_fields()) do gpu_keys[k] = true end
+function E.gpu_view(data)
+  local view = E.strict(data, "gpu")
+  gpu_tables[view] = data
+  return view
+end
+
+-- ns.gpu_optional(gpu, key) → the GPU's field `key`, or nil where the GPU leaves it out (an optional key of its file:
+-- nvlink_domain_gpus, price_per_hour_usd), which reading gpu.key refuses. A key no GPU has is an error, as it is
+-- through the view, so that a misspelt key is never read as one left out. `gpu`: the view, or a plain GPU table (its
+-- own field, rawget: a strict table of a test or dev tool, made to refuse a missing field as the view does, too).
+function ns.gpu_optional(gpu, key)
+  local data = gpu_tables[gpu]
+  if data == nil then
+    if type(gpu) ~= "table" then
+      error("bad argument #1 to 'gpu_optional' (GPU expected, got "
+            .. (type(gpu) == "userdata" and "read-only view" or type(gpu)) .. ")", 2)
+    end
+    data = gpu
+  end
+  if not gpu_keys[key] then error("gpu has no field '" .. tostring(key) .. "'" .. did_you_mean(key, gpu_keys), 2) end
+  return rawget(data, key)
 end
 
 -- Op-rule schema (style.md): returned table, required/optional typed fields, unknown keys are errors.

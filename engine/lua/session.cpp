@@ -266,6 +266,16 @@ int l_node_fields(lua_State* L) {
   return 1;
 }
 
+// gpu_fields() -> { "name", "aliases", …, "source" }: the fields a GPU table may have (engine/core/gpu_spec.cpp
+// gpu_fields, the one list, and the `source` gpu_push adds), a fresh copy each call.
+int l_gpu_fields(lua_State* L) {
+  const auto& fields = gpu_fields();
+  lua_createtable(L, int(fields.size()) + 1, 0);
+  for (size_t i = 0; i < fields.size(); ++i) lua_pushstring(L, fields[i].key), lua_rawseti(L, -2, lua_Integer(i + 1));
+  lua_pushliteral(L, "source"), lua_rawseti(L, -2, lua_Integer(fields.size() + 1));
+  return 1;
+}
+
 // cluster_limits() -> { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: engine/core/cluster_spec.h's ranges of a
 // cluster (the maxima of a link's bandwidth and latency, of gpus_per_node and nodes), a fresh copy each call.
 int l_cluster_limits(lua_State* L) {
@@ -289,7 +299,8 @@ const luaL_Reg engine_functions[] = {
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
-    {"node_fields", l_node_fields}, {"infeasible", l_infeasible}, {"infeasible_take", l_infeasible_take},
+    {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
+    {"infeasible_take", l_infeasible_take},
     {nullptr, nullptr},
 };
 
@@ -592,10 +603,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   table_reader r(L, norm, w.source);
   w.gpu = r.str("gpu");
   w.mode = r.str("mode");
-  // the optimizer and its implementation (scripts/neusight/report.lua workload reads them from the table too; search's
-  // JSON says them)
-  w.optimizer = r.str("optimizer");
-  w.optimizer_impl = r.str_or("optimizer_impl", "");
+  r.str("optimizer"), r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua workload)
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
   r.integer("batch"), r.integer("seq"), r.integer_or("context", 0);  // the report's, as above

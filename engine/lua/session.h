@@ -62,8 +62,6 @@ struct workload {
   // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
   std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
-  // the optimizer and its implementation as normalize resolved them ("" without one): search's JSON says them
-  std::string optimizer, optimizer_impl;
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
   graph g;
@@ -268,6 +266,10 @@ class session {
                                            const std::vector<std::string>& formats);
   // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
+  // What `module`.`fn` makes of the report fields of the last workload or graph loaded (neusight.report workload's
+  // table), as JSON: a command's document says a workload's fields from their Lua table (search's optimizer:
+  // scripts/neusight/search.lua json_fields), never from a C++ copy of them.
+  nlohmann::ordered_json report_fields_json(const std::string& module, const std::string& fn);
 
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {

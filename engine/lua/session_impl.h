@@ -153,12 +153,11 @@ struct session::impl {
     script_dirs = search_path_make(opts.script_dirs, opts.scripts_path_env, {{opts.data_root / "scripts", "scripts"}});
   }
 
-  // [-0, +1, e] pushes the GPU as the read-only table rules receive
+  // [-0, +1, e] pushes the GPU as the read-only view rules receive (prelude E.gpu_view: ns.gpu_optional reads it)
   void push_gpu(const gpu_spec& gpu) const {
-    push_engine_field("strict");
+    push_engine_field("gpu_view");
     gpu_push(L(), gpu);
-    lua_pushstring(L(), "gpu");
-    ns_call(L(), 2, 1);
+    ns_call(L(), 1, 1);
   }
 
   // [-0, +0, e] A model named by a path ending in ".json" (the --model override, else the script's field) is read

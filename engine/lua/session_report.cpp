@@ -395,6 +395,19 @@ std::vector<std::string> session::forecast_render(const forecast& f, const gpu_s
   return out;
 }
 
+nlohmann::ordered_json session::report_fields_json(const std::string& module, const std::string& fn) {
+  if (p_->fields_ref == LUA_NOREF) throw error("report_fields_json: no workload or graph to report");
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string where = "module " + module + " " + fn;
+  function_push(*p_, module.c_str(), fn.c_str());
+  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: fn fields
+  ns_call(L, 1, 1, "in " + where);  // stack: doc
+  if (!lua_istable(L, -1)) throw error(where + " must return a table (got " + luaL_typename(L, -1) + ")");
+  return json_from_lua(L, -1, where);
+}
+
 std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
   lua_State* L = p_->L();
   stack_guard guard(L);

@@ -4,7 +4,7 @@
 -- and recomputation modes it may try (neusight.parallel's names: search lists none of its own), which of them share a
 -- build (SHARED_BUILD) and which run model chunks (neusight.parallel.config's CHUNKED; their pp and layer rules:
 -- pipeline_skip below). engine/cli/search_cmd.cpp names no schedule.
-local ipairs, pairs, type = ipairs, pairs, type
+local ipairs, pairs, type, setmetatable = ipairs, pairs, type, setmetatable
 
 local M = {}
 
@@ -98,6 +98,16 @@ function M.model_facts(w)
   local cfg, builder = workload.model_builder(w.model) -- a function model: nil, nil
   if builder and builder.expert_parallel and builder.num_experts then experts = builder.num_experts(cfg) end
   return { experts = experts, layers = M.layers(nodes) }
+end
+
+--- What search's JSON (engine/cli/search_cmd.cpp) says of the workloads it forecast beside the layouts, from their
+--- report fields (neusight.report workload's table `f`: the last layout loaded; these are the same in every layout),
+--- under predict's keys: the optimizer and its implementation as normalize resolved them ("" without one).
+---@param f table
+---@return table
+function M.json_fields(f)
+  return setmetatable({ optimizer = f.optimizer, optimizer_impl = f.optimizer_impl },
+    { __order = { "optimizer", "optimizer_impl" } })
 end
 
 --- search's CSV (engine/cli/search_cmd.cpp): `doc.columns` the fields of a row (the JSON's `layouts` entries), in

@@ -6,7 +6,7 @@
 -- actually reaches). neusight/collectives.lua turns them into α (seconds per message step) and β
 -- (seconds per byte) for the α–β cost model (Hockney 1994; Thakur, Rabenseifner & Gropp 2005).
 local floor, huge, max, min, sort = math.floor, math.huge, math.max, math.min, table.sort
-local pairs, type, tostring, error, pcall, require = pairs, type, tostring, error, pcall, require
+local pairs, type, tostring, error, require = pairs, type, tostring, error, require
 
 local M = {}
 
@@ -40,6 +40,7 @@ local GROUP_KEYS = { size = true, spans_nodes = true, per_node = true, min_per_n
 -- "did you mean" suggestions
 
 local did_you_mean = require("neusight").did_you_mean
+local gpu_optional = require("neusight").gpu_optional -- a GPU file's optional key, nil when the file leaves it out
 
 --- " (did you mean 'x'?)" or "" for `word` among the string keys of `keys` (shared with collectives).
 M.did_you_mean = did_you_mean
@@ -184,11 +185,7 @@ function M.cluster(spec)
   -- priced as the intra level of a part without a GPU-to-GPU link (pcie_bw_gbps, the level's latency and efficiency).
   -- Only when the GPU gives the intra bandwidth: a cluster's own intra level names the node's links.
   -- (an optional key of the GPU file: the engine's read-only GPU view raises on a field the file leaves out)
-  local d = nil
-  if intra_default ~= nil then
-    local ok, v = pcall(function() return spec.gpu.nvlink_domain_gpus end)
-    if ok then d = v end
-  end
+  local d = intra_default ~= nil and gpu_optional(spec.gpu, "nvlink_domain_gpus") or nil
   if d ~= nil and check_count(d, "cluster.gpu.nvlink_domain_gpus") < c.gpus_per_node then
     local pcie = { bw_gbps = check_positive(spec.gpu.pcie_bw_gbps, "cluster.gpu.pcie_bw_gbps") }
     if type(spec.intra) == "table" then pcie.latency_us, pcie.efficiency = spec.intra.latency_us, spec.intra.efficiency end

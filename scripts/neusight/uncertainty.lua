@@ -27,7 +27,7 @@
 -- and measures the coverage that gives on each GPU with a factor fitted on the other GPUs' labels only
 -- (weights/ACCURACY.md, "Uncertainty band"). Fitted on fp32 forecasts, it narrows the tensor-core families' band
 -- alike: an assumption, as no bf16 end-to-end labels check it.
-local type, pairs, ipairs, next, pcall, select = type, pairs, ipairs, next, pcall, select
+local type, pairs, ipairs, next = type, pairs, ipairs, next
 local fmt, exp, floor, sort = string.format, math.exp, math.floor, table.sort
 
 local M = {}
@@ -83,9 +83,9 @@ local FAMILY_KEYS = { "rows", "folds", "fold_rows", "outside", "quantiles", "ran
 local RANGE_KEYS = { "num_sm", "mem_bw_gbps", "peak_tflops", "peak_field", "architectures", "gpus" }
 
 -- A family's `range` as the table's generator writes it, checked: spans are [low, high] of finite numbers, peak_field
--- names a GPU peak (peak_<type>_tflops), architectures are names. Raises "<src>: families.<name>.range…" otherwise
--- (found by the uncertainty_toml fuzz target: a range without peak_field read the GPU's field nil, an error that named
--- no file).
+-- names a GPU peak (peak_<type>_tflops, one of the GPU fields: ns.gpu_fields), architectures are names. Raises
+-- "<src>: families.<name>.range…" otherwise (found by the uncertainty_toml fuzz target: a range without peak_field read
+-- the GPU's field nil, an error that named no file; a peak_field naming no GPU field was not compared, without a word).
 local function check_range(src, name, range)
   if range == nil then return {} end
   local where = fmt("%s: families.%s.range", src, name)
@@ -106,6 +106,11 @@ local function check_range(src, name, range)
     if type(pf) ~= "string" or not pf:match("^peak_[%w_]+_tflops$") then
       error(where .. ".peak_field must name a GPU peak (peak_<type>_tflops) beside peak_tflops", 0)
     end
+    local ns, known = require "neusight", false
+    for _, k in ipairs(ns.gpu_fields()) do known = known or k == pf end
+    if not known then
+      error(fmt("%s.peak_field: '%s' is not a GPU field%s", where, pf, ns.did_you_mean(pf, ns.gpu_fields())), 0)
+    end
   end
   local archs = range.architectures
   if archs ~= nil then
@@ -119,12 +124,13 @@ local function check_range(src, name, range)
 end
 
 -- Why the GPU is outside a family's training range (checked by check_range): a list of reasons (empty: inside).
--- A peak the GPU's file does not give is not compared.
+-- A field the GPU does not give (a plain GPU table's) is not compared.
 local function outside(gpu, range)
   local why = {}
+  local gpu_optional = require("neusight").gpu_optional
   for _, f in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { range.peak_field, "peak_tflops" } }) do
     local span = f[1] and range[f[2]]
-    local v = span and select(2, pcall(function() return gpu[f[1]] end))  -- the GPU view raises on a missing field
+    local v = span and gpu_optional(gpu, f[1])
     if type(v) == "number" and span then
       if v < span[1] then
         why[#why + 1] = fmt("%s %s < %s", f[1], num(v), num(span[1]))

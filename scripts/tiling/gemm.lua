@@ -383,19 +383,26 @@ end
 -- rules nor the predictors model.
 M.no_tensor_cores = { kepler = true, maxwell = true, pascal = true }
 
+-- The engine's module, or nil where these rules run without it (tests/bench/tile_hits.lua, plain lua5.4).
+local function engine()
+  local ok, ns = pcall(require, "neusight")
+  return ok and type(ns) == "table" and ns or nil
+end
+
 -- The error of a GPU whose architecture `rules` (M.<name>) has no entry for: the GPU and its file, the names known,
 -- did-you-mean (a typo in a GPU file's `architecture`).
-local function where(gpu)  -- "GPU 'name' (its file)"; a GPU view may refuse a field it lacks
-  local ok, source = pcall(function() return gpu.source end)
-  return fmt("GPU '%s'%s", tostring(gpu.name), ok and source and fmt(" (%s)", tostring(source)) or "")
+local function where(gpu)  -- "GPU 'name' (its file)": `source`, a field a GPU table may leave out
+  local ns = engine()
+  local source = ns and ns.gpu_optional(gpu, "source")
+  return fmt("GPU '%s'%s", tostring(gpu.name), source and fmt(" (%s)", tostring(source)) or "")
 end
 
 local function unknown_architecture(gpu, what, rules, name)
   local arch, known = tostring(gpu.architecture), {}
   for a in pairs(rules) do known[#known + 1] = a end
   table.sort(known)
-  local ok, ns = pcall(require, "neusight")
-  local near = ok and type(ns) == "table" and ns.closest and ns.closest(arch, known)
+  local ns = engine()
+  local near = ns and ns.closest and ns.closest(arch, known)
   error(fmt("%s: no %s tile rule for architecture '%s' (scripts/tiling/gemm.lua M.%s knows %s)%s",
     where(gpu), what, arch, name, table.concat(known, ", "),
     near and fmt(" (did you mean '%s'?)", near) or ""), 0)
@@ -463,8 +470,8 @@ function M.architecture_problem(architecture, vendor, vendor_line)
     local names = {}
     for a in pairs(M.vendors) do names[#names + 1] = a end
     table.sort(names)
-    local ok, ns = pcall(require, "neusight")
-    local near = ok and type(ns) == "table" and ns.closest and ns.closest(tostring(architecture), names)
+    local ns = engine()
+    local near = ns and ns.closest and ns.closest(tostring(architecture), names)
     return fmt("architecture '%s' is not one the tile rules know (scripts/tiling/gemm.lua M.vendors knows %s)%s; a new "
       .. "one goes there with its vendor and the rule families it follows (M.families, M.tc_families)",
       tostring(architecture), table.concat(names, ", "), near and fmt(" (did you mean '%s'?)", near) or "")

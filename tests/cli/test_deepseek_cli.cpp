@@ -4,23 +4,17 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::run_json;
 using ns_test::temp_dir;
 
 namespace {
 
 constexpr double deepseek_v3_params = 671026404352.0;  // HF DeepseekV3ForCausalLM (no MTP layer)
-
-json run_json(const std::string& cmd, std::string* err = nullptr) {
-  const auto r = run_cli(cmd + " --format json");
-  INFO(cmd << "\nstderr: " << r.err);
-  REQUIRE(r.code == 0);
-  if (err) *err = r.err;
-  return json::parse(r.out);
-}
 
 double ms_of(const json& j, const std::string& prefix) {
   double ms = 0;
@@ -38,7 +32,7 @@ TEST_CASE("deepseek: DeepSeek-V3 in every mode on one H100, fp32 and bf16: forec
       INFO(mode << " " << dtype);
       const std::string shape = mode == "decode" ? " --batch 8 --context 2048" : " --batch 1 --seq 1024";
       std::string err;
-      const json j = run_json("predict --model deepseek_v3 --gpu h100 --mode " + mode + " --dtype " + dtype + shape, &err);
+      const json j = run_json("predict --model deepseek_v3 --gpu h100 --mode " + mode + " --dtype " + dtype + shape, "", &err);
       CHECK(j["params"].get<double>() == deepseek_v3_params);
       CHECK(j["latency_ms"].get<double>() > 0);
       CHECK((j["backward_ms"].get<double>() > 0) == (mode == "train"));

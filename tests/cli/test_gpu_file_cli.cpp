@@ -13,11 +13,10 @@ using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::run_json;
 using ns_test::temp_dir;
+using ns_test::warned;
 namespace fs = std::filesystem;
 
 namespace {
-
-bool has(const json& warnings, const std::string& text) { return warnings.dump().find(text) != std::string::npos; }
 
 std::string replaced(std::string text, const std::string& from, const std::string& to) {
   const auto at = text.find(from);
@@ -33,12 +32,12 @@ TEST_CASE("cluster file of another GPU: the run warns naming its links and --clu
   const json l4 = run_json(run + " --gpu l4");
   INFO(l4["warnings"].dump());
   CHECK(l4["parallel"]["cluster"]["file"] == "gpus/clusters/dgx_h100.toml");
-  CHECK(has(l4["warnings"], "parallel.cluster: gpus/clusters/dgx_h100.toml describes nodes of H100-SXM5-80GB, not of "
+  CHECK(warned(l4["warnings"], "parallel.cluster: gpus/clusters/dgx_h100.toml describes nodes of H100-SXM5-80GB, not of "
                             "the L4 this run forecasts; its links price the communication (intra-node 450 GB/s"));
-  CHECK(has(l4["warnings"], "For the L4's own links (intra-node 32 GB/s per direction) give --cluster none"));
+  CHECK(warned(l4["warnings"], "For the L4's own links (intra-node 32 GB/s per direction) give --cluster none"));
   // --cluster none: the L4's own links, the forecast of the same layout without a cluster, and nothing to warn of
   const json own = run_json(run + " --gpu l4 --cluster none");
-  CHECK_FALSE(has(own["warnings"], "parallel.cluster"));
+  CHECK_FALSE(warned(own["warnings"], "parallel.cluster"));
   CHECK(own["parallel"]["cluster"]["file"] == "");
   const json flags = run_json("predict --model gpt3_175b --mode train --batch 64 --seq 2048 --dtype bf16 --optimizer adamw "
                               "--precision amp --attention sdpa --tp 8 --pp 8 --microbatches 64 --schedule 1f1b "
@@ -46,14 +45,14 @@ TEST_CASE("cluster file of another GPU: the run warns naming its links and --clu
   CHECK(own["latency_ms"].get<double>() == flags["latency_ms"].get<double>());
   CHECK(own["latency_ms"].get<double>() > l4["latency_ms"].get<double>());  // PCIe, not NVLink
   // the script's own GPU, and a DGX A100 of either A100 SXM4 part: the cluster's GPU, nothing said
-  CHECK_FALSE(has(run_json(run)["warnings"], "parallel.cluster"));
+  CHECK_FALSE(warned(run_json(run)["warnings"], "parallel.cluster"));
   for (const char* gpu : {"A100-SXM4-40GB", "a100_sxm4_80gb"}) {
     const json a = run_json("predict --model gpt2_large --gpu " + std::string(gpu) + " --mode train --batch 8 --seq 1024 "
                             "--tp 4 --dp 4 --cluster dgx_a100 --predictor roofline");
-    CHECK_FALSE(has(a["warnings"], "parallel.cluster"));
+    CHECK_FALSE(warned(a["warnings"], "parallel.cluster"));
   }
   // a GPU-agnostic cluster file (no `gpu` key: pcie_8gpu, and every cluster file written before the key) says nothing
-  CHECK_FALSE(has(run_json(run + " --gpu l4 --cluster pcie_8gpu")["warnings"], "parallel.cluster"));
+  CHECK_FALSE(warned(run_json(run + " --gpu l4 --cluster pcie_8gpu")["warnings"], "parallel.cluster"));
 }
 
 // search forecasts every layout with the cluster's links as predict does: it says so once, in its JSON `warnings`
@@ -77,7 +76,7 @@ TEST_CASE("cluster file of another GPU: search warns once", "[cli][parallel][clu
   // the cluster's own GPU: nothing said
   const auto h = run_cli(base + " --gpu h100");
   REQUIRE(h.code == 0);
-  CHECK_FALSE(has(json::parse(h.out)["warnings"], "parallel.cluster"));
+  CHECK_FALSE(warned(json::parse(h.out)["warnings"], "parallel.cluster"));
   CHECK(h.err.find("parallel.cluster") == std::string::npos);
 }
 
@@ -96,7 +95,7 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   CHECK(written.find("\n[gpu_file]") != std::string::npos);
   CHECK(written.find("\nmem_bw_gbps = 1555.0\n") != std::string::npos);
   const json fresh = run_json(args);
-  CHECK_FALSE(has(fresh["warnings"], "another version"));
+  CHECK_FALSE(warned(fresh["warnings"], "another version"));
   // the GPU file edited: bandwidth and memory
   const std::string text = ns_test::slurp(gpu);
   t.write("a100_sxm4_40gb.toml", replaced(replaced(text, "mem_bw_gbps = 1555.0", "mem_bw_gbps = 3110.0"),
@@ -109,12 +108,12 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
                            "--mode prefill --batch 2 --seq 256"}) {
     const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' " + mode);
     INFO(mode << ": " << after["warnings"].dump());
-    CHECK(has(after["warnings"], stale));
-    CHECK(has(after["warnings"], "or give --no-calibration"));
+    CHECK(warned(after["warnings"], stale));
+    CHECK(warned(after["warnings"], "or give --no-calibration"));
   }
   const auto table = run_cli(args);
   CHECK(table.err.find(stale) != std::string::npos);  // stderr too
-  CHECK_FALSE(has(run_json(args + " --no-calibration")["warnings"], "another version"));
+  CHECK_FALSE(warned(run_json(args + " --no-calibration")["warnings"], "another version"));
   // serve and search say it too
   const auto serve = run_cli("serve --model gpt2_large --gpu '" + gpu + "' --batch 2 --input-len 128 --output-len 16");
   CHECK(serve.out.find(stale) != std::string::npos);  // serve's report lists its warnings
@@ -124,7 +123,7 @@ TEST_CASE("calibration of an edited GPU file: every forecast applying it warns n
   const std::string old = written.substr(0, written.find("\n[gpu_file]")) + "\n";
   t.write("a100_sxm4_40gb.calibration.toml", old);
   const json older = run_json(args);
-  CHECK_FALSE(has(older["warnings"], "another version"));
+  CHECK_FALSE(warned(older["warnings"], "another version"));
   CHECK(older["figures"]["calibration"].is_string());
   // a strict reader: an unknown key in [gpu_file] is an error at its line
   t.write("a100_sxm4_40gb.calibration.toml", old + "\n[gpu_file]\nmem_bw_gbsp = 1555.0\n");

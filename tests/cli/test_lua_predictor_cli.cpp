@@ -8,11 +8,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::temp_dir;
+using ns_test::warned;
 using Catch::Matchers::WithinRel;
 
 namespace {
@@ -136,10 +138,7 @@ TEST_CASE("neusight predictor: families without weights take the roofline over s
     priced.insert(o["kind"].get<std::string>());
   }
   CHECK(priced == std::set<std::string>{"attention", "gemm"});
-  bool said = false;
-  for (const auto& w : neu["warnings"])
-    said = said || w.get<std::string>().find("priced by the roofline (peak of their dtype) over 0.697") != std::string::npos;
-  CHECK(said);
+  CHECK(warned(neu["warnings"], "priced by the roofline (peak of their dtype) over 0.697"));
   temp_dir t;
   t.write("s/neusight/efficiency.lua", "return { gemm_tc16 = 0.5, attention_prefill = 0.25 }\n");
   const json mine = parse_json(run_cli(mi + "--scripts '" + (t.path / "s").string() + "'"));

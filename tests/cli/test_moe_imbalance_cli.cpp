@@ -11,6 +11,7 @@
 using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::run_json;
+using ns_test::warned;
 
 namespace {
 
@@ -80,12 +81,8 @@ TEST_CASE("router skew: one GPU reports nothing and warns of a given flag", "[cl
   CHECK(!skewed.contains("router_skew"));
   CHECK(!skewed.contains("router_skew_factor"));
   CHECK(skewed["latency_ms"].get<double>() == one["latency_ms"].get<double>());
-  bool warned = false;
-  for (const auto& w : skewed["warnings"])
-    if (w.get<std::string>().find("router_skew (--router-skew) has no effect: load imbalance is priced under expert "
-                                  "parallelism only") != std::string::npos)
-      warned = true;
-  CHECK(warned);
+  CHECK(warned(skewed["warnings"], "router_skew (--router-skew) has no effect: load imbalance is priced under expert "
+                                   "parallelism only"));
 }
 
 TEST_CASE("router skew: bad values are errors naming the closest", "[cli][moe][router_skew]") {

@@ -7,11 +7,13 @@
 #include <map>
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::temp_dir;
+using ns_test::warned;
 namespace fs = std::filesystem;
 
 namespace {
@@ -813,14 +815,9 @@ TEST_CASE("search: the microbatch skip names the counts tried", "[cli][search]")
 // predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but
 // warns in search's words for skipping it; gpipe or 1f1b outside training change nothing and say so.
 TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule has no effect", "[cli][parallel]") {
-  const auto warned = [](const json& j, const std::string& text) {
-    for (const auto& w : j["warnings"])
-      if (w.get<std::string>().find(text) != std::string::npos) return true;
-    return false;
-  };
   const std::string uneven = "the interleaved schedule needs the model's 36 layers divisible by pp x virtual_stages";
-  CHECK(warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5"), uneven));
-  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 2"), uneven));
+  CHECK(warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5")["warnings"], uneven));
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 2")["warnings"], uneven));
   const auto infer = [](const std::string& schedule) {
     const auto r = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode inference --seq 1024 --batch 16 "
                            "--predictor roofline --format json --pp 2 --microbatches 2 --schedule " + schedule);
@@ -830,11 +827,11 @@ TEST_CASE("parallel: uneven interleaved chunks warn and an inference schedule ha
   };
   const std::string none = "parallel.schedule (--schedule) has no effect: without a backward pass";
   const json gpipe = infer("gpipe"), one_f_one_b = infer("1f1b");
-  CHECK(warned(gpipe, none));
-  CHECK(warned(one_f_one_b, none));
+  CHECK(warned(gpipe["warnings"], none));
+  CHECK(warned(one_f_one_b["warnings"], none));
   CHECK(gpipe["latency_ms"] == one_f_one_b["latency_ms"]);  // the same timeline indeed
-  CHECK(!warned(infer("interleaved"), none));
-  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule gpipe"), none));  // training: it matters
+  CHECK(!warned(infer("interleaved")["warnings"], none));
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule gpipe")["warnings"], none));  // training: it matters
 }
 
 // A model search cannot probe (its build at batch 1 fails: model_facts, here a --scripts search.lua that refuses)
@@ -866,25 +863,20 @@ TEST_CASE("search: uneven interleaved layouts are skipped when the model probe f
 // ranked without a word, where uneven interleaved chunks warn. predict says the split; search, which ranks such
 // layouts, says it once per pipeline depth.
 TEST_CASE("parallel: layers that do not divide over pp warn with the stages' split", "[cli][parallel][search]") {
-  const auto warned = [](const json& j, const std::string& text) {
-    for (const auto& w : j["warnings"])
-      if (w.get<std::string>().find(text) != std::string::npos) return true;
-    return false;
-  };
   // gpt2_large: 36 layers
   const std::string five = "the model's 36 layers do not divide over pp 5: its stages run 8/7/7/7/7 layers";
   const json p5 = predict("--batch 10 --pp 5 --microbatches 5");
-  CHECK(warned(p5, five));
+  CHECK(warned(p5["warnings"], five));
   CHECK(p5["parallel"]["devices"][0]["layers"] == 8);
-  CHECK(!warned(predict("--batch 16 --pp 4 --microbatches 4"), "do not divide over pp"));
+  CHECK(!warned(predict("--batch 16 --pp 4 --microbatches 4")["warnings"], "do not divide over pp"));
   // the interleaved one keeps its own words (search skips it)
-  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5"),
+  CHECK(!warned(predict("--batch 16 --pp 2 --microbatches 2 --schedule interleaved --virtual-stages 5")["warnings"],
                 "do not divide over pp"));
   const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 5 --batch 10 --seq 1024 "
                          "--predictor roofline --format json");
   INFO(r.err);
   REQUIRE(r.code == 0);
-  CHECK(warned(json::parse(r.out), "do not divide over pp 5: its stages run 8/7/7/7/7 layers"));
+  CHECK(warned(json::parse(r.out)["warnings"], "do not divide over pp 5: its stages run 8/7/7/7/7 layers"));
   CHECK(r.err.find("do not divide over pp 5") != std::string::npos);
 }
 

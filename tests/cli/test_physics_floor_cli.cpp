@@ -13,13 +13,9 @@ using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::run_json;
 using ns_test::temp_dir;
+using ns_test::warned;
+using ns_test::warnings_with;
 namespace fs = std::filesystem;
-
-namespace {
-
-bool has(const json& warnings, const std::string& text) { return warnings.dump().find(text) != std::string::npos; }
-
-}  // namespace
 
 TEST_CASE("physics floor: a serve calibration faster than the weights' bytes allow warns at fit time and after",
           "[cli][serve][calibrate][floor]") {
@@ -28,7 +24,7 @@ TEST_CASE("physics floor: a serve calibration faster than the weights' bytes all
   const std::string run =
       "serve --model llama3_8b --gpu '" + gpu + "' --batch 8 --input-len 2048 --output-len 128";
   const json plain = run_json(run);
-  CHECK_FALSE(has(plain["warnings"], "below what"));  // the predictors never go under the floor
+  CHECK_FALSE(warned(plain["warnings"], "below what"));  // the predictors never go under the floor
   // 12 ms a decode step: 16 GB of weights at 864 GB/s take at least 18.6 ms
   const fs::path m = t.write("served.toml", "ttft_ms = 600\ntpot_ms = 12\n");
   const auto fit = run_cli(run + " --calibrate '" + m.string() + "'");
@@ -41,17 +37,17 @@ TEST_CASE("physics floor: a serve calibration faster than the weights' bytes all
   const json after = run_json(run);
   INFO(after["warnings"].dump());
   CHECK(after["tpot_ms"].get<double>() < 18.6);
-  CHECK(has(after["warnings"], "the decode step forecast (batch 8, context"));
-  CHECK(has(after["warnings"], "below what"));
-  CHECK(has(after["warnings"], "l40s.calibration.toml"));
+  CHECK(warned(after["warnings"], "the decode step forecast (batch 8, context"));
+  CHECK(warned(after["warnings"], "below what"));
+  CHECK(warned(after["warnings"], "l40s.calibration.toml"));
   // the same forecasts in predict and a sweep say it too
   const json dec = run_json("predict --model llama3_8b --gpu '" + gpu +
                             "' --mode decode --batch 8 --context 2100 --dtype bf16 --launch graph");
-  CHECK(has(dec["warnings"], "the forecast "));
-  CHECK(has(dec["warnings"], "below what"));
+  CHECK(warned(dec["warnings"], "the forecast "));
+  CHECK(warned(dec["warnings"], "below what"));
   const json sweep = run_json("serve --model llama3_8b --gpu '" + gpu + "' --sweep --batch 4,8 --input-len 2048 --output-len 128");
-  CHECK(has(sweep["warnings"], "below what"));
-  CHECK_FALSE(has(run_json(run + " --no-calibration")["warnings"], "below what"));
+  CHECK(warned(sweep["warnings"], "below what"));
+  CHECK_FALSE(warned(run_json(run + " --no-calibration")["warnings"], "below what"));
 }
 
 // serve holds its phases to predict's floor (scripts/neusight/figures.lua forecast_floor, the one rule): uncalibrated
@@ -72,16 +68,16 @@ return {
   const std::string args = " --model llama3_8b --gpu h100 --predictor '" + fast + "' --no-calibration --dtype bf16";
   const json pred = run_json("predict" + args + " --mode prefill --batch 8 --seq 2048 --launch graph");
   INFO(pred["warnings"].dump());
-  CHECK(has(pred["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  CHECK(warned(pred["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
   const json srv = run_json("serve" + args + " --batch 8 --input-len 2048 --output-len 4");
   INFO(srv["warnings"].dump());
-  CHECK(has(srv["warnings"], "the prefill forecast (batch 8, seq 2048) "));
-  CHECK(has(srv["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
-  CHECK(has(srv["warnings"], "check the peaks and mem_bw_gbps of"));
+  CHECK(warned(srv["warnings"], "the prefill forecast (batch 8, seq 2048) "));
+  CHECK(warned(srv["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  CHECK(warned(srv["warnings"], "check the peaks and mem_bw_gbps of"));
   const json sweep = run_json("serve" + args + " --sweep --batch 4,8 --input-len 2048 --output-len 4");
-  CHECK(has(sweep["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
+  CHECK(warned(sweep["warnings"], "the model FLOPs at the bf16 dense peak, MFU 100 %"));
   // the bundled predictors never price under it: nothing said
-  CHECK_FALSE(has(run_json("serve --model llama3_8b --gpu h100 --no-calibration --batch 8 --input-len 2048 "
+  CHECK_FALSE(warned(run_json("serve --model llama3_8b --gpu h100 --no-calibration --batch 8 --input-len 2048 "
                            "--output-len 4")["warnings"], "below what"));
 }
 
@@ -114,7 +110,7 @@ TEST_CASE("physics floor: a predict calibration below the roofline warns at fit 
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode prefill --batch 4 --seq 1024 --dtype bf16";
   const json plain = run_json(args);
-  CHECK_FALSE(has(plain["warnings"], "below what"));
+  CHECK_FALSE(warned(plain["warnings"], "below what"));
   const double floor_ms = plain["latency_ms"].get<double>() / 20;
   const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(floor_ms) + "\n");
   const auto fit = run_cli(args + " --calibrate '" + m.string() + "'");
@@ -126,8 +122,8 @@ TEST_CASE("physics floor: a predict calibration below the roofline warns at fit 
                            "--mode train --batch 1 --seq 512"}) {
     const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' --dtype bf16 " + mode);
     INFO(mode << ": " << after["warnings"].dump());
-    CHECK(has(after["warnings"], "below what"));
-    CHECK(has(after["warnings"], "h100_sxm5_80gb.calibration.toml"));
+    CHECK(warned(after["warnings"], "below what"));
+    CHECK(warned(after["warnings"], "h100_sxm5_80gb.calibration.toml"));
   }
 }
 
@@ -142,14 +138,14 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
     const json j = run_json(std::string("predict --model gpt3_175b --gpu h100 --mode train --batch 32 --seq 2048 "
                                         "--dtype bf16 --predictor roofline --no-calibration ") + layout);
     INFO(layout << ": " << j["warnings"].dump());
-    CHECK_FALSE(has(j["warnings"], "below what"));  // every kernel at its floor: the forecast is not below it
+    CHECK_FALSE(warned(j["warnings"], "below what"));  // every kernel at its floor: the forecast is not below it
   }
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   const std::string args = "predict --model llama3_8b --gpu '" + gpu + "' --mode train --batch 16 --seq 2048 --dtype bf16 "
                            "--dp 2 --tp 2 --pp 2 --microbatches 4";
   const json plain = run_json(args);
-  CHECK_FALSE(has(plain["warnings"], "below what"));
+  CHECK_FALSE(warned(plain["warnings"], "below what"));
   // every family's kernels at 0.3 of their predicted time: the model FLOPs at the dense peak (MFU 100 %) do not catch
   // it, the busiest GPU's kernels' floors do
   std::string factors = "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n";
@@ -160,11 +156,11 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
   const json fast = run_json(args);
   INFO(fast["warnings"].dump());
   CHECK(fast["figures"]["mfu"].get<double>() < 1);
-  CHECK(has(fast["warnings"], "the forecast "));
-  CHECK(has(fast["warnings"], "below what"));
-  CHECK(has(fast["warnings"], "busiest GPU's kernels"));
-  CHECK(has(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
-  CHECK_FALSE(has(run_json(args + " --no-calibration")["warnings"], "below what"));
+  CHECK(warned(fast["warnings"], "the forecast "));
+  CHECK(warned(fast["warnings"], "below what"));
+  CHECK(warned(fast["warnings"], "busiest GPU's kernels"));
+  CHECK(warned(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
+  CHECK_FALSE(warned(run_json(args + " --no-calibration")["warnings"], "below what"));
 }
 
 // search ranks layouts a calibration made faster than the GPU can run them: said once, of the best-ranked of them
@@ -172,22 +168,20 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
 TEST_CASE("physics floor: search says once that its ranked layouts are below their roofline floor", "[cli][search][floor]") {
   const std::string tail = " --gpus 8 --batch 32 --seq 2048 --dtype bf16";
   const json plain = run_json("search --model llama3_8b --gpu h100 --predictor roofline --no-calibration" + tail);
-  CHECK_FALSE(has(plain["warnings"], "below what"));
+  CHECK_FALSE(warned(plain["warnings"], "below what"));
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   t.write("h100_sxm5_80gb.calibration.toml", "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n"
           "gemm_tc16 = 0.3\nelementwise = 0.3\nlayernorm = 0.3\nsoftmax = 0.3\nattention_prefill = 0.3\n");
   const json fast = run_json("search --model llama3_8b --gpu '" + gpu + "'" + tail);
   INFO(fast["warnings"].dump());
-  size_t n = 0;
-  for (const auto& w : fast["warnings"]) n += w.get<std::string>().find("below what") != std::string::npos;
-  CHECK(n == 1);
-  CHECK(has(fast["warnings"], "layouts ranked are forecast below their roofline floor; the best-ranked, dp "));
-  CHECK(has(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
+  CHECK(warnings_with(fast["warnings"], "below what") == 1);
+  CHECK(warned(fast["warnings"], "layouts ranked are forecast below their roofline floor; the best-ranked, dp "));
+  CHECK(warned(fast["warnings"], "h100_sxm5_80gb.calibration.toml"));
   const auto& best = fast["layouts"][0];  // the best-ranked layout, when below its floor, is the one named
-  CHECK(has(fast["warnings"], "the best-ranked, dp " + std::to_string(best["dp"].get<int>()) + " tp " +
+  CHECK(warned(fast["warnings"], "the best-ranked, dp " + std::to_string(best["dp"].get<int>()) + " tp " +
                                   std::to_string(best["tp"].get<int>()) + " pp " + std::to_string(best["pp"].get<int>())));
-  CHECK_FALSE(has(run_json("search --model llama3_8b --gpu '" + gpu + "' --no-calibration" + tail)["warnings"],
+  CHECK_FALSE(warned(run_json("search --model llama3_8b --gpu '" + gpu + "' --no-calibration" + tail)["warnings"],
                   "below what"));
 }
 
@@ -221,8 +215,8 @@ TEST_CASE("weight_dtype equal to dtype has no effect - said - and is left out of
                           "--weight-dtype fp8");
   const json base = run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --context 2048 --dtype fp8");
   CHECK_FALSE(j.contains("weight_dtype"));
-  CHECK(has(j["warnings"], "weight_dtype (--weight-dtype) has no effect"));
-  CHECK_FALSE(has(j["warnings"], "weight-only GEMM kernels"));
+  CHECK(warned(j["warnings"], "weight_dtype (--weight-dtype) has no effect"));
+  CHECK_FALSE(warned(j["warnings"], "weight-only GEMM kernels"));
   CHECK(j["latency_ms"].get<double>() == base["latency_ms"].get<double>());
   const auto s = run_cli("serve --model llama3_8b --gpu h100 --dtype fp8 --weight-dtype fp8 --batch 8 --input-len 512 "
                          "--output-len 16");
@@ -231,16 +225,16 @@ TEST_CASE("weight_dtype equal to dtype has no effect - said - and is left out of
   CHECK(s.out.find("weight_dtype (--weight-dtype) has no effect") != std::string::npos);
   const json kv = run_json("predict --model llama3_8b --gpu h100 --mode decode --batch 8 --context 2048 --dtype bf16 "
                            "--kv-dtype bf16");
-  CHECK(has(kv["warnings"], "kv_dtype (--kv-dtype) has no effect"));
+  CHECK(warned(kv["warnings"], "kv_dtype (--kv-dtype) has no effect"));
 }
 
 TEST_CASE("precision amp in inference says its weight casts are not priced", "[cli][precision]") {
   const json j = run_json("predict --model gpt2_med --gpu h100 --batch 8 --seq 512 --dtype bf16 --mode inference "
                           "--precision amp");
-  CHECK(has(j["warnings"], "precision amp in mode inference"));
-  CHECK(has(j["warnings"], "not priced"));
+  CHECK(warned(j["warnings"], "precision amp in mode inference"));
+  CHECK(warned(j["warnings"], "not priced"));
   const json pure = run_json("predict --model gpt2_med --gpu h100 --batch 8 --seq 512 --dtype bf16 --mode inference");
-  CHECK_FALSE(has(pure["warnings"], "precision amp"));
+  CHECK_FALSE(warned(pure["warnings"], "precision amp"));
 }
 
 // Uncalibrated, the kernels' floor holds the predictor, not the GPU: the published baseline roofline-reference (GiB
@@ -252,7 +246,7 @@ TEST_CASE("physics floor: an uncalibrated roofline-reference forecast is not sai
       const json j = run_json("predict --model gpt2_large --gpu " + gpu + " --mode " + mode + " --batch 4 --seq 1024 "
                               "--optimizer none --predictor roofline-reference");
       INFO(gpu << " " << mode << " " << j["warnings"].dump());
-      CHECK_FALSE(has(j["warnings"], "below what"));
+      CHECK_FALSE(warned(j["warnings"], "below what"));
     }
 }
 
@@ -273,11 +267,11 @@ TEST_CASE("physics floor: a parallel calibration is held to its busiest GPU's ke
   const auto fast = t.write("fast.toml", "latency_ms = " + std::to_string(0.9 * busiest) + "\n");
   const json cal = run_json(run + " --calibrate " + ns_test::quoted(fast.string()));
   INFO(cal["warnings"].dump());
-  CHECK(has(cal["warnings"], "below what"));
-  CHECK(has(cal["warnings"], "busiest GPU's kernels"));
+  CHECK(warned(cal["warnings"], "below what"));
+  CHECK(warned(cal["warnings"], "busiest GPU's kernels"));
   fs::remove(t.path / "gpus/h100_sxm5_80gb.calibration.toml");
   const auto slow = t.write("slow.toml", "latency_ms = " + std::to_string(1.05 * plain["latency_ms"].get<double>()) + "\n");
-  CHECK_FALSE(has(run_json(run + " --calibrate " + ns_test::quoted(slow.string()))["warnings"], "below what"));
+  CHECK_FALSE(warned(run_json(run + " --calibrate " + ns_test::quoted(slow.string()))["warnings"], "below what"));
 }
 
 // A parallel run's latency is its timeline's, whose pipeline bubbles and overlaps do not scale with the kernel times the

@@ -173,6 +173,9 @@ TEST_CASE("search takes --precision and --optimizer adamw", "[cli][precision][se
   const json amp = run(""), pure = run(" --precision pure");
   CHECK(amp["precision"] == "amp");
   CHECK(pure["precision"] == "pure");
+  // the optimizer as the workloads resolved it, from their report table (scripts/neusight/search.lua json_fields)
+  CHECK(amp["optimizer"] == "adamw");
+  CHECK(amp["optimizer_impl"] == "fused");
   bool compared = false;
   for (const auto& a : amp["layouts"])
     for (const auto& p : pure["layouts"])

@@ -10,6 +10,7 @@
 using json = nlohmann::json;
 using ns_test::run_cli;
 using ns_test::run_json;
+using ns_test::warned;
 
 namespace {
 
@@ -52,9 +53,7 @@ TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache re
   CHECK((*q)["bytes"].get<double>() < 0.51 * (*a)["bytes"].get<double>());
   CHECK((*q)["dims"]["kv_dtype"] == "fp8");
   CHECK((*q)["ms"].get<double>() < (*a)["ms"].get<double>());
-  bool warned = false;
-  for (const auto& w : f8["warnings"]) warned |= w.get<std::string>().find("outside what it was trained on") != std::string::npos;
-  CHECK(warned);
+  CHECK(warned(f8["warnings"], "outside what it was trained on"));
   for (const auto& w : bf["warnings"])  // H100 is out of the predictors' training range: that warning only
     CHECK(w.get<std::string>().find("out of distribution") != std::string::npos);
 }
@@ -92,9 +91,7 @@ TEST_CASE("weight-dtype: int4 weights shrink the model state and the GEMMs' weig
   CHECK(w4["state_gb"].get<double>() < 0.35 * bf["state_gb"].get<double>());
   CHECK(w4["flops"].get<double>() == bf["flops"].get<double>());
   CHECK(w4["latency_ms"].get<double>() < bf["latency_ms"].get<double>());
-  bool warned = false;
-  for (const auto& w : w4["warnings"]) warned |= w.get<std::string>().find("weight-only GEMM kernels") != std::string::npos;
-  CHECK(warned);
+  CHECK(warned(w4["warnings"], "weight-only GEMM kernels"));
 }
 
 TEST_CASE("kv-dtype: serve --sweep carries the KV dtype and its warning", "[cli][quant]") {

@@ -140,9 +140,7 @@ TEST_CASE("serving: errors", "[cli][serving]") {
 // input + output.
 namespace {
 bool warns_of_positions(const json& j, const std::string& what) {
-  for (const auto& w : j["warnings"])
-    if (std::string(w).find(what + " exceeds the model's max_position_embeddings") != std::string::npos) return true;
-  return false;
+  return ns_test::warned(j["warnings"], what + " exceeds the model's max_position_embeddings");
 }
 }  // namespace
 

@@ -174,6 +174,61 @@ TEST_CASE("an op without a rule is an error — a rule file routes an op to the 
   CHECK(*k.seconds > k.bytes / 100e9);  // effective bandwidth below nominal, plus launch overhead
 }
 
+// ns.gpu_optional (engine/lua/prelude.lua): a GPU file's optional key through the read-only view, nil where the file
+// leaves it out (reading gpu.key raises there), and an error for a key no GPU has. The op encodes what it read in a
+// kernel's bytes: num_sm + 1000 per optional key read as nil, its value otherwise.
+TEST_CASE("ns.gpu_optional reads a GPU's optional field or nil and refuses an unknown key", "[ops][gpu]") {
+  const char* const reads = R"lua(local ns = require "neusight"
+return {
+  name = "inline", doc = "d", backward = false,
+  forward = function(node, gpu)
+    local d, price = ns.gpu_optional(gpu, "nvlink_domain_gpus"), ns.gpu_optional(gpu, "price_per_hour_usd")
+    local bytes = ns.gpu_optional(gpu, "num_sm") + (d or 1000) + (price == nil and 1000 or 0)
+    return { { kind = "memory", name = ns.gpu_optional(gpu, "source"), flops = 0, bytes = bytes } }
+  end,
+})lua";
+  temp_dir t;
+  t.write("ops/inline.lua", reads);
+  session s(options_with(t));
+  const expansion absent = s.expand(one_node("inline"), tiny, false);  // tiny.toml: neither optional key
+  REQUIRE(absent.kernels.size() == 1);
+  CHECK(absent.kernels[0].k.bytes == 10 + 1000 + 1000);
+  CHECK(absent.kernels[0].k.name == "tiny.toml");
+  const gpu_spec bridged = gpu_spec_load(source_dir / "gpus" / "a100_pcie_80gb.toml", "a100_pcie_80gb.toml");
+  REQUIRE(bridged.nvlink_domain_gpus == 2);
+  REQUIRE(bridged.price_per_hour_usd == 0);
+  const expansion present = s.expand(one_node("inline"), bridged, false);
+  REQUIRE(present.kernels.size() == 1);
+  CHECK(present.kernels[0].k.bytes == double(bridged.num_sm) + 2 + 1000);
+  // a misspelt key, optional or required, is an error with the view's words, not a nil
+  for (const auto& [key, near] : {std::pair{"nvlink_domian_gpus", "nvlink_domain_gpus"}, {"num_sn", "num_sm"}}) {
+    INFO(key);
+    expand_should_fail(FILE_LINE_ARGS, std::string(R"lua(local ns = require "neusight"
+return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "M", flops = 0, bytes = ns.gpu_optional(gpu, ")lua") +
+                                             key + R"lua(") } } end,
+})lua",
+                       std::string("ops/inline.lua:4: gpu has no field '") + key + "' (did you mean '" + near +
+                           "'?)\n    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
+  }
+  // the view itself is unchanged: an optional key the file leaves out still raises when read directly
+  expand_should_fail(FILE_LINE_ARGS, R"lua(return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "M", flops = 0, bytes = gpu.nvlink_domain_gpus } } end,
+})lua",
+                     "ops/inline.lua:3: gpu has no field 'nvlink_domain_gpus'\n"
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
+  // a GPU it is not: an argument error naming the function
+  expand_should_fail(FILE_LINE_ARGS, R"lua(local ns = require "neusight"
+return {
+  name = "inline", doc = "d",
+  forward = function(node, gpu) return { { kind = "memory", name = "M", flops = 0, bytes = ns.gpu_optional(node, "num_sm") } } end,
+})lua",
+                     "ops/inline.lua:4: bad argument #1 to 'gpu_optional' (GPU expected, got read-only view)\n"
+                     "    while evaluating op 'inline' forward() (ops/inline.lua) for node 1 'n1'");
+}
+
 TEST_CASE("a hook that returns one kernel instead of a list is an error naming the rule file", "[ops]") {
   // Read as an array, { kind = …, … } has no elements: the node would vanish with 0 ms.
   expand_should_fail(FILE_LINE_ARGS, R"lua(return {

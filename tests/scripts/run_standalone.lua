@@ -168,9 +168,35 @@ local function node_fields()
   for key in list:gmatch('"([%w_]+)"') do t[#t + 1] = key end
   return t
 end
+-- engine/core/gpu_spec.cpp gpu_fields (ns.gpu_fields: its keys and `source`), read from the source itself as
+-- node_fields above; ns.gpu_optional over the plain GPU tables tests make here (the engine's reads its view too)
+local function gpu_fields()
+  local f = assert(io.open(root .. "engine/core/gpu_spec.cpp", "r"))
+  local text = f:read("a")
+  f:close()
+  local t = {}
+  for key in text:gmatch('{"([%w_]+)", &g::') do t[#t + 1] = key end
+  assert(#t > 0, "runner: gpu_fields not found in engine/core/gpu_spec.cpp")
+  t[#t + 1] = "source"
+  return t
+end
+local gpu_keys
+local function gpu_optional(gpu, key)
+  if type(gpu) ~= "table" then error("bad argument #1 to 'gpu_optional' (GPU expected, got " .. type(gpu) .. ")", 2) end
+  if not gpu_keys then
+    gpu_keys = {}
+    for _, k in ipairs(gpu_fields()) do gpu_keys[k] = true end
+  end
+  local keys = gpu_keys
+  if not keys[key] then
+    local best = closest(key, keys)
+    error("gpu has no field '" .. tostring(key) .. "'" .. (best and (" (did you mean '" .. best .. "'?)") or ""), 2)
+  end
+  return rawget(gpu, key)
+end
 local neusight_module = {
   pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, cluster_limits = cluster_limits,
-  limit_text = limit_text, node_fields = node_fields,
+  limit_text = limit_text, node_fields = node_fields, gpu_fields = gpu_fields, gpu_optional = gpu_optional,
   dtype_sizes = function()
     local t = {}
     for k, v in pairs(DTYPE_BYTES) do t[k] = v end
