@@ -344,6 +344,9 @@ function M.graph(r, opts, moe)
     end
     V = shard.vocab(V)
   end
+  -- a fused q/k/v GEMM's model-FLOPs copies (neusight.nodes qkv): tp · its (nh + 2 · kvh) heads / the model's, 1 unless
+  -- the rank's one key/value head is replicated
+  local qkv_copies = tp * (nh + 2 * kvh) / (r.nh + 2 * r.kvh)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
@@ -366,11 +369,10 @@ function M.graph(r, opts, moe)
   local scores = { b, nh, s, s }
   local act = I and { b, s, I } -- the dense MLP's activations
 
-  -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, nn.Linear, the SwiGLU MLP under
+  -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, the q/k/v projections, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
   local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width, r.gemma) end
   local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
-  local function linear(...) N.linear(g, ...) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -382,14 +384,8 @@ function M.graph(r, opts, moe)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
-    if r.fused then -- Phi-3's qkv_proj: one GEMM, then q, k, v are slices (views) of its output
-      local width = (nh + 2 * kvh) * hd
-      linear(a .. ".qkv_proj", x, h, width, { b, s, width }, r.qkv_bias)
-    else
-      linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
-      linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-      linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-    end
+    -- Phi-3's qkv_proj and Megatron's linear_qkv: one GEMM, then q, k, v are slices (views) of its output
+    N.qkv(g, a, x, h, nh, kvh, hd, q_flat, kv_flat, r.qkv_bias, r.fused, qkv_copies)
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
       rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
       rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)
