@@ -9,7 +9,9 @@ local M = {}
 --- and the graph's dtype. `g.comm(op, name, shape, direction, note)` appends a tensor-parallel collective
 --- through `shard` (neusight.parallel.tensor_shard) and `g.all_reduce(name, shape, direction, note)` an
 --- all-reduce — both nothing without a shard (tp = 1). `g.megatron` (a builder sets it from opts.megatron): the HF
---- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
+--- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu) and
+--- Megatron-Core's single linear_qkv and linear_fc1 GEMMs instead of HF's q/k/v and gate/up projections (M.qkv,
+--- M.swiglu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
 --- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation.
 ---@param dtype string
 ---@param shard? table neusight.parallel.tensor_shard(...)
