@@ -208,16 +208,12 @@ local FUSED_GLU = {
   gelu = { op = "geglu", note = "Megatron-LM fused GeGLU (bias_geglu_impl)" },
 }
 
---- Megatron's fused kernel for act(gate) · up under the graph's kernels: FUSED_GLU's entry for `act` when g.megatron,
---- else nil (HF's act_fn and mul).
-function M.fused_glu(g, act) return g.megatron and FUSED_GLU[act] or nil end
-
 --- The gated activation act(gate) · up over `mid` under prefix `m`, gate and up already computed: HF's act_fn and
 --- mul kernels, or under Megatron's kernels (g.megatron) one fused kernel each way: SwiGLU for SiLU (ops/swiglu.lua,
 --- Megatron-LM's bias_swiglu fusion, on by default with --swiglu), GeGLU for Gemma's GELU (ops/geglu.lua,
 --- bias_geglu; Megatron's MLP takes it for F.gelu with gated_linear_unit and bias_activation_fusion).
 function M.glu(g, m, mid, act)
-  local fused = M.fused_glu(g, act)
+  local fused = g.megatron and FUSED_GLU[act] or nil
   if fused then
     g.add(fused.op, m .. "." .. fused.op, { mid, mid }, mid, 0, { note = fused.note })
     return
