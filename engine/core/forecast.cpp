@@ -45,25 +45,30 @@ double model_flops_share(const node& n, const std::string* who) {
 }
 
 // A node's attrs.<key> (forecast::phase_model_flops: model_flops_copies, model_flops_shards): 1 without it, an error
-// unless a whole number >= 1 (`what` says what it counts).
-double model_flops_ranks(const node& n, const char* key, const char* what, const std::string* who) {
+// unless a number >= 1 (below 1e9), a whole one when `whole` (`what` says what it counts).
+double model_flops_ranks(const node& n, const char* key, bool whole, const char* what, const std::string* who) {
   const auto it = n.attrs.find(key);
   if (it == n.attrs.end()) return 1;
   const double* v = std::get_if<double>(&it->second);
-  if (!v || !(*v >= 1 && *v < 1e9 && *v == std::floor(*v)))
-    throw error(node_who(n, who) + ": attrs." + key + " must be a whole number >= 1 (" + what + ")");
+  if (!v || !(*v >= 1 && *v < 1e9 && (!whole || *v == std::floor(*v))))
+    throw error(node_who(n, who) + ": attrs." + key + " must be a " + (whole ? "whole " : "") + "number >= 1 (" +
+                what + ")");
   return *v;
 }
 
-constexpr const char* copies_what = "the tensor-parallel ranks that run the same node on the same data";
+// Copies may be fractional: a node whose parts several ranks run alike in different numbers (Megatron's linear_qkv
+// with a key/value head shared by tp / num_key_value_heads ranks: scripts/neusight/nodes.lua qkv) counts its work
+// over the ranks on average.
+constexpr const char* copies_what =
+    "the tensor-parallel ranks that run the same node on the same data, on average over its work";
 constexpr const char* shards_what = "the expert-parallel ranks that hold its other parts";
 
 }  // namespace
 
 void node_model_flops_check(const node& n, const std::string& who) {
   model_flops_share(n, &who);
-  model_flops_ranks(n, "model_flops_copies", copies_what, &who);
-  model_flops_ranks(n, "model_flops_shards", shards_what, &who);
+  model_flops_ranks(n, "model_flops_copies", false, copies_what, &who);
+  model_flops_ranks(n, "model_flops_shards", true, shards_what, &who);
 }
 
 double forecast::phase_model_flops(phase p) const {
@@ -72,9 +77,9 @@ double forecast::phase_model_flops(phase p) const {
   for (const auto& ki : kernels)
     if (ki.ph == p) {
       const node& n = g.nodes[ki.node];
-      const double copies = model_flops_ranks(n, "model_flops_copies", copies_what, nullptr);
+      const double copies = model_flops_ranks(n, "model_flops_copies", false, copies_what, nullptr);
       const double shards =
-          p != phase::accumulate ? 1.0 : model_flops_ranks(n, "model_flops_shards", shards_what, nullptr);
+          p != phase::accumulate ? 1.0 : model_flops_ranks(n, "model_flops_shards", true, shards_what, nullptr);
       f += ki.k.flops * double(n.count) * (rows ? model_flops_share(n, nullptr) : 1.0) * shards / copies;
     }
   return f;

@@ -39,8 +39,9 @@ struct forecast {
   // mean_rank_share: mean / busiest rows), each kernel divided by attrs.model_flops_copies (tp for a node every tensor-
   // parallel rank runs whole on the same data: scripts/neusight/parallel/shard.lua mark_replicated) and gradient
   // accumulation times attrs.model_flops_shards (ep for a local expert's weights: workload.lua; figures counts the
-  // accumulation once per model parameter). Both whole numbers >= 1; 1 without an attribute; another value is an
-  // error naming the node. Equal to phase_flops where no node sets them.
+  // accumulation once per model parameter). Both numbers >= 1, shards a whole one (copies may be fractional: a fused
+  // node split in some parts and replicated in others, scripts/neusight/nodes.lua qkv); 1 without an attribute;
+  // another value is an error naming the node. Equal to phase_flops where no node sets them.
   double phase_model_flops(phase p) const;
   // Trainable parameters of the graph (node params × replication), optimizer nodes excluded.
   double params_total() const;

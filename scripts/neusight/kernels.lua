@@ -60,6 +60,10 @@ local VEC_OPS = {
   -- backward reads dy, gate and up and writes both gradients (writes = 2): σ 4, silu 1, dy·silu 1, dy·up 1,
   -- silu' = σ·(1 + g·(1 − σ)) 4, · 1.
   rope = { flops = 3, reads = 1 }, swiglu = { flops = 5, reads = 2 }, swiglu_backward = { flops = 12, reads = 3, writes = 2 },
+  -- geglu (ops/geglu.lua): gelu(gate) · up, counted as HF's gelu and mul kernels count it (gelu 1 FLOP per element, the
+  -- reference's convention above, and the mul 1; backward the gelu's 1 and the mul's two operands 2), so Gemma's model
+  -- FLOPs are the same under either kernel set; its backward reads dy, gate and up and writes both gradients.
+  geglu = { flops = 2, reads = 2 }, geglu_backward = { flops = 3, reads = 3, writes = 2 },
 }
 M.vec_ops = VEC_OPS
 

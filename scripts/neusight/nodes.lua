@@ -9,7 +9,9 @@ local M = {}
 --- and the graph's dtype. `g.comm(op, name, shape, direction, note)` appends a tensor-parallel collective
 --- through `shard` (neusight.parallel.tensor_shard) and `g.all_reduce(name, shape, direction, note)` an
 --- all-reduce — both nothing without a shard (tp = 1). `g.megatron` (a builder sets it from opts.megatron): the HF
---- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
+--- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu) and
+--- Megatron-Core's single linear_qkv and linear_fc1 GEMMs instead of HF's q/k/v and gate/up projections (M.qkv,
+--- M.swiglu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
 --- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation.
 ---@param dtype string
 ---@param shard? table neusight.parallel.tensor_shard(...)
@@ -135,48 +137,85 @@ function M.rope(g, p, heads, half, rope_table, interleave)
 end
 
 --- nn.Linear(in_f, out_f) on `input` into `out`; `shared`: the input is the one an earlier linear already saves (q/k/v
---- projections reading the same normed x): saved once.
-function M.linear(g, name, input, in_f, out_f, out, bias, shared)
-  g.add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0),
-    { bias = bias, saved_inputs = shared and "" or nil })
+--- projections reading the same normed x): saved once. `extra`: more attributes of the node (copied).
+function M.linear(g, name, input, in_f, out_f, out, bias, shared, extra)
+  local attrs = { bias = bias, saved_inputs = shared and "" or nil }
+  for k, v in pairs(extra or {}) do attrs[k] = v end
+  g.add("linear", name, { input }, out, in_f * out_f + (bias and out_f or 0), attrs)
+end
+
+--- The q, k and v projections of `heads` query and `kv_heads` key/value heads of `head_dim` on `input` (…, h) under
+--- prefix `a`, `bias` on all three: HF's q_proj, k_proj, v_proj (three GEMMs into `q_flat`, `kv_flat`; k and v read the
+--- input q saves), or one GEMM qkv_proj of (heads + 2 · kv_heads) · head_dim outputs whose views q, k and v are — Phi-3's
+--- qkv_proj (`fused`) and Megatron-Core's linear_qkv (g.megatron: one column-parallel GEMM each way, dgrad and wgrad,
+--- whatever the model's checkpoint keeps). The same parameters and FLOPs either way. `copies` (Megatron's layout when
+--- tp is a multiple of num_key_value_heads: the rank's one key/value head is every tp / num_key_value_heads ranks'):
+--- the fused node's attrs.model_flops_copies, tp · its width / the model's (neusight.parallel.shard mark_replicated
+--- marks the separate k_proj / v_proj by themselves; the fused node is split in q and replicated in k / v).
+function M.qkv(g, a, input, h, heads, kv_heads, head_dim, q_flat, kv_flat, bias, fused, copies)
+  if fused or g.megatron then
+    local width = (heads + 2 * kv_heads) * head_dim
+    local out = {}
+    for i = 1, #q_flat - 1 do out[i] = q_flat[i] end
+    out[#q_flat] = width
+    M.linear(g, a .. ".qkv_proj", input, h, width, out, bias, false, {
+      model_flops_copies = copies ~= nil and copies ~= 1 and copies or nil,
+      note = not fused and "Megatron-Core linear_qkv: q, k and v in one GEMM" or nil })
+    return
+  end
+  M.linear(g, a .. ".q_proj", input, h, heads * head_dim, q_flat, bias)
+  M.linear(g, a .. ".k_proj", input, h, kv_heads * head_dim, kv_flat, bias, true)
+  M.linear(g, a .. ".v_proj", input, h, kv_heads * head_dim, kv_flat, bias, true)
 end
 
 --- The SwiGLU MLP under prefix `m`, down(silu(gate(x)) · up(x)), on `input` (…, h) with `width` = this rank's
 --- intermediate size and `mid` the (…, width) shape; `names` the three projections (default gate_proj, up_proj,
 --- down_proj; Mixtral's experts: w1, w3, w2) and `attrs` extra attributes of the three linears (experts).
 --- `variant`: act = "gelu" (Gemma's GeGLU: one F.gelu kernel, ops/gelu.lua; default "silu"), fused = true (Phi-3's
---- gate_up_proj: one GEMM to 2 · width, gate and up its two halves, views).
+--- gate_up_proj: one GEMM to 2 · width, gate and up its two halves, views). Under Megatron's kernels (g.megatron)
+--- gate and up are always one GEMM, Megatron-Core's linear_fc1 of 2 · width outputs (gated_linear_unit: dense MLPs,
+--- shared experts and SequentialMLP's experts alike), and the activation and mul one fused kernel (M.glu).
 function M.swiglu(g, m, input, mid, h, width, bias, names, attrs, variant)
   local gate, up, down = "gate_proj", "up_proj", "down_proj"
   if names then gate, up, down = names[1], names[2], names[3] end
-  local function lin(name, from, to, in_f, out_f, shared)
-    local a = { bias = bias, saved_inputs = shared and "" or nil } -- up reads the input gate already saves
+  local function lin(name, from, to, in_f, out_f, shared, note)
+    local a = { bias = bias, saved_inputs = shared and "" or nil, note = note } -- up reads the input gate already saves
     for k, v in pairs(attrs or {}) do a[k] = v end
     g.add("linear", m .. "." .. name, { from }, to, in_f * out_f + (bias and out_f or 0), a)
   end
   local act = variant and variant.act or "silu"
-  local fused_act = g.megatron and act == "silu" -- Megatron-LM: both projections, then one fused SwiGLU kernel (M.glu)
-  if variant and variant.fused then
+  local fused = variant ~= nil and variant.fused == true
+  if fused or g.megatron then
     local both = {}
     for i = 1, #mid - 1 do both[i] = mid[i] end
     both[#mid] = 2 * width
-    lin("gate_up_proj", input, both, h, 2 * width)
-    if not fused_act then g.add(act, m .. ".act_fn", { mid }, mid) end
-  else
+    lin("gate_up_proj", input, both, h, 2 * width, false,
+      not fused and "Megatron-Core linear_fc1: gate and up in one GEMM" or nil)
+    M.glu(g, m, mid, act)
+  else -- HF's eager order: act_fn(gate_proj(x)) · up_proj(x)
     lin(gate, input, mid, h, width)
-    if not fused_act then g.add(act, m .. ".act_fn", { mid }, mid) end
+    g.add(act, m .. ".act_fn", { mid }, mid)
     lin(up, input, mid, h, width, true)
+    g.add("mul", m .. ".mul", { mid, mid }, mid)
   end
-  if fused_act then M.glu(g, m, mid, act) else g.add("mul", m .. ".mul", { mid, mid }, mid) end
   lin(down, mid, input, width, h)
 end
 
+-- Megatron's fused gated activations (megatron/core/fusions: fused_bias_swiglu.py, fused_bias_geglu.py), by HF's
+-- activation: the op rule (ops/swiglu.lua, ops/geglu.lua) and the node's note.
+local FUSED_GLU = {
+  silu = { op = "swiglu", note = "Megatron-LM fused SwiGLU (bias_swiglu_impl)" },
+  gelu = { op = "geglu", note = "Megatron-LM fused GeGLU (bias_geglu_impl)" },
+}
+
 --- The gated activation act(gate) · up over `mid` under prefix `m`, gate and up already computed: HF's act_fn and
---- mul kernels, or under Megatron's kernels (g.megatron) for SiLU one fused SwiGLU kernel each way (ops/swiglu.lua,
---- Megatron-LM's bias_swiglu fusion, on by default with --swiglu). Gemma's GeGLU keeps its two kernels.
+--- mul kernels, or under Megatron's kernels (g.megatron) one fused kernel each way: SwiGLU for SiLU (ops/swiglu.lua,
+--- Megatron-LM's bias_swiglu fusion, on by default with --swiglu), GeGLU for Gemma's GELU (ops/geglu.lua,
+--- bias_geglu; Megatron's MLP takes it for F.gelu with gated_linear_unit and bias_activation_fusion).
 function M.glu(g, m, mid, act)
-  if g.megatron and act == "silu" then
-    g.add("swiglu", m .. ".swiglu", { mid, mid }, mid, 0, { note = "Megatron-LM fused SwiGLU (bias_swiglu_impl)" })
+  local fused = g.megatron and FUSED_GLU[act] or nil
+  if fused then
+    g.add(fused.op, m .. "." .. fused.op, { mid, mid }, mid, 0, { note = fused.note })
     return
   end
   g.add(act, m .. ".act_fn", { mid }, mid)

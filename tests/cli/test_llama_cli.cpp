@@ -80,7 +80,7 @@ TEST_CASE("llama: tensor parallel over 2 GPUs", "[cli][llama][parallel]") {
   CHECK(sp["parallel"]["fits"] == true);
 }
 
-TEST_CASE("llama: megatron kernels fuse RMSNorm - RoPE and SwiGLU - and sequence parallelism saves what it saves on GPT-3",
+TEST_CASE("llama: megatron kernels fuse RMSNorm - RoPE - SwiGLU and the qkv and fc1 GEMMs - and sequence parallelism saves what it saves on GPT-3",
           "[cli][llama][parallel]") {
   // The user report's layout (tester3 problem 4) at 8 sequences: Llama-3-70B and GPT-3 175B on 64 H100s, tp 8 x pp 8.
   const std::string layout = " --gpu h100 --mode train --batch 8 --seq 2048 --dtype bf16 --optimizer adamw --tp 8 --pp 8 "
@@ -101,6 +101,26 @@ TEST_CASE("llama: megatron kernels fuse RMSNorm - RoPE and SwiGLU - and sequence
   CHECK(kernels_named(megatron, "VECswiglu") == 80);  // one per layer (ops list the model's 80)
   CHECK(kernels_named(megatron, "VECsilu") == 0);
   CHECK(kernels_named(eager, "VECsilu") == 80);
+  // Megatron-Core's linear_qkv and linear_fc1: one GEMM forward, one dgrad and one wgrad backward, where HF's graph
+  // runs q/k/v_proj and gate/up_proj (three and two of each).
+  const auto gemms = [](const json& j, const std::string& phase, const std::vector<std::string>& names) {
+    int n = 0;
+    for (const auto& op : j["ops"])
+      for (const auto& name : names)
+        if (op["phase"] == phase && op["name"] == "layers." + name && op["kernel"] == "Linear") ++n;
+    return n;
+  };
+  const std::vector<std::string> qkv = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.qkv_proj"};
+  const std::vector<std::string> fc1 = {"mlp.gate_proj", "mlp.up_proj", "mlp.gate_up_proj"};
+  CHECK(gemms(megatron, "forward", qkv) == 1);
+  CHECK(gemms(megatron, "backward", qkv) == 2);
+  CHECK(gemms(megatron, "forward", fc1) == 1);
+  CHECK(gemms(megatron, "backward", fc1) == 2);
+  CHECK(gemms(eager, "forward", qkv) == 3);
+  CHECK(gemms(eager, "backward", qkv) == 6);
+  CHECK(gemms(eager, "forward", fc1) == 2);
+  CHECK(gemms(eager, "backward", fc1) == 4);
+  CHECK(megatron["params"] == eager["params"]);  // one rank's: the same weights
   CHECK(megatron["forward_ms"].get<double>() < 0.8 * eager["forward_ms"].get<double>());
   // Sequence parallelism shards the norms, dropouts and residual adds: on fused kernels it saves Llama about what it
   // saves GPT-3 (8.7 %; HF's eager RMSNorm chains made it 24 % on Llama before).

@@ -65,7 +65,8 @@ TEST_CASE("router skew: the busiest expert-parallel rank sets the step and unifo
             CHECK(a["ms_each"].get<double>() <= b["ms_each"].get<double>());
             ++pairs;
           }
-        if (j == &uniform) CHECK(pairs >= 3);  // the 64-row experts' gate, up and down projections
+        // the 64-row experts' gate_up (Megatron's linear_fc1: the run's default kernels) and down projections
+        if (j == &uniform) CHECK(pairs >= 2);
       }
     }
     // parameters do not depend on the routing

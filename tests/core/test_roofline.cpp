@@ -134,6 +134,35 @@ TEST_CASE("forecast model FLOPs apply a node's model_flops_share to its forward 
   }
 }
 
+// attrs.model_flops_copies divides every phase's FLOPs of the node, and may be fractional: Megatron's linear_qkv when
+// tp is a multiple of num_key_value_heads is split in its query heads and replicated in its key/value head
+// (scripts/neusight/nodes.lua qkv: Llama-3-8B at tp 16 runs 2 + 2 heads per rank, 48 in the model: 16 · 4 / 48 = 4 / 3
+// copies); model_flops_shards (expert-parallel ranks) stays a whole number.
+TEST_CASE("forecast model FLOPs take a fractional model_flops_copies and a whole model_flops_shards", "[forecast]") {
+  graph g;
+  g.nodes.resize(1);
+  g.nodes[0].name = "layers.self_attn.qkv_proj", g.nodes[0].count = 32;
+  std::vector<kernel_instance> ks = {{0, phase::forward, gemm(8, 8, 8)},
+                                     {0, phase::backward, gemm(8, 8, 8)},
+                                     {0, phase::accumulate, gemm(8, 8, 8)}};
+  forecast f = forecast_make(g, ks, {1.0, 2.0, 0.5});
+  f.g.nodes[0].attrs["model_flops_copies"] = 4.0 / 3.0;
+  for (phase p : {phase::forward, phase::backward, phase::accumulate})
+    CHECK(f.phase_model_flops(p) == Approx(32 * 1024.0 * 3 / 4).epsilon(1e-15));
+  CHECK(f.phase_flops(phase::forward) == 32 * 1024.0);  // the priced FLOPs unchanged
+  for (const attr_value& bad : {attr_value(0.5), attr_value(std::string("two"))}) {
+    f.g.nodes[0].attrs["model_flops_copies"] = bad;
+    CHECK_THROWS_WITH(f.phase_model_flops(phase::forward),
+                      "node 'layers.self_attn.qkv_proj': attrs.model_flops_copies must be a number >= 1 (the "
+                      "tensor-parallel ranks that run the same node on the same data, on average over its work)");
+  }
+  f.g.nodes[0].attrs.erase("model_flops_copies");
+  f.g.nodes[0].attrs["model_flops_shards"] = 1.5;
+  CHECK_THROWS_WITH(f.phase_model_flops(phase::accumulate),
+                    "node 'layers.self_attn.qkv_proj': attrs.model_flops_shards must be a whole number >= 1 (the "
+                    "expert-parallel ranks that hold its other parts)");
+}
+
 TEST_CASE("unknown predictor names are rejected with a suggestion", "[roofline]") {
   CHECK(predictor_make("roofline")->name() == "roofline");
   CHECK_THROWS_WITH(predictor_make("roofine"), "unknown predictor 'roofine' (did you mean 'roofline'?); known: neusight, roofline, roofline-reference");

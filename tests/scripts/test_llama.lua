@@ -216,9 +216,9 @@ end
 
 -- Megatron-LM's kernels (opts.megatron: kernels = "megatron", the default of a parallel run): one fused kernel per
 -- RMSNorm (not HF's eight), per rotary embedding of q and of k (not five) and for silu(gate) · up (not two); in bf16
--- eager attention, scale + causal mask + softmax as one kernel (gpt.lua's FusedScaleMaskSoftmax).
-local MEGATRON_PROJ = { "input_layernorm VECrmsnorm(16,64)",
-  "self_attn.q_proj Linear(16,64,64)", "self_attn.k_proj Linear(16,64,32)", "self_attn.v_proj Linear(16,64,32)",
+-- eager attention, scale + causal mask + softmax as one kernel (gpt.lua's FusedScaleMaskSoftmax); q, k and v in one
+-- GEMM (linear_qkv: 4 + 2 · 2 heads of 16), gate and up in one (linear_fc1: 2 · 96).
+local MEGATRON_PROJ = { "input_layernorm VECrmsnorm(16,64)", "self_attn.qkv_proj Linear(16,64,128)",
   "self_attn.rotary.q VECrope(64,16)", "self_attn.rotary.k VECrope(32,16)" }
 local MEGATRON_EAGER = {
   "self_attn.repeat_kv.k MEM((2,2,8,16),(2,4,8,16))", "self_attn.repeat_kv.v MEM((2,2,8,16),(2,4,8,16))",
@@ -226,8 +226,7 @@ local MEGATRON_EAGER = {
   "self_attn.contiguous MEM((2,4,8,16),(2,8,4,16))",
 }
 local MEGATRON_REST = { "self_attn.o_proj Linear(16,64,64)", "attn_residual VECadd(16,64)",
-  "post_attention_layernorm VECrmsnorm(16,64)", "mlp.gate_proj Linear(16,64,96)", "mlp.up_proj Linear(16,64,96)",
-  "mlp.swiglu VECswiglu(16,96)", "mlp.down_proj Linear(16,96,64)", "mlp_residual VECadd(16,64)" }
+  "post_attention_layernorm VECrmsnorm(16,64)", "mlp.gate_up_proj Linear(16,64,192)", "mlp.swiglu VECswiglu(16,96)", "mlp.down_proj Linear(16,96,64)", "mlp_residual VECadd(16,64)" }
 
 function T.test_megatron_fused_kernels()
   for attention, core in pairs { eager = MEGATRON_EAGER, sdpa = SDPA } do
@@ -257,8 +256,67 @@ function T.test_megatron_fused_kernels()
   end
   eq(ops.tanh, 1, "Gemma2: the soft-cap's tanh stays")
   eq(ops.rms_norm, 4, "Gemma2: four fused (1 + weight) norms per layer")
-  eq(ops.gelu, 1, "Gemma's GeGLU keeps its gelu")
+  eq(ops.geglu, 1, "Gemma's GeGLU: Megatron's fused bias_geglu kernel")
+  eq(ops.gelu, nil, "no gelu kernel of its own")
   eq(ops.cast, nil, "no fp32 casts")
+end
+
+-- Megatron-Core's linear_qkv and linear_fc1: under Megatron's kernels the q/k/v projections are one GEMM each way (the
+-- forward GEMM, and in backward one dgrad and one wgrad GEMM), the gate/up projections one more, where HF's eager graph
+-- runs three and two (each with its own dgrad and wgrad); with the same parameters, the same GEMM FLOPs and the same
+-- saved activations (the normed input once), on one GPU and under tp (heads and intermediate size split; at tp 16 the
+-- rank's one key/value head is shared by 2 ranks: the fused node's model FLOPs count tp · its 4 heads over the model's
+-- 48, 4 / 3 copies), with or without sequence parallelism. Phi-3's checkpoint fuses them already, in both graphs.
+function T.test_megatron_linear_qkv_and_fc1_are_one_gemm_each_way()
+  local function gemms(nodes, pattern)
+    local fw, bw, names = 0, 0, {}
+    for _, n in ipairs(nodes) do
+      if n.layer == "layers" and n.name:match(pattern) then
+        local f, b = kernels(n, true)
+        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
+        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
+        names[#names + 1] = n.name
+      end
+    end
+    return fw, bw, table.concat(names, " ")
+  end
+  local QKV, FC1 = "^layers%.self_attn%.[qkv]+_proj$", "^layers%.mlp%.[gateup_]+proj$"
+  local node_saved = require("neusight.memory").node_saved
+  for _, case in ipairs { { "llama3_8b", 1 }, { "llama3_8b", 2, true }, { "llama3_8b", 16 }, { "qwen25_7b", 4 },
+                          { "phi3_mini", 2 } } do
+    local name, tp, sp = case[1], case[2], case[3]
+    local cfg = presets[name]
+    local function build(megatron)
+      return llama.build(cfg, { batch = 2, seq = 64, training = true, dtype = "bf16", attention = "sdpa",
+        tp = tp > 1 and tp or nil, parallel = tp > 1 and tp_plan(tp, 2) or nil, sequence_parallel = sp,
+        megatron = megatron })
+    end
+    local what = ("%s tp %d%s"):format(name, tp, sp and " sp" or "")
+    local hf_nodes, mg_nodes = build(false), build(true)
+    local fused = name == "phi3_mini"
+    local fw, bw, names = gemms(hf_nodes, QKV)
+    eq(fw .. " " .. bw, fused and "1 2" or "3 6", what .. ": HF's q/k/v projections (" .. names .. ")")
+    fw, bw, names = gemms(hf_nodes, FC1)
+    eq(fw .. " " .. bw, fused and "1 2" or "2 4", what .. ": HF's gate/up projections (" .. names .. ")")
+    fw, bw, names = gemms(mg_nodes, QKV)
+    eq(fw .. " " .. bw .. " " .. names, "1 2 layers.self_attn.qkv_proj", what .. ": Megatron's linear_qkv")
+    fw, bw, names = gemms(mg_nodes, FC1)
+    eq(fw .. " " .. bw .. " " .. names, "1 2 layers.mlp.gate_up_proj", what .. ": Megatron's linear_fc1")
+    eq(total_params(mg_nodes), total_params(hf_nodes), what .. ": the same parameters")
+    local function proj(n) return n.name:match(QKV) or n.name:match(FC1) end
+    eq(matmul_flops(mg_nodes, proj), matmul_flops(hf_nodes, proj), what .. ": the same GEMM FLOPs")
+    local function saved_by(nodes)
+      local sum = 0
+      for _, n in ipairs(nodes) do if proj(n) then sum = sum + node_saved(make_node(n), load_op(n.op)) * n.count end end
+      return sum
+    end
+    eq(saved_by(mg_nodes), saved_by(hf_nodes), what .. ": the normed input saved once")
+    for _, n in ipairs(mg_nodes) do
+      if n.name == "layers.self_attn.qkv_proj" then
+        eq(n.attrs.model_flops_copies, tp == 16 and 4 / 3 or nil, what .. ": the fused node's model-FLOPs copies")
+      end
+    end
+  end
 end
 
 -- One node per norm under Megatron's kernels in a parallel run, on s/tp tokens with sequence parallelism, for every

@@ -136,6 +136,8 @@ local CASES = {
     "VECrope(81920,64)", "VECrope(81920,64)", "" },
   swiglu = { "swiglu", { inputs = { act, act }, output = act, dtype = "bf16" },
     "VECswiglu(4096,5120)", "VECswiglu_backward(4096,5120)", "" },
+  geglu = { "geglu", { inputs = { act, act }, output = act, dtype = "bf16" },
+    "VECgeglu(4096,5120)", "VECgeglu_backward(4096,5120)", "" },
   -- metadata-only ops launch no kernels
   view = { "view", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
   reshape = { "reshape", { inputs = { x }, output = { 4096, 1280 } }, "", "", "" },
@@ -179,8 +181,8 @@ end
 
 -- The fused Megatron kernels' traffic, FLOPs and saved bytes (bf16): RMSNorm is LayerNorm's kernel family and bytes
 -- (read x, write y; backward read dy and x, write dx) with its own FLOPs, the rstd saved instead of mean and rstd, one
--- affine gradient; RoPE one pass each way that saves nothing; SwiGLU reads gate and up, writes their product, and its
--- backward writes both gradients.
+-- affine gradient; RoPE one pass each way that saves nothing; SwiGLU (and GeGLU) reads gate and up, writes their
+-- product, and its backward writes both gradients.
 function T.test_megatron_fused_kernels_traffic()
   local n, rows = 4096 * 1280, 4096
   local _, _, _, k = expand("rms_norm", { inputs = { x }, output = x, dtype = "bf16" })
@@ -206,6 +208,14 @@ function T.test_megatron_fused_kernels_traffic()
   eq(k.fw[1].flops, 5 * m, "silu 4 + mul 1")
   eq(k.bw[1].bytes, 5 * 2 * m, "reads dy, gate and up, writes both gradients")
   eq(load_op("swiglu").saves(make_node { op = "swiglu", inputs = { act, act }, output = act, dtype = "bf16" }), 2 * 2 * m,
+    "gate and up saved")
+  -- GeGLU (Gemma under Megatron's kernels): SwiGLU's traffic and saves, the FLOPs of HF's gelu and mul kernels
+  _, _, _, k = expand("geglu", { inputs = { act, act }, output = act, dtype = "bf16" })
+  eq(k.fw[1].bytes, 3 * 2 * m, "reads gate and up, writes gelu(gate) · up")
+  eq(k.fw[1].flops, 2 * m, "gelu 1 + mul 1, as HF's two kernels count them")
+  eq(k.bw[1].bytes, 5 * 2 * m, "reads dy, gate and up, writes both gradients")
+  eq(k.bw[1].flops, 3 * m, "gelu's backward 1 + the mul's 2")
+  eq(load_op("geglu").saves(make_node { op = "geglu", inputs = { act, act }, output = act, dtype = "bf16" }), 2 * 2 * m,
     "gate and up saved")
 end
 

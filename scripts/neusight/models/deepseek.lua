@@ -75,8 +75,11 @@
 --   lm_head vocab-parallel. Expert parallelism (opts.ep): as moe.lua — E / ep local experts, an all-to-all of the
 --   (n·k, h) routed rows before and after them; routing, the gathers and the combine of all E experts on every rank.
 --   opts.megatron (kernels = "megatron", a parallel run's default): Megatron-Core's fused RMSNorm, RoPE (the interleaved
---   layout inside the kernel: no copy) and SwiGLU kernels in place of HF's chains (neusight.nodes, as llama.lua); the
---   eager attention and the router keep HF's kernels.
+--   layout inside the kernel: no copy) and SwiGLU kernels in place of HF's chains (neusight.nodes, as llama.lua), and
+--   linear_fc1, one GEMM for gate and up (gate_up_proj, 2 · the intermediate size), in the dense MLP, the shared
+--   experts and each expert of the loop (Megatron's SequentialMLP); the eager attention and the router keep HF's
+--   kernels. MLA's projections stay as they are: Megatron-Core's MLA runs them as separate GEMMs too (linear_q_down_proj
+--   / linear_q_up_proj or linear_q_proj, linear_kv_down_proj, linear_kv_up_proj).
 -- DeepSeek-V2 (model_type "deepseek_v2": DeepSeek-V2, V2-Lite; DeepSeek's modeling_deepseek.py of those checkpoints): the
 --   same MLA (always de-interleaving RoPE: V2 has no rope_interleave key) and DeepSeekMoE, with MoEGate's routing: the
 --   fp32 logits (casts as V3's), softmax scores (scoring_func "softmax", fixed by hf.lua), no correction bias and no

@@ -33,8 +33,8 @@
 --     of the mask is left out). Not modelled: FlashAttention-2's windowed kernel (attn_implementation =
 --     "flash_attention_2", whose key span is min(i, w) per query: the sdpa op has no such kernel). Windowed and
 --     full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
---   * "phi3": qkv_proj and gate_up_proj, one GEMM each (q, k, v and gate, up are views of their outputs), Mistral's
---     sliding_window rule. "gemma" / "gemma2": embeddings · sqrt(hidden_size) (one mul), GemmaRMSNorm (the weight
+--   * "phi3": qkv_proj and gate_up_proj, one GEMM each (q, k, v and gate, up are views of their outputs; what every
+--     model_type runs under opts.megatron, below), Mistral's sliding_window rule. "gemma" / "gemma2": embeddings · sqrt(hidden_size) (one mul), GemmaRMSNorm (the weight
 --     applied as 1 + weight.float() in fp32, then the cast back), GeGLU (gelu / gelu_pytorch_tanh: one gelu kernel),
 --     head_dim, tied lm_head; "gemma2" also: post_attention_layernorm on the attention output before the residual
 --     add, pre_ and post_feedforward_layernorm around the MLP, every other layer windowed from the first (or
@@ -69,10 +69,16 @@
 -- replicas (2·hidden·head_dim values per layer and kv head, next to the activations' all-reduces).
 -- opts.megatron (parallel runs with kernels = "megatron", the default; neusight.nodes): Megatron-Core's fused kernels
 -- in place of HF's eager chains, one kernel each way for each RMSNorm (ops/rms_norm.lua; Qwen3's q/k norms and Gemma's
--- (1 + weight) norms too), each rotary embedding of q and of k (ops/rope.lua) and the SiLU gate · up (ops/swiglu.lua;
--- Gemma's GeGLU keeps gelu and mul), and in fp16/bf16 eager attention the fused scale + causal mask + softmax as in
--- gpt.lua (not under Gemma2's soft-capping). Not modelled: Megatron's single linear_qkv and linear_fc1 GEMMs (the
--- graph keeps HF's q/k/v and gate/up projections, Phi-3's fused ones aside).
+-- (1 + weight) norms too), each rotary embedding of q and of k (ops/rope.lua) and the gated activation act(gate) · up
+-- (ops/swiglu.lua for SiLU, ops/geglu.lua for Gemma's GELU: bias_swiglu / bias_geglu), and in fp16/bf16 eager
+-- attention the fused scale + causal mask + softmax as in gpt.lua (not under Gemma2's soft-capping); and Megatron-Core's
+-- GEMMs: linear_qkv, one column-parallel GEMM for q, k and v of (nh + 2 · kvh) · head_dim outputs per rank (the
+-- rank's query heads and its key/value heads: one replicated head when tp is a multiple of num_key_value_heads,
+-- whose fused node then carries attrs.model_flops_copies = tp · (nh + 2) / (num_attention_heads + 2 ·
+-- num_key_value_heads), fractional: neusight.nodes qkv), and linear_fc1, one GEMM for gate and up of 2 ·
+-- intermediate_size / tp outputs — Phi-3's qkv_proj and gate_up_proj path (q, k, v and gate, up as views of one
+-- output), with the same parameters, FLOPs and saved input; forward one GEMM, backward one dgrad and one wgrad GEMM
+-- each, where HF's graph runs three and two of each.
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -344,6 +350,9 @@ function M.graph(r, opts, moe)
     end
     V = shard.vocab(V)
   end
+  -- a fused q/k/v GEMM's model-FLOPs copies (neusight.nodes qkv): tp · its (nh + 2 · kvh) heads / the model's, 1 unless
+  -- the rank's one key/value head is replicated
+  local qkv_copies = tp * (nh + 2 * kvh) / (r.nh + 2 * r.kvh)
   local sp = tp > 1 and opts.sequence_parallel == true
   local sl = sp and shard.split(s, "the sequence length") or s -- tokens of the residual stream per rank
   local sdpa = opts.attention == "sdpa"
@@ -366,11 +375,10 @@ function M.graph(r, opts, moe)
   local scores = { b, nh, s, s }
   local act = I and { b, s, I } -- the dense MLP's activations
 
-  -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, nn.Linear, the SwiGLU MLP under
+  -- The HF pieces (neusight.nodes): LlamaRMSNorm (Qwen3RMSNorm), apply_rotary_pos_emb, the q/k/v projections, the SwiGLU MLP under
   -- prefix `m` with `width` = this rank's intermediate size (`names`: Mixtral's experts' w1, w3, w2; `attrs`: experts').
   local function rms_norm(p, shape, width) N.rms_norm(g, p, shape, width, r.gemma) end
   local function rope(p, heads, half) N.rope(g, p, heads, half, rope_table) end
-  local function linear(...) N.linear(g, ...) end
   local function swiglu(m, input, mid, width, bias, names, attrs) N.swiglu(g, m, input, mid, h, width, bias, names, attrs) end
 
   local ctx -- what moe.block sees (set below)
@@ -382,14 +390,8 @@ function M.graph(r, opts, moe)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
-    if r.fused then -- Phi-3's qkv_proj: one GEMM, then q, k, v are slices (views) of its output
-      local width = (nh + 2 * kvh) * hd
-      linear(a .. ".qkv_proj", x, h, width, { b, s, width }, r.qkv_bias)
-    else
-      linear(a .. ".q_proj", x, h, nh * hd, q_flat, r.qkv_bias)
-      linear(a .. ".k_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-      linear(a .. ".v_proj", x, h, kvh * hd, kv_flat, r.qkv_bias, true)
-    end
+    -- Phi-3's qkv_proj and Megatron's linear_qkv: one GEMM, then q, k, v are slices (views) of its output
+    N.qkv(g, a, x, h, nh, kvh, hd, q_flat, kv_flat, r.qkv_bias, r.fused, qkv_copies)
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
       rms_norm(a .. ".q_norm", { b, s, nh, hd }, hd)
       rms_norm(a .. ".k_norm", { b, s, kvh, hd }, hd)

@@ -38,6 +38,11 @@
 -- the probabilities, product and sum; appended after the causal-LM loss. HF computes it only with
 -- output_router_logits = True, which the published config.json files leave false (an inference setting) and training
 -- recipes turn on: training here always includes it (output_router_logits and router_aux_loss_coef are ignored).
+-- Megatron's kernels (opts.megatron; neusight.nodes): llama.lua's (fused RMSNorm and RoPE, linear_qkv), and every
+-- SwiGLU MLP of the block — each expert of the loop (Megatron-Core's SequentialMLP: one MLP per local expert), Qwen2-MoE's
+-- shared expert, the dense layers' MLP — runs linear_fc1, one GEMM for gate and up (w1 and w3: "gate_up_proj", 2 · I
+-- outputs), and the fused SwiGLU; the grouped form's gate_up_proj already is one (grouped) GEMM. The router, its
+-- softmax / topk and the loop's gathers stay HF's.
 -- Tensor parallelism (opts.tp, Megatron-style as switch.lua's experts): every expert's w1/w3 column-parallel and w2
 -- row-parallel (intermediate size split), the shared expert likewise, the router and shared_expert_gate replicated;
 -- one f before the block (the whole expert path's input gradient is a partial sum per rank) and one g after the

@@ -177,6 +177,8 @@ end
 ---   more than 1 / tp of every one of its tensors (output and inputs: a split node keeps 1 / tp of one at least).
 --- Split nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
 --- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
+--- A node split in some parts and replicated in others matches no graph here: its builder sets the fractional copies
+--- itself (Megatron's linear_qkv beside a shared key/value head: neusight.nodes qkv), which this leaves as they are.
 ---@param nodes table[] the rank's graph
 ---@param whole table[] the graph at tp = 1
 ---@param tp integer
