@@ -391,7 +391,11 @@ int search_main(const search_flags& f) {
               ev.c = c;
               ran.push_back(std::move(ev));
             } catch (const std::exception& ex) {
-              // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
+              // One layout that cannot run (heads not divisible by tp, fewer layers than stages: raised with
+              // require("neusight").infeasible, or the engine's for a GPU without units for the dtype) is a reason, not
+              // a failure. Any other error (a script's bug, a bad model file) is the input's: it stops the search with
+              // its file:line, as it stops predict and `serve --sweep` (scripts/neusight/sweep.lua).
+              if (!s.infeasible_is(ex)) throw;
               ev.failed = true;
               ev.why = ex.what();
               if (const size_t nl = ev.why.find('\n'); nl != std::string::npos) {

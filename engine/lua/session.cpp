@@ -846,6 +846,18 @@ bool session::has_function(const char* module, const char* fn) {
   return function_find(*p_, -1, module, fn);
 }
 
+bool session::infeasible_is(const std::exception& e) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight");   // stack: ns
+  lua_getfield(L, -1, "is_infeasible");  // stack: ns is_infeasible (the prelude's: takes the note ns_infeasible_note kept)
+  lua_pushstring(L, e.what());
+  ns_call(L, 1, 1, "in neusight.is_infeasible");  // stack: ns result
+  // an ns::infeasible thrown by the engine itself, never through a script, left no note: its type says it
+  return lua_toboolean(L, -1) != 0 || dynamic_cast<const infeasible*>(&e) != nullptr;
+}
+
 std::optional<double> dense_peak_read(session::impl& p, const gpu_spec& gpu, const std::string& dtype,
                                       const std::string& at) {
   lua_State* L = p.L();
