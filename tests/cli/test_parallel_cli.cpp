@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "test_util.h"
@@ -845,6 +847,27 @@ TEST_CASE("search: a script error stops it with its file and line and only infea
   CHECK(k["skipped"]["router_skew 3: the busiest of 2 expert-parallel ranks can receive at most 2 x the mean (each "
                      "token's 2 picks among that rank's 4 experts); give a factor from 1 to 2"] == 10);
   CHECK(k["layouts"].size() > 0);
+}
+
+// On A100 PCIe cards (a 2-GPU NVLink bridge) search said the bridge warning once per distinct text, 7 near-identical
+// lines ("tp 4 on a100_pcie_80gb: …", "dp 2 on …", "dp 4 on …", …). It says it once, naming every group size its
+// layouts priced over PCIe (scripts/neusight/parallel/layout.lua bridge_warnings_merge).
+TEST_CASE("search: the layouts' bridge warnings are one line naming their groups", "[cli][search]") {
+  const auto r = run_cli("search --model gpt2_large --gpu a100_pcie_80gb --gpus 8 --batch 16 --seq 1024 "
+                         "--predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  std::vector<std::string> bridge;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find("bridge joins") != std::string::npos) bridge.push_back(w.get<std::string>());
+  REQUIRE(bridge.size() == 1);
+  CHECK(bridge[0] == "the tp 4, dp 2/4/8 and pp 2/4/8 groups of some layouts on a100_pcie_80gb: its NVLink bridge "
+                     "joins 2 GPUs; collectives and pipeline sends beyond a pair are priced over PCIe (32 GB/s per "
+                     "direction); give --cluster for your system");
+  size_t on_stderr = 0;
+  for (size_t at = r.err.find("bridge joins"); at != std::string::npos; at = r.err.find("bridge joins", at + 1)) ++on_stderr;
+  CHECK(on_stderr == 1);
 }
 
 // predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but
