@@ -390,7 +390,11 @@ int search_main(const search_flags& f) {
               ev.c = c;
               ran.push_back(std::move(ev));
             } catch (const std::exception& ex) {
-              // One bad layout (heads not divisible by tp, fewer layers than stages) is a reason, not a failure.
+              // One layout that cannot run (heads not divisible by tp, fewer layers than stages: raised with
+              // require("neusight").infeasible, or the engine's for a GPU without units for the dtype) is a reason, not
+              // a failure. Any other error (a script's bug, a bad model file) is the input's: it stops the search with
+              // its file:line, as it stops predict and `serve --sweep` (scripts/neusight/sweep.lua).
+              if (!s.infeasible_is(ex)) throw;
               ev.failed = true;
               ev.why = ex.what();
               if (const size_t nl = ev.why.find('\n'); nl != std::string::npos) {
@@ -452,6 +456,11 @@ int search_main(const search_flags& f) {
         "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
   std::vector<std::string> warnings = warned.all(own);
+  // the layouts' bridge warnings (groups priced over PCIe beyond the GPU's NVLink bridge) as one, naming every group
+  // they named (scripts/neusight/parallel/layout.lua bridge_warnings_merge; an older --scripts layout.lua without it:
+  // one per distinct text, as before)
+  if (s.has_function("neusight.parallel.layout", "bridge_warnings_merge"))
+    warnings = s.strings_call("neusight.parallel.layout", "bridge_warnings_merge", warnings);
   // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
   // of the best-ranked of them, in one call over the ranking (scripts/neusight/figures.lua search_floor)
   if (floor_rule) {

@@ -854,6 +854,41 @@ bool session::has_function(const char* module, const char* fn) {
   return function_find(*p_, -1, module, fn);
 }
 
+bool session::infeasible_is(const std::exception& e) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  require_push(*p_, "neusight");   // stack: ns
+  lua_getfield(L, -1, "is_infeasible");  // stack: ns is_infeasible (the prelude's: takes the note ns_infeasible_note kept)
+  lua_pushstring(L, e.what());
+  ns_call(L, 1, 1, "in neusight.is_infeasible");  // stack: ns result
+  // an ns::infeasible thrown by the engine itself, never through a script, left no note: its type says it
+  return lua_toboolean(L, -1) != 0 || dynamic_cast<const infeasible*>(&e) != nullptr;
+}
+
+std::vector<std::string> session::strings_call(const char* module, const char* fn,
+                                               const std::vector<std::string>& list) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(*p_, module, fn);  // stack: fn
+  lua_createtable(L, int(list.size()), 0);                    // stack: fn list
+  for (size_t i = 0; i < list.size(); ++i)
+    lua_pushlstring(L, list[i].data(), list[i].size()), lua_rawseti(L, -2, lua_Integer(i + 1));
+  ns_call(L, 1, 1, "in " + file + " " + fn);  // stack: result
+  const std::string bad = file + ": " + fn + " must return an array of strings";
+  if (!lua_istable(L, -1)) throw error(bad);
+  std::vector<std::string> out;
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+    if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);  // stack: result item
+    size_t len = 0;
+    const char* s = lua_tolstring(L, -1, &len);
+    out.emplace_back(s, len);
+    lua_pop(L, 1);
+  }
+  return out;
+}
+
 std::optional<double> dense_peak_read(session::impl& p, const gpu_spec& gpu, const std::string& dtype,
                                       const std::string& at) {
   lua_State* L = p.L();

@@ -436,6 +436,15 @@ class session {
   // Whether module `module` (require'd) has function `fn`: for a function an older --scripts copy may leave out, so
   // that a command skips what it gives (search's floor warning) instead of failing; another value there throws.
   bool has_function(const char* module, const char* fn);
+  // Whether `e`, an error one of this session's calls threw, is a setting's reason that it cannot run (an
+  // ns::infeasible, or a script's require("neusight").infeasible(msg): the prelude's neusight.is_infeasible, the one
+  // test `serve --sweep` makes in Lua) rather than the input's bug. The note it reads is forgotten either way. A
+  // caller that tries several settings (search's layouts) makes a skip reason of the first kind only.
+  bool infeasible_is(const std::exception& e);
+  // module.fn(list) for a rule that maps strings to strings (scripts/neusight/parallel/layout.lua
+  // bridge_warnings_merge: search's warnings with its layouts' bridge warnings said as one); throws when it returns
+  // anything but an array of strings.
+  std::vector<std::string> strings_call(const char* module, const char* fn, const std::vector<std::string>& list);
 
   // Checks the command line's workload fields one by one (scripts/neusight/workload.lua check_fields), reading a
   // model given as a config.json: an unknown preset, a misspelled dtype or a broken config file throws as

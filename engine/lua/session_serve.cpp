@@ -56,7 +56,8 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // its table's width factor; nil without one),
 // band_warnings, families (family_s.<family> seconds, family_n.<family> effective kernels, roofline.<family> = true
 // for families the roofline priced: family_inputs_add's, flat), kv_cache_gb, state_gb, params, model_params (the
-// whole model's, when the phase holds it: session::forecast_model_params), active_params
+// whole model's, when the phase holds it: session::forecast_model_params), layout_warnings (the parallel layout's
+// warnings, scripts/neusight/report.lua layout_warnings: predict's of the same layout), active_params
 // (mixtures of experts), max_positions (a rotary model's max_position_embeddings: scripts/neusight/workload.lua
 // position_limit), kv_window and kv_window_share (a sliding-window model's window and its layers' share of a cached
 // token's bytes: workload.lua kv_cache_window), flops, launch, calibration (the GPU's calibration file its kernel times were corrected by, and
@@ -149,6 +150,15 @@ int l_serve_phase(lua_State* L) {
       lua_setfield(L, -3, "model_warnings");  // stack: result fields
     } else {
       lua_pop(L, 1);  // stack: result fields
+    }
+    // the layout's warnings (scripts/neusight/report.lua layout_warnings: a tensor-parallel group priced over PCIe
+    // beyond the GPU's NVLink bridge, neusight.parallel.layout), which predict says of the same layout: serve.lua says
+    // them too; an empty array on one GPU
+    {
+      const std::string& file = function_push(*c->p, "neusight.report", "layout_warnings");  // stack: result fields fn
+      lua_pushvalue(L, -2);                                              // stack: result fields fn fields
+      ns_call(L, 1, 1, "in " + file + " layout_warnings");               // stack: result fields warnings
+      lua_setfield(L, -3, "layout_warnings");                            // stack: result fields
     }
     if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: result fields state (precision.lua state_report)
       throw error("scripts/neusight/report.lua workload result: field 'state' is " + std::string(luaL_typename(L, -1)) +

@@ -192,7 +192,8 @@ local function forecaster(o, phase)
           band_warnings = p.band_warnings,
           band_done = with_band, attention_ms = attn,
           kv_cache_gb = p.kv_cache_gb, state_gb = p.state_gb, params = p.params, active_params = p.active_params,
-          max_positions = p.max_positions, model_warnings = p.model_warnings, kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
+          max_positions = p.max_positions, model_warnings = p.model_warnings, layout_warnings = p.layout_warnings,
+          kv_window = p.kv_window and math.tointeger(p.kv_window) or p.kv_window,
           kv_window_share = p.kv_window_share,
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
@@ -329,6 +330,8 @@ local STALE_WARNING = setmetatable({}, { __mode = "k" })
 local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its model's config file (also among its warnings, first), for neusight.sweep likewise.
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
+-- Each report's warnings of its parallel layout (also among its warnings), for neusight.sweep, which says them once.
+local LAYOUT_WARNINGS = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -345,6 +348,10 @@ local function common_report(o, first, count)
   local position_warning = rotary_positions_warning(
     fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
   warnings[#warnings + 1] = position_warning
+  -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
+  -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's
+  local layout_warnings = first.layout_warnings or {}
+  for _, w in ipairs(layout_warnings) do warnings[#warnings + 1] = w end
   for _, w in ipairs(first.band_warnings or {}) do warnings[#warnings + 1] = w end  -- out of distribution
   -- an older --scripts figures.lua has no calibration_warning: nothing said
   local model_warning = Fg.calibration_warning and Fg.calibration_warning(first.calibration, first.gpu.name,
@@ -378,6 +385,7 @@ local function common_report(o, first, count)
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
   CONFIG_WARNINGS[report] = config_warnings
+  LAYOUT_WARNINGS[report] = layout_warnings
   return report
 end
 
@@ -391,6 +399,10 @@ function M.config_warnings(report) return CONFIG_WARNINGS[report] or {} end
 --- The warnings of a report of M.run whose phase forecasts go below their roofline floor (among its warnings too; an
 --- array, the prefill's and a decode step's), or nil.
 function M.floor_warning(report) return FLOOR_WARNING[report] end
+
+--- The warnings of a report of M.run's parallel layout (neusight.report layout_warnings, as predict says them: a tp
+--- group priced over PCIe beyond the GPU's bridge; among its warnings too), for neusight.sweep, which says them once.
+function M.layout_warnings(report) return LAYOUT_WARNINGS[report] or {} end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
@@ -725,18 +737,19 @@ end
 M.NEAR_CAPACITY = 0.9
 
 --- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
---- it on), nil below that or without a capacity.
+--- it on), nil below that or without a capacity; its second result says which: "beyond" or "near" (neusight.sweep's
+--- rows name it in their table).
 function M.overload_warning(rate, capacity, requests)
   if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
   local what = "(what this server finishes per second with requests queued: the same requests all arriving at once)"
   if rate > capacity then
     return fmt("--rate %g req/s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
       .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
-      .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests)
+      .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests), "beyond"
   end
   return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
     .. "and settles slowly, so the latency percentiles still depend on the number of requests (--requests %d)", rate,
-    100 * rate / capacity, capacity, what, requests)
+    100 * rate / capacity, capacity, what, requests), "near"
 end
 
 local function run_simulation(o, F, count, progress)
@@ -1041,7 +1054,7 @@ local function run_simulation(o, F, count, progress)
     output_tokens_per_s_per_gpu = out_tokens / duration / o.tp,
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
-  r.warnings[#r.warnings + 1] = M.overload_warning(o.rate, capacity, n)
+  r.warnings[#r.warnings + 1] = (M.overload_warning(o.rate, capacity, n))
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running

@@ -168,6 +168,12 @@ local function row_of(base, r)
     row.output_tokens_per_s = r.throughput.output_tokens_per_s
     row.output_tokens_per_s_per_gpu = r.throughput.output_tokens_per_s_per_gpu
     row.fits = true
+    -- the capacity replay's rate (nil when every request ran at once) and, at or near it, the single serve's overload
+    -- warning (serve.lua overload_warning, the one rule): the row's latencies then depend on --requests
+    row.capacity_requests_per_s = r.throughput.capacity_requests_per_s
+    if S.overload_warning then
+      row.warning, row.overload = S.overload_warning(r.rate, row.capacity_requests_per_s, r.requests)
+    end
   end
   row.calibration = r.calibration -- the GPU's calibration file its forecasts applied (nil: none)
   row.experts = r.experts -- mixtures of experts: how the routed experts ran (nil for dense models)
@@ -249,6 +255,7 @@ function M.run(raw, phase, progress, gpu)
   end
 
   local rows, first, cal_warnings, cal_seen = {}, nil, {}, {}
+  local layout_warnings, layout_seen = {}, {}  -- the combinations' layout warnings, each text once
   for i, c in ipairs(combos) do
     local label = fmt("sweep %d/%d: %s tp %d %s %g", i, #combos, c.label, c.tp, mode, c.value)
     progress(label)
@@ -276,6 +283,10 @@ function M.run(raw, phase, progress, gpu)
       -- a phase forecast below its roofline floor (a calibration fitted to a measurement faster than the GPU can be)
       for _, fw in ipairs(S.floor_warning and S.floor_warning(r) or {}) do
         if not cal_seen[fw] then cal_seen[fw], cal_warnings[#cal_warnings + 1] = true, fw end
+      end
+      -- the layout's (a tp group priced over PCIe beyond the GPU's bridge: predict's and serve's warning), said once
+      for _, lw in ipairs(S.layout_warnings and S.layout_warnings(r) or {}) do
+        if not layout_seen[lw] then layout_seen[lw], layout_warnings[#layout_warnings + 1] = true, lw end
       end
     elseif require("neusight").is_infeasible(r) then
       row.error = first_line(r) -- a setting that cannot run: its row says why
@@ -340,9 +351,24 @@ function M.run(raw, phase, progress, gpu)
     report.warnings = report.warnings or {}
     report.warnings[#report.warnings + 1] = position_warning
   end
+  -- the bridge warnings of the tp degrees swept, one line naming them (neusight.parallel.layout
+  -- bridge_warnings_merge, as search says its layouts'; an older --scripts layout.lua without it: each text once)
+  local layout = require "neusight.parallel.layout"
+  if layout.bridge_warnings_merge then layout_warnings = layout.bridge_warnings_merge(layout_warnings) end
+  for _, w in ipairs(layout_warnings) do
+    report.warnings = report.warnings or {}
+    report.warnings[#report.warnings + 1] = w
+  end
   for _, w in ipairs(cal_warnings) do
     report.warnings = report.warnings or {}
     report.warnings[#report.warnings + 1] = w
+  end
+  -- each row's overload warning (its `warning`), named by its setting: stderr says them under --format json|csv
+  for _, row in ipairs(rows) do
+    if row.warning then
+      report.warnings = report.warnings or {}
+      report.warnings[#report.warnings + 1] = fmt("%s: %s", setting_text(row), row.warning)
+    end
   end
   return report
 end
@@ -388,7 +414,13 @@ local function columns(mode)
     { key = "chosen" },
     { key = "misses" },
     { key = "error" },
+    { key = "warning" },
   }
+  if mode == "rate" then  -- the capacity replay's rate and whether the row's rate is near or beyond it ("near",
+    -- "beyond": serve.lua overload_warning's second result; the row's `warning` says it in full)
+    table.insert(more, 1, { key = "capacity_requests_per_s" })
+    table.insert(more, 2, { key = "overload" })
+  end
   for _, c in ipairs(more) do cols[#cols + 1] = c end
   return cols
 end
@@ -461,7 +493,11 @@ function M.format_table(report)
   for j, c in ipairs(cols) do heads[j] = c.header end
   out[#out + 1] = line(heads, "why not", " ")
   for i, row in ipairs(report.rows) do
-    out[#out + 1] = line(cells[i], row.error or row.misses, row.chosen and "*" or " ")
+    local note = row.error or row.misses
+    -- a rate at or beyond the capacity: said here in short, in full among the warnings below (serve.lua's words)
+    local load = row.warning and (row.overload == "near" and "rate near capacity" or "rate beyond capacity")
+    if load then note = (note and note .. "; " or "") .. load .. " (see its warning)" end
+    out[#out + 1] = line(cells[i], note, row.chosen and "*" or " ")
   end
   out[#out + 1] = ""
   out[#out + 1] = (report.none_meets and "" or "* ") .. report.verdict

@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <string>
+#include <vector>
 #include <nlohmann/json.hpp>
 
 #include "cli_json.h"
@@ -810,6 +812,64 @@ TEST_CASE("search: the microbatch skip names the counts tried", "[cli][search]")
   CHECK(r.err.find("1 layout(s): no microbatch count tried (pp, 2pp, 4pp or 8pp) divides the replica's batch "
                    "(batch / dp)") != std::string::npos);
   CHECK(r.err.find("pp needs batch / dp >= pp") == std::string::npos);
+}
+
+// Only a layout that cannot run (neusight.infeasible: heads not divisible by tp, more stages than layers, a router
+// skew the ep cannot take) is a skip reason; a script's bug met in some layouts only (here the all-reduce rule, which
+// the tp > 1 layouts price) stops the search with its file:line and exit 1, as it stops predict and serve --sweep. It
+// used to become "3 layout(s): …ops/all_reduce.lua:3: attempt to index a nil value" under a ranking of the others.
+TEST_CASE("search: a script error stops it with its file and line and only infeasible layouts are skipped",
+          "[cli][search]") {
+  temp_dir t;
+  const auto op = t.write("ops/all_reduce.lua", "-- a broken rule\nlocal rule = nil\nreturn rule.all_reduce\n");
+  const std::filesystem::path out = t.path / "out.json";
+  const auto r = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 4 --seq 1024 "
+                         "--predictor roofline --ops '" + (t.path / "ops").string() + "' -o '" + out.string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK_FALSE(std::filesystem::exists(out));  // nothing half-written
+  CHECK(r.err.find(op.string() + ":3: attempt to index a nil value (local 'rule')") != std::string::npos);
+  CHECK(r.err.find("layout(s)") == std::string::npos);
+  // the settings' own reasons stay skips: GPT-2 Medium's 24 layers over pp 32 and 64, n_head 16 over tp 32 is not
+  // tried (--max-tp 8)
+  const auto deep = run_cli("search --model gpt2_med --gpu h100 --gpus 64 --batch 64 --seq 1024 --predictor roofline "
+                            "--format json");
+  INFO(deep.err);
+  REQUIRE(deep.code == 0);
+  const json j = json::parse(deep.out);
+  CHECK(j["skipped"]["parallel: 32 pipeline stage(s) (pp × virtual_stages) but the model has only 24 layer(s)"] == 2);
+  CHECK(j["skipped"]["parallel: 64 pipeline stage(s) (pp × virtual_stages) but the model has only 24 layer(s)"] == 1);
+  // a router skew one expert-parallel degree cannot take (ep 2: at most 2 x the mean) skips those layouts only
+  const auto skew = run_cli("search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 16 --seq 2048 --predictor "
+                            "roofline --router-skew 3 --format json");
+  INFO(skew.err);
+  REQUIRE(skew.code == 0);
+  const json k = json::parse(skew.out);
+  CHECK(k["skipped"]["router_skew 3: the busiest of 2 expert-parallel ranks can receive at most 2 x the mean (each "
+                     "token's 2 picks among that rank's 4 experts); give a factor from 1 to 2"] == 10);
+  CHECK(k["layouts"].size() > 0);
+}
+
+// On A100 PCIe cards (a 2-GPU NVLink bridge) search said the bridge warning once per distinct text, 7 near-identical
+// lines ("tp 4 on a100_pcie_80gb: …", "dp 2 on …", "dp 4 on …", …). It says it once, naming every group size its
+// layouts priced over PCIe (scripts/neusight/parallel/layout.lua bridge_warnings_merge).
+TEST_CASE("search: the layouts' bridge warnings are one line naming their groups", "[cli][search]") {
+  const auto r = run_cli("search --model gpt2_large --gpu a100_pcie_80gb --gpus 8 --batch 16 --seq 1024 "
+                         "--predictor roofline --format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  std::vector<std::string> bridge;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find("bridge joins") != std::string::npos) bridge.push_back(w.get<std::string>());
+  REQUIRE(bridge.size() == 1);
+  CHECK(bridge[0] == "the tp 4, dp 2/4/8 and pp 2/4/8 groups of some layouts on a100_pcie_80gb: its NVLink bridge "
+                     "joins 2 GPUs; collectives and pipeline sends beyond a pair are priced over PCIe (32 GB/s per "
+                     "direction); give --cluster for your system");
+  size_t on_stderr = 0;
+  for (size_t at = r.err.find("bridge joins"); at != std::string::npos; at = r.err.find("bridge joins", at + 1)) ++on_stderr;
+  CHECK(on_stderr == 1);
 }
 
 // predict runs an interleaved layout whose chunks do not divide the layers (a model may be uneven on purpose) but

@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <set>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli_json.h"
 #include "test_util.h"
@@ -547,4 +549,34 @@ TEST_CASE("serve: a rate beyond the forecast capacity warns with both rates on s
   REQUIRE(under.code == 0);
   CHECK(under.out.find("forecast capacity") == std::string::npos);
   CHECK(under.err.find("forecast capacity") == std::string::npos);
+}
+
+// `predict --tp 8` on A100 PCIe cards (a 2-GPU NVLink bridge) warns that its tp group is priced over PCIe beyond a pair;
+// `serve` of the same layout forecast the same phases without a word. It now says the plan's warnings as predict says
+// them (scripts/neusight/report.lua layout_warnings, one text: neusight.parallel.layout), in JSON `warnings`, on
+// stderr and in its table; a layout within one bridge (tp 2) says nothing.
+TEST_CASE("serve: the layout's warnings are predict's for the same layout", "[cli][serve]") {
+  const std::string model = "--model llama32_1b --gpu a100_pcie_80gb --predictor roofline ";
+  const auto bridge_of = [](const json& report) {
+    std::vector<std::string> out;
+    for (const auto& w : report.value("warnings", json::array()))
+      if (w.get<std::string>().find("bridge joins") != std::string::npos) out.push_back(w.get<std::string>());
+    return out;
+  };
+  const json predicted = run_json("predict " + model + "--mode decode --batch 1 --context 256 --tp 8");
+  const auto said = bridge_of(predicted);
+  REQUIRE(said.size() == 1);
+  CHECK(said[0] == "tp 8 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; collectives beyond a pair are priced over "
+                   "PCIe (32 GB/s per direction); give --cluster for your system");
+  const std::string serve = "serve " + model + "--input-len 256 --output-len 16 --batch 1 --tp ";
+  const json served = run_json(serve + "8");
+  CHECK(bridge_of(served) == said);
+  const auto table = run_cli(serve + "8");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("warning: " + said[0]) != std::string::npos);
+  const auto rate = run_cli(serve.substr(0, serve.find("--batch")) + "--rate 1 --requests 5 --tp 8 --format json");
+  REQUIRE(rate.code == 0);
+  CHECK(bridge_of(json::parse(rate.out)) == said);
+  CHECK(rate.err.find("neusight: warning: " + said[0]) != std::string::npos);
+  CHECK(bridge_of(run_json(serve + "2")).empty());
 }

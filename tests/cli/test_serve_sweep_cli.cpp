@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <map>
 #include <vector>
 
@@ -318,4 +319,68 @@ TEST_CASE("serve --sweep: when no setting could run the rows say why and it exit
   INFO(mixed.err);
   CHECK(mixed.code == 0);
   CHECK(json::parse(mixed.out)["errors"] == 1);
+}
+
+// A single `serve --rate` at or beyond the forecast capacity warns (serve.lua overload_warning: the queue grows without
+// bound, or so near it that the percentiles still depend on --requests); the sweep's rows of the same settings said
+// nothing. Each row now carries that warning (`warning`, with `capacity_requests_per_s` and `overload` near|beyond) in
+// JSON and CSV; the table says it in short in the row and in full below, named by the setting (stderr likewise under
+// --format json|csv).
+TEST_CASE("serve --sweep: a row at or beyond the capacity carries the single serve's overload warning",
+          "[cli][serve][sweep]") {
+  const std::string common = base + "--requests 60 --max-batch 4 --gpu l4 ";
+  const std::string rates[] = {"5", "12.5", "50"};
+  const json s = run_json(common + "--sweep --rate 5,12.5,50");
+  REQUIRE(s["rows"].size() == 3);
+  const auto overload = [](const json& report) {  // the single serve's capacity warning, "" without one
+    for (const auto& w : report.value("warnings", json::array()))
+      if (w.get<std::string>().find("forecast capacity") != std::string::npos) return w.get<std::string>();
+    return std::string();
+  };
+  for (size_t i = 0; i < 3; ++i) {
+    INFO("rate " << rates[i]);
+    const json& row = s["rows"][i];
+    const json one = run_json(common + "--rate " + rates[i]);
+    CHECK(row["capacity_requests_per_s"] == one["throughput"]["capacity_requests_per_s"]);
+    const std::string said = overload(one);
+    if (said.empty()) {
+      CHECK_FALSE(row.contains("warning"));
+    } else {
+      CHECK(row["warning"] == said);
+    }
+  }
+  CHECK_FALSE(s["rows"][0].contains("overload"));  // 5 req/s: well below the capacity
+  CHECK(s["rows"][1]["overload"] == "near");
+  CHECK(s["rows"][2]["overload"] == "beyond");
+  CHECK(s["rows"][2]["warning"].get<std::string>().rfind("--rate 50 req/s exceeds the forecast capacity of ", 0) == 0);
+  const auto table = run_cli(common + "--sweep --rate 5,12.5,50");
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("rate near capacity (see its warning)") != std::string::npos);
+  CHECK(table.out.find("rate beyond capacity (see its warning)") != std::string::npos);
+  CHECK(table.out.find("warning: L4, tp 1, rate 50 req/s: " + s["rows"][2]["warning"].get<std::string>()) !=
+        std::string::npos);
+  const auto csv = run_cli(common + "--sweep --rate 5,12.5,50 --format csv");
+  REQUIRE(csv.code == 0);
+  const auto [head, lines] = ns_test::csv_table(csv.out);
+  const auto at = std::find(head.begin(), head.end(), "warning");
+  REQUIRE(at != head.end());
+  REQUIRE(lines.size() == 3);
+  CHECK(lines[2][size_t(at - head.begin())] == s["rows"][2]["warning"].get<std::string>());
+  CHECK(csv.err.find("neusight: warning: L4, tp 1, rate 50 req/s: --rate 50 req/s exceeds") != std::string::npos);
+}
+
+// The plan's warnings predict says of a layout (a tp group priced over PCIe beyond the GPU's 2-GPU NVLink bridge)
+// were dropped by serve: the sweep says them once, the tp degrees they concern in one line
+// (scripts/neusight/parallel/layout.lua bridge_warnings_merge, as search does).
+TEST_CASE("serve --sweep: the tp degrees' bridge warnings are said once in one line", "[cli][serve][sweep]") {
+  const json s = run_json(base + "--sweep --gpu a100_pcie_80gb --tp 1,2,4,8 --batch 1");
+  size_t bridge = 0;
+  for (const auto& w : s["warnings"]) {
+    const std::string text = w.get<std::string>();
+    if (text.find("bridge joins") == std::string::npos) continue;
+    ++bridge;
+    CHECK(text == "the tp 4/8 groups of some layouts on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; collectives "
+                  "beyond a pair are priced over PCIe (32 GB/s per direction); give --cluster for your system");
+  }
+  CHECK(bridge == 1);
 }

@@ -96,6 +96,23 @@ function T.test_bridge_smaller_than_the_node_prices_beyond_it_over_pcie()
   eq(plan_on({ pp = 4, microbatches = 4 }).warnings[1], "pp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; "
     .. "pipeline sends beyond a pair are priced over PCIe (32 GB/s per direction); give --cluster for your system",
     "stages 1 and 2 sit behind different bridges")
+  -- every group beyond the bridge is named, not only the first (tp 4's collectives and dp 2's: ranks 0 and 4)
+  local both = plan_on({ tp = 4, dp = 2 }).warnings
+  eq(#both, 1, "one warning of the layout")
+  eq(both[1], "tp 4 and dp 2 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; collectives beyond a pair are priced "
+    .. "over PCIe (32 GB/s per direction); give --cluster for your system", "tp and dp named")
+  -- many layouts' (search, serve --sweep): one line naming every group, where the first was; others kept in place
+  local L = require "neusight.parallel.layout"
+  local merged = L.bridge_warnings_merge { "other", plan_on({ tp = 8 }).warnings[1], both[1], "another",
+    plan_on({ pp = 4, microbatches = 4 }).warnings[1] }
+  eq(#merged, 3, "other, the bridge line, another")
+  eq(merged[1], "other", "kept") eq(merged[3], "another", "kept")
+  eq(merged[2], "the tp 4/8, dp 2 and pp 4 groups of some layouts on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; "
+    .. "collectives and pipeline sends beyond a pair are priced over PCIe (32 GB/s per direction); give --cluster for "
+    .. "your system", "merged")
+  eq(L.bridge_warnings_merge({ both[1], "x" })[1], both[1], "a single bridge warning stays as it is")
+  eq(L.bridge_warnings_merge({ "tp 8 on a100_pcie_80gb: not made here" })[1], "tp 8 on a100_pcie_80gb: not made here",
+    "a text this module did not make is kept")
   eq(#plan_on({ tp = 2 }).warnings, 0, "tp 2: no warning")
   eq(plan_on({ tp = 2 }).cluster.domain, nil, "2 GPUs: the bridge is the node")
   plan = plan_on { tp = 8, cluster = { intra = { bw_gbps = 25 } } }

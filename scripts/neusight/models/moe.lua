@@ -286,9 +286,10 @@ function M.busiest_rank_rows(skew, n, k, E, ep)
   else
     rows = skew * mean
     if rows > cap + 0.5 then -- more than every routed row of the ep ranks that can land on one rank's E/ep experts
-      error(("router_skew %g: the busiest of %d expert-parallel ranks can receive at most %g x the mean (each token's "
-        .. "%d picks among that rank's %d experts); give a factor from 1 to %g"):format(skew, ep, cap / mean, k,
-        E // ep, cap / mean), 0)
+      -- the setting's (this ep), not the model's (neusight.infeasible: search skips a layout with it as the reason)
+      require("neusight").infeasible(("router_skew %g: the busiest of %d expert-parallel ranks can receive at most %g x "
+        .. "the mean (each token's %d picks among that rank's %d experts); give a factor from 1 to %g"):format(skew, ep,
+        cap / mean, k, E // ep, cap / mean))
     end
   end
   return math.max(mean, math.min(cap, math.floor(rows + 0.5))) -- the nearest whole row (a factor: ⌊f·n·k + ½⌋)

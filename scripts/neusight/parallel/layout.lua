@@ -33,25 +33,104 @@ local function group_shape(size, stride, first, g, d)
   return shape
 end
 
--- The warning of a group priced over PCIe because it reaches beyond the GPU's bridge (its file's nvlink_domain_gpus,
--- topology.cluster's domain), or nil: without a cluster the links are guessed from the GPU file, and how a server of
--- bridged cards is wired (which pairs, which PCIe switches) is the user's to say.
-local function domain_warning(plan, gpu, p)
-  local d = plan.cluster.domain
-  local what, traffic = nil, "collectives"
-  for _, name in ipairs { "tp", "dp", "ep" } do
-    if plan.groups[name].spans_domains then what = ("%s %d"):format(name, p[name]); break end
+-- The groups a bridge warning names, in this order (pp's traffic: its pipeline sends; the others' collectives).
+local BRIDGE_GROUPS = { tp = 1, dp = 2, ep = 3, pp = 4 }
+
+-- The bridge warnings made, text → { key = the GPU and bridge they are of, groups = { { name, size }, … }, and what
+-- bridge_text made them of }: what M.bridge_warnings_merge reads back of them (a command that forecasts many
+-- layouts, search, says them as one line).
+local BRIDGE_SAID = {}
+
+-- The bridge warning of `groups` ({ { name = "tp", size = 8 }, … }, in BRIDGE_GROUPS order) on the GPU `gpu` whose
+-- bridge joins `d` GPUs (cluster.domain), PCIe (`bw_gbps` per direction) beyond it; `any` (several layouts): "the tp
+-- 4/8 and dp 2 groups of some layouts" instead of "tp 4 and dp 2". The one text of the rule, for one layout and many.
+local function bridge_text(gpu, d, bw_gbps, groups, any)
+  local names, sizes, collectives, sends = {}, {}, false, false
+  for _, g in ipairs(groups) do
+    if not sizes[g.name] then names[#names + 1], sizes[g.name] = g.name, {} end
+    local list = sizes[g.name]
+    list[#list + 1] = ("%d"):format(g.size)
+    if g.name == "pp" then sends = true else collectives = true end
   end
-  for _, link in ipairs(plan.pp_links) do
-    if not what and link.spans_domains then what, traffic = ("pp %d"):format(p.pp), "pipeline sends" end
-  end
-  if not what then return nil end
+  local traffic = collectives and sends and "collectives and pipeline sends" or sends and "pipeline sends"
+    or "collectives"
+  local parts = {}
+  for i, name in ipairs(names) do parts[i] = name .. " " .. table.concat(sizes[name], "/") end
+  local what = #parts == 1 and parts[1] or table.concat(parts, ", ", 1, #parts - 1) .. " and " .. parts[#parts]
+  if any then what = ("the %s group%s of some layouts"):format(what, (#groups > 1) and "s" or "") end
   local kind = tostring(gpu.interconnect)
   local bridge = kind:match("^nvlink") and "NVLink" or kind == "infinity_fabric" and "Infinity Fabric" or kind
   local stem = tostring(gpu.source or gpu.name):match("([^/]+)%.toml$") or tostring(gpu.name)
-  return ("%s on %s: its %s bridge joins %d GPUs; %s beyond %s are priced over PCIe (%.4g GB/s per "
-    .. "direction); give --cluster for your system"):format(what, stem, bridge, d.gpus, traffic,
-    d.gpus == 2 and "a pair" or ("%d GPUs"):format(d.gpus), d.intra.bw_gbps)
+  local tail = (" on %s: its %s bridge joins %d GPUs; %s beyond %s are priced over PCIe (%.4g GB/s per "
+    .. "direction); give --cluster for your system"):format(stem, bridge, d, traffic, d == 2 and "a pair"
+    or ("%d GPUs"):format(d), bw_gbps)
+  local text = what .. tail
+  if not BRIDGE_SAID[text] then
+    -- warnings of one GPU and bridge merge (the traffic follows from the groups)
+    BRIDGE_SAID[text] = { key = table.concat({ stem, bridge, d, bw_gbps }, "\1"), groups = groups,
+                          gpu = { interconnect = gpu.interconnect, source = gpu.source, name = gpu.name }, d = d,
+                          bw_gbps = bw_gbps }
+  end
+  return text
+end
+
+-- The warning of the groups priced over PCIe because they reach beyond the GPU's bridge (its file's
+-- nvlink_domain_gpus, topology.cluster's domain), or nil: without a cluster the links are guessed from the GPU file,
+-- and how a server of bridged cards is wired (which pairs, which PCIe switches) is the user's to say. Every such
+-- group is named (tp, dp, ep, then pp: its pipeline sends).
+local function domain_warning(plan, gpu, p)
+  local d = plan.cluster.domain
+  local groups = {}
+  for _, name in ipairs { "tp", "dp", "ep" } do
+    if plan.groups[name].spans_domains then groups[#groups + 1] = { name = name, size = p[name] } end
+  end
+  for _, link in ipairs(plan.pp_links) do
+    if link.spans_domains then groups[#groups + 1] = { name = "pp", size = p.pp }; break end
+  end
+  if #groups == 0 then return nil end
+  return bridge_text(gpu, d.gpus, d.intra.bw_gbps, groups, false)
+end
+
+--- `warnings` (strings) with the bridge warnings this module made (the groups of a layout priced over PCIe beyond
+--- the GPU's bridge) of one GPU merged into one, where the first of them was, naming every group size they named
+--- ("the tp 4/8, dp 2 and pp 4 groups of some layouts on a100_pcie_80gb: …"): what a command that forecasts many layouts (search,
+--- serve --sweep) says once. Other warnings, and a single bridge warning, are kept as they are.
+---@param warnings string[]
+---@return string[]
+function M.bridge_warnings_merge(warnings)
+  local by_key, order = {}, {}
+  for _, w in ipairs(warnings) do
+    local said = BRIDGE_SAID[w]
+    if said then
+      local m = by_key[said.key]
+      if not m then
+        m = { said = said, groups = {}, seen = {}, texts = 0 }
+        by_key[said.key], order[#order + 1] = m, m
+      end
+      m.texts = m.texts + 1
+      for _, g in ipairs(said.groups) do
+        local k = g.name .. " " .. g.size
+        if not m.seen[k] then m.seen[k], m.groups[#m.groups + 1] = true, g end
+      end
+    end
+  end
+  local out, done = {}, {}
+  for _, w in ipairs(warnings) do
+    local said = BRIDGE_SAID[w]
+    local m = said and by_key[said.key]
+    if not m or m.texts == 1 then
+      out[#out + 1] = w
+    elseif not done[m] then
+      done[m] = true
+      table.sort(m.groups, function(a, b)
+        if a.name ~= b.name then return BRIDGE_GROUPS[a.name] < BRIDGE_GROUPS[b.name] end
+        return a.size < b.size
+      end)
+      local s = m.said
+      out[#out + 1] = bridge_text(s.gpu, s.d, s.bw_gbps, m.groups, true)
+    end
+  end
+  return out
 end
 M.group_shape = group_shape
 

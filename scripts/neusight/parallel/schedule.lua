@@ -184,9 +184,9 @@ local function shape_of(make, schedule, P, Mb, v, training)
     codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
     left = left + n[d]
   end
-  if left > MAX_OPS or V > MAX_CODE then
-    error(("schedule %s: %d device(s), %d microbatch(es), %d chunk(s) make %d ops (at most %d ops and %d stages)")
-      :format(schedule, P, Mb, v, left, MAX_OPS, MAX_CODE), 0)
+  if left > MAX_OPS or V > MAX_CODE then -- the layout's (neusight.infeasible: search skips it with this reason)
+    ns.infeasible(("schedule %s: %d device(s), %d microbatch(es), %d chunk(s) make %d ops (at most %d "
+      .. "ops and %d stages)"):format(schedule, P, Mb, v, left, MAX_OPS, MAX_CODE))
   end
   local progress = true
   while left > 0 and progress do

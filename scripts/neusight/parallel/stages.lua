@@ -52,10 +52,12 @@ function M.layer_count(nodes)
 end
 
 --- Refuses `V` virtual stages (pp × virtual_stages) over a graph of `total` layers (M.layer_count) when it has fewer
---- layers than stages: M.partition's rule, which neusight.workload also checks when it builds a plan's graph.
+--- layers than stages: M.partition's rule, which neusight.workload also checks when it builds a plan's graph. The
+--- error is the setting's, not the model's (neusight.infeasible: search skips such a layout with it as the reason).
 function M.stages_check(total, V)
   if total < V and V > 1 then
-    error(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d layer(s)"):format(V, total), 0)
+    require("neusight").infeasible(("parallel: %d pipeline stage(s) (pp × virtual_stages) but the model has only %d "
+      .. "layer(s)"):format(V, total))
   end
 end
 
