@@ -47,39 +47,6 @@ constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8
 
 enum class size_axis { rows, q_len, kv_len, batch, m };
 
-// The GPU envelope: more memory bandwidth or DRAM capacity cannot make a kernel slower, but the MLPs are not
-// monotone in the per-SM bandwidth and capacity they see, and extrapolate both beyond the training GPUs' range: the
-// H100 with its bandwidth doubled (3350 → 6700 GB/s) priced an fp32 GPT-2 Large inference 32.3 → 282.7 ms, a
-// 1.25× bandwidth copy of the A100-PCIE-40GB (a training GPU) +6.8 %, the H100 with 160 GB instead of 80 slower. A
-// kernel is priced no slower than on copies of its GPU with less of a resource its family's inputs read — the
-// bandwidth (every family), the DRAM capacity (gpu_envelope_resources) — each divided by gpu_envelope_factors,
-// evaluated in the same batch with the kernel's own tile and FLOPs: the tile rules read neither resource and the
-// compute bound is the same on a copy. No copies of less L2 (no input reads it) or fewer SMs (they move waves and
-// the tile rules' choice). Decided by weights/MONOTONE_GPU_RULE.md.
-constexpr std::array<double, 3> gpu_envelope_factors = {1.25, 1.5, 2};
-enum class gpu_resource { bandwidth, capacity };
-constexpr size_t gpu_resource_count = 2;
-
-// The fp32 input sets read both (log2(tile MB / per-SM GB/s), log2(W · tile MB / per-SM memory MB)); the transfer set
-// (family_transfer_features) reads the bandwidth only, through the roofline throughput and the ridge distance.
-std::vector<gpu_resource> gpu_envelope_resources(family f) {
-  if (family_transfer_features(f)) return {gpu_resource::bandwidth};
-  return {gpu_resource::bandwidth, gpu_resource::capacity};
-}
-
-// The copies of `gpu` with less of each resource, [resource][factor].
-using lesser_gpus = std::array<std::array<gpu_spec, gpu_envelope_factors.size()>, gpu_resource_count>;
-lesser_gpus gpu_envelope_copies(const gpu_spec& gpu) {
-  lesser_gpus out;
-  for (size_t r = 0; r < gpu_resource_count; ++r)
-    for (size_t d = 0; d < gpu_envelope_factors.size(); ++d) {
-      gpu_spec g = gpu;
-      (gpu_resource(r) == gpu_resource::bandwidth ? g.mem_bw_gbps : g.mem_gb) /= gpu_envelope_factors[d];
-      out[r][d] = std::move(g);
-    }
-  return out;
-}
-
 struct envelope_axes {
   std::vector<size_axis> scaled;   // the axes with larger copies
   std::vector<size_axis> ordered;  // the axes of the within-forecast order (the scaled ones among them)
@@ -317,9 +284,6 @@ class neusight_predictor final : public predictor {
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
-    // a row → the rows of its GPU copies with less of a resource (the GPU envelope), in the same batch
-    std::map<family, std::map<size_t, std::vector<size_t>>> lesser;
-    std::optional<lesser_gpus> lesser_gpu;  // made at the first kernel that needs them
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
@@ -359,16 +323,6 @@ class neusight_predictor final : public predictor {
             batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu));
             if (memo_)  // the batch's rows, in order (outputs_memo_)
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
-          }
-      }
-      if (fresh) {  // the GPU envelope's copies
-        if (!lesser_gpu) lesser_gpu = gpu_envelope_copies(gpu);
-        auto& rows = lesser[*fam][it->second];
-        for (gpu_resource r : gpu_envelope_resources(*fam))
-          for (size_t d = 0; d < gpu_envelope_factors.size(); ++d) {
-            rows.push_back(batch[*fam].size());
-            batch[*fam].push_back(tile_features_compute(k, (*lesser_gpu)[size_t(r)][d]));
-            if (memo_) batch_key[*fam] += "|g" + std::to_string(int(r)) + "." + std::to_string(d);
           }
       }
       slot[i] = {*fam, it->second};
@@ -431,9 +385,6 @@ class neusight_predictor final : public predictor {
             out[i] = std::min(out[i], seconds(r->second[c], tile_compute_seconds(s, gpu)));
           }
         }
-      if (auto l = lesser.find(fam); l != lesser.end())  // the same kernel on less bandwidth or capacity
-        if (auto r = l->second.find(row); r != l->second.end())
-          for (size_t c : r->second) out[i] = std::min(out[i], seconds(c, tile_compute_seconds(kernels[i].k, gpu)));
     }
     // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
     // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)

@@ -636,66 +636,20 @@ std::vector<kernel> resource_kernels(forecaster& f, const gpu_spec& gpu) {
   return ks;
 }
 
-// The shipped MLP's own forecast of each kernel (its tile from the library rules), without any envelope.
-std::vector<double> mlp_seconds(forecaster& f, std::vector<kernel> ks, const gpu_spec& gpu) {
-  std::vector<kernel_instance> kis;
-  for (auto& k : ks) kis.push_back({0, phase::forward, std::move(k)});
-  f.s.tiles_select(kis, gpu);
-  static std::map<family, tile_model> models;
-  std::vector<double> out;
-  for (const auto& ki : kis) {
-    const family fam = *family_of(ki.k);
-    auto m = models.find(fam);
-    if (m == models.end())
-      m = models.emplace(fam, weights_load(ns_test::source_dir / "weights/nvidia" / std::string(family_name(fam)))).first;
-    out.push_back(m->second.predict({tile_features_compute(ki.k, gpu)}).front());
-  }
-  return out;
-}
-
 const char* resource_name(double gpu_spec::*res) {
   return res == &gpu_spec::mem_bw_gbps ? "bandwidth" : res == &gpu_spec::mem_gb ? "memory" : "L2";
 }
 }  // namespace
 
-// A GPU with more memory bandwidth or DRAM capacity and nothing else changed cannot run a kernel slower. The fp32
+// A GPU with more memory bandwidth, DRAM capacity or L2 and nothing else changed cannot run a kernel slower. The fp32
 // MLPs see the per-SM bandwidth and capacity and are not monotone in them beyond the training GPUs' range: an H100
-// with its bandwidth doubled was priced an fp32 GPT-2 Large inference 32.3 → 282.7 ms (one GEMM 0.84 → 4.48 ms), a
-// 1.25× bandwidth A100-PCIE-40GB +6.8 %. The GPU envelope of engine/core/neusight_predictor.cpp prices a kernel no
-// slower than on copies of its GPU with 1/1.25, 1/1.5 and 1/2 of each resource an input reads, so a GPU with 1.25,
-// 1.5 or 2 times the resource is never priced above the MLP's own forecast on the GPU itself (weights/MONOTONE_GPU_RULE.md,
-// criterion 4'; the enveloped forecasts of the two are not ordered exactly: the test after this one).
-TEST_CASE("a GPU with more bandwidth or memory is never priced above the MLP's forecast on the GPU itself",
-          "[neusight][physics]") {
-  forecaster f;
-  size_t checks = 0;
-  for (const std::string gpu_name : {"h100", "A100-PCIE-40GB"}) {
-    const gpu_spec base = gpu_named(gpu_name);
-    const std::vector<kernel> ks = resource_kernels(f, base);
-    const auto mlp = mlp_seconds(f, ks, base);
-    for (double gpu_spec::*res : {&gpu_spec::mem_bw_gbps, &gpu_spec::mem_gb})
-      for (const double s : {1.25, 1.5, 2.0}) {
-        gpu_spec more = base;
-        more.*res *= s;
-        const auto t = f.seconds(ks, more);
-        for (size_t i = 0; i < ks.size(); ++i) {
-          const kernel& k = ks[i];
-          INFO(base.name << " " << resource_name(res) << " x" << s << ": " << k.name << " " << k.dtype << " (" << k.b
-                         << " | " << k.m << ", " << k.n << ", " << k.k << " | " << k.rows << ", " << k.hidden << "): "
-                         << t[i] * 1e6 << " us, the MLP on the GPU itself " << mlp[i] * 1e6 << " us");
-          CHECK(t[i] <= mlp[i] * (1 + 1e-5));  // the MLP's rows evaluated in another batch: float rounding
-          ++checks;
-        }
-      }
-  }
-  CHECK(checks == 2 * 2 * 3 * 30);
-}
-
-// The exact property, enveloped forecast against enveloped forecast, does not hold: the envelope on the GPU itself
-// reaches down to 1/2 of its bandwidth, where the MLP prices the H100's fp32 GEMMs lower (nearer the training GPUs'
-// per-SM bandwidth), while a 2× copy's window ends at the GPU's own bandwidth (gpt2_large's c_attn GEMM, batch 4 ×
-// 1024: H100 0.744 ms, 2× bandwidth 0.844 ms; without the envelope 0.844 / 4.483 ms). A known failure, kept
-// visible. No input reads the L2: its copies must give the same forecast (that part holds).
+// with its bandwidth doubled is priced an fp32 GPT-2 Large inference (batch 4 × 1024) 221 → 640 ms, its c_attn GEMM
+// 0.844 → 4.483 ms; 160 GB instead of 80: 221 → 260 ms. A known failure, kept visible. A GPU envelope (a kernel
+// priced no slower than on copies of its GPU with 1/1.25, 1/1.5, 1/2 of the bandwidth and capacity) removed most of it
+// but was not adopted: it could not make this exact (the two GPUs' windows are not nested) and it made
+// leave-one-GPU-out worse where the held-out GPU is below the others' per-SM bandwidth (T4 held out: BMM 30.6 → 38.7 %,
+// end to end 26.4 → 33.6 %; weights/MONOTONE_GPU_RULE.md). No input reads the L2: its copies give the same forecast
+// (that part holds).
 TEST_CASE("a GPU with more bandwidth or memory or L2 is never forecast slower (per kernel family)",
           "[neusight][physics][!mayfail]") {
   forecaster f;
