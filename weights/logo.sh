@@ -2,17 +2,20 @@
 # weights/logo.sh — leave-one-GPU-out over the five fp32 training GPUs, kernel level and end to end
 # (the "end to end 12.82 %" figure of weights/ACCURACY.md: unweighted mean over the five GPUs of their labels' mean APE).
 #
-#   weights/logo.sh --work DIR [--data DIR]
+#   weights/logo.sh --work DIR [--data DIR] [--folds DIR2]
 #
 # For each GPU G: the fp32 families trained without G (weights/train.sh --exclude-gpu G, DIR/folds/<G>; seed 0, as
 # shipped), then `eval kernels dataset/test/*` (G's rows) and `eval models label/<G>`. About 5 minutes on 2 cores.
+# --folds DIR2: no training; evaluate the folds an earlier run left in DIR2/folds (another binary on the same folds:
+# NEUSIGHT=other/neusight weights/logo.sh --work DIR --folds DIR2).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-work= data=../shared/data/neusight
+work= data=../shared/data/neusight folds=
 while [ $# -gt 0 ]; do
   case "$1" in
     --work) work=$2; shift 2 ;;
     --data) data=$2; shift 2 ;;
+    --folds) folds=$2; shift 2 ;;
     -h|--help) sed -n 2,10p "$0"; exit 0 ;;
     *) echo "logo.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
@@ -26,9 +29,14 @@ source weights/training_gpus.sh
 IFS=';' read -ra fp32 <<< "$training_fp32_gpus"
 for g in "${fp32[@]}"; do
   s=$(echo "$g" | tr ' ' '_') dir=$work/folds/$(echo "$g" | tr ' ' '_') start=$SECONDS
-  only=(--only bmm --only linear --only elementwise --only softmax --only layernorm)
-  weights/train.sh --data "$data" --out "$dir" --vendor nvidia --exclude-gpu "$g" "${only[@]}" \
-    > "$work/out/$s.train.log" 2>&1
+  if [ -n "$folds" ]; then
+    dir=$folds/folds/$s
+    [ -d "$dir" ] || { echo "logo.sh: no fold $dir (--folds)" >&2; exit 2; }
+  else
+    only=(--only bmm --only linear --only elementwise --only softmax --only layernorm)
+    weights/train.sh --data "$data" --out "$dir" --vendor nvidia --exclude-gpu "$g" "${only[@]}" \
+      > "$work/out/$s.train.log" 2>&1
+  fi
   "$exe" eval kernels "${tests[@]}" --weights "$dir" > "$work/out/$s.kernels.txt" 2>/dev/null
   "$exe" eval models "$data/label/$s" --weights "$dir" > "$work/out/$s.models.txt" 2>/dev/null
   echo "$g: $((SECONDS - start)) s"

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <memory>
 #include <sstream>
 
@@ -597,4 +598,81 @@ TEST_CASE("weight-only quantised GEMMs keep the utilisation of the unquantised G
       }
     }
   }
+}
+
+namespace {
+// A per-family set of kernels for the GPU-resource tests: fp32 and bf16 Linears and BMMs, element-wise, softmax and
+// layer-norm kernels (fp32 and their bf16 copies), bf16 decode and prefill attention.
+std::vector<kernel> resource_kernels(forecaster& f, const gpu_spec& gpu) {
+  const auto bmm = [](int64_t b, int64_t m, int64_t n, int64_t k, const std::string& dtype) {
+    kernel g = gemm_kernel(m, n, k, dtype);
+    g.kind = kernel_kind::bmm, g.name = "BMM", g.b = b, g.flops *= double(b), g.bytes *= double(b);
+    return g;
+  };
+  const auto vec16 = [](kernel v) {  // the bf16 kernel of the same shape: half the bytes
+    v.dtype = "bf16", v.bytes /= 2;
+    return v;
+  };
+  kernel add = user_vec(4096, 1280, 1, 12);
+  add.op = "add", add.name = "VECadd";
+  std::vector<kernel> ks;
+  for (const std::string dtype : {"fp32", "bf16"}) {
+    for (const auto& [m, n, k] : std::vector<std::array<int64_t, 3>>{
+             {4096, 1280, 3840}, {128, 1280, 5120}, {1, 4096, 4096}, {8192, 8192, 8192}, {4096, 5120, 1280}})
+      ks.push_back(gemm_kernel(m, n, k, dtype));
+    ks.push_back(bmm(80, 1024, 64, 1024, dtype));
+    ks.push_back(bmm(20, 128, 128, 64, dtype));
+  }
+  for (const kernel& v : {add, user_vec(128, 5120, 1, 8), row_kernel(kernel_kind::softmax, 81920, 1024),
+                          row_kernel(kernel_kind::softmax, 640, 128), row_kernel(kernel_kind::layernorm, 4096, 1280),
+                          row_kernel(kernel_kind::layernorm, 1, 4096)}) {
+    ks.push_back(v);
+    ks.push_back(vec16(v));
+  }
+  ks.push_back(attention_kernel(f, "decode_attention", 8, 32, 1, 2048, 128, gpu));
+  ks.push_back(attention_kernel(f, "decode_attention", 64, 32, 1, 4096, 128, gpu));
+  ks.push_back(attention_kernel(f, "sdpa", 1, 20, 1024, 1024, 64, gpu));
+  ks.push_back(attention_kernel(f, "sdpa", 2, 32, 8192, 8192, 128, gpu));
+  return ks;
+}
+
+const char* resource_name(double gpu_spec::*res) {
+  return res == &gpu_spec::mem_bw_gbps ? "bandwidth" : res == &gpu_spec::mem_gb ? "memory" : "L2";
+}
+}  // namespace
+
+// A GPU with more memory bandwidth, DRAM capacity or L2 and nothing else changed cannot run a kernel slower. The fp32
+// MLPs see the per-SM bandwidth and capacity and are not monotone in them beyond the training GPUs' range: an H100
+// with its bandwidth doubled is priced an fp32 GPT-2 Large inference (batch 4 × 1024) 221 → 640 ms, its c_attn GEMM
+// 0.844 → 4.483 ms; 160 GB instead of 80: 221 → 260 ms. A known failure, kept visible. A GPU envelope (a kernel
+// priced no slower than on copies of its GPU with 1/1.25, 1/1.5, 1/2 of the bandwidth and capacity) removed most of it
+// but was not adopted: it could not make this exact (the two GPUs' windows are not nested) and it made
+// leave-one-GPU-out worse where the held-out GPU is below the others' per-SM bandwidth (T4 held out: BMM 30.6 → 38.7 %,
+// end to end 26.4 → 33.6 %; weights/MONOTONE_GPU_RULE.md). No input reads the L2: its copies give the same forecast
+// (that part holds).
+TEST_CASE("a GPU with more bandwidth or memory or L2 is never forecast slower (per kernel family)",
+          "[neusight][physics][!mayfail]") {
+  forecaster f;
+  size_t checks = 0;
+  for (const std::string gpu_name : {"h100", "A100-PCIE-40GB"}) {
+    const gpu_spec base = gpu_named(gpu_name);
+    const std::vector<kernel> ks = resource_kernels(f, base);
+    const auto t0 = f.seconds(ks, base);
+    for (double gpu_spec::*res : {&gpu_spec::mem_bw_gbps, &gpu_spec::mem_gb, &gpu_spec::l2_mb})
+      for (const double s : {1.25, 1.5, 2.0}) {
+        gpu_spec more = base;
+        more.*res *= s;
+        const auto t = f.seconds(ks, more);
+        for (size_t i = 0; i < ks.size(); ++i) {
+          const kernel& k = ks[i];
+          INFO(base.name << " " << resource_name(res) << " x" << s << ": " << k.name << " " << k.dtype << " (" << k.b
+                         << " | " << k.m << ", " << k.n << ", " << k.k << " | " << k.rows << ", " << k.hidden << "): "
+                         << t[i] * 1e6 << " us vs " << t0[i] * 1e6 << " us, ratio " << t[i] / t0[i]);
+          if (res == &gpu_spec::l2_mb) CHECK(t[i] == t0[i]);
+          else CHECK(t[i] <= t0[i]);
+          ++checks;
+        }
+      }
+  }
+  CHECK(checks == 2 * 3 * 3 * 30);
 }
