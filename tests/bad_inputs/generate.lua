@@ -310,6 +310,12 @@ local boom = "setmetatable({}, { __index = function() error('boom') end, __len =
 
 -- shapes and nodes
 wl("dim_zero", node("{ 4, 0, 64 }", "{ 4, 0, 64 }"), nil, "x {4,0,64} has a dimension < 1", "nodes")
+-- node attrs are held to the attrs the op's rule declares (tester5: a misspelled or mistyped one was ignored)
+wl("attrs_unknown", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096, attrs = { bais = false }"), nil,
+   "unknown attribute attrs.bais (did you mean 'bias'?)", "nodes")
+wl("attrs_wrong_type", '{ { op = "sdpa", name = "attn", inputs = { { 1, 2, 8, 4 }, { 1, 2, 8, 4 }, { 1, 2, 8, 4 } }, ' ..
+   'output = { 1, 2, 8, 4 }, attrs = { causal = "false" } } }', nil, 'attrs.causal must be a boolean (got string "false")',
+   "nodes")
 wl("dim_negative", node("{ 4, -128, 64 }", "{ 4, -128, 64 }"), nil, "dimension 2 is -128, expected a non-negative integer", "nodes")
 wl("dim_fraction", node("{ 4, 1.5, 64 }", "{ 4, 1.5, 64 }"), nil, "dimension 2 is 1.5, expected a non-negative integer", "nodes")
 wl("dim_nan", node("{ 4, 0/0, 64 }", "{ 4, 0/0, 64 }"), nil, "dimension 2 is", "nodes")
@@ -596,6 +602,21 @@ rf("forward_error", "    error('rule failed')", "rule failed", 4)
 rf("forward_error_nil", "    error()", "error object is a nil value")
 rf("forward_error_table", "    error({ code = 1 })", "error object is a table value")
 rf("kernel_bytes_negative", kern("flops = 0, bytes = -1"), "flops and bytes must be >= 0", 3)
+-- saves()/temporary() returning no number of bytes (tester5: a negative saves() gave -254 GB that "fits", a string
+-- failed in scripts/neusight/memory.lua): an error at the hook's line
+local function hook_rule(hook, ret)
+  return 'return {\n  name = "mine", doc = "d", backward = false,\n  forward = function(node, gpu)\n' .. mem ..
+         '\n  end,\n  ' .. hook .. ' = function(node) return ' .. ret .. ' end,\n}\n'
+end
+rc("saves_negative", hook_rule("saves", "-5"), "saves() returned -5 for node 'n1', expected a number of bytes >= 0", 6)
+rc("saves_string", hook_rule("saves", '"lots"'), 'saves() returned "lots" for node', 6)
+rc("temporary_nan", hook_rule("temporary", "0/0"), "temporary() returned", 6)
+-- the attrs a rule declares and how it fuses are checked when it loads
+rc("attrs_declared_bad_type", 'return {\n  name = "mine", doc = "d", backward = false, attrs = { scale = "float" },\n' ..
+   '  forward = function(node, gpu)\n' .. mem .. '\n  end,\n}\n',
+   "field 'attrs': entry 'scale' must be a name = \"type: what it does\"")
+rc("fusion_unknown", 'return {\n  name = "mine", doc = "d", backward = false, fusion = "pointwise",\n' ..
+   '  forward = function(node, gpu)\n' .. mem .. '\n  end,\n}\n', "field 'fusion' must be \"elementwise\" or \"anchor\"")
 rf("kernel_flops_negative", kern("flops = -5, bytes = 1"), "flops and bytes must be >= 0")
 rf("kernel_flops_nan", kern("flops = 0/0, bytes = 1e6"), "field 'flops' must be a finite number")
 rf("kernel_bytes_inf", kern("flops = 0, bytes = math.huge"), "field 'bytes' must be a finite number")
