@@ -277,7 +277,25 @@ local op_fields = { name = "string", doc = "string", forward = "function", backw
 local attr_types = { boolean = true, integer = true, number = true, string = true }
 local op_required = { "name", "doc", "forward" }
 
-function E.check_op(rule, chunk, stem)
+-- The line of the file at `path` that writes field `key` (`key = …`), when exactly one line does (comments aside); nil
+-- otherwise (a wrong line is worse than the file alone).
+local function key_line(path, key)
+  local f = type(key) == "string" and path and io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a") or ""
+  f:close()
+  local found, n = nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:gsub("%-%-.*$", ""):find("%f[%w_]" .. key .. "%s*=[^=]") then
+      if found then return nil end
+      found = n
+    end
+  end
+  return found
+end
+
+function E.check_op(rule, chunk, stem, path)
   if type(rule) ~= "table" then
     error(chunk .. ": an op rule must return a table (got " .. type(rule) .. ")", 0)
   end
@@ -286,7 +304,10 @@ function E.check_op(rule, chunk, stem)
   end
   for k, v in next, rule do
     local want = op_fields[k]
-    if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0) end
+    if not want then
+      local line = key_line(path, k) -- the rule's line, not only its file (the message used to lead with the node's)
+      error(chunk .. (line and ":" .. line or "") .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0)
+    end
     if k == "backward" and v ~= false and type(v) ~= want then
       error(chunk .. ": field 'backward' must be a function, or false for an op without backward work (got "
             .. (type(v) == "boolean" and "true" or type(v)) .. ")", 0)
@@ -399,7 +420,7 @@ function E.get_op(name)
   if r ~= nil then return r or nil, op_chunks[name] end
   local path, chunk = C.find_op(name)
   if not path then ops[name] = false; return nil end
-  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk, path), chunk, name)
+  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk, path), chunk, name, path)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
 end
@@ -478,6 +499,9 @@ function E.check_nodes(nodes, where, located)
   for i, n in ipairs(nodes) do
     local who = where .. ", node " .. i .. " '" .. tostring(n.name) .. "'"
     if located then who = located(i, who) end
+    local loaded, got = pcall(E.get_op, n.op)
+    -- a rule file that fails to load: its own file:line first, then the node that needed it
+    if not loaded then error(tostring(got) .. "\n    while loading the rule of op '" .. tostring(n.op) .. "' for " .. who, 0) end
     local ok, rule, chunk = pcall(E.need_op, n.op)
     if not ok then error(who .. ": " .. tostring(rule), 0) end
     local problem = attrs_problem(n, rule, chunk)

@@ -77,3 +77,20 @@ TEST_CASE("fusion: an overriding rule's forward kernels are what the fused run c
     CHECK(!ops[0].contains("fused"));
   }
 }
+
+TEST_CASE("tiling: a GEMM tile larger than any thread block is an error naming the tiling script", "[cli][tiling][rules]") {
+  // the bundled scripts/tiling/gemm.lua, its select() returning a 100000 x 100000 tile (a user test: gpt2_large was
+  // forecast at 11 years, no warning)
+  temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / "scripts" / "tiling" / "gemm.lua");
+  const size_t end = text.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  text = text.substr(0, end) + "local select = M.select\nfunction M.select(k, gpu)\n  local s = select(k, gpu)\n" +
+         "  s.tile_m, s.tile_k = 100000, 100000\n  return s\nend\nreturn M\n";
+  t.write("s/tiling/gemm.lua", text);
+  const auto r = run_cli("predict --model gpt2_large --mode inference --batch 1 --seq 8 --scripts '" +
+                         (t.path / "s").string() + "'");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("select(): tile_m and tile_k must be at most 1024 (got 100000 x 100000)") != std::string::npos);
+  CHECK(r.err.find("tiling/gemm.lua") != std::string::npos);
+}
