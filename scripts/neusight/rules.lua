@@ -26,6 +26,7 @@ M.node_attrs = {
   tied = "string: the name of the node whose weights this one shares (tied embeddings under pipeline parallelism)",
   fused_external = "integer: how many of the last operands come from outside a fused run (neusight.fusion)",
   kv_cache_bytes = "number: the KV-cache bytes this node writes (the memory report's kv_cache)",
+  kv_cache_tokens = "integer: the tokens of the KV cache this node writes into (the memory report's kv_cache)",
   kv_window = "integer: the sliding window of the layers of kv_windowed_layers (tokens cached)",
   kv_windowed_layers = "integer: how many layers cache only kv_window tokens",
   model_flops_share = "number: in (0, 1], the share of the busiest expert-parallel rank counted in the model FLOPs",

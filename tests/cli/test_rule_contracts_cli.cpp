@@ -88,7 +88,7 @@ TEST_CASE("tiling: a GEMM tile larger than any thread block is an error naming t
   text = text.substr(0, end) + "local select = M.select\nfunction M.select(k, gpu)\n  local s = select(k, gpu)\n" +
          "  s.tile_m, s.tile_k = 100000, 100000\n  return s\nend\nreturn M\n";
   t.write("s/tiling/gemm.lua", text);
-  const auto r = run_cli("predict --model gpt2_large --mode inference --batch 1 --seq 8 --scripts '" +
+  const auto r = run_cli("predict --model gpt2_large --mode inference --batch 1 --seq 8 --gpu h100 --scripts '" +
                          (t.path / "s").string() + "'");
   CHECK(r.code == 1);
   CHECK(r.err.find("select(): tile_m and tile_k must be at most 1024 (got 100000 x 100000)") != std::string::npos);
