@@ -30,8 +30,10 @@ M.node_attrs = {
   kv_window = "integer: the sliding window of the layers of kv_windowed_layers (tokens cached)",
   kv_windowed_layers = "integer: how many layers cache only kv_window tokens",
   model_flops_share = "number: in (0, 1], the share of the busiest expert-parallel rank counted in the model FLOPs",
-  model_flops_copies = "integer: ranks that run this node alike (counted once in the model FLOPs)",
-  model_flops_shards = "integer: ranks a local expert's weights are split over (model FLOPs of the gradients)",
+  model_flops_copies = "number: ranks that run this node alike, a whole number >= 1 (counted once in the model FLOPs; "
+    .. "its range: engine/core/forecast.cpp)",
+  model_flops_shards = "number: ranks a local expert's weights are split over, a whole number >= 1 (model FLOPs "
+    .. "of the gradients; its range: engine/core/forecast.cpp)",
   weight_bytes = "number: bytes per weight under weight-only quantisation (set by the workload's weight_dtype; the "
     .. "model state, and the GEMMs of the linear rules)",
 }
