@@ -404,6 +404,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
                       " FLOPs, got flops = " + text_limit(k.flops) + " (more than half of it and at most twice are "
                       "accepted: padded rows, fused work): build it with neusight.kernels linear/bmm, or set b, m, n, k "
                       "to the product it computes");
+        k.weight_bytes = r.number_or("weight_bytes", 0);
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");
         k.act_quant = r.str_or("act_quant", "");
