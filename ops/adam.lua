@@ -24,5 +24,6 @@ local rules = require "neusight.rules"
 return {
   name = "adam",
   doc = "Adam step over P params: foreach (default) 7 passes, 2w+2g+14m bytes per param; fused one VECadam, 2w+g+4m+copy",
+  attrs = rules.optimizer_attrs,
   forward = function(node) return rules.adam_step(node, "adam", "foreach", false) end,
 }

@@ -22,5 +22,6 @@ local rules = require "neusight.rules"
 return {
   name = "adamw",
   doc = "AdamW step over P params: fused (default) one VECadamw, 2w+g+4m+copy bytes per param; foreach 8 passes, 4w+2g+14m",
+  attrs = rules.optimizer_attrs,
   forward = function(node) return rules.adam_step(node, "adamw", "fused", true) end,
 }

@@ -17,6 +17,7 @@ end
 return {
   name = "cast",
   doc = "dtype conversion x.to(dtype): MEM(in, out), in read as attrs.from, out written as node.dtype; bw the same bytes",
+  attrs = rules.attrs { "no_grad", from = "string: the source dtype (default: node.dtype, a plain copy)" },
   saves = rules.saves_nothing, -- ToCopyBackward keeps no tensor (autocast's cached weight copies: neusight.memory)
   forward = function(node) return { kernel(node) } end,
   backward = function(node) return node.attrs.no_grad and {} or { kernel(node) } end,

@@ -12,6 +12,7 @@ local rules = require "neusight.rules"
 return {
   name = "decode_attention",
   doc = "decode attention over a KV cache: one split-KV kernel, memory-bound on the cache bytes",
+  attrs = rules.attrs { "kv_dtype", latent = "boolean: MLA's latent cache: V is the leading values of each K row, read once" },
   check = rules.check_attention,
   -- the transient is Q and O: the cache it reads is the KV cache (neusight.nodes.kv_cache_write's kv_cache_bytes, the
   -- memory report's kv_cache part), not a temporary (the split-KV partial results, heads · splits · dv fp32 values per

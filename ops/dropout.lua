@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "dropout",
   doc = "dropout: training MEM(inputs…, out), bw MEM(inputs…) x2; inference no kernels (identity)",
+  fusion = "elementwise", -- eval-mode dropout (no kernel) joins a fused run
   saves = function(node) return K.numel(rules.input(node, 1)) end, -- native_dropout's bool mask, 1 B per element
   forward = function(node)
     if not node.training then return {} end -- eval-mode dropout is the identity: no kernel is launched

@@ -15,6 +15,7 @@ end
 return {
   name = "embedding",
   doc = "embedding lookup: MEM(ids, out); bw MEM((V,H)) x2 (zero-fill + scatter-add); acc VECadd(1,V·H)",
+  attrs = rules.attrs { num_embeddings = "integer: V, the rows of the table (required)", embedding_dim = "integer: H (default: the output's last dimension)" },
   saves = function(node) return K.index_bytes * K.numel(rules.input(node, 1)) end, -- the int64 indices
   -- Read the indices, write the gathered rows.
   forward = function(node)

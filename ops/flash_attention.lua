@@ -12,6 +12,7 @@ local rules = require "neusight.rules"
 return {
   name = "flash_attention",
   doc = "FlashAttention: BMM(2BH,S,D,Sk) kernel, flops 4·BH·S·Sk·D + 5·BH·S·Sk, bytes Q+K+V+O",
+  attrs = rules.attrs { "fused" },
   forward = function(node)
     local q, kt, v = rules.input(node, 1), rules.input(node, 2), rules.input(node, 3)
     local s, d, sk, dv = q[#q - 1], q[#q], kt[#kt], v[#v] -- dv < d: DeepSeek's latent attention (values of 128, Q/K of 192)

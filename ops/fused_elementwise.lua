@@ -18,6 +18,7 @@ local rules = require "neusight.rules"
 return {
   name = "fused_elementwise",
   doc = "fused run (scripts/neusight/fusion.lua): one VEC<rep>/VECsoftmax/VECln kernel, inputs read once + output written once",
+  attrs = rules.attrs { "fused", anchor = "string: \"softmax\" or \"layernorm\", the row-wise kernel of the run", flops = "number: the run's FLOPs", rep = "string: the element-wise kernel of the last computing member" },
   forward = function(node)
     local rows, hidden = rules.vec_dims(node)
     if not rows then return {} end

@@ -2,4 +2,5 @@
 return require("neusight.rules").memory {
   name = "getitem",
   doc = "indexing/slicing: MEM(inputs…, out); bw MEM(inputs…) x2",
+  fusion = "elementwise", -- a slice joins a fused run (0 FLOPs: a MEM kernel)
 }

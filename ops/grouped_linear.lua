@@ -42,6 +42,9 @@ return {
   name = "grouped_linear",
   doc = "MoE grouped GEMM x(R,I)·W[e](I,O), E experts, b = min(E,R) active, m = ceil(R/b) rows each: BMM(b,m,I,O); "
     .. "bw BMM(b,m,O,I)+BMM(b,I,m,O); acc VECadd(1,E·I·O)",
+  attrs = rules.attrs { "act_quant", "saved_inputs",
+    experts = "integer: E, this rank's experts (required)",
+    experts_reached = "integer: the experts that receive rows (default: all)" },
   saves = function(node) return rules.saved_inputs(node, { 1 }) end, -- dW needs x (and the group sizes: tiny)
   check = function(node)
     local x, out, E = node.inputs[1], node.output, node.attrs.experts

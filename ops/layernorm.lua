@@ -6,4 +6,5 @@ return require("neusight.rules").norm {
   kernel = "layernorm",
   stats = 2, -- mean and rstd
   affine = 2, -- γ and β
+  fusion = "anchor", -- absorbs the element-wise runs around it (residual add; dropout)
 }

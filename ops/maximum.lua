@@ -19,6 +19,7 @@ local BACKWARD = {
 return {
   name = "maximum",
   doc = "element-wise max with a one-element tensor: VECmaxu(rows,H); bw VECeq, VECdivu, VECwhere, VEClt, VECmasked_fill",
+  attrs = rules.attrs { "no_grad" },
   saves = function(node) return node.attrs.no_grad and 0 or rules.saves_input(node) end, -- x, for the masks
   check = rules.check_broadcast,
   forward = function(node)

@@ -9,6 +9,7 @@ local rules = require "neusight.rules"
 return {
   name = "nonzero",
   doc = "indices of non-zero elements: MEM(mask, indices), int64 elements; no backward (integer tensors)",
+  attrs = rules.attrs { "elem_bytes" },
   backward = false,
   forward = function(node)
     local k = K.mem(rules.shapes(node, true), node.dtype)

@@ -28,6 +28,10 @@ end
 return {
   name = "sdpa",
   doc = "scaled_dot_product_attention: one FlashAttention kernel forward (causal/full), one backward; GQA/MQA",
+  attrs = rules.attrs { "saved_inputs",
+    causal = "boolean: true when absent (decoder self-attention, is_causal=True); false for full attention (an "
+      .. "encoder: BERT, ViT, T5's encoder; cross-attention)",
+    dropout = "number: dropout probability inside the kernel (no DRAM traffic: ignored)" },
   check = rules.check_attention,
   -- The FlashAttention kernels keep Q, K, V, the output O and the per-row logsumexp (b·h·sq fp32) for backward, never
   -- the s × s scores (the backward kernel recomputes them)

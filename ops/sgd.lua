@@ -11,6 +11,7 @@ local rules = require "neusight.rules"
 return {
   name = "sgd",
   doc = "SGD step over P params: VECadd(1,P) (param += -lr·grad), 2w+g bytes per param",
+  attrs = rules.optimizer_attrs,
   forward = function(node)
     local r = rules.optimizer_roles(node)
     local impl = rules.optimizer_impl(node, "foreach")

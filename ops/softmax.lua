@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "softmax",
   doc = "softmax: VECsoftmax(rows,H); bw VECmul(rows,H) + VECsoftmax(rows,H)",
+  fusion = "anchor", -- absorbs the element-wise runs around it (scale, mask; dropout)
   saves = rules.saves_output, -- softmax_backward reads y
   forward = function(node)
     local rows, hidden = K.vec_shape(node.output)

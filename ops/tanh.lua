@@ -6,6 +6,7 @@ local rules = require "neusight.rules"
 return {
   name = "tanh",
   doc = "tanh: VECtanh(rows,H); bw VECmulu(rows,H) + VECaddu(rows,H)",
+  fusion = "elementwise",
   check = rules.check_broadcast,
   saves = rules.saves_output, -- tanh_backward reads y
   forward = function(node)

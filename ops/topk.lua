@@ -10,6 +10,7 @@ local rules = require "neusight.rules"
 return {
   name = "topk",
   doc = "top-k along the last dim: MEM(x, values) + int64 indices; bw MEM(x) (zero-fill) + MEM(values, values) (scatter)",
+  attrs = rules.attrs { "no_grad" },
   saves = function(node) -- the int64 indices
     return node.attrs.no_grad and 0 or K.index_bytes * K.numel(node.output)
   end,

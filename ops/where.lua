@@ -6,6 +6,8 @@ local rules = require "neusight.rules"
 return {
   name = "where",
   doc = "select: MEM(cond, x, y, out); bw MEM(cond, x, y) x2 (one masked copy per branch gradient)",
+  attrs = rules.attrs { "no_grad" },
+  fusion = "elementwise", -- a select joins a fused run (0 FLOPs: a MEM kernel)
   -- the bool condition, 1 B per element; attrs.no_grad (under torch.no_grad()): nothing saved, no backward
   saves = function(node) return node.attrs.no_grad and 0 or K.numel(rules.input(node, 1)) end,
   forward = function(node)

@@ -298,12 +298,35 @@ end
 -- `backward = false` says the op has no backward work; a training run refuses a rule that says nothing (the engine
 -- checks it when it needs the hook). `check(node)` returns nil or what is wrong with the node (its shapes).
 -- `saves(node)` (optional) returns the bytes autograd keeps for the node's backward and `temporary(node)` the
--- largest transient while it runs (scripts/neusight/memory.lua; defaults there).
+-- largest transient while it runs (scripts/neusight/memory.lua; defaults there). `attrs` declares the node attributes
+-- the rule reads (name → "type: what it does"; check_nodes holds every node to it), `fusion` whether the node may
+-- join a fused run (scripts/neusight/fusion.lua: "elementwise" or "anchor").
 local op_fields = { name = "string", doc = "string", forward = "function", backward = "function",
-                    accumulate = "function", check = "function", saves = "function", temporary = "function" }
+                    accumulate = "function", check = "function", saves = "function", temporary = "function",
+                    attrs = "table", fusion = "string" }
+-- The types an attribute may be declared with (a node's attrs hold numbers, booleans and strings).
+local attr_types = { boolean = true, integer = true, number = true, string = true }
 local op_required = { "name", "doc", "forward" }
 
-function E.check_op(rule, chunk, stem)
+-- The line of the file at `path` that writes field `key` (`key = …`), when exactly one line does (comments aside); nil
+-- otherwise (a wrong line is worse than the file alone).
+local function key_line(path, key)
+  local f = type(key) == "string" and path and io.open(path, "r")
+  if not f then return nil end
+  local text = f:read("a") or ""
+  f:close()
+  local found, n = nil, 0
+  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
+    n = n + 1
+    if line:gsub("%-%-.*$", ""):find("%f[%w_]" .. key .. "%s*=[^=]") then
+      if found then return nil end
+      found = n
+    end
+  end
+  return found
+end
+
+function E.check_op(rule, chunk, stem, path)
   if type(rule) ~= "table" then
     error(chunk .. ": an op rule must return a table (got " .. type(rule) .. ")", 0)
   end
@@ -312,7 +335,10 @@ function E.check_op(rule, chunk, stem)
   end
   for k, v in next, rule do
     local want = op_fields[k]
-    if not want then error(chunk .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0) end
+    if not want then
+      local line = key_line(path, k) -- the rule's line, not only its file (the message used to lead with the node's)
+      error(chunk .. (line and ":" .. line or "") .. ": unknown field '" .. tostring(k) .. "'" .. did_you_mean(k, op_fields), 0)
+    end
     if k == "backward" and v ~= false and type(v) ~= want then
       error(chunk .. ": field 'backward' must be a function, or false for an op without backward work (got "
             .. (type(v) == "boolean" and "true" or type(v)) .. ")", 0)
@@ -326,8 +352,24 @@ function E.check_op(rule, chunk, stem)
   if rule.name ~= stem then
     error(chunk .. ": field 'name' is '" .. rule.name .. "' but must equal the file stem '" .. stem .. "'", 0)
   end
+  if rule.fusion ~= nil and rule.fusion ~= "elementwise" and rule.fusion ~= "anchor" then
+    error(chunk .. ": field 'fusion' must be \"elementwise\" or \"anchor\" (got '" .. rule.fusion .. "')", 0)
+  end
   local copy = {}  -- the engine keeps its own copy: the script cannot swap a hook later through its table
   for k, v in next, rule do copy[k] = v end
+  if rule.attrs ~= nil then
+    local attrs = {}
+    for k, v in next, rule.attrs do
+      local t = type(v) == "string" and v:match("^(%a+)") or nil
+      if type(k) ~= "string" or not attr_types[t] then
+        error(chunk .. ": field 'attrs': entry '" .. tostring(k) .. "' must be a name = \"type: what it does\" with "
+              .. "type boolean, integer, number or string (got " .. (type(v) == "string" and "'" .. v .. "'" or type(v))
+              .. ")", 0)
+      end
+      attrs[k] = v
+    end
+    copy.attrs = attrs
+  end
   return copy
 end
 
@@ -409,7 +451,7 @@ function E.get_op(name)
   if r ~= nil then return r or nil, op_chunks[name] end
   local path, chunk = C.find_op(name)
   if not path then ops[name] = false; return nil end
-  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk, path), chunk, name)
+  r = E.check_op(run_file(C.load(path, chunk, E.new_env()), chunk, path), chunk, name, path)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
 end
@@ -429,6 +471,54 @@ end
 
 -- The rule of op `name` for library code (scripts/neusight/memory.lua reads the `saves` hooks): require("neusight").op_rule.
 ns.op_rule = function(name) return (E.need_op(name)) end
+-- Where op `name`'s rule defines hook `field`, for library code's messages about what the hook returned
+-- (scripts/neusight/memory.lua: saves, temporary): "ops/x.lua:12" (the line of its function), or the rule file alone
+-- when the function is defined elsewhere (a constructor's, in scripts/neusight/rules.lua).
+ns.op_where = function(name, field)
+  local rule, chunk = E.need_op(name)
+  local f = rule[field]
+  if type(f) == "function" then
+    local info = debug.getinfo(f, "S")
+    if info and info.linedefined > 0 and info.source == "@" .. chunk then return chunk .. ":" .. info.linedefined end
+  end
+  return chunk
+end
+
+-- What is wrong with node n's attrs (nil when nothing): each key is one the op's rule declares (its field `attrs`) or
+-- one the engine reads on every node (neusight.rules node_attrs), with the declared type. A misspelled attribute
+-- would otherwise be ignored without a word (attrs = { bais = false } priced the bias; { causal = "false" } was causal).
+local function attrs_problem(n, rule, chunk)
+  local attrs = n.attrs
+  if type(attrs) ~= "table" then return nil end -- absent (nodes_read refuses another type)
+  local common = require_raw("neusight.rules", 1).node_attrs or {}
+  local own = rule.attrs or {}
+  local keys = {}
+  for k in next, attrs do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(keys) do
+    local v = attrs[k]
+    local decl = type(k) == "string" and (own[k] or common[k]) or nil
+    if not decl then
+      local known = {}
+      for name in next, own do known[#known + 1] = name end
+      table.sort(known)
+      local all = {}
+      for name in next, own do all[name] = true end
+      for name in next, common do all[name] = true end
+      return ("unknown attribute attrs.%s%s: %s reads %s; the engine reads those of scripts/neusight/rules.lua "
+        .. "node_attrs on any node"):format(tostring(k), did_you_mean(tostring(k), all), chunk,
+          #known > 0 and "attrs " .. table.concat(known, ", ") or "no attrs")
+    end
+    local want = decl:match("^(%a+)")
+    local fits
+    if want == "integer" then fits = math.type(v) ~= nil and v == math.floor(v) and v == v
+    else fits = type(v) == want end
+    if not fits then
+      return ("attrs.%s must be %s %s (got %s %s): %s"):format(k, want == "integer" and "an" or "a", want, type(v),
+        type(v) == "string" and ("%q"):format(v) or tostring(v), decl:match("^%a+:?%s*(.*)$"))
+    end
+  end
+end
 
 -- Checks the nodes a model built before anything is priced: at least one node, every op has a rule, and each
 -- rule's check(node) accepts its node (shapes). Errors start with `where` (the workload file and the model);
@@ -440,8 +530,13 @@ function E.check_nodes(nodes, where, located)
   for i, n in ipairs(nodes) do
     local who = where .. ", node " .. i .. " '" .. tostring(n.name) .. "'"
     if located then who = located(i, who) end
+    local loaded, got = pcall(E.get_op, n.op)
+    -- a rule file that fails to load: its own file:line first, then the node that needed it
+    if not loaded then error(tostring(got) .. "\n    while loading the rule of op '" .. tostring(n.op) .. "' for " .. who, 0) end
     local ok, rule, chunk = pcall(E.need_op, n.op)
     if not ok then error(who .. ": " .. tostring(rule), 0) end
+    local problem = attrs_problem(n, rule, chunk)
+    if problem then error(("%s (op '%s'): %s"):format(who, tostring(n.op), problem), 0) end
     if rule.check then
       local view = E.strict(n, "node '" .. tostring(n.name) .. "'")
       local ok_, problem = pcall(rule.check, view)

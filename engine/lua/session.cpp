@@ -21,6 +21,9 @@
 
 namespace ns {
 
+// The largest side of a GEMM thread-block tile a tiling rule may choose (cuBLAS/CUTLASS tiles are at most 256).
+constexpr int64_t max_gemm_tile = 1024;
+
 namespace {
 
 bool name_ok(const std::string& s, bool dots) {
@@ -1381,6 +1384,11 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
       k->tile_m = r.integer("tile_m"), k->tile_k = r.integer("tile_k");
       k->tile_kernel = r.str_or("kernel", "");
       if (k->tile_m < 1 || k->tile_k < 1) throw error(r.what() + ": tile_m and tile_k must be >= 1");
+      // a thread block's output tile: real GEMM libraries stop at 256 a side (shared memory); 100000 x 100000 was
+      // accepted and forecast gpt2_large at 11 years (found by a user test)
+      if (k->tile_m > max_gemm_tile || k->tile_k > max_gemm_tile)
+        throw error(r.what() + ": tile_m and tile_k must be at most " + std::to_string(max_gemm_tile) + " (got " +
+                    std::to_string(k->tile_m) + " x " + std::to_string(k->tile_k) + ")");
       if (r.has("split")) {
         k->tile_split = r.integer("split");
         if (k->tile_split < 1 || k->tile_split > k->n)

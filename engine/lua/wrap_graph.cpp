@@ -394,6 +394,16 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
       if (k.kind == kernel_kind::gemm || k.kind == kernel_kind::bmm) {
         k.b = r.integer("b"), k.m = r.integer("m"), k.n = r.integer("n"), k.k = r.integer("k");
         dims_check({{"b", k.b}, {"m", k.m}, {"n", k.n}, {"k", k.k}}, 1e21, "b·m·n·k");
+        // the FLOPs are the dims' 2·b·m·n·k: less where rows are padded (a grouped GEMM's ⌈R/b⌉ rows per expert: more
+        // than half of it), more where the kernel fuses work of its own (ops/flash_attention.lua's softmax and second
+        // product over narrower values: at most twice). A hand-built kernel with flops = 0 was priced from its dims,
+        // one with 1000× them accepted.
+        const double dims_flops = 2 * double(k.b) * double(k.m) * double(k.n) * double(k.k);
+        if (!(k.flops > dims_flops / 2 && k.flops <= 2 * dims_flops))
+          throw error(r.what() + ": kind '" + kind + "' computes 2·b·m·n·k = " + text_limit(dims_flops) +
+                      " FLOPs, got flops = " + text_limit(k.flops) + " (more than half of it and at most twice are "
+                      "accepted: padded rows, fused work): build it with neusight.kernels linear/bmm, or set b, m, n, k "
+                      "to the product it computes");
         k.weight_bytes = r.number_or("weight_bytes", 0);
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");

@@ -5,9 +5,10 @@
 -- output feeds node i+1" is read from the order (consecutive nodes of the same layer and count):
 --
 --   * metadata nodes (view, permute, …; no kernel) are transparent;
---   * a maximal run of element-wise nodes (EW below) becomes ONE node, op "fused_elementwise": one kernel that
+--   * a maximal run of element-wise nodes (ops whose rule says fusion = "elementwise": rules.elementwise's, getitem,
+--     where, dropout, pow, tanh; a user's rule too) becomes ONE node, op "fused_elementwise": one kernel that
 --     reads the run's external inputs once and writes its final output once (intermediates stay on chip);
---   * softmax and layernorm stay one kernel each (they already are in eager mode) but absorb the element-wise
+--   * row-wise kernels whose rule says fusion = "anchor" (softmax and layernorm) stay one kernel each (they already are in eager mode) but absorb the element-wise
 --     run just before them (Inductor fuses the attention scale + causal-mask select into the softmax, and the
 --     residual add into the layer norm) and the element-wise run just after them (eval-mode dropout). The
 --     fused node keeps op "fused_elementwise" with attrs.anchor = "softmax" | "layernorm"; the kernel is that
@@ -20,18 +21,65 @@
 -- operands whose shape matches no value already in the run (the run's inputs and outputs so far), or, when a
 -- builder knows better, the `attrs.fused_external` last operands (a residual add: the second x is the
 -- residual stream, not the running value). Single-node runs are left as they are.
+-- What a member adds to the fused kernel comes from its op's rule in force (an --ops override included): the FLOPs of
+-- its forward kernels and, for the kernel's name, the element-wise op of the last one that computes.
 local K = require "neusight.kernels"
-local ipairs, type, concat, min = ipairs, type, table.concat, math.min
+local ipairs, type, concat, min, tostring = ipairs, type, table.concat, math.min, tostring
 
 local M = {}
 
--- Element-wise ops a run may contain → FLOPs per output element (kernels.lua counts 1 per element).
-local EW = { add = 1, sub = 1, mul = 1, div = 1, pow = 1, tanh = 1, gelu = 1, relu = 1, where = 0, dropout = 0, getitem = 0 }
--- Row-wise kernels that anchor a group → FLOPs per element (kernels.lua SOFTMAX_FLOPS, LAYERNORM_FLOPS).
-local ANCHOR = { softmax = 5, layernorm = 6 }
 -- Metadata ops (no kernel) are transparent: they are kept in place and neither join nor break a run.
 local META = { view = true, reshape = true, permute = true, transpose = true, split = true, size = true }
-M.elementwise_ops, M.anchor_ops = EW, ANCHOR
+
+-- The rule of op `name` in force (require("neusight").op_rule), or nil for an op without one.
+local function rule_of(name)
+  local ns = require "neusight"
+  local ok, rule = pcall(ns.op_rule, name)
+  return ok and rule or nil
+end
+
+-- How op `name` fuses: "elementwise", "anchor" (its rule's field `fusion`) or nil (it does not).
+local function fusion_of(name)
+  local rule = rule_of(name)
+  return rule and rule.fusion or nil
+end
+
+-- The inference forward kernels of node `n` by its op's rule, as the engine would expand them (neusight.Node fields).
+local function forward_kernels(n)
+  local node = {}
+  for k, v in pairs(n) do node[k] = v end
+  node.training, node.phase, node.attrs = false, "forward", n.attrs or {}
+  node.dtype_bytes = K.dtype_bytes(n.dtype)
+  local rule = rule_of(n.op)
+  local ok, kernels = pcall(rule.forward, node)
+  if not ok then error(tostring(kernels) .. "\n    while fusing node '" .. tostring(n.name) .. "' (op '" .. n.op .. "')", 0) end
+  return kernels
+end
+
+-- A member's FLOPs and representative element-wise op (nil when no kernel of it computes): the sum of its forward
+-- kernels' FLOPs and the op of the last one that computes, a one-tensor variant under its binary name (mulu → mul: the
+-- fused kernel reads the run's inputs, whatever a member's operands). An element-wise member whose rule returns a
+-- GEMM or attention kernel cannot be one pass over the elements: an error naming the rule.
+local function member_work(n, anchor)
+  local flops, rep = 0, nil
+  for _, k in ipairs(forward_kernels(n)) do
+    local kind = k.kind
+    local ok = kind == "elementwise" or kind == "memory" or (anchor and (kind == "softmax" or kind == "layernorm"))
+    if not ok then
+      error(("op '%s': its rule says fusion = \"%s\" but its forward returns a %s kernel (%s): fusion makes one "
+        .. "pass over the elements of a run"):format(n.op, anchor and "anchor" or "elementwise", tostring(kind),
+        tostring(k.name)), 0)
+    end
+    flops = flops + (k.flops or 0)
+    if kind == "elementwise" and (k.flops or 0) > 0 then
+      local op = k.op
+      local base = type(op) == "string" and op:match("^(.-)u$")
+      if base and K.vec_ops[base] then op = base end
+      rep = op
+    end
+  end
+  return flops, rep
+end
 
 local function key(shape) return concat(shape, "x") end
 
@@ -61,14 +109,11 @@ local function fuse_group(group)
       end
     end
     seen[key(n.output)] = true
-    local numel = K.numel(n.output)
-    if ANCHOR[n.op] then
-      anchor, out = n.op, n.output
-      flops = flops + ANCHOR[n.op] * numel
-    else
-      flops = flops + EW[n.op] * numel
-      if EW[n.op] > 0 then rep = n.op end
-    end
+    local is_anchor = fusion_of(n.op) == "anchor"
+    local f, r = member_work(n, is_anchor)
+    flops = flops + f
+    if is_anchor then anchor, out = n.op, n.output
+    elseif r then rep = r end
   end
   local attrs = { fused = concat(names, ","), flops = flops }
   if anchor then attrs.anchor = anchor end
@@ -99,7 +144,7 @@ local function attention_end(nodes, i)
     if not same_place(qk, n) then return nil end
     if n.op == "matmul" then return softmax and j or nil end
     if n.op == "softmax" then softmax = true
-    elseif not EW[n.op] then return nil end
+    elseif fusion_of(n.op) ~= "elementwise" then return nil end
   end
   return nil
 end
@@ -139,7 +184,7 @@ function M.apply(nodes, opts)
     group = {}
   end
   local function has_anchor()
-    for _, n in ipairs(group) do if ANCHOR[n.op] then return true end end
+    for _, n in ipairs(group) do if fusion_of(n.op) == "anchor" then return true end end
     return false
   end
   local i = 1
@@ -154,8 +199,9 @@ function M.apply(nodes, opts)
       out[#out + 1] = n
       i = i + 1
     else
-      local fusable = (EW[n.op] or ANCHOR[n.op]) and not n.optimizer and n.phase == nil
-      if not fusable or (#group > 0 and not same_place(group[1], n)) or (ANCHOR[n.op] and has_anchor()) then
+      local how = fusion_of(n.op)
+      local fusable = how ~= nil and not n.optimizer and n.phase == nil
+      if not fusable or (#group > 0 and not same_place(group[1], n)) or (how == "anchor" and has_anchor()) then
         flush()
       end
       if fusable then group[#group + 1] = n else out[#out + 1] = n end

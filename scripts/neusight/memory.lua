@@ -93,14 +93,33 @@ local NO_SAVES = {
   weight = true, all_reduce = true, all_gather = true, reduce_scatter = true, send_recv = true, all_to_all = true,
 }
 
+-- What op rule hook `hook` (saves, temporary) returned for node `n`, when it is a number of bytes (finite, >= 0); else
+-- an error naming the rule's file and the hook's line (require("neusight").op_where), as a kernel's bad FLOPs are: a
+-- negative saves() used to give a negative memory that "fits", a string to fail in this file.
+local function hook_bytes(rule, hook, n)
+  local v = rule[hook](n)
+  if type(v) == "number" and v >= 0 and v < math.huge then return v end
+  local ok, ns = pcall(require, "neusight")
+  local where = ok and type(ns) == "table" and type(ns.op_where) == "function" and ns.op_where(n.op, hook)
+    or ("op '" .. tostring(n.op) .. "'")
+  error(("%s: %s() returned %s for node '%s', expected a number of bytes >= 0"):format(where, hook,
+    type(v) == "string" and ("%q"):format(v) or tostring(v), tostring(n.name)), 0)
+end
+
 --- Bytes one instance of node `n` keeps for backward: attrs.saved_bytes, else its rule's saves(n), else nothing for
 --- a rule without backward work (backward = false) or a view, else the node's output (a rule that declares nothing:
 --- an upper bound).
 function M.node_saved(n, rule)
   if n.phase == "optimizer" then return 0 end
   local a = n.attrs or {}
-  if type(a.saved_bytes) == "number" then return a.saved_bytes end
-  if rule and rule.saves then return rule.saves(n) end
+  if type(a.saved_bytes) == "number" then
+    if not (a.saved_bytes >= 0 and a.saved_bytes < math.huge) then
+      error(("node '%s': attrs.saved_bytes must be a number of bytes >= 0 (got %s)"):format(tostring(n.name),
+        tostring(a.saved_bytes)), 0)
+    end
+    return a.saved_bytes
+  end
+  if rule and rule.saves then return hook_bytes(rule, "saves", n) end
   if (rule and rule.backward == false) or NO_SAVES[n.op] then return 0 end
   return numel(n.output) * elem(n)
 end
@@ -108,7 +127,7 @@ end
 --- Bytes of the largest transient while node `n` runs: its rule's temporary(n), else its inputs and output.
 function M.node_temporary(n, rule)
   if n.phase == "optimizer" or NO_SAVES[n.op] then return 0 end
-  if rule and rule.temporary then return rule.temporary(n) end
+  if rule and rule.temporary then return hook_bytes(rule, "temporary", n) end
   local b = numel(n.output)
   for _, s in ipairs(n.inputs or {}) do b = b + numel(s) end
   return b * elem(n)

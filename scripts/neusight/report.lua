@@ -308,6 +308,42 @@ function M.params_scope(j)
   local share = M.rank_share(j)
   return share and share .. ", all pipeline stages" or "whole model"
 end
+-- A copy of report value `v` (tables copied in depth, raw: no metamethods run; a table met again is the same copy), for
+-- the report function's check: what it changes deep inside a field is as much a change as replacing the field.
+local function snapshot(v, copies)
+  if type(v) ~= "table" then return v end
+  if copies[v] then return copies[v] end
+  local c = {}
+  copies[v] = c
+  for k, x in next, v do c[k] = snapshot(x, copies) end
+  return c
+end
+
+-- The path ("ops[1].ms") of the first difference between a snapshot and the value now, or nil when none.
+local function first_change(was, now, path, seen)
+  if type(was) ~= "table" or type(now) ~= "table" then
+    if was == now or (was ~= was and now ~= now) then return nil end -- NaN stays NaN
+    return path
+  end
+  if seen[now] then return nil end
+  seen[now] = true
+  local keys = {}
+  for k in next, was do keys[#keys + 1] = k end
+  for k in next, now do
+    if rawget(was, k) == nil then keys[#keys + 1] = k end
+  end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) and (type(a) == "number" or type(a) == "string") then return a < b end
+    return type(a) < type(b)
+  end)
+  for _, k in ipairs(keys) do
+    local sub = math.type(k) == "integer" and ("%s[%d]"):format(path, k) or path .. "." .. tostring(k)
+    local p = first_change(rawget(was, k), rawget(now, k), sub, seen)
+    if p then return p end
+  end
+  return nil
+end
+
 
 --- The single forecast's result table: `f` the report fields (M.workload or M.graph, with `parallel` the parallel
 --- report when there is one and `memory` the memory report), `fc` the engine's forecast (nodes, kernels, totals in
@@ -405,16 +441,19 @@ function M.result(f, fc, x)
     memory_lines = type(memory) == "table" and memory.lines or nil }
   ordered(r, keys)
   if f.hook then  -- the workload's own fields: after the report's, sorted
-    local own, names = {}, {}
+    local own, names, before = {}, {}, {}
     for k, v in pairs(r) do own[k], names[#names + 1] = v, k end
     table.sort(names)  -- the first changed field by name: the same message every run
+    local copies = {}
+    for _, k in ipairs(names) do before[k] = snapshot(own[k], copies) end
     f.hook(r)
-    -- it adds fields; one that replaced or removed the report's (latency_ms, warnings, …) would make the JSON say
-    -- something else than the forecast and the table
+    -- it adds fields; one that replaced or removed the report's (latency_ms, warnings, …), or changed what is in one
+    -- (r.ops[1].ms = 0), would make the JSON say something else than the forecast and the table
     for _, k in ipairs(names) do
-      if r[k] ~= own[k] then
+      local path = r[k] ~= own[k] and k or first_change(before[k], own[k], k, {})
+      if path then
         error(fmt("%s: the workload's report function changed the report's field '%s': it may only add fields",
-          f.source, k), 0)
+          f.source, path), 0)
       end
     end
     -- what it adds is JSON (numbers, strings, booleans, tables of them), checked here so that every format refuses it

@@ -9,6 +9,69 @@ local ipairs, pairs, type, tostring, error, concat = ipairs, pairs, type, tostri
 local M = {}
 
 ---------------------------------------------------------------------------------------------------
+-- Node attributes: what a node's `attrs` may hold. An op rule declares the attrs it reads (op-rule field `attrs`,
+-- name → "type: what it does", type one of boolean, integer, number, string); the engine checks every node's attrs
+-- against its rule's declaration and M.node_attrs (engine/lua/prelude.lua check_nodes), so a misspelled or mistyped
+-- attribute is an error at the node's line, never a silently ignored setting.
+
+--- The attrs the engine itself reads on a node of any op (neusight.memory, .fusion, .parallel, .workload, the model
+--- FLOPs of engine/core/forecast.h).
+M.node_attrs = {
+  note = "string: a comment for the reader; nothing reads it",
+  saved_bytes = "number: bytes the node keeps for backward, instead of its rule's saves() (neusight.memory)",
+  core_attention = "boolean: part of core attention, which selective recomputation re-runs (neusight.parallel)",
+  core_inputs = "string: comma-separated input positions a recomputed core-attention node keeps (neusight.memory)",
+  per_layer = "integer: times the node runs per layer, a MoE layer's experts (pipeline stages count the layer once)",
+  expert = "boolean: a routed expert's weights (expert parallelism, active parameters, weight-only quantisation)",
+  tied = "string: the name of the node whose weights this one shares (tied embeddings under pipeline parallelism)",
+  fused_external = "integer: how many of the last operands come from outside a fused run (neusight.fusion)",
+  kv_cache_bytes = "number: the KV-cache bytes this node writes (the memory report's kv_cache)",
+  kv_cache_tokens = "integer: the tokens of the KV cache this node writes into (the memory report's kv_cache)",
+  kv_window = "integer: the sliding window of the layers of kv_windowed_layers (tokens cached)",
+  kv_windowed_layers = "integer: how many layers cache only kv_window tokens",
+  model_flops_share = "number: in (0, 1], the share of the busiest expert-parallel rank counted in the model FLOPs",
+  model_flops_copies = "number: ranks that run this node alike, a whole number >= 1 (counted once in the model FLOPs; "
+    .. "its range: engine/core/forecast.cpp)",
+  model_flops_shards = "number: ranks a local expert's weights are split over, a whole number >= 1 (model FLOPs "
+    .. "of the gradients; its range: engine/core/forecast.cpp)",
+  weight_bytes = "number: bytes per weight under weight-only quantisation (set by the workload's weight_dtype; the "
+    .. "model state, and the GEMMs of the linear rules)",
+}
+
+-- The attrs several rules read, described once: rules.attrs { "no_grad", … } takes these by name.
+local SHARED_ATTRS = {
+  no_grad = "boolean: computed under torch.no_grad(): no backward kernels, nothing saved",
+  saved_inputs = "string: comma-separated input positions saved for backward instead of the rule's (\"\" = none)",
+  tensor_inputs = "integer: the number of tensor operands, for a 0-dim tensor traced as an input",
+  elem_bytes = "number: bytes per element instead of the dtype's (integer tensors)",
+  kv_dtype = "string: the dtype of a quantised KV cache (fp8, bf16, fp16, fp32)",
+  act_quant = "string: \"dynamic_tensor\", the fp8 activation quantisation before the GEMM (set by the workload)",
+  fused = "string: the comma-separated names of the nodes fused into this one (neusight.fusion)",
+}
+M.shared_attrs = SHARED_ATTRS
+
+--- An op rule's `attrs` declaration: the shared attrs named in the array part (SHARED_ATTRS above) plus the
+--- name = "type: what it does" entries of the hash part.
+---@param list table { "no_grad", …, name = "type: doc", … }
+function M.attrs(list)
+  local out = {}
+  for k, v in pairs(list) do
+    if math.type(k) == "integer" then
+      local doc = SHARED_ATTRS[v]
+      if not doc then
+        local ns = require "neusight"
+        error(("rules.attrs: unknown shared attribute '%s'%s"):format(tostring(v), ns.did_you_mean(tostring(v),
+          SHARED_ATTRS)), 2)
+      end
+      out[v] = doc
+    else
+      out[k] = v
+    end
+  end
+  return out
+end
+
+---------------------------------------------------------------------------------------------------
 -- Node helpers (also used by the written-out ops)
 
 --- Input shape #i of a node; a clear error if the graph did not provide it.
@@ -184,6 +247,19 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Rule constructors
 
+-- The op-rule field `fusion` a constructor's spec.fusion gives (nil when the spec says nothing: `default`): "elementwise"
+-- (the node may join a fused element-wise run under the workload's `fusion`), "anchor" (a row-wise kernel that absorbs
+-- the runs around it) or false (never fused).
+local function fusion_of(ctor, spec, default)
+  local v = spec.fusion
+  if v == nil then return default end
+  if v == false then return nil end
+  if v ~= "elementwise" and v ~= "anchor" then
+    error(("rules.%s: field 'fusion' must be \"elementwise\", \"anchor\" or false (got %s)"):format(ctor, tostring(v)), 3)
+  end
+  return v
+end
+
 -- Checks a constructor's spec table: required `name`/`doc` strings, no unknown keys.
 local function check_spec(ctor, spec, allowed)
   if type(spec) ~= "table" then error(("rules.%s: spec table expected, got %s"):format(ctor, type(spec)), 3) end
@@ -207,7 +283,8 @@ end
 --- node.attrs.no_grad = true: computed under torch.no_grad() (DeepSeek-V3's expert selection): no backward
 --- kernels, nothing saved.
 function M.elementwise(spec)
-  check_spec("elementwise", spec, { op = true, unary = true, grad = true })
+  check_spec("elementwise", spec, { op = true, unary = true, grad = true, fusion = true })
+  local fusion = fusion_of("elementwise", spec, "elementwise")
   local base, unary, grad = spec.op or spec.name, spec.unary, spec.grad
   if grad ~= "mem" and grad ~= "same" then
     error(("rules.elementwise: field 'grad' must be \"mem\" or \"same\" (got %s)"):format(tostring(grad)), 2)
@@ -252,6 +329,8 @@ function M.elementwise(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "no_grad", "saved_inputs", "tensor_inputs" },
+    fusion = fusion,
     saves = saves,
     check = M.check_broadcast,
     forward = function(node)
@@ -280,7 +359,8 @@ end
 local ACTIVATION_SAVES = { input = M.saves_input, output = M.saves_output, nothing = M.saves_nothing,
   inputs = function(node) return M.saved_inputs(node, tensor_positions(node)) end }
 function M.activation(spec)
-  check_spec("activation", spec, { op = true, grad = true, saves = true })
+  check_spec("activation", spec, { op = true, grad = true, saves = true, fusion = true })
+  local fusion = fusion_of("activation", spec, nil)
   local op, grad = spec.op or spec.name, spec.grad
   if not K.vec_ops[op] or not K.vec_ops[grad] then
     error(("rules.activation: unknown elementwise op '%s' or '%s'"):format(tostring(op), tostring(grad)), 2)
@@ -293,6 +373,8 @@ function M.activation(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "saved_inputs" },
+    fusion = fusion,
     saves = saves,
     check = function(node) return M.check_broadcast(node) end,
     forward = function(node)
@@ -316,7 +398,8 @@ end
 --- backward: the input and spec.stats fp32 values per row (mean and rstd; RMSNorm's rstd); the affine vectors are
 --- model state.
 function M.norm(spec)
-  check_spec("norm", spec, { kernel = true, stats = true, affine = true })
+  check_spec("norm", spec, { kernel = true, stats = true, affine = true, fusion = true })
+  local fusion = fusion_of("norm", spec, nil)
   local kernel = K[spec.kernel]
   if (spec.kernel ~= "layernorm" and spec.kernel ~= "rms_norm") or type(kernel) ~= "function" then
     error(("rules.norm: field 'kernel' must be \"layernorm\" or \"rms_norm\" (got %s)"):format(tostring(spec.kernel)), 2)
@@ -331,6 +414,8 @@ function M.norm(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "saved_inputs" },
+    fusion = fusion,
     saves = function(node)
       local rows = K.vec_shape(node.output)
       return M.saved_inputs(node, { 1 }) + stats * 4 * rows
@@ -357,7 +442,8 @@ end
 --- node.attrs.elem_bytes, when set, is the element size instead of the dtype's (integer tensors: an int64 mask);
 --- node.attrs.no_grad = true: no backward kernels (a reduction of an integer mask, which has no gradient).
 function M.memory(spec)
-  check_spec("memory", spec, {})
+  check_spec("memory", spec, { fusion = true })
+  local fusion = fusion_of("memory", spec, nil)
   local function mem(node, shapes, with_output)
     local k = K.mem(shapes, node.dtype)
     local e = node.attrs.elem_bytes
@@ -374,6 +460,8 @@ function M.memory(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "elem_bytes", "kv_dtype", "no_grad", "saved_inputs" },
+    fusion = fusion,
     -- copies, slices and reductions keep no tensor for backward (only shapes); attrs.saved_inputs may say otherwise
     saves = function(node) return node.attrs.no_grad and 0 or M.saved_inputs(node, {}) end,
     forward = function(node) return { mem(node, M.shapes(node, true), true) } end,
@@ -416,6 +504,8 @@ function M.linear(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "saved_inputs", "act_quant",
+      bias = "boolean: false for a layer without bias (no bias-gradient accumulation; default true)" },
     -- dW = dYᵀ·X needs x; dX = dY·W needs W, which is model state, not a saved activation
     saves = function(node) return M.saved_inputs(node, { x_input }) end,
     -- x[…, I] → out[…, O]: the same rows (the leading dimensions' product) on both sides; a weight input after x
@@ -479,6 +569,7 @@ function M.bmm(spec)
   return {
     name = spec.name,
     doc = spec.doc,
+    attrs = M.attrs { "saved_inputs" },
     -- dA = dC·Bᵀ needs B, dB = Aᵀ·dC needs A (baddbmm's C: nothing)
     saves = function(node) return M.saved_inputs(node, { a_input, a_input + 1 }) end,
     -- A[…, M, N] · B[…, N, K] → out[…, M, K] with A's batch (B's batch divides it: broadcast); baddbmm's C
@@ -521,6 +612,19 @@ end
 
 ---------------------------------------------------------------------------------------------------
 -- Optimizer steps (ops/sgd.lua, adam.lua, adamw.lua)
+
+--- The attrs an optimizer node carries (neusight.precision.optimizer_attrs), for the optimizer rules' `attrs`.
+M.optimizer_attrs = {
+  impl = "string: \"fused\" or \"foreach\" (the rule's default without it)",
+  precision = "string: the precision recipe's name (for the reader)",
+  convention = "string: the recipe's convention (for the reader)",
+  param_bytes = "number: bytes per model parameter",
+  grad_bytes = "number: bytes per gradient",
+  main_grad_bytes = "number: bytes per fp32 main gradient (0: none)",
+  master_bytes = "number: bytes per master parameter (0: none)",
+  moment_bytes = "number: bytes per moment element",
+  loss_scale = "boolean: fp16 loss scaling (an unscale and inf-check pass)",
+}
 
 --- The roles of an optimizer node { op, inputs = {{P}}, attrs from neusight.precision.optimizer_attrs }:
 --- bytes per element of what the step touches, and its implementation. A node without the attrs (built by

@@ -48,6 +48,8 @@
 ---@field accumulate? fun(node: neusight.Node, gpu: neusight.Gpu): neusight.Kernel[]  training only: gradient accumulation
 ---@field saves? fun(node: neusight.Node): number  bytes autograd keeps for backward (neusight/memory.lua; default: the output)
 ---@field temporary? fun(node: neusight.Node): number  largest transient bytes while it runs (default: inputs + output)
+---@field attrs? table<string, string>  node attrs the rule reads: name → "type: what it does" (checked on every node)
+---@field fusion? "elementwise"|"anchor"  whether the node may join a fused run (neusight/fusion.lua; default: never)
 
 ---@class neusight.Tile                  the library tile the tiling rules chose (scripts/tiling/); its non-zero parts
 ---@field m? integer                     GEMM/BMM output tile along m

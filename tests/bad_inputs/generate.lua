@@ -310,6 +310,12 @@ local boom = "setmetatable({}, { __index = function() error('boom') end, __len =
 
 -- shapes and nodes
 wl("dim_zero", node("{ 4, 0, 64 }", "{ 4, 0, 64 }"), nil, "x {4,0,64} has a dimension < 1", "nodes")
+-- node attrs are held to the attrs the op's rule declares (tester5: a misspelled or mistyped one was ignored)
+wl("attrs_unknown", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096, attrs = { bais = false }"), nil,
+   "unknown attribute attrs.bais (did you mean 'bias'?)", "nodes")
+wl("attrs_wrong_type", '{ { op = "sdpa", name = "attn", inputs = { { 1, 2, 8, 4 }, { 1, 2, 8, 4 }, { 1, 2, 8, 4 } }, ' ..
+   'output = { 1, 2, 8, 4 }, attrs = { causal = "false" } } }', nil, 'attrs.causal must be a boolean (got string "false")',
+   "nodes")
 wl("dim_negative", node("{ 4, -128, 64 }", "{ 4, -128, 64 }"), nil, "dimension 2 is -128, expected a non-negative integer", "nodes")
 wl("dim_fraction", node("{ 4, 1.5, 64 }", "{ 4, 1.5, 64 }"), nil, "dimension 2 is 1.5, expected a non-negative integer", "nodes")
 wl("dim_nan", node("{ 4, 0/0, 64 }", "{ 4, 0/0, 64 }"), nil, "dimension 2 is", "nodes")
@@ -596,7 +602,30 @@ rf("forward_error", "    error('rule failed')", "rule failed", 4)
 rf("forward_error_nil", "    error()", "error object is a nil value")
 rf("forward_error_table", "    error({ code = 1 })", "error object is a table value")
 rf("kernel_bytes_negative", kern("flops = 0, bytes = -1"), "flops and bytes must be >= 0", 3)
+-- saves()/temporary() returning no number of bytes (tester5: a negative saves() gave -254 GB that "fits", a string
+-- failed in scripts/neusight/memory.lua): an error at the hook's line
+local function hook_rule(hook, ret)
+  return 'return {\n  name = "mine", doc = "d", backward = false,\n  forward = function(node, gpu)\n' .. mem ..
+         '\n  end,\n  ' .. hook .. ' = function(node) return ' .. ret .. ' end,\n}\n'
+end
+rc("saves_negative", hook_rule("saves", "-5"), "saves() returned -5 for node 'n1', expected a number of bytes >= 0", 6)
+rc("saves_string", hook_rule("saves", '"lots"'), 'saves() returned "lots" for node', 6)
+rc("temporary_nan", hook_rule("temporary", "0/0"), "temporary() returned", 6)
+-- the attrs a rule declares and how it fuses are checked when it loads
+rc("attrs_declared_bad_type", 'return {\n  name = "mine", doc = "d", backward = false, attrs = { scale = "float" },\n' ..
+   '  forward = function(node, gpu)\n' .. mem .. '\n  end,\n}\n',
+   "field 'attrs': entry 'scale' must be a name = \"type: what it does\"")
+rc("fusion_unknown", 'return {\n  name = "mine", doc = "d", backward = false, fusion = "pointwise",\n' ..
+   '  forward = function(node, gpu)\n' .. mem .. '\n  end,\n}\n', "field 'fusion' must be \"elementwise\" or \"anchor\"")
 rf("kernel_flops_negative", kern("flops = -5, bytes = 1"), "flops and bytes must be >= 0")
+-- a hand-built GEMM's FLOPs against its dims (tester5: flops = 0 was priced from the dims, 1000x them accepted)
+rf("kernel_gemm_flops_zero", '    return { { kind = "gemm", name = "G", b = 1, m = 64, n = 64, k = 64, flops = 0, bytes = 1e6 } }',
+   "kind 'gemm' computes 2·b·m·n·k = 524288 FLOPs, got flops = 0 (more than half of it and at most twice", 3)
+rf("kernel_bmm_flops_over", '    return { { kind = "bmm", name = "B", b = 2, m = 64, n = 64, k = 64, flops = 2^30, bytes = 1e6 } }',
+   "kind 'bmm' computes 2·b·m·n·k = ", 3)
+-- a misspelled rule field is reported at the rule's line (tester5: only the workload's line was named)
+rc("field_typo_line", 'return {\n  name = "mine", doc = "d", backward = false,\n  fowrard = function(node, gpu)\n' .. mem ..
+   '\n  end,\n}\n', "unknown field 'fowrard' (did you mean 'forward'?)", 3)
 rf("kernel_flops_nan", kern("flops = 0/0, bytes = 1e6"), "field 'flops' must be a finite number")
 rf("kernel_bytes_inf", kern("flops = 0, bytes = math.huge"), "field 'bytes' must be a finite number")
 rf("kernel_bytes_huge", kern("flops = 0, bytes = 1e300"), "flops and bytes must be at most 1e21")
@@ -626,7 +655,7 @@ rf("kernel_bytes_tiny", kern("flops = 0, bytes = 1e-300"), "flops and bytes must
 rf("kernel_seconds_tiny", kern("flops = 0, bytes = 1, seconds = 1e-300"), "field 'seconds' must be 0 or a time of 1e-9 to 1e6 s (got 1e-300): a time that short is a unit slip")
 rf("kernel_seconds_huge", kern("flops = 0, bytes = 1, seconds = 2^53"), "field 'seconds' must be 0 or a time of 1e-9 to 1e6 s (got 9.0072e+15): a time that long is a unit slip")
 -- what one more key adds (the KV-length envelope's copies): attention only, and no more than the kernel itself
-rf("kernel_kv_flops_on_gemm", '    return { { kind = "gemm", name = "G", b = 1, m = 4, n = 64, k = 64, flops = 1, bytes = 1, kv_flops = 1 } }',
+rf("kernel_kv_flops_on_gemm", '    return { { kind = "gemm", name = "G", b = 1, m = 4, n = 64, k = 64, flops = 32768, bytes = 1, kv_flops = 1 } }',
    "kv_flops and kv_bytes belong to attention kernels (kind 'gemm')")
 rf("kernel_kv_bytes_above_bytes", '    local a = require("neusight.kernels").attention("decode", 1, 1, 64, 64, 4, 4, "bf16")\n' ..
    '    a.kv_bytes = a.bytes * 2\n    return { a }',

@@ -79,7 +79,7 @@ return {
 
 TEST_CASE("op rule schema errors are exact", "[ops]") {
   op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forwad = function() end })lua",
-                 "ops/inline.lua: unknown field 'forwad' (did you mean 'forward'?)");
+                 "ops/inline.lua:1: unknown field 'forwad' (did you mean 'forward'?)");
   op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forward = "x" })lua",
                  "ops/inline.lua: field 'forward' must be a function (got string)");
   op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", forward = function() end })lua",
@@ -276,7 +276,7 @@ TEST_CASE("training needs a backward hook or backward = false", "[ops]") {
                  "ops/inline.lua: field 'backward' must be a function, or false for an op without backward work (got "
                  "true)");
   op_should_fail(FILE_LINE_ARGS, R"lua(return { name = "inline", doc = "d", forward = function() end, chek = 1 })lua",
-                 "ops/inline.lua: unknown field 'chek' (did you mean 'check'?)");
+                 "ops/inline.lua:1: unknown field 'chek' (did you mean 'check'?)");
 }
 
 TEST_CASE("op search path: ops flag, then NEUSIGHT_OPS_PATH (double semicolon splices defaults), then bundled", "[ops]") {

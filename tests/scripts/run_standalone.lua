@@ -246,7 +246,7 @@ end
 
 -- load_op(name): ops/<name>.lua, checked against the op-rule schema the engine enforces.
 local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function",
-                  check = "function", saves = "function", temporary = "function" }
+                  check = "function", saves = "function", temporary = "function", attrs = "table", fusion = "string" }
 local ops = {}
 local function load_op(name)
   if ops[name] then return ops[name] end
@@ -274,6 +274,7 @@ local function make_node(tbl)
 end
 
 local test_env = { load_op = load_op, make_node = make_node }
+neusight_module.op_rule = load_op -- the engine's require("neusight").op_rule (neusight.fusion asks it)
 
 local files = {}
 local listing = io.popen('ls "' .. root .. 'tests/scripts"')

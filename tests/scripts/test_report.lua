@@ -92,6 +92,10 @@ function M.test_report_hook_adds_fields_only()
     latency_ms = function(r) r.latency_ms = 1 end,
     warnings = function(r) r.warnings = {} end,
     text = function(r) r.text = nil end,
+    -- inside a field too (tester5: r.ops[1].ms = 0 passed, and the JSON ops no longer summed to latency_ms)
+    ["ops[1].ms"] = function(r) r.ops[1].ms = 0 end,
+    ["ops[3].dims.rows"] = function(r) r.ops[3].dims.rows = 1 end,
+    ["ops[4]"] = function(r) r.ops[4] = { ms = 1 } end,
   }) do
     local ok2, err = with_hook(hook)
     eq(ok2, false, "a hook replacing " .. what)

@@ -416,7 +416,7 @@ function M.graph(r, opts)
     -- masked_fill of the other groups' scores with attributes `fill` (V3: under no_grad; V2: with gradient)
     local function group_mask(fill)
       add_as("fp32", "topk", gate .. ".group_idx", { { n, G } }, { n, TG }, 0, ng)
-      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0, ng)
+      add_as("fp32", "zeros", gate .. ".group_mask", {}, { n, G }, 0) -- no inputs: no gradient either way
       add_as("fp32", "setitem", gate .. ".group_mask.scatter", { { n, TG } }, { n, TG }, 0, ng)
       add_as("fp32", "contiguous", gate .. ".score_mask", { { n, G } }, probs, 0, ng) -- expand + reshape
       add_as("fp32", "cast", gate .. ".score_mask.bool", { probs }, probs, 0, { no_grad = true, from = "fp32" })

@@ -423,7 +423,7 @@ function M.grouped_experts(g, experts, m, n, k, E, h, I)
   local from = #g.nodes + 1 -- the busiest rank's kernels (M.mean_rank_share)
   if experts.ep > 1 then add("contiguous", e .. ".sort_chunks", { lrows }, lrows) end
   -- the local experts that n tokens on each of the ep ranks reach (ops/grouped_linear.lua reads those weights)
-  local attrs = { expert = true, experts = El, bias = false, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
+  local attrs = { expert = true, experts = El, experts_reached = M.experts_reached(El, k, E, n * experts.ep) }
   add("grouped_linear", e .. ".gate_up_proj", { lrows }, { Rl, 2 * I }, El * h * 2 * I, attrs)
   require("neusight.nodes").glu(g, e, lmid, "silu") -- act_fn and mul, or Megatron's fused SwiGLU (g.megatron)
   add("grouped_linear", e .. ".down_proj", { lmid }, lrows, El * I * h, attrs)

@@ -66,6 +66,13 @@ function M.rule(op, doc)
   return {
     name = op,
     doc = doc,
+    attrs = { -- M.comm_node's
+      group = "string: the process group, tp, dp, ep or edp",
+      ranks = "integer: the group's size",
+      direction = "string: the pass it runs in, forward, backward or both (default forward)",
+      seconds = "number: the time neusight.collectives priced it at (required)",
+      algorithm = "string: the collective's algorithm (for the reader)",
+    },
     saves = function() return 0 end, -- a collective keeps nothing for backward
     forward = function(node) return kernels(node, "forward") end,
     backward = function(node) return kernels(node, "backward") end,
