@@ -6,6 +6,11 @@
 #   weights/train.sh [--data DIR] [--aic DIR] [--out DIR] [--vendor nvidia|amd|all] [--no-test-rows]
 #                    [--exclude-gpu G]... [--only FAMILY]... [--seed S] [--epochs N]
 #
+# Relative --data, --aic and --out are relative to the folder it is run from. --out defaults to weights/ of the
+# source tree (the shipped weights, replaced); an installed copy (no CMakeLists.txt above it) needs --out, and
+# never replaces the installation's weights by default. NEUSIGHT names the binary (default build/neusight of the
+# source tree, or the installation's bin/neusight).
+#
 # Shipped weights use every row the shared data has for the training GPUs: the micro-benchmark grids
 # (dataset/train/collect) plus the transformer-shaped rows of dataset/test, which cover the large shapes
 # real models launch. --no-test-rows trains on the grids only (the in-distribution evaluation in
@@ -18,26 +23,41 @@
 # seeds the split, initialisation and batches of every family; --epochs N (default 150) caps every family's epochs
 # (seed-ensemble and convergence studies; the shipped weights use the defaults).
 set -euo pipefail
+caller=$PWD
 cd "$(dirname "$0")/.."
+# a path the caller gave: relative to the folder train.sh was run from, not to the tree it cds into
+from_caller() { case "$1" in /*) printf '%s' "$1" ;; *) printf '%s/%s' "$caller" "$1" ;; esac; }
+installed=0
+[ -f CMakeLists.txt ] || installed=1  # an installation (share/neusight) has no build files
 
-data=../shared/data/neusight aic=../shared/data/aiconfigurator out=weights vendor=all test_rows=1 exclude=() only= seed=0 epochs=150
+data=../shared/data/neusight aic=../shared/data/aiconfigurator out= vendor=all test_rows=1 exclude=() only= seed=0 epochs=150
 while [ $# -gt 0 ]; do
   case "$1" in
-    --data) data=$2; shift 2 ;;
-    --aic) aic=$2; shift 2 ;;
+    --data) data=$(from_caller "$2"); shift 2 ;;
+    --aic) aic=$(from_caller "$2"); shift 2 ;;
     --only) only="$only $2"; shift 2 ;;
-    --out) out=$2; shift 2 ;;
+    --out) out=$(from_caller "$2"); shift 2 ;;
     --vendor) vendor=$2; shift 2 ;;
     --no-test-rows) test_rows=0; shift ;;
     --seed) seed=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
     --exclude-gpu) exclude+=(--exclude-gpu "$2"); shift 2 ;;
-    -h|--help) sed -n 2,19p "$0"; exit 0 ;;
+    -h|--help) sed -n 2,24p "$0"; exit 0 ;;
     *) echo "train.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
+if [ -z "$out" ]; then
+  if [ "$installed" = 1 ]; then
+    echo "train.sh: pass --out DIR (the weights to write; this installation's own weights/ are not replaced)" >&2
+    exit 2
+  fi
+  out=weights
+fi
 [ -d "$data/dataset" ] || { echo "train.sh: no NeuSight data at $data (pass --data DIR)" >&2; exit 1; }
-exe=${NEUSIGHT:-build/neusight}
+default_exe=build/neusight
+[ "$installed" = 1 ] && default_exe=../../bin/neusight
+exe=$default_exe
+if [ -n "${NEUSIGHT:-}" ]; then case "$NEUSIGHT" in */*) exe=$(from_caller "$NEUSIGHT") ;; *) exe=$(command -v "$NEUSIGHT" || echo "$NEUSIGHT") ;; esac; fi
 [ -x "$exe" ] || { echo "train.sh: $exe not built (cmake --build build)" >&2; exit 1; }
 
 source weights/held_out.sh

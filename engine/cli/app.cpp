@@ -32,6 +32,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// One word of a command line as a POSIX shell reads it back: as is when it holds only characters no shell treats
+// specially, else in single quotes (a quote inside as '\''). train's model.toml `command`.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                       "0123456789_-./,:=+@%") == std::string::npos;
+  if (plain) return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
 // The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it (its value in a
 // finished forecast is scripts/neusight/report.lua row()'s `key`), whether its values are integers. The order is the
 // rows' column order and the order the combinations are enumerated in (the last varies fastest).
@@ -583,18 +594,22 @@ int run_ops(const common_flags& c) {
   so.verbose_op_shadows = false;  // the table below names them
   session s(so);
   std::string out;
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& e : s.ops_list()) {
-    std::string doc;
+    std::string doc, err;
     try {
       doc = s.op_load(e.name).doc;
     } catch (const std::exception& ex) {
-      doc = std::string("ERROR: ") + ex.what();
+      err = ex.what();
     }
-    out += fmt::format("{:<16} {:<28} {}\n", e.name, e.file, doc);
+    out += fmt::format("{:<16} {:<28} {}\n", e.name, e.file, err.empty() ? doc : "ERROR: " + err);
     if (c.verbose)
       for (const auto& sh : e.shadows) out += fmt::format("{:<16}   shadows {}\n", "", sh);
+    nlohmann::ordered_json o = {{"op", e.name}, {"file", e.file}, {"doc", doc}, {"shadows", e.shadows}};
+    if (!err.empty()) o["error"] = err;  // a rule that does not load: listed with why
+    list.push_back(std::move(o));
   }
-  emit(out, "");
+  emit(c.format == "json" ? list.dump(2) + "\n" : out, c.output);
   return 0;
 }
 
@@ -683,6 +698,30 @@ int app_main(int argc, char** argv) {
                     "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
                     cmd::serve);
 
+  // A first word that names no subcommand (`neusight predcit`, `neusight eval kernel`): said so, with close matches,
+  // rather than CLI11's "A subcommand is required" (or the word taken as a positional of nothing).
+  {
+    CLI::App* level = &app;
+    auto subs = [](CLI::App* a) { return a->get_subcommands([](CLI::App*) { return true; }); };
+    for (int i = 1; i < argc && level; ++i) {
+      const std::string word = argv[i];
+      if (word.empty() || word[0] == '-' || subs(level).empty()) break;
+      std::vector<std::string> names;
+      CLI::App* next = nullptr;
+      for (CLI::App* c : subs(level)) {
+        names.push_back(c->get_name());
+        if (c->get_name() == word) next = c;
+      }
+      if (!next) {
+        const std::string where = level == &app ? "neusight" : "neusight " + level->get_name();
+        std::fprintf(stderr, "neusight: unknown subcommand '%s'%s; `%s --help` lists them\n", word.c_str(),
+                     text_did_you_mean(word, names).c_str(), where.c_str());
+        return 2;
+      }
+      level = next;
+    }
+  }
+
   try {
     app.parse(argc, argv);
     report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
@@ -752,7 +791,7 @@ int app_main(int argc, char** argv) {
       tflags.opts.hidden.clear();
       paths_into(tflags, common);
       for (const auto& w : list_split(raw.hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
-      for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + std::string(argv[i]);
+      for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + shell_word(argv[i]);  // as a shell reads it back
       return train_main(tflags);
     }
     if (*eval_k) return eval_kernels_main(report_into(eflags, common));

@@ -36,8 +36,8 @@ enum : unsigned {
   serve = 1u << 11,
 };
 // the commands that write a report (--format, -o), and those of them that write a table or JSON but no CSV
-constexpr unsigned reports = run | predict | gpus | models | eval_kernels | eval_models | scale | search | serve;
-constexpr unsigned no_csv = gpus | eval_models | scale;
+constexpr unsigned reports = run | predict | gpus | models | ops | eval_kernels | eval_models | scale | search | serve;
+constexpr unsigned no_csv = gpus | ops | eval_models | scale;
 }  // namespace cmd
 
 // Flags every command that opens a session takes (the search paths, -v, the script limits), and the report flags.

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -86,6 +87,24 @@ size_t tiles_assign(session& s, std::vector<bench_row>& rows, const std::string&
   return fallback;
 }
 
+// --out can be made: every part of it that exists is a folder, and the deepest one that exists is writable. Checked
+// before any row is read, so that no training is lost to a folder found unusable only when the weights are written.
+void out_dir_check(const std::string& out) {
+  namespace fs = std::filesystem;
+  const fs::path target = fs::absolute(out).lexically_normal();
+  std::error_code ec;
+  if (fs::exists(target, ec) && !fs::is_directory(target, ec))
+    throw error("--out " + out + ": exists and is not a folder");
+  fs::path dir = target;
+  while (!dir.empty() && !fs::exists(dir, ec)) {
+    if (dir == dir.parent_path()) break;
+    dir = dir.parent_path();
+  }
+  if (!fs::is_directory(dir, ec)) throw error("--out " + out + ": cannot be created: " + dir.string() + " is not a folder");
+  if (::access(dir.c_str(), W_OK) != 0)
+    throw error("--out " + out + ": cannot be created: the folder " + dir.string() + " is not writable");
+}
+
 }  // namespace
 
 int train_main(const train_flags& f) {
@@ -95,6 +114,7 @@ int train_main(const train_flags& f) {
     throw error("--lr must be a learning rate in (0, 1] (got " + std::to_string(f.opts.lr) + ")");
   if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
+  out_dir_check(f.out);
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const gpu_catalog catalog(data_root_find() / "gpus", s.gpu_checker());
   gpu_data_resolver known(catalog, f.gpu_files);
@@ -125,6 +145,7 @@ int train_main(const train_flags& f) {
                  vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));
   // A live bar on a terminal; in logs (CI) one line per 10 % of the epochs.
   const bool tty = isatty(fileno(stderr));
+  const auto started = std::chrono::steady_clock::now();
   train_result r = tile_model_train(*fam, samples, f.opts, [&](const train_progress& p) {
     if (f.quiet) return;
     if (!tty) {
@@ -158,6 +179,7 @@ int train_main(const train_flags& f) {
   p.val_mape = r.val_mape;
   p.train_mape = r.train_mape;
   p.tiles = f.tiles;
+  p.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();  // the training's wall time
   weights_save(f.out, r.model, p);
   // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies
   // and, per GPU, its minimum over the validation rows of more rows), the number `eval kernels` would give them.
@@ -179,10 +201,19 @@ int train_main(const train_flags& f) {
 }
 
 int eval_kernels_main(const eval_kernels_flags& f) {
+  // On a terminal, what it is doing and since when (a large data set takes half a minute); never in logs or pipes.
+  const bool tty = isatty(fileno(stderr));
+  const auto started = std::chrono::steady_clock::now();
+  auto progress = [&](const std::string& what) {
+    if (tty)
+      std::fprintf(stderr, "neusight: %s (%s)\n", what.c_str(),
+                   duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()).c_str());
+  };
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
   const auto root = data_root_find();
   const gpu_catalog catalog(root / "gpus", s.gpu_checker());
   gpu_data_resolver known(catalog, f.gpu_files);
+  progress(fmt::format("reading {} {}", f.files.size(), f.files.size() == 1 ? "input" : "inputs"));
   bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus);
   report_skipped(d);
   std::string files;
@@ -205,7 +236,11 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   std::map<const gpu_spec*, std::vector<size_t>> by_gpu;
   for (size_t i = 0; i < d.rows.size(); ++i) by_gpu[d.rows[i].gpu].push_back(i);
   std::vector<double> predicted(d.rows.size());
+  progress(fmt::format("{} rows read from {} files; predicting them on {} GPUs", d.rows.size(), d.files.size(),
+                       by_gpu.size()));
+  size_t done = 0;
   for (const auto& [gpu, idx] : by_gpu) {
+    progress(fmt::format("GPU {} of {}: {}, {} rows", ++done, by_gpu.size(), gpu->name, idx.size()));
     std::vector<kernel_instance> ks;
     for (size_t i : idx) ks.push_back({0, phase::forward, d.rows[i].k});
     const auto sec = pred->predict(ks, *gpu);
@@ -234,19 +269,25 @@ int eval_kernels_main(const eval_kernels_flags& f) {
                       {"where", r.where}, {"measured_ms", r.latency_ms}, {"predicted_ms", predicted[i]}});
   }
   json summary = json::array();
-  std::string table = fmt::format("{:<18} {:<12} {:>6} {:>8} {:>8} {:>8} {:>10}\n", "gpu", "family", "rows", "MAPE %",
-                                  "median %", "p90 %", "tile hit %");
+  // columns as wide as the longest GPU and family name (RTX-PRO-6000-Server, attention_prefill)
+  size_t gpu_w = 18, fam_w = 12;
+  for (const auto& [key, g] : groups) gpu_w = std::max(gpu_w, key.first.size()), fam_w = std::max(fam_w, key.second.size());
+  std::string table = fmt::format("{:<{}} {:<{}} {:>6} {:>8} {:>8} {:>8} {:>10}\n", "gpu", gpu_w, "family", fam_w, "rows",
+                                  "MAPE %", "median %", "p90 %", "tile hit %");
+  std::string csv = "gpu,family,rows,mape,median_ape,p90_ape,tile_match\n";  // the JSON summary's keys
   for (auto& [key, g] : groups) {
     std::sort(g.ape.begin(), g.ape.end());
     double mean = 0;
     for (double a : g.ape) mean += a;
     mean /= double(g.ape.size());
-    const double median = g.ape[g.ape.size() / 2], p90 = g.ape[std::min(g.ape.size() - 1, g.ape.size() * 9 / 10)];
+    const double median = median_of(g.ape), p90 = g.ape[std::min(g.ape.size() - 1, g.ape.size() * 9 / 10)];
     const double hit = g.tiles ? 100.0 * double(g.tile_hits) / double(g.tiles) : NAN;
     summary.push_back({{"gpu", key.first}, {"family", key.second}, {"rows", g.ape.size()}, {"mape", mean},
                        {"median_ape", median}, {"p90_ape", p90}, {"tile_match", g.tiles ? json(hit) : json(nullptr)}});
-    table += fmt::format("{:<18} {:<12} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>10}\n", key.first, key.second,
+    table += fmt::format("{:<{}} {:<{}} {:>6} {:>8.2f} {:>8.2f} {:>8.2f} {:>10}\n", key.first, gpu_w, key.second, fam_w,
                          g.ape.size(), mean, median, p90, g.tiles ? fmt::format("{:.1f}", hit) : std::string("-"));
+    csv += fmt::format("{},{},{},{},{},{},{}\n", csv_field(key.first), csv_field(key.second), g.ape.size(), mean, median,
+                       p90, g.tiles ? fmt::format("{}", hit) : std::string());
   }
   size_t skipped = 0;
   for (const auto& [why, n] : d.skipped) skipped += n;
@@ -259,6 +300,8 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     j["summary"] = std::move(summary);
     j["skipped"] = d.skipped;
     emit(j.dump(2) + "\n", f.output);
+  } else if (f.format == "csv") {
+    emit(csv, f.output);  // the summary table's rows; its skips said on stderr above
   } else {
     table += fmt::format("\n{} rows evaluated, {} skipped (predictor {}, {} tiles)\n", d.rows.size(), skipped,
                          f.predictor, f.tiles);

@@ -17,7 +17,7 @@
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/forecast.h"
-#include "core/json_key.h"
+#include "core/label.h"
 #include "core/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -41,9 +41,11 @@ std::vector<fs::path> json_files_in(const fs::path& dir) {
 // label/<GPU>/<tag>.json files: a GPU folder, the label/ folder above them, or files named directly.
 std::vector<fs::path> label_files(const std::vector<std::string>& paths) {
   std::vector<fs::path> out;
+  text_inputs_once once;  // a label read twice would count twice in every mean
   for (const auto& p : paths) {
     if (fs::is_regular_file(p)) {
       if (fs::path(p).extension() != ".json") throw error(p + ": not a label file (expected <tag>.json)");
+      once.add(p, p);
       out.emplace_back(p);
       continue;
     }
@@ -58,61 +60,10 @@ std::vector<fs::path> label_files(const std::vector<std::string>& paths) {
         for (auto& f : json_files_in(d)) found.push_back(std::move(f));
     }
     if (found.empty()) throw error(p + ": no label files (expected label/<GPU>/<tag>.json)");
+    for (const auto& f : found) once.add(f, p);
     out.insert(out.end(), found.begin(), found.end());
   }
   return out;
-}
-
-struct label {
-  double e2e_ms = 0;
-  int64_t num_layer = 0;
-};
-
-// "<file>:<line>" of the line holding the label's key "<key>", when the text holds it exactly once (a label is one
-// flat object of four keys, so that is the key's own line); else "<file>": a wrong line is worse than none.
-std::string label_where(const fs::path& file, const std::string& text, const std::string& key) {
-  const size_t line = text_json_key_line(text, key);
-  return line ? file.string() + ":" + std::to_string(line) : file.string();
-}
-
-label label_read(const fs::path& file) {
-  const std::string text = text_file_read(file.string(), file.string(), text_file_max_script);
-  json j;
-  try {
-    j = json::parse(text);
-  } catch (const json::exception& e) {
-    throw error(file.string() + ": invalid JSON: " + e.what());
-  }
-  label l;
-  // the four keys NeuSight's label files have (fw_latency and bwall_latency are not read): any other is a typo
-  // ("FW_LATENCY", "e2e_latancy" beside the real one) and an error, not ignored
-  if (j.is_object()) {
-    const std::vector<std::string> keys = {"num_layer", "e2e_latency", "fw_latency", "bwall_latency"};
-    for (const auto& [k, v] : j.items())
-      if (std::find(keys.begin(), keys.end(), k) == keys.end())
-        throw error(label_where(file, text, k) + ": unknown key '" + k + "'" + text_did_you_mean(k, keys) +
-                    " (a label has num_layer, e2e_latency, fw_latency and bwall_latency)");
-  }
-  // Times are measured times (core/time_limits.h); fw_latency and bwall_latency may be 0 (no backward pass).
-  auto shown = [](const json& v) { return v.is_number() ? fmt::format("{:g}", v.get<double>()) : v.dump(); };
-  auto number = [](const json& v) { return v.is_number() ? std::optional<double>(v.get<double>()) : std::nullopt; };
-  for (const char* key : {"fw_latency", "bwall_latency"}) {  // not read, but a broken one is a broken label
-    const auto it = j.find(key);
-    if (it == j.end()) continue;
-    time_check(number(*it), time_unit::ms, true, label_where(file, text, key) + ": key '" + key + "'", shown(*it));
-  }
-  const auto e2e = j.find("e2e_latency");
-  if (e2e == j.end())
-    throw error(file.string() + ": missing key 'e2e_latency' (the measured time of one iteration, milliseconds)");
-  l.e2e_ms = time_check(number(*e2e), time_unit::ms, false, label_where(file, text, "e2e_latency") + ": key 'e2e_latency'",
-                        shown(*e2e));
-  const auto layers = j.find("num_layer");
-  // at most 100000 layers: more is a unit slip, not a measurement
-  if (layers == j.end() || !layers->is_number_integer() || layers->get<int64_t>() < 0 || layers->get<int64_t>() > 100000)
-    throw error((layers == j.end() ? file.string() : label_where(file, text, "num_layer")) +
-                ": key 'num_layer' must be a non-negative integer of at most 100000");
-  l.num_layer = layers->get<int64_t>();
-  return l;
 }
 
 // The label folder names the device as the data does ("NVIDIA_A100-PCIE-40GB"): as is, then with spaces.
@@ -156,7 +107,7 @@ stats stats_of(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   for (double x : v) s.mean += x;
   s.mean /= double(v.size());
-  s.median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  s.median = median_of(v);
   s.max = v.back();
   return s;
 }
@@ -225,7 +176,7 @@ int eval_models_main(const eval_models_flags& f) {
       skip("no opgraph <tag>.csv in " + graphs_dir.string(), file);
       continue;
     }
-    const label l = label_read(file);
+    const label_times l = label_read(file);
     auto it = graphs.find(graph_file.string());
     if (it == graphs.end()) it = graphs.emplace(graph_file.string(), opgraph_load(graph_file.string(), s.costing(), {true, s.rule_kernels()})).first;
     opgraph& og = it->second;
@@ -298,6 +249,16 @@ int eval_models_main(const eval_models_flags& f) {
     throw error("no label evaluated: " + gpu_data_resolver::unknown_advice(unknown) +
                 " (label/<GPU>/ folders name the GPU as the data does: NVIDIA_A100-PCIE-40GB)");
   if (!unknown.empty()) std::fprintf(stderr, "neusight: %s\n", gpu_data_resolver::unknown_advice(unknown).c_str());
+  if (rows.empty()) {  // every label skipped: a summary of none would read as a perfect score ("mean 0.00 %")
+    size_t n = 0;
+    bool no_graph = false;
+    for (const auto& [why, k] : skipped) n += k, no_graph |= why.rfind("no opgraph", 0) == 0;
+    throw error(fmt::format("no label evaluated: {} {} skipped (the reasons above){}", n,
+                            n == 1 ? "label file was" : "label files were all",
+                            no_graph ? "; a label is forecast from its operator graph, opgraph/<tag>.csv beside label/ "
+                                       "(or in --graphs DIR)"
+                                     : ""));
+  }
 
   // Per GPU in order of first appearance.
   std::vector<std::string> order;

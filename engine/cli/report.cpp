@@ -36,6 +36,13 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
+double median_of(std::vector<double> v) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
 namespace {
 
 // The file `output` names, through its symbolic links: a link is written through (the link stays a link).

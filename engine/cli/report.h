@@ -19,6 +19,10 @@ struct calibration;  // core/calibration.h
 // A CSV field: quoted (quotes doubled) when it holds a comma, a quote or a newline.
 std::string csv_field(const std::string& s);
 
+// The median of `v`: its middle value, or the mean of the two middle values of an even count (0 when empty). The
+// "median" of every error summary (eval kernels, eval models).
+double median_of(std::vector<double> v);
+
 // Writes the whole text at once: to stdout, or to a file through a temporary + rename (never half-written).
 void emit(const std::string& text, const std::string& output);
 

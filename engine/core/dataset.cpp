@@ -47,14 +47,17 @@ double to_double(const std::string& s, const std::string& where, const char* col
 
 std::vector<std::string> csv_files(const std::vector<std::string>& paths) {
   std::vector<std::string> files;
+  text_inputs_once once;  // a file read twice would count its rows twice (and land in train and validation splits)
   for (const auto& p : paths) {
     if (fs::is_directory(p)) {
       std::vector<std::string> found;
       for (const auto& e : fs::recursive_directory_iterator(p))
         if (e.is_regular_file() && e.path().extension() == ".csv") found.push_back(e.path().string());
       std::sort(found.begin(), found.end());
+      for (const auto& f : found) once.add(f, p);
       files.insert(files.end(), found.begin(), found.end());
     } else if (fs::exists(p)) {
+      once.add(p, p);
       files.push_back(p);  // csv_load refuses what is not a regular file (a FIFO, a device) without reading it
     } else {
       throw error(p + ": no such file or directory");

@@ -137,4 +137,14 @@ std::string text_file_read(const std::string& path, const std::string& display, 
   return out;
 }
 
+void text_inputs_once::add(const std::filesystem::path& file, const std::string& given) {
+  std::error_code ec;
+  std::filesystem::path key = std::filesystem::weakly_canonical(file, ec);
+  if (ec) key = std::filesystem::absolute(file).lexically_normal();
+  const auto [it, fresh] = seen_.emplace(key, given);
+  if (fresh) return;
+  const std::string how = it->second == given ? "" : " (as '" + it->second + "' and as '" + given + "')";
+  throw error(file.string() + ": given twice" + how + ": give each input once (its rows would count twice)");
+}
+
 }  // namespace ns

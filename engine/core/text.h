@@ -1,6 +1,8 @@
 // engine/core/text.h — small string helpers shared by the engine: errors, case folding, "did you mean".
 #pragma once
 #include <cstddef>
+#include <filesystem>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -51,5 +53,17 @@ inline constexpr size_t text_file_max_data = size_t(256) << 20;
 // file"), "<display>: not a regular file (…)" or "<display>: larger than N MB".
 std::string text_file_read(const std::string& path, const std::string& display, size_t max_bytes,
                            const std::string& what = "cannot read file");
+
+// Each input file read once: add() every file of a list of inputs (files, and the files found in folders) with the
+// input that reached it; a file reached a second time (the same file by another path, `f.csv ./f.csv`, or a file also
+// inside a folder given) throws ns::error "<file>: given twice (as 'A' and as 'B'): give each input once (its rows
+// would count twice)". Files are compared by their canonical path (links and `..` resolved).
+class text_inputs_once {
+ public:
+  void add(const std::filesystem::path& file, const std::string& given);
+
+ private:
+  std::map<std::filesystem::path, std::string> seen_;  // canonical path -> the input that reached it
+};
 
 }  // namespace ns

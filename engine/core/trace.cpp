@@ -452,7 +452,37 @@ trace trace_parse_wavescale(std::string_view text, const std::string& src, const
   return tr;
 }
 
-trace trace_parse_chrome(std::string_view text, const std::string& source) {
+// The steps a Chrome trace holds (trace::steps): `meta` is hf_trace.py's metadata (a JSON object, or the JSON text of
+// one as torch.profiler's add_metadata_json stores it; null when absent), then the ProfilerStep#N ranges, then the
+// Optimizer.step calls. A "steps" that is no positive integer is an error naming `where`.
+static void chrome_steps(const json* meta, const std::string& where, size_t profiler_steps, size_t optimizer_steps, trace& tr) {
+  std::optional<int64_t> from_meta;
+  if (meta) {
+    json m = *meta;
+    if (m.is_string()) m = json::parse(m.get<std::string>(), nullptr, false);  // discarded (not an object) when not JSON
+    if (m.is_object() && m.contains("steps")) {
+      const json& v = m["steps"];
+      if (!v.is_number_integer() || v.get<int64_t>() < 1 || v.get<int64_t>() > 1000000)
+        throw error(where + ": 'steps' must be a positive integer (the profiled steps the trace holds), got " + v.dump());
+      from_meta = v.get<int64_t>();
+    }
+  }
+  std::vector<std::pair<int64_t, std::string>> counts;  // in order of precedence
+  if (from_meta) counts.push_back({*from_meta, fmt::format("{} says steps = {}", where, *from_meta)});
+  if (profiler_steps) counts.push_back({int64_t(profiler_steps), fmt::format("{} ProfilerStep# ranges", profiler_steps)});
+  if (optimizer_steps) counts.push_back({int64_t(optimizer_steps), fmt::format("{} Optimizer.step calls", optimizer_steps)});
+  if (counts.empty()) return;
+  tr.steps = counts.front().first;
+  if (tr.steps > 1 || from_meta) tr.steps_source = counts.front().second;
+  for (size_t i = 1; i < counts.size(); ++i)
+    if (counts[i].first != tr.steps) {
+      tr.steps_note = fmt::format("{}: {}, but it holds {}: taken as {} steps", tr.source, counts.front().second,
+                                  counts[i].second, tr.steps);
+      break;
+    }
+}
+
+trace trace_parse_chrome(std::string_view text, const std::string& source, const trace_sidecar& sidecar) {
   const json root = json_parse_or_throw(text, source);
   const json* events = nullptr;
   if (root.is_array()) events = &root;
@@ -480,6 +510,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     int64_t stream = -1;
   };
   std::vector<kernel_event> kernels;
+  std::set<std::string> profiler_steps;
+  size_t optimizer_steps = 0;
   for (size_t i = 0; i < events->size(); ++i) {
     const json& e = (*events)[i];
     if (!e.is_object()) throw error(where(i) + ": trace event must be an object");
@@ -489,6 +521,8 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     const bool is_kernel = cat == "kernel";
     const bool is_cpu = cat == "cpu_op" || cat == "operator";
     const bool is_optim = cat == "user_annotation" && name.rfind("Optimizer.step#", 0) == 0;
+    if (name.rfind("ProfilerStep#", 0) == 0) profiler_steps.insert(name);  // torch.profiler's step() ranges
+    if (is_optim) ++optimizer_steps;
     if (!is_kernel && !is_cpu && !is_optim) continue;
     const std::string what = (is_kernel ? "kernel '" : "event '") + name + "'";
     auto number = [&](const char* key) {
@@ -564,6 +598,14 @@ trace trace_parse_chrome(std::string_view text, const std::string& source) {
     cpu.push_back(std::move(c));
   }
 
+  if (root.is_object() && root.contains("neusight")) {
+    chrome_steps(&root["neusight"], source + ": key 'neusight'", profiler_steps.size(), optimizer_steps, tr);
+  } else if (!sidecar.text.empty()) {
+    const json meta = json_parse_or_throw(sidecar.text, sidecar.source);
+    chrome_steps(&meta, sidecar.source, profiler_steps.size(), optimizer_steps, tr);
+  } else {
+    chrome_steps(nullptr, source, profiler_steps.size(), optimizer_steps, tr);
+  }
   if (kernels.empty())  // nothing to scale: the forecast would be 0 ms
     throw error(source + ": no GPU kernel events (\"ph\": \"X\", \"cat\": \"kernel\") in the trace");
   for (const kernel_event& ke : kernels) tr.zero_duration_kernels += ke.k.duration_ns == 0 ? 1 : 0;
@@ -739,7 +781,17 @@ trace_format trace_detect(const fs::path& file) { return trace_detect_text(read_
 trace trace_load(const fs::path& file) {
   const std::string text = read_file(file);
   switch (trace_detect_text(text, file.string())) {
-    case trace_format::chrome_json: return trace_parse_chrome(text, file.string());
+    case trace_format::chrome_json: {
+      // hf_trace.py's sidecar <trace>.meta.json: read for its steps when the trace itself carries no metadata
+      // (hf_trace.py writes <out>.meta.json; a copy may be named <stem>.meta.json, as tests/fixtures/traces/hf are)
+      trace_sidecar sidecar;
+      for (const fs::path& meta : {fs::path(file.string() + ".meta.json"), fs::path(file).replace_extension(".meta.json")})
+        if (fs::is_regular_file(meta)) {
+          sidecar = {read_file(meta), meta.string()};
+          break;
+        }
+      return trace_parse_chrome(text, file.string(), sidecar);
+    }
     case trace_format::wavescale: return trace_load_wavescale(file);
     case trace_format::label_csv:
       // its folder (label/<GPU>/…) names the GPU: of the absolute path, so that `x.csv` or `./x.csv` has one too

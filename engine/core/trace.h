@@ -92,6 +92,12 @@ struct trace {
   // them is refused.
   std::optional<double> gpu_busy_ms;
   size_t kernel_streams = 0, zero_duration_kernels = 0;
+  // Chrome traces: the profiled steps the trace holds (every op of each), and what says so (steps_source, empty for
+  // 1 by default): the "steps" of scripts/collect/hf_trace.py's metadata (the trace's top-level "neusight" key, or
+  // its sidecar <trace>.meta.json), else the ProfilerStep#N ranges torch.profiler's step() marks, else the
+  // Optimizer.step calls of a training trace. A note when two of them disagree (the first one counts).
+  int64_t steps = 1;
+  std::string steps_source, steps_note;
 };
 
 // Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a
@@ -102,7 +108,12 @@ trace trace_load(const std::filesystem::path& file);
 
 // Per format. `source` is the name used in messages. For label CSVs, `device` is the origin (trace_load uses
 // the parent folder name, e.g. "Tesla_V100-PCIE-32GB").
-trace trace_parse_chrome(std::string_view json_text, const std::string& source);
+// `sidecar`: the text and name of scripts/collect/hf_trace.py's <trace>.meta.json, whose "steps" counts when the trace
+// has no "neusight" metadata of its own (trace::steps); trace_load reads it when it exists.
+struct trace_sidecar {
+  std::string text, source;
+};
+trace trace_parse_chrome(std::string_view json_text, const std::string& source, const trace_sidecar& sidecar = {});
 trace trace_load_wavescale(const std::filesystem::path& manifest);
 // A wavescale manifest's text; `read(name)` returns the text of a CSV file it names (as written in the manifest)
 // and the name shown in messages. trace_load_wavescale reads them relative to the manifest's folder.

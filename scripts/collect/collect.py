@@ -117,5 +117,17 @@ def main(argv=None):
         return 1
 
 
+def _main_piped():
+    """main(), where a reader that stops early (`collect.py grid | head`) ends the output quietly, as in other tools."""
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        # the reader is gone: nothing more to say to it, and Python's flush at exit must not fail again
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141  # 128 + SIGPIPE, what a shell reports for a command a pipe ended
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main_piped())

@@ -25,9 +25,13 @@ import json
 import os
 import sys
 
-# Built-in configs: HF's own defaults of each model type (the base size), llama = Llama 3.2 1B.
+# Built-in configs: HF's own defaults of each model type (the base size), llama = Llama 3.2 1B: its config.json is
+# tests/fixtures/hf/llama32_1b/config.json in the source tree, installed beside this script as configs/llama32_1b.json
+# (CMakeLists.txt), where an installation (which has no tests/) finds it.
 HERE = os.path.dirname(os.path.abspath(__file__))
-LLAMA_CONFIG = os.path.join(HERE, "..", "..", "tests", "fixtures", "hf", "llama32_1b", "config.json")
+LLAMA_CONFIGS = [os.path.join(HERE, "configs", "llama32_1b.json"),
+                 os.path.join(HERE, "..", "..", "tests", "fixtures", "hf", "llama32_1b", "config.json")]
+LLAMA_CONFIG = next((p for p in LLAMA_CONFIGS if os.path.isfile(p)), LLAMA_CONFIGS[0])
 PRESETS = {"gpt2": "gpt2", "bert": "bert", "opt": "opt", "llama": LLAMA_CONFIG}
 CAUSAL = {"gpt2", "opt", "llama", "mistral", "qwen2", "qwen3", "mixtral", "qwen2_moe", "qwen3_moe", "gpt_neox"}
 
@@ -64,6 +68,9 @@ def parse_args(argv):
 
 def load_config(transformers, spec, layers):
     path = PRESETS.get(spec, spec)
+    if spec == "llama" and not os.path.isfile(path):
+        raise SystemExit("hf_trace.py: the built-in llama config is missing (looked for %s); pass a config.json"
+                         % " and ".join(LLAMA_CONFIGS))
     if os.path.isfile(path):
         with open(path, encoding="utf-8") as f:
             d = json.load(f)

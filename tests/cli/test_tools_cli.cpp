@@ -1,0 +1,347 @@
+// tests/cli/test_tools_cli.cpp — the tools around the forecast as a user meets them (tester 4's report): eval's CSV,
+// medians and empty runs, scale's origin (a label's measured time, a trace's steps), inputs given twice, train's
+// --out, the installed collectors and train.sh, and the command line's small things.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <iostream>
+#include <map>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "cli_csv.h"
+#include "test_util.h"
+
+namespace fs = std::filesystem;
+using json = nlohmann::json;
+using ns_test::quoted;
+using ns_test::run_cli;
+using ns_test::run_sh;
+using ns_test::temp_dir;
+
+namespace {
+
+const std::string bmm = "tests/fixtures/bench/bmm_small.csv";
+const std::string t4_trace = "tests/fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.csv";
+const std::string t4_label = "tests/fixtures/neusight/label/Tesla_T4/gpt2_large-inf-1024-4.json";
+
+json json_of(const ns_test::run_result& r) {
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+}  // namespace
+
+TEST_CASE("eval kernels: --format csv and -o x.csv write the summary as CSV", "[cli][eval][tools]") {
+  const json j = json_of(run_cli("eval kernels " + bmm + " --format json"));
+  const auto r = run_cli("eval kernels " + bmm + " --format csv");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const auto t = ns_test::csv_table(r.out);
+  CHECK(t.header == std::vector<std::string>{"gpu", "family", "rows", "mape", "median_ape", "p90_ape", "tile_match"});
+  REQUIRE(t.rows.size() == j["summary"].size());
+  for (size_t i = 0; i < t.rows.size(); ++i) {
+    const auto& s = j["summary"][i];
+    REQUIRE(t.rows[i].size() == 7);
+    CHECK(t.rows[i][0] == s["gpu"].get<std::string>());
+    CHECK(t.rows[i][1] == s["family"].get<std::string>());
+    CHECK(std::stoll(t.rows[i][2]) == s["rows"].get<int64_t>());
+    CHECK(std::stod(t.rows[i][3]) == Approx(s["mape"].get<double>()).epsilon(1e-12));
+    CHECK(std::stod(t.rows[i][4]) == Approx(s["median_ape"].get<double>()).epsilon(1e-12));
+  }
+  temp_dir d;
+  const auto file = (d.path / "r.csv").string();
+  const auto o = run_cli("eval kernels " + bmm + " -o " + quoted(file));
+  INFO(o.err);
+  REQUIRE(o.code == 0);
+  CHECK(ns_test::slurp(file) == r.out);
+}
+
+TEST_CASE("eval kernels: the median of an even count is the mean of its two middle values", "[cli][eval][tools]") {
+  const json j = json_of(run_cli("eval kernels " + bmm + " --format json"));
+  std::map<std::string, std::vector<double>> ape;
+  for (const auto& row : j["rows"]) {
+    const double p = row["predicted_ms"], m = row["measured_ms"];
+    ape[row["gpu"].get<std::string>()].push_back(100 * std::abs(p - m) / m);
+  }
+  REQUIRE(j["summary"].size() == 2);
+  for (const auto& s : j["summary"]) {
+    const auto& v = ape[s["gpu"].get<std::string>()];
+    REQUIRE(v.size() % 2 == 0);  // 4 A100 rows and 2 P100 rows: the upper middle value is not the median
+    CHECK(s["median_ape"].get<double>() == Approx(median(v)).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("eval models: no label evaluated is an error that says why", "[cli][eval][tools]") {
+  temp_dir t;  // a label folder copied out of its data tree: no opgraph/ beside it
+  t.write("Tesla_T4/gpt2_large-inf-1024-4.json", ns_test::slurp(ns_test::source_dir / t4_label));
+  for (const std::string format : {"table", "json"}) {
+    const auto r = run_cli("eval models " + quoted((t.path / "Tesla_T4").string()) + " --format " + format);
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK_THAT(r.err, Catch::Contains("no label evaluated: 1 label file was skipped (the reasons above); a label is "
+                                      "forecast from its operator graph"));
+  }
+}
+
+TEST_CASE("scale: a label CSV's origin is its label's measured end-to-end time", "[cli][scale][tools]") {
+  const json label = json::parse(ns_test::slurp(ns_test::source_dir / t4_label));
+  const double e2e = label["e2e_latency"];
+  const json self = json_of(run_cli("scale --trace " + t4_trace + " --to t4 --format json"));
+  CHECK(self["origin_ms"].get<double>() == Approx(e2e).epsilon(1e-9));
+  CHECK(self["latency_ms"].get<double>() == Approx(e2e).epsilon(1e-9));  // to its own GPU: the measurement back
+  const json& m = self["origin_measured"];
+  CHECK(m["e2e_ms"].get<double>() == e2e);
+  double ops = 0, shares = 0;
+  for (const auto& op : self["ops"]) ops += op["measured_ms"].get<double>(), shares += op["origin_ms"].get<double>();
+  CHECK(m["ops_origin_ms"].get<double>() == Approx(ops).epsilon(1e-9));
+  CHECK(shares == Approx(e2e).epsilon(1e-9));
+  CHECK(std::abs(ops / e2e - 1) > 0.05);  // the per-op times do not add up to the run (the reason for all this)
+
+  // to another GPU: the measured time moves by the per-op times' overall ratio; each op by its own
+  const json a100 = json_of(run_cli("scale --trace " + t4_trace + " --to a100_pcie_40gb --format json"));
+  const json& am = a100["origin_measured"];
+  CHECK(a100["latency_ms"].get<double>() ==
+        Approx(e2e * am["ops_latency_ms"].get<double>() / am["ops_origin_ms"].get<double>()).epsilon(1e-9));
+  double phases = a100["forward_ms"].get<double>() + a100["backward_ms"].get<double>() + a100["optimizer_ms"].get<double>();
+  CHECK(phases == Approx(a100["latency_ms"].get<double>()).epsilon(1e-9));
+  const auto table = run_cli("scale --trace " + t4_trace + " --to t4");
+  CHECK_THAT(table.out, Catch::Contains("measured end to end: " + ns_test::replace_all(t4_trace, ".csv", ".json") +
+                                        "\n               its per-op times sum to "));
+
+  // another layer count than the label's: its time does not apply, said so
+  const auto layers = run_cli("scale --trace " + t4_trace + " --to t4 --layers 12 --format json");
+  const json l = json_of(layers);
+  CHECK_FALSE(l.contains("origin_measured"));
+  CHECK_THAT(layers.err, Catch::Contains("measured with 36 layers, the trace is scaled with 12"));
+
+  // no label file beside the CSV: the per-op sum, with a warning
+  temp_dir t;
+  t.write("label/Tesla_T4/gpt2_large-inf-1024-4.csv", ns_test::slurp(ns_test::source_dir / t4_trace));
+  t.write("opgraph/gpt2_large-inf-1024-4.csv",
+          ns_test::slurp(ns_test::source_dir / "tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv"));
+  const auto bare = run_cli("scale --trace " + quoted((t.path / "label/Tesla_T4/gpt2_large-inf-1024-4.csv").string()) +
+                            " --to t4 --layers 36 --format json");
+  const json b = json_of(bare);
+  CHECK_FALSE(b.contains("origin_measured"));
+  CHECK(b["origin_ms"].get<double>() == Approx(ops * 1).epsilon(1e-9));
+  CHECK_THAT(bare.err, Catch::Contains("gpt2_large-inf-1024-4.json beside it (its measured end-to-end time): the origin "
+                                       "is the sum of the per-op times"));
+}
+
+TEST_CASE("scale: a training label's forward and backward shares are of its fw and bwall times", "[cli][scale][tools]") {
+  const auto label = ns_test::shared_data("neusight/label/Tesla_V100-PCIE-32GB");
+  if (!label) return;
+  const std::string trace = (*label / "gpt2_large-train-1024-1.csv").string();
+  const json l = json::parse(ns_test::slurp(*label / "gpt2_large-train-1024-1.json"));
+  const json j = json_of(run_cli("scale --trace " + quoted(trace) + " --to v100 --format json"));
+  CHECK(j["origin_measured"]["shares"] == "fw_latency, bwall_latency");
+  CHECK(j["forward_ms"].get<double>() == Approx(l["fw_latency"].get<double>()).epsilon(1e-9));
+  CHECK(j["backward_ms"].get<double>() == Approx(l["bwall_latency"].get<double>()).epsilon(1e-9));
+  CHECK(j["latency_ms"].get<double>() == Approx(l["e2e_latency"].get<double>()).epsilon(1e-9));
+}
+
+namespace {
+
+// The H200 GPT-2 training fixture with its events repeated after the first step's span: what hf_trace.py --steps 2
+// records. `meta`: the "neusight" metadata to add (null: none).
+std::string two_steps(const json& meta) {
+  json d = json::parse(ns_test::slurp(ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json"));
+  json& ev = d["traceEvents"];
+  double lo = 1e300, hi = -1e300;
+  for (const auto& e : ev)
+    if (e.contains("ts") && e["ts"].is_number()) {
+      lo = std::min(lo, e["ts"].get<double>());
+      hi = std::max(hi, e["ts"].get<double>() + (e.contains("dur") && e["dur"].is_number() ? e["dur"].get<double>() : 0));
+    }
+  json second = ev;
+  for (auto& e : second) {
+    if (e.contains("ts") && e["ts"].is_number()) e["ts"] = e["ts"].get<double>() + (hi - lo) + 1000;
+    if (!e.contains("args") || !e["args"].is_object()) continue;
+    for (const char* k : {"correlation", "External id", "Sequence number", "Ev Idx"})
+      if (e["args"].contains(k) && e["args"][k].is_number_integer()) e["args"][k] = e["args"][k].get<int64_t>() + 10000000;
+  }
+  for (auto& e : second) ev.push_back(e);
+  if (!meta.is_null()) d["neusight"] = meta.dump();  // as torch.profiler's add_metadata_json stores it: JSON text
+  return d.dump();
+}
+
+}  // namespace
+
+TEST_CASE("scale: a trace of two profiled steps is reported per step", "[cli][scale][tools]") {
+  const json one = json_of(run_cli("scale --trace tests/fixtures/traces/hf/gpt2-fp32-train.json --to h100 --format json"));
+  CHECK(one["steps"] == 1);  // its sidecar gpt2-fp32-train.meta.json says so
+  temp_dir t;
+  const json meta = {{"format", "neusight-trace-meta"}, {"version", 1}, {"mode", "train"}, {"steps", 2}};
+  const auto with_meta = t.write("meta/t.json", two_steps(meta));
+  const auto bare = t.write("bare/t.json", two_steps(nullptr));  // its two Optimizer.step calls say it
+  for (const auto& file : {with_meta, bare}) {
+    const auto r = run_cli("scale --trace " + quoted(file.string()) + " --to h100 --format json");
+    const json j = json_of(r);
+    CHECK(j["steps"] == 2);
+    for (const char* k : {"origin_ms", "latency_ms", "forward_ms", "backward_ms", "optimizer_ms"})
+      CHECK(j[k].get<double>() == Approx(one[k].get<double>()).epsilon(1e-9));
+    CHECK(j["ops"].size() == 2 * one["ops"].size());
+    CHECK(r.err.find("taken as") == std::string::npos);
+  }
+  CHECK_THAT(json_of(run_cli("scale --trace " + quoted(with_meta.string()) + " --to h100 --format json"))["steps_source"]
+                 .get<std::string>(),
+             Catch::Contains("key 'neusight' says steps = 2"));
+  // hf_trace.py's sidecar <out>.meta.json counts when the trace has no metadata; a disagreement is said
+  t.write("bare/t.json.meta.json", json{{"format", "neusight-trace-meta"}, {"steps", 3}}.dump());
+  const auto side = run_cli("scale --trace " + quoted(bare.string()) + " --to h100 --format json");
+  const json s = json_of(side);
+  CHECK(s["steps"] == 3);
+  CHECK_THAT(side.err, Catch::Contains("t.json.meta.json says steps = 3, but it holds 2 Optimizer.step calls: taken as 3"));
+  const auto table = run_cli("scale --trace " + quoted(with_meta.string()) + " --to h100");
+  CHECK_THAT(table.out, Catch::Contains("steps     2 ("));
+}
+
+TEST_CASE("inputs given twice are refused: eval kernels eval models and train", "[cli][tools]") {
+  temp_dir t;
+  const auto csv = t.write("sub/f.csv", ns_test::slurp(ns_test::source_dir / bmm));
+  const std::string dir = quoted((t.path / "sub").string()), file = quoted(csv.string());
+  const std::string dotted = quoted((t.path / "sub" / "." / "f.csv").string());
+  for (const std::string& args : {"eval kernels " + file + " " + dotted, "eval kernels " + dir + " " + file,
+                                  "train --family bmm --out " + quoted((t.path / "w").string()) + " --data " + dir + " " + file}) {
+    const auto r = run_cli(args);
+    INFO(args << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.err, Catch::Contains(": given twice"));
+    CHECK_THAT(r.err, Catch::Contains("give each input once (its rows would count twice)"));
+  }
+  CHECK_FALSE(fs::exists(t.path / "w"));
+  const std::string labels = "tests/fixtures/neusight/label/Tesla_T4";
+  const auto m = run_cli("eval models " + labels + " " + labels + "/");
+  CHECK(m.code == 1);
+  CHECK_THAT(m.err, Catch::Contains("gpt2_large-inf-1024-4.json: given twice (as '" + labels + "' and as '" + labels + "/')"));
+}
+
+TEST_CASE("train: an --out that cannot be created is refused before training and named", "[cli][train][tools]") {
+  temp_dir t;
+  const std::string file = t.write("a-file", "").string();
+  for (const std::string& out : {std::string("/dev/null/x"), file + "/x/y"}) {
+    const auto r = run_cli("train --family bmm --data " + bmm + " --out " + out + " --epochs 5");
+    INFO(r.err);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.err, Catch::StartsWith("neusight: --out " + out + ": cannot be created: "));
+    CHECK(r.err.find("training") == std::string::npos);  // nothing trained
+  }
+}
+
+TEST_CASE("train: model.toml records the training's seconds and a command a shell reads back", "[cli][train][tools]") {
+  temp_dir t;
+  const auto out = (t.path / "it's/nvidia/layernorm").string();
+  const auto r = run_cli("train -q --family layernorm --data tests/fixtures/bench/ln_small.csv --out " + quoted(out) +
+                         " --hidden 8 --epochs 3 --exclude-gpu 'Tesla T4'");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const std::string toml = ns_test::slurp(fs::path(out) / "model.toml");
+  CHECK(toml.find("seconds = 0.0\n") == std::string::npos);
+  CHECK_THAT(toml, Catch::Contains("--exclude-gpu 'Tesla T4'"));
+  CHECK_THAT(toml, Catch::Contains("--out '" + ns_test::replace_all(out, "'", "'\\\\''") + "'"));
+}
+
+TEST_CASE("a misspelled subcommand is named with close matches", "[cli][tools]") {
+  const auto r = run_cli("predcit --model gpt2_large");
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: unknown subcommand 'predcit' (did you mean 'predict'?); `neusight --help` lists them\n");
+  const auto e = run_cli("eval kernel " + bmm);
+  CHECK(e.code == 2);
+  CHECK_THAT(e.err, Catch::Contains("unknown subcommand 'kernel' (did you mean 'kernels'?); `neusight eval --help`"));
+}
+
+TEST_CASE("collect.py grid piped into a reader that stops early ends quietly", "[cli][collect][tools]") {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
+    std::cout << "NEUSIGHT-TEST-SKIPPED: python3 not found" << std::endl;
+    return;
+  }
+  // braces: run_sh's redirections then take the collector's stderr too, not only head's
+  const auto r = run_sh("{ python3 scripts/collect/collect.py grid | head -1; }");
+  CHECK(r.code == 0);
+  CHECK(std::count(r.out.begin(), r.out.end(), '\n') == 1);
+  CHECK(r.err.find("Traceback") == std::string::npos);
+  CHECK(r.err.find("BrokenPipe") == std::string::npos);
+}
+
+TEST_CASE("an installed tree: hf_trace.py finds its llama config and train.sh writes where it is run from",
+          "[cli][tools][install]") {
+  if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
+    std::cout << "NEUSIGHT-TEST-SKIPPED: python3 not found" << std::endl;
+    return;
+  }
+  temp_dir t;
+  const fs::path build = fs::path(NEUSIGHT_EXE).parent_path();
+  const auto inst = run_sh("cmake --install " + quoted(build.string()) + " --prefix " + quoted((t.path / "p").string()));
+  INFO(inst.err);
+  REQUIRE(inst.code == 0);
+  const fs::path share = t.path / "p/share/neusight";
+  // hf_trace.py's built-in llama: its config, with transformers stood in for (the config it is given is what counts)
+  const std::string py = "cd " + quoted(t.path.string()) + " && python3 -B -c \"import sys; sys.path.insert(0, '" +
+                         (share / "scripts/collect").string() + "'); import hf_trace\n"
+                         "class T:\n class AutoConfig:\n  for_model = staticmethod(lambda mt, **d: (mt, d))\n"
+                         "mt, d = hf_trace.load_config(T, 'llama', None); print(mt, d['num_hidden_layers'])\"";
+  const auto cfg = run_sh(py);
+  INFO(cfg.err);
+  CHECK(cfg.code == 0);
+  CHECK(cfg.out == "llama 16\n");
+
+  // train.sh of the installation: a relative --out is the caller's; no --out replaces nothing (stub neusight)
+  t.write("data/dataset/.keep", "");
+  t.write("aic/.keep", "");
+  const std::string log = (t.path / "args.log").string();
+  const fs::path exe = t.write("neusight", "#!/bin/sh\nprintf '%s\\n' \"$@\" >> " + quoted(log) + "\n");
+  fs::permissions(exe, fs::perms::owner_all);
+  const std::string train = "cd " + quoted(t.path.string()) + " && NEUSIGHT=./neusight bash " +
+                            quoted((share / "weights/train.sh").string()) +
+                            " --vendor amd --only softmax --data data --aic aic";
+  const auto ok = run_sh(train + " --out my-weights");
+  INFO(ok.err);
+  CHECK(ok.code == 0);
+  CHECK_THAT(ns_test::slurp(log), Catch::Contains("\n" + (t.path / "my-weights/amd/softmax").string() + "\n"));
+  const auto bare = run_sh(train);
+  CHECK(bare.code == 2);
+  CHECK_THAT(bare.err, Catch::Contains("train.sh: pass --out DIR"));
+}
+
+TEST_CASE("eval kernels: progress on a terminal only", "[cli][eval][tools]") {
+  const auto plain = run_cli("eval kernels " + bmm);
+  CHECK(plain.code == 0);
+  CHECK(plain.err.find("neusight: reading") == std::string::npos);  // logs and pipes get none
+  if (std::system("command -v script >/dev/null 2>&1") != 0) {
+    std::cout << "NEUSIGHT-TEST-SKIPPED: script(1) not found (no terminal to run under)" << std::endl;
+    return;
+  }
+  // script(1) gives the command a terminal; its stdout then holds what the command wrote to either stream
+  const auto tty = run_sh("script -qec " + quoted(std::string("'") + NEUSIGHT_EXE + "' eval kernels " + bmm + " -o /dev/null") +
+                          " /dev/null");
+  INFO(tty.out << tty.err);
+  CHECK(tty.code == 0);
+  CHECK_THAT(tty.out, Catch::Contains("neusight: reading 1 input ("));
+  CHECK_THAT(tty.out, Catch::Contains("rows read from 1 files; predicting them on 2 GPUs"));
+  CHECK_THAT(tty.out, Catch::Contains("neusight: GPU 1 of 2: "));
+}
+
+TEST_CASE("ops --format json lists the rules as JSON and csv is refused", "[cli][tools]") {
+  const json j = json_of(run_cli("ops --format json"));
+  REQUIRE(j.is_array());
+  const auto it = std::find_if(j.begin(), j.end(), [](const json& o) { return o["op"] == "matmul"; });
+  REQUIRE(it != j.end());
+  CHECK((*it)["file"] == "ops/matmul.lua");
+  CHECK_FALSE((*it)["doc"].get<std::string>().empty());
+  const auto table = run_cli("ops");
+  CHECK(std::count(table.out.begin(), table.out.end(), '\n') == std::ptrdiff_t(j.size()));
+  CHECK(run_cli("ops --format csv").code == 2);
+}
