@@ -27,7 +27,7 @@ std::string num(double x) {
 }
 
 // A copy of the bundled GPU file `file` in `t`, as "<stem>.toml" (its calibration goes beside the copy).
-std::string gpu_copy(const temp_dir& t, const std::string& file, const std::string& stem) {
+std::string gpu_file_copy(const temp_dir& t, const std::string& file, const std::string& stem) {
   fs::copy_file(ns_test::source_dir / "gpus" / file, t.path / (stem + ".toml"));
   return (t.path / (stem + ".toml")).string();
 }
@@ -38,7 +38,7 @@ std::string gpu_copy(const temp_dir& t, const std::string& file, const std::stri
 TEST_CASE("calibration scope: a file fitted to another predictor's forecasts is not applied and a warning says so",
           "[cli][calibrate]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "t4.toml", "t4");
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
   const double neusight = run_json(args)["latency_ms"], roofline = run_json(args + " --predictor roofline")["latency_ms"];
   const fs::path m = t.write("m.toml", "latency_ms = " + num(0.97 * neusight) + "\n");
@@ -83,7 +83,7 @@ TEST_CASE("calibration scope: a file fitted to another predictor's forecasts is 
 
 TEST_CASE("calibration scope: a trace calibration of another predictor is not applied either", "[cli][calibrate]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "h200_sxm_141gb.toml", "h200");
+  const std::string gpu = gpu_file_copy(t, "h200_sxm_141gb.toml", "h200");
   const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
   const double before = run_json(args)["latency_ms"];
@@ -98,7 +98,7 @@ TEST_CASE("calibration scope: a trace calibration of another predictor is not ap
 // NEUSIGHT_NO_CALIBRATION=false (or no, off, a typo) switched the calibration off: anything but "" and "0" did.
 TEST_CASE("calibration scope: NEUSIGHT_NO_CALIBRATION is read strictly", "[cli][calibrate]") {
   temp_dir t;
-  const std::string gpu = gpu_copy(t, "t4.toml", "t4");
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
   const double before = run_json(args)["latency_ms"];
   REQUIRE(run_cli(args + " --calibrate '" + t.write("m.toml", "latency_ms = 2000\n").string() + "'").code == 0);
@@ -133,7 +133,7 @@ TEST_CASE("calibration scope: on a training GPU a measurement equal to the forec
   for (const auto& [file, stem] : std::vector<std::pair<std::string, std::string>>{
            {"t4.toml", "t4"}, {"v100_pcie_32gb.toml", "v100"}, {"a100_pcie_40gb.toml", "a100"}}) {
     INFO(stem);
-    const std::string gpu = gpu_copy(t, file, stem);
+    const std::string gpu = gpu_file_copy(t, file, stem);
     const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
     const double before = run_json(args)["latency_ms"];
     const json fit = run_json(args + " --calibrate '" + t.write("eq.toml", "latency_ms = " + num(before) + "\n").string() + "'");
