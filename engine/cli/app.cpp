@@ -231,8 +231,13 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
   // the measured model by; written whole
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  const std::map<std::string, double> decode_factors = d.decode ? factors : std::map<std::string, double>{};
-  const std::string where = calibration_write(d.gpu, path, factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
+  // each phase from its own measurement (weights/PHASE_CALIBRATION_RULE.md): a decode step's fit is [decode_factors]
+  // only, and [factors] (prefills, training steps, every other forecast) stay empty; any other mode's fit is [factors]
+  // only, and decode steps keep their forecast
+  const std::map<std::string, double> none;
+  const std::map<std::string, double>& other_factors = d.decode ? none : factors;
+  const std::map<std::string, double>& decode_factors = d.decode ? factors : none;
+  const std::string where = calibration_write(d.gpu, path, other_factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = d.gpu.name;
@@ -243,7 +248,7 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     j["measured_ms"] = measured_ms;
     j["forecast_ms"] = latency_s * 1e3;
     j["calibrated_ms"] = calibrated_ms ? nlohmann::ordered_json(*calibrated_ms) : nlohmann::ordered_json(nullptr);
-    j["factors"] = factors;
+    j["factors"] = other_factors;
     j["decode_factors"] = decode_factors;
     std::vector<std::string> warnings = d.warnings;  // the workload's (said on stderr above), then the fit's
     warnings.insert(warnings.end(), fit.warnings.begin(), fit.warnings.end());
@@ -253,6 +258,8 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     std::string out = fmt::format("calibrated {} from {} ({})\n", d.gpu.name, m.source, config);
     for (const auto& line : fit.lines) out += line + "\n";
     if (!d.decode) out += "decode steps: not calibrated (a measured decode step calibrates them)\n";
+    else out += "prefills, training steps and other forecasts: not calibrated (a decode step's bias is its weight and "
+                "KV-cache streaming, not their compute-bound GEMMs'; a measurement of one calibrates them)\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
   }

@@ -1,6 +1,7 @@
 // engine/cli/paths.cpp — locating the data root from the executable's own path (/proc/self/exe).
 #include "cli/paths.h"
 
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -37,10 +38,17 @@ fs::path data_root_find() {
   throw error("cannot find the bundled gpus/ ops/ scripts/ folders (looked in:" + looked + ")");
 }
 
-bool memo_disabled() {
-  const char* v = std::getenv("NEUSIGHT_NO_CACHE");
-  return v && *v && std::string(v) != "0";
+bool env_flag(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v) return false;
+  std::string s(v);
+  for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+  if (s == "1" || s == "true" || s == "yes" || s == "on") return true;
+  if (s.empty() || s == "0" || s == "false" || s == "no" || s == "off") return false;
+  throw error(std::string(name) + "=" + v + ": expected 1, true, yes or on (set) or 0, false, no, off or empty (unset)");
 }
+
+bool memo_disabled() { return env_flag("NEUSIGHT_NO_CACHE"); }
 
 session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
                                     bool verbose, bool calibration) {
@@ -51,8 +59,10 @@ session_options session_options_for(const std::vector<std::string>& ops_dirs, co
   for (const auto& d : scripts_dirs) o.script_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
   if (const char* env = std::getenv("NEUSIGHT_SCRIPTS_PATH")) o.scripts_path_env = env;
-  const char* nc = std::getenv("NEUSIGHT_NO_CALIBRATION");  // every command's forecasts; run/predict also --no-calibration
-  o.calibration = calibration && !(nc && *nc && std::string(nc) != "0");
+  // every command's forecasts; run/predict also --no-calibration. Read even under --no-calibration: a bad value is
+  // an error wherever it is set
+  const bool no_calibration = env_flag("NEUSIGHT_NO_CALIBRATION");
+  o.calibration = calibration && !no_calibration;
   o.verbose = verbose;
   return o;
 }

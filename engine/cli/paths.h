@@ -10,7 +10,11 @@ namespace ns {
 // then the configured install prefix. Throws ns::error listing the places it looked.
 std::filesystem::path data_root_find();
 
-// NEUSIGHT_NO_CACHE set to anything but "" or "0": no reuse of expansions, tiles and predictions across the
+// A yes/no environment variable: 1, true, yes, on (any case) → true; unset, "", 0, false, no, off → false; anything
+// else throws ns::error naming the variable and its value (a typo such as "treu" or "flase" is never read as either).
+bool env_flag(const char* name);
+
+// NEUSIGHT_NO_CACHE true (env_flag): no reuse of expansions, tiles and predictions across the
 // forecasts of one process (session_options::memo, predictor::memo_enable); results are the same either way.
 bool memo_disabled();
 
@@ -18,7 +22,7 @@ struct session_options;
 // The options every command's session starts from, in one place: the bundled data root (data_root_find), the user
 // parts of both search paths (--ops and --scripts directories, NEUSIGHT_OPS_PATH and NEUSIGHT_SCRIPTS_PATH; session.h:
 // search_path_make puts them before the bundled ops/ and scripts/), -v, the per-process memos (off with
-// NEUSIGHT_NO_CACHE, memo_disabled) and the GPUs' calibration files (off with NEUSIGHT_NO_CALIBRATION=1, or
+// NEUSIGHT_NO_CACHE, memo_disabled) and the GPUs' calibration files (off with NEUSIGHT_NO_CALIBRATION=1, read by env_flag, or
 // `calibration` false: --no-calibration).
 session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
                                     bool verbose, bool calibration = true);

@@ -306,7 +306,9 @@ int search_main(const search_flags& f) {
                 // its calibration and the model are every layout's, so asked once
                 if (!calibration_notes) {
                   calibration_notes.emplace();
-                  if (const calibration* cal = s.calibration_of(gpu); cal && !cal->model.empty()) {
+                  if (auto w = s.calibration_skipped(gpu, pred->name()); !w.empty())
+                    calibration_notes->push_back(std::move(w));  // fitted to another predictor: not applied
+                  if (const calibration* cal = s.calibration_of(gpu, pred->name()); cal && !cal->model.empty()) {
                     figure_inputs cal_in = {{"calibration_source", cal->source},
                                             {"calibration_model", cal->model},
                                             {"model", built->g.model}};
@@ -317,7 +319,7 @@ int search_main(const search_flags& f) {
                     *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
                   }
                   // fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
-                  if (const calibration* cal = s.calibration_of(gpu)) {
+                  if (const calibration* cal = s.calibration_of(gpu, pred->name())) {
                     if (auto w = calibration_stale_warning(*cal, gpu); !w.empty()) calibration_notes->push_back(std::move(w));
                   }
                 }
@@ -327,7 +329,7 @@ int search_main(const search_flags& f) {
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
               gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
-              const calibration* cal = s.calibration_of(gpu);
+              const calibration* cal = s.calibration_of(gpu, pred->name());
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
               const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, gpu, true);

@@ -97,7 +97,9 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
     if (x.key == "calibrated_ttft_ms") calibrated["ttft"] = *v;
     if (x.key == "calibrated_tpot_ms") calibrated["tpot"] = *v;
   }
-  if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_serve(): no factor.<family> fields");
+  // [factors] are the TTFT's fit, empty when only a TPOT was measured (its decode_factor.<family> fields then)
+  if (factors.empty() && !(decode_factors && !decode_factors->empty()))
+    throw error("scripts/neusight/calibration.lua fit_serve(): no factor.<family> or decode_factor.<family> fields");
   for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {{"measurement", m.source}};
   if (m.ttft_ms) facts.emplace_back("measured_ttft_ms", *m.ttft_ms);

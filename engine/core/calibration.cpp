@@ -97,6 +97,13 @@ std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu)
          " … --calibrate FILE`), or give --no-calibration";
 }
 
+std::string calibration_predictor_warning(const calibration& c, const std::string& predictor) {
+  if (c.predictor.empty() || predictor.empty() || c.predictor == predictor) return "";
+  return c.source + " was fitted to the " + c.predictor + " predictor's forecasts, not applied to this " + predictor +
+         " forecast (its factors correct another predictor's kernel times); calibrate with --predictor " + predictor +
+         " to correct these, or forecast with --predictor " + c.predictor;
+}
+
 fs::path calibration_path(const gpu_spec& gpu) {
   if (gpu.file.empty()) return {};
   const fs::path f(gpu.file);
@@ -140,6 +147,12 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     const auto s = n->value<std::string>();
     if (!s || s->empty()) throw error(where(*n) + ": model must be a non-empty string (the model of the measurement)");
     c.model = *s;
+  }
+  if (const toml::node* n = t.get("predictor")) {
+    const auto s = n->value<std::string>();
+    if (!s || s->empty())
+      throw error(where(*n) + ": predictor must be a non-empty string (the predictor whose forecasts were fitted)");
+    c.predictor = *s;
   }
   if (const toml::node* n = t.get("model_params")) {
     const auto x = n->value<double>();
@@ -210,7 +223,8 @@ std::string calibration_text(const gpu_spec& gpu, const std::map<std::string, do
                                                                                  : fmt::format("{} = {:.6g}\n", k, *x);
     else out += fmt::format("{} = {}\n", k, toml_quote(std::get<std::string>(v)));
   }
-  out += "\n[factors]  # predicted time of each kernel family x factor\n";
+  out += factors.empty() ? "\n[factors]  # none: only decode steps are calibrated (a decode step was measured)\n"
+                         : "\n[factors]  # predicted time of each kernel family x factor\n";
   for (const auto& [k, v] : factors) out += fmt::format("{} = {:.10g}\n", k, v);
   if (decode_factors) {
     out += decode_factors->empty()

@@ -28,6 +28,9 @@ struct calibration {
   // weights/PHASE_CALIBRATION_RULE.md). nullopt (a profiler trace's, or an older file): [factors] for every forecast.
   std::optional<std::map<std::string, double>> decode_factors;
   std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
+  // the predictor whose forecasts the factors correct (key `predictor`: the fit's); "" for a file without it, which
+  // is applied under every predictor. Another predictor's forecasts skip the file (calibration_predictor_warning).
+  std::string predictor;
   // its whole-model parameter count (key `model_params`), when the measured run held the whole model (one GPU, or data-
   // and pipeline-parallel only): what later forecasts tell the model by (scripts/neusight/calibration.lua model_warning)
   std::optional<double> model_params;
@@ -42,6 +45,12 @@ struct calibration {
 // the factors were fitted to other numbers, so they correct another forecast. Every forecast that applies the file
 // says it (figures.lua, serve.lua, sweep.lua, search).
 std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu);
+
+// The warning of a forecast with `predictor` on a GPU whose calibration `c` was fitted to another predictor's
+// forecasts, "" when it applies (the same predictor, or a file that names none). Such a forecast does not apply the
+// file: its factors are the ratio of a measurement to that predictor's kernel times (a roofline fit of a T4 doubled
+// the neusight predictor's forecast), not to this one's. Every forecast that skips the file says it.
+std::string calibration_predictor_warning(const calibration& c, const std::string& predictor);
 
 // The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.
 const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode);

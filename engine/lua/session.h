@@ -399,8 +399,13 @@ class session {
   std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
-  // the GPU's (read once per session); nullopt when there is none or calibration is off.
-  const calibration* calibration_of(const gpu_spec& gpu);
+  // the GPU's (read once per session); nullopt when there is none or calibration is off. `predictor` (a forecast's
+  // predictor name; "" = any): nullptr too when the file was fitted to another predictor's forecasts
+  // (calibration_predictor_warning), which calibration_skipped says.
+  const calibration* calibration_of(const gpu_spec& gpu, const std::string& predictor = "");
+  // The warning of a forecast with `predictor` on `gpu` whose calibration file calibration_of skips because it was
+  // fitted to another predictor; "" when none is skipped.
+  std::string calibration_skipped(const gpu_spec& gpu, const std::string& predictor);
   // Forecasts on GPUs named `gpu_name` use `c` instead of any file (app.cpp run_calibrate's re-forecasts); nullopt: none.
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 

@@ -32,7 +32,7 @@ std::vector<double> session::kernel_seconds(std::vector<kernel_instance>& kernel
   // after the launch re-pricing: a factor corrects the GPU time the forecast ends with, which is what a fit weighs
   // (a CUDA-graph replay of a small vector kernel is priced from its roofline, not the predictor: scaled before, the
   // factor would vanish in the min() of scripts/neusight/launch.lua); before the host overhead, which is not GPU time
-  if (const calibration* c = calibration_of(gpu)) calibration_apply(kernels, seconds, *c, decode);
+  if (const calibration* c = calibration_of(gpu, pred.name())) calibration_apply(kernels, seconds, *c, decode);
   if (launch != "graph") overhead_apply(seconds, gpu, overhead, notes);
   return seconds;
 }
@@ -44,13 +44,20 @@ forecast session::forecast_run(const graph& g, std::vector<kernel_instance> kern
   return forecast_make(g, std::move(kernels), std::move(seconds));
 }
 
-const calibration* session::calibration_of(const gpu_spec& gpu) {
+const calibration* session::calibration_of(const gpu_spec& gpu, const std::string& predictor) {
   if (auto o = p_->calibration_overrides.find(gpu.name); o != p_->calibration_overrides.end())
     return o->second ? &*o->second : nullptr;
   if (!p_->opts.calibration || gpu.file.empty()) return nullptr;
   auto it = p_->calibrations.find(gpu.file);
   if (it == p_->calibrations.end()) it = p_->calibrations.emplace(gpu.file, calibration_load(gpu)).first;
-  return it->second ? &*it->second : nullptr;
+  if (!it->second || !calibration_predictor_warning(*it->second, predictor).empty()) return nullptr;
+  return &*it->second;
+}
+
+std::string session::calibration_skipped(const gpu_spec& gpu, const std::string& predictor) {
+  if (p_->calibration_overrides.count(gpu.name)) return "";
+  const calibration* c = calibration_of(gpu);
+  return c ? calibration_predictor_warning(*c, predictor) : "";
 }
 
 void session::calibration_set(const std::string& gpu_name, std::optional<calibration> c) {

@@ -174,9 +174,13 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "launch", done.launch);
     set_string(L, "dtype", dtype);
     set_string(L, "model", model);
-    // applied (a decode step under an empty [decode_factors] has none)
-    const calibration* cal = c->s->calibration_of(gpu);
-    if (!calibration_applied(cal, done.decode)) cal = nullptr;
+    // the GPU's calibration when it corrects this phase or the other (a decode step under an empty [decode_factors]
+    // has none, a prefill under an empty [factors] neither): the run's report names it and says which phases it corrects
+    const calibration* cal = c->s->calibration_of(gpu, c->pred->name());
+    const bool phase_calibrated = calibration_applied(cal, done.decode) != nullptr;
+    if (!phase_calibrated && !calibration_applied(cal, !done.decode)) cal = nullptr;
+    // a file fitted to another predictor's forecasts, not applied: the warning (serve.lua, sweep.lua say it)
+    if (auto w = c->s->calibration_skipped(gpu, c->pred->name()); !w.empty()) set_string(L, "calibration_skipped", w);
     // what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), as predict's
     // figures hold its forecast: the totals, a parallel phase's iteration and layout, the dtype's dense peak
     forecast_push(L, fc, false);
@@ -197,6 +201,12 @@ int l_serve_phase(lua_State* L) {
       // whether its decode steps are corrected too (an empty [decode_factors]: no decode step was measured)
       lua_pushboolean(L, !(cal->decode_factors && cal->decode_factors->empty()));
       lua_setfield(L, -2, "decode_calibrated");
+      // and the prefill (an empty [factors]: only a decode step was measured)
+      lua_pushboolean(L, !cal->factors.empty());
+      lua_setfield(L, -2, "prefill_calibrated");
+      // whether this phase's kernel times are corrected
+      lua_pushboolean(L, phase_calibrated);
+      lua_setfield(L, -2, "phase_calibrated");
     }
     lua_createtable(L, 0, 4);  // stack: result gpu
     set_string(L, "name", gpu.name);

@@ -198,7 +198,8 @@ local function forecaster(o, phase)
           model_params = p.model_params,
           calibration = p.calibration, calibration_model = p.calibration_model,
           calibration_model_params = p.calibration_model_params, decode_calibrated = p.decode_calibrated,
-          calibration_stale = p.calibration_stale,
+          prefill_calibrated = p.prefill_calibrated,
+          calibration_stale = p.calibration_stale, calibration_skipped = p.calibration_skipped,
           families = p.families,
           gpu = p.gpu, kernels = p.kernels, model = p.model, dtype = p.dtype, launch = p.launch,
           mode = mode, batch = batch, tokens = tokens }
@@ -220,7 +221,8 @@ local function forecaster(o, phase)
         end
       end
       local fl = Fg.floor_inputs(p.totals, p.parallel, { dtype = p.dtype, peak_tflops = p.peak_tflops,
-        calibration_source = p.calibration, floor_s = floors, gpu = p.gpu })
+        -- the calibration when it corrects this phase (phase_calibrated false: it corrects the other one only)
+        calibration_source = p.phase_calibrated ~= false and p.calibration or nil, floor_s = floors, gpu = p.gpu })
       local floor_s = Fg.forecast_floor(fl)
       local w = worst[mode]
       if Fg.below_floor(fl.latency_s, floor_s) and (not w or fl.latency_s / floor_s < w.below) then
@@ -358,15 +360,21 @@ local function common_report(o, first, count)
     first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
   -- a calibration fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
-  local stale_warning = first.calibration_stale
+  -- or the GPU's calibration fitted to another predictor's forecasts, not applied (engine/core/calibration.h
+  -- calibration_predictor_warning; the two exclude each other: a stale file is an applied one)
+  local stale_warning = first.calibration_stale or first.calibration_skipped
   warnings[#warnings + 1] = stale_warning
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
   -- with a calibration: whether it corrects decode steps too (false: its [decode_factors] are empty, no decode step
   -- was measured; nil without one)
-  local decode_calibrated
-  if first.calibration then decode_calibrated = first.decode_calibrated ~= false end
+  local decode_calibrated, prefill_calibrated
+  if first.calibration then
+    decode_calibrated = first.decode_calibrated ~= false
+    -- and whether it corrects the prefill (false: its [factors] are empty, only a decode step was measured)
+    prefill_calibrated = first.prefill_calibrated ~= false
+  end
   local report = {
     model = first.model, params = first.params, -- as predict's: the parameters one GPU holds (one tp rank's share)
     params_scope = rank_share { tp = o.tp }, -- said where params is not the whole model
@@ -374,6 +382,7 @@ local function common_report(o, first, count)
     calibration = first.calibration,          -- the GPU's calibration file the step forecasts applied (nil: none)
     calibration_model = first.calibration_model,  -- the model that calibration was fitted to (when the file says)
     decode_calibrated = decode_calibrated,
+    prefill_calibrated = prefill_calibrated,
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype, tp = o.tp, launch = first.launch,
     predictor = o.predictor or "neusight",
@@ -1160,7 +1169,8 @@ function M.format_table(r)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
     out[#out + 1] = fmt("calibrated: kernel times corrected by %s (%s--no-calibration ignores it)", r.calibration,
-      r.decode_calibrated == false and "the prefill's only: no decode step was measured; " or "")
+      r.decode_calibrated == false and "the prefill's only: no decode step was measured; "
+      or r.prefill_calibrated == false and "decode steps' only: no prefill was measured; " or "")
   end
   if r.kind == "static" then
     out[#out + 1] = fmt("static batch %d, input %s tokens, output %s tokens", r.batch, r.input_len, r.output_len)

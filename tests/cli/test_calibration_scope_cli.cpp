@@ -1,0 +1,155 @@
+// tests/cli/test_calibration_scope_cli.cpp — which forecasts a GPU's calibration file corrects: only those of the
+// predictor it was fitted with (engine/core/calibration.h calibration_predictor_warning), only when
+// NEUSIGHT_NO_CALIBRATION does not say otherwise (read strictly: engine/cli/paths.cpp env_flag), and, on a GPU the
+// shipped weights were trained on, a measurement equal to the forecast leaves it where it is (scripts/neusight/
+// calibration.lua trained_on: no leave-one-GPU-out bias prior in distribution). Every test works on a copy of a GPU
+// file in a temp folder: nothing is written beside gpus/.
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "cli_json.h"
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+using ns_test::run_json;
+using ns_test::temp_dir;
+using ns_test::warned;
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string num(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
+
+// A copy of the bundled GPU file `file` in `t`, as "<stem>.toml" (its calibration goes beside the copy).
+std::string gpu_file_copy(const temp_dir& t, const std::string& file, const std::string& stem) {
+  fs::copy_file(ns_test::source_dir / "gpus" / file, t.path / (stem + ".toml"));
+  return (t.path / (stem + ".toml")).string();
+}
+
+}  // namespace
+
+// A roofline fit of a T4 (x2.4 on linear) doubled every later neusight forecast on that GPU, silently.
+TEST_CASE("calibration scope: a file fitted to another predictor's forecasts is not applied and a warning says so",
+          "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  const double neusight = run_json(args)["latency_ms"], roofline = run_json(args + " --predictor roofline")["latency_ms"];
+  const fs::path m = t.write("m.toml", "latency_ms = " + num(0.97 * neusight) + "\n");
+  const json fit = run_json(args + " --predictor roofline --calibrate '" + m.string() + "'");
+  const fs::path file = t.path / "t4.calibration.toml";
+  REQUIRE(fs::exists(file));
+  CHECK(ns_test::slurp(file).find("predictor = \"roofline\"") != std::string::npos);
+  // the roofline's own forecasts apply it
+  const json roof = run_json(args + " --predictor roofline");
+  CHECK(roof["latency_ms"].get<double>() == Approx(fit["calibrated_ms"].get<double>()).epsilon(1e-6));
+  CHECK(roof["latency_ms"].get<double>() != roofline);
+  // the neusight predictor's do not, and say why
+  const std::string says = file.lexically_normal().generic_string() + " was fitted to the roofline predictor's "
+                           "forecasts, not applied to this neusight forecast";
+  const json other = run_json(args);
+  CHECK(other["latency_ms"].get<double>() == neusight);
+  CHECK(other["figures"]["calibration"].is_null());
+  CHECK(warned(other["warnings"], says));
+  const auto text = run_cli(args);
+  CHECK(text.code == 0);
+  CHECK(text.out.find("calibrated       by") == std::string::npos);
+  CHECK(text.err.find(says) != std::string::npos);
+  // serve and search the same way
+  const std::string serve = "serve --model gpt2_large --gpu '" + gpu + "' --dtype fp32 --batch 4 --input-len 256 "
+                            "--output-len 8";  // a T4 has no bf16 units
+  const json s = run_json(serve);
+  CHECK(s["ttft_ms"].get<double>() == run_json(serve + " --no-calibration")["ttft_ms"].get<double>());
+  CHECK_FALSE(s.contains("calibration"));
+  CHECK(warned(s["warnings"], says));
+  CHECK(warned(run_json(serve + " --sweep")["warnings"], says));
+  const json srch = run_json("search --model gpt2_large --gpu '" + gpu + "' --seq 512 --gpus 2 --batch 2");
+  CHECK(warned(srch["warnings"], says));
+  CHECK_FALSE(srch.contains("calibration"));
+  // a file that names no predictor (written by hand, or before the key) applies under every predictor
+  std::string unnamed = ns_test::slurp(file);
+  unnamed.erase(unnamed.find("predictor = \"roofline\"\n"), std::string("predictor = \"roofline\"\n").size());
+  t.write("t4.calibration.toml", unnamed);
+  const json applied = run_json(args);
+  CHECK(applied["latency_ms"].get<double>() != neusight);
+  CHECK_FALSE(warned(applied["warnings"], "was fitted to the"));
+}
+
+TEST_CASE("calibration scope: a trace calibration of another predictor is not applied either", "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "h200_sxm_141gb.toml", "h200");
+  const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train.json").string();
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  const double before = run_json(args)["latency_ms"];
+  REQUIRE(run_cli("predict --gpu '" + gpu + "' --predictor roofline --calibrate '" + trace + "'").code == 0);
+  const json after = run_json(args);
+  CHECK(after["latency_ms"].get<double>() == before);
+  CHECK(warned(after["warnings"], "was fitted to the roofline predictor's forecasts"));
+  CHECK(run_json(args + " --predictor roofline")["latency_ms"].get<double>() !=
+        run_json(args + " --predictor roofline --no-calibration")["latency_ms"].get<double>());
+}
+
+// NEUSIGHT_NO_CALIBRATION=false (or no, off, a typo) switched the calibration off: anything but "" and "0" did.
+TEST_CASE("calibration scope: NEUSIGHT_NO_CALIBRATION is read strictly", "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  const double before = run_json(args)["latency_ms"];
+  REQUIRE(run_cli(args + " --calibrate '" + t.write("m.toml", "latency_ms = 2000\n").string() + "'").code == 0);
+  const double calibrated = run_json(args)["latency_ms"];
+  REQUIRE(calibrated != before);
+  for (const char* on : {"1", "true", "yes", "on", "TRUE", "Yes"}) {
+    INFO(on);
+    CHECK(run_json(args, std::string("NEUSIGHT_NO_CALIBRATION=") + on)["latency_ms"].get<double>() == before);
+  }
+  for (const char* off : {"", "0", "false", "no", "off", "False", "OFF"}) {
+    INFO(off);
+    CHECK(run_json(args, std::string("NEUSIGHT_NO_CALIBRATION=") + off)["latency_ms"].get<double>() == calibrated);
+  }
+  for (const char* bad : {"treu", "2", "y", "disable"}) {
+    INFO(bad);
+    const auto r = run_cli(args, std::string("NEUSIGHT_NO_CALIBRATION=") + bad);
+    CHECK(r.code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err.find(std::string("NEUSIGHT_NO_CALIBRATION=") + bad + ": expected 1, true, yes or on") !=
+          std::string::npos);
+  }
+  // the same rule for NEUSIGHT_NO_CACHE (results are the same either way; a typo is still an error)
+  CHECK(run_cli(args, "NEUSIGHT_NO_CACHE=treu").err.find("NEUSIGHT_NO_CACHE=treu: expected") != std::string::npos);
+  CHECK(run_json(args, "NEUSIGHT_NO_CACHE=yes")["latency_ms"].get<double>() == calibrated);
+}
+
+// The prior's mean is the leave-one-GPU-out folds' bias: what a GPU the weights never saw tends to be off by. On a
+// GPU the weights were trained on it moved a measurement equal to the forecast +1.1-1.4 %.
+TEST_CASE("calibration scope: on a training GPU a measurement equal to the forecast leaves it there",
+          "[cli][calibrate]") {
+  temp_dir t;
+  for (const auto& [file, stem] : std::vector<std::pair<std::string, std::string>>{
+           {"t4.toml", "t4"}, {"v100_pcie_32gb.toml", "v100"}, {"a100_pcie_40gb.toml", "a100"}}) {
+    INFO(stem);
+    const std::string gpu = gpu_file_copy(t, file, stem);
+    const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+    const double before = run_json(args)["latency_ms"];
+    const json fit = run_json(args + " --calibrate '" + t.write("eq.toml", "latency_ms = " + num(before) + "\n").string() + "'");
+    CHECK(fit["calibrated_ms"].get<double>() == Approx(before).epsilon(1e-9));
+    for (const auto& [fam, c] : fit["factors"].items()) {
+      INFO(fam);
+      CHECK(c.get<double>() == Approx(1).epsilon(1e-9));
+    }
+    // a measurement 3 % below: the forecast moves the share of the deviation the fit says it takes as bias
+    const json lower =
+        run_json(args + " --calibrate '" + t.write("lo.toml", "latency_ms = " + num(0.97 * before) + "\n").string() + "'");
+    CHECK(lower["calibrated_ms"].get<double>() < before);
+    CHECK(lower["calibrated_ms"].get<double>() > 0.97 * before);
+    for (const auto& [fam, c] : lower["factors"].items()) {
+      INFO(fam);
+      CHECK(c.get<double>() <= 1);  // faster than forecast: no family slower
+    }
+  }
+}
