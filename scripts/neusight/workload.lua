@@ -1313,9 +1313,9 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
     local wb = {}
     for k, v in pairs(w) do wb[k] = v end
     wb.batch = b
-    local ok, _, ns, _, opts = pcall(graph_of, wb, gpu)
+    local ok, failed, ns, _, opts = pcall(graph_of, wb, gpu)
     if not ok then -- the model at a batch the run did not ask for: the largest batch is not known, the run still is
-      error(("at batch %d (built while finding the largest batch that fits): %s"):format(b, tostring(ns)), 0)
+      error(("at batch %d (built while finding the largest batch that fits): %s"):format(b, tostring(failed)), 0)
     end
     return memory.single(context(ns, opts.phase and M.kv_cache_bytes(ns) or nil, b)).total
   end
@@ -1377,9 +1377,9 @@ local function function_checks(w, opts, nodes, name, signature)
   local weights = require("neusight.memory").gemm_weight_elems(nodes)
   if weights > declared then
     out[#out + 1] = ("model function '%s': its linear/addmm nodes hold %.4g weight elements (in × out features) but "
-      .. "its nodes declare %.4g parameters (field 'params'): the model state%s counts only the declared ones; give "
+      .. "its nodes declare %.4g parameters (field 'params'): the model state%s only the declared ones; give "
       .. "each node with weights its params"):format(name, weights, declared,
-        w.mode == "train" and w.optimizer ~= "none" and ", the gradients and the optimizer step" or "")
+        w.mode == "train" and w.optimizer ~= "none" and ", the gradients and the optimizer step count" or " counts")
   end
   return out
 end
