@@ -93,9 +93,11 @@ TEST_CASE("model function: a decode step must read a KV cache and the cache is c
   // pipeline stages hold their own layers' caches (the timeline reads the same node attribute)
   const json pp = run_json(dec, "--pp 2");
   CHECK(pp["kv_cache_gb"].get<double>() == Approx(cache / 1e9));
-  CHECK(pp["parallel"]["stages"][0]["kv_cache_gb"].get<double>() == Approx(cache / 2e9));
+  CHECK(pp["parallel"]["devices"][0]["kv_cache_gb"].get<double>() == Approx(cache / 2e9));
   // prefill without a KV-cache write is said
-  CHECK(warned(run_json(dec, "--mode prefill --seq 128"), "mode prefill: model function 'dec' writes no KV cache"));
+  const auto prefill = t.write("prefill.lua", ns_test::replace_all(DECODER, "mode = \"decode\", batch = 4, seq = 1, "
+                                                                  "context = 1023", "mode = \"prefill\", batch = 4, seq = 128"));
+  CHECK(warned(run_json(prefill.string()), "mode prefill: model function 'dec' writes no KV cache"));
 }
 
 TEST_CASE("model function: params left out and ignored options are warned of", "[cli][model_function]") {
