@@ -1080,21 +1080,30 @@ end
 -- What a model function's graph is made of, as one string: each node's op, name, count and shapes (raw, before the
 -- defaults are filled: what the function itself wrote). Two calls that give the same string gave the same graph.
 local function graph_signature(nodes)
-  local out = {}
+  -- raw reads only: a table's metamethods are not run here (fill_defaults refuses such a table, naming it)
+  local function word(v)
+    if type(v) == "table" then return getmetatable(v) == nil and "{}" or "meta" end
+    return type(v) == "string" and v or (type(v) == "number" and tostring(v) or type(v))
+  end
   local function shape(t)
-    if type(t) ~= "table" then return tostring(t) end
+    if type(t) ~= "table" or getmetatable(t) ~= nil then return word(t) end
     local d = {}
-    for i = 1, #t do d[i] = tostring(t[i]) end
+    for i = 1, rawlen(t) do d[i] = word(rawget(t, i)) end
     return "[" .. table.concat(d, ",") .. "]"
   end
-  for _, n in ipairs(type(nodes) == "table" and nodes or {}) do
-    if type(n) == "table" then
-      local ins = {}
-      for i, t in ipairs(type(n.inputs) == "table" and n.inputs or {}) do ins[i] = shape(t) end
-      out[#out + 1] = ("%s %s %s %s>%s"):format(tostring(n.op), tostring(n.name), tostring(n.count),
-        table.concat(ins, ";"), shape(n.output))
+  local out = {}
+  if type(nodes) ~= "table" or getmetatable(nodes) ~= nil then return word(nodes) end
+  for i = 1, rawlen(nodes) do
+    local n = rawget(nodes, i)
+    if type(n) == "table" and getmetatable(n) == nil then
+      local ins, inputs = {}, rawget(n, "inputs")
+      if type(inputs) == "table" and getmetatable(inputs) == nil then
+        for j = 1, rawlen(inputs) do ins[j] = shape(rawget(inputs, j)) end
+      end
+      out[#out + 1] = ("%s %s %s %s>%s"):format(word(rawget(n, "op")), word(rawget(n, "name")),
+        word(rawget(n, "count")), table.concat(ins, ";"), shape(rawget(n, "output")))
     else
-      out[#out + 1] = tostring(n)
+      out[#out + 1] = word(n)
     end
   end
   return table.concat(out, "\n")
@@ -1374,8 +1383,9 @@ local function function_checks(w, opts, nodes, name, signature)
   -- declared parameters than that leave weights out of the model state (and the optimizer step)
   local declared = 0
   for _, n in ipairs(nodes) do declared = declared + n.params * n.count end
-  local weights = require("neusight.memory").gemm_weight_elems(nodes)
-  if weights > declared then
+  -- (a node whose shape is no shape fails here: the engine's node check refuses it after the build, naming it)
+  local shaped, weights = pcall(require("neusight.memory").gemm_weight_elems, nodes)
+  if shaped and weights > declared then
     out[#out + 1] = ("model function '%s': its linear/addmm nodes hold %.4g weight elements (in × out features) but "
       .. "its nodes declare %.4g parameters (field 'params'): the model state%s only the declared ones; give "
       .. "each node with weights its params"):format(name, weights, declared,
