@@ -1,6 +1,12 @@
 -- examples/custom_model.lua — a workload that builds its own model: an MLP block (Linear → GELU → Linear) as op-graph nodes.
 --
--- `model` may be a function(opts) returning nodes; opts = { batch, seq, training, dtype, loss }.
+-- `model` may be a function(opts) returning nodes (and the model's name). The engine passes
+--   opts = { batch, seq, training, dtype, loss, attention ("sdpa" | "eager"), experts, router_skew } and
+--   in a serving mode phase ("prefill" | "decode"), context (decode: the cached tokens), kv_dtype;
+--   in a parallel run batch (one microbatch's), tp, ep, parallel (the plan: par.comm_node(opts.parallel, …)),
+--   megatron (Megatron kernels), sequence_parallel.
+-- The graph must follow them: the engine re-calls the function with one changed and warns when the graph does not
+-- (README "Workloads": tensor parallelism via require "neusight.parallel" comm_node, decode steps, the KV cache).
 -- Each node names an op rule (ops/<op>.lua) and gives its shapes; the engine fills dtype_bytes and
 -- training and asks the rule for the kernels. `params` feeds the optimizer node.
 local hidden, inner = 4096, 16384

@@ -656,6 +656,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   if (!lua_istable(L, -1))
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
+  // what building the graph found (workload.lua build: a model function that ignores opts, …): after warnings()'
+  if (raw_getfield(L, build, "warnings") == LUA_TTABLE)
+    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
+      lua_rawgeti(L, -1, i);
+      if (lua_type(L, -1) == LUA_TSTRING) w.warnings.emplace_back(lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);  // stack: W spec norm build
   raw_getfield(L, build, "model");
   w.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
   lua_pop(L, 1);

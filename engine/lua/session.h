@@ -63,7 +63,7 @@ struct workload {
   std::string model, gpu, mode, dtype;
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
-  std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings())
+  std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings(), then build()'s)
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
   // read it.

@@ -154,8 +154,9 @@ function M.per_node(nodes, rule_of)
   return { saved = saved, temporary = temp, kept = kept }
 end
 
---- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too).
-local function gemm_weight_elems(nodes)
+--- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too); what
+--- neusight.workload checks a model function's declared parameters against.
+function M.gemm_weight_elems(nodes)
   local total = 0
   for _, n in ipairs(nodes) do
     if n.op == "linear" or n.op == "addmm" then
@@ -174,7 +175,7 @@ function M.context(t)
   for _, n in ipairs(t.nodes) do params = params + (n.params or 0) * (n.count or 1) end
   local autocast = 0
   if t.training and t.recipe and precision.caches_weights(t.recipe) then
-    autocast = gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
+    autocast = M.gemm_weight_elems(t.nodes) * K.dtype_bytes(t.recipe.compute)
   end
   local count, names = {}, {}
   for i, n in ipairs(t.nodes) do count[i], names[i] = n.count or 1, n.name end
@@ -217,8 +218,9 @@ local function breakdown(st, cublas, autocast, temp_node)
   }
 end
 
---- Single-GPU memory: { memory_gb, memory = the JSON object, lines = table lines, warning? }. `at_batch(b)` (optional)
---- returns the total bytes of the same run at batch b, for the largest batch that fits.
+--- Single-GPU memory: { memory_gb, memory = the JSON object, lines = table lines, warning?, max_batch_error? }.
+--- `at_batch(b)` (optional) returns the total bytes of the same run at batch b, for the largest batch that fits; where
+--- it fails the largest batch is left out and max_batch_error is its message.
 function M.single(ctx, at_batch)
   local st = precision.state_parts(ctx.params, ctx.state)
   local state = st.total
@@ -235,10 +237,13 @@ function M.single(ctx, at_batch)
   local obj, total = memory_object(parts, breakdown(st, ctx.cublas, ctx.autocast_cache, temp_node))
   local cap = M.capacity(ctx.gpu_mem_gb) or math.huge
   if ctx.gpu_mem_gb then obj.capacity_gb = cap / 1e9 end
+  local max_batch_error -- the model fails at a batch the search builds: no largest batch (the caller says why)
   if at_batch and ctx.gpu_mem_gb then
-    obj.max_batch = M.max_batch(at_batch, ctx.batch, total, cap)
+    local ok, found = pcall(M.max_batch, at_batch, ctx.batch, total, cap)
+    if ok then obj.max_batch = found else max_batch_error = tostring(found) end
   end
-  local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap }
+  local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap,
+                max_batch_error = max_batch_error }
   out.warning = serving_budget(obj, ctx.mode, ctx.gpu_mem_gb, total)
   out.lines = { M.line(obj, total, ctx) }
   if total > cap then

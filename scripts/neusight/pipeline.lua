@@ -3,7 +3,8 @@
 -- inputs and the figures. The engine keeps loading, expansion and the numerics (prediction, aggregation, the roofline's
 -- peak, the kernel families' times) and hands them over as primitives; this file says what runs when and what the
 -- result holds. A pipeline.lua of your own under `--scripts DIR` (DIR/neusight/pipeline.lua) replaces it: add a figure
--- input, post-process the kernels' latencies or the figures, skip the timeline, without recompiling.
+-- input, post-process the kernels' latencies or the figures, skip the timeline (not in a parallel run: its figures
+-- need it, neusight.report figure_inputs says so), without recompiling.
 --
 -- forecast(run) (`run` and `predict` of a workload, each row of a comparison, each phase `serve` forecasts) gets `run`
 -- with

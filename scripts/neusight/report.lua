@@ -76,6 +76,9 @@ function M.workload(w, facts)
     hook = w.report,  -- the workload's own report fields (workload.lua `report`), added by M.result
     -- whether its graph holds the whole model (no tensor- or expert-parallel sharding asked for: M.model_params)
     whole_model = not (type(w.parallel) == "table" and M.rank_share(w.parallel)),
+    -- whether its graph is one rank's microbatch under a parallel plan (workload.lua build's plan): its figures need
+    -- the timeline's (M.figure_inputs; not shown)
+    planned = type(facts.plan) == "table" or nil,
   }
 end
 
@@ -242,6 +245,13 @@ end
 --- the kernel families' times, the dtype's dense peak and the calibration. `fc` the forecast's totals, `gpu` { price_per_hour_usd }.
 function M.figure_inputs(f, fc, gpu)
   local par = f.parallel
+  if f.planned and par == nil then
+    -- the graph is one rank's microbatch: without the timeline the figures would be one GPU's time for the whole
+    -- global batch's tokens
+    error("a parallel run's figures need its timeline: run.timeline() was not called before them (a pipeline.lua of "
+      .. "--scripts may skip it only for a run on one GPU without microbatches or recomputation): the forecast is of "
+      .. "one rank's microbatch, not of the global batch", 0)
+  end
   local out = {}
   local function add(k, v) out[#out + 1] = { k, v } end
   add("model", f.model)

@@ -1077,6 +1077,79 @@ local function field_error(w, k, msg)
   return tostring(src.chunkname) .. (line and ":" .. line or "") .. ": " .. msg
 end
 
+-- What a model function's graph is made of, as one string: each node's op, name, count and shapes (raw, before the
+-- defaults are filled: what the function itself wrote). Two calls that give the same string gave the same graph.
+local function graph_signature(nodes)
+  -- raw reads only: a table's metamethods are not run here (fill_defaults refuses such a table, naming it)
+  local function word(v)
+    if type(v) == "table" then return getmetatable(v) == nil and "{}" or "meta" end
+    return type(v) == "string" and v or (type(v) == "number" and tostring(v) or type(v))
+  end
+  local function shape(t)
+    if type(t) ~= "table" or getmetatable(t) ~= nil then return word(t) end
+    local d = {}
+    for i = 1, rawlen(t) do d[i] = word(rawget(t, i)) end
+    return "[" .. table.concat(d, ",") .. "]"
+  end
+  local out = {}
+  if type(nodes) ~= "table" or getmetatable(nodes) ~= nil then return word(nodes) end
+  for i = 1, rawlen(nodes) do
+    local n = rawget(nodes, i)
+    if type(n) == "table" and getmetatable(n) == nil then
+      local ins, inputs = {}, rawget(n, "inputs")
+      if type(inputs) == "table" and getmetatable(inputs) == nil then
+        for j = 1, rawlen(inputs) do ins[j] = shape(rawget(inputs, j)) end
+      end
+      out[#out + 1] = ("%s %s %s %s>%s"):format(word(rawget(n, "op")), word(rawget(n, "name")),
+        word(rawget(n, "count")), table.concat(ins, ";"), shape(rawget(n, "output")))
+    else
+      out[#out + 1] = word(n)
+    end
+  end
+  return table.concat(out, "\n")
+end
+
+-- The signature of model function `model`'s graph with `changes` made to a copy of `opts` (a parallel plan's
+-- micro_batch follows a changed batch), or nil when the function fails there (what it would give is then not known).
+local function graph_signature_at(model, opts, changes)
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  for k, v in pairs(changes) do o[k] = v end
+  if changes.batch and type(opts.parallel) == "table" then
+    local plan = {}
+    for k, v in pairs(opts.parallel) do plan[k] = v end
+    plan.micro_batch = changes.batch
+    o.parallel = plan
+  end
+  local ok, nodes = pcall(model, o)
+  if not ok or type(nodes) ~= "table" then return nil end
+  return graph_signature(nodes)
+end
+
+--- The KV cache a decode graph without KV-cache writes (neusight.nodes.kv_cache_write's attrs.kv_cache_bytes: a model
+--- function's) holds: each decode_attention node's K and V inputs (its cache, context + 1 tokens; one tensor for a
+--- latent cache, attrs.latent) at the cache's dtype (attrs.kv_dtype, else the node's), set as the node's
+--- attrs.kv_cache_bytes so that M.kv_cache_bytes and the parallel timeline count it as they count a cache write's.
+--- A graph that has a cache write, or no decode_attention node, is left alone. `nodes` have their defaults filled.
+function M.decode_cache_attrs(nodes)
+  for _, n in ipairs(nodes) do
+    if type(n.attrs) == "table" and type(n.attrs.kv_cache_bytes) == "number" then return end
+  end
+  for _, n in ipairs(nodes) do
+    if n.op == "decode_attention" and type(n.inputs) == "table" then
+      local a = n.attrs
+      local k, v = K.shape_check(n.inputs[2]), K.shape_check(n.inputs[3])
+      if k and v then
+        local elems = a.latent == true and k or k + v
+        local attrs = {}
+        for key, val in pairs(a) do attrs[key] = val end
+        attrs.kv_cache_bytes = elems * K.dtype_bytes(a.kv_dtype or n.dtype)
+        n.attrs = attrs
+      end
+    end
+  end
+end
+
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs), the
 -- builder options, the routing of a model with routed experts and the position limit (M.position_limit, of the
 -- builder looked up here).
@@ -1101,7 +1174,7 @@ local function graph_of(w, gpu)
 
   opts.experts = w.experts
   opts.router_skew = w.router_skew
-  local model, name, nodes, routing, positions = w.model, nil, nil, nil, nil
+  local model, name, nodes, routing, positions, signature = w.model, nil, nil, nil, nil, nil
   if type(model) == "function" then
     opts.attention = w.attention or (M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
     nodes, name = model(opts)
@@ -1109,6 +1182,7 @@ local function graph_of(w, gpu)
       error(("model function must return an array of nodes (got %s)"):format(show(nodes)), 0)
     end
     name = name or "custom"
+    signature = graph_signature(nodes)
     for _, g in ipairs(plan and { "tp", "ep" } or {}) do -- a function model shards itself; make sure it did
       local sharded = plan[g] == 1
       for _, n in ipairs(nodes) do
@@ -1200,6 +1274,7 @@ local function graph_of(w, gpu)
     end
   end
   fill_defaults(nodes, w)
+  if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
@@ -1213,7 +1288,7 @@ local function graph_of(w, gpu)
     if not ok then error(error_at(e, w, "parallel"), 0) end
   end
 
-  return name, nodes, plan, opts, routing, positions
+  return name, nodes, plan, opts, routing, positions, signature
 end
 
 --- Parameters a token touches in a graph of routed experts: Σ params · count with the routed experts' weights
@@ -1247,11 +1322,76 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
     local wb = {}
     for k, v in pairs(w) do wb[k] = v end
     wb.batch = b
-    local _, ns, _, opts = graph_of(wb, gpu)
+    local ok, failed, ns, _, opts = pcall(graph_of, wb, gpu)
+    if not ok then -- the model at a batch the run did not ask for: the largest batch is not known, the run still is
+      error(("at batch %d (built while finding the largest batch that fits): %s"):format(b, tostring(failed)), 0)
+    end
     return memory.single(context(ns, opts.phase and M.kv_cache_bytes(ns) or nil, b)).total
   end
   local ok, at = pcall(function() at_batch(1) return at_batch end) -- a builder that refuses batch 1: no search
   return memory.single(ctx, ok and at or nil)
+end
+
+-- What a model function's graph (`nodes`, defaults filled; `signature` its raw graph_signature; `name` the model's)
+-- does not honour of the options it was given, told by calling it again with one option changed (a call that fails
+-- tells nothing): the warnings, and an error for a decode step that reads no KV cache. Builders declare what they
+-- implement (M.serving, sequence_parallel, …) and graph_of refuses the rest; a function declares nothing.
+local function function_checks(w, opts, nodes, name, signature)
+  local out, model = {}, w.model
+  local function same(changes) return graph_signature_at(model, opts, changes) == signature end
+  local b = opts.batch
+  for _, other in ipairs { 2 * b, b > 1 and 1 or nil } do
+    local at = graph_signature_at(model, opts, { batch = other })
+    if at then
+      if at == signature then
+        out[#out + 1] = ("model function '%s' gives the same graph at batch %d and %d: it ignores opts.batch, so the "
+          .. "forecast is of its fixed graph whatever the batch (the throughput still counts %d sequences%s); build its "
+          .. "shapes from opts.batch"):format(name, b, other, w.batch,
+            type(opts.parallel) == "table" and (opts.parallel.dp or 1) > 1
+              and ", and the data-parallel replicas split a batch it does not read" or "")
+      end
+      break
+    end
+  end
+  if opts.phase == "decode" then
+    local reads_cache = false
+    for _, n in ipairs(nodes) do
+      if type(n.attrs.kv_cache_bytes) == "number" then reads_cache = true end
+    end
+    local C = opts.context
+    if not reads_cache and (graph_signature_at(model, opts, { context = 2 * C }) or signature) == signature then
+      error(field_error(w, "mode", ("field 'mode': model function '%s' has no decode step: its graph has no "
+        .. "decode_attention node or KV-cache write (neusight.nodes.kv_cache_write) and does not change with "
+        .. "opts.context (%d, %d), so it is not a step over a KV cache; build one when opts.phase == \"decode\" (README "
+        .. "\"Workloads\"), or use mode = \"inference\""):format(name, C, 2 * C)), 0)
+    end
+  elseif opts.phase == "prefill" then
+    local writes = false
+    for _, n in ipairs(nodes) do
+      if type(n.attrs.kv_cache_bytes) == "number" then writes = true end
+    end
+    if not writes then
+      out[#out + 1] = ("mode prefill: model function '%s' writes no KV cache (no node with attrs.kv_cache_bytes: "
+        .. "neusight.nodes.kv_cache_write): the prefill is forecast as its forward pass and kv_cache_gb is 0"):format(name)
+    end
+  end
+  if opts.sequence_parallel and same { sequence_parallel = false } then
+    out[#out + 1] = ("sequence_parallel: model function '%s' gives the same graph without it (it ignores "
+      .. "opts.sequence_parallel): the forecast is of tensor parallelism without sequence parallelism"):format(name)
+  end
+  -- parameters: a linear / addmm node's weight is in × out elements (neusight.memory gemm_weight_elems); fewer
+  -- declared parameters than that leave weights out of the model state (and the optimizer step)
+  local declared = 0
+  for _, n in ipairs(nodes) do declared = declared + n.params * n.count end
+  -- (a node whose shape is no shape fails here: the engine's node check refuses it after the build, naming it)
+  local shaped, weights = pcall(require("neusight.memory").gemm_weight_elems, nodes)
+  if shaped and weights > declared then
+    out[#out + 1] = ("model function '%s': its linear/addmm nodes hold %.4g weight elements (in × out features) but "
+      .. "its nodes declare %.4g parameters (field 'params'): the model state%s only the declared ones; give "
+      .. "each node with weights its params"):format(name, weights, declared,
+        w.mode == "train" and w.optimizer ~= "none" and ", the gradients and the optimizer step count" or " counts")
+  end
+  return out
 end
 
 --- The builder's graph of a normalized workload: model name, nodes, parallel plan (or nil), builder opts. No optimizer
@@ -1297,7 +1437,19 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
-  local name, nodes, plan, opts, routing, positions = graph_of(w, gpu)
+  local name, nodes, plan, opts, routing, positions, signature = graph_of(w, gpu)
+  local warnings = type(w.model) == "function" and function_checks(w, opts, nodes, name, signature) or {}
+  if plan and plan.training and plan.recompute == "selective" then
+    local tagged = false
+    for _, n in ipairs(nodes) do
+      if n.attrs.core_attention == true then tagged = true end
+    end
+    if not tagged then
+      warnings[#warnings + 1] = ("recompute selective: no node of model '%s' is tagged core attention "
+        .. "(attrs.core_attention = true: QKᵀ, softmax, ·V): nothing is recomputed, the forecast is recompute none's")
+        :format(name)
+    end
+  end
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
   local recipe = plan and plan.precision or precision.recipe(w.precision, w.dtype, precision.convention(false), w.mode)
   -- no model has 2^48 (2.8e14) parameters, the largest ~1e12: more is a size or count out of range in the config
@@ -1335,9 +1487,14 @@ function M.build(spec, gpu)
   local kv = opts.phase and M.kv_cache_bytes(nodes, plan) or nil
   local kv_window, kv_window_share
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
+  local mem = memory_of(w, gpu, nodes, plan, recipe, state, kv)
+  if mem and mem.max_batch_error then
+    warnings[#warnings + 1] = ("the largest batch that fits is not shown: model '%s' fails %s"):format(name,
+      mem.max_batch_error)
+  end
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
            kv_window = kv_window, kv_window_share = kv_window_share,
-           memory = memory_of(w, gpu, nodes, plan, recipe, state, kv), active_params = active,
+           memory = mem, active_params = active, warnings = warnings,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
            max_positions = positions, model_warnings = M.model_warnings(w.model) }
 end

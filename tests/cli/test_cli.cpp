@@ -344,7 +344,7 @@ return {
 return {
   gpu = "tests/fixtures/gpus/tiny.toml", mode = "inference", batch = 1, seq = 1,
   model = function(opts)
-    return { { op = "fancy", name = "f0", inputs = { { 1000 } }, output = { 1000 }, count = 3 } }
+    return { { op = "fancy", name = "f0", inputs = { { 1000 * opts.batch } }, output = { 1000 * opts.batch }, count = 3 } }
   end,
 })lua").string();
   const std::string tiny = (source_dir / "tests/fixtures/gpus/tiny.toml").string();

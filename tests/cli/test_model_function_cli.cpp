@@ -1,0 +1,159 @@
+// tests/cli/test_model_function_cli.cpp — a workload's own model function (README "Workloads") is held to the options
+// the engine gives it (scripts/neusight/workload.lua function_checks): one that ignores opts.batch, opts.context in
+// decode or opts.sequence_parallel, or declares fewer parameters than its linear nodes hold, is said; a decode graph
+// without KV-cache writes counts its decode_attention caches; a model that fails at a batch the engine builds to find
+// the largest batch that fits says so and keeps the forecast.
+#include <catch2/catch.hpp>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::quoted;
+using ns_test::run_cli;
+using ns_test::temp_dir;
+
+namespace {
+
+// A two-linear MLP: `batch` the Lua expression of its batch, `params` whether its nodes declare their parameters,
+// `extra` more workload fields.
+std::string mlp(const std::string& batch, bool params, const std::string& extra = "") {
+  const std::string p1 = params ? ", params = 1024 * 4096" : "", p2 = params ? ", params = 4096 * 1024" : "";
+  return "return {\n  model = function(opts)\n    local b = " + batch +
+         "\n    local x, a = { b, opts.seq, 1024 }, { b, opts.seq, 4096 }\n    return {\n"
+         "      { op = \"linear\", name = \"fc1\", inputs = { x }, output = a" + p1 + " },\n"
+         "      { op = \"linear\", name = \"fc2\", inputs = { a }, output = x" + p2 + " },\n"
+         "    }, \"mlp\"\n  end,\n  gpu = \"h100\", mode = \"train\", batch = 8, seq = 512, optimizer = \"adamw\", "
+         "dtype = \"bf16\"" + extra + ",\n}\n";
+}
+
+json run_json(const std::string& file, const std::string& args = "") {
+  const auto r = run_cli("run " + quoted(file) + " --predictor roofline --format json " + args);
+  INFO("run " << file << " " << args << "\nstderr: " << r.err);
+  REQUIRE(r.code == 0);
+  return json::parse(r.out);
+}
+
+bool warned(const json& j, const std::string& text) {
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find(text) != std::string::npos) return true;
+  return false;
+}
+
+// A phase-aware decoder (2 layers, 2 heads of 64, bf16): decode_attention over the cache in decode, sdpa otherwise.
+const char* const DECODER = R"(return {
+  model = function(opts)
+    local b, n, dec = opts.batch, {}, opts.phase == "decode"
+    local s = dec and 1 or opts.seq
+    local ctx = dec and opts.context + 1 or s
+    for l = 1, 2 do
+      local x = { b, s, 128 }
+      n[#n + 1] = { op = "linear", name = "qkv" .. l, layer = "l" .. l, inputs = { x }, output = { b, s, 384 }, params = 128 * 384 }
+      local q, kv = { b, 2, s, 64 }, { b, 2, ctx, 64 }
+      n[#n + 1] = { op = dec and "decode_attention" or "sdpa", name = "attn" .. l, layer = "l" .. l, inputs = { q, kv, kv }, output = q }
+      n[#n + 1] = { op = "linear", name = "o" .. l, layer = "l" .. l, inputs = { x }, output = x, params = 128 * 128 }
+    end
+    return n, "dec"
+  end,
+  gpu = "h100", mode = "decode", batch = 4, seq = 1, context = 1023, dtype = "bf16",
+})";
+
+}  // namespace
+
+TEST_CASE("model function: one that ignores opts.batch is warned of", "[cli][model_function]") {
+  temp_dir t;
+  const auto fixed = t.write("fixed.lua", mlp("8", true)).string();
+  const std::string said = "model function 'mlp' gives the same graph at batch ";
+  const json one = run_json(fixed, "--batch 64");
+  CHECK(warned(one, said + "64 and 128: it ignores opts.batch"));
+  const json dp = run_json(fixed, "--dp 2");  // each replica's micro-batch is 4: the graph still has 8
+  CHECK(warned(dp, said + "4 and 8: it ignores opts.batch"));
+  CHECK(warned(dp, "the data-parallel replicas split a batch it does not read"));
+  // one that reads opts.batch is not
+  const json honest = run_json(t.write("honest.lua", mlp("opts.batch", true)).string(), "--batch 64");
+  CHECK_FALSE(warned(honest, "ignores opts.batch"));
+  CHECK_FALSE(warned(run_json((ns_test::source_dir / "examples/custom_model.lua").string()), "model function"));
+}
+
+TEST_CASE("model function: a decode step must read a KV cache and the cache is counted", "[cli][model_function]") {
+  temp_dir t;
+  // an encoder whose graph ignores opts.phase and opts.context: its "decode step" would be a full forward pass
+  const auto enc = t.write("enc.lua", mlp("opts.batch", true)).string();
+  const auto r = run_cli("run " + quoted(enc) + " --mode decode --seq 1 --context 196 --predictor roofline");
+  CHECK(r.code == 1);
+  CHECK(r.err.find("field 'mode': model function 'mlp' has no decode step: its graph has no decode_attention node or "
+                   "KV-cache write") != std::string::npos);
+  CHECK(r.out.empty());
+  // the decoder's cache: 2 layers × K and V × 4 sequences × 2 heads × 1024 tokens × 64 × 2 bytes
+  const auto dec = t.write("dec.lua", DECODER).string();
+  const json d = run_json(dec);
+  const double cache = 2.0 * 2 * 4 * 2 * 1024 * 64 * 2;
+  CHECK(d["kv_cache_gb"].get<double>() == Approx(cache / 1e9));
+  CHECK(d["memory"]["kv_cache_gb"].get<double>() == Approx(cache / 1e9));
+  // pipeline stages hold their own layers' caches (the timeline reads the same node attribute)
+  const json pp = run_json(dec, "--pp 2");
+  CHECK(pp["kv_cache_gb"].get<double>() == Approx(cache / 1e9));
+  CHECK(pp["parallel"]["devices"][0]["kv_cache_gb"].get<double>() == Approx(cache / 2e9));
+  // prefill without a KV-cache write is said
+  const auto prefill = t.write("prefill.lua", ns_test::replace_all(DECODER, "mode = \"decode\", batch = 4, seq = 1, "
+                                                                  "context = 1023", "mode = \"prefill\", batch = 4, seq = 128"));
+  CHECK(warned(run_json(prefill.string()), "mode prefill: model function 'dec' writes no KV cache"));
+}
+
+TEST_CASE("model function: params left out and ignored options are warned of", "[cli][model_function]") {
+  temp_dir t;
+  const json none = run_json(t.write("noparams.lua", mlp("opts.batch", false)).string());
+  CHECK(warned(none, "model function 'mlp': its linear/addmm nodes hold 8.389e+06 weight elements (in × out features) "
+                     "but its nodes declare 0 parameters (field 'params'): the model state, the gradients and the "
+                     "optimizer step count only the declared ones"));
+  const json given = run_json(t.write("params.lua", mlp("opts.batch", true)).string());
+  CHECK_FALSE(warned(given, "weight elements"));
+  // tensor parallelism through comm_node, but not sequence parallelism
+  const auto tp = t.write("tp.lua", R"(local par = require "neusight.parallel"
+return {
+  model = function(opts)
+    local tp = opts.tp or 1
+    local x, a = { opts.batch, opts.seq, 1024 }, { opts.batch, opts.seq, 4096 // tp }
+    local n = {
+      { op = "linear", name = "fc1", layer = "l1", inputs = { x }, output = a, params = 1024 * 4096 // tp },
+      { op = "linear", name = "fc2", layer = "l2", inputs = { a }, output = x, params = 4096 // tp * 1024 },
+    }
+    if tp > 1 then
+      n[#n + 1] = par.comm_node(opts.parallel, { op = "all_reduce", name = "fc2.ar", layer = "l2", group = "tp", direction = "forward", shape = x })
+    end
+    return n, "tp_mlp"
+  end,
+  gpu = "h100", mode = "train", batch = 8, seq = 512, optimizer = "sgd", dtype = "bf16",
+})").string();
+  CHECK(warned(run_json(tp, "--tp 2 --sequence-parallel"),
+               "sequence_parallel: model function 'tp_mlp' gives the same graph without it"));
+  CHECK_FALSE(warned(run_json(tp, "--tp 2"), "sequence_parallel"));
+  // selective recomputation of a graph without core-attention nodes recomputes nothing
+  CHECK(warned(run_json(tp, "--pp 2 --microbatches 4 --recompute selective"),
+               "recompute selective: no node of model 'tp_mlp' is tagged core attention"));
+  CHECK_FALSE(warned(run_json(tp, "--pp 2 --microbatches 4 --recompute full"), "recompute selective"));
+}
+
+TEST_CASE("model function: one that fails at a batch the largest-batch search builds keeps its forecast",
+          "[cli][model_function]") {
+  temp_dir t;
+  const auto f = t.write("capped.lua", mlp("(assert(opts.batch <= 16, 'batch <= 16 only') and opts.batch)", true));
+  const json j = run_json(f.string());
+  CHECK(warned(j, "the largest batch that fits is not shown: model 'mlp' fails at batch "));
+  CHECK(warned(j, "(built while finding the largest batch that fits): "));
+  CHECK(warned(j, "batch <= 16 only"));
+  CHECK(j["memory"].count("max_batch") == 0);
+}
+
+TEST_CASE("pipeline.lua: a parallel run that skips the timeline is an error", "[cli][model_function]") {
+  temp_dir t;
+  const std::string skip = ns_test::override_dir(t, "skip", "pipeline", "",
+                                                 {{"  run.timeline()  --", "  -- run.timeline()  --"}});
+  const std::string base = "predict --model gpt2_med --gpu h100 --mode train --batch 8 --seq 128 --predictor roofline";
+  const auto dp = run_cli(base + " --dp 2" + skip);
+  CHECK(dp.code == 1);
+  CHECK(dp.err.find("a parallel run's figures need its timeline: run.timeline() was not called before them") !=
+        std::string::npos);
+  CHECK(dp.out.empty());
+  CHECK(run_cli(base + skip).code == 0);  // one GPU: skipping it is allowed
+}
