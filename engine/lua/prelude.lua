@@ -308,22 +308,28 @@ local op_fields = { name = "string", doc = "string", forward = "function", backw
 local attr_types = { boolean = true, integer = true, number = true, string = true }
 local op_required = { "name", "doc", "forward" }
 
--- The line of the file at `path` that writes field `key` (`key = …`), when exactly one line does (comments aside); nil
+-- The line of the file at `path` whose text (comments aside) matches `pattern`, when exactly one line does; nil
 -- otherwise (a wrong line is worse than the file alone).
-local function key_line(path, key)
-  local f = type(key) == "string" and path and io.open(path, "r")
+local function unique_line(path, pattern)
+  local f = path and io.open(path, "r")
   if not f then return nil end
   local text = f:read("a") or ""
   f:close()
   local found, n = nil, 0
   for line in (text .. "\n"):gmatch("([^\n]*)\n") do
     n = n + 1
-    if line:gsub("%-%-.*$", ""):find("%f[%w_]" .. key .. "%s*=[^=]") then
+    if line:gsub("%-%-.*$", ""):find(pattern) then
       if found then return nil end
       found = n
     end
   end
   return found
+end
+
+-- The line that writes field `key` (`key = …`).
+local function key_line(path, key)
+  if type(key) ~= "string" then return nil end
+  return unique_line(path, "%f[%w_]" .. key .. "%s*=[^=]")
 end
 
 function E.check_op(rule, chunk, stem, path)
@@ -405,22 +411,9 @@ local function call_file(fn, ...)
   local r = fn(...) -- the frame such an error points at (a tail call would leave pcall's, which has no position)
   return r
 end
--- The line of the file at `path` that calls constructor `ctor` (`rules.elementwise {`, `R.linear(`), when exactly one
--- line does (comments aside); nil otherwise (a wrong line is worse than the file alone).
+-- The line that calls constructor `ctor` (`rules.elementwise {`, `R.linear(`).
 local function ctor_line(path, ctor)
-  local f = path and io.open(path, "r")
-  if not f then return nil end
-  local text = f:read("a") or ""
-  f:close()
-  local found, n = nil, 0
-  for line in (text .. "\n"):gmatch("([^\n]*)\n") do
-    n = n + 1
-    if line:gsub("%-%-.*$", ""):find("%.%s*" .. ctor .. "%f[^%w_]") then
-      if found then return nil end
-      found = n
-    end
-  end
-  return found
+  return unique_line(path, "%.%s*" .. ctor .. "%f[^%w_]")
 end
 
 local function run_file(fn, chunk, path, ...)

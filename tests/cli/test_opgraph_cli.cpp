@@ -301,10 +301,13 @@ TEST_CASE("eval models: per-label rows, per-GPU summary, skipped labels counted 
   CHECK(table.out.find("T4 (Tesla_T4)\n") != std::string::npos);
   CHECK(table.out.find("summary: APE of end-to-end latency, predictor neusight\n") != std::string::npos);
   CHECK(table.out.find("2 labels evaluated, 0 skipped") != std::string::npos);
-  const json none = parse_json(run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 --graphs '" +
-                                       (t.path / "empty").string() + "' --format json"));
-  CHECK(none["rows"].empty());
-  CHECK(none["skipped"]["no opgraph <tag>.csv in " + (t.path / "empty").string()] == 1);
+  // every label skipped: no label evaluated is an error (exit 1) that gives the reason, nothing on stdout
+  const auto none = run_cli("eval models tests/fixtures/neusight/label/Tesla_T4 --graphs '" +
+                            (t.path / "empty").string() + "' --format json");
+  CHECK(none.code == 1);
+  CHECK(none.out.empty());
+  CHECK(none.err.find("no opgraph <tag>.csv in " + (t.path / "empty").string()) != std::string::npos);
+  CHECK(none.err.find("no label evaluated") != std::string::npos);
   // a label folder that is not a GPU
   fs::create_directories(t.path / "label/Imaginary_GPU_9000");
   std::ofstream(t.path / "label/Imaginary_GPU_9000/gpt2_large-inf-1024-4.json") << R"({"num_layer": 36, "e2e_latency": 1.0})";
