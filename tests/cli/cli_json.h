@@ -3,6 +3,7 @@
 #pragma once
 #include <catch2/catch.hpp>
 #include <cstddef>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -28,5 +29,12 @@ inline size_t warnings_with(const nlohmann::json& warnings, const std::string& t
 
 // Whether one of `warnings` contains `text`.
 inline bool warned(const nlohmann::json& warnings, const std::string& text) { return warnings_with(warnings, text) > 0; }
+
+// A number as a TOML/JSON literal that reads back to the same double (17 significant digits).
+inline std::string num(double x) {
+  char text[40];
+  std::snprintf(text, sizeof text, "%.17g", x);
+  return text;
+}
 
 }  // namespace ns_test

@@ -13,6 +13,7 @@
 
 using json = nlohmann::json;
 using ns_test::run_cli;
+using ns_test::num;
 using ns_test::run_json;
 using ns_test::temp_dir;
 using ns_test::warned;
@@ -20,11 +21,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::string num(double x) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%.17g", x);
-  return text;
-}
 
 // A copy of the bundled GPU file `file` in `t`, as "<stem>.toml" (its calibration goes beside the copy).
 std::string gpu_file_copy(const temp_dir& t, const std::string& file, const std::string& stem) {

@@ -13,17 +13,13 @@
 using json = nlohmann::json;
 using ns_test::override_dir;
 using ns_test::run_cli;
+using ns_test::num;
 using ns_test::run_json;
 using ns_test::temp_dir;
 namespace fs = std::filesystem;
 
 namespace {
 
-std::string num(double x) {
-  char text[40];
-  std::snprintf(text, sizeof text, "%.17g", x);
-  return text;
-}
 
 // A copy of the H100 file in `t` (its calibration goes beside the copy).
 std::string gpu_copy(const temp_dir& t) {
