@@ -464,6 +464,8 @@ end
 
 -- The rule of op `name` for library code (scripts/neusight/memory.lua reads the `saves` hooks): require("neusight").op_rule.
 ns.op_rule = function(name) return (E.need_op(name)) end
+-- The rule of op `name`, or nil when the search path has none; a rule file that fails to load still raises.
+ns.op_rule_or_nil = function(name) return (E.get_op(name)) end
 -- Where op `name`'s rule defines hook `field`, for library code's messages about what the hook returned
 -- (scripts/neusight/memory.lua: saves, temporary): "ops/x.lua:12" (the line of its function), or the rule file alone
 -- when the function is defined elsewhere (a constructor's, in scripts/neusight/rules.lua).

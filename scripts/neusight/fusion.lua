@@ -31,11 +31,9 @@ local M = {}
 -- Metadata ops (no kernel) are transparent: they are kept in place and neither join nor break a run.
 local META = { view = true, reshape = true, permute = true, transpose = true, split = true, size = true }
 
--- The rule of op `name` in force (require("neusight").op_rule), or nil for an op without one.
+-- The rule of op `name` in force, or nil for an op without one (a rule file that fails to load raises).
 local function rule_of(name)
-  local ns = require "neusight"
-  local ok, rule = pcall(ns.op_rule, name)
-  return ok and rule or nil
+  return require("neusight").op_rule_or_nil(name)
 end
 
 -- How op `name` fuses: "elementwise", "anchor" (its rule's field `fusion`) or nil (it does not).
