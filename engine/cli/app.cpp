@@ -11,6 +11,7 @@
 #include <map>
 
 #include "cli/flags.h"
+#include "cli/git_version.h"
 #include "cli/kernels_cmd.h"
 #include "cli/models_cmd.h"
 #include "cli/paths.h"
@@ -659,7 +660,7 @@ F& report_into(F& f, const common_flags& c) {
 
 int app_main(int argc, char** argv) {
   CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
-  app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + NEUSIGHT_GIT + ")");
+  app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + git_version() + ")");
   app.require_subcommand(1);
 
   flag_targets t;

@@ -1,6 +1,7 @@
 // engine/cli/kernels_cmd.cpp — training the tile predictor from micro-benchmark CSVs and evaluating it per row.
 #include <filesystem>
 #include "cli/kernels_cmd.h"
+#include "cli/git_version.h"
 
 #include <fmt/format.h>
 
@@ -169,7 +170,7 @@ int train_main(const train_flags& f) {
   p.gpus.assign(gpus.begin(), gpus.end());
   p.excluded = f.exclude_gpus;
   p.command = f.command;
-  p.git_commit = NEUSIGHT_GIT;
+  p.git_commit = git_version();
   p.seed = f.opts.seed;
   p.rows = int64_t(samples.size());
   p.train_rows = int64_t(r.train_rows);
