@@ -227,6 +227,8 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
       {"workload", config}};
   if (!d.fc->g.model.empty()) facts.emplace_back("model", d.fc->g.model);  // the reader refuses an empty one
   facts.emplace_back("predictor", pred.name());
+  // the weights it read (session::weights_fitted): another weights root's forecasts skip the file
+  if (auto w = s.weights_fitted(d.gpu); !w.empty()) facts.emplace_back("weights", w);
   // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
   // the measured model by; written whole
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
@@ -334,6 +336,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
       {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
+  if (auto w = s.weights_fitted(gpu); !w.empty()) facts.emplace_back("weights", w);  // the weights it read
   const std::string where =
       calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
   if (c.format == "json") {
