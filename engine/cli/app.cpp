@@ -234,10 +234,11 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   // each phase from its own measurement (weights/PHASE_CALIBRATION_RULE.md): a decode step's fit is [decode_factors]
-  // only, and [factors] (prefills, training steps, every other forecast) stay empty; any other mode's fit is [factors]
-  // only, and decode steps keep their forecast
+  // and, no prefill having been measured, [factors] too (prefills, training steps, every other forecast: on GPUs held
+  // out of the predictor a decode step's factors lowered the prefill's error, the rule's 2026-11-28 outcome); any
+  // other mode's fit is [factors] only, and decode steps keep their forecast
   const std::map<std::string, double> none;
-  const std::map<std::string, double>& other_factors = d.decode ? none : factors;
+  const std::map<std::string, double>& other_factors = factors;
   const std::map<std::string, double>& decode_factors = d.decode ? factors : none;
   const std::string where = calibration_write(d.gpu, path, other_factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
@@ -260,8 +261,8 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     std::string out = fmt::format("calibrated {} from {} ({})\n", d.gpu.name, m.source, config);
     for (const auto& line : fit.lines) out += line + "\n";
     if (!d.decode) out += "decode steps: not calibrated (a measured decode step calibrates them)\n";
-    else out += "prefills, training steps and other forecasts: not calibrated (a decode step's bias is its weight and "
-                "KV-cache streaming, not their compute-bound GEMMs'; a measurement of one calibrates them)\n";
+    else out += "prefills, training steps and other forecasts: corrected by the decode step's factors too (no "
+                "prefill was measured; a measured prefill or training step calibrates them by their own)\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
   }

@@ -344,8 +344,9 @@ end
 --- measured_ttft_s and/or measured_tpot_s, against the forecast's ttft_s / tpot_s and their families
 --- (prefill_family_s.<f>, prefill_family_n.<f>, prefill_roofline.<f>; decode_… of the mean decode step, both from
 --- scripts/neusight/serve.lua calibration_inputs). Each phase is calibrated from its own measurement only, by fit():
---- factor.<f> (the file's [factors]: the prefill and every forecast but a decode step) from the TTFT, none when only
---- the TPOT was measured (the prefill and other forecasts stay uncalibrated); decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
+--- factor.<f> (the file's [factors]: the prefill and every forecast but a decode step) from the TTFT, or from the
+--- TPOT when only that was measured (weights/PHASE_CALIBRATION_RULE.md, 2026-11-28: on GPUs held out of the predictor
+--- a decode step's factors lowered the prefill's error, 11.5 → 10.6 %); decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
 --- none when only the TTFT was measured (decode steps stay uncalibrated). Why: one factor per family covers the
 --- prefill's compute-bound GEMMs and a decode step's weight-streaming ones alike, and a GPU's bias differs between
 --- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.7 % MAPE) and a
@@ -374,7 +375,9 @@ function M.fit_serve(r)
   if not (fits.ttft or fits.tpot) then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
   local fields, lines, warnings = {}, {}, {}
   -- the file's two sets, by the phase whose forecast they correct
-  local sets = { { phase = "ttft", prefix = "factor.", fit = fits.ttft },
+  -- [factors] from the TTFT, else from the TPOT (a decode step's factors correct the prefill better than none:
+  -- weights/PHASE_CALIBRATION_RULE.md, 2026-11-28)
+  local sets = { { phase = "ttft", prefix = "factor.", fit = fits.ttft or fits.tpot },
                  { phase = "tpot", prefix = "decode_factor.", fit = fits.tpot } }
   local factors = { ttft = {}, tpot = {} }
   for _, set in ipairs(sets) do
@@ -399,8 +402,8 @@ function M.fit_serve(r)
     lines[#lines + 1] = "decode steps: not calibrated (no tpot_ms): a prefill's bias is its compute-bound GEMMs', not a "
       .. "decode step's, whose weight and KV-cache streaming the forecast meets as well on the GPUs measured"
   elseif not fits.ttft then
-    lines[#lines + 1] = "the prefill and other forecasts: not calibrated (no ttft_ms): a decode step's bias is its "
-      .. "weight and KV-cache streaming, not the prefill's compute-bound GEMMs'"
+    lines[#lines + 1] = "the prefill and other forecasts: [factors] are the TPOT's (no ttft_ms; a measured TTFT "
+      .. "calibrates them by their own)"
   end
   fields[#fields + 1] = { key = "decode_fitted", value = fits.tpot ~= nil }
   local shown = {}
