@@ -228,15 +228,18 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
       {"workload", config}};
   if (!d.fc->g.model.empty()) facts.emplace_back("model", d.fc->g.model);  // the reader refuses an empty one
   facts.emplace_back("predictor", pred.name());
+  // the weights it read (session::weights_fitted): another weights root's forecasts skip the file
+  if (auto w = s.weights_fitted(d.gpu); !w.empty()) facts.emplace_back("weights", w);
   // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
   // the measured model by; written whole
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   // each phase from its own measurement (weights/PHASE_CALIBRATION_RULE.md): a decode step's fit is [decode_factors]
-  // only, and [factors] (prefills, training steps, every other forecast) stay empty; any other mode's fit is [factors]
-  // only, and decode steps keep their forecast
+  // and, no prefill having been measured, [factors] too (prefills, training steps, every other forecast: on GPUs held
+  // out of the predictor a decode step's factors lowered the prefill's error, the rule's 2026-11-28 outcome); any
+  // other mode's fit is [factors] only, and decode steps keep their forecast
   const std::map<std::string, double> none;
-  const std::map<std::string, double>& other_factors = d.decode ? none : factors;
+  const std::map<std::string, double>& other_factors = factors;
   const std::map<std::string, double>& decode_factors = d.decode ? factors : none;
   const std::string where = calibration_write(d.gpu, path, other_factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
@@ -259,8 +262,8 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     std::string out = fmt::format("calibrated {} from {} ({})\n", d.gpu.name, m.source, config);
     for (const auto& line : fit.lines) out += line + "\n";
     if (!d.decode) out += "decode steps: not calibrated (a measured decode step calibrates them)\n";
-    else out += "prefills, training steps and other forecasts: not calibrated (a decode step's bias is its weight and "
-                "KV-cache streaming, not their compute-bound GEMMs'; a measurement of one calibrates them)\n";
+    else out += "prefills, training steps and other forecasts: corrected by the decode step's factors too (no "
+                "prefill was measured; a measured prefill or training step calibrates them by their own)\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
   }
@@ -335,6 +338,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
       {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
+  if (auto w = s.weights_fitted(gpu); !w.empty()) facts.emplace_back("weights", w);  // the weights it read
   const std::string where =
       calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
   if (c.format == "json") {

@@ -110,6 +110,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   if (!model.empty()) facts.emplace_back("model", model);
   if (model_params) facts.emplace_back("model_params", *model_params);  // whole (forecast_model_params)
   facts.emplace_back("predictor", pred.name());
+  if (auto w = s.weights_fitted(gpu); !w.empty()) facts.emplace_back("weights", w);  // the weights it read
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   const std::string where =
       calibration_write(gpu, path, factors, decode_factors, "`neusight serve … --calibrate " + m.source + "`", f.output, facts);

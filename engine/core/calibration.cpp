@@ -97,11 +97,50 @@ std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu)
          " … --calibrate FILE`), or give --no-calibration";
 }
 
+namespace {
+// The predictor `c` was fitted to: its key, else the default one (calibration_default_predictor).
+std::string fitted_predictor(const calibration& c) {
+  return c.predictor.empty() ? calibration_default_predictor : c.predictor;
+}
+// What a warning says of a file without a `predictor` key.
+std::string unnamed_note(const calibration& c) {
+  return c.predictor.empty() ? " (it names no predictor, so it is read as the default " +
+                                   std::string(calibration_default_predictor) + " predictor's; every file `--calibrate` "
+                                   "writes names one: refit it to record its own)"
+                             : "";
+}
+}  // namespace
+
 std::string calibration_predictor_warning(const calibration& c, const std::string& predictor) {
-  if (c.predictor.empty() || predictor.empty() || c.predictor == predictor) return "";
-  return c.source + " was fitted to the " + c.predictor + " predictor's forecasts, not applied to this " + predictor +
-         " forecast (its factors correct another predictor's kernel times); calibrate with --predictor " + predictor +
-         " to correct these, or forecast with --predictor " + c.predictor;
+  const std::string fitted = fitted_predictor(c);
+  if (predictor.empty() || fitted == predictor) return "";
+  return c.source + " was fitted to the " + fitted + " predictor's forecasts" + unnamed_note(c) + ", not applied to this " +
+         predictor + " forecast (its factors correct another predictor's kernel times); calibrate with --predictor " +
+         predictor + " to correct these, or forecast with --predictor " + fitted;
+}
+
+std::string calibration_unnamed_warning(const calibration& c, const std::string& predictor) {
+  if (!c.predictor.empty() || predictor.empty() || !calibration_predictor_warning(c, predictor).empty()) return "";
+  return c.source + " names no predictor: applied as fitted to the default " + predictor +
+         " predictor's forecasts, and skipped under any other --predictor; every file `--calibrate` writes names "
+         "its predictor, so refit it (`neusight predict … --calibrate FILE`) to record the one it was fitted to";
+}
+
+std::string calibration_weights_warning(const calibration& c, const std::string& predictor, const std::string& weights,
+                                        const std::string& weights_root, const std::string& bundled) {
+  if (predictor.empty()) return "";
+  // the weights the file was fitted with: its key, else the bundled ones under the neusight predictor, else none
+  const bool keyed = !c.weights.empty();
+  const std::string fitted = keyed ? c.weights : fitted_predictor(c) == "neusight" ? bundled : "";
+  if (fitted.empty() || fitted == weights) return "";
+  const bool at_bundled = weights == bundled;
+  return c.source + " was fitted to the forecasts of " +
+         (keyed ? (c.weights == bundled ? "the bundled weights" : "other weights (identity " + c.weights + ")")
+                : "the bundled weights (it names no `weights`)") +
+         ", not applied to this forecast with " +
+         (at_bundled ? "the bundled weights" : "the weights of " + weights_root + " (identity " + weights + ")") +
+         " (its factors correct those weights' kernel times); calibrate with these weights to correct these, or "
+         "forecast with the weights it was fitted with";
 }
 
 fs::path calibration_path(const gpu_spec& gpu) {
@@ -137,7 +176,7 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
       "workload",          "model",       "predictor",        "note",             "trace_device",     "ops",
       "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors",
-      "decode_factors",    "model_params",     "gpu_file"};
+      "decode_factors",    "model_params",     "gpu_file",         "weights"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())
@@ -153,6 +192,13 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     if (!s || s->empty())
       throw error(where(*n) + ": predictor must be a non-empty string (the predictor whose forecasts were fitted)");
     c.predictor = *s;
+  }
+  if (const toml::node* n = t.get("weights")) {
+    const auto s = n->value<std::string>();
+    if (!s || s->empty())
+      throw error(where(*n) + ": weights must be a non-empty string (the identity of the weights whose forecasts "
+                  "were fitted)");
+    c.weights = *s;
   }
   if (const toml::node* n = t.get("model_params")) {
     const auto x = n->value<double>();

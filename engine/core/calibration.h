@@ -29,8 +29,14 @@ struct calibration {
   std::optional<std::map<std::string, double>> decode_factors;
   std::string model;  // the model of the measurement it was fitted to (key `model`); "" for a trace or an older file
   // the predictor whose forecasts the factors correct (key `predictor`: the fit's); "" for a file without it, which
-  // is applied under every predictor. Another predictor's forecasts skip the file (calibration_predictor_warning).
+  // is read as the default predictor's (calibration_default_predictor). Another predictor's forecasts skip the file
+  // (calibration_predictor_warning).
   std::string predictor;
+  // the identity of the weights whose forecasts the factors correct (key `weights`: engine/core/weights.h
+  // weights_identity of the fit's weights root), written when the fit's predictor read weights; "" for a file without
+  // it, which is read as fitted with the bundled weights when its predictor is the neusight one
+  // (calibration_weights_warning).
+  std::string weights;
   // its whole-model parameter count (key `model_params`), when the measured run held the whole model (one GPU, or data-
   // and pipeline-parallel only): what later forecasts tell the model by (scripts/neusight/calibration.lua model_warning)
   std::optional<double> model_params;
@@ -47,10 +53,27 @@ struct calibration {
 std::string calibration_stale_warning(const calibration& c, const gpu_spec& gpu);
 
 // The warning of a forecast with `predictor` on a GPU whose calibration `c` was fitted to another predictor's
-// forecasts, "" when it applies (the same predictor, or a file that names none). Such a forecast does not apply the
+// forecasts (a file that names none: to calibration_default_predictor's), "" when it applies or `predictor` is "". Such a forecast does not apply the
 // file: its factors are the ratio of a measurement to that predictor's kernel times (a roofline fit of a T4 doubled
 // the neusight predictor's forecast), not to this one's. Every forecast that skips the file says it.
 std::string calibration_predictor_warning(const calibration& c, const std::string& predictor);
+
+// The predictor a file without a `predictor` key is read as fitted to: the default one (`--predictor`'s default,
+// "neusight"). Every file `--calibrate` wrote names its predictor; one without the key (written by hand, or edited)
+// applies under the default predictor only, with calibration_unnamed_warning.
+inline constexpr const char* calibration_default_predictor = "neusight";
+// The warning of a forecast with `predictor` that applies `c` although `c` names no predictor (read as the default
+// predictor's): "" when the file names one, or when it is not applied (calibration_predictor_warning says that).
+std::string calibration_unnamed_warning(const calibration& c, const std::string& predictor);
+
+// The warning of a forecast with `predictor` and the weights `weights` (weights_identity of its root; `weights_root`
+// as shown, `bundled`: weights_identity of the bundled weights) on a GPU whose calibration `c` was fitted to the
+// forecasts of other weights, "" when it applies. The weights `c` was fitted with: its `weights` key, else the
+// bundled ones when its predictor (calibration_default_predictor when unnamed) is the neusight one, else none (a
+// roofline fit read no weights: every weights root applies it). Such a forecast does not apply the file (its factors
+// are a ratio to those weights' kernel times), as for another predictor.
+std::string calibration_weights_warning(const calibration& c, const std::string& predictor, const std::string& weights,
+                                        const std::string& weights_root, const std::string& bundled);
 
 // The factors a forecast applies: a decode step's (`decode`) are [decode_factors] when the file has them.
 const std::map<std::string, double>& calibration_factors(const calibration& c, bool decode);

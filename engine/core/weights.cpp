@@ -1,6 +1,7 @@
 // engine/core/weights.cpp — weight folder IO with strict manifest checks (never a silent default).
 #include "core/weights.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -28,6 +29,27 @@ std::string hex64(uint64_t v) {
   std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
   return buf;
 }
+
+}  // namespace
+
+std::string weights_identity(const fs::path& root, const std::string& vendor) {
+  std::error_code ec;
+  std::vector<fs::path> manifests;
+  for (const auto& fam : fs::directory_iterator(root / vendor, ec))
+    if (std::error_code ec2; fs::is_regular_file(fam.path() / "model.toml", ec2)) manifests.push_back(fam.path());
+  std::sort(manifests.begin(), manifests.end());
+  std::string lines;
+  for (const auto& dir : manifests) {
+    std::ifstream in(dir / "model.toml");
+    std::string line, sum;
+    while (std::getline(in, line))  // weights_save writes `weights_fnv1a64 = '<hex>'` on a line of its own
+      if (line.rfind("weights_fnv1a64", 0) == 0) sum = line;
+    lines += dir.filename().generic_string() + " " + sum + "\n";
+  }
+  return lines.empty() ? "" : hex64(fnv1a64(lines.data(), lines.size()));
+}
+
+namespace {
 
 // Parameters in file order: per layer, W row-major (out × in), then b; then feature mean and scale.
 std::vector<float> flatten(const tile_model& m) {

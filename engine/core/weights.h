@@ -31,6 +31,14 @@ struct weights_provenance {
 
 uint64_t fnv1a64(const void* data, size_t n);
 
+// The identity of a vendor's weights in a root (<root>/<vendor>/<family>/model.toml, the folders the neusight
+// predictor reads for that vendor's GPUs): 16 hex digits, fnv1a64 over each manifest's "<family> <weights_fnv1a64>"
+// line in family-name order, so two roots holding the same trained weights (a copy of the bundled ones) are one, and
+// a retrained, added or dropped family makes another. "" when the folder holds no manifest. Only the manifests'
+// checksum lines are read (weights_load checks the rest). A calibration records it (`weights`: engine/core/
+// calibration.h calibration_weights_warning).
+std::string weights_identity(const std::filesystem::path& root, const std::string& vendor);
+
 // Writes <dir>/model.toml and <dir>/weights.bin (creates dir; files are written whole, then renamed).
 void weights_save(const std::filesystem::path& dir, const tile_model& m, const weights_provenance& p);
 

@@ -401,11 +401,17 @@ class session {
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off. `predictor` (a forecast's
   // predictor name; "" = any): nullptr too when the file was fitted to another predictor's forecasts
-  // (calibration_predictor_warning), which calibration_skipped says.
+  // (calibration_predictor_warning) or to other weights than the session's root (calibration_weights_warning),
+  // which calibration_skipped says.
   const calibration* calibration_of(const gpu_spec& gpu, const std::string& predictor = "");
   // The warning of a forecast with `predictor` on `gpu` whose calibration file calibration_of skips because it was
-  // fitted to another predictor; "" when none is skipped.
+  // fitted to another predictor or other weights; for a file it applies that names no predictor (read as the default
+  // one's), calibration_unnamed_warning; "" otherwise.
   std::string calibration_skipped(const gpu_spec& gpu, const std::string& predictor);
+  // The weights identity a calibration of `gpu` fitted now records (key `weights`): weights_identity of the session's
+  // weights root for the GPU's vendor when a predictor of this session read it (the neusight one, or a Lua predictor
+  // through it), else "".
+  std::string weights_fitted(const gpu_spec& gpu);
   // Forecasts on GPUs named `gpu_name` use `c` instead of any file (app.cpp run_calibrate's re-forecasts); nullopt: none.
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 
@@ -488,6 +494,11 @@ class session {
   // -v: names on stderr each op file that shadows another (ops_list) this session has not named yet.
   void op_shadows_report();
   std::unique_ptr<predictor> predictor_make_inner(const std::string& name, const std::filesystem::path& weights_root);
+  // Why a forecast with `predictor` does not apply `c` (calibration_predictor_warning, calibration_weights_warning
+  // against the session's weights root, for `gpu`'s vendor), "" when it does.
+  std::string calibration_scope_warning(const calibration& c, const std::string& predictor, const gpu_spec& gpu);
+  // weights_identity(root, vendor), read once per session, root and vendor.
+  const std::string& weights_identity_memo(const std::filesystem::path& root, const std::string& vendor);
   std::unique_ptr<impl> p_;
 };
 

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/weights.h"
 #include "lua/session_impl.h"
 
 namespace ns {
@@ -50,14 +51,37 @@ const calibration* session::calibration_of(const gpu_spec& gpu, const std::strin
   if (!p_->opts.calibration || gpu.file.empty()) return nullptr;
   auto it = p_->calibrations.find(gpu.file);
   if (it == p_->calibrations.end()) it = p_->calibrations.emplace(gpu.file, calibration_load(gpu)).first;
-  if (!it->second || !calibration_predictor_warning(*it->second, predictor).empty()) return nullptr;
+  if (!it->second || !calibration_scope_warning(*it->second, predictor, gpu).empty()) return nullptr;
   return &*it->second;
+}
+
+std::string session::calibration_scope_warning(const calibration& c, const std::string& predictor,
+                                               const gpu_spec& gpu) {
+  if (auto w = calibration_predictor_warning(c, predictor); !w.empty()) return w;
+  // the weights' identities, only when they can differ: a file that names none under the bundled root is theirs
+  if (c.weights.empty() && !p_->weights_given) return "";
+  const std::string bundled = weights_identity_memo(p_->opts.data_root / "weights", gpu.vendor);
+  const std::string current = p_->weights_given ? weights_identity_memo(p_->weights_root, gpu.vendor) : bundled;
+  return calibration_weights_warning(c, predictor, current, display_of(p_->weights_root), bundled);
+}
+
+const std::string& session::weights_identity_memo(const fs::path& root, const std::string& vendor) {
+  const std::string key = root.lexically_normal().generic_string() + "\n" + vendor;
+  auto it = p_->weights_identities.find(key);
+  if (it == p_->weights_identities.end()) it = p_->weights_identities.emplace(key, weights_identity(root, vendor)).first;
+  return it->second;
+}
+
+std::string session::weights_fitted(const gpu_spec& gpu) {
+  return p_->weights_read ? weights_identity_memo(p_->weights_root, gpu.vendor) : "";
 }
 
 std::string session::calibration_skipped(const gpu_spec& gpu, const std::string& predictor) {
   if (p_->calibration_overrides.count(gpu.name)) return "";
   const calibration* c = calibration_of(gpu);
-  return c ? calibration_predictor_warning(*c, predictor) : "";
+  if (!c) return "";
+  if (auto w = calibration_scope_warning(*c, predictor, gpu); !w.empty()) return w;
+  return calibration_unnamed_warning(*c, predictor);  // applied, as the default predictor's
 }
 
 void session::calibration_set(const std::string& gpu_name, std::optional<calibration> c) {

@@ -113,6 +113,7 @@ struct session::impl {
   // ns.predict(…, "neusight") made): the only reader of weights. False with a --weights root: that flag had no effect.
   bool weights_read = false;
   bool weights_given = false;  // weights_root is not the bundled data_root/weights
+  std::map<std::string, std::string> weights_identities;  // weights_identity_memo: by root and vendor
   bool predict_memo = true;
   std::map<std::string, std::unique_ptr<predictor>> builtin_predictors;
   std::vector<int> predictor_refs;

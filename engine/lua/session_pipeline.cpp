@@ -321,7 +321,8 @@ int l_family_inputs(lua_State* L) {
 // run.calibration_inputs() -> { { key, value }, … }: the calibration run.forecast() applied (calibration_source,
 // calibration_model and calibration_model_params when the file names the measurement's model and its size,
 // calibration_stale when it was fitted to another version of the GPU's file (its warning), calibration_skipped when
-// the GPU's file was fitted to another predictor's forecasts and is not applied (its warning),
+// the GPU's file was fitted to another predictor's forecasts or other weights and is not applied, or is applied
+// although it names no predictor (its warning: session::calibration_skipped),
 // calibration.<family> factors: those of this run, a decode step's when it is one); empty without one.
 // [-0, +1, e]
 int l_calibration_inputs(lua_State* L) {
@@ -330,7 +331,8 @@ int l_calibration_inputs(lua_State* L) {
     const gpu_spec& gpu = gpu_of(L, c, "calibration_inputs");
     const std::string predictor = c.run->pred ? c.run->pred->name() : "";
     const calibration* cal = c.s->calibration_of(gpu, predictor);
-    // a file fitted to another predictor's forecasts, not applied: the warning, said by figures.lua
+    // a file fitted to another predictor's forecasts or other weights, not applied (or one that names no predictor,
+    // applied): the warning, said by figures.lua
     if (auto w = c.s->calibration_skipped(gpu, predictor); !w.empty()) in.emplace_back("calibration_skipped", std::move(w));
     if (const auto* applied = calibration_applied(cal, c.run->decode)) {
       in.emplace_back("calibration_source", cal->source);

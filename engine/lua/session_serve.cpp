@@ -179,7 +179,8 @@ int l_serve_phase(lua_State* L) {
     const calibration* cal = c->s->calibration_of(gpu, c->pred->name());
     const bool phase_calibrated = calibration_applied(cal, done.decode) != nullptr;
     if (!phase_calibrated && !calibration_applied(cal, !done.decode)) cal = nullptr;
-    // a file fitted to another predictor's forecasts, not applied: the warning (serve.lua, sweep.lua say it)
+    // a file fitted to another predictor's forecasts or other weights, not applied (or one that names no predictor,
+    // applied): the warning (serve.lua, sweep.lua say it)
     if (auto w = c->s->calibration_skipped(gpu, c->pred->name()); !w.empty()) set_string(L, "calibration_skipped", w);
     // what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), as predict's
     // figures hold its forecast: the totals, a parallel phase's iteration and layout, the dtype's dense peak

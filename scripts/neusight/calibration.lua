@@ -24,40 +24,19 @@ local M = {}
 
 M.min_factor, M.max_factor = 0.05, 20
 
--- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ and
--- variance σ² of its folds' log bias, and ε² = the folds' mean kernel variance / n (the scatter of n kernels' mean).
+-- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ (the folds'
+-- mean log bias, part.bias; 0 on a GPU the family's weights were trained on, part.trained: see uncertainty.lua
+-- trained_on) and variance σ² of its folds' log bias, and ε² = the folds' mean kernel variance / n (the scatter of n
+-- kernels' mean).
 local function prior_of(part)
-  local mean, var, within = 0, 0, 0
-  for _, st in ipairs(part.stats) do mean, within = mean + st.mean, within + st.var end
-  mean, within = mean / #part.stats, within / #part.stats
-  for _, st in ipairs(part.stats) do var = var + (st.mean - mean) ^ 2 end
+  local var, within = 0, 0
+  for _, st in ipairs(part.stats) do within = within + st.var end
+  within = within / #part.stats
+  for _, st in ipairs(part.stats) do var = var + (st.mean - part.bias) ^ 2 end
   var = #part.stats > 1 and var / (#part.stats - 1) or within
-  return { mu = mean, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
+  return { mu = part.trained and 0 or part.bias, sigma2 = math.max(var, 1e-6), eps2 = within / math.max(1, part.n) }
 end
 
-
--- Whether the GPU of `r` is among the GPUs the shipped weights of family `name` were trained on (the error table's
--- families.<name>.range.gpus, by the GPU's name or one of its aliases; a table of another vendor's weights never).
--- Such a GPU is in distribution: its forecasts carry no leave-one-GPU-out bias (the folds' mean log bias μ_f is what
--- a GPU the weights never saw tends to be off by), so its prior is centred on the forecast (μ_f = 0). Leave one GPU
--- out decided the prior of an unseen GPU (weights/CALIBRATION_PRIOR_RULE.md); on the training GPUs' own labels, the
--- folds' μ_f moved a measurement equal to the forecast +1.1-1.4 % and `eval models --calibrate-each` rose 5.85 → 8.42 %.
-local function trained_on(r, name)
-  local tbl, gpu = r.uncertainty, r.gpu or {}
-  if type(tbl) ~= "table" or (tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor) then return false end
-  local fam = type(tbl.families) == "table" and tbl.families[name]
-  local gpus = type(fam) == "table" and type(fam.range) == "table" and fam.range.gpus
-  if type(gpus) ~= "table" then return false end
-  local names = { gpu.name }
-  for _, a in ipairs(type(gpu.aliases) == "table" and gpu.aliases or {}) do names[#names + 1] = a end
-  for _, g in ipairs(gpus) do
-    for _, n in ipairs(names) do
-      if g == n then return true end
-    end
-  end
-  return false
-end
-M.trained_on = trained_on
 
 -- The families a fit weighs, sorted by name, with their priors ({ name, s, mu, sigma2, eps2 }), the time no factor
 -- touches (`other`: copies, collectives, families without error data) and the forecast's kernel time (`total`).
@@ -68,8 +47,7 @@ local function parts_of(r)
   if p then
     other, total = p.other, p.total
     for _, part in ipairs(p.parts) do
-      local pr = prior_of(part)
-      if trained_on(r, part.name) then pr.mu = 0 end  -- in distribution: no fold bias
+      local pr = prior_of(part)  -- in distribution (part.trained): no fold bias
       parts[#parts + 1] = { name = part.name, s = part.s, mu = pr.mu, sigma2 = pr.sigma2, eps2 = pr.eps2 }
     end
     -- families the roofline priced (no weights for them): no error data; a wide prior, so they take the most
@@ -300,10 +278,7 @@ function M.fit_trace(r)
   local prior = {}
   local p = U.parts(r)
   if p then
-    for _, part in ipairs(p.parts) do
-      prior[part.name] = prior_of(part)
-      if trained_on(r, part.name) then prior[part.name].mu = 0 end  -- in distribution: no fold bias (parts_of)
-    end
+    for _, part in ipairs(p.parts) do prior[part.name] = prior_of(part) end
   end
   local names = {}
   for name, t in pairs(predicted) do
@@ -369,8 +344,9 @@ end
 --- measured_ttft_s and/or measured_tpot_s, against the forecast's ttft_s / tpot_s and their families
 --- (prefill_family_s.<f>, prefill_family_n.<f>, prefill_roofline.<f>; decode_… of the mean decode step, both from
 --- scripts/neusight/serve.lua calibration_inputs). Each phase is calibrated from its own measurement only, by fit():
---- factor.<f> (the file's [factors]: the prefill and every forecast but a decode step) from the TTFT, none when only
---- the TPOT was measured (the prefill and other forecasts stay uncalibrated); decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
+--- factor.<f> (the file's [factors]: the prefill and every forecast but a decode step) from the TTFT, or from the
+--- TPOT when only that was measured (weights/PHASE_CALIBRATION_RULE.md, 2026-11-28: on GPUs held out of the predictor
+--- a decode step's factors lowered the prefill's error, 11.5 → 10.6 %); decode_factor.<f> (the file's [decode_factors]: decode steps) from the TPOT,
 --- none when only the TTFT was measured (decode steps stay uncalibrated). Why: one factor per family covers the
 --- prefill's compute-bound GEMMs and a decode step's weight-streaming ones alike, and a GPU's bias differs between
 --- the two; leave one GPU out, a TTFT calibration applied to decode steps made TPOT worse (5.6 → 10.7 % MAPE) and a
@@ -399,7 +375,9 @@ function M.fit_serve(r)
   if not (fits.ttft or fits.tpot) then error(fmt("%s: needs ttft_ms or tpot_ms", r.measurement), 0) end
   local fields, lines, warnings = {}, {}, {}
   -- the file's two sets, by the phase whose forecast they correct
-  local sets = { { phase = "ttft", prefix = "factor.", fit = fits.ttft },
+  -- [factors] from the TTFT, else from the TPOT (a decode step's factors correct the prefill better than none:
+  -- weights/PHASE_CALIBRATION_RULE.md, 2026-11-28)
+  local sets = { { phase = "ttft", prefix = "factor.", fit = fits.ttft or fits.tpot },
                  { phase = "tpot", prefix = "decode_factor.", fit = fits.tpot } }
   local factors = { ttft = {}, tpot = {} }
   for _, set in ipairs(sets) do
@@ -424,8 +402,8 @@ function M.fit_serve(r)
     lines[#lines + 1] = "decode steps: not calibrated (no tpot_ms): a prefill's bias is its compute-bound GEMMs', not a "
       .. "decode step's, whose weight and KV-cache streaming the forecast meets as well on the GPUs measured"
   elseif not fits.ttft then
-    lines[#lines + 1] = "the prefill and other forecasts: not calibrated (no ttft_ms): a decode step's bias is its "
-      .. "weight and KV-cache streaming, not the prefill's compute-bound GEMMs'"
+    lines[#lines + 1] = "the prefill and other forecasts: [factors] are the TPOT's (no ttft_ms; a measured TTFT "
+      .. "calibrates them by their own)"
   end
   fields[#fields + 1] = { key = "decode_fitted", value = fits.tpot ~= nil }
   local shown = {}

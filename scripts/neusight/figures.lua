@@ -348,7 +348,8 @@ function M.compute(r)
     r.calibration_model_params, r.model_params)
   -- a calibration fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
   warnings[#warnings + 1] = r.calibration_stale
-  -- the GPU's calibration fitted to another predictor's forecasts, not applied (calibration_predictor_warning)
+  -- the GPU's calibration fitted to another predictor's forecasts or other weights, not applied, or applied although it
+  -- names no predictor (engine/lua/session.h calibration_skipped)
   warnings[#warnings + 1] = r.calibration_skipped
   -- faster than the GPU can be: the forecast under its roofline floor (M.forecast_floor)
   warnings[#warnings + 1] = forecast_floor_warning_of(r, "the forecast", gpus, model_flops, peak, mfu)

@@ -360,10 +360,12 @@ local function common_report(o, first, count)
     first.calibration_model, first.model, first.calibration_model_params, first.model_params) or nil
   warnings[#warnings + 1] = model_warning
   -- a calibration fitted to another version of the GPU's file (engine/core/calibration.h calibration_stale_warning)
-  -- or the GPU's calibration fitted to another predictor's forecasts, not applied (engine/core/calibration.h
-  -- calibration_predictor_warning; the two exclude each other: a stale file is an applied one)
+  -- and the GPU's calibration's scope (session::calibration_skipped: fitted to another predictor or other weights, not
+  -- applied; or applied although it names no predictor). A skipped file is not stale (a stale file is an applied one);
+  -- an applied one may be both, and the report keeps the stale warning for sweep.lua (which says it once per GPU)
   local stale_warning = first.calibration_stale or first.calibration_skipped
-  warnings[#warnings + 1] = stale_warning
+  warnings[#warnings + 1] = first.calibration_stale
+  warnings[#warnings + 1] = first.calibration_skipped
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end

@@ -150,12 +150,38 @@ local function outside(gpu, range)
   return why
 end
 
+-- Whether the GPU of `r` is among the GPUs the shipped weights of family `name` were trained on (the error table's
+-- families.<name>.range.gpus, by the GPU's name or one of its aliases; a table of another vendor's weights never).
+-- Such a GPU is in distribution: its forecasts carry no leave-one-GPU-out bias (the folds' mean log bias is what a GPU
+-- the weights never saw tends to be off by), so the band (M.band) and the calibration prior
+-- (scripts/neusight/calibration.lua prior_of) are centred on the forecast there. Leave one GPU out decided the prior of
+-- an unseen GPU (weights/CALIBRATION_PRIOR_RULE.md); on the training GPUs' own labels the folds' bias moved a
+-- measurement equal to the forecast +1.1-1.4 % and put the band's p50 above the forecast (weights/ACCURACY.md).
+local function trained_on(r, name)
+  local tbl, gpu = r.uncertainty, r.gpu or {}
+  if type(tbl) ~= "table" or (tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor) then return false end
+  local fam = type(tbl.families) == "table" and tbl.families[name]
+  local gpus = type(fam) == "table" and type(fam.range) == "table" and fam.range.gpus
+  if type(gpus) ~= "table" then return false end
+  local names = { gpu.name }
+  for _, a in ipairs(type(gpu.aliases) == "table" and gpu.aliases or {}) do names[#names + 1] = a end
+  for _, g in ipairs(gpus) do
+    for _, n in ipairs(names) do
+      if g == n then return true end
+    end
+  end
+  return false
+end
+M.trained_on = trained_on
+
 M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
 M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
 
 --- Each kernel family's error distributions: one per leave-one-GPU-out fold of the table, as inverse-CDF grids, with
 --- their mean and variance; and the out-of-distribution warnings for this GPU.
---- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} } }, … }, other (seconds
+--- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} }, bias (the folds' mean
+--- log bias: the mean of stats[].mean), trained (the GPU is one the family's weights were trained on: trained_on) },
+--- … }, other (seconds
 --- without error data), total, unmeasured (families the table lacks), warnings, out_of_distribution, source } or nil
 --- and why.
 ---@param r table
@@ -253,7 +279,13 @@ function M.parts(r)
         c[name] = g
       end
       local folds, stats = g.folds, g.stats
-      out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats }
+      if not g.bias then
+        local sum = 0
+        for _, st in ipairs(stats) do sum = sum + st.mean end
+        g.bias = sum / #stats
+      end
+      out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats,
+        bias = g.bias, trained = trained_on(r, name) }
       if #why > 0 then
         local key = table.concat(why, ", ")
         if not ood_by_reason[key] then
@@ -323,7 +355,9 @@ end
 --- uncertainty_source (its file name).
 --- Each draw picks, per family, one held-out GPU of the table (independently per family), then the mean of
 --- min(family_n, max_draws) kernel errors from that GPU's distribution: the GPU's bias is shared by the family's
---- kernels, their own scatter averages out over the distinct kernels.
+--- kernels, their own scatter averages out over the distinct kernels. On a GPU the family's weights were trained on
+--- (trained_on) each draw is divided by e^bias (the folds' mean log bias): the spread stays, the centre is the
+--- forecast's.
 --- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share, fallback_share (the part of
 --- it the roofline priced for want of weights), fallback_families, unmeasured, out_of_distribution (boolean), warnings,
 --- source }
@@ -336,7 +370,9 @@ function M.band(r)
   for i = 1, M.samples do ratios[i] = p.other end
   for _, part in ipairs(p.parts) do
     local f = factors(r.uncertainty, part)
-    for i = 1, M.samples do ratios[i] = ratios[i] + part.s * f[i] end
+    -- on a GPU the family was trained on, the draws without the folds' mean bias (trained_on): centred on the forecast
+    local s = part.trained and part.s * exp(-part.bias) or part.s
+    for i = 1, M.samples do ratios[i] = ratios[i] + s * f[i] end
   end
   for i = 1, M.samples do ratios[i] = ratios[i] / p.total end
   sort(ratios)

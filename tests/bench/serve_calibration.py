@@ -3,7 +3,7 @@
 # held-out GPUs (Hopper, L4, A100s, MI250 are neither fitted nor tuned on here).
 #
 #   tests/bench/serve_calibration.py --folds DIR [--exe build/neusight] [--gpus l40s,b200,rtx_pro_6000_server]
-#                                    [--models llama32_3b,qwen3_8b]
+#                                    [--models llama32_3b,qwen3_8b] [--measured tpot,ttft,both]
 #
 # "Measured" serving phases are built from NVIDIA AIConfigurator's CUDA-graph kernel timings
 # (../shared/data/aiconfigurator, see its README) of a GPU G: for a static batch of B prompts of I tokens (serve
@@ -151,7 +151,8 @@ def held_out_once(_made=[]):
 
 def table_without(path, name, held_out):
     """The leave-one-GPU-out error table without the folds of GPU `name` (the calibration prior must not know G) and
-    of any held-out evaluation GPU (held_out: weights/held_out.py's matcher; weights/HELD_OUT is never fitted on)."""
+    of any held-out evaluation GPU (held_out: weights/held_out.py's matcher; weights/HELD_OUT is never fitted on), and
+    without them among the training GPUs of each family's range (`gpus`: G is unseen by the fold's weights)."""
     with open(path, "rb") as f:
         t = tomllib.load(f)
     out = [f"format_version = {t['format_version']}", f"vendor = \"{t['vendor']}\"", "levels = " + json.dumps(t["levels"])]
@@ -167,6 +168,8 @@ def table_without(path, name, held_out):
         if "range" in e:
             out.append(f"[families.{fam}.range]")
             for k, v in e["range"].items():
+                if k == "gpus":  # the fold's weights never saw G: not one of its training GPUs (uncertainty.lua
+                    v = [g for g in v if g != name and not held_out(g)]  # trained_on would centre G's prior and band)
                 out.append(f"{k} = " + json.dumps(v))
     return "\n".join(out) + "\n"
 
@@ -188,7 +191,7 @@ def measured_phase(exe, model, gpu_file, meas, mode, b, i, env):
     return total, j
 
 
-def bench(exe0, folds, gpu, model, tmp, verbose):
+def bench(exe0, folds, gpu, model, tmp, verbose, hows=("tpot", "ttft", "both")):
     exe, gpu_file, folder = fold_install(os.path.join(tmp, model), exe0, folds, gpu)
     meas = Measured(folder)
     configs = [(b, i) for b in BATCHES for i in INPUTS]
@@ -216,7 +219,7 @@ def bench(exe0, folds, gpu, model, tmp, verbose):
             print(f"<!-- {gpu} {model} batch {b} input {i}: TTFT forecast {ttft:.3f} measured "
                   f"{'-' if mt is None else format(mt, '.3f')} ms; TPOT forecast {tp:.3f} measured {md:.3f} ms -->")
     rows = []
-    for how in ("tpot", "ttft", "both"):
+    for how in hows:
         ape = {"ttft": ([], []), "tpot": ([], [])}
         for src in configs:
             mt, md = truth[src]
@@ -256,6 +259,8 @@ def main():
     ap.add_argument("--gpus", default=",".join(GPUS))
     ap.add_argument("--models", default="llama32_3b,qwen3_8b")
     ap.add_argument("-v", "--verbose", action="store_true", help="also each configuration's forecast and measurement")
+    ap.add_argument("--measured", default="tpot,ttft,both",
+                    help="which measurements calibrate, in turn (tpot: tpot_ms alone, ttft: ttft_ms alone, both)")
     a = ap.parse_args()
     exe = os.path.abspath(a.exe)
     print("| GPU (held out of the predictor) | model | measured | pairs | TTFT MAPE before → after | TPOT MAPE before → after |")
@@ -264,7 +269,8 @@ def main():
     with tempfile.TemporaryDirectory(prefix="servecal-") as tmp:
         for gpu in a.gpus.split(","):
             for model in a.models.split(","):
-                rows, bias_t, bias_d = bench(exe, os.path.abspath(a.folds), gpu, model, os.path.join(tmp, gpu), a.verbose)
+                rows, bias_t, bias_d = bench(exe, os.path.abspath(a.folds), gpu, model, os.path.join(tmp, gpu), a.verbose,
+                                             a.measured.split(","))
                 for how, n, t0, t1, d0, d1 in rows:
                     print(f"| {gpu} | {model} | {how} | {n} | {t0:.1f} → {t1:.1f} | {d0:.1f} → {d1:.1f} |")
                     totals[how].append((n, t0, t1, d0, d1))

@@ -1,9 +1,11 @@
 // tests/cli/test_calibration_scope_cli.cpp — which forecasts a GPU's calibration file corrects: only those of the
-// predictor it was fitted with (engine/core/calibration.h calibration_predictor_warning), only when
+// predictor it was fitted with (engine/core/calibration.h calibration_predictor_warning; a file that names none: the
+// default predictor's, calibration_unnamed_warning) and of the weights it was fitted with (calibration_weights_warning), only when
 // NEUSIGHT_NO_CALIBRATION does not say otherwise (read strictly: engine/cli/paths.cpp env_flag), and, on a GPU the
 // shipped weights were trained on, a measurement equal to the forecast leaves it where it is (scripts/neusight/
 // calibration.lua trained_on: no leave-one-GPU-out bias prior in distribution). Every test works on a copy of a GPU
 // file in a temp folder: nothing is written beside gpus/.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -68,13 +70,117 @@ TEST_CASE("calibration scope: a file fitted to another predictor's forecasts is 
   const json srch = run_json("search --model gpt2_large --gpu '" + gpu + "' --seq 512 --gpus 2 --batch 2");
   CHECK(warned(srch["warnings"], says));
   CHECK_FALSE(srch.contains("calibration"));
-  // a file that names no predictor (written by hand, or before the key) applies under every predictor
-  std::string unnamed = ns_test::slurp(file);
-  unnamed.erase(unnamed.find("predictor = \"roofline\"\n"), std::string("predictor = \"roofline\"\n").size());
-  t.write("t4.calibration.toml", unnamed);
+}
+
+namespace {
+
+// `text` without its line `line` (which it must hold).
+std::string without_line(std::string text, const std::string& line) {
+  const auto at = text.find(line + "\n");
+  REQUIRE(at != std::string::npos);
+  return text.erase(at, line.size() + 1);
+}
+
+// A weights root of the bundled NVIDIA families (links) and error table, less the families named in `drop`.
+fs::path weights_copy(const temp_dir& t, const std::string& name, const std::vector<std::string>& drop = {}) {
+  const fs::path root = t.path / name;
+  fs::create_directories(root / "nvidia");
+  for (const auto& e : fs::directory_iterator(ns_test::source_dir / "weights" / "nvidia"))
+    if (std::find(drop.begin(), drop.end(), e.path().filename().string()) == drop.end())
+      fs::create_symlink(e.path(), root / "nvidia" / e.path().filename());
+  return root;
+}
+
+}  // namespace
+
+// Every file --calibrate writes names its predictor; one without the key (written by hand, or edited) applied under
+// every predictor, silently: a neusight fit corrected roofline forecasts.
+TEST_CASE("calibration scope: a file that names no predictor applies under the default predictor only and says so",
+          "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  const double neusight = run_json(args)["latency_ms"], roofline = run_json(args + " --predictor roofline")["latency_ms"];
+  const fs::path m = t.write("m.toml", "latency_ms = " + num(1.2 * neusight) + "\n");
+  const json fit = run_json(args + " --calibrate '" + m.string() + "'");
+  const fs::path file = t.path / "t4.calibration.toml";
+  t.write("t4.calibration.toml", without_line(ns_test::slurp(file), "predictor = \"neusight\""));
+  const std::string src = file.lexically_normal().generic_string();
+  // the default predictor applies it, and warns that it names none
   const json applied = run_json(args);
-  CHECK(applied["latency_ms"].get<double>() != neusight);
-  CHECK_FALSE(warned(applied["warnings"], "was fitted to the"));
+  CHECK(applied["latency_ms"].get<double>() == Approx(fit["calibrated_ms"].get<double>()).epsilon(1e-9));
+  CHECK(warned(applied["warnings"], src + " names no predictor: applied as fitted to the default neusight predictor's"));
+  CHECK(ns_test::warnings_with(applied["warnings"], "names no predictor") == 1);  // once
+  const auto text = run_cli(args);
+  CHECK(text.err.find("names no predictor") != std::string::npos);
+  // another predictor skips it as a file of the neusight predictor's
+  const json other = run_json(args + " --predictor roofline");
+  CHECK(other["latency_ms"].get<double>() == roofline);
+  CHECK(other["figures"]["calibration"].is_null());
+  CHECK(warned(other["warnings"], src + " was fitted to the neusight predictor's forecasts (it names no predictor"));
+  // serve alike
+  const std::string serve = "serve --model gpt2_large --gpu '" + gpu + "' --dtype fp32 --batch 4 --input-len 256 "
+                            "--output-len 8";
+  CHECK(warned(run_json(serve)["warnings"], "names no predictor: applied"));
+  CHECK(warned(run_json(serve + " --predictor roofline")["warnings"], "was fitted to the neusight predictor's forecasts"));
+  // a roofline fit without the key: read as the neusight predictor's too (what it names decides, not what it holds)
+  REQUIRE(run_cli(args + " --predictor roofline --calibrate '" + m.string() + "'").code == 0);
+  t.write("t4.calibration.toml", without_line(ns_test::slurp(file), "predictor = \"roofline\""));
+  CHECK(run_json(args + " --predictor roofline")["latency_ms"].get<double>() == roofline);
+}
+
+// A calibration fitted with --weights DIR corrected the bundled weights' forecasts (and the other way round): its
+// factors are a ratio to those weights' kernel times.
+TEST_CASE("calibration scope: a file fitted with other weights is not applied and a warning says so",
+          "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "t4.toml", "t4");
+  const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode inference --batch 4 --seq 1024";
+  // the same weights in another folder, and weights without the fp8 family (another identity; an fp32 forecast of
+  // gpt2_large prices no fp8 kernel, so both forecast alike)
+  const fs::path same = weights_copy(t, "same"), other = weights_copy(t, "other", {"gemm_fp8"});
+  const std::string with_same = args + " --weights '" + same.string() + "'",
+                    with_other = args + " --weights '" + other.string() + "'";
+  const double before = run_json(args)["latency_ms"];
+  REQUIRE(run_json(with_other)["latency_ms"].get<double>() == before);
+  const fs::path m = t.write("m.toml", "latency_ms = " + num(1.2 * before) + "\n");
+  const double calibrated = run_json(args + " --calibrate '" + m.string() + "'")["calibrated_ms"];
+  const fs::path file = t.path / "t4.calibration.toml";
+  const std::string src = file.lexically_normal().generic_string();
+  CHECK(ns_test::slurp(file).find("\nweights = \"") != std::string::npos);
+  // the bundled weights, and a copy of them, apply it
+  CHECK(run_json(args)["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-9));
+  const json copy = run_json(with_same);
+  CHECK(copy["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-9));
+  CHECK_FALSE(warned(copy["warnings"], "fitted to the forecasts of"));
+  // other weights do not, and say why
+  const std::string says = src + " was fitted to the forecasts of the bundled weights, not applied to this forecast "
+                           "with the weights of " + other.lexically_normal().generic_string();
+  const json skipped = run_json(with_other);
+  CHECK(skipped["latency_ms"].get<double>() == before);
+  CHECK(skipped["figures"]["calibration"].is_null());
+  CHECK(warned(skipped["warnings"], says));
+  CHECK(run_cli(with_other).err.find(says) != std::string::npos);
+  // a file without the key is the bundled weights'
+  const std::string keyless = ns_test::slurp(file);
+  const auto at = keyless.find("\nweights = \"");
+  t.write("t4.calibration.toml", keyless.substr(0, at + 1) + keyless.substr(keyless.find('\n', at + 1) + 1));
+  CHECK(run_json(with_same)["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-9));
+  const json keyless_other = run_json(with_other);
+  CHECK(keyless_other["latency_ms"].get<double>() == before);
+  CHECK(warned(keyless_other["warnings"], "fitted to the forecasts of the bundled weights (it names no `weights`)"));
+  // fitted with the other weights: the bundled ones skip it, those weights apply it
+  REQUIRE(run_cli(with_other + " --calibrate '" + m.string() + "'").code == 0);
+  CHECK(run_json(with_other)["latency_ms"].get<double>() == Approx(calibrated).epsilon(1e-9));
+  const json bundled = run_json(args);
+  CHECK(bundled["latency_ms"].get<double>() == before);
+  CHECK(warned(bundled["warnings"], src + " was fitted to the forecasts of other weights (identity "));
+  // a roofline fit reads no weights: every weights root applies it
+  REQUIRE(run_cli(args + " --predictor roofline --calibrate '" + m.string() + "'").code == 0);
+  CHECK(ns_test::slurp(file).find("\nweights = ") == std::string::npos);
+  const json roof = run_json(with_other + " --predictor roofline");
+  CHECK_FALSE(roof["figures"]["calibration"].is_null());
+  CHECK_FALSE(warned(roof["warnings"], "fitted to the forecasts of"));
 }
 
 TEST_CASE("calibration scope: a trace calibration of another predictor is not applied either", "[cli][calibrate]") {
