@@ -887,11 +887,18 @@ std::vector<std::string> session::strings_call(const char* module, const char* f
   for (size_t i = 0; i < list.size(); ++i)
     lua_pushlstring(L, list[i].data(), list[i].size()), lua_rawseti(L, -2, lua_Integer(i + 1));
   ns_call(L, 1, 1, "in " + file + " " + fn);  // stack: result
-  const std::string bad = file + ": " + fn + " must return an array of strings";
-  if (!lua_istable(L, -1)) throw error(bad);
+  return strings_read(L, -1, file + ": " + fn + " must return an array of strings");
+}
+
+std::vector<std::string> strings_read(lua_State* L, int idx, const std::string& bad) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) throw error(bad);
   std::vector<std::string> out;
-  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-    if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);  // stack: result item
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, idx)); i <= n; ++i) {
+    if (lua_rawgeti(L, idx, i) != LUA_TSTRING) {  // stack: item
+      lua_pop(L, 1);
+      throw error(bad);
+    }
     size_t len = 0;
     const char* s = lua_tolstring(L, -1, &len);
     out.emplace_back(s, len);

@@ -226,6 +226,8 @@ void report_gpu_push(lua_State* L, const gpu_spec& gpu);
 void figures_push(lua_State* L, const figures& figs);
 // [-0, +1, m] an array of strings
 void strings_push(lua_State* L, const std::vector<std::string>& v);
+// The array of strings at `idx`, else throws `bad`. [-0, +0, e]
+std::vector<std::string> strings_read(lua_State* L, int idx, const std::string& bad);
 // [-0, +1, m] figure inputs as an array of { key, value } pairs, in order (a value not available: nil)
 void figure_inputs_push(lua_State* L, const figure_inputs& in);
 // [-0, +1, m] figure inputs as the table a figures rule gets them in (its `r`): each key a field, a dotted key "a.b.c"
