@@ -604,15 +604,25 @@ int run_ops(const common_flags& c) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& e : s.ops_list()) {
     std::string doc, err;
+    std::vector<std::pair<std::string, std::string>> attrs;
     try {
-      doc = s.op_load(e.name).doc;
+      op_entry loaded = s.op_load(e.name);
+      doc = std::move(loaded.doc), attrs = std::move(loaded.attrs);
     } catch (const std::exception& ex) {
       err = ex.what();
     }
     out += fmt::format("{:<16} {:<28} {}\n", e.name, e.file, err.empty() ? doc : "ERROR: " + err);
-    if (c.verbose)
+    if (c.verbose) {
       for (const auto& sh : e.shadows) out += fmt::format("{:<16}   shadows {}\n", "", sh);
+      // the node attrs the rule reads (besides scripts/neusight/rules.lua node_attrs, which any node may set)
+      for (const auto& [name, what] : attrs) out += fmt::format("{:<16}   attrs.{}  {}\n", "", name, what);
+    }
     nlohmann::ordered_json o = {{"op", e.name}, {"file", e.file}, {"doc", doc}, {"shadows", e.shadows}};
+    if (c.verbose) {
+      nlohmann::ordered_json a = nlohmann::ordered_json::object();
+      for (const auto& [name, what] : attrs) a[name] = what;
+      o["attrs"] = std::move(a);
+    }
     if (!err.empty()) o["error"] = err;  // a rule that does not load: listed with why
     list.push_back(std::move(o));
   }

@@ -1300,7 +1300,7 @@ std::vector<op_entry> session::scripts_shadowing() const {
       bool first = found_in(i) == rel;
       for (size_t j = 0; j < i && first; ++j) first = found_in(j).empty();
       if (!first) continue;
-      op_entry e{mod, dirs[i].display + "/" + rel, {}, {}};
+      op_entry e{mod, dirs[i].display + "/" + rel, {}, {}, {}};
       for (size_t j = i + 1; j < dirs.size(); ++j)
         if (const std::string cand = found_in(j); !cand.empty()) e.shadows.push_back(dirs[j].display + "/" + cand);
       if (!e.shadows.empty()) out.push_back(std::move(e));
@@ -1324,7 +1324,7 @@ std::vector<op_entry> session::ops_list() const {
       auto it = index.find(name);
       if (it == index.end()) {
         index[name] = out.size();
-        out.push_back({name, shown, {}, {}});
+        out.push_back({name, shown, {}, {}, {}});
       } else {
         out[it->second].shadows.push_back(shown);
       }
@@ -1527,9 +1527,19 @@ op_entry session::op_load(const std::string& name) {
     lua_pop(L, 2);
     throw error("no rule for op '" + name + "' on the op search path");
   }
-  op_entry e{name, lua_tostring(L, -1), {}, {}};
+  op_entry e{name, lua_tostring(L, -1), {}, {}, {}};
   raw_getfield(L, -2, "doc");
   e.doc = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (raw_getfield(L, -2, "attrs") == LUA_TTABLE) {  // stack: rule chunk attrs (checked by prelude.lua: name = string)
+    lua_pushnil(L);
+    while (lua_next(L, -2) != 0) {  // stack: rule chunk attrs key value
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING)
+        e.attrs.emplace_back(lua_tostring(L, -2), lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+    std::sort(e.attrs.begin(), e.attrs.end());
+  }
   lua_pop(L, 3);
   return e;
 }

@@ -81,6 +81,8 @@ struct op_entry {
   std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
   std::vector<std::string> shadows;  // later files with the same name that this one hides
   std::string doc;                   // filled by op_load
+  // filled by op_load: the node attrs the rule declares (its field `attrs`), name → "type: what it does", by name
+  std::vector<std::pair<std::string, std::string>> attrs;
 };
 
 struct expansion {
