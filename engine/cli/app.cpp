@@ -320,7 +320,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   g.nodes.resize(dominant.size());
   for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
-  figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
+  // steps: the profiled steps the trace holds (its ops each once per step): the times it prints are per step
+  figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}, {"steps", double(tr.steps)}};
   const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
   family_inputs_add(in, forecast_families, *pred, gpu.vendor);
   for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
@@ -331,9 +332,11 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   double m_total = 0, p_total = 0;
   for (size_t i = 0; i < measured.size(); ++i) m_total += measured[i], p_total += predicted[i];
+  const double per_step = 1e3 / double(tr.steps);  // seconds over the trace → ms per profiled step
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
-      {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
+      {"steps", double(tr.steps)}, {"measured_ms", m_total * per_step}, {"forecast_ms", p_total * per_step},
+      {"predictor", pred->name()}};
   const std::string where =
       calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
   if (c.format == "json") {
@@ -343,17 +346,19 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["measurement"] = c.calibrate;
     j["trace_device"] = tr.origin_device;
     j["ops"] = dominant.size();
-    j["measured_ms"] = m_total * 1e3;
-    j["forecast_ms"] = p_total * 1e3;
+    j["steps"] = tr.steps;  // the times below are per step
+    j["measured_ms"] = m_total * per_step;
+    j["forecast_ms"] = p_total * per_step;
     j["factors"] = factors;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
-    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
-    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * per_step;
+    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * per_step;
     j["families"] = fams;
     j["warnings"] = warnings;
     emit(j.dump(2) + "\n", c.output);
   } else {
-    std::string out = fmt::format("calibrated {} from the trace {} ({} ops)\n", gpu.name, c.calibrate, dominant.size());
+    std::string out = fmt::format("calibrated {} from the trace {} ({} ops{})\n", gpu.name, c.calibrate, dominant.size(),
+                                  tr.steps > 1 ? fmt::format(" over {} profiled steps", tr.steps) : "");
     for (const auto& line : fit.lines) out += line + "\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
