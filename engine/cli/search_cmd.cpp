@@ -8,9 +8,11 @@
 #include <utility>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli/paths.h"
@@ -99,6 +101,18 @@ struct search_warnings {
     for (const auto& w : model_warnings)
       if (std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
   }
+  // What building a layout's model found (workload.lua build's warnings: a model function's checks, …): each kind
+  // once, from the first layout that had it, as its numbers (the layout's batch) differ from layout to layout; the
+  // kind is the text without its digits.
+  void model(const std::vector<std::string>& warnings) {
+    for (const auto& w : warnings) {
+      std::string kind;
+      for (char c : w)
+        if (!std::isdigit(static_cast<unsigned char>(c))) kind += c;
+      if (model_kinds.insert(kind).second && std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
+    }
+  }
+  std::set<std::string> model_kinds;
   // the workload's, then `own` (search's flags no layout used), then the predictor's and the band's
   std::vector<std::string> all(const std::vector<std::string>& own) const {
     std::vector<std::string> out = every.value_or(std::vector<std::string>{});
@@ -230,7 +244,7 @@ int search_main(const search_flags& f) {
         size_t vi = 0;
         candidate c;
         bool listed = false;  // goes into the results
-        std::vector<std::string> workload_warnings, notes;
+        std::vector<std::string> workload_warnings, model_warnings, notes;
         bool failed = false;  // the layout's error: why (its first line) and context (the lines after it, "": none)
         std::string why, context;
       };
@@ -342,7 +356,12 @@ int search_main(const search_flags& f) {
                 built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
                 break;
               }
-              ev.workload_warnings = w.warnings, ev.notes = built_notes;
+              // what building the model found (a model function's checks: it ignores opts.batch, …) is the model's:
+              // told once (search_warnings::model), as its words name the layout's batch and no two layouts agree
+              const auto at = w.warnings.begin() + std::ptrdiff_t(std::min(w.build_warnings_at, w.warnings.size()));
+              ev.workload_warnings.assign(w.warnings.begin(), at);
+              ev.model_warnings.assign(at, w.warnings.end());
+              ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
               // what its roofline floor is read from (scripts/neusight/figures.lua search_floor: the parallel
@@ -427,6 +446,7 @@ int search_main(const search_flags& f) {
         }
         ++evaluated;
         warned.layout(ev.workload_warnings, ev.notes);
+        warned.model(ev.model_warnings);
         sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
         if (ev.listed) results.push_back(std::move(ev.c));
       }

@@ -561,7 +561,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.source = script.empty() ? "command line" : display_of(script);
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
-    if (const auto* name = std::get_if<std::string>(&m->second); name && fs::path(*name).extension() == ".json")
+    if (const auto* name = std::get_if<std::string>(&m->second);
+        name && (fs::path(*name).extension() == ".json" || fs::path(*name).extension() == ".lua"))
       origin += " (--model " + *name + ")";
   if (!script.empty()) {
     p_->workload_ops = fs::path(script).parent_path() / "ops";
@@ -657,6 +658,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
   // what building the graph found (workload.lua build: a model function that ignores opts, …): after warnings()'
+  w.build_warnings_at = w.warnings.size();
   if (raw_getfield(L, build, "warnings") == LUA_TTABLE)
     for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
       lua_rawgeti(L, -1, i);
