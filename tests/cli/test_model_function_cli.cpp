@@ -233,8 +233,10 @@ TEST_CASE("model function: --model FILE.lua on predict search and serve", "[cli]
     REQUIRE(f.code == 0);
     // once, though each layout's batch (dp 2, 1 to 8 microbatches) words it with its own numbers
     int told = 0;
-    for (const auto& w : json::parse(f.out)["warnings"])
+    const json fj = json::parse(f.out);
+    for (const auto& w : fj["warnings"])
       told += w.get<std::string>().find("model function 'mlp' gives the same graph at batch") != std::string::npos;
+    INFO(f.out);
     CHECK(told == 1);
   }
   SECTION("serve: a decoder that builds prefill and decode steps and writes its cache; one that does not is refused") {
