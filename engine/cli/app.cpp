@@ -324,7 +324,8 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   g.nodes.resize(dominant.size());
   for (size_t i = 0; i < dominant.size(); ++i) dominant[i].node = i;
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
-  figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}};
+  // steps: the profiled steps the trace holds (its ops each once per step): the times it prints are per step
+  figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}, {"steps", double(tr.steps)}};
   const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
   family_inputs_add(in, forecast_families, *pred, gpu.vendor);
   for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
@@ -335,9 +336,11 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
   double m_total = 0, p_total = 0;
   for (size_t i = 0; i < measured.size(); ++i) m_total += measured[i], p_total += predicted[i];
+  const double per_step = 1e3 / double(tr.steps);  // seconds over the trace → ms per profiled step
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", c.calibrate}, {"trace_device", tr.origin_device}, {"ops", double(dominant.size())},
-      {"measured_ms", m_total * 1e3}, {"forecast_ms", p_total * 1e3}, {"predictor", pred->name()}};
+      {"steps", double(tr.steps)}, {"measured_ms", m_total * per_step}, {"forecast_ms", p_total * per_step},
+      {"predictor", pred->name()}};
   if (auto w = s.weights_fitted(gpu); !w.empty()) facts.emplace_back("weights", w);  // the weights it read
   const std::string where =
       calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
@@ -348,17 +351,19 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["measurement"] = c.calibrate;
     j["trace_device"] = tr.origin_device;
     j["ops"] = dominant.size();
-    j["measured_ms"] = m_total * 1e3;
-    j["forecast_ms"] = p_total * 1e3;
+    j["steps"] = tr.steps;  // the times below are per step
+    j["measured_ms"] = m_total * per_step;
+    j["forecast_ms"] = p_total * per_step;
     j["factors"] = factors;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
-    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * 1e3;
-    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * 1e3;
+    for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * per_step;
+    for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * per_step;
     j["families"] = fams;
     j["warnings"] = warnings;
     emit(j.dump(2) + "\n", c.output);
   } else {
-    std::string out = fmt::format("calibrated {} from the trace {} ({} ops)\n", gpu.name, c.calibrate, dominant.size());
+    std::string out = fmt::format("calibrated {} from the trace {} ({} ops{})\n", gpu.name, c.calibrate, dominant.size(),
+                                  tr.steps > 1 ? fmt::format(" over {} profiled steps", tr.steps) : "");
     for (const auto& line : fit.lines) out += line + "\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
@@ -609,15 +614,25 @@ int run_ops(const common_flags& c) {
   nlohmann::ordered_json list = nlohmann::ordered_json::array();
   for (const auto& e : s.ops_list()) {
     std::string doc, err;
+    std::vector<std::pair<std::string, std::string>> attrs;
     try {
-      doc = s.op_load(e.name).doc;
+      op_entry loaded = s.op_load(e.name);
+      doc = std::move(loaded.doc), attrs = std::move(loaded.attrs);
     } catch (const std::exception& ex) {
       err = ex.what();
     }
     out += fmt::format("{:<16} {:<28} {}\n", e.name, e.file, err.empty() ? doc : "ERROR: " + err);
-    if (c.verbose)
+    if (c.verbose) {
       for (const auto& sh : e.shadows) out += fmt::format("{:<16}   shadows {}\n", "", sh);
+      // the node attrs the rule reads (besides scripts/neusight/rules.lua node_attrs, which any node may set)
+      for (const auto& [name, what] : attrs) out += fmt::format("{:<16}   attrs.{}  {}\n", "", name, what);
+    }
     nlohmann::ordered_json o = {{"op", e.name}, {"file", e.file}, {"doc", doc}, {"shadows", e.shadows}};
+    if (c.verbose) {
+      nlohmann::ordered_json a = nlohmann::ordered_json::object();
+      for (const auto& [name, what] : attrs) a[name] = what;
+      o["attrs"] = std::move(a);
+    }
     if (!err.empty()) o["error"] = err;  // a rule that does not load: listed with why
     list.push_back(std::move(o));
   }

@@ -445,12 +445,14 @@ std::vector<flag_spec> table_make() {
   flag("--model",
        "Model preset (e.g. gpt3_175b, bert_large, llama3_8b, mixtral_8x7b, deepseek_v3; `neusight models` lists them) or "
        "a HuggingFace config.json (the model_types scripts/neusight/models/hf.lua maps: GPT-2, BERT, OPT, Switch, Llama, "
-       "Mistral, Qwen2/3, Phi-3, Gemma, Gemma2, Mixtral, Qwen MoE, DeepSeek-V2/V3)")
+       "Mistral, Qwen2/3, Phi-3, Gemma, Gemma2, Mixtral, Qwen MoE, DeepSeek-V2/V3), or a .lua file returning a model "
+       "function (or a workload table with one as `model`, e.g. examples/custom_model.lua)")
       .on(predict, to(&forecast_flags::model)).list().check(nonempty_list())
       .on(search, to(&search_flags::model)).required()
       .on(serve, to(&serve_flags::model)).required()
       .help_as("Model preset or HuggingFace config.json of a decoder-only model with a KV cache (the gpt, llama, moe and "
-               "deepseek builders; `neusight models` lists the presets)");
+               "deepseek builders; `neusight models` lists the presets), or a .lua file returning a model function "
+               "that builds prefill and decode steps (opts.phase, opts.context)");
   flag("--gpu", "GPU: file path, file stem or alias, see `neusight gpus`")
       .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::gpu)).required()

@@ -8,9 +8,11 @@
 #include <utility>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "cli/paths.h"
@@ -31,6 +33,7 @@ struct candidate {
   std::string schedule;
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
+  double optimizer_ms = 0;  // the optimizer step of the iteration (the slowest device's in a plan), 0 without one
   bool fits = false;
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
@@ -98,6 +101,18 @@ struct search_warnings {
     for (const auto& w : model_warnings)
       if (std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
   }
+  // What building a layout's model found (workload.lua build's warnings: a model function's checks, …): each kind
+  // once, from the first layout that had it, as its numbers (the layout's batch) differ from layout to layout; the
+  // kind is the text without its digits.
+  void model(const std::vector<std::string>& warnings) {
+    for (const auto& w : warnings) {
+      std::string kind;
+      for (char c : w)
+        if (!std::isdigit(static_cast<unsigned char>(c))) kind += c;
+      if (model_kinds.insert(kind).second && std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
+    }
+  }
+  std::set<std::string> model_kinds;
   // the workload's, then `own` (search's flags no layout used), then the predictor's and the band's
   std::vector<std::string> all(const std::vector<std::string>& own) const {
     std::vector<std::string> out = every.value_or(std::vector<std::string>{});
@@ -229,7 +244,7 @@ int search_main(const search_flags& f) {
         size_t vi = 0;
         candidate c;
         bool listed = false;  // goes into the results
-        std::vector<std::string> workload_warnings, notes;
+        std::vector<std::string> workload_warnings, model_warnings, notes;
         bool failed = false;  // the layout's error: why (its first line) and context (the lines after it, "": none)
         std::string why, context;
       };
@@ -341,7 +356,12 @@ int search_main(const search_flags& f) {
                 built.reset(), built_fc.reset(), built_notes.clear(), built_plan = false, built_for = nullptr;
                 break;
               }
-              ev.workload_warnings = w.warnings, ev.notes = built_notes;
+              // what building the model found (a model function's checks: it ignores opts.batch, …) is the model's:
+              // told once (search_warnings::model), as its words name the layout's batch and no two layouts agree
+              const auto at = w.warnings.begin() + std::ptrdiff_t(std::min(w.build_warnings_at, w.warnings.size()));
+              ev.workload_warnings.assign(w.warnings.begin(), at);
+              ev.model_warnings.assign(at, w.warnings.end());
+              ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};
               // what its roofline floor is read from (scripts/neusight/figures.lua search_floor: the parallel
@@ -371,6 +391,7 @@ int search_main(const search_flags& f) {
                 c.compute_ms = par.at("compute_ms").get<double>();
                 c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
                 c.bubble_ms = par.at("bubble_ms").get<double>();
+                c.optimizer_ms = par.at("optimizer_ms").get<double>();
                 c.memory_gb = par.at("memory_gb").get<double>();
                 c.fits = par.at("fits").get<bool>();
               } else {
@@ -379,6 +400,7 @@ int search_main(const search_flags& f) {
                 c.iteration_ms = fc.total() * 1e3;
                 // compute as a plan's timeline counts it: without the optimizer step (its own optimizer_ms there)
                 c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
+                c.optimizer_ms = fc.phase_total(phase::optimizer) * 1e3;
                 bool have_memory = false, have_fits = false;
                 for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
                   if (const auto v = figure_number(value); key == "memory_gb" && v) c.memory_gb = *v, have_memory = true;
@@ -424,6 +446,7 @@ int search_main(const search_flags& f) {
         }
         ++evaluated;
         warned.layout(ev.workload_warnings, ev.notes);
+        warned.model(ev.model_warnings);
         sequence_parallel_used = sequence_parallel_used || (f.sequence_parallel && tp > 1);
         if (ev.listed) results.push_back(std::move(ev.c));
       }
@@ -489,6 +512,9 @@ int search_main(const search_flags& f) {
     return chunks ? fmt::format("{}/{}", c.schedule, c.virtual_stages) : c.schedule;
   };
 
+  // the optimizer step's column where a forecast has one (training with an optimizer): the iteration's other part
+  const bool show_optimizer =
+      std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.optimizer_ms > 0; });
   // a layout as the JSON's `layouts` and the CSV's rows give it
   const auto row_of = [&](const candidate& c) {
     nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
@@ -496,7 +522,9 @@ int search_main(const search_flags& f) {
     row["microbatches"] = c.microbatches;
     if (show_schedule) row["schedule"] = c.schedule, row["virtual_stages"] = c.virtual_stages;
     row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
-    row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms, row["memory_gb"] = c.memory_gb;
+    row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms;
+    if (show_optimizer) row["optimizer_ms"] = c.optimizer_ms;
+    row["memory_gb"] = c.memory_gb;
     row["fits"] = c.fits;
     return row;
   };
@@ -539,16 +567,19 @@ int search_main(const search_flags& f) {
     if (!calibration_file.empty())
       out.insert(out.size() - 1, fmt::format("calibrated: kernel times corrected by {} (--no-calibration ignores it)\n",
                                              calibration_file));
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {:>11} {:>12} {:>10} {:>10}\n", "rank", "dp",
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
                        show_schedule ? fmt::format("{:<14} ", "schedule") : "", "recompute", "iteration ms",
-                       "compute ms", "exposed comm", "bubble ms", "memory GB");
+                       "compute ms", "exposed comm", "bubble ms",
+                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {:>11.1f} {:>12.1f} {:>10.1f} {:>10.1f}{}\n",
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
                          i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
                          show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", c.recompute, c.iteration_ms,
-                         c.compute_ms, c.exposed_comm_ms, c.bubble_ms, c.memory_gb, c.fits ? "" : "  (does not fit)");
+                         c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
+                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "", c.memory_gb,
+                         c.fits ? "" : "  (does not fit)");
     }
     if (shown.empty()) out += "  no layout fits in memory (--all lists them anyway)\n";
     if (!skipped.empty()) {
@@ -561,7 +592,7 @@ int search_main(const search_flags& f) {
                          names.virtual_schedules.empty()
                              ? ""
                              : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
-    out += "\nmb = microbatches per iteration; compute, exposed comm and bubble are the slowest device's "
+    out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the slowest device's "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
   }
   emit(out, f.output);

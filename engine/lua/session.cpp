@@ -561,7 +561,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   w.source = script.empty() ? "command line" : display_of(script);
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
-    if (const auto* name = std::get_if<std::string>(&m->second); name && fs::path(*name).extension() == ".json")
+    if (const auto* name = std::get_if<std::string>(&m->second);
+        name && (fs::path(*name).extension() == ".json" || fs::path(*name).extension() == ".lua"))
       origin += " (--model " + *name + ")";
   if (!script.empty()) {
     p_->workload_ops = fs::path(script).parent_path() / "ops";
@@ -657,6 +658,7 @@ workload session::workload_load(const std::string& script, const workload_overri
     throw error("scripts/neusight/workload.lua: build returned " + std::string(luaL_typename(L, -1)) + ", expected a table");
   const int build = lua_gettop(L);
   // what building the graph found (workload.lua build: a model function that ignores opts, …): after warnings()'
+  w.build_warnings_at = w.warnings.size();
   if (raw_getfield(L, build, "warnings") == LUA_TTABLE)
     for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
       lua_rawgeti(L, -1, i);
@@ -887,11 +889,18 @@ std::vector<std::string> session::strings_call(const char* module, const char* f
   for (size_t i = 0; i < list.size(); ++i)
     lua_pushlstring(L, list[i].data(), list[i].size()), lua_rawseti(L, -2, lua_Integer(i + 1));
   ns_call(L, 1, 1, "in " + file + " " + fn);  // stack: result
-  const std::string bad = file + ": " + fn + " must return an array of strings";
-  if (!lua_istable(L, -1)) throw error(bad);
+  return strings_read(L, -1, file + ": " + fn + " must return an array of strings");
+}
+
+std::vector<std::string> strings_read(lua_State* L, int idx, const std::string& bad) {
+  idx = lua_absindex(L, idx);
+  if (!lua_istable(L, idx)) throw error(bad);
   std::vector<std::string> out;
-  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-    if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);  // stack: result item
+  for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, idx)); i <= n; ++i) {
+    if (lua_rawgeti(L, idx, i) != LUA_TSTRING) {  // stack: item
+      lua_pop(L, 1);
+      throw error(bad);
+    }
     size_t len = 0;
     const char* s = lua_tolstring(L, -1, &len);
     out.emplace_back(s, len);
@@ -1293,7 +1302,7 @@ std::vector<op_entry> session::scripts_shadowing() const {
       bool first = found_in(i) == rel;
       for (size_t j = 0; j < i && first; ++j) first = found_in(j).empty();
       if (!first) continue;
-      op_entry e{mod, dirs[i].display + "/" + rel, {}, {}};
+      op_entry e{mod, dirs[i].display + "/" + rel, {}, {}, {}};
       for (size_t j = i + 1; j < dirs.size(); ++j)
         if (const std::string cand = found_in(j); !cand.empty()) e.shadows.push_back(dirs[j].display + "/" + cand);
       if (!e.shadows.empty()) out.push_back(std::move(e));
@@ -1317,7 +1326,7 @@ std::vector<op_entry> session::ops_list() const {
       auto it = index.find(name);
       if (it == index.end()) {
         index[name] = out.size();
-        out.push_back({name, shown, {}, {}});
+        out.push_back({name, shown, {}, {}, {}});
       } else {
         out[it->second].shadows.push_back(shown);
       }
@@ -1520,9 +1529,19 @@ op_entry session::op_load(const std::string& name) {
     lua_pop(L, 2);
     throw error("no rule for op '" + name + "' on the op search path");
   }
-  op_entry e{name, lua_tostring(L, -1), {}, {}};
+  op_entry e{name, lua_tostring(L, -1), {}, {}, {}};
   raw_getfield(L, -2, "doc");
   e.doc = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  if (raw_getfield(L, -2, "attrs") == LUA_TTABLE) {  // stack: rule chunk attrs (checked by prelude.lua: name = string)
+    lua_pushnil(L);
+    while (lua_next(L, -2) != 0) {  // stack: rule chunk attrs key value
+      if (lua_type(L, -2) == LUA_TSTRING && lua_type(L, -1) == LUA_TSTRING)
+        e.attrs.emplace_back(lua_tostring(L, -2), lua_tostring(L, -1));
+      lua_pop(L, 1);
+    }
+    std::sort(e.attrs.begin(), e.attrs.end());
+  }
   lua_pop(L, 3);
   return e;
 }

@@ -64,6 +64,7 @@ struct workload {
   std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings(), then build()'s)
+  size_t build_warnings_at = 0;           // where build()'s start in `warnings` (a model function's checks, …)
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
   // read it.
@@ -81,6 +82,8 @@ struct op_entry {
   std::string file;                  // as shown in messages, e.g. "ops/matmul.lua"
   std::vector<std::string> shadows;  // later files with the same name that this one hides
   std::string doc;                   // filled by op_load
+  // filled by op_load: the node attrs the rule declares (its field `attrs`), name → "type: what it does", by name
+  std::vector<std::pair<std::string, std::string>> attrs;
 };
 
 struct expansion {

@@ -163,20 +163,44 @@ struct session::impl {
 
   // [-0, +0, e] A model named by a path ending in ".json" (the --model override, else the script's field) is read
   // as a HuggingFace config.json and replaced, in the overrides table at `ov`, by the config table that
-  // scripts/neusight/models/hf.lua makes of it. Paths from a script are relative to the script's folder.
+  // scripts/neusight/models/hf.lua makes of it. Paths from a script are relative to the script's folder. A --model
+  // override ending in ".lua" is a model function's file: run as a workload script is (its own environment), it
+  // returns the model function, or a workload table whose `model` is one (examples/custom_model.lua), and the function
+  // replaces the override; workload.lua then checks it as it checks a script's (its opts, its graph).
   void model_file_resolve(int spec, int ov, const std::string& script) const {
     lua_State* L = this->L();
     stack_guard guard(L);
-    auto is_json = [](const char* s) {
+    auto has_ext = [](const char* s, const std::string& want) {
       const std::string v = s ? s : "";
-      if (v.size() < 5) return false;
-      std::string ext = v.substr(v.size() - 5);
+      if (v.size() < want.size()) return false;
+      std::string ext = v.substr(v.size() - want.size());
       std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return char(std::tolower(c)); });
-      return ext == ".json";
+      return ext == want;
     };
+    auto is_json = [&](const char* s) { return has_ext(s, ".json"); };
     const int top = lua_gettop(L);
     std::string path, display;
     const int ov_type = raw_getfield(L, ov, "model");
+    if (ov_type == LUA_TSTRING && has_ext(lua_tostring(L, -1), ".lua")) {
+      const std::string file = lua_tostring(L, -1), shown = display_of(file);
+      lua_settop(L, top);
+      push_engine_field("new_env");
+      ns_call(L, 0, 1);  // stack: env
+      ns_load_chunk(L, file_read(file, "--model " + shown), shown, -1);
+      lua_remove(L, -2);
+      ns_call(L, 0, 1);  // stack: result
+      if (lua_istable(L, -1)) {
+        raw_getfield(L, -1, "model");  // stack: result model
+        lua_remove(L, -2);
+      }
+      if (!lua_isfunction(L, -1))
+        throw error(shown + ": --model FILE.lua must return a model function (function(opts) returning nodes, as "
+                    "examples/custom_model.lua's `model`) or a workload table with one as its field 'model' (got " +
+                    luaL_typename(L, -1) + ")");
+      lua_setfield(L, ov, "model");
+      lua_settop(L, top);
+      return;
+    }
     if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
       path = display = lua_tostring(L, -1);
     } else if (ov_type == LUA_TNIL && !script.empty() && raw_getfield(L, spec, "model") == LUA_TSTRING &&
@@ -227,6 +251,8 @@ void report_gpu_push(lua_State* L, const gpu_spec& gpu);
 void figures_push(lua_State* L, const figures& figs);
 // [-0, +1, m] an array of strings
 void strings_push(lua_State* L, const std::vector<std::string>& v);
+// The array of strings at `idx`, else throws `bad`. [-0, +0, e]
+std::vector<std::string> strings_read(lua_State* L, int idx, const std::string& bad);
 // [-0, +1, m] figure inputs as an array of { key, value } pairs, in order (a value not available: nil)
 void figure_inputs_push(lua_State* L, const figure_inputs& in);
 // [-0, +1, m] figure inputs as the table a figures rule gets them in (its `r`): each key a field, a dotted key "a.b.c"

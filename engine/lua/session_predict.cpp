@@ -4,6 +4,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/forecast.h"
 #include "core/text.h"
 #include "core/tile_model.h"
 #include "lua/session_impl.h"
@@ -117,10 +118,38 @@ class lua_predictor final : public predictor {
     for (size_t i = 0; i < kernels.size(); ++i)
       if (slot[i] != SIZE_MAX) out[i] = seconds[slot[i]];
     warnings_ = p_.predict_warnings;
+    for (auto& w : roofline_warnings(unique, seconds, gpu)) warnings_.push_back(std::move(w));
     return out;
   }
 
  private:
+  // neusight.figures predictor_warnings: what the answers say against each kernel's roofline floor (far above it:
+  // milliseconds for seconds; below it: faster than the GPU's peaks), one line each, for this predict() call (an older
+  // --scripts figures.lua without it: none).
+  std::vector<std::string> roofline_warnings(const std::vector<const kernel*>& unique, const std::vector<double>& seconds,
+                                             const gpu_spec& gpu) const {
+    if (!p_.owner->has_function("neusight.figures", "predictor_warnings")) return {};
+    lua_State* L = p_.L();
+    stack_guard guard(L);
+    const stack_restore restore(L);  // also on error
+    const std::string& file = function_push(p_, "neusight.figures", "predictor_warnings");  // stack: fn
+    lua_createtable(L, 0, 3);
+    set_string(L, "where", where_);
+    p_.push_gpu(gpu);
+    lua_setfield(L, -2, "gpu");
+    lua_createtable(L, int(unique.size()), 0);  // stack: fn t kernels
+    for (size_t i = 0; i < unique.size(); ++i) {
+      lua_createtable(L, 0, 3);
+      set_string(L, "label", "'" + unique[i]->name + "' (" + std::string(kernel_kind_name(unique[i]->kind)) + ")");
+      set_number(L, "seconds", seconds[i]);
+      set_number(L, "floor_s", roofline_floor_seconds(*unique[i], gpu));
+      lua_rawseti(L, -2, lua_Integer(i + 1));
+    }
+    lua_setfield(L, -2, "kernels");  // stack: fn t
+    ns_call(L, 1, 1, "in " + file + " predictor_warnings");  // stack: warnings
+    return strings_read(L, -1, file + ": predictor_warnings must return an array of strings");
+  }
+
   session::impl& p_;
   std::string name_, where_;  // where_: "<chunk>:<line of predict>"
   int ref_;
@@ -202,7 +231,19 @@ int l_predict(lua_State* L) {
       if (!ki.k.tile_m && !ki.k.tile_k && !ki.k.tile_elems && !(ki.k.tile_blocks > 0)) untiled.push_back(&ki.k);
     if (!untiled.empty()) p.owner->tiles_select(untiled, gpu);
     const std::vector<double> seconds = pred.predict(ks, gpu);
-    for (const auto& w : pred.warnings())
+    std::vector<std::string> warnings = pred.warnings();
+    // the out-of-distribution warnings a forecast priced by this predictor directly carries (neusight.uncertainty
+    // warnings: the band's rule, without a band), for these kernels' families: a Lua predictor wrapping it keeps them
+    if (const fs::path table = pred.uncertainty_file(gpu.vendor); !table.empty()) {
+      graph one;
+      one.nodes.emplace_back();  // each kernel once (count 1)
+      const forecast fc = forecast_make(std::move(one), ks, seconds);
+      figure_inputs in;
+      family_inputs_add(in, fc.seconds_by_family(), pred, gpu.vendor);
+      for (auto& w : p.owner->figures_call("neusight.uncertainty", "warnings", in, gpu, table).warnings)
+        warnings.push_back(std::move(w));
+    }
+    for (const auto& w : warnings)
       if (std::find(p.predict_warnings.begin(), p.predict_warnings.end(), w) == p.predict_warnings.end())
         p.predict_warnings.push_back(w);
     lua_createtable(L, int(seconds.size()), 0);

@@ -269,12 +269,15 @@ end
 --- μ_f) with k_f = σ_f² / (σ_f² + ε_f²) (ε_f² = the folds' kernel variance / n_f, the trace's effective kernel
 --- count of the family). Without an error table (roofline) c_f = M_f / T_f. Families the trace does not exercise
 --- (element-wise, norms: their ops are not built from shapes) get no factor.
---- `r`: measurement, ops, family_s / family_n (forecast seconds and kernel counts by family), measured_s (by
---- family), roofline, gpu, uncertainty / uncertainty_source.
+--- `r`: measurement, ops, steps (the profiled steps the trace holds, each op once per step; default 1: the times
+--- shown are per step), family_s / family_n (forecast seconds and kernel counts by family, over the whole trace),
+--- measured_s (by family), roofline, gpu, uncertainty / uncertainty_source.
 ---@param r table
 function M.fit_trace(r)
   local U = require("neusight.uncertainty")
   local measured, predicted = r.measured_s or {}, r.family_s or {}
+  local steps = math.tointeger(r.steps) or 1
+  local per_step = 1e3 / steps  -- seconds over the trace → ms per profiled step
   local prior = {}
   local p = U.parts(r)
   if p then
@@ -308,15 +311,16 @@ function M.fit_trace(r)
     if c <= M.min_factor or c >= M.max_factor then clamped[#clamped + 1] = name end
     fields[#fields + 1] = { key = "factor." .. name, value = c }
     shown[#shown + 1] = fmt("%s x%.3f (measured %.4g ms vs forecast %.4g ms, %.0f %% taken as bias)", name, c,
-      measured[name] * 1e3, predicted[name] * 1e3, 100 * k)
+      measured[name] * per_step, predicted[name] * per_step, 100 * k)
   end
   if #clamped > 0 then
     warnings[#warnings + 1] = fmt("%s: the factors of %s reached the limit [%g, %g]: was the trace recorded on this "
       .. "GPU?", r.measurement, table.concat(clamped, ", "), M.min_factor, M.max_factor)
   end
   local lines = {
-    fmt("%d GEMM and attention ops: measured %.4g ms of kernel time, forecast %.4g ms (%+.1f %%)", r.ops or 0,
-      m_all * 1e3, t_all * 1e3, 100 * (m_all / t_all - 1)),
+    fmt("%d GEMM and attention ops: measured %.4g ms of kernel time per step, forecast %.4g ms (%+.1f %%)%s", r.ops or 0,
+      m_all * per_step, t_all * per_step, 100 * (m_all / t_all - 1),
+      steps > 1 and fmt(" (the trace's %d steps: %.4g ms measured in all)", steps, m_all * 1e3) or ""),
     "factors: " .. table.concat(shown, "; "),
   }
   return { fields = fields, lines = lines, warnings = warnings }

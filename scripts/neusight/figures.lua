@@ -110,6 +110,52 @@ function M.floor_warning(t)
     (t.mfu and t.mfu > 1) and fmt("; MFU %.1f %%", 100 * t.mfu) or "", advice)
 end
 
+-- A Lua predictor's answer is warned of above M.predictor_above_roofline times max(the kernel's roofline floor,
+-- M.predictor_floor_min_s): 100 times, as a predictor's roofline in milliseconds (k.bytes / (bw * 1e6)) is exactly
+-- 1000 times a memory-bound kernel's floor and under it on a compute-bound one, so a bound of 1000 would miss the bug it
+-- is for; and over 1 ms at least, as a kernel whose floor is a few ns (one row of an element-wise op) takes a
+-- launch's microseconds, thousands of times its floor, on every GPU.
+M.predictor_above_roofline = 100
+M.predictor_floor_min_s = 1e-5
+
+--- What a Lua predictor's answers say against each kernel's roofline floor (engine/core/roofline.h
+--- roofline_floor_seconds), as warnings: one line for the kernels priced far above it (over
+--- M.predictor_above_roofline times max(floor, M.predictor_floor_min_s): the usual bug is milliseconds where predict()
+--- returns seconds), one for those below it (M.below_floor: faster than the GPU's peaks allow), each naming the
+--- predictor, how many kernels and the furthest one; none when all are in range. Told once per predict() call, i.e.
+--- once per forecast, not per kernel (engine/lua/session_predict.cpp lua_predictor). `t`: where (the predictor's
+--- "file:line"), gpu (name, source), kernels = { { label, seconds, floor_s (0: no floor, e.g. a copy of 0 bytes) }, … }.
+function M.predictor_warnings(t)
+  local above, below, n = { count = 0, ratio = 0 }, { count = 0, ratio = huge }, #t.kernels
+  for _, k in ipairs(t.kernels) do
+    if positive(k.floor_s) then
+      local ratio = k.seconds / k.floor_s
+      if k.seconds > M.predictor_above_roofline * math.max(k.floor_s, M.predictor_floor_min_s) then
+        above.count = above.count + 1
+        if ratio > above.ratio then above.ratio, above.k = ratio, k end
+      elseif M.below_floor(k.seconds, k.floor_s) then
+        below.count = below.count + 1
+        if ratio < below.ratio then below.ratio, below.k = ratio, k end
+      end
+    end
+  end
+  local gpu, out = t.gpu or {}, {}
+  if above.k then
+    out[#out + 1] = fmt("predictor %s priced %d of %d kernels on %s over %d times their roofline time (max(FLOPs / "
+      .. "peak, bytes / bandwidth)), the furthest %s at %s ms against %s ms (x%.0f): predict() returns seconds per "
+      .. "kernel, not milliseconds", tostring(t.where), above.count, n, tostring(gpu.name), M.predictor_above_roofline,
+      above.k.label, sig(above.k.seconds * 1e3), sig(above.k.floor_s * 1e3), above.ratio)
+  end
+  if below.k then
+    out[#out + 1] = fmt("predictor %s priced %d of %d kernels on %s below their roofline time (max(FLOPs / peak, "
+      .. "bytes / bandwidth)), faster than the GPU's peaks allow, the furthest %s at %s ms against %s ms (%.1f %% "
+      .. "below); check predict() (seconds per kernel) or the peaks and mem_bw_gbps of %s", tostring(t.where),
+      below.count, n, tostring(gpu.name), below.k.label, sig(below.k.seconds * 1e3), sig(below.k.floor_s * 1e3),
+      100 * (1 - below.ratio), tostring(gpu.source))
+  end
+  return out
+end
+
 -- The GPUs of `r` (M.compute's fields), the model FLOPs of its iteration (the graph's forward and backward, over the
 -- copies of the graph it runs: one tp rank's microbatch in a parallel run; its gradient accumulation once over the
 -- tp ranks, the model's parameters' once), the dtype's dense peak (nil: none) and the MFU of its latency_s (nil
@@ -144,7 +190,8 @@ local function forecast_floor_of(r, gpus, model_flops, peak)
   local kernels, what
   -- uncalibrated, the kernels' floor holds the predictor, not the GPU: the bundled neusight, roofline and
   -- roofline_derated price each kernel at or above it, while the published baseline roofline-reference (GiB against
-  -- GB/s, its own bytes) and a Lua predictor may price under it by their own rules; the model FLOPs floor holds all
+  -- GB/s, its own bytes) and a Lua predictor may price under it by their own rules (a Lua predictor's kernels under
+  -- their floors are warned of by M.predictor_warnings); the model FLOPs floor holds all
   if r.calibration_source then kernels, what = M.kernel_floor(r, r.floor_s) end
   local flops = peak and model_flops / gpus / (peak * 1e12)
   if flops and not (kernels and kernels >= flops) then

@@ -1189,8 +1189,11 @@ local function graph_of(w, gpu)
         if type(n) == "table" and type(n.attrs) == "table" and n.attrs.group == g then sharded = true end
       end
       if not sharded then
-        error(("parallel.%s: the model function ignored opts.%s = %d (its graph has no %s collective; add them with neusight.parallel.comm_node)")
-          :format(g, g, plan[g], g == "tp" and "tensor-parallel" or "expert-parallel"), 0)
+        -- a setting this model cannot run (neusight.infeasible): `search` skips such a layout with this reason
+        -- (a model function file searched without sharding itself keeps its tp 1 layouts), predict stops on it
+        require("neusight").infeasible(("parallel.%s: the model function ignored opts.%s = %d (its graph has no %s "
+          .. "collective; add them with neusight.parallel.comm_node)")
+          :format(g, g, plan[g], g == "tp" and "tensor-parallel" or "expert-parallel"))
       end
     end
   else

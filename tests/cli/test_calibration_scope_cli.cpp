@@ -197,6 +197,41 @@ TEST_CASE("calibration scope: a trace calibration of another predictor is not ap
         run_json(args + " --predictor roofline --no-calibration")["latency_ms"].get<double>());
 }
 
+// tester5: a trace of several profiled steps printed the measured time of all of them as if it were one step's; the
+// factors (ratios) were right. The times shown (table and JSON) are per step, and the step count is said.
+TEST_CASE("calibration from a trace: the measured and forecast times are per profiled step", "[cli][calibrate]") {
+  temp_dir t;
+  const std::string gpu = gpu_file_copy(t, "h200_sxm_141gb.toml", "h200");
+  const auto fixture = ns_test::source_dir / "tests/fixtures/traces/hf/gpt2-fp32-train";
+  const std::string trace = ns_test::slurp(fixture.string() + ".json");
+  const std::string meta = ns_test::slurp(fixture.string() + ".meta.json");
+  REQUIRE(meta.find("\"steps\": 1,") != std::string::npos);
+  // the same ops, said to be two steps' (scripts/collect/hf_trace.py's sidecar metadata)
+  const std::string one = t.write("one.json", trace).string(), two = t.write("two.json", trace).string();
+  t.write("one.meta.json", meta);
+  t.write("two.meta.json", ns_test::replace_all(meta, "\"steps\": 1,", "\"steps\": 2,"));
+  const std::string args = "predict --gpu '" + gpu + "' --predictor roofline --calibrate ";
+  const json j1 = run_json(args + "'" + one + "'"), j2 = run_json(args + "'" + two + "'");
+  CHECK(j1["steps"] == 1);
+  CHECK(j2["steps"] == 2);
+  CHECK_THAT(j2["measured_ms"].get<double>(), Catch::Matchers::WithinRel(j1["measured_ms"].get<double>() / 2, 1e-12));
+  CHECK_THAT(j2["forecast_ms"].get<double>(), Catch::Matchers::WithinRel(j1["forecast_ms"].get<double>() / 2, 1e-12));
+  CHECK(j2["factors"] == j1["factors"]);
+  for (const auto& [fam, v] : j2["families"].items()) {
+    INFO(fam);
+    CHECK_THAT(v["measured_ms"].get<double>(),
+               Catch::Matchers::WithinRel(j1["families"][fam]["measured_ms"].get<double>() / 2, 1e-12));
+  }
+  const auto table = run_cli(args + "'" + two + "'");
+  REQUIRE(table.code == 0);
+  CHECK_THAT(table.out, Catch::Contains(" ops over 2 profiled steps)\n"));
+  char per_step[64];
+  std::snprintf(per_step, sizeof per_step, "measured %.4g ms of kernel time per step, ", j2["measured_ms"].get<double>());
+  CHECK_THAT(table.out, Catch::Contains(per_step));
+  CHECK_THAT(table.out, Catch::Contains("(the trace's 2 steps: "));
+  CHECK_THAT(run_cli(args + "'" + one + "'").out, !Catch::Contains("steps"));
+}
+
 // NEUSIGHT_NO_CALIBRATION=false (or no, off, a typo) switched the calibration off: anything but "" and "0" did.
 TEST_CASE("calibration scope: NEUSIGHT_NO_CALIBRATION is read strictly", "[cli][calibrate]") {
   temp_dir t;

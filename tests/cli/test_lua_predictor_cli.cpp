@@ -220,3 +220,72 @@ TEST_CASE("Lua predictor: mistakes are errors that say where", "[cli][predictor]
           "    while predicting 22 kernels on T4 with predictor 'TMP/p.lua' (TMP/p.lua:3)\n");
   }
 }
+
+namespace {
+// The warnings of `j` that start with `prefix`.
+std::vector<std::string> warnings_starting(const json& j, const std::string& prefix) {
+  std::vector<std::string> out;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().rfind(prefix, 0) == 0) out.push_back(w.get<std::string>());
+  return out;
+}
+}  // namespace
+
+// tester5 #8: a Lua predictor answering in milliseconds (54 s for GPT-2 Large) was accepted without a word, and one
+// faster than the GPU's peaks passed unless the whole forecast's MFU went over 100 %. Each is one warning per
+// forecast (scripts/neusight/figures.lua predictor_warnings) naming the file:line and the furthest kernel.
+TEST_CASE("Lua predictor: answers far above or below the roofline are warned of once per forecast", "[cli][predictor]") {
+  temp_dir t;
+  const std::string ms = t.write("ms.lua", "return { predict = function(kernels, gpu) local o = {} for i, k in "
+                                           "ipairs(kernels) do o[i] = k.bytes / (gpu.mem_bw_gbps * 1e6) end return o "
+                                           "end }\n").string();
+  const std::string fast = t.write("fast.lua", "return { predict = function(kernels, gpu) local o = {} for i, k in "
+                                               "ipairs(kernels) do o[i] = k.bytes / (gpu.mem_bw_gbps * 1e12) end "
+                                               "return o end }\n").string();
+  const std::string pass = t.write("pass.lua", "local ns = require 'neusight'\nreturn { predict = function(k, gpu) "
+                                               "return ns.predict(k, gpu, 'neusight') end }\n").string();
+  SECTION("milliseconds: one warning naming the file, the count and the furthest kernel") {
+    const json j = parse_json(run_cli(gpt2 + "--mode inference --predictor " + ns_test::quoted(ms)));
+    const auto w = warnings_starting(j, "predictor " + ms + ":1 priced ");
+    REQUIRE(w.size() == 1);
+    CHECK_THAT(w[0], Catch::Contains(" kernels on T4 over 100 times their roofline time (max(FLOPs / peak, bytes / "
+                                     "bandwidth)), the furthest '"));
+    CHECK_THAT(w[0], Catch::Contains("(x1000): predict() returns seconds per kernel, not milliseconds"));
+    CHECK(warnings_starting(j, "predictor ").size() == 1);
+  }
+  SECTION("faster than the peaks: one warning") {
+    const json j = parse_json(run_cli(gpt2 + "--mode inference --predictor " + ns_test::quoted(fast)));
+    const auto w = warnings_starting(j, "predictor " + fast + ":1 priced 22 of 22 kernels on T4 below their roofline "
+                                        "time (max(FLOPs / peak, bytes / bandwidth)), faster than the GPU's peaks "
+                                        "allow, the furthest '");
+    CHECK(w.size() == 1);
+    CHECK(warnings_starting(j, "predictor ").size() == 1);
+  }
+  SECTION("the built-ins through ns.predict and the bundled roofline_derated: none") {
+    for (const std::string& p : {pass, std::string("roofline_derated")})
+      for (const char* mode : {"--mode inference", "--mode train"}) {
+        INFO(p << " " << mode);
+        CHECK(warnings_starting(parse_json(run_cli(gpt2 + mode + " --predictor " + ns_test::quoted(p))), "predictor ")
+                  .empty());
+      }
+  }
+}
+
+// tester5 #15(j): a Lua predictor wrapping ns.predict(…, "neusight") dropped the built-in's out-of-distribution
+// warnings (0 on an H100, where --predictor neusight gives them): they reach the forecast as the built-in's do.
+TEST_CASE("Lua predictor: a wrapper of ns.predict neusight keeps its out-of-distribution warnings", "[cli][predictor]") {
+  temp_dir t;
+  const std::string file = t.write("via.lua", R"lua(local ns = require "neusight"
+return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "neusight") end })lua").string();
+  const std::string args = "predict --model gpt2_large --gpu h100 --mode inference --batch 4 --seq 1024 --format json "
+                           "--predictor ";
+  const json want = parse_json(run_cli(args + "neusight"));
+  const json got = parse_json(run_cli(args + ns_test::quoted(file)));
+  const auto ood = warnings_starting(want, "H100-SXM5-80GB is out of distribution for the ");
+  REQUIRE_FALSE(ood.empty());
+  CHECK(warnings_starting(got, "H100-SXM5-80GB is out of distribution for the ") == ood);
+  // a roofline wrapper has none to keep
+  const std::string roof = t.write("roof.lua", R"lua(local ns = require "neusight"
+return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "roofline") end })lua").string();
+  CHECK(warnings_starting(parse_json(run_cli(args + ns_test::quoted(roof))), "H100-SXM5-80GB is out of").empty());
+}

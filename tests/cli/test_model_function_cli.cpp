@@ -157,3 +157,111 @@ TEST_CASE("pipeline.lua: a parallel run that skips the timeline is an error", "[
   CHECK(dp.out.empty());
   CHECK(run_cli(base + skip).code == 0);  // one GPU: skipping it is allowed
 }
+
+namespace {
+// A model function file (--model FILE.lua): a two-linear MLP whose batch is the Lua expression `batch`.
+std::string mlp_function(const std::string& batch) {
+  return "-- a model function file\nreturn function(opts)\n  local b = " + batch +
+         "\n  local x, a = { b, opts.seq, 1024 }, { b, opts.seq, 4096 }\n  return {\n"
+         "    { op = \"linear\", name = \"fc1\", inputs = { x }, output = a, params = 1024 * 4096 },\n"
+         "    { op = \"linear\", name = \"fc2\", inputs = { a }, output = x, params = 4096 * 1024 },\n"
+         "  }, \"mlp\"\nend\n";
+}
+
+// A phase-aware decoder (prefill: sdpa; decode: decode_attention over the cache) as a model function file.
+const char* const decoder_function = R"lua(-- a decoder model function file
+local D, H, L = 2048, 16, 4
+return function(opts)
+  local b, dec = opts.batch, opts.phase == "decode"
+  local s = dec and 1 or opts.seq
+  local ctx = dec and (opts.context + 1) or opts.seq
+  local n = {}
+  for l = 1, L do
+    local x, hd = { b, s, D }, D // H
+    n[#n + 1] = { op = "linear", name = "qkv" .. l, layer = "l" .. l, inputs = { x }, output = { b, s, 3 * D },
+                  params = 3 * D * D }
+    if dec then
+      n[#n + 1] = { op = "decode_attention", name = "attn" .. l, layer = "l" .. l,
+                    inputs = { { b, H, 1, hd }, { b, H, ctx, hd }, { b, H, ctx, hd } }, output = { b, H, 1, hd } }
+    else
+      n[#n + 1] = { op = "sdpa", name = "attn" .. l, layer = "l" .. l,
+                    inputs = { { b, H, s, hd }, { b, H, s, hd }, { b, H, s, hd } }, output = { b, H, s, hd } }
+    end
+    -- the layer's cache of K and V (bf16), written for the new tokens (neusight.nodes.kv_cache_write's node)
+    n[#n + 1] = { op = "setitem", name = "kv" .. l, layer = "l" .. l, inputs = { { b, H, s, hd }, { b, H, s, hd } },
+                  output = { 2, b, H, s, hd }, attrs = { kv_cache_bytes = 2 * b * H * ctx * hd * 2,
+                                                         kv_cache_tokens = ctx } }
+    n[#n + 1] = { op = "linear", name = "o" .. l, layer = "l" .. l, inputs = { x }, output = x, params = D * D }
+  end
+  return n, "dec"
+end
+)lua";
+}  // namespace
+
+// tester5 #15(h): search and serve took presets and config.json only, so a model of one's own could not be searched
+// or served. --model FILE.lua (a file returning a model function, or a workload table with one) works on predict,
+// search and serve, with the checks a workload script's function gets.
+TEST_CASE("model function: --model FILE.lua on predict search and serve", "[cli][model_function]") {
+  temp_dir t;
+  const std::string fn = t.write("fn.lua", mlp_function("opts.batch")).string();
+  const std::string script = t.write("w.lua", mlp("opts.batch", true)).string();  // the same model in a workload
+  const std::string fixed = t.write("fixed.lua", mlp_function("8")).string();
+  const std::string dec = t.write("dec.lua", decoder_function).string();
+  const std::string common = " --gpu h100 --mode train --batch 8 --seq 512 --optimizer adamw --dtype bf16 "
+                             "--predictor roofline --format json";
+  SECTION("predict: the file's function, or a workload's `model`, gives run's forecast") {
+    const double want = run_json(script)["latency_ms"];
+    for (const std::string& m : {fn, script}) {
+      const auto r = run_cli("predict --model " + quoted(m) + common);
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      const json j = json::parse(r.out);
+      CHECK(j["latency_ms"].get<double>() == want);
+      CHECK(j["model"] == "mlp");
+    }
+  }
+  SECTION("search ranks its layouts and holds it to opts") {
+    const std::string args = " --gpu h100 --gpus 2 --max-tp 1 --batch 16 --seq 512 --dtype bf16 --predictor roofline "
+                             "--format json";
+    const auto r = run_cli("search --model " + quoted(fn) + args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    REQUIRE_FALSE(j["layouts"].empty());
+    CHECK_FALSE(warned(j, "ignores opts.batch"));
+    const auto f = run_cli("search --model " + quoted(fixed) + args);
+    REQUIRE(f.code == 0);
+    // once, though each layout's batch (dp 2, 1 to 8 microbatches) words it with its own numbers
+    int told = 0;
+    const json fj = json::parse(f.out);
+    for (const auto& w : fj["warnings"])
+      told += w.get<std::string>().find("model function 'mlp' gives the same graph at batch") != std::string::npos;
+    INFO(f.out);
+    CHECK(told == 1);
+  }
+  SECTION("serve: a decoder that builds prefill and decode steps and writes its cache; one that does not is refused") {
+    const std::string args = " --gpu h100 --batch 4 --input-len 256 --output-len 16 --dtype bf16 --predictor roofline "
+                             "--format json";
+    const auto r = run_cli("serve --model " + quoted(dec) + args);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    CHECK(json::parse(r.out)["model"] == "dec");
+    const auto mlp_serve = run_cli("serve --model " + quoted(fn) + args);
+    CHECK(mlp_serve.code == 1);
+    CHECK(mlp_serve.out.empty());
+    CHECK(mlp_serve.err.find("holds no KV cache") != std::string::npos);
+  }
+  SECTION("a file that returns no model function is an error naming it") {
+    const std::string bad = t.write("bad.lua", "return 42\n").string();
+    for (const std::string& cmd : {std::string("predict --mode inference --batch 8 --seq 512"),
+                                   std::string("search --gpus 2 --batch 8 --seq 512"),
+                                   std::string("serve --batch 8 --input-len 64 --output-len 4")}) {
+      INFO(cmd);
+      const auto r = run_cli(cmd + " --model " + quoted(bad) + " --gpu h100");
+      CHECK(r.code == 1);
+      CHECK(r.err.find(": --model FILE.lua must return a model function (function(opts) returning nodes, as "
+                       "examples/custom_model.lua's `model`) or a workload table with one as its field 'model' (got "
+                       "number)") != std::string::npos);
+    }
+  }
+}

@@ -355,6 +355,33 @@ TEST_CASE("search: layouts ranked, each the same forecast predict makes, bad one
   CHECK(none.err.find("search: no layout of 3 GPUs could be forecast") != std::string::npos);
 }
 
+// tester5 #15(e): the table's parts did not add up to the iteration (the optimizer step had no column, JSON no field).
+// Training with an optimizer: an "optimizer ms" column and optimizer_ms in JSON/CSV rows, iteration = compute +
+// exposed comm + bubble + optimizer; without an optimizer step (inference, --optimizer none) neither.
+TEST_CASE("search: the optimizer step has its column when the forecast has one", "[cli][search]") {
+  const std::string args = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 16 --seq 1024 "
+                           "--predictor roofline --top 50 ";
+  const auto table = run_cli(args + "--optimizer adamw");
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK_THAT(table.out, Catch::Contains(" exposed comm  bubble ms optimizer ms  memory GB\n"));
+  const json j = json::parse(run_cli(args + "--optimizer adamw --format json").out);
+  REQUIRE(j["layouts"].size() > 1);
+  for (const auto& l : j["layouts"]) {
+    INFO(l.dump());
+    CHECK(l["optimizer_ms"].get<double>() > 0);
+    CHECK_THAT(l["compute_ms"].get<double>() + l["exposed_comm_ms"].get<double>() + l["bubble_ms"].get<double>() +
+                   l["optimizer_ms"].get<double>(),
+               Catch::Matchers::WithinRel(l["iteration_ms"].get<double>(), 1e-9));
+  }
+  CHECK_THAT(run_cli(args + "--optimizer adamw --format csv").out, Catch::Contains(",bubble_ms,optimizer_ms,memory_gb,"));
+  for (const char* none : {"--optimizer none", "--mode inference"}) {
+    INFO(none);
+    CHECK_THAT(run_cli(args + none).out, !Catch::Contains("optimizer ms"));
+    CHECK_FALSE(json::parse(run_cli(args + none + " --format json").out)["layouts"][0].contains("optimizer_ms"));
+  }
+}
+
 // What no layout changes (the GPU, the model, the dtype, the cluster) is resolved once before the layouts: a typo is
 // one error, predict's, with its did-you-mean, not "no layout could be forecast" with the reason repeated per layout.
 TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once before any layout", "[cli][search]") {

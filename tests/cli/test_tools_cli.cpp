@@ -345,3 +345,23 @@ TEST_CASE("ops --format json lists the rules as JSON and csv is refused", "[cli]
   CHECK(std::count(table.out.begin(), table.out.end(), '\n') == std::ptrdiff_t(j.size()));
   CHECK(run_cli("ops --format csv").code == 2);
 }
+
+// tester5 #2 follow-up: op rules declare the node attrs they read (field `attrs`); `ops -v` lists them per op, in its
+// table and its JSON, so a model writer sees what `attrs = { … }` a node may set without reading the rule.
+TEST_CASE("ops -v lists each rule's declared attrs in the table and the JSON", "[cli][tools]") {
+  const auto table = run_cli("ops -v");
+  REQUIRE(table.code == 0);
+  CHECK_THAT(table.out, Catch::Contains("\n                   attrs.causal  boolean: true when absent (decoder "
+                                        "self-attention, is_causal=True); false for full attention"));
+  CHECK_THAT(table.out, Catch::Contains("\n                   attrs.bias  boolean: "));
+  CHECK_THAT(run_cli("ops").out, !Catch::Contains("\n                   attrs."));  // without -v: one line per op
+  const json j = json_of(run_cli("ops -v --format json"));
+  const auto sdpa = std::find_if(j.begin(), j.end(), [](const json& o) { return o["op"] == "sdpa"; });
+  REQUIRE(sdpa != j.end());
+  REQUIRE((*sdpa)["attrs"].is_object());
+  CHECK((*sdpa)["attrs"]["causal"].get<std::string>().rfind("boolean: true when absent", 0) == 0);
+  CHECK((*sdpa)["attrs"].contains("dropout"));
+  CHECK((*sdpa)["attrs"].contains("saved_inputs"));  // a shared one (rules.attrs { "saved_inputs", … })
+  const json plain = json_of(run_cli("ops --format json"));
+  CHECK_FALSE(plain[0].contains("attrs"));
+}

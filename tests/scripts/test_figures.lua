@@ -142,4 +142,30 @@ function M.test_search_floor_over_the_ranking()
   eq(#F.search_floor(layouts(), { dtype = "bf16", gpu = gpu }).warnings, 0, "no peak, no calibration: no floor")
 end
 
+-- A Lua predictor's answers against each kernel's roofline floor (M.predictor_warnings): one line for those over 100 x
+-- max(floor, 10 us), one for those under it, each naming the file:line, the count and the furthest kernel; a tiny
+-- kernel's launch microseconds (thousands of times its ns floor) and answers at the floor are not warned of.
+function M.test_predictor_warnings()
+  local gpu = { name = "G", source = "gpus/g.toml" }
+  local function ks(list)
+    local out = {}
+    for i, k in ipairs(list) do out[i] = { label = "'k" .. i .. "' (gemm)", seconds = k[1], floor_s = k[2] } end
+    return out
+  end
+  local w = F.predictor_warnings { where = "p.lua:2", gpu = gpu, kernels = ks {
+    { 1.5e-3, 1e-6 }, { 5e-3, 2e-6 }, { 4e-6, 1e-9 }, { 1e-6, 1e-6 }, { 1e-3, 0 }, { 2e-2, 1e-5 }, { 1e-3, 1e-6 } } }
+  eq(#w, 1, "three kernels far above: one warning")
+  eq(w[1], "predictor p.lua:2 priced 3 of 7 kernels on G over 100 times their roofline time (max(FLOPs / peak, bytes "
+    .. "/ bandwidth)), the furthest 'k2' (gemm) at 5.000 ms against 0.002000 ms (x2500): predict() returns seconds "
+    .. "per kernel, not milliseconds", "the above line")
+  local below = F.predictor_warnings { where = "p.lua:2", gpu = gpu, kernels = ks {
+    { 0.5e-6, 1e-6 }, { 1e-6 * (1 - 1e-7), 1e-6 }, { 0.9e-3, 1e-3 } } }
+  eq(#below, 1, "below: one warning (within 1e-6 of the floor is at it)")
+  eq(below[1], "predictor p.lua:2 priced 2 of 3 kernels on G below their roofline time (max(FLOPs / peak, bytes / "
+    .. "bandwidth)), faster than the GPU's peaks allow, the furthest 'k1' (gemm) at 5.000e-04 ms against 0.001000 ms "
+    .. "(50.0 % below); check predict() (seconds per kernel) or the peaks and mem_bw_gbps of gpus/g.toml", "the below line")
+  eq(#F.predictor_warnings { where = "p.lua:2", gpu = gpu, kernels = ks { { 1e-6, 1e-6 }, { 5e-6, 1e-9 } } }, 0,
+    "in range: none")
+end
+
 return M
