@@ -26,7 +26,9 @@ struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
   forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}, {}}),
-                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {}
+                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {
+    pred->gpu_files_set(ns_test::source_dir / "gpus");  // as a session's forecasts (the GPU range envelope)
+  }
 
   // Seconds of each kernel with the library tiles of scripts/tiling/ and the shipped weights.
   std::vector<double> seconds(std::vector<kernel> ks, const gpu_spec& gpu) {
@@ -675,4 +677,68 @@ TEST_CASE("a GPU with more bandwidth or memory or L2 is never forecast slower (p
       }
   }
   CHECK(checks == 2 * 3 * 3 * 30);
+}
+
+// The property the GPU range envelope (engine/core/neusight_predictor.cpp, gpu_in_range; weights/MONOTONE_GPU_RULE.md,
+// variant 2) makes exact for the fp32 families (bmm, linear, element-wise, softmax, layer norm), whose MLPs read the
+// per-SM bandwidth and memory: a GPU beyond the training GPUs' range of either (the weights' training.gpus, their
+// GPU files) is priced no slower than its copy with each such resource lowered to the top of the range; and a copy
+// of the A100-PCIE-40GB (the training GPU with the most bandwidth per SM) with more bandwidth no slower than the file
+// itself. Without the envelope an H100 with twice the bandwidth priced an fp32 decode GEMV (1 × 4096 × 4096) 1167×
+// the H100's own forecast.
+TEST_CASE("a GPU beyond the training range of per-SM bandwidth or memory is priced no slower than at the top of the "
+          "range (fp32 families)",
+          "[neusight][physics]") {
+  forecaster f;
+  // the training range of the shipped fp32 weights, from their manifests (one list for the five families)
+  std::vector<std::string> trained;
+  for (const std::string fam : {"bmm", "linear", "elementwise", "softmax", "layernorm"}) {
+    weights_provenance prov;
+    weights_load(ns_test::source_dir / "weights" / "nvidia" / fam, &prov);
+    if (trained.empty()) trained = prov.gpus;
+    REQUIRE(prov.gpus == trained);
+  }
+  REQUIRE(!trained.empty());
+  gpu_spec top_bw = gpu_named(trained.front()), top_mem = top_bw;
+  for (const auto& n : trained) {
+    const gpu_spec g = gpu_named(n);
+    if (g.mem_bw_gbps / double(g.num_sm) > top_bw.mem_bw_gbps / double(top_bw.num_sm)) top_bw = g;
+    if (g.mem_gb / double(g.num_sm) > top_mem.mem_gb / double(top_mem.num_sm)) top_mem = g;
+  }
+  REQUIRE(top_bw.name == "A100-PCIE-40GB");
+  size_t checks = 0, above = 0;
+  for (const std::string gpu_name : {"h100", "A100-PCIE-40GB"}) {
+    const gpu_spec base = gpu_named(gpu_name);
+    std::vector<kernel> ks;
+    for (const kernel& k : resource_kernels(f, base))
+      if (const auto fam = family_of(k); fam && !family_transfer_features(*fam)) ks.push_back(k);
+    REQUIRE(ks.size() == 19);
+    const auto t0 = f.seconds(ks, base);
+    for (double gpu_spec::*res : {&gpu_spec::mem_bw_gbps, &gpu_spec::mem_gb})
+      for (const double s : {1.25, 1.5, 2.0}) {
+        gpu_spec more = base;
+        more.*res *= s;
+        gpu_spec top = more;  // each resource above the range at its top
+        if (more.mem_bw_gbps / double(more.num_sm) > top_bw.mem_bw_gbps / double(top_bw.num_sm))
+          top.mem_bw_gbps = top_bw.mem_bw_gbps * double(more.num_sm) / double(top_bw.num_sm);
+        if (more.mem_gb / double(more.num_sm) > top_mem.mem_gb / double(top_mem.num_sm))
+          top.mem_gb = top_mem.mem_gb * double(more.num_sm) / double(top_mem.num_sm);
+        REQUIRE(!(top.mem_bw_gbps == more.mem_bw_gbps && top.mem_gb == more.mem_gb));  // every copy is above
+        ++above;
+        const auto t = f.seconds(ks, more), tt = f.seconds(ks, top);
+        for (size_t i = 0; i < ks.size(); ++i) {
+          const kernel& k = ks[i];
+          INFO(base.name << " " << resource_name(res) << " x" << s << ": " << k.name << " " << k.dtype << " (" << k.b
+                         << " | " << k.m << ", " << k.n << ", " << k.k << " | " << k.rows << ", " << k.hidden << "): "
+                         << t[i] * 1e6 << " us, at the top of the range " << tt[i] * 1e6 << " us, the file "
+                         << t0[i] * 1e6 << " us");
+          CHECK(t[i] <= tt[i]);
+          // the A100's bandwidth copies come back to the A100 itself: no slower than the file
+          if (base.name == top_bw.name && res == &gpu_spec::mem_bw_gbps) CHECK(t[i] <= t0[i]);
+          ++checks;
+        }
+      }
+  }
+  CHECK(above == 2 * 2 * 3);
+  CHECK(checks == 2 * 2 * 3 * 19);
 }
