@@ -43,9 +43,8 @@ namespace {
 //   M (tiles are not in the class). Copies of more rows (the vector kernels' ladder) were tried and harmed gemm_tc16:
 //   they keep the small GEMM's tile and split-K at up to 16× its rows, pairs the data never holds, which the MLP
 //   priced near the launch floor (weights/MONOTONE_GEMM_RULE.md).
-// A second envelope, across GPUs rather than sizes: the GPU range envelope (gpu_in_range, below) prices an fp32-family
-// kernel on a GPU beyond its training GPUs' per-SM bandwidth or memory no slower than on the GPU's copy at the top of
-// that range.
+// Not across GPUs: a GPU beyond its training GPUs' per-SM bandwidth or memory is only warned about
+// (gpu_beyond_range_warnings, below); the GPU envelopes tried were not adopted (weights/MONOTONE_GPU_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
 enum class size_axis { rows, q_len, kv_len, batch, m };
@@ -233,22 +232,17 @@ split_launch split_piece(const kernel& k) {
   return s;
 }
 
-// The GPU range envelope: more memory bandwidth or DRAM capacity cannot make a kernel slower, but the fp32 families'
-// MLPs read both per SM (log2(tile MB / per-SM GB/s), log2(W · tile MB / per-SM memory MB); tile_model.cpp) and
-// extrapolate beyond their training GPUs' range of them: the H100 with its bandwidth doubled (3350 → 6700 GB/s, 25 →
-// 51 GB/s per SM against at most 14.4 on the training GPUs) priced an fp32 GPT-2 Large inference (batch 4 × 1024)
-// 221 → 640 ms. Where the GPU's per-SM bandwidth or per-SM capacity is above the maximum over the family's training
-// GPUs (the weights' manifest, training.gpus; their numbers from the bundled GPU files, gpu_files_set), a kernel is
-// also priced on ONE copy of the GPU with each such resource lowered to that maximum (inside the range in both), in
-// the same MLP batch with the kernel's own tile and FLOPs, and takes the lower price: a GPU with less bandwidth or
-// memory cannot run it faster. A GPU within the range gets no copy: its forecasts are the MLP's, byte for byte.
-// Not the transfer families (tensor-core GEMMs, attention: no input is a per-SM resource), not L2 (no input reads
-// it), not SMs (the tile rule's input). An earlier rule (copies at ÷1.25 / 1.5 / 2 of every GPU's bandwidth and
-// capacity) was not adopted: the T4's and P4's copies fell below the training range and leave-one-GPU-out end to
-// end went 12.80 → 17.01 % (weights/MONOTONE_GPU_RULE.md, which has this rule's measurement too).
-// Not exact across GPU files: a GPU already above the range is priced min(f(GPU), f(copy)), its richer copy
-// min(f(richer), f(copy)) with the same copy, and f is not monotone; what holds is that every GPU above the range is
-// priced no slower than on its in-range copy (tests/core/test_forecast_physics.cpp).
+// The training range of per-SM resources. A GPU with more memory bandwidth or DRAM capacity cannot run a kernel
+// slower, but the fp32 families' MLPs read both per SM (log2(tile MB / per-SM GB/s), log2(W · tile MB / per-SM
+// memory MB); tile_model.cpp) and extrapolate beyond their training GPUs' range: the H100 with its bandwidth doubled
+// (25 → 51 GB/s per SM against at most 14.4 on the training GPUs) priced an fp32 GPT-2 Large inference (batch 4 ×
+// 1024) 221 → 640 ms. Two envelopes were tried and not adopted (weights/MONOTONE_GPU_RULE.md): copies of every GPU
+// at ÷1.25 / 1.5 / 2 of both (leave-one-GPU-out end to end 12.80 → 17.01 %: the T4's and P4's copies fell below the
+// range), and one copy of an out-of-range GPU at the top of the range (variant 2: leave-one-GPU-out better, 12.80
+// → 12.71 %, but not monotone across GPU files: the copy did not reach the size envelope's larger copies, and the
+// batched MLP rounds a row differently in another batch). What is kept: a forecast on a GPU beyond the range of a
+// family's training GPUs (the weights' training.gpus, their bundled GPU files: gpu_files_set) says so, and that
+// its forecasts there may not be monotone in bandwidth or memory.
 double per_sm_bandwidth(const gpu_spec& g) { return g.mem_bw_gbps / double(g.num_sm); }
 double per_sm_capacity(const gpu_spec& g) { return g.mem_gb / double(g.num_sm); }
 
@@ -259,23 +253,8 @@ struct gpu_range {
   gpu_spec bandwidth, capacity;
 };
 
-// `gpu` with each resource above the range lowered to its top, or nullopt when it is inside (or the range unknown).
-// The copy's resource is the top GPU's × num_sm / its num_sm: exactly the top GPU's own number when both have the
-// same SMs (a copy of the A100-PCIE-40GB with more bandwidth comes back to the A100 itself, bit for bit).
-std::optional<gpu_spec> gpu_in_range(const gpu_spec& gpu, const gpu_range& r) {
-  if (!r.known) return std::nullopt;
-  gpu_spec c = gpu;
-  bool above = false;
-  if (per_sm_bandwidth(gpu) > per_sm_bandwidth(r.bandwidth))
-    c.mem_bw_gbps = r.bandwidth.mem_bw_gbps * double(gpu.num_sm) / double(r.bandwidth.num_sm), above = true;
-  if (per_sm_capacity(gpu) > per_sm_capacity(r.capacity))
-    c.mem_gb = r.capacity.mem_gb * double(gpu.num_sm) / double(r.capacity.num_sm), above = true;
-  if (!above) return std::nullopt;
-  return c;
-}
-
-// What a forecast says when the GPU is beyond a family's training range (gpu_in_range): one line, the families of
-// one range together.
+// What a forecast says when the GPU is beyond a family's training range of per-SM bandwidth or memory: one line, the
+// families of one range together.
 std::vector<std::string> gpu_beyond_range_warnings(const gpu_spec& gpu, const std::map<family, gpu_range>& ranges) {
   std::map<std::string, std::string> families_by;  // what is beyond → the families, in `families` order
   std::vector<std::string> order;
@@ -301,8 +280,8 @@ std::vector<std::string> gpu_beyond_range_warnings(const gpu_spec& gpu, const st
   std::vector<std::string> out;
   for (const auto& w : order)
     out.push_back(gpu.name + " is beyond the range the " + families_by[w] + " weights were trained on with " + w +
-                  ": their forecasts there may not be monotone in bandwidth or memory (each kernel is priced no slower "
-                  "than on a copy of the GPU at the top of that range)");
+                  ": their forecasts there may not be monotone in bandwidth or memory (a GPU with more of either may be "
+                  "forecast slower; weights/MONOTONE_GPU_RULE.md)");
   return out;
 }
 
@@ -364,11 +343,7 @@ class neusight_predictor final : public predictor {
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
-    // the GPU range envelope: a row → the row of the same kernel on the GPU's in-range copy (gpu_in_range), per
-    // family (each family its own training GPUs), evaluated in the same batch
-    std::map<family, std::map<size_t, size_t>> in_range;
-    std::map<family, std::optional<gpu_spec>> in_range_gpu;
-    std::map<family, gpu_range> ranges;
+    std::map<family, gpu_range> ranges;  // the training range of the fp32 families present (their warning)
     std::vector<std::string> range_warnings;
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
@@ -411,18 +386,8 @@ class neusight_predictor final : public predictor {
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
           }
       }
-      if (fresh && !family_transfer_features(*fam)) {
-        auto g = in_range_gpu.find(*fam);
-        if (g == in_range_gpu.end()) {
-          const gpu_range& r = ranges.emplace(*fam, training_range(gpu.vendor, *fam, range_warnings)).first->second;
-          g = in_range_gpu.emplace(*fam, gpu_in_range(gpu, r)).first;
-        }
-        if (g->second) {
-          in_range[*fam][it->second] = batch[*fam].size();
-          batch[*fam].push_back(tile_features_compute(k, *g->second));
-          if (memo_) batch_key[*fam] += "|r";  // the batch's rows, in order (outputs_memo_)
-        }
-      }
+      if (!family_transfer_features(*fam) && !ranges.count(*fam))
+        ranges.emplace(*fam, training_range(gpu.vendor, *fam, range_warnings));
       slot[i] = {*fam, it->second};
     }
     const auto& models = models_for(gpu.vendor);
@@ -484,9 +449,6 @@ class neusight_predictor final : public predictor {
             out[i] = std::min(out[i], seconds(r->second[c], tile_compute_seconds(s, gpu)));
           }
         }
-      if (auto l = in_range.find(fam); l != in_range.end())  // the same kernel on the in-range copy of the GPU
-        if (auto r = l->second.find(row); r != l->second.end())
-          out[i] = std::min(out[i], seconds(r->second, tile_compute_seconds(kernels[i].k, gpu)));
     }
     // and within the forecast: no slower than a kernel of the same class at least as large on every axis (the
     // factors' windows are not nested: 1 row looks at 2–16, 2 rows at 3–32)
@@ -540,7 +502,7 @@ class neusight_predictor final : public predictor {
     return g == v->second.end() ? none : g->second;
   }
 
-  // The maxima of per-SM bandwidth and capacity over the family's training GPUs (the GPU range envelope), looked up
+  // The maxima of per-SM bandwidth and capacity over the family's training GPUs (gpu_beyond_range_warnings), looked up
   // once per vendor and family; unknown without gpu_files_set, without training.gpus (a model given directly), or
   // when one of them has no GPU file (then `warnings` says so: no envelope for the family).
   gpu_range training_range(const std::string& vendor, family f, std::vector<std::string>& warnings) const {
@@ -561,7 +523,7 @@ class neusight_predictor final : public predictor {
           r.known = false;
           range_note_[vendor][f] = "the " + std::string(family_name(f)) + " weights name a training GPU '" + n +
                                    "' with no GPU file (" + e.what() + "): their training range of per-SM bandwidth "
-                                   "and memory is unknown, so GPUs beyond it are priced by the MLP's extrapolation";
+                                   "and memory is unknown (no warning of a GPU beyond it)";
         }
       }
       it->second = r;

@@ -68,8 +68,8 @@ class predictor {
   // session): what a predictor that has no model of a family on a GPU divides the roofline by. Unset: the roofline.
   virtual void roofline_efficiency_set(std::map<std::string, double> /*by_family*/) {}
   // The folder of GPU files (the bundled gpus/) where the neusight predictor looks up the GPUs its weights were trained
-  // on (their manifests' training.gpus) for the training range of per-SM bandwidth and capacity
-  // (neusight_predictor.cpp, the GPU range envelope). Unset: no range, no envelope.
+  // on (their manifests' training.gpus) for the training range of per-SM bandwidth and capacity: a forecast on a GPU
+  // beyond it warns that it may not be monotone there (neusight_predictor.cpp). Unset: no range, no such warning.
   virtual void gpu_files_set(std::filesystem::path /*gpus_dir*/) {}
 };
 

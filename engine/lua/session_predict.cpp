@@ -170,7 +170,7 @@ std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, 
     if (root == weights_root) weights_read = true;
     if (!efficiency) efficiency = efficiency_read(*this);
     pred->roofline_efficiency_set(*efficiency);
-    pred->gpu_files_set(opts.data_root / "gpus");  // the training GPUs' numbers (the GPU range envelope)
+    pred->gpu_files_set(opts.data_root / "gpus");  // the training GPUs' numbers (the per-SM range warning)
   }
   return pred;
 }
