@@ -67,6 +67,10 @@ class predictor {
   // The fraction of the roofline each family reaches (family_name → (0, 1]; scripts/neusight/efficiency.lua, set by the
   // session): what a predictor that has no model of a family on a GPU divides the roofline by. Unset: the roofline.
   virtual void roofline_efficiency_set(std::map<std::string, double> /*by_family*/) {}
+  // The folder of GPU files (the bundled gpus/) where the neusight predictor looks up the GPUs its weights were trained
+  // on (their manifests' training.gpus) for the training range of per-SM bandwidth and capacity: a forecast on a GPU
+  // beyond it warns that it may not be monotone there (neusight_predictor.cpp). Unset: no range, no such warning.
+  virtual void gpu_files_set(std::filesystem::path /*gpus_dir*/) {}
 };
 
 std::vector<std::string> predictor_names();
