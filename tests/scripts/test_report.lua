@@ -245,6 +245,32 @@ function M.test_compare_table()
     .. select(1, C.table(comparison()):match("\n\n(latency: .*)$")), "table")
 end
 
+-- An input not available in a forecast row (a prefill row's context beside a decode row's) is not fixed: it is a
+-- column, "-" where a row has none; an error row's "-" (an input not given) still counts for nothing.
+function M.test_compare_null_in_a_row_is_not_fixed()
+  local C = require "neusight.compare"
+  local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
+  local function row(mode, context, ms)
+    return { cell("model", "model", "tiny", "tiny"), cell("mode", "mode", mode, mode),
+      cell("context", "context", context, context and tostring(context) or "-"),
+      cell("latency_ms", "latency ms", ms, ("%.3f"):format(ms)), cell("warnings", "", {}, "") }
+  end
+  local doc = { source = "command line", inputs = { { key = "model", column = "model" }, { key = "mode", column = "mode" },
+    { key = "context", column = "context", integer = true } }, rows = { row("prefill", nil, 2.5), row("decode", 2048, 0.5) } }
+  local t = C.table(doc)
+  eq(t:match("fixed     [^\n]*"), "fixed     model tiny", "context is no fixed input")
+  assert(t:find("mode     context  latency ms\nprefill        -       2.500\ndecode      2048       0.500\n", 1, true), t)
+  local page = C.page(doc)
+  eq(table.concat(page.varying, ","), "mode,context", "the page's varying inputs")
+  eq(#page.fixed, 1, "one fixed input") eq(page.fixed[1].key, "model", "model") eq(page.fixed[1].row, 0, "from row 0")
+  eq(table.concat(page.columns, ","), "mode,context,latency_ms", "the page's first columns: the table's")
+  -- an error row without a context (not given) beside forecast rows that all have it: context stays fixed
+  local err = { cell("model", "model", "tiny", "tiny"), cell("mode", "mode", "decode", "decode"),
+    cell("context", "context", nil, "-"), cell("error", "error", "no fit", "no fit") }
+  doc.rows = { row("decode", 2048, 0.5), row("prefill", 2048, 2.5), err }
+  eq(C.table(doc):match("fixed     [^\n]*"), "fixed     model tiny, context 2048", "an error row's - is not a value")
+end
+
 function M.test_compare_csv()
   eq(require("neusight.compare").csv(comparison()), 'model,batch,latency_ms,mfu,warnings,error\ntiny,1,2.5,,"a, b",\ntiny,16,,,,no fit\n',
     "csv: the union of the keys, values exactly, nil empty")
