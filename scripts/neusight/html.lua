@@ -82,22 +82,48 @@ end
 
 local LABEL_MIN_W, LABEL_MAX_W = 100, 340
 
--- `label` cut to fit `width` pixels (M.text_width), with "…" where it was cut; and whether it was.
-function M.fit_label(label, width)
-  label = tostring(label)
-  if M.text_width(label) <= width then return label, false end
-  local cut = {}
-  for _, c in utf8.codes(label) do
-    cut[#cut + 1] = utf8.char(c)
-    if M.text_width(table.concat(cut) .. "…") > width then
-      cut[#cut] = nil
-      break
-    end
-  end
-  return table.concat(cut) .. "…", true
+local function chars(s)
+  local out = {}
+  for _, c in utf8.codes(s) do out[#out + 1] = utf8.char(c) end
+  return out
 end
 
--- A horizontal stacked bar chart. rows = { { label, key?, total, segments = { { name, key, value } }, color?, note? } };
+-- A label's text: `label` a string or a list of parts (joined by ", ").
+local function label_text(label)
+  return type(label) == "table" and table.concat(label, ", ") or tostring(label)
+end
+
+-- `label` (a string or a list of parts) cut to fit `width` pixels (M.text_width), and whether it was: the widest part
+-- loses characters from its middle ("…" there) until the whole fits, so each part keeps its start and its end (a
+-- GPU's name and its file's, the batch after it).
+function M.fit_label(label, width)
+  local parts = type(label) == "table" and label or { tostring(label) }
+  local whole = label_text(parts)
+  if M.text_width(whole) <= width then return whole, false end
+  local cs, keep, texts = {}, {}, {}
+  for i, p in ipairs(parts) do
+    cs[i] = chars(tostring(p))
+    keep[i] = #cs[i]
+    texts[i] = tostring(p)
+  end
+  while true do
+    local widest, most = nil, -1
+    for i, t in ipairs(texts) do
+      local w = M.text_width(t)
+      if keep[i] > 0 and w > most then widest, most = i, w end
+    end
+    if not widest then return table.concat(texts, ", "), true end
+    keep[widest] = keep[widest] - 1
+    local c, k = cs[widest], keep[widest]
+    local head = (k + 1) // 2
+    texts[widest] = table.concat(c, "", 1, head) .. "…" .. table.concat(c, "", #c - (k - head) + 1, #c)
+    local text = table.concat(texts, ", ")
+    if M.text_width(text) <= width then return text, true end
+  end
+end
+
+-- A horizontal stacked bar chart. rows = { { label (a string or a list of parts: M.fit_label), key?, total,
+-- segments = { { name, key, value } }, color?, note?, title? } };
 -- `names` orders the legend (colors by name; a row's `color` overrides its segments'). `scale`: the value of the full
 -- width (default the largest total); `marker`: { value, label } drawn as a vertical line (the GPU's capacity). The
 -- label column is as wide as the longest label (at most LABEL_MAX_W: a longer label is cut, its whole text in a
@@ -105,7 +131,7 @@ end
 local function bar_chart(rows, names, unit, opts)
   opts = opts or {}
   local widest = 0
-  for _, r in ipairs(rows) do widest = math.max(widest, M.text_width(r.label)) end
+  for _, r in ipairs(rows) do widest = math.max(widest, M.text_width(label_text(r.label))) end
   local label_w = math.ceil(math.min(math.max(widest + 12, LABEL_MIN_W), LABEL_MAX_W))
   local bar_w, row_h, value_w = 560, 22, 150
   local max = opts.scale or 0
@@ -124,7 +150,7 @@ local function bar_chart(rows, names, unit, opts)
     local y = (i - 1) * row_h + 4
     out[#out + 1] = ('<g class="%s">'):format(esc(opts.class or "bar"))
     local shown, cut = M.fit_label(r.label, label_w - 12)
-    local title = (cut or r.title) and ("<title>%s</title>"):format(esc(r.title or r.label)) or ""
+    local title = (cut or r.title) and ("<title>%s</title>"):format(esc(r.title or label_text(r.label))) or ""
     out[#out + 1] = ('<text class="label" x="%d" y="%d" text-anchor="end">%s%s</text>'):format(label_w - 6, y + 13,
       title, esc(shown))
     local x = label_w
@@ -458,14 +484,15 @@ function M.render_compare(r)
         label[#label + 1] = NAMED_BY_VALUE[k] and v or k .. " " .. v
       end
     end
-    local text = #label > 0 and table.concat(label, ", ") or ("row %d"):format(i - 1)
+    if #label == 0 then label[1] = ("row %d"):format(i - 1) end
+    local text = label_text(label)
     labels[i] = text
     if type(row.latency_ms) == "number" then
       local key = ("rows[%d].latency_ms"):format(i - 1)
-      bars[#bars + 1] = { label = text, key = key, total = row.latency_ms,
+      bars[#bars + 1] = { label = label, key = key, total = row.latency_ms,
                           segments = { { name = "latency", key = key, value = row.latency_ms } } }
     elseif row.error ~= nil then
-      bars[#bars + 1] = { label = text, total = 0, segments = {}, note = "could not be forecast (see the table)" }
+      bars[#bars + 1] = { label = label, total = 0, segments = {}, note = "could not be forecast (see the table)" }
     end
   end
   local out = { ("<h1>neusight comparison (%d rows)</h1>"):format(#rows) }

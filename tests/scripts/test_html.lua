@@ -91,7 +91,8 @@ function M.test_compare()
 end
 
 -- A comparison page (neusight.compare page's shape): a bar's label is the row's varying inputs only, the fixed ones
--- are said once above the chart, a label too long for the label column is cut with its whole text in a <title>; the
+-- are said once above the chart, a label too long for the label column is cut (in the middle of its widest part) with
+-- its whole text in a <title>; the
 -- table starts with the terminal table's columns, and long texts and warnings are markers listed below it.
 function M.test_compare_labels_columns_and_notes()
   local long = "H100-SXM5-80GB (/a/very/long/path/to/a/what-if/copy/of/the/h100/file.toml)"
@@ -113,7 +114,8 @@ function M.test_compare_labels_columns_and_notes()
   eq(plain[1], "H100-SXM5-80GB, batch 4", "the varying inputs, the fixed ones left out")
   eq(plain[2], "L4, batch 4", "an error row has its label too")
   eq(#labels, 1, "one label cut")
-  assert(labels[1]:find("…$"), "cut with an ellipsis: " .. labels[1])
+  -- cut in the middle of its widest part: the GPU's name, its file's and the batch stay
+  assert(labels[1]:find("^H100%-SXM5%-80GB %(/a/.*….*file%.toml%), batch 8$"), "cut in the middle: " .. labels[1])
   assert(html:find("<title>" .. H.escape(long .. ", batch 8") .. "</title>", 1, true), "the whole label in a title")
   local label_w = tonumber(html:match('<text class="label" x="(%d+)"')) + 6
   for _, text in ipairs { plain[1], plain[2], labels[1] } do
@@ -142,6 +144,20 @@ end
 
 -- A sweep's chart marks the rows that miss the targets (meets false): ✗ and grey, why in the label's title, and the
 -- heading says what the mark means.
+-- fit_label: a label that fits is as it is; else its widest part loses characters from its middle until it fits.
+function M.test_fit_label()
+  eq(select(2, H.fit_label({ "H100", "batch 4" }, 200)), false, "fits")
+  eq(H.fit_label({ "H100", "batch 4" }, 200), "H100, batch 4", "as it is")
+  local text, cut = H.fit_label({ ("x"):rep(100), "batch 4", ("y"):rep(20) }, 300)
+  eq(cut, true, "cut")
+  assert(H.text_width(text) <= 300, "fits: " .. text)
+  -- the widest part loses characters first, then the widest again: the long parts end alike, the short one whole
+  assert(text:find("^x+…x+, batch 4, y+…y+$"), "the widest parts cut in their middle: " .. text)
+  local x, y = #text:match("^(x+…x+)"), #text:match("(y+…y+)$")
+  assert(math.abs(x - y) <= 1, "as wide as each other: " .. text)
+  assert(H.text_width(text) > 300 - H.text_width("xx"), "no more than needed: " .. text)
+end
+
 function M.test_sweep_marks_missed_rows()
   local html = H.render_serve({ kind = "sweep", model = "m", rank_by = "cost", rows = {
     { gpu = "A", tp = 1, rate = 1.0, cost = 2.0, meets = true, chosen = true },
