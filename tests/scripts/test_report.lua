@@ -227,6 +227,18 @@ function M.test_params_scope()
   eq(index_of(order, "params_scope"), index_of(order, "params") + 1, "params_scope follows params")
 end
 
+-- flops_scope: what a parallel run's flops counts (its graph: one microbatch through all stages of one rank); a
+-- one-GPU result has none (flops is the whole run).
+function M.test_flops_scope()
+  eq(result({ memory_gb = 3 }).flops_scope, nil, "one GPU: no flops_scope")
+  eq(R.flops_scope({ tp = 8, ep = 1, micro_batch = 3 }, true),
+    "one microbatch of 3 through all pipeline stages, one tensor-parallel rank, and its whole optimizer step", "tp 8")
+  eq(R.flops_scope({ tp = 1, micro_batch = 2 }, false), "one microbatch of 2 through all pipeline stages, whole model",
+    "pp only, no optimizer")
+  local order = getmetatable(result({ memory_gb = 3 })).__order
+  eq(index_of(order, "flops_scope"), index_of(order, "flops") + 1, "flops_scope follows flops")
+end
+
 -- A comparison of two inputs (the second varies) and one figure; the second row failed.
 local function comparison()
   local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
