@@ -74,8 +74,8 @@ function M.text_width(s)
   local w = 0
   for _, c in utf8.codes(tostring(s)) do
     local ch = c < 128 and string.char(c) or ""
-    w = w + (ch:match("[mwMW@%%]") and 12 or ch:match("[ilIjft.,:;!|'()%[%] ]") and 4.4 or ch:match("[%l]") and 7.4 or ch:match("[%d]") and 7.7
-      or ch:match("[%u]") and 8.6 or ch:match("[%-_/*]") and 6 or 12)
+    w = w + (ch:match("[mwMW@%%]") and 12 or ch:match("[ilIjft.,:;!|'()%[%] ]") and 4.4 or ch:match("%l") and 7.4
+      or ch:match("%d") and 7.7 or ch:match("%u") and 8.6 or ch:match("[%-_/*]") and 6 or 12)
   end
   return w
 end
@@ -437,9 +437,7 @@ local function rows_table(title, rows, notes, first, omit, inputs, labels, as_is
     if not seen[k] then seen[k], keys[#keys + 1] = true, k end
   end
   for k in pairs(omit or {}) do seen[k] = true end
-  local has_error = false
   for _, row in ipairs(rows) do
-    has_error = has_error or row.error ~= nil
     for _, k in ipairs(sorted_keys(row)) do
       if not seen[k] and (type(row[k]) ~= "table" or k == "warnings") then
         seen[k] = true
@@ -511,7 +509,12 @@ function M.render_compare(r)
   end
   local first = {}
   for _, k in ipairs(r.columns or varying) do first[#first + 1] = k end
-  first[#first + 1] = "warnings"  -- markers: the texts are listed below the table
+  for _, row in ipairs(rows) do  -- markers, after the terminal table's columns: the texts are listed below the table
+    if type(row.warnings) == "table" and #row.warnings > 0 then
+      first[#first + 1] = "warnings"
+      break
+    end
+  end
   local n_inputs = 0
   for _, k in ipairs(first) do
     for _, v in ipairs(varying) do
