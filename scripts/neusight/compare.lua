@@ -152,7 +152,10 @@ local function plain(v)
 end
 
 --- What the comparison's HTML page shows (the engine hands it to neusight.html render_compare): the JSON document's
---- rows as plain tables (null left out, as the JSON reads back) and `inputs`, the inputs' keys.
+--- rows as plain tables (null left out, as the JSON reads back), `inputs` the inputs' keys and, as the table has them
+--- (M.columns), `varying` the keys of the inputs that differ between rows, `fixed` the others' ({ key, row }: `row`
+--- the index from 0 of the first row with the value) and `columns` the table's keys in its order (the varying
+--- inputs, latency_ms and the figures with a column).
 function M.page(doc)
   local rows, inputs = {}, {}
   for i, row in ipairs(doc.rows) do
@@ -161,7 +164,14 @@ function M.page(doc)
     rows[i] = o
   end
   for i, input in ipairs(doc.inputs) do inputs[i] = input.key end
-  return { rows = rows, inputs = inputs }
+  local varies, fixed_inputs, shown, model_row = M.columns(doc)
+  local varying, fixed, columns = {}, {}, {}
+  for i, input in ipairs(doc.inputs) do
+    if varies[i] then varying[#varying + 1] = input.key end
+  end
+  for k, f in ipairs(fixed_inputs) do fixed[k] = { key = f.key, row = f.row - 1 } end
+  for k, i in ipairs(shown) do columns[k] = (model_row or doc.rows[1])[i].key end
+  return { rows = rows, inputs = inputs, varying = varying, fixed = fixed, columns = columns }
 end
 
 local function failed(row) return #row > 0 and row[#row].key == "error" end
@@ -192,24 +202,31 @@ function M.csv(doc)
   return concat(out)
 end
 
---- The comparison as a table: the inputs that differ between rows are columns, the others are said once above it;
---- then latency and the figures with a column; an error row ends in its error.
-function M.table(doc)
+--- Which inputs differ between the rows and which are the same in all: `varies[i]` for the i-th input; `fixed`, one
+--- { key, cell, row } per input every row has the same value of (`row` the first row that has it), in the inputs'
+--- order. A value that is not available ("-") in a forecast row (a prefill row's context beside a decode row's) is a
+--- value of its own: such an input varies. An error row's "-" is an input not given: it counts for nothing. The one
+--- rule of the table (M.table) and the page (M.page).
+function M.columns(doc)
   local rows, n_in = doc.rows, #doc.inputs
   local varies, fixed = {}, {}
   for i = 1, n_in do
-    local seen, known = {}, {}
-    for _, row in ipairs(rows) do
+    local seen, known, first = {}, {}, nil
+    for r, row in ipairs(rows) do
       local c = row[i]
-      if c and c.cell ~= "-" and not known[c.cell] then known[c.cell], seen[#seen + 1] = true, c.cell end
+      local text = c and c.cell
+      if text == "-" and failed(row) then text = nil end
+      if text ~= nil and not known[text] then known[text], seen[#seen + 1] = true, text end
+      if c and c.cell ~= "-" and not first then first = r end
     end
     varies[i] = #seen > 1
-    if #seen == 1 and #rows > 0 then fixed[#fixed + 1] = rows[1][i].key .. " " .. seen[1] end
+    if #seen == 1 and seen[1] ~= "-" then fixed[#fixed + 1] = { key = doc.inputs[i].key, cell = seen[1], row = first } end
   end
   local model_row  -- the first successful row: its cells give the columns
   for _, row in ipairs(rows) do
     if not failed(row) then model_row = row break end
   end
+  -- the table's columns (indices into a row): the inputs that vary, then latency and the figures with a column
   local shown = {}
   for i = 1, n_in do
     if varies[i] then shown[#shown + 1] = i end
@@ -219,6 +236,16 @@ function M.table(doc)
       if model_row[i].column ~= "" then shown[#shown + 1] = i end
     end
   end
+  return varies, fixed, shown, model_row
+end
+
+--- The comparison as a table: the inputs that differ between rows are columns, the others are said once above it
+--- (M.columns); then latency and the figures with a column; an error row ends in its error.
+function M.table(doc)
+  local rows, n_in = doc.rows, #doc.inputs
+  local _, fixed_inputs, shown, model_row = M.columns(doc)
+  local fixed = {}
+  for k, f in ipairs(fixed_inputs) do fixed[k] = f.key .. " " .. f.cell end
   local head = model_row or rows[1]
   local width = {}
   for k, i in ipairs(shown) do

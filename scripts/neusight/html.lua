@@ -46,7 +46,8 @@ h1{font-size:1.4em;margin:0 0 4px}h2{font-size:1.1em;margin:24px 0 8px;border-bo
 table{border-collapse:collapse;font-size:.9em}td,th{padding:2px 10px;text-align:left;border-bottom:1px solid #eee}
 td.n{text-align:right;font-variant-numeric:tabular-nums}.big{font-size:1.6em;font-weight:600}
 .legend span{display:inline-block;margin-right:14px;font-size:.85em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}
-.warn{color:#a40}svg text{font-size:12px;fill:#222}
+.warn{color:#a40}svg text{font-size:12px;fill:#222}svg text.warn{fill:#a40}
+.fixed{font-size:.9em;color:#444}table.rows td{white-space:nowrap}td.scope{color:#444;font-size:.9em}a.note{text-decoration:none;margin-right:2px}
 ]]
 
 local PHASE_ORDER = { "forward", "backward", "accumulate", "optimizer" }
@@ -67,12 +68,72 @@ local function legend(names)
   return table.concat(out)
 end
 
--- A horizontal stacked bar chart. rows = { { label, key?, total, segments = { { name, key, value } } } }; `names`
--- orders the legend (colors by name). `scale`: the value of the full width (default the largest total); `marker`:
--- { value, label } drawn as a vertical line (the GPU's capacity). Each bar is <g class="`class`">.
+-- The width in pixels a label of 12 px text takes at most (the svg text style below): DejaVu Sans' advances, the
+-- widest of the fonts a headless browser falls back on, rounded up per class of character.
+function M.text_width(s)
+  local w = 0
+  for _, c in utf8.codes(tostring(s)) do
+    local ch = c < 128 and string.char(c) or ""
+    w = w + (ch:match("[mwMW@%%]") and 12 or ch:match("[ilIjft.,:;!|'()%[%] ]") and 4.4 or ch:match("%l") and 7.4
+      or ch:match("%d") and 7.7 or ch:match("%u") and 8.6 or ch:match("[%-_/*]") and 6 or 12)
+  end
+  return w
+end
+
+local LABEL_MIN_W, LABEL_MAX_W = 100, 340
+
+local function chars(s)
+  local out = {}
+  for _, c in utf8.codes(s) do out[#out + 1] = utf8.char(c) end
+  return out
+end
+
+-- A label's text: `label` a string or a list of parts (joined by ", ").
+local function label_text(label)
+  return type(label) == "table" and table.concat(label, ", ") or tostring(label)
+end
+
+-- `label` (a string or a list of parts) cut to fit `width` pixels (M.text_width), and whether it was: the widest part
+-- loses characters from its middle ("…" there) until the whole fits, so each part keeps its start and its end (a
+-- GPU's name and its file's, the batch after it).
+function M.fit_label(label, width)
+  local parts = type(label) == "table" and label or { tostring(label) }
+  local whole = label_text(parts)
+  if M.text_width(whole) <= width then return whole, false end
+  local cs, keep, texts = {}, {}, {}
+  for i, p in ipairs(parts) do
+    cs[i] = chars(tostring(p))
+    keep[i] = #cs[i]
+    texts[i] = tostring(p)
+  end
+  while true do
+    local widest, most = nil, -1
+    for i, t in ipairs(texts) do
+      local w = M.text_width(t)
+      if keep[i] > 0 and w > most then widest, most = i, w end
+    end
+    if not widest then return table.concat(texts, ", "), true end
+    keep[widest] = keep[widest] - 1
+    local c, k = cs[widest], keep[widest]
+    local head = (k + 1) // 2
+    texts[widest] = table.concat(c, "", 1, head) .. "…" .. table.concat(c, "", #c - (k - head) + 1, #c)
+    local text = table.concat(texts, ", ")
+    if M.text_width(text) <= width then return text, true end
+  end
+end
+
+-- A horizontal stacked bar chart. rows = { { label (a string or a list of parts: M.fit_label), key?, total,
+-- segments = { { name, key, value } }, color?, note?, title? } };
+-- `names` orders the legend (colors by name; a row's `color` overrides its segments'). `scale`: the value of the full
+-- width (default the largest total); `marker`: { value, label } drawn as a vertical line (the GPU's capacity). The
+-- label column is as wide as the longest label (at most LABEL_MAX_W: a longer label is cut, its whole text in a
+-- <title>); a row without a bar shows its `note` there. Each bar is <g class="`class`">.
 local function bar_chart(rows, names, unit, opts)
   opts = opts or {}
-  local label_w, bar_w, row_h, value_w = 190, 560, 22, 150
+  local widest = 0
+  for _, r in ipairs(rows) do widest = math.max(widest, M.text_width(label_text(r.label))) end
+  local label_w = math.ceil(math.min(math.max(widest + 12, LABEL_MIN_W), LABEL_MAX_W))
+  local bar_w, row_h, value_w = 560, 22, 150
   local max = opts.scale or 0
   for _, r in ipairs(rows) do
     if r.total > max then max = r.total end
@@ -88,20 +149,25 @@ local function bar_chart(rows, names, unit, opts)
   for i, r in ipairs(rows) do
     local y = (i - 1) * row_h + 4
     out[#out + 1] = ('<g class="%s">'):format(esc(opts.class or "bar"))
-    out[#out + 1] = ('<text x="%d" y="%d" text-anchor="end">%s</text>'):format(label_w - 6, y + 13, esc(r.label))
+    local shown, cut = M.fit_label(r.label, label_w - 12)
+    local title = (cut or r.title) and ("<title>%s</title>"):format(esc(r.title or label_text(r.label))) or ""
+    out[#out + 1] = ('<text class="label" x="%d" y="%d" text-anchor="end">%s%s</text>'):format(label_w - 6, y + 13,
+      title, esc(shown))
     local x = label_w
     for _, s in ipairs(r.segments) do
       local w = s.value / max * bar_w
       if w > 0 then
         out[#out + 1] = ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" %s><title>%s: %s %s</title></rect>')
-          :format(x, y, w, row_h - 6, color[s.name] or "#999", attrs(s.key, s.value), esc(s.name), esc(M.pretty(s.value)),
-                  esc(unit))
+          :format(x, y, w, row_h - 6, r.color or color[s.name] or "#999", attrs(s.key, s.value), esc(s.name),
+                  esc(M.pretty(s.value)), esc(unit))
         x = x + w
       end
     end
     if r.key then
       out[#out + 1] = ('<text x="%.2f" y="%d" %s>%s %s</text>'):format(x + 4, y + 13, attrs(r.key, r.total),
                                                                      esc(M.pretty(r.total)), esc(unit))
+    elseif r.note then
+      out[#out + 1] = ('<text class="warn" x="%.2f" y="%d">%s</text>'):format(x + 4, y + 13, esc(r.note))
     end
     out[#out + 1] = "</g>"
   end
@@ -278,7 +344,14 @@ function M.render(r)
   end
   for _, kv in ipairs(HEADER_NUMS) do
     if type(r[kv[1]]) == "number" then
-      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s</td></tr>'):format(esc(kv[1]), num(kv[1], r[kv[1]], kv[2]))
+      -- what a parallel run's params and flops count (params_scope, flops_scope: one rank's share, one microbatch)
+      local scope = r[kv[1] .. "_scope"]
+      t[#t + 1] = ('<tr><th>%s</th><td class="n">%s</td>%s</tr>'):format(esc(kv[1]), num(kv[1], r[kv[1]], kv[2]),
+        type(scope) == "string" and ('<td class="scope">%s</td>'):format(esc(scope)) or "")
+      if kv[1] == "flops" and type(r.figures) == "table" and type(r.figures.model_flops) == "number" then
+        t[#t + 1] = ('<tr><th>model_flops</th><td class="n">%s</td><td class="scope">%s</td></tr>'):format(
+          num("figures.model_flops", r.figures.model_flops), "the model's, in one latency_ms over all GPUs (MFU's numerator)")
+      end
     end
   end
   t[#t + 1] = "</table>"
@@ -303,26 +376,86 @@ function M.render(r)
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
 end
 
--- A table of list rows under `title`: one column per scalar key any row has (sorted), numbers keyed "rows[i].key".
-local function rows_table(title, rows)
+-- The notes of a table: long texts (a figure's note, an error) and warnings shown once each below it, numbered in the
+-- order met; a cell holds their numbers, each with its text as a tooltip, so a row stays one line high.
+local NOTE_CHARS = 40
+
+local function notes_new() return { list = {}, index = {}, rows = {} } end
+
+-- The cell markers of `texts` (a list of strings) in `notes`: "[1][3]" with each text in a title; `label` (nil: none)
+-- names the row, which the list says each note is of.
+local function note_refs(notes, texts, label)
+  local out = {}
+  for _, text in ipairs(texts) do
+    text = tostring(text)
+    local n = notes.index[text]
+    if not n then
+      notes.list[#notes.list + 1] = text
+      n = #notes.list
+      notes.index[text] = n
+      notes.rows[n] = {}
+    end
+    local of = notes.rows[n]
+    if label and of[#of] ~= label then of[#of + 1] = label end
+    out[#out + 1] = ('<a class="note" href="#note-%d" title="%s">[%d]</a>'):format(n, esc(text), n)
+  end
+  return table.concat(out)
+end
+
+-- The list of `notes`, each with the rows it is of ("every row" when `rows` rows have it).
+local function notes_section(notes, title, rows)
+  if #notes.list == 0 then return "" end
+  local out = { "<h2>" .. esc(title) .. "</h2><ol>" }
+  for i, text in ipairs(notes.list) do
+    local of = notes.rows[i]
+    local who = #of == 0 and "" or "<b>" .. esc(rows and #of == rows and "every row" or table.concat(of, "; ")) .. ":</b> "
+    out[#out + 1] = ('<li id="note-%d">%s%s</li>'):format(i, who, esc(text))
+  end
+  out[#out + 1] = "</ol>"
+  return table.concat(out, "\n")
+end
+
+-- A table cell of value `v` at JSON path `key`: numbers with their path, short text (and any text when `as_is`: an
+-- input, a file) as is, long text (and lists: a row's warnings) as note markers.
+local function cell_of(key, v, notes, label, as_is)
+  if type(v) == "number" then return '<td class="n">' .. num(key, v) .. "</td>" end
+  if v == nil then return "<td></td>" end
+  if type(v) == "table" then return "<td>" .. note_refs(notes, v, label) .. "</td>" end
+  local text = tostring(v)
+  if not as_is and (utf8.len(text) or #text) > NOTE_CHARS then return "<td>" .. note_refs(notes, { text }, label) .. "</td>" end
+  return "<td>" .. esc(text) .. "</td>"
+end
+
+-- A table of list rows under `title`: one column per scalar key any row has (`first` first, in its order, then the
+-- others sorted; `omit` none), numbers keyed "rows[i].key"; `notes` collects the long texts but those of the keys in
+-- `as_is`. A row with an `error` shows it across the columns after `first`'s inputs (`inputs`: how many of `first`
+-- are inputs); `labels[i]` names row i in the notes.
+local function rows_table(title, rows, notes, first, omit, inputs, labels, as_is)
+  as_is = as_is or {}
   local keys, seen = {}, {}
+  for _, k in ipairs(first or {}) do
+    if not seen[k] then seen[k], keys[#keys + 1] = true, k end
+  end
+  for k in pairs(omit or {}) do seen[k] = true end
   for _, row in ipairs(rows) do
     for _, k in ipairs(sorted_keys(row)) do
-      if not seen[k] and type(row[k]) ~= "table" then
+      if not seen[k] and (type(row[k]) ~= "table" or k == "warnings") then
         seen[k] = true
         keys[#keys + 1] = k
       end
     end
   end
-  local t = { "<h2>" .. esc(title) .. "</h2><table><tr>" }
+  local t = { "<h2>" .. esc(title) .. '</h2><table class="rows"><tr>' }
   for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
   t[#t + 1] = "</tr>"
   for i, row in ipairs(rows) do
     t[#t + 1] = "<tr>"
-    for _, k in ipairs(keys) do
-      local v = row[k]
-      local cell = type(v) == "number" and num(("rows[%d].%s"):format(i - 1, k), v) or v == nil and "" or esc(tostring(v))
-      t[#t + 1] = '<td class="n">' .. cell .. "</td>"
+    for c, k in ipairs(keys) do
+      if inputs and row.error ~= nil and c > inputs then
+        t[#t + 1] = ('<td class="warn" colspan="%d">error: %s</td>'):format(#keys - inputs, esc(row.error))
+        break
+      end
+      t[#t + 1] = cell_of(("rows[%d].%s"):format(i - 1, k), row[k], notes, labels and labels[i], as_is[k])
     end
     t[#t + 1] = "</tr>"
   end
@@ -330,28 +463,74 @@ local function rows_table(title, rows)
   return table.concat(t, "\n")
 end
 
--- The page of a comparison: `r` is { rows = { ... } } (predict with list-valued flags, --format json) and `inputs`,
--- the keys of the rows' inputs in order (a bar's label; neusight.compare html).
+-- How a varying input reads in a bar's label: the value of those that name themselves, else "key value".
+local NAMED_BY_VALUE = { model = true, gpu = true, mode = true, dtype = true }
+
+-- The page of a comparison: `r` is neusight.compare page's { rows, inputs, varying, fixed, columns }. A bar's label is
+-- its varying inputs; the fixed ones are said once above the chart; the table's columns start as the terminal
+-- table's (the varying inputs, latency and the figures with a column), then the rest; notes and warnings below it.
 function M.render_compare(r)
   local rows = r.rows or {}
-  local INPUTS = r.inputs or {}
-  local bars = {}
+  local varying = r.varying or r.inputs or {}
+  local bars, labels = {}, {}
   for i, row in ipairs(rows) do
     local label = {}
-    for _, k in ipairs(INPUTS) do
-      if row[k] ~= nil then label[#label + 1] = tostring(row[k]) end
+    for _, k in ipairs(varying) do
+      local v = row[k]
+      if v ~= nil then
+        v = type(v) == "number" and M.pretty(v) or tostring(v)
+        label[#label + 1] = NAMED_BY_VALUE[k] and v or k .. " " .. v
+      end
     end
+    if #label == 0 then label[1] = ("row %d"):format(i - 1) end
+    local text = label_text(label)
+    labels[i] = text
     if type(row.latency_ms) == "number" then
       local key = ("rows[%d].latency_ms"):format(i - 1)
-      bars[#bars + 1] = { label = table.concat(label, " "), key = key, total = row.latency_ms,
+      bars[#bars + 1] = { label = label, key = key, total = row.latency_ms,
                           segments = { { name = "latency", key = key, value = row.latency_ms } } }
+    elseif row.error ~= nil then
+      bars[#bars + 1] = { label = label, total = 0, segments = {}, note = "could not be forecast (see the table)" }
     end
   end
   local out = { ("<h1>neusight comparison (%d rows)</h1>"):format(#rows) }
+  local fixed, omit = {}, {}
+  for _, f in ipairs(r.fixed or {}) do
+    local v = rows[f.row + 1] and rows[f.row + 1][f.key]
+    if v ~= nil then
+      omit[f.key] = true
+      fixed[#fixed + 1] = esc(f.key) .. " " .. (type(v) == "number" and num(("rows[%d].%s"):format(f.row, f.key), v)
+        or esc(v))
+    end
+  end
+  if #fixed > 0 then out[#out + 1] = '<p class="fixed">Every row: ' .. table.concat(fixed, ", ") .. "</p>" end
   if #bars > 0 then
     out[#out + 1] = "<h2>Latency</h2>\n" .. bar_chart(bars, { "latency" }, "ms", { class = "row-bar" })
   end
-  out[#out + 1] = rows_table("Rows", rows)
+  local first = {}
+  for _, k in ipairs(r.columns or varying) do first[#first + 1] = k end
+  for _, row in ipairs(rows) do  -- markers, after the terminal table's columns: the texts are listed below the table
+    if type(row.warnings) == "table" and #row.warnings > 0 then
+      first[#first + 1] = "warnings"
+      break
+    end
+  end
+  local n_inputs = 0
+  for _, k in ipairs(first) do
+    for _, v in ipairs(varying) do
+      if v == k then n_inputs = n_inputs + 1 end
+    end
+  end
+  omit.error = true
+  local notes = notes_new()
+  local as_is = { gpu_file = true }
+  for _, k in ipairs(r.inputs or varying) do as_is[k] = true end
+  out[#out + 1] = rows_table("Rows", rows, notes, first, omit, n_inputs, labels, as_is)
+  local ok = 0
+  for _, row in ipairs(rows) do
+    if row.error == nil then ok = ok + 1 end
+  end
+  out[#out + 1] = notes_section(notes, "Notes and warnings (the [n] of the table)", ok)
   return page("neusight comparison", table.concat(out, "\n"))
 end
 
@@ -429,13 +608,16 @@ local function serve_phases_section(r)
     .. bar_chart(rows, RESOURCES, "ms", { class = "phase-bar" })
 end
 
--- A sweep's rows: the ranking figure of each combination, then the table.
+local MISSED, MISSED_COLOR = "✗", "#bab0ac"
+
+-- A sweep's rows: the ranking figure of each combination (the chosen one marked *, those that miss the targets ✗ and
+-- grey), then the table.
 local function serve_sweep_section(r)
   local rows = r.rows
   if type(rows) ~= "table" or #rows == 0 then return "" end
   local out = {}
   local by = type(r.rank_by) == "string" and r.rank_by or nil
-  local bars = {}
+  local bars, missing, labels = {}, false, {}
   for i, row in ipairs(rows) do
     if by and type(row[by]) == "number" then
       local label = {} -- compact: the chart's label column is narrow ("H100-SXM5-80GB tp1 b16 *" for the chosen)
@@ -443,14 +625,27 @@ local function serve_sweep_section(r)
         if row[k[1]] ~= nil then label[#label + 1] = k[2] .. tostring(row[k[1]]) end
       end
       local key = ("rows[%d].%s"):format(i - 1, by)
-      bars[#bars + 1] = { label = table.concat(label, " ") .. (row.chosen == true and " *" or ""), key = key,
-                          total = row[by], segments = { { name = by, key = key, value = row[by] } } }
+      local text = table.concat(label, " ")
+      labels[i] = text
+      -- a row that misses the targets (sweep.lua meets) is marked and grey, its misses in the label's tooltip
+      local missed = row.meets == false
+      missing = missing or missed
+      bars[#bars + 1] = { label = text .. (row.chosen == true and " *" or "") .. (missed and " " .. MISSED or ""),
+                          key = key, total = row[by], segments = { { name = by, key = key, value = row[by] } },
+                          color = missed and MISSED_COLOR or nil,
+                          title = missed and ("%s: misses the targets%s"):format(text,
+                            type(row.misses) == "string" and ": " .. row.misses
+                            or row.fits == false and ": does not fit" or "") or nil }
     end
   end
   if #bars > 0 then
-    out[#out + 1] = "<h2>" .. esc(by) .. " (* the chosen setting)</h2>\n" .. bar_chart(bars, { by }, "", { class = "sweep-bar" })
+    out[#out + 1] = "<h2>" .. esc(by) .. " (* the chosen setting" .. (missing
+      and ("; %s and a grey bar: misses the targets, hover its label for why"):format(MISSED) or "")
+      .. ")</h2>\n" .. bar_chart(bars, { by }, "", { class = "sweep-bar" })
   end
-  out[#out + 1] = rows_table("Combinations", rows)
+  local notes = notes_new()
+  out[#out + 1] = rows_table("Combinations", rows, notes, nil, nil, nil, labels, { gpu = true, gpu_file = true })
+  out[#out + 1] = notes_section(notes, "Notes (the [n] of the table)")
   return table.concat(out, "\n")
 end
 

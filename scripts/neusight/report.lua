@@ -31,7 +31,8 @@ local ms = 1e3
 local HEAD = { "neusight_version", "source", "model", "gpu", "gpu_file", "predictor", "launch", "mode", "batch", "seq",
   "context", "dtype", "kv_dtype", "weight_dtype", "precision", "precision_convention", "optimizer", "optimizer_impl",
   "layers", "latency_ms" }
-local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "params", "params_scope",
+local TAIL = { "forward_ms", "backward_ms", "grad_accumulate_ms", "optimizer_ms", "flops", "flops_scope", "params",
+  "params_scope",
   "active_params",
   "experts", "router_skew", "router_skew_factor", "state_gb", "memory_gb", "memory", "fits", "kv_cache_gb", "state_bytes_per_param", "optimizer_shards",
   "expert_optimizer_shards", "parallel", "warnings",
@@ -318,6 +319,15 @@ function M.params_scope(j)
   local share = M.rank_share(j)
   return share and share .. ", all pipeline stages" or "whole model"
 end
+
+--- What a parallel run's `flops` counts (`j` its neusight.parallel.report json; `stepped` whether the graph has an
+--- optimizer step): its graph's, one microbatch through all pipeline stages of one rank (M.rank_share; the whole model
+--- at tp = ep = 1), and that rank's whole optimizer step, not the iteration (figures.model_flops is that).
+function M.flops_scope(j, stepped)
+  return fmt("one microbatch%s through all pipeline stages, %s%s",
+    math.type(j.micro_batch) == "integer" and fmt(" of %d", j.micro_batch) or "", M.rank_share(j) or "whole model",
+    stepped and ", and its whole optimizer step" or "")
+end
 -- A copy of report value `v` (tables copied in depth, raw: no metamethods run; a table met again is the same copy), for
 -- the report function's check: what it changes deep inside a field is as much a change as replacing the field.
 local function snapshot(v, copies)
@@ -401,6 +411,8 @@ function M.result(f, fc, x)
   -- experts) over every pipeline stage. params_scope says which, in every parallel run (a one-GPU run's JSON, whose
   -- params is the whole model, is left as it was: no field means the whole model).
   if par then r.params_scope = M.params_scope(par.json) end
+  -- and flops that rank's microbatch (flops_scope; a one-GPU run without a plan: the whole run, no field)
+  if par then r.flops_scope = M.flops_scope(par.json, (fc.flops_optimizer or 0) > 0) end
   r.active_params = f.active_params  -- mixtures of experts: a token's share of params
   if f.experts ~= "" then r.experts = f.experts end  -- and how their experts ran
   -- and the load imbalance their expert parallelism assumed, in one shape whatever was asked: router_skew is always
@@ -699,8 +711,8 @@ function M.format_table(r)
     r.grad_accumulate_ms))
   add(fmt("optimizer        %12.3f ms%s\n", r.optimizer_ms, M.step_scope(r)))
   if r.parallel then
-    add(fmt("sum of the above %12.3f ms   (one microbatch of %d through all stages, one tp shard; %.3g TFLOP)\n",
-      total, r.parallel.micro_batch, r.flops / 1e12))
+    add(fmt("sum of the above %12.3f ms   (%s; %.3g TFLOP)\n", total,
+      r.flops_scope, r.flops / 1e12))
     add(t.parallel_table)  -- layout, stages, memory, state, iteration (neusight.parallel.report)
   else
     add(fmt("end to end       %12.3f ms   (%.3g TFLOP)\n", total, r.flops / 1e12))

@@ -798,3 +798,24 @@ TEST_CASE("compare: a --mode list of prefill and decode runs both rows", "[cli][
   CHECK(help.out.find("decode takes none: one new token over --context tokens") != std::string::npos);
   CHECK(help.out.find("not used in decode") == std::string::npos);
 }
+
+// tester6: with --mode prefill,decode the table's fixed line said "context 2048" of both rows; the prefill row has no
+// context (JSON null). An input some forecast rows lack varies: a column, "-" in those rows.
+TEST_CASE("compare: an input a forecast row does not have is a column and not fixed", "[cli][compare]") {
+  const std::string args = "predict --model gpt2_large --gpu h100 --mode prefill,decode --seq 128 --batch 1 "
+                           "--predictor roofline";
+  const json j = run_json(args);
+  REQUIRE(j["rows"].size() == 2);
+  CHECK(j["rows"][0]["context"].is_null());
+  CHECK(j["rows"][1]["context"] == 128);
+  const auto t = run_cli(args);
+  REQUIRE(t.code == 0);
+  INFO(t.out);
+  const size_t at = t.out.find("fixed     ");
+  REQUIRE(at != std::string::npos);
+  const std::string fixed = t.out.substr(at, t.out.find('\n', at) - at);
+  CHECK(fixed.find("context") == std::string::npos);
+  CHECK(t.out.find("mode     seq  context  latency ms") != std::string::npos);
+  CHECK(t.out.find("\nprefill  128        -  ") != std::string::npos);
+  CHECK(t.out.find("\ndecode     1      128  ") != std::string::npos);
+}

@@ -3,6 +3,7 @@
 // headless chromium render when chromium is installed.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -30,6 +31,15 @@ std::string unescape(std::string s) {
   s = ns_test::replace_all(s, "&quot;", "\"");
   s = ns_test::replace_all(s, "&#39;", "'");
   return ns_test::replace_all(s, "&amp;", "&");
+}
+
+// Text as html.lua escape writes it.
+std::string escape(std::string s) {
+  s = ns_test::replace_all(s, "&", "&amp;");
+  s = ns_test::replace_all(s, "<", "&lt;");
+  s = ns_test::replace_all(s, ">", "&gt;");
+  s = ns_test::replace_all(s, "\"", "&quot;");
+  return ns_test::replace_all(s, "'", "&#39;");
 }
 
 std::vector<std::pair<std::string, std::string>> data_pairs(const std::string& html) {
@@ -195,6 +205,146 @@ TEST_CASE("html report: a comparison page carries each row's latency", "[cli][ht
   CHECK(html.find("data-key=\"rows[1].latency_ms\"") != std::string::npos);
 }
 
+// A comparison page's bar labels: { shown text, whole text (the <title> when cut, else the shown text) }.
+std::vector<std::pair<std::string, std::string>> bar_labels(const std::string& html) {
+  static const std::regex re(R"re(<text class="label"[^>]*>(?:<title>([^<]*)</title>)?([^<]*)</text>)re");
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), re); it != std::sregex_iterator(); ++it)
+    out.emplace_back(unescape((*it)[2]), unescape((*it)[1].matched ? (*it)[1].str() : (*it)[2].str()));
+  return out;
+}
+
+// The comparison of a GPU and a what-if copy of it (its label "NAME (its path)", long) at two batches; --optimizer in
+// inference gives every row a warning.
+std::string what_if_compare(const temp_dir& t, const fs::path& page) {
+  const std::string fast = ns_test::h100_fastmem_write(t);
+  REQUIRE(!fast.empty());
+  return "predict --model gpt2_large --gpu h100,'" + fast + "' --mode inference --seq 128 --batch 1,2 "
+         "--optimizer adamw --predictor roofline --format json --report '" + page.string() + "'";
+}
+
+// tester6: the comparison page's labels were every input (about 60 characters) right-aligned at x = 184, so only their
+// end showed ("ain bf16 4 2048 1 1 1 1 1 none") and the GPU, the input that varied, was cut off; the rows table was
+// sorted by name (gpu and latency_ms off-screen) and long notes made rows tall.
+TEST_CASE("html report: a comparison page labels each bar by its varying inputs and says the fixed ones once",
+          "[cli][html][compare]") {
+  temp_dir t;
+  const auto page = t.path / "c.html";
+  const auto r = run_cli(what_if_compare(t, page));
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  REQUIRE(j["rows"].size() == 4);
+  const std::string html = slurp(page);
+  check_self_contained(html);
+  check_page_matches(html, j);
+  const auto labels = bar_labels(html);
+  REQUIRE(labels.size() == j["rows"].size());
+  bool cut = false;
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto& row = j["rows"][i];
+    const auto& [shown, whole] = labels[i];
+    INFO(shown << " / " << whole);
+    CHECK(whole == row["gpu"].get<std::string>() + ", batch " + std::to_string(row["batch"].get<int>()));
+    CHECK(shown.find("gpt2_large") == std::string::npos);  // fixed: said above the chart
+    // a cut label keeps its start and its end: the GPU's name, the file's and the batch
+    CHECK(shown.rfind("H100-SXM5-80GB (", 0) == 0);
+    CHECK(shown.size() >= 9);
+    CHECK(shown.substr(shown.size() - 9) == ", batch " + std::to_string(row["batch"].get<int>()));
+    if (shown != whole) {
+      cut = true;
+      CHECK(shown.find("\xE2\x80\xA6h100_fastmem.toml), batch") != std::string::npos);  // "…h100_fastmem.toml"
+    }
+  }
+  CHECK(cut);  // the what-if's path is too long for the label column
+  CHECK(html.find("<p class=\"fixed\">Every row: model gpt2_large, mode inference, dtype fp32, seq ") !=
+        std::string::npos);
+  // the rows table starts as the terminal table: the varying inputs, then latency and the figures
+  static const std::regex th_re("<th>([^<]*)</th>");
+  std::vector<std::string> heads;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), th_re); it != std::sregex_iterator(); ++it)
+    heads.push_back((*it)[1]);
+  REQUIRE(heads.size() > 3);
+  CHECK(heads[0] == "gpu");
+  CHECK(heads[1] == "batch");
+  CHECK(heads[2] == "latency_ms");
+  CHECK(std::find(heads.begin(), heads.end(), "model") == heads.end());
+  // every warning of the JSON is listed once below the table, with the rows it is of; a row's cell has its marker
+  size_t warnings = 0;
+  for (const auto& row : j["rows"])
+    for (const auto& w : row["warnings"]) {
+      INFO(w);
+      CHECK(html.find(":</b> " + escape(w.get<std::string>()) + "</li>") != std::string::npos);
+      CHECK(html.find("title=\"" + escape(w.get<std::string>()) + "\">[") != std::string::npos);
+      ++warnings;
+    }
+  CHECK(warnings >= 4);  // the optimizer's, in every row
+  CHECK(html.find("<b>every row:</b> ") != std::string::npos);
+}
+
+// tester6 r5: a parallel run's page showed "params 21853777920" and "flops 8.18e14" without saying they are one
+// tensor-parallel rank's (and one microbatch's), and not the model's FLOPs per iteration.
+TEST_CASE("html report: a parallel run's page says what params and flops count and shows the model's FLOPs",
+          "[cli][html][parallel]") {
+  temp_dir t;
+  const auto page = t.path / "p.html";
+  const auto r = run_cli(base + "--tp 2 --pp 2 --microbatches 2 -o '" + (t.path / "p.json").string() + "' --report '" +
+                         page.string() + "'");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(slurp(t.path / "p.json"));
+  CHECK(j["params_scope"] == "one tensor-parallel rank, all pipeline stages");
+  CHECK(j["flops_scope"] == "one microbatch of 2 through all pipeline stages, one tensor-parallel rank, and its whole "
+                            "optimizer step");
+  const std::string html = slurp(page);
+  check_page_matches(html, j);
+  for (const char* key : {"params", "flops"}) {
+    INFO(key);
+    const std::regex re(std::string("<tr><th>") + key + "</th><td class=\"n\"><span class=\"num\" data-key=\"" + key +
+                        "\"[^<]*</span></td><td class=\"scope\">([^<]*)</td></tr>");
+    std::smatch m;
+    REQUIRE(std::regex_search(html, m, re));
+    CHECK(m[1].str() == j[std::string(key) + "_scope"].get<std::string>());
+  }
+  CHECK(html.find("<tr><th>model_flops</th><td class=\"n\"><span class=\"num\" data-key=\"figures.model_flops\"") !=
+        std::string::npos);
+  // one GPU without a plan: params and flops are the whole run's, no scope said
+  const json one = json::parse(run_cli(base).out);
+  CHECK(!one.contains("flops_scope"));
+  CHECK(!one.contains("params_scope"));
+}
+
+// tester6 r7 (b): the serve --sweep page's chart marked only the chosen row; the shortest bar could be a row that
+// misses the targets.
+TEST_CASE("html report: a serve sweep's chart marks the rows that miss the targets", "[cli][html][serve]") {
+  temp_dir t;
+  const auto page = t.path / "s.html";
+  const auto r = run_cli("serve --model llama3_8b --input-len 512 --output-len 16 --format json --gpu h100,a100_sxm4_80gb "
+                         "--batch 1,8 --sweep --ttft-ms 40 --report '" + page.string() + "'");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const std::string html = slurp(page);
+  check_page_matches(html, j);
+  const auto labels = bar_labels(html);
+  REQUIRE(labels.size() == j["rows"].size());
+  size_t missed = 0;
+  const std::string mark = " \xE2\x9C\x97";  // " ✗"
+  for (size_t i = 0; i < labels.size(); ++i) {
+    const auto& [shown, whole] = labels[i];
+    INFO(shown << " / " << whole);
+    const bool marked = shown.size() > mark.size() && shown.substr(shown.size() - mark.size()) == mark;
+    CHECK(marked == !j["rows"][i]["meets"].get<bool>());
+    if (marked) {
+      ++missed;
+      CHECK(whole.find("misses the targets: " + j["rows"][i]["misses"].get<std::string>()) != std::string::npos);
+    }
+  }
+  CHECK(missed > 0);
+  CHECK(missed < labels.size());
+  CHECK(html.find(mark.substr(1) + " and a grey bar: misses the targets") != std::string::npos);
+}
+
 // Every number of a JSON value with its page path ("phases.decode.latency_ms", "rows[0].tp").
 void json_numbers(const json& j, const std::string& path, std::map<std::string, double>& out) {
   if (j.is_number()) out[path] = j.get<double>();
@@ -286,4 +436,45 @@ TEST_CASE("html report: chromium renders the page headless", "[cli][html][chromi
   const auto from_source = data_pairs(ns_test::slurp(page));
   REQUIRE(!from_source.empty());
   CHECK(from_dom == from_source);
+}
+
+// The comparison page in a browser: every bar label lies inside the page (its box starts at x >= 0), the long ones
+// cut to fit. The page has no scripts; the test measures a copy of it with one added.
+TEST_CASE("html report: chromium shows every comparison label inside the page", "[cli][html][chromium][compare]") {
+  if (std::system("which chromium >/dev/null 2>&1") != 0) {
+    std::cout << "NEUSIGHT-TEST-SKIPPED: chromium not installed" << std::endl;
+    return;
+  }
+  temp_dir t;
+  const auto page = t.path / "c.html";
+  const auto r = run_cli(what_if_compare(t, page));
+  REQUIRE(r.code == 0);
+  std::string html = slurp(page);
+  const size_t end = html.rfind("</body>");
+  REQUIRE(end != std::string::npos);
+  // the labels are the text right-aligned at the label column's edge
+  html.insert(end, "<pre id=\"measured\"></pre><script>const m = [];"
+                   "for (const e of document.querySelectorAll('svg text[text-anchor=\"end\"]')) {"
+                   "  const b = e.getBBox(); m.push(b.x.toFixed(1) + ' ' + b.width.toFixed(1)); }"
+                   "document.getElementById('measured').textContent = m.join(';');</script>");
+  const auto probe = t.write("probe.html", html);
+  const auto dom = t.path / "dom.html";
+  const std::string dump = "timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" +
+                           probe.string() + "' >'" + dom.string() + "' 2>/dev/null";
+  REQUIRE(std::system(dump.c_str()) == 0);
+  const std::string out = slurp(dom);
+  std::smatch m;
+  REQUIRE(std::regex_search(out, m, std::regex("<pre id=\"measured\">([^<]*)</pre>")));
+  INFO("label boxes (x width): " << m[1]);
+  const std::string boxes = m[1];
+  size_t n = 0;
+  for (size_t at = 0; at < boxes.size();) {
+    const size_t next = std::min(boxes.find(';', at), boxes.size());
+    const std::string box = boxes.substr(at, next - at);
+    CHECK(std::stod(box) >= 0);  // x: not cut off at the left
+    CHECK(std::stod(box.substr(box.find(' ') + 1)) > 0);
+    ++n;
+    at = next + 1;
+  }
+  CHECK(n == 4);
 }

@@ -12,7 +12,7 @@ local root = arg[0]:match("^(.-)tests/scripts/[^/]*$") or "./"
 local filter = arg[1]
 
 local BASE_NAMES = {
-  "math", "string", "table", "ipairs", "pairs", "next", "select", "type", "tostring", "tonumber",
+  "math", "string", "table", "utf8", "ipairs", "pairs", "next", "select", "type", "tostring", "tonumber",
   "error", "assert", "pcall", "setmetatable", "getmetatable", "rawget", "rawset", "rawequal", "rawlen", "print",
 }
 

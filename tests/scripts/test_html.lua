@@ -90,4 +90,106 @@ function M.test_compare()
   assert(html:find("bad &amp; worse", 1, true), "escaped error")
 end
 
+-- A comparison page (neusight.compare page's shape): a bar's label is the row's varying inputs only, the fixed ones
+-- are said once above the chart, a label too long for the label column is cut (in the middle of its widest part) with
+-- its whole text in a <title>; the
+-- table starts with the terminal table's columns, and long texts and warnings are markers listed below it.
+function M.test_compare_labels_columns_and_notes()
+  local long = "H100-SXM5-80GB (/a/very/long/path/to/a/what-if/copy/of/the/h100/file.toml)"
+  local html = H.render_compare({
+    inputs = { "model", "gpu", "batch", "seq" }, varying = { "gpu", "batch" },
+    fixed = { { key = "model", row = 0 }, { key = "seq", row = 1 } },
+    columns = { "gpu", "batch", "latency_ms", "tokens_per_s" },
+    rows = {
+      { model = "llama3_8b", gpu = "H100-SXM5-80GB", batch = 4, seq = 2048, latency_ms = 952.25, tokens_per_s = 8603.5,
+        achieved_tflops = 403.8, warnings = { "w1 <x>", "w2" } },
+      { model = "llama3_8b", gpu = long, batch = 8, seq = 2048, latency_ms = 1662.5, tokens_per_s = 9857.0,
+        band_note = ("a long note "):rep(8), warnings = { "w2" } },
+      { model = "llama3_8b", gpu = "L4", batch = 4, error = "not divisible" },
+    } })
+  local labels = {}
+  for title, text in html:gmatch('<text class="label"[^>]*>(.-)</title>([^<]*)</text>') do labels[#labels + 1] = text end
+  local plain = {}
+  for text in html:gmatch('<text class="label"[^>]*>([^<]*)</text>') do plain[#plain + 1] = text end
+  eq(plain[1], "H100-SXM5-80GB, batch 4", "the varying inputs, the fixed ones left out")
+  eq(plain[2], "L4, batch 4", "an error row has its label too")
+  eq(#labels, 1, "one label cut")
+  -- cut in the middle of its widest part: the GPU's name, its file's and the batch stay
+  assert(labels[1]:find("^H100%-SXM5%-80GB %(/a/.*….*file%.toml%), batch 8$"), "cut in the middle: " .. labels[1])
+  assert(html:find("<title>" .. H.escape(long .. ", batch 8") .. "</title>", 1, true), "the whole label in a title")
+  local label_w = tonumber(html:match('<text class="label" x="(%d+)"')) + 6
+  for _, text in ipairs { plain[1], plain[2], labels[1] } do
+    assert(H.text_width(text) <= label_w - 6, text .. " is wider than its column")
+  end
+  assert(html:find('<p class="fixed">Every row: model llama3_8b, seq <span class="num" data-key="rows[1].seq" '
+    .. 'data-value="2048">2048</span></p>', 1, true), "the fixed inputs once, above the chart")
+  local heads = {}
+  for th in html:gmatch("<th>([^<]*)</th>") do heads[#heads + 1] = th end
+  eq(table.concat(heads, ",", 1, 5), "gpu,batch,latency_ms,tokens_per_s,warnings", "the terminal table's columns first")
+  for _, k in ipairs(heads) do assert(k ~= "model" and k ~= "seq", "a fixed input is no column: " .. k) end
+  for cell in html:gmatch("<td[^>]*>(.-)</td>") do  -- inputs as they are, long texts as markers
+    local text = cell:gsub("<[^>]*>", "")
+    if not cell:find("^error: ") and text ~= H.escape(long) then assert(#text <= 40, "a cell of one line: " .. text) end
+  end
+  assert(html:find("<td>" .. H.escape(long) .. "</td>", 1, true), "a long input is no note")
+  assert(html:find('<td class="warn" colspan="%d+">error: not divisible</td>'), "the error across the row")
+  -- every warning and the long note listed once below the table, with the rows it is of
+  local items = {}
+  for item in html:gmatch('<li id="note%-%d+">(.-)</li>') do items[#items + 1] = item end
+  eq(#items, 3, "w1, w2 and the note")
+  eq(items[1], "<b>H100-SXM5-80GB, batch 4:</b> w1 &lt;x&gt;", "a warning of one row")
+  eq(items[2], "<b>every row:</b> w2", "a warning of every forecast row")
+  assert(items[3]:find("a long note", 1, true), "the long note")
+end
+
+-- A sweep's chart marks the rows that miss the targets (meets false): ✗ and grey, why in the label's title, and the
+-- heading says what the mark means.
+-- fit_label: a label that fits is as it is; else its widest part loses characters from its middle until it fits.
+function M.test_fit_label()
+  eq(select(2, H.fit_label({ "H100", "batch 4" }, 200)), false, "fits")
+  eq(H.fit_label({ "H100", "batch 4" }, 200), "H100, batch 4", "as it is")
+  local text, cut = H.fit_label({ ("x"):rep(100), "batch 4", ("y"):rep(20) }, 300)
+  eq(cut, true, "cut")
+  assert(H.text_width(text) <= 300, "fits: " .. text)
+  -- the widest part loses characters first, then the widest again: the long parts end alike, the short one whole
+  assert(text:find("^x+…x+, batch 4, y+…y+$"), "the widest parts cut in their middle: " .. text)
+  local x, y = #text:match("^(x+…x+)"), #text:match("(y+…y+)$")
+  assert(math.abs(x - y) <= 1, "as wide as each other: " .. text)
+  assert(H.text_width(text) > 300 - H.text_width("xx"), "no more than needed: " .. text)
+end
+
+function M.test_sweep_marks_missed_rows()
+  local html = H.render_serve({ kind = "sweep", model = "m", rank_by = "cost", rows = {
+    { gpu = "A", tp = 1, rate = 1.0, cost = 2.0, meets = true, chosen = true },
+    { gpu = "B", tp = 2, rate = 16.0, cost = 0.5, meets = false, misses = "TTFT p90 900.0 > 500 ms" },
+  } })
+  local plain = {}
+  for text in html:gmatch('<text class="label"[^>]*>([^<]*)</text>') do plain[#plain + 1] = text end
+  eq(plain[1], "A tp1 r1.0 *", "chosen")
+  assert(html:find('<title>B tp2 r16.0: misses the targets: TTFT p90 900.0 &gt; 500 ms</title>B tp2 r16.0 ✗</text>', 1,
+    true), "the missed row: marked, why in its title")
+  assert(html:find("✗ and a grey bar: misses the targets", 1, true), "the heading says what ✗ means")
+  local fills = {}
+  for fill in html:gmatch('<g class="sweep%-bar">.-fill="([^"]*)"') do fills[#fills + 1] = fill end
+  assert(fills[1] ~= fills[2], "the missed row's bar has its own colour")
+end
+
+-- A parallel run's params and flops are one rank's: the page says params_scope and flops_scope beside them, and
+-- shows the model's FLOPs (figures.model_flops) next to the graph's.
+function M.test_params_and_flops_scope()
+  local r = report()
+  r.params, r.params_scope = 1000, "one tensor-parallel rank, all pipeline stages"
+  r.flops, r.flops_scope = 5e14, "one microbatch of 3 through all pipeline stages, one tensor-parallel rank"
+  r.figures.model_flops = 3.25e18
+  local html = H.render(r)
+  assert(html:find('data%-key="params" data%-value="1000">1000</span></td><td class="scope">one tensor%-parallel rank, '
+    .. "all pipeline stages</td>"), "params_scope beside params")
+  assert(html:find('data%-key="flops" data%-value="500000000000000">[^<]*</span></td><td class="scope">one microbatch of 3 '
+    .. "through all pipeline stages, one tensor%-parallel rank</td>"), "flops_scope beside flops")
+  assert(html:find('<tr><th>model_flops</th><td class="n"><span class="num" data-key="figures.model_flops" '
+    .. 'data-value="3.25e+18">', 1, true), "the model's FLOPs beside the graph's")
+  local one = H.render(report())
+  eq(one:find('class="scope"', 1, true), nil, "a one-GPU run: no scope")
+end
+
 return M

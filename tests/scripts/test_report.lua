@@ -227,6 +227,18 @@ function M.test_params_scope()
   eq(index_of(order, "params_scope"), index_of(order, "params") + 1, "params_scope follows params")
 end
 
+-- flops_scope: what a parallel run's flops counts (its graph: one microbatch through all stages of one rank); a
+-- one-GPU result has none (flops is the whole run).
+function M.test_flops_scope()
+  eq(result({ memory_gb = 3 }).flops_scope, nil, "one GPU: no flops_scope")
+  eq(R.flops_scope({ tp = 8, ep = 1, micro_batch = 3 }, true),
+    "one microbatch of 3 through all pipeline stages, one tensor-parallel rank, and its whole optimizer step", "tp 8")
+  eq(R.flops_scope({ tp = 1, micro_batch = 2 }, false), "one microbatch of 2 through all pipeline stages, whole model",
+    "pp only, no optimizer")
+  local order = getmetatable(result({ memory_gb = 3 })).__order
+  eq(index_of(order, "flops_scope"), index_of(order, "flops") + 1, "flops_scope follows flops")
+end
+
 -- A comparison of two inputs (the second varies) and one figure; the second row failed.
 local function comparison()
   local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
@@ -243,6 +255,32 @@ function M.test_compare_table()
   eq(C.table(comparison()), "compare   2 combination(s) from command line, 1 could not be forecast\n"
     .. "fixed     model tiny\n\nbatch  latency ms\n    1       2.500\n   16  error: no fit\n\n"
     .. select(1, C.table(comparison()):match("\n\n(latency: .*)$")), "table")
+end
+
+-- An input not available in a forecast row (a prefill row's context beside a decode row's) is not fixed: it is a
+-- column, "-" where a row has none; an error row's "-" (an input not given) still counts for nothing.
+function M.test_compare_null_in_a_row_is_not_fixed()
+  local C = require "neusight.compare"
+  local function cell(key, column, value, text) return { key = key, column = column, value = value, cell = text } end
+  local function row(mode, context, ms)
+    return { cell("model", "model", "tiny", "tiny"), cell("mode", "mode", mode, mode),
+      cell("context", "context", context, context and tostring(context) or "-"),
+      cell("latency_ms", "latency ms", ms, ("%.3f"):format(ms)), cell("warnings", "", {}, "") }
+  end
+  local doc = { source = "command line", inputs = { { key = "model", column = "model" }, { key = "mode", column = "mode" },
+    { key = "context", column = "context", integer = true } }, rows = { row("prefill", nil, 2.5), row("decode", 2048, 0.5) } }
+  local t = C.table(doc)
+  eq(t:match("fixed     [^\n]*"), "fixed     model tiny", "context is no fixed input")
+  assert(t:find("mode     context  latency ms\nprefill        -       2.500\ndecode      2048       0.500\n", 1, true), t)
+  local page = C.page(doc)
+  eq(table.concat(page.varying, ","), "mode,context", "the page's varying inputs")
+  eq(#page.fixed, 1, "one fixed input") eq(page.fixed[1].key, "model", "model") eq(page.fixed[1].row, 0, "from row 0")
+  eq(table.concat(page.columns, ","), "mode,context,latency_ms", "the page's first columns: the table's")
+  -- an error row without a context (not given) beside forecast rows that all have it: context stays fixed
+  local err = { cell("model", "model", "tiny", "tiny"), cell("mode", "mode", "decode", "decode"),
+    cell("context", "context", nil, "-"), cell("error", "error", "no fit", "no fit") }
+  doc.rows = { row("decode", 2048, 0.5), row("prefill", 2048, 2.5), err }
+  eq(C.table(doc):match("fixed     [^\n]*"), "fixed     model tiny, context 2048", "an error row's - is not a value")
 end
 
 function M.test_compare_csv()
