@@ -248,7 +248,8 @@ TEST_CASE("parallel: the default cluster joins 8-GPU nodes by a network capped b
   const auto l4 = run_cli("predict --model gpt2_large --gpu l4 --mode train --optimizer none --seq 1024 "
                           "--predictor roofline --format json --batch 16 --dp 16");
   REQUIRE(l4.code == 0);
-  const json& c = json::parse(l4.out)["parallel"]["cluster"];
+  const json l4j = json::parse(l4.out);
+  const json& c = l4j["parallel"]["cluster"];
   CHECK(c["nodes"] == 2);
   CHECK(c["intra"]["bw_gbps"] == 32.0);
   CHECK(c["inter"]["bw_gbps"] == 32.0);
