@@ -214,7 +214,7 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     forecast_workload(s, pred_made, f, script, again, false);
     return again.latency_s();
   }};
-  const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty_file(d.gpu.vendor), {},
+  const figures fit = s.figures_call("neusight.calibration", "fit", in, d.gpu, pred.uncertainty(d.gpu.vendor), {},
                                      &forecast_with);
   const std::map<std::string, double> factors = figure_factors(fit);
   std::optional<double> calibrated_ms;
@@ -329,7 +329,7 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
   family_inputs_add(in, forecast_families, *pred, gpu.vendor);
   for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
-  const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty_file(gpu.vendor));
+  const figures fit = s.figures_call("neusight.calibration", "fit_trace", in, gpu, pred->uncertainty(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit_trace(): no factor.<family> fields");
   warnings.insert(warnings.end(), fit.warnings.begin(), fit.warnings.end());

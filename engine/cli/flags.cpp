@@ -628,7 +628,8 @@ std::vector<flag_spec> table_make() {
       .on(search, to(&search_flags::distributed_optimizer));
   flag("--cluster",
        "Cluster: a gpus/clusters/*.toml name (dgx_h100, dgx_a100, pcie_8gpu), a .toml path, or none (the GPU's own "
-       "links, dropping a workload's cluster); default: one node of the GPU's own links")
+       "links, dropping a workload's cluster); default: nodes of up to 8 GPUs on the GPU's own links, joined past 8 "
+       "GPUs by one 400 Gb/s NIC per GPU, at most the GPU's PCIe link (scripts/neusight/topology.lua)")
       .group(parallel_group)
       .on(forecast, to(&forecast_flags::cluster)).workload()
       .on(search, to(&search_flags::cluster));

@@ -294,7 +294,7 @@ int eval_models_main(const eval_models_flags& f) {
                             {"measurement", m->device + "/" + m->config}};
         family_inputs_add(in, m->family_s, *pred, m->spec->vendor);
         const figures fit =
-            s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty_file(m->spec->vendor));
+            s.figures_call("neusight.calibration", "fit", in, *m->spec, pred->uncertainty(m->spec->vendor));
         const std::map<std::string, double> factors = figure_factors(fit);
         for (const auto* o : rs) {
           if (o == m) continue;

@@ -315,7 +315,7 @@ int search_main(const search_flags& f) {
                 figure_inputs band_in = {{"latency_s", built_fc->total()}};
                 family_inputs_add(band_in, built_fc->seconds_by_family(gpu), *pred, gpu.vendor);
                 for (auto& w : s.figures_call("neusight.uncertainty", "warnings", band_in, gpu,
-                                              pred->uncertainty_file(gpu.vendor)).warnings)
+                                              pred->uncertainty(gpu.vendor)).warnings)
                   built_notes.push_back(std::move(w));
                 // a calibration fitted to another model (scripts/neusight/calibration.lua model_warning): the GPU,
                 // its calibration and the model are every layout's, so asked once

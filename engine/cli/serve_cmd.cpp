@@ -73,7 +73,7 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
   in.emplace_back("measurement", m.source);
   if (m.ttft_ms) in.emplace_back("measured_ttft_s", *m.ttft_ms / 1e3);
   if (m.tpot_ms) in.emplace_back("measured_tpot_s", *m.tpot_ms / 1e3);
-  const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty_file(gpu.vendor));
+  const figures fit = s.figures_call("neusight.calibration", "fit_serve", in, gpu, pred.uncertainty(gpu.vendor));
   const std::map<std::string, double> factors = figure_factors(fit);
   // a decode step's own, as fit_serve says it fitted them (decode_fitted: false, decode steps keep their forecast, an
   // empty [decode_factors])

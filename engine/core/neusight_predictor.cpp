@@ -460,13 +460,17 @@ class neusight_predictor final : public predictor {
     const auto f = family_parse(name);
     return f && models_for(vendor).count(*f) > 0;
   }
-  std::filesystem::path uncertainty_file(const std::string& vendor) const override {
-    auto it = uncertainty_files_.find(vendor);  // asked once per forecast: look on disk once per vendor
-    if (it != uncertainty_files_.end()) return it->second;
-    std::filesystem::path found;
+  uncertainty_source uncertainty(const std::string& vendor) const override {
+    auto it = uncertainty_.find(vendor);  // asked once per forecast: look on disk once per vendor
+    if (it != uncertainty_.end()) return it->second;
+    uncertainty_source found;
     for (const auto& v : {vendor, std::string("nvidia")})
-      if (auto p = root_ / v / "uncertainty.toml"; found.empty() && std::filesystem::exists(p)) found = p;
-    return uncertainty_files_[vendor] = found;
+      if (auto p = root_ / v / "uncertainty.toml"; found.table.empty() && std::filesystem::exists(p)) found.table = p;
+    models_for(vendor);  // reads the manifests: their training GPUs
+    if (const auto v = trained_gpus_.find(vendor); v != trained_gpus_.end())
+      for (const auto& [f, gpus] : v->second)
+        if (!gpus.empty()) found.trained_gpus.emplace(std::string(family_name(f)), gpus);
+    return uncertainty_[vendor] = std::move(found);
   }
 
  private:
@@ -548,7 +552,7 @@ class neusight_predictor final : public predictor {
   mutable std::map<std::string, std::map<family, tile_model>> cache_;
   mutable std::map<std::string, std::map<family, std::vector<std::string>>> trained_gpus_;
   mutable std::vector<std::string> warnings_;
-  mutable std::map<std::string, std::filesystem::path> uncertainty_files_;
+  mutable std::map<std::string, uncertainty_source> uncertainty_;
 };
 
 }  // namespace

@@ -46,6 +46,18 @@ double roofline_floor_seconds(const kernel& k, const gpu_spec& gpu);
 // Throws ns::error for a non-fp32 kernel. A fixed `seconds` wins, as in the roofline.
 double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu);
 
+// What a forecast's uncertainty band reads of its predictor for GPUs of one vendor (predictor::uncertainty).
+struct uncertainty_source {
+  // The leave-one-GPU-out error table (weights/<vendor>/uncertainty.toml, written by weights/uncertainty.sh; the
+  // nvidia table when the vendor has none). Empty: none.
+  std::filesystem::path table;
+  // The GPUs each family's weights for the vendor were trained on (family_name → the manifest's training.gpus): the
+  // range a GPU is in or out of distribution against when the table is another vendor's.
+  std::map<std::string, std::vector<std::string>> trained_gpus;
+  uncertainty_source() = default;
+  uncertainty_source(std::filesystem::path t) : table(std::move(t)) {}  // a table alone (tests, fuzz targets)
+};
+
 class predictor {
  public:
   virtual ~predictor() = default;
@@ -57,10 +69,10 @@ class predictor {
   // Whether predict() may reuse work of earlier calls with the same inputs (on by default; results are the same
   // bit for bit either way). NEUSIGHT_NO_CACHE=1 turns it off.
   virtual void memo_enable(bool) {}
-  // The predictor's leave-one-GPU-out error table for GPUs of `vendor` (weights/<vendor>/uncertainty.toml, written by
-  // weights/uncertainty.sh; the nvidia table when the vendor has none), read by scripts/neusight/uncertainty.lua.
-  // Empty: the predictor has none (roofline), and forecasts carry no band.
-  virtual std::filesystem::path uncertainty_file(const std::string& /*vendor*/) const { return {}; }
+  // What the uncertainty band and the out-of-distribution check of a forecast on a GPU of `vendor` read of the
+  // predictor (scripts/neusight/uncertainty.lua): see uncertainty_source. Empty: the predictor has none (roofline),
+  // and forecasts carry no band.
+  virtual uncertainty_source uncertainty(const std::string& /*vendor*/) const { return {}; }
   // Whether predict() prices kernels of `family` (tile_model.h family_name) on GPUs of `vendor` with its own model
   // (false: the roofline stands in, e.g. no weights for that family): only those carry its error table's spread.
   virtual bool models_family(const std::string& /*vendor*/, const std::string& /*family*/) const { return false; }

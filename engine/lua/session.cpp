@@ -855,7 +855,7 @@ std::string session::search_pipeline_skip(int64_t layers, int64_t pp, const std:
 }
 
 figures session::figures_compute(const figure_inputs& inputs, const gpu_spec& gpu,
-                                 const std::filesystem::path& uncertainty, const std::string& workload) {
+                                 const uncertainty_source& uncertainty, const std::string& workload) {
   return figures_call("neusight.figures", "compute", inputs, gpu, uncertainty, workload);
 }
 
@@ -967,7 +967,7 @@ int l_figures_callback(lua_State* L) {
 }  // namespace
 
 figures session::figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                              const std::filesystem::path& uncertainty, const std::string& workload,
+                              const uncertainty_source& band, const std::string& workload,
                               const figures_callback* callback) {
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -983,7 +983,7 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     lua_pushstring(L, workload.c_str());
     lua_setfield(L, r, "workload_source");
   }
-  if (!uncertainty.empty()) {  // parsed once per session
+  if (const fs::path& uncertainty = band.table; !uncertainty.empty()) {  // parsed once per session
     const std::string key = uncertainty.string();
     auto it = p_->data_refs.find(key);
     if (it == p_->data_refs.end()) {
@@ -1000,6 +1000,34 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     const bool bundled = !rel.empty() && *rel.begin() != "..";
     lua_pushstring(L, (bundled ? rel.generic_string() : display_of(uncertainty)).c_str());
     lua_setfield(L, r, "uncertainty_source");
+  }  // stack: fn r
+  if (!band.trained_gpus.empty()) {  // r.trained_gpus: { family = { GPU view, or the name no GPU file answers, … } }
+    std::string key;
+    for (const auto& [family, names] : band.trained_gpus) {
+      key += family + ":";
+      for (const auto& n : names) key += n + "\n";
+    }
+    auto it = p_->trained_refs.find(key);
+    if (it == p_->trained_refs.end()) {  // made once per session and list
+      lua_createtable(L, 0, int(band.trained_gpus.size()));  // stack: fn r trained
+      for (const auto& [family, names] : band.trained_gpus) {
+        lua_createtable(L, int(names.size()), 0);  // stack: fn r trained list
+        for (size_t i = 0; i < names.size(); ++i) {
+          const gpu_spec* spec = nullptr;
+          try {
+            spec = &p_->gpu_resolve(names[i]);
+          } catch (const error&) {  // a training GPU without a GPU file: uncertainty.lua names it
+          }
+          if (spec) p_->push_gpu(*spec);
+          else lua_pushstring(L, names[i].c_str());
+          lua_rawseti(L, -2, lua_Integer(i + 1));
+        }
+        lua_setfield(L, -2, family.c_str());  // stack: fn r trained
+      }
+      it = p_->trained_refs.emplace(key, luaL_ref(L, LUA_REGISTRYINDEX)).first;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, it->second);
+    lua_setfield(L, r, "trained_gpus");
   }  // stack: fn r
   // r.<name>: a closure over a slot emptied when the call ends, normally or not
   const figures_callback** slot = nullptr;

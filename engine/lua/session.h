@@ -419,12 +419,14 @@ class session {
   void calibration_set(const std::string& gpu_name, std::optional<calibration> c);
 
   // scripts/neusight/figures.lua compute(r): `inputs` become the table r (a dotted key "a.b" the field b of the table
-  // r.a, "a.b.c" of r.a.b), with r.gpu the GPU's table and, when `uncertainty` names the predictor's error table
-  // (predictor::uncertainty_file), r.uncertainty that TOML file as a plain table and r.uncertainty_source its name.
+  // r.a, "a.b.c" of r.a.b), with r.gpu the GPU's table and, from `uncertainty` (predictor::uncertainty): when it
+  // names the predictor's error table, r.uncertainty that TOML file as a plain table and r.uncertainty_source its
+  // name; when it lists the weights' training GPUs, r.trained_gpus = { family = { each GPU's table (a name no GPU file
+  // answers as the string) } }.
   // Returns its fields, table lines and warnings.
   // `workload` (a workload's source, as workload_load named it): its own `figures` function, when the script has one,
   // goes along as r.workload_figures (r.workload_source its name).
-  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const std::filesystem::path& uncertainty = {},
+  figures figures_compute(const figure_inputs& inputs, const gpu_spec& gpu, const uncertainty_source& uncertainty = {},
                           const std::string& workload = {});
   // A C++ function a rule may call back (figures_call's `callback`): r.<name>(t) with a table t of numbers by name
   // ({ gemm_tc16 = 0.36, … }) returns fn(t), a number; fn's scripts are held to the limits as one call of their own
@@ -436,7 +438,7 @@ class session {
   // The same with another rule: module.fn(r) returning { fields, lines, warnings } (eval models: neusight.uncertainty),
   // r.<callback.name> the callback when one is given (predict --calibrate of a parallel run: r.forecast_with).
   figures figures_call(const char* module, const char* fn, const figure_inputs& inputs, const gpu_spec& gpu,
-                       const std::filesystem::path& uncertainty = {}, const std::string& workload = {},
+                       const uncertainty_source& uncertainty = {}, const std::string& workload = {},
                        const figures_callback* callback = nullptr);
   // A batch in one call: module.fn(items, shared), `items` an array of tables made as figures_call makes its r (a
   // dotted key "a.b.c" the field c of the table a.b), `shared` one more with shared.gpu the GPU's table (search's

@@ -103,6 +103,7 @@ struct session::impl {
   std::map<std::string, std::string> file_texts;  // file_text_set: path → the text read instead of the file
   std::map<std::string, int> figures_hooks;  // workload source → its `figures` function (workload.lua), registry refs
   std::map<std::string, int> data_refs;  // figures_call: parsed data files (uncertainty tables) by path, registry refs
+  std::map<std::string, int> trained_refs;  // figures_call: r.trained_gpus tables by their lists, registry refs
   // Predictors (session_predict.cpp): the built-ins ns.predict runs, made on first use with `weights_root` (the last
   // predictor_make's, else data_root/weights) and memoised unless `predict_memo` is off; the checked tables of the
   // Lua predictors made (registry refs, released with the session); what the built-ins warned of during the current

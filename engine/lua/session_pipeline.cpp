@@ -356,7 +356,7 @@ int l_figures(lua_State* L) {
         L, 1, caller_where(L) + "run.figures(inputs): inputs must be an array of { key, value } (a number, boolean or string)");
     const gpu_spec& gpu = gpu_of(L, c, "figures");
     const figures figs =
-        c.s->figures_compute(in, gpu, predictor_of(L, c, "figures").uncertainty_file(gpu.vendor), c.run->source);
+        c.s->figures_compute(in, gpu, predictor_of(L, c, "figures").uncertainty(gpu.vendor), c.run->source);
     lua_createtable(L, 0, 3);
     figures_push(L, figs);
     lua_setfield(L, -2, "fields");

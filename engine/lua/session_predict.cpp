@@ -270,7 +270,7 @@ class weights_noted_predictor final : public predictor {
     return out;
   }
   void memo_enable(bool on) override { inner_->memo_enable(on); }
-  fs::path uncertainty_file(const std::string& vendor) const override { return inner_->uncertainty_file(vendor); }
+  uncertainty_source uncertainty(const std::string& vendor) const override { return inner_->uncertainty(vendor); }
   bool models_family(const std::string& vendor, const std::string& family) const override {
     return inner_->models_family(vendor, family);
   }

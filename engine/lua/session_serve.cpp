@@ -101,7 +101,7 @@ int l_serve_phase(lua_State* L) {
     if (lua_toboolean(L, 2)) {
       figure_inputs band_in = {{"latency_s", latency_s}};
       band_in.insert(band_in.end(), fam.begin(), fam.end());
-      band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty_file(gpu.vendor));
+      band = c->s->figures_call("neusight.uncertainty", "figures", band_in, gpu, c->pred->uncertainty(gpu.vendor));
     }
     lua_createtable(L, 0, 13);  // stack: result
     set_number(L, "latency_ms", latency_s * 1e3);

@@ -22,7 +22,10 @@ local DEFAULT_INTER_LATENCY_US = 5.0
 local DEFAULT_INTRA_EFFICIENCY = 0.72
 local DEFAULT_INTER_EFFICIENCY = 0.8
 
--- One 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout) = 50 GB/s per direction per GPU.
+-- One 400 Gb/s InfiniBand NDR NIC per GPU (DGX H100 layout) = 50 GB/s per direction per GPU, at most the GPU's own
+-- host link (its file's pcie_bw_gbps): the NIC reaches the GPU over PCIe (GPUDirect RDMA), so an L4's or an A100's
+-- PCIe 4.0 x16 (32 GB/s) caps what the network delivers to it. An assumption of the default only (inter_default): a
+-- cluster's own inter.bw_gbps is taken as given.
 local DEFAULT_INTER_BW_GBPS = 400 / 8
 
 -- The maxima of a link's bw_gbps and latency_us and of gpus_per_node and nodes: a cluster file's (the engine's one
@@ -118,6 +121,14 @@ local function intra_bw_of(gpu)
   error(("cluster.gpu.interconnect: string expected, got %s"):format(show(kind)), 0)
 end
 
+-- The default inter-node bandwidth per GPU and direction: DEFAULT_INTER_BW_GBPS, capped by the GPU's host link when
+-- the GPU file gives one.
+local function inter_default(gpu)
+  local host = gpu ~= nil and gpu_optional(gpu, "pcie_bw_gbps") or nil
+  if type(host) == "number" and host > 0 then return min(DEFAULT_INTER_BW_GBPS, host) end
+  return DEFAULT_INTER_BW_GBPS
+end
+
 local function level(spec, where, defaults)
   if spec == nil then spec = {} end
   if type(spec) ~= "table" then error(("%s: table expected, got %s"):format(where, show(spec)), 0) end
@@ -152,7 +163,7 @@ end
 
 --- A validated cluster: { gpus_per_node, nodes, intra = {bw_gbps, latency_us, efficiency}, inter = {…} }.
 --- `gpu` (a gpus/*.toml table) supplies the intra bandwidth when intra.bw_gbps is not given; inter
---- defaults to one 400 Gb/s InfiniBand NIC per GPU. Unknown keys are errors with a suggestion. A GPU whose bridge
+--- defaults to one 400 Gb/s InfiniBand NIC per GPU, at most the GPU's host link (inter_default). Unknown keys are errors with a suggestion. A GPU whose bridge
 --- joins fewer GPUs than a node holds (its file's nvlink_domain_gpus) adds domain = { gpus, intra }: the PCIe level
 --- of the groups beyond one bridge.
 ---@param spec table
@@ -161,9 +172,12 @@ function M.cluster(spec)
   if spec == nil then spec = {} end
   if type(spec) ~= "table" then error(("cluster: table expected, got %s"):format(show(spec)), 0) end
   check_keys(spec, CLUSTER_KEYS, "cluster")
-  local intra_default = nil
+  local intra_default, inter_bw = nil, DEFAULT_INTER_BW_GBPS
   if spec.gpu ~= nil and (type(spec.intra) ~= "table" or spec.intra.bw_gbps == nil) then
     intra_default = intra_bw_of(spec.gpu) -- read only when needed: a GPU view may reject missing fields
+  end
+  if spec.gpu ~= nil and (type(spec.inter) ~= "table" or spec.inter.bw_gbps == nil) then
+    inter_bw = inter_default(spec.gpu)
   end
   local function count_at_most(v, where)
     local n = check_count(v, where)
@@ -177,7 +191,7 @@ function M.cluster(spec)
       bw_gbps = intra_default, latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY,
     }),
     inter = level(spec.inter, "cluster.inter", {
-      bw_gbps = DEFAULT_INTER_BW_GBPS, latency_us = DEFAULT_INTER_LATENCY_US, efficiency = DEFAULT_INTER_EFFICIENCY,
+      bw_gbps = inter_bw, latency_us = DEFAULT_INTER_LATENCY_US, efficiency = DEFAULT_INTER_EFFICIENCY,
     }),
   }
   -- A bridge that joins fewer GPUs than a node holds (gpus/*.toml nvlink_domain_gpus: the A100 and H100 PCIe cards'

@@ -5,9 +5,11 @@
 -- fold (a training GPU held out of that family's training), quantiles of r = ln(measured / predicted) over the held-out
 -- GPU's rows, time-weighted (and, for the record, whether that GPU lay outside the range of the GPUs trained on); and
 -- the range (SMs, bandwidth, the family's peak, architectures) of the GPUs the shipped weights were trained on. A
--- target GPU outside that range for a family is out of distribution for it: a warning says so. The band itself is the
--- spread over all folds, most of which held out a GPU outside its training range (an unseen architecture, the
--- largest or smallest part): drawing only from the folds on the target's side of its range was tried and covered
+-- target GPU outside that range for a family is out of distribution for it: a warning says so. A vendor without a
+-- table of its own (AMD) borrows the nvidia one for the band, said in a warning and in JSON (band_borrowed_from), but
+-- not for the range: its GPUs are checked against the GPUs its own weights were trained on (trained_range). The band
+-- itself is the spread over all folds, most of which held out a GPU outside its training range (an unseen
+-- architecture, the largest or smallest part): drawing only from the folds on the target's side of its range was tried and covered
 -- fewer measured values (weights/ACCURACY.md, "Uncertainty band").
 --
 -- Aggregation over the graph (M.band): the forecast's latency is scaled by
@@ -174,6 +176,39 @@ local function trained_on(r, name)
 end
 M.trained_on = trained_on
 
+-- The range a GPU of another vendor than the table's is checked against for family `name`: that of the GPUs the
+-- vendor's own weights of the family were trained on (r.trained_gpus, their manifests' training.gpus: the weights the
+-- forecast used), over the fields the table's range compares (`like`: its num_sm, mem_bw_gbps, peak_field and
+-- architectures). The table's range is of its own vendor's weights, which did not price this GPU. Returns the range,
+-- or nil and why none can be made.
+local function trained_range(r, name, like)
+  local list = (r.trained_gpus or {})[name]
+  if type(list) ~= "table" or #list == 0 then
+    return nil, fmt("no record of the GPUs the %s %s weights were trained on", tostring(r.gpu.vendor), name)
+  end
+  local range = { peak_field = like.peak_field, architectures = {}, gpus = {} }
+  local seen = {}
+  for _, g in ipairs(list) do
+    if type(g) == "string" then
+      return nil, fmt("its training GPU %s has no GPU file", g)
+    end
+    for _, k in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { "peak_tflops", like.peak_field } }) do
+      local v = k[2] and like[k[1]] ~= nil and require("neusight").gpu_optional(g, k[2])
+      if type(v) == "number" then
+        local span = range[k[1]]
+        range[k[1]] = span and { math.min(span[1], v), math.max(span[2], v) } or { v, v }
+      end
+    end
+    if not seen[g.architecture] then
+      seen[g.architecture] = true
+      range.architectures[#range.architectures + 1] = g.architecture
+    end
+    range.gpus[#range.gpus + 1] = g.name
+  end
+  sort(range.architectures)
+  return range
+end
+
 M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
 M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
 
@@ -181,9 +216,8 @@ M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
 --- their mean and variance; and the out-of-distribution warnings for this GPU.
 --- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} }, bias (the folds' mean
 --- log bias: the mean of stats[].mean), trained (the GPU is one the family's weights were trained on: trained_on) },
---- … }, other (seconds
---- without error data), total, unmeasured (families the table lacks), warnings, out_of_distribution, source } or nil
---- and why.
+--- … }, other (seconds without error data), total, unmeasured (families the table lacks), warnings,
+--- out_of_distribution, borrowed_from (the table's vendor when it is not the GPU's), source } or nil and why.
 ---@param r table
 function M.parts(r)
   local tbl = r.uncertainty
@@ -231,7 +265,7 @@ function M.parts(r)
   local other_vendor = tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor
   local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src, spread = spread or 1,
     fallback = 0, fallback_families = {} }
-  local ood_by_reason, order, names = {}, {}, {}
+  local ood_by_reason, order, names, unchecked = {}, {}, {}, {}
   for name in pairs(r.family_s or {}) do names[#names + 1] = name end
   sort(names)
   for _, name in ipairs(names) do
@@ -248,7 +282,10 @@ function M.parts(r)
         out.fallback_families[#out.fallback_families + 1] = name
       end
     else
-      local why = outside(gpu, e.range or {})  -- checked once per table above
+      local range, no_range = e.range or {}, nil  -- checked once per table above
+      if other_vendor then range, no_range = trained_range(r, name, range) end
+      local why = range and outside(gpu, range) or {}
+      if no_range then unchecked[#unchecked + 1] = fmt("%s (%s)", name, no_range) end
       local q = e.quantiles
       if type(q) ~= "table" or #q == 0 then
         error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)
@@ -303,11 +340,17 @@ function M.parts(r)
     out.warnings[#out.warnings + 1] = fmt("%s is out of distribution for the %s predictor%s (beyond the GPUs trained on: %s); "
       .. "see the band for the spread to expect", gpu.name, table.concat(fams, ", "), #fams > 1 and "s" or "", key)
   end
-  if other_vendor then
-    out.warnings[#out.warnings + 1] = fmt("no leave-one-GPU-out errors of the %s weights: the uncertainty band assumes "
-      .. "those of the %s weights (%s)", tostring(gpu.vendor), tostring(tbl.vendor), src)
+  if #unchecked > 0 then
+    out.warnings[#out.warnings + 1] = fmt("%s is not checked for out of distribution for the %s predictor%s",
+      gpu.name, table.concat(unchecked, ", "), #unchecked > 1 and "s" or "")
   end
-  out.out_of_distribution = #order > 0 or other_vendor
+  if other_vendor then  -- said in JSON as well (band_borrowed_from): a band of another vendor's GPUs' errors
+    out.borrowed_from = tostring(tbl.vendor)
+    out.warnings[#out.warnings + 1] = fmt("no leave-one-GPU-out errors of the %s weights: the uncertainty band is "
+      .. "borrowed from the %s weights' folds (%s), whose errors on %s GPUs are not those of the %s weights",
+      tostring(gpu.vendor), tostring(tbl.vendor), src, tostring(tbl.vendor), tostring(gpu.vendor))
+  end
+  out.out_of_distribution = #order > 0
   return out
 end
 
@@ -352,15 +395,16 @@ end
 --- The band of one forecast.
 --- `r`: latency_s, family_s (seconds by family name, "other" for kernels no family prices), family_n (effective kernel
 --- count by family), roofline (families the roofline priced for want of weights: no error data), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
---- uncertainty_source (its file name).
+--- uncertainty_source (its file name), trained_gpus (family → the GPU tables its weights for the GPU's vendor were
+--- trained on: the range when the table is another vendor's).
 --- Each draw picks, per family, one held-out GPU of the table (independently per family), then the mean of
 --- min(family_n, max_draws) kernel errors from that GPU's distribution: the GPU's bias is shared by the family's
 --- kernels, their own scatter averages out over the distinct kernels. On a GPU the family's weights were trained on
 --- (trained_on) each draw is divided by e^bias (the folds' mean log bias): the spread stays, the centre is the
 --- forecast's.
 --- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share, fallback_share (the part of
---- it the roofline priced for want of weights), fallback_families, unmeasured, out_of_distribution (boolean), warnings,
---- source }
+--- it the roofline priced for want of weights), fallback_families, unmeasured, out_of_distribution (boolean),
+--- borrowed_from (the table's vendor when it is not the GPU's: the band is that vendor's folds), warnings, source }
 --- or nil and why there is no band.
 ---@param r table
 function M.band(r)
@@ -388,6 +432,7 @@ function M.band(r)
     fallback_families = p.fallback_families,
     unmeasured = p.unmeasured,
     out_of_distribution = p.out_of_distribution,
+    borrowed_from = p.borrowed_from,
     warnings = p.warnings,
     source = p.source,
   }
@@ -443,6 +488,9 @@ function M.figures(r)
     { key = "band_unmodelled_share", value = b and b.unmodelled_share },
     { key = "band_spread", value = b and b.spread },
   }
+  if b and b.borrowed_from then  -- only then: a band of the GPU's own vendor keeps its JSON
+    fields[#fields + 1] = { key = "band_borrowed_from", value = b.borrowed_from }
+  end
   local warnings = b and b.warnings or {}
   if uncovered then  -- only then: a forecast the band covers keeps its JSON
     fields[#fields + 1] = { key = "band_fallback_share", value = b.fallback_share }
@@ -457,9 +505,10 @@ function M.figures(r)
       note = fmt("; %.0f %% of the kernel time (%s) has no error data and is not widened", 100 * b.unmodelled_share,
         #b.unmeasured > 0 and "copies, collectives, " .. table.concat(b.unmeasured, ", ") or "copies, collectives")
     end
-    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s)",
+    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
       M.spread_note(b.spread, ", "),
+      b.borrowed_from and fmt(", borrowed from %s GPUs: see warnings", b.borrowed_from) or "",
       b.out_of_distribution and "; out of distribution: see warnings" or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)

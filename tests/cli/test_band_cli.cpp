@@ -84,6 +84,42 @@ TEST_CASE("band: a GPU outside the training range is out of distribution, said i
   CHECK(r.err.find("architecture hopper not among") != std::string::npos);
 }
 
+TEST_CASE("band: AMD GPUs are checked against the AMD weights' training GPUs and say their band is borrowed",
+          "[cli][band]") {
+  // weights/amd/*/model.toml: trained on MI100 and MI210. Both were flagged against the nvidia table's range
+  // (num_sm 108, 1555 GB/s, 19.5 TF, ampere … volta).
+  for (const char* gpu : {"mi100", "mi210"}) {
+    INFO(gpu);
+    const auto r = run_cli(std::string("predict --model gpt2_large --gpu ") + gpu +
+                           " --mode inference --batch 4 --seq 1024 --format json");
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    CHECK(j["figures"]["out_of_distribution"] == false);
+    for (const auto& w : j["warnings"]) CHECK(w.get<std::string>().find("out of distribution") == std::string::npos);
+    CHECK(j["figures"]["band_borrowed_from"] == "nvidia");
+    bool borrowed = false;
+    for (const auto& w : j["warnings"])
+      borrowed |= w.get<std::string>().find("the uncertainty band is borrowed from the nvidia weights' folds") !=
+                  std::string::npos;
+    CHECK(borrowed);
+    CHECK(j["latency_ms_p10"].get<double>() < j["latency_ms_p90"].get<double>());
+  }
+  // beyond them, with their limits (MI100's 120 CUs, MI210's 1638 GB/s, cdna1 / cdna2), not the A100's
+  const auto r = run_cli("predict --model gpt2_large --gpu mi300x --mode inference --batch 4 --seq 1024 --format json");
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  CHECK(j["figures"]["out_of_distribution"] == true);
+  std::string said;
+  for (const auto& w : j["warnings"])
+    if (w.get<std::string>().find("MI300X is out of distribution") == 0) said = w.get<std::string>();
+  CHECK(said.find("num_sm 304 > 120") != std::string::npos);
+  CHECK(said.find("mem_bw_gbps 5300 > 1638") != std::string::npos);
+  CHECK(said.find("architecture cdna3 not among cdna1, cdna2") != std::string::npos);
+  CHECK(said.find("> 108") == std::string::npos);
+  // a GPU of the table's own vendor: no such field
+  CHECK_FALSE(run_json(v100)["figures"].contains("band_borrowed_from"));
+}
+
 TEST_CASE("band: a constant table gives the band its definition says", "[cli][band]") {
   temp_dir t;
   const fs::path root = constant_table_root(t, std::log(2.0));

@@ -237,6 +237,32 @@ TEST_CASE("parallel: clusters from gpus/clusters/*.toml and collective algorithm
   CHECK(tp_ring > 10 * tp_custom);
 }
 
+TEST_CASE("parallel: the default cluster joins 8-GPU nodes by a network capped by the GPU's host link",
+          "[cli][parallel]") {
+  // --help says what the default is (it said one node of the GPU's own links, also past 8 GPUs)
+  const auto help = run_cli("predict --help");
+  CHECK(help.out.find("one node of the GPU's own links") == std::string::npos);
+  CHECK(help.out.find("400 Gb/s NIC per GPU") != std::string::npos);
+  // An L4's NIC sits behind its PCIe 4.0 x16 (32 GB/s): the network no faster than that (it was 50 GB/s, above the
+  // node's own 32); an H100's PCIe 5.0 (64 GB/s) leaves the 400 Gb/s (50 GB/s) as it was.
+  const auto l4 = run_cli("predict --model gpt2_large --gpu l4 --mode train --optimizer none --seq 1024 "
+                          "--predictor roofline --format json --batch 16 --dp 16");
+  REQUIRE(l4.code == 0);
+  const json l4j = json::parse(l4.out);
+  const json& c = l4j["parallel"]["cluster"];
+  CHECK(c["nodes"] == 2);
+  CHECK(c["intra"]["bw_gbps"] == 32.0);
+  CHECK(c["inter"]["bw_gbps"] == 32.0);
+  const json h100 = json::parse(run_cli("predict --model gpt2_large --gpu h100 --mode train --optimizer none "
+                                        "--seq 1024 --predictor roofline --format json --batch 16 --dp 16").out);
+  CHECK(h100["parallel"]["cluster"]["inter"]["bw_gbps"] == 50.0);
+  // a cluster file's own network is kept as given
+  temp_dir t;
+  const auto file = t.write("fast.toml", "gpus_per_node = 8\n[inter]\nbw_gbps = 50.0\n");
+  const json given = predict("--batch 16 --dp 16 --cluster '" + file.string() + "'");
+  CHECK(given["parallel"]["cluster"]["inter"]["bw_gbps"] == 50.0);
+}
+
 TEST_CASE("parallel: expert parallelism exchanges tokens with all-to-all and shards the experts", "[cli][parallel]") {
   const std::string base = "predict --model switchxl4 --gpu A100-SXM4-40GB --mode train --optimizer none --seq 512 "
                            "--batch 8 --predictor roofline --format json --dp 4";

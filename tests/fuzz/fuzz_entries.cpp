@@ -186,8 +186,8 @@ void uncertainty_toml(std::string_view data, const std::string& source) {
   }();
   const ns::gpu_spec& gpu = gpu_named("h100_sxm5_80gb");
   try {
-    s.figures_call("neusight.uncertainty", "figures", in, gpu, path);
-    s.figures_call("neusight.calibration", "fit", in, gpu, path);
+    s.figures_call("neusight.uncertainty", "figures", in, gpu, ns::uncertainty_source(path));
+    s.figures_call("neusight.calibration", "fit", in, gpu, ns::uncertainty_source(path));
   } catch (const ns::error& e) {
     check_not_internal(e);
     throw;

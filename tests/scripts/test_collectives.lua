@@ -62,6 +62,19 @@ function Tests.test_cluster_defaults_from_gpu()
   eq(c2.inter.latency_us, 3, "inter latency given")
 end
 
+-- The default network reaches a GPU through its host link: 400 Gb/s per GPU, at most the GPU's pcie_bw_gbps (an L4's
+-- PCIe 4.0 x16 gave 50 GB/s between nodes over 32 GB/s inside one); a cluster's own inter.bw_gbps is kept.
+function Tests.test_cluster_default_inter_capped_by_host_link()
+  eq(T.cluster({ gpu = L4 }).inter.bw_gbps, 32.0, "L4: min(50, PCIe 32)")
+  eq(T.cluster({ gpu = A100 }).inter.bw_gbps, 32.0, "A100: min(50, PCIe 32)")
+  eq(T.cluster({ gpu = H100 }).inter.bw_gbps, 50.0, "H100: min(50, PCIe 64)")
+  eq(T.cluster({ gpu = { interconnect = "nvlink4", interconnect_bw_gbps = 900.0 } }).inter.bw_gbps, 50.0,
+    "no host link given: the network")
+  eq(T.cluster({ gpu = L4, inter = { bw_gbps = 50 } }).inter.bw_gbps, 50, "a cluster's own bandwidth is kept")
+  eq(T.cluster({ gpu = L4, inter = { latency_us = 3 } }).inter.bw_gbps, 32.0, "only the latency given: capped")
+  eq(T.cluster({ inter = { bw_gbps = 100 }, intra = { bw_gbps = 10 } }).inter.bw_gbps, 100, "no GPU: as given")
+end
+
 function Tests.test_link_alpha_beta()
   local c = test_cluster(2)
   local a, b = T.level(c, "intra")
