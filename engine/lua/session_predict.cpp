@@ -235,13 +235,13 @@ int l_predict(lua_State* L) {
     std::vector<std::string> warnings = pred.warnings();
     // the out-of-distribution warnings a forecast priced by this predictor directly carries (neusight.uncertainty
     // warnings: the band's rule, without a band), for these kernels' families: a Lua predictor wrapping it keeps them
-    if (const fs::path table = pred.uncertainty_file(gpu.vendor); !table.empty()) {
+    if (const uncertainty_source src = pred.uncertainty(gpu.vendor); !src.table.empty()) {
       graph one;
       one.nodes.emplace_back();  // each kernel once (count 1)
       const forecast fc = forecast_make(std::move(one), ks, seconds);
       figure_inputs in;
       family_inputs_add(in, fc.seconds_by_family(), pred, gpu.vendor);
-      for (auto& w : p.owner->figures_call("neusight.uncertainty", "warnings", in, gpu, table).warnings)
+      for (auto& w : p.owner->figures_call("neusight.uncertainty", "warnings", in, gpu, src).warnings)
         warnings.push_back(std::move(w));
     }
     for (const auto& w : warnings)
