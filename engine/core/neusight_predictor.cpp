@@ -508,7 +508,7 @@ class neusight_predictor final : public predictor {
 
   // The maxima of per-SM bandwidth and capacity over the family's training GPUs (gpu_beyond_range_warnings), looked up
   // once per vendor and family; unknown without gpu_files_set, without training.gpus (a model given directly), or
-  // when one of them has no GPU file (then `warnings` says so: no envelope for the family).
+  // when one of them has no GPU file (then `warnings` says so, and the family gets no such warning).
   gpu_range training_range(const std::string& vendor, family f, std::vector<std::string>& warnings) const {
     auto [it, fresh] = ranges_[vendor].try_emplace(f);
     if (fresh && !gpus_dir_.empty()) {
