@@ -1,7 +1,5 @@
 // engine/cli/kernels_cmd.cpp — training the tile predictor from micro-benchmark CSVs and evaluating it per row.
-#include <filesystem>
 #include "cli/kernels_cmd.h"
-#include "cli/git_version.h"
 
 #include <fmt/format.h>
 
@@ -9,11 +7,13 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unistd.h>
 
+#include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/dataset.h"
