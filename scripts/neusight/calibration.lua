@@ -368,7 +368,8 @@ function M.fit_serve(r)
                  family_s = r[p.prefix .. "family_s"], family_n = r[p.prefix .. "family_n"],
                  floor_s = r[p.prefix .. "floor_s"], what = fmt("%s (%s)", r.measurement, p.label),
                  roofline = r[p.prefix .. "roofline"], measurement = r.measurement, gpu = r.gpu,
-                 uncertainty = r.uncertainty, uncertainty_source = r.uncertainty_source }
+                 uncertainty = r.uncertainty, uncertainty_source = r.uncertainty_source,
+                 trained_gpus = r.trained_gpus }
     if ph.measured_s and not ph.latency_s then
       error(fmt("%s: %s_ms given, but the run has no decode step (--output-len 1: its one token comes from the "
         .. "prefill)", r.measurement, p.key), 0)

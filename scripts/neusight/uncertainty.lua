@@ -152,25 +152,25 @@ local function outside(gpu, range)
   return why
 end
 
--- Whether the GPU of `r` is among the GPUs the shipped weights of family `name` were trained on (the error table's
--- families.<name>.range.gpus, by the GPU's name or one of its aliases; a table of another vendor's weights never).
+-- Whether the GPU of `r` is among the GPUs the weights of family `name` were trained on: r.trained_gpus[name], the
+-- weights' manifests' training.gpus (weights/<vendor>/<family>/model.toml; the weights the forecast used, of the GPU's
+-- own vendor), by the GPU's name or one of its aliases (each entry the training GPU's view, by its name, or the name no
+-- GPU file answers). The manifests, not the error table's range.gpus: a leave-one-GPU-out fold's weights exclude the
+-- held-out GPU just as its table does, and a vendor without a table of its own (AMD) has its weights' own training GPUs
+-- (MI100, MI210), not the borrowed table's.
 -- Such a GPU is in distribution: its forecasts carry no leave-one-GPU-out bias (the folds' mean log bias is what a GPU
 -- the weights never saw tends to be off by), so the band (M.band) and the calibration prior
 -- (scripts/neusight/calibration.lua prior_of) are centred on the forecast there. Leave one GPU out decided the prior of
 -- an unseen GPU (weights/CALIBRATION_PRIOR_RULE.md); on the training GPUs' own labels the folds' bias moved a
 -- measurement equal to the forecast +1.1-1.4 % and put the band's p50 above the forecast (weights/ACCURACY.md).
 local function trained_on(r, name)
-  local tbl, gpu = r.uncertainty, r.gpu or {}
-  if type(tbl) ~= "table" or (tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor) then return false end
-  local fam = type(tbl.families) == "table" and tbl.families[name]
-  local gpus = type(fam) == "table" and type(fam.range) == "table" and fam.range.gpus
-  if type(gpus) ~= "table" then return false end
-  local names = { gpu.name }
-  for _, a in ipairs(type(gpu.aliases) == "table" and gpu.aliases or {}) do names[#names + 1] = a end
-  for _, g in ipairs(gpus) do
-    for _, n in ipairs(names) do
-      if g == n then return true end
-    end
+  local gpu = r.gpu or {}
+  local list = (r.trained_gpus or {})[name]
+  if type(list) ~= "table" then return false end
+  local names = { [tostring(gpu.name)] = true }
+  for _, a in ipairs(type(gpu.aliases) == "table" and gpu.aliases or {}) do names[a] = true end
+  for _, g in ipairs(list) do
+    if names[type(g) == "string" and g or tostring(g.name)] then return true end  -- a name, or the GPU's view
   end
   return false
 end

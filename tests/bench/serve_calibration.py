@@ -168,8 +168,8 @@ def table_without(path, name, held_out):
         if "range" in e:
             out.append(f"[families.{fam}.range]")
             for k, v in e["range"].items():
-                if k == "gpus":  # the fold's weights never saw G: not one of its training GPUs (uncertainty.lua
-                    v = [g for g in v if g != name and not held_out(g)]  # trained_on would centre G's prior and band)
+                if k == "gpus":  # for the record: uncertainty.lua trained_on reads the fold weights' manifests
+                    v = [g for g in v if g != name and not held_out(g)]  # (training.gpus), which never name G
                 out.append(f"{k} = " + json.dumps(v))
     return "\n".join(out) + "\n"
 
