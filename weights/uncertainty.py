@@ -11,6 +11,10 @@ trained without any row of it. For each family the residual is r = ln(measured /
 are weighted by their measured time (a model's time is dominated by its longest kernels). A fold is "outside" when
 its GPU's SM count, memory bandwidth or the family's peak lies outside the range of the fold's training GPUs (the
 other GPUs of the group); the flag is recorded for the accuracy report, the band draws from every fold.
+Each family's range is written of the GPUs the weights were trained on, as their manifests say (training.gpus of
+DIR/folds/<X>/nvidia/<family>/model.toml, trained_gpus below): the field scripts/neusight/uncertainty.lua reads (its
+training_range is the rule the engine applies; Python cannot call it, so the range here is for the record, of the same
+GPUs; the engine reads only its peak_field).
 A family with no rows in DIR (e.g. `uncertainty.sh --part tc` re-derives only the tensor-core and attention folds)
 keeps its section of the existing --out file byte for byte. Rows of a held-out evaluation GPU (weights/HELD_OUT) are
 an error: those GPUs are never a fold.
@@ -21,6 +25,7 @@ import math
 import os
 import re
 import sys
+import tomllib
 
 from held_out import gpu_tables, held_out_matcher  # weights/held_out.py
 
@@ -63,6 +68,38 @@ def weighted_quantiles(pairs, levels):
     return out
 
 
+def manifest_gpus(weights_dir, fam):
+    """training.gpus of the manifest weights_dir/nvidia/<fam>/model.toml: the GPUs those weights were trained on, the
+    field scripts/neusight/uncertainty.lua reads as such (r.trained_gpus: the band's centre, the calibration prior, the
+    out-of-distribution range and the per-SM range warning all come from it; of the range written here it reads only
+    `peak_field`). None when there is no manifest (a work dir of rows alone)."""
+    path = os.path.join(weights_dir, "nvidia", fam, "model.toml")
+    if not os.path.exists(path):
+        return None
+    with open(path, "rb") as h:
+        gpus = tomllib.load(h).get("training", {}).get("gpus")
+    if not isinstance(gpus, list):
+        die(f"{path}: no training.gpus")
+    return gpus
+
+
+def trained_gpus(fold_dirs, folds, fam):
+    """The GPUs the weights a table goes with were trained on, from the manifests (manifest_gpus) of its folds' weights:
+    each fold's are the others (checked: a fold whose weights name its own held-out GPU is an error), their union the
+    full weights'. A fold without a manifest: the folds' GPUs themselves, as before the manifests were read. The range
+    is written from Python (uncertainty.lua's training_range is the rule the engine applies; this script cannot call
+    it), over the same field."""
+    names = set()
+    for g in folds:
+        got = manifest_gpus(fold_dirs.get(g, ""), fam)
+        if got is None:
+            return sorted(folds)
+        if g in got:
+            die(f"{fold_dirs[g]}/nvidia/{fam}/model.toml: the weights of fold {g} were trained on {g}")
+        names.update(got)
+    return sorted(names)
+
+
 def range_of(specs, names, peak):
     def span(key):
         vals = [specs[n][key] for n in names]
@@ -81,8 +118,9 @@ def fmt_list(xs):
     return "[" + ", ".join(f"{x:.4f}" if isinstance(x, float) else json.dumps(x) for x in xs) + "]"
 
 
-def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None):
-    """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group."""
+def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None, range_gpus=None):
+    """rows_by_fold: fold gpu -> family -> [(r, w)]. group_gpus: family -> the GPUs of its group. range_gpus: family ->
+    the GPUs its range is written of (the weights' manifests: trained_gpus; default the group)."""
     lines = [header, "format_version = 2", 'vendor = "nvidia"', f"levels = {fmt_list(LEVELS)}"]
     if kept and kept.get("spread"):
         lines.append(kept["spread"])
@@ -110,7 +148,11 @@ def table(rows_by_fold, specs, group_gpus, only_families, header, kept=None):
         for g, q in zip(names, quants):
             lines.append(f"  {fmt_list(q)},  # {g}")
         lines.append("]")
-        rng = range_of(specs, group_gpus[fam], peak)
+        names_trained = (range_gpus or {}).get(fam) or group_gpus[fam]
+        missing = [n for n in names_trained if n not in specs]
+        if missing:
+            die(f"the {fam} weights' training GPU {missing[0]} has no gpus/*.toml")
+        rng = range_of(specs, names_trained, peak)
         lines.append(f"[families.{fam}.range]  # the training GPUs of the weights this table goes with")
         for k in ("num_sm", "mem_bw_gbps", "peak_tflops"):
             lines.append(f"{k} = {fmt_list([float(x) for x in rng[k]])}")
@@ -187,6 +229,8 @@ def main():
         for fam in fams:
             group_of_fold.setdefault(FAMILIES[fam][1], set()).add(g)
     group_gpus = {fam: sorted(group_of_fold.get(grp, ())) for fam, (_, grp) in FAMILIES.items()}
+    # the ranges written: of the GPUs the weights were trained on, as their manifests say (trained_gpus)
+    range_gpus = {fam: trained_gpus(fold_dirs, gs, fam) for fam, gs in group_gpus.items()}
     header = ("# weights/nvidia/uncertainty.toml — generated by weights/uncertainty.sh (weights/uncertainty.py); do not "
               "edit.\n# Per kernel family and leave-one-GPU-out fold (the GPU held out of training): quantiles at "
               "`levels` of\n# ln(measured / predicted) of its rows, time-weighted; `outside`: whether the fold's GPU "
@@ -194,7 +238,7 @@ def main():
               "scripts/neusight/uncertainty.lua.")
     missing = [f for f in FAMILIES if not group_gpus[f]]
     kept = kept_sections(a.out, missing)
-    write(a.out, table(rows_by_fold, specs, group_gpus, None, header, kept))
+    write(a.out, table(rows_by_fold, specs, group_gpus, None, header, kept, range_gpus))
     print(f"{a.out}: {', '.join(sorted(f for f in FAMILIES if group_gpus[f]))}"
           + (f" (kept as they were: {', '.join(sorted(k for k in kept if k != 'spread'))}"
              + (", and the band's width factor" if "spread" in kept else "") + ")" if kept else ""))
@@ -208,9 +252,10 @@ def main():
         others = {o: rs for o, rs in rows_by_fold.items() if o != g}
         nested_groups = {fam: [o for o in gs if o != g] for fam, gs in group_gpus.items()}
         fams = [f for f, (_, grp) in FAMILIES.items() if grp == "fp32"]
-        # the nested table's ranges are those of fold G's weights: the other GPUs of the group
+        # the nested table's ranges are those of fold G's weights: their manifests' (the other GPUs of the group)
+        nested_ranges = {f: manifest_gpus(fold_dir, f) or nested_groups[f] for f in FAMILIES}
         text = table(others, specs, {f: nested_groups[f] for f in FAMILIES}, fams,
-                     f"# nested table of fold {g}: residuals of the other folds only")
+                     f"# nested table of fold {g}: residuals of the other folds only", None, nested_ranges)
         write(os.path.join(fold_dir, "nvidia", "uncertainty.toml"), text)
         print(f"{fold_dir}/nvidia/uncertainty.toml (nested, without {g})")
 

@@ -44,7 +44,8 @@ namespace {
 //   they keep the small GEMM's tile and split-K at up to 16× its rows, pairs the data never holds, which the MLP
 //   priced near the launch floor (weights/MONOTONE_GEMM_RULE.md).
 // Not across GPUs: a GPU beyond its training GPUs' per-SM bandwidth or memory is only warned about
-// (gpu_beyond_range_warnings, below); the GPU envelopes tried were not adopted (weights/MONOTONE_GPU_RULE.md).
+// (scripts/neusight/uncertainty.lua range_warnings; below); the GPU envelopes tried were not adopted
+// (weights/MONOTONE_GPU_RULE.md).
 constexpr std::array<double, 8> envelope_factors = {1.125, 1.25, 1.5, 2, 3, 4, 8, 16};
 
 enum class size_axis { rows, q_len, kv_len, batch, m };
@@ -241,49 +242,9 @@ split_launch split_piece(const kernel& k) {
 // range), and one copy of an out-of-range GPU at the top of the range (variant 2: leave-one-GPU-out better, 12.80
 // → 12.71 %, but not monotone across GPU files: the copy did not reach the size envelope's larger copies, and the
 // batched MLP rounds a row differently in another batch). What is kept: a forecast on a GPU beyond the range of a
-// family's training GPUs (the weights' training.gpus, their bundled GPU files: gpu_files_set) says so, and that
-// its forecasts there may not be monotone in bandwidth or memory.
-double per_sm_bandwidth(const gpu_spec& g) { return g.mem_bw_gbps / double(g.num_sm); }
-double per_sm_capacity(const gpu_spec& g) { return g.mem_gb / double(g.num_sm); }
-
-// The tops of a family's training range: the training GPUs with the most bandwidth and the most memory per SM
-// (known: every training GPU has a GPU file).
-struct gpu_range {
-  bool known = false;
-  gpu_spec bandwidth, capacity;
-};
-
-// What a forecast says when the GPU is beyond a family's training range of per-SM bandwidth or memory: one line, the
-// families of one range together.
-std::vector<std::string> gpu_beyond_range_warnings(const gpu_spec& gpu, const std::map<family, gpu_range>& ranges) {
-  std::map<std::string, std::string> families_by;  // what is beyond → the families, in `families` order
-  std::vector<std::string> order;
-  for (const auto& [fam, r] : ranges) {
-    if (!r.known) continue;
-    std::string what;
-    char part[160];
-    if (per_sm_bandwidth(gpu) > per_sm_bandwidth(r.bandwidth)) {
-      std::snprintf(part, sizeof part, "%.3g GB/s of memory bandwidth per SM (the most of their training GPUs: %.3g, %s)",
-                    per_sm_bandwidth(gpu), per_sm_bandwidth(r.bandwidth), r.bandwidth.name.c_str());
-      what = part;
-    }
-    if (per_sm_capacity(gpu) > per_sm_capacity(r.capacity)) {
-      std::snprintf(part, sizeof part, "%.3g GB of memory per SM (the most of their training GPUs: %.3g, %s)",
-                    per_sm_capacity(gpu), per_sm_capacity(r.capacity), r.capacity.name.c_str());
-      what += (what.empty() ? "" : " and ") + std::string(part);
-    }
-    if (what.empty()) continue;
-    auto [it, fresh] = families_by.try_emplace(what, std::string(family_name(fam)));
-    if (fresh) order.push_back(what);
-    else it->second += ", " + std::string(family_name(fam));
-  }
-  std::vector<std::string> out;
-  for (const auto& w : order)
-    out.push_back(gpu.name + " is beyond the range the " + families_by[w] + " weights were trained on with " + w +
-                  ": their forecasts there may not be monotone in bandwidth or memory (a GPU with more of either may be "
-                  "forecast slower; weights/MONOTONE_GPU_RULE.md)");
-  return out;
-}
+// family's training GPUs (the weights' training.gpus, which uncertainty() hands on) says so, and that its forecasts
+// there may not be monotone in bandwidth or memory: scripts/neusight/uncertainty.lua range_warnings, the one rule of
+// the training GPUs' range (its out-of-distribution check is the other use).
 
 class neusight_predictor final : public predictor {
  public:
@@ -297,10 +258,6 @@ class neusight_predictor final : public predictor {
   void memo_enable(bool on) override {
     memo_ = on;
     if (!on) features_memo_.clear(), outputs_memo_.clear();
-  }
-  void gpu_files_set(std::filesystem::path gpus_dir) override {
-    gpus_dir_ = std::move(gpus_dir);
-    ranges_.clear();
   }
   void roofline_efficiency_set(std::map<std::string, double> by_family) override {
     efficiency_.clear();  // by family once, not a family-name string per fallback kernel
@@ -343,8 +300,6 @@ class neusight_predictor final : public predictor {
     // an envelope kernel's row → the rows of its larger copies (each scaled axis × envelope_factors), evaluated in
     // the same batch
     std::map<family, std::map<size_t, std::vector<size_t>>> larger;
-    std::map<family, gpu_range> ranges;  // the training range of the fp32 families present (their warning)
-    std::vector<std::string> range_warnings;
     // memo_: a row's features by GPU and row key; a family's MLP outputs by GPU and the whole batch (its row keys
     // in order) — not row by row: Eigen's product of one column may round differently in another batch.
     const std::string gpu_key = memo_ ? gpu_spec_key(gpu) + "|" : std::string();
@@ -386,14 +341,11 @@ class neusight_predictor final : public predictor {
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
           }
       }
-      if (!family_transfer_features(*fam) && !ranges.count(*fam))
-        ranges.emplace(*fam, training_range(gpu.vendor, *fam, range_warnings));
       slot[i] = {*fam, it->second};
     }
     const auto& models = models_for(gpu.vendor);
     std::map<family, Eigen::MatrixXf> outputs;
-    for (auto& w : gpu_beyond_range_warnings(gpu, ranges)) range_warnings.push_back(std::move(w));
-    warnings_ = std::move(range_warnings);
+    warnings_.clear();
     for (const auto& [fam, rows] : batch) {
       auto m = models.find(fam);
       if (m == models.end() && family_transfer_features(fam)) {
@@ -506,41 +458,7 @@ class neusight_predictor final : public predictor {
     return g == v->second.end() ? none : g->second;
   }
 
-  // The maxima of per-SM bandwidth and capacity over the family's training GPUs (gpu_beyond_range_warnings), looked up
-  // once per vendor and family; unknown without gpu_files_set, without training.gpus (a model given directly), or
-  // when one of them has no GPU file (then `warnings` says so, and the family gets no such warning).
-  gpu_range training_range(const std::string& vendor, family f, std::vector<std::string>& warnings) const {
-    auto [it, fresh] = ranges_[vendor].try_emplace(f);
-    if (fresh && !gpus_dir_.empty()) {
-      const auto& names = trained_gpus(vendor, f);
-      gpu_range r;
-      r.known = !names.empty();
-      const gpu_catalog catalog(gpus_dir_);
-      bool first = true;
-      for (const auto& n : names) {
-        try {
-          const gpu_spec g = catalog.resolve(n);
-          if (first || per_sm_bandwidth(g) > per_sm_bandwidth(r.bandwidth)) r.bandwidth = g;
-          if (first || per_sm_capacity(g) > per_sm_capacity(r.capacity)) r.capacity = g;
-          first = false;
-        } catch (const error& e) {
-          r.known = false;
-          range_note_[vendor][f] = "the " + std::string(family_name(f)) + " weights name a training GPU '" + n +
-                                   "' with no GPU file (" + e.what() + "): their training range of per-SM bandwidth "
-                                   "and memory is unknown (no warning of a GPU beyond it)";
-        }
-      }
-      it->second = r;
-    }
-    if (auto v = range_note_.find(vendor); v != range_note_.end())
-      if (auto n = v->second.find(f); n != v->second.end()) warnings.push_back(n->second);
-    return it->second;
-  }
-
   std::filesystem::path root_;
-  std::filesystem::path gpus_dir_;  // gpu_files_set
-  mutable std::map<std::string, std::map<family, gpu_range>> ranges_;
-  mutable std::map<std::string, std::map<family, std::string>> range_note_;
   bool memo_ = true;
   std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
   double fallback_efficiency(family f) const {

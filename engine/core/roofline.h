@@ -51,8 +51,9 @@ struct uncertainty_source {
   // The leave-one-GPU-out error table (weights/<vendor>/uncertainty.toml, written by weights/uncertainty.sh; the
   // nvidia table when the vendor has none). Empty: none.
   std::filesystem::path table;
-  // The GPUs each family's weights for the vendor were trained on (family_name → the manifest's training.gpus): the
-  // range a GPU is in or out of distribution against when the table is another vendor's.
+  // The GPUs each family's weights for the vendor were trained on (family_name → the manifest's training.gpus): whether
+  // the GPU is one of them (the band's centre, the calibration prior) and their range (out of distribution, the per-SM
+  // range warning), both in scripts/neusight/uncertainty.lua.
   std::map<std::string, std::vector<std::string>> trained_gpus;
   uncertainty_source() = default;
   uncertainty_source(std::filesystem::path t) : table(std::move(t)) {}  // a table alone (tests, fuzz targets)
@@ -79,10 +80,6 @@ class predictor {
   // The fraction of the roofline each family reaches (family_name → (0, 1]; scripts/neusight/efficiency.lua, set by the
   // session): what a predictor that has no model of a family on a GPU divides the roofline by. Unset: the roofline.
   virtual void roofline_efficiency_set(std::map<std::string, double> /*by_family*/) {}
-  // The folder of GPU files (the bundled gpus/) where the neusight predictor looks up the GPUs its weights were trained
-  // on (their manifests' training.gpus) for the training range of per-SM bandwidth and capacity: a forecast on a GPU
-  // beyond it warns that it may not be monotone there (neusight_predictor.cpp). Unset: no range, no such warning.
-  virtual void gpu_files_set(std::filesystem::path /*gpus_dir*/) {}
 };
 
 std::vector<std::string> predictor_names();

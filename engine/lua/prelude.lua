@@ -36,6 +36,10 @@ ns.node_fields = C.node_fields
 -- gpu_fields() → { "name", "aliases", …, "source" }: the fields a GPU table may have (engine/core/gpu_spec.cpp's one
 -- list, and its file's `source`), a fresh copy each call.
 ns.gpu_fields = C.gpu_fields
+-- families() → { { name = "bmm", per_sm = true }, … }: the predictor's kernel families in the engine's order, each
+-- with whether its MLP reads the GPU's memory bandwidth and memory per SM (engine/core/tile_model.h), a fresh copy each
+-- call.
+ns.families = C.families
 -- cluster_limits() → { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: the engine's one set of a cluster's maxima
 -- (engine/core/cluster_spec.h; a cluster file's and neusight.topology's), a fresh copy each call.
 ns.cluster_limits = C.cluster_limits

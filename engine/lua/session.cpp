@@ -10,6 +10,7 @@
 #include "core/cluster_spec.h"
 #include "core/forecast.h"
 #include "core/roofline.h"
+#include "core/tile_model.h"
 #include "lua/lua_state.h"
 #include "lua/session_impl.h"
 #include "lua/wrap.h"
@@ -279,6 +280,21 @@ int l_gpu_fields(lua_State* L) {
   return 1;
 }
 
+// families() -> { { name = "bmm", per_sm = true }, … }: the predictor's kernel families in the engine's order
+// (engine/core/tile_model.h families), each with whether its MLP's features read the GPU's memory bandwidth and memory
+// per SM (all but the tensor-core and fused-attention families: family_transfer_features), a fresh copy each call.
+int l_families(lua_State* L) {
+  lua_createtable(L, int(families.size()), 0);
+  for (size_t i = 0; i < families.size(); ++i) {
+    lua_createtable(L, 0, 2);
+    const std::string_view name = family_name(families[i]);
+    lua_pushlstring(L, name.data(), name.size()), lua_setfield(L, -2, "name");
+    lua_pushboolean(L, !family_transfer_features(families[i])), lua_setfield(L, -2, "per_sm");
+    lua_rawseti(L, -2, lua_Integer(i + 1));
+  }
+  return 1;
+}
+
 // cluster_limits() -> { bw_gbps = 1e6, latency_us = 1e6, count = 1048576 }: engine/core/cluster_spec.h's ranges of a
 // cluster (the maxima of a link's bandwidth and latency, of gpus_per_node and nodes), a fresh copy each call.
 int l_cluster_limits(lua_State* L) {
@@ -303,7 +319,7 @@ const luaL_Reg engine_functions[] = {
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
-    {"infeasible_take", l_infeasible_take},
+    {"infeasible_take", l_infeasible_take}, {"families", l_families},
     {nullptr, nullptr},
 };
 

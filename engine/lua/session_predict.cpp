@@ -199,7 +199,6 @@ std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, 
     if (root == weights_root) weights_read = true;
     if (!efficiency) efficiency = efficiency_read(*this);
     pred->roofline_efficiency_set(*efficiency);
-    pred->gpu_files_set(opts.data_root / "gpus");  // the training GPUs' numbers (the per-SM range warning)
   }
   return pred;
 }
@@ -277,7 +276,6 @@ class weights_noted_predictor final : public predictor {
   void roofline_efficiency_set(std::map<std::string, double> by_family) override {
     inner_->roofline_efficiency_set(std::move(by_family));
   }
-  void gpu_files_set(fs::path gpus_dir) override { inner_->gpu_files_set(std::move(gpus_dir)); }
 
  private:
   const session& s_;

@@ -3,11 +3,15 @@
 --
 -- Data: weights/<vendor>/uncertainty.toml (weights/uncertainty.sh): for each kernel family and each leave-one-GPU-out
 -- fold (a training GPU held out of that family's training), quantiles of r = ln(measured / predicted) over the held-out
--- GPU's rows, time-weighted (and, for the record, whether that GPU lay outside the range of the GPUs trained on); and
--- the range (SMs, bandwidth, the family's peak, architectures) of the GPUs the shipped weights were trained on. A
--- target GPU outside that range for a family is out of distribution for it: a warning says so. A vendor without a
--- table of its own (AMD) borrows the nvidia one for the band, said in a warning and in JSON (band_borrowed_from), but
--- not for the range: its GPUs are checked against the GPUs its own weights were trained on (trained_range). The band
+-- GPU's rows, time-weighted (and, for the record, whether that GPU lay outside the range of the GPUs trained on, and
+-- that range; of the table's range only `peak_field` is read: which peak a family's range compares). The GPUs the
+-- weights were trained on are their manifests' (training.gpus, handed over as r.trained_gpus): one source for whether
+-- the GPU is one of them (trained_on: the band's centre, the calibration prior) and for their range (training_range:
+-- SMs, bandwidth, the family's peak, architectures, and the most bandwidth and memory per SM). A target GPU outside
+-- that range for a family is out of distribution for it, and one beyond its per-SM bandwidth or memory may not be
+-- forecast monotonically (M.range_warnings): warnings say so. A vendor without a table of its own (AMD) borrows the
+-- nvidia one for the band, said in a warning and in JSON (band_borrowed_from); its range and training GPUs are its own
+-- weights'. The band
 -- itself is the spread over all folds, most of which held out a GPU outside its training range (an unseen
 -- architecture, the largest or smallest part): drawing only from the folds on the target's side of its range was tried and covered
 -- fewer measured values (weights/ACCURACY.md, "Uncertainty band").
@@ -176,29 +180,46 @@ local function trained_on(r, name)
 end
 M.trained_on = trained_on
 
--- The range a GPU of another vendor than the table's is checked against for family `name`: that of the GPUs the
--- vendor's own weights of the family were trained on (r.trained_gpus, their manifests' training.gpus: the weights the
--- forecast used), over the fields the table's range compares (`like`: its num_sm, mem_bw_gbps, peak_field and
--- architectures). The table's range is of its own vendor's weights, which did not price this GPU. Returns the range,
--- or nil and why none can be made.
-local function trained_range(r, name, like)
+-- The range of the GPUs the weights of family `name` were trained on: r.trained_gpus[name], their manifests'
+-- training.gpus (weights/<vendor>/<family>/model.toml: the weights the forecast used), each GPU's table. The one rule
+-- of "the training GPUs' range", for both of its uses: the out-of-distribution check (M.parts: SMs, bandwidth, the
+-- family's peak `peak_field` when given, architectures) and the per-SM bandwidth / memory warning (M.range_warnings:
+-- the training GPUs with the most of each per SM). Memoised per list (the engine hands the same table to every
+-- forecast of a session) and peak field. Returns { num_sm, mem_bw_gbps, peak_tflops (spans [low, high]), peak_field,
+-- architectures, gpus, bw_per_sm, mem_per_sm (each { value, the GPU's name }) }, or nil, why none can be made and the
+-- training GPU without a GPU file (if that is why).
+local range_memo = setmetatable({}, { __mode = "k" })
+local function training_range(r, name, peak_field)
   local list = (r.trained_gpus or {})[name]
   if type(list) ~= "table" or #list == 0 then
     return nil, fmt("no record of the GPUs the %s %s weights were trained on", tostring(r.gpu.vendor), name)
   end
-  local range = { peak_field = like.peak_field, architectures = {}, gpus = {} }
+  local by_peak = range_memo[list]
+  if not by_peak then
+    by_peak = {}
+    range_memo[list] = by_peak
+  end
+  local key = peak_field or ""
+  if by_peak[key] then return table.unpack(by_peak[key]) end
+  local gpu_optional = require("neusight").gpu_optional
+  local range = { peak_field = peak_field, architectures = {}, gpus = {} }
   local seen = {}
   for _, g in ipairs(list) do
     if type(g) == "string" then
-      return nil, fmt("its training GPU %s has no GPU file", g)
+      by_peak[key] = { nil, fmt("its training GPU %s has no GPU file", g), g }
+      return table.unpack(by_peak[key])
     end
-    for _, k in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { "peak_tflops", like.peak_field } }) do
-      local v = k[2] and like[k[1]] ~= nil and require("neusight").gpu_optional(g, k[2])
+    for _, k in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { "peak_tflops", peak_field } }) do
+      local v = k[2] and gpu_optional(g, k[2])
       if type(v) == "number" then
         local span = range[k[1]]
         range[k[1]] = span and { math.min(span[1], v), math.max(span[2], v) } or { v, v }
       end
     end
+    -- the most per SM: the first of the largest, in the manifest's order
+    local bw, mem = g.mem_bw_gbps / g.num_sm, g.mem_gb / g.num_sm
+    if not range.bw_per_sm or bw > range.bw_per_sm[1] then range.bw_per_sm = { bw, g.name } end
+    if not range.mem_per_sm or mem > range.mem_per_sm[1] then range.mem_per_sm = { mem, g.name } end
     if not seen[g.architecture] then
       seen[g.architecture] = true
       range.architectures[#range.architectures + 1] = g.architecture
@@ -206,7 +227,57 @@ local function trained_range(r, name, like)
     range.gpus[#range.gpus + 1] = g.name
   end
   sort(range.architectures)
+  by_peak[key] = { range }
   return range
+end
+
+--- What a forecast says when its GPU is beyond the per-SM memory bandwidth or memory of a family's training GPUs
+--- (training_range's bw_per_sm, mem_per_sm), for the families present (r.family_s) whose MLPs read both per SM
+--- (ns.families' per_sm: the fp32 families; the tensor-core ones do not): their forecasts there may not be monotone in
+--- bandwidth or memory (tests/core/test_forecast_physics.cpp; the GPU envelopes tried were not adopted,
+--- weights/MONOTONE_GPU_RULE.md). One line per what is beyond, the families of it together in the engine's family
+--- order; a family whose training GPU has no GPU file gets a line saying its range is unknown instead. Needs no error
+--- table: r.trained_gpus (the predictor's weights' manifests) and r.gpu are all it reads. Returns a list of warnings.
+---@param r table
+function M.range_warnings(r)
+  local gpu, present, out = r.gpu, r.family_s or {}, {}
+  if type(r.trained_gpus) ~= "table" or not gpu then return out end
+  local by_what, order = {}, {}
+  for _, f in ipairs(require("neusight").families()) do
+    if f.per_sm and present[f.name] ~= nil and type(r.trained_gpus[f.name]) == "table" then
+      local range, _, missing = training_range(r, f.name)
+      if missing then
+        out[#out + 1] = fmt("the %s weights name a training GPU '%s' with no GPU file: their training range of per-SM "
+          .. "bandwidth and memory is unknown (no warning of a GPU beyond it)", f.name, missing)
+      elseif range then
+        local what = {}
+        local bw, mem = gpu.mem_bw_gbps / gpu.num_sm, gpu.mem_gb / gpu.num_sm
+        if bw > range.bw_per_sm[1] then
+          what[#what + 1] = fmt("%.3g GB/s of memory bandwidth per SM (the most of their training GPUs: %.3g, %s)", bw,
+            range.bw_per_sm[1], range.bw_per_sm[2])
+        end
+        if mem > range.mem_per_sm[1] then
+          what[#what + 1] = fmt("%.3g GB of memory per SM (the most of their training GPUs: %.3g, %s)", mem,
+            range.mem_per_sm[1], range.mem_per_sm[2])
+        end
+        if #what > 0 then
+          local key = table.concat(what, " and ")
+          if not by_what[key] then
+            by_what[key] = {}
+            order[#order + 1] = key
+          end
+          local fams = by_what[key]
+          fams[#fams + 1] = f.name
+        end
+      end
+    end
+  end
+  for _, key in ipairs(order) do
+    out[#out + 1] = fmt("%s is beyond the range the %s weights were trained on with %s: their forecasts there may not be "
+      .. "monotone in bandwidth or memory (a GPU with more of either may be forecast slower; "
+      .. "weights/MONOTONE_GPU_RULE.md)", gpu.name, table.concat(by_what[key], ", "), key)
+  end
+  return out
 end
 
 M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
@@ -282,8 +353,9 @@ function M.parts(r)
         out.fallback_families[#out.fallback_families + 1] = name
       end
     else
-      local range, no_range = e.range or {}, nil  -- checked once per table above
-      if other_vendor then range, no_range = trained_range(r, name, range) end
+      -- the range of the family's training GPUs (training_range: the weights' manifests), compared on the fields the
+      -- table's range (checked once per table above) names the peak of
+      local range, no_range = training_range(r, name, (e.range or {}).peak_field)
       local why = range and outside(gpu, range) or {}
       if no_range then unchecked[#unchecked + 1] = fmt("%s (%s)", name, no_range) end
       local q = e.quantiles
@@ -447,12 +519,21 @@ function M.spread_note(spread, sep)
   return fmt("%swidth x%.2f by the table's spread", sep, spread)
 end
 
---- The band's out-of-distribution warnings alone, as figures (no fields, no lines; M.parts draws nothing): what
---- `neusight search` (engine/cli/search_cmd.cpp) tells once of its layouts' forecasts without a band for each.
+-- The training-range warnings (M.range_warnings), then `more` (the band's), in one new list.
+local function with_range_warnings(r, more)
+  local out = M.range_warnings(r)
+  for _, w in ipairs(more or {}) do out[#out + 1] = w end
+  return out
+end
+
+--- The band's warnings alone, as figures (no fields, no lines; M.parts draws nothing): the per-SM range ones
+--- (M.range_warnings) and the out-of-distribution ones. What `neusight search` (engine/cli/search_cmd.cpp) tells once
+--- of its layouts' forecasts without a band for each, and what ns.predict (engine/lua/session_predict.cpp) adds to a
+--- Lua predictor's forecast.
 ---@param r table
 function M.warnings(r)
   local p = M.parts(r)
-  return { fields = {}, lines = {}, warnings = p and p.warnings or {} }
+  return { fields = {}, lines = {}, warnings = with_range_warnings(r, p and p.warnings) }
 end
 
 M.fallback_min = 0.005  -- the share of the kernel time priced by the fallback from which the band is marked
@@ -472,7 +553,8 @@ function M.fallback_note(b, gpu)
 end
 
 --- The band as figures (neusight.figures merges them into every forecast's): latency_ms_p10 / p50 / p90 beside
---- latency_ms in JSON, p10 / p90 columns of a comparison, a table line and the out-of-distribution warnings.
+--- latency_ms in JSON, p10 / p90 columns of a comparison, a table line, the per-SM range warnings (M.range_warnings)
+--- and the out-of-distribution ones.
 ---@param r table
 function M.figures(r)
   local b, why = M.band(r)
@@ -491,11 +573,10 @@ function M.figures(r)
   if b and b.borrowed_from then  -- only then: a band of the GPU's own vendor keeps its JSON
     fields[#fields + 1] = { key = "band_borrowed_from", value = b.borrowed_from }
   end
-  local warnings = b and b.warnings or {}
+  local warnings = with_range_warnings(r, b and b.warnings)  -- the per-SM range ones with or without a band
   if uncovered then  -- only then: a forecast the band covers keeps its JSON
     fields[#fields + 1] = { key = "band_fallback_share", value = b.fallback_share }
     fields[#fields + 1] = { key = "band_note", value = uncovered }
-    warnings = { table.unpack(warnings) }
     warnings[#warnings + 1] = uncovered
   end
   local lines = {}

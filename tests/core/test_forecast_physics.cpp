@@ -11,6 +11,7 @@
 #include <memory>
 #include <sstream>
 
+#include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
@@ -26,9 +27,7 @@ struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
   forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}, {}}),
-                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {
-    pred->gpu_files_set(ns_test::source_dir / "gpus");  // as a session's forecasts (the GPU range envelope)
-  }
+                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {}
 
   // Seconds of each kernel with the library tiles of scripts/tiling/ and the shipped weights.
   std::vector<double> seconds(std::vector<kernel> ks, const gpu_spec& gpu) {
@@ -684,15 +683,25 @@ TEST_CASE("a GPU with more bandwidth or memory or L2 is never forecast slower (p
 // The fp32 families' MLPs read the per-SM bandwidth and memory and are not monotone in them beyond their training GPUs'
 // range (the test above); the GPU envelopes tried were not adopted (weights/MONOTONE_GPU_RULE.md). A forecast on a GPU
 // beyond that range says so, with the range (the weights' training.gpus, their GPU files); one within it, or of the
-// tensor-core families only (no per-SM input), does not.
+// tensor-core families only (no per-SM input), does not. The rule is scripts/neusight/uncertainty.lua range_warnings
+// (the warnings a forecast's band figures carry), over what the predictor hands on (uncertainty(): the manifests).
 TEST_CASE("a forecast on a GPU beyond the fp32 families' per-SM bandwidth or memory range warns that it may not be "
           "monotone there",
           "[neusight][physics]") {
   forecaster f;
-  const auto warning = [&](const std::vector<kernel>& ks, const gpu_spec& gpu) {
-    f.seconds(ks, gpu);
+  const auto warning = [&](std::vector<kernel> ks, const gpu_spec& gpu) {
+    std::vector<kernel_instance> kis;
+    for (auto& k : ks) kis.push_back({0, phase::forward, std::move(k)});
+    f.s.tiles_select(kis, gpu);
+    const std::vector<double> seconds = f.pred->predict(kis, gpu);
+    graph one;
+    one.nodes.emplace_back();  // each kernel once
+    const forecast fc = forecast_make(std::move(one), kis, seconds);
+    figure_inputs in;
+    family_inputs_add(in, fc.seconds_by_family(), *f.pred, gpu.vendor);
     std::string found;
-    for (const auto& w : f.pred->warnings())
+    for (const auto& w :
+         f.s.figures_call("neusight.uncertainty", "warnings", in, gpu, f.pred->uncertainty(gpu.vendor)).warnings)
       if (w.find("may not be monotone in bandwidth or memory") != std::string::npos) {
         CHECK(found.empty());  // one line
         found = w;
