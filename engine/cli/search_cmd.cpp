@@ -8,7 +8,6 @@
 #include <utility>
 
 #include <algorithm>
-#include <cctype>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -101,16 +100,12 @@ struct search_warnings {
     for (const auto& w : model_warnings)
       if (std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
   }
-  // What building a layout's model found (workload.lua build's warnings: a model function's checks, …): each kind
-  // once, from the first layout that had it, as its numbers (the layout's batch) differ from layout to layout; the
-  // kind is the text without its digits.
-  void model(const std::vector<std::string>& warnings) {
-    for (const auto& w : warnings) {
-      std::string kind;
-      for (char c : w)
-        if (!std::isdigit(static_cast<unsigned char>(c))) kind += c;
-      if (model_kinds.insert(kind).second && std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
-    }
+  // What building a layout's model found (workload.lua build's warnings: a model function's checks, …), each with its
+  // id (build's warning_ids; the text when it has none): each warning once, from the first layout that had it, as its
+  // numbers (the layout's batch) differ from layout to layout.
+  void model(const std::vector<std::pair<std::string, std::string>>& id_warnings) {
+    for (const auto& [id, w] : id_warnings)
+      if (model_kinds.insert(id).second && std::find(any.begin(), any.end(), w) == any.end()) any.push_back(w);
   }
   std::set<std::string> model_kinds;
   // the workload's, then `own` (search's flags no layout used), then the predictor's and the band's
@@ -244,7 +239,8 @@ int search_main(const search_flags& f) {
         size_t vi = 0;
         candidate c;
         bool listed = false;  // goes into the results
-        std::vector<std::string> workload_warnings, model_warnings, notes;
+        std::vector<std::string> workload_warnings, notes;
+        std::vector<std::pair<std::string, std::string>> model_warnings;  // (id, text): search_warnings::model
         bool failed = false;  // the layout's error: why (its first line) and context (the lines after it, "": none)
         std::string why, context;
       };
@@ -360,7 +356,11 @@ int search_main(const search_flags& f) {
               // told once (search_warnings::model), as its words name the layout's batch and no two layouts agree
               const auto at = w.warnings.begin() + std::ptrdiff_t(std::min(w.build_warnings_at, w.warnings.size()));
               ev.workload_warnings.assign(w.warnings.begin(), at);
-              ev.model_warnings.assign(at, w.warnings.end());
+              for (auto m = at; m != w.warnings.end(); ++m) {
+                const size_t i = size_t(m - at);
+                const bool id = i < w.build_warning_ids.size() && !w.build_warning_ids[i].empty();
+                ev.model_warnings.emplace_back(id ? w.build_warning_ids[i] : *m, *m);
+              }
               ev.notes = built_notes;
               built_plan = tl.has_value();
               candidate c{dp, tp, pp, m, recompute, var.ep, var.schedule, 1};

@@ -683,6 +683,14 @@ workload session::workload_load(const std::string& script, const workload_overri
     }
   lua_pop(L, 1);  // stack: W spec norm build
   raw_getfield(L, build, "model");
+  w.build_warning_ids.assign(w.warnings.size() - w.build_warnings_at, std::string());
+  if (raw_getfield(L, build, "warning_ids") == LUA_TTABLE)
+    for (size_t i = 0; i < w.build_warning_ids.size(); ++i) {
+      lua_rawgeti(L, -1, lua_Integer(i + 1));
+      if (lua_type(L, -1) == LUA_TSTRING) w.build_warning_ids[i] = lua_tostring(L, -1);
+      lua_pop(L, 1);
+    }
+  lua_pop(L, 1);  // stack: W spec norm build
   w.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
   lua_pop(L, 1);
   lua_pushstring(L, w.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it

@@ -65,6 +65,8 @@ struct workload {
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings(), then build()'s)
   size_t build_warnings_at = 0;           // where build()'s start in `warnings` (a model function's checks, …)
+  // build()'s warning_ids: each of build()'s warnings' stable id, by its place from build_warnings_at ("" when none)
+  std::vector<std::string> build_warning_ids;
   graph g;
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
   // read it.

@@ -1337,21 +1337,25 @@ end
 
 -- What a model function's graph (`nodes`, defaults filled; `signature` its raw graph_signature; `name` the model's)
 -- does not honour of the options it was given, told by calling it again with one option changed (a call that fails
--- tells nothing): the warnings, and an error for a decode step that reads no KV cache. Builders declare what they
--- implement (M.serving, sequence_parallel, …) and graph_of refuses the rest; a function declares nothing.
+-- tells nothing): the warnings, each { id = a stable name of the check, text = what it says }, and an error for a
+-- decode step that reads no KV cache. The id is what says two warnings are the same: `neusight search` tells each once
+-- over its layouts (engine/cli/search_cmd.cpp search_warnings::model), though the numbers in its text (the layout's
+-- batch, its parameters) differ. Builders declare what they implement (M.serving, sequence_parallel, …) and graph_of
+-- refuses the rest; a function declares nothing.
 local function function_checks(w, opts, nodes, name, signature)
   local out, model = {}, w.model
+  local function warn(id, text) out[#out + 1] = { id = id, text = text } end
   local function same(changes) return graph_signature_at(model, opts, changes) == signature end
   local b = opts.batch
   for _, other in ipairs { 2 * b, b > 1 and 1 or nil } do
     local at = graph_signature_at(model, opts, { batch = other })
     if at then
       if at == signature then
-        out[#out + 1] = ("model function '%s' gives the same graph at batch %d and %d: it ignores opts.batch, so the "
+        warn("batch_ignored", ("model function '%s' gives the same graph at batch %d and %d: it ignores opts.batch, so the "
           .. "forecast is of its fixed graph whatever the batch (the throughput still counts %d sequences%s); build its "
           .. "shapes from opts.batch"):format(name, b, other, w.batch,
             type(opts.parallel) == "table" and (opts.parallel.dp or 1) > 1
-              and ", and the data-parallel replicas split a batch it does not read" or "")
+              and ", and the data-parallel replicas split a batch it does not read" or ""))
       end
       break
     end
@@ -1374,13 +1378,13 @@ local function function_checks(w, opts, nodes, name, signature)
       if type(n.attrs.kv_cache_bytes) == "number" then writes = true end
     end
     if not writes then
-      out[#out + 1] = ("mode prefill: model function '%s' writes no KV cache (no node with attrs.kv_cache_bytes: "
-        .. "neusight.nodes.kv_cache_write): the prefill is forecast as its forward pass and kv_cache_gb is 0"):format(name)
+      warn("prefill_no_kv_write", ("mode prefill: model function '%s' writes no KV cache (no node with attrs.kv_cache_bytes: "
+        .. "neusight.nodes.kv_cache_write): the prefill is forecast as its forward pass and kv_cache_gb is 0"):format(name))
     end
   end
   if opts.sequence_parallel and same { sequence_parallel = false } then
-    out[#out + 1] = ("sequence_parallel: model function '%s' gives the same graph without it (it ignores "
-      .. "opts.sequence_parallel): the forecast is of tensor parallelism without sequence parallelism"):format(name)
+    warn("sequence_parallel_ignored", ("sequence_parallel: model function '%s' gives the same graph without it (it ignores "
+      .. "opts.sequence_parallel): the forecast is of tensor parallelism without sequence parallelism"):format(name))
   end
   -- parameters: a linear / addmm node's weight is in × out elements (neusight.memory gemm_weight_elems); fewer
   -- declared parameters than that leave weights out of the model state (and the optimizer step)
@@ -1389,10 +1393,10 @@ local function function_checks(w, opts, nodes, name, signature)
   -- (a node whose shape is no shape fails here: the engine's node check refuses it after the build, naming it)
   local shaped, weights = pcall(require("neusight.memory").gemm_weight_elems, nodes)
   if shaped and weights > declared then
-    out[#out + 1] = ("model function '%s': its linear/addmm nodes hold %.4g weight elements (in × out features) but "
+    warn("params_undeclared", ("model function '%s': its linear/addmm nodes hold %.4g weight elements (in × out features) but "
       .. "its nodes declare %.4g parameters (field 'params'): the model state%s only the declared ones; give "
       .. "each node with weights its params"):format(name, weights, declared,
-        w.mode == "train" and w.optimizer ~= "none" and ", the gradients and the optimizer step count" or " counts")
+        w.mode == "train" and w.optimizer ~= "none" and ", the gradients and the optimizer step count" or " counts"))
   end
   return out
 end
@@ -1420,6 +1424,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
 ---   max_positions   M.position_limit: the max_position_embeddings a rotary model runs beyond with a warning (serve
 ---                   holds its requests' lengths to it)
+---   warnings        what building found (a model function's checks, …), texts; warning_ids: each one's stable id,
+---                   by the same index (what says two layouts' warnings are one: neusight search tells it once)
 ---   model_warnings  M.model_warnings: what the model's config file says that the forecast does not read (serve's
 ---                   report says them; predict's has them among M.warnings)
 --- The engine adds `source` and hands the table to neusight.report.workload.
@@ -1441,16 +1447,24 @@ function M.build(spec, gpu)
   local w = M.normalize(spec)
   local training = w.mode == "train"
   local name, nodes, plan, opts, routing, positions, signature = graph_of(w, gpu)
-  local warnings = type(w.model) == "function" and function_checks(w, opts, nodes, name, signature) or {}
+  -- what building found, as text (`warnings`) and each warning's id beside it (`warning_ids`: function_checks')
+  local warnings, warning_ids = {}, {}
+  local function warn(id, text)
+    warning_ids[#warnings + 1] = id
+    warnings[#warnings + 1] = text
+  end
+  for _, c in ipairs(type(w.model) == "function" and function_checks(w, opts, nodes, name, signature) or {}) do
+    warn(c.id, c.text)
+  end
   if plan and plan.training and plan.recompute == "selective" then
     local tagged = false
     for _, n in ipairs(nodes) do
       if n.attrs.core_attention == true then tagged = true end
     end
     if not tagged then
-      warnings[#warnings + 1] = ("recompute selective: no node of model '%s' is tagged core attention "
+      warn("selective_untagged", ("recompute selective: no node of model '%s' is tagged core attention "
         .. "(attrs.core_attention = true: QKᵀ, softmax, ·V): nothing is recomputed, the forecast is recompute none's")
-        :format(name)
+        :format(name))
     end
   end
   local active = M.active_params(nodes, routing) -- before the optimizer node (it has no parameters either way)
@@ -1492,12 +1506,12 @@ function M.build(spec, gpu)
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end
   local mem = memory_of(w, gpu, nodes, plan, recipe, state, kv)
   if mem and mem.max_batch_error then
-    warnings[#warnings + 1] = ("the largest batch that fits is not shown: model '%s' fails %s"):format(name,
-      mem.max_batch_error)
+    warn("max_batch_unknown", ("the largest batch that fits is not shown: model '%s' fails %s"):format(name,
+      mem.max_batch_error))
   end
   return { model = name, nodes = nodes, plan = plan, state = state, kv_cache_bytes = kv,
            kv_window = kv_window, kv_window_share = kv_window_share,
-           memory = mem, active_params = active, warnings = warnings,
+           memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
            max_positions = positions, model_warnings = M.model_warnings(w.model) }
 end

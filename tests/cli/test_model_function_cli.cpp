@@ -5,6 +5,7 @@
 // the largest batch that fits says so and keeps the forecast.
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "test_util.h"
 
@@ -237,6 +238,35 @@ TEST_CASE("model function: --model FILE.lua on predict search and serve", "[cli]
     for (const auto& w : fj["warnings"])
       told += w.get<std::string>().find("model function 'mlp' gives the same graph at batch") != std::string::npos;
     INFO(f.out);
+    CHECK(told == 1);
+  }
+  SECTION("search tells a warning once by its id, whatever numbers each layout's words of it have") {
+    // the parameters check (function_checks' params_undeclared) of a tp-sharded model that declares none: tp 1 says
+    // "1.638e+04 weight elements", tp 2 "8192". Told by the text without its digits, the two were two warnings.
+    const std::string sharded = t.write("sharded.lua", R"(local par = require "neusight.parallel"
+return function(opts)
+  local tp = opts.tp or 1
+  local x = { opts.batch, opts.seq, 1024 }
+  local n = { { op = "linear", name = "fc", layer = "l1", inputs = { x }, output = { opts.batch, opts.seq, 16 // tp } } }
+  if tp > 1 then
+    n[2] = par.comm_node(opts.parallel, { op = "all_reduce", name = "fc.ar", layer = "l1", group = "tp",
+                                          direction = "forward", shape = x })
+  end
+  return n, "sharded"
+end
+)").string();
+    const auto r = run_cli("search --model " + quoted(sharded) + " --gpu h100 --gpus 2 --batch 16 --seq 512 "
+                           "--dtype bf16 --predictor roofline --format json");
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    std::set<int> tps;
+    for (const auto& l : j["layouts"]) tps.insert(l["tp"].get<int>());
+    CHECK(tps == std::set<int>{1, 2});  // both wordings were made
+    int told = 0;
+    for (const auto& w : j["warnings"])
+      told += w.get<std::string>().find("model function 'sharded': its linear/addmm nodes hold") != std::string::npos;
+    INFO(r.out);
     CHECK(told == 1);
   }
   SECTION("serve: a decoder that builds prefill and decode steps and writes its cache; one that does not is refused") {
