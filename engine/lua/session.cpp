@@ -542,6 +542,7 @@ void session::file_text_set(const std::string& path, std::string text) {
     luaL_unref(p_->L(), LUA_REGISTRYINDEX, it->second);
     p_->data_refs.erase(it);
   }
+  p_->predict_band_warnings.clear();  // ns.predict's warnings of the old table (session_predict.cpp l_predict)
 }
 
 session::~session() {
@@ -682,7 +683,6 @@ workload session::workload_load(const std::string& script, const workload_overri
       lua_pop(L, 1);
     }
   lua_pop(L, 1);  // stack: W spec norm build
-  raw_getfield(L, build, "model");
   w.build_warning_ids.assign(w.warnings.size() - w.build_warnings_at, std::string());
   if (raw_getfield(L, build, "warning_ids") == LUA_TTABLE)
     for (size_t i = 0; i < w.build_warning_ids.size(); ++i) {
@@ -691,6 +691,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       lua_pop(L, 1);
     }
   lua_pop(L, 1);  // stack: W spec norm build
+  raw_getfield(L, build, "model");
   w.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
   lua_pop(L, 1);
   lua_pushstring(L, w.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it

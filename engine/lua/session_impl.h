@@ -119,6 +119,10 @@ struct session::impl {
   std::map<std::string, std::unique_ptr<predictor>> builtin_predictors;
   std::vector<int> predictor_refs;
   std::vector<std::string> predict_warnings;
+  // ns.predict's out-of-distribution warnings (neusight.uncertainty warnings) during the current Lua predictor call,
+  // by predictor, GPU and the families priced (and which of them by the roofline): what the rule reads, so it runs
+  // once per forecast and such set, not once per ns.predict call
+  std::map<std::string, std::vector<std::string>> predict_band_warnings;
   predictor& builtin_predictor(const std::string& name);
   // ns::predictor_make(name, root) with the session's efficiency table (scripts/neusight/efficiency.lua: what a
   // built-in predictor divides the roofline by for a family it has no model of).

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "core/forecast.h"
+#include "core/gpu_spec.h"
 #include "core/text.h"
 #include "core/tile_model.h"
 #include "lua/session_impl.h"
@@ -74,6 +75,7 @@ class lua_predictor final : public predictor {
       slot[i] = it->second;
     }
     p_.predict_warnings.clear();
+    p_.predict_band_warnings.clear();
     warnings_.clear();
     if (unique.empty()) return out;
     lua_State* L = p_.L();
@@ -232,16 +234,28 @@ int l_predict(lua_State* L) {
     if (!untiled.empty()) p.owner->tiles_select(untiled, gpu);
     const std::vector<double> seconds = pred.predict(ks, gpu);
     std::vector<std::string> warnings = pred.warnings();
-    // the out-of-distribution warnings a forecast priced by this predictor directly carries (neusight.uncertainty
-    // warnings: the band's rule, without a band), for these kernels' families: a Lua predictor wrapping it keeps them
-    if (const uncertainty_source src = pred.uncertainty(gpu.vendor); !src.table.empty()) {
+    // the training-range and out-of-distribution warnings a forecast priced by this predictor directly carries
+    // (neusight.uncertainty warnings: the band's rules, without a band), for these kernels' families: a Lua predictor
+    // wrapping it keeps them.
+    // The rule reads the GPU and which families have time (and which the roofline priced), not how much: asked once
+    // per Lua predictor call and such set (predict_band_warnings), however often the predictor calls ns.predict.
+    if (const uncertainty_source src = pred.uncertainty(gpu.vendor); !src.table.empty() || !src.trained_gpus.empty()) {
       graph one;
       one.nodes.emplace_back();  // each kernel once (count 1)
       const forecast fc = forecast_make(std::move(one), ks, seconds);
       figure_inputs in;
-      family_inputs_add(in, fc.seconds_by_family(), pred, gpu.vendor);
-      for (auto& w : p.owner->figures_call("neusight.uncertainty", "warnings", in, gpu, src).warnings)
-        warnings.push_back(std::move(w));
+      const auto families = fc.seconds_by_family();
+      family_inputs_add(in, families, pred, gpu.vendor);
+      std::string key = name + "|" + src.table.string() + "|" + gpu_spec_key(gpu);
+      for (const auto& f : families)
+        if (f.seconds > 0)
+          key += "|" + f.family + (f.family != "other" && !pred.models_family(gpu.vendor, f.family) ? "*" : "");
+      auto it = p.predict_band_warnings.find(key);
+      if (it == p.predict_band_warnings.end())
+        it = p.predict_band_warnings
+                 .emplace(key, p.owner->figures_call("neusight.uncertainty", "warnings", in, gpu, src).warnings)
+                 .first;
+      warnings.insert(warnings.end(), it->second.begin(), it->second.end());
     }
     for (const auto& w : warnings)
       if (std::find(p.predict_warnings.begin(), p.predict_warnings.end(), w) == p.predict_warnings.end())

@@ -289,3 +289,38 @@ return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "neusi
 return { predict = function(kernels, gpu) return ns.predict(kernels, gpu, "roofline") end })lua").string();
   CHECK(warnings_starting(parse_json(run_cli(args + ns_test::quoted(roof))), "H100-SXM5-80GB is out of").empty());
 }
+
+// ns.predict ran the out-of-distribution rule (neusight.uncertainty warnings) on every call: a predictor asking kernel
+// by kernel ran it once per distinct kernel (hundreds of times per forecast) for the same few warnings. It runs once per
+// forecast and set of families now, with the same warnings. Counted by a copy of uncertainty.lua on --scripts whose
+// warnings() adds one "uncertainty warnings run N" line per run.
+TEST_CASE("Lua predictor: ns.predict runs the out-of-distribution rule once per forecast and family set",
+          "[cli][predictor]") {
+  temp_dir t;
+  std::string src = ns_test::slurp(ns_test::source_dir / "scripts" / "neusight" / "uncertainty.lua");
+  const size_t end = src.rfind("return M");
+  REQUIRE(end != std::string::npos);
+  src.insert(end, R"lua(local runs, warnings_of = 0, M.warnings
+function M.warnings(r)
+  runs = runs + 1
+  local out = warnings_of(r)
+  out.warnings[#out.warnings + 1] = "uncertainty warnings run " .. runs
+  return out
+end
+)lua");
+  t.write("mine/neusight/uncertainty.lua", src);
+  const std::string each = t.write("each.lua", R"lua(local ns = require "neusight"
+return { predict = function(kernels, gpu)
+  local out = {}
+  for i, k in ipairs(kernels) do out[i] = ns.predict({ k }, gpu, "neusight")[1] end
+  return out
+end })lua").string();
+  const json j = parse_json(run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 4 --seq 1024 "
+                                    "--format json --scripts '" + (t.path / "mine").string() + "' --predictor " +
+                                    ns_test::quoted(each)));
+  const auto runs = warnings_starting(j, "uncertainty warnings run ");
+  INFO(j["warnings"].dump());
+  CHECK(runs.size() >= 1);
+  CHECK(runs.size() <= 8);  // one per family (each kernel alone is its family's set); before: one per distinct kernel
+  CHECK(warnings_starting(j, "H100-SXM5-80GB is out of distribution for the ").size() >= 1);  // still said
+}
