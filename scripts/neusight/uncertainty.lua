@@ -180,6 +180,18 @@ local function trained_on(r, name)
 end
 M.trained_on = trained_on
 
+-- Adds `name` to the list of `key` in `groups`, the keys in first-seen order in `order`: families grouped by what one
+-- warning line says of them (out of distribution, beyond the per-SM range).
+local function group_add(groups, order, key, name)
+  local list = groups[key]
+  if not list then
+    list = {}
+    groups[key] = list
+    order[#order + 1] = key
+  end
+  list[#list + 1] = name
+end
+
 -- The range of the GPUs the weights of family `name` were trained on: r.trained_gpus[name], their manifests'
 -- training.gpus (weights/<vendor>/<family>/model.toml: the weights the forecast used), each GPU's table. The one rule
 -- of "the training GPUs' range", for both of its uses: the out-of-distribution check (M.parts: SMs, bandwidth, the
@@ -260,15 +272,7 @@ function M.range_warnings(r)
           what[#what + 1] = fmt("%.3g GB of memory per SM (the most of their training GPUs: %.3g, %s)", mem,
             range.mem_per_sm[1], range.mem_per_sm[2])
         end
-        if #what > 0 then
-          local key = table.concat(what, " and ")
-          if not by_what[key] then
-            by_what[key] = {}
-            order[#order + 1] = key
-          end
-          local fams = by_what[key]
-          fams[#fams + 1] = f.name
-        end
+        if #what > 0 then group_add(by_what, order, table.concat(what, " and "), f.name) end
       end
     end
   end
@@ -395,15 +399,7 @@ function M.parts(r)
       end
       out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats,
         bias = g.bias, trained = trained_on(r, name) }
-      if #why > 0 then
-        local key = table.concat(why, ", ")
-        if not ood_by_reason[key] then
-          ood_by_reason[key] = {}
-          order[#order + 1] = key
-        end
-        local list = ood_by_reason[key]
-        list[#list + 1] = name
-      end
+      if #why > 0 then group_add(ood_by_reason, order, table.concat(why, ", "), name) end
     end
   end
   if not (out.total > 0) then return nil, "the forecast has no kernel time" end
