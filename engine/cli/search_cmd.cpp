@@ -12,11 +12,14 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <type_traits>
+#include <variant>
 #include <nlohmann/json.hpp>
 
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/cluster_spec.h"
+#include "core/figures.h"
 #include "core/forecast.h"
 #include "core/roofline.h"
 #include "core/text.h"
@@ -37,6 +40,9 @@ struct candidate {
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
   figure_inputs floor_in = {};
+  // scripts/neusight/figures.lua search_figures of a layout shown (tokens/s, MFU, cost): JSON / CSV fields, and the
+  // table's columns those with one
+  std::vector<figure> figures = {};
 };
 
 std::vector<int64_t> divisors(int64_t n) {
@@ -486,23 +492,35 @@ int search_main(const search_flags& f) {
   // one per distinct text, as before)
   if (s.has_function("neusight.parallel.layout", "bridge_warnings_merge"))
     warnings = s.strings_call("neusight.parallel.layout", "bridge_warnings_merge", warnings);
+  std::vector<candidate> shown;
+  std::vector<std::string> figure_lines;  // the table's words on the figures' columns (search_figures' lines)
+  for (const auto& c : results)
+    if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
   // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
   // of the best-ranked of them, in one call over the ranking (scripts/neusight/figures.lua search_floor)
   if (floor_rule) {
-    std::vector<figure_inputs> ranked;
-    ranked.reserve(results.size());
-    for (candidate& c : results) ranked.push_back(std::move(c.floor_in));
     const gpu_spec& gpu = s.gpu(f.gpu);
     figure_inputs shared = {{"dtype", dtype}};
     if (const auto peak = s.dense_peak_tflops(gpu, dtype)) shared.emplace_back("peak_tflops", *peak);
+    // each layout shown: its tokens/s, MFU and cost as predict's figures give them, from the same inputs
+    // (scripts/neusight/figures.lua search_figures; an older --scripts figures.lua without it: none, as before)
+    if (s.has_function("neusight.figures", "search_figures"))
+      for (candidate& c : shown) {
+        figure_inputs in = c.floor_in;
+        in.insert(in.end(), shared.begin(), shared.end());
+        in.insert(in.end(), {{"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}});
+        figures got = s.figures_call("neusight.figures", "search_figures", in, gpu);
+        c.figures = std::move(got.fields);
+        if (&c == &shown.front()) figure_lines = std::move(got.lines);  // what the columns are: every layout's
+      }
+    std::vector<figure_inputs> ranked;
+    ranked.reserve(results.size());
+    for (candidate& c : results) ranked.push_back(std::move(c.floor_in));
     if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
     for (auto& w : s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu).warnings)
       warnings.push_back(std::move(w));
   }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  std::vector<candidate> shown;
-  for (const auto& c : results)
-    if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
 
   size_t skipped_total = 0;
   for (const auto& [why, n] : skipped) skipped_total += n;
@@ -526,7 +544,32 @@ int search_main(const search_flags& f) {
     if (show_optimizer) row["optimizer_ms"] = c.optimizer_ms;
     row["memory_gb"] = c.memory_gb;
     row["fits"] = c.fits;
+    for (const figure& x : c.figures)  // tokens_per_s, mfu, cost_…_usd (figures.lua search_figures)
+      std::visit(
+          [&](const auto& v) {
+            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) row[x.key] = nullptr;
+            else row[x.key] = v;
+          },
+          x.value);
     return row;
+  };
+  // the figures' table columns (those with one: tokens/s, MFU %, $/Mtoken), each as wide as its header and cells
+  std::vector<std::pair<size_t, size_t>> figure_columns;  // index in candidate::figures, width
+  if (!shown.empty())
+    for (size_t k = 0; k < shown.front().figures.size(); ++k) {
+      if (shown.front().figures[k].column.empty()) continue;
+      size_t width = shown.front().figures[k].column.size();
+      for (const auto& c : shown)
+        if (k < c.figures.size()) width = std::max(width, c.figures[k].cell.size());
+      figure_columns.emplace_back(k, width);
+    }
+  const auto figure_cells = [&](const candidate* c) {  // nullptr: the headers
+    std::string out;
+    for (const auto& [k, width] : figure_columns) {
+      const std::vector<figure>& xs = (c ? *c : shown.front()).figures;
+      out += fmt::format("{:>{}} ", k >= xs.size() ? "-" : c ? xs[k].cell : xs[k].column, width);
+    }
+    return out;
   };
   std::string out;
   if (f.format == "json") {
@@ -556,7 +599,8 @@ int search_main(const search_flags& f) {
     // the JSON's rows, written by scripts/neusight/search.lua format_csv: numbers as every CSV writes them
     // (scripts/neusight/report.lua number_csv: exact, in the JSON's digits); the columns are a row's fields
     nlohmann::ordered_json doc{{"columns", nlohmann::ordered_json::array()}, {"rows", nlohmann::ordered_json::array()}};
-    const nlohmann::ordered_json header = row_of(candidate{});  // kept alive while iterating
+    // kept alive while iterating; the figures' keys are a shown layout's
+    const nlohmann::ordered_json header = row_of(shown.empty() ? candidate{} : shown.front());
     for (const auto& field : header.items()) doc["columns"].push_back(field.key());
     for (const auto& c : shown) doc["rows"].push_back(row_of(c));
     out = s.render("neusight.search", "format_csv", doc.dump());
@@ -567,17 +611,17 @@ int search_main(const search_flags& f) {
     if (!calibration_file.empty())
       out.insert(out.size() - 1, fmt::format("calibrated: kernel times corrected by {} (--no-calibration ignores it)\n",
                                              calibration_file));
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {}{:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
                        show_schedule ? fmt::format("{:<14} ", "schedule") : "", "recompute", "iteration ms",
-                       "compute ms", "exposed comm", "bubble ms",
+                       figure_cells(nullptr), "compute ms", "exposed comm", "bubble ms",
                        show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
                          i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
                          show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", c.recompute, c.iteration_ms,
-                         c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
+                         figure_cells(&c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
                          show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "", c.memory_gb,
                          c.fits ? "" : "  (does not fit)");
     }
@@ -594,6 +638,7 @@ int search_main(const search_flags& f) {
                              : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
     out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the slowest device's "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
+    for (const auto& line : figure_lines) out += line + "\n";
   }
   emit(out, f.output);
   return 0;

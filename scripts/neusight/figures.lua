@@ -292,6 +292,61 @@ function M.tokens(mode, batch, seq)
   return batch * seq
 end
 
+-- An iteration's throughput and cost, as M.compute and M.search_figures give them: tokens / latency (nil without a
+-- latency) and, from r.price_per_hour_usd (nil, 0: no price), that price, price × gpus × latency in hours and that
+-- per million tokens (each nil without a price).
+local function rates_of(r, gpus, tokens)
+  local latency = r.latency_s
+  local tokens_per_s = latency > 0 and tokens / latency or nil
+  local price = positive(r.price_per_hour_usd) and r.price_per_hour_usd or nil
+  local cost = price and price * gpus * latency / 3600 or nil
+  local cost_mtok = cost and tokens > 0 and cost / tokens * 1e6 or nil
+  return tokens_per_s, price, cost, cost_mtok
+end
+
+-- What an iteration is called in a mode's words (train: iteration, decode: step, else forward pass).
+local function per_of(mode) return mode == "train" and "iteration" or mode == "decode" and "step" or "forward pass" end
+
+-- The fields of throughput, MFU and cost, M.compute's and M.search_figures' (`per` as per_of names the iteration).
+local function tokens_per_s_field(v) return { key = "tokens_per_s", value = v, column = "tokens/s", cell = sig(v) } end
+local function mfu_field(v)
+  return { key = "mfu", value = v, column = "MFU %", cell = v and fmt("%.1f", 100 * v) or "-" }
+end
+local function cost_fields(cost, cost_mtok, per)
+  return { key = "cost_per_iteration_usd", value = cost, column = "$/" .. (per == "forward pass" and "pass" or per),
+           cell = money(cost) },
+    { key = "cost_per_million_tokens_usd", value = cost_mtok, column = "$/Mtoken", cell = money(cost_mtok) }
+end
+
+--- `neusight search`'s figures of one ranked layout (engine/cli/search_cmd.cpp, each layout shown), M.compute's for
+--- the same forecast: tokens_per_s, mfu and, when the GPU file gives a price_per_hour_usd, cost_per_iteration_usd
+--- and cost_per_million_tokens_usd (without one they are left out, not 0). `r` the layout's inputs as M.search_floor
+--- reads them (dp, tp, pp, microbatches, fc, par or floor_s; M.floor_inputs fills it in) with mode, batch, seq,
+--- peak_tflops (the dtype's dense peak; nil: none), dtype and gpu. The table shows tokens/s, MFU % and $/Mtoken
+--- (fields with a column; cost_per_iteration_usd is in the JSON and CSV only) and `lines`, one line saying what they
+--- are (the same for every layout), without a price why there is no cost.
+function M.search_figures(r)
+  r = M.floor_inputs(r.fc, r.par, r)
+  r.price_per_hour_usd = require("neusight").gpu_optional(r.gpu, "price_per_hour_usd") -- nil: the file gives none
+  local gpus, _, peak, mfu = layout_of(r)
+  local tokens_per_s, price, cost, cost_mtok = rates_of(r, gpus, M.tokens(r.mode, r.batch, r.seq))
+  local per = per_of(r.mode)
+  local fields = { tokens_per_s_field(tokens_per_s), mfu_field(mfu) }
+  if cost then
+    local per_iteration, per_mtok = cost_fields(cost, cost_mtok, per)
+    per_iteration.column, per_iteration.cell = nil, nil  -- JSON and CSV only: the table's width
+    fields[#fields + 1] = per_iteration
+    fields[#fields + 1] = per_mtok
+  end
+  local line = fmt("tokens/s = %s per %s; MFU = model FLOPs / GPUs / %s / %s; %s",
+    r.mode == "decode" and "global batch" or "global batch x seq", per, per,
+    peak and fmt("the %s dense peak (%s TFLOP/s)", tostring(r.dtype), sig(peak))
+      or fmt("(- : the GPU file has no %s peak)", tostring(r.dtype)),
+    price and fmt("$/Mtoken at %s USD per GPU-hour (%s)", money(price), r.gpu.source)
+      or fmt("no cost: %s gives no price_per_hour_usd", r.gpu.source))
+  return { fields = fields, lines = { line }, warnings = {} }
+end
+
 --- The figures of one forecast.
 --- `r` fields: mode, batch, seq, dtype, latency_s, flops_forward, flops_backward, flops_accumulate (the model's: the
 --- mean expert-parallel rank's expert rows, replicated nodes once over tp, the parameters' accumulation once),
@@ -316,7 +371,7 @@ function M.compute(r)
   local gpus, model_flops, peak, mfu = layout_of(r)
   local latency = r.latency_s
   local tokens = M.tokens(r.mode, r.batch, r.seq)
-  local tokens_per_s = latency > 0 and tokens / latency or nil
+  local tokens_per_s, price, cost, cost_mtok = rates_of(r, gpus, tokens)
   -- the iteration's counted FLOPs: the model FLOPs (the model's forward and backward whatever the layout: replicated
   -- work once, not the FLOPs every GPU executes) and the optimizer step of each tp rank's parameters per dp replica
   -- (once over dp under the distributed optimizer, which shards the step; an expert's once over its dp / ep replicas:
@@ -332,31 +387,26 @@ function M.compute(r)
   local memory = not unknown and (r.memory_gb or r.state_gb + (r.kv_cache_gb or 0)) or nil
   local fits = r.fits
   if fits == nil and memory then fits = memory <= gpu.mem_gb end
-  local price = positive(r.price_per_hour_usd) and r.price_per_hour_usd or nil
-  local cost = price and price * gpus * latency / 3600 or nil
-  local cost_mtok = cost and tokens > 0 and cost / tokens * 1e6 or nil
 
-  local per = r.mode == "train" and "iteration" or r.mode == "decode" and "step" or "forward pass"
+  local per = per_of(r.mode)
   local fields = {
     { key = "gpus", value = gpus, column = "GPUs", cell = fmt("%d", gpus) },
     { key = "tokens", value = tokens },
-    { key = "tokens_per_s", value = tokens_per_s, column = "tokens/s", cell = sig(tokens_per_s) },
+    tokens_per_s_field(tokens_per_s),
     { key = "tokens_per_s_per_gpu", value = tokens_per_s and tokens_per_s / gpus },
     { key = "model_flops", value = model_flops },
     { key = "flops_per_token", value = tokens > 0 and model_flops / tokens or nil },
     { key = "achieved_tflops", value = achieved, column = "TFLOP/s/GPU", cell = sig(achieved) },
     { key = "peak_tflops", value = peak },
-    { key = "mfu", value = mfu, column = "MFU %", cell = mfu and fmt("%.1f", 100 * mfu) or "-" },
+    mfu_field(mfu),
     -- the model's forward and backward FLOPs counted kernel by kernel from its graph (not 6·N·tokens)
     { key = "mfu_convention", value = "graph_forward_backward_flops" },
     { key = "memory_gb", value = memory, column = "memory GB", cell = memory and fmt("%.1f", memory) or "-" },
     { key = "gpu_memory_gb", value = gpu.mem_gb },
     { key = "fits", value = fits, column = "fits", cell = fits == nil and "-" or fits and "yes" or "no" },
     { key = "price_per_hour_usd", value = price },
-    { key = "cost_per_iteration_usd", value = cost, column = "$/" .. (per == "forward pass" and "pass" or per),
-      cell = money(cost) },
-    { key = "cost_per_million_tokens_usd", value = cost_mtok, column = "$/Mtoken", cell = money(cost_mtok) },
   }
+  for _, f in ipairs { cost_fields(cost, cost_mtok, per) } do fields[#fields + 1] = f end
 
   local lines = {}
   lines[#lines + 1] = fmt("throughput       %12s tokens/s   (%s per GPU; %d tokens per %s%s)", sig(tokens_per_s),
