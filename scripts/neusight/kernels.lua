@@ -3,7 +3,7 @@
 -- A kernel is a plain table read by the C++ engine (see neusight/types.lua, neusight.Kernel).
 -- Names and dims follow the reference decomposition (NeuSight parse_ops): "Linear (T, I, O)",
 -- "BMM (B, M, N, K)" with N the reduction dimension, "VEC<op> (rows, hidden)", "MEM (shapes…)".
-local floor, huge, concat = math.floor, math.huge, table.concat
+local floor, huge, concat, math_type = math.floor, math.huge, table.concat, math.type
 local ipairs, tostring, type, error = ipairs, tostring, type, error
 
 local M = {}
@@ -97,8 +97,12 @@ function M.shape_check(shape)
   local n = 1
   for i = 1, len do
     local d = rawget(shape, i)
-    if not is_integer(d) or d < 0 then return nil, { kind = "dimension", index = i, value = d } end
-    d = floor(d)
+    if math_type(d) == "integer" then -- the builders' dimensions: is_integer's answer without its calls (floor(d) is d)
+      if d < 0 then return nil, { kind = "dimension", index = i, value = d } end
+    else
+      if not is_integer(d) or d < 0 then return nil, { kind = "dimension", index = i, value = d } end
+      d = floor(d)
+    end
     if d > MAX_ELEMENTS or (d > 0 and n > MAX_ELEMENTS // d) then return nil, { kind = "size" } end
     n = n * d
   end

@@ -181,7 +181,8 @@ end
 --- - run alike by tp / d ranks (key/value heads when tp is a multiple of num_key_value_heads = d: each rank keeps one,
 ---   which tp / d ranks share): the node is as in the builder's graph at tp = d (`build_at(d)`, d a divisor of tp,
 ---   the smallest that matches), but not as at tp = 1. Those graphs are built only when a node not run whole keeps
----   more than 1 / tp of every one of its tensors (output and inputs: a split node keeps 1 / tp of one at least).
+---   more than 1 / tp of every one of its tensors (output, inputs and parameters: a split node keeps 1 / tp of one
+---   at least; a node that matches at tp = d keeps the parameters it has there, 1 / d or more of the whole's).
 --- Split nodes (heads, intermediate size, vocabulary rows, sequence-parallel shards: other shapes) and the collectives
 --- (none in `whole`) count × tp. Each marked node gets its own attrs table (builders share theirs between nodes).
 --- A node split in some parts and replicated in others matches no graph here: its builder sets the fractional copies
@@ -214,6 +215,10 @@ function M.mark_replicated(nodes, whole, tp, build_at)
         local a, b = numel(t[1]), numel(t[2])
         if a and b and a > 0 then share = math.min(share, b / a) end
       end
+      -- its weights are a tensor too: a vocabulary-parallel embedding (the whole graph's output and input shapes,
+      -- 1 / tp of its rows) is split, and asked no builder's graph at the divisors of tp (each one a model build)
+      local wp, np = w.params or 0, n.params or 0
+      if math.type(wp) and math.type(np) and wp > 0 then share = math.min(share, np / wp) end
       if share ~= math.huge and share * tp >= 1.5 then candidates[#candidates + 1] = i end
     end
   end
