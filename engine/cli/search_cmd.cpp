@@ -35,7 +35,7 @@ struct candidate {
   std::string schedule;
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
-  double optimizer_ms = 0;  // the optimizer step of the iteration (the slowest device's in a plan), 0 without one
+  double optimizer_ms = 0;  // the optimizer step of the iteration (the busiest device's in a plan), 0 without one
   bool fits = false;
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
@@ -391,7 +391,8 @@ int search_main(const search_flags& f) {
                 const nlohmann::ordered_json& par = tl->json;
                 c.virtual_stages = par.at("virtual_stages").get<int64_t>();
                 if (cluster.is_null()) cluster = par.at("cluster");
-                // the critical device's parts and memory per GPU of the fullest stage, as predict reports them
+                // the critical device's parts (the busiest one: the least idle) and memory per GPU of the fullest
+                // stage, as predict reports them
                 // (scripts/neusight/parallel/report.lua, from scripts/neusight/memory.lua)
                 c.iteration_ms = tl->iteration_s * 1e3;
                 c.compute_ms = par.at("compute_ms").get<double>();
@@ -636,7 +637,8 @@ int search_main(const search_flags& f) {
                          names.virtual_schedules.empty()
                              ? ""
                              : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
-    out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the slowest device's "
+    out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest device's "
+           "(the pipeline stage with the least idle time; its bubble is the iteration less the other three) "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
     for (const auto& line : figure_lines) out += line + "\n";
   }

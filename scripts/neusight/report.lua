@@ -580,9 +580,9 @@ end
 
 -- A parallel run's iteration as rows of the `ms` column, each { name, part, ms }: the op rows' sum taken back out
 -- (they are one microbatch through every stage of one tp shard and the whole unsharded optimizer step: no GPU's
--- iteration), the critical device's parts (parallel.devices[critical_stage]: compute, the communication it does not
--- hide, its optimizer step, its bubble; the whole parallel.exposed_comm_ms when the report lists no devices) and what
--- is left of latency_ms (other: 0 but for rounding, or where the parts overlap). Σ ms over the op rows and these is
+-- iteration), the critical device's parts (parallel.devices[critical_stage], the busiest: compute, the communication
+-- it does not hide, its optimizer step, its bubble; the whole parallel.exposed_comm_ms when the report lists no
+-- devices) and what is left of latency_ms (other: 0 but for rounding, or where the parts overlap). Σ ms over the op rows and these is
 -- latency_ms. nil for one GPU: the op rows' ms sum to latency_ms.
 local function iteration_rows(r, ops_ms)
   local p = r.parallel

@@ -1017,3 +1017,48 @@ TEST_CASE("search: the JSON records the optimizer and the parallel flags under p
   CHECK(sd["parallel"]["distributed_optimizer"] == false);
   CHECK(sd["parallel"]["sequence_parallel"] == false);
 }
+
+// tester7 P2: the summary (JSON parallel.compute_ms / exposed_comm_ms / bubble_ms / optimizer_ms, search's columns) was
+// the device that finishes last, which in 1F1B is always stage 0: with DeepSeek's dense first layer(s) the lightest
+// stage, so the summary showed its small compute and a bubble swollen by the other stages' extra work (DeepSeek-V3
+// dp8 pp32 ep8: 9304 ms compute, 24685 ms "bubble"; the MoE stages 21373 ms compute, 10456 ms bubble). Now it is the
+// busiest device (largest compute + exposed comm + optimizer step), its bubble the iteration less that, and
+// imbalance_ms its busy time less the least busy device's. DeepSeek-V2-Lite (1 dense layer of 27) at pp 4: stages
+// 7/7/7/6 layers, stage 0 holds the dense layer and the embedding, stage 3 the head; stages 1 and 2 are the busiest.
+TEST_CASE("parallel: the summary is the busiest device's parts with uneven stages", "[cli][parallel]") {
+  const std::string args = "predict --model deepseek_v2_lite --gpu h100 --mode train --batch 8 --seq 256 --dtype bf16 "
+                           "--optimizer adamw --pp 4 --microbatches 8 --predictor roofline ";
+  const auto r = run_cli(args + "--format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json p = json::parse(r.out)["parallel"];
+  const json& devices = p["devices"];
+  REQUIRE(devices.size() == 4);
+  const auto busy = [](const json& d) {
+    return d["compute_ms"].get<double>() + d["exposed_comm_ms"].get<double>() + d["optimizer_ms"].get<double>();
+  };
+  size_t busiest = 0;
+  double least = busy(devices[0]);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    if (busy(devices[i]) > busy(devices[busiest])) busiest = i;
+    least = std::min(least, busy(devices[i]));
+  }
+  const json& b = devices[busiest];
+  CHECK(busiest != 0);  // stage 0 finishes last but is not the busiest (the old summary's device)
+  CHECK(p["critical_stage"].get<size_t>() == busiest);
+  CHECK(p["compute_ms"].get<double>() == b["compute_ms"].get<double>());
+  CHECK(p["exposed_comm_ms"].get<double>() == b["exposed_comm_ms"].get<double>());
+  CHECK(p["optimizer_ms"].get<double>() == b["optimizer_ms"].get<double>());
+  CHECK(p["bubble_ms"].get<double>() == b["bubble_ms"].get<double>());
+  // the least idle device: every other device's bubble is at least its
+  for (const auto& d : devices) CHECK(d["bubble_ms"].get<double>() >= p["bubble_ms"].get<double>());
+  CHECK_THAT(p["compute_ms"].get<double>() + p["exposed_comm_ms"].get<double>() + p["optimizer_ms"].get<double>() +
+                 p["bubble_ms"].get<double>(),
+             Catch::Matchers::WithinRel(p["iteration_ms"].get<double>(), 1e-12));
+  CHECK(p["imbalance_ms"].get<double>() > 0);
+  CHECK_THAT(p["imbalance_ms"].get<double>(), Catch::Matchers::WithinRel(busy(b) - least, 1e-12));
+  // the table says which device the summary is and its parts
+  const auto t = run_cli(args);
+  REQUIRE(t.code == 0);
+  CHECK_THAT(t.out, Catch::Contains("\nbusiest   stage " + std::to_string(busiest) + ": compute "));
+}

@@ -528,10 +528,19 @@ function T.test_report_of_a_timeline()
   eq(math.type(j.dp), "integer", "dp is an integer") eq(math.type(j.bucket_mb), "float", "bucket_mb is a number")
   eq(j.dp, 2, "dp") eq(j.pp, 4, "pp") eq(j.distributed_optimizer, true, "distributed optimizer")
   near(j.iteration_ms, tl.iteration * 1e3, "iteration_ms")
-  local crit = 1 -- the last device to finish (ties: the first)
-  for d, dev in ipairs(tl.devices) do if dev.finish > tl.devices[crit].finish then crit = d end end
+  -- the critical device: the busiest (compute + exposed comm + optimizer step; ties: the first), not the last to
+  -- finish (stage 0 in 1F1B; tester7 P2)
+  local function busy(dev) return dev.compute + dev.exposed_comm + dev.optimizer end
+  local crit, least = 1, math.huge
+  for d, dev in ipairs(tl.devices) do
+    if busy(dev) > busy(tl.devices[crit]) then crit = d end
+    least = math.min(least, busy(dev))
+  end
   eq(j.critical_stage, crit - 1, "critical stage")
   eq(j.compute_ms, tl.devices[crit].compute * 1e3, "the critical device's compute")
+  eq(j.bubble_ms, tl.devices[crit].bubble * 1e3, "the critical device's bubble")
+  near(j.compute_ms + j.exposed_comm_ms + j.optimizer_ms + j.bubble_ms, j.iteration_ms, "its parts sum to the iteration")
+  near(j.imbalance_ms, (busy(tl.devices[crit]) - least) * 1e3, "imbalance: its busy time less the least busy's")
   eq(j.memory_gb, tl.memory.memory_gb, "memory of the fullest GPU") eq(j.fits, tl.memory.fits, "fits")
   eq(#j.devices, 4, "one row per stage")
   local most = 0
@@ -548,8 +557,10 @@ function T.test_report_of_a_timeline()
   local lines = {}
   for line in r.table:gmatch("[^\n]+") do lines[#lines + 1] = line end
   eq(lines[1]:sub(1, 36), "parallel  dp 2 x tp 1 x pp 4 = 8 GPU", "layout line")
-  eq(#lines, 2 + 1 + 4 + #tl.memory.lines + 4,
-    "layout, links, header, 4 stages, memory, state per parameter and per GPU, gradients, iteration")
+  eq(#lines, 2 + 1 + 4 + #tl.memory.lines + 5,
+    "layout, links, header, 4 stages, memory, state per parameter and per GPU, gradients, busiest device, iteration")
+  local busiest = ("busiest   stage %d: compute "):format(crit - 1)
+  eq(lines[#lines - 1]:sub(1, #busiest), busiest, "the busiest device's line")
   local per_gpu
   for _, line in ipairs(lines) do per_gpu = per_gpu or line:match("^state     per GPU: .*") end
   local want = ("state     per GPU: at most %.3f GB (stage"):format(r.state_gb)

@@ -37,15 +37,28 @@ local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
 local KEYS = { "dp", "tp", "pp", "ep", "microbatches", "schedule", "virtual_stages", "kernels", "recompute",
   "sequence_parallel", "distributed_optimizer", "world", "micro_batch", "bucket_mb", "overlap_grad_reduce", "cluster",
   "iteration_ms", "pipeline_ms", "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "critical_stage",
-  "p2p_bytes", "grad_bytes_per_rank", "embedding_sync_ms", "memory_gb", "fits", "devices" }
+  "imbalance_ms", "p2p_bytes", "grad_bytes_per_rank", "embedding_sync_ms", "memory_gb", "fits", "devices" }
 
---- The critical device: the one whose iteration ends last (ties: the first); nil without devices.
+--- A device's busy time in seconds: its compute, the communication it does not hide and its optimizer step (the
+--- timeline's bubble is the iteration less this).
+local function busy(d) return d.compute + d.exposed_comm + d.optimizer end
+
+--- The critical device, whose parts the summary gives (JSON compute_ms, exposed_comm_ms, bubble_ms, optimizer_ms and
+--- critical_stage; search's columns; the CSV's iteration rows): the busiest one, the largest compute + exposed
+--- communication + optimizer step, so the least idle (ties: the first); nil without devices. Its bubble is then the
+--- iteration less its busy time. Not the device that finishes last: in 1F1B that is always stage 0, which with
+--- uneven stages (DeepSeek-V3's 3 dense first layers, tester7 P2) is the lightest one, its idle time mostly the
+--- other stages' extra work rather than the pipeline's fill and drain.
+---@return table? crit the device
+---@return number imbalance seconds: its busy time less the least busy device's (0 with one stage)
 function M.critical(devices)
-  local crit
+  local crit, least
   for _, d in ipairs(devices) do
-    if not crit or d.finish > crit.finish then crit = d end
+    local b = busy(d)
+    if not crit or b > busy(crit) then crit = d end
+    if not least or b < least then least = b end
   end
-  return crit
+  return crit, crit and busy(crit) - least or 0.0
 end
 
 local function link(l, what)
@@ -81,7 +94,7 @@ function M.json(plan, result, lean)
   end
   if type(memory.memory_gb) ~= "number" then error("parallel report: memory.memory_gb must be a number", 0) end
   if type(memory.fits) ~= "boolean" then error("parallel report: memory.fits must be a boolean", 0) end
-  local crit = M.critical(result.devices)
+  local crit, imbalance = M.critical(result.devices)
   local c = plan.cluster
   return ordered({
     dp = int(plan.dp, "dp"), tp = int(plan.tp, "tp"), pp = int(plan.pp, "pp"), ep = int(plan.ep, "ep"),
@@ -97,7 +110,7 @@ function M.json(plan, result, lean)
     iteration_ms = result.iteration * ms, pipeline_ms = result.pipeline * ms,
     compute_ms = crit and crit.compute * ms or 0.0, exposed_comm_ms = crit and crit.exposed_comm * ms or 0.0,
     bubble_ms = crit and crit.bubble * ms or 0.0, optimizer_ms = crit and crit.optimizer * ms or 0.0,
-    critical_stage = crit and int(crit.stage, "device stage") or 0,
+    critical_stage = crit and int(crit.stage, "device stage") or 0, imbalance_ms = imbalance * ms,
     p2p_bytes = num(result.p2p_bytes, "p2p_bytes"), grad_bytes_per_rank = num(result.grad_bytes_per_rank, "grad_bytes_per_rank"),
     embedding_sync_ms = result.embedding_sync * ms,
     memory_gb = memory.memory_gb, fits = memory.fits,
@@ -147,6 +160,11 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
       j.distributed_optimizer and "reduce-scatter and parameter all-gather" or "all-reduce", first.dp_comm * ms,
       first.buckets, j.bucket_mb, first.dp_exposed * ms,
       j.overlap_grad_reduce and " (overlapped with backward)" or " (after backward)")
+  end
+  if #result.devices > 1 then -- the summary's device (M.critical, JSON critical_stage): its parts sum to the iteration
+    add("busiest   stage %d: compute %.3f + exposed comm %.3f + optimizer %.3f + bubble %.3f ms%s\n", j.critical_stage,
+      j.compute_ms, j.exposed_comm_ms, j.optimizer_ms, j.bubble_ms,
+      j.imbalance_ms > 0 and fmt("; %.3f ms busier than the least busy stage (JSON imbalance_ms)", j.imbalance_ms) or "")
   end
   add("iteration        %12.3f ms   (slowest device; every dp x tp rank of a stage alike)\n", result.iteration * ms)
   return table.concat(out)
