@@ -523,6 +523,34 @@ int search_main(const search_flags& f) {
   }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
+  // No layout fits (and --all was not asked for): no answer, so the command fails, as `serve --sweep` does when no
+  // setting can run. The error says why, with the memory figures the layouts were ranked by (the least memory per GPU
+  // any of them needs, against the GPU's, the `fits` rule of scripts/neusight/memory.lua), and which of search's flags
+  // not given yet could help. The JSON keeps its document (with this as `error`, for scripts), as serve --sweep's
+  // report is written; the table and the CSV would hold no layout: nothing is written.
+  std::string no_fit;
+  if (!f.all && std::none_of(results.begin(), results.end(), [](const candidate& c) { return c.fits; })) {
+    const candidate& least = *std::min_element(results.begin(), results.end(), [](const candidate& a, const candidate& b) {
+      return a.memory_gb < b.memory_gb;
+    });
+    std::vector<std::string> helps;
+    if (training && !f.distributed_optimizer && f.gpus > 1)
+      helps.push_back("--distributed-optimizer (shards the optimizer state over the data-parallel ranks)");
+    if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
+      helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",
+                                  modes.back(), f.recompute));
+    if (f.max_tp < f.gpus) helps.push_back(fmt::format("a larger --max-tp (now {})", f.max_tp));
+    helps.push_back(fmt::format("more GPUs (--gpus, now {})", f.gpus));
+    helps.push_back("a GPU with more memory (--gpu)");
+    no_fit = fmt::format(
+        "search: no layout of {} GPUs fits in memory: of the {} forecast{}, the least memory per GPU is {:.1f} GB (dp {} "
+        "tp {} pp {}{}{}), more than the {:.0f} GB of {}; what could help: {} (--all lists the layouts "
+        "tried with their memory)",
+        f.gpus, evaluated, evaluated == 1 ? "" : "s", least.memory_gb, least.dp, least.tp, least.pp,
+        show_ep ? fmt::format(" ep {}", least.ep) : "",
+        training ? ", recompute " + least.recompute : "", gpu_mem_gb, gpu_name, fmt::join(helps, ", "));
+  }
+
   size_t skipped_total = 0;
   for (const auto& [why, n] : skipped) skipped_total += n;
   const auto sched_of = [&](const candidate& c) {  // schedule/v for one with model chunks
@@ -595,6 +623,7 @@ int search_main(const search_flags& f) {
     auto& sk = j["skipped"] = nlohmann::ordered_json::object();
     for (const auto& [why, n] : skipped) sk[why] = n;
     j["warnings"] = warnings;
+    if (!no_fit.empty()) j["error"] = no_fit;
     out = j.dump(2) + "\n";
   } else if (f.format == "csv") {
     // the JSON's rows, written by scripts/neusight/search.lua format_csv: numbers as every CSV writes them
@@ -641,6 +670,10 @@ int search_main(const search_flags& f) {
            "(the pipeline stage with the least idle time; its bubble is the iteration less the other three) "
            "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
     for (const auto& line : figure_lines) out += line + "\n";
+  }
+  if (!no_fit.empty()) {
+    if (f.format == "json") emit(out, f.output);
+    throw error(no_fit);
   }
   emit(out, f.output);
   return 0;

@@ -508,6 +508,11 @@ end
 local function run_static(o, F, count)
   local B, I, O = o.batch, o.input.lo, o.output.lo
   local pre = probe(F, o, "prefill", B, I, true)
+  -- weights that alone exceed the memory budget: a serving engine refuses to start (vLLM: no memory left for the KV
+  -- cache), so no latency describes it: the setting's error, as the --rate simulation's (a KV cache that overflows
+  -- beside weights that fit is a forecast with a warning below: the engine runs fewer sequences at once)
+  local _, _, _, no_room = kv_capacity(o, pre, B, I)
+  if no_room then infeasible("model '%s' cannot be served: %s", o.model, no_room) end
   local steps = O - 1
   -- the last decode step first (a grid point the batch forecasts anyway): a limit it meets is said by the flags
   if steps > 0 then probe(F, o, "decode", B, I + steps - 1, false, longest_why(o)) end
@@ -515,7 +520,7 @@ local function run_static(o, F, count)
   local ms = step_series(steps, S, function(j) return F("decode", B, I + j - 1).ms end)
   local sum = 0
   for j = 1, steps do sum = sum + ms[j] end
-  local per_token_gb, budget_gb, blocks, no_room = kv_capacity(o, pre, B, I)
+  local per_token_gb, budget_gb, blocks = kv_capacity(o, pre, B, I)
   -- the batch's cache once each sequence holds its I + O - 1 tokens: the last decode step's graph's (predict's rule,
   -- workload.lua kv_cache_bytes: sliding-window layers hold at most the window), the prefill's without a decode step;
   -- a sequence's blocks at that length are kv_paging's, the --rate simulation's rule (a sliding-window layer holds the
@@ -545,9 +550,7 @@ local function run_static(o, F, count)
   r.max_concurrency = floor(blocks / per_seq_blocks)
   window_report(r, o, pre, per_token_gb, I + O - 1)  -- a sequence's last decode step caches I + O - 1 tokens
   r.fits = B <= r.max_concurrency
-  if no_room then
-    r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: %s", B, no_room)
-  elseif not r.fits then
+  if not r.fits then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
       .. "of %.0f GB (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
       .. "%.0f GB): at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,

@@ -245,7 +245,13 @@ TEST_CASE("search: a layout fits only by its true expert optimizer state under t
   const std::string base = "--model mixtral_8x7b --gpu h100 --batch 64 --seq 4096 --dtype bf16 --optimizer adamw "
                            "--cluster dgx_h100 --distributed-optimizer --predictor roofline";
   const std::string limits = " --gpus 16 --ep 8 --recompute none --max-tp 1";
-  CHECK(run_json("search " + base + limits)["layouts"].empty());  // was dp 8 pp 2 ep 8 mb 8, 75.1 GB
+  {  // was dp 8 pp 2 ep 8 mb 8, 75.1 GB; no layout fitting is an error (exit 1), the JSON with it as `error`
+    const auto none = run_cli("search " + base + limits + " --format json");
+    INFO(none.err);
+    CHECK(none.code == 1);
+    CHECK(json::parse(none.out)["layouts"].empty());
+    CHECK(none.err.find("search: no layout of 16 GPUs fits in memory") != std::string::npos);
+  }
   const json all = run_json("search " + base + limits + " --all --top 100");
   const json* row = nullptr;
   for (const auto& l : all["layouts"])

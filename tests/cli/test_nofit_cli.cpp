@@ -1,0 +1,95 @@
+// tests/cli/test_nofit_cli.cpp — setups that cannot run in memory fail (tester7 P5): `search` where no layout fits
+// exits 1 with why (the least memory per GPU of the layouts against the GPU's) and what could help, writing no table
+// or CSV (its JSON keeps the document, with the reason as `error`); `serve --batch` whose weights alone exceed the
+// memory budget is an error, as the --rate simulation's, while a batch whose KV cache alone overflows stays a forecast
+// with a warning.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <string>
+#include <nlohmann/json.hpp>
+
+#include "test_util.h"
+
+using json = nlohmann::json;
+using ns_test::run_cli;
+
+// Llama-3-70B training on 8 H100s: 16 B x 70.55 B parameters / 8 = 141 GB of model state per GPU before activations.
+TEST_CASE("search: no layout fits in memory - exit 1 with the least memory and what could help", "[cli][search][nofit]") {
+  const std::string base = "search --model llama3_70b --gpu h100 --gpus 8 --batch 32 --seq 4096 --dtype bf16 "
+                           "--predictor roofline";
+  ns_test::temp_dir t;
+  const auto csv = t.path / "s.csv";
+  const auto r = run_cli(base + " -o " + csv.string());
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK_FALSE(std::filesystem::exists(csv));  // not a header-only CSV
+  CHECK(r.err.find("neusight: search: no layout of 8 GPUs fits in memory: of the ") != std::string::npos);
+  CHECK(r.err.find(" forecasts, the least memory per GPU is ") != std::string::npos);
+  CHECK(r.err.find("more than the 80 GB of H100-SXM5-80GB; what could help: ") != std::string::npos);
+  CHECK(r.err.find("--distributed-optimizer") != std::string::npos);
+  CHECK(r.err.find("more GPUs (--gpus, now 8)") != std::string::npos);
+  CHECK(r.err.find("--recompute auto") == std::string::npos);  // auto (the default) already tried full
+  // the table on stdout: nothing either
+  const auto table = run_cli(base);
+  CHECK(table.code == 1);
+  CHECK(table.out.empty());
+  // flags already given are not suggested; a single recomputation mode given suggests trying them all
+  const auto given = run_cli(base + " --distributed-optimizer --recompute none");
+  INFO(given.err);
+  CHECK(given.code == 1);
+  CHECK(given.err.find("--distributed-optimizer (") == std::string::npos);
+  CHECK(given.err.find("--recompute auto (tries up to full recomputation; --recompute none was given)") !=
+        std::string::npos);
+  // JSON: the document, with the reason as `error`, and exit 1; the least memory is the smallest of --all's rows
+  const auto j = run_cli(base + " --format json");
+  CHECK(j.code == 1);
+  const json doc = json::parse(j.out);
+  CHECK(doc["fitting"] == 0);
+  CHECK(doc["layouts"].empty());
+  REQUIRE(doc.contains("error"));
+  CHECK(j.err.find(doc["error"].get<std::string>()) != std::string::npos);
+  // --all asks for the layouts that do not fit: listed, exit 0 (each row says fits false)
+  const auto all = run_cli(base + " --all --top 1000 --format json");
+  INFO(all.err);
+  REQUIRE(all.code == 0);
+  const json a = json::parse(all.out);
+  REQUIRE_FALSE(a["layouts"].empty());
+  double least = 1e300;
+  for (const auto& l : a["layouts"]) {
+    CHECK(l["fits"] == false);
+    least = std::min(least, l["memory_gb"].get<double>());
+  }
+  CHECK(least > 80);
+  char figure[32];
+  std::snprintf(figure, sizeof figure, " is %.1f GB (dp ", least);
+  CHECK(r.err.find(figure) != std::string::npos);
+}
+
+// Llama-3-70B bf16 on one 80 GB H100: 141 GB of weights, which vLLM refuses to load; at tp 2 the weights (70.6 GB per
+// GPU) fit the 72 GB budget and only the batch's KV cache overflows: vLLM runs fewer sequences at once (a forecast
+// with a warning).
+TEST_CASE("serve: a static batch whose weights alone exceed the memory is an error - a KV overflow stays a warning",
+          "[cli][serve][nofit]") {
+  const std::string base = "serve --model llama3_70b --gpu h100 --batch 8 --input-len 1024 --output-len 1024 "
+                           "--predictor roofline";
+  ns_test::temp_dir t;
+  const auto out = t.path / "s.json";
+  const auto r = run_cli(base + " -o " + out.string());
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK_FALSE(std::filesystem::exists(out));
+  CHECK(r.err.rfind("neusight: serve: model 'llama3_70b' cannot be served: the weights alone (141.1 GB per GPU) "
+                    "exceed 90 % of 80 GB (72.0 GB, --gpu-memory-utilization 0.9): no room for a KV cache; shard them "
+                    "over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU with more memory",
+                    0) == 0);
+  const auto tp2 = run_cli(base + " --tp 2 --format json");
+  INFO(tp2.err);
+  REQUIRE(tp2.code == 0);
+  const json j = json::parse(tp2.out);
+  CHECK(j["fits"] == false);
+  CHECK(j["ttft_ms"].get<double>() > 0);
+  CHECK(j["max_concurrency"].get<int>() >= 1);
+  CHECK(j["warnings"].back().get<std::string>().rfind("batch 8 does not fit: weights ", 0) == 0);
+}
