@@ -50,6 +50,23 @@ function M.preset_hint(word, names)
   return c and (" (did you mean '%s'?)"):format(c) or ""
 end
 
+--- The hint for a HuggingFace id ("meta-llama/Meta-Llama-3-8B", or its name after the "/") that a preset names as its
+--- source (neusight.catalog SOURCES, the column `neusight models` prints): the preset, suggested rather than taken (a
+--- source's "(= Llama-3.1-8B)" and a checkpoint's own config.json may differ from the preset's; the user picks). nil
+--- when no source is that id.
+function M.source_hint(given)
+  local word = tostring(given):lower()
+  local found = {}
+  for name, source in pairs(require("neusight.catalog").SOURCES) do
+    local id = source:match("^(%S+/%S+)")
+    if id and (id:lower() == word or id:lower():match("/(.*)$") == word) then found[#found + 1] = name end
+  end
+  if #found == 0 then return nil end
+  table.sort(found)
+  return (" (did you mean the preset '%s'? %s is its source; to read the checkpoint's own shapes give its "
+    .. "config.json or snapshot directory)"):format(table.concat(found, "' or '"), tostring(given))
+end
+
 local function hint(word, candidates)
   local c = M.did_you_mean(word, candidates)
   return c and (" (did you mean '%s'?)"):format(c) or ""
@@ -94,7 +111,7 @@ local CHECK = {
       if presets[v] then return nil end
       local names = sorted_keys(presets)
       return ("names an unknown model preset %s%s; presets: %s (neusight models lists them)"):format(show(v),
-        M.preset_hint(v, names), table.concat(names, ", "))
+        M.source_hint(v) or M.preset_hint(v, names), table.concat(names, ", "))
     elseif type(v) == "table" then
       -- the name is the report's model name (a table there used to print as "table: 0x…", exit 0)
       if v.name ~= nil and (type(v.name) ~= "string" or v.name == "") then
