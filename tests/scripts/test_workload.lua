@@ -186,8 +186,8 @@ end
 function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
   eq(error_of(spec { dtype = "bf16", precision = "ampp" }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
-  eq(error_of(spec { precision = "mixed" }),
-    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "mixed")]], "unknown, no suggestion")
+  eq(error_of(spec { precision = "quantum" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "quantum")]], "unknown, no suggestion")
   eq(error_of(spec(), { precision = true }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got true)]], "CLI override, not a string")
   eq(error_of(spec { precison = "amp" }), "examples/w.lua: unknown field 'precison' (did you mean 'precision'?)", "field")
