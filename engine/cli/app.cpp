@@ -747,6 +747,27 @@ int app_main(int argc, char** argv) {
       }
       level = next;
     }
+    // A long option the command does not have (`--dtpye bf16`, `--input_len 10`): said so, with the closest of the
+    // command's own option names, rather than CLI11's "arguments were not expected" or a later "--input-len is
+    // required". Every subcommand, one place: the names are the command's options and those of the commands above it.
+    if (level != &app) {
+      std::vector<std::string> names;
+      for (CLI::App* a = level; a; a = a->get_parent())
+        for (const CLI::Option* o : a->get_options())
+          for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      for (int i = 1; i < argc; ++i) {
+        const std::string arg = argv[i];
+        if (arg == "--") break;  // what follows is positional
+        if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
+        const std::string name = arg.substr(0, arg.find('='));
+        if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+        std::string command = level->get_name();
+        for (CLI::App* a = level->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
+        std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),
+                     text_did_you_mean(name, names).c_str(), command.c_str());
+        return 2;
+      }
+    }
   }
 
   try {

@@ -149,6 +149,10 @@ int serve_calibrate(session& s, const serve_flags& f, const predictor& pred, con
 }  // namespace
 
 int serve_main(const serve_flags& f) {
+  // --gpu, --tp, --batch and --rate take lists (--sweep); --model does not: a comma is a list, not a preset name
+  if (f.model.find(',') != std::string::npos && !fs::exists(f.model))
+    throw error("--model " + f.model + ": serve takes one model (lists are for --gpu, --tp, --batch, --rate with "
+                "--sweep); run serve once per model");
   // --calibrate fits against the raw forecast
   const session_options o =
       session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration && f.calibrate.empty());

@@ -579,7 +579,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
     if (const auto* name = std::get_if<std::string>(&m->second);
-        name && (fs::path(*name).extension() == ".json" || fs::path(*name).extension() == ".lua"))
+        name && (fs::path(*name).extension() == ".json" || fs::path(*name).extension() == ".lua" ||
+                 (!p_->model_is_preset(*name) && fs::is_directory(*name))))  // a snapshot directory's config.json
       origin += " (--model " + *name + ")";
   if (!script.empty()) {
     p_->workload_ops = fs::path(script).parent_path() / "ops";

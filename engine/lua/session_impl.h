@@ -208,6 +208,16 @@ struct session::impl {
     }
     if (ov_type == LUA_TSTRING && is_json(lua_tostring(L, -1))) {
       path = display = lua_tostring(L, -1);
+    } else if (ov_type == LUA_TSTRING && !model_is_preset(lua_tostring(L, -1)) && fs::is_directory(lua_tostring(L, -1))) {
+      // a HuggingFace snapshot directory (what transformers and vLLM take): its config.json
+      const std::string dir = lua_tostring(L, -1);
+      const fs::path file = fs::path(dir) / "config.json";
+      std::error_code ec;
+      if (!fs::is_regular_file(file, ec))
+        throw error("--model " + display_of(dir) + ": a directory without config.json; --model takes a preset name, a "
+                    "HuggingFace config.json, or a snapshot directory holding one (DIR/config.json)");
+      path = file.string();
+      display = display_of(path);
     } else if (ov_type == LUA_TNIL && !script.empty() && raw_getfield(L, spec, "model") == LUA_TSTRING &&
                is_json(lua_tostring(L, -1))) {
       const fs::path p(lua_tostring(L, -1));
@@ -229,6 +239,19 @@ struct session::impl {
     lua_insert(L, -3);                 // stack: from_config t display nulls lines
     ns_call(L, 4, 1);                  // stack: cfg
     lua_setfield(L, ov, "model");
+  }
+
+  // Whether `name` is a model preset (scripts/neusight/models/presets.lua): a preset wins over a folder of that name.
+  bool model_is_preset(const std::string& name) const {
+    lua_State* L = this->L();
+    stack_guard guard(L);
+    const int top = lua_gettop(L);
+    push_engine_field("require");
+    lua_pushstring(L, "neusight.models.presets");
+    ns_call(L, 1, 1, "while loading scripts/neusight/models/presets.lua");
+    const bool found = lua_istable(L, -1) && raw_getfield(L, -1, name.c_str()) != LUA_TNIL;
+    lua_settop(L, top);
+    return found;
   }
 
   // [-0, +1, -] pushes the engine table E

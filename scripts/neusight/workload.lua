@@ -50,6 +50,23 @@ function M.preset_hint(word, names)
   return c and (" (did you mean '%s'?)"):format(c) or ""
 end
 
+--- The hint for a HuggingFace id ("meta-llama/Meta-Llama-3-8B", or its name after the "/") that a preset names as its
+--- source (neusight.catalog SOURCES, the column `neusight models` prints): the preset, suggested rather than taken (a
+--- source's "(= Llama-3.1-8B)" and a checkpoint's own config.json may differ from the preset's; the user picks). nil
+--- when no source is that id.
+function M.source_hint(given)
+  local word = tostring(given):lower()
+  local found = {}
+  for name, source in pairs(require("neusight.catalog").SOURCES) do
+    local id = source:match("^(%S+/%S+)")
+    if id and (id:lower() == word or id:lower():match("/(.*)$") == word) then found[#found + 1] = name end
+  end
+  if #found == 0 then return nil end
+  table.sort(found)
+  return (" (did you mean the preset '%s'? %s is its source; to read the checkpoint's own shapes give its "
+    .. "config.json or snapshot directory)"):format(table.concat(found, "' or '"), tostring(given))
+end
+
 local function hint(word, candidates)
   local c = M.did_you_mean(word, candidates)
   return c and (" (did you mean '%s'?)"):format(c) or ""
@@ -87,6 +104,10 @@ local function one_of(choices)
   end
 end
 
+-- What people call the precision recipes elsewhere (--precision mixed: PyTorch's "automatic mixed precision").
+local PRECISION_ALIASES = { mixed = "amp", mixed_precision = "amp", autocast = "amp", fp16_mixed = "amp",
+  bf16_mixed = "amp", full = "pure", none = "pure" }
+
 -- Field → validator returning an error fragment ("must be …") or nil when the value is fine.
 local CHECK = {
   model = function(v)
@@ -94,7 +115,7 @@ local CHECK = {
       if presets[v] then return nil end
       local names = sorted_keys(presets)
       return ("names an unknown model preset %s%s; presets: %s (neusight models lists them)"):format(show(v),
-        M.preset_hint(v, names), table.concat(names, ", "))
+        M.source_hint(v) or M.preset_hint(v, names), table.concat(names, ", "))
     elseif type(v) == "table" then
       -- the name is the report's model name (a table there used to print as "table: 0x…", exit 0)
       if v.name ~= nil and (type(v.name) ~= "string" or v.name == "") then
@@ -151,11 +172,26 @@ local CHECK = {
         .. "not modelled (no fp64 peaks in the GPU files, no fp64 measurements) (got %s)"):format(show(v))
     end
     if K.dtype_name(v) then return nil end
+    -- a weight-only storage type (int8, int4: K.WEIGHT_DTYPES) is no compute dtype: point to its own field
+    for _, w in ipairs(K.WEIGHT_DTYPES) do
+      if type(v) == "string" and v:lower() == w then
+        return ("must be a compute dtype (got %s): %s is a weight storage type, give --weight-dtype %s (workload field "
+          .. "weight_dtype) with a compute --dtype such as bf16"):format(show(v), w, w)
+      end
+    end
     return ("must be a dtype name such as \"fp32\", \"bf16\", \"fp16\", \"tf32\", \"fp8\" (or bfloat16, torch.float16, …) (got %s)"):format(show(v))
   end,
   -- precision: the recipe around the compute dtype (scripts/neusight/precision.lua): "pure" (parameters,
   -- gradients and optimizer state in the dtype) or "amp" (fp32 state, 16-bit compute).
-  precision = one_of(precision.names),
+  -- the names other tools give the recipes ("mixed" precision is amp) suggest them
+  precision = function(v)
+    local problem = one_of(precision.names)(v)
+    local alias = type(v) == "string" and PRECISION_ALIASES[v:lower():gsub("[%-%s]", "_")]
+    if problem and alias and not problem:find("did you mean", 1, true) then
+      problem = problem .. (" (did you mean '%s'?)"):format(alias)
+    end
+    return problem
+  end,
   -- kv_dtype: the KV cache's element type in the serving phases (prefill, decode); default the compute dtype.
   -- Its size is the cache's bytes (kv_cache_gb, memory's KV part, serve's capacity), the prefill's cache writes
   -- and the decode attention's cache reads (neusight.nodes.kv_dtype); FLOPs stay at the compute dtype.

@@ -215,3 +215,24 @@ TEST_CASE("hf config: a builder's refusal names the file line of the key", "[cli
   CHECK(r.err.find(gpt.string() + ":2: gpt model 'g': n_embd (64) must be divisible by n_head (12) (n_head: not in "
                    "the file, the default)") != std::string::npos);
 }
+
+TEST_CASE("hf config: --model DIR reads a snapshot directory's config.json", "[cli][hf]") {
+  temp_dir t;
+  const fs::path dir = t.path / "Llama-3.2-1B";
+  fs::create_directories(dir);
+  fs::copy_file(source_dir / "tests/fixtures/hf/llama32_1b/config.json", dir / "config.json");
+  const json from_dir = forecast(dir.string());
+  const json from_file = forecast((dir / "config.json").string());
+  CHECK(from_dir["model"] == "Llama-3.2-1B");
+  CHECK(from_dir["flops"].get<double>() == from_file["flops"].get<double>());
+  CHECK(from_dir["params"] == from_file["params"]);
+  // a directory without one: said so, not "unknown model preset"
+  const fs::path empty = t.path / "empty";
+  fs::create_directories(empty);
+  const auto r = run_cli("predict --model '" + empty.string() + "'" + base_flags);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("a directory without config.json; --model takes a preset name, a HuggingFace config.json, or a "
+                   "snapshot directory holding one") != std::string::npos);
+  CHECK(r.err.find("unknown model preset") == std::string::npos);
+}

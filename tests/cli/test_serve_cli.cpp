@@ -572,3 +572,17 @@ TEST_CASE("serve: the layout's warnings are predict's for the same layout", "[cl
   CHECK(rate.err.find("neusight: warning: " + said[0]) != std::string::npos);
   CHECK(bridge_of(run_json(serve + "2")).empty());
 }
+
+TEST_CASE("serve: one model only and its own messages without an internal context line", "[cli][serve]") {
+  // a comma list is not a preset name "a,b"
+  const auto listed = run_cli("serve --model gpt2_med,gpt2_large --gpu h100 --batch 1 --input-len 8 --output-len 2 --sweep");
+  INFO(listed.err);
+  CHECK(listed.code == 1);
+  CHECK(listed.err == "neusight: --model gpt2_med,gpt2_large: serve takes one model (lists are for --gpu, --tp, --batch, "
+                      "--rate with --sweep); run serve once per model\n");
+  // serve.lua's message for the user is whole: no "    in scripts/neusight/serve.lua run" under it
+  const auto zero = run_cli("serve --model gpt2_med --gpu h100 --batch 1 --input-len 8 --output-len 0");
+  INFO(zero.err);
+  CHECK(zero.code == 1);
+  CHECK(zero.err == "neusight: serve: the output length (--output-len) must be a positive integer (got 0)\n");
+}

@@ -263,6 +263,20 @@ TEST_CASE("a misspelled subcommand is named with close matches", "[cli][tools]")
   CHECK_THAT(e.err, Catch::Contains("unknown subcommand 'kernel' (did you mean 'kernels'?); `neusight eval --help`"));
 }
 
+TEST_CASE("a misspelled long option is named with the command's closest option", "[cli][tools]") {
+  const auto r = run_cli("predict --model llama3_8b --gpu h100 --mode prefill --batch 1 --seq 128 --dtpye bf16");
+  CHECK(r.code == 2);
+  CHECK(r.err == "neusight: unknown option '--dtpye' (did you mean '--dtype'?); `neusight predict --help` lists them\n");
+  const auto s = run_cli("serve --model llama3_8b --gpu h100 --batch 1 --input_len 10 --output-len 5");
+  CHECK(s.code == 2);
+  CHECK(s.err == "neusight: unknown option '--input_len' (did you mean '--input-len'?); `neusight serve --help` lists "
+                 "them\n");
+  const auto e = run_cli("eval models --gpuz h100");
+  CHECK(e.code == 2);
+  CHECK_THAT(e.err, Catch::Contains("unknown option '--gpuz'"));
+  CHECK_THAT(e.err, Catch::Contains("`neusight eval models --help`"));
+}
+
 TEST_CASE("collect.py grid piped into a reader that stops early ends quietly", "[cli][collect][tools]") {
   if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
     std::cout << "NEUSIGHT-TEST-SKIPPED: python3 not found" << std::endl;

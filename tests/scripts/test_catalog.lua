@@ -73,4 +73,17 @@ function T.test_unknown_preset_hints()
   assert(not ok and err:find("gpt3_175b", 1, true), tostring(err))
 end
 
+-- A HuggingFace id that `neusight models` prints as a preset's source suggests that preset (not taken silently).
+function T.test_unknown_preset_hf_id_suggests_its_preset()
+  local want = " (did you mean the preset 'llama3_8b'? meta-llama/Meta-Llama-3-8B is its source; to read the "
+    .. "checkpoint's own shapes give its config.json or snapshot directory)"
+  eq(workload.source_hint("meta-llama/Meta-Llama-3-8B"), want, "the id")
+  eq(workload.source_hint("Qwen/Qwen2.5-7B"):match("'([^']+)'"), "qwen25_7b", "Qwen")
+  eq(workload.source_hint("phi-3-mini-4k-instruct"):match("'([^']+)'"), "phi3_mini", "the name after the '/'")
+  eq(workload.source_hint("meta-llama/Nope"), nil, "no such source")
+  local ok, err = pcall(workload.normalize, { model = "meta-llama/Meta-Llama-3-8B", gpu = "h100", mode = "train",
+    batch = 1, seq = 8 })
+  assert(not ok and err:find(want, 1, true), tostring(err))
+end
+
 return T

@@ -633,11 +633,51 @@ function T.test_config_json_unknown_keys()
   eq(ws[1], said[1], "the workload's first warning")
   eq(W.model_warnings(q)[1], said[1], "workload.model_warnings")
   eq(#W.model_warnings("llama3_8b"), 0, "a preset name: none")
-  -- A key of another model_type: Mistral has no attention_bias; a null unknown key is still a key.
-  raises([[m.json: unknown key 'attention_bias' for model_type "mistral"]],
-    hf.from_config, { model_type = "mistral", attention_bias = false }, "m.json", {})
+  -- A key of another model_type: Mistral has no mlp_bias; a null unknown key is still a key.
+  raises([[m.json: unknown key 'mlp_bias' for model_type "mistral"]],
+    hf.from_config, { model_type = "mistral", mlp_bias = false }, "m.json", {})
+  -- every unknown key of a file in one error, each with its line and did-you-mean (not one per run)
+  raises([[m.json: 2 unknown keys for model_type "mistral": 'foo' (line 3), 'num_key_value_head' (line 7, did you mean 'num_key_value_heads'?)]],
+    hf.from_config, { model_type = "mistral", foo = 1, num_key_value_head = 8 }, "m.json", {},
+    { foo = 3, num_key_value_head = 7 })
   raises([[m.json: unknown key 'foo' for model_type "mistral"]], hf.from_config, { model_type = "mistral" }, "m.json",
     { foo = true })
+end
+
+-- auto_map (a remote-code checkpoint's pointer to its Python classes) changes no kernel: accepted for every
+-- model_type; attention_bias = false where the builder has no attention bias (phi3, mistral, mixtral), true refused.
+function T.test_config_json_auto_map_and_attention_bias()
+  local auto = { AutoConfig = "configuration_x.XConfig", AutoModelForCausalLM = "modeling_x.XForCausalLM" }
+  for _, mt in ipairs(hf.supported()) do
+    local cfg = hf.from_config({ model_type = mt, auto_map = auto }, "a.json", {})
+    eq(cfg.auto_map, nil, mt .. ": auto_map dropped")
+  end
+  for _, mt in ipairs { "phi3", "mistral", "mixtral" } do
+    local cfg = hf.from_config({ model_type = mt, attention_bias = false }, "b.json", {})
+    eq(cfg.attention_bias, nil, mt .. ": attention_bias = false accepted, not passed on")
+    raises(("b.json: attention_bias = true is not modelled by the %s builder (scripts/neusight/models/%s.lua builds "
+      .. "false only)"):format(cfg.arch, cfg.arch), hf.from_config, { model_type = mt, attention_bias = true }, "b.json", {})
+  end
+  -- qwen2 has q/k/v biases of its own: the key is not one of its
+  raises([[q.json: unknown key 'attention_bias' for model_type "qwen2"]],
+    hf.from_config, { model_type = "qwen2", attention_bias = false }, "q.json", {})
+end
+
+-- microsoft/Phi-3-mini-4k-instruct's config.json as published (auto_map, attention_bias): the phi3_mini preset.
+function T.test_config_json_phi3_mini_published()
+  local PHI3_JSON = {
+    _name_or_path = "Phi-3-mini-4k-instruct", architectures = { "Phi3ForCausalLM" }, attention_bias = false,
+    attention_dropout = 0.0, auto_map = { AutoConfig = "configuration_phi3.Phi3Config",
+      AutoModelForCausalLM = "modeling_phi3.Phi3ForCausalLM" }, bos_token_id = 1, embd_pdrop = 0.0,
+    eos_token_id = 32000, hidden_act = "silu", hidden_size = 3072, initializer_range = 0.02, intermediate_size = 8192,
+    max_position_embeddings = 4096, model_type = "phi3", num_attention_heads = 32, num_hidden_layers = 32,
+    num_key_value_heads = 32, original_max_position_embeddings = 4096, pad_token_id = 32000, resid_pdrop = 0.0,
+    rms_norm_eps = 1e-05, rope_theta = 10000.0, sliding_window = 2047, tie_word_embeddings = false,
+    torch_dtype = "bfloat16", transformers_version = "4.40.2", use_cache = true, vocab_size = 32064,
+  }
+  local cfg = hf.from_config(PHI3_JSON, "Phi-3-mini-4k-instruct/config.json", { rope_scaling = true })
+  local opts = { batch = 1, seq = 64, dtype = "bf16", attention = "sdpa" }
+  eq(total_params(llama.build(cfg, opts)), total_params(llama.build(presets.phi3_mini, opts)), "the preset's parameters")
 end
 
 ---------------------------------------------------------------------------------------------------

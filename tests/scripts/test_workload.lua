@@ -60,6 +60,10 @@ function T.test_missing_and_mistyped_fields()
   eq(error_of(spec { loss = "yes" }), [[examples/w.lua: field 'loss' must be a boolean (got "yes")]], "loss")
   eq(error_of(spec { dtype = "fp33" }),
     [[examples/w.lua: field 'dtype' must be a dtype name such as "fp32", "bf16", "fp16", "tf32", "fp8" (or bfloat16, torch.float16, …) (got "fp33")]], "dtype")
+  eq(error_of(spec { dtype = "int8" }),
+    [[examples/w.lua: field 'dtype' must be a compute dtype (got "int8"): int8 is a weight storage type, give --weight-dtype int8 (workload field weight_dtype) with a compute --dtype such as bf16]], "int8 is a weight dtype")
+  eq(error_of(spec { precision = "mixed" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "mixed") (did you mean 'amp'?)]], "mixed is amp")
   eq(workload.normalize(spec { dtype = "torch.bfloat16" }).dtype, "bf16", "dtype alias → the engine's name")
   eq(workload.normalize(spec(), { dtype = "BF16" }).dtype, "bf16", "--dtype BF16")
   eq(error_of(spec { model = { n_layer = 2 } }),
@@ -182,8 +186,8 @@ end
 function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
   eq(error_of(spec { dtype = "bf16", precision = "ampp" }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
-  eq(error_of(spec { precision = "mixed" }),
-    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "mixed")]], "unknown, no suggestion")
+  eq(error_of(spec { precision = "quantum" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "quantum")]], "unknown, no suggestion")
   eq(error_of(spec(), { precision = true }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got true)]], "CLI override, not a string")
   eq(error_of(spec { precison = "amp" }), "examples/w.lua: unknown field 'precison' (did you mean 'precision'?)", "field")

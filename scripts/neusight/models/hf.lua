@@ -25,7 +25,9 @@ local M = {}
 
 -- config.json keys of HF's PretrainedConfig (any model_type) that do not change the kernels: bookkeeping,
 -- tokenizer ids, generation defaults, task heads and serialization. `attn_implementation` is left to
--- neusight's own `attention` field.
+-- neusight's own `attention` field. `auto_map` (a remote-code checkpoint's pointer to its own configuration and
+-- modeling classes, e.g. Phi-3's before transformers 4.40) names Python classes, never a shape: the model_type's
+-- builder is the one priced, whatever auto_map names.
 local PRETRAINED_KEYS = {
   "_name_or_path", "architectures", "transformers_version", "torch_dtype", "dtype", "use_bfloat16",
   "bos_token_id", "eos_token_id", "pad_token_id", "sep_token_id", "decoder_start_token_id", "tokenizer_class",
@@ -38,7 +40,7 @@ local PRETRAINED_KEYS = {
   "encoder_no_repeat_ngram_size", "bad_words_ids", "num_return_sequences", "output_scores",
   "return_dict_in_generate", "forced_bos_token_id", "forced_eos_token_id", "remove_invalid_values",
   "exponential_decay_length_penalty", "suppress_tokens", "begin_suppress_tokens", "attn_implementation",
-  "_attn_implementation_autoset",
+  "_attn_implementation_autoset", "auto_map",
 }
 
 -- Keys some configs carry that HF itself reads only at the value we model; gradient checkpointing (a legacy
@@ -94,10 +96,10 @@ end
 local MOE_KEYS = { "output_router_logits", "router_aux_loss_coef" }
 
 -- DeepSeek-V3 config.json keys that do not change the kernels of HF's DeepseekV3ForCausalLM: the remote code's
--- auto_map, its training-only aux-loss knobs (aux_loss_alpha, seq_aux), ep_size, the MTP depth (HF builds no MTP
+-- training-only aux-loss knobs (aux_loss_alpha, seq_aux), ep_size, the MTP depth (HF builds no MTP
 -- module) and head_dim (the config class sets it to qk_rope_head_dim for the rotary tables). Its fp8
 -- quantization_config is read as every rotary model's (QUANTIZATION).
-local DEEPSEEK_KEYS = { "auto_map", "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers", "head_dim" }
+local DEEPSEEK_KEYS = { "aux_loss_alpha", "seq_aux", "ep_size", "num_nextn_predict_layers", "head_dim" }
 
 -- A checkpoint's quantization_config (FP8, AWQ, GPTQ repos of Llama-family and DeepSeek models) describes how its
 -- weights are stored, not the model's shapes: every kernel keeps its shape, and what the weights cost is the
@@ -177,13 +179,19 @@ local function llama_family(model_type, arch, own)
   }, model_type)
 end
 
+-- attention_bias of a model_type whose builder has no attention bias at all (Phi-3's qkv_proj and o_proj, Mistral's,
+-- Mixtral's: HF's modeling code builds them bias-free and ignores the key): accepted at false, the value modelled; true
+-- stays an error (a bias the builder cannot add). Types with q/k/v biases of their own (qwen2, qwen2_moe) do not take it.
+local NO_ATTENTION_BIAS = { attention_bias = { false } }
+
 -- Phi3Config keys: original_max_position_embeddings only scales LongRoPE's frequencies (no kernel reads it);
 -- resid_pdrop and embd_pdrop are nn.Dropout probabilities, modelled at 0 only (p = 0 launches no kernel: the
 -- shipped value; a positive one adds dropout kernels in training that the builder does not emit);
 -- partial_rotary_factor (Phi-4-mini's 0.75 rotates part of each head) changes the rotary kernels' shapes: 1 only.
 local PHI3 = {
   ignore = { "original_max_position_embeddings" },
-  fixed = { resid_pdrop = { 0 }, embd_pdrop = { 0 }, partial_rotary_factor = { 1 } },
+  fixed = { resid_pdrop = { 0 }, embd_pdrop = { 0 }, partial_rotary_factor = { 1 },
+            attention_bias = NO_ATTENTION_BIAS.attention_bias },
 }
 
 -- Gemma2Config keys that change no kernel: query_pre_attn_scalar (the attention's scale is its ^-0.5: the same mul
@@ -276,7 +284,7 @@ M.TYPES = {
   },
   -- LlamaForCausalLM, MistralForCausalLM, Qwen2ForCausalLM, Qwen3ForCausalLM: one builder, strict keys.
   llama = llama_family("llama"),
-  mistral = llama_family("mistral"),
+  mistral = llama_family("mistral", nil, { fixed = NO_ATTENTION_BIAS }),
   qwen2 = llama_family("qwen2"),
   qwen3 = llama_family("qwen3"),
   -- Phi3ForCausalLM (fused qkv_proj and gate_up_proj), GemmaForCausalLM, Gemma2ForCausalLM (GeGLU, (1 + w) norms,
@@ -285,7 +293,7 @@ M.TYPES = {
   gemma = llama_family("gemma"),
   gemma2 = llama_family("gemma2", nil, GEMMA2),
   -- MixtralForCausalLM, Qwen2MoeForCausalLM, Qwen3MoeForCausalLM: the Llama decoder with MoE blocks, strict keys.
-  mixtral = llama_family("mixtral", "moe"),
+  mixtral = llama_family("mixtral", "moe", { fixed = NO_ATTENTION_BIAS }),
   qwen2_moe = llama_family("qwen2_moe", "moe"),
   qwen3_moe = llama_family("qwen3_moe", "moe"),
   -- DeepseekV3ForCausalLM: multi-head latent attention and DeepSeekMoE (sigmoid, group-limited, aux-loss-free routing).
@@ -393,10 +401,26 @@ function M.from_config(t, path, nulls, lines)
       if t[k] == nil then keys[#keys + 1] = k end
     end
     table.sort(keys)
+    local unknown = {}
     for _, k in ipairs(keys) do
       if k ~= "model_type" and not fields[k] and not ignored[k] and not (fixed and fixed[k]) then
-        error(("%s: unknown key '%s' for model_type %q%s"):format(at(k), k, mt, hint(k, known)), 0)
+        unknown[#unknown + 1] = k
       end
+    end
+    if #unknown == 1 then
+      local k = unknown[1]
+      error(("%s: unknown key '%s' for model_type %q%s"):format(at(k), k, mt, hint(k, known)), 0)
+    elseif #unknown > 1 then -- all of them at once, each with its line and did-you-mean: not one per run
+      local shown = {}
+      for i, k in ipairs(unknown) do
+        local line = type(lines) == "table" and math.type(lines[k]) == "integer" and lines[k]
+        local h = require("neusight.workload").did_you_mean(k, known)
+        local notes = {}
+        if line then notes[#notes + 1] = ("line %d"):format(line) end
+        if h then notes[#notes + 1] = ("did you mean '%s'?"):format(h) end
+        shown[i] = ("'%s'%s"):format(k, #notes > 0 and (" (%s)"):format(table.concat(notes, ", ")) or "")
+      end
+      error(("%s: %d unknown keys for model_type %q: %s"):format(path, #unknown, mt, table.concat(shown, ", ")), 0)
     end
     if entry.quantization and t.quantization_config ~= nil then
       CONFIG_WARNINGS[cfg] = { quantization_note(path, t.quantization_config) } -- M.config_warnings
