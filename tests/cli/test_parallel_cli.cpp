@@ -825,10 +825,10 @@ TEST_CASE("parallel: state_gb is the largest stage state and the table names the
   CHECK(j["memory"]["state_gb"].get<double>() == devices[fullest]["state_gb"].get<double>());
   const auto table = run_cli(run);
   REQUIRE(table.code == 0);
-  char want[160];
+  char want[200];
   std::snprintf(want, sizeof want,
-                "state     per GPU: at most %.3f GB (stage %d, JSON state_gb); the fullest GPU, stage %d, holds %.3f GB "
-                "(memory.state_gb)",
+                "state     per GPU: at most %.3f GB (stage %d, JSON state_gb); stage %d, the GPU with the most memory in "
+                "all, holds %.3f GB of state (memory.state_gb)",
                 most, most_stage, fullest, j["memory"]["state_gb"].get<double>());
   CHECK(table.out.find(want) != std::string::npos);
 }

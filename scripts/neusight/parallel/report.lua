@@ -147,12 +147,14 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
     recipe == "amp" and ", " .. s.convention .. " convention" or "",
     (j.distributed_optimizer and j.dp > 1) and fmt("; master + optimizer sharded over dp %d%s", j.dp,
       j.ep > 1 and fmt(", the experts' over dp / ep = %d", PM.optimizer_shards(plan, "edp")) or "") or "")
-  -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU, that one's (memory.state_gb)
+  -- per GPU: the largest state (JSON state_gb) and, when another stage is the fullest GPU (the most memory in all: state
+  -- plus activations and the rest), that one's state (memory.state_gb), worded so the two do not read as a contradiction
   local fullest = result.memory.memory or {}
   if most and most_stage then
     add("state     per GPU: at most %.3f GB (stage %d, JSON state_gb)%s\n", most, most_stage,
       (fullest.stage and fullest.stage ~= most_stage and type(fullest.state_gb) == "number")
-        and fmt("; the fullest GPU, stage %d, holds %.3f GB (memory.state_gb)", fullest.stage, fullest.state_gb) or "")
+        and fmt("; stage %d, the GPU with the most memory in all, holds %.3f GB of state (memory.state_gb)", fullest.stage,
+          fullest.state_gb) or "")
   end
   local first = result.devices[1]
   if j.dp > 1 and first then
