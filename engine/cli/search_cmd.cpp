@@ -641,16 +641,18 @@ int search_main(const search_flags& f) {
     if (!calibration_file.empty())
       out.insert(out.size() - 1, fmt::format("calibrated: kernel times corrected by {} (--no-calibration ignores it)\n",
                                              calibration_file));
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13} {}{:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
+    // the recomputation column only in training (an inference layout recomputes nothing: JSON/CSV keep the field)
+    const auto recompute_cell = [&](const std::string& v) { return training ? fmt::format("{:<10} ", v) : std::string(); };
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
-                       show_schedule ? fmt::format("{:<14} ", "schedule") : "", "recompute", "iteration ms",
+                       show_schedule ? fmt::format("{:<14} ", "schedule") : "", recompute_cell("recompute"), "iteration ms",
                        figure_cells(nullptr), "compute ms", "exposed comm", "bubble ms",
                        show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{:<10} {:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
                          i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
-                         show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", c.recompute, c.iteration_ms,
+                         show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", recompute_cell(c.recompute), c.iteration_ms,
                          figure_cells(&c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
                          show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "", c.memory_gb,
                          c.fits ? "" : "  (does not fit)");

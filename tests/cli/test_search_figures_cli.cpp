@@ -128,3 +128,22 @@ TEST_CASE("search figures: the cost is there exactly when the GPU file gives a p
                           : std::vector<std::string>{"tokens_per_s", "mfu"}));
   }
 }
+
+// An inference layout recomputes nothing: its table has no recomputation column (JSON and CSV keep the field);
+// training keeps the column.
+TEST_CASE("search table: the recompute column only in training", "[cli][search]") {
+  const std::string base = "search --model gpt2_large --gpu h100 --gpus 4 --batch 16 --seq 1024 --dtype bf16 "
+                           "--predictor roofline";
+  const auto inference = run_cli(base + " --mode inference");
+  INFO(inference.err);
+  REQUIRE(inference.code == 0);
+  CHECK_THAT(inference.out, !Catch::Contains("mb recompute"));
+  CHECK_THAT(inference.out, Catch::Contains("   mb  iteration ms"));
+  const json j = search_json("--model gpt2_large --gpu h100 --gpus 4 --batch 16 --seq 1024 --dtype bf16 "
+                             "--predictor roofline --mode inference");
+  REQUIRE(!j["layouts"].empty());
+  CHECK(j["layouts"][0]["recompute"] == "none");
+  const auto training = run_cli(base);
+  REQUIRE(training.code == 0);
+  CHECK_THAT(training.out, Catch::Contains("   mb recompute   iteration ms"));
+}
