@@ -800,10 +800,19 @@ int app_main(int argc, char** argv) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
-  // -o out.json / out.csv: the format follows the extension unless --format was given.
+  // -o out.json / out.csv: the format follows the extension unless --format was given. -o out.html would get a
+  // table or JSON under an HTML name: refused, naming --report (the page).
   for (const auto& [sc, bit] : commands) {
-    if (!*sc || !(bit & cmd::reports) || sc->get_option("--format")->count() > 0 || common.output.empty()) continue;
+    if (!*sc || !(bit & cmd::reports) || common.output.empty()) continue;
     const std::string ext = text_lower(fs::path(common.output).extension().string());
+    if (ext == ".html" || ext == ".htm") {
+      const bool has_page = sc->get_option_no_throw("--report") != nullptr;
+      std::fprintf(stderr, "neusight: -o %s: -o writes the report as a table, JSON or CSV, not HTML%s\n",
+                   common.output.c_str(), has_page ? ("; the HTML page is --report " + common.output).c_str()
+                                                   : (" (" + sc->get_name() + " has no HTML page)").c_str());
+      return 2;
+    }
+    if (sc->get_option("--format")->count() > 0) continue;
     const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
     if (want.empty()) continue;
     if (want == "csv" && (bit & cmd::no_csv)) {

@@ -174,6 +174,22 @@ TEST_CASE("reports: -o and --report are checked before anything is printed", "[c
   CHECK(fs::exists(same));
 }
 
+// -o x.html wrote the table (or JSON) under an HTML name without a word; the page is --report's
+TEST_CASE("reports: -o refuses an HTML file name and names --report where the command has a page", "[cli][report]") {
+  temp_dir t;
+  for (const char* name : {"x.html", "x.HTM"}) {
+    const std::string file = (t.path / name).string();
+    usage_error(predict + " --batch 1 -o '" + file + "'",
+                "-o " + file + ": -o writes the report as a table, JSON or CSV, not HTML; the HTML page is --report " +
+                    file);
+    usage_error(predict + " --batch 1 --format json -o '" + file + "'", "not HTML; the HTML page is --report");
+    CHECK_FALSE(fs::exists(file));
+  }
+  const std::string file = (t.path / "g.html").string();
+  usage_error("gpus -o '" + file + "'", "not HTML (gpus has no HTML page)");
+  CHECK_FALSE(fs::exists(file));
+}
+
 TEST_CASE("reports: -o and --report may both name a device such as /dev/null", "[cli][report]") {
   // a device is written in place, never replaced: both reports go there, nothing is refused
   const auto r = run_cli(predict + " --batch 1 -o /dev/null --report /dev/null");
