@@ -56,10 +56,13 @@ local function sig(x)
 end
 M.sig = sig
 
+-- Whole dollars from 100, cents from 1 (62.40 next to 62.38: %.4g dropped the zero), three significant digits below
+-- (0.0123, trailing zeros kept), then exponent notation.
 local function money(x)
   if x == nil then return "-" end
-  if x >= 100 then return fmt("%.0f", x) end
-  if x >= 0.01 then return fmt("%.4g", x) end
+  if x >= 99.995 then return fmt("%.0f", x) end -- (what "%.2f" would round to 100.00)
+  if x >= 1 then return fmt("%.2f", x) end
+  if x >= 0.01 then return fmt("%#.3g", x) end
   return fmt("%.3e", x)
 end
 M.money = money -- USD as the tables print it (also neusight.sweep's)

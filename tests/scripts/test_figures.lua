@@ -168,4 +168,19 @@ function M.test_predictor_warnings()
     "in range: none")
 end
 
+-- Money as the tables print it: cents from 1 USD with the trailing zero kept (62.40 beside 62.38, tester8 #9), whole
+-- dollars from what would round to 100.00, three significant digits below 1 USD, exponent notation below a cent.
+function M.test_money_keeps_cents_and_trailing_zeros()
+  eq(F.money(nil), "-", "no price")
+  eq(F.money(62.4), "62.40", "a trailing zero kept")
+  eq(F.money(62.38), "62.38", "cents")
+  eq(F.money(5.1), "5.10", "cents below 10")
+  eq(F.money(99.99), "99.99", "just below 100")
+  eq(F.money(99.996), "100", "what rounds to 100.00: whole dollars")
+  eq(F.money(1234.5), "1234", "whole dollars (round half to even)")
+  eq(F.money(0.5), "0.500", "three significant digits below 1")
+  eq(F.money(0.0123), "0.0123", "three significant digits")
+  eq(F.money(0.001), "1.000e-03", "below a cent")
+end
+
 return M
