@@ -203,8 +203,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
   lua_pushboolean(L, lean);  // a search's ranking: the memory report without its per-stage lines
+  // the plan and nodes are this session's, changed between calls only in the plan's schedule and recompute (search
+  // re-times a build: plan_set): the timeline may keep what neither changes (NEUSIGHT_NO_CACHE=1: it keeps nothing)
+  lua_pushboolean(L, p_->opts.memo);
   // the workload too: "parallel: 7 pipeline stage(s) … but the model has only 2 layer(s)" named no file
-  ns_call(L, 4, 1, "in " + file + " timeline" +
+  ns_call(L, 5, 1, "in " + file + " timeline" +
                        (fc.g.origin.empty() ? std::string() : " of " + fc.g.origin));  // stack: P plan result
   std::string where = file + " timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");

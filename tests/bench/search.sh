@@ -11,7 +11,9 @@
 #   Instruction counts (callgrind Ir, about ±1.5 % run to run: Lua's hash seed): at ddeb3c4 (the 1.34 s above) 1.46 G
 #   and 18.87 G; at 1d9e8ad 1.98 G and 22.71 G; after the mark_replicated and shape_check fixes 1.90 G and 21.21 G.
 #   Walls then, on the 2-core machine shared by four sessions (best of 3, before and after alternately): 0.28 / 0.28 s
-#   and 2.59 / 2.57 s.
+#   and 2.59 / 2.57 s. After the timeline's per-build reuse across modes and schedules (timeline.lua prepare): 1.91 →
+#   1.89 G and 22.33 → 20.76 G (base and new measured in one session; the 2 s target still missed, ~16 G needed);
+#   walls not comparable then (load average 11-14: 6.9-9.3 s for the sweep, base and new alike).
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'

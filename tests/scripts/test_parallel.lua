@@ -909,6 +909,75 @@ function T.test_selective_recomputation_drops_core_attention()
   end
 end
 
+-- A search re-times one build for each recomputation mode and schedule (its plan's recompute and schedule changed in
+-- place): with `reuse` the timeline keeps what neither changes (neusight.parallel.timeline prepare). Each re-timing is
+-- the same, bit for bit, as a fresh timeline of the same plan, and a build with other times is not taken for it.
+local function dump(x, seen)
+  local t = type(x)
+  if t == "number" then return ("%q"):format(x) end
+  if t ~= "table" then return tostring(x) end
+  seen = seen or {}
+  if seen[x] then return "<cycle>" end
+  seen[x] = true
+  local keys = {}
+  for k in pairs(x) do keys[#keys + 1] = k end
+  table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
+  local out = {}
+  for _, k in ipairs(keys) do out[#out + 1] = tostring(k) .. "=" .. dump(x[k], seen) end
+  seen[x] = nil
+  return "{" .. table.concat(out, ",") .. "}"
+end
+
+function T.test_timeline_reused_across_modes_and_schedules()
+  local function graph(scale)
+    local nodes = {
+      { op = "x", name = "emb", layer = "", count = 1, params = 7.3e6, output = { 0 }, attrs = {} },
+      { op = "x", name = "h.qkv", layer = "h", count = 10, params = 3.1e6, output = { 4, 96 }, attrs = {} },
+      { op = "x", name = "h.core", layer = "h", count = 10, params = 0, output = { 4, 96 },
+        attrs = { core_attention = true } },
+      { op = "x", name = "h.a2a", layer = "h", count = 10, params = 0, output = { 4, 96 }, attrs = { group = "ep" } },
+      { op = "x", name = "h.experts", layer = "h", count = 10, params = 5.7e6, output = { 4, 96 },
+        attrs = { expert = true } },
+      { op = "x", name = "h.out", layer = "h", count = 10, params = 1.3e6, output = { 4, 96 }, attrs = {} },
+      { op = "x", name = "head", layer = "", count = 1, params = 0, output = { 0 }, attrs = { tied = "emb" } },
+      { op = "adam", name = "optimizer.adam", layer = "", count = 1, params = 0, output = { 0 }, attrs = {},
+        phase = "optimizer" },
+    }
+    local times = {}
+    for i = 1, #nodes do
+      local f = (0.1 + i / 7) * scale
+      times[i] = { fw = f, fw_comm = i == 4 and f / 3 or 0, bw = 2.3 * f, bw_comm = i == 4 and f / 1.7 or 0,
+        opt = i == 8 and 0.37 or 0, fw_floor = f / 2.9, bw_floor = f / 1.3, opt_floor = i == 8 and 0.11 or 0 }
+    end
+    return nodes, times
+  end
+  for _, p in ipairs {
+    { dp = 4, ep = 2, pp = 4, microbatches = 8, bucket_mb = 3 },
+    { dp = 4, ep = 2, pp = 4, microbatches = 8, bucket_mb = 3, distributed_optimizer = true, overlap_grad_reduce = false },
+    { dp = 2, pp = 3, microbatches = 6, bucket_mb = 7 },
+  } do
+    local nodes, times = graph(1)
+    local plan = plan_of(p, 96)
+    local n = 0
+    for _, schedule in ipairs { "1f1b", "gpipe", "1f1b" } do
+      for _, recompute in ipairs { "none", "selective", "full", "none" } do
+        plan.schedule, plan.recompute = schedule, recompute
+        local what = ("dp %d pp %d, %s, %s"):format(p.dp, p.pp, schedule, recompute)
+        local again = P.timeline(plan, nodes, times, true, true)
+        local fresh = P.timeline(plan, nodes, times, true)
+        eq(dump(again), dump(fresh), what .. ": re-timed as a fresh timeline")
+        n = n + 1
+      end
+      -- the same build with other times (a caller's table changed in place, or a new one): not the kept one
+      local other = select(2, graph(1.25))
+      for i, t in ipairs(times) do for k, x in pairs(other[i]) do t[k] = x end end
+      eq(dump(P.timeline(plan, nodes, times, true, true)), dump(P.timeline(plan, nodes, times, true)),
+        "other times: a fresh timeline")
+    end
+    eq(n, 12, "re-timings")
+  end
+end
+
 function T.test_distributed_optimizer_shards_the_step()
   -- dp = 4, one 25 MB bucket, an optimizer step of 8 s over all parameters: with the distributed optimizer
   -- the bucket is reduce-scattered, each rank steps a quarter, then all-gathers the updated parameters.

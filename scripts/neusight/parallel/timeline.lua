@@ -188,42 +188,60 @@ end
 
 local fill_buckets = M.fill_buckets
 
---- Per-device timeline of one training iteration (or inference pass) from per-node times.
---- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
---- includes gradient accumulation and *_comm is the part spent in collective kernels.
---- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
---- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
---- gradient all-reduce.
---- `times[i].fw_floor`, `bw_floor`, `opt_floor` (optional, 0 when absent): the roofline floors of those kernels
---- (engine/core/roofline.h roofline_floor_seconds; a collective's is 0).
---- Returns { iteration, floor, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
---- dp_exposed, optimizer, bubble, finish, floor, layers, … }, … } — all dp × tp ranks of a stage behave
---- alike, so one row stands for each of them; a device's `floor` is the least time its own kernels take (their
---- floors over its ops, recomputed forwards included, and its share of the optimizer step's), the run's `floor` the
---- largest; `memory` (neusight.memory.parallel) and `state`, the state per parameter it counted.
----@param plan table neusight.parallel.plan()
----@param nodes table[] the graph's nodes (as built)
----@param times table[]
----@param lean? boolean a search's ranking: the memory report without its per-stage lines
-function M.timeline(plan, nodes, times, lean)
-  local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
+-- What a timeline computes that neither the recomputation mode nor the pipeline schedule changes, made once per build
+-- and reused: a search re-times one build (its plan, nodes and predicted times) for each mode and schedule
+-- (engine/cli/search_cmd.cpp), and all of this is the same in each of them. Kept per nodes table (weakly), used again
+-- only for the same plan table with the same values in PREP_FIELDS and the same per-node times (value and subtype).
+-- Each value is computed as the timeline computed it before (the same terms in the same order), so reusing it gives
+-- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
+local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
+  "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer" }
+local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "opt", "fw_floor", "bw_floor", "opt_floor" }
+local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
+
+local function same_value(a, b) return rawequal(a, b) or (a == b and math_type(a) == math_type(b)) end
+
+local function prep_fits(prep, plan, times)
+  if not rawequal(prep.plan, plan) or #times ~= #prep.times then return false end
+  local fields = prep.fields
+  for k, f in ipairs(PREP_FIELDS) do
+    if not same_value(plan[f], fields[k]) then return false end
+  end
+  local old = prep.times
+  for i = 1, #times do
+    local a, b = times[i], old[i]
+    if type(a) ~= "table" then return false end
+    for k, f in ipairs(TIME_FIELDS) do
+      if not same_value(a[f], b[k]) then return false end
+    end
+  end
+  return true
+end
+
+-- The per-node times as they were (a caller may change its tables after a call)
+local function times_copy(times)
+  local out = {}
+  for i = 1, #times do
+    local t, c = times[i], {}
+    for k, f in ipairs(TIME_FIELDS) do c[k] = t[f] end
+    out[i] = c
+  end
+  return out
+end
+
+local function prepare(plan, nodes, times, reuse)
+  local prep = reuse and preps[nodes]
+  if prep and prep_fits(prep, plan, times) then return prep end
+  local P, v = plan.pp, plan.virtual_stages
   local V = P * v
   local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
   -- gradients (reduced over dp, tied-embedding sync) and parameters (all-gathered after a sharded step): the
   -- precision recipe's element sizes (fp32 gradients in amp except Megatron fp16; 16-bit parameters in Megatron amp)
   local recipe = plan.precision or precision.recipe(nil, plan.dtype, "autocast", plan.training and "train" or "inference")
-  local eg, ep = recipe.bytes.grad, recipe.bytes.param
+  local eg = recipe.bytes.grad
   local prologue, groups, epilogue, optimizer = regions(nodes, times)
   local stages = partition(nodes, prologue, groups, epilogue, V)
   local mem = PM.context(plan, nodes, recipe) -- saved, kept and temporary bytes per node (neusight.parallel.memory)
-  -- Recomputation: whether node i re-runs its forward before its backward where it is in a layered segment
-  -- (seg.layered and rerun[i]; training only).
-  local full, selective = plan.recompute == "full", plan.recompute == "selective"
-  local rerun = {}
-  for i, n in ipairs(nodes) do
-    local a = n.attrs
-    rerun[i] = plan.training and (full or (selective and (a and a.core_attention) == true))
-  end
   local comm_time = pricer_of(plan.cluster)
 
   -- Point-to-point transfers between consecutive virtual stages (on device boundaries).
@@ -234,25 +252,22 @@ function M.timeline(plan, nodes, times, lean)
     p2p[vs] = P == 1 and 0 or comm_time("send_recv", p2p_bytes, plan.pp_links[vs % P + 1])
   end
 
-  -- Per virtual stage: compute and tensor-parallel communication per microbatch; parameters.
-  -- A stage that is one run of layers of a group, as many as an earlier stage's (a deep pipeline's middle stages), has
-  -- that stage's sums and memory (neusight.parallel.memory stage: activations, transient, temporary): the same
-  -- computation on the same nodes, the same bits. alike[per][reps] = the first such stage.
-  local params_total, alike = 0, {}
+  -- Per virtual stage: compute and tensor-parallel communication per microbatch (recomputed forwards not yet added:
+  -- M.timeline adds them per mode, after these sums as before), parameters. A stage that is one run of layers of a
+  -- group, as many as an earlier stage's (a deep pipeline's middle stages), has that stage's sums and memory
+  -- (neusight.parallel.memory stage: activations, transient, temporary): the same computation on the same nodes, the
+  -- same bits. alike[per][reps] = the first such stage; base[k] = stage k's sums, twin[k] = its twin (nil: none).
+  local params_total, alike, base, twin_of = 0, {}, {}, {}
   for k, st in ipairs(stages) do
     local segs = st.segments
     local seg1 = #segs == 1 and segs[1].layered and segs[1] or nil
     local twin = seg1 and alike[seg1.per] and alike[seg1.per][seg1.reps]
-    local fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv
+    local b
     if twin then
-      fw, fwc, bw, bwc, params = twin.fw_compute, twin.fw_comm, twin.bw_compute, twin.bw_comm, twin.params
-      expert = twin.expert_params
-      kv = twin.kv_cache_bytes
-      ep_fw, ep_bw, fwf, bwf = twin.fw_ep, twin.bw_ep, twin.fw_floor, twin.bw_floor
-      st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
-      st.temporary_node = twin.temporary_node
+      b = base[twin]
+      twin_of[k] = twin
     else
-      fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+      local fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
       for _, it in ipairs(st.items) do
         local t, n = times[it.node], nodes[it.node]
         fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
@@ -270,36 +285,22 @@ function M.timeline(plan, nodes, times, lean)
         local kvb = type(a) == "table" and a.kv_cache_bytes
         if type(kvb) == "number" then kv = kv + kvb * it.share end
       end
-      PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
-      -- recomputed forwards (kernels and tp collectives) run again before their backward
-      for _, seg in ipairs(segs) do
-        for j, i in ipairs(seg.nodes) do
-          if seg.layered and rerun[i] then
-            local t, x = times[i], seg.per[j] * seg.reps
-            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
-            bwf = bwf + (t.fw_floor or 0) * x
-            local a = nodes[i].attrs
-            if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
-          end
-        end
-      end
+      b = { fw = fw, fwc = fwc, bw = bw, bwc = bwc, params = params, expert = expert, ep_fw = ep_fw, ep_bw = ep_bw,
+            fwf = fwf, bwf = bwf, kv = kv }
       if seg1 then
         local by_reps = alike[seg1.per]
         if not by_reps then by_reps = {}; alike[seg1.per] = by_reps end
-        by_reps[seg1.reps] = st
+        by_reps[seg1.reps] = k
       end
     end
-    st.fw_ep, st.bw_ep = ep_fw, ep_bw
+    base[k] = b
     local vs = k - 1
     st.send_fw = vs < V - 1 and p2p[vs] or 0
     st.send_bw = (plan.training and vs > 0) and p2p[vs - 1] or 0
-    st.fw_compute, st.fw_comm, st.bw_compute, st.bw_comm, st.params = fw, fwc, bw, bwc, params
-    st.expert_params = expert
-    st.kv_cache_bytes = kv
-    st.fw_floor, st.bw_floor = fwf, plan.training and bwf or 0
-    st.fw = fw + fwc + st.send_fw
-    st.bw = plan.training and (bw + bwc + st.send_bw) or 0
-    params_total = params_total + params
+    st.params, st.expert_params, st.kv_cache_bytes = b.params, b.expert, b.kv
+    st.fw_compute, st.fw_comm, st.fw_ep, st.fw_floor = b.fw, b.fwc, b.ep_fw, b.fwf
+    st.fw = b.fw + b.fwc + st.send_fw
+    params_total = params_total + b.params
   end
 
   -- Tied input/output embeddings (a node with attrs.tied = <name of the embedding node>) split over
@@ -325,8 +326,6 @@ function M.timeline(plan, nodes, times, lean)
     tied_sync = comm_time("all_reduce", tied_bytes, plan.pp_links[P]) -- last device ↔ first
   end
 
-  local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
-
   -- Optimizer step time, shared out by the parameters each device holds.
   local opt_total, opt_floor = 0, 0
   for _, i in ipairs(optimizer) do
@@ -334,10 +333,161 @@ function M.timeline(plan, nodes, times, lean)
     opt_floor = opt_floor + (times[i].opt_floor or 0) * nodes[i].count
   end
 
+  -- Data-parallel gradient buckets: per virtual stage, walked backward from the start of its last backward op (the
+  -- schedule's and mode's), the buckets each of its nodes fills (its gradient bytes into the open bucket of its group):
+  -- where they fill does not depend on when. events[vs + 1] = { step = {}, bytes = {}, group = {}, n = {}, dt = {},
+  -- len, steps, left_dp, left_edp }: the e-th run of full buckets is ready after the walk's step[e]-th node (its
+  -- n[e] buckets of bytes[e] over group[e], each dt[e] seconds on the link), the leftover buckets at the end.
+  local events, buckets_of = {}, {}
+  if plan.training and plan.dp > 1 then
+    local bucket_bytes = plan.bucket_mb * 1e6
+    local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
+    -- per layered segment (by its `per`): its nodes' gradient bytes and groups
+    local seg_grads = {}
+    for d = 1, P do
+      local buckets = 0
+      for c = 0, v - 1 do
+        local vs = c * P + (d - 1)
+        local st = stages[vs + 1]
+        local ev = { step = {}, bytes = {}, group = {}, n = {}, dt = {}, len = 0, steps = 0 }
+        local fill_dp, fill_edp, step = 0, 0, 0 -- the bytes in the open bucket of each group
+        local function add(bytes, gk, n)
+          local len = ev.len + 1
+          ev.len, ev.step[len], ev.bytes[len], ev.group[len], ev.n[len] = len, step, bytes, gk, n
+          ev.dt[len] = comm_time(reduce, bytes, plan.groups[gk])
+          buckets = buckets + n
+        end
+        for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
+          local seg = st.segments[si]
+          local seg_nodes, n_seg = seg.nodes, #seg.nodes
+          local prep_seg = seg.layered and seg_grads[seg.per]
+          local grads_of, edp_of
+          if prep_seg then
+            grads_of, edp_of = prep_seg[1], prep_seg[2]
+          else
+            grads_of, edp_of = {}, {}
+            for j = 1, n_seg do
+              local i = seg_nodes[j]
+              grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
+              -- expert weights sync over their own replicas (edp), the rest over dp
+              edp_of[j] = replica_group(nodes[i]) == "edp"
+            end
+            if seg.layered then seg_grads[seg.per] = { grads_of, edp_of } end
+          end
+          for _ = 1, seg.reps do
+            for j = n_seg, 1, -1 do
+              step = step + 1
+              local grads = grads_of[j]
+              if grads > 0 then
+                local edp = edp_of[j]
+                local f, full = (edp and fill_edp or fill_dp) + grads, 0
+                -- fill_buckets only where a bucket fills (below the size it hands f back, 0 buckets)
+                if f >= bucket_bytes then f, full = fill_buckets(f, bucket_bytes) end
+                if edp then fill_edp = f else fill_dp = f end
+                if full > 0 then add(bucket_bytes, edp and "edp" or "dp", full) end
+              end
+            end
+          end
+        end
+        ev.steps = step
+        ev.regular = ev.len
+        if fill_dp > 0 then add(fill_dp, "dp", 1) end
+        if fill_edp > 0 then add(fill_edp, "edp", 1) end
+        events[vs + 1] = ev
+      end
+      buckets_of[d] = buckets
+    end
+  end
+
+  local fields = {}
+  for k, f in ipairs(PREP_FIELDS) do fields[k] = plan[f] end
+  prep = {
+    plan = plan, fields = fields, times = reuse and times_copy(times), stages = stages, base = base, twin_of = twin_of, mem = mem,
+    recipe = recipe, p2p_bytes = p2p_bytes, params_total = params_total, tied_sync = tied_sync,
+    opt_total = opt_total, opt_floor = opt_floor, events = events, buckets_of = buckets_of, rerun = {},
+  }
+  if reuse then preps[nodes] = prep end
+  return prep
+end
+
+--- Per-device timeline of one training iteration (or inference pass) from per-node times.
+--- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
+--- includes gradient accumulation and *_comm is the part spent in collective kernels.
+--- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
+--- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
+--- gradient all-reduce.
+--- `times[i].fw_floor`, `bw_floor`, `opt_floor` (optional, 0 when absent): the roofline floors of those kernels
+--- (engine/core/roofline.h roofline_floor_seconds; a collective's is 0).
+--- Returns { iteration, floor, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
+--- dp_exposed, optimizer, bubble, finish, floor, layers, … }, … } — all dp × tp ranks of a stage behave
+--- alike, so one row stands for each of them; a device's `floor` is the least time its own kernels take (their
+--- floors over its ops, recomputed forwards included, and its share of the optimizer step's), the run's `floor` the
+--- largest; `memory` (neusight.memory.parallel) and `state`, the state per parameter it counted.
+---@param plan table neusight.parallel.plan()
+---@param nodes table[] the graph's nodes (as built)
+---@param times table[]
+---@param lean? boolean a search's ranking: the memory report without its per-stage lines
+---@param reuse? boolean nodes and plan are not changed between calls (the engine's): what does not depend on the
+--- recomputation mode or the schedule is kept from the last call with this nodes table, the same plan and times
+function M.timeline(plan, nodes, times, lean, reuse)
+  local prep = prepare(plan, nodes, times, reuse)
+  local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
+  local V = P * v
+  local stages, base, twin_of, mem = prep.stages, prep.base, prep.twin_of, prep.mem
+  local p2p_bytes, params_total, tied_sync = prep.p2p_bytes, prep.params_total, prep.tied_sync
+  local opt_total, opt_floor = prep.opt_total, prep.opt_floor
+  local eg, ep = prep.recipe.bytes.grad, prep.recipe.bytes.param
+  -- Recomputation: whether node i re-runs its forward before its backward where it is in a layered segment
+  -- (seg.layered and rerun[i]; training only).
+  local full, selective = plan.recompute == "full", plan.recompute == "selective"
+  local rerun = prep.rerun[plan.recompute or false]
+  if not rerun then
+    rerun = {}
+    for i, n in ipairs(nodes) do
+      local a = n.attrs
+      rerun[i] = plan.training and (full or (selective and (a and a.core_attention) == true))
+    end
+    prep.rerun[plan.recompute or false] = rerun
+  end
+  local comm_time = pricer_of(plan.cluster)
+
+  -- Per virtual stage: the backward sums with the recomputed forwards (kernels and tp collectives) that run again
+  -- before their backward, after the stage's own (prepare: the same order as when they were one loop); the memory.
+  for k, st in ipairs(stages) do
+    local twin = twin_of[k]
+    local bw, bwc, bwf, ep_bw
+    if twin then
+      twin = stages[twin]
+      bw, bwc, bwf, ep_bw = twin.bw_compute, twin.bw_comm, twin.bw_floor_sum, twin.bw_ep
+      st.activations, st.transient, st.temporary = twin.activations, twin.transient, twin.temporary
+      st.temporary_node = twin.temporary_node
+    else
+      local b = base[k]
+      bw, bwc, bwf, ep_bw = b.bw, b.bwc, b.bwf, b.ep_bw
+      PM.stage(mem, st, plan.training, full, p2p_bytes, selective)
+      for _, seg in ipairs(st.segments) do
+        for j, i in ipairs(seg.nodes) do
+          if seg.layered and rerun[i] then
+            local t, x = times[i], seg.per[j] * seg.reps
+            bw, bwc = bw + (t.fw - t.fw_comm) * x, bwc + t.fw_comm * x
+            bwf = bwf + (t.fw_floor or 0) * x
+            local a = nodes[i].attrs
+            if a and a.group == "ep" then ep_bw = ep_bw + t.fw_comm * x end
+          end
+        end
+      end
+    end
+    st.bw_ep = ep_bw
+    st.bw_compute, st.bw_comm, st.bw_floor_sum = bw, bwc, bwf
+    st.bw_floor = plan.training and bwf or 0
+    st.bw = plan.training and (bw + bwc + st.send_bw) or 0
+  end
+
+  local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
+
   -- Data-parallel gradient all-reduce: buckets of bucket_mb filled in backward order during each
   -- virtual stage's last backward; a bucket starts when its last gradient is ready (or after all
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
-  local bucket_bytes = plan.bucket_mb * 1e6
   -- per virtual stage (1-based), what each of its forward and backward ops adds to its device's sums
   local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
   local fw_floor, bw_floor = {}, {}
@@ -347,9 +497,9 @@ function M.timeline(plan, nodes, times, lean)
     fw_floor[k], bw_floor[k] = st.fw_floor, st.bw_floor
   end
   local activations = PM.stage_activations(stages)
-  -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds,
-  -- gradient bytes and groups, for the bucket walk below; made once per timeline
-  local seg_walk = {}
+  -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds
+  -- (with a recomputed forward), for the bucket walk below; made once per timeline
+  local seg_dt = {}
   -- Per device, its ops (codes: ±(virtual stage + 1), a forward (+) or backward op) summed in op order, in the engine
   -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
   -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
@@ -385,81 +535,77 @@ function M.timeline(plan, nodes, times, lean)
     local compute_end = finish[d]
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
-      -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k] (parallel arrays)
-      local r_at, r_bytes, r_group, r_n, nr = {}, {}, {}, {}, 0
-      local function ready_add(at, bytes, gk, n)
-        if nr > 0 and r_at[nr] == at and r_bytes[nr] == bytes and r_group[nr] == gk then
-          r_n[nr] = r_n[nr] + n
-        else
-          nr = nr + 1
-          r_at[nr], r_bytes[nr], r_group[nr], r_n[nr] = at, bytes, gk, n
-        end
-      end
+      -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k], each dt[k] on the link (parallel arrays)
+      local r_at, r_bytes, r_group, r_n, r_dt, nr = {}, {}, {}, {}, {}, 0
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
         local st = stages[vs + 1]
+        local ev = prep.events[vs + 1]
+        local e_step, e_bytes, e_group, e_n, e_dt = ev.step, ev.bytes, ev.group, ev.n, ev.dt
         -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
-        -- backward kernels finish.
-        local t, fill_dp, fill_edp = last_bw[vs + 1], 0, 0 -- the bytes in the open bucket of each group
+        -- backward kernels finish; the buckets they fill are prepare's (events).
+        local t, step, e = last_bw[vs + 1], 0, 1
+        local function ready_add(at)
+          local bytes, gk, n = e_bytes[e], e_group[e], e_n[e]
+          if nr > 0 and r_at[nr] == at and r_bytes[nr] == bytes and r_group[nr] == gk then
+            r_n[nr] = r_n[nr] + n
+          else
+            nr = nr + 1
+            r_at[nr], r_bytes[nr], r_group[nr], r_n[nr], r_dt[nr] = at, bytes, gk, n, e_dt[e]
+          end
+          e = e + 1
+        end
+        local next_step = e <= ev.regular and e_step[e] or -1
         for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
           local seg = st.segments[si]
-          -- per node of one rep: its backward seconds (with a recomputed forward), gradient bytes, gradient group
+          -- per node of one rep: its backward seconds (with a recomputed forward)
           local seg_nodes, n_seg = seg.nodes, #seg.nodes
-          local prep = seg.layered and seg_walk[seg.per]
-          local dt_of, grads_of, edp_of
-          if prep then
-            dt_of, grads_of, edp_of = prep[1], prep[2], prep[3]
-          else
-            dt_of, grads_of, edp_of = {}, {}, {}
+          local dt_of = seg.layered and seg_dt[seg.per]
+          if not dt_of then
+            dt_of = {}
             for j = 1, n_seg do
               local i = seg_nodes[j]
               dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
-              grads_of[j] = (nodes[i].params + (tied_extra[i] or 0)) * eg * seg.per[j]
-              -- expert weights sync over their own replicas (edp), the rest over dp
-              edp_of[j] = replica_group(nodes[i]) == "edp"
             end
-            if seg.layered then seg_walk[seg.per] = { dt_of, grads_of, edp_of } end
+            if seg.layered then seg_dt[seg.per] = dt_of end
           end
           for _ = 1, seg.reps do
             for j = n_seg, 1, -1 do
-              t = t + dt_of[j]
-              local grads = grads_of[j]
-              if grads > 0 then
-                local edp = edp_of[j]
-                local f, full = (edp and fill_edp or fill_dp) + grads, 0
-                -- fill_buckets only where a bucket fills (below the size it hands f back, 0 buckets)
-                if f >= bucket_bytes then f, full = fill_buckets(f, bucket_bytes) end
-                if edp then fill_edp = f else fill_dp = f end
-                if full > 0 then ready_add(t, bucket_bytes, edp and "edp" or "dp", full) end
+              t, step = t + dt_of[j], step + 1
+              if step == next_step then
+                ready_add(t)
+                next_step = e <= ev.regular and e_step[e] or -1
               end
             end
           end
         end
-        if fill_dp > 0 then ready_add(t, fill_dp, "dp", 1) end
-        if fill_edp > 0 then ready_add(t, fill_edp, "edp", 1) end
+        while e <= ev.len do ready_add(t) end -- the buckets left open: dp, then edp
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
-      local buckets = 0
-      local b_at, b_bytes, b_group, b_n = ready.at, ready.bytes, ready.group, ready.n
-      local q_at, q_dt = {}, {} -- per run: when its buckets may start, each one's time on the link
-      -- a run of the bytes and group of the one before: its time, as priced (the pricer caches it too, but this skips
-      -- its lookups: without it the search bench ran 1 to 4 % more instructions under callgrind)
-      local last_bytes, last_group, dt
-      for k = 1, ready.len do
-        q_at[k] = plan.overlap_grad_reduce and min(b_at[k], compute_end) or compute_end
-        local bytes, gk = b_bytes[k], b_group[k]
-        if not (bytes == last_bytes and gk == last_group) then
-          dt, last_bytes, last_group = comm_time(reduce, bytes, plan.groups[gk]), bytes, gk
+      local b_at, b_n = ready.at, ready.n
+      local q_at, q_dt = {}, r_dt -- per run: when its buckets may start, each one's time on the link
+      local overlap = plan.overlap_grad_reduce
+      for k = 1, ready.len do q_at[k] = overlap and min(b_at[k], compute_end) or compute_end end
+      if not rawequal(ready.at, r_at) then -- reordered: the runs priced again
+        -- a run of the bytes and group of the one before: its time, as priced (the pricer caches it too, but this
+        -- skips its lookups)
+        local b_bytes, b_group = ready.bytes, ready.group
+        local last_bytes, last_group, dt
+        q_dt = {}
+        for k = 1, ready.len do
+          local bytes, gk = b_bytes[k], b_group[k]
+          if not (bytes == last_bytes and gk == last_group) then
+            dt, last_bytes, last_group = comm_time(reduce, bytes, plan.groups[gk]), bytes, gk
+          end
+          q_dt[k] = dt
         end
-        q_dt[k] = dt
-        buckets = buckets + b_n[k]
       end
       -- the buckets through the link one after the other, each from max(its start, the link free) for its time, and
       -- their times summed (ns.queue: a 175B model's tens of thousands of buckets)
       local link_free, dp_comm = queue(q_at, b_n, q_dt, ready.len, 0, dev.dp_comm)
-      dev.buckets, dev.dp_comm = buckets, dp_comm
+      dev.buckets, dev.dp_comm = prep.buckets_of[d], dp_comm
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
