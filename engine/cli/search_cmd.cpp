@@ -37,6 +37,8 @@ struct candidate {
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   double optimizer_ms = 0;  // the optimizer step of the iteration (the busiest device's in a plan), 0 without one
   bool fits = false;
+  // it would fit under the distributed optimizer, off here (parallel_report::distributed_optimizer_fits)
+  bool distributed_optimizer_fits = false;
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
   figure_inputs floor_in = {};
@@ -401,6 +403,7 @@ int search_main(const search_flags& f) {
                 c.optimizer_ms = par.at("optimizer_ms").get<double>();
                 c.memory_gb = par.at("memory_gb").get<double>();
                 c.fits = par.at("fits").get<bool>();
+                c.distributed_optimizer_fits = tl->distributed_optimizer_fits;
               } else {
                 // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
                 // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
@@ -534,7 +537,9 @@ int search_main(const search_flags& f) {
       return a.memory_gb < b.memory_gb;
     });
     std::vector<std::string> helps;
-    if (training && !f.distributed_optimizer && f.gpus > 1)
+    // only where it would make a layout tried fit: not already on, some layout with dp > 1, and its sharded master
+    // copies and moments enough (scripts/neusight/parallel/memory.lua report)
+    if (std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
       helps.push_back("--distributed-optimizer (shards the optimizer state over the data-parallel ranks)");
     if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
       helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",

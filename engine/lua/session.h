@@ -54,6 +54,9 @@ struct parallel_report {
   // why Megatron-LM would refuse the layout's layers over its model chunks (scripts/neusight/parallel/config.lua
   // layers_refusal, the rule search skips layouts by); "" when it runs them
   std::string layers_refusal;
+  // where the distributed optimizer is off and could shard (training, dp > 1): whether the layout would fit with it on
+  // (scripts/neusight/parallel/memory.lua report); false otherwise. search's no-fit help suggests the flag by it.
+  bool distributed_optimizer_fits = false;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
