@@ -36,6 +36,7 @@ struct candidate {
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   double optimizer_ms = 0;  // the optimizer step of the iteration (the busiest device's in a plan), 0 without one
+  double imbalance_ms = 0;  // the busiest device's busy time less the least busy one's (the plan's; 0 on one GPU)
   bool fits = false;
   // it would fit under the distributed optimizer, off here (parallel_report::distributed_optimizer_fits)
   bool distributed_optimizer_fits = false;
@@ -401,6 +402,7 @@ int search_main(const search_flags& f) {
                 c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
                 c.bubble_ms = par.at("bubble_ms").get<double>();
                 c.optimizer_ms = par.at("optimizer_ms").get<double>();
+                c.imbalance_ms = par.at("imbalance_ms").get<double>();
                 c.memory_gb = par.at("memory_gb").get<double>();
                 c.fits = par.at("fits").get<bool>();
                 c.distributed_optimizer_fits = tl->distributed_optimizer_fits;
@@ -567,6 +569,10 @@ int search_main(const search_flags& f) {
   // the optimizer step's column where a forecast has one (training with an optimizer): the iteration's other part
   const bool show_optimizer =
       std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.optimizer_ms > 0; });
+  // the imbalance column where a layout shown has one the table's 0.1 ms shows (uneven pipeline stages); JSON/CSV keep
+  // the field in every row
+  const bool show_imbalance =
+      std::any_of(shown.begin(), shown.end(), [](const candidate& c) { return c.imbalance_ms >= 0.05; });
   // a layout as the JSON's `layouts` and the CSV's rows give it
   const auto row_of = [&](const candidate& c) {
     nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
@@ -576,6 +582,7 @@ int search_main(const search_flags& f) {
     row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
     row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms;
     if (show_optimizer) row["optimizer_ms"] = c.optimizer_ms;
+    row["imbalance_ms"] = c.imbalance_ms;
     row["memory_gb"] = c.memory_gb;
     row["fits"] = c.fits;
     for (const figure& x : c.figures)  // tokens_per_s, mfu, cost_…_usd (figures.lua search_figures)
@@ -648,18 +655,20 @@ int search_main(const search_flags& f) {
                                              calibration_file));
     // the recomputation column only in training (an inference layout recomputes nothing: JSON/CSV keep the field)
     const auto recompute_cell = [&](const std::string& v) { return training ? fmt::format("{:<10} ", v) : std::string(); };
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{}{:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
                        show_schedule ? fmt::format("{:<14} ", "schedule") : "", recompute_cell("recompute"), "iteration ms",
                        figure_cells(nullptr), "compute ms", "exposed comm", "bubble ms",
-                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "", "memory GB");
+                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "",
+                       show_imbalance ? fmt::format("{:>12} ", "imbalance ms") : "", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{}{:>10.1f}{}\n",
                          i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
                          show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", recompute_cell(c.recompute), c.iteration_ms,
                          figure_cells(&c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
-                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "", c.memory_gb,
+                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "",
+                         show_imbalance ? fmt::format("{:>12.1f} ", c.imbalance_ms) : "", c.memory_gb,
                          c.fits ? "" : "  (does not fit)");
     }
     if (shown.empty()) out += "  no layout fits in memory (--all lists them anyway)\n";
@@ -673,9 +682,12 @@ int search_main(const search_flags& f) {
                          names.virtual_schedules.empty()
                              ? ""
                              : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
-    out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest device's "
-           "(the pipeline stage with the least idle time; its bubble is the iteration less the other three) "
-           "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
+    out += std::string("\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest "
+                       "device's (the pipeline stage with the least idle time; its bubble is the iteration less the "
+                       "other three)") +
+           (show_imbalance ? "; imbalance = its busy time less the least busy stage's (uneven stages, not the "
+                             "schedule's fill and drain)" : "") +
+           " (neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
     for (const auto& line : figure_lines) out += line + "\n";
   }
   if (!no_fit.empty()) {
