@@ -503,28 +503,25 @@ int search_main(const search_flags& f) {
   for (const auto& c : results)
     if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
   // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
-  // of the best-ranked of them, in one call over the ranking (scripts/neusight/figures.lua search_floor)
+  // of the best-ranked of them, and each layout shown with its tokens/s, MFU and cost as predict's figures give them,
+  // in one call over the ranking that makes each layout's inputs once (scripts/neusight/figures.lua search_floor; an
+  // older --scripts figures.lua whose search_floor gives no items: no figures, as before them). `shown` is the
+  // ranking's first layouts (fitting ones rank first).
   if (floor_rule) {
     const gpu_spec& gpu = s.gpu(f.gpu);
     figure_inputs shared = {{"dtype", dtype}};
     if (const auto peak = s.dense_peak_tflops(gpu, dtype)) shared.emplace_back("peak_tflops", *peak);
-    // each layout shown: its tokens/s, MFU and cost as predict's figures give them, from the same inputs
-    // (scripts/neusight/figures.lua search_figures; an older --scripts figures.lua without it: none, as before)
-    if (s.has_function("neusight.figures", "search_figures"))
-      for (candidate& c : shown) {
-        figure_inputs in = c.floor_in;
-        in.insert(in.end(), shared.begin(), shared.end());
-        in.insert(in.end(), {{"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}});
-        figures got = s.figures_call("neusight.figures", "search_figures", in, gpu);
-        c.figures = std::move(got.fields);
-        if (&c == &shown.front()) figure_lines = std::move(got.lines);  // what the columns are: every layout's
-      }
+    if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
+    shared.insert(shared.end(), {{"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq},
+                                 {"shown", int64_t(shown.size())}});
     std::vector<figure_inputs> ranked;
     ranked.reserve(results.size());
     for (candidate& c : results) ranked.push_back(std::move(c.floor_in));
-    if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
-    for (auto& w : s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu).warnings)
-      warnings.push_back(std::move(w));
+    std::vector<std::vector<figure>> each;
+    figures got = s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu, &each);
+    for (size_t i = 0; i < shown.size() && i < each.size(); ++i) shown[i].figures = std::move(each[i]);
+    if (!each.empty()) figure_lines = std::move(got.lines);  // what the columns are: every layout's
+    for (auto& w : got.warnings) warnings.push_back(std::move(w));
   }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
