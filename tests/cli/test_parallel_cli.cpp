@@ -390,7 +390,8 @@ TEST_CASE("search: the optimizer step has its column when the forecast has one",
   const auto table = run_cli(args + "--optimizer adamw");
   INFO(table.err);
   REQUIRE(table.code == 0);
-  CHECK_THAT(table.out, Catch::Contains(" exposed comm  bubble ms optimizer ms  memory GB\n"));
+  // (the imbalance column beside it: these layouts include pipelines)
+  CHECK_THAT(table.out, Catch::Contains(" exposed comm  bubble ms optimizer ms imbalance ms  memory GB\n"));
   const json j = json::parse(run_cli(args + "--optimizer adamw --format json").out);
   REQUIRE(j["layouts"].size() > 1);
   for (const auto& l : j["layouts"]) {
