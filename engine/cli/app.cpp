@@ -750,17 +750,32 @@ int app_main(int argc, char** argv) {
     // A long option the command does not have (`--dtpye bf16`, `--input_len 10`): said so, with the closest of the
     // command's own option names, rather than CLI11's "arguments were not expected" or a later "--input-len is
     // required". Every subcommand, one place: the names are the command's options and those of the commands above it.
+    // An option's value is skipped as CLI11 reads it (`-o --weird.json`, `--model-arg --x`): a known option given
+    // without `=` takes the next min(type size, items expected) words whatever they look like; a flag takes none.
     if (level != &app) {
       std::vector<std::string> names;
       for (CLI::App* a = level; a; a = a->get_parent())
         for (const CLI::Option* o : a->get_options())
           for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+      auto option_find = [&](const std::string& name) -> const CLI::Option* {
+        for (CLI::App* a = level; a; a = a->get_parent())
+          for (const CLI::Option* o : a->get_options())
+            if (o->check_name(name)) return o;
+        return nullptr;
+      };
       for (int i = 1; i < argc; ++i) {
         const std::string arg = argv[i];
         if (arg == "--") break;  // what follows is positional
-        if (arg.size() < 3 || arg.compare(0, 2, "--") != 0) continue;
-        const std::string name = arg.substr(0, arg.find('='));
-        if (std::find(names.begin(), names.end(), name) != names.end()) continue;
+        if (arg.size() < 2 || arg[0] != '-' || arg == "-") continue;
+        const bool is_long = arg.compare(0, 2, "--") == 0;
+        if (!is_long && arg.size() != 2) continue;  // -xVALUE carries its value; bundled short flags stay CLI11's
+        const std::string name = is_long ? arg.substr(0, arg.find('=')) : arg;
+        if (const CLI::Option* o = option_find(name)) {
+          if (name.size() == arg.size() && o->get_items_expected_max() > 0)
+            i += std::max(0, std::min(o->get_type_size_min(), o->get_items_expected_min()));
+          continue;
+        }
+        if (!is_long) continue;  // an unknown short option: CLI11 says so
         std::string command = level->get_name();
         for (CLI::App* a = level->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
         std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),

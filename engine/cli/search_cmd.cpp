@@ -36,7 +36,10 @@ struct candidate {
   int64_t virtual_stages = 1;
   double iteration_ms = 0, compute_ms = 0, exposed_comm_ms = 0, bubble_ms = 0, memory_gb = 0;
   double optimizer_ms = 0;  // the optimizer step of the iteration (the busiest device's in a plan), 0 without one
+  double imbalance_ms = 0;  // the busiest device's busy time less the least busy one's (the plan's; 0 on one GPU)
   bool fits = false;
+  // it would fit under the distributed optimizer, off here (parallel_report::distributed_optimizer_fits)
+  bool distributed_optimizer_fits = false;
   // what scripts/neusight/figures.lua search_floor gets of it: the layout, its forecast's totals and its parallel
   // report's iteration and figures (par.*), or without a plan its kernel families' floors (floor_s.*)
   figure_inputs floor_in = {};
@@ -399,8 +402,10 @@ int search_main(const search_flags& f) {
                 c.exposed_comm_ms = par.at("exposed_comm_ms").get<double>();
                 c.bubble_ms = par.at("bubble_ms").get<double>();
                 c.optimizer_ms = par.at("optimizer_ms").get<double>();
+                c.imbalance_ms = par.at("imbalance_ms").get<double>();
                 c.memory_gb = par.at("memory_gb").get<double>();
                 c.fits = par.at("fits").get<bool>();
+                c.distributed_optimizer_fits = tl->distributed_optimizer_fits;
               } else {
                 // --gpus 1, one microbatch, no recomputation: no plan, the one-GPU forecast `predict` gives for it
                 // (memory_gb and fits as scripts/neusight/report.lua hands them to the figures)
@@ -498,28 +503,25 @@ int search_main(const search_flags& f) {
   for (const auto& c : results)
     if ((c.fits || f.all) && int64_t(shown.size()) < f.top) shown.push_back(c);
   // layouts forecast faster than the GPU can run them (a calibration too fast, a GPU file's peaks too low): said once,
-  // of the best-ranked of them, in one call over the ranking (scripts/neusight/figures.lua search_floor)
+  // of the best-ranked of them, and each layout shown with its tokens/s, MFU and cost as predict's figures give them,
+  // in one call over the ranking that makes each layout's inputs once (scripts/neusight/figures.lua search_floor; an
+  // older --scripts figures.lua whose search_floor gives no items: no figures, as before them). `shown` is the
+  // ranking's first layouts (fitting ones rank first).
   if (floor_rule) {
     const gpu_spec& gpu = s.gpu(f.gpu);
     figure_inputs shared = {{"dtype", dtype}};
     if (const auto peak = s.dense_peak_tflops(gpu, dtype)) shared.emplace_back("peak_tflops", *peak);
-    // each layout shown: its tokens/s, MFU and cost as predict's figures give them, from the same inputs
-    // (scripts/neusight/figures.lua search_figures; an older --scripts figures.lua without it: none, as before)
-    if (s.has_function("neusight.figures", "search_figures"))
-      for (candidate& c : shown) {
-        figure_inputs in = c.floor_in;
-        in.insert(in.end(), shared.begin(), shared.end());
-        in.insert(in.end(), {{"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq}});
-        figures got = s.figures_call("neusight.figures", "search_figures", in, gpu);
-        c.figures = std::move(got.fields);
-        if (&c == &shown.front()) figure_lines = std::move(got.lines);  // what the columns are: every layout's
-      }
+    if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
+    shared.insert(shared.end(), {{"mode", f.mode}, {"batch", f.batch}, {"seq", f.seq},
+                                 {"shown", int64_t(shown.size())}});
     std::vector<figure_inputs> ranked;
     ranked.reserve(results.size());
     for (candidate& c : results) ranked.push_back(std::move(c.floor_in));
-    if (!calibration_file.empty()) shared.emplace_back("calibration_source", calibration_file);
-    for (auto& w : s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu).warnings)
-      warnings.push_back(std::move(w));
+    std::vector<std::vector<figure>> each;
+    figures got = s.figures_call_batch("neusight.figures", "search_floor", ranked, shared, gpu, &each);
+    for (size_t i = 0; i < shown.size() && i < each.size(); ++i) shown[i].figures = std::move(each[i]);
+    if (!each.empty()) figure_lines = std::move(got.lines);  // what the columns are: every layout's
+    for (auto& w : got.warnings) warnings.push_back(std::move(w));
   }
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
 
@@ -534,7 +536,9 @@ int search_main(const search_flags& f) {
       return a.memory_gb < b.memory_gb;
     });
     std::vector<std::string> helps;
-    if (training && !f.distributed_optimizer && f.gpus > 1)
+    // only where it would make a layout tried fit: not already on, some layout with dp > 1, and its sharded master
+    // copies and moments enough (scripts/neusight/parallel/memory.lua report)
+    if (std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.distributed_optimizer_fits; }))
       helps.push_back("--distributed-optimizer (shards the optimizer state over the data-parallel ranks)");
     if (training && f.recompute != "auto" && f.recompute != "all" && f.recompute != modes.back())
       helps.push_back(fmt::format("--recompute auto (tries up to {} recomputation; --recompute {} was given)",
@@ -562,6 +566,10 @@ int search_main(const search_flags& f) {
   // the optimizer step's column where a forecast has one (training with an optimizer): the iteration's other part
   const bool show_optimizer =
       std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.optimizer_ms > 0; });
+  // the imbalance column where a layout shown has one the table's 0.1 ms shows (uneven pipeline stages); JSON/CSV keep
+  // the field in every row
+  const bool show_imbalance =
+      std::any_of(shown.begin(), shown.end(), [](const candidate& c) { return c.imbalance_ms >= 0.05; });
   // a layout as the JSON's `layouts` and the CSV's rows give it
   const auto row_of = [&](const candidate& c) {
     nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
@@ -571,6 +579,7 @@ int search_main(const search_flags& f) {
     row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
     row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms;
     if (show_optimizer) row["optimizer_ms"] = c.optimizer_ms;
+    row["imbalance_ms"] = c.imbalance_ms;
     row["memory_gb"] = c.memory_gb;
     row["fits"] = c.fits;
     for (const figure& x : c.figures)  // tokens_per_s, mfu, cost_…_usd (figures.lua search_figures)
@@ -643,18 +652,20 @@ int search_main(const search_flags& f) {
                                              calibration_file));
     // the recomputation column only in training (an inference layout recomputes nothing: JSON/CSV keep the field)
     const auto recompute_cell = [&](const std::string& v) { return training ? fmt::format("{:<10} ", v) : std::string(); };
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{:>10}\n", "rank", "dp",
+    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{}{:>10}\n", "rank", "dp",
                        "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
                        show_schedule ? fmt::format("{:<14} ", "schedule") : "", recompute_cell("recompute"), "iteration ms",
                        figure_cells(nullptr), "compute ms", "exposed comm", "bubble ms",
-                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "", "memory GB");
+                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "",
+                       show_imbalance ? fmt::format("{:>12} ", "imbalance ms") : "", "memory GB");
     for (size_t i = 0; i < shown.size(); ++i) {
       const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{:>10.1f}{}\n",
+      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{}{:>10.1f}{}\n",
                          i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
                          show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", recompute_cell(c.recompute), c.iteration_ms,
                          figure_cells(&c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
-                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "", c.memory_gb,
+                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "",
+                         show_imbalance ? fmt::format("{:>12.1f} ", c.imbalance_ms) : "", c.memory_gb,
                          c.fits ? "" : "  (does not fit)");
     }
     if (shown.empty()) out += "  no layout fits in memory (--all lists them anyway)\n";
@@ -668,9 +679,12 @@ int search_main(const search_flags& f) {
                          names.virtual_schedules.empty()
                              ? ""
                              : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
-    out += "\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest device's "
-           "(the pipeline stage with the least idle time; its bubble is the iteration less the other three) "
-           "(neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
+    out += std::string("\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest "
+                       "device's (the pipeline stage with the least idle time; its bubble is the iteration less the "
+                       "other three)") +
+           (show_imbalance ? "; imbalance = its busy time less the least busy stage's (uneven stages, not the "
+                             "schedule's fill and drain)" : "") +
+           " (neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
     for (const auto& line : figure_lines) out += line + "\n";
   }
   if (!no_fit.empty()) {

@@ -1077,7 +1077,8 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
 }
 
 figures session::figures_call_batch(const char* module, const char* fn, const std::vector<figure_inputs>& items,
-                                    const figure_inputs& shared, const gpu_spec& gpu) {
+                                    const figure_inputs& shared, const gpu_spec& gpu,
+                                    std::vector<std::vector<figure>>* each) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -1091,7 +1092,20 @@ figures session::figures_call_batch(const char* module, const char* fn, const st
   p_->push_gpu(gpu);
   lua_setfield(L, -2, "gpu");  // stack: fn items shared
   const std::string what = file + " " + fn + "()";
-  ns_call(L, 2, 1, "in " + what);
+  ns_call(L, 2, 1, "in " + what);  // stack: result
+  if (each && lua_istable(L, -1)) {
+    raw_getfield(L, -1, "items");  // stack: result items
+    if (!lua_isnil(L, -1)) {
+      if (!lua_istable(L, -1)) throw error(what + ": 'items' must be a list");
+      const lua_Integer n = lua_Integer(lua_rawlen(L, -1));
+      for (lua_Integer i = 1; i <= n; ++i) {
+        lua_rawgeti(L, -1, i);  // stack: result items item
+        each->push_back(figures_read(L, -1, what + " items[" + std::to_string(i) + "]").fields);
+        lua_pop(L, 1);
+      }
+    }
+    lua_pop(L, 1);
+  }
   return figures_read(L, -1, what);
 }
 

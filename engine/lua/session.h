@@ -54,6 +54,9 @@ struct parallel_report {
   // why Megatron-LM would refuse the layout's layers over its model chunks (scripts/neusight/parallel/config.lua
   // layers_refusal, the rule search skips layouts by); "" when it runs them
   std::string layers_refusal;
+  // where the distributed optimizer is off and could shard (training, dp > 1): whether the layout would fit with it on
+  // (scripts/neusight/parallel/memory.lua report); false otherwise. search's no-fit help suggests the flag by it.
+  bool distributed_optimizer_fits = false;
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
@@ -444,9 +447,11 @@ class session {
                        const figures_callback* callback = nullptr);
   // A batch in one call: module.fn(items, shared), `items` an array of tables made as figures_call makes its r (a
   // dotted key "a.b.c" the field c of the table a.b), `shared` one more with shared.gpu the GPU's table (search's
-  // floor warning over its whole ranking: neusight.figures search_floor).
+  // floor warning over its whole ranking: neusight.figures search_floor). `each` (optional): the result's `items`, a
+  // list of { fields = … } read as figures' fields are, one per item it gives figures of (search's layouts shown).
   figures figures_call_batch(const char* module, const char* fn, const std::vector<figure_inputs>& items,
-                             const figure_inputs& shared, const gpu_spec& gpu);
+                             const figure_inputs& shared, const gpu_spec& gpu,
+                             std::vector<std::vector<figure>>* each = nullptr);
   // The dense peak of a GEMM of `dtype` as people write it ("bf16", "BF16", "bfloat16", "torch.bfloat16": the engine's
   // name neusight.kernels dtype_name reads) on the GPU in TFLOP/s, as run.peak_tflops gives it to the figures
   // (engine/core/roofline.h dense_peak_tflops); nullopt when the GPU has no unit for it. An unknown name throws.

@@ -236,6 +236,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
   parallel_report out;
   out.iteration_s = r.number("iteration");
   out.layers_refusal = r.str_or("layers_refusal", "");
+  raw_getfield(L, -1, "distributed_optimizer_fits");
+  if (!lua_isnil(L, -1) && !lua_isboolean(L, -1))
+    throw error(where + " result: field 'distributed_optimizer_fits' must be a boolean or nil");
+  out.distributed_optimizer_fits = lua_toboolean(L, -1);
+  lua_pop(L, 1);
   r.number("state_gb"), r.str("table");  // scripts/neusight/report.lua renders them: checked here, naming the rule
   raw_getfield(L, -1, "json");
   if (!lua_istable(L, -1)) throw error(where + " result: field 'json' must be a table");

@@ -262,30 +262,6 @@ function M.floor_inputs(fc, par, r)
   return r
 end
 
---- `neusight search`'s floor check over its whole ranking, in one call (engine/cli/search_cmd.cpp): `layouts` the ranked
---- layouts, best first, each { dp, tp, pp, microbatches, ep, recompute, schedule (nil: none named), fc (its forecast's
---- totals: total, model_flops_forward, model_flops_backward, model_flops_accumulate), par (its parallel report's iteration and figures;
---- nil: no plan, one GPU), floor_s (no plan: its kernel families' floors, floor_s.<family>) }; `shared` what every
---- layout has: dtype, peak_tflops (the dtype's dense peak; nil: none), calibration_source (nil: none), gpu. Each layout's
---- inputs are M.floor_inputs', as predict's figures get them; each is held to its floor
---- as a forecast is (M.forecast_floor, M.below_floor), and the one warning (M.search_floor_warnings) names the
---- best-ranked below it and how many are. Returns { fields = {}, lines = {}, warnings = { that warning, or none } }.
-function M.search_floor(layouts, shared)
-  local below, best = 0, nil
-  for _, l in ipairs(layouts) do
-    local r = M.floor_inputs(l.fc, l.par, { dp = l.dp, tp = l.tp, pp = l.pp, microbatches = l.microbatches, ep = l.ep,
-      recompute = l.recompute, schedule = l.schedule, floor_s = l.floor_s, dtype = shared.dtype,
-      peak_tflops = shared.peak_tflops, calibration_source = shared.calibration_source, gpu = shared.gpu })
-    if M.below_floor(r.latency_s, (M.forecast_floor(r))) then
-      below = below + 1
-      best = best or r
-    end
-  end
-  if not best then return { fields = {}, lines = {}, warnings = {} } end
-  best.below, best.ranked = below, #layouts
-  return M.search_floor_warnings(best)
-end
-
 --- Tokens one iteration processes.
 ---@param mode string
 ---@param batch integer
@@ -295,7 +271,7 @@ function M.tokens(mode, batch, seq)
   return batch * seq
 end
 
--- An iteration's throughput and cost, as M.compute and M.search_figures give them: tokens / latency (nil without a
+-- An iteration's throughput and cost, as M.compute and search_figures give them: tokens / latency (nil without a
 -- latency) and, from r.price_per_hour_usd (nil, 0: no price), that price, price × gpus × latency in hours and that
 -- per million tokens (each nil without a price).
 local function rates_of(r, gpus, tokens)
@@ -310,7 +286,7 @@ end
 -- What an iteration is called in a mode's words (train: iteration, decode: step, else forward pass).
 local function per_of(mode) return mode == "train" and "iteration" or mode == "decode" and "step" or "forward pass" end
 
--- The fields of throughput, MFU and cost, M.compute's and M.search_figures' (`per` as per_of names the iteration).
+-- The fields of throughput, MFU and cost, M.compute's and search_figures' (`per` as per_of names the iteration).
 local function tokens_per_s_field(v) return { key = "tokens_per_s", value = v, column = "tokens/s", cell = sig(v) } end
 local function mfu_field(v)
   return { key = "mfu", value = v, column = "MFU %", cell = v and fmt("%.1f", 100 * v) or "-" }
@@ -321,16 +297,14 @@ local function cost_fields(cost, cost_mtok, per)
     { key = "cost_per_million_tokens_usd", value = cost_mtok, column = "$/Mtoken", cell = money(cost_mtok) }
 end
 
---- `neusight search`'s figures of one ranked layout (engine/cli/search_cmd.cpp, each layout shown), M.compute's for
---- the same forecast: tokens_per_s, mfu and, when the GPU file gives a price_per_hour_usd, cost_per_iteration_usd
---- and cost_per_million_tokens_usd (without one they are left out, not 0). `r` the layout's inputs as M.search_floor
---- reads them (dp, tp, pp, microbatches, fc, par or floor_s; M.floor_inputs fills it in) with mode, batch, seq,
---- peak_tflops (the dtype's dense peak; nil: none), dtype and gpu. The table shows tokens/s, MFU % and $/Mtoken
---- (fields with a column; cost_per_iteration_usd is in the JSON and CSV only) and `lines`, one line saying what they
---- are (the same for every layout), without a price why there is no cost.
-function M.search_figures(r)
-  r = M.floor_inputs(r.fc, r.par, r)
-  r.price_per_hour_usd = require("neusight").gpu_optional(r.gpu, "price_per_hour_usd") -- nil: the file gives none
+-- `neusight search`'s figures of one layout shown (M.search_floor's items), M.compute's for the same forecast:
+-- tokens_per_s, mfu and, with a price_per_hour_usd (`price`, read once per search; nil: the GPU file gives none),
+-- cost_per_iteration_usd and cost_per_million_tokens_usd (without one they are left out, not 0). `r` the layout's
+-- inputs as M.search_floor makes them (M.floor_inputs), `shared` the search's (mode, batch, seq). The table shows
+-- tokens/s, MFU % and $/Mtoken (fields with a column; cost_per_iteration_usd is in the JSON and CSV only) and the
+-- line saying what they are (the same for every layout), without a price why there is no cost.
+local function search_figures(r, shared, price)
+  r.mode, r.batch, r.seq, r.price_per_hour_usd = shared.mode, shared.batch, shared.seq, price
   local gpus, _, peak, mfu = layout_of(r)
   local tokens_per_s, price, cost, cost_mtok = rates_of(r, gpus, M.tokens(r.mode, r.batch, r.seq))
   local per = per_of(r.mode)
@@ -347,7 +321,44 @@ function M.search_figures(r)
       or fmt("(- : the GPU file has no %s peak)", tostring(r.dtype)),
     price and fmt("$/Mtoken at %s USD per GPU-hour (%s)", money(price), r.gpu.source)
       or fmt("no cost: %s gives no price_per_hour_usd", r.gpu.source))
-  return { fields = fields, lines = { line }, warnings = {} }
+  return fields, line
+end
+
+--- `neusight search`'s floor check over its whole ranking and the figures of the layouts it shows, in one call
+--- (engine/cli/search_cmd.cpp): `layouts` the ranked layouts, best first, each { dp, tp, pp, microbatches, ep,
+--- recompute, schedule (nil: none named), fc (its forecast's totals: total, model_flops_forward, model_flops_backward,
+--- model_flops_accumulate), par (its parallel report's iteration and figures; nil: no plan, one GPU), floor_s (no plan:
+--- its kernel families' floors, floor_s.<family>) }; `shared` what every layout has: dtype, peak_tflops (the dtype's
+--- dense peak; nil: none), calibration_source (nil: none), gpu, and for the figures mode, batch, seq and shown (the
+--- first `shown` layouts are shown; nil: 0). Each layout's inputs are M.floor_inputs', made once, as predict's figures
+--- get them; each is held to its floor as a forecast is (M.forecast_floor, M.below_floor), and the one warning
+--- (M.search_floor_warnings) names the best-ranked below it and how many are. Returns { fields = {}, lines = { what
+--- the figures are, or none }, warnings = { that warning, or none }, items = { { fields = the figures of shown layout
+--- i }, … } }; the GPU's price is read once.
+function M.search_floor(layouts, shared)
+  local below, best, items, lines = 0, nil, {}, {}
+  local shown = shared.shown or 0
+  local price = shown > 0 and require("neusight").gpu_optional(shared.gpu, "price_per_hour_usd") or nil
+  for i, l in ipairs(layouts) do
+    local r = M.floor_inputs(l.fc, l.par, { dp = l.dp, tp = l.tp, pp = l.pp, microbatches = l.microbatches, ep = l.ep,
+      recompute = l.recompute, schedule = l.schedule, floor_s = l.floor_s, dtype = shared.dtype,
+      peak_tflops = shared.peak_tflops, calibration_source = shared.calibration_source, gpu = shared.gpu })
+    if M.below_floor(r.latency_s, (M.forecast_floor(r))) then
+      below = below + 1
+      best = best or r
+    end
+    if i <= shown then
+      local fields, line = search_figures(r, shared, price)
+      items[i], lines[1] = { fields = fields }, lines[1] or line
+    end
+  end
+  local out = { fields = {}, warnings = {} }
+  if best then
+    best.below, best.ranked = below, #layouts
+    out = M.search_floor_warnings(best)
+  end
+  out.lines, out.items = lines, items
+  return out
 end
 
 --- The figures of one forecast.

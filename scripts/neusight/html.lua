@@ -290,6 +290,9 @@ local function parallel_section(r)
   parts[#parts + 1] = { "bubble", "bubble_ms" }
   local names = {}
   for i, f in ipairs(parts) do names[i] = f[1] end
+  -- the busiest stage (the report's critical_stage: the least idle, whose parts are the run's summary) marked, with
+  -- the report's imbalance_ms beside the layout: uneven stages, not the schedule's fill and drain
+  local busiest = #p.devices > 1 and type(p.critical_stage) == "number" and p.critical_stage or nil
   local rows = {}
   for i, d in ipairs(p.devices) do
     local base = ("parallel.devices[%d]."):format(i - 1)
@@ -299,7 +302,9 @@ local function parallel_section(r)
     end
     local total = 0
     for _, s in ipairs(segs) do total = total + s.value end
-    rows[#rows + 1] = { label = "stage " .. tostring(d.stage or i - 1), total = total, segments = segs }
+    local stage = d.stage or i - 1
+    rows[#rows + 1] = { label = "stage " .. tostring(stage) .. (stage == busiest and " (busiest)" or ""), total = total,
+                        segments = segs }
   end
   local layout = {}
   for _, k in ipairs { "dp", "tp", "pp", "ep", "microbatches" } do
@@ -308,6 +313,12 @@ local function parallel_section(r)
   local head = "<p>" .. table.concat(layout, " · ")
   if p.schedule then head = head .. " · schedule " .. esc(p.schedule) end
   if type(p.iteration_ms) == "number" then head = head .. " · iteration " .. num("parallel.iteration_ms", p.iteration_ms, " ms") end
+  if busiest then
+    head = head .. " · busiest stage " .. num("parallel.critical_stage", busiest)
+    if type(p.imbalance_ms) == "number" then
+      head = head .. " (imbalance " .. num("parallel.imbalance_ms", p.imbalance_ms, " ms") .. " over the least busy)"
+    end
+  end
   head = head .. "</p>"
   return "<h2>Pipeline stages (per device: " .. table.concat(names, " / "):gsub("comm", "exposed comm", 1) .. ")</h2>\n" .. head .. "\n" .. legend(names) ..
     "\n" .. bar_chart(rows, names, "ms", { class = "stage-bar" })

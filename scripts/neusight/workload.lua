@@ -104,9 +104,16 @@ local function one_of(choices)
   end
 end
 
--- What people call the precision recipes elsewhere (--precision mixed: PyTorch's "automatic mixed precision").
+-- What people call the precision recipes elsewhere (--precision mixed: PyTorch's "automatic mixed precision"), each
+-- suggested by an error, never taken for the recipe. Names that do not say which recipe is meant get words instead of
+-- a guess: "full" precision is fp32 to PyTorch users (the dtype, not the recipe: 'pure' at --dtype bf16 keeps bf16),
+-- and "none" may mean the default (amp when training in 16 bits) as well as no mixed precision.
 local PRECISION_ALIASES = { mixed = "amp", mixed_precision = "amp", autocast = "amp", fp16_mixed = "amp",
-  bf16_mixed = "amp", full = "pure", none = "pure" }
+  bf16_mixed = "amp",
+  full = "full precision (fp32) is the compute dtype, --dtype fp32 (whose recipe is 'pure'); 'pure' keeps the whole "
+    .. "state in the dtype given",
+  none = "leave it out for the default (amp when training in fp16, bf16 or fp8, else pure), or 'pure' for no mixed "
+    .. "precision" }
 
 -- Field → validator returning an error fragment ("must be …") or nil when the value is fine.
 local CHECK = {
@@ -188,7 +195,8 @@ local CHECK = {
     local problem = one_of(precision.names)(v)
     local alias = type(v) == "string" and PRECISION_ALIASES[v:lower():gsub("[%-%s]", "_")]
     if problem and alias and not problem:find("did you mean", 1, true) then
-      problem = problem .. (" (did you mean '%s'?)"):format(alias)
+      local named = one_of(precision.names)(alias) == nil  -- a recipe's name, else the words in its place
+      problem = problem .. (named and " (did you mean '%s'?)" or ": %s"):format(alias)
     end
     return problem
   end,

@@ -235,4 +235,13 @@ TEST_CASE("hf config: --model DIR reads a snapshot directory's config.json", "[c
   CHECK(r.err.find("a directory without config.json; --model takes a preset name, a HuggingFace config.json, or a "
                    "snapshot directory holding one") != std::string::npos);
   CHECK(r.err.find("unknown model preset") == std::string::npos);
+  // a preset's name wins over a folder of that name in the working directory (here one holding Llama-3.2-1B's
+  // config.json): --model llama3_8b is the preset
+  fs::create_directories(t.path / "llama3_8b");
+  fs::copy_file(source_dir / "tests/fixtures/hf/llama32_1b/config.json", t.path / "llama3_8b" / "config.json");
+  const auto shadowed = ns_test::run_sh("cd " + ns_test::quoted(t.path.string()) + " && '" NEUSIGHT_EXE
+                                        "' predict --model llama3_8b" + base_flags);
+  INFO(shadowed.err);
+  REQUIRE(shadowed.code == 0);
+  CHECK(json::parse(shadowed.out)["params"] == forecast("llama3_8b")["params"]);
 }

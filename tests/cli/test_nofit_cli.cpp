@@ -28,7 +28,9 @@ TEST_CASE("search: no layout fits in memory - exit 1 with the least memory and w
   CHECK(r.err.find("neusight: search: no layout of 8 GPUs fits in memory: of the ") != std::string::npos);
   CHECK(r.err.find(" forecasts, the least memory per GPU is ") != std::string::npos);
   CHECK(r.err.find("more than the 80 GB of H100-SXM5-80GB; what could help: ") != std::string::npos);
-  CHECK(r.err.find("--distributed-optimizer") != std::string::npos);
+  // the distributed optimizer cannot make any of them fit (dp 2 at most halves a state of 280 GB per GPU and more):
+  // not suggested
+  CHECK(r.err.find("--distributed-optimizer") == std::string::npos);
   CHECK(r.err.find("more GPUs (--gpus, now 8)") != std::string::npos);
   CHECK(r.err.find("--recompute auto") == std::string::npos);  // auto (the default) already tried full
   // the table on stdout: nothing either
@@ -65,6 +67,40 @@ TEST_CASE("search: no layout fits in memory - exit 1 with the least memory and w
   char figure[32];
   std::snprintf(figure, sizeof figure, " is %.1f GB (dp ", least);
   CHECK(r.err.find(figure) != std::string::npos);
+}
+
+// --distributed-optimizer is suggested only where it would make a layout tried fit (scripts/neusight/parallel/memory.lua
+// report's distributed_optimizer_fits): a one-layer GPT-2 of 6 B parameters (no pipeline: one layer) at tp 1 on 4 H100s
+// needs 114 GB per GPU at dp 4, 59 GB with its master copies and moments sharded over dp.
+TEST_CASE("search: no layout fits - --distributed-optimizer suggested only where it would make one fit",
+          "[cli][search][nofit]") {
+  ns_test::temp_dir t;
+  const auto cfg = t.write("config.json", R"({"model_type": "gpt2", "n_embd": 20480, "n_layer": 1, "n_head": 160,
+                                              "vocab_size": 50257, "n_positions": 4096})");
+  const std::string model = "search --model '" + cfg.string() + "' --gpus 4 --batch 4 --seq 512 --dtype bf16 "
+                            "--predictor roofline --max-tp 1";
+  const std::string base = model + " --gpu h100";
+  const auto r = run_cli(base);
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("what could help: --distributed-optimizer (shards the optimizer state over the data-parallel "
+                   "ranks), ") != std::string::npos);
+  const auto on = run_cli(base + " --distributed-optimizer");  // and it does
+  INFO(on.err);
+  CHECK(on.code == 0);
+  // no optimizer state to shard (--optimizer none: no moments; autocast keeps no master copy): not suggested
+  const auto none = run_cli(model + " --gpu l4 --optimizer none");
+  INFO(none.err);
+  CHECK(none.code == 1);
+  CHECK(none.err.find("no layout of 4 GPUs fits in memory") != std::string::npos);
+  CHECK(none.err.find("--distributed-optimizer") == std::string::npos);
+  // dp 1 in every layout (batch 1: no dp, no pipeline's microbatches): nothing to shard over
+  const auto one = run_cli("search --model llama3_70b --gpu h100 --gpus 8 --batch 1 --seq 4096 --dtype bf16 "
+                           "--predictor roofline");
+  INFO(one.err);
+  CHECK(one.code == 1);
+  CHECK(one.err.find("no layout of 8 GPUs fits in memory") != std::string::npos);
+  CHECK(one.err.find("--distributed-optimizer") == std::string::npos);
 }
 
 // Llama-3-70B bf16 on one 80 GB H100: 141 GB of weights, which vLLM refuses to load; at tp 2 the weights (70.6 GB per

@@ -390,7 +390,8 @@ TEST_CASE("search: the optimizer step has its column when the forecast has one",
   const auto table = run_cli(args + "--optimizer adamw");
   INFO(table.err);
   REQUIRE(table.code == 0);
-  CHECK_THAT(table.out, Catch::Contains(" exposed comm  bubble ms optimizer ms  memory GB\n"));
+  // (the imbalance column beside it: these layouts include pipelines)
+  CHECK_THAT(table.out, Catch::Contains(" exposed comm  bubble ms optimizer ms imbalance ms  memory GB\n"));
   const json j = json::parse(run_cli(args + "--optimizer adamw --format json").out);
   REQUIRE(j["layouts"].size() > 1);
   for (const auto& l : j["layouts"]) {
@@ -400,7 +401,8 @@ TEST_CASE("search: the optimizer step has its column when the forecast has one",
                    l["optimizer_ms"].get<double>(),
                Catch::Matchers::WithinRel(l["iteration_ms"].get<double>(), 1e-9));
   }
-  CHECK_THAT(run_cli(args + "--optimizer adamw --format csv").out, Catch::Contains(",bubble_ms,optimizer_ms,memory_gb,"));
+  CHECK_THAT(run_cli(args + "--optimizer adamw --format csv").out,
+             Catch::Contains(",bubble_ms,optimizer_ms,imbalance_ms,memory_gb,"));
   for (const char* none : {"--optimizer none", "--mode inference"}) {
     INFO(none);
     CHECK_THAT(run_cli(args + none).out, !Catch::Contains("optimizer ms"));
@@ -410,6 +412,44 @@ TEST_CASE("search: the optimizer step has its column when the forecast has one",
 
 // What no layout changes (the GPU, the model, the dtype, the cluster) is resolved once before the layouts: a typo is
 // one error, predict's, with its did-you-mean, not "no layout could be forecast" with the reason repeated per layout.
+// The pipeline's imbalance (the busiest stage's busy time less the least busy one's: parallel.imbalance_ms, the
+// parallel report's one number) in every search row of JSON and CSV, as predict gives it for the layout; the table's
+// column only where a layout shown has one (no pipeline, no column).
+TEST_CASE("search: each layout's stage imbalance is predict's imbalance_ms", "[cli][search]") {
+  const std::string args = "search --model gpt2_large --gpu A100-SXM4-40GB --gpus 4 --batch 16 --seq 1024 "
+                           "--predictor roofline --top 50 ";
+  const auto r = run_cli(args + "--format json");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
+  const json* staged = nullptr;
+  for (const auto& l : j["layouts"]) {
+    INFO(l.dump());
+    REQUIRE(l.contains("imbalance_ms"));
+    if (l["pp"].get<int>() == 1) CHECK(l["imbalance_ms"].get<double>() == 0);
+    if (l["pp"].get<int>() > 1 && !staged) staged = &l;
+  }
+  REQUIRE(staged);
+  const json& l = *staged;
+  const auto one = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --batch 16 --seq 1024 --mode train "
+                           "--predictor roofline --format json --dp " + std::to_string(l["dp"].get<int>()) +
+                           " --tp " + std::to_string(l["tp"].get<int>()) + " --pp " + std::to_string(l["pp"].get<int>()) +
+                           " --microbatches " + std::to_string(l["microbatches"].get<int>()) + " --recompute " +
+                           l["recompute"].get<std::string>());
+  INFO(one.err);
+  REQUIRE(one.code == 0);
+  const double imbalance = json::parse(one.out)["parallel"]["imbalance_ms"].get<double>();
+  CHECK(imbalance > 0);  // GPT-2 Large's stages: the first holds the embeddings, the last the head
+  CHECK(l["imbalance_ms"].get<double>() == Approx(imbalance).epsilon(1e-12));
+  CHECK_THAT(run_cli(args).out, Catch::Contains(" optimizer ms imbalance ms  memory GB\n"));
+  // one GPU, no pipeline: no column (the JSON keeps its zeros)
+  const auto flat = run_cli("search --model gpt2_large --gpu A100-SXM4-40GB --gpus 1 --batch 16 --seq 1024 "
+                            "--predictor roofline");
+  INFO(flat.err);
+  REQUIRE(flat.code == 0);
+  CHECK_THAT(flat.out, !Catch::Contains("imbalance"));
+}
+
 TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once before any layout", "[cli][search]") {
   const std::string base = "search --gpus 8 --batch 8 --seq 2048 --mode inference --predictor roofline";
   const struct {

@@ -277,6 +277,36 @@ TEST_CASE("a misspelled long option is named with the command's closest option",
   CHECK_THAT(e.err, Catch::Contains("`neusight eval models --help`"));
 }
 
+// An option's value that starts with "--" is its value, as CLI11 reads it (the option takes the next word whatever it
+// looks like), not an unknown option: the check skips the values of the options that take one (app.cpp).
+TEST_CASE("an option value that starts with -- is not an unknown option", "[cli][tools]") {
+  const std::string base = "predict --model llama3_8b --gpu h100 --mode prefill --batch 1 --seq 128 --predictor roofline";
+  // the value reaches the option: --dtype's own error names it (not exit 2 'unknown option')
+  const auto d = run_cli(base + " --dtype --bf16");
+  INFO(d.err);
+  CHECK(d.code == 1);
+  CHECK(d.err.find("unknown option") == std::string::npos);
+  CHECK_THAT(d.err, Catch::Contains("--bf16"));
+  // -o and --output write the file named so (run from a folder of its own: the name is relative)
+  temp_dir t;
+  for (const std::string flag : {"-o", "--output"}) {
+    const auto o = run_sh("cd " + quoted(t.path.string()) + " && '" NEUSIGHT_EXE "' " + base + " --dtype bf16 " + flag +
+                          " --weird.json");
+    INFO(flag << ": " << o.err);
+    CHECK(o.code == 0);
+    CHECK(fs::exists(t.path / "--weird.json"));
+    fs::remove(t.path / "--weird.json");
+  }
+  // a flag takes no value: what follows it is still checked
+  const auto f = run_cli(base + " --dtype bf16 --verbose --dtpye bf16");
+  CHECK(f.code == 2);
+  CHECK_THAT(f.err, Catch::Contains("unknown option '--dtpye' (did you mean '--dtype'?)"));
+  // after a value, the next option is checked again
+  const auto v = run_cli(base + " --dtype --bf16 --dtpye bf16");
+  CHECK(v.code == 2);
+  CHECK_THAT(v.err, Catch::Contains("unknown option '--dtpye'"));
+}
+
 TEST_CASE("collect.py grid piped into a reader that stops early ends quietly", "[cli][collect][tools]") {
   if (std::system("command -v python3 >/dev/null 2>&1") != 0) {
     std::cout << "NEUSIGHT-TEST-SKIPPED: python3 not found" << std::endl;

@@ -142,6 +142,49 @@ function M.test_search_floor_over_the_ranking()
   eq(#F.search_floor(layouts(), { dtype = "bf16", gpu = gpu }).warnings, 0, "no peak, no calibration: no floor")
 end
 
+-- ... and, in the same call, the figures of the layouts search shows (shared.shown: the ranking's first ones): each
+-- from the inputs its floor check made (F.floor_inputs once per layout, not again for its figures), priced at the GPU's
+-- price_per_hour_usd; one line saying what the columns are.
+function M.test_search_floor_gives_the_shown_layouts_figures()
+  local gpu = { name = "X", source = "gpus/x.toml", price_per_hour_usd = 3.6 }
+  local layouts = {
+    { dp = 2, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+      fc = { total = 3.0, model_flops_forward = 1e12, model_flops_backward = 2e12, model_flops_accumulate = 0 },
+      par = { iteration = 1.0, figures = { dp = 2, tp = 1, pp = 1, microbatches = 1 } } },
+    { dp = 1, tp = 2, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+      fc = { total = 0.1, model_flops_forward = 1e12, model_flops_backward = 2e12, model_flops_accumulate = 0 },
+      par = { iteration = 2.0, figures = { dp = 1, tp = 2, pp = 1, microbatches = 1 } } },
+    { dp = 1, tp = 1, pp = 1, microbatches = 1, ep = 1, recompute = "none",
+      fc = { total = 4.0, model_flops_forward = 1e12, model_flops_backward = 2e12, model_flops_accumulate = 0 },
+      floor_s = { gemm_tc16 = 0.2 } },
+  }
+  -- each layout's forecast totals read through a counter: F.floor_inputs (neusight.report timing_inputs) reads
+  -- model_flops_forward once each time it makes a layout's inputs
+  local made = 0
+  for _, l in ipairs(layouts) do
+    local fc = l.fc
+    l.fc = setmetatable({}, { __index = function(_, k)
+      if k == "model_flops_forward" then made = made + 1 end
+      return fc[k]
+    end })
+  end
+  local out = F.search_floor(layouts, { dtype = "bf16", peak_tflops = 100, gpu = gpu, mode = "train", batch = 8,
+    seq = 1000, shown = 2 })
+  eq(made, 3, "each layout's inputs made once")
+  eq(#out.items, 2, "the layouts shown")
+  local first, second = by_key(out.items[1]), by_key(out.items[2])
+  near(first.tokens_per_s.value, 8000, "tokens/s = batch x seq / iteration")
+  near(second.tokens_per_s.value, 4000, "the second's iteration")
+  near(first.mfu.value, 2 * 3e12 / 2 / 1.0 / 100e12, "dp replicas x model FLOPs / GPUs / iteration / peak")
+  near(first.cost_per_iteration_usd.value, 3.6 * 2 * 1.0 / 3600, "price x GPUs x hours")
+  near(second.cost_per_million_tokens_usd.value, 3.6 * 2 * 2.0 / 3600 / 8000 * 1e6, "per million tokens")
+  eq(#out.lines, 1, "one line")
+  assert(out.lines[1]:find("$/Mtoken at 3.6 USD per GPU-hour (gpus/x.toml)", 1, true), out.lines[1])
+  -- nothing shown (no `shown`): no items, no line (the floor check alone)
+  local bare = F.search_floor(layouts, { dtype = "bf16", peak_tflops = 100, gpu = gpu })
+  eq(#bare.items + #bare.lines, 0, "none shown")
+end
+
 -- A Lua predictor's answers against each kernel's roofline floor (M.predictor_warnings): one line for those over 100 x
 -- max(floor, 10 us), one for those under it, each naming the file:line, the count and the furthest kernel; a tiny
 -- kernel's launch microseconds (thousands of times its ns floor) and answers at the floor are not warned of.

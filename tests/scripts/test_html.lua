@@ -75,6 +75,15 @@ function M.test_stage_bars_and_no_external()
   for _ in html:gmatch('<g class="stage%-bar">') do n = n + 1 end
   eq(n, 3, "one bar per stage")
   eq(pairs_of(html)["parallel.devices[2].bubble_ms"], "2", "stage value")
+  eq(html:find("(busiest)", 1, true), nil, "no critical_stage: no stage marked")
+  -- the report's critical_stage marked (its bar's label, the layout line) with its imbalance_ms
+  r.parallel.critical_stage, r.parallel.imbalance_ms = 1, 0.25
+  local marked = H.render(r)
+  local labels = {}
+  for label in marked:gmatch(">(stage %d[^<]*)<") do labels[#labels + 1] = label end
+  eq(table.concat(labels, "|"), "stage 0|stage 1 (busiest)|stage 2", "the busiest bar's label")
+  eq(pairs_of(marked)["parallel.critical_stage"], "1", "busiest stage")
+  eq(pairs_of(marked)["parallel.imbalance_ms"], "0.25", "imbalance")
   eq(html:find("http://", 1, true), nil, "no http://")
   eq(html:find("https://", 1, true), nil, "no https://")
   eq(html:find("<script", 1, true), nil, "no script")

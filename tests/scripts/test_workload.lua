@@ -188,6 +188,14 @@ function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
   eq(error_of(spec { precision = "quantum" }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "quantum")]], "unknown, no suggestion")
+  -- names that do not say which recipe is meant: words, not a guess ("full" precision is fp32 to PyTorch users;
+  -- 'pure' at --dtype bf16 would forecast bf16 compute and state)
+  eq(error_of(spec { dtype = "bf16", precision = "full" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "full"): full precision (fp32) is the compute ]]
+    .. [[dtype, --dtype fp32 (whose recipe is 'pure'); 'pure' keeps the whole state in the dtype given]], "full")
+  eq(error_of(spec { dtype = "bf16", precision = "None" }),
+    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "None"): leave it out for the default (amp when ]]
+    .. [[training in fp16, bf16 or fp8, else pure), or 'pure' for no mixed precision]], "none")
   eq(error_of(spec(), { precision = true }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got true)]], "CLI override, not a string")
   eq(error_of(spec { precison = "amp" }), "examples/w.lua: unknown field 'precison' (did you mean 'precision'?)", "field")

@@ -7,7 +7,7 @@
 local memory = require "neusight.memory"
 local precision = require "neusight.precision"
 local max = math.max
-local ipairs, pairs, type = ipairs, pairs, type
+local ipairs, pairs, type, setmetatable = ipairs, pairs, type, setmetatable
 
 local M = {}
 
@@ -131,26 +131,36 @@ end
 --- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage
 --- lines.
 function M.report(plan, devices, mem, params_total, lean)
-  local P = plan.pp
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer, an expert's over dp / ep: M.state_parts), the peak saved activations, its largest
   -- temporary, workspace (autocast's weight cache by parameter share), and its own layers' serving KV cache
   -- (dev.kv_cache_bytes: every microbatch's sequences', neusight.workload kv_cache_resident).
-  local parts = {}
-  for d, dev in ipairs(devices) do
-    local share = params_total > 0 and dev.params / params_total or 1 / P
-    local state = M.state_parts(plan, mem.state, dev.params, dev.expert_params or 0)
-    local autocast = mem.autocast_cache * share
-    parts[d] = {
-      state = state.total, activations = dev.activation_bytes,
-      temporary = dev.temporary_bytes, workspace = mem.cublas + autocast,
-      kv_cache = dev.kv_cache_bytes,  -- its own layers' cache (the timeline's sum over its nodes)
-      -- the parts' breakdown, as a one-GPU run's memory object has it (neusight.memory breakdown)
-      state_parts = state, cublas = mem.cublas, autocast_cache = autocast, temporary_node = dev.temporary_node,
-    }
+  local function stage_parts(p)
+    local parts = {}
+    for d, dev in ipairs(devices) do
+      local share = params_total > 0 and dev.params / params_total or 1 / p.pp
+      local state = M.state_parts(p, mem.state, dev.params, dev.expert_params or 0)
+      local autocast = mem.autocast_cache * share
+      parts[d] = {
+        state = state.total, activations = dev.activation_bytes,
+        temporary = dev.temporary_bytes, workspace = mem.cublas + autocast,
+        kv_cache = dev.kv_cache_bytes,  -- its own layers' cache (the timeline's sum over its nodes)
+        -- the parts' breakdown, as a one-GPU run's memory object has it (neusight.memory breakdown)
+        state_parts = state, cublas = mem.cublas, autocast_cache = autocast, temporary_node = dev.temporary_node,
+      }
+    end
+    return parts
   end
-  return memory.parallel(parts, mem.gpu_mem_gb or plan.gpu_mem_gb, plan.recompute or "none", lean,
-    plan.saves_known == false, mem.mode)
+  local cap_gb, unsaved = mem.gpu_mem_gb or plan.gpu_mem_gb, plan.saves_known == false
+  local out = memory.parallel(stage_parts(plan), cap_gb, plan.recompute or "none", lean, unsaved, mem.mode)
+  -- whether the same layout would fit under the distributed optimizer, where it is off and could shard (training, dp
+  -- > 1): search suggests --distributed-optimizer only where it would make a layout fit (search_cmd.cpp no_fit)
+  if not plan.distributed_optimizer and plan.training and plan.dp > 1 then
+    local sharded = setmetatable({ distributed_optimizer = true }, { __index = plan })
+    out.distributed_optimizer_fits = memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true,
+      unsaved, mem.mode).fits
+  end
+  return out
 end
 
 return M

@@ -184,6 +184,9 @@ end
 ---              optimizer_shards), the report's optimizer_shards
 ---   expert_optimizer_shards  under expert parallelism (ep > 1, else nil), those an expert's are split over (the same
 ---              function of the edp group), the report's expert_optimizer_shards
+---   distributed_optimizer_fits  where the distributed optimizer is off and could shard (training, dp > 1), whether
+---              the layout would fit in memory with it on (neusight.parallel.memory report), else nil: search's
+---              no-fit help suggests --distributed-optimizer by it
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
 ---              step_copies (how many copies of the graph's optimizer step the iteration runs over all GPUs: tp · dp
 ---              without the distributed optimizer, tp with it, more for experts sharded over dp / ep only),
@@ -236,6 +239,7 @@ function M.report(plan, result, lean)
     iteration = result.iteration, json = j,
     table = lean and "" or M.format_table(plan, result, j, s, recipe, most, most_stage),
     state_gb = most, optimizer_shards = shard, expert_optimizer_shards = expert_shard,
+    distributed_optimizer_fits = result.memory.distributed_optimizer_fits,
     layers_refusal = uneven, -- search skips the layout by it when it could not count the layers before (search_cmd.cpp)
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer,
