@@ -728,22 +728,61 @@ end
 
 --- The forecast capacity of a server (requests/s) from a run of its scheduler in which every request of `reqs`
 --- arrived at time 0 (vLLM's benchmark_throughput: all prompts queued at once) and holds its `first` token's and its
---- `finish` time: the requests finished per second while others still waited to start — from the first finish to the
---- last one before the last request's first token, the finishes after the first (requests finish in bursts, a
---- prefill's batch together: from burst to burst counts whole bursts). An arrival rate above it grows the queue
---- without bound. nil when no request finished after the first ones while others waited (all ran at once: nothing
---- queued).
-function M.saturated_rate(reqs)
-  local t0, last_first = huge, -huge
-  for _, r in ipairs(reqs) do
-    t0, last_first = min(t0, r.finish), max(last_first, r.first)
+--- `finish` time: the requests finished per second in the steady state — after the first `cohort` requests finished
+--- (the start-up transient: the first batch starts together; nil or 1: from the first finish) and up to the last finish
+--- before the last request's first token (after it the queue is empty: the drain), counting the finishes after the
+--- window's first (requests finish in bursts, a prefill's batch together: from burst to burst counts whole bursts). An
+--- arrival rate above it grows the queue without bound. nil when no request finished in that window.
+function M.saturated_rate(reqs, cohort)
+  local finishes, last_first = {}, -huge
+  for i, r in ipairs(reqs) do
+    finishes[i], last_first = r.finish, max(last_first, r.first)
   end
+  sort(finishes)
+  local k = min(max(cohort or 1, 1), #finishes)
+  local t0 = finishes[k]  -- the end of the burst that holds the cohort's last finish
   local t1, done = t0, 0
-  for _, r in ipairs(reqs) do
-    if r.finish > t0 and r.finish <= last_first then done, t1 = done + 1, max(t1, r.finish) end
+  for _, f in ipairs(finishes) do
+    if f > t0 and f <= last_first then done, t1 = done + 1, max(t1, f) end
   end
   if done == 0 then return nil end
   return done / (t1 - t0)
+end
+
+-- The capacity replay's size (run_simulation): CAPACITY_CYCLES times the steady concurrency c (the requests that run
+-- at once: --max-batch, or fewer when the KV cache holds fewer of the mean request), so that after the first cohort
+-- several cohorts finish while others still wait; at most CAPACITY_TOKENS generated tokens in all (the replay's time is
+-- about proportional to them: Llama-3-8B on an H100, 1024 -> 256 tokens, 1024 requests, ~0.25 s of CPU) but never under CAPACITY_MIN_CYCLES cohorts
+-- (fewer leave no steady window).
+M.CAPACITY_CYCLES, M.CAPACITY_MIN_CYCLES, M.CAPACITY_TOKENS = 6, 3, 2 ^ 18
+
+--- Whether the queue visibly grew in a run of the scheduler over `reqs` (arrival order; `arrival`, `first` times):
+--- `waiting_at_last_arrival`, the requests without a first token when the last one arrived, and `ttft_growth`, the
+--- median TTFT of the last quarter of the requests (by arrival) over that of the first half (nil under
+--- 4 × QUEUE_MIN_QUARTER requests). The queue grew (`grew`) when both say so: at least QUEUE_WAITING of the requests
+--- were still waiting at the last arrival, and TTFT rose with the arrival order, the last quarter's median at least
+--- QUEUE_GROWTH times the first half's (a queue growing at a steady pace from the start gives 3.5: 7/8 over 1/4 of the
+--- run; a stable one about 1, the first requests finding an empty server a little below).
+M.QUEUE_MIN_QUARTER, M.QUEUE_GROWTH, M.QUEUE_WAITING = 10, 2, 0.1
+function M.queue_growth(reqs)
+  local n = #reqs
+  local last, waiting = reqs[n].arrival, 0
+  for _, r in ipairs(reqs) do
+    if r.first > last then waiting = waiting + 1 end
+  end
+  local q, growth = n // 4, nil
+  if q >= M.QUEUE_MIN_QUARTER then
+    local function median(from, to)
+      local t = {}
+      for i = from, to do t[#t + 1] = reqs[i].first - reqs[i].arrival end
+      sort(t)
+      return M.percentile(t, 50)
+    end
+    local early = median(1, 2 * q)
+    if early > 0 then growth = median(3 * q + 1, n) / early end
+  end
+  return { waiting_at_last_arrival = waiting, ttft_growth = growth,
+           grew = growth ~= nil and growth >= M.QUEUE_GROWTH and waiting >= M.QUEUE_WAITING * n }
 end
 
 -- From this share of the capacity on, a queue takes many requests to settle (heavy traffic: a queue's mean wait grows
@@ -751,16 +790,24 @@ end
 M.NEAR_CAPACITY = 0.9
 
 --- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
---- it on), nil below that or without a capacity; its second result says which: "beyond" or "near" (neusight.sweep's
---- rows name it in their table).
-function M.overload_warning(rate, capacity, requests)
-  if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
-  local what = "(what this server finishes per second with requests queued: the same requests all arriving at once)"
-  if rate > capacity then
+--- it on), or, below that (or without a capacity), of a run whose queue visibly grew (`queue`: M.queue_growth of the
+--- run, optional); nil otherwise. Its second result says which: "beyond" (also a grown queue) or "near"
+--- (neusight.sweep's rows name it in their table).
+function M.overload_warning(rate, capacity, requests, queue)
+  local what = "(what this server finishes per second in the steady state with requests queued: a replay of requests "
+    .. "of these lengths all arriving at once)"
+  if capacity and rate > capacity then
     return fmt("--rate %g req/s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
       .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
       .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests), "beyond"
   end
+  if queue and queue.grew then
+    return fmt("the queue grew during this run at --rate %g req/s: %d of the %d requests were still waiting for their "
+      .. "first token at the last arrival and the last quarter's median TTFT is %.1f times the third quarter's, so "
+      .. "TTFT and end to end grow with --requests and describe these requests only; lower --rate or add capacity "
+      .. "(--tp, another GPU)", rate, queue.waiting_at_last_arrival, requests, queue.ttft_growth), "beyond"
+  end
+  if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
   return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
     .. "and settles slowly, so the latency percentiles still depend on the number of requests (--requests %d)", rate,
     100 * rate / capacity, capacity, what, requests), "near"
@@ -799,7 +846,8 @@ local function run_simulation(o, F, count, progress)
   -- One run of the scheduler over the requests with step costs `cm`; `report` gets progress lines (or nothing). With
   -- `at_once` every request arrives at time 0 (the saturated server of M.capacity below): only the rate at which
   -- requests finish while others still wait comes back.
-  local function simulate(cm, report, at_once)
+  local function simulate(cm, report, list, at_once)
+    local reqs, n = list, #list
     for _, r in ipairs(reqs) do  -- fresh state: the band's runs replay the same arrivals
       r.prompt, r.prefilled, r.generated, r.first, r.finish = r.input, 0, 0, nil, nil
       r.blocks, r.wblocks = 0, 0  -- its full-attention layers' blocks, its sliding-window layers' (kv_paging)
@@ -1020,7 +1068,7 @@ local function run_simulation(o, F, count, progress)
       end
     end
     report(nil, true)
-    if at_once then return M.saturated_rate(reqs) end
+    if at_once then return M.saturated_rate(reqs, at_once) end
 
     local ttft, tpot, e2e, out_tokens, in_tokens = {}, {}, {}, 0, 0
     local first_arrival, last_finish = huge, 0
@@ -1036,16 +1084,30 @@ local function run_simulation(o, F, count, progress)
              decode_batch_sum = decode_batch_sum, decode_steps_n = decode_steps_n, max_running = max_running,
              preemptions = preemptions, peak_blocks = peak }
   end
-  local sim = simulate(cm, progress)
+  local sim = simulate(cm, progress, reqs)
   local ttft, tpot, e2e, out_tokens, in_tokens = sim.ttft, sim.tpot, sim.e2e, sim.out_tokens, sim.in_tokens
   local first_arrival, last_finish, busy_ms, steps = sim.first_arrival, sim.last_finish, sim.busy_ms, sim.steps
   local decode_batch_sum, decode_steps_n = sim.decode_batch_sum, sim.decode_steps_n
   local max_running, preemptions = sim.max_running, sim.preemptions
   local duration = last_finish - first_arrival
-  -- the forecast capacity: the same requests all queued at once (M.saturated_rate)
+  -- The forecast capacity: a replay of its own requests all queued at once (M.saturated_rate), so that it does not
+  -- depend on --requests: CAPACITY_CYCLES times the steady concurrency (M.CAPACITY_TOKENS bounds it), their lengths
+  -- drawn from the simulated requests' (a seeded stream of its own: the same lengths' distribution, and never a request
+  -- longer than the step-cost grid and the KV check above were sized to), its window after the first cohort.
+  -- the steady concurrency: --max-batch, or the requests of the mean length half generated that the KV cache holds
+  local half = max(1, floor(in_tokens / n + out_tokens / n / 2 + 0.5))
+  local steady = max(1, min(o.max_batch, floor(total_blocks / used(blocks_for(half)))))
+  local m = max(M.CAPACITY_MIN_CYCLES * steady,
+    min(M.CAPACITY_CYCLES * steady, floor(M.CAPACITY_TOKENS / (out_tokens / n))))
+  local replay, v = {}, M.rng(o.seed + 1)
+  for i = 1, m do
+    local from = reqs[1 + floor(v() * n)]
+    replay[i] = { id = i, arrival = 0, input = from.input, output = from.output }
+  end
   local capacity = simulate(cm, function(text, done)
     progress(text and ("capacity replay: " .. text) or nil, done)
-  end, true)
+  end, replay, steady)
+  local queue = M.queue_growth(reqs)
   local r = common_report(o, pre, count)
   r.kind = "simulation"
   r.rate = o.rate
@@ -1063,12 +1125,13 @@ local function run_simulation(o, F, count, progress)
   r.busy_s = busy_ms / 1e3
   r.throughput = {
     requests_per_s = n / duration,
-    capacity_requests_per_s = capacity,  -- nil when every request ran at once (nothing queued)
+    capacity_requests_per_s = capacity,  -- nil when no request finished in the replay's steady window
     output_tokens_per_s = out_tokens / duration,
     output_tokens_per_s_per_gpu = out_tokens / duration / o.tp,
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
-  r.warnings[#r.warnings + 1] = (M.overload_warning(o.rate, capacity, n))
+  r.queue = queue  -- whether the queue visibly grew (M.queue_growth)
+  r.warnings[#r.warnings + 1] = (M.overload_warning(o.rate, capacity, n, queue))
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running
@@ -1104,7 +1167,7 @@ local function run_simulation(o, F, count, progress)
       -- progress as the main run (it also renews the script limits per stretch)
       local x = simulate(scaled(fp, fd), function(text, done)
         progress(text and ("band " .. label .. " replay: " .. text) or nil, done)
-      end)
+      end, reqs)
       return { ttft_ms = summary(x.ttft), tpot_ms = summary(x.tpot), e2e_ms = summary(x.e2e),
                output_tokens_per_s_per_gpu = x.out_tokens / (x.last_finish - x.first_arrival) / o.tp,
                prefill_step_factor = fp, decode_step_factor = fd }

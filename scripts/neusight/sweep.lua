@@ -168,11 +168,12 @@ local function row_of(base, r)
     row.output_tokens_per_s = r.throughput.output_tokens_per_s
     row.output_tokens_per_s_per_gpu = r.throughput.output_tokens_per_s_per_gpu
     row.fits = true
-    -- the capacity replay's rate (nil when every request ran at once) and, at or near it, the single serve's overload
-    -- warning (serve.lua overload_warning, the one rule): the row's latencies then depend on --requests
+    -- the capacity replay's rate (nil when its steady window held no finish) and, at or near it or when the row's
+    -- own queue grew (its report's `queue`), the single serve's overload warning (serve.lua overload_warning, the one
+    -- rule): the row's latencies then depend on --requests
     row.capacity_requests_per_s = r.throughput.capacity_requests_per_s
     if S.overload_warning then
-      row.warning, row.overload = S.overload_warning(r.rate, row.capacity_requests_per_s, r.requests)
+      row.warning, row.overload = S.overload_warning(r.rate, row.capacity_requests_per_s, r.requests, r.queue)
     end
   end
   row.calibration = r.calibration -- the GPU's calibration file its forecasts applied (nil: none)

@@ -240,8 +240,9 @@ function M.test_overload_warns_with_both_rates()
   assert(cap and cap > 30 and cap < 50, tostring(cap))
   -- overloaded, the server runs at its capacity: the simulated throughput is the capacity (up to the first prefill)
   near(over.throughput.requests_per_s, cap, 0.01, "saturated throughput")
-  eq(said, ("--rate 1000 req/s exceeds the forecast capacity of %.3g req/s (what this server finishes per second "
-    .. "with requests queued: the same requests all arriving at once): the queue grows without bound, so TTFT and end "
+  eq(said, ("--rate 1000 req/s exceeds the forecast capacity of %.3g req/s (what this server finishes per second in "
+    .. "the steady state with requests queued: a replay of requests of these lengths all arriving at once): the queue "
+    .. "grows without bound, so TTFT and end "
     .. "to end grow with every request and their percentiles describe these 400 requests only (--requests); lower "
     .. "--rate or add capacity (--tp, another GPU)"):format(cap), "over capacity")
   local _, near_said = run(0.95 * cap)
@@ -250,10 +251,50 @@ function M.test_overload_warns_with_both_rates()
   local under, none = run(0.5 * cap)
   eq(none, nil, "half the capacity: nothing said")
   eq(under.throughput.capacity_requests_per_s, cap, "the capacity does not depend on the rate")
-  -- all at once in the first step: nothing queues, no capacity, nothing said
+  -- 4 requests under a max batch of 8 run all at once, yet the capacity is the server's own (its replay does not take
+  -- the user's requests): the same, and 1000 req/s is beyond it
   local few = S.run({ model = "m", gpu = "g", requests = 4, input_len = 64, output_len = 33, max_batch = 8,
                       rate = 1000 }, phase)
-  eq(few.throughput.capacity_requests_per_s, nil, "4 requests under a max batch of 8")
+  eq(few.throughput.capacity_requests_per_s, cap, "4 requests under a max batch of 8")
+  assert(few.warnings[#few.warnings]:find("exceeds the forecast capacity", 1, true), few.warnings[#few.warnings])
+end
+
+-- The capacity is a steady state of the server, not of --requests (tester8 P2: with fixed lengths and at most ~2x the
+-- max batch of requests the replay of the user's requests had no burst of finishes after the first while others
+-- waited: no capacity, no warning; with short varied lengths its first transient gave twice the capacity). The replay
+-- draws its own requests (from the simulated lengths, a seeded stream) and counts after the first cohort finished.
+function M.test_capacity_does_not_depend_on_requests()
+  local function cap(n, output_len)
+    return S.run({ model = "m", gpu = "g", requests = n, input_len = 64, output_len = output_len, max_batch = 32,
+                   rate = 1000 }, phase).throughput.capacity_requests_per_s
+  end
+  local many = cap(1000, 33)
+  assert(many, "1000 requests")
+  eq(cap(40, 33), many, "fixed lengths: the same replay at 40 requests (1.25x the max batch)")
+  eq(cap(64, 33), many, "at 64 (2x the max batch)")
+  local varied = cap(1000, "uniform:30:36")
+  near(cap(80, "uniform:30:36"), varied, 0.03, "uniform output lengths: 80 requests")
+end
+
+-- Without a capacity the user's own run says whether its queue grew: many requests still waiting at the last arrival
+-- and TTFT rising with the arrival order (serve.lua queue_growth); a stable run says nothing.
+function M.test_a_growing_queue_warns_without_a_capacity()
+  local growing, stable = {}, {}
+  for i = 1, 100 do  -- an arrival every 0.1 s; served every 0.2 s (the wait grows) or at once (0.05 s)
+    growing[i] = { arrival = 0.1 * i, first = 0.2 * i + 0.05 }
+    stable[i] = { arrival = 0.1 * i, first = 0.1 * i + 0.05 }
+  end
+  local g = S.queue_growth(growing)
+  eq(g.waiting_at_last_arrival, 51, "requests 50..100 start after the last arrival (10 s)")
+  assert(g.grew and g.ttft_growth > 3, tostring(g.ttft_growth))
+  local w, kind = S.overload_warning(10, nil, 100, g)
+  eq(kind, "beyond", "a grown queue is beyond what the server sustains")
+  assert(w:find("the queue grew during this run at --rate 10 req/s: 51 of the 100 requests were still waiting", 1,
+    true), w)
+  local st = S.queue_growth(stable)
+  eq(st.grew, false, "a stable queue")
+  eq(S.overload_warning(10, nil, 100, st), nil, "nothing said")
+  eq(S.overload_warning(10, 100, 100, st), nil, "nor below the capacity")
 end
 
 -- Weights beyond the utilised memory (100 GB on the 80 GB GPU): no serving engine starts (vLLM finds no memory for a
