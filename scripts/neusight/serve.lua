@@ -728,11 +728,12 @@ end
 
 --- The forecast capacity of a server (requests/s) from a run of its scheduler in which every request of `reqs`
 --- arrived at time 0 (vLLM's benchmark_throughput: all prompts queued at once) and holds its `first` token's and its
---- `finish` time: the requests finished per second in the steady state — after the first `cohort` requests finished
---- (the start-up transient: the first batch starts together; nil or 1: from the first finish) and up to the last finish
---- before the last request's first token (after it the queue is empty: the drain), counting the finishes after the
---- window's first (requests finish in bursts, a prefill's batch together: from burst to burst counts whole bursts). An
---- arrival rate above it grows the queue without bound. nil when no request finished in that window.
+--- `finish` time: the requests finished per second in the steady state — from the burst that holds the `cohort`-th
+--- finish (the start-up transient: the first batch starts together; nil or 1: from the first) to the last finish before
+--- the last request's first token (after it the queue empties: the drain), the slope of the least-squares line through
+--- the finishes' count against their time (requests finish in bursts, a prefill's batch together: a line through the
+--- staircase does not depend on where the window's ends fall between bursts, as a count from end to end does). An
+--- arrival rate above it grows the queue without bound. nil when that window holds no two distinct finish times.
 function M.saturated_rate(reqs, cohort)
   local finishes, last_first = {}, -huge
   for i, r in ipairs(reqs) do
@@ -740,21 +741,29 @@ function M.saturated_rate(reqs, cohort)
   end
   sort(finishes)
   local k = min(max(cohort or 1, 1), #finishes)
-  local t0 = finishes[k]  -- the end of the burst that holds the cohort's last finish
-  local t1, done = t0, 0
-  for _, f in ipairs(finishes) do
-    if f > t0 and f <= last_first then done, t1 = done + 1, max(t1, f) end
+  while k > 1 and finishes[k - 1] == finishes[k] do k = k - 1 end  -- the whole burst that holds it
+  local st, si, count = 0, 0, 0
+  for i = k, #finishes do
+    if finishes[i] > last_first then break end
+    st, si, count = st + finishes[i], si + i, count + 1
   end
-  if done == 0 then return nil end
-  return done / (t1 - t0)
+  if count < 2 then return nil end
+  local mt, mi, stt, sti = st / count, si / count, 0, 0
+  for i = k, k + count - 1 do
+    local dt = finishes[i] - mt
+    stt, sti = stt + dt * dt, sti + dt * (i - mi)
+  end
+  if stt <= 0 then return nil end
+  return sti / stt
 end
 
 -- The capacity replay's size (run_simulation): CAPACITY_CYCLES times the steady concurrency c (the requests that run
--- at once: --max-batch, or fewer when the KV cache holds fewer of the mean request), so that after the first cohort
--- several cohorts finish while others still wait; at most CAPACITY_TOKENS generated tokens in all (the replay's time is
--- about proportional to them: Llama-3-8B on an H100, 1024 -> 256 tokens, 1024 requests, ~0.25 s of CPU) but never under CAPACITY_MIN_CYCLES cohorts
--- (fewer leave no steady window).
-M.CAPACITY_CYCLES, M.CAPACITY_MIN_CYCLES, M.CAPACITY_TOKENS = 6, 3, 2 ^ 18
+-- at once: --max-batch, or fewer when the KV cache holds fewer of the mean request half generated), so that after the
+-- first cohort several cohorts finish while others still wait; at most CAPACITY_TOKENS generated tokens in all (the
+-- replay's time is about proportional to them: Llama-3-8B on an H100, 1024 -> 256 tokens, c = 256: 1024 requests,
+-- ~0.25 s of CPU), but never under CAPACITY_MIN_CYCLES cohorts (fewer leave no steady window). So at most
+-- max(3 c, 2^18 / mean output) requests, c <= --max-batch: it does not grow with --requests.
+M.CAPACITY_CYCLES, M.CAPACITY_MIN_CYCLES, M.CAPACITY_TOKENS = 6, 3, 1 << 18
 
 --- Whether the queue visibly grew in a run of the scheduler over `reqs` (arrival order; `arrival`, `first` times):
 --- `waiting_at_last_arrival`, the requests without a first token when the last one arrived, and `ttft_growth`, the
