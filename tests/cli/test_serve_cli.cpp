@@ -543,6 +543,44 @@ TEST_CASE("serve: a rate beyond the forecast capacity warns with both rates on s
   CHECK(under.err.find("forecast capacity") == std::string::npos);
 }
 
+// The capacity is the server's steady state, not the user's --requests (tester8 problem 2: Llama-3-8B, H100, 1024 -> 256
+// tokens at 32 req/s had no capacity and no overload warning at 300 / 400 / 500 requests, TTFT p90 5.8-7 s, and 18.4
+// req/s at 600 / 1000; with output lengths uniform:250:262 it was 41.3 req/s at 300 and 20.9 at 1000). The replay
+// draws its own requests: the same capacity at 300 and 1000, and 32 req/s beyond it at 300 too.
+TEST_CASE("serve: the forecast capacity does not depend on --requests and 300 requests beyond it warn",
+          "[cli][serve]") {
+  const std::string base = "serve --model llama3_8b --gpu h100 --input-len 1024 --rate 32 --format json ";
+  const auto capacity = [&](const std::string& more, bool* warned) {
+    const auto r = run_cli(base + more);
+    INFO(r.err);
+    REQUIRE(r.code == 0);
+    const json j = json::parse(r.out);
+    REQUIRE(j["throughput"].contains("capacity_requests_per_s"));
+    *warned = false;
+    for (const auto& w : j["warnings"])
+      *warned = *warned || w.get<std::string>().rfind("--rate 32 req/s exceeds the forecast capacity of ", 0) == 0;
+    return j["throughput"]["capacity_requests_per_s"].get<double>();
+  };
+  bool warned_300 = false, warned_1000 = false;
+  const double c300 = capacity("--output-len 256 --requests 300", &warned_300);
+  const double c1000 = capacity("--output-len 256 --requests 1000", &warned_1000);
+  CHECK(c300 == Approx(c1000).epsilon(0.02));
+  CHECK(c1000 == Approx(18.4).epsilon(0.03));
+  CHECK(warned_300);
+  CHECK(warned_1000);
+  const double u300 = capacity("--output-len uniform:250:262 --requests 300", &warned_300);
+  const double u1000 = capacity("--output-len uniform:250:262 --requests 1000", &warned_1000);
+  CHECK(u300 == Approx(u1000).epsilon(0.03));
+  CHECK(warned_300);
+  // the sweep's row of the same setting: its capacity and `beyond` (it had neither)
+  const auto sweep = run_cli("serve --model llama3_8b --input-len 1024 --output-len 256 --requests 300 --sweep "
+                             "--gpu h100 --tp 1 --rate 32 --format json");
+  REQUIRE(sweep.code == 0);
+  const json row = json::parse(sweep.out)["rows"][0];
+  CHECK(row["capacity_requests_per_s"].get<double>() == Approx(c300).epsilon(1e-12));
+  CHECK(row["overload"] == "beyond");
+}
+
 // `predict --tp 8` on A100 PCIe cards (a 2-GPU NVLink bridge) warns that its tp group is priced over PCIe beyond a pair;
 // `serve` of the same layout forecast the same phases without a word. It now says the plan's warnings as predict says
 // them (scripts/neusight/report.lua layout_warnings, one text: neusight.parallel.layout), in JSON `warnings`, on
