@@ -287,21 +287,6 @@ void push_value(lua_State* L, const workload_value& v) {
   else lua_pushboolean(L, std::get<bool>(v));
 }
 
-// Whether the message starts at a script's line ("file.lua:12: …"): a script's runtime error, or one a user's script
-// (--scripts, a model file) raised, which the context line then places in serve.lua's call.
-bool message_positioned(const std::string& msg) {
-  const size_t end = msg.find_first_of(" \n");
-  const std::string head = msg.substr(0, end);
-  size_t colon = head.find(':');
-  while (colon != std::string::npos) {
-    size_t i = colon + 1;
-    while (i < head.size() && std::isdigit(static_cast<unsigned char>(head[i]))) ++i;
-    if (i > colon + 1 && i < head.size() && head[i] == ':') return true;
-    colon = head.find(':', colon + 1);
-  }
-  return false;
-}
-
 // ns_call for serve.lua's entry points: an error that is a phase pipeline's script error, raised again unchanged
 // (serve.lua probe) or the script limit it ran over, comes out as the pipeline gave it, with its own traceback
 // (--traceback), the context line added as ns_call adds it (ns_call_passing). [-(nargs+1), +nres, e]
@@ -313,7 +298,7 @@ void serve_pcall(lua_State* L, const serve_context& ctx, int nargs, int nres, co
     ns_call_passing(L, nargs, nres, ctx.failure, context, true);
   } catch (const script_error& e) {
     const std::string msg = e.what(), tail = "\n    " + context;
-    if (context.empty() || message_positioned(msg) || msg.size() < tail.size() ||
+    if (context.empty() || ns_message_positioned(msg) || msg.size() < tail.size() ||
         msg.compare(msg.size() - tail.size(), tail.size(), tail) != 0)
       throw;
     throw script_error(msg.substr(0, msg.size() - tail.size()), e.traceback);

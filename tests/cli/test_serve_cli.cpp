@@ -585,4 +585,17 @@ TEST_CASE("serve: one model only and its own messages without an internal contex
   INFO(zero.err);
   CHECK(zero.code == 1);
   CHECK(zero.err == "neusight: serve: the output length (--output-len) must be a positive integer (got 0)\n");
+  // calibration.lua's message for the user is whole too: no "    in scripts/neusight/calibration.lua fit_serve()"
+  // under it (tester8 #7, session.cpp figures_call); nothing written
+  ns_test::temp_dir t;
+  const std::filesystem::path gpu =
+      t.write("calx.toml", ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml"));
+  const std::filesystem::path m = t.write("m.toml", "tpot_ms = 5\n");
+  const auto fit = run_cli("serve --model gpt2_med --gpu '" + gpu.string() + "' --batch 1 --input-len 8 --output-len 1 "
+                           "--predictor roofline --calibrate '" + m.string() + "'");
+  INFO(fit.err);
+  CHECK(fit.code == 1);
+  CHECK(fit.err == "neusight: " + m.string() + ": tpot_ms given, but the run has no decode step (--output-len 1: its "
+                   "one token comes from the prefill)\n");
+  CHECK_FALSE(std::filesystem::exists(t.path / "calx.calibration.toml"));
 }
