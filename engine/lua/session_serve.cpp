@@ -69,7 +69,7 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // one GPU), peak_tflops (the dtype's dense peak, session::dense_peak_tflops; nil where the GPU has no unit for it):
 // what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), dtype,
 // gpu = {name, mem_gb,
-// mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
+// mem_reported_gib (when the file gives it), mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). The phase is forecast as predict forecasts a workload: scripts/neusight/
 // pipeline.lua forecast (a pipeline.lua of your own under --scripts applies), its figures and warnings unused here
@@ -214,6 +214,8 @@ int l_serve_phase(lua_State* L) {
     set_string(L, "name", gpu.name);
     set_string(L, "source", gpu.source);
     set_number(L, "mem_gb", gpu.mem_gb);
+    // the total the device reports (optional, GiB): what serve's budget takes its share of (memory.lua budget_gb)
+    if (gpu.mem_reported_gib > 0) set_number(L, "mem_reported_gib", gpu.mem_reported_gib);
     set_number(L, "mem_bw_gbps", gpu.mem_bw_gbps);
     lua_setfield(L, -2, "gpu");
     lua_createtable(L, int(fc.kernels.size()), 0);  // stack: result kernels

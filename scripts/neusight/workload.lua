@@ -1353,7 +1353,8 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   local rule_of = memory.engine_rules()
   local function context(ns, kv_bytes, batch)
     return memory.context { nodes = ns, rule_of = rule_of, training = w.mode == "train", state = state,
-      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb, mode = w.mode, batch = batch }
+      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb,
+      gpu_reported_gib = memory.reported_gib(gpu), mode = w.mode, batch = batch }
   end
   local ctx = context(nodes, kv, w.batch)
   if plan then plan.memory = ctx; return nil end

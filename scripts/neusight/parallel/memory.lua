@@ -150,7 +150,7 @@ function M.report(plan, devices, mem, params_total, lean)
     }
   end
   return memory.parallel(parts, mem.gpu_mem_gb or plan.gpu_mem_gb, plan.recompute or "none", lean,
-    plan.saves_known == false, mem.mode)
+    plan.saves_known == false, mem.mode, mem.gpu_reported_gib)
 end
 
 return M
