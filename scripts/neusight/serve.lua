@@ -396,6 +396,8 @@ local function common_report(o, first, count)
     gpu_mem_reported_gib = first.gpu.mem_reported_gib, -- the total the device reports (nil: the file does not say)
     memory_budget_gb = M.usable_gb(o, first.gpu),     -- weights + KV cache per GPU (memory.lua budget_gb)
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype, tp = o.tp, launch = first.launch,
+    -- the cache's dtype, given or not: --kv-dtype, else the activations' (bf16 under fp8: neusight.workload kv_default)
+    kv_cache_dtype = kv_dtype or W.kv_default(first.dtype),
     predictor = o.predictor or "neusight",
     attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
     experts = first.active_params and o.experts or nil, -- mixtures of experts only: how the routed experts ran
@@ -1201,7 +1203,8 @@ end
 function M.format_table(r)
   local out = {}
   out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, predictor %s", r.model,
-    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.kv_dtype and ", KV cache " .. r.kv_dtype or "",
+    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype,
+    ", KV cache " .. tostring(r.kv_cache_dtype or r.kv_dtype or r.dtype),
     r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
