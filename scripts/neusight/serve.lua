@@ -169,12 +169,28 @@ function M.bounds(kernels)
   return { bound = bound, roofline_ms = roof, predicted_ms = pred }
 end
 
+-- neusight.precision fp8_gemm_warning of phase forecast `p` (its kernels' GEMM shapes, priced in bf16 by the serve's
+-- predictor on the phase's GPU through ns.predict), or nil; a predictor ns.predict does not have is not compared.
+local function fp8_warning(o, p)
+  local precision = require "neusight.precision"
+  local price = precision.fp8_bf16_price(p.gpu, o.predictor or "neusight")
+  if not price then return nil end
+  local gemms = {}
+  for _, k in ipairs(p.kernels) do
+    if k.kind == "gemm" and k.dtype == "fp8" and k.count and k.count > 0 then
+      gemms[#gemms + 1] = { node = k.name, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
+                            weight_bytes = k.weight_bytes, seconds = k.ms / k.count / 1e3, launches = k.count }
+    end
+  end
+  return precision.fp8_gemm_warning(gemms, price)
+end
+
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
 -- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
 -- forecast_floor, the rule predict holds a forecast to, of the phase's totals, parallel report, dense peak, calibration
 -- and families' floors as neusight.figures floor_inputs makes them), none where none is: what the floor warnings name.
 local function forecaster(o, phase)
-  local cache, n, worst = {}, 0, {}
+  local cache, n, worst, fp8 = {}, 0, {}, {}
   local function F(mode, batch, tokens, with_band)
     local key = mode .. ":" .. batch .. ":" .. tokens
     local r = cache[key]
@@ -206,6 +222,11 @@ local function forecaster(o, phase)
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
     if not counted then n = n + 1 end
+    -- fp8 (W8A8) GEMMs forecast slower than in bf16 (neusight.precision fp8_gemm_warning), of the first forecast of
+    -- each mode: the same GEMM shapes at another batch, said once
+    if p.dtype == "fp8" and fp8[mode] == nil then
+      fp8[mode] = fp8_warning(o, p) or false
+    end
     -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
     -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it, of the inputs search's layouts
     -- get (neusight.figures floor_inputs); an older --scripts figures.lua without the rule, or a phase without its
@@ -233,7 +254,7 @@ local function forecaster(o, phase)
     end
     return r
   end
-  return F, function() return n end, function() return worst end
+  return F, function() return n end, function() return worst end, function() return fp8 end
 end
 
 local function phase_report(r)
@@ -337,6 +358,8 @@ local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 local LAYOUT_WARNINGS = setmetatable({}, { __mode = "k" })
 -- Each report's note of a GPU file without mem_reported_gib (also among its warnings), for neusight.sweep likewise.
 local MEMORY_NOTE = setmetatable({}, { __mode = "k" })
+-- Each report's warning of fp8 GEMMs forecast slower than in bf16 (also among its warnings), for neusight.sweep likewise.
+local FP8_WARNING = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -430,6 +453,10 @@ function M.layout_warnings(report) return LAYOUT_WARNINGS[report] or {} end
 --- The note of a report of M.run whose GPU file gives no mem_reported_gib, so that its memory budget is a share of
 --- mem_gb (neusight.memory reported_note; among its warnings too), or nil.
 function M.memory_note(report) return MEMORY_NOTE[report] end
+
+--- The warning of a report of M.run whose fp8 (W8A8) GEMMs are forecast slower than in bf16 (neusight.precision
+--- fp8_gemm_warning; among its warnings too), or nil.
+function M.fp8_warning(report) return FP8_WARNING[report] end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
@@ -1151,7 +1178,7 @@ end
 --- primitives (see the header). Returns the report table.
 function M.run(raw, phase, progress)
   local o = options(raw)
-  local F, count, below = forecaster(o, phase)
+  local F, count, below, fp8 = forecaster(o, phase)
   progress = progress or function() end
   local r
   if o.batch then r = run_static(o, F, count) else r = run_simulation(o, F, count, progress) end
@@ -1170,6 +1197,11 @@ function M.run(raw, phase, progress)
     end
   end
   FLOOR_WARNING[r] = said[1] and said or nil
+  -- fp8 GEMMs forecast slower than in bf16: once, of the decode steps (small m), else of the prefill
+  -- (first: a batch that does not fit keeps its warning last, which serve --sweep makes the row's error)
+  local f8 = fp8().decode or fp8().prefill
+  if f8 then table.insert(r.warnings, 1, f8) end
+  FP8_WARNING[r] = f8 or nil
   return r
 end
 

@@ -222,6 +222,37 @@ function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
   eq(kernels(named(tr.nodes, "lm_head"), false)[1].dtype, "fp8", "training: untouched")
 end
 
+-- fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, once, naming the measured kernel gemm_fp8 is
+-- fitted on and --weight-dtype fp8 (tester7 P3); each distinct forward fp8 Linear shape is priced once in bf16, a
+-- weight-only or bf16 GEMM not at all.
+function T.test_fp8_gemms_slower_than_bf16_are_said()
+  local precision = require "neusight.precision"
+  local gemms = {
+    { node = "lm_head", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 128256, seconds = 425.8e-6, launches = 1 },
+    { node = "q_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 4096, seconds = 9e-6, launches = 32 },
+    { node = "o_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 4096, seconds = 9e-6, launches = 32 },
+    { node = "up_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 14336, seconds = 20e-6, launches = 32,
+      weight_bytes = 0.5 },
+    { node = "attn", kind = "attention", dtype = "fp8", seconds = 1e-5, launches = 32 },
+  }
+  local asked
+  local w = precision.fp8_gemm_warning(gemms, function(twins)
+    asked = twins
+    return { 316.0e-6, 10e-6 }
+  end)
+  eq(#asked, 2, "two distinct fp8 Linear shapes")
+  eq(asked[1].dtype, "bf16", "priced in bf16")
+  eq(asked[1].k, 128256, "of the same shape")
+  eq(asked[1].bytes, K.linear(1, 4096, 128256, "bf16").bytes, "bf16 bytes")
+  assert(w:find("1 of the 2 fp8 GEMM shapes of this forecast are forecast slower than the same GEMM in bf16", 1, true), w)
+  assert(w:find("most of all lm_head, m 1 x n 4096 x k 128256: 425.8 us in fp8, 316.0 us in bf16", 1, true), w)
+  assert(w:find(("all fp8 GEMMs %.3f ms, %.3f ms in bf16"):format((425.8 + 64 * 9) * 1e-3, (316 + 64 * 10) * 1e-3),
+    1, true), w)
+  assert(w:find("CutlassFP8ScaledMMLinearKernel", 1, true) and w:find("--weight-dtype fp8 with --dtype bf16", 1, true), w)
+  eq(precision.fp8_gemm_warning(gemms, function() return { 500e-6, 10e-6 } end), nil, "none slower: nothing said")
+  eq(precision.fp8_gemm_warning({ gemms[4], gemms[5] }, function() error("not asked") end), nil, "nothing to compare")
+end
+
 -- torch.compile-style fusion (fusion = true) never fuses a GEMM, so every fp8 Linear keeps its activation
 -- quantisation: the same act_quant kernels with and without it.
 function T.test_fp8_act_quant_survives_fusion()
