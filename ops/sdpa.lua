@@ -4,7 +4,9 @@
 -- inputs = { Q[b, heads, sq, d], K[b, kv_heads, skv, d], V[b, kv_heads, skv, dv] }, output O[b, heads, sq, dv]
 -- (dv = d but for DeepSeek's multi-head latent attention, whose values are narrower: neusight.kernels.attention's dv);
 -- attrs.causal (default true: decoder self-attention, is_causal=True), attrs.dropout (dropout inside the kernel:
--- it changes no DRAM traffic and is ignored). Forward: kernels.attention("causal"|"full"); backward: the same
+-- it changes no DRAM traffic and is ignored), attrs.window (a causal sliding window of that many keys, run as serving
+-- engines' windowed FlashAttention kernel, which skips the key tiles outside the band: kernels.window_attention;
+-- HF's sdpa path passes a mask instead, a non-causal kernel over every pair: causal = false). Forward: kernels.attention("causal"|"full"); backward: the same
 -- with "_bwd" (FlashAttention-2's dQ/dK/dV kernel, 2.5× the forward's matrix work). Grouped-query and
 -- multi-query attention (kv_heads < heads) read each key/value head once for its whole query group.
 -- For a query-by-query decode over a KV cache use ops/decode_attention.lua.
@@ -21,17 +23,32 @@ local function dims(node)
   end
   local causal = true
   if node.attrs and node.attrs.causal ~= nil then causal = node.attrs.causal end
-  return q[1], q[3], k[3], q[4], q[2], k[2], causal, v[4]
+  local window = node.attrs and node.attrs.window
+  if window ~= nil then window = math.tointeger(window) or false end -- attrs come back as numbers (4096.0)
+  if window ~= nil and (not window or window < 1 or not causal or q[3] ~= k[3]) then
+    error(("sdpa node '%s': attrs.window must be a positive integer on causal self-attention (as many queries as keys)")
+      :format(node.name), 0)
+  end
+  return q[1], q[3], k[3], q[4], q[2], k[2], causal, v[4], window
+end
+
+-- The forward ("") or backward ("_bwd") kernel of a node.
+local function kernel(node, bwd)
+  local b, sq, skv, d, h, kvh, causal, dv, window = dims(node)
+  if window then return K.window_attention("causal" .. bwd, b, sq, window, d, h, kvh, node.dtype, dv) end
+  return K.attention((causal and "causal" or "full") .. bwd, b, sq, skv, d, h, kvh, node.dtype, dv)
 end
 
 ---@type neusight.OpRule
 return {
   name = "sdpa",
-  doc = "scaled_dot_product_attention: one FlashAttention kernel forward (causal/full), one backward; GQA/MQA",
+  doc = "scaled_dot_product_attention: one FlashAttention kernel forward (causal/full/sliding window), one backward; GQA/MQA",
   attrs = rules.attrs { "saved_inputs",
     causal = "boolean: true when absent (decoder self-attention, is_causal=True); false for full attention (an "
       .. "encoder: BERT, ViT, T5's encoder; cross-attention)",
-    dropout = "number: dropout probability inside the kernel (no DRAM traffic: ignored)" },
+    dropout = "number: dropout probability inside the kernel (no DRAM traffic: ignored)",
+    window = "integer: a causal sliding window of this many keys per query, run as FlashAttention's windowed kernel "
+      .. "(the key tiles outside the band skipped: neusight.kernels.window_attention)" },
   check = rules.check_attention,
   -- The FlashAttention kernels keep Q, K, V, the output O and the per-row logsumexp (b·h·sq fp32) for backward, never
   -- the s × s scores (the backward kernel recomputes them)
@@ -39,12 +56,6 @@ return {
     local b, sq, _, _, h = dims(node)
     return rules.saved_inputs(node, { 1, 2, 3 }) + rules.tensor_bytes(node, node.output) + 4 * b * h * sq
   end,
-  forward = function(node)
-    local b, sq, skv, d, h, kvh, causal, dv = dims(node)
-    return { K.attention(causal and "causal" or "full", b, sq, skv, d, h, kvh, node.dtype, dv) }
-  end,
-  backward = function(node)
-    local b, sq, skv, d, h, kvh, causal, dv = dims(node)
-    return { K.attention(causal and "causal_bwd" or "full_bwd", b, sq, skv, d, h, kvh, node.dtype, dv) }
-  end,
+  forward = function(node) return { kernel(node, "") } end,
+  backward = function(node) return { kernel(node, "_bwd") } end,
 }

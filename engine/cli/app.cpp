@@ -778,6 +778,23 @@ int app_main(int argc, char** argv) {
         if (!is_long) continue;  // an unknown short option: CLI11 says so
         std::string command = level->get_name();
         for (CLI::App* a = level->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
+        // an option of other commands (`serve --pp 2`): this command does not model it; said so, naming them, rather
+        // than a near name that means something else (--pp → --tp)
+        std::string others;
+        for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+          if (sub == level) continue;
+          for (const CLI::Option* o : sub->get_options())
+            if (o->check_name(name)) {
+              others += (others.empty() ? "" : ", ") + sub->get_name();
+              break;
+            }
+        }
+        if (!others.empty()) {
+          std::fprintf(stderr, "neusight: %s has no %s option (%s %s it; `neusight %s --help` lists this command's)\n",
+                       command.c_str(), name.c_str(), others.c_str(),
+                       others.find(',') == std::string::npos ? "has" : "have", command.c_str());
+          return 2;
+        }
         std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),
                      text_did_you_mean(name, names).c_str(), command.c_str());
         return 2;

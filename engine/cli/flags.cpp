@@ -501,10 +501,13 @@ std::vector<flag_spec> table_make() {
        "fp8_e4m3, …)")
       .on(forecast, to(&forecast_flags::dtype)).workload().list().check(nonempty_list())
       .on(search, to(&search_flags::dtype))
-      .on(serve, to(&serve_flags::dtype)).note("; default bf16, and the KV cache's unless --kv-dtype");
+      .on(serve, to(&serve_flags::dtype)).note("; default bf16. fp8 is W8A8 as vLLM runs an FP8 checkpoint: fp8 "
+                                                 "linears, bf16 embeddings and LM head, a bf16 KV cache unless --kv-dtype "
+                                                 "fp8 (--weight-dtype fp8 with bf16 compute is weight-only)");
   flag("--kv-dtype",
-       "KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; default the compute "
-       "dtype. The cache bytes, the KV-cache writes and the decode attention's cache reads shrink; FLOPs stay at --dtype")
+       "KV-cache element type of the serving phases (prefill, decode): fp8, bf16, fp16 or fp32; default the "
+       "activations' dtype: the compute dtype, bf16 under --dtype fp8 (vLLM's kv_cache_dtype auto). The cache bytes, the "
+       "KV-cache writes and the decode attention's cache reads shrink; FLOPs stay at --dtype")
       .on(forecast, to(&forecast_flags::kv_dtype)).workload()
       .on(serve, to(&serve_flags::kv_dtype)).note(" (fp8 halves a bf16 cache: more concurrent sequences)");
   flag("--weight-dtype",

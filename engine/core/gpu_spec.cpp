@@ -31,6 +31,7 @@ const std::vector<gpu_field>& gpu_fields() {
       {"base_clock_mhz", &g::base_clock_mhz, true, false, 10, 10000},   // MHz
       {"boost_clock_mhz", &g::boost_clock_mhz, true, false, 10, 10000}, // MHz
       {"mem_gb", &g::mem_gb, true, false, 0.01, 1e5},                  // GB of device memory
+      {"mem_reported_gib", &g::mem_reported_gib, true, true, 0.01, 1e5},  // GiB the device reports (optional)
       {"mem_bw_gbps", &g::mem_bw_gbps, true, false, 0.1, 1e6},          // GB/s
       {"l2_mb", &g::l2_mb, true, false, 0.001, 1e5},                   // MB
       {"peak_fp32_tflops", &g::peak_fp32_tflops, true, false, 0.001, 1e6},
@@ -176,6 +177,14 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     throw error(at_key("interconnect_bw_gbps") + ": key 'interconnect_bw_gbps' must be > 0 with interconnect = \"" +
                 spec.interconnect + "\" (the link's total bidirectional GB/s, e.g. 900 for NVLink 4 on an H100); "
                 "interconnect = \"none\" for a part without a GPU-to-GPU link (collectives then use pcie_bw_gbps)");
+  // The device-reported total is the datasheet's memory less what ECC, firmware and the driver keep (H100 80GB: 79.1
+  // of 80 GiB; L40S with ECC 44.4 of 48): a figure above mem_gb is GB written for GiB (84.9 for an H100), one under
+  // 0.8 × mem_gb another unit's slip; either would move every serving budget.
+  if (spec.mem_reported_gib != 0 && !(spec.mem_reported_gib <= spec.mem_gb && spec.mem_reported_gib >= 0.8 * spec.mem_gb))
+    throw error(at_key("mem_reported_gib") + ": key 'mem_reported_gib' must lie between 0.8 x mem_gb and mem_gb (" +
+                number_text(0.8 * spec.mem_gb) + " to " + number_text(spec.mem_gb) + " GiB; got " +
+                number_text(spec.mem_reported_gib) + "): it is the total the device reports in GiB (2^30 bytes: "
+                "torch.cuda.mem_get_info()[1] / 2**30), a little under the datasheet's binary GB");
   if (spec.interconnect == "none" && spec.nvlink_domain_gpus != 0)
     throw error(at_key("nvlink_domain_gpus") + ": key 'nvlink_domain_gpus' is the size of a GPU-to-GPU link's domain, "
                 "but interconnect = \"none\": leave it out, or name the bridge's link");

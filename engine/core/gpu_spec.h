@@ -23,6 +23,11 @@ struct gpu_spec {
   int64_t base_clock_mhz = 0;
   int64_t boost_clock_mhz = 0;
   double mem_gb = 0;
+  // Optional: the total memory the device reports, GiB (2^30 bytes): torch.cuda.mem_get_info()[1] /
+  // get_device_properties().total_memory, what a CUDA out-of-memory message prints as "total capacity" (H100 80GB:
+  // 79.1 GiB = 84.9e9 bytes); 0 when the file does not say. A serving engine's gpu_memory_utilization is a share of it
+  // (scripts/neusight/memory.lua budget_gb). At most mem_gb, at least 0.8 × mem_gb (gpu_spec_parse).
+  double mem_reported_gib = 0;
   double mem_bw_gbps = 0;  // GB/s, 1e9 bytes per second
   double l2_mb = 0;
   double peak_fp32_tflops = 0;

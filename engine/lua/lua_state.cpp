@@ -457,6 +457,26 @@ void ns_call(lua_State* L, int nargs, int nres, const std::string& context) {
   if (status != LUA_OK) ns_error_throw(L, status, context);
 }
 
+bool ns_message_positioned(std::string_view msg) {
+  const std::string_view head = msg.substr(0, msg.find_first_of(" \n"));
+  size_t colon = head.find(':');
+  while (colon != std::string_view::npos) {
+    size_t i = colon + 1;
+    while (i < head.size() && head[i] >= '0' && head[i] <= '9') ++i;
+    if (i > colon + 1 && i < head.size() && head[i] == ':') return true;
+    colon = head.find(':', colon + 1);
+  }
+  return false;
+}
+
+void ns_call_said(lua_State* L, int nargs, int nres, const std::string& context) {
+  const int status = ns_pcall(L, nargs, nres);
+  if (status == LUA_OK) return;
+  const char* msg = lua_tostring(L, -1);
+  const bool said = status == LUA_ERRRUN && msg && !ns_limit_tripped(L) && !ns_message_positioned(msg);
+  ns_error_throw(L, status, said ? std::string() : context);
+}
+
 namespace {
 constexpr const char* infeasible_key = "neusight.infeasible";  // the registry field of ns_infeasible_note
 }  // namespace

@@ -93,6 +93,13 @@ void ns_call_passing(lua_State* L, int nargs, int nres, const raised_error& kept
 // ns_pcall that converts an error into ns::script_error (message + separated traceback), adding `context`
 // as an indented second line when non-empty. [-(nargs+1), +nres, e]
 void ns_call(lua_State* L, int nargs, int nres, const std::string& context = {});
+// Whether an error message starts at a script's line ("file.lua:12: …"): a script's runtime error, or one a user's
+// script (--scripts, a model file) raised — not a message a bundled script wrote for the user with error(msg, 0).
+bool ns_message_positioned(std::string_view msg);
+// ns_call for an entry point whose own messages are written for the user ("m.toml: needs ttft_ms or tpot_ms"): such a
+// message (not positioned, not a script limit's) is thrown whole, without `context`'s internal line; any other error
+// as ns_call throws it. [-(nargs+1), +nres, e]
+void ns_call_said(lua_State* L, int nargs, int nres, const std::string& context);
 // ns_call's conversion alone: pops the error ns_pcall left (`status` its result) and throws it. [-1, +0, e]
 [[noreturn]] void ns_error_throw(lua_State* L, int status, const std::string& context = {});
 

@@ -1072,7 +1072,7 @@ figures session::figures_call(const char* module, const char* fn, const figure_i
     lua_rotate(L, r - 1, 1);  // stack: ud fn r — the userdata stays on the stack, alive, until `clear` has emptied it
   }
   const std::string what = file + " " + fn + "()";
-  ns_call(L, 1, 1, "in " + what);
+  ns_call_said(L, 1, 1, "in " + what);  // calibration.lua's "m.toml: needs ttft_ms or tpot_ms" is whole as it is
   return figures_read(L, -1, what);
 }
 

@@ -291,6 +291,16 @@ int l_timeline(lua_State* L) {
 
 // run.peak_tflops(dtype) -> TFLOP/s | nil: the dense peak a GEMM of `dtype` (a dtype name as neusight.kernels
 // dtype_name reads it; nil: fp32) runs at on the GPU (roofline.cpp); nil when the GPU has no unit for it. [-1, +1, e]
+// run.gpu_spec() -> the run's GPU as the plain table op rules and predictors receive (every key its file gives, and
+// source): what ns.predict prices other kernels on (scripts/neusight/pipeline.lua: the bf16 twins of a forecast's fp8
+// GEMMs, neusight.precision fp8_gemm_warning). [-0, +1, e]
+int l_gpu_spec(lua_State* L) {
+  return primitive(L, [&](pipeline_context& c) {
+    gpu_push(L, gpu_of(L, c, "gpu_spec"));
+    return 1;
+  });
+}
+
 int l_peak_tflops(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     const std::string at = caller_where(L) + "run.peak_tflops(dtype): ";
@@ -408,7 +418,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
       {"predict", l_predict},          {"aggregate", l_aggregate},
       {"kernels", l_kernels},          {"latencies", l_latencies},
       {"set_latencies", l_set_latencies},
-      {"timeline", l_timeline},        {"peak_tflops", l_peak_tflops},
+      {"timeline", l_timeline},        {"peak_tflops", l_peak_tflops}, {"gpu_spec", l_gpu_spec},
       {"family_inputs", l_family_inputs}, {"calibration_inputs", l_calibration_inputs},
       {"figures", l_figures}};
   for (const auto& [name, f] : primitives) {

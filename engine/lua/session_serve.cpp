@@ -68,8 +68,9 @@ workload_overrides overrides_read(lua_State* L, int idx) {
 // as figures.lua reads it: iteration, its timeline's slowest device, and figures, the layout and device_floor_s; nil on
 // one GPU), peak_tflops (the dtype's dense peak, session::dense_peak_tflops; nil where the GPU has no unit for it):
 // what scripts/neusight/serve.lua holds the phase to its floor by (neusight.figures floor_inputs), dtype,
-// gpu = {name, mem_gb,
-// mem_bw_gbps}, kernels = { {name, op, kernel, kind, count, ms, compute_ms, memory_ms}, … } }: one serving phase
+// gpu = the GPU's file
+// fields and source (gpu_push), kernels = { {name, op, kernel, kind, dtype, count, ms, compute_ms, memory_ms; a GEMM's
+// b, m, n, k, weight_bytes}, … } }: one serving phase
 // forecast as `predict` makes it (ms, compute_ms, memory_ms include the node's count; compute_ms / memory_ms are
 // the roofline's FLOP and DRAM terms). The phase is forecast as predict forecasts a workload: scripts/neusight/
 // pipeline.lua forecast (a pipeline.lua of your own under --scripts applies), its figures and warnings unused here
@@ -210,11 +211,9 @@ int l_serve_phase(lua_State* L) {
       lua_pushboolean(L, phase_calibrated);
       lua_setfield(L, -2, "phase_calibrated");
     }
-    lua_createtable(L, 0, 4);  // stack: result gpu
-    set_string(L, "name", gpu.name);
-    set_string(L, "source", gpu.source);
-    set_number(L, "mem_gb", gpu.mem_gb);
-    set_number(L, "mem_bw_gbps", gpu.mem_bw_gbps);
+    // every key the GPU's file gives, and source (gpu_push): mem_reported_gib, what serve's budget takes its share of
+    // (memory.lua budget_gb), and the GPU ns.predict prices the bf16 twins of fp8 GEMMs on (serve.lua)
+    gpu_push(L, gpu);  // stack: result gpu
     lua_setfield(L, -2, "gpu");
     lua_createtable(L, int(fc.kernels.size()), 0);  // stack: result kernels
     for (size_t i = 0; i < fc.kernels.size(); ++i) {
@@ -233,6 +232,14 @@ int l_serve_phase(lua_State* L) {
       set_string(L, "kernel", ki.k.name);
       set_string(L, "kind", std::string(kernel_kind_name(ki.k.kind)));
       set_string(L, "kernel_op", ki.k.op);
+      set_string(L, "dtype", ki.k.dtype);
+      if (ki.k.kind == kernel_kind::gemm) {  // a GEMM's shape (b, m, n, k as neusight.kernels has them)
+        lua_pushinteger(L, lua_Integer(ki.k.b)), lua_setfield(L, -2, "b");
+        lua_pushinteger(L, lua_Integer(ki.k.m)), lua_setfield(L, -2, "m");
+        lua_pushinteger(L, lua_Integer(ki.k.n)), lua_setfield(L, -2, "n");
+        lua_pushinteger(L, lua_Integer(ki.k.k)), lua_setfield(L, -2, "k");
+        if (ki.k.weight_bytes > 0) set_number(L, "weight_bytes", ki.k.weight_bytes);
+      }
       lua_pushinteger(L, lua_Integer(n.count)), lua_setfield(L, -2, "count");
       set_number(L, "ms", fc.seconds(i) * 1e3);
       set_number(L, "compute_ms", compute_s * count * 1e3);
@@ -287,21 +294,6 @@ void push_value(lua_State* L, const workload_value& v) {
   else lua_pushboolean(L, std::get<bool>(v));
 }
 
-// Whether the message starts at a script's line ("file.lua:12: …"): a script's runtime error, or one a user's script
-// (--scripts, a model file) raised, which the context line then places in serve.lua's call.
-bool message_positioned(const std::string& msg) {
-  const size_t end = msg.find_first_of(" \n");
-  const std::string head = msg.substr(0, end);
-  size_t colon = head.find(':');
-  while (colon != std::string::npos) {
-    size_t i = colon + 1;
-    while (i < head.size() && std::isdigit(static_cast<unsigned char>(head[i]))) ++i;
-    if (i > colon + 1 && i < head.size() && head[i] == ':') return true;
-    colon = head.find(':', colon + 1);
-  }
-  return false;
-}
-
 // ns_call for serve.lua's entry points: an error that is a phase pipeline's script error, raised again unchanged
 // (serve.lua probe) or the script limit it ran over, comes out as the pipeline gave it, with its own traceback
 // (--traceback), the context line added as ns_call adds it (ns_call_passing). [-(nargs+1), +nres, e]
@@ -313,7 +305,7 @@ void serve_pcall(lua_State* L, const serve_context& ctx, int nargs, int nres, co
     ns_call_passing(L, nargs, nres, ctx.failure, context, true);
   } catch (const script_error& e) {
     const std::string msg = e.what(), tail = "\n    " + context;
-    if (context.empty() || message_positioned(msg) || msg.size() < tail.size() ||
+    if (context.empty() || ns_message_positioned(msg) || msg.size() < tail.size() ||
         msg.compare(msg.size() - tail.size(), tail.size(), tail) != 0)
       throw;
     throw script_error(msg.substr(0, msg.size() - tail.size()), e.traceback);

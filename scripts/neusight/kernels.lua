@@ -291,6 +291,14 @@ local function causal_pairs(sq, skv) return sq * (skv - sq) + sq * (sq + 1) // 2
 
 local ATTENTION_OPS = { causal = true, full = true, causal_bwd = true, full_bwd = true, decode = true }
 
+-- Query/key pairs a causal sliding window of `window` keys leaves visible in a prefill of s tokens: query i (1-based)
+-- sees keys i − window + 1 .. i, min(i, window) of them (Mistral's sliding_window; FlashAttention's window_size =
+-- (window − 1, 0)). Σᵢ min(i, window): the causal pairs while s ≤ window.
+local function window_pairs(s, window)
+  if s <= window then return causal_pairs(s, s) end
+  return causal_pairs(window, window) + (s - window) * window
+end
+
 --- Fused scaled-dot-product attention (FlashAttention-style): softmax(Q·Kᵀ/√d)·V without the scores in DRAM.
 --- `op`: "causal" | "full" (forward), "causal_bwd" | "full_bwd" (backward), "decode" (sq new tokens per sequence
 --- over a KV cache of skv tokens). heads query heads share kv_heads key/value heads (MHA, GQA, MQA).
@@ -358,6 +366,34 @@ function M.attention(op, batch, sq, skv, d, heads, kv_heads, dtype, dv, kv_dtype
     kv_bytes = bwd and e * batch * 2 * kv_row or batch * ekv * kv_row,
     kv_dtype = kv_dtype,
   }
+end
+
+--- Sliding-window causal attention as the windowed FlashAttention kernels of serving engines run it (FlashAttention-2's
+--- window_size, FlashInfer's window_left: vLLM, SGLang): `op` "causal" | "causal_bwd", a prefill of s tokens per
+--- sequence whose query i sees its last min(i, window) keys; the key tiles wholly outside the band are skipped, so
+--- the work is the band's pairs (window_pairs), s · window − window (window − 1) / 2 once s > window, not causal s².
+--- Priced as one kernel of attention()'s: FLOPs the band's (flops per pair × window_pairs), bytes the prefill's own
+--- (Q, K, V read and O written once, as attention(op, batch, s, s) moves them), and the shape the tile model sees an
+--- equivalent causal one: the prefill cut into n independent causal chunks of L tokens (batch × n), with n · L ≈ s
+--- (the same query tiles, so the same blocks) and n · L (L + 1) / 2 ≈ the band's pairs (the same mean keys per
+--- block, ≈ window − window² / 2s). The blocks of a real windowed launch differ in work (the first window's grow,
+--- later ones see the window); the tile model takes the mean for causal kernels too. While s ≤ window the window
+--- changes nothing: attention(op, batch, s, s, …) itself.
+function M.window_attention(op, batch, s, window, d, heads, kv_heads, dtype, dv, kv_dtype)
+  if op ~= "causal" and op ~= "causal_bwd" then
+    error(("bad argument #1 to 'window_attention' (causal or causal_bwd expected, got %s)"):format(tostring(op)), 2)
+  end
+  s, window = check_count("window_attention", 3, s), check_count("window_attention", 4, window)
+  local whole = M.attention(op, batch, s, s, d, heads, kv_heads, dtype, dv, kv_dtype)
+  if s <= window then return whole end
+  local band = window_pairs(s, window)
+  local n = math.max(1, (s * s + band) // (2 * band)) -- round(s² / 2 · band): chunks of ≈ 2 · band / s tokens
+  local L = math.floor((math.sqrt(1 + 8 * band / n) - 1) / 2 + 0.5) -- n · L (L + 1) / 2 ≈ band
+  L = math.max(1, math.min(s, L))
+  local k = M.attention(op, batch * n, L, L, d, heads, kv_heads, dtype, dv, kv_dtype)
+  k.flops = whole.flops / causal_pairs(s, s) * band
+  k.bytes = whole.bytes
+  return k
 end
 
 --- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.

@@ -35,10 +35,43 @@ local M = {}
 
 M.CUBLAS_WORKSPACE_BYTES = 32 * 1024 * 1024 -- per stream
 M.STREAMS = 1
---- The one memory-budget rule: the GB (1e9 bytes; the datasheet's mem_gb read so) a run may hold on a GPU of `mem_gb`
---- when it takes `utilization` of it (a fraction in (0, 1]; nil: 1, all of it).
-function M.budget_gb(mem_gb, utilization)
-  return utilization and utilization * mem_gb or mem_gb
+M.GIB = 2 ^ 30
+
+--- The one memory-budget rule: the GB (1e9 bytes) a run may hold on a GPU of `mem_gb` (the datasheet's, the GPU file's
+--- mem_gb) that reports `reported_gib` GiB in all (the GPU file's optional mem_reported_gib; nil: not known) when it
+--- takes `utilization` of it.
+--- * utilization nil (predict: one PyTorch process may allocate the whole GPU): mem_gb read as 1e9 bytes. The device
+---   reports more (an H100 80GB 79.1 GiB = 84.9e9 bytes): the ~7 % between is the margin for what this file does not
+---   count — the CUDA context, NCCL buffers, the caching allocator's fragmentation — which
+---   torch.cuda.max_memory_allocated, what the memory model forecasts, leaves out too.
+--- * utilization given (a serving engine's gpu_memory_utilization, vLLM's 0.9): that share of what the device reports,
+---   as vLLM takes it of torch.cuda.mem_get_info()'s total; the rest is the engine's reservation for the CUDA context,
+---   activations and CUDA graphs, so no second margin. Without reported_gib: that share of mem_gb × 1e9 (the margin
+---   taken twice: ~7 % under vLLM's budget on an HBM part), which M.reported_note says.
+function M.budget_gb(mem_gb, utilization, reported_gib)
+  if not utilization then return mem_gb end
+  if reported_gib then return utilization * reported_gib * M.GIB / 1e9 end
+  return utilization * mem_gb
+end
+
+--- A GPU's (the engine's view or a plain table) optional mem_reported_gib, nil where its file leaves it out (through
+--- require("neusight").gpu_optional, which a plain table of a standalone test passes by its own field).
+function M.reported_gib(gpu)
+  if gpu == nil then return nil end
+  local ok, ns = pcall(require, "neusight")
+  if ok and type(ns) == "table" and type(ns.gpu_optional) == "function" then
+    return ns.gpu_optional(gpu, "mem_reported_gib")
+  end
+  return type(gpu) == "table" and rawget(gpu, "mem_reported_gib") or nil
+end
+
+--- The note of a serving budget taken of mem_gb because the GPU file (`file`, as messages name it) gives no
+--- mem_reported_gib: what `serve` and predict's serving phases say, never silently (M.budget_gb).
+function M.reported_note(file, utilization, mem_gb)
+  return fmt("%s gives no mem_reported_gib (the total memory the device reports, GiB: torch.cuda.mem_get_info()[1] / "
+    .. "2**30): the serving budget is %.0f %% of mem_gb read as 1e9 bytes (%.1f GB), which on an HBM part is ~7 %% "
+    .. "under a serving engine's (vLLM takes %.0f %% of what the device reports); add the key to the GPU file for "
+    .. "that budget", file, 100 * utilization, utilization * mem_gb, 100 * utilization)
 end
 
 --- Bytes a run may use on a GPU of `mem_gb`, nil without one: all of it (M.budget_gb at utilization 1). predict's runs
@@ -55,16 +88,19 @@ M.SERVING_UTILIZATION = 0.9
 
 -- A serving phase's (mode prefill or decode) budget under a serving engine (M.SERVING_UTILIZATION of the GPU): its
 -- GB into `obj` (serving_budget_gb), and the warning when `total` bytes fit the whole GPU but not that budget.
-local function serving_budget(obj, mode, mem_gb, total)
+-- `reported_gib`: the GPU file's mem_reported_gib (nil: not given), what the budget is a share of (M.budget_gb).
+local function serving_budget(obj, mode, mem_gb, total, reported_gib)
   if not (mem_gb and (mode == "prefill" or mode == "decode")) then return nil end
-  local budget_gb = M.budget_gb(mem_gb, M.SERVING_UTILIZATION)
+  local budget_gb = M.budget_gb(mem_gb, M.SERVING_UTILIZATION, reported_gib)
   obj.serving_budget_gb = budget_gb
   if total / 1e9 <= budget_gb or total > M.capacity(mem_gb) then return nil end
   return fmt("memory %.1f GB per GPU fits in the GPU's %.0f GB, as one PyTorch process may take all of it, "
-    .. "but not in the %.1f GB (%.0f %%) a serving engine gives weights and KV cache by default (vLLM's "
+    .. "but not in the %.1f GB (%.0f %% of %s) a serving engine gives weights and KV cache by default (vLLM's "
     .. "gpu_memory_utilization %g, `neusight serve --gpu-memory-utilization`): check the batch with `neusight serve` "
     .. "(its fits and max_concurrency page the KV cache in that budget)", total / 1e9, mem_gb, budget_gb,
-    100 * M.SERVING_UTILIZATION, M.SERVING_UTILIZATION)
+    100 * M.SERVING_UTILIZATION, reported_gib and fmt("the %.1f GiB the device reports", reported_gib)
+      or "mem_gb read as 1e9 bytes: the GPU file gives no mem_reported_gib, the total the device reports",
+    M.SERVING_UTILIZATION)
 end
 
 -- A node's tensor's elements by the one shape rule (neusight.kernels shape_check, raw: a shape's metamethods are not
@@ -168,7 +204,7 @@ function M.gemm_weight_elems(nodes)
 end
 
 --- The context build() hands to the report and the timeline: per-node bytes, parameters, state layout, workspace.
----@param t { nodes: table, rule_of?: function, training: boolean, state: table, recipe: table, kv_cache_bytes?: number, gpu_mem_gb?: number, mode: string, batch: integer }
+---@param t { nodes: table, rule_of?: function, training: boolean, state: table, recipe: table, kv_cache_bytes?: number, gpu_mem_gb?: number, gpu_reported_gib?: number, mode: string, batch: integer }
 function M.context(t)
   local per = M.per_node(t.nodes, t.rule_of)
   local params = 0
@@ -182,7 +218,8 @@ function M.context(t)
   return {
     saved = per.saved, temporary = per.temporary, kept = per.kept, count = count, names = names,
     params = params, state = t.state,
-    training = t.training, kv_cache = t.kv_cache_bytes or 0, gpu_mem_gb = t.gpu_mem_gb, mode = t.mode,
+    training = t.training, kv_cache = t.kv_cache_bytes or 0, gpu_mem_gb = t.gpu_mem_gb,
+    gpu_reported_gib = t.gpu_reported_gib, mode = t.mode,
     batch = t.batch, cublas = M.CUBLAS_WORKSPACE_BYTES * M.STREAMS, autocast_cache = autocast,
   }
 end
@@ -244,7 +281,7 @@ function M.single(ctx, at_batch)
   end
   local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap,
                 max_batch_error = max_batch_error }
-  out.warning = serving_budget(obj, ctx.mode, ctx.gpu_mem_gb, total)
+  out.warning = serving_budget(obj, ctx.mode, ctx.gpu_mem_gb, total, ctx.gpu_reported_gib)
   out.lines = { M.line(obj, total, ctx) }
   if total > cap then
     local hint = (obj.max_batch and obj.max_batch > 0) and fmt(" (the largest batch that fits is %d)", obj.max_batch)
@@ -318,8 +355,9 @@ end
 --- in bytes and, for the breakdown a one-GPU run's object has (state, workspace, temporary_node), state_parts
 --- (neusight.precision state_parts), cublas, autocast_cache (bytes) and temporary_node (a name, nil when none).
 --- `lean` (a search's ranking): no per-stage lines (`lines` empty). `unsaved`: the activations were not counted (an
---- imported graph's nodes do not say what they keep for backward); the lines and the warning say so.
-function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode)
+--- imported graph's nodes do not say what they keep for backward); the lines and the warning say so. `reported_gib`:
+--- the GPU file's mem_reported_gib (nil: not given), of which a serving phase's budget is a share (M.budget_gb).
+function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reported_gib)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
   for d, p in ipairs(devices) do
@@ -353,7 +391,7 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode)
     out.stages[d] = { state_gb = o.state_gb, activation_gb = o.activations_gb, temporary_gb = o.temporary_gb,
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
-  if stages[fullest] then out.warning = serving_budget(out.memory, mode, gpu_mem_gb, most) end
+  if stages[fullest] then out.warning = serving_budget(out.memory, mode, gpu_mem_gb, most, reported_gib) end
   if over > 0 then
     out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %stemporary + workspace%s%s), "
       .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",

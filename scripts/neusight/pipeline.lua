@@ -40,6 +40,8 @@
 --   set_latencies(seconds) replaces them (an array of one finite number >= 0 per kernel)
 --   aggregate()            → totals, predictor warnings, as forecast()'s
 --   timeline()             → whether the workload is parallel: its per-device timeline and report (fields.parallel)
+--   gpu_spec()             → the GPU as op rules and predictors receive it (every key of its file, and source): what
+--                          ns.predict prices other kernels on (the bf16 twins of fp8 GEMMs, below)
 --   peak_tflops(dtype)     → the dense peak of a GEMM of `dtype` (nil: fp32) on the GPU, nil when it has no unit for
 --                          it; a dtype name neusight.kernels does not know is an error
 --   family_inputs()        → { { key, value }, … }: family_s.<family>, family_n.<family>, roofline.<family>
@@ -53,8 +55,35 @@
 local ipairs, type = ipairs, type
 local ns = require "neusight"
 local report = require "neusight.report"
+local precision = require "neusight.precision"
 
 local M = {}
+
+-- Whether the run forecasts fp8 (W8A8) inference (mode inference, prefill or decode; fp8 training has its own warning,
+-- neusight.workload warnings) of a workload: its report fields say the dtype and mode. A run without them (an older
+-- --scripts report.lua) is not checked.
+local function fp8_inference(run)
+  local f = run.fields
+  -- a finish-only run (a reference graph, search's layouts) has no predictor() to price the bf16 twins with
+  -- and a lean one (serve's phases: serve says it of its own, search's layouts) says none
+  return type(f) == "table" and f.dtype == "fp8" and f.mode ~= "train" and type(run.gpu_spec) == "function"
+    and type(run.predictor) == "function" and not run.lean
+end
+
+-- neusight.precision fp8_gemm_warning of the run's kernels, priced in bf16 by its predictor on its GPU (ns.predict); a
+-- predictor ns.predict does not have (a Lua one) is not compared: nil.
+local function fp8_slower(run, kernels, seconds)
+  local gemms = {}
+  for i, k in ipairs(kernels) do
+    if k.kind == "gemm" and k.dtype == "fp8" and k.phase ~= "backward" then
+      gemms[#gemms + 1] = { node = k.node, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
+                            weight_bytes = k.weight_bytes, seconds = seconds[i], launches = k.count }
+    end
+  end
+  if #gemms == 0 then return nil end
+  local price = precision.fp8_bf16_price(run.gpu_spec(), run.predictor())
+  return price and precision.fp8_gemm_warning(gemms, price) or nil
+end
 
 function M.finish(run)
   local warnings = {}
@@ -63,8 +92,18 @@ function M.finish(run)
     if run.say then ns.warn(w) end
   end
   for _, w in ipairs(run.warnings) do warn(w) end
-  local totals, predictor_warnings = run.forecast()
+  local totals, predictor_warnings, fp8_warning
+  if fp8_inference(run) then
+    -- fp8 (W8A8) GEMMs forecast slower than in bf16: said (neusight.precision fp8_gemm_warning), from the kernels and
+    -- their latencies before they are summed (run.forecast() in two halves)
+    run.predict()
+    fp8_warning = fp8_slower(run, run.kernels(), run.latencies())
+    totals, predictor_warnings = run.aggregate()
+  else
+    totals, predictor_warnings = run.forecast()
+  end
   for _, w in ipairs(predictor_warnings) do warn(w) end
+  if fp8_warning then warn(fp8_warning) end
   run.timeline()  -- before the memory and the figures: a parallel run's come from it
   -- a parallel layout's (neusight.parallel.report: a cluster file built for another GPU), lean too: search says them
   for _, w in ipairs(report.layout_warnings(run.fields)) do warn(w) end

@@ -232,4 +232,56 @@ function M.state_report(s, params, recipe, gpu_mem_gb, unreported)
   }
 end
 
+--- The pricing fp8_gemm_warning compares with: bf16 twins priced by the built-in predictor `name` on `gpu` (the
+--- GPU's plain table) through ns.predict, or nil for a predictor ns.predict does not have (a Lua one: not compared).
+function M.fp8_bf16_price(gpu, name)
+  if name ~= "neusight" and name ~= "roofline" and name ~= "roofline-reference" then return nil end
+  return function(twins) return require("neusight").predict(twins, gpu, name) end
+end
+
+--- The fp8 (W8A8) GEMMs of a forecast that are forecast slower than the same GEMM in bf16, said once (tester7 P3), or
+--- nil. `gemms`: its kernels as { node, kind, dtype, b, m, n, k, weight_bytes, seconds (per launch), launches }; the
+--- forward fp8 Linears among them (weight-only ones aside) are priced as K.linear of their shape in bf16 by
+--- `price(twins)` → seconds per twin (ns.predict with the forecast's GPU and predictor), each distinct shape once.
+--- gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel rows, which are slower than bf16
+--- F.linear at most shapes (B200 73.7 %, GB200 73.6 %, B300 72.9 %, GB300 74.7 %, L40S 50.7 %, RTX PRO 6000 46.0 %
+--- of the shapes both were measured at: ../shared/data/aiconfigurator/*/gemm.csv): a forecast faithful to that kernel
+--- is then slower than bf16, which is what the warning says, and what --weight-dtype fp8 (W8A16) is instead.
+function M.fp8_gemm_warning(gemms, price)
+  local twins, shapes, by_key = {}, {}, {}
+  for _, g in ipairs(gemms) do
+    if g.kind == "gemm" and g.dtype == "fp8" and not g.weight_bytes and (g.b or 1) == 1 and g.m and g.n and g.k then
+      local key = g.m .. "x" .. g.n .. "x" .. g.k
+      local s = by_key[key]
+      if not s then
+        s = { node = g.node, m = g.m, n = g.n, k = g.k, fp8 = g.seconds, launches = 0 }
+        by_key[key] = s
+        shapes[#shapes + 1] = s
+        twins[#twins + 1] = K.linear(g.m, g.n, g.k, "bf16")
+      end
+      s.launches = s.launches + (g.launches or 1)
+    end
+  end
+  if #twins == 0 then return nil end
+  local bf16 = price(twins)
+  local slower, fp8_s, bf16_s, worst = 0, 0, 0, nil
+  for i, s in ipairs(shapes) do
+    s.bf16 = bf16[i]
+    fp8_s, bf16_s = fp8_s + s.fp8 * s.launches, bf16_s + s.bf16 * s.launches
+    if s.fp8 > s.bf16 then
+      slower = slower + 1
+      if not worst or (s.fp8 - s.bf16) * s.launches > (worst.fp8 - worst.bf16) * worst.launches then worst = s end
+    end
+  end
+  if slower == 0 then return nil end
+  return fmt("dtype fp8 (W8A8): %d of the %d fp8 GEMM shapes of this forecast are forecast slower than the same GEMM "
+    .. "in bf16 (most of all %s, m %d x n %d x k %d: %.1f us in fp8, %.1f us in bf16; all fp8 GEMMs %.3f ms, %.3f ms "
+    .. "in bf16). gemm_fp8 is fitted on AIConfigurator's vLLM CutlassFP8ScaledMMLinearKernel timings (per-tensor "
+    .. "W8A8 with dynamic activation quantisation), which are slower than bf16 F.linear at about 74 %% of the shapes "
+    .. "measured on B200, GB200, B300 and GB300 and half on L40S and RTX PRO 6000: this forecast is of that kernel, "
+    .. "not of a faster fp8 GEMM. For fp8 weights with bf16 compute (weight-only, W8A16) give --weight-dtype fp8 "
+    .. "with --dtype bf16", slower, #shapes, tostring(worst.node), worst.m, worst.n, worst.k, worst.fp8 * 1e6,
+    worst.bf16 * 1e6, fp8_s * 1e3, bf16_s * 1e3)
+end
+
 return M

@@ -57,11 +57,20 @@ end
 --- neusight.memory report; a parallel run's replaces it once its timeline is made).
 ---@param w table
 ---@param facts table
+local function kv_default_shown(w)
+  if w.mode ~= "prefill" and w.mode ~= "decode" then return nil end
+  local d = require("neusight.workload").kv_default(w.dtype)
+  return d ~= w.dtype and d or nil
+end
+
 function M.workload(w, facts)
   return {
     source = facts.source, model = facts.model, mode = w.mode, batch = integer(w.batch, "batch"),
     seq = integer(w.seq, "seq"), context = w.context and integer(w.context, "context") or 0, dtype = w.dtype,
-    kv_dtype = w.kv_dtype or "", weight_dtype = w.weight_dtype or "", precision = w.precision,
+    -- the KV cache's dtype: given, else a serving phase's default where it is not the compute dtype (bf16 under fp8:
+    -- neusight.workload kv_default), so that the report says it
+    kv_dtype = w.kv_dtype or kv_default_shown(w) or "",
+    weight_dtype = w.weight_dtype or "", precision = w.precision,
     optimizer = w.optimizer, optimizer_impl = w.optimizer_impl or "", launch = w.launch or "eager",
     state = facts.state, kv_cache_bytes = number_or_nil(facts.kv_cache_bytes),
     active_params = number_or_nil(facts.active_params),

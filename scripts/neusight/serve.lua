@@ -67,7 +67,8 @@ local rotary_positions_warning = require("neusight.models.check").rotary_positio
 local kv_cache_tokens = require("neusight.nodes").kv_cache_tokens
 local rank_share = require("neusight.report").rank_share
 local spread_note = require("neusight.uncertainty").spread_note
-local budget_gb_of = require("neusight.memory").budget_gb
+local memory = require "neusight.memory"
+local budget_gb_of = memory.budget_gb
 
 ---------------------------------------------------------------------------------------------------
 -- Lengths and random numbers
@@ -168,12 +169,28 @@ function M.bounds(kernels)
   return { bound = bound, roofline_ms = roof, predicted_ms = pred }
 end
 
+-- neusight.precision fp8_gemm_warning of phase forecast `p` (its kernels' GEMM shapes, priced in bf16 by the serve's
+-- predictor on the phase's GPU through ns.predict), or nil; a predictor ns.predict does not have is not compared.
+local function fp8_warning(o, p)
+  local precision = require "neusight.precision"
+  local price = precision.fp8_bf16_price(p.gpu, o.predictor or "neusight")
+  if not price then return nil end
+  local gemms = {}
+  for _, k in ipairs(p.kernels) do
+    if k.kind == "gemm" and k.dtype == "fp8" and k.count and k.count > 0 then
+      gemms[#gemms + 1] = { node = k.name, kind = k.kind, dtype = k.dtype, b = k.b, m = k.m, n = k.n, k = k.k,
+                            weight_bytes = k.weight_bytes, seconds = k.ms / k.count / 1e3, launches = k.count }
+    end
+  end
+  return precision.fp8_gemm_warning(gemms, price)
+end
+
 -- A caching forecaster: F(mode, batch, tokens) → { ms, attention_ms, kv_cache_gb, state_gb, gpu, kernels, … }.
 -- Its third return, below(), is by mode ("prefill", "decode") the forecast furthest under its floor (neusight.figures
 -- forecast_floor, the rule predict holds a forecast to, of the phase's totals, parallel report, dense peak, calibration
 -- and families' floors as neusight.figures floor_inputs makes them), none where none is: what the floor warnings name.
 local function forecaster(o, phase)
-  local cache, n, worst = {}, 0, {}
+  local cache, n, worst, fp8 = {}, 0, {}, {}
   local function F(mode, batch, tokens, with_band)
     local key = mode .. ":" .. batch .. ":" .. tokens
     local r = cache[key]
@@ -205,6 +222,11 @@ local function forecaster(o, phase)
           mode = mode, batch = batch, tokens = tokens }
     cache[key] = r
     if not counted then n = n + 1 end
+    -- fp8 (W8A8) GEMMs forecast slower than in bf16 (neusight.precision fp8_gemm_warning), of the first forecast of
+    -- each mode: the same GEMM shapes at another batch, said once
+    if p.dtype == "fp8" and fp8[mode] == nil then
+      fp8[mode] = fp8_warning(o, p) or false
+    end
     -- a phase under its floor (neusight.figures forecast_floor: with a calibration its kernels' floors, and always the
     -- model FLOPs at the dtype's dense peak), as predict's forecast of it is held to it, of the inputs search's layouts
     -- get (neusight.figures floor_inputs); an older --scripts figures.lua without the rule, or a phase without its
@@ -232,7 +254,7 @@ local function forecaster(o, phase)
     end
     return r
   end
-  return F, function() return n end, function() return worst end
+  return F, function() return n end, function() return worst end, function() return fp8 end
 end
 
 local function phase_report(r)
@@ -334,6 +356,10 @@ local POSITION_WARNING = setmetatable({}, { __mode = "k" })
 local CONFIG_WARNINGS = setmetatable({}, { __mode = "k" })
 -- Each report's warnings of its parallel layout (also among its warnings), for neusight.sweep, which says them once.
 local LAYOUT_WARNINGS = setmetatable({}, { __mode = "k" })
+-- Each report's note of a GPU file without mem_reported_gib (also among its warnings), for neusight.sweep likewise.
+local MEMORY_NOTE = setmetatable({}, { __mode = "k" })
+-- Each report's warning of fp8 GEMMs forecast slower than in bf16 (also among its warnings), for neusight.sweep likewise.
+local FP8_WARNING = setmetatable({}, { __mode = "k" })
 
 local function common_report(o, first, count)
   -- a quantised KV cache / weights: what the forecasts do not know (neusight.workload.warnings of a decode phase)
@@ -366,6 +392,10 @@ local function common_report(o, first, count)
   local stale_warning = first.calibration_stale or first.calibration_skipped
   warnings[#warnings + 1] = first.calibration_stale
   warnings[#warnings + 1] = first.calibration_skipped
+  -- a GPU file without the total its device reports: the budget is a share of mem_gb, said (neusight.memory)
+  local memory_note = not first.gpu.mem_reported_gib
+    and memory.reported_note(first.gpu.source, o.gpu_memory_utilization, first.gpu.mem_gb) or nil
+  warnings[#warnings + 1] = memory_note
   if o.experts_given and not first.active_params then  -- as predict's no-effect warning (workload.lua ignored_fields)
     warnings[#warnings + 1] = fmt("experts (--experts) has no effect: model '%s' has no routed experts; drop it", o.model)
   end
@@ -386,13 +416,18 @@ local function common_report(o, first, count)
     decode_calibrated = decode_calibrated,
     prefill_calibrated = prefill_calibrated,
     gpu = first.gpu.name, gpu_file = first.gpu.source, gpu_mem_gb = first.gpu.mem_gb,
+    gpu_mem_reported_gib = first.gpu.mem_reported_gib, -- the total the device reports (nil: the file does not say)
+    memory_budget_gb = M.usable_gb(o, first.gpu),     -- weights + KV cache per GPU (memory.lua budget_gb)
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype, tp = o.tp, launch = first.launch,
+    -- the cache's dtype, given or not: --kv-dtype, else the activations' (bf16 under fp8: neusight.workload kv_default)
+    kv_cache_dtype = kv_dtype or W.kv_default(first.dtype),
     predictor = o.predictor or "neusight",
     attention = o.attention, input_len = o.input.text, output_len = o.output.text, forecasts = count(),
     experts = first.active_params and o.experts or nil, -- mixtures of experts only: how the routed experts ran
     gpu_memory_utilization = o.gpu_memory_utilization, block_size = o.block_size, warnings = warnings,
   }
   MODEL_WARNING[report] = model_warning
+  MEMORY_NOTE[report] = memory_note
   STALE_WARNING[report] = stale_warning
   POSITION_WARNING[report] = position_warning
   CONFIG_WARNINGS[report] = config_warnings
@@ -414,6 +449,14 @@ function M.floor_warning(report) return FLOOR_WARNING[report] end
 --- The warnings of a report of M.run's parallel layout (neusight.report layout_warnings, as predict says them: a tp
 --- group priced over PCIe beyond the GPU's bridge; among its warnings too), for neusight.sweep, which says them once.
 function M.layout_warnings(report) return LAYOUT_WARNINGS[report] or {} end
+
+--- The note of a report of M.run whose GPU file gives no mem_reported_gib, so that its memory budget is a share of
+--- mem_gb (neusight.memory reported_note; among its warnings too), or nil.
+function M.memory_note(report) return MEMORY_NOTE[report] end
+
+--- The warning of a report of M.run whose fp8 (W8A8) GEMMs are forecast slower than in bf16 (neusight.precision
+--- fp8_gemm_warning; among its warnings too), or nil.
+function M.fp8_warning(report) return FP8_WARNING[report] end
 
 --- The calibration model warning of a report of M.run (among its warnings too), or nil.
 function M.model_warning(report) return MODEL_WARNING[report] end
@@ -459,17 +502,30 @@ end
 local function kv_capacity(o, pre, batch, tokens)
   local _, used, _, _, held = kv_paging(o, pre)
   local per_token_gb = pre.kv_cache_gb / (batch * used(held(tokens)))
-  local usable_gb = budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization)  -- predict's rule at this utilization
+  local usable_gb = M.usable_gb(o, pre.gpu)  -- predict's rule at this utilization (memory.lua budget_gb)
   local budget_gb = usable_gb - pre.state_gb
   local blocks = budget_gb > 0 and floor(budget_gb / (per_token_gb * o.block_size) + 1e-9) or 0
   local no_room
   if budget_gb <= 0 then
-    no_room = fmt("the weights alone (%.1f GB per GPU) exceed %.0f %% of %.0f GB (%.1f GB, --gpu-memory-utilization "
+    no_room = fmt("the weights alone (%.1f GB per GPU) exceed %.0f %% of %s (%.1f GB, --gpu-memory-utilization "
       .. "%g): no room for a KV cache; shard them over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU "
-      .. "with more memory", pre.state_gb, 100 * o.gpu_memory_utilization, pre.gpu.mem_gb, usable_gb,
+      .. "with more memory", pre.state_gb, 100 * o.gpu_memory_utilization, M.memory_text(pre.gpu), usable_gb,
       o.gpu_memory_utilization)
   end
   return per_token_gb, max(budget_gb, 0.0), blocks, no_room
+end
+
+--- The GB (1e9 bytes) weights and KV cache may take per GPU: --gpu-memory-utilization of the memory the device
+--- reports (the GPU file's mem_reported_gib), else of mem_gb read as 1e9 bytes (neusight.memory budget_gb, the one
+--- rule; common_report says which). `gpu`: a phase forecast's gpu table.
+function M.usable_gb(o, gpu)
+  return budget_gb_of(gpu.mem_gb, o.gpu_memory_utilization, gpu.mem_reported_gib)
+end
+
+--- The memory a budget is a share of, in words: "the 79.1 GiB the GPU reports" or "80 GB" (mem_gb, without the
+--- figure).
+function M.memory_text(gpu)
+  return gpu.mem_reported_gib and fmt("the %.1f GiB the GPU reports", gpu.mem_reported_gib) or fmt("%.0f GB", gpu.mem_gb)
 end
 
 -- A sliding-window model's report fields (kv_paging), the static batch's and the simulation's alike: its window, its
@@ -552,9 +608,9 @@ local function run_static(o, F, count)
   r.fits = B <= r.max_concurrency
   if not r.fits then
     r.warnings[#r.warnings + 1] = fmt("batch %d does not fit: weights %.1f GB + KV cache %.1f GB exceed %.1f GB, %.0f %% "
-      .. "of %.0f GB (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
+      .. "of %s (--gpu-memory-utilization %g, a serving engine's reservation; `predict --mode decode` counts all "
       .. "%.0f GB): at most %d sequences of %d tokens", B, r.weights_gb, r.kv_cache_gb,
-      budget_gb_of(pre.gpu.mem_gb, o.gpu_memory_utilization), 100 * o.gpu_memory_utilization, pre.gpu.mem_gb,
+      M.usable_gb(o, pre.gpu), 100 * o.gpu_memory_utilization, M.memory_text(pre.gpu),
       o.gpu_memory_utilization, pre.gpu.mem_gb, r.max_concurrency, I + O - 1)
   end
   local mid = steps > 0 and F("decode", B, I + floor((steps - 1) / 2), true) or nil
@@ -1194,7 +1250,7 @@ end
 --- primitives (see the header). Returns the report table.
 function M.run(raw, phase, progress)
   local o = options(raw)
-  local F, count, below = forecaster(o, phase)
+  local F, count, below, fp8 = forecaster(o, phase)
   progress = progress or function() end
   local r
   if o.batch then r = run_static(o, F, count) else r = run_simulation(o, F, count, progress) end
@@ -1213,6 +1269,11 @@ function M.run(raw, phase, progress)
     end
   end
   FLOOR_WARNING[r] = said[1] and said or nil
+  -- fp8 GEMMs forecast slower than in bf16: once, of the decode steps (small m), else of the prefill
+  -- (first: a batch that does not fit keeps its warning last, which serve --sweep makes the row's error)
+  local f8 = fp8().decode or fp8().prefill
+  if f8 then table.insert(r.warnings, 1, f8) end
+  FP8_WARNING[r] = f8 or nil
   return r
 end
 
@@ -1237,11 +1298,17 @@ local function dist_line(name, d)
   return fmt("%-14s mean %10.2f   p50 %10.2f   p90 %10.2f   p99 %10.2f   max %10.2f", name, d.mean, d.p50, d.p90, d.p99, d.max)
 end
 
+-- What a report's memory budget is a share of (M.memory_text of its GPU's fields).
+local function budget_of(r)
+  return M.memory_text { mem_reported_gib = r.gpu_mem_reported_gib, mem_gb = r.gpu_mem_gb }
+end
+
 --- The report as text for people (JSON and CSV carry the same numbers).
 function M.format_table(r)
   local out = {}
   out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, predictor %s", r.model,
-    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype, r.kv_dtype and ", KV cache " .. r.kv_dtype or "",
+    r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype,
+    ", KV cache " .. tostring(r.kv_cache_dtype or r.kv_dtype or r.dtype),
     r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
@@ -1268,8 +1335,9 @@ function M.format_table(r)
     end
     out[#out + 1] = fmt("throughput    %10.1f output tokens/s per GPU (%.1f for the replica)",
       r.output_tokens_per_s_per_gpu, r.output_tokens_per_s)
-    out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of memory holds %d KV blocks: at most %d concurrent requests%s",
-      r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, r.kv_blocks, r.max_concurrency,
+    out[#out + 1] = fmt("memory        %10.2f GB weights + %.2f GB KV cache per GPU; %.0f %% of %s (%.1f GB) holds %d KV blocks: at most %d concurrent requests%s",
+      r.weights_gb, r.kv_cache_gb, 100 * r.gpu_memory_utilization, budget_of(r), r.memory_budget_gb, r.kv_blocks,
+      r.max_concurrency,
       r.fits and "" or fmt(" (batch %d does not fit: see the warning)", r.batch))
     if r.kv_window then
       out[#out + 1] = fmt("sliding window %d tokens: %.0f %% of a token's KV bytes held for at most the window (a "
@@ -1295,8 +1363,9 @@ function M.format_table(r)
       r.throughput.output_tokens_per_s_per_gpu, r.throughput.requests_per_s, r.duration_s)
     out[#out + 1] = fmt("batching      mean decode batch %.1f, at most %d running, %d prefill / %d decode / %d mixed steps, %d preemptions",
       r.mean_decode_batch, r.max_running, r.steps.prefill, r.steps.decode, r.steps.mixed, r.preemptions)
-    out[#out + 1] = fmt("memory        %10.2f GB weights per GPU; KV cache %d blocks = %d tokens (%.2f GB)",
-      r.weights_gb, r.kv_blocks, r.kv_tokens, r.kv_budget_gb)
+    out[#out + 1] = fmt("memory        %10.2f GB weights per GPU; KV cache %d blocks = %d tokens (%.2f GB); %.0f %% of %s "
+      .. "(%.1f GB) holds both", r.weights_gb, r.kv_blocks, r.kv_tokens, r.kv_budget_gb, 100 * r.gpu_memory_utilization,
+      budget_of(r), r.memory_budget_gb)
     if r.kv_window then
       out[#out + 1] = fmt("sliding window %d tokens: %.0f %% of a token's KV bytes held for at most the window (the "
         .. "longest request %.2f GB); at most %.2f GB in use", r.kv_window, 100 * r.kv_window_share,

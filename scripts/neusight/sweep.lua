@@ -285,6 +285,12 @@ function M.run(raw, phase, progress, gpu)
       for _, fw in ipairs(S.floor_warning and S.floor_warning(r) or {}) do
         if not cal_seen[fw] then cal_seen[fw], cal_warnings[#cal_warnings + 1] = true, fw end
       end
+      -- a GPU file without mem_reported_gib (its memory budget a share of mem_gb: serve.lua memory_note): once per GPU
+      local mn = S.memory_note and S.memory_note(r)
+      if mn and not cal_seen[mn] then cal_seen[mn], cal_warnings[#cal_warnings + 1] = true, mn end
+      -- fp8 GEMMs forecast slower than in bf16 (serve.lua fp8_warning): each text once
+      local f8 = S.fp8_warning and S.fp8_warning(r)
+      if f8 and not cal_seen[f8] then cal_seen[f8], cal_warnings[#cal_warnings + 1] = true, f8 end
       -- the layout's (a tp group priced over PCIe beyond the GPU's bridge: predict's and serve's warning), said once
       for _, lw in ipairs(S.layout_warnings and S.layout_warnings(r) or {}) do
         if not layout_seen[lw] then layout_seen[lw], layout_warnings[#layout_warnings + 1] = true, lw end

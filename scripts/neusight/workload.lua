@@ -329,20 +329,33 @@ function M.spelling(key, v)
   return name and name(v) or nil
 end
 
+--- The KV cache's dtype in a serving phase of compute dtype `dtype` when kv_dtype is not given: the activations' dtype,
+--- as vLLM's kv_cache_dtype "auto" keeps it — the dtype itself, but bf16 under fp8 (W8A8: fp8 GEMMs over bf16
+--- activations, the K/V projections' outputs bf16; an fp8 cache is kv_dtype fp8, --kv-dtype fp8).
+function M.kv_default(dtype)
+  return dtype == "fp8" and "bf16" or dtype
+end
+
+--- The dtype an fp8 (W8A8) inference graph keeps its embeddings, norms and LM head in, as vLLM loads an FP8 checkpoint
+--- (llm-compressor / ModelOpt quantise the decoder's linears only): the LM head runs as a bf16 GEMM and those weights
+--- take 2 bytes each in the model state (M.w8a8_unquantised).
+M.W8A8_KEPT = "bf16"
+
 -- The storage dtypes of a run in compute dtype `dtype`, spelled (M.spelling) by now: the KV cache's (`kv`) and the
--- weights' (`weight`, weight-only quantisation), each nil where it is not given or names the compute dtype itself (the
--- cache and the weights are kept at the compute dtype without it: nothing is quantised), and one "no effect" warning
--- for each given that way. The one rule: M.normalize applies it to its fields, M.storage_dtypes to serve's options.
+-- weights' (`weight`, weight-only quantisation), each nil where it is not given or names the dtype it has without it
+-- (the cache M.kv_default's, the weights the compute dtype: nothing changes), and one "no effect" warning for each
+-- given that way. The one rule: M.normalize applies it to its fields, M.storage_dtypes to serve's options.
 local function storage_kept(dtype, kv, weight)
   local notes = {}
-  local function same(key, flag, v, what)
-    if v == nil or v ~= dtype then return v end
-    notes[#notes + 1] = ("%s (%s) has no effect: %s is the compute dtype, which %s without it; drop it"):format(key,
-      flag, v, what)
+  local function same(key, flag, v, what, default)
+    if v == nil or v ~= default then return v end
+    notes[#notes + 1] = ("%s (%s) has no effect: %s is %s, which %s without it; drop it"):format(key,
+      flag, v, default == dtype and "the compute dtype" or ("the activations' dtype under dtype " .. tostring(dtype)),
+      what)
     return nil
   end
-  kv = same("kv_dtype", "--kv-dtype", kv, "the KV cache has")
-  weight = same("weight_dtype", "--weight-dtype", weight, "the weights have")
+  kv = same("kv_dtype", "--kv-dtype", kv, "the KV cache has", M.kv_default(dtype))
+  weight = same("weight_dtype", "--weight-dtype", weight, "the weights have", dtype)
   return kv, weight, notes
 end
 
@@ -930,6 +943,34 @@ function M.quantise_activations(nodes)
   end
 end
 
+--- The LM head of an fp8 (W8A8) inference graph runs at M.W8A8_KEPT (bf16), as vLLM runs an FP8 checkpoint's
+--- unquantised lm_head: every linear named lm_head gets that dtype (so no activation quantisation either).
+function M.w8a8_head(nodes)
+  for _, n in ipairs(nodes) do
+    if n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) then
+      n.dtype = M.W8A8_KEPT
+    end
+  end
+end
+
+--- The weights' bytes per parameter of an fp8 (W8A8) inference graph: the parameters of its fp8 GEMMs' weights (the
+--- linears, addmms, grouped experts and parameter-holding matmuls in fp8, and experts no token reached) at `fp8_bytes`,
+--- the rest (embeddings, norms, the LM head: M.w8a8_head) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
+function M.w8a8_weights_per_param(nodes, fp8_bytes)
+  local quantised, all = 0, 0
+  for _, n in ipairs(nodes) do
+    local p = (n.params or 0) * (n.count or 1)
+    all = all + p
+    local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
+    if p > 0 and (idle_expert or ((n.op == "linear" or n.op == "addmm" or n.op == "matmul" or n.op == "grouped_linear")
+        and n.dtype == "fp8")) then
+      quantised = quantised + p
+    end
+  end
+  if all == 0 then return fp8_bytes end
+  return (quantised * fp8_bytes + (all - quantised) * K.dtype_bytes(M.W8A8_KEPT)) / all
+end
+
 --- Weight-only quantisation of a graph: every linear (and addmm, and the experts' grouped_linear) with parameters reads
 --- its weight at `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear, ops/grouped_linear.lua).
 --- A matmul holding parameters (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
@@ -1004,7 +1045,7 @@ function M.warnings(w)
     local n, text = check.positions(w.seq, decode and w.context or nil)
     out[#out + 1] = check.rotary_positions_warning(text, n, limit)
   end
-  if w.kv_dtype ~= nil and w.kv_dtype ~= w.dtype and w.mode == "decode" then
+  if w.kv_dtype ~= nil and w.kv_dtype ~= M.kv_default(w.dtype) and w.mode == "decode" then
     out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on")
       :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
   end
@@ -1200,7 +1241,7 @@ end
 local function graph_of(w, gpu)
   local training = w.mode == "train"
   local opts = { batch = w.batch, seq = w.seq, training = training, dtype = w.dtype, loss = w.loss }
-  if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype end
+  if M.serving(w.mode) then opts.phase, opts.context, opts.kv_dtype = w.mode, w.context, w.kv_dtype or M.kv_default(w.dtype) end
   local par, plan = nil, nil
   -- Activation recomputation is modelled by the timeline only: a one-GPU training run asking for it is a one-device
   -- plan, as one with microbatches is (it used to be ignored).
@@ -1323,6 +1364,7 @@ local function graph_of(w, gpu)
   fill_defaults(nodes, w)
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
+  if not training and w.dtype == "fp8" then M.w8a8_head(nodes) end  -- before the activations' quantisation
   if not training then M.quantise_activations(nodes) end
   if w.fusion then  -- loaded only when asked for: start-up time matters
     local fusion = require("neusight.fusion")
@@ -1361,7 +1403,8 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   local rule_of = memory.engine_rules()
   local function context(ns, kv_bytes, batch)
     return memory.context { nodes = ns, rule_of = rule_of, training = w.mode == "train", state = state,
-      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb, mode = w.mode, batch = batch }
+      recipe = recipe, kv_cache_bytes = kv_bytes, gpu_mem_gb = gpu and gpu.mem_gb,
+      gpu_reported_gib = memory.reported_gib(gpu), mode = w.mode, batch = batch }
   end
   local ctx = context(nodes, kv, w.batch)
   if plan then plan.memory = ctx; return nil end
@@ -1544,7 +1587,15 @@ function M.build(spec, gpu)
     end
   end
   local state = precision.state(recipe, w.optimizer, training)
-  if w.weight_dtype then state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype], state.weights) end
+  -- fp8 (W8A8) inference keeps its embeddings, norms and LM head in bf16 (M.w8a8_head), as an FP8 checkpoint does,
+  -- beside 1-byte linears (precision pure; amp keeps fp32 weights, which autocast casts)
+  local w8a8 = not training and w.dtype == "fp8" and w.precision == "pure"
+  if w.weight_dtype then
+    state.weights = weights_per_param(nodes, K.WEIGHT_BYTES[w.weight_dtype],
+      w8a8 and K.dtype_bytes(M.W8A8_KEPT) or state.weights)
+  elseif w8a8 then
+    state.weights = M.w8a8_weights_per_param(nodes, state.weights)
+  end
   local kv = opts.phase and M.kv_cache_bytes(nodes, plan) or nil
   local kv_window, kv_window_share
   if opts.phase then kv_window, kv_window_share = M.kv_cache_window(nodes) end

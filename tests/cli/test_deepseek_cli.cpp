@@ -110,7 +110,8 @@ TEST_CASE("deepseek: serve holds the MLA latent per token, so far more requests 
                           "--output-len 64 --batch 32");
   const double per_token = s["kv_cache_gb_per_token"];
   CHECK(per_token == Approx(61.0 * 576 * 2 / 1e9));
-  const double budget = 0.9 * s["gpu_mem_gb"].get<double>() - s["weights_gb"].get<double>();
+  // 0.9 of the memory the H200 reports (gpus/h200_sxm_141gb.toml mem_reported_gib), as vLLM budgets it
+  const double budget = 0.9 * s["gpu_mem_reported_gib"].get<double>() * 1073741824 / 1e9 - s["weights_gb"].get<double>();
   const int blocks_per_seq = (2048 + 64 - 1 + 15) / 16;
   CHECK(s["kv_blocks"].get<int>() == int(budget / (per_token * 16) + 1e-9));
   CHECK(s["max_concurrency"].get<int>() == s["kv_blocks"].get<int>() / blocks_per_seq);

@@ -1,5 +1,6 @@
 // tests/cli/test_llama_cli.cpp — Llama-family models end to end: a checked-in config.json (meta-llama/Llama-3.2-1B) through
 // `predict`, training and inference, tensor parallel; presets; null vs omitted config keys; strict keys.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
@@ -160,4 +161,56 @@ TEST_CASE("llama: config.json null vs omitted keys, strict keys", "[cli][llama][
   CHECK(r.code == 1);
   CHECK(r.err == "neusight: " + typo.string() +
                      ":1: unknown key 'num_key_value_head' for model_type \"llama\" (did you mean 'num_key_value_heads'?)\n");
+}
+
+// tester8 problem 1: a serving prefill of a sliding-window model runs the windowed FlashAttention kernel (vLLM, SGLang),
+// which skips the key tiles outside the band, so the window never costs more than no window: Mistral-7B's shape on
+// an H100 with the shipped predictor, window 4096 vs none, predict --mode prefill and serve's TTFT. At s ≤ window the
+// two are the same forecast; above it the attention FLOPs are the band's, Σ min(i, 4096) pairs (counted here).
+TEST_CASE("llama: a sliding window never makes a serving prefill slower than no window", "[cli][llama][serve]") {
+  temp_dir t;
+  const std::string shape = R"("model_type": "mistral", "num_hidden_layers": 32, "hidden_size": 4096,
+    "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8, "vocab_size": 32000,
+    "max_position_embeddings": 131072)";
+  const auto win = t.write("win/config.json", "{" + shape + R"(, "sliding_window": 4096})");
+  const auto none = t.write("none/config.json", "{" + shape + R"(, "sliding_window": null})");
+  const auto attention_flops = [](const json& j) {
+    double f = 0;
+    for (const auto& op : j["ops"])
+      if (op["kind"] == "attention") f += op["flops"].get<double>() * op["count"].get<double>();
+    return f;
+  };
+  for (const int s : {1024, 4096, 6144, 8192, 16384, 32768, 65536}) {
+    const std::string flags = " --gpu h100 --mode prefill --dtype bf16 --batch 1 --seq " + std::to_string(s);
+    const json w = predict("--model '" + win.string() + "'" + flags);
+    const json n = predict("--model '" + none.string() + "'" + flags);
+    INFO("seq " << s << ": window " << w["latency_ms"] << " ms, none " << n["latency_ms"] << " ms");
+    double pairs = 0;
+    for (int i = 1; i <= s; ++i) pairs += std::min(i, 4096);
+    CHECK(attention_flops(w) == Approx(32 * 4.0 * 128 * 32 * pairs).epsilon(1e-9));
+    if (s <= 4096) {
+      CHECK(w["latency_ms"].get<double>() == n["latency_ms"].get<double>());
+    } else {
+      CHECK(w["latency_ms"].get<double>() < n["latency_ms"].get<double>());
+    }
+  }
+  // the warning names the kernel the windowed layers were priced as
+  const auto said = run_cli("predict --model '" + win.string() + "' --gpu h100 --mode prefill --dtype bf16 --batch 1 --seq 8192");
+  CHECK(said.code == 0);
+  CHECK(said.err.find("prefill attention is priced as the serving engines' windowed FlashAttention kernel") !=
+        std::string::npos);
+  for (const int s : {4096, 32768}) {
+    const auto ttft = [&](const std::filesystem::path& m) {
+      const auto r = run_cli("serve --model '" + m.string() + "' --gpu h100 --batch 1 --input-len " + std::to_string(s) +
+                             " --output-len 4 --format json");
+      INFO(r.err);
+      REQUIRE(r.code == 0);
+      return json::parse(r.out)["ttft_ms"].get<double>();
+    };
+    INFO("serve input " << s);
+    if (s <= 4096)
+      CHECK(ttft(win) == ttft(none));
+    else
+      CHECK(ttft(win) < ttft(none));
+  }
 }

@@ -104,28 +104,30 @@ TEST_CASE("search: no layout fits - --distributed-optimizer suggested only where
 }
 
 // Llama-3-70B bf16 on one 80 GB H100: 141 GB of weights, which vLLM refuses to load; at tp 2 the weights (70.6 GB per
-// GPU) fit the 72 GB budget and only the batch's KV cache overflows: vLLM runs fewer sequences at once (a forecast
+// GPU) fit the 76.4 GB budget (0.9 of the 79.1 GiB the H100 reports) and only the batch's KV cache overflows (32
+// sequences of 2047 tokens: 10.7 GB per GPU beside 5.9 GB of room): vLLM runs fewer sequences at once (a forecast
 // with a warning).
 TEST_CASE("serve: a static batch whose weights alone exceed the memory is an error - a KV overflow stays a warning",
           "[cli][serve][nofit]") {
-  const std::string base = "serve --model llama3_70b --gpu h100 --batch 8 --input-len 1024 --output-len 1024 "
-                           "--predictor roofline";
+  const std::string base = "serve --model llama3_70b --gpu h100 --input-len 1024 --output-len 1024 "
+                           "--predictor roofline --batch ";
   ns_test::temp_dir t;
   const auto out = t.path / "s.json";
-  const auto r = run_cli(base + " -o " + out.string());
+  const auto r = run_cli(base + "8 -o " + out.string());
   INFO(r.err);
   CHECK(r.code == 1);
   CHECK_FALSE(std::filesystem::exists(out));
   CHECK(r.err.rfind("neusight: serve: model 'llama3_70b' cannot be served: the weights alone (141.1 GB per GPU) "
-                    "exceed 90 % of 80 GB (72.0 GB, --gpu-memory-utilization 0.9): no room for a KV cache; shard them "
+                    "exceed 90 % of the 79.1 GiB the GPU reports (76.4 GB, --gpu-memory-utilization 0.9): no room for "
+                    "a KV cache; shard them "
                     "over more GPUs (--tp), quantise them (--weight-dtype) or take a GPU with more memory",
                     0) == 0);
-  const auto tp2 = run_cli(base + " --tp 2 --format json");
+  const auto tp2 = run_cli(base + "32 --tp 2 --format json");
   INFO(tp2.err);
   REQUIRE(tp2.code == 0);
   const json j = json::parse(tp2.out);
   CHECK(j["fits"] == false);
   CHECK(j["ttft_ms"].get<double>() > 0);
   CHECK(j["max_concurrency"].get<int>() >= 1);
-  CHECK(j["warnings"].back().get<std::string>().rfind("batch 8 does not fit: weights ", 0) == 0);
+  CHECK(j["warnings"].back().get<std::string>().rfind("batch 32 does not fit: weights ", 0) == 0);
 }

@@ -104,3 +104,35 @@ TEST_CASE("kv-dtype: serve --sweep carries the KV dtype and its warning", "[cli]
   CHECK_FALSE(d.contains("kv_dtype"));
   CHECK_FALSE(d.contains("warnings"));
 }
+
+// serve --dtype fp8 is W8A8 as vLLM runs an FP8 checkpoint (tester7 P3, r7 b): a bf16 KV cache unless --kv-dtype fp8
+// (kv_cache_dtype auto), the header naming the cache's dtype, embeddings and LM head weights at 2 bytes (Llama-3-8B:
+// 6.98e9 linear weights at 1 B + 1.05e9 at 2 B = 9.08 GB; before, 8.03 GB and an fp8 cache of twice the blocks).
+TEST_CASE("serve: fp8 keeps a bf16 KV cache and bf16 embeddings and LM head as vLLM does", "[cli][quant][serve]") {
+  const std::string args = "serve --model llama3_8b --gpu h100 --batch 8 --input-len 1024 --output-len 64";
+  const json bf = run_json(args);
+  const json f8 = run_json(args + " --dtype fp8");
+  CHECK(f8["kv_cache_dtype"] == "bf16");
+  CHECK(f8["kv_cache_gb_per_token"].get<double>() == Approx(bf["kv_cache_gb_per_token"].get<double>()));
+  CHECK(f8["weights_gb"].get<double>() == Approx(9.0812).epsilon(1e-3));
+  const json kv8 = run_json(args + " --dtype fp8 --kv-dtype fp8");
+  CHECK(kv8["kv_cache_dtype"] == "fp8");
+  CHECK(kv8["kv_cache_gb_per_token"].get<double>() == Approx(bf["kv_cache_gb_per_token"].get<double>() / 2));
+  const auto t = run_cli(args + " --dtype fp8");
+  INFO(t.out);
+  CHECK(t.out.find("fp8, KV cache bf16, launch graph") != std::string::npos);
+}
+
+// fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, naming the measured kernel and --weight-dtype
+// fp8 (tester7 P3: B200 is in gemm_fp8's training set, so no other warning said it): predict and serve.
+TEST_CASE("fp8: GEMMs forecast slower than in bf16 are said by predict and serve", "[cli][quant]") {
+  const std::string said = "forecast slower than the same GEMM in bf16";
+  const std::string decode = "predict --model llama3_8b --gpu b200 --mode decode --batch 1 --context 1024 --launch graph";
+  const json p = run_json(decode + " --dtype fp8");
+  CHECK(warned(p["warnings"], said));
+  CHECK(warned(p["warnings"], "--weight-dtype fp8 with --dtype bf16"));
+  CHECK_FALSE(warned(run_json(decode + " --dtype bf16")["warnings"], said));
+  CHECK_FALSE(warned(run_json(decode + " --dtype fp8 --predictor roofline")["warnings"], said));  // bytes halve
+  const json s = run_json("serve --model llama3_8b --gpu b200 --batch 1 --input-len 512 --output-len 8 --dtype fp8");
+  CHECK(warned(s["warnings"], said));
+}

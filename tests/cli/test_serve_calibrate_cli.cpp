@@ -276,8 +276,15 @@ TEST_CASE("serve calibrate: bad measurements and runs are refused with the place
   fails("ttft_ms = 1e-6\n", "--batch 2 --output-len 8", 1, "is at most the forecast's time outside the predictor's families");
   fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1,
         "m.toml: tpot_ms given, but the run has no decode step (--output-len 1");
-  // the context line names the rule's file as it is in the tree (was scripts/neusight.calibration.lua)
-  fails("tpot_ms = 3\n", "--batch 2 --output-len 1", 1, "\n    in scripts/neusight/calibration.lua fit_serve()");
+  // the rule's own message for the user is whole: no internal context line under it (it named the rule's file, once
+  // wrongly as scripts/neusight.calibration.lua; tester8 #7: session.cpp figures_call, lua_state.cpp ns_call_said)
+  {
+    const fs::path m = t.write("m.toml", "tpot_ms = 3\n");
+    const auto r = run_cli(run + " --batch 2 --output-len 1 --calibrate '" + m.string() + "'");
+    CHECK(r.code == 1);
+    CHECK(r.err.find("\n    in ") == std::string::npos);
+    CHECK(r.err.find("calibration.lua") == std::string::npos);
+  }
   // a report that cannot be written (-o into a missing folder): no calibration file either (it was written first)
   for (const std::string& cmd : {run + " --batch 2 --output-len 8", "predict --model gpt2_med --gpu '" + gpu +
                                                                        "' --batch 2 --seq 64 --mode inference"}) {

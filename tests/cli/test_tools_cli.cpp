@@ -277,6 +277,25 @@ TEST_CASE("a misspelled long option is named with the command's closest option",
   CHECK_THAT(e.err, Catch::Contains("`neusight eval models --help`"));
 }
 
+// An option other commands have (`serve --pp 2`): said as such, naming them, not a near name of another meaning
+// (--pp → --tp), tester8 #9.
+TEST_CASE("an option of other commands is said to be theirs, not misspelled", "[cli][tools]") {
+  const auto p = run_cli("serve --model llama3_8b --gpu h100 --batch 1 --pp 2");
+  CHECK(p.code == 2);
+  CHECK_THAT(p.err, Catch::StartsWith("neusight: serve has no --pp option ("));
+  CHECK_THAT(p.err, Catch::Contains("predict"));
+  CHECK_THAT(p.err, Catch::Contains("`neusight serve --help` lists this command's"));
+  CHECK(p.err.find("did you mean") == std::string::npos);
+  const auto e = run_cli("serve --model mixtral_8x7b --gpu h100 --batch 1 --ep=2");
+  CHECK(e.code == 2);
+  CHECK_THAT(e.err, Catch::StartsWith("neusight: serve has no --ep option ("));
+  CHECK_THAT(e.err, Catch::Contains("search"));
+  // a name no command has keeps the near-name hint
+  const auto n = run_cli("serve --model llama3_8b --gpu h100 --batch 1 --tpp 2");
+  CHECK(n.code == 2);
+  CHECK_THAT(n.err, Catch::Contains("unknown option '--tpp' (did you mean"));
+}
+
 // An option's value that starts with "--" is its value, as CLI11 reads it (the option takes the next word whatever it
 // looks like), not an unknown option: the check skips the values of the options that take one (app.cpp).
 TEST_CASE("an option value that starts with -- is not an unknown option", "[cli][tools]") {

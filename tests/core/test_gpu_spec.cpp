@@ -128,6 +128,24 @@ TEST_CASE("price_per_hour_usd is optional — when given, a positive finite numb
         "gpus/bad.toml:12:1: key 'mem_bw_gbps' must be a finite number (got inf)");
 }
 
+// The device-reported total (tester7 P1): optional, GiB, between 0.8 x mem_gb and mem_gb, so that GB written for GiB
+// (84.9 for an H100 80GB's 79.1 GiB) is an error, not a 7 % larger serving budget.
+TEST_CASE("mem_reported_gib is optional and lies between 0.8 x mem_gb and mem_gb", "[gpu]") {
+  CHECK(gpu_spec_parse(tiny, "t.toml").mem_reported_gib == 0);  // left out: serve says its budget is of mem_gb
+  CHECK(gpu_spec_parse(tiny + "mem_reported_gib = 7.5\n", "t.toml").mem_reported_gib == 7.5);  // mem_gb = 8
+  const std::string at = "gpus/bad.toml:" + std::to_string(std::count(tiny.begin(), tiny.end(), '\n') + 1) + ":1: ";
+  const std::string range = "key 'mem_reported_gib' must lie between 0.8 x mem_gb and mem_gb (6.4 to 8 GiB; got ";
+  const std::string what = "): it is the total the device reports in GiB (2^30 bytes: torch.cuda.mem_get_info()[1] / "
+                           "2**30), a little under the datasheet's binary GB";
+  CHECK(parse_error(tiny + "mem_reported_gib = 8.6\n") == at + range + "8.6" + what);  // 8 GiB written in GB
+  CHECK(parse_error(tiny + "mem_reported_gib = 6\n") == at + range + "6" + what);
+  CHECK(parse_error(tiny + "mem_reported_gib = 0\n") ==
+        at + "key 'mem_reported_gib' must be a positive finite number (got 0.000000); leave the key out when unknown");
+  // every bundled file that gives it passes (the parse), and the H100's is the figure PyTorch reports
+  const gpu_spec h100 = gpu_spec_load(source_dir / "gpus" / "h100_sxm5_80gb.toml", "h100_sxm5_80gb.toml");
+  CHECK(h100.mem_reported_gib == 79.1);
+}
+
 TEST_CASE("nvlink_domain_gpus is optional — the GPUs one bridge joins, 2 or more, on a GPU-to-GPU link", "[gpu]") {
   const std::string linked =
       ns_test::replace_all(ns_test::replace_all(tiny, "interconnect = \"none\"", "interconnect = \"nvlink3\""),

@@ -207,4 +207,37 @@ function T.test_attention_tiles()
   eq(tiling.select(K.attention("decode", 64, 1, 32768, 128, 32, 8, "bf16"), H100).blocks, 64 * 8, "more (sequence, kv head) pairs than SMs: no split")
 end
 
+-- A causal sliding window (serving engines' windowed FlashAttention kernel): FLOPs of the band's pairs, counted here
+-- query by query (query i sees min(i, w) keys); bytes of the whole prefill; the tile model's equivalent shape (causal
+-- chunks) launches about the prefill's blocks, each with the band's mean work. While s ≤ w: the causal kernel itself.
+function T.test_window_attention()
+  local tiling = require "tiling.attention"
+  local H100 = { num_sm = 132 }
+  local d, h, kvh, w = 128, 32, 8, 4096
+  for _, s in ipairs { 100, 4096, 4097, 5000, 6000, 8192, 12288, 32768, 65536, 131072 } do
+    local pairs = 0
+    for i = 1, s do pairs = pairs + math.min(i, w) end
+    local k = K.window_attention("causal", 2, s, w, d, h, kvh, "bf16")
+    local whole = K.attention("causal", 2, s, s, d, h, kvh, "bf16")
+    eq(math.abs(k.flops - 4 * d * 2 * h * pairs) <= 1e-9 * k.flops, true, ("s = %d: flops %.17g = 4·d·b·h·%d"):format(s, k.flops, pairs))
+    eq(k.bytes, whole.bytes, "s = " .. s .. ": bytes of Q, K, V, O once")
+    eq(k.flops <= whole.flops, true, "s = " .. s .. ": never more than causal")
+    if s <= w then
+      for key, v in next, whole do eq(k[key], v, "s = " .. s .. " ≤ window: causal kernel's " .. key) end
+    else
+      local t, tw = tiling.select(k, H100), tiling.select(whole, H100)
+      local blocks = t.blocks / tw.blocks
+      eq(blocks > 0.85 and blocks < 1.2, true, ("s = %d: blocks %d vs the prefill's %d"):format(s, t.blocks, tw.blocks))
+      local work = t.blocks * t.flops / k.flops
+      eq(work >= 0.97 and work < 1.1, true, ("s = %d: the tiles' work / the band's %.3f"):format(s, work))
+    end
+  end
+  local bwd = K.window_attention("causal_bwd", 1, 8192, 4096, 128, 32, 8, "bf16")
+  eq(bwd.flops, 2.5 * K.window_attention("causal", 1, 8192, 4096, 128, 32, 8, "bf16").flops, "backward 2.5×")
+  raises("bad argument #1 to 'window_attention' (causal or causal_bwd expected, got full)",
+    K.window_attention, "full", 1, 8, 4, 64, 4, 4, "bf16")
+  raises("bad argument #4 to 'window_attention' (positive integer expected, got 0)",
+    K.window_attention, "causal", 1, 8, 0, 64, 4, 4, "bf16")
+end
+
 return T

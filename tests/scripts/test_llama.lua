@@ -444,6 +444,41 @@ function T.test_sliding_window()
   eq(groups(with(mistral, { num_hidden_layers = 3 })), "sliding_layers×3", "mistral: every layer")
 end
 
+-- A serving prefill (opts.phase "prefill") runs the windowed FlashAttention kernel (vLLM, SGLang): causal, attrs.window,
+-- FLOPs of the band's pairs (counted here query by query); at s ≤ window the causal kernel of the windowless model, in
+-- one layer group; eager keeps HF's masked chain over every pair (PyTorch skips nothing).
+function T.test_sliding_window_serving_prefill()
+  local mistral = with(TINY, { model_type = "mistral", sliding_window = 8 })
+  local function attention(cfg, s, att)
+    local out = {}
+    for _, n in ipairs(llama.build(cfg, { batch = 2, seq = s, attention = att or "sdpa", phase = "prefill" })) do
+      if n.op == "sdpa" or n.op == "matmul" or n.op == "softmax" or n.op == "add" and n.name:find("mask") then
+        local k = kernels(n, false)[1]
+        out[#out + 1] = n.layer .. " " .. n.op .. " " .. tostring(n.attrs.causal) .. " " .. tostring(n.attrs.window)
+          .. " " .. K.describe(k) .. " " .. ("%.17g"):format(k.flops) .. " " .. k.bytes
+      end
+    end
+    return table.concat(out, "\n")
+  end
+  local none = with(mistral, { sliding_window = false })
+  for _, s in ipairs { 4, 8 } do
+    eq(attention(mistral, s), attention(none, s), "s = " .. s .. " ≤ window: the windowless kernel")
+  end
+  for _, s in ipairs { 9, 16, 40 } do
+    local n
+    for _, x in ipairs(llama.build(mistral, { batch = 2, seq = s, attention = "sdpa", phase = "prefill" })) do
+      if x.op == "sdpa" then n = x end
+    end
+    eq(n.layer .. " " .. tostring(n.attrs.causal) .. " " .. n.attrs.window, "sliding_layers true 8", "s = " .. s)
+    local pairs = 0
+    for i = 1, s do pairs = pairs + math.min(i, 8) end
+    local k = kernels(n, false)[1]
+    eq(math.abs(k.flops - 4 * 16 * 2 * 4 * pairs) < 1e-9 * k.flops, true, ("s = %d: band flops %.17g"):format(s, k.flops))
+    -- eager: the same chain as the windowless model's (QKᵀ, mask, softmax, ·V over all s × s)
+    eq(attention(mistral, s, "eager"):gsub("sliding_layers", "layers"), attention(none, s, "eager"), "eager s = " .. s)
+  end
+end
+
 function T.test_attention_dropout_kernel_only_when_positive()
   local function count(cfg, attention)
     local c = 0

@@ -130,7 +130,8 @@ function T.test_serving_phase_names_serve_budget()
   eq(over.fits, true, "75 GB fits in 80")
   eq(over.memory.serving_budget_gb, 72, "the serving budget in JSON")
   eq(over.warning, "memory 75.0 GB per GPU fits in the GPU's 80 GB, as one PyTorch process may take all of it, but "
-    .. "not in the 72.0 GB (90 %) a serving engine gives weights and KV cache by default (vLLM's gpu_memory_utilization "
+    .. "not in the 72.0 GB (90 % of mem_gb read as 1e9 bytes: the GPU file gives no mem_reported_gib, the total the "
+    .. "device reports) a serving engine gives weights and KV cache by default (vLLM's gpu_memory_utilization "
     .. "0.9, `neusight serve --gpu-memory-utilization`): check the batch with `neusight serve` (its fits and "
     .. "max_concurrency page the KV cache in that budget)", "said")
   assert(over.lines[1]:find("fits in the GPU's 80 GB (over serve's 72.0 GB, 90 %)", 1, true), over.lines[1])
@@ -139,6 +140,28 @@ function T.test_serving_phase_names_serve_budget()
   assert(within.lines[1]:find("(within serve's 72.0 GB, 90 %)", 1, true), within.lines[1])
   local train = memory.single(ctx(0, "train"))
   eq(train.memory.serving_budget_gb, nil, "training: no serving budget")
+end
+
+-- The serving budget is a share of the memory the device reports (the GPU file's mem_reported_gib: vLLM's rule, one
+-- function for predict's serving phases and serve), the whole-GPU check still mem_gb read as 1e9 bytes (its ~7 % under
+-- the reported total is the margin for the CUDA context and fragmentation, which the model does not count).
+function T.test_serving_budget_is_a_share_of_the_reported_memory()
+  local budget = 0.9 * 79.1 * 2 ^ 30 / 1e9  -- 76.44 GB on an H100 80GB
+  eq(memory.budget_gb(80, memory.SERVING_UTILIZATION, 79.1), budget, "90 % of 79.1 GiB")
+  eq(memory.budget_gb(80, nil, 79.1), 80, "predict's whole GPU: mem_gb, the margin kept")
+  local c = { params = 1e9, state = { weights = 2, gradients = 0, master = 0, optimizer_state = 0 }, saved = { 0 },
+              temporary = { 0 }, count = { 1 }, names = { "x" }, training = false, kv_cache = 73e9, cublas = 0,
+              autocast_cache = 0, gpu_mem_gb = 80, gpu_reported_gib = 79.1, batch = 1, mode = "decode" }
+  local r = memory.single(c)  -- 75 GB: within 76.4
+  eq(r.memory.serving_budget_gb, budget, "in JSON")
+  eq(r.warning, nil, "75 GB fits the serving budget too")
+  assert(r.lines[1]:find("(within serve's 76.4 GB, 90 %)", 1, true), r.lines[1])
+  c.kv_cache = 76e9
+  local over = memory.single(c)
+  assert(over.warning:find("not in the 76.4 GB (90 % of the 79.1 GiB the device reports)", 1, true), over.warning)
+  c.gpu_reported_gib = nil
+  assert(memory.single(c).warning:find("(90 % of mem_gb read as 1e9 bytes: the GPU file gives no mem_reported_gib",
+    1, true), "without the figure: said")
 end
 
 return T

@@ -183,6 +183,76 @@ function T.test_fp8_act_quant_where_vllm_quantises()
 end
 
 
+-- fp8 (W8A8) serving as vLLM runs an FP8 checkpoint (tester7 P3 / r7 b): the KV cache in the activations' bf16 unless
+-- kv_dtype says fp8 (kv_cache_dtype "auto"), the LM head a bf16 GEMM, and embeddings, norms and the LM head 2 bytes per
+-- weight in the model state (Llama-3-8B: 6.98e9 linear weights at 1 B + 1.05e9 at 2 B = 9.08 GB, not 8.03 GB at 1 B).
+function T.test_fp8_serving_keeps_what_vllm_keeps_in_bf16()
+  local base = { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 1024, dtype = "fp8" }
+  local f8 = workload.build(base)
+  local bf = workload.build(testing.with(base, { dtype = "bf16" }))
+  eq(workload.kv_cache_bytes(f8.nodes), workload.kv_cache_bytes(bf.nodes), "a bf16 cache by default")
+  local kv8 = workload.build(testing.with(base, { kv_dtype = "fp8" }))
+  eq(workload.kv_cache_bytes(kv8.nodes) * 2, workload.kv_cache_bytes(bf.nodes), "kv_dtype fp8: an fp8 cache")
+  -- the default cache is what attention_decode was trained on (no warning); an fp8 one is not (its warning)
+  eq(#workload.warnings(workload.normalize(base)), 0, "no kv_dtype warning for the default")
+  local w = workload.warnings(workload.normalize(testing.with(base, { kv_dtype = "fp8" })))
+  eq(#w, 1, "kv_dtype fp8 under fp8")
+  assert(w[1]:find("outside what it was trained on", 1, true), w[1])
+  -- kv_dtype bf16 under fp8 is the default: no effect, said
+  local same = workload.normalize(testing.with(base, { kv_dtype = "bf16" }))
+  eq(same.kv_dtype, nil, "dropped")
+  assert(table.concat(workload.warnings(same), "\n"):find("kv_dtype (--kv-dtype) has no effect: bf16 is the "
+    .. "activations' dtype under dtype fp8", 1, true), table.concat(workload.warnings(same), "\n"))
+  local function named(nodes, name)
+    for _, n in ipairs(nodes) do if n.op == "linear" and n.name:find(name, 1, true) then return n end end
+  end
+  local head = kernels(named(f8.nodes, "lm_head"), false)[1]
+  eq(head.dtype, "bf16", "the LM head a bf16 GEMM")
+  eq(head.act_quant, nil, "no activation quantisation before it")
+  eq(kernels(named(f8.nodes, "q_proj"), false)[1].dtype, "fp8", "the decoder's linears fp8")
+  local all = 0
+  for _, n in ipairs(f8.nodes) do all = all + (n.params or 0) * (n.count or 1) end
+  eq(all, 8030261248, "Llama-3-8B")
+  local embed, norms = 128256 * 4096, (32 * 2 + 1) * 4096  -- embed_tokens = lm_head; 2 RMSNorms a layer + the final
+  local want = (all - 2 * embed - norms) * 1 + (2 * embed + norms) * 2
+  assert(math.abs(f8.state.weights * all - want) < 1e-6 * want, ("weights %.0f B, want %.0f"):format(
+    f8.state.weights * all, want))
+  -- training in fp8 (Transformer Engine) keeps its recipe's bytes and fp8 LM head
+  local tr = workload.build { model = "llama3_8b", gpu = "h100", mode = "train", batch = 1, seq = 64, dtype = "fp8" }
+  eq(kernels(named(tr.nodes, "lm_head"), false)[1].dtype, "fp8", "training: untouched")
+end
+
+-- fp8 (W8A8) GEMMs forecast slower than the same GEMM in bf16 are said, once, naming the measured kernel gemm_fp8 is
+-- fitted on and --weight-dtype fp8 (tester7 P3); each distinct forward fp8 Linear shape is priced once in bf16, a
+-- weight-only or bf16 GEMM not at all.
+function T.test_fp8_gemms_slower_than_bf16_are_said()
+  local precision = require "neusight.precision"
+  local gemms = {
+    { node = "lm_head", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 128256, seconds = 425.8e-6, launches = 1 },
+    { node = "q_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 4096, seconds = 9e-6, launches = 32 },
+    { node = "o_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 4096, seconds = 9e-6, launches = 32 },
+    { node = "up_proj", kind = "gemm", dtype = "fp8", b = 1, m = 1, n = 4096, k = 14336, seconds = 20e-6, launches = 32,
+      weight_bytes = 0.5 },
+    { node = "attn", kind = "attention", dtype = "fp8", seconds = 1e-5, launches = 32 },
+  }
+  local asked
+  local w = precision.fp8_gemm_warning(gemms, function(twins)
+    asked = twins
+    return { 316.0e-6, 10e-6 }
+  end)
+  eq(#asked, 2, "two distinct fp8 Linear shapes")
+  eq(asked[1].dtype, "bf16", "priced in bf16")
+  eq(asked[1].k, 128256, "of the same shape")
+  eq(asked[1].bytes, K.linear(1, 4096, 128256, "bf16").bytes, "bf16 bytes")
+  assert(w:find("1 of the 2 fp8 GEMM shapes of this forecast are forecast slower than the same GEMM in bf16", 1, true), w)
+  assert(w:find("most of all lm_head, m 1 x n 4096 x k 128256: 425.8 us in fp8, 316.0 us in bf16", 1, true), w)
+  assert(w:find(("all fp8 GEMMs %.3f ms, %.3f ms in bf16"):format((425.8 + 64 * 9) * 1e-3, (316 + 64 * 10) * 1e-3),
+    1, true), w)
+  assert(w:find("CutlassFP8ScaledMMLinearKernel", 1, true) and w:find("--weight-dtype fp8 with --dtype bf16", 1, true), w)
+  eq(precision.fp8_gemm_warning(gemms, function() return { 500e-6, 10e-6 } end), nil, "none slower: nothing said")
+  eq(precision.fp8_gemm_warning({ gemms[4], gemms[5] }, function() error("not asked") end), nil, "nothing to compare")
+end
+
 -- torch.compile-style fusion (fusion = true) never fuses a GEMM, so every fp8 Linear keeps its activation
 -- quantisation: the same act_quant kernels with and without it.
 function T.test_fp8_act_quant_survives_fusion()

@@ -30,9 +30,11 @@
 --     the sliding-window mask to scaled_dot_product_attention once s ≥ sliding_window (below that the mask is the
 --     causal one and is skipped); PyTorch then runs the memory-efficient kernel with an explicit mask over every
 --     query/key block: such layers get the non-causal `sdpa` kernel (attrs.causal = false) over s × s (the read
---     of the mask is left out). Not modelled: FlashAttention-2's windowed kernel (attn_implementation =
---     "flash_attention_2", whose key span is min(i, w) per query: the sdpa op has no such kernel). Windowed and
---     full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
+--     of the mask is left out). A serving prefill (opts.phase "prefill": predict --mode prefill, serve) is priced as
+--     the serving engines run it (vLLM, SGLang: FlashAttention-2's / FlashInfer's windowed kernel, which skips the
+--     key tiles outside the band): the causal `sdpa` kernel with attrs.window, the min(i, w) keys of each query
+--     (neusight.kernels.window_attention); with eager attention the prefill keeps HF's masked eager chain. Windowed
+--     and full layers are two layer groups ("layers", then "sliding_layers") when their kernels differ.
 --   * "phi3": qkv_proj and gate_up_proj, one GEMM each (q, k, v and gate, up are views of their outputs; what every
 --     model_type runs under opts.megatron, below), Mistral's sliding_window rule. "gemma" / "gemma2": embeddings · sqrt(hidden_size) (one mul), GemmaRMSNorm (the weight
 --     applied as 1 + weight.float() in fp32, then the cast back), GeGLU (gelu / gelu_pytorch_tanh: one gelu kernel),
@@ -319,6 +321,21 @@ local function softcap_note(who)
     .. "attention) for the kernels of the soft-capped scores"):format(who))
 end
 
+-- Which kernel a sliding-window model's windowed layers were priced as (sdpa attention, the window reached), said
+-- once per model name and kernel: a serving prefill's windowed FlashAttention kernel, or HF's masked one.
+local window_warned = {}
+local function window_note(who, window, band)
+  local key = who .. (band and "|band" or "|mask")
+  if window_warned[key] then return end
+  window_warned[key] = true
+  require("neusight").warn(band
+    and ("%s: sliding window %d: the windowed layers' prefill attention is priced as the serving engines' windowed "
+      .. "FlashAttention kernel (vLLM, SGLang), the causal pairs within the window (about s × %d)"):format(who, window, window)
+    or ("%s: sliding window %d: the windowed layers' attention is priced as HF's sdpa path runs it, a masked "
+      .. "memory-efficient kernel over all s × s pairs (PyTorch skips none of them; a serving prefill, --mode prefill "
+      .. "or serve, is priced as the windowed FlashAttention kernel)"):format(who, window))
+end
+
 --- The graph of a resolved config `r` (M.resolve). `moe` (neusight/models/moe.lua) swaps the MLP of some layers:
 --- moe.sparse(i) tells whether layer i (0-based) is sparse, moe.block(ctx, p) emits the MLP of layer prefix p (ctx: the graph
 --- `g`, `r`, the options, this rank's shapes and `ctx.swiglu`, the dense MLP as emitted here), and moe.epilogue(ctx,
@@ -383,10 +400,11 @@ function M.graph(r, opts, moe)
 
   local ctx -- what moe.block sees (set below)
 
-  -- One decoder layer under prefix `p`; `full` = its sdpa kernel sees every query/key pair (sliding-window mask);
+  -- One decoder layer under prefix `p`; `win` = how its sdpa kernel treats the sliding window: nil none (causal),
+  -- "mask" HF's mask (a non-causal kernel over every query/key pair), a number the windowed kernel of that window;
   -- `kv` = the KV-cache tokens per sequence it writes and attends to in a serving phase; `window` = { tokens, layers }:
   -- how many of the group's layers keep at most the sliding window cached (neusight.nodes.kv_cache_write), or nil.
-  local function layer(p, full, kv, sparse, window)
+  local function layer(p, win, kv, sparse, window)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
     tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
@@ -404,9 +422,13 @@ function M.graph(r, opts, moe)
     if decode then
       N.decode_attention(g, a .. ".decode_attention", b, nh, kvh, hd, kv)
     elseif sdpa then
+      local band = math.type(win) == "integer"
       add("sdpa", a .. ".sdpa", { q_heads, kv_heads, kv_heads }, q_heads, 0, {
-        core_attention = true, causal = not full, dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
-        note = full and "sliding-window mask: memory-efficient kernel over all s × s pairs" or nil })
+        core_attention = true, causal = win ~= "mask", window = band and win or nil,
+        dropout = r.p_drop > 0 and r.p_drop or nil, core_inputs = "1,2,3",
+        note = win == "mask" and "sliding-window mask: memory-efficient kernel over all s × s pairs"
+          or band and ("sliding window %d: FlashAttention's windowed kernel, the causal pairs within the window"):format(win)
+          or nil })
     else
       if kvh < nh then -- repeat_kv: expand + reshape, a copy to all query heads
         add("contiguous", a .. ".repeat_kv.k", { kv_heads }, q_heads, 0, { core_attention = true, core_inputs = "1" })
@@ -464,15 +486,18 @@ function M.graph(r, opts, moe)
   -- Gemma: inputs_embeds · sqrt(hidden_size) (a tensor in the dtype: one VECmulu)
   if r.gemma then add("mul", "embed_scale", { xs }, xs, 0, { note = "Gemma: embeddings · sqrt(hidden_size)" }) end
 
-  -- Sliding-window layers change the sdpa kernel once the sequence reaches the window (HF then passes a mask).
+  -- Sliding-window layers change the sdpa kernel once the sequence reaches the window: HF then passes a mask (a
+  -- non-causal kernel over all pairs); a serving prefill (vLLM, SGLang) runs the windowed FlashAttention kernel over
+  -- the band's pairs (ops/sdpa.lua attrs.window), which differs from the causal one once s > window (capped, below).
   -- In both serving phases they cache the last `sliding_window` tokens once the sequence outgrows the window
   -- (neusight.nodes.kv_cache_tokens: the prefill leaves min(S, W) of them cached, a decode step min(C + 1, W)); in
   -- decode they attend to only those.
   local kv = serve and serve.kv
   local kv_window = kv and N.kv_cache_tokens(kv, r.window)
   local capped = kv ~= nil and kv_window < kv -- the window caps a windowed layer's cache
-  local masked = not decode and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
+  local masked = not serve and sdpa and r.window ~= nil and s >= r.window -- the sdpa kernel with a window mask
   local sliding = (capped or masked) and r.windowed or 0
+  if sliding > 0 and sdpa and not decode then window_note(who, r.window, serve ~= nil) end
   -- Layer groups: (windowed?, sparse?) per layer; without a window every layer is a full one.
   -- windowed_of[name]: the group's layers that use the window (in a group of their own once the window caps the cache;
   -- among the full ones while it does not), what the KV-cache writes say (serve's paged blocks: vLLM frees a windowed
@@ -496,8 +521,8 @@ function M.graph(r, opts, moe)
     if counts[name] > 0 then
       g.layer, g.count = name, counts[name]
       local window = windowed_of[name] > 0 and { tokens = r.window, layers = windowed_of[name] } or nil
-      if windowed then layer(name, not decode, kv_window, moe ~= nil and sparse, window)
-      else layer(name, false, kv, moe ~= nil and sparse, window) end
+      if windowed then layer(name, serve and math.tointeger(r.window) or "mask", kv_window, moe ~= nil and sparse, window)
+      else layer(name, nil, kv, moe ~= nil and sparse, window) end
     end
   end
 
