@@ -130,6 +130,27 @@ local function floor_warning(what, measured_s, floors, gpu, r)
                            floor_of = floor_of, gpu = gpu, measured = true }
 end
 
+--- A measurement below its roofline floor by more than the forecast's uncertainty band allows is refused (an error:
+--- nothing is written), not fitted: its factors would put every later forecast on the GPU under what the GPU's peaks
+--- allow. The floor (neusight.figures kernel_floor) counts every FLOP and byte once at the peaks; what it can overcount
+--- (bytes an L2 serves, work a fused kernel skips) is the forecast's error too, so the floor is lowered by the band's
+--- low side: allowed = floor × p10 / forecast (neusight.uncertainty band of `r`, at most 1). Without a band (the
+--- roofline predictor) the floor itself, to M.below_floor's rounding. Returns the message or nil. `what`, `measured_s`,
+--- `floors`, `gpu`, `r` as floor_warning's; `band` the band of `r` (nil: none).
+function M.floor_refusal(what, measured_s, floors, gpu, r, band)
+  local F = require("neusight.figures")
+  local floor = F.kernel_floor(r or {}, floors)
+  if not F.below_floor(measured_s, floor) then return nil end
+  local low, why = 1, "no uncertainty band to allow for"
+  if band and band.p10 and type(r.latency_s) == "number" and r.latency_s > 0 then
+    low = math.min(1, band.p10 / r.latency_s)
+    why = fmt("the forecast's p10 is %.1f %% below it", 100 * (1 - low))
+  end
+  if measured_s >= floor * low then return nil end
+  return fmt("%s; below the floor by more than the band allows (%s: at least %.4g ms): not calibrated, nothing written",
+    floor_warning(what, measured_s, floors, gpu, r), why, floor * low * 1e3)
+end
+
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 
@@ -180,6 +201,10 @@ function M.fit(r) return (fit_of(r, "this workload")) end
 -- theirs), and the factors as its second line lists them.
 function fit_of(r, what)
   local U = require("neusight.uncertainty")
+  -- physics first: a measurement the GPU cannot reach is refused before any fit
+  local band = U.band(r)
+  local refused = M.floor_refusal(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu, r, band)
+  if refused then error(refused, 0) end
   local parts, other, total = parts_of(r)
   local ratio = r.measured_s / r.latency_s
   -- the prior's ratio and the shrinkage of the measured one towards it
@@ -245,7 +270,6 @@ function fit_of(r, what)
       .. "means the measurement and the workload differ (batch, sequence, dtype, layout, warm-up)", r.measurement,
       r.measured_s * 1e3, ratio, r.latency_s * 1e3)
   end
-  local band = U.band(r)
   local listed = table.concat(shown, ", ")
   local lines = {
     fmt("forecast %.4g ms, measured %.4g ms (%+.1f %%)%s", r.latency_s * 1e3, r.measured_s * 1e3, 100 * (ratio - 1),
