@@ -23,6 +23,7 @@ local fmt, exp, abs, ipairs, pairs, sort, concat = string.format, math.exp, math
 local M = {}
 
 M.min_factor, M.max_factor = 0.05, 20
+M.trace_min_launches = 20  -- fit_trace: a family's least measured time per step, in kernel launch overheads
 
 -- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ (the folds'
 -- mean log bias, part.bias; 0 on a GPU the family's weights were trained on, part.trained: see uncertainty.lua
@@ -296,6 +297,11 @@ end
 --- `r`: measurement, ops, steps (the profiled steps the trace holds, each op once per step; default 1: the times
 --- shown are per step), family_s / family_n (forecast seconds and kernel counts by family, over the whole trace),
 --- measured_s (by family), roofline, gpu, uncertainty / uncertainty_source.
+--- A family needs evidence: its measured kernel time per profiled step at least M.trace_min_launches launch overheads
+--- (neusight.fallback launch_overhead_s, 5 µs: 100 µs). A kernel's fixed cost (launch, ramp, tail: microseconds) is no
+--- part of the throughput bias a factor carries to other workloads; at 20 launches' worth one such cost moves the
+--- family's ratio by 5 % at most, under the predictor's own scatter. A family below it (one 2.8 µs fp32 matmul of a
+--- bf16 decode step) gets no factor: its forecasts stay as they were, and the output and the file's `skipped` say so.
 ---@param r table
 function M.fit_trace(r)
   local U = require("neusight.uncertainty")
@@ -307,23 +313,37 @@ function M.fit_trace(r)
   if p then
     for _, part in ipairs(p.parts) do prior[part.name] = prior_of(part) end
   end
-  local names = {}
+  local names, skipped, short = {}, {}, {}
+  local min_s = M.trace_min_launches * require("neusight.fallback").launch_overhead_s  -- per profiled step
   for name, t in pairs(predicted) do
-    if name ~= "other" and t > 0 and (measured[name] or 0) > 0 then names[#names + 1] = name end
+    if name ~= "other" and t > 0 and (measured[name] or 0) > 0 then
+      if measured[name] / steps >= min_s then names[#names + 1] = name else short[#short + 1] = name end
+    end
   end
   sort(names)
-  if #names == 0 then error(fmt("%s: no kernel family with a measured and a forecast time: nothing to calibrate",
-    r.measurement), 0) end
+  sort(short)
+  for _, name in ipairs(short) do
+    skipped[#skipped + 1] = fmt("%s (%.4g ms measured per step)", name, measured[name] * per_step)
+  end
+  local skip_note = #skipped > 0 and fmt("not calibrated, too little measured time (under %.4g ms per step, %d kernel "
+    .. "launches' overhead, for a factor to describe): %s", min_s * 1e3, M.trace_min_launches, concat(skipped, ", "))
+  if #names == 0 then error(fmt("%s: no kernel family with enough measured time to calibrate%s", r.measurement,
+    skip_note and ": " .. skip_note or " (none has a measured and a forecast time)"), 0) end
   local fields, shown, warnings, clamped = {}, {}, {}, {}
   local m_all, t_all = 0, 0
   -- the roofline floors of the families measured: what their measured time is held to
-  local floors, floor_s = {}, r.floor_s or {}
+  local floors, floor_s, family_s = {}, r.floor_s or {}, {}
   for _, name in ipairs(names) do
     m_all, t_all = m_all + measured[name], t_all + predicted[name]
-    floors[name] = floor_s[name]
+    floors[name], family_s[name] = floor_s[name], predicted[name]
   end
-  warnings[#warnings + 1] = floor_warning(fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0), m_all,
-    floors, r.gpu)
+  -- physics first: kernels measured faster than the GPU can run them are refused (M.floor_refusal), against the band
+  -- of their own forecast
+  local what = fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0)
+  local kept = setmetatable({ latency_s = t_all, family_s = family_s }, { __index = r })
+  local refused = M.floor_refusal(what, m_all, floors, r.gpu, kept, (U.band(kept)))
+  if refused then error(refused, 0) end
+  warnings[#warnings + 1] = floor_warning(what, m_all, floors, r.gpu)
   for _, name in ipairs(names) do
     local ratio = measured[name] / predicted[name]
     local pr, c, k = prior[name], ratio, 1
@@ -347,6 +367,10 @@ function M.fit_trace(r)
       steps > 1 and fmt(" (the trace's %d steps: %.4g ms measured in all)", steps, m_all * 1e3) or ""),
     "factors: " .. table.concat(shown, "; "),
   }
+  if skip_note then
+    lines[#lines + 1] = skip_note
+    fields[#fields + 1] = { key = "skipped", value = concat(skipped, ", ") }
+  end
   return { fields = fields, lines = lines, warnings = warnings }
 end
 

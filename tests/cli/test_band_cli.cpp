@@ -713,6 +713,52 @@ TEST_CASE("calibrate: from a profiler trace, each family's factor is its measure
   }
 }
 
+// tester8 #3: the shipped H200 bf16 decode trace holds one 2.8 us fp32 matmul (HF's rotary embedding) and 20 us of
+// decode attention; their factors (linear x0.36) moved every fp32 forecast on the GPU by -40 %. A family needs
+// calibration.lua trace_min_launches (20) launch overheads of measured time per step (0.1 ms): below it, no factor, said
+// in the output and the file. The sidecar's "mode": "decode" makes the fit the file's [decode_factors] too (the rule of
+// a measured decode step, as serve's TPOT and predict --mode decode: weights/PHASE_CALIBRATION_RULE.md).
+TEST_CASE("calibrate: a trace family with microseconds of measured time gets no factor - a decode trace fits decode factors",
+          "[cli][calibrate]") {
+  temp_dir t;
+  fs::copy_file(ns_test::source_dir / "gpus" / "h200_sxm_141gb.toml", t.path / "h200.toml");
+  const std::string gpu = "--gpu '" + (t.path / "h200.toml").string() + "'";
+  const std::string trace = (ns_test::source_dir / "tests/fixtures/traces/hf/llama-bf16-decode.json").string();
+  const std::string fp32 = "predict --model gpt2_large " + gpu + " --batch 4 --seq 1024 --mode inference";
+  const double before = run_json(fp32)["latency_ms"].get<double>();
+  const json fit = run_json("predict " + gpu + " --calibrate '" + trace + "'");
+  INFO(fit.dump());
+  CHECK(fit["factors"].contains("gemm_tc16"));
+  CHECK_FALSE(fit["factors"].contains("linear"));
+  CHECK_FALSE(fit["factors"].contains("attention_decode"));
+  CHECK(fit["skipped"].get<std::string>().find("linear (0.002816 ms measured per step)") != std::string::npos);
+  CHECK(fit["mode"] == "decode");
+  CHECK(fit["decode_factors"] == fit["factors"]);
+  const std::string file = ns_test::slurp(t.path / "h200.calibration.toml");
+  CHECK(file.find("skipped = \"attention_decode") != std::string::npos);
+  CHECK(file.find("trace_mode = \"decode\"") != std::string::npos);
+  CHECK(file.find("[decode_factors]") != std::string::npos);
+  CHECK(run_cli("predict " + gpu + " --calibrate '" + trace + "'").out.find("not calibrated, too little measured time") !=
+        std::string::npos);
+  // the fp32 forecast keeps its value: no linear factor
+  CHECK(run_json(fp32)["latency_ms"].get<double>() == Approx(before).epsilon(1e-9));
+  // a trace whose every family is below the rule: an error, nothing written
+  fs::remove(t.path / "h200.calibration.toml");
+  fs::copy_file(trace, t.path / "tiny.json");
+  {
+    std::string meta = ns_test::slurp(ns_test::source_dir / "tests/fixtures/traces/hf/llama-bf16-decode.meta.json");
+    const auto at = meta.find("\"steps\": 1");
+    REQUIRE(at != std::string::npos);
+    meta.replace(at, 11, "\"steps\": 5");  // the same kernels as 5 steps: 0.05 ms of gemm_tc16 per step
+    t.write("tiny.meta.json", meta);
+  }
+  const auto none = run_cli("predict " + gpu + " --calibrate '" + (t.path / "tiny.json").string() + "'");
+  INFO(none.err);
+  CHECK(none.code == 1);
+  CHECK(none.err.find("no kernel family with enough measured time to calibrate") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "h200.calibration.toml"));
+}
+
 TEST_CASE("calibrate: a trace of another GPU, or a trace with a workload, is an error and writes nothing",
           "[cli][calibrate]") {
   temp_dir t;
