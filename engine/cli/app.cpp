@@ -178,6 +178,18 @@ void forecast_workload(session& s, std::unique_ptr<predictor>& pred, const forec
   forecast_take(s.forecast_workload(std::move(req), {f.overhead, row_keys_of(out), say}), out);
 }
 
+// The file's [decode_factors] for a measurement of one phase whose fit is `factors` (its [factors] are `factors` in
+// every case): weights/PHASE_CALIBRATION_RULE.md, the rule serve's fit_serve (scripts/neusight/calibration.lua) applies
+// to a TPOT or TTFT alone. A decode step's fit is [decode_factors] too (and [factors]: no prefill was measured; the
+// rule's 2026-11-28 outcome); any other phase's leaves [decode_factors] empty, and decode steps keep their forecast.
+// `decode` nullopt: the measurement does not say which phase it holds (a profiler trace without hf_trace.py's "mode"):
+// no [decode_factors] table, and [factors] apply to every forecast (engine/core/calibration.h).
+static std::optional<std::map<std::string, double>> phase_decode_factors(std::optional<bool> decode,
+                                                                         const std::map<std::string, double>& factors) {
+  if (!decode) return std::nullopt;
+  return *decode ? factors : std::map<std::string, double>{};
+}
+
 // --calibrate FILE: the workload forecast without any calibration, the measurement of FILE, and the factors
 // scripts/neusight/calibration.lua fits, written beside the GPU's file for later forecasts. Decode steps are
 // calibrated from a decode step only (as serve --calibrate's phases): a decode workload's factors are the file's
@@ -202,7 +214,7 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
   // r.forecast_with(factors) -> the workload's latency (seconds) forecast with them, as the file keeps them (to its
   // digits, [decode_factors] as written below): what the next forecast on the GPU applies
   const session::figures_callback forecast_with{"forecast_with", [&](const std::map<std::string, double>& factors) {
-    const std::map<std::string, double> decode = d.decode ? factors : std::map<std::string, double>{};
+    const auto decode = phase_decode_factors(d.decode, factors);
     s.calibration_set(d.gpu.name, calibration_parse(calibration_text(d.gpu, factors, decode, {}, {}),
                                                     "scripts/neusight/calibration.lua fit()'s factors", d.gpu));
     struct uncalibrate {  // after the forecast, or its error: a calibration's forecast starts from the uncalibrated one
@@ -234,13 +246,9 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
   // the measured model by; written whole
   if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
-  // each phase from its own measurement (weights/PHASE_CALIBRATION_RULE.md): a decode step's fit is [decode_factors]
-  // and, no prefill having been measured, [factors] too (prefills, training steps, every other forecast: on GPUs held
-  // out of the predictor a decode step's factors lowered the prefill's error, the rule's 2026-11-28 outcome); any
-  // other mode's fit is [factors] only, and decode steps keep their forecast
-  const std::map<std::string, double> none;
+  // each phase from its own measurement (phase_decode_factors)
   const std::map<std::string, double>& other_factors = factors;
-  const std::map<std::string, double>& decode_factors = d.decode ? factors : none;
+  const std::map<std::string, double> decode_factors = *phase_decode_factors(d.decode, factors);
   const std::string where = calibration_write(d.gpu, path, other_factors, decode_factors, "`neusight predict … --calibrate " + m.source + "`", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
@@ -326,6 +334,10 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
   const forecast pf = forecast_make(g, dominant, predicted), mf = forecast_make(g, dominant, measured);
   // steps: the profiled steps the trace holds (its ops each once per step): the times it prints are per step
   figure_inputs in = {{"measurement", c.calibrate}, {"ops", double(dominant.size())}, {"steps", double(tr.steps)}};
+  // the phase the trace holds, when its metadata says (hf_trace.py's "mode"): a decode step's factors are the file's
+  // [decode_factors] too, by the rule of a measurement of one phase (phase_decode_factors)
+  std::optional<bool> decode;
+  if (!tr.mode.empty()) decode = tr.mode == "decode";
   const std::vector<family_time> forecast_families = pf.seconds_by_family(gpu), measured_families = mf.seconds_by_family();
   family_inputs_add(in, forecast_families, *pred, gpu.vendor);
   for (const auto& ft : measured_families) in.emplace_back("measured_s." + ft.family, ft.seconds);
@@ -342,8 +354,14 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
       {"steps", double(tr.steps)}, {"measured_ms", m_total * per_step}, {"forecast_ms", p_total * per_step},
       {"predictor", pred->name()}};
   if (auto w = s.weights_fitted(gpu); !w.empty()) facts.emplace_back("weights", w);  // the weights it read
+  if (!tr.mode.empty()) facts.emplace_back("trace_mode", tr.mode);
+  // the families too little measured for a factor (fit_trace's evidence rule): they keep their forecasts
+  std::string skipped;
+  if (const figure_value* v = figure_find(fit, "skipped"); v && std::holds_alternative<std::string>(*v))
+    skipped = std::get<std::string>(*v), facts.emplace_back("skipped", skipped);
+  const auto decode_factors = phase_decode_factors(decode, factors);
   const std::string where =
-      calibration_write(gpu, path, factors, std::nullopt, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
+      calibration_write(gpu, path, factors, decode_factors, "`neusight predict --gpu … --calibrate " + c.calibrate + "` (a profiler trace)", c.output, facts);
   if (c.format == "json") {
     nlohmann::ordered_json j;
     j["gpu"] = gpu.name;
@@ -355,6 +373,10 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     j["measured_ms"] = m_total * per_step;
     j["forecast_ms"] = p_total * per_step;
     j["factors"] = factors;
+    if (!tr.mode.empty()) j["mode"] = tr.mode;
+    // null: the trace does not say its phase, and [factors] apply to decode steps too
+    j["decode_factors"] = decode_factors ? nlohmann::ordered_json(*decode_factors) : nlohmann::ordered_json(nullptr);
+    j["skipped"] = skipped;
     nlohmann::ordered_json fams = nlohmann::ordered_json::object();
     for (const auto& ft : forecast_families) fams[ft.family]["forecast_ms"] = ft.seconds * per_step;
     for (const auto& ft : measured_families) fams[ft.family]["measured_ms"] = ft.seconds * per_step;
@@ -365,6 +387,10 @@ int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags&
     std::string out = fmt::format("calibrated {} from the trace {} ({} ops{})\n", gpu.name, c.calibrate, dominant.size(),
                                   tr.steps > 1 ? fmt::format(" over {} profiled steps", tr.steps) : "");
     for (const auto& line : fit.lines) out += line + "\n";
+    if (!decode_factors) out += "a decode step's kernels: corrected by these factors too (the trace does not say its phase)\n";
+    else if (decode_factors->empty()) out += "a decode step's kernels: not calibrated (a " + tr.mode + " trace; a measured decode step calibrates them)\n";
+    else out += "prefills, training steps and other forecasts: corrected by the decode step's factors too (no "
+                "prefill was measured; a measured prefill or training step calibrates them by their own)\n";
     out += "written to " + where + "\n";
     emit(out, c.output);
   }

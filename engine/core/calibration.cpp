@@ -171,13 +171,15 @@ calibration calibration_parse(std::string_view text, const std::string& source, 
     throw error(where(*t.get("gpu")) + ": a calibration of " + *gpu_name + " beside the file of " + gpu.name +
                 " (refit it with `neusight predict --gpu " + gpu.source + " … --calibrate FILE`)");
   // trace_device, ops, steps: a calibration from a profiler trace (`predict --gpu G --calibrate TRACE.json`; its
-  // measured_ms / forecast_ms are per profiled step); the *_ttft_ms / *_tpot_ms: from a serve measurement
+  // measured_ms / forecast_ms are per profiled step; trace_mode, the phase its metadata names; skipped, the families
+  // too little measured for a factor); the *_ttft_ms / *_tpot_ms: from a serve measurement
   // (`serve --batch … --calibrate FILE`)
   static const std::vector<std::string> keys = {
       "format_version",    "gpu",         "measurement",      "measured_ms",      "forecast_ms",
       "workload",          "model",       "predictor",        "note",             "trace_device",     "ops", "steps",
       "measured_ttft_ms",  "forecast_ttft_ms", "measured_tpot_ms", "forecast_tpot_ms", "factors",
-      "decode_factors",    "model_params",     "gpu_file",         "weights"};
+      "decode_factors",    "model_params",     "gpu_file",         "weights",          "trace_mode",
+      "skipped"};
   for (const auto& [k, v] : t) {
     const std::string key(k.str());
     if (std::find(keys.begin(), keys.end(), key) == keys.end())

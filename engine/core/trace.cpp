@@ -466,6 +466,16 @@ static void chrome_steps(const json* meta, const std::string& where, size_t prof
         throw error(where + ": 'steps' must be a positive integer (the profiled steps the trace holds), got " + v.dump());
       from_meta = v.get<int64_t>();
     }
+    if (m.is_object() && m.contains("mode")) {
+      if (!m["mode"].is_string()) throw error(where + ": 'mode' must be a string, got " + m["mode"].dump());
+      tr.mode = m["mode"].get<std::string>();
+    }
+    if (m.is_object() && m.contains("step_ms_mean")) {
+      const json& v = m["step_ms_mean"];
+      if (!v.is_number() || !(v.get<double>() > 0) || !std::isfinite(v.get<double>()))
+        throw error(where + ": 'step_ms_mean' must be a positive number of milliseconds, got " + v.dump());
+      tr.step_ms = v.get<double>();
+    }
   }
   std::vector<std::pair<int64_t, std::string>> counts;  // in order of precedence
   if (from_meta) counts.push_back({*from_meta, fmt::format("{} says steps = {}", where, *from_meta)});

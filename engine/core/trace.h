@@ -98,6 +98,11 @@ struct trace {
   // Optimizer.step calls of a training trace. A note when two of them disagree (the first one counts).
   int64_t steps = 1;
   std::string steps_source, steps_note;
+  // Chrome traces: what scripts/collect/hf_trace.py's metadata says of the profiled step, when it does: its "mode"
+  // ("decode", "prefill", "train", …; empty when not said) and "step_ms_mean", the step as CUDA events measured it
+  // outside the profiler (ms; kernels, launches and host work together).
+  std::string mode;
+  std::optional<double> step_ms;
 };
 
 // Detects the format from the content (JSON with "traceEvents" or a top-level array → chrome; JSON with a

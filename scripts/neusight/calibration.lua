@@ -23,6 +23,7 @@ local fmt, exp, abs, ipairs, pairs, sort, concat = string.format, math.exp, math
 local M = {}
 
 M.min_factor, M.max_factor = 0.05, 20
+M.trace_min_launches = 20  -- fit_trace: a family's least measured time per step, in kernel launch overheads
 
 -- A family's prior from the leave-one-GPU-out table (a part of neusight.uncertainty's parts()): the mean μ (the folds'
 -- mean log bias, part.bias; 0 on a GPU the family's weights were trained on, part.trained: see uncertainty.lua
@@ -130,6 +131,27 @@ local function floor_warning(what, measured_s, floors, gpu, r)
                            floor_of = floor_of, gpu = gpu, measured = true }
 end
 
+--- A measurement below its roofline floor by more than the forecast's uncertainty band allows is refused (an error:
+--- nothing is written), not fitted: its factors would put every later forecast on the GPU under what the GPU's peaks
+--- allow. The floor (neusight.figures kernel_floor) counts every FLOP and byte once at the peaks; what it can overcount
+--- (bytes an L2 serves, work a fused kernel skips) is the forecast's error too, so the floor is lowered by the band's
+--- low side: allowed = floor × p10 / forecast (neusight.uncertainty band of `r`, at most 1). Without a band (the
+--- roofline predictor) the floor itself, to M.below_floor's rounding. Returns the message or nil. `what`, `measured_s`,
+--- `floors`, `gpu`, `r` as floor_warning's; `band` the band of `r` (nil: none).
+function M.floor_refusal(what, measured_s, floors, gpu, r, band)
+  local F = require("neusight.figures")
+  local floor = F.kernel_floor(r or {}, floors)
+  if not F.below_floor(measured_s, floor) then return nil end
+  local low, why = 1, "no uncertainty band to allow for"
+  if band and band.p10 and type(r.latency_s) == "number" and r.latency_s > 0 then
+    low = math.min(1, band.p10 / r.latency_s)
+    why = fmt("the forecast's p10 is %.1f %% below it", 100 * (1 - low))
+  end
+  if measured_s >= floor * low then return nil end
+  return fmt("%s; below the floor by more than the band allows (%s: at least %.4g ms): not calibrated, nothing written",
+    floor_warning(what, measured_s, floors, gpu, r), why, floor * low * 1e3)
+end
+
 -- A factor, kept within the loader's range.
 local function clamp(c) return math.min(M.max_factor, math.max(M.min_factor, c)) end
 
@@ -180,6 +202,10 @@ function M.fit(r) return (fit_of(r, "this workload")) end
 -- theirs), and the factors as its second line lists them.
 function fit_of(r, what)
   local U = require("neusight.uncertainty")
+  -- physics first: a measurement the GPU cannot reach is refused before any fit
+  local band = U.band(r)
+  local refused = M.floor_refusal(r.what or r.measurement, r.measured_s, r.floor_s, r.gpu, r, band)
+  if refused then error(refused, 0) end
   local parts, other, total = parts_of(r)
   local ratio = r.measured_s / r.latency_s
   -- the prior's ratio and the shrinkage of the measured one towards it
@@ -245,7 +271,6 @@ function fit_of(r, what)
       .. "means the measurement and the workload differ (batch, sequence, dtype, layout, warm-up)", r.measurement,
       r.measured_s * 1e3, ratio, r.latency_s * 1e3)
   end
-  local band = U.band(r)
   local listed = table.concat(shown, ", ")
   local lines = {
     fmt("forecast %.4g ms, measured %.4g ms (%+.1f %%)%s", r.latency_s * 1e3, r.measured_s * 1e3, 100 * (ratio - 1),
@@ -272,6 +297,11 @@ end
 --- `r`: measurement, ops, steps (the profiled steps the trace holds, each op once per step; default 1: the times
 --- shown are per step), family_s / family_n (forecast seconds and kernel counts by family, over the whole trace),
 --- measured_s (by family), roofline, gpu, uncertainty / uncertainty_source.
+--- A family needs evidence: its measured kernel time per profiled step at least M.trace_min_launches launch overheads
+--- (neusight.fallback launch_overhead_s, 5 µs: 100 µs). A kernel's fixed cost (launch, ramp, tail: microseconds) is no
+--- part of the throughput bias a factor carries to other workloads; at 20 launches' worth one such cost moves the
+--- family's ratio by 5 % at most, under the predictor's own scatter. A family below it (one 2.8 µs fp32 matmul of a
+--- bf16 decode step) gets no factor: its forecasts stay as they were, and the output and the file's `skipped` say so.
 ---@param r table
 function M.fit_trace(r)
   local U = require("neusight.uncertainty")
@@ -283,23 +313,37 @@ function M.fit_trace(r)
   if p then
     for _, part in ipairs(p.parts) do prior[part.name] = prior_of(part) end
   end
-  local names = {}
+  local names, skipped, short = {}, {}, {}
+  local min_s = M.trace_min_launches * require("neusight.fallback").launch_overhead_s  -- per profiled step
   for name, t in pairs(predicted) do
-    if name ~= "other" and t > 0 and (measured[name] or 0) > 0 then names[#names + 1] = name end
+    if name ~= "other" and t > 0 and (measured[name] or 0) > 0 then
+      if measured[name] / steps >= min_s then names[#names + 1] = name else short[#short + 1] = name end
+    end
   end
   sort(names)
-  if #names == 0 then error(fmt("%s: no kernel family with a measured and a forecast time: nothing to calibrate",
-    r.measurement), 0) end
+  sort(short)
+  for _, name in ipairs(short) do
+    skipped[#skipped + 1] = fmt("%s (%.4g ms measured per step)", name, measured[name] * per_step)
+  end
+  local skip_note = #skipped > 0 and fmt("not calibrated, too little measured time (under %.4g ms per step, %d kernel "
+    .. "launches' overhead, for a factor to describe): %s", min_s * 1e3, M.trace_min_launches, concat(skipped, ", "))
+  if #names == 0 then error(fmt("%s: no kernel family with enough measured time to calibrate%s", r.measurement,
+    skip_note and ": " .. skip_note or " (none has a measured and a forecast time)"), 0) end
   local fields, shown, warnings, clamped = {}, {}, {}, {}
   local m_all, t_all = 0, 0
   -- the roofline floors of the families measured: what their measured time is held to
-  local floors, floor_s = {}, r.floor_s or {}
+  local floors, floor_s, family_s = {}, r.floor_s or {}, {}
   for _, name in ipairs(names) do
     m_all, t_all = m_all + measured[name], t_all + predicted[name]
-    floors[name] = floor_s[name]
+    floors[name], family_s[name] = floor_s[name], predicted[name]
   end
-  warnings[#warnings + 1] = floor_warning(fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0), m_all,
-    floors, r.gpu)
+  -- physics first: kernels measured faster than the GPU can run them are refused (M.floor_refusal), against the band
+  -- of their own forecast
+  local what = fmt("%s (%d GEMM and attention ops)", r.measurement, r.ops or 0)
+  local kept = setmetatable({ latency_s = t_all, family_s = family_s }, { __index = r })
+  local refused = M.floor_refusal(what, m_all, floors, r.gpu, kept, (U.band(kept)))
+  if refused then error(refused, 0) end
+  warnings[#warnings + 1] = floor_warning(what, m_all, floors, r.gpu)
   for _, name in ipairs(names) do
     local ratio = measured[name] / predicted[name]
     local pr, c, k = prior[name], ratio, 1
@@ -323,6 +367,10 @@ function M.fit_trace(r)
       steps > 1 and fmt(" (the trace's %d steps: %.4g ms measured in all)", steps, m_all * 1e3) or ""),
     "factors: " .. table.concat(shown, "; "),
   }
+  if skip_note then
+    lines[#lines + 1] = skip_note
+    fields[#fields + 1] = { key = "skipped", value = concat(skipped, ", ") }
+  end
   return { fields = fields, lines = lines, warnings = warnings }
 end
 

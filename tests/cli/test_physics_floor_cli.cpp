@@ -17,7 +17,16 @@ using ns_test::warned;
 using ns_test::warnings_with;
 namespace fs = std::filesystem;
 
-TEST_CASE("physics floor: a serve calibration faster than the weights' bytes allow warns at fit time and after",
+// The floor a refusal names (calibration.lua floor_refusal: "... allow (<floor> ms: ..."), ms.
+static double refused_floor_ms(const std::string& err) {
+  const auto at = err.find("allow (");
+  REQUIRE(at != std::string::npos);
+  return std::stod(err.substr(at + 7));
+}
+
+// tester8 #5: a measurement below the roofline floor by more than the forecast's band is refused (rc 1, nothing
+// written, the floor and the measurement named); one just under the floor, inside the band, is fitted with a warning.
+TEST_CASE("physics floor: a serve calibration faster than the weights' bytes allow is refused - one inside the band warns",
           "[cli][serve][calibrate][floor]") {
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "l40s");
@@ -26,27 +35,36 @@ TEST_CASE("physics floor: a serve calibration faster than the weights' bytes all
   const json plain = run_json(run);
   CHECK_FALSE(warned(plain["warnings"], "below what"));  // the predictors never go under the floor
   // 12 ms a decode step: 16 GB of weights at 864 GB/s take at least 18.6 ms
-  const fs::path m = t.write("served.toml", "ttft_ms = 600\ntpot_ms = 12\n");
+  const fs::path bad = t.write("bad.toml", "tpot_ms = 12\n");
+  const auto no = run_cli(run + " --calibrate '" + bad.string() + "'");
+  INFO(no.err);
+  CHECK(no.code == 1);
+  CHECK_FALSE(fs::exists(t.path / "l40s.calibration.toml"));
+  CHECK(no.err.find("bad.toml (TPOT): the measured 12") != std::string::npos);
+  CHECK(no.err.find("below the floor by more than the band allows") != std::string::npos);
+  // a prefill in 0.5 ms: refused for physics first, not for the copies and collectives the fit keeps as forecast
+  const fs::path fast = t.write("fast.toml", "ttft_ms = 0.5\n");
+  const auto ttft = run_cli(run + " --calibrate '" + fast.string() + "'");
+  INFO(ttft.err);
+  CHECK(ttft.code == 1);
+  CHECK(ttft.err.find("fast.toml (TTFT): the measured 0.5") != std::string::npos);
+  CHECK(ttft.err.find("below the floor by more than the band allows") != std::string::npos);
+  CHECK(ttft.err.find("outside the predictor's families") == std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "l40s.calibration.toml"));
+  const double floor_ms = refused_floor_ms(no.err);
+  CHECK(floor_ms > 18.6);
+  CHECK(floor_ms < 21);
+  // 1 % under the floor: inside the band, fitted and written, with the warning
+  const fs::path m = t.write("served.toml", "tpot_ms = " + std::to_string(0.99 * floor_ms) + "\n");
   const auto fit = run_cli(run + " --calibrate '" + m.string() + "'");
   INFO(fit.err);
   REQUIRE(fit.code == 0);  // a warning, not a refusal: the file is written
   CHECK(fs::exists(t.path / "l40s.calibration.toml"));
-  CHECK(fit.err.find("served.toml (TPOT): the measured 12") != std::string::npos);
+  CHECK(fit.err.find("served.toml (TPOT): the measured ") != std::string::npos);
   CHECK(fit.err.find("below what") != std::string::npos);
   CHECK(fit.err.find("check the measurement or the GPU file") != std::string::npos);
-  const json after = run_json(run);
-  INFO(after["warnings"].dump());
-  CHECK(after["tpot_ms"].get<double>() < 18.6);
-  CHECK(warned(after["warnings"], "the decode step forecast (batch 8, context"));
-  CHECK(warned(after["warnings"], "below what"));
-  CHECK(warned(after["warnings"], "l40s.calibration.toml"));
-  // the same forecasts in predict and a sweep say it too
-  const json dec = run_json("predict --model llama3_8b --gpu '" + gpu +
-                            "' --mode decode --batch 8 --context 2100 --dtype bf16 --launch graph");
-  CHECK(warned(dec["warnings"], "the forecast "));
-  CHECK(warned(dec["warnings"], "below what"));
-  const json sweep = run_json("serve --model llama3_8b --gpu '" + gpu + "' --sweep --batch 4,8 --input-len 2048 --output-len 128");
-  CHECK(warned(sweep["warnings"], "below what"));
+  // (the fit shrinks 1 % under the floor towards the prior: later forecasts need not fall under theirs; forecasts a
+  // calibration brings under their floor are told with its file: the parallel and search cases below)
   CHECK_FALSE(warned(run_json(run + " --no-calibration")["warnings"], "below what"));
 }
 
@@ -81,7 +99,7 @@ return {
                            "--output-len 4")["warnings"], "below what"));
 }
 
-TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns and is written", "[cli][calibrate][floor]") {
+TEST_CASE("physics floor: a trace calibration faster than the tensor peak is refused", "[cli][calibrate][floor]") {
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   // one 8192^3 bf16 matmul in 0.2 ms: 5.5 PFLOP/s, the H100's dense bf16 peak is 989 TFLOP/s (floor ~1.1 ms)
@@ -98,33 +116,37 @@ TEST_CASE("physics floor: a trace calibration faster than the tensor peak warns 
  ], "displayTimeUnit": "ms", "record_shapes": 1})");
   const auto r = run_cli("predict --gpu '" + gpu + "' --calibrate '" + tr.string() + "'");
   INFO(r.err << r.out);
-  REQUIRE(r.code == 0);
-  CHECK(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
+  CHECK(r.code == 1);  // 82 % below the floor, far outside the band (tester8 #5): refused, nothing written
+  CHECK_FALSE(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
   CHECK(r.err.find("(1 GEMM and attention ops): the measured 0.2") != std::string::npos);
   CHECK(r.err.find("below what") != std::string::npos);
+  CHECK(r.err.find("below the floor by more than the band allows") != std::string::npos);
 }
 
-TEST_CASE("physics floor: a predict calibration below the roofline warns at fit time and in the modes it corrects",
+TEST_CASE("physics floor: a predict calibration far below the roofline is refused - one inside the band warns",
           "[cli][calibrate][floor]") {
   temp_dir t;
   const std::string gpu = ns_test::gpu_copy(t, "h100_sxm5_80gb");
   const std::string args = "predict --model gpt2_large --gpu '" + gpu + "' --mode prefill --batch 4 --seq 1024 --dtype bf16";
   const json plain = run_json(args);
   CHECK_FALSE(warned(plain["warnings"], "below what"));
-  const double floor_ms = plain["latency_ms"].get<double>() / 20;
-  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(floor_ms) + "\n");
+  // a twentieth of the forecast: refused (tester8 #5), nothing written
+  const fs::path bad = t.write("bad.toml", "latency_ms = " + std::to_string(plain["latency_ms"].get<double>() / 20) + "\n");
+  const auto no = run_cli(args + " --calibrate '" + bad.string() + "'");
+  INFO(no.err);
+  CHECK(no.code == 1);
+  CHECK_FALSE(fs::exists(t.path / "h100_sxm5_80gb.calibration.toml"));
+  CHECK(no.err.find("below the floor by more than the band allows") != std::string::npos);
+  // 1 % under the floor the refusal names: inside the band, fitted with the warning
+  const double floor_ms = refused_floor_ms(no.err);
+  const fs::path m = t.write("m.toml", "latency_ms = " + std::to_string(0.99 * floor_ms) + "\n");
   const auto fit = run_cli(args + " --calibrate '" + m.string() + "'");
   INFO(fit.err);
   REQUIRE(fit.code == 0);
   CHECK(fit.err.find("m.toml: the measured") != std::string::npos);
   CHECK(fit.err.find("below what") != std::string::npos);
-  for (const char* mode : {"--mode prefill --batch 4 --seq 1024", "--mode inference --batch 4 --seq 1024",
-                           "--mode train --batch 1 --seq 512"}) {
-    const json after = run_json("predict --model gpt2_large --gpu '" + gpu + "' --dtype bf16 " + mode);
-    INFO(mode << ": " << after["warnings"].dump());
-    CHECK(warned(after["warnings"], "below what"));
-    CHECK(warned(after["warnings"], "h100_sxm5_80gb.calibration.toml"));
-  }
+  // (later forecasts under their floor with the file named: the parallel case below, from a file written by hand;
+  // a fit 1 % under the floor is shrunk towards the prior and need not bring them there)
 }
 
 // A parallel run's floor is its busiest GPU's own kernels over its microbatches (neusight.parallel.timeline `floor`:
@@ -265,11 +287,13 @@ TEST_CASE("physics floor: a parallel calibration is held to its busiest GPU's ke
     busiest = std::max(busiest, d["compute_ms"].get<double>() + d["optimizer_ms"].get<double>());
   REQUIRE(busiest > 0);
   const auto fast = t.write("fast.toml", "latency_ms = " + std::to_string(0.9 * busiest) + "\n");
-  const json cal = run_json(run + " --calibrate " + ns_test::quoted(fast.string()));
-  INFO(cal["warnings"].dump());
-  CHECK(warned(cal["warnings"], "below what"));
-  CHECK(warned(cal["warnings"], "busiest GPU's kernels"));
-  fs::remove(t.path / "gpus/h100_sxm5_80gb.calibration.toml");
+  // the roofline predictor has no band: 10 % under the busiest GPU's floor is refused, naming that floor
+  const auto cal = run_cli(run + " --calibrate " + ns_test::quoted(fast.string()));
+  INFO(cal.err);
+  CHECK(cal.code == 1);
+  CHECK(cal.err.find("below what") != std::string::npos);
+  CHECK(cal.err.find("busiest GPU's kernels") != std::string::npos);
+  CHECK_FALSE(fs::exists(t.path / "gpus/h100_sxm5_80gb.calibration.toml"));
   const auto slow = t.write("slow.toml", "latency_ms = " + std::to_string(1.05 * plain["latency_ms"].get<double>()) + "\n");
   CHECK_FALSE(warned(run_json(run + " --calibrate " + ns_test::quoted(slow.string()))["warnings"], "below what"));
 }
