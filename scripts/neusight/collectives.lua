@@ -125,12 +125,18 @@ M.algorithms = {
 
 local show = T.show
 
+-- The collectives NCCL's tuning model prices (src/graph/tuning.cc): each call pays its algorithm's fixed LL latency
+-- once (topology.base_seconds, the one source of the latency rule) on top of the α–β time. Point-to-point sends and
+-- all-to-all (grouped sends, outside that table) pay only their steps.
+M.BASE_LATENCY_OPS = { all_reduce = true, all_gather = true, reduce_scatter = true, broadcast = true }
+
 local function run(op, name, fn, n, p, l)
   local t = fn(n, p, l)
   if t ~= nil and (type(t) ~= "number" or not (t >= 0) or t == huge) then
     error(("collectives: algorithm '%s' of %s returned %s, expected a non-negative number or nil")
       :format(name, op, show(t)), 0)
   end
+  if t ~= nil and M.BASE_LATENCY_OPS[op] then t = t + T.base_seconds(name) end
   return t
 end
 

@@ -10,11 +10,35 @@ local pairs, type, tostring, error, require = pairs, type, tostring, error, requ
 
 local M = {}
 
--- Default per-hop latencies. Order-of-magnitude values from NCCL's tuning model (src/graph/tuning.cc,
--- hwLat: ~0.6–4 µs per NVLink/PCIe step, ~3–14 µs per network step); one number per level because the
--- α–β model has no notion of protocol (LL/LL128/Simple). Calibrate against nccl-tests where possible.
-local DEFAULT_INTRA_LATENCY_US = 1.0
-local DEFAULT_INTER_LATENCY_US = 5.0
+-- Latencies: NCCL's own tuning model (NCCL 2.18-2.21, src/graph/tuning.cc), the small-message protocol LL, the one
+-- NCCL picks for the few-KB all-reduces of tensor-parallel decode. NCCL prices a collective as
+--     baseLat[algorithm][protocol] + steps × hwLat[link][algorithm][protocol]
+-- with, in µs:
+--     baseLat  Ring { LL 6.6, LL128 14.0, Simple 8.4 }   Tree { LL 6.8, LL128 14.0, Simple 0 }
+--     hwLat    NVLINK Ring { LL 0.6, LL128 1.9, Simple 3.4 }   Tree { LL 0.6, LL128 1.25, Simple 4 }
+--              PCI    Ring { LL 1.0, LL128 2.5, Simple 5.7 }   Tree { LL 1.0, LL128 1.9,  Simple 4 }
+--              NET    Ring { LL 2.7, LL128 4.0, Simple 14.0 }  Tree { LL 5.0, LL128 8.5,  Simple 14 }
+-- The α–β model has no protocol: α is the LL ring's hwLat of the link kind (M.LINK_LATENCY_US: NVLink / NVSwitch /
+-- Infinity Fabric 0.6, PCIe — P2P through a switch or the host, and a bridged part's groups beyond its bridge — 1.0,
+-- the network 2.7 µs per step), and every collective NCCL's tuning prices pays the LL base once (M.base_seconds:
+-- ring 6.6, tree 6.8 µs). An assumption, not a fit: calibrate a cluster's latency_us against nccl-tests where known.
+M.LINK_LATENCY_US = { nvlink = 0.6, pcie = 1.0, net = 2.7 }
+M.BASE_LATENCY_US = { ring = 6.6, tree = 6.8 }
+local DEFAULT_INTER_LATENCY_US = M.LINK_LATENCY_US.net
+
+--- Seconds of NCCL's fixed LL cost of one collective run by `algorithm` (M.BASE_LATENCY_US; the ring's for an
+--- algorithm NCCL's table does not name, e.g. hierarchical, which NCCL runs as rings).
+function M.base_seconds(algorithm)
+  return (M.BASE_LATENCY_US[algorithm] or M.BASE_LATENCY_US.ring) * 1e-6
+end
+
+-- The intra-node step latency of a GPU file's link: NVLink-class for a GPU-to-GPU link, PCIe for "none".
+local function intra_latency_of(gpu)
+  if gpu ~= nil and (type(gpu) == "table" or type(gpu) == "userdata") and gpu.interconnect == "none" then
+    return M.LINK_LATENCY_US.pcie
+  end
+  return M.LINK_LATENCY_US.nvlink
+end
 
 -- Default efficiencies. 0.72 is the reference's factor on NVLink/2 (method-neusight.md §1.3), kept so
 -- a flat intra-node model starts from the reference's bandwidth. 0.8 on the network is our assumption
@@ -188,7 +212,7 @@ function M.cluster(spec)
     gpus_per_node = count_at_most(spec.gpus_per_node == nil and 8 or spec.gpus_per_node, "cluster.gpus_per_node"),
     nodes = count_at_most(spec.nodes == nil and 1 or spec.nodes, "cluster.nodes"),
     intra = level(spec.intra, "cluster.intra", {
-      bw_gbps = intra_default, latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY,
+      bw_gbps = intra_default, latency_us = spec.gpu ~= nil and intra_latency_of(spec.gpu) or M.LINK_LATENCY_US.nvlink, efficiency = DEFAULT_INTRA_EFFICIENCY,
     }),
     inter = level(spec.inter, "cluster.inter", {
       bw_gbps = inter_bw, latency_us = DEFAULT_INTER_LATENCY_US, efficiency = DEFAULT_INTER_EFFICIENCY,
@@ -205,7 +229,7 @@ function M.cluster(spec)
     if type(spec.intra) == "table" then pcie.latency_us, pcie.efficiency = spec.intra.latency_us, spec.intra.efficiency end
     c.domain = {
       gpus = d,
-      intra = level(pcie, "cluster.intra", { latency_us = DEFAULT_INTRA_LATENCY_US, efficiency = DEFAULT_INTRA_EFFICIENCY }),
+      intra = level(pcie, "cluster.intra", { latency_us = M.LINK_LATENCY_US.pcie, efficiency = DEFAULT_INTRA_EFFICIENCY }),
     }
   end
   c.is_cluster = true

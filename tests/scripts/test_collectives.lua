@@ -13,6 +13,8 @@ local near, raises = testing.near, testing.raises
 local H100 = { name = "H100-SXM5-80GB", interconnect = "nvlink4", interconnect_bw_gbps = 900.0, pcie_bw_gbps = 64.0 }
 local A100 = { name = "A100-SXM4-40GB", interconnect = "nvlink3", interconnect_bw_gbps = 600.0, pcie_bw_gbps = 32.0 }
 local L4 = { name = "L4", interconnect = "none", interconnect_bw_gbps = 0.0, pcie_bw_gbps = 32.0 }
+-- NCCL's fixed LL latency of one ring / tree collective (topology.base_seconds; tuning.cc baseLat 6.6 / 6.8 µs)
+local RB, TB = T.base_seconds("ring"), T.base_seconds("tree")
 
 -- Round numbers so the hand-computed α and β are obvious:
 -- intra α = 2 µs, β = 1 / (100e9 · 0.5) = 2e-11 s/B; inter α = 10 µs, β = 1 / (25e9 · 1) = 4e-11 s/B.
@@ -41,10 +43,14 @@ function Tests.test_cluster_defaults_from_gpu()
   eq(c.gpus_per_node, 8, "gpus_per_node default")
   eq(c.nodes, 1, "nodes default")
   eq(c.intra.bw_gbps, 450.0, "NVLink4 per direction = 900 / 2")
-  eq(c.intra.latency_us, 1.0, "intra latency default")
+  eq(c.intra.latency_us, 0.6, "intra latency default: NCCL's NVLink LL step")
   eq(c.intra.efficiency, 0.72, "intra efficiency default (reference's 0.72)")
   eq(c.inter.bw_gbps, 50.0, "inter = 400 Gb/s InfiniBand per GPU")
-  eq(c.inter.latency_us, 5.0, "inter latency default")
+  eq(c.inter.latency_us, 2.7, "inter latency default: NCCL's network LL ring step")
+  -- the link kind sets the step latency (tester8 #4: PCIe was priced as NVLink)
+  eq(T.cluster({ gpu = L4 }).intra.latency_us, 1.0, "PCIe-only part: NCCL's PCI LL step")
+  near(T.base_seconds("ring"), 6.6e-6, "NCCL's LL ring base latency")
+  near(T.base_seconds("tree"), 6.8e-6, "NCCL's LL tree base latency")
   eq(c.inter.efficiency, 0.8, "inter efficiency default")
   eq(T.cluster({ gpu = A100 }).intra.bw_gbps, 300.0, "NVLink3 per direction = 600 / 2")
   eq(T.cluster({ gpu = L4 }).intra.bw_gbps, 32.0, "PCIe-only part uses pcie_bw_gbps")
@@ -57,7 +63,7 @@ function Tests.test_cluster_defaults_from_gpu()
   eq(c2.nodes, 2, "nodes")
   eq(c2.intra.bw_gbps, 200, "intra bw given")
   eq(c2.intra.efficiency, 1, "intra efficiency given")
-  eq(c2.intra.latency_us, 1.0, "intra latency still defaulted")
+  eq(c2.intra.latency_us, 0.6, "intra latency still defaulted (NVLink: the spec names the H100)")
   eq(c2.inter.bw_gbps, 25, "inter bw given")
   eq(c2.inter.latency_us, 3, "inter latency given")
 end
@@ -89,7 +95,7 @@ function Tests.test_link_alpha_beta()
   near(a, AE, "pipeline pair across nodes α"); near(b, BE, "pipeline pair across nodes β")
   -- H100 defaults: β = 1 / (450e9 · 0.72).
   a, b = T.link(T.cluster { gpu = H100 }, { size = 8 })
-  near(a, 1e-6, "H100 α"); near(b, 1 / (450e9 * 0.72), "H100 β")
+  near(a, 0.6e-6, "H100 α"); near(b, 1 / (450e9 * 0.72), "H100 β")
   -- A spec instead of a built cluster is accepted.
   a, b = T.link({ gpu = A100 }, { size = 4 })
   near(b, 1 / (300e9 * 0.72), "A100 β from a spec")
@@ -113,10 +119,10 @@ function Tests.test_all_reduce_ring_and_tree_closed_forms()
     for _, n in ipairs(NS) do
       local what = ("p=%d n=%g"):format(p, n)
       local t, algo = C.time("all_reduce", n, { size = p }, c, "ring")
-      near(t, 2 * (p - 1) * AI + 2 * (p - 1) / p * n * BI, "ring all_reduce " .. what)
+      near(t, RB + 2 * (p - 1) * AI + 2 * (p - 1) / p * n * BI, "ring all_reduce " .. what)
       eq(algo, "ring", "algorithm name")
       t = C.time("all_reduce", n, { size = p }, c, "tree")
-      near(t, 2 * ceil_log2(p) * (AI + n * BI), "tree all_reduce " .. what)
+      near(t, TB + 2 * ceil_log2(p) * (AI + n * BI), "tree all_reduce " .. what)
     end
   end
 end
@@ -126,7 +132,7 @@ function Tests.test_all_gather_reduce_scatter_closed_forms()
   for _, p in ipairs(PS) do
     for _, n in ipairs(NS) do
       local what = ("p=%d n=%g"):format(p, n)
-      local want = (p - 1) * AI + (p - 1) / p * n * BI
+      local want = RB + (p - 1) * AI + (p - 1) / p * n * BI
       local t, algo = C.time("all_gather", n, { size = p }, c)
       near(t, want, "all_gather " .. what); eq(algo, "ring", "all_gather algorithm")
       t, algo = C.time("reduce_scatter", n, { size = p }, c)
@@ -140,8 +146,8 @@ function Tests.test_broadcast_send_recv_all_to_all_closed_forms()
   for _, p in ipairs(PS) do
     for _, n in ipairs(NS) do
       local what = ("p=%d n=%g"):format(p, n)
-      near(C.time("broadcast", n, { size = p }, c, "ring"), (p - 1) * AI + n * BI, "ring broadcast " .. what)
-      near(C.time("broadcast", n, { size = p }, c, "tree"), ceil_log2(p) * (AI + n * BI), "tree broadcast " .. what)
+      near(C.time("broadcast", n, { size = p }, c, "ring"), RB + (p - 1) * AI + n * BI, "ring broadcast " .. what)
+      near(C.time("broadcast", n, { size = p }, c, "tree"), TB + ceil_log2(p) * (AI + n * BI), "tree broadcast " .. what)
       near(C.time("all_to_all", n, { size = p }, c), (p - 1) * AI + (p - 1) / p * n * BI, "all_to_all " .. what)
     end
     near(C.time("send_recv", 1e6, { size = 2 }, c), AI + 1e6 * BI, "send_recv")
@@ -161,30 +167,31 @@ function Tests.test_broadcast_send_recv_all_to_all_closed_forms()
 end
 
 function Tests.test_ring_tree_crossover()
-  -- p = 8: ring = 14α + 1.75nβ, tree = 6α + 6nβ; tree is cheaper below n* = 8α / (4.25β).
+  -- p = 8: ring = RB + 14α + 1.75nβ, tree = TB + 6α + 6nβ; tree is cheaper below n* = (8α + RB − TB) / (4.25β).
   local c = test_cluster()
-  local n_star = 8 * AI / (4.25 * BI)
+  local n_star = (8 * AI + RB - TB) / (4.25 * BI)
   local t, algo = C.time("all_reduce", n_star / 2, { size = 8 }, c)
   eq(algo, "tree", "small message picks tree")
-  near(t, 6 * AI + 6 * (n_star / 2) * BI, "tree time")
+  near(t, TB + 6 * AI + 6 * (n_star / 2) * BI, "tree time")
   t, algo = C.time("all_reduce", n_star * 2, { size = 8 }, c)
   eq(algo, "ring", "large message picks ring")
-  near(t, 14 * AI + 1.75 * (n_star * 2) * BI, "ring time")
+  near(t, RB + 14 * AI + 1.75 * (n_star * 2) * BI, "ring time")
   eq(select(2, C.time("all_reduce", 64, { size = 8 }, c)), "tree", "64 B picks tree")
   eq(select(2, C.time("all_reduce", 1e9, { size = 8 }, c)), "ring", "1 GB picks ring")
-  -- Broadcast, p = 8: ring = 7α + nβ, tree = 3α + 3nβ; crossover at n = 2α / β.
-  eq(select(2, C.time("broadcast", AI / BI, { size = 8 }, c)), "tree", "small broadcast picks tree")
-  eq(select(2, C.time("broadcast", 4 * AI / BI, { size = 8 }, c)), "ring", "large broadcast picks ring")
+  -- Broadcast, p = 8: ring = RB + 7α + nβ, tree = TB + 3α + 3nβ; crossover at n = (4α + RB − TB) / 2β.
+  local b_star = (4 * AI + RB - TB) / (2 * BI)
+  eq(select(2, C.time("broadcast", b_star / 2, { size = 8 }, c)), "tree", "small broadcast picks tree")
+  eq(select(2, C.time("broadcast", b_star * 2, { size = 8 }, c)), "ring", "large broadcast picks ring")
 end
 
 function Tests.test_hierarchical_vs_flat_on_two_nodes()
   local c = test_cluster(2)
   local n = 1e9
   -- Flat ring over 16 ranks, every step at the network link.
-  local flat = 2 * 15 * AE + 2 * 15 / 16 * n * BE
+  local flat = RB + 2 * 15 * AE + 2 * 15 / 16 * n * BE
   near(C.time("all_reduce", n, { size = 16 }, c, "ring"), flat, "flat ring over 2 nodes")
   -- Hierarchical: intra RS over 8 + inter ring all-reduce of n/8 over 2 nodes + intra AG over 8.
-  local hier = (7 * AI + 7 / 8 * n * BI) + (2 * 1 * AE + 2 * 1 / 2 * (n / 8) * BE) + (7 * AI + 7 / 8 * n * BI)
+  local hier = RB + (7 * AI + 7 / 8 * n * BI) + (2 * 1 * AE + 2 * 1 / 2 * (n / 8) * BE) + (7 * AI + 7 / 8 * n * BI)
   near(C.time("all_reduce", n, { size = 16 }, c, "hierarchical"), hier, "hierarchical")
   local t, algo = C.time("all_reduce", n, { size = 16 }, c)
   eq(algo, "hierarchical", "1 GB over 2 nodes picks hierarchical")
@@ -194,11 +201,11 @@ function Tests.test_hierarchical_vs_flat_on_two_nodes()
   -- 2·4 network steps and the flat ring 30.
   t, algo = C.time("all_reduce", 8, { size = 16 }, c)
   eq(algo, "hierarchical", "8 B over 2 nodes picks hierarchical")
-  near(t, 2 * (7 * AI + 7 / 8 * 8 * BI) + 2 * AE + 2 / 2 * 1 * BE, "8 B hierarchical time")
-  near(C.time("all_reduce", 8, { size = 16 }, c, "tree"), 8 * (AE + 8 * BE), "8 B flat tree time")
+  near(t, RB + 2 * (7 * AI + 7 / 8 * 8 * BI) + 2 * AE + 2 / 2 * 1 * BE, "8 B hierarchical time")
+  near(C.time("all_reduce", 8, { size = 16 }, c, "tree"), TB + 8 * (AE + 8 * BE), "8 B flat tree time")
   -- 4 ranks per node over 4 nodes.
   local c4 = test_cluster(4)
-  local h4 = (3 * AI + 3 / 4 * n * BI) + (2 * 3 * AE + 2 * 3 / 4 * (n / 4) * BE) + (3 * AI + 3 / 4 * n * BI)
+  local h4 = RB + (3 * AI + 3 / 4 * n * BI) + (2 * 3 * AE + 2 * 3 / 4 * (n / 4) * BE) + (3 * AI + 3 / 4 * n * BI)
   near(C.time("all_reduce", n, { size = 16, spans_nodes = true, per_node = 4 }, c4, "hierarchical"), h4,
        "hierarchical 4 x 4")
 end
@@ -209,21 +216,22 @@ function Tests.test_reduce_scatter_all_gather_use_the_two_levels_of_all_reduce()
   local c = test_cluster(2)
   local n = 1e9
   -- intra reduce-scatter over 8 + inter reduce-scatter of the n/8 shard over 2 nodes
-  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 8) * BE)
+  local half = RB + (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 8) * BE)
   for _, op in ipairs { "reduce_scatter", "all_gather" } do
     local t, algo = C.time(op, n, { size = 16 }, c)
     eq(algo, "hierarchical", op .. " over 2 nodes picks hierarchical")
     near(t, half, op .. " hierarchical time")
-    near(C.time(op, n, { size = 16 }, c, "ring"), 15 * AE + 15 / 16 * n * BE, op .. " flat ring over 2 nodes")
+    near(C.time(op, n, { size = 16 }, c, "ring"), RB + 15 * AE + 15 / 16 * n * BE, op .. " flat ring over 2 nodes")
   end
-  -- one rule: an all-reduce is its reduce-scatter plus its all-gather, per algorithm and for the picked one
+  -- one rule: an all-reduce is its reduce-scatter plus its all-gather, per algorithm and for the picked one, in one
+  -- NCCL call (one base latency where the pair makes two calls)
   for _, algo in ipairs { "ring", "hierarchical" } do
-    near(C.time("all_reduce", n, { size = 16 }, c, algo),
+    near(C.time("all_reduce", n, { size = 16 }, c, algo) + RB,
          C.time("reduce_scatter", n, { size = 16 }, c, algo) + C.time("all_gather", n, { size = 16 }, c, algo),
          "all_reduce = reduce_scatter + all_gather (" .. algo .. ")")
   end
   near(C.time("reduce_scatter", n, { size = 16 }, c) + C.time("all_gather", n, { size = 16 }, c),
-       C.time("all_reduce", n, { size = 16 }, c), "ZeRO pair costs the all-reduce over 2 nodes")
+       C.time("all_reduce", n, { size = 16 }, c) + RB, "ZeRO pair costs the all-reduce over 2 nodes")
   -- inside one node there is one level: the ring
   eq(select(2, C.time("all_gather", n, { size = 8 }, c)), "ring", "all_gather in a node")
 end
@@ -235,21 +243,21 @@ function Tests.test_hierarchical_on_partly_filled_nodes()
   local n = 1e9
   local g = T.group(c, { size = 12 })
   eq(g.per_node, 8, "per_node of 12 ranks"); eq(g.min_per_node, 4, "min_per_node of 12 ranks"); eq(g.nodes, 2, "nodes")
-  local half = (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 4) * BE)
+  local half = RB + (7 * AI + 7 / 8 * n * BI) + (1 * AE + 1 / 2 * (n / 4) * BE)
   for _, op in ipairs { "reduce_scatter", "all_gather" } do
     local t, algo = C.time(op, n, { size = 12 }, c)
     eq(algo, "hierarchical", op .. " over 8 + 4 ranks")
     near(t, half, op .. " over 8 + 4 ranks")
   end
   local t, algo = C.time("all_reduce", n, { size = 12 }, c)
-  eq(algo, "hierarchical", "all_reduce over 8 + 4 ranks"); near(t, 2 * half, "all_reduce over 8 + 4 ranks")
+  eq(algo, "hierarchical", "all_reduce over 8 + 4 ranks"); near(t, 2 * half - RB, "all_reduce over 8 + 4 ranks")
   -- between 8 ranks in one node and 16 on two full nodes
   local t8, t16 = C.time("all_reduce", n, { size = 8 }, c), C.time("all_reduce", n, { size = 16 }, c)
   if not (t8 < t and t < 2 * t16) then error(("dp 12 all_reduce %g s out of line with dp 8 %g s, dp 16 %g s"):format(t, t8, t16)) end
   -- an uneven layout states its fewest ranks per node (3 + 3 + 2 ranks): the network step runs on 2 NICs
   local c3 = test_cluster(3)
   near(C.time("reduce_scatter", n, { size = 8, spans_nodes = true, per_node = 3, min_per_node = 2 }, c3),
-       (2 * AI + 2 / 3 * n * BI) + (2 * AE + 2 / 3 * (n / 2) * BE), "3 + 3 + 2 ranks")
+       RB + (2 * AI + 2 / 3 * n * BI) + (2 * AE + 2 / 3 * (n / 2) * BE), "3 + 3 + 2 ranks")
   raises("group.min_per_node: 4 exceeds per_node = 3", T.group, c3, { size = 8, per_node = 3, min_per_node = 4 })
 end
 
@@ -337,7 +345,7 @@ function Tests.test_user_algorithm_is_picked_when_cheaper()
     registry.switch_reduce = function(n, p, link) return link.alpha + n * link.beta end
     local t, algo = C.time("all_reduce", 1e9, { size = 8 }, c)
     eq(algo, "switch_reduce", "cheaper user algorithm picked")
-    near(t, AI + 1e9 * BI, "user algorithm time")
+    near(t, RB + AI + 1e9 * BI, "user algorithm time")
     -- A dearer one is ignored; a not-applicable one (nil) is skipped.
     registry.switch_reduce = function(n, p, link) return 1e3 end
     eq(select(2, C.time("all_reduce", 1e9, { size = 8 }, c)), "ring", "dearer user algorithm ignored")

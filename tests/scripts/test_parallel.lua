@@ -1,6 +1,7 @@
 -- tests/scripts/test_parallel.lua — neusight/parallel.lua (the facade over neusight/parallel/*.lua): validation, rank layout, collective ops, schedules against textbook bubbles, DP buckets, TP sharding.
 local P = require "neusight.parallel"
 local C = require "neusight.collectives"
+local Topo = require "neusight.topology"
 local gpt = require "neusight.models.gpt"
 
 local function eq(got, want, what)
@@ -83,14 +84,16 @@ function T.test_bridge_smaller_than_the_node_prices_beyond_it_over_pcie()
   eq(plan.groups.tp.spans_domains, true, "tp 8 reaches beyond the pair")
   eq(plan.warnings[1], "tp 8 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; collectives beyond a pair are priced "
     .. "over PCIe (32 GB/s per direction); give --cluster for your system", "the warning")
-  -- the all-reduce of tp 8 runs at PCIe: 7/8 · 2 · n over 32 GB/s × 0.72, plus 14 steps of 1 µs
-  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 14e-6 + 2 * 7 / 8 * 1e9 / (32e9 * 0.72),
+  -- the all-reduce of tp 8 runs at PCIe: 7/8 · 2 · n over 32 GB/s × 0.72, plus 14 steps of NCCL's PCI 1 µs and its
+  -- 6.6 µs ring base
+  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 6.6e-6 + 14e-6 + 2 * 7 / 8 * 1e9 / (32e9 * 0.72),
     "tp 8 ring over PCIe")
   -- tp 2 stays on its bridge; dp 4 over ranks 0 2 4 6 crosses bridges
   plan = plan_on { tp = 2, dp = 4 }
   eq(plan.groups.tp.spans_domains, false, "tp 2 is one pair")
   eq(plan.groups.dp.spans_domains, true, "dp ranks 0 2 4 6 sit behind four bridges")
-  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 2e-6 + 1e9 / (300e9 * 0.72), "tp 2 on NVLink")
+  near(C.time("all_reduce", 1e9, plan.groups.tp, plan.cluster, "ring"), 6.6e-6 + 2 * 0.6e-6 + 1e9 / (300e9 * 0.72),
+    "tp 2 on NVLink: NCCL's NVLink LL step and ring base")
   eq(plan.warnings[1]:match("^dp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs"), "dp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs", "dp warning")
   -- a pair alone, or a cluster that names the node's link, is priced as given and warns of nothing
   eq(plan_on({ pp = 4, microbatches = 4 }).warnings[1], "pp 4 on a100_pcie_80gb: its NVLink bridge joins 2 GPUs; "
@@ -146,9 +149,10 @@ end
 function T.test_comm_node_is_alpha_beta_ring()
   local plan = plan_of({ tp = 4 }, 4)
   local n = P.comm_node(plan, { op = "all_reduce", name = "x", shape = { 4, 1024, 1280 }, group = "tp", direction = "both" })
-  -- H100: α = 1 µs, β = 1 / (450 GB/s · 0.72); 4 ranks, 20 MiB: the ring beats the tree at this size.
-  local bytes, p, a, b = 4 * 1024 * 1280 * 4, 4, 1e-6, 1 / (450e9 * 0.72)
-  near(n.attrs.seconds, 2 * (p - 1) * a + 2 * (p - 1) / p * bytes * b, "ring all-reduce closed form")
+  -- H100: α = 0.6 µs (NCCL's NVLink LL step), β = 1 / (450 GB/s · 0.72), NCCL's 6.6 µs ring base; 4 ranks, 20 MiB:
+  -- the ring beats the tree at this size.
+  local bytes, p, a, b = 4 * 1024 * 1280 * 4, 4, 0.6e-6, 1 / (450e9 * 0.72)
+  near(n.attrs.seconds, 6.6e-6 + 2 * (p - 1) * a + 2 * (p - 1) / p * bytes * b, "ring all-reduce closed form")
   eq(n.attrs.algorithm, "ring", "algorithm") eq(n.attrs.ranks, 4, "ranks") eq(n.params, 0, "no parameters")
   raises("comm_node: unknown group \"pp\" (known: tp, dp, ep, edp)", P.comm_node, plan,
     { op = "all_reduce", name = "x", shape = { 1 }, group = "pp", direction = "both" })
@@ -841,7 +845,9 @@ function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
     local comm, ops, rep, other = 0, {}, 0, 0
     for _, n in ipairs(nodes) do
       if n.attrs.group == "tp" then
-        comm = comm + n.attrs.seconds * n.count * ((n.attrs.direction == "both") and 2 or 1)
+        -- less NCCL's fixed cost of each call (topology.base_seconds): a gather and a scatter are two calls
+        comm = comm + (n.attrs.seconds - Topo.base_seconds(n.attrs.algorithm)) * n.count
+          * ((n.attrs.direction == "both") and 2 or 1)
         ops[n.op] = (ops[n.op] or 0) + n.count
       elseif n.op == "layernorm" or n.name:match("dropout$") or n.name:match("residual$") or n.name == "drop" then
         rep = rep + node_flops(n)
@@ -853,7 +859,8 @@ function T.test_sequence_parallel_shards_norms_and_keeps_the_bytes()
   end
   local c1, o1, r1, x1 = sums(base)
   local c2, o2, r2, x2 = sums(seq)
-  -- ring all-gather + reduce-scatter = ring all-reduce, step for step (Thakur et al. 2005)
+  -- ring all-gather + reduce-scatter = ring all-reduce, step for step (Thakur et al. 2005), but for NCCL's fixed
+  -- cost of the second call
   near(c2, c1, "the same communication time")
   eq(o1.all_reduce, 4 * CFG.n_layer + 3, "all-reduces without sequence parallelism")
   eq(o2.all_gather, o2.reduce_scatter, "each all-reduce became a gather and a scatter")
