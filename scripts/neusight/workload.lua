@@ -953,6 +953,11 @@ function M.w8a8_head(nodes)
   end
 end
 
+-- The ops whose parameters are a GEMM's weight (quantised with it), and the weights of experts no token reached (op
+-- weight, attrs.expert: they launch nothing but hold the same linears' weights).
+local WEIGHT_GEMM_OPS = { linear = true, addmm = true, matmul = true, grouped_linear = true }
+local function idle_expert(n) return n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert end
+
 --- The weights' bytes per parameter of an fp8 (W8A8) inference graph: the parameters of its fp8 GEMMs' weights (the
 --- linears, addmms, grouped experts and parameter-holding matmuls in fp8, and experts no token reached) at `fp8_bytes`,
 --- the rest (embeddings, norms, the LM head: M.w8a8_head) at M.W8A8_KEPT's bytes, as an FP8 checkpoint stores them.
@@ -961,9 +966,7 @@ function M.w8a8_weights_per_param(nodes, fp8_bytes)
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
-    if p > 0 and (idle_expert or ((n.op == "linear" or n.op == "addmm" or n.op == "matmul" or n.op == "grouped_linear")
-        and n.dtype == "fp8")) then
+    if p > 0 and (idle_expert(n) or (WEIGHT_GEMM_OPS[n.op] and n.dtype == "fp8")) then
       quantised = quantised + p
     end
   end
@@ -982,9 +985,7 @@ function M.quantise_weights(nodes, weight_bytes)
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    -- idle experts (op weight, attrs.expert: experts no token reached) hold the same linears' weights
-    local idle_expert = n.op == "weight" and type(n.attrs) == "table" and n.attrs.expert
-    if (n.op == "linear" or n.op == "addmm" or n.op == "matmul" or n.op == "grouped_linear" or idle_expert) and p > 0 then
+    if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 then
       local attrs = {}
       for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
       attrs.weight_bytes = weight_bytes
