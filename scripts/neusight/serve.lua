@@ -868,7 +868,7 @@ function M.overload_warning(rate, capacity, requests, queue)
   end
   if queue and queue.grew then
     return fmt("the queue grew during this run at --rate %g req/s: %d of the %d requests were still waiting for their "
-      .. "first token at the last arrival and the last quarter's median TTFT is %.1f times the third quarter's, so "
+      .. "first token at the last arrival and the last quarter's median TTFT is %.1f times the first half's, so "
       .. "TTFT and end to end grow with --requests and describe these requests only; lower --rate or add capacity "
       .. "(--tp, another GPU)", rate, queue.waiting_at_last_arrival, requests, queue.ttft_growth), "beyond"
   end

@@ -324,6 +324,8 @@ function M.test_a_growing_queue_warns_without_a_capacity()
   eq(kind, "beyond", "a grown queue is beyond what the server sustains")
   assert(w:find("the queue grew during this run at --rate 10 req/s: 51 of the 100 requests were still waiting", 1,
     true), w)
+  -- the ratio said is the one the rule compares: the last quarter's median TTFT over the first half's
+  assert(w:find(("median TTFT is %.1f times the first half's"):format(g.ttft_growth), 1, true), w)
   local st = S.queue_growth(stable)
   eq(st.grew, false, "a stable queue")
   eq(S.overload_warning(10, nil, 100, st), nil, "nothing said")
