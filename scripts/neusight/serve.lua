@@ -856,8 +856,8 @@ M.NEAR_CAPACITY = 0.9
 
 --- The warning of an arrival rate beyond the forecast capacity (M.saturated_rate) or near it (from M.NEAR_CAPACITY of
 --- it on), or, below that (or without a capacity), of a run whose queue visibly grew (`queue`: M.queue_growth of the
---- run, optional); nil otherwise. Its second result says which: "beyond" (also a grown queue) or "near"
---- (neusight.sweep's rows name it in their table).
+--- run, optional); nil otherwise. Its second result says which: "beyond", "grew" (a grown queue below the capacity or
+--- without one) or "near" (neusight.sweep's rows name it in their table).
 function M.overload_warning(rate, capacity, requests, queue)
   local what = "(what this server finishes per second in the steady state with requests queued: a replay of requests "
     .. "of these lengths all arriving at once)"
@@ -870,7 +870,7 @@ function M.overload_warning(rate, capacity, requests, queue)
     return fmt("the queue grew during this run at --rate %g req/s: %d of the %d requests were still waiting for their "
       .. "first token at the last arrival and the last quarter's median TTFT is %.1f times the first half's, so "
       .. "TTFT and end to end grow with --requests and describe these requests only; lower --rate or add capacity "
-      .. "(--tp, another GPU)", rate, queue.waiting_at_last_arrival, requests, queue.ttft_growth), "beyond"
+      .. "(--tp, another GPU)", rate, queue.waiting_at_last_arrival, requests, queue.ttft_growth), "grew"
   end
   if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
   return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "

@@ -502,7 +502,8 @@ function M.format_table(report)
   for i, row in ipairs(report.rows) do
     local note = row.error or row.misses
     -- a rate at or beyond the capacity: said here in short, in full among the warnings below (serve.lua's words)
-    local load = row.warning and (row.overload == "near" and "rate near capacity" or "rate beyond capacity")
+    local load = row.warning and ({ near = "rate near capacity", grew = "queue grew" })[row.overload]
+    load = load or (row.warning and "rate beyond capacity")
     if load then note = (note and note .. "; " or "") .. load .. " (see its warning)" end
     out[#out + 1] = line(cells[i], note, row.chosen and "*" or " ")
   end
