@@ -467,8 +467,12 @@ static void chrome_steps(const json* meta, const std::string& where, size_t prof
       from_meta = v.get<int64_t>();
     }
     if (m.is_object() && m.contains("mode")) {
-      if (!m["mode"].is_string()) throw error(where + ": 'mode' must be a string, got " + m["mode"].dump());
-      tr.mode = m["mode"].get<std::string>();
+      // hf_trace.py's --mode (and a serving prefill's): a misspelled one would calibrate as a non-decode step
+      const json& v = m["mode"];
+      const std::string mode = v.is_string() ? v.get<std::string>() : "";
+      if (mode != "train" && mode != "inference" && mode != "prefill" && mode != "decode")
+        throw error(where + ": 'mode' must be \"train\", \"inference\", \"prefill\" or \"decode\", got " + v.dump());
+      tr.mode = mode;
     }
     if (m.is_object() && m.contains("step_ms_mean")) {
       const json& v = m["step_ms_mean"];

@@ -76,6 +76,13 @@ TEST_CASE("trace: malformed Chrome traces", "[trace]") {
   CHECK_THROWS_WITH(trace_parse_chrome("[\n{\"ph\": \"X\", \"cat\": \"cpu_op\", \"name\": \"aten::mm\", \"ts\": 1}]",
                                        "inline.json"),
                     "inline.json:2: event 'aten::mm': missing number 'dur'");
+  // hf_trace.py's metadata: a mode it does not write is an error (a misspelled "decode" calibrated as another phase)
+  const std::string events = R"("traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1, "dur": 2}])";
+  CHECK_THROWS_WITH(trace_parse_chrome("{\"neusight\": {\"mode\": \"decoding\"}, " + events + "}", "m.json"),
+                    "m.json: key 'neusight': 'mode' must be \"train\", \"inference\", \"prefill\" or \"decode\", got "
+                    "\"decoding\"");
+  CHECK_THROWS_WITH(trace_parse_chrome("{\"neusight\": {\"mode\": 3}, " + events + "}", "m.json"),
+                    "m.json: key 'neusight': 'mode' must be \"train\", \"inference\", \"prefill\" or \"decode\", got 3");
 }
 
 TEST_CASE("trace: wavescale manifest + ops.csv + kernels.csv (spec §7.3)", "[trace]") {
