@@ -9,6 +9,8 @@
 -- (README "Workloads": tensor parallelism via require "neusight.parallel" comm_node, decode steps, the KV cache).
 -- Each node names an op rule (ops/<op>.lua) and gives its shapes; the engine fills dtype_bytes and
 -- training and asks the rule for the kernels. `params` feeds the optimizer node.
+-- For --pp, the nodes of a repeated block carry layer = "NAME" (a string naming the block, not a layer number)
+-- and count = its repetitions; unlayered nodes before the block run on the first stage, those after on the last.
 local hidden, inner = 4096, 16384
 
 local function mlp(opts)

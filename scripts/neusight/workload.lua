@@ -840,7 +840,10 @@ local function node_error(n)
     return ("field 'dtype' must be a compute dtype (fp32, tf32, fp16, bf16, fp8); double precision is not modelled "
       .. "(got %s)"):format(show(n.dtype))
   end
-  if n.layer ~= nil and type(n.layer) ~= "string" then return ("field 'layer' must be a string (got %s)"):format(show(n.layer)) end
+  if n.layer ~= nil and type(n.layer) ~= "string" then
+    return ("field 'layer' must be a string naming the repeated block (e.g. layer = \"h\", with count = its number of "
+      .. "layers), not a layer number (got %s)"):format(show(n.layer))
+  end
   if n.attrs ~= nil and type(n.attrs) ~= "table" then return ("field 'attrs' must be a table (got %s)"):format(show(n.attrs)) end
 end
 

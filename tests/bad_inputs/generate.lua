@@ -335,6 +335,9 @@ wl("shape_string_output", node("{ 4, 128, 64 }", '"4x128x64"'), nil,
    "node #1 'fc': field 'output' must be a shape (array of non-negative integers; got \"4x128x64\")", "nodes")
 wl("count_string", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ', params = 4096, count = "2"'), nil,
    "node #1 'fc': field 'count' must be an integer >= 1", "nodes")
+-- tester9: `layer = 1` (a layer number) for --pp; the message says what the field is
+wl("layer_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", params = 4096, layer = 1"), nil,
+   "node #1 'fc': field 'layer' must be a string naming the repeated block (e.g. layer = \"h\", with count = its number of layers)", "nodes")
 wl("attrs_number", node("{ 4, 128, 64 }", "{ 4, 128, 64 }", ", attrs = 5"), nil, "node #1 'fc': field 'attrs' must be a table", "nodes")
 wl("inputs_not_array", '{ { op = "linear", name = "fc", inputs = { x = { 4, 128, 64 } }, output = { 4, 128, 64 } } }', nil,
    "field 'inputs' must be an array of shapes (it has a key outside 1..0)")
