@@ -587,13 +587,14 @@ std::string script_resolve(const std::string& script) {
 int run_paths(const common_flags& c, const std::string& which) {
   const fs::path root = data_root_find();
   if (!which.empty()) {  // one folder, nothing else: for $(neusight paths scripts) in a shell
-    emit((which == "data" ? root : root / which).string() + "\n", "");
+    emit((which == "data" ? root : which == "readme" ? root / "README.md" : root / which).string() + "\n", "");
     return 0;
   }
   session s(session_options_make(c));
   std::string out = fmt::format("{:<13} {}\n", "data", root.string());
   for (const char* d : {"gpus", "ops", "scripts", "weights", "examples"})
     out += fmt::format("{:<13} {}\n", d, (root / d).string());
+  out += fmt::format("{:<13} {}\n", "readme", (root / "README.md").string());  // the manual (installed beside them)
   // A search path without the bundled folder (NEUSIGHT_OPS_PATH / NEUSIGHT_SCRIPTS_PATH with no ";;" to splice it
   // in) says so: every op or module it does not hold is then unknown.
   const auto search_line = [&](const char* label, const std::vector<fs::path>& dirs, const char* bundled,
@@ -706,6 +707,8 @@ F& report_into(F& f, const common_flags& c) {
 int app_main(int argc, char** argv) {
   CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
   app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + git_version() + ")");
+  app.footer("The manual: README.md beside the bundled files (`neusight paths readme` prints its path): every command, "
+             "workloads and model functions, op rules, --scripts modules, Lua predictors, GPU and cluster files.");
   app.require_subcommand(1);
 
   flag_targets t;

@@ -434,9 +434,9 @@ std::vector<flag_spec> table_make() {
   flag("list", "Optional word 'list'").on(ops, to(&raw_flags::list_word)).check(CLI::IsMember({"list"}));
   flag("which",
        "Print this folder alone (for scripts: python3 \"$(neusight paths scripts)/collect/collect.py\" works from any "
-       "folder): data, gpus, ops, scripts, weights or examples")
+       "folder): data, gpus, ops, scripts, weights, examples, or readme (the manual, README.md)")
       .on(paths, to(&raw_flags::paths_which))
-      .check(CLI::IsMember({"data", "gpus", "ops", "scripts", "weights", "examples"}));
+      .check(CLI::IsMember({"data", "gpus", "ops", "scripts", "weights", "examples", "readme"}));
   flag("files", "Micro-benchmark CSV files or folders").on(eval_kernels, to(&eval_kernels_flags::files)).required();
   flag("labels", "Label folders label/<GPU> (or label/ itself, or single label JSON files)")
       .on(eval_models, to(&eval_models_flags::labels)).required();

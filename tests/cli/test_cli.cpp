@@ -529,6 +529,10 @@ TEST_CASE("bundled examples run from any folder — paths says where everything 
   CHECK(scripts.out == (source_dir / "scripts").string() + "\n");
   CHECK(run_cli("paths data", elsewhere).out == source_dir.string() + "\n");
   CHECK(run_cli("paths scrips", elsewhere).code == 2);
+  // the manual: its path alone, a line of the listing, and the top-level help points to it
+  CHECK(run_cli("paths readme", elsewhere).out == (source_dir / "README.md").string() + "\n");
+  CHECK(p.out.find("readme        " + (source_dir / "README.md").string()) != std::string::npos);
+  CHECK_THAT(run_cli("--help", elsewhere).out, Catch::Contains("neusight paths readme"));
 }
 
 TEST_CASE("a GPU file named gpus/<file>.toml as `neusight gpus` lists it works from any folder", "[cli]") {

@@ -351,6 +351,10 @@ TEST_CASE("an installed tree: hf_trace.py finds its llama config and train.sh wr
   INFO(inst.err);
   REQUIRE(inst.code == 0);
   const fs::path share = t.path / "p/share/neusight";
+  // the manual is installed beside the files it describes, and the installed binary says where (tester9)
+  const auto readme = run_sh(quoted((t.path / "p/bin/neusight").string()) + " paths readme");
+  CHECK(readme.out == (share / "README.md").string() + "\n");
+  CHECK(fs::is_regular_file(share / "README.md"));
   // hf_trace.py's built-in llama: its config, with transformers stood in for (the config it is given is what counts)
   const std::string py = "cd " + quoted(t.path.string()) + " && python3 -B -c \"import sys; sys.path.insert(0, '" +
                          (share / "scripts/collect").string() + "'); import hf_trace\n"
