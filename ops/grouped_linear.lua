@@ -78,6 +78,8 @@ return {
     }
   end,
   accumulate = function(node)
+    -- attrs.wgrad_fused (Megatron kernels): the grouped dW GEMMs accumulated into main_grad themselves
+    if node.attrs.wgrad_fused then return {} end
     local _, I, O, E = dims(node)
     return { K.vec("add", 1, E * I * O, node.dtype) }
   end,

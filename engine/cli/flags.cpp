@@ -493,7 +493,8 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::optimizer)).workload()
       .on(search, to(&search_flags::optimizer)).note(" (default adam)");
   flag("--optimizer-impl",
-       "How the step runs: fused (one kernel; default for adamw) or foreach (multi-tensor passes; default for adam, sgd)")
+       "How the step runs: fused (one kernel; default for adamw, and under Megatron kernels: parallel runs) or foreach "
+       "(multi-tensor passes; default for adam, sgd otherwise)")
       .on(forecast, to(&forecast_flags::optimizer_impl)).workload()
       .on(search, to(&search_flags::optimizer_impl));
   flag("--dtype",

@@ -18,6 +18,8 @@ local M = {}
 --- FLOPs of engine/core/forecast.h).
 M.node_attrs = {
   note = "string: a comment for the reader; nothing reads it",
+  wgrad_fused = "boolean: the weight gradient accumulates inside its GEMM (Megatron-LM's gradient-accumulation "
+    .. "fusion; set by neusight.workload under Megatron kernels): the linear rules add no accumulation kernel for it",
   saved_bytes = "number: bytes the node keeps for backward, instead of its rule's saves() (neusight.memory)",
   core_attention = "boolean: part of core attention, which selective recomputation re-runs (neusight.parallel)",
   core_inputs = "string: comma-separated input positions a recomputed core-attention node keeps (neusight.memory)",
@@ -489,7 +491,8 @@ end
 --- Linear layer y = x·Wᵀ + b with x = inputs[spec.x_input] (default 1), T = numel(x)/I, I = x[-1], O = out[-1]:
 ---   forward    Linear(T, I, O)
 ---   backward   Linear(T, O, I) (dX = dY·W)  and  Linear(O, T, I) (dW = dYᵀ·X)
----   accumulate VECadd(1, O·I) into W.grad and, unless attrs.bias == false, VECadd(1, O) into b.grad.
+---   accumulate VECadd(1, O·I) into W.grad (none with attrs.wgrad_fused: the dW GEMM accumulated it) and, unless
+---              attrs.bias == false, VECadd(1, O) into b.grad.
 --- (The reference always accumulates a bias-sized gradient, even for the bias-free lm_head.)
 function M.linear(spec)
   check_spec("linear", spec, { x_input = true })
@@ -541,8 +544,10 @@ function M.linear(spec)
     end,
     accumulate = function(node)
       local _, I, O = dims(node)
-      local out = { K.vec("add", 1, O * I, node.dtype) }
-      if node.attrs.bias ~= false then out[2] = K.vec("add", 1, O, node.dtype) end
+      local out = {}
+      -- attrs.wgrad_fused: the dW GEMM accumulated W's gradient itself (Megatron's gradient-accumulation fusion)
+      if not node.attrs.wgrad_fused then out[1] = K.vec("add", 1, O * I, node.dtype) end
+      if node.attrs.bias ~= false then out[#out + 1] = K.vec("add", 1, O, node.dtype) end
       return out
     end,
   }

@@ -80,7 +80,7 @@
 ---@field seq integer                    sequence length (prompt length in prefill; 1, the default, in decode)
 ---@field context? integer               decode only (required there): tokens already in each sequence's KV cache
 ---@field optimizer? "none"|"sgd"|"adam"|"adamw" default "adam" for train, "none" for inference
----@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw, "foreach" for adam and sgd (ops/adamw.lua)
+---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw and under Megatron kernels, else "foreach" (neusight.workload optimizer_impl_default)
 ---@field dtype? string                  compute dtype, default "fp32"
 ---@field precision? "pure"|"amp"        state recipe (neusight/precision.lua); default "amp" when training in fp16/bf16/fp8
 ---@field launch? "eager"|"graph"       kernel launches: eager PyTorch (default) or CUDA-graph replay (neusight/launch.lua)

@@ -170,7 +170,7 @@ local CHECK = {
   optimizer = one_of { "none", "sgd", "adam", "adamw" },
   -- optimizer_impl: how the step runs (ops/adam.lua, adamw.lua, sgd.lua): "fused" (one kernel over all
   -- parameters: torch.optim.*(fused=True), apex/TE FusedAdam) or "foreach" (PyTorch's multi-tensor passes).
-  -- Default: "fused" for adamw, "foreach" for adam and sgd.
+  -- Default: "fused" for adamw and under Megatron kernels, "foreach" for adam and sgd otherwise (M.optimizer_impl_default).
   optimizer_impl = one_of { "fused", "foreach" },
   dtype = function(v)
     -- a dtype that is no compute type (fp64, neusight.kernels compute_dtype: it went the fp32 path)
@@ -290,6 +290,17 @@ local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", s
 local function planned(w)
   local p = w.parallel
   return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
+end
+
+--- How normalized workload `w`'s optimizer step runs when `optimizer_impl` is not given: "fused" (one kernel over all
+--- parameters) where Megatron-LM's kernels run the model (a parallel plan with kernels = "megatron": Megatron-LM's
+--- --optimizer adam and sgd are apex / Transformer Engine FusedAdam and FusedSGD, adam with decoupled weight decay), and
+--- for adamw (torch.optim.AdamW(fused=True), the usual setting); PyTorch's default "foreach" (multi-tensor passes) for
+--- adam and sgd otherwise.
+function M.optimizer_impl_default(w)
+  if w.optimizer == "adamw" then return "fused" end
+  if planned(w) and w.parallel.kernels == "megatron" then return "fused" end
+  return "foreach"
 end
 
 --- The config table and builder module of a preset name or config table `model`: cfg, builder; builder nil where the
@@ -753,9 +764,7 @@ function M.normalize(spec, overrides, chunkname, text)
   if w.precision == nil then w.precision = precision.default(w.dtype, w.mode) end
   local problem = precision.check(w.precision, w.dtype)
   if problem then fail_at("precision", "field 'precision' %s", problem) end
-  if w.optimizer_impl == nil and w.optimizer ~= "none" then
-    w.optimizer_impl = w.optimizer == "adamw" and "fused" or "foreach"
-  end
+  if w.optimizer_impl == nil and w.optimizer ~= "none" then w.optimizer_impl = M.optimizer_impl_default(w) end
   if w.loss == nil then w.loss = true end
   if w.launch == nil then w.launch = "eager" end
   -- a normalized table normalized again (M.build does) keeps its notes: its parallel table has its defaults by now
@@ -1239,6 +1248,25 @@ function M.decode_cache_attrs(nodes)
   end
 end
 
+--- Megatron-LM's gradient-accumulation fusion (--gradient-accumulation-fusion, on by default): a linear layer's
+--- weight-gradient GEMM accumulates straight into the fp32 main_grad buffer (fused_weight_gradient_mlp_cuda's
+--- wgrad_gemm_accum_fp32, beta = 1), so no separate accumulation kernel runs per microbatch for its weight: every
+--- node holding parameters gets attrs.wgrad_fused (neusight.rules node_attrs), which the linear rules read (their
+--- weight's VECadd goes; a bias's and a norm's accumulation stay, as Megatron's main_grad hooks add those). The
+--- GEMM's read of the fp32 buffer it adds to is not priced (compute-bound for the weights it applies to). Applied by
+--- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron"); attrs tables are copied, a
+--- builder may share one between nodes.
+function M.fuse_wgrad_accumulation(nodes)
+  for _, n in ipairs(nodes) do
+    if n.params > 0 and n.phase ~= "optimizer" then
+      local attrs = {}
+      for k, v in pairs(n.attrs) do attrs[k] = v end
+      attrs.wgrad_fused = true
+      n.attrs = attrs
+    end
+  end
+end
+
 -- The graph of a normalized workload: model name, nodes (defaults filled, fused), plan (parallel runs), the
 -- builder options, the routing of a model with routed experts and the position limit (M.position_limit, of the
 -- builder looked up here).
@@ -1366,6 +1394,7 @@ local function graph_of(w, gpu)
     end
   end
   fill_defaults(nodes, w)
+  if training and opts.megatron then M.fuse_wgrad_accumulation(nodes) end
   if opts.phase == "decode" then M.decode_cache_attrs(nodes) end
   if w.weight_dtype then M.quantise_weights(nodes, K.WEIGHT_BYTES[w.weight_dtype]) end
   if not training and w.dtype == "fp8" then M.w8a8_head(nodes) end  -- before the activations' quantisation
