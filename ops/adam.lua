@@ -25,5 +25,6 @@ return {
   name = "adam",
   doc = "Adam step over P params: foreach (default) 7 passes, 2w+2g+14m bytes per param; fused one VECadam, 2w+g+4m+copy",
   attrs = rules.optimizer_attrs,
+  optimizer = { moments = 2 }, -- --optimizer adam: exp_avg and exp_avg_sq per parameter; PyTorch's foreach default
   forward = function(node) return rules.adam_step(node, "adam", "foreach", false) end,
 }

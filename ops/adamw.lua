@@ -23,5 +23,7 @@ return {
   name = "adamw",
   doc = "AdamW step over P params: fused (default) one VECadamw, 2w+g+4m+copy bytes per param; foreach 8 passes, 4w+2g+14m",
   attrs = rules.optimizer_attrs,
+  -- --optimizer adamw: exp_avg and exp_avg_sq per parameter; fused by default (torch.optim.AdamW(fused=True))
+  optimizer = { moments = 2, impl = "fused" },
   forward = function(node) return rules.adam_step(node, "adamw", "fused", true) end,
 }

@@ -12,6 +12,7 @@ return {
   name = "sgd",
   doc = "SGD step over P params: VECadd(1,P) (param += -lr·grad), 2w+g bytes per param",
   attrs = rules.optimizer_attrs,
+  optimizer = { moments = 0 }, -- --optimizer sgd: no momentum buffer
   forward = function(node)
     local r = rules.optimizer_roles(node)
     local impl = rules.optimizer_impl(node, "foreach")

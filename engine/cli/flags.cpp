@@ -489,7 +489,8 @@ std::vector<flag_spec> table_make() {
       .on(serve, to(&serve_flags::input_len)).required();
   flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
       .on(serve, to(&serve_flags::output_len)).required();
-  flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw")  // scripts/neusight/workload.lua checks the name
+  flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw, or an op rule of yours with an optimizer field "
+                     "(--ops DIR; README: Operator rules)")  // scripts/neusight/workload.lua checks the name
       .on(forecast, to(&forecast_flags::optimizer)).workload()
       .on(search, to(&search_flags::optimizer)).note(" (default adam)");
   flag("--optimizer-impl",

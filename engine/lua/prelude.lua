@@ -307,7 +307,12 @@ end
 -- join a fused run (scripts/neusight/fusion.lua: "elementwise" or "anchor").
 local op_fields = { name = "string", doc = "string", forward = "function", backward = "function",
                     accumulate = "function", check = "function", saves = "function", temporary = "function",
-                    attrs = "table", fusion = "string" }
+                    attrs = "table", fusion = "string", optimizer = "table" }
+-- `optimizer` makes the rule an optimizer step (--optimizer NAME; scripts/neusight/workload.lua optimizers):
+-- moments = the state elements it keeps per parameter (Adam's 2, momentum SGD's 1, Lion's 1; their element size is the
+-- precision recipe's moment), impl = the implementation it runs by default outside Megatron kernels ("fused" or
+-- "foreach"; default "foreach").
+local optimizer_fields = { moments = "integer", impl = "string" }
 -- The types an attribute may be declared with (a node's attrs hold numbers, booleans and strings).
 local attr_types = { boolean = true, integer = true, number = true, string = true }
 local op_required = { "name", "doc", "forward" }
@@ -364,6 +369,27 @@ function E.check_op(rule, chunk, stem, path)
   end
   if rule.fusion ~= nil and rule.fusion ~= "elementwise" and rule.fusion ~= "anchor" then
     error(chunk .. ": field 'fusion' must be \"elementwise\" or \"anchor\" (got '" .. rule.fusion .. "')", 0)
+  end
+  if rule.optimizer ~= nil then
+    local o, line = rule.optimizer, key_line(path, "optimizer")
+    local at = chunk .. (line and ":" .. line or "") .. ": field 'optimizer'"
+    if getmetatable(o) ~= nil then error(at .. " must be a plain table", 0) end
+    for k in next, o do
+      if not optimizer_fields[k] then
+        error(at .. ": unknown key '" .. tostring(k) .. "'" .. did_you_mean(k, optimizer_fields)
+              .. " (it takes moments and impl)", 0)
+      end
+    end
+    if math.type(o.moments) ~= "integer" or o.moments < 0 or o.moments > 16 then
+      error(at .. ": 'moments' must be an integer from 0 to 16, the state elements the step keeps per parameter (got "
+            .. tostring(o.moments) .. ")", 0)
+    end
+    if o.impl ~= nil and o.impl ~= "fused" and o.impl ~= "foreach" then
+      error(at .. ": 'impl' must be \"fused\" or \"foreach\" (got " .. tostring(o.impl) .. ")", 0)
+    end
+    if rule.backward ~= nil and rule.backward ~= false then
+      error(at .. ": an optimizer step has no backward (it runs after it): drop 'backward'", 0)
+    end
   end
   local copy = {}  -- the engine keeps its own copy: the script cannot swap a hook later through its table
   for k, v in next, rule do copy[k] = v end

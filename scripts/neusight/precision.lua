@@ -131,19 +131,21 @@ function M.recipe(precision, dtype, convention, mode)
   return r
 end
 
--- Moments each optimizer keeps per parameter.
-local MOMENTS = { none = 0, sgd = 0, adam = 2, adamw = 2 }
-
 --- Model-state bytes per parameter of a recipe: { weights, gradients, master, optimizer_state, convention }.
 --- master = fp32 master parameters + fp32 main gradients (the optimizer's copies), optimizer_state = its
 --- moments; under the distributed optimizer both shard over dp, weights and gradients do not. Inference
 --- keeps the weights only; training without an optimizer (optimizer "none") the weights and gradients.
 ---@param r table M.recipe()
----@param optimizer string "none" | "sgd" | "adam" | "adamw"
+---@param optimizer string "none" or an optimizer's op rule name (its `optimizer.moments`: the moments it keeps per
+--- parameter, ops/adam.lua's 2; neusight.workload optimizer_rule)
 ---@param training boolean
 function M.state(r, optimizer, training)
-  local moments = MOMENTS[optimizer]
-  if not moments then error(("precision.state: unknown optimizer %s"):format(tostring(optimizer)), 2) end
+  local moments = 0
+  if optimizer ~= "none" then
+    local rule, problem = require("neusight.workload").optimizer_rule(optimizer)
+    if not rule then error(("precision.state: optimizer %s"):format(problem), 2) end
+    moments = rule.optimizer.moments
+  end
   local b = r.bytes
   local s = { weights = b.param, gradients = 0, master = 0, optimizer_state = 0, convention = r.convention }
   if training then

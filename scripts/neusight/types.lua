@@ -50,6 +50,7 @@
 ---@field temporary? fun(node: neusight.Node): number  largest transient bytes while it runs (default: inputs + output)
 ---@field attrs? table<string, string>  node attrs the rule reads: name → "type: what it does" (checked on every node)
 ---@field fusion? "elementwise"|"anchor"  whether the node may join a fused run (neusight/fusion.lua; default: never)
+---@field optimizer? { moments: integer, impl?: "fused"|"foreach" }  an optimizer step (--optimizer NAME): the moments it keeps per parameter, its default implementation
 
 ---@class neusight.Tile                  the library tile the tiling rules chose (scripts/tiling/); its non-zero parts
 ---@field m? integer                     GEMM/BMM output tile along m
@@ -79,7 +80,7 @@
 ---@field batch integer                  global batch
 ---@field seq integer                    sequence length (prompt length in prefill; 1, the default, in decode)
 ---@field context? integer               decode only (required there): tokens already in each sequence's KV cache
----@field optimizer? "none"|"sgd"|"adam"|"adamw" default "adam" for train, "none" for inference
+---@field optimizer? string            "none", "sgd", "adam", "adamw" or an op rule with an `optimizer` field; default "adam" for train, "none" for inference
 ---@field optimizer_impl? "fused"|"foreach"  default "fused" for adamw and under Megatron kernels, else "foreach" (neusight.workload optimizer_impl_default)
 ---@field dtype? string                  compute dtype, default "fp32"
 ---@field precision? "pure"|"amp"        state recipe (neusight/precision.lua); default "amp" when training in fp16/bf16/fp8

@@ -167,7 +167,9 @@ local CHECK = {
   seq = size_check,
   -- context: tokens already in each sequence's KV cache, mode "decode" only (required there).
   context = size_check,
-  optimizer = one_of { "none", "sgd", "adam", "adamw" },
+  -- optimizer: "none" or an op rule with an `optimizer` field (M.optimizer_rule: the bundled sgd, adam, adamw; a rule
+  -- of yours on the --ops path adds one)
+  optimizer = function(v) return select(2, M.optimizer_rule(v)) end,
   -- optimizer_impl: how the step runs (ops/adam.lua, adamw.lua, sgd.lua): "fused" (one kernel over all
   -- parameters: torch.optim.*(fused=True), apex/TE FusedAdam) or "foreach" (PyTorch's multi-tensor passes).
   -- Default: "fused" for adamw and under Megatron kernels, "foreach" for adam and sgd otherwise (M.optimizer_impl_default).
@@ -292,15 +294,38 @@ local function planned(w)
   return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
 end
 
+-- The bundled optimizers, for did-you-mean (any op rule with an `optimizer` field is one: M.optimizer_rule).
+local BUNDLED_OPTIMIZERS = { "none", "sgd", "adam", "adamw" }
+
+--- The op rule of optimizer `name` (its `optimizer` field: moments, impl; engine/lua/prelude.lua check_op), or nil and
+--- why `name` names none: "none" (no step) is nil without a reason. An optimizer is an op rule on the op search path
+--- (--ops, NEUSIGHT_OPS_PATH, the bundled ops/) whose table has an `optimizer` field, so ops/lion.lua of yours with
+--- `optimizer = { moments = 1 }` is --optimizer lion; no list to edit.
+---@param name any
+---@return table|nil rule, string|nil problem
+function M.optimizer_rule(name)
+  if name == "none" then return nil, nil end
+  local want = 'must be "none" or an optimizer: "sgd", "adam", "adamw" or an op rule of yours with an \'optimizer\' '
+    .. "field (README: Operator rules)"
+  if type(name) ~= "string" or not name:match("^[%w_]+$") then return nil, ("%s (got %s)"):format(want, show(name)) end
+  local rule = require("neusight").op_rule_or_nil(name)
+  if rule == nil then return nil, ("%s (got %s: no op rule of that name)%s"):format(want, show(name),
+    hint(name, BUNDLED_OPTIMIZERS)) end
+  if type(rule.optimizer) ~= "table" then
+    return nil, ("%s (got %s: its op rule %s has no 'optimizer' field; it is no optimizer step)"):format(want,
+      show(name), require("neusight").op_where(name) or name)
+  end
+  return rule, nil
+end
+
 --- How normalized workload `w`'s optimizer step runs when `optimizer_impl` is not given: "fused" (one kernel over all
 --- parameters) where Megatron-LM's kernels run the model (a parallel plan with kernels = "megatron": Megatron-LM's
---- --optimizer adam and sgd are apex / Transformer Engine FusedAdam and FusedSGD, adam with decoupled weight decay), and
---- for adamw (torch.optim.AdamW(fused=True), the usual setting); PyTorch's default "foreach" (multi-tensor passes) for
---- adam and sgd otherwise.
+--- --optimizer adam and sgd are apex / Transformer Engine FusedAdam and FusedSGD, adam with decoupled weight decay);
+--- otherwise the rule's `optimizer.impl` (adamw's "fused": torch.optim.AdamW(fused=True), the usual setting), else
+--- PyTorch's default "foreach" (multi-tensor passes: adam, sgd).
 function M.optimizer_impl_default(w)
-  if w.optimizer == "adamw" then return "fused" end
   if planned(w) and w.parallel.kernels == "megatron" then return "fused" end
-  return "foreach"
+  return M.optimizer_rule(w.optimizer).optimizer.impl or "foreach" -- the rule's own default (adamw's "fused")
 end
 
 --- The config table and builder module of a preset name or config table `model`: cfg, builder; builder nil where the

@@ -449,7 +449,7 @@ wf("field_typo", "batch = 4", "bacth = 4", "unknown field 'bacth' (did you mean 
 wf("dtype_unknown", "batch = 4,", "batch = 4, dtype = \"fp7\",", "field 'dtype' must be a dtype name")
 wf("gpu_number", "\"h100\"", "100", "field 'gpu' must be a GPU name string (got 100)")
 wf("gpu_unknown", "\"h100\"", "\"h1000\"", "unknown GPU 'h1000'")
-wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\"")
+wf("optimizer_unknown", "batch = 4,", "batch = 4, optimizer = \"adamx\",", "field 'optimizer' must be \"none\" or an optimizer: \"sgd\", \"adam\", \"adamw\" or an op rule of yours")
 local function wt(name, text, expect, line)
   case { kind = "workload", file = "workload/" .. name .. ".lua", text = text, args = RUN, expect = expect, line = line }
 end

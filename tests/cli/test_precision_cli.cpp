@@ -121,12 +121,13 @@ TEST_CASE("precision errors: an unknown recipe names the field, amp with fp32 is
   r = run_cli(gpt2_train + "--optimizer adamw --optimizer-impl fast");
   CHECK(r.code == 1);
   CHECK(r.err.find("field 'optimizer_impl' must be \"fused\" or \"foreach\" (got \"fast\")") != std::string::npos);
-  // the optimizer's name is the workload's to check (scripts/neusight/workload.lua: one list, with did-you-mean), not
-  // a second list in the flag table
+  // the optimizer's name is the workload's to check (scripts/neusight/workload.lua optimizer_rule: an op rule with an
+  // optimizer field, with did-you-mean), not a list in the flag table
   r = run_cli(gpt2_train + "--optimizer adamx");
   CHECK(r.code == 1);
-  CHECK(r.err.find("command line: field 'optimizer' must be \"none\", \"sgd\", \"adam\" or \"adamw\" (got \"adamx\") "
-                   "(did you mean 'adam'?)") != std::string::npos);
+  CHECK(r.err.find("command line: field 'optimizer' must be \"none\" or an optimizer: \"sgd\", \"adam\", \"adamw\" or an "
+                   "op rule of yours with an 'optimizer' field (README: Operator rules) (got \"adamx\": no op rule of "
+                   "that name) (did you mean 'adam'?)") != std::string::npos);
   // a script's recipe meets the command line's dtype
   temp_dir t;
   const auto script = t.write("w.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'train', batch = 4, seq = 1024,\n"
@@ -216,4 +217,47 @@ TEST_CASE("state_gb reads from the report's own fields on one GPU and in paralle
                                        (b["master"].get<double>() + b["optimizer_state"].get<double>()) / shards));
     CHECK(j["state_gb"].get<double>() == Approx(fullest / 1e9).epsilon(1e-12));
   }
+}
+
+// tester9 #4: an optimizer is an op rule with an `optimizer` field (README "Operator rules"): Lion added with --ops,
+// no list in the scripts to edit; its moments size the model state; a malformed field is an error at its line.
+TEST_CASE("an optimizer of one's own: an op rule with an optimizer field is --optimizer NAME", "[cli][precision]") {
+  temp_dir t;
+  const std::string lion =
+      "local K, rules = require \"neusight.kernels\", require \"neusight.rules\"\n"
+      "return {\n"
+      "  name = \"lion\", doc = \"Lion: one fused kernel, 2w + g + 2m + copy bytes per parameter\",\n"
+      "  attrs = rules.optimizer_attrs,\n"
+      "  optimizer = { moments = 1, impl = \"fused\" },\n"
+      "  forward = function(node)\n"
+      "    local r = rules.optimizer_roles(node)\n"
+      "    local out = rules.optimizer_prologue(r, node.dtype)\n"
+      "    out[#out + 1] = K.vec(\"addcmul\", r.rows, r.P, node.dtype, { bytes_per_elem = 2 * r.w + r.g + 2 * r.m + r.copy })\n"
+      "    return out\n"
+      "  end,\n"
+      "}\n";
+  t.write("ops/lion.lua", lion);
+  const std::string ops = "--ops '" + (t.path / "ops").string() + "' ";
+  const json l = run_json(gpt2_train + ops + "--dtype bf16 --optimizer lion");
+  const json a = run_json(gpt2_train + ops + "--dtype bf16 --optimizer adamw");
+  CHECK(l["optimizer"] == "lion");
+  CHECK(l["optimizer_impl"] == "fused");  // the rule's default
+  // autocast: fp32 parameters and gradients, one fp32 moment (adamw's two)
+  CHECK(l["state_bytes_per_param"]["optimizer_state"] == 4.0);
+  CHECK(a["state_bytes_per_param"]["optimizer_state"] == 8.0);
+  const auto lops = optimizer_ops(l);
+  REQUIRE(lops.size() == 1);
+  CHECK(lops[0]["op"] == "lion");
+  CHECK(lops[0]["bytes"].get<double>() == (2 * 4 + 4 + 2 * 4) * gpt2_large_params);  // 2w + g + 2m, fp32
+  CHECK(l["optimizer_ms"].get<double>() < a["optimizer_ms"].get<double>());
+  // a rule that is no optimizer, and a misspelled key of the field
+  const auto not_opt = run_cli(gpt2_train + "--optimizer linear");
+  CHECK(not_opt.code != 0);
+  CHECK_THAT(not_opt.err, Catch::Contains("its op rule ops/linear.lua has no 'optimizer' field"));
+  std::string bad = lion;
+  bad.replace(bad.find("moments = 1"), 11, "moment = 1");
+  t.write("ops/lion.lua", bad);
+  const auto typo = run_cli(gpt2_train + ops + "--optimizer lion");
+  CHECK(typo.code != 0);
+  CHECK_THAT(typo.err, Catch::Contains("lion.lua:5: field 'optimizer': unknown key 'moment' (did you mean 'moments'?)"));
 }

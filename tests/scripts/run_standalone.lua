@@ -246,7 +246,8 @@ end
 
 -- load_op(name): ops/<name>.lua, checked against the op-rule schema the engine enforces.
 local OP_KEYS = { name = "string", doc = "string", forward = "function", backward = "function", accumulate = "function",
-                  check = "function", saves = "function", temporary = "function", attrs = "table", fusion = "string" }
+                  check = "function", saves = "function", temporary = "function", attrs = "table", fusion = "string",
+                  optimizer = "table" }  -- engine/lua/prelude.lua op_fields
 local ops = {}
 local function load_op(name)
   if ops[name] then return ops[name] end

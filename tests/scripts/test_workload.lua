@@ -55,7 +55,7 @@ function T.test_missing_and_mistyped_fields()
   eq(error_of(spec { mode = "training" }),
     [[examples/w.lua: field 'mode' must be "train", "inference", "prefill" or "decode" (got "training") (did you mean 'train'?)]], "mode")
   eq(error_of(spec { optimizer = "adamW2" }),
-    [[examples/w.lua: field 'optimizer' must be "none", "sgd", "adam" or "adamw" (got "adamW2") (did you mean 'adamw'?)]],
+    [[examples/w.lua: field 'optimizer' must be "none" or an optimizer: "sgd", "adam", "adamw" or an op rule of yours with an 'optimizer' field (README: Operator rules) (got "adamW2": no op rule of that name) (did you mean 'adamw'?)]],
     "optimizer")
   eq(error_of(spec { loss = "yes" }), [[examples/w.lua: field 'loss' must be a boolean (got "yes")]], "loss")
   eq(error_of(spec { dtype = "fp33" }),
