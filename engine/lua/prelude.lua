@@ -509,6 +509,16 @@ ns.op_where = function(name, field)
   return chunk
 end
 
+-- Where Lua function `f` is defined, "file:line" (its chunk as the engine loaded it: an override's own path), for
+-- library code's messages about what a function of a script returned (scripts/neusight/collectives.lua: an algorithm
+-- returning a negative time); nil for a function with no file (a C function, a string chunk).
+ns.function_where = function(f)
+  if type(f) ~= "function" then return nil end
+  local info = debug.getinfo(f, "S")
+  if not (info and info.linedefined > 0 and info.source:sub(1, 1) == "@") then return nil end
+  return info.source:sub(2) .. ":" .. info.linedefined
+end
+
 -- What is wrong with node n's attrs (nil when nothing): each key is one the op's rule declares (its field `attrs`) or
 -- one the engine reads on every node (neusight.rules node_attrs), with the declared type. A misspelled attribute
 -- would otherwise be ignored without a word (attrs = { bais = false } priced the bias; { causal = "false" } was causal).

@@ -133,8 +133,10 @@ M.BASE_LATENCY_OPS = { all_reduce = true, all_gather = true, reduce_scatter = tr
 local function run(op, name, fn, n, p, l)
   local t = fn(n, p, l)
   if t ~= nil and (type(t) ~= "number" or not (t >= 0) or t == huge) then
-    error(("collectives: algorithm '%s' of %s returned %s, expected a non-negative number or nil")
-      :format(name, op, show(t)), 0)
+    -- the function's file and line (an override's under --scripts): the message is about that file
+    local where = require("neusight").function_where(fn)
+    error(("%scollectives: algorithm '%s' of %s returned %s, expected a non-negative number or nil")
+      :format(where and where .. ": " or "", name, op, show(t)), 0)
   end
   if t ~= nil and M.BASE_LATENCY_OPS[op] then t = t + T.base_seconds(name) end
   return t

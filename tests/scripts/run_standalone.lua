@@ -276,6 +276,11 @@ end
 
 local test_env = { load_op = load_op, make_node = make_node }
 neusight_module.op_rule = load_op -- the engine's require("neusight").op_rule (neusight.fusion asks it)
+neusight_module.function_where = function(f) -- the engine's (engine/lua/prelude.lua): "file:line" of a Lua function
+  local info = debug.getinfo(f, "S")
+  if not (info and info.linedefined > 0 and info.source:sub(1, 1) == "@") then return nil end
+  return info.source:sub(2) .. ":" .. info.linedefined
+end
 neusight_module.op_rule_or_nil = function(name) -- the engine's op_rule_or_nil: nil without a rule file
   local f = io.open(root .. "ops/" .. name .. ".lua", "r")
   if not f then return nil end
