@@ -70,12 +70,9 @@ struct scale_report {
   std::string steps_source;
 };
 
-// A measured step whose kernels run less than this share of it is launch- or host-bound: the kernel time scale
-// forecasts is not what the step takes, on either GPU (a bf16 decode step of a small model: 8 %).
-constexpr double scale_kernel_share_min = 0.2;
-
-// Table or JSON of a scaled trace; shared by every trace format.
-int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, const scale_report& r) {
+// Table or JSON of a scaled trace; shared by every trace format. A measured step whose kernels run less than
+// scripts/neusight/scale.lua kernel_share_min of it is launch- or host-bound: warned of.
+int scale_emit(session& s, const scale_flags& f, const gpu_spec& from, const gpu_spec& to, const scale_report& r) {
   double origin = 0, total = 0, ph_total[4] = {0, 0, 0, 0};
   json ops = json::array();
   for (const auto& row : r.rows) {
@@ -106,11 +103,11 @@ int scale_emit(const scale_flags& f, const gpu_spec& from, const gpu_spec& to, c
   std::vector<std::string> warnings = r.warnings;
   if (r.step_ms) {
     share = origin / *r.step_ms;
-    if (*share < scale_kernel_share_min)
+    if (const double share_min = s.scale_kernel_share_min(); *share < share_min)
       warnings.push_back(fmt::format(
           "{}: its kernels ran {:.3f} ms of the {:.3f} ms step measured on {} ({:.0f} %, under {:.0f} %): the step is "
           "launch- or host-bound, and the kernel time scaled here does not forecast it on {}", f.trace, origin,
-          *r.step_ms, from.name, 100 * *share, 100 * scale_kernel_share_min, to.name));
+          *r.step_ms, from.name, 100 * *share, 100 * share_min, to.name));
   }
 
   for (const auto& w : warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
@@ -411,7 +408,7 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
           f.trace, tr.kernel_streams > 1 ? fmt::format(" (concurrent streams: {})", tr.kernel_streams) : "", summed,
           busy));
   }
-  return scale_emit(f, from, to, rep);
+  return scale_emit(s, f, from, to, rep);
 }
 
 }  // namespace
@@ -614,7 +611,7 @@ int scale_main(const scale_flags& f) {
   }
   for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
   scale_label_origin(rep, f.trace, layers, training);
-  return scale_emit(f, from, to, rep);
+  return scale_emit(s, f, from, to, rep);
 }
 
 }  // namespace ns

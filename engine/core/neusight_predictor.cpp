@@ -259,6 +259,7 @@ class neusight_predictor final : public predictor {
     memo_ = on;
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
+  void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override { floor_ = std::move(floor_s); }
   void roofline_efficiency_set(std::map<std::string, double> by_family) override {
     efficiency_.clear();  // by family once, not a family-name string per fallback kernel
     for (const auto& [name, e] : by_family)
@@ -345,23 +346,31 @@ class neusight_predictor final : public predictor {
     }
     const auto& models = models_for(gpu.vendor);
     std::map<family, Eigen::MatrixXf> outputs;
+    std::optional<double> floor_s;  // the GPU's per-kernel floor, asked once a family falls back to the roofline
     warnings_.clear();
     for (const auto& [fam, rows] : batch) {
       auto m = models.find(fam);
       if (m == models.end() && family_transfer_features(fam)) {
         // No tensor-core or fused-attention measurements for this vendor (AMD's data has none): say so and use
         // the roofline over the fraction of it the family reaches on the GPUs that have data (no GPU reaches the
-        // bare roofline: on its own it made an MI300X look 1.56x an H100 on GPT-3 for a 1.32x higher bf16 peak).
+        // bare roofline: on its own it made an MI300X look 1.56x an H100 on GPT-3 for a 1.32x higher bf16 peak),
+        // and never below the per-kernel floor (launch.lua floor_s: the tile model has learnt one, the roofline has
+        // none, and a decode attention kernel at batch 1 came out at a fraction of a microsecond).
         const double e = fallback_efficiency(fam);
-        char eff[32];
+        if (!floor_s) floor_s = floor_ ? floor_(gpu) : 0.0;
+        char eff[32], floor[32];
         std::snprintf(eff, sizeof eff, "%.3g", e);
+        std::snprintf(floor, sizeof floor, "%.3g", *floor_s * 1e6);
         warnings_.push_back("no " + std::string(family_name(fam)) + " weights for " + gpu.vendor + " GPUs in " +
                             (root_ / gpu.vendor).generic_string() +
                             (e < 1 ? ": these kernels are priced by the roofline (peak of their dtype) over " +
                                          std::string(eff) + ", the fraction of it the family reaches on the GPUs "
                                          "measured (scripts/neusight/efficiency.lua), not the tile model"
                                    : ": these kernels are priced by the roofline (peak of their dtype), not the tile "
-                                     "model"));
+                                     "model") +
+                            (*floor_s > 0 ? ", and at least " + std::string(floor) +
+                                                " µs each (floor_s, scripts/neusight/launch.lua)"
+                                          : std::string()));
         continue;
       }
       if (m == models.end())
@@ -381,7 +390,7 @@ class neusight_predictor final : public predictor {
       if (row == SIZE_MAX) continue;
       const auto o = outputs.find(fam);
       if (o == outputs.end()) {  // no weights for this vendor (warned above)
-        out[i] = roofline_seconds(kernels[i].k, gpu) / fallback_efficiency(fam);
+        out[i] = std::max(roofline_seconds(kernels[i].k, gpu) / fallback_efficiency(fam), *floor_s);
         continue;
       }
       const tile_model& m = models.at(fam);
@@ -461,6 +470,7 @@ class neusight_predictor final : public predictor {
   std::filesystem::path root_;
   bool memo_ = true;
   std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
+  std::function<double(const gpu_spec&)> floor_;  // a roofline-priced kernel's least seconds (roofline_floor_set)
   double fallback_efficiency(family f) const {
     const auto it = efficiency_.find(f);
     return it == efficiency_.end() ? 1.0 : it->second;

@@ -1,6 +1,7 @@
 // engine/core/roofline.h — kernel latency predictors: the roofline bound and the predictor interface.
 #pragma once
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -80,6 +81,10 @@ class predictor {
   // The fraction of the roofline each family reaches (family_name → (0, 1]; scripts/neusight/efficiency.lua, set by the
   // session): what a predictor that has no model of a family on a GPU divides the roofline by. Unset: the roofline.
   virtual void roofline_efficiency_set(std::map<std::string, double> /*by_family*/) {}
+  // The least seconds such a kernel takes on a GPU (a launch plus a near-empty kernel: scripts/neusight/launch.lua
+  // params(gpu).floor_s, set by the session): a roofline over an efficiency has no floor of its own, and a tiny decode
+  // attention kernel came out far below any measured one. Unset: no floor.
+  virtual void roofline_floor_set(std::function<double(const gpu_spec&)> /*floor_s*/) {}
 };
 
 std::vector<std::string> predictor_names();

@@ -320,6 +320,9 @@ class session {
     double duration_ms = 0;
   };
   std::vector<bool> scale_sub_wave(const std::vector<scale_wave_kernel>& ks, const gpu_spec& from, const gpu_spec& to);
+  // kernel_share_min of scripts/neusight/scale.lua: under this share of the measured step its kernels ran, the step is
+  // launch- or host-bound and `neusight scale` warns (a number in [0, 1]).
+  double scale_kernel_share_min();
 
   // The forecast every command shares: library tiles, kernel latencies from `pred`, the launch mode
   // (scripts/neusight/launch.lua, "eager" | "graph"), host overhead (scripts/neusight/overhead.lua, mode

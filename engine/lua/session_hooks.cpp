@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "core/text.h"
 #include "core/weights.h"
 #include "lua/session_impl.h"
 
@@ -506,6 +507,21 @@ std::vector<bool> session::scale_sub_wave(const std::vector<scale_wave_kernel>& 
     lua_pop(L, 1);
   }
   return out;
+}
+
+double session::scale_kernel_share_min() {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const int mod = scale_module_push(*p_, nullptr, nullptr);  // stack: S
+  lua_getfield(L, mod, "kernel_share_min");  // stack: S share
+  const double v = lua_tonumber(L, -1);
+  if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0 && v <= 1))
+    throw error(p_->module_file("neusight.scale").display +
+                ": kernel_share_min must be a number in [0, 1] (the least share of the measured step its kernels run "
+                "before scale warns that the step is launch- or host-bound; got " +
+                (lua_type(L, -1) == LUA_TNUMBER ? text_limit(v) : std::string(luaL_typename(L, -1))) + ")");
+  return v;
 }
 
 }  // namespace ns

@@ -132,6 +132,9 @@ struct session::impl {
   // after a read that failed, which the next read repeats) and the files of the modules the engine calls
   // (module_file).
   std::optional<std::map<std::string, double>> efficiency;
+  // scripts/neusight/launch.lua params(gpu).floor_s by gpu_spec_key: the neusight predictor's floor for the kernels it
+  // prices by the roofline (builtin_make), read once per GPU
+  std::map<std::string, double> launch_floor;
   std::map<std::string, script_file> module_files;
   // The file require(module) loads, for the messages of calls into it: its chunk name ("scripts/neusight/compare.lua",
   // or a --scripts DIR's "DIR/neusight/compare.lua"), looked up on the script search path on first use ("module

@@ -195,12 +195,34 @@ static std::map<std::string, double> efficiency_read(session::impl& p) {
   return out;
 }
 
+// require("neusight.launch").params(gpu).floor_s: the least seconds a kernel the neusight predictor prices by the
+// roofline takes on this GPU (a family without weights for its vendor); read once per GPU and session.
+static double launch_floor_read(session::impl& p, const gpu_spec& gpu) {
+  const std::string key = gpu_spec_key(gpu);
+  if (const auto it = p.launch_floor.find(key); it != p.launch_floor.end()) return it->second;
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(p, "neusight.launch", "params");  // stack: params
+  p.push_gpu(gpu);
+  ns_call(L, 1, 1, "in " + file + " params");  // stack: params(gpu)
+  if (!lua_istable(L, -1))
+    throw error(file + ": params(gpu) must return a table (got " + luaL_typename(L, -1) + ")");
+  lua_getfield(L, -1, "floor_s");  // stack: params(gpu) floor_s
+  const double v = lua_tonumber(L, -1);
+  if (lua_type(L, -1) != LUA_TNUMBER || !(v >= 0) || !std::isfinite(v))
+    throw error(file + ": params(" + gpu.name + ").floor_s must be a number >= 0 (seconds: the least a kernel "
+                "takes; got " + (lua_type(L, -1) == LUA_TNUMBER ? text_limit(v) : luaL_typename(L, -1)) + ")");
+  return p.launch_floor[key] = v;
+}
+
 std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
   auto pred = ns::predictor_make(name, root);
   if (name == "neusight") {  // the roofline ones have no use for it
     if (root == weights_root) weights_read = true;
     if (!efficiency) efficiency = efficiency_read(*this);
     pred->roofline_efficiency_set(*efficiency);
+    pred->roofline_floor_set([this](const gpu_spec& gpu) { return launch_floor_read(*this, gpu); });
   }
   return pred;
 }
@@ -289,6 +311,9 @@ class weights_noted_predictor final : public predictor {
   }
   void roofline_efficiency_set(std::map<std::string, double> by_family) override {
     inner_->roofline_efficiency_set(std::move(by_family));
+  }
+  void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override {
+    inner_->roofline_floor_set(std::move(floor_s));
   }
 
  private:

@@ -2,7 +2,8 @@
 -- `--predictor roofline_derated` (scripts/neusight/predictors/roofline_derated.lua) divides the roofline by, and what the
 -- neusight predictor prices a family with when it has no weights for a GPU's vendor (AMD GPUs have no tensor-core or
 -- fused-attention measurements: their bf16/fp8 GEMMs and attention kernels take roofline / efficiency, with a
--- warning, not the bare roofline, which no GPU reaches). One table for both; a `--scripts DIR` with
+-- warning, not the bare roofline, which no GPU reaches; and no less than scripts/neusight/launch.lua's floor_s each).
+-- One table for both; a `--scripts DIR` with
 -- DIR/neusight/efficiency.lua replaces it. Keys are the tile predictor's families (engine/core/tile_model.h, `neusight
 -- train --family`) and "memory"; values in (0, 1].
 --

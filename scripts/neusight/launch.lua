@@ -26,6 +26,12 @@
 --     kernel plus a host floor): large kernels keep the MLP's time, small ones lose the ≈ 25 µs floor.
 -- Assumption, not measurement: no CUDA-graph timings of vector kernels exist in the shared data; change floor_s or
 -- bandwidth_efficiency here, or per GPU name in PARAMS, without recompiling.
+--
+-- floor_s is also the least a kernel takes that the neusight predictor prices by the roofline over its family's
+-- efficiency (scripts/neusight/efficiency.lua) for want of weights for the GPU's vendor (AMD: tensor-core GEMMs,
+-- fused attention), in either launch mode: the tile model has learnt such a floor from the same CUDA-graph timings,
+-- the roofline has none (a decode attention kernel at batch 1 over 16 tokens came out at 0.02 µs on an MI300X). The
+-- engine reads params(gpu).floor_s once per GPU and session (engine/lua/session_predict.cpp launch_floor_read).
 local type, error, tostring, math_max, math_min = type, error, tostring, math.max, math.min
 
 local M = {}

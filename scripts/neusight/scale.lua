@@ -192,6 +192,12 @@ end
 --- 132+ blocks moved × 1.43 from an H200 to an H100). 10 µs: an H100 streams 33 MB in it.
 M.sub_wave_stream_min_ms = 0.01
 
+--- The least share of a measured step (hf_trace.py's `step_ms_mean`, CUDA events outside the profiler) its kernels may
+--- run before `neusight scale` warns that the step is launch- or host-bound: the kernel time scale forecasts is then
+--- not what the step takes, on either GPU (the shipped H200 Llama bf16 decode step: 0.53 ms of kernels in a 3.29 ms
+--- step, 16 %). A fraction in [0, 1]; 0 never warns.
+M.kernel_share_min = 0.2
+
 -- A kernel is bound by the resource whose roofline term is larger on both GPUs; a kernel whose binding resource
 -- differs between the two is "mixed".
 ---@param k { compute_from_s: number, memory_from_s: number, compute_to_s: number, memory_to_s: number }

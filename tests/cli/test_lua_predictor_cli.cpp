@@ -4,6 +4,7 @@
 // command with --predictor; its mistakes are errors with file:line.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <set>
 
 #include <nlohmann/json.hpp>
@@ -150,6 +151,52 @@ TEST_CASE("neusight predictor: families without weights take the roofline over s
   CHECK(bad.code == 1);
   CHECK(bad.err.find("neusight.efficiency (scripts/neusight/efficiency.lua or its --scripts override): field "
                      "'gemm_tc16' must be a number in (0, 1]") != std::string::npos);
+}
+
+// The roofline over an efficiency has no per-kernel floor: a decode attention kernel at batch 1 over a short context
+// came out at a fraction of a microsecond on an MI300X. Such a kernel takes at least scripts/neusight/launch.lua's
+// params(gpu).floor_s (the floor every other near-empty kernel is given), and a --scripts launch.lua moves it.
+TEST_CASE("neusight predictor: families without weights take at least the launch floor of scripts/neusight/launch.lua",
+          "[cli][predictor]") {
+  const std::string mi = "predict --model llama3_8b --gpu mi300x --mode decode --batch 1 --context 16 --dtype bf16 "
+                         "--overhead off --format json ";
+  const json roof = parse_json(run_cli(mi + "--predictor roofline"));
+  temp_dir t;
+  const auto launch_with = [&](const std::string& name, const std::string& patch) {
+    return run_cli(mi + ns_test::override_dir(t, name, "launch", patch));
+  };
+  const json bundled = parse_json(run_cli(mi));
+  const json none = parse_json(launch_with("none", "M.PARAMS.default.floor_s = 0"));
+  const json five = parse_json(launch_with("five", "M.PARAMS.default.floor_s = 5e-6"));
+  // per GPU name, as the graph launch mode reads it
+  const json mine = parse_json(launch_with("mine", "M.PARAMS.MI300X = { floor_s = 5e-6, bandwidth_efficiency = 0.8 }"));
+  REQUIRE(roof["ops"].size() == bundled["ops"].size());
+  REQUIRE(roof["ops"].size() == five["ops"].size());
+  bool attention = false;
+  for (size_t i = 0; i < roof["ops"].size(); ++i) {
+    const auto& r = roof["ops"][i];
+    if (!(r["kind"] == "gemm" || r["kind"] == "attention")) continue;  // gemm_tc16 and attention: no AMD weights
+    INFO(r.dump());
+    const double eff = r["kind"] == "gemm" ? 0.697 : 0.736;  // scripts/neusight/efficiency.lua
+    const double derated = double(r["ms_each"]) / eff;
+    CHECK_THAT(double(none["ops"][i]["ms_each"]), WithinRel(derated, 1e-12));  // no floor: the roofline over e
+    CHECK(double(bundled["ops"][i]["ms_each"]) >= derated * (1 - 1e-12));
+    CHECK_THAT(double(five["ops"][i]["ms_each"]), WithinRel(std::max(derated, 5e-3), 1e-12));
+    if (r["kind"] == "attention") {
+      attention = true;
+      CHECK(derated < 1e-3);  // the roofline over e alone: a fraction of a microsecond
+      CHECK(double(bundled["ops"][i]["ms_each"]) >= 1e-3);  // launch.lua's floor: at least a microsecond
+      CHECK_THAT(double(five["ops"][i]["ms_each"]), WithinRel(5e-3, 1e-12));
+    }
+  }
+  CHECK(attention);
+  CHECK(double(five["latency_ms"]) > double(bundled["latency_ms"]));
+  CHECK(double(mine["latency_ms"]) == double(five["latency_ms"]));
+  CHECK(warned(five["warnings"], "and at least 5 µs each (floor_s, scripts/neusight/launch.lua)"));
+  const auto bad = launch_with("bad", "M.PARAMS.default.floor_s = -1");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("neusight/launch.lua: params(MI300X).floor_s must be a number >= 0 (seconds: the least a kernel "
+                     "takes; got -1)") != std::string::npos);
 }
 
 TEST_CASE("Lua predictor: every command with --predictor takes one", "[cli][predictor]") {

@@ -217,6 +217,32 @@ TEST_CASE("scale: the total is kernel time - the sidecar's measured step is show
   CHECK(terr.find("launch- or host-bound") == std::string::npos);
 }
 
+// The share is a rule a researcher may change: scripts/neusight/scale.lua kernel_share_min, which a --scripts scale.lua
+// moves (the message the same, with its threshold); a value outside [0, 1] is an error that names the file.
+TEST_CASE("scale: the launch-bound share of the step is scripts/neusight/scale.lua kernel_share_min", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const auto scale_with = [&](const std::string& name, const std::string& trace, const std::string& patch) {
+    return run_cli("scale --trace " + hf + trace + ".json --from h200_sxm_141gb --to h100_sxm5_80gb --format json" +
+                   ns_test::override_dir(t, name, "scale", patch));
+  };
+  const auto low = scale_with("low", "llama-bf16-decode", "M.kernel_share_min = 0.1");  // the step's kernels: 16 %
+  REQUIRE(low.code == 0);
+  CHECK(double(json::parse(low.out)["origin_kernel_share"]) > 0.1);
+  CHECK(low.err.find("launch- or host-bound") == std::string::npos);
+  const auto high = scale_with("high", "llama-bf16-train", "M.kernel_share_min = 1");
+  REQUIRE(high.code == 0);
+  const json train = json::parse(high.out);
+  CHECK(double(train["origin_kernel_share"]) < 1);
+  CHECK(high.err.find(" %, under 100 %): the step is launch- or host-bound, and the kernel time scaled here does not "
+                      "forecast it on ") != std::string::npos);
+  CHECK(train["warnings"].dump().find("under 100 %") != std::string::npos);
+  const auto bad = scale_with("bad", "llama-bf16-decode", "M.kernel_share_min = 20");
+  CHECK(bad.code == 1);
+  CHECK(bad.err.find("neusight/scale.lua: kernel_share_min must be a number in [0, 1] (the least share of the measured "
+                     "step its kernels run before scale warns that the step is launch- or host-bound; got 20)") !=
+        std::string::npos);
+}
+
 TEST_CASE("scale: backward GEMMs, attention and MoE experts of real traces take the ratio rule at their dtype",
           "[cli][scale]") {
   std::string err;
