@@ -831,8 +831,18 @@ int app_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
-    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate")) throw CLI::RequiredError("--batch (static batch) or --rate");
+    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate") &&
+        !*serve->get_option("--requests-file"))
+      throw CLI::RequiredError("--batch (static batch), --rate or --requests-file");
     if (*serve) {
+      // the lengths of every request, unless a requests file gives each one's
+      if (!*serve->get_option("--requests-file"))
+        for (const char* name : {"--input-len", "--output-len"})
+          if (!*serve->get_option(name)) throw CLI::RequiredError(name);
+      // the continuous-batching options, with either arrival source
+      for (const char* name : {"--seed", "--chunked-prefill", "--max-batch", "--max-batched-tokens"})
+        if (*serve->get_option(name) && !*serve->get_option("--rate") && !*serve->get_option("--requests-file"))
+          throw CLI::RequiresError(name, "--rate (or --requests-file)");
       for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
                                        {"--batch", &raw.serve_batch}, {"--rate", &raw.serve_rate}})
         if (!vflags.sweep && list_split(*text).size() > 1)
