@@ -746,7 +746,8 @@ int app_main(int argc, char** argv) {
                      cmd::search);
   auto* serve = sub(&app, "serve",
                     "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of "
-                    "Poisson arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode "
+                    "Poisson or bursty arrivals (--rate, --requests, --burstiness) or a recorded trace (--requests-file), "
+                    "simulated in scripts/neusight/serve.lua from prefill/decode "
                     "forecasts; --sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets "
                     "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
                     cmd::serve);
@@ -839,6 +840,10 @@ int app_main(int argc, char** argv) {
       if (!*serve->get_option("--requests-file"))
         for (const char* name : {"--input-len", "--output-len"})
           if (!*serve->get_option(name)) throw CLI::RequiredError(name);
+      // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
+      if (*serve->get_option("--requests-file") && vflags.sweep)
+        throw CLI::ValidationError("--requests-file", "a trace is one workload, not a list to sweep: --sweep compares "
+                                   "--batch or --rate lists; run serve --requests-file once per --gpu and --tp");
       // the continuous-batching options, with either arrival source
       for (const char* name : {"--seed", "--chunked-prefill", "--max-batch", "--max-batched-tokens"})
         if (*serve->get_option(name) && !*serve->get_option("--rate") && !*serve->get_option("--requests-file"))

@@ -667,7 +667,7 @@ std::vector<flag_spec> table_make() {
   flag("--all", "Also list layouts that do not fit in memory").on(search, to(&search_flags::all));
 
   // serve.
-  flag("--rate", "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, e.g. 1,4,16)")
+  flag("--rate", "Continuous batching: Poisson arrivals (gamma with --burstiness), requests per second (--sweep: a list, e.g. 1,4,16)")
       .on(serve, to(&raw_flags::serve_rate)).check(number_list()).type("FLOAT[,FLOAT…]").excludes({"--batch"});
   // 0 is "not given" in serve_flags (serve.lua fills the default): a 0 given is refused here, never taken as the default
   flag("--requests", "Requests to simulate (with --rate; default 1000)")
@@ -683,7 +683,7 @@ std::vector<flag_spec> table_make() {
        "the first row arrives at 0), the prompt, input_len or ContextTokens, and the output, output_len or "
        "GeneratedTokens (positive integers): the Azure LLM inference traces read as they are. An error names FILE:LINE")
       .on(serve, to(&serve_flags::requests_file)).type("FILE")
-      .excludes({"--rate", "--batch", "--input-len", "--output-len", "--sweep", "--calibrate"});
+      .excludes({"--rate", "--batch", "--input-len", "--output-len", "--calibrate"});  // --sweep: cli/app.cpp says why
   flag("--seed", "Random seed")
       .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; with --requests-file of the capacity replay only; any integer, default 0)").check(whole_integer<int64_t>([](const std::string& v, const std::string& range) {
         return "Value " + v + " is not an integer " + range;
