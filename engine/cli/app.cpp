@@ -832,14 +832,14 @@ int app_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
+    // the lengths of every request, unless a requests file gives each one's (said first, as when they were required)
+    if (*serve && !*serve->get_option("--requests-file"))
+      for (const char* name : {"--input-len", "--output-len"})
+        if (!*serve->get_option(name)) throw CLI::RequiredError(name);
     if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate") &&
         !*serve->get_option("--requests-file"))
       throw CLI::RequiredError("--batch (static batch), --rate or --requests-file");
     if (*serve) {
-      // the lengths of every request, unless a requests file gives each one's
-      if (!*serve->get_option("--requests-file"))
-        for (const char* name : {"--input-len", "--output-len"})
-          if (!*serve->get_option(name)) throw CLI::RequiredError(name);
       // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
       if (*serve->get_option("--requests-file") && vflags.sweep)
         throw CLI::ValidationError("--requests-file", "a trace is one workload, not a list to sweep: --sweep compares "
