@@ -1250,7 +1250,7 @@ local function run_simulation(o, F, count, progress)
     r.trace = t
     r.rate = t.mean_rate_per_s  -- the trace's mean arrival rate (nil: every request at once)
     rate_text = r.rate and fmt("the trace's mean arrival rate of %.3g req/s", r.rate)
-      or "a trace whose requests all arrive at once"
+      or "the trace's arrival rate (every request at once)"
     if t.ignored_columns then
       r.warnings[#r.warnings + 1] = fmt("%s: column%s %s ignored (serve reads %s, %s and %s)", t.file,
         #t.ignored_columns > 1 and "s" or "", concat(t.ignored_columns, ", "), t.columns.arrival, t.columns.input,
@@ -1279,7 +1279,8 @@ local function run_simulation(o, F, count, progress)
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
   r.queue = queue  -- whether the queue visibly grew (M.queue_growth)
-  r.warnings[#r.warnings + 1] = (M.overload_warning(r.rate or huge, capacity, n, queue, rate_text))
+  -- (a trace whose requests all arrive at once has no rate to hold against the capacity: its queue alone is said)
+  r.warnings[#r.warnings + 1] = (M.overload_warning(r.rate or 0, r.rate and capacity or nil, n, queue, rate_text))
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running

@@ -461,6 +461,7 @@ function M.test_trace_gives_exactly_its_requests()
   local burst = S.run({ model = "m", gpu = "g", requests_file = "b.jsonl",
     requests_text = '{"arrival_s":0,"input_len":64,"output_len":2}\n{"arrival_s":0,"input_len":64,"output_len":2}\n' }, phase)
   eq(burst.rate, nil, "all at once: no mean rate")
+  for _, w in ipairs(burst.warnings) do assert(not w:find("capacity", 1, true), "no rate beyond a capacity: " .. w) end
   eq(burst.trace.format, "jsonl", "JSON Lines")
 end
 
