@@ -430,9 +430,12 @@ local function common_report(o, first, count)
   local config_warnings = first.model_warnings or {}
   for i, note in ipairs(config_warnings) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
-  local positions = o.input.hi + o.output.hi
-  local position_warning = rotary_positions_warning(
-    fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
+  -- (a trace's longest request, by its line: its longest prompt and longest output need not be one request's)
+  local w = o.longest or { input = o.input.hi, output = o.output.hi }
+  local positions = w.input + w.output
+  local position_warning = rotary_positions_warning(fmt("%sinput %d + output %d tokens",
+    w.line and fmt("%s:%d: ", o.requests_file or "requests", w.line) or "", w.input, w.output), positions,
+    first.max_positions)
   warnings[#warnings + 1] = position_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
   -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's

@@ -465,6 +465,25 @@ function M.test_trace_gives_exactly_its_requests()
   eq(burst.trace.format, "jsonl", "JSON Lines")
 end
 
+-- A rotary model's position limit is held to a trace's longest request, named by its line (its longest prompt and its
+-- longest output are two requests here: 900 + 60 and 100 + 200 tokens, neither beyond 1000).
+function M.test_trace_position_warning_names_the_request()
+  local function limited(f)
+    local r = phase(f)
+    r.max_positions = 1000
+    return r
+  end
+  local o = { model = "m", gpu = "g", requests_file = "p.csv",
+              requests_text = "arrival_s,input_len,output_len\n0,900,60\n100,100,200\n" }
+  for _, w in ipairs(S.run(o, limited).warnings) do
+    assert(not w:find("max_position_embeddings", 1, true), "within the limit: " .. w)
+  end
+  o.requests_text = o.requests_text .. "200,950,51\n"
+  local said
+  for _, w in ipairs(S.run(o, limited).warnings) do said = said or w:find("max_position_embeddings", 1, true) and w end
+  assert(said and said:find("p.csv:4: input 950 + output 51 tokens exceeds", 1, true), tostring(said))
+end
+
 function M.test_trace_refuses_what_it_replaces()
   local o = { model = "m", gpu = "g", requests_file = "t.csv", requests_text = "arrival_s,input_len,output_len\n0,1,1\n" }
   for k, v in pairs { rate = 1, batch = 1, requests = 5, input_len = 8, output_len = 8, burstiness = 0.5 } do
