@@ -684,6 +684,8 @@ std::vector<flag_spec> table_make() {
        "GeneratedTokens (positive integers): the Azure LLM inference traces read as they are. An error names FILE:LINE")
       .on(serve, to(&serve_flags::requests_file)).type("FILE")
       .excludes({"--rate", "--batch", "--input-len", "--output-len", "--calibrate"});  // --sweep: cli/app.cpp says why
+  flag("--time-scale", "Multiply the --requests-file trace's arrival times by X (0.5 replays it twice as fast)")
+      .on(serve, to(&serve_flags::time_scale)).check(finite_number(false)).needs({"--requests-file"}).type("X");
   flag("--seed", "Random seed")
       .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; with --requests-file of the capacity replay only; any integer, default 0)").check(whole_integer<int64_t>([](const std::string& v, const std::string& range) {
         return "Value " + v + " is not an integer " + range;

@@ -176,6 +176,7 @@ int serve_main(const serve_flags& f) {
     opts["requests_file"] = f.requests_file;
     opts["requests_text"] = text_file_read(f.requests_file, f.requests_file, text_file_max_data);
   }
+  if (f.time_scale > 0) opts["time_scale"] = f.time_scale;
   if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
 
   if (!f.calibrate.empty()) {

@@ -55,7 +55,7 @@ M.DEFAULTS = {
 }
 
 local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "experts", "predictor", "input_len", "output_len", "batch",
-  "rate", "requests", "seed", "burstiness", "requests_file", "requests_text", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
+  "rate", "requests", "seed", "burstiness", "requests_file", "requests_text", "time_scale", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
   "gpu_memory_utilization", "static_decode_samples" }
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
@@ -280,9 +280,18 @@ local function trace_options(o, raw)
     end
   end
   if type(o.requests_text) ~= "string" then fail("--requests-file %s: no text read", source) end
+  local scale = o.time_scale or 1
+  if type(scale) ~= "number" or not (scale > 0) or scale == huge then
+    fail("--time-scale must be a positive number (got %s)", tostring(scale))
+  end
   local max_size = W.MAX_SIZE
   local trace = require("neusight.arrivals").parse(o.requests_text, source, max_size)
   local reqs = trace.requests
+  -- --time-scale: every arrival time times it (0.5 replays the trace twice as fast)
+  if scale ~= 1 then
+    for _, r in ipairs(reqs) do r.arrival = r.arrival * scale end
+  end
+  trace.time_scale = scale
   local function spec(key)
     local lo, hi, sum = huge, 0, 0
     for _, r in ipairs(reqs) do lo, hi, sum = min(lo, r[key]), max(hi, r[key]), sum + r[key] end
@@ -340,6 +349,7 @@ local function options(raw)
   if o.requests_text ~= nil or o.requests_file ~= nil then
     return trace_options(o, raw)
   end
+  if raw.time_scale ~= nil then fail("--time-scale scales a trace's arrival times: it needs --requests-file") end
   if raw.burstiness ~= nil and o.rate == nil then
     fail("--burstiness shapes the gaps between --rate's arrivals: it needs --rate")
   end
@@ -1250,6 +1260,7 @@ local function run_simulation(o, F, count, progress)
     t.file, t.format, t.columns, t.ignored_columns = o.requests_file or "requests", o.trace.format, o.trace.columns,
       o.trace.ignored[1] and o.trace.ignored or nil
     t.absolute_times = o.trace.absolute
+    t.time_scale = o.trace.time_scale ~= 1 and o.trace.time_scale or nil  -- the arrivals' factor (--time-scale)
     r.trace = t
     r.rate = t.mean_rate_per_s  -- the trace's mean arrival rate (nil: every request at once)
     rate_text = r.rate and fmt("the trace's mean arrival rate of %.3g req/s", r.rate)
@@ -1434,8 +1445,9 @@ function M.format_table(r)
     local chunked = r.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", r.chunked_prefill) or ""
     if r.trace then
       local t = r.trace
-      out[#out + 1] = fmt("continuous batching: %d requests from %s (%s: %s, %s, %s), arrivals over %.3f s%s%s",
+      out[#out + 1] = fmt("continuous batching: %d requests from %s (%s: %s, %s, %s), arrivals over %.3f s%s%s%s",
         r.requests, t.file, t.format, t.columns.arrival, t.columns.input, t.columns.output, t.duration_s,
+        t.time_scale and fmt(" (its times x %g)", t.time_scale) or "",
         t.mean_rate_per_s and fmt(", mean %.3g req/s", t.mean_rate_per_s) or " (all at once)", chunked)
       out[#out + 1] = fmt("trace         input %s tokens (mean %.1f), output %s tokens (mean %.1f)", r.input_len,
         t.input_len_mean, r.output_len, t.output_len_mean)

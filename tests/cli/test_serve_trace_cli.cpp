@@ -52,6 +52,12 @@ TEST_CASE("serve trace: an idle-spaced trace's requests are each a static batch 
   CHECK(j["trace"]["format"] == "jsonl");
   CHECK(j["ttft_ms"] == s["ttft_ms"]);
   CHECK(j["tpot_ms"] == s["tpot_ms"]);
+  // --time-scale 0.001: 0.6 s apart, still one at a time; the trace's span and rate scaled
+  const json fast = serve("--requests-file " + jsonl + " --time-scale 0.001");
+  CHECK(fast["trace"]["duration_s"].get<double>() == Approx(1.2).epsilon(1e-12));
+  CHECK(fast["trace"]["time_scale"] == 0.001);
+  CHECK(fast["ttft_ms"]["max"].get<double>() == Approx(ttft).epsilon(1e-9));
+  CHECK(run_cli("serve --model llama3_8b --gpu h100 --rate 1 --input-len 8 --output-len 8 --time-scale 2").code == 2);
 }
 
 TEST_CASE("serve trace: the bundled example runs with chunked prefill, tp, CSV and a page", "[cli][serve][trace]") {

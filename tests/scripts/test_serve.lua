@@ -461,6 +461,13 @@ function M.test_trace_gives_exactly_its_requests()
   local burst = S.run({ model = "m", gpu = "g", requests_file = "b.jsonl",
     requests_text = '{"arrival_s":0,"input_len":64,"output_len":2}\n{"arrival_s":0,"input_len":64,"output_len":2}\n' }, phase)
   eq(burst.rate, nil, "all at once: no mean rate")
+  -- --time-scale: the arrival times scaled, the rest as it was
+  local fast = S.run({ model = "m", gpu = "g", requests_file = "t.csv", requests_text = text, time_scale = 0.5 }, phase)
+  eq(fast.trace.duration_s, 1000, "half the span")
+  eq(fast.trace.time_scale, 0.5, "said")
+  eq(fast.rate, 2 / 1000, "twice the mean rate")
+  near(fast.ttft_ms.p50, r.ttft_ms.p50, 1e-9, "still one request at a time")
+  eq(r.trace.time_scale, nil, "not said at 1")
   for _, w in ipairs(burst.warnings) do assert(not w:find("capacity", 1, true), "no rate beyond a capacity: " .. w) end
   eq(burst.trace.format, "jsonl", "JSON Lines")
 end
@@ -499,6 +506,9 @@ function M.test_trace_refuses_what_it_replaces()
   assert(not ok and tostring(err):find("t.csv:3: a request of input 16777216 + output 2 tokens", 1, true), tostring(err))
   ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 2, input_len = 8, output_len = 8, burstiness = 0.5 }, phase)
   assert(not ok and tostring(err):find("--burstiness shapes the gaps between --rate's arrivals: it needs --rate", 1, true),
+    tostring(err))
+  ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, input_len = 8, output_len = 8, time_scale = 2 }, phase)
+  assert(not ok and tostring(err):find("--time-scale scales a trace's arrival times: it needs --requests-file", 1, true),
     tostring(err))
   ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, input_len = 8, output_len = 8, burstiness = 0 }, phase)
   assert(not ok and tostring(err):find("--burstiness must be a positive number (got 0)", 1, true), tostring(err))
