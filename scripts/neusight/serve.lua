@@ -14,7 +14,8 @@
 --     gamma gaps of shape B and the same mean (vLLM benchmark_serving's --burstiness: B < 1 burstier), lengths fixed
 --     or uniform:LO:HI, all drawn from one splitmix64 stream seeded by `seed` (same seed, same result, on any
 --     machine); or a trace (`requests_text`, the text of `requests_file`: a CSV or JSON Lines file of arrival times
---     and lengths, neusight.arrivals parse) instead of `rate`, `input_len` and `output_len`.
+--     and lengths, neusight.arrivals parse; its arrival times times `time_scale`) instead of `rate`, `input_len` and
+--     `output_len`.
 --   * KV cache: paged, `block_size` tokens per block; blocks = (gpu_memory_utilization · GPU memory − weights) /
 --     block bytes per GPU (activations and CUDA-graph pools not counted). A sliding-window model's windowed layers
 --     hold the blocks of at most the window's tokens (kv_paging).
