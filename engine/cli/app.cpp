@@ -749,7 +749,8 @@ int app_main(int argc, char** argv) {
                      cmd::search);
   auto* serve = sub(&app, "serve",
                     "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of "
-                    "Poisson arrivals (--rate, --requests), simulated in scripts/neusight/serve.lua from prefill/decode "
+                    "Poisson or bursty arrivals (--rate, --requests, --burstiness) or a recorded trace (--requests-file), "
+                    "simulated in scripts/neusight/serve.lua from prefill/decode "
                     "forecasts; --sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets "
                     "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
                     cmd::serve);
@@ -834,8 +835,22 @@ int app_main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
     report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
-    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate")) throw CLI::RequiredError("--batch (static batch) or --rate");
+    // the lengths of every request, unless a requests file gives each one's (said first, as when they were required)
+    if (*serve && !*serve->get_option("--requests-file"))
+      for (const char* name : {"--input-len", "--output-len"})
+        if (!*serve->get_option(name)) throw CLI::RequiredError(name);
+    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate") &&
+        !*serve->get_option("--requests-file"))
+      throw CLI::RequiredError("--batch (static batch), --rate or --requests-file");
     if (*serve) {
+      // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
+      if (*serve->get_option("--requests-file") && vflags.sweep)
+        throw CLI::ValidationError("--requests-file", "a trace is one workload, not a list to sweep: --sweep compares "
+                                   "--batch or --rate lists; run serve --requests-file once per --gpu and --tp");
+      // the continuous-batching options, with either arrival source
+      for (const char* name : {"--seed", "--chunked-prefill", "--max-batch", "--max-batched-tokens"})
+        if (*serve->get_option(name) && !*serve->get_option("--rate") && !*serve->get_option("--requests-file"))
+          throw CLI::RequiresError(name, "--rate (or --requests-file)");
       for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
                                        {"--batch", &raw.serve_batch}, {"--rate", &raw.serve_rate}})
         if (!vflags.sweep && list_split(*text).size() > 1)

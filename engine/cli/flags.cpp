@@ -485,10 +485,13 @@ std::vector<flag_spec> table_make() {
       .on(forecast, to(&forecast_flags::context)).workload().list().check(positive_list()).type("N[,N…]");
   // the lengths go to scripts/neusight/serve.lua as given: length_spec is their one check and bound (neusight.workload
   // MAX_SIZE), whose message names the flag and the limit
-  flag("--input-len", "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only)")
-      .on(serve, to(&serve_flags::input_len)).required();
-  flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI")
-      .on(serve, to(&serve_flags::output_len)).required();
+  // required unless --requests-file gives each request's (cli/app.cpp)
+  flag("--input-len", "Prompt tokens per request: N, or uniform:LO:HI (integers, inclusive; --rate only); required "
+                      "unless --requests-file")
+      .on(serve, to(&serve_flags::input_len));
+  flag("--output-len", "Generated tokens per request (the first comes from the prefill): N, or uniform:LO:HI; "
+                       "required unless --requests-file")
+      .on(serve, to(&serve_flags::output_len));
   flag("--optimizer", "Optimizer step in training: none, sgd, adam, adamw, or an op rule of yours with an optimizer field "
                      "(--ops DIR; README: Operator rules)")  // scripts/neusight/workload.lua checks the name
       .on(forecast, to(&forecast_flags::optimizer)).workload()
@@ -666,24 +669,40 @@ std::vector<flag_spec> table_make() {
   flag("--all", "Also list layouts that do not fit in memory").on(search, to(&search_flags::all));
 
   // serve.
-  flag("--rate", "Continuous batching: Poisson arrivals, requests per second (--sweep: a list, e.g. 1,4,16)")
+  flag("--rate", "Continuous batching: Poisson arrivals (gamma with --burstiness), requests per second (--sweep: a list, e.g. 1,4,16)")
       .on(serve, to(&raw_flags::serve_rate)).check(number_list()).type("FLOAT[,FLOAT…]").excludes({"--batch"});
   // 0 is "not given" in serve_flags (serve.lua fills the default): a 0 given is refused here, never taken as the default
   flag("--requests", "Requests to simulate (with --rate; default 1000)")
       .on(serve, to(&serve_flags::requests)).check(positive_integer()).needs({"--rate"});
+  flag("--burstiness",
+       "Gamma shape of the gaps between --rate's arrivals, as vLLM benchmark_serving's --burstiness: the mean gap stays "
+       "1/rate; 1 (the default) is Poisson, below 1 burstier (coefficient of variation 1/sqrt(B)), above 1 more regular")
+      .on(serve, to(&serve_flags::burstiness)).check(finite_number(false)).needs({"--rate"}).type("B");
+  flag("--requests-file",
+       "Continuous batching of a trace instead of --rate, --input-len and --output-len: one request a row, in arrival "
+       "order. CSV with a header, or JSON Lines (one object a line); columns (case ignored): the arrival, arrival_s "
+       "(seconds from the start) or TIMESTAMP (a date and time YYYY-MM-DD HH:MM:SS[.fraction], or a number of seconds; "
+       "the first row arrives at 0), the prompt, input_len or ContextTokens, and the output, output_len or "
+       "GeneratedTokens (positive integers): the Azure LLM inference traces read as they are. An error names FILE:LINE")
+      .on(serve, to(&serve_flags::requests_file)).type("FILE")
+      .excludes({"--rate", "--batch", "--input-len", "--output-len", "--calibrate"});  // --sweep: cli/app.cpp says why
+  flag("--time-scale", "Multiply the --requests-file trace's arrival times by X (0.5 replays it twice as fast)")
+      .on(serve, to(&serve_flags::time_scale)).check(finite_number(false)).needs({"--requests-file"}).type("X");
   flag("--seed", "Random seed")
-      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; any integer, default 0)").check(whole_integer<int64_t>([](const std::string& v, const std::string& range) {
+      .on(serve, to(&serve_flags::seed)).note(" of the arrivals and lengths (with --rate; with --requests-file of the capacity replay only; any integer, default 0)").check(whole_integer<int64_t>([](const std::string& v, const std::string& range) {
         return "Value " + v + " is not an integer " + range;
-      })).needs({"--rate"})
+      }))  // with --rate or --requests-file (cli/app.cpp): the latter's capacity replay draws from it
       .on(train, to_train(&train_options::seed)).note(" (split, init, batches)").show_default().check(whole_integer<uint64_t>([](const std::string& v, const std::string& range) {
         return "an integer " + range + " expected, got '" + v + "'";
       }));
-  flag("--chunked-prefill", "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate)")
-      .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer()).needs({"--rate"});
+  // these four need --rate or --requests-file (cli/app.cpp: CLI11's needs takes every option it names)
+  flag("--chunked-prefill",
+       "Chunked prefill: at most TOKENS tokens per step, decodes first (with --rate or --requests-file)")
+      .on(serve, to(&serve_flags::chunked_prefill)).check(positive_integer());
   flag("--max-batch", "Most running requests (vLLM max_num_seqs; default 256)")
-      .on(serve, to(&serve_flags::max_batch)).check(positive_integer()).needs({"--rate"});
+      .on(serve, to(&serve_flags::max_batch)).check(positive_integer());
   flag("--max-batched-tokens", "Most prompt tokens in one prefill step without chunking (default 8192)")
-      .on(serve, to(&serve_flags::max_batched_tokens)).check(positive_integer()).needs({"--rate"});
+      .on(serve, to(&serve_flags::max_batched_tokens)).check(positive_integer());
   flag("--block-size", "KV-cache block size in tokens (default 16)")
       .on(serve, to(&serve_flags::block_size)).check(positive_integer());
   flag("--gpu-memory-utilization", "Fraction of GPU memory for weights + KV cache, in (0, 1] (default 0.9, vLLM's)")

@@ -169,6 +169,14 @@ int serve_main(const serve_flags& f) {
                              {"block_size", f.block_size}})
     if (v != 0) opts[k] = v;
   if (f.seed) opts["seed"] = *f.seed;
+  if (f.burstiness > 0) opts["burstiness"] = f.burstiness;
+  if (!f.requests_file.empty()) {
+    // serve.lua parses it (scripts/neusight/arrivals.lua): its text, read here as every input file is, and its name
+    // for the messages (FILE:LINE)
+    opts["requests_file"] = f.requests_file;
+    opts["requests_text"] = text_file_read(f.requests_file, f.requests_file, text_file_max_data);
+  }
+  if (f.time_scale > 0) opts["time_scale"] = f.time_scale;
   if (f.gpu_memory_utilization != 0) opts["gpu_memory_utilization"] = f.gpu_memory_utilization;
 
   if (!f.calibrate.empty()) {

@@ -18,6 +18,9 @@ struct serve_flags {
   std::vector<double> rate;
   int64_t requests = 0, chunked_prefill = 0, max_batch = 0, max_batched_tokens = 0, block_size = 0;
   std::optional<int64_t> seed;
+  double burstiness = 0;      // --burstiness: 0 = not given (serve.lua's default, 1: Poisson)
+  std::string requests_file;  // --requests-file FILE: a trace's arrivals and lengths (serve.lua reads its text)
+  double time_scale = 0;      // --time-scale X: the trace's arrival times times X; 0 = not given (1)
   double gpu_memory_utilization = 0;
   bool sweep = false;
   double ttft_ms = 0, tpot_ms = 0;  // --sweep targets, 0 = none

@@ -672,8 +672,18 @@ function M.render_serve(r)
   else
     out[#out + 1] = ("<h1>neusight serve: %s on %s%s</h1>"):format(esc(r.model or "?"), esc(r.gpu or "?"),
       type(r.tp) == "number" and r.tp > 1 and (" × " .. esc(r.tp) .. " (tensor parallel)") or "")
+    -- how the requests came: a static batch, a rate (with its burstiness when not Poisson) or a trace file
+    local arrivals
+    if r.kind == "static" then arrivals = "a static batch of " .. tostring(r.batch)
+    elseif type(r.trace) == "table" then
+      arrivals = ("%s requests from %s over %.1f s%s"):format(tostring(r.trace.requests), tostring(r.trace.file),
+        tonumber(r.trace.duration_s) or 0, r.rate and (", mean %.3g requests/s"):format(r.rate) or ", all at once")
+    else
+      arrivals = ("%s requests/s"):format(tostring(r.rate))
+        .. (r.burstiness and (", burstiness %s"):format(tostring(r.burstiness)) or "")
+    end
     out[#out + 1] = ("<p>%s, %s, launch %s, input %s tokens, output %s tokens</p>"):format(
-      esc(r.kind == "static" and ("a static batch of " .. tostring(r.batch)) or ("%s requests/s"):format(tostring(r.rate))),
+      esc(arrivals),
       esc(r.dtype or "?"), esc(r.launch or "?"), esc(r.input_len or "?"), esc(r.output_len or "?"))
     out[#out + 1] = serve_latency_section(r)
     local tput = r.output_tokens_per_s_per_gpu or (type(r.throughput) == "table" and r.throughput.output_tokens_per_s_per_gpu)

@@ -10,8 +10,12 @@
 --   steps every one is forecast; beyond that, that many evenly spaced contexts are, the rest linearly interpolated.
 --
 -- Continuous batching (`rate`, `requests`): a discrete-event simulation of a vLLM-like server.
---   * Arrivals: Poisson at `rate` requests/s (exponential gaps), lengths fixed or uniform:LO:HI, all drawn from one
---     splitmix64 stream seeded by `seed` (same seed, same result, on any machine).
+--   * Arrivals (neusight.arrivals): Poisson at `rate` requests/s (exponential gaps), or with `burstiness` B ≠ 1
+--     gamma gaps of shape B and the same mean (vLLM benchmark_serving's --burstiness: B < 1 burstier), lengths fixed
+--     or uniform:LO:HI, all drawn from one splitmix64 stream seeded by `seed` (same seed, same result, on any
+--     machine); or a trace (`requests_text`, the text of `requests_file`: a CSV or JSON Lines file of arrival times
+--     and lengths, neusight.arrivals parse; its arrival times times `time_scale`) instead of `rate`, `input_len` and
+--     `output_len`.
 --   * KV cache: paged, `block_size` tokens per block; blocks = (gpu_memory_utilization · GPU memory − weights) /
 --     block bytes per GPU (activations and CUDA-graph pools not counted). A sliding-window model's windowed layers
 --     hold the blocks of at most the window's tokens (kv_paging).
@@ -30,7 +34,7 @@
 -- else by what it streams: weights (GEMMs), kv_cache (attention), activations (everything else), communication
 -- (collectives) — and the phase is bound by the class with the largest sum of roofline times.
 local type, tostring, tonumber, error, pairs, ipairs, pcall = type, tostring, tonumber, error, pairs, ipairs, pcall
-local floor, ceil, max, min, huge, log = math.floor, math.ceil, math.max, math.min, math.huge, math.log
+local floor, ceil, max, min, huge = math.floor, math.ceil, math.max, math.min, math.huge
 local fmt, concat, sort = string.format, table.concat, table.sort
 
 local M = {}
@@ -43,6 +47,7 @@ M.DEFAULTS = {
   tp = 1,
   requests = 1000,
   seed = 0,
+  burstiness = 1,                 -- gamma shape of the inter-arrival gaps (vLLM --burstiness); 1: Poisson
   max_batch = 256,                -- vLLM max_num_seqs
   max_batched_tokens = 8192,      -- prompt tokens per prefill step without chunking
   block_size = 16,                -- vLLM's default KV block
@@ -51,7 +56,7 @@ M.DEFAULTS = {
 }
 
 local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "experts", "predictor", "input_len", "output_len", "batch",
-  "rate", "requests", "seed", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
+  "rate", "requests", "seed", "burstiness", "requests_file", "requests_text", "time_scale", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
   "gpu_memory_utilization", "static_decode_samples" }
 
 local function fail(msg, ...) error("serve: " .. fmt(msg, ...), 0) end
@@ -110,11 +115,6 @@ function M.rng(seed)
     z = z ~ (z >> 31)
     return (z >> 11) * (1.0 / 9007199254740992.0)
   end
-end
-
-local function draw(spec, u)
-  if spec.kind == "fixed" then return spec.lo end
-  return spec.lo + floor(u() * (spec.hi - spec.lo + 1))
 end
 
 --- Linear-interpolated percentile (numpy's default) of a sorted array.
@@ -266,6 +266,60 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Options
 
+-- The options of a trace (`requests_text`, the text of `requests_file`): its requests (neusight.arrivals parse, each
+-- error at file:line) replace rate, requests, input_len and output_len, which are refused beside it, as are batch and
+-- burstiness. o.trace = the parse; o.input / o.output = length specs of the trace's range (kind "fixed" when every
+-- request has the same length: a point of the step-cost grid; "trace" otherwise).
+local function trace_options(o, raw)
+  local source = o.requests_file or "requests"
+  if type(source) ~= "string" then fail("requests_file must be a file name (got %s)", tostring(source)) end
+  for _, k in ipairs { "rate", "batch", "requests", "input_len", "output_len", "burstiness" } do
+    if raw[k] ~= nil then
+      local flag = "--" .. k:gsub("_", "-")
+      fail("--requests-file %s gives each request's arrival and lengths: %s %s", source, flag,
+        k == "batch" and "(a static batch) excludes it" or "conflicts with it; drop one")
+    end
+  end
+  if type(o.requests_text) ~= "string" then fail("--requests-file %s: no text read", source) end
+  local scale = o.time_scale or 1
+  if type(scale) ~= "number" or not (scale > 0) or scale == huge then
+    fail("--time-scale must be a positive number (got %s)", tostring(scale))
+  end
+  local max_size = W.MAX_SIZE
+  local trace = require("neusight.arrivals").parse(o.requests_text, source, max_size)
+  local reqs = trace.requests
+  -- --time-scale: every arrival time times it (0.5 replays the trace twice as fast)
+  if scale ~= 1 then
+    for _, r in ipairs(reqs) do r.arrival = r.arrival * scale end
+  end
+  trace.time_scale = scale
+  local function spec(key)
+    local lo, hi, sum = huge, 0, 0
+    for _, r in ipairs(reqs) do lo, hi, sum = min(lo, r[key]), max(hi, r[key]), sum + r[key] end
+    return { kind = lo == hi and "fixed" or "trace", lo = lo, hi = hi, mean = sum / #reqs,
+             text = lo == hi and tostring(lo) or fmt("%d..%d", lo, hi) }
+  end
+  o.input, o.output = spec("input"), spec("output")
+  -- a request's last token sees its prompt and all but itself of its output: within a forecast's bound (the row that
+  -- goes furthest named)
+  local worst
+  for _, r in ipairs(reqs) do
+    if not worst or r.input + r.output > worst.input + worst.output then worst = r end
+  end
+  if worst.input + worst.output - 1 > max_size then
+    error(fmt("%s:%d: a request of input %d + output %d tokens reaches a context of %d tokens; a forecast takes at "
+      .. "most %d", source, worst.line, worst.input, worst.output, worst.input + worst.output - 1, max_size), 0)
+  end
+  o.longest = worst
+  o.trace = trace
+  o.requests = #reqs
+  o.input_len, o.output_len = o.input.text, o.output.text
+  if o.chunked_prefill ~= nil and not is_count(o.chunked_prefill) then
+    fail("--chunked-prefill must be a positive number of tokens (got %s)", tostring(o.chunked_prefill))
+  end
+  return o
+end
+
 local function options(raw)
   local o = {}
   for k, v in pairs(raw) do o[k] = v end
@@ -289,6 +343,16 @@ local function options(raw)
   if type(o.seed) ~= "number" or o.seed ~= floor(o.seed) then fail("seed must be an integer (got %s)", tostring(o.seed)) end
   if not (type(o.gpu_memory_utilization) == "number" and o.gpu_memory_utilization > 0 and o.gpu_memory_utilization <= 1) then
     fail("gpu_memory_utilization must be in (0, 1] (got %s)", tostring(o.gpu_memory_utilization))
+  end
+  if type(o.burstiness) ~= "number" or not (o.burstiness > 0) or o.burstiness == huge then
+    fail("--burstiness must be a positive number (got %s)", tostring(o.burstiness))
+  end
+  if o.requests_text ~= nil or o.requests_file ~= nil then
+    return trace_options(o, raw)
+  end
+  if raw.time_scale ~= nil then fail("--time-scale scales a trace's arrival times: it needs --requests-file") end
+  if raw.burstiness ~= nil and o.rate == nil then
+    fail("--burstiness shapes the gaps between --rate's arrivals: it needs --rate")
   end
   if o.input_len == nil then fail("needs the input length (--input-len)") end
   if o.output_len == nil then fail("needs the output length (--output-len)") end
@@ -340,6 +404,11 @@ end
 -- n_positions), said by the flags, not by the context of whichever step met the limit first ("context 1025" for
 -- --input-len 1000 --output-len 100): probe()'s `why` for the forecasts beyond the first prefill.
 local function longest_why(o)
+  local w = o.longest  -- a trace's longest request
+  if w then
+    return fmt("%s:%d: a request of input %d + output %d tokens holds up to %d tokens, which model '%s' cannot take",
+      o.requests_file or "requests", w.line, w.input, w.output, w.input + w.output - 1, o.model)
+  end
   return fmt("--input-len %d + --output-len %d: a request holds up to %d tokens (input + output - 1), which model '%s' "
     .. "cannot take", o.input.hi, o.output.hi, o.input.hi + o.output.hi - 1, o.model)
 end
@@ -372,9 +441,12 @@ local function common_report(o, first, count)
   local config_warnings = first.model_warnings or {}
   for i, note in ipairs(config_warnings) do table.insert(warnings, i, note) end
   -- the longest request beyond a rotary model's max_position_embeddings (vLLM's rule: prompt + output tokens)
-  local positions = o.input.hi + o.output.hi
-  local position_warning = rotary_positions_warning(
-    fmt("input %d + output %d tokens", o.input.hi, o.output.hi), positions, first.max_positions)
+  -- (a trace's longest request, by its line: its longest prompt and longest output need not be one request's)
+  local w = o.longest or { input = o.input.hi, output = o.output.hi }
+  local positions = w.input + w.output
+  local position_warning = rotary_positions_warning(fmt("%sinput %d + output %d tokens",
+    w.line and fmt("%s:%d: ", o.requests_file or "requests", w.line) or "", w.input, w.output), positions,
+    first.max_positions)
   warnings[#warnings + 1] = position_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over
   -- PCIe beyond the GPU's NVLink bridge); every phase runs the same tp, so the first forecast's are the run's
@@ -858,35 +930,42 @@ M.NEAR_CAPACITY = 0.9
 --- it on), or, below that (or without a capacity), of a run whose queue visibly grew (`queue`: M.queue_growth of the
 --- run, optional); nil otherwise. Its second result says which: "beyond", "grew" (a grown queue below the capacity or
 --- without one) or "near" (neusight.sweep's rows name it in their table).
-function M.overload_warning(rate, capacity, requests, queue)
+function M.overload_warning(rate, capacity, requests, queue, rate_text)
+  local trace = rate_text ~= nil
+  rate_text = rate_text or fmt("--rate %g req/s", rate)
   local what = "(what this server finishes per second in the steady state with requests queued: a replay of requests "
     .. "of these lengths all arriving at once)"
   if capacity and rate > capacity then
-    return fmt("--rate %g req/s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
+    return fmt("%s exceeds the forecast capacity of %.3g req/s %s: the queue grows without bound, so "
       .. "TTFT and end to end grow with every request and their percentiles describe these %d requests only "
-      .. "(--requests); lower --rate or add capacity (--tp, another GPU)", rate, capacity, what, requests), "beyond"
+      .. "%s add capacity (--tp, another GPU)", rate_text, capacity, what, requests,
+      trace and "of the trace;" or "(--requests); lower --rate or"), "beyond"
   end
   if queue and queue.grew then
-    return fmt("the queue grew during this run at --rate %g req/s: %d of the %d requests were still waiting for their "
+    return fmt("the queue grew during this run at %s: %d of the %d requests were still waiting for their "
       .. "first token at the last arrival and the last quarter's median TTFT is %.1f times the first half's, so "
-      .. "TTFT and end to end grow with --requests and describe these requests only; lower --rate or add capacity "
-      .. "(--tp, another GPU)", rate, queue.waiting_at_last_arrival, requests, queue.ttft_growth), "grew"
+      .. "TTFT and end to end grow with %s and describe these requests only; %sadd capacity "
+      .. "(--tp, another GPU)", rate_text,
+      queue.waiting_at_last_arrival, requests, queue.ttft_growth, trace and "the trace's length" or "--requests",
+      trace and "" or "lower --rate or "), "grew"
   end
   if not capacity or rate < M.NEAR_CAPACITY * capacity then return nil end
-  return fmt("--rate %g req/s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
-    .. "and settles slowly, so the latency percentiles still depend on the number of requests (--requests %d)", rate,
-    100 * rate / capacity, capacity, what, requests), "near"
+  return fmt("%s is %.0f %% of the forecast capacity of %.3g req/s %s: so near it the queue grows long "
+    .. "and settles slowly, so the latency percentiles still depend on the number of requests (%s %d)", rate_text,
+    100 * rate / capacity, capacity, what, trace and "the trace's" or "--requests", requests), "near"
 end
 
 local function run_simulation(o, F, count, progress)
-  local u = M.rng(o.seed)
-  local n = o.requests
+  -- the requests: a trace's, or drawn (neusight.arrivals generate: today's Poisson stream at burstiness 1)
+  local A = require "neusight.arrivals"
+  local arrivals = o.trace and o.trace.requests
+    or A.generate(o.requests, o.rate, o.burstiness, o.input, o.output, M.rng(o.seed))
+  local n = #arrivals
   local reqs = {}
-  local t, S, C = 0, 1, 1
-  for i = 1, n do
-    t = t - log(1 - u()) / o.rate
-    local I, O = draw(o.input, u), draw(o.output, u)
-    reqs[i] = { id = i, arrival = t, input = I, output = O, prompt = I, prefilled = 0, generated = 0, blocks = 0 }
+  local S, C = 1, 1
+  for i, a in ipairs(arrivals) do
+    local I, O = a.input, a.output
+    reqs[i] = { id = i, arrival = a.arrival, input = I, output = O, prompt = I, prefilled = 0, generated = 0, blocks = 0 }
     S = max(S, I + O - 1)
     C = max(C, I + max(O - 2, 0))
   end
@@ -1176,6 +1255,25 @@ local function run_simulation(o, F, count, progress)
   local r = common_report(o, pre, count)
   r.kind = "simulation"
   r.rate = o.rate
+  local rate_text  -- how the overload warning names the arrival rate (nil: --rate's)
+  if o.trace then
+    local t = A.describe(arrivals)
+    t.file, t.format, t.columns, t.ignored_columns = o.requests_file or "requests", o.trace.format, o.trace.columns,
+      o.trace.ignored[1] and o.trace.ignored or nil
+    t.absolute_times = o.trace.absolute
+    t.time_scale = o.trace.time_scale ~= 1 and o.trace.time_scale or nil  -- the arrivals' factor (--time-scale)
+    r.trace = t
+    r.rate = t.mean_rate_per_s  -- the trace's mean arrival rate (nil: every request at once)
+    rate_text = r.rate and fmt("the trace's mean arrival rate of %.3g req/s", r.rate)
+      or "the trace's arrival rate (every request at once)"
+    if t.ignored_columns then
+      r.warnings[#r.warnings + 1] = fmt("%s: column%s %s ignored (serve reads %s, %s and %s)", t.file,
+        #t.ignored_columns > 1 and "s" or "", concat(t.ignored_columns, ", "), t.columns.arrival, t.columns.input,
+        t.columns.output)
+    end
+  elseif o.burstiness ~= 1 then
+    r.burstiness = o.burstiness
+  end
   r.requests = n
   r.seed = o.seed
   r.chunked_prefill = chunk or 0
@@ -1196,7 +1294,8 @@ local function run_simulation(o, F, count, progress)
     total_tokens_per_s = (in_tokens + out_tokens) / duration,
   }
   r.queue = queue  -- whether the queue visibly grew (M.queue_growth)
-  r.warnings[#r.warnings + 1] = (M.overload_warning(o.rate, capacity, n, queue))
+  -- (a trace whose requests all arrive at once has no rate to hold against the capacity: its queue alone is said)
+  r.warnings[#r.warnings + 1] = (M.overload_warning(r.rate or 0, r.rate and capacity or nil, n, queue, rate_text))
   r.steps = steps
   r.mean_decode_batch = decode_steps_n > 0 and decode_batch_sum / decode_steps_n or 0
   r.max_running = max_running
@@ -1344,9 +1443,20 @@ function M.format_table(r)
         .. "sequence %.2f GB)", r.kv_window, 100 * r.kv_window_share, r.kv_cache_gb_per_request_max)
     end
   else
-    out[#out + 1] = fmt("continuous batching: %d requests, Poisson %.3g req/s (seed %d), input %s, output %s tokens%s",
-      r.requests, r.rate, r.seed, r.input_len, r.output_len,
-      r.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", r.chunked_prefill) or "")
+    local chunked = r.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", r.chunked_prefill) or ""
+    if r.trace then
+      local t = r.trace
+      out[#out + 1] = fmt("continuous batching: %d requests from %s (%s: %s, %s, %s), arrivals over %.3f s%s%s%s",
+        r.requests, t.file, t.format, t.columns.arrival, t.columns.input, t.columns.output, t.duration_s,
+        t.time_scale and fmt(" (its times x %g)", t.time_scale) or "",
+        t.mean_rate_per_s and fmt(", mean %.3g req/s", t.mean_rate_per_s) or " (all at once)", chunked)
+      out[#out + 1] = fmt("trace         input %s tokens (mean %.1f), output %s tokens (mean %.1f)", r.input_len,
+        t.input_len_mean, r.output_len, t.output_len_mean)
+    else
+      out[#out + 1] = fmt("continuous batching: %d requests, %s %.3g req/s (seed %d), input %s, output %s tokens%s",
+        r.requests, r.burstiness and fmt("gamma arrivals (burstiness %g)", r.burstiness) or "Poisson", r.rate, r.seed,
+        r.input_len, r.output_len, chunked)
+    end
     out[#out + 1] = ""
     out[#out + 1] = dist_line("TTFT ms", r.ttft_ms)
     out[#out + 1] = dist_line("TPOT ms", r.tpot_ms)

@@ -325,6 +325,8 @@ function M.run(raw, phase, progress, gpu)
     output_len = tostring(o1.output_len),
     requests = mode == "rate" and d1.requests or nil,
     seed = mode == "rate" and d1.seed or nil,
+    -- the gamma shape of the arrivals' gaps (--burstiness) when not Poisson's 1
+    burstiness = mode == "rate" and d1.burstiness ~= 1 and d1.burstiness or nil,
     chunked_prefill = mode == "rate" and (o1.chunked_prefill or 0) or nil,
     targets = { ttft_ms = targets.ttft_ms, tpot_ms = targets.tpot_ms,
                 statistic = mode == "rate" and "p90" or "static" },
@@ -463,8 +465,9 @@ function M.format_table(report)
     report.model, report.dtype or "-", report.kv_dtype and ", KV cache " .. report.kv_dtype or "",
     report.weight_dtype and ", weights " .. report.weight_dtype or "", report.launch or "-", report.predictor, report.input_len, report.output_len)
   if mode == "rate" then
-    out[#out + 1] = fmt("continuous batching: %d requests per combination, Poisson arrivals (seed %d)%s; latencies in ms",
-      report.requests, report.seed,
+    out[#out + 1] = fmt("continuous batching: %d requests per combination, %s (seed %d)%s; latencies in ms",
+      report.requests,
+      report.burstiness and fmt("gamma arrivals (burstiness %g)", report.burstiness) or "Poisson arrivals", report.seed,
       report.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", report.chunked_prefill) or "")
   else
     out[#out + 1] = "static batches; latencies in ms"

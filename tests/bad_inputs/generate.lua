@@ -1139,6 +1139,38 @@ meas("serve_rate", SERVE_CAL:gsub("%-%-batch 2", "--rate 2"), "ttft_ms = 3\n",
 meas("serve_no_decode", SERVE_CAL:gsub("%-%-output%-len 4", "--output-len 1"), "tpot_ms = 3\n",
   "tpot_ms given, but the run has no decode step")
 
+-------------------------------------------------------------------------------------------------- serve requests files
+-- `serve --requests-file` traces (scripts/neusight/arrivals.lua parse): CSV with a header, or JSON Lines; the Azure
+-- traces' TIMESTAMP,ContextTokens,GeneratedTokens or arrival_s,input_len,output_len.
+local SERVE_TRACE = "serve --model gpt2_med --gpu h100 --predictor roofline --format json -o {out} --requests-file {file}"
+local function rqf(name, text, expect, line)
+  case { kind = "requests", file = "requests/" .. name, text = text, args = SERVE_TRACE, expect = expect, line = line }
+end
+local RH = "arrival_s,input_len,output_len\n"
+rqf("empty.csv", "", "empty: no requests")
+rqf("header_only.csv", RH, "no requests: the header is the only line", 1)
+rqf("missing_column.csv", "arrival_s,input_len\n0,8\n", "no output length column: one of output_len, generatedtokens", 1)
+rqf("column_typo.csv", "arrival_s,input_len,outptu_len\n0,8,8\n", "'outptu_len' is not one of them", 1)
+rqf("two_columns.csv", "TIMESTAMP,arrival_s,input_len,output_len\n0,0,8,8\n",
+  "both 'arrival_s' and 'TIMESTAMP' give the arrival time: keep one", 1)
+rqf("unsorted.csv", RH .. "0,8,8\n2,8,8\n1.5,8,8\n", "arrival_s 1.5 comes 0.5 s before the previous row's (line 3)", 4)
+rqf("negative.csv", RH .. "-1,8,8\n", "arrival_s must not be negative (got -1)", 2)
+rqf("time_word.csv", RH .. "0,8,8\nlater,8,8\n", "arrival_s must be a number of seconds (got 'later')", 3)
+rqf("fraction.csv", RH .. "0,8.5,8\n", "input_len must be a positive integer number of tokens (got '8.5')", 2)
+rqf("zero_output.csv", RH .. "0,8,0\n", "output_len must be a positive integer number of tokens (got 0)", 2)
+rqf("short_row.csv", RH .. "0,8,8\n1,8\n", "2 fields, but the header (line 1) names 3 columns", 3)
+rqf("too_long.csv", RH .. "0,8,8\n1,16777216,8\n", "a request of input 16777216 + output 8 tokens reaches a context", 3)
+rqf("bad_date.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.68,8,8\n2023-11-31 00:00:00,8,8\n",
+  "TIMESTAMP '2023-11-31 00:00:00': no such date", 3)
+rqf("time_back.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,8,8\n2023-11-16 18:15:46.25,8,8\n",
+  "is 0.25 s before the first row's (line 2)", 3)
+rqf("syntax.jsonl", '{"arrival_s": 0, "input_len": 8, "output_len": 8}\n{"arrival_s": 1, "input_len": 8 "output_len": 8}\n',
+  "',' or '}' expected after a value", 2)
+rqf("string_length.jsonl", '{"arrival_s": 0, "input_len": "8", "output_len": 8}\n',
+  "input_len must be a positive integer number of tokens (got the string '8')", 1)
+rqf("missing_key.jsonl", '{"arrival_s": 0, "input_len": 8, "output_len": 8}\n{"arrival_s": 1, "input_len": 8}\n',
+  'no "output_len" (the output length; the first row has it)', 2)
+
 -------------------------------------------------------------------------------------------------- manifest
 local function q(s) return '"' .. s:gsub('\\', '\\\\'):gsub('"', '\\"') .. '"' end
 local out = { "# tests/bad_inputs/cases.toml — written by generate.lua (edit that, then run it); read by",

@@ -207,3 +207,4 @@ TEST_CASE("bad inputs: weights", "[cli][bad_inputs]") { run_kind("weights"); }
 TEST_CASE("bad inputs: label JSON", "[cli][bad_inputs]") { run_kind("label"); }
 TEST_CASE("bad inputs: label-trace CSV", "[cli][bad_inputs]") { run_kind("labeltrace"); }
 TEST_CASE("bad inputs: calibration measurements", "[cli][bad_inputs]") { run_kind("measurement"); }
+TEST_CASE("bad inputs: serve requests files", "[cli][bad_inputs]") { run_kind("requests"); }

@@ -434,4 +434,102 @@ function M.test_errors()
   end
 end
 
+-- A trace (requests_text, as `--requests-file` hands it over): exactly its arrivals and lengths are simulated. Spaced
+-- far apart, each request runs alone: its TTFT is prefill(1, I) of its own prompt, its TPOT decode(1) over its contexts.
+function M.test_trace_gives_exactly_its_requests()
+  local text = "arrival_s,input_len,output_len\n0,64,2\n1000,128,3\n2000,256,2\n"
+  local r = S.run({ model = "m", gpu = "g", requests_file = "t.csv", requests_text = text }, phase)
+  eq(r.requests, 3, "three requests")
+  eq(r.max_running, 1, "alone")
+  eq(r.ttft_ms.count, 3, "each has a TTFT")
+  near(r.ttft_ms.min, prefill_ms(1, 64), 1e-9, "first: prefill(1, 64)")
+  near(r.ttft_ms.p50, prefill_ms(1, 128), 1e-9, "second: prefill(1, 128)")
+  near(r.ttft_ms.max, prefill_ms(1, 256), 1e-9, "third: prefill(1, 256)")
+  near(r.tpot_ms.min, decode_ms(1, 64), 1e-9, "the first's decode step")
+  near(r.tpot_ms.p50, (decode_ms(1, 128) + decode_ms(1, 129)) / 2, 1e-9, "the second's two decode steps")
+  near(r.tpot_ms.max, decode_ms(1, 256), 1e-9, "the third's")
+  near(r.input_len_mean, (64 + 128 + 256) / 3, 1e-12, "its lengths")
+  eq(r.output_len_mean, 7 / 3, "output lengths")
+  eq(r.trace.file, "t.csv", "named")
+  eq(r.trace.duration_s, 2000, "span")
+  eq(r.trace.mean_rate_per_s, 2 / 2000, "mean rate")
+  eq(r.rate, 2 / 2000, "rate: the trace's mean")
+  eq(r.input_len, "64..256", "the range of its prompts")
+  near(r.duration_s, 2000 + prefill_ms(1, 256) / 1e3 + decode_ms(1, 256) / 1e3, 1e-9, "first arrival to last finish")
+  assert(S.format_table(r):find("3 requests from t.csv (csv: arrival_s, input_len, output_len)", 1, true), "table")
+  -- the same requests as a Poisson run's would be those of its own stream: a trace is not drawn
+  local burst = S.run({ model = "m", gpu = "g", requests_file = "b.jsonl",
+    requests_text = '{"arrival_s":0,"input_len":64,"output_len":2}\n{"arrival_s":0,"input_len":64,"output_len":2}\n' }, phase)
+  eq(burst.rate, nil, "all at once: no mean rate")
+  -- --time-scale: the arrival times scaled, the rest as it was
+  local fast = S.run({ model = "m", gpu = "g", requests_file = "t.csv", requests_text = text, time_scale = 0.5 }, phase)
+  eq(fast.trace.duration_s, 1000, "half the span")
+  eq(fast.trace.time_scale, 0.5, "said")
+  eq(fast.rate, 2 / 1000, "twice the mean rate")
+  near(fast.ttft_ms.p50, r.ttft_ms.p50, 1e-9, "still one request at a time")
+  eq(r.trace.time_scale, nil, "not said at 1")
+  for _, w in ipairs(burst.warnings) do assert(not w:find("capacity", 1, true), "no rate beyond a capacity: " .. w) end
+  eq(burst.trace.format, "jsonl", "JSON Lines")
+end
+
+-- A rotary model's position limit is held to a trace's longest request, named by its line (its longest prompt and its
+-- longest output are two requests here: 900 + 60 and 100 + 200 tokens, neither beyond 1000).
+function M.test_trace_position_warning_names_the_request()
+  local function limited(f)
+    local r = phase(f)
+    r.max_positions = 1000
+    return r
+  end
+  local o = { model = "m", gpu = "g", requests_file = "p.csv",
+              requests_text = "arrival_s,input_len,output_len\n0,900,60\n100,100,200\n" }
+  for _, w in ipairs(S.run(o, limited).warnings) do
+    assert(not w:find("max_position_embeddings", 1, true), "within the limit: " .. w)
+  end
+  o.requests_text = o.requests_text .. "200,950,51\n"
+  local said
+  for _, w in ipairs(S.run(o, limited).warnings) do said = said or w:find("max_position_embeddings", 1, true) and w end
+  assert(said and said:find("p.csv:4: input 950 + output 51 tokens exceeds", 1, true), tostring(said))
+end
+
+function M.test_trace_refuses_what_it_replaces()
+  local o = { model = "m", gpu = "g", requests_file = "t.csv", requests_text = "arrival_s,input_len,output_len\n0,1,1\n" }
+  for k, v in pairs { rate = 1, batch = 1, requests = 5, input_len = 8, output_len = 8, burstiness = 0.5 } do
+    local c = {}
+    for a, b in pairs(o) do c[a] = b end
+    c[k] = v
+    local ok, err = pcall(S.run, c, phase)
+    assert(not ok and tostring(err):find("--requests-file t.csv gives each request's arrival and lengths: --"
+      .. k:gsub("_", "-"), 1, true), tostring(err))
+  end
+  o.requests_text = "arrival_s,input_len,output_len\n0,1,1\n1,16777216,2\n"
+  local ok, err = pcall(S.run, o, phase)
+  assert(not ok and tostring(err):find("t.csv:3: a request of input 16777216 + output 2 tokens", 1, true), tostring(err))
+  ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 2, input_len = 8, output_len = 8, burstiness = 0.5 }, phase)
+  assert(not ok and tostring(err):find("--burstiness shapes the gaps between --rate's arrivals: it needs --rate", 1, true),
+    tostring(err))
+  ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, input_len = 8, output_len = 8, time_scale = 2 }, phase)
+  assert(not ok and tostring(err):find("--time-scale scales a trace's arrival times: it needs --requests-file", 1, true),
+    tostring(err))
+  ok, err = pcall(S.run, { model = "m", gpu = "g", rate = 1, input_len = 8, output_len = 8, burstiness = 0 }, phase)
+  assert(not ok and tostring(err):find("--burstiness must be a positive number (got 0)", 1, true), tostring(err))
+end
+
+-- --burstiness: 1 is today's Poisson run, number for number; below 1 the same mean rate, burstier arrivals (more
+-- queueing: a higher TTFT p90), said in the report.
+function M.test_burstiness_one_changes_nothing()
+  local o = { model = "m", gpu = "g", rate = 50, requests = 400, input_len = "uniform:16:256",
+              output_len = "uniform:1:64", seed = 3, max_batch = 32 }
+  local a = S.run(o, phase)
+  o.burstiness = 1
+  local b = S.run(o, phase)
+  eq(b.ttft_ms.p90, a.ttft_ms.p90, "burstiness 1: the same TTFT")
+  eq(b.e2e_ms.mean, a.e2e_ms.mean, "the same end to end")
+  eq(b.burstiness, nil, "not said at 1")
+  o.burstiness = 0.1
+  local c = S.run(o, phase)
+  eq(c.burstiness, 0.1, "said")
+  assert(c.ttft_ms.p90 > a.ttft_ms.p90, "bursts queue")
+  assert(S.format_table(c):find("gamma arrivals (burstiness 0.1) 50 req/s", 1, true), "table")
+end
+
 return M
