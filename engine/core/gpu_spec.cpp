@@ -56,6 +56,7 @@ const std::vector<gpu_field>& gpu_fields() {
       {"pcie_bw_gbps", &g::pcie_bw_gbps, true, false, 0.01, 1e5},       // GB/s per direction
       {"nvlink_domain_gpus", &g::nvlink_domain_gpus, true, true, 2, 1 << 20},  // GPUs one bridge joins (optional)
       {"price_per_hour_usd", &g::price_per_hour_usd, true, true, 0.0001, 1e6},  // USD per GPU-hour
+      {"what_if", &g::what_if, false, true},  // a hypothetical part: what was changed (optional; gpu_check skips it)
   };
   return fields;
 }
@@ -139,6 +140,7 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     if (it == by_key.end()) throw error(at + ": unknown key '" + k + "'" + text_did_you_mean(k, keys));
     std::visit(field_setter{spec, value, *it->second, at}, it->second->member);
     seen.insert(k);
+    spec.key_at[k] = at;
   }
   // A missing key is reported at the end of the file, where it would be added.
   const size_t last_line = size_t(std::count(toml_text.begin(), toml_text.end(), '\n')) +

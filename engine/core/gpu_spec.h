@@ -58,6 +58,10 @@ struct gpu_spec {
   // 0 when the file does not say. Present means a positive finite number. Drives the cost figures
   // (scripts/neusight/figures.lua).
   double price_per_hour_usd = 0;
+  // Optional: the file describes a hypothetical part (a what-if: "the H100 with twice the bf16 peak"), in words; its
+  // numbers are then not held to what a real chip of its SMs and clock reaches (scripts/neusight/gpu_check.lua).
+  // Empty when the file does not say.
+  std::string what_if;
 
   std::string source;  // where it was loaded from, as shown in messages
   std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it
@@ -68,6 +72,9 @@ struct gpu_spec {
   // Where the file states its compute_capability ("<source>:<line>:<col>"; empty when not parsed from TOML): what the
   // warning of a cc the occupancy table lacks names (occupancy_rules_warning).
   std::string compute_capability_at;
+  // Where the file states each key ("<source>:<line>:<col>"; empty when not parsed from TOML): what the check of the
+  // file's numbers against each other (scripts/neusight/gpu_check.lua, session gpu_file_check) names.
+  std::map<std::string, std::string> key_at;
 };
 
 // One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.

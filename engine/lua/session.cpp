@@ -447,10 +447,23 @@ void gpu_architecture_check(session::impl& p, const gpu_spec& gpu) {
   if (gpu.vendor_line > 0) lua_pushinteger(L, lua_Integer(gpu.vendor_line));
   else lua_pushnil(L);
   ns_call(L, 3, 1, "in " + file + " architecture_problem");  // stack: problem
-  if (lua_isnil(L, -1)) return;
-  if (lua_type(L, -1) != LUA_TSTRING)
-    throw error(file + ": architecture_problem returned " + luaL_typename(L, -1) + ", expected a message or nil");
-  throw error((gpu.architecture_at.empty() ? gpu.source : gpu.architecture_at) + ": " + lua_tostring(L, -1));
+  if (!lua_isnil(L, -1)) {
+    if (lua_type(L, -1) != LUA_TSTRING)
+      throw error(file + ": architecture_problem returned " + luaL_typename(L, -1) + ", expected a message or nil");
+    throw error((gpu.architecture_at.empty() ? gpu.source : gpu.architecture_at) + ": " + lua_tostring(L, -1));
+  }
+  lua_pop(L, 1);
+  // the file's numbers against each other (a peak no chip of its SMs and clock reaches): scripts/neusight/gpu_check.lua
+  const std::string& check = function_push(p, "neusight.gpu_check", "problem");  // stack: fn
+  p.push_gpu(gpu);
+  ns_call(L, 1, 2, "in " + check + " problem");  // stack: message key
+  if (lua_isnil(L, -2)) return;
+  if (lua_type(L, -2) != LUA_TSTRING || !(lua_isnil(L, -1) || lua_type(L, -1) == LUA_TSTRING))
+    throw error(check + ": problem returned " + luaL_typename(L, -2) + ", " + luaL_typename(L, -1) +
+                ", expected a message and a key, or nil");
+  const char* key = lua_tostring(L, -1);
+  const auto at = key ? gpu.key_at.find(key) : gpu.key_at.end();
+  throw error((at != gpu.key_at.end() ? at->second : gpu.source) + ": " + lua_tostring(L, -2));
 }
 
 gpu_check session::gpu_checker() {

@@ -184,7 +184,8 @@ TEST_CASE("eval kernels --gpu FILE: the rows of a GPU neusight does not bundle a
   temp_dir t;
   const std::string text = ns_test::slurp(ns_test::source_dir / mine);
   const fs::path fast = t.write("fast.toml", replaced(replaced(text, "peak_fp32_tflops = 2.0", "peak_fp32_tflops = 4.0"),
-                                                     "peak_fp32_matrix_tflops = 2.0", "peak_fp32_matrix_tflops = 4.0"));
+                                                     "peak_fp32_matrix_tflops = 2.0", "peak_fp32_matrix_tflops = 4.0") +
+                                                "what_if = \"twice the fp32 peak of its SMs and clock\"\n");
   const auto imaginary_ms = [&](const std::string& file) {
     const json j = run_json("eval kernels " + csv + " --predictor roofline --gpu '" + file + "'");
     return j["rows"][6]["predicted_ms"].get<double>();
@@ -194,7 +195,8 @@ TEST_CASE("eval kernels --gpu FILE: the rows of a GPU neusight does not bundle a
   const fs::path a100 = t.write(
       "a100.toml", replaced(replaced(ns_test::slurp(ns_test::source_dir / "gpus/a100_pcie_40gb.toml"),
                                      "peak_fp32_tflops = 19.5", "peak_fp32_tflops = 39.0"),
-                            "peak_fp32_matrix_tflops = 19.5", "peak_fp32_matrix_tflops = 39.0"));
+                            "peak_fp32_matrix_tflops = 19.5", "peak_fp32_matrix_tflops = 39.0") +
+                   "what_if = \"the A100 with twice its fp32 peak\"\n");
   const json bundled = run_json("eval kernels " + csv + " --predictor roofline");
   const json copied = run_json("eval kernels " + csv + " --predictor roofline --gpu '" + a100.string() + "'");
   CHECK(copied["summary"][0]["gpu"] == "A100-PCIE-40GB");
@@ -366,4 +368,32 @@ TEST_CASE("a local gpus file shadowing a bundled one is labelled ./gpus", "[cli]
   CHECK(local["gpu_file"] == "./gpus/h100_sxm5_80gb.toml");
   CHECK(bundled["gpu_file"] == "gpus/h100_sxm5_80gb.toml");
   CHECK(local["latency_ms"].get<double>() > bundled["latency_ms"].get<double>());
+}
+
+// tester9 #12: a GPU file's peaks are held to what a chip of its SMs and clock reaches (scripts/neusight/gpu_check.lua):
+// a datasheet's with-sparsity bf16 figure and an SM count that does not match the fp32 peak are errors at the key's
+// line; a what-if part says so (what_if = "…") and is taken as written; every bundled file passes.
+TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at its line unless what_if says so",
+          "[cli][gpu]") {
+  temp_dir t;
+  const std::string h100 = ns_test::slurp(ns_test::source_dir / "gpus/h100_sxm5_80gb.toml");
+  const std::string args = "predict --model gpt2_large --mode inference --batch 1 --seq 128 --dtype bf16 --gpu '";
+  const fs::path sparse = t.write("sparse.toml", replaced(h100, "peak_bf16_tflops = 989.4 ", "peak_bf16_tflops = 1978.9"));
+  const auto s = run_cli(args + sparse.string() + "'");
+  CHECK(s.code == 1);
+  CHECK(s.out.empty());
+  CHECK_THAT(s.err, Catch::Contains("sparse.toml:21:1: key 'peak_bf16_tflops' = 1978.9 is 1.8× what a compute "
+                                    "capability 9.0 chip of 132 SMs at 1980 MHz can reach"));
+  CHECK_THAT(s.err, Catch::Contains("with-sparsity figure"));
+  const fs::path fewer = t.write("fewer.toml", replaced(h100, "num_sm = 132 ", "num_sm = 100 "));
+  const auto f = run_cli(args + fewer.string() + "'");
+  CHECK(f.code == 1);
+  CHECK_THAT(f.err, Catch::Contains("fewer.toml:17:1: key 'peak_fp32_tflops' = 66.9, but 100 SMs × 128 cores × 2 "
+                                    "FLOPs × 1980 MHz = 50.69 TFLOP/s"));
+  const fs::path what_if = t.write("what_if.toml", replaced(h100, "peak_bf16_tflops = 989.4 ", "peak_bf16_tflops = 1978.9") +
+                                                        "what_if = \"the H100 with twice its bf16 peak\"\n");
+  const auto w = run_cli(args + what_if.string() + "' --format json");
+  INFO(w.err);
+  CHECK(w.code == 0);
+  CHECK(run_cli("gpus --format json").code == 0);  // every bundled file passes
 }

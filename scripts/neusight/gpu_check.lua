@@ -1,0 +1,91 @@
+-- scripts/neusight/gpu_check.lua — whether a GPU file's peaks are physically possible for the chip it describes.
+--
+-- A GPU file is checked for spelling and types when it is parsed (engine/core/gpu_spec.cpp); this checks what its
+-- numbers say against each other, so that a typo (peak_bf16_tflops = 2095 for 209.5) or a datasheet's with-sparsity
+-- figure (NVIDIA quotes 2× the dense peak: the H100's 1978.9 bf16 TFLOP/s) is an error at its line, not a forecast 4×
+-- too fast that no warning flags (the out-of-distribution check compares the peaks with the training GPUs', and a
+-- peak far beyond them reads as a new, faster chip). The engine calls M.problem(gpu) for every GPU file it loads
+-- (engine/lua/session.cpp gpu_file_check); a `--scripts DIR` with DIR/neusight/gpu_check.lua replaces the rules.
+--
+-- The rules, from the chips' own arithmetic:
+--   * peak_fp32_tflops = num_sm × cores_per_sm × 2 (an FMA) × boost_clock_mhz, within FP32_TOLERANCE: every bundled
+--     file agrees within 1.1 % (vendors quote the FP32 peak at the max boost clock).
+--   * the dense 16-bit tensor peaks (peak_fp16_tflops, peak_bf16_tflops) at most num_sm × boost_clock_mhz ×
+--     TENSOR_FLOPS_PER_CLOCK[compute_capability] × TENSOR_TOLERANCE; tf32 at most half of that, fp8 twice that. The
+--     table is each generation's dense FLOPs per clock per SM (per CU on AMD) of its 16-bit matrix path, from the
+--     vendors' architecture whitepapers (A100 1024 FMA = 2048 FLOPs, H100 4096, B200 8192, …): a peak above it needs
+--     a faster chip than the one the file names. A compute capability not in the table is not checked (a new one:
+--     add its line).
+-- A file describing a hypothetical part says so in words (`what_if = "the H100 with twice the bf16 peak"`): it is not
+-- held to these rules. The message of a file that breaks them says that too.
+local fmt, type = string.format, type
+
+local M = {}
+
+-- Dense FLOPs per clock per SM (AMD: per compute unit) of the 16-bit tensor / matrix path, by compute capability.
+M.TENSOR_FLOPS_PER_CLOCK = {
+  ["6.0"] = 256,     -- P100: fp16 at twice the fp32 rate (no tensor cores)
+  ["6.1"] = 256,     -- GP10x: fp16 at 1/64 of fp32 on consumer parts (P4: 4); the ceiling is P100's
+  ["7.0"] = 1024,    -- V100: 8 tensor cores × 64 FMA
+  ["7.2"] = 1024,
+  ["7.5"] = 1024,    -- T4, RTX 20: 8 tensor cores × 64 FMA
+  ["8.0"] = 2048,    -- A100: 4 tensor cores × 256 FMA
+  ["8.6"] = 1024,    -- GA10x (A10G, RTX 30): 4 × 128 FMA (GeForce with fp32 accumulate: half)
+  ["8.7"] = 1024,
+  ["8.9"] = 1024,    -- Ada (L4, L40S, RTX 40; GeForce with fp32 accumulate: half)
+  ["9.0"] = 4096,    -- H100, H200: 4 × 512 FMA
+  ["10.0"] = 8192,   -- B200, GB200
+  ["10.3"] = 8192,   -- B300, GB300
+  ["12.0"] = 1024,   -- GB20x (RTX PRO 6000, RTX 50)
+  gfx908 = 1024,     -- MI100 (fp16; bf16 half)
+  gfx90a = 1024,     -- MI200
+  gfx942 = 2048,     -- MI300X, MI325X
+}
+M.FP32_TOLERANCE = 0.10   -- |peak_fp32 / (num_sm × cores_per_sm × 2 × boost) − 1| at most this
+M.TENSOR_TOLERANCE = 1.10 -- a tensor peak at most this × the ceiling (vendors quote at boost or below)
+
+-- The tensor peaks checked and the multiple of the 16-bit ceiling each may reach.
+local TENSOR_KEYS = { { "peak_fp16_tflops", 1 }, { "peak_bf16_tflops", 1 }, { "peak_tf32_tflops", 0.5 },
+                      { "peak_fp8_tflops", 2 } }
+
+local function num(g, key)
+  local v = g[key]
+  return type(v) == "number" and v > 0 and v or nil
+end
+
+--- What is impossible about GPU `g` (its fields as the engine's view has them: num_sm, cores_per_sm, boost_clock_mhz,
+--- compute_capability, the peak_*_tflops), and the key it is about: message, key; nil when nothing is.
+---@param g table
+---@return string|nil message, string|nil key
+function M.problem(g)
+  -- a what-if part (the file's `what_if = "…"`, saying what was changed) is hypothetical by design
+  if type(g.what_if) == "string" and g.what_if ~= "" then return nil end
+  local sm, cores, mhz = num(g, "num_sm"), num(g, "cores_per_sm"), num(g, "boost_clock_mhz")
+  local fp32 = num(g, "peak_fp32_tflops")
+  if sm and cores and mhz and fp32 then
+    local chip = sm * cores * 2 * mhz * 1e6 / 1e12
+    if math.abs(fp32 / chip - 1) > M.FP32_TOLERANCE then
+      return fmt("key 'peak_fp32_tflops' = %g, but %d SMs × %d cores × 2 FLOPs × %d MHz = %.4g TFLOP/s (%.2f× that; "
+        .. "scripts/neusight/gpu_check.lua allows ±%d %%): a typo in one of them? (a what-if part: say so, "
+        .. "what_if = \"…\")", fp32, sm, cores, mhz, chip, fp32 / chip, M.FP32_TOLERANCE * 100), "peak_fp32_tflops"
+    end
+  end
+  local per_clock = M.TENSOR_FLOPS_PER_CLOCK[g.compute_capability]
+  if sm and mhz and per_clock then
+    for _, t in ipairs(TENSOR_KEYS) do
+      local key, multiple = t[1], t[2]
+      local v = num(g, key)
+      local ceiling = sm * mhz * 1e6 * per_clock * multiple / 1e12
+      if v and v > ceiling * M.TENSOR_TOLERANCE then
+        return fmt("key '%s' = %g is %.1f× what a compute capability %s chip of %d SMs at %d MHz can reach (%d × %d "
+          .. "× %g dense FLOPs per clock per SM = %.4g TFLOP/s; scripts/neusight/gpu_check.lua): a typo, or the "
+          .. "with-sparsity figure (datasheets quote 2× the dense peak; give the dense one)? (a what-if part: say so, "
+          .. "what_if = \"…\")", key, v, v / ceiling,
+          g.compute_capability, sm, mhz, sm, mhz, per_clock * multiple, ceiling), key
+      end
+    end
+  end
+  return nil
+end
+
+return M
