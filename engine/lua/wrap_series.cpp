@@ -312,9 +312,12 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
 // A sum whose values are floats, or integers that are 0, is the same bits folded as doubles from 0.0: it stays the
 // integer 0 until its first float (where 0 + x is 0.0 + x) and a float plus or minus the integer 0 is x ± 0.0. Such a
 // sum runs in doubles (`floated`: it met a float, else it is still the integer 0); any other, as Lua numbers.
-struct fast_term {
-  size_t j = 0;
-  bool minus = false;
+// Such sums' terms of one direction (fw or bw), T of them, as a matrix: row k holds each term's values[k] (as a
+// double, and whether it was a float), in the terms' order; rows: the codes every term has a value for.
+struct fast_terms {
+  size_t T = 0, rows = 0;
+  std::vector<size_t> j;
+  std::vector<uint8_t> minus;
   std::vector<double> values;
   std::vector<uint8_t> is_float;
 };
@@ -337,24 +340,33 @@ int fold_body(lua_State* L) {
         const lnum& x = t.values[k];
         if (x.type == lnum::nil || (x.type == lnum::integer && x.i != 0)) fast[t.j] = 0;
       }
-  std::vector<fast_term> ffw, fbw;
+  fast_terms ffw, fbw;
   std::vector<term> sfw, sbw;
   for (int dir = 0; dir < 2; ++dir) {
     const std::vector<term>& ts = dir == 0 ? fw : bw;
-    std::vector<fast_term>& fo = dir == 0 ? ffw : fbw;
+    fast_terms& fo = dir == 0 ? ffw : fbw;
     std::vector<term>& so = dir == 0 ? sfw : sbw;
+    std::vector<const term*> fast_ones;
     for (const term& t : ts) {
       if (!fast[t.j]) {
         so.push_back(t);
         continue;
       }
-      fast_term f;
-      f.j = t.j, f.minus = t.minus;
-      f.values.resize(t.values.size()), f.is_float.resize(t.values.size());
-      for (size_t k = 1; k < t.values.size(); ++k)
-        f.values[k] = as_float(t.values[k]), f.is_float[k] = t.values[k].type == lnum::number;
-      fo.push_back(std::move(f));
+      fast_ones.push_back(&t);
     }
+    // row k of the matrix: values[k] of each fast term in the terms' order (a stage's code k reads one row); `rows`:
+    // the codes every fast term has a value for (values[0] is nil, as in Lua)
+    const size_t T = fast_ones.size();
+    size_t rows = T > 0 ? SIZE_MAX : 0;
+    for (const term* t : fast_ones) rows = std::min(rows, t->values.size());
+    fo.T = T, fo.rows = rows;
+    for (const term* t : fast_ones) fo.j.push_back(t->j), fo.minus.push_back(t->minus);
+    fo.values.assign(rows * T, 0.0), fo.is_float.assign(rows * T, 0);
+    for (size_t k = 1; k < rows; ++k)
+      for (size_t x = 0; x < T; ++x) {
+        const lnum& v = fast_ones[x]->values[k];
+        fo.values[k * T + x] = as_float(v), fo.is_float[k * T + x] = v.type == lnum::number;
+      }
   }
   lnum zero;
   zero.type = lnum::integer;
@@ -381,10 +393,18 @@ int fold_body(lua_State* L) {
     for (lua_Integer i = 0; i < n; ++i) {
       const int64_t c = codes.data[i];
       const uint64_t k = c > 0 ? uint64_t(c) : uint64_t(0) - uint64_t(c);  // |c|, INT64_MIN too
-      for (const fast_term& t : c > 0 ? ffw : fbw) {
-        if (k == 0 || k >= t.values.size()) nil_arith(L, "a stage's value");  // values[0]: nil, as in Lua
-        dsums[t.j] = t.minus ? dsums[t.j] - t.values[k] : dsums[t.j] + t.values[k];
-        floated[t.j] |= t.is_float[k];
+      const fast_terms& ft = c > 0 ? ffw : fbw;
+      if (ft.T > 0) {
+        // a code some fast term has no value for: nil, as in Lua (values[0] too); the error ends the fold, so
+        // whether the terms before it added is never seen
+        if (k == 0 || k >= ft.rows) nil_arith(L, "a stage's value");
+        const double* row = ft.values.data() + k * ft.T;
+        const uint8_t* row_float = ft.is_float.data() + k * ft.T;
+        for (size_t x = 0; x < ft.T; ++x) {
+          const size_t j = ft.j[x];
+          dsums[j] = ft.minus[x] ? dsums[j] - row[x] : dsums[j] + row[x];
+          floated[j] |= row_float[x];
+        }
       }
       for (const term& t : c > 0 ? sfw : sbw) {
         if (k >= t.values.size() || t.values[k].type == lnum::nil) nil_arith(L, "a stage's value");

@@ -225,6 +225,8 @@ function M.context(t)
 end
 
 local PARTS = { "state", "activations", "temporary", "workspace", "kv_cache" }
+local PARTS_GB = {} -- their keys in a memory object
+for i, k in ipairs(PARTS) do PARTS_GB[i] = k .. "_gb" end
 
 --- The JSON `memory` object of one GPU from its parts in bytes (GB in the output) plus extras.
 local function memory_object(p, extra)
@@ -360,15 +362,31 @@ end
 function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reported_gib)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
-  for d, p in ipairs(devices) do
+  local function object_of(d)
+    local p = devices[d]
     -- activations_counted = false: an imported graph's, whose saved tensors are not known (0 GB is not a measure)
     local extra = p.state_parts and breakdown(p.state_parts, p.cublas or 0, p.autocast_cache or 0, p.temporary_node) or {}
     extra.stage = d - 1
     if unsaved then extra.activations_counted = false end
-    local obj, total = memory_object(p, extra)
+    return memory_object(p, extra)
+  end
+  for d, p in ipairs(devices) do
+    local obj, total
+    if lean then -- a search's ranking: each stage's parts in GB and total (as memory_object has them), the whole
+      -- object of the fullest stage only (below), the one the run's memory reports
+      obj, total = {}, 0
+      for i, k in ipairs(PARTS) do
+        local b = p[k] or 0
+        obj[PARTS_GB[i]] = b / 1e9
+        total = total + b
+      end
+    else
+      obj, total = object_of(d)
+    end
     stages[d] = { memory = obj, total = total }
     if total > most then most, fullest = total, d end
   end
+  if lean and stages[fullest] then stages[fullest].memory = object_of(fullest) end
   local lines, over, over_list, worst, kv = {}, 0, {}, 0, false
   for d, s in ipairs(stages) do
     local o = s.memory

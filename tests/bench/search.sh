@@ -13,7 +13,12 @@
 #   Walls then, on the 2-core machine shared by four sessions (best of 3, before and after alternately): 0.28 / 0.28 s
 #   and 2.59 / 2.57 s. After the timeline's per-build reuse across modes and schedules (timeline.lua prepare): 1.91 →
 #   1.89 G and 22.33 → 20.76 G (base and new measured in one session; the 2 s target still missed, ~16 G needed);
-#   walls not comparable then (load average 11-14: 6.9-9.3 s for the sweep, base and new alike).
+#   walls not comparable then (load average 11-14: 6.9-9.3 s for the sweep, base and new alike). After the no-fit-only
+#   distributed_optimizer_fits, the bucket walk's flat per-stage seconds, the lean memory report and ns.fold's rows
+#   (base f377527, new measured in one session, every sweep below in order): 1.93 -> 1.92 G, 13.38 -> 12.30 G,
+#   14.12 -> 12.76 G, 8.07 -> 8.03 G, 7.49 -> 7.33 G, 21.98 -> 19.94 G (-9 %; the 2 s target still missed). Walls, best
+#   of 3 at load average 10-12 (four sessions on the 2 cores; not comparable): 0.74 / 0.77, 4.64 / 3.96, 4.86 / 4.34,
+#   3.35 / 2.85, 2.78 / 2.19 and 7.78 / 6.05 s (CPU 2.52 / 2.29 s for the last).
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'

@@ -985,6 +985,28 @@ function T.test_timeline_reused_across_modes_and_schedules()
   end
 end
 
+-- Whether a layout that does not fit would fit under the distributed optimizer (neusight.parallel.memory report's
+-- distributed_optimizer_fits, search's no-fit help): true where sharding brings it under the GPU's memory, false where
+-- it does not; not computed (nil) for a layout that fits, or one that cannot shard (the optimizer on already).
+function T.test_distributed_optimizer_fits_only_where_a_layout_does_not_fit()
+  local nodes, times = synthetic(8, { layer_params = 1e9, pro_params = 5e8 })
+  local function memory_of(cap, sharded)
+    local plan = plan_of({ pp = 2, dp = 4, microbatches = 4, distributed_optimizer = sharded }, 16)
+    plan.memory = require("neusight.memory").context { nodes = nodes, training = true, mode = "train", gpu_mem_gb = cap,
+      state = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "pure" } }
+    return P.timeline(plan, nodes, times).memory
+  end
+  local plain, sharded = memory_of(nil, false).memory_gb, memory_of(nil, true).memory_gb
+  assert(sharded < plain, "sharding the state takes memory off")
+  local between = memory_of((plain + sharded) / 2, false)
+  eq(between.fits, false, "between: does not fit") eq(between.distributed_optimizer_fits, true, "between: would")
+  local below = memory_of(sharded * 0.9, false)
+  eq(below.fits, false, "below both: does not fit") eq(below.distributed_optimizer_fits, false, "below both: would not")
+  local above = memory_of(plain * 1.1, false)
+  eq(above.fits, true, "above: fits") eq(above.distributed_optimizer_fits, nil, "a layout that fits: not asked")
+  eq(memory_of(sharded * 0.9, true).distributed_optimizer_fits, nil, "on already: not asked")
+end
+
 function T.test_distributed_optimizer_shards_the_step()
   -- dp = 4, one 25 MB bucket, an optimizer step of 8 s over all parameters: with the distributed optimizer
   -- the bucket is reduce-scattered, each rank steps a quarter, then all-gathers the updated parameters.

@@ -154,9 +154,11 @@ function M.report(plan, devices, mem, params_total, lean)
   local cap_gb, unsaved = mem.gpu_mem_gb or plan.gpu_mem_gb, plan.saves_known == false
   local out = memory.parallel(stage_parts(plan), cap_gb, plan.recompute or "none", lean, unsaved, mem.mode,
     mem.gpu_reported_gib)
-  -- whether the same layout would fit under the distributed optimizer, where it is off and could shard (training, dp
-  -- > 1): search suggests --distributed-optimizer only where it would make a layout fit (search_cmd.cpp no_fit)
-  if not plan.distributed_optimizer and plan.training and plan.dp > 1 then
+  -- whether the same layout would fit under the distributed optimizer, where it does not fit, and the optimizer is off
+  -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
+  -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout
+  -- no one reads.
+  if not out.fits and not plan.distributed_optimizer and plan.training and plan.dp > 1 then
     local sharded = setmetatable({ distributed_optimizer = true }, { __index = plan })
     out.distributed_optimizer_fits = memory.parallel(stage_parts(sharded), cap_gb, plan.recompute or "none", true,
       unsaved, mem.mode, mem.gpu_reported_gib).fits

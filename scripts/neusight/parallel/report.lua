@@ -184,9 +184,9 @@ end
 ---              optimizer_shards), the report's optimizer_shards
 ---   expert_optimizer_shards  under expert parallelism (ep > 1, else nil), those an expert's are split over (the same
 ---              function of the edp group), the report's expert_optimizer_shards
----   distributed_optimizer_fits  where the distributed optimizer is off and could shard (training, dp > 1), whether
----              the layout would fit in memory with it on (neusight.parallel.memory report), else nil: search's
----              no-fit help suggests --distributed-optimizer by it
+---   distributed_optimizer_fits  where the layout does not fit and the distributed optimizer is off and could shard
+---              (training, dp > 1), whether the layout would fit in memory with it on (neusight.parallel.memory
+---              report), else nil: search's no-fit help suggests --distributed-optimizer by it
 ---   figures    what neusight/figures.lua compute() gets of the layout: dp, tp, pp, microbatches, distributed_optimizer,
 ---              step_copies (how many copies of the graph's optimizer step the iteration runs over all GPUs: tp · dp
 ---              without the distributed optimizer, tp with it, more for experts sharded over dp / ep only),

@@ -404,7 +404,7 @@ local function prepare(plan, nodes, times, reuse)
   prep = {
     plan = plan, fields = fields, times = reuse and times_copy(times), stages = stages, base = base, twin_of = twin_of, mem = mem,
     recipe = recipe, p2p_bytes = p2p_bytes, params_total = params_total, tied_sync = tied_sync,
-    opt_total = opt_total, opt_floor = opt_floor, events = events, buckets_of = buckets_of, rerun = {},
+    opt_total = opt_total, opt_floor = opt_floor, events = events, buckets_of = buckets_of, rerun = {}, walk_dt = {},
   }
   if reuse then preps[nodes] = prep end
   return prep
@@ -497,9 +497,42 @@ function M.timeline(plan, nodes, times, lean, reuse)
     fw_floor[k], bw_floor[k] = st.fw_floor, st.bw_floor
   end
   local activations = PM.stage_activations(stages)
-  -- per layered segment (by its `per`, shared by the stages with layers of its group): its nodes' backward seconds
-  -- (with a recomputed forward), for the bucket walk below; made once per timeline
+  -- Per virtual stage k, its nodes' backward seconds (with a recomputed forward) in the bucket walk's order (backward:
+  -- last segment, last layer, last node first), one per step, made once per build and mode (kept in prep; the
+  -- schedules differ only in when the walk starts) and shared by a stage's twins (prepare: the same nodes, reps and
+  -- per, so the same seconds). seg_dt: per layered segment (by its `per`), its nodes' seconds for one rep.
+  local walk_dt = prep.walk_dt[plan.recompute or false]
+  if not walk_dt then walk_dt = {}; prep.walk_dt[plan.recompute or false] = walk_dt end
   local seg_dt = {}
+  local function stage_dt(k)
+    local flat = walk_dt[k]
+    if flat then return flat end
+    if twin_of[k] then
+      flat = stage_dt(twin_of[k])
+    else
+      local st, n = stages[k], 0
+      flat = {}
+      for si = #st.segments, 1, -1 do
+        local seg = st.segments[si]
+        local seg_nodes, n_seg = seg.nodes, #seg.nodes
+        local dt_of = seg.layered and seg_dt[seg.per]
+        if not dt_of then
+          dt_of = {}
+          for j = 1, n_seg do
+            local i = seg_nodes[j]
+            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
+          end
+          if seg.layered then seg_dt[seg.per] = dt_of end
+        end
+        for _ = 1, seg.reps do
+          for j = n_seg, 1, -1 do n = n + 1; flat[n] = dt_of[j] end
+        end
+      end
+      flat.n = n
+    end
+    walk_dt[k] = flat
+    return flat
+  end
   -- Per device, its ops (codes: ±(virtual stage + 1), a forward (+) or backward op) summed in op order, in the engine
   -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
   -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
@@ -539,47 +572,31 @@ function M.timeline(plan, nodes, times, lean, reuse)
       local r_at, r_bytes, r_group, r_n, r_dt, nr = {}, {}, {}, {}, {}, 0
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
-        local st = stages[vs + 1]
         local ev = prep.events[vs + 1]
         local e_step, e_bytes, e_group, e_n, e_dt = ev.step, ev.bytes, ev.group, ev.n, ev.dt
         -- Walk the stage backward from the start of its last backward op: gradients of node i are ready when its
-        -- backward kernels finish; the buckets they fill are prepare's (events).
-        local t, step, e = last_bw[vs + 1], 0, 1
-        local function ready_add(at)
+        -- backward kernels finish; the buckets they fill are prepare's (events: the e-th regular run after the walk's
+        -- e_step[e]-th node, steps increasing; the buckets left open at the end). t sums the nodes' seconds one by one.
+        local dts = stage_dt(vs + 1)
+        local t, e, x0, regular, len = last_bw[vs + 1], 1, 1, ev.regular, ev.len
+        while e <= len do
+          if e <= regular then
+            local stop = e_step[e]
+            for x = x0, stop do t = t + dts[x] end
+            x0 = stop + 1
+          elseif x0 <= dts.n then -- the buckets left open: dp, then edp, at the end of the walk
+            for x = x0, dts.n do t = t + dts[x] end
+            x0 = dts.n + 1
+          end
           local bytes, gk, n = e_bytes[e], e_group[e], e_n[e]
-          if nr > 0 and r_at[nr] == at and r_bytes[nr] == bytes and r_group[nr] == gk then
+          if nr > 0 and r_at[nr] == t and r_bytes[nr] == bytes and r_group[nr] == gk then
             r_n[nr] = r_n[nr] + n
           else
             nr = nr + 1
-            r_at[nr], r_bytes[nr], r_group[nr], r_n[nr], r_dt[nr] = at, bytes, gk, n, e_dt[e]
+            r_at[nr], r_bytes[nr], r_group[nr], r_n[nr], r_dt[nr] = t, bytes, gk, n, e_dt[e]
           end
           e = e + 1
         end
-        local next_step = e <= ev.regular and e_step[e] or -1
-        for si = #st.segments, 1, -1 do -- backward order: last segment, last layer, last node first
-          local seg = st.segments[si]
-          -- per node of one rep: its backward seconds (with a recomputed forward)
-          local seg_nodes, n_seg = seg.nodes, #seg.nodes
-          local dt_of = seg.layered and seg_dt[seg.per]
-          if not dt_of then
-            dt_of = {}
-            for j = 1, n_seg do
-              local i = seg_nodes[j]
-              dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
-            end
-            if seg.layered then seg_dt[seg.per] = dt_of end
-          end
-          for _ = 1, seg.reps do
-            for j = n_seg, 1, -1 do
-              t, step = t + dt_of[j], step + 1
-              if step == next_step then
-                ready_add(t)
-                next_step = e <= ev.regular and e_step[e] or -1
-              end
-            end
-          end
-        end
-        while e <= ev.len do ready_add(t) end -- the buckets left open: dp, then edp
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
