@@ -832,7 +832,7 @@ const std::string mi300x_prefill = "predict --gpu mi300x --model llama3_8b --mod
 // tester9 #6: 74 % of an MI300X training step priced by roofline / efficiency.lua, with a ±3 % band beside it. The
 // fallback's families now draw their error from the fallback's own spread (efficiency.lua `errors`): one draw per family
 // for all its kernels, added to the table's part.
-TEST_CASE("band: a fallback-priced family widens the band by efficiency.lua's error quantiles, all its kernels together",
+TEST_CASE("band: a fallback-priced family widens the band by efficiency.lua's error quantiles - all its kernels together",
           "[cli][band]") {
   temp_dir t;
   const std::string lv = "levels = { 0.1, 0.5, 0.9 }, ";
