@@ -84,8 +84,8 @@ def main():
             sys.exit("roofline_efficiency.py: tile and roofline rows differ")
         by.setdefault(r["family"], []).append((r["measured_ms"], r["predicted_ms"], tp))
     eff, errs = {}, {}
-    print("--   family              rows   MAPE roofline → derated   measured / derated p10   p90   "
-          "(neusight's tile model on the same rows)")
+    print("--   family              rows   MAPE roofline → derated   measured / derated   "
+          "(tile model, same rows)\n--                                                           p10   p90")
     for fam in TABLE_ORDER:
         rs = by.get(fam)
         if not rs:
