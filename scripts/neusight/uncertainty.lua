@@ -24,6 +24,14 @@
 -- fixed-seed generator (the same band every run) give p10 / p50 / p90. In a parallel run the ratio, from one device's
 -- kernels, scales the iteration time.
 --
+-- Kernels the neusight predictor priced by its untrained fallback (a family without weights for the GPU's vendor: an
+-- AMD GPU's bf16 / fp8 GEMMs and attention, roofline / scripts/neusight/efficiency.lua's fraction) have no fold of this
+-- table; their F_f is drawn from the fallback's own spread, efficiency.lua's `errors` (quantiles of ln(measured /
+-- (roofline / efficiency)) over the NVIDIA rows its constants were fitted on): one draw per family and sample for all
+-- of its kernels (one constant prices them, so its error moves them all: fully correlated), independent between
+-- families, and outside the table's `spread` (below), which was fitted on the table's forecasts (M.band). A family
+-- efficiency.lua has no errors for stays in T_other.
+--
 -- Width (the table's optional `spread`, default 1): the quantiles' distance from the median, in ln, times `spread`:
 --     q'(u) = q50 · (q(u) / q50)^spread
 -- The median stays; only the width changes. As drawn, the band is wider than the end-to-end errors are (38 end-to-end
