@@ -12,15 +12,23 @@ measurements ({gemm,context_attention,generation_attention}.csv of every folder 
 evaluation GPU of weights/HELD_OUT: those files are never read). Prints the comment table (rows, MAPE of the roofline
 and of roofline / e, and unless --no-tile the MAPE of neusight's tile model with the shipped weights on the same rows)
 and the Lua table. In sample: the MAPE it reaches there flatters it. Standard library only.
+
+The table's `errors`: per family, the fallback's own error distribution on the same rows, what the uncertainty band
+(scripts/neusight/uncertainty.lua) draws a fallback-priced family's error factor from: quantiles at the leave-one-GPU-out
+table's levels (weights/uncertainty.py LEVELS) of r = ln(measured / (roofline / e)), e the rounded constant shipped,
+weighted by measured time as that table's are (weights/uncertainty.py weighted_quantiles). The comment table's p10 / p90
+columns are e^r at 0.1 and 0.9: measured / derated.
 """
 import argparse
 import glob
 import json
+import math
 import os
 import subprocess
 import sys
 
 from held_out import UnknownDevice, held_out_matcher, trainable  # weights/held_out.py
+from uncertainty import LEVELS, weighted_quantiles  # weights/uncertainty.py: the band's levels and quantile rule
 
 ORDER = ["linear", "bmm", "gemm_tc16", "gemm_fp8", "elementwise", "softmax", "layernorm", "attention_prefill",
          "attention_decode"]
@@ -75,8 +83,9 @@ def main():
         if tile and (tile[i]["where"] != r["where"]):
             sys.exit("roofline_efficiency.py: tile and roofline rows differ")
         by.setdefault(r["family"], []).append((r["measured_ms"], r["predicted_ms"], tp))
-    eff = {}
-    print("--   family              rows   MAPE roofline → derated   (neusight's tile model on the same rows)")
+    eff, errs = {}, {}
+    print("--   family              rows   MAPE roofline → derated   measured / derated   "
+          "(tile model, same rows)\n--                                                           p10   p90")
     for fam in TABLE_ORDER:
         rs = by.get(fam)
         if not rs:
@@ -86,12 +95,21 @@ def main():
         eff[fam] = round(e, 3)
         roof_m = mape([(m, p) for m, p, _ in rs])
         der_m = mape([(m, p / eff[fam]) for m, p, _ in rs])
+        errs[fam] = weighted_quantiles([(math.log(m / (p / eff[fam])), m) for m, p, _ in rs], LEVELS)
+        p10, p90 = (math.exp(errs[fam][LEVELS.index(x)]) for x in (0.1, 0.9))
         tile_s = f"{mape([(m, tp) for m, _, tp in rs]):5.1f} %" if tile else ""
-        print(f"--   {fam:<17} {len(rs):>7,}   {roof_m:4.1f} % → {der_m:4.1f} %            {tile_s}")
+        print(f"--   {fam:<17} {len(rs):>7,}   {roof_m:4.1f} % → {der_m:4.1f} %            {p10:5.2f} {p90:5.2f}   "
+              f"{tile_s}")
     print("return {")
     for fam in ORDER:
         if fam in eff:
             print(f"  {fam} = {eff[fam]:.3f},")
+    print("  errors = {")
+    print("    levels = { " + ", ".join(f"{x:.2f}" for x in LEVELS) + " },")
+    for fam in ORDER:
+        if fam in errs:
+            print(f"    {fam} = {{ " + ", ".join(f"{v:.4f}" for v in errs[fam]) + " },")
+    print("  },")
     print("}")
 
 

@@ -167,7 +167,8 @@ bool lua_name_ok(const std::string& s) {
 
 }  // namespace
 
-// require("neusight.efficiency"): family name → the fraction of the roofline it reaches, each in (0, 1].
+// require("neusight.efficiency"): family name → the fraction of the roofline it reaches, each in (0, 1]; its `errors`
+// (the fallback's error quantiles) are the band's, read in Lua.
 static std::map<std::string, double> efficiency_read(session::impl& p) {
   lua_State* L = p.L();
   stack_guard guard(L);
@@ -182,6 +183,12 @@ static std::map<std::string, double> efficiency_read(session::impl& p) {
   while (lua_next(L, -2) != 0) {  // stack: table key value
     if (lua_type(L, -2) != LUA_TSTRING) throw error(std::string(where) + ": keys must be family names (strings)");
     const std::string key = lua_tostring(L, -2);
+    if (key == "errors") {  // the fallback's error quantiles: read and checked by scripts/neusight/uncertainty.lua
+      if (!lua_istable(L, -1))
+        throw error(std::string(where) + ": field 'errors' must be a table (the fallback's error quantiles by family)");
+      lua_pop(L, 1);
+      continue;
+    }
     // a misspelt family would leave the real one at the bare roofline (fallback_efficiency's 1 for a missing one)
     if (std::find(known.begin(), known.end(), key) == known.end())
       throw error(std::string(where) + ": unknown family '" + key + "'" + text_did_you_mean(key, known));

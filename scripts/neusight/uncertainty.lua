@@ -24,6 +24,14 @@
 -- fixed-seed generator (the same band every run) give p10 / p50 / p90. In a parallel run the ratio, from one device's
 -- kernels, scales the iteration time.
 --
+-- Kernels the neusight predictor priced by its untrained fallback (a family without weights for the GPU's vendor: an
+-- AMD GPU's bf16 / fp8 GEMMs and attention, roofline / scripts/neusight/efficiency.lua's fraction) have no fold of this
+-- table; their F_f is drawn from the fallback's own spread, efficiency.lua's `errors` (quantiles of ln(measured /
+-- (roofline / efficiency)) over the NVIDIA rows its constants were fitted on): one draw per family and sample for all
+-- of its kernels (one constant prices them, so its error moves them all: fully correlated), independent between
+-- families, and outside the table's `spread` (below), which was fitted on the table's forecasts (M.band). A family
+-- efficiency.lua has no errors for stays in T_other.
+--
 -- Width (the table's optional `spread`, default 1): the quantiles' distance from the median, in ln, times `spread`:
 --     q'(u) = q50 · (q(u) / q50)^spread
 -- The median stays; only the width changes. As drawn, the band is wider than the end-to-end errors are (38 end-to-end
@@ -66,6 +74,25 @@ end
 
 local function num(x)
   return fmt("%.4g", x)
+end
+
+-- One distribution's quantiles `fq` at `levels` (checked: #levels finite numbers, non-decreasing; `where` names the
+-- list in the error) as an inverse CDF on M.grid points, with its { mean, var }: a fold of the leave-one-GPU-out table,
+-- or the fallback's errors of a family (fallback_errors).
+local function quantile_grid(levels, fq, where)
+  if type(fq) ~= "table" or #fq ~= #levels then error(fmt("%s needs %d values", where, #levels), 0) end
+  for j, v in ipairs(fq) do  -- finite and non-decreasing: a NaN would make the whole band NaN (JSON null)
+    if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (j > 1 and v < fq[j - 1]) then
+      error(fmt("%s[%d] must be a finite number, not below the one before it", where, j), 0)
+    end
+  end
+  local grid, sum, sq = {}, 0, 0
+  for k = 1, M.grid do
+    local v = inverse(levels, fq, (k - 0.5) / M.grid)
+    grid[k] = v
+    sum, sq = sum + v, sq + v * v
+  end
+  return grid, { mean = sum / M.grid, var = math.max(0, sq / M.grid - (sum / M.grid) ^ 2) }
 end
 
 -- Raises "<where>: unknown key 'k' (did you mean …?)" for a key of `t` not in `known` (a list): a misspelt `spread`
@@ -287,12 +314,51 @@ end
 M.max_draws = 8  -- kernel errors averaged per family and draw (a family's effective kernel count, at most this)
 M.grid = 64      -- points of each fold's inverse CDF, precomputed per forecast
 
+local EFFICIENCY_WHERE = "neusight.efficiency (scripts/neusight/efficiency.lua or its --scripts override)"
+local fallback_memo = setmetatable({}, { __mode = "k" })
+
+-- The fallback's own errors (neusight.efficiency's `errors`: per family, quantiles at `levels` of ln(measured /
+-- (roofline / efficiency)) over the rows its constants were fitted on; weights/roofline_efficiency.py), checked and
+-- as inverse-CDF grids: { grids = { family → grid }, draws = {} }, once per table; nil when the module has none (a
+-- --scripts override without them: the fallback's families are then not widened, and the band says so).
+local function fallback_errors()
+  local eff = require("neusight.efficiency")
+  local errs = type(eff) == "table" and eff.errors or nil
+  if errs == nil then return nil end
+  local m = fallback_memo[errs]
+  if m then return m end
+  if type(errs) ~= "table" then error(EFFICIENCY_WHERE .. ": errors must be a table", 0) end
+  local where = EFFICIENCY_WHERE .. ": errors"
+  local known = { "levels" }
+  for _, f in ipairs(require("neusight").families()) do known[#known + 1] = f.name end
+  known_keys(where, errs, known)
+  local levels = errs.levels
+  if type(levels) ~= "table" or #levels < 2 then error(where .. ".levels must be a list of probabilities", 0) end
+  for i, l in ipairs(levels) do
+    if type(l) ~= "number" or not (l > 0 and l < 1) or (i > 1 and not (l > levels[i - 1])) then
+      error(fmt("%s.levels must be increasing probabilities in (0, 1) (levels[%d])", where, i), 0)
+    end
+  end
+  m = { grids = {}, draws = {} }
+  local names = {}
+  for name in pairs(errs) do
+    if name ~= "levels" then names[#names + 1] = name end
+  end
+  sort(names)  -- the same family named first on every run
+  for _, name in ipairs(names) do m.grids[name] = quantile_grid(levels, errs[name], where .. "." .. name) end
+  fallback_memo[errs] = m
+  return m
+end
+
 --- Each kernel family's error distributions: one per leave-one-GPU-out fold of the table, as inverse-CDF grids, with
 --- their mean and variance; and the out-of-distribution warnings for this GPU.
 --- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} }, bias (the folds' mean
 --- log bias: the mean of stats[].mean), trained (the GPU is one the family's weights were trained on: trained_on) },
---- … }, other (seconds without error data), total, unmeasured (families the table lacks), warnings,
---- out_of_distribution, borrowed_from (the table's vendor when it is not the GPU's), source } or nil and why.
+--- … }, other (seconds without the table's error data: the fallback's families' included), total, unmeasured (families
+--- the table lacks; the fallback's families without errors of their own), fallback (seconds the fallback priced),
+--- fallback_families, fallback_parts ({ name, s, n = 1, folds = { the grid of efficiency.lua's errors } } of those with
+--- errors: their time is in `other` too), warnings, out_of_distribution, borrowed_from (the table's vendor when it is not
+--- the GPU's), source } or nil and why.
 ---@param r table
 function M.parts(r)
   local tbl = r.uncertainty
@@ -339,7 +405,8 @@ function M.parts(r)
   local gpu = r.gpu
   local other_vendor = tbl.vendor ~= nil and tbl.vendor ~= gpu.vendor
   local out = { parts = {}, other = 0, total = 0, unmeasured = {}, warnings = {}, source = src, spread = spread or 1,
-    fallback = 0, fallback_families = {} }
+    fallback = 0, fallback_families = {}, fallback_parts = {} }
+  local fb_errors = fallback_errors()  -- checked on every forecast: a broken one is an error, NVIDIA's or not
   local ood_by_reason, order, names, unchecked = {}, {}, {}, {}
   for name in pairs(r.family_s or {}) do names[#names + 1] = name end
   sort(names)
@@ -351,7 +418,12 @@ function M.parts(r)
       out.other = out.other + s
     elseif type(e) ~= "table" or (r.roofline or {})[name] then  -- no data, or the roofline priced them
       out.other = out.other + s
-      out.unmeasured[#out.unmeasured + 1] = (r.roofline or {})[name] and name .. " (roofline)" or name
+      local grid = (r.roofline or {})[name] and fb_errors and fb_errors.grids[name]
+      if grid then  -- the fallback's own errors (efficiency.lua): one draw moves all the family's kernels (n = 1)
+        out.fallback_parts[#out.fallback_parts + 1] = { name = name, s = s, n = 1, folds = { grid } }
+      else
+        out.unmeasured[#out.unmeasured + 1] = (r.roofline or {})[name] and name .. " (roofline)" or name
+      end
       if (r.roofline or {})[name] then  -- the untrained fallback (roofline / efficiency.lua): see M.fallback_note
         out.fallback = out.fallback + s
         out.fallback_families[#out.fallback_families + 1] = name
@@ -371,23 +443,7 @@ function M.parts(r)
       if not g then  -- each fold's inverse CDF on a grid, with its mean and variance: once per table and family
         g = { folds = {}, stats = {} }
         for i, fq in ipairs(q) do
-          if type(fq) ~= "table" or #fq ~= #levels then
-            error(fmt("%s: families.%s.quantiles[%d] needs %d values", src, name, i, #levels), 0)
-          end
-          for j, v in ipairs(fq) do  -- finite and non-decreasing: a NaN would make the whole band NaN (JSON null)
-            if type(v) ~= "number" or v ~= v or v == math.huge or v == -math.huge or (j > 1 and v < fq[j - 1]) then
-              error(fmt("%s: families.%s.quantiles[%d][%d] must be a finite number, not below the one before it", src,
-                name, i, j), 0)
-            end
-          end
-          local grid, sum, sq = {}, 0, 0
-          for k = 1, M.grid do
-            local v = inverse(levels, fq, (k - 0.5) / M.grid)
-            grid[k] = v
-            sum, sq = sum + v, sq + v * v
-          end
-          g.folds[i] = grid
-          g.stats[i] = { mean = sum / M.grid, var = math.max(0, sq / M.grid - (sum / M.grid) ^ 2) }
+          g.folds[i], g.stats[i] = quantile_grid(levels, fq, fmt("%s: families.%s.quantiles[%d]", src, name, i))
         end
         c[name] = g
       end
@@ -424,11 +480,11 @@ end
 
 -- Draws of a family's error factor for k distinct kernels: M.samples of { pick a fold; the mean of k kernel errors
 -- e^r from it }, from a generator seeded by the family's name and k (the same draws for every forecast of a session —
--- comparisons differ by their forecasts, not by noise — and independent between families). Memoised per table.
-local function factors(tbl, part)
+-- comparisons differ by their forecasts, not by noise — and independent between families). Memoised in `c` (the
+-- table's draws; the fallback's errors' with the key's `prefix` "fallback:", a stream of its own).
+local function factors(c, part, prefix)
   local k = math.max(1, math.min(M.max_draws, floor(part.n + 0.5)))
-  local c = memo(tbl).draws
-  local key = part.name .. ":" .. k
+  local key = (prefix or "") .. part.name .. ":" .. k
   if c[key] then return c[key] end
   local seed = 0x2545F4914F6CDD1D
   for i = 1, #key do seed = (seed ~ key:byte(i)) * 0x100000001B3 end
@@ -470,32 +526,75 @@ end
 --- kernels, their own scatter averages out over the distinct kernels. On a GPU the family's weights were trained on
 --- (trained_on) each draw is divided by e^bias (the folds' mean log bias): the spread stays, the centre is the
 --- forecast's.
---- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share, fallback_share (the part of
---- it the roofline priced for want of weights), fallback_families, unmeasured, out_of_distribution (boolean),
+--- Families the fallback priced (r.roofline) with errors in efficiency.lua (`errors`, the fallback's spread where its
+--- constants were fitted) are drawn from those: one draw per family and sample for all its kernels (fully correlated:
+--- one constant prices them, its error moves them together), independent of the other families, and not narrowed by
+--- the table's `spread` (fitted on the table's forecasts): the table's part takes the spread draw by draw, then the
+--- fallback's draws are added. Without them (every NVIDIA forecast) the band is the table's alone, as before.
+--- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share (time neither drawn from the
+--- table nor from the fallback's errors), fallback_share (the kernel time the roofline priced for want of weights),
+--- fallback_families, fallback_covered (those drawn from the fallback's errors), unmeasured, out_of_distribution (boolean),
 --- borrowed_from (the table's vendor when it is not the GPU's: the band is that vendor's folds), warnings, source }
 --- or nil and why there is no band.
 ---@param r table
 function M.band(r)
   local p, why = M.parts(r)
   if not p then return nil, why end
+  local fb_s = 0  -- the fallback's families with errors of their own: drawn apart, below
+  for _, part in ipairs(p.fallback_parts) do fb_s = fb_s + part.s end
+  local rest = p.total - fb_s  -- the time the table's draws scale (or leave as forecast: `other`)
   local ratios = {}
-  for i = 1, M.samples do ratios[i] = p.other end
+  for i = 1, M.samples do ratios[i] = p.other - fb_s end
   for _, part in ipairs(p.parts) do
-    local f = factors(r.uncertainty, part)
+    local f = factors(memo(r.uncertainty).draws, part)
     -- on a GPU the family was trained on, the draws without the folds' mean bias (trained_on): centred on the forecast
     local s = part.trained and part.s * exp(-part.bias) or part.s
     for i = 1, M.samples do ratios[i] = ratios[i] + s * f[i] end
   end
-  for i = 1, M.samples do ratios[i] = ratios[i] / p.total end
-  sort(ratios)
-  local function at(x) return ratios[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
-  local median, spread = at(0.50), p.spread
-  local function q(x) return median * (at(x) / median) ^ spread end
+  if #p.fallback_parts == 0 or rest > 1e-9 * p.total then
+    for i = 1, M.samples do ratios[i] = ratios[i] / rest end
+  end
+  local spread = p.spread
+  local function at_of(list)
+    return function(x) return list[math.max(1, math.min(M.samples, floor(x * M.samples + 0.5)))] end
+  end
+  local median, q
+  if #p.fallback_parts == 0 then
+    sort(ratios)
+    local at = at_of(ratios)
+    median = at(0.50)
+    q = function(x) return median * (at(x) / median) ^ spread end
+  else
+    -- The table's part takes its width factor draw by draw (the same quantiles: a monotone map), the fallback's
+    -- families their own draws unscaled (the spread was fitted on the table's forecasts, not the fallback's): one draw
+    -- per family and sample, all its kernels moved together (one constant prices them all), independent between
+    -- families; then the quantiles of the whole.
+    local fb = fallback_errors()
+    if rest > 1e-9 * p.total then  -- else all the kernel time is the fallback's
+      local sorted = table.move(ratios, 1, M.samples, 1, {})
+      sort(sorted)
+      local m = at_of(sorted)(0.50)
+      for i = 1, M.samples do ratios[i] = rest * (m * (ratios[i] / m) ^ spread) end
+    else
+      for i = 1, M.samples do ratios[i] = 0 end
+    end
+    for _, part in ipairs(p.fallback_parts) do
+      local f = factors(fb.draws, part, "fallback:")
+      for i = 1, M.samples do ratios[i] = ratios[i] + part.s * f[i] end
+    end
+    for i = 1, M.samples do ratios[i] = ratios[i] / p.total end
+    sort(ratios)
+    q = at_of(ratios)
+    median = q(0.50)
+  end
   local lat = r.latency_s
+  local covered = {}
+  for _, part in ipairs(p.fallback_parts) do covered[#covered + 1] = part.name end
   return {
     p10 = lat * q(0.10), p50 = lat * median, p90 = lat * q(0.90),
     spread = spread,
-    unmodelled_share = p.other / p.total,
+    unmodelled_share = (p.other - fb_s) / p.total,
+    fallback_covered = covered,
     fallback_share = p.fallback / p.total,
     fallback_families = p.fallback_families,
     unmeasured = p.unmeasured,
@@ -534,18 +633,35 @@ end
 
 M.fallback_min = 0.005  -- the share of the kernel time priced by the fallback from which the band is marked
 
---- What the band does not cover, or nil: the kernel time priced by the untrained fallback (families a GPU's vendor has
---- no weights of, AMD's tensor-core and fused-attention kernels: the roofline over efficiency.lua's fractions, fitted
---- on NVIDIA GPUs). No error data exists for it, so it is not widened and no defensible width exists to widen it by
---- (efficiency.lua's own MAPE is in sample, on NVIDIA); the band is kept and marked instead: JSON `band_note`, this
---- warning, and p10 / p90 cells marked `*` in a comparison. `b`: M.band's result.
+--- What the band says of the kernel time priced by the untrained fallback, or nil (below M.fallback_min of it):
+--- families a GPU's vendor has no weights of, AMD's tensor-core and fused-attention kernels, priced by the roofline over
+--- efficiency.lua's fractions, fitted on NVIDIA GPUs. No error of them on this GPU exists; their band is the fallback's
+--- own spread where it was fitted (efficiency.lua `errors`, in sample, on NVIDIA: M.band), and a family without such
+--- errors is not widened. Either way the band is marked: JSON `band_note`, this warning, and p10 / p90 cells marked `*`
+--- in a comparison. `b`: M.band's result.
 ---@param b table
 ---@param gpu table
 function M.fallback_note(b, gpu)
   if not (b.fallback_share >= M.fallback_min) then return nil end
+  local covered, bare, is_covered = b.fallback_covered or {}, {}, {}
+  for _, f in ipairs(covered) do is_covered[f] = true end
+  for _, f in ipairs(b.fallback_families) do
+    if not is_covered[f] then bare[#bare + 1] = f end
+  end
+  local how = {}
+  if #covered > 0 then
+    how[#how + 1] = fmt("the uncertainty band's width for %s is the fallback's own spread (measured / (roofline / "
+      .. "efficiency) over the NVIDIA kernels scripts/neusight/efficiency.lua was fitted on, in sample; one draw moves "
+      .. "all of a family's kernels together), not an error measured on %s GPUs", table.concat(covered, ", "),
+      tostring(gpu.vendor))
+  end
+  if #bare > 0 then
+    how[#how + 1] = fmt("the uncertainty band does not cover the error of %s (no error data of the fallback for it)",
+      table.concat(bare, ", "))
+  end
   return fmt("%.0f %% of the kernel time (%s) is priced by the untrained roofline fallback (no weights of these "
-    .. "families for %s GPUs): the uncertainty band does not cover its error (p10 / p90 marked * in a comparison)",
-    100 * b.fallback_share, table.concat(b.fallback_families, ", "), tostring(gpu.vendor))
+    .. "families for %s GPUs): %s (p10 / p90 marked * in a comparison)",
+    100 * b.fallback_share, table.concat(b.fallback_families, ", "), tostring(gpu.vendor), table.concat(how, "; "))
 end
 
 --- The band as figures (neusight.figures merges them into every forecast's): latency_ms_p10 / p50 / p90 beside
@@ -582,10 +698,12 @@ function M.figures(r)
       note = fmt("; %.0f %% of the kernel time (%s) has no error data and is not widened", 100 * b.unmodelled_share,
         #b.unmeasured > 0 and "copies, collectives, " .. table.concat(b.unmeasured, ", ") or "copies, collectives")
     end
-    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s%s)",
+    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
       M.spread_note(b.spread, ", "),
       b.borrowed_from and fmt(", borrowed from %s GPUs: see warnings", b.borrowed_from) or "",
+      #(b.fallback_covered or {}) > 0 and fmt("; the roofline fallback's own spread for %s (efficiency.lua errors): "
+        .. "see warnings", table.concat(b.fallback_covered, ", ")) or "",
       b.out_of_distribution and "; out of distribution: see warnings" or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)

@@ -16,7 +16,9 @@ local EFFICIENCY = require "neusight.efficiency"
 do
   if type(EFFICIENCY) ~= "table" then error("neusight.efficiency: must return a table of family = efficiency") end
   local keys = {}
-  for key in pairs(EFFICIENCY) do keys[#keys + 1] = key end
+  for key in pairs(EFFICIENCY) do  -- but `errors`: the fallback's error quantiles, the band's (neusight.uncertainty)
+    if key ~= "errors" then keys[#keys + 1] = key end
+  end
   table.sort(keys, function(a, b) return tostring(a) < tostring(b) end)
   for _, key in ipairs(keys) do
     local eff = EFFICIENCY[key]
