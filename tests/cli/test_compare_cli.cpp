@@ -527,6 +527,7 @@ TEST_CASE("compare: rows carry gpu_file as a single forecast does", "[cli][compa
     CHECK(row.contains("error") == (i % 2 == 1));  // dp 3: 8 is not divisible by 3
     std::vector<std::string> keys;
     for (const auto& [k, v] : row.items()) keys.push_back(k);
+    REQUIRE(keys.size() > 21);
     CHECK(keys[12] == "recompute");
     CHECK(keys[13] == "kernels");  // then the settings (compare.lua SETTINGS)
     CHECK(keys[21] == "gpu_file");  // after the inputs and the settings
@@ -834,6 +835,7 @@ TEST_CASE("compare: rows say their kernels and a mix of kernels warns once", "[c
   const std::string args = small + "--gpu h100 --batch 4 --tp 1,2";
   const json mixed = run_json(args);
   REQUIRE(mixed["rows"].size() == 2);
+  for (const auto& row : mixed["rows"]) REQUIRE(row.contains("kernels"));
   CHECK(mixed["rows"][0]["kernels"] == "eager");
   CHECK(mixed["rows"][1]["kernels"] == "megatron");
   REQUIRE(mixed.contains("warnings"));
@@ -876,7 +878,7 @@ TEST_CASE("compare: rows say their kernels and a mix of kernels warns once", "[c
 // tester9 #7: the settings that change every row (schedule, virtual stages, sequence parallelism, the distributed
 // optimizer, cluster, optimizer and its implementation, kernels) are in the JSON/CSV rows and, shared, on the table's
 // settings line: two comparisons that differ only by --sequence-parallel no longer print the same header.
-TEST_CASE("compare: the rows' settings are in JSON CSV and the settings line", "[cli][compare]") {
+TEST_CASE("compare: each row carries its settings in JSON CSV and the settings line", "[cli][compare]") {
   const std::string args = "predict --model gpt2_large --gpu h100 --cluster dgx_h100 --mode train --dtype bf16 "
                            "--seq 128 --batch 16 --tp 2 --pp 2 --dp 2 --microbatches 4,8 --schedule interleaved "
                            "--virtual-stages 3 --distributed-optimizer --optimizer adam --predictor roofline";
@@ -886,6 +888,9 @@ TEST_CASE("compare: the rows' settings are in JSON CSV and the settings line", "
     const json j = run_json(run);
     REQUIRE(j["rows"].size() == 2);
     const json& row = j["rows"][0];
+    for (const char* key : {"kernels", "schedule", "virtual_stages", "sequence_parallel", "distributed_optimizer",
+                            "cluster", "optimizer", "optimizer_impl"})
+      REQUIRE(row.contains(key));
     CHECK(row["kernels"] == "megatron");
     CHECK(row["schedule"] == "interleaved");
     CHECK(row["virtual_stages"] == 3);
