@@ -6,7 +6,8 @@
 -- each, in the rows' order) and the source (the workload script or "command line"), M.add makes a forecast's row and
 -- M.add_error a row for a combination that could not be forecast. A row is an array of cells { key, column (the
 -- table's header; "" for JSON and CSV only), value (nil when not available), cell (the table's text) }: the inputs,
--- gpu_file, latency_ms and the figures, then warnings — or the inputs, gpu_file and error. So a column added to the figures (or to
+-- the settings (M.settings_of: kernels, schedule, …; `setting` true), gpu_file, latency_ms and the figures, then
+-- warnings — or the inputs, the settings (not known), gpu_file and error. So a column added to the figures (or to
 -- neusight.report row) shows up in every rendering without a C++ change. The engine writes M.json's document, hands
 -- M.table and M.csv the comparison as its JSON text reads back (text that is not UTF-8 shows U+FFFD there) and
 -- neusight.html render_compare M.page's rows.
