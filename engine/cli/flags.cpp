@@ -614,8 +614,8 @@ std::vector<flag_spec> table_make() {
       .group(parallel_group).check(CLI::IsMember({"on", "off"}))
       .on(forecast, to(&forecast_flags::overlap_grad_reduce)).workload();
   flag("--kernels",
-       "Kernels of a parallel run: megatron (Megatron-LM's fused ones; default with more than one GPU) or eager (the HF "
-       "eager graph; default on one GPU)")
+       "Whose kernels run the model: megatron (Megatron-LM's fused ones; default with more than one GPU; on one GPU a "
+       "one-device plan, to compare like with like) or eager (the HF eager graph; default on one GPU)")
       .group(parallel_group)  // scripts/neusight/parallel/config.lua checks the name
       .on(forecast, to(&forecast_flags::kernels)).workload();
   flag("--recompute",

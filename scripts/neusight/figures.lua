@@ -478,7 +478,7 @@ end
 --- { name = value, … } (numbers, strings or booleans). Each becomes one more field (JSON `figures.<name>`, a
 --- comparison's column) and a table line, in name order. A name the figures have already, in a comparison's row a name
 --- of the row's other cells (`r.row_keys`, comma-separated: its inputs, latency_ms, warnings, error; the engine gives
---- them to comparison rows only), or a value of another type, is an error naming the workload.
+--- them to comparison rows only; and its settings, neusight.compare SETTINGS), or a value of another type, is an error naming the workload.
 function M.workload_fields(r, fields, lines)
   local src = r.workload_source or "workload"
   local known = {}
@@ -503,6 +503,9 @@ function M.workload_fields(r, fields, lines)
   local taken = {}
   for _, f in ipairs(fields) do taken[f.key] = true end
   for k in tostring(r.row_keys or ""):gmatch("[^,]+") do taken[k] = true end -- a comparison row's other columns
+  if r.row_keys then -- and its settings (neusight.compare settings_of: kernels, schedule, …)
+    for _, s in ipairs(require("neusight.compare").SETTINGS or {}) do taken[s.key] = true end
+  end
   for _, k in ipairs(names) do
     local v = out[k]
     if taken[k] then

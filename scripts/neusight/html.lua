@@ -47,7 +47,8 @@ table{border-collapse:collapse;font-size:.9em}td,th{padding:2px 10px;text-align:
 td.n{text-align:right;font-variant-numeric:tabular-nums}.big{font-size:1.6em;font-weight:600}
 .legend span{display:inline-block;margin-right:14px;font-size:.85em}.sw{display:inline-block;width:10px;height:10px;margin-right:4px}
 .warn{color:#a40}svg text{font-size:12px;fill:#222}svg text.warn{fill:#a40}
-.fixed{font-size:.9em;color:#444}table.rows td{white-space:nowrap}td.scope{color:#444;font-size:.9em}a.note{text-decoration:none;margin-right:2px}
+.fixed{font-size:.9em;color:#444}table.rows td,table.rows th{white-space:nowrap}
+.scroll{overflow-x:auto;min-width:0}.split{display:flex;align-items:flex-start}table.keys{border-right:2px solid #ddd}td.scope{color:#444;font-size:.9em}a.note{text-decoration:none;margin-right:2px}
 ]]
 
 local PHASE_ORDER = { "forward", "backward", "accumulate", "optimizer" }
@@ -227,9 +228,32 @@ function M.op_sums(ops)
   return { kinds = kinds, phases = phases, by = by, totals = totals }
 end
 
+-- A parallel run's optimizer step on one GPU (`p` its report's parallel object): the device whose own step
+-- (devices[].optimizer_ms: its stage's parameters, over dp too under the distributed optimizer) is the longest, its
+-- index from 0 and that time; nil without one.
+local function gpu_step(p)
+  if type(p) ~= "table" or type(p.devices) ~= "table" then return nil end
+  local at, most = nil, 0
+  for i, d in ipairs(p.devices) do
+    if type(d.optimizer_ms) == "number" and d.optimizer_ms > most then at, most = i - 1, d.optimizer_ms end
+  end
+  return at, most
+end
+
 local function ops_section(r)
-  local s = M.op_sums(r.ops)
-  if #s.kinds == 0 then return "" end
+  -- a parallel run's ops are its graph's: one microbatch through all stages of one tp shard, and the whole optimizer
+  -- step of that shard, which no GPU runs (each steps its stage's parameters, over dp too with the distributed
+  -- optimizer): the optimizer phase is drawn as the GPU's with the longest step (parallel.devices[i].optimizer_ms)
+  local at, step = gpu_step(r.parallel)
+  local ops = r.ops
+  if at then
+    ops = {}
+    for _, o in ipairs(r.ops or {}) do
+      if o.phase ~= "optimizer" then ops[#ops + 1] = o end
+    end
+  end
+  local s = M.op_sums(ops)
+  if #s.kinds == 0 and not at then return "" end
   local rows = {}
   for _, k in ipairs(s.kinds) do
     local segs = {}
@@ -239,12 +263,25 @@ local function ops_section(r)
     end
     rows[#rows + 1] = { label = k, key = ("ops[op=%s].ms"):format(k), total = s.totals[k], segments = segs }
   end
-  -- a parallel run's ops are its graph's: one microbatch through all stages of one tp shard, and the whole optimizer
-  -- step of that shard (each GPU's own is in the stage bars below)
-  local scope = type(r.parallel) == "table" and "<p>One microbatch through all pipeline stages of one tp shard; the "
-    .. "optimizer phase is the whole step of that shard, not each GPU's (see the stage bars).</p>\n" or ""
-  return "<h2>Time by op kind</h2>\n" .. scope .. legend(s.phases) .. "\n"
-    .. bar_chart(rows, s.phases, "ms", { class = "op-bar" })
+  local phases, scope = s.phases, ""
+  if at then
+    local key = ("parallel.devices[%d].optimizer_ms"):format(at)
+    local stage = r.parallel.devices[at + 1].stage or at
+    rows[#rows + 1] = { label = ("optimizer step, one GPU of stage %s"):format(tostring(stage)), key = key,
+                        total = step, segments = { { name = "optimizer", key = key, value = step } } }
+    table.sort(rows, function(a, b) return a.total > b.total end)
+    phases = {}
+    for _, p in ipairs(s.phases) do phases[#phases + 1] = p end
+    phases[#phases + 1] = "optimizer"
+    scope = ("<p>One microbatch through all pipeline stages of one tp shard; the optimizer step is one GPU's: stage "
+      .. "%s's, the longest (%s; each GPU steps its stage's parameters, over dp too with the distributed optimizer), "
+      .. "not the shard's whole step (JSON optimizer_ms, %s).</p>\n"):format(esc(tostring(stage)), num(key, step, " ms"),
+      type(r.optimizer_ms) == "number" and num("optimizer_ms", r.optimizer_ms, " ms") or "-")
+  elseif type(r.parallel) == "table" then
+    scope = "<p>One microbatch through all pipeline stages of one tp shard.</p>\n"
+  end
+  return "<h2>Time by op kind</h2>\n" .. scope .. legend(phases) .. "\n"
+    .. bar_chart(rows, phases, "ms", { class = "op-bar" })
 end
 
 local function memory_section(r)
@@ -260,9 +297,13 @@ local function memory_section(r)
       total = total + v
     end
   end
-  local out = { "<h2>Memory per GPU</h2>", legend(names) }
+  -- a parallel run's memory is its fullest GPU's (neusight.memory: memory.stage, the pipeline stage it serves)
+  local stage = math.type(m.stage) == "integer" and m.stage or nil
+  local out = { "<h2>Memory per GPU" .. (stage and " (the fullest: a GPU of stage " .. stage .. ")" or "") .. "</h2>",
+    legend(names) }
   local cap = type(m.capacity_gb) == "number" and m.capacity_gb or nil
-  out[#out + 1] = bar_chart({ { label = "memory", total = total, segments = parts } }, names, "GB",
+  out[#out + 1] = bar_chart({ { label = stage and "stage " .. stage or "memory", total = total, segments = parts } },
+                            names, "GB",
                             { class = "memory-bar", marker = cap and { value = cap } })
   local line = { "<p>" }
   if type(r.memory_gb) == "number" then line[#line + 1] = "Total " .. num("memory_gb", r.memory_gb, " GB") end
@@ -456,29 +497,41 @@ local function rows_table(title, rows, notes, first, omit, inputs, labels, as_is
       end
     end
   end
-  local t = { "<h2>" .. esc(title) .. '</h2><table class="rows"><tr>' }
-  for _, k in ipairs(keys) do t[#t + 1] = "<th>" .. esc(k) .. "</th>" end
-  t[#t + 1] = "</tr>"
-  for i, row in ipairs(rows) do
-    t[#t + 1] = "<tr>"
-    for c, k in ipairs(keys) do
-      if inputs and row.error ~= nil and c > inputs then
-        t[#t + 1] = ('<td class="warn" colspan="%d">error: %s</td>'):format(#keys - inputs, esc(row.error))
-        break
-      end
-      t[#t + 1] = cell_of(("rows[%d].%s"):format(i - 1, k), row[k], notes, labels and labels[i], as_is[k])
-    end
+  -- a table wider than the page scrolls in its own box; a comparison's inputs (the first `inputs` columns) are a table
+  -- of their own beside it that does not scroll, so each row stays named (the rows are one line each: table.rows
+  -- td / th nowrap, so the two tables' rows line up)
+  local split = inputs and inputs > 0 and inputs < #keys and inputs or 0
+  local function part(from, to, class)
+    local t = { ('<table class="rows%s"><tr>'):format(class) }
+    for c = from, to do t[#t + 1] = "<th>" .. esc(keys[c]) .. "</th>" end
     t[#t + 1] = "</tr>"
+    for i, row in ipairs(rows) do
+      t[#t + 1] = "<tr>"
+      for c = from, to do
+        local k = keys[c]
+        if inputs and row.error ~= nil and c > inputs then
+          t[#t + 1] = ('<td class="warn" colspan="%d">error: %s</td>'):format(to - c + 1, esc(row.error))
+          break
+        end
+        t[#t + 1] = cell_of(("rows[%d].%s"):format(i - 1, k), row[k], notes, labels and labels[i], as_is[k])
+      end
+      t[#t + 1] = "</tr>"
+    end
+    t[#t + 1] = "</table>"
+    return table.concat(t, "\n")
   end
-  t[#t + 1] = "</table>"
-  return table.concat(t, "\n")
+  local head = "<h2>" .. esc(title) .. "</h2>"
+  if split == 0 then return head .. '<div class="scroll">' .. part(1, #keys, "") .. "</div>" end
+  return head .. '<div class="split">' .. part(1, split, " keys") .. '<div class="scroll">' .. part(split + 1, #keys, "")
+    .. "</div></div>"
 end
 
 -- How a varying input reads in a bar's label: the value of those that name themselves, else "key value".
 local NAMED_BY_VALUE = { model = true, gpu = true, mode = true, dtype = true }
 
--- The page of a comparison: `r` is neusight.compare page's { rows, inputs, varying, fixed, columns }. A bar's label is
--- its varying inputs; the fixed ones are said once above the chart; the table's columns start as the terminal
+-- The page of a comparison: `r` is neusight.compare page's { rows, inputs, varying, fixed, settings, columns,
+-- warnings }. A bar's label is its varying inputs and settings; the fixed ones are said once above the chart (the
+-- shared settings on a line of their own, the comparison's warnings under it); the table's columns start as the terminal
 -- table's (the varying inputs, latency and the figures with a column), then the rest; notes and warnings below it.
 function M.render_compare(r)
   local rows = r.rows or {}
@@ -515,6 +568,21 @@ function M.render_compare(r)
     end
   end
   if #fixed > 0 then out[#out + 1] = '<p class="fixed">Every row: ' .. table.concat(fixed, ", ") .. "</p>" end
+  local settings = {} -- the settings the rows share (neusight.compare settings_of: each where it applies)
+  for _, f in ipairs(r.settings or {}) do
+    local v = rows[f.row + 1] and rows[f.row + 1][f.key]
+    if v ~= nil then
+      omit[f.key] = true
+      settings[#settings + 1] = esc(f.key) .. " " .. (type(v) == "number"
+        and num(("rows[%d].%s"):format(f.row, f.key), v) or esc(tostring(v)))
+    end
+  end
+  if #settings > 0 then
+    out[#out + 1] = '<p class="fixed">Settings (where they apply): ' .. table.concat(settings, ", ") .. "</p>"
+  end
+  for _, w in ipairs(r.warnings or {}) do -- the comparison's own (neusight.compare notes: rows of different kernels)
+    out[#out + 1] = '<p class="warn">Warning: ' .. esc(w) .. "</p>"
+  end
   if #bars > 0 then
     out[#out + 1] = "<h2>Latency</h2>\n" .. bar_chart(bars, { "latency" }, "ms", { class = "row-bar" })
   end

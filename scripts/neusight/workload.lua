@@ -287,11 +287,15 @@ local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", s
   distributed_optimizer = "--distributed-optimizer", experts = "--experts", router_skew = "--router-skew" }
 
 -- Whether a normalized workload runs as a parallel plan (a timeline, a schedule, a cluster, the plan's kernels): more
--- than one GPU or microbatches, or a one-GPU training run asking for activation recomputation, which only the
--- timeline models. graph_of builds the plan; ignored_fields reports what a run without one ignores.
+-- than one GPU or microbatches, a one-GPU training run asking for activation recomputation, which only the
+-- timeline models, or a one-GPU run asking for Megatron-LM's kernels (kernels = "megatron": one GPU defaults to
+-- "eager", the model's own graph, so only --kernels megatron says it), which only a plan's graph runs: a one-GPU row
+-- then compares like with like with a parallel one. graph_of builds the plan; ignored_fields reports what a run
+-- without one ignores.
 local function planned(w)
   local p = w.parallel
-  return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none"))
+  return p ~= nil and (require("neusight.parallel").active(p) or (w.mode == "train" and (p.recompute or "none") ~= "none")
+    or p.kernels == "megatron")
 end
 
 -- The bundled optimizers, for did-you-mean (any op rule with an `optimizer` field is one: M.optimizer_rule).
@@ -450,9 +454,9 @@ local function ignored_fields(w, given)
   if raw.recompute ~= nil and raw.recompute ~= "none" and not training then
     note("recompute", true, ("activation recomputation re-runs forwards during the backward pass, and mode %q has none; drop it"):format(w.mode))
   end
-  if raw.kernels ~= nil and not has_plan then
-    note("kernels", true, ("a one-GPU run without microbatches or recomputation builds the model's own graph (the HF eager kernels); Megatron-LM's kernels come with parallel runs (--dp/--tp/--pp/--microbatches > 1%s); drop it")
-      :format(training and ", or --recompute" or ""))
+  if raw.kernels ~= nil and not has_plan then -- kernels "eager" (a "megatron" one-GPU run is a plan: planned)
+    note("kernels", true, "a one-GPU run without microbatches or recomputation builds the model's own graph, the HF "
+      .. "eager kernels, already; drop it")
   end
   if raw.schedule ~= nil and p.pp == 1 and p.microbatches == 1 then
     note("schedule", true, "a pipeline schedule orders microbatches over pipeline stages, and this run has pp = 1 and one microbatch; drop it")

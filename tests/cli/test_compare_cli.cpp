@@ -198,8 +198,9 @@ TEST_CASE("compare: invalid combinations are error rows, typos stop the run", "[
   // and so are the values no row changes that each row resolved: a schedule, a predictor, a cluster (a list given to
   // one of them, or a misspelling, was every row's error, exit 0)
   for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
-           {"--schedule gpipe,1f1b", "parallel.schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got "
-                                     "\"gpipe,1f1b\" (did you mean 'gpipe'?)"},
+           {"--schedule gpipe,1f1b", "parallel.schedule: one name expected (one of \"1f1b\", \"gpipe\", \"interleaved\"), "
+                                     "got the list \"gpipe,1f1b\": a forecast runs one; `neusight search --schedule "
+                                     "gpipe,1f1b` ranks layouts under each"},
            {"--schedule gpipee", "got \"gpipee\" (did you mean 'gpipe'?)"},
            {"--predictor neusight,roofline", "unknown predictor 'neusight,roofline' (did you mean 'neusight'?)"},
            {"--cluster dgx_h100,x", "unknown cluster 'dgx_h100,x' (did you mean 'dgx_h100'?)"}}) {
@@ -391,6 +392,9 @@ TEST_CASE("figures: a workload figure named like a row key is refused in a compa
                                          "  warnings = 'none' } end }\n").string();
   const std::string tp_only = t.write("tp.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 4,\n"
                                                 "  seq = 128, figures = function(f) return { tp = 2 } end }\n").string();
+  // a row's setting (compare.lua SETTINGS) too
+  const std::string kernels_only = t.write("k.lua", "return { model = 'gpt2_large', gpu = 'h100', mode = 'inference', batch = 4,\n"
+                                                    "  seq = 128, figures = function(f) return { kernels = 'x' } end }\n").string();
   SECTION("a single run keeps the figures beside the report's own fields") {
     const auto r = run_cli("run '" + s + "' --predictor roofline --format json");
     INFO(r.err);
@@ -408,7 +412,8 @@ TEST_CASE("figures: a workload figure named like a row key is refused in a compa
     CHECK(table.out.find("\ntp ") != std::string::npos);
   }
   SECTION("a comparison refuses it in every row, naming the script") {
-    for (const auto& [script, name] : {std::pair{s, std::string("batch")}, {tp_only, "tp"}}) {
+    for (const auto& [script, name] :
+         {std::pair{s, std::string("batch")}, {tp_only, "tp"}, {kernels_only, "kernels"}}) {
       const auto r = run_cli("run '" + script + "' --predictor roofline --batch 2,4 --format json");
       INFO(r.err);
       REQUIRE(r.code == 1);  // a combination that cannot be forecast is an error row; none could: exit 1
@@ -522,12 +527,14 @@ TEST_CASE("compare: rows carry gpu_file as a single forecast does", "[cli][compa
     CHECK(row.contains("error") == (i % 2 == 1));  // dp 3: 8 is not divisible by 3
     std::vector<std::string> keys;
     for (const auto& [k, v] : row.items()) keys.push_back(k);
+    REQUIRE(keys.size() > 21);
     CHECK(keys[12] == "recompute");
-    CHECK(keys[13] == "gpu_file");  // after the inputs
+    CHECK(keys[13] == "kernels");  // then the settings (compare.lua SETTINGS)
+    CHECK(keys[21] == "gpu_file");  // after the inputs and the settings
   }
   const auto csv = run_cli(args + " --format csv");
   REQUIRE(csv.code == 0);
-  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",recompute,gpu_file,latency_ms,") != std::string::npos);
+  CHECK(csv.out.substr(0, csv.out.find('\n')).find(",optimizer_impl,gpu_file,latency_ms,") != std::string::npos);
   const std::string l4 = rows[2]["gpu_file"];
   CHECK(csv.out.find("," + l4 + ",") != std::string::npos);
   const auto table = run_cli(args);
@@ -818,4 +825,106 @@ TEST_CASE("compare: an input a forecast row does not have is a column and not fi
   CHECK(t.out.find("mode     seq  context  latency ms") != std::string::npos);
   CHECK(t.out.find("\nprefill  128        -  ") != std::string::npos);
   CHECK(t.out.find("\ndecode     1      128  ") != std::string::npos);
+}
+
+// tester9 #3: a --tp 1,2 comparison ran HF's eager graph on one GPU beside Megatron-LM's kernels on two (a superlinear
+// speed-up), with no sign of it. Each row now says its kernels (JSON, CSV, a table column where they differ), the
+// comparison warns once naming the rows of each, and --kernels megatron runs the one-GPU row with Megatron's kernels
+// too (a one-device plan): the same kernels, the same model FLOPs, no warning.
+TEST_CASE("compare: rows say their kernels and a mix of kernels warns once", "[cli][compare]") {
+  const std::string args = small + "--gpu h100 --batch 4 --tp 1,2";
+  const json mixed = run_json(args);
+  REQUIRE(mixed["rows"].size() == 2);
+  for (const auto& row : mixed["rows"]) REQUIRE(row.contains("kernels"));
+  CHECK(mixed["rows"][0]["kernels"] == "eager");
+  CHECK(mixed["rows"][1]["kernels"] == "megatron");
+  REQUIRE(mixed.contains("warnings"));
+  REQUIRE(mixed["warnings"].size() == 1);
+  const std::string note = mixed["warnings"][0];
+  CHECK(note.find("the rows ran different kernels, eager in tp 1, megatron in tp 2") == 0);
+  CHECK(note.find("--kernels megatron (or --kernels eager)") != std::string::npos);
+  const auto table = run_cli(args);
+  REQUIRE(table.code == 0);
+  INFO(table.out);
+  CHECK(table.out.find("tp  kernels   latency ms") != std::string::npos);
+  CHECK(table.out.find("\nwarning   comparison: " + note + "\n") != std::string::npos);
+  const auto csv = run_cli(args + " --format csv");
+  REQUIRE(csv.code == 0);
+  const auto [header, lines] = csv_table(csv.out);
+  REQUIRE(lines.size() == 2);
+  const auto at = std::find(header.begin(), header.end(), "kernels");
+  REQUIRE(at != header.end());
+  CHECK(lines[0][at - header.begin()] == "eager");
+  CHECK(lines[1][at - header.begin()] == "megatron");
+  const auto w = std::find(header.begin(), header.end(), "warnings");
+  REQUIRE(w != header.end());
+  for (const auto& cells : lines) CHECK(cells[w - header.begin()].find(note) != std::string::npos);
+
+  const json same = run_json(args + " --kernels megatron");
+  REQUIRE(same["rows"].size() == 2);
+  CHECK(!same.contains("warnings"));
+  for (const auto& row : same["rows"]) CHECK(row["kernels"] == "megatron");
+  const double a = same["rows"][0]["model_flops"], b = same["rows"][1]["model_flops"];
+  // the same model's FLOPs under the same kernels, whatever the layout (but GPT-2's vocabulary, padded at tp 2 as
+  // Megatron-LM pads it: +1.7e-6, README)
+  CHECK(a == Approx(b).epsilon(3e-6));
+  CHECK(a != Approx(mixed["rows"][0]["model_flops"].get<double>()).epsilon(3e-6));  // the eager graph's differ more
+  // the one-GPU row is the single forecast with --kernels megatron: a plan of one device
+  const json one = run_json(small + "--gpu h100 --batch 4 --kernels megatron");
+  CHECK(one["parallel"]["kernels"] == "megatron");
+  CHECK(same["rows"][0]["latency_ms"].get<double>() == Approx(one["latency_ms"].get<double>()).epsilon(1e-12));
+}
+
+// tester9 #7: the settings that change every row (schedule, virtual stages, sequence parallelism, the distributed
+// optimizer, cluster, optimizer and its implementation, kernels) are in the JSON/CSV rows and, shared, on the table's
+// settings line: two comparisons that differ only by --sequence-parallel no longer print the same header.
+TEST_CASE("compare: each row carries its settings in JSON CSV and the settings line", "[cli][compare]") {
+  const std::string args = "predict --model gpt2_large --gpu h100 --cluster dgx_h100 --mode train --dtype bf16 "
+                           "--seq 128 --batch 16 --tp 2 --pp 2 --dp 2 --microbatches 4,8 --schedule interleaved "
+                           "--virtual-stages 3 --distributed-optimizer --optimizer adam --predictor roofline";
+  std::string lines[2];
+  for (int sp = 0; sp < 2; ++sp) {
+    const std::string run = args + (sp ? " --sequence-parallel" : "");
+    const json j = run_json(run);
+    REQUIRE(j["rows"].size() == 2);
+    const json& row = j["rows"][0];
+    for (const char* key : {"kernels", "schedule", "virtual_stages", "sequence_parallel", "distributed_optimizer",
+                            "cluster", "optimizer", "optimizer_impl"})
+      REQUIRE(row.contains(key));
+    CHECK(row["kernels"] == "megatron");
+    CHECK(row["schedule"] == "interleaved");
+    CHECK(row["virtual_stages"] == 3);
+    CHECK(row["sequence_parallel"] == (sp == 1));
+    CHECK(row["distributed_optimizer"] == true);
+    CHECK(row["cluster"].get<std::string>().find("dgx_h100") != std::string::npos);
+    CHECK(row["optimizer"] == "adam");
+    CHECK(row["optimizer_impl"] == "fused");
+    const auto t = run_cli(run);
+    REQUIRE(t.code == 0);
+    const size_t at = t.out.find("\nsettings  ");
+    REQUIRE(at != std::string::npos);
+    lines[sp] = t.out.substr(at + 1, t.out.find('\n', at + 1) - at - 1);
+    INFO(lines[sp]);
+    CHECK(lines[sp].find("kernels megatron, schedule interleaved, virtual_stages 3, ") != std::string::npos);
+    CHECK(lines[sp].find("distributed_optimizer true, cluster ") != std::string::npos);
+    CHECK(lines[sp].find("optimizer adam, optimizer_impl fused") != std::string::npos);
+    CHECK((lines[sp].find("sequence_parallel true") != std::string::npos) == (sp == 1));
+    const auto csv = run_cli(run + " --format csv");
+    REQUIRE(csv.code == 0);
+    CHECK(csv.out.find(",recompute,kernels,schedule,virtual_stages,sequence_parallel,distributed_optimizer,cluster,"
+                       "optimizer,optimizer_impl,gpu_file,") != std::string::npos);
+  }
+  CHECK(lines[0] != lines[1]);
+}
+
+// tester9 #7: a list of schedules in predict was refused with "(did you mean '1f1b'?)"; lists of schedules are
+// search's.
+TEST_CASE("compare: a list of schedules in predict points to search", "[cli][compare]") {
+  const auto r = run_cli(small + "--gpu h100 --batch 4 --pp 2 --microbatches 2 --schedule 1f1b,interleaved");
+  CHECK(r.code != 0);
+  INFO(r.err);
+  CHECK(r.err.find("parallel.schedule: one name expected") != std::string::npos);
+  CHECK(r.err.find("got the list \"1f1b,interleaved\"") != std::string::npos);
+  CHECK(r.err.find("neusight search --schedule 1f1b,interleaved") != std::string::npos);
+  CHECK(r.err.find("did you mean") == std::string::npos);
 }

@@ -453,14 +453,17 @@ TEST_CASE("html report: chromium shows every comparison label inside the page", 
   const size_t end = html.rfind("</body>");
   REQUIRE(end != std::string::npos);
   // the labels are the text right-aligned at the label column's edge
-  html.insert(end, "<pre id=\"measured\"></pre><script>const m = [];"
+  html.insert(end, "<pre id=\"measured\"></pre><pre id=\"page\"></pre><script>const m = [];"
                    "for (const e of document.querySelectorAll('svg text[text-anchor=\"end\"]')) {"
                    "  const b = e.getBBox(); m.push(b.x.toFixed(1) + ' ' + b.width.toFixed(1)); }"
-                   "document.getElementById('measured').textContent = m.join(';');</script>");
+                   "document.getElementById('measured').textContent = m.join(';');"
+                   "const rows = document.querySelector('table.rows.keys');"
+                   "document.getElementById('page').textContent = document.documentElement.scrollWidth + ' ' +"
+                   "  window.innerWidth + ' ' + (rows ? rows.getBoundingClientRect().left : -1);</script>");
   const auto probe = t.write("probe.html", html);
   const auto dom = t.path / "dom.html";
-  const std::string dump = "timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" +
-                           probe.string() + "' >'" + dom.string() + "' 2>/dev/null";
+  const std::string dump = "timeout 120 chromium --headless --no-sandbox --disable-gpu --window-size=1400,3000 "
+                           "--dump-dom 'file://" + probe.string() + "' >'" + dom.string() + "' 2>/dev/null";
   REQUIRE(std::system(dump.c_str()) == 0);
   const std::string out = slurp(dom);
   std::smatch m;
@@ -477,4 +480,10 @@ TEST_CASE("html report: chromium shows every comparison label inside the page", 
     at = next + 1;
   }
   CHECK(n == 4);
+  // tester9 #8: the rows table (some 25 columns) ran past the page's right edge; it scrolls in its own box, the
+  // inputs' columns beside it, so the page is no wider than the window and the inputs start inside it
+  REQUIRE(std::regex_search(out, m, std::regex("<pre id=\"page\">(\\d+) (\\d+) ([-\\d.]+)</pre>")));
+  INFO("page width, window width, inputs table left: " << m[0]);
+  CHECK(std::stoi(m[1]) <= std::stoi(m[2]));
+  CHECK(std::stod(m[3]) >= 0);
 }

@@ -60,7 +60,7 @@ void says_nothing(const std::string& command) {
 
 TEST_CASE("ignored flags: each parallel-only flag on one GPU warns by its key and flag", "[cli][ignored_flags]") {
   const std::vector<std::pair<std::string, std::string>> flags = {
-      {"--kernels megatron", "parallel.kernels (--kernels) has no effect: "},
+      {"--kernels eager", "parallel.kernels (--kernels) has no effect: "},
       {"--schedule gpipe", "parallel.schedule (--schedule) has no effect: "},
       {"--virtual-stages 1", "parallel.virtual_stages (--virtual-stages) has no effect: "},
       {"--bucket-mb 50", "parallel.bucket_mb (--bucket-mb) has no effect: "},
@@ -73,6 +73,25 @@ TEST_CASE("ignored flags: each parallel-only flag on one GPU warns by its key an
     const warned w = run_json(kPredict + "--mode train --batch 2 " + flag);
     CHECK(w.says(text));
     CHECK(w.ignored() == 1);
+  }
+}
+
+// tester9 #3: --kernels megatron on one GPU was refused as having no effect unless microbatches or recomputation came
+// with it; it is a one-device plan running Megatron-LM's kernels, in every mode.
+TEST_CASE("ignored flags: --kernels megatron on one GPU runs Megatron's kernels in every mode", "[cli][ignored_flags]") {
+  for (const std::string mode : {"--mode train", "--mode inference", "--mode prefill", "--mode decode --context 256"}) {
+    INFO(mode);
+    const std::string run = "predict --model llama3_8b --gpu h100 --dtype bf16 --batch 2 --seq 256 --predictor roofline " + mode;
+    const std::string one = mode.find("decode") != std::string::npos ? ns_test::replace_all(run, "--seq 256 ", "") : run;
+    const auto eager = run_cli(one + " --format json");
+    const auto megatron = run_cli(one + " --kernels megatron --format json");
+    INFO(megatron.err);
+    REQUIRE(eager.code == 0);
+    REQUIRE(megatron.code == 0);
+    const json e = json::parse(eager.out), m = json::parse(megatron.out);
+    CHECK(m["parallel"]["kernels"] == "megatron");
+    CHECK(megatron.err.find("has no effect") == std::string::npos);
+    CHECK(m["latency_ms"].get<double>() != e["latency_ms"].get<double>());  // other kernels
   }
 }
 

@@ -201,4 +201,50 @@ function M.test_params_and_flops_scope()
   eq(one:find('class="scope"', 1, true), nil, "a one-GPU run: no scope")
 end
 
+-- The comparison's rows table scrolls in its own box when wider than the page, its input columns a table of their own
+-- beside it that stays; the settings the rows share are said once, the comparison's own warnings under them.
+function M.test_compare_rows_scroll_with_inputs_kept()
+  local row = { gpu = "H100", batch = 4, kernels = "eager", optimizer = "adam", latency_ms = 2.5 }
+  for i = 1, 20 do row[("figure_%02d"):format(i)] = i + 0.5 end
+  local html = H.render_compare({ inputs = { "gpu", "batch", "kernels", "optimizer" }, varying = { "batch", "kernels" },
+    fixed = { { key = "gpu", row = 0 } }, settings = { { key = "optimizer", row = 0 } },
+    columns = { "batch", "kernels", "latency_ms" }, warnings = { "the rows ran different <kernels>" },
+    rows = { row, { gpu = "H100", batch = 8, kernels = "megatron", optimizer = "adam", error = "no fit" } } })
+  assert(html:find('<p class="fixed">Settings (where they apply): optimizer adam</p>', 1, true), "the shared settings")
+  assert(html:find('<p class="warn">Warning: the rows ran different &lt;kernels&gt;</p>', 1, true), "the warning")
+  local keys, rest = html:match('<div class="split"><table class="rows keys">(.-)</table><div class="scroll">'
+    .. '<table class="rows">(.-)</table></div></div>')
+  assert(keys, "the inputs beside the scrolling figures")
+  local heads = {}
+  for th in keys:gmatch("<th>([^<]*)</th>") do heads[#heads + 1] = th end
+  eq(table.concat(heads, ","), "batch,kernels", "the varying inputs and settings stay")
+  assert(rest:find("<th>latency_ms</th>", 1, true) and rest:find("<th>figure_20</th>", 1, true), "the figures scroll")
+  assert(rest:find('<td class="warn" colspan="21">error: no fit</td>', 1, true), "the error across the figures")
+  eq(html:find("<th>optimizer</th>", 1, true), nil, "a shared setting is no column")
+  assert(html:find(".scroll{overflow-x:auto", 1, true), "the box scrolls")
+end
+
+-- A pipeline run's page: the memory bar is its fullest GPU's, labelled by its stage; the op kinds' optimizer phase is
+-- one GPU's step (the longest of the devices' optimizer_ms), not the tp shard's whole step.
+function M.test_pipeline_memory_stage_and_per_gpu_step()
+  local r = report()
+  r.memory.stage = 2
+  r.optimizer_ms = 0.7
+  r.parallel = { pp = 3, dp = 1, tp = 1, devices = {
+    { stage = 0, compute_ms = 3, exposed_comm_ms = 0.5, optimizer_ms = 0.25, bubble_ms = 1 },
+    { stage = 1, compute_ms = 3, exposed_comm_ms = 0.5, optimizer_ms = 0.125, bubble_ms = 1.5 },
+    { stage = 2, compute_ms = 3, exposed_comm_ms = 0.25, optimizer_ms = 0.25, bubble_ms = 2 },
+  } }
+  local html = H.render(r)
+  assert(html:find("<h2>Memory per GPU (the fullest: a GPU of stage 2)</h2>", 1, true), "the memory heading")
+  local memory = html:match('<g class="memory%-bar">(.-)</g>')
+  assert(memory and memory:find(">stage 2<", 1, true), "the memory bar's label: " .. tostring(memory))
+  local kv = pairs_of(html)
+  eq(kv["ops[op=adam,phase=optimizer].ms"], nil, "not the shard's whole step")
+  eq(kv["parallel.devices[0].optimizer_ms"], "0.25", "one GPU's step: the first of the longest")
+  assert(html:find(">optimizer step, one GPU of stage 0<", 1, true), "its bar says whose")
+  assert(html:find("the optimizer step is one GPU's: stage 0's", 1, true), "the caption says whose")
+  eq(tonumber(kv["ops[op=linear].ms"]), 5.25, "the other kinds as before")
+end
+
 return M

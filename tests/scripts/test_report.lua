@@ -298,11 +298,14 @@ function M.test_compare_error_row_json_and_page()
   eq(math.type(row[2].value), "integer", "not a float")
   eq(row[3].value, nil, "an empty one: not available")
   eq(row[3].cell, "-", "shown as -")
-  eq(row[4].key, "gpu_file", "then the GPU file")
-  eq(row[4].value, nil, "none: --gpu gave none")
-  eq(row[5].key, "error", "then the error")
+  local g = 4 + #C.SETTINGS -- the settings' cells (not known: the combination did not run) come first
+  eq(row[4].key, "kernels", "then the settings")
+  eq(row[4].cell, "-", "not known")
+  eq(row[g].key, "gpu_file", "then the GPU file")
+  eq(row[g].value, nil, "none: --gpu gave none")
+  eq(row[g + 1].key, "error", "then the error")
   C.add_error(doc, { "tiny", "16", "" }, "no fit", "gpus/h100_sxm5_80gb.toml")
-  eq(doc.rows[2][4].value, "gpus/h100_sxm5_80gb.toml", "the file of the GPU --gpu gave")
+  eq(doc.rows[2][g].value, "gpus/h100_sxm5_80gb.toml", "the file of the GPU --gpu gave")
   local j = C.json(doc)
   eq(getmetatable(j.rows[1]).__order[3], "context", "JSON keys in the cells' order")
   eq(j.rows[1].context, require("neusight.report").null, "nil written as null")
@@ -319,12 +322,17 @@ function M.test_compare_row_has_the_gpu_file()
   local doc = C.new({ { key = "model", column = "model" }, { key = "gpu", column = "gpu" } }, "command line")
   local fields = { model = "tiny", mode = "inference", dtype = "bf16", batch = 1, seq = 8 }
   local row = assert(C.add(doc, fields, { name = "H100", file = "gpus/h100.toml" }, 2.5, {}, {}))
-  eq(row[3].key, "gpu_file", "after the inputs")
-  eq(row[3].value, "gpus/h100.toml", "the GPU's file")
-  eq(row[3].column, "", "JSON and CSV only")
-  eq(row[4].key, "latency_ms", "then latency")
-  eq(getmetatable(C.json(doc).rows[1]).__order[3], "gpu_file", "JSON: after the inputs")
-  eq(C.csv(doc):match("^[^\n]*"), "model,gpu,gpu_file,latency_ms,warnings", "CSV header")
+  local g = 3 + #C.SETTINGS -- after the inputs and the settings (C.settings_of)
+  eq(row[3].key, "kernels", "the settings after the inputs")
+  eq(row[3].value, "eager", "a run without a plan: the model's own graph")
+  eq(row[g].key, "gpu_file", "after the inputs")
+  eq(row[g].value, "gpus/h100.toml", "the GPU's file")
+  eq(row[g].column, "", "JSON and CSV only")
+  eq(row[g + 1].key, "latency_ms", "then latency")
+  eq(getmetatable(C.json(doc).rows[1]).__order[g], "gpu_file", "JSON: after the inputs")
+  local keys = { "model", "gpu" }
+  for _, st in ipairs(C.SETTINGS) do keys[#keys + 1] = st.key end
+  eq(C.csv(doc):match("^[^\n]*"), table.concat(keys, ",") .. ",gpu_file,latency_ms,warnings", "CSV header")
   assert(not C.table(doc):find("gpus/h100.toml", 1, true), "not a table column")
   local _, why = C.add(doc, fields, { name = "H100", file = "gpus/h100.toml" }, 2.5,
     { { key = "gpu_file", column = "x", value = 1, cell = "1" } }, {})
@@ -363,6 +371,79 @@ function M.test_graph_fields_and_state()
   g.mode = "inference"
   eq(R.graph(g, 3e9, 16).state.state_gb, 12.0, "inference: the weights only")
   eq(R.graph(g, 3e9, 16).state.warning, nil, "12 GB fits")
+end
+
+-- A comparison's rows carry the settings that change them besides the inputs (compare.settings_of): each where it
+-- applies; the ones the rows share said once on the table's settings line (a false one, off, not), the ones they
+-- differ in a column. Rows that ran different kernels (tp 1: the model's own graph; tp 2: Megatron-LM's) warn once,
+-- naming the rows of each, in the table, the JSON (its own warnings) and CSV (each row's warnings).
+local function run_fields(tp, extra)
+  local f = { model = "tiny", mode = "train", dtype = "bf16", batch = 8, seq = 16, optimizer = "adam",
+    optimizer_impl = tp > 1 and "fused" or "foreach" }
+  if tp > 1 or extra then
+    local j = { dp = 1, tp = tp, pp = 1, ep = 1, microbatches = 1, recompute = "none", schedule = "1f1b",
+      virtual_stages = 1, kernels = "megatron", sequence_parallel = false, distributed_optimizer = false,
+      cluster = { file = "" } }
+    for k, v in pairs(extra or {}) do j[k] = v end
+    f.parallel = { json = j }
+  end
+  return f
+end
+
+local function compared(rows)
+  local C = require "neusight.compare"
+  local doc = C.new({ { key = "model", column = "model" }, { key = "tp", column = "tp", integer = true } }, "command line")
+  for _, f in ipairs(rows) do assert(C.add(doc, f, { name = "H100", file = "gpus/h100.toml" }, 2.5, {}, {})) end
+  return C, doc
+end
+
+function M.test_compare_rows_say_their_kernels_and_warn_when_they_differ()
+  local C, doc = compared { run_fields(1), run_fields(2) }
+  local t = C.table(doc)
+  assert(t:find("\ntp  kernels   opt_impl  latency ms\n 1  eager     foreach        2.500\n 2  megatron  fused          "
+    .. "2.500\n", 1, true), t)
+  eq(t:match("settings  [^\n]*"), "settings  optimizer adam (where they apply)", "the shared settings")
+  local notes = C.notes(doc)
+  eq(#notes, 1, "one warning")
+  assert(notes[1]:find("^the rows ran different kernels, eager in tp 1, megatron in tp 2 "), notes[1])
+  assert(notes[1]:find("--kernels megatron (or --kernels eager)", 1, true), "how to compare like with like")
+  assert(t:find("\nwarning   comparison: " .. notes[1], 1, true), "said once in the table")
+  local j = C.json(doc)
+  eq(j.warnings[1], notes[1], "JSON: the comparison's warnings")
+  eq(j.rows[1].kernels, "eager", "JSON: row 1's kernels") eq(j.rows[2].kernels, "megatron", "row 2's")
+  eq(j.rows[1].sequence_parallel, require("neusight.report").null, "no tp: sequence parallelism does not apply")
+  eq(j.rows[2].sequence_parallel, false, "tp 2: off")
+  local csv = C.csv(doc)
+  local n = 0
+  for _ in csv:gmatch("the rows ran different kernels") do n = n + 1 end
+  eq(n, 2, "CSV: in each row's warnings")
+  local page = C.page(doc)
+  eq(page.warnings[1], notes[1], "the page's warnings")
+  eq(table.concat(page.varying, ","), "tp,kernels,optimizer_impl", "the page's varying inputs and settings")
+  -- the same kernels in every row: no warning, kernels said once
+  C, doc = compared { run_fields(1, { kernels = "megatron" }), run_fields(2) }
+  eq(#C.notes(doc), 0, "no warning")
+  assert(C.table(doc):find("settings  kernels megatron, optimizer adam", 1, true), C.table(doc))
+  eq(C.json(doc).warnings, nil, "JSON: none")
+end
+
+function M.test_compare_settings_line_tells_runs_apart()
+  local A = { dp = 2, pp = 4, microbatches = 16, schedule = "interleaved", virtual_stages = 5,
+    distributed_optimizer = true, cluster = { file = "gpus/clusters/dgx_h100.toml" } }
+  local function line(sp)
+    local extra = { sequence_parallel = sp }
+    for k, v in pairs(A) do extra[k] = v end
+    local C, doc = compared { run_fields(8, extra) }
+    return C.table(doc):match("settings  [^\n]*"), C.json(doc).rows[1]
+  end
+  local off, row = line(false)
+  eq(off, "settings  kernels megatron, schedule interleaved, virtual_stages 5, distributed_optimizer true, cluster "
+    .. "gpus/clusters/dgx_h100.toml, optimizer adam, optimizer_impl fused (where they apply)", "without SP")
+  eq(row.sequence_parallel, false, "JSON: SP off") eq(row.schedule, "interleaved", "JSON: schedule")
+  eq(row.virtual_stages, 5, "JSON: virtual stages") eq(row.distributed_optimizer, true, "JSON: distributed optimizer")
+  eq(row.cluster, "gpus/clusters/dgx_h100.toml", "JSON: cluster") eq(row.optimizer_impl, "fused", "JSON: impl")
+  local on = line(true)
+  assert(on:find("virtual_stages 5, sequence_parallel true, distributed_optimizer true", 1, true), on)
 end
 
 return M

@@ -183,6 +183,29 @@ function T.test_precision_and_optimizer_impl_defaults()
   eq(workload.normalize(spec { optimizer = "adamw", optimizer_impl = "foreach" }).optimizer_impl, "foreach", "asked for")
 end
 
+-- kernels = "megatron" on one GPU (no microbatches, no recomputation) is a one-device plan running Megatron-LM's
+-- kernels, in every mode: no "has no effect" warning, and its optimizer step Megatron's fused one; "eager" there is
+-- the plain run's graph already, and says so.
+function T.test_kernels_megatron_on_one_gpu_is_a_plan()
+  local function ignored(w)
+    local out = {}
+    for _, x in ipairs(workload.warnings(w)) do
+      if x:find("has no effect", 1, true) then out[#out + 1] = x end
+    end
+    return table.concat(out, " | ")
+  end
+  for _, mode in ipairs { "train", "inference", "prefill" } do
+    eq(ignored(workload.normalize(spec { mode = mode, dtype = "bf16", parallel = { kernels = "megatron" } })), "",
+      mode .. ": --kernels megatron changes the run")
+  end
+  eq(workload.normalize(spec { optimizer = "adam", parallel = { kernels = "megatron" } }).optimizer_impl, "fused",
+    "Megatron's kernels step with its fused Adam")
+  eq(workload.normalize(spec { optimizer = "adam", parallel = { kernels = "eager" } }).optimizer_impl, "foreach",
+    "the eager graph: PyTorch's default")
+  assert(ignored(workload.normalize(spec { parallel = { kernels = "eager" } })):find("already", 1, true),
+    "eager on one GPU: the plain run's kernels already")
+end
+
 function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
   eq(error_of(spec { dtype = "bf16", precision = "ampp" }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
@@ -330,7 +353,7 @@ function T.test_ignored_fields_warn()
   for key, flag in pairs { kernels = "--kernels", schedule = "--schedule", virtual_stages = "--virtual-stages",
     bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce", cluster = "--cluster",
     distributed_optimizer = "--distributed-optimizer" } do
-    local value = ({ kernels = "megatron", schedule = "gpipe", virtual_stages = 1, bucket_mb = 50,
+    local value = ({ kernels = "eager", schedule = "gpipe", virtual_stages = 1, bucket_mb = 50,
       overlap_grad_reduce = false, cluster = "dgx_h100", distributed_optimizer = true })[key]
     local want = ("parallel.%s (%s)"):format(key, flag)
     eq(notes { parallel = { [key] = value } }, want, key .. " in the script on one GPU")

@@ -38,7 +38,24 @@ end
 
 -- The error `<label>: <expected> expected, got <v>` with did-you-mean among the keys of `names` (level 0): a name
 -- field's refusal, one_of's and schedule_name's alike.
+-- A list of names given where one is expected (predict --schedule 1f1b,interleaved): each item a name of `names`.
+local function names_list(v, names)
+  if type(v) ~= "string" or not v:find(",", 1, true) then return false end
+  for item in (v .. ","):gmatch("([^,]*),") do
+    if not names[item] then return false end
+  end
+  return true
+end
+
+-- What takes a list of the names a field takes one of: the schedule's, search's --schedule.
+local LISTS_OF = { ["parallel.schedule"] = "`neusight search --schedule %s` ranks layouts under each" }
+
 local function not_a_name(v, expected, names, label)
+  if names_list(v, names) then -- a list where one name goes: say so rather than guess one of the list's names
+    local where = LISTS_OF[label]
+    error(("%s: one name expected (%s), got the list %s: a forecast runs one%s"):format(label, expected, show(v),
+      where and "; " .. where:format(v) or ""), 0)
+  end
   error(("%s: %s expected, got %s%s"):format(label, expected, show(v),
     type(v) == "string" and T.did_you_mean(v, names) or ""), 0)
 end
