@@ -155,7 +155,14 @@ function M.node_saved(n, rule)
     end
     return a.saved_bytes
   end
-  if rule and rule.saves then return hook_bytes(rule, "saves", n) end
+  -- attrs.sequence_shard (neusight.nodes tp_in, sequence parallelism): the saved input is the tensor the all-gather
+  -- produced, and Megatron's column-parallel linear keeps only this rank's sequence shard of it (1/n).
+  local shard = math.tointeger(a.sequence_shard) or 1
+  if shard < 1 then
+    error(("node '%s': attrs.sequence_shard must be an integer >= 1 (got %s)"):format(tostring(n.name),
+      tostring(a.sequence_shard)), 0)
+  end
+  if rule and rule.saves then return hook_bytes(rule, "saves", n) / shard end
   if (rule and rule.backward == false) or NO_SAVES[n.op] then return 0 end
   return numel(n.output) * elem(n)
 end
