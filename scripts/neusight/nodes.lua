@@ -47,7 +47,10 @@ function M.new(dtype, shard, sequence_parallel)
   -- reduce-scatter of its gradient. Returns the tensor the layer reads: `read` (the gathered activation's shape as
   -- the layer sees it; default `shape`), under sequence parallelism a copy of it that marks a linear / addmm taking
   -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
+  -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch, as
+  -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept, nothing gathered again.
   function g.tp_in(name, shape, note, read)
+    local whole = read == false
     read = read or shape
     if not shard or shard.tp == 1 then return read end
     if not sp then
@@ -55,9 +58,12 @@ function M.new(dtype, shard, sequence_parallel)
       return read
     end
     g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
-    g.comm("all_gather", name .. ".all_gather_backward", shape, "backward",
-      note .. " (sequence parallel: gather the saved shard again for the weight gradient)")
+    if not whole then
+      g.comm("all_gather", name .. ".all_gather_backward", shape, "backward",
+        note .. " (sequence parallel: gather the saved shard again for the weight gradient)")
+    end
     g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
+    if whole then return read end
     local copy = {}
     for i = 1, #read do copy[i] = read[i] end
     gathered[copy] = true

@@ -403,7 +403,8 @@ function M.graph(r, opts)
       moe_lib.replicate(nodes, from, per)
     end
 
-    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts")
+    -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
+    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts", false)
     -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
     local gate = m .. ".gate"
     local probs = { n, E }
