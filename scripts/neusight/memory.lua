@@ -157,8 +157,8 @@ function M.node_saved(n, rule)
   end
   -- attrs.sequence_shard (neusight.nodes tp_in, sequence parallelism): the saved input is the tensor the all-gather
   -- produced, and Megatron's column-parallel linear keeps only this rank's sequence shard of it (1/n).
-  local shard = math.tointeger(a.sequence_shard) or 1
-  if shard < 1 then
+  local shard = a.sequence_shard == nil and 1 or math.tointeger(a.sequence_shard)
+  if not shard or shard < 1 then
     error(("node '%s': attrs.sequence_shard must be an integer >= 1 (got %s)"):format(tostring(n.name),
       tostring(a.sequence_shard)), 0)
   end

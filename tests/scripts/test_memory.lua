@@ -112,6 +112,19 @@ function T.test_llama_megatron_sequence_parallel_saves_a_tp_th_of_one_gpu()
   end
 end
 
+function T.test_sequence_shard_must_be_a_whole_number_of_ranks()
+  local rule = load_op("linear")
+  local n = make_node { op = "linear", name = "fc", inputs = { { 8, 16 } }, output = { 8, 4 }, params = 64,
+    attrs = { sequence_shard = 4 } }
+  eq(memory.node_saved(n, rule), 8 * 16 * 4 / 4, "a quarter of the fp32 input")
+  local raises = require("neusight.testing").raises
+  for _, bad in ipairs { 0, -2, 2.5 } do
+    n.attrs.sequence_shard = bad
+    raises(("node 'fc': attrs.sequence_shard must be an integer >= 1 (got %s)"):format(tostring(bad)),
+      memory.node_saved, n, rule)
+  end
+end
+
 function T.test_sdpa_keeps_no_scores()
   -- FlashAttention keeps Q, K, V, O (4·sbh·e) and the fp32 logsumexp (4·b·a·s) instead of 2·a·s²·b·e + a·s²·b
   local eager = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true }))
