@@ -9,7 +9,9 @@
 --                scripts/neusight/rules.lua has the shared defaults). A rule that declares nothing is charged its
 --                node's output (an upper bound); parameters are state, never activations. The graph has no producer
 --                links, so a tensor two nodes save is counted twice unless the builder says otherwise
---                (node.attrs.saved_inputs; the Llama builder does for q/k/v_proj, gate/up_proj and RMSNorm).
+--                (node.attrs.saved_inputs; the Llama builder does for q/k/v_proj, gate/up_proj and RMSNorm). Under
+--                sequence parallelism a column-parallel linear reading the all-gathered input keeps its 1/tp sequence
+--                shard (node.attrs.sequence_shard, set by neusight.nodes tp_in), as Megatron does.
 --                Parallel runs: the peak over the pipeline schedule with recomputation (neusight/parallel.lua).
 --   temporary    the largest transient on top of that: per node its op rule's `temporary(node)`, by default its
 --                inputs and output (forward), or the gradients of both (backward), alive at once. The loss is
@@ -155,7 +157,14 @@ function M.node_saved(n, rule)
     end
     return a.saved_bytes
   end
-  if rule and rule.saves then return hook_bytes(rule, "saves", n) end
+  -- attrs.sequence_shard (neusight.nodes tp_in, sequence parallelism): the saved input is the tensor the all-gather
+  -- produced, and Megatron's column-parallel linear keeps only this rank's sequence shard of it (1/n).
+  local shard = a.sequence_shard == nil and 1 or math.tointeger(a.sequence_shard)
+  if not shard or shard < 1 then
+    error(("node '%s': attrs.sequence_shard must be an integer >= 1 (got %s)"):format(tostring(n.name),
+      tostring(a.sequence_shard)), 0)
+  end
+  if rule and rule.saves then return hook_bytes(rule, "saves", n) / shard end
   if (rule and rule.backward == false) or NO_SAVES[n.op] then return 0 end
   return numel(n.output) * elem(n)
 end

@@ -20,10 +20,21 @@ function M.new(dtype, shard, sequence_parallel)
   local g = { nodes = {}, layer = "", count = 1, dtype = dtype }
   local sp = shard ~= nil and shard.tp > 1 and sequence_parallel == true
   local nodes = g.nodes
+  -- The tensors g.tp_in gathered under sequence parallelism (its returned shape tables, by identity): a GEMM reading
+  -- one as its x is Megatron's column-parallel linear, which saves the sequence shard and gathers it again in backward.
+  local gathered = {}
+  local tp = shard and shard.tp or 1
   function g.add(op, name, inputs, output, params, attrs)
+    attrs = attrs or {}
+    local x = (op == "linear" and inputs[1]) or (op == "addmm" and inputs[2]) or nil
+    if x ~= nil and gathered[x] then
+      local marked = { sequence_shard = tp }
+      for k, v in pairs(attrs) do marked[k] = v end
+      attrs = marked
+    end
     nodes[#nodes + 1] = {
       op = op, name = name, layer = g.layer, count = g.count, dtype = dtype,
-      inputs = inputs, output = output, params = params or 0, attrs = attrs or {},
+      inputs = inputs, output = output, params = params or 0, attrs = attrs,
     }
   end
   function g.comm(op, name, shape, direction, note)
@@ -31,12 +42,32 @@ function M.new(dtype, shard, sequence_parallel)
   end
   function g.all_reduce(name, shape, direction, note) g.comm("all_reduce", name, shape, direction, note) end
   -- f, into a column-parallel layer: all-reduce of the input gradient in backward, or with sequence parallelism
-  -- an all-gather of the sharded input (reduce-scatter of its gradient). Nothing without a shard.
-  function g.tp_in(name, shape, note)
-    if not shard or shard.tp == 1 then return end
-    if not sp then return g.comm("all_reduce", name, shape, "backward", note) end
+  -- an all-gather of the sharded input forward and, in backward, the all-gather again (Megatron's column-parallel
+  -- linear keeps only its input's sequence shard and re-gathers it for the weight-gradient GEMM) and the
+  -- reduce-scatter of its gradient. Returns the tensor the layer reads: `read` (the gathered activation's shape as
+  -- the layer sees it; default `shape`), under sequence parallelism a copy of it that marks a linear / addmm taking
+  -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
+  -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch, as
+  -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept, nothing gathered again.
+  function g.tp_in(name, shape, note, read)
+    local whole = read == false
+    read = read or shape
+    if not shard or shard.tp == 1 then return read end
+    if not sp then
+      g.comm("all_reduce", name, shape, "backward", note)
+      return read
+    end
     g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
+    if not whole then
+      g.comm("all_gather", name .. ".all_gather_backward", shape, "backward",
+        note .. " (sequence parallel: gather the saved shard again for the weight gradient)")
+    end
     g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
+    if whole then return read end
+    local copy = {}
+    for i = 1, #read do copy[i] = read[i] end
+    gathered[copy] = true
+    return copy
   end
   -- g, out of a row-parallel layer: all-reduce of the partial sums in forward, or with sequence parallelism a
   -- reduce-scatter into sequence shards (all-gather of the gradient in backward): the same bytes on the wire.
@@ -238,8 +269,7 @@ function M.causal_lm_head(g, serve, x, xs, V, tied, opts, variant)
   local b, s, h = x[1], x[2], x[3]
   g.layer, g.count = "", 1
   M.rms_norm(g, "norm", xs, h, variant and variant.one_plus)
-  g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  local head_in = M.lm_head_input(g, serve, x)
+  local head_in = M.lm_head_input(g, serve, g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head"))
   local logits = { b, head_in[2], V }
   g.add("linear", "lm_head", { head_in }, logits, tied and 0 or h * V,
     { bias = false, tied = tied and "embed_tokens" or nil })

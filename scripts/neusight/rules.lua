@@ -21,6 +21,8 @@ M.node_attrs = {
   wgrad_fused = "boolean: the weight gradient accumulates inside its GEMM (Megatron-LM's gradient-accumulation "
     .. "fusion; set by neusight.workload under Megatron kernels): the linear rules add no accumulation kernel for it",
   saved_bytes = "number: bytes the node keeps for backward, instead of its rule's saves() (neusight.memory)",
+  sequence_shard = "integer: sequence parallelism (neusight.nodes tp_in): the node's saved input is kept as its 1/n "
+    .. "sequence shard, gathered again in backward (Megatron's column-parallel linear; neusight.memory)",
   core_attention = "boolean: part of core attention, which selective recomputation re-runs (neusight.parallel)",
   core_inputs = "string: comma-separated input positions a recomputed core-attention node keeps (neusight.memory)",
   per_layer = "integer: times the node runs per layer, a MoE layer's experts (pipeline stages count the layer once)",

@@ -48,6 +48,83 @@ function T.test_megatron_fp16_layer_is_korthikanti()
   eq(layer, 34 * S * B * H + 5 * A * S * S * B + 16 * S * B, "Megatron fp16 layer")
 end
 
+-- A tensor-parallel plan of `tp` ranks (sequence parallel when `sp`) on an NVLink link, for builds of `batch`.
+local function tp_plan(tp, sp, batch)
+  local P = require "neusight.parallel"
+  return P.plan(P.normalize { tp = tp, sequence_parallel = sp or nil },
+    { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 },
+    { batch = batch, dtype = "fp16", mode = "train" })
+end
+
+-- Bytes a layer keeps under selective recomputation: the core-attention nodes keep only the region's inputs they read
+-- (neusight.memory node_kept_selective), every other node what it saves.
+local function selective_per_layer(nodes)
+  local layer = 0
+  for _, n in ipairs(nodes) do
+    if n.layer == "h" then
+      layer = layer + (n.attrs.core_attention and memory.node_kept_selective(n) or memory.node_saved(n, load_op(n.op)))
+    end
+  end
+  return layer
+end
+
+function T.test_megatron_tensor_and_sequence_parallel_layers_are_korthikanti_table_2()
+  -- Korthikanti et al. 2022, Table 2, bytes per layer (fp16, Megatron's fused kernels), plus the layer norms' fp32
+  -- statistics (8 B per row and norm) their count leaves out:
+  --   tensor parallel                  sbh·(10 + 24/t) + 5·a·s²·b/t     (norms, dropouts and the column-parallel
+  --                                                                      linears' inputs replicated: 10·sbh)
+  --   tensor + sequence parallel       sbh·34/t + 5·a·s²·b/t             (Megatron's column-parallel linear keeps its
+  --                                                                      input's sequence shard, gathers it again in backward)
+  --   + selective recomputation        sbh·(10 + 24/t), sbh·34/t         (the 5·a·s²·b/t of the core attention re-run)
+  local sbh, as2b, sb = S * B * H, A * S * S * B, S * B
+  for _, t in ipairs { 2, 4 } do
+    local opts = { batch = B, seq = S, training = true, dtype = "fp16", megatron = true, tp = t }
+    local tp_only = gpt.build(CFG, setmetatable({ parallel = tp_plan(t, false, B) }, { __index = opts }))
+    local sp = gpt.build(CFG, setmetatable({ parallel = tp_plan(t, true, B), sequence_parallel = true },
+      { __index = opts }))
+    eq(saved_per_layer(tp_only), sbh * 10 + sbh * 24 // t + as2b * 5 // t + 16 * sb, "tp " .. t)
+    eq(saved_per_layer(sp), sbh * 34 // t + as2b * 5 // t + 16 * sb // t, "tp " .. t .. " + sequence parallel")
+    eq(selective_per_layer(tp_only), sbh * 10 + sbh * 24 // t + 16 * sb, "tp " .. t .. " selective")
+    eq(selective_per_layer(sp), sbh * 34 // t + 16 * sb // t, "tp " .. t .. " + sequence parallel, selective")
+  end
+end
+
+function T.test_llama_megatron_sequence_parallel_saves_a_tp_th_of_one_gpu()
+  -- Under sequence parallelism every tensor a Megatron Llama layer keeps is split over the tp ranks: the norms' inputs
+  -- and statistics on s/t tokens, linear_qkv's and linear_fc1's inputs as their sequence shards (gathered again in
+  -- backward), attention, SwiGLU and the row-parallel inputs by heads / intermediate columns. So one rank keeps 1/t of
+  -- the single GPU's layer.
+  local cfg = { name = "tiny", hidden_size = 64, intermediate_size = 128, num_hidden_layers = 2,
+    num_attention_heads = 8, num_key_value_heads = 4, vocab_size = 256, max_position_embeddings = 256 }
+  local function layer_bytes(nodes)
+    local sum = 0
+    for _, n in ipairs(nodes) do
+      if n.layer == "layers" then sum = sum + memory.node_saved(n, load_op(n.op)) end
+    end
+    return sum
+  end
+  local base = { batch = 2, seq = 32, training = true, dtype = "bf16", megatron = true }
+  local one = layer_bytes(llama.build(cfg, base))
+  for _, t in ipairs { 2, 4 } do
+    local sp = layer_bytes(llama.build(cfg, setmetatable({ tp = t, parallel = tp_plan(t, true, 2),
+      sequence_parallel = true }, { __index = base })))
+    eq(sp * t, one, "tp " .. t .. " + sequence parallel")
+  end
+end
+
+function T.test_sequence_shard_must_be_a_whole_number_of_ranks()
+  local rule = load_op("linear")
+  local n = make_node { op = "linear", name = "fc", inputs = { { 8, 16 } }, output = { 8, 4 }, params = 64,
+    attrs = { sequence_shard = 4 } }
+  eq(memory.node_saved(n, rule), 8 * 16 * 4 / 4, "a quarter of the fp32 input")
+  local raises = require("neusight.testing").raises
+  for _, bad in ipairs { 0, -2, 2.5 } do
+    n.attrs.sequence_shard = bad
+    raises(("node 'fc': attrs.sequence_shard must be an integer >= 1 (got %s)"):format(tostring(bad)),
+      memory.node_saved, n, rule)
+  end
+end
+
 function T.test_sdpa_keeps_no_scores()
   -- FlashAttention keeps Q, K, V, O (4·sbh·e) and the fp32 logsumexp (4·b·a·s) instead of 2·a·s²·b·e + a·s²·b
   local eager = saved_per_layer(gpt.build(CFG, { batch = B, seq = S, training = true, dtype = "fp16", megatron = true }))

@@ -309,20 +309,21 @@ function M.graph(r, opts)
 
   -- DeepseekV3Attention under prefix `a`; `kv` = the KV-cache tokens per sequence in a serving phase.
   local function attention(a, kv)
+    local xin = x -- what the projections read: under sequence parallelism the gathered x (neusight.nodes tp_in)
     if not qr or sp then
-      tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj"
+      xin = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj"
         .. (sp and " and the replicated down projections" or ""))
     end
     if qr then
-      linear(a .. ".q_a_proj", x, h, qr, { b, s, qr }, r.bias)
+      linear(a .. ".q_a_proj", xin, h, qr, { b, s, qr }, r.bias)
       rms_norm(a .. ".q_a_layernorm", { b, s, qr }, qr)
       g.all_reduce(a .. ".q_b_proj.tp_in", { b, s, qr }, "backward",
         "f: gradient of the replicated q latent from the column-parallel q_b_proj")
       linear(a .. ".q_b_proj", { b, s, qr }, qr, nh * dqk, q_flat, false)
     else
-      linear(a .. ".q_proj", x, h, nh * dqk, q_flat, false)
+      linear(a .. ".q_proj", xin, h, nh * dqk, q_flat, false)
     end
-    linear(a .. ".kv_a_proj_with_mqa", x, h, kvr + dr, kv_a, r.bias, true)
+    linear(a .. ".kv_a_proj_with_mqa", xin, h, kvr + dr, kv_a, r.bias, true)
     rms_norm(a .. ".kv_a_layernorm", latent, kvr)
     if decode then -- absorbed weights over the latent cache (vLLM's MLA decode path); kv_b_proj is W_UK and W_UV
       rope(a .. ".rotary.q", q_rot, q_half)
@@ -402,7 +403,8 @@ function M.graph(r, opts)
       moe_lib.replicate(nodes, from, per)
     end
 
-    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts")
+    -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
+    tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel experts and shared experts", false)
     -- DeepseekV3TopkRouter: fp32 logits, sigmoid scores
     local gate = m .. ".gate"
     local probs = { n, E }
@@ -481,8 +483,7 @@ function M.graph(r, opts)
       moe(m)
     else
       local I = shard and shard.split(r.I, "intermediate_size") or r.I
-      tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
-      swiglu(m, x, { b, s, I }, I)
+      swiglu(m, tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj"), { b, s, I }, I)
       tp_out(m .. ".tp_out", x, "g: sum of the row-parallel down_proj partial outputs")
     end
     add("add", p .. ".mlp_residual", { xs, xs }, xs, 0, { fused_external = 1 })

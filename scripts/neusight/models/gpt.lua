@@ -108,9 +108,10 @@ function M.build(cfg, opts)
 
   g.layer, g.count = "h", L
   add("layernorm", "h.ln_1", { xs }, xs, 2 * h)
-  tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn")
+  -- (the input the column-parallel layer reads: under sequence parallelism it saves the shard, neusight.nodes tp_in)
+  local attn_in = tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn", { T, h })
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
-  add("addmm", "h.attn.c_attn", { { 3 * hl }, { T, h }, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
+  add("addmm", "h.attn.c_attn", { { 3 * hl }, attn_in, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
   local xl = tp == 1 and x or { b, s, hl }
   add("split", "h.attn.split", { { b, s, 3 * hl } }, xl)
   -- The trace records the tuple unpacking of split() as three getitems with a stale (1,) input and
@@ -157,8 +158,8 @@ function M.build(cfg, opts)
   add("dropout", "h.attn.resid_dropout", { xs }, xs)
   add("add", "h.attn.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
   add("layernorm", "h.ln_2", { xs }, xs, 2 * h)
-  tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc")
-  add("addmm", "h.mlp.c_fc", { { ni }, { T, h }, { h, ni } }, { T, ni }, h * ni + ni)
+  local fc_in = tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc", { T, h })
+  add("addmm", "h.mlp.c_fc", { { ni }, fc_in, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
   if opts.megatron then
@@ -182,8 +183,7 @@ function M.build(cfg, opts)
   add("layernorm", "ln_f", { xs }, xs, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
-  tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head")
-  local head_in = N.lm_head_input(g, serve, x)
+  local head_in = N.lm_head_input(g, serve, tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head"))
   add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
     { bias = false, tied = tied and "wte" or nil })
   N.causal_lm_loss(g, b, s, V, opts)

@@ -479,7 +479,8 @@ local function block(ctx, p)
     M.replicate(nodes, from, per)
   end
 
-  g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)")
+  -- (the router and the experts' gathers keep the gathered tokens whole: no shard, no re-gather; neusight.nodes tp_in)
+  g.tp_in(m .. ".tp_in", ctx.x, "f: input gradient of the column-parallel experts (the whole expert path)", false)
   if opts.training and moe.jitter > 0 then add("mul", m .. ".jitter", { flat, flat }, flat) end
   add("linear", m .. ".gate", { flat }, { n, E }, h * E, { bias = false })
   local probs = { n, E }
