@@ -42,13 +42,13 @@ function M.new(dtype, shard, sequence_parallel)
   end
   function g.all_reduce(name, shape, direction, note) g.comm("all_reduce", name, shape, direction, note) end
   -- f, into a column-parallel layer: all-reduce of the input gradient in backward, or with sequence parallelism
-  -- an all-gather of the sharded input forward and, in backward, the all-gather again (Megatron's column-parallel
-  -- linear keeps only its input's sequence shard and re-gathers it for the weight-gradient GEMM) and the
-  -- reduce-scatter of its gradient. Returns the tensor the layer reads: `read` (the gathered activation's shape as
+  -- an all-gather of the sharded input forward and the reduce-scatter of its gradient in backward (Megatron's
+  -- column-parallel linear keeps only its input's sequence shard and re-gathers it for the weight-gradient GEMM,
+  -- overlapped with the dgrad GEMM: not priced). Returns the tensor the layer reads: `read` (the gathered activation's shape as
   -- the layer sees it; default `shape`), under sequence parallelism a copy of it that marks a linear / addmm taking
   -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
   -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch, as
-  -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept, nothing gathered again.
+  -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept.
   function g.tp_in(name, shape, note, read)
     local whole = read == false
     read = read or shape
@@ -58,10 +58,8 @@ function M.new(dtype, shard, sequence_parallel)
       return read
     end
     g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
-    if not whole then
-      g.comm("all_gather", name .. ".all_gather_backward", shape, "backward",
-        note .. " (sequence parallel: gather the saved shard again for the weight gradient)")
-    end
+    -- (the backward all-gather of the kept shard for the weight gradient is not a node: Megatron issues it
+    -- asynchronously and it runs under the dgrad GEMM, which needs no gathered input: README, parallel training)
     g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
     if whole then return read end
     local copy = {}

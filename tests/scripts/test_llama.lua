@@ -569,12 +569,9 @@ function T.test_sequence_parallel()
     if n.attrs.group == "tp" and n.layer == "layers" then ops[n.op] = (ops[n.op] or 0) + 1 end
   end
   eq(ops.all_reduce, nil, "no all-reduce in the layers")
-  -- Megatron's column-parallel linear under sequence parallelism keeps its input's shard and gathers it again in
-  -- backward (for the weight gradient): two all-gathers per column-parallel layer, one forward, one backward
-  eq(ops.all_gather, 6, "all-gather forward before q/k/v and gate/up and again in their backward, backward after "
-    .. "o_proj and down_proj")
-  eq(by["layers.self_attn.tp_in.all_gather_backward"].attrs.direction, "backward", "q/k/v's input gathered again")
-  eq(by["layers.mlp.tp_in.all_gather_backward"].attrs.direction, "backward", "gate/up's input gathered again")
+  -- (Megatron's column-parallel linear keeps its input's shard and re-gathers it in backward under the dgrad GEMM:
+  -- not a node)
+  eq(ops.all_gather, 4, "all-gather forward before q/k/v and gate/up, backward after o_proj and down_proj")
   eq(ops.reduce_scatter, 4, "and their reduce-scatters")
   eq(by["layers.self_attn.q_proj"].attrs.sequence_shard, tp, "q_proj keeps its input's sequence shard")
   eq(by["layers.self_attn.o_proj"].attrs.sequence_shard, nil, "o_proj's input is its own (row-parallel)")
