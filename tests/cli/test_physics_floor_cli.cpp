@@ -168,12 +168,13 @@ TEST_CASE("physics floor: a parallel run is held to its busiest GPU's kernels - 
                            "--dp 2 --tp 2 --pp 2 --microbatches 4";
   const json plain = run_json(args);
   CHECK_FALSE(warned(plain["warnings"], "below what"));
-  // every family's kernels at 0.3 of their predicted time: the model FLOPs at the dense peak (MFU 100 %) do not catch
-  // it, the busiest GPU's kernels' floors do
+  // every family's kernels at 0.4 of their predicted time: the model FLOPs at the dense peak (MFU 100 %) do not catch
+  // it (MFU 0.87; at 0.3 it was 1.06 once Megatron's runs fused their gradient accumulation), the busiest GPU's
+  // kernels' floors do
   std::string factors = "format_version = 1\ngpu = \"H100-SXM5-80GB\"\n[factors]\n";
   for (const char* f : {"bmm", "linear", "elementwise", "softmax", "layernorm", "gemm_tc16", "gemm_fp8",
                         "attention_prefill", "attention_decode"})
-    factors += std::string(f) + " = 0.3\n";
+    factors += std::string(f) + " = 0.4\n";
   t.write("h100_sxm5_80gb.calibration.toml", factors);
   const json fast = run_json(args);
   INFO(fast["warnings"].dump());
