@@ -708,7 +708,7 @@ int app_main(int argc, char** argv) {
   CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
   app.set_version_flag("--version", std::string("neusight ") + NEUSIGHT_VERSION + " (" + git_version() + ")");
   app.footer("The manual: README.md beside the bundled files (`neusight paths readme` prints its path): every command, "
-             "workloads and model functions, op rules, --scripts modules, Lua predictors, GPU and cluster files.");
+             "workloads and model functions, op rules, script modules, Lua predictors, GPU and cluster files.");
   app.require_subcommand(1);
 
   flag_targets t;
