@@ -3,14 +3,9 @@
 local A = require "neusight.arrivals"
 local S = require "neusight.serve"
 
-local function eq(got, want, what)
-  if got ~= want then error(("%s:\n  expected %s\n  got      %s"):format(what, tostring(want), tostring(got)), 2) end
-end
-local function near(got, want, rel, what)
-  if math.abs(got - want) > rel * math.abs(want) then
-    error(("%s:\n  expected %.17g\n  got      %.17g"):format(what, want, got), 2)
-  end
-end
+local testing = require "neusight.testing"
+local eq = testing.eq
+local function near(got, want, rel, what) return testing.near(got, want, what, rel) end
 -- the error of f(...), which must fail, and that it holds `want` (plain text)
 local function fails(want, f, ...)
   local ok, err = pcall(f, ...)
