@@ -76,7 +76,8 @@ def rows_of(gpu, extra):
                     errors += 1
                     continue
                 forecast += 1
-                if WARNING in (row.get("warnings") or ""):
+                w = row.get("warnings") or ""  # a comparison row's warnings: a list
+                if WARNING in ("; ".join(w) if isinstance(w, list) else w):
                     warned += 1
                     if len(examples) < 2:
                         examples.append("%s %s %s: %s" % (model, mode, " ".join(variant), row["warnings"]))
@@ -91,7 +92,8 @@ def calibrated_gpu(tmp, factor):
     gpu = os.path.join(tmp, "h100_sxm5_80gb.toml")
     shutil.copy(os.path.join(ROOT, "gpus", "h100_sxm5_80gb.toml"), gpu)
     with open(os.path.join(tmp, "h100_sxm5_80gb.calibration.toml"), "w") as f:
-        f.write('format_version = 1\ngpu = "H100-SXM5-80GB"\n[factors]\n')
+        # fitted for the roofline (a file without `predictor` is the default predictor's: skipped under roofline)
+        f.write('format_version = 1\ngpu = "H100-SXM5-80GB"\npredictor = "roofline"\n[factors]\n')
         f.write("".join("%s = %g\n" % (fam, factor) for fam in FAMILIES))
     return gpu
 
