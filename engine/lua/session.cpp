@@ -1322,7 +1322,12 @@ expansion session::expand_on(const graph& g, const gpu_spec* gpu, bool training)
       lua_pushvalue(L, gpu_idx);
       ns_call(L, 2, 1, ctx);  // stack: ... kernels
       try {
-        for (auto& k : kernels_read(L, -1, at + ": " + hook + "()")) {
+        auto ks = kernels_read(L, -1, at + ": " + hook + "()");
+        // an optimizer step always updates its parameters: no kernels would be a silent 0 ms step (tester10)
+        if (ph == phase::optimizer && ks.empty())
+          throw error(at + ": " + hook + "() of optimizer '" + n.op + "' returned no kernels: an optimizer step reads "
+                      "and writes every parameter; return its kernels");
+        for (auto& k : ks) {
           if (p_->opts.memo) memo.kernels.emplace_back(ph, k);
           out.kernels.push_back({i, ph, std::move(k)});
         }

@@ -43,6 +43,13 @@ M.TENSOR_FLOPS_PER_CLOCK = {
 }
 M.FP32_TOLERANCE = 0.10   -- |peak_fp32 / (num_sm × cores_per_sm × 2 × boost) − 1| at most this
 M.TENSOR_TOLERANCE = 1.10 -- a tensor peak at most this × the ceiling (vendors quote at boost or below)
+-- and at least this × the ceiling on a tensor-core part (compute capability 7.0 and later, every AMD CDNA): GeForce
+-- parts with fp32 accumulate run at half rate, and vendors quote at a base clock below the boost (the L40S's 362 is
+-- 0.49 of its ceiling); a tenth of it is a dropped digit (peak_bf16_tflops = 98.9 for 989.4)
+M.TENSOR_FLOOR = 0.30
+-- peak_fp32_matrix_tflops against peak_fp32_tflops: NVIDIA has no fp32 matrix path (the same number), CDNA's matrix
+-- cores reach 2× (MI100: 46.1 vs 23.1)
+M.FP32_MATRIX_RANGE = { 0.9, 2.2 }
 
 -- The tensor peaks checked and the multiple of the 16-bit ceiling each may reach.
 local TENSOR_KEYS = { { "peak_fp16_tflops", 1 }, { "peak_bf16_tflops", 1 }, { "peak_tf32_tflops", 0.5 },
@@ -59,7 +66,19 @@ end
 ---@return string|nil message, string|nil key
 function M.problem(g)
   -- a what-if part (the file's `what_if = "…"`, saying what was changed) is hypothetical by design
-  if type(g.what_if) == "string" and g.what_if ~= "" then return nil end
+  if type(g.what_if) == "string" and g.what_if ~= "" then
+    if not g.what_if:find("%S") then
+      return "key 'what_if' must say in words what the part changes (got only blanks)", "what_if"
+    end
+    return nil
+  end
+  -- the capability names the table's rows: NVIDIA's major.minor, AMD's gfx target (a new one well formed is not
+  -- checked, a malformed one would switch the checks off unseen)
+  local cc = g.compute_capability
+  if type(cc) == "string" and not (cc:match("^%d+%.%d+$") or cc:match("^gfx%x+$")) then
+    return fmt("key 'compute_capability' must be NVIDIA's major.minor (\"9.0\") or AMD's gfx target (\"gfx942\") "
+      .. "(got %q)", cc), "compute_capability"
+  end
   local sm, cores, mhz = num(g, "num_sm"), num(g, "cores_per_sm"), num(g, "boost_clock_mhz")
   local fp32 = num(g, "peak_fp32_tflops")
   if sm and cores and mhz and fp32 then
@@ -67,7 +86,18 @@ function M.problem(g)
     if math.abs(fp32 / chip - 1) > M.FP32_TOLERANCE then
       return fmt("key 'peak_fp32_tflops' = %g, but %d SMs × %d cores × 2 FLOPs × %d MHz = %.4g TFLOP/s (%.2f× that; "
         .. "scripts/neusight/gpu_check.lua allows ±%d %%): a typo in one of them? (a what-if part: say so, "
-        .. "what_if = \"…\")", fp32, sm, cores, mhz, chip, fp32 / chip, M.FP32_TOLERANCE * 100), "peak_fp32_tflops"
+        .. "what_if = \"…\")", fp32, sm, cores, mhz, chip, fp32 / chip, M.FP32_TOLERANCE * 100),
+        "peak_fp32_tflops"
+    end
+  end
+  local matrix = num(g, "peak_fp32_matrix_tflops")
+  if fp32 and matrix then
+    local lo, hi = M.FP32_MATRIX_RANGE[1], M.FP32_MATRIX_RANGE[2]
+    if matrix < lo * fp32 or matrix > hi * fp32 then
+      return fmt("key 'peak_fp32_matrix_tflops' = %g is %.2f× peak_fp32_tflops (%g): fp32 matrix units reach %g–%g× "
+        .. "it (NVIDIA: the same, no fp32 matrix path; AMD CDNA: up to 2×; scripts/neusight/gpu_check.lua): a typo? "
+        .. "(a what-if part: say so, what_if = \"…\")", matrix, matrix / fp32, fp32, lo, hi),
+        "peak_fp32_matrix_tflops"
     end
   end
   local per_clock = M.TENSOR_FLOPS_PER_CLOCK[g.compute_capability]
@@ -76,6 +106,13 @@ function M.problem(g)
       local key, multiple = t[1], t[2]
       local v = num(g, key)
       local ceiling = sm * mhz * 1e6 * per_clock * multiple / 1e12
+      local tensor_cores = cc:match("^gfx") or tonumber(cc:match("^(%d+)")) >= 7
+      if v and tensor_cores and v < ceiling * M.TENSOR_FLOOR then
+        return fmt("key '%s' = %g is %.2f× what a compute capability %s chip of %d SMs at %d MHz reaches (%.4g "
+          .. "TFLOP/s dense; tensor-core parts quote at least %g× it: scripts/neusight/gpu_check.lua): a dropped digit? (a "
+          .. "what-if part: say so, what_if = \"…\")", key, v, v / ceiling, g.compute_capability, sm, mhz, ceiling,
+          M.TENSOR_FLOOR), key
+      end
       if v and v > ceiling * M.TENSOR_TOLERANCE then
         return fmt("key '%s' = %g is %.1f× what a compute capability %s chip of %d SMs at %d MHz can reach (%d × %d "
           .. "× %g dense FLOPs per clock per SM = %.4g TFLOP/s; scripts/neusight/gpu_check.lua): a typo, or the "

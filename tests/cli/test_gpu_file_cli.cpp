@@ -396,4 +396,22 @@ TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at 
   INFO(w.err);
   CHECK(w.code == 0);
   CHECK(run_cli("gpus --format json").code == 0);  // every bundled file passes
+  // tester10: a dropped digit, a malformed capability (which would switch the table off), the fp32 matrix peak, a
+  // blank what_if
+  const std::vector<std::pair<std::pair<std::string, std::string>, std::string>> bad = {
+      {{"peak_bf16_tflops = 989.4 ", "peak_bf16_tflops = 98.9"}, "key 'peak_bf16_tflops' = 98.9 is 0.09× what"},
+      {{"compute_capability = \"9.0\"", "compute_capability = \"sm_90\""},
+       "key 'compute_capability' must be NVIDIA's major.minor"},
+      {{"peak_fp32_matrix_tflops = 66.9 ", "peak_fp32_matrix_tflops = 669.0"},
+       "key 'peak_fp32_matrix_tflops' = 669 is 10.00× peak_fp32_tflops"},
+  };
+  for (const auto& [edit, message] : bad) {
+    const fs::path file = t.write("bad.toml", replaced(h100, edit.first, edit.second));
+    const auto r = run_cli(args + file.string() + "'");
+    INFO(edit.second << "\n" << r.err);
+    CHECK(r.code == 1);
+    CHECK_THAT(r.err, Catch::Contains(message));
+  }
+  const fs::path blank = t.write("blank.toml", h100 + "what_if = \"  \"\n");
+  CHECK_THAT(run_cli(args + blank.string() + "'").err, Catch::Contains("key 'what_if' must say in words"));
 }

@@ -254,6 +254,13 @@ TEST_CASE("an optimizer of one's own: an op rule with an optimizer field is --op
   const auto not_opt = run_cli(gpt2_train + "--optimizer linear");
   CHECK(not_opt.code != 0);
   CHECK_THAT(not_opt.err, Catch::Contains("its op rule ops/linear.lua has no 'optimizer' field"));
+  // a step of no kernels would be a silent 0 ms (tester10)
+  std::string empty = lion;
+  empty.replace(empty.find("    return out\n"), 15, "    return {}\n");
+  t.write("ops/lion.lua", empty);
+  const auto none = run_cli(gpt2_train + ops + "--optimizer lion");
+  CHECK(none.code != 0);
+  CHECK_THAT(none.err, Catch::Contains("forward() of optimizer 'lion' returned no kernels"));
   std::string bad = lion;
   bad.replace(bad.find("moments = 1"), 11, "moment = 1");
   t.write("ops/lion.lua", bad);
