@@ -744,8 +744,10 @@ function M.render_serve(r)
     local arrivals
     if r.kind == "static" then arrivals = "a static batch of " .. tostring(r.batch)
     elseif type(r.trace) == "table" then
-      arrivals = ("%s requests from %s over %.1f s%s"):format(tostring(r.trace.requests), tostring(r.trace.file),
-        tonumber(r.trace.duration_s) or 0, r.rate and (", mean %.3g requests/s"):format(r.rate) or ", all at once")
+      arrivals = ("%s request%s from %s over %.1f s%s%s"):format(tostring(r.trace.requests),
+        r.trace.requests == 1 and "" or "s", tostring(r.trace.file), tonumber(r.trace.duration_s) or 0,
+        r.trace.time_scale and (" (its times × %g)"):format(r.trace.time_scale) or "",
+        r.rate and (", mean %.3g requests/s"):format(r.rate) or ", all at once")
     else
       arrivals = ("%s requests/s"):format(tostring(r.rate))
         .. (r.burstiness and (", burstiness %s"):format(tostring(r.burstiness)) or "")

@@ -1446,15 +1446,15 @@ function M.format_table(r)
     local chunked = r.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", r.chunked_prefill) or ""
     if r.trace then
       local t = r.trace
-      out[#out + 1] = fmt("continuous batching: %d requests from %s (%s: %s, %s, %s), arrivals over %.3f s%s%s%s",
-        r.requests, t.file, t.format, t.columns.arrival, t.columns.input, t.columns.output, t.duration_s,
+      out[#out + 1] = fmt("continuous batching: %d request%s from %s (%s: %s, %s, %s), arrivals over %.3f s%s%s%s",
+        r.requests, r.requests == 1 and "" or "s", t.file, t.format, t.columns.arrival, t.columns.input, t.columns.output, t.duration_s,
         t.time_scale and fmt(" (its times x %g)", t.time_scale) or "",
         t.mean_rate_per_s and fmt(", mean %.3g req/s", t.mean_rate_per_s) or " (all at once)", chunked)
       out[#out + 1] = fmt("trace         input %s tokens (mean %.1f), output %s tokens (mean %.1f)", r.input_len,
         t.input_len_mean, r.output_len, t.output_len_mean)
     else
       out[#out + 1] = fmt("continuous batching: %d requests, %s %.3g req/s (seed %d), input %s, output %s tokens%s",
-        r.requests, r.burstiness and fmt("gamma arrivals (burstiness %g)", r.burstiness) or "Poisson", r.rate, r.seed,
+        r.requests, r.burstiness and fmt("gamma arrivals (burstiness %.10g)", r.burstiness) or "Poisson", r.rate, r.seed,
         r.input_len, r.output_len, chunked)
     end
     out[#out + 1] = ""

@@ -491,6 +491,18 @@ function M.test_trace_position_warning_names_the_request()
   assert(said and said:find("p.csv:4: input 950 + output 51 tokens exceeds", 1, true), tostring(said))
 end
 
+-- One request is "1 request" in the table (tester10); a burstiness near 1 is printed as given, not rounded to 1.
+function M.test_trace_and_burstiness_as_the_table_says_them()
+  local one = S.run({ model = "m", gpu = "g", requests_file = "one.csv",
+    requests_text = "arrival_s,input_len,output_len\n0,64,2\n" }, phase)
+  local text = S.format_table(one)
+  assert(text:find("continuous batching: 1 request from one.csv", 1, true), text)
+  local near1 = S.run({ model = "m", gpu = "g", rate = 1, requests = 5, input_len = 64, output_len = 2,
+    burstiness = 1.0000001 }, phase)
+  text = S.format_table(near1)
+  assert(text:find("burstiness 1.0000001", 1, true), text)
+end
+
 function M.test_trace_refuses_what_it_replaces()
   local o = { model = "m", gpu = "g", requests_file = "t.csv", requests_text = "arrival_s,input_len,output_len\n0,1,1\n" }
   for k, v in pairs { rate = 1, batch = 1, requests = 5, input_len = 8, output_len = 8, burstiness = 0.5 } do
