@@ -963,9 +963,11 @@ local function run_simulation(o, F, count, progress)
   local n = #arrivals
   local reqs = {}
   local S, C = 1, 1
+  local longest  -- the request of S tokens (a trace's row: its line)
   for i, a in ipairs(arrivals) do
     local I, O = a.input, a.output
     reqs[i] = { id = i, arrival = a.arrival, input = I, output = O, prompt = I, prefilled = 0, generated = 0, blocks = 0 }
+    if I + O - 1 > S then longest = a end
     S = max(S, I + O - 1)
     C = max(C, I + max(O - 2, 0))
   end
@@ -976,10 +978,12 @@ local function run_simulation(o, F, count, progress)
   local blocks_for, used = kv_paging(o, pre)
   local need_most = used(blocks_for(S))
   if need_most > total_blocks then
-    infeasible("a request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of weights "
-      .. "in %.0f %% of %.0f GB",
+    -- a trace's request is named by its line (tester10 #7); the memory as the report states it (M.memory_text)
+    local at = o.trace and longest and longest.line and fmt("%s:%d: ", o.requests_file or "trace", longest.line) or ""
+    infeasible("%sa request of %d tokens needs %s KV-cache blocks of %d tokens, but only %d fit beside %.1f GB of "
+      .. "weights in %.0f %% of %s", at,
       S, math.tointeger(need_most) and fmt("%d", need_most) or fmt("%.2f", need_most), bs, total_blocks, pre.state_gb,
-      100 * o.gpu_memory_utilization, pre.gpu.mem_gb)
+      100 * o.gpu_memory_utilization, M.memory_text(pre.gpu))
   end
   -- the grid's forecasts reach the longest request's tokens: a limit they meet is said by the flags (longest_why)
   local why = longest_why(o)

@@ -501,6 +501,10 @@ function M.test_trace_and_burstiness_as_the_table_says_them()
     burstiness = 1.0000001 }, phase)
   text = S.format_table(near1)
   assert(text:find("burstiness 1.0000001", 1, true), text)
+  -- a trace's request beyond the KV cache is named by its line (tester10 #7)
+  local ok, err = pcall(S.run, { model = "m", gpu = "g", requests_file = "big.csv",
+    requests_text = "arrival_s,input_len,output_len\n0,64,2\n1,16000000,2\n" }, phase)
+  assert(not ok and tostring(err):find("big.csv:3: a request of 16000001 tokens needs", 1, true), tostring(err))
 end
 
 function M.test_trace_refuses_what_it_replaces()
