@@ -386,7 +386,14 @@ function M.render(r)
     out[#out + 1] = '<p>Latency <span class="big">' .. num("latency_ms", r.latency_ms, " ms") .. "</span></p>"
   end
   if type(r.latency_ms_p10) == "number" and type(r.latency_ms_p90) == "number" then
-    out[#out + 1] = "<p>Uncertainty band (leave-one-GPU-out errors): p10 " .. num("latency_ms_p10", r.latency_ms_p10, " ms")
+    -- what the band is made of: the predictors' leave-one-GPU-out errors, and where the untrained roofline fallback
+    -- prices kernels (figures.band_fallback_share, neusight.uncertainty) that fallback's own spread for them
+    local share = (r.figures or {}).band_fallback_share
+    local made_of = type(share) == "number" and share > 0
+      and ("leave-one-GPU-out errors; %.0f %% of the kernel time priced by the roofline fallback, with its own spread")
+        :format(100 * share)
+      or "leave-one-GPU-out errors"
+    out[#out + 1] = "<p>Uncertainty band (" .. esc(made_of) .. "): p10 " .. num("latency_ms_p10", r.latency_ms_p10, " ms")
       .. ", p90 " .. num("latency_ms_p90", r.latency_ms_p90, " ms")
       .. ((r.figures or {}).out_of_distribution and " — out of distribution, see the warnings" or "") .. "</p>"
   end

@@ -33,6 +33,17 @@ end
 
 local M = {}
 
+-- The band's headline says what it is made of: where the roofline fallback prices kernels, its own spread (tester10 #11).
+function M.test_band_headline_names_the_fallback_share()
+  local r = report()
+  r.latency_ms_p10, r.latency_ms_p90 = 10, 15
+  assert(H.render(r):find("Uncertainty band (leave-one-GPU-out errors): p10", 1, true), "NVIDIA: the errors alone")
+  r.figures.band_fallback_share = 0.7508
+  local html = H.render(r)
+  assert(html:find("Uncertainty band (leave-one-GPU-out errors; 75 % of the kernel time priced by the roofline "
+    .. "fallback, with its own spread): p10", 1, true), "the fallback's share is said")
+end
+
 function M.test_escape()
   eq(H.escape([[<&">']]), "&lt;&amp;&quot;&gt;&#39;", "entities")
   local html = H.render(report())
