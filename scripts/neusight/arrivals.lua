@@ -306,6 +306,12 @@ function M.parse(text, source, max_size)
     if l:find("%S") then lines[#lines + 1] = { text = l, line = ln } end
   end
   if #lines == 0 then error(fmt("%s: empty: no requests (a CSV header and one row per request, or JSON Lines)", source), 0) end
+  -- a JSON array of objects (pandas to_json(orient="records"), a list dumped whole) is not JSON Lines: said, not read
+  -- as a CSV header (tester10 #9)
+  if lines[1].text:match("^%s*%[") then
+    error(fmt("%s:%d: a JSON array; give JSON Lines, one request object per line (pandas: to_json(orient=\"records\", "
+      .. "lines=True); jq -c '.[]')", source, lines[1].line), 0)
+  end
   local jsonl = lines[1].text:match("^%s*{") ~= nil
   local rows = {}  -- { line, values = { lower-cased name = { text, kind } } }
   local names      -- lower-cased column → as the file writes it (CSV: the header's; JSON Lines: the first row's)

@@ -146,6 +146,8 @@ function M.test_bad_files_name_file_and_line()
     "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-02-30 00:00:00,1,1\n", "t.csv")
   fails("t.csv:3: TIMESTAMP 2023-01-01 00:00:00 is 1 s before the first row's (line 2)", A.parse,
     "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-01-01 00:00:01,1,1\n2023-01-01 00:00:00,1,1\n", "t.csv")
+  fails("a.json:1: a JSON array; give JSON Lines, one request object per line", A.parse,
+    '[{"arrival_s": 0, "input_len": 1, "output_len": 1}]\n', "a.json")
   fails("j.jsonl:2: ',' or '}' expected after a value", A.parse,
     '{"arrival_s": 0, "input_len": 1, "output_len": 1}\n{"arrival_s": 1 "input_len": 1}\n', "j.jsonl")
   fails("j.jsonl:2: no \"input_len\" (the prompt length; the first row has it)", A.parse,
