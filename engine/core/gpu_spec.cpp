@@ -122,6 +122,11 @@ struct field_setter {
 
 }  // namespace
 
+std::string gpu_key_at(const gpu_spec& gpu, const std::string& key) {
+  const auto it = gpu.key_at.find(key);
+  return it == gpu.key_at.end() ? gpu.source : it->second;
+}
+
 gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
   const toml::table tbl = toml_parse_text(toml_text, source);
   gpu_spec spec;
@@ -149,14 +154,12 @@ gpu_spec gpu_spec_parse(std::string_view toml_text, const std::string& source) {
     if (!f.optional && !seen.count(f.key))
       throw error(source + ":" + std::to_string(std::max<size_t>(last_line, 1)) + ":1: missing required key '" +
                   f.key + "'");
-  const auto at_key = [&](const char* key) { return toml_where(source, tbl.find(key)->first.source().begin); };
+  const auto at_key = [&](const char* key) { return spec.key_at.at(key); };  // keys read above
   if (spec.vendor != "nvidia" && spec.vendor != "amd")
     throw error(toml_where(source, tbl["vendor"].node()->source().begin) + ": key 'vendor' must be \"nvidia\" or \"amd\" (got \"" +
                 spec.vendor + "\")");
   // the architecture is the tile rules' (scripts/tiling/gemm.lua M.vendors: gpu_check): where to point its errors
-  spec.architecture_at = at_key("architecture");
   spec.vendor_line = int64_t(tbl.find("vendor")->first.source().begin.line);
-  spec.compute_capability_at = at_key("compute_capability");
   // The GPU-to-GPU link: scripts/neusight/topology.lua prices a node's collectives over interconnect_bw_gbps / 2 per
   // direction, or over pcie_bw_gbps when interconnect = "none"; checked here so that a parallel run does not fail late.
   const auto& links = gpu_interconnects();

@@ -65,17 +65,15 @@ struct gpu_spec {
 
   std::string source;  // where it was loaded from, as shown in messages
   std::string file;    // the file's path (gpu_spec_load; empty when parsed from text): calibrations live beside it
-  // Where the file names its architecture ("<source>:<line>:<col>") and the line of its vendor key (gpu_spec_parse):
-  // what the tile rules' check of the architecture (gpu_check) names.
-  std::string architecture_at;
+  // The line of its vendor key (gpu_spec_parse): what the tile rules' check of the architecture (gpu_check) names.
   int64_t vendor_line = 0;
-  // Where the file states its compute_capability ("<source>:<line>:<col>"; empty when not parsed from TOML): what the
-  // warning of a cc the occupancy table lacks names (occupancy_rules_warning).
-  std::string compute_capability_at;
-  // Where the file states each key ("<source>:<line>:<col>"; empty when not parsed from TOML): what the check of the
-  // file's numbers against each other (scripts/neusight/gpu_check.lua, session gpu_file_check) names.
+  // Where the file states each key ("<source>:<line>:<col>"; empty when not parsed from TOML): gpu_key_at.
   std::map<std::string, std::string> key_at;
 };
+
+// Where `gpu`'s file states `key` ("<source>:<line>:<col>"), else its source: what a message about that key names
+// (the architecture check, the occupancy table's compute capability, scripts/neusight/gpu_check.lua's findings).
+std::string gpu_key_at(const gpu_spec& gpu, const std::string& key);
 
 // One row per TOML key: drives parsing, the Lua view, JSON and the `gpus` table, so they cannot drift.
 using gpu_member = std::variant<std::string gpu_spec::*, std::vector<std::string> gpu_spec::*, int64_t gpu_spec::*,

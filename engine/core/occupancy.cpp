@@ -175,7 +175,7 @@ occupancy_limits occupancy_limits_from_gpu(const gpu_spec& gpu) {
 
 std::string occupancy_rules_warning(const gpu_spec& gpu, const occupancy_limits& l) {
   if (l.rules_cc.empty() || l.rules_cc == l.compute_capability) return "";
-  const std::string& at = gpu.compute_capability_at.empty() ? gpu.source : gpu.compute_capability_at;
+  const std::string at = gpu_key_at(gpu, "compute_capability");
   return "gpu '" + gpu.name + "' (" + at + "): compute capability " + l.compute_capability +
          " is not in the occupancy table; its allocation rules (register and shared-memory allocation units, "
          "shared-memory carve-outs) are taken from cc " + l.rules_cc + ", its sizes from its file";

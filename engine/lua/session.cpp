@@ -450,7 +450,7 @@ void gpu_architecture_check(session::impl& p, const gpu_spec& gpu) {
   if (!lua_isnil(L, -1)) {
     if (lua_type(L, -1) != LUA_TSTRING)
       throw error(file + ": architecture_problem returned " + luaL_typename(L, -1) + ", expected a message or nil");
-    throw error((gpu.architecture_at.empty() ? gpu.source : gpu.architecture_at) + ": " + lua_tostring(L, -1));
+    throw error(gpu_key_at(gpu, "architecture") + ": " + lua_tostring(L, -1));
   }
   lua_pop(L, 1);
   // the file's numbers against each other (a peak no chip of its SMs and clock reaches): scripts/neusight/gpu_check.lua
@@ -462,8 +462,7 @@ void gpu_architecture_check(session::impl& p, const gpu_spec& gpu) {
     throw error(check + ": problem returned " + luaL_typename(L, -2) + ", " + luaL_typename(L, -1) +
                 ", expected a message and a key, or nil");
   const char* key = lua_tostring(L, -1);
-  const auto at = key ? gpu.key_at.find(key) : gpu.key_at.end();
-  throw error((at != gpu.key_at.end() ? at->second : gpu.source) + ": " + lua_tostring(L, -2));
+  throw error((key ? gpu_key_at(gpu, key) : gpu.source) + ": " + lua_tostring(L, -2));
 }
 
 gpu_check session::gpu_checker() {
