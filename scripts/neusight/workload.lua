@@ -84,6 +84,14 @@ end
 
 local show, is_count = require("neusight.topology").show, require("neusight.topology").is_count
 
+-- Sets attrs[key] = value on node `n` in a copy of its attrs table: builders may share one table between nodes.
+local function set_attr(n, key, value)
+  local attrs = {}
+  for k, v in pairs(n.attrs or {}) do attrs[k] = v end
+  attrs[key] = value
+  n.attrs = attrs
+end
+
 -- batch, seq and context: at most 2^24, so that tokens × features stay exact in a double and no count wraps
 local MAX_SIZE = 1 << 24
 M.MAX_SIZE = MAX_SIZE -- serve's lengths (neusight.serve length_spec) are bounded by it too
@@ -976,10 +984,7 @@ function M.serving(mode) return mode == "prefill" or mode == "decode" end
 function M.quantise_activations(nodes)
   for _, n in ipairs(nodes) do
     if (n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear") and n.dtype == "fp8" then
-      local attrs = {}
-      for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
-      attrs.act_quant = "dynamic_tensor"
-      n.attrs = attrs
+      set_attr(n, "act_quant", "dynamic_tensor")
     end
   end
 end
@@ -1027,10 +1032,7 @@ function M.quantise_weights(nodes, weight_bytes)
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
     if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 then
-      local attrs = {}
-      for k, v in pairs(n.attrs or {}) do attrs[k] = v end -- builders may share attrs tables
-      attrs.weight_bytes = weight_bytes
-      n.attrs = attrs
+      set_attr(n, "weight_bytes", weight_bytes)
       quantised = quantised + p
     end
   end
@@ -1268,10 +1270,7 @@ function M.decode_cache_attrs(nodes)
       local k, v = K.shape_check(n.inputs[2]), K.shape_check(n.inputs[3])
       if k and v then
         local elems = a.latent == true and k or k + v
-        local attrs = {}
-        for key, val in pairs(a) do attrs[key] = val end
-        attrs.kv_cache_bytes = elems * K.dtype_bytes(a.kv_dtype or n.dtype)
-        n.attrs = attrs
+        set_attr(n, "kv_cache_bytes", elems * K.dtype_bytes(a.kv_dtype or n.dtype))
       end
     end
   end
@@ -1283,16 +1282,10 @@ end
 --- node holding parameters gets attrs.wgrad_fused (neusight.rules node_attrs), which the linear rules read (their
 --- weight's VECadd goes; a bias's and a norm's accumulation stay, as Megatron's main_grad hooks add those). The
 --- GEMM's read of the fp32 buffer it adds to is not priced (compute-bound for the weights it applies to). Applied by
---- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron"); attrs tables are copied, a
---- builder may share one between nodes.
+--- graph_of to a training graph of Megatron kernels (a plan with kernels = "megatron").
 function M.fuse_wgrad_accumulation(nodes)
   for _, n in ipairs(nodes) do
-    if n.params > 0 and n.phase ~= "optimizer" then
-      local attrs = {}
-      for k, v in pairs(n.attrs) do attrs[k] = v end
-      attrs.wgrad_fused = true
-      n.attrs = attrs
-    end
+    if n.params > 0 and n.phase ~= "optimizer" then set_attr(n, "wgrad_fused", true) end
   end
 end
 
