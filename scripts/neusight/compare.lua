@@ -81,7 +81,6 @@ function M.settings_of(f)
   return out
 end
 
-
 --- The rows' label of each GPU of a --gpu list: `given` the items as given, `names` each one's GPU name (in order).
 --- A GPU's label is its name; GPUs of different files that share a name (a copy of a GPU file with another bandwidth,
 --- a what-if) read "NAME (as given)". The one rule for predict's comparisons (the engine, session::gpu_labels) and
