@@ -105,16 +105,17 @@ local function days_in_month(y, m)
   return ({ 31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31 })[m]
 end
 
---- An absolute timestamp as { whole seconds since 1970 (an integer), fraction of a second }, or nil and why: a date
---- and time "YYYY-MM-DD HH:MM:SS[.fraction]" ('T' for the blank, optionally "Z" or "+HH:MM" / "-HH:MM" after it), or
---- a non-negative number of seconds.
+--- An absolute timestamp as { whole seconds since 1970 (an integer), fraction of a second, zoned }, or nil and why: a
+--- date and time "YYYY-MM-DD HH:MM:SS[.fraction]" ('T' for the blank, optionally "Z" or "+HH:MM" / "-HH:MM" after it),
+--- or a non-negative number of seconds. `zoned` (the third field): false for a date and time without a zone (read as
+--- UTC), true for one with a zone or a number of (Unix) seconds.
 function M.timestamp(text)
   local s = text:match("^%s*(.-)%s*$")
   if s:match("^%d+%.?%d*$") or s:match("^%d*%.%d+$") then
     local x = tonumber(s)
     if x and x < huge then
       local whole = floor(x)
-      return { math.tointeger(whole) or whole, x - whole }
+      return { math.tointeger(whole) or whole, x - whole, true }
     end
   end
   local y, mo, d, h, mi, sec, frac, zone = s:match("^(%d%d%d%d)%-(%d%d)%-(%d%d)[T ](%d%d):(%d%d):(%d%d)(%.?%d*)(.*)$")
@@ -130,7 +131,7 @@ function M.timestamp(text)
     offset = (tonumber(zh) * 3600 + tonumber(zm) * 60) * (sign == "+" and 1 or -1)
   end
   local whole = days_from_civil(y, mo, d) * 86400 + h * 3600 + mi * 60 + sec - offset
-  return { whole, frac ~= "" and tonumber("0" .. frac) or 0 }
+  return { whole, frac ~= "" and tonumber("0" .. frac) or 0, zone ~= "" }
 end
 
 -- One CSV line's fields (RFC 4180 quoting within the line: a quoted field may hold commas and doubled quotes, not a
@@ -315,6 +316,7 @@ function M.parse(text, source, max_size)
   local jsonl = lines[1].text:match("^%s*{") ~= nil
   local rows = {}  -- { line, values = { lower-cased name = { text, kind } } }
   local names      -- lower-cased column → as the file writes it (CSV: the header's; JSON Lines: the first row's)
+  local unnamed    -- CSV: what the ignored unnamed first column is called in the ignored list
   if jsonl then
     for _, l in ipairs(lines) do
       local obj, why = json_object(l.text)
@@ -335,12 +337,17 @@ function M.parse(text, source, max_size)
     local index = {}
     for i, h in ipairs(header) do
       local name = h:match("^%s*(.-)%s*$")
-      if name == "" then error(fmt("%s: column %d of the header has no name", where(source, lines[1].line), i), 0) end
-      local lk = name:lower()
-      if names[lk] then
-        error(fmt("%s: the header names '%s' twice (as '%s' and '%s')", where(source, lines[1].line), lk, names[lk], name), 0)
+      if name == "" and i == 1 and #header > 1 then
+        -- an unnamed first column is a row index (pandas to_csv() without index=False; tester10 #12): ignored, named
+        unnamed = "the unnamed first column (a row index)"
+      else
+        if name == "" then error(fmt("%s: column %d of the header has no name", where(source, lines[1].line), i), 0) end
+        local lk = name:lower()
+        if names[lk] then
+          error(fmt("%s: the header names '%s' twice (as '%s' and '%s')", where(source, lines[1].line), lk, names[lk], name), 0)
+        end
+        names[lk], index[i] = name, lk
       end
-      names[lk], index[i] = name, lk
     end
     if #lines == 1 then
       error(fmt("%s: no requests: the header is the only line", where(source, lines[1].line)), 0)
@@ -354,11 +361,26 @@ function M.parse(text, source, max_size)
           lines[1].line, #header), 0)
       end
       local values = {}
-      for i, c in ipairs(cells) do values[index[i]] = { text = c, kind = "text" } end
+      for i, c in ipairs(cells) do
+        if index[i] then values[index[i]] = { text = c, kind = "text" } end
+      end
       rows[#rows + 1] = { line = l.line, values = values }
     end
   end
   local picked, ignored = pick_columns(names, source, jsonl and rows[1].line or lines[1].line, jsonl)
+  if unnamed then ignored[#ignored + 1] = unnamed end
+  if jsonl then
+    -- keys only later rows have are ignored too, and named like the first row's (tester10 #9: they went unsaid)
+    local known, later = {}, {}
+    for lk in pairs(names) do known[lk] = true end
+    for _, row in ipairs(rows) do
+      for lk, k in pairs(row.keys) do
+        if not known[lk] then known[lk], later[#later + 1] = true, k end
+      end
+    end
+    table.sort(later)
+    for _, k in ipairs(later) do ignored[#ignored + 1] = k end
+  end
   local absolute = picked.arrival == "timestamp"
   local out, first, prev = {}, nil, nil
   for i, row in ipairs(rows) do
@@ -375,13 +397,22 @@ function M.parse(text, source, max_size)
     local name = names[picked.arrival]
     local t
     if a.kind ~= "text" and a.kind ~= "number" and not (absolute and a.kind == "string") then
-      error(fmt("%s: %s must be %s (got %s)", at, name, absolute and "a date and time or a number of seconds"
-        or "a number of seconds", a.text), 0)
+      error(fmt("%s: %s must be %s (got %s%s)", at, name, absolute and "a date and time or a number of seconds"
+        or "a number of seconds", a.kind == "string" and "the string " or "",
+        a.kind == "string" and "'" .. a.text .. "'" or a.text), 0)
     end
     if absolute then
       local ts, why = M.timestamp(a.text)
       if not ts then error(fmt("%s: %s '%s': %s", at, name, a.text, why), 0) end
       first = first or ts
+      -- a time without a zone is read as UTC: beside times with one (or Unix seconds) that guess moves it by the zone's
+      -- offset, hours in a trace of seconds (tester10 #9): refused, naming both rows
+      if ts[3] ~= first[3] then
+        error(fmt("%s: %s '%s' %s, but the first row's (line %d) %s: a time without a zone would be read as UTC; give "
+          .. "every row a zone (Z, +HH:MM) or none", at, name, a.text:match("^%s*(.-)%s*$"),
+          ts[3] and "has a zone (or is Unix seconds)" or "has no zone", rows[1].line,
+          first[3] and "has one (or is Unix seconds)" or "has none"), 0)
+      end
       t = (ts[1] - first[1]) + (ts[2] - first[2])
       if t < 0 then
         error(fmt("%s: %s %s is %.6g s before the first row's (line %d): the requests must be in arrival order", at,

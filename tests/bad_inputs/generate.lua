@@ -1164,6 +1164,10 @@ rqf("bad_date.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:4
   "TIMESTAMP '2023-11-31 00:00:00': no such date", 3)
 rqf("time_back.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:46.5,8,8\n2023-11-16 18:15:46.25,8,8\n",
   "is 0.25 s before the first row's (line 2)", 3)
+rqf("mixed_zones.csv", "TIMESTAMP,ContextTokens,GeneratedTokens\n2023-11-16 18:15:47+05:00,8,8\n2023-11-16 18:15:48,8,8\n",
+  "TIMESTAMP '2023-11-16 18:15:48' has no zone, but the first row's (line 2) has one", 3)
+rqf("string_time.jsonl", '{"arrival_s": "0", "input_len": 8, "output_len": 8}\n',
+  "arrival_s must be a number of seconds (got the string '0')", 1)
 rqf("syntax.jsonl", '{"arrival_s": 0, "input_len": 8, "output_len": 8}\n{"arrival_s": 1, "input_len": 8 "output_len": 8}\n',
   "',' or '}' expected after a value", 2)
 rqf("string_length.jsonl", '{"arrival_s": 0, "input_len": "8", "output_len": 8}\n',

@@ -160,4 +160,28 @@ function M.test_bad_files_name_file_and_line()
     "j.jsonl")
 end
 
+-- tester10 #9 and #12: a trace mixing times with and without a zone is refused (the unzoned ones would be read as UTC,
+-- hours off); a string where seconds are wanted says it is a string; keys only later JSON Lines rows have are named
+-- ignored like the first row's; pandas' unnamed index column is ignored, not refused.
+function M.test_mixed_zones_strings_later_keys_and_an_index_column()
+  local ts = "TIMESTAMP,ContextTokens,GeneratedTokens\n"
+  fails("tz.csv:3: TIMESTAMP '2023-11-16 18:15:48' has no zone, but the first row's (line 2) has one", A.parse,
+    ts .. "2023-11-16 18:15:47+05:00,100,10\n2023-11-16 18:15:48,100,10\n", "tz.csv")
+  fails("tz.csv:3: TIMESTAMP '1700000001' has a zone (or is Unix seconds), but the first row's (line 2) has none",
+    A.parse, ts .. "2023-11-16 18:15:47,100,10\n1700000001,100,10\n", "tz.csv")
+  eq(A.parse(ts .. "2023-11-16 18:15:47Z,1,1\n1700158548,1,1\n", "z.csv").requests[2].arrival, 1,
+    "a zone and Unix seconds are both fixed instants")
+  fails("s.jsonl:1: arrival_s must be a number of seconds (got the string '1')", A.parse,
+    '{"arrival_s": "1", "input_len": 1, "output_len": 1}\n', "s.jsonl")
+  local later = A.parse('{"arrival_s": 0, "input_len": 1, "output_len": 1}\n'
+    .. '{"arrival_s": 1, "input_len": 1, "output_len": 1, "zz": 2, "id": "b"}\n'
+    .. '{"arrival_s": 2, "input_len": 1, "output_len": 1, "ID": "c"}\n', "l.jsonl")
+  eq(table.concat(later.ignored, ","), "id,zz", "later rows' keys named once each")
+  local p = A.parse(",arrival_s,input_len,output_len\n0,0,1,1\n1,0.5,2,3\n", "p.csv")
+  eq(p.requests[2].arrival, 0.5, "the index column is not read")
+  eq(p.requests[2].output, 3, "the columns after it keep their places")
+  eq(p.ignored[1], "the unnamed first column (a row index)", "and is named ignored")
+  fails("c.csv:1: column 2 of the header has no name", A.parse, "arrival_s,,input_len,output_len\n0,0,1,1\n", "c.csv")
+end
+
 return M
