@@ -390,6 +390,14 @@ TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at 
   CHECK(f.code == 1);
   CHECK_THAT(f.err, Catch::Contains("fewer.toml:17:1: key 'peak_fp32_tflops' = 66.9, but 100 SMs × 128 cores × 2 "
                                     "FLOPs × 1980 MHz = 50.69 TFLOP/s"));
+  CHECK_THAT(f.err, Catch::Contains("where the maker publishes no SM count or clock, derive the guessed one"));
+  // tester10 #8: AMD's headline FP32 (packed: twice the rate the file means) says so
+  const std::string mi300x = ns_test::slurp(ns_test::source_dir / "gpus/mi300x.toml");
+  const fs::path packed = t.write("packed.toml", replaced(mi300x, "peak_fp32_tflops = 81.7 ", "peak_fp32_tflops = 163.4"));
+  const auto p = run_cli(args + packed.string() + "'");
+  CHECK(p.code == 1);
+  CHECK_THAT(p.err, Catch::Contains("packed.toml:20:1: key 'peak_fp32_tflops' = 163.4"));
+  CHECK_THAT(p.err, Catch::Contains("AMD data sheets quote packed FP32"));
   const fs::path what_if = t.write("what_if.toml", replaced(h100, "peak_bf16_tflops = 989.4 ", "peak_bf16_tflops = 1978.9") +
                                                         "what_if = \"the H100 with twice its bf16 peak\"\n");
   const auto w = run_cli(args + what_if.string() + "' --format json");
