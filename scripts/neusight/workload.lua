@@ -292,7 +292,8 @@ local SOURCE = setmetatable({}, { __mode = "k" })
 local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
   virtual_stages = "--virtual-stages", bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce",
   cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
-  distributed_optimizer = "--distributed-optimizer", experts = "--experts", router_skew = "--router-skew" }
+  distributed_optimizer = "--distributed-optimizer", sequence_parallel = "--sequence-parallel", experts = "--experts",
+  router_skew = "--router-skew" }
 
 -- Whether a normalized workload runs as a parallel plan (a timeline, a schedule, a cluster, the plan's kernels): more
 -- than one GPU or microbatches, a one-GPU training run asking for activation recomputation, which only the
@@ -485,6 +486,9 @@ local function ignored_fields(w, given)
   end
   if raw.cluster ~= nil and gpus == 1 then
     note("cluster", true, "the run is on one GPU (dp = tp = pp = 1): no collective or transfer crosses the cluster; drop it")
+  end
+  if raw.sequence_parallel == true and p.tp == 1 then
+    note("sequence_parallel", true, "it splits each sequence's tokens over the tensor-parallel ranks, and tp = 1; drop it")
   end
   local dp_why = not training and mode or p.dp == 1 and "dp = 1" or nil
   if dp_why then

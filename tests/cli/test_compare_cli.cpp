@@ -917,6 +917,22 @@ TEST_CASE("compare: each row carries its settings in JSON CSV and the settings l
   CHECK(lines[0] != lines[1]);
 }
 
+// tester10 #10: a tp sweep with sequence parallelism (the usual way to ask it) keeps its one-GPU row: there the flag has
+// no effect and says so, as --distributed-optimizer does at dp 1 (it was an error row).
+TEST_CASE("compare: --tp 1 2 with --sequence-parallel forecasts the tp 1 row and warns there", "[cli][compare]") {
+  const json j = run_json("predict --model gpt2_large --gpu h100 --mode train --dtype bf16 --seq 128 --batch 4 "
+                          "--tp 1,2 --sequence-parallel --predictor roofline");
+  REQUIRE(j["rows"].size() == 2);
+  for (const json& row : j["rows"]) {
+    INFO(row.dump());
+    CHECK_FALSE(row.contains("error"));
+    CHECK(row["latency_ms"].get<double>() > 0);
+    CHECK((row["sequence_parallel"] == true) == (row["tp"] == 2));  // tp 1: null (one GPU, no plan)
+  }
+  CHECK(j["rows"][0]["warnings"].dump().find("parallel.sequence_parallel (--sequence-parallel) has no effect") !=
+        std::string::npos);
+}
+
 // tester9 #7: a list of schedules in predict was refused with "(did you mean '1f1b'?)"; lists of schedules are
 // search's.
 TEST_CASE("compare: a list of schedules in predict points to search", "[cli][compare]") {

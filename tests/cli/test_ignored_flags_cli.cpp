@@ -67,6 +67,8 @@ TEST_CASE("ignored flags: each parallel-only flag on one GPU warns by its key an
       {"--overlap-grad-reduce off", "parallel.overlap_grad_reduce (--overlap-grad-reduce) has no effect: "},
       {"--cluster dgx_h100", "parallel.cluster (--cluster) has no effect: "},
       {"--distributed-optimizer", "parallel.distributed_optimizer (--distributed-optimizer) has no effect: "},
+      // tester10 #10: was an error, so a comparison over --tp 1,2,4 --sequence-parallel lost its one-GPU row
+      {"--sequence-parallel", "parallel.sequence_parallel (--sequence-parallel) has no effect: "},
   };
   for (const auto& [flag, text] : flags) {
     INFO(flag);

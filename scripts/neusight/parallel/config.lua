@@ -262,9 +262,10 @@ function M.normalize(p)
   -- scale, mask, softmax, dropout, ·V) drop their outputs and re-run in backward.
   out.recompute = choice_field(p, "recompute", M.CHOICES.recompute)
   -- sequence_parallel (Megatron-LM --sequence-parallel): layer norms, dropouts and residual adds on s/tp tokens.
-  local sp = boolean_field(p, "sequence_parallel", false)
-  if sp and out.tp < 2 then error("parallel.sequence_parallel: needs tensor parallelism (tp >= 2)", 0) end
-  out.sequence_parallel = sp
+  -- It needs tensor parallelism: at tp 1 it is off, and the workload says so (neusight.workload ignored_fields: "has no
+  -- effect", as the distributed optimizer at dp 1 — so a comparison over --tp 1,2,4 --sequence-parallel keeps its
+  -- one-GPU row; tester10 #10).
+  out.sequence_parallel = boolean_field(p, "sequence_parallel", false) and out.tp >= 2
   -- distributed_optimizer (Megatron-LM --use-distributed-optimizer, ZeRO stage 1): optimizer state and step
   -- sharded over dp; gradients reduce-scattered, updated parameters all-gathered after the step.
   out.distributed_optimizer = boolean_field(p, "distributed_optimizer", false)
