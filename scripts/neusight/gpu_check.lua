@@ -16,6 +16,10 @@
 --     vendors' architecture whitepapers (A100 1024 FMA = 2048 FLOPs, H100 4096, B200 8192, …): a peak above it needs
 --     a faster chip than the one the file names. A compute capability not in the table is not checked (a new one:
 --     add its line).
+--   * mem_bw_gbps within BW_PER_FP32_TFLOP GB/s per fp32 TFLOP/s: the file has no bus width or memory clock to check it
+--     against, but every real part lies in 9–107 (L40S 9.4, L4 9.9, RTX 4090 12.2, H100 50, A100-SXM4-80GB 105, B300
+--     107), so a dropped or added digit (3350 written 335 or 33500) is out of it on one side at least (tester10 #1:
+--     the fp32 predictor is not monotone in bandwidth, so such a typo read 61× slower, not 10×).
 -- A file describing a hypothetical part says so in words (`what_if = "the H100 with twice the bf16 peak"`): it is not
 -- held to these rules. The message of a file that breaks them says that too.
 local fmt, type = string.format, type
@@ -50,6 +54,8 @@ M.TENSOR_FLOOR = 0.30
 -- peak_fp32_matrix_tflops against peak_fp32_tflops: NVIDIA has no fp32 matrix path (the same number), CDNA's matrix
 -- cores reach 2× (MI100: 46.1 vs 23.1)
 M.FP32_MATRIX_RANGE = { 0.9, 2.2 }
+-- mem_bw_gbps / peak_fp32_tflops: the range real parts span, with room (see the rules above)
+M.BW_PER_FP32_TFLOP = { 6, 250 }
 
 -- The tensor peaks checked, the multiple of the 16-bit ceiling each may reach, and whether M.TENSOR_FLOOR holds it
 -- from below: not fp16, which has a SIMT path a file may give instead (the NeuSight reference's GPU specs list the
@@ -98,6 +104,16 @@ function M.problem(g)
         .. "scripts/neusight/gpu_check.lua allows ±%d %%): a typo in one of them?%s (a what-if part: say so, "
         .. "what_if = \"…\")", fp32, sm, cores, mhz, chip, ratio, M.FP32_TOLERANCE * 100, hint),
         "peak_fp32_tflops"
+    end
+  end
+  local bw = num(g, "mem_bw_gbps")
+  if fp32 and bw then
+    local lo, hi = M.BW_PER_FP32_TFLOP[1], M.BW_PER_FP32_TFLOP[2]
+    local per = bw / fp32
+    if per < lo or per > hi then
+      return fmt("key 'mem_bw_gbps' = %g is %.3g GB/s per fp32 TFLOP/s (peak_fp32_tflops %g): real GPUs have %g–%g "
+        .. "(L40S 9.4, H100 50, B300 107; scripts/neusight/gpu_check.lua): a digit dropped or added? (a what-if part: "
+        .. "say so, what_if = \"…\")", bw, per, fp32, lo, hi), "mem_bw_gbps"
     end
   end
   local matrix = num(g, "peak_fp32_matrix_tflops")

@@ -126,6 +126,9 @@ for _, f in ipairs(num_fields) do
   gpu_case(f .. "_huge", f, "1e300", "key '" .. f .. "' must be")
   gpu_case(f .. "_text", f, '"fast"', { "key '" .. f .. "' must be", "(got string)" })
 end
+-- a bandwidth a digit off (tester10 #1): held to the bandwidth per fp32 TFLOP/s real parts have (scripts/neusight/gpu_check.lua)
+gpu_case("mem_bw_gbps_digit_added", "mem_bw_gbps", "1000.0", "key 'mem_bw_gbps' = 1000 is 500 GB/s per fp32 TFLOP/s")
+gpu_case("mem_bw_gbps_digit_dropped", "mem_bw_gbps", "10.0", "key 'mem_bw_gbps' = 10 is 5 GB/s per fp32 TFLOP/s")
 -- strings, arrays, structure
 gpu_case("vendor_unknown", "vendor", '"intel"', "key 'vendor' must be \"nvidia\" or \"amd\"")
 gpu_case("vendor_number", "vendor", '7', "key 'vendor' must be a string (got integer)")
