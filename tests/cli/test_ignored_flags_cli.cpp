@@ -97,6 +97,38 @@ TEST_CASE("ignored flags: --kernels megatron on one GPU runs Megatron's kernels 
   }
 }
 
+// tester10 #6: an optimizer rule whose forward never reads attrs.impl (the README's one-kernel Lion) priced both
+// implementations alike while the report said "(foreach)": a given --optimizer-impl now says it has no effect there,
+// and not with a rule that reads it.
+TEST_CASE("ignored flags: --optimizer-impl with a rule that prices both alike warns", "[cli][ignored_flags]") {
+  temp_dir t;
+  t.write("ops/lion.lua",
+          "local K, rules = require 'neusight.kernels', require 'neusight.rules'\n"
+          "return { name = 'lion', doc = 'Lion: one fused kernel', attrs = rules.optimizer_attrs,\n"
+          "  optimizer = { moments = 1, impl = 'fused' },\n"
+          "  forward = function(node)\n"
+          "    local r = rules.optimizer_roles(node)\n"
+          "    local out = rules.optimizer_prologue(r, node.dtype)\n"
+          "    out[#out + 1] = K.vec('addcmul', r.rows, r.P, node.dtype, { bytes_per_elem = 2 * r.w + r.g + 2 * r.m + r.copy })\n"
+          "    return out\n"
+          "  end }\n");
+  const std::string lion = kPredict + "--mode train --batch 2 --ops '" + (t.path / "ops").string() + "' --optimizer lion ";
+  for (const std::string impl : {"fused", "foreach"}) {
+    INFO(impl);
+    const warned w = run_json(lion + "--optimizer-impl " + impl);
+    CHECK(w.says("optimizer_impl (--optimizer-impl) has no effect: the op rule of optimizer \"lion\" ("));
+    CHECK(w.err.find("prices \"fused\" and \"foreach\" alike in this run") != std::string::npos);
+    CHECK(w.ignored() == 1);
+  }
+  CHECK(run_json(lion).ignored() == 0);  // not given: nothing to say
+  for (const std::string opt : {"adam", "adamw"})
+    says_nothing(kPredict + "--mode train --batch 2 --optimizer " + opt + " --optimizer-impl foreach");
+  // SGD: one pass either way without a master copy (fp32, or autocast's fp32 weights); with one (Megatron's bf16
+  // recipe) the fused step writes the 16-bit copy itself
+  CHECK(run_json(kPredict + "--mode train --batch 2 --optimizer sgd --optimizer-impl fused").ignored() == 1);
+  says_nothing(kPredict + "--mode train --batch 2 --dtype bf16 --kernels megatron --optimizer sgd --optimizer-impl foreach");
+}
+
 TEST_CASE("ignored flags: training-only flags in inference warn", "[cli][ignored_flags]") {
   const std::vector<std::pair<std::string, std::string>> flags = {
       {"--optimizer adamw", "optimizer (--optimizer) has no effect: only training runs an optimizer step (mode is \"inference\")"},
