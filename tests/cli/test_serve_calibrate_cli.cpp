@@ -130,7 +130,8 @@ TEST_CASE("serve calibrate: one measurement is predict's fit of that phase (the 
       run_json(predict + " --calibrate '" + t.write("b.toml", "latency_ms = " + num(0.8 * tpot) + "\n").string() + "'");
   REQUIRE(a["factors"].size() == b["factors"].size());
   for (const auto& [fam, x] : b["factors"].items()) CHECK(a["factors"][fam].get<double>() == Approx(x.get<double>()).epsilon(1e-12));
-  CHECK(a["calibrated_tpot_ms"].get<double>() == Approx(b["calibrated_ms"].get<double>()).epsilon(1e-12));
+  // (to rounding: a one-device plan's calibrated latency is its timeline's sum, serve's the phase's kernels')
+  CHECK(a["calibrated_tpot_ms"].get<double>() == Approx(b["calibrated_ms"].get<double>()).epsilon(1e-9));
 }
 
 TEST_CASE("serve calibrate: ttft_ms and tpot_ms without an error table - each phase's factors reproduce its own",
