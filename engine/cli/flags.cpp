@@ -616,8 +616,12 @@ std::vector<flag_spec> table_make() {
   flag("--kernels",
        "Whose kernels run the model: megatron (Megatron-LM's fused ones; default with more than one GPU; on one GPU a "
        "one-device plan, to compare like with like) or eager (the HF eager graph; default on one GPU)")
-      .group(parallel_group)  // scripts/neusight/parallel/config.lua checks the name
-      .on(forecast, to(&forecast_flags::kernels)).workload();
+      .on(forecast, to(&forecast_flags::kernels)).workload()  // scripts/neusight/parallel/config.lua checks the name
+      .group(parallel_group)
+      .on(serve, to(&serve_flags::kernels))  // serve.lua checks it against config.lua's names; serve's own options
+      .help_as("Whose kernels run the model: megatron (Megatron-LM's fused set, which vLLM, SGLang and TensorRT-LLM "
+               "run too: fused RMSNorm, one QKV GEMM, one gate-up GEMM, fused rotary and SiLU-and-mul; default, at "
+               "every --tp) or eager (the HF eager graph, as HF transformers' generate runs it)");
   flag("--recompute",
        "Activation recomputation: none, selective (core attention re-runs in backward) or full (every layer re-runs its "
        "forward)")

@@ -162,7 +162,7 @@ int serve_main(const serve_flags& f) {
 
   workload_overrides opts{{"model", f.model}, {"predictor", f.predictor}};
   for (const auto& [k, v] : {std::pair{"dtype", &f.dtype}, {"kv_dtype", &f.kv_dtype}, {"weight_dtype", &f.weight_dtype}, {"launch", &f.launch}, {"attention", &f.attention}, {"experts", &f.experts},
-                             {"input_len", &f.input_len}, {"output_len", &f.output_len}})
+                             {"kernels", &f.kernels}, {"input_len", &f.input_len}, {"output_len", &f.output_len}})
     if (!v->empty()) opts[k] = *v;
   for (const auto& [k, v] : {std::pair{"requests", f.requests}, {"chunked_prefill", f.chunked_prefill},
                              {"max_batch", f.max_batch}, {"max_batched_tokens", f.max_batched_tokens},

@@ -12,7 +12,8 @@ namespace ns {
 // user may give (--seed: any integer, negative ones included). The
 // list-valued ones hold one value without --sweep; with it, every combination is run (scripts/neusight/sweep.lua).
 struct serve_flags {
-  std::string model, dtype, kv_dtype, weight_dtype, launch, predictor = "neusight", attention, experts, input_len, output_len;
+  std::string model, dtype, kv_dtype, weight_dtype, launch, predictor = "neusight", attention, experts, kernels, input_len,
+      output_len;
   std::vector<std::string> gpu;
   std::vector<int64_t> tp, batch;
   std::vector<double> rate;

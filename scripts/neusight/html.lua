@@ -759,9 +759,9 @@ function M.render_serve(r)
       arrivals = ("%s requests/s"):format(tostring(r.rate))
         .. (r.burstiness and (", burstiness %s"):format(tostring(r.burstiness)) or "")
     end
-    out[#out + 1] = ("<p>%s, %s, launch %s, input %s tokens, output %s tokens</p>"):format(
-      esc(arrivals),
-      esc(r.dtype or "?"), esc(r.launch or "?"), esc(r.input_len or "?"), esc(r.output_len or "?"))
+    out[#out + 1] = ("<p>%s, %s, launch %s%s, input %s tokens, output %s tokens</p>"):format(
+      esc(arrivals), esc(r.dtype or "?"), esc(r.launch or "?"),
+      r.kernels and ", kernels " .. esc(r.kernels) or "", esc(r.input_len or "?"), esc(r.output_len or "?"))
     out[#out + 1] = serve_latency_section(r)
     local tput = r.output_tokens_per_s_per_gpu or (type(r.throughput) == "table" and r.throughput.output_tokens_per_s_per_gpu)
     if type(tput) == "number" then

@@ -30,6 +30,10 @@
 -- GEMM for gate+up, SwiGLU, one for down, unpermute — vLLM's fused_moe, SGLang, Megatron-Core's GroupedMLP; see
 -- neusight/models/moe.lua), not as HF eager's per-expert loop ("loop", `neusight predict`'s default), whose thousands
 -- of one-row kernels a serving engine does not launch.
+-- Kernels: Megatron-LM's fused set (`kernels` = "megatron", neusight/nodes.lua g.megatron: fused RMSNorm, one QKV
+-- GEMM, one gate-up GEMM, fused rotary and SiLU-and-mul — what vLLM, SGLang and TensorRT-LLM run) at every tp, one
+-- GPU included (a one-device plan, as `predict --kernels megatron`); "eager" is HF eager's graph (HF transformers'
+-- `generate`), predict's one-GPU default.
 -- Bounds: each kernel of a phase is classed by its roofline terms — compute (FLOPs / peak ≥ bytes / bandwidth),
 -- else by what it streams: weights (GEMMs), kv_cache (attention), activations (everything else), communication
 -- (collectives) — and the phase is bound by the class with the largest sum of roofline times.
@@ -44,6 +48,7 @@ M.DEFAULTS = {
   launch = "graph",               -- serving engines replay CUDA graphs (scripts/neusight/launch.lua)
   experts = "grouped",            -- MoE models: grouped-GEMM experts as vLLM / SGLang run them (fused_moe), not HF's
                                   -- per-expert loop (workload field `experts`; dense models ignore it)
+  kernels = "megatron",           -- serving engines' fused kernels at every tp (predict's one-GPU default is "eager")
   tp = 1,
   requests = 1000,
   seed = 0,
@@ -55,7 +60,7 @@ M.DEFAULTS = {
   static_decode_samples = 64,
 }
 
-local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "launch", "attention", "experts", "predictor", "input_len", "output_len", "batch",
+local KNOWN = { "model", "gpu", "dtype", "kv_dtype", "weight_dtype", "tp", "kernels", "launch", "attention", "experts", "predictor", "input_len", "output_len", "batch",
   "rate", "requests", "seed", "burstiness", "requests_file", "requests_text", "time_scale", "chunked_prefill", "max_batch", "max_batched_tokens", "block_size",
   "gpu_memory_utilization", "static_decode_samples" }
 
@@ -198,6 +203,9 @@ local function forecaster(o, phase)
     local fields = { model = o.model, gpu = o.gpu, dtype = o.dtype, launch = o.launch, attention = o.attention,
                      experts = o.experts, mode = mode, batch = batch, kv_dtype = o.kv_dtype, weight_dtype = o.weight_dtype }
     if o.tp > 1 then fields["parallel.tp"] = o.tp end
+    -- the kernel set at every tp: a one-GPU "megatron" run is a one-device plan (neusight.workload planned); a
+    -- one-GPU "eager" one the model's own graph, which takes no parallel.kernels (it would be "no effect")
+    if o.tp > 1 or o.kernels ~= "eager" then fields["parallel.kernels"] = o.kernels end
     if mode == "prefill" then fields.seq = tokens else fields.context = tokens end
     local p = phase(fields, with_band)
     local attn = 0
@@ -340,6 +348,8 @@ local function options(raw)
   for _, k in ipairs { "tp", "requests", "max_batch", "max_batched_tokens", "block_size", "static_decode_samples" } do
     if not is_count(o[k]) then fail("%s must be a positive integer (got %s)", k, tostring(o[k])) end
   end
+  local config = require "neusight.parallel.config"  -- predict's names of the kernel sets, the one list
+  config.one_of(o.kernels, config.CHOICES.kernels, "serve: --kernels")
   if type(o.seed) ~= "number" or o.seed ~= floor(o.seed) then fail("seed must be an integer (got %s)", tostring(o.seed)) end
   if not (type(o.gpu_memory_utilization) == "number" and o.gpu_memory_utilization > 0 and o.gpu_memory_utilization <= 1) then
     fail("gpu_memory_utilization must be in (0, 1] (got %s)", tostring(o.gpu_memory_utilization))
@@ -491,6 +501,7 @@ local function common_report(o, first, count)
     gpu_mem_reported_gib = first.gpu.mem_reported_gib, -- the total the device reports (nil: the file does not say)
     memory_budget_gb = M.usable_gb(o, first.gpu),     -- weights + KV cache per GPU (memory.lua budget_gb)
     dtype = first.dtype, kv_dtype = kv_dtype, weight_dtype = weight_dtype, tp = o.tp, launch = first.launch,
+    kernels = o.kernels, -- whose kernels every phase ran: "megatron" (serving engines' fused set) or "eager" (HF's)
     -- the cache's dtype, given or not: --kv-dtype, else the activations' (bf16 under fp8: neusight.workload kv_default)
     kv_cache_dtype = kv_dtype or W.kv_default(first.dtype),
     predictor = o.predictor or "neusight",
@@ -723,8 +734,8 @@ function M.calibration_inputs(raw, phase)
     ttft_s = pre.ms / 1e3,
     model = pre.model,
     model_params = pre.model_params, -- the whole model's, when the phase holds it (a calibration's model)
-    workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s", pre.model, pre.dtype,
-      o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch),
+    workload = fmt("serve %s %s%s static batch %d, input %d, output %d tokens, launch %s, kernels %s", pre.model,
+      pre.dtype, o.tp > 1 and fmt(" tp %d", o.tp) or "", B, I, O, pre.launch, o.kernels),
   }
   for k, v in pairs(pre.families) do out["prefill_" .. k] = v end
   local steps = O - 1
@@ -1409,10 +1420,10 @@ end
 --- The report as text for people (JSON and CSV carry the same numbers).
 function M.format_table(r)
   local out = {}
-  out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, predictor %s", r.model,
+  out[#out + 1] = fmt("serve     %s on %s%s (%.0f GB), %s%s%s, launch %s, kernels %s, predictor %s", r.model,
     r.tp > 1 and fmt("%d x ", r.tp) or "", r.gpu, r.gpu_mem_gb, r.dtype,
     ", KV cache " .. tostring(r.kv_cache_dtype or r.kv_dtype or r.dtype),
-    r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.predictor)
+    r.weight_dtype and ", weights " .. r.weight_dtype or "", r.launch, r.kernels or "-", r.predictor)
   if r.experts then out[#out] = out[#out] .. ", experts " .. r.experts end
   if r.calibration then
     out[#out + 1] = fmt("calibrated: kernel times corrected by %s (%s--no-calibration ignores it)", r.calibration,

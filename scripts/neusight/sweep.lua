@@ -263,7 +263,8 @@ function M.run(raw, phase, progress, gpu)
     local sub = function(text, done)
       if not done then progress(label .. ": " .. tostring(text)) end
     end
-    local row = { index = i, gpu = c.label, gpu_file = c.gpu.source, tp = c.tp, gpus = c.tp }
+    local row = { index = i, gpu = c.label, gpu_file = c.gpu.source, tp = c.tp, gpus = c.tp,
+                  kernels = c.options.kernels or S.DEFAULTS.kernels } -- serve's --kernels: every row's, tp 1 as tp > 1
     row[mode] = c.value
     local ok, r = pcall(S.run, c.options, cached_phase, sub)
     if ok then
@@ -321,6 +322,7 @@ function M.run(raw, phase, progress, gpu)
     warnings = first and (first.kv_dtype or first.weight_dtype) and require("neusight.workload").warnings {
       mode = "decode", dtype = first.dtype, kv_dtype = first.kv_dtype, weight_dtype = first.weight_dtype } or nil,
     launch = first and first.launch or o1.launch,
+    kernels = first and first.kernels or o1.kernels or S.DEFAULTS.kernels, -- every combination's (serve's --kernels)
     input_len = tostring(o1.input_len),
     output_len = tostring(o1.output_len),
     requests = mode == "rate" and d1.requests or nil,
@@ -398,6 +400,7 @@ local function columns(mode)
     { key = "gpu_file" },
     { key = "tp", header = "tp", cell = num("%d") },
     { key = "gpus", header = "GPUs", cell = num("%d") },
+    { key = "kernels" }, -- JSON / CSV (a compare row's setting); the table's header line says it once
   }
   if mode == "rate" then
     cols[#cols + 1] = { key = "rate", header = "rate/s", cell = num("%g") }
@@ -461,9 +464,10 @@ end
 function M.format_table(report)
   local out = {}
   local mode = report.mode
-  out[#out + 1] = fmt("serve sweep   %s, %s%s%s, launch %s, predictor %s, input %s tokens, output %s tokens",
-    report.model, report.dtype or "-", report.kv_dtype and ", KV cache " .. report.kv_dtype or "",
-    report.weight_dtype and ", weights " .. report.weight_dtype or "", report.launch or "-", report.predictor, report.input_len, report.output_len)
+  out[#out + 1] = fmt("serve sweep   %s, %s%s%s, launch %s, kernels %s, predictor %s, input %s tokens, output %s "
+    .. "tokens", report.model, report.dtype or "-", report.kv_dtype and ", KV cache " .. report.kv_dtype or "",
+    report.weight_dtype and ", weights " .. report.weight_dtype or "", report.launch or "-", report.kernels or "-",
+    report.predictor, report.input_len, report.output_len)
   if mode == "rate" then
     out[#out + 1] = fmt("continuous batching: %d requests per combination, %s (seed %d)%s; latencies in ms",
       report.requests,

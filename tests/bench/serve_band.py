@@ -14,7 +14,9 @@
 # attention_decode}: weights/train.sh --exclude-gpu G, or weights/uncertainty.sh --part tc's folds) with the shipped
 # error table less G's folds (and the held-out A100-SXM4's), i.e. the raw band (width factor 1). Per phase,
 # z = the smallest width factor whose band holds the measured time (weights/band_spread.py's); the report gives the
-# coverage at factor 1 and at the shipped table's `spread`, per GPU and in all. Nothing here is fitted.
+# coverage at factor 1 and at the shipped table's `spread`, per GPU and in all. Nothing here is fitted. The phases run
+# HF eager's kernels (serve_calibration.py's KERNELS: `serve --kernels eager`); serve's default, Megatron-LM's fused
+# set, prices the same families (one QKV and one gate-up GEMM where eager has three and two).
 import argparse
 import os
 import sys

@@ -277,7 +277,8 @@ TEST_CASE("serve --sweep: two GPU files that share a name are two rows labelled 
 // Lua error (--ops) and a --scripts module without a function the phase forecast needs (neusight.needs) alike.
 TEST_CASE("serve --sweep: a script error stops the sweep with its file and line", "[cli][serve][sweep]") {
   ns_test::temp_dir t;
-  const auto op = t.write("ops/silu.lua", "-- a broken rule\nlocal rule = nil\nreturn rule.silu\n");
+  // (add: the residual adds of either kernel set, serve's Megatron-LM one and HF's eager one)
+  const auto op = t.write("ops/add.lua", "-- a broken rule\nlocal rule = nil\nreturn rule.add\n");
   const std::string ops = " --ops '" + (t.path / "ops").string() + "'";
   for (const std::string how : {"--gpu l4 --batch 1", "--sweep --gpu l4,h100 --tp 1,3 --batch 1,2"}) {
     const auto r = run_cli(base + how + ops);
@@ -329,8 +330,8 @@ TEST_CASE("serve --sweep: when no setting could run the rows say why and it exit
 TEST_CASE("serve --sweep: a row at or beyond the capacity carries the single serve's overload warning",
           "[cli][serve][sweep]") {
   const std::string common = base + "--requests 60 --max-batch 4 --gpu l4 ";
-  const std::string rates[] = {"5", "12.5", "50"};
-  const json s = run_json(common + "--sweep --rate 5,12.5,50");
+  const std::string rates[] = {"5", "13", "50"};  // capacity 14.0 req/s: 13 is 93 % of it
+  const json s = run_json(common + "--sweep --rate 5,13,50");
   REQUIRE(s["rows"].size() == 3);
   const auto overload = [](const json& report) {  // the single serve's capacity warning, "" without one
     for (const auto& w : report.value("warnings", json::array()))
@@ -353,13 +354,13 @@ TEST_CASE("serve --sweep: a row at or beyond the capacity carries the single ser
   CHECK(s["rows"][1]["overload"] == "near");
   CHECK(s["rows"][2]["overload"] == "beyond");
   CHECK(s["rows"][2]["warning"].get<std::string>().rfind("--rate 50 req/s exceeds the forecast capacity of ", 0) == 0);
-  const auto table = run_cli(common + "--sweep --rate 5,12.5,50");
+  const auto table = run_cli(common + "--sweep --rate 5,13,50");
   REQUIRE(table.code == 0);
   CHECK(table.out.find("rate near capacity (see its warning)") != std::string::npos);
   CHECK(table.out.find("rate beyond capacity (see its warning)") != std::string::npos);
   CHECK(table.out.find("warning: L4, tp 1, rate 50 req/s: " + s["rows"][2]["warning"].get<std::string>()) !=
         std::string::npos);
-  const auto csv = run_cli(common + "--sweep --rate 5,12.5,50 --format csv");
+  const auto csv = run_cli(common + "--sweep --rate 5,13,50 --format csv");
   REQUIRE(csv.code == 0);
   const auto [head, lines] = ns_test::csv_table(csv.out);
   const auto at = std::find(head.begin(), head.end(), "warning");

@@ -121,6 +121,39 @@ function M.test_static_batch_is_its_phases()
 end
 
 -- A batch beyond serve's budget says the budget, its flag, and that predict's serving phases count the whole GPU.
+-- Issue 13: every phase asks for the serving engines' kernel set, Megatron-LM's fused one, at every tp (tp 1 was
+-- HF's eager graph, tp > 1 the fused one); --kernels eager asks for HF's (at tp 1 the model's own graph: no
+-- parallel.kernels, which a one-GPU run would call "no effect"); the report and the table say which.
+function M.test_every_tp_runs_one_kernel_set()
+  local function fields_of(opts)
+    local seen = {}
+    local function spy(f)
+      seen[#seen + 1] = f
+      return phase(f)
+    end
+    local r = S.run(opts, spy)
+    return seen, r
+  end
+  for _, tp in ipairs { 1, 2 } do
+    for _, k in ipairs { "megatron", "eager", false } do
+      local opts = { model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 3, tp = tp, kernels = k or nil }
+      local seen, r = fields_of(opts)
+      local want = k or "megatron"
+      eq(r.kernels, want, ("tp %d, kernels %s: the report's"):format(tp, tostring(k)))
+      assert(S.format_table(r):find(", kernels " .. want .. ", ", 1, true), "the table's header says it")
+      for _, f in ipairs(seen) do
+        local asked = want  -- (tp 1, eager: none asked)
+        if tp == 1 and want == "eager" then asked = nil end
+        eq(f["parallel.kernels"], asked,
+          ("tp %d, kernels %s: %s phase's parallel.kernels"):format(tp, tostring(k), f.mode))
+      end
+    end
+  end
+  local ok, err = pcall(S.run, { model = "m", gpu = "g", batch = 4, input_len = 100, output_len = 3, kernels = "fused" }, phase)
+  eq(ok, false, "an unknown kernel set fails")
+  eq(err, 'serve: --kernels: "megatron" or "eager" expected, got "fused"', "predict's names")
+end
+
 function M.test_static_batch_beyond_budget_names_it()
   local r = S.run({ model = "m", gpu = "g", batch = 6000, input_len = 100, output_len = 11 }, phase)
   eq(r.fits, false, "66 GB of KV cache + 16 GB of weights")
