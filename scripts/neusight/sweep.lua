@@ -323,8 +323,11 @@ function M.run(raw, phase, progress, gpu)
       mode = "decode", dtype = first.dtype, kv_dtype = first.kv_dtype, weight_dtype = first.weight_dtype } or nil,
     launch = first and first.launch or o1.launch,
     kernels = first and first.kernels or o1.kernels or S.DEFAULTS.kernels, -- every combination's (serve's --kernels)
-    input_len = tostring(o1.input_len),
+    input_len = tostring(o1.input_len),   -- as serve's: "1024", or a range "128..2048"
     output_len = tostring(o1.output_len),
+    -- as serve's, numbers: the lengths' means (the fixed length itself when not a range)
+    input_len_mean = first and first.input_len_mean or nil,
+    output_len_mean = first and first.output_len_mean or nil,
     requests = mode == "rate" and d1.requests or nil,
     seed = mode == "rate" and d1.seed or nil,
     -- the gamma shape of the arrivals' gaps (--burstiness) when not Poisson's 1
@@ -446,16 +449,31 @@ local function csv_cell(v)
   return s
 end
 
---- CSV: a header of the JSON row fields, one line per combination (numbers as report.number_csv writes them: the JSON's doubles exactly, in its digits).
+-- The sweep's own settings the table's header lines show, as CSV columns after the rows' (each row repeats them, so a
+-- CSV alone says what was swept: the audit of issue 16 found them only in the table and JSON): the JSON path of each.
+local SETTING_COLUMNS = { "model", "dtype", "kv_dtype", "weight_dtype", "launch", "predictor", "input_len",
+  "input_len_mean", "output_len", "output_len_mean", "requests", "seed", "burstiness", "chunked_prefill",
+  "targets.ttft_ms", "targets.tpot_ms", "targets.statistic" }
+
+--- CSV: a header of the JSON row fields, then the sweep's settings (their JSON paths: SETTING_COLUMNS), one line per
+--- combination (numbers as report.number_csv writes them: the JSON's doubles exactly, in its digits).
 function M.format_csv(report)
   local cols = columns(report.mode)
   local out, head = {}, {}
   for i, c in ipairs(cols) do head[i] = c.key end
+  local settings = {}
+  for _, path in ipairs(SETTING_COLUMNS) do
+    local v = report
+    for key in path:gmatch("[^.]+") do v = type(v) == "table" and v[key] or nil end
+    head[#head + 1] = path
+    settings[#settings + 1] = csv_cell(v)
+  end
   out[1] = concat(head, ",")
+  local tail = concat(settings, ",")
   for _, row in ipairs(report.rows) do
     local cells = {}
     for i, c in ipairs(cols) do cells[i] = csv_cell(row[c.key]) end
-    out[#out + 1] = concat(cells, ",")
+    out[#out + 1] = concat(cells, ",") .. "," .. tail
   end
   return concat(out, "\n") .. "\n"
 end
@@ -471,7 +489,7 @@ function M.format_table(report)
   if mode == "rate" then
     out[#out + 1] = fmt("continuous batching: %d requests per combination, %s (seed %d)%s; latencies in ms",
       report.requests,
-      report.burstiness and fmt("gamma arrivals (burstiness %g)", report.burstiness) or "Poisson arrivals", report.seed,
+      report.burstiness and fmt("gamma arrivals (burstiness %.10g)", report.burstiness) or "Poisson arrivals", report.seed,
       report.chunked_prefill > 0 and fmt(", chunked prefill %d tokens", report.chunked_prefill) or "")
   else
     out[#out + 1] = "static batches; latencies in ms"

@@ -173,13 +173,27 @@ TEST_CASE("serve --sweep: JSON, CSV and table carry the same rows — -o infers 
     const json& row = j["rows"][n++];
     for (size_t c = 0; c < head.size(); ++c) {
       INFO(head[c] << " = " << cells[c]);
-      if (!row.contains(head[c])) CHECK(cells[c].empty());
-      else if (row[head[c]].is_number()) CHECK(std::stod(cells[c]) == row[head[c]].get<double>());  // exactly
-      else if (row[head[c]].is_boolean()) CHECK(cells[c] == (row[head[c]].get<bool>() ? "true" : "false"));
-      else CHECK(cells[c] == row[head[c]].get<std::string>());
+      // a row's field, else the sweep's setting at that JSON path (targets.ttft_ms: the header lines' numbers)
+      const json* v = row.contains(head[c]) ? &row[head[c]] : nullptr;
+      if (!v) {
+        const std::string& path = head[c];
+        const size_t dot = path.find('.');
+        const json& top = j;
+        if (dot == std::string::npos) v = top.contains(path) ? &top[path] : nullptr;
+        else if (top.contains(path.substr(0, dot)) && top[path.substr(0, dot)].contains(path.substr(dot + 1)))
+          v = &top[path.substr(0, dot)][path.substr(dot + 1)];
+      }
+      if (!v || v->is_null()) CHECK(cells[c].empty());
+      else if (v->is_number()) CHECK(std::stod(cells[c]) == v->get<double>());  // exactly
+      else if (v->is_boolean()) CHECK(cells[c] == (v->get<bool>() ? "true" : "false"));
+      else CHECK(cells[c] == v->get<std::string>());
     }
   }
   CHECK(n == j["rows"].size());
+  // the header lines' numbers are in every CSV row (issue 16: JSON/CSV carry every number the table shows)
+  for (const char* col : {"input_len", "output_len", "requests", "targets.tpot_ms", "input_len_mean"})
+    CHECK(std::find(head.begin(), head.end(), col) != head.end());
+  CHECK(j["input_len_mean"].is_number());
   const auto table = run_cli(args);
   REQUIRE(table.code == 0);
   CHECK(table.out.find(j["verdict"].get<std::string>()) != std::string::npos);
