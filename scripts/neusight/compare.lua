@@ -401,6 +401,22 @@ function M.table(doc)
     errors > 0 and fmt(", %d could not be forecast", errors) or "") }
   if #fixed > 0 then out[#out + 1] = "fixed     " .. concat(fixed, ", ") .. "\n" end
   if #settings > 0 then out[#out + 1] = "settings  " .. concat(settings, ", ") .. " (where they apply)\n" end
+  local rows_of = rows_namer(rows, shown, n_in, errors)
+  -- the calibration files the rows' forecasts applied (a row's JSON/CSV `calibration`), each with its rows, as a
+  -- single forecast's "calibrated" line says it (the audit of issue 16: only the JSON said so)
+  local calibrated, files = {}, {}
+  for r, row in ipairs(rows) do
+    for _, c in ipairs(failed(row) and {} or row) do
+      if c.key == "calibration" and c.value ~= nil then
+        if not calibrated[c.value] then calibrated[c.value], files[#files + 1] = {}, c.value end
+        local of = calibrated[c.value]
+        of[#of + 1] = r
+      end
+    end
+  end
+  for _, file in ipairs(files) do
+    out[#out + 1] = fmt("calibrated %s by %s (--no-calibration ignores it)\n", rows_of(calibrated[file]), file)
+  end
   out[#out + 1] = "\n"
   local line = {}
   for k, i in ipairs(shown) do line[k] = pad(head[i].column, width[k], left(head[i])) end
@@ -429,7 +445,6 @@ function M.table(doc)
       of[#of + 1] = r
     end
   end
-  local rows_of = rows_namer(rows, shown, n_in, errors)
   if #order > 0 then
     out[#out + 1] = "\n"
     for _, w in ipairs(order) do

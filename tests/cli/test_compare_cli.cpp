@@ -656,6 +656,12 @@ TEST_CASE("compare: a GPU file copy calibrated on its own is a GPU of its own", 
   REQUIRE(rows.size() == 2);
   CHECK(rows[1]["latency_ms"].get<double>() > rows[0]["latency_ms"].get<double>() * 1.1);  // the calibration applied
   CHECK(rows[1]["gpu"] == "H100-SXM5-80GB (" + copy.string() + ")");
+  // the table says which rows are calibrated, by which file, as the JSON's `calibration` does (issue 16 audit)
+  const auto table = run_cli(copy_workload + " --gpu h100," + ns_test::quoted(copy.string()));
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("\ncalibrated gpu H100-SXM5-80GB (" + copy.string() + ") by " +
+                       rows[1]["calibration"].get<std::string>() + " (--no-calibration ignores it)\n") != std::string::npos);
+  CHECK(rows[0]["calibration"].is_null());
 }
 
 // Under --no-calibration no calibration applies, so a copy calibrated on its own forecasts as the file it copies: one
