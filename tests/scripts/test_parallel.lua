@@ -1158,6 +1158,10 @@ function T.test_column_parallel_input_gradient_runs_under_the_wgrad_gemm()
   eq(dev.tp_comm_hidden < dev.tp_comm, true, "exposed < wire")
   near(dev.exposed_comm, wire - want_hidden, "exposed: the wire less the hidden part")
   near(tl.iteration, dev.compute + dev.exposed_comm, "one device, one microbatch: compute + exposed")
+  -- full recomputation re-runs the forward (its forward collectives only): the same seconds hidden
+  local full = P.timeline(plan_of({ tp = tp, recompute = "full" }, 2), nodes, times).devices[1]
+  near(full.tp_comm_hidden, want_hidden, "recomputation hides no more, no less")
+  eq(full.tp_comm > dev.tp_comm, true, "its forward collectives run again")
   -- the same graph with eager kernels' times: every second exposed
   local eager_nodes, eager_plan = build("eager", false)
   local et = P.timeline(eager_plan, eager_nodes, timed(eager_nodes, wgrad_of)).devices[1]
