@@ -72,6 +72,10 @@ struct kernel {
   // "dynamic_tensor" vLLM's dynamic per-tensor fp8 scaling (absmax over the activations, one atomic per token row on
   // the scale, then the quantising pass), which gemm_fp8 prices as a stage of its own (tile_model.h quant_stage).
   std::string act_quant;
+  // GEMM: the weight-gradient GEMM of its node's backward (scripts/neusight/rules.lua linear), set by the op rule; the
+  // parallel timeline hides a column-parallel linear's input-gradient collective under it (neusight.parallel.timeline).
+  // Not an input of the predictors.
+  bool wgrad = false;
   double flops = 0;
   double bytes = 0;
   std::optional<double> seconds;  // fixed latency (fallback rules, measured values): bypasses the predictor

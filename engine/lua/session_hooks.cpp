@@ -168,8 +168,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
   const stack_restore restore(L);  // also on error
   // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass; and the
   // roofline floor of each pass's kernels (roofline_floor_seconds: a collective's, a fixed latency, is 0), which the
-  // timeline sums per device as it sums their times.
-  struct node_times { double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 0, fw_floor = 0, bw_floor = 0, opt_floor = 0; };
+  // timeline sums per device as it sums their times; and the part of the backward in weight-gradient GEMMs (kernels with
+  // wgrad set: what the timeline hides a column-parallel linear's input-gradient collective under).
+  struct node_times {
+    double fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, bw_wgrad = 0, opt = 0, fw_floor = 0, bw_floor = 0, opt_floor = 0;
+  };
   std::vector<node_times> t(fc.g.nodes.size());
   for (size_t i = 0; i < fc.kernels.size(); ++i) {
     const auto& ki = fc.kernels[i];
@@ -179,7 +182,7 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
     const bool comm = ki.k.kind == kernel_kind::collective;
     if (ki.ph == phase::forward) n.fw += s, n.fw_comm += comm ? s : 0, n.fw_floor += floor;
     else if (ki.ph == phase::optimizer) n.opt += s, n.opt_floor += floor;
-    else n.bw += s, n.bw_comm += comm ? s : 0, n.bw_floor += floor;
+    else n.bw += s, n.bw_comm += comm ? s : 0, n.bw_wgrad += ki.k.wgrad ? s : 0, n.bw_floor += floor;
   }
   p_->push_engine_field("require");
   lua_pushstring(L, "neusight.parallel");
@@ -195,11 +198,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
                 std::to_string(lua_rawlen(L, -1)));
   lua_createtable(L, int(t.size()), 0);
   for (size_t i = 0; i < t.size(); ++i) {
-    lua_createtable(L, 0, 8);
+    lua_createtable(L, 0, 9);
     const std::pair<const char*, double> fields[] = {
         {"fw", t[i].fw},           {"fw_comm", t[i].fw_comm},   {"bw", t[i].bw},
-        {"bw_comm", t[i].bw_comm}, {"opt", t[i].opt},           {"fw_floor", t[i].fw_floor},
-        {"bw_floor", t[i].bw_floor}, {"opt_floor", t[i].opt_floor}};
+        {"bw_comm", t[i].bw_comm}, {"bw_wgrad", t[i].bw_wgrad}, {"opt", t[i].opt},
+        {"fw_floor", t[i].fw_floor}, {"bw_floor", t[i].bw_floor}, {"opt_floor", t[i].opt_floor}};
     for (const auto& [k, v] : fields) lua_pushnumber(L, v), lua_setfield(L, -2, k);
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }

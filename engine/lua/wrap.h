@@ -122,6 +122,7 @@ class table_reader {
   double number_or(const char* key, double fallback) const;
   int64_t integer(const char* key) const;
   int64_t integer_or(const char* key, int64_t fallback) const;
+  bool boolean_or(const char* key, bool fallback) const;
   bool has(const char* key) const;
   shape shape_at(const char* key) const;
   std::vector<shape> shapes_at(const char* key) const;

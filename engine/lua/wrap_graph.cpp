@@ -62,6 +62,18 @@ int64_t table_reader::integer_or(const char* key, int64_t fallback) const {
   return has(key) ? integer(key) : fallback;
 }
 
+bool table_reader::boolean_or(const char* key, bool fallback) const {
+  const int type = raw_getfield(L_, idx_, key);
+  if (type == LUA_TNIL) {
+    lua_pop(L_, 1);
+    return fallback;
+  }
+  if (type != LUA_TBOOLEAN) fail(key, "a boolean");
+  const bool v = lua_toboolean(L_, -1) != 0;
+  lua_pop(L_, 1);
+  return v;
+}
+
 namespace {
 // At most 2^48 elements in one tensor (512 TB in bf16, more than any cluster holds): sizes, FLOPs and bytes computed
 // from the dimensions then stay far from the 2^63 where Lua integers wrap (a dimension of 2^62 used to forecast 0).
@@ -219,7 +231,7 @@ const std::vector<std::string> node_keys = {"op",    "name",   "layer",  "inputs
                                             "dtype", "count",  "params", "phase",  "attrs"};
 const std::vector<std::string> kernel_keys = {"kind", "name", "op", "dtype", "flops",  "bytes", "b",
                                               "m",    "n",    "k",  "rows",  "hidden", "seconds", "shapes", "kv_dtype", "weight_bytes", "act_quant",
-                                              "kv_flops", "kv_bytes"};
+                                              "kv_flops", "kv_bytes", "wgrad"};
 const std::vector<std::string> kernel_keys_tiled = [] {
   auto keys = kernel_keys;
   keys.emplace_back("tile");
@@ -408,6 +420,7 @@ std::vector<kernel> kernels_read(lua_State* L, int idx, const std::string& where
         if (!(k.weight_bytes >= 0) || !std::isfinite(k.weight_bytes))
           throw error(r.what() + ": weight_bytes must be a finite number >= 0");
         k.act_quant = r.str_or("act_quant", "");
+        k.wgrad = r.boolean_or("wgrad", false);
         if (!k.act_quant.empty() && (k.act_quant != "dynamic_tensor" || k.dtype != "fp8"))
           throw error(r.what() + ": act_quant must be \"dynamic_tensor\" on an fp8 GEMM (got '" + k.act_quant +
                       "', dtype " + k.dtype + ")");
@@ -484,6 +497,7 @@ void kernel_push(lua_State* L, const kernel& k) {
   if (k.kv_bytes > 0) set_number(L, "kv_bytes", k.kv_bytes);
   if (k.weight_bytes > 0) set_number(L, "weight_bytes", k.weight_bytes);
   if (!k.act_quant.empty()) set_string(L, "act_quant", k.act_quant);
+  if (k.wgrad) lua_pushboolean(L, 1), lua_setfield(L, -2, "wgrad");
   if (k.seconds) set_number(L, "seconds", *k.seconds);
   if (k.tile_m || k.tile_k || k.tile_elems || k.tile_blocks > 0) {
     lua_createtable(L, 0, 8);  // stack: kernel tile

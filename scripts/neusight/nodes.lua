@@ -12,7 +12,9 @@ local M = {}
 --- pieces below emit Megatron-LM's fused kernels instead of HF's eager chains (M.rms_norm, M.rope, M.glu) and
 --- Megatron-Core's single linear_qkv and linear_fc1 GEMMs instead of HF's q/k/v and gate/up projections (M.qkv,
 --- M.swiglu). `g.tp_in(name, shape, note)` and `g.tp_out(…)` are
---- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation.
+--- Megatron's f and g operators around column- and row-parallel layers (below); `shape` is the full activation. Only f's
+--- backward collective may run under a GEMM (its column-parallel linear's weight gradient, tp_in `column`); g's are on
+--- the critical path.
 ---@param dtype string
 ---@param shard? table neusight.parallel.tensor_shard(...)
 ---@param sequence_parallel? boolean Megatron sequence parallelism (needs a shard with tp > 1)
@@ -37,10 +39,6 @@ function M.new(dtype, shard, sequence_parallel)
       inputs = inputs, output = output, params = params or 0, attrs = attrs,
     }
   end
-  function g.comm(op, name, shape, direction, note)
-    if shard then shard.comm(nodes, g, op, name, shape, direction, note) end
-  end
-  function g.all_reduce(name, shape, direction, note) g.comm("all_reduce", name, shape, direction, note) end
   -- f, into a column-parallel layer: all-reduce of the input gradient in backward, or with sequence parallelism
   -- an all-gather of the sharded input forward and the reduce-scatter of its gradient in backward (Megatron's
   -- column-parallel linear keeps only its input's sequence shard and re-gathers it for the weight-gradient GEMM,
@@ -49,18 +47,43 @@ function M.new(dtype, shard, sequence_parallel)
   -- it as x (g.add: attrs.sequence_shard = tp, its saved input is the 1/tp shard: neusight.memory).
   -- `read` = false: what reads the gathered tensor keeps it whole (a MoE layer's router and token dispatch, as
   -- Megatron's dispatcher gathers the tokens before permuting them): no shard kept.
-  function g.tp_in(name, shape, note, read)
+  -- `column`: the name of Megatron's column-parallel linear that reads the tensor (its node, added after this one; nil:
+  -- none, as in a MoE layer, whose dispatcher gathers and reduce-scatters synchronously). Under Megatron's kernels (the
+  -- plan's kernels = "megatron") its backward launches this input-gradient all-reduce / reduce-scatter asynchronously
+  -- after its dgrad GEMM and waits for it after its weight-gradient GEMM (Megatron-Core's
+  -- LinearWithGradAccumulationAndAsyncCommunication): the collective node's attrs.hidden_by names it, and the timeline
+  -- charges max(0, the collective − that wgrad GEMM) (neusight.parallel.timeline; README, parallel training).
+  -- PyTorch's eager tensor parallelism has no such overlap: no hidden_by.
+  local overlapped = shard ~= nil and type(shard.plan) == "table" and shard.plan.kernels == "megatron"
+  local function hide_under(column)
+    if column == nil or not overlapped then return end
+    local n = nodes[#nodes]
+    if n.attrs.direction ~= "backward" then
+      error(("neusight.nodes: '%s' runs %s: only a backward collective runs under a weight-gradient GEMM")
+        :format(n.name, tostring(n.attrs.direction)), 3)
+    end
+    n.attrs.hidden_by = column
+    n.attrs.note = (n.attrs.note or "") .. "; under " .. column .. "'s weight-gradient GEMM (Megatron's async overlap)"
+  end
+  -- `column` (a backward collective only): the column-parallel linear it runs under, as tp_in's below
+  function g.comm(op, name, shape, direction, note, column)
+    if not shard or shard.tp == 1 then return end
+    shard.comm(nodes, g, op, name, shape, direction, note)
+    hide_under(column)
+  end
+  function g.all_reduce(name, shape, direction, note, column) g.comm("all_reduce", name, shape, direction, note, column) end
+  function g.tp_in(name, shape, note, read, column)
     local whole = read == false
     read = read or shape
     if not shard or shard.tp == 1 then return read end
     if not sp then
-      g.comm("all_reduce", name, shape, "backward", note)
+      g.comm("all_reduce", name, shape, "backward", note, column)
       return read
     end
     g.comm("all_gather", name .. ".all_gather", shape, "forward", note .. " (sequence parallel: gather the shards)")
     -- (the backward all-gather of the kept shard for the weight gradient is not a node: Megatron issues it
     -- asynchronously and it runs under the dgrad GEMM, which needs no gathered input: README, parallel training)
-    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)")
+    g.comm("reduce_scatter", name .. ".reduce_scatter", shape, "backward", note .. " (sequence parallel)", column)
     if whole then return read end
     local copy = {}
     for i = 1, #read do copy[i] = read[i] end
@@ -267,7 +290,8 @@ function M.causal_lm_head(g, serve, x, xs, V, tied, opts, variant)
   local b, s, h = x[1], x[2], x[3]
   g.layer, g.count = "", 1
   M.rms_norm(g, "norm", xs, h, variant and variant.one_plus)
-  local head_in = M.lm_head_input(g, serve, g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head"))
+  local head_in = M.lm_head_input(g, serve,
+    g.tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head", nil, "lm_head"))
   local logits = { b, head_in[2], V }
   g.add("linear", "lm_head", { head_in }, logits, tied and 0 or h * V,
     { bias = false, tied = tied and "embed_tokens" or nil })

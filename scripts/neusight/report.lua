@@ -590,7 +590,7 @@ end
 -- A parallel run's iteration as rows of the `ms` column, each { name, part, ms }: the op rows' sum taken back out
 -- (they are one microbatch through every stage of one tp shard and the whole unsharded optimizer step: no GPU's
 -- iteration), the critical device's parts (parallel.devices[critical_stage], the busiest: compute, the communication
--- it does not hide, its optimizer step, its bubble; the whole parallel.exposed_comm_ms when the report lists no
+-- it does not hide (tp_comm less tp_comm_hidden, ep_comm, p2p, dp_exposed), its optimizer step, its bubble; the whole parallel.exposed_comm_ms when the report lists no
 -- devices) and what is left of latency_ms (other: 0 but for rounding, or where the parts overlap). Σ ms over the op rows and these is
 -- latency_ms. nil for one GPU: the op rows' ms sum to latency_ms.
 local function iteration_rows(r, ops_ms)
@@ -599,7 +599,8 @@ local function iteration_rows(r, ops_ms)
   local rows = { { "ops", "ops", -ops_ms } }
   local crit = type(p.devices) == "table" and math.type(p.critical_stage) == "integer" and p.devices[p.critical_stage + 1]
   local parts = crit
-    and { { "compute", "compute_ms" }, { "tp_comm", "tp_comm_ms" }, { "ep_comm", "ep_comm_ms" }, { "p2p", "p2p_ms" },
+    and { { "compute", "compute_ms" }, { "tp_comm", "tp_comm_ms" }, { "tp_comm_hidden", "tp_comm_hidden_ms", -1 },
+          { "ep_comm", "ep_comm_ms" }, { "p2p", "p2p_ms" },
           { "dp_exposed", "dp_exposed_ms" }, { "optimizer", "optimizer_ms" }, { "bubble", "bubble_ms" } }
     or { { "compute", "compute_ms" }, { "exposed_comm", "exposed_comm_ms" }, { "optimizer", "optimizer_ms" },
          { "bubble", "bubble_ms" } }
@@ -608,7 +609,10 @@ local function iteration_rows(r, ops_ms)
   local sum = 0.0
   for _, part in ipairs(parts) do
     local v = from[part[2]]
+    -- tp_comm_hidden_ms: the part of tp_comm_ms under weight-gradient GEMMs, taken back out (negative; no row at 0)
+    if part[3] and v == 0 then v = nil end
     if type(v) == "number" then
+      v = v * (part[3] or 1)
       rows[#rows + 1] = { prefix .. part[2], part[1], v + 0.0 }
       sum = sum + v
     end

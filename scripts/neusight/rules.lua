@@ -492,7 +492,9 @@ end
 
 --- Linear layer y = x·Wᵀ + b with x = inputs[spec.x_input] (default 1), T = numel(x)/I, I = x[-1], O = out[-1]:
 ---   forward    Linear(T, I, O)
----   backward   Linear(T, O, I) (dX = dY·W)  and  Linear(O, T, I) (dW = dYᵀ·X)
+---   backward   Linear(T, O, I) (dX = dY·W, the dgrad GEMM)  and  Linear(O, T, I) (dW = dYᵀ·X, the wgrad GEMM: its
+---              kernel's wgrad = true, what neusight.parallel.timeline hides a column-parallel linear's input-gradient
+---              collective under)
 ---   accumulate VECadd(1, O·I) into W.grad (none with attrs.wgrad_fused: the dW GEMM accumulated it) and, unless
 ---              attrs.bias == false, VECadd(1, O) into b.grad.
 --- (The reference always accumulates a bias-sized gradient, even for the bias-free lm_head.)
@@ -542,7 +544,9 @@ function M.linear(spec)
     end,
     backward = function(node)
       local T, I, O = dims(node)
-      return { K.linear(T, O, I, node.dtype), K.linear(O, T, I, node.dtype) }
+      local wgrad = K.linear(O, T, I, node.dtype)
+      wgrad.wgrad = true
+      return { K.linear(T, O, I, node.dtype), wgrad }
     end,
     accumulate = function(node)
       local _, I, O = dims(node)

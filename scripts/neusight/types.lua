@@ -66,6 +66,8 @@
 ---@field kv_dtype? string               attention: the KV cache's dtype when it differs
 ---@field weight_bytes? number           gemm: bytes per weight element under weight-only quantisation
 ---@field act_quant? string             gemm, bmm (fp8): "dynamic_tensor", the activation quantisation before it
+---@field wgrad? boolean                 gemm: the weight-gradient GEMM of its node's backward (neusight.rules linear;
+---                                      neusight.parallel.timeline hides a column-parallel input-gradient collective under it)
 ---@field tile? neusight.Tile            absent before tiling; ns.predict keeps a given one, selects a missing one
 
 ---@class neusight.Predictor             what scripts/neusight/predictors/<name>.lua (--predictor <name>) returns

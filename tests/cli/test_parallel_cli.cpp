@@ -100,7 +100,55 @@ TEST_CASE("parallel: tensor parallelism adds collective kernels, forward and bac
   CHECK(bw == 36 * 2 + 1);
   const json& d = tp["parallel"]["devices"][0];
   CHECK(d["tp_comm_ms"].get<double>() > 0);
-  CHECK(d["exposed_comm_ms"].get<double>() == Approx(d["tp_comm_ms"].get<double>()));
+  // exposed: the wire less what runs under the column-parallel linears' weight-gradient GEMMs (below)
+  CHECK(d["exposed_comm_ms"].get<double>() ==
+        Approx(d["tp_comm_ms"].get<double>() - d["tp_comm_hidden_ms"].get<double>()));
+}
+
+// Megatron's column-parallel linear launches its input-gradient all-reduce after the dgrad GEMM and waits for it after
+// the wgrad GEMM: per site and microbatch max(0, comm − wgrad) is exposed (scripts/neusight/parallel/timeline.lua
+// hidden_comm). tp_comm_ms stays what is on the wire; the row-parallel all-reduces and eager kernels hide nothing.
+TEST_CASE("parallel: a column-parallel input gradient runs under its wgrad GEMM with Megatron kernels", "[cli][parallel]") {
+  const json tp = predict("--batch 4 --tp 2");
+  // f before each column-parallel layer → the layer (GPT-2: c_attn, c_fc, the vocab-parallel lm_head)
+  const std::map<std::string, std::string> reader = {
+      {"h.attn.tp_in", "h.attn.c_attn"}, {"h.mlp.tp_in", "h.mlp.c_fc"}, {"lm_head.tp_in", "lm_head"}};
+  std::map<std::string, double> comm_each, wgrad_each;  // per instance, ms
+  std::map<std::string, int> backward_gemms, count;
+  double row_parallel = 0;
+  for (const auto& op : tp["ops"]) {
+    const std::string name = op["name"].get<std::string>();
+    if (op["kind"] == "collective" && op["phase"] == "backward") {
+      REQUIRE(reader.count(name) == 1);  // every backward collective is an f
+      comm_each[name] = op["ms_each"].get<double>(), count[name] = op["count"].get<int>();
+    } else if (op["kind"] == "collective") {
+      row_parallel += op["ms"].get<double>();
+    } else if (op["kind"] == "gemm" && op["phase"] == "backward" && ++backward_gemms[name] == 2) {
+      wgrad_each[name] = op["ms_each"].get<double>();  // the linear rule's backward: dgrad, then wgrad
+    }
+  }
+  REQUIRE(comm_each.size() == 3);
+  CHECK(row_parallel > 0);
+  double hidden = 0, wire_f = 0;
+  for (const auto& [f, layer] : reader) {
+    REQUIRE(wgrad_each.count(layer) == 1);
+    const double comm = comm_each[f];
+    hidden += (comm - std::max(0.0, comm - wgrad_each[layer])) * count[f];
+    wire_f += comm * count[f];
+  }
+  const json& d = tp["parallel"]["devices"][0];
+  const double wire = d["tp_comm_ms"].get<double>(), hid = d["tp_comm_hidden_ms"].get<double>();
+  CHECK(hid > 0);
+  CHECK(hid == Approx(hidden));
+  CHECK(hid <= wire_f * (1 + 1e-12));  // the row-parallel all-reduces: never hidden
+  CHECK(wire == Approx(wire_f + row_parallel));
+  CHECK(d["exposed_comm_ms"].get<double>() == Approx(wire - hid));
+  CHECK(d["exposed_comm_ms"].get<double>() < wire);
+  // PyTorch eager tensor parallelism: no such overlap, all of it exposed
+  const json eager = predict("--batch 4 --tp 2 --kernels eager");
+  const json& e = eager["parallel"]["devices"][0];
+  CHECK(e["tp_comm_hidden_ms"].get<double>() == 0);
+  CHECK(e["exposed_comm_ms"].get<double>() == Approx(e["tp_comm_ms"].get<double>()));
 }
 
 TEST_CASE("parallel: one-microbatch pipeline is the serial sum of its stages", "[cli][parallel]") {

@@ -1084,6 +1084,108 @@ function T.test_dp_traffic_follows_the_precision_recipe()
   end
 end
 
+-- Megatron's column-parallel linear launches its input-gradient all-reduce (sequence parallel: reduce-scatter) after the
+-- dgrad GEMM and waits after the wgrad GEMM (neusight.nodes tp_in, attrs.hidden_by): the timeline charges
+-- max(0, comm − wgrad) of it, keeps tp_comm what is on the wire and says the rest in tp_comm_hidden. PyTorch's eager
+-- tensor parallelism has no such overlap; the row-parallel side (tp_out) is never hidden.
+function T.test_column_parallel_input_gradient_runs_under_the_wgrad_gemm()
+  local tp = 2
+  local function build(kernels, sp)
+    local plan = plan_of({ tp = tp, kernels = kernels, sequence_parallel = sp or nil }, 2)
+    return gpt.build(CFG, { batch = 2, seq = 32, training = true, dtype = "fp32", tp = tp, parallel = plan,
+                            sequence_parallel = sp }), plan
+  end
+  local readers = { ["h.attn.tp_in"] = "h.attn.c_attn", ["h.mlp.tp_in"] = "h.mlp.c_fc", ["lm_head.tp_in"] = "lm_head",
+    ["h.attn.tp_in.reduce_scatter"] = "h.attn.c_attn", ["h.mlp.tp_in.reduce_scatter"] = "h.mlp.c_fc",
+    ["lm_head.tp_in.reduce_scatter"] = "lm_head" }
+  for _, sp in ipairs { false, true } do
+    local nodes = build("megatron", sp)
+    local hidden = 0
+    for _, n in ipairs(nodes) do
+      if n.attrs.group == "tp" then
+        eq(n.attrs.hidden_by, readers[n.name], n.name .. (sp and " (sequence parallel)" or "") .. ": hidden by")
+        if n.attrs.hidden_by then
+          hidden = hidden + 1
+          eq(n.attrs.direction, "backward", n.name .. ": a backward collective")
+        end
+      end
+    end
+    eq(hidden, 3, "f of c_attn, c_fc and lm_head")
+    for _, n in ipairs((build("eager", sp))) do eq(n.attrs.hidden_by, nil, n.name .. ": eager kernels hide nothing") end
+  end
+
+  -- The timeline: every node 1 ms forward, 2 ms backward, of which a linear's wgrad GEMM is 1 ms / its count … a
+  -- collective its priced seconds; exposed = Σ max(0, comm − wgrad), by hand.
+  local function timed(nodes, wgrad_of)
+    local times = {}
+    for i, n in ipairs(nodes) do
+      local t = { fw = 1e-3, fw_comm = 0, bw = 2e-3, bw_comm = 0, opt = 0 }
+      if n.attrs.group == "tp" then
+        local s = n.attrs.seconds
+        t.fw, t.bw = 0, 0
+        if n.attrs.direction ~= "backward" then t.fw, t.fw_comm = s, s end
+        if n.attrs.direction ~= "forward" then t.bw, t.bw_comm = s, s end
+      elseif n.op == "addmm" or n.op == "linear" then
+        t.bw_wgrad = wgrad_of(n)
+      end
+      times[i] = t
+    end
+    return times
+  end
+  local nodes, plan = build("megatron", false)
+  local by_name = {}
+  for i, n in ipairs(nodes) do by_name[n.name] = i end
+  local comm_attn = nodes[by_name["h.attn.tp_in"]].attrs.seconds
+  -- c_attn's wgrad half the all-reduce (half exposed), c_fc's and lm_head's longer (all hidden)
+  local function wgrad_of(n) return n.name == "h.attn.c_attn" and comm_attn / 2 or 1e-3 end
+  local times = timed(nodes, wgrad_of)
+  local wire, want_hidden = 0, 0
+  for i, n in ipairs(nodes) do
+    local t = times[i]
+    wire = wire + (t.fw_comm + t.bw_comm) * n.count
+    local reader = n.attrs.hidden_by and nodes[by_name[n.attrs.hidden_by]]
+    if reader then
+      local exposed = math.max(0, t.bw_comm - wgrad_of(reader))
+      want_hidden = want_hidden + (t.bw_comm - exposed) * n.count
+    end
+  end
+  local tl = P.timeline(plan, nodes, times)
+  local dev = tl.devices[1]
+  near(dev.tp_comm, wire, "tp_comm: what is on the wire")
+  near(dev.tp_comm_hidden, want_hidden, "tp_comm_hidden: Σ comm − max(0, comm − wgrad)")
+  near(want_hidden, nodes[by_name["h.attn.tp_in"]].count * comm_attn / 2
+    + nodes[by_name["h.mlp.tp_in"]].attrs.seconds * CFG.n_layer + nodes[by_name["lm_head.tp_in"]].attrs.seconds,
+    "half of c_attn's, all of c_fc's and lm_head's")
+  eq(dev.tp_comm_hidden < dev.tp_comm, true, "exposed < wire")
+  near(dev.exposed_comm, wire - want_hidden, "exposed: the wire less the hidden part")
+  near(tl.iteration, dev.compute + dev.exposed_comm, "one device, one microbatch: compute + exposed")
+  -- full recomputation re-runs the forward (its forward collectives only): the same seconds hidden
+  local full = P.timeline(plan_of({ tp = tp, recompute = "full" }, 2), nodes, times).devices[1]
+  near(full.tp_comm_hidden, want_hidden, "recomputation hides no more, no less")
+  eq(full.tp_comm > dev.tp_comm, true, "its forward collectives run again")
+  -- the same graph with eager kernels' times: every second exposed
+  local eager_nodes, eager_plan = build("eager", false)
+  local et = P.timeline(eager_plan, eager_nodes, timed(eager_nodes, wgrad_of)).devices[1]
+  eq(et.tp_comm_hidden, 0, "eager: nothing hidden")
+  near(et.exposed_comm, et.tp_comm, "eager: all exposed")
+  near(et.tp_comm, wire, "the same wire")
+  -- a row-parallel collective is never hidden, however long the GEMMs
+  local hidden_comm = require("neusight.parallel.timeline").hidden_comm
+  local long = hidden_comm(nodes, timed(nodes, function() return 1e3 end))
+  for i, n in ipairs(nodes) do
+    if n.attrs.group == "tp" and (n.attrs.direction ~= "backward" or n.name:match("tp_out")) then
+      eq(long[i], nil, n.name .. ": row-parallel / forward, never hidden")
+    end
+  end
+  -- a name that is no node after it: an error, not a silent serial charge
+  local broken = {}
+  for i, n in ipairs(nodes) do broken[i] = n end
+  local i = by_name["lm_head.tp_in"]
+  broken[i] = { op = nodes[i].op, name = nodes[i].name, layer = "", count = 1, params = 0, output = nodes[i].output,
+    inputs = nodes[i].inputs, attrs = { group = "tp", direction = "backward", seconds = 1, hidden_by = "lm_hed" } }
+  raises("timeline: node 'lm_head.tp_in' is hidden by 'lm_hed', which is no node after it", hidden_comm, broken, times)
+end
+
 function T.test_megatron_kernels_of_the_gpt_builder()
   local function names(opts)
     local set, n = {}, 0

@@ -187,6 +187,29 @@ function M.test_csv_of_a_parallel_run_reconciles()
   eq(by["summary:ops.0.ms"], nil, "the ops are the op rows, not summary rows")
 end
 
+-- The tensor-parallel communication under weight-gradient GEMMs (parallel.devices[i].tp_comm_hidden_ms, Megatron's
+-- column-parallel overlap): tp_comm_ms is the wire, so the hidden part is taken back out in a row of its own (negative)
+-- and the ms column still sums to latency_ms; none where nothing is hidden.
+function M.test_csv_takes_the_hidden_tp_comm_back_out()
+  local f = fields({ memory_gb = 3, memory = { state_gb = 2 }, lines = {} })
+  local dev = { stage = 0, compute_ms = 12.0, tp_comm_ms = 2.0, tp_comm_hidden_ms = 0.5, ep_comm_ms = 0.0,
+    p2p_ms = 0.25, dp_exposed_ms = 0.5, optimizer_ms = 0.75, bubble_ms = 5.0, finish_ms = 20.0 }
+  f.parallel = { iteration = 20e-3, state_gb = 2.0, optimizer_shards = 1, table = "",
+    json = setmetatable({ dp = 1, tp = 2, pp = 2, ep = 1, critical_stage = 0, devices = { dev } },
+      { __order = { "dp", "tp", "pp", "ep", "critical_stage", "devices" } }) }
+  local r = R.result(f, forecast(), { gpu = gpu, predictor = "roofline", warnings = {}, figure_lines = {},
+    figures = {} })
+  local sum, by = csv_rows(R.format_csv(r))
+  near(sum, 20.0, "the ms column sums to latency_ms")
+  near(tonumber(by["iteration:parallel.devices.0.tp_comm_hidden_ms"][17]), -0.5, "the hidden part, taken back out")
+  eq(by["iteration:parallel.devices.0.tp_comm_hidden_ms"][2], "tp_comm_hidden", "by part")
+  near(tonumber(by["iteration:other"][17]), 0.0, "nothing else")
+  dev.tp_comm_ms, dev.tp_comm_hidden_ms = 1.5, 0.0
+  local _, none = csv_rows(R.format_csv(R.result(f, forecast(), { gpu = gpu, predictor = "roofline", warnings = {},
+    figure_lines = {}, figures = {} })))
+  eq(none["iteration:parallel.devices.0.tp_comm_hidden_ms"], nil, "nothing hidden: no row")
+end
+
 function M.test_memory_warnings_and_figure_inputs()
   eq(#R.memory_warnings(fields({ memory_gb = 30, warning = "does not fit" })), 1, "the memory report's warning")
   eq(#R.memory_warnings(fields({ memory_gb = 3 })), 0, "fits: none")

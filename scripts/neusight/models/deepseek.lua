@@ -311,14 +311,16 @@ function M.graph(r, opts)
   local function attention(a, kv)
     local xin = x -- what the projections read: under sequence parallelism the gathered x (neusight.nodes tp_in)
     if not qr or sp then
+      -- (under Megatron's kernels it runs under q_proj's weight-gradient GEMM; with q_lora_rank the replicated down
+      -- projections read it, no column-parallel linear: not hidden)
       xin = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj"
-        .. (sp and " and the replicated down projections" or ""))
+        .. (sp and " and the replicated down projections" or ""), nil, not qr and a .. ".q_proj" or nil)
     end
     if qr then
       linear(a .. ".q_a_proj", xin, h, qr, { b, s, qr }, r.bias)
       rms_norm(a .. ".q_a_layernorm", { b, s, qr }, qr)
       g.all_reduce(a .. ".q_b_proj.tp_in", { b, s, qr }, "backward",
-        "f: gradient of the replicated q latent from the column-parallel q_b_proj")
+        "f: gradient of the replicated q latent from the column-parallel q_b_proj", a .. ".q_b_proj")
       linear(a .. ".q_b_proj", { b, s, qr }, qr, nh * dqk, q_flat, false)
     else
       linear(a .. ".q_proj", xin, h, nh * dqk, q_flat, false)
@@ -341,6 +343,7 @@ function M.graph(r, opts)
       tp_out(a .. ".tp_out", x, "g: sum of the row-parallel o_proj partial outputs")
       return
     end
+    -- (not hidden: it carries k_rot's gradient too, which no column-parallel linear's backward launches)
     g.all_reduce(a .. ".kv_b_proj.tp_in", kv_a, "backward",
       "f: gradient of the replicated kv latent and k_rot from the column-parallel kv_b_proj and heads")
     linear(a .. ".kv_b_proj", latent, kvr, nh * (dn + dv), kv_flat, false)

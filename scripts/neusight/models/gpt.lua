@@ -109,7 +109,7 @@ function M.build(cfg, opts)
   g.layer, g.count = "h", L
   add("layernorm", "h.ln_1", { xs }, xs, 2 * h)
   -- (the input the column-parallel layer reads: under sequence parallelism it saves the shard, neusight.nodes tp_in)
-  local attn_in = tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn", { T, h })
+  local attn_in = tp_in("h.attn.tp_in", x, "f: input gradient of the column-parallel c_attn", { T, h }, "h.attn.c_attn")
   -- Conv1D c_attn, traced as addmm(bias, x2d, W).
   add("addmm", "h.attn.c_attn", { { 3 * hl }, attn_in, { h, 3 * hl } }, { T, 3 * hl }, h * 3 * hl + 3 * hl)
   local xl = tp == 1 and x or { b, s, hl }
@@ -158,7 +158,7 @@ function M.build(cfg, opts)
   add("dropout", "h.attn.resid_dropout", { xs }, xs)
   add("add", "h.attn.residual", { xs, xs }, xs, 0, { fused_external = 1 }) -- x + residual stream (fusion.lua)
   add("layernorm", "h.ln_2", { xs }, xs, 2 * h)
-  local fc_in = tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc", { T, h })
+  local fc_in = tp_in("h.mlp.tp_in", x, "f: input gradient of the column-parallel c_fc", { T, h }, "h.mlp.c_fc")
   add("addmm", "h.mlp.c_fc", { { ni }, fc_in, { h, ni } }, { T, ni }, h * ni + ni)
   -- gelu_new(a) = 0.5·a·(1 + tanh(√(2/π)·(a + 0.044715·a³))), traced as 8 elementwise nodes. Python-float
   -- operands are not graph inputs, so single-input nodes are the reference's 'u' variants.
@@ -183,7 +183,8 @@ function M.build(cfg, opts)
   add("layernorm", "ln_f", { xs }, xs, 2 * h)
   -- HF ties lm_head.weight to wte.weight: its parameters are already counted on wte.
   local tied = cfg.tie_word_embeddings ~= false
-  local head_in = N.lm_head_input(g, serve, tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head"))
+  local head_in = N.lm_head_input(g, serve, tp_in("lm_head.tp_in", x, "f: input gradient of the vocab-parallel lm_head",
+    nil, "lm_head"))
   add("linear", "lm_head", { head_in }, { b, head_in[2], V }, tied and 0 or h * V,
     { bias = false, tied = tied and "wte" or nil })
   N.causal_lm_loss(g, b, s, V, opts)

@@ -407,7 +407,8 @@ function M.graph(r, opts, moe)
   local function layer(p, win, kv, sparse, window)
     rms_norm(p .. ".input_layernorm", xs, h)
     local a = p .. ".self_attn"
-    local attn_in = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj")
+    local attn_in = tp_in(a .. ".tp_in", x, "f: input gradient of the column-parallel q_proj / k_proj / v_proj",
+      nil, a .. ".qkv_proj") -- Megatron's linear_qkv (neusight.nodes qkv)
     -- Phi-3's qkv_proj and Megatron's linear_qkv: one GEMM, then q, k, v are slices (views) of its output
     N.qkv(g, a, attn_in, h, nh, kvh, hd, q_flat, kv_flat, r.qkv_bias, r.fused, qkv_copies)
     if r.qk_norm then -- Qwen3: RMSNorm over head_dim of (b, s, heads, head_dim), before the transpose
@@ -472,7 +473,8 @@ function M.graph(r, opts, moe)
     if sparse then
       moe.block(ctx, p)
     else
-      local mlp_in = tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj")
+      local mlp_in = tp_in(m .. ".tp_in", x, "f: input gradient of the column-parallel gate_proj / up_proj",
+        nil, m .. ".gate_up_proj") -- Megatron's linear_fc1 (neusight.nodes swiglu)
       if not I then I = shard and shard.split(r.I, "intermediate_size") or r.I end
       act = act or { b, s, I }
       N.swiglu(g, m, mlp_in, act, h, I, r.mlp_bias, nil, nil, { act = r.act, fused = r.fused })

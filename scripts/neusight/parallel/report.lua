@@ -30,7 +30,7 @@ end
 local ms = 1e3
 
 local DEVICE_KEYS = { "stage", "layers", "params", "expert_params", "state_gb", "activation_gb", "memory_gb",
-  "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
+  "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "tp_comm_hidden_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
   "dp_buckets", "grad_bytes", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
@@ -83,7 +83,10 @@ function M.json(plan, result, lean)
       expert_params = plan.ep > 1 and num(d.expert_params, "device expert_params") or nil,
       activation_gb = d.activation_bytes / 1e9,
       compute_ms = d.compute * ms, exposed_comm_ms = d.exposed_comm * ms, bubble_ms = d.bubble * ms,
-      optimizer_ms = d.optimizer * ms, tp_comm_ms = d.tp_comm * ms, ep_comm_ms = d.ep_comm * ms, p2p_ms = d.p2p * ms,
+      -- tp_comm_ms: the tensor-parallel collectives on the wire; tp_comm_hidden_ms: of them, the seconds under
+      -- weight-gradient GEMMs (Megatron's column-parallel overlap: not in exposed_comm_ms)
+      optimizer_ms = d.optimizer * ms, tp_comm_ms = d.tp_comm * ms, tp_comm_hidden_ms = d.tp_comm_hidden * ms,
+      ep_comm_ms = d.ep_comm * ms, p2p_ms = d.p2p * ms,
       dp_comm_ms = d.dp_comm * ms, dp_exposed_ms = d.dp_exposed * ms, dp_buckets = int(d.buckets, "device buckets"),
       grad_bytes = num(d.grad_bytes, "device grad_bytes"),
       microbatch_forward_ms = d.microbatch_fw * ms, microbatch_backward_ms = d.microbatch_bw * ms,
@@ -134,13 +137,15 @@ function M.format_table(plan, result, j, s, recipe, most, most_stage)
   add("links     intra %.0f GB/s x %.2f, %.1f us; inter %.4g GB/s x %.2f, %.1f us (%s)\n", c.intra.bw_gbps,
     c.intra.efficiency, c.intra.latency_us, c.inter.bw_gbps, c.inter.efficiency, c.inter.latency_us,
     c.file == "" and "scripts/neusight/topology.lua" or c.file)
-  local ep = j.ep > 1
-  add("%5s %6s %12s %12s %s%12s %12s %12s %12s %12s\n", "stage", "layers", "compute ms", "tp comm ms",
-    ep and fmt("%12s ", "ep comm ms") or "", "p2p ms", "dp exposed", "optimizer ms", "bubble ms", "finish ms")
+  local ep, tp = j.ep > 1, j.tp > 1
+  -- tp comm ms: on the wire; tp hidden: of it, under weight-gradient GEMMs (tensor parallelism only)
+  add("%5s %6s %12s %12s %s%s%12s %12s %12s %12s %12s\n", "stage", "layers", "compute ms", "tp comm ms",
+    tp and fmt("%12s ", "tp hidden") or "", ep and fmt("%12s ", "ep comm ms") or "", "p2p ms", "dp exposed",
+    "optimizer ms", "bubble ms", "finish ms")
   for _, d in ipairs(result.devices) do
-    add("%5d %6d %12.3f %12.3f %s%12.3f %12.3f %12.3f %12.3f %12.3f\n", d.stage, d.layers, d.compute * ms,
-      d.tp_comm * ms, ep and fmt("%12.3f ", d.ep_comm * ms) or "", d.p2p * ms, d.dp_exposed * ms, d.optimizer * ms,
-      d.bubble * ms, d.finish * ms)
+    add("%5d %6d %12.3f %12.3f %s%s%12.3f %12.3f %12.3f %12.3f %12.3f\n", d.stage, d.layers, d.compute * ms,
+      d.tp_comm * ms, tp and fmt("%12.3f ", d.tp_comm_hidden * ms) or "", ep and fmt("%12.3f ", d.ep_comm * ms) or "",
+      d.p2p * ms, d.dp_exposed * ms, d.optimizer * ms, d.bubble * ms, d.finish * ms)
   end
   for _, line in ipairs(result.memory.lines or {}) do out[#out + 1] = line .. "\n" end -- per stage (neusight.memory)
   add("state     per parameter: %s (%s recipe%s)%s\n", precision.state_breakdown(s), recipe,

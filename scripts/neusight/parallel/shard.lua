@@ -72,6 +72,9 @@ function M.rule(op, doc)
       direction = "string: the pass it runs in, forward, backward or both (default forward)",
       seconds = "number: the time neusight.collectives priced it at (required)",
       algorithm = "string: the collective's algorithm (for the reader)",
+      hidden_by = "string: a backward collective's column-parallel linear (the name of a node after it), under whose "
+        .. "weight-gradient GEMM it runs (Megatron's async input-gradient all-reduce / reduce-scatter, neusight.nodes "
+        .. "tp_in): the timeline charges max(0, its time − that GEMM's) (neusight.parallel.timeline)",
     },
     saves = function() return 0 end, -- a collective keeps nothing for backward
     forward = function(node) return kernels(node, "forward") end,

@@ -196,7 +196,7 @@ local fill_buckets = M.fill_buckets
 -- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
 local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
   "saves_known", "dp", "ep", "bucket_mb", "groups", "distributed_optimizer" }
-local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "opt", "fw_floor", "bw_floor", "opt_floor" }
+local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "bw_wgrad", "opt", "fw_floor", "bw_floor", "opt_floor" }
 local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
 
 local function same_value(a, b) return rawequal(a, b) or (a == b and math_type(a) == math_type(b)) end
@@ -229,9 +229,43 @@ local function times_copy(times)
   return out
 end
 
+--- The seconds of each node's backward collective that run under a weight-gradient GEMM, per instance (hidden[i], nil
+--- for none): a collective node with attrs.hidden_by (neusight.nodes tp_in under Megatron's kernels: the input-gradient
+--- all-reduce or reduce-scatter its column-parallel linear launches asynchronously after the dgrad GEMM and waits for
+--- after the wgrad GEMM) hides min(its backward collective time, that linear's wgrad GEMM time, times[j].bw_wgrad) —
+--- it is exposed for max(0, comm − wgrad). The linear is the first node after it of that name; it runs as often (the
+--- same count: one layer's). The one place the overlap is priced (the stage sums and the gradient-bucket walk read it).
+--- SM contention between the NCCL kernel and the GEMM is not modelled (README, parallel training).
+---@param nodes table[]
+---@param times table[] per node { bw_comm, bw_wgrad, … } (bw_wgrad: the backward's weight-gradient GEMM seconds)
+---@return table<integer, number> hidden
+function M.hidden_comm(nodes, times)
+  local hidden = {}
+  for i, n in ipairs(nodes) do
+    local a = n.attrs
+    local column = type(a) == "table" and a.hidden_by or nil
+    if column ~= nil then
+      local j = i + 1
+      while nodes[j] and nodes[j].name ~= column do j = j + 1 end
+      if not nodes[j] then
+        error(("timeline: node '%s' is hidden by '%s', which is no node after it"):format(n.name, tostring(column)), 0)
+      end
+      if (nodes[j].count or 1) ~= (n.count or 1) then
+        error(("timeline: node '%s' (count %s) is hidden by '%s' (count %s): they must run as often")
+          :format(n.name, tostring(n.count or 1), column, tostring(nodes[j].count or 1)), 0)
+      end
+      local comm, wgrad = times[i].bw_comm, times[j].bw_wgrad or 0
+      local h = min(comm, wgrad)
+      if h > 0 then hidden[i] = h end
+    end
+  end
+  return hidden
+end
+
 local function prepare(plan, nodes, times, reuse)
   local prep = reuse and preps[nodes]
   if prep and prep_fits(prep, plan, times) then return prep end
+  local hidden = M.hidden_comm(nodes, times)
   local P, v = plan.pp, plan.virtual_stages
   local V = P * v
   local e = K.dtype_bytes(plan.dtype or "fp32") -- activations (compute dtype)
@@ -268,10 +302,13 @@ local function prepare(plan, nodes, times, reuse)
       twin_of[k] = twin
     else
       local fw, fwc, bw, bwc, params, expert, ep_fw, ep_bw, fwf, bwf, kv = 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0
+      local bwh = 0 -- of bwc, the seconds under weight-gradient GEMMs (hidden)
       for _, it in ipairs(st.items) do
         local t, n = times[it.node], nodes[it.node]
         fw, fwc = fw + (t.fw - t.fw_comm) * it.share, fwc + t.fw_comm * it.share
         bw, bwc = bw + (t.bw - t.bw_comm) * it.share, bwc + t.bw_comm * it.share
+        local h = hidden[it.node]
+        if h then bwh = bwh + h * it.share end
         fwf, bwf = fwf + (t.fw_floor or 0) * it.share, bwf + (t.bw_floor or 0) * it.share
         local a = n.attrs
         if a and a.group == "ep" then
@@ -285,8 +322,8 @@ local function prepare(plan, nodes, times, reuse)
         local kvb = type(a) == "table" and a.kv_cache_bytes
         if type(kvb) == "number" then kv = kv + kvb * it.share end
       end
-      b = { fw = fw, fwc = fwc, bw = bw, bwc = bwc, params = params, expert = expert, ep_fw = ep_fw, ep_bw = ep_bw,
-            fwf = fwf, bwf = bwf, kv = kv }
+      b = { fw = fw, fwc = fwc, bw = bw, bwc = bwc, bwh = bwh, params = params, expert = expert, ep_fw = ep_fw,
+            ep_bw = ep_bw, fwf = fwf, bwf = bwf, kv = kv }
       if seg1 then
         local by_reps = alike[seg1.per]
         if not by_reps then by_reps = {}; alike[seg1.per] = by_reps end
@@ -403,7 +440,7 @@ local function prepare(plan, nodes, times, reuse)
   for k, f in ipairs(PREP_FIELDS) do fields[k] = plan[f] end
   prep = {
     plan = plan, fields = fields, times = reuse and times_copy(times), stages = stages, base = base, twin_of = twin_of, mem = mem,
-    recipe = recipe, p2p_bytes = p2p_bytes, params_total = params_total, tied_sync = tied_sync,
+    recipe = recipe, p2p_bytes = p2p_bytes, params_total = params_total, tied_sync = tied_sync, hidden = hidden,
     opt_total = opt_total, opt_floor = opt_floor, events = events, buckets_of = buckets_of, rerun = {}, walk_dt = {},
   }
   if reuse then preps[nodes] = prep end
@@ -411,14 +448,17 @@ local function prepare(plan, nodes, times, reuse)
 end
 
 --- Per-device timeline of one training iteration (or inference pass) from per-node times.
---- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, opt } where bw
---- includes gradient accumulation and *_comm is the part spent in collective kernels.
---- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all); p2p is
+--- `times[i]` (one instance of node i, seconds) = { fw, fw_comm, bw, bw_comm, bw_wgrad, opt } where bw
+--- includes gradient accumulation, *_comm is the part spent in collective kernels and bw_wgrad (optional, 0) the part
+--- in weight-gradient GEMMs (kernels with wgrad set: neusight.rules linear).
+--- In-graph collectives count as tp_comm, or ep_comm for nodes of group "ep" (expert all-to-all): what is on the
+--- wire; tp_comm_hidden is the part of tp_comm that runs under weight-gradient GEMMs (M.hidden_comm: Megatron's
+--- column-parallel input-gradient collectives), not on the device's critical path nor in exposed_comm; p2p is
 --- the stage-boundary send/recv plus, for tied embeddings split over stages, the first/last-stage
 --- gradient all-reduce.
 --- `times[i].fw_floor`, `bw_floor`, `opt_floor` (optional, 0 when absent): the roofline floors of those kernels
 --- (engine/core/roofline.h roofline_floor_seconds; a collective's is 0).
---- Returns { iteration, floor, devices = { per pipeline stage: compute, tp_comm, ep_comm, p2p, dp_comm,
+--- Returns { iteration, floor, devices = { per pipeline stage: compute, tp_comm, tp_comm_hidden, ep_comm, p2p, dp_comm,
 --- dp_exposed, optimizer, bubble, finish, floor, layers, … }, … } — all dp × tp ranks of a stage behave
 --- alike, so one row stands for each of them; a device's `floor` is the least time its own kernels take (their
 --- floors over its ops, recomputed forwards included, and its share of the optimizer step's), the run's `floor` the
@@ -433,7 +473,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local prep = prepare(plan, nodes, times, reuse)
   local P, v, Mb = plan.pp, plan.virtual_stages, plan.microbatches
   local V = P * v
-  local stages, base, twin_of, mem = prep.stages, prep.base, prep.twin_of, prep.mem
+  local stages, base, twin_of, mem, hidden = prep.stages, prep.base, prep.twin_of, prep.mem, prep.hidden
   local p2p_bytes, params_total, tied_sync = prep.p2p_bytes, prep.params_total, prep.tied_sync
   local opt_total, opt_floor = prep.opt_total, prep.opt_floor
   local eg, ep = prep.recipe.bytes.grad, prep.recipe.bytes.param
@@ -456,6 +496,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   for k, st in ipairs(stages) do
     local twin = twin_of[k]
     local bw, bwc, bwf, ep_bw
+    local bwh = base[k].bwh -- the seconds of bwc under weight-gradient GEMMs (a recomputed forward adds none)
     if twin then
       twin = stages[twin]
       bw, bwc, bwf, ep_bw = twin.bw_compute, twin.bw_comm, twin.bw_floor_sum, twin.bw_ep
@@ -478,9 +519,9 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
     end
     st.bw_ep = ep_bw
-    st.bw_compute, st.bw_comm, st.bw_floor_sum = bw, bwc, bwf
+    st.bw_compute, st.bw_comm, st.bw_floor_sum, st.bw_hidden = bw, bwc, bwf, bwh
     st.bw_floor = plan.training and bwf or 0
-    st.bw = plan.training and (bw + bwc + st.send_bw) or 0
+    st.bw = plan.training and (bw + (bwc - bwh) + st.send_bw) or 0
   end
 
   local shape, finish, makespan, last_bw = simulate_times(stages, P, Mb, v, plan.schedule, plan.training, 1)
@@ -490,11 +531,11 @@ function M.timeline(plan, nodes, times, lean, reuse)
   -- compute without overlap) and waits for the link while the previous bucket is in flight.
   -- per virtual stage (1-based), what each of its forward and backward ops adds to its device's sums
   local fw_compute, fw_comm, fw_ep, send_fw, bw_compute, bw_comm, bw_ep, send_bw = {}, {}, {}, {}, {}, {}, {}, {}
-  local fw_floor, bw_floor = {}, {}
+  local fw_floor, bw_floor, bw_hidden = {}, {}, {}
   for k, st in ipairs(stages) do
     fw_compute[k], fw_comm[k], fw_ep[k], send_fw[k] = st.fw_compute, st.fw_comm, st.fw_ep, st.send_fw
     bw_compute[k], bw_comm[k], bw_ep[k], send_bw[k] = st.bw_compute, st.bw_comm, st.bw_ep, st.send_bw
-    fw_floor[k], bw_floor[k] = st.fw_floor, st.bw_floor
+    fw_floor[k], bw_floor[k], bw_hidden[k] = st.fw_floor, st.bw_floor, st.bw_hidden
   end
   local activations = PM.stage_activations(stages)
   -- Per virtual stage k, its nodes' backward seconds (with a recomputed forward) in the bucket walk's order (backward:
@@ -520,7 +561,8 @@ function M.timeline(plan, nodes, times, lean, reuse)
           dt_of = {}
           for j = 1, n_seg do
             local i = seg_nodes[j]
-            dt_of[j] = (times[i].bw + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
+            -- (a collective under a weight-gradient GEMM: its exposed part, prep.hidden)
+            dt_of[j] = (times[i].bw - (hidden[i] or 0) + (seg.layered and rerun[i] and times[i].fw or 0)) * seg.per[j]
           end
           if seg.layered then seg_dt[seg.per] = dt_of end
         end
@@ -537,23 +579,25 @@ function M.timeline(plan, nodes, times, lean, reuse)
   -- (ns.fold: 10⁵ ops in a deep pipeline), each sum as `s = s + x` (or `- x`) in the terms' order: compute, tensor-
   -- parallel communication (the op's collectives but its expert all-to-all), the expert all-to-all, point-to-point
   -- sends, the activations kept for backward (a forward keeps its stage's, a backward frees them; training) with
-  -- their peak along the way (after the sums), and the roofline floors of the op's kernels.
+  -- their peak along the way (after the sums), the roofline floors of the op's kernels, and of the tensor-parallel
+  -- communication the seconds under weight-gradient GEMMs (hidden: on the wire, not on the device's critical path).
   local sums = fold(shape.packed_codes, shape.n, {
     { 1, fw_compute }, { 2, fw_comm }, { 2, fw_ep, -1 }, { 3, fw_ep }, { 4, send_fw }, { 5, activations },
     { 6, fw_floor },
   }, {
     { 1, bw_compute }, { 2, bw_comm }, { 2, bw_ep, -1 }, { 3, bw_ep }, { 4, send_bw }, { 5, activations, -1 },
-    { 6, bw_floor },
+    { 6, bw_floor }, { 7, bw_hidden },
   }, 5)
   local devices, iteration, floor = {}, 0, 0
   for d = 1, P do
     local dev = {
-      stage = d - 1, compute = 0, tp_comm = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0, optimizer = 0,
+      stage = d - 1, compute = 0, tp_comm = 0, tp_comm_hidden = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0,
+      optimizer = 0,
       layers = 0, params = 0, expert_params = 0, buckets = 0, microbatch_fw = 0, microbatch_bw = 0, kv_cache_bytes = 0,
     }
     local s = sums[d]
-    local peak = s[7]
-    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p = s[1], s[2], s[3], s[4]
+    local peak = s[8]
+    dev.compute, dev.tp_comm, dev.ep_comm, dev.p2p, dev.tp_comm_hidden = s[1], s[2], s[3], s[4], s[7]
     local transient, temporary, temporary_node = PM.device_peaks(stages, P, v, d)
     dev.activation_bytes = peak + transient
     dev.temporary_bytes, dev.temporary_node = temporary, temporary_node
@@ -663,7 +707,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   -- last stage included), what it reduces over dp; the run's is the device with the most (as state_gb, memory_gb)
   local grad_most = 0
   for _, dev in ipairs(devices) do
-    dev.exposed_comm = dev.tp_comm + dev.ep_comm + dev.p2p + dev.dp_exposed
+    dev.exposed_comm = (dev.tp_comm - dev.tp_comm_hidden) + dev.ep_comm + dev.p2p + dev.dp_exposed
     dev.bubble = max(0, iteration - dev.compute - dev.optimizer - dev.exposed_comm)
     dev.grad_bytes = plan.training and dev.params * eg or 0  -- no backward, no gradient: nothing reduced
     grad_most = max(grad_most, dev.grad_bytes)
