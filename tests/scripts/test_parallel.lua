@@ -442,6 +442,39 @@ function T.test_compiled_simulation_matches_the_turn_by_turn_one()
   eq(ok, false, "a stuck schedule fails")
   eq(tostring(err):find("schedule test_stuck deadlocks with 2 device(s), 1 microbatch(es), 1 chunk(s)", 1, true) ~= nil,
     true, "deadlock message: " .. tostring(err))
+  -- a registered schedule's microbatches are labels the turns only compare: numbered from 1 (or named), it runs as
+  -- GPipe numbered from 0 does; a chunk outside 0 to v - 1 is refused naming the schedule, device and op (it was an
+  -- index error inside the turns, or for a device's last stage none at all)
+  local st = { { fw = 1.5, bw = 2.5 }, { fw = 1.25, bw = 3.5 } }
+  for _, label in ipairs { function(m) return m + 1 end, function(m) return "mb" .. m end } do
+    P.schedules.test_labels = function(p, mb, v, training)
+      local orders = P.schedules.gpipe(p, mb, v, training)
+      for _, ops in ipairs(orders) do
+        for _, op in ipairs(ops) do op.mb = label(op.mb) end
+      end
+      return orders
+    end
+    local got, got_makespan = P.simulate(st, 2, 3, 1, "test_labels", true)
+    local want, want_makespan = P.simulate(st, 2, 3, 1, "gpipe", true)
+    P.schedules.test_labels = nil
+    eq(got_makespan, want_makespan, "microbatch labels: makespan")
+    for d = 1, 2 do
+      eq(got[d].finish, want[d].finish, "microbatch labels: device " .. d)
+      for i, op in ipairs(want[d].ops) do
+        eq(got[d].ops[i].mb, label(op.mb), "microbatch labels: the schedule's own label")
+        eq(got[d].ops[i].finish, op.finish, "microbatch labels: op finish")
+      end
+    end
+  end
+  P.schedules.test_chunk = function()
+    return { { { fw = true, chunk = 0, mb = 0 }, { fw = false, chunk = 0, mb = 0 } },
+             { { fw = true, chunk = 1, mb = 0 }, { fw = false, chunk = 1, mb = 0 } } }
+  end
+  ok, err = pcall(P.simulate, st, 2, 1, 1, "test_chunk", true)
+  P.schedules.test_chunk = nil
+  eq(ok, false, "a chunk beyond v fails")
+  eq(tostring(err):find("schedule test_chunk: device 1, op 1: chunk 1 is not one of 0 to 0 (v = 1)", 1, true) ~= nil,
+    true, "chunk message: " .. tostring(err))
 end
 
 ---------------------------------------------------------------------------------------------------
