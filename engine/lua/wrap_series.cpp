@@ -1,5 +1,6 @@
 // engine/lua/wrap_series.cpp — numeric primitives over long series for scripts/neusight/parallel: a pipeline
-// schedule's compiled program walked with per-stage seconds (schedule.lua walk), a device's ops folded into sums and
+// schedule's ops compiled into its program (schedule.lua shape_of's turns) and the program walked with per-stage
+// seconds (schedule.lua walk), a device's ops folded into sums and
 // its gradient buckets queued through its data-parallel link (timeline.lua). A deep pipeline has 10⁵ ops per layout and a search forecasts thousands of layouts: the scripts
 // say what to compute (the program, which per-stage values go into which sum), these run the loops.
 //

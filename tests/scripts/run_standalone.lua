@@ -72,7 +72,7 @@ local function closest(word, cands)
   end
   return best
 end
--- ns.pack_integers, ns.walk, ns.fold and ns.queue (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
+-- ns.pack_integers, ns.walk, ns.fold, ns.queue and ns.compile (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
 -- plain Lua loops they run: this runner has no C++; the engine-run tests check the real ones.
 local function pack_integers(t, n)
   local p = {}
