@@ -13,7 +13,8 @@ local show = T.show
 local M = {}
 
 --- Pipeline schedules by name: function(P, M, v, training) → per-device arrays of ops
---- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
+--- { fw = bool, chunk = c (0-based: an integer of 0 to v − 1, else an error naming the op), mb = m (0-based; a
+--- label the simulation only compares) }, in the order the device runs them.
 M.schedules = {}
 
 -- The built-in schedules write each device's ops into flat arrays (lists[d] = { n, fw = {}, chunk = {}, mb = {} }):
