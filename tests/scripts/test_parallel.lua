@@ -1293,6 +1293,23 @@ function T.test_series_primitives_are_the_lua_loops()
       same(got[d][3], s3, ("case %d (%s) fold sum 3"):format(case, kind))
       same(got[d][4], peak, ("case %d (%s) fold peak"):format(case, kind))
     end
+    -- fold again with rows of floats only one way (forward: a sum becomes a float at its first such op) and integer
+    -- zeros the other (a sum only backward ops touched stays the integer 0), the second sum watched
+    got = ns.fold({ codes }, { n }, { { 1, arrays[1] }, { 2, arrays[2] }, { 2, arrays[3], -1 } },
+      { { 1, zeros }, { 2, zeros, -1 } }, 2)
+    s1, s2, peak = 0, 0, 0
+    for i = 1, n do
+      local k = codes[i]
+      if k > 0 then
+        s1, s2 = s1 + arrays[1][k], s2 + arrays[2][k] - arrays[3][k]
+      else
+        s1, s2 = s1 + zeros[-k], s2 - zeros[-k]
+      end
+      if s2 > peak then peak = s2 end
+    end
+    same(got[1][1], s1, ("case %d (%s) fold, one way floats: sum 1"):format(case, kind))
+    same(got[1][2], s2, ("case %d (%s) fold, one way floats: sum 2"):format(case, kind))
+    same(got[1][3], peak, ("case %d (%s) fold, one way floats: peak"):format(case, kind))
     -- queue: runs of transfers through one link
     local at, cnt, dt = {}, {}, {}
     for k = 1, V do at[k], cnt[k], dt[k] = value(kind), (rand() * 4) // 1, value(kind) end
