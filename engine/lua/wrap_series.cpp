@@ -1,5 +1,6 @@
 // engine/lua/wrap_series.cpp — numeric primitives over long series for scripts/neusight/parallel: a pipeline
-// schedule's compiled program walked with per-stage seconds (schedule.lua walk), a device's ops folded into sums and
+// schedule's ops compiled into its program (schedule.lua shape_of's turns) and the program walked with per-stage
+// seconds (schedule.lua walk), a device's ops folded into sums and
 // its gradient buckets queued through its data-parallel link (timeline.lua). A deep pipeline has 10⁵ ops per layout and a search forecasts thousands of layouts: the scripts
 // say what to compute (the program, which per-stage values go into which sum), these run the loops.
 //
@@ -313,13 +314,16 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
 // integer 0 until its first float (where 0 + x is 0.0 + x) and a float plus or minus the integer 0 is x ± 0.0. Such a
 // sum runs in doubles (`floated`: it met a float, else it is still the integer 0); any other, as Lua numbers.
 // Such sums' terms of one direction (fw or bw), T of them, as a matrix: row k holds each term's values[k] (as a
-// double, and whether it was a float), in the terms' order; rows: the codes every term has a value for.
+// double, negated for a term that subtracts: s - x is s + (-x), the same bits in IEEE arithmetic, signed zeros
+// included; and whether it was a float), in the terms' order; rows: the codes every term has a value for. all_float[k]:
+// every value of row k is a float (an op of that row makes each of the direction's sums a float: `any_float`).
 struct fast_terms {
   size_t T = 0, rows = 0;
   std::vector<size_t> j;
-  std::vector<uint8_t> minus;
   std::vector<double> values;
-  std::vector<uint8_t> is_float;
+  std::vector<uint8_t> is_float, all_float;
+  bool any_float = false;   // an op of an all-float row ran (per device)
+  bool has_watch = false;   // one of the terms adds to the watched sum
 };
 
 int fold_body(lua_State* L) {
@@ -360,13 +364,18 @@ int fold_body(lua_State* L) {
     size_t rows = T > 0 ? SIZE_MAX : 0;
     for (const term* t : fast_ones) rows = std::min(rows, t->values.size());
     fo.T = T, fo.rows = rows;
-    for (const term* t : fast_ones) fo.j.push_back(t->j), fo.minus.push_back(t->minus);
-    fo.values.assign(rows * T, 0.0), fo.is_float.assign(rows * T, 0);
-    for (size_t k = 1; k < rows; ++k)
+    for (const term* t : fast_ones) fo.j.push_back(t->j), fo.has_watch = fo.has_watch || (w && t->j == w);
+    fo.values.assign(rows * T, 0.0), fo.is_float.assign(rows * T, 0), fo.all_float.assign(rows, 0);
+    for (size_t k = 1; k < rows; ++k) {
+      bool all = true;
       for (size_t x = 0; x < T; ++x) {
         const lnum& v = fast_ones[x]->values[k];
-        fo.values[k * T + x] = as_float(v), fo.is_float[k * T + x] = v.type == lnum::number;
+        const double d = as_float(v);
+        fo.values[k * T + x] = fast_ones[x]->minus ? -d : d, fo.is_float[k * T + x] = v.type == lnum::number;
+        all = all && v.type == lnum::number;
       }
+      fo.all_float[k] = all;
+    }
   }
   lnum zero;
   zero.type = lnum::integer;
@@ -387,23 +396,26 @@ int fold_body(lua_State* L) {
     std::fill(sums.begin(), sums.end(), zero);
     std::fill(dsums.begin(), dsums.end(), 0.0);
     std::fill(floated.begin(), floated.end(), 0);
+    ffw.any_float = fbw.any_float = false;
     lnum peak = zero;
     double dpeak = 0;
     bool dpeaked = false;  // the peak of a double sum: a float once taken (else the integer 0)
     for (lua_Integer i = 0; i < n; ++i) {
       const int64_t c = codes.data[i];
       const uint64_t k = c > 0 ? uint64_t(c) : uint64_t(0) - uint64_t(c);  // |c|, INT64_MIN too
-      const fast_terms& ft = c > 0 ? ffw : fbw;
+      fast_terms& ft = c > 0 ? ffw : fbw;
       if (ft.T > 0) {
         // a code some fast term has no value for: nil, as in Lua (values[0] too); the error ends the fold, so
         // whether the terms before it added is never seen
         if (k == 0 || k >= ft.rows) nil_arith(L, "a stage's value");
         const double* row = ft.values.data() + k * ft.T;
-        const uint8_t* row_float = ft.is_float.data() + k * ft.T;
-        for (size_t x = 0; x < ft.T; ++x) {
-          const size_t j = ft.j[x];
-          dsums[j] = ft.minus[x] ? dsums[j] - row[x] : dsums[j] + row[x];
-          floated[j] |= row_float[x];
+        const size_t* js = ft.j.data();
+        for (size_t x = 0; x < ft.T; ++x) dsums[js[x]] += row[x];
+        if (ft.all_float[k]) {
+          ft.any_float = true;
+        } else {
+          const uint8_t* row_float = ft.is_float.data() + k * ft.T;
+          for (size_t x = 0; x < ft.T; ++x) floated[js[x]] |= row_float[x];
         }
       }
       for (const term& t : c > 0 ? sfw : sbw) {
@@ -413,12 +425,16 @@ int fold_body(lua_State* L) {
       if (w) {
         if (!fast[w]) {
           if (less(peak, sums[w])) peak = sums[w];
-        } else if (dpeak < dsums[w] && floated[w]) {  // the integer 0 (not floated) is never above the peak
+        } else if (dpeak < dsums[w] &&  // the integer 0 (not floated) is never above the peak
+                   (floated[w] || (ffw.any_float && ffw.has_watch) || (fbw.any_float && fbw.has_watch))) {
           dpeak = dsums[w], dpeaked = true;
         }
       }
     }
     lua_pop(L, 1);  // stack: … results
+    for (const fast_terms* ft : {&ffw, &fbw})  // an all-float row's op made each of its sums a float
+      if (ft->any_float)
+        for (const size_t j : ft->j) floated[j] = 1;
     lua_createtable(L, int(J) + 1, 0);
     for (size_t j = 1; j <= J; ++j) {
       if (!fast[j]) lnum_push(L, sums[j]);
@@ -500,6 +516,116 @@ int queue_body(lua_State* L) {
   return 2;
 }
 
+// compile(lists, P, v, Mb) -> total, program, packed, codes, last (nil where the schedule deadlocks): the schedule's
+// turns (scripts/neusight/parallel/schedule.lua shape_of, which says the rules) run once without times into its
+// program. lists[d] = { n = ops, fw = {}, chunk = {}, mb = {} }: device d's ops in its order (fw truthy: a forward;
+// chunk an integer of 0 to v - 1; mb one of 0 to Mb - 1). Devices take turns (1 to P, again while any ran an op),
+// each running its ops in order while they are ready; the k-th op run is program[k] = prev << 40 | dep << 16 |
+// (code + 2^15), code = +(vs + 1) for a forward of virtual stage vs = chunk·P + d − 1, −(vs + 1) for a backward, prev
+// the position of the device's op before it and dep that of the op it waits for (0: none): the forward of vs − 1
+// (none on the first stage), for a backward the backward of vs + 1 (on the last stage its own forward), which must
+// have run too. Returns the ops run (total), program as an array and packed (pack_integers), codes[d] the codes of
+// device d's ops packed, last[d] the position of its last op (0: none). [-4, +5|1, e]
+int compile_body(lua_State* L) {
+  luaL_checktype(L, 1, LUA_TTABLE);
+  const lua_Integer P = luaL_checkinteger(L, 2), v = luaL_checkinteger(L, 3), Mb = luaL_checkinteger(L, 4);
+  constexpr lua_Integer max_ops = (lua_Integer(1) << 24) - 1, max_code = (lua_Integer(1) << 15) - 1;
+  if (P < 1 || v < 1 || Mb < 0 || P > max_code || v > max_code || P * v > max_code || Mb > max_ops)
+    luaL_error(L, "compile: P %I, v %I, Mb %I out of range (P·v at most %I stages, Mb at most %I)", P, v, Mb, max_code,
+               max_ops);
+  const lua_Integer V = P * v;
+  struct ops_of {
+    std::vector<uint8_t> fw;
+    std::vector<int32_t> vs, mb;
+  };
+  std::vector<ops_of> devs(size_t(P) + 1);
+  std::vector<lua_Integer> n(size_t(P) + 1, 0);
+  lua_Integer left = 0;
+  for (lua_Integer d = 1; d <= P; ++d) {
+    lua_rawgeti(L, 1, d);  // stack: … l
+    if (!lua_istable(L, -1)) luaL_error(L, "compile: lists[%I] must be a table", d);
+    lua_getfield(L, -1, "n");
+    int ok = 0;
+    const lua_Integer nd = lua_tointegerx(L, -1, &ok);
+    lua_pop(L, 1);
+    if (!ok || nd < 0 || nd > max_ops - left) luaL_error(L, "compile: lists[%I].n must be an integer of 0 to %I", d, max_ops - left);
+    n[size_t(d)] = nd, left += nd;
+    ops_of& o = devs[size_t(d)];
+    o.fw.resize(size_t(nd)), o.vs.resize(size_t(nd)), o.mb.resize(size_t(nd));
+    lua_getfield(L, -1, "fw"), lua_getfield(L, -2, "chunk"), lua_getfield(L, -3, "mb");  // stack: … l fw chunk mb
+    for (int at = -3; at <= -1; ++at)
+      if (!lua_istable(L, at)) luaL_error(L, "compile: lists[%I] needs tables fw, chunk and mb", d);
+    for (lua_Integer i = 1; i <= nd; ++i) {
+      lua_rawgeti(L, -3, i), lua_rawgeti(L, -3, i), lua_rawgeti(L, -3, i);  // stack: … fw chunk mb f c m
+      int okc = 0, okm = 0;
+      const lua_Integer c = lua_tointegerx(L, -2, &okc), m = lua_tointegerx(L, -1, &okm);
+      if (!okc || c < 0 || c >= v)
+        luaL_error(L, "compile: device %I op %I: chunk must be an integer of 0 to %I", d - 1, i, v - 1);
+      if (!okm || m < 0 || m >= Mb)
+        luaL_error(L, "compile: device %I op %I: microbatch must be an integer of 0 to %I", d - 1, i, Mb - 1);
+      o.fw[size_t(i - 1)] = uint8_t(lua_toboolean(L, -3));
+      o.vs[size_t(i - 1)] = int32_t(c * P + (d - 1)), o.mb[size_t(i - 1)] = int32_t(m);
+      lua_pop(L, 3);
+    }
+    lua_pop(L, 4);
+  }
+  // done_fw / done_bw[vs·Mb + m]: the program position of that op (0: not run yet; positions start at 1)
+  std::vector<int64_t> done_fw(size_t(V * Mb), 0), done_bw(size_t(V * Mb), 0);
+  std::vector<int64_t> program;
+  program.reserve(size_t(left));
+  std::vector<std::vector<int64_t>> codes(size_t(P) + 1);
+  std::vector<lua_Integer> ptr(size_t(P) + 1, 0);
+  std::vector<int64_t> last(size_t(P) + 1, 0);
+  for (lua_Integer d = 1; d <= P; ++d) codes[size_t(d)].resize(size_t(n[size_t(d)]));
+  int64_t k = 0;
+  bool progress = true;
+  while (left > 0 && progress) {
+    progress = false;
+    for (lua_Integer d = 1; d <= P; ++d) {
+      const ops_of& o = devs[size_t(d)];
+      int64_t* cd = codes[size_t(d)].data();
+      const lua_Integer nd = n[size_t(d)], i0 = ptr[size_t(d)];
+      lua_Integer i = i0;
+      int64_t at = last[size_t(d)];
+      for (; i < nd; ++i) {
+        const int64_t vs = o.vs[size_t(i)], at_m = vs * Mb + o.mb[size_t(i)];
+        int64_t ready, c;
+        if (o.fw[size_t(i)]) {
+          ready = vs == 0 ? 0 : done_fw[size_t(at_m - Mb)];
+          if (vs != 0 && ready == 0) break;
+          c = vs + 1, done_fw[size_t(at_m)] = ++k;
+        } else {
+          if (done_fw[size_t(at_m)] == 0) break;
+          ready = vs == V - 1 ? done_fw[size_t(at_m)] : done_bw[size_t(at_m + Mb)];
+          if (ready == 0) break;
+          c = -(vs + 1), done_bw[size_t(at_m)] = ++k;
+        }
+        program.push_back(int64_t(uint64_t(at) << 40 | uint64_t(ready) << 16 | uint64_t(c + 0x8000)));
+        cd[i] = c, at = k;
+      }
+      if (i > i0) ptr[size_t(d)] = i, last[size_t(d)] = at, left -= i - i0, progress = true;
+    }
+  }
+  if (left > 0) {
+    lua_pushnil(L);
+    return 1;
+  }
+  const auto packed = [L](const std::vector<int64_t>& xs) {
+    void* p = lua_newuserdatauv(L, xs.size() * sizeof(int64_t), 0);
+    if (!xs.empty()) std::memcpy(p, xs.data(), xs.size() * sizeof(int64_t));
+    luaL_setmetatable(L, ints_meta);
+  };
+  lua_pushinteger(L, lua_Integer(k));
+  lua_createtable(L, int(k), 0);
+  for (int64_t x = 0; x < k; ++x) lua_pushinteger(L, lua_Integer(program[size_t(x)])), lua_rawseti(L, -2, x + 1);
+  packed(program);
+  lua_createtable(L, int(P), 0);
+  for (lua_Integer d = 1; d <= P; ++d) packed(codes[size_t(d)]), lua_rawseti(L, -2, d);
+  lua_createtable(L, int(P), 0);
+  for (lua_Integer d = 1; d <= P; ++d) lua_pushinteger(L, lua_Integer(last[size_t(d)])), lua_rawseti(L, -2, d);
+  return 5;
+}
+
 // A C++ exception inside a loop (std::bad_alloc) becomes a Lua error with its message (ns_catch); Lua's own errors
 // pass through. Without it Lua's C++ build caught it with catch (...) and the error was whatever value topped the
 // stack ("neusight: 0", "neusight: (error)").
@@ -507,6 +633,7 @@ int l_pack_integers(lua_State* L) { return ns_catch(L, [L] { return pack_integer
 int l_walk(lua_State* L) { return ns_catch(L, [L] { return walk_body(L); }); }
 int l_fold(lua_State* L) { return ns_catch(L, [L] { return fold_body(L); }); }
 int l_queue(lua_State* L) { return ns_catch(L, [L] { return queue_body(L); }); }
+int l_compile(lua_State* L) { return ns_catch(L, [L] { return compile_body(L); }); }
 
 }  // namespace
 
@@ -517,7 +644,7 @@ void series_functions_add(lua_State* L) {
   }
   lua_pop(L, 1);
   const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold},
-                           {"queue", l_queue}, {nullptr, nullptr}};
+                           {"queue", l_queue}, {"compile", l_compile}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
 }
 

@@ -18,7 +18,14 @@
 #   (base f377527, new measured in one session, every sweep below in order): 1.93 -> 1.92 G, 13.38 -> 12.30 G,
 #   14.12 -> 12.76 G, 8.07 -> 8.03 G, 7.49 -> 7.33 G, 21.98 -> 19.94 G (-9 %; the 2 s target still missed). Walls, best
 #   of 3 at load average 10-12 (four sessions on the 2 cores; not comparable): 0.74 / 0.77, 4.64 / 3.96, 4.86 / 4.34,
-#   3.35 / 2.85, 2.78 / 2.19 and 7.78 / 6.05 s (CPU 2.52 / 2.29 s for the last).
+#   3.35 / 2.85, 2.78 / 2.19 and 7.78 / 6.05 s (CPU 2.52 / 2.29 s for the last). After the schedule's turns compiled
+#   in the engine (ns.compile), ns.fold's pre-negated rows and the timeline's bucket-run arrays made once per call
+#   (base 990105d, new measured in one session, every sweep below in order): 1.89 -> 1.80 G, 11.99 -> 9.48 G,
+#   12.87 -> 10.44 G, 7.79 -> 7.82 G (noise), 7.37 -> 7.03 G, 20.02 -> 15.46 G (-23 %). Walls at load average 4-7
+#   (other sessions building; not quiet), base and new alternately, best of 5 for the last: 1.97 / 1.69 s (CPU 1.96 /
+#   1.70 s), under the 2 s target; this script's best of 3 then: 0.31 / 0.49, 2.20 / 1.75, 1.75 / 1.65, 0.82 / 1.31,
+#   0.79 / 1.36 and 2.19 / 3.07 s wall (CPU 0.21 / 0.25, 1.45 / 1.16, 1.33 / 1.18, 0.77 / 0.86, 0.74 / 0.72 and
+#   2.02 / 1.82 s: the walls swing with the load, the instruction counts are the measure).
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'

@@ -72,7 +72,7 @@ local function closest(word, cands)
   end
   return best
 end
--- ns.pack_integers, ns.walk, ns.fold and ns.queue (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
+-- ns.pack_integers, ns.walk, ns.fold, ns.queue and ns.compile (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
 -- plain Lua loops they run: this runner has no C++; the engine-run tests check the real ones.
 local function pack_integers(t, n)
   local p = {}
@@ -123,6 +123,49 @@ local function fold(series, counts, fw_terms, bw_terms, watch)
     out[d] = sums
   end
   return out
+end
+-- compile: the schedule's turns (scripts/neusight/parallel/schedule.lua shape_of), each device's ops in order while
+-- they are ready, devices in turn; nil where no device can run another op while some are left (a deadlock)
+local function compile(lists, P, v, Mb)
+  local V = P * v
+  local done_fw, done_bw = {}, {} -- [vs][mb] = program position
+  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
+  local program, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, 0, 0
+  for d = 1, P do
+    codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
+    left = left + n[d]
+  end
+  local progress = true
+  while left > 0 and progress do
+    progress = false
+    for d = 1, P do
+      local l, cd = lists[d], codes[d]
+      local fw, chunk, mb = l.fw, l.chunk, l.mb
+      local i, nd, at = ptr[d], n[d], last[d]
+      local i0 = i
+      while i <= nd do
+        local vs, m = chunk[i] * P + (d - 1), mb[i]
+        local ready, c
+        if fw[i] then
+          ready = vs == 0 and 0 or done_fw[vs - 1][m]
+          if ready == nil then break end
+          k, c = k + 1, vs + 1
+          done_fw[vs][m] = k
+        else
+          if not done_fw[vs][m] then break end
+          ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
+          if ready == nil then break end
+          k, c = k + 1, -(vs + 1)
+          done_bw[vs][m] = k
+        end
+        program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
+        i = i + 1
+      end
+      if i > i0 then ptr[d], last[d], left, progress = i, at, left - (i - i0), true end
+    end
+  end
+  if left > 0 then return nil end
+  return k, program, pack_integers(program, k), codes, last
 end
 
 local function queue(at, n, dt, len, free, sum)
@@ -195,7 +238,7 @@ local function gpu_optional(gpu, key)
   return rawget(gpu, key)
 end
 local neusight_module = {
-  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, cluster_limits = cluster_limits,
+  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, compile = compile, cluster_limits = cluster_limits,
   limit_text = limit_text, node_fields = node_fields, gpu_fields = gpu_fields, gpu_optional = gpu_optional,
   dtype_sizes = function()
     local t = {}

@@ -442,6 +442,39 @@ function T.test_compiled_simulation_matches_the_turn_by_turn_one()
   eq(ok, false, "a stuck schedule fails")
   eq(tostring(err):find("schedule test_stuck deadlocks with 2 device(s), 1 microbatch(es), 1 chunk(s)", 1, true) ~= nil,
     true, "deadlock message: " .. tostring(err))
+  -- a registered schedule's microbatches are labels the turns only compare: numbered from 1 (or named), it runs as
+  -- GPipe numbered from 0 does; a chunk outside 0 to v - 1 is refused naming the schedule, device and op (it was an
+  -- index error inside the turns, or for a device's last stage none at all)
+  local st = { { fw = 1.5, bw = 2.5 }, { fw = 1.25, bw = 3.5 } }
+  for _, label in ipairs { function(m) return m + 1 end, function(m) return "mb" .. m end } do
+    P.schedules.test_labels = function(p, mb, v, training)
+      local orders = P.schedules.gpipe(p, mb, v, training)
+      for _, ops in ipairs(orders) do
+        for _, op in ipairs(ops) do op.mb = label(op.mb) end
+      end
+      return orders
+    end
+    local got, got_makespan = P.simulate(st, 2, 3, 1, "test_labels", true)
+    local want, want_makespan = P.simulate(st, 2, 3, 1, "gpipe", true)
+    P.schedules.test_labels = nil
+    eq(got_makespan, want_makespan, "microbatch labels: makespan")
+    for d = 1, 2 do
+      eq(got[d].finish, want[d].finish, "microbatch labels: device " .. d)
+      for i, op in ipairs(want[d].ops) do
+        eq(got[d].ops[i].mb, label(op.mb), "microbatch labels: the schedule's own label")
+        eq(got[d].ops[i].finish, op.finish, "microbatch labels: op finish")
+      end
+    end
+  end
+  P.schedules.test_chunk = function()
+    return { { { fw = true, chunk = 0, mb = 0 }, { fw = false, chunk = 0, mb = 0 } },
+             { { fw = true, chunk = 1, mb = 0 }, { fw = false, chunk = 1, mb = 0 } } }
+  end
+  ok, err = pcall(P.simulate, st, 2, 1, 1, "test_chunk", true)
+  P.schedules.test_chunk = nil
+  eq(ok, false, "a chunk beyond v fails")
+  eq(tostring(err):find("schedule test_chunk: device 1, op 1: chunk 1 is not one of 0 to 0 (v = 1)", 1, true) ~= nil,
+    true, "chunk message: " .. tostring(err))
 end
 
 ---------------------------------------------------------------------------------------------------
@@ -1363,6 +1396,23 @@ function T.test_series_primitives_are_the_lua_loops()
       same(got[d][3], s3, ("case %d (%s) fold sum 3"):format(case, kind))
       same(got[d][4], peak, ("case %d (%s) fold peak"):format(case, kind))
     end
+    -- fold again with rows of floats only one way (forward: a sum becomes a float at its first such op) and integer
+    -- zeros the other (a sum only backward ops touched stays the integer 0), the second sum watched
+    got = ns.fold({ codes }, { n }, { { 1, arrays[1] }, { 2, arrays[2] }, { 2, arrays[3], -1 } },
+      { { 1, zeros }, { 2, zeros, -1 } }, 2)
+    s1, s2, peak = 0, 0, 0
+    for i = 1, n do
+      local k = codes[i]
+      if k > 0 then
+        s1, s2 = s1 + arrays[1][k], s2 + arrays[2][k] - arrays[3][k]
+      else
+        s1, s2 = s1 + zeros[-k], s2 - zeros[-k]
+      end
+      if s2 > peak then peak = s2 end
+    end
+    same(got[1][1], s1, ("case %d (%s) fold, one way floats: sum 1"):format(case, kind))
+    same(got[1][2], s2, ("case %d (%s) fold, one way floats: sum 2"):format(case, kind))
+    same(got[1][3], peak, ("case %d (%s) fold, one way floats: peak"):format(case, kind))
     -- queue: runs of transfers through one link
     local at, cnt, dt = {}, {}, {}
     for k = 1, V do at[k], cnt[k], dt[k] = value(kind), (rand() * 4) // 1, value(kind) end

@@ -5,7 +5,7 @@
 -- event simulation that turns per-stage forward/backward seconds into start and finish times per op.
 local T = require "neusight.topology"
 local ns = require "neusight"
-local pack, walk_program = ns.pack_integers, ns.walk
+local walk_program, compile = ns.walk, ns.compile
 local max, min = math.max, math.min
 local ipairs, pairs, type, tostring, error = ipairs, pairs, type, tostring, error
 local show = T.show
@@ -13,7 +13,8 @@ local show = T.show
 local M = {}
 
 --- Pipeline schedules by name: function(P, M, v, training) → per-device arrays of ops
---- { fw = bool, chunk = c (0-based), mb = m (0-based) }, in the order the device runs them.
+--- { fw = bool, chunk = c (0-based: an integer of 0 to v − 1, else an error naming the op), mb = m (0-based; a
+--- label the simulation only compares) }, in the order the device runs them.
 M.schedules = {}
 
 -- The built-in schedules write each device's ops into flat arrays (lists[d] = { n, fw = {}, chunk = {}, mb = {} }):
@@ -118,25 +119,36 @@ function M.inference_as_gpipe(name)
   return lists_of[f] == gpipe or lists_of[f] == one_f_one_b
 end
 
--- Schedule `make`'s ops as flat arrays: a built-in's own (unless it hands over to a replaced M.schedules.gpipe, as
--- 1F1B in inference does), else its op tables copied.
+-- Schedule `make`'s ops as flat arrays and the number of microbatch labels they use: a built-in's own (unless it
+-- hands over to a replaced M.schedules.gpipe, as 1F1B in inference does; microbatches 0 to Mb − 1), else its op
+-- tables copied, each op's chunk checked (an integer of 0 to v − 1) and its microbatch, a label the turns only compare
+-- (equal as table keys are), numbered 0, 1, … in the order first seen (mb; `label` keeps the schedule's own).
 local function op_lists(make, schedule, P, Mb, v, training)
   local fast = lists_of[make]
-  if fast and not (fast == one_f_one_b and not training) then return fast(P, Mb, v, training) end
-  if fast and lists_of[M.schedules.gpipe] == gpipe then return gpipe(P, Mb, 1, false) end
+  if fast and not (fast == one_f_one_b and not training) then return fast(P, Mb, v, training), Mb end
+  if fast and lists_of[M.schedules.gpipe] == gpipe then return gpipe(P, Mb, 1, false), Mb end
   local orders = make(P, Mb, v, training)
-  local lists = {}
+  local lists, ids, labels = {}, {}, 0
   for d = 1, P do
     local o = type(orders) == "table" and orders[d]
     if type(o) ~= "table" then error(("schedule %s: no op list for device %d"):format(schedule, d - 1), 0) end
-    local fw, chunk, mb, n = {}, {}, {}, #o
+    local fw, chunk, mb, label, n = {}, {}, {}, {}, #o
     for i = 1, n do
       local op = o[i]
-      fw[i], chunk[i], mb[i] = op.fw, op.chunk, op.mb
+      local c, m = op.chunk, op.mb
+      label[i] = m
+      if math.type(c) == "float" and c == c // 1 then c = math.tointeger(c) or c end
+      if math.type(c) ~= "integer" or c < 0 or c >= v then
+        error(("schedule %s: device %d, op %d: chunk %s is not one of 0 to %d (v = %d)"):format(schedule, d - 1, i,
+          show(c), v - 1, v), 0)
+      end
+      local id = ids[m]
+      if id == nil then id, labels = labels, labels + 1; ids[m] = id end
+      fw[i], chunk[i], mb[i] = op.fw, c, id
     end
-    lists[d] = { n = n, fw = fw, chunk = chunk, mb = mb }
+    lists[d] = { n = n, fw = fw, chunk = chunk, mb = mb, label = label }
   end
-  return lists
+  return lists, labels
 end
 
 local function schedule_of(schedule, stages, P, v, level)
@@ -175,55 +187,21 @@ local function shape_of(make, schedule, P, Mb, v, training)
   local key = ("%s|%d|%d|%d|%s"):format(tostring(make), P, Mb, v, tostring(training))
   local shape = shapes_memo[key]
   if shape then return shape end
-  local lists = op_lists(make, schedule, P, Mb, v, training)
-  local V = P * v
-  local done_fw, done_bw = {}, {} -- [vs][mb] = program position
-  for vs = 0, V - 1 do done_fw[vs], done_bw[vs] = {}, {} end
-  local program, codes, n, last, ptr, left, k = {}, {}, {}, {}, {}, 0, 0
-  for d = 1, P do
-    codes[d], n[d], last[d], ptr[d] = {}, lists[d].n, 0, 1
-    left = left + n[d]
-  end
+  local lists, labels = op_lists(make, schedule, P, Mb, v, training)
+  local V, left = P * v, 0
+  local n = {}
+  for d = 1, P do n[d] = lists[d].n; left = left + n[d] end
   if left > MAX_OPS or V > MAX_CODE then -- the layout's (neusight.infeasible: search skips it with this reason)
     ns.infeasible(("schedule %s: %d device(s), %d microbatch(es), %d chunk(s) make %d ops (at most %d "
       .. "ops and %d stages)"):format(schedule, P, Mb, v, left, MAX_OPS, MAX_CODE))
   end
-  local progress = true
-  while left > 0 and progress do
-    progress = false
-    for d = 1, P do
-      local l, cd = lists[d], codes[d]
-      local fw, chunk, mb = l.fw, l.chunk, l.mb
-      local i, nd, at = ptr[d], n[d], last[d]
-      local i0 = i
-      while i <= nd do
-        local vs, m = chunk[i] * P + (d - 1), mb[i]
-        local ready, c
-        if fw[i] then
-          ready = vs == 0 and 0 or done_fw[vs - 1][m]
-          if ready == nil then break end
-          k, c = k + 1, vs + 1
-          done_fw[vs][m] = k
-        else
-          ready = vs == V - 1 and done_fw[vs][m] or done_bw[vs + 1][m]
-          if ready == nil or not done_fw[vs][m] then break end
-          k, c = k + 1, -(vs + 1)
-          done_bw[vs][m] = k
-        end
-        program[k], cd[i], at = at << 40 | ready << 16 | (c + 0x8000), c, k
-        i = i + 1
-      end
-      if i > i0 then ptr[d], last[d], left, progress = i, at, left - (i - i0), true end
-    end
-  end
-  if left > 0 then
+  -- the turns, in the engine (ns.compile: each device's ops in order while ready, devices in turn); the program and
+  -- each device's codes come back packed for the engine's loops (ns.walk, ns.fold)
+  local k, program, packed, packed_codes, last = compile(lists, P, v, labels)
+  if not k then
     error(("schedule %s deadlocks with %d device(s), %d microbatch(es), %d chunk(s)"):format(schedule, P, Mb, v), 0)
   end
-  -- the program and each device's codes also packed for the engine's loops (ns.walk, ns.fold)
-  local packed_codes = {}
-  for d = 1, P do packed_codes[d] = pack(codes[d], n[d]) end
-  shape = { total = k, program = program, n = n, last = last, packed = pack(program, k),
-            packed_codes = packed_codes }
+  shape = { total = k, program = program, n = n, last = last, packed = packed, packed_codes = packed_codes }
   if shapes_memo_ops + k <= SHAPES_MEMO_OPS then shapes_memo[key], shapes_memo_ops = shape, shapes_memo_ops + k end
   return shape
 end
@@ -274,7 +252,7 @@ function M.simulate(stages, P, Mb, v, schedule, training)
     for i = l.n, 1, -1 do pd[i], k = k, shape.program[k] >> 40 end -- program positions of its ops, from the last back
     for i = 1, l.n do
       local k = pd[i]
-      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = l.mb[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
+      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = (l.label or l.mb)[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
                  finish = done[k] }
     end
     devices[d] = { ops = ops, finish = done[shape.last[d]] }

@@ -589,6 +589,9 @@ function M.timeline(plan, nodes, times, lean, reuse)
     { 6, bw_floor }, { 7, bw_hidden },
   }, 5)
   local devices, iteration, floor = {}, 0, 0
+  -- the devices' runs of buckets (below), in arrays made once for all of them: each device writes its own from the
+  -- first, and every reader takes only its `nr` (or `len`) first entries
+  local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
   for d = 1, P do
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, tp_comm_hidden = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0,
@@ -613,7 +616,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
       -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k], each dt[k] on the link (parallel arrays)
-      local r_at, r_bytes, r_group, r_n, r_dt, nr = {}, {}, {}, {}, {}, 0
+      local nr = 0
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
         local ev = prep.events[vs + 1]
@@ -646,7 +649,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       -- with the distributed optimizer each rank only needs its shard of the summed gradient
       local reduce = plan.distributed_optimizer and "reduce_scatter" or "all_reduce"
       local b_at, b_n = ready.at, ready.n
-      local q_at, q_dt = {}, r_dt -- per run: when its buckets may start, each one's time on the link
+      local q_dt = r_dt -- per run: when its buckets may start (q_at), each one's time on the link
       local overlap = plan.overlap_grad_reduce
       for k = 1, ready.len do q_at[k] = overlap and min(b_at[k], compute_end) or compute_end end
       if not rawequal(ready.at, r_at) then -- reordered: the runs priced again
