@@ -454,8 +454,14 @@ local function common_report(o, first, count)
   -- (a trace's longest request, by its line: its longest prompt and longest output need not be one request's)
   local w = o.longest or { input = o.input.hi, output = o.output.hi }
   local positions = w.input + w.output
-  local position_warning = rotary_positions_warning(fmt("%sinput %d + output %d tokens",
-    w.line and fmt("%s:%d: ", o.requests_file or "requests", w.line) or "", w.input, w.output), positions,
+  -- a trace says how many of its requests go beyond, not only the longest (tester10 #12: 1000 such rows read as one)
+  local beyond = 0
+  for _, r in ipairs(o.trace and o.trace.requests or {}) do
+    if first.max_positions and r.input + r.output > first.max_positions then beyond = beyond + 1 end
+  end
+  local position_warning = rotary_positions_warning(fmt("%sinput %d + output %d tokens%s",
+    w.line and fmt("%s:%d: ", o.requests_file or "requests", w.line) or "", w.input, w.output,
+    beyond > 1 and fmt(" (the longest of %d requests of the trace beyond it)", beyond) or ""), positions,
     first.max_positions)
   warnings[#warnings + 1] = position_warning
   -- the layout's, as predict says them of the same layout (neusight.report layout_warnings: a tp group priced over

@@ -60,6 +60,24 @@ TEST_CASE("serve trace: an idle-spaced trace's requests are each a static batch 
   CHECK(run_cli("serve --model llama3_8b --gpu h100 --rate 1 --input-len 8 --output-len 8 --time-scale 2").code == 2);
 }
 
+// tester10 #12: a trace with many requests beyond the model's max_position_embeddings said one, the longest; it now
+// says how many of them there are
+TEST_CASE("serve trace: the position warning counts the requests beyond max_position_embeddings", "[cli][serve][trace]") {
+  ns_test::temp_dir t;
+  std::string text = "arrival_s,input_len,output_len\n";
+  for (int i = 0; i < 6; ++i) text += std::to_string(i * 100) + (i % 2 ? ",140000,10\n" : ",100,10\n");
+  const json s = serve("--predictor roofline --requests-file " + t.write("long.csv", text).string());
+  int said = 0;
+  for (const auto& w : s["warnings"]) {
+    const std::string text_of = w.get<std::string>();
+    if (text_of.find("max_position_embeddings") == std::string::npos) continue;
+    ++said;
+    CHECK(text_of.find("long.csv:3: input 140000 + output 10 tokens (the longest of 3 requests of the trace beyond it)") !=
+          std::string::npos);
+  }
+  CHECK(said == 1);
+}
+
 TEST_CASE("serve trace: the bundled example runs with chunked prefill, tp, CSV and a page", "[cli][serve][trace]") {
   ns_test::temp_dir t;
   const std::string example = (ns_test::source_dir / "examples/serve_trace.csv").string();
