@@ -289,23 +289,24 @@ local IGNORED = setmetatable({}, { __mode = "k" })
 local SOURCE = setmetatable({}, { __mode = "k" })
 
 --- The flag that sets workload field `key` on the command line (engine/cli/flags.cpp: the field's name with '-' for
---- '_'; a `parallel` field, "parallel.dp" or "dp", by its own name: --dp). One rule, so every message about a value a
---- flag gave names that flag.
-function M.flag_of(key)
+--- '_'; a `parallel` field, "parallel.dp" or "dp", by its own name: --dp; fusion = "flash_attention", the `value` of
+--- --flash-attention). One rule, so every message about a value a flag gave names that flag.
+function M.flag_of(key, value)
+  if key == "fusion" and value == "flash_attention" then return "--flash-attention" end
   return "--" .. tostring(key):gsub("^parallel%.", ""):gsub("_", "-")
 end
 
 -- A message about field `k` whose value the command line gave, naming the flag instead: "field 'dtype' must be …" →
 -- "--dtype must be …"; the `parallel` table's "field 'parallel' is invalid: parallel.schedule: …" → "--schedule: …"
--- when that field is the flag's (`given(key)`: the override of "parallel.<field>"), else as it is.
+-- when that field is the flag's (`given(key)`: the value the command line gave "parallel.<field>", or nil), else as it is.
 local function flag_words(k, msg, given)
   if k == "parallel" then
     local sub, rest = msg:match("^field 'parallel' is invalid: parallel%.([%w_]+): (.*)$")
-    if sub and given("parallel." .. sub) then return M.flag_of(sub) .. ": " .. rest end
+    if sub and given("parallel." .. sub) ~= nil then return M.flag_of(sub) .. ": " .. rest end
     return msg
   end
   local prefix = ("field '%s'"):format(k)
-  if given(k) and msg:sub(1, #prefix) == prefix then return M.flag_of(k) .. msg:sub(#prefix + 1) end
+  if given(k) ~= nil and msg:sub(1, #prefix) == prefix then return M.flag_of(k, given(k)) .. msg:sub(#prefix + 1) end
   return msg
 end
 
@@ -748,7 +749,7 @@ function M.normalize(spec, overrides, chunkname, text)
     return false
   end
   -- a value a flag gave: said by the flag (--dtype), as the command line's own checks say theirs
-  local function given(key) return overrides ~= nil and overrides[key] ~= nil end
+  local function given(key) return overrides and overrides[key] end
   local function fail_at(k, fmt, ...)
     local line = not overridden(k) and M.field_line(text, k)
     error(chunkname .. (line and ":" .. line or "") .. ": " .. flag_words(k, fmt:format(...), given), 0)
@@ -887,7 +888,7 @@ end
 ---@param chunkname? string
 function M.check_fields(fields, chunkname)
   chunkname = chunkname or "workload"
-  local function given(key) return fields[key] ~= nil end
+  local function given(key) return fields[key] end
   for _, k in ipairs(sorted_keys(fields)) do
     local v = fields[k]
     local pk = type(k) == "string" and k:match("^parallel%.(.+)$")

@@ -211,6 +211,8 @@ end
 function T.test_a_flags_value_is_said_by_the_flag()
   eq(workload.flag_of("kv_dtype"), "--kv-dtype", "a field's flag")
   eq(workload.flag_of("parallel.virtual_stages"), "--virtual-stages", "a parallel field's flag")
+  eq(workload.flag_of("fusion", "flash_attention"), "--flash-attention", "fusion = \"flash_attention\"'s flag")
+  eq(workload.flag_of("fusion", true), "--fusion", "fusion = true's flag")
   local function cli(overrides)
     local ok, err = pcall(workload.normalize, {}, overrides, "command line")
     assert(not ok, "expected an error")
@@ -238,6 +240,9 @@ function T.test_a_flags_value_is_said_by_the_flag()
   assert(cli(with { mode = "train", optimizer = "adan" }):find("^command line: %-%-optimizer must be \"none\" or an optimizer"),
     "--optimizer")
   assert(cli(with { model = "gpt2" }):find("^command line: %-%-model names an unknown model preset \"gpt2\""), "--model")
+  eq(cli(with { mode = "train", fusion = "flash_attention" }), "command line: --flash-attention applies to inference "
+    .. "only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false",
+    "--flash-attention")
   -- a rule between fields, about a flag's value
   eq(cli(with { kv_dtype = "fp8" }), 'command line: --kv-dtype applies to the serving phases only (mode "prefill" or '
     .. '"decode"; mode is "inference"): train and inference hold no KV cache', "--kv-dtype in inference")
