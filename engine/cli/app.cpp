@@ -686,6 +686,43 @@ void report_page_check(const std::string& output, const std::string& page) {
                                "replace the report; give them different files");
 }
 
+// "a", "a and b", "a, b and c".
+std::string and_list(const std::vector<std::string>& items) {
+  std::string out;
+  for (size_t i = 0; i < items.size(); ++i)
+    out += (i == 0 ? "" : i + 1 == items.size() ? " and " : ", ") + items[i];
+  return out;
+}
+
+// What the command `sc` (the one given) lacks of its required flags, all of them at once (CLI11 stops at the first):
+// the table's required flags (cli/flags.cpp .required(), in its order; a positional as "the NAME argument"), then the
+// flags a command requires in some cases only: serve's lengths and arrivals unless --requests-file gives each
+// request's, predict's model unless --graph (or a --calibrate trace) stands for it. "" when nothing is missing, else
+// "missing A, B and C" with what the conditional ones are required without.
+std::string missing_required(CLI::App* sc, bool trace_calibration) {
+  std::vector<std::string> missing;
+  for (const CLI::Option* o : sc->get_options())
+    if (o->get_required() && o->count() == 0)
+      missing.push_back(o->get_lnames().empty() && o->get_snames().empty() ? "the " + o->get_name() + " argument"
+                                                                            : o->get_name());
+  const auto given = [&](const char* name) { return sc->get_option(name)->count() > 0; };
+  std::string why;
+  if (sc->get_name() == "serve" && !given("--requests-file")) {
+    for (const char* name : {"--input-len", "--output-len"})
+      if (!given(name)) missing.push_back(name);
+    if (!given("--batch") && !given("--rate")) missing.push_back("--batch (static batch) or --rate (arrivals)");
+    if (!missing.empty() && (!given("--input-len") || !given("--output-len") || (!given("--batch") && !given("--rate"))))
+      why = " (--input-len, --output-len and --batch or --rate are required without --requests-file)";
+  }
+  // predict: which of --mode, --batch and --seq are required depends on --model or --graph (a graph's file name
+  // carries them): said once the model is given (scripts/neusight/workload.lua normalize lists them all)
+  if (sc->get_name() == "predict" && !given("--model") && !given("--graph") && !trace_calibration) {
+    missing.insert(missing.begin(), "--model (or --graph)");
+    if (!given("--gpu")) missing.push_back("--gpu");
+  }
+  return missing.empty() ? "" : "missing " + and_list(missing) + why;
+}
+
 }  // namespace
 
 // What a command's own flag struct takes from the common flags: the search paths and -v (paths_into), and for a
@@ -832,16 +869,30 @@ int app_main(int argc, char** argv) {
     }
   }
 
+  // Every missing required flag of the command, at once: after CLI11's parse (which stops at the first it finds
+  // missing) or its checks of the values given (a value refused is said first, as CLI11 does).
+  const auto missing_say = [&]() -> int {
+    CLI::App* given = nullptr;  // the command given
+    for (const auto& [sc, bit] : commands)
+      if (*sc) given = sc;
+    const bool trace_calibration = !common.calibrate.empty() && calibrate_from_trace(common.calibrate);
+    const std::string missing = given ? missing_required(given, trace_calibration) : "";
+    if (missing.empty()) return 0;
+    std::string command = given->get_name();
+    for (CLI::App* a = given->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
+    std::fprintf(stderr, "neusight: command line: %s; `neusight %s --help` lists the flags\n", missing.c_str(),
+                 command.c_str());
+    return 2;
+  };
   try {
-    app.parse(argc, argv);
+    try {
+      app.parse(argc, argv);
+    } catch (const CLI::RequiredError&) {
+      if (const int code = missing_say()) return code;
+      throw;  // no command given, …: CLI11's words
+    }
+    if (const int code = missing_say()) return code;
     report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
-    // the lengths of every request, unless a requests file gives each one's (said first, as when they were required)
-    if (*serve && !*serve->get_option("--requests-file"))
-      for (const char* name : {"--input-len", "--output-len"})
-        if (!*serve->get_option(name)) throw CLI::RequiredError(name);
-    if (*serve && !*serve->get_option("--batch") && !*serve->get_option("--rate") &&
-        !*serve->get_option("--requests-file"))
-      throw CLI::RequiredError("--batch (static batch), --rate or --requests-file");
     if (*serve) {
       // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
       if (*serve->get_option("--requests-file") && vflags.sweep)
@@ -870,8 +921,6 @@ int app_main(int argc, char** argv) {
         if (name != "--gpu" && predict->get_option(name)->count() > 0)
           throw CLI::ValidationError(name, "has no effect with --calibrate " + common.calibrate + ": a trace's ops carry "
                                      "their own shapes and dtypes (give predict --gpu only)");
-    if (*predict && fflags.model.empty() && gflags.file.empty() && !trace_calibration)
-      throw CLI::RequiredError("--model or --graph");
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error

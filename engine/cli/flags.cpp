@@ -418,6 +418,9 @@ using namespace cmd;
 constexpr unsigned forecast = run | predict;
 // the commands that open a session: they read the search paths, -v and the script limits
 constexpr unsigned sessions = run | predict | paths | models | ops | train | eval_kernels | eval_models | scale | search | serve;
+// the sessions that read op rules: train and eval kernels price micro-benchmark rows by kernel family, and models lists
+// the presets' parameter counts from their builders, none of them through an op rule (--ops was a silent no-op there)
+constexpr unsigned op_readers = sessions & ~(models | train | eval_kernels);
 const char* const parallel_group = "Parallelism (scripts/neusight/parallel.lua)";
 const char* const limits_group = "Script limits (per call into a Lua script; 0: no limit)";
 
@@ -558,6 +561,7 @@ std::vector<flag_spec> table_make() {
        "e.g. the --out of weights/train.sh)")
       .type("DIR").check(CLI::ExistingDirectory)
       .on(forecast, to(&forecast_flags::weights))
+      .on(search, to(&search_flags::weights))
       .on(eval_kernels, to(&eval_kernels_flags::weights))
       .on(eval_models, to(&eval_models_flags::weights))
       .on(scale, to(&scale_flags::weights));
@@ -774,7 +778,7 @@ std::vector<flag_spec> table_make() {
 
   // The session: search paths, diagnostics, script limits.
   flag("--ops", "Directory of op rules searched before the bundled ops/ (repeatable)")
-      .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::ops_dirs));  // as --scripts: a typo is no silent no-op
+      .type("DIR").check(existing_dir()).on(op_readers, to(&common_flags::ops_dirs));  // as --scripts: a typo is no silent no-op
   flag("--scripts",
        "Directory of Lua modules searched before the bundled scripts/ (repeatable): DIR/neusight/launch.lua replaces "
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "

@@ -144,7 +144,7 @@ int search_main(const search_flags& f) {
   const session::search_choices names = s.search_choices_of(items_of(f.schedule), f.recompute);
   const std::vector<std::string>& schedules = names.schedules;
   const std::vector<std::string>& modes = names.recompute;  // least recomputation first: "auto" stops at the first that fits
-  const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
+  const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? o.data_root / "weights" : std::filesystem::path(f.weights));
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
   // The workload fields no layout changes (the layouts add their parallel ones); `optimizer`: with the optimizer's.

@@ -54,6 +54,7 @@ std::vector<std::string> text_close_matches(std::string_view word, const std::ve
   };
   std::vector<score> scored;
   for (const auto& c : candidates) {
+    if (c == word) continue;  // never the word itself: a list that holds it is not what the word was looked up in
     const std::string lc = text_lower(c);
     const size_t edits = text_edit_distance(w, lc);
     size_t d = edits;

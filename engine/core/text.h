@@ -26,7 +26,8 @@ size_t text_edit_distance(std::string_view a, std::string_view b);
 
 // Candidates close to `word` (case-insensitive): within edit distance max(2, |word| / 3), or containing the word, or
 // a prefix of it (3+ characters); closest first (candidates that begin with the word before all others), ties by edit
-// distance. The one did-you-mean rule: Lua scripts reach
+// distance; never the word itself (a suggestion of what was typed contradicts the error). The one did-you-mean rule:
+// Lua scripts reach
 // it as require("neusight").closest / did_you_mean.
 std::vector<std::string> text_close_matches(std::string_view word, const std::vector<std::string>& candidates,
                                             size_t max_results = 3);

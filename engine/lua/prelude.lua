@@ -482,15 +482,31 @@ end
 
 -- The rule of op `name`, or an error naming the closest op on the search path. There is no silent memory-bound
 -- guess for an op without a rule: a rule file routes an op there explicitly (require("neusight.fallback").rule).
-function E.need_op(name)
-  local r, chunk = E.get_op(name)
-  if r then return r, chunk end
+-- What to say of op `name` that no rule on the search path answers: the bundled rule the path leaves out
+-- (NEUSIGHT_OPS_PATH without ";;"), else the closest op on the path, else where the rules are listed.
+-- The first, " (ops/adam.lua is bundled, but …)", alone: nil when the path holds the bundled ops/ or it has no such rule.
+local function op_bundled_note(name)
+  local bundled = type(name) == "string" and C.op_unsearched(name)
+  if not bundled then return nil end
+  return " (" .. bundled .. " is bundled, but the bundled ops/ is not on the op search path: NEUSIGHT_OPS_PATH has no "
+    .. "';;' to splice it in)"
+end
+ns.op_bundled_note = op_bundled_note
+local function op_missing_hint(name)
+  local note = op_bundled_note(name)
+  if note then return note end
   local names = {}
   for _, n in ipairs(C.op_names()) do names[n] = true end
   local hint = did_you_mean(name, names)
   if hint == "" then hint = " (`neusight ops` lists the rules)" end
-  error("unknown op '" .. tostring(name) .. "'" .. hint .. ": no " .. tostring(name) .. ".lua on the op search path",
-        0)
+  return hint
+end
+
+function E.need_op(name)
+  local r, chunk = E.get_op(name)
+  if r then return r, chunk end
+  error("unknown op '" .. tostring(name) .. "'" .. op_missing_hint(name) .. ": no " .. tostring(name) ..
+        ".lua on the op search path", 0)
 end
 
 -- The rule of op `name` for library code (scripts/neusight/memory.lua reads the `saves` hooks): require("neusight").op_rule.

@@ -101,6 +101,26 @@ int l_op_names(lua_State* L) {
   return 1;
 }
 
+// op_unsearched(name) -> chunkname | nil: the bundled rule of op `name` ("ops/adam.lua") when the search path leaves
+// the bundled ops/ out (NEUSIGHT_OPS_PATH without ";;"), for the message of an op no rule on the path answers [-1, +1, -]
+int l_op_unsearched(lua_State* L) {
+  const auto* p = impl_of(L);
+  const std::string name = luaL_checkstring(L, 1);
+  const fs::path bundled = p->opts.data_root / "ops";
+  std::error_code ec;
+  if (!name_ok(name, false) || !fs::is_regular_file(bundled / (name + ".lua"), ec)) {
+    lua_pushnil(L);
+    return 1;
+  }
+  for (const auto& d : p->op_dirs)
+    if (fs::equivalent(d.path, bundled, ec)) {
+      lua_pushnil(L);
+      return 1;
+    }
+  lua_pushstring(L, ("ops/" + name + ".lua").c_str());
+  return 1;
+}
+
 // load(path, chunkname, env) -> function [-3, +1, e]
 int l_load(lua_State* L) {
   return ns_catch(L, [&] {
@@ -315,7 +335,7 @@ int l_limit_text(lua_State* L) {
 const luaL_Reg engine_functions[] = {
     {"find_script", l_find_script}, {"find_op", l_find_op}, {"load", l_load},
     {"eprint", l_eprint},           {"warn", l_warn},       {"closest", l_closest},
-    {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"view", l_view},
+    {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"op_unsearched", l_op_unsearched}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},

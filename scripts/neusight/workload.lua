@@ -288,12 +288,27 @@ local IGNORED = setmetatable({}, { __mode = "k" })
 -- overridden(k) }, for the line of an error raised while building it (M.nested_field_line). None for the command line.
 local SOURCE = setmetatable({}, { __mode = "k" })
 
--- The flag each field a flag sets comes from (the fields keep their script names in the messages).
-local FLAG = { optimizer = "--optimizer", optimizer_impl = "--optimizer-impl", schedule = "--schedule",
-  virtual_stages = "--virtual-stages", bucket_mb = "--bucket-mb", overlap_grad_reduce = "--overlap-grad-reduce",
-  cluster = "--cluster", kernels = "--kernels", recompute = "--recompute",
-  distributed_optimizer = "--distributed-optimizer", sequence_parallel = "--sequence-parallel", experts = "--experts",
-  router_skew = "--router-skew" }
+--- The flag that sets workload field `key` on the command line (engine/cli/flags.cpp: the field's name with '-' for
+--- '_'; a `parallel` field, "parallel.dp" or "dp", by its own name: --dp; fusion = "flash_attention", the `value` of
+--- --flash-attention). One rule, so every message about a value a flag gave names that flag.
+function M.flag_of(key, value)
+  if key == "fusion" and value == "flash_attention" then return "--flash-attention" end
+  return "--" .. tostring(key):gsub("^parallel%.", ""):gsub("_", "-")
+end
+
+-- A message about field `k` whose value the command line gave, naming the flag instead: "field 'dtype' must be …" →
+-- "--dtype must be …"; the `parallel` table's "field 'parallel' is invalid: parallel.schedule: …" → "--schedule: …"
+-- when that field is the flag's (`given(key)`: the value the command line gave "parallel.<field>", or nil), else as it is.
+local function flag_words(k, msg, given)
+  if k == "parallel" then
+    local sub, rest = msg:match("^field 'parallel' is invalid: parallel%.([%w_]+): (.*)$")
+    if sub and given("parallel." .. sub) ~= nil then return M.flag_of(sub) .. ": " .. rest end
+    return msg
+  end
+  local prefix = ("field '%s'"):format(k)
+  if given(k) ~= nil and msg:sub(1, #prefix) == prefix then return M.flag_of(k, given(k)) .. msg:sub(#prefix + 1) end
+  return msg
+end
 
 -- Whether a normalized workload runs as a parallel plan (a timeline, a schedule, a cluster, the plan's kernels): more
 -- than one GPU or microbatches, a one-GPU training run asking for activation recomputation, which only the
@@ -322,8 +337,12 @@ function M.optimizer_rule(name)
     .. "field (README: Operator rules)"
   if type(name) ~= "string" or not name:match("^[%w_]+$") then return nil, ("%s (got %s)"):format(want, show(name)) end
   local rule = require("neusight").op_rule_or_nil(name)
-  if rule == nil then return nil, ("%s (got %s: no op rule of that name)%s"):format(want, show(name),
-    hint(name, BUNDLED_OPTIMIZERS)) end
+  if rule == nil then
+    -- a bundled optimizer the search path leaves out (NEUSIGHT_OPS_PATH without ';;') is said so, not "did you mean"
+    -- itself; any other name gets the closest bundled optimizer
+    local why = require("neusight").op_bundled_note(name) or hint(name, BUNDLED_OPTIMIZERS)
+    return nil, ("%s (got %s: no op rule of that name)%s"):format(want, show(name), why)
+  end
   if type(rule.optimizer) ~= "table" then
     return nil, ("%s (got %s: its op rule %s has no 'optimizer' field; it is no optimizer step)"):format(want,
       show(name), require("neusight").op_where(name) or name)
@@ -462,7 +481,7 @@ end
 local function ignored_fields(w, given)
   local out = {}
   local function note(key, parallel, why)
-    out[#out + 1] = ("%s (%s) has no effect: %s"):format(parallel and "parallel." .. key or key, FLAG[key], why)
+    out[#out + 1] = ("%s (%s) has no effect: %s"):format(parallel and "parallel." .. key or key, M.flag_of(key), why)
   end
   local training = w.mode == "train"
   local mode = ("mode is %q"):format(w.mode)
@@ -729,14 +748,16 @@ function M.normalize(spec, overrides, chunkname, text)
     end
     return false
   end
+  -- a value a flag gave: said by the flag (--dtype), as the command line's own checks say theirs
+  local function given(key) return overrides and overrides[key] end
   local function fail_at(k, fmt, ...)
     local line = not overridden(k) and M.field_line(text, k)
-    error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
+    error(chunkname .. (line and ":" .. line or "") .. ": " .. flag_words(k, fmt:format(...), given), 0)
   end
   -- a field of the model config: the line that sets it inside `model = { … }`, else the line of `model =`
   local function fail_in(k, sub, fmt, ...)
     local line = not overridden(k) and (sub and M.model_field_line(text, sub) or M.field_line(text, k))
-    error(chunkname .. (line and ":" .. line or "") .. ": " .. fmt:format(...), 0)
+    error(chunkname .. (line and ":" .. line or "") .. ": " .. flag_words(k, fmt:format(...), given), 0)
   end
 
   if type(spec) ~= "table" then fail("a workload must return a table (got %s)", show(spec)) end
@@ -861,23 +882,27 @@ end
 --- Checks each top-level field of `fields` on its own (the validators of M.normalize; "parallel.*" keys are left to
 --- neusight.parallel): a typo in a value (an unknown preset, a misspelled dtype) raises as normalize would, while what
 --- depends on several fields together (precision with dtype, batch divisibility, a builder's limits) is not looked at.
---- A comparison of several values per field runs it before forecasting anything.
+--- A comparison of several values per field runs it before forecasting anything. The fields are the command line's
+--- (the engine's workload_check): a value refused is said by its flag (--dtype), as M.normalize says a flag's.
 ---@param fields table
 ---@param chunkname? string
 function M.check_fields(fields, chunkname)
   chunkname = chunkname or "workload"
+  local function given(key) return fields[key] end
   for _, k in ipairs(sorted_keys(fields)) do
     local v = fields[k]
     local pk = type(k) == "string" and k:match("^parallel%.(.+)$")
     if pk then -- a choice field's names (parallel.recompute, .kernels); the rest depends on the other fields
       local ok, err = pcall(require("neusight.parallel").check_choice, pk, v)
-      if not ok then error(("%s: field 'parallel' is invalid: %s"):format(chunkname, tostring(err)), 0) end
+      if not ok then
+        error(("%s: %s"):format(chunkname, flag_words("parallel", "field 'parallel' is invalid: " .. tostring(err), given)), 0)
+      end
     else
       if not CHECK[k] then error(("%s: unknown field '%s'%s"):format(chunkname, tostring(k), hint(k, FIELDS)), 0) end
       if k == "dtype" then v = K.compute_dtype(v) or v end
       if k == "router_skew" then v = cli_router_skew(v) end -- as M.normalize reads the flag
       local problem = CHECK[k](v)
-      if problem then error(("%s: field '%s' %s"):format(chunkname, k, problem), 0) end
+      if problem then error(("%s: %s"):format(chunkname, flag_words(k, ("field '%s' %s"):format(k, problem), given)), 0) end
     end
   end
 end

@@ -181,24 +181,24 @@ TEST_CASE("compare: invalid combinations are error rows, typos stop the run", "[
   r = run_cli("predict --model gpt2_large,gpt2_larg --gpu h100 --mode inference --batch 1 --seq 128");
   CHECK(r.code == 1);
   CHECK(r.out.empty());
-  CHECK(r.err.find("field 'model' names an unknown model preset \"gpt2_larg\" (did you mean 'gpt2_large'?)") != std::string::npos);
+  CHECK(r.err.find("--model names an unknown model preset \"gpt2_larg\" (did you mean 'gpt2_large'?)") != std::string::npos);
   r = run_cli("predict --model gpt2_large --gpu h100 --mode inference --batch 1 --seq 128 --dtype bf16,bf61");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'dtype' must be a dtype name") != std::string::npos);
+  CHECK(r.err.find("--dtype must be a dtype name") != std::string::npos);
   // a parallel choice field's names are the Lua config's (scripts/neusight/parallel/config.lua), checked up front too
   r = run_cli(base + "--batch 4 --pp 2 --microbatches 2 --recompute full,selektive");
   CHECK(r.code == 1);
   CHECK(r.out.empty());
-  CHECK(r.err.find("command line: field 'parallel' is invalid: parallel.recompute: \"none\", \"selective\" or \"full\" "
+  CHECK(r.err.find("command line: --recompute: \"none\", \"selective\" or \"full\" "
                    "expected, got \"selektive\" (did you mean 'selective'?)") != std::string::npos);
   r = run_cli(base + "--batch 4 --pp 2 --microbatches 2 --kernels megatorn");
   CHECK(r.code == 1);
-  CHECK(r.err.find("parallel.kernels: \"megatron\" or \"eager\" expected, got \"megatorn\" (did you mean 'megatron'?)") !=
+  CHECK(r.err.find("--kernels: \"megatron\" or \"eager\" expected, got \"megatorn\" (did you mean 'megatron'?)") !=
         std::string::npos);
   // and so are the values no row changes that each row resolved: a schedule, a predictor, a cluster (a list given to
   // one of them, or a misspelling, was every row's error, exit 0)
   for (const auto& [flag, says] : std::vector<std::pair<std::string, std::string>>{
-           {"--schedule gpipe,1f1b", "parallel.schedule: one name expected (one of \"1f1b\", \"gpipe\", \"interleaved\"), "
+           {"--schedule gpipe,1f1b", "--schedule: one name expected (one of \"1f1b\", \"gpipe\", \"interleaved\"), "
                                      "got the list \"gpipe,1f1b\": a forecast runs one; `neusight search --schedule "
                                      "gpipe,1f1b` ranks layouts under each"},
            {"--schedule gpipee", "got \"gpipee\" (did you mean 'gpipe'?)"},
@@ -945,7 +945,7 @@ TEST_CASE("compare: a list of schedules in predict points to search", "[cli][com
   const auto r = run_cli(small + "--gpu h100 --batch 4 --pp 2 --microbatches 2 --schedule 1f1b,interleaved");
   CHECK(r.code != 0);
   INFO(r.err);
-  CHECK(r.err.find("parallel.schedule: one name expected") != std::string::npos);
+  CHECK(r.err.find("--schedule: one name expected") != std::string::npos);
   CHECK(r.err.find("got the list \"1f1b,interleaved\"") != std::string::npos);
   CHECK(r.err.find("neusight search --schedule 1f1b,interleaved") != std::string::npos);
   CHECK(r.err.find("did you mean") == std::string::npos);

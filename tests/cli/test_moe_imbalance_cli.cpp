@@ -91,11 +91,11 @@ TEST_CASE("router skew: bad values are errors naming the closest", "[cli][moe][r
                            "--dp 2 --ep 2";
   auto r = run_cli(base + " --router-skew unifrom");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'router_skew' must be \"uniform\", \"balanced\" or a number >= 1 (got \"unifrom\") (did you "
+  CHECK(r.err.find("--router-skew must be \"uniform\", \"balanced\" or a number >= 1 (got \"unifrom\") (did you "
                    "mean 'uniform'?)") != std::string::npos);
   r = run_cli(base + " --router-skew 0.8");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'router_skew' must be a number >= 1") != std::string::npos);
+  CHECK(r.err.find("--router-skew must be a number >= 1") != std::string::npos);
   r = run_cli("serve --model mixtral_8x7b --gpu h100 --batch 1 --input-len 8 --output-len 2 --router-skew balanced");
   CHECK(r.code != 0);  // serve runs no expert parallelism: the flag is not offered there
 }
@@ -106,7 +106,7 @@ TEST_CASE("router skew: search refuses a bad value before any layout with predic
   const auto s = run_cli("search --model mixtral_8x7b --gpu h100 --gpus 16 --batch 32 --seq 4096 --dtype bf16 "
                          "--router-skew abc");
   INFO(p.err << "\n" << s.err);
-  const std::string message = "neusight: command line: field 'router_skew' must be \"uniform\", \"balanced\" or a "
+  const std::string message = "neusight: command line: --router-skew must be \"uniform\", \"balanced\" or a "
                               "number >= 1 (got \"abc\")";
   CHECK(p.err.rfind(message, 0) == 0);
   CHECK(s.err.rfind(message, 0) == 0);
@@ -164,7 +164,7 @@ TEST_CASE("router skew: a factor in a comparison is read as in a single forecast
   for (const auto& row : j["rows"]) CHECK(row["latency_ms"].is_number());
   const auto low = run_cli(base + "0.5");
   CHECK(low.code == 1);
-  CHECK(low.err.find("field 'router_skew' must be a number >= 1") != std::string::npos);
+  CHECK(low.err.find("--router-skew must be a number >= 1") != std::string::npos);
 }
 
 // A skewed router makes the busiest expert-parallel rank slower but does not add to the model's work: model FLOPs count

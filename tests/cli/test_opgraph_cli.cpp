@@ -177,7 +177,7 @@ TEST_CASE("predict --graph: bad input is reported with file:line and the column"
   // neither --model nor --graph; --graph with model-builder flags; --graph without --gpu; --layers without --graph
   r = run_cli("predict --gpu l4");
   CHECK(r.code != 0);
-  CHECK(r.err.find("--model or --graph is required") != std::string::npos);
+  CHECK(r.err.find("missing --model (or --graph)") != std::string::npos);
   const std::string graph = "tests/fixtures/neusight/opgraph/gpt2_large-inf-1024-4.csv";
   r = run_cli("predict --graph " + graph + " --gpu l4 --batch 2");
   CHECK(r.code != 0);

@@ -216,7 +216,7 @@ TEST_CASE("parallel: every parallel field has a flag that equals the workload fi
   const auto bad = run_cli("predict --model gpt2_large --gpu A100-SXM4-40GB --mode train --batch 16 --pp 4 "
                            "--seq 128 --virtual-stages 3 --predictor roofline");
   CHECK(bad.code == 1);
-  CHECK(bad.err.find("parallel.virtual_stages: only the \"interleaved\" schedule") != std::string::npos);
+  CHECK(bad.err.find("--virtual-stages: only the \"interleaved\" schedule") != std::string::npos);
   CHECK(run_cli("predict --model gpt2_large --gpu h100 --overlap-grad-reduce maybe").code == 2);
 }
 
@@ -228,7 +228,7 @@ TEST_CASE("parallel: bad parallel settings are clear errors", "[cli][parallel]")
                  "2 × 1\n");
   r = run_cli(base + "--batch 4 --pp 2 --schedule gpip");
   CHECK(r.code == 1);
-  CHECK(r.err.find("parallel.schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got \"gpip\" (did you "
+  CHECK(r.err.find("--schedule: one of \"1f1b\", \"gpipe\", \"interleaved\" expected, got \"gpip\" (did you "
                    "mean 'gpipe'?)") != std::string::npos);
   r = run_cli(base + "--batch 4 --tp 3");
   CHECK(r.code == 1);
@@ -513,7 +513,7 @@ TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once b
   } cases[] = {
       {"--model gpt3_27 --gpu a100x", "unknown GPU 'a100x' (close matches: 'A10G', 'H100'"},
       {"--model gpt3_2x --gpu h100", "unknown model preset \"gpt3_2x\" (did you mean 'gpt3_27'?)"},
-      {"--model gpt3_27 --gpu h100 --dtype bf17", "field 'dtype' must be a dtype name"},
+      {"--model gpt3_27 --gpu h100 --dtype bf17", "command line: --dtype must be a dtype name"},
       {"--model gpt3_27 --gpu h100 --cluster dgx_x", "unknown cluster 'dgx_x'; known: dgx_a100"},
   };
   for (const auto& c : cases) {

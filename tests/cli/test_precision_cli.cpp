@@ -111,21 +111,21 @@ TEST_CASE("state_gb per precision recipe equals the closed form for GPT-2 Large"
 TEST_CASE("precision errors: an unknown recipe names the field, amp with fp32 is refused", "[cli][precision]") {
   auto r = run_cli(gpt2_train + "--dtype bf16 --precision ampp");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'precision' must be \"pure\" or \"amp\" (got \"ampp\") (did you mean 'amp'?)") !=
+  CHECK(r.err.find("--precision must be \"pure\" or \"amp\" (got \"ampp\") (did you mean 'amp'?)") !=
         std::string::npos);
   // --dtype is the compute type: amp with fp32 compute has nothing to mix, an error rather than a silent no-op
   r = run_cli(gpt2_train + "--dtype fp32 --precision amp");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'precision' \"amp\" mixes a 16-bit or fp8 compute dtype with fp32 state; dtype \"fp32\" is "
+  CHECK(r.err.find("--precision \"amp\" mixes a 16-bit or fp8 compute dtype with fp32 state; dtype \"fp32\" is "
                    "already 4 bytes per element") != std::string::npos);
   r = run_cli(gpt2_train + "--optimizer adamw --optimizer-impl fast");
   CHECK(r.code == 1);
-  CHECK(r.err.find("field 'optimizer_impl' must be \"fused\" or \"foreach\" (got \"fast\")") != std::string::npos);
+  CHECK(r.err.find("--optimizer-impl must be \"fused\" or \"foreach\" (got \"fast\")") != std::string::npos);
   // the optimizer's name is the workload's to check (scripts/neusight/workload.lua optimizer_rule: an op rule with an
   // optimizer field, with did-you-mean), not a list in the flag table
   r = run_cli(gpt2_train + "--optimizer adamx");
   CHECK(r.code == 1);
-  CHECK(r.err.find("command line: field 'optimizer' must be \"none\" or an optimizer: \"sgd\", \"adam\", \"adamw\" or an "
+  CHECK(r.err.find("command line: --optimizer must be \"none\" or an optimizer: \"sgd\", \"adam\", \"adamw\" or an "
                    "op rule of yours with an 'optimizer' field (README: Operator rules) (got \"adamx\": no op rule of "
                    "that name) (did you mean 'adam'?)") != std::string::npos);
   // a script's recipe meets the command line's dtype

@@ -72,14 +72,14 @@ TEST_CASE("kv-dtype: serve fits more sequences with an fp8 cache", "[cli][quant]
 TEST_CASE("kv-dtype, weight-dtype: bad values and training are clear errors", "[cli][quant]") {
   const auto bad = run_cli(decode_args + " --kv-dtype fp9");
   CHECK(bad.code != 0);
-  CHECK(bad.err.find("kv_dtype") != std::string::npos);
+  CHECK(bad.err.find("--kv-dtype must be") != std::string::npos);
   CHECK(bad.err.find("did you mean 'fp8'") != std::string::npos);
   const auto badw = run_cli(decode_args + " --weight-dtype in4");
   CHECK(badw.code != 0);
   CHECK(badw.err.find("did you mean 'int4'") != std::string::npos);
   const auto train = run_cli("predict --model llama3_8b --gpu h100 --mode train --dtype bf16 --batch 1 --seq 512 --weight-dtype int4");
   CHECK(train.code != 0);
-  CHECK(train.err.find("weight_dtype") != std::string::npos);
+  CHECK(train.err.find("--weight-dtype (weight-only quantisation) applies to inference") != std::string::npos);
   const auto kvtrain = run_cli("predict --model llama3_8b --gpu h100 --mode train --dtype bf16 --batch 1 --seq 512 --kv-dtype fp8");
   CHECK(kvtrain.code != 0);
   CHECK(kvtrain.err.find("serving phases") != std::string::npos);

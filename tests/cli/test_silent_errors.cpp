@@ -170,7 +170,7 @@ TEST_CASE("silent errors: a double-precision compute dtype is refused", "[cli][e
                            dtype);
     INFO(dtype << ": " << r.err);
     CHECK(r.code == 1);
-    CHECK(r.err.find("field 'dtype' must be a compute dtype") != std::string::npos);
+    CHECK(r.err.find("command line: --dtype must be a compute dtype") != std::string::npos);
     CHECK(r.err.find("double precision is not modelled") != std::string::npos);
   }
   const auto served = run_cli("serve --model llama32_1b --gpu h100 --batch 1 --input-len 16 --output-len 2 --dtype fp64");

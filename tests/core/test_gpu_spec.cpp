@@ -107,6 +107,10 @@ TEST_CASE("GPU names resolve by stem, alias (any case) and path", "[gpu]") {
           0);
   }
   CHECK(text_close_matches("a100", {"A10G", "V100", "A100-SXM4-80GB"}, 1) == std::vector<std::string>{"A100-SXM4-80GB"});
+  // never the word itself (a list that holds it is not where it was looked up: "no op rule 'adam' (did you mean
+  // 'adam'?)" with the bundled ops/ off the search path)
+  CHECK(text_close_matches("adam", {"none", "sgd", "adam", "adamw"}) == std::vector<std::string>{"adamw"});
+  CHECK(text_did_you_mean("adam", {"adam"}).empty());
 }
 
 TEST_CASE("price_per_hour_usd is optional — when given, a positive finite number", "[gpu]") {

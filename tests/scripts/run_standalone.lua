@@ -61,6 +61,7 @@ local function closest(word, cands)
   table.sort(list)
   local best, best_d, best_e
   for _, c in ipairs(list) do
+    if c == word then goto next end -- never the word itself (text.cpp)
     local lc = c:lower()
     local e = edit_distance(w, lc)
     local d = e
@@ -69,6 +70,7 @@ local function closest(word, cands)
     if d <= math.max(2, #w // 3) and (not best_d or d < best_d or (d == best_d and e < best_e)) then
       best, best_d, best_e = c, d, e
     end
+    ::next::
   end
   return best
 end
@@ -324,6 +326,8 @@ neusight_module.function_where = function(f) -- the engine's (engine/lua/prelude
   if not (info and info.linedefined > 0 and info.source:sub(1, 1) == "@") then return nil end
   return info.source:sub(2) .. ":" .. info.linedefined
 end
+-- the engine's op_bundled_note: this runner's op search path is the bundled ops/ alone, so never a note
+neusight_module.op_bundled_note = function() return nil end
 neusight_module.op_rule_or_nil = function(name) -- the engine's op_rule_or_nil: nil without a rule file
   local f = io.open(root .. "ops/" .. name .. ".lua", "r")
   if not f then return nil end

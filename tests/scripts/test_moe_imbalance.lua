@@ -178,8 +178,8 @@ function T.test_router_skew_field()
   eq(workload.normalize(base, { router_skew = "1.25" }).router_skew, 1.25, "a factor's string as the CLI gives it")
   raises("workload: field 'router_skew' must be \"uniform\", \"balanced\" or a number >= 1 (got \"1.25\")",
     workload.normalize, with { router_skew = "1.25" }) -- a script's field is taken as written
-  raises("workload: field 'router_skew' must be \"uniform\", \"balanced\" or a number >= 1 (got \"0x10\")",
-    workload.normalize, base, { router_skew = "0x10" }) -- the command line: plain decimals only
+  raises("workload: --router-skew must be \"uniform\", \"balanced\" or a number >= 1 (got \"0x10\")",
+    workload.normalize, base, { router_skew = "0x10" }) -- the command line: plain decimals only, said by the flag
   local ep = with { parallel = { dp = 2, ep = 2 }, router_skew = "balanced" }
   eq(workload.build(ep, { interconnect = "nvlink4", interconnect_bw_gbps = 900, pcie_bw_gbps = 64 }).router_skew,
     "balanced", "reported under expert parallelism")

@@ -82,7 +82,7 @@ function T.test_overrides_apply_before_validation()
   eq(w.batch, 8, "batch from the CLI")
   eq(w.mode, "train", "CLI wins")
   eq(w.optimizer, "adam", "default follows the overridden mode")
-  eq(error_of(spec(), { batch = -1 }), "examples/w.lua: field 'batch' must be a positive integer (got -1)", "bad override")
+  eq(error_of(spec(), { batch = -1 }), "examples/w.lua: --batch must be a positive integer (got -1)", "bad override")
 end
 
 local params_sum = require("neusight.testing").params
@@ -206,6 +206,68 @@ function T.test_kernels_megatron_on_one_gpu_is_a_plan()
     "eager on one GPU: the plain run's kernels already")
 end
 
+-- cli15 (issue 15: "errors about a flag name the flag, not the workload file"): a value the command line gave is said
+-- by its flag, every field alike (one rule, workload.flag_of); the script's own fields keep their names and lines.
+function T.test_a_flags_value_is_said_by_the_flag()
+  eq(workload.flag_of("kv_dtype"), "--kv-dtype", "a field's flag")
+  eq(workload.flag_of("parallel.virtual_stages"), "--virtual-stages", "a parallel field's flag")
+  eq(workload.flag_of("fusion", "flash_attention"), "--flash-attention", "fusion = \"flash_attention\"'s flag")
+  eq(workload.flag_of("fusion", true), "--fusion", "fusion = true's flag")
+  local function cli(overrides)
+    local ok, err = pcall(workload.normalize, {}, overrides, "command line")
+    assert(not ok, "expected an error")
+    return err
+  end
+  local base = { model = "gpt2_large", gpu = "h100", mode = "inference", batch = 1, seq = 8 }
+  local function with(changes)
+    local o = {}
+    for k, v in pairs(base) do o[k] = v end
+    for k, v in pairs(changes) do o[k] = v end
+    return o
+  end
+  eq(cli(with { dtype = "bf17" }), 'command line: --dtype must be a dtype name such as "fp32", "bf16", "fp16", "tf32", '
+    .. '"fp8" (or bfloat16, torch.float16, …) (got "bf17")', "--dtype")
+  eq(cli(with { mode = "trian" }),
+    'command line: --mode must be "train", "inference", "prefill" or "decode" (got "trian") (did you mean \'train\'?)',
+    "--mode")
+  eq(cli(with { mode = "train", precision = "ampp" }),
+    'command line: --precision must be "pure" or "amp" (got "ampp") (did you mean \'amp\'?)', "--precision")
+  eq(cli(with { mode = "prefill", kv_dtype = "f8" }),
+    'command line: --kv-dtype must be "fp8", "bf16", "fp16" or "fp32" (got "f8") (did you mean \'fp8\'?)', "--kv-dtype")
+  eq(cli(with { mode = "train", optimizer_impl = "fuse" }),
+    'command line: --optimizer-impl must be "fused" or "foreach" (got "fuse") (did you mean \'fused\'?)',
+    "--optimizer-impl")
+  assert(cli(with { mode = "train", optimizer = "adan" }):find("^command line: %-%-optimizer must be \"none\" or an optimizer"),
+    "--optimizer")
+  assert(cli(with { model = "gpt2" }):find("^command line: %-%-model names an unknown model preset \"gpt2\""), "--model")
+  eq(cli(with { mode = "train", fusion = "flash_attention" }), "command line: --flash-attention applies to inference "
+    .. "only: fused training (torch.compile's backward graphs) is not modelled; use mode = \"inference\" or fusion = false",
+    "--flash-attention")
+  -- a rule between fields, about a flag's value
+  eq(cli(with { kv_dtype = "fp8" }), 'command line: --kv-dtype applies to the serving phases only (mode "prefill" or '
+    .. '"decode"; mode is "inference"): train and inference hold no KV cache', "--kv-dtype in inference")
+  -- a parallel field a flag gave: by its flag; one the script wrote: as the parallel table's
+  eq(cli(with { mode = "train", ["parallel.dp"] = 1, ["parallel.schedule"] = "1f1bb" }),
+    'command line: --schedule: one of "1f1b", "gpipe", "interleaved" expected, got "1f1bb" (did you mean \'1f1b\'?)',
+    "--schedule")
+  local text = "return {\n  parallel = { schedule = \"1f1bb\" },\n}\n"
+  local ok, err = pcall(workload.normalize, spec { parallel = { schedule = "1f1bb" } }, { ["parallel.dp"] = 1 },
+    "examples/w.lua", text)
+  assert(not ok)
+  assert(err:find("field 'parallel' is invalid: parallel.schedule: ", 1, true), err)
+  -- the script's own field: its name and line, as before
+  text = "return {\n  dtype = \"bf17\",\n}\n"
+  ok, err = pcall(workload.normalize, spec { dtype = "bf17" }, nil, "examples/w.lua", text)
+  assert(not ok)
+  assert(err:find("^examples/w.lua:2: field 'dtype' must be a dtype name"), err)
+  -- a comparison's values, checked before any forecast (check_fields: the command line's)
+  ok, err = pcall(workload.check_fields, { dtype = "bf17" }, "command line")
+  assert(not ok and err:find("^command line: %-%-dtype must be a dtype name"), err)
+  ok, err = pcall(workload.check_fields, { ["parallel.recompute"] = "ful" }, "command line")
+  eq(err, 'command line: --recompute: "none", "selective" or "full" expected, got "ful" (did you mean \'full\'?)',
+    "--recompute in a comparison")
+end
+
 function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
   eq(error_of(spec { dtype = "bf16", precision = "ampp" }),
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "ampp") (did you mean 'amp'?)]], "typo")
@@ -220,7 +282,7 @@ function T.test_unknown_precision_and_impl_are_errors_naming_the_field()
     [[examples/w.lua: field 'precision' must be "pure" or "amp" (got "None"): leave it out for the default (amp when ]]
     .. [[training in fp16, bf16 or fp8, else pure), or 'pure' for no mixed precision]], "none")
   eq(error_of(spec(), { precision = true }),
-    [[examples/w.lua: field 'precision' must be "pure" or "amp" (got true)]], "CLI override, not a string")
+    [[examples/w.lua: --precision must be "pure" or "amp" (got true)]], "CLI override, not a string")
   eq(error_of(spec { precison = "amp" }), "examples/w.lua: unknown field 'precison' (did you mean 'precision'?)", "field")
   eq(error_of(spec { optimizer = "adamw", optimizer_impl = "fuse" }),
     [[examples/w.lua: field 'optimizer_impl' must be "fused" or "foreach" (got "fuse") (did you mean 'fused'?)]], "impl")
@@ -459,8 +521,8 @@ function T.test_field_errors_name_their_line()
   end
   eq(err(spec { batch = -4 }), "examples/w.lua:7: field 'batch' must be a positive integer (got -4)", "batch")
   eq(err(spec { dtyp = "bf16" }), "examples/w.lua:8: unknown field 'dtyp' (did you mean 'dtype'?)", "unknown field")
-  eq(err(spec(), { batch = -4 }), "examples/w.lua: field 'batch' must be a positive integer (got -4)",
-    "the command line's value: no script line")
+  eq(err(spec(), { batch = -4 }), "examples/w.lua: --batch must be a positive integer (got -4)",
+    "the command line's value: no script line, said by its flag")
   text = "return {\n  parallel = { dp = 3 },\n}\n"
   eq(err(spec { parallel = { dp = 3 } }),
     "examples/w.lua:2: field 'parallel': the global batch 4 is not divisible by dp × microbatches = 3 × 1",
