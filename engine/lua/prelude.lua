@@ -50,6 +50,10 @@ ns.limit_text = C.limit_text
 -- gpu_named(gpu, name) → whether `name` names the GPU table (its name, an alias or its file's stem; case, spaces, '-'
 -- and '_' ignored): the engine's one rule (engine/core/gpu_spec.h gpu_spec_named).
 ns.gpu_named = C.gpu_named
+-- gpu_find(name) → the GPU table a bundled GPU file answers to `name` (its name, an alias or its file's stem; the
+-- session's catalogue, parsed once), or nil where none does (and for a path: names only). What
+-- scripts/neusight/uncertainty.lua reads the leave-one-GPU-out folds' GPUs by.
+ns.gpu_find = C.gpu_find
 function ns.ceil_div(a, b)
   if type(a) ~= "number" or type(b) ~= "number" then
     error("bad argument to 'ceil_div' (numbers expected, got " .. type(a) .. ", " .. type(b) .. ")", 2)

@@ -250,6 +250,26 @@ int l_gpu_named(lua_State* L) {
   });
 }
 
+// gpu_find(name) -> GPU view | nil [-1, +1, e]: the bundled GPU file a name answers (its name, an alias or its file's
+// stem: the session's gpu_resolve, parsed once per session), as the read-only view rules receive; nil for a name no GPU
+// file answers (or a file that does not load) and for a path (a name only: a table's GPU names are not files to open).
+int l_gpu_find(lua_State* L) {
+  return ns_catch(L, [&] {
+    auto* p = impl_of(L);
+    const std::string name = luaL_checkstring(L, 1);
+    const gpu_spec* spec = nullptr;
+    if (!gpu_query_is_path(name)) {
+      try {
+        spec = &p->gpu_resolve(name);
+      } catch (const error&) {  // no such GPU: the caller says what it could not do without it
+      }
+    }
+    if (spec) p->push_gpu(*spec);
+    else lua_pushnil(L);
+    return 1;
+  });
+}
+
 // closest(word, candidates) -> string | nil [-2, +1, e]: the candidate closest to `word` by text_close_matches (the
 // engine's one did-you-mean rule, engine/core/text.h), ties to the alphabetically first. `candidates`: an array of strings, or a table whose
 // string keys are the candidates.
@@ -338,6 +358,7 @@ const luaL_Reg engine_functions[] = {
     {"cluster_load", l_cluster_load}, {"op_names", l_op_names}, {"op_unsearched", l_op_unsearched}, {"view", l_view},
     {"limit_tripped", l_limit_tripped}, {"predict", l_predict}, {"dtype_sizes", l_dtype_sizes},
     {"cluster_limits", l_cluster_limits}, {"limit_text", l_limit_text}, {"gpu_named", l_gpu_named},
+    {"gpu_find", l_gpu_find},
     {"node_fields", l_node_fields}, {"gpu_fields", l_gpu_fields}, {"infeasible", l_infeasible},
     {"infeasible_take", l_infeasible_take}, {"families", l_families},
     {nullptr, nullptr},

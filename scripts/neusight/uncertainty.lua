@@ -16,6 +16,17 @@
 -- architecture, the largest or smallest part): drawing only from the folds on the target's side of its range was tried and covered
 -- fewer measured values (weights/ACCURACY.md, "Uncertainty band").
 --
+-- Distance (M.distance, M.widen): that spread is what the folds measured as far out as they were, and no further. A
+-- GPU's distance from a range is the largest, over its numeric features (SMs, bandwidth, the family's peak), of the
+-- log-distance beyond [low, high]; each fold's is its GPU's from the range of the table's other folds' GPUs (their
+-- bundled GPU files, by name), and the family's fold distance d_f the largest of them (fold_distance). A target whose
+-- distance d_t from the family's training GPUs (training_range) exceeds d_f has the family's draws' log-deviations
+-- from their median scaled by w = min(d_t / d_f, M.widen_cap) (the cap when d_f = 0), said in a warning, the band
+-- line and JSON (band_widened, band_widened_for); w = 1 up to d_f, so a GPU inside the range, or no further out than a
+-- fold was, keeps its band to the bit. An assumption (the error grows in proportion to the distance), not fitted and
+-- not validated: no measured labels exist further out than the folds. An AMD forecast's distance is from its own
+-- weights' training GPUs, its d_f the borrowed table's folds'; the fallback's families are not widened.
+--
 -- Aggregation over the graph (M.band): the forecast's latency is scaled by
 --     (Σ_f T_f · F_f + T_other) / (Σ_f T_f + T_other)
 -- where T_f is the forecast's time of family f's kernels, F_f a draw of the family's error factor, and T_other the time
@@ -54,7 +65,7 @@ local memos = setmetatable({}, { __mode = "k" })
 local function memo(tbl)
   local m = memos[tbl]
   if not m then
-    m = { grids = {}, draws = {} }
+    m = { grids = {}, draws = {}, fold_distance = {} }
     memos[tbl] = m
   end
   return m
@@ -219,6 +230,96 @@ local function group_add(groups, order, key, name)
   list[#list + 1] = name
 end
 
+-- The spans [low, high] of the GPU tables `gpus` on the range's numeric features: { num_sm, mem_bw_gbps, peak_tflops
+-- (of the GPU field `peak_field`, when given), peak_field }; a feature no GPU gives has no span (not compared). The one
+-- rule of a range's spans: the training GPUs' (training_range) and the other folds' of a fold (fold_distance).
+local function spans_of(gpus, peak_field)
+  local gpu_optional = require("neusight").gpu_optional
+  local range = { peak_field = peak_field }
+  for _, g in ipairs(gpus) do
+    for _, k in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { "peak_tflops", peak_field } }) do
+      local v = k[2] and gpu_optional(g, k[2])
+      if type(v) == "number" then
+        local span = range[k[1]]
+        range[k[1]] = span and { math.min(span[1], v), math.max(span[2], v) } or { v, v }
+      end
+    end
+  end
+  return range
+end
+
+--- How far the GPU table `gpu` is beyond `range` (spans as spans_of makes them, or training_range's): the largest over
+--- the range's numeric features (num_sm, mem_bw_gbps, the family's peak `range.peak_field`) of the log-distance beyond
+--- [low, high], max(0, ln(x / high), ln(low / x)); 0 inside. A feature the GPU or the range does not give is not
+--- compared (as `outside`); architectures are not a distance. Returns the distance and, when above 0, what sets it
+--- ("mem_bw_gbps 3350 outside 192-1555").
+---@param gpu table
+---@param range table
+function M.distance(gpu, range)
+  local gpu_optional = require("neusight").gpu_optional
+  local d, why = 0, nil
+  for _, f in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { range.peak_field, "peak_tflops" } }) do
+    local span = f[1] and range[f[2]]
+    local v = span and gpu_optional(gpu, f[1])
+    if type(v) == "number" and span[2] > 0 then
+      -- a GPU without the units (a peak of 0) is infinitely far from a range that has them: the cap (M.widen_cap)
+      local x = math.max(math.log(v / span[2]), v > 0 and math.log(span[1] / v) or math.huge)
+      if x > d then d, why = x, fmt("%s %s outside %s-%s", f[1], num(v), num(span[1]), num(span[2])) end
+    end
+  end
+  return d, why
+end
+
+-- The table's fold distance of family `name` (its entry `e`): the largest, over its leave-one-GPU-out folds, of the
+-- fold's GPU's distance (M.distance) from the range of the table's other folds' GPUs (spans_of, on the family's peak
+-- `e.range.peak_field`): how far out the farthest fold was from what its fold was trained on. The folds' GPUs are the
+-- bundled GPU files their names answer (ns.gpu_find), so a table with fewer folds (a nested fold table: the other
+-- GPUs only) has its own. Memoised per table and family. Returns the distance, the fold's name and what sets its
+-- distance, or nil and why there is none (fewer than two folds; a fold without a GPU file).
+local function fold_distance(tbl, name, e)
+  local c = memo(tbl).fold_distance
+  if c[name] then return table.unpack(c[name], 1, c[name].n) end
+  local folds, gpus = e.folds, {}
+  local find = require("neusight").gpu_find
+  local function keep(...)
+    c[name] = table.pack(...)
+    return ...
+  end
+  if type(folds) ~= "table" or #folds < 2 then
+    return keep(nil, "the table has fewer than two folds of it")
+  end
+  for i, f in ipairs(folds) do
+    gpus[i] = type(f) == "string" and find and find(f) or nil
+    if not gpus[i] then return keep(nil, fmt("its fold %s has no GPU file", tostring(f))) end
+  end
+  local peak_field = (e.range or {}).peak_field
+  local d_f, fold, why = 0, folds[1], nil
+  for i, g in ipairs(gpus) do
+    local others = {}
+    for j, o in ipairs(gpus) do
+      if j ~= i then others[#others + 1] = o end
+    end
+    local d, w = M.distance(g, spans_of(others, peak_field))
+    if d > d_f then d_f, fold, why = d, folds[i], w end
+  end
+  return keep(d_f, fold, why)
+end
+
+M.widen_cap = 3  -- the most a family's band is widened by (M.widen)
+
+--- The width factor of a family's draws for a GPU at distance `d_t` from the family's training GPUs when the table's
+--- farthest fold was `d_f` from its fold's (fold_distance): 1 up to d_f (the folds measured that far out: their spread
+--- is the band's), d_t / d_f beyond it, at most M.widen_cap; with d_f = 0 (no fold was outside the others' range) any
+--- d_t > 0 is beyond every fold: the cap. Not fitted and not validated: no labels exist further out than the folds
+--- were; an assumption that the error grows in proportion to the distance.
+---@param d_t number
+---@param d_f number
+function M.widen(d_t, d_f)
+  if not (d_t > d_f) then return 1 end
+  if d_f <= 0 then return M.widen_cap end
+  return math.min(d_t / d_f, M.widen_cap)
+end
+
 -- The range of the GPUs the weights of family `name` were trained on: r.trained_gpus[name], their manifests'
 -- training.gpus (weights/<vendor>/<family>/model.toml: the weights the forecast used), each GPU's table. The one rule
 -- of "the training GPUs' range", for both of its uses: the out-of-distribution check (M.parts: SMs, bandwidth, the
@@ -240,21 +341,16 @@ local function training_range(r, name, peak_field)
   end
   local key = peak_field or ""
   if by_peak[key] then return table.unpack(by_peak[key]) end
-  local gpu_optional = require("neusight").gpu_optional
-  local range = { peak_field = peak_field, architectures = {}, gpus = {} }
-  local seen = {}
   for _, g in ipairs(list) do
     if type(g) == "string" then
       by_peak[key] = { nil, fmt("its training GPU %s has no GPU file", g), g }
       return table.unpack(by_peak[key])
     end
-    for _, k in ipairs({ { "num_sm", "num_sm" }, { "mem_bw_gbps", "mem_bw_gbps" }, { "peak_tflops", peak_field } }) do
-      local v = k[2] and gpu_optional(g, k[2])
-      if type(v) == "number" then
-        local span = range[k[1]]
-        range[k[1]] = span and { math.min(span[1], v), math.max(span[2], v) } or { v, v }
-      end
-    end
+  end
+  local range = spans_of(list, peak_field)
+  range.architectures, range.gpus = {}, {}
+  local seen = {}
+  for _, g in ipairs(list) do
     -- the most per SM: the first of the largest, in the manifest's order
     local bw, mem = g.mem_bw_gbps / g.num_sm, g.mem_gb / g.num_sm
     if not range.bw_per_sm or bw > range.bw_per_sm[1] then range.bw_per_sm = { bw, g.name } end
@@ -353,7 +449,8 @@ end
 --- Each kernel family's error distributions: one per leave-one-GPU-out fold of the table, as inverse-CDF grids, with
 --- their mean and variance; and the out-of-distribution warnings for this GPU.
 --- `r` as M.band's. Returns { parts = { { name, s, n, folds = { grids }, stats = { {mean, var} }, bias (the folds' mean
---- log bias: the mean of stats[].mean), trained (the GPU is one the family's weights were trained on: trained_on) },
+--- log bias: the mean of stats[].mean), trained (the GPU is one the family's weights were trained on: trained_on), widen
+--- (the width factor of its draws: M.widen of the GPU's distance and the table's fold distance, 1 within it) },
 --- … }, other (seconds without the table's error data: the fallback's families' included), total, unmeasured (families
 --- the table lacks; the fallback's families without errors of their own), fallback (seconds the fallback priced),
 --- fallback_families, fallback_parts ({ name, s, n = 1, folds = { the grid of efficiency.lua's errors } } of those with
@@ -408,6 +505,7 @@ function M.parts(r)
     fallback = 0, fallback_families = {}, fallback_parts = {} }
   local fb_errors = fallback_errors()  -- checked on every forecast: a broken one is an error, NVIDIA's or not
   local ood_by_reason, order, names, unchecked = {}, {}, {}, {}
+  local widened, widened_order, unwidened, unwidened_order = {}, {}, {}, {}
   for name in pairs(r.family_s or {}) do names[#names + 1] = name end
   sort(names)
   for _, name in ipairs(names) do
@@ -434,6 +532,24 @@ function M.parts(r)
       local range, no_range = training_range(r, name, (e.range or {}).peak_field)
       local why = range and outside(gpu, range) or {}
       if no_range then unchecked[#unchecked + 1] = fmt("%s (%s)", name, no_range) end
+      -- beyond the distance of the table's farthest fold: the family's draws widened (M.widen)
+      local widen, d_t, d_why = 1, 0, nil
+      if range then d_t, d_why = M.distance(gpu, range) end
+      if d_t > 0 then
+        local d_f, fold, f_why = fold_distance(tbl, name, e)
+        if not d_f then
+          group_add(unwidened, unwidened_order, fold, name)
+        else
+          widen = M.widen(d_t, d_f)
+          if widen > 1 then
+            -- grouped by the factor and what the line says after the families
+            local tail = fmt("%s is further from the GPUs they were trained on than any leave-one-GPU-out fold of %s "
+              .. "was from its fold's (log-distance %.3g, %s; the farthest fold %s)", gpu.name, src, d_t, d_why,
+              d_f > 0 and fmt("%.3g, %s: %s", d_f, tostring(fold), f_why) or "0: none was outside the others' range")
+            group_add(widened, widened_order, fmt("x%.2f for the %%s: %s", widen, tail), name)
+          end
+        end
+      end
       local q = e.quantiles
       if type(q) ~= "table" or #q == 0 then
         error(fmt("%s: families.%s needs `quantiles` (one list per fold)", src, name), 0)
@@ -454,7 +570,7 @@ function M.parts(r)
         g.bias = sum / #stats
       end
       out.parts[#out.parts + 1] = { name = name, s = s, n = (r.family_n or {})[name] or 1, folds = folds, stats = stats,
-        bias = g.bias, trained = trained_on(r, name) }
+        bias = g.bias, trained = trained_on(r, name), widen = widen }
       if #why > 0 then group_add(ood_by_reason, order, table.concat(why, ", "), name) end
     end
   end
@@ -463,6 +579,20 @@ function M.parts(r)
     local fams = ood_by_reason[key]
     out.warnings[#out.warnings + 1] = fmt("%s is out of distribution for the %s predictor%s (beyond the GPUs trained on: %s); "
       .. "see the band for the spread to expect", gpu.name, table.concat(fams, ", "), #fams > 1 and "s" or "", key)
+  end
+  for _, key in ipairs(widened_order) do
+    local fams = widened[key]
+    local at = key:find("%s", 1, true)  -- the families' place (the rest is text, not a format)
+    out.warnings[#out.warnings + 1] = "the uncertainty band is widened " .. key:sub(1, at - 1)
+      .. fmt("%s predictor%s", table.concat(fams, ", "), #fams > 1 and "s" or "") .. key:sub(at + 2)
+      .. fmt(", so their draws' deviations from the median are scaled by the ratio of the two (at most x%g): an "
+        .. "assumption, not fitted and not validated (no measured labels exist that far out)", M.widen_cap)
+  end
+  for _, key in ipairs(unwidened_order) do
+    local fams = unwidened[key]
+    out.warnings[#out.warnings + 1] = fmt("%s is beyond the GPUs the %s predictor%s %s trained on, but the uncertainty "
+      .. "band is not widened for how far: the distance of %s's folds is unknown (%s)", gpu.name,
+      table.concat(fams, ", "), #fams > 1 and "s" or "", #fams > 1 and "were" or "was", src, key)
   end
   if #unchecked > 0 then
     out.warnings[#out.warnings + 1] = fmt("%s is not checked for out of distribution for the %s predictor%s",
@@ -516,6 +646,22 @@ local function factors(c, part, prefix)
   return out
 end
 
+-- The draws `f` (factors') with their log-deviations from their median scaled by `w`: m · (f / m)^w, a new list (the
+-- draws are memoised and shared). The median memoised per list.
+local medians = setmetatable({}, { __mode = "k" })
+local function widen_draws(f, w)
+  local m = medians[f]
+  if not m then
+    local sorted = table.move(f, 1, #f, 1, {})
+    sort(sorted)
+    m = sorted[math.max(1, math.min(#sorted, floor(0.5 * #sorted + 0.5)))]
+    medians[f] = m
+  end
+  local out = {}
+  for i = 1, #f do out[i] = m * (f[i] / m) ^ w end
+  return out
+end
+
 --- The band of one forecast.
 --- `r`: latency_s, family_s (seconds by family name, "other" for kernels no family prices), family_n (effective kernel
 --- count by family), roofline (families the roofline priced for want of weights: no error data), gpu (the GPU's table), uncertainty (the error table; nil: the predictor has none),
@@ -526,6 +672,8 @@ end
 --- kernels, their own scatter averages out over the distinct kernels. On a GPU the family's weights were trained on
 --- (trained_on) each draw is divided by e^bias (the folds' mean log bias): the spread stays, the centre is the
 --- forecast's.
+--- A family further from its training GPUs than the table's farthest fold (M.parts' widen > 1) has its draws'
+--- log-deviations from their median scaled by its factor (widen_draws) before they are summed.
 --- Families the fallback priced (r.roofline) with errors in efficiency.lua (`errors`, the fallback's spread where its
 --- constants were fitted) are drawn from those: one draw per family and sample for all its kernels (fully correlated:
 --- one constant prices them, its error moves them together), independent of the other families, and not narrowed by
@@ -534,6 +682,7 @@ end
 --- Returns { p10, p50, p90 (seconds), spread (the table's width factor), unmodelled_share (time neither drawn from the
 --- table nor from the fallback's errors), fallback_share (the kernel time the roofline priced for want of weights),
 --- fallback_families, fallback_covered (those drawn from the fallback's errors), unmeasured, out_of_distribution (boolean),
+--- widened ({ { name, widen }, … }: the families whose draws were widened, M.parts' widen > 1, in name order),
 --- borrowed_from (the table's vendor when it is not the GPU's: the band is that vendor's folds), warnings, source }
 --- or nil and why there is no band.
 ---@param r table
@@ -545,8 +694,13 @@ function M.band(r)
   local rest = p.total - fb_s  -- the time the table's draws scale (or leave as forecast: `other`)
   local ratios = {}
   for i = 1, M.samples do ratios[i] = p.other - fb_s end
+  local widened = {}
   for _, part in ipairs(p.parts) do
     local f = factors(memo(r.uncertainty).draws, part)
+    if part.widen > 1 then  -- beyond the folds' distance (M.parts): the draws' log-deviations from their median x widen
+      f = widen_draws(f, part.widen)
+      widened[#widened + 1] = { name = part.name, widen = part.widen }
+    end
     -- on a GPU the family was trained on, the draws without the folds' mean bias (trained_on): centred on the forecast
     local s = part.trained and part.s * exp(-part.bias) or part.s
     for i = 1, M.samples do ratios[i] = ratios[i] + s * f[i] end
@@ -599,6 +753,7 @@ function M.band(r)
     fallback_families = p.fallback_families,
     unmeasured = p.unmeasured,
     out_of_distribution = p.out_of_distribution,
+    widened = widened,
     borrowed_from = p.borrowed_from,
     warnings = p.warnings,
     source = p.source,
@@ -682,6 +837,15 @@ function M.figures(r)
     { key = "band_unmodelled_share", value = b and b.unmodelled_share },
     { key = "band_spread", value = b and b.spread },
   }
+  local widest, widened_for = 1, {}
+  for _, w in ipairs(b and b.widened or {}) do
+    widest = math.max(widest, w.widen)
+    widened_for[#widened_for + 1] = fmt("%s x%.2f", w.name, w.widen)
+  end
+  if widest > 1 then  -- only then: a band no family of which is widened keeps its JSON
+    fields[#fields + 1] = { key = "band_widened", value = widest }
+    fields[#fields + 1] = { key = "band_widened_for", value = table.concat(widened_for, ", ") }
+  end
   if b and b.borrowed_from then  -- only then: a band of the GPU's own vendor keeps its JSON
     fields[#fields + 1] = { key = "band_borrowed_from", value = b.borrowed_from }
   end
@@ -698,13 +862,14 @@ function M.figures(r)
       note = fmt("; %.0f %% of the kernel time (%s) has no error data and is not widened", 100 * b.unmodelled_share,
         #b.unmeasured > 0 and "copies, collectives, " .. table.concat(b.unmeasured, ", ") or "copies, collectives")
     end
-    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s%s%s)",
+    lines[1] = fmt("band p10-p90     %12s - %s ms (p50 %s ms; leave-one-GPU-out errors per kernel family, %s%s%s%s%s%s%s)",
       sig(ms(b.p10)), sig(ms(b.p90)), sig(ms(b.p50)), b.source,
       M.spread_note(b.spread, ", "),
       b.borrowed_from and fmt(", borrowed from %s GPUs: see warnings", b.borrowed_from) or "",
       #(b.fallback_covered or {}) > 0 and fmt("; the roofline fallback's own spread for %s (efficiency.lua errors): "
         .. "see warnings", table.concat(b.fallback_covered, ", ")) or "",
-      b.out_of_distribution and "; out of distribution: see warnings" or "", note)
+      b.out_of_distribution and "; out of distribution: see warnings" or "",
+      widest > 1 and fmt("; widened up to x%.2f, further out than any fold: see warnings", widest) or "", note)
   else
     lines[1] = fmt("band p10-p90     %12s   (%s)", "-", why)
   end

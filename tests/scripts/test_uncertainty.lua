@@ -1,0 +1,42 @@
+-- tests/scripts/test_uncertainty.lua — scripts/neusight/uncertainty.lua's distance from the training GPUs and the width
+-- factor it gives a family's draws (the band itself: tests/cli/test_band_cli.cpp).
+local U = require "neusight.uncertainty"
+
+local function close(got, want, what)
+  if math.abs(got - want) > 1e-12 * math.abs(want) then
+    error(("%s: expected %.17g, got %.17g"):format(what, want, got), 2)
+  end
+end
+
+local RANGE = { num_sm = { 20, 108 }, mem_bw_gbps = { 192, 1555 }, peak_tflops = { 5.5, 19.5 },
+  peak_field = "peak_fp32_tflops" }
+
+local T = {}
+
+function T.test_distance_is_the_largest_log_distance_beyond_the_range()
+  local d = U.distance({ num_sm = 80, mem_bw_gbps = 900, peak_fp32_tflops = 14 }, RANGE)
+  assert(d == 0, "inside: 0")
+  local far, why = U.distance({ num_sm = 132, mem_bw_gbps = 3350, peak_fp32_tflops = 66.9 }, RANGE)
+  close(far, math.log(66.9 / 19.5), "the peak is the farthest out")
+  assert(why == "peak_fp32_tflops 66.9 outside 5.5-19.5", why)
+  local below = U.distance({ num_sm = 10, mem_bw_gbps = 900, peak_fp32_tflops = 14 }, RANGE)
+  close(below, math.log(20 / 10), "below the range: ln(low / x)")
+  -- a field the range does not span is not compared: no peak field, no peak
+  local no_peak = U.distance({ num_sm = 80, mem_bw_gbps = 900, peak_fp32_tflops = 1000 },
+    { num_sm = { 20, 108 }, mem_bw_gbps = { 192, 1555 } })
+  assert(no_peak == 0, "the peak not compared")
+  -- a GPU without the units (a peak of 0) is infinitely far from a range that has them
+  assert(U.distance({ num_sm = 80, mem_bw_gbps = 900, peak_fp32_tflops = 0 }, RANGE) == math.huge, "no units")
+end
+
+function T.test_widen_is_one_up_to_the_folds_distance_then_the_ratio_capped()
+  assert(U.widen(0, 0.7) == 1, "inside")
+  assert(U.widen(0.5, 0.7) == 1, "nearer than the farthest fold")
+  assert(U.widen(0.7, 0.7) == 1, "as far as the farthest fold")
+  close(U.widen(1.05, 0.7), 1.5, "beyond: the ratio")
+  assert(U.widen(10, 0.7) == U.widen_cap, "capped")
+  assert(U.widen(0.1, 0) == U.widen_cap, "no fold was out: any distance is beyond every fold, the cap")
+  assert(U.widen(math.huge, 0.7) == U.widen_cap, "infinitely far: the cap")
+end
+
+return T
