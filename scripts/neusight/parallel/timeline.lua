@@ -589,6 +589,8 @@ function M.timeline(plan, nodes, times, lean, reuse)
     { 6, bw_floor }, { 7, bw_hidden },
   }, 5)
   local devices, iteration, floor = {}, 0, 0
+  -- per device, when what follows its last op ends (M.ops; not in a search's lean timeline)
+  local tails = not lean and {} or nil
   -- the devices' runs of buckets (below), in arrays made once for all of them: each device writes its own from the
   -- first, and every reader takes only its `nr` (or `len`) first entries
   local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
@@ -673,6 +675,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
+    local reduce_end = dp_end
     if tied_sync > 0 and (d == 1 or d == P) then -- the embedding group: first and last stage
       dp_end, dev.p2p = dp_end + tied_sync, dev.p2p + tied_sync
     end
@@ -697,6 +700,10 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
     end
     dev.finish = dp_end + dev.optimizer + gather
+    if tails then -- the same sums as dev.finish's, in its order
+      tails[d] = { compute_end = compute_end, reduce_end = reduce_end, synced = dp_end, stepped = dp_end + dev.optimizer,
+                   finish = dev.finish }
+    end
     iteration = max(iteration, dev.finish)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
@@ -715,10 +722,63 @@ function M.timeline(plan, nodes, times, lean, reuse)
     dev.grad_bytes = plan.training and dev.params * eg or 0  -- no backward, no gradient: nothing reduced
     grad_most = max(grad_most, dev.grad_bytes)
   end
-  return {
+  local out = {
     iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
     memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
+  if tails then
+    -- what M.ops needs to give every op's times: the schedule and, per virtual stage, its ops' seconds as simulated
+    -- and their parts (copied: a search re-times the same stage tables), O(stages) here; the ops only when asked
+    local fw, bw, comm_fw, comm_bw, send_fw, send_bw = {}, {}, {}, {}, {}, {}
+    for k, st in ipairs(stages) do
+      fw[k], bw[k], send_fw[k], send_bw[k] = st.fw, st.bw, st.send_fw, st.send_bw
+      comm_fw[k], comm_bw[k] = st.fw_comm, st.bw_comm - st.bw_hidden
+    end
+    out.ops_of = { P = P, Mb = Mb, v = v, schedule = plan.schedule, training = plan.training and true or false,
+                   fw = fw, bw = bw, comm_fw = comm_fw, comm_bw = comm_bw, send_fw = send_fw, send_bw = send_bw,
+                   tails = tails }
+  end
+  return out
+end
+
+-- Per device, what follows its last op, in order: { kind, the field of its tail where it ends }; each starts where
+-- the one before it ends (the first at compute_end). A part of no time is left out.
+local TAIL = { { "dp_reduce", "reduce_end" }, { "embedding_sync", "synced" }, { "optimizer", "stepped" },
+  { "param_gather", "finish" } }
+
+--- Every op of a timeline made without `lean` (its `ops_of`; nil otherwise: an error), device by device in the order
+--- it runs them: { device (0-based: its pipeline stage), kind, start, finish (seconds from the iteration's start) }
+--- with, for kind "forward" or "backward" (a microbatch through one model chunk, as neusight.parallel.schedule
+--- simulates it), mb (the schedule's label of the microbatch), index (its number from 0), chunk (0-based), comm (the
+--- seconds of its tensor- and expert-parallel collectives not hidden under weight-gradient GEMMs, among its kernels)
+--- and send (its point-to-point send to the next stage, at its end); then the device's exposed tail: "dp_reduce" (the
+--- data-parallel gradient buckets still on the link after its last op), "embedding_sync" (the tied embedding's
+--- gradient all-reduce, first and last stage), "optimizer" (its step), "param_gather" (the distributed optimizer's
+--- parameter all-gather). Gaps between them are the device's bubbles; the last finish of all is the iteration.
+---@param t table M.timeline's result
+function M.ops(t)
+  local o = type(t) == "table" and t.ops_of
+  if type(o) ~= "table" then error("timeline ops: the timeline was made lean (a search's): it keeps no op times", 2) end
+  local stages = {}
+  for k = 1, #o.fw do stages[k] = { fw = o.fw[k], bw = o.bw[k] } end
+  local devices = schedule.simulate(stages, o.P, o.Mb, o.v, o.schedule, o.training)
+  local out = {}
+  for d, dev in ipairs(devices) do
+    for _, op in ipairs(dev.ops) do
+      local k = op.vs + 1
+      out[#out + 1] = { device = d - 1, kind = op.fw and "forward" or "backward", mb = op.mb, index = op.index,
+        chunk = op.chunk, start = op.start, finish = op.finish, comm = op.fw and o.comm_fw[k] or o.comm_bw[k],
+        send = op.fw and o.send_fw[k] or o.send_bw[k] }
+    end
+    local tail = o.tails[d]
+    local at = tail.compute_end
+    for _, part in ipairs(TAIL) do
+      local to = tail[part[2]]
+      if to > at then out[#out + 1] = { device = d - 1, kind = part[1], start = at, finish = to } end
+      at = to
+    end
+  end
+  return out
 end
 return M
