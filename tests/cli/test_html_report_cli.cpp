@@ -154,7 +154,7 @@ TEST_CASE("html report: a parallel run has one stage bar per pipeline stage", "[
 // The pipeline timeline's boxes of the page (`html` its source or the DOM a browser built): per stage, how many ops
 // (<g class="tl-op">) it draws, and the largest end (data-key parallel.timeline[i].end_ms) of any box.
 std::map<int, int> timeline_boxes(const std::string& html) {
-  static const std::regex re(R"(<g class="tl-op" data-stage="(\d+)")");
+  static const std::regex re(R"re(<g class="tl-op" data-stage="(\d+)")re");
   std::map<int, int> out;
   for (auto it = std::sregex_iterator(html.begin(), html.end(), re); it != std::sregex_iterator(); ++it)
     ++out[std::stoi((*it)[1])];
