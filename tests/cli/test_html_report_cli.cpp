@@ -205,8 +205,9 @@ TEST_CASE("html report: a parallel run's page draws its pipeline timeline from t
   CHECK(timeline_boxes(html) == ops);
   CHECK(timeline_last_end(html) == Approx(j["latency_ms"].get<double>()).epsilon(1e-12));
   // the CSV's summary rows leave the op-by-op timeline to the JSON
-  const auto csv = run_cli(base + "--pp 2 --dp 2 --microbatches 2 --schedule interleaved --virtual-stages 2 "
-                           "-o '" + (t.path / "tl.csv").string() + "' --format csv");
+  const auto csv = run_cli(ns_test::replace_all(base, "--format json", "--format csv") + "--pp 2 --dp 2 "
+                           "--microbatches 2 --schedule interleaved --virtual-stages 2 -o '" +
+                           (t.path / "tl.csv").string() + "'");
   REQUIRE(csv.code == 0);
   const std::string text = slurp(t.path / "tl.csv");
   CHECK(text.find("parallel.devices.0.bubble_ms") != std::string::npos);
