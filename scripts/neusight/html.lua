@@ -371,17 +371,19 @@ end
 -- chunk lighter), its point-to-point send at its end and its exposed tensor- / expert-parallel collectives along its
 -- foot; after the last one the device's exposed data-parallel gradient reduce, tied-embedding sync, optimizer step
 -- and parameter all-gather. Gaps are bubbles. Each box is a <g class="tl-op"> (its start: data-key …start_ms) around a
--- <rect> (its end: …end_ms). A stage of more than M.timeline_max_boxes / stages ops (at least 16) draws its first and
+-- <rect> (its end: …end_ms). A stage of more than TIMELINE_MAX_BOXES / stages ops (at least 16) draws its first and
 -- last half of that many one by one and the ops between as one hatched box (<g class="tl-run">, from the first one's
 -- start to the last one's end), so that the page stays small for a deep pipeline.
-M.timeline_max_boxes = 2400
+local TIMELINE_MAX_BOXES = 2400
 
 local TL = { forward = "#4e79a7", backward = "#f28e2b", send = "#b07aa1", collectives = "#59a14f",
   dp_reduce = "#ff9da7", embedding_sync = "#9c755f", optimizer = "#e15759", param_gather = "#76b7b2", bubble = "#f1f1f1" }
 local TL_NAMES = { dp_reduce = "data-parallel gradient reduce (exposed)", embedding_sync = "tied-embedding gradient sync",
   optimizer = "optimizer step", param_gather = "parameter all-gather (distributed optimizer)" }
 
-local function timeline_section(r)
+-- The section of report `r` (nothing without a timeline); `max_boxes` (default TIMELINE_MAX_BOXES) the ops it draws one
+-- by one at most.
+function M.timeline_section(r, max_boxes)
   local p = r.parallel
   local tl = type(p) == "table" and p.timeline
   if type(tl) ~= "table" or #tl == 0 or type(p.iteration_ms) ~= "number" or p.iteration_ms <= 0 then return "" end
@@ -400,7 +402,7 @@ local function timeline_section(r)
     end
   end
   if stages == 0 then return "" end
-  local budget = math.max(16, M.timeline_max_boxes // stages)
+  local budget = math.max(16, (max_boxes or TIMELINE_MAX_BOXES) // stages)
   local most, kinds = 0, {}
   for d = 1, stages do
     local row = by_device[d] or { ops = {}, tail = {} }
@@ -599,7 +601,7 @@ function M.render(r)
   out[#out + 1] = ops_section(r)
   out[#out + 1] = memory_section(r)
   out[#out + 1] = parallel_section(r)
-  out[#out + 1] = timeline_section(r)
+  out[#out + 1] = M.timeline_section(r)
   local w = warnings_section(r.warnings)
   if w ~= "" then out[#out + 1] = w end
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))
