@@ -632,11 +632,15 @@ function T.test_timeline_ops_every_op_and_the_tail()
     local tl = training and P.timeline(plan, nodes, times)
       or P.timeline(plan, { table.unpack(nodes, 1, 3) }, { table.unpack(times, 1, 3) })
     local ops = TLm.ops(tl)
-    local sim = P.simulate((function()
-      local st = {}
-      for k = 1, #tl.ops_of.fw do st[k] = { fw = tl.ops_of.fw[k], bw = tl.ops_of.bw[k] } end
-      return st
-    end)(), plan.pp, plan.microbatches, c.v, plan.schedule, training)
+    -- each virtual stage's op seconds as the timeline simulated them (one chunk: its device's microbatch_fw / _bw)
+    local per, st = tl.ops_of.per, {}
+    for k = 1, #per // 6 do st[k] = { fw = per[6 * k - 5], bw = per[6 * k - 4] } end
+    eq(#st, plan.pp * c.v, what .. ": one entry per virtual stage")
+    for d, dev in ipairs(c.v == 1 and tl.devices or {}) do
+      eq(st[d].fw, dev.microbatch_fw, what .. ": forward seconds of stage " .. d)
+      eq(st[d].bw, dev.microbatch_bw, what .. ": backward seconds of stage " .. d)
+    end
+    local sim = P.simulate(st, plan.pp, plan.microbatches, c.v, plan.schedule, training)
     local last_end, by = 0, {}
     for _, op in ipairs(ops) do
       local d = op.device + 1
@@ -654,7 +658,7 @@ function T.test_timeline_ops_every_op_and_the_tail()
         eq(op.mb, s.mb, what .. ": microbatch") eq(op.chunk, s.chunk, what .. ": chunk")
         eq(op.kind == "forward", s.fw, what .. ": forward or backward")
         local k = s.vs + 1
-        near(op.finish - op.start, s.fw and tl.ops_of.fw[k] or tl.ops_of.bw[k], what .. ": as long as its stage's op", 1e-9)
+        near(op.finish - op.start, s.fw and st[k].fw or st[k].bw, what .. ": as long as its stage's op", 1e-9)
       else
         b.tail[#b.tail + 1] = op.kind
       end

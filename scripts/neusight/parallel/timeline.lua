@@ -589,8 +589,8 @@ function M.timeline(plan, nodes, times, lean, reuse)
     { 6, bw_floor }, { 7, bw_hidden },
   }, 5)
   local devices, iteration, floor = {}, 0, 0
-  -- per device, when what follows its last op ends (M.ops; not in a search's lean timeline)
-  local tails = not lean and {} or nil
+  -- per device, when its last op ends and its exposed gradient reduce after it (M.ops; not in a search's lean timeline)
+  local ops_end, reduce_ends = not lean and {} or nil, not lean and {} or nil
   -- the devices' runs of buckets (below), in arrays made once for all of them: each device writes its own from the
   -- first, and every reader takes only its `nr` (or `len`) first entries
   local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
@@ -700,10 +700,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
     end
     dev.finish = dp_end + dev.optimizer + gather
-    if tails then -- the same sums as dev.finish's, in its order
-      tails[d] = { compute_end = compute_end, reduce_end = reduce_end, synced = dp_end, stepped = dp_end + dev.optimizer,
-                   finish = dev.finish }
-    end
+    if ops_end then ops_end[d], reduce_ends[d] = compute_end, reduce_end end
     iteration = max(iteration, dev.finish)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
@@ -727,25 +724,26 @@ function M.timeline(plan, nodes, times, lean, reuse)
     grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
     memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
-  if tails then
-    -- what M.ops needs to give every op's times: the schedule and, per virtual stage, its ops' seconds as simulated
-    -- and their parts (copied: a search re-times the same stage tables), O(stages) here; the ops only when asked
-    local fw, bw, comm_fw, comm_bw, send_fw, send_bw = {}, {}, {}, {}, {}, {}
-    for k, st in ipairs(stages) do
-      fw[k], bw[k], send_fw[k], send_bw[k] = st.fw, st.bw, st.send_fw, st.send_bw
-      comm_fw[k], comm_bw[k] = st.fw_comm, st.bw_comm - st.bw_hidden
+  if ops_end then
+    -- what M.ops needs to give every op's times: the schedule and, per virtual stage k, its ops' seconds as simulated
+    -- and their parts, at per[6k - 5 … 6k]: forward, backward, forward collectives, backward collectives (exposed),
+    -- forward send, backward send (copied: a search re-times the same stage tables), O(stages) here; the ops only
+    -- when asked
+    local per, n = {}, 0
+    for _, st in ipairs(stages) do
+      per[n + 1], per[n + 2], per[n + 3], per[n + 4], per[n + 5], per[n + 6] =
+        st.fw, st.bw, st.fw_comm, st.bw_comm - st.bw_hidden, st.send_fw, st.send_bw
+      n = n + 6
     end
     out.ops_of = { P = P, Mb = Mb, v = v, schedule = plan.schedule, training = plan.training and true or false,
-                   fw = fw, bw = bw, comm_fw = comm_fw, comm_bw = comm_bw, send_fw = send_fw, send_bw = send_bw,
-                   tails = tails }
+                   per = per, ops_end = ops_end, reduce_end = reduce_ends, tied_sync = tied_sync }
   end
   return out
 end
 
--- Per device, what follows its last op, in order: { kind, the field of its tail where it ends }; each starts where
--- the one before it ends (the first at compute_end). A part of no time is left out.
-local TAIL = { { "dp_reduce", "reduce_end" }, { "embedding_sync", "synced" }, { "optimizer", "stepped" },
-  { "param_gather", "finish" } }
+-- Per device, what follows its last op, in order; each starts where the one before it ends (the first at its last op's
+-- end). A part of no time is left out.
+local TAIL = { "dp_reduce", "embedding_sync", "optimizer", "param_gather" }
 
 --- Every op of a timeline made without `lean` (its `ops_of`; nil otherwise: an error), device by device in the order
 --- it runs them: { device (0-based: its pipeline stage), kind, start, finish (seconds from the iteration's start) }
@@ -760,22 +758,26 @@ local TAIL = { { "dp_reduce", "reduce_end" }, { "embedding_sync", "synced" }, { 
 function M.ops(t)
   local o = type(t) == "table" and t.ops_of
   if type(o) ~= "table" then error("timeline ops: the timeline was made lean (a search's): it keeps no op times", 2) end
-  local stages = {}
-  for k = 1, #o.fw do stages[k] = { fw = o.fw[k], bw = o.bw[k] } end
+  local per, stages = o.per, {}
+  for k = 1, #per // 6 do stages[k] = { fw = per[6 * k - 5], bw = per[6 * k - 4] } end
   local devices = schedule.simulate(stages, o.P, o.Mb, o.v, o.schedule, o.training)
+  local dev_of = t.devices
   local out = {}
   for d, dev in ipairs(devices) do
     for _, op in ipairs(dev.ops) do
-      local k = op.vs + 1
+      local at = 6 * op.vs + (op.fw and 0 or 1)
       out[#out + 1] = { device = d - 1, kind = op.fw and "forward" or "backward", mb = op.mb, index = op.index,
-        chunk = op.chunk, start = op.start, finish = op.finish, comm = op.fw and o.comm_fw[k] or o.comm_bw[k],
-        send = op.fw and o.send_fw[k] or o.send_bw[k] }
+        chunk = op.chunk, start = op.start, finish = op.finish, comm = per[at + 3], send = per[at + 5] }
     end
-    local tail = o.tails[d]
-    local at = tail.compute_end
-    for _, part in ipairs(TAIL) do
-      local to = tail[part[2]]
-      if to > at then out[#out + 1] = { device = d - 1, kind = part[1], start = at, finish = to } end
+    -- the tail's ends as M.timeline summed them (the same terms in the same order: the same bits)
+    local reduce_end, optimizer, finish = o.reduce_end[d], dev_of[d].optimizer, dev_of[d].finish
+    local synced = reduce_end
+    if o.tied_sync > 0 and (d == 1 or d == o.P) then synced = synced + o.tied_sync end
+    local ends = { reduce_end, synced, synced + optimizer, finish }
+    local at = o.ops_end[d]
+    for i, kind in ipairs(TAIL) do
+      local to = ends[i]
+      if to > at then out[#out + 1] = { device = d - 1, kind = kind, start = at, finish = to } end
       at = to
     end
   end
