@@ -488,10 +488,12 @@ function M.timeline_section(r, max_boxes)
         local title = ("stage %d %s, microbatch %s%s: %s%s"):format(d - 1, e.kind, mb_text,
           (tonumber(p.virtual_stages) or 1) > 1 and (", chunk %d"):format(chunk) or "", interval(e),
           #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "")
+        -- a box wide enough to show it has a white edge, so that one microbatch's box ends where the next begins
         out[#out + 1] = ('<g class="tl-op" data-stage="%d" data-kind="%s" %s><title>%s</title><rect x="%.2f" y="%d" '
-          .. 'width="%.2f" height="%d" fill="%s" %s/>%s</g>'):format(d - 1, esc(e.kind), attrs(key .. "start_ms", e.start_ms),
+          .. 'width="%.2f" height="%d" fill="%s" %s/>%s%s</g>'):format(d - 1, esc(e.kind), attrs(key .. "start_ms", e.start_ms),
           esc(title), x0, y, math.max(0, x1 - x0), box_h, fill or "#999", attrs(key .. "end_ms", e.end_ms),
-          table.concat(inner))
+          table.concat(inner), x1 - x0 >= 4 and ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="none" '
+            .. 'stroke="#fff" stroke-width="1"/>'):format(x0, y, x1 - x0, box_h) or "")
       end
     end
     for _, i in ipairs(row.tail) do
