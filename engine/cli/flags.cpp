@@ -811,8 +811,8 @@ std::vector<flag_spec> table_make() {
       .note(" (a .json FILE sets --format unless it is given; this command writes a table or JSON, not CSV)");
   flag("--report",
        "Also write a self-contained HTML page of the forecast to FILE (scripts/neusight/html.lua): time by op kind and "
-       "phase, memory, the pipeline stages (serve: latency percentiles, what bounds each phase, the sweep's rows); "
-       "nothing is written on error")
+       "phase, memory, the pipeline stages and their op-by-op timeline (serve: latency percentiles, what bounds each "
+       "phase, the sweep's rows); nothing is written on error")
       .type("FILE.html")
       .on(run | predict, to(&common_flags::report_html))
       .on(serve, to(&serve_flags::report_html));

@@ -365,6 +365,179 @@ local function parallel_section(r)
     "\n" .. bar_chart(rows, names, "ms", { class = "stage-bar" })
 end
 
+-- The pipeline timeline (parallel.timeline, neusight.parallel.report timeline_json): one row per pipeline stage, time
+-- from the iteration's start (left) to its end (the dashed line, parallel.iteration_ms), one box per op: a forward or
+-- backward microbatch through one model chunk (its number in the box where it fits, everything in its tooltip; a later
+-- chunk lighter), its point-to-point send at its end and its exposed tensor- / expert-parallel collectives along its
+-- foot; after the last one the device's exposed data-parallel gradient reduce, tied-embedding sync, optimizer step
+-- and parameter all-gather. Gaps are bubbles. Each box is a <g class="tl-op"> (its start: data-key …start_ms) around a
+-- <rect> (its end: …end_ms). A stage of more than TIMELINE_MAX_BOXES / stages ops (at least 16) draws its first and
+-- last half of that many one by one and the ops between as one hatched box (<g class="tl-run">, from the first one's
+-- start to the last one's end), so that the page stays small for a deep pipeline.
+local TIMELINE_MAX_BOXES = 2400
+
+local TL = { forward = "#4e79a7", backward = "#f28e2b", send = "#b07aa1", collectives = "#59a14f",
+  dp_reduce = "#ff9da7", embedding_sync = "#9c755f", optimizer = "#e15759", param_gather = "#76b7b2", bubble = "#f1f1f1" }
+local TL_NAMES = { dp_reduce = "data-parallel gradient reduce (exposed)", embedding_sync = "tied-embedding gradient sync",
+  optimizer = "optimizer step", param_gather = "parameter all-gather (distributed optimizer)" }
+
+-- The section of report `r` (nothing without a timeline); `max_boxes` (default TIMELINE_MAX_BOXES) the ops it draws one
+-- by one at most.
+function M.timeline_section(r, max_boxes)
+  local p = r.parallel
+  local tl = type(p) == "table" and p.timeline
+  if type(tl) ~= "table" or #tl == 0 or type(p.iteration_ms) ~= "number" or p.iteration_ms <= 0 then return "" end
+  local by_device, stages = {}, 0
+  for i, e in ipairs(tl) do
+    local d = math.tointeger(e.device)
+    if d and d >= 0 and type(e.start_ms) == "number" and type(e.end_ms) == "number" then
+      local row = by_device[d + 1]
+      if not row then
+        row = { ops = {}, tail = {} }
+        by_device[d + 1] = row
+      end
+      local list = (e.kind == "forward" or e.kind == "backward") and row.ops or row.tail
+      list[#list + 1] = i
+      if d + 1 > stages then stages = d + 1 end
+    end
+  end
+  if stages == 0 then return "" end
+  local budget = math.max(16, (max_boxes or TIMELINE_MAX_BOXES) // stages)
+  local most, kinds = 0, {}
+  for d = 1, stages do
+    local row = by_device[d] or { ops = {}, tail = {} }
+    by_device[d] = row
+    most = math.max(most, math.min(#row.ops, budget))
+    for _, i in ipairs(row.tail) do kinds[tl[i].kind] = true end
+  end
+  local label_w, right_w, row_h, box_h, top = 80, 170, 24, 18, 20
+  local plot_w = math.min(4000, math.max(730, 6 * most))
+  local total = p.iteration_ms
+  local function x_of(t) return label_w + t / total * plot_w end
+  local out = {
+    ('<svg width="%d" height="%d" role="img" class="timeline">'):format(label_w + plot_w + right_w, top + stages * row_h + 6),
+    '<defs><pattern id="tl-hatch" width="6" height="6" patternUnits="userSpaceOnUse" patternTransform="rotate(45)">'
+      .. '<rect width="3" height="6" fill="#888"/></pattern></defs>',
+  }
+  local function span(i, class, fill, title, extra)
+    local e = tl[i]
+    local key = ("parallel.timeline[%d]."):format(i - 1)
+    local x0, x1 = x_of(e.start_ms), x_of(e.end_ms)
+    out[#out + 1] = ('<g class="%s" %s><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" %s/>%s</g>')
+      :format(class, attrs(key .. "start_ms", e.start_ms), esc(title), x0, extra.y, math.max(0, x1 - x0), box_h, fill,
+              attrs(key .. "end_ms", e.end_ms), extra.inner or "")
+  end
+  local interval = function(e) return ("%s – %s ms"):format(M.pretty(e.start_ms), M.pretty(e.end_ms)) end
+  local cut = false
+  for d = 1, stages do
+    local row, y = by_device[d], top + (d - 1) * row_h
+    local dev = type(p.devices) == "table" and p.devices[d] or nil
+    out[#out + 1] = ('<g class="tl-stage"><text x="%d" y="%d" text-anchor="end">stage %d</text>'):format(label_w - 6,
+      y + 13, d - 1)
+    out[#out + 1] = ('<rect x="%d" y="%d" width="%d" height="%d" fill="%s"/>'):format(label_w, y, plot_w, box_h, TL.bubble)
+    local ops, n = row.ops, #row.ops
+    local draw_from, draw_to = n + 1, n -- ops draw_from to draw_to: one hatched box
+    if n > budget then draw_from, draw_to, cut = budget // 2 + 1, n - budget // 2, true end
+    for j, i in ipairs(ops) do
+      if j == draw_from then
+        local first, last = tl[ops[draw_from]], tl[ops[draw_to]]
+        local fw = 0
+        for k = draw_from, draw_to do
+          if tl[ops[k]].kind == "forward" then fw = fw + 1 end
+        end
+        local count = draw_to - draw_from + 1
+        local key0 = ("parallel.timeline[%d].start_ms"):format(ops[draw_from] - 1)
+        local key1 = ("parallel.timeline[%d].end_ms"):format(ops[draw_to] - 1)
+        local x0, x1 = x_of(first.start_ms), x_of(last.end_ms)
+        out[#out + 1] = ('<g class="tl-run" %s><title>%s</title><rect x="%.2f" y="%d" width="%.2f" height="%d" '
+          .. 'fill="url(#tl-hatch)" %s/></g>'):format(attrs(key0, first.start_ms),
+          esc(("stage %d: %d ops drawn as one (%d forward, %d backward, the bubbles between them included): %s – %s ms")
+            :format(d - 1, count, fw, count - fw, M.pretty(first.start_ms), M.pretty(last.end_ms))),
+          x0, y, math.max(0, x1 - x0), box_h, attrs(key1, last.end_ms))
+      elseif j < draw_from or j > draw_to then
+        local e = tl[i]
+        local key = ("parallel.timeline[%d]."):format(i - 1)
+        local chunk = math.tointeger(e.chunk) or 0
+        local fill = TL[e.kind]
+        local x0, x1 = x_of(e.start_ms), x_of(e.end_ms)
+        local inner = {}
+        if chunk > 0 then -- a later model chunk: the same color, lighter
+          inner[#inner + 1] = ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="#fff" fill-opacity="%.2f"/>')
+            :format(x0, y, math.max(0, x1 - x0), box_h, math.min(0.6, 0.35 * chunk))
+        end
+        if type(e.send_ms) == "number" and e.send_ms > 0 then
+          local w = e.send_ms / total * plot_w
+          inner[#inner + 1] = ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="%s" %s/>'):format(x1 - w, y, w,
+            box_h, TL.send, attrs(key .. "send_ms", e.send_ms))
+        end
+        if type(e.comm_ms) == "number" and e.comm_ms > 0 then
+          inner[#inner + 1] = ('<rect x="%.2f" y="%d" width="%.2f" height="4" fill="%s" %s/>'):format(x0,
+            y + box_h - 4, e.comm_ms / total * plot_w, TL.collectives, attrs(key .. "comm_ms", e.comm_ms))
+        end
+        local mb = e.microbatch
+        local mb_text = type(mb) == "number" and M.pretty(mb) or tostring(mb)
+        if M.text_width(mb_text) + 4 <= x1 - x0 then
+          inner[#inner + 1] = ('<text class="tl-mb" x="%.2f" y="%d" text-anchor="middle" %s>%s</text>')
+            :format((x0 + x1) / 2, y + 13, type(mb) == "number" and attrs(key .. "microbatch", mb) or "", esc(mb_text))
+        end
+        local parts = {}
+        if type(e.send_ms) == "number" and e.send_ms > 0 then parts[#parts + 1] = "send " .. M.pretty(e.send_ms) .. " ms" end
+        if type(e.comm_ms) == "number" and e.comm_ms > 0 then
+          parts[#parts + 1] = "tp/ep collectives " .. M.pretty(e.comm_ms) .. " ms among its kernels"
+        end
+        local title = ("stage %d %s, microbatch %s%s: %s%s"):format(d - 1, e.kind, mb_text,
+          (tonumber(p.virtual_stages) or 1) > 1 and (", chunk %d"):format(chunk) or "", interval(e),
+          #parts > 0 and " (" .. table.concat(parts, ", ") .. ")" or "")
+        -- a box wide enough to show it has a white edge, so that one microbatch's box ends where the next begins
+        out[#out + 1] = ('<g class="tl-op" data-stage="%d" data-kind="%s" %s><title>%s</title><rect x="%.2f" y="%d" '
+          .. 'width="%.2f" height="%d" fill="%s" %s/>%s%s</g>'):format(d - 1, esc(e.kind), attrs(key .. "start_ms", e.start_ms),
+          esc(title), x0, y, math.max(0, x1 - x0), box_h, fill or "#999", attrs(key .. "end_ms", e.end_ms),
+          table.concat(inner), x1 - x0 >= 4 and ('<rect x="%.2f" y="%d" width="%.2f" height="%d" fill="none" '
+            .. 'stroke="#fff" stroke-width="1"/>'):format(x0, y, x1 - x0, box_h) or "")
+      end
+    end
+    for _, i in ipairs(row.tail) do
+      local e = tl[i]
+      span(i, "tl-tail", TL[e.kind] or "#999",
+        ("stage %d %s: %s"):format(d - 1, TL_NAMES[e.kind] or tostring(e.kind), interval(e)), { y = y })
+    end
+    if dev and type(dev.bubble_ms) == "number" then
+      out[#out + 1] = ('<text x="%d" y="%d" %s>bubble %s ms</text>'):format(label_w + plot_w + 6, y + 13,
+        attrs(("parallel.devices[%d].bubble_ms"):format(d - 1), dev.bubble_ms), esc(M.pretty(dev.bubble_ms)))
+    end
+    out[#out + 1] = "</g>"
+  end
+  local xe = x_of(total)
+  out[#out + 1] = ('<line x1="%.2f" x2="%.2f" y1="14" y2="%d" stroke="#000" stroke-dasharray="4 3"/>'):format(xe, xe,
+    top + stages * row_h)
+  out[#out + 1] = ('<text x="%.2f" y="11" text-anchor="end" %s>iteration %s ms</text>'):format(xe,
+    attrs("parallel.iteration_ms", total), esc(M.pretty(total)))
+  out[#out + 1] = "</svg>"
+  -- the legend: what the boxes are, and the tail parts some device has
+  local items = { { TL.forward, "forward" }, { TL.backward, "backward" } }
+  if (tonumber(p.virtual_stages) or 1) > 1 then items[#items + 1] = { "#a7bcd3", "a later model chunk: lighter" } end
+  items[#items + 1] = { TL.send, "point-to-point send (end of an op)" }
+  items[#items + 1] = { TL.collectives, "tp / ep collectives (foot of an op)" }
+  for _, k in ipairs { "dp_reduce", "embedding_sync", "optimizer", "param_gather" } do
+    if kinds[k] then items[#items + 1] = { TL[k], TL_NAMES[k] } end
+  end
+  items[#items + 1] = { TL.bubble, "bubble (idle)" }
+  if cut then items[#items + 1] = { "#888", "many ops drawn as one (hatched)" } end
+  local legend_html = { '<div class="legend">' }
+  for _, it in ipairs(items) do
+    legend_html[#legend_html + 1] = ('<span><i class="sw" style="background:%s"></i>%s</span>'):format(it[1], esc(it[2]))
+  end
+  legend_html[#legend_html + 1] = "</div>"
+  local head = ("<p>One row per pipeline stage (every dp × tp rank of a stage runs alike), time from the iteration's "
+    .. "start to its end (the dashed line). A box is one microbatch through one model chunk (%s microbatches%s), its "
+    .. "number in it where it fits; hover a box for its times. Gaps are bubbles.%s</p>"):format(
+    type(p.microbatches) == "number" and num("parallel.microbatches", p.microbatches) or "?",
+    (tonumber(p.virtual_stages) or 1) > 1 and ", " .. num("parallel.virtual_stages", p.virtual_stages) .. " chunks per device" or "",
+    cut and " A stage with many ops shows its first and last ones; the ops between are one hatched box." or "")
+  return "<h2>Pipeline timeline</h2>\n" .. head .. "\n" .. table.concat(legend_html) .. "\n<div class=\"scroll\">"
+    .. table.concat(out, "\n") .. "</div>"
+end
+
 local HEADER_TEXT = { "model", "gpu", "mode", "dtype", "precision", "predictor", "optimizer", "source" }
 local HEADER_NUMS = { { "batch", "" }, { "seq", "" }, { "context", "" }, { "forward_ms", " ms" }, { "backward_ms", " ms" },
   { "grad_accumulate_ms", " ms" }, { "optimizer_ms", " ms" }, { "params", "" }, { "active_params", "" }, { "flops", "" } }
@@ -430,6 +603,7 @@ function M.render(r)
   out[#out + 1] = ops_section(r)
   out[#out + 1] = memory_section(r)
   out[#out + 1] = parallel_section(r)
+  out[#out + 1] = M.timeline_section(r)
   local w = warnings_section(r.warnings)
   if w ~= "" then out[#out + 1] = w end
   return page("neusight: " .. tostring(r.model or "forecast"), table.concat(out, "\n"))

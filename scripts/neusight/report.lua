@@ -469,7 +469,9 @@ function M.result(f, fc, x)
   -- what only the table shows
   r.text = { nodes = fc.nodes, kernels = fc.kernels, total_ms = fc.total * ms, gpu_file = x.gpu.file,
     state_line = f.state.line, parallel_table = par and par.table, figure_lines = x.figure_lines or {},
-    memory_lines = type(memory) == "table" and memory.lines or nil }
+    memory_lines = type(memory) == "table" and memory.lines or nil,
+    -- and what the JSON alone adds, made when it is written (format_json): a parallel run's op-by-op timeline
+    parallel_timeline = par and type(par.timeline) == "function" and par.timeline or nil }
   ordered(r, keys)
   if f.hook then  -- the workload's own fields: after the report's, sorted
     local own, names, before = {}, {}, {}
@@ -515,13 +517,36 @@ function M.result(f, fc, x)
   return r
 end
 
---- The JSON document of a result: every field but `text`, in the result's order.
-function M.format_json(r)
+-- Every field of a result but `text`, in the result's order.
+local function document(r)
   local doc = {}
   for k, v in pairs(r) do
     if k ~= "text" then doc[k] = v end
   end
   return setmetatable(doc, getmetatable(r))
+end
+
+--- The JSON document of a result: every field but `text`, in the result's order, and in a parallel run
+--- parallel.timeline (neusight.parallel.report timeline_json: every op's start and end, O(ops), so built here, when
+--- the JSON or the --report page asks, and not in the table, the CSV, a comparison or a search), after the plan's
+--- other fields.
+function M.format_json(r)
+  local doc = document(r)
+  local timeline = r.text and r.text.parallel_timeline
+  if timeline and type(doc.parallel) == "table" then
+    local p = {}
+    for k, v in pairs(doc.parallel) do p[k] = v end
+    p.timeline = timeline()
+    local mt = getmetatable(doc.parallel)
+    if mt and type(mt.__order) == "table" then -- its keys in their order, then the timeline
+      local order = {}
+      for i, k in ipairs(mt.__order) do order[i] = k end
+      order[#order + 1] = "timeline"
+      ordered(p, order)
+    end
+    doc.parallel = p
+  end
+  return doc
 end
 
 local function csv_field(s)
@@ -643,7 +668,7 @@ function M.format_csv(r)
     local v = number_csv(row[3])
     out[#out + 1] = fmt("%s,%s,,1,,,,0,0,0,0,0,0,0,0,%s,%s,iteration,\n", csv_field(row[1]), row[2], v, v)
   end
-  local doc = M.format_json(r)
+  local doc = document(r)
   doc.ops = nil
   flatten(doc, "", function(path, v)
     out[#out + 1] = fmt("%s,,,0,,,,0,0,0,0,0,0,0,0,0,0,summary,%s\n", csv_field(path), value_csv(v))

@@ -151,6 +151,69 @@ TEST_CASE("html report: a parallel run has one stage bar per pipeline stage", "[
   CHECK(bars == j["parallel"]["devices"].size());
 }
 
+// The pipeline timeline's boxes of the page (`html` its source or the DOM a browser built): per stage, how many ops
+// (<g class="tl-op">) it draws, and the largest end (data-key parallel.timeline[i].end_ms) of any box.
+std::map<int, int> timeline_boxes(const std::string& html) {
+  static const std::regex re(R"re(<g class="tl-op" data-stage="(\d+)")re");
+  std::map<int, int> out;
+  for (auto it = std::sregex_iterator(html.begin(), html.end(), re); it != std::sregex_iterator(); ++it)
+    ++out[std::stoi((*it)[1])];
+  return out;
+}
+
+double timeline_last_end(const std::string& html) {
+  double last = -1;
+  for (const auto& [key, value] : data_pairs(html))
+    if (key.rfind("parallel.timeline[", 0) == 0 && key.size() > 7 && key.substr(key.size() - 7) == ".end_ms")
+      last = std::max(last, std::stod(value));
+  return last;
+}
+
+// A parallel run's JSON carries every op's start and end (parallel.timeline), its page one box per op per stage
+// (issue 16 item 2): 2 x microbatches x chunks in training, the last end the iteration's; the CSV leaves them out.
+TEST_CASE("html report: a parallel run's page draws its pipeline timeline from the JSON's", "[cli][html][parallel]") {
+  temp_dir t;
+  const auto page = t.path / "tl.html";
+  const auto r = run_cli(base + "--pp 2 --dp 2 --microbatches 2 --schedule interleaved --virtual-stages 2 -o '" +
+                         (t.path / "tl.json").string() + "' --report '" + page.string() + "'");
+  INFO("stderr: " << r.err);
+  REQUIRE(r.code == 0);
+  const json j = json::parse(slurp(t.path / "tl.json"));
+  const json& tl = j["parallel"]["timeline"];
+  REQUIRE(tl.is_array());
+  std::map<int, int> ops;
+  std::map<std::string, int> kinds;
+  double last = 0;
+  for (const auto& e : tl) {
+    if (e["kind"] == "forward" || e["kind"] == "backward") {
+      ++ops[e["device"].get<int>()];
+      CHECK(e["chunk"].get<int>() < 2);
+      CHECK(e["microbatch"].get<int>() < 2);
+    }
+    ++kinds[e["kind"].get<std::string>()];
+    CHECK(e["end_ms"].get<double>() >= e["start_ms"].get<double>());
+    last = std::max(last, e["end_ms"].get<double>());
+  }
+  CHECK(last == Approx(j["latency_ms"].get<double>()).epsilon(1e-12));
+  CHECK(ops == std::map<int, int>{{0, 2 * 2 * 2}, {1, 2 * 2 * 2}});
+  CHECK(kinds["forward"] == 8);
+  CHECK(kinds["optimizer"] == 2);  // each stage's own step, after its ops
+  const std::string html = slurp(page);
+  check_self_contained(html);
+  check_page_matches(html, j);
+  CHECK(html.find("<h2>Pipeline timeline</h2>") != std::string::npos);
+  CHECK(timeline_boxes(html) == ops);
+  CHECK(timeline_last_end(html) == Approx(j["latency_ms"].get<double>()).epsilon(1e-12));
+  // the CSV's summary rows leave the op-by-op timeline to the JSON
+  const auto csv = run_cli(ns_test::replace_all(base, "--format json", "--format csv") + "--pp 2 --dp 2 "
+                           "--microbatches 2 --schedule interleaved --virtual-stages 2 -o '" +
+                           (t.path / "tl.csv").string() + "'");
+  REQUIRE(csv.code == 0);
+  const std::string text = slurp(t.path / "tl.csv");
+  CHECK(text.find("parallel.devices.0.bubble_ms") != std::string::npos);
+  CHECK(text.find("parallel.timeline") == std::string::npos);
+}
+
 TEST_CASE("html report: nothing is written on error, and names are escaped", "[cli][html]") {
   temp_dir t;
   const auto page = t.path / "e.html";
@@ -418,8 +481,11 @@ TEST_CASE("html report: chromium renders the page headless", "[cli][html][chromi
   }
   temp_dir t;
   const auto page = t.path / "r.html";
-  const auto r = run_cli(base + "--pp 2 --report '" + page.string() + "'");
+  // an interleaved pipeline with data parallelism: its timeline has both chunks and a tail after the ops
+  const auto r = run_cli(base + "--pp 2 --dp 2 --microbatches 2 --schedule interleaved --virtual-stages 2 --report '" +
+                         page.string() + "'");
   REQUIRE(r.code == 0);
+  const json j = json::parse(r.out);
   const auto png = t.path / "r.png";
   const std::string cmd = "timeout 120 chromium --headless --no-sandbox --disable-gpu --screenshot='" + png.string() +
                           "' --window-size=1100,1400 'file://" + page.string() + "' >/dev/null 2>&1";
@@ -432,10 +498,18 @@ TEST_CASE("html report: chromium renders the page headless", "[cli][html][chromi
   const std::string dump = "timeout 120 chromium --headless --no-sandbox --disable-gpu --dump-dom 'file://" +
                            page.string() + "' >'" + dom.string() + "' 2>/dev/null";
   CHECK(std::system(dump.c_str()) == 0);
-  const auto from_dom = data_pairs(ns_test::slurp(dom));
+  const std::string dom_html = ns_test::slurp(dom);
+  const auto from_dom = data_pairs(dom_html);
   const auto from_source = data_pairs(ns_test::slurp(page));
   REQUIRE(!from_source.empty());
   CHECK(from_dom == from_source);
+  // and they are the JSON's; the pipeline timeline in the DOM: per stage one box per op (2 x microbatches x chunks in
+  // training), the last end the iteration's latency
+  check_page_matches(dom_html, j);
+  const int per_stage = 2 * j["parallel"]["microbatches"].get<int>() * j["parallel"]["virtual_stages"].get<int>();
+  CHECK(per_stage == 8);
+  CHECK(timeline_boxes(dom_html) == std::map<int, int>{{0, per_stage}, {1, per_stage}});
+  CHECK(timeline_last_end(dom_html) == Approx(j["latency_ms"].get<double>()).epsilon(1e-12));
 }
 
 // The comparison page in a browser: every bar label lies inside the page (its box starts at x >= 0), the long ones

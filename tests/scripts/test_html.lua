@@ -258,4 +258,81 @@ function M.test_pipeline_memory_stage_and_per_gpu_step()
   eq(tonumber(kv["ops[op=linear].ms"]), 5.25, "the other kinds as before")
 end
 
+-- A synthetic parallel.timeline as neusight.parallel.report timeline_json writes it: `P` stages, `Mb` microbatches,
+-- `v` chunks, GPipe-like (forwards then backwards), 1 ms each op, then each device's step.
+local function timeline_of(P, Mb, v)
+  local tl, t_end = {}, 0
+  for d = 0, P - 1 do
+    local t = d
+    for _, kind in ipairs { "forward", "backward" } do
+      for c = 0, v - 1 do
+        for m = 0, Mb - 1 do
+          tl[#tl + 1] = { device = d, kind = kind, microbatch = m, chunk = c, start_ms = t + 0.0, end_ms = t + 1.0,
+            comm_ms = 0.125, send_ms = d < P - 1 and 0.25 or 0.0 }
+          t = t + 1
+        end
+      end
+    end
+    tl[#tl + 1] = { device = d, kind = "optimizer", start_ms = t + 0.0, end_ms = t + 0.5 }
+    t_end = math.max(t_end, t + 0.5)
+  end
+  local devices = {}
+  for d = 0, P - 1 do devices[d + 1] = { stage = d, bubble_ms = (P - 1 - d) + 0.0 } end
+  return { pp = P, microbatches = Mb, virtual_stages = v, iteration_ms = t_end, devices = devices, timeline = tl }
+end
+
+-- The pipeline timeline (tester's issue 16 item 2): one row per stage, one box per op (forward and backward apart, the
+-- microbatch in the box or its tooltip, the chunk of an interleaved schedule), the tail after the ops, the iteration's
+-- end; every number with its JSON path.
+function M.test_timeline_draws_one_box_per_op()
+  local r = report()
+  r.parallel = timeline_of(3, 4, 2)
+  local html = H.render(r)
+  assert(html:find("<h2>Pipeline timeline</h2>", 1, true), "the section")
+  local per_stage, kinds = {}, {}
+  for stage, kind in html:gmatch('<g class="tl%-op" data%-stage="(%d+)" data%-kind="(%a+)"') do
+    per_stage[stage] = (per_stage[stage] or 0) + 1
+    kinds[kind] = (kinds[kind] or 0) + 1
+  end
+  for d = 0, 2 do eq(per_stage[tostring(d)], 2 * 4 * 2, "boxes of stage " .. d .. ": 2 x microbatches x chunks") end
+  eq(kinds.forward, 3 * 8, "forward boxes") eq(kinds.backward, 3 * 8, "backward boxes")
+  local kv = pairs_of(html)
+  eq(kv["parallel.timeline[0].start_ms"], "0", "the first op's start")
+  eq(kv["parallel.timeline[0].end_ms"], "1", "its end")
+  eq(kv["parallel.timeline[0].send_ms"], "0.25", "its send")
+  eq(kv["parallel.timeline[0].comm_ms"], "0.125", "its collectives")
+  eq(kv["parallel.timeline[16].end_ms"], "16.5", "the tail: the optimizer step")
+  eq(kv["parallel.iteration_ms"], "18.5", "the iteration's end")
+  eq(kv["parallel.devices[2].bubble_ms"], "0", "a stage's bubble")
+  -- the microbatch: in the box where it fits, always in the tooltip; the chunk in the tooltip
+  assert(html:find('data%-key="parallel.timeline%[5%].microbatch" data%-value="1">1</text>'), "the microbatch in its box")
+  assert(html:find("<title>stage 0 forward, microbatch 1, chunk 1: 5 – 6 ms (send 0.25 ms, tp/ep collectives 0.125 ms "
+    .. "among its kernels)</title>", 1, true), "the tooltip")
+  assert(html:find("stage 2 optimizer step: 18 – 18.5 ms", 1, true), "the tail's tooltip")
+  assert(html:find("a later model chunk: lighter", 1, true), "chunks told apart in the legend")
+  assert(not html:find("tl-run", 1, true), "every op drawn")
+  -- no timeline, no section
+  r.parallel.timeline = nil
+  assert(not H.render(r):find("Pipeline timeline", 1, true), "no timeline: no section")
+end
+
+-- A deep pipeline's page stays small: a stage of more ops than its share of the boxes drawn at most (2,400 on the
+-- page) draws its first and last ones and the ops between as one hatched box spanning them.
+function M.test_timeline_of_a_deep_pipeline_is_bounded()
+  local r = report()
+  r.parallel = timeline_of(2, 100, 1)
+  assert(not H.render(r):find("tl-run", 1, true), "400 ops: drawn one by one on the page")
+  local html = H.timeline_section(r, 40) -- 20 a stage
+  local per_stage, runs = {}, 0
+  for stage in html:gmatch('<g class="tl%-op" data%-stage="(%d+)"') do per_stage[stage] = (per_stage[stage] or 0) + 1 end
+  for _ in html:gmatch('<g class="tl%-run"') do runs = runs + 1 end
+  eq(per_stage["0"], 20, "stage 0: its first and last 10 ops") eq(per_stage["1"], 20, "stage 1")
+  eq(runs, 2, "one hatched box a stage")
+  local kv = pairs_of(html)
+  -- stage 0's ops 11 to 190 (entries 10 to 189): from the first one's start to the last one's end
+  eq(kv["parallel.timeline[10].start_ms"], "10", "the run's start") eq(kv["parallel.timeline[189].end_ms"], "190", "its end")
+  assert(html:find("stage 0: 180 ops drawn as one (90 forward, 90 backward", 1, true), "its tooltip")
+  assert(html:find("the ops between are one hatched box", 1, true), "the caption says so")
+end
+
 return M

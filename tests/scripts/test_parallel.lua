@@ -609,6 +609,96 @@ function T.test_report_of_a_timeline()
   raises("parallel report: the timeline has no memory report (result.memory)", P.report, plan, tl)
 end
 
+-- Every op's start and end (neusight.parallel.timeline ops, the JSON's parallel.timeline): per device 2 × microbatches
+-- × chunks ops in training (forwards alone in inference), in the order it runs them, each as long as its stage's op
+-- takes, the device's exposed tail after its last op; the last end of all is the iteration, each device's last its
+-- finish, and the gaps the device's bubble. A lean (search's) timeline keeps none.
+function T.test_timeline_ops_every_op_and_the_tail()
+  local TLm = require "neusight.parallel.timeline"
+  local nodes, times = synthetic(8, { layer_params = 4e6, pro_params = 1e6, fw = 1, bw = 2 })
+  nodes[#nodes + 1] = { op = "adam", name = "optimizer.adam", layer = "", count = 1, params = 0, output = { 0 },
+    attrs = {}, phase = "optimizer" }
+  times[#times + 1] = { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, opt = 3 }
+  for _, c in ipairs {
+    { p = { pp = 4, dp = 2, microbatches = 8, distributed_optimizer = true, overlap_grad_reduce = false }, v = 1 },
+    { p = { pp = 2, dp = 2, microbatches = 4, schedule = "interleaved", virtual_stages = 2 }, v = 2 },
+    { p = { pp = 4, microbatches = 4, schedule = "gpipe" }, v = 1 },
+    { p = { pp = 4, microbatches = 4 }, v = 1, mode = "inference" },
+  } do
+    local plan = plan_of(c.p, 16, c.mode)
+    local what = ("pp %d %s%s"):format(c.p.pp, plan.schedule, c.mode and " inference" or "")
+    local training = c.mode == nil
+    -- (inference runs no optimizer step: its graph has none)
+    local tl = training and P.timeline(plan, nodes, times)
+      or P.timeline(plan, { table.unpack(nodes, 1, 3) }, { table.unpack(times, 1, 3) })
+    local ops = TLm.ops(tl)
+    -- each virtual stage's op seconds as the timeline simulated them (one chunk: its device's microbatch_fw / _bw)
+    local per, st = tl.ops_of.per, {}
+    for k = 1, #per // 6 do st[k] = { fw = per[6 * k - 5], bw = per[6 * k - 4] } end
+    eq(#st, plan.pp * c.v, what .. ": one entry per virtual stage")
+    for d, dev in ipairs(c.v == 1 and tl.devices or {}) do
+      eq(st[d].fw, dev.microbatch_fw, what .. ": forward seconds of stage " .. d)
+      eq(st[d].bw, dev.microbatch_bw, what .. ": backward seconds of stage " .. d)
+    end
+    local sim = P.simulate(st, plan.pp, plan.microbatches, c.v, plan.schedule, training)
+    local last_end, by = 0, {}
+    for _, op in ipairs(ops) do
+      local d = op.device + 1
+      by[d] = by[d] or { ops = 0, fw = 0, busy = 0, last = 0, tail = {}, chunks = {} }
+      local b = by[d]
+      eq(op.start >= b.last - 1e-12, true, what .. ": a device's ops in time order")
+      eq(op.finish >= op.start, true, what .. ": an op ends after it starts")
+      if op.kind == "forward" or op.kind == "backward" then
+        eq(#b.tail, 0, what .. ": the tail after the ops")
+        b.ops = b.ops + 1
+        if op.kind == "forward" then b.fw = b.fw + 1 end
+        b.chunks[op.chunk] = true
+        local s = sim[d].ops[b.ops]
+        eq(op.start, s.start, what .. ": start as simulated") eq(op.finish, s.finish, what .. ": finish as simulated")
+        eq(op.mb, s.mb, what .. ": microbatch") eq(op.chunk, s.chunk, what .. ": chunk")
+        eq(op.kind == "forward", s.fw, what .. ": forward or backward")
+        local k = s.vs + 1
+        near(op.finish - op.start, s.fw and st[k].fw or st[k].bw, what .. ": as long as its stage's op", 1e-9)
+      else
+        b.tail[#b.tail + 1] = op.kind
+      end
+      b.busy = b.busy + (op.finish - op.start)
+      b.last = op.finish
+      last_end = math.max(last_end, op.finish)
+    end
+    eq(last_end, tl.iteration, what .. ": the last end is the iteration")
+    for d, dev in ipairs(tl.devices) do
+      local b = by[d]
+      eq(b.ops, (training and 2 or 1) * plan.microbatches * c.v, what .. ": ops of stage " .. (d - 1))
+      eq(b.fw, plan.microbatches * c.v, what .. ": forwards of stage " .. (d - 1))
+      for ch = 0, c.v - 1 do eq(b.chunks[ch], true, what .. ": chunk " .. ch) end
+      eq(b.last, dev.finish, what .. ": the device's last end is its finish")
+      near(tl.iteration - b.busy, dev.bubble, what .. ": the gaps are its bubble", 1e-9)
+    end
+    if c.p.distributed_optimizer then
+      -- no overlap: every bucket after the last op, then the step, then the parameters' all-gather
+      eq(table.concat(by[2].tail, ","), "dp_reduce,optimizer,param_gather", what .. ": the tail of stage 1")
+      local r = P.report(plan, tl)
+      local j = r.timeline()
+      eq(#j, #ops, what .. ": one JSON entry per op")
+      eq(j[1].start_ms, ops[1].start * 1e3, what .. ": start_ms") eq(j[1].end_ms, ops[1].finish * 1e3, what .. ": end_ms")
+      eq(j[1].microbatch, 0, what .. ": microbatch") eq(j[1].kind, "forward", what .. ": kind")
+      eq(getmetatable(j[1]).__order[1], "device", what .. ": keys in order")
+      eq(j[#j].microbatch, nil, what .. ": a tail entry has no microbatch")
+    elseif not training then
+      eq(#by[1].tail, 0, what .. ": nothing after the forwards")
+    end
+  end
+  -- a search's lean timeline keeps no op times, and its report no timeline
+  local plan = plan_of({ pp = 2, microbatches = 2 }, 4)
+  plan.memory = require("neusight.memory").context { nodes = nodes, training = true, mode = "train",
+    state = { weights = 2, gradients = 4, master = 4, optimizer_state = 8, convention = "pure" } }
+  local lean = P.timeline(plan, nodes, times, true)
+  eq(lean.ops_of, nil, "lean: no op times")
+  eq(P.report(plan, lean, true).timeline, nil, "lean: no timeline in the report")
+  raises("timeline ops: the timeline was made lean (a search's): it keeps no op times", TLm.ops, lean)
+end
+
 ---------------------------------------------------------------------------------------------------
 -- Tensor parallelism of the GPT builder
 

@@ -32,6 +32,7 @@ local ms = 1e3
 local DEVICE_KEYS = { "stage", "layers", "params", "expert_params", "state_gb", "activation_gb", "memory_gb",
   "compute_ms", "exposed_comm_ms", "bubble_ms", "optimizer_ms", "tp_comm_ms", "tp_comm_hidden_ms", "ep_comm_ms", "p2p_ms", "dp_comm_ms", "dp_exposed_ms",
   "dp_buckets", "grad_bytes", "microbatch_forward_ms", "microbatch_backward_ms", "finish_ms" }
+local OP_KEYS = { "device", "kind", "microbatch", "chunk", "start_ms", "end_ms", "comm_ms", "send_ms" }
 local LINK_KEYS = { "bw_gbps", "latency_us", "efficiency" }
 local CLUSTER_KEYS = { "file", "gpus_per_node", "nodes", "intra", "inter" }
 local KEYS = { "dp", "tp", "pp", "ep", "microbatches", "schedule", "virtual_stages", "kernels", "recompute",
@@ -121,6 +122,25 @@ function M.json(plan, result, lean)
   }, KEYS)
 end
 
+--- The JSON `parallel.timeline` of a run (`result` neusight.parallel.timeline()'s, made without `lean`): its ops
+--- (neusight.parallel.timeline ops), device by device in the order each runs them, each { device, kind, start_ms,
+--- end_ms } and for a forward or backward op also microbatch (the schedule's label: an integer for the built-in
+--- schedules; a registered schedule's label that is neither an integer nor a string, its number from 0), chunk,
+--- comm_ms and send_ms. O(ops): the report builds it only when the JSON is written (neusight.report format_json).
+function M.timeline_json(result)
+  local out = {}
+  for i, op in ipairs(require("neusight.parallel.timeline").ops(result)) do
+    local o = { device = int(op.device, "op device"), kind = op.kind, start_ms = op.start * ms, end_ms = op.finish * ms }
+    if op.chunk ~= nil then
+      local mb = op.mb
+      if math.type(mb) ~= "integer" and type(mb) ~= "string" then mb = op.index end
+      o.microbatch, o.chunk, o.comm_ms, o.send_ms = mb, int(op.chunk, "op chunk"), op.comm * ms, op.send * ms
+    end
+    out[i] = ordered(o, OP_KEYS)
+  end
+  return out
+end
+
 --- The table's lines of a run (layout, links, per-stage times, memory, state, gradient reduction, iteration), each
 --- ending in a newline. `j` is M.json's object, `s` the state per parameter, `recipe` the recipe's name, `most` the
 --- largest state of a GPU (GB) and `most_stage` its stage (0-based; M.report's state_gb).
@@ -199,6 +219,8 @@ end
 ---              forecast is held to
 ---   layers_refusal  the layers' rule's reason (neusight.parallel.config layers_refusal) when the layout breaks it,
 ---              else nil
+---   timeline   (not lean) a function that returns M.timeline_json's array: the JSON's parallel.timeline, built only
+---              when the JSON is written (neusight.report format_json)
 ---   warnings   what the layout runs that Megatron-LM would not: layers a chunked schedule's model chunks do not divide
 ---              (neusight.parallel.config layers_refusal, the rule search skips such layouts by), and the plan's own
 ---              (neusight.parallel.layout: a cluster file built for another GPU); the forecast is made
@@ -246,6 +268,7 @@ function M.report(plan, result, lean)
     state_gb = most, optimizer_shards = shard, expert_optimizer_shards = expert_shard,
     distributed_optimizer_fits = result.memory.distributed_optimizer_fits,
     layers_refusal = uneven, -- search skips the layout by it when it could not count the layers before (search_cmd.cpp)
+    timeline = not lean and function() return M.timeline_json(result) end or nil,
     figures = { dp = j.dp, tp = j.tp, pp = j.pp, microbatches = j.microbatches,
                 distributed_optimizer = j.distributed_optimizer,
                 -- the copies of one rank's optimizer step the iteration runs: tp · dp over the GPUs each parameter's

@@ -233,7 +233,8 @@ end
 --- Simulates a schedule: each device runs its ops in order; a forward of virtual stage vs waits for
 --- the forward of vs−1 (same microbatch), a backward for the backward of vs+1 (the last stage's for
 --- its own forward). stages[vs+1] = { fw = seconds, bw = seconds } per microbatch, sends included.
---- Returns per device { ops = { {fw, chunk, mb, vs, start, finish}… }, finish } and the makespan.
+--- Returns per device { ops = { {fw, chunk, mb, index, vs, start, finish}… }, finish } and the makespan (mb: the
+--- schedule's own label of the microbatch; index: its number from 0 in the order first seen, the same for built-ins).
 ---@param stages { fw: number, bw: number }[] one entry per virtual stage (P·v of them)
 ---@param P integer devices
 ---@param Mb integer microbatches
@@ -252,8 +253,8 @@ function M.simulate(stages, P, Mb, v, schedule, training)
     for i = l.n, 1, -1 do pd[i], k = k, shape.program[k] >> 40 end -- program positions of its ops, from the last back
     for i = 1, l.n do
       local k = pd[i]
-      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = (l.label or l.mb)[i], vs = l.chunk[i] * P + (d - 1), start = starts[k],
-                 finish = done[k] }
+      ops[i] = { fw = l.fw[i], chunk = l.chunk[i], mb = (l.label or l.mb)[i], index = l.mb[i], vs = l.chunk[i] * P + (d - 1),
+                 start = starts[k], finish = done[k] }
     end
     devices[d] = { ops = ops, finish = done[shape.last[d]] }
     makespan = max(makespan, devices[d].finish)

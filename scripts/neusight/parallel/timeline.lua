@@ -589,6 +589,8 @@ function M.timeline(plan, nodes, times, lean, reuse)
     { 6, bw_floor }, { 7, bw_hidden },
   }, 5)
   local devices, iteration, floor = {}, 0, 0
+  -- per device, when its last op ends and its exposed gradient reduce after it (M.ops; not in a search's lean timeline)
+  local ops_end, reduce_ends = not lean and {} or nil, not lean and {} or nil
   -- the devices' runs of buckets (below), in arrays made once for all of them: each device writes its own from the
   -- first, and every reader takes only its `nr` (or `len`) first entries
   local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
@@ -673,6 +675,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       dp_end = max(compute_end, link_free)
       dev.dp_exposed = dp_end - compute_end
     end
+    local reduce_end = dp_end
     if tied_sync > 0 and (d == 1 or d == P) then -- the embedding group: first and last stage
       dp_end, dev.p2p = dp_end + tied_sync, dev.p2p + tied_sync
     end
@@ -697,6 +700,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
       end
     end
     dev.finish = dp_end + dev.optimizer + gather
+    if ops_end then ops_end[d], reduce_ends[d] = compute_end, reduce_end end
     iteration = max(iteration, dev.finish)
     -- the least time its own kernels can take (their roofline floors over its ops, and its share of the optimizer
     -- step's, shared out as the step's time is): bubbles and communication are the forecast's, not the floor's
@@ -715,10 +719,68 @@ function M.timeline(plan, nodes, times, lean, reuse)
     dev.grad_bytes = plan.training and dev.params * eg or 0  -- no backward, no gradient: nothing reduced
     grad_most = max(grad_most, dev.grad_bytes)
   end
-  return {
+  local out = {
     iteration = iteration, floor = floor, pipeline = makespan, devices = devices, p2p_bytes = p2p_bytes,
     grad_bytes_per_rank = grad_most, embedding_sync = tied_sync,
     memory = PM.report(plan, devices, mem, params_total, lean), state = mem.state,
   }
+  if ops_end then
+    -- what M.ops needs to give every op's times: the schedule and, per virtual stage k, its ops' seconds as simulated
+    -- and their parts, at per[6k - 5 … 6k]: forward, backward, forward collectives, backward collectives (exposed),
+    -- forward send, backward send (copied: a search re-times the same stage tables), O(stages) here; the ops only
+    -- when asked
+    local per, n = {}, 0
+    for _, st in ipairs(stages) do
+      per[n + 1], per[n + 2], per[n + 3], per[n + 4], per[n + 5], per[n + 6] =
+        st.fw, st.bw, st.fw_comm, st.bw_comm - st.bw_hidden, st.send_fw, st.send_bw
+      n = n + 6
+    end
+    out.ops_of = { P = P, Mb = Mb, v = v, schedule = plan.schedule, training = plan.training and true or false,
+                   per = per, ops_end = ops_end, reduce_end = reduce_ends, tied_sync = tied_sync }
+  end
+  return out
+end
+
+-- Per device, what follows its last op, in order; each starts where the one before it ends (the first at its last op's
+-- end). A part of no time is left out.
+local TAIL = { "dp_reduce", "embedding_sync", "optimizer", "param_gather" }
+
+--- Every op of a timeline made without `lean` (its `ops_of`; nil otherwise: an error), device by device in the order
+--- it runs them: { device (0-based: its pipeline stage), kind, start, finish (seconds from the iteration's start) }
+--- with, for kind "forward" or "backward" (a microbatch through one model chunk, as neusight.parallel.schedule
+--- simulates it), mb (the schedule's label of the microbatch), index (its number from 0), chunk (0-based), comm (the
+--- seconds of its tensor- and expert-parallel collectives not hidden under weight-gradient GEMMs, among its kernels)
+--- and send (its point-to-point send to the next stage, at its end); then the device's exposed tail: "dp_reduce" (the
+--- data-parallel gradient buckets still on the link after its last op), "embedding_sync" (the tied embedding's
+--- gradient all-reduce, first and last stage), "optimizer" (its step), "param_gather" (the distributed optimizer's
+--- parameter all-gather). Gaps between them are the device's bubbles; the last finish of all is the iteration.
+---@param t table M.timeline's result
+function M.ops(t)
+  local o = type(t) == "table" and t.ops_of
+  if type(o) ~= "table" then error("timeline ops: the timeline was made lean (a search's): it keeps no op times", 2) end
+  local per, stages = o.per, {}
+  for k = 1, #per // 6 do stages[k] = { fw = per[6 * k - 5], bw = per[6 * k - 4] } end
+  local devices = schedule.simulate(stages, o.P, o.Mb, o.v, o.schedule, o.training)
+  local dev_of = t.devices
+  local out = {}
+  for d, dev in ipairs(devices) do
+    for _, op in ipairs(dev.ops) do
+      local at = 6 * op.vs + (op.fw and 0 or 1)
+      out[#out + 1] = { device = d - 1, kind = op.fw and "forward" or "backward", mb = op.mb, index = op.index,
+        chunk = op.chunk, start = op.start, finish = op.finish, comm = per[at + 3], send = per[at + 5] }
+    end
+    -- the tail's ends as M.timeline summed them (the same terms in the same order: the same bits)
+    local reduce_end, optimizer, finish = o.reduce_end[d], dev_of[d].optimizer, dev_of[d].finish
+    local synced = reduce_end
+    if o.tied_sync > 0 and (d == 1 or d == o.P) then synced = synced + o.tied_sync end
+    local ends = { reduce_end, synced, synced + optimizer, finish }
+    local at = o.ops_end[d]
+    for i, kind in ipairs(TAIL) do
+      local to = ends[i]
+      if to > at then out[#out + 1] = { device = d - 1, kind = kind, start = at, finish = to } end
+      at = to
+    end
+  end
+  return out
 end
 return M
