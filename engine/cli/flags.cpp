@@ -418,6 +418,8 @@ using namespace cmd;
 constexpr unsigned forecast = run | predict;
 // the commands that open a session: they read the search paths, -v and the script limits
 constexpr unsigned sessions = run | predict | paths | models | ops | train | eval_kernels | eval_models | scale | search | serve;
+// the commands that resolve GPU names (--gpu, --from/--to, data devices) or list the GPUs: they read --gpus-dir
+constexpr unsigned gpu_readers = run | predict | paths | gpus | train | eval_kernels | eval_models | scale | search | serve;
 const char* const parallel_group = "Parallelism (scripts/neusight/parallel.lua)";
 const char* const limits_group = "Script limits (per call into a Lua script; 0: no limit)";
 
@@ -780,6 +782,11 @@ std::vector<flag_spec> table_make() {
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
        "eval models)")
       .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::scripts_dirs));
+  flag("--gpus-dir",
+       "Directory of GPU files (*.toml) found by file stem, name or alias before the bundled gpus/ (repeatable; then "
+       "NEUSIGHT_GPUS_PATH's ';'-separated folders): a file there hides a bundled one of its stem or GPU name (-v "
+       "names each)")
+      .type("DIR").check(existing_dir()).on(gpu_readers, to(&common_flags::gpus_dirs));
   flag("--traceback", "Print the Lua traceback of script errors").on(sessions, to(&common_flags::traceback));
   flag("-v,--verbose", "Report op and script files that shadow others, and other details")
       .on(sessions, to(&common_flags::verbose));

@@ -494,10 +494,10 @@ std::optional<std::pair<std::string, std::string>> scale_flag_unused(const scale
 }
 
 int scale_main(const scale_flags& f) {
-  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose);
   session s(so);
   const auto root = so.data_root;
-  const gpu_catalog catalog(root / "gpus", s.gpu_checker());
+  const gpu_catalog catalog = s.gpus();
   const gpu_resolver resolve = [&](const std::string& name) { return catalog.resolve(name); };
   const gpu_spec to = catalog.resolve(f.to);
   const trace tr = trace_load(f.trace);

@@ -131,7 +131,7 @@ struct search_warnings {
 
 int search_main(const search_flags& f) {
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
-  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
+  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose, !f.no_calibration);
   session s(o);
   // --schedule's names and --recompute's modes are neusight.parallel's (scripts/neusight/search.lua choices: the
   // schedule registry, parallel.config's CHOICES.recompute), checked first, with normalize's did-you-mean. --schedule

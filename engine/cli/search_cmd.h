@@ -22,6 +22,7 @@ struct search_flags {
   std::string router_skew;
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;  // --scripts
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                   // -v
   std::string format = "table", output;
   bool no_calibration = false;            // --no-calibration: ignore the GPU's calibration file
