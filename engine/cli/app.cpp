@@ -534,7 +534,8 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   opgraph og = opgraph_load(gf.file, s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
-  const gpu_spec gpu = s.gpus().resolve(f.gpu);
+  std::string gpu_note;  // a short name several GPUs answer to: which it was taken as (gpu_catalog::resolve)
+  const gpu_spec gpu = s.gpus().resolve(f.gpu, gpu_note);
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
@@ -545,6 +546,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   d.source = og.source;
   d.launch = f.launch.empty() ? "eager" : f.launch;
   d.warnings = og.warnings;
+  if (!gpu_note.empty()) d.warnings.push_back(gpu_note);
   const int64_t layers = opgraph_layers(og, gf.layers, d.warnings);
   opgraph_replicate(og, layers);
   // what the report shows of the graph (scripts/neusight/report.lua graph)

@@ -434,6 +434,9 @@ TEST_CASE("--gpu a100 is the SXM4 80GB and the forecast says so; a10 is the A10"
   CHECK(err.find("GPU 'a100' taken as A100-SXM4-80GB") != std::string::npos);
   const json full = run_json(run + " --gpu a100_sxm4_80gb");
   CHECK_FALSE(warned(full["warnings"], "taken as"));
+  // search says it once, in its own warnings
+  const json search = run_json("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 2048 --predictor roofline");
+  CHECK(warned(search["warnings"], "GPU 'a100' taken as A100-SXM4-80GB"));
   const json a10 = run_json(run + " --gpu a10");
   CHECK(a10["gpu"] == "A10");
   CHECK(a10["gpu_file"] == "gpus/a10.toml");

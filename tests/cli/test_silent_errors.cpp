@@ -137,7 +137,7 @@ TEST_CASE("silent errors: a model without nodes, and nodes whose shapes disagree
 
 TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON warnings", "[cli][errors]") {
   // GPT-3 175B's training state (2.8 TB in bf16 amp) on one 80 GB H100.
-  auto r = run_cli("predict --model gpt3_175b --gpu h100 --mode train --batch 1 --seq 2048 --dtype bf16 "
+  auto r = run_cli("predict --model gpt3_175b --gpu h100_sxm5_80gb --mode train --batch 1 --seq 2048 --dtype bf16 "
                    "--predictor roofline --format json");
   REQUIRE(r.code == 0);
   json j = json::parse(r.out);
