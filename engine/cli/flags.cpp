@@ -788,7 +788,7 @@ std::vector<flag_spec> table_make() {
        "names each)")
       .type("DIR").check(existing_dir()).on(gpu_readers, to(&common_flags::gpus_dirs));
   flag("--traceback", "Print the Lua traceback of script errors").on(sessions, to(&common_flags::traceback));
-  flag("-v,--verbose", "Report op and script files that shadow others, and other details")
+  flag("-v,--verbose", "Report op, script and GPU (--gpus-dir) files that shadow others, and other details")
       .on(sessions, to(&common_flags::verbose));
   flag("--script-budget",
        "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +
