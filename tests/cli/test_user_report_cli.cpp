@@ -274,6 +274,17 @@ TEST_CASE("user report: an element-wise rule declares its own FLOPs per element 
     const double eight = forecast("8", predictor), one = forecast("1", predictor);
     CHECK(eight > 1.2 * one);
   }
+  // fused with a bundled element-wise op (--fusion): one kernel of the run's FLOPs, 1 + 8 per element
+  const std::string fused = t.write("w/fused.lua", R"lua(
+return {
+  gpu = "h100_sxm5_80gb", mode = "inference", batch = 1, seq = 1,
+  model = function(opts)
+    return { { op = "add", name = "a", inputs = { { 64, 1024 }, { 64, 1024 } }, output = { 64, 1024 } },
+             { op = "gelu_tanh8", name = "g", inputs = { { 64, 1024 } }, output = { 64, 1024 } } }
+  end,
+})lua").string();
+  const json j = run_json("run '" + fused + "' --fusion --predictor roofline");
+  CHECK(j["flops"].get<double>() == 9.0 * 64 * 1024);
   // an op kind vec_ops does not know, without a declared count: the rule's file and line, and the field to give
   t.write("v/ops/gelu_fast.lua", "-- a user op\nreturn require('neusight.rules').elementwise {\n"
                                  "  name = 'gelu_fast', doc = 'x', grad = 'same', unary = true,\n}\n");
