@@ -26,7 +26,9 @@ return {
     local k
     if a.anchor == "softmax" then k = K.softmax(rows, hidden, node.dtype)
     elseif a.anchor == "layernorm" then k = K.layernorm(rows, hidden, node.dtype)
-    elseif a.rep then k = K.vec(a.rep, rows, hidden, node.dtype)
+    elseif a.rep then
+      -- a member's own kernel kind (rules.elementwise flops_per_elem): the run's FLOPs below are its count
+      k = K.vec(a.rep, rows, hidden, node.dtype, not K.vec_ops[a.rep] and { flops_per_elem = 0 } or nil)
     else return { K.mem(rules.shapes(node, true), node.dtype) } end
     k.bytes = rules.io_bytes(node)
     k.flops = a.flops or k.flops

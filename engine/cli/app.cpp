@@ -68,7 +68,7 @@ const std::vector<list_flag>& list_flags() {
 
 session_options session_options_make(const common_flags& c) {
   // --calibrate fits against the raw forecast
-  return session_options_for(c.ops_dirs, c.scripts_dirs, c.verbose, !c.no_calibration && c.calibrate.empty());
+  return session_options_for(c.ops_dirs, c.scripts_dirs, c.gpus_dirs, c.verbose, !c.no_calibration && c.calibrate.empty());
 }
 
 workload_overrides overrides_make(const forecast_flags& f) {
@@ -534,7 +534,8 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   opgraph og = opgraph_load(gf.file, s.costing(), {true, s.rule_kernels()});
   opgraph_check_supported(og);
   if (f.gpu.empty()) throw error("predict --graph needs --gpu (a file path, file stem or alias)");
-  const gpu_spec gpu = gpu_catalog(data_root_find() / "gpus", s.gpu_checker()).resolve(f.gpu);
+  std::string gpu_note;  // a short name several GPUs answer to: which it was taken as (gpu_catalog::resolve)
+  const gpu_spec gpu = s.gpus().resolve(f.gpu, gpu_note);
   const std::string mode = !f.mode.empty() ? f.mode : og.tag ? og.tag->mode : "";
   if (mode.empty())
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
@@ -545,6 +546,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   d.source = og.source;
   d.launch = f.launch.empty() ? "eager" : f.launch;
   d.warnings = og.warnings;
+  if (!gpu_note.empty()) d.warnings.push_back(gpu_note);
   const int64_t layers = opgraph_layers(og, gf.layers, d.warnings);
   opgraph_replicate(og, layers);
   // what the report shows of the graph (scripts/neusight/report.lua graph)
@@ -613,6 +615,12 @@ int run_paths(const common_flags& c, const std::string& which) {
   };
   out += search_line("op search", s.ops_search_path(), "ops", "--ops", "NEUSIGHT_OPS_PATH");
   out += search_line("script search", s.scripts_search_path(), "scripts", "--scripts", "NEUSIGHT_SCRIPTS_PATH");
+  if (const gpu_catalog gpus = s.gpus(); !gpus.user_dirs().empty()) {  // --gpus-dir, NEUSIGHT_GPUS_PATH
+    std::string path;
+    for (const auto& d : gpus.user_dirs()) path += d.path.string() + ":";
+    out += fmt::format("{:<13} {}   (first hit wins: --gpus-dir, NEUSIGHT_GPUS_PATH, the bundled gpus/)\n", "gpu search",
+                       path + gpus.dir().string());
+  }
   emit(out, "");
   return 0;
 }
@@ -620,7 +628,7 @@ int run_paths(const common_flags& c, const std::string& which) {
 int run_gpus(const common_flags& c) {
   if (c.format == "csv") throw error("gpus: --format csv is not offered (table or json)");
   session s(session_options_make(c));  // each file's architecture as the tile rules know it (session::gpu_checker)
-  const auto gpus = gpu_catalog(data_root_find() / "gpus", s.gpu_checker()).load_all();
+  const auto gpus = s.gpus().load_all();
   emit(c.format == "json" ? gpus_json(gpus) : gpus_table(gpus), c.output);
   return 0;
 }
@@ -731,6 +739,7 @@ template <class F>
 F& paths_into(F& f, const common_flags& c) {
   f.ops_dirs = c.ops_dirs;
   f.scripts_dirs = c.scripts_dirs;
+  f.gpus_dirs = c.gpus_dirs;
   f.verbose = c.verbose;
   return f;
 }

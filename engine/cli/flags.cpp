@@ -421,6 +421,8 @@ constexpr unsigned sessions = run | predict | paths | models | ops | train | eva
 // the sessions that read op rules: train and eval kernels price micro-benchmark rows by kernel family, and models lists
 // the presets' parameter counts from their builders, none of them through an op rule (--ops was a silent no-op there)
 constexpr unsigned op_readers = sessions & ~(models | train | eval_kernels);
+// the commands that resolve GPU names (--gpu, --from/--to, data devices) or list the GPUs: they read --gpus-dir
+constexpr unsigned gpu_readers = run | predict | paths | gpus | train | eval_kernels | eval_models | scale | search | serve;
 const char* const parallel_group = "Parallelism (scripts/neusight/parallel.lua)";
 const char* const limits_group = "Script limits (per call into a Lua script; 0: no limit)";
 
@@ -784,8 +786,13 @@ std::vector<flag_spec> table_make() {
        "module neusight.launch; DIR/neusight/pipeline.lua the steps of every forecast (predict, run, serve, search, "
        "eval models)")
       .type("DIR").check(existing_dir()).on(sessions, to(&common_flags::scripts_dirs));
+  flag("--gpus-dir",
+       "Directory of GPU files (*.toml) found by file stem, name or alias before the bundled gpus/ (repeatable; then "
+       "NEUSIGHT_GPUS_PATH's ';'-separated folders): a file there hides a bundled one of its stem or GPU name (-v "
+       "names each)")
+      .type("DIR").check(existing_dir()).on(gpu_readers, to(&common_flags::gpus_dirs));
   flag("--traceback", "Print the Lua traceback of script errors").on(sessions, to(&common_flags::traceback));
-  flag("-v,--verbose", "Report op and script files that shadow others, and other details")
+  flag("-v,--verbose", "Report op, script and GPU (--gpus-dir) files that shadow others, and other details")
       .on(sessions, to(&common_flags::verbose));
   flag("--script-budget",
        "Lua instructions a script may run per call (default " + std::to_string(script_budget_default) +

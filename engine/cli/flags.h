@@ -44,6 +44,7 @@ constexpr unsigned no_csv = gpus | ops | eval_models | scale;
 struct common_flags {
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool traceback = false;
   bool verbose = false;
   std::string format = "table";

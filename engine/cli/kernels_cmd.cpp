@@ -116,8 +116,8 @@ int train_main(const train_flags& f) {
   if (!f.force && std::filesystem::exists(std::filesystem::path(f.out) / "model.toml"))
     throw error(f.out + " already holds a model (model.toml): pass --force to replace it, or choose another --out");
   out_dir_check(f.out);
-  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
-  const gpu_catalog catalog(data_root_find() / "gpus", s.gpu_checker());
+  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose));
+  const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
   bench_data d = bench_load(f.data, known, s.costing(), fam, f.exclude_gpus);
   report_skipped(d);
@@ -210,9 +210,9 @@ int eval_kernels_main(const eval_kernels_flags& f) {
       std::fprintf(stderr, "neusight: %s (%s)\n", what.c_str(),
                    duration(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()).c_str());
   };
-  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose));
+  session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose));
   const auto root = data_root_find();
-  const gpu_catalog catalog(root / "gpus", s.gpu_checker());
+  const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
   progress(fmt::format("reading {} {}", f.files.size(), f.files.size() == 1 ? "input" : "inputs"));
   bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus);

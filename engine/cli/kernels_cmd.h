@@ -16,6 +16,7 @@ struct train_flags {
   bool force = false;   // --force: replace an existing model in --out
   std::string command;  // the command line, recorded in the manifest
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
 };
 int train_main(const train_flags& f);
@@ -25,6 +26,7 @@ struct eval_kernels_flags {
   std::vector<std::string> gpu_files;  // --gpu FILE: the user's GPU files for rows of their devices (gpu_data_resolver)
   std::string predictor = "neusight", weights, tiles = "rule", format = "table", output;
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
 };
 int eval_kernels_main(const eval_kernels_flags& f);

@@ -115,10 +115,10 @@ stats stats_of(std::vector<double> v) {
 }  // namespace
 
 int eval_models_main(const eval_models_flags& f) {
-  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose);
   session s(so);
   const auto root = so.data_root;
-  const gpu_catalog catalog(root / "gpus", s.gpu_checker());
+  const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
   std::vector<std::string> unknown;  // label folders no GPU file names
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : fs::path(f.weights));

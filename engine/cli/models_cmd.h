@@ -13,6 +13,7 @@ struct eval_models_flags {
   std::string predictor = "neusight", weights, format = "table", output;
   std::string overhead = "default";  // on, off or default (scripts/neusight/overhead.lua decides)
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
   bool calibrate_each = false;  // --calibrate-each: each label in turn calibrates its GPU; the others are scored
 };

@@ -51,7 +51,7 @@ bool env_flag(const char* name) {
 bool memo_disabled() { return env_flag("NEUSIGHT_NO_CACHE"); }
 
 session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
-                                    bool verbose, bool calibration) {
+                                    const std::vector<std::string>& gpus_dirs, bool verbose, bool calibration) {
   session_options o;
   o.data_root = data_root_find();
   o.memo = !memo_disabled();
@@ -59,6 +59,8 @@ session_options session_options_for(const std::vector<std::string>& ops_dirs, co
   for (const auto& d : scripts_dirs) o.script_dirs.emplace_back(d);
   if (const char* env = std::getenv("NEUSIGHT_OPS_PATH")) o.ops_path_env = env;
   if (const char* env = std::getenv("NEUSIGHT_SCRIPTS_PATH")) o.scripts_path_env = env;
+  for (const auto& d : gpus_dirs) o.gpu_dirs.emplace_back(d);
+  if (const char* env = std::getenv("NEUSIGHT_GPUS_PATH")) o.gpus_path_env = env;
   // every command's forecasts; run/predict also --no-calibration. Read even under --no-calibration: a bad value is
   // an error wherever it is set
   const bool no_calibration = env_flag("NEUSIGHT_NO_CALIBRATION");

@@ -20,12 +20,13 @@ bool memo_disabled();
 
 struct session_options;
 // The options every command's session starts from, in one place: the bundled data root (data_root_find), the user
-// parts of both search paths (--ops and --scripts directories, NEUSIGHT_OPS_PATH and NEUSIGHT_SCRIPTS_PATH; session.h:
+// parts of the search paths (--ops, --scripts and --gpus-dir directories, NEUSIGHT_OPS_PATH, NEUSIGHT_SCRIPTS_PATH and
+// NEUSIGHT_GPUS_PATH; session.h:
 // search_path_make puts them before the bundled ops/ and scripts/), -v, the per-process memos (off with
 // NEUSIGHT_NO_CACHE, memo_disabled) and the GPUs' calibration files (off with NEUSIGHT_NO_CALIBRATION=1, read by env_flag, or
 // `calibration` false: --no-calibration).
 session_options session_options_for(const std::vector<std::string>& ops_dirs, const std::vector<std::string>& scripts_dirs,
-                                    bool verbose, bool calibration = true);
+                                    const std::vector<std::string>& gpus_dirs, bool verbose, bool calibration = true);
 
 class session;
 // After its predictions, a command that does not print the predictor's warnings() (eval, scale) names on stderr a

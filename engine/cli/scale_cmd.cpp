@@ -494,22 +494,25 @@ std::optional<std::pair<std::string, std::string>> scale_flag_unused(const scale
 }
 
 int scale_main(const scale_flags& f) {
-  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose);
+  const session_options so = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose);
   session s(so);
   const auto root = so.data_root;
-  const gpu_catalog catalog(root / "gpus", s.gpu_checker());
+  const gpu_catalog catalog = s.gpus();
   const gpu_resolver resolve = [&](const std::string& name) { return catalog.resolve(name); };
-  const gpu_spec to = catalog.resolve(f.to);
+  std::string to_note, from_note;  // a short name several GPUs answer to: which it was taken as (gpu_catalog::resolve)
+  const gpu_spec to = catalog.resolve(f.to, to_note);
   const trace tr = trace_load(f.trace);
   // The origin: --from, checked against the GPU the trace names; without --from, that GPU. A label CSV names none,
   // but its folder is named after the GPU in NeuSight's data (label/<GPU>/…): a folder that names another known GPU
   // than --from is a warning only, as a user's own folder may be named anything.
   std::vector<std::string> origin_warnings;
+  if (!to_note.empty()) origin_warnings.push_back("--to: " + to_note);
   std::optional<gpu_spec> folder_gpu;
   if (tr.format == trace_format::label_csv && !tr.origin_device.empty()) folder_gpu = gpu_named_by(resolve, tr.origin_device);
   gpu_spec from;
   if (!f.from.empty()) {
-    from = catalog.resolve(f.from);
+    from = catalog.resolve(f.from, from_note);
+    if (!from_note.empty()) origin_warnings.push_back("--from: " + from_note);
     trace_device_check(tr, f.trace, resolve, from, "--from", &origin_warnings);
     if (folder_gpu && folder_gpu->name != from.name)
       origin_warnings.push_back(f.trace + ": its folder '" + tr.origin_device + "' names " + folder_gpu->name +

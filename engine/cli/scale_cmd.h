@@ -22,6 +22,7 @@ struct scale_flags {
   std::string wave_variant = "code";  // chrome/wavescale traces: "code" or "paper" (spec §1.9)
   int64_t layers = 0;
   std::vector<std::string> ops_dirs, scripts_dirs;  // --ops, --scripts (cli/paths.h session_options_for)
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                              // -v
 };
 int scale_main(const scale_flags& f);

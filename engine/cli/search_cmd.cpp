@@ -131,7 +131,7 @@ struct search_warnings {
 
 int search_main(const search_flags& f) {
   // Layouts share most kernel shapes: the session and the predictor reuse expansions, tiles and predictions.
-  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration);
+  const session_options o = session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose, !f.no_calibration);
   session s(o);
   // --schedule's names and --recompute's modes are neusight.parallel's (scripts/neusight/search.lua choices: the
   // schedule registry, parallel.config's CHOICES.recompute), checked first, with normalize's did-you-mean. --schedule
@@ -493,6 +493,9 @@ int search_main(const search_flags& f) {
         "parallel.recompute (--recompute all) has no effect: activation recomputation re-runs forwards during the "
         "backward pass, and mode \"{}\" has none; drop it", f.mode));
   std::vector<std::string> warnings = warned.all(own);
+  // --gpu a100: the GPU the short name was taken as (gpu_catalog::resolve), said once
+  if (const std::string note = s.gpu_note(f.gpu); !note.empty() && std::find(warnings.begin(), warnings.end(), note) == warnings.end())
+    warnings.insert(warnings.begin(), note);
   // the layouts' bridge warnings (groups priced over PCIe beyond the GPU's NVLink bridge) as one, naming every group
   // they named (scripts/neusight/parallel/layout.lua bridge_warnings_merge; an older --scripts layout.lua without it:
   // one per distinct text, as before)

@@ -23,6 +23,7 @@ struct search_flags {
   std::string weights;  // --weights DIR: weights root of the neusight predictor instead of the bundled weights/
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;  // --scripts
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                   // -v
   std::string format = "table", output;
   bool no_calibration = false;            // --no-calibration: ignore the GPU's calibration file

@@ -155,7 +155,7 @@ int serve_main(const serve_flags& f) {
                 "--sweep); run serve once per model");
   // --calibrate fits against the raw forecast
   const session_options o =
-      session_options_for(f.ops_dirs, f.scripts_dirs, f.verbose, !f.no_calibration && f.calibrate.empty());
+      session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose, !f.no_calibration && f.calibrate.empty());
   session s(o);
   const auto pred = s.predictor_make(f.predictor, o.data_root / "weights");
   pred->memo_enable(o.memo);

@@ -27,6 +27,7 @@ struct serve_flags {
   double ttft_ms = 0, tpot_ms = 0;  // --sweep targets, 0 = none
   std::vector<std::string> ops_dirs;
   std::vector<std::string> scripts_dirs;  // --scripts
+  std::vector<std::string> gpus_dirs;  // --gpus-dir (cli/paths.h session_options_for)
   bool verbose = false;                   // -v
   std::string format = "table", output;
   std::string report_html;  // --report FILE.html: neusight.html render_serve of the JSON report

@@ -2,6 +2,7 @@
 #include "core/gpu_spec.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -268,7 +269,8 @@ bool gpu_spec_named(const gpu_spec& gpu, const std::string& name) {
   return false;
 }
 
-gpu_catalog::gpu_catalog(fs::path dir, gpu_check check) : dir_(std::move(dir)), check_(std::move(check)) {}
+gpu_catalog::gpu_catalog(fs::path dir, gpu_check check, std::vector<gpu_dir> user_dirs)
+    : dir_(std::move(dir)), check_(std::move(check)), user_dirs_(std::move(user_dirs)) {}
 
 gpu_spec gpu_catalog::load(const fs::path& file, const std::string& display_name) const {
   gpu_spec spec = gpu_spec_load(file, display_name);
@@ -287,12 +289,80 @@ std::vector<fs::path> toml_files(const fs::path& dir) {
   return files;
 }
 std::string display(const fs::path& file) { return "gpus/" + file.filename().string(); }
+
+// The words of a GPU name, lower case: "A100 80GB" → {a100, 80gb}; "h100_pcie_80gb" → {h100, pcie, 80gb}.
+std::set<std::string> name_words(const std::string& s) {
+  std::set<std::string> out;
+  std::string w;
+  for (char c : text_lower(s) + " ") {
+    if (std::isalnum(static_cast<unsigned char>(c))) w += c;
+    else if (!w.empty()) out.insert(w), w.clear();
+  }
+  return out;
+}
+
+// What resolve says when `query` found `hit` by an alias that other GPUs of `all` answer to in part: each word of the
+// query is a word of the other GPU's name, file stem or an alias ("a100" of a100_pcie_40gb; "A100 80GB" of
+// a100_sxm4_80gb). The GPU's own name or stem is never ambiguous.
+std::string resolve_note(const std::string& query, const gpu_spec& hit, const std::vector<gpu_spec>& all) {
+  const std::string q = squeezed(query);
+  if (q == squeezed(hit.name) || q == squeezed(fs::path(hit.source).stem().string())) return {};
+  const std::set<std::string> words = name_words(query);
+  if (words.empty()) return {};
+  std::vector<std::string> others;
+  for (const auto& g : all) {
+    if (g.source == hit.source) continue;
+    std::set<std::string> its = name_words(g.name), stem = name_words(fs::path(g.source).stem().string());
+    its.insert(stem.begin(), stem.end());
+    for (const auto& a : g.aliases) {
+      const auto aw = name_words(a);
+      its.insert(aw.begin(), aw.end());
+    }
+    if (std::includes(its.begin(), its.end(), words.begin(), words.end()))
+      others.push_back(fs::path(g.source).stem().string());
+  }
+  if (others.empty()) return {};
+  std::string list;
+  for (size_t i = 0; i < others.size(); ++i)
+    list += (i == 0 ? "" : i + 1 == others.size() ? " or " : ", ") + others[i];
+  return "GPU '" + query + "' taken as " + hit.name + " (" + hit.source + "); name " + list + " for another";
+}
 }  // namespace
 
-std::vector<gpu_spec> gpu_catalog::load_all() const {
-  std::vector<gpu_spec> out;
-  for (const auto& f : toml_files(dir_)) out.push_back(load(f, display(f)));
+std::vector<gpu_catalog::file_entry> gpu_catalog::files() const {
+  std::vector<file_entry> out;
+  for (const auto& d : user_dirs_)
+    for (const auto& f : toml_files(d.path)) out.push_back({f, d.display + "/" + f.filename().string(), false});
+  for (const auto& f : toml_files(dir_)) out.push_back({f, display(f), true});
   return out;
+}
+
+std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden) const {
+  std::vector<gpu_spec> out;
+  std::map<std::string, std::string> seen;  // lower-case stem or GPU name → the display of the file that has it
+  for (const auto& f : files()) {
+    const std::string stem = text_lower(f.path.stem().string());
+    if (auto it = seen.find(stem); it != seen.end()) {  // a file of this stem came first: not parsed
+      if (hidden) hidden->push_back(it->second + " shadows " + f.display);
+      continue;
+    }
+    gpu_spec spec = load(f.path, f.display);
+    if (auto it = seen.find(text_lower(spec.name)); it != seen.end()) {
+      if (hidden) hidden->push_back(it->second + " shadows " + f.display + " (GPU '" + spec.name + "')");
+      continue;
+    }
+    seen.emplace(stem, f.display), seen.emplace(text_lower(spec.name), f.display);
+    out.push_back(std::move(spec));
+  }
+  return out;
+}
+
+std::vector<gpu_spec> gpu_catalog::load_all() const { return load_visible(nullptr); }
+
+std::vector<std::string> gpu_catalog::shadows() const {
+  std::vector<std::string> hidden;
+  if (!user_dirs_.empty()) load_visible(&hidden);
+  return hidden;
 }
 
 bool gpu_query_is_path(const std::string& query) {
@@ -300,6 +370,12 @@ bool gpu_query_is_path(const std::string& query) {
 }
 
 gpu_spec gpu_catalog::resolve(const std::string& query) const {
+  std::string note;
+  return resolve(query, note);
+}
+
+gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const {
+  note.clear();
   const fs::path as_path(query);
   if (gpu_query_is_path(query)) {
     if (!fs::exists(as_path)) {
@@ -323,23 +399,29 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
     return load(as_path, query);
   }
   const std::string q = text_lower(query);
-  // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed.
+  // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed. With user
+  // folders every file is read (a user file may hide a bundled one by its GPU name).
   std::string q_stem = q;
   std::replace_if(q_stem.begin(), q_stem.end(), [](char c) { return c == '-' || c == ' '; }, '_');
-  const auto files = toml_files(dir_);
-  for (const auto& f : files) {
-    const std::string stem = text_lower(f.stem().string());
-    if (stem == q || stem == q_stem) {
-      gpu_spec spec = load(f, display(f));
-      if (stem == q || text_lower(spec.name) == q) return spec;  // a normalised hit must be the GPU's own name
+  if (user_dirs_.empty())
+    for (const auto& f : toml_files(dir_)) {
+      const std::string stem = text_lower(f.stem().string());
+      if (stem == q || stem == q_stem) {
+        gpu_spec spec = load(f, display(f));
+        if (stem == q || text_lower(spec.name) == q) return spec;  // a normalised hit must be the GPU's own name
+      }
     }
-  }
   std::vector<std::string> candidates;
   const auto all = load_all();
+  for (const auto& spec : all)
+    if (text_lower(fs::path(spec.source).stem().string()) == q) return spec;
   for (const auto& spec : all) {
     if (text_lower(spec.name) == q) return spec;
     for (const auto& a : spec.aliases)
-      if (text_lower(a) == q) return spec;
+      if (text_lower(a) == q) {
+        note = resolve_note(query, spec, all);
+        return spec;
+      }
     candidates.push_back(spec.name);
     candidates.insert(candidates.end(), spec.aliases.begin(), spec.aliases.end());
   }
@@ -348,7 +430,10 @@ gpu_spec gpu_catalog::resolve(const std::string& query) const {
   std::vector<const gpu_spec*> hits;
   for (const auto& spec : all)
     if (gpu_spec_named(spec, query)) hits.push_back(&spec);
-  if (hits.size() == 1) return *hits.front();
+  if (hits.size() == 1) {
+    note = resolve_note(query, *hits.front(), all);
+    return *hits.front();
+  }
   if (hits.size() > 1) {
     std::string names;
     for (const auto* h : hits) names += (names.empty() ? "'" : ", '") + h->name + "'";
@@ -391,7 +476,9 @@ std::optional<gpu_spec> gpu_data_resolver::device(const std::string& device) {
   std::optional<gpu_spec> bundled;
   if (!hit) {
     try {
-      bundled = catalog_.resolve(device);
+      std::string note;  // a short name several GPUs answer to ("A100") is no device of measured data: not guessed
+      bundled = catalog_.resolve(device, note);
+      if (!note.empty()) bundled.reset();
     } catch (const error&) {  // an unknown device: the caller skips and counts its rows
     }
     for (size_t i = 0; bundled && i < given_.size() && !hit; ++i)

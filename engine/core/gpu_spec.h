@@ -128,19 +128,45 @@ bool gpu_spec_named(const gpu_spec& gpu, const std::string& name);
 // Whether a --gpu / workload `gpu` value is a file path (ends in .toml or contains '/') rather than a name or alias.
 bool gpu_query_is_path(const std::string& query);
 
-// All gpus/*.toml files of a directory. resolve() accepts a file path, a file stem or any alias
-// (case-insensitive); unknown names fail with the closest matches.
+// A folder of user GPU files searched before the bundled gpus/ (--gpus-dir DIR, NEUSIGHT_GPUS_PATH) and how its files
+// are labelled in messages ("DIR/<file>.toml").
+struct gpu_dir {
+  std::filesystem::path path;
+  std::string display;
+};
+
+// The GPU files of the user's folders (in order), then the bundled gpus/*.toml. A user file hides a bundled one of its
+// stem or its GPU name (shadows() lists them; -v prints them). resolve() accepts a file path, a file stem, the GPU's
+// name or any alias (case, spaces, '-' and '_' aside), the user's files first; unknown names fail with the closest
+// matches. A name that is an alias of one GPU and also names others in part ("A100": A100-SXM4-80GB, and the A100
+// PCIe and 40GB files; "H100": the SXM5 and the PCIe) resolves to the GPU whose file lists it as an alias (the
+// documented default) and says so in `note` (resolve_note): never silently.
 class gpu_catalog {
  public:
   // `check`: run on every file loaded (gpu_check; none: the keys' own checks only).
-  explicit gpu_catalog(std::filesystem::path dir, gpu_check check = {});
+  explicit gpu_catalog(std::filesystem::path dir, gpu_check check = {}, std::vector<gpu_dir> user_dirs = {});
   const std::filesystem::path& dir() const { return dir_; }
+  const std::vector<gpu_dir>& user_dirs() const { return user_dirs_; }
   std::vector<gpu_spec> load_all() const;
   gpu_spec resolve(const std::string& query) const;
+  // As resolve; `note` gets the line to show when a short name stands for one of several GPUs (empty otherwise):
+  // "GPU 'a100' taken as A100-SXM4-80GB (gpus/a100_sxm4_80gb.toml); name a100_pcie_40gb, … for another".
+  gpu_spec resolve(const std::string& query, std::string& note) const;
+  // "DIR/x.toml shadows gpus/x.toml" for each bundled file a user file hides (by stem or GPU name).
+  std::vector<std::string> shadows() const;
 
  private:
   std::filesystem::path dir_;
   gpu_check check_;
+  std::vector<gpu_dir> user_dirs_;
+  struct file_entry {
+    std::filesystem::path path;
+    std::string display;
+    bool bundled;
+  };
+  std::vector<file_entry> files() const;  // user folders' files first, then the bundled ones, each folder's sorted
+  // every GPU the catalogue holds (a hidden bundled file left out), with `hidden` the lines of shadows()
+  std::vector<gpu_spec> load_visible(std::vector<std::string>* hidden) const;
   gpu_spec load(const std::filesystem::path& file, const std::string& display_name) const;
 };
 

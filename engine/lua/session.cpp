@@ -510,6 +510,13 @@ gpu_check session::gpu_checker() {
   return [p = p_.get()](const gpu_spec& g) { gpu_architecture_check(*p, g); };
 }
 
+gpu_catalog session::gpus() { return p_->gpu_catalog_make(); }
+
+std::string session::gpu_note(const std::string& query) const {
+  const auto it = p_->gpu_notes.find(query);
+  return it == p_->gpu_notes.end() ? std::string() : it->second;
+}
+
 bool function_find(session::impl& p, int idx, const char* module, const char* fn) {
   lua_State* L = p.L();
   idx = lua_absindex(L, idx);
@@ -567,6 +574,8 @@ session::session(session_options opts) : p_(std::make_unique<impl>()) {
     for (const auto& e : scripts_shadowing())
       for (const auto& sh : e.shadows)
         std::fprintf(stderr, "neusight: %s shadows %s (module '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
+  if (p_->opts.verbose && (!p_->opts.gpu_dirs.empty() || !p_->opts.gpus_path_env.empty()))
+    for (const auto& line : gpus().shadows()) std::fprintf(stderr, "neusight: %s\n", line.c_str());
   op_shadows_report();
 }
 
@@ -707,6 +716,7 @@ workload session::workload_load(const std::string& script, const workload_overri
       if (fs::is_regular_file(beside, ec)) query = display_of(beside);
     }
     w.gpu_resolved = p_->gpu_resolve(query);
+    if (const std::string note = gpu_note(query); !note.empty()) w.warnings.push_back(note);  // a short name's pick
   } catch (const error& e) {  // an unknown name or a bad GPU file: say which workload script asked for it
     if (script.empty()) throw;  // --gpu on the command line: the message names the flag's value already
     std::string where = w.source;

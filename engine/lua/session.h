@@ -28,6 +28,8 @@ struct session_options {
   std::string ops_path_env;                        // NEUSIGHT_OPS_PATH: ';'-separated, ";;" splices the defaults
   std::vector<std::filesystem::path> script_dirs;  // --scripts DIR (repeatable): Lua module roots searched first
   std::string scripts_path_env;                    // NEUSIGHT_SCRIPTS_PATH: as ops_path_env, before data_root/scripts
+  std::vector<std::filesystem::path> gpu_dirs;     // --gpus-dir DIR (repeatable): GPU files found before the bundled gpus/
+  std::string gpus_path_env;                       // NEUSIGHT_GPUS_PATH: ';'-separated folders, after --gpus-dir's
   // Reuse a node's kernels and a kernel shape's tile across expand()/tiles_select() calls of this session (op and
   // tiling rules are functions of their arguments). Off: NEUSIGHT_NO_CACHE=1, to check that results are the same.
   bool memo = true;
@@ -219,6 +221,13 @@ class session {
   // (scripts/tiling/gemm.lua architecture_problem). For the catalogues a command reads itself:
   // gpu_catalog(dir, s.gpu_checker()); the session must outlive it.
   gpu_check gpu_checker();
+  // The GPU files the session reads: --gpus-dir's folders, NEUSIGHT_GPUS_PATH's, then the bundled gpus/ (a user file
+  // hides a bundled one of its stem or GPU name; -v names each when the session starts), each file checked by
+  // gpu_checker(). What every command that takes --gpu resolves names with; the session must outlive it.
+  gpu_catalog gpus();
+  // The note resolving `query` gave (gpu(query) first): a short name several GPUs answer to, taken as the one whose
+  // file lists it (gpu_catalog::resolve); "" when the name was not ambiguous.
+  std::string gpu_note(const std::string& query) const;
 
   // A report computed entirely in Lua: `module`.`fn`() returns a table, rendered as JSON (keys sorted) and by the
   // module's format_table(report) and format_csv(report).

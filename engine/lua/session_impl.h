@@ -147,8 +147,29 @@ struct session::impl {
   // query for the session's lifetime.
   const gpu_spec& gpu_resolve(const std::string& query) {
     if (auto it = gpus_resolved.find(query); it != gpus_resolved.end()) return it->second;
-    const gpu_catalog catalog(opts.data_root / "gpus", [this](const gpu_spec& g) { gpu_architecture_check(*this, g); });
-    return gpus_resolved.emplace(query, catalog.resolve(query)).first->second;
+    std::string note;
+    gpu_spec spec = gpu_catalog_make().resolve(query, note);
+    if (!note.empty()) gpu_notes[query] = note;
+    return gpus_resolved.emplace(query, std::move(spec)).first->second;
+  }
+  std::map<std::string, std::string> gpu_notes;  // --gpu query → the note its resolution gave (gpu_catalog::resolve)
+  // --gpus-dir's folders, then NEUSIGHT_GPUS_PATH's (';'-separated; an entry that is not a folder is an error), then
+  // the bundled gpus/; every file checked by gpu_architecture_check
+  gpu_catalog gpu_catalog_make() {
+    std::vector<gpu_dir> dirs;
+    for (const auto& d : opts.gpu_dirs) dirs.push_back({d, display_of(d)});
+    for (size_t start = 0; start <= opts.gpus_path_env.size();) {
+      const size_t end = std::min(opts.gpus_path_env.find(';', start), opts.gpus_path_env.size());
+      const std::string entry = opts.gpus_path_env.substr(start, end - start);
+      start = end + 1;
+      if (entry.empty()) continue;
+      std::error_code ec;
+      if (!fs::is_directory(entry, ec))
+        throw error("NEUSIGHT_GPUS_PATH: '" + entry + "' is not a folder (';'-separated folders of GPU files)");
+      dirs.push_back({entry, display_of(entry)});
+    }
+    return gpu_catalog(opts.data_root / "gpus", [this](const gpu_spec& g) { gpu_architecture_check(*this, g); },
+                       std::move(dirs));
   }
 
   void op_dirs_rebuild() {

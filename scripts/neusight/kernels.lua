@@ -223,34 +223,44 @@ end
 
 --- Elementwise kernel "VEC<op> (rows, hidden)". Bytes default to (tensors read + written, 1 unless the op
 --- says) per element; opts.bytes_per_elem or opts.bytes (total) override it, e.g. for broadcast operands.
----@param opts? { bytes_per_elem?: number, bytes?: number }
+--- opts.flops_per_elem: the kernel's FLOPs per element, for an op M.vec_ops does not know (a user rule's own kernel,
+--- e.g. a tanh-approximated GELU of 8 FLOPs; its bytes then default to one read and one write per element) or in
+--- place of the table's count. An op M.vec_ops does not know without it is an error. Either way the kernel's FLOPs
+--- are flops_per_elem × rows × hidden, priced as every element-wise kernel is (the roofline; the MLP sees the training
+--- convention's FLOPs and takes these as the compute bound: engine/core/tile_model.h).
+---@param opts? { bytes_per_elem?: number, bytes?: number, flops_per_elem?: number }
+local VEC_OPTS = { bytes = true, bytes_per_elem = true, flops_per_elem = true }
+
 function M.vec(op, rows, hidden, dtype, opts)
-  local spec = VEC_OPS[op]
+  if opts ~= nil then -- { bytes = B } or { bytes_per_elem = b }, { flops_per_elem = f }; another key is a typo, not a default
+    if type(opts) ~= "table" then error(("bad argument #5 to 'vec' (table or nil expected, got %s)"):format(type(opts)), 2) end
+    for k, v in pairs(opts) do
+      if not VEC_OPTS[k] then
+        error(("bad argument #5 to 'vec' (unknown field '%s'; known: bytes, bytes_per_elem, flops_per_elem)")
+          :format(tostring(k)), 2)
+      end
+      if type(v) ~= "number" or not (v >= 0) or v == huge then
+        error(("bad argument #5 to 'vec' (field '%s' must be a finite number >= 0, got %s)"):format(k, tostring(v)), 2)
+      end
+    end
+  end
+  local flops_per = opts and opts.flops_per_elem
+  local spec = VEC_OPS[op] or (flops_per and type(op) == "string" and op ~= "" and { reads = 1 })
   if not spec then
-    error(("bad argument #1 to 'vec' (unknown elementwise op '%s')"):format(tostring(op)), 2)
+    error(("bad argument #1 to 'vec' (unknown elementwise op '%s': give its FLOPs per element, "
+      .. "{ flops_per_elem = F }, or name one of neusight.kernels vec_ops)"):format(tostring(op)), 2)
   end
   rows, hidden = check_count("vec", 2, rows), check_count("vec", 3, hidden)
   local e = check_dtype("vec", 4, dtype)
   local n = rows * hidden
   if n > MAX_ELEMENTS then error("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", 2) end
   local bytes = e * (spec.reads + (spec.writes or 1)) * n
-  if opts ~= nil then -- { bytes = B } or { bytes_per_elem = b }; another key is a typo, not a default
-    if type(opts) ~= "table" then error(("bad argument #5 to 'vec' (table or nil expected, got %s)"):format(type(opts)), 2) end
-    for k, v in pairs(opts) do
-      if k ~= "bytes" and k ~= "bytes_per_elem" then
-        error(("bad argument #5 to 'vec' (unknown field '%s'; known: bytes, bytes_per_elem)"):format(tostring(k)), 2)
-      end
-      if type(v) ~= "number" or not (v >= 0) or v == huge then
-        error(("bad argument #5 to 'vec' (field '%s' must be a finite number >= 0, got %s)"):format(k, tostring(v)), 2)
-      end
-    end
-    if opts.bytes then bytes = opts.bytes
-    elseif opts.bytes_per_elem then bytes = opts.bytes_per_elem * n end
-  end
+  if opts and opts.bytes then bytes = opts.bytes
+  elseif opts and opts.bytes_per_elem then bytes = opts.bytes_per_elem * n end
   return {
     kind = "elementwise", name = "VEC" .. op, op = op, dtype = dtype,
     rows = rows, hidden = hidden,
-    flops = spec.flops * n,
+    flops = (flops_per or spec.flops) * n,
     bytes = bytes,
   }
 end

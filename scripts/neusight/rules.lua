@@ -284,16 +284,33 @@ end
 --- spec.grad: "mem"  → backward is one MEM (rows, hidden) per tensor operand (add, sub: the gradient is
 ---                     passed through / negated),
 ---            "same" → backward is the forward kernel once per tensor operand (mul, div, gelu, relu).
+--- spec.flops_per_elem: the kernel's own FLOPs per output element, for an op neusight.kernels vec_ops does not know
+---            (a tanh-approximated GELU: 8), priced as the bundled element-wise kernels are (K.vec's opts): the
+---            kernel VEC<op> takes that count, and its bytes are the node's inputs and output once each, or
+---            spec.bytes_per_elem per output element when given; backward ("same") is that kernel once per tensor
+---            operand. Without it an op vec_ops does not know is an error at the rule's line.
 --- node.attrs.no_grad = true: computed under torch.no_grad() (DeepSeek-V3's expert selection): no backward
 --- kernels, nothing saved.
 function M.elementwise(spec)
-  check_spec("elementwise", spec, { op = true, unary = true, grad = true, fusion = true })
+  check_spec("elementwise", spec,
+    { op = true, unary = true, grad = true, fusion = true, flops_per_elem = true, bytes_per_elem = true })
   local fusion = fusion_of("elementwise", spec, "elementwise")
   local base, unary, grad = spec.op or spec.name, spec.unary, spec.grad
   if grad ~= "mem" and grad ~= "same" then
     error(("rules.elementwise: field 'grad' must be \"mem\" or \"same\" (got %s)"):format(tostring(grad)), 2)
   end
-  if not K.vec_ops[base] or not (unary or K.vec_ops[base .. "u"]) then -- fail when the op file loads
+  for _, key in ipairs { "flops_per_elem", "bytes_per_elem" } do
+    local v = spec[key]
+    if v ~= nil and (type(v) ~= "number" or not (v >= 0) or v == math.huge) then
+      error(("rules.elementwise: field '%s' must be a finite number >= 0 (got %s)"):format(key, tostring(v)), 2)
+    end
+  end
+  if spec.bytes_per_elem ~= nil and spec.flops_per_elem == nil then
+    error("rules.elementwise: field 'bytes_per_elem' goes with flops_per_elem (the rule's own kernel); a kernel of "
+      .. "neusight.kernels vec_ops moves the node's inputs and output", 2)
+  end
+  local declared = spec.flops_per_elem
+  if not declared and (not K.vec_ops[base] or not (unary or K.vec_ops[base .. "u"])) then -- fail when the op file loads
     -- the kernels an `op` can name: a binary op needs its one-tensor 'u' variant too (add/addu), a unary one not
     local valid = {}
     for k in pairs(K.vec_ops) do
@@ -302,12 +319,19 @@ function M.elementwise(spec)
     table.sort(valid)
     local ns = require "neusight"
     error(("rules.elementwise: unknown elementwise op '%s'%s: field 'op' picks the element-wise kernel the rule "
-      .. "prices (default: the name), one of %s%s; e.g. op = \"mul\" prices a new op '%s' as a multiply")
+      .. "prices (default: the name), one of %s%s; e.g. op = \"mul\" prices a new op '%s' as a multiply, or "
+      .. "flops_per_elem = F declares a kernel of its own (F FLOPs per element; bytes_per_elem optional)")
       :format(tostring(base), ns.did_you_mean(tostring(base), valid), concat(valid, ", "),
         unary and "" or " (unary = true allows the one-operand kernels as well)", tostring(spec.name)), 2)
   end
 
-  local function op_of(node) return unary and base or M.vec_op(node, base) end
+  local function op_of(node) return (unary or declared) and base or M.vec_op(node, base) end
+  -- the kernel's options: a declared kernel's FLOPs, and bytes (its own per element, else the node's inputs and output)
+  local function vec_opts(node, rows, hidden)
+    if not declared then return { bytes = M.io_bytes(node) } end
+    return { flops_per_elem = declared,
+             bytes = spec.bytes_per_elem and spec.bytes_per_elem * rows * hidden or M.io_bytes(node) }
+  end
 
   -- Saved for backward: add/sub ("mem" gradients) nothing; a unary op (gelu, relu) its input; mul its tensor
   -- operands (each one's gradient needs the other; a Python-scalar factor saves nothing); div the divisor, and the
@@ -340,7 +364,7 @@ function M.elementwise(spec)
     forward = function(node)
       local rows, hidden = M.vec_dims(node)
       if not rows then return {} end
-      return { K.vec(op_of(node), rows, hidden, node.dtype, { bytes = M.io_bytes(node) }) }
+      return { K.vec(op_of(node), rows, hidden, node.dtype, vec_opts(node, rows, hidden)) }
     end,
     backward = function(node)
       local rows, hidden = M.vec_dims(node)
@@ -349,7 +373,7 @@ function M.elementwise(spec)
       local out = {}
       for i = 1, n do
         out[i] = grad == "mem" and K.mem({ { rows, hidden } }, node.dtype)
-          or K.vec(op_of(node), rows, hidden, node.dtype)
+          or K.vec(op_of(node), rows, hidden, node.dtype, declared and vec_opts(node, rows, hidden) or nil)
       end
       return out
     end,

@@ -668,7 +668,7 @@ rf("kernel_kv_bytes_above_bytes", '    local a = require("neusight.kernels").att
    "kv_flops and kv_bytes (what one more key adds) must be between 0 and the kernel's flops and bytes")
 -- the kernel constructors: an unknown option was ignored, a wrapping shape forecast 0 ms, softmax's error had no line
 rf("vec_opts_typo", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", { byts = 3 }) }',
-   "bad argument #5 to 'vec' (unknown field 'byts'; known: bytes, bytes_per_elem)", 4)
+   "bad argument #5 to 'vec' (unknown field 'byts'; known: bytes, bytes_per_elem, flops_per_elem)", 4)
 rf("vec_opts_number", '    return { require("neusight.kernels").vec("add", 4, 4, "fp32", 5) }',
    "bad argument #5 to 'vec' (table or nil expected, got number)", 4)
 rf("mem_shape_wraps", '    return { require("neusight.kernels").mem({ { 4, math.maxinteger, 64 } }, "fp32") }',

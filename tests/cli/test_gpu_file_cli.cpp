@@ -423,3 +423,50 @@ TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at 
   const fs::path blank = t.write("blank.toml", h100 + "what_if = \"  \"\n");
   CHECK_THAT(run_cli(args + blank.string() + "'").err, Catch::Contains("key 'what_if' must say in words"));
 }
+
+TEST_CASE("--gpu a100 is the SXM4 80GB and the forecast says so; a10 is the A10", "[cli][gpu]") {
+  const std::string run = "predict --model gpt3_27 --batch 1 --seq 128 --mode inference --predictor roofline";
+  std::string err;
+  const json a100 = run_json(run + " --gpu a100", "", &err);
+  CHECK(a100["gpu"] == "A100-SXM4-80GB");
+  CHECK(warned(a100["warnings"], "GPU 'a100' taken as A100-SXM4-80GB (gpus/a100_sxm4_80gb.toml); name a100_pcie_40gb, "
+                                 "a100_pcie_80gb or a100_sxm4_40gb for another"));
+  CHECK(err.find("GPU 'a100' taken as A100-SXM4-80GB") != std::string::npos);
+  const json full = run_json(run + " --gpu a100_sxm4_80gb");
+  CHECK_FALSE(warned(full["warnings"], "taken as"));
+  // search says it once, in its own warnings
+  const json search = run_json("search --model gpt3_27 --gpu a100 --gpus 8 --batch 8 --seq 2048 --predictor roofline");
+  CHECK(warned(search["warnings"], "GPU 'a100' taken as A100-SXM4-80GB"));
+  const json a10 = run_json(run + " --gpu a10");
+  CHECK(a10["gpu"] == "A10");
+  CHECK(a10["gpu_file"] == "gpus/a10.toml");
+  CHECK_FALSE(warned(a10["warnings"], "taken as"));
+}
+
+TEST_CASE("--gpus-dir and NEUSIGHT_GPUS_PATH: user GPU files by stem and alias, before the bundled ones", "[cli][gpu]") {
+  temp_dir d;
+  std::string tiny = ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml");
+  d.write("lab/lab_gpu.toml", replaced(tiny, "\"tiny1\"", "\"labby\""));
+  d.write("lab/l4.toml", replaced(replaced(tiny, "\"tiny1\"", "\"not_l4\""), "\"Tiny-1\"", "\"Tiny-L4\""));
+  const std::string dir = (d.path / "lab").string();
+  const std::string run = "predict --model gpt3_27 --batch 1 --seq 128 --mode inference --predictor roofline";
+  for (const char* cmd : {"predict", "search", "serve"}) {  // the flag where --gpu is taken
+    INFO(cmd);
+    CHECK(run_cli(std::string(cmd) + " --help").out.find("--gpus-dir") != std::string::npos);
+  }
+  // without it the alias is unknown; with it, by alias and by stem
+  CHECK(run_cli(run + " --gpu labby").code != 0);
+  CHECK(run_json(run + " --gpu labby --gpus-dir " + dir)["gpu"] == "Tiny-1");
+  CHECK(run_json(run + " --gpu lab_gpu", "NEUSIGHT_GPUS_PATH='" + dir + "'")["gpu"] == "Tiny-1");
+  // a user l4.toml hides the bundled one, and -v says so
+  const auto v = run_cli(run + " --gpu l4 -v --gpus-dir " + dir);
+  INFO(v.err);
+  CHECK(v.code == 0);
+  CHECK(v.err.find("lab/l4.toml shadows gpus/l4.toml") != std::string::npos);
+  CHECK(run_json(run + " --gpu l4 --gpus-dir " + dir)["gpu"] == "Tiny-L4");
+  // `neusight gpus` lists the user's files too
+  CHECK(run_cli("gpus --gpus-dir " + dir).out.find("lab_gpu.toml") != std::string::npos);
+  // a folder that is not there is an error, not a silent no-op
+  CHECK(run_cli(run + " --gpu l4 --gpus-dir " + (d.path / "nope").string()).code == 2);
+  CHECK(run_cli(run + " --gpu l4", "NEUSIGHT_GPUS_PATH='" + (d.path / "nope").string() + "'").code != 0);
+}

@@ -511,7 +511,7 @@ TEST_CASE("search: an unknown GPU model dtype or cluster stops the search once b
   const struct {
     std::string args, says;
   } cases[] = {
-      {"--model gpt3_27 --gpu a100x", "unknown GPU 'a100x' (close matches: 'A10G', 'H100'"},
+      {"--model gpt3_27 --gpu a100x", "unknown GPU 'a100x' (close matches: 'A100', 'A10', 'A10G', 'H100'"},
       {"--model gpt3_2x --gpu h100", "unknown model preset \"gpt3_2x\" (did you mean 'gpt3_27'?)"},
       {"--model gpt3_27 --gpu h100 --dtype bf17", "command line: --dtype must be a dtype name"},
       {"--model gpt3_27 --gpu h100 --cluster dgx_x", "unknown cluster 'dgx_x'; known: dgx_a100"},

@@ -137,7 +137,7 @@ TEST_CASE("silent errors: a model without nodes, and nodes whose shapes disagree
 
 TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON warnings", "[cli][errors]") {
   // GPT-3 175B's training state (2.8 TB in bf16 amp) on one 80 GB H100.
-  auto r = run_cli("predict --model gpt3_175b --gpu h100 --mode train --batch 1 --seq 2048 --dtype bf16 "
+  auto r = run_cli("predict --model gpt3_175b --gpu h100_sxm5_80gb --mode train --batch 1 --seq 2048 --dtype bf16 "
                    "--predictor roofline --format json");
   REQUIRE(r.code == 0);
   json j = json::parse(r.out);
@@ -149,7 +149,7 @@ TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON 
   CHECK(r.err.find("warning: memory ") != std::string::npos);
   CHECK_FALSE(j["fits"].get<bool>());
   // A parallel layout whose stages do not fit either.
-  r = run_cli("predict --model gpt3_175b --gpu h100 --mode train --batch 8 --seq 2048 --dtype bf16 --tp 8 --pp 2 "
+  r = run_cli("predict --model gpt3_175b --gpu h100_sxm5_80gb --mode train --batch 8 --seq 2048 --dtype bf16 --tp 8 --pp 2 "
               "--microbatches 8 --predictor roofline --format json");
   REQUIRE(r.code == 0);
   j = json::parse(r.out);
@@ -157,7 +157,7 @@ TEST_CASE("silent errors: a run that does not fit in GPU memory says so in JSON 
   CHECK(j["warnings"][0].get<std::string>().rfind("stages 0, 1 need up to ", 0) == 0);
   CHECK_FALSE(j["parallel"]["fits"].get<bool>());
   // One that fits has none.
-  r = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 4 --seq 1024 --predictor roofline --format json");
+  r = run_cli("predict --model gpt2_large --gpu h100_sxm5_80gb --mode train --batch 4 --seq 1024 --predictor roofline --format json");
   REQUIRE(r.code == 0);
   CHECK(json::parse(r.out)["warnings"].empty());
 }

@@ -7,9 +7,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_json.h"
 #include "test_util.h"
 
 using json = nlohmann::json;
+using ns_test::run_json;
 using ns_test::run_cli;
 using ns_test::source_dir;
 using ns_test::temp_dir;
@@ -247,4 +249,51 @@ TEST_CASE("user report: CSV numbers are the shortest that read back - as JSON's"
     const double v = row["latency_ms"].get<double>();
     CHECK(c.out.find("," + json(v).dump() + ",") != std::string::npos);
   }
+}
+
+TEST_CASE("user report: an element-wise rule declares its own FLOPs per element - priced by them", "[cli][ops]") {
+  temp_dir t;
+  // two rules of one op kind vec_ops does not know, 8 and 1 FLOPs per element, moving a sixteenth of a byte per
+  // element (what a fused chain keeps on chip): at 8 FLOPs that is compute-bound on the H100 (128 FLOPs per byte, its
+  // fp32 ridge is 20), at 1 not (16)
+  for (const char* f : {"8", "1"})
+    t.write(std::string("w/ops/gelu_tanh") + f + ".lua",
+            std::string("return require('neusight.rules').elementwise {\n  name = 'gelu_tanh") + f +
+                "', op = 'gelu_tanh', doc = 'tanh GELU', grad = 'same', unary = true,\n  flops_per_elem = " + f +
+                ", bytes_per_elem = 0.0625,\n}\n");
+  auto forecast = [&](const char* f, const std::string& predictor) {
+    std::string text = tiny_workload;
+    text.replace(text.find("op = \"gelu\""), 11, std::string("op = \"gelu_tanh") + f + "\"");
+    text.replace(text.find("{ 1000 } }, output = { 1000 }"), 29, "{ 8192, 65536 } }, output = { 8192, 65536 }");
+    const std::string script = t.write(std::string("w/wl") + f + ".lua", text).string();
+    const json j = run_json("run '" + script + "' --gpu h100 --predictor " + predictor);
+    return j["latency_ms"].get<double>();
+  };
+  for (const std::string predictor : {"roofline", "neusight"}) {
+    INFO(predictor);
+    const double eight = forecast("8", predictor), one = forecast("1", predictor);
+    CHECK(eight > 1.2 * one);
+  }
+  // fused with a bundled element-wise op (--fusion): one kernel of the run's FLOPs, 1 + 8 per element
+  const std::string fused = t.write("w/fused.lua", R"lua(
+return {
+  gpu = "h100_sxm5_80gb", mode = "inference", batch = 1, seq = 1,
+  model = function(opts)
+    return { { op = "add", name = "a", inputs = { { 64, 1024 }, { 64, 1024 } }, output = { 64, 1024 } },
+             { op = "gelu_tanh8", name = "g", inputs = { { 64, 1024 } }, output = { 64, 1024 } } }
+  end,
+})lua").string();
+  const json j = run_json("run '" + fused + "' --fusion --predictor roofline");
+  CHECK(j["flops"].get<double>() == 9.0 * 64 * 1024);
+  // an op kind vec_ops does not know, without a declared count: the rule's file and line, and the field to give
+  t.write("v/ops/gelu_fast.lua", "-- a user op\nreturn require('neusight.rules').elementwise {\n"
+                                 "  name = 'gelu_fast', doc = 'x', grad = 'same', unary = true,\n}\n");
+  std::string text = tiny_workload;
+  text.replace(text.find("op = \"gelu\""), 11, "op = \"gelu_fast\"");
+  const std::string script = t.write("v/wl.lua", text).string();
+  const auto r = run_cli("run '" + script + "' --predictor roofline");
+  INFO(r.err);
+  REQUIRE(r.code == 1);
+  CHECK(r.err.find("/v/ops/gelu_fast.lua:2: rules.elementwise: unknown elementwise op 'gelu_fast'") != std::string::npos);
+  CHECK(r.err.find("flops_per_elem = F declares a kernel of its own") != std::string::npos);
 }

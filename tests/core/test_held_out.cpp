@@ -31,10 +31,10 @@ std::string folded(std::string s) {
 }
 
 // Whether text names a held-out evaluation GPU. A100-SXM4 (any), A100 80GB (PCIe or SXM), H100, H200, L4 (a token
-// of its own: not L40S), MI250 (and MI250X).
+// of its own: not L40S), MI250 (and MI250X), and a bare "A100" (the whole text: gpus/a100_sxm4_80gb.toml's alias).
 bool names_held_out(const std::string& text) {
   static const std::regex pattern(
-      R"((^|[^a-z0-9])(a100 ?sxm|a100 ([a-z0-9]+ )?80 ?gb|h100|h200|l4|mi250)([^a-z0-9]|x|$))");
+      R"((^|[^a-z0-9])(a100 ?sxm|a100 ([a-z0-9]+ )?80 ?gb|h100|h200|l4|mi250)([^a-z0-9]|x|$)|^ *a100 *$)");
   return std::regex_search(folded(text), pattern);
 }
 
@@ -83,7 +83,7 @@ TEST_CASE("held-out GPUs: the matcher knows every spelling of weights/HELD_OUT a
                         "../shared/data/aiconfigurator/a100_sxm/gemm.csv", "A100-80GB", "A100 80GB PCIe",
                         "A100-PCIE-80GB", "NVIDIA A100 80GB PCIe", "H100", "H100-SXM5-80GB", "NVIDIA H100 PCIe",
                         "h100_sxm", "NVIDIA H200", "H200-SXM-141GB", "L4", "NVIDIA L4", "NVIDIA_L4", "aic/l4/gemm.csv",
-                        "MI250", "AMD Instinct MI250", "MI250X"})
+                        "MI250", "AMD Instinct MI250", "MI250X", "A100", "a100"})
     CHECK(names_held_out(s));
   for (const char* s : {"A100-PCIE-40GB", "NVIDIA A100-PCIE-40GB", "L40S", "NVIDIA L40S", "l40s", "RTX-PRO-6000-Server",
                         "B200", "B300", "GB200", "GB300", "T4", "P4", "V100-PCIE-32GB", "P100-PCIE-16GB", "MI210",

@@ -17,6 +17,21 @@ end
 
 local T = {}
 
+-- An element-wise kernel M.vec_ops does not know: the FLOPs per element its caller declares (a user rule's own op),
+-- bytes one read and one write per element unless given; without a declared count it is an error.
+function T.test_vec_declared_flops()
+  local k = K.vec("gelu_tanh", 4, 100, "fp32", { flops_per_elem = 8 })
+  eq(k.flops, 8 * 400, "declared flops")
+  eq(k.bytes, 2 * 4 * 400, "one read, one write")
+  eq(k.name, "VECgelu_tanh", "name")
+  eq(K.vec("gelu_tanh", 4, 100, "fp32", { flops_per_elem = 8, bytes_per_elem = 2 }).bytes, 800, "declared bytes")
+  eq(K.vec("add", 4, 100, "fp32", { flops_per_elem = 3 }).flops, 1200, "a known op's count replaced")
+  eq(K.vec("add", 4, 100, "fp32").flops, 400, "the table's count")
+  raises("unknown elementwise op 'gelu_tanh': give its FLOPs per element", K.vec, "gelu_tanh", 4, 100, "fp32")
+  raises("field 'flops_per_elem' must be a finite number >= 0", K.vec, "gelu_tanh", 4, 100, "fp32", { flops_per_elem = -1 })
+  raises("unknown field 'flops'", K.vec, "gelu_tanh", 4, 100, "fp32", { flops = 8 })
+end
+
 -- One rule for a Lua-built shape (K.shape_check): the kernel constructors and the workload's node check phrase its
 -- answer, neither keeps its own copy.
 function T.test_shape_check_one_rule()
@@ -126,7 +141,7 @@ end
 function T.test_argument_errors_name_the_caller()
   raises("bad argument #2 to 'linear' (positive integer expected, got 0)", K.linear, 4, 0, 4, "fp32")
   raises("bad argument #4 to 'bmm' (positive integer expected, got 1.5)", K.bmm, 1, 2, 3, 1.5, "fp32")
-  raises("bad argument #1 to 'vec' (unknown elementwise op 'ad')", K.vec, "ad", 1, 1, "fp32")
+  raises("bad argument #1 to 'vec' (unknown elementwise op 'ad': give its FLOPs per element", K.vec, "ad", 1, 1, "fp32")
   raises("bad argument #3 to 'softmax' (unknown dtype 'nil')", K.softmax, 1, 1)
   raises("bad argument #1 to 'mem' (non-empty array of shapes expected)", K.mem, {}, "fp32")
   raises("positive integer expected, got inf", K.layernorm, math.huge, 1, "fp32")
