@@ -424,7 +424,7 @@ TEST_CASE("GPU file: a peak no chip of its SMs and clock reaches is an error at 
   CHECK_THAT(run_cli(args + blank.string() + "'").err, Catch::Contains("key 'what_if' must say in words"));
 }
 
-TEST_CASE("--gpu a100 is the SXM4 80GB and the forecast says so; a10 is the A10", "[cli][gpu]") {
+TEST_CASE("gpu names: a100 is the SXM4 80GB and the forecast says so - a10 is the A10", "[cli][gpu]") {
   const std::string run = "predict --model gpt3_27 --batch 1 --seq 128 --mode inference --predictor roofline";
   std::string err;
   const json a100 = run_json(run + " --gpu a100", "", &err);
@@ -443,7 +443,7 @@ TEST_CASE("--gpu a100 is the SXM4 80GB and the forecast says so; a10 is the A10"
   CHECK_FALSE(warned(a10["warnings"], "taken as"));
 }
 
-TEST_CASE("--gpus-dir and NEUSIGHT_GPUS_PATH: user GPU files by stem and alias, before the bundled ones", "[cli][gpu]") {
+TEST_CASE("gpu folders: --gpus-dir and NEUSIGHT_GPUS_PATH find user GPU files by stem and alias before the bundled ones", "[cli][gpu]") {
   temp_dir d;
   std::string tiny = ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml");
   d.write("lab/lab_gpu.toml", replaced(tiny, "\"tiny1\"", "\"labby\""));

@@ -55,10 +55,11 @@ TEST_CASE("kv-dtype: fp8 halves the KV cache and the decode attention's cache re
   CHECK((*q)["ms"].get<double>() < (*a)["ms"].get<double>());
   CHECK(warned(f8["warnings"], "outside what it was trained on"));
   for (const auto& w : bf["warnings"])  // H100 is out of the predictors' training range: those warnings only (and
-    // which H100 the short name `h100` was taken as)
+    // which H100 the short name `h100` was taken as, and the band widened beyond the folds' distance)
     CHECK((w.get<std::string>().find("out of distribution") != std::string::npos ||
            w.get<std::string>().find("may not be monotone in bandwidth or memory") != std::string::npos ||
-           w.get<std::string>().find("GPU 'h100' taken as H100-SXM5-80GB") == 0));
+           w.get<std::string>().find("GPU 'h100' taken as H100-SXM5-80GB") == 0 ||
+           w.get<std::string>().find("the uncertainty band is widened") == 0));
 }
 
 TEST_CASE("kv-dtype: serve fits more sequences with an fp8 cache", "[cli][quant]") {

@@ -181,14 +181,14 @@ std::string two_steps(const json& meta) {
 }  // namespace
 
 TEST_CASE("scale: a trace of two profiled steps is reported per step", "[cli][scale][tools]") {
-  const json one = json_of(run_cli("scale --trace tests/fixtures/traces/hf/gpt2-fp32-train.json --to h100 --format json"));
+  const json one = json_of(run_cli("scale --trace tests/fixtures/traces/hf/gpt2-fp32-train.json --to h100_sxm5_80gb --format json"));
   CHECK(one["steps"] == 1);  // its sidecar gpt2-fp32-train.meta.json says so
   temp_dir t;
   const json meta = {{"format", "neusight-trace-meta"}, {"version", 1}, {"mode", "train"}, {"steps", 2}};
   const auto with_meta = t.write("meta/t.json", two_steps(meta));
   const auto bare = t.write("bare/t.json", two_steps(nullptr));  // its two Optimizer.step calls say it
   for (const auto& file : {with_meta, bare}) {
-    const auto r = run_cli("scale --trace " + quoted(file.string()) + " --to h100 --format json");
+    const auto r = run_cli("scale --trace " + quoted(file.string()) + " --to h100_sxm5_80gb --format json");
     const json j = json_of(r);
     CHECK(j["steps"] == 2);
     for (const char* k : {"origin_ms", "latency_ms", "forward_ms", "backward_ms", "optimizer_ms"})
@@ -196,12 +196,12 @@ TEST_CASE("scale: a trace of two profiled steps is reported per step", "[cli][sc
     CHECK(j["ops"].size() == 2 * one["ops"].size());
     CHECK(r.err.find("taken as") == std::string::npos);
   }
-  CHECK_THAT(json_of(run_cli("scale --trace " + quoted(with_meta.string()) + " --to h100 --format json"))["steps_source"]
+  CHECK_THAT(json_of(run_cli("scale --trace " + quoted(with_meta.string()) + " --to h100_sxm5_80gb --format json"))["steps_source"]
                  .get<std::string>(),
              Catch::Contains("key 'neusight' says steps = 2"));
   // hf_trace.py's sidecar <out>.meta.json counts when the trace has no metadata; a disagreement is said
   t.write("bare/t.json.meta.json", json{{"format", "neusight-trace-meta"}, {"steps", 3}}.dump());
-  const auto side = run_cli("scale --trace " + quoted(bare.string()) + " --to h100 --format json");
+  const auto side = run_cli("scale --trace " + quoted(bare.string()) + " --to h100_sxm5_80gb --format json");
   const json s = json_of(side);
   CHECK(s["steps"] == 3);
   CHECK_THAT(side.err, Catch::Contains("t.json.meta.json says steps = 3, but it holds 2 Optimizer.step calls: taken as 3"));
