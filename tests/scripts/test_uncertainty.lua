@@ -2,11 +2,7 @@
 -- factor it gives a family's draws (the band itself: tests/cli/test_band_cli.cpp).
 local U = require "neusight.uncertainty"
 
-local function close(got, want, what)
-  if math.abs(got - want) > 1e-12 * math.abs(want) then
-    error(("%s: expected %.17g, got %.17g"):format(what, want, got), 2)
-  end
-end
+local close = require("neusight.testing").near  -- (got, want, what): relative 1e-12
 
 local RANGE = { num_sm = { 20, 108 }, mem_bw_gbps = { 192, 1555 }, peak_tflops = { 5.5, 19.5 },
   peak_field = "peak_fp32_tflops" }
