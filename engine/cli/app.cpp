@@ -157,7 +157,7 @@ void report_emit(session& s, const common_flags& c, const forecast_done& d, cons
   const std::string format = c.format == "json" || c.format == "csv" ? c.format : "table";
   std::vector<std::string> formats = {format};
   if (!c.report_html.empty() && format != "json") formats.push_back("json");  // the page's input
-  const auto texts = s.forecast_render(*d.fc, d.gpu, predictor, d.warnings, d.figs, formats);
+  const auto texts = s.forecast_render(d.state, *d.fc, d.gpu, predictor, d.warnings, d.figs, formats);
   // --report: the page is rendered first (a script error writes nothing), written after the normal output.
   const std::string html = c.report_html.empty() ? "" : s.render("neusight.html", "render", texts.back());
   emit(texts.front(), c.output);
@@ -234,7 +234,7 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
     if (x.key == "calibrated_ms") calibrated_ms = figure_number(x.value);
   if (factors.empty()) throw error("scripts/neusight/calibration.lua fit(): no factor.<family> fields");
   for (const auto& w : fit.warnings) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-  const std::string config = s.forecast_summary();  // the workload in a line (scripts/neusight/report.lua)
+  const std::string config = s.forecast_summary(d.state);  // the workload in a line (scripts/neusight/report.lua)
   std::vector<std::pair<std::string, std::variant<std::string, double>>> facts = {
       {"measurement", m.source}, {"measured_ms", measured_ms}, {"forecast_ms", latency_s * 1e3},
       {"workload", config}};
@@ -244,7 +244,7 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
   if (auto w = s.weights_fitted(d.gpu); !w.empty()) facts.emplace_back("weights", w);
   // the whole model's parameters, when known (scripts/neusight/report.lua model_params): what later forecasts tell
   // the measured model by; written whole
-  if (const auto n = s.forecast_model_params(d.fc->params_total())) facts.emplace_back("model_params", *n);
+  if (const auto n = s.forecast_model_params(d.state, d.fc->params_total())) facts.emplace_back("model_params", *n);
   if (!m.note.empty()) facts.emplace_back("note", m.note);
   // each phase from its own measurement (phase_decode_factors)
   const std::map<std::string, double>& other_factors = factors;
@@ -493,7 +493,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_workload(s, pred, one, script, d, false);
       gpu_spec shown = d.gpu;  // the row's gpu cell: report.lua row() reads the name
       if (const auto gl = gpu_labels.find(one.gpu); gl != gpu_labels.end()) shown.name = gl->second;
-      s.compare_add(shown, d.latency_s() * 1e3, d.figs, d.warnings);
+      s.compare_add(d.state, shown, d.latency_s() * 1e3, d.figs, d.warnings);
     } catch (const std::exception& ex) {
       std::vector<std::string> given;  // the inputs as given (the GPU by its label)
       for (const auto& lf : list_flags()) {
@@ -550,10 +550,10 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   const int64_t layers = opgraph_layers(og, gf.layers, d.warnings);
   opgraph_replicate(og, layers);
   // what the report shows of the graph (scripts/neusight/report.lua graph)
-  s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", mode},
+  d.state = s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", mode},
                   {"batch", int64_t(og.tag ? og.tag->batch : 0)}, {"seq", int64_t(og.tag ? og.tag->seq : 0)},
-                  {"layers", layers}, {"launch", d.launch}},
-                 og.g.params_total(), gpu.mem_gb);
+                            {"layers", layers}, {"launch", d.launch}},
+                           og.g.params_total(), gpu.mem_gb);
   const bool training = mode == "train";
   bool has_backward = false;
   for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;
@@ -563,7 +563,7 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
   std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
   if (const auto par = opgraph_parallel_of(og)) {
     if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
-    s.graph_parallel(og.g, kernels, gpu, *par, og.tag->batch, mode, d.warnings);
+    s.graph_parallel(d.state, og.g, kernels, gpu, *par, og.tag->batch, mode, d.warnings);
   }
   const auto pred = predictor_for(s, f);
   forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);

@@ -198,18 +198,20 @@ int eval_models_main(const eval_models_flags& f) {
     std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
     // the label's graph forecast as predict --graph forecasts it: scripts/neusight/pipeline.lua finish (a pipeline.lua
     // of your own under --scripts applies, e.g. one that post-processes the kernels' latencies); the report fields
-    // first, then the label's own parallel plan (report_graph drops the last label's), as predict --graph does
-    s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
-                    {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
-                   og.g.params_total(), gpu.mem_gb);
+    // first, then the label's own parallel plan in the label's state (report_graph's), as predict --graph does
+    const run_state graph_state = s.report_graph(
+        {{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
+         {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
+        og.g.params_total(), gpu.mem_gb);
     if (par) {  // the same timeline as predict --graph on this file
       std::vector<std::string> notes;
-      s.graph_parallel(og.g, kernels, gpu, *par, tag->batch, tag->mode, notes);
+      s.graph_parallel(graph_state, og.g, kernels, gpu, *par, tag->batch, tag->mode, notes);
       for (const auto& w : notes)
         if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     }
     session::pipeline_graph run;
     run.g = &og.g, run.kernels = std::move(kernels), run.gpu = &gpu, run.pred = pred.get(), run.source = og.source;
+    run.state = graph_state;
     // the pipeline's warnings (the predictor's, memory) are not shown here, as before, but for the host overhead's
     // (below); its error names the label
     std::optional<session::finished> finished;

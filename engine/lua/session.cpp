@@ -390,16 +390,15 @@ void state_report_push(session::impl& p, int idx, double params, const std::stri
 }
 
 // Calls neusight.report.`fn` with the `nargs` values on top of the stack and keeps its result as the report fields of
-// the forecast that follows (impl::fields_ref). [-nargs, +0, e]
-void report_fields_keep(session::impl& p, const char* fn, int nargs) {
+// `st` (run_state's "fields"). [-nargs, +0, e]
+void report_fields_keep(session::impl& p, const run_state& st, const char* fn, int nargs) {
   lua_State* L = p.L();
   const std::string& file = function_push(p, "neusight.report", fn);  // stack: … args fn
   lua_insert(L, -(nargs + 1));  // stack: … fn args
   ns_call(L, nargs, 1, "in " + file + " " + fn);  // stack: … fields
   if (!lua_istable(L, -1))
     throw error(file + ": " + fn + " returned " + luaL_typename(L, -1) + ", expected a table");
-  luaL_unref(L, LUA_REGISTRYINDEX, p.fields_ref);
-  p.fields_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops fields
+  run_state_set(L, st, "fields");  // pops fields
 }
 
 }  // namespace
@@ -587,11 +586,30 @@ void session::op_shadows_report() {
         std::fprintf(stderr, "neusight: %s shadows %s (op '%s')\n", e.file.c_str(), sh.c_str(), e.name.c_str());
 }
 
-void session::plan_set(const std::string& key, const std::string& value) {
-  if (p_->plan_ref == LUA_NOREF) throw error("plan_set: the last workload has no parallel plan");
+struct run_state::holder {
+  lua_State* L = nullptr;
+  int ref = LUA_NOREF;
+  holder(lua_State* l, int r) : L(l), ref(r) {}
+  holder(const holder&) = delete;
+  holder& operator=(const holder&) = delete;
+  ~holder() { luaL_unref(L, LUA_REGISTRYINDEX, ref); }
+};
+
+run_state::run_state(lua_State* L, int ref) : h_(std::make_shared<holder>(L, ref)) {}
+
+int run_state::ref() const { return h_ ? h_->ref : LUA_NOREF; }
+
+const run_state& session::legacy_last() const { return p_->last; }
+
+void session::plan_set(const std::string& key, const std::string& value) { plan_set(p_->last, key, value); }
+
+void session::plan_set(const run_state& st, const std::string& key, const std::string& value) {
   lua_State* L = p_->L();
   stack_guard guard(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
+  if (run_state_push(L, st, "plan") != LUA_TTABLE) {
+    lua_pop(L, 1);
+    throw error("plan_set: the last workload has no parallel plan");
+  }
   lua_pushstring(L, key.c_str());
   lua_pushstring(L, value.c_str());
   lua_rawset(L, -3);
@@ -610,26 +628,27 @@ void session::file_text_set(const std::string& path, std::string text) {
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
-  luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->fields_ref);
   luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->compare_ref);
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 
-void session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
+run_state session::report_graph(const workload_overrides& fields, double params, double gpu_mem_gb) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  // a new graph: the last one's parallel plan is not its own (graph_parallel, called after this, makes its plan)
-  p_->plan_drop();
+  // a new graph's state: no parallel plan (graph_parallel, called after this, makes its plan there)
+  run_state st = run_state_new(L);
   overrides_push_table(L, fields);  // stack: g
   lua_pushnumber(L, params);
   lua_pushnumber(L, gpu_mem_gb);  // stack: g params gpu_mem_gb
-  report_fields_keep(*p_, "graph", 3);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  report_fields_keep(*p_, st, "graph", 3);
+  run_state_push(L, st, "fields");
   if (raw_getfield(L, -1, "state") != LUA_TTABLE)  // stack: fields state
     throw error(std::string("scripts/neusight/report.lua: graph returned a state that is ") + luaL_typename(L, -1) +
                 ", expected precision.lua state_report's table");
   state_report_check(L, -1);
+  p_->last = st;
+  return st;
 }
 
 workload session::workload_load(const std::string& script, const workload_overrides& overrides) {
@@ -637,6 +656,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   workload w;
+  w.state = run_state_new(L);
   w.source = script.empty() ? "command line" : display_of(script);
   std::string origin = w.source;  // messages also name a config.json given on the command line
   if (const auto m = overrides.find("model"); m != overrides.end())
@@ -809,14 +829,14 @@ workload session::workload_load(const std::string& script, const workload_overri
   lua_pushstring(L, w.source.c_str()), lua_setfield(L, build, "source");
   lua_pushvalue(L, norm);
   lua_pushvalue(L, build);
-  report_fields_keep(*p_, "workload", 2);  // stack: W spec norm build nodes
-  p_->plan_drop();
+  report_fields_keep(*p_, w.state, "workload", 2);  // stack: W spec norm build nodes
   raw_getfield(L, build, "plan");  // stack: W spec norm build nodes plan
   w.parallel = lua_istable(L, -1);
   if (w.parallel) {
-    p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops plan
-    p_->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops nodes
+    run_state_set(L, w.state, "plan");   // pops plan
+    run_state_set(L, w.state, "nodes");  // pops nodes
   }
+  p_->last = w.state;
   return w;
 }
 

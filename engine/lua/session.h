@@ -20,7 +20,27 @@
 #include "core/roofline.h"
 #include "lua/script_limits.h"
 
+struct lua_State;
+
 namespace ns {
+
+// The Lua state a loaded workload (session::workload_load) or reference graph (session::report_graph) made in its
+// session's Lua state: its report fields (scripts/neusight/report.lua workload or graph) and, for a parallel one, its
+// plan (neusight.parallel.plan) and node tables (session::graph_parallel, session::timeline) — one table
+// { fields, plan, nodes } the registry holds. What reports, times or re-plans that workload's forecast takes it: the
+// session keeps no "last workload". Copies share the table; its registry reference is released with the last copy.
+// Must not outlive its session.
+class run_state {
+ public:
+  run_state() = default;
+  run_state(lua_State* L, int ref);  // takes over the registry reference `ref`
+  explicit operator bool() const { return bool(h_); }
+  int ref() const;  // the registry reference (LUA_NOREF when empty)
+
+ private:
+  struct holder;
+  std::shared_ptr<holder> h_;
+};
 
 struct session_options {
   std::filesystem::path data_root;                 // bundled gpus/ ops/ scripts/ weights/
@@ -77,6 +97,7 @@ struct workload {
   // read it.
   gpu_spec gpu_resolved;
   bool parallel = false;
+  run_state state;  // its report fields and parallel plan, in Lua
   bool training() const { return mode == "train"; }
 };
 
@@ -114,8 +135,8 @@ class session {
   // The report fields of a graph without a workload (predict --graph): one call of scripts/neusight/report.lua
   // graph(fields, params, gpu_mem_gb), where `fields` holds source, model, mode, batch, seq, layers, launch; the Lua
   // side makes its model state (precision.lua, for `params` on a GPU of `gpu_mem_gb`), checked here as workload_load's
-  // is. What forecast_render renders next, as workload_load's workload.
-  void report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
+  // is. What forecast_render renders of the graph's forecast, as it renders a workload's from its workload.state.
+  run_state report_graph(const workload_overrides& fields, double params, double gpu_mem_gb);
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
@@ -235,7 +256,7 @@ class session {
     std::string json, table, csv;
   };
   lua_report report(const std::string& module, const std::string& fn);
-  // What `neusight search` reads of the forecast `f` of the last workload_load (or report_graph), after its timeline(),
+  // What `neusight search` reads of the forecast `f` of the workload (or graph) whose state is `st`, after its timeline(),
   // from scripts/neusight/report.lua: figure_inputs (what neusight.figures compute() gets besides the kernel families'
   // times, the dtype's peak and the calibration) and memory_warnings (the run does not fit), for a layout without a
   // parallel plan (whose lean pipeline run makes neither). A forecast of predict and run gets both in
@@ -244,7 +265,8 @@ class session {
     figure_inputs inputs;
     std::vector<std::string> memory_warnings;
   };
-  forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);
+  forecast_facts forecast_facts_of(const run_state& st, const forecast& f, const gpu_spec& gpu);
+  forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);  // legacy_last()'s (search_cmd.cpp)
   // A comparison (predict with list-valued flags) as scripts/neusight/compare.lua builds and renders it: a Lua table of
   // rows the session holds. compare_begin starts one: `inputs` are the list-valued flags (a row's first cells, in
   // order: key, table column, whether its values are integers), `source` what the table says the rows come from.
@@ -253,9 +275,9 @@ class session {
     bool integer = false;
   };
   void compare_begin(const std::vector<compare_input>& inputs, const std::string& source);
-  // compare.lua add(): the row of the last workload_load's forecast — its inputs as run (scripts/neusight/report.lua
+  // compare.lua add(): the row of the forecast of the workload whose state is `st` — its inputs as run (scripts/neusight/report.lua
   // row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a figure named like a column).
-  void compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
+  void compare_add(const run_state& st, const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
   // compare.lua add_error(): a combination that could not be forecast: its inputs as given (one text per input, ""
   // for none), the error and the file of the GPU --gpu gave ("" when none did).
   void compare_add_error(const std::vector<std::string>& given, const std::string& message,
@@ -268,25 +290,27 @@ class session {
   // scripts/neusight/compare.lua repeated(key, given): why the items of the list-valued input `key` (as given) name one
   // thing twice once each is resolved to its one name (--dtype bf16,BF16), "" when they do not.
   std::string compare_repeated(const std::string& key, const std::vector<std::string>& given);
-  // scripts/neusight/report.lua summary(fields): the workload in one line (a calibration file's note).
-  std::string forecast_summary();
+  // scripts/neusight/report.lua summary(fields) of `st`'s fields: the workload in one line (a calibration file's note).
+  std::string forecast_summary(const run_state& st);
   // scripts/neusight/report.lua model_params of the same fields and `params` (the forecast's count): the whole
   // model's parameters a calibration records, nullopt when not known (a reference graph, a tp/ep layout, an older
   // --scripts report.lua without the function).
-  std::optional<double> forecast_model_params(double params);
-  // The single forecast `f` of the last workload_load (or report_graph) as scripts/neusight/report.lua renders it:
+  std::optional<double> forecast_model_params(const run_state& st, double params);
+  std::optional<double> forecast_model_params(double params);  // legacy_last()'s (search_cmd.cpp)
+  // The single forecast `f` of the workload (or graph) whose state is `st` as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
   // its format_json (as JSON text), format_table or format_csv for each of `formats` ("json", "table", "csv"), all
   // from that one result.
-  std::vector<std::string> forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+  std::vector<std::string> forecast_render(const run_state& st, const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                            const std::vector<std::string>& warnings, const figures& figs,
                                            const std::vector<std::string>& formats);
   // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
-  // What `module`.`fn` makes of the report fields of the last workload or graph loaded (neusight.report workload's
+  // What `module`.`fn` makes of the report fields of `st` (neusight.report workload's
   // table), as JSON: a command's document says a workload's fields from their Lua table (search's optimizer:
   // scripts/neusight/search.lua json_fields), never from a C++ copy of them.
-  nlohmann::ordered_json report_fields_json(const std::string& module, const std::string& fn);
+  nlohmann::ordered_json report_fields_json(const run_state& st, const std::string& module, const std::string& fn);
+  nlohmann::ordered_json report_fields_json(const std::string& module, const std::string& fn);  // legacy_last()'s
 
   // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
   struct scale_item {
@@ -361,6 +385,9 @@ class session {
     std::string source;            // the workload's (figures_compute's `workload`) or the graph file's
     std::string launch = "eager";  // "eager" | "graph" (scripts/neusight/launch.lua)
     bool decode = false;           // a decode step (--mode decode): the calibration's decode factors apply
+    // the workload's (run.workload(): workload_load's) or the graph's (report_graph's): what the report renders and
+    // the timeline times; forecast_finish of an empty one reads legacy_last() (search_cmd.cpp)
+    run_state state;
   };
   // What a pipeline run works on: the graph and its kernels, the GPU, the predictor, and what the report says of
   // them. forecast_finish is given it whole; forecast_workload's steps fill it (run.workload(), run.expand(),
@@ -402,21 +429,23 @@ class session {
   finished forecast_workload(workload_request req, pipeline_options opt);
   finished forecast_finish(pipeline_graph graph, pipeline_options opt);
 
-  // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses from the file's
+  // A distributed reference graph (predict --graph, eval models): makes the plan timeline() uses, in `st` (the graph's
+  // report_graph state), from the file's
   // layout (HF eager kernels), prices the graph's ALLREDUCE kernels with it and drops the ones the timeline models
   // itself (ALLREDUCE_ASYNC gradient rows, SENDRECV); a note on what was dropped goes to `notes`.
-  void graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+  void graph_parallel(const run_state& st, const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
                       const opgraph_parallel_option& layout, int64_t batch, const std::string& mode,
                       std::vector<std::string>& notes);
 
-  // The per-device timeline of the last workload_load's parallel plan from a forecast of its graph
+  // The per-device timeline of the parallel plan in `st` (a workload's, or graph_parallel's) from a forecast of its graph
   // (scripts/neusight/parallel.lua timeline), as its report (scripts/neusight/parallel/report.lua) gives it; nullopt
   // when that workload was not parallel. The timeline itself stays a Lua table; the report and the timeline's memory
   // report join the report fields forecast_render renders. `lean` (search: a ranking of many layouts): the report's
   // JSON without its per-device list, no table text, and the report fields without the memory report (their
   // `parallel` is this report: its layout's warnings, report.lua layout_warnings, are said). `gpu`: the GPU the forecast
   // priced, whose roofline floors of each node's kernels (roofline_floor_seconds) the timeline sums per device.
-  std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);
+  std::optional<parallel_report> timeline(const run_state& st, const forecast& fc, const gpu_spec& gpu, bool lean = false);
+  std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);  // legacy_last()'s
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off. `predictor` (a forecast's
@@ -487,10 +516,15 @@ class session {
   // the run while a combination a builder refuses becomes an error row.
   void workload_check(const workload_overrides& overrides);
 
-  // Sets string field `key` of the last workload_load's parallel plan, the one timeline() reads (a search re-times one
+  // Sets string field `key` of the parallel plan in `st`, the one timeline(st, …) reads (a search re-times one
   // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).
-  // Throws when the last workload was not parallel.
-  void plan_set(const std::string& key, const std::string& value);
+  // Throws when that workload is not parallel.
+  void plan_set(const run_state& st, const std::string& key, const std::string& value);
+  void plan_set(const std::string& key, const std::string& value);  // legacy_last()'s (search_cmd.cpp)
+
+  // The state of the last workload_load or report_graph: only for the overloads above without a run_state that
+  // engine/cli/search_cmd.cpp still calls (its owner passes its workload's state next; then this goes).
+  const run_state& legacy_last() const;
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

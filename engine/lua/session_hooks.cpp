@@ -89,7 +89,7 @@ void session::calibration_set(const std::string& gpu_name, std::optional<calibra
   p_->calibration_overrides[gpu_name] = std::move(c);
 }
 
-void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
+void session::graph_parallel(const run_state& st, const graph& g, std::vector<kernel_instance>& kernels, const gpu_spec& gpu,
                              const opgraph_parallel_option& layout, int64_t batch, const std::string& mode,
                              std::vector<std::string>& notes) {
   const workload_overrides parallel{{"dp", layout.dp},
@@ -156,14 +156,19 @@ void session::graph_parallel(const graph& g, std::vector<kernel_instance>& kerne
     node_push(L, g.nodes[i], training);
     lua_rawseti(L, -2, lua_Integer(i + 1));
   }
-  p_->plan_drop();
-  p_->nodes_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops nodes
-  p_->plan_ref = luaL_ref(L, LUA_REGISTRYINDEX);   // pops plan
+  if (!st) throw error("graph_parallel: no graph state (report_graph's) to keep the plan in");
+  run_state_set(L, st, "nodes");  // pops nodes
+  run_state_set(L, st, "plan");   // pops plan
 }
 
 std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_spec& gpu, bool lean) {
-  if (p_->plan_ref == LUA_NOREF) return std::nullopt;
+  return timeline(p_->last, fc, gpu, lean);
+}
+
+std::optional<parallel_report> session::timeline(const run_state& st, const forecast& fc, const gpu_spec& gpu,
+                                                 bool lean) {
   lua_State* L = p_->L();
+  if (!run_state_has(L, st, "plan")) return std::nullopt;
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   // Per node, one instance: forward, backward (+ accumulate), optimizer; the collective part of each pass; and the
@@ -188,11 +193,11 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
   lua_pushstring(L, "neusight.parallel");
   ns_call(L, 1, 1, "while loading scripts/neusight/parallel.lua");  // stack: P
   const int P = lua_gettop(L);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->plan_ref);
+  run_state_push(L, st, "plan");
   const int plan = lua_gettop(L);  // stack: P plan
   const std::string& file = function_get(*p_, P, "neusight.parallel", "timeline");
   lua_pushvalue(L, plan);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->nodes_ref);
+  run_state_push(L, st, "nodes");
   if (lua_rawlen(L, -1) != t.size())
     throw error("parallel timeline: the graph has " + std::to_string(t.size()) + " nodes, the plan's model " +
                 std::to_string(lua_rawlen(L, -1)));
@@ -215,8 +220,8 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
                        (fc.g.origin.empty() ? std::string() : " of " + fc.g.origin));  // stack: P plan result
   std::string where = file + " timeline";
   if (!lua_istable(L, -1)) throw error(where + " returned " + luaL_typename(L, -1) + ", expected a table");
-  if (!lean && p_->fields_ref != LUA_NOREF) {  // the forecast's report shows this memory report (neusight.memory.parallel)
-    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result fields
+  if (!lean && run_state_has(L, st, "fields")) {  // the forecast's report shows this memory report (neusight.memory.parallel)
+    run_state_push(L, st, "fields");  // stack: P plan result fields
     raw_getfield(L, -2, "memory");
     lua_setfield(L, -2, "memory");
     lua_pop(L, 1);
@@ -231,8 +236,8 @@ std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_s
   table_reader r(L, -1, where + " result");
   // the forecast's report renders this one (scripts/neusight/report.lua), and its layout's warnings are read from it
   // (report.lua layout_warnings: scripts/neusight/pipeline.lua finish, a lean one too: search says them)
-  if (p_->fields_ref != LUA_NOREF) {
-    lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: P plan result report fields
+  if (run_state_has(L, st, "fields")) {
+    run_state_push(L, st, "fields");  // stack: P plan result report fields
     lua_pushvalue(L, -2);
     lua_setfield(L, -2, "parallel");
     lua_pop(L, 1);

@@ -73,15 +73,9 @@ struct session::impl {
   session_options opts;
   lua_state state;
   int engine_ref = LUA_NOREF;
-  int plan_ref = LUA_NOREF;   // the last parallel workload's plan (neusight.parallel.plan) and its node tables
-  int nodes_ref = LUA_NOREF;
-  // Drops the last parallel plan and its nodes (a new workload or graph: its plan, if any, is made after this).
-  void plan_drop() {
-    for (int* ref : {&plan_ref, &nodes_ref}) luaL_unref(L(), LUA_REGISTRYINDEX, *ref), *ref = LUA_NOREF;
-  }
-  // The report fields of the forecast in progress (neusight.report.workload of the last workload_load, or .graph of
-  // report_graph); timeline() adds the parallel report and its memory report. What forecast_render renders.
-  int fields_ref = LUA_NOREF;
+  // The last workload_load's or report_graph's state: only for session::legacy_last() (search_cmd.cpp's calls
+  // without a run_state). Declared after `state`, so released before it.
+  run_state last;
   int compare_ref = LUA_NOREF;  // the comparison in progress (scripts/neusight/compare.lua new)
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
@@ -288,6 +282,36 @@ struct session::impl {
     lua_remove(L(), -2);
   }
 };
+
+// A new, empty run_state: a table { } in the registry. [-0, +0, m]
+inline run_state run_state_new(lua_State* L) {
+  lua_newtable(L);
+  return run_state(L, luaL_ref(L, LUA_REGISTRYINDEX));
+}
+// Pushes field `key` of the state's table (fields, plan, nodes); nil when the state is empty or has none. [-0, +1, -]
+inline int run_state_push(lua_State* L, const run_state& st, const char* key) {
+  if (!st) {
+    lua_pushnil(L);
+    return LUA_TNIL;
+  }
+  lua_rawgeti(L, LUA_REGISTRYINDEX, st.ref());
+  const int type = raw_getfield(L, -1, key);
+  lua_remove(L, -2);
+  return type;
+}
+// Pops the value on top into field `key` of the state's table (which must not be empty). [-1, +0, -]
+inline void run_state_set(lua_State* L, const run_state& st, const char* key) {
+  lua_rawgeti(L, LUA_REGISTRYINDEX, st.ref());
+  lua_insert(L, -2);
+  lua_setfield(L, -2, key);
+  lua_pop(L, 1);
+}
+// Whether the state has a table as field `key` (a parallel one has its "plan"). [-0, +0, -]
+inline bool run_state_has(lua_State* L, const run_state& st, const char* key) {
+  const bool has = run_state_push(L, st, key) == LUA_TTABLE;
+  lua_pop(L, 1);
+  return has;
+}
 
 // predict(kernels, gpu, name) -> { seconds, … }: the engine half of ns.predict (session_predict.cpp). [-3, +1, e]
 int l_predict(lua_State* L);

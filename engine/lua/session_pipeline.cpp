@@ -120,13 +120,14 @@ int l_workload(lua_State* L) {
     c.out->gpu = w.gpu_resolved;
     r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
     r.decode = w.mode == "decode";
+    r.state = w.state;
     static_cast<session::run_facts&>(*c.out) = r;
     lua_createtable(L, 0, 5);
     set_string(L, "source", w.source);
     set_string(L, "launch", w.launch);
     strings_push(L, w.warnings);
     lua_setfield(L, -2, "warnings");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c.p->fields_ref);  // workload_load kept them
+    run_state_push(L, w.state, "fields");  // workload_load kept them
     lua_setfield(L, -2, "fields");
     report_gpu_push(L, w.gpu_resolved);
     lua_setfield(L, -2, "gpu");
@@ -283,7 +284,7 @@ int l_timeline(lua_State* L) {
   return primitive(L, [&](pipeline_context& c) {
     // lean: the ranking's numbers only (session::timeline's lean report; no memory report for the fields)
     const forecast& fc = forecast_of(L, c, "timeline");  // made on the GPU (its roofline floors)
-    if (auto tl = c.s->timeline(fc, gpu_of(L, c, "timeline"), c.opt->lean)) c.out->parallel = std::move(*tl);
+    if (auto tl = c.s->timeline(c.run->state, fc, gpu_of(L, c, "timeline"), c.opt->lean)) c.out->parallel = std::move(*tl);
     lua_pushboolean(L, c.out->parallel.has_value());
     return 1;
   });
@@ -409,7 +410,7 @@ void pipeline_call(session::impl& p, pipeline_context& c, const char* fn, bool w
   if (!opt.row_keys.empty()) set_string(L, "row_keys", opt.row_keys);
   if (!workload) {  // what run.workload() gives a workload's run
     strings_push(L, run.warnings), lua_setfield(L, -2, "warnings");
-    lua_rawgeti(L, LUA_REGISTRYINDEX, p.fields_ref), lua_setfield(L, -2, "fields");
+    run_state_push(L, run.state, "fields"), lua_setfield(L, -2, "fields");
     report_gpu_push(L, *run.gpu), lua_setfield(L, -2, "gpu");
   }
   const std::pair<const char*, lua_CFunction> primitives[] = {
@@ -463,7 +464,8 @@ session::finished session::forecast_workload(workload_request req, pipeline_opti
 }
 
 session::finished session::forecast_finish(pipeline_graph graph, pipeline_options opt) {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_finish: no workload or graph to report");
+  if (!graph.state) graph.state = p_->last;  // search_cmd.cpp's runs (legacy_last)
+  if (!run_state_has(p_->L(), graph.state, "fields")) throw error("forecast_finish: no workload or graph to report");
   finished out;
   out.gpu = *graph.gpu;
   static_cast<run_facts&>(out) = graph;

@@ -142,7 +142,11 @@ figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad) 
 }
 
 session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_spec& gpu) {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_facts_of: no workload or graph to report");
+  return forecast_facts_of(p_->last, f, gpu);
+}
+
+session::forecast_facts session::forecast_facts_of(const run_state& st, const forecast& f, const gpu_spec& gpu) {
+  if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_facts_of: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -150,7 +154,7 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   const int R = lua_gettop(L);
   forecast_facts out;
   const std::string& where = function_get(*p_, R, "neusight.report", "memory_warnings");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   ns_call(L, 1, 1, "in " + where + " memory_warnings");  // stack: R warnings
   if (!lua_istable(L, -1)) throw error(where + ": memory_warnings must return an array of strings");
   for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
@@ -161,7 +165,7 @@ session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_
   }
   lua_pop(L, 1);  // stack: R
   function_get(*p_, R, "neusight.report", "figure_inputs");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   forecast_push(L, f, false);
   report_gpu_push(L, gpu);
   ns_call(L, 3, 1, "in " + where + " figure_inputs");  // stack: R inputs
@@ -208,16 +212,16 @@ void compare_result(lua_State* L, const std::string& where) {
 
 }  // namespace
 
-void session::compare_add(const gpu_spec& gpu, double latency_ms, const figures& figs,
+void session::compare_add(const run_state& st, const gpu_spec& gpu, double latency_ms, const figures& figs,
                           const std::vector<std::string>& warnings) {
-  if (p_->fields_ref == LUA_NOREF) throw error("compare_add: no workload or graph to report");
+  if (!run_state_has(p_->L(), st, "fields")) throw error("compare_add: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   compare_push(*p_, "add");  // stack: C doc
   const std::string& file = function_get(*p_, -2, "neusight.compare", "add");
   lua_pushvalue(L, -2);
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   report_gpu_push(L, gpu);
   lua_pushnumber(L, latency_ms);
   figures_push(L, figs);
@@ -321,20 +325,24 @@ std::string session::compare_render(const std::string& format) {
   return std::string(s, n);
 }
 
-std::string session::forecast_summary() {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_summary: no workload or graph to report");
+std::string session::forecast_summary(const run_state& st) {
+  if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_summary: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const std::string& file = function_push(*p_, "neusight.report", "summary");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   ns_call(L, 1, 1, "in " + file + " summary");  // stack: line
   if (lua_type(L, -1) != LUA_TSTRING) throw error(file + " summary must return a string");
   return lua_tostring(L, -1);
 }
 
 std::optional<double> session::forecast_model_params(double params) {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_model_params: no workload or graph to report");
+  return forecast_model_params(p_->last, params);
+}
+
+std::optional<double> session::forecast_model_params(const run_state& st, double params) {
+  if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_model_params: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -342,7 +350,7 @@ std::optional<double> session::forecast_model_params(double params) {
   // absent from an older --scripts report.lua: no count, as before it was there
   if (!function_find(*p_, -1, "neusight.report", "model_params")) return std::nullopt;
   const std::string& file = p_->module_file("neusight.report").display;
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   lua_pushnumber(L, params);
   ns_call(L, 2, 1, "in " + file + " model_params");  // stack: R count|nil
   if (lua_isnil(L, -1)) return std::nullopt;
@@ -352,17 +360,17 @@ std::optional<double> session::forecast_model_params(double params) {
   return std::round(n);  // whole, as a calibration records it
 }
 
-std::vector<std::string> session::forecast_render(const forecast& f, const gpu_spec& gpu, const std::string& predictor,
+std::vector<std::string> session::forecast_render(const run_state& st, const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                                   const std::vector<std::string>& warnings, const figures& figs,
                                                   const std::vector<std::string>& formats) {
-  if (p_->fields_ref == LUA_NOREF) throw error("forecast_render: no workload or graph to report");
+  if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_render: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   require_push(*p_, "neusight.report");  // stack: R
   const int R = lua_gettop(L);
   const std::string& where = function_get(*p_, R, "neusight.report", "result");
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);
+  run_state_push(L, st, "fields");
   forecast_push(L, f);
   lua_createtable(L, 0, 6);  // stack: R result fields fc extras
   report_gpu_push(L, gpu);
@@ -396,13 +404,18 @@ std::vector<std::string> session::forecast_render(const forecast& f, const gpu_s
 }
 
 nlohmann::ordered_json session::report_fields_json(const std::string& module, const std::string& fn) {
-  if (p_->fields_ref == LUA_NOREF) throw error("report_fields_json: no workload or graph to report");
+  return report_fields_json(p_->last, module, fn);
+}
+
+nlohmann::ordered_json session::report_fields_json(const run_state& st, const std::string& module,
+                                                   const std::string& fn) {
+  if (!run_state_has(p_->L(), st, "fields")) throw error("report_fields_json: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const std::string where = "module " + module + " " + fn;
   function_push(*p_, module.c_str(), fn.c_str());
-  lua_rawgeti(L, LUA_REGISTRYINDEX, p_->fields_ref);  // stack: fn fields
+  run_state_push(L, st, "fields");  // stack: fn fields
   ns_call(L, 1, 1, "in " + where);  // stack: doc
   if (!lua_istable(L, -1)) throw error(where + " must return a table (got " + luaL_typename(L, -1) + ")");
   return json_from_lua(L, -1, where);

@@ -18,7 +18,7 @@ namespace {
 struct serve_context {
   serve_context(session* s_, session::impl* p_, const predictor* pred_) : s(s_), p(p_), pred(pred_) {}
   session* s = nullptr;
-  session::impl* p = nullptr;  // s's state: the report fields of the phase's workload (impl::fields_ref)
+  session::impl* p = nullptr;  // s's state
   const predictor* pred = nullptr;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now(), last;
   bool printed = false;
@@ -126,7 +126,7 @@ int l_serve_phase(lua_State* L) {
       lua_pushstring(L, band.warnings[i].c_str()), lua_rawseti(L, -2, lua_Integer(i + 1));
     lua_setfield(L, -2, "band_warnings");
     // the workload's facts, from its report fields (scripts/neusight/report.lua workload of workload.lua's build)
-    lua_rawgeti(L, LUA_REGISTRYINDEX, c->p->fields_ref);  // stack: result fields (a table: report_fields_keep)
+    run_state_push(L, done.state, "fields");  // stack: result fields (a table: report_fields_keep)
     const table_reader fields(L, -1, "scripts/neusight/report.lua workload result");
     const std::string mode = fields.str("mode"), dtype = fields.str("dtype"), &model = fc.g.model;
     const double kv = fields.number_or("kv_cache_bytes", 0);
@@ -171,7 +171,7 @@ int l_serve_phase(lua_State* L) {
     set_number(L, "params", fc.params_total());
     // the whole model's count, when the phase holds it (scripts/neusight/report.lua model_params: what a calibration's
     // model is told by)
-    if (const auto n = c->s->forecast_model_params(fc.params_total())) set_number(L, "model_params", *n);
+    if (const auto n = c->s->forecast_model_params(done.state, fc.params_total())) set_number(L, "model_params", *n);
     set_number(L, "flops", fc.flops_total());
     set_string(L, "launch", done.launch);
     set_string(L, "dtype", dtype);
