@@ -483,6 +483,8 @@ function E.get_op(name)
   ops[name], op_chunks[name] = r, chunk
   return r, chunk
 end
+-- Forgets the rules loaded (and the "no rule" found): the op search path changed (a workload's ops/ folder).
+function E.ops_forget() ops, op_chunks = {}, {} end
 
 -- The rule of op `name`, or an error naming the closest op on the search path. There is no silent memory-bound
 -- guess for an op without a rule: a rule file routes an op there explicitly (require("neusight.fallback").rule).

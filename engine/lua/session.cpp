@@ -599,6 +599,56 @@ run_state::run_state(lua_State* L, int ref) : h_(std::make_shared<holder>(L, ref
 
 int run_state::ref() const { return h_ ? h_->ref : LUA_NOREF; }
 
+lua_State* run_state::lua() const { return h_ ? h_->L : nullptr; }
+
+namespace {
+// Pushes field `key` of the workload table of `w` and returns the state, after checking its type is `type` (named
+// `expected` in the error). [-0, +1, e]
+lua_State* workload_field_push(const workload& w, const std::string& key, int type, const char* expected,
+                               bool integer = false) {
+  lua_State* L = w.state.lua();
+  if (!L) throw error(w.source + ": workload field '" + key + "': the workload has no Lua state");
+  run_state_push(L, w.state, "workload");
+  const int got = lua_istable(L, -1) ? raw_getfield(L, -1, key.c_str()) : (lua_pushnil(L), LUA_TNIL);
+  lua_remove(L, -2);
+  if (got != type || (integer && !lua_isinteger(L, -1))) {
+    const std::string got_name = lua_typename(L, got);
+    lua_pop(L, 1);
+    throw error(w.source + ": workload field '" + key + "' is " + got_name + ", expected " + expected);
+  }
+  return L;
+}
+}  // namespace
+
+template <>
+std::string workload::field<std::string>(const std::string& key) const {
+  lua_State* L = workload_field_push(*this, key, LUA_TSTRING, "a string");
+  std::string v = lua_tostring(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+template <>
+int64_t workload::field<int64_t>(const std::string& key) const {
+  lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "an integer", true);
+  const int64_t v = lua_tointeger(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+template <>
+double workload::field<double>(const std::string& key) const {
+  lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "a number");
+  const double v = lua_tonumber(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+template <>
+bool workload::field<bool>(const std::string& key) const {
+  lua_State* L = workload_field_push(*this, key, LUA_TBOOLEAN, "a boolean");
+  const bool v = lua_toboolean(L, -1);
+  lua_pop(L, 1);
+  return v;
+}
+
 const run_state& session::legacy_last() const { return p_->last; }
 
 void session::plan_set(const std::string& key, const std::string& value) { plan_set(p_->last, key, value); }
@@ -667,7 +717,15 @@ workload session::workload_load(const std::string& script, const workload_overri
   if (!script.empty()) {
     p_->workload_ops = fs::path(script).parent_path() / "ops";
     if (p_->workload_ops == "ops") p_->workload_ops = "./ops";
+    const std::vector<search_dir> before = p_->op_dirs;
     p_->op_dirs_rebuild();
+    const auto same = [](const search_dir& a, const search_dir& b) { return a.path == b.path; };
+    if (!std::equal(before.begin(), before.end(), p_->op_dirs.begin(), p_->op_dirs.end(), same)) {
+      // another path: the rules loaded by name, and what nodes expanded into by them, may be another file's now
+      p_->push_engine_field("ops_forget");
+      ns_call(L, 0, 0);
+      p_->expansions.clear();
+    }
     op_shadows_report();  // the workload's ops/ folder joins the path now
   }
   p_->push_engine_field("require");
@@ -704,9 +762,11 @@ workload session::workload_load(const std::string& script, const workload_overri
   }
   if (raw_getfield(L, norm, "figures") == LUA_TFUNCTION) p_->figures_hooks[w.source] = luaL_ref(L, LUA_REGISTRYINDEX);
   else lua_pop(L, 1);
+  lua_pushvalue(L, norm);
+  run_state_set(L, w.state, "workload");  // what workload::field reads
   table_reader r(L, norm, w.source);
-  w.gpu = r.str("gpu");
-  w.mode = r.str("mode");
+  const std::string gpu_given = r.str("gpu");
+  r.str("mode");  // workload::field's
   r.str("optimizer"), r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua workload)
   w.dtype = r.str("dtype");
   w.precision = r.str("precision");
@@ -729,9 +789,9 @@ workload session::workload_load(const std::string& script, const workload_overri
   try {
     // a relative GPU file path in a script is the script's, as its `model = "x.json"` is; a path that is not there
     // beside the script is taken as before (from the current folder, or gpus/<file>.toml of the bundled GPUs)
-    std::string query = w.gpu;
-    if (!script.empty() && !overrides.count("gpu") && gpu_query_is_path(w.gpu) && fs::path(w.gpu).is_relative()) {
-      const fs::path beside = fs::path(script).parent_path() / w.gpu;
+    std::string query = gpu_given;
+    if (!script.empty() && !overrides.count("gpu") && gpu_query_is_path(gpu_given) && fs::path(gpu_given).is_relative()) {
+      const fs::path beside = fs::path(script).parent_path() / gpu_given;
       std::error_code ec;
       if (fs::is_regular_file(beside, ec)) query = display_of(beside);
     }
@@ -776,17 +836,16 @@ workload session::workload_load(const std::string& script, const workload_overri
     }
   lua_pop(L, 1);  // stack: W spec norm build
   raw_getfield(L, build, "model");
-  w.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
+  w.g.model = lua_isstring(L, -1) ? lua_tostring(L, -1) : "custom";
   lua_pop(L, 1);
-  lua_pushstring(L, w.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it
-  w.g.model = w.model;
+  lua_pushstring(L, w.g.model.c_str()), lua_setfield(L, build, "model");  // the report's name of it
   w.g.origin = origin;
   raw_getfield(L, build, "nodes");  // stack: W spec norm build nodes
-  w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.model + "'");
+  w.g.nodes = nodes_read(L, -1, origin + ": model '" + w.g.model + "'");
   const int nodes = lua_gettop(L);
   p_->push_engine_field("check_nodes");  // every op has a rule, each rule's check() accepts its node
   lua_pushvalue(L, nodes);
-  lua_pushstring(L, (origin + ": model '" + w.model + "'").c_str());  // origin: also the --model config.json
+  lua_pushstring(L, (origin + ": model '" + w.g.model + "'").c_str());  // origin: also the --model config.json
   // a node's error names the script's line that writes it (workload.lua node_located; a --scripts workload.lua
   // without it leaves the file alone)
   if (raw_getfield(L, wl, "node_located") == LUA_TFUNCTION) {  // stack: W spec norm build nodes check nodes where f
@@ -802,7 +861,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   for (size_t i = 0; i < w.g.nodes.size(); ++i) {
     const node& n = w.g.nodes[i];
     if (n.attrs.empty()) continue;
-    std::string who = origin + ": model '" + w.model + "', node " + std::to_string(i + 1) + " '" + n.name + "'";
+    std::string who = origin + ": model '" + w.g.model + "', node " + std::to_string(i + 1) + " '" + n.name + "'";
     try {
       node_model_flops_check(n, who);
     } catch (const error&) {

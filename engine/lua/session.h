@@ -35,7 +35,8 @@ class run_state {
   run_state() = default;
   run_state(lua_State* L, int ref);  // takes over the registry reference `ref`
   explicit operator bool() const { return bool(h_); }
-  int ref() const;  // the registry reference (LUA_NOREF when empty)
+  int ref() const;         // the registry reference (LUA_NOREF when empty)
+  lua_State* lua() const;  // the state it lives in (nullptr when empty)
 
  private:
   struct holder;
@@ -82,24 +83,39 @@ struct parallel_report {
 };
 
 // A workload after validation and model construction (scripts/neusight/workload.lua).
+// Its fields stay in Lua (the workload table, report fields and plan in `state`): field() reads one.
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
-  // What the engine reads of it; the report's fields stay in Lua (scripts/neusight/report.lua workload).
-  std::string model, gpu, mode, dtype;
-  std::string precision;       // "pure" | "amp" (scripts/neusight/precision.lua)
+  // engine/cli/search_cmd.cpp's copies of two fields (field("dtype"), field("precision") elsewhere; its owner moves it
+  // to field() next)
+  std::string dtype, precision;
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings(), then build()'s)
   size_t build_warnings_at = 0;           // where build()'s start in `warnings` (a model function's checks, …)
   // build()'s warning_ids: each of build()'s warnings' stable id, by its place from build_warnings_at ("" when none)
   std::vector<std::string> build_warning_ids;
-  graph g;
+  graph g;  // the model built (g.model its name: the builder's, else "custom")
   // The workload's GPU, resolved (through the session's memo) before the model is built: builders and collectives
   // read it.
   gpu_spec gpu_resolved;
   bool parallel = false;
-  run_state state;  // its report fields and parallel plan, in Lua
-  bool training() const { return mode == "train"; }
+  // the workload table (scripts/neusight/workload.lua normalize's: "workload"), its report fields and parallel plan
+  run_state state;
+  // Field `key` of the workload table (mode, dtype, precision, batch, …) as T: std::string, int64_t, double or bool;
+  // throws when it is absent or of another type.
+  template <class T>
+  T field(const std::string& key) const;
+  bool training() const;  // field("mode") is "train"
 };
+template <>
+std::string workload::field<std::string>(const std::string& key) const;
+template <>
+int64_t workload::field<int64_t>(const std::string& key) const;
+template <>
+double workload::field<double>(const std::string& key) const;
+template <>
+bool workload::field<bool>(const std::string& key) const;
+inline bool workload::training() const { return field<std::string>("mode") == "train"; }
 
 // CLI flags that override a workload's fields (or define it entirely, for `predict`).
 using workload_value = std::variant<std::string, int64_t, bool, double>;

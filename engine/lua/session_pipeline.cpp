@@ -119,7 +119,7 @@ int l_workload(lua_State* L) {
     const workload& w = c.w.emplace(c.s->workload_load(c.wl->script, c.wl->overrides));
     c.out->gpu = w.gpu_resolved;
     r.g = &w.g, r.gpu = &c.out->gpu, r.source = w.source, r.launch = w.launch;
-    r.decode = w.mode == "decode";
+    r.decode = w.field<std::string>("mode") == "decode";
     r.state = w.state;
     static_cast<session::run_facts&>(*c.out) = r;
     lua_createtable(L, 0, 5);
