@@ -251,16 +251,28 @@ pair_seconds predict_pair(session& s, const predictor& pred, const std::vector<k
   out.from = run(from);
   const std::vector<double> to_s = run(to);
   weights_note_say(s);
-  std::vector<session::scale_kernel_times> items(ks.size());
+  // scripts/neusight/scale.lua destination(k, from, to) per kernel: k its predicted seconds and roofline terms (compute
+  // and memory seconds) on both GPUs and the GPU file key of the peak its compute runs on (core/roofline.h
+  // roofline_peak_key); back: the destination seconds and the rule that gave them (a string or nil)
+  const std::string& file = s.module_display("neusight.scale");
   for (size_t i = 0; i < ks.size(); ++i) {
     const kernel& k = ks[i].k;
-    auto& it = items[i];
-    it.from_s = out.from[i], it.to_s = to_s[i];
-    it.compute_from_s = roofline_compute_seconds(k, from), it.memory_from_s = roofline_memory_seconds(k, from);
-    it.compute_to_s = roofline_compute_seconds(k, to), it.memory_to_s = roofline_memory_seconds(k, to);
-    it.peak = roofline_peak_key(k);
+    const nlohmann::json item = {{"peak", roofline_peak_key(k)},
+                                 {"from_s", out.from[i]},
+                                 {"to_s", to_s[i]},
+                                 {"compute_from_s", roofline_compute_seconds(k, from)},
+                                 {"memory_from_s", roofline_memory_seconds(k, from)},
+                                 {"compute_to_s", roofline_compute_seconds(k, to)},
+                                 {"memory_to_s", roofline_memory_seconds(k, to)}};
+    const auto r = s.call("neusight.scale", "destination", {item, &from, &to}, 2,
+                          "while scaling a kernel in " + file + " destination()");
+    if (!r[0].is_number() || !(r[0].get<double>() >= 0) || !std::isfinite(r[0].get<double>()))
+      throw error(file + ": destination() must return a finite number of seconds >= 0");
+    if (!r[1].is_null() && !r[1].is_string())
+      throw error(file + ": destination()'s second result (the rule) must be a string or nil");
+    out.to.push_back(r[0].get<double>());
+    out.rule.push_back(r[1].is_null() ? std::string() : r[1].get<std::string>());
   }
-  for (auto& d : s.scale_destination(items, from, to)) out.to.push_back(d.seconds), out.rule.push_back(std::move(d.rule));
   return out;
 }
 
@@ -354,19 +366,27 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
       // through every SM, whose memory-bound share then moves with the bandwidth as a multi-wave kernel's does (the
       // paper form already moves it).
       std::vector<wave_result> res;
-      std::vector<session::scale_wave_kernel> subs;
+      std::vector<nlohmann::json> subs;  // scale.lua sub_wave_streams(k, from, to)'s k, per sub-wave kernel
       std::vector<size_t> sub_at;
       for (const auto& k : op.kernels) {
         res.push_back(wave_scale(wave_kernel_of(k), w_from, w_to, wopt));
         const wave_result& r = res.back();
         if (!r.sub_wave || r.method == wave_method::paper_waves) continue;
-        subs.push_back({k.blocks(), k.threads_per_block(), r.wave_origin, r.wave_dest, k.duration_ns / 1e6});
+        subs.push_back({{"blocks", k.blocks()},
+                        {"threads_per_block", k.threads_per_block()},
+                        {"wave_from", r.wave_origin},
+                        {"wave_to", r.wave_dest},
+                        {"duration_ms", k.duration_ns / 1e6}});
         sub_at.push_back(res.size() - 1);
       }
       if (!subs.empty()) {
-        const std::vector<bool> streams = s.scale_sub_wave(subs, from, to);
+        // whether its memory-bound share moves with the bandwidth ratio (true) or it keeps Habitat's sub-wave time
+        const std::string& file = s.module_display("neusight.scale");
         for (size_t n = 0; n < subs.size(); ++n) {
-          if (!streams[n]) continue;
+          const auto streams = s.call("neusight.scale", "sub_wave_streams", {subs[n], &from, &to}, 1,
+                                      "while scaling a sub-wave kernel in " + file + " sub_wave_streams()");
+          if (!streams[0].is_boolean()) throw error(file + ": sub_wave_streams() must return a boolean");
+          if (!streams[0].get<bool>()) continue;
           wave_result& r = res[sub_at[n]];
           r.duration_ns *= wave_memory_factor(w_from, w_to, r.gamma.value_or(1.0));
           ++row.sub_wave_moved;
@@ -414,17 +434,35 @@ int scale_measured(const scale_flags& f, session& s, const fs::path& root, const
 }  // namespace
 
 std::vector<kernel_instance> trace_kernels(session& s, const trace& tr, std::map<std::string, size_t>& not_built) {
-  std::vector<session::scale_op> sops;
-  sops.reserve(tr.ops.size());
-  for (const auto& op : tr.ops)
-    sops.push_back({op.kind, op.forward_kind, std::string(trace_phase_name(op.phase)), op.input_shapes, op.input_types,
-                    op.input_values});
-  const auto built = s.scale_kernels(sops);
+  // Per op, scripts/neusight/scale.lua route_of(kind): "wave" ops are not built here; the others' kernels(op) — op as
+  // the trace has it (kind, forward: the forward op a backward op runs the node of, phase, inputs' shapes, types and
+  // values), nil when its shapes are missing or not understood. FLOPs and bytes are filled.
+  const std::string& file = s.module_display("neusight.scale");
   std::vector<kernel_instance> out;
   for (size_t i = 0; i < tr.ops.size(); ++i) {
-    if (!built[i]) continue;
-    if (built[i]->empty()) ++not_built[tr.ops[i].kind];
-    for (const kernel& k : *built[i]) out.push_back({i, phase::forward, k});
+    const trace_op& op = tr.ops[i];
+    const auto route = s.call("neusight.scale", "route_of", {nlohmann::json(op.kind)}, 1,
+                              "while routing op kind '" + op.kind + "' in " + file);
+    const std::string r = route[0].is_string() ? route[0].get<std::string>() : std::string();
+    if (r != "ratio" && r != "wave")
+      throw error(file + ": route_of() must return \"ratio\" or \"wave\" (kind '" + op.kind + "')");
+    if (r == "wave") continue;
+    const nlohmann::json arg = {{"kind", op.kind},
+                                {"forward", op.forward_kind},
+                                {"phase", std::string(trace_phase_name(op.phase))},
+                                {"inputs", op.input_shapes},
+                                {"types", op.input_types},
+                                {"values", op.input_values}};
+    const auto built = s.call("neusight.scale", "kernels", {arg}, 1,
+                              "while building the kernels of op '" + op.kind + "' in " + file);
+    if (built[0].is_null()) {
+      ++not_built[op.kind];
+      continue;
+    }
+    const std::string where = file + ": kernels() for op '" + op.kind + "'";
+    const std::vector<kernel> ks = s.kernels_of(built[0], where);
+    if (ks.empty()) throw error(where + " returned an empty list (return nil when the op is not understood)");
+    for (const kernel& k : ks) out.push_back({i, phase::forward, k});
   }
   return out;
 }
@@ -566,7 +604,9 @@ int scale_main(const scale_flags& f) {
   std::map<std::string, size_t> node_of;
   for (size_t i = 0; i < og.g.nodes.size(); ++i) node_of.emplace(og.g.nodes[i].name, i);
 
-  std::vector<session::scale_item> items;
+  // scripts/neusight/scale.lua scale(item, from, to)'s items: one measured op, its kernels' predicted times on both
+  // GPUs (family: of the op's dominant kernel, "none" without kernels)
+  std::vector<nlohmann::json> items;
   std::vector<std::pair<size_t, int>> where;  // (node, phase) of each item
   std::map<std::string, size_t> skipped;
   for (const auto& op : tr.ops) {
@@ -579,17 +619,26 @@ int scale_main(const scale_flags& f) {
       continue;
     }
     const auto pb = pred_by.find({it->second, int(phases[p])});
-    session::scale_item item;
-    item.name = op.name;
-    item.op = og.g.nodes[it->second].op;
-    item.phase = std::string(phase_name(phases[p]));
-    item.measured_ms = *op.measured_ms;
-    item.family = "none";
-    if (pb != pred_by.end()) item.from_ms = pb->second.from_ms, item.to_ms = pb->second.to_ms, item.family = pb->second.family;
-    items.push_back(std::move(item));
+    const bool predicted = pb != pred_by.end();
+    items.push_back({{"name", op.name},
+                     {"op", og.g.nodes[it->second].op},
+                     {"phase", std::string(phase_name(phases[p]))},
+                     {"family", predicted ? pb->second.family : std::string("none")},
+                     {"measured_ms", *op.measured_ms},
+                     {"from_ms", predicted ? pb->second.from_ms : 0.0},
+                     {"to_ms", predicted ? pb->second.to_ms : 0.0}});
     where.push_back({it->second, int(phases[p])});
   }
-  const std::vector<double> scaled = s.scale_apply(items, from, to);
+  std::vector<double> scaled;
+  const std::string& file = s.module_display("neusight.scale");
+  for (const auto& item : items) {
+    const std::string name = item["name"].get<std::string>();
+    const auto r = s.call("neusight.scale", "scale", {item, &from, &to}, 1,
+                          "while scaling op '" + name + "' (" + item["phase"].get<std::string>() + ") in " + file);
+    if (!r[0].is_number() || !(r[0].get<double>() >= 0))
+      throw error(file + ": scale() must return a number >= 0 (op '" + name + "')");
+    scaled.push_back(r[0].get<double>());
+  }
 
   scale_report rep;
   rep.graph = gpath.generic_string();
@@ -599,17 +648,17 @@ int scale_main(const scale_flags& f) {
   for (size_t i = 0; i < items.size(); ++i) {
     const double count = double(og.g.nodes[where[i].first].count);
     scale_row row;
-    row.name = items[i].name;
-    row.op = items[i].op;
-    row.phase = items[i].phase;
-    row.family = items[i].family;
+    row.name = items[i]["name"].get<std::string>();
+    row.op = items[i]["op"].get<std::string>();
+    row.phase = items[i]["phase"].get<std::string>();
+    row.family = items[i]["family"].get<std::string>();
     row.method = "ratio";
     row.bucket = where[i].second == int(phase::forward) ? 0 : 1;
     row.count = count;
-    row.origin_ms = items[i].measured_ms * count;
+    row.origin_ms = items[i]["measured_ms"].get<double>() * count;
     row.scaled_ms = scaled[i] * count;
-    row.pred_from_ms = items[i].from_ms * count;
-    row.pred_to_ms = items[i].to_ms * count;
+    row.pred_from_ms = items[i]["from_ms"].get<double>() * count;
+    row.pred_to_ms = items[i]["to_ms"].get<double>() * count;
     rep.rows.push_back(std::move(row));
   }
   for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));

@@ -328,47 +328,21 @@ class session {
   nlohmann::ordered_json report_fields_json(const run_state& st, const std::string& module, const std::string& fn);
   nlohmann::ordered_json report_fields_json(const std::string& module, const std::string& fn);  // legacy_last()'s
 
-  // One measured op for scripts/neusight/scale.lua: its kernels' predicted times on both GPUs.
-  struct scale_item {
-    std::string name, op, phase, family;  // family of the op's dominant kernel, "none" without kernels
-    double measured_ms = 0, from_ms = 0, to_ms = 0;
-  };
-  // scale(item, from, to) of scripts/neusight/scale.lua for every item, in order.
-  std::vector<double> scale_apply(const std::vector<scale_item>& items, const gpu_spec& from, const gpu_spec& to);
-
-  // One op of a measured trace (Chrome JSON, wavescale) as scripts/neusight/scale.lua's kernels() sees it.
-  struct scale_op {
-    std::string kind, forward, phase;  // forward: the forward op a backward op runs the node of ("" unknown)
-    std::vector<std::vector<int64_t>> inputs;
-    std::vector<std::string> types, values;
-  };
-  // Per op: nullopt when route_of(kind) is "wave"; otherwise kernels(op) — empty when it returned nil (shapes
-  // missing or not understood). FLOPs and bytes are filled.
-  std::vector<std::optional<std::vector<kernel>>> scale_kernels(const std::vector<scale_op>& ops);
-
-  // One kernel for destination(k, from, to) of scripts/neusight/scale.lua: predicted seconds on both GPUs and its
-  // roofline terms (compute and memory seconds) on both, and the GPU file key of the peak its compute runs on
-  // (core/roofline.h roofline_peak_key).
-  struct scale_kernel_times {
-    double from_s = 0, to_s = 0, compute_from_s = 0, memory_from_s = 0, compute_to_s = 0, memory_to_s = 0;
-    std::string peak;
-  };
-  // Per kernel: the destination seconds and the rule that gave them (destination()'s second result, "" if none).
-  struct scale_destined {
-    double seconds = 0;
-    std::string rule;
-  };
-  std::vector<scale_destined> scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
-                                                const gpu_spec& to);
-
-  // One measured kernel that wave scaling found under one wave on both GPUs (core/wave_scaling.h sub_wave), as
-  // sub_wave_streams(k, from, to) of scripts/neusight/scale.lua sees it. Per kernel: whether its memory-bound share
-  // moves with the bandwidth ratio (true) or it keeps Habitat's sub-wave time (false).
-  struct scale_wave_kernel {
-    int64_t blocks = 0, threads_per_block = 0, wave_from = 0, wave_to = 0;
-    double duration_ms = 0;
-  };
-  std::vector<bool> scale_sub_wave(const std::vector<scale_wave_kernel>& ks, const gpu_spec& from, const gpu_spec& to);
+  // One generic call into a script module: require(module)[fn](args…), each argument a JSON value pushed as a plain
+  // value (json_value_push: objects → tables, arrays → sequences, integers stay integers) or a GPU (the read-only view
+  // rules get); its first `nres` results come back as JSON (json_from_lua: nil → null, NaN and inf → null). A module
+  // without `fn` is function_get's error (an older --scripts copy); an error the call raises goes on with `context`.
+  // What a command that drives a Lua rule item by item calls (scale_cmd.cpp: scripts/neusight/scale.lua's scale,
+  // route_of, kernels, destination, sub_wave_streams), instead of a C++ struct per Lua function's arguments.
+  using lua_arg = std::variant<nlohmann::json, const gpu_spec*>;
+  std::vector<nlohmann::ordered_json> call(const std::string& module, const std::string& fn,
+                                           const std::vector<lua_arg>& args, int nres, const std::string& context);
+  // The chunk name of the file require(module) loads ("scripts/neusight/scale.lua", or a --scripts DIR's), for the
+  // messages about what a call returned.
+  const std::string& module_display(const std::string& module);
+  // A script's list of kernels (a call's result) read as an op rule's are (kernels_read): FLOPs and bytes filled;
+  // `where` names the rule in errors.
+  std::vector<kernel> kernels_of(const nlohmann::ordered_json& list, const std::string& where);
   // kernel_share_min of scripts/neusight/scale.lua: under this share of the measured step its kernels ran, the step is
   // launch- or host-bound and `neusight scale` warns (a number in [0, 1]).
   double scale_kernel_share_min();

@@ -359,162 +359,37 @@ int scale_module_push(session::impl& p, const gpu_spec* from, const gpu_spec* to
 }
 }  // namespace
 
-std::vector<double> session::scale_apply(const std::vector<scale_item>& items, const gpu_spec& from,
-                                         const gpu_spec& to) {
+std::vector<nlohmann::ordered_json> session::call(const std::string& module, const std::string& fn,
+                                                  const std::vector<lua_arg>& args, int nres,
+                                                  const std::string& context) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  std::vector<double> out;
-  out.reserve(items.size());
-  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
-  for (const auto& it : items) {
-    const std::string& file = function_get(*p_, mod, "neusight.scale", "scale");
-    lua_createtable(L, 0, 7);
-    const std::pair<const char*, const std::string*> strs[] = {
-        {"name", &it.name}, {"op", &it.op}, {"phase", &it.phase}, {"family", &it.family}};
-    for (const auto& [k, v] : strs) {
-      lua_pushstring(L, v->c_str());
-      lua_setfield(L, -2, k);
-    }
-    const std::pair<const char*, double> nums[] = {
-        {"measured_ms", it.measured_ms}, {"from_ms", it.from_ms}, {"to_ms", it.to_ms}};
-    for (const auto& [k, v] : nums) {
-      lua_pushnumber(L, v);
-      lua_setfield(L, -2, k);
-    }
-    lua_pushvalue(L, mod + 1);
-    lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 1, "while scaling op '" + it.name + "' (" + it.phase + ") in " + file);
-    if (!lua_isnumber(L, -1) || !(lua_tonumber(L, -1) >= 0))
-      throw error(file + ": scale() must return a number >= 0 (op '" + it.name + "')");
-    out.push_back(lua_tonumber(L, -1));
-    lua_pop(L, 1);
+  const std::string& file = p_->module_file(module).display;
+  p_->push_engine_field("require");
+  lua_pushstring(L, module.c_str());
+  ns_call(L, 1, 1, "while loading " + file);  // stack: M
+  function_get(*p_, -1, module.c_str(), fn.c_str());  // stack: M fn
+  for (const auto& a : args) {
+    if (const auto* gpu = std::get_if<const gpu_spec*>(&a)) p_->push_gpu(**gpu);
+    else json_value_push(L, std::get<nlohmann::json>(a));
   }
+  ns_call(L, int(args.size()), nres, context);  // stack: M results…
+  std::vector<nlohmann::ordered_json> out;
+  out.reserve(size_t(nres));
+  const std::string what = file + " " + fn + "()";
+  for (int i = nres; i >= 1; --i) out.push_back(json_from_lua(L, -i, what));
   return out;
 }
 
-std::vector<std::optional<std::vector<kernel>>> session::scale_kernels(const std::vector<scale_op>& ops) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  std::vector<std::optional<std::vector<kernel>>> out;
-  out.reserve(ops.size());
-  const int mod = scale_module_push(*p_, nullptr, nullptr);  // stack: S
-  auto push_strings = [&](const std::vector<std::string>& v) {
-    lua_createtable(L, int(v.size()), 0);
-    for (size_t i = 0; i < v.size(); ++i) {
-      lua_pushstring(L, v[i].c_str());
-      lua_rawseti(L, -2, lua_Integer(i + 1));
-    }
-  };
-  for (const auto& op : ops) {
-    const std::string& file = function_get(*p_, mod, "neusight.scale", "route_of");
-    lua_pushstring(L, op.kind.c_str());
-    ns_call(L, 1, 1, "while routing op kind '" + op.kind + "' in " + file);
-    const char* r = lua_isstring(L, -1) ? lua_tostring(L, -1) : nullptr;
-    if (!r || (std::string(r) != "ratio" && std::string(r) != "wave"))
-      throw error(file + ": route_of() must return \"ratio\" or \"wave\" (kind '" + op.kind + "')");
-    const bool ratio = std::string(r) == "ratio";
-    lua_pop(L, 1);
-    if (!ratio) {
-      out.emplace_back(std::nullopt);
-      continue;
-    }
-    function_get(*p_, mod, "neusight.scale", "kernels");
-    lua_createtable(L, 0, 6);
-    for (const auto& [k, v] : {std::pair{"kind", &op.kind}, std::pair{"forward", &op.forward}, std::pair{"phase", &op.phase}}) {
-      lua_pushstring(L, v->c_str());
-      lua_setfield(L, -2, k);
-    }
-    lua_createtable(L, int(op.inputs.size()), 0);
-    for (size_t i = 0; i < op.inputs.size(); ++i) {
-      lua_createtable(L, int(op.inputs[i].size()), 0);
-      for (size_t d = 0; d < op.inputs[i].size(); ++d) {
-        lua_pushinteger(L, op.inputs[i][d]);
-        lua_rawseti(L, -2, lua_Integer(d + 1));
-      }
-      lua_rawseti(L, -2, lua_Integer(i + 1));
-    }
-    lua_setfield(L, -2, "inputs");
-    push_strings(op.types);
-    lua_setfield(L, -2, "types");
-    push_strings(op.values);
-    lua_setfield(L, -2, "values");
-    const std::string where = file + ": kernels() for op '" + op.kind + "'";
-    ns_call(L, 1, 1, "while building the kernels of op '" + op.kind + "' in " + file);
-    if (lua_isnil(L, -1)) {
-      out.emplace_back(std::vector<kernel>{});
-    } else {
-      std::vector<kernel> ks = kernels_read(L, -1, where);
-      if (ks.empty()) throw error(where + " returned an empty list (return nil when the op is not understood)");
-      out.emplace_back(std::move(ks));
-    }
-    lua_pop(L, 1);
-  }
-  return out;
-}
+const std::string& session::module_display(const std::string& module) { return p_->module_file(module).display; }
 
-std::vector<session::scale_destined> session::scale_destination(const std::vector<scale_kernel_times>& ks, const gpu_spec& from,
-                                               const gpu_spec& to) {
+std::vector<kernel> session::kernels_of(const nlohmann::ordered_json& list, const std::string& where) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  std::vector<scale_destined> out;
-  out.reserve(ks.size());
-  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
-  for (const auto& k : ks) {
-    const std::string& file = function_get(*p_, mod, "neusight.scale", "destination");
-    lua_createtable(L, 0, 7);
-    lua_pushstring(L, k.peak.c_str());
-    lua_setfield(L, -2, "peak");
-    const std::pair<const char*, double> nums[] = {
-        {"from_s", k.from_s}, {"to_s", k.to_s},
-        {"compute_from_s", k.compute_from_s}, {"memory_from_s", k.memory_from_s},
-        {"compute_to_s", k.compute_to_s}, {"memory_to_s", k.memory_to_s}};
-    for (const auto& [name, v] : nums) {
-      lua_pushnumber(L, v);
-      lua_setfield(L, -2, name);
-    }
-    lua_pushvalue(L, mod + 1);
-    lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 2, "while scaling a kernel in " + file + " destination()");
-    if (!lua_isnumber(L, -2) || !(lua_tonumber(L, -2) >= 0) || !std::isfinite(lua_tonumber(L, -2)))
-      throw error(file + ": destination() must return a finite number of seconds >= 0");
-    if (!lua_isnil(L, -1) && lua_type(L, -1) != LUA_TSTRING)
-      throw error(file + ": destination()'s second result (the rule) must be a string or nil");
-    out.push_back({lua_tonumber(L, -2), lua_isnil(L, -1) ? std::string() : std::string(lua_tostring(L, -1))});
-    lua_pop(L, 2);
-  }
-  return out;
-}
-
-std::vector<bool> session::scale_sub_wave(const std::vector<scale_wave_kernel>& ks, const gpu_spec& from,
-                                         const gpu_spec& to) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  std::vector<bool> out;
-  out.reserve(ks.size());
-  const int mod = scale_module_push(*p_, &from, &to);  // stack: S from to
-  for (const auto& k : ks) {
-    const std::string& file = function_get(*p_, mod, "neusight.scale", "sub_wave_streams");
-    lua_createtable(L, 0, 5);
-    const std::pair<const char*, int64_t> ints[] = {{"blocks", k.blocks}, {"threads_per_block", k.threads_per_block},
-                                                    {"wave_from", k.wave_from}, {"wave_to", k.wave_to}};
-    for (const auto& [name, v] : ints) {
-      lua_pushinteger(L, v);
-      lua_setfield(L, -2, name);
-    }
-    lua_pushnumber(L, k.duration_ms);
-    lua_setfield(L, -2, "duration_ms");
-    lua_pushvalue(L, mod + 1);
-    lua_pushvalue(L, mod + 2);
-    ns_call(L, 3, 1, "while scaling a sub-wave kernel in " + file + " sub_wave_streams()");
-    if (!lua_isboolean(L, -1)) throw error(file + ": sub_wave_streams() must return a boolean");
-    out.push_back(lua_toboolean(L, -1) != 0);
-    lua_pop(L, 1);
-  }
-  return out;
+  json_value_push(L, nlohmann::json(list));
+  return kernels_read(L, -1, where);
 }
 
 double session::scale_kernel_share_min() {

@@ -85,6 +85,11 @@ void json_config_push(lua_State* L, const std::string& text, const std::string& 
 // null set; `what` names it in the parse error. [-0, +1, m]
 void json_text_push(lua_State* L, const std::string& text, const std::string& what);
 
+// Pushes a JSON value as a plain Lua value: objects → tables (null members left out), arrays → sequences (a null
+// element leaves a hole), integers → Lua integers, other numbers → floats, null → nil (session::call's arguments).
+// [-0, +1, m]
+void json_value_push(lua_State* L, const nlohmann::json& j);
+
 // Reads a TOML file (a data table the engine hands to a script as is, e.g. weights/<vendor>/uncertainty.toml) and
 // pushes it as a plain table. Throws ns::error "<display>:<line>:<col>: <what>" on a syntax error. [-0, +1, m]
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display);

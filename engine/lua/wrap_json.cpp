@@ -191,6 +191,8 @@ json_position json_position_of(const std::string& text, size_t byte) {
   return p;
 }
 
+void json_value_push(lua_State* L, const nlohmann::json& j) { json_push(L, j, 0); }
+
 void json_text_push(lua_State* L, const std::string& text, const std::string& what) {
   json j;
   try {

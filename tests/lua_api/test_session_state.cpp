@@ -128,3 +128,23 @@ return { model = model, gpu = "H100-SXM5-80GB", mode = "inference", batch = 2, s
   s.workload_load((t.path / "a/w.lua").string(), {});
   CHECK(s.op_load("gelu").doc == bundled_doc);  // and gone again
 }
+
+TEST_CASE("session call: a module function with JSON arguments and a GPU, its results as JSON", "[session]") {
+  session s(bundled());
+  const gpu_spec& h100 = s.gpu("h100");
+  const auto r = s.call("neusight.scale", "route_of", {nlohmann::json("aten::mm")}, 2, "while routing");
+  REQUIRE(r.size() == 2);
+  CHECK(r[0] == "ratio");
+  CHECK(r[1].is_null());  // a second result it does not return
+  const auto k = s.call("neusight.scale", "destination",
+                        {nlohmann::json{{"peak", "peak_fp32_tflops"}, {"from_s", 1e-3}, {"to_s", 5e-4},
+                                        {"compute_from_s", 1e-3}, {"memory_from_s", 1e-4}, {"compute_to_s", 5e-4},
+                                        {"memory_to_s", 5e-5}},
+                         &h100, &h100},
+                        1, "while scaling");
+  REQUIRE(k[0].is_number());
+  CHECK(k[0].get<double>() > 0);
+  CHECK(s.module_display("neusight.scale") == "scripts/neusight/scale.lua");
+  CHECK_THROWS_WITH(s.call("neusight.scale", "no_such_function", {}, 1, ""),
+                    Catch::Contains("no_such_function"));
+}
