@@ -484,7 +484,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
   if (!f.cluster.empty()) cluster_resolve(o.data_root / "gpus" / "clusters", f.cluster);
   std::vector<session::compare_input> inputs;
   for (const auto& lf : list_flags()) inputs.push_back({lf.key, lf.column, lf.integer});
-  s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
+  const run_state cmp = s.compare_begin(inputs, script.empty() ? "command line" : script);  // the rows: scripts/neusight/compare.lua
   size_t failed = 0;  // rows with an error: when every row has one, nothing was forecast (exit 1)
   for (const auto& one : combos) {
     try {
@@ -493,7 +493,7 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       forecast_workload(s, pred, one, script, d, false);
       gpu_spec shown = d.gpu;  // the row's gpu cell: report.lua row() reads the name
       if (const auto gl = gpu_labels.find(one.gpu); gl != gpu_labels.end()) shown.name = gl->second;
-      s.compare_add(d.state, shown, d.latency_s() * 1e3, d.figs, d.warnings);
+      s.compare_add(cmp, d.state, shown, d.latency_s() * 1e3, d.figs, d.warnings);
     } catch (const std::exception& ex) {
       std::vector<std::string> given;  // the inputs as given (the GPU by its label)
       for (const auto& lf : list_flags()) {
@@ -507,12 +507,12 @@ int run_compare(const common_flags& c, const forecast_flags& f, const std::strin
       // none when the script names it
       const auto item = list_split(one.gpu);
       const auto g = item.size() == 1 ? gpus.find(item.front()) : gpus.end();
-      s.compare_add_error(given, why, g == gpus.end() ? std::string() : g->second->source);
+      s.compare_add_error(cmp, given, why, g == gpus.end() ? std::string() : g->second->source);
       ++failed;
     }
   }
-  const std::string html = c.report_html.empty() ? "" : s.compare_render("html");
-  emit(s.compare_render(c.format == "json" ? "json" : c.format == "csv" ? "csv" : "table"), c.output);
+  const std::string html = c.report_html.empty() ? "" : s.compare_render(cmp, "html");
+  emit(s.compare_render(cmp, c.format == "json" ? "json" : c.format == "csv" ? "csv" : "table"), c.output);
   if (!c.report_html.empty()) emit(html, c.report_html);
   if (failed == combos.size()) {  // the rows say why; a comparison of nothing is no success (it exited 0)
     std::fprintf(stderr, "neusight: no combination could be forecast (%zu of %zu failed: see the rows' errors)\n",

@@ -678,7 +678,6 @@ void session::file_text_set(const std::string& path, std::string text) {
 session::~session() {
   if (!p_) return;
   if (p_->engine_ref != LUA_NOREF) luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->engine_ref);
-  luaL_unref(p_->L(), LUA_REGISTRYINDEX, p_->compare_ref);
   for (int ref : p_->predictor_refs) luaL_unref(p_->L(), LUA_REGISTRYINDEX, ref);
 }
 

@@ -24,7 +24,9 @@ struct lua_State;
 
 namespace ns {
 
-// The Lua state a loaded workload (session::workload_load) or reference graph (session::report_graph) made in its
+// A Lua table of the engine's in its session's Lua state, held by a registry reference: a comparison's
+// (session::compare_begin), or the Lua state a loaded workload (session::workload_load) or reference graph
+// (session::report_graph) made in its
 // session's Lua state: its report fields (scripts/neusight/report.lua workload or graph) and, for a parallel one, its
 // plan (neusight.parallel.plan) and node tables (session::graph_parallel, session::timeline) — one table
 // { fields, plan, nodes } the registry holds. What reports, times or re-plans that workload's forecast takes it: the
@@ -284,22 +286,25 @@ class session {
   forecast_facts forecast_facts_of(const run_state& st, const forecast& f, const gpu_spec& gpu);
   forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);  // legacy_last()'s (search_cmd.cpp)
   // A comparison (predict with list-valued flags) as scripts/neusight/compare.lua builds and renders it: a Lua table of
-  // rows the session holds. compare_begin starts one: `inputs` are the list-valued flags (a row's first cells, in
-  // order: key, table column, whether its values are integers), `source` what the table says the rows come from.
+  // rows (its "comparison", in the run_state compare_begin returns, which the other compare_ calls take). compare_begin
+  // starts one: `inputs` are the list-valued flags (a row's first cells, in order: key, table column, whether its
+  // values are integers), `source` what the table says the rows come from.
   struct compare_input {
     std::string key, column;
     bool integer = false;
   };
-  void compare_begin(const std::vector<compare_input>& inputs, const std::string& source);
-  // compare.lua add(): the row of the forecast of the workload whose state is `st` — its inputs as run (scripts/neusight/report.lua
-  // row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a figure named like a column).
-  void compare_add(const run_state& st, const gpu_spec& gpu, double latency_ms, const figures& figs, const std::vector<std::string>& warnings);
+  run_state compare_begin(const std::vector<compare_input>& inputs, const std::string& source);
+  // compare.lua add(): the row of the forecast of the workload whose state is `st` — its inputs as run
+  // (scripts/neusight/report.lua row), latency_ms, the figures, the warnings. Throws when the row cannot be made (a
+  // figure named like a column).
+  void compare_add(const run_state& cmp, const run_state& st, const gpu_spec& gpu, double latency_ms,
+                   const figures& figs, const std::vector<std::string>& warnings);
   // compare.lua add_error(): a combination that could not be forecast: its inputs as given (one text per input, ""
   // for none), the error and the file of the GPU --gpu gave ("" when none did).
-  void compare_add_error(const std::vector<std::string>& given, const std::string& message,
+  void compare_add_error(const run_state& cmp, const std::vector<std::string>& given, const std::string& message,
                          const std::string& gpu_file);
   // The comparison as compare.lua renders it: "json" (JSON text), "csv", "table" or "html" (neusight.html's page).
-  std::string compare_render(const std::string& format);
+  std::string compare_render(const run_state& cmp, const std::string& format);
   // scripts/neusight/compare.lua gpu_labels(given, names): the rows' label of each GPU of a --gpu list (`given`, as
   // given; `names`, each one's GPU name): its name, or "NAME (as given)" for files that share a name. One per item.
   std::vector<std::string> gpu_labels(const std::vector<std::string>& given, const std::vector<std::string>& names);

@@ -76,7 +76,6 @@ struct session::impl {
   // The last workload_load's or report_graph's state: only for session::legacy_last() (search_cmd.cpp's calls
   // without a run_state). Declared after `state`, so released before it.
   run_state last;
-  int compare_ref = LUA_NOREF;  // the comparison in progress (scripts/neusight/compare.lua new)
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

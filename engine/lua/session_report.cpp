@@ -174,7 +174,7 @@ session::forecast_facts session::forecast_facts_of(const run_state& st, const fo
   return out;
 }
 
-void session::compare_begin(const std::vector<compare_input>& inputs, const std::string& source) {
+run_state session::compare_begin(const std::vector<compare_input>& inputs, const std::string& source) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -190,18 +190,20 @@ void session::compare_begin(const std::vector<compare_input>& inputs, const std:
   lua_pushlstring(L, source.data(), source.size());
   ns_call(L, 2, 1, "in " + file + " new");  // stack: doc
   if (!lua_istable(L, -1)) throw error(file + " new must return a table");
-  luaL_unref(L, LUA_REGISTRYINDEX, p_->compare_ref);
-  p_->compare_ref = luaL_ref(L, LUA_REGISTRYINDEX);  // pops doc
+  run_state cmp = run_state_new(L);
+  run_state_set(L, cmp, "comparison");  // pops doc
+  return cmp;
 }
 
 namespace {
 
-// [-0, +2, e] neusight.compare and the comparison in progress, after compare_begin; returns the chunk name of the
-// module's file (module_file)
-const std::string& compare_push(session::impl& p, const char* fn) {
-  if (p.compare_ref == LUA_NOREF) throw error(std::string("compare_") + fn + ": no comparison (compare_begin)");
+// [-0, +2, e] neusight.compare and the comparison `cmp` (compare_begin's); returns the chunk name of the module's file
+// (module_file)
+const std::string& compare_push(session::impl& p, const run_state& cmp, const char* fn) {
+  if (!run_state_has(p.L(), cmp, "comparison"))
+    throw error(std::string("compare_") + fn + ": no comparison (compare_begin)");
   require_push(p, "neusight.compare");  // stack: C
-  lua_rawgeti(p.L(), LUA_REGISTRYINDEX, p.compare_ref);  // stack: C doc
+  run_state_push(p.L(), cmp, "comparison");  // stack: C doc
   return p.module_file("neusight.compare").display;
 }
 
@@ -212,13 +214,13 @@ void compare_result(lua_State* L, const std::string& where) {
 
 }  // namespace
 
-void session::compare_add(const run_state& st, const gpu_spec& gpu, double latency_ms, const figures& figs,
+void session::compare_add(const run_state& cmp, const run_state& st, const gpu_spec& gpu, double latency_ms, const figures& figs,
                           const std::vector<std::string>& warnings) {
   if (!run_state_has(p_->L(), st, "fields")) throw error("compare_add: no workload or graph to report");
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  compare_push(*p_, "add");  // stack: C doc
+  compare_push(*p_, cmp, "add");  // stack: C doc
   const std::string& file = function_get(*p_, -2, "neusight.compare", "add");
   lua_pushvalue(L, -2);
   run_state_push(L, st, "fields");
@@ -230,12 +232,12 @@ void session::compare_add(const run_state& st, const gpu_spec& gpu, double laten
   compare_result(L, file + " add");
 }
 
-void session::compare_add_error(const std::vector<std::string>& given, const std::string& message,
+void session::compare_add_error(const run_state& cmp, const std::vector<std::string>& given, const std::string& message,
                                 const std::string& gpu_file) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  compare_push(*p_, "add_error");  // stack: C doc
+  compare_push(*p_, cmp, "add_error");  // stack: C doc
   const std::string& file = function_get(*p_, -2, "neusight.compare", "add_error");
   lua_pushvalue(L, -2);
   strings_push(L, given);
@@ -284,11 +286,11 @@ std::string session::compare_repeated(const std::string& key, const std::vector<
   return std::string(why, n);
 }
 
-std::string session::compare_render(const std::string& format) {
+std::string session::compare_render(const run_state& cmp, const std::string& format) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
-  compare_push(*p_, "render");  // stack: C doc
+  compare_push(*p_, cmp, "render");  // stack: C doc
   const bool html = format == "html";
   if (html) {  // the page holds what the JSON document does: a text JSON cannot hold (bad UTF-8) stops both alike
     function_get(*p_, -2, "neusight.compare", "json");

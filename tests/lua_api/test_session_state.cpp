@@ -148,3 +148,21 @@ TEST_CASE("session call: a module function with JSON arguments and a GPU, its re
   CHECK_THROWS_WITH(s.call("neusight.scale", "no_such_function", {}, 1, ""),
                     Catch::Contains("no_such_function"));
 }
+
+TEST_CASE("two comparisons begun in one session keep their own rows", "[session]") {
+  session s(bundled());
+  std::unique_ptr<predictor> pred;
+  const session::finished dp = forecast_of(s, gpt2_train("dp", 2), pred);
+  const run_state a = s.compare_begin({{"gpu", "gpu", false}}, "command line");
+  const run_state b = s.compare_begin({{"gpu", "gpu", false}}, "command line");  // begun after a
+  s.compare_add(a, dp.state, dp.gpu, dp.latency_s() * 1e3, dp.figs, dp.warnings);
+  s.compare_add_error(b, {"no_such_gpu"}, "unknown GPU", "");
+  s.compare_add_error(b, {"other_gpu"}, "unknown GPU", "");
+  const auto ja = nlohmann::json::parse(s.compare_render(a, "json"));
+  const auto jb = nlohmann::json::parse(s.compare_render(b, "json"));
+  REQUIRE(ja["rows"].size() == 1);
+  CHECK(ja["rows"][0]["latency_ms"].get<double>() > 0);
+  REQUIRE(jb["rows"].size() == 2);
+  CHECK(jb["rows"][0]["gpu"] == "no_such_gpu");
+  CHECK_THROWS_WITH(s.compare_render(run_state(), "json"), "compare_render: no comparison (compare_begin)");
+}
