@@ -24,14 +24,14 @@ struct lua_State;
 
 namespace ns {
 
-// A Lua table of the engine's in its session's Lua state, held by a registry reference: a comparison's
-// (session::compare_begin), or the Lua state a loaded workload (session::workload_load) or reference graph
-// (session::report_graph) made in its
-// session's Lua state: its report fields (scripts/neusight/report.lua workload or graph) and, for a parallel one, its
-// plan (neusight.parallel.plan) and node tables (session::graph_parallel, session::timeline) — one table
-// { fields, plan, nodes } the registry holds. What reports, times or re-plans that workload's forecast takes it: the
-// session keeps no "last workload". Copies share the table; its registry reference is released with the last copy.
-// Must not outlive its session.
+// A Lua table the engine holds in its session's Lua state by one registry reference. A loaded workload's
+// (session::workload_load) or reference graph's (session::report_graph): { workload (workload.lua normalize's table;
+// workload::field reads it), fields (scripts/neusight/report.lua workload or graph), plan and nodes (a parallel one's:
+// neusight.parallel.plan and its node tables; session::graph_parallel, session::timeline) }; a comparison's
+// (session::compare_begin): { comparison }. What reports, times or re-plans that workload's forecast, or adds to that
+// comparison, takes it: the session keeps no "last workload" or "comparison in progress" (but legacy_last, below).
+// Copies share the table; its registry reference is released with the last copy (the registry does not grow with
+// the workloads loaded). Must not outlive its session.
 class run_state {
  public:
   run_state() = default;
