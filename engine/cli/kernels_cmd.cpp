@@ -16,7 +16,7 @@
 #include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/weights.h"

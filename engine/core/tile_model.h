@@ -74,7 +74,7 @@ bool family_transfer_features(family f);
 constexpr double transfer_ridge_clamp = 1;
 
 // FLOPs per element of each vector family in the training data — the data collector's convention
-// (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
+// (engine/ingest/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
 double family_train_flops_per_element(family f);
 // DRAM bytes per element of the vector families' training rows (all fp32): element-wise 8 (unary) to 12
 // (binary), softmax and layer norm 8. Vector kernels outside that range are shown to the MLP as the fp32 kernel

@@ -16,7 +16,7 @@
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "lua/script_limits.h"
 

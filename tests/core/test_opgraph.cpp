@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/forecast.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "lua/session.h"

@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
 #include "core/weights.h"

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"

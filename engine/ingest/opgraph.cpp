@@ -1,7 +1,7 @@
-// engine/core/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
+// engine/ingest/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
 // traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived,
 // except where it departs from the kernels HuggingFace launches (opgraph_options::corrections, below).
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 
 #include <algorithm>
 #include <fstream>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/csv.h"
-#include "core/pyliteral.h"
+#include "ingest/csv.h"
+#include "ingest/pyliteral.h"
 #include "core/text.h"
 
 namespace ns {

@@ -1,4 +1,4 @@
-// engine/core/opgraph.h — the reference's parsed operator graphs (opgraph/<tag>.csv) as nodes and kernels.
+// engine/ingest/opgraph.h — the reference's parsed operator graphs (opgraph/<tag>.csv) as nodes and kernels.
 #pragma once
 #include <cstdint>
 #include <filesystem>

@@ -1,13 +1,13 @@
-// engine/core/dataset.cpp — reading the micro-benchmark CSVs. FLOPs and bytes per row follow the data
+// engine/ingest/dataset.cpp — reading the micro-benchmark CSVs. FLOPs and bytes per row follow the data
 // collector's own accounting (count_ops_mem: binary 12 B, unary/ln/softmax 8 B per element in fp32).
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
 
-#include "core/csv.h"
+#include "ingest/csv.h"
 #include "core/text.h"
 
 namespace ns {
