@@ -16,7 +16,7 @@
 #include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/weights.h"
@@ -140,7 +140,8 @@ int train_main(const train_flags& f) {
                  d.rows.size(), f.family.c_str(), train_rows_min);
   std::vector<train_sample> samples;
   samples.reserve(d.rows.size());
-  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu), r.latency_ms / 1e3});
+  const train_convention& conv = s.training_convention();  // neusight.kernels: what forecasts show the MLP
+  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv), r.latency_ms / 1e3});
   if (!f.quiet)
     std::fprintf(stderr, "neusight: training %s (%s) on %zu rows from %zu GPUs, %zu threads\n", f.family.c_str(),
                  vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));
@@ -185,6 +186,7 @@ int train_main(const train_flags& f) {
   // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies
   // and, per GPU, its minimum over the validation rows of more rows), the number `eval kernels` would give them.
   const auto as_forecast = neusight_predictor_make(vendor, r.model, p.gpus);
+  as_forecast->train_convention_set(conv);
   std::map<const gpu_spec*, std::vector<size_t>> val_by_gpu;
   for (size_t i : r.val_index) val_by_gpu[d.rows[i].gpu].push_back(i);
   double ape = 0;

@@ -19,12 +19,12 @@
 
 #include "cli/paths.h"
 #include "cli/report.h"
-#include "core/label.h"
-#include "core/opgraph.h"
+#include "ingest/label.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
-#include "core/trace.h"
+#include "ingest/trace.h"
 #include "core/wave_scaling.h"
 #include "lua/session.h"
 

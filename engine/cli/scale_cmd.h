@@ -10,7 +10,7 @@
 
 #include "core/gpu_spec.h"
 #include "core/graph.h"
-#include "core/trace.h"
+#include "ingest/trace.h"
 
 namespace ns {
 

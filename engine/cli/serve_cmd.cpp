@@ -14,6 +14,7 @@
 #include "core/calibration.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "ingest/measurement.h"
 #include "lua/session.h"
 
 namespace ns {

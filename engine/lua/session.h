@@ -12,11 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
+#include "core/tile_model.h"
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "lua/script_limits.h"
 
@@ -133,8 +134,12 @@ class session {
   // gemm → linear(m, n, k), bmm → bmm(b, m, n, k), elementwise → vec(op, rows, hidden), softmax, layernorm,
   // attention. Memory and collective kernels are left as they are.
   void kernel_costs(std::vector<kernel*>& kernels);
-  // The same as a callback for the readers of engine/core (bench_load, opgraph_load), which know no Lua.
+  // The same as a callback for the readers of engine/ingest (bench_load, opgraph_load), which know no Lua.
   kernel_costing costing();
+  // scripts/neusight/kernels.lua train_convention(), read once: the convention the vector families' MLPs were trained
+  // in, which every tile model of the session shows vector kernels in (predictor_make hands it to the neusight
+  // predictor; `neusight train` computes its features with it).
+  const ns::train_convention& training_convention();
   // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 

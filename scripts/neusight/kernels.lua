@@ -406,6 +406,23 @@ function M.window_attention(op, batch, s, window, d, heads, kv_heads, dtype, dv,
   return k
 end
 
+--- The convention the vector families' MLPs were trained in (weights/README.md): per family, the FLOPs per element and
+--- the range of DRAM bytes per element of the data collector's fp32 kernels as this module costs them (the dataset's
+--- rows are costed here too, engine/ingest/dataset.cpp) — element-wise from a unary op (read + write, VECaddu) to a
+--- binary one (two reads + write, VECadd), softmax and layer norm their one kernel (VECsoftmax, VECln). The tile model
+--- shows every vector kernel to the MLP in this convention (engine/core/tile_model.h): the engine reads it once per
+--- session (training and forecasts alike), so it has no copy of these numbers.
+---@return table<string, { flops: number, bytes_min: number, bytes_max: number }>
+function M.train_convention()
+  local unary, binary = M.vec("addu", 1, 1, "fp32"), M.vec("add", 1, 1, "fp32") -- 1 × 1: per element
+  local softmax, ln = M.softmax(1, 1, "fp32"), M.layernorm(1, 1, "fp32")
+  return {
+    elementwise = { flops = binary.flops, bytes_min = unary.bytes, bytes_max = binary.bytes },
+    softmax = { flops = softmax.flops, bytes_min = softmax.bytes, bytes_max = softmax.bytes },
+    layernorm = { flops = ln.flops, bytes_min = ln.bytes, bytes_max = ln.bytes },
+  }
+end
+
 --- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.
 ---@param shapes integer[][]
 function M.mem(shapes, dtype)

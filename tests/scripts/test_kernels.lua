@@ -255,4 +255,30 @@ function T.test_window_attention()
     K.window_attention, "causal", 1, 8, 0, 64, 4, 4, "bf16")
 end
 
+-- The vector families' training convention (engine/core/tile_model.h reads it through the session): the data
+-- collector's fp32 kernels as the constructors cost them — the reference's 1 / 5 / 6 FLOPs per element, 8 (unary) to
+-- 12 (binary) bytes per element element-wise, 8 for softmax and layer norm — and nothing but those three families.
+function T.test_train_convention()
+  local c = K.train_convention()
+  local n = 0
+  for _ in pairs(c) do n = n + 1 end
+  eq(n, 3, "families")
+  local per = function(k) return k.flops / (k.rows * k.hidden), k.bytes / (k.rows * k.hidden) end
+  local f, b = per(K.vec("add", 8, 64, "fp32"))
+  eq(c.elementwise.flops, f, "element-wise flops")
+  eq(c.elementwise.bytes_max, b, "binary bytes")
+  eq(c.elementwise.flops, 1, "the reference's count")
+  eq(c.elementwise.bytes_min, select(2, per(K.vec("relu", 8, 64, "fp32"))), "unary bytes")
+  eq(c.elementwise.bytes_min, 8, "unary: read + write")
+  eq(c.elementwise.bytes_max, 12, "binary: two reads + write")
+  for fam, k in pairs { softmax = K.softmax(8, 64, "fp32"), layernorm = K.layernorm(8, 64, "fp32") } do
+    local fl, by = per(k)
+    eq(c[fam].flops, fl, fam .. " flops")
+    eq(c[fam].bytes_min, by, fam .. " bytes")
+    eq(c[fam].bytes_max, by, fam .. " bytes")
+  end
+  eq(c.softmax.flops, 5, "softmax")
+  eq(c.layernorm.flops, 6, "layer norm")
+end
+
 return T
