@@ -297,8 +297,10 @@ local function fold_distance(tbl, name, e)
   if same then return keep(table.unpack(same, 1, same.n)) end
   local views = memo(tbl).fold_gpus  -- name -> its GPU view (false: none), each asked once per table
   for i, f in ipairs(folds) do
-    if views[f] == nil then views[f] = type(f) == "string" and find and find(f) or false end
-    gpus[i] = views[f] or nil
+    if type(f) == "string" then  -- (a fold that is no name, a number of a broken table, has no GPU file: below)
+      if views[f] == nil then views[f] = find and find(f) or false end
+      gpus[i] = views[f] or nil
+    end
     if not gpus[i] then return keep(nil, fmt("its fold %s has no GPU file", tostring(f))) end
   end
   local function keep_shared(...)
