@@ -6,6 +6,7 @@
 // kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2), where a sub-wave kernel that
 // scale.lua sub_wave_streams() says fills every SM moves with the bandwidth as a multi-wave one does. Both ratio paths apply
 // physics per kernel (scale.lua destination()): a resource that does not bind a kernel on either GPU cannot move it.
+#include "cli/flags.h"
 #include "cli/scale_cmd.h"
 
 #include <fmt/format.h>
@@ -615,6 +616,10 @@ int scale_main(const scale_flags& f) {
   for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
   scale_label_origin(rep, f.trace, layers, training);
   return scale_emit(s, f, from, to, rep);
+}
+
+int scale_command(flag_targets& t, int, char**) {
+  return scale_main(report_into(t.get<scale_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

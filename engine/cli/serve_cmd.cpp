@@ -1,5 +1,6 @@
 // engine/cli/serve_cmd.cpp — `neusight serve`: flags in, scripts/neusight/serve.lua does the rest, the report out
 // as JSON (every number), CSV (one `field,value` row per number, dotted paths) or serve.lua's table.
+#include "cli/flags.h"
 #include "cli/serve_cmd.h"
 
 #include <fmt/format.h>
@@ -247,6 +248,16 @@ int serve_main(const serve_flags& f) {
                               combinations));
   }
   return 0;
+}
+
+int serve_command(flag_targets& t, int, char**) {
+  serve_flags& vflags = t.get<serve_flags>();
+  const raw_flags& raw = t.get<raw_flags>();
+  vflags.gpu = list_split(raw.serve_gpu);
+  for (const auto& v : list_split(raw.serve_tp)) vflags.tp.push_back(std::stoll(v));
+  for (const auto& v : list_split(raw.serve_batch)) vflags.batch.push_back(std::stoll(v));
+  for (const auto& v : list_split(raw.serve_rate)) vflags.rate.push_back(std::stod(v));
+  return serve_main(report_into(vflags, t.get<common_flags>()));
 }
 
 }  // namespace ns
