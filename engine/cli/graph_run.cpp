@@ -4,17 +4,19 @@
 #include <optional>
 #include <utility>
 
+#include "core/text.h"
+
 namespace ns {
 
 session::finished graph_forecast(session& s, opgraph& og, const gpu_spec& gpu,
                                  const std::function<const predictor&()>& pred, graph_run r, int64_t* layers_out) {
   std::vector<std::string> warnings;
   const auto found = [&](std::vector<std::string>& notes) {  // what a step found: told at once, or kept
-    if (r.tell) {
+    if (r.tell)
       for (const auto& w : notes) r.tell(w);
-      notes.clear();
-    }
-    warnings.insert(warnings.end(), notes.begin(), notes.end());
+    else
+      warnings.insert(warnings.end(), notes.begin(), notes.end());
+    notes.clear();
   };
   std::vector<std::string> notes = std::move(r.warnings);  // found before, then the layer count's
   const int64_t layers = opgraph_layers(og, r.layers, notes);

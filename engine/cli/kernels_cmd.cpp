@@ -1,5 +1,4 @@
 // engine/cli/kernels_cmd.cpp — training the tile predictor from micro-benchmark CSVs and evaluating it per row.
-#include "cli/flags.h"
 #include "cli/kernels_cmd.h"
 
 #include <fmt/format.h>
@@ -14,6 +13,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"

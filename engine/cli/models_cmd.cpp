@@ -1,6 +1,5 @@
 // engine/cli/models_cmd.cpp — forecasting every labelled configuration from its reference operator graph and
 // reporting the absolute percentage error of the end-to-end latency per GPU (mean / median / max).
-#include "cli/flags.h"
 #include "cli/models_cmd.h"
 
 #include <fmt/format.h>
@@ -15,6 +14,7 @@
 #include <optional>
 #include <set>
 
+#include "cli/flags.h"
 #include "cli/graph_run.h"
 #include "cli/paths.h"
 #include "cli/report.h"

@@ -6,7 +6,6 @@
 // kernel plus the pass overhead carried over (spec method-habitat.md §1.7, §1.8, §4.2), where a sub-wave kernel that
 // scale.lua sub_wave_streams() says fills every SM moves with the bandwidth as a multi-wave one does. Both ratio paths apply
 // physics per kernel (scale.lua destination()): a resource that does not bind a kernel on either GPU cannot move it.
-#include "cli/flags.h"
 #include "cli/scale_cmd.h"
 
 #include <fmt/format.h>
@@ -18,6 +17,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/label.h"

@@ -1,7 +1,6 @@
 // engine/cli/search_cmd.cpp — `neusight search`: every dp × tp × pp layout of N GPUs (with microbatches and the
 // cheapest activation recomputation that fits; for MoE models every expert-parallel degree; each schedule and virtual-
 // stage count asked for), forecast with the same pipeline as `predict`, ranked.
-#include "cli/flags.h"
 #include "cli/search_cmd.h"
 
 #include <fmt/format.h>
@@ -17,6 +16,7 @@
 #include <variant>
 #include <nlohmann/json.hpp>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/cluster_spec.h"

@@ -1,6 +1,5 @@
 // engine/cli/serve_cmd.cpp — `neusight serve`: flags in, scripts/neusight/serve.lua does the rest, the report out
 // as JSON (every number), CSV (one `field,value` row per number, dotted paths) or serve.lua's table.
-#include "cli/flags.h"
 #include "cli/serve_cmd.h"
 
 #include <fmt/format.h>
@@ -10,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/calibration.h"
