@@ -1,5 +1,6 @@
-// engine/cli/app.cpp — subcommands run, predict, gpus, ops, train, eval; every error ends as "neusight: <where>: <what>".
-// Their flags are declared in cli/flags.cpp's table.
+// engine/cli/app.cpp — the command table and app_main, which parses a command line (its flags: cli/flags.cpp's
+// table) and runs the command's function (in its command file; here run, predict, paths, gpus, models, ops); every
+// error ends as "neusight: <where>: <what>".
 #include "cli/app.h"
 
 #include <CLI/CLI.hpp>
@@ -122,18 +123,6 @@ const std::string& row_keys_of(const forecast_done& out) {
 
 // What the pipeline (scripts/neusight/pipeline.lua) made of the forecast (the row's own flag stays).
 void forecast_take(session::finished&& f, forecast_done& out) { static_cast<session::finished&>(out) = std::move(f); }
-
-// The tail every forecast shares (scripts/neusight/pipeline.lua finish): library tiles, kernel latencies, aggregation,
-// timeline, figures. With `say`, warnings go to stderr as they are found (a single forecast); a comparison row only
-// keeps them in meta.warnings.
-void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
-                     std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
-  session::pipeline_graph run;
-  run.g = &g, run.kernels = std::move(kernels), run.gpu = &out.gpu, run.pred = &pred;
-  static_cast<session::run_facts&>(run) = out;  // source, launch, decode
-  run.warnings = std::move(out.warnings);
-  forecast_take(s.forecast_finish(std::move(run), {overhead, row_keys_of(out), say}), out);
-}
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
   auto pred = s.predictor_make(f.predictor, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
