@@ -152,7 +152,7 @@ TEST_CASE("search table: the recompute column only in training", "[cli][search]"
 // ranking's document engine/cli/search_cmd.cpp hands over once): a --scripts copy of search.lua whose formatter adds a
 // column (the layout's GPU count, dp × tp × pp) shows it in all three, with no C++ change (issue 14: one renderer, a
 // field added in Lua appears without recompiling)
-TEST_CASE("search: a column added in search.lua's formatter shows in its table, JSON and CSV", "[cli][search][scripts]") {
+TEST_CASE("search: a column added in search.lua's formatter shows in its table and JSON and CSV", "[cli][search][scripts]") {
   ns_test::temp_dir t;
   const std::string args = "--model gpt2_large --gpu h100 --gpus 8 --batch 64 --seq 1024 --dtype bf16 "
                            "--predictor roofline";
