@@ -13,6 +13,7 @@
 #include <set>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"
@@ -313,6 +314,32 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     emit(table, f.output);
   }
   return 0;
+}
+
+namespace {
+// One word of a command line as a POSIX shell reads it back: as is when it holds only characters no shell treats
+// specially, else in single quotes (a quote inside as '\''). train's model.toml `command`.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                       "0123456789_-./,:=+@%") == std::string::npos;
+  if (plain) return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+int train_command(flag_targets& t, int argc, char** argv) {
+  train_flags& tflags = t.get<train_flags>();
+  tflags.opts.hidden.clear();
+  paths_into(tflags, t.get<common_flags>());
+  for (const auto& w : list_split(t.get<raw_flags>().hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
+  for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + shell_word(argv[i]);  // as a shell reads it back
+  return train_main(tflags);
+}
+
+int eval_kernels_command(flag_targets& t, int, char**) {
+  return eval_kernels_main(report_into(t.get<eval_kernels_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

@@ -27,6 +27,9 @@ struct scale_flags {
 };
 int scale_main(const scale_flags& f);
 
+struct flag_targets;  // cli/flags.h
+int scale_command(flag_targets& t, int argc, char** argv);  // `neusight scale` (cli/app.cpp's table)
+
 // A flag of `f` that the trace's format takes no notice of, and why, for a usage error: --graph and --layers belong to a
 // per-op label CSV (its operator graph and the layers it is replicated over); a Chrome or wavescale trace's ops carry
 // their own shapes and it holds every layer it measured. nullopt when none is given for such a trace, or when the trace
