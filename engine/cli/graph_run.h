@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "lua/session.h"
 
 namespace ns {
