@@ -119,6 +119,15 @@ struct row_shapes {
 };
 
 // One [name, args] entry of FwOps/BwOps/AccOps.
+// A GEMM's three operands (b × m × n, b × n × k, b × m × k) are tensors: at most 2^48 elements each, here at the
+// row, before neusight.kernels costs the kernel (which refuses them too, without the file's line).
+void operands_check(const kernel& k, const std::string& name, const py_value& args, const row_context& row,
+                    const char* column) {
+  const double b = double(k.b), m = double(k.m), n = double(k.n), kk = double(k.k);
+  if (std::max({b * m * n, b * n * kk, b * m * kk}) > double(max_elements))
+    row.fail(column, "kernel '" + name + "' has an operand of more than 2^48 elements, got " + py_str(args));
+}
+
 std::optional<kernel> kernel_make(const std::string& name, const py_value& args, const row_shapes& rs,
                                   const row_context& row, const char* column) {
   kernel k;
@@ -128,10 +137,12 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     const auto d = dims_of(args, name, "(T, I, O)", 3, row, column);
     k.kind = kernel_kind::gemm;
     k.b = 1, k.m = d[0], k.n = d[1], k.k = d[2];
+    operands_check(k, name, args, row, column);
   } else if (name == "BMM") {
     const auto d = dims_of(args, name, "(B, M, N, K)", 4, row, column);
     k.kind = kernel_kind::bmm;
     k.b = d[0], k.m = d[1], k.n = d[2], k.k = d[3];
+    operands_check(k, name, args, row, column);
   } else if (name.rfind("VEC", 0) == 0) {
     const std::string op = name.substr(3);
     if (op == "softmax") k.kind = kernel_kind::softmax;

@@ -108,6 +108,19 @@ function T.test_bmm()
   eq(K.describe(k), "BMM(80,1024,64,1024)", "describe")
 end
 
+-- GEMM FLOPs never wrap around: past 2^62 they are a float (huge, positive); an operand past 2^48 elements is refused.
+function T.test_gemm_counts_do_not_wrap()
+  local k = K.linear(1 << 24, 1 << 24, 1 << 24, "fp32") -- operands 2^48 each, FLOPs 2^73
+  assert(k.flops > 0 and k.flops == 2.0 ^ 73, "linear flops 2^73, got " .. tostring(k.flops))
+  eq(K.linear(4096, 1280, 3840, "fp32").flops, 2 * 4096 * 1280 * 3840, "an integer below 2^62")
+  eq(math.type(K.linear(4096, 1280, 3840, "fp32").flops), "integer", "still an integer")
+  raises("operand X has more than 2^48 elements", K.linear, 1 << 32, 1 << 32, 4, "fp32")
+  raises("operand W has more than 2^48 elements", K.linear, 4, 1 << 32, 1 << 32, "fp32")
+  local b = K.bmm(1 << 16, 1 << 16, 1 << 16, 1 << 16, "fp32") -- operands 2^48, FLOPs 2^65
+  assert(b.flops == 2.0 ^ 65, "bmm flops 2^65, got " .. tostring(b.flops))
+  raises("operand A has more than 2^48 elements", K.bmm, 1 << 20, 1 << 20, 1 << 20, 1, "fp32")
+end
+
 function T.test_vec_binary_unary_and_override()
   local add = K.vec("add", 4096, 1280, "fp32")
   eq(add.kind, "elementwise", "kind")
