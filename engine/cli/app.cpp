@@ -1,5 +1,6 @@
-// engine/cli/app.cpp — subcommands run, predict, gpus, ops, train, eval; every error ends as "neusight: <where>: <what>".
-// Their flags are declared in cli/flags.cpp's table.
+// engine/cli/app.cpp — the command table and app_main, which parses a command line (its flags: cli/flags.cpp's
+// table) and runs the command's function (in its command file; here run, predict, paths, gpus, models, ops); every
+// error ends as "neusight: <where>: <what>".
 #include "cli/app.h"
 
 #include <CLI/CLI.hpp>
@@ -11,6 +12,7 @@
 #include <map>
 
 #include "cli/flags.h"
+#include "cli/graph_run.h"
 #include "cli/git_version.h"
 #include "cli/kernels_cmd.h"
 #include "cli/models_cmd.h"
@@ -20,11 +22,12 @@
 #include "cli/serve_cmd.h"
 #include "cli/report.h"
 #include "core/cluster_spec.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
+#include "ingest/measurement.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
-#include "core/trace.h"
+#include "ingest/trace.h"
 #include "lua/script_limits.h"
 #include "lua/session.h"
 
@@ -32,17 +35,6 @@ namespace ns {
 namespace fs = std::filesystem;
 
 namespace {
-
-// One word of a command line as a POSIX shell reads it back: as is when it holds only characters no shell treats
-// specially, else in single quotes (a quote inside as '\''). train's model.toml `command`.
-std::string shell_word(const std::string& w) {
-  const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
-                                                       "0123456789_-./,:=+@%") == std::string::npos;
-  if (plain) return w;
-  std::string out = "'";
-  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return out + "'";
-}
 
 // The list-valued flags, one entry each: the flag, a comparison row's JSON key and table column for it (its value in a
 // finished forecast is scripts/neusight/report.lua row()'s `key`), whether its values are integers. The order is the
@@ -132,18 +124,6 @@ const std::string& row_keys_of(const forecast_done& out) {
 
 // What the pipeline (scripts/neusight/pipeline.lua) made of the forecast (the row's own flag stays).
 void forecast_take(session::finished&& f, forecast_done& out) { static_cast<session::finished&>(out) = std::move(f); }
-
-// The tail every forecast shares (scripts/neusight/pipeline.lua finish): library tiles, kernel latencies, aggregation,
-// timeline, figures. With `say`, warnings go to stderr as they are found (a single forecast); a comparison row only
-// keeps them in meta.warnings.
-void forecast_finish(session& s, const predictor& pred, const std::string& overhead, const graph& g,
-                     std::vector<kernel_instance> kernels, forecast_done& out, bool say) {
-  session::pipeline_graph run;
-  run.g = &g, run.kernels = std::move(kernels), run.gpu = &out.gpu, run.pred = &pred;
-  static_cast<session::run_facts&>(run) = out;  // source, launch, decode
-  run.warnings = std::move(out.warnings);
-  forecast_take(s.forecast_finish(std::move(run), {overhead, row_keys_of(out), say}), out);
-}
 
 std::unique_ptr<predictor> predictor_for(session& s, const forecast_flags& f) {
   auto pred = s.predictor_make(f.predictor, f.weights.empty() ? data_root_find() / "weights" : fs::path(f.weights));
@@ -281,10 +261,6 @@ int run_calibrate(session& s, const common_flags& c, const forecast_flags& f, co
 // --calibrate TRACE.json: a PyTorch-profiler Chrome trace measured on the GPU. Its GEMM and attention ops (those
 // scripts/neusight/scale.lua builds kernels for) give each kernel family's measured and predicted time on that GPU;
 // scripts/neusight/calibration.lua fit_trace() turns them into factors, written beside the GPU's file.
-bool calibrate_from_trace(const std::string& file) {
-  return file.size() > 5 && text_lower(file.substr(file.size() - 5)) == ".json";
-}
-
 int run_calibrate_trace(session& s, const common_flags& c, const forecast_flags& f) {
   const gpu_spec gpu = s.gpu(f.gpu);
   const fs::path path = calibration_path(gpu);
@@ -541,32 +517,17 @@ int run_graph(const common_flags& c, const forecast_flags& f, const graph_flags&
     throw error(og.source + ": the file name carries no -inf-/-train- tag: pass --mode train or --mode inference");
   if (mode == "prefill" || mode == "decode")
     throw error("predict --graph: --mode " + mode + " needs a model built with a KV cache (--model), not a reference graph");
+  graph_run r;
+  r.mode = mode, r.layers = gf.layers, r.batch = og.tag ? og.tag->batch : 0, r.seq = og.tag ? og.tag->seq : 0;
+  r.launch = f.launch.empty() ? "eager" : f.launch, r.overhead = f.overhead;
+  r.warnings = og.warnings;
+  if (!gpu_note.empty()) r.warnings.push_back(gpu_note);
+  r.forward_only_warning = true;
+  std::unique_ptr<predictor> pred;
   forecast_done d;
-  d.gpu = gpu;
-  d.source = og.source;
-  d.launch = f.launch.empty() ? "eager" : f.launch;
-  d.warnings = og.warnings;
-  if (!gpu_note.empty()) d.warnings.push_back(gpu_note);
-  const int64_t layers = opgraph_layers(og, gf.layers, d.warnings);
-  opgraph_replicate(og, layers);
-  // what the report shows of the graph (scripts/neusight/report.lua graph)
-  d.state = s.report_graph({{"source", og.source}, {"model", og.g.model}, {"mode", mode},
-                  {"batch", int64_t(og.tag ? og.tag->batch : 0)}, {"seq", int64_t(og.tag ? og.tag->seq : 0)},
-                            {"layers", layers}, {"launch", d.launch}},
-                           og.g.params_total(), gpu.mem_gb);
-  const bool training = mode == "train";
-  bool has_backward = false;
-  for (const auto& ki : og.kernels) has_backward = has_backward || ki.ph != phase::forward;
-  if (training && !has_backward)
-    d.warnings.push_back(og.source + ": the graph holds no backward kernels (parsed for inference): the training "
-                                     "forecast is the forward pass only");
-  std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
-  if (const auto par = opgraph_parallel_of(og)) {
-    if (!training) throw error(og.source + ": a distributed graph (" + og.tag->option + ") is a training graph: drop --mode inference");
-    s.graph_parallel(d.state, og.g, kernels, gpu, *par, og.tag->batch, mode, d.warnings);
-  }
-  const auto pred = predictor_for(s, f);
-  forecast_finish(s, *pred, f.overhead, og.g, std::move(kernels), d, true);
+  forecast_take(graph_forecast(s, og, gpu, [&]() -> const predictor& { return *(pred = predictor_for(s, f)); },
+                               std::move(r)),
+                d);
   report_emit(s, c, d, f.predictor);
   return 0;
 }
@@ -731,24 +692,193 @@ std::string missing_required(CLI::App* sc, bool trace_calibration) {
   return missing.empty() ? "" : "missing " + and_list(missing) + why;
 }
 
-}  // namespace
+// Each command of this file, as the command table runs it (after parsing): run, predict, paths, gpus, models, ops.
+int run_command(flag_targets& t, int, char**) {
+  const std::string file = script_resolve(t.get<raw_flags>().script);
+  const auto& c = t.get<common_flags>();
+  const auto& f = t.get<forecast_flags>();
+  return is_comparison(f) ? run_compare(c, f, file) : run_forecast(c, f, file);
+}
+int predict_command(flag_targets& t, int, char**) {
+  const auto& c = t.get<common_flags>();
+  const auto& f = t.get<forecast_flags>();
+  if (!t.get<graph_flags>().file.empty()) return run_graph(c, f, t.get<graph_flags>());
+  return is_comparison(f) ? run_compare(c, f, "") : run_forecast(c, f, "");
+}
+int paths_command(flag_targets& t, int, char**) { return run_paths(t.get<common_flags>(), t.get<raw_flags>().paths_which); }
+int gpus_command(flag_targets& t, int, char**) { return run_gpus(t.get<common_flags>()); }
+int models_command(flag_targets& t, int, char**) { return run_models(t.get<common_flags>()); }
+int ops_command(flag_targets& t, int, char**) { return run_ops(t.get<common_flags>()); }
 
-// What a command's own flag struct takes from the common flags: the search paths and -v (paths_into), and for a
-// command that writes a report, the format and -o too (report_into).
-template <class F>
-F& paths_into(F& f, const common_flags& c) {
-  f.ops_dirs = c.ops_dirs;
-  f.scripts_dirs = c.scripts_dirs;
-  f.gpus_dirs = c.gpus_dirs;
-  f.verbose = c.verbose;
-  return f;
+// --report FILE.html of the command `bit` (run, predict, serve): "" when not given.
+const std::string& report_page_of(unsigned bit, flag_targets& t) {
+  return bit == cmd::serve ? t.get<serve_flags>().report_html : t.get<common_flags>().report_html;
 }
-template <class F>
-F& report_into(F& f, const common_flags& c) {
-  f.format = c.format;
-  f.output = c.output;
-  return paths_into(f, c);
+
+// The commands, in --help's order: where each sits (nullptr: the top level; else the command above it), what --help
+// says of it, its bit in cli/flags.cpp's table (the flags it takes) and the function in its command file that runs it.
+struct command_entry {
+  const char* parent;
+  const char* name;
+  const char* about;
+  unsigned bit;
+  int (*run)(flag_targets& t, int argc, char** argv);
+};
+const std::vector<command_entry>& command_table() {
+  static const std::vector<command_entry> commands = {
+      {nullptr, "run", "Evaluate a workload script (examples/*.lua)", cmd::run, run_command},
+      {nullptr, "predict", "Forecast a built-in model or a reference operator graph without writing a script",
+       cmd::predict, predict_command},
+      {nullptr, "paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from",
+       cmd::paths, paths_command},
+      {nullptr, "gpus", "List the known GPUs and their key specs", cmd::gpus, gpus_command},
+      {nullptr, "models", "List the model presets with their family, parameter count and source", cmd::models,
+       models_command},
+      {nullptr, "ops", "List operator rules: op name → resolved file (first hit wins)", cmd::ops, ops_command},
+      {nullptr, "train", "Train the tile predictor of one kernel family from micro-benchmark CSVs", cmd::train,
+       train_command},
+      {"eval", "kernels", "MAPE per GPU x family on micro-benchmark CSV rows", cmd::eval_kernels, eval_kernels_command},
+      {"eval", "models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)", cmd::eval_models,
+       eval_models_command},
+      {nullptr, "scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)", cmd::scale,
+       scale_command},
+      {nullptr, "search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory", cmd::search,
+       search_command},
+      {nullptr, "serve",
+       "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of "
+       "Poisson or bursty arrivals (--rate, --requests, --burstiness) or a recorded trace (--requests-file), "
+       "simulated in scripts/neusight/serve.lua from prefill/decode "
+       "forecasts; --sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets "
+       "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
+       cmd::serve, serve_command},
+  };
+  return commands;
 }
+// The parent commands (eval): what --help says of them.
+const char* parent_about(const std::string& name) {
+  return name == "eval" ? "Compare forecasts with measurements" : "";
+}
+
+// "neusight eval models" less "neusight ": the command as its messages name it.
+std::string command_words(CLI::App& app, CLI::App* sc) {
+  std::string command = sc->get_name();
+  for (CLI::App* a = sc->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
+  return command;
+}
+
+// A first word that names no subcommand (`neusight predcit`, `neusight eval kernel`): said so, with close matches,
+// rather than CLI11's "A subcommand is required" (or the word taken as a positional of nothing); and a long option the
+// command does not have (`--dtpye bf16`, `--input_len 10`): said so, with the closest of the command's own option
+// names, rather than CLI11's "arguments were not expected" or a later "--input-len is required". Every subcommand, one
+// place: the names are the command's options and those of the commands above it. An option's value is skipped as
+// CLI11 reads it (`-o --weird.json`, `--model-arg --x`): a known option given without `=` takes the next min(type size,
+// items expected) words whatever they look like; a flag takes none. Returns 2 when it said one, else 0.
+int unknown_word_say(CLI::App& app, int argc, char** argv) {
+  CLI::App* level = &app;
+  auto subs = [](CLI::App* a) { return a->get_subcommands([](CLI::App*) { return true; }); };
+  for (int i = 1; i < argc && level; ++i) {
+    const std::string word = argv[i];
+    if (word.empty() || word[0] == '-' || subs(level).empty()) break;
+    std::vector<std::string> names;
+    CLI::App* next = nullptr;
+    for (CLI::App* c : subs(level)) {
+      names.push_back(c->get_name());
+      if (c->get_name() == word) next = c;
+    }
+    if (!next) {
+      const std::string where = level == &app ? "neusight" : "neusight " + level->get_name();
+      std::fprintf(stderr, "neusight: unknown subcommand '%s'%s; `%s --help` lists them\n", word.c_str(),
+                   text_did_you_mean(word, names).c_str(), where.c_str());
+      return 2;
+    }
+    level = next;
+  }
+  if (level == &app) return 0;
+  std::vector<std::string> names;
+  for (CLI::App* a = level; a; a = a->get_parent())
+    for (const CLI::Option* o : a->get_options())
+      for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
+  auto option_find = [&](const std::string& name) -> const CLI::Option* {
+    for (CLI::App* a = level; a; a = a->get_parent())
+      for (const CLI::Option* o : a->get_options())
+        if (o->check_name(name)) return o;
+    return nullptr;
+  };
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg == "--") break;  // what follows is positional
+    if (arg.size() < 2 || arg[0] != '-' || arg == "-") continue;
+    const bool is_long = arg.compare(0, 2, "--") == 0;
+    if (!is_long && arg.size() != 2) continue;  // -xVALUE carries its value; bundled short flags stay CLI11's
+    const std::string name = is_long ? arg.substr(0, arg.find('=')) : arg;
+    if (const CLI::Option* o = option_find(name)) {
+      if (name.size() == arg.size() && o->get_items_expected_max() > 0)
+        i += std::max(0, std::min(o->get_type_size_min(), o->get_items_expected_min()));
+      continue;
+    }
+    if (!is_long) continue;  // an unknown short option: CLI11 says so
+    const std::string command = command_words(app, level);
+    // an option of other commands (`serve --pp 2`): this command does not model it; said so, naming them, rather
+    // than a near name that means something else (--pp → --tp)
+    std::string others;
+    for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
+      if (sub == level) continue;
+      for (const CLI::Option* o : sub->get_options())
+        if (o->check_name(name)) {
+          others += (others.empty() ? "" : ", ") + sub->get_name();
+          break;
+        }
+    }
+    if (!others.empty()) {
+      std::fprintf(stderr, "neusight: %s has no %s option (%s %s it; `neusight %s --help` lists this command's)\n",
+                   command.c_str(), name.c_str(), others.c_str(),
+                   others.find(',') == std::string::npos ? "has" : "have", command.c_str());
+      return 2;
+    }
+    std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),
+                 text_did_you_mean(name, names).c_str(), command.c_str());
+    return 2;
+  }
+  return 0;
+}
+
+// Every missing required flag of the command `sc` given (nullptr: none), at once (missing_required): after CLI11's
+// parse (which stops at the first it finds missing) or its checks of the values given (a value refused is said first,
+// as CLI11 does). Returns 2 when it said so, else 0.
+int missing_say(CLI::App& app, CLI::App* sc, const common_flags& common) {
+  const bool trace_calibration = !common.calibrate.empty() && calibrate_from_trace(common.calibrate);
+  const std::string missing = sc ? missing_required(sc, trace_calibration) : "";
+  if (missing.empty()) return 0;
+  std::fprintf(stderr, "neusight: command line: %s; `neusight %s --help` lists the flags\n", missing.c_str(),
+               command_words(app, sc).c_str());
+  return 2;
+}
+
+// -o out.json / out.csv: the format follows the extension unless --format was given. -o out.html would get a table or
+// JSON under an HTML name: refused, naming --report (the page). Returns 2 when it refused, else 0.
+int output_format_set(CLI::App* sc, unsigned bit, common_flags& common) {
+  if (!(bit & cmd::reports) || common.output.empty()) return 0;
+  const std::string ext = text_lower(fs::path(common.output).extension().string());
+  if (ext == ".html" || ext == ".htm") {
+    const bool has_page = sc->get_option_no_throw("--report") != nullptr;
+    std::fprintf(stderr, "neusight: -o %s: -o writes the report as a table, JSON or CSV, not HTML%s\n",
+                 common.output.c_str(), has_page ? ("; the HTML page is --report " + common.output).c_str()
+                                                 : (" (" + sc->get_name() + " has no HTML page)").c_str());
+    return 2;
+  }
+  if (sc->get_option("--format")->count() > 0) return 0;
+  const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
+  if (want.empty()) return 0;
+  if (want == "csv" && (bit & cmd::no_csv)) {
+    std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
+                 common.output.c_str(), sc->get_name().c_str());
+    return 2;
+  }
+  common.format = want;
+  return 0;
+}
+
+}  // namespace
 
 int app_main(int argc, char** argv) {
   CLI::App app{"neusight — forecast deep-learning training and inference latency on GPUs you do not have"};
@@ -756,237 +886,43 @@ int app_main(int argc, char** argv) {
   app.footer("The manual: README.md beside the bundled files (`neusight paths readme` prints its path): every command, "
              "workloads and model functions, op rules, script modules, Lua predictors, GPU and cluster files.");
   app.require_subcommand(1);
-
   flag_targets t;
   common_flags& common = t.get<common_flags>();
-  forecast_flags& fflags = t.get<forecast_flags>();
-  graph_flags& gflags = t.get<graph_flags>();
-  raw_flags& raw = t.get<raw_flags>();
-  train_flags& tflags = t.get<train_flags>();
-  eval_kernels_flags& eflags = t.get<eval_kernels_flags>();
-  eval_models_flags& mflags = t.get<eval_models_flags>();
-  scale_flags& sflags = t.get<scale_flags>();
-  search_flags& qflags = t.get<search_flags>();
-  serve_flags& vflags = t.get<serve_flags>();
-
-  // Each command takes the flags cli/flags.cpp's table gives it.
-  std::vector<std::pair<CLI::App*, unsigned>> commands;
-  auto sub = [&](CLI::App* parent, const char* name, const char* about, unsigned c) {
-    commands.emplace_back(flags_add(parent->add_subcommand(name, about), c, t), c);
-    return commands.back().first;
-  };
-  auto* run = sub(&app, "run", "Evaluate a workload script (examples/*.lua)", cmd::run);
-  auto* predict = sub(&app, "predict", "Forecast a built-in model or a reference operator graph without writing a script",
-                      cmd::predict);
-  auto* paths = sub(&app, "paths", "Print where the bundled GPUs, op rules, scripts, weights and examples are read from",
-                    cmd::paths);
-  auto* gpus = sub(&app, "gpus", "List the known GPUs and their key specs", cmd::gpus);
-  auto* models = sub(&app, "models", "List the model presets with their family, parameter count and source", cmd::models);
-  auto* ops = sub(&app, "ops", "List operator rules: op name → resolved file (first hit wins)", cmd::ops);
-  auto* train = sub(&app, "train", "Train the tile predictor of one kernel family from micro-benchmark CSVs", cmd::train);
-  auto* eval = app.add_subcommand("eval", "Compare forecasts with measurements");
-  eval->require_subcommand(1);
-  auto* eval_k = sub(eval, "kernels", "MAPE per GPU x family on micro-benchmark CSV rows", cmd::eval_kernels);
-  auto* eval_m = sub(eval, "models", "End-to-end APE per GPU against measured labels (label/<GPU>/<tag>.json)",
-                     cmd::eval_models);
-  auto* scale = sub(&app, "scale", "Scale a trace measured on one GPU to another GPU (hybrid with the tile predictor)",
-                    cmd::scale);
-  auto* search = sub(&app, "search", "Forecast every dp x tp x pp layout of N GPUs and rank those that fit in memory",
-                     cmd::search);
-  auto* serve = sub(&app, "serve",
-                    "Serving latency and throughput of an LLM: a static batch (--batch) or continuous batching of "
-                    "Poisson or bursty arrivals (--rate, --requests, --burstiness) or a recorded trace (--requests-file), "
-                    "simulated in scripts/neusight/serve.lua from prefill/decode "
-                    "forecasts; --sweep runs every GPU x tp x batch|rate combination and picks the cheapest that meets "
-                    "--ttft-ms and --tpot-ms (scripts/neusight/sweep.lua)",
-                    cmd::serve);
-
-  // A first word that names no subcommand (`neusight predcit`, `neusight eval kernel`): said so, with close matches,
-  // rather than CLI11's "A subcommand is required" (or the word taken as a positional of nothing).
-  {
-    CLI::App* level = &app;
-    auto subs = [](CLI::App* a) { return a->get_subcommands([](CLI::App*) { return true; }); };
-    for (int i = 1; i < argc && level; ++i) {
-      const std::string word = argv[i];
-      if (word.empty() || word[0] == '-' || subs(level).empty()) break;
-      std::vector<std::string> names;
-      CLI::App* next = nullptr;
-      for (CLI::App* c : subs(level)) {
-        names.push_back(c->get_name());
-        if (c->get_name() == word) next = c;
-      }
-      if (!next) {
-        const std::string where = level == &app ? "neusight" : "neusight " + level->get_name();
-        std::fprintf(stderr, "neusight: unknown subcommand '%s'%s; `%s --help` lists them\n", word.c_str(),
-                     text_did_you_mean(word, names).c_str(), where.c_str());
-        return 2;
-      }
-      level = next;
-    }
-    // A long option the command does not have (`--dtpye bf16`, `--input_len 10`): said so, with the closest of the
-    // command's own option names, rather than CLI11's "arguments were not expected" or a later "--input-len is
-    // required". Every subcommand, one place: the names are the command's options and those of the commands above it.
-    // An option's value is skipped as CLI11 reads it (`-o --weird.json`, `--model-arg --x`): a known option given
-    // without `=` takes the next min(type size, items expected) words whatever they look like; a flag takes none.
-    if (level != &app) {
-      std::vector<std::string> names;
-      for (CLI::App* a = level; a; a = a->get_parent())
-        for (const CLI::Option* o : a->get_options())
-          for (const std::string& n : o->get_lnames()) names.push_back("--" + n);
-      auto option_find = [&](const std::string& name) -> const CLI::Option* {
-        for (CLI::App* a = level; a; a = a->get_parent())
-          for (const CLI::Option* o : a->get_options())
-            if (o->check_name(name)) return o;
-        return nullptr;
-      };
-      for (int i = 1; i < argc; ++i) {
-        const std::string arg = argv[i];
-        if (arg == "--") break;  // what follows is positional
-        if (arg.size() < 2 || arg[0] != '-' || arg == "-") continue;
-        const bool is_long = arg.compare(0, 2, "--") == 0;
-        if (!is_long && arg.size() != 2) continue;  // -xVALUE carries its value; bundled short flags stay CLI11's
-        const std::string name = is_long ? arg.substr(0, arg.find('=')) : arg;
-        if (const CLI::Option* o = option_find(name)) {
-          if (name.size() == arg.size() && o->get_items_expected_max() > 0)
-            i += std::max(0, std::min(o->get_type_size_min(), o->get_items_expected_min()));
-          continue;
-        }
-        if (!is_long) continue;  // an unknown short option: CLI11 says so
-        std::string command = level->get_name();
-        for (CLI::App* a = level->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
-        // an option of other commands (`serve --pp 2`): this command does not model it; said so, naming them, rather
-        // than a near name that means something else (--pp → --tp)
-        std::string others;
-        for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) {
-          if (sub == level) continue;
-          for (const CLI::Option* o : sub->get_options())
-            if (o->check_name(name)) {
-              others += (others.empty() ? "" : ", ") + sub->get_name();
-              break;
-            }
-        }
-        if (!others.empty()) {
-          std::fprintf(stderr, "neusight: %s has no %s option (%s %s it; `neusight %s --help` lists this command's)\n",
-                       command.c_str(), name.c_str(), others.c_str(),
-                       others.find(',') == std::string::npos ? "has" : "have", command.c_str());
-          return 2;
-        }
-        std::fprintf(stderr, "neusight: unknown option '%s'%s; `neusight %s --help` lists them\n", name.c_str(),
-                     text_did_you_mean(name, names).c_str(), command.c_str());
-        return 2;
-      }
-    }
+  std::vector<std::pair<CLI::App*, const command_entry*>> commands;  // each command takes the flags the table gives it
+  std::map<std::string, CLI::App*> parents;                         // eval
+  for (const command_entry& c : command_table()) {
+    CLI::App*& parent = parents[c.parent ? c.parent : ""];
+    if (!parent) parent = c.parent ? app.add_subcommand(c.parent, parent_about(c.parent))->require_subcommand(1) : &app;
+    commands.emplace_back(flags_add(parent->add_subcommand(c.name, c.about), c.bit, t), &c);
   }
-
-  // Every missing required flag of the command, at once: after CLI11's parse (which stops at the first it finds
-  // missing) or its checks of the values given (a value refused is said first, as CLI11 does).
-  const auto missing_say = [&]() -> int {
-    CLI::App* given = nullptr;  // the command given
-    for (const auto& [sc, bit] : commands)
-      if (*sc) given = sc;
-    const bool trace_calibration = !common.calibrate.empty() && calibrate_from_trace(common.calibrate);
-    const std::string missing = given ? missing_required(given, trace_calibration) : "";
-    if (missing.empty()) return 0;
-    std::string command = given->get_name();
-    for (CLI::App* a = given->get_parent(); a && a != &app; a = a->get_parent()) command = a->get_name() + " " + command;
-    std::fprintf(stderr, "neusight: command line: %s; `neusight %s --help` lists the flags\n", missing.c_str(),
-                 command.c_str());
-    return 2;
+  if (const int code = unknown_word_say(app, argc, argv)) return code;
+  const auto given = [&]() -> std::pair<CLI::App*, const command_entry*> {  // the command given
+    for (const auto& sc : commands)
+      if (*sc.first) return sc;
+    return {nullptr, nullptr};
   };
   try {
     try {
       app.parse(argc, argv);
     } catch (const CLI::RequiredError&) {
-      if (const int code = missing_say()) return code;
+      if (const int code = missing_say(app, given().first, common)) return code;
       throw;  // no command given, …: CLI11's words
     }
-    if (const int code = missing_say()) return code;
-    report_page_check(common.output, *serve ? vflags.report_html : common.report_html);
-    if (*serve) {
-      // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
-      if (*serve->get_option("--requests-file") && vflags.sweep)
-        throw CLI::ValidationError("--requests-file", "a trace is one workload, not a list to sweep: --sweep compares "
-                                   "--batch or --rate lists; run serve --requests-file once per --gpu and --tp");
-      // the continuous-batching options, with either arrival source
-      for (const char* name : {"--seed", "--chunked-prefill", "--max-batch", "--max-batched-tokens"})
-        if (*serve->get_option(name) && !*serve->get_option("--rate") && !*serve->get_option("--requests-file"))
-          throw CLI::RequiresError(name, "--rate (or --requests-file)");
-      for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
-                                       {"--batch", &raw.serve_batch}, {"--rate", &raw.serve_rate}})
-        if (!vflags.sweep && list_split(*text).size() > 1)
-          throw CLI::ValidationError(name, "'" + *text + "' is a list: pass --sweep to compare settings (without it "
-                                     "serve forecasts one setting)");
-      vflags.gpu = list_split(raw.serve_gpu);
-      for (const auto& v : list_split(raw.serve_tp)) vflags.tp.push_back(std::stoll(v));
-      for (const auto& v : list_split(raw.serve_batch)) vflags.batch.push_back(std::stoll(v));
-      for (const auto& v : list_split(raw.serve_rate)) vflags.rate.push_back(std::stod(v));
-    }
-    if (*scale)
-      if (const auto unused = scale_flag_unused(sflags)) throw CLI::ValidationError(unused->first, unused->second);
-    const bool trace_calibration = !common.calibrate.empty() && calibrate_from_trace(common.calibrate);
-    // predict --calibrate TRACE.json fits from the trace's own kernels: a workload flag would be ignored, so refuse it
-    if (*predict && trace_calibration)
-      for (const auto& name : workload_flag_names(cmd::predict))
-        if (name != "--gpu" && predict->get_option(name)->count() > 0)
-          throw CLI::ValidationError(name, "has no effect with --calibrate " + common.calibrate + ": a trace's ops carry "
-                                     "their own shapes and dtypes (give predict --gpu only)");
+    if (const int code = missing_say(app, given().first, common)) return code;
+    report_page_check(common.output, report_page_of(given().second->bit, t));
+    flags_check(given().first, given().second->bit, t);  // the relations between its flags' values
   } catch (const CLI::ParseError& e) {
     const int code = app.exit(e);  // prints help/version or the usage error
     return code == 0 ? 0 : 2;       // CLI11 uses 1xx codes per error kind; we promise 2 for every usage error
   }
-  // -o out.json / out.csv: the format follows the extension unless --format was given. -o out.html would get a
-  // table or JSON under an HTML name: refused, naming --report (the page).
-  for (const auto& [sc, bit] : commands) {
-    if (!*sc || !(bit & cmd::reports) || common.output.empty()) continue;
-    const std::string ext = text_lower(fs::path(common.output).extension().string());
-    if (ext == ".html" || ext == ".htm") {
-      const bool has_page = sc->get_option_no_throw("--report") != nullptr;
-      std::fprintf(stderr, "neusight: -o %s: -o writes the report as a table, JSON or CSV, not HTML%s\n",
-                   common.output.c_str(), has_page ? ("; the HTML page is --report " + common.output).c_str()
-                                                   : (" (" + sc->get_name() + " has no HTML page)").c_str());
-      return 2;
-    }
-    if (sc->get_option("--format")->count() > 0) continue;
-    const std::string want = ext == ".json" ? "json" : ext == ".csv" ? "csv" : "";
-    if (want.empty()) continue;
-    if (want == "csv" && (bit & cmd::no_csv)) {
-      std::fprintf(stderr, "neusight: -o %s: %s writes a table or JSON, not CSV (pass --format table to write a table)\n",
-                   common.output.c_str(), sc->get_name().c_str());
-      return 2;
-    }
-    common.format = want;
-  }
-
-  const std::string& report_html = *serve ? vflags.report_html : common.report_html;  // --report (run, predict, serve)
+  const auto [sc, command] = given();
+  if (const int code = output_format_set(sc, command->bit, common)) return code;
   script_limits_set(common.script_budget, common.script_memory, common.script_timeout);
   try {
     // the report's and the page's folders, before anything is forecast, printed or written (--calibrate's file)
     emit_check(common.output);
-    emit_check(report_html);
-    if (*run) {
-      const std::string file = script_resolve(raw.script);
-      return is_comparison(fflags) ? run_compare(common, fflags, file) : run_forecast(common, fflags, file);
-    }
-    if (*paths) return run_paths(common, raw.paths_which);
-    if (*predict) {
-      if (!gflags.file.empty()) return run_graph(common, fflags, gflags);
-      return is_comparison(fflags) ? run_compare(common, fflags, "") : run_forecast(common, fflags, "");
-    }
-    if (*gpus) return run_gpus(common);
-    if (*models) return run_models(common);
-    if (*scale) return scale_main(report_into(sflags, common));
-    if (*ops) return run_ops(common);
-    if (*serve) return serve_main(report_into(vflags, common));
-    if (*search) return search_main(report_into(qflags, common));
-    if (*train) {
-      tflags.opts.hidden.clear();
-      paths_into(tflags, common);
-      for (const auto& w : list_split(raw.hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
-      for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + shell_word(argv[i]);  // as a shell reads it back
-      return train_main(tflags);
-    }
-    if (*eval_k) return eval_kernels_main(report_into(eflags, common));
-    if (*eval_m) return eval_models_main(report_into(mflags, common));
+    emit_check(report_page_of(command->bit, t));
+    return command->run(t, argc, argv);
   } catch (const script_error& e) {
     std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
     if (common.traceback && !e.traceback.empty()) std::fprintf(stderr, "%s\n", text_cap(e.traceback, 16384).c_str());
@@ -995,7 +931,6 @@ int app_main(int argc, char** argv) {
     std::fprintf(stderr, "neusight: %s\n", text_cap(e.what(), 8192).c_str());
     return 1;
   }
-  return 0;
 }
 
 }  // namespace ns

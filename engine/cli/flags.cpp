@@ -41,6 +41,39 @@ std::vector<std::string> list_split(const std::string& text) {
   return out;
 }
 
+bool calibrate_from_trace(const std::string& file) {
+  return file.size() > 5 && text_lower(file.substr(file.size() - 5)) == ".json";
+}
+
+void flags_check(CLI::App* sc, unsigned command, flag_targets& t) {
+  const common_flags& common = t.get<common_flags>();
+  if (command == cmd::serve) {
+    const serve_flags& vflags = t.get<serve_flags>();
+    const raw_flags& raw = t.get<raw_flags>();
+    // a sweep compares lists of --batch or --rate; a trace is one workload (its arrivals and lengths)
+    if (*sc->get_option("--requests-file") && vflags.sweep)
+      throw CLI::ValidationError("--requests-file", "a trace is one workload, not a list to sweep: --sweep compares "
+                                 "--batch or --rate lists; run serve --requests-file once per --gpu and --tp");
+    // the continuous-batching options, with either arrival source
+    for (const char* name : {"--seed", "--chunked-prefill", "--max-batch", "--max-batched-tokens"})
+      if (*sc->get_option(name) && !*sc->get_option("--rate") && !*sc->get_option("--requests-file"))
+        throw CLI::RequiresError(name, "--rate (or --requests-file)");
+    for (const auto& [name, text] : {std::pair{"--gpu", &raw.serve_gpu}, {"--tp", &raw.serve_tp},
+                                     {"--batch", &raw.serve_batch}, {"--rate", &raw.serve_rate}})
+      if (!vflags.sweep && list_split(*text).size() > 1)
+        throw CLI::ValidationError(name, "'" + *text + "' is a list: pass --sweep to compare settings (without it "
+                                   "serve forecasts one setting)");
+  }
+  if (command == cmd::scale)
+    if (const auto unused = scale_flag_unused(t.get<scale_flags>())) throw CLI::ValidationError(unused->first, unused->second);
+  // predict --calibrate TRACE.json fits from the trace's own kernels: a workload flag would be ignored, so refuse it
+  if (command == cmd::predict && !common.calibrate.empty() && calibrate_from_trace(common.calibrate))
+    for (const auto& name : workload_flag_names(cmd::predict))
+      if (name != "--gpu" && sc->get_option(name)->count() > 0)
+        throw CLI::ValidationError(name, "has no effect with --calibrate " + common.calibrate + ": a trace's ops carry "
+                                   "their own shapes and dtypes (give predict --gpu only)");
+}
+
 namespace {
 
 // The largest integer a count flag takes: 18 digits, so that the values can be multiplied a few times in 64 bits

@@ -113,6 +113,31 @@ CLI::App* flags_add(CLI::App* app, unsigned command, flag_targets& t);
 // …, the parallel layout), in the table's order.
 std::vector<std::string> workload_flag_names(unsigned command);
 
+// The checks of the command `command` (one cmd:: bit; `sc` its CLI11 command, parsed) that relate its flags' values,
+// after CLI11's own (throws CLI::ValidationError or CLI::RequiresError, a usage error): serve's arrival options and
+// lists, scale's flags that its inputs leave unused, predict's workload flags beside --calibrate TRACE.json.
+void flags_check(CLI::App* sc, unsigned command, flag_targets& t);
+
+// --calibrate FILE is a profiler trace (a .json file), not a TOML measurement.
+bool calibrate_from_trace(const std::string& file);
+
+// What a command's own flag struct takes from the common flags: the search paths and -v (paths_into), and for a
+// command that writes a report, the format and -o too (report_into).
+template <class F>
+F& paths_into(F& f, const common_flags& c) {
+  f.ops_dirs = c.ops_dirs;
+  f.scripts_dirs = c.scripts_dirs;
+  f.gpus_dirs = c.gpus_dirs;
+  f.verbose = c.verbose;
+  return f;
+}
+template <class F>
+F& report_into(F& f, const common_flags& c) {
+  f.format = c.format;
+  f.output = c.output;
+  return paths_into(f, c);
+}
+
 // "1, 8,32" → {"1", "8", "32"}; "" → {}.
 std::vector<std::string> list_split(const std::string& text);
 

@@ -13,10 +13,11 @@
 #include <set>
 #include <unistd.h>
 
+#include "cli/flags.h"
 #include "cli/git_version.h"
 #include "cli/paths.h"
 #include "cli/report.h"
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/weights.h"
@@ -140,7 +141,8 @@ int train_main(const train_flags& f) {
                  d.rows.size(), f.family.c_str(), train_rows_min);
   std::vector<train_sample> samples;
   samples.reserve(d.rows.size());
-  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu), r.latency_ms / 1e3});
+  const train_convention& conv = s.training_convention();  // neusight.kernels: what forecasts show the MLP
+  for (const auto& r : d.rows) samples.push_back({tile_features_compute(r.k, *r.gpu, conv), r.latency_ms / 1e3});
   if (!f.quiet)
     std::fprintf(stderr, "neusight: training %s (%s) on %zu rows from %zu GPUs, %zu threads\n", f.family.c_str(),
                  vendor.c_str(), samples.size(), gpus.size(), size_t(f.opts.threads));
@@ -185,6 +187,7 @@ int train_main(const train_flags& f) {
   // The validation rows as forecasts price them: neusight_predictor over this model (the envelope's larger copies
   // and, per GPU, its minimum over the validation rows of more rows), the number `eval kernels` would give them.
   const auto as_forecast = neusight_predictor_make(vendor, r.model, p.gpus);
+  as_forecast->train_convention_set(conv);
   std::map<const gpu_spec*, std::vector<size_t>> val_by_gpu;
   for (size_t i : r.val_index) val_by_gpu[d.rows[i].gpu].push_back(i);
   double ape = 0;
@@ -311,6 +314,32 @@ int eval_kernels_main(const eval_kernels_flags& f) {
     emit(table, f.output);
   }
   return 0;
+}
+
+namespace {
+// One word of a command line as a POSIX shell reads it back: as is when it holds only characters no shell treats
+// specially, else in single quotes (a quote inside as '\''). train's model.toml `command`.
+std::string shell_word(const std::string& w) {
+  const bool plain = !w.empty() && w.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                                       "0123456789_-./,:=+@%") == std::string::npos;
+  if (plain) return w;
+  std::string out = "'";
+  for (char c : w) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+}  // namespace
+
+int train_command(flag_targets& t, int argc, char** argv) {
+  train_flags& tflags = t.get<train_flags>();
+  tflags.opts.hidden.clear();
+  paths_into(tflags, t.get<common_flags>());
+  for (const auto& w : list_split(t.get<raw_flags>().hidden)) tflags.opts.hidden.push_back(std::stoi(w));  // checked: 1..1024
+  for (int i = 0; i < argc; ++i) tflags.command += (i ? " " : "") + shell_word(argv[i]);  // as a shell reads it back
+  return train_main(tflags);
+}
+
+int eval_kernels_command(flag_targets& t, int, char**) {
+  return eval_kernels_main(report_into(t.get<eval_kernels_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

@@ -21,6 +21,11 @@ struct train_flags {
 };
 int train_main(const train_flags& f);
 
+struct flag_targets;  // cli/flags.h
+// `neusight train` as the command table runs it (cli/app.cpp): its flags, and the command line as a shell reads it back
+// (the model.toml's `command`).
+int train_command(flag_targets& t, int argc, char** argv);
+
 struct eval_kernels_flags {
   std::vector<std::string> files, exclude_gpus;
   std::vector<std::string> gpu_files;  // --gpu FILE: the user's GPU files for rows of their devices (gpu_data_resolver)
@@ -30,5 +35,6 @@ struct eval_kernels_flags {
   bool verbose = false;                              // -v
 };
 int eval_kernels_main(const eval_kernels_flags& f);
+int eval_kernels_command(flag_targets& t, int argc, char** argv);  // `neusight eval kernels` (cli/app.cpp's table)
 
 }  // namespace ns

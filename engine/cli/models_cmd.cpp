@@ -14,11 +14,13 @@
 #include <optional>
 #include <set>
 
+#include "cli/flags.h"
+#include "cli/graph_run.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/forecast.h"
-#include "core/label.h"
-#include "core/opgraph.h"
+#include "ingest/label.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/time_limits.h"
@@ -189,40 +191,22 @@ int eval_models_main(const eval_models_flags& f) {
       skip("distributed label whose layout is not <model>-train-<seq>-<batch>-dpN|tpN|ppN_M", file);
       continue;
     }
-    std::vector<std::string> warnings = og.warnings;
-    const int64_t layers = opgraph_layers(og, l.num_layer, warnings);
-    for (const auto& w : warnings)
+    // the label's graph forecast as predict --graph forecasts it (cli/graph_run.h: scripts/neusight/pipeline.lua
+    // finish, a pipeline.lua of your own under --scripts applies); the pipeline's warnings (the predictor's, memory)
+    // are not shown here, as before, but for the host overhead's (below); the graph's and its plan's once each; its
+    // error names the label
+    graph_run run;
+    run.mode = tag->mode, run.layers = l.num_layer, run.batch = int64_t(tag->batch), run.seq = int64_t(tag->seq);
+    run.overhead = f.overhead;
+    run.warnings = og.warnings;
+    run.tell = [&](const std::string& w) {
       if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    opgraph_replicate(og, layers);
-    const bool training = tag->mode == "train";
-    std::vector<kernel_instance> kernels = opgraph_kernels(og, training);
-    // the label's graph forecast as predict --graph forecasts it: scripts/neusight/pipeline.lua finish (a pipeline.lua
-    // of your own under --scripts applies, e.g. one that post-processes the kernels' latencies); the report fields
-    // first, then the label's own parallel plan in the label's state (report_graph's), as predict --graph does
-    const run_state graph_state = s.report_graph(
-        {{"source", og.source}, {"model", og.g.model}, {"mode", tag->mode}, {"batch", int64_t(tag->batch)},
-         {"seq", int64_t(tag->seq)}, {"layers", layers}, {"launch", std::string("eager")}},
-        og.g.params_total(), gpu.mem_gb);
-    if (par) {  // the same timeline as predict --graph on this file
-      std::vector<std::string> notes;
-      s.graph_parallel(graph_state, og.g, kernels, gpu, *par, tag->batch, tag->mode, notes);
-      for (const auto& w : notes)
-        if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
-    }
-    session::pipeline_graph run;
-    run.g = &og.g, run.kernels = std::move(kernels), run.gpu = &gpu, run.pred = pred.get(), run.source = og.source;
-    run.state = graph_state;
-    // the pipeline's warnings (the predictor's, memory) are not shown here, as before, but for the host overhead's
-    // (below); its error names the label
-    std::optional<session::finished> finished;
-    try {
-      finished = s.forecast_finish(std::move(run), {f.overhead, "", false});
-    } catch (const script_error& e) {  // its traceback kept (--traceback)
-      throw script_error(file.string() + ": " + e.what(), e.traceback);
-    } catch (const error& e) {
-      throw error(file.string() + ": " + e.what());
-    }
-    const session::finished& done = *finished;
+    };
+    run.error_prefix = file.string() + ": ";
+    int64_t layers = 0;
+    const session::finished finished =
+        graph_forecast(s, og, gpu, [&]() -> const predictor& { return *pred; }, std::move(run), &layers);
+    const session::finished& done = finished;
     for (const auto& w : done.overhead_notes)  // an --overhead on that changed nothing: once per GPU
       if (warned.insert(w).second) std::fprintf(stderr, "neusight: warning: %s\n", w.c_str());
     const forecast& fc = *done.fc;
@@ -404,6 +388,10 @@ int eval_models_main(const eval_models_flags& f) {
   weights_note_say(s);
   emit(out, f.output);
   return 0;
+}
+
+int eval_models_command(flag_targets& t, int, char**) {
+  return eval_models_main(report_into(t.get<eval_models_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

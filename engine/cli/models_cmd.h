@@ -19,4 +19,7 @@ struct eval_models_flags {
 };
 int eval_models_main(const eval_models_flags& f);
 
+struct flag_targets;  // cli/flags.h
+int eval_models_command(flag_targets& t, int argc, char** argv);  // `neusight eval models` (cli/app.cpp's table)
+
 }  // namespace ns

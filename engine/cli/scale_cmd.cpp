@@ -17,14 +17,15 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
-#include "core/label.h"
-#include "core/opgraph.h"
+#include "ingest/label.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
-#include "core/trace.h"
+#include "ingest/trace.h"
 #include "core/wave_scaling.h"
 #include "lua/session.h"
 
@@ -664,6 +665,10 @@ int scale_main(const scale_flags& f) {
   for (const auto& [why, n] : skipped) rep.warnings.push_back(fmt::format("skipped {} rows: {}", n, why));
   scale_label_origin(rep, f.trace, layers, training);
   return scale_emit(s, f, from, to, rep);
+}
+
+int scale_command(flag_targets& t, int, char**) {
+  return scale_main(report_into(t.get<scale_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

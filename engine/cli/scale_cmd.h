@@ -10,7 +10,7 @@
 
 #include "core/gpu_spec.h"
 #include "core/graph.h"
-#include "core/trace.h"
+#include "ingest/trace.h"
 
 namespace ns {
 
@@ -26,6 +26,9 @@ struct scale_flags {
   bool verbose = false;                              // -v
 };
 int scale_main(const scale_flags& f);
+
+struct flag_targets;  // cli/flags.h
+int scale_command(flag_targets& t, int argc, char** argv);  // `neusight scale` (cli/app.cpp's table)
 
 // A flag of `f` that the trace's format takes no notice of, and why, for a usage error: --graph and --layers belong to a
 // per-op label CSV (its operator graph and the layers it is replicated over); a Chrome or wavescale trace's ops carry

@@ -16,6 +16,7 @@
 #include <variant>
 #include <nlohmann/json.hpp>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/cluster_spec.h"
@@ -141,9 +142,50 @@ int search_main(const search_flags& f) {
   // the floor warning's rule (scripts/neusight/figures.lua search_floor); an older --scripts figures.lua without it:
   // no floor warning, as before it was there, not the search failing
   const bool floor_rule = s.has_function("neusight.figures", "search_floor");
-  const session::search_choices names = s.search_choices_of(items_of(f.schedule), f.recompute);
-  const std::vector<std::string>& schedules = names.schedules;
-  const std::vector<std::string>& modes = names.recompute;  // least recomputation first: "auto" stops at the first that fits
+  // search.lua choices' table as it is (session::call): the ranking's formatter reads it too (search.lua format_table)
+  std::string choices_fn;
+  const nlohmann::ordered_json names = s.call(
+      "neusight.search", "choices", nlohmann::ordered_json::array({items_of(f.schedule), f.recompute}), "", &choices_fn);
+  const auto field = [&](const char* key) -> const nlohmann::ordered_json* {
+    const auto at = names.is_object() ? names.find(key) : names.end();
+    return at == names.end() || at->is_null() ? nullptr : &*at;
+  };
+  if (!names.is_object() && !(names.is_array() && names.empty()))  // an empty table reads as an empty array
+    throw error(choices_fn + " returned " + names.type_name() + ", expected a table");
+  const auto strings_of = [&](const char* key) {  // a non-empty array of strings
+    const nlohmann::ordered_json* v = field(key);
+    const std::string bad = choices_fn + ": field '" + key + "' must be a non-empty array of strings";
+    if (!v || !v->is_array() || v->empty()) throw error(bad);
+    std::vector<std::string> out;
+    for (const auto& x : *v) {
+      if (!x.is_string()) throw error(bad);
+      out.push_back(x.get<std::string>());
+    }
+    return out;
+  };
+  const std::vector<std::string> schedules = strings_of("schedules");
+  const std::vector<std::string> modes = strings_of("recompute");  // least recomputation first: "auto" stops at the first that fits
+  // per-schedule flags; absent (an older --scripts search.lua): none (a --scripts search rebuilds each layout anyway;
+  // --virtual-stages is then refused, and a schedule's rows carry no /v)
+  const auto flags_of = [&](const char* key) {
+    const nlohmann::ordered_json* v = field(key);
+    if (!v) return std::vector<bool>(schedules.size(), false);
+    const std::string bad = choices_fn + ": field '" + key + "' must be an array of booleans, one for each schedule";
+    if (!v->is_array() || v->size() != schedules.size()) throw error(bad);
+    std::vector<bool> out;
+    for (const auto& x : *v) {
+      if (!x.is_boolean()) throw error(bad);
+      out.push_back(x.get<bool>());
+    }
+    return out;
+  };
+  const std::vector<bool> shared_build = flags_of("shared_build"), chunks = flags_of("virtual_stages");
+  if (const auto* v = field("virtual_schedules"); v && !(v->is_array() && std::all_of(v->begin(), v->end(), [](const auto& x) {
+                                                    return x.is_string();
+                                                  })))
+    throw error(choices_fn + ": field 'virtual_schedules' must be an array of strings");
+  const nlohmann::ordered_json* refusal = field("virtual_stages_refusal");
+  if (refusal && !refusal->is_string()) throw error(choices_fn + ": field 'virtual_stages_refusal' must be a string");
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? o.data_root / "weights" : std::filesystem::path(f.weights));
   pred->memo_enable(o.memo);
   const bool training = f.mode == "train";
@@ -185,11 +227,11 @@ int search_main(const search_flags& f) {
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
   // a schedule with model chunks per device among those tried (scripts/neusight/parallel/config.lua CHUNKED)
-  const bool chunked = std::find(names.virtual_stages.begin(), names.virtual_stages.end(), true) != names.virtual_stages.end();
+  const bool chunked = std::find(chunks.begin(), chunks.end(), true) != chunks.end();
   // refused in scripts/neusight/search.lua choices' words; an older --scripts search.lua without them: said plainly
   if (!vstages.empty() && !chunked)
-    throw error(!names.virtual_stages_refusal.empty()
-                    ? names.virtual_stages_refusal
+    throw error(refusal && !refusal->get<std::string>().empty()
+                    ? refusal->get<std::string>()
                     : "search: --virtual-stages: none of the schedules tried runs model chunks "
                       "(scripts/neusight/search.lua choices virtual_stages)");
   // The model's experts (the ep worth trying divide it) and layers (a chunked schedule wants them divisible by pp × v):
@@ -204,11 +246,9 @@ int search_main(const search_flags& f) {
       facts = {};
     }
   }
-  // Rows say their ep when the model has experts (or --ep fixed it), their schedule when more than 1F1B/GPipe alone
-  // was asked for; otherwise the output is the plain dp × tp × pp one.
+  // Rows say their ep when the model has experts (or --ep fixed it); search.lua's formatter shows their schedule when
+  // more than 1F1B/GPipe alone was asked for; otherwise the output is the plain dp × tp × pp one.
   const bool show_ep = f.ep > 0 || facts.experts > 1;
-  const bool show_schedule = schedules.size() > 1 || chunked;
-  const bool extended = show_ep || show_schedule;
   for (int64_t tp : divisors(f.gpus)) {
     if (tp > f.max_tp) continue;
     for (int64_t pp : divisors(f.gpus / tp)) {
@@ -227,8 +267,8 @@ int search_main(const search_flags& f) {
       for (int64_t ep : divisors(dp)) {
         if (f.ep > 0 ? ep != f.ep : facts.experts % ep != 0) continue;
         for (size_t si = 0; si < schedules.size(); ++si)
-          for (int64_t v : names.virtual_stages[si] && !vstages.empty() ? vstages : std::vector<int64_t>{0})
-            variants.push_back({ep, schedules[si], v, names.shared_build[si]});
+          for (int64_t v : chunks[si] && !vstages.empty() ? vstages : std::vector<int64_t>{0})
+            variants.push_back({ep, schedules[si], v, shared_build[si]});
       }
       if (f.ep > 0 && dp % f.ep != 0) {  // the fixed ep cannot spread over this dp: a reason, as predict gives it
         ++skipped[fmt::format("--ep {} does not divide dp", f.ep)];
@@ -558,144 +598,60 @@ int search_main(const search_flags& f) {
         training ? ", recompute " + least.recompute : "", gpu_mem_gb, gpu_name, fmt::join(helps, ", "));
   }
 
-  size_t skipped_total = 0;
-  for (const auto& [why, n] : skipped) skipped_total += n;
-  const auto sched_of = [&](const candidate& c) {  // schedule/v for one with model chunks
-    const auto at = std::find(schedules.begin(), schedules.end(), c.schedule);
-    const bool chunks = at != schedules.end() && names.virtual_stages[size_t(at - schedules.begin())];
-    return chunks ? fmt::format("{}/{}", c.schedule, c.virtual_stages) : c.schedule;
-  };
-
-  // the optimizer step's column where a forecast has one (training with an optimizer): the iteration's other part
-  const bool show_optimizer =
-      std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.optimizer_ms > 0; });
-  // the imbalance column where a layout shown has one the table's 0.1 ms shows (uneven pipeline stages); JSON/CSV keep
-  // the field in every row
-  const bool show_imbalance =
-      std::any_of(shown.begin(), shown.end(), [](const candidate& c) { return c.imbalance_ms >= 0.05; });
-  // a layout as the JSON's `layouts` and the CSV's rows give it
-  const auto row_of = [&](const candidate& c) {
-    nlohmann::ordered_json row{{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}};
-    if (show_ep) row["ep"] = c.ep;
-    row["microbatches"] = c.microbatches;
-    if (show_schedule) row["schedule"] = c.schedule, row["virtual_stages"] = c.virtual_stages;
-    row["recompute"] = c.recompute, row["iteration_ms"] = c.iteration_ms, row["compute_ms"] = c.compute_ms;
-    row["exposed_comm_ms"] = c.exposed_comm_ms, row["bubble_ms"] = c.bubble_ms;
-    if (show_optimizer) row["optimizer_ms"] = c.optimizer_ms;
-    row["imbalance_ms"] = c.imbalance_ms;
-    row["memory_gb"] = c.memory_gb;
-    row["fits"] = c.fits;
-    for (const figure& x : c.figures)  // tokens_per_s, mfu, cost_…_usd (figures.lua search_figures)
+  // The ranking as scripts/neusight/search.lua renders it (format_table, format_json or format_csv, by --format): one
+  // document of what the search found, handed over once (session::render), with the layouts shown, their numbers and
+  // figures (figures.lua search_figures: key, value, and the table's column and cell). Which fields and columns show,
+  // and how, is the formatter's: a field added there shows with no C++ change.
+  using ojson = nlohmann::ordered_json;
+  ojson doc{{"model", f.model}, {"gpu", gpu_name}, {"gpu_mem_gb", gpu_mem_gb}, {"gpus", f.gpus}, {"batch", f.batch},
+            {"seq", f.seq}, {"mode", f.mode}, {"dtype", dtype}, {"precision", precision},
+            {"sequence_parallel", f.sequence_parallel}, {"distributed_optimizer", f.distributed_optimizer},
+            {"cluster", cluster}, {"predictor", f.predictor}};
+  if (!calibration_file.empty()) doc["calibration"] = calibration_file;
+  doc["evaluated"] = evaluated;
+  doc["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
+  doc["choices"] = names;  // search.lua choices': the schedules tried, which run model chunks (rows as schedule/v)
+  doc["expert_parallel"] = show_ep;  // the model has experts (or --ep fixed the degree): rows say their ep
+  // a forecast has an optimizer step (training with an optimizer): the iteration's other part
+  doc["optimizer_step"] = std::any_of(results.begin(), results.end(), [](const candidate& c) { return c.optimizer_ms > 0; });
+  auto& layouts = doc["layouts"] = ojson::array();
+  for (const auto& c : shown) {
+    ojson figs = ojson::array();
+    for (const figure& x : c.figures) {
+      ojson value;  // null: not available
       std::visit(
           [&](const auto& v) {
-            if constexpr (std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) row[x.key] = nullptr;
-            else row[x.key] = v;
+            if constexpr (!std::is_same_v<std::decay_t<decltype(v)>, std::monostate>) value = v;
           },
           x.value);
-    return row;
-  };
-  // the figures' table columns (those with one: tokens/s, MFU %, $/Mtoken), each as wide as its header and cells
-  std::vector<std::pair<size_t, size_t>> figure_columns;  // index in candidate::figures, width
-  if (!shown.empty())
-    for (size_t k = 0; k < shown.front().figures.size(); ++k) {
-      if (shown.front().figures[k].column.empty()) continue;
-      size_t width = shown.front().figures[k].column.size();
-      for (const auto& c : shown)
-        if (k < c.figures.size()) width = std::max(width, c.figures[k].cell.size());
-      figure_columns.emplace_back(k, width);
+      figs.push_back({{"key", x.key}, {"value", std::move(value)}, {"column", x.column}, {"cell", x.cell}});
     }
-  const auto figure_cells = [&](const candidate* c) {  // nullptr: the headers
-    std::string out;
-    for (const auto& [k, width] : figure_columns) {
-      const std::vector<figure>& xs = (c ? *c : shown.front()).figures;
-      out += fmt::format("{:>{}} ", k >= xs.size() ? "-" : c ? xs[k].cell : xs[k].column, width);
-    }
-    return out;
-  };
-  std::string out;
-  if (f.format == "json") {
-    nlohmann::ordered_json j;
-    j["model"] = f.model, j["gpu"] = gpu_name, j["gpus"] = f.gpus, j["batch"] = f.batch, j["seq"] = f.seq;
-    j["mode"] = f.mode, j["dtype"] = dtype, j["precision"] = precision;
-    // what it searched with, under predict's keys: the workloads' fields from their report table (the optimizer as
-    // they resolved it, "adam" by default in training, "none" otherwise: the same in every layout, so the last one
-    // loaded says it; scripts/neusight/search.lua json_fields) and the parallel flags every layout was given
-    // (sequence parallelism in those with tp > 1) with the cluster they ran on
-    j.update(s.report_fields_json("neusight.search", "json_fields"));  // its keys added in order
-    j["parallel"] = nlohmann::ordered_json{{"sequence_parallel", f.sequence_parallel},
-                                           {"distributed_optimizer", f.distributed_optimizer},
-                                           {"cluster", cluster}};
-    j["predictor"] = f.predictor;
-    if (!calibration_file.empty()) j["calibration"] = calibration_file;
-    j["evaluated"] = evaluated;
-    j["fitting"] = std::count_if(results.begin(), results.end(), [](const candidate& c) { return c.fits; });
-    auto& arr = j["layouts"] = nlohmann::ordered_json::array();
-    for (const auto& c : shown) arr.push_back(row_of(c));
-    if (extended) j["skipped_layouts"] = skipped_total;
-    auto& sk = j["skipped"] = nlohmann::ordered_json::object();
-    for (const auto& [why, n] : skipped) sk[why] = n;
-    j["warnings"] = warnings;
-    if (!no_fit.empty()) j["error"] = no_fit;
-    out = j.dump(2) + "\n";
-  } else if (f.format == "csv") {
-    // the JSON's rows, written by scripts/neusight/search.lua format_csv: numbers as every CSV writes them
-    // (scripts/neusight/report.lua number_csv: exact, in the JSON's digits); the columns are a row's fields
-    nlohmann::ordered_json doc{{"columns", nlohmann::ordered_json::array()}, {"rows", nlohmann::ordered_json::array()}};
-    // kept alive while iterating; the figures' keys are a shown layout's
-    const nlohmann::ordered_json header = row_of(shown.empty() ? candidate{} : shown.front());
-    for (const auto& field : header.items()) doc["columns"].push_back(field.key());
-    for (const auto& c : shown) doc["rows"].push_back(row_of(c));
-    out = s.render("neusight.search", "format_csv", doc.dump());
-  } else {
-    out += fmt::format("search    {} on {} x {} ({:.0f} GB), {}, {} {}, global batch {}, seq {}: {} forecasts{}\n\n",
-                       f.model, f.gpus, gpu_name, gpu_mem_gb, f.mode, dtype, precision, f.batch, f.seq, evaluated,
-                       extended && skipped_total ? fmt::format(", {} layouts skipped", skipped_total) : "");
-    if (!calibration_file.empty())
-      out.insert(out.size() - 1, fmt::format("calibrated: kernel times corrected by {} (--no-calibration ignores it)\n",
-                                             calibration_file));
-    // the recomputation column only in training (an inference layout recomputes nothing: JSON/CSV keep the field)
-    const auto recompute_cell = [&](const std::string& v) { return training ? fmt::format("{:<10} ", v) : std::string(); };
-    out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13} {}{:>11} {:>12} {:>10} {}{}{:>10}\n", "rank", "dp",
-                       "tp", "pp", show_ep ? fmt::format("{:>4} ", "ep") : "", "mb",
-                       show_schedule ? fmt::format("{:<14} ", "schedule") : "", recompute_cell("recompute"), "iteration ms",
-                       figure_cells(nullptr), "compute ms", "exposed comm", "bubble ms",
-                       show_optimizer ? fmt::format("{:>12} ", "optimizer ms") : "",
-                       show_imbalance ? fmt::format("{:>12} ", "imbalance ms") : "", "memory GB");
-    for (size_t i = 0; i < shown.size(); ++i) {
-      const auto& c = shown[i];
-      out += fmt::format("{:>4} {:>4} {:>4} {:>4} {}{:>4} {}{}{:>13.1f} {}{:>11.1f} {:>12.1f} {:>10.1f} {}{}{:>10.1f}{}\n",
-                         i + 1, c.dp, c.tp, c.pp, show_ep ? fmt::format("{:>4} ", c.ep) : "", c.microbatches,
-                         show_schedule ? fmt::format("{:<14} ", sched_of(c)) : "", recompute_cell(c.recompute), c.iteration_ms,
-                         figure_cells(&c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
-                         show_optimizer ? fmt::format("{:>12.1f} ", c.optimizer_ms) : "",
-                         show_imbalance ? fmt::format("{:>12.1f} ", c.imbalance_ms) : "", c.memory_gb,
-                         c.fits ? "" : "  (does not fit)");
-    }
-    if (shown.empty()) out += "  no layout fits in memory (--all lists them anyway)\n";
-    if (!skipped.empty()) {
-      out += "\nskipped\n";
-      for (const auto& [why, n] : skipped) out += fmt::format("  {} layout(s): {}\n", n, why);
-    }
-    if (show_ep) out += "\nep = expert-parallel degree (the experts spread over ep of the dp ranks)";
-    if (show_schedule)
-      out += fmt::format("\nschedule = pipeline schedule{}",
-                         names.virtual_schedules.empty()
-                             ? ""
-                             : fmt::format(" ({}/v: v model chunks per device)", fmt::join(names.virtual_schedules, "/v, ")));
-    out += std::string("\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest "
-                       "device's (the pipeline stage with the least idle time; its bubble is the iteration less the "
-                       "other three)") +
-           (show_imbalance ? "; imbalance = its busy time less the least busy stage's (uneven stages, not the "
-                             "schedule's fill and drain)" : "") +
-           " (neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n";
-    for (const auto& line : figure_lines) out += line + "\n";
+    layouts.push_back({{"dp", c.dp}, {"tp", c.tp}, {"pp", c.pp}, {"ep", c.ep}, {"microbatches", c.microbatches},
+                       {"schedule", c.schedule}, {"virtual_stages", c.virtual_stages}, {"recompute", c.recompute},
+                       {"iteration_ms", c.iteration_ms}, {"compute_ms", c.compute_ms},
+                       {"exposed_comm_ms", c.exposed_comm_ms}, {"bubble_ms", c.bubble_ms},
+                       {"optimizer_ms", c.optimizer_ms}, {"imbalance_ms", c.imbalance_ms}, {"memory_gb", c.memory_gb},
+                       {"fits", c.fits}, {"figures", std::move(figs)}});
   }
+  auto& sk = doc["skipped"] = ojson::array();  // [reason, layouts], by reason
+  for (const auto& [why, n] : skipped) sk.push_back(ojson::array({why, n}));
+  doc["warnings"] = warnings;
+  doc["figure_lines"] = figure_lines;  // the table's words on the figures' columns (search_figures' lines)
+  if (!no_fit.empty()) doc["error"] = no_fit;
+  const std::string format = f.format == "json" || f.format == "csv" ? f.format : "table";
+  // no layout fits: the JSON keeps its document (with the error), the table and the CSV are not written
+  if (!no_fit.empty() && format != "json") throw error(no_fit);
+  const std::string out = s.render("neusight.search", "format_" + format, doc);
   if (!no_fit.empty()) {
-    if (f.format == "json") emit(out, f.output);
+    emit(out, f.output);
     throw error(no_fit);
   }
   emit(out, f.output);
   return 0;
+}
+
+int search_command(flag_targets& t, int, char**) {
+  return search_main(report_into(t.get<search_flags>(), t.get<common_flags>()));
 }
 
 }  // namespace ns

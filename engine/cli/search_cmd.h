@@ -31,4 +31,7 @@ struct search_flags {
 
 int search_main(const search_flags& f);
 
+struct flag_targets;  // cli/flags.h
+int search_command(flag_targets& t, int argc, char** argv);  // `neusight search` (cli/app.cpp's table)
+
 }  // namespace ns

@@ -9,11 +9,13 @@
 #include <cmath>
 #include <cstdio>
 
+#include "cli/flags.h"
 #include "cli/paths.h"
 #include "cli/report.h"
 #include "core/calibration.h"
 #include "core/roofline.h"
 #include "core/text.h"
+#include "ingest/measurement.h"
 #include "lua/session.h"
 
 namespace ns {
@@ -247,6 +249,16 @@ int serve_main(const serve_flags& f) {
                               combinations));
   }
   return 0;
+}
+
+int serve_command(flag_targets& t, int, char**) {
+  serve_flags& vflags = t.get<serve_flags>();
+  const raw_flags& raw = t.get<raw_flags>();
+  vflags.gpu = list_split(raw.serve_gpu);
+  for (const auto& v : list_split(raw.serve_tp)) vflags.tp.push_back(std::stoll(v));
+  for (const auto& v : list_split(raw.serve_batch)) vflags.batch.push_back(std::stoll(v));
+  for (const auto& v : list_split(raw.serve_rate)) vflags.rate.push_back(std::stod(v));
+  return serve_main(report_into(vflags, t.get<common_flags>()));
 }
 
 }  // namespace ns

@@ -37,4 +37,8 @@ struct serve_flags {
 
 int serve_main(const serve_flags& f);
 
+struct flag_targets;  // cli/flags.h
+// `neusight serve` (cli/app.cpp's table): its list flags (--gpu, --tp, --batch, --rate) split, as --sweep takes them.
+int serve_command(flag_targets& t, int argc, char** argv);
+
 }  // namespace ns

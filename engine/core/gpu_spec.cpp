@@ -337,7 +337,8 @@ std::vector<gpu_catalog::file_entry> gpu_catalog::files() const {
   return out;
 }
 
-std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden) const {
+std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden,
+                                               const std::function<bool(const gpu_spec&)>& stop) const {
   std::vector<gpu_spec> out;
   std::map<std::string, std::string> seen;  // lower-case stem or GPU name → the display of the file that has it
   for (const auto& f : files()) {
@@ -353,6 +354,7 @@ std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden
     }
     seen.emplace(stem, f.display), seen.emplace(text_lower(spec.name), f.display);
     out.push_back(std::move(spec));
+    if (stop && stop(out.back())) break;
   }
   return out;
 }
@@ -412,7 +414,16 @@ gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const
       }
     }
   std::vector<std::string> candidates;
-  const auto all = load_all();
+  // Without user folders no stem is `q` (above), so the first GPU named `q` before any alias is `q` is the answer: the
+  // files after it are not parsed ("B300", a weights manifest's training GPU, reads 8 files of 25). An alias hit reads
+  // them all (its note weighs every GPU).
+  bool alias_before = false;
+  const auto named_q = [&](const gpu_spec& spec) {
+    if (!alias_before && text_lower(spec.name) == q) return true;
+    for (const auto& a : spec.aliases) alias_before = alias_before || text_lower(a) == q;
+    return false;
+  };
+  const auto all = user_dirs_.empty() ? load_visible(nullptr, named_q) : load_all();
   for (const auto& spec : all)
     if (text_lower(fs::path(spec.source).stem().string()) == q) return spec;
   for (const auto& spec : all) {

@@ -165,8 +165,10 @@ class gpu_catalog {
     bool bundled;
   };
   std::vector<file_entry> files() const;  // user folders' files first, then the bundled ones, each folder's sorted
-  // every GPU the catalogue holds (a hidden bundled file left out), with `hidden` the lines of shadows()
-  std::vector<gpu_spec> load_visible(std::vector<std::string>* hidden) const;
+  // every GPU the catalogue holds (a hidden bundled file left out), with `hidden` the lines of shadows(); with `stop`,
+  // only up to the first GPU it says stop at (the files after it not parsed)
+  std::vector<gpu_spec> load_visible(std::vector<std::string>* hidden,
+                                     const std::function<bool(const gpu_spec&)>& stop = {}) const;
   gpu_spec load(const std::filesystem::path& file, const std::string& display_name) const;
 };
 

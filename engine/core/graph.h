@@ -97,7 +97,7 @@ struct kernel {
 };
 
 // Fills FLOPs, bytes and name of kernels whose kind, op, dims and dtype are set. The one cost formula per kernel
-// kind lives in Lua (scripts/neusight/kernels.lua); the readers of engine/core, which know no Lua, take it as this
+// kind lives in Lua (scripts/neusight/kernels.lua); the readers of engine/ingest, which know no Lua, take it as this
 // callback (session::costing()).
 using kernel_costing = std::function<void(std::vector<kernel*>&)>;
 
@@ -109,7 +109,7 @@ struct kernel_instance {
 };
 
 // The kernels a node's op rule (ops/<op>.lua) gives for training, forward and backward, GPU-independent
-// (session::node_rule()): how readers of engine/core price a row by the rule that owns it, without knowing Lua.
+// (session::node_rule()): how readers of engine/ingest price a row by the rule that owns it, without knowing Lua.
 using node_rule = std::function<std::vector<kernel_instance>(const node&)>;
 
 struct graph {

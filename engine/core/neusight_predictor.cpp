@@ -205,11 +205,11 @@ void dominance_minimum(const std::vector<kernel_instance>& kernels, const std::v
 // continuous at 2^31 bytes and linear in size above it. The piece takes the kernel's place in the forecast, its
 // envelope included (the envelope's copies of the split tile are the same extrapolation).
 // `gpu_trained`: the GPU is one of the element-wise family's training GPUs (looked up once per forecast).
-bool split_by_piece(const kernel& k, bool gpu_trained) {
+bool split_by_piece(const kernel& k, bool gpu_trained, const train_convention& conv) {
   if (k.tile_piece <= 0 || k.tile_piece_elems <= 0) return false;
   const double numel = double(k.rows) * double(k.hidden), per = k.bytes / numel;
-  const auto [lo, hi] = family_train_bytes_per_element(family::elementwise);
-  const bool measured = k.dtype == "fp32" && per >= lo && per <= hi && gpu_trained;
+  const vector_convention& c = conv.of(family::elementwise);
+  const bool measured = k.dtype == "fp32" && per >= c.bytes_min && per <= c.bytes_max && gpu_trained;
   return !measured && numel > double(k.tile_piece);
 }
 
@@ -260,6 +260,10 @@ class neusight_predictor final : public predictor {
     if (!on) features_memo_.clear(), outputs_memo_.clear();
   }
   void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override { floor_ = std::move(floor_s); }
+  void train_convention_set(const train_convention& conv) override {
+    conv_ = conv;
+    features_memo_.clear(), outputs_memo_.clear();  // features of another convention
+  }
   void roofline_efficiency_set(std::map<std::string, double> by_family) override {
     efficiency_.clear();  // by family once, not a family-name string per fallback kernel
     for (const auto& [name, e] : by_family)
@@ -281,7 +285,7 @@ class neusight_predictor final : public predictor {
         const auto& trained = trained_gpus(gpu.vendor, family::elementwise);
         gpu_trained = std::find(trained.begin(), trained.end(), gpu.name) != trained.end();
       }
-      if (!split_by_piece(k, *gpu_trained)) continue;
+      if (!split_by_piece(k, *gpu_trained, conv_)) continue;
       if (pieces.empty()) pieces = kernels;
       split_launch s = split_piece(k);
       pieces[i].k = std::move(s.piece);
@@ -325,11 +329,11 @@ class neusight_predictor final : public predictor {
         std::snprintf(flops, sizeof flops, "|%a", k.flops);  // the row's first kernel gives its features
         const std::string rkey = key + flops;
         auto f = features_memo_.find(gpu_key + rkey);
-        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu)).first;
+        if (f == features_memo_.end()) f = features_memo_.emplace(gpu_key + rkey, tile_features_compute(k, gpu, conv_)).first;
         batch[*fam].push_back(f->second);
         batch_key[*fam] += std::to_string(rkey.size()) + ":" + rkey;
       } else if (fresh) {
-        batch[*fam].push_back(tile_features_compute(k, gpu));
+        batch[*fam].push_back(tile_features_compute(k, gpu, conv_));
       }
       if (const envelope_axes* ax = envelope_axes_of(*fam);
           fresh && ax && !ax->scaled.empty() && envelope_scalable(k, *ax)) {  // GEMMs, prefill: no copies
@@ -337,7 +341,7 @@ class neusight_predictor final : public predictor {
         for (size_axis a : ax->scaled)
           for (size_t d = 0; d < envelope_factors.size(); ++d) {
             rows.push_back(batch[*fam].size());
-            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu));
+            batch[*fam].push_back(tile_features_compute(axis_scaled(k, a, envelope_factors[d]), gpu, conv_));
             if (memo_)  // the batch's rows, in order (outputs_memo_)
               batch_key[*fam] += "|x" + std::to_string(int(a)) + "." + std::to_string(d);
           }
@@ -471,6 +475,7 @@ class neusight_predictor final : public predictor {
   bool memo_ = true;
   std::map<family, double> efficiency_;  // fraction of the roofline by family (roofline_efficiency_set)
   std::function<double(const gpu_spec&)> floor_;  // a roofline-priced kernel's least seconds (roofline_floor_set)
+  train_convention conv_;  // the vector families' training convention (train_convention_set)
   double fallback_efficiency(family f) const {
     const auto it = efficiency_.find(f);
     return it == efficiency_.end() ? 1.0 : it->second;

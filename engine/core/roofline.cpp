@@ -79,10 +79,13 @@ double roofline_reference_seconds(const kernel& k, const gpu_spec& gpu) {
   switch (k.kind) {
     case kernel_kind::gemm:
     case kernel_kind::bmm: {
+      // The kernel's FLOPs (2·B·M·N·K: neusight.kernels, the one cost formula); the reference's AI is per batch
+      // (k.flops / B, exact for integer FLOPs below 2^53) over its 4-byte operands, a property of its baseline.
+      if (!(k.flops > 0)) throw error("predictor roofline-reference: kernel " + k.name + " has no FLOPs");
       const double B = double(k.b), M = double(k.m), N = double(k.n), K = double(k.k);
       const double peak = gpu.peak_fp32_tflops * 1e3;  // GFLOP/s (SingleFLOPs)
-      const double ai = (2 * M * N * K / 1e9) / (4 * (M * N + N * K + M * K) / gib);
-      return 2 * B * M * N * K / 1e9 / std::min(peak, ai * bw);
+      const double ai = (k.flops / B / 1e9) / (4 * (M * N + N * K + M * K) / gib);
+      return k.flops / 1e9 / std::min(peak, ai * bw);
     }
     case kernel_kind::elementwise:
     case kernel_kind::softmax:

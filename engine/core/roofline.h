@@ -13,6 +13,8 @@
 
 namespace ns {
 
+struct train_convention;  // core/tile_model.h
+
 // Peak FLOP/s the kernel can use on this GPU: GEMMs use the tensor/matrix rate of their dtype
 // (fp32 = CUDA-core SIMT, as in the measured data: TF32 off), vector kernels the fp32 rate.
 // Throws ns::error if the GPU has no unit for the dtype (peak 0).
@@ -41,7 +43,8 @@ double roofline_floor_seconds(const kernel& k, const gpu_spec& gpu);
 
 // The reference implementation's roofline baseline, bit for bit (spec §8; its shipped
 // prediction/<GPU>/roofline/*.json are reproducible with it). fp32 only; F = peak_fp32_tflops in GFLOP/s:
-//   GEMM/BMM  2·B·M·N·K/1e9 / min(F, AI·BW), AI = 2·M·N·K/1e9 / (4·(MN + NK + MK)/2^30)  (no B in AI)
+//   GEMM/BMM  FLOPs/1e9 / min(F, AI·BW), AI = FLOPs/B/1e9 / (4·(MN + NK + MK)/2^30)  (no B in AI; FLOPs the kernel's,
+//             2·B·M·N·K from neusight.kernels)
 //   vector    bytes/1e9 / BW       (bytes = MemPerO·B·H: the kernel's bytes)
 //   memory    bytes / (BW·2^30)    (bytes over GiB/s, as the reference's MEM fallback)
 // Throws ns::error for a non-fp32 kernel. A fixed `seconds` wins, as in the roofline.
@@ -85,6 +88,10 @@ class predictor {
   // params(gpu).floor_s, set by the session): a roofline over an efficiency has no floor of its own, and a tiny decode
   // attention kernel came out far below any measured one. Unset: no floor.
   virtual void roofline_floor_set(std::function<double(const gpu_spec&)> /*floor_s*/) {}
+  // The convention its vector families' MLPs were trained in (scripts/neusight/kernels.lua train_convention, set by the
+  // session): how the neusight predictor shows a vector kernel to them (tile_features_compute). Unset there: pricing a
+  // vector kernel with a model is an error.
+  virtual void train_convention_set(const train_convention& /*conv*/) {}
 };
 
 std::vector<std::string> predictor_names();

@@ -64,24 +64,12 @@ bool family_transfer_features(family f) {
          f == family::attention_decode;
 }
 
-double family_train_flops_per_element(family f) {
-  switch (f) {
-    case family::elementwise: return 1;
-    case family::softmax: return 5;
-    case family::layernorm: return 6;
-    case family::bmm:
-    case family::linear:
-    case family::gemm_tc16:
-    case family::gemm_fp8:
-    case family::attention_prefill:
-    case family::attention_decode: return 0;
-  }
-  return 0;
-}
-
-std::pair<double, double> family_train_bytes_per_element(family f) {
-  if (f == family::elementwise) return {8, 12};  // unary (read + write) to binary (two reads + write), fp32
-  return {8, 8};                                 // softmax and layer norm: read + write, fp32
+const vector_convention& train_convention::of(family f) const {
+  const auto it = by_family.find(f);
+  if (it == by_family.end())
+    throw error("no training convention for the " + std::string(family_name(f)) +
+                " family (scripts/neusight/kernels.lua train_convention, which the session hands to the predictor)");
+  return it->second;
 }
 
 bool flops_at_roofline(std::string_view vendor, family f) {
@@ -101,7 +89,7 @@ const std::array<const char*, tile_feature_count>& tile_feature_names(std::strin
   return flops_at_roofline(vendor, f) ? at_roofline : at_peak;
 }
 
-tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv) {
   const double sms = double(gpu.num_sm);
   const double peak = roofline_peak_flops(gpu, k) / 1e9;  // GFLOP/s
   const double bw = gpu.mem_bw_gbps;
@@ -143,12 +131,13 @@ tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu) {
     if (!(k.flops > 0) || !(k.bytes > 0)) throw error("kernel " + k.name + " needs flops > 0 and bytes > 0 per element");
     // The training convention's FLOPs for the kernel's bytes (see tile_model.h); the real FLOPs only bound below.
     const family fam = *family_of(k);
-    const double ops = family_train_flops_per_element(fam);
+    const vector_convention& c = conv.of(fam);
+    const double ops = c.flops;
     double mem = k.bytes / numel;
     // And the convention's bytes per element: a kernel moving more or fewer bytes per element (16-bit tensors,
     // a fused optimizer step's 28 B per parameter) is shown as the fp32 kernel that moves the same bytes — the
     // same rows with its elements scaled by mem / mem_in_convention (row kernels: their one-row tile with them).
-    const auto [lo, hi] = family_train_bytes_per_element(fam);
+    const double lo = c.bytes_min, hi = c.bytes_max;
     if (mem < lo || mem > hi) {
       const double conv = std::clamp(mem, lo, hi), scale = mem / conv;
       H *= scale;

@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <utility>
@@ -73,13 +74,21 @@ bool family_transfer_features(family f);
 // log2 distance from the ridge beyond which the transfer families see a kernel as purely memory- or compute-bound.
 constexpr double transfer_ridge_clamp = 1;
 
-// FLOPs per element of each vector family in the training data — the data collector's convention
-// (engine/core/dataset.cpp): every element-wise op 1, softmax 5, layer norm 6. 0 for the GEMM and attention families.
-double family_train_flops_per_element(family f);
-// DRAM bytes per element of the vector families' training rows (all fp32): element-wise 8 (unary) to 12
-// (binary), softmax and layer norm 8. Vector kernels outside that range are shown to the MLP as the fp32 kernel
-// moving the same bytes (tile_features_compute).
-std::pair<double, double> family_train_bytes_per_element(family f);
+// The convention the vector families' MLPs were trained in: per vector family (element-wise, softmax, layer norm), the
+// FLOPs per element and the range of DRAM bytes per element of the training data's fp32 kernels. Its one source is
+// scripts/neusight/kernels.lua train_convention() (those kernels' costs as forecasts compute them), which
+// session::training_convention() reads once per session and hands to the tile model: no copy of it here. Vector
+// kernels outside the bytes range are shown to the MLP as the fp32 kernel moving the same bytes
+// (tile_features_compute). The GEMM and attention families have none.
+struct vector_convention {
+  double flops = 0;                     // per element
+  double bytes_min = 0, bytes_max = 0;  // per element
+};
+struct train_convention {
+  std::map<family, vector_convention> by_family;
+  // The family's entry; throws ns::error when there is none (a predictor the session did not hand it to).
+  const vector_convention& of(family f) const;
+};
 // x0 against min(peak, AI·bw) rather than the peak: NVIDIA bmm and linear.
 bool flops_at_roofline(std::string_view vendor, family f);
 const std::array<const char*, tile_feature_count>& tile_feature_names(std::string_view vendor, family f);
@@ -105,7 +114,7 @@ struct tile_features {
 //
 // The rule for vector kernels (elementwise, softmax, layernorm): the MLP sees the kernel in the convention it
 // was trained in, i.e. its tile features, roof and base are those of the kernel's bytes with the family's
-// training FLOPs per element (family_train_flops_per_element × rows × hidden), whatever FLOPs the kernel
+// training FLOPs per element (`conv`'s, × rows × hidden), whatever FLOPs the kernel
 // reports. In the training data FLOPs are a fixed multiple of the elements, so the FLOP feature is collinear
 // with the byte feature; a kernel with more FLOPs per byte (Adam's 3-FLOP lerp/addcmul/addcdiv, a SiLU, a fused
 // chain) is off that manifold and the MLP answered it with the utilisation floor, 10²–10⁴× the roofline.
@@ -115,7 +124,8 @@ struct tile_features {
 // For a kernel in the convention (1-FLOP element-wise ops, softmax, layer norm as emitted by neusight.kernels)
 // nothing changes: base_seconds ≥ FLOPs / peak already (tiles cover the kernel and roof ≤ peak, util < 1), so
 // the bound never binds — the same holds for every GEMM/BMM, whose FLOPs are taken as they are.
-tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu);
+// `conv`: the training convention (session::training_convention()), read for vector kernels only.
+tile_features tile_features_compute(const kernel& k, const gpu_spec& gpu, const train_convention& conv);
 // The kernel's compute bound: its FLOPs / roofline_peak_flops (fp32 for vector kernels, the dtype's for GEMMs).
 double tile_compute_seconds(const kernel& k, const gpu_spec& gpu);
 

@@ -141,18 +141,4 @@ wave_result wave_scale(const wave_kernel& k, const wave_gpu& o, const wave_gpu& 
   return r;
 }
 
-wave_kernel wave_kernel_of(const trace_kernel& k) {
-  wave_kernel w;
-  w.name = k.name;
-  w.blocks = k.blocks();
-  w.threads_per_block = k.threads_per_block();
-  w.regs_origin = k.registers;
-  w.smem_per_block = k.shared_bytes;
-  w.duration_ns = k.duration_ns;
-  w.flop_eff_pct = k.flop_eff_pct;
-  w.dram_read_bytes = k.dram_read_bytes;
-  w.dram_write_bytes = k.dram_write_bytes;
-  return w;
-}
-
 }  // namespace ns

@@ -11,9 +11,9 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "core/occupancy.h"
-#include "core/trace.h"
 
 namespace ns {
 
@@ -48,9 +48,6 @@ struct wave_kernel {
   std::optional<double> dram_write_bytes;// Wb
   bool has_counters() const { return flop_eff_pct && dram_read_bytes && dram_write_bytes; }
 };
-
-// A measured trace kernel (core/trace.h) as the method's launch.
-wave_kernel wave_kernel_of(const trace_kernel& k);
 
 enum class wave_variant {
   code,        // the released code's form (§1.5/§1.6) — the default, matches the artifact

@@ -949,62 +949,6 @@ struct search_call {
 };
 }  // namespace
 
-session::search_choices session::search_choices_of(const std::vector<std::string>& schedules,
-                                                   const std::string& recompute) {
-  lua_State* L = p_->L();
-  const search_call call(*p_, "choices");
-  strings_push(L, schedules);
-  lua_pushstring(L, recompute.c_str());
-  ns_call(L, 2, 1);  // its error is the message: "search: --schedule: one of … expected, got …"
-  const std::string what = call.file + " choices";
-  if (!lua_istable(L, -1)) throw error(what + " returned " + luaL_typename(L, -1) + ", expected a table");
-  search_choices out;
-  for (auto [key, list] : {std::pair{"schedules", &out.schedules}, {"recompute", &out.recompute}}) {
-    const std::string bad = what + ": field '" + key + "' must be a non-empty array of strings";
-    if (raw_getfield(L, -1, key) != LUA_TTABLE) throw error(bad);
-    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-      if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
-      list->emplace_back(lua_tostring(L, -1));
-      lua_pop(L, 1);
-    }
-    if (list->empty()) throw error(bad);
-    lua_pop(L, 1);
-  }
-  // per-schedule flags; absent (an older --scripts search.lua): none (a --scripts search rebuilds each layout anyway;
-  // --virtual-stages is then refused, and a schedule's rows carry no /v)
-  for (auto [key, flags] : {std::pair{"shared_build", &out.shared_build}, {"virtual_stages", &out.virtual_stages}}) {
-    const std::string bad = what + ": field '" + key + "' must be an array of booleans, one for each schedule";
-    const int type = raw_getfield(L, -1, key);
-    if (type == LUA_TNIL) {
-      flags->assign(out.schedules.size(), false);
-    } else {
-      if (type != LUA_TTABLE || lua_rawlen(L, -1) != out.schedules.size()) throw error(bad);
-      for (lua_Integer i = 1, n = lua_Integer(out.schedules.size()); i <= n; ++i) {
-        if (lua_rawgeti(L, -1, i) != LUA_TBOOLEAN) throw error(bad);
-        flags->push_back(lua_toboolean(L, -1));
-        lua_pop(L, 1);
-      }
-    }
-    lua_pop(L, 1);
-  }
-  if (const int named = raw_getfield(L, -1, "virtual_schedules"); named != LUA_TNIL) {
-    const std::string bad = what + ": field 'virtual_schedules' must be an array of strings";
-    if (named != LUA_TTABLE) throw error(bad);
-    for (lua_Integer i = 1, n = lua_Integer(lua_rawlen(L, -1)); i <= n; ++i) {
-      if (lua_rawgeti(L, -1, i) != LUA_TSTRING) throw error(bad);
-      out.virtual_schedules.emplace_back(lua_tostring(L, -1));
-      lua_pop(L, 1);
-    }
-  }
-  lua_pop(L, 1);
-  if (const int refusal = raw_getfield(L, -1, "virtual_stages_refusal"); refusal != LUA_TNIL) {
-    if (refusal != LUA_TSTRING) throw error(what + ": field 'virtual_stages_refusal' must be a string");
-    out.virtual_stages_refusal = lua_tostring(L, -1);
-  }
-  lua_pop(L, 1);
-  return out;
-}
-
 std::string session::search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule,
                                           int64_t virtual_stages) {
   lua_State* L = p_->L();

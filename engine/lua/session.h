@@ -12,11 +12,12 @@
 #include <nlohmann/json.hpp>
 
 #include "core/calibration.h"
+#include "core/tile_model.h"
 #include "core/figures.h"
 #include "core/forecast.h"
 #include "core/gpu_spec.h"
 #include "core/graph.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "lua/script_limits.h"
 
@@ -172,8 +173,12 @@ class session {
   // gemm → linear(m, n, k), bmm → bmm(b, m, n, k), elementwise → vec(op, rows, hidden), softmax, layernorm,
   // attention. Memory and collective kernels are left as they are.
   void kernel_costs(std::vector<kernel*>& kernels);
-  // The same as a callback for the readers of engine/core (bench_load, opgraph_load), which know no Lua.
+  // The same as a callback for the readers of engine/ingest (bench_load, opgraph_load), which know no Lua.
   kernel_costing costing();
+  // scripts/neusight/kernels.lua train_convention(), read once: the convention the vector families' MLPs were trained
+  // in, which every tile model of the session shows vector kernels in (predictor_make hands it to the neusight
+  // predictor; `neusight train` computes its features with it).
+  const ns::train_convention& training_convention();
   // Measured elements per block of a vector kernel launch (tiling.vec.from_grid).
   int64_t tile_from_grid(int64_t rows, int64_t hidden, int64_t grid_x, int64_t grid_y, int64_t grid_z);
 
@@ -219,19 +224,6 @@ class session {
     int64_t experts = 1, layers = 0;
   };
   model_facts model_facts_of(const workload_overrides& overrides);
-  // The schedules and recomputation modes `neusight search` tries, from scripts/neusight/search.lua choices: each of
-  // `schedules` (--schedule's items) checked against neusight.parallel's schedule registry ("1f1b" … the default
-  // when none), `recompute` (--recompute: "auto", "all" or a mode) against parallel.config's CHOICES.recompute, with
-  // normalize's messages (did-you-mean); `shared_build`: for each schedule whether its variants share one model build
-  // with the other such schedules' (search.lua SHARED_BUILD); `recompute` out: the modes, least recomputation first.
-  struct search_choices {
-    std::vector<std::string> schedules, recompute;
-    std::vector<bool> shared_build;                 // per schedule: shares one build with the others that do
-    std::vector<bool> virtual_stages;               // per schedule: runs model chunks (takes --virtual-stages)
-    std::vector<std::string> virtual_schedules;     // every schedule that does (the table's legend)
-    std::string virtual_stages_refusal;  // what to say of --virtual-stages when none of `schedules` runs chunks
-  };
-  search_choices search_choices_of(const std::vector<std::string>& schedules, const std::string& recompute);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline
   // variant before forecasting it ("" when it does not).
   std::string search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule, int64_t virtual_stages);
@@ -325,8 +317,20 @@ class session {
   std::vector<std::string> forecast_render(const run_state& st, const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                            const std::vector<std::string>& warnings, const figures& figs,
                                            const std::vector<std::string>& formats);
-  // `module`.`fn`(report) with the JSON text `json` as a table; its string result (an HTML page: neusight.html).
+  // `module`.`fn`(report, fields): `report` the JSON text `json` as a table, `fields` the report fields of the last
+  // workload or graph loaded (neusight.report workload's table; nil when none). A string result as it is (an HTML
+  // page: neusight.html; search's table and CSV), a table as its JSON text (search's JSON: search.lua format_json).
   std::string render(const std::string& module, const std::string& fn, const std::string& json);
+  // The same with the document `doc` itself as the table (json_push_ordered: its objects keep their key order, a null
+  // is a JSON-null table): what a command hands its formatter once (search: search.lua format_table/json/csv).
+  std::string render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc);
+  // `module`.`fn`(args…) for a rule the engine asks a question, each of `args` (a JSON array) a Lua value
+  // (json_push_ordered's), its first result as JSON (json_from_lua; nil: null): the
+  // one accessor of a Lua table a command reads (search's choices: scripts/neusight/search.lua), never a C++ struct
+  // mirroring it. `context` follows an error the function raises ("": none); `where` (when given) gets the function
+  // as messages about its result name it ("<file> <fn>").
+  nlohmann::ordered_json call(const char* module, const char* fn, const nlohmann::ordered_json& args,
+                              const std::string& context = {}, std::string* where = nullptr);
   // What `module`.`fn` makes of the report fields of `st` (neusight.report workload's
   // table), as JSON: a command's document says a workload's fields from their Lua table (search's optimizer:
   // scripts/neusight/search.lua json_fields), never from a C++ copy of them.

@@ -125,6 +125,7 @@ struct session::impl {
   // after a read that failed, which the next read repeats) and the files of the modules the engine calls
   // (module_file).
   std::optional<std::map<std::string, double>> efficiency;
+  std::optional<train_convention> convention;  // neusight.kernels train_convention() (session::training_convention)
   // scripts/neusight/launch.lua params(gpu).floor_s by gpu_spec_key: the neusight predictor's floor for the kernels it
   // prices by the roofline (builtin_make), read once per GPU
   std::map<std::string, double> launch_floor;

@@ -223,11 +223,56 @@ static double launch_floor_read(session::impl& p, const gpu_spec& gpu) {
   return p.launch_floor[key] = v;
 }
 
+// neusight.kernels train_convention(): { elementwise|softmax|layernorm = { flops, bytes_min, bytes_max } } per element.
+static train_convention train_convention_read(session::impl& p) {
+  lua_State* L = p.L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(p, "neusight.kernels", "train_convention");
+  ns_call(L, 0, 1, "in " + file + " train_convention");
+  const std::string where = file + ": train_convention()";
+  if (!lua_istable(L, -1))
+    throw error(where + " must return a table of family = { flops, bytes_min, bytes_max } (got " +
+                luaL_typename(L, -1) + ")");
+  const std::vector<family> vector_families = {family::elementwise, family::softmax, family::layernorm};
+  std::vector<std::string> names;
+  for (family f : vector_families) names.emplace_back(family_name(f));
+  lua_pushnil(L);
+  while (lua_next(L, -2) != 0) {  // a misspelt family would leave the real one missing: named, not skipped
+    const std::string key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : luaL_typename(L, -2);
+    if (std::find(names.begin(), names.end(), key) == names.end())
+      throw error(where + ": unknown family '" + key + "'" + text_did_you_mean(key, names) +
+                  " (the vector families: elementwise, softmax, layernorm)");
+    lua_pop(L, 1);
+  }
+  train_convention c;
+  for (family f : vector_families) {
+    const std::string name(family_name(f));
+    lua_getfield(L, -1, name.c_str());
+    if (!lua_istable(L, -1)) throw error(where + ": family '" + name + "' must be a table { flops, bytes_min, bytes_max }");
+    const table_reader r(L, -1, where + " " + name);
+    const vector_convention v{r.number("flops"), r.number("bytes_min"), r.number("bytes_max")};
+    if (!(v.flops > 0) || !(v.bytes_min > 0) || !(v.bytes_max >= v.bytes_min))
+      throw error(where + ": family '" + name + "' needs flops > 0 and 0 < bytes_min <= bytes_max (per element), got " +
+                  text_limit(v.flops) + ", " + text_limit(v.bytes_min) + ", " + text_limit(v.bytes_max));
+    c.by_family[f] = v;
+    lua_pop(L, 1);
+  }
+  return c;
+}
+
+const train_convention& session::training_convention() {
+  if (!p_->convention) p_->convention = train_convention_read(*p_);
+  return *p_->convention;
+}
+
 std::unique_ptr<predictor> session::impl::builtin_make(const std::string& name, const fs::path& root) {
   auto pred = ns::predictor_make(name, root);
   if (name == "neusight") {  // the roofline ones have no use for it
     if (root == weights_root) weights_read = true;
     if (!efficiency) efficiency = efficiency_read(*this);
+    if (!convention) convention = train_convention_read(*this);
+    pred->train_convention_set(*convention);
     pred->roofline_efficiency_set(*efficiency);
     pred->roofline_floor_set([this](const gpu_spec& gpu) { return launch_floor_read(*this, gpu); });
   }
@@ -322,6 +367,7 @@ class weights_noted_predictor final : public predictor {
   void roofline_floor_set(std::function<double(const gpu_spec&)> floor_s) override {
     inner_->roofline_floor_set(std::move(floor_s));
   }
+  void train_convention_set(const train_convention& conv) override { inner_->train_convention_set(conv); }
 
  private:
   const session& s_;

@@ -3,6 +3,7 @@
 // over what only it has (the forecast, the GPU, the figures), a module's function returns a table, and the engine
 // writes it as JSON or asks the module for its text.
 #include <cmath>
+#include <functional>
 #include <string>
 #include <type_traits>
 #include <variant>
@@ -423,18 +424,49 @@ nlohmann::ordered_json session::report_fields_json(const run_state& st, const st
   return json_from_lua(L, -1, where);
 }
 
-std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
-  lua_State* L = p_->L();
+namespace {
+// session::render's body: `push` pushes the report (`where` names the function for messages).
+std::string render_with(session::impl& p, const std::string& module, const std::string& fn,
+                        const std::function<void(lua_State*, const std::string&)>& push) {
+  lua_State* L = p.L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
   const std::string where = "module " + module + " " + fn;
-  function_push(*p_, module.c_str(), fn.c_str());
-  json_text_push(L, json, where);  // stack: fn report
-  ns_call(L, 1, 1, "in " + where);  // stack: text
-  if (!lua_isstring(L, -1)) throw error(where + " must return a string");
+  function_push(p, module.c_str(), fn.c_str());
+  push(L, where);  // stack: fn report
+  run_state_push(L, p.last, "fields");  // stack: fn report fields (legacy_last's; nil when none)
+  ns_call(L, 2, 1, "in " + where);  // stack: text|doc
+  if (lua_istable(L, -1)) return json_text_of(L, -1);
+  if (!lua_isstring(L, -1)) throw error(where + " must return a string or a table");
   size_t n = 0;
   const char* s = lua_tolstring(L, -1, &n);
   return std::string(s, n);
+}
+}  // namespace
+
+std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
+  return render_with(*p_, module, fn, [&](lua_State* L, const std::string& where) { json_text_push(L, json, where); });
+}
+
+std::string session::render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc) {
+  return render_with(*p_, module, fn, [&](lua_State* L, const std::string&) { json_push_ordered(L, doc); });
+}
+
+nlohmann::ordered_json session::call(const char* module, const char* fn, const nlohmann::ordered_json& args,
+                                     const std::string& context, std::string* where) {
+  lua_State* L = p_->L();
+  stack_guard guard(L);
+  const stack_restore restore(L);  // also on error
+  const std::string& file = function_push(*p_, module, fn);  // stack: fn
+  if (where) *where = file + " " + fn;
+  if (!args.is_array()) throw error(std::string("session::call: the arguments of ") + fn + " must be a JSON array");
+  json_push_ordered(L, args);  // stack: fn args
+  const int n = int(args.size());
+  if (!lua_checkstack(L, n + 1)) throw error(std::string("session::call: too many arguments for ") + fn);
+  for (int i = 1; i <= n; ++i) lua_rawgeti(L, -1 - (i - 1), i);  // stack: fn args a1 … an
+  lua_remove(L, -1 - n);                                        // stack: fn a1 … an
+  ns_call(L, n, 1, context);                                    // stack: result
+  return json_from_lua(L, -1, file + " " + fn);
 }
 
 }  // namespace ns

@@ -90,6 +90,13 @@ void json_text_push(lua_State* L, const std::string& text, const std::string& wh
 // [-0, +1, m]
 void json_value_push(lua_State* L, const nlohmann::json& j);
 
+// The inverse of json_from_lua: `j` as Lua values that json_from_lua turns back into the same JSON (a document the
+// engine hands a script whole: search's ranking, search.lua format_table/format_json/format_csv). Objects → tables
+// whose metatable's __order lists their keys in order, arrays → sequences, null → a table whose metatable has
+// __json = "null" (so it keeps its place; `type(v) == "table"` and no fields), integers → integers, other numbers →
+// floats. Throws ns::error when nested too deeply. [-0, +1, m]
+void json_push_ordered(lua_State* L, const nlohmann::ordered_json& j);
+
 // Reads a TOML file (a data table the engine hands to a script as is, e.g. weights/<vendor>/uncertainty.toml) and
 // pushes it as a plain table. Throws ns::error "<display>:<line>:<col>: <what>" on a syntax error. [-0, +1, m]
 void toml_file_push(lua_State* L, const std::string& path, const std::string& display);

@@ -61,6 +61,60 @@ void json_push(lua_State* L, const json& j, int depth) {
   }
 }
 
+// [-0, +1, m] json_push_ordered's body.
+void ordered_push(lua_State* L, const nlohmann::ordered_json& j, int depth) {
+  using ojson = nlohmann::ordered_json;
+  if (depth > 200 || !lua_checkstack(L, 4)) throw error("JSON nested too deeply");
+  switch (j.type()) {
+    case ojson::value_t::object: {
+      lua_createtable(L, 0, int(j.size()));       // stack: t
+      lua_createtable(L, 0, 1);                   // stack: t mt
+      lua_createtable(L, int(j.size()), 0);       // stack: t mt order
+      lua_Integer i = 0;
+      for (const auto& [k, v] : j.items()) {
+        lua_pushlstring(L, k.data(), k.size());
+        lua_rawseti(L, -2, ++i);
+        ordered_push(L, v, depth + 1);            // stack: t mt order v
+        lua_setfield(L, -4, k.c_str());
+      }
+      lua_setfield(L, -2, "__order");             // stack: t mt
+      lua_setmetatable(L, -2);                    // stack: t
+      break;
+    }
+    case ojson::value_t::array: {
+      lua_createtable(L, int(j.size()), 0);
+      lua_Integer i = 0;
+      for (const auto& v : j) {
+        ordered_push(L, v, depth + 1);
+        lua_rawseti(L, -2, ++i);
+      }
+      break;
+    }
+    case ojson::value_t::null:
+      lua_createtable(L, 0, 0);
+      lua_createtable(L, 0, 1);
+      lua_pushliteral(L, "null");
+      lua_setfield(L, -2, "__json");
+      lua_setmetatable(L, -2);
+      break;
+    case ojson::value_t::string: {
+      const auto& s = j.get_ref<const std::string&>();
+      lua_pushlstring(L, s.data(), s.size());
+      break;
+    }
+    case ojson::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
+    case ojson::value_t::number_integer: lua_pushinteger(L, lua_Integer(j.get<int64_t>())); break;
+    case ojson::value_t::number_unsigned: {
+      const uint64_t u = j.get<uint64_t>();
+      if (u <= uint64_t(INT64_MAX)) lua_pushinteger(L, lua_Integer(u));
+      else lua_pushnumber(L, lua_Number(u));
+      break;
+    }
+    case ojson::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
+    default: lua_pushnil(L); break;  // binary, discarded: not made by the engine
+  }
+}
+
 // Where a value sits in the document, for messages only: the root's name, then ".key" and "[i]" steps, made into text
 // only when an error names it (a report has thousands of values; building each path eagerly dominated the cost).
 struct json_path {
@@ -173,6 +227,8 @@ nlohmann::ordered_json lua_to_json(lua_State* L, int idx, const json_path& at, i
 nlohmann::ordered_json json_from_lua(lua_State* L, int idx, const std::string& what) {
   return lua_to_json(L, idx, json_path{nullptr, nullptr, 0, &what}, 0);
 }
+
+void json_push_ordered(lua_State* L, const nlohmann::ordered_json& j) { ordered_push(L, j, 0); }
 
 std::string json_text_of(lua_State* L, int idx) { return json_from_lua(L, idx, "report").dump(2) + "\n"; }
 

@@ -191,6 +191,22 @@ function M.compute_dtype(name)
   return nil
 end
 
+-- a × b for counts: the exact integer while it stays under 2^62, a float beyond (no wrap-around: an absurd kernel
+-- costs an absurd number, never a negative or a small one).
+local function times(a, b)
+  if a > 0 and b > (1 << 62) // a then return (a + 0.0) * b end
+  return a * b
+end
+
+-- The elements of a GEMM operand of a × b, an error past 2^48 (the largest tensor, MAX_ELEMENTS) at the caller of fn.
+local function operand(fn, a, b, name)
+  local n = times(a, b)
+  if n > MAX_ELEMENTS then
+    error(("bad argument to '%s' (operand %s has more than 2^48 elements)"):format(fn, name), 3)
+  end
+  return n
+end
+
 --- nn.Linear on `rows` tokens: "Linear (T, I, O)" = GEMM b=1, m=T, n=I (reduction), k=O.
 --- `weight_bytes` (optional): bytes per weight under weight-only quantisation (M.WEIGHT_BYTES; workload field
 --- weight_dtype): W is read at that size, X and Y at dtype's; FLOPs at dtype (the kernel dequantises).
@@ -200,11 +216,12 @@ function M.linear(rows, in_f, out_f, dtype, weight_bytes)
   if weight_bytes ~= nil and not (type(weight_bytes) == "number" and weight_bytes > 0) then
     error(("bad argument #5 to 'linear' (bytes per weight > 0 expected, got %s)"):format(tostring(weight_bytes)), 2)
   end
+  local x, w, y = operand("linear", rows, in_f, "X"), operand("linear", in_f, out_f, "W"), operand("linear", rows, out_f, "Y")
   return {
     kind = "gemm", name = "Linear", dtype = dtype,
     b = 1, m = rows, n = in_f, k = out_f,
-    flops = 2 * rows * in_f * out_f,
-    bytes = e * (rows * in_f + rows * out_f) + (weight_bytes or e) * in_f * out_f, -- X, W, Y once each
+    flops = times(2 * x, out_f),
+    bytes = e * (x + y) + (weight_bytes or e) * w, -- X, W, Y once each
     weight_bytes = weight_bytes,
   }
 end
@@ -213,11 +230,12 @@ end
 function M.bmm(b, m, n, k, dtype)
   b, m, n, k = check_count("bmm", 1, b), check_count("bmm", 2, m), check_count("bmm", 3, n), check_count("bmm", 4, k)
   local e = check_dtype("bmm", 5, dtype)
+  local a_, b_, c_ = operand("bmm", b, times(m, n), "A"), operand("bmm", b, times(n, k), "B"), operand("bmm", b, times(m, k), "C")
   return {
     kind = "bmm", name = "BMM", dtype = dtype,
     b = b, m = m, n = n, k = k,
-    flops = 2 * b * m * n * k,
-    bytes = e * b * (m * n + n * k + m * k),
+    flops = times(2 * a_, k),
+    bytes = e * (a_ + b_ + c_),
   }
 end
 
@@ -404,6 +422,23 @@ function M.window_attention(op, batch, s, window, d, heads, kv_heads, dtype, dv,
   k.flops = whole.flops / causal_pairs(s, s) * band
   k.bytes = whole.bytes
   return k
+end
+
+--- The convention the vector families' MLPs were trained in (weights/README.md): per family, the FLOPs per element and
+--- the range of DRAM bytes per element of the data collector's fp32 kernels as this module costs them (the dataset's
+--- rows are costed here too, engine/ingest/dataset.cpp) — element-wise from a unary op (read + write, VECaddu) to a
+--- binary one (two reads + write, VECadd), softmax and layer norm their one kernel (VECsoftmax, VECln). The tile model
+--- shows every vector kernel to the MLP in this convention (engine/core/tile_model.h): the engine reads it once per
+--- session (training and forecasts alike), so it has no copy of these numbers.
+---@return table<string, { flops: number, bytes_min: number, bytes_max: number }>
+function M.train_convention()
+  local unary, binary = M.vec("addu", 1, 1, "fp32"), M.vec("add", 1, 1, "fp32") -- 1 × 1: per element
+  local softmax, ln = M.softmax(1, 1, "fp32"), M.layernorm(1, 1, "fp32")
+  return {
+    elementwise = { flops = binary.flops, bytes_min = unary.bytes, bytes_max = binary.bytes },
+    softmax = { flops = softmax.flops, bytes_min = softmax.bytes, bytes_max = softmax.bytes },
+    layernorm = { flops = ln.flops, bytes_min = ln.bytes, bytes_max = ln.bytes },
+  }
 end
 
 --- Pure data movement "MEM (shapes…)": every listed shape is read or written once, no FLOPs.

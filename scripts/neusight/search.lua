@@ -3,8 +3,10 @@
 -- (the interleaved schedule wants layers divisible by pp × virtual_stages, as Megatron-LM does); and which schedules
 -- and recomputation modes it may try (neusight.parallel's names: search lists none of its own), which of them share a
 -- build (SHARED_BUILD) and which run model chunks (neusight.parallel.config's CHUNKED; their pp and layer rules:
--- pipeline_skip below). engine/cli/search_cmd.cpp names no schedule.
-local ipairs, pairs, type, setmetatable = ipairs, pairs, type, setmetatable
+-- pipeline_skip below). engine/cli/search_cmd.cpp names no schedule. And how the ranking reads: format_table,
+-- format_json and format_csv render the document search_cmd.cpp hands over once (a column or field added here shows
+-- without a C++ change).
+local ipairs, pairs, type, setmetatable, getmetatable = ipairs, pairs, type, setmetatable, getmetatable
 
 local M = {}
 
@@ -110,10 +112,125 @@ function M.json_fields(f)
     { __order = { "optimizer", "optimizer_impl" } })
 end
 
---- search's CSV (engine/cli/search_cmd.cpp): `doc.columns` the fields of a row (the JSON's `layouts` entries), in
---- order, and `doc.rows` the layouts shown, as the JSON gives them. Numbers as every CSV writes them (neusight.report
---- number_csv: exact, in the JSON's digits), booleans true/false, names as neusight.report csv_field quotes them.
----@param doc { columns: string[], rows: table[] }
+-- The ranking's document (engine/cli/search_cmd.cpp hands it over once, whole): model, gpu, gpu_mem_gb, gpus, batch,
+-- seq, mode, dtype, precision, sequence_parallel, distributed_optimizer, cluster (null without a parallel plan),
+-- predictor, calibration (the calibration file applied, or nil), evaluated (forecasts), fitting (layouts that fit),
+-- choices (M.choices' table: the schedules tried), expert_parallel (rows say their ep), optimizer_step (a forecast has
+-- one), layouts (the layouts shown, best first: dp, tp, pp, ep, microbatches, schedule, virtual_stages, recompute,
+-- iteration_ms, compute_ms, exposed_comm_ms, bubble_ms, optimizer_ms, imbalance_ms, memory_gb, fits, and figures, an
+-- array of { key, value, column, cell }: neusight.figures search_figures'), skipped (an array of { reason, layouts }),
+-- warnings, figure_lines (the table's words on the figures' columns) and error (no layout fits: the JSON's only).
+-- A JSON null in it is a table whose metatable has __json = "null".
+
+local function is_null(v)
+  local mt = type(v) == "table" and getmetatable(v)
+  return mt and mt.__json == "null" or false
+end
+
+-- An object written in the order its fields are put (a field put again keeps its place); nil is written as null.
+local function ordered_object()
+  local keys, t = {}, {}
+  local function put(k, v)
+    if t[k] == nil then keys[#keys + 1] = k end
+    t[k] = v == nil and require("neusight.report").null or v
+  end
+  return put, function() return setmetatable(t, { __order = keys }) end, keys, t
+end
+
+-- What the table, the JSON and the CSV show of the document: ep and schedule columns, the optimizer column.
+local function shown(doc)
+  local ch = doc.choices
+  local chunks, any = {}, false -- schedule -> runs model chunks (its rows say schedule/v)
+  for i, s in ipairs(ch.schedules) do
+    if type(ch.virtual_stages) == "table" and ch.virtual_stages[i] == true then chunks[s], any = true, true end
+  end
+  return { ep = doc.expert_parallel == true, schedule = #ch.schedules > 1 or any, optimizer = doc.optimizer_step == true,
+           chunks = chunks }
+end
+
+--- One layout `c` of the document as the JSON's `layouts` and the CSV's rows give it: its fields' names in order and
+--- their values (a figure not available: null).
+---@return string[] keys, table values
+function M.layout_fields(doc, c, show)
+  show = show or shown(doc)
+  local put, _, keys, t = ordered_object()
+  put("dp", c.dp) put("tp", c.tp) put("pp", c.pp)
+  if show.ep then put("ep", c.ep) end
+  put("microbatches", c.microbatches)
+  if show.schedule then put("schedule", c.schedule) put("virtual_stages", c.virtual_stages) end
+  put("recompute", c.recompute) put("iteration_ms", c.iteration_ms) put("compute_ms", c.compute_ms)
+  put("exposed_comm_ms", c.exposed_comm_ms) put("bubble_ms", c.bubble_ms)
+  if show.optimizer then put("optimizer_ms", c.optimizer_ms) end
+  put("imbalance_ms", c.imbalance_ms) put("memory_gb", c.memory_gb) put("fits", c.fits)
+  for _, x in ipairs(c.figures or {}) do put(x.key, x.value) end -- tokens_per_s, mfu, cost_…_usd
+  return keys, t
+end
+
+local function skipped_total(doc)
+  local n = 0
+  for _, s in ipairs(doc.skipped) do n = n + s[2] end
+  return n
+end
+
+-- A table's keys in the order the JSON writer (engine/lua/wrap_json.cpp) writes them: its metatable's __order, then
+-- the others sorted.
+local function keys_in_order(t)
+  local mt = getmetatable(t)
+  local keys, first = {}, {}
+  for _, k in ipairs(mt and type(mt.__order) == "table" and mt.__order or {}) do
+    if t[k] ~= nil and not first[k] then keys[#keys + 1], first[k] = k, true end
+  end
+  local rest = {}
+  for k in pairs(t) do
+    if not first[k] then rest[#rest + 1] = k end
+  end
+  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  return keys
+end
+
+--- search's JSON: the workload it searched (with M.json_fields of `fields`, the report fields of the last layout
+--- loaded, under predict's keys), the parallel flags and cluster, the counts, the layouts shown (M.layout_fields),
+--- the reasons layouts were skipped, the warnings, and `error` when no layout fits.
+---@param doc table the ranking's document (above)
+---@param fields table? neusight.report workload's table
+---@return table
+function M.format_json(doc, fields)
+  local show = shown(doc)
+  local put, done = ordered_object()
+  for _, k in ipairs { "model", "gpu", "gpus", "batch", "seq", "mode", "dtype", "precision" } do put(k, doc[k]) end
+  if fields then
+    local f = M.json_fields(fields)
+    for _, k in ipairs(keys_in_order(f)) do put(k, f[k]) end
+  end
+  local parallel, par = ordered_object()
+  parallel("sequence_parallel", doc.sequence_parallel)
+  parallel("distributed_optimizer", doc.distributed_optimizer)
+  parallel("cluster", doc.cluster)
+  put("parallel", par())
+  put("predictor", doc.predictor)
+  if doc.calibration then put("calibration", doc.calibration) end
+  put("evaluated", doc.evaluated)
+  put("fitting", doc.fitting)
+  local layouts = {}
+  for i, c in ipairs(doc.layouts) do
+    local keys, t = M.layout_fields(doc, c, show)
+    layouts[i] = setmetatable(t, { __order = keys })
+  end
+  put("layouts", layouts)
+  if show.ep or show.schedule then put("skipped_layouts", skipped_total(doc)) end
+  local skip, skipped = ordered_object()
+  for _, s in ipairs(doc.skipped) do skip(s[1], s[2]) end
+  put("skipped", skipped())
+  put("warnings", doc.warnings)
+  if doc.error then put("error", doc.error) end
+  return done()
+end
+
+--- search's CSV: the JSON's layouts (M.layout_fields), one row each, the columns a row's fields (the first layout's;
+--- without one, the fields any layout has). Numbers as every CSV writes them (neusight.report number_csv: exact, in the
+--- JSON's digits), booleans true/false, null empty, names as neusight.report csv_field quotes them.
+---@param doc table the ranking's document (above)
 ---@return string
 function M.format_csv(doc)
   local needs = require("neusight").needs
@@ -121,16 +238,105 @@ function M.format_csv(doc)
   local function cell(v)
     if type(v) == "number" then return number_csv(v) end
     if type(v) == "boolean" then return v and "true" or "false" end
-    if v == nil then return "" end
+    if v == nil or is_null(v) then return "" end
     return csv_field(v)
   end
-  local out = { table.concat(doc.columns, ",") }
-  for _, row in ipairs(doc.rows) do
+  local show = shown(doc)
+  local columns = M.layout_fields(doc, doc.layouts[1] or {}, show)
+  local out = { table.concat(columns, ",") }
+  for _, c in ipairs(doc.layouts) do
+    local _, row = M.layout_fields(doc, c, show)
     local cells = {}
-    for i, k in ipairs(doc.columns) do cells[i] = cell(row[k]) end
+    for i, k in ipairs(columns) do cells[i] = cell(row[k]) end
     out[#out + 1] = table.concat(cells, ",")
   end
   return table.concat(out, "\n") .. "\n"
+end
+
+-- `s` padded with blanks to `width` characters (right-aligned, or left-aligned with `left`), counting UTF-8 characters
+-- as the table always counted them (bytes where `s` is not UTF-8).
+local function pad(s, width, left)
+  local n = utf8.len(s) or #s
+  local blanks = string.rep(" ", width - n)
+  return left and s .. blanks or blanks .. s
+end
+
+--- search's table: the search in a line, one row per layout shown (rank, dp, tp, pp, ep and schedule where shown,
+--- microbatches, recomputation in training, iteration, the figures' columns, compute, exposed communication, bubble,
+--- optimizer and imbalance where there are any, memory), the reasons layouts were skipped, and the columns' legend.
+---@param doc table the ranking's document (above)
+---@return string
+function M.format_table(doc)
+  local fmt, concat = string.format, table.concat
+  local show = shown(doc)
+  local layouts, training = doc.layouts, doc.mode == "train"
+  local out = {}
+  local function add(s) out[#out + 1] = s end
+  local skips = skipped_total(doc)
+  add(fmt("search    %s on %d x %s (%.0f GB), %s, %s %s, global batch %d, seq %d: %d forecasts%s\n", doc.model, doc.gpus,
+    doc.gpu, doc.gpu_mem_gb, doc.mode, doc.dtype, doc.precision, doc.batch, doc.seq, doc.evaluated,
+    (show.ep or show.schedule) and skips > 0 and fmt(", %d layouts skipped", skips) or ""))
+  if doc.calibration then
+    add(fmt("calibrated: kernel times corrected by %s (--no-calibration ignores it)\n", doc.calibration))
+  end
+  add("\n")
+  -- the recomputation column only in training (an inference layout recomputes nothing: JSON/CSV keep the field)
+  local function recompute_cell(v) return training and pad(v, 10, true) .. " " or "" end
+  -- the figures' columns (those with one: tokens/s, MFU %, $/Mtoken), each as wide as its header and cells
+  local columns = {}
+  local first = layouts[1] and layouts[1].figures or {}
+  for k, x in ipairs(first) do
+    if x.column ~= "" then
+      local width = #x.column
+      for _, c in ipairs(layouts) do
+        if c.figures[k] then width = math.max(width, #c.figures[k].cell) end
+      end
+      columns[#columns + 1] = { k, width }
+    end
+  end
+  local function figure_cells(c) -- nil: the headers
+    local cells = {}
+    for _, col in ipairs(columns) do
+      local k, width = col[1], col[2]
+      local x = (c or layouts[1]).figures[k]
+      cells[#cells + 1] = pad(x == nil and "-" or c and x.cell or x.column, width) .. " "
+    end
+    return concat(cells)
+  end
+  -- the imbalance column where a layout shown has one the table's 0.1 ms shows (uneven pipeline stages)
+  local imbalance = false
+  for _, c in ipairs(layouts) do imbalance = imbalance or c.imbalance_ms >= 0.05 end
+  add(fmt("%4s %4s %4s %4s %s%4s %s%s%13s %s%11s %12s %10s %s%s%10s\n", "rank", "dp", "tp", "pp",
+    show.ep and fmt("%4s ", "ep") or "", "mb", show.schedule and pad("schedule", 14, true) .. " " or "",
+    recompute_cell("recompute"), "iteration ms", figure_cells(nil), "compute ms", "exposed comm", "bubble ms",
+    show.optimizer and fmt("%12s ", "optimizer ms") or "", imbalance and fmt("%12s ", "imbalance ms") or "",
+    "memory GB"))
+  for i, c in ipairs(layouts) do
+    local schedule = show.chunks[c.schedule] and fmt("%s/%d", c.schedule, c.virtual_stages) or c.schedule
+    add(fmt("%4d %4d %4d %4d %s%4d %s%s%13.1f %s%11.1f %12.1f %10.1f %s%s%10.1f%s\n", i, c.dp, c.tp, c.pp,
+      show.ep and fmt("%4d ", c.ep) or "", c.microbatches, show.schedule and pad(schedule, 14, true) .. " " or "",
+      recompute_cell(c.recompute), c.iteration_ms, figure_cells(c), c.compute_ms, c.exposed_comm_ms, c.bubble_ms,
+      show.optimizer and fmt("%12.1f ", c.optimizer_ms) or "", imbalance and fmt("%12.1f ", c.imbalance_ms) or "",
+      c.memory_gb, c.fits and "" or "  (does not fit)"))
+  end
+  if #layouts == 0 then add("  no layout fits in memory (--all lists them anyway)\n") end
+  if #doc.skipped > 0 then
+    add("\nskipped\n")
+    for _, s in ipairs(doc.skipped) do add(fmt("  %d layout(s): %s\n", s[2], s[1])) end
+  end
+  if show.ep then add("\nep = expert-parallel degree (the experts spread over ep of the dp ranks)") end
+  if show.schedule then
+    local v = doc.choices.virtual_schedules or {}
+    add(fmt("\nschedule = pipeline schedule%s", #v == 0 and "" or fmt(" (%s/v: v model chunks per device)",
+      concat(v, "/v, "))))
+  end
+  add("\nmb = microbatches per iteration; compute, exposed comm, bubble and optimizer are the busiest device's (the "
+    .. "pipeline stage with the least idle time; its bubble is the iteration less the other three)"
+    .. (imbalance and "; imbalance = its busy time less the least busy stage's (uneven stages, not the schedule's fill "
+      .. "and drain)" or "")
+    .. " (neusight predict --dp/--tp/--pp/--microbatches/--recompute shows one layout in full)\n")
+  for _, line in ipairs(doc.figure_lines) do add(line .. "\n") end
+  return concat(out)
 end
 
 return M

@@ -26,6 +26,8 @@
 #   1.70 s), under the 2 s target; this script's best of 3 then: 0.31 / 0.49, 2.20 / 1.75, 1.75 / 1.65, 0.82 / 1.31,
 #   0.79 / 1.36 and 2.19 / 3.07 s wall (CPU 0.21 / 0.25, 1.45 / 1.16, 1.33 / 1.18, 0.77 / 0.86, 0.74 / 0.72 and
 #   2.02 / 1.82 s: the walls swing with the load, the instruction counts are the measure).
+#   After search's table, JSON and CSV moved to scripts/neusight/search.lua (one document handed over, base dad057e7,
+#   measured in one session): the last sweep 15.82 -> 15.79 G (noise: the formatter renders the 10 layouts shown).
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'

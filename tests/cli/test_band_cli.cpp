@@ -247,6 +247,13 @@ TEST_CASE("band: the widening is capped, and a table whose folds have no GPU fil
                    "trained on, but the uncertainty band is not widened for how far: the distance of ") !=
         std::string::npos);
   CHECK(r.err.find("folds is unknown (its fold No-A100-PCIE-40GB has no GPU file)") != std::string::npos);
+  // a fold that is no name (a number: nan) has no GPU file either, said as such (not "table index is NaN": the folds'
+  // GPU views are memoised by name)
+  table = ns_test::slurp(ns_test::source_dir / "weights" / "nvidia" / "uncertainty.toml");
+  t.write("weights/nvidia/uncertainty.toml", ns_test::replace_all(table, "folds = [\"A100-PCIE-40GB\"", "folds = [nan"));
+  const auto nan_fold = run_cli(h100_fp32 + " --format json --weights '" + root.string() + "'");
+  REQUIRE(nan_fold.code == 0);
+  CHECK(nan_fold.err.find("folds is unknown (its fold NaN has no GPU file)") != std::string::npos);
 }
 
 TEST_CASE("band: AMD GPUs are checked against the AMD weights' training GPUs and say their band is borrowed",

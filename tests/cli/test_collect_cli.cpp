@@ -12,7 +12,7 @@
 #include <sstream>
 #include <tuple>
 
-#include "core/csv.h"
+#include "ingest/csv.h"
 #include "test_util.h"
 
 using json = nlohmann::json;

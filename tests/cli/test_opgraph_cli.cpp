@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/gpu_spec.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "lua/session.h"
 #include "test_util.h"
@@ -40,7 +40,7 @@ struct golden_stats {
 };
 
 // What the importer's corrections of the reference's graphs (opgraph_options::corrections: OPT's score clamp
-// max_<n>: engine/core/opgraph.cpp) change in the reference's own roofline forecast: {forward, backward + accumulate}
+// max_<n>: engine/ingest/opgraph.cpp) change in the reference's own roofline forecast: {forward, backward + accumulate}
 // ms of the corrected graph minus the graph as traced, with `layers` replications. Zero for graphs without them.
 std::pair<double, double> correction_ms(const fs::path& graph, const ns::gpu_spec& gpu, int64_t layers, bool training) {
   static ns::session s(ns::session_options{source_dir, {}, {}, {}, {}});

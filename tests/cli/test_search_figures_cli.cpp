@@ -147,3 +147,56 @@ TEST_CASE("search table: the recompute column only in training", "[cli][search]"
   REQUIRE(training.code == 0);
   CHECK_THAT(training.out, Catch::Contains("   mb recompute   iteration ms"));
 }
+
+// search's table, JSON and CSV are scripts/neusight/search.lua's (format_table, format_json, format_csv over the
+// ranking's document engine/cli/search_cmd.cpp hands over once): a --scripts copy of search.lua whose formatter adds a
+// column (the layout's GPU count, dp × tp × pp) shows it in all three, with no C++ change (issue 14: one renderer, a
+// field added in Lua appears without recompiling)
+TEST_CASE("search: a column added in search.lua's formatter shows in its table and JSON and CSV", "[cli][search][scripts]") {
+  ns_test::temp_dir t;
+  const std::string args = "--model gpt2_large --gpu h100 --gpus 8 --batch 64 --seq 1024 --dtype bf16 "
+                           "--predictor roofline";
+  const std::string scripts = ns_test::override_dir(
+      t, "s", "search",
+      // the JSON's and CSV's rows: one field more, after the layout's
+      "local layout_fields = M.layout_fields\n"
+      "M.layout_fields = function(doc, c, show)\n"
+      "  local keys, t = layout_fields(doc, c, show)\n"
+      "  if c.dp then keys[#keys + 1], t.gpus_used = 'gpus_used', c.dp * c.tp * c.pp end\n"
+      "  return keys, t\n"
+      "end\n"
+      // the table: one column more, at the end of every row and of the header
+      "local format_table = M.format_table\n"
+      "M.format_table = function(doc, fields)\n"
+      "  local text, i = format_table(doc, fields), 0\n"
+      "  return (text:gsub('([^\\n]*memory GB)\\n', '%1  gpus used\\n'):gsub('\\n(%s+%d+ [^\\n]*)', function(row)\n"
+      "    i = i + 1\n"
+      "    local l = doc.layouts[i]\n"
+      "    return l and string.format('\\n%s %10d', row, l.dp * l.tp * l.pp) or '\\n' .. row\n"
+      "  end))\n"
+      "end\n");
+  const json plain = search_json(args);
+  const json more = search_json(args + scripts);
+  REQUIRE(!more["layouts"].empty());
+  REQUIRE(plain["layouts"].size() == more["layouts"].size());
+  for (size_t i = 0; i < more["layouts"].size(); ++i) {
+    const json& l = more["layouts"][i];
+    CHECK(l["gpus_used"] == l["dp"].get<int>() * l["tp"].get<int>() * l["pp"].get<int>());
+    json same = l;
+    same.erase("gpus_used");
+    CHECK(same == plain["layouts"][i]);  // everything else as the bundled formatter writes it
+  }
+  const auto table = run_cli("search " + args + scripts);
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("memory GB  gpus used\n") != std::string::npos);
+  const auto plain_table = run_cli("search " + args);
+  CHECK(plain_table.out.find("gpus used") == std::string::npos);
+  const auto csv = run_cli("search " + args + scripts + " --format csv");
+  INFO(csv.err);
+  REQUIRE(csv.code == 0);
+  const auto [header, rows] = ns_test::csv_table(csv.out);
+  CHECK(header.back() == "gpus_used");
+  REQUIRE(rows.size() == more["layouts"].size());
+  CHECK(rows[0].back() == std::to_string(more["layouts"][0]["gpus_used"].get<int>()));
+}

@@ -27,7 +27,9 @@ struct forecaster {
   session s;
   std::unique_ptr<predictor> pred;
   forecaster() : s(session_options{ns_test::source_dir, {}, {}, {}, {}}),
-                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {}
+                 pred(predictor_make("neusight", ns_test::source_dir / "weights")) {
+    pred->train_convention_set(s.training_convention());
+  }
 
   // Seconds of each kernel with the library tiles of scripts/tiling/ and the shipped weights.
   std::vector<double> seconds(std::vector<kernel> ks, const gpu_spec& gpu) {
@@ -252,6 +254,8 @@ TEST_CASE("a split element-wise kernel keeps the MLP's forecast only where the d
   const tile_model m = weights_load(ns_test::source_dir / "weights/nvidia/elementwise");
   const auto trained = neusight_predictor_make("nvidia", m, {"A100-PCIE-40GB"});
   const auto untrained = neusight_predictor_make("nvidia", m, {});
+  trained->train_convention_set(f.s.training_convention());
+  untrained->train_convention_set(f.s.training_convention());
   for (const std::string dtype : {"fp32", "bf16"}) {
     const double e = dtype == "fp32" ? 4 : 2;
     kernel k;  // an add of [2047 * 1024, 1024]: split (over 2^31 bytes in both dtypes)
@@ -424,7 +428,7 @@ double quant_seconds(const kernel& k, const gpu_spec& gpu) {
   static const quant_stage q = weights_load(ns_test::source_dir / "weights/nvidia/gemm_fp8").quant;
   kernel t = k;
   t.tile_m = t.tile_k = 128;  // the stage's features do not depend on the tile
-  return tile_fixed_seconds(tile_features_compute(t, gpu), q);
+  return tile_fixed_seconds(tile_features_compute(t, gpu, train_convention{}), q);  // a GEMM: no convention read
 }
 
 bool compute_bound(const kernel& k, const gpu_spec& gpu) {

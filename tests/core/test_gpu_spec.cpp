@@ -197,6 +197,30 @@ TEST_CASE("a short name several GPUs answer to resolves to the file that lists i
   CHECK(cat.resolve("a10g").num_sm == 80);
 }
 
+TEST_CASE("a GPU name resolves without parsing the files after its own but an alias reads them all", "[gpu]") {
+  // a weights manifest's training GPU by its name ("B300" of b300_sxm.toml): the files after it are not parsed (a
+  // broken one after it says nothing); an alias needs every GPU for its note, so the broken file is read and refused
+  ns_test::temp_dir d;
+  auto with_names = [&](const std::string& name, const std::string& aliases) {
+    std::string t = tiny;
+    t.replace(t.find("\"Tiny-1\""), 8, "\"" + name + "\"");
+    t.replace(t.find("[\"Tiny GPU One\", \"tiny1\"]"), 25, aliases);
+    return t;
+  };
+  d.write("a_first.toml", with_names("First-GPU", "[\"first alias\"]"));
+  d.write("b_second.toml", with_names("Second-GPU", "[\"Third-GPU\"]"));
+  d.write("c_third.toml", with_names("Third-GPU", "[]"));
+  const gpu_catalog cat(d.path);
+  CHECK(cat.resolve("First-GPU").source == "gpus/a_first.toml");
+  // an earlier file's alias comes before a later file's name, as before
+  CHECK(cat.resolve("Third-GPU").source == "gpus/b_second.toml");
+  d.write("z_broken.toml", "name = \"Broken\"\nnot toml [\n");
+  const gpu_catalog with_broken(d.path);
+  CHECK(with_broken.resolve("first-gpu").name == "First-GPU");
+  CHECK(with_broken.resolve("Second-GPU").name == "Second-GPU");
+  CHECK_THROWS_WITH(with_broken.resolve("first alias"), Catch::Contains("z_broken.toml"));
+}
+
 TEST_CASE("user GPU folders come before the bundled files, by stem, name and alias", "[gpu]") {
   ns_test::temp_dir d;
   const std::string h100 = ns_test::slurp(source_dir / "gpus/h100_sxm5_80gb.toml");

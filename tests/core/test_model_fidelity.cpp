@@ -1,7 +1,7 @@
 // tests/core/test_model_fidelity.cpp — our Lua model builders (scripts/neusight/models/) against the reference's traced
 // operator graphs (../shared/data/neusight/opgraph): the same kernels per layer and outside it, the same total FLOPs.
 //
-// For every single-GPU, non-fusion graph of the models below, the imported graph (engine/core/opgraph.h) and our
+// For every single-GPU, non-fusion graph of the models below, the imported graph (engine/ingest/opgraph.h) and our
 // graph for the same model, mode, batch and sequence (workload → session::expand, optimizer "none") are compared:
 //   * kernels of ONE transformer layer (imported: the traced layer rows; ours: nodes with a non-empty layer),
 //     as multisets per phase — GEMM/BMM by (b, m, n, k), vector kernels by (name, rows, hidden), memory
@@ -21,7 +21,7 @@
 #include <sstream>
 
 #include "core/gpu_spec.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "lua/session.h"
 #include "test_util.h"
 

@@ -7,7 +7,7 @@
 #include <map>
 
 #include "core/forecast.h"
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "lua/session.h"
@@ -113,6 +113,37 @@ TEST_CASE("opgraph: the GPT2-Large training fixture imports row by row", "[opgra
 
   CHECK(opgraph_kernels(og, false).size() == 46);
   CHECK(opgraph_kernels(og, true).size() == 46 + 86 + 17);
+}
+
+// kernels.lua is the one cost formula: a --scripts copy with other FLOPs per element changes what the importer's VEC
+// kernels cost (opgraph.cpp once counted 1 / 5 / 6 itself); their bytes stay the file's MemPerO.
+TEST_CASE("opgraph: VEC kernels take their FLOPs from neusight.kernels and keep the file's MemPerO bytes", "[opgraph]") {
+  const ns_test::temp_dir t;
+  ns_test::override_dir(t, "k", "kernels", "",
+                        {{"local SOFTMAX_FLOPS = 5", "local SOFTMAX_FLOPS = 7"},
+                         {"local LAYERNORM_FLOPS = 6", "local LAYERNORM_FLOPS = 9"},
+                         {"add  = { flops = 1, reads = 2 }", "add  = { flops = 3, reads = 2 }"}});
+  session user(session_options{ns_test::source_dir, {}, {}, {t.path / "k"}, {}});
+  const opgraph og = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv", user.costing());
+  const double bh = 1024.0 * 1280;
+  CHECK(first_kernel(og, "transformer_h_0_ln_1", phase::forward).k.flops == 9 * bh);
+  CHECK(first_kernel(og, "add_1", phase::forward).k.flops == 3 * bh);
+  CHECK(first_kernel(og, "softmax", phase::forward).k.flops == 7 * 20480.0 * 1024);
+  // bytes: the rows' own shapes (a broadcast add 12 B per element, the layer norm's backward VECmul 8), not vec()'s
+  CHECK(first_kernel(og, "add_1", phase::forward).k.bytes == 12 * bh);
+  CHECK(first_kernel(og, "transformer_h_0_ln_1", phase::backward).k.bytes == 8 * bh);
+  // the bundled kernels.lua: the reference's 1, 5 and 6
+  const opgraph base = opgraph_load(fixture + "/gpt2_large-train-1024-1.csv", costs());
+  CHECK(first_kernel(base, "transformer_h_0_ln_1", phase::forward).k.flops == 6 * bh);
+  CHECK(first_kernel(base, "add_1", phase::forward).k.flops == bh);
+  CHECK(first_kernel(base, "softmax", phase::forward).k.flops == 5 * 20480.0 * 1024);
+  CHECK(first_kernel(base, "transformer_h_0_ln_1", phase::backward).k.bytes == 8 * bh);
+}
+
+TEST_CASE("opgraph: a VEC kernel of more than 2^48 elements is an error naming file:line", "[opgraph]") {
+  const std::string row = "big,add,\"[['VECadd', (4294967296, 65537)]]\",[],[],set(),set(),\"[(4, 4)]\",\"(4, 4)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(header + row, "g.csv", costs()),
+                    "g.csv:2: column 'FwOps': kernel 'VECadd' has more than 2^48 elements, got (4294967296, 65537)");
 }
 
 TEST_CASE("opgraph: layer count from --layers, the model config, or 1 with a warning", "[opgraph]") {
@@ -244,6 +275,8 @@ TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgrap
 
   kernel g;  // BMM (20, 1024, 8, 1024): memory-bound by its arithmetic intensity (no B in AI)
   g.kind = kernel_kind::bmm, g.b = 20, g.m = 1024, g.n = 8, g.k = 1024;
+  std::vector<kernel*> costed{&g};
+  costs()(costed);  // its FLOPs: neusight.kernels
   const double ai = (2.0 * 1024 * 8 * 1024 / 1e9) / (4.0 * (1024 * 8 + 8 * 1024 + 1024 * 1024) / gib);
   const double expected = 2.0 * 20 * 1024 * 8 * 1024 / 1e9 / std::min(9519.0, ai * 732);
   CHECK_THAT(roofline_reference_seconds(g, p100), WithinRel(expected, 1e-12));
@@ -251,7 +284,16 @@ TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgrap
 
   kernel big = g;  // a large GEMM is compute-bound: 2·M·N·K / F
   big.kind = kernel_kind::gemm, big.b = 1, big.m = big.n = big.k = 4096;
+  costed = {&big};
+  costs()(costed);
   CHECK_THAT(roofline_reference_seconds(big, p100), WithinRel(2.0 * 4096 * 4096 * 4096 / 1e9 / 9519, 1e-12));
+  // the kernel's FLOPs (neusight.kernels, the one cost formula), not a second 2·B·M·N·K: other FLOPs, other time
+  kernel twice = big;
+  twice.flops *= 2;
+  CHECK_THAT(roofline_reference_seconds(twice, p100), WithinRel(2 * 2.0 * 4096 * 4096 * 4096 / 1e9 / 9519, 1e-12));
+  kernel uncosted = big;
+  uncosted.flops = 0;
+  CHECK_THROWS_WITH(roofline_reference_seconds(uncosted, p100), "predictor roofline-reference: kernel Linear has no FLOPs");
 
   kernel v;  // vector: bytes / 1e9 / BW (bytes = MemPerO·B·H)
   v.kind = kernel_kind::elementwise, v.rows = 4096, v.hidden = 1280, v.bytes = 12.0 * 4096 * 1280, v.flops = 4096.0 * 1280;

@@ -1,7 +1,7 @@
 // tests/core/test_pyliteral.cpp — the strict Python-literal parser: the reference's forms, and exact errors.
 #include <catch2/catch.hpp>
 
-#include "core/pyliteral.h"
+#include "ingest/pyliteral.h"
 #include "core/text.h"
 
 using namespace ns;

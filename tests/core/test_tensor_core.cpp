@@ -4,7 +4,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
 #include "core/weights.h"
@@ -37,7 +37,9 @@ std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const s
   std::vector<kernel_instance> inst;
   for (auto& k : ks) inst.push_back({0, phase::forward, k});
   s.tiles_select(inst, gpu);
-  return predictor_make(predictor, source_dir / "weights")->predict(inst, gpu);
+  const auto pred = predictor_make(predictor, source_dir / "weights");
+  pred->train_convention_set(s.training_convention());
+  return pred->predict(inst, gpu);
 }
 }  // namespace
 

@@ -4,7 +4,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/text.h"
 #include "core/tile_model.h"
@@ -19,6 +19,12 @@ using ns_test::source_dir;
 namespace {
 const gpu_spec h100 =
     gpu_spec_load(source_dir / "tests/fixtures/gpus/h100_reference.toml", "tests/fixtures/gpus/h100_reference.toml");
+
+// The bundled scripts' training convention (scripts/neusight/kernels.lua train_convention), as a session reads it.
+const train_convention& bundled_convention() {
+  static session s(session_options{source_dir, {}, {}, {}, {}});
+  return s.training_convention();
+}
 
 kernel gemm(kernel_kind kind, int64_t b, int64_t m, int64_t n, int64_t k, int64_t tm, int64_t tk) {
   kernel g;
@@ -65,7 +71,7 @@ TEST_CASE("features reproduce the spec's worked example (GPT-3 2.7B on H100)", "
   };
   for (const auto& c : cases) {
     INFO(c.name);
-    const tile_features f = tile_features_compute(c.k, h100);
+    const tile_features f = tile_features_compute(c.k, h100, bundled_convention());
     CHECK(f.blocks == c.blocks);
     CHECK(f.waves == c.waves);
     CHECK(f.roof_gflops == Approx(c.roof).margin(0.06));
@@ -87,11 +93,11 @@ TEST_CASE("vector kernels are seen with their family's training FLOPs — the re
   for (const auto& [kind, per] : std::vector<std::pair<kernel_kind, double>>{
            {kernel_kind::elementwise, 1}, {kernel_kind::softmax, 5}, {kernel_kind::layernorm, 6}}) {
     const kernel conv = vec(kind, 4096, 1024, per, 8, 1024);
-    CHECK(family_train_flops_per_element(*family_of(conv)) == per);
-    const tile_features f = tile_features_compute(conv, h100);
+    CHECK(bundled_convention().of(*family_of(conv)).flops == per);
+    const tile_features f = tile_features_compute(conv, h100, bundled_convention());
     for (const double ops : {0.5, 3.0, 8.0, 4096.0}) {
       INFO(family_name(*family_of(conv)) << " " << ops << " FLOPs/element");
-      const tile_features g = tile_features_compute(vec(kind, 4096, 1024, ops, 8, 1024), h100);
+      const tile_features g = tile_features_compute(vec(kind, 4096, 1024, ops, 8, 1024), h100, bundled_convention());
       CHECK(g.x == f.x);
       CHECK(g.base_seconds == f.base_seconds);
       CHECK(g.compute_seconds == Approx(ops * 4096 * 1024 / (h100.peak_fp32_tflops * 1e12)));
@@ -104,6 +110,65 @@ TEST_CASE("vector kernels are seen with their family's training FLOPs — the re
     CHECK(tile_seconds(f, -50, 50, -50) == f.base_seconds / tile_utilization(-50, 50, f.waves) +
                                                1 / (1 + std::exp(50.0)) * tile_overhead_max_s);
   }
+}
+
+// kernels.lua is the one source of the training convention: a --scripts copy whose layer norm counts other FLOPs per
+// element changes what the tile model shows the MLP (tile_model.cpp once held 1 / 5 / 6 and 8–12 / 8 bytes itself).
+TEST_CASE("the tile model sees the training convention of neusight.kernels (a Lua-only change moves it)", "[neusight]") {
+  const ns_test::temp_dir t;
+  ns_test::override_dir(t, "k", "kernels", "", {{"local LAYERNORM_FLOPS = 6", "local LAYERNORM_FLOPS = 12"},
+                                                {"add  = { flops = 1, reads = 2 }", "add  = { flops = 1, reads = 4 }"}});
+  session user(session_options{source_dir, {}, {}, {t.path / "k"}, {}});
+  session base(session_options{source_dir, {}, {}, {}, {}});
+  CHECK(user.training_convention().of(family::layernorm).flops == 12);
+  CHECK(user.training_convention().of(family::elementwise).bytes_max == 20);  // VECadd fp32: 4 reads + 1 write
+  CHECK(base.training_convention().of(family::layernorm).flops == 6);
+  CHECK(base.training_convention().of(family::elementwise).bytes_min == 8);
+  CHECK(base.training_convention().of(family::elementwise).bytes_max == 12);
+  CHECK(base.training_convention().of(family::softmax).flops == 5);
+  const gpu_spec gpu = gpu_catalog(source_dir / "gpus").resolve("h100_sxm5_80gb");
+  // a layer norm as forecasts price it: costed, tiled and predicted by each session
+  auto seconds = [&](session& s) {
+    std::vector<kernel_instance> ks(1);
+    kernel& k = ks[0].k;
+    k.kind = kernel_kind::layernorm, k.rows = 4096, k.hidden = 1024, k.dtype = "fp32";
+    std::vector<kernel*> one{&k};
+    s.kernel_costs(one);
+    s.tiles_select(ks, gpu);
+    return s.predictor_make("neusight", source_dir / "weights")->predict(ks, gpu)[0];
+  };
+  CHECK(seconds(user) != seconds(base));
+  // the features themselves: the same kernel (same FLOPs and bytes) seen through each convention
+  kernel ln = vec(kernel_kind::layernorm, 4096, 1024, 6, 8, 1024);
+  const tile_features fu = tile_features_compute(ln, h100, user.training_convention());
+  const tile_features fb = tile_features_compute(ln, h100, base.training_convention());
+  CHECK(fu.x[0] == Approx(fb.x[0] + 1));  // log2 of twice the tile FLOPs
+  // an element-wise kernel of 16 B per element: beyond the bundled range (8–12 B, shown as the 12 B kernel of as many
+  // bytes), inside the changed one (8–20 B)
+  kernel add = vec(kernel_kind::elementwise, 4096, 1024, 1, 16, 1024);
+  CHECK(tile_features_compute(add, h100, user.training_convention()).x != tile_features_compute(add, h100, base.training_convention()).x);
+  // a predictor no session handed the convention refuses vector kernels instead of guessing one
+  CHECK_THROWS_WITH(tile_features_compute(ln, h100, train_convention{}),
+                    "no training convention for the layernorm family (scripts/neusight/kernels.lua train_convention, "
+                    "which the session hands to the predictor)");
+}
+
+TEST_CASE("a kernels.lua train_convention with a misspelt family or bad numbers is an error and not a default", "[neusight]") {
+  const ns_test::temp_dir t;
+  const std::string fam = "{ flops = 1, bytes_min = 8, bytes_max = 12 }";
+  ns_test::override_dir(t, "typo", "kernels",
+                        "function M.train_convention() return { elementwise = " + fam + ", softmax = " + fam +
+                            ", layernrom = " + fam + " } end");
+  ns_test::override_dir(t, "bad", "kernels",
+                        "function M.train_convention() return { elementwise = { flops = 1, bytes_min = 12, bytes_max = 8 }, "
+                        "softmax = " + fam + ", layernorm = " + fam + " } end");
+  session typo(session_options{source_dir, {}, {}, {t.path / "typo"}, {}});
+  CHECK_THROWS_WITH(typo.training_convention(), Catch::Matchers::Contains("train_convention(): unknown family 'layernrom' "
+                                                                           "(did you mean 'layernorm'?)"));
+  session bad(session_options{source_dir, {}, {}, {t.path / "bad"}, {}});
+  CHECK_THROWS_WITH(bad.training_convention(),
+                    Catch::Matchers::Contains("train_convention(): family 'elementwise' needs flops > 0 and 0 < bytes_min "
+                                              "<= bytes_max (per element), got 1, 12, 8"));
 }
 
 TEST_CASE("utilisation stays in (0, 1) and follows alpha - beta / waves", "[neusight]") {
@@ -159,7 +224,7 @@ std::vector<train_sample> fixture_samples() {
   for (const auto& r : d.rows) {
     kernel k = r.k;
     k.tile_elems = k.hidden;  // one row per block
-    out.push_back({tile_features_compute(k, *r.gpu), r.latency_ms / 1e3});
+    out.push_back({tile_features_compute(k, *r.gpu, s.training_convention()), r.latency_ms / 1e3});
   }
   return out;
 }

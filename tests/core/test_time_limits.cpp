@@ -12,7 +12,8 @@
 #include "core/calibration.h"
 #include "core/text.h"
 #include "core/time_limits.h"
-#include "core/trace.h"
+#include "ingest/measurement.h"
+#include "ingest/trace.h"
 #include "test_util.h"
 
 using namespace ns;

@@ -2,8 +2,8 @@
 #include <catch2/catch.hpp>
 
 #include "core/text.h"
-#include "core/pyliteral.h"
-#include "core/trace.h"
+#include "ingest/pyliteral.h"
+#include "ingest/trace.h"
 #include "test_util.h"
 
 using namespace ns;

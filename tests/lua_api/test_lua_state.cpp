@@ -179,6 +179,24 @@ TEST_CASE("json_from_lua: a metatable's __order puts its keys first, in its orde
   lua_settop(L, 0);  // callers restore the stack after an error (stack_restore)
 }
 
+// The document a command hands its Lua formatter whole (search's ranking: session::render) comes back as it went:
+// objects in their key order (not sorted), nulls kept in place, integers and floats apart, empty objects and arrays.
+TEST_CASE("json_push_ordered: json_from_lua gives the same document back", "[lua][json]") {
+  lua_state s;
+  lua_State* L = s.get();
+  const auto doc = nlohmann::ordered_json::parse(
+      R"({"z":1,"a":{"y":2.0,"b":null,"x":[1,null,"t",false]},"e":{},"f":[],"n":null,"big":1e300,"neg":-3})");
+  json_push_ordered(L, doc);
+  CHECK(json_from_lua(L, -1, "doc").dump() == doc.dump());
+  // the Lua side sees plain values: a null is a table (its place kept), an integer an integer, 2.0 a float
+  lua_getfield(L, -1, "a");
+  lua_getfield(L, -1, "y");
+  CHECK(lua_isinteger(L, -1) == 0);
+  lua_pop(L, 1);
+  CHECK(lua_getfield(L, -1, "b") == LUA_TTABLE);
+  lua_settop(L, 0);
+}
+
 TEST_CASE("json_from_lua: a table with __order is an object even when empty and __json null is null", "[lua][json]") {
   lua_state s;
   lua_State* L = s.get();

@@ -108,6 +108,19 @@ function T.test_bmm()
   eq(K.describe(k), "BMM(80,1024,64,1024)", "describe")
 end
 
+-- GEMM FLOPs never wrap around: past 2^62 they are a float (huge, positive); an operand past 2^48 elements is refused.
+function T.test_gemm_counts_do_not_wrap()
+  local k = K.linear(1 << 24, 1 << 24, 1 << 24, "fp32") -- operands 2^48 each, FLOPs 2^73
+  assert(k.flops > 0 and k.flops == 2.0 ^ 73, "linear flops 2^73, got " .. tostring(k.flops))
+  eq(K.linear(4096, 1280, 3840, "fp32").flops, 2 * 4096 * 1280 * 3840, "an integer below 2^62")
+  eq(math.type(K.linear(4096, 1280, 3840, "fp32").flops), "integer", "still an integer")
+  raises("operand X has more than 2^48 elements", K.linear, 1 << 32, 1 << 32, 4, "fp32")
+  raises("operand W has more than 2^48 elements", K.linear, 4, 1 << 32, 1 << 32, "fp32")
+  local b = K.bmm(1 << 16, 1 << 16, 1 << 16, 1 << 16, "fp32") -- operands 2^48, FLOPs 2^65
+  assert(b.flops == 2.0 ^ 65, "bmm flops 2^65, got " .. tostring(b.flops))
+  raises("operand A has more than 2^48 elements", K.bmm, 1 << 20, 1 << 20, 1 << 20, 1, "fp32")
+end
+
 function T.test_vec_binary_unary_and_override()
   local add = K.vec("add", 4096, 1280, "fp32")
   eq(add.kind, "elementwise", "kind")
@@ -253,6 +266,32 @@ function T.test_window_attention()
     K.window_attention, "full", 1, 8, 4, 64, 4, 4, "bf16")
   raises("bad argument #4 to 'window_attention' (positive integer expected, got 0)",
     K.window_attention, "causal", 1, 8, 0, 64, 4, 4, "bf16")
+end
+
+-- The vector families' training convention (engine/core/tile_model.h reads it through the session): the data
+-- collector's fp32 kernels as the constructors cost them — the reference's 1 / 5 / 6 FLOPs per element, 8 (unary) to
+-- 12 (binary) bytes per element element-wise, 8 for softmax and layer norm — and nothing but those three families.
+function T.test_train_convention()
+  local c = K.train_convention()
+  local n = 0
+  for _ in pairs(c) do n = n + 1 end
+  eq(n, 3, "families")
+  local per = function(k) return k.flops / (k.rows * k.hidden), k.bytes / (k.rows * k.hidden) end
+  local f, b = per(K.vec("add", 8, 64, "fp32"))
+  eq(c.elementwise.flops, f, "element-wise flops")
+  eq(c.elementwise.bytes_max, b, "binary bytes")
+  eq(c.elementwise.flops, 1, "the reference's count")
+  eq(c.elementwise.bytes_min, select(2, per(K.vec("relu", 8, 64, "fp32"))), "unary bytes")
+  eq(c.elementwise.bytes_min, 8, "unary: read + write")
+  eq(c.elementwise.bytes_max, 12, "binary: two reads + write")
+  for fam, k in pairs { softmax = K.softmax(8, 64, "fp32"), layernorm = K.layernorm(8, 64, "fp32") } do
+    local fl, by = per(k)
+    eq(c[fam].flops, fl, fam .. " flops")
+    eq(c[fam].bytes_min, by, fam .. " bytes")
+    eq(c[fam].bytes_max, by, fam .. " bytes")
+  end
+  eq(c.softmax.flops, 5, "softmax")
+  eq(c.layernorm.flops, 6, "layer norm")
 end
 
 return T

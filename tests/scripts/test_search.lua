@@ -137,20 +137,75 @@ function T.test_choices_are_the_parallel_names()
   eq(err4:find("search: default schedule", 1, true) ~= nil, true, "names the default: " .. tostring(err4))
 end
 
--- search's CSV (format_csv): the JSON's rows in the columns given, numbers as every CSV writes them
--- (neusight.report number_csv: 12.29, not fmt's or %.17g's digits; 1e15 as %g writes it), names quoted as csv_field
+-- The ranking's document as engine/cli/search_cmd.cpp hands it over (json_push_ordered: a JSON null is a table whose
+-- metatable has __json = "null"), with `layouts` and the fields `over` gives.
+local function ranking(layouts, over)
+  local null = setmetatable({}, { __json = "null" })
+  local doc = { model = "gpt2_large", gpu = "H100-SXM5-80GB", gpu_mem_gb = 80.0, gpus = 8, batch = 64, seq = 1024,
+    mode = "train", dtype = "bf16", precision = "amp", sequence_parallel = false, distributed_optimizer = false,
+    cluster = null, predictor = "roofline", evaluated = 4, fitting = 2, expert_parallel = false, optimizer_step = true,
+    choices = search.choices({}, "auto"), layouts = layouts, skipped = { { "heads not divisible by tp", 2 } },
+    warnings = {}, figure_lines = { "tokens/s: the batch's tokens over the iteration" } }
+  for k, v in pairs(over or {}) do doc[k] = v end
+  return doc
+end
+
+local function layout(over)
+  local l = { dp = 2, tp = 4, pp = 1, ep = 1, microbatches = 1, schedule = "1f1b", virtual_stages = 1,
+    recompute = "none", iteration_ms = 12.29, compute_ms = 10.0, exposed_comm_ms = 1.5, bubble_ms = 0.0,
+    optimizer_ms = 0.79, imbalance_ms = 0.0, memory_gb = 60.25, fits = true,
+    figures = { { key = "tokens_per_s", value = 5.0e6, column = "tokens/s", cell = "5.0M" },
+                { key = "mfu", value = setmetatable({}, { __json = "null" }), column = "", cell = "" } } }
+  for k, v in pairs(over or {}) do l[k] = v end
+  return l
+end
+
+-- search's CSV (format_csv): the JSON's rows (layout_fields) in the first row's columns, numbers as every CSV writes
+-- them (neusight.report number_csv: 12.29, not fmt's or %.17g's digits; 1e15 as %g writes it), names quoted as
+-- csv_field, a null figure empty
 function T.test_format_csv_writes_numbers_as_number_csv()
   local number_csv = require("neusight.report").number_csv
-  local csv = search.format_csv {
-    columns = { "dp", "tp", "schedule", "iteration_ms", "memory_gb", "fits" },
-    rows = { { dp = 2, tp = 4, schedule = "1f1b", iteration_ms = 12.29, memory_gb = 1e15, fits = true },
-             { dp = 8, tp = 1, schedule = "a,b", iteration_ms = 0.1 + 0.2, memory_gb = 3.0, fits = false } },
-  }
-  eq(csv, "dp,tp,schedule,iteration_ms,memory_gb,fits\n"
-    .. "2,4,1f1b,12.29," .. number_csv(1e15) .. ",true\n"
-    .. "8,1,\"a,b\"," .. number_csv(0.1 + 0.2) .. ",3,false\n", "csv")
+  local csv = search.format_csv(ranking { layout { memory_gb = 1e15 },
+    layout { dp = 8, tp = 1, recompute = "a,b", iteration_ms = 0.1 + 0.2, memory_gb = 3.0, fits = false } })
+  eq(csv, "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,optimizer_ms,"
+    .. "imbalance_ms,memory_gb,fits,tokens_per_s,mfu\n"
+    .. "2,4,1,1,none,12.29,10,1.5,0,0.79,0,1e+15,true,5000000,\n"
+    .. "8,1,1,1,\"a,b\"," .. number_csv(0.1 + 0.2) .. ",10,1.5,0,0.79,0,3,false,5000000,\n", "csv")
   eq(number_csv(1e15), "1e+15", "fmt's {} writes 1000000000000000")
-  eq(search.format_csv { columns = { "dp", "fits" }, rows = {} }, "dp,fits\n", "no layout shown: the header")
+  eq(search.format_csv(ranking({}, { optimizer_step = false })),
+    "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,exposed_comm_ms,bubble_ms,imbalance_ms,memory_gb,fits\n",
+    "no layout shown: the header")
+end
+
+-- search's JSON (format_json): the workload, its report fields (json_fields), the parallel flags, the layouts in their
+-- fields' order, the reasons as an object in the order given; a null stays null
+function T.test_format_json_orders_the_document()
+  local doc = search.format_json(ranking { layout() }, { optimizer = "adamw", optimizer_impl = "" })
+  local keys = getmetatable(doc).__order
+  eq(table.concat(keys, ","), "model,gpu,gpus,batch,seq,mode,dtype,precision,optimizer,optimizer_impl,parallel,"
+    .. "predictor,evaluated,fitting,layouts,skipped,warnings", "top-level fields")
+  eq(doc.optimizer, "adamw", "json_fields' optimizer")
+  eq(getmetatable(doc.parallel.cluster).__json, "null", "no cluster: null")
+  local row = doc.layouts[1]
+  eq(table.concat(getmetatable(row).__order, ","), "dp,tp,pp,microbatches,recompute,iteration_ms,compute_ms,"
+    .. "exposed_comm_ms,bubble_ms,optimizer_ms,imbalance_ms,memory_gb,fits,tokens_per_s,mfu", "a layout's fields")
+  eq(getmetatable(row.mfu).__json, "null", "a figure not available: null")
+  eq(doc.skipped["heads not divisible by tp"], 2, "the reasons")
+end
+
+-- search's table (format_table): the search in a line, the header and one row per layout, the figures' column as wide
+-- as its widest cell, the reasons and the legend
+function T.test_format_table_rows()
+  local text = search.format_table(ranking { layout(), layout { dp = 8, tp = 1, iteration_ms = 20.04, fits = false } })
+  local head = "search    gpt2_large on 8 x H100-SXM5-80GB (80 GB), train, bf16 amp, global batch 64, seq "
+    .. "1024: 4 forecasts\n\n"
+  eq(text:sub(1, #head), head, "the search in a line")
+  eq(text:find("rank   dp   tp   pp   mb recompute   iteration ms tokens/s  compute ms", 1, true) ~= nil, true, text)
+  eq(text:find("\n   1    2    4    1    1 none                12.3     5.0M        10.0", 1, true) ~= nil, true, text)
+  eq(text:find("20.0     5.0M        10.0          1.5        0.0          0.8       60.2  (does not fit)\n", 1, true)
+    ~= nil, true, text)
+  eq(text:find("\nskipped\n  2 layout(s): heads not divisible by tp\n", 1, true) ~= nil, true, "the reasons")
+  eq(text:sub(-48), "tokens/s: the batch's tokens over the iteration\n", "the figures' lines last")
 end
 
 return T

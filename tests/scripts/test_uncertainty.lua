@@ -35,4 +35,41 @@ function T.test_widen_is_one_up_to_the_folds_distance_then_the_ratio_capped()
   assert(U.widen(math.huge, 0.7) == U.widen_cap, "infinitely far: the cap")
 end
 
+-- The band's quantiles and the widened draws' medians by selection (quantiles_of), not a sort: the same values a sort
+-- gives at the same indices, on draws with ties and on sorted and reversed lists (the partition's worst orders).
+function T.test_quantiles_of_equals_the_sorted_lists_values()
+  local x = 0x2545F4914F6CDD1D
+  local function draw()
+    x = x ~ (x << 13); x = x ~ (x >> 7); x = x ~ (x << 17)
+    return ((x >> 11) + 0.5) / 9007199254740992.0
+  end
+  local lists = {}
+  for _, n in ipairs({ 1, 2, 3, 10, 2000 }) do
+    local plain, ties = {}, {}
+    for i = 1, n do plain[i], ties[i] = math.exp(draw()), (draw() * 5) // 1 end
+    lists[#lists + 1] = plain
+    lists[#lists + 1] = ties
+    local up = table.move(plain, 1, n, 1, {})
+    table.sort(up)
+    lists[#lists + 1] = up
+    local down = {}
+    for i = 1, n do down[i] = up[n + 1 - i] end
+    lists[#lists + 1] = down
+  end
+  local xs = { 0.10, 0.50, 0.90 }
+  for li, list in ipairs(lists) do
+    local n = #list
+    local sorted = table.move(list, 1, n, 1, {})
+    table.sort(sorted)
+    local at = U.quantiles_of(table.move(list, 1, n, 1, {}), xs)
+    for _, q in ipairs(xs) do
+      local want = sorted[math.max(1, math.min(n, math.floor(q * n + 0.5)))]
+      assert(at(q) == want, string.format("list %d (n %d) at %.2f: %s, sorted %s", li, n, q, at(q), want))
+    end
+    local median = U.quantiles_of(table.move(list, 1, n, 1, {}), { 0.5 })(0.5)
+    assert(median == sorted[math.max(1, math.min(n, math.floor(0.5 * n + 0.5)))], "median of list " .. li)
+  end
+  assert(not pcall(U.quantiles_of({ 1, 2, 3 }, { 0.5 }), 0.9), "a quantile not asked for is an error")
+end
+
 return T

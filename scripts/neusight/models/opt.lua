@@ -21,7 +21,7 @@
 --     'misc' in the reference and left out (once per forward, on (b, 1, s, s) masks);
 --   * the attention scores' clamp torch.max(scores, finfo.min) is 'misc' in the reference too, but it is a kernel
 --     over (b, heads, s, s) in every layer (4-8 % of the measured per-op time): a "maximum" node (ops/maximum.lua),
---     which the importer adds to the reference's graphs as well (engine/core/opgraph.cpp);
+--     which the importer adds to the reference's graphs as well (engine/ingest/opgraph.cpp);
 --   * the attention output's transpose + reshape is a copy in PyTorch, but the reference's 'reshape'
 --     is 'misc': a "reshape" node (no kernels);
 --   * logits.contiguous() is a no-op on the already contiguous logits, but the reference charges it

@@ -1,13 +1,13 @@
-// engine/core/dataset.cpp — reading the micro-benchmark CSVs. FLOPs and bytes per row follow the data
+// engine/ingest/dataset.cpp — reading the micro-benchmark CSVs. FLOPs and bytes per row follow the data
 // collector's own accounting (count_ops_mem: binary 12 B, unary/ln/softmax 8 B per element in fp32).
-#include "core/dataset.h"
+#include "ingest/dataset.h"
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <set>
 
-#include "core/csv.h"
+#include "ingest/csv.h"
 #include "core/text.h"
 
 namespace ns {
@@ -310,8 +310,8 @@ void bench_reader::read_rows(const csv_table& t) {
       } else {
         k.rows = to_int(row[t.column("B")], r.where, "B");
         k.hidden = to_int(row[t.column("H")], r.where, "H");
-        // FLOPs and bytes from neusight.kernels (`cost` below): the collector's convention of 1, 5 and 6 FLOPs per
-        // element and fp32 reads + write, which the tile model relies on (family_train_flops_per_element).
+        // FLOPs and bytes from neusight.kernels (`cost` below): the collector's fp32 kernels, whose costs are the
+        // convention the tile model shows vector kernels in (kernels.lua train_convention).
         if (*fam == family::elementwise) k.kind = kernel_kind::elementwise, k.name = "VEC" + op, k.op = op;
         else if (*fam == family::softmax) k.kind = kernel_kind::softmax, k.name = "VECsoftmax";
         else k.kind = kernel_kind::layernorm, k.name = "VECln";

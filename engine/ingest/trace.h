@@ -1,4 +1,4 @@
-// engine/core/trace.h — measured traces (ops, their kernels, measured times) read from three formats.
+// engine/ingest/trace.h — measured traces (ops, their kernels, measured times) read from three formats.
 //
 // Formats, auto-detected by trace_load():
 //   chrome_json  PyTorch profiler (Kineto) Chrome-trace JSON export. Kernel events ("cat": "kernel") carry
@@ -25,6 +25,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "core/wave_scaling.h"
 
 namespace ns {
 
@@ -125,5 +127,8 @@ trace trace_load_wavescale(const std::filesystem::path& manifest);
 using trace_file_reader = std::function<std::pair<std::string, std::string>(const std::string& name)>;
 trace trace_parse_wavescale(std::string_view manifest_text, const std::string& source, const trace_file_reader& read);
 trace trace_parse_label_csv(std::string_view csv_text, const std::string& source, const std::string& device);
+
+// A measured trace kernel as wave scaling's launch (core/wave_scaling.h).
+wave_kernel wave_kernel_of(const trace_kernel& k);
 
 }  // namespace ns

@@ -1,5 +1,5 @@
-// engine/core/pyliteral.cpp — recursive descent over Python literals; positions in errors are 1-based characters.
-#include "core/pyliteral.h"
+// engine/ingest/pyliteral.cpp — recursive descent over Python literals; positions in errors are 1-based characters.
+#include "ingest/pyliteral.h"
 
 #include <cctype>
 #include <limits>

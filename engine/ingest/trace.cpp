@@ -1,5 +1,5 @@
-// engine/core/trace.cpp — readers for PyTorch Chrome traces, wavescale CSV traces and label CSVs (see trace.h).
-#include "core/trace.h"
+// engine/ingest/trace.cpp — readers for PyTorch Chrome traces, wavescale CSV traces and label CSVs (see trace.h).
+#include "ingest/trace.h"
 
 #include <fmt/format.h>
 
@@ -13,8 +13,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "core/csv.h"
-#include "core/pyliteral.h"
+#include "ingest/csv.h"
+#include "ingest/pyliteral.h"
 #include "core/text.h"
 #include "core/time_limits.h"
 
@@ -812,6 +812,20 @@ trace trace_load(const fs::path& file) {
       return trace_parse_label_csv(text, file.string(), fs::absolute(file).lexically_normal().parent_path().filename().string());
   }
   throw error(file.string() + ": unknown trace format");
+}
+
+wave_kernel wave_kernel_of(const trace_kernel& k) {
+  wave_kernel w;
+  w.name = k.name;
+  w.blocks = k.blocks();
+  w.threads_per_block = k.threads_per_block();
+  w.regs_origin = k.registers;
+  w.smem_per_block = k.shared_bytes;
+  w.duration_ns = k.duration_ns;
+  w.flop_eff_pct = k.flop_eff_pct;
+  w.dram_read_bytes = k.dram_read_bytes;
+  w.dram_write_bytes = k.dram_write_bytes;
+  return w;
 }
 
 }  // namespace ns

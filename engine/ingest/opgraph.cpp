@@ -1,7 +1,7 @@
-// engine/core/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
+// engine/ingest/opgraph.cpp — importing opgraph/<tag>.csv: rows → nodes, FwOps/BwOps/AccOps → kernels, the
 // traced layer located by the reference's name markers. The decomposition is the file's; nothing is re-derived,
 // except where it departs from the kernels HuggingFace launches (opgraph_options::corrections, below).
-#include "core/opgraph.h"
+#include "ingest/opgraph.h"
 
 #include <algorithm>
 #include <fstream>
@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/csv.h"
-#include "core/pyliteral.h"
+#include "ingest/csv.h"
+#include "ingest/pyliteral.h"
 #include "core/text.h"
 
 namespace ns {
@@ -72,6 +72,8 @@ bool is_list_or_tuple(const py_value& v) { return v.t == py_value::type::list ||
 
 // A dimension above 2^32 is no tensor anyone ran (and products of a few would wrap an int64): an error, not a number.
 constexpr int64_t max_dim = int64_t(1) << 32;
+// The most elements of a tensor (and of a vector kernel's B × H): 2^48, neusight.kernels' MAX_ELEMENTS.
+constexpr int64_t max_elements = int64_t(1) << 48;
 
 // A tuple (or list) of non-negative integers, each at most max_dim, at most 2^48 elements in all.
 std::optional<shape> shape_of(const py_value& v) {
@@ -80,7 +82,7 @@ std::optional<shape> shape_of(const py_value& v) {
   int64_t elements = 1;
   for (const auto& d : v.items) {
     if (d.t != py_value::type::integer || d.i < 0 || d.i > max_dim) return std::nullopt;
-    if (d.i > 0 && elements > (int64_t(1) << 48) / d.i) return std::nullopt;
+    if (d.i > 0 && elements > max_elements / d.i) return std::nullopt;
     elements *= std::max<int64_t>(d.i, 1);
     s.push_back(d.i);
   }
@@ -117,6 +119,15 @@ struct row_shapes {
 };
 
 // One [name, args] entry of FwOps/BwOps/AccOps.
+// A GEMM's three operands (b × m × n, b × n × k, b × m × k) are tensors: at most 2^48 elements each, here at the
+// row, before neusight.kernels costs the kernel (which refuses them too, without the file's line).
+void operands_check(const kernel& k, const std::string& name, const py_value& args, const row_context& row,
+                    const char* column) {
+  const double b = double(k.b), m = double(k.m), n = double(k.n), kk = double(k.k);
+  if (std::max({b * m * n, b * n * kk, b * m * kk}) > double(max_elements))
+    row.fail(column, "kernel '" + name + "' has an operand of more than 2^48 elements, got " + py_str(args));
+}
+
 std::optional<kernel> kernel_make(const std::string& name, const py_value& args, const row_shapes& rs,
                                   const row_context& row, const char* column) {
   kernel k;
@@ -126,25 +137,29 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     const auto d = dims_of(args, name, "(T, I, O)", 3, row, column);
     k.kind = kernel_kind::gemm;
     k.b = 1, k.m = d[0], k.n = d[1], k.k = d[2];
+    operands_check(k, name, args, row, column);
   } else if (name == "BMM") {
     const auto d = dims_of(args, name, "(B, M, N, K)", 4, row, column);
     k.kind = kernel_kind::bmm;
     k.b = d[0], k.m = d[1], k.n = d[2], k.k = d[3];
+    operands_check(k, name, args, row, column);
   } else if (name.rfind("VEC", 0) == 0) {
     const std::string op = name.substr(3);
-    double ops_per_elem = 1;
-    if (op == "softmax") k.kind = kernel_kind::softmax, ops_per_elem = 5;
-    else if (op == "ln") k.kind = kernel_kind::layernorm, ops_per_elem = 6;
+    if (op == "softmax") k.kind = kernel_kind::softmax;
+    else if (op == "ln") k.kind = kernel_kind::layernorm;
     else if (elementwise_ops.count(op)) k.kind = kernel_kind::elementwise, k.op = op;
     else row.fail(column, "unknown vector kernel '" + name + "'");
     const auto d = dims_of(args, name, "(B, H)", 2, row, column);
     k.rows = d[0], k.hidden = d[1];
+    const double numel = double(k.rows) * double(k.hidden);
+    if (numel > double(max_elements))
+      row.fail(column, "kernel '" + name + "' has more than 2^48 elements, got " + py_str(args));
     if (!(rs.output_numel > 0))
       row.fail("OutputShape", "vector kernel '" + name + "' needs the row's output shape (bytes per element)");
-    // MemPerO (spec §1.3): bytes per output element from the row's own shapes, for bw/acc kernels too.
+    // MemPerO (spec §1.3): bytes per output element from the row's own shapes, for bw/acc kernels too. The file's
+    // rule (its kernels list no operand shapes), so the reader's: opgraph_parse sets these bytes after `cost` gave the
+    // FLOPs (neusight.kernels).
     const double mem_per_o = 4.0 * (rs.inputs_numel + rs.output_numel) / rs.output_numel;
-    const double numel = double(k.rows) * double(k.hidden);
-    k.flops = ops_per_elem * numel;
     k.bytes = mem_per_o * numel;
     return k;
   } else if (name == "MEM") {
@@ -169,7 +184,7 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     row.fail(column, "unknown kernel '" + name + "'" +
                          text_did_you_mean(name, {"Linear", "BMM", "MEM", "VECadd", "VECmul", "VECsoftmax", "VECln"}));
   }
-  return k;  // FLOPs and bytes of Linear and BMM: opgraph_parse's `cost` (neusight.kernels)
+  return k;  // FLOPs and bytes of Linear and BMM, FLOPs of VEC: opgraph_parse's `cost` (neusight.kernels)
 }
 
 const layer_markers* family_find(const opgraph& og, const std::map<std::string, size_t>& row_of) {
@@ -419,10 +434,22 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
                             " capacity-padded MoE expert calls priced at the tokens the trace routed to them (" +
                             std::to_string(empty) + " routed none: no kernels), as HuggingFace runs them");
   }
-  std::vector<kernel*> gemms;
-  for (auto& ki : og.kernels)
-    if (ki.k.kind == kernel_kind::gemm || ki.k.kind == kernel_kind::bmm) gemms.push_back(&ki.k);
-  cost(gemms);
+  // neusight.kernels costs the Linear, BMM and VEC kernels (the one cost formula); a VEC kernel keeps the file's
+  // MemPerO bytes (kernel_make).
+  std::vector<kernel*> costed;
+  std::vector<double> mem_per_o_bytes;
+  for (auto& ki : og.kernels) {
+    const kernel_kind kind = ki.k.kind;
+    if (kind == kernel_kind::gemm || kind == kernel_kind::bmm) costed.push_back(&ki.k);
+    // the file's VEC kernels: kernel_make leaves their FLOPs 0 (the clamp rule's kernels come costed by their rule)
+    if ((kind == kernel_kind::elementwise || kind == kernel_kind::softmax || kind == kernel_kind::layernorm) &&
+        ki.k.flops == 0)
+      costed.push_back(&ki.k), mem_per_o_bytes.push_back(ki.k.bytes);
+  }
+  cost(costed);
+  size_t v = 0;
+  for (kernel* k : costed)
+    if (k->kind != kernel_kind::gemm && k->kind != kernel_kind::bmm) k->bytes = mem_per_o_bytes[v++];
   return og;
 }
 

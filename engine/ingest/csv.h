@@ -1,4 +1,4 @@
-// engine/core/csv.h — RFC 4180 CSV reading (quoted fields, embedded commas/quotes/newlines) with line numbers.
+// engine/ingest/csv.h — RFC 4180 CSV reading (quoted fields, embedded commas/quotes/newlines) with line numbers.
 #pragma once
 #include <string>
 #include <string_view>

@@ -1,4 +1,4 @@
-// engine/core/dataset.h — kernel micro-benchmark rows (NeuSight CSV format) as kernels with measured latency.
+// engine/ingest/dataset.h — kernel micro-benchmark rows (NeuSight CSV format) as kernels with measured latency.
 #pragma once
 #include <functional>
 #include <map>

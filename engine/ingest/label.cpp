@@ -1,5 +1,5 @@
-// engine/core/label.cpp — reading a NeuSight label file (label.h).
-#include "core/label.h"
+// engine/ingest/label.cpp — reading a NeuSight label file (label.h).
+#include "ingest/label.h"
 
 #include <fmt/format.h>
 

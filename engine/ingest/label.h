@@ -1,4 +1,4 @@
-// engine/core/label.h — a NeuSight label file (label/<GPU>/<tag>.json): the measured time of one iteration. Read by
+// engine/ingest/label.h — a NeuSight label file (label/<GPU>/<tag>.json): the measured time of one iteration. Read by
 // `eval models` (the end-to-end time a forecast is scored against) and by `scale` (the origin of a label CSV beside it).
 #pragma once
 #include <cstdint>

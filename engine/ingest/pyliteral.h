@@ -1,4 +1,4 @@
-// engine/core/pyliteral.h — a small strict parser for the Python literals of the reference's CSV files.
+// engine/ingest/pyliteral.h — a small strict parser for the Python literals of the reference's CSV files.
 #pragma once
 #include <cstdint>
 #include <string>

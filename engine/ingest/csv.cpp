@@ -1,5 +1,5 @@
-// engine/core/csv.cpp — a small, strict CSV parser: every row must have the header's field count.
-#include "core/csv.h"
+// engine/ingest/csv.cpp — a small, strict CSV parser: every row must have the header's field count.
+#include "ingest/csv.h"
 
 #include <fstream>
 #include <sstream>
