@@ -159,7 +159,7 @@ class session {
 
   // Every node's op rule hooks → kernels (forward; backward and accumulate when training).
   expansion expand(const graph& g, const gpu_spec& gpu, bool training);
-  // One node's training kernels by its op rule, for a reader of engine/core (opgraph_options::rule). The rule gets no
+  // One node's training kernels by its op rule, for a reader of engine/ingest (opgraph_options::rule). The rule gets no
   // GPU (nil): the rows it prices are GPU-independent, like the reference graphs they come from.
   node_rule rule_kernels();
 
