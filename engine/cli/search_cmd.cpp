@@ -224,6 +224,7 @@ int search_main(const search_flags& f) {
   search_warnings warned;
   std::optional<std::vector<std::string>> calibration_notes;  // the calibration's model warning, once (first build)
   bool sequence_parallel_used = false;  // --sequence-parallel reached a layout (one with tp > 1)
+  run_state last_state;  // the last layout built: its report fields are what search.lua format_json says of the workload
   std::vector<int64_t> vstages;
   for (const auto& v : items_of(f.virtual_stages)) vstages.push_back(std::stoll(v));
   // a schedule with model chunks per device among those tried (scripts/neusight/parallel/config.lua CHUNKED)
@@ -338,17 +339,18 @@ int search_main(const search_flags& f) {
             std::optional<parallel_report> fresh_tl;  // the pipeline's timeline of a fresh build
             try {
               if (built && reuse && built_plan) {
-                if (built_for != &var) s.plan_set("schedule", var.schedule), built_for = &var;
-                s.plan_set("recompute", recompute);
+                if (built_for != &var) s.plan_set(built->state, "schedule", var.schedule), built_for = &var;
+                s.plan_set(built->state, "recompute", recompute);
               } else {
                 built = s.workload_load("", ov);
                 built_for = &var;
+                last_state = built->state;  // the report fields search.lua format_json renders: the last layout's
                 const gpu_spec& gpu = built->gpu_resolved;
                 // priced as predict prices it: scripts/neusight/pipeline.lua finish (a pipeline.lua of your own under
                 // --scripts applies), lean (search reads the forecast; its ranking's timeline is made below, per mode)
                 session::pipeline_graph run;
                 run.g = &built->g, run.kernels = s.expand(built->g, gpu, training).kernels, run.gpu = &gpu;
-                run.pred = pred.get(), run.source = built->source, run.launch = built->launch;
+                run.pred = pred.get(), run.source = built->source, run.launch = built->launch, run.state = built->state;
                 session::finished done = s.forecast_finish(std::move(run), {"default", "", false, true});
                 built_fc = std::move(*done.fc);
                 fresh_tl = std::move(done.parallel);  // the first mode's timeline, as the one below makes it
@@ -374,7 +376,7 @@ int search_main(const search_flags& f) {
                                             {"model", built->g.model}};
                     // the sizes predict and serve compare too (the first layout's, when it holds the whole model)
                     if (cal->model_params) cal_in.emplace_back("calibration_model_params", *cal->model_params);
-                    if (const auto n = s.forecast_model_params(built_fc->params_total()))
+                    if (const auto n = s.forecast_model_params(built->state, built_fc->params_total()))
                       cal_in.emplace_back("model_params", *n);
                     *calibration_notes = s.figures_call("neusight.calibration", "model_warnings", cal_in, gpu).warnings;
                   }
@@ -392,7 +394,7 @@ int search_main(const search_flags& f) {
               const calibration* cal = s.calibration_of(gpu, pred->name());
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)
-              const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(fc, gpu, true);
+              const auto tl = fresh_tl ? std::exchange(fresh_tl, std::nullopt) : s.timeline(w.state, fc, gpu, true);
               if (tl && !tl->layers_refusal.empty()) {
                 // a chunked layout whose model chunks do not divide the layers, found only now (the model probe above
                 // failed: no layer count before the forecasts): skipped by the rule and reason it is skipped by before
@@ -454,7 +456,7 @@ int search_main(const search_flags& f) {
                 c.compute_ms = (fc.total() - fc.phase_total(phase::optimizer)) * 1e3;
                 c.optimizer_ms = fc.phase_total(phase::optimizer) * 1e3;
                 bool have_memory = false, have_fits = false;
-                for (const auto& [key, value] : s.forecast_facts_of(fc, gpu).inputs) {
+                for (const auto& [key, value] : s.forecast_facts_of(w.state, fc, gpu).inputs) {
                   if (const auto v = figure_number(value); key == "memory_gb" && v) c.memory_gb = *v, have_memory = true;
                   if (key == "fits" && std::holds_alternative<bool>(value)) c.fits = std::get<bool>(value), have_fits = true;
                 }
@@ -641,7 +643,7 @@ int search_main(const search_flags& f) {
   const std::string format = f.format == "json" || f.format == "csv" ? f.format : "table";
   // no layout fits: the JSON keeps its document (with the error), the table and the CSV are not written
   if (!no_fit.empty() && format != "json") throw error(no_fit);
-  const std::string out = s.render("neusight.search", "format_" + format, doc);
+  const std::string out = s.render("neusight.search", "format_" + format, doc, &last_state);
   if (!no_fit.empty()) {
     emit(out, f.output);
     throw error(no_fit);

@@ -649,10 +649,6 @@ bool workload::field<bool>(const std::string& key) const {
   return v;
 }
 
-const run_state& session::legacy_last() const { return p_->last; }
-
-void session::plan_set(const std::string& key, const std::string& value) { plan_set(p_->last, key, value); }
-
 void session::plan_set(const run_state& st, const std::string& key, const std::string& value) {
   lua_State* L = p_->L();
   stack_guard guard(L);
@@ -696,7 +692,6 @@ run_state session::report_graph(const workload_overrides& fields, double params,
     throw error(std::string("scripts/neusight/report.lua: graph returned a state that is ") + luaL_typename(L, -1) +
                 ", expected precision.lua state_report's table");
   state_report_check(L, -1);
-  p_->last = st;
   return st;
 }
 
@@ -894,7 +889,6 @@ workload session::workload_load(const std::string& script, const workload_overri
     run_state_set(L, w.state, "plan");   // pops plan
     run_state_set(L, w.state, "nodes");  // pops nodes
   }
-  p_->last = w.state;
   return w;
 }
 

@@ -30,7 +30,7 @@ namespace ns {
 // workload::field reads it), fields (scripts/neusight/report.lua workload or graph), plan and nodes (a parallel one's:
 // neusight.parallel.plan and its node tables; session::graph_parallel, session::timeline) }; a comparison's
 // (session::compare_begin): { comparison }. What reports, times or re-plans that workload's forecast, or adds to that
-// comparison, takes it: the session keeps no "last workload" or "comparison in progress" (but legacy_last, below).
+// comparison, takes it: the session keeps no "last workload" or "comparison in progress".
 // Copies share the table; its registry reference is released with the last copy (the registry does not grow with
 // the workloads loaded). Must not outlive its session.
 class run_state {
@@ -276,7 +276,6 @@ class session {
     std::vector<std::string> memory_warnings;
   };
   forecast_facts forecast_facts_of(const run_state& st, const forecast& f, const gpu_spec& gpu);
-  forecast_facts forecast_facts_of(const forecast& f, const gpu_spec& gpu);  // legacy_last()'s (search_cmd.cpp)
   // A comparison (predict with list-valued flags) as scripts/neusight/compare.lua builds and renders it: a Lua table of
   // rows (its "comparison", in the run_state compare_begin returns, which the other compare_ calls take). compare_begin
   // starts one: `inputs` are the list-valued flags (a row's first cells, in order: key, table column, whether its
@@ -309,7 +308,6 @@ class session {
   // model's parameters a calibration records, nullopt when not known (a reference graph, a tp/ep layout, an older
   // --scripts report.lua without the function).
   std::optional<double> forecast_model_params(const run_state& st, double params);
-  std::optional<double> forecast_model_params(double params);  // legacy_last()'s (search_cmd.cpp)
   // The single forecast `f` of the workload (or graph) whose state is `st` as scripts/neusight/report.lua renders it:
   // result(fields, forecast, extras) with extras the GPU, the predictor's name, the warnings and the figures, then
   // its format_json (as JSON text), format_table or format_csv for each of `formats` ("json", "table", "csv"), all
@@ -317,13 +315,16 @@ class session {
   std::vector<std::string> forecast_render(const run_state& st, const forecast& f, const gpu_spec& gpu, const std::string& predictor,
                                            const std::vector<std::string>& warnings, const figures& figs,
                                            const std::vector<std::string>& formats);
-  // `module`.`fn`(report, fields): `report` the JSON text `json` as a table, `fields` the report fields of the last
-  // workload or graph loaded (neusight.report workload's table; nil when none). A string result as it is (an HTML
-  // page: neusight.html; search's table and CSV), a table as its JSON text (search's JSON: search.lua format_json).
-  std::string render(const std::string& module, const std::string& fn, const std::string& json);
+  // `module`.`fn`(report, fields): `report` the JSON text `json` as a table, `fields` the report fields of `st` (a
+  // workload's or graph's state: neusight.report workload's table; nil when `st` is null or empty). A string result as
+  // it is (an HTML page: neusight.html; search's table and CSV), a table as its JSON text (search's JSON: search.lua
+  // format_json).
+  std::string render(const std::string& module, const std::string& fn, const std::string& json,
+                     const run_state* st = nullptr);
   // The same with the document `doc` itself as the table (json_push_ordered: its objects keep their key order, a null
   // is a JSON-null table): what a command hands its formatter once (search: search.lua format_table/json/csv).
-  std::string render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc);
+  std::string render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc,
+                     const run_state* st = nullptr);
   // `module`.`fn`(args…) for a rule the engine asks a question, each of `args` (a JSON array) a Lua value
   // (json_push_ordered's), its first result as JSON (json_from_lua; nil: null): the
   // one accessor of a Lua table a command reads (search's choices: scripts/neusight/search.lua), never a C++ struct
@@ -335,7 +336,6 @@ class session {
   // table), as JSON: a command's document says a workload's fields from their Lua table (search's optimizer:
   // scripts/neusight/search.lua json_fields), never from a C++ copy of them.
   nlohmann::ordered_json report_fields_json(const run_state& st, const std::string& module, const std::string& fn);
-  nlohmann::ordered_json report_fields_json(const std::string& module, const std::string& fn);  // legacy_last()'s
 
   // One generic call into a script module: require(module)[fn](args…), each argument a JSON value pushed as a plain
   // value (json_value_push: objects → tables, arrays → sequences, integers stay integers) or a GPU (the read-only view
@@ -385,7 +385,7 @@ class session {
     std::string launch = "eager";  // "eager" | "graph" (scripts/neusight/launch.lua)
     bool decode = false;           // a decode step (--mode decode): the calibration's decode factors apply
     // the workload's (run.workload(): workload_load's) or the graph's (report_graph's): what the report renders and
-    // the timeline times; forecast_finish of an empty one reads legacy_last() (search_cmd.cpp)
+    // the timeline times (empty: a run of no workload, whose report has no fields and no timeline)
     run_state state;
   };
   // What a pipeline run works on: the graph and its kernels, the GPU, the predictor, and what the report says of
@@ -444,7 +444,6 @@ class session {
   // `parallel` is this report: its layout's warnings, report.lua layout_warnings, are said). `gpu`: the GPU the forecast
   // priced, whose roofline floors of each node's kernels (roofline_floor_seconds) the timeline sums per device.
   std::optional<parallel_report> timeline(const run_state& st, const forecast& fc, const gpu_spec& gpu, bool lean = false);
-  std::optional<parallel_report> timeline(const forecast& fc, const gpu_spec& gpu, bool lean = false);  // legacy_last()'s
 
   // The calibration forecast_run applies on `gpu`: the one set by calibration_set for its name, else the file beside
   // the GPU's (read once per session); nullopt when there is none or calibration is off. `predictor` (a forecast's
@@ -519,11 +518,6 @@ class session {
   // built layout under another parallel.recompute: the graph, its kernels and their forecast do not depend on it).
   // Throws when that workload is not parallel.
   void plan_set(const run_state& st, const std::string& key, const std::string& value);
-  void plan_set(const std::string& key, const std::string& value);  // legacy_last()'s (search_cmd.cpp)
-
-  // The state of the last workload_load or report_graph: only for the overloads above without a run_state that
-  // engine/cli/search_cmd.cpp still calls (its owner passes its workload's state next; then this goes).
-  const run_state& legacy_last() const;
 
   // The resolved op → file table over the whole search path.
   std::vector<op_entry> ops_list() const;

@@ -161,9 +161,6 @@ void session::graph_parallel(const run_state& st, const graph& g, std::vector<ke
   run_state_set(L, st, "plan");   // pops plan
 }
 
-std::optional<parallel_report> session::timeline(const forecast& fc, const gpu_spec& gpu, bool lean) {
-  return timeline(p_->last, fc, gpu, lean);
-}
 
 std::optional<parallel_report> session::timeline(const run_state& st, const forecast& fc, const gpu_spec& gpu,
                                                  bool lean) {

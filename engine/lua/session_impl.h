@@ -73,9 +73,6 @@ struct session::impl {
   session_options opts;
   lua_state state;
   int engine_ref = LUA_NOREF;
-  // The last workload_load's or report_graph's state: only for session::legacy_last() (search_cmd.cpp's calls
-  // without a run_state). Declared after `state`, so released before it.
-  run_state last;
   std::vector<search_dir> op_dirs;
   std::vector<search_dir> script_dirs;
   fs::path workload_ops;  // <dir of the run script>/ops

@@ -464,7 +464,6 @@ session::finished session::forecast_workload(workload_request req, pipeline_opti
 }
 
 session::finished session::forecast_finish(pipeline_graph graph, pipeline_options opt) {
-  if (!graph.state) graph.state = p_->last;  // search_cmd.cpp's runs (legacy_last)
   if (!run_state_has(p_->L(), graph.state, "fields")) throw error("forecast_finish: no workload or graph to report");
   finished out;
   out.gpu = *graph.gpu;

@@ -142,9 +142,6 @@ figure_inputs figure_inputs_read(lua_State* L, int idx, const std::string& bad) 
   return out;
 }
 
-session::forecast_facts session::forecast_facts_of(const forecast& f, const gpu_spec& gpu) {
-  return forecast_facts_of(p_->last, f, gpu);
-}
 
 session::forecast_facts session::forecast_facts_of(const run_state& st, const forecast& f, const gpu_spec& gpu) {
   if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_facts_of: no workload or graph to report");
@@ -340,9 +337,6 @@ std::string session::forecast_summary(const run_state& st) {
   return lua_tostring(L, -1);
 }
 
-std::optional<double> session::forecast_model_params(double params) {
-  return forecast_model_params(p_->last, params);
-}
 
 std::optional<double> session::forecast_model_params(const run_state& st, double params) {
   if (!run_state_has(p_->L(), st, "fields")) throw error("forecast_model_params: no workload or graph to report");
@@ -406,9 +400,6 @@ std::vector<std::string> session::forecast_render(const run_state& st, const for
   return out;
 }
 
-nlohmann::ordered_json session::report_fields_json(const std::string& module, const std::string& fn) {
-  return report_fields_json(p_->last, module, fn);
-}
 
 nlohmann::ordered_json session::report_fields_json(const run_state& st, const std::string& module,
                                                    const std::string& fn) {
@@ -426,7 +417,7 @@ nlohmann::ordered_json session::report_fields_json(const run_state& st, const st
 
 namespace {
 // session::render's body: `push` pushes the report (`where` names the function for messages).
-std::string render_with(session::impl& p, const std::string& module, const std::string& fn,
+std::string render_with(session::impl& p, const std::string& module, const std::string& fn, const run_state* st,
                         const std::function<void(lua_State*, const std::string&)>& push) {
   lua_State* L = p.L();
   stack_guard guard(L);
@@ -434,7 +425,8 @@ std::string render_with(session::impl& p, const std::string& module, const std::
   const std::string where = "module " + module + " " + fn;
   function_push(p, module.c_str(), fn.c_str());
   push(L, where);  // stack: fn report
-  run_state_push(L, p.last, "fields");  // stack: fn report fields (legacy_last's; nil when none)
+  if (st) run_state_push(L, *st, "fields");  // stack: fn report fields (nil when the state has none)
+  else lua_pushnil(L);
   ns_call(L, 2, 1, "in " + where);  // stack: text|doc
   if (lua_istable(L, -1)) return json_text_of(L, -1);
   if (!lua_isstring(L, -1)) throw error(where + " must return a string or a table");
@@ -444,12 +436,14 @@ std::string render_with(session::impl& p, const std::string& module, const std::
 }
 }  // namespace
 
-std::string session::render(const std::string& module, const std::string& fn, const std::string& json) {
-  return render_with(*p_, module, fn, [&](lua_State* L, const std::string& where) { json_text_push(L, json, where); });
+std::string session::render(const std::string& module, const std::string& fn, const std::string& json,
+                            const run_state* st) {
+  return render_with(*p_, module, fn, st, [&](lua_State* L, const std::string& where) { json_text_push(L, json, where); });
 }
 
-std::string session::render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc) {
-  return render_with(*p_, module, fn, [&](lua_State* L, const std::string&) { json_push_ordered(L, doc); });
+std::string session::render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc,
+                            const run_state* st) {
+  return render_with(*p_, module, fn, st, [&](lua_State* L, const std::string&) { json_push_ordered(L, doc); });
 }
 
 nlohmann::ordered_json session::call(const char* module, const char* fn, const nlohmann::ordered_json& args,
