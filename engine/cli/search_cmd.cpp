@@ -390,7 +390,7 @@ int search_main(const search_flags& f) {
               const workload& w = *built;
               const forecast& fc = *built_fc;
               const gpu_spec& gpu = w.gpu_resolved;
-              gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.dtype, precision = w.precision;
+              gpu_name = gpu.name, gpu_mem_gb = gpu.mem_gb, dtype = w.field<std::string>("dtype"), precision = w.field<std::string>("precision");
               const calibration* cal = s.calibration_of(gpu, pred->name());
               if (cal) calibration_file = cal->source;
               // the ranking's numbers only (the pipeline's own when it made it for this build)

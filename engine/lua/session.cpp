@@ -762,8 +762,8 @@ workload session::workload_load(const std::string& script, const workload_overri
   const std::string gpu_given = r.str("gpu");
   r.str("mode");  // workload::field's
   r.str("optimizer"), r.str_or("optimizer_impl", "");  // the report's (scripts/neusight/report.lua workload)
-  w.dtype = r.str("dtype");
-  w.precision = r.str("precision");
+  r.str("dtype");  // workload::field's
+  const std::string precision = r.str("precision");
   r.integer("batch"), r.integer("seq"), r.integer_or("context", 0);  // the report's, as above
   w.launch = r.str_or("launch", "eager");
   for (const char* key : {"description", "kv_dtype", "weight_dtype"}) r.str_or(key, "");  // the report's, as above
@@ -875,7 +875,7 @@ workload session::workload_load(const std::string& script, const workload_overri
   // the model state (a memory report covers every workload: neusight.memory's single, or the parallel timeline's):
   // the report shows its state report in the build's place of it
   raw_getfield(L, build, "state");
-  state_report_push(*p_, -1, w.g.params_total(), w.precision, w.gpu_resolved.mem_gb, false);
+  state_report_push(*p_, -1, w.g.params_total(), precision, w.gpu_resolved.mem_gb, false);
   lua_setfield(L, build, "state");
   lua_pop(L, 1);  // stack: W spec norm build nodes
   // the report's fields (neusight.report.workload): what the workload says of itself and the build's facts

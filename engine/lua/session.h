@@ -89,9 +89,6 @@ struct parallel_report {
 // Its fields stay in Lua (the workload table, report fields and plan in `state`): field() reads one.
 struct workload {
   std::string source;  // chunk name of the script, or "command line"
-  // engine/cli/search_cmd.cpp's copies of two fields (field("dtype"), field("precision") elsewhere; its owner moves it
-  // to field() next)
-  std::string dtype, precision;
   std::string launch = "eager";           // "eager" | "graph": how kernels are launched (scripts/neusight/launch.lua)
   std::vector<std::string> warnings;      // what the forecast does not know (workload.lua warnings(), then build()'s)
   size_t build_warnings_at = 0;           // where build()'s start in `warnings` (a model function's checks, …)
