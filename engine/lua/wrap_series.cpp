@@ -315,13 +315,19 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
 // sum runs in doubles (`floated`: it met a float, else it is still the integer 0); any other, as Lua numbers.
 // Such sums' terms of one direction (fw or bw), T of them, as a matrix: row k holds each term's values[k] (as a
 // double, negated for a term that subtracts: s - x is s + (-x), the same bits in IEEE arithmetic, signed zeros
-// included; and whether it was a float), in the terms' order; rows: the codes every term has a value for. all_float[k]:
-// every value of row k is a float (an op of that row makes each of the direction's sums a float: `any_float`).
+// included; and whether it was a float, is_float), in the terms' order; rows: the codes every term has a value for.
+// all_float[k]: every value of row k is a float (an op of that row makes each of the direction's sums a float:
+// `any_float`). A row keeps only its values that are not zeros (nz[k] of them, at k·T in nz_j, the sum each adds to,
+// and nz_values, in the terms' order): a double sum starts at +0.0 and x + y is −0.0 only where both are −0.0, so it is
+// never −0.0, and s + (±0.0) is s, bit for bit (infinities and NaNs too); whether a zero made its sum a float is still
+// told (is_float, all_float). (A timeline's expert all-to-all terms are zeros for a dense model, a last stage's send.)
 struct fast_terms {
   size_t T = 0, rows = 0;
   std::vector<size_t> j;
-  std::vector<double> values;
   std::vector<uint8_t> is_float, all_float;
+  std::vector<uint32_t> nz;
+  std::vector<size_t> nz_j;
+  std::vector<double> nz_values;
   bool any_float = false;   // an op of an all-float row ran (per device)
   bool has_watch = false;   // one of the terms adds to the watched sum
 };
@@ -365,16 +371,23 @@ int fold_body(lua_State* L) {
     for (const term* t : fast_ones) rows = std::min(rows, t->values.size());
     fo.T = T, fo.rows = rows;
     for (const term* t : fast_ones) fo.j.push_back(t->j), fo.has_watch = fo.has_watch || (w && t->j == w);
-    fo.values.assign(rows * T, 0.0), fo.is_float.assign(rows * T, 0), fo.all_float.assign(rows, 0);
+    fo.is_float.assign(rows * T, 0), fo.all_float.assign(rows, 0);
+    fo.nz.assign(rows, 0), fo.nz_j.assign(rows * T, 0), fo.nz_values.assign(rows * T, 0.0);
     for (size_t k = 1; k < rows; ++k) {
       bool all = true;
+      uint32_t m = 0;
       for (size_t x = 0; x < T; ++x) {
         const lnum& v = fast_ones[x]->values[k];
         const double d = as_float(v);
-        fo.values[k * T + x] = fast_ones[x]->minus ? -d : d, fo.is_float[k * T + x] = v.type == lnum::number;
+        const double signed_d = fast_ones[x]->minus ? -d : d;
+        fo.is_float[k * T + x] = v.type == lnum::number;
         all = all && v.type == lnum::number;
+        if (signed_d != 0.0 || signed_d != signed_d) {  // (NaN: not a zero)
+          fo.nz_j[k * T + m] = fo.j[x], fo.nz_values[k * T + m] = signed_d;
+          ++m;
+        }
       }
-      fo.all_float[k] = all;
+      fo.all_float[k] = all, fo.nz[k] = m;
     }
   }
   lnum zero;
@@ -408,13 +421,14 @@ int fold_body(lua_State* L) {
         // a code some fast term has no value for: nil, as in Lua (values[0] too); the error ends the fold, so
         // whether the terms before it added is never seen
         if (k == 0 || k >= ft.rows) nil_arith(L, "a stage's value");
-        const double* row = ft.values.data() + k * ft.T;
-        const size_t* js = ft.j.data();
-        for (size_t x = 0; x < ft.T; ++x) dsums[js[x]] += row[x];
+        const double* row = ft.nz_values.data() + k * ft.T;
+        const size_t* nz_j = ft.nz_j.data() + k * ft.T;
+        for (size_t x = 0, m = ft.nz[k]; x < m; ++x) dsums[nz_j[x]] += row[x];
         if (ft.all_float[k]) {
           ft.any_float = true;
         } else {
           const uint8_t* row_float = ft.is_float.data() + k * ft.T;
+          const size_t* js = ft.j.data();
           for (size_t x = 0; x < ft.T; ++x) floated[js[x]] |= row_float[x];
         }
       }
@@ -514,6 +528,58 @@ int queue_body(lua_State* L) {
   if (plain) queue_run<double>(L, at, n, dt, free0, sum0);
   else queue_run<lnum>(L, at, n, dt, free0, sum0);
   return 2;
+}
+
+// sums_at(t, xs, n, stops, count, out) -> t: the running sum of xs[1..n] from t, read at stops, as the Lua loop
+// `x0 = 1; for e = 1, count do for x = x0, stops[e] do t = t + xs[x] end; x0 = stops[e] + 1; out[e] = t end` gives
+// it (stops[e] integers of 0 to n; each out[e] written with rawset). Returns the last t (t itself where count is 0).
+// [-6, +1, e]
+template <class N>
+N sums_at_run(lua_State* L, N t, const std::vector<lnum>& xs, const std::vector<lua_Integer>& stops, int out) {
+  using Q = arith<N>;
+  lua_Integer x0 = 1;
+  for (size_t e = 1; e < stops.size(); ++e) {
+    const lua_Integer stop = stops[e];
+    for (lua_Integer x = x0; x <= stop; ++x) {
+      if (xs[size_t(x)].type == lnum::nil) nil_arith(L, "a value to sum");
+      t = Q::plus(t, Q::of(xs[size_t(x)]));
+    }
+    x0 = stop + 1;
+    push_num(L, t);
+    lua_rawseti(L, out, lua_Integer(e));
+  }
+  return t;
+}
+
+int sums_at_body(lua_State* L) {
+  const lnum t0 = lnum_at(L, 1, "sums_at: t");
+  if (t0.type == lnum::nil) luaL_error(L, "sums_at: t must be a number");
+  const lua_Integer n = luaL_checkinteger(L, 3), count = luaL_checkinteger(L, 5);
+  if (n < 0 || count < 0) luaL_error(L, "sums_at: a negative count");
+  const std::vector<lnum> xs = lnums_at(L, 2, n, "sums_at: xs");
+  luaL_checktype(L, 4, LUA_TTABLE);
+  luaL_checktype(L, 6, LUA_TTABLE);
+  if (count > max_count && count > lua_Integer(lua_rawlen(L, 4)))
+    luaL_error(L, "sums_at: %I stops asked of a table of %I", count, lua_Integer(lua_rawlen(L, 4)));
+  std::vector<lua_Integer> stops(1);
+  stops.reserve(size_t(std::min(count, reserve_max)) + 1);
+  for (lua_Integer e = 1; e <= count; ++e) {
+    lua_rawgeti(L, 4, e);
+    int ok = 0;
+    const lua_Integer stop = lua_tointegerx(L, -1, &ok);
+    if (!ok || stop < 0 || stop > n) luaL_error(L, "sums_at: stops[%I] must be an integer of 0 to %I", e, n);
+    stops.push_back(stop);
+    lua_pop(L, 1);
+  }
+  // in doubles where that gives the same bits: t and every value summed floats (the loop only adds)
+  bool plain = t0.type == lnum::number;
+  for (size_t x = 1; x < xs.size() && plain; ++x) plain = xs[x].type == lnum::number;
+  if (plain) {
+    push_num(L, sums_at_run<double>(L, t0.f, xs, stops, 6));
+  } else {
+    push_num(L, sums_at_run<lnum>(L, t0, xs, stops, 6));
+  }
+  return 1;
 }
 
 // compile(lists, P, v, Mb) -> total, program, packed, codes, last (nil where the schedule deadlocks): the schedule's
@@ -632,6 +698,7 @@ int compile_body(lua_State* L) {
 int l_pack_integers(lua_State* L) { return ns_catch(L, [L] { return pack_integers_body(L); }); }
 int l_walk(lua_State* L) { return ns_catch(L, [L] { return walk_body(L); }); }
 int l_fold(lua_State* L) { return ns_catch(L, [L] { return fold_body(L); }); }
+int l_sums_at(lua_State* L) { return ns_catch(L, [L] { return sums_at_body(L); }); }
 int l_queue(lua_State* L) { return ns_catch(L, [L] { return queue_body(L); }); }
 int l_compile(lua_State* L) { return ns_catch(L, [L] { return compile_body(L); }); }
 
@@ -644,7 +711,7 @@ void series_functions_add(lua_State* L) {
   }
   lua_pop(L, 1);
   const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold},
-                           {"queue", l_queue}, {"compile", l_compile}, {nullptr, nullptr}};
+                           {"queue", l_queue}, {"compile", l_compile}, {"sums_at", l_sums_at}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
 }
 
