@@ -25,11 +25,9 @@ local ns = { version = version, closest = closest, did_you_mean = did_you_mean, 
 -- Lua's number semantics, bit for bit): pack_integers(t, n) packs t[1..n] for them; walk(program, total, fw, bw, V,
 -- last, all) walks a compiled schedule (neusight.parallel.schedule), which compile(lists, P, v, Mb) compiles from each
 -- device's ops (the schedule's turns, run once without times); fold(series, counts, fw_terms, bw_terms, watch)
--- sums each device's ops, queue(at, n, dt, len, free, sum) runs its gradient buckets through the data-parallel
--- link and sums_at(t, xs, n, stops, count, out) is the running sum its bucket walk reads when each bucket is ready
--- (neusight.parallel.timeline).
+-- sums each device's ops and queue(at, n, dt, len, free, sum) runs its gradient buckets through the data-parallel
+-- link (neusight.parallel.timeline).
 ns.pack_integers, ns.walk, ns.fold, ns.queue, ns.compile = C.pack_integers, C.walk, C.fold, C.queue, C.compile
-ns.sums_at = C.sums_at
 -- dtype_sizes() → { fp32 = 4, tf32 = 4, fp16 = 2, bf16 = 2, fp8 = 1, fp64 = 8 }: the engine's one table of dtypes and
 -- their bytes per element (engine/core/graph.cpp), a fresh copy each call.
 ns.dtype_sizes = C.dtype_sizes

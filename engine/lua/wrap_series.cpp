@@ -530,58 +530,6 @@ int queue_body(lua_State* L) {
   return 2;
 }
 
-// sums_at(t, xs, n, stops, count, out) -> t: the running sum of xs[1..n] from t, read at stops, as the Lua loop
-// `x0 = 1; for e = 1, count do for x = x0, stops[e] do t = t + xs[x] end; x0 = stops[e] + 1; out[e] = t end` gives
-// it (stops[e] integers of 0 to n; each out[e] written with rawset). Returns the last t (t itself where count is 0).
-// [-6, +1, e]
-template <class N>
-N sums_at_run(lua_State* L, N t, const std::vector<lnum>& xs, const std::vector<lua_Integer>& stops, int out) {
-  using Q = arith<N>;
-  lua_Integer x0 = 1;
-  for (size_t e = 1; e < stops.size(); ++e) {
-    const lua_Integer stop = stops[e];
-    for (lua_Integer x = x0; x <= stop; ++x) {
-      if (xs[size_t(x)].type == lnum::nil) nil_arith(L, "a value to sum");
-      t = Q::plus(t, Q::of(xs[size_t(x)]));
-    }
-    x0 = stop + 1;
-    push_num(L, t);
-    lua_rawseti(L, out, lua_Integer(e));
-  }
-  return t;
-}
-
-int sums_at_body(lua_State* L) {
-  const lnum t0 = lnum_at(L, 1, "sums_at: t");
-  if (t0.type == lnum::nil) luaL_error(L, "sums_at: t must be a number");
-  const lua_Integer n = luaL_checkinteger(L, 3), count = luaL_checkinteger(L, 5);
-  if (n < 0 || count < 0) luaL_error(L, "sums_at: a negative count");
-  const std::vector<lnum> xs = lnums_at(L, 2, n, "sums_at: xs");
-  luaL_checktype(L, 4, LUA_TTABLE);
-  luaL_checktype(L, 6, LUA_TTABLE);
-  if (count > max_count && count > lua_Integer(lua_rawlen(L, 4)))
-    luaL_error(L, "sums_at: %I stops asked of a table of %I", count, lua_Integer(lua_rawlen(L, 4)));
-  std::vector<lua_Integer> stops(1);
-  stops.reserve(size_t(std::min(count, reserve_max)) + 1);
-  for (lua_Integer e = 1; e <= count; ++e) {
-    lua_rawgeti(L, 4, e);
-    int ok = 0;
-    const lua_Integer stop = lua_tointegerx(L, -1, &ok);
-    if (!ok || stop < 0 || stop > n) luaL_error(L, "sums_at: stops[%I] must be an integer of 0 to %I", e, n);
-    stops.push_back(stop);
-    lua_pop(L, 1);
-  }
-  // in doubles where that gives the same bits: t and every value summed floats (the loop only adds)
-  bool plain = t0.type == lnum::number;
-  for (size_t x = 1; x < xs.size() && plain; ++x) plain = xs[x].type == lnum::number;
-  if (plain) {
-    push_num(L, sums_at_run<double>(L, t0.f, xs, stops, 6));
-  } else {
-    push_num(L, sums_at_run<lnum>(L, t0, xs, stops, 6));
-  }
-  return 1;
-}
-
 // compile(lists, P, v, Mb) -> total, program, packed, codes, last (nil where the schedule deadlocks): the schedule's
 // turns (scripts/neusight/parallel/schedule.lua shape_of, which says the rules) run once without times into its
 // program. lists[d] = { n = ops, fw = {}, chunk = {}, mb = {} }: device d's ops in its order (fw truthy: a forward;
@@ -698,7 +646,6 @@ int compile_body(lua_State* L) {
 int l_pack_integers(lua_State* L) { return ns_catch(L, [L] { return pack_integers_body(L); }); }
 int l_walk(lua_State* L) { return ns_catch(L, [L] { return walk_body(L); }); }
 int l_fold(lua_State* L) { return ns_catch(L, [L] { return fold_body(L); }); }
-int l_sums_at(lua_State* L) { return ns_catch(L, [L] { return sums_at_body(L); }); }
 int l_queue(lua_State* L) { return ns_catch(L, [L] { return queue_body(L); }); }
 int l_compile(lua_State* L) { return ns_catch(L, [L] { return compile_body(L); }); }
 
@@ -711,7 +658,7 @@ void series_functions_add(lua_State* L) {
   }
   lua_pop(L, 1);
   const luaL_Reg fns[] = {{"pack_integers", l_pack_integers}, {"walk", l_walk}, {"fold", l_fold},
-                           {"queue", l_queue}, {"compile", l_compile}, {"sums_at", l_sums_at}, {nullptr, nullptr}};
+                           {"queue", l_queue}, {"compile", l_compile}, {nullptr, nullptr}};
   luaL_setfuncs(L, fns, 0);
 }
 

@@ -74,7 +74,7 @@ local function closest(word, cands)
   end
   return best
 end
--- ns.pack_integers, ns.walk, ns.fold, ns.queue, ns.compile and ns.sums_at (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
+-- ns.pack_integers, ns.walk, ns.fold, ns.queue and ns.compile (engine/lua/wrap_series.cpp, the loops neusight.parallel runs per op) as the
 -- plain Lua loops they run: this runner has no C++; the engine-run tests check the real ones.
 local function pack_integers(t, n)
   local p = {}
@@ -125,15 +125,6 @@ local function fold(series, counts, fw_terms, bw_terms, watch)
     out[d] = sums
   end
   return out
-end
-local function sums_at(t, xs, _, stops, count, out)
-  local x0 = 1
-  for e = 1, count do
-    for x = x0, stops[e] do t = t + xs[x] end
-    x0 = stops[e] + 1
-    out[e] = t
-  end
-  return t
 end
 -- compile: the schedule's turns (scripts/neusight/parallel/schedule.lua shape_of), each device's ops in order while
 -- they are ready, devices in turn; nil where no device can run another op while some are left (a deadlock)
@@ -249,7 +240,7 @@ local function gpu_optional(gpu, key)
   return rawget(gpu, key)
 end
 local neusight_module = {
-  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, compile = compile, sums_at = sums_at, cluster_limits = cluster_limits,
+  pack_integers = pack_integers, walk = walk, fold = fold, queue = queue, compile = compile, cluster_limits = cluster_limits,
   limit_text = limit_text, node_fields = node_fields, gpu_fields = gpu_fields, gpu_optional = gpu_optional,
   dtype_sizes = function()
     local t = {}

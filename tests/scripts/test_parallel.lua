@@ -1550,26 +1550,6 @@ function T.test_series_primitives_are_the_lua_loops()
     local got_free, got_sum = ns.queue(at, cnt, dt, V, free0, 0)
     same(got_free, free, ("case %d (%s) queue free"):format(case, kind))
     same(got_sum, sum, ("case %d (%s) queue sum"):format(case, kind))
-    -- sums_at: a running sum from t over V values read at stops (non-decreasing mostly, a step back sometimes, the
-    -- last at the end: the timeline's buckets left open)
-    local stops, ne = {}, (rand() * 6) // 1
-    for e = 1, ne do
-      local prev = stops[e - 1] or 0
-      stops[e] = rand() < 0.15 and (rand() * (prev + 1)) // 1 or math.min(V, prev + (rand() * 3) // 1)
-    end
-    if ne > 0 then stops[ne] = V end
-    local t0 = rand() < 0.3 and 0 or value(kind)
-    local want, t, x0 = {}, t0, 1
-    for e = 1, ne do
-      for x = x0, stops[e] do t = t + dt[x] end
-      x0 = stops[e] + 1
-      want[e] = t
-    end
-    local got_at = {}
-    local got_t = ns.sums_at(t0, dt, V, stops, ne, got_at)
-    same(got_t, t, ("case %d (%s) sums_at t"):format(case, kind))
-    eq(#got_at, ne, ("case %d (%s) sums_at count"):format(case, kind))
-    for e = 1, ne do same(got_at[e], want[e], ("case %d (%s) sums_at %d"):format(case, kind, e)) end
     -- walk: a random program (prev, dep earlier ops) over V stages
     local program, done, starts, last_bw = {}, { [0] = 0 }, {}, {}
     local fws, bws = arrays[1], arrays[2]

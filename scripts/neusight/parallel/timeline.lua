@@ -14,7 +14,7 @@ local schedule = require "neusight.parallel.schedule"
 local PM = require "neusight.parallel.memory"
 local numel = require("neusight.parallel.shard").numel
 local replica_group = require("neusight.parallel.layout").replica_group
-local fold, queue, sums_at = require("neusight").fold, require("neusight").queue, require("neusight").sums_at
+local fold, queue = require("neusight").fold, require("neusight").queue
 local kv_cache_resident = require("neusight").needs("neusight.workload", "kv_cache_resident")
 local regions, partition, boundary_shape = stages_of.regions, stages_of.partition, stages_of.boundary_shape
 local simulate_times = schedule.simulate_times
@@ -601,7 +601,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
   local ops_end, reduce_ends = not lean and {} or nil, not lean and {} or nil
   -- the devices' runs of buckets (below), in arrays made once for all of them: each device writes its own from the
   -- first, and every reader takes only its `nr` (or `len`) first entries
-  local r_at, r_bytes, r_group, r_n, r_dt, q_at, e_at = {}, {}, {}, {}, {}, {}, {}
+  local r_at, r_bytes, r_group, r_n, r_dt, q_at = {}, {}, {}, {}, {}, {}
   for d = 1, P do
     local dev = {
       stage = d - 1, compute = 0, tp_comm = 0, tp_comm_hidden = 0, ep_comm = 0, p2p = 0, dp_comm = 0, dp_exposed = 0,
@@ -635,13 +635,18 @@ function M.timeline(plan, nodes, times, lean, reuse)
         -- backward kernels finish; the buckets they fill are prepare's (events: the e-th regular run after the walk's
         -- e_step[e]-th node, steps increasing; the buckets left open at the end). t sums the nodes' seconds one by one.
         local dts = stage_dt(vs + 1)
-        -- The buckets left open (dp, then edp) are ready at the end of the walk: their step is the last (prepare), so
-        -- one running sum gives every event's time (ns.sums_at: `for x = x0, e_step[e] do t = t + dts[x] end`, read
-        -- into e_at[e], x0 = e_step[e] + 1; the engine's loop, bits as Lua's). The last run's at, bytes and group are
-        -- kept in locals too (last_at, last_bytes, last_group).
-        sums_at(last_bw[vs + 1], dts, dts.n, e_step, ev.len, e_at)
+        -- (the last run's at, bytes and group also in locals: last_at, last_bytes, last_group)
+        local t, x0, regular, steps = last_bw[vs + 1], 1, ev.regular, dts.n
         for e = 1, ev.len do
-          local t, bytes, gk = e_at[e], e_bytes[e], e_group[e]
+          if e <= regular then
+            local stop = e_step[e]
+            for x = x0, stop do t = t + dts[x] end
+            x0 = stop + 1
+          elseif x0 <= steps then -- the buckets left open: dp, then edp, at the end of the walk
+            for x = x0, steps do t = t + dts[x] end
+            x0 = steps + 1
+          end
+          local bytes, gk = e_bytes[e], e_group[e]
           if nr > 0 and last_at == t and last_bytes == bytes and last_group == gk then
             r_n[nr] = r_n[nr] + e_n[e]
           else
