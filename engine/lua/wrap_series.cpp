@@ -315,13 +315,19 @@ std::vector<term> terms_at(lua_State* L, int idx, size_t& J, const char* what) {
 // sum runs in doubles (`floated`: it met a float, else it is still the integer 0); any other, as Lua numbers.
 // Such sums' terms of one direction (fw or bw), T of them, as a matrix: row k holds each term's values[k] (as a
 // double, negated for a term that subtracts: s - x is s + (-x), the same bits in IEEE arithmetic, signed zeros
-// included; and whether it was a float), in the terms' order; rows: the codes every term has a value for. all_float[k]:
-// every value of row k is a float (an op of that row makes each of the direction's sums a float: `any_float`).
+// included; and whether it was a float, is_float), in the terms' order; rows: the codes every term has a value for.
+// all_float[k]: every value of row k is a float (an op of that row makes each of the direction's sums a float:
+// `any_float`). A row keeps only its values that are not zeros (nz[k] of them, at k·T in nz_j, the sum each adds to,
+// and nz_values, in the terms' order): a double sum starts at +0.0 and x + y is −0.0 only where both are −0.0, so it is
+// never −0.0, and s + (±0.0) is s, bit for bit (infinities and NaNs too); whether a zero made its sum a float is still
+// told (is_float, all_float). (A timeline's expert all-to-all terms are zeros for a dense model, a last stage's send.)
 struct fast_terms {
   size_t T = 0, rows = 0;
   std::vector<size_t> j;
-  std::vector<double> values;
   std::vector<uint8_t> is_float, all_float;
+  std::vector<uint32_t> nz;
+  std::vector<size_t> nz_j;
+  std::vector<double> nz_values;
   bool any_float = false;   // an op of an all-float row ran (per device)
   bool has_watch = false;   // one of the terms adds to the watched sum
 };
@@ -365,16 +371,23 @@ int fold_body(lua_State* L) {
     for (const term* t : fast_ones) rows = std::min(rows, t->values.size());
     fo.T = T, fo.rows = rows;
     for (const term* t : fast_ones) fo.j.push_back(t->j), fo.has_watch = fo.has_watch || (w && t->j == w);
-    fo.values.assign(rows * T, 0.0), fo.is_float.assign(rows * T, 0), fo.all_float.assign(rows, 0);
+    fo.is_float.assign(rows * T, 0), fo.all_float.assign(rows, 0);
+    fo.nz.assign(rows, 0), fo.nz_j.assign(rows * T, 0), fo.nz_values.assign(rows * T, 0.0);
     for (size_t k = 1; k < rows; ++k) {
       bool all = true;
+      uint32_t m = 0;
       for (size_t x = 0; x < T; ++x) {
         const lnum& v = fast_ones[x]->values[k];
         const double d = as_float(v);
-        fo.values[k * T + x] = fast_ones[x]->minus ? -d : d, fo.is_float[k * T + x] = v.type == lnum::number;
+        const double signed_d = fast_ones[x]->minus ? -d : d;
+        fo.is_float[k * T + x] = v.type == lnum::number;
         all = all && v.type == lnum::number;
+        if (signed_d != 0.0 || signed_d != signed_d) {  // (NaN: not a zero)
+          fo.nz_j[k * T + m] = fo.j[x], fo.nz_values[k * T + m] = signed_d;
+          ++m;
+        }
       }
-      fo.all_float[k] = all;
+      fo.all_float[k] = all, fo.nz[k] = m;
     }
   }
   lnum zero;
@@ -408,13 +421,14 @@ int fold_body(lua_State* L) {
         // a code some fast term has no value for: nil, as in Lua (values[0] too); the error ends the fold, so
         // whether the terms before it added is never seen
         if (k == 0 || k >= ft.rows) nil_arith(L, "a stage's value");
-        const double* row = ft.values.data() + k * ft.T;
-        const size_t* js = ft.j.data();
-        for (size_t x = 0; x < ft.T; ++x) dsums[js[x]] += row[x];
+        const double* row = ft.nz_values.data() + k * ft.T;
+        const size_t* nz_j = ft.nz_j.data() + k * ft.T;
+        for (size_t x = 0, m = ft.nz[k]; x < m; ++x) dsums[nz_j[x]] += row[x];
         if (ft.all_float[k]) {
           ft.any_float = true;
         } else {
           const uint8_t* row_float = ft.is_float.data() + k * ft.T;
+          const size_t* js = ft.j.data();
           for (size_t x = 0; x < ft.T; ++x) floated[js[x]] |= row_float[x];
         }
       }

@@ -28,6 +28,15 @@
 #   2.02 / 1.82 s: the walls swing with the load, the instruction counts are the measure).
 #   After search's table, JSON and CSV moved to scripts/neusight/search.lua (one document handed over, base dad057e7,
 #   measured in one session): the last sweep 15.82 -> 15.79 G (noise: the formatter renders the 10 layouts shown).
+#   After the timeline's per-call Lua trimmed (prep_fits' comparisons written out, a stage's walk seconds copied per
+#   rep with table.move, the bucket walk's last run in locals, the buckets' start times without math.min) and ns.fold
+#   adding only a row's non-zero values (base 8ccb60a8, new measured in one session, the first and last search only):
+#   1.83 -> 1.78 G and 15.83 -> 15.26 G (-3.6 %; two earlier runs of nearly the same change: 15.16 and 15.20 G); the
+#   README's main job 300.5 -> 300.9 M (noise). The ~13.5 G that would put the sweep under 2 s with margin is not
+#   reached. Walls, this script's best of 3 at load average 8-10 (other sessions building; not comparable), base / new:
+#   0.58 / 0.40, 2.69 / 1.81, 2.92 / 1.83, 2.13 / 1.44, 1.69 / 1.42 and 3.10 / 3.77 s (CPU 0.28 / 0.24, 1.35 / 1.17,
+#   1.40 / 1.27, 1.04 / 0.88, 0.83 / 0.84 and 2.00 / 1.97 s). Tried and dropped: the bucket walk's running sum as an
+#   engine primitive (15.61 G: reading the seconds through the C API costs more than Lua's own loop).
 # NEUSIGHT_NO_CACHE=1 in the environment times the same searches without the per-process memos.
 set -euo pipefail
 TIMEFORMAT='%R %U %S'

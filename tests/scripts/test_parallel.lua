@@ -1420,6 +1420,38 @@ function T.test_fill_buckets_is_the_loop()
   end
 end
 
+-- ns.fold adds only a row's values that are not zeros (engine/lua/wrap_series.cpp fast_terms): the sums' bits are the
+-- plain loop's where zeros of both signs meet cancellations to +0.0, sums of zeros only, subtractions of zeros, a NaN
+-- and an infinity, each sum watched in turn.
+function T.test_fold_skipping_zeros_keeps_the_sums_bits()
+  local ns = require "neusight"
+  local inf, nan = math.huge, 0 / 0
+  local rows = {
+    { 1.5, -0.0, 0.0, -1.5, 2.0 },   -- cancellation to +0.0, then zeros of both signs
+    { -0.0, -0.0, 0.0, -0.0, -0.0 }, -- zeros only
+    { 0.0, 3.25, -0.0, inf, 0.0 },
+    { nan, -0.0, 0.0, 1.0, -0.0 },
+  }
+  local codes = { 1, 2, -1, 3, 2, -3, -2, 5, 4, -5, 1, -4, 2, -2, 3, 1 }
+  local n = #codes
+  for watch = 1, 3 do
+    local fw = { { 1, rows[1] }, { 2, rows[2] }, { 3, rows[3], -1 }, { 1, rows[2], -1 } }
+    local bw = { { 2, rows[1], -1 }, { 3, rows[2] }, { 1, rows[4] }, { 3, rows[1] } }
+    local got = ns.fold({ codes }, { n }, fw, bw, watch)[1]
+    local s, peak = { 0, 0, 0 }, 0
+    for i = 1, n do
+      local k = codes[i]
+      for _, t in ipairs(k > 0 and fw or bw) do
+        local x = t[2][k > 0 and k or -k]
+        if t[3] then s[t[1]] = s[t[1]] - x else s[t[1]] = s[t[1]] + x end
+      end
+      if s[watch] > peak then peak = s[watch] end
+    end
+    for j = 1, 3 do eq(("%q"):format(got[j]), ("%q"):format(s[j]), ("watch %d: sum %d"):format(watch, j)) end
+    eq(("%q"):format(got[4]), ("%q"):format(peak), ("watch %d: peak"):format(watch))
+  end
+end
+
 -- The engine's loops (require("neusight").walk, fold and queue: engine/lua/wrap_series.cpp) give what the plain Lua
 -- loops give, bits and subtype: on random series of integers (0 among them), floats (-0.0, negative, NaN too) and both.
 function T.test_series_primitives_are_the_lua_loops()

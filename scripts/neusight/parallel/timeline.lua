@@ -20,6 +20,7 @@ local regions, partition, boundary_shape = stages_of.regions, stages_of.partitio
 local simulate_times = schedule.simulate_times
 local max, min = math.max, math.min
 local ipairs, pairs, type, tostring, sort, rawequal = ipairs, pairs, type, tostring, table.sort, rawequal
+local table_move = table.move
 local math_type, tointeger = math.type, math.tointeger
 
 local M = {}
@@ -207,12 +208,15 @@ local function prep_fits(prep, plan, times)
   for k, f in ipairs(PREP_FIELDS) do
     if not same_value(plan[f], fields[k]) then return false end
   end
-  local old = prep.times
+  -- (same_value written out: this runs on every node for every re-timing of a build. rawequal(a, b) holds for equal
+  -- numbers of either subtype (Lua 5.4: rawequal(1, 1.0)), and where it fails a == b is a metamethod's, of values
+  -- math_type calls nil alike: same_value(a, b) is a == b, so a ~= b here says the same, without its three calls)
+  local old, nf = prep.times, #TIME_FIELDS
   for i = 1, #times do
     local a, b = times[i], old[i]
     if type(a) ~= "table" then return false end
-    for k, f in ipairs(TIME_FIELDS) do
-      if not same_value(a[f], b[k]) then return false end
+    for k = 1, nf do
+      if a[TIME_FIELDS[k]] ~= b[k] then return false end
     end
   end
   return true
@@ -566,8 +570,12 @@ function M.timeline(plan, nodes, times, lean, reuse)
           end
           if seg.layered then seg_dt[seg.per] = dt_of end
         end
+        -- one rep's seconds last node first, then copied once per rep (table.move: a deep stage's hundreds of reps)
+        local rev = {}
+        for j = n_seg, 1, -1 do rev[n_seg - j + 1] = dt_of[j] end
         for _ = 1, seg.reps do
-          for j = n_seg, 1, -1 do n = n + 1; flat[n] = dt_of[j] end
+          table_move(rev, 1, n_seg, n + 1, flat)
+          n = n + n_seg
         end
       end
       flat.n = n
@@ -618,7 +626,7 @@ function M.timeline(plan, nodes, times, lean, reuse)
     local dp_end = compute_end
     if plan.training and plan.dp > 1 then
       -- runs of buckets: n[k] buckets of bytes[k] ready at at[k], group[k], each dt[k] on the link (parallel arrays)
-      local nr = 0
+      local nr, last_at, last_bytes, last_group = 0, nil, nil, nil
       for c = 0, v - 1 do
         local vs = c * P + (d - 1)
         local ev = prep.events[vs + 1]
@@ -627,24 +635,25 @@ function M.timeline(plan, nodes, times, lean, reuse)
         -- backward kernels finish; the buckets they fill are prepare's (events: the e-th regular run after the walk's
         -- e_step[e]-th node, steps increasing; the buckets left open at the end). t sums the nodes' seconds one by one.
         local dts = stage_dt(vs + 1)
-        local t, e, x0, regular, len = last_bw[vs + 1], 1, 1, ev.regular, ev.len
-        while e <= len do
+        -- (the last run's at, bytes and group also in locals: last_at, last_bytes, last_group)
+        local t, x0, regular, steps = last_bw[vs + 1], 1, ev.regular, dts.n
+        for e = 1, ev.len do
           if e <= regular then
             local stop = e_step[e]
             for x = x0, stop do t = t + dts[x] end
             x0 = stop + 1
-          elseif x0 <= dts.n then -- the buckets left open: dp, then edp, at the end of the walk
-            for x = x0, dts.n do t = t + dts[x] end
-            x0 = dts.n + 1
+          elseif x0 <= steps then -- the buckets left open: dp, then edp, at the end of the walk
+            for x = x0, steps do t = t + dts[x] end
+            x0 = steps + 1
           end
-          local bytes, gk, n = e_bytes[e], e_group[e], e_n[e]
-          if nr > 0 and r_at[nr] == t and r_bytes[nr] == bytes and r_group[nr] == gk then
-            r_n[nr] = r_n[nr] + n
+          local bytes, gk = e_bytes[e], e_group[e]
+          if nr > 0 and last_at == t and last_bytes == bytes and last_group == gk then
+            r_n[nr] = r_n[nr] + e_n[e]
           else
             nr = nr + 1
-            r_at[nr], r_bytes[nr], r_group[nr], r_n[nr], r_dt[nr] = t, bytes, gk, n, e_dt[e]
+            r_at[nr], r_bytes[nr], r_group[nr], r_n[nr], r_dt[nr] = t, bytes, gk, e_n[e], e_dt[e]
+            last_at, last_bytes, last_group = t, bytes, gk
           end
-          e = e + 1
         end
       end
       local ready = M.buckets_in_order { len = nr, at = r_at, bytes = r_bytes, group = r_group, n = r_n }
@@ -653,7 +662,15 @@ function M.timeline(plan, nodes, times, lean, reuse)
       local b_at, b_n = ready.at, ready.n
       local q_dt = r_dt -- per run: when its buckets may start (q_at), each one's time on the link
       local overlap = plan.overlap_grad_reduce
-      for k = 1, ready.len do q_at[k] = overlap and min(b_at[k], compute_end) or compute_end end
+      if overlap then -- min(b_at[k], compute_end) written out (math.min's choice: the second where it is less)
+        for k = 1, ready.len do
+          local a = b_at[k]
+          if compute_end < a then a = compute_end end
+          q_at[k] = a
+        end
+      else
+        for k = 1, ready.len do q_at[k] = compute_end end
+      end
       if not rawequal(ready.at, r_at) then -- reordered: the runs priced again
         -- a run of the bytes and group of the one before: its time, as priced (the pricer caches it too, but this
         -- skips its lookups)
