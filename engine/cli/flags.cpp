@@ -488,8 +488,8 @@ std::vector<flag_spec> table_make() {
       .on(predict, to(&forecast_flags::model)).list().check(nonempty_list())
       .on(search, to(&search_flags::model)).required()
       .on(serve, to(&serve_flags::model)).required()
-      .help_as("Model preset or HuggingFace config.json of a decoder-only model with a KV cache (the gpt, llama, moe and "
-               "deepseek builders; `neusight models` lists the presets), or a .lua file returning a model function "
+      .help_as("Model preset or HuggingFace config.json of a decoder-only model with a KV cache (the gpt, opt, llama, "
+               "moe and deepseek builders; `neusight models` lists the presets), or a .lua file returning a model function "
                "that builds prefill and decode steps (opts.phase, opts.context)");
   flag("--gpu", "GPU: file path, file stem or alias, see `neusight gpus`")
       .on(forecast, to(&forecast_flags::gpu)).workload().list().check(nonempty_list())

@@ -1421,7 +1421,7 @@ local function graph_of(w, gpu)
     end
     if opts.phase and not (type(builder.serving) == "table" and builder.serving[opts.phase]) then
       error(field_error(w, "mode", ("field 'mode': the %s model builder (scripts/neusight/models/%s.lua) has no %s phase "
-        .. "(decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"")
+        .. "(decoder-only models with a KV cache: gpt, opt, llama, moe, deepseek); use mode = \"inference\"")
         :format(cfg.arch, cfg.arch, opts.phase)), 0)
     end
     local has_sdpa = type(builder.attention) == "table" and builder.attention.sdpa

@@ -163,6 +163,48 @@ TEST_CASE("serve: tp 1 prices the fused kernels tp 2 does - predict --kernels me
         std::string::npos);
 }
 
+// Issue 13: OPT is a decoder-only model with a KV cache (vLLM serves it), but its builder had no prefill or decode
+// phase and serve refused it. Both kernel sets: serve's default (megatron: OPT keeps HF's modules, scripts/neusight/
+// models/opt.lua) and HF's eager graph; each phase is predict's, the KV cache 2 · 24 layers · 32 heads · 64 · 2 bytes
+// per token, a decode step one DecodeAttention per layer over C + 1 tokens.
+TEST_CASE("serve: OPT runs - its static batch is predict's prefill and decode - eager and serving kernels",
+          "[cli][serve][opt]") {
+  const double per_token = 2.0 * 24 * 32 * 64 * 2 / 1e9;  // GB per cached token and sequence
+  for (const std::string kernels : {"megatron", "eager"}) {
+    INFO(kernels);
+    const std::string k = " --kernels " + kernels;
+    const json s = run_json("serve --model opt_13 --gpu h100 --batch 4 --input-len 512 --output-len 3" +
+                            (kernels == "eager" ? k : std::string()));
+    CHECK(s["kind"] == "static");
+    CHECK(s["kernels"] == kernels);
+    const std::string predict = "predict --model opt_13 --gpu h100 --dtype bf16 --batch 4 --launch graph" + k;
+    const json pre = run_json(predict + " --mode prefill --seq 512");
+    const json d512 = run_json(predict + " --mode decode --context 512");
+    const json d513 = run_json(predict + " --mode decode --context 513");
+    CHECK(s["ttft_ms"].get<double>() == Approx(pre["latency_ms"].get<double>()).epsilon(1e-12));
+    CHECK(s["tpot_ms"].get<double>() ==
+          Approx((d512["latency_ms"].get<double>() + d513["latency_ms"].get<double>()) / 2).epsilon(1e-12));
+    CHECK(pre["kv_cache_gb"].get<double>() == Approx(4 * 512 * per_token).epsilon(1e-12));
+    CHECK(d512["kv_cache_gb"].get<double>() == Approx(4 * 513 * per_token).epsilon(1e-12));
+    int decoders = 0;
+    for (const json& op : d512["ops"])
+      if (op["kernel"] == "DecodeAttention") {
+        decoders += op["count"].get<int>();
+        CHECK(op["dims"]["heads"] == 32);
+        CHECK(op["dims"]["kv_heads"] == 32);
+      }
+    CHECK(decoders == 24);
+  }
+  // under load too, and the learned position table bounds a request (input + output - 1 positions)
+  const json rate = run_json("serve --model opt_13 --gpu h100 --rate 5 --requests 40 --input-len 256 --output-len 32");
+  CHECK(rate["kind"] == "simulation");
+  CHECK(rate["ttft_ms"]["p50"].get<double>() > 0);
+  const auto long_req = run_cli("serve --model opt_13 --gpu h100 --batch 1 --input-len 2000 --output-len 64");
+  CHECK(long_req.code == 1);
+  CHECK(long_req.err.find("opt model 'opt_13': context 2062 + 1 new token exceeds max_position_embeddings 2048") !=
+        std::string::npos);
+}
+
 TEST_CASE("serve: the report carries the model's parameters as predict counts them", "[cli][serve]") {
   const double params = prefill(1, 512)["params"];
   CHECK(params == 8030261248.0);  // Llama-3.1-8B, HuggingFace's count

@@ -250,10 +250,10 @@ function T.test_serving_errors()
     "workload: field 'seq' is the one new token per sequence in mode \"decode\" and must be 1 (got 2048); the KV-cache length is 'context'",
     "seq in decode")
   eq(err { model = "bert_large", mode = "decode", context = 128 },
-    "field 'mode': the bert model builder (scripts/neusight/models/bert.lua) has no decode phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"",
+    "field 'mode': the bert model builder (scripts/neusight/models/bert.lua) has no decode phase (decoder-only models with a KV cache: gpt, opt, llama, moe, deepseek); use mode = \"inference\"",
     "bert decode")
   eq(err { model = "bert_large", mode = "prefill", seq = 128 },
-    "field 'mode': the bert model builder (scripts/neusight/models/bert.lua) has no prefill phase (decoder-only models with a KV cache: gpt, llama, moe, deepseek); use mode = \"inference\"",
+    "field 'mode': the bert model builder (scripts/neusight/models/bert.lua) has no prefill phase (decoder-only models with a KV cache: gpt, opt, llama, moe, deepseek); use mode = \"inference\"",
     "bert prefill")
   -- seq = 1 is accepted (and the default) in decode
   local w = workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8, context = 16 }

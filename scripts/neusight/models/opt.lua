@@ -33,6 +33,26 @@
 -- embed_tokens, f (backward all-reduce) precedes each column-parallel layer and lm_head, and the
 -- vocab-parallel cross-entropy all-reduces its max, sum and target logit (3·b·(s−1) values) forward.
 -- embed_positions, project_in/project_out, layer norms, dropouts and residual adds are replicated.
+-- Serving phases (opts.phase, workload mode "prefill" / "decode"; pieces shared with gpt.lua and llama.lua in
+-- neusight.nodes), for every configuration the builder takes (pre-LN and OPT-350m's post-LN, project_in/project_out,
+-- ReLU or GELU, with or without biases: none changes what a phase caches or attends to):
+--   * prefill: the inference graph over S prompt tokens, plus each layer's KV-cache write (layers.self_attn
+--     .kv_cache_write, after the k/v projections), and lm_head on each prompt's last token (after project_out, which
+--     OPTDecoder applies to every position);
+--   * decode: every layer on one token per sequence (b rows), its K/V appended to the cache, and one decode_attention
+--     node over C + 1 cached tokens (num_attention_heads kv heads: OPT is multi-head) in place of the attention chain,
+--     eager or sdpa. HF's decode step builds no causal mask (one query token), and its learned positions come from the
+--     cumsum over the (b, C + 1) attention mask, of which the last column is kept ([:, past:]), + 2.
+--     The cache, C + 1 positions, must fit max_position_embeddings (positions 0 … P − 1, rows 2 … P + 1 of the table).
+--   * the attention-score clamp torch.max(scores, finfo.min): HF's eager OPTAttention runs it over the materialised
+--     (b, heads, s, s) scores whenever there is a mask, inference included, so an eager prefill keeps it. The fused
+--     kernels have no such tensor and no clamp: sdpa's prefill (OPTSdpaAttention passes the mask to the kernel) and
+--     decode's decode_attention (FlashDecoding / vLLM's paged attention, which OPT runs with the generic attention
+--     backend). The clamp guards the eager chain's additive mask (finfo.min + a negative score rounds to −inf in
+--     16-bit, and a row of −inf softmaxes to NaN); the fused kernels skip or −inf the masked keys inside an online
+--     softmax accumulated in fp32 and never form that sum, so pricing a clamp there would charge a kernel none runs.
+-- opts.megatron (serve's default kernels, predict --kernels megatron) changes nothing here: OPT keeps HF's modules
+-- (three q/k/v GEMMs, nn.LayerNorm, one ReLU kernel), in training as before and in the serving phases.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -41,6 +61,7 @@ local M = {}
 
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.attention = { eager = true, sdpa = true } -- opts.attention: "sdpa" is HF's OPTSdpaAttention (neusight/workload.lua)
+M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 
 -- HF's position offset: OPTLearnedPositionalEmbedding reserves two rows (fairseq padding legacy).
 local POSITION_OFFSET = 2
@@ -67,7 +88,11 @@ local function check(cfg, opts)
   if not ACTIVATIONS[act] then
     error(("%s: activation_function %s is not supported (\"relu\" or \"gelu\")"):format(who, tostring(act)), 0)
   end
-  checks.batch_seq(who, opts, cfg.max_position_embeddings, "max_position_embeddings")
+  local serve = require("neusight.nodes").serving(opts, who, cfg.max_position_embeddings, "max_position_embeddings")
+  local decode = serve ~= nil and serve.phase == "decode"
+  checks.batch_seq(who, decode and { batch = opts.batch, seq = 1 } or opts, cfg.max_position_embeddings,
+    "max_position_embeddings")
+  return serve
 end
 
 --- Builds the op graph of one forward pass (the engine derives backward/accumulate from the op rules).
@@ -75,8 +100,10 @@ end
 ---@param opts { batch: integer, seq: integer, training?: boolean, dtype?: string, loss?: boolean, tp?: integer, parallel?: table }
 ---@return neusight.Node[]
 function M.build(cfg, opts)
-  check(cfg, opts)
-  local b, s, h, nh = opts.batch, opts.seq, cfg.hidden_size, cfg.num_attention_heads
+  local serve = check(cfg, opts)
+  local decode = serve ~= nil and serve.phase == "decode"
+  local N = require "neusight.nodes"
+  local b, s, h, nh = opts.batch, serve and serve.s or opts.seq, cfg.hidden_size, cfg.num_attention_heads
   local V, P, L, ffn = cfg.vocab_size, cfg.max_position_embeddings, cfg.num_hidden_layers, cfg.ffn_dim
   local hd = h // nh
   local who = ("opt model '%s'"):format(tostring(cfg.name or "?"))
@@ -92,7 +119,8 @@ function M.build(cfg, opts)
   local bias = cfg.enable_bias ~= false
   local dtype = opts.dtype or "fp32"
 
-  local g = require("neusight.nodes").new(dtype, shard)
+  local g = N.new(dtype, shard)
+  g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
   -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`.
   local function linear(name, x, in_f, out_f, out)
@@ -108,20 +136,24 @@ function M.build(cfg, opts)
   local heads = { b, nh, s, hd }            -- per-head q / k / v after _shape(): view, transpose, contiguous
   local scores = { bh, s, s }               -- attention scores, heads folded into the batch for bmm
   local tokens = { b, s }
+  local mask = decode and { b, serve.kv } or tokens -- the attention mask: every cached position in decode
 
   -- Embeddings and masks, in the order OPTDecoder.forward runs them.
   add("embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep, { num_embeddings = V, embedding_dim = wep })
   tp_all_reduce("embed_tokens.tp_all_reduce", { b, s, wep }, "forward",
     "vocab-parallel embedding: sum of the ranks' partial lookups")
-  -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None].
-  add("add", "causal_mask.cond", { { s } }, { s })
-  add("getitem", "causal_mask.expand", { { s, s } }, { 1, 1, s, s })
+  -- _make_causal_mask: mask_cond + 1 (masked_fill_ of the (s, s) mask is 'misc'), then mask[None, None]; HF makes
+  -- none for a single query token (decode).
+  if not decode then
+    add("add", "causal_mask.cond", { { s } }, { s })
+    add("getitem", "causal_mask.expand", { { s, s } }, { 1, 1, s, s })
+  end
   -- _expand_mask: attention_mask[:, None, None, :] (then expand, rsub, masked_fill: 'misc').
-  add("getitem", "padding_mask.expand", { tokens }, { b, 1, 1, s })
+  add("getitem", "padding_mask.expand", { mask }, { b, 1, 1, mask[2] })
   -- OPTLearnedPositionalEmbedding: positions = (cumsum(mask)·mask).long() − 1, [:, past:], + offset.
-  add("cumsum", "embed_positions.cumsum", { tokens }, tokens)
-  add("mul", "embed_positions.mask", { tokens, tokens }, tokens)
-  add("getitem", "embed_positions.past", { tokens }, tokens)
+  add("cumsum", "embed_positions.cumsum", { mask }, mask)
+  add("mul", "embed_positions.mask", { mask, mask }, mask)
+  add("getitem", "embed_positions.past", { mask }, tokens)
   add("add", "embed_positions.offset", { tokens }, tokens) -- + 2, a Python int: VECaddu
   add("view", "embed_positions", { tokens }, x, (P + POSITION_OFFSET) * h)
   if wep ~= h then
@@ -132,13 +164,23 @@ function M.build(cfg, opts)
   g.layer, g.count = "layers", L
   if pre_ln then add("layernorm", "layers.self_attn_layer_norm", { x }, x, 2 * h) end
   tp_all_reduce("layers.self_attn.tp_in", x, "backward", "f: input gradient of the column-parallel q/k/v projections")
-  if opts.attention == "sdpa" then
+  if decode then
+    -- one token per sequence: q/k/v projections, the new K/V appended to the cache, one fused decode kernel (the
+    -- 1/√head_dim scale is its argument; no scores tensor, no clamp: see the header)
+    linear("layers.self_attn.q_proj", x, h, hl, xl)
+    linear("layers.self_attn.k_proj", x, h, hl, xl)
+    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
+    N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv)
+    N.decode_attention(g, "layers.self_attn.decode_attention", b, nh, nh, hd, serve.kv)
+  elseif opts.attention == "sdpa" then
     -- HF's OPTSdpaAttention: q/k/v projections viewed per head (transposes are views; the scale is SDPA's
     -- argument), one fused causal kernel each way (ops/sdpa.lua).
     linear("layers.self_attn.q_proj", x, h, hl, xl)
     linear("layers.self_attn.k_proj", x, h, hl, xl)
     linear("layers.self_attn.v_proj", x, h, hl, xl)
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
+    if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
     add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
   else
     linear("layers.self_attn.q_proj", x, h, hl, xl)
@@ -149,6 +191,7 @@ function M.build(cfg, opts)
     linear("layers.self_attn.v_proj", x, h, hl, xl)
     add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
+    if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
     add("transpose", "layers.self_attn.q_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.q_contiguous", { heads }, heads)
     add("bmm", "layers.self_attn.qk", { { bh, s, hd }, { bh, hd, s } }, scores)
@@ -189,10 +232,12 @@ function M.build(cfg, opts)
   -- lm_head.weight is tied to embed_tokens.weight: its parameters are already counted there.
   local tied = cfg.tie_word_embeddings ~= false
   tp_all_reduce("lm_head.tp_in", { b, s, wep }, "backward", "f: input gradient of the vocab-parallel lm_head")
-  add("linear", "lm_head", { { b, s, wep } }, { b, s, V }, tied and 0 or wep * V,
+  local head_in = N.lm_head_input(g, serve, { b, s, wep }) -- prefill: each prompt's last token
+  local logits = { b, head_in[2], V }
+  add("linear", "lm_head", { head_in }, logits, tied and 0 or wep * V,
     { bias = false, tied = tied and "embed_tokens" or nil })
-  add("contiguous", "logits.contiguous", { { b, s, V } }, { b, s, V })
-  require("neusight.nodes").causal_lm_loss(g, b, s, V, opts)
+  add("contiguous", "logits.contiguous", { logits }, logits)
+  N.causal_lm_loss(g, b, s, V, opts)
   return nodes
 end
 
