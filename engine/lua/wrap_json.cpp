@@ -18,6 +18,29 @@ namespace {
 
 using json = nlohmann::json;
 
+// [-0, +1, m] pushes a JSON scalar (string, boolean, number; anything else: nil), for json_push and ordered_push:
+// integers → Lua integers (unsigned ones above INT64_MAX as floats), other numbers → floats.
+template <class J>
+void scalar_push(lua_State* L, const J& j) {
+  switch (j.type()) {
+    case J::value_t::string: {
+      const auto& s = j.template get_ref<const std::string&>();
+      lua_pushlstring(L, s.data(), s.size());
+      break;
+    }
+    case J::value_t::boolean: lua_pushboolean(L, j.template get<bool>()); break;
+    case J::value_t::number_integer: lua_pushinteger(L, lua_Integer(j.template get<int64_t>())); break;
+    case J::value_t::number_unsigned: {
+      const uint64_t u = j.template get<uint64_t>();
+      if (u <= uint64_t(INT64_MAX)) lua_pushinteger(L, lua_Integer(u));
+      else lua_pushnumber(L, lua_Number(u));
+      break;
+    }
+    case J::value_t::number_float: lua_pushnumber(L, j.template get<double>()); break;
+    default: lua_pushnil(L); break;
+  }
+}
+
 // [-0, +1, m] pushes `j`: objects → tables (null members are left out), arrays → sequences
 // (a null element leaves a hole), integers → Lua integers, other numbers → floats.
 void json_push(lua_State* L, const json& j, int depth) {
@@ -43,21 +66,7 @@ void json_push(lua_State* L, const json& j, int depth) {
       }
       break;
     }
-    case json::value_t::string: {
-      const auto& s = j.get_ref<const std::string&>();
-      lua_pushlstring(L, s.data(), s.size());
-      break;
-    }
-    case json::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
-    case json::value_t::number_integer: lua_pushinteger(L, lua_Integer(j.get<int64_t>())); break;
-    case json::value_t::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
-      if (u <= uint64_t(INT64_MAX)) lua_pushinteger(L, lua_Integer(u));
-      else lua_pushnumber(L, lua_Number(u));
-      break;
-    }
-    case json::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
-    default: lua_pushnil(L); break;
+    default: scalar_push(L, j); break;
   }
 }
 
@@ -97,21 +106,7 @@ void ordered_push(lua_State* L, const nlohmann::ordered_json& j, int depth) {
       lua_setfield(L, -2, "__json");
       lua_setmetatable(L, -2);
       break;
-    case ojson::value_t::string: {
-      const auto& s = j.get_ref<const std::string&>();
-      lua_pushlstring(L, s.data(), s.size());
-      break;
-    }
-    case ojson::value_t::boolean: lua_pushboolean(L, j.get<bool>()); break;
-    case ojson::value_t::number_integer: lua_pushinteger(L, lua_Integer(j.get<int64_t>())); break;
-    case ojson::value_t::number_unsigned: {
-      const uint64_t u = j.get<uint64_t>();
-      if (u <= uint64_t(INT64_MAX)) lua_pushinteger(L, lua_Integer(u));
-      else lua_pushnumber(L, lua_Number(u));
-      break;
-    }
-    case ojson::value_t::number_float: lua_pushnumber(L, j.get<double>()); break;
-    default: lua_pushnil(L); break;  // binary, discarded: not made by the engine
+    default: scalar_push(L, j); break;  // binary, discarded: not made by the engine, is nil
   }
 }
 
