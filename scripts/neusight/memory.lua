@@ -288,7 +288,12 @@ function M.single(ctx, at_batch)
   local max_batch_error -- the model fails at a batch the search builds: no largest batch (the caller says why)
   if at_batch and ctx.gpu_mem_gb then
     local ok, found = pcall(M.max_batch, at_batch, ctx.batch, total, cap)
-    if ok then obj.max_batch = found else max_batch_error = tostring(found) end
+    if ok then
+      obj.max_batch = found
+      if found then obj.max_batch_of = "batch" end -- what was varied (M.parallel: a micro-batch)
+    else
+      max_batch_error = tostring(found)
+    end
   end
   local out = { memory_gb = total / 1e9, memory = obj, total = total, fits = total <= cap,
                 max_batch_error = max_batch_error }
@@ -338,27 +343,43 @@ function M.max_batch(at_batch, batch, total, cap)
   return lo
 end
 
+-- A memory line's pieces, one GPU's and a parallel run's alike: whether `total` bytes fit a GPU of `mem_gb` (and a
+-- serving phase's budget), what dominates ("activations dominate", "state / KV cache / … dominates") and the largest
+-- batch that fits ("" when not known): a micro-batch's (max_batch_of "micro-batch size", M.parallel) with the global
+-- batch it makes.
+local function verdict_of(obj, total, mem_gb)
+  local cap = M.capacity(mem_gb)
+  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", mem_gb)
+    or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", mem_gb)) or ""
+  if obj.serving_budget_gb then  -- a serving phase: the budget `neusight serve` holds it to (serving_budget)
+    verdict = verdict .. fmt(" (%s serve's %.1f GB, %.0f %%)", total / 1e9 <= obj.serving_budget_gb and "within"
+      or "over", obj.serving_budget_gb, 100 * M.SERVING_UTILIZATION)
+  end
+  return verdict
+end
+local function dominates(obj)
+  local plural = obj.dominant == "activations"
+  return fmt("%s dominate%s", obj.dominant == "kv_cache" and "KV cache" or obj.dominant, plural and "" or "s")
+end
+local function batch_of(obj, sizing)
+  if not obj.max_batch then return "" end
+  if obj.max_batch_of == "micro-batch size" then
+    return obj.max_batch >= 1 and fmt("; largest micro-batch that fits: %d (global batch %d = %d × dp %d × %d "
+      .. "microbatch%s)", obj.max_batch, obj.max_global_batch, obj.max_batch, sizing.dp, sizing.microbatches,
+      sizing.microbatches == 1 and "" or "es")
+      or "; no micro-batch fits (micro-batch 1 exceeds it)"
+  end
+  return obj.max_batch >= 1 and fmt("; largest batch that fits: %d", obj.max_batch)
+    or "; no batch fits (batch 1 exceeds it)"
+end
+
 --- The table's memory line: the total, its parts, what dominates, whether it fits, the largest batch.
 function M.line(obj, total, ctx)
   local parts = fmt("state %.2f + activations %.2f + temporary %.2f%s + workspace %.2f%s", obj.state_gb,
     obj.activations_gb, obj.temporary_gb, obj.temporary_node ~= "" and " (" .. obj.temporary_node .. ")" or "",
     obj.workspace_gb, obj.kv_cache_gb > 0 and fmt(" + KV cache %.2f", obj.kv_cache_gb) or "")
-  local cap = M.capacity(ctx.gpu_mem_gb)
-  local verdict = cap and (total <= cap and fmt("fits in the GPU's %.0f GB", ctx.gpu_mem_gb)
-    or fmt("exceeds the GPU's %.0f GB: the forecast assumes it fits", ctx.gpu_mem_gb)) or ""
-  if obj.serving_budget_gb then  -- a serving phase: the budget `neusight serve` holds it to (serving_budget)
-    verdict = verdict .. fmt(" (%s serve's %.1f GB, %.0f %%)", total / 1e9 <= obj.serving_budget_gb and "within"
-      or "over", obj.serving_budget_gb, 100 * M.SERVING_UTILIZATION)
-  end
-  local batch = ""
-  if obj.max_batch then
-    batch = obj.max_batch >= 1 and fmt("; largest batch that fits: %d", obj.max_batch)
-      or "; no batch fits (batch 1 exceeds it)"
-  end
-  local plural = obj.dominant == "activations" -- "activations dominate", "state / KV cache / … dominates"
-  return fmt("memory           %12.2f GB   per GPU = %s; %s dominate%s; %s%s (saved tensors, no CUDA context)",
-    gb(total), parts, obj.dominant == "kv_cache" and "KV cache" or obj.dominant, plural and "" or "s",
-    verdict, batch)
+  return fmt("memory           %12.2f GB   per GPU = %s; %s; %s%s (saved tensors, no CUDA context)",
+    gb(total), parts, dominates(obj), verdict_of(obj, total, ctx.gpu_mem_gb), batch_of(obj))
 end
 
 --- Per pipeline stage of a parallel run: the device's parts in bytes → { memory_gb, memory object } for its row,
@@ -368,7 +389,14 @@ end
 --- `lean` (a search's ranking): no per-stage lines (`lines` empty). `unsaved`: the activations were not counted (an
 --- imported graph's nodes do not say what they keep for backward); the lines and the warning say so. `reported_gib`:
 --- the GPU file's mem_reported_gib (nil: not given), of which a serving phase's budget is a share (M.budget_gb).
-function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reported_gib)
+--- `sizing` (optional; nil in a search's lean ranking) = { at = function(mb) → bytes of the fullest GPU at micro-batch
+--- size mb, micro_batch, dp, microbatches }: the largest micro-batch that fits, dp and the microbatch count fixed (what
+--- Megatron's --micro-batch-size is; the global batch is mb · dp · microbatches), by M.max_batch against `at` (the
+--- same per-stage memory, neusight.parallel.memory at) into the memory object: max_batch, max_batch_of ("micro-batch
+--- size", or "batch" where dp · microbatches = 1: the micro-batch is the batch) and max_global_batch (the global batch
+--- it makes; micro-batch size only). Where `at` fails the fields are left out and max_batch_error is its message.
+--- Not lean, the lines end with the fullest GPU's: what dominates it, whether it fits, the largest micro-batch.
+function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reported_gib, sizing)
   local cap = M.capacity(gpu_mem_gb)
   local stages, most, fullest = {}, -1, 1
   local function object_of(d)
@@ -411,7 +439,7 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reporte
     end
   end
   local out = { memory_gb = most / 1e9, memory = stages[fullest] and stages[fullest].memory or {}, stages = {},
-                lines = lines, fits = cap == nil or most <= cap }
+                lines = lines, fits = cap == nil or most <= cap, total = stages[fullest] and most or 0 }
   if cap then out.memory.capacity_gb = cap / 1e9 end
   for d, s in ipairs(stages) do
     local o = s.memory
@@ -419,6 +447,22 @@ function M.parallel(devices, gpu_mem_gb, recompute, lean, unsaved, mode, reporte
                       workspace_gb = o.workspace_gb, kv_cache_gb = o.kv_cache_gb, memory_gb = s.total / 1e9 }
   end
   if stages[fullest] then out.warning = serving_budget(out.memory, mode, gpu_mem_gb, most, reported_gib) end
+  if sizing and cap and stages[fullest] and not unsaved then  -- the largest micro-batch that fits
+    local ok, found = pcall(M.max_batch, sizing.at, sizing.micro_batch, most, cap)
+    if not ok then
+      out.max_batch_error = tostring(found)
+    elseif found then
+      local o, per = out.memory, sizing.dp * sizing.microbatches
+      o.max_batch, o.max_batch_of = found, per > 1 and "micro-batch size" or "batch"
+      if per > 1 then o.max_global_batch = found * per end
+    end
+  end
+  if not lean and stages[fullest] then  -- the fullest GPU: what dominates, whether it fits, the largest micro-batch
+    local o = out.memory
+    local verdict = verdict_of(o, most, gpu_mem_gb)
+    lines[#lines + 1] = fmt("memory    fullest GPU: stage %d, %.1f GB per GPU; %s%s%s", fullest - 1, gb(most),
+      dominates(o), verdict ~= "" and "; " .. verdict or "", batch_of(o, sizing))
+  end
   if over > 0 then
     out.warning = fmt("%s %s %s up to %.1f GB per GPU (model state + %stemporary + workspace%s%s), "
       .. "more than the GPU's %.0f GB: the forecast assumes it fits", over > 1 and "stages" or "stage",

@@ -1521,7 +1521,11 @@ function M.active_params(nodes, routing)
 end
 
 -- The memory of a run (neusight.memory): for a single GPU the report itself (with the largest batch that fits,
--- rebuilding the graph at other batches); for a parallel run nil, its context going to the timeline as plan.memory.
+-- rebuilding the graph at other batches); for a parallel run nil, its context going to the timeline as plan.memory,
+-- with at_micro_batch(live, mb): the bytes per GPU of the fullest stage at micro-batch size mb (live's dp and
+-- microbatches: global batch mb · dp · microbatches), the graph rebuilt there and measured by the timeline's own
+-- per-stage memory (neusight.parallel.memory at) under the plan `live` as it runs (a search re-times a build with
+-- another schedule or recomputation), for the largest micro-batch that fits (neusight.parallel.memory report).
 local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
   local memory = require "neusight.memory"
   local rule_of = memory.engine_rules()
@@ -1531,7 +1535,23 @@ local function memory_of(w, gpu, nodes, plan, recipe, state, kv)
       gpu_reported_gib = memory.reported_gib(gpu), mode = w.mode, batch = batch }
   end
   local ctx = context(nodes, kv, w.batch)
-  if plan then plan.memory = ctx; return nil end
+  if plan then
+    plan.memory = ctx
+    ctx.at_micro_batch = function(live, mb)
+      local wb = {}
+      for k, v in pairs(w) do wb[k] = v end
+      wb.batch = mb * live.dp * live.microbatches
+      local ok, failed, ns, p, opts = pcall(graph_of, wb, gpu)
+      if not ok then -- the model at a micro-batch the run did not ask for: the largest is not known, the run still is
+        error(("at micro-batch %d, global batch %d (built while finding the largest micro-batch that fits): %s")
+          :format(mb, wb.batch, tostring(failed)), 0)
+      end
+      p.schedule, p.recompute = live.schedule, live.recompute
+      p.memory = context(ns, opts.phase and M.kv_cache_bytes(ns, p) or nil, wb.batch)
+      return require("neusight.parallel.memory").at(p, ns)
+    end
+    return nil
+  end
   local function at_batch(b)
     local wb = {}
     for k, v in pairs(w) do wb[k] = v end

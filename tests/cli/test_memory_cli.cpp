@@ -69,6 +69,61 @@ TEST_CASE("memory: the largest batch that fits fits, one more does not", "[cli][
   }
 }
 
+TEST_CASE("memory: a parallel run names what dominates and the largest micro-batch that fits, one more does not",
+          "[cli][memory]") {
+  // dp 2 x 4 microbatches fixed: the micro-batch size varies (Megatron's --micro-batch-size), the global batch with it
+  const std::string args = "--model llama32_1b --gpu h100 --dtype bf16 --mode train --seq 2048 --tp 2 --pp 2 --dp 2 "
+                           "--microbatches 4";
+  const json one = predict(args + " --batch 256");  // micro-batch 32: over 80 GB
+  const json& m = one["memory"];
+  CHECK_FALSE(one["fits"].get<bool>());
+  std::string largest;
+  double most = -1;
+  for (const char* part : {"state", "activations", "temporary", "workspace", "kv_cache"})
+    if (m[std::string(part) + "_gb"].get<double>() > most) most = m[std::string(part) + "_gb"].get<double>(), largest = part;
+  CHECK(m["dominant"] == largest);  // the fullest stage's largest part
+  REQUIRE(m.contains("max_batch"));
+  const int best = m["max_batch"].get<int>();
+  REQUIRE(best >= 1);
+  CHECK(best < 32);
+  CHECK(m["max_batch_of"] == "micro-batch size");
+  CHECK(m["max_global_batch"] == best * 8);
+  const json at = predict(args + " --batch " + std::to_string(best * 8));
+  const json over = predict(args + " --batch " + std::to_string((best + 1) * 8));
+  CHECK(at["parallel"]["micro_batch"] == best);
+  CHECK(at["fits"].get<bool>());
+  CHECK_FALSE(over["fits"].get<bool>());
+  CHECK(at["memory"]["max_batch"] == best);  // the same answer from any batch
+  CHECK(over["memory"]["max_batch"] == best);
+  const auto table = run_cli("predict " + args + " --batch 256 --predictor roofline");
+  CHECK(table.out.find("memory    fullest GPU: stage ") != std::string::npos);
+  CHECK(table.out.find("; " + largest + " dominate") != std::string::npos);
+  CHECK(table.out.find("largest micro-batch that fits: " + std::to_string(best) + " (global batch " +
+                       std::to_string(best * 8) + " = " + std::to_string(best) + " × dp 2 × 4 microbatches)") !=
+        std::string::npos);
+}
+
+TEST_CASE("memory: one GPU with --recompute names what dominates and the largest batch, as without", "[cli][memory]") {
+  const std::string args = "--model llama32_1b --gpu h100 --dtype bf16 --mode train --seq 2048 --recompute full";
+  const json one = predict(args + " --batch 4");
+  const json& m = one["memory"];
+  CHECK(m["dominant"].is_string());
+  REQUIRE(m.contains("max_batch"));
+  const int best = m["max_batch"].get<int>();
+  REQUIRE(best >= 1);
+  CHECK(m["max_batch_of"] == "batch");  // one microbatch on one GPU: the micro-batch is the batch
+  CHECK_FALSE(m.contains("max_global_batch"));
+  CHECK(predict(args + " --batch " + std::to_string(best))["fits"].get<bool>());
+  CHECK_FALSE(predict(args + " --batch " + std::to_string(best + 1))["fits"].get<bool>());
+  // without recomputation: the same fields, a smaller batch
+  const json none = predict("--model llama32_1b --gpu h100 --dtype bf16 --mode train --seq 2048 --batch 4");
+  CHECK(none["memory"]["max_batch_of"] == "batch");
+  CHECK(none["memory"]["max_batch"].get<int>() < best);
+  const auto table = run_cli("predict " + args + " --batch 4 --predictor roofline");
+  CHECK(table.out.find("memory    fullest GPU: stage 0, ") != std::string::npos);
+  CHECK(table.out.find("; largest batch that fits: " + std::to_string(best)) != std::string::npos);
+}
+
 TEST_CASE("memory: fits is false when over, with a warning naming the parts", "[cli][memory]") {
   const json j = predict("--model gpt2_large --gpu A100-PCIE-40GB --mode train --seq 1024 --batch 16");
   CHECK_FALSE(j["fits"].get<bool>());

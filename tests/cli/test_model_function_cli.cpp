@@ -146,6 +146,19 @@ TEST_CASE("model function: one that fails at a batch the largest-batch search bu
   CHECK(j["memory"].count("max_batch") == 0);
 }
 
+TEST_CASE("model function: one that fails at a micro-batch the parallel search builds keeps its forecast",
+          "[cli][model_function]") {
+  temp_dir t;
+  const auto f = t.write("capped.lua", mlp("(assert(opts.batch <= 16, 'batch <= 16 only') and opts.batch)", true));
+  const json j = run_json(f.string(), "--microbatches 2");
+  CHECK(j.contains("parallel"));
+  CHECK(warned(j, "the largest micro-batch that fits is not shown: the model fails at micro-batch "));
+  CHECK(warned(j, "(built while finding the largest micro-batch that fits): "));
+  CHECK(warned(j, "batch <= 16 only"));
+  CHECK(j["memory"].count("max_batch") == 0);
+  CHECK(j["memory"]["dominant"] == "state");
+}
+
 TEST_CASE("pipeline.lua: a parallel run that skips the timeline is an error", "[cli][model_function]") {
   temp_dir t;
   const std::string skip = ns_test::override_dir(t, "skip", "pipeline", "",

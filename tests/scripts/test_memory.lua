@@ -241,4 +241,100 @@ function T.test_serving_budget_is_a_share_of_the_reported_memory()
     1, true), "without the figure: said")
 end
 
+-- A parallel run's memory (neusight.memory parallel, from the timeline): what dominates the fullest GPU and the largest
+-- micro-batch that fits, dp and the microbatch count fixed, found against the same per-stage memory (the build's
+-- plan.memory.at_micro_batch: the graph rebuilt at that micro-batch, its memory the timeline's own).
+local H100 = { name = "H100-SXM5-80GB", interconnect = "nvlink4", interconnect_bw_gbps = 900.0, pcie_bw_gbps = 64.0,
+               num_sm = 132, mem_gb = 80 }
+
+-- The build of `spec` and its timeline's memory report (times 0: memory depends on none), not lean: as predict makes it.
+local function parallel_memory(spec)
+  local workload = require "neusight.workload"
+  local P = require "neusight.parallel"
+  local build = workload.build(spec, H100)
+  assert(build.plan, "a plan")
+  local times = {}
+  for i = 1, #build.nodes do
+    times[i] = { fw = 1e-3, fw_comm = 0, bw = 2e-3, bw_comm = 0, bw_wgrad = 0, opt = build.nodes[i].phase == "optimizer"
+      and 1e-3 or 0 }
+  end
+  return build, P.timeline(build.plan, build.nodes, times).memory
+end
+
+-- The fullest GPU's bytes at micro-batch `mb` by the build's own function.
+-- A one-GPU run's memory report (neusight.memory single, with its largest batch)
+local function workload_single(spec) return require("neusight.workload").build(spec, H100).memory end
+
+local function at(build, mb) return build.plan.memory.at_micro_batch(build.plan, mb) end
+
+local function has_line(lines, text)
+  for _, l in ipairs(lines) do
+    if l:find(text, 1, true) then return l end
+  end
+  return nil
+end
+
+function T.test_parallel_run_names_what_dominates_and_the_largest_micro_batch_that_fits()
+  local spec = { model = "llama32_1b", gpu = "h100", mode = "train", batch = 256, seq = 2048, dtype = "bf16",
+                 parallel = { tp = 2, pp = 2, dp = 2, microbatches = 4 } }
+  local build, mem = parallel_memory(spec)
+  local o = mem.memory
+  eq(build.plan.micro_batch, 32, "256 / (dp 2 x 4 microbatches)")
+  -- dominant: the fullest GPU's largest part
+  local most, part = -1, nil
+  for _, k in ipairs { "state", "activations", "temporary", "workspace", "kv_cache" } do
+    if o[k .. "_gb"] > most then most, part = o[k .. "_gb"], k end
+  end
+  eq(o.dominant, part, "the fullest stage's largest part")
+  eq(mem.fits, false, "micro-batch 32 of 2048 tokens does not fit (the search goes down)")
+  assert(math.type(o.max_batch) == "integer" and o.max_batch >= 1 and o.max_batch < 32, "max_batch " .. tostring(o.max_batch))
+  eq(o.max_batch_of, "micro-batch size", "what is varied")
+  eq(o.max_global_batch, o.max_batch * 2 * 4, "the global batch it makes: mb x dp x microbatches")
+  -- the same function gives the run's own memory at its micro-batch, bit for bit
+  eq(at(build, 32), mem.total, "at the run's micro-batch: its memory")
+  near(mem.total / 1e9, mem.memory_gb, "total in bytes")
+  local cap = memory.capacity(80)
+  assert(at(build, o.max_batch) <= cap, "max_batch fits")
+  assert(at(build, o.max_batch + 1) > cap, "max_batch + 1 does not")
+  -- and predict at that global batch fits, one step more does not, with the same answer
+  local fit = {}
+  for k, v in pairs(spec) do fit[k] = v end
+  fit.batch = o.max_global_batch
+  local b2, m2 = parallel_memory(fit)
+  eq(m2.fits, true, "the run at max_global_batch fits")
+  eq(m2.memory.max_batch, o.max_batch, "the same answer from another batch")
+  eq(m2.total, at(build, o.max_batch), "its memory is the function's")
+  fit.batch = (o.max_batch + 1) * 8
+  local _, m3 = parallel_memory(fit)
+  eq(m3.fits, false, "one micro-batch more does not fit")
+  assert(b2.plan.micro_batch == o.max_batch)
+  -- the table says both
+  local line = has_line(mem.lines, "fullest GPU")
+  assert(line, "a fullest-GPU line")
+  assert(line:find(o.dominant .. " dominate", 1, true), line)
+  assert(line:find(("largest micro-batch that fits: %d (global batch %d = %d × dp 2 × 4 microbatches)"):format(
+    o.max_batch, o.max_global_batch, o.max_batch), 1, true), line)
+end
+
+function T.test_one_gpu_with_recompute_has_the_largest_batch_as_without()
+  -- --recompute on one GPU runs the timeline (a one-device plan): it names what dominates and the largest batch, as
+  -- a one-GPU run without recomputation does
+  local spec = { model = "llama32_1b", gpu = "h100", mode = "train", batch = 4, seq = 2048, dtype = "bf16",
+                 parallel = { recompute = "full" } }
+  local build, mem = parallel_memory(spec)
+  local o = mem.memory
+  eq(build.plan.world, 1, "one GPU")
+  assert(o.dominant, "dominant")
+  assert(math.type(o.max_batch) == "integer" and o.max_batch >= 4, "max_batch " .. tostring(o.max_batch))
+  eq(o.max_batch_of, "batch", "one microbatch on one GPU: the micro-batch is the batch")
+  eq(o.max_global_batch, nil, "no global batch beside it")
+  local cap = memory.capacity(80)
+  assert(at(build, o.max_batch) <= cap and at(build, o.max_batch + 1) > cap, "max_batch fits, one more does not")
+  assert(has_line(mem.lines, ("; largest batch that fits: %d"):format(o.max_batch)), "the table says it")
+  -- full recomputation keeps less than none: a larger batch fits than without it (neusight.memory single)
+  local plain = workload_single { model = "llama32_1b", gpu = "h100", mode = "train", batch = 4, seq = 2048, dtype = "bf16" }
+  eq(plain.memory.max_batch_of, "batch", "the one-GPU run's unit")
+  assert(o.max_batch > plain.memory.max_batch, ("recompute full %d > none %d"):format(o.max_batch, plain.memory.max_batch))
+end
+
 return T

@@ -127,9 +127,26 @@ function M.state_parts(plan, s, params, expert)
   return p
 end
 
+-- Times of a node that takes none (M.at): read, never written.
+local NO_TIME = { fw = 0, fw_comm = 0, bw = 0, bw_comm = 0, bw_wgrad = 0, opt = 0, fw_floor = 0, bw_floor = 0,
+                  opt_floor = 0 }
+
+--- Bytes per GPU of the fullest stage of `plan` running `nodes` (plan.memory their context, as neusight.workload
+--- builds it): the memory report of the timeline (neusight.parallel.timeline, lean) itself, with every time 0 — what
+--- it counts of memory depends on no time (the stage partition and saved bytes are the graph's, the op order the
+--- schedule's shape, compiled without times), so this is the run's own per-stage memory, no second formula of it.
+--- neusight.workload rebuilds the graph at another micro-batch and asks this for the largest micro-batch that fits.
+function M.at(plan, nodes)
+  local times = {}
+  for i = 1, #nodes do times[i] = NO_TIME end
+  return require("neusight.parallel.timeline").timeline(plan, nodes, times, true, false).memory.total
+end
+
 --- The run's memory (memory.parallel) from the timeline's devices (params, expert_params, activation_bytes,
 --- temporary_bytes, kv_cache_bytes each) and `params_total` parameters over all stages; `lean`: without the per-stage
---- lines.
+--- lines. Not lean, with mem.at_micro_batch (neusight.workload's: function(plan, mb) → the bytes per GPU of the fullest
+--- stage at micro-batch size mb, this plan's dp and microbatches): the largest micro-batch that fits
+--- (memory.parallel sizing).
 function M.report(plan, devices, mem, params_total, lean)
   -- Memory per GPU of each stage (neusight.memory): its state share (master copies and moments over dp under the
   -- distributed optimizer, an expert's over dp / ep: M.state_parts), the peak saved activations, its largest
@@ -152,8 +169,13 @@ function M.report(plan, devices, mem, params_total, lean)
     return parts
   end
   local cap_gb, unsaved = mem.gpu_mem_gb or plan.gpu_mem_gb, plan.saves_known == false
+  local sizing
+  if not lean and type(mem.at_micro_batch) == "function" then
+    sizing = { micro_batch = plan.micro_batch, dp = plan.dp, microbatches = plan.microbatches,
+               at = function(mb) return mem.at_micro_batch(plan, mb) end }
+  end
   local out = memory.parallel(stage_parts(plan), cap_gb, plan.recompute or "none", lean, unsaved, mem.mode,
-    mem.gpu_reported_gib)
+    mem.gpu_reported_gib, sizing)
   -- whether the same layout would fit under the distributed optimizer, where it does not fit, and the optimizer is off
   -- and could shard (training, dp > 1): search suggests --distributed-optimizer only where it would make a layout fit
   -- (search_cmd.cpp no_fit: only when no layout fits). Nil for a layout that fits: a second memory.parallel per layout

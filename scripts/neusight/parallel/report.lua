@@ -252,6 +252,10 @@ function M.report(plan, result, lean)
   local uneven = require("neusight").needs("neusight.parallel.config", "layers_refusal")(plan.schedule, layers, plan.pp,
     plan.virtual_stages)
   for _, w in ipairs(plan.warnings or {}) do warnings[#warnings + 1] = w end -- neusight.parallel.layout plan's
+  if type(result.memory.max_batch_error) == "string" then -- the graph failed at a micro-batch the search built
+    warnings[#warnings + 1] = "the largest micro-batch that fits is not shown: the model fails "
+      .. result.memory.max_batch_error
+  end
   if uneven then
     warnings[#warnings + 1] = ("parallel: %s (pp %d x virtual_stages %d = %d model chunks), as Megatron-LM requires; search skips "
       .. "this layout. Forecast as asked, the layers spread as evenly as they go (earlier chunks take one more)")
