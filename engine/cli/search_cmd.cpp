@@ -143,9 +143,9 @@ int search_main(const search_flags& f) {
   // no floor warning, as before it was there, not the search failing
   const bool floor_rule = s.has_function("neusight.figures", "search_floor");
   // search.lua choices' table as it is (session::call): the ranking's formatter reads it too (search.lua format_table)
-  std::string choices_fn;
-  const nlohmann::ordered_json names = s.call(
-      "neusight.search", "choices", nlohmann::ordered_json::array({items_of(f.schedule), f.recompute}), "", &choices_fn);
+  const std::string choices_fn = s.module_display("neusight.search") + " choices";
+  const nlohmann::ordered_json names =
+      s.call("neusight.search", "choices", {nlohmann::json(items_of(f.schedule)), nlohmann::json(f.recompute)}, 1, "")[0];
   const auto field = [&](const char* key) -> const nlohmann::ordered_json* {
     const auto at = names.is_object() ? names.find(key) : names.end();
     return at == names.end() || at->is_null() ? nullptr : &*at;

@@ -322,13 +322,6 @@ class session {
   // is a JSON-null table): what a command hands its formatter once (search: search.lua format_table/json/csv).
   std::string render(const std::string& module, const std::string& fn, const nlohmann::ordered_json& doc,
                      const run_state* st = nullptr);
-  // `module`.`fn`(args…) for a rule the engine asks a question, each of `args` (a JSON array) a Lua value
-  // (json_push_ordered's), its first result as JSON (json_from_lua; nil: null): the
-  // one accessor of a Lua table a command reads (search's choices: scripts/neusight/search.lua), never a C++ struct
-  // mirroring it. `context` follows an error the function raises ("": none); `where` (when given) gets the function
-  // as messages about its result name it ("<file> <fn>").
-  nlohmann::ordered_json call(const char* module, const char* fn, const nlohmann::ordered_json& args,
-                              const std::string& context = {}, std::string* where = nullptr);
   // What `module`.`fn` makes of the report fields of `st` (neusight.report workload's
   // table), as JSON: a command's document says a workload's fields from their Lua table (search's optimizer:
   // scripts/neusight/search.lua json_fields), never from a C++ copy of them.
@@ -339,7 +332,9 @@ class session {
   // rules get); its first `nres` results come back as JSON (json_from_lua: nil → null, NaN and inf → null). A module
   // without `fn` is function_get's error (an older --scripts copy); an error the call raises goes on with `context`.
   // What a command that drives a Lua rule item by item calls (scale_cmd.cpp: scripts/neusight/scale.lua's scale,
-  // route_of, kernels, destination, sub_wave_streams), instead of a C++ struct per Lua function's arguments.
+  // route_of, kernels, destination, sub_wave_streams), instead of a C++ struct per Lua function's arguments, and the
+  // one accessor of a Lua table a command reads (search's choices: scripts/neusight/search.lua), never a C++ struct
+  // mirroring it.
   using lua_arg = std::variant<nlohmann::json, const gpu_spec*>;
   std::vector<nlohmann::ordered_json> call(const std::string& module, const std::string& fn,
                                            const std::vector<lua_arg>& args, int nres, const std::string& context);

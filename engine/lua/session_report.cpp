@@ -446,21 +446,5 @@ std::string session::render(const std::string& module, const std::string& fn, co
   return render_with(*p_, module, fn, st, [&](lua_State* L, const std::string&) { json_push_ordered(L, doc); });
 }
 
-nlohmann::ordered_json session::call(const char* module, const char* fn, const nlohmann::ordered_json& args,
-                                     const std::string& context, std::string* where) {
-  lua_State* L = p_->L();
-  stack_guard guard(L);
-  const stack_restore restore(L);  // also on error
-  const std::string& file = function_push(*p_, module, fn);  // stack: fn
-  if (where) *where = file + " " + fn;
-  if (!args.is_array()) throw error(std::string("session::call: the arguments of ") + fn + " must be a JSON array");
-  json_push_ordered(L, args);  // stack: fn args
-  const int n = int(args.size());
-  if (!lua_checkstack(L, n + 1)) throw error(std::string("session::call: too many arguments for ") + fn);
-  for (int i = 1; i <= n; ++i) lua_rawgeti(L, -1 - (i - 1), i);  // stack: fn args a1 … an
-  lua_remove(L, -1 - n);                                        // stack: fn a1 … an
-  ns_call(L, n, 1, context);                                    // stack: result
-  return json_from_lua(L, -1, file + " " + fn);
-}
 
 }  // namespace ns
