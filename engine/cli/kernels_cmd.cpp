@@ -218,7 +218,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
   progress(fmt::format("reading {} {}", f.files.size(), f.files.size() == 1 ? "input" : "inputs"));
-  bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus);
+  bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus, bench_use::evaluate);
   report_skipped(d);
   std::string files;
   for (const auto& file : f.files) files += (files.empty() ? "" : ", ") + file;
@@ -260,7 +260,10 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   json rows = json::array();
   for (size_t i = 0; i < d.rows.size(); ++i) {
     const auto& r = d.rows[i];
-    auto& g = groups[{r.gpu->name, std::string(family_name(r.fam))}];
+    // A kernel under a KV-cache dtype of its own (decode over an fp8 cache) is a cell of its own, "attention_decode/
+    // kv_fp8": the weights never trained on it, and the 16-bit cache's cell keeps the rows it always had.
+    const std::string cell = std::string(family_name(r.fam)) + (r.k.kv_dtype.empty() ? "" : "/kv_" + r.k.kv_dtype);
+    auto& g = groups[{r.gpu->name, cell}];
     g.ape.push_back(100 * std::abs(predicted[i] - r.latency_ms) / r.latency_ms);
     if (has_measured[i]) {
       ++g.tiles;
@@ -269,7 +272,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
       g.tile_hits += hit;
     }
     if (f.format == "json")
-      rows.push_back({{"device", r.device}, {"gpu", r.gpu->name}, {"op", r.op}, {"family", family_name(r.fam)},
+      rows.push_back({{"device", r.device}, {"gpu", r.gpu->name}, {"op", r.op}, {"family", cell},
                       {"where", r.where}, {"measured_ms", r.latency_ms}, {"predicted_ms", predicted[i]}});
   }
   json summary = json::array();

@@ -152,11 +152,16 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
 }
 
 // context_attention.csv (prefill: causal attention over isl tokens) and generation_attention.csv (decode: isl = 1
-// new token over a cache of step tokens, key length isl + step). Rows with an fp8 attention or KV cache (or
-// compute and cache in different dtypes), a sliding window or beams are not modelled yet.
+// new token over a cache of step tokens, key length isl + step). Compute in bfloat16 or float16 with the KV cache in
+// the same dtype; for decode also a KV cache in fp8 (1 byte per K/V element) under 16-bit compute, the kernel a
+// forecast with --kv-dtype fp8 prices (neusight.kernels attention(…, kv_dtype): K and V at 1 byte, Q, O and the FLOPs
+// at the compute dtype), read only for `use` evaluate: the shipped weights never trained on it. Not modelled yet,
+// counted: fp8 compute, prefill over an fp8 cache (the measured kernels read the prompt's K/V from the fp8 paged cache,
+// and on the L40S and RTX PRO 6000 are another library's (FlashInfer, where the bf16 rows are FlashAttention-2); a
+// forecast prices prefill attention at the compute dtype), a sliding window, beams.
 template <class Resolve>
 void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& resolve,
-                                   const std::set<std::string>& excluded, std::optional<family> only) {
+                                   const std::set<std::string>& excluded, std::optional<family> only, bench_use use) {
   const size_t c_op = t.column("op_name"), c_b = t.column("batch_size"), c_isl = t.column("isl");
   const size_t c_h = t.column("num_heads"), c_kvh = t.column("num_key_value_heads"), c_d = t.column("head_dim");
   const size_t c_step = t.column("step"), c_adt = t.column("attn_dtype"), c_kvdt = t.column("kv_cache_dtype");
@@ -168,17 +173,25 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     // bfloat16 (the aiconfigurator data) or float16 (scripts/collect's fp16 rows: the same tensor-core rate and
     // element size, costed at the GPU's fp16 peak as a forecast of an fp16 model is), compute and KV cache alike.
     const std::string& adt = row[c_adt];
-    if (adt != row[c_kvdt] || (adt != "bfloat16" && adt != "float16")) {
-      if (adt == "fp8" || row[c_kvdt] == "fp8") return std::string("attention with an fp8 compute or KV-cache dtype is not modelled");
-      return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + row[c_kvdt] +
-             "' is not modelled (bfloat16 or float16 for both)";
-    }
+    const std::string& kvdt = row[c_kvdt];
+    const bool half = adt == "bfloat16" || adt == "float16";
+    if (adt == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
+    if (half && kvdt == "fp8" && op == "context_attention")
+      return std::string("prefill attention over an fp8 KV cache is not modelled (a forecast prices prefill at the "
+                         "compute dtype; the measured kernels read K and V from the fp8 cache)");
+    if (half && kvdt == "fp8" && use == bench_use::train)
+      return std::string("decode attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit "
+                         "caches only; eval kernels scores these rows)");
+    if (!half || (kvdt != adt && kvdt != "fp8"))
+      return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + kvdt +
+             "' is not modelled (bfloat16 or float16 for both, or an fp8 cache in decode)";
     if (c_win != SIZE_MAX && to_int(row[c_win], r.where, "window_size") != 0)
       return std::string("sliding-window attention is not modelled");
     if (c_beam != SIZE_MAX && to_int(row[c_beam], r.where, "beam_width") != 1)
       return std::string("beam search attention is not modelled");
     kernel& k = r.k;
     k.kind = kernel_kind::attention, k.dtype = adt == "bfloat16" ? "bf16" : "fp16";
+    if (kvdt == "fp8") k.kv_dtype = "fp8";  // K and V read at 1 byte (bench_load's `cost`: attention(…, kv_dtype))
     k.op = op == "context_attention" ? "causal" : "decode";
     k.b = to_int(row[c_b], r.where, "batch_size");
     k.m = to_int(row[c_isl], r.where, "isl");
@@ -211,6 +224,7 @@ struct bench_reader {
   bench_data& d;
   const bench_device_resolver& lookup;
   std::optional<family> only;
+  bench_use use = bench_use::train;
   std::set<std::string> excluded;
   std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
 
@@ -252,7 +266,7 @@ void bench_reader::read_rows(const csv_table& t) {
   if (t.has_column("gemm_dtype")) {
     aiconfigurator_gemm_load(t, d, resolve, excluded, only);
   } else if (t.has_column("isl") && t.has_column("step") && t.has_column("num_key_value_heads")) {
-    aiconfigurator_attention_load(t, d, resolve, excluded, only);
+    aiconfigurator_attention_load(t, d, resolve, excluded, only, use);
   } else if (t.has_column("nccl_dtype") && t.has_column("message_size")) {
     // AIConfigurator's collective measurements (nccl.csv beside its gemm and attention files): no kernel family
     // (collectives are priced by scripts/neusight/collectives.lua). Counted as skipped, so that a device folder's
@@ -331,28 +345,28 @@ void bench_reader::read_rows(const csv_table& t) {
 }  // namespace
 
 bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
-                       std::optional<family> only) {
+                       std::optional<family> only, bench_use use) {
   bench_data d;
   d.files = {source};
-  bench_reader reader{d, resolve, only, {}, {}};
+  bench_reader reader{d, resolve, only, use, {}, {}};
   reader.read(csv_parse(csv_text, source));
   reader.finish();
   return d;
 }
 
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus, bench_use use) {
   gpu_data_resolver gpus(catalog, {});
-  return bench_load(paths, gpus, cost, only, exclude_gpus);
+  return bench_load(paths, gpus, cost, only, exclude_gpus, use);
 }
 
 bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& gpus, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
+                      std::optional<family> only, const std::vector<std::string>& exclude_gpus, bench_use use) {
   bench_data d;
   d.files = csv_files(paths);
   const bench_device_resolver lookup = [&](const std::string& device) { return gpus.device(device); };
   gpus.catalog().load_all();  // a broken GPU file is an error, not an unknown device
-  bench_reader reader{d, lookup, only, {}, {}};
+  bench_reader reader{d, lookup, only, use, {}, {}};
   for (const auto& x : exclude_gpus) reader.excluded.insert(gpus.named(x).name);
   for (const auto& file : d.files) reader.read(csv_load(file));
   reader.finish();

@@ -41,6 +41,13 @@ double median(std::vector<double> v) {
   return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
+// A B200 decode row of tests/fixtures/aiconfigurator/generation_attention.csv's shape over 256·i cached tokens, with the
+// given kv_cache_dtype (latency made up, growing with the cache: train's input, not a measurement).
+std::string fmt_row(int i, const std::string& kv) {
+  return "VLLM,0.24.0,NVIDIA B200,generation_attention,vllm_flashinfer_trtllmdecode,8,1,32,8,128,1,bfloat16," + kv + "," +
+         std::to_string(256 * i - 1) + ",0," + std::to_string(0.004 + 0.0018 * i * (kv == "fp8" ? 0.5 : 1.0)) + "\n";
+}
+
 }  // namespace
 
 TEST_CASE("eval kernels: --format csv and -o x.csv write the summary as CSV", "[cli][eval][tools]") {
@@ -81,6 +88,48 @@ TEST_CASE("eval kernels: the median of an even count is the mean of its two midd
     REQUIRE(v.size() % 2 == 0);  // 4 A100 rows and 2 P100 rows: the upper middle value is not the median
     CHECK(s["median_ape"].get<double>() == Approx(median(v)).epsilon(1e-12));
   }
+}
+
+TEST_CASE("eval kernels scores AIConfigurator decode over an fp8 KV cache in a cell of its own and train skips it",
+          "[cli][eval][train][tools]") {
+  const std::string fixture = "tests/fixtures/aiconfigurator/generation_attention.csv";  // B200: bf16 and fp8 caches
+  const auto e = run_cli("eval kernels " + fixture + " --format json");
+  const json j = json_of(e);
+  REQUIRE(j["rows"].size() == 2);
+  CHECK(j["rows"][0]["family"] == "attention_decode");
+  CHECK(j["rows"][1]["family"] == "attention_decode/kv_fp8");
+  REQUIRE(j["summary"].size() == 2);
+  std::map<std::string, int64_t> cells;
+  for (const auto& c : j["summary"]) cells[c["family"].get<std::string>()] = c["rows"].get<int64_t>();
+  CHECK(cells == std::map<std::string, int64_t>{{"attention_decode", 1}, {"attention_decode/kv_fp8", 1}});
+  CHECK(j["skipped"]["attention with fp8 compute (attn_dtype fp8) is not modelled"] == 1);
+  CHECK(e.err.find("skipped 1 rows: attention with fp8 compute (attn_dtype fp8) is not modelled (first at " + fixture +
+                   ":5)") != std::string::npos);
+  const auto table = run_cli("eval kernels " + fixture + " --predictor roofline");
+  INFO(table.err);
+  REQUIRE(table.code == 0);
+  CHECK(table.out.find("B200               attention_decode/kv_fp8      1") != std::string::npos);
+  // the roofline reads half the cache bytes: the fp8 cache's forecast is about half the bf16 one's
+  const json roof = json_of(run_cli("eval kernels " + fixture + " --predictor roofline --format json"));
+  const double bf16 = roof["rows"][0]["predicted_ms"], fp8 = roof["rows"][1]["predicted_ms"];
+  CHECK(fp8 < 0.55 * bf16);
+  CHECK(fp8 > 0.45 * bf16);
+
+  // train reads the same files: the fp8-cache rows are skipped and counted, the 16-bit ones trained on
+  temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / fixture);
+  text = text.substr(0, text.find('\n') + 1);
+  for (int i = 1; i <= 12; ++i)
+    for (const char* kv : {"bfloat16", "fp8"})
+      text += fmt_row(i, kv);
+  const auto data = t.write("decode.csv", text);
+  const auto out = (t.path / "w/nvidia/attention_decode").string();
+  const auto r = run_cli("train -q --family attention_decode --data " + quoted(data.string()) + " --out " + quoted(out) +
+                         " --hidden 8 --epochs 5 --batch 4 --seed 1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("attention_decode weights, 12 rows") != std::string::npos);
+  CHECK(r.err.find("skipped 12 rows: decode attention over an fp8 KV cache is never trained on") != std::string::npos);
 }
 
 TEST_CASE("eval models: no label evaluated is an error that says why", "[cli][eval][tools]") {

@@ -80,6 +80,66 @@ TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are coun
   CHECK(nccl == 2);
 }
 
+// tests/fixtures/aiconfigurator/generation_attention.csv: rows 2-4 are ../shared/data/aiconfigurator/b200_sxm's (decode
+// of 8 sequences, 32 query / 8 KV heads of 128, 4096 keys: bf16 cache, fp8 cache, fp8 cache with a 128-token window);
+// row 5 is made up (fp8 compute: the data has none). context_attention.csv: a prefill over an fp8 and a bf16 cache.
+namespace {
+const std::string fixture_decode = (source_dir / "tests/fixtures/aiconfigurator/generation_attention.csv").string();
+const std::string fixture_prefill = (source_dir / "tests/fixtures/aiconfigurator/context_attention.csv").string();
+const std::string skip_fp8_kv_train =
+    "decode attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
+    "kernels scores these rows)";
+}  // namespace
+
+TEST_CASE("AIConfigurator generation_attention.csv for eval: an fp8 KV cache under bf16 compute reads K and V at 1 byte") {
+  const gpu_catalog cat(source_dir / "gpus");
+  const auto d = bench_load({fixture_decode}, cat, costs(), std::nullopt, {}, bench_use::evaluate);
+  REQUIRE(d.rows.size() == 2);
+  const auto &bf16 = d.rows[0], &fp8 = d.rows[1];
+  CHECK(fp8.fam == family::attention_decode);
+  CHECK(fp8.k.dtype == "bf16");
+  CHECK(fp8.k.kv_dtype == "fp8");
+  CHECK(bf16.k.kv_dtype.empty());
+  CHECK(fp8.latency_ms == Approx(0.01526933287580808));
+  // the README's decode bytes: Q read and O written at the compute dtype, K and V of every cached key at the cache's
+  const double b = 8, heads = 32, kv_heads = 8, d_head = 128, keys = 4096;
+  const double q_o = 2 * b * heads * 2 * d_head, kv = b * kv_heads * 2 * d_head * keys;
+  CHECK(bf16.k.bytes == Approx(q_o + 2 * kv));
+  CHECK(fp8.k.bytes == Approx(q_o + 1 * kv));
+  CHECK(fp8.k.flops == Approx(bf16.k.flops));  // the kernel dequantises: the same FLOPs at the compute dtype
+  CHECK(fp8.k.kv_bytes == Approx(b * kv_heads * 2 * d_head));  // one more key: its K and V at 1 byte
+  // still not modelled, counted: fp8 compute, and the window (as for a bf16 cache)
+  CHECK(d.skipped.at("attention with fp8 compute (attn_dtype fp8) is not modelled") == 1);
+  CHECK(d.skipped.at("sliding-window attention is not modelled") == 1);
+  CHECK(d.skipped.count(skip_fp8_kv_train) == 0);
+}
+
+TEST_CASE("AIConfigurator attention rows for training: decode over an fp8 KV cache is skipped and counted") {
+  // train reads the same files (weights/train.sh: generation_attention.csv); the shipped weights were fitted without
+  // these rows, and training on them would change them
+  const gpu_catalog cat(source_dir / "gpus");
+  for (const auto only : {std::optional<family>(), std::optional<family>(family::attention_decode)}) {
+    const auto d = bench_load({fixture_decode}, cat, costs(), only);
+    REQUIRE(d.rows.size() == 1);
+    CHECK(d.rows[0].k.kv_dtype.empty());
+    CHECK(d.rows[0].latency_ms == Approx(0.029498666524887085));
+    CHECK(d.skipped.at(skip_fp8_kv_train) == 2);  // window or not
+    CHECK(d.skipped.at("attention with fp8 compute (attn_dtype fp8) is not modelled") == 1);
+  }
+}
+
+TEST_CASE("AIConfigurator context_attention.csv: a prefill over an fp8 KV cache is not read for eval nor training") {
+  const gpu_catalog cat(source_dir / "gpus");
+  for (const auto use : {bench_use::train, bench_use::evaluate}) {
+    const auto d = bench_load({fixture_prefill}, cat, costs(), std::nullopt, {}, use);
+    REQUIRE(d.rows.size() == 1);
+    CHECK(d.rows[0].fam == family::attention_prefill);
+    CHECK(d.rows[0].k.kv_dtype.empty());
+    CHECK(d.skipped.at("prefill attention over an fp8 KV cache is not modelled (a forecast prices prefill at the "
+                       "compute dtype; the measured kernels read K and V from the fp8 cache)") == 1);
+  }
+}
+
 TEST_CASE("kernel family by dtype: fp32 GEMMs stay SIMT families, tensor-core dtypes get their own") {
   CHECK(family_of(linear(8, 8, 8, "fp32")) == family::linear);
   CHECK(family_of(linear(8, 8, 8, "bf16")) == family::gemm_tc16);
