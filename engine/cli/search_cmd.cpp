@@ -8,6 +8,7 @@
 #include <utility>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <map>
 #include <optional>
@@ -237,10 +238,19 @@ int search_main(const search_flags& f) {
                       "(scripts/neusight/search.lua choices virtual_stages)");
   // The model's experts (the ep worth trying divide it) and layers (a chunked schedule wants them divisible by pp × v):
   // scripts/neusight/search.lua. Only asked when needed, so a plain dense search builds nothing more than before.
-  session::model_facts facts;
+  struct {
+    int64_t experts = 1, layers = 0;
+  } facts;
   if (f.ep == 0 || chunked) {
     try {
-      facts = s.model_facts_of(workload_base(false));
+      const nlohmann::ordered_json got = s.model_facts_of(workload_base(false));
+      const auto integer = [&](const char* key) {  // an integer (4 or 4.0), as table_reader reads one
+        const auto at = got.is_object() ? got.find(key) : got.end();
+        if (at == got.end() || !at->is_number() || at->get<double>() != std::floor(at->get<double>()))
+          throw error(std::string("search.lua model_facts: field '") + key + "' must be an integer");
+        return at->get<int64_t>();
+      };
+      facts.experts = integer("experts"), facts.layers = integer("layers");
     } catch (const std::exception&) {
       // a model that cannot be probed this way (a custom builder refusing batch 1, …) searches as before: ep 1, and
       // chunked layouts without the layer check (the forecasts themselves still refuse what cannot run)

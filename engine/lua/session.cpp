@@ -905,7 +905,7 @@ void session::workload_check(const workload_overrides& overrides) {
   ns_call(L, 2, 0);
 }
 
-session::model_facts session::model_facts_of(const workload_overrides& overrides) {
+nlohmann::ordered_json session::model_facts_of(const workload_overrides& overrides) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);  // also on error
@@ -923,11 +923,7 @@ session::model_facts session::model_facts_of(const workload_overrides& overrides
   const std::string& file = function_push(*p_, "neusight.search", "model_facts");
   lua_pushvalue(L, norm);
   ns_call(L, 1, 1, "in " + file + " model_facts");
-  table_reader r(L, -1, file + " model_facts");
-  model_facts out;
-  out.experts = r.integer("experts");
-  out.layers = r.integer("layers");
-  return out;
+  return json_from_lua(L, -1, file + " model_facts");
 }
 
 namespace {

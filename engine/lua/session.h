@@ -215,12 +215,10 @@ class session {
   // …), the inputs of scripts/neusight/calibration.lua fit_serve(); sorted by key.
   figure_inputs serve_calibration_inputs(const workload_overrides& options, const predictor& pred);
 
-  // What `neusight search` needs of the model a workload (the overrides, as for workload_load) names, from
-  // scripts/neusight/search.lua model_facts: routed experts per MoE layer (1: dense) and layers.
-  struct model_facts {
-    int64_t experts = 1, layers = 0;
-  };
-  model_facts model_facts_of(const workload_overrides& overrides);
+  // What `neusight search` needs of the model a workload (the overrides, as for workload_load) names:
+  // scripts/neusight/search.lua model_facts(w) of the normalized workload, its table as JSON (experts: routed experts
+  // per MoE layer, 1 when dense; layers), read by the caller as it reads any Lua result (no C++ mirror of it).
+  nlohmann::ordered_json model_facts_of(const workload_overrides& overrides);
   // scripts/neusight/search.lua pipeline_skip(layers, pp, schedule, virtual_stages): why search skips this pipeline
   // variant before forecasting it ("" when it does not).
   std::string search_pipeline_skip(int64_t layers, int64_t pp, const std::string& schedule, int64_t virtual_stages);
