@@ -570,6 +570,26 @@ local function number_csv(v)
 end
 M.number_csv = number_csv
 
+--- A table's keys in the order the JSON writer (engine/lua/wrap_json.cpp) writes them: its metatable's __order (those
+--- the table has, once each), then the others sorted by tostring.
+---@param t table
+---@return any[]
+function M.keys_in_order(t)
+  local mt = getmetatable(t)
+  local order = mt and type(mt.__order) == "table" and mt.__order or {}
+  local keys, first = {}, {}
+  for _, k in ipairs(order) do
+    if t[k] ~= nil and not first[k] then keys[#keys + 1], first[k] = k, true end
+  end
+  local rest = {}
+  for k in pairs(t) do
+    if not first[k] then rest[#rest + 1] = k end
+  end
+  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
+  for _, k in ipairs(rest) do keys[#keys + 1] = k end
+  return keys
+end
+
 -- A JSON value `v` at dotted path `path` as the JSON writer (engine/lua/wrap_json.cpp) lays it out, each scalar given
 -- to `add(path, value)` in the document's order: an array's items as path.0, path.1, … (0-based, as serve's CSV
 -- writes JSON pointers), an object's fields in its __order then sorted, JSON null (M.null, a non-finite number) and an
@@ -591,17 +611,7 @@ local function flatten(v, path, add)
     for i = 1, n do flatten(v[i], at(i - 1), add) end
     return
   end
-  local keys, first = {}, {}
-  for _, k in ipairs(order or {}) do
-    if v[k] ~= nil and not first[k] then keys[#keys + 1], first[k] = k, true end
-  end
-  local rest = {}
-  for k in pairs(v) do
-    if not first[k] then rest[#rest + 1] = k end
-  end
-  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(rest) do keys[#keys + 1] = k end
-  for _, k in ipairs(keys) do flatten(v[k], at(k), add) end
+  for _, k in ipairs(M.keys_in_order(v)) do flatten(v[k], at(k), add) end
 end
 
 -- A summary row's value cell: numbers as number_csv writes them, booleans true/false, nil (JSON null) empty.

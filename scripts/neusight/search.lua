@@ -172,23 +172,6 @@ local function skipped_total(doc)
   return n
 end
 
--- A table's keys in the order the JSON writer (engine/lua/wrap_json.cpp) writes them: its metatable's __order, then
--- the others sorted.
-local function keys_in_order(t)
-  local mt = getmetatable(t)
-  local keys, first = {}, {}
-  for _, k in ipairs(mt and type(mt.__order) == "table" and mt.__order or {}) do
-    if t[k] ~= nil and not first[k] then keys[#keys + 1], first[k] = k, true end
-  end
-  local rest = {}
-  for k in pairs(t) do
-    if not first[k] then rest[#rest + 1] = k end
-  end
-  table.sort(rest, function(a, b) return tostring(a) < tostring(b) end)
-  for _, k in ipairs(rest) do keys[#keys + 1] = k end
-  return keys
-end
-
 --- search's JSON: the workload it searched (with M.json_fields of `fields`, the report fields of the last layout
 --- loaded, under predict's keys), the parallel flags and cluster, the counts, the layouts shown (M.layout_fields),
 --- the reasons layouts were skipped, the warnings, and `error` when no layout fits.
@@ -201,7 +184,7 @@ function M.format_json(doc, fields)
   for _, k in ipairs { "model", "gpu", "gpus", "batch", "seq", "mode", "dtype", "precision" } do put(k, doc[k]) end
   if fields then
     local f = M.json_fields(fields)
-    for _, k in ipairs(keys_in_order(f)) do put(k, f[k]) end
+    for _, k in ipairs(require("neusight.report").keys_in_order(f)) do put(k, f[k]) end
   end
   local parallel, par = ordered_object()
   parallel("sequence_parallel", doc.sequence_parallel)
