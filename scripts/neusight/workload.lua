@@ -1159,7 +1159,7 @@ function M.warnings(w)
     out[#out + 1] = check.rotary_positions_warning(text, n, limit)
   end
   if w.kv_dtype ~= nil and w.kv_dtype ~= M.kv_default(w.dtype) and w.mode == "decode" then
-    out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on")
+    out[#out + 1] = ("kv_dtype %s: the decode attention is forecast as the %s kernel of the same shape reading the cache at %s bytes (%g B per element); the attention_decode predictor was trained on bf16 KV caches only (AIConfigurator's fp8-KV rows are not in its data), so this forecast is outside what it was trained on (on those rows of its own training GPUs it scores 11.7-35.2 %% MAPE: weights/ACCURACY.md, section fp8 KV cache (decode))")
       :format(w.kv_dtype, w.dtype, w.kv_dtype, K.dtype_bytes(w.kv_dtype))
   end
   if w.weight_dtype ~= nil then
