@@ -6,6 +6,8 @@
 #include <cctype>
 #include <cstdio>
 #include <set>
+#include <string>
+#include <type_traits>
 
 #include "core/cluster_spec.h"
 #include "core/forecast.h"
@@ -620,34 +622,29 @@ lua_State* workload_field_push(const workload& w, const std::string& key, int ty
 }
 }  // namespace
 
-template <>
-std::string workload::field<std::string>(const std::string& key) const {
-  lua_State* L = workload_field_push(*this, key, LUA_TSTRING, "a string");
-  std::string v = lua_tostring(L, -1);
-  lua_pop(L, 1);
+template <class T>
+T workload::field(const std::string& key) const {
+  T v{};
+  if constexpr (std::is_same_v<T, std::string>) {
+    lua_State* L = workload_field_push(*this, key, LUA_TSTRING, "a string");
+    v = lua_tostring(L, -1), lua_pop(L, 1);
+  } else if constexpr (std::is_same_v<T, int64_t>) {
+    lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "an integer", true);
+    v = lua_tointeger(L, -1), lua_pop(L, 1);
+  } else if constexpr (std::is_same_v<T, double>) {
+    lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "a number");
+    v = lua_tonumber(L, -1), lua_pop(L, 1);
+  } else {
+    static_assert(std::is_same_v<T, bool>, "workload::field: std::string, int64_t, double or bool");
+    lua_State* L = workload_field_push(*this, key, LUA_TBOOLEAN, "a boolean");
+    v = lua_toboolean(L, -1), lua_pop(L, 1);
+  }
   return v;
 }
-template <>
-int64_t workload::field<int64_t>(const std::string& key) const {
-  lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "an integer", true);
-  const int64_t v = lua_tointeger(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-template <>
-double workload::field<double>(const std::string& key) const {
-  lua_State* L = workload_field_push(*this, key, LUA_TNUMBER, "a number");
-  const double v = lua_tonumber(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
-template <>
-bool workload::field<bool>(const std::string& key) const {
-  lua_State* L = workload_field_push(*this, key, LUA_TBOOLEAN, "a boolean");
-  const bool v = lua_toboolean(L, -1);
-  lua_pop(L, 1);
-  return v;
-}
+template std::string workload::field<std::string>(const std::string&) const;
+template int64_t workload::field<int64_t>(const std::string&) const;
+template double workload::field<double>(const std::string&) const;
+template bool workload::field<bool>(const std::string&) const;
 
 void session::plan_set(const run_state& st, const std::string& key, const std::string& value) {
   lua_State* L = p_->L();

@@ -107,14 +107,11 @@ struct workload {
   T field(const std::string& key) const;
   bool training() const;  // field("mode") is "train"
 };
-template <>
-std::string workload::field<std::string>(const std::string& key) const;
-template <>
-int64_t workload::field<int64_t>(const std::string& key) const;
-template <>
-double workload::field<double>(const std::string& key) const;
-template <>
-bool workload::field<bool>(const std::string& key) const;
+// (instantiated in session.cpp for those four types)
+extern template std::string workload::field<std::string>(const std::string&) const;
+extern template int64_t workload::field<int64_t>(const std::string&) const;
+extern template double workload::field<double>(const std::string&) const;
+extern template bool workload::field<bool>(const std::string&) const;
 inline bool workload::training() const { return field<std::string>("mode") == "train"; }
 
 // CLI flags that override a workload's fields (or define it entirely, for `predict`).
