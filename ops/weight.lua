@@ -1,5 +1,6 @@
 -- ops/weight.lua — a bare parameter read by elementwise ops (T5 RMSNorm scale): no kernels but the gradient accumulation VECadd(1, numel).
 local K = require "neusight.kernels"
+local rules = require "neusight.rules"
 
 ---@type neusight.OpRule
 return {
@@ -7,5 +8,5 @@ return {
   doc = "parameter leaf: no forward/backward kernels; acc VECadd(1, numel(out))",
   forward = function() return {} end,
   backward = false, -- a leaf: its gradient is only accumulated
-  accumulate = function(node) return { K.vec("add", 1, K.numel(node.output), node.dtype) } end,
+  accumulate = function(node) return { K.vec("add", 1, K.numel(node.output), rules.grad_dtype(node)) } end,
 }

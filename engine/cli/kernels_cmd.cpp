@@ -133,6 +133,12 @@ int train_main(const train_flags& f) {
   const size_t fell_back = tiles_assign(s, d.rows, f.tiles);
   if (fell_back) std::fprintf(stderr, "neusight: %zu rows have no tile in their kernel name; using the tiling rule\n", fell_back);
 
+  // Too few to train at all: said with the files, before the warning below (which speaks of using the weights)
+  if (d.rows.size() < tile_train_rows_needed)
+    throw error(files + ": only " + std::to_string(d.rows.size()) + " " + f.family + " rows to train on; training "
+                "needs at least " + std::to_string(tile_train_rows_needed) + " (a validation split and a training set "
+                "beside it), and " + std::to_string(train_rows_min) + " or more for a validation MAPE that means "
+                "something: collect more rows (scripts/collect, grids.py)");
   if (d.rows.size() < train_rows_min)
     std::fprintf(stderr,
                  "neusight: warning: only %zu %s rows to train on (fewer than %zu): the validation split is a handful of "

@@ -282,7 +282,9 @@ double mape_percent(const tile_model& m, const std::vector<const train_sample*>&
 
 train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,
                               const std::function<void(const train_progress&)>& progress) {
-  if (samples.size() < 10) throw error("too few training rows (" + std::to_string(samples.size()) + ")");
+  if (samples.size() < tile_train_rows_needed)
+    throw error("too few training rows (" + std::to_string(samples.size()) + "; at least " +
+                std::to_string(tile_train_rows_needed) + " are needed)");
   const auto start = std::chrono::steady_clock::now();
   std::mt19937_64 rng(opts.seed);
   std::vector<size_t> order(samples.size());

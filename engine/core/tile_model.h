@@ -219,6 +219,10 @@ struct train_result {
   std::vector<size_t> val_index;  // the validation rows, indices into the samples
 };
 
+// The fewest rows tile_model_train takes: its validation split (val_fraction, at least one row) and a training set
+// beside it. `neusight train` refuses fewer before it starts, naming the files (engine/cli/kernels_cmd.cpp).
+constexpr size_t tile_train_rows_needed = 10;
+
 // Adam on SMAPE of per-wave time, random train/validation split, best-validation checkpoint, early stop.
 // Deterministic for a given seed and thread count.
 train_result tile_model_train(family fam, const std::vector<train_sample>& samples, const train_options& opts,

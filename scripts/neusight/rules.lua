@@ -40,7 +40,19 @@ M.node_attrs = {
     .. "of the gradients; its range: engine/core/forecast.cpp)",
   weight_bytes = "number: bytes per weight under weight-only quantisation (set by the workload's weight_dtype; the "
     .. "model state, and the GEMMs of the linear rules)",
+  grad_dtype = "string: the dtype of the node's parameter gradients, which its accumulate() kernels add (set by "
+    .. "neusight.workload in training from the precision recipe: fp32 under amp's autocast convention; default the "
+    .. "node's dtype; rules.grad_dtype)",
 }
+
+--- The dtype of a node's parameter gradients, which its accumulate() kernels read and write: attrs.grad_dtype (the
+--- precision recipe's gradients: fp32 .grad buffers under torch.autocast, whose compute is bf16/fp16/fp8), else the
+--- node's dtype (precision pure: parameters and gradients in the compute dtype).
+---@param node neusight.Node
+---@return string
+function M.grad_dtype(node)
+  return node.attrs.grad_dtype or node.dtype
+end
 
 -- The attrs several rules read, described once: rules.attrs { "no_grad", … } takes these by name.
 local SHARED_ATTRS = {
@@ -459,7 +471,7 @@ function M.norm(spec)
     accumulate = affine > 0 and function(node)
       local hidden = node.output[#node.output]
       local out = {}
-      for i = 1, affine do out[i] = K.vec("add", 1, hidden, node.dtype) end
+      for i = 1, affine do out[i] = K.vec("add", 1, hidden, M.grad_dtype(node)) end
       return out
     end or nil,
   }
@@ -576,8 +588,8 @@ function M.linear(spec)
       local _, I, O = dims(node)
       local out = {}
       -- attrs.wgrad_fused: the dW GEMM accumulated W's gradient itself (Megatron's gradient-accumulation fusion)
-      if not node.attrs.wgrad_fused then out[1] = K.vec("add", 1, O * I, node.dtype) end
-      if node.attrs.bias ~= false then out[#out + 1] = K.vec("add", 1, O, node.dtype) end
+      if not node.attrs.wgrad_fused then out[1] = K.vec("add", 1, O * I, M.grad_dtype(node)) end
+      if node.attrs.bias ~= false then out[#out + 1] = K.vec("add", 1, O, M.grad_dtype(node)) end
       return out
     end,
   }

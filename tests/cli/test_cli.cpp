@@ -493,6 +493,24 @@ TEST_CASE("train: a family trains from CSVs and the weights are used by eval", "
   CHECK(p.err.find("weights for nvidia GPUs in " + (t.path / "nvidia").generic_string()) != std::string::npos);
 }
 
+// Fewer rows than training can split (tile_train_rows_needed) are an error naming the files and the minimum, before
+// anything is trained or written: it was "too few training rows (4)" after a warning about using the weights.
+TEST_CASE("train: too few rows is an error naming the files and how many are needed", "[cli][train]") {
+  temp_dir t;
+  const std::string all = ns_test::slurp(source_dir / "tests/fixtures/bench/ln_small.csv");
+  size_t at = 0;
+  for (int line = 0; line < 5; ++line) at = all.find('\n', at) + 1;  // the header and 4 rows
+  const auto file = t.write("four.csv", all.substr(0, at));
+  const auto out = t.path / "nvidia/layernorm";
+  const auto r = run_cli("train -q --family layernorm --data '" + file.string() + "' --out '" + out.string() + "'");
+  INFO(r.err);
+  CHECK(r.code == 1);
+  CHECK(r.err.find("neusight: " + file.string() + ": only 4 layernorm rows to train on; training needs at least 10 ") !=
+        std::string::npos);
+  CHECK(r.err.find("warning: only 4") == std::string::npos);
+  CHECK(!std::filesystem::exists(out));
+}
+
 TEST_CASE("predict --weights: a copy of the bundled weights gives the same forecast, a changed one another", "[cli][train]") {
   temp_dir t;
   std::filesystem::copy(source_dir / "weights", t.path / "w", std::filesystem::copy_options::recursive);

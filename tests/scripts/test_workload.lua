@@ -169,6 +169,37 @@ function T.test_model_config_typos_are_errors()
     "switch")
 end
 
+-- Gradient accumulation follows the recipe's gradients, not the compute dtype: under amp (torch.autocast; fp8's
+-- Transformer Engine recipe alike) the parameters and their .grad buffers are fp32, so every accumulate() kernel adds
+-- fp32 gradients (the bytes of an fp32 run's), while pure keeps them in the dtype (half of those at bf16). The amp
+-- kernels used to move the compute dtype's bytes beside a state_gb of fp32 gradients (neusight.workload
+-- autocast_gradients, attrs.grad_dtype).
+function T.test_accumulate_kernels_move_the_recipes_gradient_bytes()
+  local function accumulate_bytes(changes)
+    local sum = 0
+    for _, n in ipairs(workload.build(spec(changes)).nodes) do
+      local rule = load_op(n.op)
+      if n.phase ~= "optimizer" and rule.accumulate then
+        for _, k in ipairs(rule.accumulate(make_node(n))) do sum = sum + n.count * k.bytes end
+      end
+    end
+    return sum
+  end
+  local fp32 = accumulate_bytes { dtype = "fp32", optimizer = "none" }
+  assert(fp32 > 0, "an fp32 training graph accumulates its gradients")
+  eq(accumulate_bytes { dtype = "bf16", precision = "amp", optimizer = "none" }, fp32, "amp bf16: fp32 gradients")
+  eq(accumulate_bytes { dtype = "fp16", precision = "amp" }, fp32, "amp fp16: fp32 gradients")
+  eq(accumulate_bytes { dtype = "fp8", precision = "amp" }, fp32, "amp fp8 (Transformer Engine): fp32 gradients")
+  eq(2 * accumulate_bytes { dtype = "bf16", precision = "pure" }, fp32, "pure bf16: bf16 gradients")
+  -- GPT-2 Large ties lm_head to wte: the tied node adds into the same fp32 .grad
+  local tied
+  for _, n in ipairs(workload.build(spec { dtype = "bf16" }).nodes) do
+    if n.name == "lm_head" then tied = n end
+  end
+  assert(tied and tied.params == 0 and tied.attrs.tied, "lm_head is tied")
+  eq(tied.attrs.grad_dtype, "fp32", "the tied lm_head's gradient dtype")
+end
+
 function T.test_precision_and_optimizer_impl_defaults()
   eq(workload.normalize(spec()).precision, "pure", "fp32 training: pure (amp would be the same thing)")
   eq(workload.normalize(spec { dtype = "bf16" }).precision, "amp", "bf16 training: amp, what people train with")
