@@ -849,8 +849,10 @@ local lin = "(4096, 1280, 3840)"
 local function lin_case(name, to, expect) ogc(name, with_line(og, 29, function(l) return sub1(l, lin, to) end), expect, 29) end
 lin_case("linear_dim_huge", "(4096, 1280, 9223372036854775807)", "kernel 'Linear' has a dimension 9223372036854775807 over 2^32")
 lin_case("linear_dim_2_62", "(4611686018427387904, 1280, 3840)", "over 2^32")
-lin_case("linear_operand_huge", "(4294967296, 4294967296, 4294967296)", "kernel 'Linear' has an operand of more than 2^48 elements")
-lin_case("linear_weight_huge", "(4096, 4294967296, 4294967296)", "kernel 'Linear' has an operand of more than 2^48 elements")
+lin_case("linear_operand_huge", "(4294967296, 4294967296, 4294967296)",
+         "column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^48 elements)")
+lin_case("linear_weight_huge", "(4096, 4294967296, 4294967296)",
+         "column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand W has more than 2^48 elements)")
 lin_case("linear_dim_negative", "(4096, -1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
 lin_case("linear_dim_zero", "(0, 1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
 lin_case("linear_dim_hex", "(0x1000, 1280, 3840)", "malformed number")

@@ -66,6 +66,19 @@ TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O) — unmodell
   CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt, {"B200"}).rows.empty());
 }
 
+// neusight.kernels refuses a GEMM operand of more than 2^48 elements (m = k = 2^31: X is 2^62): bench_load's costing
+// names the row (it named none: "bad argument to 'linear' (…)" and "while costing kernel Linear").
+TEST_CASE("AIConfigurator gemm.csv: a row whose GEMM neusight.kernels refuses is an error at its file:line") {
+  const gpu_catalog cat(source_dir / "gpus");
+  const ns_test::temp_dir t;
+  const std::string head = "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n";
+  const std::string ok = "VLLM,0.24.0,NVIDIA B200,gemm,torch.nn.functional.linear,bfloat16,4096,4096,4096,0.09\n";
+  const auto file = t.write("gemm.csv", head + ok + "VLLM,0.24.0,NVIDIA B200,gemm,torch.nn.functional.linear,bfloat16,"
+                                                   "2147483648,4096,2147483648,0.09\n");
+  CHECK_THROWS_WITH(bench_load({file.string()}, cat, costs(), std::nullopt),
+                    file.string() + ":3: bad argument to 'linear' (operand X has more than 2^48 elements)");
+}
+
 TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are counted as skipped, not an error") {
   // a device folder's *.csv (the README's eval kernels $DATA/aiconfigurator/l40s/*.csv) holds nccl.csv too; it
   // stopped the run with "missing column 'OPName'"

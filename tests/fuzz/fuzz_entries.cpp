@@ -70,7 +70,7 @@ void dataset(std::string_view data, const std::string& source) {
 }
 
 void opgraph(std::string_view data, const std::string& source) {
-  ns::opgraph_parse(data, source, [](std::vector<ns::kernel*>&) {});
+  ns::opgraph_parse(data, source, [](std::vector<ns::kernel*>&, const ns::kernel_where&) {});
 }
 
 void trace(std::string_view data, const std::string& source) {
