@@ -66,7 +66,7 @@ void dataset(std::string_view data, const std::string& source) {
     }
     return std::nullopt;
   };
-  ns::bench_parse(data, source, resolve);
+  ns::bench_parse(data, source, resolve, ns::bench_use::train);
 }
 
 void opgraph(std::string_view data, const std::string& source) {
