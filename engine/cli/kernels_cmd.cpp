@@ -120,7 +120,7 @@ int train_main(const train_flags& f) {
   session s(session_options_for(f.ops_dirs, f.scripts_dirs, f.gpus_dirs, f.verbose));
   const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
-  bench_data d = bench_load(f.data, known, s.costing(), fam, f.exclude_gpus);
+  bench_data d = bench_load(f.data, known, s.costing(), bench_use::train, fam, f.exclude_gpus);
   report_skipped(d);
   std::string files;
   for (const auto& file : f.data) files += (files.empty() ? "" : ", ") + file;
@@ -224,7 +224,7 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   const gpu_catalog catalog = s.gpus();
   gpu_data_resolver known(catalog, f.gpu_files);
   progress(fmt::format("reading {} {}", f.files.size(), f.files.size() == 1 ? "input" : "inputs"));
-  bench_data d = bench_load(f.files, known, s.costing(), std::nullopt, f.exclude_gpus, bench_use::evaluate);
+  bench_data d = bench_load(f.files, known, s.costing(), bench_use::evaluate, std::nullopt, f.exclude_gpus);
   report_skipped(d);
   std::string files;
   for (const auto& file : f.files) files += (files.empty() ? "" : ", ") + file;

@@ -636,8 +636,8 @@ int scale_main(const scale_flags& f) {
     const std::string name = item["name"].get<std::string>();
     const auto r = s.call("neusight.scale", "scale", {item, &from, &to}, 1,
                           "while scaling op '" + name + "' (" + item["phase"].get<std::string>() + ") in " + file);
-    if (!r[0].is_number() || !(r[0].get<double>() >= 0))
-      throw error(file + ": scale() must return a number >= 0 (op '" + name + "')");
+    if (!r[0].is_number() || !(r[0].get<double>() >= 0) || !std::isfinite(r[0].get<double>()))
+      throw error(file + ": scale() must return a finite number >= 0 (op '" + name + "')");
     scaled.push_back(r[0].get<double>());
   }
 

@@ -337,10 +337,15 @@ std::vector<gpu_catalog::file_entry> gpu_catalog::files() const {
   return out;
 }
 
-std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden,
-                                               const std::function<bool(const gpu_spec&)>& stop) const {
-  std::vector<gpu_spec> out;
+const gpu_catalog::visible_files& gpu_catalog::visible() const {
+  if (*visible_) return **visible_;
+  visible_files v;
+  std::vector<gpu_spec>& out = v.gpus;
+  std::vector<std::string>* hidden = &v.hidden;
   std::map<std::string, std::string> seen;  // lower-case stem or GPU name → the display of the file that has it
+  // per folder, each lower-case GPU name and alias → the display of the file that has it: within a folder (the bundled
+  // gpus/, or one of the user's) a name or alias is one GPU's, a second file answering to it an error naming both
+  std::map<std::pair<std::string, std::string>, std::string> in_folder;
   for (const auto& f : files()) {
     const std::string stem = text_lower(f.path.stem().string());
     if (auto it = seen.find(stem); it != seen.end()) {  // a file of this stem came first: not parsed
@@ -348,23 +353,31 @@ std::vector<gpu_spec> gpu_catalog::load_visible(std::vector<std::string>* hidden
       continue;
     }
     gpu_spec spec = load(f.path, f.display);
+    const std::string folder = f.path.parent_path().lexically_normal().string();
+    std::vector<std::string> names{spec.name};
+    names.insert(names.end(), spec.aliases.begin(), spec.aliases.end());
+    for (const auto& n : names) {
+      const auto [it, fresh] = in_folder.emplace(std::make_pair(folder, text_lower(n)), f.display);
+      if (!fresh && it->second != f.display)
+        throw error(f.display + ": GPU '" + spec.name + "' answers to '" + n + "', and so does a GPU of " + it->second +
+                    ": a name or alias names one GPU of a folder (rename or remove one of the two files)");
+    }
     if (auto it = seen.find(text_lower(spec.name)); it != seen.end()) {
       if (hidden) hidden->push_back(it->second + " shadows " + f.display + " (GPU '" + spec.name + "')");
       continue;
     }
     seen.emplace(stem, f.display), seen.emplace(text_lower(spec.name), f.display);
     out.push_back(std::move(spec));
-    if (stop && stop(out.back())) break;
   }
-  return out;
+  *visible_ = std::move(v);
+  return **visible_;
 }
 
-std::vector<gpu_spec> gpu_catalog::load_all() const { return load_visible(nullptr); }
+std::vector<gpu_spec> gpu_catalog::load_all() const { return visible().gpus; }
 
 std::vector<std::string> gpu_catalog::shadows() const {
-  std::vector<std::string> hidden;
-  if (!user_dirs_.empty()) load_visible(&hidden);
-  return hidden;
+  if (user_dirs_.empty()) return {};  // one folder: no file hides another (two of one name are an error)
+  return visible().hidden;
 }
 
 bool gpu_query_is_path(const std::string& query) {
@@ -401,11 +414,12 @@ gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const
     return load(as_path, query);
   }
   const std::string q = text_lower(query);
-  // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed. With user
-  // folders every file is read (a user file may hide a bundled one by its GPU name).
+  // Stems first, also in the name's spelling ("H100-SXM5-80GB" → h100_sxm5_80gb): no other file is parsed (once every
+  // file is read, visible() below answers). With user folders every file is read (a user file may hide a bundled one
+  // by its GPU name).
   std::string q_stem = q;
   std::replace_if(q_stem.begin(), q_stem.end(), [](char c) { return c == '-' || c == ' '; }, '_');
-  if (user_dirs_.empty())
+  if (user_dirs_.empty() && !*visible_)
     for (const auto& f : toml_files(dir_)) {
       const std::string stem = text_lower(f.stem().string());
       if (stem == q || stem == q_stem) {
@@ -414,27 +428,31 @@ gpu_spec gpu_catalog::resolve(const std::string& query, std::string& note) const
       }
     }
   std::vector<std::string> candidates;
-  // Without user folders no stem is `q` (above), so the first GPU named `q` before any alias is `q` is the answer: the
-  // files after it are not parsed ("B300", a weights manifest's training GPU, reads 8 files of 25). An alias hit reads
-  // them all (its note weighs every GPU).
-  bool alias_before = false;
-  const auto named_q = [&](const gpu_spec& spec) {
-    if (!alias_before && text_lower(spec.name) == q) return true;
-    for (const auto& a : spec.aliases) alias_before = alias_before || text_lower(a) == q;
-    return false;
-  };
-  const auto all = user_dirs_.empty() ? load_visible(nullptr, named_q) : load_all();
+  // Every file is read (a broken one, or a name that two files answer to, is an error whichever GPU is asked for).
+  const std::vector<gpu_spec>& all = visible().gpus;
   for (const auto& spec : all)
     if (text_lower(fs::path(spec.source).stem().string()) == q) return spec;
+  // The GPUs whose name or an alias is `q`: one is the answer; two (a user's file and a bundled one, both answering to
+  // it: load_visible refuses two of one folder) are an error naming both files, never the first of them.
+  std::vector<std::pair<const gpu_spec*, bool>> exact;  // the GPU, and whether by an alias
   for (const auto& spec : all) {
-    if (text_lower(spec.name) == q) return spec;
-    for (const auto& a : spec.aliases)
-      if (text_lower(a) == q) {
-        note = resolve_note(query, spec, all);
-        return spec;
-      }
+    bool by_alias = false;
+    for (const auto& a : spec.aliases) by_alias = by_alias || text_lower(a) == q;
+    if (text_lower(spec.name) == q) exact.emplace_back(&spec, false);
+    else if (by_alias) exact.emplace_back(&spec, true);
     candidates.push_back(spec.name);
     candidates.insert(candidates.end(), spec.aliases.begin(), spec.aliases.end());
+  }
+  if (exact.size() > 1) {
+    std::string which;
+    for (size_t i = 0; i < exact.size(); ++i)
+      which += std::string(i == 0 ? "" : i + 1 == exact.size() ? " and " : ", ") + (exact[i].second ? "an alias of " : "") +
+               exact[i].first->name + " (" + exact[i].first->source + ")";
+    throw error("GPU '" + query + "' is ambiguous: it names " + which + "; give the file stem or path (see `neusight gpus`)");
+  }
+  if (exact.size() == 1) {
+    if (exact[0].second) note = resolve_note(query, *exact[0].first, all);
+    return *exact[0].first;
   }
   // As people type them: "H100 SXM", "h100sxm" and "H100-SXM" are one name (case, spaces, '-' and '_' ignored),
   // when exactly one GPU has it.

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -140,7 +141,9 @@ struct gpu_dir {
 // name or any alias (case, spaces, '-' and '_' aside), the user's files first; unknown names fail with the closest
 // matches. A name that is an alias of one GPU and also names others in part ("A100": A100-SXM4-80GB, and the A100
 // PCIe and 40GB files; "H100": the SXM5 and the PCIe) resolves to the GPU whose file lists it as an alias (the
-// documented default) and says so in `note` (resolve_note): never silently.
+// documented default) and says so in `note` (resolve_note): never silently. A name or alias that two GPUs answer to is
+// an error naming both files: two files of one folder (load_all, `neusight gpus`), or a user's file and a bundled one
+// (resolve, when asked for it). Every file is read to resolve a name or alias; a stem is the one file of it.
 class gpu_catalog {
  public:
   // `check`: run on every file loaded (gpu_check; none: the keys' own checks only).
@@ -165,10 +168,16 @@ class gpu_catalog {
     bool bundled;
   };
   std::vector<file_entry> files() const;  // user folders' files first, then the bundled ones, each folder's sorted
-  // every GPU the catalogue holds (a hidden bundled file left out), with `hidden` the lines of shadows(); with `stop`,
-  // only up to the first GPU it says stop at (the files after it not parsed)
-  std::vector<gpu_spec> load_visible(std::vector<std::string>* hidden,
-                                     const std::function<bool(const gpu_spec&)>& stop = {}) const;
+  // every GPU the catalogue holds (a hidden bundled file left out) and the lines of shadows(), read on first use and
+  // kept for the catalogue and its copies (a session hands out copies of one: each name it resolves reads no file
+  // again); throws for a file that does not load and for two files of one folder that answer to one name or alias
+  // (naming both)
+  struct visible_files {
+    std::vector<gpu_spec> gpus;
+    std::vector<std::string> hidden;
+  };
+  std::shared_ptr<std::optional<visible_files>> visible_ = std::make_shared<std::optional<visible_files>>();
+  const visible_files& visible() const;
   gpu_spec load(const std::filesystem::path& file, const std::string& display_name) const;
 };
 

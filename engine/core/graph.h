@@ -96,10 +96,15 @@ struct kernel {
   std::string tile_kernel;  // the library kernel the rule predicts, e.g. "ampere_sgemm_128x64_tn"
 };
 
+// Where the i-th kernel of a costing call comes from, as a message names it ("g.csv:12: column 'FwOps': kernel
+// 'Linear'"): a file reader's row. Empty: kernels of no file.
+using kernel_where = std::function<std::string(size_t)>;
+
 // Fills FLOPs, bytes and name of kernels whose kind, op, dims and dtype are set. The one cost formula per kernel
-// kind lives in Lua (scripts/neusight/kernels.lua); the readers of engine/ingest, which know no Lua, take it as this
-// callback (session::costing()).
-using kernel_costing = std::function<void(std::vector<kernel*>&)>;
+// kind lives in Lua (scripts/neusight/kernels.lua), and so do its checks (an operand of more than 2^48 elements): the
+// readers of engine/ingest, which know no Lua, take it as this callback (session::costing()) and give it where each
+// kernel comes from, so that a kernel the formula refuses is an error at its row (where(i) + ": " + the message).
+using kernel_costing = std::function<void(std::vector<kernel*>&, const kernel_where&)>;
 
 // One kernel of one node in one phase; `count` is the node's replication.
 struct kernel_instance {

@@ -1,8 +1,9 @@
 // engine/core/time_limits.h — the range of a measured time, one rule for the readers of an end-to-end or per-op time:
 // NeuSight label files (cli/models_cmd.cpp), label-trace CSVs (ingest/trace.cpp), calibration measurements
 // (core/calibration.cpp) and a kernel's given seconds (lua/wrap_graph.cpp). Two readers keep their own, wider
-// bounds: a profiler event's `dur` (ingest/trace.cpp: 0 to 1e10 µs; profiler traces hold zero-length
-// events) and a training dataset's latencies (ingest/dataset.cpp: |v| <= 1e7 ms).
+// bounds: a profiler event's duration (ingest/trace.cpp event_max_us: 0 to 1e10 µs, a Chrome trace's `dur` and a
+// wavescale trace's duration_ns and wall_ns; profiler traces hold zero-length events) and a training dataset's
+// latencies (ingest/dataset.cpp: |v| <= 1e7 ms).
 #pragma once
 #include <optional>
 #include <string>

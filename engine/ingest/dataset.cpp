@@ -224,7 +224,7 @@ struct bench_reader {
   bench_data& d;
   const bench_device_resolver& lookup;
   std::optional<family> only;
-  bench_use use = bench_use::train;
+  bench_use use;  // no default: every reader says what its rows are read for
   std::set<std::string> excluded;
   std::map<std::string, std::optional<size_t>> device_index;  // CSV device → index in d.gpus
 
@@ -345,7 +345,7 @@ void bench_reader::read_rows(const csv_table& t) {
 }  // namespace
 
 bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
-                       std::optional<family> only, bench_use use) {
+                       bench_use use, std::optional<family> only) {
   bench_data d;
   d.files = {source};
   bench_reader reader{d, resolve, only, use, {}, {}};
@@ -355,13 +355,13 @@ bench_data bench_parse(std::string_view csv_text, const std::string& source, con
 }
 
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus, bench_use use) {
+                      bench_use use, std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
   gpu_data_resolver gpus(catalog, {});
-  return bench_load(paths, gpus, cost, only, exclude_gpus, use);
+  return bench_load(paths, gpus, cost, use, only, exclude_gpus);
 }
 
 bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& gpus, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus, bench_use use) {
+                      bench_use use, std::optional<family> only, const std::vector<std::string>& exclude_gpus) {
   bench_data d;
   d.files = csv_files(paths);
   const bench_device_resolver lookup = [&](const std::string& device) { return gpus.device(device); };
@@ -373,7 +373,7 @@ bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& 
   std::vector<kernel*> costed;
   costed.reserve(d.rows.size());
   for (auto& r : d.rows) costed.push_back(&r.k);
-  cost(costed);
+  cost(costed, [&](size_t i) { return d.rows[i].where; });  // a kernel neusight.kernels refuses: an error at its row
   return d;
 }
 

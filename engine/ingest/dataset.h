@@ -42,7 +42,8 @@ struct bench_data {
 
 // What the rows are read for. `evaluate` (eval kernels) also reads rows of kernels a forecast prices but the shipped
 // weights never trained on: decode attention over an fp8 KV cache (an AIConfigurator kv_cache_dtype fp8 row, kernel
-// kv_dtype "fp8"). `train` skips them, counted, so that training on the same files stays as it was.
+// kv_dtype "fp8"). `train` skips them, counted, so that training on the same files stays as it was. Every reader below
+// takes it without a default: a caller that forgot it trained on rows meant for evaluation alone.
 enum class bench_use { train, evaluate };
 
 // The OPName → family map of the data (ln → layernorm, add/addu/… → elementwise); nullopt for others.
@@ -58,16 +59,14 @@ using bench_device_resolver = std::function<std::optional<gpu_spec>(const std::s
 // One CSV text (`source` names it in messages), read as bench_load reads each file, devices resolved by `resolve`.
 // FLOPs and bytes are not filled in (bench_load's `cost` does that).
 bench_data bench_parse(std::string_view csv_text, const std::string& source, const bench_device_resolver& resolve,
-                       std::optional<family> only = std::nullopt, bench_use use = bench_use::train);
+                       bench_use use, std::optional<family> only = std::nullopt);
 
 // Devices resolve through `gpus`: the bundled GPUs and the user's GPU files (--gpu FILE); `exclude_gpus` name GPUs of
 // either.
 bench_data bench_load(const std::vector<std::string>& paths, gpu_data_resolver& gpus, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus = {},
-                      bench_use use = bench_use::train);
+                      bench_use use, std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 // The bundled GPUs alone.
 bench_data bench_load(const std::vector<std::string>& paths, const gpu_catalog& catalog, const kernel_costing& cost,
-                      std::optional<family> only, const std::vector<std::string>& exclude_gpus = {},
-                      bench_use use = bench_use::train);
+                      bench_use use, std::optional<family> only, const std::vector<std::string>& exclude_gpus = {});
 
 }  // namespace ns

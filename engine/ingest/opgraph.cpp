@@ -72,7 +72,8 @@ bool is_list_or_tuple(const py_value& v) { return v.t == py_value::type::list ||
 
 // A dimension above 2^32 is no tensor anyone ran (and products of a few would wrap an int64): an error, not a number.
 constexpr int64_t max_dim = int64_t(1) << 32;
-// The most elements of a tensor (and of a vector kernel's B × H): 2^48, neusight.kernels' MAX_ELEMENTS.
+// The most elements of a row's shapes (InputShapes, OutputShape, MEM): 2^48, the value of neusight.kernels'
+// MAX_ELEMENTS, whose rule costing applies to the kernels (a GEMM's operands, a vector kernel's B × H).
 constexpr int64_t max_elements = int64_t(1) << 48;
 
 // A tuple (or list) of non-negative integers, each at most max_dim, at most 2^48 elements in all.
@@ -118,16 +119,9 @@ struct row_shapes {
   double output_numel = 0;  // 0: the row has no output shape
 };
 
-// One [name, args] entry of FwOps/BwOps/AccOps.
-// A GEMM's three operands (b × m × n, b × n × k, b × m × k) are tensors: at most 2^48 elements each, here at the
-// row, before neusight.kernels costs the kernel (which refuses them too, without the file's line).
-void operands_check(const kernel& k, const std::string& name, const py_value& args, const row_context& row,
-                    const char* column) {
-  const double b = double(k.b), m = double(k.m), n = double(k.n), kk = double(k.k);
-  if (std::max({b * m * n, b * n * kk, b * m * kk}) > double(max_elements))
-    row.fail(column, "kernel '" + name + "' has an operand of more than 2^48 elements, got " + py_str(args));
-}
-
+// One [name, args] entry of FwOps/BwOps/AccOps. Its dimensions are checked here (positive, at most 2^32); what the
+// kernel's tensors may hold (a GEMM operand or a vector kernel of at most 2^48 elements) is neusight.kernels' rule,
+// applied when opgraph_parse costs the kernels, at the kernel's row and column.
 std::optional<kernel> kernel_make(const std::string& name, const py_value& args, const row_shapes& rs,
                                   const row_context& row, const char* column) {
   kernel k;
@@ -137,12 +131,10 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     const auto d = dims_of(args, name, "(T, I, O)", 3, row, column);
     k.kind = kernel_kind::gemm;
     k.b = 1, k.m = d[0], k.n = d[1], k.k = d[2];
-    operands_check(k, name, args, row, column);
   } else if (name == "BMM") {
     const auto d = dims_of(args, name, "(B, M, N, K)", 4, row, column);
     k.kind = kernel_kind::bmm;
     k.b = d[0], k.m = d[1], k.n = d[2], k.k = d[3];
-    operands_check(k, name, args, row, column);
   } else if (name.rfind("VEC", 0) == 0) {
     const std::string op = name.substr(3);
     if (op == "softmax") k.kind = kernel_kind::softmax;
@@ -151,9 +143,7 @@ std::optional<kernel> kernel_make(const std::string& name, const py_value& args,
     else row.fail(column, "unknown vector kernel '" + name + "'");
     const auto d = dims_of(args, name, "(B, H)", 2, row, column);
     k.rows = d[0], k.hidden = d[1];
-    const double numel = double(k.rows) * double(k.hidden);
-    if (numel > double(max_elements))
-      row.fail(column, "kernel '" + name + "' has more than 2^48 elements, got " + py_str(args));
+    const double numel = double(k.rows) * double(k.hidden);  // at most 2^64: neusight.kernels refuses past 2^48
     if (!(rs.output_numel > 0))
       row.fail("OutputShape", "vector kernel '" + name + "' needs the row's output shape (bytes per element)");
     // MemPerO (spec §1.3): bytes per output element from the row's own shapes, for bw/acc kernels too. The file's
@@ -437,16 +427,21 @@ opgraph opgraph_parse(std::string_view text, const std::string& source, const ke
   // neusight.kernels costs the Linear, BMM and VEC kernels (the one cost formula); a VEC kernel keeps the file's
   // MemPerO bytes (kernel_make).
   std::vector<kernel*> costed;
+  std::vector<const kernel_instance*> costed_of;  // each costed kernel's instance: its row and column in messages
   std::vector<double> mem_per_o_bytes;
   for (auto& ki : og.kernels) {
     const kernel_kind kind = ki.k.kind;
-    if (kind == kernel_kind::gemm || kind == kernel_kind::bmm) costed.push_back(&ki.k);
+    if (kind == kernel_kind::gemm || kind == kernel_kind::bmm) costed.push_back(&ki.k), costed_of.push_back(&ki);
     // the file's VEC kernels: kernel_make leaves their FLOPs 0 (the clamp rule's kernels come costed by their rule)
     if ((kind == kernel_kind::elementwise || kind == kernel_kind::softmax || kind == kernel_kind::layernorm) &&
         ki.k.flops == 0)
-      costed.push_back(&ki.k), mem_per_o_bytes.push_back(ki.k.bytes);
+      costed.push_back(&ki.k), costed_of.push_back(&ki), mem_per_o_bytes.push_back(ki.k.bytes);
   }
-  cost(costed);
+  cost(costed, [&](size_t i) {
+    const kernel_instance& ki = *costed_of[i];
+    const char* column = ki.ph == phase::forward ? "FwOps" : ki.ph == phase::backward ? "BwOps" : "AccOps";
+    return og.source + ":" + std::to_string(og.lines[ki.node]) + ": column '" + column + "': kernel '" + ki.k.name + "'";
+  });
   size_t v = 0;
   for (kernel* k : costed)
     if (k->kind != kernel_kind::gemm && k->kind != kernel_kind::bmm) k->bytes = mem_per_o_bytes[v++];

@@ -45,7 +45,8 @@ struct opgraph {
 // is the tag. Kernel accounting (fp32, spec §1.3): Linear (T,I,O) → gemm b=1 m=T n=I k=O; BMM (B,M,N,K), their
 // FLOPs and bytes from `cost` (session::costing(): neusight.kernels, as forecasts compute them); VEC<op> (B,H)
 // with FLOPs from `cost` and bytes = MemPerO·B·H, MemPerO from the row's own shapes (the file's, not a formula; at most
-// 2^48 elements); MEM → 4·Σ numel bytes.
+// 2^48 elements); MEM → 4·Σ numel bytes. A kernel `cost` refuses (neusight.kernels: an operand or a vector kernel of
+// more than 2^48 elements) is an error "<source>:<line>: column '<col>': kernel '<name>': <its message>".
 // Import options. corrections: where the reference's decomposition departs from the kernels HuggingFace launches,
 // price what runs (one warning per kind says how many rows): OPT's attention-score clamp `max_<n>` (traced "misc",
 // no kernels) gets the kernels of `rule` for an op "maximum" node of its shapes (ops/maximum.lua; without a rule

@@ -82,6 +82,19 @@ std::optional<double> cell_opt(const csv_table& t, size_t row, std::string_view 
   return cell_nonneg(s, t.where(row), col);
 }
 
+// The longest profiler event, in µs: 1e10 (almost 3 hours), a Chrome trace's 'dur' and a wavescale trace's duration_ns
+// and wall_ns alike. Longer is a unit slip or garbage that would dominate every figure computed from the trace (and
+// two events near 1e308 ns sum to inf, a forecast of null).
+constexpr double event_max_us = 1e10;
+
+// A wavescale nanosecond cell (`v` read from it) of at most event_max_us.
+double event_ns_check(double v, const std::string& where, std::string_view col, const std::string& cell) {
+  if (!(v <= event_max_us * 1e3))
+    throw error(where + ": column '" + std::string(col) + "': must be at most 1e13 ns (1e10 microseconds, the longest "
+                "profiler event), got '" + cell + "'");
+  return v;
+}
+
 // ---- kernels ----------------------------------------------------------------------------------------------
 
 // Launch limits of the GPUs the engine models (CUDA and HIP alike): grid dimensions up to 2^31 - 1, at most 1024
@@ -384,7 +397,8 @@ trace trace_parse_wavescale(std::string_view text, const std::string& src, const
     else if (pass == "opt") op.phase = trace_phase::optimizer;
     else if (pass == "other") op.phase = trace_phase::other;
     else throw error(ops.where(i) + ": unknown pass '" + pass + "' (expected fwd, bwd, opt or other)");
-    if (auto wall = cell_opt(ops, i, "wall_ns")) op.measured_ms = *wall / 1e6;
+    if (auto wall = cell_opt(ops, i, "wall_ns"))
+      op.measured_ms = event_ns_check(*wall, ops.where(i), "wall_ns", row[ops.column("wall_ns")]) / 1e6;
     tr.ops.push_back(std::move(op));
   }
 
@@ -418,7 +432,7 @@ trace trace_parse_wavescale(std::string_view text, const std::string& src, const
                   " bytes is out of range (at most " + std::to_string(kernel_max_shared_bytes) + " per block)");
     kern.shared_bytes = sst + sdyn;
     kernel_check(kern, where + ": kernel '" + kern.name + "'");
-    kern.duration_ns = cell_nonneg(row[k_dur], where, "duration_ns");
+    kern.duration_ns = event_ns_check(cell_nonneg(row[k_dur], where, "duration_ns"), where, "duration_ns", row[k_dur]);
     kern.dram_read_bytes = cell_opt(k, i, "dram_read_bytes");
     kern.dram_write_bytes = cell_opt(k, i, "dram_write_bytes");
     kern.flop_eff_pct = cell_opt(k, i, "flop_sp_eff_pct");
@@ -550,7 +564,7 @@ trace trace_parse_chrome(std::string_view text, const std::string& source, const
     if (ts < 0) throw error(where(i) + ": " + what + ": negative 'ts' (" + fmt::format("{}", ts) + ")");
     // physical ranges (µs): an event over 1e10 µs (almost 3 hours) or a time stamp past 1e17 µs (3000 years of epoch
     // time) is a unit slip or garbage, and would dominate every figure computed from the trace
-    if (!(dur <= 1e10)) throw error(where(i) + ": " + what + ": 'dur' must be at most 1e10 microseconds");
+    if (!(dur <= event_max_us)) throw error(where(i) + ": " + what + ": 'dur' must be at most 1e10 microseconds");
     if (!(std::fabs(ts) <= 1e17)) throw error(where(i) + ": " + what + ": 'ts' must be a time stamp within 1e17 microseconds");
     const json* args = e.contains("args") && e["args"].is_object() ? &e["args"] : nullptr;
     std::optional<int64_t> ext;

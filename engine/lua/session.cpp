@@ -1576,13 +1576,14 @@ void session::tiles_select(std::vector<kernel*>& kernels, const gpu_spec& gpu) {
   }
 }
 
-void session::kernel_costs(std::vector<kernel*>& kernels) {
+void session::kernel_costs(std::vector<kernel*>& kernels, const kernel_where& where) {
   lua_State* L = p_->L();
   stack_guard guard(L);
   const stack_restore restore(L);
   require_push(*p_, "neusight.kernels");  // stack: K
   const int k_idx = lua_gettop(L);
-  for (kernel* k : kernels) {
+  for (size_t i = 0; i < kernels.size(); ++i) {
+    kernel* k = kernels[i];
     int args = 0;
     switch (k->kind) {
       case kernel_kind::gemm:
@@ -1627,7 +1628,19 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
       lua_pushstring(L, k->kv_dtype.c_str());
       args += 2;
     }
-    ns_call(L, args, 1, "while costing kernel " + k->name);
+    if (!where) {
+      ns_call(L, args, 1, "while costing kernel " + k->name);
+    } else if (const int status = ns_pcall(L, args, 1); status != LUA_OK) {
+      // neusight.kernels' own message about this kernel (not positioned: raised at its C caller) at the reader's row
+      const char* msg = lua_tostring(L, -1);
+      const bool said = status == LUA_ERRRUN && msg && !ns_limit_tripped(L) && !ns_message_positioned(msg);
+      try {
+        ns_error_throw(L, status, said ? std::string() : "while costing kernel " + k->name + " of " + where(i));
+      } catch (const script_error& e) {
+        if (!said) throw;
+        throw script_error(where(i) + ": " + e.what(), e.traceback);
+      }
+    }
     table_reader r(L, -1, "neusight.kernels");
     k->flops = r.number("flops"), k->bytes = r.number("bytes"), k->name = r.str("name");
     if (k->kind == kernel_kind::attention) kv_costs_read(r, *k);
@@ -1636,7 +1649,7 @@ void session::kernel_costs(std::vector<kernel*>& kernels) {
 }
 
 kernel_costing session::costing() {
-  return [this](std::vector<kernel*>& ks) { kernel_costs(ks); };
+  return [this](std::vector<kernel*>& ks, const kernel_where& where) { kernel_costs(ks, where); };
 }
 
 bool session::tile_parse(const std::string& kernel_name, int64_t& tile_m, int64_t& tile_k) {

@@ -165,8 +165,10 @@ class session {
   // FLOPs, bytes and name of kernels built outside Lua (measurement rows, traces, reference graphs: kind, op, dims
   // and dtype set) from neusight.kernels — the one cost formula forecasts, training, evaluation and scaling share:
   // gemm → linear(m, n, k), bmm → bmm(b, m, n, k), elementwise → vec(op, rows, hidden), softmax, layernorm,
-  // attention. Memory and collective kernels are left as they are.
-  void kernel_costs(std::vector<kernel*>& kernels);
+  // attention. Memory and collective kernels are left as they are. A kernel the formula refuses (its own message, as
+  // "bad argument to 'linear' (operand W has more than 2^48 elements)") throws that message after `where(i)` and ": "
+  // when `where` is given (the reader's file:line); any other error (a script's bug) as ns_call throws it.
+  void kernel_costs(std::vector<kernel*>& kernels, const kernel_where& where = {});
   // The same as a callback for the readers of engine/ingest (bench_load, opgraph_load), which know no Lua.
   kernel_costing costing();
   // scripts/neusight/kernels.lua train_convention(), read once: the convention the vector families' MLPs were trained

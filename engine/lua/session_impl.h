@@ -145,8 +145,14 @@ struct session::impl {
   }
   std::map<std::string, std::string> gpu_notes;  // --gpu query → the note its resolution gave (gpu_catalog::resolve)
   // --gpus-dir's folders, then NEUSIGHT_GPUS_PATH's (';'-separated; an entry that is not a folder is an error), then
-  // the bundled gpus/; every file checked by gpu_architecture_check
+  // the bundled gpus/; every file checked by gpu_architecture_check. One catalogue per session, handed out as copies
+  // that share what it has read (gpu_catalog::visible: every name the session resolves reads the files once).
+  std::optional<gpu_catalog> catalog;
   gpu_catalog gpu_catalog_make() {
+    if (!catalog) catalog.emplace(gpu_catalog_build());
+    return *catalog;
+  }
+  gpu_catalog gpu_catalog_build() {
     std::vector<gpu_dir> dirs;
     for (const auto& d : opts.gpu_dirs) dirs.push_back({d, display_of(d)});
     for (size_t start = 0; start <= opts.gpus_path_env.size();) {

@@ -270,7 +270,7 @@ function M.vec(op, rows, hidden, dtype, opts)
   end
   rows, hidden = check_count("vec", 2, rows), check_count("vec", 3, hidden)
   local e = check_dtype("vec", 4, dtype)
-  local n = rows * hidden
+  local n = times(rows, hidden) -- not rows * hidden: 2^32 × 2^32 wraps to 0 elements
   if n > MAX_ELEMENTS then error("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", 2) end
   local bytes = e * (spec.reads + (spec.writes or 1)) * n
   if opts and opts.bytes then bytes = opts.bytes
@@ -288,7 +288,7 @@ end
 local function row_kernel(fn, kind, name, flops_per, rows, hidden, dtype)
   rows, hidden = check_count(fn, 1, rows, 4), check_count(fn, 2, hidden, 4)
   local e = check_dtype(fn, 3, dtype, 4)
-  local n = rows * hidden
+  local n = times(rows, hidden) -- not rows * hidden, which wraps (vec)
   if n > MAX_ELEMENTS then error(("bad argument #1 to '%s' (rows × hidden is more than 2^48 elements)"):format(fn), 3) end
   return { kind = kind, name = name, dtype = dtype, rows = rows, hidden = hidden, flops = flops_per * n, bytes = 2 * e * n }
 end

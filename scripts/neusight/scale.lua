@@ -10,8 +10,10 @@ local K = require("neusight.kernels")
 -- Which rule each kernel family of an op takes. "ratio": measured × predicted(to) / predicted(from).
 -- Kernel-varying ops (GEMM/BMM: the library picks a different kernel per GPU) must use the ratio; vector
 -- and memory kernels could be wave-scaled when the trace has launch data, which per-op label CSVs lack.
+-- Every family has its rule here ("none": an op without kernels): a family without one, or a rule other than "ratio"
+-- or "keep", is an error (it was taken as "ratio", silently).
 M.route = { gemm = "ratio", bmm = "ratio", elementwise = "ratio", softmax = "ratio", layernorm = "ratio",
-            memory = "ratio", none = "keep" }
+            memory = "ratio", attention = "ratio", collective = "ratio", none = "keep" }
 
 --- Scaled time of one op in one phase.
 ---@param op { name: string, op: string, phase: string, family: string, measured_ms: number, from_ms: number, to_ms: number }
@@ -19,7 +21,11 @@ M.route = { gemm = "ratio", bmm = "ratio", elementwise = "ratio", softmax = "rat
 ---@param to table destination GPU (read-only)
 ---@return number milliseconds on the destination
 function M.scale(op, from, to)
-  local rule = M.route[op.family] or "ratio"
+  local rule = M.route[op.family]
+  if rule ~= "ratio" and rule ~= "keep" then
+    error(("neusight.scale route: family '%s' must have the rule \"ratio\" or \"keep\" (got %s)")
+      :format(tostring(op.family), rule == nil and "none" or ("'" .. tostring(rule) .. "'")), 0)
+  end
   -- An op without GPU kernels (views, host-side getitem on sizes) costs host time: it does not move.
   if rule == "keep" or op.from_ms <= 0 then return op.measured_ms end
   return op.measured_ms * op.to_ms / op.from_ms

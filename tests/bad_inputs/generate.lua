@@ -849,8 +849,10 @@ local lin = "(4096, 1280, 3840)"
 local function lin_case(name, to, expect) ogc(name, with_line(og, 29, function(l) return sub1(l, lin, to) end), expect, 29) end
 lin_case("linear_dim_huge", "(4096, 1280, 9223372036854775807)", "kernel 'Linear' has a dimension 9223372036854775807 over 2^32")
 lin_case("linear_dim_2_62", "(4611686018427387904, 1280, 3840)", "over 2^32")
-lin_case("linear_operand_huge", "(4294967296, 4294967296, 4294967296)", "kernel 'Linear' has an operand of more than 2^48 elements")
-lin_case("linear_weight_huge", "(4096, 4294967296, 4294967296)", "kernel 'Linear' has an operand of more than 2^48 elements")
+lin_case("linear_operand_huge", "(4294967296, 4294967296, 4294967296)",
+         "column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^48 elements)")
+lin_case("linear_weight_huge", "(4096, 4294967296, 4294967296)",
+         "column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand W has more than 2^48 elements)")
 lin_case("linear_dim_negative", "(4096, -1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
 lin_case("linear_dim_zero", "(0, 1280, 3840)", "kernel 'Linear' needs 3 positive integers (T, I, O)")
 lin_case("linear_dim_hex", "(0x1000, 1280, 3840)", "malformed number")
@@ -976,16 +978,25 @@ trc("empty", "", "empty")
 do -- wavescale traces (a manifest, its ops.csv and kernels.csv beside it) with no kernel time, as the Chrome ones above
   local head = "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,smem_static_bytes," ..
                "smem_dynamic_bytes,duration_ns\n"
-  local function wsc(name, kernels, expect)
+  -- `line` (optional): the line of `named` ("kernels.csv", or "ops.csv" for a case of `ops`) the message names
+  local function wsc(name, kernels, expect, line, ops, named)
     local dir = "trace/" .. name .. "/"
-    write(dir .. "ops.csv", "op_id,op_name,pass,wall_ns\n0,add_,fwd,5000\n")
+    write(dir .. "ops.csv", ops or "op_id,op_name,pass,wall_ns\n0,add_,fwd,5000\n")
     write(dir .. "kernels.csv", kernels)
-    case { kind = "trace", file = dir .. "trace.json", args = SCALE, expect = expect, names = dir .. "kernels.csv",
+    case { kind = "trace", file = dir .. "trace.json", args = SCALE, expect = expect, names = dir .. (named or "kernels.csv"),
+           line = line,
            text = '{"format": "wavescale-trace/1", "origin_gpu": "V100", "ops": "ops.csv", "kernels": "kernels.csv"}\n' }
   end
   wsc("wavescale_dur_all_zero", head .. "0,0,add,4,1,1,256,1,1,16,0,0,0\n-1,0,memset,1,1,1,32,1,1,8,0,0,0\n",
       "every one of its 2 kernel rows has 'duration_ns' 0: a trace with no kernel time cannot be scaled")
   wsc("wavescale_no_kernels", head, "no kernel rows: a trace with no kernels cannot be scaled")
+  -- durations past the longest profiler event (1e10 µs, as a Chrome trace's 'dur'): two of 1.7e308 ns summed to inf,
+  -- and the forecast was null
+  wsc("wavescale_dur_huge", head .. "0,0,add,4,1,1,256,1,1,16,0,0,1.7e308\n0,1,add,4,1,1,256,1,1,16,0,0,1.7e308\n",
+      "column 'duration_ns': must be at most 1e13 ns (1e10 microseconds, the longest profiler event), got '1.7e308'", 2)
+  wsc("wavescale_dur_nan", head .. "0,0,add,4,1,1,256,1,1,16,0,0,nan\n", "column 'duration_ns': expected a number, got 'nan'", 2)
+  wsc("wavescale_wall_huge", head .. "0,0,add,4,1,1,256,1,1,16,0,0,1000\n",
+      "column 'wall_ns': must be at most 1e13 ns", 2, "op_id,op_name,pass,wall_ns\n0,add_,fwd,1e300\n", "ops.csv")
 end
 
 -------------------------------------------------------------------------------------------------- weights

@@ -447,7 +447,9 @@ TEST_CASE("gpu folders: --gpus-dir and NEUSIGHT_GPUS_PATH find user GPU files by
   temp_dir d;
   std::string tiny = ns_test::slurp(ns_test::source_dir / "tests/fixtures/gpus/tiny.toml");
   d.write("lab/lab_gpu.toml", replaced(tiny, "\"tiny1\"", "\"labby\""));
-  d.write("lab/l4.toml", replaced(replaced(tiny, "\"tiny1\"", "\"not_l4\""), "\"Tiny-1\"", "\"Tiny-L4\""));
+  // (its own aliases: two GPUs of one folder answering to "Tiny GPU One" are an error naming both files)
+  d.write("lab/l4.toml", replaced(replaced(replaced(tiny, "\"tiny1\"", "\"not_l4\""), "\"Tiny-1\"", "\"Tiny-L4\""),
+                                  "\"Tiny GPU One\"", "\"Tiny L4 One\""));
   const std::string dir = (d.path / "lab").string();
   const std::string run = "predict --model gpt3_27 --batch 1 --seq 128 --mode inference --predictor roofline";
   for (const char* cmd : {"predict", "search", "serve"}) {  // the flag where --gpu is taken

@@ -243,6 +243,16 @@ TEST_CASE("scale: the launch-bound share of the step is scripts/neusight/scale.l
         std::string::npos);
 }
 
+// A scale.lua whose scale() gives inf (a user's edit) is an error naming it, never a null op time in the output.
+TEST_CASE("scale: a scale() result that is not a finite number is an error naming scale.lua", "[cli][scale]") {
+  ns_test::temp_dir t;
+  const auto r = run_cli("scale --trace " + trace + " --from 'Tesla T4' --to t4 --format json" +
+                         ns_test::override_dir(t, "inf", "scale", "function M.scale() return math.huge end"));
+  CHECK(r.code == 1);
+  CHECK(r.out.empty());
+  CHECK(r.err.find("neusight/scale.lua: scale() must return a finite number >= 0 (op '") != std::string::npos);
+}
+
 TEST_CASE("scale: backward GEMMs, attention and MoE experts of real traces take the ratio rule at their dtype",
           "[cli][scale]") {
   std::string err;

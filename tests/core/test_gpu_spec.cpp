@@ -197,9 +197,10 @@ TEST_CASE("a short name several GPUs answer to resolves to the file that lists i
   CHECK(cat.resolve("a10g").num_sm == 80);
 }
 
-TEST_CASE("a GPU name resolves without parsing the files after its own but an alias reads them all", "[gpu]") {
-  // a weights manifest's training GPU by its name ("B300" of b300_sxm.toml): the files after it are not parsed (a
-  // broken one after it says nothing); an alias needs every GPU for its note, so the broken file is read and refused
+TEST_CASE("every GPU file is read to resolve a name: a broken one or two of one name are errors naming the files",
+          "[gpu]") {
+  // "B300" (a weights manifest's training GPU by its name) was answered by the first file named so, the files after it
+  // unread: a broken one said nothing, and a later file answering to the same name was never seen
   ns_test::temp_dir d;
   auto with_names = [&](const std::string& name, const std::string& aliases) {
     std::string t = tiny;
@@ -208,17 +209,42 @@ TEST_CASE("a GPU name resolves without parsing the files after its own but an al
     return t;
   };
   d.write("a_first.toml", with_names("First-GPU", "[\"first alias\"]"));
-  d.write("b_second.toml", with_names("Second-GPU", "[\"Third-GPU\"]"));
-  d.write("c_third.toml", with_names("Third-GPU", "[]"));
+  d.write("b_second.toml", with_names("Second-GPU", "[\"second alias\"]"));
   const gpu_catalog cat(d.path);
   CHECK(cat.resolve("First-GPU").source == "gpus/a_first.toml");
-  // an earlier file's alias comes before a later file's name, as before
-  CHECK(cat.resolve("Third-GPU").source == "gpus/b_second.toml");
+  CHECK(cat.resolve("second alias").source == "gpus/b_second.toml");
+  CHECK(cat.load_all().size() == 2);
+  // a later file of the folder answering to an earlier GPU's alias (it was taken as the earlier GPU, silently) or its
+  // name (it was hidden from `neusight gpus`, silently): errors naming both files, whatever name is asked for
+  d.write("c_third.toml", with_names("Second Alias", "[]"));
+  const gpu_catalog clash(d.path);
+  const std::string both = "gpus/c_third.toml: GPU 'Second Alias' answers to 'Second Alias', and so does a GPU of "
+                           "gpus/b_second.toml: a name or alias names one GPU of a folder (rename or remove one of the "
+                           "two files)";
+  CHECK_THROWS_WITH(clash.load_all(), both);
+  CHECK_THROWS_WITH(clash.resolve("First-GPU"), both);
+  d.write("c_third.toml", with_names("first-gpu", "[]"));
+  CHECK_THROWS_WITH(gpu_catalog(d.path).load_all(), Catch::Contains("gpus/c_third.toml: GPU 'first-gpu' answers to "
+                                                                    "'first-gpu', and so does a GPU of gpus/a_first.toml"));
+  std::filesystem::remove(d.path / "c_third.toml");
+  // a broken file after the one asked for is read and refused
   d.write("z_broken.toml", "name = \"Broken\"\nnot toml [\n");
   const gpu_catalog with_broken(d.path);
-  CHECK(with_broken.resolve("first-gpu").name == "First-GPU");
-  CHECK(with_broken.resolve("Second-GPU").name == "Second-GPU");
-  CHECK_THROWS_WITH(with_broken.resolve("first alias"), Catch::Contains("z_broken.toml"));
+  CHECK_THROWS_WITH(with_broken.resolve("First-GPU"), Catch::Contains("z_broken.toml"));
+  CHECK_THROWS_WITH(with_broken.load_all(), Catch::Contains("z_broken.toml"));
+  CHECK(with_broken.resolve("a_first").name == "First-GPU");  // a file's stem is that one file
+}
+
+// A name a user's file and a bundled one both answer to (an alias of each) is an error naming both files, not the first.
+TEST_CASE("a name a user's GPU file and a bundled one both answer to is ambiguous", "[gpu]") {
+  ns_test::temp_dir d;
+  d.write("lab_gpu.toml", std::string(tiny).replace(tiny.find("\"tiny1\""), 7, "\"h100\""));
+  const gpu_catalog cat(source_dir / "gpus", {}, {{d.path, "mine"}});
+  CHECK_THROWS_WITH(cat.resolve("H100"), "GPU 'H100' is ambiguous: it names an alias of Tiny-1 (mine/lab_gpu.toml) and "
+                                         "an alias of H100-SXM5-80GB (gpus/h100_sxm5_80gb.toml); give the file stem or "
+                                         "path (see `neusight gpus`)");
+  CHECK(cat.resolve("Tiny GPU One").source == "mine/lab_gpu.toml");
+  CHECK(cat.resolve("h100_sxm5_80gb").name == "H100-SXM5-80GB");
 }
 
 TEST_CASE("user GPU folders come before the bundled files, by stem, name and alias", "[gpu]") {

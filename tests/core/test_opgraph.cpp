@@ -143,7 +143,37 @@ TEST_CASE("opgraph: VEC kernels take their FLOPs from neusight.kernels and keep 
 TEST_CASE("opgraph: a VEC kernel of more than 2^48 elements is an error naming file:line", "[opgraph]") {
   const std::string row = "big,add,\"[['VECadd', (4294967296, 65537)]]\",[],[],set(),set(),\"[(4, 4)]\",\"(4, 4)\"\n";
   CHECK_THROWS_WITH(opgraph_parse(header + row, "g.csv", costs()),
-                    "g.csv:2: column 'FwOps': kernel 'VECadd' has more than 2^48 elements, got (4294967296, 65537)");
+                    "g.csv:2: column 'FwOps': kernel 'VECadd': bad argument #2 to 'vec' (rows × hidden is more than "
+                    "2^48 elements)");
+  // 2^32 × 2^32 is 2^64 elements, which an integer product wraps to 0: refused too, never a kernel of 0 FLOPs
+  const std::string wraps =
+      "ok,add,[],[],[],set(),set(),\"[(4, 4)]\",\"(4, 4)\"\n"
+      "ln,layer_norm,[],\"[['VECln', (4294967296, 4294967296)]]\",[],set(),set(),\"[(4, 4)]\",\"(4, 4)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(header + wraps, "g.csv", costs()),
+                    "g.csv:3: column 'BwOps': kernel 'VECln': bad argument #1 to 'layernorm' (rows × hidden is more "
+                    "than 2^48 elements)");
+}
+
+// One rule for a kernel's tensors: neusight.kernels refuses a GEMM operand of more than 2^48 elements, and the reader
+// relies on it (through the costing callback, which names the row): a kernels.lua with another limit is the one obeyed.
+TEST_CASE("opgraph: a GEMM operand past neusight.kernels' limit is an error at its row and column", "[opgraph]") {
+  const std::string ok_row = "add_1,add,\"[['VECadd', (4, 8)]]\",[],[],set(),set(),\"[(4, 8), (4, 8)]\",\"(4, 8)\"\n";
+  const std::string linear = "fc,linear,[],[],\"[['Linear', (4096, 65537, 4294967296)]]\",set(),set(),[],\"(1,)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(header + ok_row + linear, "g.csv", costs()),
+                    "g.csv:3: column 'AccOps': kernel 'Linear': bad argument to 'linear' (operand W has more than 2^48 "
+                    "elements)");
+  const std::string bmm = "bmm,bmm,\"[['BMM', (65536, 65536, 65537, 2)]]\",[],[],set(),set(),[],\"(1,)\"\n";
+  CHECK_THROWS_WITH(opgraph_parse(header + bmm, "g.csv", costs()),
+                    "g.csv:2: column 'FwOps': kernel 'BMM': bad argument to 'bmm' (operand A has more than 2^48 elements)");
+  // a user's kernels.lua of a smaller limit (2^20 elements): the reader refuses what it refuses, at the row
+  const ns_test::temp_dir t;
+  ns_test::override_dir(t, "k", "kernels", "", {{"local MAX_ELEMENTS = 1 << 48", "local MAX_ELEMENTS = 1 << 20"}});
+  session user(session_options{ns_test::source_dir, {}, {}, {t.path / "k"}, {}});
+  const std::string small = "fc,linear,\"[['Linear', (2048, 1024, 512)]]\",[],[],set(),set(),[],\"(1,)\"\n";
+  CHECK_NOTHROW(opgraph_parse(header + small, "g.csv", costs()));
+  CHECK_THROWS_WITH(opgraph_parse(header + ok_row + small, "g.csv", user.costing()),
+                    "g.csv:3: column 'FwOps': kernel 'Linear': bad argument to 'linear' (operand X has more than 2^48 "
+                    "elements)");
 }
 
 TEST_CASE("opgraph: layer count from --layers, the model config, or 1 with a warning", "[opgraph]") {
@@ -276,7 +306,7 @@ TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgrap
   kernel g;  // BMM (20, 1024, 8, 1024): memory-bound by its arithmetic intensity (no B in AI)
   g.kind = kernel_kind::bmm, g.b = 20, g.m = 1024, g.n = 8, g.k = 1024;
   std::vector<kernel*> costed{&g};
-  costs()(costed);  // its FLOPs: neusight.kernels
+  costs()(costed, {});  // its FLOPs: neusight.kernels
   const double ai = (2.0 * 1024 * 8 * 1024 / 1e9) / (4.0 * (1024 * 8 + 8 * 1024 + 1024 * 1024) / gib);
   const double expected = 2.0 * 20 * 1024 * 8 * 1024 / 1e9 / std::min(9519.0, ai * 732);
   CHECK_THAT(roofline_reference_seconds(g, p100), WithinRel(expected, 1e-12));
@@ -285,7 +315,7 @@ TEST_CASE("roofline-reference: the reference's closed forms", "[roofline][opgrap
   kernel big = g;  // a large GEMM is compute-bound: 2·M·N·K / F
   big.kind = kernel_kind::gemm, big.b = 1, big.m = big.n = big.k = 4096;
   costed = {&big};
-  costs()(costed);
+  costs()(costed, {});
   CHECK_THAT(roofline_reference_seconds(big, p100), WithinRel(2.0 * 4096 * 4096 * 4096 / 1e9 / 9519, 1e-12));
   // the kernel's FLOPs (neusight.kernels, the one cost formula), not a second 2·B·M·N·K: other FLOPs, other time
   kernel twice = big;

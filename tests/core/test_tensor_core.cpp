@@ -4,6 +4,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
 #include "ingest/dataset.h"
 #include "core/roofline.h"
 #include "core/tile_model.h"
@@ -43,9 +49,29 @@ std::vector<double> predict(std::vector<kernel> ks, const gpu_spec& gpu, const s
 }
 }  // namespace
 
+// What the rows are read for has no default (a caller that forgot it trained on rows meant for evaluation alone): a
+// call without a bench_use does not compile, with one it does.
+template <class Void, class... A>
+struct loads_with : std::false_type {};
+template <class... A>
+struct loads_with<std::void_t<decltype(bench_load(std::declval<A>()...))>, A...> : std::true_type {};
+template <class Void, class... A>
+struct parses_with : std::false_type {};
+template <class... A>
+struct parses_with<std::void_t<decltype(bench_parse(std::declval<A>()...))>, A...> : std::true_type {};
+using paths_t = const std::vector<std::string>&;
+using cost_t = const kernel_costing&;
+using resolve_t = const bench_device_resolver&;
+static_assert(!loads_with<void, paths_t, const gpu_catalog&, cost_t, std::optional<family>>::value, "no bench_use");
+static_assert(!loads_with<void, paths_t, gpu_data_resolver&, cost_t, std::optional<family>>::value, "no bench_use");
+static_assert(loads_with<void, paths_t, const gpu_catalog&, cost_t, bench_use, std::optional<family>>::value, "one");
+static_assert(!parses_with<void, std::string_view, std::string, resolve_t>::value, "no bench_use");
+static_assert(!parses_with<void, std::string_view, std::string, resolve_t, std::optional<family>>::value, "no bench_use");
+static_assert(parses_with<void, std::string_view, std::string, resolve_t, bench_use>::value, "one");
+
 TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O) — unmodelled dtypes are counted, not read") {
   const gpu_catalog cat(source_dir / "gpus");
-  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt);
+  const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), bench_use::train, std::nullopt);
   REQUIRE(d.rows.size() == 3);
   const auto& r = d.rows[0];
   CHECK(r.gpu->name == "B200");
@@ -62,8 +88,21 @@ TEST_CASE("AIConfigurator gemm.csv: m, n, k map to Linear (T, I, O) — unmodell
   CHECK(d.skipped.at("gemm_dtype 'nvfp4' is not modelled") == 1);
   CHECK(d.skipped.at("gemm_dtype 'fp8_block' is not modelled") == 1);
   // Family filter and GPU exclusion apply to these rows as to the NeuSight ones.
-  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), family::gemm_fp8).rows.size() == 1);
-  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), std::nullopt, {"B200"}).rows.empty());
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), bench_use::train, family::gemm_fp8).rows.size() == 1);
+  CHECK(bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string()}, cat, costs(), bench_use::train, std::nullopt, {"B200"}).rows.empty());
+}
+
+// neusight.kernels refuses a GEMM operand of more than 2^48 elements (m = k = 2^31: X is 2^62): bench_load's costing
+// names the row (it named none: "bad argument to 'linear' (…)" and "while costing kernel Linear").
+TEST_CASE("AIConfigurator gemm.csv: a row whose GEMM neusight.kernels refuses is an error at its file:line") {
+  const gpu_catalog cat(source_dir / "gpus");
+  const ns_test::temp_dir t;
+  const std::string head = "framework,version,device,op_name,kernel_source,gemm_dtype,m,n,k,latency\n";
+  const std::string ok = "VLLM,0.24.0,NVIDIA B200,gemm,torch.nn.functional.linear,bfloat16,4096,4096,4096,0.09\n";
+  const auto file = t.write("gemm.csv", head + ok + "VLLM,0.24.0,NVIDIA B200,gemm,torch.nn.functional.linear,bfloat16,"
+                                                   "2147483648,4096,2147483648,0.09\n");
+  CHECK_THROWS_WITH(bench_load({file.string()}, cat, costs(), bench_use::train, std::nullopt),
+                    file.string() + ":3: bad argument to 'linear' (operand X has more than 2^48 elements)");
 }
 
 TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are counted as skipped, not an error") {
@@ -72,7 +111,7 @@ TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are coun
   const gpu_catalog cat(source_dir / "gpus");
   const auto d = bench_load({(source_dir / "tests/fixtures/aiconfigurator/gemm.csv").string(),
                              (source_dir / "tests/fixtures/aiconfigurator/nccl.csv").string()},
-                            cat, costs(), std::nullopt);
+                            cat, costs(), bench_use::train, std::nullopt);
   CHECK(d.rows.size() == 3);  // gemm.csv's, as alone
   size_t nccl = 0;
   for (const auto& [why, n] : d.skipped)
@@ -93,7 +132,7 @@ const std::string skip_fp8_kv_train =
 
 TEST_CASE("AIConfigurator generation_attention.csv for eval: an fp8 KV cache under bf16 compute reads K and V at 1 byte") {
   const gpu_catalog cat(source_dir / "gpus");
-  const auto d = bench_load({fixture_decode}, cat, costs(), std::nullopt, {}, bench_use::evaluate);
+  const auto d = bench_load({fixture_decode}, cat, costs(), bench_use::evaluate, std::nullopt);
   REQUIRE(d.rows.size() == 2);
   const auto &bf16 = d.rows[0], &fp8 = d.rows[1];
   CHECK(fp8.fam == family::attention_decode);
@@ -119,7 +158,7 @@ TEST_CASE("AIConfigurator attention rows for training: decode over an fp8 KV cac
   // these rows, and training on them would change them
   const gpu_catalog cat(source_dir / "gpus");
   for (const auto only : {std::optional<family>(), std::optional<family>(family::attention_decode)}) {
-    const auto d = bench_load({fixture_decode}, cat, costs(), only);
+    const auto d = bench_load({fixture_decode}, cat, costs(), bench_use::train, only);
     REQUIRE(d.rows.size() == 1);
     CHECK(d.rows[0].k.kv_dtype.empty());
     CHECK(d.rows[0].latency_ms == Approx(0.029498666524887085));
@@ -131,7 +170,7 @@ TEST_CASE("AIConfigurator attention rows for training: decode over an fp8 KV cac
 TEST_CASE("AIConfigurator context_attention.csv: a prefill over an fp8 KV cache is not read for eval nor training") {
   const gpu_catalog cat(source_dir / "gpus");
   for (const auto use : {bench_use::train, bench_use::evaluate}) {
-    const auto d = bench_load({fixture_prefill}, cat, costs(), std::nullopt, {}, use);
+    const auto d = bench_load({fixture_prefill}, cat, costs(), use, std::nullopt);
     REQUIRE(d.rows.size() == 1);
     CHECK(d.rows[0].fam == family::attention_prefill);
     CHECK(d.rows[0].k.kv_dtype.empty());

@@ -219,7 +219,7 @@ std::vector<train_sample> fixture_samples() {
   const gpu_catalog cat(source_dir / "gpus");
   session s(session_options{source_dir, {}, {}, {}, {}});
   const bench_data d =
-      bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, s.costing(), family::layernorm);
+      bench_load({(source_dir / "tests/fixtures/bench/ln_small.csv").string()}, cat, s.costing(), bench_use::train, family::layernorm);
   std::vector<train_sample> out;
   for (const auto& r : d.rows) {
     kernel k = r.k;

@@ -152,6 +152,28 @@ TEST_CASE("trace: a wavescale trace with no kernel time is refused", "[trace]") 
   CHECK(t.zero_duration_kernels == 1);
 }
 
+// Durations past the longest profiler event (1e10 µs, a Chrome trace's 'dur' limit) are an error at file:line: two
+// kernels of 1.7e308 ns summed to inf, and `scale` wrote null for the op, its pass and the total (exit 0).
+TEST_CASE("trace: a wavescale duration or wall time past 1e13 ns is an error naming file:line", "[trace]") {
+  const std::string manifest = R"({"format": "wavescale-trace/1", "ops": "ops.csv", "kernels": "kernels.csv"})";
+  const std::string head = "op_id,seq,kernel_name,grid_x,grid_y,grid_z,block_x,block_y,block_z,regs_per_thread,"
+                           "smem_static_bytes,smem_dynamic_bytes,duration_ns\n";
+  auto parse = [&](const std::string& wall, const std::string& dur) {
+    return trace_parse_wavescale(manifest, "w/trace.json", [&](const std::string& name) {
+      return std::make_pair(name == "ops.csv" ? "op_id,op_name,pass,wall_ns\n0,add_,fwd," + wall + "\n"
+                                              : head + "0,0,add,4,1,1,256,1,1,16,0,0,1000\n0,1,add,4,1,1,256,1,1,16,0,0," + dur + "\n",
+                            "w/" + name);
+    });
+  };
+  CHECK(*parse("1e13", "1e13").ops[0].measured_ms == 1e7);  // the limit itself: 1e10 µs
+  CHECK_THROWS_WITH(parse("5000", "1.7e308"), "w/kernels.csv:3: column 'duration_ns': must be at most 1e13 ns (1e10 "
+                                             "microseconds, the longest profiler event), got '1.7e308'");
+  CHECK_THROWS_WITH(parse("2e13", "1000"), "w/ops.csv:2: column 'wall_ns': must be at most 1e13 ns (1e10 microseconds, "
+                                          "the longest profiler event), got '2e13'");
+  CHECK_THROWS_WITH(parse("5000", "nan"), "w/kernels.csv:3: column 'duration_ns': expected a number, got 'nan'");
+  CHECK_THROWS_WITH(parse("inf", "1000"), "w/ops.csv:2: column 'wall_ns': expected a number, got 'inf'");
+}
+
 TEST_CASE("trace: per-op label CSV of the shared data", "[trace]") {
   const fs::path p = fixtures / "label" / "Tesla_V100-PCIE-32GB" / "tiny-train-8-1.csv";
   CHECK(trace_detect(p) == trace_format::label_csv);

@@ -66,11 +66,11 @@ void dataset(std::string_view data, const std::string& source) {
     }
     return std::nullopt;
   };
-  ns::bench_parse(data, source, resolve);
+  ns::bench_parse(data, source, resolve, ns::bench_use::train);
 }
 
 void opgraph(std::string_view data, const std::string& source) {
-  ns::opgraph_parse(data, source, [](std::vector<ns::kernel*>&) {});
+  ns::opgraph_parse(data, source, [](std::vector<ns::kernel*>&, const ns::kernel_where&) {});
 }
 
 void trace(std::string_view data, const std::string& source) {

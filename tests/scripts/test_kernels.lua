@@ -121,6 +121,16 @@ function T.test_gemm_counts_do_not_wrap()
   raises("operand A has more than 2^48 elements", K.bmm, 1 << 20, 1 << 20, 1 << 20, 1, "fp32")
 end
 
+-- A vector kernel's rows × hidden never wraps either: 2^32 × 2^32 is 2^64 elements (it wrapped to 0, a kernel of no
+-- FLOPs and no bytes), 2^40 × 2^40 too; both are refused as more than 2^48 (the opgraph reader relies on it).
+function T.test_vector_counts_do_not_wrap()
+  raises("bad argument #2 to 'vec' (rows × hidden is more than 2^48 elements)", K.vec, "add", 1 << 32, 1 << 32, "fp32")
+  raises("bad argument #1 to 'softmax' (rows × hidden is more than 2^48 elements)", K.softmax, 1 << 32, 1 << 32, "fp32")
+  raises("bad argument #1 to 'layernorm' (rows × hidden", K.layernorm, 1 << 40, 1 << 40, "fp32")
+  raises("bad argument #1 to 'rms_norm' (rows × hidden", K.rms_norm, 1 << 32, 1 << 32, "fp32")
+  eq(K.vec("add", 1 << 24, 1 << 24, "fp32").flops, 1 << 48, "exactly 2^48 elements")
+end
+
 function T.test_vec_binary_unary_and_override()
   local add = K.vec("add", 4096, 1280, "fp32")
   eq(add.kind, "elementwise", "kind")

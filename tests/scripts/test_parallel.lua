@@ -1106,6 +1106,24 @@ function T.test_timeline_reused_across_modes_and_schedules()
       for i, t in ipairs(times) do for k, x in pairs(other[i]) do t[k] = x end end
       eq(dump(P.timeline(plan, nodes, times, true, true)), dump(P.timeline(plan, nodes, times, true)),
         "other times: a fresh timeline")
+      -- the same values of another subtype. Times (integers, then the same values as floats): the kept prep gives a
+      -- fresh timeline's bits, their subtype changes no sum (timeline.lua prep_fits compares them by value alone)
+      for _, t in ipairs(times) do for k, x in pairs(t) do t[k] = math.floor(x * 10) end end
+      eq(dump(P.timeline(plan, nodes, times, true, true)), dump(P.timeline(plan, nodes, times, true)),
+        "integer times: a fresh timeline")
+      P.timeline(plan, nodes, times, true, true)
+      for _, t in ipairs(times) do for k, x in pairs(t) do if math.type(x) == "integer" then t[k] = x + 0.0 end end end
+      eq(dump(P.timeline(plan, nodes, times, true, true)), dump(P.timeline(plan, nodes, times, true)),
+        "float times: a fresh timeline")
+      -- plan fields (pp 4 → 4.0 in the same plan table): a new prep (a kept one gave integer layer counts)
+      for _, f in ipairs { "pp", "dp", "ep", "bucket_mb", "virtual_stages" } do
+        if math.type(plan[f]) == "integer" then
+          P.timeline(plan, nodes, times, true, true)
+          plan[f] = plan[f] + 0.0
+          eq(dump(P.timeline(plan, nodes, times, true, true)), dump(P.timeline(plan, nodes, times, true)), "float " .. f)
+          plan[f] = math.tointeger(plan[f])
+        end
+      end
     end
     eq(n, 12, "re-timings")
   end

@@ -16,6 +16,28 @@ end
 
 local M = {}
 
+-- Every kernel family of an op has its rule in S.route: a family without one, or a misspelt rule, is an error (both
+-- were taken as "ratio", silently).
+function M.test_scale_route_has_every_family()
+  local one = { name = "x", op = "x", phase = "forward", measured_ms = 2, from_ms = 1, to_ms = 3 }
+  for _, f in ipairs { "gemm", "bmm", "elementwise", "softmax", "layernorm", "memory", "attention", "collective" } do
+    one.family = f
+    eq(S.scale(one), 6, f .. ": the ratio")
+  end
+  one.family = "none"
+  eq(S.scale(one), 2, "none: kept")
+  one.family = "conv"
+  local ok, err = pcall(S.scale, one)
+  eq(ok, false, "an unknown family")
+  eq(err, "neusight.scale route: family 'conv' must have the rule \"ratio\" or \"keep\" (got none)", "its message")
+  S.route.gemm = "ration"
+  one.family = "gemm"
+  ok, err = pcall(S.scale, one)
+  S.route.gemm = "ratio"
+  eq(ok, false, "a misspelt rule")
+  eq(err, "neusight.scale route: family 'gemm' must have the rule \"ratio\" or \"keep\" (got 'ration')", "its message")
+end
+
 function M.test_forward_gemms()
   local ks = S.kernels(op { kind = "aten::addmm", inputs = { { 2304 }, { 2048, 768 }, { 768, 2304 }, {}, {} },
                             types = { "float", "float", "float", "Scalar", "Scalar" } })

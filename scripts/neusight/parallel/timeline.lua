@@ -192,7 +192,7 @@ local fill_buckets = M.fill_buckets
 -- What a timeline computes that neither the recomputation mode nor the pipeline schedule changes, made once per build
 -- and reused: a search re-times one build (its plan, nodes and predicted times) for each mode and schedule
 -- (engine/cli/search_cmd.cpp), and all of this is the same in each of them. Kept per nodes table (weakly), used again
--- only for the same plan table with the same values in PREP_FIELDS and the same per-node times (value and subtype).
+-- only for the same plan table with the same values in PREP_FIELDS (value and subtype) and the same per-node times.
 -- Each value is computed as the timeline computed it before (the same terms in the same order), so reusing it gives
 -- the same bits; tests/scripts/test_parallel.lua compares the timelines of one build re-timed against fresh ones.
 local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", "cluster", "pp_links", "memory",
@@ -200,7 +200,9 @@ local PREP_FIELDS = { "pp", "virtual_stages", "dtype", "precision", "training", 
 local TIME_FIELDS = { "fw", "fw_comm", "bw", "bw_comm", "bw_wgrad", "opt", "fw_floor", "bw_floor", "opt_floor" }
 local preps = setmetatable({}, { __mode = "k" }) -- nodes → the prep of its last plan and times
 
-local function same_value(a, b) return rawequal(a, b) or (a == b and math_type(a) == math_type(b)) end
+-- Equal, and of one subtype where numbers: Lua 5.4's == and rawequal hold for 4 and 4.0 alike, and a prep made with
+-- pp = 4 gave integer layer counts where pp = 4.0 gives floats (tests/scripts/test_parallel.lua).
+local function same_value(a, b) return a == b and math_type(a) == math_type(b) end
 
 local function prep_fits(prep, plan, times)
   if not rawequal(prep.plan, plan) or #times ~= #prep.times then return false end
@@ -208,9 +210,10 @@ local function prep_fits(prep, plan, times)
   for k, f in ipairs(PREP_FIELDS) do
     if not same_value(plan[f], fields[k]) then return false end
   end
-  -- (same_value written out: this runs on every node for every re-timing of a build. rawequal(a, b) holds for equal
-  -- numbers of either subtype (Lua 5.4: rawequal(1, 1.0)), and where it fails a == b is a metamethod's, of values
-  -- math_type calls nil alike: same_value(a, b) is a == b, so a ~= b here says the same, without its three calls)
+  -- (a ~= b, not same_value: this runs on every node for every re-timing of a build. A time's subtype cannot change
+  -- what the prep holds: each enters its sums times a float (an item's share, per = count / layers) or beside a float
+  -- time, and the engine's times are floats (session::timeline's lua_pushnumber); tests/scripts/test_parallel.lua
+  -- re-times integer zeros as 0.0 against a fresh timeline)
   local old, nf = prep.times, #TIME_FIELDS
   for i = 1, #times do
     local a, b = times[i], old[i]
