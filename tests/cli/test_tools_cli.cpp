@@ -166,9 +166,25 @@ TEST_CASE("eval kernels scores AIConfigurator prefill over an fp8 KV cache in a 
     CHECK(table.out.find("B200               attention_prefill/kv_fp8      3") != std::string::npos);
   }
 
-  // train reads the same files: the fp8-cache rows are skipped and counted, the 16-bit ones trained on
+  // the bf16 rows are priced as without the fp8 ones beside them (a forecast of their own per GPU and cache)
   temp_dir t;
   std::string text = ns_test::slurp(ns_test::source_dir / fixture);
+  std::string bf16_only = text.substr(0, text.find('\n') + 1);
+  for (size_t at = bf16_only.size(); at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at + 1);
+    if (line.find(",bfloat16,bfloat16,") != std::string::npos) bf16_only += line;
+    at = end + 1;
+  }
+  const json mixed = json_of(run_cli("eval kernels " + fixture + " --format json"));
+  const json alone = json_of(run_cli("eval kernels " + quoted(t.write("bf16.csv", bf16_only).string()) + " --format json"));
+  REQUIRE(alone["rows"].size() == 2);
+  std::vector<double> mixed_bf16;
+  for (const auto& r : mixed["rows"])
+    if (r["family"] == "attention_prefill") mixed_bf16.push_back(r["predicted_ms"]);
+  CHECK(mixed_bf16 == std::vector<double>{alone["rows"][0]["predicted_ms"], alone["rows"][1]["predicted_ms"]});
+
+  // train reads the same files: the fp8-cache rows are skipped and counted, the 16-bit ones trained on
   text = text.substr(0, text.find('\n') + 1);
   for (int i = 1; i <= 12; ++i)
     for (const char* kv : {"bfloat16", "fp8"}) text += prefill_row(i, kv);
