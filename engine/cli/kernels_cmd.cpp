@@ -243,14 +243,20 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   }
   tiles_assign(s, d.rows, f.tiles);
   const auto pred = s.predictor_make(f.predictor, f.weights.empty() ? root / "weights" : std::filesystem::path(f.weights));
-  std::map<const gpu_spec*, std::vector<size_t>> by_gpu;
-  for (size_t i = 0; i < d.rows.size(); ++i) by_gpu[d.rows[i].gpu].push_back(i);
+  // One forecast per GPU and measured KV-cache dtype: a forecast runs one cache (a --kv-dtype fp8 run's or the 16-bit
+  // one), and the predictor's within-forecast envelopes compare the kernels of one forecast only, so the 16-bit cache's
+  // rows are priced as they are without the fp8-cache rows beside them.
+  std::map<std::pair<const gpu_spec*, std::string>, std::vector<size_t>> by_run;
+  std::set<const gpu_spec*> gpus;
+  for (size_t i = 0; i < d.rows.size(); ++i) by_run[{d.rows[i].gpu, d.rows[i].kv_cache}].push_back(i), gpus.insert(d.rows[i].gpu);
   std::vector<double> predicted(d.rows.size());
   progress(fmt::format("{} rows read from {} files; predicting them on {} GPUs", d.rows.size(), d.files.size(),
-                       by_gpu.size()));
+                       gpus.size()));
   size_t done = 0;
-  for (const auto& [gpu, idx] : by_gpu) {
-    progress(fmt::format("GPU {} of {}: {}, {} rows", ++done, by_gpu.size(), gpu->name, idx.size()));
+  for (const auto& [run, idx] : by_run) {
+    const gpu_spec* gpu = run.first;
+    progress(fmt::format("forecast {} of {}: {}{}, {} rows", ++done, by_run.size(), gpu->name,
+                         run.second.empty() ? "" : ", KV cache " + run.second, idx.size()));
     std::vector<kernel_instance> ks;
     for (size_t i : idx) ks.push_back({0, phase::forward, d.rows[i].k});
     const auto sec = pred->predict(ks, *gpu);
@@ -266,9 +272,10 @@ int eval_kernels_main(const eval_kernels_flags& f) {
   json rows = json::array();
   for (size_t i = 0; i < d.rows.size(); ++i) {
     const auto& r = d.rows[i];
-    // A kernel under a KV-cache dtype of its own (decode over an fp8 cache) is a cell of its own, "attention_decode/
-    // kv_fp8": the weights never trained on it, and the 16-bit cache's cell keeps the rows it always had.
-    const std::string cell = std::string(family_name(r.fam)) + (r.k.kv_dtype.empty() ? "" : "/kv_" + r.k.kv_dtype);
+    // A kernel measured over a KV cache of another dtype (prefill or decode over an fp8 cache) is a cell of its own,
+    // "attention_prefill/kv_fp8", "attention_decode/kv_fp8": the weights never trained on it, and the 16-bit cache's
+    // cell keeps the rows it always had.
+    const std::string cell = std::string(family_name(r.fam)) + (r.kv_cache.empty() ? "" : "/kv_" + r.kv_cache);
     auto& g = groups[{r.gpu->name, cell}];
     g.ape.push_back(100 * std::abs(predicted[i] - r.latency_ms) / r.latency_ms);
     if (has_measured[i]) {

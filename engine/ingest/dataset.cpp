@@ -153,12 +153,14 @@ void aiconfigurator_gemm_load(const csv_table& t, bench_data& d, Resolve& resolv
 
 // context_attention.csv (prefill: causal attention over isl tokens) and generation_attention.csv (decode: isl = 1
 // new token over a cache of step tokens, key length isl + step). Compute in bfloat16 or float16 with the KV cache in
-// the same dtype; for decode also a KV cache in fp8 (1 byte per K/V element) under 16-bit compute, the kernel a
-// forecast with --kv-dtype fp8 prices (neusight.kernels attention(…, kv_dtype): K and V at 1 byte, Q, O and the FLOPs
-// at the compute dtype), read only for `use` evaluate: the shipped weights never trained on it. Not modelled yet,
-// counted: fp8 compute, prefill over an fp8 cache (the measured kernels read the prompt's K/V from the fp8 paged cache,
-// and on the L40S and RTX PRO 6000 are another library's (FlashInfer, where the bf16 rows are FlashAttention-2); a
-// forecast prices prefill attention at the compute dtype), a sliding window, beams.
+// the same dtype, or with a KV cache in fp8 (1 byte per K/V element), read only for `use` evaluate (the shipped
+// weights never trained on it; eval kernels scores it in a cell of its own, bench_row::kv_cache) as the kernel a
+// forecast with --kv-dtype fp8 builds: decode reads K and V from the cache at 1 byte (neusight.kernels attention(…,
+// kv_dtype), Q, O and the FLOPs at the compute dtype: decode_attention's attrs.kv_dtype), prefill attends over the
+// prompt's K and V at the compute dtype whatever the cache (ops/sdpa.lua takes no kv_dtype; the cache write is a
+// kernel of its own), so its kernel is the 16-bit cache's (the measured kernels read the prompt's K/V from the fp8
+// paged cache, and on the L40S and RTX PRO 6000 are another library's: FlashInfer, where the bf16 rows are
+// FlashAttention-2). Not modelled yet, counted: fp8 compute, a sliding window, beams.
 template <class Resolve>
 void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& resolve,
                                    const std::set<std::string>& excluded, std::optional<family> only, bench_use use) {
@@ -176,12 +178,11 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
     const std::string& kvdt = row[c_kvdt];
     const bool half = adt == "bfloat16" || adt == "float16";
     if (adt == "fp8") return std::string("attention with fp8 compute (attn_dtype fp8) is not modelled");
-    if (half && kvdt == "fp8" && op == "context_attention")
-      return std::string("prefill attention over an fp8 KV cache is not modelled (a forecast prices prefill at the "
-                         "compute dtype; the measured kernels read K and V from the fp8 cache)");
-    if (half && kvdt == "fp8" && use == bench_use::train)
-      return std::string("decode attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit "
-                         "caches only; eval kernels scores these rows)");
+    const bool prefill = op == "context_attention", fp8_cache = half && kvdt == "fp8";
+    if (fp8_cache && use == bench_use::train)
+      return std::string(prefill ? "prefill" : "decode") +
+             " attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
+             "kernels scores these rows)";
     if (!half || (kvdt != adt && kvdt != "fp8"))
       return "attention in attn_dtype '" + adt + "' with kv_cache_dtype '" + kvdt +
              "' is not modelled (bfloat16 or float16 for both, or an fp8 cache in decode)";
@@ -191,8 +192,11 @@ void aiconfigurator_attention_load(const csv_table& t, bench_data& d, Resolve& r
       return std::string("beam search attention is not modelled");
     kernel& k = r.k;
     k.kind = kernel_kind::attention, k.dtype = adt == "bfloat16" ? "bf16" : "fp16";
-    if (kvdt == "fp8") k.kv_dtype = "fp8";  // K and V read at 1 byte (bench_load's `cost`: attention(…, kv_dtype))
-    k.op = op == "context_attention" ? "causal" : "decode";
+    if (fp8_cache) {
+      r.kv_cache = "fp8";
+      if (!prefill) k.kv_dtype = "fp8";  // K and V read at 1 byte (bench_load's `cost`: attention(…, kv_dtype))
+    }
+    k.op = prefill ? "causal" : "decode";
     k.b = to_int(row[c_b], r.where, "batch_size");
     k.m = to_int(row[c_isl], r.where, "isl");
     k.k = k.m + to_int(row[c_step], r.where, "step");

@@ -24,6 +24,11 @@ struct bench_row {
   double latency_ms = 0;
   std::string kernel_name;  // the launched library kernel
   int64_t grid_x = 0, grid_y = 0, grid_z = 0;
+  // The measured kernel's KV-cache dtype where it is not the compute dtype (an AIConfigurator kv_cache_dtype fp8 row):
+  // eval kernels scores such rows in a cell of their own, "<family>/kv_<kv_cache>". `k` is the kernel a forecast with
+  // that cache builds: decode reads K and V at the cache's size (k.kv_dtype), prefill prices attention at the compute
+  // dtype (k.kv_dtype empty).
+  std::string kv_cache;
 };
 
 struct bench_data {
@@ -41,9 +46,9 @@ struct bench_data {
 };
 
 // What the rows are read for. `evaluate` (eval kernels) also reads rows of kernels a forecast prices but the shipped
-// weights never trained on: decode attention over an fp8 KV cache (an AIConfigurator kv_cache_dtype fp8 row, kernel
-// kv_dtype "fp8"). `train` skips them, counted, so that training on the same files stays as it was. Every reader below
-// takes it without a default: a caller that forgot it trained on rows meant for evaluation alone.
+// weights never trained on: prefill and decode attention over an fp8 KV cache (an AIConfigurator kv_cache_dtype fp8
+// row, bench_row::kv_cache "fp8"). `train` skips them, counted, so that training on the same files stays as it was.
+// Every reader below takes it without a default: a caller that forgot it trained on rows meant for evaluation alone.
 enum class bench_use { train, evaluate };
 
 // The OPName → family map of the data (ln → layernorm, add/addu/… → elementwise); nullopt for others.

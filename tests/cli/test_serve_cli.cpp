@@ -164,9 +164,10 @@ TEST_CASE("serve: tp 1 prices the fused kernels tp 2 does - predict --kernels me
 }
 
 // Issue 13: OPT is a decoder-only model with a KV cache (vLLM serves it), but its builder had no prefill or decode
-// phase and serve refused it. Both kernel sets: serve's default (megatron: OPT keeps HF's modules, scripts/neusight/
-// models/opt.lua) and HF's eager graph; each phase is predict's, the KV cache 2 · 24 layers · 32 heads · 64 · 2 bytes
-// per token, a decode step one DecodeAttention per layer over C + 1 tokens.
+// phase and serve refused it. Both kernel sets: serve's default (megatron: one q/k/v GEMM as vLLM's QKVParallelLinear,
+// the rest HF's modules, scripts/neusight/models/opt.lua) and HF's eager graph (three q/k/v GEMMs); each phase is
+// predict's, the KV cache 2 · 24 layers · 32 heads · 64 · 2 bytes per token, a decode step one DecodeAttention per
+// layer over C + 1 tokens.
 TEST_CASE("serve: OPT runs - its static batch is predict's prefill and decode - eager and serving kernels",
           "[cli][serve][opt]") {
   const double per_token = 2.0 * 24 * 32 * 64 * 2 / 1e9;  // GB per cached token and sequence
@@ -194,6 +195,19 @@ TEST_CASE("serve: OPT runs - its static batch is predict's prefill and decode - 
         CHECK(op["dims"]["kv_heads"] == 32);
       }
     CHECK(decoders == 24);
+    for (const json* phase : {&pre, &d512}) {  // the q/k/v projections: their Linear kernels, one of each per layer
+      std::string qkv;
+      for (const json& op : (*phase)["ops"]) {
+        const std::string name = op["name"];
+        if (name.find("layers.self_attn.") == 0 && name.size() > 5 && name.substr(name.size() - 5) == "_proj" &&
+            name != "layers.self_attn.out_proj") {
+          CHECK(op["kernel"] == "Linear");
+          CHECK(op["count"] == 24);
+          qkv += (qkv.empty() ? "" : " ") + name.substr(17);
+        }
+      }
+      CHECK(qkv == (kernels == "megatron" ? "qkv_proj" : "q_proj k_proj v_proj"));
+    }
   }
   // under load too, and the learned position table bounds a request (input + output - 1 positions)
   const json rate = run_json("serve --model opt_13 --gpu h100 --rate 5 --requests 40 --input-len 256 --output-len 32");

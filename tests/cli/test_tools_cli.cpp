@@ -48,6 +48,12 @@ std::string fmt_row(int i, const std::string& kv) {
          std::to_string(256 * i - 1) + ",0," + std::to_string(0.004 + 0.0018 * i * (kv == "fp8" ? 0.5 : 1.0)) + "\n";
 }
 
+// A prefill row of B200 for the train fixture: 4 sequences of 128 · i tokens, 32 / 8 heads of 128, KV cache `kv`.
+std::string prefill_row(int i, const std::string& kv) {
+  return "VLLM,0.24.0,NVIDIA B200,context_attention,vllm_flashinfer_trtllmprefill,4," + std::to_string(128 * i) +
+         ",32,8,128,1,bfloat16," + kv + ",0,0," + std::to_string(0.01 + 0.0004 * i * i) + "\n";
+}
+
 }  // namespace
 
 TEST_CASE("eval kernels: --format csv and -o x.csv write the summary as CSV", "[cli][eval][tools]") {
@@ -130,6 +136,66 @@ TEST_CASE("eval kernels scores AIConfigurator decode over an fp8 KV cache in a c
   REQUIRE(r.code == 0);
   CHECK(r.out.find("attention_decode weights, 12 rows") != std::string::npos);
   CHECK(r.err.find("skipped 12 rows: decode attention over an fp8 KV cache is never trained on") != std::string::npos);
+}
+
+TEST_CASE("eval kernels scores AIConfigurator prefill over an fp8 KV cache in a cell of its own and train skips it",
+          "[cli][eval][train][tools]") {
+  // B200 prefills over fp8 and bf16 caches (lines 2, 4, 5: fp8; 3, 6: bf16; 7: fp8 with a window). A forecast with
+  // --kv-dtype fp8 prices prefill attention at the compute dtype, so each fp8 row is forecast as its bf16 twin is.
+  const std::string fixture = "tests/fixtures/aiconfigurator/context_attention.csv";
+  for (const std::string predictor : {"neusight", "roofline"}) {
+    INFO(predictor);
+    const auto e = run_cli("eval kernels " + fixture + " --predictor " + predictor + " --format json");
+    const json j = json_of(e);
+    REQUIRE(j["rows"].size() == 5);
+    std::map<std::string, double> predicted;  // where → predicted ms
+    for (const auto& r : j["rows"]) {
+      const std::string where = r["where"], line = where.substr(where.rfind(':') + 1);
+      CHECK(r["family"] == (line == "3" || line == "6" ? "attention_prefill" : "attention_prefill/kv_fp8"));
+      predicted[line] = r["predicted_ms"];
+    }
+    CHECK(predicted.at("2") == Approx(predicted.at("3")).epsilon(1e-12));  // 1024 tokens
+    CHECK(predicted.at("5") == Approx(predicted.at("6")).epsilon(1e-12));  // 8192 tokens
+    std::map<std::string, int64_t> cells;
+    for (const auto& c : j["summary"]) cells[c["family"].get<std::string>()] = c["rows"].get<int64_t>();
+    CHECK(cells == std::map<std::string, int64_t>{{"attention_prefill", 2}, {"attention_prefill/kv_fp8", 3}});
+    CHECK(j["skipped"]["sliding-window attention is not modelled"] == 1);
+    const auto table = run_cli("eval kernels " + fixture + " --predictor " + predictor);
+    INFO(table.err);
+    REQUIRE(table.code == 0);
+    CHECK(table.out.find("B200               attention_prefill/kv_fp8      3") != std::string::npos);
+  }
+
+  // the bf16 rows are priced as without the fp8 ones beside them (a forecast of their own per GPU and cache)
+  temp_dir t;
+  std::string text = ns_test::slurp(ns_test::source_dir / fixture);
+  std::string bf16_only = text.substr(0, text.find('\n') + 1);
+  for (size_t at = bf16_only.size(); at < text.size();) {
+    const size_t end = text.find('\n', at);
+    const std::string line = text.substr(at, end - at + 1);
+    if (line.find(",bfloat16,bfloat16,") != std::string::npos) bf16_only += line;
+    at = end + 1;
+  }
+  const json mixed = json_of(run_cli("eval kernels " + fixture + " --format json"));
+  const json alone = json_of(run_cli("eval kernels " + quoted(t.write("bf16.csv", bf16_only).string()) + " --format json"));
+  REQUIRE(alone["rows"].size() == 2);
+  std::vector<double> mixed_bf16;
+  for (const auto& r : mixed["rows"])
+    if (r["family"] == "attention_prefill") mixed_bf16.push_back(r["predicted_ms"]);
+  CHECK(mixed_bf16 == std::vector<double>{alone["rows"][0]["predicted_ms"], alone["rows"][1]["predicted_ms"]});
+
+  // train reads the same files: the fp8-cache rows are skipped and counted, the 16-bit ones trained on
+  text = text.substr(0, text.find('\n') + 1);
+  for (int i = 1; i <= 12; ++i)
+    for (const char* kv : {"bfloat16", "fp8"}) text += prefill_row(i, kv);
+  const auto data = t.write("prefill.csv", text);
+  const auto out = (t.path / "w/nvidia/attention_prefill").string();
+  const auto r = run_cli("train -q --family attention_prefill --data " + quoted(data.string()) + " --out " +
+                         quoted(out) + " --hidden 8 --epochs 5 --batch 4 --seed 1");
+  INFO(r.err);
+  REQUIRE(r.code == 0);
+  CHECK(r.out.find("attention_prefill weights, 12 rows") != std::string::npos);
+  CHECK(r.err.find("skipped 12 rows: prefill attention over an fp8 KV cache is never trained on") != std::string::npos);
 }
 
 TEST_CASE("eval models: no label evaluated is an error that says why", "[cli][eval][tools]") {
@@ -447,7 +513,7 @@ TEST_CASE("eval kernels: progress on a terminal only", "[cli][eval][tools]") {
   CHECK(tty.code == 0);
   CHECK_THAT(tty.out, Catch::Contains("neusight: reading 1 input ("));
   CHECK_THAT(tty.out, Catch::Contains("rows read from 1 files; predicting them on 2 GPUs"));
-  CHECK_THAT(tty.out, Catch::Contains("neusight: GPU 1 of 2: "));
+  CHECK_THAT(tty.out, Catch::Contains("neusight: forecast 1 of 2: "));  // one per GPU and KV-cache dtype
 }
 
 TEST_CASE("ops --format json lists the rules as JSON and csv is refused", "[cli][tools]") {

@@ -121,12 +121,17 @@ TEST_CASE("AIConfigurator nccl.csv beside gemm.csv: its collective rows are coun
 
 // tests/fixtures/aiconfigurator/generation_attention.csv: rows 2-4 are ../shared/data/aiconfigurator/b200_sxm's (decode
 // of 8 sequences, 32 query / 8 KV heads of 128, 4096 keys: bf16 cache, fp8 cache, fp8 cache with a 128-token window);
-// row 5 is made up (fp8 compute: the data has none). context_attention.csv: a prefill over an fp8 and a bf16 cache.
+// row 5 is made up (fp8 compute: the data has none). context_attention.csv, b200_sxm's too: prefills of 4 sequences, 32
+// query / 8 KV heads of 128, over an fp8 and a bf16 cache at 1024 tokens, an fp8 one at 512, both at 8192, and an fp8
+// one at 512 with a 128-token window.
 namespace {
 const std::string fixture_decode = (source_dir / "tests/fixtures/aiconfigurator/generation_attention.csv").string();
 const std::string fixture_prefill = (source_dir / "tests/fixtures/aiconfigurator/context_attention.csv").string();
 const std::string skip_fp8_kv_train =
     "decode attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
+    "kernels scores these rows)";
+const std::string skip_fp8_kv_prefill_train =
+    "prefill attention over an fp8 KV cache is never trained on (the shipped weights saw 16-bit caches only; eval "
     "kernels scores these rows)";
 }  // namespace
 
@@ -139,6 +144,8 @@ TEST_CASE("AIConfigurator generation_attention.csv for eval: an fp8 KV cache und
   CHECK(fp8.k.dtype == "bf16");
   CHECK(fp8.k.kv_dtype == "fp8");
   CHECK(bf16.k.kv_dtype.empty());
+  CHECK(fp8.kv_cache == "fp8");  // its cell: attention_decode/kv_fp8
+  CHECK(bf16.kv_cache.empty());
   CHECK(fp8.latency_ms == Approx(0.01526933287580808));
   // the README's decode bytes: Q read and O written at the compute dtype, K and V of every cached key at the cache's
   const double b = 8, heads = 32, kv_heads = 8, d_head = 128, keys = 4096;
@@ -167,15 +174,43 @@ TEST_CASE("AIConfigurator attention rows for training: decode over an fp8 KV cac
   }
 }
 
-TEST_CASE("AIConfigurator context_attention.csv: a prefill over an fp8 KV cache is not read for eval nor training") {
+TEST_CASE("AIConfigurator context_attention.csv for eval: a prefill over an fp8 KV cache is the compute dtype's kernel") {
+  // a forecast with --kv-dtype fp8 prices prefill attention at the compute dtype whatever the cache (ops/sdpa.lua takes
+  // no kv_dtype; the cache write is a kernel of its own): eval kernels scores the measured fp8-cache rows against that
+  // kernel, marked by their cache (bench_row::kv_cache, the cell attention_prefill/kv_fp8)
   const gpu_catalog cat(source_dir / "gpus");
-  for (const auto use : {bench_use::train, bench_use::evaluate}) {
-    const auto d = bench_load({fixture_prefill}, cat, costs(), use, std::nullopt);
-    REQUIRE(d.rows.size() == 1);
-    CHECK(d.rows[0].fam == family::attention_prefill);
-    CHECK(d.rows[0].k.kv_dtype.empty());
-    CHECK(d.skipped.at("prefill attention over an fp8 KV cache is not modelled (a forecast prices prefill at the "
-                       "compute dtype; the measured kernels read K and V from the fp8 cache)") == 1);
+  const auto d = bench_load({fixture_prefill}, cat, costs(), bench_use::evaluate, std::nullopt);
+  REQUIRE(d.rows.size() == 5);
+  std::string caches;
+  for (const auto& r : d.rows) {
+    CHECK(r.fam == family::attention_prefill);
+    CHECK(r.k.dtype == "bf16");
+    CHECK(r.k.kv_dtype.empty());
+    caches += (caches.empty() ? "" : " ") + (r.kv_cache.empty() ? std::string("-") : r.kv_cache);
+  }
+  CHECK(caches == "fp8 - fp8 fp8 -");
+  for (const auto& [fp8, bf16] : {std::pair{0, 1}, std::pair{3, 4}}) {  // 1024 and 8192 tokens, each cache
+    const auto &a = d.rows[fp8].k, &b = d.rows[bf16].k;
+    CHECK(a.m == b.m);
+    CHECK(a.flops == b.flops);
+    CHECK(a.bytes == b.bytes);  // K and V at 2 bytes, as the forecast reads them
+    CHECK(a.kv_bytes == b.kv_bytes);
+  }
+  CHECK(d.rows[0].latency_ms == Approx(0.08285333216190338));
+  CHECK(d.skipped.at("sliding-window attention is not modelled") == 1);  // as for a bf16 cache
+  CHECK(d.skipped.count(skip_fp8_kv_prefill_train) == 0);
+}
+
+TEST_CASE("AIConfigurator attention rows for training: a prefill over an fp8 KV cache is skipped and counted") {
+  // train reads the same files (weights/train.sh: context_attention.csv); the shipped weights were fitted without them
+  const gpu_catalog cat(source_dir / "gpus");
+  for (const auto only : {std::optional<family>(), std::optional<family>(family::attention_prefill)}) {
+    const auto d = bench_load({fixture_prefill}, cat, costs(), bench_use::train, only);
+    REQUIRE(d.rows.size() == 2);
+    for (const auto& r : d.rows) CHECK(r.kv_cache.empty());
+    CHECK(d.rows[0].latency_ms == Approx(0.0745600014925003));
+    CHECK(d.skipped.at(skip_fp8_kv_prefill_train) == 4);  // window or not
+    CHECK(d.skipped.count("sliding-window attention is not modelled") == 0);
   }
 }
 

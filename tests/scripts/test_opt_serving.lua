@@ -198,4 +198,99 @@ function T.test_opt_decode_tp2()
   eq(decoders, 24, "one decode attention per layer and rank")
 end
 
+-- Serving kernels (opts.megatron: serve's default, predict --kernels megatron): q, k and v are one GEMM, as vLLM's OPT
+-- runs them (one QKVParallelLinear with bias) and Megatron-Core's linear_qkv (neusight.nodes qkv); --kernels eager keeps
+-- HF's three. Per layer, the kernel multiset is HF's but for those GEMMs: eager 3 q/k/v GEMMs forward (6 backward),
+-- megatron 1 (2), of three times the width; every other kernel the same, in every phase and attention. The same
+-- parameters and FLOPs either way, and under tp = 2 each rank runs half of the unsharded work (heads split, no
+-- model-FLOPs copies: OPT is multi-head).
+function T.test_opt_megatron_one_qkv_gemm()
+  local QKV = "^layers%.self_attn%.[qkv]+_proj$"
+  local function layer_kernels(nodes, training, pick)
+    local out = {}
+    for _, n in ipairs(nodes) do
+      if n.layer == "layers" and pick(n) then
+        local fw, bw = kernels(n, training)
+        for phase, list in pairs { fw = fw, bw = bw } do
+          for _, k in ipairs(list) do
+            out[#out + 1] = ("%s %s x%d %s %s %s/%s/%s/%s/%s/%s %.17g %.17g"):format(phase, n.op, n.count, k.name, k.kind,
+              tostring(k.b), tostring(k.m), tostring(k.n), tostring(k.k), tostring(k.rows), tostring(k.hidden), k.flops,
+              k.bytes or -1)
+          end
+        end
+      end
+    end
+    table.sort(out)
+    return out
+  end
+  local function gemms(nodes, training)
+    local fw, bw, names = 0, 0, {}
+    for _, n in ipairs(nodes) do
+      if n.layer == "layers" and n.name:match(QKV) then
+        local f, b = kernels(n, training)
+        for _, k in ipairs(f) do if k.kind == "gemm" then fw = fw + 1 end end
+        for _, k in ipairs(b) do if k.kind == "gemm" then bw = bw + 1 end end
+        names[#names + 1] = n.name
+      end
+    end
+    return ("%d %d %s"):format(fw, bw, table.concat(names, " "))
+  end
+  local cfg = presets.opt_13
+  local h, nh = cfg.hidden_size, cfg.num_attention_heads
+  for _, case in ipairs { { "prefill", 4, 512, "sdpa" }, { "prefill", 2, 300, "eager" }, { "decode", 4, 700, "sdpa" },
+                          { "decode", 3, 2047, "eager" }, { "train", 2, 256, "sdpa" }, { "train", 2, 128, "eager" } } do
+    local phase, b, n, attention = case[1], case[2], case[3], case[4]
+    local training = phase == "train"
+    local function build(megatron, tp)
+      local o = training and { batch = b, seq = n, training = true, dtype = "bf16", attention = attention }
+        or phase_opts(phase, b, n, { attention = attention })
+      o.megatron, o.tp, o.parallel = megatron, tp, tp and tp_plan(tp, b) or nil
+      return opt.build(cfg, o)
+    end
+    local what = ("%s b %d n %d %s"):format(phase, b, n, attention)
+    local hf, mg = build(false), build(true)
+    local three = "layers.self_attn.q_proj layers.self_attn.k_proj layers.self_attn.v_proj"
+    eq(gemms(hf, training), (training and "3 6 " or "3 0 ") .. three, what .. ": eager, HF's q/k/v projections")
+    eq(gemms(mg, training), (training and "1 2 " or "1 0 ") .. "layers.self_attn.qkv_proj", what .. ": megatron, one GEMM")
+    local function other(x) return not x.name:match(QKV) end
+    t.same(layer_kernels(mg, training, other), layer_kernels(hf, training, other), what .. ": every other layer kernel")
+    for _, x in ipairs(mg) do
+      if x.name == "layers.self_attn.qkv_proj" then
+        eq(x.output[#x.output], 3 * h, what .. ": q, k and v of every head in one output")
+        eq(x.attrs.bias, true, what .. ": with OPT's bias")
+        eq(x.attrs.model_flops_copies, nil, what .. ": multi-head: no model-FLOPs copies")
+      end
+    end
+    eq(t.params(mg), t.params(hf), what .. ": the same parameters")
+    for _, p in ipairs(training and { "fw", "bw" } or { "fw" }) do
+      eq(flops(mg, training, p), flops(hf, training, p), what .. ": the same " .. p .. " FLOPs")
+      eq(flops(mg, training, p, "gemm"), flops(hf, training, p, "gemm"), what .. ": the same " .. p .. " GEMM FLOPs")
+    end
+    local two = build(true, 2)
+    for _, x in ipairs(two) do
+      if x.name == "layers.self_attn.qkv_proj" then
+        eq(x.output[#x.output], 3 * h // 2, what .. ": tp 2, this rank's " .. nh // 2 .. " heads")
+        eq(x.attrs.model_flops_copies, nil, what .. ": tp 2, no model-FLOPs copies")
+      end
+    end
+    eq(gemms(two, training), (training and "1 2 " or "1 0 ") .. "layers.self_attn.qkv_proj", what .. ": tp 2, one GEMM")
+    local function layer_flops(nodes, p, kind)
+      local sum = 0
+      for _, x in ipairs(nodes) do
+        if x.layer == "layers" and x.name:match(QKV) then
+          local fw, bw = kernels(x, training)
+          for _, k in ipairs(p == "fw" and fw or bw) do if k.kind == kind then sum = sum + x.count * k.flops end end
+        end
+      end
+      return sum
+    end
+    for _, p in ipairs(training and { "fw", "bw" } or { "fw" }) do
+      eq(2 * layer_flops(two, p, "gemm"), layer_flops(mg, p, "gemm"), what .. ": tp 2, q/k/v " .. p .. " GEMMs × 2")
+      eq(2 * flops(two, training, p, "gemm"), flops(mg, training, p, "gemm"), what .. ": tp 2, " .. p .. " GEMMs × 2")
+      eq(2 * flops(two, training, p, "attention") + 2 * flops(two, training, p, "bmm"),
+        flops(mg, training, p, "attention") + flops(mg, training, p, "bmm"), what .. ": tp 2, " .. p .. " attention × 2")
+    end
+  end
+end
+
 return T

@@ -51,8 +51,15 @@
 --     backend). The clamp guards the eager chain's additive mask (finfo.min + a negative score rounds to −inf in
 --     16-bit, and a row of −inf softmaxes to NaN); the fused kernels skip or −inf the masked keys inside an online
 --     softmax accumulated in fp32 and never form that sum, so pricing a clamp there would charge a kernel none runs.
--- opts.megatron (serve's default kernels, predict --kernels megatron) changes nothing here: OPT keeps HF's modules
--- (three q/k/v GEMMs, nn.LayerNorm, one ReLU kernel), in training as before and in the serving phases.
+-- opts.megatron (serve's default kernels, predict --kernels megatron; neusight.nodes g.megatron): q, k and v come from one
+-- GEMM, as vLLM's OPT runs them (vllm/model_executor/models/opt.py: one QKVParallelLinear with bias) and Megatron-Core's
+-- linear_qkv (neusight.nodes qkv: a column-parallel GEMM of 3 · heads · head_dim outputs per rank, bias included; q, k and
+-- v views of its output; the same parameters, FLOPs and saved input; forward one GEMM, backward one dgrad and one wgrad,
+-- where HF's graph runs three of each), in training and in the serving phases alike. The rest is HF's modules as vLLM
+-- keeps them too: out_proj, fc1 and fc2 GEMMs, nn.LayerNorm kernels, one ReLU (get_act_fn) kernel, separate residual
+-- adds; the attention is the eager chain, sdpa or decode_attention as opts.attention and the phase say. OPT is
+-- multi-head, so the fused node never carries model-FLOPs copies (every rank's key/value heads are its own).
+-- `--kernels eager` is HF's graph: three q/k/v GEMMs.
 local ipairs, type, tostring, error = ipairs, type, tostring, error
 
 local checks = require "neusight.models.check"
@@ -120,6 +127,7 @@ function M.build(cfg, opts)
   local dtype = opts.dtype or "fp32"
 
   local g = N.new(dtype, shard)
+  g.megatron = opts.megatron == true -- one q/k/v GEMM (neusight.nodes qkv; the header)
   g.kv_dtype = serve and serve.kv_dtype or nil -- a quantised KV cache (neusight.nodes.kv_dtype)
   local nodes, add = g.nodes, g.add
   -- nn.Linear(in_f, out_f, bias = enable_bias) applied to `x`.
@@ -137,6 +145,15 @@ function M.build(cfg, opts)
   local scores = { bh, s, s }               -- attention scores, heads folded into the batch for bmm
   local tokens = { b, s }
   local mask = decode and { b, serve.kv } or tokens -- the attention mask: every cached position in decode
+  -- The q, k or v projection `which` ("q", "k", "v") in HF's order: its nn.Linear, or under Megatron's kernels the one
+  -- q/k/v GEMM at q's place (k and v are views of its output: nothing at theirs).
+  local function project(which)
+    if not g.megatron then
+      linear("layers.self_attn." .. which .. "_proj", x, h, hl, xl)
+    elseif which == "q" then
+      N.qkv(g, "layers.self_attn", x, h, nh, nh, hd, xl, xl, bias)
+    end
+  end
 
   -- Embeddings and masks, in the order OPTDecoder.forward runs them.
   add("embedding", "embed_tokens", { tokens }, { b, s, wep }, V * wep, { num_embeddings = V, embedding_dim = wep })
@@ -167,28 +184,28 @@ function M.build(cfg, opts)
   if decode then
     -- one token per sequence: q/k/v projections, the new K/V appended to the cache, one fused decode kernel (the
     -- 1/√head_dim scale is its argument; no scores tensor, no clamp: see the header)
-    linear("layers.self_attn.q_proj", x, h, hl, xl)
-    linear("layers.self_attn.k_proj", x, h, hl, xl)
-    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    project("q")
+    project("k")
+    project("v")
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
     N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv)
     N.decode_attention(g, "layers.self_attn.decode_attention", b, nh, nh, hd, serve.kv)
   elseif opts.attention == "sdpa" then
     -- HF's OPTSdpaAttention: q/k/v projections viewed per head (transposes are views; the scale is SDPA's
     -- argument), one fused causal kernel each way (ops/sdpa.lua).
-    linear("layers.self_attn.q_proj", x, h, hl, xl)
-    linear("layers.self_attn.k_proj", x, h, hl, xl)
-    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    project("q")
+    project("k")
+    project("v")
     add("transpose", "layers.self_attn.heads", { { b, s, nh, hd } }, heads)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
     add("sdpa", "layers.self_attn.sdpa", { heads, heads, heads }, heads, 0, { causal = true })
   else
-    linear("layers.self_attn.q_proj", x, h, hl, xl)
+    project("q")
     add("mul", "layers.self_attn.scaling", { xl }, xl) -- × head_dim^-0.5, a Python float: VECmulu
-    linear("layers.self_attn.k_proj", x, h, hl, xl)
+    project("k")
     add("transpose", "layers.self_attn.k_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.k_contiguous", { heads }, heads)
-    linear("layers.self_attn.v_proj", x, h, hl, xl)
+    project("v")
     add("transpose", "layers.self_attn.v_heads", { { b, s, nh, hd } }, heads)
     add("contiguous", "layers.self_attn.v_contiguous", { heads }, heads)
     if serve then N.kv_cache_write(g, "layers.self_attn.kv_cache_write", b, nh, s, hd, serve.kv) end
