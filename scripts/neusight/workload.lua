@@ -1058,13 +1058,16 @@ function M.quantise_activations(nodes)
   end
 end
 
+-- Whether node `n` is a model's LM head (a linear named lm_head): what quantised checkpoints keep unquantised.
+local function lm_head(n)
+  return n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) ~= nil
+end
+
 --- The LM head of an fp8 (W8A8) inference graph runs at M.W8A8_KEPT (bf16), as vLLM runs an FP8 checkpoint's
 --- unquantised lm_head: every linear named lm_head gets that dtype (so no activation quantisation either).
 function M.w8a8_head(nodes)
   for _, n in ipairs(nodes) do
-    if n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) then
-      n.dtype = M.W8A8_KEPT
-    end
+    if lm_head(n) then n.dtype = M.W8A8_KEPT end
   end
 end
 
@@ -1093,14 +1096,17 @@ end
 --- its weight at `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear, ops/grouped_linear.lua).
 --- A matmul holding parameters (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
 --- it so) but its BMM kernel still reads the weight at the compute dtype; so are the weights of experts no token reaches
---- (op weight, attrs.expert: they launch nothing). Returns the parameters so quantised and all
---- parameters (× count), for the weights' bytes per parameter in the model state.
+--- (op weight, attrs.expert: they launch nothing). The LM head is not quantised: AWQ, GPTQ (its default), bitsandbytes,
+--- ModelOpt / TensorRT-LLM and vLLM's online fp8 all keep lm_head at the compute dtype (an untied Llama-3-8B int4
+--- checkpoint holds 5.7 GB, not 4.8), so it reads its weight and is stored at the compute dtype, as under W8A8
+--- (M.w8a8_head). Returns the parameters so quantised and all parameters (× count), for the weights' bytes per
+--- parameter in the model state.
 function M.quantise_weights(nodes, weight_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 then
+    if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 and not lm_head(n) then
       set_attr(n, "weight_bytes", weight_bytes)
       quantised = quantised + p
     end
@@ -1109,7 +1115,7 @@ function M.quantise_weights(nodes, weight_bytes)
 end
 
 --- The weights' bytes per parameter with weight-only quantisation: the quantised linears' parameters at
---- `weight_bytes`, the rest (embeddings, norms, biases counted with their linear) at `param_bytes`.
+--- `weight_bytes`, the rest (embeddings, norms, the LM head; biases counted with their linear) at `param_bytes`.
 local function weights_per_param(nodes, weight_bytes, param_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
