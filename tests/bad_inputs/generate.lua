@@ -772,6 +772,12 @@ hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_t
 hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
 hf("model_type_missing", hf_text { model_type = false }, "has no 'model_type'")
 hf("model_type_number", hf_text { model_type = "2" }, "has model_type 2, which is not supported")
+-- a config.json with architectures but no model_type names the type to add; a multimodal config (Mistral-Small-3.1's
+-- mistral3, LLaVA) whose text_config is a supported language model says so: neither was more than "not supported"
+hf("architectures_only", '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}\n',
+   "has no 'model_type' (architectures names LlamaForCausalLM: add \"model_type\": \"llama\")")
+hf("text_config_supported", '{"model_type": "mistral3", "text_config": {"model_type": "mistral", "hidden_size": 64}}\n',
+   "has model_type \"mistral3\", which is not supported (its text_config is a \"mistral\" language model")
 -- found by the hf_config fuzz target (tests/fuzz): a model_type object was shown as "table: 0x…"; a whole number beyond
 -- 2^63 passed the count check and failed in a builder's string.format ("number has no integer representation")
 -- … and a layer count whose parameters overflow the optimizer step's tensor (the integer sum wrapped negative)
