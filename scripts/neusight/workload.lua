@@ -1037,7 +1037,8 @@ local function fill_defaults(nodes, w)
 end
 
 --- Whether attention defaults to sdpa for a compute dtype: 16-bit and fp8 runs are today's stacks (HF's sdpa
---- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from.
+--- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from
+--- (GPT-2, BERT, OPT), except for a builder with M.sdpa_any_dtype (graph_of).
 function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or dtype == "fp8" end
 
 --- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
@@ -1435,7 +1436,11 @@ local function graph_of(w, gpu)
       error(field_error(w, "attention", ("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has "
         .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, cfg.arch)), 0)
     end
-    opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
+    -- a builder whose HF default is sdpa at every dtype (M.sdpa_any_dtype: the Llama family, its MoE types and
+    -- DeepSeek, which no fp32 NeuSight trace covers) takes it in fp32 too on HF's kernels; Megatron's fp32 attention
+    -- stays eager (its fused kernels are 16-bit)
+    local sdpa_default = M.sdpa_by_default(w.dtype) or (builder.sdpa_any_dtype == true and not opts.megatron)
+    opts.attention = w.attention or (has_sdpa and sdpa_default and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
     -- (ignored_fields has warned of it)
     local impls = type(builder.experts) == "table" and builder.experts or { loop = true }

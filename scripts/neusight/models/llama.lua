@@ -90,6 +90,9 @@ local M = {}
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
+-- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces
+-- that keep other builders eager in fp32 are GPT-2, BERT and OPT): neusight/workload.lua defaults sdpa for it
+M.sdpa_any_dtype = true
 M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 -- Rotary positions: no table bounds the sequence, and RoPE scaling runs a model beyond its max_position_embeddings, so
 -- a longer one is a warning (neusight/workload.lua position_limit), not the error of a learned table (gpt.lua).

@@ -102,6 +102,9 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true
 M.expert_parallel = true -- and spreads the experts when opts.ep > 1
 M.attention = { eager = true, sdpa = true }
+-- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces
+-- that keep other builders eager in fp32 are GPT-2, BERT and OPT): neusight/workload.lua defaults sdpa for it
+M.sdpa_any_dtype = true
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs
 M.router_skew = true -- opts.router_skew prices the busiest expert-parallel rank (busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
