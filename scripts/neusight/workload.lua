@@ -1663,6 +1663,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---                   (the timeline reports it from plan.memory)
 ---   active_params   M.active_params: a token's parameters (mixtures of experts only)
 ---   experts         how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
+---   attention       the attention implementation the graph was built with, "eager" or "sdpa" (the field, else the
+---                   default: M.sdpa_by_default, the builder's M.sdpa_any_dtype); nil in decode (the decode kernel)
 ---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
 ---   max_positions   M.position_limit: the max_position_embeddings a rotary model runs beyond with a warning (serve
 ---                   holds its requests' lengths to it)
@@ -1763,7 +1765,10 @@ function M.build(spec, gpu)
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
-           max_positions = positions, model_warnings = M.model_warnings(w.model) }
+           max_positions = positions, model_warnings = M.model_warnings(w.model),
+           -- "eager" | "sdpa": what the graph ran (the default depends on dtype and family); a decode step's attention
+           -- is the decode kernel whatever it says (neusight.nodes decode_attention): none there
+           attention = opts.phase ~= "decode" and opts.attention or nil }
 end
 
 return M

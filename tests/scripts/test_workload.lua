@@ -400,6 +400,12 @@ function T.test_attention_implementation()
     eq(sdpa_node(spec { model = m, dtype = "fp32", seq = 64, batch = 1, attention = "eager" }), nil,
       m .. " fp32: eager when asked")
   end
+  -- the build says which ran (the report's JSON `attention` and table header): nothing in decode, whose decode kernel
+  -- is the same either way
+  eq(workload.build(spec { model = "llama32_1b", dtype = "fp32", seq = 64, batch = 1 }).attention, "sdpa", "llama fp32")
+  eq(workload.build(spec { seq = 64, batch = 1 }).attention, "eager", "gpt2 fp32")
+  eq(workload.build(spec { model = "llama32_1b", dtype = "bf16", mode = "decode", seq = false, context = 64,
+    batch = 1 }).attention, nil, "decode")
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
   local ok, err = pcall(workload.build, spec { model = "switchxl4", attention = "sdpa", seq = 512, batch = 1 })
   assert(not ok and tostring(err):find("field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa attention", 1, true), tostring(err))
