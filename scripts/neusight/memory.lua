@@ -199,14 +199,17 @@ function M.per_node(nodes, rule_of)
   return { saved = saved, temporary = temp, kept = kept }
 end
 
---- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too); what
+--- Weight elements of the GEMMs autocast casts (linear/addmm: I·O from the shapes, so a tied LM head counts too; a
+--- grouped expert GEMM, grouped_linear: I·O for each of its attrs.experts local experts, the whole (E, I, O) tensor
+--- being cast as one — under autocast the grouped experts' 16-bit copies are held as the loop's linears' are); what
 --- neusight.workload checks a model function's declared parameters against.
 function M.gemm_weight_elems(nodes)
   local total = 0
   for _, n in ipairs(nodes) do
-    if n.op == "linear" or n.op == "addmm" then
+    if n.op == "linear" or n.op == "addmm" or n.op == "grouped_linear" then
       local x = n.inputs[n.op == "addmm" and 2 or 1]
-      if x then total = total + x[#x] * n.output[#n.output] * (n.count or 1) end
+      local experts = n.op == "grouped_linear" and type(n.attrs) == "table" and math.tointeger(n.attrs.experts) or 1
+      if x then total = total + x[#x] * n.output[#n.output] * experts * (n.count or 1) end
     end
   end
   return total

@@ -1037,7 +1037,8 @@ local function fill_defaults(nodes, w)
 end
 
 --- Whether attention defaults to sdpa for a compute dtype: 16-bit and fp8 runs are today's stacks (HF's sdpa
---- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from.
+--- default, Megatron-Core's flash attention); fp32 keeps the eager graphs the fp32 measurements were traced from
+--- (GPT-2, BERT, OPT), except for a builder with M.sdpa_any_dtype (graph_of).
 function M.sdpa_by_default(dtype) return dtype == "bf16" or dtype == "fp16" or dtype == "fp8" end
 
 --- Whether a mode is a serving phase ("prefill" or "decode"): builders get it as opts.phase.
@@ -1058,13 +1059,16 @@ function M.quantise_activations(nodes)
   end
 end
 
+-- Whether node `n` is a model's LM head (a linear named lm_head): what quantised checkpoints keep unquantised.
+local function lm_head(n)
+  return n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) ~= nil
+end
+
 --- The LM head of an fp8 (W8A8) inference graph runs at M.W8A8_KEPT (bf16), as vLLM runs an FP8 checkpoint's
 --- unquantised lm_head: every linear named lm_head gets that dtype (so no activation quantisation either).
 function M.w8a8_head(nodes)
   for _, n in ipairs(nodes) do
-    if n.op == "linear" and type(n.name) == "string" and (n.name == "lm_head" or n.name:match("%.lm_head$")) then
-      n.dtype = M.W8A8_KEPT
-    end
+    if lm_head(n) then n.dtype = M.W8A8_KEPT end
   end
 end
 
@@ -1093,14 +1097,17 @@ end
 --- its weight at `weight_bytes` per element (attrs.weight_bytes, ops' rules.linear → K.linear, ops/grouped_linear.lua).
 --- A matmul holding parameters (MLA's absorbed W_UK / W_UV bmms in decode, neusight/models/deepseek.lua) is stored quantised too (the model state counts
 --- it so) but its BMM kernel still reads the weight at the compute dtype; so are the weights of experts no token reaches
---- (op weight, attrs.expert: they launch nothing). Returns the parameters so quantised and all
---- parameters (× count), for the weights' bytes per parameter in the model state.
+--- (op weight, attrs.expert: they launch nothing). The LM head is not quantised: AWQ, GPTQ (its default), bitsandbytes,
+--- ModelOpt / TensorRT-LLM and vLLM's online fp8 all keep lm_head at the compute dtype (an untied Llama-3-8B int4
+--- checkpoint holds 5.7 GB, not 4.8), so it reads its weight and is stored at the compute dtype, as under W8A8
+--- (M.w8a8_head). Returns the parameters so quantised and all parameters (× count), for the weights' bytes per
+--- parameter in the model state.
 function M.quantise_weights(nodes, weight_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
     local p = (n.params or 0) * (n.count or 1)
     all = all + p
-    if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 then
+    if (WEIGHT_GEMM_OPS[n.op] or idle_expert(n)) and p > 0 and not lm_head(n) then
       set_attr(n, "weight_bytes", weight_bytes)
       quantised = quantised + p
     end
@@ -1109,7 +1116,7 @@ function M.quantise_weights(nodes, weight_bytes)
 end
 
 --- The weights' bytes per parameter with weight-only quantisation: the quantised linears' parameters at
---- `weight_bytes`, the rest (embeddings, norms, biases counted with their linear) at `param_bytes`.
+--- `weight_bytes`, the rest (embeddings, norms, the LM head; biases counted with their linear) at `param_bytes`.
 local function weights_per_param(nodes, weight_bytes, param_bytes)
   local quantised, all = 0, 0
   for _, n in ipairs(nodes) do
@@ -1449,7 +1456,11 @@ local function graph_of(w, gpu)
       error(field_error(w, "attention", ("field 'attention': the %s model builder (scripts/neusight/models/%s.lua) has "
         .. "no sdpa attention; use attention = \"eager\""):format(cfg.arch, cfg.arch)), 0)
     end
-    opts.attention = w.attention or (has_sdpa and M.sdpa_by_default(w.dtype) and "sdpa" or "eager")
+    -- a builder whose HF default is sdpa at every dtype (M.sdpa_any_dtype: the Llama family, its MoE types and
+    -- DeepSeek, which no fp32 NeuSight trace covers) takes it in fp32 too on HF's kernels; Megatron's fp32 attention
+    -- stays eager (its fused kernels are 16-bit)
+    local sdpa_default = M.sdpa_by_default(w.dtype) or (builder.sdpa_any_dtype == true and not opts.megatron)
+    opts.attention = w.attention or (has_sdpa and sdpa_default and "sdpa" or "eager")
     -- a builder with routed experts and no M.experts runs HF's loop only; builders without experts ignore the field
     -- (ignored_fields has warned of it)
     local impls = type(builder.experts) == "table" and builder.experts or { loop = true }
@@ -1672,6 +1683,8 @@ M.graph = function(w, gpu) return graph_of(w, gpu) end
 ---                   (the timeline reports it from plan.memory)
 ---   active_params   M.active_params: a token's parameters (mixtures of experts only)
 ---   experts         how the routed experts ran, "loop" or "grouped" (mixtures of experts only)
+---   attention       the attention implementation the graph was built with, "eager" or "sdpa" (the field, else the
+---                   default: M.sdpa_by_default, the builder's M.sdpa_any_dtype); nil in decode (the decode kernel)
 ---   router_skew     the load imbalance assumed under expert parallelism (mixtures of experts only; neusight.models.moe)
 ---   max_positions   M.position_limit: the max_position_embeddings a rotary model runs beyond with a warning (serve
 ---                   holds its requests' lengths to it)
@@ -1773,7 +1786,10 @@ function M.build(spec, gpu)
            kv_window = kv_window, kv_window_share = kv_window_share,
            memory = mem, active_params = active, warnings = warnings, warning_ids = warning_ids,
            experts = routing and routing.experts, router_skew = routing and routing.router_skew,
-           max_positions = positions, model_warnings = M.model_warnings(w.model) }
+           max_positions = positions, model_warnings = M.model_warnings(w.model),
+           -- "eager" | "sdpa": what the graph ran (the default depends on dtype and family); a decode step's attention
+           -- is the decode kernel whatever it says (neusight.nodes decode_attention): none there
+           attention = opts.phase ~= "decode" and opts.attention or nil }
 end
 
 return M

@@ -772,6 +772,12 @@ hf("key_typo", hf_text({}, '  "n_iner": 512'), "unknown key 'n_iner' for model_t
 hf("model_type_unknown", hf_text { model_type = '"gpt5"' }, "has model_type \"gpt5\", which is not supported")
 hf("model_type_missing", hf_text { model_type = false }, "has no 'model_type'")
 hf("model_type_number", hf_text { model_type = "2" }, "has model_type 2, which is not supported")
+-- a config.json with architectures but no model_type names the type to add; a multimodal config (Mistral-Small-3.1's
+-- mistral3, LLaVA) whose text_config is a supported language model says so: neither was more than "not supported"
+hf("architectures_only", '{"architectures": ["LlamaForCausalLM"], "hidden_size": 64}\n',
+   "has no 'model_type' (architectures names LlamaForCausalLM: add \"model_type\": \"llama\")")
+hf("text_config_supported", '{"model_type": "mistral3", "text_config": {"model_type": "mistral", "hidden_size": 64}}\n',
+   "has model_type \"mistral3\", which is not supported (its text_config is a \"mistral\" language model")
 -- found by the hf_config fuzz target (tests/fuzz): a model_type object was shown as "table: 0x…"; a whole number beyond
 -- 2^63 passed the count check and failed in a builder's string.format ("number has no integer representation")
 -- … and a layer count whose parameters overflow the optimizer step's tensor (the integer sum wrapped negative)
@@ -806,6 +812,21 @@ hf("llama_max_positions_zero", hf_llama:format('"max_position_embeddings": 0'),
    "key 'max_position_embeddings' must be a positive integer (got 0)")
 hf("llama_rope_theta_zero", hf_llama:format('"rope_theta": 0.0'), "key 'rope_theta' must be a positive number (the RoPE base) (got 0.0)")
 hf("llama_rms_norm_eps_negative", hf_llama:format('"rms_norm_eps": -1e-05'), "key 'rms_norm_eps' must be a number in [0, 1) (got -1e-05)")
+-- a value of the wrong JSON type was shown by tostring: "tie_word_embeddings": "false" read "must be a boolean (got false)",
+-- "use_sliding_window": "true" "must be a boolean (got true)", "sliding_window": "4096" "(got 4096)": the string is named
+hf("llama_tie_string", hf_llama:format('"tie_word_embeddings": "false"'),
+   "field 'tie_word_embeddings' must be a boolean (got \"false\", a string)")
+hf("mistral_sliding_window_string", (hf_llama:format('"num_key_value_heads": 4, "sliding_window": "4096"'):gsub('"llama"', '"mistral"')),
+   "field 'sliding_window' must be a positive integer or false (got \"4096\", a string)")
+hf("qwen2_use_sliding_window_string", (hf_llama:format('"use_sliding_window": "true"'):gsub('"llama"', '"qwen2"')),
+   "field 'use_sliding_window' must be a boolean (got \"true\", a string)")
+hf("qwen3_moe_norm_topk_string", (hf_llama:format('"norm_topk_prob": "true", "num_experts": 4, "num_experts_per_tok": 2, '
+   .. '"moe_intermediate_size": 32'):gsub('"llama"', '"qwen3_moe"')),
+   "field 'norm_topk_prob' must be a boolean (got \"true\", a string)")
+hf("deepseek_v2_norm_topk_string", '{"model_type": "deepseek_v2", "hidden_size": 64, "intermediate_size": 128, ' ..
+   '"num_attention_heads": 4, "num_hidden_layers": 2, "vocab_size": 100, "kv_lora_rank": 16, "q_lora_rank": null, ' ..
+   '"qk_rope_head_dim": 8, "qk_nope_head_dim": 8, "v_head_dim": 8, "n_routed_experts": 4, "num_experts_per_tok": 2, "moe_intermediate_size": 32, "norm_topk_prob": "false"}\n',
+   "field 'norm_topk_prob' must be a boolean (got \"false\", a string)")
 hf("n_ctx_zero", hf_text { n_ctx = "0" }, "key 'n_ctx' must be a positive integer (got 0)") -- beside n_positions: dropped
 hf("layer_norm_epsilon_negative", hf_text({}, '  "layer_norm_epsilon": -1'), "key 'layer_norm_epsilon' must be a number in [0, 1) (got -1)")
 case { kind = "hf", file = "hf/fifo.json", text = "{}\n", fifo = "config.json", names = "{tmp}/config.json",

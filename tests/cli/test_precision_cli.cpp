@@ -100,7 +100,7 @@ TEST_CASE("state_gb per precision recipe equals the closed form for GPT-2 Large"
   const auto table = run_cli("predict --model gpt2_large --gpu h100 --mode train --batch 4 --seq 1024 --predictor "
                              "roofline --optimizer adamw --dtype bf16");
   REQUIRE(table.code == 0);
-  CHECK(table.out.find("(train, batch 4, seq 1024, bf16 amp, optimizer adamw (fused))") != std::string::npos);
+  CHECK(table.out.find("(train, batch 4, seq 1024, bf16 amp, sdpa attention, optimizer adamw (fused))") != std::string::npos);
   CHECK(table.out.find("(0.774 B parameters x 16 B = weights 4 + gradients 4 + master 0 + optimizer 8 per parameter, "
                        "amp recipe (autocast))") != std::string::npos);
   // the memory line: the parts, what dominates, whether it fits, the largest batch (scripts/neusight/memory.lua)

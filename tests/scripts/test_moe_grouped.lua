@@ -256,6 +256,22 @@ end
 ---------------------------------------------------------------------------------------------------
 -- Selection and errors
 
+-- Training under autocast (amp on one GPU) caches a 16-bit copy of every GEMM weight it casts: the grouped experts'
+-- (E, h, 2I) and (E, I, h) tensors as much as the loop's per-expert linears. The grouped form left them out of the
+-- workspace (Qwen3-30B-A3B: 2.49 GB against the loop's 60.48 GB, so 58 GB less memory and a larger batch "fitting").
+-- Both are every GEMM weight: all parameters but embed_tokens and the RMSNorms (a layer's two and q_norm / k_norm, the
+-- final one), at 2 bytes; the loop at a length where every expert is reached, the grouped form at any length.
+function T.test_grouped_autocast_caches_the_expert_weights()
+  local c = presets.qwen3_30b_a3b
+  local norms = c.num_hidden_layers * (2 * c.hidden_size + 2 * c.head_dim) + c.hidden_size
+  local gemm = 30532122624 - c.vocab_size * c.hidden_size - norms
+  for _, case in ipairs { { "grouped", 64 }, { "loop", 2048 } } do
+    local b = workload.build(workload.normalize { model = "qwen3_30b_a3b", gpu = "h200", mode = "train", batch = 1,
+      seq = case[2], dtype = "bf16", precision = "amp", optimizer = "adamw", experts = case[1] })
+    eq(b.memory.memory.workspace.autocast_weight_cache_gb * 1e9, 2 * gemm, case[1] .. ": the 16-bit GEMM weights")
+  end
+end
+
 function T.test_grouped_workload_field_and_errors()
   local w = workload.normalize { model = "qwen3_30b_a3b", gpu = "h100", mode = "decode", batch = 1, context = 64,
     experts = "grouped" }

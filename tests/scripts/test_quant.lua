@@ -142,6 +142,33 @@ function T.test_weight_dtype_int4()
   eq(K.WEIGHT_BYTES.int8, 1, "int8")
 end
 
+-- weight-only quantisation keeps the LM head at the compute dtype, as AWQ / GPTQ / bitsandbytes / vLLM's online fp8
+-- checkpoints do: its kernel reads a 2-byte weight, and the model state holds Llama-3-8B's linears at 0.5 B and
+-- embed_tokens, lm_head and the norms at 2 B (5.59 GB; quantising lm_head too made it 4.80 GB). A tied LM head holds no
+-- parameters of its own and reads the embedding at the compute dtype either way.
+function T.test_weight_only_keeps_lm_head()
+  local function named(nodes, name)
+    for _, n in ipairs(nodes) do if n.op == "linear" and n.name == name then return n end end
+  end
+  for _, wd in ipairs { "int4", "int8", "fp8" } do
+    local b = workload.build(workload.normalize { model = "llama3_8b", gpu = "h100", mode = "decode", batch = 8,
+      context = 1024, dtype = "bf16", weight_dtype = wd })
+    local head = named(b.nodes, "lm_head")
+    eq(kernels(head, false)[1].weight_bytes, nil, wd .. ": the LM head reads its weight at bf16")
+    eq(kernels(named(b.nodes, "layers.self_attn.q_proj"), false)[1].weight_bytes, K.WEIGHT_BYTES[wd], wd .. ": q_proj")
+    local all = 0
+    for _, n in ipairs(b.nodes) do all = all + (n.params or 0) * (n.count or 1) end
+    local embed, norms = 128256 * 4096, (32 * 2 + 1) * 4096 -- embed_tokens = lm_head; 2 RMSNorms a layer + the final
+    local want = (all - 2 * embed - norms) * K.WEIGHT_BYTES[wd] + (2 * embed + norms) * 2
+    assert(math.abs(b.state.weights * all - want) < 1e-6 * want, ("%s: weights %.0f B, want %.0f"):format(wd,
+      b.state.weights * all, want))
+  end
+  -- tied (Llama-3.2-1B): no lm_head parameters, so nothing changes there
+  local tied = workload.build(workload.normalize { model = "llama32_1b", gpu = "h100", mode = "decode", batch = 8,
+    context = 1024, dtype = "bf16", weight_dtype = "int4" })
+  eq(kernels(named(tied.nodes, "lm_head"), false)[1].weight_bytes, nil, "tied: the embedding's bf16 weight")
+end
+
 -- fp8 inference: every forward fp8 Linear and grouped expert GEMM carries act_quant = "dynamic_tensor" (vLLM's
 -- dynamic per-tensor scaling, which gemm_fp8 prices as a stage); training (Transformer Engine: delayed scaling, no
 -- per-row atomic) and the backward GEMMs never do, bf16 neither; fp8 training warns what gemm_fp8 was trained on.

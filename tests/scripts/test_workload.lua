@@ -423,6 +423,20 @@ function T.test_attention_implementation()
   eq(sdpa_node(spec { model = "bert_large", dtype = "bf16", seq = 512 }).attrs.causal, false, "bert: full attention")
   eq(sdpa_node(spec { model = "opt_13", dtype = "bf16", seq = 2048 }).attrs.causal, true, "opt: causal")
   eq(sdpa_node(spec { model = "bert_large", seq = 512 }), nil, "bert fp32: eager")
+  -- the Llama family, its MoE types and DeepSeek default to sdpa in fp32 too, as HF's attn_implementation does (no fp32
+  -- NeuSight trace covers them; the eager default made a fp32 Llama-3.2-1B training 77 GB where HF's sdpa holds 42);
+  -- an explicit eager stays eager (and Megatron's fp32 attention, a parallel run's kernels)
+  for _, m in ipairs { "llama32_1b", "qwen3_30b_a3b", "deepseek_v2_lite" } do
+    assert(sdpa_node(spec { model = m, dtype = "fp32", seq = 64, batch = 1 }) ~= nil, m .. " fp32: sdpa by default")
+    eq(sdpa_node(spec { model = m, dtype = "fp32", seq = 64, batch = 1, attention = "eager" }), nil,
+      m .. " fp32: eager when asked")
+  end
+  -- the build says which ran (the report's JSON `attention` and table header): nothing in decode, whose decode kernel
+  -- is the same either way
+  eq(workload.build(spec { model = "llama32_1b", dtype = "fp32", seq = 64, batch = 1 }).attention, "sdpa", "llama fp32")
+  eq(workload.build(spec { seq = 64, batch = 1 }).attention, "eager", "gpt2 fp32")
+  eq(workload.build(spec { model = "llama32_1b", dtype = "bf16", mode = "decode", seq = false, context = 64,
+    batch = 1 }).attention, nil, "decode")
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
   local ok, err = pcall(workload.build, spec { model = "switchxl4", attention = "sdpa", seq = 512, batch = 1 })
   assert(not ok and tostring(err):find("field 'attention': the switch model builder (scripts/neusight/models/switch.lua) has no sdpa attention", 1, true), tostring(err))

@@ -21,6 +21,7 @@ local function shown(v)
   if type(v) == "string" then return ("%q, a string"):format(v) end
   return type(v) == "table" and "a table" or tostring(v)
 end
+M.shown = shown -- the builders' field messages: "sliding_window": "4096" is no integer, "use_sliding_window": "true" no boolean
 
 --- Raises "<who>: a (va) must be divisible by b (vb)<tail>" unless it is. The fields are named as the builder reads
 --- them, which for a config.json are its keys (neusight.models.hf TYPES); for a model read from one

@@ -106,6 +106,9 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true
 M.expert_parallel = true
 M.attention = { eager = true, sdpa = true }
+-- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces
+-- that keep other builders eager in fp32 are GPT-2, BERT and OPT): neusight/workload.lua defaults sdpa for it
+M.sdpa_any_dtype = true
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs (moe.lua)
 M.router_skew = true -- opts.router_skew: the busiest expert-parallel rank (moe.lua busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
@@ -196,7 +199,7 @@ function M.config(cfg)
   checks.counts(who, c, required, { "q_lora_rank", "num_key_value_heads", "n_shared_experts", "n_group", "topk_group" })
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "norm_topk_prob", "rope_interleave" } do
     if type(c[k]) ~= "boolean" then
-      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
     end
   end
   if c.hidden_act ~= "silu" then
@@ -204,15 +207,15 @@ function M.config(cfg)
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
-    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, tostring(p)), 0)
+    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, checks.shown(p)), 0)
   end
   local fk = c.first_k_dense_replace
   if type(fk) ~= "number" or fk < 0 or fk ~= math.floor(fk) then
-    error(("%s: field 'first_k_dense_replace' must be a non-negative integer (got %s)"):format(who, tostring(fk)), 0)
+    error(("%s: field 'first_k_dense_replace' must be a non-negative integer (got %s)"):format(who, checks.shown(fk)), 0)
   end
   local rsf = c.routed_scaling_factor
   if type(rsf) ~= "number" or not (rsf > 0 and rsf < math.huge) then
-    error(("%s: field 'routed_scaling_factor' must be a positive number (got %s)"):format(who, tostring(rsf)), 0)
+    error(("%s: field 'routed_scaling_factor' must be a positive number (got %s)"):format(who, checks.shown(rsf)), 0)
   end
   local nh = c.num_attention_heads
   if c.num_key_value_heads and c.num_key_value_heads ~= nh then

@@ -327,6 +327,38 @@ function M.supported()
   return out
 end
 
+-- A supported model_type whose name is `s` with case, "_" and "-" aside ("Qwen3Moe" → "qwen3_moe"), or nil.
+local function supported_like(s)
+  local key = s:lower():gsub("[_%-]", "")
+  for _, model_type in ipairs(M.supported()) do
+    if model_type:gsub("_", "") == key then return model_type end
+  end
+end
+
+--- What a config.json that names no supported model_type says of one (the error's hint, "" when nothing): the
+--- model_type its `architectures` class implies ("LlamaForCausalLM": "llama"; HF's AutoConfig needs the key too), or
+--- a nested text_config of a supported model_type (a multimodal config: Mistral-Small-3.1's mistral3 holds a "mistral"
+--- language model) — which neusight does not unwrap: the vision tower and projector are not modelled.
+---@param t table the JSON object
+---@return string
+function M.type_hint(t)
+  if t.model_type == nil and type(t.architectures) == "table" and type(t.architectures[1]) == "string" then
+    local class = t.architectures[1]
+    local stem = class:match("^(.-)For%u%w*$") or class:match("^(.-)LMHeadModel$") or class:match("^(.-)Model$")
+    local found = stem and stem ~= "" and supported_like(stem)
+    if found then
+      return (" (architectures names %s: add \"model_type\": %q)"):format(class, found)
+    end
+  end
+  local text = t.text_config
+  if type(t.model_type) == "string" and type(text) == "table" and type(text.model_type) == "string"
+      and M.TYPES[text.model_type] and builder_exists(M.TYPES[text.model_type].arch) then
+    return (" (its text_config is a %q language model: saved as a config.json of its own, it forecasts that model "
+      .. "alone, without the vision tower and projector)"):format(text.model_type)
+  end
+  return ""
+end
+
 -- "dir/gpt2_med.json" → "gpt2_med"; "dir/gpt2-medium/config.json" → "gpt2-medium".
 local function name_of(path)
   local dir, stem = path:match("^(.-)([^/\\]+)%.[jJ][sS][oO][nN]$")
@@ -361,7 +393,7 @@ function M.from_config(t, path, nulls, lines)
     local what = mt == nil and "has no 'model_type'"
       or type(mt) == "table" and "has a model_type that is not a string (a JSON object or array)"
       or ("has model_type %s, which is not supported"):format(type(mt) == "string" and ("%q"):format(mt) or tostring(mt))
-    error(("%s: %s; supported: %s"):format(path, what, table.concat(M.supported(), ", ")), 0)
+    error(("%s: %s%s; supported: %s"):format(path, what, M.type_hint(t), table.concat(M.supported(), ", ")), 0)
   end
   local cfg = { name = name_of(path), arch = entry.arch }
   local source = { path = path, key = {}, lines = type(lines) == "table" and lines or {} }

@@ -90,6 +90,9 @@ local M = {}
 M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/workload.lua checks this)
 M.sequence_parallel = true -- and honours opts.sequence_parallel
 M.attention = { eager = true, sdpa = true } -- opts.attention (neusight/workload.lua)
+-- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces
+-- that keep other builders eager in fp32 are GPT-2, BERT and OPT): neusight/workload.lua defaults sdpa for it
+M.sdpa_any_dtype = true
 M.serving = { prefill = true, decode = true } -- opts.phase (neusight/workload.lua; neusight.nodes.serving)
 -- Rotary positions: no table bounds the sequence, and RoPE scaling runs a model beyond its max_position_embeddings, so
 -- a longer one is a warning (neusight/workload.lua position_limit), not the error of a learned table (gpt.lua).
@@ -205,7 +208,7 @@ function M.resolve(cfg, family)
     { "num_key_value_heads", "head_dim" })
   for _, k in ipairs { "tie_word_embeddings", "attention_bias", "mlp_bias", "use_sliding_window" } do
     if c[k] ~= nil and type(c[k]) ~= "boolean" then
-      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, tostring(c[k])), 0)
+      error(("%s: field '%s' must be a boolean (got %s)"):format(who, k, checks.shown(c[k])), 0)
     end
   end
   local gemma = family.gemma ~= nil and family.gemma[mt] == true
@@ -226,13 +229,13 @@ function M.resolve(cfg, family)
   for _, k in ipairs { "attn_logit_softcapping", "final_logit_softcapping" } do
     local v = c[k]
     if v ~= nil and v ~= false and not (type(v) == "number" and v > 0 and v < math.huge) then
-      error(("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, tostring(v)), 0)
+      error(("%s: field '%s' must be a positive number or null (got %s)"):format(who, k, checks.shown(v)), 0)
     end
     softcap[k] = v or nil
   end
   local p = c.attention_dropout
   if type(p) ~= "number" or not (p >= 0 and p < 1) then
-    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, tostring(p)), 0)
+    error(("%s: field 'attention_dropout' must be a number in [0, 1) (got %s)"):format(who, checks.shown(p)), 0)
   end
   local nh = c.num_attention_heads
   local kvh = c.num_key_value_heads or nh
@@ -250,7 +253,7 @@ function M.resolve(cfg, family)
   local L, window, windowed_at = c.num_hidden_layers, nil, {}
   local sw = c.sliding_window
   if sw ~= nil and sw ~= false and not checks.is_count(sw) then
-    error(("%s: field 'sliding_window' must be a positive integer or false (got %s)"):format(who, tostring(sw)), 0)
+    error(("%s: field 'sliding_window' must be a positive integer or false (got %s)"):format(who, checks.shown(sw)), 0)
   end
   local style = family.window[mt]
   if style == "mistral" then
@@ -261,7 +264,7 @@ function M.resolve(cfg, family)
   elseif style == "qwen" or style == "alternate" then
     local mwl = style == "qwen" and c.max_window_layers or 0
     if type(mwl) ~= "number" or mwl < 0 or mwl ~= math.floor(mwl) then
-      error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, tostring(mwl)), 0)
+      error(("%s: field 'max_window_layers' must be a non-negative integer (got %s)"):format(who, checks.shown(mwl)), 0)
     end
     if (style == "alternate" or c.use_sliding_window) and sw then window = sw end
     if c.layer_types ~= nil then

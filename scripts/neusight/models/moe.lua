@@ -102,6 +102,9 @@ M.tensor_parallel = true -- build() shards itself when opts.tp > 1 (neusight/wor
 M.sequence_parallel = true
 M.expert_parallel = true -- and spreads the experts when opts.ep > 1
 M.attention = { eager = true, sdpa = true }
+-- HF's attn_implementation default for this family is sdpa at every dtype, fp32 included (the fp32 NeuSight traces
+-- that keep other builders eager in fp32 are GPT-2, BERT and OPT): neusight/workload.lua defaults sdpa for it
+M.sdpa_any_dtype = true
 M.experts = { loop = true, grouped = true } -- opts.experts: HF's eager loop (default) or grouped GEMMs
 M.router_skew = true -- opts.router_skew prices the busiest expert-parallel rank (busiest_rank_rows)
 M.serving = { prefill = true, decode = true }
@@ -176,21 +179,21 @@ function M.config(cfg)
     error(("%s: num_experts_per_tok (%d) exceeds %s (%d)"):format(who, moe.k, moe.E_name, moe.E), 0)
   end
   if c.norm_topk_prob ~= nil and type(c.norm_topk_prob) ~= "boolean" then
-    error(("%s: field 'norm_topk_prob' must be a boolean (got %s)"):format(who, tostring(c.norm_topk_prob)), 0)
+    error(("%s: field 'norm_topk_prob' must be a boolean (got %s)"):format(who, checks.shown(c.norm_topk_prob)), 0)
   end
   if type(moe.jitter) ~= "number" or moe.jitter < 0 then
-    error(("%s: field 'router_jitter_noise' must be a non-negative number (got %s)"):format(who, tostring(moe.jitter)), 0)
+    error(("%s: field 'router_jitter_noise' must be a non-negative number (got %s)"):format(who, checks.shown(moe.jitter)), 0)
   end
   -- Which layers are sparse: all for Mixtral; Qwen's decoder_sparse_step and mlp_only_layers.
   local dense = {}
   local only = c.mlp_only_layers
   if only ~= nil and only ~= false then
     if type(only) ~= "table" then
-      error(("%s: field 'mlp_only_layers' must be a list of layer indices (got %s)"):format(who, tostring(only)), 0)
+      error(("%s: field 'mlp_only_layers' must be a list of layer indices (got %s)"):format(who, checks.shown(only)), 0)
     end
     for i, v in ipairs(only) do
       if type(v) ~= "number" or v < 0 or v >= r.L or v ~= math.floor(v) then
-        error(("%s: mlp_only_layers[%d] must be a layer index in [0, %d) (got %s)"):format(who, i, r.L, tostring(v)), 0)
+        error(("%s: mlp_only_layers[%d] must be a layer index in [0, %d) (got %s)"):format(who, i, r.L, checks.shown(v)), 0)
       end
       dense[v] = true
     end
