@@ -1720,6 +1720,14 @@ function M.build(spec, gpu)
   for _, c in ipairs(type(w.model) == "function" and function_checks(w, opts, nodes, name, signature) or {}) do
     warn(c.id, c.text)
   end
+  -- fused attention in fp32/tf32 (the Llama family's HF default at every dtype, or asked for): no such kernel was measured
+  if opts.attention == "sdpa" and opts.phase ~= "decode" and (w.dtype == "fp32" or w.dtype == "tf32") then
+    warn("sdpa_fp32", ("attention sdpa in %s: PyTorch runs it as the memory-efficient kernel (FlashAttention takes "
+      .. "16-bit inputs only); the attention_prefill predictor was trained on 16-bit FlashAttention kernels alone "
+      .. "(AIConfigurator), so it prices these at the fp32 matrix peak, outside what it was trained on (no fp32 "
+      .. "fused-attention measurement exists here); attention = \"eager\" prices the matmul-softmax-matmul chain the "
+      .. "fp32 NeuSight traces measured"):format(w.dtype))
+  end
   if plan and plan.training and plan.recompute == "selective" then
     local tagged = false
     for _, n in ipairs(nodes) do

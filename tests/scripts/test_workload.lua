@@ -435,6 +435,16 @@ function T.test_attention_implementation()
   -- is the same either way
   eq(workload.build(spec { model = "llama32_1b", dtype = "fp32", seq = 64, batch = 1 }).attention, "sdpa", "llama fp32")
   eq(workload.build(spec { seq = 64, batch = 1 }).attention, "eager", "gpt2 fp32")
+  -- fp32 fused attention is priced by a predictor trained on 16-bit kernels only: the build says so, and only then
+  local function sdpa_warned(w)
+    for _, t in ipairs(workload.build(w).warnings) do if t:find("attention sdpa in fp32", 1, true) then return true end end
+    return false
+  end
+  eq(sdpa_warned(spec { model = "llama32_1b", dtype = "fp32", seq = 64, batch = 1 }), true, "llama fp32 sdpa: warned")
+  eq(sdpa_warned(spec { attention = "sdpa", seq = 64, batch = 1 }), true, "gpt2 fp32 explicit sdpa: warned")
+  eq(sdpa_warned(spec { model = "llama32_1b", dtype = "fp32", seq = 64, batch = 1, attention = "eager" }), false,
+    "fp32 eager: no warning")
+  eq(sdpa_warned(spec { model = "llama32_1b", dtype = "bf16", seq = 64, batch = 1 }), false, "bf16 sdpa: no warning")
   eq(workload.build(spec { model = "llama32_1b", dtype = "bf16", mode = "decode", seq = false, context = 64,
     batch = 1 }).attention, nil, "decode")
   -- A builder without sdpa refuses it by name; a bad value is an error with a suggestion.
