@@ -317,7 +317,6 @@ local function fp32(g, b, m, n, k)
 end
 
 function T.test_fp32_split_k_beyond_the_data_only()
-  eq(gemm.fp32_split_above, 65536, "the longest reduction of the fp32 data")
   -- Measured rows keep split 1 and their measured kernel names: a V100 row cuBLAS ran with split-K (grid z 120,
   -- dataset/train/collect/linear V100: 1,62,30000,2), the longest test rows (dataset/test/linear.csv n = 65536).
   for _, c in ipairs {
@@ -325,7 +324,7 @@ function T.test_fp32_split_k_beyond_the_data_only()
     { A100, 1, 8, 65536, 16, "ampere_sgemm_32x32_sliced1x4_tn" }, { MI210, 1, 8, 65536, 16, "Cijk_Alik_Bljk_SB_MT64x32" },
   } do
     local t = fp32(c[1], c[2], c[3], c[4], c[5])
-    eq(t.split, 1, c[1].name .. " n = " .. c[4] .. ": no split inside the data")
+    eq(t.split or 1, 1, c[1].name .. " n = " .. c[4] .. ": no split inside the data")
     eq(t.kernel, c[6], c[1].name .. " n = " .. c[4] .. ": the measured kernel")
   end
   -- A tiny output over a long reduction (an MoE router's dW over 2^24 tokens): split until the SMs are filled, in
@@ -336,11 +335,13 @@ function T.test_fp32_split_k_beyond_the_data_only()
     local tiles = math.ceil(m / t.tile_m) * math.ceil(k / t.tile_k)
     local what = ("%s %d x %d over %d"):format(g.name, m, k, n)
     eq(tiles < g.num_sm, true, what .. ": a small output")
+    eq((t.split or 1) > 1, true, what .. ": split-K")
     eq(tiles * t.split >= g.num_sm, true, what .. ": the blocks fill the SMs")
     eq((tiles * t.split) % ((g.num_sm // tiles) * tiles), 0, what .. ": in whole waves")
     eq(math.ceil(n / t.split) <= gemm.fp32_slice, true, what .. ": slices of at most fp32_slice")
     eq(t.kernel:find((g.vendor == "amd" and "_GSU" or "_splitk") .. t.split, 1, true) ~= nil, true, what .. ": " .. t.kernel)
   end
+  eq(gemm.fp32_split_above, 65536, "the longest reduction of the fp32 data")
   -- Just past the data: the first split.
   eq(fp32(A100, 1, 8, 65537, 16).split, 108, "n = 65537 on the A100: one wave of 108 slices")
   -- A large output over a long reduction (a dW of fp32 training over 512k tokens): slices of fp32_slice, which the
