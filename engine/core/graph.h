@@ -82,9 +82,9 @@ struct kernel {
   // Library tile, filled by the tiling rules (scripts/tiling/): tile_m × tile_k output tile for GEMMs
   // (tile_m along m, tile_k along k), elements per thread block for vector kernels.
   int64_t tile_m = 0, tile_k = 0, tile_elems = 0;
-  // Split-K factor of a GEMM tile (tensor-core rules): the reduction n is cut into tile_split slices, each a
-  // thread block of its own (tile_split × the output tiles in all), as cuBLAS' split-K / stream-K kernels do
-  // when the output tiles alone cannot fill the SMs.
+  // Split-K factor of a GEMM tile (tensor-core rule; fp32 rules past the data's reductions): the reduction n is cut
+  // into tile_split slices, each a thread block of its own (tile_split × the output tiles in all), as cuBLAS' split-K
+  // / stream-K kernels do when the output tiles alone cannot fill the SMs (scripts/tiling/gemm.lua).
   int64_t tile_split = 1;
   // A tile described by its work (attention kernels, scripts/tiling/attention.lua): thread blocks launched, and
   // FLOPs and bytes streamed per block. 0 when the tile is a GEMM or vector tile.

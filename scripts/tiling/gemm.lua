@@ -485,12 +485,65 @@ end
 
 -- Predicted kernel name in the library's spelling, e.g. ampere_sgemm_128x64_tn or
 -- Cijk_Alik_Bljk_SB_MT128x96 (Tensile names carry far more fields; only the macro tile is predicted).
-local function kernel_name(rule, family, t)
+-- A split-K launch (`split` > 1, fp32_split below) is named as the tensor-core rule names it (_splitk<s>; Tensile's
+-- global split-U, GSU<s>, for rocBLAS).
+local function kernel_name(rule, family, t, split)
   if rule.prefix == "Cijk_" then
-    return fmt("Cijk_%s_Bljk_SB_MT%dx%d", family == "linear" and "Alik" or "Ailk", t.a, t.b)
+    return fmt("Cijk_%s_Bljk_SB_MT%dx%d%s", family == "linear" and "Alik" or "Ailk", t.a, t.b,
+      split > 1 and fmt("_GSU%d", split) or "")
   end
-  return fmt("%s%dx%d%s_%s", rule.prefix, t.a, t.b, t.sliced and "_sliced1x4" or "",
-    family == "linear" and "tn" or "nn")
+  return fmt("%s%dx%d%s_%s%s", rule.prefix, t.a, t.b, t.sliced and "_sliced1x4" or "",
+    family == "linear" and "tn" or "nn", split > 1 and fmt("_splitk%d", split) or "")
+end
+
+-- Split-K of the FP32 rules, beyond the reduction lengths of the data only.
+--
+-- The rules above return one thread block per output tile, each running the whole reduction n. For a long reduction
+-- that is wrong twice over:
+--   * a small output leaves most SMs idle while a few blocks stream the reduction serially. cuBLAS does not launch
+--     that: it splits the reduction over the grid's z dimension and adds the partial tiles in a splitKreduce_kernel
+--     (rocBLAS/Tensile: a global split-U, GSU). The data shows it: 2,266 linear rows of dataset/train/collect name a
+--     splitKreduce kernel (grid z = 2 to 144 slices of 56 to 32,032 elements; a median of 1 to 4 blocks per SM on
+--     each GPU).
+--   * a block's reduction is a feature the tile predictor saw only up to the data's longest one, n <= 65536 in every
+--     fp32 row (linear: dataset/test, dataset/train/collect, dataset_amd/test/collect; bmm: n <= 4096), and beyond
+--     about 4x that its MLP diverges: an H100 8 x 16 output over n = 2^24 (the dW of an MoE router or a small head over
+--     2^24 tokens) was priced 678 s against a 0.48 ms roofline; an A100 4096 x 4096 output over n = 2^19 (a dW of fp32
+--     training over 512k tokens) 43 min against 0.9 s; gpt2_large fp32 training at batch 512 x 1024 on an A100 28 h.
+-- So beyond FP32_SPLIT_ABOVE the reduction is cut into `split` slices, each a thread block of its own (the tile model
+-- counts tiles x split blocks of ceil(n / split): engine/core/tile_model.cpp):
+--   1. slices of at most FP32_SLICE = 4096 elements, split >= ceil(n / 4096): the blocks of the data's GEMMs that fill
+--      the GPU (4096 is the 90th percentile of the reduction of the rows of two or more waves, and the longest bmm
+--      reduction), which the predictor prices in any number of waves (a 4096 x 4096 GEMM of 4096-long blocks stays
+--      within 1.1-1.25x of the roofline from 2^14 to 2^24 rows on the A100 and V100). While the output tiles fill the
+--      SMs this is neutral for the wave model (s times the blocks, 1/s of the work each), and cuBLAS does not split
+--      there: the predicted kernel name has no split;
+--   2. while the output tiles leave SMs idle (fewer than num_sm), the library's split-K: as the tensor-core rule
+--      splits (tc_split: as many slices as fill the SMs), here rounded up to whole waves of those
+--      (a multiple of that count, at least ceil(n / 4096)), named _splitk<s> (GSU<s> for Tensile).
+-- The partial tiles' reduction pass (split x the output, written and read once) is not priced, as in the tensor-core
+-- rule: a few MB at most where 2. applies.
+-- Inside the data's range cuBLAS splits too, and 2. would help there: the 48 linear rows of the four NVIDIA training
+-- GPUs with n >= 55,000 and an output below 2^15 are forecast 0.76-25.5x their measurement (median 3.6x) unsplit and
+-- 0.08-1.5x (median 0.90x, 43 of them within 0.6-1.5x) split; 2. alone at every n lowers the linear MAPE of the NeuSight
+-- rows (train + test) on every NVIDIA GPU (V100 10.3 -> 7.5 %, T4 17.9 -> 12.1 %, P100 11.6 -> 8.8 %, A100 6.4 -> 5.5 %).
+-- But the measured rows must not move (their forecasts are the published accuracy, weights/ACCURACY.md; lifting
+-- FP32_SPLIT_ABOVE is a decision for a re-evaluation of it), so until then a small-output GEMM of n just above 65536
+-- is forecast faster than one of n = 65536: the unsplit forecast below the threshold is the slow one.
+local FP32_SPLIT_ABOVE = 65536
+local FP32_SLICE = 4096
+M.fp32_split_above, M.fp32_slice = FP32_SPLIT_ABOVE, FP32_SLICE
+
+-- The thread blocks per output tile (split) the tile model counts for an FP32 GEMM of shape s and rule tile t, and the
+-- library's split-K (what the kernel name shows; 1: none).
+local function fp32_split(s, t)
+  if s.n <= FP32_SPLIT_ABOVE then return 1, 1 end
+  local tiles = ctas(s, t.a, t.b)
+  local split = cdiv(s.n, FP32_SLICE)
+  if tiles >= s.sm then return split, 1 end
+  local fill = tc_split(tiles, s)
+  split = fill * cdiv(split, fill)
+  return split, split
 end
 
 local function check_dim(k, name)
@@ -521,7 +574,8 @@ function M.select(k, gpu)
   -- Only the Pascal rule needs to tell GP100 from GP10x; other GPU tables need not carry the field.
   if fam == "pascal" then s.cc = gpu.compute_capability end
   local t = rule[family](s)
-  return { tile_m = t.b, tile_k = t.a, kernel = kernel_name(rule, family, t) }
+  local split, library_split = fp32_split(s, t)
+  return { tile_m = t.b, tile_k = t.a, split = split, kernel = kernel_name(rule, family, t, library_split) }
 end
 
 return M

@@ -309,4 +309,70 @@ function T.test_tensor_core_tiles()
     .. "ampere, blackwell, hopper, turing, volta) (did you mean 'hopper'?)", tc, Typo, 1, 64, 64, 64)
 end
 
+-- FP32 split-K beyond the data's reductions (gemm.lua fp32_split): the measured rows keep one block per output tile;
+-- a reduction longer than any measured one is cut into slices of at most fp32_slice, and a small output is split
+-- until its blocks fill the SMs (whole waves), as cuBLAS' split-K does.
+local function fp32(g, b, m, n, k)
+  return gemm.select({ family = b > 1 and "bmm" or "linear", b = b, m = m, n = n, k = k, dtype = "fp32" }, g)
+end
+
+function T.test_fp32_split_k_beyond_the_data_only()
+  -- Measured rows keep split 1 and their measured kernel names: a V100 row cuBLAS ran with split-K (grid z 120,
+  -- dataset/train/collect/linear V100: 1,62,30000,2), the longest test rows (dataset/test/linear.csv n = 65536).
+  for _, c in ipairs {
+    { V100, 1, 62, 30000, 2, "volta_sgemm_32x32_sliced1x4_tn" }, { A100, 1, 71, 55349, 10, "ampere_sgemm_32x32_sliced1x4_tn" },
+    { A100, 1, 8, 65536, 16, "ampere_sgemm_32x32_sliced1x4_tn" }, { MI210, 1, 8, 65536, 16, "Cijk_Alik_Bljk_SB_MT64x32" },
+  } do
+    local t = fp32(c[1], c[2], c[3], c[4], c[5])
+    eq(t.split or 1, 1, c[1].name .. " n = " .. c[4] .. ": no split inside the data")
+    eq(t.kernel, c[6], c[1].name .. " n = " .. c[4] .. ": the measured kernel")
+  end
+  -- A tiny output over a long reduction (an MoE router's dW over 2^24 tokens): split until the SMs are filled, in
+  -- whole waves, no slice longer than fp32_slice.
+  for _, c in ipairs { { H100, 8, 2 ^ 24, 16 }, { V100, 1024, 524288, 2 }, { T4, 8, 131072, 16 }, { MI300X, 62, 2 ^ 20, 2 } } do
+    local g, m, n, k = c[1], c[2], math.tointeger(c[3]), c[4]
+    local t = fp32(g, 1, m, n, k)
+    local tiles = math.ceil(m / t.tile_m) * math.ceil(k / t.tile_k)
+    local what = ("%s %d x %d over %d"):format(g.name, m, k, n)
+    eq(tiles < g.num_sm, true, what .. ": a small output")
+    eq((t.split or 1) > 1, true, what .. ": split-K")
+    eq(tiles * t.split >= g.num_sm, true, what .. ": the blocks fill the SMs")
+    eq((tiles * t.split) % ((g.num_sm // tiles) * tiles), 0, what .. ": in whole waves")
+    eq(math.ceil(n / t.split) <= gemm.fp32_slice, true, what .. ": slices of at most fp32_slice")
+    eq(t.kernel:find((g.vendor == "amd" and "_GSU" or "_splitk") .. t.split, 1, true) ~= nil, true, what .. ": " .. t.kernel)
+  end
+  eq(gemm.fp32_split_above, 65536, "the longest reduction of the fp32 data")
+  -- Just past the data: the first split.
+  eq(fp32(A100, 1, 8, 65537, 16).split, 108, "n = 65537 on the A100: one wave of 108 slices")
+  -- A large output over a long reduction (a dW of fp32 training over 512k tokens): slices of fp32_slice, which the
+  -- wave model prices as the unsplit GEMM; cuBLAS does not split it, and the name says so.
+  local big = fp32(A100, 1, 4096, 2 ^ 19, 4096)
+  eq(big.split, 2 ^ 19 // gemm.fp32_slice, "4096 x 4096 over 2^19: slices of fp32_slice")
+  eq(math.ceil(4096 / big.tile_m) * math.ceil(4096 / big.tile_k) >= A100.num_sm, true, "4096 x 4096 fills the SMs")
+  eq(big.kernel:find("split", 1, true), nil, "no split-K in the library's name: " .. big.kernel)
+  -- Batched GEMMs alike (the batch counts in the output tiles).
+  local bmm = fp32(V100, 4, 16, 2 ^ 20, 16)
+  eq(bmm.split > 1 and 4 * bmm.split >= V100.num_sm, true, "a bmm of a small output over 2^20")
+end
+
+-- The forecasts of such GEMMs (the engine's predictors: skipped by the standalone runner). Before the split, the tile
+-- model priced one block per output tile over the whole reduction: H100 8 x 16 over 2^24 678 s against a 0.48 ms
+-- roofline, V100 1024 x 2 over 2^19 145 ms against 2.39 ms, A100 4096 x 4096 over 2^19 43 min against 0.9 s.
+function T.test_engine_fp32_long_reduction_forecasts_near_the_roofline()
+  local ns = require "neusight"
+  local kernels = require "neusight.kernels"
+  for _, c in ipairs {
+    { "h100", 8, 2 ^ 24, 16 }, { "v100", 1024, 2 ^ 19, 2 }, { "a100-pcie-40gb", 4096, 2 ^ 19, 4096 },
+    { "a100-pcie-40gb", 8, 2 ^ 22, 16 }, { "t4", 256, 2 ^ 20, 256 }, { "mi210", 8, 2 ^ 24, 16 },
+  } do
+    local gpu, m, n, k = c[1], c[2], math.tointeger(c[3]), c[4]
+    local full, half = kernels.linear(m, n, k, "fp32"), kernels.linear(m, n // 2, k, "fp32")
+    local s = ns.predict({ full, half }, gpu, "neusight")
+    local roof = ns.predict({ full }, gpu, "roofline")[1]
+    local what = ("%s %d x %d over %d: %.4g ms, roofline %.4g ms"):format(gpu, m, k, n, s[1] * 1e3, roof * 1e3)
+    eq(s[1] >= roof and s[1] <= 20 * roof, true, what .. " (within 20x of the roofline)")
+    eq(s[2] <= s[1], true, ("%s; half the reduction %.4g ms is not slower"):format(what, s[2] * 1e3))
+  end
+end
+
 return T
